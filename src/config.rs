@@ -1,0 +1,572 @@
+//! The tiers configuration: what `tiers.toml` holds ([`TiersConfig`]), the built-in default,
+//! and the validation that refuses impossible tier sets with a sentence naming the file,
+//! line and field.
+//!
+//! Parsing goes through private "raw" structs whose fields are [`toml::Spanned`], so every
+//! refusal can point at the line of the offending key. Validation itself runs on the final
+//! [`TiersConfig`], so a configuration built in code meets exactly the same rules.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::time::Span;
+use crate::{Error, Result};
+
+/// Default for [`EngineSettings::future_bound`]: one hour.
+pub const DEFAULT_FUTURE_BOUND: Span = Span::from_secs(3_600);
+/// Default for [`EngineSettings::series_per_chunk`].
+pub const DEFAULT_SERIES_PER_CHUNK: u32 = 256;
+/// Default for [`EngineSettings::max_points`].
+pub const DEFAULT_MAX_POINTS: u32 = 1_500;
+/// Default for [`TierSpec::create_ahead`] when `tiers.toml` leaves it out.
+pub const DEFAULT_CREATE_AHEAD: u32 = 1;
+/// The most buckets one period may hold; beyond this a single period file grows absurd
+/// (10 million buckets are 305 MiB per 256-series chunk).
+pub const MAX_BUCKETS_PER_PERIOD: u32 = 10_000_000;
+/// The smallest `series_per_chunk` allowed.
+pub const MIN_SERIES_PER_CHUNK: u32 = 16;
+/// The largest `series_per_chunk` allowed.
+pub const MAX_SERIES_PER_CHUNK: u32 = 65_536;
+
+/// The label [`TiersConfig::validate`] gives as the "file" of a configuration built in code.
+const IN_CODE_ORIGIN: &str = "<builder>";
+
+const MINUTE: u64 = 60;
+const HOUR: u64 = 60 * MINUTE;
+const DAY: u64 = 24 * HOUR;
+
+/// One resolution at which samples are rolled up, and how its data is cut into files.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TierSpec {
+    /// How queries and file names refer to the tier (for example "1m").
+    pub name: String,
+    /// Width of one bucket: every sample inside it is folded into the same rollup.
+    pub resolution: Span,
+    /// Span covered by one period file; files are created and dropped whole, so this is the
+    /// unit of preallocation and of retention.
+    pub period: Span,
+    /// How far back the tier's data must stay queryable; a period file is dropped only once
+    /// all of it is older than this.
+    pub retention: Span,
+    /// How many period files past the current one are created in advance, so the first
+    /// sample of a new period does not wait for a file to be preallocated. 0 creates files
+    /// on first write.
+    pub create_ahead: u32,
+}
+
+impl TierSpec {
+    /// Buckets in one period file: `period / resolution`. Meaningful for a validated tier;
+    /// 0 when the resolution is zero and `u32::MAX` when the quotient does not fit.
+    pub fn buckets_per_period(&self) -> u32 {
+        let buckets = self
+            .period
+            .secs()
+            .checked_div(self.resolution.secs())
+            .unwrap_or(0);
+        u32::try_from(buckets).unwrap_or(u32::MAX)
+    }
+}
+
+/// Settings that apply to the whole engine rather than to one tier (`[engine]`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct EngineSettings {
+    /// Samples more than this far past the clock's now are rejected (too_far_in_future), so
+    /// a sender with a wrong clock cannot make the engine create far-future files.
+    /// Default 1h.
+    pub future_bound: Span,
+    /// Series slots per chunk file; a power of two, 16..=65536. Default 256.
+    pub series_per_chunk: u32,
+    /// The point budget an `auto` tier choice stays within. Default 1500. Must be >= 1.
+    pub max_points: u32,
+}
+
+impl Default for EngineSettings {
+    /// [`DEFAULT_FUTURE_BOUND`], [`DEFAULT_SERIES_PER_CHUNK`], [`DEFAULT_MAX_POINTS`].
+    fn default() -> Self {
+        EngineSettings {
+            future_bound: DEFAULT_FUTURE_BOUND,
+            series_per_chunk: DEFAULT_SERIES_PER_CHUNK,
+            max_points: DEFAULT_MAX_POINTS,
+        }
+    }
+}
+
+/// Everything `tiers.toml` configures: engine settings and the tiers, finest first by
+/// convention (the order is kept; placements are indexed by it).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TiersConfig {
+    /// Engine-wide settings (`[engine]`).
+    pub engine: EngineSettings,
+    /// The tiers (`[[tier]]`), in file order.
+    pub tiers: Vec<TierSpec>,
+}
+
+impl Default for TiersConfig {
+    /// The four shipped tiers, 1m/5m/1h/1d; the shipped `tiers.toml` says the same and a
+    /// test keeps the two equal.
+    fn default() -> Self {
+        let tier = |name: &str, resolution: u64, period: u64, retention: u64| TierSpec {
+            name: name.to_owned(),
+            resolution: Span::from_secs(resolution),
+            period: Span::from_secs(period),
+            retention: Span::from_secs(retention),
+            create_ahead: DEFAULT_CREATE_AHEAD,
+        };
+        TiersConfig {
+            engine: EngineSettings::default(),
+            tiers: vec![
+                tier("1m", MINUTE, DAY, 48 * HOUR),
+                tier("5m", 5 * MINUTE, 7 * DAY, 14 * DAY),
+                tier("1h", HOUR, 30 * DAY, 90 * DAY),
+                tier("1d", DAY, 365 * DAY, 1_825 * DAY),
+            ],
+        }
+    }
+}
+
+impl TiersConfig {
+    /// The shipped `tiers.toml`, documented key by key.
+    pub const SHIPPED_TOML: &'static str = include_str!("../tiers.toml");
+
+    /// Reads and validates a `tiers.toml`.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming `path` when it cannot be read; [`Error::Config`] naming the file,
+    /// line and field when its content is refused.
+    pub fn load(path: &Path) -> Result<TiersConfig> {
+        let text = std::fs::read_to_string(path).map_err(|err| Error::io(path, err))?;
+        TiersConfig::from_toml_str(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates TOML text; `origin` names it in error messages (a path, or
+    /// "<string>").
+    ///
+    /// # Errors
+    /// [`Error::Config`] with the line and field of the first problem: bad TOML, an unknown
+    /// key, a value of the wrong type, or any rule of [`TiersConfig::validate`].
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<TiersConfig> {
+        let raw: RawConfig = toml::from_str(text).map_err(|err| toml_error(text, origin, &err))?;
+        let located = Located { text, origin };
+        let (config, lines) = raw.convert(&located)?;
+        check(&config, origin, &|key| {
+            lines.get(&key).map(|&start| line_of(text, start))
+        })?;
+        Ok(config)
+    }
+
+    /// Checks a configuration built in code against the same rules as parsing: at least one
+    /// tier; names non-empty, unique and made of `[A-Za-z0-9_.-]`; non-zero spans that fit in
+    /// a timestamp; a resolution that divides the period evenly; a retention of at least one
+    /// period; at most [`MAX_BUCKETS_PER_PERIOD`] buckets per period; a power-of-two
+    /// `series_per_chunk` in 16..=65536; `max_points` >= 1; a non-zero `future_bound`.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for the first rule broken, with file `<builder>` and no line.
+    pub fn validate(&self) -> Result<()> {
+        check(self, IN_CODE_ORIGIN, &|_| None)
+    }
+
+    /// Index of the tier named `name`, if there is one.
+    pub fn tier_index(&self, name: &str) -> Option<usize> {
+        self.tiers.iter().position(|tier| tier.name == name)
+    }
+}
+
+/// A field a validation error can be about; the parser records the byte offset of each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    Tiers,
+    FutureBound,
+    SeriesPerChunk,
+    MaxPoints,
+    Name(usize),
+    Resolution(usize),
+    Period(usize),
+    Retention(usize),
+    CreateAhead(usize),
+}
+
+/// Finds the line of a [`Key`], when the configuration came from text.
+type LineOf<'a> = dyn Fn(Key) -> Option<usize> + 'a;
+
+/// The validation rules, shared by parsed and in-code configurations.
+fn check(config: &TiersConfig, origin: &str, line_of: &LineOf<'_>) -> Result<()> {
+    let refuse = |key: Key, field: String, message: String| Error::Config {
+        file: origin.to_owned(),
+        line: line_of(key),
+        field,
+        message,
+    };
+
+    let engine = &config.engine;
+    if engine.future_bound.secs() == 0 {
+        return Err(refuse(
+            Key::FutureBound,
+            "engine.future_bound".to_owned(),
+            "future_bound must be more than 0s, or every sample stamped after now is refused"
+                .to_owned(),
+        ));
+    }
+    check_fits(engine.future_bound, "future_bound").map_err(|message| {
+        refuse(
+            Key::FutureBound,
+            "engine.future_bound".to_owned(),
+            message,
+        )
+    })?;
+    if !series_per_chunk_ok(i64::from(engine.series_per_chunk)) {
+        return Err(refuse(
+            Key::SeriesPerChunk,
+            "engine.series_per_chunk".to_owned(),
+            series_per_chunk_message(i64::from(engine.series_per_chunk)),
+        ));
+    }
+    if engine.max_points == 0 {
+        return Err(refuse(
+            Key::MaxPoints,
+            "engine.max_points".to_owned(),
+            max_points_message(0),
+        ));
+    }
+
+    if config.tiers.is_empty() {
+        return Err(refuse(
+            Key::Tiers,
+            "tier".to_owned(),
+            "at least one [[tier]] is needed, or samples have nowhere to go".to_owned(),
+        ));
+    }
+    let mut first_index_of_name: HashMap<&str, usize> = HashMap::new();
+    for (index, tier) in config.tiers.iter().enumerate() {
+        // Always by index: the name is what is wrong, or what two tiers share.
+        let name_field = format!("tier[{index}] name");
+        if tier.name.is_empty() {
+            return Err(refuse(
+                Key::Name(index),
+                name_field,
+                "a tier needs a non-empty name".to_owned(),
+            ));
+        }
+        if !name_chars_ok(&tier.name) {
+            return Err(refuse(
+                Key::Name(index),
+                name_field,
+                format!(
+                    "tier name {:?} may only contain letters, digits, '_', '.' and '-' \
+                     (it becomes part of file names)",
+                    tier.name
+                ),
+            ));
+        }
+        if let Some(&first) = first_index_of_name.get(tier.name.as_str()) {
+            return Err(refuse(
+                Key::Name(index),
+                name_field,
+                format!(
+                    "tier name {:?} is already used by tier[{first}]; names must be unique",
+                    tier.name
+                ),
+            ));
+        }
+        first_index_of_name.insert(&tier.name, index);
+
+        let spans = [
+            (Key::Resolution(index), "resolution", tier.resolution),
+            (Key::Period(index), "period", tier.period),
+            (Key::Retention(index), "retention", tier.retention),
+        ];
+        for (key, what, span) in spans {
+            let field = || tier_field(index, &tier.name, what);
+            if span.secs() == 0 {
+                return Err(refuse(
+                    key,
+                    field(),
+                    format!("{what} must be more than 0s"),
+                ));
+            }
+            check_fits(span, what).map_err(|message| refuse(key, field(), message))?;
+        }
+        if tier.period.secs() % tier.resolution.secs() != 0 {
+            return Err(refuse(
+                Key::Resolution(index),
+                tier_field(index, &tier.name, "resolution"),
+                format!(
+                    "resolution {} does not divide the period {} evenly",
+                    tier.resolution, tier.period
+                ),
+            ));
+        }
+        if tier.retention < tier.period {
+            return Err(refuse(
+                Key::Retention(index),
+                tier_field(index, &tier.name, "retention"),
+                format!(
+                    "retention {} is shorter than one period ({}); period files are dropped \
+                     whole, so retention must cover at least one",
+                    tier.retention, tier.period
+                ),
+            ));
+        }
+        let buckets = tier.period.secs() / tier.resolution.secs();
+        if buckets > u64::from(MAX_BUCKETS_PER_PERIOD) {
+            return Err(refuse(
+                Key::Period(index),
+                tier_field(index, &tier.name, "period"),
+                format!(
+                    "period {} holds {buckets} buckets of {}; at most {MAX_BUCKETS_PER_PERIOD} \
+                     are allowed per file, so use a shorter period",
+                    tier.period, tier.resolution
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses spans that cannot be added to a timestamp.
+fn check_fits(span: Span, what: &str) -> std::result::Result<(), String> {
+    if i64::try_from(span.secs()).is_err() {
+        return Err(format!("{what} {span} is too large to add to a timestamp"));
+    }
+    Ok(())
+}
+
+fn name_chars_ok(name: &str) -> bool {
+    name.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+fn series_per_chunk_ok(value: i64) -> bool {
+    (i64::from(MIN_SERIES_PER_CHUNK)..=i64::from(MAX_SERIES_PER_CHUNK)).contains(&value)
+        && value.count_ones() == 1
+}
+
+fn series_per_chunk_message(value: i64) -> String {
+    format!(
+        "series_per_chunk {value} is not a power of two between {MIN_SERIES_PER_CHUNK} and \
+         {MAX_SERIES_PER_CHUNK}"
+    )
+}
+
+fn max_points_message(value: i64) -> String {
+    if value < 1 {
+        format!("max_points {value} must be at least 1")
+    } else {
+        format!("max_points {value} is too large (at most {})", u32::MAX)
+    }
+}
+
+/// The field name of a tier's key: `tier "1m" resolution` once the tier has a usable name,
+/// `tier[2] resolution` (0-based, file order) before that.
+fn tier_field(index: usize, name: &str, key: &str) -> String {
+    if !name.is_empty() && name_chars_ok(name) {
+        format!("tier {name:?} {key}")
+    } else {
+        format!("tier[{index}] {key}")
+    }
+}
+
+/// 1-based line of the byte at `offset` in `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+/// Text being parsed, with its name for messages.
+struct Located<'a> {
+    text: &'a str,
+    origin: &'a str,
+}
+
+impl Located<'_> {
+    fn refuse(&self, offset: usize, field: String, message: String) -> Error {
+        Error::Config {
+            file: self.origin.to_owned(),
+            line: Some(line_of(self.text, offset)),
+            field,
+            message,
+        }
+    }
+}
+
+/// A TOML syntax, type or unknown-key error, turned into [`Error::Config`] with the line from
+/// the error's span and a field name worked out from the text around it.
+fn toml_error(text: &str, origin: &str, err: &toml::de::Error) -> Error {
+    let (line, field) = match err.span() {
+        Some(span) => (Some(line_of(text, span.start)), field_at(text, span.start)),
+        None => (None, "tiers".to_owned()),
+    };
+    Error::Config {
+        file: origin.to_owned(),
+        line,
+        field,
+        message: err.message().trim_end().to_owned(),
+    }
+}
+
+/// Names the key at byte `offset` the way validation errors do (`engine.max_points`,
+/// `tier[1] resolution`), from the line's key and the last table header before it. A
+/// best-effort reading of the text, used only for errors TOML itself reports.
+fn field_at(text: &str, offset: usize) -> String {
+    let end = offset.min(text.len());
+    let line_start = text[..end].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[end..].find('\n').map_or(text.len(), |i| end + i);
+    let line = text[line_start..line_end].trim();
+
+    let mut table: Option<String> = None;
+    let mut tiers_seen = 0usize;
+    for header in text[..line_end].lines().map(str::trim) {
+        if !header.starts_with('[') {
+            continue;
+        }
+        let inner: String = header
+            .split('#')
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        table = Some(if inner == "[[tier]]" {
+            tiers_seen += 1;
+            format!("tier[{}]", tiers_seen - 1)
+        } else {
+            inner.trim_matches(['[', ']']).to_owned()
+        });
+    }
+
+    let key = if line.starts_with('[') {
+        None
+    } else {
+        let key = line.split('=').next().unwrap_or_default().trim();
+        (!key.is_empty()).then_some(key)
+    };
+    match (table, key) {
+        (Some(table), Some(key)) if table.starts_with("tier[") => format!("{table} {key}"),
+        (Some(table), Some(key)) => format!("{table}.{key}"),
+        (Some(table), None) => table,
+        (None, Some(key)) => key.to_owned(),
+        (None, None) => "tiers".to_owned(),
+    }
+}
+
+/// `tiers.toml` as written, before validation.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    engine: Option<RawEngine>,
+    tier: Option<Spanned<Vec<RawTier>>>,
+}
+
+/// `[engine]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEngine {
+    future_bound: Option<Spanned<String>>,
+    series_per_chunk: Option<Spanned<i64>>,
+    max_points: Option<Spanned<i64>>,
+}
+
+/// One `[[tier]]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTier {
+    name: Spanned<String>,
+    resolution: Spanned<String>,
+    period: Spanned<String>,
+    retention: Spanned<String>,
+    create_ahead: Option<Spanned<i64>>,
+}
+
+impl RawConfig {
+    /// Turns the text's values into typed ones, refusing what cannot be represented (bad
+    /// durations, negative counts), and records where each key was.
+    fn convert(self, at: &Located<'_>) -> Result<(TiersConfig, HashMap<Key, usize>)> {
+        let mut lines = HashMap::new();
+        let mut engine = EngineSettings::default();
+        if let Some(raw) = self.engine {
+            if let Some(value) = raw.future_bound {
+                lines.insert(Key::FutureBound, value.span().start);
+                engine.future_bound = parse_span(at, &value, "engine.future_bound".to_owned())?;
+            }
+            if let Some(value) = raw.series_per_chunk {
+                lines.insert(Key::SeriesPerChunk, value.span().start);
+                let number = *value.get_ref();
+                engine.series_per_chunk = u32::try_from(number).map_err(|_| {
+                    at.refuse(
+                        value.span().start,
+                        "engine.series_per_chunk".to_owned(),
+                        series_per_chunk_message(number),
+                    )
+                })?;
+            }
+            if let Some(value) = raw.max_points {
+                lines.insert(Key::MaxPoints, value.span().start);
+                let number = *value.get_ref();
+                engine.max_points = u32::try_from(number).map_err(|_| {
+                    at.refuse(
+                        value.span().start,
+                        "engine.max_points".to_owned(),
+                        max_points_message(number),
+                    )
+                })?;
+            }
+        }
+
+        let mut tiers = Vec::new();
+        if let Some(raw_tiers) = self.tier {
+            lines.insert(Key::Tiers, raw_tiers.span().start);
+            for (index, raw) in raw_tiers.into_inner().into_iter().enumerate() {
+                tiers.push(raw.convert(index, at, &mut lines)?);
+            }
+        }
+        Ok((TiersConfig { engine, tiers }, lines))
+    }
+}
+
+impl RawTier {
+    fn convert(
+        self,
+        index: usize,
+        at: &Located<'_>,
+        lines: &mut HashMap<Key, usize>,
+    ) -> Result<TierSpec> {
+        let name = self.name.get_ref().clone();
+        lines.insert(Key::Name(index), self.name.span().start);
+        lines.insert(Key::Resolution(index), self.resolution.span().start);
+        lines.insert(Key::Period(index), self.period.span().start);
+        lines.insert(Key::Retention(index), self.retention.span().start);
+        let field = |key: &str| tier_field(index, &name, key);
+        let create_ahead = match self.create_ahead {
+            None => DEFAULT_CREATE_AHEAD,
+            Some(value) => {
+                lines.insert(Key::CreateAhead(index), value.span().start);
+                let number = *value.get_ref();
+                u32::try_from(number).map_err(|_| {
+                    let message = if number < 0 {
+                        format!("create_ahead {number} must be 0 or more")
+                    } else {
+                        format!("create_ahead {number} is too large (at most {})", u32::MAX)
+                    };
+                    at.refuse(value.span().start, field("create_ahead"), message)
+                })?
+            }
+        };
+        Ok(TierSpec {
+            resolution: parse_span(at, &self.resolution, field("resolution"))?,
+            period: parse_span(at, &self.period, field("period"))?,
+            retention: parse_span(at, &self.retention, field("retention"))?,
+            create_ahead,
+            name,
+        })
+    }
+}
+
+fn parse_span(at: &Located<'_>, value: &Spanned<String>, field: String) -> Result<Span> {
+    Span::parse(value.get_ref()).map_err(|message| at.refuse(value.span().start, field, message))
+}
+
+#[cfg(test)]
+mod tests;

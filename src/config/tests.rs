@@ -1,0 +1,433 @@
+//! Tests for tiers.toml parsing and validation.
+
+use super::*;
+
+/// Parses `text` as `test.toml` and returns the refusal, failing if it was accepted.
+fn refusal(text: &str) -> Error {
+    match TiersConfig::from_toml_str(text, "test.toml") {
+        Ok(config) => panic!("accepted: {config:?}\n{text}"),
+        Err(err) => err,
+    }
+}
+
+/// Asserts that `text` is refused at `line` about `field`, with `words` in the message.
+#[track_caller]
+fn assert_refused(text: &str, line: usize, field: &str, words: &str) {
+    let err = refusal(text);
+    let shown = err.to_string();
+    assert!(
+        shown.starts_with(&format!("test.toml:{line}: {field}: ")),
+        "wanted line {line} and field {field}, got: {shown}"
+    );
+    assert!(shown.contains(words), "wanted {words:?} in: {shown}");
+    match err {
+        Error::Config { file, line: got, field: got_field, .. } => {
+            assert_eq!(file, "test.toml");
+            assert_eq!(got, Some(line));
+            assert_eq!(got_field, field);
+        }
+        other => panic!("not a config error: {other:?}"),
+    }
+}
+
+/// A valid one-tier file; tests replace one line to break it. Line numbers:
+/// 1 [engine], 2 future_bound, 3 series_per_chunk, 4 max_points, 5 blank, 6 [[tier]],
+/// 7 name, 8 resolution, 9 period, 10 retention, 11 create_ahead.
+const ONE_TIER: &str = r#"[engine]
+future_bound = "1h"
+series_per_chunk = 256
+max_points = 1500
+
+[[tier]]
+name = "1m"
+resolution = "1m"
+period = "1d"
+retention = "48h"
+create_ahead = 1
+"#;
+
+fn one_tier_with(from: &str, to: &str) -> String {
+    assert!(ONE_TIER.contains(from), "{from}");
+    ONE_TIER.replacen(from, to, 1)
+}
+
+#[test]
+fn shipped_toml_equals_the_default() {
+    let shipped = TiersConfig::from_toml_str(TiersConfig::SHIPPED_TOML, "tiers.toml").unwrap();
+    assert_eq!(shipped, TiersConfig::default());
+}
+
+#[test]
+fn shipped_file_on_disk_loads() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tiers.toml");
+    assert_eq!(TiersConfig::load(&path).unwrap(), TiersConfig::default());
+}
+
+#[test]
+fn default_is_valid_and_as_documented() {
+    let config = TiersConfig::default();
+    config.validate().unwrap();
+    let summary: Vec<(String, String, String, String, u32, u32)> = config
+        .tiers
+        .iter()
+        .map(|t| {
+            (
+                t.name.clone(),
+                t.resolution.to_string(),
+                t.period.to_string(),
+                t.retention.to_string(),
+                t.create_ahead,
+                t.buckets_per_period(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("1m", "1m", "1d", "2d", 1, 1440),
+        ("5m", "5m", "7d", "14d", 1, 2016),
+        ("1h", "1h", "30d", "90d", 1, 720),
+        ("1d", "1d", "365d", "1825d", 1, 365),
+    ]
+    .map(|(n, r, p, k, c, b)| (n.into(), r.into(), p.into(), k.into(), c, b));
+    assert_eq!(summary, expected);
+    assert_eq!(config.engine.future_bound, Span::from_secs(3_600));
+    assert_eq!(config.engine.series_per_chunk, 256);
+    assert_eq!(config.engine.max_points, 1_500);
+}
+
+#[test]
+fn tier_index_finds_by_name() {
+    let config = TiersConfig::default();
+    assert_eq!(config.tier_index("1m"), Some(0));
+    assert_eq!(config.tier_index("1d"), Some(3));
+    assert_eq!(config.tier_index("1w"), None);
+}
+
+#[test]
+fn engine_table_and_create_ahead_are_optional() {
+    let text = r#"
+[[tier]]
+name = "1m"
+resolution = "1m"
+period = "1d"
+retention = "2d"
+"#;
+    let config = TiersConfig::from_toml_str(text, "<string>").unwrap();
+    assert_eq!(config.engine, EngineSettings::default());
+    assert_eq!(config.tiers[0].create_ahead, DEFAULT_CREATE_AHEAD);
+
+    let partial = format!("[engine]\nmax_points = 10\n{text}");
+    let config = TiersConfig::from_toml_str(&partial, "<string>").unwrap();
+    assert_eq!(config.engine.max_points, 10);
+    assert_eq!(config.engine.series_per_chunk, DEFAULT_SERIES_PER_CHUNK);
+}
+
+#[test]
+fn create_ahead_zero_is_allowed() {
+    let text = one_tier_with("create_ahead = 1", "create_ahead = 0");
+    let config = TiersConfig::from_toml_str(&text, "test.toml").unwrap();
+    assert_eq!(config.tiers[0].create_ahead, 0);
+}
+
+#[test]
+fn five_tiers_with_a_ten_second_tier() {
+    let text = format!(
+        r#"{}
+[[tier]]
+name = "10s"
+resolution = "10s"
+period = "6h"
+retention = "24h"
+"#,
+        ONE_TIER.replace("[[tier]]", "[[tier]]  # the 1m tier")
+    );
+    let mut text = text.replacen("[[tier]]  # the 1m tier", "[[tier]]", 1);
+    // Append the other default tiers after the 1m one.
+    let shipped = TiersConfig::SHIPPED_TOML;
+    let rest = &shipped[shipped.find("name = \"5m\"").unwrap()..];
+    text.push_str("\n[[tier]]\n");
+    text.push_str(rest);
+    let config = TiersConfig::from_toml_str(&text, "five.toml").unwrap();
+    let names: Vec<&str> = config.tiers.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["1m", "10s", "5m", "1h", "1d"]);
+    let ten = &config.tiers[1];
+    assert_eq!(ten.resolution, Span::from_secs(10));
+    assert_eq!(ten.buckets_per_period(), 2_160);
+    assert_eq!(config.tier_index("10s"), Some(1));
+    config.validate().unwrap();
+
+    let placements = crate::time::locate(&config.tiers, 21_600 + 25);
+    assert_eq!(placements.len(), 5);
+    assert_eq!(placements[1].period_start, 21_600);
+    assert_eq!(placements[1].bucket, 2);
+}
+
+#[test]
+fn refuses_a_config_without_tiers() {
+    let err = refusal("[engine]\nmax_points = 10\n");
+    assert_eq!(
+        err.to_string(),
+        "test.toml: tier: at least one [[tier]] is needed, or samples have nowhere to go"
+    );
+    let err = TiersConfig::from_toml_str("", "empty.toml").unwrap_err();
+    assert!(err.to_string().starts_with("empty.toml: tier: "), "{err}");
+    assert_refused("\n\ntier = []\n", 3, "tier", "at least one [[tier]]");
+}
+
+#[test]
+fn refuses_bad_names() {
+    assert_refused(
+        &one_tier_with(r#"name = "1m""#, r#"name = """#),
+        7,
+        "tier[0] name",
+        "non-empty name",
+    );
+    assert_refused(
+        &one_tier_with(r#"name = "1m""#, r#"name = "one minute""#),
+        7,
+        "tier[0] name",
+        r#"tier name "one minute" may only contain letters, digits"#,
+    );
+    assert_refused(
+        &one_tier_with(r#"name = "1m""#, r#"name = "a/b""#),
+        7,
+        "tier[0] name",
+        "may only contain",
+    );
+}
+
+#[test]
+fn refuses_duplicate_names_at_the_second() {
+    let text = format!("{ONE_TIER}\n[[tier]]\nname = \"1m\"\nresolution = \"5m\"\nperiod = \"7d\"\nretention = \"14d\"\n");
+    assert_refused(&text, 14, "tier[1] name", r#"tier name "1m" is already used by tier[0]"#);
+}
+
+#[test]
+fn refuses_zero_spans() {
+    assert_refused(
+        &one_tier_with(r#"resolution = "1m""#, r#"resolution = "0s""#),
+        8,
+        r#"tier "1m" resolution"#,
+        "resolution must be more than 0s",
+    );
+    assert_refused(
+        &one_tier_with(r#"period = "1d""#, r#"period = "0d""#),
+        9,
+        r#"tier "1m" period"#,
+        "period must be more than 0s",
+    );
+    assert_refused(
+        &one_tier_with(r#"retention = "48h""#, r#"retention = "0h""#),
+        10,
+        r#"tier "1m" retention"#,
+        "retention must be more than 0s",
+    );
+    assert_refused(
+        &one_tier_with(r#"future_bound = "1h""#, r#"future_bound = "0s""#),
+        2,
+        "engine.future_bound",
+        "future_bound must be more than 0s",
+    );
+}
+
+#[test]
+fn refuses_malformed_durations() {
+    assert_refused(
+        &one_tier_with(r#"period = "1d""#, r#"period = "1 day""#),
+        9,
+        r#"tier "1m" period"#,
+        "not a duration",
+    );
+    assert_refused(
+        &one_tier_with(r#"future_bound = "1h""#, r#"future_bound = "soon""#),
+        2,
+        "engine.future_bound",
+        "not a duration",
+    );
+    // The name is not usable yet, so the field falls back to the index.
+    let text = one_tier_with(r#"name = "1m""#, r#"name = "a b""#);
+    let text = text.replacen(r#"resolution = "1m""#, r#"resolution = "1x""#, 1);
+    assert_refused(&text, 8, "tier[0] resolution", "must end in a unit");
+}
+
+#[test]
+fn refuses_a_resolution_that_does_not_divide_the_period() {
+    assert_refused(
+        &one_tier_with(r#"resolution = "1m""#, r#"resolution = "7m""#),
+        8,
+        r#"tier "1m" resolution"#,
+        "resolution 7m does not divide the period 1d evenly",
+    );
+}
+
+#[test]
+fn refuses_retention_shorter_than_a_period() {
+    assert_refused(
+        &one_tier_with(r#"retention = "48h""#, r#"retention = "12h""#),
+        10,
+        r#"tier "1m" retention"#,
+        "retention 12h is shorter than one period (1d)",
+    );
+    // Exactly one period is enough.
+    let text = one_tier_with(r#"retention = "48h""#, r#"retention = "24h""#);
+    TiersConfig::from_toml_str(&text, "test.toml").unwrap();
+}
+
+#[test]
+fn refuses_too_many_buckets_per_period() {
+    let text = one_tier_with(r#"resolution = "1m""#, r#"resolution = "1s""#)
+        .replacen(r#"period = "1d""#, r#"period = "116d""#, 1)
+        .replacen(r#"retention = "48h""#, r#"retention = "116d""#, 1);
+    assert_refused(
+        &text,
+        9,
+        r#"tier "1m" period"#,
+        "period 116d holds 10022400 buckets of 1s; at most 10000000",
+    );
+    // The limit itself is allowed.
+    let text = one_tier_with(r#"resolution = "1m""#, r#"resolution = "1s""#)
+        .replacen(r#"period = "1d""#, r#"period = "10000000s""#, 1)
+        .replacen(r#"retention = "48h""#, r#"retention = "200d""#, 1);
+    TiersConfig::from_toml_str(&text, "test.toml").unwrap();
+}
+
+#[test]
+fn refuses_bad_series_per_chunk() {
+    for bad in ["100", "8", "131072", "0", "-256", "4294967296"] {
+        assert_refused(
+            &one_tier_with("series_per_chunk = 256", &format!("series_per_chunk = {bad}")),
+            3,
+            "engine.series_per_chunk",
+            &format!("series_per_chunk {bad} is not a power of two between 16 and 65536"),
+        );
+    }
+    for good in ["16", "65536", "1024"] {
+        let text = one_tier_with("series_per_chunk = 256", &format!("series_per_chunk = {good}"));
+        TiersConfig::from_toml_str(&text, "test.toml").unwrap();
+    }
+}
+
+#[test]
+fn refuses_zero_or_negative_max_points() {
+    assert_refused(
+        &one_tier_with("max_points = 1500", "max_points = 0"),
+        4,
+        "engine.max_points",
+        "max_points 0 must be at least 1",
+    );
+    assert_refused(
+        &one_tier_with("max_points = 1500", "max_points = -3"),
+        4,
+        "engine.max_points",
+        "max_points -3 must be at least 1",
+    );
+}
+
+#[test]
+fn refuses_negative_create_ahead() {
+    assert_refused(
+        &one_tier_with("create_ahead = 1", "create_ahead = -1"),
+        11,
+        r#"tier "1m" create_ahead"#,
+        "create_ahead -1 must be 0 or more",
+    );
+}
+
+#[test]
+fn refuses_unknown_keys_with_their_line() {
+    assert_refused(
+        &one_tier_with(r#"retention = "48h""#, "retention = \"48h\"\nretension = \"48h\""),
+        11,
+        "tier[0] retension",
+        "unknown field `retension`",
+    );
+    assert_refused(
+        &one_tier_with("max_points = 1500", "max_points = 1500\nthreads = 4"),
+        5,
+        "engine.threads",
+        "unknown field `threads`",
+    );
+    assert_refused(
+        &format!("{ONE_TIER}\n[storage]\npath = \"/tmp\"\n"),
+        13,
+        "storage",
+        "unknown field `storage`",
+    );
+}
+
+#[test]
+fn refuses_wrong_types_and_syntax_with_their_line() {
+    assert_refused(
+        &one_tier_with(r#"period = "1d""#, "period = 86400"),
+        9,
+        "tier[0] period",
+        "invalid type",
+    );
+    assert_refused(
+        &one_tier_with("series_per_chunk = 256", r#"series_per_chunk = "256""#),
+        3,
+        "engine.series_per_chunk",
+        "invalid type",
+    );
+    let err = refusal(&one_tier_with(r#"name = "1m""#, r#"name = "1m"#));
+    assert!(err.to_string().starts_with("test.toml:7: "), "{err}");
+}
+
+#[test]
+fn refuses_a_tier_missing_a_key() {
+    let text = one_tier_with("retention = \"48h\"\n", "");
+    let err = refusal(&text);
+    let shown = err.to_string();
+    assert!(shown.contains("missing field `retention`"), "{shown}");
+    assert!(shown.contains("tier[0]"), "{shown}");
+}
+
+#[test]
+fn validate_applies_the_same_rules_to_code_built_configs() {
+    let mut config = TiersConfig::default();
+    config.tiers[1].resolution = Span::from_secs(11 * 60);
+    let err = config.validate().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        r#"<builder>: tier "5m" resolution: resolution 11m does not divide the period 7d evenly"#
+    );
+
+    let mut config = TiersConfig::default();
+    config.tiers[3].name = "1m".to_owned();
+    let err = config.validate().unwrap_err().to_string();
+    assert!(err.contains(r#"tier[3] name: tier name "1m" is already used by tier[0]"#), "{err}");
+
+    let mut config = TiersConfig::default();
+    config.tiers.clear();
+    assert!(config.validate().is_err());
+
+    let mut config = TiersConfig::default();
+    config.engine.series_per_chunk = 48;
+    assert!(config.validate().unwrap_err().to_string().contains("engine.series_per_chunk"));
+
+    let mut config = TiersConfig::default();
+    config.tiers[0].period = Span::from_secs(u64::MAX);
+    config.tiers[0].retention = Span::from_secs(u64::MAX);
+    let err = config.validate().unwrap_err().to_string();
+    assert!(err.contains("too large"), "{err}");
+}
+
+#[test]
+fn load_names_a_missing_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nope.toml");
+    match TiersConfig::load(&path) {
+        Err(Error::Io { path: got, .. }) => assert_eq!(got, path),
+        other => panic!("wanted Error::Io, got {other:?}"),
+    }
+    let shown = TiersConfig::load(&path).unwrap_err().to_string();
+    assert!(shown.contains("nope.toml"), "{shown}");
+}
+
+#[test]
+fn load_names_the_file_in_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiers.toml");
+    std::fs::write(&path, one_tier_with(r#"retention = "48h""#, r#"retention = "12h""#)).unwrap();
+    let shown = TiersConfig::load(&path).unwrap_err().to_string();
+    assert!(shown.starts_with(&format!("{}:10: ", path.display())), "{shown}");
+}

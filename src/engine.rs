@@ -1,0 +1,501 @@
+//! The engine: opens a data directory, owns the registry, the storage and the writer threads,
+//! and offers the write path (`record`, `record_batch`, `sync`, `flush`). Reads live in
+//! [`crate::query`].
+
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::TiersConfig;
+use crate::registry::{Registry, SeriesId};
+use crate::sample::{BatchReport, RejectReason, Sample};
+use crate::storage::lock::DirLock;
+use crate::storage::{Storage, TierFiles};
+use crate::time::{align_down, Span, Timestamp};
+use crate::{Error, Result};
+use writer::WriterPool;
+
+/// Marks a data directory as open for writing; found at open, it means the last process
+/// died without closing, so bucket cells may carry a stale update-in-flight bit to clear.
+const OPEN_MARKER: &str = "OPEN";
+
+/// Single records are buffered and written in batches of this many.
+const RECORD_BUFFER: usize = 4096;
+
+/// How to open an [`Engine`]: `Engine::builder(dir).tiers(cfg).open()?`.
+pub struct EngineBuilder {
+    dir: PathBuf,
+    tiers: TiersConfig,
+    clock: Arc<dyn Clock>,
+    writer_threads: usize,
+}
+
+impl EngineBuilder {
+    /// Uses `tiers` instead of [`TiersConfig::default`].
+    pub fn tiers(mut self, tiers: TiersConfig) -> Self {
+        self.tiers = tiers;
+        self
+    }
+
+    /// Uses `clock` instead of the system clock (tests roll time with a
+    /// [`crate::ManualClock`]).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Number of writer threads (default: the number of cores, at least 1).
+    pub fn writer_threads(mut self, n: usize) -> Self {
+        self.writer_threads = n.max(1);
+        self
+    }
+
+    /// Opens the data directory (creating it when missing), locks it, loads the registry,
+    /// maps every period file, creates the current and ahead periods, and starts the writers.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an invalid configuration, [`Error::Locked`] when another
+    /// process holds the directory, [`Error::CorruptFile`] naming a refused file,
+    /// [`Error::Io`].
+    pub fn open(self) -> Result<Engine> {
+        self.tiers.validate()?;
+        std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        let lock = DirLock::acquire(&self.dir)?;
+        let storage = Storage::open(
+            &self.dir,
+            &self.tiers.tiers,
+            self.tiers.engine.series_per_chunk,
+            true,
+        )?;
+        let registry = Registry::open(&self.dir)?;
+        let marker = self.dir.join(OPEN_MARKER);
+        if marker.exists() {
+            let repaired: usize = storage.all_files().iter().map(|f| f.repair()).sum();
+            tracing::warn!(
+                dir = %self.dir.display(),
+                repaired,
+                "the last process did not close this data directory cleanly; cleared interrupted bucket updates"
+            );
+        }
+        std::fs::write(&marker, std::process::id().to_string())
+            .map_err(|e| Error::io(&marker, e))?;
+        let shared = Arc::new(Shared {
+            dir: self.dir,
+            config: self.tiers,
+            storage,
+            registry,
+            clock: self.clock,
+            counters: Counters::default(),
+            chunks_ready: AtomicU32::new(0),
+            poison: OnceLock::new(),
+            _lock: lock,
+        });
+        shared.prepare_ahead()?;
+        let writers = WriterPool::start(&shared, self.writer_threads)?;
+        Ok(Engine {
+            shared,
+            writers,
+            pending: Mutex::new(Vec::with_capacity(RECORD_BUFFER)),
+            closed: false,
+        })
+    }
+}
+
+/// State the engine, its writer threads and its readers share.
+pub(crate) struct Shared {
+    pub(crate) dir: PathBuf,
+    pub(crate) config: TiersConfig,
+    pub(crate) storage: Storage,
+    pub(crate) registry: Registry,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) counters: Counters,
+    /// Chunks created for the current and ahead periods of every tier so far.
+    chunks_ready: AtomicU32,
+    poison: OnceLock<String>,
+    _lock: DirLock,
+}
+
+/// Running totals since open.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) accepted: AtomicU64,
+    pub(crate) rejected: [AtomicU64; RejectReason::ALL.len()],
+    pub(crate) on_demand_creations: AtomicU64,
+}
+
+impl Shared {
+    /// The first second each tier still holds at `now`: the start of the period that holds
+    /// `now - retention` (files whose period ended before that are outside retention).
+    pub(crate) fn window_starts(&self, now: Timestamp) -> Vec<Timestamp> {
+        self.config
+            .tiers
+            .iter()
+            .map(|t| window_start(now, t.retention, t.period))
+            .collect()
+    }
+
+    pub(crate) fn check_poison(&self) -> Result<()> {
+        match self.poison.get() {
+            Some(why) => Err(Error::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn poison(&self, why: String) {
+        tracing::error!(%why, "engine poisoned; refusing further writes");
+        let _ = self.poison.set(why);
+    }
+
+    /// Chunks needed so every series so far, plus a quarter chunk of headroom, has a slot:
+    /// the next chunk is created ahead of the series that will need it.
+    fn chunks_needed(&self) -> u32 {
+        let slots = self.config.engine.series_per_chunk as usize;
+        ((self.registry.len() + slots / 4) / slots + 1) as u32
+    }
+
+    /// Creates, for every tier, the current period and `create_ahead` periods after it, for
+    /// every chunk needed. Existing files are left alone.
+    pub(crate) fn prepare_ahead(&self) -> Result<()> {
+        let chunks = self.chunks_needed();
+        let now = self.clock.now();
+        for (t, spec) in self.config.tiers.iter().enumerate() {
+            let current = align_down(now, spec.period);
+            for ahead in 0..=i64::from(spec.create_ahead) {
+                let start = current + ahead * spec.period.secs() as i64;
+                for chunk in 0..chunks {
+                    self.storage.get_or_create(t, start, chunk)?;
+                }
+            }
+        }
+        self.chunks_ready.fetch_max(chunks, Ordering::AcqRel);
+        Ok(())
+    }
+}
+
+/// First second of the tier window at `now`.
+pub(crate) fn window_start(now: Timestamp, retention: Span, period: Span) -> Timestamp {
+    align_down(now.saturating_sub(retention.secs() as i64), period)
+}
+
+/// The limits a batch's samples are checked against.
+struct Bounds {
+    /// Per tier, the first second it holds.
+    windows: Arc<[Timestamp]>,
+    /// The earliest second any tier holds.
+    oldest: Timestamp,
+    /// The latest second accepted (now + future_bound).
+    newest: Timestamp,
+    /// Ids below this were handed out by the registry.
+    known_series: usize,
+}
+
+impl Bounds {
+    #[inline]
+    fn check(&self, sample: &Sample) -> std::result::Result<(), RejectReason> {
+        if !sample.value.is_finite() {
+            Err(RejectReason::NotFinite)
+        } else if sample.ts > self.newest {
+            Err(RejectReason::TooFarInFuture)
+        } else if sample.ts < self.oldest {
+            Err(RejectReason::TooOld)
+        } else if sample.series.index() >= self.known_series {
+            Err(RejectReason::UnknownSeries)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// An open data directory. Cheap to share by reference across threads (`&Engine` is `Sync`);
+/// dropping it stops the writers, flushes and unlocks the directory.
+pub struct Engine {
+    pub(crate) shared: Arc<Shared>,
+    writers: WriterPool,
+    pending: Mutex<Vec<Sample>>,
+    closed: bool,
+}
+
+impl Engine {
+    /// A builder for the data directory `dir` with the default tiers and the system clock.
+    pub fn builder(dir: impl AsRef<Path>) -> EngineBuilder {
+        EngineBuilder {
+            dir: dir.as_ref().to_path_buf(),
+            tiers: TiersConfig::default(),
+            clock: Arc::new(SystemClock),
+            writer_threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+        }
+    }
+
+    /// Opens `dir` with the default tiers; see [`EngineBuilder::open`].
+    ///
+    /// # Errors
+    /// As [`EngineBuilder::open`].
+    pub fn open(dir: impl AsRef<Path>) -> Result<Engine> {
+        Self::builder(dir).open()
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// The tiers in use.
+    pub fn config(&self) -> &TiersConfig {
+        &self.shared.config
+    }
+
+    /// The id of a series given in its text form (`cpu.load` or `cpu.load{host=a}`),
+    /// registering it when new. New series get room in the files ahead of need.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSeries`] for an unparsable name, [`Error::Io`] when the registry or a
+    /// new chunk file cannot be written.
+    pub fn series(&self, text: &str) -> Result<SeriesId> {
+        if let Some(id) = self.shared.registry.get(text) {
+            return Ok(id);
+        }
+        let id = self.shared.registry.resolve(text)?;
+        self.after_new_series()?;
+        Ok(id)
+    }
+
+    /// The id of a series given as a key; see [`Engine::series`].
+    ///
+    /// # Errors
+    /// As [`Engine::series`].
+    pub fn series_key(&self, key: &crate::registry::SeriesKey) -> Result<SeriesId> {
+        let (id, created) = self.shared.registry.get_or_create(key)?;
+        if created {
+            self.after_new_series()?;
+        }
+        Ok(id)
+    }
+
+    fn after_new_series(&self) -> Result<()> {
+        if self.shared.chunks_needed() > self.shared.chunks_ready.load(Ordering::Acquire) {
+            self.shared.prepare_ahead()?;
+        }
+        Ok(())
+    }
+
+    /// The series registry (names, tags, ids).
+    pub fn registry(&self) -> &Registry {
+        &self.shared.registry
+    }
+
+    /// Records one sample. It is buffered: it reaches the mapped files with the next
+    /// [`Engine::sync`], or when the buffer fills.
+    ///
+    /// # Errors
+    /// [`Error::Rejected`] with the reason when the sample is refused (also counted),
+    /// [`Error::InvalidSeries`], [`Error::Poisoned`], [`Error::Io`].
+    pub fn record(&self, series: &str, ts: Timestamp, value: f64) -> Result<()> {
+        let id = match self.series(series) {
+            Ok(id) => id,
+            Err(e @ Error::InvalidSeries { .. }) => {
+                self.shared.counters.rejected[RejectReason::InvalidSeries.index()]
+                    .fetch_add(1, Ordering::Relaxed);
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
+        let sample = Sample::new(id, ts, value);
+        if let Err(reason) = self.bounds(self.shared.clock.now()).check(&sample) {
+            self.shared.counters.rejected[reason.index()].fetch_add(1, Ordering::Relaxed);
+            return Err(Error::Rejected(reason));
+        }
+        let full = {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            pending.push(sample);
+            (pending.len() >= RECORD_BUFFER).then(|| std::mem::take(&mut *pending))
+        };
+        if let Some(batch) = full {
+            self.record_batch(&batch)?;
+        }
+        Ok(())
+    }
+
+    /// Writes every sample that [`Engine::record`] buffered; returns once they are in the
+    /// mapped files, so a process crash after it returns loses none of them.
+    ///
+    /// # Errors
+    /// As [`Engine::record_batch`].
+    pub fn sync(&self) -> Result<BatchReport> {
+        let batch = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        self.record_batch(&batch)
+    }
+
+    /// Writes a batch; returns once every accepted sample is in the mapped files (a process
+    /// crash after it returns loses nothing; [`Engine::flush`] adds power-loss durability).
+    /// Refused samples are counted by reason in the report and in [`Engine::stats`]; the rest
+    /// land. Late and out-of-order samples update every tier that still holds their time.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] after an earlier durability failure; [`Error::Io`] when a period
+    /// file needed by the batch cannot be created (the samples for other files still land).
+    pub fn record_batch(&self, samples: &[Sample]) -> Result<BatchReport> {
+        self.shared.check_poison()?;
+        let bounds = self.bounds(self.shared.clock.now());
+        let mut report = BatchReport::default();
+        let mut parts = self.writers.take_buffers();
+        let n = parts.len();
+        for sample in samples {
+            match bounds.check(sample) {
+                Ok(()) => {
+                    parts[sample.series.0 as usize % n].push(*sample);
+                    report.accepted += 1;
+                }
+                Err(reason) => report.reject(reason),
+            }
+        }
+        let counters = &self.shared.counters;
+        counters
+            .accepted
+            .fetch_add(report.accepted, Ordering::Relaxed);
+        for (counter, count) in counters.rejected.iter().zip(report.rejected) {
+            if count > 0 {
+                counter.fetch_add(count, Ordering::Relaxed);
+            }
+        }
+        self.writers.run(parts, &bounds.windows)?;
+        Ok(report)
+    }
+
+    /// What a sample must satisfy at `now`, computed once per batch.
+    fn bounds(&self, now: Timestamp) -> Bounds {
+        let windows: Arc<[Timestamp]> = self.shared.window_starts(now).into();
+        Bounds {
+            oldest: windows.iter().copied().min().unwrap_or(Timestamp::MIN),
+            newest: now.saturating_add(self.shared.config.engine.future_bound.secs() as i64),
+            known_series: self.shared.registry.len(),
+            windows,
+        }
+    }
+
+    /// Makes everything written so far durable against power loss: buffered records are
+    /// written, the registry is fsynced, then every changed period file is msynced.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file that failed; the engine is then poisoned.
+    pub fn flush(&self) -> Result<()> {
+        self.sync()?;
+        let result = self
+            .shared
+            .registry
+            .sync()
+            .and_then(|()| self.shared.storage.flush());
+        if let Err(e) = &result {
+            self.shared.poison(e.to_string());
+        }
+        result
+    }
+
+    /// Counters and what each tier holds on disk.
+    pub fn stats(&self) -> EngineStats {
+        let shared = &self.shared;
+        let now = shared.clock.now();
+        let windows = shared.window_starts(now);
+        EngineStats {
+            now,
+            series: shared.registry.len(),
+            accepted: shared.counters.accepted.load(Ordering::Relaxed),
+            rejected: RejectReason::ALL
+                .iter()
+                .map(|r| {
+                    (
+                        r.as_str(),
+                        shared.counters.rejected[r.index()].load(Ordering::Relaxed),
+                    )
+                })
+                .collect(),
+            on_demand_creations: shared.counters.on_demand_creations.load(Ordering::Relaxed),
+            tiers: shared
+                .config
+                .tiers
+                .iter()
+                .enumerate()
+                .map(|(i, t)| TierStats {
+                    name: t.name.clone(),
+                    resolution: t.resolution,
+                    period: t.period,
+                    retention: t.retention,
+                    window_start: windows[i],
+                    disk: shared.storage.tier_files(i),
+                })
+                .collect(),
+            orphaned_tiers: shared.storage.orphaned_tiers().to_vec(),
+        }
+    }
+
+    /// Stops the writers, flushes and unlocks, reporting any failure (dropping the engine does
+    /// the same but can only log failures).
+    ///
+    /// # Errors
+    /// As [`Engine::flush`], or a writer thread's failure.
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        let flushed = self.flush();
+        let stopped = self.writers.stop();
+        flushed?;
+        stopped?;
+        self.shared.check_poison()?;
+        let marker = self.shared.dir.join(OPEN_MARKER);
+        std::fs::remove_file(&marker).map_err(|e| Error::io(&marker, e))
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::error!(error = %e, "closing the engine failed");
+        }
+    }
+}
+
+/// A picture of the engine for `info` and `/metrics`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct EngineStats {
+    /// The clock's reading when the stats were taken.
+    pub now: Timestamp,
+    /// Series registered.
+    pub series: usize,
+    /// Samples accepted since open.
+    pub accepted: u64,
+    /// Samples refused since open, per reason.
+    pub rejected: Vec<(&'static str, u64)>,
+    /// Period files created by the write path because a sample needed one that did not exist.
+    pub on_demand_creations: u64,
+    /// Per tier: configuration, window and files.
+    pub tiers: Vec<TierStats>,
+    /// Tier directories on disk that the configuration no longer names.
+    pub orphaned_tiers: Vec<String>,
+}
+
+/// One tier in [`EngineStats`].
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TierStats {
+    /// Tier name.
+    pub name: String,
+    /// Bucket width.
+    pub resolution: Span,
+    /// Time per file.
+    pub period: Span,
+    /// How long files are kept.
+    pub retention: Span,
+    /// First second the tier holds now.
+    pub window_start: Timestamp,
+    /// Files on disk.
+    pub disk: TierFiles,
+}

@@ -1,0 +1,299 @@
+//! The writer threads: each owns the series whose id is congruent to its index, so every
+//! bucket has exactly one writer and the hot path takes no lock. Batches arrive over bounded
+//! crossbeam channels and are acknowledged once their samples are in the mapped files.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::Shared;
+use crate::sample::Sample;
+use crate::storage::period_file::PeriodFile;
+use crate::time::{place, Timestamp};
+use crate::{Error, Result};
+
+/// Jobs queued per writer before a caller waits; each job is a whole batch.
+const QUEUE_DEPTH: usize = 64;
+
+/// What a writer thread is asked to do.
+pub(crate) enum Job {
+    /// Apply `samples` (all owned by this writer), honouring each tier's window start.
+    Write {
+        samples: Vec<Sample>,
+        windows: Arc<[Timestamp]>,
+        reply: Sender<Reply>,
+        writer: usize,
+    },
+    /// Finish and exit.
+    Close,
+}
+
+/// A writer's acknowledgement; hands the batch buffer back for reuse.
+pub(crate) struct Reply {
+    writer: usize,
+    samples: Vec<Sample>,
+    result: Result<()>,
+}
+
+/// The writer threads and their queues.
+pub(crate) struct WriterPool {
+    queues: Vec<Sender<Job>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Emptied per-writer buffers from earlier batches, so batches do not allocate.
+    spare: Mutex<Vec<Vec<Vec<Sample>>>>,
+}
+
+impl WriterPool {
+    /// Starts `n` named writer threads.
+    pub(crate) fn start(shared: &Arc<Shared>, n: usize) -> Result<WriterPool> {
+        let mut queues = Vec::with_capacity(n);
+        let mut threads = Vec::with_capacity(n);
+        for index in 0..n {
+            let (tx, rx) = crossbeam_channel::bounded(QUEUE_DEPTH);
+            let writer = Writer::new(Arc::clone(shared), n);
+            let handle = std::thread::Builder::new()
+                .name(format!("tierdb-writer-{index}"))
+                .spawn(move || writer.run(rx))
+                .map_err(|e| Error::io(&shared.dir, e))?;
+            queues.push(tx);
+            threads.push(handle);
+        }
+        Ok(WriterPool {
+            queues,
+            threads: Mutex::new(threads),
+            spare: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// One empty buffer per writer.
+    pub(crate) fn take_buffers(&self) -> Vec<Vec<Sample>> {
+        let spare = self.spare.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        spare.unwrap_or_else(|| vec![Vec::new(); self.queues.len()])
+    }
+
+    /// Hands each non-empty buffer to its writer and waits until all have applied them.
+    pub(crate) fn run(&self, parts: Vec<Vec<Sample>>, windows: &Arc<[Timestamp]>) -> Result<()> {
+        let (reply_tx, reply_rx) = crossbeam_channel::bounded(parts.len());
+        let mut returned: Vec<Vec<Sample>> = Vec::with_capacity(parts.len());
+        let mut sent = 0;
+        let mut first_error = None;
+        for (writer, samples) in parts.into_iter().enumerate() {
+            if samples.is_empty() {
+                returned.push(samples);
+                continue;
+            }
+            returned.push(Vec::new());
+            let job = Job::Write {
+                samples,
+                windows: Arc::clone(windows),
+                reply: reply_tx.clone(),
+                writer,
+            };
+            if self.queues[writer].send(job).is_err() {
+                first_error.get_or_insert(Error::Poisoned(format!(
+                    "writer thread {writer} has stopped"
+                )));
+            } else {
+                sent += 1;
+            }
+        }
+        drop(reply_tx);
+        for _ in 0..sent {
+            match reply_rx.recv() {
+                Ok(reply) => {
+                    returned[reply.writer] = reply.samples;
+                    if let Err(e) = reply.result {
+                        first_error.get_or_insert(e);
+                    }
+                }
+                Err(_) => {
+                    first_error.get_or_insert(Error::Poisoned(
+                        "a writer thread died mid-batch".to_string(),
+                    ));
+                    break;
+                }
+            }
+        }
+        if returned.iter().all(Vec::is_empty) && returned.len() == self.queues.len() {
+            self.spare
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(returned);
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Asks every writer to finish and waits for it.
+    pub(crate) fn stop(&self) -> Result<()> {
+        for queue in &self.queues {
+            let _ = queue.send(Job::Close);
+        }
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut result = Ok(());
+        for handle in threads {
+            if handle.join().is_err() {
+                result = Err(Error::Poisoned("a writer thread panicked".to_string()));
+            }
+        }
+        result
+    }
+}
+
+/// Poisons the engine if the writer thread unwinds, so callers stop trusting its files.
+struct PanicGuard(Arc<Shared>);
+
+impl Drop for PanicGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.poison("a writer thread panicked".to_string());
+        }
+    }
+}
+
+/// Files a writer has at hand for one tier: per period it has touched, the chunk files by
+/// chunk number.
+#[derive(Default)]
+struct TierCache {
+    periods: Vec<(Timestamp, Vec<Option<Arc<PeriodFile>>>)>,
+}
+
+impl TierCache {
+    fn period_index(&mut self, period_start: Timestamp) -> usize {
+        match self.periods.iter().position(|(p, _)| *p == period_start) {
+            Some(i) => i,
+            None => {
+                self.periods.push((period_start, Vec::new()));
+                self.periods.len() - 1
+            }
+        }
+    }
+}
+
+/// One writer thread's state.
+struct Writer {
+    shared: Arc<Shared>,
+    tiers: Vec<TierCache>,
+    /// Per tier, where the last timestamp seen lands: (index into `TierCache::periods`,
+    /// bucket), or `None` when outside the tier's window. Consecutive samples of one instant,
+    /// the common case for an agent's flush, skip the lookup arithmetic.
+    placements: Vec<Option<(usize, u32)>>,
+    slot_bits: u32,
+}
+
+impl Writer {
+    fn new(shared: Arc<Shared>, _writers: usize) -> Writer {
+        let tiers = shared.config.tiers.len();
+        let slot_bits = shared.config.engine.series_per_chunk.trailing_zeros();
+        Writer {
+            shared,
+            tiers: (0..tiers).map(|_| TierCache::default()).collect(),
+            placements: vec![None; tiers],
+            slot_bits,
+        }
+    }
+
+    fn run(mut self, jobs: Receiver<Job>) {
+        let _guard = PanicGuard(Arc::clone(&self.shared));
+        while let Ok(job) = jobs.recv() {
+            match job {
+                Job::Write {
+                    mut samples,
+                    windows,
+                    reply,
+                    writer,
+                } => {
+                    let result = self.apply(&samples, &windows);
+                    samples.clear();
+                    let _ = reply.send(Reply {
+                        writer,
+                        samples,
+                        result,
+                    });
+                }
+                Job::Close => break,
+            }
+        }
+    }
+
+    /// Folds every sample into every tier whose window holds it.
+    fn apply(&mut self, samples: &[Sample], windows: &[Timestamp]) -> Result<()> {
+        self.evict_expired(windows);
+        let mut first_error = None;
+        let mut last_ts = None;
+        let slot_mask = (1u32 << self.slot_bits) - 1;
+        for sample in samples {
+            if last_ts != Some(sample.ts) {
+                self.locate(sample.ts, windows);
+                last_ts = Some(sample.ts);
+            }
+            let chunk = (sample.series.0 >> self.slot_bits) as usize;
+            let slot = sample.series.0 & slot_mask;
+            for (tier, placement) in self.placements.iter().enumerate() {
+                let Some((period, bucket)) = *placement else {
+                    continue;
+                };
+                let (period_start, files) = &mut self.tiers[tier].periods[period];
+                let file = match files.get(chunk).and_then(Option::as_ref) {
+                    Some(file) => file,
+                    None => match fetch(&self.shared, tier, *period_start, chunk, files) {
+                        Ok(file) => file,
+                        Err(e) => {
+                            first_error.get_or_insert(e);
+                            continue;
+                        }
+                    },
+                };
+                file.mark_dirty();
+                file.cell(bucket, slot).add(sample.value);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn locate(&mut self, ts: Timestamp, windows: &[Timestamp]) {
+        for (tier, spec) in self.shared.config.tiers.iter().enumerate() {
+            self.placements[tier] = if ts < windows[tier] {
+                None
+            } else {
+                let p = place(tier, spec, ts);
+                Some((self.tiers[tier].period_index(p.period_start), p.bucket))
+            };
+        }
+    }
+
+    /// Forgets files of periods that left the window, so dropped files are unmapped.
+    fn evict_expired(&mut self, windows: &[Timestamp]) {
+        for (tier, cache) in self.tiers.iter_mut().enumerate() {
+            let period = self.shared.config.tiers[tier].period.secs() as i64;
+            cache
+                .periods
+                .retain(|(start, _)| start + period > windows[tier]);
+        }
+    }
+}
+
+/// The slow path: the file is not in the writer's cache yet. Found in storage, or created
+/// there (counted as an on-demand creation: a backfill or a chunk not created ahead).
+fn fetch<'a>(
+    shared: &Shared,
+    tier: usize,
+    period_start: Timestamp,
+    chunk: usize,
+    files: &'a mut Vec<Option<Arc<PeriodFile>>>,
+) -> Result<&'a Arc<PeriodFile>> {
+    let (file, created) = shared
+        .storage
+        .get_or_create(tier, period_start, chunk as u32)?;
+    if created {
+        shared
+            .counters
+            .on_demand_creations
+            .fetch_add(1, Ordering::Relaxed);
+    }
+    if files.len() <= chunk {
+        files.resize(chunk + 1, None);
+    }
+    Ok(files[chunk].insert(file))
+}

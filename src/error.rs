@@ -1,0 +1,109 @@
+//! The crate's one error type. Every variant carries the context a person needs to act on it:
+//! the path for file errors, the file, line and field for configuration errors.
+
+use std::path::PathBuf;
+
+/// Result alias used throughout tierdb.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in tierdb.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An I/O call on `path` failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory the call was about.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+
+    /// A tiers configuration was refused. `line` is known when the configuration came from a file.
+    #[error("{}", config_message(file, *line, field, message))]
+    Config {
+        /// Where the configuration came from (a path, or a label such as `<builder>`).
+        file: String,
+        /// 1-based line of the offending key, when known.
+        line: Option<usize>,
+        /// The field (for example `tier "1m" resolution`).
+        field: String,
+        /// What is wrong, in a sentence.
+        message: String,
+    },
+
+    /// A data file is not a tierdb file of this format version, or is damaged. It is never
+    /// mapped or changed.
+    #[error("{path}: refused: {reason}")]
+    CorruptFile {
+        /// The refused file.
+        path: PathBuf,
+        /// Why it was refused.
+        reason: String,
+    },
+
+    /// Another process holds the data directory for writing.
+    #[error("data directory {path} is in use by another tierdb process ({holder}); stop it or use another --data-dir")]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+        /// What the lock file says about its holder (pid), or `unknown`.
+        holder: String,
+    },
+
+    /// A series name or tag set is not acceptable.
+    #[error("invalid series {input:?}: {reason}")]
+    InvalidSeries {
+        /// The text as given.
+        input: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A query named a series that was never written.
+    #[error("unknown series {0:?}")]
+    UnknownSeries(String),
+
+    /// A query named a tier that is not configured.
+    #[error("unknown tier {0:?}")]
+    UnknownTier(String),
+
+    /// A query's parameters do not make sense (for example `from` after `to`).
+    #[error("invalid query: {0}")]
+    InvalidQuery(String),
+
+    /// A single sample was refused; batches report refusals in their
+    /// [`crate::BatchReport`] instead.
+    #[error("sample rejected: {0}")]
+    Rejected(crate::sample::RejectReason),
+
+    /// An earlier write, msync or fsync failed, or a writer thread died; the engine refuses
+    /// further writes rather than carry on with data it cannot vouch for.
+    #[error("engine is poisoned by an earlier failure ({0}); reopen the data directory")]
+    Poisoned(String),
+}
+
+fn config_message(file: &str, line: Option<usize>, field: &str, message: &str) -> String {
+    match line {
+        Some(line) => format!("{file}:{line}: {field}: {message}"),
+        None => format!("{file}: {field}: {message}"),
+    }
+}
+
+impl Error {
+    /// Wraps an I/O error with the path it concerns.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// A refusal of the file at `path` for `reason`.
+    pub fn corrupt(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
+        Error::CorruptFile {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,54 @@
+//! tierdb: a multi-resolution rollup engine for metrics.
+//!
+//! A sample `(series, timestamp, value)` fans out, through one lookup function
+//! ([`time::locate`]), to every tier (by default 1m, 5m, 1h, 1d). Each tier keeps per bucket
+//! `count`, `total`, `min` and `max`, so averages, avg/sec, totals and extremes at any zoom
+//! level come without raw data. Each tier lives in whole-period files, preallocated and
+//! memory-mapped, updated in place, dropped whole when they leave the tier's retention.
+//!
+//! ```
+//! use tierdb::{Display, Engine, Query};
+//!
+//! # fn main() -> tierdb::Result<()> {
+//! let dir = tempfile::tempdir().unwrap();
+//! let engine = Engine::open(dir.path())?;
+//! let now = chrono::Utc::now().timestamp();
+//! let start = now - now % 3600 - 3600; // the last whole hour
+//! for minute in 0..60 {
+//!     engine.record("requests{host=a}", start + minute * 60, 120.0)?;
+//! }
+//! engine.sync()?; // single records are in the mapped files once sync returns
+//!
+//! let hour = engine.query(
+//!     &Query::new("requests{host=a}", start, start + 3600).tier("1h").display(Display::PerSec),
+//! )?;
+//! assert_eq!(hour.points, vec![(start, Some(2.0))]); // 60 * 120 over 3600 s
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Modules: [`config`] (tiers.toml), [`time`] (durations and the lookup), [`registry`]
+//! (series keys and ids), [`storage`] (period files, the mapping), [`engine`] (the write
+//! path), [`query`] (reads), [`clock`], [`sample`].
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod clock;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod query;
+pub mod registry;
+pub mod sample;
+pub mod storage;
+pub mod time;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::{EngineSettings, TierSpec, TiersConfig};
+pub use engine::{Engine, EngineBuilder, EngineStats, TierStats};
+pub use error::{Error, Result};
+pub use query::{Display, Query, QueryResult, TierChoice};
+pub use registry::{SeriesId, SeriesKey};
+pub use sample::{BatchReport, RejectReason, Sample};
+pub use storage::bucket::Bucket;
+pub use time::{locate, Placement, Span, Timestamp};

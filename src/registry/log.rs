@@ -1,0 +1,279 @@
+//! The series log: the append-only file that makes the key <-> id map survive restarts.
+//!
+//! Byte layout, little-endian throughout. Offsets are derived one from another in the
+//! constants below; this table mirrors them.
+//!
+//! File header (16 bytes):
+//!
+//! | offset | size | field                                   |
+//! |--------|------|-----------------------------------------|
+//! | 0      | 8    | magic, `TIERDBSR`                       |
+//! | 8      | 4    | format version, u32, currently 1        |
+//! | 12     | 4    | reserved, u32, must be 0                |
+//!
+//! Then records, back to back from offset 16 to the end of the file. Record `n` holds
+//! series id `n`, so ids are dense and the file is their only source:
+//!
+//! | offset | size        | field                                        |
+//! |--------|-------------|----------------------------------------------|
+//! | 0      | 4           | `payload_len`, u32, 4..=[`MAX_PAYLOAD`]      |
+//! | 4      | 4           | CRC-32 (IEEE) of the payload                 |
+//! | 8      | payload_len | payload: u32 series id, then the canonical   |
+//! |        |             | key text in UTF-8 (`payload_len - 4` bytes)  |
+//!
+//! A record is written with one `write` call. A crash can therefore leave at most one
+//! incomplete record, at the end; [`load`] drops it. Anything else that fails to decode
+//! is refused, because silently skipping a record would hand its id to another series.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::Path;
+
+use crate::registry::SeriesId;
+use crate::{Error, Result};
+
+/// Identifies a series log among the files in a data directory.
+pub(super) const MAGIC: [u8; 8] = *b"TIERDBSR";
+/// The only layout this build reads and writes.
+pub(super) const FORMAT_VERSION: u32 = 1;
+
+const MAGIC_OFFSET: usize = 0;
+const VERSION_OFFSET: usize = MAGIC_OFFSET + MAGIC.len();
+const RESERVED_OFFSET: usize = VERSION_OFFSET + size_of::<u32>();
+/// Bytes before the first record.
+pub(super) const HEADER_LEN: usize = RESERVED_OFFSET + size_of::<u32>();
+
+const LEN_OFFSET: usize = 0;
+const CRC_OFFSET: usize = LEN_OFFSET + size_of::<u32>();
+const PAYLOAD_OFFSET: usize = CRC_OFFSET + size_of::<u32>();
+/// Bytes before a record's payload.
+pub(super) const RECORD_HEADER_LEN: usize = PAYLOAD_OFFSET;
+
+const ID_OFFSET: usize = 0;
+const TEXT_OFFSET: usize = ID_OFFSET + size_of::<u32>();
+
+/// Largest payload a record may claim. Keys are much shorter (see `SeriesKey::MAX_LEN`);
+/// the cap exists so that a garbage length reads as damage instead of a huge allocation,
+/// and so that a torn tail is at most one record long.
+pub(super) const MAX_PAYLOAD: usize = 64 * 1024;
+
+/// The header every series log starts with.
+pub(super) fn header() -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[MAGIC_OFFSET..VERSION_OFFSET].copy_from_slice(&MAGIC);
+    h[VERSION_OFFSET..RESERVED_OFFSET].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    // Reserved stays zero.
+    h
+}
+
+/// One complete record, ready for a single write call.
+pub(super) fn encode_record(id: SeriesId, text: &str) -> Vec<u8> {
+    let payload_len = TEXT_OFFSET + text.len();
+    let mut rec = Vec::with_capacity(RECORD_HEADER_LEN + payload_len);
+    // Keys are capped far below MAX_PAYLOAD, so the length fits a u32.
+    rec.extend_from_slice(&(payload_len as u32).to_le_bytes());
+    rec.extend_from_slice(&[0; 4]);
+    rec.extend_from_slice(&id.0.to_le_bytes());
+    rec.extend_from_slice(text.as_bytes());
+    let crc = crc32fast::hash(&rec[PAYLOAD_OFFSET..]);
+    rec[CRC_OFFSET..PAYLOAD_OFFSET].copy_from_slice(&crc.to_le_bytes());
+    rec
+}
+
+/// The log file opened for appending, with what it holds.
+pub(super) struct Loaded {
+    /// Opened read + append, positioned so that writes land at the end.
+    pub file: File,
+    /// Canonical key text of every record, in id order.
+    pub texts: Vec<String>,
+    /// File length after loading (any torn tail already cut off).
+    pub len: u64,
+}
+
+/// Opens or creates the log at `path` and reads every record.
+///
+/// # Errors
+///
+/// [`Error::Io`] when the file cannot be opened, read, created or truncated;
+/// [`Error::CorruptFile`] for a foreign header or a damaged record that is not a torn tail.
+pub(super) fn load(path: &Path) -> Result<Loaded> {
+    let io = |e| Error::io(path, e);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(io)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(io)?;
+
+    if bytes.len() < HEADER_LEN {
+        let header = header();
+        if !header.starts_with(&bytes) {
+            return Err(Error::corrupt(
+                path,
+                format!(
+                    "not a tierdb series log ({} bytes, shorter than its header)",
+                    bytes.len()
+                ),
+            ));
+        }
+        // A new file, or one whose creation was cut short: (re)write the header.
+        if !bytes.is_empty() {
+            tracing::warn!(path = %path.display(), len = bytes.len(), "series log header was incomplete; rewriting it");
+        }
+        file.set_len(0).map_err(io)?;
+        file.write_all(&header).map_err(io)?;
+        file.sync_all().map_err(io)?;
+        sync_parent_dir(path)?;
+        return Ok(Loaded {
+            file,
+            texts: Vec::new(),
+            len: HEADER_LEN as u64,
+        });
+    }
+
+    check_header(path, &bytes[..HEADER_LEN])?;
+    let mut texts = Vec::new();
+    let mut pos = HEADER_LEN;
+    while pos < bytes.len() {
+        let (payload, next) = match frame_at(&bytes, pos) {
+            Ok(frame) => frame,
+            Err(reason) if is_torn_tail(&bytes, pos) => {
+                tracing::warn!(
+                    path = %path.display(),
+                    offset = pos,
+                    dropped_bytes = bytes.len() - pos,
+                    reason,
+                    "dropping a torn last record of the series log (an append was cut short)"
+                );
+                file.set_len(pos as u64).map_err(io)?;
+                file.sync_all().map_err(io)?;
+                break;
+            }
+            Err(reason) => {
+                return Err(Error::corrupt(
+                    path,
+                    format!("record {} at offset {pos}: {reason}", texts.len()),
+                ));
+            }
+        };
+        // The checksum holds, so this is what was written: a bad payload is not a torn
+        // append and is refused wherever it is.
+        let text = decode_payload(payload, texts.len()).map_err(|reason| {
+            Error::corrupt(
+                path,
+                format!("record {} at offset {pos}: {reason}", texts.len()),
+            )
+        })?;
+        texts.push(text.to_owned());
+        pos = next;
+    }
+    Ok(Loaded {
+        file,
+        texts,
+        len: pos as u64,
+    })
+}
+
+fn check_header(path: &Path, h: &[u8]) -> Result<()> {
+    if h[MAGIC_OFFSET..VERSION_OFFSET] != MAGIC {
+        return Err(Error::corrupt(path, "not a tierdb series log (bad magic)"));
+    }
+    let version = read_u32(h, VERSION_OFFSET);
+    if version != FORMAT_VERSION {
+        return Err(Error::corrupt(
+            path,
+            format!(
+                "series log format version {version}; this build reads version {FORMAT_VERSION}"
+            ),
+        ));
+    }
+    let reserved = read_u32(h, RESERVED_OFFSET);
+    if reserved != 0 {
+        return Err(Error::corrupt(
+            path,
+            format!("reserved header field is {reserved:#x}, expected 0"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a framed payload's id against the one its position gives and returns its text.
+fn decode_payload(payload: &[u8], expected_id: usize) -> std::result::Result<&str, String> {
+    let id = read_u32(payload, ID_OFFSET);
+    if id as usize != expected_id {
+        return Err(format!("holds id {id} where id {expected_id} was expected"));
+    }
+    std::str::from_utf8(&payload[TEXT_OFFSET..]).map_err(|e| format!("key text is not UTF-8: {e}"))
+}
+
+/// Checks the framing (length and checksum) of the record at `pos` and returns its
+/// payload and end.
+fn frame_at(bytes: &[u8], pos: usize) -> std::result::Result<(&[u8], usize), String> {
+    let rest = &bytes[pos..];
+    if rest.len() < RECORD_HEADER_LEN {
+        return Err(format!(
+            "{} bytes left, fewer than a record header",
+            rest.len()
+        ));
+    }
+    let len = read_u32(rest, LEN_OFFSET) as usize;
+    if !(TEXT_OFFSET..=MAX_PAYLOAD).contains(&len) {
+        return Err(format!(
+            "impossible payload length {len} (allowed {TEXT_OFFSET}..={MAX_PAYLOAD})"
+        ));
+    }
+    let Some(payload) = rest.get(PAYLOAD_OFFSET..PAYLOAD_OFFSET + len) else {
+        return Err(format!(
+            "payload of {len} bytes runs past the end of the file"
+        ));
+    };
+    let expected = read_u32(rest, CRC_OFFSET);
+    let actual = crc32fast::hash(payload);
+    if expected != actual {
+        return Err(format!(
+            "checksum mismatch (stored {expected:#010x}, computed {actual:#010x})"
+        ));
+    }
+    Ok((payload, pos + PAYLOAD_OFFSET + len))
+}
+
+/// Whether the damaged record at `pos` can be the one append a crash cut short: what is
+/// left fits in one record, and no intact record starts anywhere inside it. A later intact
+/// record means the damage is in the middle of the log, which a crash cannot cause.
+fn is_torn_tail(bytes: &[u8], pos: usize) -> bool {
+    let rest = bytes.len() - pos;
+    if rest > RECORD_HEADER_LEN + MAX_PAYLOAD {
+        return false;
+    }
+    // Almost every offset fails the length check at once (key text has no NUL bytes, so
+    // a plausible length needs the zero bytes of a real record header); only a real
+    // record passes its checksum.
+    (pos + 1..bytes.len()).all(|q| frame_at(bytes, q).is_err())
+}
+
+fn read_u32(bytes: &[u8], offset: usize) -> u32 {
+    let mut b = [0u8; 4];
+    b.copy_from_slice(&bytes[offset..offset + 4]);
+    u32::from_le_bytes(b)
+}
+
+/// Makes the new file's directory entry durable, so a power loss cannot lose the whole log
+/// after ids were handed out.
+fn sync_parent_dir(path: &Path) -> Result<()> {
+    #[cfg(unix)]
+    if let Some(dir) = path.parent() {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| Error::io(dir, e))?;
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}

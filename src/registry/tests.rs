@@ -1,0 +1,455 @@
+//! Tests of series keys (text form, canonical order, refusals) and of the registry log
+//! (reopen, torn tails, corruption, foreign files, racing creators).
+
+use std::collections::BTreeMap;
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Barrier;
+
+use proptest::prelude::*;
+
+use super::log::{self, HEADER_LEN, RECORD_HEADER_LEN};
+use super::{Registry, SeriesId, SeriesKey};
+use crate::Error;
+
+fn key(text: &str) -> SeriesKey {
+    SeriesKey::parse(text).unwrap()
+}
+
+fn log_path(dir: &Path) -> PathBuf {
+    dir.join(Registry::FILE_NAME)
+}
+
+/// Opens a registry in `dir` and creates `texts` in order.
+fn create_all(dir: &Path, texts: &[&str]) -> Registry {
+    let reg = Registry::open(dir).unwrap();
+    for (i, text) in texts.iter().enumerate() {
+        assert_eq!(reg.resolve(text).unwrap(), SeriesId(i as u32));
+    }
+    reg
+}
+
+fn assert_invalid(text: &str, reason_part: &str) {
+    match SeriesKey::parse(text) {
+        Err(Error::InvalidSeries { input, reason }) => {
+            assert_eq!(input, text);
+            assert!(
+                reason.contains(reason_part),
+                "{text:?}: reason {reason:?} lacks {reason_part:?}"
+            );
+        }
+        other => panic!("{text:?} should be refused, got {other:?}"),
+    }
+}
+
+fn assert_corrupt(dir: &Path, reason_part: &str) {
+    let path = log_path(dir);
+    match Registry::open(dir) {
+        Err(e @ Error::CorruptFile { .. }) => {
+            let message = e.to_string();
+            assert!(
+                message.contains(&path.display().to_string()),
+                "{message:?} does not name the file"
+            );
+            assert!(
+                message.contains(reason_part),
+                "{message:?} lacks {reason_part:?}"
+            );
+        }
+        other => panic!("expected CorruptFile, got {other:?}"),
+    }
+}
+
+#[test]
+fn plain_name_round_trips() {
+    let k = key("cpu.load");
+    assert_eq!(k.name(), "cpu.load");
+    assert!(k.tags().is_empty());
+    assert_eq!(k.to_string(), "cpu.load");
+}
+
+#[test]
+fn tags_are_sorted_into_canonical_order() {
+    let k = key("cpu.load{zone=eu,host=a,dc=x}");
+    assert_eq!(k.to_string(), "cpu.load{dc=x,host=a,zone=eu}");
+    assert_eq!(k, key("cpu.load{host=a,dc=x,zone=eu}"));
+    assert_eq!(k.tag("host"), Some("a"));
+    assert_eq!(k.tag("rack"), None);
+    let built = SeriesKey::new("cpu.load", [("zone", "eu"), ("dc", "x"), ("host", "a")]).unwrap();
+    assert_eq!(built, k);
+    assert_ne!(key("cpu.load{host=a}"), key("cpu.load{host=b}"));
+}
+
+#[test]
+fn escapes_round_trip() {
+    let k = SeriesKey::new("a{b}\\c,d=e", [("k=,", "v}{\\"), ("plain", "x y")]).unwrap();
+    let text = k.to_string();
+    assert_eq!(text, r"a\{b\}\\c\,d\=e{k\=\,=v\}\{\\,plain=x y}");
+    assert_eq!(key(&text), k);
+    assert_eq!(text.parse::<SeriesKey>().unwrap(), k);
+    assert_eq!(key(r"m{k=a\=b}").tag("k"), Some("a=b"));
+}
+
+#[test]
+fn malformed_text_is_refused() {
+    assert_invalid("", "name is empty");
+    assert_invalid("{a=b}", "name is empty");
+    assert_invalid("m{}", "empty tag set");
+    assert_invalid("m{a}", "`=`");
+    assert_invalid("m{a=b", "missing closing");
+    assert_invalid("m{a=b,", "");
+    assert_invalid("m{a=}", "value of tag \"a\" is empty");
+    assert_invalid("m{=b}", "tag key is empty");
+    assert_invalid("m{a=b}x", "after the closing");
+    assert_invalid("m{a=b,a=c}", "more than once");
+    assert_invalid("m}", "unescaped `}`");
+    assert_invalid("m=x", "unescaped `=`");
+    assert_invalid("m{a=b{c}", "unescaped `{`");
+    assert_invalid(r"m\q", "unknown escape");
+    assert_invalid("m\\", "trailing");
+    assert_invalid("m\tx", "control character");
+    assert_invalid("m{a=b\n}", "control character");
+    assert_invalid(&"x".repeat(SeriesKey::MAX_LEN + 1), "longer than the limit");
+}
+
+#[test]
+fn new_refuses_bad_parts() {
+    type Tags = Vec<(&'static str, &'static str)>;
+    let cases: [(&str, Tags, &str); 4] = [
+        ("", vec![], "name is empty"),
+        ("m", vec![("", "v")], "tag key is empty"),
+        ("m", vec![("k", "")], "is empty"),
+        ("m", vec![("k", "a"), ("k", "b")], "more than once"),
+    ];
+    for (name, tags, reason_part) in cases {
+        match SeriesKey::new(name, tags) {
+            Err(Error::InvalidSeries { reason, .. }) => assert!(reason.contains(reason_part)),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+    assert!(SeriesKey::new("m\u{7f}", Vec::<(String, String)>::new()).is_err());
+    assert!(SeriesKey::new("x".repeat(SeriesKey::MAX_LEN), [("a", "b")]).is_err());
+    assert!(SeriesKey::new(
+        "x".repeat(SeriesKey::MAX_LEN),
+        Vec::<(String, String)>::new()
+    )
+    .is_ok());
+}
+
+/// Characters that stress the text form: every syntax character, spaces, non-ASCII.
+fn part() -> impl Strategy<Value = String> {
+    "[a-c\\\\,={} .é🙂]{1,8}"
+}
+
+proptest! {
+    #[test]
+    fn parse_inverts_display(
+        name in part(),
+        tags in prop::collection::btree_map(part(), part(), 0..5),
+    ) {
+        let k = SeriesKey::new(name, tags.clone()).unwrap();
+        let text = k.to_string();
+        prop_assert_eq!(SeriesKey::parse(&text).unwrap(), k.clone());
+        // Any tag order gives the same key and text.
+        let reversed = SeriesKey::new(k.name(), tags.into_iter().rev()).unwrap();
+        prop_assert_eq!(reversed.to_string(), text);
+    }
+}
+
+#[test]
+fn reopen_gives_the_same_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let texts = [
+        "cpu.load{host=a}",
+        "cpu.load{host=b}",
+        "mem.free",
+        r"odd\{name\}",
+    ];
+    let reg = create_all(dir.path(), &texts);
+    assert_eq!(
+        reg.get_or_create(&key("cpu.load{host=b}")).unwrap(),
+        (SeriesId(1), false)
+    );
+    reg.sync().unwrap();
+    let before = reg.all();
+    drop(reg);
+
+    let reg = Registry::open(dir.path()).unwrap();
+    assert_eq!(reg.all(), before);
+    assert_eq!(reg.len(), 4);
+    assert_eq!(reg.get("mem.free"), Some(SeriesId(2)));
+    assert_eq!(reg.key(SeriesId(3)), Some(key(r"odd\{name\}")));
+    assert_eq!(reg.key(SeriesId(4)), None);
+    let (id, created) = reg.get_or_create(&key("disk.used")).unwrap();
+    assert_eq!((id, created), (SeriesId(4), true));
+}
+
+#[test]
+fn lookup_and_resolve_canonicalise() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Registry::open(dir.path()).unwrap();
+    assert!(reg.is_empty());
+    assert_eq!(reg.lookup("m{b=2,a=1}").unwrap(), None);
+    assert_eq!(reg.len(), 0);
+    let id = reg.resolve("m{b=2,a=1}").unwrap();
+    assert_eq!(reg.get("m{a=1,b=2}"), Some(id));
+    assert_eq!(reg.get("m{b=2,a=1}"), None);
+    assert_eq!(reg.lookup("m{b=2,a=1}").unwrap(), Some(id));
+    assert_eq!(reg.resolve("m{a=1,b=2}").unwrap(), id);
+    assert!(matches!(
+        reg.resolve("m{"),
+        Err(Error::InvalidSeries { .. })
+    ));
+    assert!(reg.lookup("m{").is_err());
+    assert_eq!(reg.len(), 1);
+}
+
+#[test]
+fn new_file_has_only_the_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Registry::open(dir.path()).unwrap();
+    assert_eq!(reg.path(), log_path(dir.path()));
+    drop(reg);
+    let bytes = fs::read(log_path(dir.path())).unwrap();
+    assert_eq!(bytes, log::header());
+    assert_eq!(&bytes[..8], b"TIERDBSR");
+    assert_eq!(bytes[8..12], 1u32.to_le_bytes());
+    assert_eq!(bytes[12..16], [0; 4]);
+}
+
+#[test]
+fn record_layout_is_as_documented() {
+    let rec = log::encode_record(SeriesId(7), "m{a=b}");
+    assert_eq!(rec.len(), RECORD_HEADER_LEN + 4 + 6);
+    assert_eq!(rec[0..4], 10u32.to_le_bytes());
+    assert_eq!(rec[4..8], crc32fast::hash(&rec[8..]).to_le_bytes());
+    assert_eq!(rec[8..12], 7u32.to_le_bytes());
+    assert_eq!(&rec[12..], b"m{a=b}");
+}
+
+#[test]
+fn torn_last_record_is_dropped_and_its_id_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(create_all(dir.path(), &["a", "b", "c"]));
+    let path = log_path(dir.path());
+    let full = fs::read(&path).unwrap();
+    let two_records = full.len() - (RECORD_HEADER_LEN + 4 + 1);
+    for cut in [1, 3, 6, 9] {
+        fs::write(&path, &full[..full.len() - cut]).unwrap();
+        let reg = Registry::open(dir.path()).unwrap();
+        assert_eq!(reg.len(), 2, "cut {cut}");
+        assert_eq!(fs::metadata(&path).unwrap().len(), two_records as u64);
+        assert_eq!(reg.resolve("d").unwrap(), SeriesId(2));
+        drop(reg);
+        let reg = Registry::open(dir.path()).unwrap();
+        assert_eq!(reg.get("d"), Some(SeriesId(2)));
+        assert_eq!(reg.get("c"), None);
+        assert_eq!(reg.len(), 3);
+    }
+}
+
+#[test]
+fn garbage_half_record_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(create_all(dir.path(), &["a", "b"]));
+    let path = log_path(dir.path());
+    let good = fs::read(&path).unwrap();
+
+    // A record header claiming more payload than follows.
+    let mut half = log::encode_record(SeriesId(2), "a.long.series.name");
+    half.truncate(half.len() / 2);
+    // A whole-length record whose checksum does not match (payload never reached disk).
+    let mut bad_crc = log::encode_record(SeriesId(2), "c");
+    let last = bad_crc.len() - 1;
+    bad_crc[last] ^= 0xff;
+    let tails: [&[u8]; 5] = [&half, &bad_crc, &[0x5a; 5], &[0; 40], &[0xff; 30]];
+    for tail in tails {
+        let mut bytes = good.clone();
+        bytes.extend_from_slice(tail);
+        fs::write(&path, &bytes).unwrap();
+        let reg = Registry::open(dir.path()).unwrap();
+        assert_eq!(reg.len(), 2, "tail {tail:?}");
+        assert_eq!(fs::read(&path).unwrap(), good);
+        assert_eq!(reg.resolve("c").unwrap(), SeriesId(2));
+        drop(reg);
+        assert_eq!(Registry::open(dir.path()).unwrap().len(), 3);
+        fs::write(&path, &good).unwrap();
+    }
+}
+
+#[test]
+fn corruption_in_the_middle_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(create_all(dir.path(), &["first", "second", "third"]));
+    let path = log_path(dir.path());
+    let good = fs::read(&path).unwrap();
+    let second_text = HEADER_LEN + (RECORD_HEADER_LEN + 4 + 5) + RECORD_HEADER_LEN + 4;
+    assert_eq!(&good[second_text..second_text + 6], b"second");
+
+    let mut flipped = good.clone();
+    flipped[second_text] ^= 0x01;
+    fs::write(&path, &flipped).unwrap();
+    assert_corrupt(dir.path(), "checksum mismatch");
+    assert_eq!(
+        fs::read(&path).unwrap(),
+        flipped,
+        "a refused file is not changed"
+    );
+
+    let mut bad_len = good.clone();
+    let second_len = HEADER_LEN + RECORD_HEADER_LEN + 4 + 5;
+    bad_len[second_len..second_len + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    fs::write(&path, &bad_len).unwrap();
+    assert_corrupt(dir.path(), "impossible payload length");
+}
+
+#[test]
+fn intact_but_wrong_records_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Registry::open(dir.path()).unwrap());
+    let path = log_path(dir.path());
+    let header = fs::read(&path).unwrap();
+    let cases: [(Vec<Vec<u8>>, &str); 4] = [
+        (vec![log::encode_record(SeriesId(1), "a")], "expected"),
+        (
+            vec![log::encode_record(SeriesId(0), "m{b=1,a=2}")],
+            "canonical",
+        ),
+        (
+            vec![
+                log::encode_record(SeriesId(0), "a"),
+                log::encode_record(SeriesId(1), "a"),
+            ],
+            "duplicates",
+        ),
+        (
+            vec![log::encode_record(SeriesId(0), "m{")],
+            "invalid series",
+        ),
+    ];
+    for (records, reason_part) in cases {
+        let mut bytes = header.clone();
+        for r in &records {
+            bytes.extend_from_slice(r);
+        }
+        fs::write(&path, &bytes).unwrap();
+        assert_corrupt(dir.path(), reason_part);
+    }
+}
+
+#[test]
+fn foreign_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = log_path(dir.path());
+    // Deterministic pseudo-random bytes (xorshift), long enough to hold a header.
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+    let random: Vec<u8> = (0..300)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    fs::write(&path, &random).unwrap();
+    assert_corrupt(dir.path(), "bad magic");
+    assert_eq!(fs::read(&path).unwrap(), random);
+
+    fs::write(&path, b"hello").unwrap();
+    assert_corrupt(dir.path(), "not a tierdb series log");
+
+    let mut v2 = log::header();
+    v2[8] = 2;
+    fs::write(&path, v2).unwrap();
+    assert_corrupt(dir.path(), "version 2");
+
+    let mut reserved = log::header();
+    reserved[12] = 1;
+    fs::write(&path, reserved).unwrap();
+    assert_corrupt(dir.path(), "reserved");
+}
+
+#[test]
+fn torn_header_of_a_new_file_is_rewritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = log_path(dir.path());
+    fs::write(&path, &log::header()[..5]).unwrap();
+    let reg = Registry::open(dir.path()).unwrap();
+    assert!(reg.is_empty());
+    assert_eq!(fs::read(&path).unwrap(), log::header());
+}
+
+#[test]
+fn appends_follow_a_repaired_tail() {
+    // Appends go to the end of the file even after open truncated it.
+    let dir = tempfile::tempdir().unwrap();
+    drop(create_all(dir.path(), &["a"]));
+    let path = log_path(dir.path());
+    OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(&[1, 2, 3])
+        .unwrap();
+    let reg = Registry::open(dir.path()).unwrap();
+    reg.resolve("b").unwrap();
+    reg.sync().unwrap();
+    drop(reg);
+    let reg = Registry::open(dir.path()).unwrap();
+    assert_eq!(
+        reg.all(),
+        vec![(SeriesId(0), key("a")), (SeriesId(1), key("b"))]
+    );
+}
+
+#[test]
+fn racing_creators_share_one_id_per_key() {
+    const THREADS: usize = 8;
+    const KEYS: usize = 1000;
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Registry::open(dir.path()).unwrap();
+    let keys: Vec<SeriesKey> = (0..KEYS)
+        .map(|i| SeriesKey::new("race", [("n", i.to_string())]).unwrap())
+        .collect();
+    let barrier = Barrier::new(THREADS);
+    let results: Vec<Vec<(SeriesId, bool)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (reg, keys, barrier) = (&reg, &keys, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    // Half the threads walk the keys backwards to widen the races.
+                    let order: Vec<usize> = if t % 2 == 0 {
+                        (0..KEYS).collect()
+                    } else {
+                        (0..KEYS).rev().collect()
+                    };
+                    let mut got = vec![(SeriesId(u32::MAX), false); KEYS];
+                    for i in order {
+                        got[i] = reg.get_or_create(&keys[i]).unwrap();
+                    }
+                    got
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+
+    let mut by_id = BTreeMap::new();
+    for (i, k) in keys.iter().enumerate() {
+        let id = results[0][i].0;
+        assert!(results.iter().all(|r| r[i].0 == id), "key {k} got two ids");
+        let creators = results.iter().filter(|r| r[i].1).count();
+        assert_eq!(creators, 1, "key {k} created {creators} times");
+        assert!(by_id.insert(id, k.clone()).is_none());
+    }
+    assert_eq!(reg.len(), KEYS);
+    let all = reg.all();
+    drop(reg);
+
+    let reg = Registry::open(dir.path()).unwrap();
+    assert_eq!(reg.len(), KEYS);
+    assert_eq!(reg.all(), all);
+    assert_eq!(by_id.into_iter().collect::<Vec<_>>(), all);
+}

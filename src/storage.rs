@@ -1,0 +1,292 @@
+//! The tier directories and their mapped period files: which files exist, creating them whole,
+//! opening and checking them, flushing them.
+//!
+//! Layout of a data directory:
+//! ```text
+//! <data>/LOCK                         the writer's lock (pid inside)
+//! <data>/series.log                   the series registry
+//! <data>/tiers/<tier>/<start>-c<chunk>.tdb   one file per tier, period and chunk of series
+//! ```
+
+pub mod bucket;
+pub mod format;
+pub mod lock;
+mod mmap;
+pub mod period_file;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::config::TierSpec;
+use crate::time::Timestamp;
+use crate::{Error, Result};
+use format::{PeriodMeta, FILE_SUFFIX, TEMP_SUFFIX, TIER_NAME_MAX};
+use period_file::PeriodFile;
+
+/// Directory under the data directory that holds one directory per tier.
+pub const TIERS_DIR: &str = "tiers";
+
+/// All tiers' files.
+pub struct Storage {
+    root: PathBuf,
+    tiers: Vec<TierStore>,
+    slots: u32,
+    writable: bool,
+    orphaned_tiers: Vec<String>,
+}
+
+/// One tier's files, keyed by (period start, chunk).
+struct TierStore {
+    spec: TierSpec,
+    dir: PathBuf,
+    files: RwLock<BTreeMap<(Timestamp, u32), Arc<PeriodFile>>>,
+    /// Serialises creation so two writers needing the same new file create it once; readers
+    /// and writers of existing files never wait on it.
+    create_lock: Mutex<()>,
+    created: AtomicU64,
+}
+
+/// What one tier holds on disk.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TierFiles {
+    /// Period files on disk.
+    pub files: usize,
+    /// Bytes they take (all reserved at creation).
+    pub bytes: u64,
+    /// Start of the oldest period held.
+    pub oldest_period: Option<Timestamp>,
+    /// Start of the newest period held.
+    pub newest_period: Option<Timestamp>,
+    /// Files this process created.
+    pub created: u64,
+}
+
+impl Storage {
+    /// Opens (and, when `writable`, creates) the tier directories under `root` and maps every
+    /// period file found. Leftover `*.tmp` files from a creation cut short by a crash are
+    /// removed with a log line. Directories of tiers no longer configured are left alone and
+    /// reported by [`Storage::orphaned_tiers`].
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] naming the first file whose header is damaged, foreign, of
+    /// another format version, or does not match the tier's configuration; [`Error::Io`].
+    pub fn open(root: &Path, tiers: &[TierSpec], slots: u32, writable: bool) -> Result<Storage> {
+        let tiers_root = root.join(TIERS_DIR);
+        if writable {
+            std::fs::create_dir_all(&tiers_root).map_err(|e| Error::io(&tiers_root, e))?;
+        }
+        let mut stores = Vec::with_capacity(tiers.len());
+        for spec in tiers {
+            if spec.name.len() > TIER_NAME_MAX {
+                return Err(Error::Config {
+                    file: "<tiers>".into(),
+                    line: None,
+                    field: format!("tier {:?} name", spec.name),
+                    message: format!("tier names are at most {TIER_NAME_MAX} bytes"),
+                });
+            }
+            let dir = tiers_root.join(&spec.name);
+            if writable {
+                std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+            }
+            let store = TierStore {
+                spec: spec.clone(),
+                dir,
+                files: RwLock::new(BTreeMap::new()),
+                create_lock: Mutex::new(()),
+                created: AtomicU64::new(0),
+            };
+            store.load_existing(slots, writable)?;
+            stores.push(store);
+        }
+        let orphaned_tiers = list_dirs(&tiers_root)?
+            .into_iter()
+            .filter(|name| !tiers.iter().any(|t| &t.name == name))
+            .collect::<Vec<_>>();
+        for name in &orphaned_tiers {
+            tracing::warn!(tier = %name, "files of a tier no longer in the configuration are left in place");
+        }
+        Ok(Storage {
+            root: root.to_path_buf(),
+            tiers: stores,
+            slots,
+            writable,
+            orphaned_tiers,
+        })
+    }
+
+    /// The data directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Series slots per chunk file.
+    pub fn slots(&self) -> u32 {
+        self.slots
+    }
+
+    /// Names of tier directories on disk that the configuration no longer has.
+    pub fn orphaned_tiers(&self) -> &[String] {
+        &self.orphaned_tiers
+    }
+
+    /// The file of `tier` for the period starting at `period_start` and chunk `chunk`, if it
+    /// exists.
+    #[inline]
+    pub fn file(&self, tier: usize, period_start: Timestamp, chunk: u32) -> Option<Arc<PeriodFile>> {
+        let files = self.tiers[tier].files.read().unwrap_or_else(|e| e.into_inner());
+        files.get(&(period_start, chunk)).cloned()
+    }
+
+    /// The file, created whole first when missing. The flag says whether this call created it.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when creation fails (a full disk among others); read-only storage refuses.
+    pub fn get_or_create(
+        &self,
+        tier: usize,
+        period_start: Timestamp,
+        chunk: u32,
+    ) -> Result<(Arc<PeriodFile>, bool)> {
+        if let Some(file) = self.file(tier, period_start, chunk) {
+            return Ok((file, false));
+        }
+        let store = &self.tiers[tier];
+        if !self.writable {
+            return Err(Error::io(
+                &store.dir,
+                std::io::Error::new(std::io::ErrorKind::PermissionDenied, "opened read-only"),
+            ));
+        }
+        let _creating = store.create_lock.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(file) = self.file(tier, period_start, chunk) {
+            return Ok((file, false));
+        }
+        let meta = store.meta(period_start, chunk, self.slots);
+        let file = Arc::new(PeriodFile::create(&store.dir, &meta)?);
+        store
+            .files
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((period_start, chunk), Arc::clone(&file));
+        store.created.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(path = %file.path().display(), "created period file");
+        Ok((file, true))
+    }
+
+    /// Every file, for flushing or repair.
+    pub fn all_files(&self) -> Vec<Arc<PeriodFile>> {
+        self.tiers
+            .iter()
+            .flat_map(|t| {
+                t.files
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .values()
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// msync of every file written since its last flush.
+    ///
+    /// # Errors
+    /// The first msync failure, naming the file.
+    pub fn flush(&self) -> Result<()> {
+        for file in self.all_files() {
+            file.flush()?;
+        }
+        Ok(())
+    }
+
+    /// What `tier` holds on disk now.
+    pub fn tier_files(&self, tier: usize) -> TierFiles {
+        let store = &self.tiers[tier];
+        let files = store.files.read().unwrap_or_else(|e| e.into_inner());
+        TierFiles {
+            files: files.len(),
+            bytes: files.values().map(|f| f.disk_bytes()).sum(),
+            oldest_period: files.keys().next().map(|k| k.0),
+            newest_period: files.keys().next_back().map(|k| k.0),
+            created: store.created.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Chunks held for one period of `tier`.
+    pub fn chunks_of(&self, tier: usize, period_start: Timestamp) -> usize {
+        let files = self.tiers[tier].files.read().unwrap_or_else(|e| e.into_inner());
+        files
+            .range((period_start, 0)..=(period_start, u32::MAX))
+            .count()
+    }
+}
+
+impl TierStore {
+    fn meta(&self, period_start: Timestamp, chunk: u32, slots: u32) -> PeriodMeta {
+        PeriodMeta {
+            tier: self.spec.name.clone(),
+            resolution: self.spec.resolution,
+            period: self.spec.period,
+            period_start,
+            slots,
+            chunk,
+        }
+    }
+
+    fn load_existing(&self, slots: u32, writable: bool) -> Result<()> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !writable => return Ok(()),
+            Err(e) => return Err(Error::io(&self.dir, e)),
+        };
+        let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(&self.dir, e))?;
+            let path = entry.path();
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                tracing::warn!(path = %path.display(), "ignoring a file whose name is not UTF-8");
+                continue;
+            };
+            if name.ends_with(TEMP_SUFFIX) {
+                if writable {
+                    tracing::warn!(path = %path.display(), "removing a period file whose creation was cut short");
+                    std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+                }
+                continue;
+            }
+            let Some((period_start, chunk)) = format::parse_file_name(&name) else {
+                if name.ends_with(FILE_SUFFIX) {
+                    return Err(Error::corrupt(&path, "file name is not <start>-c<chunk>.tdb"));
+                }
+                tracing::warn!(path = %path.display(), "ignoring a file tierdb did not write");
+                continue;
+            };
+            let expected = self.meta(period_start, chunk, slots);
+            let file = PeriodFile::open(&path, &expected, writable)?;
+            files.insert((period_start, chunk), Arc::new(file));
+        }
+        Ok(())
+    }
+}
+
+fn list_dirs(dir: &Path) -> Result<Vec<String>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            if let Some(name) = entry.file_name().to_str() {
+                names.push(name.to_string());
+            }
+        }
+    }
+    names.sort();
+    Ok(names)
+}

@@ -1,0 +1,151 @@
+//! One bucket: the value a reader sees ([`Bucket`]) and the shared cell in a mapped file that a
+//! writer updates in place ([`BucketCell`]), with the seqlock that keeps reads torn-free.
+
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+
+/// The rollup of every sample that fell into one bucket: enough to answer avg, avg/sec, total,
+/// max, min and count without raw data. Empty (`count == 0`) is distinct from zero.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Bucket {
+    /// Number of samples folded in (MMS `num_samples`).
+    pub count: u64,
+    /// Sum of the samples (MMS `total`).
+    pub total: f64,
+    /// Smallest sample; meaningless when `count == 0`.
+    pub min: f64,
+    /// Largest sample; meaningless when `count == 0`.
+    pub max: f64,
+}
+
+impl Bucket {
+    /// A bucket that saw no sample.
+    pub const EMPTY: Bucket = Bucket {
+        count: 0,
+        total: 0.0,
+        min: 0.0,
+        max: 0.0,
+    };
+
+    /// True when no sample fell into the bucket.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Folds one sample in. Branch-free min/max (`maxsd`), as measured in perf-notes.
+    #[inline]
+    pub fn add(&mut self, value: f64) {
+        let first = self.count == 0;
+        self.total = if first { value } else { self.total + value };
+        self.min = if first { value } else { self.min.min(value) };
+        self.max = if first { value } else { self.max.max(value) };
+        self.count += 1;
+    }
+
+    /// Folds another bucket in exactly: counts and totals add, min and max fold.
+    #[inline]
+    pub fn merge(&mut self, other: &Bucket) {
+        if other.count == 0 {
+            return;
+        }
+        if self.count == 0 {
+            *self = *other;
+            return;
+        }
+        self.count += other.count;
+        self.total += other.total;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+    }
+}
+
+/// Size of one bucket record on disk: four little-endian 8-byte fields.
+pub const RECORD_SIZE: usize = 32;
+
+/// Set in `count` while the single writer of a cell is between its first and last store.
+const BUSY: u64 = 1 << 63;
+
+/// A bucket record inside a mapped file: `count` (u64), `total`, `min`, `max` (f64 bits), in
+/// that order, 32 bytes, accessed only through atomics because other threads (and read-only
+/// processes) look at the same memory while the writer changes it.
+///
+/// `count` doubles as the seqlock sequence: it only ever grows, and its top bit ([`BUSY`]) is
+/// set while an update is in flight, so a reader that saw the same `count` before and after
+/// reading the other fields, with `BUSY` clear, read one consistent bucket.
+#[repr(C, align(32))]
+pub struct BucketCell {
+    count: AtomicU64,
+    total: AtomicU64,
+    min: AtomicU64,
+    max: AtomicU64,
+}
+
+const _: () = assert!(std::mem::size_of::<BucketCell>() == RECORD_SIZE);
+
+impl BucketCell {
+    /// Folds `value` into the cell.
+    ///
+    /// Each cell has exactly one writer (the write path partitions series across writer
+    /// threads). A second concurrent writer would not cause undefined behaviour, only lost
+    /// updates, so this is a logic invariant rather than a safety one.
+    #[inline]
+    pub fn add(&self, value: f64) {
+        let count = self.count.load(Ordering::Relaxed);
+        self.count.store(count | BUSY, Ordering::Relaxed);
+        // Orders the BUSY store before the field stores for any reader that sees a new field.
+        fence(Ordering::Release);
+        let mut bucket = Bucket {
+            count,
+            total: f64::from_bits(self.total.load(Ordering::Relaxed)),
+            min: f64::from_bits(self.min.load(Ordering::Relaxed)),
+            max: f64::from_bits(self.max.load(Ordering::Relaxed)),
+        };
+        bucket.add(value);
+        self.total.store(bucket.total.to_bits(), Ordering::Relaxed);
+        self.min.store(bucket.min.to_bits(), Ordering::Relaxed);
+        self.max.store(bucket.max.to_bits(), Ordering::Relaxed);
+        self.count.store(bucket.count, Ordering::Release);
+    }
+
+    /// Reads a consistent snapshot, retrying while the writer is mid-update.
+    #[inline]
+    pub fn load(&self) -> Bucket {
+        let mut spins = 0u32;
+        loop {
+            let before = self.count.load(Ordering::Acquire);
+            if before & BUSY == 0 {
+                let total = self.total.load(Ordering::Relaxed);
+                let min = self.min.load(Ordering::Relaxed);
+                let max = self.max.load(Ordering::Relaxed);
+                fence(Ordering::Acquire);
+                if self.count.load(Ordering::Relaxed) == before {
+                    return Bucket {
+                        count: before,
+                        total: f64::from_bits(total),
+                        min: f64::from_bits(min),
+                        max: f64::from_bits(max),
+                    };
+                }
+            }
+            // On a loaded machine the writer may be descheduled mid-update: stop burning the
+            // core it needs after a short spin.
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Clears a `BUSY` bit left behind by a process that died mid-update and reports whether
+    /// it found one. Only valid while no writer runs (at open, under the directory lock); the
+    /// half-applied sample is then counted as not having arrived while its fields may hold it.
+    pub fn repair(&self) -> bool {
+        let count = self.count.load(Ordering::Relaxed);
+        if count & BUSY == 0 {
+            return false;
+        }
+        self.count.store(count & !BUSY, Ordering::Release);
+        true
+    }
+}

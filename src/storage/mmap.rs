@@ -1,0 +1,106 @@
+//! The only module with `unsafe`: mapping period files and reserving their disk space.
+//!
+//! Why this is sound:
+//! - Bucket memory is never handed out as `&[u8]`/`&mut [u8]`. The mapping is held as a raw
+//!   pointer ([`memmap2::MmapRaw`]) and exposed only as `&[BucketCell]`, whose fields are
+//!   `AtomicU64`: concurrent changes by our writer threads, or by the one writing process while
+//!   a read-only process looks, are the kind of shared mutation atomics permit.
+//! - The header is read and written with ordinary file I/O, never through the mapping.
+//! - The mapped length is checked against the file's length before mapping, and files are
+//!   never truncated or resized by tierdb while mapped (they are created whole and dropped
+//!   whole; an unlinked file stays mapped until the last `Arc` goes). The data directory lock
+//!   keeps other tierdb processes from writing. A foreign process truncating a file underneath
+//!   us would raise SIGBUS, as with every mmap-based store; that is outside what we can defend.
+//! - The header is 4096 bytes and mappings are page-aligned, so every 32-byte cell is aligned
+//!   for `AtomicU64` (checked at run time, not assumed).
+
+#![allow(unsafe_code)]
+
+use std::fs::File;
+use std::path::Path;
+
+use memmap2::{MmapOptions, MmapRaw};
+
+use super::bucket::{BucketCell, RECORD_SIZE};
+use crate::{Error, Result};
+
+/// A file's bucket records, mapped shared so stores reach the page cache at once.
+pub struct MappedCells {
+    map: MmapRaw,
+    cells: usize,
+}
+
+impl MappedCells {
+    /// Maps `cells` records starting at byte `offset` of `file`.
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] when the file is shorter than `offset + cells * 32` or the
+    /// mapping would be misaligned; [`Error::Io`] when mapping fails.
+    pub fn map(
+        file: &File,
+        path: &Path,
+        offset: u64,
+        cells: usize,
+        writable: bool,
+    ) -> Result<MappedCells> {
+        let len = cells
+            .checked_mul(RECORD_SIZE)
+            .ok_or_else(|| Error::corrupt(path, "record area size overflows"))?;
+        let file_len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        if file_len < offset + len as u64 {
+            return Err(Error::corrupt(
+                path,
+                format!(
+                    "truncated: {file_len} bytes, the header promises {}",
+                    offset + len as u64
+                ),
+            ));
+        }
+        if len == 0 {
+            return Err(Error::corrupt(path, "the header describes no records"));
+        }
+        let mut options = MmapOptions::new();
+        options.offset(offset).len(len);
+        let map = if writable {
+            options.map_raw(file)
+        } else {
+            options.map_raw_read_only(file)
+        }
+        .map_err(|e| Error::io(path, e))?;
+        if !(map.as_ptr() as usize).is_multiple_of(std::mem::align_of::<BucketCell>()) {
+            return Err(Error::corrupt(path, "record area is not 32-byte aligned"));
+        }
+        Ok(MappedCells { map, cells })
+    }
+
+    /// The records as shared atomic cells.
+    #[inline]
+    pub fn cells(&self) -> &[BucketCell] {
+        // SAFETY: the mapping is `cells * 32` bytes long (checked in `map` against the file
+        // length), aligned for `BucketCell` (checked in `map`), lives as long as `self`, and is
+        // only ever accessed through `BucketCell`'s atomics, so shared references to it may
+        // coexist with concurrent stores. `BucketCell` is `repr(C)` of four `AtomicU64`, for
+        // which every bit pattern is valid.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr() as *const BucketCell, self.cells) }
+    }
+
+    /// msync: makes the stores so far durable against power loss.
+    pub fn flush(&self) -> std::io::Result<()> {
+        self.map.flush()
+    }
+}
+
+/// Reserves `len` bytes of disk for `file`, so a full disk fails here, at creation, instead of
+/// raising SIGBUS on a later store into the mapping.
+pub fn reserve_space(file: &File, path: &Path, len: u64) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    let len = libc::off_t::try_from(len)
+        .map_err(|_| Error::corrupt(path, "file length does not fit off_t"))?;
+    // SAFETY: `posix_fallocate` only reads its integer arguments; the descriptor is open and
+    // owned by `file` for the duration of the call.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
+    if rc != 0 {
+        return Err(Error::io(path, std::io::Error::from_raw_os_error(rc)));
+    }
+    Ok(())
+}

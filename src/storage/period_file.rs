@@ -1,0 +1,174 @@
+//! One period file: created whole under a temporary name, renamed into place, then mapped; or
+//! opened and checked against what the tier expects.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::bucket::BucketCell;
+use super::format::{cell_index, PeriodMeta, HEADER_LEN, TEMP_SUFFIX};
+use super::mmap::{reserve_space, MappedCells};
+use crate::{Error, Result};
+
+/// A mapped period file of one tier and one chunk of series.
+pub struct PeriodFile {
+    path: PathBuf,
+    meta: PeriodMeta,
+    cells: MappedCells,
+    /// Set by writers when they store into the file, cleared by `flush`; limits msync to files
+    /// that changed.
+    dirty: AtomicBool,
+}
+
+impl PeriodFile {
+    /// Creates the file for `meta` in `dir`: header written, the whole length reserved on disk
+    /// (so a full disk fails here, never as SIGBUS on a later store), synced, then renamed
+    /// into place, so a crash leaves either no file or a complete one (plus a `.tmp` that the
+    /// next open removes).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file when any step fails (ENOSPC included).
+    pub fn create(dir: &Path, meta: &PeriodMeta) -> Result<PeriodFile> {
+        let path = dir.join(meta.file_name());
+        let temp = dir.join(format!("{}{TEMP_SUFFIX}", meta.file_name()));
+        let result = Self::write_new(&temp, meta).and_then(|()| {
+            std::fs::rename(&temp, &path).map_err(|e| Error::io(&path, e))?;
+            sync_dir(dir)
+        });
+        if let Err(e) = result {
+            let _ = std::fs::remove_file(&temp);
+            return Err(e);
+        }
+        Self::open(&path, meta, true)
+    }
+
+    fn write_new(temp: &Path, meta: &PeriodMeta) -> Result<()> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(temp)
+            .map_err(|e| Error::io(temp, e))?;
+        reserve_space(&file, temp, meta.file_len())?;
+        file.write_all(&meta.encode())
+            .map_err(|e| Error::io(temp, e))?;
+        file.sync_all().map_err(|e| Error::io(temp, e))
+    }
+
+    /// Opens an existing file and checks that its header matches `expected` exactly.
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] naming the file when its header is damaged, of another format
+    /// version, truncated, or describes another tier, period or layout.
+    pub fn open(path: &Path, expected: &PeriodMeta, writable: bool) -> Result<PeriodFile> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        let mut header = vec![0u8; HEADER_LEN];
+        let mut read = 0;
+        while read < HEADER_LEN {
+            match file.read(&mut header[read..]) {
+                Ok(0) => break,
+                Ok(n) => read += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io(path, e)),
+            }
+        }
+        let meta = PeriodMeta::decode(&header[..read], path)?;
+        if &meta != expected {
+            return Err(Error::corrupt(
+                path,
+                format!(
+                    "holds tier {:?} resolution {} period {} start {} chunk {} with {} slots; \
+                     this data directory's configuration expects tier {:?} resolution {} period {} \
+                     start {} chunk {} with {} slots (resolution, period and series_per_chunk \
+                     cannot change for an existing tier)",
+                    meta.tier,
+                    meta.resolution,
+                    meta.period,
+                    meta.period_start,
+                    meta.chunk,
+                    meta.slots,
+                    expected.tier,
+                    expected.resolution,
+                    expected.period,
+                    expected.period_start,
+                    expected.chunk,
+                    expected.slots
+                ),
+            ));
+        }
+        let cells = MappedCells::map(&file, path, HEADER_LEN as u64, meta.cells(), writable)?;
+        Ok(PeriodFile {
+            path: path.to_path_buf(),
+            meta,
+            cells,
+            dirty: AtomicBool::new(false),
+        })
+    }
+
+    /// Where the file lives.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What the header says.
+    pub fn meta(&self) -> &PeriodMeta {
+        &self.meta
+    }
+
+    /// The cell of `bucket` for series slot `slot`.
+    ///
+    /// # Panics
+    /// When `bucket` or `slot` is outside the file (a caller bug: placements come from the
+    /// lookup function and chunking, which never produce them).
+    #[inline]
+    pub fn cell(&self, bucket: u32, slot: u32) -> &BucketCell {
+        debug_assert!(bucket < self.meta.buckets() && slot < self.meta.slots);
+        &self.cells.cells()[cell_index(bucket, slot, self.meta.slots)]
+    }
+
+    /// Notes that a store happened; cheap when already noted.
+    #[inline]
+    pub fn mark_dirty(&self) {
+        if !self.dirty.load(Ordering::Relaxed) {
+            self.dirty.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// msync when stores happened since the last flush.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file when msync fails.
+    pub fn flush(&self) -> Result<()> {
+        if self.dirty.swap(false, Ordering::AcqRel) {
+            if let Err(e) = self.cells.flush() {
+                self.dirty.store(true, Ordering::Relaxed);
+                return Err(Error::io(&self.path, e));
+            }
+        }
+        Ok(())
+    }
+
+    /// Clears update-in-flight marks left by a crashed process; returns how many it found.
+    /// Only valid before any writer starts.
+    pub fn repair(&self) -> usize {
+        self.cells.cells().iter().filter(|c| c.repair()).count()
+    }
+
+    /// Bytes the file takes on disk (all reserved at creation).
+    pub fn disk_bytes(&self) -> u64 {
+        self.meta.file_len()
+    }
+}
+
+/// fsync of a directory, so a rename or unlink in it survives power loss.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(dir, e))
+}

@@ -1,0 +1,189 @@
+//! Time for tierdb: the [`Span`] duration type and the pure lookup from a timestamp to the
+//! period file and bucket it lands in for each tier ([`locate`], [`place`]).
+//!
+//! Everything is UTC and aligned to whole multiples of a step since the Unix epoch, so the
+//! lookup needs no calendar and no time zone: a 1d period starts at 00:00:00Z, a 7d period
+//! on a Thursday (1970-01-01 was one), and 30d/365d periods are not calendar months or years.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::config::TierSpec;
+
+/// Unix seconds, UTC.
+pub type Timestamp = i64;
+
+/// A whole number of seconds, written humanely ("10s", "1m", "5m", "1h", "1d", "14d",
+/// "1825d", "48h", "2w").
+///
+/// Seconds are the only precision tierdb stores, so a span is a plain count of them; the
+/// humane text form exists for `tiers.toml` and for messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Span(u64);
+
+/// Units accepted by [`Span::parse`], with their length in seconds.
+const PARSE_UNITS: [(char, u64); 5] = [
+    ('s', 1),
+    ('m', 60),
+    ('h', 3_600),
+    ('d', 86_400),
+    ('w', 604_800),
+];
+
+/// Units [`Span`]'s `Display` chooses from, largest first. Weeks are left out on purpose:
+/// "14d" reads better next to "1825d" than "2w" does.
+const DISPLAY_UNITS: [(&str, u64); 4] = [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)];
+
+impl Span {
+    /// A span of `secs` seconds.
+    pub const fn from_secs(secs: u64) -> Span {
+        Span(secs)
+    }
+
+    /// The span in seconds.
+    pub const fn secs(self) -> u64 {
+        self.0
+    }
+
+    /// Parses "10s", "1m", "1h", "1d", "2w": one whole number followed by one unit out of
+    /// `s`, `m`, `h`, `d`, `w`, with no spaces or sign. "0s" parses to zero; whether zero is
+    /// acceptable is for the caller to decide (configuration validation refuses it).
+    ///
+    /// # Errors
+    /// A message a person can act on when the text is not of that form, or when the span
+    /// does not fit in an `i64` of seconds (it could not be added to a [`Timestamp`]).
+    pub fn parse(text: &str) -> Result<Span, String> {
+        let Some(unit) = text.chars().last() else {
+            return Err("a duration is needed, for example \"5m\", \"1h\" or \"7d\"".to_owned());
+        };
+        let digits = &text[..text.len() - unit.len_utf8()];
+        let Some(&(_, unit_secs)) = PARSE_UNITS.iter().find(|(u, _)| *u == unit) else {
+            return Err(format!(
+                "{text:?} is not a duration: it must end in a unit, one of s, m, h, d, w \
+                 (for example \"5m\", \"1h\" or \"7d\")"
+            ));
+        };
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!(
+                "{text:?} is not a duration: it must be a whole number followed by a unit, \
+                 for example \"5m\", \"1h\" or \"7d\""
+            ));
+        }
+        let too_large = || format!("{text:?} is too large a duration");
+        let count: u64 = digits.parse().map_err(|_| too_large())?;
+        let secs = count.checked_mul(unit_secs).ok_or_else(too_large)?;
+        if i64::try_from(secs).is_err() {
+            return Err(too_large());
+        }
+        Ok(Span(secs))
+    }
+}
+
+impl fmt::Display for Span {
+    /// Writes the span in the largest of d, h, m, s that divides it evenly: 86400 is "1d",
+    /// 172800 "2d", 3600 "1h", 90 "90s", 0 "0s".
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (unit, unit_secs) = DISPLAY_UNITS
+            .iter()
+            .copied()
+            .find(|&(_, unit_secs)| self.0 != 0 && self.0 % unit_secs == 0)
+            .unwrap_or(("s", 1));
+        write!(f, "{}{unit}", self.0 / unit_secs)
+    }
+}
+
+impl FromStr for Span {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Span, String> {
+        Span::parse(text)
+    }
+}
+
+impl serde::Serialize for Span {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Span {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Span, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Span::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Start of the `step`-aligned interval holding `ts`: the largest multiple of `step` seconds
+/// since the epoch that is not after `ts`. Rounds towards the past for negative `ts` too
+/// (`align_down(-1, 1m)` is `-60`).
+///
+/// # Panics
+/// If `step` is zero, if it exceeds `i64::MAX` seconds (validated configurations never do),
+/// or, with overflow checks on, if the result would be before `i64::MIN`.
+pub fn align_down(ts: Timestamp, step: Span) -> Timestamp {
+    let step = step_secs(step);
+    ts - ts.rem_euclid(step)
+}
+
+/// `step` as the signed type timestamps use.
+fn step_secs(step: Span) -> i64 {
+    match i64::try_from(step.secs()) {
+        Ok(step) => step,
+        Err(_) => panic!("time step {step} does not fit in an i64 of seconds"),
+    }
+}
+
+/// Where one sample lands in one tier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Placement {
+    /// Index of the tier in the tier slice the placement was computed for.
+    pub tier: usize,
+    /// Start of the period (and so the name of the period file) holding the sample.
+    pub period_start: Timestamp,
+    /// Index of the bucket inside that period: `(ts - period_start) / resolution`.
+    pub bucket: u32,
+}
+
+/// The placement of a sample at `ts` in one tier, without allocating: the write hot path
+/// calls this once per tier.
+///
+/// # Panics
+/// On a tier that [`TiersConfig::validate`](crate::config::TiersConfig::validate) would
+/// refuse (zero resolution or period), as [`align_down`] does.
+pub fn place(tier_index: usize, tier: &TierSpec, ts: Timestamp) -> Placement {
+    let period_start = align_down(ts, tier.period);
+    let offset = ts - period_start;
+    let bucket = offset / step_secs(tier.resolution);
+    Placement {
+        tier: tier_index,
+        period_start,
+        // A validated tier has at most 10 million buckets per period, so this fits.
+        bucket: bucket as u32,
+    }
+}
+
+/// THE lookup: for each tier, which period file and which bucket inside it a sample at `ts`
+/// goes to. Pure; one [`Placement`] per tier, in tier order.
+///
+/// # Panics
+/// As [`place`], on tiers that validation would refuse.
+pub fn locate(tiers: &[TierSpec], ts: Timestamp) -> Vec<Placement> {
+    tiers
+        .iter()
+        .enumerate()
+        .map(|(index, tier)| place(index, tier, ts))
+        .collect()
+}
+
+/// RFC 3339 rendering of a timestamp, for example "2026-11-21T00:00:00Z". Meant for display
+/// and tests; a timestamp beyond chrono's range (about 262,000 years either side) is written
+/// as its plain number of seconds.
+pub fn format_ts(ts: Timestamp) -> String {
+    match chrono::DateTime::from_timestamp(ts, 0) {
+        Some(time) => time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        None => ts.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,26 @@
+//! Helpers shared by the integration tests.
+
+use std::sync::Arc;
+
+use tierdb::{Engine, ManualClock, TiersConfig, Timestamp};
+
+/// 2026-11-21T12:00:00Z, a Saturday: a fixed "now" for tests.
+pub const NOW: Timestamp = 1_763_726_400;
+
+/// An engine on a fresh temporary directory with a manual clock at `now`.
+pub fn engine_at(now: Timestamp) -> (tempfile::TempDir, Engine, Arc<ManualClock>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let clock = Arc::new(ManualClock::new(now));
+    let engine = open(dir.path(), &clock, TiersConfig::default());
+    (dir, engine, clock)
+}
+
+/// Opens `dir` with `tiers` and `clock`, two writer threads.
+pub fn open(dir: &std::path::Path, clock: &Arc<ManualClock>, tiers: TiersConfig) -> Engine {
+    Engine::builder(dir)
+        .tiers(tiers)
+        .clock(clock.clone())
+        .writer_threads(2)
+        .open()
+        .expect("open engine")
+}

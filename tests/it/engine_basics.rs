@@ -1,0 +1,73 @@
+//! The write path and reads end to end on a real data directory.
+
+use tierdb::{Display, Query, RejectReason, Sample};
+
+use crate::common::{engine_at, NOW};
+
+#[test]
+fn samples_fan_out_to_every_tier() {
+    let (_dir, engine, _clock) = engine_at(NOW);
+    let hour = NOW - NOW % 3600 - 3600;
+    let id = engine.series("cpu.load{host=a}").unwrap();
+    let samples: Vec<Sample> = (0..360)
+        .map(|i| Sample::new(id, hour + i * 10, (i % 6) as f64))
+        .collect();
+    let report = engine.record_batch(&samples).unwrap();
+    assert_eq!(report.accepted, 360);
+    assert_eq!(report.rejected_total(), 0);
+
+    let minute = engine
+        .query(&Query::new("cpu.load{host=a}", hour, hour + 120).tier("1m").display(Display::Count))
+        .unwrap();
+    assert_eq!(minute.points, vec![(hour, Some(6.0)), (hour + 60, Some(6.0))]);
+
+    let five = engine
+        .query(&Query::new("cpu.load{host=a}", hour, hour + 300).tier("5m").display(Display::Total))
+        .unwrap();
+    assert_eq!(five.points, vec![(hour, Some(75.0))]);
+
+    let h = engine
+        .query(&Query::new("cpu.load{host=a}", hour, hour + 3600).tier("1h").display(Display::PerSec))
+        .unwrap();
+    assert_eq!(h.points, vec![(hour, Some(900.0 / 3600.0))]);
+    let max = engine
+        .query(&Query::new("cpu.load{host=a}", hour, hour + 3600).tier("1d").display(Display::Max))
+        .unwrap();
+    assert_eq!(max.points.len(), 0, "the 1d bucket starts before `from`");
+    let day = NOW - NOW % 86_400;
+    let max = engine
+        .query(&Query::new("cpu.load{host=a}", day, day + 86_400).tier("1d").display(Display::Max))
+        .unwrap();
+    assert_eq!(max.points, vec![(day, Some(5.0))]);
+}
+
+#[test]
+fn refusals_are_counted_by_reason() {
+    let (_dir, engine, _clock) = engine_at(NOW);
+    let id = engine.series("x").unwrap();
+    let batch = [
+        Sample::new(id, NOW, f64::NAN),
+        Sample::new(id, NOW + 86_400, 1.0),
+        Sample::new(id, NOW - 10 * 365 * 86_400, 1.0),
+        Sample::new(tierdb::SeriesId(99), NOW, 1.0),
+        Sample::new(id, NOW, 1.0),
+    ];
+    let report = engine.record_batch(&batch).unwrap();
+    assert_eq!(report.accepted, 1);
+    for reason in [
+        RejectReason::NotFinite,
+        RejectReason::TooFarInFuture,
+        RejectReason::TooOld,
+        RejectReason::UnknownSeries,
+    ] {
+        assert_eq!(report.rejected(reason), 1, "{reason}");
+    }
+    let stats = engine.stats();
+    assert_eq!(stats.accepted, 1);
+    assert_eq!(
+        stats.rejected.iter().map(|(_, n)| n).sum::<u64>(),
+        4,
+        "{:?}",
+        stats.rejected
+    );
+}
