@@ -142,7 +142,7 @@ impl TiersConfig {
     }
 
     /// Parses and validates TOML text; `origin` names it in error messages (a path, or
-    /// "<string>").
+    /// `"<string>"`).
     ///
     /// # Errors
     /// [`Error::Config`] with the line and field of the first problem: bad TOML, an unknown
@@ -186,7 +186,6 @@ enum Key {
     Resolution(usize),
     Period(usize),
     Retention(usize),
-    CreateAhead(usize),
 }
 
 /// Finds the line of a [`Key`], when the configuration came from text.
@@ -210,13 +209,8 @@ fn check(config: &TiersConfig, origin: &str, line_of: &LineOf<'_>) -> Result<()>
                 .to_owned(),
         ));
     }
-    check_fits(engine.future_bound, "future_bound").map_err(|message| {
-        refuse(
-            Key::FutureBound,
-            "engine.future_bound".to_owned(),
-            message,
-        )
-    })?;
+    check_fits(engine.future_bound, "future_bound")
+        .map_err(|message| refuse(Key::FutureBound, "engine.future_bound".to_owned(), message))?;
     if !series_per_chunk_ok(i64::from(engine.series_per_chunk)) {
         return Err(refuse(
             Key::SeriesPerChunk,
@@ -281,15 +275,11 @@ fn check(config: &TiersConfig, origin: &str, line_of: &LineOf<'_>) -> Result<()>
         for (key, what, span) in spans {
             let field = || tier_field(index, &tier.name, what);
             if span.secs() == 0 {
-                return Err(refuse(
-                    key,
-                    field(),
-                    format!("{what} must be more than 0s"),
-                ));
+                return Err(refuse(key, field(), format!("{what} must be more than 0s")));
             }
             check_fits(span, what).map_err(|message| refuse(key, field(), message))?;
         }
-        if tier.period.secs() % tier.resolution.secs() != 0 {
+        if !tier.period.secs().is_multiple_of(tier.resolution.secs()) {
             return Err(refuse(
                 Key::Resolution(index),
                 tier_field(index, &tier.name, "resolution"),
@@ -372,7 +362,11 @@ fn tier_field(index: usize, name: &str, key: &str) -> String {
 /// 1-based line of the byte at `offset` in `text`.
 fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
-    text.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count() + 1
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }
 
 /// Text being parsed, with its name for messages.
@@ -542,7 +536,6 @@ impl RawTier {
         let create_ahead = match self.create_ahead {
             None => DEFAULT_CREATE_AHEAD,
             Some(value) => {
-                lines.insert(Key::CreateAhead(index), value.span().start);
                 let number = *value.get_ref();
                 u32::try_from(number).map_err(|_| {
                     let message = if number < 0 {

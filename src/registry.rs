@@ -2,9 +2,9 @@
 //! slots in the period files.
 //!
 //! Ids are handed out in order (0, 1, 2, ...) and each one is appended to `series.log`
-//! (byte layout at the top of `registry/log.rs`) before it is returned, so a process crash never loses an id that
-//! data may already use. Power loss is covered by [`Registry::sync`], which the engine's
-//! flush calls before it makes data durable.
+//! (byte layout at the top of `registry/log.rs`) before it is returned, so a process crash
+//! never loses an id that data may already use. Power loss is covered by
+//! [`Registry::sync`], which the engine's flush calls before it makes data durable.
 
 mod key;
 mod log;

@@ -86,7 +86,7 @@ impl fmt::Display for Span {
         let (unit, unit_secs) = DISPLAY_UNITS
             .iter()
             .copied()
-            .find(|&(_, unit_secs)| self.0 != 0 && self.0 % unit_secs == 0)
+            .find(|&(_, unit_secs)| self.0 != 0 && self.0.is_multiple_of(unit_secs))
             .unwrap_or(("s", 1));
         write!(f, "{}{unit}", self.0 / unit_secs)
     }

@@ -21,7 +21,12 @@ fn assert_refused(text: &str, line: usize, field: &str, words: &str) {
     );
     assert!(shown.contains(words), "wanted {words:?} in: {shown}");
     match err {
-        Error::Config { file, line: got, field: got_field, .. } => {
+        Error::Config {
+            file,
+            line: got,
+            field: got_field,
+            ..
+        } => {
             assert_eq!(file, "test.toml");
             assert_eq!(got, Some(line));
             assert_eq!(got_field, field);
@@ -130,35 +135,41 @@ fn create_ahead_zero_is_allowed() {
 
 #[test]
 fn five_tiers_with_a_ten_second_tier() {
-    let text = format!(
-        r#"{}
+    // The shipped file with the 10s tier its comments describe put first (finest first).
+    let shipped = TiersConfig::SHIPPED_TOML;
+    let first_tier = shipped.find("\n[[tier]]\n").unwrap();
+    let ten_seconds = r#"
 [[tier]]
 name = "10s"
 resolution = "10s"
 period = "6h"
 retention = "24h"
-"#,
-        ONE_TIER.replace("[[tier]]", "[[tier]]  # the 1m tier")
+create_ahead = 1
+"#;
+    let text = format!(
+        "{}{ten_seconds}{}",
+        &shipped[..first_tier],
+        &shipped[first_tier..]
     );
-    let mut text = text.replacen("[[tier]]  # the 1m tier", "[[tier]]", 1);
-    // Append the other default tiers after the 1m one.
-    let shipped = TiersConfig::SHIPPED_TOML;
-    let rest = &shipped[shipped.find("name = \"5m\"").unwrap()..];
-    text.push_str("\n[[tier]]\n");
-    text.push_str(rest);
     let config = TiersConfig::from_toml_str(&text, "five.toml").unwrap();
     let names: Vec<&str> = config.tiers.iter().map(|t| t.name.as_str()).collect();
-    assert_eq!(names, ["1m", "10s", "5m", "1h", "1d"]);
-    let ten = &config.tiers[1];
+    assert_eq!(names, ["10s", "1m", "5m", "1h", "1d"]);
+    assert_eq!(config.tiers[1..], TiersConfig::default().tiers[..]);
+    let ten = &config.tiers[0];
     assert_eq!(ten.resolution, Span::from_secs(10));
+    assert_eq!(ten.period, Span::from_secs(6 * 3_600));
     assert_eq!(ten.buckets_per_period(), 2_160);
-    assert_eq!(config.tier_index("10s"), Some(1));
+    assert_eq!(config.tier_index("10s"), Some(0));
+    assert_eq!(config.tier_index("1d"), Some(4));
     config.validate().unwrap();
 
+    // 06:00:25 on the first day: the second 6h period, third 10s bucket.
     let placements = crate::time::locate(&config.tiers, 21_600 + 25);
     assert_eq!(placements.len(), 5);
-    assert_eq!(placements[1].period_start, 21_600);
-    assert_eq!(placements[1].bucket, 2);
+    assert_eq!(placements[0].period_start, 21_600);
+    assert_eq!(placements[0].bucket, 2);
+    assert_eq!(placements[1].period_start, 0);
+    assert_eq!(placements[1].bucket, 360);
 }
 
 #[test]
@@ -198,7 +209,12 @@ fn refuses_bad_names() {
 #[test]
 fn refuses_duplicate_names_at_the_second() {
     let text = format!("{ONE_TIER}\n[[tier]]\nname = \"1m\"\nresolution = \"5m\"\nperiod = \"7d\"\nretention = \"14d\"\n");
-    assert_refused(&text, 14, "tier[1] name", r#"tier name "1m" is already used by tier[0]"#);
+    assert_refused(
+        &text,
+        14,
+        "tier[1] name",
+        r#"tier name "1m" is already used by tier[0]"#,
+    );
 }
 
 #[test]
@@ -294,14 +310,20 @@ fn refuses_too_many_buckets_per_period() {
 fn refuses_bad_series_per_chunk() {
     for bad in ["100", "8", "131072", "0", "-256", "4294967296"] {
         assert_refused(
-            &one_tier_with("series_per_chunk = 256", &format!("series_per_chunk = {bad}")),
+            &one_tier_with(
+                "series_per_chunk = 256",
+                &format!("series_per_chunk = {bad}"),
+            ),
             3,
             "engine.series_per_chunk",
             &format!("series_per_chunk {bad} is not a power of two between 16 and 65536"),
         );
     }
     for good in ["16", "65536", "1024"] {
-        let text = one_tier_with("series_per_chunk = 256", &format!("series_per_chunk = {good}"));
+        let text = one_tier_with(
+            "series_per_chunk = 256",
+            &format!("series_per_chunk = {good}"),
+        );
         TiersConfig::from_toml_str(&text, "test.toml").unwrap();
     }
 }
@@ -335,7 +357,10 @@ fn refuses_negative_create_ahead() {
 #[test]
 fn refuses_unknown_keys_with_their_line() {
     assert_refused(
-        &one_tier_with(r#"retention = "48h""#, "retention = \"48h\"\nretension = \"48h\""),
+        &one_tier_with(
+            r#"retention = "48h""#,
+            "retention = \"48h\"\nretension = \"48h\"",
+        ),
         11,
         "tier[0] retension",
         "unknown field `retension`",
@@ -394,7 +419,10 @@ fn validate_applies_the_same_rules_to_code_built_configs() {
     let mut config = TiersConfig::default();
     config.tiers[3].name = "1m".to_owned();
     let err = config.validate().unwrap_err().to_string();
-    assert!(err.contains(r#"tier[3] name: tier name "1m" is already used by tier[0]"#), "{err}");
+    assert!(
+        err.contains(r#"tier[3] name: tier name "1m" is already used by tier[0]"#),
+        "{err}"
+    );
 
     let mut config = TiersConfig::default();
     config.tiers.clear();
@@ -402,7 +430,11 @@ fn validate_applies_the_same_rules_to_code_built_configs() {
 
     let mut config = TiersConfig::default();
     config.engine.series_per_chunk = 48;
-    assert!(config.validate().unwrap_err().to_string().contains("engine.series_per_chunk"));
+    assert!(config
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("engine.series_per_chunk"));
 
     let mut config = TiersConfig::default();
     config.tiers[0].period = Span::from_secs(u64::MAX);
@@ -427,7 +459,14 @@ fn load_names_a_missing_path() {
 fn load_names_the_file_in_refusals() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tiers.toml");
-    std::fs::write(&path, one_tier_with(r#"retention = "48h""#, r#"retention = "12h""#)).unwrap();
+    std::fs::write(
+        &path,
+        one_tier_with(r#"retention = "48h""#, r#"retention = "12h""#),
+    )
+    .unwrap();
     let shown = TiersConfig::load(&path).unwrap_err().to_string();
-    assert!(shown.starts_with(&format!("{}:10: ", path.display())), "{shown}");
+    assert!(
+        shown.starts_with(&format!("{}:10: ", path.display())),
+        "{shown}"
+    );
 }

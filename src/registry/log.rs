@@ -120,7 +120,11 @@ pub(super) fn load(path: &Path) -> Result<Loaded> {
         }
         // A new file, or one whose creation was cut short: (re)write the header.
         if !bytes.is_empty() {
-            tracing::warn!(path = %path.display(), len = bytes.len(), "series log header was incomplete; rewriting it");
+            tracing::warn!(
+                path = %path.display(),
+                len = bytes.len(),
+                "series log header was incomplete; rewriting it"
+            );
         }
         file.set_len(0).map_err(io)?;
         file.write_all(&header).map_err(io)?;

@@ -57,19 +57,34 @@ fn span_displays_in_largest_even_unit() {
 
 #[test]
 fn span_display_parses_back() {
-    for secs in [0, 1, 59, 60, 61, 3_599, 3_600, 86_399, 86_400, 604_800, 157_680_000] {
+    for secs in [
+        0,
+        1,
+        59,
+        60,
+        61,
+        3_599,
+        3_600,
+        86_399,
+        86_400,
+        604_800,
+        157_680_000,
+    ] {
         let span = Span::from_secs(secs);
         assert_eq!(Span::parse(&span.to_string()), Ok(span));
     }
     // Weeks parse but display in days.
-    assert_eq!(Span::parse("2w").map(|s| s.to_string()), Ok("14d".to_owned()));
+    assert_eq!(
+        Span::parse("2w").map(|s| s.to_string()),
+        Ok("14d".to_owned())
+    );
 }
 
 #[test]
 fn span_refuses_malformed_text() {
     for text in [
-        "", "s", "5", "5x", "5M", "5 m", " 5m", "5m ", "+5m", "-5m", "1.5h", "1h30m", "1e3s",
-        "५m", "m5",
+        "", "s", "5", "5x", "5M", "5 m", " 5m", "5m ", "+5m", "-5m", "1.5h", "1h30m", "1e3s", "५m",
+        "m5",
     ] {
         let err = Span::parse(text).expect_err(text);
         assert!(!err.is_empty(), "{text}");
@@ -79,9 +94,13 @@ fn span_refuses_malformed_text() {
 
 #[test]
 fn span_refuses_overflow() {
-    assert!(Span::parse("99999999999999999999s").unwrap_err().contains("too large"));
+    assert!(Span::parse("99999999999999999999s")
+        .unwrap_err()
+        .contains("too large"));
     // Fits in a u64 of seconds but not in a timestamp.
-    assert!(Span::parse("9223372036854775808s").unwrap_err().contains("too large"));
+    assert!(Span::parse("9223372036854775808s")
+        .unwrap_err()
+        .contains("too large"));
     assert!(Span::parse("9223372036854775807s").is_ok());
     assert!(Span::parse("106751991167301d").is_err());
 }
@@ -92,11 +111,19 @@ fn span_serde_uses_the_display_string() {
     struct Holder {
         span: Span,
     }
-    let holder = Holder { span: Span::from_secs(172_800) };
+    let holder = Holder {
+        span: Span::from_secs(172_800),
+    };
     let text = toml::to_string(&holder).unwrap();
     assert_eq!(text.trim(), r#"span = "2d""#);
     assert_eq!(toml::from_str::<Holder>(&text).unwrap(), holder);
-    assert_eq!(toml::from_str::<Holder>(r#"span = "2w""#).unwrap().span.secs(), 1_209_600);
+    assert_eq!(
+        toml::from_str::<Holder>(r#"span = "2w""#)
+            .unwrap()
+            .span
+            .secs(),
+        1_209_600
+    );
     let err = toml::from_str::<Holder>(r#"span = "2 w""#).unwrap_err();
     assert!(err.message().contains("not a duration"), "{err}");
 }
@@ -122,24 +149,45 @@ fn locate_places_a_sample_in_every_tier() {
         placements,
         vec![
             // Day file of 2026-11-21, minute 10*60+42.
-            Placement { tier: 0, period_start: 1_795_219_200, bucket: 642 },
+            Placement {
+                tier: 0,
+                period_start: 1_795_219_200,
+                bucket: 642
+            },
             // Week file from Thursday 2026-11-19: 2 days + 10h40m = 576 + 128 five-minute buckets.
-            Placement { tier: 1, period_start: 1_795_046_400, bucket: 704 },
+            Placement {
+                tier: 1,
+                period_start: 1_795_046_400,
+                bucket: 704
+            },
             // 30d file from 2026-11-03: 18 days + 10 hours.
-            Placement { tier: 2, period_start: 1_793_664_000, bucket: 442 },
+            Placement {
+                tier: 2,
+                period_start: 1_793_664_000,
+                bucket: 442
+            },
             // 365d file from 2025-12-18: 338 days.
-            Placement { tier: 3, period_start: 1_766_016_000, bucket: 338 },
+            Placement {
+                tier: 3,
+                period_start: 1_766_016_000,
+                bucket: 338
+            },
         ]
     );
     for placement in &placements {
-        assert_eq!(place(placement.tier, &tiers[placement.tier], ts), *placement);
+        assert_eq!(
+            place(placement.tier, &tiers[placement.tier], ts),
+            *placement
+        );
     }
 }
 
 #[test]
 fn locate_handles_the_epoch_and_before() {
     let tiers = TiersConfig::default().tiers;
-    assert!(locate(&tiers, 0).iter().all(|p| p.period_start == 0 && p.bucket == 0));
+    assert!(locate(&tiers, 0)
+        .iter()
+        .all(|p| p.period_start == 0 && p.bucket == 0));
     let before = locate(&tiers, -1);
     for (placement, tier) in before.iter().zip(&tiers) {
         assert_eq!(placement.period_start, -(tier.period.secs() as i64));
@@ -152,8 +200,22 @@ fn locate_works_for_any_number_of_tiers() {
     assert!(locate(&[], 12_345).is_empty());
     let tiers = [tier("10s", 10, 6 * 3_600), tier("1m", 60, 86_400)];
     let placements = locate(&tiers, 21_600 + 25);
-    assert_eq!(placements[0], Placement { tier: 0, period_start: 21_600, bucket: 2 });
-    assert_eq!(placements[1], Placement { tier: 1, period_start: 0, bucket: 360 });
+    assert_eq!(
+        placements[0],
+        Placement {
+            tier: 0,
+            period_start: 21_600,
+            bucket: 2
+        }
+    );
+    assert_eq!(
+        placements[1],
+        Placement {
+            tier: 1,
+            period_start: 0,
+            bucket: 360
+        }
+    );
 }
 
 #[test]
