@@ -18,11 +18,13 @@ const CADENCE: i64 = 10;
 const BATCH: usize = 10_000;
 /// 2011-12-22T00:00:00Z: divisible by 1d, 7d, 30d and 365d.
 const BOUNDARY: i64 = 1_324_512_000;
+/// Simulated steps per measured iteration: five minutes of agent time.
+const STEPS_PER_ITER: u64 = 30;
 
 fn ingest(c: &mut Criterion) {
     let dir = tempfile::tempdir_in(std::env::var("TIERDB_BENCH_DIR").unwrap_or(".".into()))
         .expect("temp dir");
-    let start = BOUNDARY - 3600;
+    let start = BOUNDARY - 1800;
     let clock = Arc::new(ManualClock::new(start));
     let engine = Engine::builder(dir.path())
         .tiers(TiersConfig::default())
@@ -31,7 +33,11 @@ fn ingest(c: &mut Criterion) {
         .expect("open");
     let setup = Instant::now();
     let ids: Vec<SeriesId> = (0..SERIES)
-        .map(|i| engine.series(&format!("host{:03}.metric{:03}", i / 1000, i % 1000)).unwrap())
+        .map(|i| {
+            engine
+                .series(&format!("host{:03}.metric{:03}", i / 1000, i % 1000))
+                .unwrap()
+        })
         .collect();
     eprintln!(
         "registered {SERIES} series and preallocated their files in {:.1?}",
@@ -40,23 +46,28 @@ fn ingest(c: &mut Criterion) {
     let mut batch = Vec::with_capacity(BATCH);
     let mut ts = start;
     let mut group = c.benchmark_group("ingest");
-    group.throughput(Throughput::Elements(u64::from(SERIES)));
-    group.sample_size(20);
-    group.measurement_time(Duration::from_secs(20));
+    group.throughput(Throughput::Elements(u64::from(SERIES) * STEPS_PER_ITER));
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(30));
     group.bench_function("100k_series_10s_step_4_tiers", |b| {
         b.iter_custom(|steps| {
             let begin = Instant::now();
-            for _ in 0..steps {
+            for _ in 0..steps * STEPS_PER_ITER {
                 clock.set(ts);
                 for chunk in ids.chunks(BATCH) {
                     batch.clear();
-                    batch.extend(chunk.iter().map(|&id| Sample::new(id, ts, (ts % 600) as f64)));
+                    batch.extend(
+                        chunk
+                            .iter()
+                            .map(|&id| Sample::new(id, ts, (ts % 600) as f64)),
+                    );
                     let report = engine.record_batch(&batch).expect("batch");
                     assert_eq!(report.accepted as usize, batch.len());
                 }
                 ts += CADENCE;
                 // Stay inside the periods created ahead (issue: rolling window).
-                if ts >= BOUNDARY + 3600 {
+                if ts >= BOUNDARY + 7200 {
                     ts = start;
                 }
             }

@@ -135,8 +135,16 @@ impl Storage {
     /// The file of `tier` for the period starting at `period_start` and chunk `chunk`, if it
     /// exists.
     #[inline]
-    pub fn file(&self, tier: usize, period_start: Timestamp, chunk: u32) -> Option<Arc<PeriodFile>> {
-        let files = self.tiers[tier].files.read().unwrap_or_else(|e| e.into_inner());
+    pub fn file(
+        &self,
+        tier: usize,
+        period_start: Timestamp,
+        chunk: u32,
+    ) -> Option<Arc<PeriodFile>> {
+        let files = self.tiers[tier]
+            .files
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
         files.get(&(period_start, chunk)).cloned()
     }
 
@@ -217,7 +225,10 @@ impl Storage {
 
     /// Chunks held for one period of `tier`.
     pub fn chunks_of(&self, tier: usize, period_start: Timestamp) -> usize {
-        let files = self.tiers[tier].files.read().unwrap_or_else(|e| e.into_inner());
+        let files = self.tiers[tier]
+            .files
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
         files
             .range((period_start, 0)..=(period_start, u32::MAX))
             .count()
@@ -259,7 +270,10 @@ impl TierStore {
             }
             let Some((period_start, chunk)) = format::parse_file_name(&name) else {
                 if name.ends_with(FILE_SUFFIX) {
-                    return Err(Error::corrupt(&path, "file name is not <start>-c<chunk>.tdb"));
+                    return Err(Error::corrupt(
+                        &path,
+                        "file name is not <start>-c<chunk>.tdb",
+                    ));
                 }
                 tracing::warn!(path = %path.display(), "ignoring a file tierdb did not write");
                 continue;

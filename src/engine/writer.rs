@@ -17,6 +17,10 @@ use crate::{Error, Result};
 /// Jobs queued per writer before a caller waits; each job is a whole batch.
 const QUEUE_DEPTH: usize = 64;
 
+/// How many samples ahead the writer prefetches bucket cells: enough to cover a cache miss
+/// with the work of the samples in between.
+const PREFETCH_DISTANCE: usize = 8;
+
 /// What a writer thread is asked to do.
 pub(crate) enum Job {
     /// Apply `samples` (all owned by this writer), honouring each tier's window start.
@@ -223,7 +227,12 @@ impl Writer {
         let mut first_error = None;
         let mut last_ts = None;
         let slot_mask = (1u32 << self.slot_bits) - 1;
-        for sample in samples {
+        for (i, sample) in samples.iter().enumerate() {
+            if let Some(ahead) = samples.get(i + PREFETCH_DISTANCE) {
+                if last_ts == Some(ahead.ts) {
+                    self.prefetch(ahead);
+                }
+            }
             if last_ts != Some(sample.ts) {
                 self.locate(sample.ts, windows);
                 last_ts = Some(sample.ts);
@@ -250,6 +259,21 @@ impl Writer {
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// Starts loading the cells `sample` will update, when they land where the current
+    /// placements say and their files are at hand.
+    #[inline]
+    fn prefetch(&self, sample: &Sample) {
+        let chunk = (sample.series.0 >> self.slot_bits) as usize;
+        let slot = sample.series.0 & ((1u32 << self.slot_bits) - 1);
+        for (tier, placement) in self.placements.iter().enumerate() {
+            if let Some((period, bucket)) = *placement {
+                if let Some(Some(file)) = self.tiers[tier].periods[period].1.get(chunk) {
+                    file.prefetch(bucket, slot);
+                }
+            }
+        }
     }
 
     fn locate(&mut self, ts: Timestamp, windows: &[Timestamp]) {

@@ -150,7 +150,9 @@ impl PeriodMeta {
         if stored != computed {
             return Err(Error::corrupt(
                 path,
-                format!("header checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"),
+                format!(
+                    "header checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
+                ),
             ));
         }
         let fixed = [
@@ -190,14 +192,23 @@ impl PeriodMeta {
         if res == 0 || period == 0 || period % res != 0 || meta.slots == 0 {
             return Err(Error::corrupt(
                 path,
-                format!("impossible layout: resolution {res}s, period {period}s, {} slots", meta.slots),
+                format!(
+                    "impossible layout: resolution {res}s, period {period}s, {} slots",
+                    meta.slots
+                ),
             ));
         }
         if meta.buckets() != get_u32(bytes, BUCKETS_OFFSET) {
-            return Err(Error::corrupt(path, "bucket count disagrees with period/resolution"));
+            return Err(Error::corrupt(
+                path,
+                "bucket count disagrees with period/resolution",
+            ));
         }
         if meta.period_start.rem_euclid(period as i64) != 0 {
-            return Err(Error::corrupt(path, "period start is not aligned to the period"));
+            return Err(Error::corrupt(
+                path,
+                "period start is not aligned to the period",
+            ));
         }
         Ok(meta)
     }

@@ -132,6 +132,12 @@ impl PeriodFile {
         &self.cells.cells()[cell_index(bucket, slot, self.meta.slots)]
     }
 
+    /// Starts loading the cell of `bucket` for `slot` into the cache (see [`super::mmap::prefetch`]).
+    #[inline]
+    pub fn prefetch(&self, bucket: u32, slot: u32) {
+        super::mmap::prefetch(self.cell(bucket, slot));
+    }
+
     /// Notes that a store happened; cheap when already noted.
     #[inline]
     pub fn mark_dirty(&self) {

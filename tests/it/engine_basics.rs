@@ -17,26 +17,49 @@ fn samples_fan_out_to_every_tier() {
     assert_eq!(report.rejected_total(), 0);
 
     let minute = engine
-        .query(&Query::new("cpu.load{host=a}", hour, hour + 120).tier("1m").display(Display::Count))
+        .query(
+            &Query::new("cpu.load{host=a}", hour, hour + 120)
+                .tier("1m")
+                .display(Display::Count),
+        )
         .unwrap();
-    assert_eq!(minute.points, vec![(hour, Some(6.0)), (hour + 60, Some(6.0))]);
+    assert_eq!(
+        minute.points,
+        vec![(hour, Some(6.0)), (hour + 60, Some(6.0))]
+    );
 
     let five = engine
-        .query(&Query::new("cpu.load{host=a}", hour, hour + 300).tier("5m").display(Display::Total))
+        .query(
+            &Query::new("cpu.load{host=a}", hour, hour + 300)
+                .tier("5m")
+                .display(Display::Total),
+        )
         .unwrap();
     assert_eq!(five.points, vec![(hour, Some(75.0))]);
 
     let h = engine
-        .query(&Query::new("cpu.load{host=a}", hour, hour + 3600).tier("1h").display(Display::PerSec))
+        .query(
+            &Query::new("cpu.load{host=a}", hour, hour + 3600)
+                .tier("1h")
+                .display(Display::PerSec),
+        )
         .unwrap();
     assert_eq!(h.points, vec![(hour, Some(900.0 / 3600.0))]);
     let max = engine
-        .query(&Query::new("cpu.load{host=a}", hour, hour + 3600).tier("1d").display(Display::Max))
+        .query(
+            &Query::new("cpu.load{host=a}", hour, hour + 3600)
+                .tier("1d")
+                .display(Display::Max),
+        )
         .unwrap();
     assert_eq!(max.points.len(), 0, "the 1d bucket starts before `from`");
     let day = NOW - NOW % 86_400;
     let max = engine
-        .query(&Query::new("cpu.load{host=a}", day, day + 86_400).tier("1d").display(Display::Max))
+        .query(
+            &Query::new("cpu.load{host=a}", day, day + 86_400)
+                .tier("1d")
+                .display(Display::Max),
+        )
         .unwrap();
     assert_eq!(max.points, vec![(day, Some(5.0))]);
 }
