@@ -73,15 +73,23 @@ impl EngineBuilder {
         let registry = Registry::open(&self.dir)?;
         let marker = self.dir.join(OPEN_MARKER);
         if marker.exists() {
-            let repaired: usize = storage.all_files().iter().map(|f| f.repair()).sum();
+            let known = registry.len();
+            let (interrupted, cleared) = storage
+                .all_files()
+                .iter()
+                .map(|f| f.repair(known))
+                .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
             tracing::warn!(
                 dir = %self.dir.display(),
-                repaired,
-                "the last process did not close this data directory cleanly; cleared interrupted bucket updates"
+                interrupted,
+                cleared,
+                "the last process did not close this data directory cleanly; repaired interrupted bucket updates and slots of unregistered series"
             );
         }
         std::fs::write(&marker, std::process::id().to_string())
+            .and_then(|()| std::fs::File::open(&marker)?.sync_all())
             .map_err(|e| Error::io(&marker, e))?;
+        crate::storage::period_file::sync_dir(&self.dir)?;
         let shared = Arc::new(Shared {
             dir: self.dir,
             config: self.tiers,

@@ -210,7 +210,8 @@ impl Engine {
         };
         let spec = &self.shared.config.tiers[tier];
         let step = query.step.unwrap_or(spec.resolution);
-        let buckets = self.read_buckets(id, tier, query.from, query.to, step)?;
+        let (first, buckets) = self.merged_buckets(id, tier, query.from, query.to, step)?;
+        let step_secs = step.secs() as i64;
         Ok(QueryResult {
             series: registry
                 .key(id)
@@ -221,7 +222,13 @@ impl Engine {
             step,
             points: buckets
                 .iter()
-                .map(|(ts, b)| (*ts, query.display.value(b, step.secs())))
+                .enumerate()
+                .map(|(i, b)| {
+                    (
+                        first + i as i64 * step_secs,
+                        query.display.value(b, step.secs()),
+                    )
+                })
                 .collect(),
         })
     }
@@ -264,6 +271,25 @@ impl Engine {
         to: Timestamp,
         step: Span,
     ) -> Result<Vec<(Timestamp, Bucket)>> {
+        let (first, buckets) = self.merged_buckets(id, tier, from, to, step)?;
+        let step = step.secs() as i64;
+        Ok(buckets
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| (first + i as i64 * step, b))
+            .collect())
+    }
+
+    /// [`Engine::read_buckets`] without the timestamps: the first point's start and the
+    /// merged buckets, one per step.
+    fn merged_buckets(
+        &self,
+        id: SeriesId,
+        tier: usize,
+        from: Timestamp,
+        to: Timestamp,
+        step: Span,
+    ) -> Result<(Timestamp, Vec<Bucket>)> {
         let spec = &self.shared.config.tiers[tier];
         let res = spec.resolution.secs() as i64;
         let period = spec.period.secs() as i64;
@@ -303,23 +329,28 @@ impl Engine {
                 let lo = start.max(period_start);
                 let hi = end.min(period_start + period);
                 let global = (lo - first) / res;
-                let (mut point, mut within) = ((global / per_point) as usize, global % per_point);
-                for bucket in ((lo - period_start) / res) as u32..((hi - period_start) / res) as u32
-                {
-                    acc[point].merge(&file.cell(bucket, slot).load());
-                    within += 1;
-                    if within == per_point {
-                        within = 0;
-                        point += 1;
+                let buckets =
+                    ((lo - period_start) / res) as u32..((hi - period_start) / res) as u32;
+                if per_point == 1 {
+                    let out = &mut acc[global as usize..global as usize + buckets.len()];
+                    for (slot_out, bucket) in out.iter_mut().zip(buckets) {
+                        *slot_out = file.cell(bucket, slot).load();
+                    }
+                } else {
+                    let (mut point, mut within) =
+                        ((global / per_point) as usize, global % per_point);
+                    for bucket in buckets {
+                        acc[point].merge(&file.cell(bucket, slot).load());
+                        within += 1;
+                        if within == per_point {
+                            within = 0;
+                            point += 1;
+                        }
                     }
                 }
             }
             period_start += period;
         }
-        Ok(acc
-            .into_iter()
-            .enumerate()
-            .map(|(i, b)| (first + i as i64 * step_secs, b))
-            .collect())
+        Ok((first, acc))
     }
 }

@@ -137,6 +137,22 @@ impl BucketCell {
         }
     }
 
+    /// Resets the cell to empty. Only valid while no writer runs (repair at open).
+    pub fn clear(&self) {
+        self.total.store(0, Ordering::Relaxed);
+        self.min.store(0, Ordering::Relaxed);
+        self.max.store(0, Ordering::Relaxed);
+        self.count.store(0, Ordering::Release);
+    }
+
+    /// True when every field is zero, as in a freshly created file.
+    pub fn is_pristine(&self) -> bool {
+        self.count.load(Ordering::Relaxed) == 0
+            && self.total.load(Ordering::Relaxed) == 0
+            && self.min.load(Ordering::Relaxed) == 0
+            && self.max.load(Ordering::Relaxed) == 0
+    }
+
     /// Clears a `BUSY` bit left behind by a process that died mid-update and reports whether
     /// it found one. Only valid while no writer runs (at open, under the directory lock); the
     /// half-applied sample is then counted as not having arrived while its fields may hold it.

@@ -160,10 +160,30 @@ impl PeriodFile {
         Ok(())
     }
 
-    /// Clears update-in-flight marks left by a crashed process; returns how many it found.
-    /// Only valid before any writer starts.
-    pub fn repair(&self) -> usize {
-        self.cells.cells().iter().filter(|c| c.repair()).count()
+    /// Repairs what a crash can leave behind; returns (cells with an interrupted update,
+    /// cells cleared because their series id is unknown). Only valid before any writer starts.
+    ///
+    /// After a power loss the kernel may have written a mapped page whose series was never
+    /// fsynced into the registry; such a slot would otherwise greet the next series given
+    /// that id with somebody else's data. `known_series` is the registry's length.
+    pub fn repair(&self, known_series: usize) -> (usize, usize) {
+        let slots = self.meta.slots as usize;
+        let first_slot = self.meta.chunk as usize * slots;
+        let first_unknown = known_series.saturating_sub(first_slot).min(slots) as u32;
+        let (mut interrupted, mut cleared) = (0, 0);
+        for bucket in 0..self.meta.buckets() {
+            for slot in 0..self.meta.slots {
+                let cell = self.cell(bucket, slot);
+                if cell.repair() {
+                    interrupted += 1;
+                }
+                if slot >= first_unknown && !cell.is_pristine() {
+                    cell.clear();
+                    cleared += 1;
+                }
+            }
+        }
+        (interrupted, cleared)
     }
 
     /// Bytes the file takes on disk (all reserved at creation).
