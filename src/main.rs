@@ -1,1 +1,156 @@
-fn main() {}
+//! The `tierdb` command: parses the command line and calls the library. Errors print as one
+//! line on stderr with a non-zero exit code.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tierdb::{Display, Engine, Query, TiersConfig, Timestamp};
+
+/// tierdb: a multi-resolution rollup engine for metrics.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Checks a tiers.toml and prints the tiers it defines.
+    ///
+    /// Example: tierdb tiers --tiers ./tiers.toml
+    Tiers {
+        /// The tiers file (default: the built-in default, equal to the shipped tiers.toml).
+        #[arg(long, env = "TIERDB_TIERS")]
+        tiers: Option<PathBuf>,
+    },
+    /// Prints where a sample at TS lands: for each tier, the period file and the bucket.
+    ///
+    /// Example: tierdb lookup 1763726400
+    Lookup {
+        /// Unix seconds.
+        ts: Timestamp,
+        /// The tiers file (default: the built-in default).
+        #[arg(long, env = "TIERDB_TIERS")]
+        tiers: Option<PathBuf>,
+    },
+    /// Queries one series and prints the result as JSON.
+    ///
+    /// Example: tierdb query 'cpu.load{host=a}' --from 1763640000 --to 1763726400 --tier 1h --display max
+    Query {
+        /// The series: `name` or `name{k=v,...}`.
+        series: String,
+        /// First second (unix seconds, inclusive).
+        #[arg(long)]
+        from: Timestamp,
+        /// End (unix seconds, exclusive).
+        #[arg(long)]
+        to: Timestamp,
+        /// A tier name or `auto`.
+        #[arg(long, default_value = "auto")]
+        tier: String,
+        /// avg, per_sec, total, max, min or count.
+        #[arg(long, default_value = "avg")]
+        display: String,
+        /// The data directory.
+        #[arg(long, env = "TIERDB_DATA_DIR", default_value = "./data")]
+        data_dir: PathBuf,
+        /// The tiers file (default: the built-in default).
+        #[arg(long, env = "TIERDB_TIERS")]
+        tiers: Option<PathBuf>,
+    },
+    /// Prints the data directory's tiers, files, series and counters as JSON.
+    ///
+    /// Example: tierdb info --data-dir ./data
+    Info {
+        /// The data directory.
+        #[arg(long, env = "TIERDB_DATA_DIR", default_value = "./data")]
+        data_dir: PathBuf,
+        /// The tiers file (default: the built-in default).
+        #[arg(long, env = "TIERDB_TIERS")]
+        tiers: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tierdb: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_tiers(path: Option<&PathBuf>) -> tierdb::Result<TiersConfig> {
+    match path {
+        Some(path) => TiersConfig::load(path),
+        None => Ok(TiersConfig::default()),
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
+    match cli.command {
+        Command::Tiers { tiers } => {
+            let config = load_tiers(tiers.as_ref())?;
+            println!("{:<8} {:>10} {:>8} {:>10} {:>12}", "tier", "resolution", "period", "retention", "create_ahead");
+            for t in &config.tiers {
+                println!(
+                    "{:<8} {:>10} {:>8} {:>10} {:>12}",
+                    t.name,
+                    t.resolution.to_string(),
+                    t.period.to_string(),
+                    t.retention.to_string(),
+                    t.create_ahead
+                );
+            }
+        }
+        Command::Lookup { ts, tiers } => {
+            let config = load_tiers(tiers.as_ref())?;
+            for p in tierdb::locate(&config.tiers, ts) {
+                let tier = &config.tiers[p.tier];
+                println!(
+                    "{:<8} period {} ({}) bucket {} ({})",
+                    tier.name,
+                    tierdb::time::format_ts(p.period_start),
+                    tierdb::storage::format::file_name(p.period_start, 0),
+                    p.bucket,
+                    tierdb::time::format_ts(
+                        p.period_start + i64::from(p.bucket) * tier.resolution.secs() as i64
+                    )
+                );
+            }
+        }
+        Command::Query {
+            series,
+            from,
+            to,
+            tier,
+            display,
+            data_dir,
+            tiers,
+        } => {
+            let engine = Engine::builder(&data_dir)
+                .tiers(load_tiers(tiers.as_ref())?)
+                .open()?;
+            let display: Display = display.parse()?;
+            let result = engine.query(&Query::new(series, from, to).tier(&tier).display(display))?;
+            println!("{}", serde_json::to_string(&result)?);
+        }
+        Command::Info { data_dir, tiers } => {
+            let engine = Engine::builder(&data_dir)
+                .tiers(load_tiers(tiers.as_ref())?)
+                .open()?;
+            println!("{}", serde_json::to_string_pretty(&engine.stats())?);
+        }
+    }
+    Ok(())
+}
