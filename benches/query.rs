@@ -9,7 +9,7 @@ use std::sync::Arc;
 use criterion::{criterion_group, criterion_main, Criterion};
 use tierdb::{Display, Engine, ManualClock, Query, Sample, TiersConfig};
 
-/// 2026-11-21T12:00:00Z.
+/// 2025-11-21T12:00:00Z.
 const NOW: i64 = 1_763_726_400;
 const DAY: i64 = 86_400;
 

@@ -69,11 +69,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 4. Read at each zoom level.
     let requests = "http.requests{host=web-1}";
     let cpu = "cpu.user{host=web-1}";
-    show(&engine, "last 10 minutes at 1m", Query::new(requests, end - 600, end).tier("1m").display(Display::PerSec), "req/s")?;
-    show(&engine, "last hour at 5m", Query::new(cpu, end - 3600, end).tier("5m").display(Display::Max), "max cpu %")?;
-    show(&engine, "last 24 hours at 1h", Query::new(requests, start, end).tier("1h").display(Display::Total), "requests")?;
+    show(
+        &engine,
+        "last 10 minutes at 1m",
+        Query::new(requests, end - 600, end)
+            .tier("1m")
+            .display(Display::PerSec),
+        "req/s",
+    )?;
+    show(
+        &engine,
+        "last hour at 5m",
+        Query::new(cpu, end - 3600, end)
+            .tier("5m")
+            .display(Display::Max),
+        "max cpu %",
+    )?;
+    show(
+        &engine,
+        "last 24 hours at 1h",
+        Query::new(requests, start, end)
+            .tier("1h")
+            .display(Display::Total),
+        "requests",
+    )?;
     let day = Query::new(requests, end - end % DAY - DAY, end + DAY).tier("1d");
-    show(&engine, "by day at 1d (yesterday and today so far)", day.display(Display::Total), "requests")?;
+    show(
+        &engine,
+        "by day at 1d (yesterday and today so far)",
+        day.display(Display::Total),
+        "requests",
+    )?;
     let auto = Query::new(cpu, start, end).display(Display::Avg);
     let picked = engine.query(&auto)?;
     println!(
@@ -101,7 +127,11 @@ fn simulate(metric: &str, host: f64, ts: i64) -> f64 {
 
 fn show(engine: &Engine, title: &str, query: Query, unit: &str) -> tierdb::Result<()> {
     let result = engine.query(&query)?;
-    println!("{} / {title} / {} ({unit}):", result.series, result.display.as_str());
+    println!(
+        "{} / {title} / {} ({unit}):",
+        result.series,
+        result.display.as_str()
+    );
     for (ts, value) in result.points {
         let when = tierdb::time::format_ts(ts);
         match value {

@@ -2,6 +2,7 @@
 //! and offers the write path (`record`, `record_batch`, `sync`, `flush`). Reads live in
 //! [`crate::query`].
 
+mod maintenance;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -16,6 +17,8 @@ use crate::storage::lock::DirLock;
 use crate::storage::{Storage, TierFiles};
 use crate::time::{align_down, Span, Timestamp};
 use crate::{Error, Result};
+use maintenance::MaintenanceThread;
+pub use maintenance::{maintenance_interval, MaintenanceReport};
 use writer::WriterPool;
 
 /// Marks a data directory as open for writing; found at open, it means the last process
@@ -31,6 +34,7 @@ pub struct EngineBuilder {
     tiers: TiersConfig,
     clock: Arc<dyn Clock>,
     writer_threads: usize,
+    background_maintenance: bool,
 }
 
 impl EngineBuilder {
@@ -53,8 +57,17 @@ impl EngineBuilder {
         self
     }
 
+    /// Whether a background thread runs maintenance (default: yes). Tests that drive a
+    /// [`crate::ManualClock`] turn it off and call [`Engine::maintain`] themselves.
+    pub fn background_maintenance(mut self, on: bool) -> Self {
+        self.background_maintenance = on;
+        self
+    }
+
     /// Opens the data directory (creating it when missing), locks it, loads the registry,
-    /// maps every period file, creates the current and ahead periods, and starts the writers.
+    /// maps every period file, runs one maintenance pass (drops what expired while the
+    /// directory was closed, creates the current and ahead periods, but not the gap), and
+    /// starts the writers and the maintenance thread.
     ///
     /// # Errors
     /// [`Error::Config`] for an invalid configuration, [`Error::Locked`] when another
@@ -101,11 +114,20 @@ impl EngineBuilder {
             poison: OnceLock::new(),
             _lock: lock,
         });
-        shared.prepare_ahead()?;
+        shared.maintain()?;
         let writers = WriterPool::start(&shared, self.writer_threads)?;
+        let maintenance = if self.background_maintenance {
+            Some(MaintenanceThread::start(
+                &shared,
+                maintenance_interval(&shared.config),
+            )?)
+        } else {
+            None
+        };
         Ok(Engine {
             shared,
             writers,
+            maintenance,
             pending: Mutex::new(Vec::with_capacity(RECORD_BUFFER)),
             closed: false,
         })
@@ -131,7 +153,6 @@ pub(crate) struct Shared {
 pub(crate) struct Counters {
     pub(crate) accepted: AtomicU64,
     pub(crate) rejected: [AtomicU64; RejectReason::ALL.len()],
-    pub(crate) on_demand_creations: AtomicU64,
 }
 
 impl Shared {
@@ -163,29 +184,74 @@ impl Shared {
         let slots = self.config.engine.series_per_chunk as usize;
         ((self.registry.len() + slots / 4) / slots + 1) as u32
     }
-
-    /// Creates, for every tier, the current period and `create_ahead` periods after it, for
-    /// every chunk needed. Existing files are left alone.
-    pub(crate) fn prepare_ahead(&self) -> Result<()> {
-        let chunks = self.chunks_needed();
-        let now = self.clock.now();
-        for (t, spec) in self.config.tiers.iter().enumerate() {
-            let current = align_down(now, spec.period);
-            for ahead in 0..=i64::from(spec.create_ahead) {
-                let start = current + ahead * spec.period.secs() as i64;
-                for chunk in 0..chunks {
-                    self.storage.get_or_create(t, start, chunk)?;
-                }
-            }
-        }
-        self.chunks_ready.fetch_max(chunks, Ordering::AcqRel);
-        Ok(())
-    }
 }
 
 /// First second of the tier window at `now`.
 pub(crate) fn window_start(now: Timestamp, retention: Span, period: Span) -> Timestamp {
     align_down(now.saturating_sub(retention.secs() as i64), period)
+}
+
+/// The period files a batch needs, gathered while it is partitioned, so that missing ones
+/// (a backfill, a gap after downtime) are created by the calling thread before the writers
+/// see the batch. Writers never create files, so live writes never wait behind a creation.
+struct FilesNeeded<'a> {
+    shared: &'a Shared,
+    /// Distinct (tier, period start) pairs the batch touches.
+    periods: Vec<(usize, Timestamp)>,
+    /// Bitset of the chunks the batch's series fall in.
+    chunks: Vec<u64>,
+    last_ts: Option<Timestamp>,
+    slot_bits: u32,
+}
+
+impl<'a> FilesNeeded<'a> {
+    fn new(shared: &'a Shared) -> Self {
+        FilesNeeded {
+            shared,
+            periods: Vec::new(),
+            chunks: Vec::new(),
+            last_ts: None,
+            slot_bits: shared.config.engine.series_per_chunk.trailing_zeros(),
+        }
+    }
+
+    #[inline]
+    fn note(&mut self, sample: &Sample, windows: &[Timestamp]) {
+        let chunk = (sample.series.0 >> self.slot_bits) as usize;
+        let word = chunk / 64;
+        if word >= self.chunks.len() {
+            self.chunks.resize(word + 1, 0);
+        }
+        self.chunks[word] |= 1 << (chunk % 64);
+        if self.last_ts == Some(sample.ts) {
+            return;
+        }
+        self.last_ts = Some(sample.ts);
+        for (tier, spec) in self.shared.config.tiers.iter().enumerate() {
+            if sample.ts >= windows[tier] {
+                let period = (tier, align_down(sample.ts, spec.period));
+                if !self.periods.contains(&period) {
+                    self.periods.push(period);
+                }
+            }
+        }
+    }
+
+    /// Creates every needed file that does not exist, counted as on-demand creations.
+    fn create_missing(&self) -> Result<()> {
+        let storage = &self.shared.storage;
+        for &(tier, period_start) in &self.periods {
+            for chunk in storage.missing_chunks(tier, period_start, &self.chunks) {
+                storage.get_or_create(
+                    tier,
+                    period_start,
+                    chunk,
+                    crate::storage::Creation::OnDemand,
+                )?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The limits a batch's samples are checked against.
@@ -222,6 +288,7 @@ impl Bounds {
 pub struct Engine {
     pub(crate) shared: Arc<Shared>,
     writers: WriterPool,
+    maintenance: Option<MaintenanceThread>,
     pending: Mutex<Vec<Sample>>,
     closed: bool,
 }
@@ -236,6 +303,7 @@ impl Engine {
             writer_threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
+            background_maintenance: true,
         }
     }
 
@@ -286,7 +354,7 @@ impl Engine {
 
     fn after_new_series(&self) -> Result<()> {
         if self.shared.chunks_needed() > self.shared.chunks_ready.load(Ordering::Acquire) {
-            self.shared.prepare_ahead()?;
+            self.shared.prepare_ahead_at(self.shared.clock.now())?;
         }
         Ok(())
     }
@@ -352,9 +420,11 @@ impl Engine {
         let mut report = BatchReport::default();
         let mut parts = self.writers.take_buffers();
         let n = parts.len();
+        let mut files = FilesNeeded::new(&self.shared);
         for sample in samples {
             match bounds.check(sample) {
                 Ok(()) => {
+                    files.note(sample, &bounds.windows);
                     parts[sample.series.0 as usize % n].push(*sample);
                     report.accepted += 1;
                 }
@@ -370,7 +440,9 @@ impl Engine {
                 counter.fetch_add(count, Ordering::Relaxed);
             }
         }
+        let created = files.create_missing();
         self.writers.run(parts, &bounds.windows)?;
+        created?;
         Ok(report)
     }
 
@@ -408,6 +480,20 @@ impl Engine {
         let shared = &self.shared;
         let now = shared.clock.now();
         let windows = shared.window_starts(now);
+        let tiers: Vec<TierStats> = shared
+            .config
+            .tiers
+            .iter()
+            .enumerate()
+            .map(|(i, t)| TierStats {
+                name: t.name.clone(),
+                resolution: t.resolution,
+                period: t.period,
+                retention: t.retention,
+                window_start: windows[i],
+                disk: shared.storage.tier_files(i, now),
+            })
+            .collect();
         EngineStats {
             now,
             series: shared.registry.len(),
@@ -421,23 +507,21 @@ impl Engine {
                     )
                 })
                 .collect(),
-            on_demand_creations: shared.counters.on_demand_creations.load(Ordering::Relaxed),
-            tiers: shared
-                .config
-                .tiers
-                .iter()
-                .enumerate()
-                .map(|(i, t)| TierStats {
-                    name: t.name.clone(),
-                    resolution: t.resolution,
-                    period: t.period,
-                    retention: t.retention,
-                    window_start: windows[i],
-                    disk: shared.storage.tier_files(i),
-                })
-                .collect(),
+            on_demand_creations: tiers.iter().map(|t| t.disk.on_demand_creations).sum(),
+            tiers,
             orphaned_tiers: shared.storage.orphaned_tiers().to_vec(),
         }
+    }
+
+    /// Runs a maintenance pass now: creates the current and ahead periods, drops what left
+    /// the retention window, prefaults the blocks about to be written. The background
+    /// thread does this on its own; tests driving a [`crate::ManualClock`] call it after
+    /// moving the clock.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when a file cannot be created or unlinked.
+    pub fn maintain(&self) -> Result<MaintenanceReport> {
+        self.shared.maintain()
     }
 
     /// Stops the writers, flushes and unlocks, reporting any failure (dropping the engine does
@@ -454,6 +538,7 @@ impl Engine {
             return Ok(());
         }
         self.closed = true;
+        drop(self.maintenance.take());
         let flushed = self.flush();
         let stopped = self.writers.stop();
         flushed?;

@@ -101,7 +101,10 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     match cli.command {
         Command::Tiers { tiers } => {
             let config = load_tiers(tiers.as_ref())?;
-            println!("{:<8} {:>10} {:>8} {:>10} {:>12}", "tier", "resolution", "period", "retention", "create_ahead");
+            println!(
+                "{:<8} {:>10} {:>8} {:>10} {:>12}",
+                "tier", "resolution", "period", "retention", "create_ahead"
+            );
             for t in &config.tiers {
                 println!(
                     "{:<8} {:>10} {:>8} {:>10} {:>12}",
@@ -142,7 +145,8 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 .tiers(load_tiers(tiers.as_ref())?)
                 .open()?;
             let display: Display = display.parse()?;
-            let result = engine.query(&Query::new(series, from, to).tier(&tier).display(display))?;
+            let result =
+                engine.query(&Query::new(series, from, to).tier(&tier).display(display))?;
             println!("{}", serde_json::to_string(&result)?);
         }
         Command::Info { data_dir, tiers } => {

@@ -45,7 +45,19 @@ struct TierStore {
     /// Serialises creation so two writers needing the same new file create it once; readers
     /// and writers of existing files never wait on it.
     create_lock: Mutex<()>,
-    created: AtomicU64,
+    created_ahead: AtomicU64,
+    created_on_demand: AtomicU64,
+    dropped: AtomicU64,
+}
+
+/// Why a file is being created, for the counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Creation {
+    /// Ahead of need, by maintenance (or at open, or when series growth needs a new chunk).
+    Ahead,
+    /// By the write path, because a sample needed a file that did not exist (a backfill, a
+    /// gap after downtime, or maintenance running late).
+    OnDemand,
 }
 
 /// What one tier holds on disk.
@@ -59,8 +71,14 @@ pub struct TierFiles {
     pub oldest_period: Option<Timestamp>,
     /// Start of the newest period held.
     pub newest_period: Option<Timestamp>,
-    /// Files this process created.
-    pub created: u64,
+    /// Periods held that start after the current one.
+    pub periods_ahead: usize,
+    /// Files this process created ahead of need.
+    pub created_ahead: u64,
+    /// Files this process created because a sample needed them.
+    pub on_demand_creations: u64,
+    /// Files this process dropped because they left the retention window.
+    pub dropped: u64,
 }
 
 impl Storage {
@@ -96,7 +114,9 @@ impl Storage {
                 dir,
                 files: RwLock::new(BTreeMap::new()),
                 create_lock: Mutex::new(()),
-                created: AtomicU64::new(0),
+                created_ahead: AtomicU64::new(0),
+                created_on_demand: AtomicU64::new(0),
+                dropped: AtomicU64::new(0),
             };
             store.load_existing(slots, writable)?;
             stores.push(store);
@@ -157,6 +177,7 @@ impl Storage {
         tier: usize,
         period_start: Timestamp,
         chunk: u32,
+        why: Creation,
     ) -> Result<(Arc<PeriodFile>, bool)> {
         if let Some(file) = self.file(tier, period_start, chunk) {
             return Ok((file, false));
@@ -179,8 +200,12 @@ impl Storage {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .insert((period_start, chunk), Arc::clone(&file));
-        store.created.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(path = %file.path().display(), "created period file");
+        match why {
+            Creation::Ahead => &store.created_ahead,
+            Creation::OnDemand => &store.created_on_demand,
+        }
+        .fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(path = %file.path().display(), ?why, "created period file");
         Ok((file, true))
     }
 
@@ -210,16 +235,97 @@ impl Storage {
         Ok(())
     }
 
-    /// What `tier` holds on disk now.
-    pub fn tier_files(&self, tier: usize) -> TierFiles {
+    /// What `tier` holds on disk, with periods after the one holding `now` counted as ahead.
+    pub fn tier_files(&self, tier: usize, now: Timestamp) -> TierFiles {
         let store = &self.tiers[tier];
+        let current = crate::time::align_down(now, store.spec.period);
         let files = store.files.read().unwrap_or_else(|e| e.into_inner());
+        let mut periods: Vec<Timestamp> = files.keys().map(|k| k.0).collect();
+        periods.dedup();
         TierFiles {
             files: files.len(),
             bytes: files.values().map(|f| f.disk_bytes()).sum(),
-            oldest_period: files.keys().next().map(|k| k.0),
-            newest_period: files.keys().next_back().map(|k| k.0),
-            created: store.created.load(Ordering::Relaxed),
+            oldest_period: periods.first().copied(),
+            newest_period: periods.last().copied(),
+            periods_ahead: periods.iter().filter(|&&p| p > current).count(),
+            created_ahead: store.created_ahead.load(Ordering::Relaxed),
+            on_demand_creations: store.created_on_demand.load(Ordering::Relaxed),
+            dropped: store.dropped.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The chunks among `chunks` (a bitset: bit `c` set for chunk `c`) that have no file for
+    /// the period of `tier` starting at `period_start`. One read lock for the lot.
+    pub fn missing_chunks(&self, tier: usize, period_start: Timestamp, chunks: &[u64]) -> Vec<u32> {
+        let files = self.tiers[tier]
+            .files
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut missing = Vec::new();
+        for (word_index, &word) in chunks.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let chunk = (word_index * 64) as u32 + bits.trailing_zeros();
+                bits &= bits - 1;
+                if !files.contains_key(&(period_start, chunk)) {
+                    missing.push(chunk);
+                }
+            }
+        }
+        missing
+    }
+
+    /// Removes every file of `tier` whose period starts before `window_start` (so its end is
+    /// older than now minus the retention): forgotten first, then unlinked. A query in flight
+    /// keeps its `Arc` and so its mapping, which stays valid after the unlink; nothing
+    /// reopens a file by path. Returns how many files went.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file that could not be unlinked (it is forgotten all the
+    /// same and removed by the next open's maintenance).
+    pub fn drop_before(&self, tier: usize, window_start: Timestamp) -> Result<usize> {
+        let store = &self.tiers[tier];
+        let expired: Vec<Arc<PeriodFile>> = {
+            let mut files = store.files.write().unwrap_or_else(|e| e.into_inner());
+            let keep = files.split_off(&(window_start, 0));
+            std::mem::replace(&mut *files, keep).into_values().collect()
+        };
+        if expired.is_empty() {
+            return Ok(0);
+        }
+        let mut first_error = None;
+        for file in &expired {
+            match std::fs::remove_file(file.path()) {
+                Ok(()) => {
+                    tracing::debug!(path = %file.path().display(), "dropped expired period file");
+                }
+                Err(e) => {
+                    first_error.get_or_insert(Error::io(file.path(), e));
+                }
+            }
+        }
+        store
+            .dropped
+            .fetch_add(expired.len() as u64, Ordering::Relaxed);
+        period_file::sync_dir(&store.dir)?;
+        first_error.map_or(Ok(expired.len()), Err)
+    }
+
+    /// Prefaults, in every chunk file of `tier`'s period starting at `period_start`, the
+    /// block of buckets holding `bucket`.
+    pub fn prefault(&self, tier: usize, period_start: Timestamp, bucket: u32) {
+        let files: Vec<Arc<PeriodFile>> = {
+            let files = self.tiers[tier]
+                .files
+                .read()
+                .unwrap_or_else(|e| e.into_inner());
+            files
+                .range((period_start, 0)..=(period_start, u32::MAX))
+                .map(|(_, f)| Arc::clone(f))
+                .collect()
+        };
+        for file in files {
+            file.prefault_block(bucket);
         }
     }
 

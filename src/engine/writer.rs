@@ -2,7 +2,6 @@
 //! bucket has exactly one writer and the hot path takes no lock. Batches arrive over bounded
 //! crossbeam channels and are acknowledged once their samples are in the mapped files.
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -11,6 +10,7 @@ use crossbeam_channel::{Receiver, Sender};
 use super::Shared;
 use crate::sample::Sample;
 use crate::storage::period_file::PeriodFile;
+use crate::storage::Creation;
 use crate::time::{place, Timestamp};
 use crate::{Error, Result};
 
@@ -20,6 +20,10 @@ const QUEUE_DEPTH: usize = 64;
 /// How many samples ahead the writer prefetches bucket cells: enough to cover a cache miss
 /// with the work of the samples in between.
 const PREFETCH_DISTANCE: usize = 8;
+
+/// An idle writer lets go of files that left the window after this long, so dropped files
+/// are unmapped and their disk space freed even when no batch arrives.
+const IDLE_EVICTION: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What a writer thread is asked to do.
 pub(crate) enum Job {
@@ -200,7 +204,16 @@ impl Writer {
 
     fn run(mut self, jobs: Receiver<Job>) {
         let _guard = PanicGuard(Arc::clone(&self.shared));
-        while let Ok(job) = jobs.recv() {
+        loop {
+            let job = match jobs.recv_timeout(IDLE_EVICTION) {
+                Ok(job) => job,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    let windows = self.shared.window_starts(self.shared.clock.now());
+                    self.evict_expired(&windows);
+                    continue;
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+            };
             match job {
                 Job::Write {
                     mut samples,
@@ -298,8 +311,10 @@ impl Writer {
     }
 }
 
-/// The slow path: the file is not in the writer's cache yet. Found in storage, or created
-/// there (counted as an on-demand creation: a backfill or a chunk not created ahead).
+/// The slow path: the file is not in the writer's cache yet. The caller of the batch made sure
+/// it exists; it is created here only if maintenance dropped it in between (the clock moved
+/// past its retention while the batch was in flight), and then dropped again at the next
+/// pass.
 fn fetch<'a>(
     shared: &Shared,
     tier: usize,
@@ -307,15 +322,10 @@ fn fetch<'a>(
     chunk: usize,
     files: &'a mut Vec<Option<Arc<PeriodFile>>>,
 ) -> Result<&'a Arc<PeriodFile>> {
-    let (file, created) = shared
-        .storage
-        .get_or_create(tier, period_start, chunk as u32)?;
-    if created {
+    let (file, _) =
         shared
-            .counters
-            .on_demand_creations
-            .fetch_add(1, Ordering::Relaxed);
-    }
+            .storage
+            .get_or_create(tier, period_start, chunk as u32, Creation::OnDemand)?;
     if files.len() <= chunk {
         files.resize(chunk + 1, None);
     }

@@ -87,6 +87,22 @@ impl MappedCells {
         unsafe { std::slice::from_raw_parts(self.map.as_ptr() as *const BucketCell, self.cells) }
     }
 
+    /// Faults `cells` records from index `first` into the page tables, writable, so the
+    /// writer's first store to them does not take a page fault (the maintenance task calls
+    /// it for the blocks about to be written). Best effort: an old kernel without
+    /// `MADV_POPULATE_WRITE` just leaves the faults to the writer.
+    pub fn populate(&self, first: usize, cells: usize) {
+        let first = first.min(self.cells);
+        let cells = cells.min(self.cells - first);
+        if let Err(e) = self.map.advise_range(
+            Advice::PopulateWrite,
+            first * RECORD_SIZE,
+            cells * RECORD_SIZE,
+        ) {
+            tracing::debug!(error = %e, "prefaulting bucket pages failed");
+        }
+    }
+
     /// msync: makes the stores so far durable against power loss.
     pub fn flush(&self) -> std::io::Result<()> {
         self.map.flush()

@@ -16,6 +16,7 @@ pub struct PeriodFile {
     path: PathBuf,
     meta: PeriodMeta,
     cells: MappedCells,
+    writable: bool,
     /// Set by writers when they store into the file, cleared by `flush`; limits msync to files
     /// that changed.
     dirty: AtomicBool,
@@ -107,6 +108,7 @@ impl PeriodFile {
             path: path.to_path_buf(),
             meta,
             cells,
+            writable,
             dirty: AtomicBool::new(false),
         })
     }
@@ -136,6 +138,18 @@ impl PeriodFile {
     #[inline]
     pub fn prefetch(&self, bucket: u32, slot: u32) {
         super::mmap::prefetch(self.cell(bucket, slot));
+    }
+
+    /// Faults in the pages of the block of buckets holding `bucket` for every slot: the
+    /// pages the writers will touch next (see [`super::format`] for the layout).
+    pub fn prefault_block(&self, bucket: u32) {
+        if !self.writable || bucket >= self.meta.buckets() {
+            return;
+        }
+        let block_start = bucket - bucket % super::format::BUCKET_BLOCK;
+        let first = cell_index(block_start, 0, self.meta.slots);
+        let len = self.meta.slots as usize * super::format::BUCKET_BLOCK as usize;
+        self.cells.populate(first, len);
     }
 
     /// Notes that a store happened; cheap when already noted.
