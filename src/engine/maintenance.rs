@@ -40,6 +40,8 @@ impl Shared {
             now,
             ..MaintenanceReport::default()
         };
+        // Most urgent first: the pages writers touch next, then files for later periods.
+        self.prefault_next_blocks(now);
         let mut first_error: Option<Error> = None;
         match self.prepare_ahead_at(now) {
             Ok(created) => report.created = created,
@@ -55,12 +57,6 @@ impl Shared {
                     first_error.get_or_insert(e);
                 }
             }
-            // The block being written now and the next one, which may lie in the next period.
-            let block = spec.resolution.secs() as i64 * i64::from(BUCKET_BLOCK);
-            for ts in [now, align_down(now, spec.resolution) + block] {
-                let p = place(t, spec, ts);
-                self.storage.prefault(t, p.period_start, p.bucket);
-            }
         }
         if report.created + report.dropped > 0 {
             tracing::info!(
@@ -70,6 +66,18 @@ impl Shared {
             );
         }
         first_error.map_or(Ok(report), Err)
+    }
+
+    /// Prefaults, in every tier, the block of buckets being written at `now` and the next
+    /// one (which may lie in the next period's files), so writers do not take page faults.
+    fn prefault_next_blocks(&self, now: Timestamp) {
+        for (t, spec) in self.config.tiers.iter().enumerate() {
+            let block = spec.resolution.secs() as i64 * i64::from(BUCKET_BLOCK);
+            for ts in [now, align_down(now, spec.resolution) + block] {
+                let p = place(t, spec, ts);
+                self.storage.prefault(t, p.period_start, p.bucket);
+            }
+        }
     }
 
     /// Creates, for every tier, the period holding `now` and `create_ahead` periods after it,
