@@ -254,10 +254,15 @@ impl<'a> FilesNeeded<'a> {
     }
 }
 
-/// The limits a batch's samples are checked against.
+/// What a batch is checked and applied against.
 struct Bounds {
     /// Per tier, the first second it holds.
     windows: Arc<[Timestamp]>,
+    limits: Limits,
+}
+
+/// The limits each sample is checked against.
+struct Limits {
     /// The earliest second any tier holds.
     oldest: Timestamp,
     /// The latest second accepted (now + future_bound).
@@ -266,7 +271,7 @@ struct Bounds {
     known_series: usize,
 }
 
-impl Bounds {
+impl Limits {
     #[inline]
     fn check(&self, sample: &Sample) -> std::result::Result<(), RejectReason> {
         if !sample.value.is_finite() {
@@ -381,7 +386,7 @@ impl Engine {
             Err(e) => return Err(e),
         };
         let sample = Sample::new(id, ts, value);
-        if let Err(reason) = self.bounds(self.shared.clock.now()).check(&sample) {
+        if let Err(reason) = self.limits(self.shared.clock.now()).check(&sample) {
             self.shared.counters.rejected[reason.index()].fetch_add(1, Ordering::Relaxed);
             return Err(Error::Rejected(reason));
         }
@@ -422,7 +427,7 @@ impl Engine {
         let n = parts.len();
         let mut files = FilesNeeded::new(&self.shared);
         for sample in samples {
-            match bounds.check(sample) {
+            match bounds.limits.check(sample) {
                 Ok(()) => {
                     files.note(sample, &bounds.windows);
                     parts[sample.series.0 as usize % n].push(*sample);
@@ -450,10 +455,25 @@ impl Engine {
     fn bounds(&self, now: Timestamp) -> Bounds {
         let windows: Arc<[Timestamp]> = self.shared.window_starts(now).into();
         Bounds {
-            oldest: windows.iter().copied().min().unwrap_or(Timestamp::MIN),
+            limits: self.limits(now),
+            windows,
+        }
+    }
+
+    /// The per-sample limits at `now`, without allocating (the single-record path).
+    fn limits(&self, now: Timestamp) -> Limits {
+        let oldest = self
+            .shared
+            .config
+            .tiers
+            .iter()
+            .map(|t| window_start(now, t.retention, t.period))
+            .min()
+            .unwrap_or(Timestamp::MIN);
+        Limits {
+            oldest,
             newest: now.saturating_add(self.shared.config.engine.future_bound.secs() as i64),
             known_series: self.shared.registry.len(),
-            windows,
         }
     }
 

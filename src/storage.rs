@@ -328,17 +328,6 @@ impl Storage {
             file.prefault_block(bucket);
         }
     }
-
-    /// Chunks held for one period of `tier`.
-    pub fn chunks_of(&self, tier: usize, period_start: Timestamp) -> usize {
-        let files = self.tiers[tier]
-            .files
-            .read()
-            .unwrap_or_else(|e| e.into_inner());
-        files
-            .range((period_start, 0)..=(period_start, u32::MAX))
-            .count()
-    }
 }
 
 impl TierStore {

@@ -60,7 +60,7 @@ impl WriterPool {
         let mut threads = Vec::with_capacity(n);
         for index in 0..n {
             let (tx, rx) = crossbeam_channel::bounded(QUEUE_DEPTH);
-            let writer = Writer::new(Arc::clone(shared), n);
+            let writer = Writer::new(Arc::clone(shared));
             let handle = std::thread::Builder::new()
                 .name(format!("tierdb-writer-{index}"))
                 .spawn(move || writer.run(rx))
@@ -191,7 +191,7 @@ struct Writer {
 }
 
 impl Writer {
-    fn new(shared: Arc<Shared>, _writers: usize) -> Writer {
+    fn new(shared: Arc<Shared>) -> Writer {
         let tiers = shared.config.tiers.len();
         let slot_bits = shared.config.engine.series_per_chunk.trailing_zeros();
         Writer {
