@@ -37,7 +37,11 @@ fn main() {
         .expect("open");
     let setup = Instant::now();
     let ids: Vec<SeriesId> = (0..SERIES)
-        .map(|i| engine.series(&format!("host{:03}.metric{:03}", i / 1000, i % 1000)).unwrap())
+        .map(|i| {
+            engine
+                .series(&format!("host{:03}.metric{:03}", i / 1000, i % 1000))
+                .unwrap()
+        })
         .collect();
     eprintln!(
         "registered {SERIES} series; current and next periods preallocated in {:.1?}",
@@ -58,7 +62,9 @@ fn main() {
             let mut busy = Duration::ZERO;
             while running.load(Ordering::Relaxed) {
                 let t = Instant::now();
-                if std::env::var("NO_MAINT").is_err() { created += engine.maintain().expect("maintenance").created; }
+                if std::env::var("NO_MAINT").is_err() {
+                    created += engine.maintain().expect("maintenance").created;
+                }
                 busy += t.elapsed();
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -70,14 +76,23 @@ fn main() {
             clock.set(ts);
             for chunk in ids.chunks(BATCH) {
                 batch.clear();
-                batch.extend(chunk.iter().map(|&id| Sample::new(id, ts, (ts % 600) as f64)));
+                batch.extend(
+                    chunk
+                        .iter()
+                        .map(|&id| Sample::new(id, ts, (ts % 600) as f64)),
+                );
                 let t = Instant::now();
                 let report = engine.record_batch(&batch).expect("batch");
                 let took = t.elapsed();
                 assert_eq!(report.accepted as usize, batch.len());
                 latencies.push(took);
                 if std::env::var("SHOW_SLOW").is_ok() && took > Duration::from_millis(3) {
-                    eprintln!("slow batch at ts {} (boundary{:+}s) chunk {}: {took:.2?}", ts, ts - BOUNDARY, chunk[0].0 / BATCH as u32);
+                    eprintln!(
+                        "slow batch at ts {} (boundary{:+}s) chunk {}: {took:.2?}",
+                        ts,
+                        ts - BOUNDARY,
+                        chunk[0].0 / BATCH as u32
+                    );
                 }
                 if (BOUNDARY..BOUNDARY + 60).contains(&ts) {
                     boundary_batches.push(took);
@@ -96,7 +111,10 @@ fn main() {
     let worst = *latencies.last().unwrap();
     let worst_boundary = boundary_batches.iter().max().copied().unwrap_or_default();
     let stats = engine.stats();
-    println!("rollover: {samples} samples in {elapsed:.2?} = {:.2} M samples/s (4 tiers each)", samples as f64 / elapsed.as_secs_f64() / 1e6);
+    println!(
+        "rollover: {samples} samples in {elapsed:.2?} = {:.2} M samples/s (4 tiers each)",
+        samples as f64 / elapsed.as_secs_f64() / 1e6
+    );
     println!(
         "batch of {BATCH}: median {median:.2?}, p99 {:.2?}, p99.9 {:.2?}, worst {worst:.2?} ({:.2}x median); worst in the first minute after the boundary {worst_boundary:.2?}",
         pct(0.99),

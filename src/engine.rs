@@ -91,6 +91,7 @@ impl EngineBuilder {
                 .all_files()
                 .iter()
                 .map(|f| f.repair(known))
+                .chain([storage.repair_orphans(known)])
                 .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
             tracing::warn!(
                 dir = %self.dir.display(),

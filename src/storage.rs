@@ -152,6 +152,34 @@ impl Storage {
         &self.orphaned_tiers
     }
 
+    /// Repairs (see [`PeriodFile::repair`]) every period file in the directories of tiers the
+    /// configuration no longer names, so a tier left out at an unclean open and brought back
+    /// later does not keep a crash's leftovers. Files that cannot be opened are skipped with
+    /// a warning: they are not in use. Returns (interrupted updates, cleared cells).
+    pub fn repair_orphans(&self, known_series: usize) -> (usize, usize) {
+        let mut total = (0, 0);
+        for tier in &self.orphaned_tiers {
+            let dir = self.root.join(TIERS_DIR).join(tier);
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.extension().and_then(|e| e.to_str()) != Some(&FILE_SUFFIX[1..]) {
+                    continue;
+                }
+                match PeriodFile::open_as_found(&path) {
+                    Ok(file) => {
+                        let (interrupted, cleared) = file.repair(known_series);
+                        total = (total.0 + interrupted, total.1 + cleared);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "not repairing an orphaned file"),
+                }
+            }
+        }
+        total
+    }
+
     /// The file of `tier` for the period starting at `period_start` and chunk `chunk`, if it
     /// exists.
     #[inline]

@@ -133,14 +133,11 @@ impl MaintenanceThread {
         let shared_for_thread = Arc::clone(shared);
         let handle = std::thread::Builder::new()
             .name("tierdb-maintenance".into())
-            .spawn(move || loop {
-                match stopped.recv_timeout(interval) {
-                    Err(RecvTimeoutError::Timeout) => {
-                        if let Err(e) = shared_for_thread.maintain() {
-                            tracing::warn!(error = %e, "maintenance pass failed; retrying next interval");
-                        }
+            .spawn(move || {
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
+                    if let Err(e) = shared_for_thread.maintain() {
+                        tracing::warn!(error = %e, "maintenance pass failed; retrying next interval");
                     }
-                    Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
                 }
             })
             .map_err(|e| Error::io(&shared.dir, e))?;

@@ -61,6 +61,9 @@ impl Bucket {
 /// Size of one bucket record on disk: four little-endian 8-byte fields.
 pub const RECORD_SIZE: usize = 32;
 
+/// How long a reader waits on an update in flight before it calls the bucket damaged.
+pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Set in `count` while the single writer of a cell is between its first and last store.
 const BUSY: u64 = 1 << 63;
 
@@ -107,9 +110,15 @@ impl BucketCell {
     }
 
     /// Reads a consistent snapshot, retrying while the writer is mid-update.
+    ///
+    /// A writer is between its first and last store for nanoseconds, or for a scheduler
+    /// slice when preempted. An update-in-flight bit that stays set for [`STALE_AFTER`] can
+    /// only be damage (the repair at an unclean open clears a crash's leftovers), so the read
+    /// then returns the fields as they stand and logs the cell instead of hanging.
     #[inline]
     pub fn load(&self) -> Bucket {
         let mut spins = 0u32;
+        let mut waiting_since = None;
         loop {
             let before = self.count.load(Ordering::Acquire);
             if before & BUSY == 0 {
@@ -131,8 +140,23 @@ impl BucketCell {
             spins += 1;
             if spins < 64 {
                 std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
+                continue;
+            }
+            std::thread::yield_now();
+            if spins.is_multiple_of(1024) {
+                let since = *waiting_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() >= STALE_AFTER {
+                    tracing::error!(
+                        cell = ?(self as *const BucketCell),
+                        "bucket stuck mid-update (damaged file?); reading it as it stands"
+                    );
+                    return Bucket {
+                        count: before & !BUSY,
+                        total: f64::from_bits(self.total.load(Ordering::Relaxed)),
+                        min: f64::from_bits(self.min.load(Ordering::Relaxed)),
+                        max: f64::from_bits(self.max.load(Ordering::Relaxed)),
+                    };
+                }
             }
         }
     }

@@ -113,6 +113,20 @@ impl PeriodFile {
         })
     }
 
+    /// Opens a file taking its header's word for the layout (only the header's own checks
+    /// apply): for repairing files of tiers the configuration no longer names.
+    ///
+    /// # Errors
+    /// As [`PeriodFile::open`].
+    pub fn open_as_found(path: &Path) -> Result<PeriodFile> {
+        let mut header = Vec::with_capacity(HEADER_LEN);
+        File::open(path)
+            .and_then(|f| f.take(HEADER_LEN as u64).read_to_end(&mut header))
+            .map_err(|e| Error::io(path, e))?;
+        let meta = PeriodMeta::decode(&header, path)?;
+        Self::open(path, &meta, true)
+    }
+
     /// Where the file lives.
     pub fn path(&self) -> &Path {
         &self.path

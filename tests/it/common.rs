@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use tierdb::{Engine, ManualClock, TiersConfig, Timestamp};
 
-/// 2026-11-21T12:00:00Z, a Saturday: a fixed "now" for tests.
+/// 2025-11-21T12:00:00Z, a Friday: a fixed "now" for tests.
 pub const NOW: Timestamp = 1_763_726_400;
 
 /// An engine on a fresh temporary directory with a manual clock at `now`.

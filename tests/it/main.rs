@@ -1,4 +1,9 @@
 //! Integration tests, one binary so the suite links once.
 
 mod common;
+mod corruption;
 mod engine_basics;
+mod model;
+mod reopen;
+mod rolling;
+mod stress;
