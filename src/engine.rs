@@ -18,7 +18,7 @@ use crate::storage::{Storage, TierFiles};
 use crate::time::{align_down, Span, Timestamp};
 use crate::{Error, Result};
 use maintenance::MaintenanceThread;
-pub use maintenance::{maintenance_interval, MaintenanceReport};
+pub use maintenance::{maintenance_interval, MaintenanceReport, AHEAD_FILES_PER_PASS};
 use writer::WriterPool;
 
 /// Marks a data directory as open for writing; found at open, it means the last process
@@ -35,6 +35,7 @@ pub struct EngineBuilder {
     clock: Arc<dyn Clock>,
     writer_threads: usize,
     background_maintenance: bool,
+    maintenance_every: Option<std::time::Duration>,
 }
 
 impl EngineBuilder {
@@ -61,6 +62,14 @@ impl EngineBuilder {
     /// [`crate::ManualClock`] turn it off and call [`Engine::maintain`] themselves.
     pub fn background_maintenance(mut self, on: bool) -> Self {
         self.background_maintenance = on;
+        self
+    }
+
+    /// Runs background maintenance every `interval` instead of the interval derived from the
+    /// tiers ([`maintenance_interval`]); for simulations that run time faster than the wall
+    /// clock.
+    pub fn maintenance_every(mut self, interval: std::time::Duration) -> Self {
+        self.maintenance_every = Some(interval);
         self
     }
 
@@ -112,16 +121,17 @@ impl EngineBuilder {
             clock: self.clock,
             counters: Counters::default(),
             chunks_ready: AtomicU32::new(0),
+            prefaulted: Mutex::new(std::collections::HashMap::new()),
             poison: OnceLock::new(),
             _lock: lock,
         });
         shared.maintain()?;
         let writers = WriterPool::start(&shared, self.writer_threads)?;
         let maintenance = if self.background_maintenance {
-            Some(MaintenanceThread::start(
-                &shared,
-                maintenance_interval(&shared.config),
-            )?)
+            let interval = self
+                .maintenance_every
+                .unwrap_or_else(|| maintenance_interval(&shared.config));
+            Some(MaintenanceThread::start(&shared, interval)?)
         } else {
             None
         };
@@ -145,6 +155,9 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     /// Chunks created for the current and ahead periods of every tier so far.
     chunks_ready: AtomicU32,
+    /// Bucket blocks maintenance has prefaulted: (tier, period start, block) -> chunk files
+    /// done.
+    prefaulted: Mutex<std::collections::HashMap<(usize, Timestamp, u32), usize>>,
     poison: OnceLock<String>,
     _lock: DirLock,
 }
@@ -310,6 +323,7 @@ impl Engine {
                 .map(|n| n.get())
                 .unwrap_or(1),
             background_maintenance: true,
+            maintenance_every: None,
         }
     }
 

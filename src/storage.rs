@@ -339,9 +339,27 @@ impl Storage {
         first_error.map_or(Ok(expired.len()), Err)
     }
 
-    /// Prefaults, in every chunk file of `tier`'s period starting at `period_start`, the
-    /// block of buckets holding `bucket`.
-    pub fn prefault(&self, tier: usize, period_start: Timestamp, bucket: u32) {
+    /// How many chunk files `tier`'s period starting at `period_start` has.
+    pub fn chunks_in(&self, tier: usize, period_start: Timestamp) -> usize {
+        let files = self.tiers[tier]
+            .files
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        files
+            .range((period_start, 0)..=(period_start, u32::MAX))
+            .count()
+    }
+
+    /// Prefaults the block of buckets holding `bucket` in the chunk files `files` (positions
+    /// in chunk order) of `tier`'s period starting at `period_start`.
+    pub fn prefault(
+        &self,
+        tier: usize,
+        period_start: Timestamp,
+        bucket: u32,
+        files: std::ops::Range<usize>,
+    ) {
+        let wanted = files;
         let files: Vec<Arc<PeriodFile>> = {
             let files = self.tiers[tier]
                 .files
@@ -349,6 +367,8 @@ impl Storage {
                 .unwrap_or_else(|e| e.into_inner());
             files
                 .range((period_start, 0)..=(period_start, u32::MAX))
+                .skip(wanted.start)
+                .take(wanted.len())
                 .map(|(_, f)| Arc::clone(f))
                 .collect()
         };

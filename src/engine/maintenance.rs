@@ -26,6 +26,9 @@ pub struct MaintenanceReport {
     pub created: usize,
     /// Files dropped because their period left the retention window.
     pub dropped: usize,
+    /// Files of future periods not created yet because creation is paced; later passes
+    /// create them (see [`AHEAD_FILES_PER_PASS`]).
+    pub pending: usize,
 }
 
 impl Shared {
@@ -44,7 +47,10 @@ impl Shared {
         self.prefault_next_blocks(now);
         let mut first_error: Option<Error> = None;
         match self.prepare_ahead_at(now) {
-            Ok(created) => report.created = created,
+            Ok((created, pending)) => {
+                report.created = created;
+                report.pending = pending;
+            }
             Err(e) => first_error = Some(e),
         }
         for (t, spec) in self.config.tiers.iter().enumerate() {
@@ -68,44 +74,85 @@ impl Shared {
         first_error.map_or(Ok(report), Err)
     }
 
-    /// Prefaults, in every tier, the block of buckets being written at `now` and the next
-    /// one (which may lie in the next period's files), so writers do not take page faults.
+    /// Prefaults the bucket blocks writers are about to touch, so their first stores do not
+    /// take page faults: in every tier, all of the block being written at `now`, and a share
+    /// of the next block (which may lie in the next period's files) that grows with the
+    /// progress through the current one, complete by its middle. Spreading the next block
+    /// out matters: for 100k series it is ~100 MB of pages per tier to zero, and all tiers'
+    /// blocks start together at a period boundary. Progress is remembered per block, so
+    /// pages are walked once (chunk files added later are picked up).
     fn prefault_next_blocks(&self, now: Timestamp) {
+        let mut done = self.prefaulted.lock().unwrap_or_else(|e| e.into_inner());
+        let mut progress = Vec::with_capacity(self.config.tiers.len() * 2);
         for (t, spec) in self.config.tiers.iter().enumerate() {
             let block = spec.resolution.secs() as i64 * i64::from(BUCKET_BLOCK);
-            for ts in [now, align_down(now, spec.resolution) + block] {
+            let block_start = align_down(now, spec.resolution)
+                - (place(t, spec, now).bucket % BUCKET_BLOCK) as i64
+                    * spec.resolution.secs() as i64;
+            // Share of the next block to have prefaulted by now: twice the share of the
+            // current block gone by, plus an eighth so the first pass starts it.
+            let share = (2.0 * (now - block_start) as f64 / block as f64 + 0.125).min(1.0);
+            for (ts, share) in [(now, 1.0), (block_start + block, share)] {
                 let p = place(t, spec, ts);
-                self.storage.prefault(t, p.period_start, p.bucket);
+                let key = (t, p.period_start, p.bucket / BUCKET_BLOCK);
+                let from = done.get(&key).copied().unwrap_or(0);
+                let chunks = self.storage.chunks_in(t, p.period_start);
+                let to = ((chunks as f64 * share).ceil() as usize).clamp(from, chunks);
+                self.storage.prefault(t, p.period_start, p.bucket, from..to);
+                progress.push((key, to));
             }
         }
+        done.clear();
+        done.extend(progress);
     }
 
     /// Creates, for every tier, the period holding `now` and `create_ahead` periods after it,
-    /// for every chunk of series needed; existing files are left alone. Returns how many files
-    /// it created.
-    pub(crate) fn prepare_ahead_at(&self, now: Timestamp) -> Result<usize> {
+    /// for every chunk of series needed; existing files are left alone.
+    ///
+    /// Files of the current period, and of a future period that starts within a quarter
+    /// period, are created at once. Other future files are paced at
+    /// [`AHEAD_FILES_PER_PASS`] per pass: a new period for 100k series is 1,564 files, and
+    /// creating them in one burst would steal the cores ingest runs on, while there is a
+    /// whole period to spread them over. Returns (created, still to create).
+    pub(crate) fn prepare_ahead_at(&self, now: Timestamp) -> Result<(usize, usize)> {
         let chunks = self.chunks_needed();
-        let mut created = 0;
+        let (mut created, mut pending) = (0, 0);
+        let mut budget = AHEAD_FILES_PER_PASS;
         for (t, spec) in self.config.tiers.iter().enumerate() {
+            let period = spec.period.secs() as i64;
             let current = align_down(now, spec.period);
             for ahead in 0..=i64::from(spec.create_ahead) {
-                let start = current + ahead * spec.period.secs() as i64;
+                let start = current + ahead * period;
+                let urgent = start - now < period / 4;
                 for chunk in 0..chunks {
+                    if self.storage.file(t, start, chunk).is_some() {
+                        continue;
+                    }
+                    if !urgent && budget == 0 {
+                        pending += 1;
+                        continue;
+                    }
                     if self
                         .storage
                         .get_or_create(t, start, chunk, Creation::Ahead)?
                         .1
                     {
                         created += 1;
+                        if !urgent {
+                            budget -= 1;
+                        }
                     }
                 }
             }
         }
         self.chunks_ready
             .fetch_max(chunks, std::sync::atomic::Ordering::AcqRel);
-        Ok(created)
+        Ok((created, pending))
     }
 }
+
+/// Files of future periods created per maintenance pass when they are not yet urgent.
+pub const AHEAD_FILES_PER_PASS: usize = 16;
 
 /// How often the background pass runs: a quarter of the shortest bucket block (so the next
 /// block is prefaulted well before writers reach it), between one second and one minute.
@@ -134,6 +181,7 @@ impl MaintenanceThread {
         let handle = std::thread::Builder::new()
             .name("tierdb-maintenance".into())
             .spawn(move || {
+                lower_priority();
                 while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
                     if let Err(e) = shared_for_thread.maintain() {
                         tracing::warn!(error = %e, "maintenance pass failed; retrying next interval");
@@ -145,6 +193,15 @@ impl MaintenanceThread {
             stop: Some(stop),
             handle: Some(handle),
         })
+    }
+}
+
+/// Maintenance is background work: at the lowest CPU priority (nice 19) it runs in the gaps
+/// ingest leaves rather than preempting writer threads. Best effort.
+fn lower_priority() {
+    let me = rustix::thread::gettid();
+    if let Err(e) = rustix::process::setpriority_process(Some(me), 19) {
+        tracing::debug!(error = %e, "could not lower the maintenance thread's priority");
     }
 }
 

@@ -1,4 +1,5 @@
-//! The only module with `unsafe`: mapping period files and reserving their disk space.
+//! The only module with `unsafe`: mapping period files, and the prefetch hint the write path
+//! gives the CPU.
 //!
 //! Why this is sound:
 //! - Bucket memory is never handed out as `&[u8]`/`&mut [u8]`. The mapping is held as a raw
@@ -107,21 +108,6 @@ impl MappedCells {
     pub fn flush(&self) -> std::io::Result<()> {
         self.map.flush()
     }
-}
-
-/// Reserves `len` bytes of disk for `file`, so a full disk fails here, at creation, instead of
-/// raising SIGBUS on a later store into the mapping.
-pub fn reserve_space(file: &File, path: &Path, len: u64) -> Result<()> {
-    use std::os::fd::AsRawFd;
-    let len = libc::off_t::try_from(len)
-        .map_err(|_| Error::corrupt(path, "file length does not fit off_t"))?;
-    // SAFETY: `posix_fallocate` only reads its integer arguments; the descriptor is open and
-    // owned by `file` for the duration of the call.
-    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
-    if rc != 0 {
-        return Err(Error::io(path, std::io::Error::from_raw_os_error(rc)));
-    }
-    Ok(())
 }
 
 /// Asks the CPU to start loading `cell`'s cache line. The write path calls it a few samples
