@@ -22,8 +22,11 @@ const BOUNDARY: i64 = 1_324_512_000;
 const STEPS_PER_ITER: u64 = 30;
 
 fn ingest(c: &mut Criterion) {
-    let dir = tempfile::tempdir_in(std::env::var("TIERDB_BENCH_DIR").unwrap_or(".".into()))
-        .expect("temp dir");
+    let dir = match std::env::var_os("TIERDB_BENCH_DIR") {
+        Some(parent) => tempfile::tempdir_in(parent),
+        None => tempfile::tempdir(),
+    }
+    .expect("temp dir");
     let start = BOUNDARY - 1800;
     let clock = Arc::new(ManualClock::new(start));
     let engine = Engine::builder(dir.path())

@@ -94,8 +94,11 @@ fn maintenance_every(rate: Option<f64>) -> Duration {
 /// Ingests from ten simulated minutes before the boundary to ten after, offering `rate`
 /// samples per second (`None`: as fast as possible).
 fn run(rate: Option<f64>) -> Outcome {
-    let dir = tempfile::tempdir_in(std::env::var("TIERDB_BENCH_DIR").unwrap_or(".".into()))
-        .expect("temp dir");
+    let dir = match std::env::var_os("TIERDB_BENCH_DIR") {
+        Some(parent) => tempfile::tempdir_in(parent),
+        None => tempfile::tempdir(),
+    }
+    .expect("temp dir");
     let start = BOUNDARY - MINUTES * 60;
     let clock = Arc::new(ManualClock::new(start));
     let engine = Engine::builder(dir.path())

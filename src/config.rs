@@ -24,7 +24,7 @@ pub const DEFAULT_MAX_POINTS: u32 = 1_500;
 /// Default for [`TierSpec::create_ahead`] when `tiers.toml` leaves it out.
 pub const DEFAULT_CREATE_AHEAD: u32 = 1;
 /// The most buckets one period may hold; beyond this a single period file grows absurd
-/// (10 million buckets are 305 MiB per 256-series chunk).
+/// (10 million buckets are 305 MiB per series, 76 GiB per 256-series chunk).
 pub const MAX_BUCKETS_PER_PERIOD: u32 = 10_000_000;
 /// The smallest `series_per_chunk` allowed.
 pub const MIN_SERIES_PER_CHUNK: u32 = 16;
@@ -52,8 +52,9 @@ pub struct TierSpec {
     /// all of it is older than this.
     pub retention: Span,
     /// How many period files past the current one are created in advance, so the first
-    /// sample of a new period does not wait for a file to be preallocated. 0 creates files
-    /// on first write.
+    /// sample of a new period does not wait for a file to be preallocated. 0 creates no
+    /// future files: a new period's files come from the first write that needs them or the
+    /// next maintenance pass, whichever is first.
     pub create_ahead: u32,
 }
 
@@ -158,7 +159,7 @@ impl TiersConfig {
     }
 
     /// Checks a configuration built in code against the same rules as parsing: at least one
-    /// tier; names non-empty, unique and made of `[A-Za-z0-9_.-]`; non-zero spans that fit in
+    /// tier; names non-empty, unique, at most 32 bytes and made of `[A-Za-z0-9_.-]`; non-zero spans that fit in
     /// a timestamp; a resolution that divides the period evenly; a retention of at least one
     /// period; at most [`MAX_BUCKETS_PER_PERIOD`] buckets per period; a power-of-two
     /// `series_per_chunk` in 16..=65536; `max_points` >= 1; a non-zero `future_bound`.
@@ -252,6 +253,17 @@ fn check(config: &TiersConfig, origin: &str, line_of: &LineOf<'_>) -> Result<()>
                     "tier name {:?} may only contain letters, digits, '_', '.' and '-' \
                      (it becomes part of file names)",
                     tier.name
+                ),
+            ));
+        }
+        if tier.name.len() > crate::storage::format::TIER_NAME_MAX {
+            return Err(refuse(
+                Key::Name(index),
+                name_field,
+                format!(
+                    "tier name {:?} is longer than {} bytes (period file headers record it)",
+                    tier.name,
+                    crate::storage::format::TIER_NAME_MAX
                 ),
             ));
         }

@@ -4,8 +4,10 @@
 //! Layout of a data directory:
 //! ```text
 //! <data>/LOCK                         the writer's lock (pid inside)
+//! <data>/OPEN                         present while a writer has the directory open
 //! <data>/series.log                   the series registry
 //! <data>/tiers/<tier>/<start>-c<chunk>.tdb   one file per tier, period and chunk of series
+//! <data>/tiers/<tier>/<name>.tdb.tmp  a file being created (removed at open if left over)
 //! ```
 
 pub mod bucket;
@@ -22,7 +24,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::config::TierSpec;
 use crate::time::Timestamp;
 use crate::{Error, Result};
-use format::{PeriodMeta, FILE_SUFFIX, TEMP_SUFFIX, TIER_NAME_MAX};
+use format::{PeriodMeta, FILE_SUFFIX, TEMP_SUFFIX};
 use period_file::PeriodFile;
 
 /// Directory under the data directory that holds one directory per tier.
@@ -97,14 +99,6 @@ impl Storage {
         }
         let mut stores = Vec::with_capacity(tiers.len());
         for spec in tiers {
-            if spec.name.len() > TIER_NAME_MAX {
-                return Err(Error::Config {
-                    file: "<tiers>".into(),
-                    line: None,
-                    field: format!("tier {:?} name", spec.name),
-                    message: format!("tier names are at most {TIER_NAME_MAX} bytes"),
-                });
-            }
             let dir = tiers_root.join(&spec.name);
             if writable {
                 std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;

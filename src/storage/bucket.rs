@@ -58,6 +58,10 @@ impl Bucket {
     }
 }
 
+// The file format is little-endian and the cells are native-endian atomics.
+#[cfg(not(target_endian = "little"))]
+compile_error!("tierdb's file format is little-endian; big-endian targets are not supported");
+
 /// Size of one bucket record on disk: four little-endian 8-byte fields.
 pub const RECORD_SIZE: usize = 32;
 
