@@ -139,30 +139,38 @@ impl BucketCell {
                     };
                 }
             }
-            // On a loaded machine the writer may be descheduled mid-update: stop burning the
-            // core it needs after a short spin.
             spins += 1;
             if spins < 64 {
                 std::hint::spin_loop();
-                continue;
-            }
-            std::thread::yield_now();
-            if spins.is_multiple_of(1024) {
-                let since = *waiting_since.get_or_insert_with(std::time::Instant::now);
-                if since.elapsed() >= STALE_AFTER {
-                    tracing::error!(
-                        cell = ?(self as *const BucketCell),
-                        "bucket stuck mid-update (damaged file?); reading it as it stands"
-                    );
-                    return Bucket {
-                        count: before & !BUSY,
-                        total: f64::from_bits(self.total.load(Ordering::Relaxed)),
-                        min: f64::from_bits(self.min.load(Ordering::Relaxed)),
-                        max: f64::from_bits(self.max.load(Ordering::Relaxed)),
-                    };
-                }
+            } else if let Some(bucket) = self.wait(spins, &mut waiting_since) {
+                return bucket;
             }
         }
+    }
+
+    /// The rare path of [`BucketCell::load`]: the writer is slow to finish (on a loaded
+    /// machine it may be descheduled mid-update), so yield the core it needs; give up on a
+    /// bit that stays set for [`STALE_AFTER`] and return the fields as they stand.
+    #[cold]
+    #[inline(never)]
+    fn wait(&self, spins: u32, since: &mut Option<std::time::Instant>) -> Option<Bucket> {
+        std::thread::yield_now();
+        if !spins.is_multiple_of(1024) {
+            return None;
+        }
+        if since.get_or_insert_with(std::time::Instant::now).elapsed() < STALE_AFTER {
+            return None;
+        }
+        tracing::error!(
+            cell = ?(self as *const BucketCell),
+            "bucket stuck mid-update (damaged file?); reading it as it stands"
+        );
+        Some(Bucket {
+            count: self.count.load(Ordering::Relaxed) & !BUSY,
+            total: f64::from_bits(self.total.load(Ordering::Relaxed)),
+            min: f64::from_bits(self.min.load(Ordering::Relaxed)),
+            max: f64::from_bits(self.max.load(Ordering::Relaxed)),
+        })
     }
 
     /// Resets the cell to empty. Only valid while no writer runs (repair at open).
