@@ -379,6 +379,11 @@ impl Engine {
         Ok(())
     }
 
+    /// The engine clock's current time.
+    pub fn now(&self) -> Timestamp {
+        self.shared.clock.now()
+    }
+
     /// The series registry (names, tags, ids).
     pub fn registry(&self) -> &Registry {
         &self.shared.registry
@@ -441,14 +446,14 @@ impl Engine {
         let mut parts = self.writers.take_buffers();
         let n = parts.len();
         let mut files = FilesNeeded::new(&self.shared);
-        for sample in samples {
+        for (position, sample) in samples.iter().enumerate() {
             match bounds.limits.check(sample) {
                 Ok(()) => {
                     files.note(sample, &bounds.windows);
                     parts[sample.series.0 as usize % n].push(*sample);
                     report.accepted += 1;
                 }
-                Err(reason) => report.reject(reason),
+                Err(reason) => report.reject(position, reason),
             }
         }
         let counters = &self.shared.counters;

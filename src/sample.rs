@@ -78,9 +78,15 @@ pub struct BatchReport {
     pub accepted: u64,
     /// Refused samples per reason, indexed like [`RejectReason::ALL`].
     pub rejected: [u64; RejectReason::ALL.len()],
+    /// The first refusals (at most [`BatchReport::FIRST_REJECTIONS`]): position in the
+    /// batch and reason, so a caller can point at the offending input.
+    pub first_rejections: Vec<(usize, RejectReason)>,
 }
 
 impl BatchReport {
+    /// How many refusals [`BatchReport::first_rejections`] keeps.
+    pub const FIRST_REJECTIONS: usize = 16;
+
     /// Refused samples of every reason.
     pub fn rejected_total(&self) -> u64 {
         self.rejected.iter().sum()
@@ -91,8 +97,11 @@ impl BatchReport {
         self.rejected[reason.index()]
     }
 
-    pub(crate) fn reject(&mut self, reason: RejectReason) {
+    pub(crate) fn reject(&mut self, position: usize, reason: RejectReason) {
         self.rejected[reason.index()] += 1;
+        if self.first_rejections.len() < Self::FIRST_REJECTIONS {
+            self.first_rejections.push((position, reason));
+        }
     }
 
     /// Adds another report's counts to this one.
@@ -101,5 +110,8 @@ impl BatchReport {
         for (a, b) in self.rejected.iter_mut().zip(other.rejected) {
             *a += b;
         }
+        let room = Self::FIRST_REJECTIONS.saturating_sub(self.first_rejections.len());
+        self.first_rejections
+            .extend(other.first_rejections.iter().take(room).copied());
     }
 }
