@@ -37,9 +37,11 @@ pub mod clock;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod ingest;
 pub mod query;
 pub mod registry;
 pub mod sample;
+pub mod server;
 pub mod storage;
 pub mod time;
 

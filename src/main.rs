@@ -17,6 +17,36 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Runs the server: Graphite plaintext on TCP and UDP, the HTTP API (Influx line
+    /// protocol and JSON writes, queries, /metrics), with the rolling-window maintenance.
+    ///
+    /// Prints each address it listens on, then `tierdb: ready`. SIGTERM or Ctrl-C stops it
+    /// gracefully: no new connections, what was received is written, files are flushed.
+    ///
+    /// Examples:
+    ///   tierdb serve
+    ///   tierdb serve --data-dir /var/lib/tierdb --http 0.0.0.0:8080 --graphite 0.0.0.0:2003
+    ///   TIERDB_TOKEN=secret tierdb serve --http 127.0.0.1:0 --graphite 127.0.0.1:0
+    Serve {
+        /// The data directory (created when missing).
+        #[arg(long, env = "TIERDB_DATA_DIR", default_value = "./data")]
+        data_dir: PathBuf,
+        /// The tiers file (default: ./tiers.toml when present, else the built-in default).
+        #[arg(long, env = "TIERDB_TIERS")]
+        tiers: Option<PathBuf>,
+        /// HTTP listen address; port 0 picks a free port.
+        #[arg(long, env = "TIERDB_HTTP", default_value = "127.0.0.1:8080")]
+        http: std::net::SocketAddr,
+        /// Graphite plaintext listen address, TCP and UDP; port 0 picks a free port.
+        #[arg(long, env = "TIERDB_GRAPHITE", default_value = "127.0.0.1:2003")]
+        graphite: std::net::SocketAddr,
+        /// Require `Authorization: Bearer <token>` on every HTTP endpoint.
+        #[arg(long, env = "TIERDB_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Refuse new series beyond this many (existing series keep writing).
+        #[arg(long, env = "TIERDB_MAX_SERIES")]
+        max_series: Option<usize>,
+    },
     /// Checks a tiers.toml and prints the tiers it defines.
     ///
     /// Example: tierdb tiers --tiers ./tiers.toml
@@ -90,6 +120,49 @@ fn main() -> ExitCode {
     }
 }
 
+async fn serve(
+    engine: std::sync::Arc<Engine>,
+    http: std::net::SocketAddr,
+    graphite: std::net::SocketAddr,
+    token: Option<String>,
+    max_series: Option<usize>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    use tierdb::server::{run, Limits, Listeners, State};
+    let listeners = Listeners::bind(http, graphite).await?;
+    let (http, tcp, udp) = listeners.addrs()?;
+    println!("tierdb: http listening on {http}");
+    println!("tierdb: graphite tcp listening on {tcp}");
+    println!("tierdb: graphite udp listening on {udp}");
+    println!("tierdb: ready");
+    let state = std::sync::Arc::new(State {
+        engine,
+        stats: Default::default(),
+        limits: Limits {
+            max_series,
+            ..Limits::default()
+        },
+        token,
+    });
+    run(state, listeners, shutdown_signal()).await?;
+    Ok(())
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = ctrl_c.await;
+        }
+    }
+}
+
 fn load_tiers(path: Option<&PathBuf>) -> tierdb::Result<TiersConfig> {
     match path {
         Some(path) => TiersConfig::load(path),
@@ -99,6 +172,38 @@ fn load_tiers(path: Option<&PathBuf>) -> tierdb::Result<TiersConfig> {
 
 fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     match cli.command {
+        Command::Serve {
+            data_dir,
+            tiers,
+            http,
+            graphite,
+            token,
+            max_series,
+        } => {
+            let tiers = match tiers {
+                Some(path) => TiersConfig::load(&path)?,
+                None if std::path::Path::new("tiers.toml").exists() => {
+                    TiersConfig::load(std::path::Path::new("tiers.toml"))?
+                }
+                None => TiersConfig::default(),
+            };
+            let engine = std::sync::Arc::new(Engine::builder(&data_dir).tiers(tiers).open()?);
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            runtime.block_on(serve(
+                std::sync::Arc::clone(&engine),
+                http,
+                graphite,
+                token,
+                max_series,
+            ))?;
+            drop(runtime);
+            if let Ok(engine) = std::sync::Arc::try_unwrap(engine) {
+                engine.close()?;
+            }
+        }
         Command::Tiers { tiers } => {
             let config = load_tiers(tiers.as_ref())?;
             println!(

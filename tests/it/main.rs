@@ -6,4 +6,5 @@ mod engine_basics;
 mod model;
 mod reopen;
 mod rolling;
+mod server;
 mod stress;

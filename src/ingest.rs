@@ -1,0 +1,14 @@
+//! Wire protocols parsed into samples: pure functions from one line of bytes or text to a
+//! result, with no sockets, buffers or engine in sight (the server owns those).
+//!
+//! - [`graphite`]: Graphite plaintext, `path value timestamp`, with Graphite 1.1 tags
+//!   (`name;k=v`).
+//! - [`influx`]: InfluxDB line protocol, as sent to the v1 `/write` and v2 `/api/v2/write`
+//!   endpoints; every numeric field becomes one series `measurement.field`.
+//!
+//! Both give a series as its canonical text (see [`crate::SeriesKey`]), a value as `f64` and a
+//! timestamp in unix seconds, `None` meaning "now". Each refusal carries a stable snake_case
+//! reason (`as_str()`) that the server counts by.
+
+pub mod graphite;
+pub mod influx;

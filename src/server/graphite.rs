@@ -1,0 +1,215 @@
+//! Graphite plaintext over TCP and UDP: sockets and line splitting. Parsing is
+//! [`crate::ingest::graphite`]; a bad line is counted under its reason and the stream goes
+//! on; a connection is never dropped for its content.
+
+use std::sync::Arc;
+
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+
+use super::sink::Sink;
+use super::State;
+use crate::ingest::graphite::{parse_line, MAX_LINE};
+
+/// Bytes read from a socket at a time; also the largest UDP datagram taken.
+const READ_BUFFER: usize = 64 * 1024;
+
+/// Accepts connections until `shutdown` flips, then waits for the open ones to drain.
+pub async fn serve_tcp(
+    listener: TcpListener,
+    state: Arc<State>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let permits = Arc::new(Semaphore::new(state.limits.max_connections));
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "graphite accept failed");
+                        continue;
+                    }
+                };
+                let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+                    tracing::warn!(%peer, "graphite connection refused: connection limit reached");
+                    state.stats.count_rejected("connection_limit", 1);
+                    continue;
+                };
+                let state = Arc::clone(&state);
+                let shutdown = shutdown.clone();
+                connections.spawn(async move {
+                    connection(stream, &state, shutdown).await;
+                    drop(permit);
+                });
+            }
+            _ = shutdown.changed() => break,
+        }
+        while connections.try_join_next().is_some() {}
+    }
+    while connections.join_next().await.is_some() {}
+}
+
+/// One TCP stream: lines split on `\n` (a trailing `\r` is the parser's business), each
+/// parsed and queued, the batch written after every read.
+async fn connection(mut stream: TcpStream, state: &State, mut shutdown: watch::Receiver<bool>) {
+    let mut sink = Sink::new(
+        Arc::clone(&state.engine),
+        Arc::clone(&state.stats),
+        state.limits.max_series,
+    );
+    let mut lines = LineSplitter::default();
+    let mut buf = vec![0u8; READ_BUFFER];
+    loop {
+        let n = tokio::select! {
+            read = stream.read(&mut buf) => match read {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::debug!(error = %e, "graphite connection read failed");
+                    0
+                }
+            },
+            _ = shutdown.changed() => 0,
+        };
+        if n == 0 {
+            break;
+        }
+        let now = sink.now();
+        lines.feed(&buf[..n], |number, line| {
+            ingest_line(&mut sink, number, line, now)
+        });
+        if let Err(e) = sink.flush().await {
+            tracing::error!(error = %e, "graphite write failed");
+        }
+    }
+    let now = sink.now();
+    lines.finish(|number, line| ingest_line(&mut sink, number, line, now));
+    if let Err(e) = sink.finish().await {
+        tracing::error!(error = %e, "graphite write failed");
+    }
+}
+
+/// Datagrams until `shutdown` flips; each datagram holds whole lines.
+pub async fn serve_udp(socket: UdpSocket, state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
+    let mut sink = Sink::new(
+        Arc::clone(&state.engine),
+        Arc::clone(&state.stats),
+        state.limits.max_series,
+    );
+    let mut buf = vec![0u8; READ_BUFFER];
+    loop {
+        let n = tokio::select! {
+            received = socket.recv_from(&mut buf) => match received {
+                Ok((n, _)) => n,
+                Err(e) => {
+                    tracing::debug!(error = %e, "graphite udp receive failed");
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => break,
+        };
+        let now = sink.now();
+        let mut lines = LineSplitter::default();
+        lines.feed(&buf[..n], |number, line| {
+            ingest_line(&mut sink, number, line, now)
+        });
+        lines.finish(|number, line| ingest_line(&mut sink, number, line, now));
+        if let Err(e) = sink.flush().await {
+            tracing::error!(error = %e, "graphite write failed");
+        }
+    }
+    if let Err(e) = sink.finish().await {
+        tracing::error!(error = %e, "graphite write failed");
+    }
+}
+
+fn ingest_line(sink: &mut Sink, number: usize, line: Result<&[u8], ()>, now: i64) {
+    let line = match line {
+        Ok(line) => line,
+        Err(()) => {
+            sink.reject(
+                number,
+                "line_too_long",
+                format!("line longer than {MAX_LINE} bytes"),
+            );
+            return;
+        }
+    };
+    match parse_line(line) {
+        Ok(Some(parsed)) => {
+            sink.push(
+                &parsed.series,
+                parsed.ts.unwrap_or(now),
+                parsed.value,
+                number,
+            );
+        }
+        Ok(None) => {}
+        Err(e) => sink.reject(number, e.as_str(), e.to_string()),
+    }
+}
+
+/// Splits a byte stream into lines across reads, holding at most [`MAX_LINE`] bytes of an
+/// unfinished line: a longer line is reported once as too long and skipped to its end, so
+/// a client cannot make the server buffer without bound.
+#[derive(Default)]
+pub struct LineSplitter {
+    partial: Vec<u8>,
+    overlong: bool,
+    number: usize,
+}
+
+impl LineSplitter {
+    /// Hands every complete line in `chunk` (with what earlier chunks left) to `each`, with its
+    /// 1-based number; `Err(())` stands for a line that was too long.
+    pub fn feed(&mut self, mut chunk: &[u8], mut each: impl FnMut(usize, Result<&[u8], ()>)) {
+        while let Some(end) = chunk.iter().position(|&b| b == b'\n') {
+            let (line, rest) = (&chunk[..end], &chunk[end + 1..]);
+            chunk = rest;
+            self.number += 1;
+            if self.overlong {
+                self.overlong = false;
+                self.partial.clear();
+                each(self.number, Err(()));
+            } else if self.partial.is_empty() {
+                if line.len() > MAX_LINE {
+                    each(self.number, Err(()));
+                } else {
+                    each(self.number, Ok(line));
+                }
+            } else {
+                self.partial.extend_from_slice(line);
+                let whole = std::mem::take(&mut self.partial);
+                if whole.len() > MAX_LINE {
+                    each(self.number, Err(()));
+                } else {
+                    each(self.number, Ok(&whole));
+                }
+            }
+        }
+        if !self.overlong {
+            if self.partial.len() + chunk.len() > MAX_LINE {
+                self.overlong = true;
+                self.partial.clear();
+            } else {
+                self.partial.extend_from_slice(chunk);
+            }
+        }
+    }
+
+    /// The last line of a stream that did not end with `\n`.
+    pub fn finish(&mut self, mut each: impl FnMut(usize, Result<&[u8], ()>)) {
+        if self.overlong {
+            self.number += 1;
+            each(self.number, Err(()));
+        } else if !self.partial.is_empty() {
+            self.number += 1;
+            let last = std::mem::take(&mut self.partial);
+            each(self.number, Ok(&last));
+        }
+        self.overlong = false;
+    }
+}

@@ -1,0 +1,507 @@
+//! The HTTP API: Influx line protocol and JSON writes, queries, series and tier listings, and
+//! the server's own metrics. `app(state)` is a plain router, so tests can drive it directly
+//! or over a real socket.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, RawQuery, Request, State as AxumState};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+
+use super::sink::IngestReport;
+use super::State;
+use crate::ingest::influx::{self, Precision};
+use crate::query::{Display, Query, TierChoice};
+use crate::registry::SeriesKey;
+use crate::time::{parse_time, Span};
+use crate::Error;
+
+/// The router of every endpoint.
+pub fn app(state: Arc<State>) -> Router {
+    Router::new()
+        .route("/write", post(influx_v1))
+        .route("/api/v2/write", post(influx_v2))
+        .route("/api/v1/write", post(json_write))
+        .route("/api/v1/query", get(query))
+        .route("/api/v1/series", get(series))
+        .route("/api/v1/tiers", get(tiers))
+        .route("/metrics", get(metrics))
+        .layer(DefaultBodyLimit::max(state.limits.max_body))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&state),
+            authorize,
+        ))
+        .with_state(state)
+}
+
+/// An error answer: client errors say what was wrong with the request; internal errors are
+/// logged and answered generically.
+#[derive(Debug)]
+pub enum ApiError {
+    /// 400, naming the parameter or input at fault.
+    BadRequest(String),
+    /// 404.
+    NotFound(String),
+    /// 401.
+    Unauthorized,
+    /// 500; the detail goes to the log only.
+    Internal(String),
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, message) = match self {
+            ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
+            ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
+            ApiError::Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong token: send Authorization: Bearer <token>".to_string(),
+            ),
+            ApiError::Internal(detail) => {
+                tracing::error!(%detail, "internal error answering a request");
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal error; see the server log".to_string(),
+                )
+            }
+        };
+        (status, Json(serde_json::json!({ "error": message }))).into_response()
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::UnknownSeries(_) => ApiError::NotFound(e.to_string()),
+            Error::UnknownTier(_) => ApiError::BadRequest(format!("tier: {e}")),
+            Error::InvalidQuery(_) | Error::InvalidSeries { .. } => {
+                ApiError::BadRequest(e.to_string())
+            }
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+/// Requires `Authorization: Bearer <token>` (or Influx's `Token <token>`) when a token is set.
+async fn authorize(
+    AxumState(state): AxumState<Arc<State>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Some(token) = &state.token {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("Token "))
+            });
+        if given != Some(token.as_str()) {
+            return ApiError::Unauthorized.into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// Query parameters in order, repeated keys kept.
+fn params(raw: Option<String>) -> Vec<(String, String)> {
+    form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
+        .into_owned()
+        .collect()
+}
+
+fn param<'a>(params: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    params
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+/// The answer to a write: 204 when everything landed, 400 with counts and the first reasons
+/// (with line numbers) when some lines were refused; the good lines land either way.
+fn write_answer(report: IngestReport) -> Response {
+    if report.rejected_total() == 0 {
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    let body = serde_json::json!({
+        "error": format!("{} line(s) or sample(s) refused; the other {} sample(s) were written",
+            report.rejected_total(), report.accepted),
+        "accepted": report.accepted,
+        "rejected": report.rejected_total(),
+        "rejected_by_reason": report.rejected,
+        "errors": report.errors,
+    });
+    (StatusCode::BAD_REQUEST, Json(body)).into_response()
+}
+
+async fn influx_v1(
+    AxumState(state): AxumState<Arc<State>>,
+    RawQuery(raw): RawQuery,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let params = params(raw);
+    let precision = match param(&params, "precision") {
+        Some(p) => {
+            Precision::parse_v1(p).map_err(|e| ApiError::BadRequest(format!("precision: {e}")))?
+        }
+        None => Precision::Nanoseconds,
+    };
+    influx_write(&state, precision, &body).await
+}
+
+async fn influx_v2(
+    AxumState(state): AxumState<Arc<State>>,
+    RawQuery(raw): RawQuery,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let params = params(raw);
+    let precision = match param(&params, "precision") {
+        Some(p) => {
+            Precision::parse_v2(p).map_err(|e| ApiError::BadRequest(format!("precision: {e}")))?
+        }
+        None => Precision::Nanoseconds,
+    };
+    influx_write(&state, precision, &body).await
+}
+
+async fn influx_write(
+    state: &State,
+    precision: Precision,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let mut sink = state.sink();
+    let now = sink.now();
+    let mut points = Vec::new();
+    let mut skipped = Vec::new();
+    for (index, line) in body.split(|&b| b == b'\n').enumerate() {
+        let number = index + 1;
+        let Ok(line) = std::str::from_utf8(line) else {
+            sink.reject(number, "invalid_utf8", "line is not UTF-8");
+            continue;
+        };
+        points.clear();
+        skipped.clear();
+        match influx::parse_line(line, precision, &mut points, &mut skipped) {
+            Ok(()) => {
+                for point in &points {
+                    if sink.push(&point.series, point.ts.unwrap_or(now), point.value, number) {
+                        sink.flush().await.map_err(ApiError::from)?;
+                    }
+                }
+                for skip in &skipped {
+                    state.stats.count_rejected(skip.as_str(), 1);
+                }
+            }
+            Err(e) => sink.reject(number, e.as_str(), e.to_string()),
+        }
+    }
+    Ok(write_answer(sink.finish().await?))
+}
+
+/// One element of a JSON write.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonSample {
+    series: String,
+    #[serde(default)]
+    tags: BTreeMap<String, String>,
+    ts: serde_json::Value,
+    value: f64,
+}
+
+async fn json_write(
+    AxumState(state): AxumState<Arc<State>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let items: Vec<serde_json::Value> = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::BadRequest(format!(
+            "body: expected a JSON array of {{series, tags?, ts, value}}: {e}"
+        ))
+    })?;
+    let mut sink = state.sink();
+    let now = sink.now();
+    for (index, item) in items.into_iter().enumerate() {
+        let number = index + 1;
+        let sample: JsonSample = match serde_json::from_value(item) {
+            Ok(sample) => sample,
+            Err(e) => {
+                sink.reject(number, "invalid_sample", e.to_string());
+                continue;
+            }
+        };
+        let ts = match &sample.ts {
+            serde_json::Value::Number(n) => n.as_f64().map(|f| f.floor() as i64),
+            serde_json::Value::String(s) => parse_time(s, now).ok(),
+            _ => None,
+        };
+        let Some(ts) = ts else {
+            sink.reject(
+                number,
+                "invalid_timestamp",
+                format!("ts {} is not a time", sample.ts),
+            );
+            continue;
+        };
+        let key = if sample.tags.is_empty() {
+            SeriesKey::parse(&sample.series)
+        } else {
+            SeriesKey::new(sample.series.as_str(), sample.tags)
+        };
+        match key {
+            Ok(key) => {
+                if sink.push(&key.to_string(), ts, sample.value, number) {
+                    sink.flush().await.map_err(ApiError::from)?;
+                }
+            }
+            Err(e) => sink.reject(number, "invalid_series", e.to_string()),
+        }
+    }
+    Ok(write_answer(sink.finish().await?))
+}
+
+/// The series a request names: `series=name{k=v}`, or `series=name` plus `tag=k=v` pairs.
+fn series_param(params: &[(String, String)]) -> Result<String, ApiError> {
+    let name = param(params, "series").ok_or_else(|| {
+        ApiError::BadRequest("series: missing (series=name or series=name{k=v,...})".into())
+    })?;
+    let tags: Vec<(String, String)> = params
+        .iter()
+        .filter(|(k, _)| k == "tag")
+        .map(|(_, v)| {
+            v.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| ApiError::BadRequest(format!("tag: {v:?} is not k=v")))
+        })
+        .collect::<Result<_, _>>()?;
+    if tags.is_empty() {
+        return Ok(name.to_string());
+    }
+    let key =
+        SeriesKey::new(name, tags).map_err(|e| ApiError::BadRequest(format!("series: {e}")))?;
+    Ok(key.to_string())
+}
+
+async fn query(
+    AxumState(state): AxumState<Arc<State>>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let params = params(raw);
+    let engine = &state.engine;
+    let now = engine.now();
+    let time = |key: &str, default: i64| -> Result<i64, ApiError> {
+        match param(&params, key) {
+            Some(text) => {
+                parse_time(text, now).map_err(|e| ApiError::BadRequest(format!("{key}: {e}")))
+            }
+            None => Ok(default),
+        }
+    };
+    let to = time("to", now)?;
+    let from = time("from", to - 3600)?;
+    let mut query = Query::new(series_param(&params)?, from, to);
+    if let Some(tier) = param(&params, "tier") {
+        query.tier = tier.parse::<TierChoice>().unwrap_or(TierChoice::Auto);
+        if let TierChoice::Named(name) = &query.tier {
+            if engine.config().tier_index(name).is_none() {
+                let known: Vec<&str> = engine
+                    .config()
+                    .tiers
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .collect();
+                return Err(ApiError::BadRequest(format!(
+                    "tier: unknown tier {name:?} (configured: {}, or auto)",
+                    known.join(", ")
+                )));
+            }
+        }
+    }
+    if let Some(display) = param(&params, "display") {
+        query.display = display
+            .parse::<Display>()
+            .map_err(|e| ApiError::BadRequest(format!("display: {e}")))?;
+    }
+    if let Some(step) = param(&params, "step") {
+        query.step =
+            Some(Span::parse(step).map_err(|e| ApiError::BadRequest(format!("step: {e}")))?);
+    }
+    if let Some(max) = param(&params, "max_points") {
+        query.max_points = Some(max.parse().map_err(|_| {
+            ApiError::BadRequest(format!("max_points: {max:?} is not a whole number"))
+        })?);
+    }
+    let result = engine.query(&query)?;
+    match param(&params, "format").unwrap_or("json") {
+        "json" => Ok(Json(result).into_response()),
+        "csv" => {
+            let mut out = String::from("ts,value\n");
+            for (ts, value) in &result.points {
+                match value {
+                    Some(v) => out.push_str(&format!("{ts},{v}\n")),
+                    None => out.push_str(&format!("{ts},\n")),
+                }
+            }
+            Ok(([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], out).into_response())
+        }
+        other => Err(ApiError::BadRequest(format!(
+            "format: {other:?} is not json or csv"
+        ))),
+    }
+}
+
+async fn series(
+    AxumState(state): AxumState<Arc<State>>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let params = params(raw);
+    let pattern = param(&params, "match").unwrap_or("*");
+    let mut filters = Vec::new();
+    for (key, value) in &params {
+        if key == "tag" {
+            let (k, v) = value
+                .split_once('=')
+                .ok_or_else(|| ApiError::BadRequest(format!("tag: {value:?} is not k=v")))?;
+            filters.push((k.to_string(), v.to_string()));
+        }
+    }
+    let names: Vec<String> = state
+        .engine
+        .registry()
+        .all()
+        .into_iter()
+        .filter(|(_, key)| glob_match(pattern.as_bytes(), key.name().as_bytes()))
+        .filter(|(_, key)| filters.iter().all(|(k, v)| key.tag(k) == Some(v.as_str())))
+        .map(|(_, key)| key.to_string())
+        .collect();
+    Ok(Json(serde_json::json!({ "series": names })).into_response())
+}
+
+async fn tiers(AxumState(state): AxumState<Arc<State>>) -> Response {
+    let stats = state.engine.stats();
+    Json(serde_json::json!({
+        "now": stats.now,
+        "tiers": stats.tiers,
+        "orphaned_tiers": stats.orphaned_tiers,
+    }))
+    .into_response()
+}
+
+async fn metrics(AxumState(state): AxumState<Arc<State>>, _headers: HeaderMap) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        super::metrics::render(&state.engine.stats(), &state.stats),
+    )
+        .into_response()
+}
+
+/// Shell-style glob over bytes: `*` any run, `?` one byte, `[abc]`/`[a-z]` one of a set.
+pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pattern.len() {
+            match pattern[p] {
+                b'*' => {
+                    star = Some((p, t));
+                    p += 1;
+                    continue;
+                }
+                b'?' => {
+                    p += 1;
+                    t += 1;
+                    continue;
+                }
+                b'[' => {
+                    if let Some((matched, next)) = class_match(&pattern[p..], text[t]) {
+                        if matched {
+                            p += next;
+                            t += 1;
+                            continue;
+                        }
+                    } else if text[t] == b'[' {
+                        p += 1;
+                        t += 1;
+                        continue;
+                    }
+                }
+                c if c == text[t] => {
+                    p += 1;
+                    t += 1;
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        match star {
+            Some((sp, st)) => {
+                p = sp + 1;
+                t = st + 1;
+                star = Some((sp, st + 1));
+            }
+            None => return false,
+        }
+    }
+    pattern[p..].iter().all(|&c| c == b'*')
+}
+
+/// Matches `c` against the class at the start of `pattern`; returns (matched, class length),
+/// or `None` when the class is not closed (then `[` is literal).
+fn class_match(pattern: &[u8], c: u8) -> Option<(bool, usize)> {
+    let close = pattern.iter().skip(2).position(|&b| b == b']')? + 2;
+    let set = &pattern[1..close];
+    let (negate, set) = match set.first() {
+        Some(b'!') | Some(b'^') => (true, &set[1..]),
+        _ => (false, set),
+    };
+    let mut i = 0;
+    let mut found = false;
+    while i < set.len() {
+        if i + 2 < set.len() && set[i + 1] == b'-' {
+            found |= (set[i]..=set[i + 2]).contains(&c);
+            i += 3;
+        } else {
+            found |= set[i] == c;
+            i += 1;
+        }
+    }
+    Some((found != negate, close + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    #[test]
+    fn globs_match_like_a_shell() {
+        for (pattern, text, expected) in [
+            ("*", "cpu.load", true),
+            ("cpu.*", "cpu.load", true),
+            ("cpu.*", "mem.used", false),
+            ("*.load", "host1.cpu.load", true),
+            ("host?.cpu", "host1.cpu", true),
+            ("host?.cpu", "host12.cpu", false),
+            ("host[12].cpu", "host2.cpu", true),
+            ("host[a-c].cpu", "hostb.cpu", true),
+            ("host[!a-c].cpu", "hostb.cpu", false),
+            ("a*b*c", "axxbyyc", true),
+            ("a*b*c", "axxbyy", false),
+            ("", "", true),
+            ("[", "[", true),
+        ] {
+            assert_eq!(
+                glob_match(pattern.as_bytes(), text.as_bytes()),
+                expected,
+                "{pattern} ~ {text}"
+            );
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! `/metrics` in the Prometheus text exposition format: the engine's counters and per-tier
+//! disk use, and the server's refusals and batch latency.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::stats::{ServerStats, LATENCY_BUCKETS};
+use crate::EngineStats;
+
+/// One metric family: its header and sample lines (`suffix{labels} value`).
+struct Family {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    samples: Vec<(String, String)>,
+}
+
+impl Family {
+    fn new(name: &'static str, kind: &'static str, help: &'static str) -> Family {
+        Family {
+            name,
+            kind,
+            help,
+            samples: Vec::new(),
+        }
+    }
+
+    fn sample(mut self, suffix_and_labels: impl Into<String>, value: impl ToString) -> Family {
+        self.samples
+            .push((suffix_and_labels.into(), value.to_string()));
+        self
+    }
+
+    fn per_tier(
+        mut self,
+        engine: &EngineStats,
+        value: impl Fn(&crate::TierStats) -> u64,
+    ) -> Family {
+        for tier in &engine.tiers {
+            self.samples.push((
+                format!("{{tier=\"{}\"}}", tier.name),
+                value(tier).to_string(),
+            ));
+        }
+        self
+    }
+}
+
+/// Renders every metric.
+pub fn render(engine: &EngineStats, server: &ServerStats) -> String {
+    let mut reasons: BTreeMap<&str, u64> = server.rejected();
+    for (reason, n) in &engine.rejected {
+        *reasons.entry(reason).or_default() += n;
+    }
+    let mut rejected = Family::new(
+        "tierdb_samples_rejected_total",
+        "counter",
+        "Samples, lines or fields refused, by reason.",
+    );
+    for (reason, n) in reasons {
+        rejected = rejected.sample(format!("{{reason=\"{reason}\"}}"), n);
+    }
+    let histogram = server.latency();
+    let mut latency = Family::new(
+        "tierdb_write_batch_seconds",
+        "histogram",
+        "Time to write one batch into the mapped files.",
+    );
+    for (bound, count) in LATENCY_BUCKETS.iter().zip(&histogram.cumulative) {
+        latency = latency.sample(format!("_bucket{{le=\"{bound}\"}}"), count);
+    }
+    latency = latency
+        .sample("_bucket{le=\"+Inf\"}", histogram.count)
+        .sample("_sum", histogram.sum)
+        .sample("_count", histogram.count);
+
+    let families = [
+        Family::new(
+            "tierdb_samples_accepted_total",
+            "counter",
+            "Samples written into the tiers.",
+        )
+        .sample("", engine.accepted),
+        rejected,
+        Family::new("tierdb_series", "gauge", "Series registered.").sample("", engine.series),
+        Family::new(
+            "tierdb_tier_files",
+            "gauge",
+            "Period files on disk per tier.",
+        )
+        .per_tier(engine, |t| t.disk.files as u64),
+        Family::new(
+            "tierdb_tier_bytes",
+            "gauge",
+            "Bytes of period files on disk per tier (all preallocated).",
+        )
+        .per_tier(engine, |t| t.disk.bytes),
+        Family::new(
+            "tierdb_tier_periods_ahead",
+            "gauge",
+            "Periods held that start after the current one, per tier.",
+        )
+        .per_tier(engine, |t| t.disk.periods_ahead as u64),
+        Family::new(
+            "tierdb_on_demand_creations_total",
+            "counter",
+            "Period files created because a sample needed one that did not exist, per tier.",
+        )
+        .per_tier(engine, |t| t.disk.on_demand_creations),
+        Family::new(
+            "tierdb_dropped_files_total",
+            "counter",
+            "Period files dropped on leaving retention, per tier.",
+        )
+        .per_tier(engine, |t| t.disk.dropped),
+        latency,
+    ];
+    let mut out = String::new();
+    for family in families {
+        let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
+        let _ = writeln!(out, "# TYPE {} {}", family.name, family.kind);
+        for (suffix, value) in family.samples {
+            let _ = writeln!(out, "{}{suffix} {value}", family.name);
+        }
+    }
+    out
+}

@@ -1,0 +1,84 @@
+//! The server's own counters, beyond the engine's: refusals by protocol-level reason, lines
+//! received, and the write batch latency histogram that `/metrics` exports.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Upper bounds (seconds) of the batch latency histogram's buckets.
+pub const LATENCY_BUCKETS: [f64; 12] = [
+    0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+];
+
+/// Counters shared by every connection and request.
+#[derive(Default)]
+pub struct ServerStats {
+    rejected: Mutex<BTreeMap<&'static str, u64>>,
+    latency_buckets: [AtomicU64; LATENCY_BUCKETS.len()],
+    latency_sum_nanos: AtomicU64,
+    batches: AtomicU64,
+    batch_samples: AtomicU64,
+}
+
+/// A copy of the batch latency histogram.
+#[derive(Clone, Debug, Default)]
+pub struct LatencyHistogram {
+    /// Cumulative counts per bucket of [`LATENCY_BUCKETS`].
+    pub cumulative: Vec<u64>,
+    /// Sum of all latencies, seconds.
+    pub sum: f64,
+    /// Batches observed.
+    pub count: u64,
+}
+
+impl ServerStats {
+    /// Counts `n` refusals under `reason`.
+    pub fn count_rejected(&self, reason: &'static str, n: u64) {
+        *self
+            .rejected
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(reason)
+            .or_default() += n;
+    }
+
+    /// Records one engine batch's latency.
+    pub fn observe_batch(&self, took: Duration, samples: usize) {
+        let secs = took.as_secs_f64();
+        if let Some(i) = LATENCY_BUCKETS.iter().position(|&b| secs <= b) {
+            self.latency_buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.latency_sum_nanos
+            .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        self.batch_samples
+            .fetch_add(samples as u64, Ordering::Relaxed);
+    }
+
+    /// Protocol-level refusals by reason.
+    pub fn rejected(&self) -> BTreeMap<&'static str, u64> {
+        self.rejected
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The batch latency histogram.
+    pub fn latency(&self) -> LatencyHistogram {
+        let mut running = 0;
+        let cumulative = self
+            .latency_buckets
+            .iter()
+            .map(|b| {
+                running += b.load(Ordering::Relaxed);
+                running
+            })
+            .collect();
+        LatencyHistogram {
+            cumulative,
+            sum: self.latency_sum_nanos.load(Ordering::Relaxed) as f64 / 1e9,
+            count: self.batches.load(Ordering::Relaxed),
+        }
+    }
+}

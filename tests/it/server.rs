@@ -1,0 +1,398 @@
+//! The server over real sockets: Graphite plaintext on TCP and UDP, Influx and JSON writes
+//! over HTTP, the query, series, tiers and metrics endpoints, tokens and limits.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tierdb::server::{run, Limits, Listeners, State};
+use tierdb::{Engine, ManualClock, TiersConfig};
+
+use crate::common::NOW;
+
+/// A server on ephemeral loopback ports, stopped (and its engine flushed) on drop.
+struct TestServer {
+    http: SocketAddr,
+    graphite: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    fn start(token: Option<&str>, limits: Limits) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(NOW));
+        let engine = Arc::new(
+            Engine::builder(dir.path())
+                .tiers(TiersConfig::default())
+                .clock(clock)
+                .writer_threads(2)
+                .background_maintenance(false)
+                .open()
+                .unwrap(),
+        );
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listeners = runtime
+            .block_on(Listeners::bind(
+                "127.0.0.1:0".parse().unwrap(),
+                "127.0.0.1:0".parse().unwrap(),
+            ))
+            .unwrap();
+        let (http, graphite, udp) = listeners.addrs().unwrap();
+        assert_eq!(graphite, udp, "UDP takes the port TCP got");
+        let state = Arc::new(State {
+            engine,
+            stats: Default::default(),
+            limits,
+            token: token.map(str::to_string),
+        });
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            runtime
+                .block_on(run(state, listeners, async move {
+                    let _ = stopped.await;
+                }))
+                .expect("server run");
+        });
+        TestServer {
+            http,
+            graphite,
+            stop: Some(stop),
+            thread: Some(thread),
+            _dir: dir,
+        }
+    }
+
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, String) {
+        let mut stream = TcpStream::connect(self.http).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: tierdb\r\nConnection: close\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(body).unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let status = response[9..12].parse().unwrap();
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (status, body)
+    }
+
+    fn get(&self, path: &str) -> (u16, String) {
+        self.request("GET", path, &[], b"")
+    }
+
+    fn json(&self, path: &str) -> serde_json::Value {
+        let (status, body) = self.get(path);
+        assert_eq!(status, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// Polls the series listing until `series` shows up (ingest over sockets is async).
+    fn wait_for_series(&self, series: &str) {
+        for _ in 0..200 {
+            let listed = self.json("/api/v1/series");
+            if listed["series"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s == series)
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        panic!("series {series} never appeared");
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn points(value: &serde_json::Value) -> Vec<(i64, Option<f64>)> {
+    serde_json::from_value(value["points"].clone()).unwrap()
+}
+
+#[test]
+fn graphite_tcp_lines_land_and_bad_lines_do_not_drop_the_connection() {
+    let server = TestServer::start(None, Limits::default());
+    let minute = NOW - NOW % 60 - 120;
+    let mut stream = TcpStream::connect(server.graphite).unwrap();
+    let text = format!(
+        "collectd.e2e.load.shortterm 0.5 {minute}\r\n\
+         this line is bad\r\n\
+         collectd.e2e.load.shortterm 1.5 {}\r\n\
+         cpu;host=a;dc=eu 3 {minute}\n\
+         collectd.e2e.load.shortterm notanumber {minute}\n\
+         cpu;host=a;dc=eu 5 -1\n",
+        minute + 10
+    );
+    stream.write_all(text.as_bytes()).unwrap();
+    // A line split across two writes.
+    stream
+        .write_all(format!("split.series 7 {minute}").as_bytes())
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    stream.write_all(b"\n").unwrap();
+    drop(stream);
+    server.wait_for_series("split.series");
+    server.wait_for_series("cpu{dc=eu,host=a}");
+
+    let q = server.json(&format!(
+        "/api/v1/query?series=collectd.e2e.load.shortterm&tier=1m&from={minute}&to={}&display=total",
+        minute + 60
+    ));
+    assert_eq!(q["tier"], "1m");
+    assert_eq!(q["display"], "total");
+    assert_eq!(points(&q), vec![(minute, Some(2.0))]);
+    // Tags named either way: canonical text, or name plus tag= parameters.
+    let tagged = server.json(&format!(
+        "/api/v1/query?series=cpu&tag=host=a&tag=dc=eu&tier=1h&from={}&to={}&display=count",
+        NOW - NOW % 3600 - 3600,
+        NOW - NOW % 3600 + 3600
+    ));
+    assert_eq!(tagged["series"], "cpu{dc=eu,host=a}");
+    assert_eq!(
+        points(&tagged).iter().filter_map(|p| p.1).sum::<f64>(),
+        2.0,
+        "{tagged}"
+    );
+
+    let metrics = server.get("/metrics").1;
+    assert!(
+        metrics.contains("tierdb_samples_rejected_total{reason=\"missing_value\"} 1")
+            || metrics.contains("reason=\"too_many_fields\"")
+            || metrics.contains("reason=\"invalid_value\""),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn graphite_udp_datagrams_land() {
+    let server = TestServer::start(None, Limits::default());
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let minute = NOW - NOW % 60 - 60;
+    socket
+        .send_to(
+            format!("udp.metric 4 {minute}\nudp.metric 6 {minute}\n").as_bytes(),
+            server.graphite,
+        )
+        .unwrap();
+    server.wait_for_series("udp.metric");
+    // Registered first, written a moment later: poll until both samples are in.
+    let path = format!(
+        "/api/v1/query?series=udp.metric&tier=1m&from={minute}&to={}&display=count",
+        minute + 60
+    );
+    for _ in 0..200 {
+        if points(&server.json(&path)) == vec![(minute, Some(2.0))] {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let q = server.json(&format!(
+        "/api/v1/query?series=udp.metric&tier=1m&from={minute}&to={}",
+        minute + 60
+    ));
+    assert_eq!(points(&q), vec![(minute, Some(5.0))]);
+}
+
+#[test]
+fn influx_writes_answer_204_after_landing_and_400_with_reasons_for_bad_lines() {
+    let server = TestServer::start(None, Limits::default());
+    let second = NOW - NOW % 60 - 60;
+    let body = format!(
+        "# a comment\n\
+         cpu,host=a,region=us\\ west usage_user=12.5,usage_idle=80i,label=\"x y\",up=true {}\n\
+         \n\
+         mem,host=a used=1024u {}\n",
+        second * 1_000_000_000,
+        second * 1_000_000_000
+    );
+    let (status, text) = server.request("POST", "/write?db=telegraf", &[], body.as_bytes());
+    assert_eq!(status, 204, "{text}");
+    // Written before the answer: readable at once.
+    let q = server.json(&format!(
+        "/api/v1/query?series=cpu.usage_user{{host=a,region=us%20west}}&tier=1m&from={second}&to={}",
+        second + 60
+    ));
+    assert_eq!(points(&q)[0].1, Some(12.5));
+    let q = server.json(&format!("/api/v1/query?series=cpu.usage_idle&tag=host=a&tag=region=us%20west&tier=1m&from={second}&to={}", second + 60));
+    assert_eq!(points(&q)[0].1, Some(80.0));
+
+    let body = format!(
+        "disk,host=a free=5 {second}\nthis is not line protocol\ndisk,host=a free=7 {}\n",
+        second + 1
+    );
+    let (status, text) = server.request(
+        "POST",
+        "/api/v2/write?bucket=b&precision=s",
+        &[],
+        body.as_bytes(),
+    );
+    assert_eq!(status, 400, "{text}");
+    let answer: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["accepted"], 2);
+    assert_eq!(answer["rejected"], 1);
+    assert_eq!(answer["errors"][0]["line"], 2);
+    let q = server.json(&format!(
+        "/api/v1/query?series=disk.free{{host=a}}&tier=1m&from={second}&to={}&display=total",
+        second + 60
+    ));
+    assert_eq!(points(&q)[0].1, Some(12.0));
+
+    let (status, text) = server.request("POST", "/write?precision=fortnights", &[], b"x v=1");
+    assert_eq!(status, 400);
+    assert!(text.contains("precision"), "{text}");
+}
+
+#[test]
+fn json_writes_and_query_errors() {
+    let server = TestServer::start(None, Limits::default());
+    let minute = NOW - NOW % 60 - 60;
+    let body = serde_json::json!([
+        {"series": "app.latency", "tags": {"svc": "api"}, "ts": minute, "value": 3.0},
+        {"series": "app.latency", "tags": {"svc": "api"}, "ts": minute + 5, "value": 5.0},
+        {"series": "app.latency", "ts": minute, "value": "nope"},
+        {"series": "app.latency", "tags": {"svc": "api"}, "ts": minute, "value": 1.0e308},
+    ]);
+    let (status, text) = server.request("POST", "/api/v1/write", &[], body.to_string().as_bytes());
+    assert_eq!(status, 400, "{text}");
+    let answer: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["accepted"], 3);
+    assert_eq!(answer["errors"][0]["line"], 3);
+
+    let q = server.json(&format!(
+        "/api/v1/query?series=app.latency{{svc=api}}&tier=1m&from={minute}&to={}&display=max",
+        minute + 60
+    ));
+    assert_eq!(points(&q), vec![(minute, Some(1.0e308))]);
+    let (status, csv) = server.get(&format!("/api/v1/query?series=app.latency{{svc=api}}&tier=1m&from={}&to={}&display=count&format=csv", minute - 60, minute + 60));
+    assert_eq!(status, 200);
+    assert_eq!(csv, format!("ts,value\n{},\n{minute},3\n", minute - 60));
+
+    let (status, text) = server.get("/api/v1/query?series=nope");
+    assert_eq!(status, 404, "{text}");
+    let (status, text) = server.get("/api/v1/query?series=app.latency{svc=api}&tier=2m");
+    assert_eq!(status, 400);
+    assert!(text.contains("tier"), "{text}");
+    let (status, text) = server.get("/api/v1/query?series=app.latency{svc=api}&from=yesterday");
+    assert_eq!(status, 400);
+    assert!(text.contains("from"), "{text}");
+    let (status, text) = server.get("/api/v1/query?series=app.latency{svc=api}&display=median");
+    assert_eq!(status, 400);
+    assert!(text.contains("display"), "{text}");
+    let (status, text) = server.get("/api/v1/query");
+    assert_eq!(status, 400);
+    assert!(text.contains("series"), "{text}");
+
+    let relative = server.json("/api/v1/query?series=app.latency{svc=api}&tier=1m&from=-6h&to=now");
+    assert_eq!(points(&relative).len(), 360);
+
+    let listed = server.json("/api/v1/series?match=app.*&tag=svc=api");
+    assert_eq!(
+        listed["series"],
+        serde_json::json!(["app.latency{svc=api}"])
+    );
+    let tiers = server.json("/api/v1/tiers");
+    assert_eq!(tiers["tiers"].as_array().unwrap().len(), 4);
+    assert!(tiers["tiers"][0]["disk"]["bytes"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_token_guards_every_endpoint() {
+    let server = TestServer::start(Some("s3cret"), Limits::default());
+    for path in [
+        "/api/v1/series",
+        "/api/v1/tiers",
+        "/metrics",
+        "/api/v1/query?series=x",
+    ] {
+        assert_eq!(server.get(path).0, 401, "{path}");
+    }
+    assert_eq!(server.request("POST", "/write", &[], b"x v=1").0, 401);
+    assert_eq!(
+        server
+            .request(
+                "GET",
+                "/api/v1/series",
+                &[("Authorization", "Bearer wrong")],
+                b""
+            )
+            .0,
+        401
+    );
+    assert_eq!(
+        server
+            .request(
+                "GET",
+                "/api/v1/series",
+                &[("Authorization", "Bearer s3cret")],
+                b""
+            )
+            .0,
+        200
+    );
+    assert_eq!(
+        server
+            .request(
+                "POST",
+                "/api/v2/write?bucket=b",
+                &[("Authorization", "Token s3cret")],
+                b"x v=1"
+            )
+            .0,
+        204
+    );
+}
+
+#[test]
+fn limits_refuse_new_series_and_oversized_bodies() {
+    let server = TestServer::start(
+        None,
+        Limits {
+            max_series: Some(2),
+            max_body: 1024,
+            ..Limits::default()
+        },
+    );
+    let minute = NOW - NOW % 60;
+    let body = format!("a v=1 {minute}\nb v=1 {minute}\nc v=1 {minute}\na v=2 {minute}\n");
+    let (status, text) = server.request("POST", "/write?precision=s", &[], body.as_bytes());
+    assert_eq!(status, 400, "{text}");
+    let answer: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["rejected_by_reason"]["series_limit"], 1, "{text}");
+    assert_eq!(answer["accepted"], 3);
+    let big = vec![b'x'; 4096];
+    assert_eq!(server.request("POST", "/write", &[], &big).0, 413);
+}
