@@ -11,6 +11,7 @@
 mod tests;
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use crate::time::Timestamp;
 use crate::SeriesKey;
@@ -106,43 +107,67 @@ pub fn parse_line(line: &[u8]) -> Result<Option<GraphiteLine<'_>>, GraphiteError
     if line.len() > MAX_LINE {
         return Err(GraphiteError::LineTooLong);
     }
-    let mut fields = Fields(line);
-    let Some(path) = fields.next() else {
+    // The path is scanned byte by byte anyway, so its classes are gathered on the way.
+    let start = skip_blanks(line, 0);
+    if start == line.len() {
         return Ok(None);
-    };
-    let value = fields.next().ok_or(GraphiteError::MissingValue)?;
-    let ts = fields.next().ok_or(GraphiteError::MissingTimestamp)?;
-    if fields.next().is_some() {
+    }
+    let mut path_end = start;
+    let mut class = 0;
+    while let Some(&b) = line.get(path_end) {
+        let c = CLASS[usize::from(b)];
+        if c & BLANK != 0 {
+            break;
+        }
+        class |= c;
+        path_end += 1;
+    }
+    let value = next_field(line, path_end).ok_or(GraphiteError::MissingValue)?;
+    let ts = next_field(line, value.end).ok_or(GraphiteError::MissingTimestamp)?;
+    if next_field(line, ts.end).is_some() {
         return Err(GraphiteError::TooManyFields);
     }
+    // One UTF-8 check for the whole line, the usual case; a line that is not UTF-8 is checked
+    // field by field so the refusal names the field at fault. Fields start and end at ASCII
+    // blanks or the line's ends, so they are character boundaries.
+    let whole = std::str::from_utf8(line).ok();
+    let field = |range: Range<usize>| match whole {
+        Some(text) => text.get(range),
+        None => std::str::from_utf8(&line[range]).ok(),
+    };
+    let path = field(start..path_end).ok_or(GraphiteError::InvalidName)?;
     Ok(Some(GraphiteLine {
-        series: series(path)?,
-        value: parse_value(value)?,
-        ts: parse_timestamp(ts)?,
+        series: series(path, class)?,
+        value: parse_value(field(value))?,
+        ts: parse_timestamp(field(ts))?,
     }))
 }
 
-/// The fields of a line: maximal runs of bytes other than space and tab.
-struct Fields<'a>(&'a [u8]);
+fn skip_blanks(line: &[u8], from: usize) -> usize {
+    line[from..]
+        .iter()
+        .position(|&b| b != b' ' && b != b'\t')
+        .map_or(line.len(), |n| from + n)
+}
 
-impl<'a> Iterator for Fields<'a> {
-    type Item = &'a [u8];
-
-    fn next(&mut self) -> Option<&'a [u8]> {
-        let start = self.0.iter().position(|&b| !is_blank(b))?;
-        let rest = &self.0[start..];
-        let end = rest.iter().position(|&b| is_blank(b)).unwrap_or(rest.len());
-        self.0 = &rest[end..];
-        Some(&rest[..end])
+/// The range of the next field at or after `from`: a maximal run of bytes other than space
+/// and tab.
+fn next_field(line: &[u8], from: usize) -> Option<Range<usize>> {
+    let start = skip_blanks(line, from);
+    if start == line.len() {
+        return None;
     }
+    let end = line[start..]
+        .iter()
+        .position(|&b| b == b' ' || b == b'\t')
+        .map_or(line.len(), |n| start + n);
+    Some(start..end)
 }
 
-fn is_blank(b: u8) -> bool {
-    b == b' ' || b == b'\t'
-}
+// Byte classes (bit flags) of a path, OR-ed together over the whole path while it is scanned,
+// so the common path is decided with a single branch.
 
-/// Byte classes of a path, OR-ed together over the whole path in one pass so the common path
-/// is decided with a single branch.
+/// A control character (other than tab, which is blank).
 const CONTROL: u8 = 1;
 /// A character the canonical text escapes: `\`, `,`, `=`, `{`, `}`. Kept equal to
 /// `SeriesKey`'s set by the tests, which compare the fast path with `SeriesKey`'s output.
@@ -151,12 +176,16 @@ const ESCAPED: u8 = 2;
 const TAGS: u8 = 4;
 /// Part of a multi-byte UTF-8 sequence (or not UTF-8 at all).
 const NON_ASCII: u8 = 8;
+/// Space or tab: ends the field.
+const BLANK: u8 = 16;
 
+/// The class of every byte value.
 const CLASS: [u8; 256] = {
     let mut table = [0u8; 256];
     let mut i = 0;
     while i < 256 {
         table[i] = match i as u8 {
+            b' ' | b'\t' => BLANK,
             0x00..=0x1f | 0x7f => CONTROL,
             b'\\' | b',' | b'=' | b'{' | b'}' => ESCAPED,
             b';' => TAGS,
@@ -168,13 +197,12 @@ const CLASS: [u8; 256] = {
     table
 };
 
-/// The series' canonical text for a path (never empty: it is a field).
-fn series(path: &[u8]) -> Result<Cow<'_, str>, GraphiteError> {
-    let class = path.iter().fold(0u8, |acc, &b| acc | CLASS[usize::from(b)]);
+/// The series' canonical text for a path (never empty: it is a field) whose bytes' classes
+/// OR-ed together are `class`.
+fn series(text: &str, class: u8) -> Result<Cow<'_, str>, GraphiteError> {
     if class & CONTROL != 0 {
         return Err(GraphiteError::InvalidName);
     }
-    let text = std::str::from_utf8(path).map_err(|_| GraphiteError::InvalidName)?;
     // C1 control characters (U+0080..U+009F) are multi-byte; `SeriesKey` refuses them too.
     if class & NON_ASCII != 0 && text.chars().any(char::is_control) {
         return Err(GraphiteError::InvalidName);
@@ -223,16 +251,17 @@ fn split_tags(text: &str) -> Result<(&str, Tags<'_>), GraphiteError> {
     Ok((name, tags))
 }
 
-fn parse_value(field: &[u8]) -> Result<f64, GraphiteError> {
-    std::str::from_utf8(field)
-        .ok()
-        .and_then(|s| s.parse::<f64>().ok())
+/// The value field (`None` when it is not UTF-8).
+fn parse_value(field: Option<&str>) -> Result<f64, GraphiteError> {
+    field
+        .and_then(|text| text.parse::<f64>().ok())
         .ok_or(GraphiteError::InvalidValue)
 }
 
-/// Whole seconds, or a fraction floored; `-1` (also written `-1.0`) is "now".
-fn parse_timestamp(field: &[u8]) -> Result<Option<Timestamp>, GraphiteError> {
-    let text = std::str::from_utf8(field).map_err(|_| GraphiteError::InvalidTimestamp)?;
+/// The timestamp field (`None` when it is not UTF-8): whole seconds, or a fraction floored;
+/// `-1` (also written `-1.0`) is "now".
+fn parse_timestamp(field: Option<&str>) -> Result<Option<Timestamp>, GraphiteError> {
+    let text = field.ok_or(GraphiteError::InvalidTimestamp)?;
     if let Ok(ts) = text.parse::<i64>() {
         return Ok((ts != -1).then_some(ts));
     }

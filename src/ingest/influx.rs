@@ -210,9 +210,9 @@ impl SkippedField {
 /// `precision`.
 ///
 /// Pushes one [`InfluxPoint`] per numeric field onto `points` and one [`SkippedField`] per
-/// string or boolean field onto `skipped`, both in line order. Blank lines and comments
-/// (first non-blank character `#`) push nothing; neither does a line whose fields are all
-/// strings or booleans beyond its skips. Leading and trailing spaces and tabs are ignored,
+/// string or boolean field onto `skipped`, both in line order; a line whose fields are all
+/// strings or booleans is accepted and pushes only its skips. Blank lines and comments (first
+/// non-blank character `#`) push nothing. Leading and trailing spaces and tabs are ignored,
 /// and sections may be separated by more than one space.
 ///
 /// # Errors
