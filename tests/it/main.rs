@@ -6,5 +6,6 @@ mod engine_basics;
 mod model;
 mod reopen;
 mod rolling;
+mod serve_binary;
 mod server;
 mod stress;
