@@ -1,5 +1,6 @@
 //! Integration tests, one binary so the suite links once.
 
+mod collectd;
 mod common;
 mod corruption;
 mod engine_basics;

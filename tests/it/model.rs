@@ -335,7 +335,7 @@ impl Model {
     /// A batch: the report it should give, applying what it accepts.
     fn batch(&mut self, samples: &[(usize, Timestamp, f64)]) -> BatchReport {
         let mut report = BatchReport::default();
-        for &(series, ts, value) in samples {
+        for (position, &(series, ts, value)) in samples.iter().enumerate() {
             match self.check(ts, value) {
                 Ok(()) => {
                     self.apply(series, ts, value);
@@ -344,6 +344,9 @@ impl Model {
                 Err(reason) => {
                     self.reject(reason);
                     report.rejected[reason_index(reason)] += 1;
+                    if report.first_rejections.len() < BatchReport::FIRST_REJECTIONS {
+                        report.first_rejections.push((position, reason));
+                    }
                 }
             }
         }
