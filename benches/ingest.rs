@@ -10,7 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use tierdb::{Engine, ManualClock, Sample, SeriesId, TiersConfig};
+#[path = "support.rs"]
+mod support;
+
+use tierdb::{Engine, ManualClock, Sample, TiersConfig};
 
 const SERIES: u32 = 100_000;
 const CADENCE: i64 = 10;
@@ -22,11 +25,7 @@ const BOUNDARY: i64 = 1_324_512_000;
 const STEPS_PER_ITER: u64 = 30;
 
 fn ingest(c: &mut Criterion) {
-    let dir = match std::env::var_os("TIERDB_BENCH_DIR") {
-        Some(parent) => tempfile::tempdir_in(parent),
-        None => tempfile::tempdir(),
-    }
-    .expect("temp dir");
+    let dir = support::bench_dir();
     let start = BOUNDARY - 1800;
     let clock = Arc::new(ManualClock::new(start));
     let engine = Engine::builder(dir.path())
@@ -35,15 +34,7 @@ fn ingest(c: &mut Criterion) {
         .open()
         .expect("open");
     let setup = Instant::now();
-    let ids: Vec<SeriesId> = (0..SERIES)
-        .map(|i| {
-            engine
-                .series(&format!("host{:03}.metric{:03}", i / 1000, i % 1000))
-                .unwrap()
-        })
-        .collect();
-    // Maintenance paces the creation of future periods' files; finish it before measuring.
-    while engine.maintain().expect("maintenance").pending > 0 {}
+    let ids = support::register_fleet(&engine, SERIES);
     eprintln!(
         "registered {SERIES} series and preallocated their files in {:.1?}",
         setup.elapsed()

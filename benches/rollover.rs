@@ -22,7 +22,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tierdb::{Engine, ManualClock, Sample, SeriesId, TiersConfig};
+#[path = "support.rs"]
+mod support;
+
+use tierdb::{Engine, ManualClock, Sample, TiersConfig};
 
 const SERIES: u32 = 100_000;
 const CADENCE: i64 = 10;
@@ -94,11 +97,7 @@ fn maintenance_every(rate: Option<f64>) -> Duration {
 /// Ingests from ten simulated minutes before the boundary to ten after, offering `rate`
 /// samples per second (`None`: as fast as possible).
 fn run(rate: Option<f64>) -> Outcome {
-    let dir = match std::env::var_os("TIERDB_BENCH_DIR") {
-        Some(parent) => tempfile::tempdir_in(parent),
-        None => tempfile::tempdir(),
-    }
-    .expect("temp dir");
+    let dir = support::bench_dir();
     let start = BOUNDARY - MINUTES * 60;
     let clock = Arc::new(ManualClock::new(start));
     let engine = Engine::builder(dir.path())
@@ -108,16 +107,9 @@ fn run(rate: Option<f64>) -> Outcome {
         .background_maintenance(std::env::var_os("NO_MAINT").is_none())
         .open()
         .expect("open");
-    let ids: Vec<SeriesId> = (0..SERIES)
-        .map(|i| {
-            engine
-                .series(&format!("host{:03}.metric{:03}", i / 1000, i % 1000))
-                .unwrap()
-        })
-        .collect();
-    // The current and next periods exist before the run, as they would after a day of
-    // uptime; the run then crosses into "next" and maintenance creates the one after it.
-    while engine.maintain().expect("maintenance").pending > 0 {}
+    // The current and next periods exist before the run; the run crosses into "next" and
+    // maintenance creates the one after it.
+    let ids = support::register_fleet(&engine, SERIES);
     let ahead_files = |engine: &Engine| -> u64 {
         engine
             .stats()

@@ -10,6 +10,10 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "support.rs"]
+#[allow(dead_code)]
+mod support;
+
 const SERIES: usize = 100_000;
 const STEPS: i64 = 60;
 const CADENCE: i64 = 10;
@@ -92,11 +96,7 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let dir = match std::env::var_os("TIERDB_BENCH_DIR") {
-        Some(parent) => tempfile::tempdir_in(parent),
-        None => tempfile::tempdir(),
-    }
-    .expect("temp dir");
+    let dir = support::bench_dir();
     let server = start(dir.path());
     let now = chrono::Utc::now().timestamp();
     let start_ts = now - now % 3600 - STEPS * CADENCE;

@@ -140,34 +140,36 @@ fn write_answer(report: IngestReport) -> Response {
     (StatusCode::BAD_REQUEST, Json(body)).into_response()
 }
 
+/// InfluxDB 1.x `/write` (`db` accepted and ignored, `precision` = ns|u|ms|s|m|h).
 async fn influx_v1(
     AxumState(state): AxumState<Arc<State>>,
     RawQuery(raw): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let params = params(raw);
-    let precision = match param(&params, "precision") {
-        Some(p) => {
-            Precision::parse_v1(p).map_err(|e| ApiError::BadRequest(format!("precision: {e}")))?
-        }
-        None => Precision::Nanoseconds,
-    };
+    let precision = precision(raw, Precision::parse_v1)?;
     influx_write(&state, precision, &body).await
 }
 
+/// InfluxDB 2.x `/api/v2/write` (`bucket`/`org` accepted and ignored, `precision` =
+/// ns|us|ms|s).
 async fn influx_v2(
     AxumState(state): AxumState<Arc<State>>,
     RawQuery(raw): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let params = params(raw);
-    let precision = match param(&params, "precision") {
-        Some(p) => {
-            Precision::parse_v2(p).map_err(|e| ApiError::BadRequest(format!("precision: {e}")))?
-        }
-        None => Precision::Nanoseconds,
-    };
+    let precision = precision(raw, Precision::parse_v2)?;
     influx_write(&state, precision, &body).await
+}
+
+/// The `precision` parameter read by the API version's rules; nanoseconds when absent.
+fn precision(
+    raw: Option<String>,
+    parse: fn(&str) -> Result<Precision, String>,
+) -> Result<Precision, ApiError> {
+    match param(&params(raw), "precision") {
+        Some(p) => parse(p).map_err(|e| ApiError::BadRequest(format!("precision: {e}"))),
+        None => Ok(Precision::Nanoseconds),
+    }
 }
 
 async fn influx_write(

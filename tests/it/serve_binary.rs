@@ -17,7 +17,14 @@ pub struct Serve {
 impl Serve {
     pub fn start(data_dir: &std::path::Path) -> Serve {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tierdb"))
-            .args(["serve", "--http", "127.0.0.1:0", "--graphite", "127.0.0.1:0", "--data-dir"])
+            .args([
+                "serve",
+                "--http",
+                "127.0.0.1:0",
+                "--graphite",
+                "127.0.0.1:0",
+                "--data-dir",
+            ])
             .arg(data_dir)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -68,7 +75,11 @@ impl Drop for Serve {
 
 fn get(addr: SocketAddr, path: &str) -> String {
     let mut stream = TcpStream::connect(addr).unwrap();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
     response
@@ -80,7 +91,14 @@ fn sigterm_drains_and_exits_cleanly_and_a_second_server_is_refused() {
     let mut server = Serve::start(dir.path());
 
     let second = Command::new(env!("CARGO_BIN_EXE_tierdb"))
-        .args(["serve", "--http", "127.0.0.1:0", "--graphite", "127.0.0.1:0", "--data-dir"])
+        .args([
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--graphite",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -114,7 +132,10 @@ fn sigterm_drains_and_exits_cleanly_and_a_second_server_is_refused() {
     let mut server = Serve::start(dir.path());
     let answer = get(
         server.http,
-        &format!("/api/v1/query?series=drain.test&tier=1m&from={minute}&to={}&display=count", minute + 60),
+        &format!(
+            "/api/v1/query?series=drain.test&tier=1m&from={minute}&to={}&display=count",
+            minute + 60
+        ),
     );
     assert!(answer.contains(&format!("[[{minute},1000.0]]")), "{answer}");
     assert!(server.terminate().success());
