@@ -7,7 +7,7 @@ use std::str::FromStr;
 use crate::engine::{window_start, Engine};
 use crate::registry::SeriesId;
 use crate::storage::bucket::Bucket;
-use crate::time::{align_down, Span, Timestamp};
+use crate::time::{Span, Timestamp};
 use crate::{Error, Result};
 
 /// Most points one query may return; protects the process from a typo'd range.
@@ -304,52 +304,54 @@ impl Engine {
                 spec.name, spec.resolution
             )));
         }
-        let step_secs = step.secs() as i64;
-        let first = align_down(from.saturating_add(step_secs - 1), step);
-        let points = if first >= to {
+        // Range arithmetic in i128: clients may send any i64 for from, to and step.
+        let step_secs = i128::from(step.secs());
+        let (from_wide, to_wide) = (i128::from(from), i128::from(to));
+        let first = (from_wide + step_secs - 1).div_euclid(step_secs) * step_secs;
+        let points = if first >= to_wide {
             0
         } else {
-            ((to - first) as u64).div_ceil(step.secs())
+            (to_wide - first + step_secs - 1) / step_secs
         };
-        if points > MAX_QUERY_POINTS {
+        if points > i128::from(MAX_QUERY_POINTS) {
             return Err(Error::InvalidQuery(format!(
                 "{points} points requested; at most {MAX_QUERY_POINTS} (use a coarser step or tier)"
             )));
         }
+        // Every point starts before `to`, so `first` fits; the end may not and is clamped.
+        let first = first as Timestamp;
+        let step_secs = step_secs as i64;
         let mut acc = vec![Bucket::EMPTY; points as usize];
-        let end = first + points as i64 * step_secs;
+        let end =
+            (i128::from(first) + points * i128::from(step_secs)).min(i128::from(i64::MAX)) as i64;
         let window = window_start(self.shared.clock.now(), spec.retention, spec.period);
         let start = first.max(window);
         let slots = self.shared.storage.slots();
         let (chunk, slot) = (id.0 / slots, id.0 % slots);
         let per_point = step_secs / res;
-        let mut period_start = align_down(start, spec.period);
-        while period_start < end && start < end {
-            if let Some(file) = self.shared.storage.file(tier, period_start, chunk) {
-                let lo = start.max(period_start);
-                let hi = end.min(period_start + period);
-                let global = (lo - first) / res;
-                let buckets =
-                    ((lo - period_start) / res) as u32..((hi - period_start) / res) as u32;
-                if per_point == 1 {
-                    let out = &mut acc[global as usize..global as usize + buckets.len()];
-                    for (slot_out, bucket) in out.iter_mut().zip(buckets) {
-                        *slot_out = file.cell(bucket, slot).load();
-                    }
-                } else {
-                    let (mut point, mut within) =
-                        ((global / per_point) as usize, global % per_point);
-                    for bucket in buckets {
-                        acc[point].merge(&file.cell(bucket, slot).load());
-                        within += 1;
-                        if within == per_point {
-                            within = 0;
-                            point += 1;
-                        }
+        // Only periods that have a file: the walk is bounded by the files held, not by the
+        // width of the range.
+        for (period_start, file) in self.shared.storage.files_of_chunk(tier, chunk, start, end) {
+            let lo = start.max(period_start);
+            let hi = end.min(period_start.saturating_add(period));
+            let global = (lo - first) / res;
+            let buckets = ((lo - period_start) / res) as u32..((hi - period_start) / res) as u32;
+            if per_point == 1 {
+                let out = &mut acc[global as usize..global as usize + buckets.len()];
+                for (slot_out, bucket) in out.iter_mut().zip(buckets) {
+                    *slot_out = file.cell(bucket, slot).load();
+                }
+            } else {
+                let (mut point, mut within) = ((global / per_point) as usize, global % per_point);
+                for bucket in buckets {
+                    acc[point].merge(&file.cell(bucket, slot).load());
+                    within += 1;
+                    if within == per_point {
+                        within = 0;
+                        point += 1;
                     }
                 }
             }
-            period_start += period;
         }
         Ok((first, acc))
     }

@@ -333,6 +333,27 @@ impl Storage {
         first_error.map_or(Ok(expired.len()), Err)
     }
 
+    /// The files of `chunk` in `tier` whose period overlaps `[from, to)`, oldest first.
+    pub fn files_of_chunk(
+        &self,
+        tier: usize,
+        chunk: u32,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Vec<(Timestamp, Arc<PeriodFile>)> {
+        if from >= to {
+            return Vec::new();
+        }
+        let store = &self.tiers[tier];
+        let first_period = crate::time::align_down(from, store.spec.period);
+        let files = store.files.read().unwrap_or_else(|e| e.into_inner());
+        files
+            .range((first_period, 0)..(to, 0))
+            .filter(|((_, c), _)| *c == chunk)
+            .map(|((start, _), file)| (*start, Arc::clone(file)))
+            .collect()
+    }
+
     /// How many chunk files `tier`'s period starting at `period_start` has.
     pub fn chunks_in(&self, tier: usize, period_start: Timestamp) -> usize {
         let files = self.tiers[tier]

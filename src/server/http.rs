@@ -305,7 +305,7 @@ async fn query(
         }
     };
     let to = time("to", now)?;
-    let from = time("from", to - 3600)?;
+    let from = time("from", to.saturating_sub(3600))?;
     let mut query = Query::new(series_param(&params)?, from, to);
     if let Some(tier) = param(&params, "tier") {
         query.tier = tier.parse::<TierChoice>().unwrap_or(TierChoice::Auto);

@@ -94,3 +94,39 @@ fn refusals_are_counted_by_reason() {
         stats.rejected
     );
 }
+
+/// Regression: the read walked every period between `from` and `to` one at a time, so a
+/// huge range with a huge step (few points) spun for hours, and extreme timestamps
+/// overflowed. Now it walks only the files held, in range arithmetic that cannot overflow.
+#[test]
+fn extreme_ranges_answer_at_once_without_overflow() {
+    let (_dir, engine, _clock) = engine_at(NOW);
+    engine.record("x", NOW - 60, 1.0).unwrap();
+    engine.sync().unwrap();
+    let started = std::time::Instant::now();
+    let huge_step = tierdb::Span::from_secs(115_740_740_740 * 86_400);
+    let cases = [
+        (NOW - 3600, 9_200_000_000_000_000_000, Some(huge_step)),
+        (i64::MAX - 10, i64::MAX, None),
+        (i64::MIN, i64::MIN + 120, None),
+        (
+            i64::MIN,
+            i64::MAX,
+            Some(tierdb::Span::from_secs(i64::MAX as u64)),
+        ),
+        (
+            NOW - 3600,
+            NOW,
+            Some(tierdb::Span::from_secs(i64::MAX as u64 / 60 * 60)),
+        ),
+    ];
+    for (from, to, step) in cases {
+        let mut q = Query::new("x", from, to).tier("1m");
+        q.step = step;
+        match engine.query(&q) {
+            Ok(result) => assert!(result.points.len() <= 1_000_000),
+            Err(e) => assert!(matches!(e, tierdb::Error::InvalidQuery(_)), "{e}"),
+        }
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
