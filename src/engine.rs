@@ -205,17 +205,28 @@ pub(crate) fn window_start(now: Timestamp, retention: Span, period: Span) -> Tim
     align_down(now.saturating_sub(retention.secs() as i64), period)
 }
 
-/// The period files a batch needs, gathered while it is partitioned, so that missing ones
+/// The period files a batch needs, gathered before it is partitioned, so that missing ones
 /// (a backfill, a gap after downtime) are created by the calling thread before the writers
 /// see the batch. Writers never create files, so live writes never wait behind a creation.
+/// Only the (tier, period, chunk) files some sample actually lands in are created.
 struct FilesNeeded<'a> {
     shared: &'a Shared,
-    /// Distinct (tier, period start) pairs the batch touches.
-    periods: Vec<(usize, Timestamp)>,
-    /// Bitset of the chunks the batch's series fall in.
-    chunks: Vec<u64>,
+    /// Distinct (tier, period) pairs the batch touches, each with the chunks landing there.
+    periods: Vec<PeriodNeed>,
+    /// Per tier, the entry of `periods` the last timestamp seen lands in.
+    current: Vec<Option<usize>>,
     last_ts: Option<Timestamp>,
     slot_bits: u32,
+    /// Files that could not be created: (tier, period start, chunk).
+    failed: Vec<(usize, Timestamp, u32)>,
+}
+
+/// One period of one tier a batch writes into.
+struct PeriodNeed {
+    tier: usize,
+    start: Timestamp,
+    /// Bitset: bit `c` set when a sample of chunk `c` lands in this period.
+    chunks: Vec<u64>,
 }
 
 impl<'a> FilesNeeded<'a> {
@@ -223,48 +234,78 @@ impl<'a> FilesNeeded<'a> {
         FilesNeeded {
             shared,
             periods: Vec::new(),
-            chunks: Vec::new(),
+            current: vec![None; shared.config.tiers.len()],
             last_ts: None,
             slot_bits: shared.config.engine.series_per_chunk.trailing_zeros(),
+            failed: Vec::new(),
         }
     }
 
     #[inline]
     fn note(&mut self, sample: &Sample, windows: &[Timestamp]) {
+        if self.last_ts != Some(sample.ts) {
+            self.last_ts = Some(sample.ts);
+            for (tier, spec) in self.shared.config.tiers.iter().enumerate() {
+                self.current[tier] = (sample.ts >= windows[tier]).then(|| {
+                    let start = align_down(sample.ts, spec.period);
+                    match self
+                        .periods
+                        .iter()
+                        .position(|p| p.tier == tier && p.start == start)
+                    {
+                        Some(i) => i,
+                        None => {
+                            self.periods.push(PeriodNeed {
+                                tier,
+                                start,
+                                chunks: Vec::new(),
+                            });
+                            self.periods.len() - 1
+                        }
+                    }
+                });
+            }
+        }
         let chunk = (sample.series.0 >> self.slot_bits) as usize;
-        let word = chunk / 64;
-        if word >= self.chunks.len() {
-            self.chunks.resize(word + 1, 0);
+        let (word, bit) = (chunk / 64, 1u64 << (chunk % 64));
+        for period in self.current.iter().flatten() {
+            let chunks = &mut self.periods[*period].chunks;
+            if word >= chunks.len() {
+                chunks.resize(word + 1, 0);
+            }
+            chunks[word] |= bit;
         }
-        self.chunks[word] |= 1 << (chunk % 64);
-        if self.last_ts == Some(sample.ts) {
-            return;
-        }
-        self.last_ts = Some(sample.ts);
-        for (tier, spec) in self.shared.config.tiers.iter().enumerate() {
-            if sample.ts >= windows[tier] {
-                let period = (tier, align_down(sample.ts, spec.period));
-                if !self.periods.contains(&period) {
-                    self.periods.push(period);
+    }
+
+    /// Creates every needed file that does not exist, counted as on-demand creations. A file
+    /// that cannot be created (a full disk) is remembered, so the samples that need it are
+    /// refused whole instead of landing in some tiers only.
+    fn create_missing(&mut self) {
+        let storage = &self.shared.storage;
+        for need in &self.periods {
+            for chunk in storage.missing_chunks(need.tier, need.start, &need.chunks) {
+                if let Err(e) = storage.get_or_create(
+                    need.tier,
+                    need.start,
+                    chunk,
+                    crate::storage::Creation::OnDemand,
+                ) {
+                    tracing::error!(error = %e, "cannot create a period file; refusing the samples that need it");
+                    self.failed.push((need.tier, need.start, chunk));
                 }
             }
         }
     }
 
-    /// Creates every needed file that does not exist, counted as on-demand creations.
-    fn create_missing(&self) -> Result<()> {
-        let storage = &self.shared.storage;
-        for &(tier, period_start) in &self.periods {
-            for chunk in storage.missing_chunks(tier, period_start, &self.chunks) {
-                storage.get_or_create(
-                    tier,
-                    period_start,
-                    chunk,
-                    crate::storage::Creation::OnDemand,
-                )?;
-            }
-        }
-        Ok(())
+    /// True when `sample` needs a file that could not be created.
+    fn blocked(&self, sample: &Sample, windows: &[Timestamp]) -> bool {
+        let chunk = sample.series.0 >> self.slot_bits;
+        self.failed.iter().any(|&(tier, start, c)| {
+            let period = self.shared.config.tiers[tier].period.secs() as i64;
+            c == chunk
+                && sample.ts >= windows[tier]
+                && (start..start.saturating_add(period)).contains(&sample.ts)
+        })
     }
 }
 
@@ -436,20 +477,31 @@ impl Engine {
     /// Refused samples are counted by reason in the report and in [`Engine::stats`]; the rest
     /// land. Late and out-of-order samples update every tier that still holds their time.
     ///
+    /// A sample whose period file cannot be created (a full disk) is refused whole, as
+    /// `storage_unavailable`, and the rest of the batch lands: no sample ever lands in only
+    /// some of its tiers.
+    ///
     /// # Errors
-    /// [`Error::Poisoned`] after an earlier durability failure; [`Error::Io`] when a period
-    /// file needed by the batch cannot be created (the samples for other files still land).
+    /// [`Error::Poisoned`] after an earlier durability failure or a dead writer thread.
     pub fn record_batch(&self, samples: &[Sample]) -> Result<BatchReport> {
         self.shared.check_poison()?;
         let bounds = self.bounds(self.shared.clock.now());
+        let mut files = FilesNeeded::new(&self.shared);
+        for sample in samples {
+            if bounds.limits.check(sample).is_ok() {
+                files.note(sample, &bounds.windows);
+            }
+        }
+        files.create_missing();
         let mut report = BatchReport::default();
         let mut parts = self.writers.take_buffers();
         let n = parts.len();
-        let mut files = FilesNeeded::new(&self.shared);
         for (position, sample) in samples.iter().enumerate() {
             match bounds.limits.check(sample) {
+                Ok(()) if !files.failed.is_empty() && files.blocked(sample, &bounds.windows) => {
+                    report.reject(position, RejectReason::StorageUnavailable);
+                }
                 Ok(()) => {
-                    files.note(sample, &bounds.windows);
                     parts[sample.series.0 as usize % n].push(*sample);
                     report.accepted += 1;
                 }
@@ -465,9 +517,7 @@ impl Engine {
                 counter.fetch_add(count, Ordering::Relaxed);
             }
         }
-        let created = files.create_missing();
         self.writers.run(parts, &bounds.windows)?;
-        created?;
         Ok(report)
     }
 

@@ -37,16 +37,20 @@ pub enum RejectReason {
     UnknownSeries,
     /// The series name or tags could not be parsed.
     InvalidSeries,
+    /// A period file the sample needs could not be created (a full disk, say); the sample
+    /// landed in no tier.
+    StorageUnavailable,
 }
 
 impl RejectReason {
     /// Every reason, in a fixed order (the index of a reason's counter).
-    pub const ALL: [RejectReason; 5] = [
+    pub const ALL: [RejectReason; 6] = [
         RejectReason::NotFinite,
         RejectReason::TooFarInFuture,
         RejectReason::TooOld,
         RejectReason::UnknownSeries,
         RejectReason::InvalidSeries,
+        RejectReason::StorageUnavailable,
     ];
 
     /// The reason's stable snake_case name, as reported in stats and metrics.
@@ -57,6 +61,7 @@ impl RejectReason {
             RejectReason::TooOld => "too_old",
             RejectReason::UnknownSeries => "unknown_series",
             RejectReason::InvalidSeries => "invalid_series",
+            RejectReason::StorageUnavailable => "storage_unavailable",
         }
     }
 

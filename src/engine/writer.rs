@@ -10,7 +10,6 @@ use crossbeam_channel::{Receiver, Sender};
 use super::Shared;
 use crate::sample::Sample;
 use crate::storage::period_file::PeriodFile;
-use crate::storage::Creation;
 use crate::time::{place, Timestamp};
 use crate::{Error, Result};
 
@@ -164,15 +163,27 @@ impl Drop for PanicGuard {
 /// chunk number.
 #[derive(Default)]
 struct TierCache {
-    periods: Vec<(Timestamp, Vec<Option<Arc<PeriodFile>>>)>,
+    periods: Vec<CachedPeriod>,
+}
+
+/// One period's files in a writer's cache.
+struct CachedPeriod {
+    start: Timestamp,
+    files: Vec<Option<Arc<PeriodFile>>>,
+    /// Written in the current job: its files are marked dirty when the job ends.
+    touched: bool,
 }
 
 impl TierCache {
     fn period_index(&mut self, period_start: Timestamp) -> usize {
-        match self.periods.iter().position(|(p, _)| *p == period_start) {
+        match self.periods.iter().position(|p| p.start == period_start) {
             Some(i) => i,
             None => {
-                self.periods.push((period_start, Vec::new()));
+                self.periods.push(CachedPeriod {
+                    start: period_start,
+                    files: Vec::new(),
+                    touched: false,
+                });
                 self.periods.len() - 1
             }
         }
@@ -234,10 +245,11 @@ impl Writer {
         }
     }
 
-    /// Folds every sample into every tier whose window holds it.
+    /// Folds every sample into every tier whose window holds it, then marks the files it
+    /// wrote dirty for the next flush (after the stores, so a flush that clears the mark
+    /// either sees them or leaves the mark set for the next one).
     fn apply(&mut self, samples: &[Sample], windows: &[Timestamp]) -> Result<()> {
         self.evict_expired(windows);
-        let mut first_error = None;
         let mut last_ts = None;
         let slot_mask = (1u32 << self.slot_bits) - 1;
         for (i, sample) in samples.iter().enumerate() {
@@ -256,22 +268,27 @@ impl Writer {
                 let Some((period, bucket)) = *placement else {
                     continue;
                 };
-                let (period_start, files) = &mut self.tiers[tier].periods[period];
-                let file = match files.get(chunk).and_then(Option::as_ref) {
+                let cached = &mut self.tiers[tier].periods[period];
+                let file = match cached.files.get(chunk).and_then(Option::as_ref) {
                     Some(file) => file,
-                    None => match fetch(&self.shared, tier, *period_start, chunk, files) {
-                        Ok(file) => file,
-                        Err(e) => {
-                            first_error.get_or_insert(e);
-                            continue;
-                        }
+                    None => match fetch(&self.shared, tier, cached.start, chunk, &mut cached.files)
+                    {
+                        Some(file) => file,
+                        None => continue,
                     },
                 };
-                file.mark_dirty();
                 file.cell(bucket, slot).add(sample.value);
             }
         }
-        first_error.map_or(Ok(()), Err)
+        for cache in &mut self.tiers {
+            for period in cache.periods.iter_mut().filter(|p| p.touched) {
+                period.touched = false;
+                for file in period.files.iter().flatten() {
+                    file.mark_dirty();
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Starts loading the cells `sample` will update, when they land where the current
@@ -282,7 +299,7 @@ impl Writer {
         let slot = sample.series.0 & ((1u32 << self.slot_bits) - 1);
         for (tier, placement) in self.placements.iter().enumerate() {
             if let Some((period, bucket)) = *placement {
-                if let Some(Some(file)) = self.tiers[tier].periods[period].1.get(chunk) {
+                if let Some(Some(file)) = self.tiers[tier].periods[period].files.get(chunk) {
                     file.prefetch(bucket, slot);
                 }
             }
@@ -295,7 +312,9 @@ impl Writer {
                 None
             } else {
                 let p = place(tier, spec, ts);
-                Some((self.tiers[tier].period_index(p.period_start), p.bucket))
+                let index = self.tiers[tier].period_index(p.period_start);
+                self.tiers[tier].periods[index].touched = true;
+                Some((index, p.bucket))
             };
         }
     }
@@ -306,28 +325,33 @@ impl Writer {
             let period = self.shared.config.tiers[tier].period.secs() as i64;
             cache
                 .periods
-                .retain(|(start, _)| start + period > windows[tier]);
+                .retain(|p| p.start.saturating_add(period) > windows[tier]);
         }
     }
 }
 
-/// The slow path: the file is not in the writer's cache yet. The caller of the batch made sure
-/// it exists; it is created here only if maintenance dropped it in between (the clock moved
-/// past its retention while the batch was in flight), and then dropped again at the next
-/// pass.
+/// The slow path: the file is not in the writer's cache yet. The batch's caller made sure
+/// it exists; it is missing only if maintenance dropped it in between (the clock moved past
+/// its retention while the batch was in flight), and then the sample is outside the window
+/// for that tier anyway.
 fn fetch<'a>(
     shared: &Shared,
     tier: usize,
     period_start: Timestamp,
     chunk: usize,
     files: &'a mut Vec<Option<Arc<PeriodFile>>>,
-) -> Result<&'a Arc<PeriodFile>> {
-    let (file, _) =
-        shared
-            .storage
-            .get_or_create(tier, period_start, chunk as u32, Creation::OnDemand)?;
+) -> Option<&'a Arc<PeriodFile>> {
+    let Some(file) = shared.storage.file(tier, period_start, chunk as u32) else {
+        tracing::debug!(
+            tier,
+            period_start,
+            chunk,
+            "period file gone before the write; skipped"
+        );
+        return None;
+    };
     if files.len() <= chunk {
         files.resize(chunk + 1, None);
     }
-    Ok(files[chunk].insert(file))
+    Some(files[chunk].insert(file))
 }

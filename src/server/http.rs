@@ -125,10 +125,15 @@ fn param<'a>(params: &'a [(String, String)], key: &str) -> Option<&'a str> {
 
 /// The answer to a write: 204 when everything landed, 400 with counts and the first reasons
 /// (with line numbers) when some lines were refused; the good lines land either way.
+/// When the server itself failed (a full disk) and nothing landed, 503 says a retry is safe;
+/// once anything landed, a retry would count it twice, so the answer stays 400.
 fn write_answer(report: IngestReport) -> Response {
     if report.rejected_total() == 0 {
         return StatusCode::NO_CONTENT.into_response();
     }
+    let server_side = ["storage_unavailable", "write_failed"]
+        .iter()
+        .any(|r| report.rejected.contains_key(r));
     let body = serde_json::json!({
         "error": format!("{} line(s) or sample(s) refused; the other {} sample(s) were written",
             report.rejected_total(), report.accepted),
@@ -137,7 +142,12 @@ fn write_answer(report: IngestReport) -> Response {
         "rejected_by_reason": report.rejected,
         "errors": report.errors,
     });
-    (StatusCode::BAD_REQUEST, Json(body)).into_response()
+    let status = if server_side && report.accepted == 0 {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::BAD_REQUEST
+    };
+    (status, Json(body)).into_response()
 }
 
 /// InfluxDB 1.x `/write` (`db` accepted and ignored, `precision` = ns|u|ms|s|m|h).

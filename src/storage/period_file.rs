@@ -166,12 +166,9 @@ impl PeriodFile {
         self.cells.populate(first, len);
     }
 
-    /// Notes that a store happened; cheap when already noted.
-    #[inline]
+    /// Notes that stores happened. Writers call it after their stores, once per batch.
     pub fn mark_dirty(&self) {
-        if !self.dirty.load(Ordering::Relaxed) {
-            self.dirty.store(true, Ordering::Relaxed);
-        }
+        self.dirty.store(true, Ordering::Release);
     }
 
     /// msync when stores happened since the last flush.

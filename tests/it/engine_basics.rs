@@ -130,3 +130,72 @@ fn extreme_ranges_answer_at_once_without_overflow() {
     }
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }
+
+/// Regression: a batch created the files of every (period, chunk) pairing it touched, so
+/// one old sample of chunk 0 next to live samples of chunks 1 and 2 created three past
+/// files where one was needed.
+#[test]
+fn a_backfill_creates_only_the_files_its_samples_land_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = std::sync::Arc::new(tierdb::ManualClock::new(NOW));
+    let mut tiers = tierdb::TiersConfig::default();
+    tiers.engine.series_per_chunk = 16;
+    let engine = crate::common::open(dir.path(), &clock, tiers);
+    let ids: Vec<_> = (0..40)
+        .map(|i| engine.series(&format!("s{i}")).unwrap())
+        .collect();
+    let yesterday = NOW - NOW % 86_400 - 86_400 + 600;
+    let minute_files =
+        |dir: &std::path::Path| std::fs::read_dir(dir.join("tiers/1m")).unwrap().count();
+    let before = minute_files(dir.path());
+    let batch = [
+        Sample::new(ids[0], yesterday, 1.0),
+        Sample::new(ids[20], NOW - 60, 1.0),
+        Sample::new(ids[35], NOW - 60, 1.0),
+    ];
+    assert_eq!(engine.record_batch(&batch).unwrap().accepted, 3);
+    assert_eq!(
+        minute_files(dir.path()),
+        before + 1,
+        "only yesterday's chunk 0"
+    );
+    assert_eq!(engine.stats().tiers[0].disk.on_demand_creations, 1);
+}
+
+/// A sample whose file cannot be created is refused whole (it lands in no tier); the rest
+/// of the batch lands.
+#[test]
+fn a_file_that_cannot_be_created_refuses_only_the_samples_that_need_it() {
+    let (dir, engine, _clock) = engine_at(NOW);
+    let id = engine.series("x").unwrap();
+    let yesterday = NOW - NOW % 86_400 - 86_400 + 600;
+    // A directory where the temporary file must go makes the creation fail.
+    let name = tierdb::storage::format::file_name(yesterday - yesterday % 86_400, 0);
+    std::fs::create_dir(dir.path().join("tiers/1m").join(format!("{name}.tmp"))).unwrap();
+    let report = engine
+        .record_batch(&[
+            Sample::new(id, yesterday, 5.0),
+            Sample::new(id, NOW - 60, 7.0),
+        ])
+        .unwrap();
+    assert_eq!(report.accepted, 1);
+    assert_eq!(report.rejected(RejectReason::StorageUnavailable), 1);
+    assert_eq!(
+        report.first_rejections,
+        vec![(0, RejectReason::StorageUnavailable)]
+    );
+    // The refused sample is in no tier, not even the ones whose files exist.
+    let hour = yesterday - yesterday % 3600;
+    let q = Query::new("x", hour, hour + 3600)
+        .tier("1h")
+        .display(Display::Count);
+    assert_eq!(engine.query(&q).unwrap().points, vec![(hour, None)]);
+    let day = NOW - NOW % 86_400;
+    let q = Query::new("x", day - 86_400, day + 86_400)
+        .tier("1d")
+        .display(Display::Total);
+    assert_eq!(
+        engine.query(&q).unwrap().points,
+        vec![(day - 86_400, None), (day, Some(7.0))]
+    );
+}
