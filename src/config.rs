@@ -23,6 +23,14 @@ pub const DEFAULT_SERIES_PER_CHUNK: u32 = 256;
 pub const DEFAULT_MAX_POINTS: u32 = 1_500;
 /// Default for [`TierSpec::create_ahead`] when `tiers.toml` leaves it out.
 pub const DEFAULT_CREATE_AHEAD: u32 = 1;
+/// The most future periods a tier may create ahead.
+pub const MAX_CREATE_AHEAD: u32 = 64;
+
+/// The longest resolution, period, retention or future bound accepted: about 1000 years.
+/// Timestamps plus or minus such spans stay far from overflow, and period starts stay within
+/// the years file names can spell.
+pub const MAX_SPAN: Span = Span::from_secs(365_000 * 86_400);
+
 /// The most buckets one period may hold; beyond this a single period file grows absurd
 /// (10 million buckets are 305 MiB per series, 76 GiB per 256-series chunk).
 pub const MAX_BUCKETS_PER_PERIOD: u32 = 10_000_000;
@@ -278,6 +286,16 @@ fn check(config: &TiersConfig, origin: &str, line_of: &LineOf<'_>) -> Result<()>
             ));
         }
         first_index_of_name.insert(&tier.name, index);
+        if tier.create_ahead > MAX_CREATE_AHEAD {
+            return Err(refuse(
+                Key::Name(index),
+                tier_field(index, &tier.name, "create_ahead"),
+                format!(
+                    "create_ahead {} is too large (at most {MAX_CREATE_AHEAD})",
+                    tier.create_ahead
+                ),
+            ));
+        }
 
         let spans = [
             (Key::Resolution(index), "resolution", tier.resolution),
@@ -330,8 +348,10 @@ fn check(config: &TiersConfig, origin: &str, line_of: &LineOf<'_>) -> Result<()>
 
 /// Refuses spans that cannot be added to a timestamp.
 fn check_fits(span: Span, what: &str) -> std::result::Result<(), String> {
-    if i64::try_from(span.secs()).is_err() {
-        return Err(format!("{what} {span} is too large to add to a timestamp"));
+    if span > MAX_SPAN {
+        return Err(format!(
+            "{what} {span} is longer than the longest span tierdb accepts ({MAX_SPAN}, about 1000 years)"
+        ));
     }
     Ok(())
 }
@@ -549,14 +569,19 @@ impl RawTier {
             None => DEFAULT_CREATE_AHEAD,
             Some(value) => {
                 let number = *value.get_ref();
-                u32::try_from(number).map_err(|_| {
-                    let message = if number < 0 {
-                        format!("create_ahead {number} must be 0 or more")
-                    } else {
-                        format!("create_ahead {number} is too large (at most {})", u32::MAX)
-                    };
-                    at.refuse(value.span().start, field("create_ahead"), message)
-                })?
+                match u32::try_from(number) {
+                    Ok(n) if n <= MAX_CREATE_AHEAD => n,
+                    _ => {
+                        let message = if number < 0 {
+                            format!("create_ahead {number} must be 0 or more")
+                        } else {
+                            format!(
+                                "create_ahead {number} is too large (at most {MAX_CREATE_AHEAD})"
+                            )
+                        };
+                        return Err(at.refuse(value.span().start, field("create_ahead"), message));
+                    }
+                }
             }
         };
         Ok(TierSpec {

@@ -43,9 +43,12 @@ enum Command {
         /// Require `Authorization: Bearer <token>` on every HTTP endpoint.
         #[arg(long, env = "TIERDB_TOKEN", hide_env_values = true)]
         token: Option<String>,
-        /// Refuse new series beyond this many (existing series keep writing).
-        #[arg(long, env = "TIERDB_MAX_SERIES")]
-        max_series: Option<usize>,
+        /// Refuse new series beyond this many (existing series keep writing). Every 256 new
+        /// series preallocate a chunk of files (~70 MiB with the default tiers), and Graphite
+        /// has no authentication, so the default keeps a stray or hostile sender from
+        /// filling the disk; 0 means no limit.
+        #[arg(long, env = "TIERDB_MAX_SERIES", default_value_t = 100_000)]
+        max_series: usize,
     },
     /// Checks a tiers.toml and prints the tiers it defines.
     ///
@@ -125,7 +128,7 @@ async fn serve(
     http: std::net::SocketAddr,
     graphite: std::net::SocketAddr,
     token: Option<String>,
-    max_series: Option<usize>,
+    max_series: usize,
 ) -> Result<(), Box<dyn std::error::Error>> {
     use tierdb::server::{run, Limits, Listeners, State};
     let listeners = Listeners::bind(http, graphite).await?;
@@ -138,7 +141,7 @@ async fn serve(
         engine,
         stats: Default::default(),
         limits: Limits {
-            max_series,
+            max_series: (max_series > 0).then_some(max_series),
             ..Limits::default()
         },
         token,

@@ -21,6 +21,10 @@ use crate::{Engine, Error, Result};
 use sink::Sink;
 use stats::ServerStats;
 
+/// How long shutdown waits for open connections and requests before it flushes and exits
+/// without them.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// Bounds that keep one client from making the server grow without limit.
 #[derive(Clone, Debug)]
 pub struct Limits {
@@ -148,10 +152,19 @@ pub async fn run(
     shutdown.await;
     tracing::info!("shutting down: no new connections; draining what was received");
     let _ = stop.send(true);
-    let _ = tcp.await;
-    let _ = udp.await;
-    if let Ok(Err(e)) = http.await {
-        tracing::warn!(error = %e, "http server ended with an error");
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        let _ = tcp.await;
+        let _ = udp.await;
+        if let Ok(Err(e)) = http.await {
+            tracing::warn!(error = %e, "http server ended with an error");
+        }
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            "connections still open {}s after shutdown began; stopping without them",
+            SHUTDOWN_GRACE.as_secs()
+        );
     }
     let engine = Arc::clone(&state.engine);
     tokio::task::spawn_blocking(move || engine.flush())

@@ -440,7 +440,20 @@ fn validate_applies_the_same_rules_to_code_built_configs() {
     config.tiers[0].period = Span::from_secs(u64::MAX);
     config.tiers[0].retention = Span::from_secs(u64::MAX);
     let err = config.validate().unwrap_err().to_string();
-    assert!(err.contains("too large"), "{err}");
+    assert!(err.contains("longest span"), "{err}");
+
+    // Regression: spans up to i64::MAX seconds passed, and a retention of that size wrapped
+    // the window start so every file of the tier was dropped.
+    let mut config = TiersConfig::default();
+    config.tiers[3].retention = Span::from_secs(i64::MAX as u64);
+    let err = config.validate().unwrap_err().to_string();
+    assert!(
+        err.contains("retention") && err.contains("longest span"),
+        "{err}"
+    );
+    let mut config = TiersConfig::default();
+    config.tiers[3].retention = crate::config::MAX_SPAN;
+    config.validate().unwrap();
 }
 
 #[test]

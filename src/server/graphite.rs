@@ -3,6 +3,7 @@
 //! on; a connection is never dropped for its content.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
@@ -15,6 +16,11 @@ use crate::ingest::graphite::{parse_line, MAX_LINE};
 
 /// Bytes read from a socket at a time; also the largest UDP datagram taken.
 const READ_BUFFER: usize = 64 * 1024;
+/// At shutdown, a connection keeps reading what its client already sent for at most this
+/// long, stopping earlier at the first pause of [`DRAIN_PAUSE`].
+const DRAIN_TIME: Duration = Duration::from_secs(5);
+/// See [`DRAIN_TIME`].
+const DRAIN_PAUSE: Duration = Duration::from_millis(200);
 
 /// Accepts connections until `shutdown` flips, then waits for the open ones to drain.
 pub async fn serve_tcp(
@@ -63,16 +69,31 @@ async fn connection(mut stream: TcpStream, state: &State, mut shutdown: watch::R
     );
     let mut lines = LineSplitter::default();
     let mut buf = vec![0u8; READ_BUFFER];
+    let mut drain_until: Option<Instant> = None;
     loop {
-        let n = tokio::select! {
-            read = stream.read(&mut buf) => match read {
-                Ok(n) => n,
-                Err(e) => {
-                    tracing::debug!(error = %e, "graphite connection read failed");
-                    0
+        let n = match drain_until {
+            // Shutting down: take what the client already sent, until it pauses or the
+            // drain time is up.
+            Some(deadline) => {
+                let pause = DRAIN_PAUSE.min(deadline.saturating_duration_since(Instant::now()));
+                match tokio::time::timeout(pause, stream.read(&mut buf)).await {
+                    Ok(Ok(n)) => n,
+                    _ => 0,
+                }
+            }
+            None => tokio::select! {
+                read = stream.read(&mut buf) => match read {
+                    Ok(n) => n,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "graphite connection read failed");
+                        0
+                    }
+                },
+                _ = shutdown.changed() => {
+                    drain_until = Some(Instant::now() + DRAIN_TIME);
+                    continue;
                 }
             },
-            _ = shutdown.changed() => 0,
         };
         if n == 0 {
             break;

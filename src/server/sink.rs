@@ -17,8 +17,9 @@ use crate::{Engine, Error, Result};
 pub const BATCH: usize = 8192;
 /// Refusals reported back with their line numbers.
 const FIRST_ERRORS: usize = 10;
-/// Names a connection remembers; past this the cache starts over.
-const CACHE_LIMIT: usize = 100_000;
+/// Bytes of names a connection remembers; past this the cache starts over, so a client
+/// sending endless new names cannot grow it without bound.
+const CACHE_BYTES: usize = 8 * 1024 * 1024;
 
 /// One refused line, for the client.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -58,6 +59,7 @@ pub struct Sink {
     /// Line number of each sample in `batch`, to report engine refusals precisely.
     lines: Vec<usize>,
     cache: HashMap<Box<str>, SeriesId>,
+    cache_bytes: usize,
     report: IngestReport,
 }
 
@@ -72,6 +74,7 @@ impl Sink {
             batch: Vec::with_capacity(BATCH),
             lines: Vec::with_capacity(BATCH),
             cache: HashMap::new(),
+            cache_bytes: 0,
             report: IngestReport::default(),
         }
     }
@@ -88,9 +91,11 @@ impl Sink {
             Some(&id) => id,
             None => match self.resolve(series) {
                 Ok(id) => {
-                    if self.cache.len() >= CACHE_LIMIT {
+                    if self.cache_bytes >= CACHE_BYTES {
                         self.cache.clear();
+                        self.cache_bytes = 0;
                     }
+                    self.cache_bytes += series.len() + 32;
                     self.cache.insert(series.into(), id);
                     id
                 }
