@@ -463,7 +463,9 @@ impl Engine {
     }
 
     /// Writes every sample that [`Engine::record`] buffered; returns once they are in the
-    /// mapped files, so a process crash after it returns loses none of them.
+    /// mapped files, so a process crash after it returns loses none of them. (A buffer that
+    /// filled up is written by the `record` call that filled it, before that call returns;
+    /// with several threads recording, `sync` covers what was buffered when it was called.)
     ///
     /// # Errors
     /// As [`Engine::record_batch`].

@@ -173,6 +173,11 @@ fn ingest_line(sink: &mut Sink, number: usize, line: Result<&[u8], ()>, now: i64
     }
 }
 
+/// True when a line (without its `\n`) is longer than [`MAX_LINE`], not counting a `\r`.
+fn too_long(line: &[u8]) -> bool {
+    line.len() > MAX_LINE + usize::from(line.last() == Some(&b'\r'))
+}
+
 /// Splits a byte stream into lines across reads, holding at most [`MAX_LINE`] bytes of an
 /// unfinished line: a longer line is reported once as too long and skipped to its end, so
 /// a client cannot make the server buffer without bound.
@@ -196,7 +201,7 @@ impl LineSplitter {
                 self.partial.clear();
                 each(self.number, Err(()));
             } else if self.partial.is_empty() {
-                if line.len() > MAX_LINE {
+                if too_long(line) {
                     each(self.number, Err(()));
                 } else {
                     each(self.number, Ok(line));
@@ -204,7 +209,7 @@ impl LineSplitter {
             } else {
                 self.partial.extend_from_slice(line);
                 let whole = std::mem::take(&mut self.partial);
-                if whole.len() > MAX_LINE {
+                if too_long(&whole) {
                     each(self.number, Err(()));
                 } else {
                     each(self.number, Ok(&whole));
@@ -212,7 +217,8 @@ impl LineSplitter {
             }
         }
         if !self.overlong {
-            if self.partial.len() + chunk.len() > MAX_LINE {
+            // One byte of slack for the `\r` of a `\r\n` ending still to come.
+            if self.partial.len() + chunk.len() > MAX_LINE + 1 {
                 self.overlong = true;
                 self.partial.clear();
             } else {
@@ -232,5 +238,44 @@ impl LineSplitter {
             each(self.number, Ok(&last));
         }
         self.overlong = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{LineSplitter, MAX_LINE};
+
+    fn split(chunks: &[&[u8]]) -> Vec<(usize, Result<Vec<u8>, ()>)> {
+        let mut splitter = LineSplitter::default();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            splitter.feed(chunk, |n, line| out.push((n, line.map(<[u8]>::to_vec))));
+        }
+        splitter.finish(|n, line| out.push((n, line.map(<[u8]>::to_vec))));
+        out
+    }
+
+    #[test]
+    fn lines_split_across_reads_and_long_lines_are_refused_without_buffering() {
+        assert_eq!(
+            split(&[b"a 1 2\r\nb 3", b" 4\nc 5 6"]),
+            vec![
+                (1, Ok(b"a 1 2\r".to_vec())),
+                (2, Ok(b"b 3 4".to_vec())),
+                (3, Ok(b"c 5 6".to_vec()))
+            ]
+        );
+        let longest = vec![b'x'; MAX_LINE];
+        let mut with_cr = longest.clone();
+        with_cr.extend_from_slice(b"\r\n");
+        assert_eq!(
+            split(&[&with_cr]),
+            vec![(1, Ok([longest.as_slice(), b"\r"].concat()))]
+        );
+        let too_long = vec![b'x'; MAX_LINE + 10];
+        assert_eq!(
+            split(&[&too_long[..100], &too_long[100..], b"\nok 1 2\n"]),
+            vec![(1, Err(())), (2, Ok(b"ok 1 2".to_vec()))]
+        );
     }
 }

@@ -102,11 +102,22 @@ async fn authorize(
                 v.strip_prefix("Bearer ")
                     .or_else(|| v.strip_prefix("Token "))
             });
-        if given != Some(token.as_str()) {
+        if !given.is_some_and(|given| same_secret(given.as_bytes(), token.as_bytes())) {
             return ApiError::Unauthorized.into_response();
         }
     }
     next.run(request).await
+}
+
+/// Compares a presented token with the configured one in time that does not depend on where
+/// they first differ.
+fn same_secret(given: &[u8], expected: &[u8]) -> bool {
+    given.len() == expected.len()
+        && given
+            .iter()
+            .zip(expected)
+            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+            == 0
 }
 
 /// Query parameters in order, repeated keys kept.
