@@ -36,6 +36,7 @@ pub struct EngineBuilder {
     writer_threads: usize,
     background_maintenance: bool,
     maintenance_every: Option<std::time::Duration>,
+    read_only: bool,
 }
 
 impl EngineBuilder {
@@ -65,6 +66,50 @@ impl EngineBuilder {
         self
     }
 
+    /// Opens the directory for reading only, beside a server that may be writing it: no
+    /// lock, no files created, changed or removed, no writer or maintenance threads. It sees
+    /// the series and period files that existed at open, with their contents live (the
+    /// mappings are shared, reads stay torn-free). Writes fail with [`Error::ReadOnly`].
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    fn open_read_only(self) -> Result<Engine> {
+        if !self.dir.is_dir() {
+            return Err(Error::io(
+                &self.dir,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no data directory here"),
+            ));
+        }
+        let storage = Storage::open(
+            &self.dir,
+            &self.tiers.tiers,
+            self.tiers.engine.series_per_chunk,
+            false,
+        )?;
+        let registry = Registry::open_read_only(&self.dir)?;
+        let shared = Arc::new(Shared {
+            dir: self.dir,
+            config: self.tiers,
+            storage,
+            registry,
+            clock: self.clock,
+            counters: Counters::default(),
+            chunks_ready: AtomicU32::new(0),
+            prefaulted: Mutex::new(std::collections::HashMap::new()),
+            poison: OnceLock::new(),
+            lock: None,
+        });
+        Ok(Engine {
+            writers: WriterPool::start(&shared, 0)?,
+            shared,
+            maintenance: None,
+            pending: Mutex::new(Vec::new()),
+            closed: false,
+        })
+    }
+
     /// Runs background maintenance every `interval` instead of the interval derived from the
     /// tiers ([`maintenance_interval`]); for simulations that run time faster than the wall
     /// clock.
@@ -84,6 +129,9 @@ impl EngineBuilder {
     /// [`Error::Io`].
     pub fn open(self) -> Result<Engine> {
         self.tiers.validate()?;
+        if self.read_only {
+            return self.open_read_only();
+        }
         std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
         let lock = DirLock::acquire(&self.dir)?;
         let storage = Storage::open(
@@ -123,7 +171,7 @@ impl EngineBuilder {
             chunks_ready: AtomicU32::new(0),
             prefaulted: Mutex::new(std::collections::HashMap::new()),
             poison: OnceLock::new(),
-            _lock: lock,
+            lock: Some(lock),
         });
         shared.maintain()?;
         let writers = WriterPool::start(&shared, self.writer_threads)?;
@@ -159,7 +207,8 @@ pub(crate) struct Shared {
     /// done.
     prefaulted: Mutex<std::collections::HashMap<(usize, Timestamp, u32), usize>>,
     poison: OnceLock<String>,
-    _lock: DirLock,
+    /// The directory lock; `None` for a read-only engine, which takes none.
+    lock: Option<DirLock>,
 }
 
 /// Running totals since open.
@@ -365,6 +414,7 @@ impl Engine {
                 .unwrap_or(1),
             background_maintenance: true,
             maintenance_every: None,
+            read_only: false,
         }
     }
 
@@ -486,6 +536,7 @@ impl Engine {
     /// # Errors
     /// [`Error::Poisoned`] after an earlier durability failure or a dead writer thread.
     pub fn record_batch(&self, samples: &[Sample]) -> Result<BatchReport> {
+        self.check_writable()?;
         self.shared.check_poison()?;
         let bounds = self.bounds(self.shared.clock.now());
         let mut files = FilesNeeded::new(&self.shared);
@@ -523,6 +574,18 @@ impl Engine {
         Ok(report)
     }
 
+    fn check_writable(&self) -> Result<()> {
+        if self.shared.lock.is_none() {
+            return Err(Error::ReadOnly(self.shared.dir.clone()));
+        }
+        Ok(())
+    }
+
+    /// True when opened with [`EngineBuilder::read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.shared.lock.is_none()
+    }
+
     /// What a sample must satisfy at `now`, computed once per batch.
     fn bounds(&self, now: Timestamp) -> Bounds {
         let windows: Arc<[Timestamp]> = self.shared.window_starts(now).into();
@@ -555,6 +618,7 @@ impl Engine {
     /// # Errors
     /// [`Error::Io`] naming the file that failed; the engine is then poisoned.
     pub fn flush(&self) -> Result<()> {
+        self.check_writable()?;
         self.sync()?;
         let result = self
             .shared
@@ -613,6 +677,7 @@ impl Engine {
     /// # Errors
     /// [`Error::Io`] when a file cannot be created or unlinked.
     pub fn maintain(&self) -> Result<MaintenanceReport> {
+        self.check_writable()?;
         self.shared.maintain()
     }
 
@@ -630,6 +695,9 @@ impl Engine {
             return Ok(());
         }
         self.closed = true;
+        if self.is_read_only() {
+            return Ok(());
+        }
         drop(self.maintenance.take());
         let flushed = self.flush();
         let stopped = self.writers.stop();

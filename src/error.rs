@@ -72,6 +72,10 @@ pub enum Error {
     #[error("invalid query: {0}")]
     InvalidQuery(String),
 
+    /// A write was attempted on something opened read-only (`Engine::builder(..).read_only()`).
+    #[error("{0} is opened read-only")]
+    ReadOnly(PathBuf),
+
     /// A single sample was refused; batches report refusals in their
     /// [`crate::BatchReport`] instead.
     #[error("sample rejected: {0}")]

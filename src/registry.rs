@@ -6,6 +6,7 @@
 //! never loses an id that data may already use. Power loss is covered by
 //! [`Registry::sync`], which the engine's flush calls before it makes data durable.
 
+pub mod glob;
 mod key;
 mod log;
 #[cfg(test)]
@@ -46,9 +47,10 @@ impl fmt::Display for SeriesId {
 pub struct Registry {
     /// `dir/series.log`, for error messages.
     path: PathBuf,
-    /// The log, opened for appending. Appends happen under the write lock of `inner`,
-    /// which orders them; `sync` uses it without any lock so an fsync never stalls lookups.
-    file: File,
+    /// The log, opened for appending (`None` when opened read-only). Appends happen under
+    /// the write lock of `inner`, which orders them; `sync` uses it without any lock so an
+    /// fsync never stalls lookups.
+    file: Option<File>,
     /// The map itself and the log length it corresponds to.
     inner: RwLock<Inner>,
     /// Set when an append could not be undone or an fsync failed: the file's state is then
@@ -80,8 +82,22 @@ impl Registry {
     /// [`Error::CorruptFile`] naming the path when it is not a series log of this format
     /// version, or when a record other than a torn last one is damaged.
     pub fn open(dir: &Path) -> Result<Registry> {
+        Self::load(dir, true)
+    }
+
+    /// Reads `dir/series.log` without changing it (no file is created, a torn tail is left
+    /// out rather than cut off), for reading beside a running writer. Creating series fails
+    /// with [`Error::ReadOnly`].
+    ///
+    /// # Errors
+    /// As [`Registry::open`].
+    pub fn open_read_only(dir: &Path) -> Result<Registry> {
+        Self::load(dir, false)
+    }
+
+    fn load(dir: &Path, writable: bool) -> Result<Registry> {
         let path = dir.join(Self::FILE_NAME);
-        let loaded = log::load(&path)?;
+        let loaded = log::load(&path, writable)?;
         let mut ids = HashMap::with_capacity(loaded.texts.len());
         let mut keys = Vec::with_capacity(loaded.texts.len());
         for (i, text) in loaded.texts.into_iter().enumerate() {
@@ -136,6 +152,9 @@ impl Registry {
         if let Some(reason) = self.poisoned.get() {
             return Err(Error::Poisoned(reason.clone()));
         }
+        let Some(file) = &self.file else {
+            return Err(Error::ReadOnly(self.path.clone()));
+        };
         let id =
             u32::try_from(inner.keys.len())
                 .map(SeriesId)
@@ -144,10 +163,10 @@ impl Registry {
                     reason: "the registry already holds the maximum number of series".to_owned(),
                 })?;
         let record = log::encode_record(id, &text);
-        if let Err(e) = (&self.file).write_all(&record) {
+        if let Err(e) = (&*file).write_all(&record) {
             // A partial record would sit in front of the next one and make the log refuse
             // to open; cut it off, or stop appending if that fails too.
-            if let Err(undo) = self.file.set_len(inner.log_len) {
+            if let Err(undo) = file.set_len(inner.log_len) {
                 let _ = self.poisoned.set(format!(
                     "appending to {} failed ({e}) and truncating it back failed ({undo})",
                     self.path.display()
@@ -205,6 +224,18 @@ impl Registry {
         self.len() == 0
     }
 
+    /// The keys whose name matches the glob `pattern` (see [`glob::glob_match`]) and that
+    /// carry every tag in `tags`, in id order.
+    pub fn matching(&self, pattern: &str, tags: &[(String, String)]) -> Vec<SeriesKey> {
+        self.read()
+            .keys
+            .iter()
+            .filter(|key| glob::glob_match(pattern, key.name()))
+            .filter(|key| tags.iter().all(|(k, v)| key.tag(k) == Some(v.as_str())))
+            .cloned()
+            .collect()
+    }
+
     /// Every (id, key) in id order, as a snapshot.
     pub fn all(&self) -> Vec<(SeriesId, SeriesKey)> {
         self.read()
@@ -232,7 +263,10 @@ impl Registry {
         if let Some(reason) = self.poisoned.get() {
             return Err(Error::Poisoned(reason.clone()));
         }
-        self.file.sync_data().map_err(|e| {
+        let Some(file) = &self.file else {
+            return Ok(());
+        };
+        file.sync_data().map_err(|e| {
             let _ = self
                 .poisoned
                 .set(format!("fsync of {} failed ({e})", self.path.display()));

@@ -5,6 +5,7 @@
 //! [`run`] takes already-bound [`Listeners`] and a shutdown future, so tests bind
 //! `127.0.0.1:0` and call it directly.
 
+pub mod dashboard;
 pub mod graphite;
 pub mod http;
 pub mod metrics;

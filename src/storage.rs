@@ -437,8 +437,15 @@ impl TierStore {
                 continue;
             };
             let expected = self.meta(period_start, chunk, slots);
-            let file = PeriodFile::open(&path, &expected, writable)?;
-            files.insert((period_start, chunk), Arc::new(file));
+            match PeriodFile::open(&path, &expected, writable) {
+                Ok(file) => {
+                    files.insert((period_start, chunk), Arc::new(file));
+                }
+                // A reader beside a running writer may see a file listed and then dropped.
+                Err(Error::Io { source, .. })
+                    if !writable && source.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(())
     }

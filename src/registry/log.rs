@@ -82,12 +82,60 @@ pub(super) fn encode_record(id: SeriesId, text: &str) -> Vec<u8> {
 
 /// The log file opened for appending, with what it holds.
 pub(super) struct Loaded {
-    /// Opened read + append, positioned so that writes land at the end.
-    pub file: File,
+    /// Opened read + append, positioned so that writes land at the end; `None` when loaded
+    /// read-only.
+    pub file: Option<File>,
     /// Canonical key text of every record, in id order.
     pub texts: Vec<String>,
     /// File length after loading (any torn tail already cut off).
     pub len: u64,
+}
+
+/// Reads the log without changing it, for a reader beside a running writer: a missing file
+/// or a header still being written reads as no series, and an incomplete last record (an
+/// append in flight, or torn) is left out, not cut off.
+fn load_read_only(path: &Path) -> Result<Loaded> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    let empty = Loaded {
+        file: None,
+        texts: Vec::new(),
+        len: 0,
+    };
+    if bytes.len() < HEADER_LEN {
+        if header().starts_with(&bytes) {
+            return Ok(empty);
+        }
+        return Err(Error::corrupt(path, "not a tierdb series log (shorter than its header)"));
+    }
+    check_header(path, &bytes[..HEADER_LEN])?;
+    let mut texts = Vec::new();
+    let mut pos = HEADER_LEN;
+    while pos < bytes.len() {
+        let (payload, next) = match frame_at(&bytes, pos) {
+            Ok(frame) => frame,
+            Err(_) if is_torn_tail(&bytes, pos) => break,
+            Err(reason) => {
+                return Err(Error::corrupt(
+                    path,
+                    format!("record {} at offset {pos}: {reason}", texts.len()),
+                ));
+            }
+        };
+        let text = decode_payload(payload, texts.len()).map_err(|reason| {
+            Error::corrupt(path, format!("record {} at offset {pos}: {reason}", texts.len()))
+        })?;
+        texts.push(text.to_owned());
+        pos = next;
+    }
+    Ok(Loaded {
+        len: pos as u64,
+        texts,
+        ..empty
+    })
 }
 
 /// Opens or creates the log at `path` and reads every record.
@@ -96,8 +144,11 @@ pub(super) struct Loaded {
 ///
 /// [`Error::Io`] when the file cannot be opened, read, created or truncated;
 /// [`Error::CorruptFile`] for a foreign header or a damaged record that is not a torn tail.
-pub(super) fn load(path: &Path) -> Result<Loaded> {
+pub(super) fn load(path: &Path, writable: bool) -> Result<Loaded> {
     let io = |e| Error::io(path, e);
+    if !writable {
+        return load_read_only(path);
+    }
     let mut file = OpenOptions::new()
         .read(true)
         .append(true)
@@ -131,7 +182,7 @@ pub(super) fn load(path: &Path) -> Result<Loaded> {
         file.sync_all().map_err(io)?;
         sync_parent_dir(path)?;
         return Ok(Loaded {
-            file,
+            file: Some(file),
             texts: Vec::new(),
             len: HEADER_LEN as u64,
         });
@@ -174,7 +225,7 @@ pub(super) fn load(path: &Path) -> Result<Loaded> {
         pos = next;
     }
     Ok(Loaded {
-        file,
+        file: Some(file),
         texts,
         len: pos as u64,
     })

@@ -21,9 +21,10 @@ use crate::registry::SeriesKey;
 use crate::time::{parse_time, Span};
 use crate::Error;
 
-/// The router of every endpoint.
+/// The router of every endpoint. The token check wraps the API and unknown paths; the
+/// dashboard's page and assets are served without it (its script sends the token).
 pub fn app(state: Arc<State>) -> Router {
-    Router::new()
+    let api = Router::new()
         .route("/write", post(influx_v1))
         .route("/api/v2/write", post(influx_v2))
         .route("/api/v1/write", post(json_write))
@@ -35,8 +36,9 @@ pub fn app(state: Arc<State>) -> Router {
         .layer(middleware::from_fn_with_state(
             Arc::clone(&state),
             authorize,
-        ))
-        .with_state(state)
+        ));
+    // Merged into the dashboard, the API router keeps its fallback, token check included.
+    super::dashboard::routes().merge(api).with_state(state)
 }
 
 /// An error answer: client errors say what was wrong with the request; internal errors are
@@ -396,11 +398,9 @@ async fn series(
     let names: Vec<String> = state
         .engine
         .registry()
-        .all()
-        .into_iter()
-        .filter(|(_, key)| glob_match(pattern.as_bytes(), key.name().as_bytes()))
-        .filter(|(_, key)| filters.iter().all(|(k, v)| key.tag(k) == Some(v.as_str())))
-        .map(|(_, key)| key.to_string())
+        .matching(pattern, &filters)
+        .iter()
+        .map(ToString::to_string)
         .collect();
     Ok(Json(serde_json::json!({ "series": names })).into_response())
 }
@@ -424,107 +424,4 @@ async fn metrics(AxumState(state): AxumState<Arc<State>>, _headers: HeaderMap) -
         super::metrics::render(&state.engine.stats(), &state.stats),
     )
         .into_response()
-}
-
-/// Shell-style glob over bytes: `*` any run, `?` one byte, `[abc]`/`[a-z]` one of a set.
-pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
-    let (mut p, mut t) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        if p < pattern.len() {
-            match pattern[p] {
-                b'*' => {
-                    star = Some((p, t));
-                    p += 1;
-                    continue;
-                }
-                b'?' => {
-                    p += 1;
-                    t += 1;
-                    continue;
-                }
-                b'[' => {
-                    if let Some((matched, next)) = class_match(&pattern[p..], text[t]) {
-                        if matched {
-                            p += next;
-                            t += 1;
-                            continue;
-                        }
-                    } else if text[t] == b'[' {
-                        p += 1;
-                        t += 1;
-                        continue;
-                    }
-                }
-                c if c == text[t] => {
-                    p += 1;
-                    t += 1;
-                    continue;
-                }
-                _ => {}
-            }
-        }
-        match star {
-            Some((sp, st)) => {
-                p = sp + 1;
-                t = st + 1;
-                star = Some((sp, st + 1));
-            }
-            None => return false,
-        }
-    }
-    pattern[p..].iter().all(|&c| c == b'*')
-}
-
-/// Matches `c` against the class at the start of `pattern`; returns (matched, class length),
-/// or `None` when the class is not closed (then `[` is literal).
-fn class_match(pattern: &[u8], c: u8) -> Option<(bool, usize)> {
-    let close = pattern.iter().skip(2).position(|&b| b == b']')? + 2;
-    let set = &pattern[1..close];
-    let (negate, set) = match set.first() {
-        Some(b'!') | Some(b'^') => (true, &set[1..]),
-        _ => (false, set),
-    };
-    let mut i = 0;
-    let mut found = false;
-    while i < set.len() {
-        if i + 2 < set.len() && set[i + 1] == b'-' {
-            found |= (set[i]..=set[i + 2]).contains(&c);
-            i += 3;
-        } else {
-            found |= set[i] == c;
-            i += 1;
-        }
-    }
-    Some((found != negate, close + 1))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::glob_match;
-
-    #[test]
-    fn globs_match_like_a_shell() {
-        for (pattern, text, expected) in [
-            ("*", "cpu.load", true),
-            ("cpu.*", "cpu.load", true),
-            ("cpu.*", "mem.used", false),
-            ("*.load", "host1.cpu.load", true),
-            ("host?.cpu", "host1.cpu", true),
-            ("host?.cpu", "host12.cpu", false),
-            ("host[12].cpu", "host2.cpu", true),
-            ("host[a-c].cpu", "hostb.cpu", true),
-            ("host[!a-c].cpu", "hostb.cpu", false),
-            ("a*b*c", "axxbyyc", true),
-            ("a*b*c", "axxbyy", false),
-            ("", "", true),
-            ("[", "[", true),
-        ] {
-            assert_eq!(
-                glob_match(pattern.as_bytes(), text.as_bytes()),
-                expected,
-                "{pattern} ~ {text}"
-            );
-        }
-    }
 }

@@ -475,3 +475,69 @@ fn a_changed_layout_under_an_existing_name_is_refused_naming_the_file() {
     assert_eq!(answers(&engine), before);
     engine.close().unwrap();
 }
+
+/// A read-only engine beside a writing one (as `tierdb query` beside `tierdb serve`): no lock
+/// taken, nothing on disk changed, live values seen, writes refused.
+#[test]
+fn a_read_only_engine_reads_beside_a_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let writer = open(dir.path(), &clock, TiersConfig::default());
+    let id = writer.series("live{host=a}").unwrap();
+    let minute = NOW - NOW % 60 - 60;
+    writer
+        .record_batch(&[tierdb::Sample::new(id, minute, 2.0)])
+        .unwrap();
+    let listing = |dir: &Path| -> Vec<(PathBuf, u64)> {
+        let mut files: Vec<(PathBuf, u64)> = walk(dir)
+            .into_iter()
+            .map(|p| {
+                let len = std::fs::metadata(&p).unwrap().len();
+                (p, len)
+            })
+            .collect();
+        files.sort();
+        files
+    };
+    let before = listing(dir.path());
+
+    let reader = tierdb::Engine::builder(dir.path())
+        .clock(clock.clone())
+        .read_only()
+        .open()
+        .unwrap();
+    assert!(reader.is_read_only());
+    let q = tierdb::Query::new("live{host=a}", minute, minute + 60)
+        .tier("1m")
+        .display(tierdb::Display::Total);
+    assert_eq!(reader.query(&q).unwrap().points, vec![(minute, Some(2.0))]);
+    // The writer keeps writing; the reader sees it through the shared mapping.
+    writer
+        .record_batch(&[tierdb::Sample::new(id, minute + 5, 3.0)])
+        .unwrap();
+    assert_eq!(reader.query(&q).unwrap().points, vec![(minute, Some(5.0))]);
+    assert!(matches!(
+        reader.record_batch(&[tierdb::Sample::new(id, minute, 1.0)]),
+        Err(tierdb::Error::ReadOnly(_))
+    ));
+    assert!(matches!(reader.series("new.series"), Err(tierdb::Error::ReadOnly(_))));
+    reader.close().unwrap();
+    writer.close().unwrap();
+    assert_eq!(listing(dir.path()), before, "the reader changed nothing");
+    let missing = tierdb::Engine::builder(dir.path().join("nope")).read_only().open();
+    assert!(missing.err().unwrap().to_string().contains("nope"));
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}

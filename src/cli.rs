@@ -1,0 +1,558 @@
+//! The `tierdb` command line: argument definitions and what each subcommand does. `main.rs`
+//! only parses, sets up logging and maps errors to an exit code.
+//!
+//! `serve` and `demo` own the data directory (they lock it). `query`, `series`, `info` and
+//! `plot` open it read-only, so they work beside a running server. `import` needs the
+//! directory to itself: while a server holds it, send the file to the server instead.
+
+pub mod demo;
+pub mod import;
+pub mod output;
+
+use std::io::{IsTerminal, Read, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::ingest::influx::Precision;
+use crate::query::{Display, Query, TierChoice};
+use crate::server::{Limits, Listeners, State};
+use crate::time::{parse_time, Span};
+use crate::{Engine, Error, TiersConfig};
+
+/// tierdb: a multi-resolution rollup engine for metrics.
+#[derive(Parser, Debug)]
+#[command(version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where the data lives; every subcommand takes these.
+#[derive(Args, Debug, Clone)]
+pub struct Location {
+    /// The data directory.
+    #[arg(long, env = "TIERDB_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// The tiers file (default: ./tiers.toml when present, else the built-in default, which
+    /// equals the shipped tiers.toml).
+    #[arg(long, env = "TIERDB_TIERS")]
+    pub tiers: Option<PathBuf>,
+}
+
+/// The listening side of `serve` and `demo`.
+#[derive(Args, Debug, Clone)]
+pub struct Listen {
+    /// HTTP listen address (API and dashboard); port 0 picks a free port.
+    #[arg(long, env = "TIERDB_HTTP", default_value = "127.0.0.1:8080")]
+    pub http: SocketAddr,
+    /// Graphite plaintext listen address, TCP and UDP; port 0 picks a free port.
+    #[arg(long, env = "TIERDB_GRAPHITE", default_value = "127.0.0.1:2003")]
+    pub graphite: SocketAddr,
+    /// Require `Authorization: Bearer <token>` on every API endpoint (the dashboard takes
+    /// it as `?token=`).
+    #[arg(long, env = "TIERDB_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Refuse new series beyond this many (existing series keep writing). Every 256 new
+    /// series preallocate a chunk of files (~70 MiB with the default tiers), and Graphite
+    /// has no authentication, so the default keeps a stray or hostile sender from filling
+    /// the disk; 0 means no limit.
+    #[arg(long, env = "TIERDB_MAX_SERIES", default_value_t = 100_000)]
+    pub max_series: usize,
+}
+
+/// Output formats of `query`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// An aligned table with human times; empty buckets blank.
+    Table,
+    /// `ts,value` rows.
+    Csv,
+    /// The HTTP API's JSON.
+    Json,
+}
+
+/// The subcommands. (Flattened fields are documented on their own types.)
+#[derive(Subcommand, Debug)]
+#[allow(missing_docs)]
+pub enum Command {
+    /// Runs the server: Graphite plaintext on TCP and UDP, the HTTP API (Influx line
+    /// protocol and JSON writes, queries, /metrics) and the dashboard at /.
+    ///
+    /// Prints each address it listens on, then `tierdb: ready`. SIGTERM or Ctrl-C stops it
+    /// gracefully: no new connections, what was received is written, files are flushed.
+    #[command(after_help = "Examples:\n  tierdb serve\n  tierdb serve --data-dir /var/lib/tierdb --http 0.0.0.0:8080 --graphite 0.0.0.0:2003\n  TIERDB_TOKEN=secret tierdb serve --http 127.0.0.1:0 --graphite 127.0.0.1:0")]
+    Serve {
+        #[command(flatten)]
+        location: Location,
+        #[command(flatten)]
+        listen: Listen,
+    },
+    /// A server plus a simulated agent (a few hosts' cpu, memory, load and requests) that
+    /// backfills the last days and then writes live: open the printed address for a full
+    /// dashboard. Data goes to a temporary directory unless --data-dir is given.
+    #[command(after_help = "Examples:\n  tierdb demo\n  tierdb demo --http 127.0.0.1:9000 --days 7")]
+    Demo {
+        /// The data directory (default: a temporary one, removed at exit).
+        #[arg(long, env = "TIERDB_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// The tiers file (default: ./tiers.toml when present, else the built-in default).
+        #[arg(long, env = "TIERDB_TIERS")]
+        tiers: Option<PathBuf>,
+        /// Days of history to backfill before going live.
+        #[arg(long, default_value_t = 3)]
+        days: i64,
+        #[command(flatten)]
+        listen: Listen,
+    },
+    /// Imports Graphite plaintext or Influx line protocol from a file or stdin.
+    ///
+    /// The format is detected from the first line unless --format says. Shows progress on a
+    /// terminal and a summary at the end. Needs the data directory to itself: while a server
+    /// holds it, send the file to the server (e.g. `nc host 2003 < file`).
+    #[command(after_help = "Examples:\n  tierdb import metrics.txt\n  zcat history.lp.gz | tierdb import - --format influx --precision s")]
+    Import {
+        /// The file to read, or - for stdin.
+        #[arg(default_value = "-")]
+        file: String,
+        /// The input's format (default: detected).
+        #[arg(long, value_enum)]
+        format: Option<import::Format>,
+        /// Influx timestamp precision: ns, u, ms, s, m, h.
+        #[arg(long, default_value = "ns")]
+        precision: String,
+        #[command(flatten)]
+        location: Location,
+    },
+    /// Queries one series at a zoom level.
+    #[command(after_help = "Examples:\n  tierdb query 'cpu.user{host=web-1}' --range 6h\n  tierdb query cpu.user{host=web-1} --tier 1h --range 7d --display max --format csv\n  tierdb query http.requests{host=web-1} --from 2025-11-20T00:00:00Z --to now --display per_sec --step 1h")]
+    Query {
+        /// The series: `name` or `name{k=v,...}`.
+        series: String,
+        /// A tier name or auto (the finest whose window covers the range within max_points).
+        #[arg(long, default_value = "auto")]
+        tier: String,
+        /// How far back from --to (or now): 1h, 6h, 7d, ...
+        #[arg(long, conflicts_with = "from")]
+        range: Option<Span>,
+        /// Start: unix seconds, RFC 3339, now, or -6h style.
+        #[arg(long)]
+        from: Option<String>,
+        /// End (exclusive), same forms; default now.
+        #[arg(long)]
+        to: Option<String>,
+        /// avg, per_sec, total, max, min or count.
+        #[arg(long, default_value = "avg")]
+        display: String,
+        /// Merge buckets into points this wide (a multiple of the tier's resolution).
+        #[arg(long)]
+        step: Option<Span>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: OutputFormat,
+        #[command(flatten)]
+        location: Location,
+    },
+    /// Lists series whose name matches a glob (`*`, `?`, `[a-z]`).
+    #[command(after_help = "Examples:\n  tierdb series\n  tierdb series 'cpu.*'\n  tierdb series 'cpu.*' --tag host=web-1")]
+    Series {
+        /// Glob over the series name.
+        #[arg(default_value = "*")]
+        pattern: String,
+        /// Only series with this tag (k=v); repeatable.
+        #[arg(long = "tag")]
+        tags: Vec<String>,
+        #[command(flatten)]
+        location: Location,
+    },
+    /// Shows the tiers, the window each holds, files and bytes on disk, and series count.
+    #[command(after_help = "Examples:\n  tierdb info\n  tierdb info --data-dir /var/lib/tierdb --json")]
+    Info {
+        /// Print the engine's stats as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        location: Location,
+    },
+    /// Checks a tiers file and prints the tiers it defines.
+    #[command(after_help = "Examples:\n  tierdb tiers\n  tierdb tiers --tiers ./tiers.toml")]
+    Tiers {
+        /// The tiers file (default: ./tiers.toml when present, else the built-in default).
+        #[arg(long, env = "TIERDB_TIERS")]
+        tiers: Option<PathBuf>,
+    },
+    /// Prints where a sample at TS lands: for each tier, the period file and the bucket.
+    #[command(after_help = "Examples:\n  tierdb lookup 1763726400\n  tierdb lookup 2025-11-21T12:00:00Z")]
+    Lookup {
+        /// The time: unix seconds, RFC 3339, now, or -6h style.
+        ts: String,
+        /// The tiers file (default: ./tiers.toml when present, else the built-in default).
+        #[arg(long, env = "TIERDB_TIERS")]
+        tiers: Option<PathBuf>,
+    },
+}
+
+/// Runs a parsed command line.
+///
+/// # Errors
+/// Whatever went wrong, as a one-line message.
+pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
+    match cli.command {
+        Command::Serve { location, listen } => {
+            let engine = Arc::new(
+                Engine::builder(&location.data_dir)
+                    .tiers(load_tiers(location.tiers.as_deref())?)
+                    .open()?,
+            );
+            serve(engine, &listen, |_| Ok(None))?;
+        }
+        Command::Demo {
+            data_dir,
+            tiers,
+            days,
+            listen,
+        } => {
+            let temp = tempfile::Builder::new().prefix("tierdb-demo").tempdir()?;
+            let dir = data_dir.unwrap_or_else(|| temp.path().to_path_buf());
+            let engine = Arc::new(Engine::builder(&dir).tiers(load_tiers(tiers.as_deref())?).open()?);
+            serve(engine, &listen, |engine| {
+                let agent = demo::start(engine, days)?;
+                println!("tierdb: demo data in {}", dir.display());
+                Ok(Some(agent))
+            })?;
+        }
+        Command::Import {
+            file,
+            format,
+            precision,
+            location,
+        } => import_command(&file, format, &precision, &location)?,
+        Command::Query {
+            series,
+            tier,
+            range,
+            from,
+            to,
+            display,
+            step,
+            format,
+            location,
+        } => {
+            let engine = open_reader(&location)?;
+            let now = engine.now();
+            let to = match to {
+                Some(text) => parse_time(&text, now).map_err(|e| format!("--to: {e}"))?,
+                None => now,
+            };
+            let from = match (from, range) {
+                (Some(text), _) => parse_time(&text, now).map_err(|e| format!("--from: {e}"))?,
+                (None, Some(range)) => to.saturating_sub(range.secs() as i64),
+                (None, None) => to.saturating_sub(3600),
+            };
+            let mut query = Query::new(series, from, to);
+            query.tier = tier.parse::<TierChoice>().unwrap_or(TierChoice::Auto);
+            query.display = display.parse::<Display>()?;
+            query.step = step;
+            let result = engine.query(&query)?;
+            let text = match format {
+                OutputFormat::Table => output::table(&result),
+                OutputFormat::Csv => output::csv(&result),
+                OutputFormat::Json => output::json(&result) + "\n",
+            };
+            print(&text)?;
+        }
+        Command::Series {
+            pattern,
+            tags,
+            location,
+        } => {
+            let engine = open_reader(&location)?;
+            let tags = tags
+                .iter()
+                .map(|t| {
+                    t.split_once('=')
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .ok_or_else(|| format!("--tag {t:?} is not k=v"))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut out = String::new();
+            for key in engine.registry().matching(&pattern, &tags) {
+                out.push_str(&key.to_string());
+                out.push('\n');
+            }
+            print(&out)?;
+        }
+        Command::Info { json, location } => {
+            let engine = open_reader(&location)?;
+            let stats = engine.stats();
+            if json {
+                print(&(serde_json::to_string_pretty(&stats)? + "\n"))?;
+            } else {
+                print(&info_table(&engine))?;
+            }
+        }
+        Command::Tiers { tiers } => {
+            let config = load_tiers(tiers.as_deref())?;
+            let mut out = format!(
+                "{:<8} {:>10} {:>8} {:>10} {:>12}\n",
+                "tier", "resolution", "period", "retention", "create_ahead"
+            );
+            for t in &config.tiers {
+                out.push_str(&format!(
+                    "{:<8} {:>10} {:>8} {:>10} {:>12}\n",
+                    t.name,
+                    t.resolution.to_string(),
+                    t.period.to_string(),
+                    t.retention.to_string(),
+                    t.create_ahead
+                ));
+            }
+            print(&out)?;
+        }
+        Command::Lookup { ts, tiers } => {
+            let config = load_tiers(tiers.as_deref())?;
+            let ts = parse_time(&ts, chrono::Utc::now().timestamp()).map_err(|e| format!("TS: {e}"))?;
+            let mut out = String::new();
+            for p in crate::time::locate(&config.tiers, ts) {
+                let tier = &config.tiers[p.tier];
+                out.push_str(&format!(
+                    "{:<8} period {} ({}) bucket {} ({})\n",
+                    tier.name,
+                    crate::time::format_ts(p.period_start),
+                    crate::storage::format::file_name(p.period_start, 0),
+                    p.bucket,
+                    crate::time::format_ts(p.period_start + i64::from(p.bucket) * tier.resolution.secs() as i64)
+                ));
+            }
+            print(&out)?;
+        }
+    }
+    Ok(())
+}
+
+/// The tiers from `path`, else `./tiers.toml` when present, else the built-in default.
+///
+/// # Errors
+/// The file's refusal, naming file, line and field.
+pub fn load_tiers(path: Option<&Path>) -> crate::Result<TiersConfig> {
+    match path {
+        Some(path) => TiersConfig::load(path),
+        None if Path::new("tiers.toml").exists() => TiersConfig::load(Path::new("tiers.toml")),
+        None => Ok(TiersConfig::default()),
+    }
+}
+
+/// The data directory opened read-only (works beside a running server).
+///
+/// # Errors
+/// A missing directory or a refused file, named.
+pub fn open_reader(location: &Location) -> crate::Result<Engine> {
+    Engine::builder(&location.data_dir)
+        .tiers(load_tiers(location.tiers.as_deref())?)
+        .read_only()
+        .open()
+}
+
+/// Writes to stdout; a closed pipe (`tierdb series | head`) is not an error.
+fn print(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+type Agent = (Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>);
+
+/// Runs the server on `engine` until SIGTERM or Ctrl-C; `before_ready` may start a
+/// companion (the demo agent) once the sockets are bound.
+fn serve(
+    engine: Arc<Engine>,
+    listen: &Listen,
+    before_ready: impl FnOnce(&Arc<Engine>) -> crate::Result<Option<Agent>>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let listeners = runtime.block_on(Listeners::bind(listen.http, listen.graphite))?;
+    let (http, tcp, udp) = listeners.addrs()?;
+    println!("tierdb: http listening on {http}");
+    println!("tierdb: graphite tcp listening on {tcp}");
+    println!("tierdb: graphite udp listening on {udp}");
+    let agent = before_ready(&engine)?;
+    println!("tierdb: dashboard at http://{http}/");
+    println!("tierdb: ready");
+    let state = Arc::new(State {
+        engine: Arc::clone(&engine),
+        stats: Default::default(),
+        limits: Limits {
+            max_series: (listen.max_series > 0).then_some(listen.max_series),
+            ..Limits::default()
+        },
+        token: listen.token.clone(),
+    });
+    let served = runtime.block_on(crate::server::run(state, listeners, shutdown_signal()));
+    if let Some((stop, handle)) = agent {
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = handle.join();
+    }
+    drop(runtime);
+    served?;
+    if let Ok(engine) = Arc::try_unwrap(engine) {
+        engine.close()?;
+    }
+    Ok(())
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = ctrl_c.await;
+        }
+    }
+}
+
+fn import_command(
+    file: &str,
+    format: Option<import::Format>,
+    precision: &str,
+    location: &Location,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let precision = Precision::parse_v1(precision).map_err(|e| format!("--precision: {e}"))?;
+    let engine = match Engine::builder(&location.data_dir)
+        .tiers(load_tiers(location.tiers.as_deref())?)
+        .open()
+    {
+        Err(Error::Locked { holder, .. }) => {
+            return Err(format!(
+                "{} is held by a running tierdb ({holder}); send the file to that server instead, \
+                 e.g. `nc 127.0.0.1 2003 < {file}` (Graphite) or POST it to /write (Influx)",
+                location.data_dir.display()
+            )
+            .into())
+        }
+        other => other?,
+    };
+    let (input, size): (Box<dyn Read + Send>, Option<u64>) = if file == "-" {
+        (Box::new(std::io::stdin()), None)
+    } else {
+        let f = std::fs::File::open(file).map_err(|e| Error::io(file, e))?;
+        let size = f.metadata().ok().map(|m| m.len());
+        (Box::new(f), size)
+    };
+    let bar = if std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::new_spinner()
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    let _ = size;
+    let summary = import::import(&engine, input, format, precision, |s| {
+        let secs = s.elapsed.as_secs_f64().max(1e-9);
+        bar.set_message(format!(
+            "{} samples ({:.2} M/s), {} rejected",
+            s.accepted,
+            s.accepted as f64 / secs / 1e6,
+            s.rejected_total()
+        ));
+        bar.tick();
+    })?;
+    bar.finish_and_clear();
+    engine.close()?;
+    let secs = summary.elapsed.as_secs_f64().max(1e-9);
+    let mut out = format!(
+        "imported {} lines in {:.2?}: {:.2} M lines/s; {} samples accepted, {} rejected\n",
+        summary.lines,
+        summary.elapsed,
+        summary.lines as f64 / secs / 1e6,
+        summary.accepted,
+        summary.rejected_total()
+    );
+    for (reason, n) in &summary.rejected {
+        out.push_str(&format!("  {reason}: {n}\n"));
+    }
+    print(&out)?;
+    Ok(())
+}
+
+/// `info` for people: one row per tier with its window and disk use, then totals.
+fn info_table(engine: &Engine) -> String {
+    let stats = engine.stats();
+    let mut out = format!(
+        "data directory {}\nseries {}\n\n{:<6} {:>10} {:>8} {:>10}  {:<20}  {:<20}  {:>6} {:>11}\n",
+        engine.dir().display(),
+        stats.series,
+        "tier",
+        "resolution",
+        "period",
+        "retention",
+        "holds from",
+        "newest period",
+        "files",
+        "bytes"
+    );
+    for tier in &stats.tiers {
+        let held_from = tier
+            .disk
+            .oldest_period
+            .map(|p| crate::time::format_ts(p.max(tier.window_start)))
+            .unwrap_or_else(|| "-".into());
+        let newest = tier
+            .disk
+            .newest_period
+            .map(crate::time::format_ts)
+            .unwrap_or_else(|| "-".into());
+        out.push_str(&format!(
+            "{:<6} {:>10} {:>8} {:>10}  {:<20}  {:<20}  {:>6} {:>11}\n",
+            tier.name,
+            tier.resolution.to_string(),
+            tier.period.to_string(),
+            tier.retention.to_string(),
+            held_from,
+            newest,
+            tier.disk.files,
+            human_bytes(tier.disk.bytes)
+        ));
+    }
+    if !stats.orphaned_tiers.is_empty() {
+        out.push_str(&format!(
+            "\ntier directories no longer configured (left in place): {}\n",
+            stats.orphaned_tiers.join(", ")
+        ));
+    }
+    out.push_str(
+        "\nrejected samples are counted by the process that received them: see a running \
+         server's /metrics (tierdb_samples_rejected_total)\n",
+    );
+    out
+}
+
+fn human_bytes(bytes: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < units.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", units[unit])
+    }
+}

@@ -1,0 +1,130 @@
+//! `tierdb demo`'s simulated agent: a few hosts' cpu, memory, load and request counts with
+//! daily shapes, backfilled over the last days and then written live every ten seconds, so
+//! a newcomer sees a full dashboard at once.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::registry::SeriesId;
+use crate::sample::Sample;
+use crate::time::Timestamp;
+use crate::{Engine, Result};
+
+/// Hosts the agent simulates.
+pub const HOSTS: [&str; 4] = ["web-1", "web-2", "db-1", "cache-1"];
+/// Metrics per host.
+pub const METRICS: [&str; 5] = [
+    "cpu.user",
+    "cpu.system",
+    "memory.used",
+    "load.shortterm",
+    "http.requests",
+];
+/// Seconds between samples, as a typical agent's interval.
+pub const CADENCE: i64 = 10;
+const DAY: i64 = 86_400;
+
+/// The simulated fleet's series.
+pub struct Agent {
+    series: Vec<(SeriesId, &'static str, usize)>,
+}
+
+impl Agent {
+    /// Registers the series in `engine`.
+    ///
+    /// # Errors
+    /// The engine's, when a series cannot be registered.
+    pub fn new(engine: &Engine) -> Result<Agent> {
+        let mut series = Vec::new();
+        for (h, host) in HOSTS.iter().enumerate() {
+            for metric in METRICS {
+                series.push((engine.series(&format!("{metric}{{host={host}}}"))?, metric, h));
+            }
+        }
+        Ok(Agent { series })
+    }
+
+    /// Writes every interval of `[from, to)`, an hour per batch.
+    ///
+    /// # Errors
+    /// The engine's.
+    pub fn backfill(&self, engine: &Engine, from: Timestamp, to: Timestamp) -> Result<u64> {
+        let mut written = 0;
+        let mut batch = Vec::new();
+        let mut hour = from - from.rem_euclid(CADENCE);
+        while hour < to {
+            batch.clear();
+            let end = (hour + 3600).min(to);
+            let mut ts = hour;
+            while ts < end {
+                self.samples_at(ts, &mut batch);
+                ts += CADENCE;
+            }
+            written += engine.record_batch(&batch)?.accepted;
+            hour = end;
+        }
+        Ok(written)
+    }
+
+    /// The fleet's samples at `ts`.
+    pub fn samples_at(&self, ts: Timestamp, out: &mut Vec<Sample>) {
+        for &(id, metric, host) in &self.series {
+            out.push(Sample::new(id, ts, value(metric, host, ts)));
+        }
+    }
+
+    /// Writes the fleet's samples every [`CADENCE`] seconds of wall time until `stop` is set.
+    pub fn run_live(&self, engine: &Engine, stop: &AtomicBool) {
+        let mut batch = Vec::new();
+        let mut next = engine.now() - engine.now().rem_euclid(CADENCE);
+        while !stop.load(Ordering::Relaxed) {
+            let now = engine.now();
+            if now >= next {
+                batch.clear();
+                while next <= now {
+                    self.samples_at(next, &mut batch);
+                    next += CADENCE;
+                }
+                if let Err(e) = engine.record_batch(&batch) {
+                    tracing::error!(error = %e, "demo agent write failed");
+                }
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+/// Starts the agent: backfills `days` and then writes live on a thread until the returned
+/// flag is set.
+///
+/// # Errors
+/// The engine's, from registration and the backfill.
+pub fn start(engine: &Arc<Engine>, days: i64) -> Result<(Arc<AtomicBool>, std::thread::JoinHandle<()>)> {
+    let agent = Agent::new(engine)?;
+    let now = engine.now();
+    agent.backfill(engine, now - days * DAY, now - now.rem_euclid(CADENCE))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (engine, flag) = (Arc::clone(engine), Arc::clone(&stop));
+    let handle = std::thread::Builder::new()
+        .name("tierdb-demo-agent".into())
+        .spawn(move || agent.run_live(&engine, &flag))
+        .map_err(|e| crate::Error::io("demo agent thread", e))?;
+    Ok((stop, handle))
+}
+
+/// A plausible value for `metric` on host number `host` at `ts`: busy in the (UTC)
+/// afternoon, quiet at night, with some jitter; requests are counts per interval.
+pub fn value(metric: &str, host: usize, ts: Timestamp) -> f64 {
+    let hour = ts.rem_euclid(DAY) as f64 / 3600.0;
+    let daily = 0.5 - 0.5 * ((hour - 3.0) / 24.0 * std::f64::consts::TAU).cos();
+    let h = host as f64;
+    let jitter = ((ts as f64 * 0.37 + h * 11.0).sin() + (ts as f64 * 0.071 + h).sin()) / 4.0 + 0.5;
+    match metric {
+        "cpu.user" => 4.0 + 55.0 * daily + 12.0 * jitter + h * 3.0,
+        "cpu.system" => 1.0 + 9.0 * daily + 4.0 * jitter,
+        "memory.used" => (1.5 + h * 0.5 + daily + 0.2 * jitter) * 1024.0 * 1024.0 * 1024.0,
+        "load.shortterm" => (0.1 + 3.0 * daily + 0.8 * jitter) * (1.0 + h * 0.3),
+        _ => (150.0 + 1700.0 * daily * (1.0 + h * 0.2) + 120.0 * jitter).round(),
+    }
+}

@@ -1,0 +1,273 @@
+//! `tierdb import`: Graphite plaintext or Influx line protocol from a file or stdin into a
+//! data directory. Reading and parsing run on one thread, writing on the engine's writers,
+//! with whole batches handed between them, so the two overlap.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader, Read};
+use std::time::{Duration, Instant};
+
+use crate::ingest::{graphite, influx};
+use crate::registry::SeriesId;
+use crate::sample::Sample;
+use crate::{Engine, Error, Result};
+
+/// Samples per batch handed to the engine.
+const BATCH: usize = 65_536;
+/// Bytes of input read ahead.
+const READ_BUFFER: usize = 1 << 20;
+
+/// The line formats `import` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// `path value timestamp` (timestamp in seconds, -1 for now; tags as `path;k=v`).
+    Graphite,
+    /// InfluxDB line protocol (nanosecond timestamps unless `--precision` says otherwise).
+    Influx,
+}
+
+/// Guesses the format from the first line that is not blank or a comment: Influx lines
+/// have `=` in their second field (`cpu,host=a usage=1 ...`), Graphite lines a number.
+pub fn detect(first_line: &str) -> Format {
+    let mut fields = first_line.split_whitespace();
+    let _key = fields.next();
+    match fields.next() {
+        Some(field) if field.contains('=') => Format::Influx,
+        _ => Format::Graphite,
+    }
+}
+
+/// What an import did.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ImportSummary {
+    /// Lines read (blank lines and comments included).
+    pub lines: u64,
+    /// Samples that landed.
+    pub accepted: u64,
+    /// Lines, fields or samples refused, by reason.
+    pub rejected: BTreeMap<&'static str, u64>,
+    /// Wall time.
+    #[serde(skip)]
+    pub elapsed: Duration,
+}
+
+impl ImportSummary {
+    /// Refusals of every reason.
+    pub fn rejected_total(&self) -> u64 {
+        self.rejected.values().sum()
+    }
+}
+
+/// Reads `input` to its end and writes every sample into `engine`. `progress` is called
+/// after every batch with the running summary (the CLI draws its progress bar from it).
+///
+/// # Errors
+/// [`Error::Io`] when the input cannot be read; the engine's errors (a poisoned engine).
+/// Bad lines are not errors: they are counted by reason.
+pub fn import(
+    engine: &Engine,
+    input: impl Read + Send,
+    format: Option<Format>,
+    precision: influx::Precision,
+    mut progress: impl FnMut(&ImportSummary),
+) -> Result<ImportSummary> {
+    let started = Instant::now();
+    let (full_tx, full_rx) = crossbeam_channel::bounded::<Vec<Sample>>(2);
+    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Vec<Sample>>(3);
+    for _ in 0..3 {
+        let _ = empty_tx.send(Vec::with_capacity(BATCH));
+    }
+    let mut summary = ImportSummary::default();
+    let parsed = std::thread::scope(|scope| {
+        let parser = scope.spawn(|| {
+            let mut parser = Parser::new(engine, format, precision, full_tx, empty_rx);
+            let result = parser.run(input);
+            (parser.lines, parser.rejected, result)
+        });
+        // On a write failure keep draining, so the parser is never left blocked on a full
+        // channel; the failure is reported once it has finished.
+        let mut failure = None;
+        for mut batch in full_rx.iter() {
+            if failure.is_none() {
+                match engine.record_batch(&batch) {
+                    Ok(report) => {
+                        summary.accepted += report.accepted;
+                        for reason in crate::sample::RejectReason::ALL {
+                            let n = report.rejected(reason);
+                            if n > 0 {
+                                *summary.rejected.entry(reason.as_str()).or_default() += n;
+                            }
+                        }
+                    }
+                    Err(e) => failure = Some(e),
+                }
+            }
+            batch.clear();
+            let _ = empty_tx.send(batch);
+            summary.elapsed = started.elapsed();
+            progress(&summary);
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        parser
+            .join()
+            .map_err(|_| Error::Poisoned("the import parser thread panicked".into()))
+    })?;
+    let (lines, rejected, result) = parsed;
+    result?;
+    summary.lines = lines;
+    for (reason, n) in rejected {
+        *summary.rejected.entry(reason).or_default() += n;
+    }
+    summary.elapsed = started.elapsed();
+    progress(&summary);
+    Ok(summary)
+}
+
+/// The reading and parsing side of an import.
+struct Parser<'a> {
+    engine: &'a Engine,
+    format: Option<Format>,
+    precision: influx::Precision,
+    full: crossbeam_channel::Sender<Vec<Sample>>,
+    empty: crossbeam_channel::Receiver<Vec<Sample>>,
+    batch: Vec<Sample>,
+    ids: HashMap<Box<str>, SeriesId>,
+    lines: u64,
+    rejected: BTreeMap<&'static str, u64>,
+    now: i64,
+}
+
+impl<'a> Parser<'a> {
+    fn new(
+        engine: &'a Engine,
+        format: Option<Format>,
+        precision: influx::Precision,
+        full: crossbeam_channel::Sender<Vec<Sample>>,
+        empty: crossbeam_channel::Receiver<Vec<Sample>>,
+    ) -> Parser<'a> {
+        Parser {
+            engine,
+            format,
+            precision,
+            batch: Vec::new(),
+            full,
+            empty,
+            ids: HashMap::new(),
+            lines: 0,
+            rejected: BTreeMap::new(),
+            now: engine.now(),
+        }
+    }
+
+    fn run(&mut self, input: impl Read) -> Result<()> {
+        let mut reader = BufReader::with_capacity(READ_BUFFER, input);
+        let mut line = Vec::with_capacity(4096);
+        let mut points = Vec::new();
+        let mut skipped = Vec::new();
+        self.batch = self.empty.recv().unwrap_or_default();
+        loop {
+            line.clear();
+            let n = reader
+                .read_until(b'\n', &mut line)
+                .map_err(|e| Error::io("import input", e))?;
+            if n == 0 {
+                break;
+            }
+            self.lines += 1;
+            if line.last() == Some(&b'\n') {
+                line.pop();
+            }
+            let format = match self.format {
+                Some(format) => format,
+                None => match std::str::from_utf8(&line) {
+                    Ok(text) if !text.trim().is_empty() && !text.trim_start().starts_with('#') => {
+                        let format = detect(text);
+                        self.format = Some(format);
+                        format
+                    }
+                    _ => continue,
+                },
+            };
+            match format {
+                Format::Graphite => match graphite::parse_line(&line) {
+                    Ok(Some(parsed)) => {
+                        let ts = parsed.ts.unwrap_or(self.now);
+                        self.push(&parsed.series, ts, parsed.value)?;
+                    }
+                    Ok(None) => {}
+                    Err(e) => self.reject(e.as_str()),
+                },
+                Format::Influx => {
+                    let Ok(text) = std::str::from_utf8(&line) else {
+                        self.reject("invalid_utf8");
+                        continue;
+                    };
+                    points.clear();
+                    skipped.clear();
+                    match influx::parse_line(text, self.precision, &mut points, &mut skipped) {
+                        Ok(()) => {
+                            for point in &points {
+                                self.push(&point.series, point.ts.unwrap_or(self.now), point.value)?;
+                            }
+                            for skip in &skipped {
+                                self.reject(skip.as_str());
+                            }
+                        }
+                        Err(e) => self.reject(e.as_str()),
+                    }
+                }
+            }
+        }
+        self.send()
+    }
+
+    fn push(&mut self, series: &str, ts: i64, value: f64) -> Result<()> {
+        let id = match self.ids.get(series) {
+            Some(&id) => id,
+            None => match self.engine.series(series) {
+                Ok(id) => {
+                    self.ids.insert(series.into(), id);
+                    id
+                }
+                Err(Error::InvalidSeries { .. }) => {
+                    self.reject("invalid_series");
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            },
+        };
+        self.batch.push(Sample::new(id, ts, value));
+        if self.batch.len() >= BATCH {
+            self.send()?;
+            self.batch = self.empty.recv().unwrap_or_default();
+        }
+        Ok(())
+    }
+
+    fn send(&mut self) -> Result<()> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        self.full
+            .send(std::mem::take(&mut self.batch))
+            .map_err(|_| Error::Poisoned("the import writer stopped".into()))
+    }
+
+    fn reject(&mut self, reason: &'static str) {
+        *self.rejected.entry(reason).or_default() += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{detect, Format};
+
+    #[test]
+    fn formats_are_told_apart_by_the_second_field() {
+        assert_eq!(detect("a.b.c 1 1700000000"), Format::Graphite);
+        assert_eq!(detect("a.b;host=x 1 -1"), Format::Graphite);
+        assert_eq!(detect("cpu,host=a usage=1 1700000000000000000"), Format::Influx);
+        assert_eq!(detect("cpu usage=1i"), Format::Influx);
+    }
+}

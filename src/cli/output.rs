@@ -1,0 +1,109 @@
+//! How query results look on a terminal (an aligned table with human times, empty buckets
+//! blank) and to scripts (CSV, or JSON in exactly the HTTP API's shape).
+
+use std::fmt::Write;
+
+use crate::query::QueryResult;
+use crate::time::{format_ts, Span};
+
+/// `ts,value` rows, an empty value for an empty bucket; the HTTP API's `format=csv` too.
+pub fn csv(result: &QueryResult) -> String {
+    let mut out = String::from("ts,value\n");
+    for (ts, value) in &result.points {
+        match value {
+            Some(v) => {
+                let _ = writeln!(out, "{ts},{v}");
+            }
+            None => {
+                let _ = writeln!(out, "{ts},");
+            }
+        }
+    }
+    out
+}
+
+/// `{"series","tier","display","points":[[ts, value|null], ...]}`, as the HTTP API answers.
+pub fn json(result: &QueryResult) -> String {
+    serde_json::to_string(result).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+}
+
+/// A table for people: a heading naming the series, tier, display and window, then one
+/// row per point with its UTC start time, empty buckets left blank.
+pub fn table(result: &QueryResult) -> String {
+    let values: Vec<String> = result
+        .points
+        .iter()
+        .map(|(_, v)| v.map(format_value).unwrap_or_default())
+        .collect();
+    let width = values.iter().map(String::len).max().unwrap_or(0).max(5);
+    let mut out = String::new();
+    let window = match (result.points.first(), result.points.last()) {
+        (Some((first, _)), Some((last, _))) => format!(
+            "{} .. {}",
+            format_ts(*first),
+            format_ts(last + result.step.secs() as i64)
+        ),
+        _ => "no points".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "{}  tier {} ({} buckets)  {}  {window}",
+        result.series,
+        result.tier,
+        Span::from_secs(result.step.secs()),
+        result.display.as_str()
+    );
+    let _ = writeln!(out, "{:<20}  {:>width$}", "time (UTC)", result.display.as_str());
+    for ((ts, _), value) in result.points.iter().zip(&values) {
+        let _ = writeln!(out, "{:<20}  {:>width$}", format_ts(*ts), value);
+    }
+    out
+}
+
+/// Up to six significant decimals, no trailing zeros, no exponent for everyday magnitudes.
+pub fn format_value(v: f64) -> String {
+    if v != 0.0 && (v.abs() >= 1e15 || v.abs() < 1e-6) {
+        return format!("{v:e}");
+    }
+    let text = format!("{v:.6}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "-0" {
+        "0".to_string()
+    } else {
+        text.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::query::Display;
+
+    fn sample() -> QueryResult {
+        QueryResult {
+            series: "cpu{host=a}".into(),
+            tier: "1m".into(),
+            display: Display::Avg,
+            step: Span::from_secs(60),
+            points: vec![(1_763_726_400, Some(1.5)), (1_763_726_460, None), (1_763_726_520, Some(12.25))],
+        }
+    }
+
+    #[test]
+    fn the_three_formats() {
+        insta::with_settings!({description => "cpu{host=a}, tier 1m, avg, three minutes from 2025-11-21T12:00Z: 1.5, empty, 12.25"}, {
+            insta::assert_snapshot!("table", table(&sample()));
+            insta::assert_snapshot!("csv", csv(&sample()));
+            insta::assert_snapshot!("json", json(&sample()));
+        });
+    }
+
+    #[test]
+    fn values_read_naturally() {
+        assert_eq!(format_value(2.0), "2");
+        assert_eq!(format_value(0.125), "0.125");
+        assert_eq!(format_value(-0.0), "0");
+        assert_eq!(format_value(1.0 / 3.0), "0.333333");
+        assert_eq!(format_value(1e20), "1e20");
+    }
+}
