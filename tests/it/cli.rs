@@ -1,0 +1,187 @@
+//! The `tierdb` command line, run as a process: every subcommand's output (insta snapshots,
+//! times redacted since the data is written relative to now), `--help`, and the error paths
+//! with their exit codes.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const DAY: i64 = 86_400;
+
+fn tierdb(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tierdb"))
+        .args(args)
+        .env_remove("TIERDB_DATA_DIR")
+        .env_remove("TIERDB_TIERS")
+        .output()
+        .expect("run tierdb")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Redacts what depends on when the test runs.
+macro_rules! snapshot {
+    ($name:expr, $value:expr, $description:expr) => {
+        insta::with_settings!({
+            description => $description,
+            filters => vec![
+                (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "[time]"),
+                (r"\b1[0-9]{9}\b", "[unix]"),
+                (r"/tmp/\S+", "[dir]"),
+                (r"in \S+: \S+ M lines/s", "in [elapsed]: [rate] M lines/s"),
+                (r"\s+\d+\s+[\d.]+ [KMG]iB\n", "  [files] [bytes]\n"),
+            ],
+        }, {
+            insta::assert_snapshot!($name, $value);
+        });
+    };
+}
+
+/// A data directory with two series: `web.requests{host=a}` every 10 s over the last two
+/// hours (value = 10 per sample) and `load` with one sample a minute ago.
+fn data_dir() -> (tempfile::TempDir, i64) {
+    let dir = tempfile::tempdir().unwrap();
+    let now = chrono::Utc::now().timestamp();
+    let hour = now - now % 3600;
+    let mut lines = String::new();
+    for i in 0..720 {
+        lines.push_str(&format!("web.requests;host=a 10 {}\n", hour - 7200 + i * 10));
+    }
+    lines.push_str(&format!("load 0.5 {}\n", now - 60));
+    lines.push_str("this line is broken\n");
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, lines).unwrap();
+    let data = dir.path().join("data");
+    let out = tierdb(&["import", input.to_str().unwrap(), "--data-dir", data.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    (dir, hour)
+}
+
+fn data(dir: &Path) -> String {
+    dir.join("data").to_str().unwrap().to_string()
+}
+
+#[test]
+fn import_reports_what_it_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.lp");
+    let now = chrono::Utc::now().timestamp();
+    std::fs::write(
+        &input,
+        format!(
+            "# telegraf\ncpu,host=a usage=1.5,label=\"x\" {ns}\ncpu,host=a usage=2.5 {ns}\nbad line\n",
+            ns = (now - 60) * 1_000_000_000
+        ),
+    )
+    .unwrap();
+    let out = tierdb(&["import", input.to_str().unwrap(), "--data-dir", &data(dir.path())]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    snapshot!(
+        "import_summary",
+        stdout(&out),
+        "tierdb import of 4 Influx lines: a comment, a line with a string field, a good line, a broken line"
+    );
+}
+
+#[test]
+fn query_prints_a_table_csv_and_the_http_json() {
+    let (dir, hour) = data_dir();
+    let from = (hour - 7200).to_string();
+    let to = (hour - 7200 + 300).to_string();
+    let base = ["query", "web.requests{host=a}", "--tier", "1m", "--from", &from, "--to", &to, "--data-dir"];
+    let d = data(dir.path());
+    for (format, display) in [("table", "total"), ("csv", "per_sec"), ("json", "count")] {
+        let mut args = base.to_vec();
+        args.extend([d.as_str(), "--format", format, "--display", display]);
+        let out = tierdb(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        snapshot!(
+            format!("query_{format}"),
+            stdout(&out),
+            format!("web.requests{{host=a}} 10 every 10 s; 1m tier, 5 minutes, display {display}, --format {format}")
+        );
+    }
+    // The JSON is exactly the HTTP API's shape.
+    let mut args = base.to_vec();
+    args.extend([d.as_str(), "--format", "json"]);
+    let json: serde_json::Value = serde_json::from_slice(&tierdb(&args).stdout).unwrap();
+    let keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys, ["display", "points", "series", "tier"], "the HTTP API's keys, no more");
+    // Relative ranges and the auto tier.
+    let out = tierdb(&["query", "web.requests{host=a}", "--range", "1d", "--display", "total", "--data-dir", &d]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("tier 1m"), "{}", stdout(&out));
+}
+
+#[test]
+fn series_and_info() {
+    let (dir, _) = data_dir();
+    let d = data(dir.path());
+    let out = tierdb(&["series", "--data-dir", &d]);
+    assert_eq!(stdout(&out), "web.requests{host=a}\nload\n");
+    let out = tierdb(&["series", "web.*", "--tag", "host=a", "--data-dir", &d]);
+    assert_eq!(stdout(&out), "web.requests{host=a}\n");
+    let out = tierdb(&["series", "nothing.*", "--data-dir", &d]);
+    assert_eq!(stdout(&out), "");
+    let out = tierdb(&["info", "--data-dir", &d]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    snapshot!("info", stdout(&out), "tierdb info on a directory with two series under the default tiers");
+    let out = tierdb(&["info", "--json", "--data-dir", &d]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["series"], 2);
+}
+
+#[test]
+fn user_errors_exit_non_zero_with_one_line() {
+    let (dir, _) = data_dir();
+    let d = data(dir.path());
+    let bad_tiers = dir.path().join("bad.toml");
+    std::fs::write(&bad_tiers, "[[tier]]\nname = \"1m\"\nresolution = \"7m\"\nperiod = \"1d\"\nretention = \"2d\"\n").unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["query", "nope", "--data-dir", &d], "unknown series"),
+        (vec!["query", "load", "--from", "yesterday", "--data-dir", &d], "--from"),
+        (vec!["query", "load", "--display", "median", "--data-dir", &d], "display"),
+        (vec!["query", "load", "--tier", "2m", "--data-dir", &d], "unknown tier"),
+        (vec!["query", "load", "--data-dir", "/nonexistent/tierdb"], "/nonexistent/tierdb"),
+        (vec!["tiers", "--tiers", bad_tiers.to_str().unwrap()], "bad.toml:3"),
+        (vec!["import", "/nonexistent/file.txt", "--data-dir", &d], "/nonexistent/file.txt"),
+    ];
+    for (args, expected) in cases {
+        let out = tierdb(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.starts_with("tierdb: ") && err.lines().count() == 1, "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    // A usage error is clap's: exit 2.
+    assert_eq!(tierdb(&["query"]).status.code(), Some(2));
+    assert_eq!(tierdb(&["frobnicate"]).status.code(), Some(2));
+}
+
+#[test]
+fn every_subcommand_has_help_with_examples() {
+    let top = tierdb(&["--help"]);
+    snapshot!("help", stdout(&top), "tierdb --help");
+    for sub in ["serve", "demo", "import", "query", "series", "info", "tiers", "lookup"] {
+        let out = tierdb(&[sub, "--help"]);
+        assert!(out.status.success());
+        let text = stdout(&out);
+        assert!(text.contains("Examples:"), "{sub}: {text}");
+        snapshot!(format!("help_{sub}"), text, format!("tierdb {sub} --help"));
+    }
+}
+
+#[test]
+fn lookup_and_tiers() {
+    let out = tierdb(&["lookup", "2024-02-29T23:59:59Z"]);
+    snapshot!("lookup", stdout(&out), "tierdb lookup 2024-02-29T23:59:59Z (a leap day's last second) with the default tiers");
+    let out = tierdb(&["tiers"]);
+    assert!(stdout(&out).contains("1825d"));
+    let _ = DAY;
+}
