@@ -65,7 +65,10 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
             header::REFERRER_POLICY,
             HeaderValue::from_static("no-referrer"),
         ),
-        (header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP)),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CSP),
+        ),
     ];
     (headers, body).into_response()
 }
@@ -155,7 +158,10 @@ mod tests {
 
         let page = get(addr, "/?token=s3cret", None).await;
         assert_eq!(page.status, 200, "{}", page.body);
-        assert_eq!(page.header("content-type"), Some("text/html; charset=utf-8"));
+        assert_eq!(
+            page.header("content-type"),
+            Some("text/html; charset=utf-8")
+        );
         assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
         assert!(page
             .header("content-security-policy")

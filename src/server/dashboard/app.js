@@ -65,6 +65,8 @@
     seriesGlob: null,
     seriesLoadedAt: 0,
     seriesError: null,
+    seriesTotal: null, // tierdb_series at the last /metrics read
+    seriesTotalListed: undefined, // ... when the list was last read
     selected: [], // canonical names, in selection order
     userTouched: false, // once the user picks series, empty stays empty
     charts: new Map(), // name -> {svg, data, error, request}
@@ -81,9 +83,14 @@
       this.status = status;
       this.path = path;
     }
+    where() {
+      return '/' + this.path.split('?')[0];
+    }
+    what() {
+      return this.status ? `${this.status} ${this.message}` : this.message;
+    }
     describe() {
-      const where = 'GET /' + this.path.split('?')[0];
-      return this.status ? `${where}: ${this.status} ${this.message}` : `${where}: ${this.message}`;
+      return `GET ${this.where()}: ${this.what()}`;
     }
   }
 
@@ -118,8 +125,15 @@
     }
   }
 
+  // One line per distinct failure, naming every path that failed that way.
   function showErrors(errors) {
-    const lines = [...new Set(errors.map((e) => (e instanceof ApiError ? e.describe() : String(e))))];
+    const byWhat = new Map();
+    for (const e of errors) {
+      const what = e instanceof ApiError ? e.what() : String(e);
+      if (!byWhat.has(what)) byWhat.set(what, []);
+      if (e instanceof ApiError && !byWhat.get(what).includes(e.where())) byWhat.get(what).push(e.where());
+    }
+    const lines = [...byWhat].map(([what, paths]) => (paths.length ? `GET ${paths.join(', ')}: ${what}` : what));
     el.error.textContent = '';
     for (const line of lines) {
       const p = document.createElement('p');
@@ -203,25 +217,30 @@
     return r.toFixed(r < 10 ? 2 : 1);
   }
 
-  const SI = [[1e12, 'T'], [1e9, 'G'], [1e6, 'M'], [1e3, 'k']];
+  // [scale, suffix, smallest top value that uses it]: plain numbers up to 9999.
+  const SI = [[1e12, 'T', 1e12], [1e9, 'G', 1e9], [1e6, 'M', 1e6], [1e3, 'k', 1e4]];
 
   // Tick labels share one scale and the decimals their step needs.
   function tickFormatter(lo, hi, step) {
     const top = Math.max(Math.abs(lo), Math.abs(hi));
     let scale = 1;
     let suffix = '';
-    for (const [s, name] of SI) {
-      if (top >= s * 10) {
+    for (const [s, name, from] of SI) {
+      if (top >= from) {
         scale = s;
         suffix = name;
         break;
       }
     }
-    const decimals = Math.max(0, Math.min(10, Math.ceil(-Math.log10(step / scale) - 1e-9)));
+    // The fewest decimals that write every multiple of the step exactly (2.5 needs one).
+    let decimals = 0;
+    const unit = step / scale;
+    while (decimals < 10 && Math.abs(unit * 10 ** decimals - Math.round(unit * 10 ** decimals)) > 1e-6 * 10 ** decimals) {
+      decimals += 1;
+    }
     return (v) => {
       const x = v / scale;
-      const text = Math.abs(x) < step / scale / 2 ? '0' : x.toFixed(decimals);
-      return text + suffix;
+      return Math.abs(x) < step / scale / 2 ? '0' : x.toFixed(decimals) + suffix;
     };
   }
 
@@ -260,11 +279,12 @@
       out = [[spanText(secs), secs]];
     }
     const anyUnderADay = out.some(([, secs]) => secs < DAY);
-    return out.map(([label, secs]) => ({
-      label: secs === DAY && !anyUnderADay ? '1d' : label,
-      secs,
-      value: spanText(secs),
-    }));
+    return out.map(([text, secs]) => {
+      const label = secs === DAY && !anyUnderADay ? '1d' : text;
+      // The value is what the server parses: the label itself when it is a span ("24h",
+      // "1w"), else whole days ("1mo" is "30d").
+      return { label, secs, value: /^\d+[smhdw]$/.test(label) ? label : spanText(secs) };
+    });
   }
 
   function fillSelect(select, options, wanted) {
@@ -366,6 +386,7 @@
       setStat(el.rate, 'measuring…', undefined, `${fmtCount(accepted)} samples accepted so far`);
     }
     const series = sum('tierdb_series');
+    state.seriesTotal = series;
     setStat(el.seriesCount, fmtCount(series), series);
     const rejected = samples.filter((s) => s.name === 'tierdb_samples_rejected_total');
     const total = rejected.reduce((a, s) => a + s.value, 0);
@@ -416,7 +437,9 @@
 
   async function loadSeries() {
     const { glob } = parseSearch(el.search.value);
+    const total = state.seriesTotal;
     const body = await api('api/v1/series?match=' + encodeURIComponent(glob));
+    state.seriesTotalListed = total;
     state.series = (body.series || []).slice().sort();
     state.seriesGlob = glob;
     state.seriesLoadedAt = Date.now();
@@ -503,9 +526,16 @@
     return node;
   }
 
+  // A colour for a new chart: the first one no other chart uses, starting from the name's
+  // hash (so a series tends to keep its colour across reloads).
   function colorIndex(name) {
     let h = 0;
     for (let i = 0; i < name.length; i++) h = (h * 31 + name.charCodeAt(i)) >>> 0;
+    const used = new Set([...state.charts.values()].map((c) => c.color));
+    for (let k = 0; k < PALETTE; k++) {
+      const c = (h + k) % PALETTE;
+      if (!used.has(c)) return c;
+    }
     return h % PALETTE;
   }
 
@@ -520,10 +550,11 @@
     for (const name of state.selected) {
       let chart = state.charts.get(name);
       if (!chart) {
-        const svg = svgEl('svg', { class: 'chart c' + colorIndex(name), role: 'img' });
+        const color = colorIndex(name);
+        const svg = svgEl('svg', { class: 'chart c' + color, role: 'img' });
         svg.dataset.series = name;
         svg.dataset.points = '0';
-        chart = { name, svg, data: null, error: null, loading: true };
+        chart = { name, svg, color, data: null, error: null, loading: true };
         state.charts.set(name, chart);
         attachHover(chart);
       }
@@ -660,8 +691,7 @@
   function drawChart(chart) {
     const svg = chart.svg;
     const { W, H } = chartSize(svg);
-    svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
-    svg.setAttribute('height', H);
+    svg.setAttribute('viewBox', `0 0 ${W} ${H}`); // CSS: width 100%, height from the ratio
     svg.textContent = '';
     const data = chart.data;
     const req = chart.request || {};
@@ -688,6 +718,7 @@
         msg.textContent = 'loading…';
       }
       chart.layout = null;
+      if (chart.hideHover) chart.hideHover();
       return;
     }
 
@@ -704,7 +735,10 @@
     svg.dataset.window = `${from}..${to}`;
     svg.dataset.display = data.display;
     const displayName = data.display === 'per_sec' ? 'avg/sec' : data.display;
-    sub.textContent = truncate(`${data.tier} · ${displayName} · ${fmtWindow(from, to, step)} · ${drawn} of ${points.length} buckets`, Math.floor((W - 24) / 6.3));
+    const subChars = Math.floor((W - 24) / 6.3);
+    const head = `${data.tier} · ${displayName} · ${fmtWindow(from, to, step)} · `;
+    const long = `${head}${drawn} of ${points.length} buckets`;
+    sub.textContent = truncate(long.length <= subChars ? long : `${head}${drawn}/${points.length}`, subChars);
 
     // Scales.
     let lo = Infinity;
@@ -741,13 +775,17 @@
       svgEl('line', { x1: x0, x2: x1, y1: py, y2: py, class: v === 0 ? 'zero' : '' }, grid);
       svgEl('text', { class: 'tick y', x: x0 - 6, y: Number(py) + 4 }, grid).textContent = labels[i];
     });
-    const ticks = timeTicks(from, to, Math.max(2, Math.floor((x1 - x0) / 78)));
+    const ticks = timeTicks(from, to, Math.max(2, Math.floor((x1 - x0) / 64)));
     for (const tick of ticks) {
       const px = sx(tick.t);
       if (px < x0 - 0.5 || px > x1 + 0.5) continue;
       svgEl('line', { x1: px.toFixed(1), x2: px.toFixed(1), y1: y0, y2: y1, class: 'v' }, grid);
       svgEl('line', { x1: px.toFixed(1), x2: px.toFixed(1), y1: y1, y2: y1 + 4, class: 'tick-mark' }, grid);
-      const text = svgEl('text', { class: 'tick x' + (tick.strong ? ' strong' : ''), x: px.toFixed(1), y: y1 + 17 }, grid);
+      // Labels near an edge are anchored inside the chart rather than cut.
+      const halfWidth = tick.label.length * 3.4;
+      const anchor = px + halfWidth > W - 2 ? ' end' : px - halfWidth < 2 ? ' start' : '';
+      const at = anchor === ' end' ? W - 2 : anchor === ' start' ? 2 : px;
+      const text = svgEl('text', { class: 'tick x' + anchor + (tick.strong ? ' strong' : ''), x: at.toFixed(1), y: y1 + 17 }, grid);
       text.textContent = tick.label;
     }
     svgEl('line', { class: 'axis', x1: x0, x2: x1, y1: y1, y2: y1 }, svg);
@@ -788,17 +826,20 @@
     chart.hover = hover;
     chart.hit = svgEl('rect', { class: 'hit', x: x0, y: y0, width: Math.max(0, x1 - x0), height: Math.max(0, y1 - y0) }, svg);
     chart.layout = { W, from, to, step, x0, x1, sx, sy, points, unit: DISPLAY_UNIT[data.display] || '' };
+    if (chart.replayHover) chart.replayHover();
   }
 
   function attachHover(chart) {
     const svg = chart.svg;
     const hide = () => {
       if (chart.hover) chart.hover.setAttribute('visibility', 'hidden');
-      el.tooltip.hidden = true;
+      if (chart.pointer) el.tooltip.hidden = true;
+      chart.pointer = null;
     };
     const move = (ev) => {
       const L = chart.layout;
       if (!L || !L.points.length) return hide();
+      chart.pointer = { clientX: ev.clientX, clientY: ev.clientY };
       const rect = svg.getBoundingClientRect();
       const px = ((ev.clientX - rect.left) / rect.width) * L.W;
       if (px < L.x0 - 4 || px > L.x1 + 4) return hide();
@@ -837,8 +878,24 @@
     };
     svg.addEventListener('pointermove', move);
     svg.addEventListener('pointerdown', move);
-    svg.addEventListener('pointerleave', hide);
+    // A mouse leaving hides the readout; a finger lifting leaves it until the next touch.
+    svg.addEventListener('pointerleave', (ev) => {
+      if (ev.pointerType !== 'touch') hide();
+    });
+    chart.hideHover = hide;
+    // After a redraw (every refresh), the readout follows the new data under the pointer.
+    chart.replayHover = () => {
+      if (chart.pointer) move(chart.pointer);
+    };
   }
+
+  function hideAllHovers() {
+    for (const chart of state.charts.values()) if (chart.hideHover) chart.hideHover();
+  }
+  document.addEventListener('pointerdown', (ev) => {
+    if (!ev.target.closest || !ev.target.closest('svg.chart')) hideAllHovers();
+  });
+  window.addEventListener('scroll', hideAllHovers, { passive: true });
 
   function redrawAll() {
     for (const chart of state.charts.values()) drawChart(chart);
@@ -879,18 +936,51 @@
         again = null;
         run(next);
       } else {
-        timer = setTimeout(() => run({}), REFRESH_MS);
+        timer = setTimeout(tick, REFRESH_MS);
       }
     }
   }
 
+  // The 5 s cycle pauses while the page is hidden and catches up when it is shown again.
+  function tick() {
+    if (document.hidden) timer = setTimeout(tick, REFRESH_MS);
+    else run({});
+  }
+  document.addEventListener('visibilitychange', () => {
+    if (!document.hidden && !running) {
+      clearTimeout(timer);
+      run({});
+    }
+  });
+
   async function refresh(gen, opts) {
     const errors = [];
     const keep = (p) => p.catch((e) => { errors.push(e); });
-    if (!opts.chartsOnly || state.tiers.length === 0) {
-      const tasks = [keep(loadTiers()), keep(loadMetrics())];
+    // A control change redraws the charts only; the 5 s cycle reads everything.
+    const full = !opts.chartsOnly || state.tiers.length === 0;
+    if (full) {
+      // A failed read greys its figures out (and replaces the never-loaded "…").
+      const figures = (nodes, ok) => {
+        for (const node of nodes) {
+          node.classList.toggle('stale', !ok);
+          if (!ok && node.textContent === '…') node.textContent = '—';
+        }
+      };
+      const tasks = [
+        keep(loadTiers().then(
+          () => figures([el.diskTotal], true),
+          (e) => { figures([el.diskTotal], false); throw e; },
+        )),
+        keep(loadMetrics().then(
+          () => figures([el.rate, el.seriesCount, el.rejected], true),
+          (e) => { figures([el.rate, el.seriesCount, el.rejected], false); throw e; },
+        )),
+      ];
       const { glob } = parseSearch(el.search.value);
-      if (opts.series || glob !== state.seriesGlob || Date.now() - state.seriesLoadedAt > SERIES_REFRESH_MS) {
+      // The list is read again when asked, when the glob changed, when the server's series
+      // count moved since the last read, and every 30 s.
+      if (opts.series || glob !== state.seriesGlob || state.seriesTotal !== state.seriesTotalListed ||
+          Date.now() - state.seriesLoadedAt > SERIES_REFRESH_MS) {
         tasks.push(loadSeries().then(
           () => { state.seriesError = null; },
           (e) => { state.seriesError = e; errors.push(e); },
@@ -911,12 +1001,11 @@
       const q = { tier: el.resolution.value, range: el.range.value, display: el.display.value };
       await Promise.all([...state.charts.values()].map((chart) => loadChart(chart, q, gen)));
     }
-    if (gen !== state.gen) return;
+    if (gen !== state.gen || !full) return;
+    // The banner and the clock follow the full reads (chart errors show on their charts).
     showErrors(errors);
-    if (!opts.chartsOnly || errors.length === 0) {
-      el.updated.textContent = errors.length ? 'update failed' : 'updated ' + new Date().toLocaleTimeString('en-GB');
-      el.updated.classList.toggle('stale', errors.length > 0);
-    }
+    el.updated.textContent = errors.length ? 'update failed' : 'updated ' + new Date().toLocaleTimeString('en-GB');
+    el.updated.classList.toggle('stale', errors.length > 0);
   }
 
   // ---------------------------------------------------------------- wiring
@@ -972,17 +1061,14 @@
     refreshSoon({ chartsOnly: true });
   });
 
-  let resizeFrame = 0;
+  // Charts are drawn to their pixel width: redraw when the column's width changes.
   let lastWidth = 0;
   const onResize = () => {
-    cancelAnimationFrame(resizeFrame);
-    resizeFrame = requestAnimationFrame(() => {
-      const width = el.charts.clientWidth;
-      if (width !== lastWidth) {
-        lastWidth = width;
-        redrawAll();
-      }
-    });
+    const width = el.charts.clientWidth;
+    if (width !== lastWidth) {
+      lastWidth = width;
+      redrawAll();
+    }
   };
   if (window.ResizeObserver) new ResizeObserver(onResize).observe(el.charts);
   else window.addEventListener('resize', onResize);
