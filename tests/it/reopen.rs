@@ -522,8 +522,8 @@ fn a_read_only_engine_reads_beside_a_writer() {
     ));
     assert!(matches!(reader.series("new.series"), Err(tierdb::Error::ReadOnly(_))));
     reader.close().unwrap();
-    writer.close().unwrap();
     assert_eq!(listing(dir.path()), before, "the reader changed nothing");
+    writer.close().unwrap();
     let missing = tierdb::Engine::builder(dir.path().join("nope")).read_only().open();
     assert!(missing.err().unwrap().to_string().contains("nope"));
 }

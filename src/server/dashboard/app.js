@@ -314,8 +314,9 @@
     const options = rangesFor(tier);
     const prevSecs = Number((el.range.selectedOptions[0] || {}).dataset?.seconds || 0);
     fillSelect(el.range, options, wanted);
-    if (!wanted && prevSecs && !options.some((o) => o.secs === prevSecs)) {
-      // Keep the closest range (in ratio) to the one shown before.
+    if (!wanted && prevSecs) {
+      // Keep the range shown before, matched by its length (one tier labels a day "24h",
+      // another "1d"), or else the closest one in ratio.
       let best = options[0];
       for (const o of options) {
         if (Math.abs(Math.log(o.secs / prevSecs)) < Math.abs(Math.log(best.secs / prevSecs))) best = o;
