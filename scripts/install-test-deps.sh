@@ -1,26 +1,55 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs beyond the Rust toolchain: a real collectd for the
-# end-to-end test in tests/it/collectd.rs (collectd -> write_graphite -> `tierdb serve`).
+# Installs what the test suite needs beyond the Rust toolchain:
+# - a real collectd for the end-to-end test in tests/it/collectd.rs
+#   (collectd -> write_graphite -> `tierdb serve`);
+# - a headless Chromium and its WebDriver for the dashboard test in tests/it/dashboard.rs
+#   (chromedriver -> chromium -> the page `tierdb demo` serves).
 #
 # Debian's `collectd-core` alone is enough: it ships /usr/sbin/collectd and the cpu, memory,
 # load and write_graphite plugins, which link only against libc. The `collectd` package would
 # add librrd and, through Recommends, the libraries of every other plugin.
 #
-# Idempotent: does nothing when collectd is already installed. Leaves no collectd service
-# running: the package's init script and systemd unit only start with
+# Debian's `chromium` and `chromium-driver` ship /usr/bin/chromium and /usr/bin/chromedriver
+# (same version, so they always match). Installed without Recommends (no chromium-sandbox:
+# the test passes --no-sandbox; no upower, udev, mesa or notification daemon: headless needs
+# none), plus `fonts-liberation` (Arial/Helvetica/Times metrics) and `fonts-dejavu-core`, so
+# the screenshot the test takes shows readable text rather than missing glyphs.
+#
+# Idempotent: installs only what is missing and says so otherwise. Leaves no service
+# running: collectd's init script and systemd unit only start with
 # /etc/collectd/collectd.conf present (collectd-core does not ship one), and a temporary
 # policy-rc.d forbids service starts during the install anyway.
 #
 # Usage: bash scripts/install-test-deps.sh   (as root, or with sudo available)
 set -euo pipefail
 
-if command -v collectd >/dev/null 2>&1 || [ -x /usr/sbin/collectd ]; then
+CHROMIUM=/usr/bin/chromium
+CHROMEDRIVER=/usr/bin/chromedriver
+
+have_collectd() { command -v collectd >/dev/null 2>&1 || [ -x /usr/sbin/collectd ]; }
+have_fonts() { # both font packages installed (not checked where there is no dpkg)
+    command -v dpkg-query >/dev/null 2>&1 || return 0
+    [ "$(dpkg-query -W -f='${Status}\n' fonts-liberation fonts-dejavu-core 2>/dev/null | grep -c 'install ok installed')" = 2 ]
+}
+have_chromium() { [ -x "$CHROMIUM" ] && [ -x "$CHROMEDRIVER" ] && have_fonts; }
+
+PACKAGES=()
+if have_collectd; then
     echo "install-test-deps: collectd already installed ($(command -v collectd || echo /usr/sbin/collectd))"
+else
+    PACKAGES+=(collectd-core)
+fi
+if have_chromium; then
+    echo "install-test-deps: chromium and chromedriver already installed ($CHROMIUM, $CHROMEDRIVER)"
+else
+    PACKAGES+=(chromium chromium-driver fonts-liberation fonts-dejavu-core)
+fi
+if [ "${#PACKAGES[@]}" -eq 0 ]; then
     exit 0
 fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-test-deps: no apt-get here; install collectd (with its cpu, memory, load and write_graphite plugins) by hand" >&2
+    echo "install-test-deps: no apt-get here; install by hand: collectd (with its cpu, memory, load and write_graphite plugins), chromium and a matching chromedriver" >&2
     exit 1
 fi
 
@@ -29,7 +58,7 @@ if [ "$(id -u)" -ne 0 ]; then
     if command -v sudo >/dev/null 2>&1; then
         SUDO=(sudo)
     else
-        echo "install-test-deps: must run as root (or with sudo) to apt-get install collectd-core" >&2
+        echo "install-test-deps: must run as root (or with sudo) to apt-get install ${PACKAGES[*]}" >&2
         exit 1
     fi
 fi
@@ -59,14 +88,17 @@ quiet() { # runs "$@" with its output in $LOG, shown only on failure
         exit 1
     fi
 }
-# Fetch package lists only when the candidate is unknown (fresh machines have none).
-policy="$(apt-cache policy collectd-core 2>/dev/null || true)"
-if ! grep -q 'Candidate: [0-9]' <<<"$policy"; then
-    echo "install-test-deps: apt-get update"
-    quiet as_root apt-get update -qq
-fi
+# Fetch package lists only when a candidate is unknown (fresh machines have none).
+for pkg in "${PACKAGES[@]}"; do
+    policy="$(apt-cache policy "$pkg" 2>/dev/null || true)"
+    if ! grep -q 'Candidate: [0-9]' <<<"$policy"; then
+        echo "install-test-deps: apt-get update"
+        quiet as_root apt-get update -qq
+        break
+    fi
+done
 
-# Forbid service starts while the package installs (invoke-rc.d and deb-systemd-invoke both
+# Forbid service starts while the packages install (invoke-rc.d and deb-systemd-invoke both
 # honour policy-rc.d; exit 101 = action forbidden). Any existing policy-rc.d is put back.
 if [ -e "$POLICY" ]; then
     BACKUP="$(as_root mktemp /usr/sbin/policy-rc.d.install-test-deps.XXXXXX)"
@@ -76,23 +108,42 @@ POLICY_SET=1
 printf '#!/bin/sh\nexit 101\n' | as_root tee "$POLICY" >/dev/null
 as_root chmod 755 "$POLICY"
 
-echo "install-test-deps: apt-get install collectd-core"
-quiet as_root apt-get install -y -qq --no-install-recommends -o Dpkg::Use-Pty=0 collectd-core
-
-# Belt and braces: the system service must not run (nor start at boot) on a test machine.
-if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
-    as_root systemctl disable --now collectd.service >/dev/null 2>&1 || true
+echo "install-test-deps: apt-get install ${PACKAGES[*]}"
+INSTALL=(as_root apt-get install -y -qq --no-install-recommends -o Dpkg::Use-Pty=0 "${PACKAGES[@]}")
+# One retry: on Docker images whose apt config deletes downloaded .debs after each dpkg run
+# (docker-clean), a large install can lose archives mid-way; the second run fetches them again
+# and configures what the first one unpacked.
+if ! "${INSTALL[@]}" >>"$LOG" 2>&1; then
+    echo "install-test-deps: apt-get install failed once; retrying"
+    quiet "${INSTALL[@]}"
 fi
-for pidfile in /run/collectd.pid /var/run/collectd.pid; do
-    if [ -s "$pidfile" ]; then
-        as_root kill "$(cat "$pidfile")" 2>/dev/null || true
-    fi
-done
 
-for plugin in cpu memory load write_graphite; do
-    if [ ! -e "/usr/lib/collectd/$plugin.so" ]; then
-        echo "install-test-deps: collectd plugin $plugin missing after install" >&2
-        exit 1
+if [[ " ${PACKAGES[*]} " == *" collectd-core "* ]]; then
+    # Belt and braces: the system service must not run (nor start at boot) on a test machine.
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        as_root systemctl disable --now collectd.service >/dev/null 2>&1 || true
     fi
-done
-echo "install-test-deps: $(/usr/sbin/collectd -h 2>/dev/null | grep -m1 -i '^collectd' || echo 'collectd installed')"
+    for pidfile in /run/collectd.pid /var/run/collectd.pid; do
+        if [ -s "$pidfile" ]; then
+            as_root kill "$(cat "$pidfile")" 2>/dev/null || true
+        fi
+    done
+
+    for plugin in cpu memory load write_graphite; do
+        if [ ! -e "/usr/lib/collectd/$plugin.so" ]; then
+            echo "install-test-deps: collectd plugin $plugin missing after install" >&2
+            exit 1
+        fi
+    done
+    echo "install-test-deps: $(/usr/sbin/collectd -h 2>/dev/null | grep -m1 -i '^collectd' || echo 'collectd installed')"
+fi
+
+if [[ " ${PACKAGES[*]} " == *" chromium "* ]]; then
+    for bin in "$CHROMIUM" "$CHROMEDRIVER"; do
+        if [ ! -x "$bin" ]; then
+            echo "install-test-deps: $bin missing after install" >&2
+            exit 1
+        fi
+    done
+    echo "install-test-deps: $("$CHROMIUM" --version 2>/dev/null || echo 'chromium installed'); $("$CHROMEDRIVER" --version 2>/dev/null | cut -d' ' -f1-2 || echo 'chromedriver installed')"
+fi

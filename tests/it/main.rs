@@ -4,6 +4,7 @@ mod cli;
 mod collectd;
 mod common;
 mod corruption;
+mod dashboard;
 mod engine_basics;
 mod model;
 mod reopen;
