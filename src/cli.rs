@@ -168,6 +168,33 @@ pub enum Command {
         #[command(flatten)]
         location: Location,
     },
+    /// Draws one or more series on one chart, as PNG or SVG (by the --out extension).
+    #[command(after_help = "Examples:\n  tierdb plot 'cpu.user{host=web-1}' --range 1d --out cpu.png\n  tierdb plot 'cpu.user{host=web-1}' 'cpu.user{host=db-1}' --range 7d --tier 1h --display max --out cpu.svg")]
+    Plot {
+        /// The series: `name` or `name{k=v,...}`; several for several lines.
+        #[arg(required = true)]
+        series: Vec<String>,
+        /// A tier name or auto.
+        #[arg(long, default_value = "auto")]
+        tier: String,
+        /// How far back from --to (or now): 1h, 6h, 7d, ...
+        #[arg(long, conflicts_with = "from")]
+        range: Option<Span>,
+        /// Start: unix seconds, RFC 3339, now, or -6h style.
+        #[arg(long)]
+        from: Option<String>,
+        /// End (exclusive), same forms; default now.
+        #[arg(long)]
+        to: Option<String>,
+        /// avg, per_sec, total, max, min or count.
+        #[arg(long, default_value = "avg")]
+        display: String,
+        /// The image to write: a .png or .svg path.
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        location: Location,
+    },
     /// Shows the tiers, the window each holds, files and bytes on disk, and series count.
     #[command(after_help = "Examples:\n  tierdb info\n  tierdb info --data-dir /var/lib/tierdb --json")]
     Info {
@@ -242,19 +269,7 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             location,
         } => {
             let engine = open_reader(&location)?;
-            let now = engine.now();
-            let to = match to {
-                Some(text) => parse_time(&text, now).map_err(|e| format!("--to: {e}"))?,
-                None => now,
-            };
-            let from = match (from, range) {
-                (Some(text), _) => parse_time(&text, now).map_err(|e| format!("--from: {e}"))?,
-                (None, Some(range)) => to.saturating_sub(range.secs() as i64),
-                (None, None) => to.saturating_sub(3600),
-            };
-            let mut query = Query::new(series, from, to);
-            query.tier = tier.parse::<TierChoice>().unwrap_or(TierChoice::Auto);
-            query.display = display.parse::<Display>()?;
+            let mut query = build_query(&engine, series, &tier, range, from, to, &display)?;
             query.step = step;
             let result = engine.query(&query)?;
             let text = match format {
@@ -263,6 +278,28 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 OutputFormat::Json => output::json(&result) + "\n",
             };
             print(&text)?;
+        }
+        Command::Plot {
+            series,
+            tier,
+            range,
+            from,
+            to,
+            display,
+            out,
+            location,
+        } => {
+            let engine = open_reader(&location)?;
+            let results = series
+                .into_iter()
+                .map(|name| {
+                    let query = build_query(&engine, name, &tier, range, from.clone(), to.clone(), &display)?;
+                    Ok(engine.query(&query)?)
+                })
+                .collect::<Result<Vec<_>, Box<dyn std::error::Error>>>()?;
+            let title = format!("{} ({}, {})", results[0].display.as_str(), results[0].tier, location.data_dir.display());
+            crate::plot::render(&results, &out, &title)?;
+            print(&format!("wrote {}\n", out.display()))?;
         }
         Command::Series {
             pattern,
@@ -331,6 +368,33 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     Ok(())
+}
+
+/// A query from the command line's words: the range from --from/--to or --range (default
+/// the last hour), the tier and display by name.
+fn build_query(
+    engine: &Engine,
+    series: String,
+    tier: &str,
+    range: Option<Span>,
+    from: Option<String>,
+    to: Option<String>,
+    display: &str,
+) -> Result<Query, Box<dyn std::error::Error>> {
+    let now = engine.now();
+    let to = match to {
+        Some(text) => parse_time(&text, now).map_err(|e| format!("--to: {e}"))?,
+        None => now,
+    };
+    let from = match (from, range) {
+        (Some(text), _) => parse_time(&text, now).map_err(|e| format!("--from: {e}"))?,
+        (None, Some(range)) => to.saturating_sub(range.secs() as i64),
+        (None, None) => to.saturating_sub(3600),
+    };
+    let mut query = Query::new(series, from, to);
+    query.tier = tier.parse::<TierChoice>().unwrap_or(TierChoice::Auto);
+    query.display = display.parse::<Display>()?;
+    Ok(query)
 }
 
 /// The tiers from `path`, else `./tiers.toml` when present, else the built-in default.

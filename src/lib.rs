@@ -39,6 +39,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod ingest;
+pub mod plot;
 pub mod query;
 pub mod registry;
 pub mod sample;

@@ -168,7 +168,7 @@ fn user_errors_exit_non_zero_with_one_line() {
 fn every_subcommand_has_help_with_examples() {
     let top = tierdb(&["--help"]);
     snapshot!("help", stdout(&top), "tierdb --help");
-    for sub in ["serve", "demo", "import", "query", "series", "info", "tiers", "lookup"] {
+    for sub in ["serve", "demo", "import", "query", "series", "info", "plot", "tiers", "lookup"] {
         let out = tierdb(&[sub, "--help"]);
         assert!(out.status.success());
         let text = stdout(&out);
@@ -184,4 +184,38 @@ fn lookup_and_tiers() {
     let out = tierdb(&["tiers"]);
     assert!(stdout(&out).contains("1825d"));
     let _ = DAY;
+}
+
+#[test]
+fn plot_writes_png_and_svg() {
+    let (dir, _) = data_dir();
+    let d = data(dir.path());
+    for ext in ["png", "svg"] {
+        let out_path = dir.path().join(format!("chart.{ext}"));
+        let out = tierdb(&[
+            "plot",
+            "web.requests{host=a}",
+            "load",
+            "--range",
+            "1d",
+            "--display",
+            "max",
+            "--out",
+            out_path.to_str().unwrap(),
+            "--data-dir",
+            &d,
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let bytes = std::fs::read(&out_path).unwrap();
+        match ext {
+            "png" => assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n"),
+            _ => {
+                let text = String::from_utf8(bytes).unwrap();
+                assert!(text.contains("<svg") && text.contains("web.requests{host=a}"));
+            }
+        }
+    }
+    let out = tierdb(&["plot", "load", "--out", "chart.gif", "--data-dir", &d]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("gif"), "{}", stderr(&out));
 }
