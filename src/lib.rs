@@ -29,7 +29,9 @@
 //!
 //! Modules: [`config`] (tiers.toml), [`time`] (durations and the lookup), [`registry`]
 //! (series keys and ids), [`storage`] (period files, the mapping), [`engine`] (the write
-//! path), [`query`] (reads), [`clock`], [`sample`].
+//! path and the rolling window), [`query`] (reads), [`clock`], [`sample`]; around the
+//! engine: [`ingest`] (Graphite and Influx line parsers), [`server`] (`tierdb serve`),
+//! [`cli`] (the command line), [`plot`] (charts).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
