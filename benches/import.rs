@@ -27,11 +27,19 @@ fn main() {
     let start = now - now % 3600 - INSTANTS * CADENCE;
     let file = dir.path().join("input.txt");
     {
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&file).unwrap());
+        let mut out =
+            std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&file).unwrap());
         for step in 0..INSTANTS {
             let ts = start + step * CADENCE;
             for s in 0..SERIES {
-                writeln!(out, "servers.host{:03}.cpu.metric{:02} {}.25 {ts}", s / 10, s % 10, (step + s as i64) % 100).unwrap();
+                writeln!(
+                    out,
+                    "servers.host{:03}.cpu.metric{:02} {}.25 {ts}",
+                    s / 10,
+                    s % 10,
+                    (step + s as i64) % 100
+                )
+                .unwrap();
             }
         }
     }

@@ -56,11 +56,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let from = now - now % 60 - 5 * 60;
     for (series, unit) in [
         (format!("system.load1{{host={host}}}"), ""),
-        (format!("system.mem_available_bytes{{host={host}}}"), " bytes"),
+        (
+            format!("system.mem_available_bytes{{host={host}}}"),
+            " bytes",
+        ),
     ] {
         println!("{series}, last minutes at 1m (avg / min / max, samples):");
         let read = |display| {
-            engine.query(&Query::new(series.clone(), from, now + 1).tier("1m").display(display))
+            engine.query(
+                &Query::new(series.clone(), from, now + 1)
+                    .tier("1m")
+                    .display(display),
+            )
         };
         let (avg, min, max, count) = (
             read(Display::Avg)?,

@@ -84,7 +84,9 @@ pub enum Command {
     ///
     /// Prints each address it listens on, then `tierdb: ready`. SIGTERM or Ctrl-C stops it
     /// gracefully: no new connections, what was received is written, files are flushed.
-    #[command(after_help = "Examples:\n  tierdb serve\n  tierdb serve --data-dir /var/lib/tierdb --http 0.0.0.0:8080 --graphite 0.0.0.0:2003\n  TIERDB_TOKEN=secret tierdb serve --http 127.0.0.1:0 --graphite 127.0.0.1:0")]
+    #[command(
+        after_help = "Examples:\n  tierdb serve\n  tierdb serve --data-dir /var/lib/tierdb --http 0.0.0.0:8080 --graphite 0.0.0.0:2003\n  TIERDB_TOKEN=secret tierdb serve --http 127.0.0.1:0 --graphite 127.0.0.1:0"
+    )]
     Serve {
         #[command(flatten)]
         location: Location,
@@ -94,7 +96,9 @@ pub enum Command {
     /// A server plus a simulated agent (a few hosts' cpu, memory, load and requests) that
     /// backfills the last days and then writes live: open the printed address for a full
     /// dashboard. Data goes to a temporary directory unless --data-dir is given.
-    #[command(after_help = "Examples:\n  tierdb demo\n  tierdb demo --http 127.0.0.1:9000 --days 7")]
+    #[command(
+        after_help = "Examples:\n  tierdb demo\n  tierdb demo --http 127.0.0.1:9000 --days 7"
+    )]
     Demo {
         /// The data directory (default: a temporary one, removed at exit).
         #[arg(long, env = "TIERDB_DATA_DIR")]
@@ -113,7 +117,9 @@ pub enum Command {
     /// The format is detected from the first line unless --format says. Shows progress on a
     /// terminal and a summary at the end. Needs the data directory to itself: while a server
     /// holds it, send the file to the server (e.g. `nc host 2003 < file`).
-    #[command(after_help = "Examples:\n  tierdb import metrics.txt\n  zcat history.lp.gz | tierdb import - --format influx --precision s")]
+    #[command(
+        after_help = "Examples:\n  tierdb import metrics.txt\n  zcat history.lp.gz | tierdb import - --format influx --precision s"
+    )]
     Import {
         /// The file to read, or - for stdin.
         #[arg(default_value = "-")]
@@ -128,7 +134,9 @@ pub enum Command {
         location: Location,
     },
     /// Queries one series at a zoom level.
-    #[command(after_help = "Examples:\n  tierdb query 'cpu.user{host=web-1}' --range 6h\n  tierdb query cpu.user{host=web-1} --tier 1h --range 7d --display max --format csv\n  tierdb query http.requests{host=web-1} --from 2025-11-20T00:00:00Z --to now --display per_sec --step 1h")]
+    #[command(
+        after_help = "Examples:\n  tierdb query 'cpu.user{host=web-1}' --range 6h\n  tierdb query cpu.user{host=web-1} --tier 1h --range 7d --display max --format csv\n  tierdb query http.requests{host=web-1} --from 2025-11-20T00:00:00Z --to now --display per_sec --step 1h"
+    )]
     Query {
         /// The series: `name` or `name{k=v,...}`.
         series: String,
@@ -157,7 +165,9 @@ pub enum Command {
         location: Location,
     },
     /// Lists series whose name matches a glob (`*`, `?`, `[a-z]`).
-    #[command(after_help = "Examples:\n  tierdb series\n  tierdb series 'cpu.*'\n  tierdb series 'cpu.*' --tag host=web-1")]
+    #[command(
+        after_help = "Examples:\n  tierdb series\n  tierdb series 'cpu.*'\n  tierdb series 'cpu.*' --tag host=web-1"
+    )]
     Series {
         /// Glob over the series name.
         #[arg(default_value = "*")]
@@ -169,7 +179,9 @@ pub enum Command {
         location: Location,
     },
     /// Draws one or more series on one chart, as PNG or SVG (by the --out extension).
-    #[command(after_help = "Examples:\n  tierdb plot 'cpu.user{host=web-1}' --range 1d --out cpu.png\n  tierdb plot 'cpu.user{host=web-1}' 'cpu.user{host=db-1}' --range 7d --tier 1h --display max --out cpu.svg")]
+    #[command(
+        after_help = "Examples:\n  tierdb plot 'cpu.user{host=web-1}' --range 1d --out cpu.png\n  tierdb plot 'cpu.user{host=web-1}' 'cpu.user{host=db-1}' --range 7d --tier 1h --display max --out cpu.svg"
+    )]
     Plot {
         /// The series: `name` or `name{k=v,...}`; several for several lines.
         #[arg(required = true)]
@@ -196,7 +208,9 @@ pub enum Command {
         location: Location,
     },
     /// Shows the tiers, the window each holds, files and bytes on disk, and series count.
-    #[command(after_help = "Examples:\n  tierdb info\n  tierdb info --data-dir /var/lib/tierdb --json")]
+    #[command(
+        after_help = "Examples:\n  tierdb info\n  tierdb info --data-dir /var/lib/tierdb --json"
+    )]
     Info {
         /// Print the engine's stats as JSON.
         #[arg(long)]
@@ -212,7 +226,9 @@ pub enum Command {
         tiers: Option<PathBuf>,
     },
     /// Prints where a sample at TS lands: for each tier, the period file and the bucket.
-    #[command(after_help = "Examples:\n  tierdb lookup 1763726400\n  tierdb lookup 2025-11-21T12:00:00Z")]
+    #[command(
+        after_help = "Examples:\n  tierdb lookup 1763726400\n  tierdb lookup 2025-11-21T12:00:00Z"
+    )]
     Lookup {
         /// The time: unix seconds, RFC 3339, now, or -6h style.
         ts: String,
@@ -244,7 +260,11 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         } => {
             let temp = tempfile::Builder::new().prefix("tierdb-demo").tempdir()?;
             let dir = data_dir.unwrap_or_else(|| temp.path().to_path_buf());
-            let engine = Arc::new(Engine::builder(&dir).tiers(load_tiers(tiers.as_deref())?).open()?);
+            let engine = Arc::new(
+                Engine::builder(&dir)
+                    .tiers(load_tiers(tiers.as_deref())?)
+                    .open()?,
+            );
             serve(engine, &listen, |engine| {
                 let agent = demo::start(engine, days)?;
                 println!("tierdb: demo data in {}", dir.display());
@@ -293,11 +313,24 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             let results = series
                 .into_iter()
                 .map(|name| {
-                    let query = build_query(&engine, name, &tier, range, from.clone(), to.clone(), &display)?;
+                    let query = build_query(
+                        &engine,
+                        name,
+                        &tier,
+                        range,
+                        from.clone(),
+                        to.clone(),
+                        &display,
+                    )?;
                     Ok(engine.query(&query)?)
                 })
                 .collect::<Result<Vec<_>, Box<dyn std::error::Error>>>()?;
-            let title = format!("{} ({}, {})", results[0].display.as_str(), results[0].tier, location.data_dir.display());
+            let title = format!(
+                "{} ({}, {})",
+                results[0].display.as_str(),
+                results[0].tier,
+                location.data_dir.display()
+            );
             crate::plot::render(&results, &out, &title)?;
             print(&format!("wrote {}\n", out.display()))?;
         }
@@ -351,7 +384,8 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         }
         Command::Lookup { ts, tiers } => {
             let config = load_tiers(tiers.as_deref())?;
-            let ts = parse_time(&ts, chrono::Utc::now().timestamp()).map_err(|e| format!("TS: {e}"))?;
+            let ts =
+                parse_time(&ts, chrono::Utc::now().timestamp()).map_err(|e| format!("TS: {e}"))?;
             let mut out = String::new();
             for p in crate::time::locate(&config.tiers, ts) {
                 let tier = &config.tiers[p.tier];
@@ -361,7 +395,9 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                     crate::time::format_ts(p.period_start),
                     crate::storage::format::file_name(p.period_start, 0),
                     p.bucket,
-                    crate::time::format_ts(p.period_start + i64::from(p.bucket) * tier.resolution.secs() as i64)
+                    crate::time::format_ts(
+                        p.period_start + i64::from(p.bucket) * tier.resolution.secs() as i64
+                    )
                 ));
             }
             print(&out)?;
@@ -429,7 +465,10 @@ fn print(text: &str) -> std::io::Result<()> {
     }
 }
 
-type Agent = (Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>);
+type Agent = (
+    Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<()>,
+);
 
 /// Runs the server on `engine` until SIGTERM or Ctrl-C; `before_ready` may start a
 /// companion (the demo agent) once the sockets are bound.

@@ -39,7 +39,11 @@ impl Agent {
         let mut series = Vec::new();
         for (h, host) in HOSTS.iter().enumerate() {
             for metric in METRICS {
-                series.push((engine.series(&format!("{metric}{{host={host}}}"))?, metric, h));
+                series.push((
+                    engine.series(&format!("{metric}{{host={host}}}"))?,
+                    metric,
+                    h,
+                ));
             }
         }
         Ok(Agent { series })
@@ -100,7 +104,10 @@ impl Agent {
 ///
 /// # Errors
 /// The engine's, from registration and the backfill.
-pub fn start(engine: &Arc<Engine>, days: i64) -> Result<(Arc<AtomicBool>, std::thread::JoinHandle<()>)> {
+pub fn start(
+    engine: &Arc<Engine>,
+    days: i64,
+) -> Result<(Arc<AtomicBool>, std::thread::JoinHandle<()>)> {
     let agent = Agent::new(engine)?;
     let now = engine.now();
     agent.backfill(engine, now - days * DAY, now - now.rem_euclid(CADENCE))?;

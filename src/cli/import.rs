@@ -208,7 +208,11 @@ impl<'a> Parser<'a> {
                     match influx::parse_line(text, self.precision, &mut points, &mut skipped) {
                         Ok(()) => {
                             for point in &points {
-                                self.push(&point.series, point.ts.unwrap_or(self.now), point.value)?;
+                                self.push(
+                                    &point.series,
+                                    point.ts.unwrap_or(self.now),
+                                    point.value,
+                                )?;
                             }
                             for skip in &skipped {
                                 self.reject(skip.as_str());
@@ -267,7 +271,10 @@ mod tests {
     fn formats_are_told_apart_by_the_second_field() {
         assert_eq!(detect("a.b.c 1 1700000000"), Format::Graphite);
         assert_eq!(detect("a.b;host=x 1 -1"), Format::Graphite);
-        assert_eq!(detect("cpu,host=a usage=1 1700000000000000000"), Format::Influx);
+        assert_eq!(
+            detect("cpu,host=a usage=1 1700000000000000000"),
+            Format::Influx
+        );
         assert_eq!(detect("cpu usage=1i"), Format::Influx);
     }
 }

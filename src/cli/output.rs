@@ -53,7 +53,12 @@ pub fn table(result: &QueryResult) -> String {
         Span::from_secs(result.step.secs()),
         result.display.as_str()
     );
-    let _ = writeln!(out, "{:<20}  {:>width$}", "time (UTC)", result.display.as_str());
+    let _ = writeln!(
+        out,
+        "{:<20}  {:>width$}",
+        "time (UTC)",
+        result.display.as_str()
+    );
     for ((ts, _), value) in result.points.iter().zip(&values) {
         let _ = writeln!(out, "{:<20}  {:>width$}", format_ts(*ts), value);
     }
@@ -85,7 +90,11 @@ mod tests {
             tier: "1m".into(),
             display: Display::Avg,
             step: Span::from_secs(60),
-            points: vec![(1_763_726_400, Some(1.5)), (1_763_726_460, None), (1_763_726_520, Some(12.25))],
+            points: vec![
+                (1_763_726_400, Some(1.5)),
+                (1_763_726_460, None),
+                (1_763_726_520, Some(12.25)),
+            ],
         }
     }
 

@@ -109,7 +109,10 @@ fn load_read_only(path: &Path) -> Result<Loaded> {
         if header().starts_with(&bytes) {
             return Ok(empty);
         }
-        return Err(Error::corrupt(path, "not a tierdb series log (shorter than its header)"));
+        return Err(Error::corrupt(
+            path,
+            "not a tierdb series log (shorter than its header)",
+        ));
     }
     check_header(path, &bytes[..HEADER_LEN])?;
     let mut texts = Vec::new();
@@ -126,7 +129,10 @@ fn load_read_only(path: &Path) -> Result<Loaded> {
             }
         };
         let text = decode_payload(payload, texts.len()).map_err(|reason| {
-            Error::corrupt(path, format!("record {} at offset {pos}: {reason}", texts.len()))
+            Error::corrupt(
+                path,
+                format!("record {} at offset {pos}: {reason}", texts.len()),
+            )
         })?;
         texts.push(text.to_owned());
         pos = next;

@@ -75,7 +75,7 @@ const BUSY: u64 = 1 << 63;
 /// that order, 32 bytes, accessed only through atomics because other threads (and read-only
 /// processes) look at the same memory while the writer changes it.
 ///
-/// `count` doubles as the seqlock sequence: it only ever grows, and its top bit ([`BUSY`]) is
+/// `count` doubles as the seqlock sequence: it only ever grows, and its top bit (`BUSY`) is
 /// set while an update is in flight, so a reader that saw the same `count` before and after
 /// reading the other fields, with `BUSY` clear, read one consistent bucket.
 #[repr(C, align(32))]

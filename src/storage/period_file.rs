@@ -148,7 +148,7 @@ impl PeriodFile {
         &self.cells.cells()[cell_index(bucket, slot, self.meta.slots)]
     }
 
-    /// Starts loading the cell of `bucket` for `slot` into the cache (see [`super::mmap::prefetch`]).
+    /// Starts loading the cell of `bucket` for `slot` into the cache (a CPU prefetch hint).
     #[inline]
     pub fn prefetch(&self, bucket: u32, slot: u32) {
         super::mmap::prefetch(self.cell(bucket, slot));

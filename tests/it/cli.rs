@@ -50,14 +50,22 @@ fn data_dir() -> (tempfile::TempDir, i64) {
     let hour = now - now % 3600;
     let mut lines = String::new();
     for i in 0..720 {
-        lines.push_str(&format!("web.requests;host=a 10 {}\n", hour - 7200 + i * 10));
+        lines.push_str(&format!(
+            "web.requests;host=a 10 {}\n",
+            hour - 7200 + i * 10
+        ));
     }
     lines.push_str(&format!("load 0.5 {}\n", now - 60));
     lines.push_str("this line is broken\n");
     let input = dir.path().join("in.txt");
     std::fs::write(&input, lines).unwrap();
     let data = dir.path().join("data");
-    let out = tierdb(&["import", input.to_str().unwrap(), "--data-dir", data.to_str().unwrap()]);
+    let out = tierdb(&[
+        "import",
+        input.to_str().unwrap(),
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     (dir, hour)
 }
@@ -79,7 +87,12 @@ fn import_reports_what_it_did() {
         ),
     )
     .unwrap();
-    let out = tierdb(&["import", input.to_str().unwrap(), "--data-dir", &data(dir.path())]);
+    let out = tierdb(&[
+        "import",
+        input.to_str().unwrap(),
+        "--data-dir",
+        &data(dir.path()),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     snapshot!(
         "import_summary",
@@ -93,7 +106,17 @@ fn query_prints_a_table_csv_and_the_http_json() {
     let (dir, hour) = data_dir();
     let from = (hour - 7200).to_string();
     let to = (hour - 7200 + 300).to_string();
-    let base = ["query", "web.requests{host=a}", "--tier", "1m", "--from", &from, "--to", &to, "--data-dir"];
+    let base = [
+        "query",
+        "web.requests{host=a}",
+        "--tier",
+        "1m",
+        "--from",
+        &from,
+        "--to",
+        &to,
+        "--data-dir",
+    ];
     let d = data(dir.path());
     for (format, display) in [("table", "total"), ("csv", "per_sec"), ("json", "count")] {
         let mut args = base.to_vec();
@@ -110,10 +133,28 @@ fn query_prints_a_table_csv_and_the_http_json() {
     let mut args = base.to_vec();
     args.extend([d.as_str(), "--format", "json"]);
     let json: serde_json::Value = serde_json::from_slice(&tierdb(&args).stdout).unwrap();
-    let keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(keys, ["display", "points", "series", "tier"], "the HTTP API's keys, no more");
+    let keys: Vec<&str> = json
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        ["display", "points", "series", "tier"],
+        "the HTTP API's keys, no more"
+    );
     // Relative ranges and the auto tier.
-    let out = tierdb(&["query", "web.requests{host=a}", "--range", "1d", "--display", "total", "--data-dir", &d]);
+    let out = tierdb(&[
+        "query",
+        "web.requests{host=a}",
+        "--range",
+        "1d",
+        "--display",
+        "total",
+        "--data-dir",
+        &d,
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("tier 1m"), "{}", stdout(&out));
 }
@@ -130,7 +171,11 @@ fn series_and_info() {
     assert_eq!(stdout(&out), "");
     let out = tierdb(&["info", "--data-dir", &d]);
     assert!(out.status.success(), "{}", stderr(&out));
-    snapshot!("info", stdout(&out), "tierdb info on a directory with two series under the default tiers");
+    snapshot!(
+        "info",
+        stdout(&out),
+        "tierdb info on a directory with two series under the default tiers"
+    );
     let out = tierdb(&["info", "--json", "--data-dir", &d]);
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["series"], 2);
@@ -141,21 +186,46 @@ fn user_errors_exit_non_zero_with_one_line() {
     let (dir, _) = data_dir();
     let d = data(dir.path());
     let bad_tiers = dir.path().join("bad.toml");
-    std::fs::write(&bad_tiers, "[[tier]]\nname = \"1m\"\nresolution = \"7m\"\nperiod = \"1d\"\nretention = \"2d\"\n").unwrap();
+    std::fs::write(
+        &bad_tiers,
+        "[[tier]]\nname = \"1m\"\nresolution = \"7m\"\nperiod = \"1d\"\nretention = \"2d\"\n",
+    )
+    .unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["query", "nope", "--data-dir", &d], "unknown series"),
-        (vec!["query", "load", "--from", "yesterday", "--data-dir", &d], "--from"),
-        (vec!["query", "load", "--display", "median", "--data-dir", &d], "display"),
-        (vec!["query", "load", "--tier", "2m", "--data-dir", &d], "unknown tier"),
-        (vec!["query", "load", "--data-dir", "/nonexistent/tierdb"], "/nonexistent/tierdb"),
-        (vec!["tiers", "--tiers", bad_tiers.to_str().unwrap()], "bad.toml:3"),
-        (vec!["import", "/nonexistent/file.txt", "--data-dir", &d], "/nonexistent/file.txt"),
+        (
+            vec!["query", "load", "--from", "yesterday", "--data-dir", &d],
+            "--from",
+        ),
+        (
+            vec!["query", "load", "--display", "median", "--data-dir", &d],
+            "display",
+        ),
+        (
+            vec!["query", "load", "--tier", "2m", "--data-dir", &d],
+            "unknown tier",
+        ),
+        (
+            vec!["query", "load", "--data-dir", "/nonexistent/tierdb"],
+            "/nonexistent/tierdb",
+        ),
+        (
+            vec!["tiers", "--tiers", bad_tiers.to_str().unwrap()],
+            "bad.toml:3",
+        ),
+        (
+            vec!["import", "/nonexistent/file.txt", "--data-dir", &d],
+            "/nonexistent/file.txt",
+        ),
     ];
     for (args, expected) in cases {
         let out = tierdb(&args);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
         let err = stderr(&out);
-        assert!(err.starts_with("tierdb: ") && err.lines().count() == 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("tierdb: ") && err.lines().count() == 1,
+            "{args:?}: {err}"
+        );
         assert!(err.contains(expected), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
@@ -168,7 +238,9 @@ fn user_errors_exit_non_zero_with_one_line() {
 fn every_subcommand_has_help_with_examples() {
     let top = tierdb(&["--help"]);
     snapshot!("help", stdout(&top), "tierdb --help");
-    for sub in ["serve", "demo", "import", "query", "series", "info", "plot", "tiers", "lookup"] {
+    for sub in [
+        "serve", "demo", "import", "query", "series", "info", "plot", "tiers", "lookup",
+    ] {
         let out = tierdb(&[sub, "--help"]);
         assert!(out.status.success());
         let text = stdout(&out);
@@ -180,7 +252,11 @@ fn every_subcommand_has_help_with_examples() {
 #[test]
 fn lookup_and_tiers() {
     let out = tierdb(&["lookup", "2024-02-29T23:59:59Z"]);
-    snapshot!("lookup", stdout(&out), "tierdb lookup 2024-02-29T23:59:59Z (a leap day's last second) with the default tiers");
+    snapshot!(
+        "lookup",
+        stdout(&out),
+        "tierdb lookup 2024-02-29T23:59:59Z (a leap day's last second) with the default tiers"
+    );
     let out = tierdb(&["tiers"]);
     assert!(stdout(&out).contains("1825d"));
     let _ = DAY;

@@ -520,11 +520,16 @@ fn a_read_only_engine_reads_beside_a_writer() {
         reader.record_batch(&[tierdb::Sample::new(id, minute, 1.0)]),
         Err(tierdb::Error::ReadOnly(_))
     ));
-    assert!(matches!(reader.series("new.series"), Err(tierdb::Error::ReadOnly(_))));
+    assert!(matches!(
+        reader.series("new.series"),
+        Err(tierdb::Error::ReadOnly(_))
+    ));
     reader.close().unwrap();
     assert_eq!(listing(dir.path()), before, "the reader changed nothing");
     writer.close().unwrap();
-    let missing = tierdb::Engine::builder(dir.path().join("nope")).read_only().open();
+    let missing = tierdb::Engine::builder(dir.path().join("nope"))
+        .read_only()
+        .open();
     assert!(missing.err().unwrap().to_string().contains("nope"));
 }
 
