@@ -64,6 +64,26 @@ pub struct Listen {
     pub max_series: usize,
 }
 
+/// Which tier, range and display a read uses (`query`, `plot`).
+#[derive(Args, Debug, Clone)]
+pub struct Window {
+    /// A tier name or auto (the finest whose window covers the range within max_points).
+    #[arg(long, default_value = "auto")]
+    pub tier: String,
+    /// How far back from --to (or now): 1h, 6h, 7d, ...
+    #[arg(long, conflicts_with = "from")]
+    pub range: Option<Span>,
+    /// Start: unix seconds, RFC 3339, now, or -6h style.
+    #[arg(long)]
+    pub from: Option<String>,
+    /// End (exclusive), same forms; default now.
+    #[arg(long)]
+    pub to: Option<String>,
+    /// avg, per_sec, total, max, min or count.
+    #[arg(long, default_value = "avg")]
+    pub display: String,
+}
+
 /// Output formats of `query`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
@@ -140,21 +160,8 @@ pub enum Command {
     Query {
         /// The series: `name` or `name{k=v,...}`.
         series: String,
-        /// A tier name or auto (the finest whose window covers the range within max_points).
-        #[arg(long, default_value = "auto")]
-        tier: String,
-        /// How far back from --to (or now): 1h, 6h, 7d, ...
-        #[arg(long, conflicts_with = "from")]
-        range: Option<Span>,
-        /// Start: unix seconds, RFC 3339, now, or -6h style.
-        #[arg(long)]
-        from: Option<String>,
-        /// End (exclusive), same forms; default now.
-        #[arg(long)]
-        to: Option<String>,
-        /// avg, per_sec, total, max, min or count.
-        #[arg(long, default_value = "avg")]
-        display: String,
+        #[command(flatten)]
+        window: Window,
         /// Merge buckets into points this wide (a multiple of the tier's resolution).
         #[arg(long)]
         step: Option<Span>,
@@ -186,21 +193,8 @@ pub enum Command {
         /// The series: `name` or `name{k=v,...}`; several for several lines.
         #[arg(required = true)]
         series: Vec<String>,
-        /// A tier name or auto.
-        #[arg(long, default_value = "auto")]
-        tier: String,
-        /// How far back from --to (or now): 1h, 6h, 7d, ...
-        #[arg(long, conflicts_with = "from")]
-        range: Option<Span>,
-        /// Start: unix seconds, RFC 3339, now, or -6h style.
-        #[arg(long)]
-        from: Option<String>,
-        /// End (exclusive), same forms; default now.
-        #[arg(long)]
-        to: Option<String>,
-        /// avg, per_sec, total, max, min or count.
-        #[arg(long, default_value = "avg")]
-        display: String,
+        #[command(flatten)]
+        window: Window,
         /// The image to write: a .png or .svg path.
         #[arg(long)]
         out: PathBuf,
@@ -279,17 +273,13 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         } => import_command(&file, format, &precision, &location)?,
         Command::Query {
             series,
-            tier,
-            range,
-            from,
-            to,
-            display,
+            window,
             step,
             format,
             location,
         } => {
             let engine = open_reader(&location)?;
-            let mut query = build_query(&engine, series, &tier, range, from, to, &display)?;
+            let mut query = build_query(&engine, series, &window)?;
             query.step = step;
             let result = engine.query(&query)?;
             let text = match format {
@@ -301,11 +291,7 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         }
         Command::Plot {
             series,
-            tier,
-            range,
-            from,
-            to,
-            display,
+            window,
             out,
             location,
         } => {
@@ -313,15 +299,7 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             let results = series
                 .into_iter()
                 .map(|name| {
-                    let query = build_query(
-                        &engine,
-                        name,
-                        &tier,
-                        range,
-                        from.clone(),
-                        to.clone(),
-                        &display,
-                    )?;
+                    let query = build_query(&engine, name, &window)?;
                     Ok(engine.query(&query)?)
                 })
                 .collect::<Result<Vec<_>, Box<dyn std::error::Error>>>()?;
@@ -411,25 +389,24 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
 fn build_query(
     engine: &Engine,
     series: String,
-    tier: &str,
-    range: Option<Span>,
-    from: Option<String>,
-    to: Option<String>,
-    display: &str,
+    window: &Window,
 ) -> Result<Query, Box<dyn std::error::Error>> {
     let now = engine.now();
-    let to = match to {
+    let to = match &window.to {
         Some(text) => parse_time(&text, now).map_err(|e| format!("--to: {e}"))?,
         None => now,
     };
-    let from = match (from, range) {
-        (Some(text), _) => parse_time(&text, now).map_err(|e| format!("--from: {e}"))?,
+    let from = match (&window.from, window.range) {
+        (Some(text), _) => parse_time(text, now).map_err(|e| format!("--from: {e}"))?,
         (None, Some(range)) => to.saturating_sub(range.secs() as i64),
         (None, None) => to.saturating_sub(3600),
     };
     let mut query = Query::new(series, from, to);
-    query.tier = tier.parse::<TierChoice>().unwrap_or(TierChoice::Auto);
-    query.display = display.parse::<Display>()?;
+    query.tier = window
+        .tier
+        .parse::<TierChoice>()
+        .unwrap_or(TierChoice::Auto);
+    query.display = window.display.parse::<Display>()?;
     Ok(query)
 }
 

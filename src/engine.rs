@@ -89,18 +89,9 @@ impl EngineBuilder {
             false,
         )?;
         let registry = Registry::open_read_only(&self.dir)?;
-        let shared = Arc::new(Shared {
-            dir: self.dir,
-            config: self.tiers,
-            storage,
-            registry,
-            clock: self.clock,
-            counters: Counters::default(),
-            chunks_ready: AtomicU32::new(0),
-            prefaulted: Mutex::new(std::collections::HashMap::new()),
-            poison: OnceLock::new(),
-            lock: None,
-        });
+        let shared = Arc::new(Shared::new(
+            self.dir, self.tiers, storage, registry, self.clock, None,
+        ));
         Ok(Engine {
             writers: WriterPool::start(&shared, 0)?,
             shared,
@@ -161,18 +152,14 @@ impl EngineBuilder {
             .and_then(|()| std::fs::File::open(&marker)?.sync_all())
             .map_err(|e| Error::io(&marker, e))?;
         crate::storage::period_file::sync_dir(&self.dir)?;
-        let shared = Arc::new(Shared {
-            dir: self.dir,
-            config: self.tiers,
+        let shared = Arc::new(Shared::new(
+            self.dir,
+            self.tiers,
             storage,
             registry,
-            clock: self.clock,
-            counters: Counters::default(),
-            chunks_ready: AtomicU32::new(0),
-            prefaulted: Mutex::new(std::collections::HashMap::new()),
-            poison: OnceLock::new(),
-            lock: Some(lock),
-        });
+            self.clock,
+            Some(lock),
+        ));
         shared.maintain()?;
         let writers = WriterPool::start(&shared, self.writer_threads)?;
         let maintenance = if self.background_maintenance {
@@ -219,6 +206,28 @@ pub(crate) struct Counters {
 }
 
 impl Shared {
+    fn new(
+        dir: PathBuf,
+        config: TiersConfig,
+        storage: Storage,
+        registry: Registry,
+        clock: Arc<dyn Clock>,
+        lock: Option<DirLock>,
+    ) -> Shared {
+        Shared {
+            dir,
+            config,
+            storage,
+            registry,
+            clock,
+            counters: Counters::default(),
+            chunks_ready: AtomicU32::new(0),
+            prefaulted: Mutex::new(std::collections::HashMap::new()),
+            poison: OnceLock::new(),
+            lock,
+        }
+    }
+
     /// The first second each tier still holds at `now`: the start of the period that holds
     /// `now - retention` (files whose period ended before that are outside retention).
     pub(crate) fn window_starts(&self, now: Timestamp) -> Vec<Timestamp> {

@@ -115,28 +115,8 @@ fn load_read_only(path: &Path) -> Result<Loaded> {
         ));
     }
     check_header(path, &bytes[..HEADER_LEN])?;
-    let mut texts = Vec::new();
-    let mut pos = HEADER_LEN;
-    while pos < bytes.len() {
-        let (payload, next) = match frame_at(&bytes, pos) {
-            Ok(frame) => frame,
-            Err(_) if is_torn_tail(&bytes, pos) => break,
-            Err(reason) => {
-                return Err(Error::corrupt(
-                    path,
-                    format!("record {} at offset {pos}: {reason}", texts.len()),
-                ));
-            }
-        };
-        let text = decode_payload(payload, texts.len()).map_err(|reason| {
-            Error::corrupt(
-                path,
-                format!("record {} at offset {pos}: {reason}", texts.len()),
-            )
-        })?;
-        texts.push(text.to_owned());
-        pos = next;
-    }
+    // A torn tail here is most likely an append in flight: left out, not cut off.
+    let (texts, pos, _torn) = records(path, &bytes)?;
     Ok(Loaded {
         len: pos as u64,
         texts,
@@ -195,46 +175,49 @@ pub(super) fn load(path: &Path, writable: bool) -> Result<Loaded> {
     }
 
     check_header(path, &bytes[..HEADER_LEN])?;
-    let mut texts = Vec::new();
-    let mut pos = HEADER_LEN;
-    while pos < bytes.len() {
-        let (payload, next) = match frame_at(&bytes, pos) {
-            Ok(frame) => frame,
-            Err(reason) if is_torn_tail(&bytes, pos) => {
-                tracing::warn!(
-                    path = %path.display(),
-                    offset = pos,
-                    dropped_bytes = bytes.len() - pos,
-                    reason,
-                    "dropping a torn last record of the series log (an append was cut short)"
-                );
-                file.set_len(pos as u64).map_err(io)?;
-                file.sync_all().map_err(io)?;
-                break;
-            }
-            Err(reason) => {
-                return Err(Error::corrupt(
-                    path,
-                    format!("record {} at offset {pos}: {reason}", texts.len()),
-                ));
-            }
-        };
-        // The checksum holds, so this is what was written: a bad payload is not a torn
-        // append and is refused wherever it is.
-        let text = decode_payload(payload, texts.len()).map_err(|reason| {
-            Error::corrupt(
-                path,
-                format!("record {} at offset {pos}: {reason}", texts.len()),
-            )
-        })?;
-        texts.push(text.to_owned());
-        pos = next;
+    let (texts, pos, torn) = records(path, &bytes)?;
+    if let Some(reason) = torn {
+        tracing::warn!(
+            path = %path.display(),
+            offset = pos,
+            dropped_bytes = bytes.len() - pos,
+            reason,
+            "dropping a torn last record of the series log (an append was cut short)"
+        );
+        file.set_len(pos as u64).map_err(io)?;
+        file.sync_all().map_err(io)?;
     }
     Ok(Loaded {
         file: Some(file),
         texts,
         len: pos as u64,
     })
+}
+
+/// Decodes the records after the header: their texts, where the intact part ends, and why
+/// the rest was not read when a torn last record (an append cut short) follows it.
+/// Anything else that fails to decode is refused: skipping a record would hand its id to
+/// another series.
+fn records(path: &Path, bytes: &[u8]) -> Result<(Vec<String>, usize, Option<String>)> {
+    let mut texts = Vec::new();
+    let mut pos = HEADER_LEN;
+    while pos < bytes.len() {
+        let at = |reason: &str, count: usize| {
+            Error::corrupt(path, format!("record {count} at offset {pos}: {reason}"))
+        };
+        let (payload, next) = match frame_at(bytes, pos) {
+            Ok(frame) => frame,
+            Err(reason) if is_torn_tail(bytes, pos) => return Ok((texts, pos, Some(reason))),
+            Err(reason) => return Err(at(&reason, texts.len())),
+        };
+        // The checksum holds, so this is what was written: a bad payload is not a torn
+        // append and is refused wherever it is.
+        let text =
+            decode_payload(payload, texts.len()).map_err(|reason| at(&reason, texts.len()))?;
+        texts.push(text.to_owned());
+        pos = next;
+    }
+    Ok((texts, pos, None))
 }
 
 fn check_header(path: &Path, h: &[u8]) -> Result<()> {
