@@ -393,7 +393,7 @@ fn build_query(
 ) -> Result<Query, Box<dyn std::error::Error>> {
     let now = engine.now();
     let to = match &window.to {
-        Some(text) => parse_time(&text, now).map_err(|e| format!("--to: {e}"))?,
+        Some(text) => parse_time(text, now).map_err(|e| format!("--to: {e}"))?,
         None => now,
     };
     let from = match (&window.from, window.range) {
