@@ -20,22 +20,22 @@
 //! `load.load.{midterm,longterm}`. cpu percentages need two readings, so cpu series start one
 //! interval after memory and load.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+use crate::support::http::{get_json, percent_encode};
+use crate::support::process::Proc;
+use crate::support::{file, unix_now};
 
 const COLLECTD: &str = "/usr/sbin/collectd";
 const LOAD: &str = "collectd.e2e.load.load.shortterm";
 const MEMORY: &str = "collectd.e2e.memory.memory.used";
 const CPU: &str = "collectd.e2e.cpu.percent.user";
 
-/// How long the server may take to print `tierdb: ready`.
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long collectd may take until every expected series has a point.
 const DATA_TIMEOUT: Duration = Duration::from_secs(30);
 /// collectd runs at least this long (about this many 1 s intervals), so each series gets
@@ -64,18 +64,7 @@ fn collectd_write_graphite_end_to_end() {
 
     // The server, on ephemeral ports.
     let server_log = tmp.path().join("server.stderr");
-    let mut server = Proc::spawn(
-        "tierdb serve",
-        Command::new(env!("CARGO_BIN_EXE_tierdb"))
-            .arg("serve")
-            .arg("--data-dir")
-            .arg(tmp.path().join("data"))
-            .args(["--http", "127.0.0.1:0", "--graphite", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(file(&server_log)),
-        vec![server_log],
-    );
+    let mut server = Proc::tierdb("serve", &tmp.path().join("data"), server_log);
     let addrs = server.wait_ready();
     let http = addrs.http;
 
@@ -94,6 +83,7 @@ fn collectd_write_graphite_end_to_end() {
             .stdout(file(&tmp.path().join("collectd.stdout")))
             .stderr(file(&collectd_stderr)),
         vec![collectd_stderr.clone(), tmp.path().join("collectd.log")],
+        false,
     );
 
     // Until every expected series is listed and has a point (at least MIN_COLLECT).
@@ -283,242 +273,4 @@ fn series_names(body: &Value) -> Vec<String> {
                 .to_string()
         })
         .collect()
-}
-
-fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_secs() as i64
-}
-
-fn file(path: &Path) -> std::fs::File {
-    std::fs::File::create(path).unwrap_or_else(|e| panic!("create {}: {e}", path.display()))
-}
-
-/// Percent-encodes everything but unreserved characters (RFC 3986).
-fn percent_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-/// A minimal HTTP/1.1 GET: one request per connection, the answer read to EOF. Any status
-/// but 200 is an error carrying the body.
-fn get_json(addr: SocketAddr, path_and_query: &str) -> Result<Value, String> {
-    let mut stream =
-        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(|e| e.to_string())?;
-    stream
-        .set_write_timeout(Some(Duration::from_secs(10)))
-        .map_err(|e| e.to_string())?;
-    write!(
-        stream,
-        "GET {path_and_query} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
-    )
-    .map_err(|e| e.to_string())?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).map_err(|e| e.to_string())?;
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| format!("no end of headers in {:?}", String::from_utf8_lossy(&raw)))?;
-    let head = String::from_utf8_lossy(&raw[..split]).to_string();
-    let mut body = raw[split + 4..].to_vec();
-    let status_line = head.lines().next().unwrap_or_default();
-    let chunked = head.lines().skip(1).any(|l| {
-        let (k, v) = l.split_once(':').unwrap_or_default();
-        k.trim().eq_ignore_ascii_case("transfer-encoding")
-            && v.trim().eq_ignore_ascii_case("chunked")
-    });
-    if chunked {
-        body = dechunk(&body)?;
-    }
-    let text = String::from_utf8_lossy(&body);
-    if status_line.split_whitespace().nth(1) != Some("200") {
-        return Err(format!("{status_line}: {text}"));
-    }
-    serde_json::from_slice(&body).map_err(|e| format!("{e} in {text}"))
-}
-
-fn dechunk(mut data: &[u8]) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    loop {
-        let eol = data
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .ok_or("truncated chunk size")?;
-        let size_field = std::str::from_utf8(&data[..eol]).map_err(|e| e.to_string())?;
-        let size_hex = size_field.split(';').next().unwrap_or_default().trim();
-        let size = usize::from_str_radix(size_hex, 16)
-            .map_err(|e| format!("chunk size {size_hex:?}: {e}"))?;
-        data = &data[eol + 2..];
-        if size == 0 {
-            return Ok(out);
-        }
-        if data.len() < size + 2 {
-            return Err("truncated chunk".into());
-        }
-        out.extend_from_slice(&data[..size]);
-        data = &data[size + 2..];
-    }
-}
-
-/// The addresses `tierdb serve` announced on stdout.
-struct Addrs {
-    http: SocketAddr,
-    graphite_tcp: SocketAddr,
-    #[allow(dead_code)]
-    graphite_udp: SocketAddr,
-}
-
-/// A child process killed (SIGKILL) and reaped on drop, so a failing test leaves nothing
-/// running; [`Proc::terminate`] is the graceful way.
-struct Proc {
-    name: &'static str,
-    child: Child,
-    /// The files with the child's diagnostics (server stderr; collectd stderr and log).
-    logs: Vec<PathBuf>,
-    /// Lines the child printed on stdout, when piped.
-    stdout: Option<mpsc::Receiver<String>>,
-}
-
-impl Proc {
-    fn spawn(name: &'static str, command: &mut Command, logs: Vec<PathBuf>) -> Proc {
-        let mut child = command
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
-        // Drain stdout on a thread for as long as the child runs, so it never blocks on a full pipe.
-        let stdout = child.stdout.take().map(|out| {
-            let (tx, rx) = mpsc::channel();
-            std::thread::spawn(move || {
-                for line in BufReader::new(out).lines() {
-                    let Ok(line) = line else { break };
-                    let _ = tx.send(line);
-                }
-            });
-            rx
-        });
-        Proc {
-            name,
-            child,
-            logs,
-            stdout,
-        }
-    }
-
-    /// Reads stdout until `tierdb: ready`, taking the three listener addresses.
-    fn wait_ready(&mut self) -> Addrs {
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        let (mut http, mut tcp, mut udp) = (None, None, None);
-        let mut seen = Vec::new();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let rx = self.stdout.as_ref().expect("stdout piped");
-            let line = match rx.recv_timeout(left) {
-                Ok(line) => line,
-                Err(e) => panic!(
-                    "{}: no `tierdb: ready` ({e:?}); stdout so far: {seen:?}\n{}",
-                    self.name,
-                    self.diagnostics()
-                ),
-            };
-            let addr = |prefix: &str| {
-                line.strip_prefix(prefix).map(|a| {
-                    a.trim()
-                        .parse::<SocketAddr>()
-                        .unwrap_or_else(|e| panic!("{line:?}: bad address: {e}"))
-                })
-            };
-            if let Some(a) = addr("tierdb: http listening on ") {
-                http = Some(a);
-            } else if let Some(a) = addr("tierdb: graphite tcp listening on ") {
-                tcp = Some(a);
-            } else if let Some(a) = addr("tierdb: graphite udp listening on ") {
-                udp = Some(a);
-            } else if line.trim() == "tierdb: ready" {
-                let missing = |what: &str| -> SocketAddr {
-                    panic!("`tierdb: ready` before the {what} address; stdout: {seen:?}")
-                };
-                return Addrs {
-                    http: http.unwrap_or_else(|| missing("http")),
-                    graphite_tcp: tcp.unwrap_or_else(|| missing("graphite tcp")),
-                    graphite_udp: udp.unwrap_or_else(|| missing("graphite udp")),
-                };
-            }
-            seen.push(line);
-        }
-    }
-
-    fn assert_running(&mut self) {
-        if let Some(status) = self.child.try_wait().expect("try_wait") {
-            panic!(
-                "{} exited early with {status}\n{}",
-                self.name,
-                self.diagnostics()
-            );
-        }
-    }
-
-    /// SIGTERM, then waits up to `timeout` for the exit (SIGKILL and a panic past it).
-    fn terminate(&mut self, timeout: Duration) -> ExitStatus {
-        if let Some(status) = self.child.try_wait().expect("try_wait") {
-            return status;
-        }
-        let kill = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status()
-            .expect("run kill");
-        assert!(
-            kill.success(),
-            "kill -TERM {} ({}) failed",
-            self.child.id(),
-            self.name
-        );
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            if Instant::now() > deadline {
-                panic!(
-                    "{} still running {timeout:?} after SIGTERM\n{}",
-                    self.name,
-                    self.diagnostics()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// The child's logs, for failure messages.
-    fn diagnostics(&self) -> String {
-        let mut out = String::new();
-        for path in &self.logs {
-            let text = std::fs::read_to_string(path).unwrap_or_else(|e| format!("({e})\n"));
-            out.push_str(&format!(
-                "--- {}: {} ---\n{text}",
-                self.name,
-                path.display()
-            ));
-        }
-        out
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
 }

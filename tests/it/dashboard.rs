@@ -22,22 +22,20 @@
 //! chromedriver runs in a process group of its own and picks its port itself (`--port=0`);
 //! the group, Chromium's processes included, is killed when the test ends, panics included.
 
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::support::process::Proc;
+use crate::support::{file, unix_now};
+
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 
-/// How long `tierdb demo` may take to backfill and print `tierdb: ready`.
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long chromedriver may take to listen, and Chromium to start a session.
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the page may take to show what a control asked for.
@@ -187,20 +185,13 @@ fn dashboard_in_headless_chromium() {
 
     // The server, on ephemeral ports, with a few days of data.
     let server_log = tmp.path().join("server.stderr");
-    let mut server = Proc::spawn(
-        "tierdb demo",
-        Command::new(env!("CARGO_BIN_EXE_tierdb"))
-            .arg("demo")
-            .arg("--data-dir")
-            .arg(tmp.path().join("data"))
-            .args(["--http", "127.0.0.1:0", "--graphite", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(file(&server_log)),
-        vec![server_log],
-        false,
-    );
-    let page_url = server.wait_ready();
+    let mut server = Proc::tierdb("demo", &tmp.path().join("data"), server_log);
+    let page_url = server.wait_ready().dashboard.unwrap_or_else(|| {
+        panic!(
+            "`tierdb: ready` before `tierdb: dashboard at`\n{}",
+            server.diagnostics()
+        )
+    });
     eprintln!("dashboard: {page_url} ready after {:?}", started.elapsed());
 
     // chromedriver, in a process group of its own (Chromium joins it), on a port it picks.
@@ -218,7 +209,7 @@ fn dashboard_in_headless_chromium() {
         vec![driver_log],
         true,
     );
-    let driver_port = driver.wait_chromedriver();
+    let driver_port = wait_chromedriver(&mut driver);
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -636,217 +627,20 @@ async fn click_series(client: &Client, series: &str) {
     }
 }
 
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_secs() as i64
-}
-
-fn file(path: &Path) -> std::fs::File {
-    std::fs::File::create(path).unwrap_or_else(|e| panic!("create {}: {e}", path.display()))
-}
-
-/// A child process killed (SIGKILL) and reaped on drop, its whole process group with it when
-/// it leads one, so a failing test leaves nothing running; [`Proc::terminate`] is the
-/// graceful way.
-struct Proc {
-    name: &'static str,
-    child: Child,
-    /// The child leads a process group of its own (its pid is the group's id).
-    group: bool,
-    /// Files with the child's diagnostics.
-    logs: Vec<PathBuf>,
-    /// Lines the child printed on stdout, when piped.
-    stdout: Option<mpsc::Receiver<String>>,
-    /// The stdout lines read so far.
-    seen: Vec<String>,
-    /// The child was waited for (its pid may be reused from then on).
-    reaped: bool,
-}
-
-impl Proc {
-    fn spawn(name: &'static str, command: &mut Command, logs: Vec<PathBuf>, group: bool) -> Proc {
-        if group {
-            command.process_group(0);
+/// Reads chromedriver's stdout until it says which port it listens on.
+fn wait_chromedriver(driver: &mut Proc) -> u16 {
+    let deadline = Instant::now() + BROWSER_TIMEOUT;
+    loop {
+        let line = driver.next_line(deadline, "`started successfully on port N`");
+        if let Some(rest) = line
+            .split_once("started successfully on port ")
+            .map(|(_, r)| r)
+        {
+            return rest
+                .trim()
+                .trim_end_matches('.')
+                .parse()
+                .unwrap_or_else(|e| panic!("{line:?}: bad port: {e}"));
         }
-        let mut child = command
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
-        // Drain stdout on a thread for as long as the child runs, so it never blocks on a full pipe.
-        let stdout = child.stdout.take().map(|out| {
-            let (tx, rx) = mpsc::channel();
-            std::thread::spawn(move || {
-                for line in BufReader::new(out).lines() {
-                    let Ok(line) = line else { break };
-                    let _ = tx.send(line);
-                }
-            });
-            rx
-        });
-        Proc {
-            name,
-            child,
-            group,
-            logs,
-            stdout,
-            seen: Vec::new(),
-            reaped: false,
-        }
-    }
-
-    /// The next stdout line, or a panic past `deadline`.
-    fn next_line(&mut self, deadline: Instant, waiting_for: &str) -> String {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let rx = self.stdout.as_ref().expect("stdout piped");
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                self.seen.push(line.clone());
-                line
-            }
-            Err(e) => panic!(
-                "{}: no {waiting_for} ({e:?})\n{}",
-                self.name,
-                self.diagnostics()
-            ),
-        }
-    }
-
-    /// Reads stdout until `tierdb: ready`; returns the dashboard's address.
-    fn wait_ready(&mut self) -> String {
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        let mut dashboard = None;
-        loop {
-            let line = self.next_line(deadline, "`tierdb: ready`");
-            if let Some(url) = line.strip_prefix("tierdb: dashboard at ") {
-                let url = url.trim();
-                assert!(
-                    url.starts_with("http://127.0.0.1:") && url.ends_with('/'),
-                    "{line:?}: not a local page address"
-                );
-                dashboard = Some(url.to_string());
-            } else if line.trim() == "tierdb: ready" {
-                return dashboard.unwrap_or_else(|| {
-                    panic!(
-                        "`tierdb: ready` before `tierdb: dashboard at`; stdout: {:?}",
-                        self.seen
-                    )
-                });
-            }
-        }
-    }
-
-    /// Reads chromedriver's stdout until it says which port it listens on.
-    fn wait_chromedriver(&mut self) -> u16 {
-        let deadline = Instant::now() + BROWSER_TIMEOUT;
-        loop {
-            let line = self.next_line(deadline, "`started successfully on port N`");
-            if let Some(rest) = line
-                .split_once("started successfully on port ")
-                .map(|(_, r)| r)
-            {
-                return rest
-                    .trim()
-                    .trim_end_matches('.')
-                    .parse()
-                    .unwrap_or_else(|e| panic!("{line:?}: bad port: {e}"));
-            }
-        }
-    }
-
-    fn assert_running(&mut self) {
-        if let Some(status) = self.try_wait() {
-            panic!(
-                "{} exited early with {status}\n{}",
-                self.name,
-                self.diagnostics()
-            );
-        }
-    }
-
-    fn signal(&self, signal: rustix::process::Signal) {
-        let pid = rustix::process::Pid::from_child(&self.child);
-        let sent = if self.group {
-            rustix::process::kill_process_group(pid, signal)
-        } else {
-            rustix::process::kill_process(pid, signal)
-        };
-        // ESRCH: already gone (a group whose members all exited).
-        if let Err(e) = sent {
-            if e != rustix::io::Errno::SRCH {
-                panic!("signal {signal:?} to {} ({pid:?}): {e}", self.name);
-            }
-        }
-    }
-
-    /// Waits for the child without blocking; once it exited, what is left of its group is
-    /// killed (the group's id cannot be reused while a member lives).
-    fn try_wait(&mut self) -> Option<ExitStatus> {
-        let status = self.child.try_wait().expect("try_wait")?;
-        if !self.reaped {
-            self.reaped = true;
-            self.kill_group();
-        }
-        Some(status)
-    }
-
-    fn kill_group(&self) {
-        if self.group {
-            let pid = rustix::process::Pid::from_child(&self.child);
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-        }
-    }
-
-    /// SIGTERM, then waits up to `timeout` for the exit (SIGKILL and a panic past it).
-    fn terminate(&mut self, timeout: Duration) -> ExitStatus {
-        if let Some(status) = self.try_wait() {
-            return status;
-        }
-        self.signal(rustix::process::Signal::TERM);
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.try_wait() {
-                return status;
-            }
-            if Instant::now() > deadline {
-                panic!(
-                    "{} still running {timeout:?} after SIGTERM\n{}",
-                    self.name,
-                    self.diagnostics()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// The child's stdout so far and its logs, for failure messages.
-    fn diagnostics(&self) -> String {
-        let mut out = format!("--- {}: stdout ---\n", self.name);
-        for line in &self.seen {
-            out.push_str(line);
-            out.push('\n');
-        }
-        for path in &self.logs {
-            let text = std::fs::read_to_string(path).unwrap_or_else(|e| format!("({e})\n"));
-            out.push_str(&format!(
-                "--- {}: {} ---\n{text}",
-                self.name,
-                path.display()
-            ));
-        }
-        out
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if self.reaped {
-            return;
-        }
-        // The group first, while its leader is not reaped: Chromium's processes outlive a
-        // killed chromedriver otherwise.
-        self.kill_group();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }

@@ -12,3 +12,4 @@ mod rolling;
 mod serve_binary;
 mod server;
 mod stress;
+mod support;

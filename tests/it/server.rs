@@ -1,7 +1,7 @@
 //! The server over real sockets: Graphite plaintext on TCP and UDP, Influx and JSON writes
 //! over HTTP, the query, series, tiers and metrics endpoints, tokens and limits.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +10,7 @@ use tierdb::server::{run, Limits, Listeners, State};
 use tierdb::{Engine, ManualClock, TiersConfig};
 
 use crate::common::NOW;
+use crate::support::http;
 
 /// A server on ephemeral loopback ports, stopped (and its engine flushed) on drop.
 struct TestServer {
@@ -76,28 +77,7 @@ impl TestServer {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> (u16, String) {
-        let mut stream = TcpStream::connect(self.http).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: tierdb\r\nConnection: close\r\nContent-Length: {}\r\n",
-            body.len()
-        );
-        for (k, v) in headers {
-            head.push_str(&format!("{k}: {v}\r\n"));
-        }
-        head.push_str("\r\n");
-        stream.write_all(head.as_bytes()).unwrap();
-        stream.write_all(body).unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        let status = response[9..12].parse().unwrap();
-        let body = response
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        (status, body)
+        http::request(self.http, method, path, headers, body)
     }
 
     fn get(&self, path: &str) -> (u16, String) {

@@ -1,0 +1,139 @@
+//! A minimal HTTP/1.1 client over [`TcpStream`]: one request per connection
+//! (`Connection: close`), the answer read to EOF, its body cut to `Content-Length` or
+//! de-chunked.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// The read and write timeout of [`request`].
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The read and write timeout of [`get_json`] (polled while a server warms up).
+const GET_JSON_TIMEOUT: Duration = Duration::from_secs(10);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Sends `method path` with `headers` and `body` (a `Content-Length` is always sent); returns
+/// the status and the body. Panics on any I/O or framing error.
+pub fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String) {
+    let (status, body) = exchange(addr, method, path, headers, body, REQUEST_TIMEOUT)
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// `GET path_and_query` as JSON. Any status but 200 is an error carrying the body, as is a
+/// body that is not JSON or a failed connection.
+pub fn get_json(addr: SocketAddr, path_and_query: &str) -> Result<Value, String> {
+    let (status, body) = exchange(
+        addr,
+        "GET",
+        path_and_query,
+        &[("Accept", "application/json")],
+        b"",
+        GET_JSON_TIMEOUT,
+    )?;
+    let text = String::from_utf8_lossy(&body);
+    if status != 200 {
+        return Err(format!("status {status}: {text}"));
+    }
+    serde_json::from_slice(&body).map_err(|e| format!("{e} in {text}"))
+}
+
+/// Percent-encodes everything but unreserved characters (RFC 3986).
+pub fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn exchange(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    timeout: Duration,
+) -> Result<(u16, Vec<u8>), String> {
+    let err = |e: std::io::Error| e.to_string();
+    let mut stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(err)?;
+    stream.set_read_timeout(Some(timeout)).map_err(err)?;
+    stream.set_write_timeout(Some(timeout)).map_err(err)?;
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).map_err(err)?;
+    stream.write_all(body).map_err(err)?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).map_err(err)?;
+
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| format!("no end of headers in {:?}", String::from_utf8_lossy(&raw)))?;
+    let head = String::from_utf8_lossy(&raw[..split]);
+    let mut body = raw[split + 4..].to_vec();
+    let status_line = head.lines().next().unwrap_or_default();
+    let status = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
+    let header = |name: &str| {
+        head.lines().skip(1).find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    };
+    if header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        body = dechunk(&body)?;
+    } else if let Some(length) = header("content-length") {
+        let length: usize = length
+            .parse()
+            .map_err(|e| format!("Content-Length {length:?}: {e}"))?;
+        if body.len() < length {
+            return Err(format!("body of {} bytes, not {length}", body.len()));
+        }
+        body.truncate(length);
+    }
+    Ok((status, body))
+}
+
+fn dechunk(mut data: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    loop {
+        let eol = data
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or("truncated chunk size")?;
+        let size_field = std::str::from_utf8(&data[..eol]).map_err(|e| e.to_string())?;
+        let size_hex = size_field.split(';').next().unwrap_or_default().trim();
+        let size = usize::from_str_radix(size_hex, 16)
+            .map_err(|e| format!("chunk size {size_hex:?}: {e}"))?;
+        data = &data[eol + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        if data.len() < size + 2 {
+            return Err("truncated chunk".into());
+        }
+        out.extend_from_slice(&data[..size]);
+        data = &data[size + 2..];
+    }
+}
