@@ -354,15 +354,16 @@ impl Storage {
             .collect()
     }
 
-    /// How many chunk files `tier`'s period starting at `period_start` has.
-    pub fn chunks_in(&self, tier: usize, period_start: Timestamp) -> usize {
+    /// The chunk files of `tier`'s period starting at `period_start`, in chunk order.
+    pub fn period_files(&self, tier: usize, period_start: Timestamp) -> Vec<Arc<PeriodFile>> {
         let files = self.tiers[tier]
             .files
             .read()
             .unwrap_or_else(|e| e.into_inner());
         files
             .range((period_start, 0)..=(period_start, u32::MAX))
-            .count()
+            .map(|(_, f)| Arc::clone(f))
+            .collect()
     }
 
     /// Prefaults the block of buckets holding `bucket` in the chunk files `files` (positions
@@ -374,19 +375,8 @@ impl Storage {
         bucket: u32,
         files: std::ops::Range<usize>,
     ) {
-        let wanted = files;
-        let files: Vec<Arc<PeriodFile>> = {
-            let files = self.tiers[tier]
-                .files
-                .read()
-                .unwrap_or_else(|e| e.into_inner());
-            files
-                .range((period_start, 0)..=(period_start, u32::MAX))
-                .skip(wanted.start)
-                .take(wanted.len())
-                .map(|(_, f)| Arc::clone(f))
-                .collect()
-        };
+        let chosen = self.period_files(tier, period_start);
+        let files = chosen.iter().skip(files.start).take(files.len());
         for file in files {
             file.prefault_block(bucket);
         }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use tierdb::{Engine, ManualClock, TiersConfig, Timestamp};
+use tierdb::{Engine, ManualClock, Span, TierSpec, TiersConfig, Timestamp};
 
 /// 2025-11-21T12:00:00Z, a Friday: a fixed "now" for tests.
 pub const NOW: Timestamp = 1_763_726_400;
@@ -23,4 +23,15 @@ pub fn open(dir: &std::path::Path, clock: &Arc<ManualClock>, tiers: TiersConfig)
         .writer_threads(2)
         .open()
         .expect("open engine")
+}
+
+/// A tier with `create_ahead` 1, spans in seconds.
+pub fn tier(name: &str, resolution: u64, period: u64, retention: u64) -> TierSpec {
+    TierSpec {
+        name: name.to_string(),
+        resolution: Span::from_secs(resolution),
+        period: Span::from_secs(period),
+        retention: Span::from_secs(retention),
+        create_ahead: 1,
+    }
 }

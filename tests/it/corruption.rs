@@ -19,11 +19,10 @@ use tierdb::storage::bucket::RECORD_SIZE;
 use tierdb::storage::format::{cell_index, file_name, HEADER_LEN};
 use tierdb::time::align_down;
 use tierdb::{
-    Bucket, Engine, Error, ManualClock, Result, Sample, SeriesId, Span, TierSpec, TiersConfig,
-    Timestamp,
+    Bucket, Engine, Error, ManualClock, Result, Sample, SeriesId, Span, TiersConfig, Timestamp,
 };
 
-use crate::common::{open, NOW};
+use crate::common::{open, tier, NOW};
 
 const DAY: i64 = 86_400;
 /// Series slots per chunk file in these tests.
@@ -37,13 +36,6 @@ const RESOLUTION_OFFSET: usize = 24;
 
 /// Small files: 1m/1d and 1h/30d tiers, 16 series per chunk.
 fn small_tiers() -> TiersConfig {
-    let tier = |name: &str, resolution: u64, period: u64, retention: u64| TierSpec {
-        name: name.to_string(),
-        resolution: Span::from_secs(resolution),
-        period: Span::from_secs(period),
-        retention: Span::from_secs(retention),
-        create_ahead: 1,
-    };
     let mut config = TiersConfig::default();
     config.engine.series_per_chunk = SLOTS;
     config.tiers = vec![

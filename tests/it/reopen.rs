@@ -10,11 +10,10 @@ use std::sync::Arc;
 
 use tierdb::time::{align_down, format_ts};
 use tierdb::{
-    Bucket, Display, Engine, Error, ManualClock, Query, Sample, Span, TierSpec, TiersConfig,
-    Timestamp,
+    Bucket, Display, Engine, Error, ManualClock, Query, Sample, Span, TiersConfig, Timestamp,
 };
 
-use crate::common::{open, NOW};
+use crate::common::{open, tier, NOW};
 
 const MINUTE: i64 = 60;
 const HOUR: i64 = 3_600;
@@ -141,16 +140,6 @@ fn table(engine: &Engine) -> String {
     out
 }
 
-fn tier(name: &str, resolution: i64, period: i64, retention: i64) -> TierSpec {
-    TierSpec {
-        name: name.to_string(),
-        resolution: Span::from_secs(resolution as u64),
-        period: Span::from_secs(period as u64),
-        retention: Span::from_secs(retention as u64),
-        create_ahead: 1,
-    }
-}
-
 /// A directory holding [`HISTORY`] under the default tiers, closed, with its answers.
 fn closed_history() -> (tempfile::TempDir, Arc<ManualClock>, Answers) {
     let dir = tempfile::tempdir().unwrap();
@@ -249,9 +238,10 @@ fn an_added_tier_starts_empty_and_works() {
     let (dir, clock, before) = closed_history();
     let mut config = TiersConfig::default();
     // In the middle, so the indexes of the tiers after it shift.
-    config
-        .tiers
-        .insert(1, tier("10m", 10 * MINUTE, DAY, 2 * DAY));
+    config.tiers.insert(
+        1,
+        tier("10m", 10 * MINUTE as u64, DAY as u64, 2 * DAY as u64),
+    );
     let engine = open(dir.path(), &clock, config);
     assert_eq!(answers(&engine), before);
 

@@ -12,11 +12,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 
 use tierdb::{
-    Bucket, Display, Engine, ManualClock, Query, Sample, SeriesId, Span, TierSpec, TiersConfig,
-    Timestamp,
+    Bucket, Display, Engine, ManualClock, Query, Sample, SeriesId, Span, TiersConfig, Timestamp,
 };
 
-use crate::common::{open, NOW};
+use crate::common::{open, tier, NOW};
 
 /// Series written concurrently.
 const SERIES: u32 = 8;
@@ -39,13 +38,6 @@ const OLD_MINUTES: i64 = 3;
 /// Small files (16 series per chunk) so the test spends its time on reads and writes, not on
 /// preallocation: 1m/1d, 1h/30d, 1d/365d.
 fn small_tiers() -> TiersConfig {
-    let tier = |name: &str, resolution: u64, period: u64, retention: u64| TierSpec {
-        name: name.to_string(),
-        resolution: Span::from_secs(resolution),
-        period: Span::from_secs(period),
-        retention: Span::from_secs(retention),
-        create_ahead: 1,
-    };
     let mut config = TiersConfig::default();
     config.engine.series_per_chunk = 16;
     config.tiers = vec![
