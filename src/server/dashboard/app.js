@@ -304,6 +304,26 @@
     else if (options.length) select.value = options[0].value;
   }
 
+  // The first series of each distinct name (cpu.user, http.requests, ...) up to `n`, so a
+  // fresh page shows different metrics rather than one metric of several hosts.
+  function firstOfEachName(series, n) {
+    const seen = new Set();
+    const picked = [];
+    for (const name of series) {
+      const base = name.split('{')[0];
+      if (!seen.has(base)) {
+        seen.add(base);
+        picked.push(name);
+        if (picked.length === n) return picked;
+      }
+    }
+    for (const name of series) {
+      if (picked.length === n) break;
+      if (!picked.includes(name)) picked.push(name);
+    }
+    return picked;
+  }
+
   function currentTier() {
     return state.tiers.find((t) => t.name === el.resolution.value) || state.tiers[0];
   }
@@ -445,7 +465,7 @@
     state.seriesGlob = glob;
     state.seriesLoadedAt = Date.now();
     if (!state.userTouched && state.selected.length === 0 && glob === '*') {
-      state.selected = state.series.slice(0, DEFAULT_SELECTED);
+      state.selected = firstOfEachName(state.series, DEFAULT_SELECTED);
       if (state.selected.length) writeHash();
     }
     renderSeriesList();
