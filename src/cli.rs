@@ -402,10 +402,7 @@ fn build_query(
         (None, None) => to.saturating_sub(3600),
     };
     let mut query = Query::new(series, from, to);
-    query.tier = window
-        .tier
-        .parse::<TierChoice>()
-        .unwrap_or(TierChoice::Auto);
+    query.tier = TierChoice::from(window.tier.as_str());
     query.display = window.display.parse::<Display>()?;
     Ok(query)
 }

@@ -95,15 +95,14 @@ pub enum TierChoice {
     Named(String),
 }
 
-impl FromStr for TierChoice {
-    type Err = std::convert::Infallible;
-
-    fn from_str(s: &str) -> std::result::Result<TierChoice, Self::Err> {
-        Ok(if s == "auto" {
+impl From<&str> for TierChoice {
+    /// `auto`, or the name of a tier (checked when the query runs).
+    fn from(s: &str) -> TierChoice {
+        if s == "auto" {
             TierChoice::Auto
         } else {
             TierChoice::Named(s.to_string())
-        })
+        }
     }
 }
 
@@ -142,7 +141,7 @@ impl Query {
 
     /// Reads the tier named `name`.
     pub fn tier(mut self, name: &str) -> Query {
-        self.tier = name.parse().unwrap_or(TierChoice::Auto);
+        self.tier = TierChoice::from(name);
         self
     }
 

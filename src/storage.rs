@@ -333,7 +333,9 @@ impl Storage {
         first_error.map_or(Ok(expired.len()), Err)
     }
 
-    /// The files of `chunk` in `tier` whose period overlaps `[from, to)`, oldest first.
+    /// The files of `chunk` in `tier` whose period overlaps `[from, to)`, oldest first. One
+    /// lookup per period between the oldest and newest held, so the walk is bounded by the
+    /// files held, not by the width of the range or the number of chunks.
     pub fn files_of_chunk(
         &self,
         tier: usize,
@@ -341,17 +343,23 @@ impl Storage {
         from: Timestamp,
         to: Timestamp,
     ) -> Vec<(Timestamp, Arc<PeriodFile>)> {
-        if from >= to {
-            return Vec::new();
-        }
         let store = &self.tiers[tier];
-        let first_period = crate::time::align_down(from, store.spec.period);
+        let period = store.spec.period.secs() as i64;
         let files = store.files.read().unwrap_or_else(|e| e.into_inner());
-        files
-            .range((first_period, 0)..(to, 0))
-            .filter(|((_, c), _)| *c == chunk)
-            .map(|((start, _), file)| (*start, Arc::clone(file)))
-            .collect()
+        let (Some(&(oldest, _)), Some(&(newest, _))) =
+            (files.keys().next(), files.keys().next_back())
+        else {
+            return Vec::new();
+        };
+        let mut found = Vec::new();
+        let mut start = crate::time::align_down(from, store.spec.period).max(oldest);
+        while start < to && start <= newest {
+            if let Some(file) = files.get(&(start, chunk)) {
+                found.push((start, Arc::clone(file)));
+            }
+            start += period;
+        }
+        found
     }
 
     /// The chunk files of `tier`'s period starting at `period_start`, in chunk order.

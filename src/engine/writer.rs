@@ -37,11 +37,11 @@ pub(crate) enum Job {
     Close,
 }
 
-/// A writer's acknowledgement; hands the batch buffer back for reuse.
+/// A writer's acknowledgement; hands the batch buffer back for reuse. A writer cannot fail
+/// a batch (the caller created every file it needs), so there is nothing else to report.
 pub(crate) struct Reply {
     writer: usize,
     samples: Vec<Sample>,
-    result: Result<()>,
 }
 
 /// The writer threads and their queues.
@@ -109,12 +109,7 @@ impl WriterPool {
         drop(reply_tx);
         for _ in 0..sent {
             match reply_rx.recv() {
-                Ok(reply) => {
-                    returned[reply.writer] = reply.samples;
-                    if let Err(e) = reply.result {
-                        first_error.get_or_insert(e);
-                    }
-                }
+                Ok(reply) => returned[reply.writer] = reply.samples,
                 Err(_) => {
                     first_error.get_or_insert(Error::Poisoned(
                         "a writer thread died mid-batch".to_string(),
@@ -232,13 +227,9 @@ impl Writer {
                     reply,
                     writer,
                 } => {
-                    let result = self.apply(&samples, &windows);
+                    self.apply(&samples, &windows);
                     samples.clear();
-                    let _ = reply.send(Reply {
-                        writer,
-                        samples,
-                        result,
-                    });
+                    let _ = reply.send(Reply { writer, samples });
                 }
                 Job::Close => break,
             }
@@ -248,7 +239,7 @@ impl Writer {
     /// Folds every sample into every tier whose window holds it, then marks the files it
     /// wrote dirty for the next flush (after the stores, so a flush that clears the mark
     /// either sees them or leaves the mark set for the next one).
-    fn apply(&mut self, samples: &[Sample], windows: &[Timestamp]) -> Result<()> {
+    fn apply(&mut self, samples: &[Sample], windows: &[Timestamp]) {
         self.evict_expired(windows);
         let mut last_ts = None;
         let slot_mask = (1u32 << self.slot_bits) - 1;
@@ -288,7 +279,6 @@ impl Writer {
                 }
             }
         }
-        Ok(())
     }
 
     /// Starts loading the cells `sample` will update, when they land where the current

@@ -331,7 +331,7 @@ async fn query(
     let from = time("from", to.saturating_sub(3600))?;
     let mut query = Query::new(series_param(&params)?, from, to);
     if let Some(tier) = param(&params, "tier") {
-        query.tier = tier.parse::<TierChoice>().unwrap_or(TierChoice::Auto);
+        query.tier = TierChoice::from(tier);
         if let TierChoice::Named(name) = &query.tier {
             if engine.config().tier_index(name).is_none() {
                 let known: Vec<&str> = engine

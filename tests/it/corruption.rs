@@ -515,21 +515,7 @@ fn an_interrupted_bucket_update_is_cleared_after_an_unclean_shutdown() {
 
 #[test]
 fn data_of_a_series_whose_registration_was_lost_is_cleared_after_an_unclean_shutdown() {
-    // The crash copy gets the registry as it was before `c` was registered (its record never
-    // reached the disk) but the period files after `c` was written.
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(NOW));
-    let engine = open(dir.path(), &clock, small_tiers());
-    write_samples(&engine);
-    let crashed = tempfile::tempdir().unwrap();
-    copy_dir(dir.path(), crashed.path());
-    let c = engine.series("c").unwrap();
-    assert_eq!(c, SeriesId(2));
-    engine.record_batch(&[Sample::new(c, TS, 9.0)]).unwrap();
-    let registry = std::fs::read(crashed.path().join("series.log")).unwrap();
-    copy_dir(dir.path(), crashed.path());
-    std::fs::write(crashed.path().join("series.log"), registry).unwrap();
-    engine.close().unwrap();
+    let (_dir, crashed, clock) = crash_losing_the_registration_of_c();
     assert_eq!(
         read_count(crashed.path(), "1m", 2),
         1,
@@ -558,7 +544,6 @@ fn data_of_a_series_whose_registration_was_lost_is_cleared_after_an_unclean_shut
 /// records carry no checksum) made every read of it spin forever in `BucketCell::load`; now
 /// the read gives up waiting after `STALE_AFTER` and returns the fields as they stand.
 #[test]
-
 fn a_stale_update_bit_without_the_open_marker_does_not_hang_readers() {
     let (dir, clock) = written_dir();
     set_busy_bit(dir.path(), "1m");
@@ -583,7 +568,6 @@ fn without_hour() -> TiersConfig {
 /// interrupted update, and once the clean close removed the `OPEN` marker nothing repairs it:
 /// bringing the tier back makes reads of that cell spin forever.
 #[test]
-
 fn an_orphaned_tier_is_repaired_when_it_comes_back() {
     let (dir, clock) = written_dir();
     set_busy_bit(dir.path(), "1h");
@@ -598,24 +582,13 @@ fn an_orphaned_tier_is_repaired_when_it_comes_back() {
     engine.close().unwrap();
 }
 
-/// Regression: the same gap for slots of series whose registration was lost in the crash. They are cleared in the tiers configured at the
-/// unclean open only; the next series to get the id inherits the lost series' data in a tier
-/// that was orphaned then and is configured again later.
+/// Regression: the same gap for slots of series whose registration was lost in the crash.
+/// They were cleared in the tiers configured at the unclean open only; the next series to get
+/// the id inherited the lost series' data in a tier that was orphaned then and is configured
+/// again later.
 #[test]
-
 fn an_orphaned_tier_forgets_series_lost_in_a_crash() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(NOW));
-    let engine = open(dir.path(), &clock, small_tiers());
-    write_samples(&engine);
-    let crashed = tempfile::tempdir().unwrap();
-    copy_dir(dir.path(), crashed.path());
-    let c = engine.series("c").unwrap();
-    engine.record_batch(&[Sample::new(c, TS, 9.0)]).unwrap();
-    let registry = std::fs::read(crashed.path().join("series.log")).unwrap();
-    copy_dir(dir.path(), crashed.path());
-    std::fs::write(crashed.path().join("series.log"), registry).unwrap();
-    engine.close().unwrap();
+    let (_dir, crashed, clock) = crash_losing_the_registration_of_c();
 
     open(crashed.path(), &clock, without_hour())
         .close()
@@ -633,4 +606,26 @@ fn an_orphaned_tier_forgets_series_lost_in_a_crash() {
         "d inherited c's sample in 1h"
     );
     engine.close().unwrap();
+}
+
+/// A crash copy holding the registry as it was before series `c` (id 2) was registered (its
+/// record never reached the disk) but the period files after `c`'s sample of 9.0 was
+/// written, with the `OPEN` marker of a process that died. Returns the original directory
+/// (kept alive), the crash copy and the clock.
+fn crash_losing_the_registration_of_c() -> (tempfile::TempDir, tempfile::TempDir, Arc<ManualClock>)
+{
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let engine = open(dir.path(), &clock, small_tiers());
+    write_samples(&engine);
+    let crashed = tempfile::tempdir().unwrap();
+    copy_dir(dir.path(), crashed.path());
+    let c = engine.series("c").unwrap();
+    assert_eq!(c, SeriesId(2));
+    engine.record_batch(&[Sample::new(c, TS, 9.0)]).unwrap();
+    let registry = std::fs::read(crashed.path().join("series.log")).unwrap();
+    copy_dir(dir.path(), crashed.path());
+    std::fs::write(crashed.path().join("series.log"), registry).unwrap();
+    engine.close().unwrap();
+    (dir, crashed, clock)
 }
