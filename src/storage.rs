@@ -373,22 +373,6 @@ impl Storage {
             .map(|(_, f)| Arc::clone(f))
             .collect()
     }
-
-    /// Prefaults the block of buckets holding `bucket` in the chunk files `files` (positions
-    /// in chunk order) of `tier`'s period starting at `period_start`.
-    pub fn prefault(
-        &self,
-        tier: usize,
-        period_start: Timestamp,
-        bucket: u32,
-        files: std::ops::Range<usize>,
-    ) {
-        let chosen = self.period_files(tier, period_start);
-        let files = chosen.iter().skip(files.start).take(files.len());
-        for file in files {
-            file.prefault_block(bucket);
-        }
-    }
 }
 
 impl TierStore {

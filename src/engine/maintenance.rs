@@ -96,9 +96,11 @@ impl Shared {
                 let p = place(t, spec, ts);
                 let key = (t, p.period_start, p.bucket / BUCKET_BLOCK);
                 let from = done.get(&key).copied().unwrap_or(0);
-                let chunks = self.storage.period_files(t, p.period_start).len();
-                let to = ((chunks as f64 * share).ceil() as usize).clamp(from, chunks);
-                self.storage.prefault(t, p.period_start, p.bucket, from..to);
+                let files = self.storage.period_files(t, p.period_start);
+                let to = ((files.len() as f64 * share).ceil() as usize).clamp(from, files.len());
+                for file in &files[from..to] {
+                    file.prefault_block(p.bucket);
+                }
                 progress.push((key, to));
             }
         }
