@@ -16,8 +16,10 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::aggregate::AggregateQuery;
 use crate::ingest::influx::Precision;
 use crate::query::{Display, Query, TierChoice};
+use crate::registry::{Selector, TagFilter};
 use crate::server::{Limits, Listeners, State};
 use crate::time::{parse_time, Span};
 use crate::{Engine, Error, TiersConfig};
@@ -171,15 +173,46 @@ pub enum Command {
         #[command(flatten)]
         location: Location,
     },
+    /// Folds many series into one line per group: sum, avg, min, max or count across every
+    /// series a selector picks.
+    #[command(
+        after_help = "Examples:\n  tierdb aggregate 'cpu.user' --agg avg --group-by dc --range 6h\n  tierdb aggregate 'http.requests{dc=eu,host!=db-1}' --display per_sec --range 7d --tier 1h\n  tierdb aggregate butterflies --tag scientist=perpetua --group-by location --display total --range 365d --whole-range"
+    )]
+    Aggregate {
+        /// A name glob with optional tag filters: `cpu.*{dc=eu,host!=db-1}`.
+        selector: String,
+        /// sum, avg, min, max or count (count: series with a sample in the point).
+        #[arg(long = "agg", default_value = "sum")]
+        aggregation: String,
+        /// Tag keys whose values split the series into groups; comma-separated or repeated.
+        #[arg(long = "group-by", value_delimiter = ',')]
+        group_by: Vec<String>,
+        /// Only series with this tag (k=v), or without it (k!=v); repeatable.
+        #[arg(long = "tag")]
+        tags: Vec<String>,
+        /// Fold the whole range into one value per group.
+        #[arg(long)]
+        whole_range: bool,
+        #[command(flatten)]
+        window: Window,
+        /// Merge buckets into points this wide (a multiple of the tier's resolution).
+        #[arg(long)]
+        step: Option<Span>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: OutputFormat,
+        #[command(flatten)]
+        location: Location,
+    },
     /// Lists series whose name matches a glob (`*`, `?`, `[a-z]`).
     #[command(
         after_help = "Examples:\n  tierdb series\n  tierdb series 'cpu.*'\n  tierdb series 'cpu.*' --tag host=web-1"
     )]
     Series {
-        /// Glob over the series name.
+        /// Glob over the series name, optionally with tag filters: `cpu.*{host!=b}`.
         #[arg(default_value = "*")]
         pattern: String,
-        /// Only series with this tag (k=v); repeatable.
+        /// Only series with this tag (k=v), or without it (k!=v); repeatable.
         #[arg(long = "tag")]
         tags: Vec<String>,
         #[command(flatten)]
@@ -289,6 +322,43 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             };
             print(&text)?;
         }
+        Command::Aggregate {
+            selector,
+            aggregation,
+            group_by,
+            tags,
+            whole_range,
+            window,
+            step,
+            format,
+            location,
+        } => {
+            let engine = open_reader(&location)?;
+            let mut selector = Selector::parse(&selector)?;
+            for tag in &tags {
+                selector.filters.push(TagFilter::parse(tag)?);
+            }
+            let (from, to) = window_range(&engine, &window)?;
+            let query = AggregateQuery {
+                selector,
+                group_by,
+                aggregation: aggregation.parse()?,
+                display: window.display.parse()?,
+                tier: TierChoice::from(window.tier.as_str()),
+                from,
+                to,
+                step,
+                max_points: None,
+                whole_range,
+            };
+            let result = engine.aggregate(&query)?;
+            let text = match format {
+                OutputFormat::Table => output::aggregate_table(&result),
+                OutputFormat::Csv => output::aggregate_csv(&result),
+                OutputFormat::Json => output::json(&result) + "\n",
+            };
+            print(&text)?;
+        }
         Command::Plot {
             series,
             window,
@@ -318,16 +388,12 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             location,
         } => {
             let engine = open_reader(&location)?;
-            let tags = tags
-                .iter()
-                .map(|t| {
-                    t.split_once('=')
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .ok_or_else(|| format!("--tag {t:?} is not k=v"))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+            let mut selector = Selector::parse(&pattern)?;
+            for tag in &tags {
+                selector.filters.push(TagFilter::parse(tag)?);
+            }
             let mut out = String::new();
-            for key in engine.registry().matching(&pattern, &tags) {
+            for key in engine.registry().matching(&selector) {
                 out.push_str(&key.to_string());
                 out.push('\n');
             }
@@ -391,6 +457,16 @@ fn build_query(
     series: String,
     window: &Window,
 ) -> Result<Query, Box<dyn std::error::Error>> {
+    let (from, to) = window_range(engine, window)?;
+    let mut query = Query::new(series, from, to);
+    query.tier = TierChoice::from(window.tier.as_str());
+    query.display = window.display.parse::<Display>()?;
+    Ok(query)
+}
+
+/// The `[from, to)` a window names: `--from`/`--to`, or `--range` back from `--to`; the
+/// last hour by default.
+fn window_range(engine: &Engine, window: &Window) -> Result<(i64, i64), String> {
     let now = engine.now();
     let to = match &window.to {
         Some(text) => parse_time(text, now).map_err(|e| format!("--to: {e}"))?,
@@ -401,10 +477,7 @@ fn build_query(
         (None, Some(range)) => to.saturating_sub(range.secs() as i64),
         (None, None) => to.saturating_sub(3600),
     };
-    let mut query = Query::new(series, from, to);
-    query.tier = TierChoice::from(window.tier.as_str());
-    query.display = window.display.parse::<Display>()?;
-    Ok(query)
+    Ok((from, to))
 }
 
 /// The tiers from `path`, else `./tiers.toml` when present, else the built-in default.

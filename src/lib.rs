@@ -35,6 +35,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod aggregate;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -49,12 +50,13 @@ pub mod server;
 pub mod storage;
 pub mod time;
 
+pub use aggregate::{AggregateQuery, AggregateResult, Aggregation, Group};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{EngineSettings, TierSpec, TiersConfig};
 pub use engine::{Engine, EngineBuilder, EngineStats, TierStats};
 pub use error::{Error, Result};
 pub use query::{Display, Query, QueryResult, TierChoice};
-pub use registry::{SeriesId, SeriesKey};
+pub use registry::{Selector, SeriesId, SeriesKey, TagFilter};
 pub use sample::{BatchReport, RejectReason, Sample};
 pub use storage::bucket::Bucket;
 pub use time::{locate, Placement, Span, Timestamp};

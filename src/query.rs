@@ -3,10 +3,13 @@
 //! bucket memory and never see a torn bucket (see [`crate::storage::bucket::BucketCell`]).
 
 use std::str::FromStr;
+use std::sync::Arc;
 
+use crate::config::TierSpec;
 use crate::engine::{window_start, Engine};
 use crate::registry::SeriesId;
 use crate::storage::bucket::Bucket;
+use crate::storage::period_file::PeriodFile;
 use crate::time::{Span, Timestamp};
 use crate::{Error, Result};
 
@@ -193,20 +196,7 @@ impl Engine {
         let id = registry
             .lookup(&query.series)?
             .ok_or_else(|| Error::UnknownSeries(query.series.clone()))?;
-        let tier = match &query.tier {
-            TierChoice::Auto => self.auto_tier(
-                query.from,
-                query.to,
-                query
-                    .max_points
-                    .unwrap_or(self.shared.config.engine.max_points),
-            ),
-            TierChoice::Named(name) => self
-                .shared
-                .config
-                .tier_index(name)
-                .ok_or_else(|| Error::UnknownTier(name.clone()))?,
-        };
+        let tier = self.choose_tier(&query.tier, query.from, query.to, query.max_points)?;
         let spec = &self.shared.config.tiers[tier];
         let step = query.step.unwrap_or(spec.resolution);
         let (first, buckets) = self.merged_buckets(id, tier, query.from, query.to, step)?;
@@ -230,6 +220,32 @@ impl Engine {
                 })
                 .collect(),
         })
+    }
+
+    /// The tier `choice` names, or the `auto` choice for `[from, to)` within `max_points`
+    /// (the configured budget when `None`).
+    ///
+    /// # Errors
+    /// [`Error::UnknownTier`] for a name no tier has.
+    pub fn choose_tier(
+        &self,
+        choice: &TierChoice,
+        from: Timestamp,
+        to: Timestamp,
+        max_points: Option<u32>,
+    ) -> Result<usize> {
+        match choice {
+            TierChoice::Auto => Ok(self.auto_tier(
+                from,
+                to,
+                max_points.unwrap_or(self.shared.config.engine.max_points),
+            )),
+            TierChoice::Named(name) => self
+                .shared
+                .config
+                .tier_index(name)
+                .ok_or_else(|| Error::UnknownTier(name.clone())),
+        }
     }
 
     /// The finest tier whose window reaches back to `from` and whose buckets over
@@ -289,14 +305,71 @@ impl Engine {
         to: Timestamp,
         step: Span,
     ) -> Result<(Timestamp, Vec<Bucket>)> {
+        let grid = PointGrid::new(&self.shared.config.tiers[tier], from, to, step)?;
+        let mut acc = vec![Bucket::EMPTY; grid.points];
+        let slots = self.shared.storage.slots();
+        let files = self.files_for(tier, &grid, id.0 / slots);
+        grid.fold_slot(&files, id.0 % slots, &mut acc);
+        Ok((grid.first, acc))
+    }
+
+    /// The files of `chunk` in `tier` that hold part of `grid` inside the tier's window,
+    /// oldest first. Only periods that have a file: the walk is bounded by the files held,
+    /// not by the width of the range.
+    pub(crate) fn files_for(&self, tier: usize, grid: &PointGrid, chunk: u32) -> HeldFiles {
         let spec = &self.shared.config.tiers[tier];
-        let res = spec.resolution.secs() as i64;
-        let period = spec.period.secs() as i64;
-        if from >= to {
-            return Err(Error::InvalidQuery(format!(
-                "from ({from}) must be before to ({to})"
-            )));
+        let window = window_start(self.shared.clock.now(), spec.retention, spec.period);
+        let read_from = grid.first.max(window);
+        HeldFiles {
+            read_from,
+            files: self
+                .shared
+                .storage
+                .files_of_chunk(tier, chunk, read_from, grid.end),
         }
+    }
+}
+
+/// The files one chunk holds for a read, each with its period start, and the first second
+/// the tier's window lets the read see.
+pub(crate) struct HeldFiles {
+    read_from: Timestamp,
+    files: Vec<(Timestamp, Arc<PeriodFile>)>,
+}
+
+impl HeldFiles {
+    /// True when no file holds any of the read.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+}
+
+/// The points a read covers in one tier: `points` intervals `step` seconds wide from
+/// `first`, each folding the tier's buckets whose start lies inside it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PointGrid {
+    /// Start of the first point; a multiple of the tier's resolution.
+    pub first: Timestamp,
+    /// Width of a point in seconds; a multiple of the tier's resolution.
+    pub step: i64,
+    /// Number of points.
+    pub points: usize,
+    /// End of the last point (clamped to `i64::MAX`).
+    pub end: Timestamp,
+    /// The tier's resolution and period, in seconds.
+    res: i64,
+    period: i64,
+}
+
+impl PointGrid {
+    /// One point per `step`-aligned interval whose start lies in `[from, to)`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQuery`] when `from >= to`, `step` is not a multiple of the tier's
+    /// resolution, or the answer would exceed [`MAX_QUERY_POINTS`].
+    pub fn new(spec: &TierSpec, from: Timestamp, to: Timestamp, step: Span) -> Result<PointGrid> {
+        check_range(from, to)?;
+        let res = spec.resolution.secs() as i64;
         if step.secs() == 0 || step.secs() as i64 % res != 0 {
             return Err(Error::InvalidQuery(format!(
                 "step {step} is not a multiple of tier {}'s resolution {}",
@@ -318,32 +391,64 @@ impl Engine {
             )));
         }
         // Every point starts before `to`, so `first` fits; the end may not and is clamped.
-        let first = first as Timestamp;
-        let step_secs = step_secs as i64;
-        let mut acc = vec![Bucket::EMPTY; points as usize];
-        let end =
-            (i128::from(first) + points * i128::from(step_secs)).min(i128::from(i64::MAX)) as i64;
-        let window = window_start(self.shared.clock.now(), spec.retention, spec.period);
-        let start = first.max(window);
-        let slots = self.shared.storage.slots();
-        let (chunk, slot) = (id.0 / slots, id.0 % slots);
-        let per_point = step_secs / res;
-        // Only periods that have a file: the walk is bounded by the files held, not by the
-        // width of the range.
-        for (period_start, file) in self.shared.storage.files_of_chunk(tier, chunk, start, end) {
-            let lo = start.max(period_start);
-            let hi = end.min(period_start.saturating_add(period));
-            let global = (lo - first) / res;
-            let buckets = ((lo - period_start) / res) as u32..((hi - period_start) / res) as u32;
+        let end = (first + points * step_secs).min(i128::from(i64::MAX)) as i64;
+        Ok(PointGrid {
+            first: first as Timestamp,
+            step: step_secs as i64,
+            points: points as usize,
+            end,
+            res,
+            period: spec.period.secs() as i64,
+        })
+    }
+
+    /// One point folding every bucket of the tier whose start lies in `[from, to)`; no
+    /// point when no bucket starts there.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQuery`] when `from >= to`.
+    pub fn whole(spec: &TierSpec, from: Timestamp, to: Timestamp) -> Result<PointGrid> {
+        check_range(from, to)?;
+        let res = i128::from(spec.resolution.secs());
+        let first = (i128::from(from) + res - 1).div_euclid(res) * res;
+        let last = (i128::from(to) + res - 1).div_euclid(res) * res;
+        let width = (last - first).max(0);
+        Ok(PointGrid {
+            first: first.min(i128::from(i64::MAX)) as Timestamp,
+            step: width.clamp(res, i128::from(i64::MAX)) as i64,
+            points: usize::from(width > 0),
+            end: last.min(i128::from(i64::MAX)) as i64,
+            res: res as i64,
+            period: spec.period.secs() as i64,
+        })
+    }
+
+    /// Start of point `index`.
+    pub fn start_of(&self, index: usize) -> Timestamp {
+        self.first + index as i64 * self.step
+    }
+
+    /// Folds the buckets of `slot` in `held` into `out`, one entry per point.
+    pub fn fold_slot(&self, held: &HeldFiles, slot: u32, out: &mut [Bucket]) {
+        let per_point = self.step / self.res;
+        for &(period_start, ref file) in &held.files {
+            let lo = held.read_from.max(period_start);
+            let hi = self.end.min(period_start.saturating_add(self.period));
+            if lo >= hi {
+                continue;
+            }
+            let global = (lo - self.first) / self.res;
+            let buckets =
+                ((lo - period_start) / self.res) as u32..((hi - period_start) / self.res) as u32;
             if per_point == 1 {
-                let out = &mut acc[global as usize..global as usize + buckets.len()];
+                let out = &mut out[global as usize..global as usize + buckets.len()];
                 for (slot_out, bucket) in out.iter_mut().zip(buckets) {
                     *slot_out = file.cell(bucket, slot).load();
                 }
             } else {
                 let (mut point, mut within) = ((global / per_point) as usize, global % per_point);
                 for bucket in buckets {
-                    acc[point].merge(&file.cell(bucket, slot).load());
+                    out[point].merge(&file.cell(bucket, slot).load());
                     within += 1;
                     if within == per_point {
                         within = 0;
@@ -352,6 +457,14 @@ impl Engine {
                 }
             }
         }
-        Ok((first, acc))
     }
+}
+
+fn check_range(from: Timestamp, to: Timestamp) -> Result<()> {
+    if from >= to {
+        return Err(Error::InvalidQuery(format!(
+            "from ({from}) must be before to ({to})"
+        )));
+    }
+    Ok(())
 }

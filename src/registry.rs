@@ -9,6 +9,7 @@
 pub mod glob;
 mod key;
 mod log;
+mod selector;
 #[cfg(test)]
 mod tests;
 
@@ -20,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use key::SeriesKey;
+pub use selector::{Selector, TagFilter};
 
 use crate::{Error, Result};
 
@@ -224,15 +226,24 @@ impl Registry {
         self.len() == 0
     }
 
-    /// The keys whose name matches the glob `pattern` (see [`glob::glob_match`]) and that
-    /// carry every tag in `tags`, in id order.
-    pub fn matching(&self, pattern: &str, tags: &[(String, String)]) -> Vec<SeriesKey> {
+    /// The keys `selector` selects, in id order.
+    pub fn matching(&self, selector: &Selector) -> Vec<SeriesKey> {
+        self.select(|_, key| selector.matches(key).then(|| key.clone()))
+    }
+
+    /// Runs `pick` on every (id, key) under one read lock, in parallel, and keeps what it
+    /// returns, in id order. Cross-series reads use it to match thousands of keys without
+    /// cloning them.
+    pub fn select<T: Send>(
+        &self,
+        pick: impl Fn(SeriesId, &SeriesKey) -> Option<T> + Sync,
+    ) -> Vec<T> {
+        use rayon::prelude::*;
         self.read()
             .keys
-            .iter()
-            .filter(|key| glob::glob_match(pattern, key.name()))
-            .filter(|key| tags.iter().all(|(k, v)| key.tag(k) == Some(v.as_str())))
-            .cloned()
+            .par_iter()
+            .enumerate()
+            .filter_map(|(i, key)| pick(SeriesId(i as u32), key))
             .collect()
     }
 

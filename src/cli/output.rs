@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use crate::aggregate::{AggregateResult, Group};
 use crate::query::QueryResult;
 use crate::time::{format_ts, Span};
 
@@ -22,8 +23,8 @@ pub fn csv(result: &QueryResult) -> String {
     out
 }
 
-/// `{"series","tier","display","points":[[ts, value|null], ...]}`, as the HTTP API answers.
-pub fn json(result: &QueryResult) -> String {
+/// The HTTP API's JSON of a query or aggregate result.
+pub fn json(result: &impl serde::Serialize) -> String {
     serde_json::to_string(result).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
 }
 
@@ -77,6 +78,69 @@ pub fn format_value(v: f64) -> String {
     } else {
         text.to_string()
     }
+}
+
+/// One table per group, headed by the group's tag values.
+pub fn aggregate_table(result: &AggregateResult) -> String {
+    if result.groups.is_empty() {
+        return "no series matched\n".to_string();
+    }
+    group_results(result)
+        .iter()
+        .map(table)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `group,ts,value` rows; the group is its `k=v` tag values joined by `,` (quoted), empty
+/// without `--group-by`.
+pub fn aggregate_csv(result: &AggregateResult) -> String {
+    let mut out = String::from("group,ts,value\n");
+    for group in &result.groups {
+        let label = group_tags(group).join(",").replace('"', "\"\"");
+        for (ts, value) in &group.points {
+            let value = value.map(|v| v.to_string()).unwrap_or_default();
+            let _ = writeln!(out, "\"{label}\",{ts},{value}");
+        }
+    }
+    out
+}
+
+/// A group's `k=v` pairs, `(none)` for series without the tag.
+fn group_tags(group: &Group) -> Vec<String> {
+    group
+        .tags
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_deref().unwrap_or("(none)")))
+        .collect()
+}
+
+/// Each group as a query result named `agg{k=v,...}`, for the single-series renderers.
+fn group_results(result: &AggregateResult) -> Vec<QueryResult> {
+    result
+        .groups
+        .iter()
+        .map(|group| {
+            let tags = group_tags(group);
+            let label = if tags.is_empty() {
+                format!("{} of {} series", result.aggregation.as_str(), group.series)
+            } else {
+                format!(
+                    "{} of {} series {{{}}}",
+                    result.aggregation.as_str(),
+                    group.series,
+                    tags.join(",")
+                )
+            };
+            QueryResult {
+                series: label,
+                tier: result.tier.clone(),
+                display: result.display,
+                step: Span::from_secs(result.step as u64),
+                points: group.points.clone(),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -212,7 +212,9 @@ fn raw_text(name: &str, tags: &[(String, String)]) -> String {
 }
 
 /// Splits canonical-form text into its unescaped name and tags (not yet sorted or checked).
-fn parse_parts(text: &str) -> std::result::Result<(String, Vec<(String, String)>), String> {
+pub(crate) fn parse_parts(
+    text: &str,
+) -> std::result::Result<(String, Vec<(String, String)>), String> {
     let mut chars = text.chars();
     let (name, end) = read_part(&mut chars)?;
     match end {

@@ -15,9 +15,10 @@ use axum::{Json, Router};
 
 use super::sink::IngestReport;
 use super::State;
+use crate::aggregate::{AggregateQuery, Aggregation};
 use crate::ingest::influx::{self, Precision};
 use crate::query::{Display, Query, TierChoice};
-use crate::registry::SeriesKey;
+use crate::registry::{Selector, SeriesKey, TagFilter};
 use crate::time::{parse_time, Span};
 use crate::Error;
 
@@ -29,6 +30,7 @@ pub fn app(state: Arc<State>) -> Router {
         .route("/api/v2/write", post(influx_v2))
         .route("/api/v1/write", post(json_write))
         .route("/api/v1/query", get(query))
+        .route("/api/v1/aggregate", get(aggregate))
         .route("/api/v1/series", get(series))
         .route("/api/v1/tiers", get(tiers))
         .route("/metrics", get(metrics))
@@ -312,15 +314,39 @@ fn series_param(params: &[(String, String)]) -> Result<String, ApiError> {
     Ok(key.to_string())
 }
 
-async fn query(
-    AxumState(state): AxumState<Arc<State>>,
-    RawQuery(raw): RawQuery,
-) -> Result<Response, ApiError> {
-    let params = params(raw);
-    let engine = &state.engine;
+/// The series a listing or aggregate covers: `match=glob` or `match=glob{k=v,k!=v}` (default
+/// `*`), plus any `tag=k=v` / `tag=k!=v` filters.
+fn selector_param(params: &[(String, String)]) -> Result<Selector, ApiError> {
+    let mut selector = Selector::parse(param(params, "match").unwrap_or("*"))
+        .map_err(|e| ApiError::BadRequest(format!("match: {e}")))?;
+    for (key, value) in params {
+        if key == "tag" {
+            selector.filters.push(
+                TagFilter::parse(value).map_err(|e| ApiError::BadRequest(format!("tag: {e}")))?,
+            );
+        }
+    }
+    Ok(selector)
+}
+
+/// What every read takes besides the series: `from`, `to` (default the last hour), `tier`,
+/// `display`, `step`, `max_points`.
+struct ReadParams {
+    from: i64,
+    to: i64,
+    tier: TierChoice,
+    display: Display,
+    step: Option<Span>,
+    max_points: Option<u32>,
+}
+
+fn read_params(
+    engine: &crate::Engine,
+    params: &[(String, String)],
+) -> Result<ReadParams, ApiError> {
     let now = engine.now();
     let time = |key: &str, default: i64| -> Result<i64, ApiError> {
-        match param(&params, key) {
+        match param(params, key) {
             Some(text) => {
                 parse_time(text, now).map_err(|e| ApiError::BadRequest(format!("{key}: {e}")))
             }
@@ -329,38 +355,63 @@ async fn query(
     };
     let to = time("to", now)?;
     let from = time("from", to.saturating_sub(3600))?;
-    let mut query = Query::new(series_param(&params)?, from, to);
-    if let Some(tier) = param(&params, "tier") {
-        query.tier = TierChoice::from(tier);
-        if let TierChoice::Named(name) = &query.tier {
-            if engine.config().tier_index(name).is_none() {
-                let known: Vec<&str> = engine
-                    .config()
-                    .tiers
-                    .iter()
-                    .map(|t| t.name.as_str())
-                    .collect();
-                return Err(ApiError::BadRequest(format!(
-                    "tier: unknown tier {name:?} (configured: {}, or auto)",
-                    known.join(", ")
-                )));
-            }
+    let tier = TierChoice::from(param(params, "tier").unwrap_or("auto"));
+    if let TierChoice::Named(name) = &tier {
+        if engine.config().tier_index(name).is_none() {
+            let known: Vec<&str> = engine
+                .config()
+                .tiers
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect();
+            return Err(ApiError::BadRequest(format!(
+                "tier: unknown tier {name:?} (configured: {}, or auto)",
+                known.join(", ")
+            )));
         }
     }
-    if let Some(display) = param(&params, "display") {
-        query.display = display
+    let display = match param(params, "display") {
+        Some(display) => display
             .parse::<Display>()
-            .map_err(|e| ApiError::BadRequest(format!("display: {e}")))?;
-    }
-    if let Some(step) = param(&params, "step") {
-        query.step =
-            Some(Span::parse(step).map_err(|e| ApiError::BadRequest(format!("step: {e}")))?);
-    }
-    if let Some(max) = param(&params, "max_points") {
-        query.max_points = Some(max.parse().map_err(|_| {
-            ApiError::BadRequest(format!("max_points: {max:?} is not a whole number"))
-        })?);
-    }
+            .map_err(|e| ApiError::BadRequest(format!("display: {e}")))?,
+        None => Display::Avg,
+    };
+    let step = param(params, "step")
+        .map(|step| Span::parse(step).map_err(|e| ApiError::BadRequest(format!("step: {e}"))))
+        .transpose()?;
+    let max_points = param(params, "max_points")
+        .map(|max| {
+            max.parse().map_err(|_| {
+                ApiError::BadRequest(format!("max_points: {max:?} is not a whole number"))
+            })
+        })
+        .transpose()?;
+    Ok(ReadParams {
+        from,
+        to,
+        tier,
+        display,
+        step,
+        max_points,
+    })
+}
+
+async fn query(
+    AxumState(state): AxumState<Arc<State>>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let params = params(raw);
+    let engine = &state.engine;
+    let read = read_params(engine, &params)?;
+    let query = Query {
+        series: series_param(&params)?,
+        tier: read.tier,
+        from: read.from,
+        to: read.to,
+        display: read.display,
+        step: read.step,
+        max_points: read.max_points,
+    };
     let result = engine.query(&query)?;
     match param(&params, "format").unwrap_or("json") {
         "json" => Ok(Json(result).into_response()),
@@ -380,25 +431,61 @@ async fn query(
     }
 }
 
+/// `GET /api/v1/aggregate`: the series `match` and `tag` select, folded with `agg` (sum,
+/// avg, min, max, count; default sum) into one line per distinct value of the `group_by`
+/// tags (comma-separated or repeated); `range=whole` folds the range into one point.
+async fn aggregate(
+    AxumState(state): AxumState<Arc<State>>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let params = params(raw);
+    let engine = &state.engine;
+    let read = read_params(engine, &params)?;
+    let aggregation = param(&params, "agg")
+        .unwrap_or("sum")
+        .parse::<Aggregation>()
+        .map_err(|e| ApiError::BadRequest(format!("agg: {e}")))?;
+    let whole_range = match param(&params, "range") {
+        None | Some("points") => false,
+        Some("whole") => true,
+        Some(other) => {
+            return Err(ApiError::BadRequest(format!(
+                "range: {other:?} is not points or whole"
+            )))
+        }
+    };
+    let query = AggregateQuery {
+        selector: selector_param(&params)?,
+        group_by: params
+            .iter()
+            .filter(|(k, _)| k == "group_by")
+            .flat_map(|(_, v)| v.split(','))
+            .filter(|k| !k.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        aggregation,
+        display: read.display,
+        tier: read.tier,
+        from: read.from,
+        to: read.to,
+        step: read.step,
+        max_points: read.max_points,
+        whole_range,
+    };
+    let result = engine.aggregate(&query)?;
+    Ok(Json(result).into_response())
+}
+
 async fn series(
     AxumState(state): AxumState<Arc<State>>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let params = params(raw);
-    let pattern = param(&params, "match").unwrap_or("*");
-    let mut filters = Vec::new();
-    for (key, value) in &params {
-        if key == "tag" {
-            let (k, v) = value
-                .split_once('=')
-                .ok_or_else(|| ApiError::BadRequest(format!("tag: {value:?} is not k=v")))?;
-            filters.push((k.to_string(), v.to_string()));
-        }
-    }
+    let selector = selector_param(&params)?;
     let names: Vec<String> = state
         .engine
         .registry()
-        .matching(pattern, &filters)
+        .matching(&selector)
         .iter()
         .map(ToString::to_string)
         .collect();

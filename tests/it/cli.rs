@@ -160,6 +160,53 @@ fn query_prints_a_table_csv_and_the_http_json() {
 }
 
 #[test]
+fn aggregate_prints_one_table_per_group() {
+    let (dir, hour) = data_dir();
+    let d = data(dir.path());
+    let from = (hour - 7200).to_string();
+    let to = (hour - 7200 + 180).to_string();
+    let window = [
+        "--tier",
+        "1m",
+        "--from",
+        &from,
+        "--to",
+        &to,
+        "--data-dir",
+        &d,
+    ];
+    let mut args = vec![
+        "aggregate",
+        "*{host!=b}",
+        "--group-by",
+        "host",
+        "--display",
+        "total",
+    ];
+    args.extend(window);
+    let out = tierdb(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    snapshot!(
+        "aggregate_table",
+        stdout(&out),
+        "sum of totals of every series but host=b, by host; 1m tier, 3 minutes"
+    );
+    let mut args = vec![
+        "aggregate",
+        "web.*",
+        "--agg",
+        "count",
+        "--whole-range",
+        "--format",
+        "csv",
+    ];
+    args.extend(window);
+    let out = tierdb(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), format!("group,ts,value\n\"\",{from},1\n"));
+}
+
+#[test]
 fn series_and_info() {
     let (dir, _) = data_dir();
     let d = data(dir.path());
@@ -239,7 +286,16 @@ fn every_subcommand_has_help_with_examples() {
     let top = tierdb(&["--help"]);
     snapshot!("help", stdout(&top), "tierdb --help");
     for sub in [
-        "serve", "demo", "import", "query", "series", "info", "plot", "tiers", "lookup",
+        "serve",
+        "demo",
+        "import",
+        "query",
+        "aggregate",
+        "series",
+        "info",
+        "plot",
+        "tiers",
+        "lookup",
     ] {
         let out = tierdb(&[sub, "--help"]);
         assert!(out.status.success());

@@ -1,5 +1,6 @@
 //! Integration tests, one binary so the suite links once.
 
+mod aggregate;
 mod cli;
 mod collectd;
 mod common;

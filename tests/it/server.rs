@@ -257,6 +257,59 @@ fn influx_writes_answer_204_after_landing_and_400_with_reasons_for_bad_lines() {
 }
 
 #[test]
+fn aggregate_endpoint_groups_and_folds_series() {
+    let server = TestServer::start(None, Limits::default());
+    let minute = NOW - NOW % 60 - 60;
+    let body = serde_json::json!([
+        {"series": "req", "tags": {"host": "a", "dc": "eu"}, "ts": minute, "value": 1.0},
+        {"series": "req", "tags": {"host": "b", "dc": "eu"}, "ts": minute, "value": 2.0},
+        {"series": "req", "tags": {"host": "c", "dc": "us"}, "ts": minute, "value": 4.0},
+        {"series": "req", "tags": {"host": "c", "dc": "us"}, "ts": minute + 1, "value": 8.0},
+    ]);
+    let (status, text) = server.request("POST", "/api/v1/write", &[], body.to_string().as_bytes());
+    assert_eq!(status, 204, "{text}");
+    let window = format!("tier=1m&from={minute}&to={}", minute + 60);
+    let by_dc = server.json(&format!(
+        "/api/v1/aggregate?match=req&agg=sum&group_by=dc&display=total&{window}"
+    ));
+    assert_eq!(by_dc["aggregation"], "sum");
+    assert_eq!(
+        by_dc["groups"],
+        serde_json::json!([
+            {"tags": {"dc": "eu"}, "series": 2, "points": [[minute, 3.0]]},
+            {"tags": {"dc": "us"}, "series": 1, "points": [[minute, 12.0]]},
+        ])
+    );
+    // Filters in the selector and as tag= parameters; avg weighs every sample.
+    let avg = server.json(&format!(
+        "/api/v1/aggregate?match=req{{host!=a}}&tag=dc!=nowhere&agg=avg&{window}"
+    ));
+    assert_eq!(
+        avg["groups"][0]["points"],
+        serde_json::json!([[minute, 14.0 / 3.0]])
+    );
+    let whole = server.json(&format!(
+        "/api/v1/aggregate?match=r*&agg=count&range=whole&from={}&to={}&tier=1m",
+        minute - 600,
+        minute + 60
+    ));
+    assert_eq!(
+        whole["groups"][0]["points"],
+        serde_json::json!([[minute - 600, 3.0]])
+    );
+    for (query, needle) in [
+        ("agg=median", "agg"),
+        ("range=all", "range"),
+        ("match=req{host}", "match"),
+        ("tag=host", "tag"),
+    ] {
+        let (status, text) = server.get(&format!("/api/v1/aggregate?{query}"));
+        assert_eq!(status, 400, "{query}: {text}");
+        assert!(text.contains(needle), "{query}: {text}");
+    }
+}
+
+#[test]
 fn json_writes_and_query_errors() {
     let server = TestServer::start(None, Limits::default());
     let minute = NOW - NOW % 60 - 60;

@@ -1,0 +1,163 @@
+//! Series selectors: a name glob plus tag filters, the way queries and listings name many
+//! series at once. Text form: `glob` or `glob{k=v,k!=v,...}`, e.g.
+//! `host*.cpu.load{location=1,host!=b}`.
+
+use std::fmt;
+
+use super::glob::glob_match;
+use super::key::{parse_parts, SeriesKey};
+use crate::{Error, Result};
+
+/// One condition on a tag.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TagFilter {
+    /// The series carries tag `key` with exactly this value.
+    Eq(String, String),
+    /// The series does not carry tag `key` with this value (a series without the tag
+    /// passes, as in Prometheus).
+    NotEq(String, String),
+}
+
+impl TagFilter {
+    /// Parses `k=v` or `k!=v`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQuery`] when there is no `=` or the key is empty.
+    pub fn parse(text: &str) -> Result<TagFilter> {
+        let (key, value) = text.split_once('=').ok_or_else(|| {
+            Error::InvalidQuery(format!("tag filter {text:?} is not k=v or k!=v"))
+        })?;
+        TagFilter::from_parts(key, value)
+            .ok_or_else(|| Error::InvalidQuery(format!("tag filter {text:?} has no key")))
+    }
+
+    /// `key=value`, or `key!=value` when `key` ends in `!`; `None` for an empty key.
+    fn from_parts(key: &str, value: &str) -> Option<TagFilter> {
+        let filter = match key.strip_suffix('!') {
+            Some(key) => TagFilter::NotEq(key.to_owned(), value.to_owned()),
+            None => TagFilter::Eq(key.to_owned(), value.to_owned()),
+        };
+        let (TagFilter::Eq(k, _) | TagFilter::NotEq(k, _)) = &filter;
+        (!k.is_empty()).then_some(filter)
+    }
+
+    /// True when `key` passes.
+    pub fn accepts(&self, key: &SeriesKey) -> bool {
+        match self {
+            TagFilter::Eq(k, v) => key.tag(k) == Some(v.as_str()),
+            TagFilter::NotEq(k, v) => key.tag(k) != Some(v.as_str()),
+        }
+    }
+}
+
+impl fmt::Display for TagFilter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TagFilter::Eq(k, v) => write!(f, "{k}={v}"),
+            TagFilter::NotEq(k, v) => write!(f, "{k}!={v}"),
+        }
+    }
+}
+
+/// Which series a query or listing covers: a name glob (`*`, `?`, `[a-z]`, `[!a-z]`; see
+/// [`glob_match`]) and tag filters that must all pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Selector {
+    /// Glob over the metric name.
+    pub pattern: String,
+    /// Every filter must accept the series.
+    pub filters: Vec<TagFilter>,
+}
+
+impl Selector {
+    /// Every series whose name matches `pattern`.
+    pub fn new(pattern: impl Into<String>) -> Selector {
+        Selector {
+            pattern: pattern.into(),
+            filters: Vec::new(),
+        }
+    }
+
+    /// Adds a filter.
+    pub fn with(mut self, filter: TagFilter) -> Selector {
+        self.filters.push(filter);
+        self
+    }
+
+    /// Parses `glob` or `glob{k=v,k!=v}`. Inside the braces, `\,` `\=` `\{` `\}` `\\` stand
+    /// for the literal character, as in series keys.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQuery`] naming the text when it does not follow that form.
+    pub fn parse(text: &str) -> Result<Selector> {
+        let invalid = |reason: String| Error::InvalidQuery(format!("selector {text:?}: {reason}"));
+        let (pattern, tags) = parse_parts(text).map_err(invalid)?;
+        if pattern.is_empty() {
+            return Err(invalid(
+                "the name pattern is empty (use * for every name)".into(),
+            ));
+        }
+        let filters = tags
+            .iter()
+            .map(|(k, v)| {
+                TagFilter::from_parts(k, v).ok_or_else(|| invalid("a tag filter has no key".into()))
+            })
+            .collect::<Result<_>>()?;
+        Ok(Selector { pattern, filters })
+    }
+
+    /// True when `key` is selected.
+    pub fn matches(&self, key: &SeriesKey) -> bool {
+        glob_match(&self.pattern, key.name()) && self.filters.iter().all(|f| f.accepts(key))
+    }
+}
+
+impl fmt::Display for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.pattern)?;
+        if !self.filters.is_empty() {
+            let filters: Vec<String> = self.filters.iter().map(ToString::to_string).collect();
+            write!(f, "{{{}}}", filters.join(","))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(text: &str) -> SeriesKey {
+        SeriesKey::parse(text).unwrap()
+    }
+
+    #[test]
+    fn selectors_filter_by_name_and_tags() {
+        let s = Selector::parse("host*.cpu.load{location=1,host!=b}").unwrap();
+        assert_eq!(s.pattern, "host*.cpu.load");
+        assert_eq!(s.to_string(), "host*.cpu.load{location=1,host!=b}");
+        assert!(s.matches(&key("host1.cpu.load{host=a,location=1}")));
+        assert!(!s.matches(&key("host1.cpu.load{host=b,location=1}")));
+        assert!(!s.matches(&key("host1.cpu.load{host=a,location=2}")));
+        assert!(!s.matches(&key("host1.cpu.load")));
+        assert!(!s.matches(&key("db.cpu.load{location=1}")));
+        // `!=` passes a series that lacks the tag.
+        let s = Selector::parse("*{host!=b}").unwrap();
+        assert!(s.matches(&key("m")));
+        assert!(s.matches(&key("m{host=a}")));
+        assert!(!s.matches(&key("m{host=b}")));
+    }
+
+    #[test]
+    fn bad_selectors_are_refused_with_the_reason() {
+        for bad in ["", "m{", "m{=1}", "m{!=1}", "m{a}", "{a=1}"] {
+            let err = Selector::parse(bad).unwrap_err().to_string();
+            assert!(err.contains("selector"), "{bad}: {err}");
+        }
+        assert!(TagFilter::parse("nokey").is_err());
+        assert_eq!(
+            TagFilter::parse("host!=b").unwrap(),
+            TagFilter::NotEq("host".into(), "b".into())
+        );
+    }
+}
