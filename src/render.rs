@@ -1,7 +1,8 @@
 //! The storage-independent part of the Graphite render API that Grafana's Graphite data
-//! source speaks: path patterns ([`PathPattern`]), `from`/`until` ([`parse_time`]) and
+//! source speaks: target parsing (`expr`), path patterns ([`PathPattern`]), `from`/`until` ([`parse_time`]) and
 //! `/metrics/find` ([`find`]).
 
+mod expr;
 mod find;
 mod path;
 mod time;
