@@ -45,6 +45,7 @@ pub mod ingest;
 pub mod plot;
 pub mod query;
 pub mod registry;
+pub mod render;
 pub mod sample;
 pub mod server;
 pub mod storage;

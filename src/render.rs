@@ -1,0 +1,121 @@
+//! The storage-independent part of the Graphite render API that Grafana's Graphite data
+//! source speaks: target parsing (`expr`), path patterns ([`PathPattern`]), `from`/`until`
+//! ([`parse_time`]), `/metrics/find` ([`find`]) and `/render` evaluation ([`render`]) over
+//! series read through the [`Source`] trait, which the storage side implements.
+//!
+//! Series keep their stored buckets while their values are still the buckets' values, so
+//! rates of counters, summarize averages and extremes of gauges, and consolidation to
+//! `maxDataPoints` merge buckets exactly instead of re-averaging averages.
+
+mod expr;
+mod find;
+mod functions;
+mod path;
+mod series;
+#[cfg(test)]
+mod tests;
+mod time;
+
+pub use find::{find, FindNode};
+pub use path::{graphite_path, parse_graphite_path, PathPattern};
+pub use time::{parse_interval, parse_time};
+
+use crate::storage::bucket::Bucket;
+use crate::{Error, Result, SeriesKey};
+
+/// One stored series as read for a render: buckets at a fixed step from `start`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fetched {
+    /// The series; its Graphite path names the rendered series.
+    pub key: SeriesKey,
+    /// Timestamp of the first bucket.
+    pub start: i64,
+    /// Seconds per bucket; positive.
+    pub step: i64,
+    /// The buckets in time order, empty ones included, so point `i` is at `start + i * step`.
+    pub buckets: Vec<Bucket>,
+    /// True when samples are increases since the previous sample: a point's value is then the
+    /// bucket total (the increase within it), not the average.
+    pub counter: bool,
+}
+
+/// Where render reads series from; implemented by the storage side.
+pub trait Source {
+    /// Every stored series matching `pattern`, read over [from, until) with at most
+    /// `max_points` buckets each (the storage side chooses tier and step), all with the same
+    /// start and step.
+    ///
+    /// # Errors
+    ///
+    /// Whatever reading storage can fail with; it ends the render.
+    fn fetch(
+        &self,
+        pattern: &PathPattern,
+        from: i64,
+        until: i64,
+        max_points: u32,
+    ) -> Result<Vec<Fetched>>;
+}
+
+/// A `/render` request, times already parsed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RenderRequest {
+    /// The `target` parameters, in order.
+    pub targets: Vec<String>,
+    /// Start of the range, unix seconds, inclusive.
+    pub from: i64,
+    /// End of the range, unix seconds, exclusive.
+    pub until: i64,
+    /// Grafana's `maxDataPoints`: the most points any rendered series may have.
+    pub max_data_points: Option<u32>,
+    /// The budget when the request gives none.
+    pub default_max_points: u32,
+}
+
+/// One rendered series, serialized as graphite-web's json format:
+/// `{"target": "name", "datapoints": [[value or null, timestamp], ...]}`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct RenderedSeries {
+    /// The series name (a path, or a function's name for it such as `sumSeries(a.*)`).
+    pub target: String,
+    /// `(value, timestamp)` pairs; the value is never NaN or infinite (those become null).
+    pub datapoints: Vec<(Option<f64>, i64)>,
+}
+
+/// Evaluates every target and returns their series in target order.
+///
+/// The point budget is `max_data_points`, else `default_max_points` (at least 1). It is passed
+/// to the source, and any evaluated series still longer than it is consolidated in groups of
+/// `ceil(n / budget)` consecutive points stamped with the group's first timestamp: buckets
+/// merged exactly while the series has them, otherwise the average of the known values (the
+/// sum for a counter, whose points are increases).
+///
+/// # Errors
+///
+/// [`Error::InvalidQuery`] when `from` is not before `until`, or for a target that does not
+/// parse or evaluate (unknown function, wrong arguments); any error of the source.
+pub fn render(source: &dyn Source, request: &RenderRequest) -> Result<Vec<RenderedSeries>> {
+    if request.from >= request.until {
+        return Err(Error::InvalidQuery(format!(
+            "from ({}) must be before until ({})",
+            request.from, request.until
+        )));
+    }
+    let max_points = (request.max_data_points)
+        .unwrap_or(request.default_max_points)
+        .max(1);
+    let cx = functions::Context {
+        source,
+        from: request.from,
+        until: request.until,
+        max_points,
+    };
+    let mut rendered = Vec::new();
+    for target in &request.targets {
+        for series in functions::eval(&expr::parse_target(target)?, &cx)? {
+            let k = series.values.len().div_ceil(max_points as usize);
+            rendered.push(series.consolidate(k).rendered());
+        }
+    }
+    Ok(rendered)
+}

@@ -1,0 +1,194 @@
+//! The target grammar: a path pattern, or `func(arg, ...)` whose arguments are nested
+//! targets, numbers, quoted strings or booleans. Errors name the column at fault.
+
+#[cfg(test)]
+mod tests;
+
+use crate::{Error, Result};
+
+/// Deepest nesting of calls accepted; the parser recurses once per level, so this bounds the
+/// stack a hostile target can take.
+const MAX_DEPTH: usize = 64;
+
+/// One parsed target or argument.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Expr {
+    /// A path pattern, as written.
+    Path(String),
+    /// `name(args)`; `text` is the call as written, for names such as `sumSeries(...)`.
+    Call {
+        name: String,
+        args: Vec<Expr>,
+        text: String,
+    },
+    Number(f64),
+    /// A quoted string with `\<quote>` unescaped and any other backslash kept (`\1`).
+    Str(String),
+    Bool(bool),
+}
+
+impl Expr {
+    /// The expression as written (paths and calls), for naming combined series.
+    pub(crate) fn text(&self) -> String {
+        match self {
+            Expr::Path(text) | Expr::Call { text, .. } => text.clone(),
+            Expr::Number(n) => n.to_string(),
+            Expr::Str(s) => format!("{s:?}"),
+            Expr::Bool(b) => b.to_string(),
+        }
+    }
+}
+
+/// Parses one `target=` value.
+///
+/// # Errors
+///
+/// [`Error::InvalidQuery`] quoting the target and naming the column (1-based) of the first
+/// problem: an unterminated string, a missing `,` or `)`, text after the end, a function name
+/// that is not an identifier, or nesting deeper than 64 calls.
+pub(crate) fn parse_target(text: &str) -> Result<Expr> {
+    let mut parser = Parser { text, pos: 0 };
+    let expr = parser.expr(0)?;
+    parser.skip_blanks();
+    match parser.peek() {
+        None => Ok(expr),
+        Some(c) => Err(parser.error(parser.pos, &format!("unexpected `{c}`"))),
+    }
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    /// Byte offset of the next character.
+    pos: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn error(&self, pos: usize, what: &str) -> Error {
+        let column = self.text[..pos].chars().count() + 1;
+        Error::InvalidQuery(format!(
+            "invalid target {:?}: {what} at column {column}",
+            self.text
+        ))
+    }
+
+    fn peek(&self) -> Option<char> {
+        self.text[self.pos..].chars().next()
+    }
+
+    fn skip_blanks(&mut self) {
+        let rest = &self.text[self.pos..];
+        self.pos += rest.len() - rest.trim_start().len();
+    }
+
+    fn expr(&mut self, depth: usize) -> Result<Expr> {
+        self.skip_blanks();
+        let start = self.pos;
+        let word = match self.peek() {
+            None => return Err(self.error(start, "expected an expression, found the end")),
+            Some(quote @ ('\'' | '"')) => return self.string(quote),
+            Some(_) => self.word(),
+        };
+        if word.is_empty() {
+            let c = self.peek().unwrap_or_default();
+            return Err(self.error(start, &format!("expected an expression, found `{c}`")));
+        }
+        if self.peek() == Some('(') {
+            return self.call(word, start, depth);
+        }
+        let numeric = word.starts_with(|c: char| c.is_ascii_digit() || "+-.".contains(c))
+            && word
+                .chars()
+                .all(|c| c.is_ascii_digit() || "+-.eE".contains(c));
+        Ok(match (word, word.parse::<f64>()) {
+            (_, Ok(n)) if numeric => Expr::Number(n),
+            ("true", _) => Expr::Bool(true),
+            ("false", _) => Expr::Bool(false),
+            (path, _) => Expr::Path(path.to_owned()),
+        })
+    }
+
+    /// A path, number, boolean or function name: up to a blank, quote, `,`, `(` or `)` that
+    /// is not inside `{...}` or `[...]` (so `{a,b}` stays one path).
+    fn word(&mut self) -> &'a str {
+        let start = self.pos;
+        let mut depth = 0usize;
+        for (i, c) in self.text[start..].char_indices() {
+            match c {
+                '{' | '[' => depth += 1,
+                '}' | ']' => depth = depth.saturating_sub(1),
+                ',' | '(' | ')' | '\'' | '"' if depth == 0 => break,
+                c if c.is_whitespace() && depth == 0 => break,
+                _ => {}
+            }
+            self.pos = start + i + c.len_utf8();
+        }
+        &self.text[start..self.pos]
+    }
+
+    fn call(&mut self, name: &str, start: usize, depth: usize) -> Result<Expr> {
+        let identifier = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !identifier {
+            return Err(self.error(start, &format!("`{name}` is not a function name")));
+        }
+        if depth >= MAX_DEPTH {
+            return Err(self.error(start, "calls nested too deeply"));
+        }
+        let name = name.to_owned();
+        self.pos += 1; // `(`
+        let mut args = Vec::new();
+        self.skip_blanks();
+        if self.peek() == Some(')') {
+            self.pos += 1;
+        } else {
+            loop {
+                args.push(self.expr(depth + 1)?);
+                self.skip_blanks();
+                match self.peek() {
+                    Some(',') => self.pos += 1,
+                    Some(')') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    Some(c) => {
+                        return Err(
+                            self.error(self.pos, &format!("expected `,` or `)`, found `{c}`"))
+                        )
+                    }
+                    None => {
+                        return Err(self.error(self.pos, &format!("missing `)` to close `{name}(`")))
+                    }
+                }
+            }
+        }
+        let text = self.text[start..self.pos].to_owned();
+        Ok(Expr::Call { name, args, text })
+    }
+
+    /// A string in `quote`s: `\` before the quote escapes it; any other backslash is kept
+    /// with the character after it, so regex escapes and `\1` reach aliasSub unchanged.
+    fn string(&mut self, quote: char) -> Result<Expr> {
+        let start = self.pos;
+        let mut out = String::new();
+        let mut chars = self.text[start + 1..].char_indices();
+        while let Some((i, c)) = chars.next() {
+            if c == quote {
+                self.pos = start + 1 + i + 1;
+                return Ok(Expr::Str(out));
+            }
+            if c == '\\' {
+                match chars.next() {
+                    Some((_, next)) if next == quote => out.push(quote),
+                    Some((_, next)) => {
+                        out.push('\\');
+                        out.push(next);
+                    }
+                    None => out.push('\\'),
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        Err(self.error(start, "unterminated string"))
+    }
+}

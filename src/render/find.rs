@@ -1,0 +1,79 @@
+//! `/metrics/find`: the next level of the metric tree under a query, as graphite-web's
+//! treejson nodes, for Grafana's query editor and template variables.
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
+use super::path::{graphite_path, PathPattern};
+use crate::{Result, SeriesKey};
+
+/// One node of the metric tree, serialized exactly as graphite-web's treejson:
+/// `{"text", "id", "leaf", "expandable", "allowChildren"}` with 0/1 flags.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct FindNode {
+    /// The last segment (with `;k=v...` for a tagged leaf): what a tree shows.
+    pub text: String,
+    /// The full path: a target that selects exactly this node.
+    pub id: String,
+    /// 1 for a series, 0 for a branch.
+    pub leaf: u8,
+    /// 1 for a branch (it has children to expand), 0 for a leaf.
+    pub expandable: u8,
+    /// Same as `expandable`; graphite-web sends both and clients read either.
+    #[serde(rename = "allowChildren")]
+    pub allow_children: u8,
+}
+
+/// Answers a find query over `keys`.
+///
+/// The query's N segments are matched against the first N segments of each name, and its tag
+/// expressions filter as in [`PathPattern`]. A name of exactly N segments gives a leaf per
+/// series (id `a.b.c` or the tagged path `a.b.c;host=x`); a longer one gives the branch of its
+/// first N segments, once however many series share it. The result is sorted by id, a branch
+/// before a leaf of the same id.
+///
+/// # Errors
+///
+/// [`crate::Error::InvalidQuery`] when the query is not a valid [`PathPattern`].
+pub fn find<'a>(
+    query: &str,
+    keys: impl IntoIterator<Item = &'a SeriesKey>,
+) -> Result<Vec<FindNode>> {
+    let pattern = PathPattern::parse(query)?;
+    let depth = pattern.depth();
+    // Keyed by (id, is leaf): dedups branches and orders a branch before its twin leaf.
+    let mut nodes: BTreeMap<(String, bool), String> = BTreeMap::new();
+    for key in keys {
+        let segments: Vec<&str> = key.name().split('.').collect();
+        if segments.len() < depth
+            || !pattern.matches_segments(&segments[..depth])
+            || !pattern.matches_tags(key)
+        {
+            continue;
+        }
+        let last = segments[depth - 1];
+        if segments.len() == depth {
+            let id = graphite_path(key);
+            let text = format!("{last}{}", &id[key.name().len()..]);
+            nodes.insert((id, true), text);
+        } else {
+            let id = segments[..depth].join(".");
+            nodes.entry((id, false)).or_insert_with(|| last.to_owned());
+        }
+    }
+    Ok(nodes
+        .into_iter()
+        .map(|((id, leaf), text)| {
+            let branch = u8::from(!leaf);
+            FindNode {
+                text,
+                id,
+                leaf: u8::from(leaf),
+                expandable: branch,
+                allow_children: branch,
+            }
+        })
+        .collect())
+}

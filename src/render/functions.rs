@@ -1,0 +1,383 @@
+//! Evaluation of a parsed target: fetches for paths and the supported Graphite functions,
+//! with graphite-web's names and semantics except where stored buckets allow an exact answer.
+
+use regex::Regex;
+
+use super::expr::Expr;
+use super::path::PathPattern;
+use super::series::Series;
+use super::time::parse_interval;
+use super::Source;
+use crate::storage::bucket::Bucket;
+use crate::{Error, Result};
+
+/// What evaluation reads from: the source and the request's range and point budget.
+pub(crate) struct Context<'a> {
+    pub(crate) source: &'a dyn Source,
+    pub(crate) from: i64,
+    pub(crate) until: i64,
+    pub(crate) max_points: u32,
+}
+
+/// How a set of values becomes one (series aggregates and summarize windows).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Agg {
+    Sum,
+    Avg,
+    Max,
+    Min,
+    Last,
+}
+
+impl Agg {
+    fn parse(name: &str) -> Option<Agg> {
+        Some(match name {
+            "sum" | "total" => Agg::Sum,
+            "avg" | "average" => Agg::Avg,
+            "max" => Agg::Max,
+            "min" => Agg::Min,
+            "last" => Agg::Last,
+            _ => return None,
+        })
+    }
+
+    /// `None` for no values.
+    fn reduce(self, values: &[f64]) -> Option<f64> {
+        let (&last, _) = values.split_last()?;
+        let fold = |f: fn(f64, f64) -> f64| values.iter().copied().reduce(f);
+        match self {
+            Agg::Sum => Some(values.iter().sum()),
+            Agg::Avg => Some(values.iter().sum::<f64>() / values.len() as f64),
+            Agg::Max => fold(f64::max),
+            Agg::Min => fold(f64::min),
+            Agg::Last => Some(last),
+        }
+    }
+}
+
+/// Evaluates one expression into its series.
+///
+/// # Errors
+///
+/// [`Error::InvalidQuery`] for an unknown function, a wrong argument count or type, a bad
+/// regex, interval or path; any error of the source.
+pub(crate) fn eval(expr: &Expr, cx: &Context<'_>) -> Result<Vec<Series>> {
+    match expr {
+        Expr::Path(path) => {
+            let pattern = PathPattern::parse(path)?;
+            let fetched = cx
+                .source
+                .fetch(&pattern, cx.from, cx.until, cx.max_points)?;
+            Ok(fetched.into_iter().map(Series::fetched).collect())
+        }
+        Expr::Call { name, args, .. } => call(name, &Args { name, args }, cx),
+        other => Err(Error::InvalidQuery(format!(
+            "expected a path or a function call, found {}",
+            other.text()
+        ))),
+    }
+}
+
+fn call(name: &str, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    Ok(match name {
+        "alias" => {
+            a.count(2, 2)?;
+            let alias = a.string(1)?;
+            let rename = |s: Series| Series {
+                name: alias.to_owned(),
+                ..s
+            };
+            a.series(0, cx)?.into_iter().map(rename).collect()
+        }
+        "aliasSub" => {
+            a.count(3, 3)?;
+            let regex = Regex::new(a.string(1)?)
+                .map_err(|e| Error::InvalidQuery(format!("aliasSub: bad regex: {e}")))?;
+            let replacement = replacement(a.string(2)?);
+            let mut list = a.series(0, cx)?;
+            for s in &mut list {
+                s.name = regex
+                    .replace_all(&s.name, replacement.as_str())
+                    .into_owned();
+            }
+            list
+        }
+        "sumSeries" | "sum" => combine("sumSeries", Agg::Sum, a, cx)?,
+        "averageSeries" | "avg" => combine("averageSeries", Agg::Avg, a, cx)?,
+        "maxSeries" => combine("maxSeries", Agg::Max, a, cx)?,
+        "minSeries" => combine("minSeries", Agg::Min, a, cx)?,
+        "scale" => {
+            a.count(2, 2)?;
+            let factor = a.number(1)?;
+            let scale = |s: Series| Series {
+                name: format!("scale({},{factor})", s.name),
+                values: s.values.iter().map(|v| v.map(|v| v * factor)).collect(),
+                buckets: None,
+                ..s
+            };
+            a.series(0, cx)?.into_iter().map(scale).collect()
+        }
+        "perSecond" | "nonNegativeDerivative" => {
+            a.count(1, 2)?;
+            let max_value = if a.args.len() > 1 {
+                Some(a.number(1)?)
+            } else {
+                None
+            };
+            let per_second = name == "perSecond";
+            let derive = |s| derivative(s, name, per_second, max_value);
+            a.series(0, cx)?.into_iter().map(derive).collect()
+        }
+        "summarize" => {
+            a.count(2, 4)?;
+            let interval_text = a.string(1)?;
+            let interval = parse_interval(interval_text)?;
+            let func = if a.args.len() > 2 {
+                a.string(2)?
+            } else {
+                "sum"
+            };
+            let agg = Agg::parse(func).ok_or_else(|| {
+                Error::InvalidQuery(format!("summarize: unknown function {func:?}"))
+            })?;
+            let align = a.args.len() > 3 && a.boolean(3)?;
+            let tail = if align { ", true" } else { "" };
+            let window = |s: Series| Series {
+                name: format!(
+                    "summarize({}, \"{interval_text}\", \"{func}\"{tail})",
+                    s.name
+                ),
+                ..summarize(s, interval, agg, align)
+            };
+            a.series(0, cx)?.into_iter().map(window).collect()
+        }
+        "constantLine" => {
+            a.count(1, 1)?;
+            let value = a.number(0)?;
+            vec![Series {
+                name: value.to_string(),
+                start: cx.from,
+                step: ((cx.until - cx.from) / 2).max(1),
+                values: vec![Some(value); 3],
+                buckets: None,
+                counter: false,
+            }]
+        }
+        _ => return Err(Error::InvalidQuery(format!("unknown function {name:?}"))),
+    })
+}
+
+/// A function's arguments, with typed access and errors that name the function.
+struct Args<'a> {
+    name: &'a str,
+    args: &'a [Expr],
+}
+
+impl Args<'_> {
+    fn count(&self, min: usize, max: usize) -> Result<()> {
+        let n = self.args.len();
+        if (min..=max).contains(&n) {
+            return Ok(());
+        }
+        let expected = if min == max {
+            format!("{min}")
+        } else {
+            format!("{min} to {max}")
+        };
+        Err(self.invalid(&format!("takes {expected} arguments, got {n}")))
+    }
+
+    fn invalid(&self, what: &str) -> Error {
+        Error::InvalidQuery(format!("{}: {what}", self.name))
+    }
+
+    fn wrong(&self, i: usize, what: &str) -> Error {
+        self.invalid(&format!("argument {} must be {what}", i + 1))
+    }
+
+    fn series(&self, i: usize, cx: &Context<'_>) -> Result<Vec<Series>> {
+        match &self.args[i] {
+            e @ (Expr::Path(_) | Expr::Call { .. }) => eval(e, cx),
+            _ => Err(self.wrong(i, "a series list (a path or a function call)")),
+        }
+    }
+
+    fn number(&self, i: usize) -> Result<f64> {
+        match self.args[i] {
+            Expr::Number(n) => Ok(n),
+            _ => Err(self.wrong(i, "a number")),
+        }
+    }
+
+    fn string(&self, i: usize) -> Result<&str> {
+        match &self.args[i] {
+            Expr::Str(s) => Ok(s),
+            _ => Err(self.wrong(i, "a quoted string")),
+        }
+    }
+
+    fn boolean(&self, i: usize) -> Result<bool> {
+        match self.args[i] {
+            Expr::Bool(b) => Ok(b),
+            _ => Err(self.wrong(i, "true or false")),
+        }
+    }
+}
+
+/// A Python-style replacement (`\1` backreferences) in the regex crate's syntax (`${1}`, `$$`
+/// for a literal `$`, `\\` for a backslash).
+fn replacement(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '$' => out.push_str("$$"),
+            '\\' if chars.peek().is_some_and(char::is_ascii_digit) => {
+                out.push_str("${");
+                while let Some(d) = chars.next_if(char::is_ascii_digit) {
+                    out.push(d);
+                }
+                out.push('}');
+            }
+            '\\' if chars.peek() == Some(&'\\') => {
+                chars.next();
+                out.push('\\');
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// sumSeries and its kin over every series of every argument, point by point, nulls skipped.
+/// Series of different steps are first consolidated to the least common multiple. The result
+/// is a counter when every input is one: sums and averages of increases are increases of the
+/// sum and average, and the max or min of increases is that of the busiest or idlest series.
+fn combine(func: &str, agg: Agg, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    if a.args.is_empty() {
+        return Err(a.invalid("takes at least one series list"));
+    }
+    let mut list = Vec::new();
+    for i in 0..a.args.len() {
+        list.extend(a.series(i, cx)?);
+    }
+    let Some(start) = list.iter().map(|s| s.start).min() else {
+        return Ok(Vec::new());
+    };
+    let step = list.iter().fold(1, |l, s| lcm(l, s.step));
+    let list: Vec<Series> = (list.into_iter())
+        .map(|s| {
+            let k = (step / s.step) as usize;
+            s.consolidate(k)
+        })
+        .collect();
+    let end = list.iter().map(Series::end).max().unwrap_or(start);
+    let mut slots = vec![Vec::new(); ((end - start + step - 1) / step) as usize];
+    for s in &list {
+        for (i, v) in s.values.iter().enumerate() {
+            if let Some(v) = v {
+                slots[((s.at(i) - start) / step) as usize].push(*v);
+            }
+        }
+    }
+    let texts: Vec<String> = a.args.iter().map(Expr::text).collect();
+    Ok(vec![Series {
+        name: format!("{func}({})", texts.join(",")),
+        start,
+        step,
+        values: slots.iter().map(|slot| agg.reduce(slot)).collect(),
+        buckets: None,
+        counter: list.iter().all(|s| s.counter),
+    }])
+}
+
+fn lcm(a: i64, b: i64) -> i64 {
+    let gcd = |mut a: i64, mut b: i64| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    a / gcd(a, b) * b
+}
+
+/// perSecond and nonNegativeDerivative. A counter's values are already increases, so the
+/// answer is the value (divided by the step for perSecond); a negative increase (a reset as
+/// stored) is null and `max_value` does not apply. Otherwise graphite-web's rule on
+/// consecutive values: the delta when both are known and the value grew, null after a null or
+/// for the first point, a wrapped `max_value + 1 + value - prev` when it shrank and
+/// `max_value` is given (null otherwise), and null for a value above `max_value`.
+fn derivative(s: Series, func: &str, per_second: bool, max_value: Option<f64>) -> Series {
+    let step = s.step as f64;
+    let rate = |delta: f64| if per_second { delta / step } else { delta };
+    let values = if s.counter {
+        (s.values.iter())
+            .map(|v| v.filter(|v| *v >= 0.0).map(rate))
+            .collect()
+    } else {
+        let mut prev: Option<f64> = None;
+        (s.values.iter())
+            .map(|&value| {
+                if max_value.is_some_and(|max| value.is_some_and(|v| v > max)) {
+                    prev = None;
+                    return None;
+                }
+                let delta = match (prev, value) {
+                    (Some(p), Some(v)) if v >= p => Some(v - p),
+                    (Some(p), Some(v)) => max_value.map(|max| max + 1.0 + v - p),
+                    _ => None,
+                };
+                prev = value;
+                delta.map(rate)
+            })
+            .collect()
+    };
+    Series {
+        name: format!("{func}({})", s.name),
+        values,
+        buckets: None,
+        counter: false,
+        ..s
+    }
+}
+
+/// One value per `interval` window, windows aligned to the epoch or, with `align`, to the
+/// series start (graphite-web's alignToFrom). A gauge that still has its buckets, with windows
+/// that are whole buckets, is answered from merged buckets: the true average of the samples,
+/// and their true max and min. Everything else reduces the point values; `sum` of a counter
+/// stays a counter (the increase within the window).
+fn summarize(s: Series, interval: i64, agg: Agg, align: bool) -> Series {
+    let origin = if align { s.start } else { 0 };
+    let window = |ts: i64| ts - (ts - origin).rem_euclid(interval);
+    let start = window(s.start);
+    let count = match s.values.len() {
+        0 => 0,
+        n => ((window(s.at(n - 1)) - start) / interval + 1) as usize,
+    };
+    let exact = !s.counter && interval % s.step == 0 && (s.start - origin) % s.step == 0;
+    let buckets = s.buckets.as_ref().filter(|_| exact);
+    let mut values = vec![Vec::new(); count];
+    let mut merged = vec![Bucket::EMPTY; count];
+    for (i, value) in s.values.iter().enumerate() {
+        let w = ((window(s.at(i)) - start) / interval) as usize;
+        values[w].extend(*value);
+        if let Some(buckets) = buckets {
+            merged[w].merge(&buckets[i]);
+        }
+    }
+    let reduce = |(values, bucket): (&Vec<f64>, &Bucket)| match (buckets, agg) {
+        (Some(_), Agg::Avg | Agg::Max | Agg::Min) if bucket.is_empty() => None,
+        (Some(_), Agg::Avg) => Some(bucket.total / bucket.count as f64),
+        (Some(_), Agg::Max) => Some(bucket.max),
+        (Some(_), Agg::Min) => Some(bucket.min),
+        _ => agg.reduce(values),
+    };
+    Series {
+        start,
+        step: interval,
+        values: values.iter().zip(&merged).map(reduce).collect(),
+        buckets: None,
+        counter: s.counter && agg == Agg::Sum,
+        ..s
+    }
+}

@@ -1,0 +1,250 @@
+//! Graphite paths: the path of a series key (`name`, or `name;k=v;k2=v2` in the Graphite 1.1
+//! tagged form), the parse back, and [`PathPattern`], the glob form with which targets and
+//! find queries select series.
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
+use crate::registry::glob::glob_match;
+use crate::{Error, Result, SeriesKey};
+
+/// The Graphite path of `key`: its name, followed by `;k=v` per tag in key order.
+pub fn graphite_path(key: &SeriesKey) -> String {
+    let mut path = key.name().to_owned();
+    for (k, v) in key.tags() {
+        path.push(';');
+        path.push_str(k);
+        path.push('=');
+        path.push_str(v);
+    }
+    path
+}
+
+/// Parses a Graphite path (`name` or `name;k=v;...`) back into its series key. A tag given
+/// twice keeps its last value, as carbon (and our plaintext ingest) does.
+///
+/// # Errors
+///
+/// [`Error::InvalidQuery`] when a tag has no `=` or the key is refused by [`SeriesKey::new`].
+pub fn parse_graphite_path(path: &str) -> Result<SeriesKey> {
+    let mut parts = path.split(';');
+    let name = parts.next().unwrap_or_default();
+    let mut tags = BTreeMap::new();
+    for tag in parts {
+        let (k, v) = tag
+            .split_once('=')
+            .ok_or_else(|| Error::InvalidQuery(format!("tag {tag:?} in {path:?} has no `=`")))?;
+        tags.insert(k, v);
+    }
+    SeriesKey::new(name, tags).map_err(|e| Error::InvalidQuery(e.to_string()))
+}
+
+/// Why a pattern whose braces expand past [`MAX_ALTERNATIVES`] is refused.
+const TOO_MANY: &str = "braces expand to too many alternatives";
+
+/// A selection of series: `namepattern[;k=v;k!=v...]`.
+///
+/// The name pattern is split at `.`; a name matches when it has as many segments and each
+/// matches its glob (`*`, `?`, `[a-z]`, `[!a-z]`/`[^a-z]`, `{a,b*}`, literal text), so a `*`
+/// never crosses a dot. Without tag expressions every tag set matches: `cpu.load` selects
+/// `cpu.load` and each `cpu.load;host=...`. `k=v` keeps series whose tag `k` matches the glob
+/// `v`; `k!=v` keeps those without tag `k` or whose value does not match. An empty `v` stands
+/// for "no such tag", as in Graphite: `k=` keeps series without `k`, `k!=` those with it.
+#[derive(Clone, Debug)]
+pub struct PathPattern {
+    /// The text as given; names results such as `sumSeries(...)` and error messages.
+    text: String,
+    /// The name part when it has no glob character, so storage can look it up directly.
+    literal: Option<String>,
+    segments: Vec<Glob>,
+    filters: Vec<TagFilter>,
+}
+
+/// One `;k=v` or `;k!=v` of a pattern.
+#[derive(Clone, Debug)]
+struct TagFilter {
+    key: String,
+    value: Glob,
+    negate: bool,
+}
+
+impl PathPattern {
+    /// Parses `namepattern[;tagexpr...]`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidQuery`] for an empty name, a tag expression without `=` or `!=`, a
+    /// regex tag match (`=~`, not supported) or braces that expand to more than 1024
+    /// alternatives in one segment or tag value.
+    pub fn parse(text: &str) -> Result<PathPattern> {
+        let invalid = |why: &str| Error::InvalidQuery(format!("invalid path {text:?}: {why}"));
+        let mut parts = text.split(';');
+        let name = parts.next().unwrap_or_default();
+        if name.is_empty() {
+            return Err(invalid("the name is empty"));
+        }
+        let segments = name
+            .split('.')
+            .map(Glob::parse)
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| invalid(TOO_MANY))?;
+        let mut filters = Vec::new();
+        for expr in parts {
+            let (key, value) = expr
+                .split_once('=')
+                .ok_or_else(|| invalid("a tag expression needs `=` or `!=`"))?;
+            let (key, negate) = match key.strip_suffix('!') {
+                Some(key) => (key, true),
+                None => (key, false),
+            };
+            if key.is_empty() {
+                return Err(invalid("a tag expression has an empty key"));
+            }
+            if value.starts_with('~') {
+                return Err(invalid("regex tag matches (`=~`) are not supported"));
+            }
+            let value = Glob::parse(value).ok_or_else(|| invalid(TOO_MANY))?;
+            let key = key.to_owned();
+            filters.push(TagFilter { key, value, negate });
+        }
+        let literal = segments.iter().all(|s| s.literal).then(|| name.to_owned());
+        Ok(PathPattern {
+            text: text.to_owned(),
+            literal,
+            segments,
+            filters,
+        })
+    }
+
+    /// The pattern as given.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The name part when it contains no glob, so storage can look that one name up
+    /// instead of scanning; its tagged variants and the tag filters still apply.
+    pub fn literal_name(&self) -> Option<&str> {
+        self.literal.as_deref()
+    }
+
+    /// True when the name part contains no glob (see [`PathPattern::literal_name`]).
+    pub fn is_exact(&self) -> bool {
+        self.literal.is_some()
+    }
+
+    /// True when `key` is selected: the name matches segment by segment and every tag
+    /// expression holds.
+    pub fn matches(&self, key: &SeriesKey) -> bool {
+        let mut segments = key.name().split('.');
+        self.segments
+            .iter()
+            .all(|glob| segments.next().is_some_and(|s| glob.matches(s)))
+            && segments.next().is_none()
+            && self.matches_tags(key)
+    }
+
+    /// How many name segments the pattern has.
+    pub(super) fn depth(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// True when `segments` (exactly [`PathPattern::depth`] of them) match the name globs.
+    pub(super) fn matches_segments(&self, segments: &[&str]) -> bool {
+        segments.len() == self.segments.len()
+            && self
+                .segments
+                .iter()
+                .zip(segments)
+                .all(|(g, s)| g.matches(s))
+    }
+
+    /// True when every tag expression holds for `key`.
+    pub(super) fn matches_tags(&self, key: &SeriesKey) -> bool {
+        self.filters.iter().all(|f| {
+            let hit = match key.tag(&f.key) {
+                Some(value) => f.value.matches(value),
+                None => f.value.is_empty(),
+            };
+            hit != f.negate
+        })
+    }
+}
+
+/// Most brace alternatives one glob may expand to; bounds the work of a pattern such as
+/// `{a,b}{a,b}{a,b}...`, which doubles with each group.
+const MAX_ALTERNATIVES: usize = 1024;
+
+/// One glob over a whole segment or tag value, held as its brace-free alternatives
+/// (`{a,b*}c` is `ac` or `b*c`), each matched by the registry's [`glob_match`]. That glob
+/// works on bytes, so `?` and classes match one byte: exact for the ASCII names Graphite
+/// clients send.
+#[derive(Clone, Debug)]
+struct Glob {
+    alternatives: Vec<String>,
+    /// No wildcard at all: the one alternative is compared as text.
+    literal: bool,
+}
+
+impl Glob {
+    /// `None` when the braces expand to more than [`MAX_ALTERNATIVES`].
+    fn parse(text: &str) -> Option<Glob> {
+        Some(Glob {
+            alternatives: expand(text)?,
+            literal: !text.contains(['*', '?', '[', '{']),
+        })
+    }
+
+    fn matches(&self, text: &str) -> bool {
+        match self.literal {
+            true => self.alternatives[0] == text,
+            false => self.alternatives.iter().any(|a| glob_match(a, text)),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.literal && self.alternatives[0].is_empty()
+    }
+}
+
+/// The brace-free alternatives of `text`, outermost braces first, nested ones recursively.
+/// A `{` without its `}` is a literal character.
+fn expand(text: &str) -> Option<Vec<String>> {
+    let Some(open) = text.find('{') else {
+        return Some(vec![text.to_owned()]);
+    };
+    let (mut depth, mut close, mut commas) = (0, None, vec![]);
+    for (i, c) in text[open..].char_indices().skip(1) {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                close = Some(open + i);
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => commas.push(open + i),
+            _ => {}
+        }
+    }
+    let Some(close) = close else {
+        return Some(vec![text.to_owned()]);
+    };
+    let bounds = std::iter::once(open)
+        .chain(commas)
+        .chain([close])
+        .collect::<Vec<_>>();
+    let suffixes = expand(&text[close + 1..])?;
+    let mut out = Vec::new();
+    for pair in bounds.windows(2) {
+        for choice in expand(&text[pair[0] + 1..pair[1]])? {
+            for suffix in &suffixes {
+                if out.len() == MAX_ALTERNATIVES {
+                    return None;
+                }
+                out.push(format!("{}{choice}{suffix}", &text[..open]));
+            }
+        }
+    }
+    Some(out)
+}

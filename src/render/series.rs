@@ -1,0 +1,115 @@
+//! The series that functions pass along: values at a fixed step, plus the stored buckets
+//! while they still describe the values exactly, so that later steps can merge them exactly.
+
+use super::{Fetched, RenderedSeries};
+use crate::storage::bucket::Bucket;
+
+/// One series during evaluation.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Series {
+    /// The name rendered as `target`.
+    pub(crate) name: String,
+    /// Timestamp of the first point.
+    pub(crate) start: i64,
+    /// Seconds between points; always positive.
+    pub(crate) step: i64,
+    /// One value per point, `None` where nothing is known.
+    pub(crate) values: Vec<Option<f64>>,
+    /// The buckets behind `values`, one per point, while each value is still the bucket's
+    /// value (fetched, renamed, or consolidated by exact merges); `None` once a function
+    /// changed the values, after which only the values count.
+    pub(crate) buckets: Option<Vec<Bucket>>,
+    /// True while each value is an increase within its point (a counter as stored, or after
+    /// functions that keep that meaning: renames, scale, series aggregates of counters,
+    /// summarize by sum). Rates then come from the value itself, not from the difference of
+    /// consecutive values, and consolidation adds increases instead of averaging them.
+    pub(crate) counter: bool,
+}
+
+/// The value of a stored bucket: the average for a gauge, the increase for a counter.
+pub(crate) fn bucket_value(bucket: &Bucket, counter: bool) -> Option<f64> {
+    match (bucket.is_empty(), counter) {
+        (true, _) => None,
+        (false, true) => Some(bucket.total),
+        (false, false) => Some(bucket.total / bucket.count as f64),
+    }
+}
+
+impl Series {
+    /// A fetched series, named by its Graphite path. A step below one second (a storage bug)
+    /// is taken as one rather than dividing by zero later.
+    pub(crate) fn fetched(fetched: Fetched) -> Series {
+        let counter = fetched.counter;
+        Series {
+            name: super::graphite_path(&fetched.key),
+            start: fetched.start,
+            step: fetched.step.max(1),
+            values: fetched
+                .buckets
+                .iter()
+                .map(|b| bucket_value(b, counter))
+                .collect(),
+            buckets: Some(fetched.buckets),
+            counter,
+        }
+    }
+
+    /// Timestamp of point `i`.
+    pub(crate) fn at(&self, i: usize) -> i64 {
+        self.start + i as i64 * self.step
+    }
+
+    /// Just past the last point.
+    pub(crate) fn end(&self) -> i64 {
+        self.at(self.values.len())
+    }
+
+    /// Joins each `k` consecutive points into one stamped with the first one's time: buckets
+    /// merged exactly while present, otherwise the sum of the known values for a counter (the
+    /// increase within the wider point) and their average for a gauge.
+    pub(crate) fn consolidate(self, k: usize) -> Series {
+        if k <= 1 {
+            return self;
+        }
+        let counter = self.counter;
+        let values = self.values.chunks(k).map(|chunk| {
+            let known: Vec<f64> = chunk.iter().flatten().copied().collect();
+            let sum: f64 = known.iter().sum();
+            match (known.len(), counter) {
+                (0, _) => None,
+                (_, true) => Some(sum),
+                (n, false) => Some(sum / n as f64),
+            }
+        });
+        let buckets = self.buckets.as_ref().map(|buckets| {
+            buckets
+                .chunks(k)
+                .map(|chunk| {
+                    let mut merged = Bucket::EMPTY;
+                    chunk.iter().for_each(|b| merged.merge(b));
+                    merged
+                })
+                .collect::<Vec<_>>()
+        });
+        let values = match &buckets {
+            Some(buckets) => buckets.iter().map(|b| bucket_value(b, counter)).collect(),
+            None => values.collect(),
+        };
+        Series {
+            step: self.step * k as i64,
+            values,
+            buckets,
+            ..self
+        }
+    }
+
+    /// The series as rendered: `[value, timestamp]` pairs, non-finite values as null.
+    pub(crate) fn rendered(&self) -> RenderedSeries {
+        RenderedSeries {
+            target: self.name.clone(),
+            datapoints: (self.values.iter().enumerate())
+                .map(|(i, v)| (v.filter(|v| v.is_finite()), self.at(i)))
+                .collect(),
+        }
+    }
+}

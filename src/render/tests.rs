@@ -1,0 +1,440 @@
+//! Tests of evaluation through an in-memory [`Source`]: plain fetches, every function with
+//! hand-computed values, argument errors, the point budget (also as a property), and the
+//! json shape.
+
+use std::cell::Cell;
+
+use proptest::prelude::*;
+
+use super::{
+    parse_graphite_path, render, Fetched, PathPattern, RenderRequest, RenderedSeries, Source,
+};
+use crate::storage::bucket::Bucket;
+use crate::Result;
+
+const T0: i64 = 36_000;
+const STEP: i64 = 60;
+
+/// Series held in memory; records the point budget it was asked for.
+struct Memory {
+    series: Vec<Fetched>,
+    asked: Cell<u32>,
+}
+
+impl Source for Memory {
+    fn fetch(
+        &self,
+        pattern: &PathPattern,
+        _: i64,
+        _: i64,
+        max_points: u32,
+    ) -> Result<Vec<Fetched>> {
+        self.asked.set(max_points);
+        Ok(self
+            .series
+            .iter()
+            .filter(|f| pattern.matches(&f.key))
+            .cloned()
+            .collect())
+    }
+}
+
+/// A series from T0 at STEP whose point `i` saw the samples `points[i]`.
+fn series(path: &str, counter: bool, points: &[&[f64]]) -> Fetched {
+    let bucket = |samples: &&[f64]| {
+        let mut b = Bucket::EMPTY;
+        samples.iter().for_each(|&s| b.add(s));
+        b
+    };
+    Fetched {
+        key: parse_graphite_path(path).unwrap(),
+        start: T0,
+        step: STEP,
+        buckets: points.iter().map(bucket).collect(),
+        counter,
+    }
+}
+
+fn memory() -> Memory {
+    let series = vec![
+        // Averages 5, 3, -, 2, 10, -.
+        series(
+            "cpu.load",
+            false,
+            &[&[4.0, 6.0], &[3.0], &[], &[1.0, 3.0], &[10.0], &[]],
+        ),
+        series(
+            "cpu.load;host=a",
+            false,
+            &[&[1.0], &[2.0], &[3.0], &[], &[5.0], &[6.0]],
+        ),
+        series(
+            "cpu.load;host=b",
+            false,
+            &[&[10.0], &[20.0], &[30.0], &[40.0], &[50.0], &[60.0]],
+        ),
+        // Increases 120, -, 30, -5 (a reset as stored), 120, 0.
+        series(
+            "net.bytes",
+            true,
+            &[&[60.0, 60.0], &[], &[30.0], &[-5.0], &[90.0, 30.0], &[0.0]],
+        ),
+        // A raw counter stored as a gauge: 100, 200, 50, 300, -, -.
+        series(
+            "raw.count",
+            false,
+            &[&[100.0], &[200.0], &[50.0], &[300.0], &[], &[]],
+        ),
+    ];
+    Memory {
+        series,
+        asked: Cell::new(0),
+    }
+}
+
+fn run(targets: &[&str], max_data_points: Option<u32>) -> Result<Vec<RenderedSeries>> {
+    let request = RenderRequest {
+        targets: targets.iter().map(|t| (*t).to_owned()).collect(),
+        from: T0,
+        until: T0 + 6 * STEP,
+        max_data_points,
+        default_max_points: 1000,
+    };
+    render(&memory(), &request)
+}
+
+/// The one series `target` renders to: its name, start, step and values.
+fn one(target: &str) -> (String, i64, i64, Vec<Option<f64>>) {
+    let mut out = run(&[target], None).unwrap_or_else(|e| panic!("{target}: {e}"));
+    assert_eq!(out.len(), 1, "{target}: {out:?}");
+    let s = out.remove(0);
+    let start = s.datapoints[0].1;
+    let step = s.datapoints.get(1).map_or(0, |p| p.1 - start);
+    (
+        s.target,
+        start,
+        step,
+        s.datapoints.into_iter().map(|p| p.0).collect(),
+    )
+}
+
+fn values(target: &str) -> Vec<Option<f64>> {
+    one(target).3
+}
+
+fn error(target: &str) -> String {
+    run(&[target], None).unwrap_err().to_string()
+}
+
+const N: Option<f64> = None;
+
+fn s(values: &[f64]) -> Vec<Option<f64>> {
+    values.iter().map(|&v| Some(v)).collect()
+}
+
+#[test]
+fn paths_render_bucket_values_in_target_order() {
+    let out = run(&["cpu.load;host=a", "cpu.*"], None).unwrap();
+    let names: Vec<&str> = out.iter().map(|s| s.target.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "cpu.load;host=a",
+            "cpu.load",
+            "cpu.load;host=a",
+            "cpu.load;host=b"
+        ]
+    );
+    assert_eq!(
+        values("cpu.load;host="),
+        [Some(5.0), Some(3.0), N, Some(2.0), Some(10.0), N]
+    );
+    assert_eq!(
+        values("net.bytes"),
+        [
+            Some(120.0),
+            N,
+            Some(30.0),
+            Some(-5.0),
+            Some(120.0),
+            Some(0.0)
+        ]
+    );
+    assert_eq!(one("cpu.load;host=a").1, T0);
+    assert!(run(&["no.such.series"], None).unwrap().is_empty());
+}
+
+#[test]
+fn alias_and_alias_sub() {
+    assert_eq!(
+        one(r#"aliasSub(cpu.load;host=a, "(^.*$)", "\1 A")"#).0,
+        "cpu.load;host=a A"
+    );
+    assert_eq!(
+        one(r"aliasSub(cpu.load;host=a, '^cpu\.(\w+);host=(\w)$', '\2-\1 $x\\')").0,
+        r"a-load $x\"
+    );
+    assert_eq!(one("alias(cpu.load;host=a, 'mine')").0, "mine");
+    assert_eq!(
+        values("alias(cpu.load;host=a, 'mine')"),
+        values("cpu.load;host=a")
+    );
+    assert!(error("aliasSub(cpu.load, '(', 'x')").contains("aliasSub: bad regex"));
+}
+
+#[test]
+fn series_aggregates_skip_nulls() {
+    let (name, _, _, sum) = one("sumSeries(cpu.load;host=a, cpu.load;host=b)");
+    assert_eq!(name, "sumSeries(cpu.load;host=a,cpu.load;host=b)");
+    assert_eq!(sum, s(&[11.0, 22.0, 33.0, 40.0, 55.0, 66.0]));
+    assert_eq!(
+        values("avg(cpu.load;host={a,b})"),
+        s(&[5.5, 11.0, 16.5, 40.0, 27.5, 33.0])
+    );
+    assert_eq!(
+        values("minSeries(cpu.load)"),
+        s(&[1.0, 2.0, 3.0, 2.0, 5.0, 6.0])
+    );
+    assert_eq!(
+        values("maxSeries(cpu.load)"),
+        s(&[10.0, 20.0, 30.0, 40.0, 50.0, 60.0])
+    );
+    assert_eq!(
+        values("sum(cpu.load;host=)"),
+        [Some(5.0), Some(3.0), N, Some(2.0), Some(10.0), N]
+    );
+    assert!(run(&["sumSeries(no.such)"], None).unwrap().is_empty());
+    // Steps 60 and 120: host=a is averaged in pairs (1.5, 3, 5.5) first.
+    let (_, start, step, mixed) =
+        one("sumSeries(cpu.load;host=a, summarize(cpu.load;host=b, '2min', 'sum'))");
+    assert_eq!((start, step, mixed), (T0, 120, s(&[31.5, 73.0, 115.5])));
+}
+
+#[test]
+fn scale() {
+    let (name, _, _, scaled) = one("scale(cpu.load;host=a, 2)");
+    assert_eq!(name, "scale(cpu.load;host=a,2)");
+    assert_eq!(
+        scaled,
+        [Some(2.0), Some(4.0), Some(6.0), N, Some(10.0), Some(12.0)]
+    );
+    assert_eq!(values("scale(cpu.load;host=b, -0.5)")[0], Some(-5.0));
+    // Overflow to infinity renders as null.
+    assert_eq!(values("scale(cpu.load;host=b, 1e308)")[0], N);
+}
+
+#[test]
+fn rates_of_counters_come_from_stored_increases() {
+    let (name, _, _, rate) = one("perSecond(net.bytes)");
+    assert_eq!(name, "perSecond(net.bytes)");
+    assert_eq!(rate, [Some(2.0), N, Some(0.5), N, Some(2.0), Some(0.0)]);
+    let increases = [Some(120.0), N, Some(30.0), N, Some(120.0), Some(0.0)];
+    assert_eq!(values("nonNegativeDerivative(net.bytes)"), increases);
+    // Values stay increases through scale and sums, so the rate stays right.
+    assert_eq!(
+        values("perSecond(scale(net.bytes, 2))"),
+        [Some(4.0), N, Some(1.0), N, Some(4.0), Some(0.0)]
+    );
+    assert_eq!(values("perSecond(sumSeries(net.bytes))"), rate);
+}
+
+#[test]
+fn derivatives_of_gauges_follow_graphite() {
+    let a = [N, Some(1.0), Some(1.0), N, N, Some(1.0)];
+    assert_eq!(values("nonNegativeDerivative(cpu.load;host=a)"), a);
+    let per_second: Vec<_> = [
+        N,
+        Some(10.0),
+        Some(10.0),
+        Some(10.0),
+        Some(10.0),
+        Some(10.0),
+    ]
+    .iter()
+    .map(|v| v.map(|v| v / 60.0))
+    .collect();
+    assert_eq!(values("perSecond(cpu.load;host=b)"), per_second);
+    assert_eq!(
+        values("nonNegativeDerivative(raw.count)"),
+        [N, Some(100.0), N, Some(250.0), N, N]
+    );
+    // With maxValue 511 the drop from 200 to 50 is a wrap: 511 + 1 + 50 - 200.
+    let wrapped = [N, Some(100.0), Some(362.0), Some(250.0), N, N];
+    assert_eq!(values("nonNegativeDerivative(raw.count, 511)"), wrapped);
+    // A value above maxValue is null and restarts the delta.
+    assert_eq!(
+        values("nonNegativeDerivative(raw.count, 250)"),
+        [N, Some(100.0), Some(101.0), N, N, N]
+    );
+    let rate: Vec<_> = wrapped.iter().map(|v| v.map(|v| v / 60.0)).collect();
+    assert_eq!(values("perSecond(raw.count, 511)"), rate);
+}
+
+#[test]
+fn summarize_merges_buckets_of_gauges_exactly() {
+    // Windows of 3 min from T0 (a multiple of 180): samples 4,6,3 then 1,3,10.
+    let (name, start, step, avg) = one("summarize(cpu.load;host=, '3min', 'avg')");
+    assert_eq!(name, r#"summarize(cpu.load, "3min", "avg")"#);
+    assert_eq!((start, step), (T0, 180));
+    assert_eq!(avg, s(&[13.0 / 3.0, 14.0 / 3.0]));
+    assert_eq!(values("summarize(cpu.load;host=, '3min', 'average')"), avg);
+    assert_eq!(
+        values("summarize(cpu.load;host=, '3min', 'max')"),
+        s(&[6.0, 10.0])
+    );
+    assert_eq!(
+        values("summarize(cpu.load;host=, '3min', 'min')"),
+        s(&[3.0, 1.0])
+    );
+    assert_eq!(
+        values("summarize(cpu.load;host=, '3min', 'sum')"),
+        s(&[8.0, 12.0])
+    );
+    assert_eq!(
+        values("summarize(cpu.load;host=, '3min', 'last')"),
+        s(&[3.0, 10.0])
+    );
+    // Without buckets (after scale), graphite's average of point values.
+    assert_eq!(
+        values("summarize(scale(cpu.load;host=, 1), '3min', 'avg')"),
+        s(&[4.0, 6.0])
+    );
+}
+
+#[test]
+fn summarize_windows_and_counters() {
+    // 7 min windows on the epoch: T0 falls in the one from 35_700.
+    let (_, start, step, sum) = one("summarize(cpu.load;host=a, '7min', 'sum')");
+    assert_eq!((start, step, sum), (35_700, 420, s(&[3.0, 14.0])));
+    let (name, start, _, sum) = one("summarize(cpu.load;host=a, '7min', 'sum', true)");
+    assert_eq!(name, r#"summarize(cpu.load;host=a, "7min", "sum", true)"#);
+    assert_eq!((start, sum), (T0, s(&[17.0])));
+    assert_eq!(values("summarize(net.bytes, '3min')"), s(&[150.0, 115.0]));
+    assert_eq!(
+        values("perSecond(summarize(net.bytes, '3min'))"),
+        s(&[150.0 / 180.0, 115.0 / 180.0])
+    );
+    assert!(
+        error("summarize(net.bytes, '3min', 'median')").contains(r#"unknown function "median""#)
+    );
+    assert!(error("summarize(net.bytes, '3')").contains(r#"invalid interval "3""#));
+}
+
+#[test]
+fn constant_line() {
+    let out = run(&["constantLine(100)", "constantLine(1.5)"], None).unwrap();
+    assert_eq!(out[0].target, "100");
+    assert_eq!(
+        out[0].datapoints,
+        [
+            (Some(100.0), T0),
+            (Some(100.0), T0 + 180),
+            (Some(100.0), T0 + 360)
+        ]
+    );
+    assert_eq!(out[1].target, "1.5");
+}
+
+#[test]
+fn argument_errors_name_the_function() {
+    let cases = [
+        ("fooBar(cpu.load)", r#"unknown function "fooBar""#),
+        ("scale(nope(cpu.load), 2)", r#"unknown function "nope""#),
+        ("scale(cpu.load)", "scale: takes 2 arguments, got 1"),
+        ("scale(cpu.load, '2')", "scale: argument 2 must be a number"),
+        ("alias(1, 'x')", "alias: argument 1 must be a series list"),
+        (
+            "summarize(cpu.load, '1h', 'sum', 1)",
+            "summarize: argument 4 must be true or false",
+        ),
+        ("sumSeries()", "sumSeries: takes at least one series list"),
+        (
+            "perSecond(cpu.load, 1, 2)",
+            "perSecond: takes 1 to 2 arguments, got 3",
+        ),
+        ("'text'", "expected a path or a function call"),
+        ("sumSeries(a", "missing `)`"),
+    ];
+    for (target, message) in cases {
+        let err = error(target);
+        assert!(err.contains(message), "{target}: {err}");
+    }
+}
+
+#[test]
+fn the_point_budget_reaches_the_source_and_caps_every_series() {
+    let source = memory();
+    let mut request = RenderRequest {
+        targets: vec![
+            "cpu.load;host=".into(),
+            "net.bytes".into(),
+            "scale(cpu.load;host=a, 1)".into(),
+        ],
+        from: T0,
+        until: T0 + 360,
+        max_data_points: Some(4),
+        default_max_points: 1000,
+    };
+    let out = render(&source, &request).unwrap();
+    assert_eq!(source.asked.get(), 4);
+    // Pairs: gauge buckets merged (samples 4,6,3 / 1,3 / 10), counter increases added,
+    // values without buckets averaged.
+    let ts = [T0, T0 + 120, T0 + 240];
+    let points = |values: [f64; 3]| {
+        values
+            .iter()
+            .zip(ts)
+            .map(|(v, t)| (Some(*v), t))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(out[0].datapoints, points([13.0 / 3.0, 2.0, 10.0]));
+    assert_eq!(out[1].datapoints, points([120.0, 25.0, 120.0]));
+    assert_eq!(out[2].datapoints, points([1.5, 3.0, 5.5]));
+    request.max_data_points = None;
+    render(&source, &request).unwrap();
+    assert_eq!(source.asked.get(), 1000);
+    request.until = T0;
+    assert!(render(&source, &request)
+        .unwrap_err()
+        .to_string()
+        .contains("must be before until"));
+}
+
+#[test]
+fn json_is_graphite_webs() {
+    let series = RenderedSeries {
+        target: "a.b".into(),
+        datapoints: vec![(Some(1.5), 60), (None, 120)],
+    };
+    let json = serde_json::to_string(&series).unwrap();
+    assert_eq!(
+        json,
+        r#"{"target":"a.b","datapoints":[[1.5,60],[null,120]]}"#
+    );
+}
+
+proptest! {
+    #[test]
+    fn no_series_exceeds_max_data_points(
+        points in prop::collection::vec(prop::option::of(0.0f64..100.0), 0..300),
+        max in 1u32..60,
+        counter: bool,
+        function in 0usize..3,
+    ) {
+        let buckets: Vec<Vec<f64>> = points.iter().map(|p| p.iter().copied().collect()).collect();
+        let samples: Vec<&[f64]> = buckets.iter().map(Vec::as_slice).collect();
+        let source = Memory { series: vec![series("p.q", counter, &samples)], asked: Cell::new(0) };
+        let target = ["p.q", "scale(p.q, 3)", "summarize(p.q, '2min', 'avg')"][function];
+        let request = RenderRequest {
+            targets: vec![target.to_owned()],
+            from: T0,
+            until: T0 + 300 * STEP,
+            max_data_points: Some(max),
+            default_max_points: 1000,
+        };
+        for s in render(&source, &request).unwrap() {
+            prop_assert!(s.datapoints.len() <= max as usize);
+            prop_assert!(s.datapoints.windows(2).all(|w| w[0].1 < w[1].1));
+        }
+    }
+}
