@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::TiersConfig;
+use crate::counter::SeriesKind;
 use crate::registry::{Registry, SeriesId};
 use crate::sample::{BatchReport, RejectReason, Sample};
 use crate::storage::lock::DirLock;
@@ -477,6 +478,13 @@ impl Engine {
             self.shared.prepare_ahead_at(self.shared.clock.now())?;
         }
         Ok(())
+    }
+
+    /// How series `id` stores its samples: as they come (gauge) or as increases since the
+    /// previous sample (counter).
+    pub fn series_kind(&self, id: SeriesId) -> SeriesKind {
+        let _ = id;
+        SeriesKind::Gauge
     }
 
     /// The engine clock's current time.
