@@ -644,9 +644,10 @@ fn import_command(
 fn info_table(engine: &Engine) -> String {
     let stats = engine.stats();
     let mut out = format!(
-        "data directory {}\nseries {}\n\n{:<6} {:>10} {:>8} {:>10}  {:<20}  {:<20}  {:>6} {:>11}\n",
+        "data directory {}\nseries {} ({} counters)\n\n{:<6} {:>10} {:>8} {:>10}  {:<20}  {:<20}  {:>6} {:>11}\n",
         engine.dir().display(),
         stats.series,
+        stats.counters,
         "tier",
         "resolution",
         "period",

@@ -103,12 +103,43 @@ impl Default for EngineSettings {
     }
 }
 
-/// Everything `tiers.toml` configures: engine settings and the tiers, finest first by
-/// convention (the order is kept; placements are indexed by it).
+/// Which series are counters by naming rule (`[counters]`): a series whose name matches
+/// one of `names` or that carries one of `tags` stores increases (see [`crate::counter`]),
+/// unless a write declared its kind explicitly.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CounterRules {
+    /// Globs over the series name (`*`, `?`, `[a-z]`), e.g. `*.if_octets.*`, `*_total`.
+    pub names: Vec<String>,
+    /// Tags as `(key, value)`, written `"k=v"` in the file, e.g. `type=counter`.
+    pub tags: Vec<(String, String)>,
+}
+
+impl CounterRules {
+    /// True when no rule is set.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty() && self.tags.is_empty()
+    }
+
+    /// True when `key` is a counter by these rules.
+    pub fn matches(&self, key: &crate::registry::SeriesKey) -> bool {
+        self.names
+            .iter()
+            .any(|glob| crate::registry::glob::glob_match(glob, key.name()))
+            || self
+                .tags
+                .iter()
+                .any(|(k, v)| key.tag(k) == Some(v.as_str()))
+    }
+}
+
+/// Everything `tiers.toml` configures: engine settings, counter rules and the tiers, finest
+/// first by convention (the order is kept; placements are indexed by it).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct TiersConfig {
     /// Engine-wide settings (`[engine]`).
     pub engine: EngineSettings,
+    /// Which series are counters (`[counters]`); none by default.
+    pub counters: CounterRules,
     /// The tiers (`[[tier]]`), in file order.
     pub tiers: Vec<TierSpec>,
 }
@@ -126,6 +157,7 @@ impl Default for TiersConfig {
         };
         TiersConfig {
             engine: EngineSettings::default(),
+            counters: CounterRules::default(),
             tiers: vec![
                 tier("1m", MINUTE, DAY, 48 * HOUR),
                 tier("5m", 5 * MINUTE, 7 * DAY, 14 * DAY),
@@ -483,6 +515,7 @@ fn field_at(text: &str, offset: usize) -> String {
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     engine: Option<RawEngine>,
+    counters: Option<RawCounters>,
     tier: Option<Spanned<Vec<RawTier>>>,
 }
 
@@ -493,6 +526,14 @@ struct RawEngine {
     future_bound: Option<Spanned<String>>,
     series_per_chunk: Option<Spanned<i64>>,
     max_points: Option<Spanned<i64>>,
+}
+
+/// `[counters]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCounters {
+    names: Option<Vec<String>>,
+    tags: Option<Vec<Spanned<String>>>,
 }
 
 /// One `[[tier]]` as written.
@@ -541,6 +582,25 @@ impl RawConfig {
             }
         }
 
+        let mut counters = CounterRules::default();
+        if let Some(raw) = self.counters {
+            counters.names = raw.names.unwrap_or_default();
+            for tag in raw.tags.unwrap_or_default() {
+                let pair = tag
+                    .get_ref()
+                    .split_once('=')
+                    .filter(|(k, _)| !k.is_empty())
+                    .ok_or_else(|| {
+                        at.refuse(
+                            tag.span().start,
+                            "counters.tags".to_owned(),
+                            format!("tag {:?} is not k=v", tag.get_ref()),
+                        )
+                    })?;
+                counters.tags.push((pair.0.to_owned(), pair.1.to_owned()));
+            }
+        }
+
         let mut tiers = Vec::new();
         if let Some(raw_tiers) = self.tier {
             lines.insert(Key::Tiers, raw_tiers.span().start);
@@ -548,7 +608,14 @@ impl RawConfig {
                 tiers.push(raw.convert(index, at, &mut lines)?);
             }
         }
-        Ok((TiersConfig { engine, tiers }, lines))
+        Ok((
+            TiersConfig {
+                engine,
+                counters,
+                tiers,
+            },
+            lines,
+        ))
     }
 }
 

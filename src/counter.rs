@@ -1,6 +1,30 @@
 //! Counters: series whose samples are running totals (bytes sent, requests served). The
 //! engine stores the increase since the previous sample instead of the raw value, so every
 //! tier's `total` is the increase within the bucket and `per_sec` a true rate.
+//!
+//! - A series is a counter when a write declared it one (JSON `"kind"`, Influx `?kind=`),
+//!   or, when no write declared its kind, when a `[counters]` rule in tiers.toml matches it.
+//!   The first declaration fixes the kind; a later write declaring the other kind is
+//!   refused (`kind_mismatch`).
+//! - A counter's first sample sets its baseline and stores nothing. Each later sample stores
+//!   the increase since the previous one in the bucket of its own timestamp; a drop is a
+//!   reset and stores the new value (the count since the reset), never a negative spike.
+//! - A counter sample not newer than the counter's last one is refused
+//!   (`counter_out_of_order`): its increase is unknowable without rewriting history.
+//! - The last raw value and time live in `counters.state`
+//!   ([`crate::storage::counter_state`]), so a restart continues where the counter was.
+//! - After a gap, the whole increase over the gap lands in the bucket of the sample that
+//!   ends it: totals stay exact, the rate of that one bucket is the gap's.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::config::CounterRules;
+use crate::registry::{Registry, SeriesId};
+use crate::sample::{RejectReason, Sample};
+use crate::storage::counter_state::{CounterStateFile, DECLARED_COUNTER, DECLARED_GAUGE};
+use crate::{Error, Result};
 
 /// How a series stores its samples.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -10,4 +34,227 @@ pub enum SeriesKind {
     Gauge,
     /// Samples are running totals; the increase since the previous sample is stored.
     Counter,
+}
+
+impl SeriesKind {
+    /// The name used in APIs: `gauge` or `counter`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SeriesKind::Gauge => "gauge",
+            SeriesKind::Counter => "counter",
+        }
+    }
+}
+
+impl std::str::FromStr for SeriesKind {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<SeriesKind> {
+        match s {
+            "gauge" => Ok(SeriesKind::Gauge),
+            "counter" => Ok(SeriesKind::Counter),
+            _ => Err(Error::InvalidQuery(format!(
+                "unknown kind {s:?} (expected gauge or counter)"
+            ))),
+        }
+    }
+}
+
+/// Every series' kind and every counter's last raw value, with the rules that decide the
+/// kind of series no write declared. One lock orders all counter updates, so increases are
+/// computed in the order batches are accepted, whatever thread sends them.
+pub(crate) struct CounterTable {
+    rules: CounterRules,
+    /// False while no series is a counter: batches then skip every counter step.
+    any: AtomicBool,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    state: CounterStateFile,
+    /// The kind of each id evaluated so far (ids past the end are evaluated on first need).
+    kinds: Vec<SeriesKind>,
+}
+
+impl CounterTable {
+    /// Opens `dir`'s counter state and evaluates the kind of every registered series.
+    ///
+    /// # Errors
+    /// As [`CounterStateFile::open`].
+    pub(crate) fn open(
+        dir: &Path,
+        rules: CounterRules,
+        registry: &Registry,
+        writable: bool,
+    ) -> Result<CounterTable> {
+        let table = CounterTable {
+            rules,
+            any: AtomicBool::new(false),
+            inner: Mutex::new(Inner {
+                state: CounterStateFile::open(dir, writable)?,
+                kinds: Vec::new(),
+            }),
+        };
+        table.refresh(&mut table.lock(), registry);
+        Ok(table)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Every update is a few stores that leave the table consistent at each step.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Evaluates the kinds of series registered since the last call.
+    fn refresh(&self, inner: &mut Inner, registry: &Registry) {
+        let first = inner.kinds.len();
+        if registry.len() <= first {
+            return;
+        }
+        let Inner { state, kinds } = inner;
+        registry.for_each_from(first, |id, key| {
+            let flags = state.flags(id.index());
+            let kind = if flags & DECLARED_COUNTER != 0 {
+                SeriesKind::Counter
+            } else if flags & DECLARED_GAUGE != 0 || !self.rules.matches(key) {
+                SeriesKind::Gauge
+            } else {
+                SeriesKind::Counter
+            };
+            kinds.push(kind);
+        });
+        if kinds[first..].contains(&SeriesKind::Counter) {
+            self.any.store(true, Ordering::Release);
+        }
+    }
+
+    /// The kind of series `id`.
+    pub(crate) fn kind(&self, id: SeriesId, registry: &Registry) -> SeriesKind {
+        let mut inner = self.lock();
+        self.refresh(&mut inner, registry);
+        inner
+            .kinds
+            .get(id.index())
+            .copied()
+            .unwrap_or(SeriesKind::Gauge)
+    }
+
+    /// Number of counters among the registered series.
+    pub(crate) fn count(&self, registry: &Registry) -> usize {
+        let mut inner = self.lock();
+        self.refresh(&mut inner, registry);
+        inner
+            .kinds
+            .iter()
+            .filter(|&&k| k == SeriesKind::Counter)
+            .count()
+    }
+
+    /// Fixes series `id`'s kind to `kind` the first time a write declares one.
+    ///
+    /// # Errors
+    /// [`Error::Rejected`] with [`RejectReason::KindMismatch`] when an earlier write declared
+    /// the other kind; [`Error::ReadOnly`] or [`Error::Io`] when the declaration cannot be
+    /// recorded.
+    pub(crate) fn declare(&self, id: SeriesId, kind: SeriesKind, registry: &Registry) -> Result<()> {
+        let mut inner = self.lock();
+        self.refresh(&mut inner, registry);
+        let (want, other) = match kind {
+            SeriesKind::Counter => (DECLARED_COUNTER, DECLARED_GAUGE),
+            SeriesKind::Gauge => (DECLARED_GAUGE, DECLARED_COUNTER),
+        };
+        let flags = inner.state.flags(id.index());
+        if flags & other != 0 {
+            return Err(Error::Rejected(RejectReason::KindMismatch));
+        }
+        if flags & want == 0 {
+            inner.state.add_flags(id.index(), want)?;
+        }
+        if let Some(slot) = inner.kinds.get_mut(id.index()) {
+            *slot = kind;
+        }
+        if kind == SeriesKind::Counter {
+            self.any.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// The counter step of one batch, holding the table's lock for it; `None` when no series
+    /// is a counter (the common case costs one atomic load, or a registry length check when
+    /// naming rules are set).
+    pub(crate) fn for_batch(&self, registry: &Registry) -> Option<BatchCounters<'_>> {
+        if self.rules.is_empty() && !self.any.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut inner = self.lock();
+        self.refresh(&mut inner, registry);
+        self.any
+            .load(Ordering::Acquire)
+            .then_some(BatchCounters { inner })
+    }
+
+    /// msync of the state file.
+    ///
+    /// # Errors
+    /// [`Error::Io`] on a write-back failure.
+    pub(crate) fn flush(&self) -> Result<()> {
+        self.lock().state.flush()
+    }
+}
+
+/// A batch's view of the counters while it is split among the writers.
+pub(crate) struct BatchCounters<'a> {
+    inner: MutexGuard<'a, Inner>,
+}
+
+impl BatchCounters<'_> {
+    /// What `sample` stores: its value for a gauge; for a counter, the increase since the
+    /// counter's previous sample (`None` for its first sample ever, which only sets the
+    /// baseline), after which `sample` is the counter's last.
+    ///
+    /// # Errors
+    /// [`RejectReason::CounterOutOfOrder`] for a counter sample not newer than the last one
+    /// (nothing changes); [`RejectReason::StorageUnavailable`] when the state file cannot
+    /// grow to hold the counter.
+    #[inline]
+    pub(crate) fn apply(&mut self, sample: &Sample) -> std::result::Result<Option<f64>, RejectReason> {
+        let id = sample.series.index();
+        if self.inner.kinds.get(id) != Some(&SeriesKind::Counter) {
+            return Ok(Some(sample.value));
+        }
+        let last = self.inner.state.last(id);
+        if let Some((last_ts, _)) = last {
+            if sample.ts <= last_ts {
+                return Err(RejectReason::CounterOutOfOrder);
+            }
+        }
+        if let Err(e) = self.inner.state.set_last(id, sample.ts, sample.value) {
+            tracing::error!(error = %e, "cannot record a counter's last value; refusing its sample");
+            return Err(RejectReason::StorageUnavailable);
+        }
+        Ok(last.map(|(_, previous)| increase(previous, sample.value)))
+    }
+}
+
+/// The increase from `previous` to `value`: the difference, or after a reset (a drop) the
+/// new value itself, counted from zero; never negative.
+pub fn increase(previous: f64, value: f64) -> f64 {
+    if value >= previous {
+        value - previous
+    } else {
+        value.max(0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::increase;
+
+    #[test]
+    fn increases_never_go_negative() {
+        assert_eq!(increase(10.0, 15.0), 5.0);
+        assert_eq!(increase(10.0, 10.0), 0.0);
+        // A reset: the counter restarted from zero and has counted 3 since.
+        assert_eq!(increase(10.0, 3.0), 3.0);
+        assert_eq!(increase(10.0, -2.0), 0.0);
+    }
 }

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::TiersConfig;
-use crate::counter::SeriesKind;
+use crate::counter::{CounterTable, SeriesKind};
 use crate::registry::{Registry, SeriesId};
 use crate::sample::{BatchReport, RejectReason, Sample};
 use crate::storage::lock::DirLock;
@@ -90,8 +90,16 @@ impl EngineBuilder {
             false,
         )?;
         let registry = Registry::open_read_only(&self.dir)?;
+        let counter_table =
+            CounterTable::open(&self.dir, self.tiers.counters.clone(), &registry, false)?;
         let shared = Arc::new(Shared::new(
-            self.dir, self.tiers, storage, registry, self.clock, None,
+            self.dir,
+            self.tiers,
+            storage,
+            registry,
+            counter_table,
+            self.clock,
+            None,
         ));
         Ok(Engine {
             writers: WriterPool::start(&shared, 0)?,
@@ -153,11 +161,14 @@ impl EngineBuilder {
             .and_then(|()| std::fs::File::open(&marker)?.sync_all())
             .map_err(|e| Error::io(&marker, e))?;
         crate::storage::period_file::sync_dir(&self.dir)?;
+        let counter_table =
+            CounterTable::open(&self.dir, self.tiers.counters.clone(), &registry, true)?;
         let shared = Arc::new(Shared::new(
             self.dir,
             self.tiers,
             storage,
             registry,
+            counter_table,
             self.clock,
             Some(lock),
         ));
@@ -189,6 +200,8 @@ pub(crate) struct Shared {
     pub(crate) registry: Registry,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) counters: Counters,
+    /// Series kinds and counters' last values.
+    pub(crate) counter_table: CounterTable,
     /// Chunks created for the current and ahead periods of every tier so far.
     chunks_ready: AtomicU32,
     /// Bucket blocks maintenance has prefaulted: (tier, period start, block) -> chunk files
@@ -212,6 +225,7 @@ impl Shared {
         config: TiersConfig,
         storage: Storage,
         registry: Registry,
+        counter_table: CounterTable,
         clock: Arc<dyn Clock>,
         lock: Option<DirLock>,
     ) -> Shared {
@@ -222,6 +236,7 @@ impl Shared {
             registry,
             clock,
             counters: Counters::default(),
+            counter_table,
             chunks_ready: AtomicU32::new(0),
             prefaulted: Mutex::new(std::collections::HashMap::new()),
             poison: OnceLock::new(),
@@ -483,8 +498,23 @@ impl Engine {
     /// How series `id` stores its samples: as they come (gauge) or as increases since the
     /// previous sample (counter).
     pub fn series_kind(&self, id: SeriesId) -> SeriesKind {
-        let _ = id;
-        SeriesKind::Gauge
+        self.shared.counter_table.kind(id, &self.shared.registry)
+    }
+
+    /// Fixes series `id`'s kind, as a write that says what its series is does (JSON
+    /// `"kind"`, Influx `?kind=`). The first declaration wins over `[counters]` rules and
+    /// holds from the next sample on; declaring the kind already fixed is a no-op.
+    ///
+    /// # Errors
+    /// [`Error::Rejected`] with [`RejectReason::KindMismatch`] when an earlier write
+    /// declared the other kind (not counted in [`Engine::stats`]: the caller decides what
+    /// the refusal covers); [`Error::ReadOnly`]; [`Error::Io`] when the state file cannot
+    /// record it.
+    pub fn declare_kind(&self, id: SeriesId, kind: SeriesKind) -> Result<()> {
+        self.check_writable()?;
+        self.shared
+            .counter_table
+            .declare(id, kind, &self.shared.registry)
     }
 
     /// The engine clock's current time.
@@ -566,18 +596,35 @@ impl Engine {
         let mut report = BatchReport::default();
         let mut parts = self.writers.take_buffers();
         let n = parts.len();
+        let mut counter_step = self.shared.counter_table.for_batch(&self.shared.registry);
         for (position, sample) in samples.iter().enumerate() {
             match bounds.limits.check(sample) {
                 Ok(()) if !files.failed.is_empty() && files.blocked(sample, &bounds.windows) => {
                     report.reject(position, RejectReason::StorageUnavailable);
                 }
                 Ok(()) => {
-                    parts[sample.series.0 as usize % n].push(*sample);
+                    let mut stored = *sample;
+                    if let Some(counters) = &mut counter_step {
+                        match counters.apply(sample) {
+                            Ok(Some(value)) => stored.value = value,
+                            // A counter's first sample: its baseline, nothing to store.
+                            Ok(None) => {
+                                report.accepted += 1;
+                                continue;
+                            }
+                            Err(reason) => {
+                                report.reject(position, reason);
+                                continue;
+                            }
+                        }
+                    }
+                    parts[sample.series.0 as usize % n].push(stored);
                     report.accepted += 1;
                 }
                 Err(reason) => report.reject(position, reason),
             }
         }
+        drop(counter_step);
         let counters = &self.shared.counters;
         counters
             .accepted
@@ -641,6 +688,7 @@ impl Engine {
             .shared
             .registry
             .sync()
+            .and_then(|()| self.shared.counter_table.flush())
             .and_then(|()| self.shared.storage.flush());
         if let Err(e) = &result {
             self.shared.poison(e.to_string());
@@ -670,6 +718,7 @@ impl Engine {
         EngineStats {
             now,
             series: shared.registry.len(),
+            counters: shared.counter_table.count(&shared.registry),
             accepted: shared.counters.accepted.load(Ordering::Relaxed),
             rejected: RejectReason::ALL
                 .iter()
@@ -741,6 +790,8 @@ pub struct EngineStats {
     pub now: Timestamp,
     /// Series registered.
     pub series: usize,
+    /// Of those, counters (stored as increases).
+    pub counters: usize,
     /// Samples accepted since open.
     pub accepted: u64,
     /// Samples refused since open, per reason.

@@ -247,6 +247,13 @@ impl Registry {
             .collect()
     }
 
+    /// Calls `f` on every (id, key) from id `first` on, in id order, under one read lock.
+    pub fn for_each_from(&self, first: usize, mut f: impl FnMut(SeriesId, &SeriesKey)) {
+        for (i, key) in self.read().keys.iter().enumerate().skip(first) {
+            f(SeriesId(i as u32), key);
+        }
+    }
+
     /// Every (id, key) in id order, as a snapshot.
     pub fn all(&self) -> Vec<(SeriesId, SeriesKey)> {
         self.read()

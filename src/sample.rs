@@ -40,17 +40,25 @@ pub enum RejectReason {
     /// A period file the sample needs could not be created (a full disk, say); the sample
     /// landed in no tier.
     StorageUnavailable,
+    /// A counter sample not newer than the counter's last sample: its increase cannot be
+    /// known without rewriting what was stored (see [`crate::counter`]).
+    CounterOutOfOrder,
+    /// The write declared a kind (gauge or counter) other than the one an earlier write
+    /// fixed for the series.
+    KindMismatch,
 }
 
 impl RejectReason {
     /// Every reason, in a fixed order (the index of a reason's counter).
-    pub const ALL: [RejectReason; 6] = [
+    pub const ALL: [RejectReason; 8] = [
         RejectReason::NotFinite,
         RejectReason::TooFarInFuture,
         RejectReason::TooOld,
         RejectReason::UnknownSeries,
         RejectReason::InvalidSeries,
         RejectReason::StorageUnavailable,
+        RejectReason::CounterOutOfOrder,
+        RejectReason::KindMismatch,
     ];
 
     /// The reason's stable snake_case name, as reported in stats and metrics.
@@ -62,6 +70,8 @@ impl RejectReason {
             RejectReason::UnknownSeries => "unknown_series",
             RejectReason::InvalidSeries => "invalid_series",
             RejectReason::StorageUnavailable => "storage_unavailable",
+            RejectReason::CounterOutOfOrder => "counter_out_of_order",
+            RejectReason::KindMismatch => "kind_mismatch",
         }
     }
 

@@ -11,6 +11,7 @@
 //! ```
 
 pub mod bucket;
+pub mod counter_state;
 pub mod format;
 pub mod lock;
 mod mmap;

@@ -16,6 +16,7 @@ use axum::{Json, Router};
 use super::sink::IngestReport;
 use super::State;
 use crate::aggregate::{AggregateQuery, Aggregation};
+use crate::counter::SeriesKind;
 use crate::ingest::influx::{self, Precision};
 use crate::query::{Display, Query, TierChoice};
 use crate::registry::{Selector, SeriesKey, TagFilter};
@@ -171,8 +172,9 @@ async fn influx_v1(
     RawQuery(raw): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let precision = precision(raw, Precision::parse_v1)?;
-    influx_write(&state, precision, &body).await
+    let params = params(raw);
+    let precision = precision(&params, Precision::parse_v1)?;
+    influx_write(&state, precision, kind_param(&params)?, &body).await
 }
 
 /// InfluxDB 2.x `/api/v2/write` (`bucket`/`org` accepted and ignored, `precision` =
@@ -182,24 +184,37 @@ async fn influx_v2(
     RawQuery(raw): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let precision = precision(raw, Precision::parse_v2)?;
-    influx_write(&state, precision, &body).await
+    let params = params(raw);
+    let precision = precision(&params, Precision::parse_v2)?;
+    influx_write(&state, precision, kind_param(&params)?, &body).await
 }
 
 /// The `precision` parameter read by the API version's rules; nanoseconds when absent.
 fn precision(
-    raw: Option<String>,
+    params: &[(String, String)],
     parse: fn(&str) -> Result<Precision, String>,
 ) -> Result<Precision, ApiError> {
-    match param(&params(raw), "precision") {
+    match param(params, "precision") {
         Some(p) => parse(p).map_err(|e| ApiError::BadRequest(format!("precision: {e}"))),
         None => Ok(Precision::Nanoseconds),
     }
 }
 
+/// The `kind` parameter of a write (`gauge` or `counter`): the kind every series of the
+/// request is declared as; `None` when absent (rules and earlier declarations decide).
+fn kind_param(params: &[(String, String)]) -> Result<Option<SeriesKind>, ApiError> {
+    param(params, "kind")
+        .map(|k| {
+            k.parse()
+                .map_err(|e| ApiError::BadRequest(format!("kind: {e}")))
+        })
+        .transpose()
+}
+
 async fn influx_write(
     state: &State,
     precision: Precision,
+    kind: Option<SeriesKind>,
     body: &[u8],
 ) -> Result<Response, ApiError> {
     let mut sink = state.sink();
@@ -217,7 +232,8 @@ async fn influx_write(
         match influx::parse_line(line, precision, &mut points, &mut skipped) {
             Ok(()) => {
                 for point in &points {
-                    if sink.push(&point.series, point.ts.unwrap_or(now), point.value, number) {
+                    let ts = point.ts.unwrap_or(now);
+                    if sink.push_declared(&point.series, kind, ts, point.value, number) {
                         sink.flush().await.map_err(ApiError::from)?;
                     }
                 }
@@ -240,15 +256,19 @@ struct JsonSample {
     tags: BTreeMap<String, String>,
     ts: serde_json::Value,
     value: f64,
+    #[serde(default)]
+    kind: Option<SeriesKind>,
 }
 
 async fn json_write(
     AxumState(state): AxumState<Arc<State>>,
+    RawQuery(raw): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    let request_kind = kind_param(&params(raw))?;
     let items: Vec<serde_json::Value> = serde_json::from_slice(&body).map_err(|e| {
         ApiError::BadRequest(format!(
-            "body: expected a JSON array of {{series, tags?, ts, value}}: {e}"
+            "body: expected a JSON array of {{series, tags?, ts, value, kind?}}: {e}"
         ))
     })?;
     let mut sink = state.sink();
@@ -282,7 +302,8 @@ async fn json_write(
         };
         match key {
             Ok(key) => {
-                if sink.push(&key.to_string(), ts, sample.value, number) {
+                let kind = sample.kind.or(request_kind);
+                if sink.push_declared(&key.to_string(), kind, ts, sample.value, number) {
                     sink.flush().await.map_err(ApiError::from)?;
                 }
             }

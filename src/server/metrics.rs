@@ -84,6 +84,12 @@ pub fn render(engine: &EngineStats, server: &ServerStats) -> String {
         rejected,
         Family::new("tierdb_series", "gauge", "Series registered.").sample("", engine.series),
         Family::new(
+            "tierdb_counter_series",
+            "gauge",
+            "Registered series that are counters (stored as increases).",
+        )
+        .sample("", engine.counters),
+        Family::new(
             "tierdb_tier_files",
             "gauge",
             "Period files on disk per tier.",

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::stats::ServerStats;
+use crate::counter::SeriesKind;
 use crate::registry::SeriesId;
 use crate::sample::Sample;
 use crate::time::Timestamp;
@@ -87,6 +88,20 @@ impl Sink {
     /// Queues one sample of the series named `series` (canonical text). Returns true when the
     /// batch is full and should be flushed.
     pub fn push(&mut self, series: &str, ts: Timestamp, value: f64, line: usize) -> bool {
+        self.push_declared(series, None, ts, value, line)
+    }
+
+    /// [`Sink::push`] for a write that says what kind its series is: the kind is declared
+    /// first ([`Engine::declare_kind`]), and a series already fixed as the other kind has the
+    /// sample refused as `kind_mismatch`.
+    pub fn push_declared(
+        &mut self,
+        series: &str,
+        kind: Option<SeriesKind>,
+        ts: Timestamp,
+        value: f64,
+        line: usize,
+    ) -> bool {
         let id = match self.cache.get(series) {
             Some(&id) => id,
             None => match self.resolve(series) {
@@ -105,6 +120,24 @@ impl Sink {
                 }
             },
         };
+        if let Some(kind) = kind {
+            if let Err(e) = self.engine.declare_kind(id, kind) {
+                let reason = match e {
+                    Error::Rejected(reason) => reason.as_str(),
+                    _ => "write_failed",
+                };
+                let message = match reason {
+                    "kind_mismatch" => format!(
+                        "{series} is already a {}; this write says {}",
+                        self.engine.series_kind(id).as_str(),
+                        kind.as_str()
+                    ),
+                    _ => e.to_string(),
+                };
+                self.reject(line, reason, message);
+                return false;
+            }
+        }
         self.batch.push(Sample::new(id, ts, value));
         self.lines.push(line);
         self.batch.len() >= BATCH

@@ -88,6 +88,21 @@ impl MappedCells {
         unsafe { std::slice::from_raw_parts(self.map.as_ptr() as *const BucketCell, self.cells) }
     }
 
+    /// The records as plain shared words, four per 32-byte record, for files whose records
+    /// are not buckets (the counter state).
+    #[inline]
+    pub fn words(&self) -> &[std::sync::atomic::AtomicU64] {
+        // SAFETY: as in `cells`: the mapping is `cells * 32` bytes, 8-byte aligned (checked
+        // in `map`, 32 is a multiple of 8), lives as long as `self` and is only accessed
+        // through atomics, for which every bit pattern is valid.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.map.as_ptr() as *const std::sync::atomic::AtomicU64,
+                self.cells * (RECORD_SIZE / 8),
+            )
+        }
+    }
+
     /// Faults `cells` records from index `first` into the page tables, writable, so the
     /// writer's first store to them does not take a page fault (the maintenance task calls
     /// it for the blocks about to be written). Best effort: an old kernel without

@@ -23,6 +23,7 @@ fn config() -> TiersConfig {
             series_per_chunk: 16,
             ..EngineSettings::default()
         },
+        counters: Default::default(),
         tiers: vec![
             tier("1m", 60, 3600, 6 * 3600),
             tier("5m", 300, 86_400, 2 * 86_400),

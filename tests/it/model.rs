@@ -49,6 +49,7 @@ fn config() -> TiersConfig {
             series_per_chunk: 16,
             max_points: 1_500,
         },
+        counters: Default::default(),
         tiers: vec![
             tier("10s", 10, 10 * MINUTE, HOUR),
             tier("1m", MINUTE, HOUR, 6 * HOUR),

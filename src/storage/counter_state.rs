@@ -1,0 +1,284 @@
+//! `counters.state`: per series id, the kind a write declared and a counter's last raw value
+//! and time, updated in place through a shared mapping so they survive a process crash with
+//! the buckets they belong to (and power loss after a flush).
+//!
+//! Byte layout (little-endian):
+//! ```text
+//! header, 4096 bytes:
+//!   0..8     magic "TIERDBCS"
+//!   8..12    format version (1)
+//!   12..16   record size (32)
+//!   16..20   CRC-32 of bytes 0..16
+//!   20..4096 zero
+//! records from 4096, one per series id, 32 bytes each:
+//!   0..8     flags: bit 0 declared counter, bit 1 declared gauge, bit 2 has a last value
+//!   8..16    last sample's timestamp (i64)
+//!   16..24   last sample's raw value (f64 bits)
+//!   24..32   zero
+//! ```
+//! The file grows in steps of [`GROWTH`] records as ids appear (records of ids never touched
+//! are zero); it is the one file tierdb resizes, and only while it holds the table's lock.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use super::bucket::RECORD_SIZE;
+use super::mmap::MappedCells;
+use crate::{Error, Result};
+
+const MAGIC: &[u8; 8] = b"TIERDBCS";
+const VERSION: u32 = 1;
+const HEADER_SIZE: u64 = 4096;
+/// Records added at a time when an id falls past the end (128 KiB).
+pub const GROWTH: usize = 4096;
+
+/// Flag bits of a record.
+pub const DECLARED_COUNTER: u64 = 1;
+/// Flag bits of a record.
+pub const DECLARED_GAUGE: u64 = 2;
+const HAS_LAST: u64 = 4;
+
+/// The mapped state file.
+pub struct CounterStateFile {
+    path: PathBuf,
+    file: Option<File>,
+    map: Option<MappedCells>,
+    records: usize,
+}
+
+impl CounterStateFile {
+    /// File name inside the data dir.
+    pub const FILE_NAME: &'static str = "counters.state";
+
+    /// Opens `dir/counters.state`, creating it (header only) when missing and `writable`.
+    /// A read-only open of a directory without one sees every record as zero.
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] naming the file when its header is not this format's;
+    /// [`Error::Io`].
+    pub fn open(dir: &Path, writable: bool) -> Result<CounterStateFile> {
+        let path = dir.join(Self::FILE_NAME);
+        let io = |e| Error::io(&path, e);
+        let file = if writable {
+            let mut file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(io)?;
+            if file.metadata().map_err(io)?.len() == 0 {
+                file.write_all(&header()).map_err(io)?;
+                file.sync_all().map_err(io)?;
+            }
+            file
+        } else {
+            match File::open(&path) {
+                Ok(file) => file,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Ok(CounterStateFile {
+                        path,
+                        file: None,
+                        map: None,
+                        records: 0,
+                    })
+                }
+                Err(e) => return Err(io(e)),
+            }
+        };
+        let mut head = [0u8; 20];
+        file.read_exact_at(&mut head, 0).map_err(|e| {
+            Error::corrupt(&path, format!("shorter than its header ({e})"))
+        })?;
+        if head != header()[..20] {
+            return Err(Error::corrupt(
+                &path,
+                "not a tierdb counter state file of format version 1 (bad magic, version or checksum)",
+            ));
+        }
+        let len = file.metadata().map_err(io)?.len();
+        if (len - HEADER_SIZE.min(len)) % RECORD_SIZE as u64 != 0 || len < HEADER_SIZE {
+            return Err(Error::corrupt(
+                &path,
+                format!("{len} bytes is not a 4096-byte header plus whole 32-byte records"),
+            ));
+        }
+        let mut state = CounterStateFile {
+            path,
+            file: Some(file),
+            map: None,
+            records: 0,
+        };
+        state.remap(writable)?;
+        Ok(state)
+    }
+
+    /// Maps every record the file holds now.
+    fn remap(&mut self, writable: bool) -> Result<()> {
+        let Some(file) = &self.file else {
+            return Ok(());
+        };
+        let len = file.metadata().map_err(|e| Error::io(&self.path, e))?.len();
+        let records = ((len - HEADER_SIZE) / RECORD_SIZE as u64) as usize;
+        self.map = if records == 0 {
+            None
+        } else {
+            Some(MappedCells::map(
+                file,
+                &self.path,
+                HEADER_SIZE,
+                records,
+                writable,
+            )?)
+        };
+        self.records = records;
+        Ok(())
+    }
+
+    /// The path, for messages.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Word `word` (0..4) of record `id`; zero past the end.
+    fn word(&self, id: usize, word: usize) -> u64 {
+        match &self.map {
+            Some(map) if id < self.records => map.words()[id * 4 + word].load(Ordering::Relaxed),
+            _ => 0,
+        }
+    }
+
+    /// The flags of `id` (see [`DECLARED_COUNTER`], [`DECLARED_GAUGE`]).
+    pub fn flags(&self, id: usize) -> u64 {
+        self.word(id, 0)
+    }
+
+    /// The last (timestamp, raw value) recorded for `id`, if any.
+    pub fn last(&self, id: usize) -> Option<(i64, f64)> {
+        (self.flags(id) & HAS_LAST != 0)
+            .then(|| (self.word(id, 1) as i64, f64::from_bits(self.word(id, 2))))
+    }
+
+    /// Adds `flags` to `id`'s record.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file must grow and cannot.
+    pub fn add_flags(&mut self, id: usize, flags: u64) -> Result<()> {
+        self.reserve(id)?;
+        self.words(id)[0].fetch_or(flags, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Records `(ts, raw)` as `id`'s last sample.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file must grow and cannot.
+    pub fn set_last(&mut self, id: usize, ts: i64, raw: f64) -> Result<()> {
+        self.reserve(id)?;
+        let words = self.words(id);
+        // Value before flag: a crash between the stores leaves no flag over a stale value.
+        words[1].store(ts as u64, Ordering::Relaxed);
+        words[2].store(raw.to_bits(), Ordering::Relaxed);
+        words[0].fetch_or(HAS_LAST, Ordering::Release);
+        Ok(())
+    }
+
+    fn words(&self, id: usize) -> &[std::sync::atomic::AtomicU64] {
+        let map = self.map.as_ref().expect("reserve mapped the record");
+        &map.words()[id * 4..id * 4 + 4]
+    }
+
+    /// Grows the file so record `id` exists.
+    fn reserve(&mut self, id: usize) -> Result<()> {
+        if id < self.records {
+            return Ok(());
+        }
+        let Some(file) = &self.file else {
+            return Err(Error::ReadOnly(self.path.clone()));
+        };
+        let records = (id + 1).div_ceil(GROWTH) * GROWTH;
+        let len = HEADER_SIZE + (records * RECORD_SIZE) as u64;
+        // Reserved, not just extended, so a full disk fails here rather than as SIGBUS on a
+        // store into a hole; filesystems without fallocate get a plain (sparse) extension.
+        use rustix::fs::{fallocate, FallocateFlags};
+        match fallocate(file, FallocateFlags::empty(), 0, len) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::OPNOTSUPP) => {
+                file.set_len(len).map_err(|e| Error::io(&self.path, e))?
+            }
+            Err(e) => return Err(Error::io(&self.path, e.into())),
+        }
+        self.remap(true)
+    }
+
+    /// msync: makes the records durable against power loss.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the kernel reports a write-back failure.
+    pub fn flush(&self) -> Result<()> {
+        match &self.map {
+            Some(map) => map.flush().map_err(|e| Error::io(&self.path, e)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The 4096-byte header of format version 1.
+fn header() -> Vec<u8> {
+    let mut head = vec![0u8; HEADER_SIZE as usize];
+    head[0..8].copy_from_slice(MAGIC);
+    head[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    head[12..16].copy_from_slice(&(RECORD_SIZE as u32).to_le_bytes());
+    let crc = crc32fast::hash(&head[0..16]);
+    head[16..20].copy_from_slice(&crc.to_le_bytes());
+    head
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_through_a_reopen_and_grow_on_demand() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut state = CounterStateFile::open(dir.path(), true).unwrap();
+        assert_eq!(state.last(7), None);
+        state.set_last(7, 1_700_000_000, 12.5).unwrap();
+        state.add_flags(GROWTH + 3, DECLARED_COUNTER).unwrap();
+        state.flush().unwrap();
+        drop(state);
+        let len = std::fs::metadata(dir.path().join(CounterStateFile::FILE_NAME))
+            .unwrap()
+            .len();
+        assert_eq!(len, HEADER_SIZE + (2 * GROWTH * RECORD_SIZE) as u64);
+        let state = CounterStateFile::open(dir.path(), false).unwrap();
+        assert_eq!(state.last(7), Some((1_700_000_000, 12.5)));
+        assert_eq!(state.flags(GROWTH + 3), DECLARED_COUNTER);
+        assert_eq!(state.flags(1_000_000), 0);
+    }
+
+    #[test]
+    fn foreign_and_torn_files_are_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(CounterStateFile::FILE_NAME);
+        std::fs::write(&path, b"hello, this is not a counter state file").unwrap();
+        let err = CounterStateFile::open(dir.path(), true).err().unwrap().to_string();
+        assert!(err.contains("counters.state"), "{err}");
+        let mut good = header();
+        good.extend([0u8; 17]);
+        std::fs::write(&path, &good).unwrap();
+        let err = CounterStateFile::open(dir.path(), false).err().unwrap().to_string();
+        assert!(err.contains("whole 32-byte records"), "{err}");
+    }
+
+    #[test]
+    fn a_read_only_open_without_a_file_sees_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = CounterStateFile::open(dir.path(), false).unwrap();
+        assert_eq!(state.flags(0), 0);
+        assert!(!dir.path().join(CounterStateFile::FILE_NAME).exists());
+    }
+}
