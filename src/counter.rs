@@ -155,7 +155,12 @@ impl CounterTable {
     /// [`Error::Rejected`] with [`RejectReason::KindMismatch`] when an earlier write declared
     /// the other kind; [`Error::ReadOnly`] or [`Error::Io`] when the declaration cannot be
     /// recorded.
-    pub(crate) fn declare(&self, id: SeriesId, kind: SeriesKind, registry: &Registry) -> Result<()> {
+    pub(crate) fn declare(
+        &self,
+        id: SeriesId,
+        kind: SeriesKind,
+        registry: &Registry,
+    ) -> Result<()> {
         let mut inner = self.lock();
         self.refresh(&mut inner, registry);
         let (want, other) = match kind {
@@ -216,7 +221,10 @@ impl BatchCounters<'_> {
     /// (nothing changes); [`RejectReason::StorageUnavailable`] when the state file cannot
     /// grow to hold the counter.
     #[inline]
-    pub(crate) fn apply(&mut self, sample: &Sample) -> std::result::Result<Option<f64>, RejectReason> {
+    pub(crate) fn apply(
+        &mut self,
+        sample: &Sample,
+    ) -> std::result::Result<Option<f64>, RejectReason> {
         let id = sample.series.index();
         if self.inner.kinds.get(id) != Some(&SeriesKind::Counter) {
             return Ok(Some(sample.value));

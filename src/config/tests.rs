@@ -483,3 +483,28 @@ fn load_names_the_file_in_refusals() {
         "{shown}"
     );
 }
+
+#[test]
+fn counter_rules_parse_and_match() {
+    let text = format!(
+        "[counters]\nnames = [\"*.if_octets.*\", \"*_total\"]\ntags = [\"type=counter\"]\n{}",
+        one_tier_with("", "")
+    );
+    let config = TiersConfig::from_toml_str(&text, "<string>").unwrap();
+    let rules = &config.counters;
+    let key = |text: &str| crate::registry::SeriesKey::parse(text).unwrap();
+    assert!(rules.matches(&key("host.if_octets.rx")));
+    assert!(rules.matches(&key("http_requests_total")));
+    assert!(rules.matches(&key("x{type=counter}")));
+    assert!(!rules.matches(&key("x{type=gauge}")));
+    assert!(!rules.matches(&key("cpu.load")));
+    assert!(TiersConfig::default().counters.is_empty());
+}
+
+#[test]
+fn counter_tags_must_be_key_value() {
+    let text = format!("[counters]\ntags = [\"type\"]\n{}", one_tier_with("", ""));
+    assert_refused(&text, 2, "counters.tags", "is not k=v");
+    let text = format!("[counters]\nglobs = []\n{}", one_tier_with("", ""));
+    assert_refused(&text, 2, "counters.globs", "unknown field");
+}

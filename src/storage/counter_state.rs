@@ -90,9 +90,8 @@ impl CounterStateFile {
             }
         };
         let mut head = [0u8; 20];
-        file.read_exact_at(&mut head, 0).map_err(|e| {
-            Error::corrupt(&path, format!("shorter than its header ({e})"))
-        })?;
+        file.read_exact_at(&mut head, 0)
+            .map_err(|e| Error::corrupt(&path, format!("shorter than its header ({e})")))?;
         if head != header()[..20] {
             return Err(Error::corrupt(
                 &path,
@@ -265,12 +264,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(CounterStateFile::FILE_NAME);
         std::fs::write(&path, b"hello, this is not a counter state file").unwrap();
-        let err = CounterStateFile::open(dir.path(), true).err().unwrap().to_string();
+        let err = CounterStateFile::open(dir.path(), true)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("counters.state"), "{err}");
         let mut good = header();
         good.extend([0u8; 17]);
         std::fs::write(&path, &good).unwrap();
-        let err = CounterStateFile::open(dir.path(), false).err().unwrap().to_string();
+        let err = CounterStateFile::open(dir.path(), false)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("whole 32-byte records"), "{err}");
     }
 

@@ -5,6 +5,7 @@ mod cli;
 mod collectd;
 mod common;
 mod corruption;
+mod counters;
 mod dashboard;
 mod engine_basics;
 mod model;

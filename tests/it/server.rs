@@ -310,6 +310,55 @@ fn aggregate_endpoint_groups_and_folds_series() {
 }
 
 #[test]
+fn writes_declare_counters() {
+    let server = TestServer::start(None, Limits::default());
+    let minute = NOW - NOW % 60 - 120;
+    // JSON: per sample.
+    let body = serde_json::json!([
+        {"series": "net.bytes", "ts": minute, "value": 1000.0, "kind": "counter"},
+        {"series": "net.bytes", "ts": minute + 30, "value": 1600.0, "kind": "counter"},
+        {"series": "net.bytes", "ts": minute + 60, "value": 2200.0},
+    ]);
+    let (status, text) = server.request("POST", "/api/v1/write", &[], body.to_string().as_bytes());
+    assert_eq!(status, 204, "{text}");
+    // Influx: for the whole request.
+    let lines = format!(
+        "if,host=a rx=10i {}\nif,host=a rx=40i {}\n",
+        minute * 1_000_000_000,
+        (minute + 60) * 1_000_000_000
+    );
+    let (status, text) = server.request("POST", "/write?db=x&kind=counter", &[], lines.as_bytes());
+    assert_eq!(status, 204, "{text}");
+    let window = format!("tier=1m&from={minute}&to={}&display=total", minute + 120);
+    let q = server.json(&format!("/api/v1/query?series=net.bytes&{window}"));
+    assert_eq!(
+        points(&q),
+        vec![(minute, Some(600.0)), (minute + 60, Some(600.0))]
+    );
+    let q = server.json(&format!("/api/v1/query?series=if.rx{{host=a}}&{window}"));
+    assert_eq!(points(&q), vec![(minute, None), (minute + 60, Some(30.0))]);
+    // A counter declared a gauge later is refused by line; a bad kind by parameter.
+    let body = serde_json::json!([
+        {"series": "net.bytes", "ts": minute + 90, "value": 2300.0, "kind": "gauge"},
+    ]);
+    let (status, text) = server.request("POST", "/api/v1/write", &[], body.to_string().as_bytes());
+    assert_eq!(status, 400, "{text}");
+    assert!(
+        text.contains("kind_mismatch") && text.contains("already a counter"),
+        "{text}"
+    );
+    let (status, text) = server.request("POST", "/write?kind=rate", &[], b"m v=1");
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("kind"), "{text}");
+    let metrics = server.get("/metrics").1;
+    assert!(metrics.contains("tierdb_counter_series 2"), "{metrics}");
+    assert!(
+        metrics.contains("tierdb_samples_rejected_total{reason=\"kind_mismatch\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[test]
 fn json_writes_and_query_errors() {
     let server = TestServer::start(None, Limits::default());
     let minute = NOW - NOW % 60 - 60;

@@ -1,0 +1,291 @@
+//! Counters: stored as increases, so every tier's total is the increase within the bucket
+//! and per_sec the rate; resets count from zero; the last raw value survives a restart;
+//! out-of-order counter samples are refused; kinds come from rules or from writes.
+
+use std::sync::Arc;
+
+use tierdb::{
+    Display, Engine, ManualClock, Query, RejectReason, Sample, SeriesKind, TiersConfig, Timestamp,
+};
+
+use crate::common::{engine_at, open, NOW};
+
+const HOUR: i64 = 3600;
+
+fn counters_config(names: &[&str], tags: &[(&str, &str)]) -> TiersConfig {
+    let mut config = TiersConfig::default();
+    config.counters.names = names.iter().map(|s| s.to_string()).collect();
+    config.counters.tags = tags
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    config
+}
+
+/// Every point of `series` in `tier` over `[from, to)` shown as `display`.
+fn points(
+    engine: &Engine,
+    series: &str,
+    tier: &str,
+    from: Timestamp,
+    to: Timestamp,
+    display: Display,
+) -> Vec<(Timestamp, Option<f64>)> {
+    engine
+        .query(&Query::new(series, from, to).tier(tier).display(display))
+        .unwrap()
+        .points
+}
+
+#[test]
+fn a_steady_counter_reads_as_its_rate_at_every_tier() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let engine = open(dir.path(), &clock, counters_config(&["*.octets"], &[]));
+    let id = engine.series("eth0.octets").unwrap();
+    assert_eq!(engine.series_kind(id), SeriesKind::Counter);
+    // 2 hours before an hour boundary, every 10 s, +50 each: 5 per second. The raw value
+    // starts high, as a real interface counter does.
+    let start = NOW - NOW % HOUR - 2 * HOUR;
+    let samples: Vec<Sample> = (0..=720)
+        .map(|i| Sample::new(id, start + i * 10, 1.0e9 + 50.0 * i as f64))
+        .collect();
+    let report = engine.record_batch(&samples).unwrap();
+    assert_eq!(report.accepted, 721);
+    for (tier, res) in [("1m", 60), ("5m", 300), ("1h", 3600)] {
+        let rates = points(
+            &engine,
+            "eth0.octets",
+            tier,
+            start,
+            start + 2 * HOUR,
+            Display::PerSec,
+        );
+        let totals = points(
+            &engine,
+            "eth0.octets",
+            tier,
+            start,
+            start + 2 * HOUR,
+            Display::Total,
+        );
+        for ((ts, rate), (_, total)) in rates.iter().zip(&totals) {
+            // The baseline sample at `start` stores nothing, so the first bucket holds one
+            // increase fewer than the others.
+            let increases = if *ts == start { res / 10 - 1 } else { res / 10 };
+            assert_eq!(
+                *total,
+                Some(50.0 * increases as f64),
+                "{tier} total at {ts}"
+            );
+            assert_eq!(
+                *rate,
+                Some(50.0 * increases as f64 / res as f64),
+                "{tier} rate at {ts}"
+            );
+        }
+        assert_eq!(
+            rates[1].1,
+            Some(5.0),
+            "{tier}: a full bucket's rate is the true rate"
+        );
+    }
+}
+
+#[test]
+fn a_reset_counts_from_zero_and_never_goes_negative() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let engine = open(
+        dir.path(),
+        &clock,
+        counters_config(&[], &[("type", "counter")]),
+    );
+    let id = engine.series("requests{type=counter}").unwrap();
+    let other = engine.series("requests{type=gauge}").unwrap();
+    assert_eq!(engine.series_kind(other), SeriesKind::Gauge);
+    let t = NOW - NOW % HOUR - HOUR;
+    let values = [100.0, 110.0, 120.0, 5.0, 15.0];
+    let samples: Vec<Sample> = values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| Sample::new(id, t + i as i64 * 60, v))
+        .collect();
+    engine.record_batch(&samples).unwrap();
+    let totals = points(
+        &engine,
+        "requests{type=counter}",
+        "1m",
+        t,
+        t + 300,
+        Display::Total,
+    );
+    assert_eq!(
+        totals,
+        vec![
+            (t, None),
+            (t + 60, Some(10.0)),
+            (t + 120, Some(10.0)),
+            (t + 180, Some(5.0)),
+            (t + 240, Some(10.0))
+        ]
+    );
+    let hour = points(
+        &engine,
+        "requests{type=counter}",
+        "1h",
+        t,
+        t + HOUR,
+        Display::Total,
+    );
+    assert_eq!(hour, vec![(t, Some(35.0))]);
+    let min = points(
+        &engine,
+        "requests{type=counter}",
+        "1h",
+        t,
+        t + HOUR,
+        Display::Min,
+    );
+    assert_eq!(min, vec![(t, Some(5.0))], "no negative increase");
+}
+
+#[test]
+fn the_last_value_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let config = counters_config(&["bytes"], &[]);
+    let t = NOW - NOW % HOUR - HOUR;
+    {
+        let engine = open(dir.path(), &clock, config.clone());
+        engine.record("bytes", t, 1000.0).unwrap();
+        engine.record("bytes", t + 60, 1600.0).unwrap();
+        engine.close().unwrap();
+    }
+    let engine = open(dir.path(), &clock, config);
+    // The first sample after the restart is an increase over the stored last value, not a
+    // new baseline.
+    engine.record("bytes", t + 120, 2200.0).unwrap();
+    engine.sync().unwrap();
+    // And a sample older than the stored last one is refused, even after the restart.
+    let id = engine.series("bytes").unwrap();
+    let report = engine
+        .record_batch(&[Sample::new(id, t + 90, 1800.0)])
+        .unwrap();
+    assert_eq!(report.rejected(RejectReason::CounterOutOfOrder), 1);
+    engine.sync().unwrap();
+    let totals = points(&engine, "bytes", "1m", t, t + 180, Display::Total);
+    assert_eq!(
+        totals,
+        vec![(t, None), (t + 60, Some(600.0)), (t + 120, Some(600.0))]
+    );
+}
+
+#[test]
+fn out_of_order_counter_samples_are_refused_with_their_reason() {
+    let (_dir, engine, _clock) = engine_at(NOW);
+    let id = engine.series("hits").unwrap();
+    engine.declare_kind(id, SeriesKind::Counter).unwrap();
+    let t = NOW - 600;
+    let report = engine
+        .record_batch(&[
+            Sample::new(id, t, 1.0),
+            Sample::new(id, t + 60, 4.0),
+            Sample::new(id, t + 30, 2.0),
+            Sample::new(id, t + 60, 4.0),
+            Sample::new(id, t + 120, 9.0),
+        ])
+        .unwrap();
+    assert_eq!(report.accepted, 3);
+    assert_eq!(report.rejected(RejectReason::CounterOutOfOrder), 2);
+    assert_eq!(
+        report.first_rejections,
+        vec![
+            (2, RejectReason::CounterOutOfOrder),
+            (3, RejectReason::CounterOutOfOrder)
+        ]
+    );
+    let stats = engine.stats();
+    assert_eq!(stats.counters, 1);
+    assert!(
+        stats.rejected.contains(&("counter_out_of_order", 2)),
+        "{:?}",
+        stats.rejected
+    );
+    let total = points(
+        &engine,
+        "hits",
+        "1h",
+        t - t % HOUR,
+        t - t % HOUR + 2 * HOUR,
+        Display::Total,
+    );
+    assert_eq!(total.iter().filter_map(|p| p.1).sum::<f64>(), 8.0);
+}
+
+#[test]
+fn a_declared_kind_is_fixed_and_wins_over_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let config = counters_config(&["*.count"], &[]);
+    let engine = open(dir.path(), &clock, config.clone());
+    let declared_gauge = engine.series("queue.count").unwrap();
+    assert_eq!(
+        engine.series_kind(declared_gauge),
+        SeriesKind::Counter,
+        "by rule"
+    );
+    engine
+        .declare_kind(declared_gauge, SeriesKind::Gauge)
+        .unwrap();
+    assert_eq!(
+        engine.series_kind(declared_gauge),
+        SeriesKind::Gauge,
+        "declared wins"
+    );
+    let err = engine
+        .declare_kind(declared_gauge, SeriesKind::Counter)
+        .unwrap_err();
+    assert!(
+        matches!(err, tierdb::Error::Rejected(RejectReason::KindMismatch)),
+        "{err}"
+    );
+    engine
+        .declare_kind(declared_gauge, SeriesKind::Gauge)
+        .unwrap();
+    let counter = engine.series("temperature").unwrap();
+    engine.declare_kind(counter, SeriesKind::Counter).unwrap();
+    engine.close().unwrap();
+    let engine = open(dir.path(), &clock, config);
+    assert_eq!(engine.series_kind(declared_gauge), SeriesKind::Gauge);
+    assert_eq!(engine.series_kind(counter), SeriesKind::Counter);
+    // A reader beside the writer sees the same kinds.
+    let reader = Engine::builder(dir.path()).read_only().open().unwrap();
+    assert_eq!(reader.series_kind(counter), SeriesKind::Counter);
+    assert_eq!(reader.stats().counters, 1);
+}
+
+#[test]
+fn gauges_are_untouched_beside_counters() {
+    let (_dir, engine, _clock) = engine_at(NOW);
+    let counter = engine.series("c").unwrap();
+    engine.declare_kind(counter, SeriesKind::Counter).unwrap();
+    let gauge = engine.series("g").unwrap();
+    let t = NOW - NOW % 60 - 60;
+    engine
+        .record_batch(&[
+            Sample::new(gauge, t, 7.0),
+            Sample::new(counter, t, 7.0),
+            Sample::new(gauge, t + 1, 3.0),
+            Sample::new(counter, t + 1, 10.0),
+        ])
+        .unwrap();
+    assert_eq!(
+        points(&engine, "g", "1m", t, t + 60, Display::Total),
+        vec![(t, Some(10.0))]
+    );
+    assert_eq!(
+        points(&engine, "c", "1m", t, t + 60, Display::Total),
+        vec![(t, Some(3.0))]
+    );
+}
