@@ -29,9 +29,10 @@
 //!
 //! Modules: [`config`] (tiers.toml), [`time`] (durations and the lookup), [`registry`]
 //! (series keys and ids), [`storage`] (period files, the mapping), [`engine`] (the write
-//! path and the rolling window), [`query`] (reads), [`clock`], [`sample`]; around the
-//! engine: [`ingest`] (Graphite and Influx line parsers), [`server`] (`tierdb serve`),
-//! [`cli`] (the command line), [`plot`] (charts).
+//! path and the rolling window), [`query`] (reads), [`aggregate`] (reads across series),
+//! [`counter`] (counters stored as increases), [`clock`], [`sample`]; around the engine:
+//! [`ingest`] (Graphite and Influx line parsers), [`render`] (the Graphite render API),
+//! [`server`] (`tierdb serve`), [`cli`] (the command line), [`plot`] (charts).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
