@@ -6,6 +6,31 @@
 //! The fold is exact because buckets carry count, total, min and max: `avg` of `avg` is the
 //! total of every sample over their count, never an average of per-series averages. Series
 //! are read chunk by chunk (one file lookup per chunk and period) on rayon's pool.
+//!
+//! ```
+//! use tierdb::{AggregateQuery, Aggregation, Display, Engine, Selector};
+//!
+//! # fn main() -> tierdb::Result<()> {
+//! let dir = tempfile::tempdir().unwrap();
+//! let engine = Engine::open(dir.path())?;
+//! let now = chrono::Utc::now().timestamp();
+//! for (scientist, location, count) in [("perpetua", 1, 3.0), ("perpetua", 1, 4.0), ("perpetua", 2, 5.0), ("leonard", 1, 7.0)] {
+//!     let series = format!("butterflies{{scientist={scientist},location={location}}}");
+//!     engine.record(&series, now - 86_400, count)?;
+//! }
+//! engine.sync()?;
+//! // How many butterflies did perpetua count in each location over the last year?
+//! let selector = Selector::parse("butterflies{scientist=perpetua}")?;
+//! let year = AggregateQuery::new(selector, Aggregation::Sum, now - 365 * 86_400, now)
+//!     .display(Display::Total)
+//!     .group_by(["location"])
+//!     .whole_range();
+//! let totals: Vec<Option<f64>> =
+//!     engine.aggregate(&year)?.groups.iter().map(|g| g.points[0].1).collect();
+//! assert_eq!(totals, vec![Some(7.0), Some(5.0)]); // location 1, location 2
+//! # Ok(())
+//! # }
+//! ```
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
