@@ -2,122 +2,13 @@
 //! over HTTP, the query, series, tiers and metrics endpoints, tokens and limits.
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::sync::Arc;
+use std::net::{TcpStream, UdpSocket};
 use std::time::Duration;
 
-use tierdb::server::{run, Limits, Listeners, State};
-use tierdb::{Engine, ManualClock, TiersConfig};
+use tierdb::server::Limits;
 
 use crate::common::NOW;
-use crate::support::http;
-
-/// A server on ephemeral loopback ports, stopped (and its engine flushed) on drop.
-struct TestServer {
-    http: SocketAddr,
-    graphite: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    _dir: tempfile::TempDir,
-}
-
-impl TestServer {
-    fn start(token: Option<&str>, limits: Limits) -> TestServer {
-        let dir = tempfile::tempdir().unwrap();
-        let clock = Arc::new(ManualClock::new(NOW));
-        let engine = Arc::new(
-            Engine::builder(dir.path())
-                .tiers(TiersConfig::default())
-                .clock(clock)
-                .writer_threads(2)
-                .background_maintenance(false)
-                .open()
-                .unwrap(),
-        );
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listeners = runtime
-            .block_on(Listeners::bind(
-                "127.0.0.1:0".parse().unwrap(),
-                "127.0.0.1:0".parse().unwrap(),
-            ))
-            .unwrap();
-        let (http, graphite, udp) = listeners.addrs().unwrap();
-        assert_eq!(graphite, udp, "UDP takes the port TCP got");
-        let state = Arc::new(State {
-            engine,
-            stats: Default::default(),
-            limits,
-            token: token.map(str::to_string),
-        });
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            runtime
-                .block_on(run(state, listeners, async move {
-                    let _ = stopped.await;
-                }))
-                .expect("server run");
-        });
-        TestServer {
-            http,
-            graphite,
-            stop: Some(stop),
-            thread: Some(thread),
-            _dir: dir,
-        }
-    }
-
-    fn request(
-        &self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-    ) -> (u16, String) {
-        http::request(self.http, method, path, headers, body)
-    }
-
-    fn get(&self, path: &str) -> (u16, String) {
-        self.request("GET", path, &[], b"")
-    }
-
-    fn json(&self, path: &str) -> serde_json::Value {
-        let (status, body) = self.get(path);
-        assert_eq!(status, 200, "{path}: {body}");
-        serde_json::from_str(&body).unwrap()
-    }
-
-    /// Polls the series listing until `series` shows up (ingest over sockets is async).
-    fn wait_for_series(&self, series: &str) {
-        for _ in 0..200 {
-            let listed = self.json("/api/v1/series");
-            if listed["series"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|s| s == series)
-            {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        panic!("series {series} never appeared");
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
+use crate::support::server::TestServer;
 
 fn points(value: &serde_json::Value) -> Vec<(i64, Option<f64>)> {
     serde_json::from_value(value["points"].clone()).unwrap()

@@ -1,8 +1,9 @@
 //! Support code shared by the integration tests: child processes ([`process`]), a minimal
-//! HTTP/1.1 client ([`http`]) and small helpers.
+//! HTTP/1.1 client ([`http`]), a server in the test process ([`server`]) and small helpers.
 
 pub mod http;
 pub mod process;
+pub mod server;
 
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -1,0 +1,128 @@
+//! A `tierdb serve` in the test process: the server's `run` on ephemeral loopback ports with
+//! a manual clock at [`NOW`], for tests that speak to it over real sockets.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tierdb::server::{run, Limits, Listeners, State};
+use tierdb::{Engine, ManualClock, TiersConfig};
+
+use crate::common::NOW;
+use crate::support::http;
+
+/// A server on ephemeral loopback ports, stopped (and its engine flushed) on drop.
+pub struct TestServer {
+    /// The HTTP address.
+    pub http: SocketAddr,
+    /// The Graphite plaintext address (TCP and UDP).
+    pub graphite: SocketAddr,
+    /// The engine behind the server, for writing or reading beside it.
+    pub engine: Arc<Engine>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    /// A server with `token` and `limits` over the default tiers, its clock at [`NOW`].
+    pub fn start(token: Option<&str>, limits: Limits) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(NOW));
+        let engine = Arc::new(
+            Engine::builder(dir.path())
+                .tiers(TiersConfig::default())
+                .clock(clock)
+                .writer_threads(2)
+                .background_maintenance(false)
+                .open()
+                .unwrap(),
+        );
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listeners = runtime
+            .block_on(Listeners::bind(
+                "127.0.0.1:0".parse().unwrap(),
+                "127.0.0.1:0".parse().unwrap(),
+            ))
+            .unwrap();
+        let (http, graphite, udp) = listeners.addrs().unwrap();
+        assert_eq!(graphite, udp, "UDP takes the port TCP got");
+        let state = Arc::new(State {
+            engine: Arc::clone(&engine),
+            stats: Default::default(),
+            limits,
+            token: token.map(str::to_string),
+        });
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            runtime
+                .block_on(run(state, listeners, async move {
+                    let _ = stopped.await;
+                }))
+                .expect("server run");
+        });
+        TestServer {
+            http,
+            graphite,
+            engine,
+            stop: Some(stop),
+            thread: Some(thread),
+            _dir: dir,
+        }
+    }
+
+    /// Sends one request; returns the status and the body.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, String) {
+        http::request(self.http, method, path, headers, body)
+    }
+
+    /// `GET path`.
+    pub fn get(&self, path: &str) -> (u16, String) {
+        self.request("GET", path, &[], b"")
+    }
+
+    /// `GET path`, which must answer 200, as JSON.
+    pub fn json(&self, path: &str) -> serde_json::Value {
+        let (status, body) = self.get(path);
+        assert_eq!(status, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// Polls the series listing until `series` shows up (ingest over sockets is async).
+    pub fn wait_for_series(&self, series: &str) {
+        for _ in 0..200 {
+            let listed = self.json("/api/v1/series");
+            if listed["series"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s == series)
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        panic!("series {series} never appeared");
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
