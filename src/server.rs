@@ -1,6 +1,7 @@
 //! `tierdb serve`: the engine behind sockets. Graphite plaintext on TCP and UDP, and an HTTP
-//! API (Influx line protocol and JSON writes, queries, listings, `/metrics`), all writing
-//! through one [`sink::Sink`] per connection or request into the same engine.
+//! API (Influx line protocol and JSON writes, queries, listings, Graphite's `/render` and
+//! `/metrics/find` for Grafana, `/metrics`). Every protocol writes through one [`sink::Sink`]
+//! per connection or request into the same engine.
 //!
 //! [`run`] takes already-bound [`Listeners`] and a shutdown future, so tests bind
 //! `127.0.0.1:0` and call it directly.
@@ -9,6 +10,7 @@ pub mod dashboard;
 pub mod graphite;
 pub mod http;
 pub mod metrics;
+mod render_api;
 pub mod sink;
 pub mod stats;
 

@@ -1,6 +1,7 @@
-//! The HTTP API: Influx line protocol and JSON writes, queries, series and tier listings, and
-//! the server's own metrics. `app(state)` is a plain router, so tests can drive it directly
-//! or over a real socket.
+//! The HTTP API: Influx line protocol and JSON writes, queries, series and tier listings,
+//! Graphite's `/render` and `/metrics/find` (handled in `render_api.rs`), and the server's own
+//! metrics. `app(state)` is a plain router, so tests can drive it directly or over a real
+//! socket.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 
+use super::render_api;
 use super::sink::IngestReport;
 use super::State;
 use crate::aggregate::{AggregateQuery, Aggregation};
@@ -35,6 +37,15 @@ pub fn app(state: Arc<State>) -> Router {
         .route("/api/v1/series", get(series))
         .route("/api/v1/tiers", get(tiers))
         .route("/metrics", get(metrics))
+        .route("/render", get(render_api::render).post(render_api::render))
+        .route(
+            "/metrics/find",
+            get(render_api::find).post(render_api::find),
+        )
+        .route(
+            "/metrics/find/",
+            get(render_api::find).post(render_api::find),
+        )
         .layer(DefaultBodyLimit::max(state.limits.max_body))
         .layer(middleware::from_fn_with_state(
             Arc::clone(&state),

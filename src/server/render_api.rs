@@ -1,0 +1,258 @@
+//! Graphite's HTTP read API, as Grafana's Graphite data source calls it: `/render` and
+//! `/metrics/find`, by GET or by form-encoded POST, answered by [`crate::render`] over
+//! [`EngineSource`], which reads matching series from the engine.
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State as AxumState};
+use axum::http::{header, HeaderMap};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use rayon::prelude::*;
+
+use super::http::ApiError;
+use super::State;
+use crate::counter::SeriesKind;
+use crate::query::MAX_QUERY_POINTS;
+use crate::render::{self, graphite_path, Fetched, PathPattern, RenderRequest, Source};
+use crate::time::Span;
+use crate::{Engine, Error, Result};
+
+/// `GET|POST /render`: `target` (repeatable), `from` (default `-24h`), `until` (default
+/// `now`), `format` (`json`, the default, is the only one), `maxDataPoints`. Answers
+/// graphite-web's json: a bare array of `{"target", "datapoints": [[value, ts], ...]}`.
+/// Other parameters Grafana or graphite clients send (`noCache`, `cacheTimeout`, `_salt`,
+/// ...) are ignored.
+pub(super) async fn render(
+    AxumState(state): AxumState<Arc<State>>,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> std::result::Result<Response, ApiError> {
+    let params = form_params(raw, &headers, &body)?;
+    match last(&params, "format") {
+        None | Some("json") => {}
+        Some(other) => {
+            return Err(ApiError::BadRequest(format!(
+                "format: {other:?} is not supported; only json"
+            )))
+        }
+    }
+    let engine = Arc::clone(&state.engine);
+    let now = engine.now();
+    let time = |key: &str, default: &str| {
+        let text = last(&params, key).unwrap_or(default);
+        render::parse_time(text, now).map_err(|e| ApiError::BadRequest(format!("{key}: {e}")))
+    };
+    let from = time("from", "-24h")?;
+    let until = time("until", "now")?;
+    let max_data_points = match last(&params, "maxDataPoints") {
+        None => None,
+        Some(text) => match text.trim().parse::<u32>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => {
+                return Err(ApiError::BadRequest(format!(
+                    "maxDataPoints: {text:?} is not a whole number of at least 1"
+                )))
+            }
+        },
+    };
+    let request = RenderRequest {
+        // Blank targets (an emptied query row) select nothing rather than fail the panel.
+        targets: (params.iter())
+            .filter(|(k, v)| k == "target" && !v.trim().is_empty())
+            .map(|(_, v)| v.clone())
+            .collect(),
+        from,
+        until,
+        max_data_points,
+        default_max_points: engine.config().engine.max_points,
+    };
+    let series = blocking(move || render::render(&EngineSource::new(&engine), &request)).await?;
+    Ok(Json(series).into_response())
+}
+
+/// `GET|POST /metrics/find` (and `/metrics/find/`): `query` (a path pattern), answered with
+/// graphite-web's treejson nodes of the next level under it. `from` and `until` are accepted
+/// and ignored: every series the registry knows is listed, whatever its data's age.
+pub(super) async fn find(
+    AxumState(state): AxumState<Arc<State>>,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> std::result::Result<Response, ApiError> {
+    let params = form_params(raw, &headers, &body)?;
+    match last(&params, "format") {
+        None | Some("treejson") => {}
+        Some(other) => {
+            return Err(ApiError::BadRequest(format!(
+                "format: {other:?} is not supported; only treejson"
+            )))
+        }
+    }
+    let query = last(&params, "query")
+        .ok_or_else(|| ApiError::BadRequest("query: missing (query=servers.*)".into()))?
+        .to_owned();
+    let engine = Arc::clone(&state.engine);
+    let nodes = blocking(move || {
+        let keys = engine.registry().all();
+        render::find(&query, keys.iter().map(|(_, key)| key))
+    })
+    .await?;
+    Ok(Json(nodes).into_response())
+}
+
+/// Runs a read on the blocking pool: a render over many series reads (in parallel) for
+/// longer than an async worker should be held.
+async fn blocking<T: Send + 'static>(
+    read: impl FnOnce() -> Result<T> + Send + 'static,
+) -> std::result::Result<T, ApiError> {
+    tokio::task::spawn_blocking(read)
+        .await
+        .map_err(|e| ApiError::Internal(format!("read task failed: {e}")))?
+        .map_err(ApiError::from)
+}
+
+/// The query string's parameters followed by the body's, read as
+/// `application/x-www-form-urlencoded` (Grafana POSTs its parameters that way). A body of
+/// another declared type is refused.
+fn form_params(
+    raw: Option<String>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> std::result::Result<Vec<(String, String)>, ApiError> {
+    let mut params: Vec<(String, String)> =
+        form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
+            .into_owned()
+            .collect();
+    if body.is_empty() {
+        return Ok(params);
+    }
+    if let Some(kind) = headers.get(header::CONTENT_TYPE) {
+        let kind = kind.to_str().unwrap_or_default();
+        let essence = kind.split(';').next().unwrap_or_default().trim();
+        if !essence.eq_ignore_ascii_case("application/x-www-form-urlencoded") {
+            return Err(ApiError::BadRequest(format!(
+                "body: Content-Type {kind:?} is not application/x-www-form-urlencoded"
+            )));
+        }
+    }
+    params.extend(form_urlencoded::parse(body).into_owned());
+    Ok(params)
+}
+
+/// The last value of `key`: a parameter in both the query string and the body takes the
+/// body's, as in graphite-web (Django's `QueryDict.get`).
+fn last<'a>(params: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    params
+        .iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+/// [`Source`] over the engine. Every fetch of a render reads one tier on one grid, so all the
+/// series it returns share start and step, which functions combining series rely on.
+pub(crate) struct EngineSource<'a> {
+    engine: &'a Engine,
+}
+
+impl<'a> EngineSource<'a> {
+    /// A source reading `engine`.
+    pub(crate) fn new(engine: &'a Engine) -> EngineSource<'a> {
+        EngineSource { engine }
+    }
+}
+
+impl Source for EngineSource<'_> {
+    /// The tier is the engine's `auto` choice for the range and budget. The step is the
+    /// tier's resolution, or the smallest multiple of it that keeps the grid within
+    /// `max_points` (capped at [`MAX_QUERY_POINTS`]) when even the chosen tier has more
+    /// buckets than that. Series come sorted by Graphite path, as graphite-web's finders list
+    /// them; one matched but without data in range has only empty buckets (null points).
+    fn fetch(
+        &self,
+        pattern: &PathPattern,
+        from: i64,
+        until: i64,
+        max_points: u32,
+    ) -> Result<Vec<Fetched>> {
+        let engine = self.engine;
+        let max_points = max_points.clamp(1, MAX_QUERY_POINTS as u32);
+        let tier = engine.auto_tier(from, until, max_points);
+        let resolution = engine.config().tiers[tier].resolution.secs() as i64;
+        let step = step_within(from, until, resolution, max_points)?;
+        // One scan under the registry's read lock, even for a literal name: the pattern also
+        // selects the name's tagged variants, and the registry has no index by bare name.
+        let mut matched = engine.registry().select(|id, key| {
+            pattern
+                .matches(key)
+                .then(|| (graphite_path(key), id, key.clone()))
+        });
+        matched.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let first = grid_first(from, step);
+        matched
+            .into_par_iter()
+            .map(|(_, id, key)| {
+                let read =
+                    engine.read_buckets(id, tier, from, until, Span::from_secs(step as u64))?;
+                Ok(Fetched {
+                    key,
+                    start: read.first().map_or(first, |(ts, _)| *ts),
+                    step,
+                    buckets: read.into_iter().map(|(_, bucket)| bucket).collect(),
+                    counter: engine.series_kind(id) == SeriesKind::Counter,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Start of the first `step`-aligned point at or after `from`, as the engine's grid places it.
+fn grid_first(from: i64, step: i64) -> i64 {
+    let step = i128::from(step);
+    ((i128::from(from) + step - 1).div_euclid(step) * step) as i64
+}
+
+/// Points of the `step`-aligned grid over [from, until): intervals whose start lies inside.
+fn grid_points(from: i64, until: i64, step: i128) -> i128 {
+    let (from, until) = (i128::from(from), i128::from(until));
+    let first = (from + step - 1).div_euclid(step) * step;
+    if first >= until {
+        0
+    } else {
+        (until - first + step - 1) / step
+    }
+}
+
+/// A step for [from, until) within `max_points`: `resolution` times `ceil(buckets /
+/// max_points)`, where `buckets` counts the tier's buckets in the range, or times the next
+/// whole number up when the grid of that step, aligned differently, still has one point too
+/// many.
+///
+/// # Errors
+///
+/// [`Error::InvalidQuery`] when that step does not fit in an i64 (a range of centuries
+/// squeezed into a handful of points).
+fn step_within(from: i64, until: i64, resolution: i64, max_points: u32) -> Result<i64> {
+    let resolution = i128::from(resolution.max(1));
+    let budget = i128::from(max_points.max(1));
+    let buckets = grid_points(from, until, resolution);
+    // ceil(buckets / budget) is almost always enough; an unaligned range may need one more.
+    let mut k = ((buckets + budget - 1) / budget).max(1);
+    while grid_points(from, until, resolution * k) > budget {
+        k += 1;
+    }
+    i64::try_from(resolution * k)
+        .ok()
+        .filter(|&step| step < i64::MAX / 2)
+        .ok_or_else(|| {
+            Error::InvalidQuery(format!(
+                "range {from}..{until} is too wide for {max_points} points"
+            ))
+        })
+}
