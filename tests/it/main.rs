@@ -9,6 +9,7 @@ mod counters;
 mod dashboard;
 mod engine_basics;
 mod model;
+mod render;
 mod reopen;
 mod rolling;
 mod serve_binary;

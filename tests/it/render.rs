@@ -1,0 +1,553 @@
+//! Graphite's `/render` and `/metrics/find` over a real socket, as Grafana's Graphite data
+//! source calls them: recorded Grafana requests answered from fixed data at a manual clock
+//! (insta snapshots with the request in the description), the point budget, errors, every
+//! find glob, tagged series and the token.
+
+use serde_json::{json, Value};
+use tierdb::server::Limits;
+
+use crate::common::NOW;
+use crate::support::server::TestServer;
+
+/// Three hours before [`NOW`]: 09:00Z, where the per-minute fixture series start.
+const START: i64 = NOW - 3 * 3600;
+
+/// What the fixture writes, as the snapshots' descriptions repeat it.
+const FIXTURE: &str = "\
+data, minute m = 0..180 from 09:00Z (now = 12:00Z, 2025-11-21):
+  servers.web1.cpu  m%10 at :00 and m%10+1 at :30 of each minute (average m%10+0.5)
+  servers.web2.cpu  20+m%4
+  servers.db1.cpu   40+2*(m%3), no sample when m%30 = 29
+  net.bytes         a raw counter kept as a gauge: 600*m, reset to 0 at m = 170
+  servers.web1.mem  512 at 11:59; servers.db1 1 at 11:59
+  cpu.load{host=a}  0.5 at 11:58, 1.5 at 11:59; cpu.load{host=b} 3 at 11:59";
+
+/// A server holding [`FIXTURE`], written through the JSON write endpoint.
+fn server_with_data(token: Option<&str>) -> TestServer {
+    let server = TestServer::start(token, Limits::default());
+    let sample =
+        |series: &str, ts: i64, value: f64| json!({"series": series, "ts": ts, "value": value});
+    let mut samples = Vec::new();
+    for m in 0..180i64 {
+        let t = START + 60 * m;
+        samples.push(sample("servers.web1.cpu", t, (m % 10) as f64));
+        samples.push(sample("servers.web1.cpu", t + 30, (m % 10 + 1) as f64));
+        samples.push(sample("servers.web2.cpu", t, (20 + m % 4) as f64));
+        if m % 30 != 29 {
+            samples.push(sample("servers.db1.cpu", t, (40 + 2 * (m % 3)) as f64));
+        }
+        let bytes = if m < 170 { 600 * m } else { 600 * (m - 170) };
+        samples.push(sample("net.bytes", t, bytes as f64));
+    }
+    samples.push(sample("servers.web1.mem", NOW - 60, 512.0));
+    samples.push(sample("servers.db1", NOW - 60, 1.0));
+    for (host, ts, value) in [
+        ("a", NOW - 120, 0.5),
+        ("a", NOW - 60, 1.5),
+        ("b", NOW - 60, 3.0),
+    ] {
+        samples
+            .push(json!({"series": "cpu.load", "tags": {"host": host}, "ts": ts, "value": value}));
+    }
+    let body = serde_json::to_vec(&samples).unwrap();
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let auth: Vec<(&str, &str)> = bearer
+        .iter()
+        .map(|b| ("Authorization", b.as_str()))
+        .collect();
+    let (status, text) = server.request("POST", "/api/v1/write", &auth, &body);
+    assert_eq!(status, 204, "{text}");
+    server
+}
+
+/// The headers Grafana's POSTs carry.
+const FORM: &[(&str, &str)] = &[("Content-Type", "application/x-www-form-urlencoded")];
+
+/// JavaScript's `encodeURIComponent`, with which Grafana encodes each parameter value.
+fn encode_uri_component(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' => (b as char).to_string(),
+            b'-' | b'_' | b'.' | b'!' | b'~' | b'*' | b'\'' | b'(' | b')' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A `/render` body as Grafana 10 builds it: each query wrapped in `aliasSub` that appends
+/// its refId (A, B, ...), then `from`, `until`, `format=json`, `maxDataPoints`.
+fn grafana_body(queries: &[&str], from: &str, until: &str, max_data_points: u32) -> String {
+    let mut params: Vec<String> = (queries.iter().zip('A'..))
+        .map(|(query, ref_id)| {
+            let wrapped = format!(r#"aliasSub({query}, "(^.*$)", "\1 {ref_id}")"#);
+            format!("target={}", encode_uri_component(&wrapped))
+        })
+        .collect();
+    params.push(format!("from={}", encode_uri_component(from)));
+    params.push(format!("until={}", encode_uri_component(until)));
+    params.push("format=json".to_owned());
+    params.push(format!("maxDataPoints={max_data_points}"));
+    params.join("&")
+}
+
+/// POSTs `body` to /render as Grafana does; the answer must be 200 and JSON.
+fn render(server: &TestServer, body: &str) -> Value {
+    let (status, text) = server.request("POST", "/render", FORM, body.as_bytes());
+    assert_eq!(status, 200, "{body}: {text}");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e} in {text}"))
+}
+
+/// A render answer as JSON with six datapoints to a line, so a snapshot of hundreds of
+/// points stays readable.
+fn pretty(answer: &Value) -> String {
+    let mut out = String::from("[\n");
+    let series = answer.as_array().expect("an array of series");
+    for (i, s) in series.iter().enumerate() {
+        out.push_str(&format!("  {{\n    \"target\": {},\n", s["target"]));
+        let points: Vec<String> = (s["datapoints"].as_array().unwrap().iter())
+            .map(|p| format!("[{}, {}]", p[0], p[1]))
+            .collect();
+        if points.is_empty() {
+            out.push_str("    \"datapoints\": []\n");
+        } else {
+            out.push_str("    \"datapoints\": [\n");
+            let lines: Vec<String> = (points.chunks(6))
+                .map(|line| format!("      {}", line.join(", ")))
+                .collect();
+            out.push_str(&lines.join(",\n"));
+            out.push_str("\n    ]\n");
+        }
+        out.push_str(if i + 1 < series.len() {
+            "  },\n"
+        } else {
+            "  }\n"
+        });
+    }
+    out.push(']');
+    let reparsed: Value = serde_json::from_str(&out).expect("pretty() writes JSON");
+    assert_eq!(&reparsed, answer, "pretty() changed the answer");
+    out
+}
+
+macro_rules! snapshot {
+    ($name:expr, $request:expr, $answer:expr) => {
+        insta::with_settings!({
+            description => format!("{}\n\n{FIXTURE}", $request),
+            omit_expression => true,
+        }, {
+            insta::assert_snapshot!($name, pretty($answer));
+        });
+    };
+}
+
+/// `(target, number of points)` of each series.
+fn shape(answer: &Value) -> Vec<(String, usize)> {
+    (answer.as_array().unwrap().iter())
+        .map(|s| {
+            let target = s["target"].as_str().unwrap().to_owned();
+            (target, s["datapoints"].as_array().unwrap().len())
+        })
+        .collect()
+}
+
+#[test]
+fn grafana_panel_with_alias_sub_refid() {
+    let server = server_with_data(None);
+    // Recorded from Grafana 10's Graphite data source: a panel of query A over the last 6 h.
+    let body = "target=aliasSub(servers.web1.cpu%2C%20%22(%5E.*%24)%22%2C%20%22%5C1%20A%22)\
+                &from=-6h&until=now&format=json&maxDataPoints=1234";
+    assert_eq!(
+        body,
+        grafana_body(&["servers.web1.cpu"], "-6h", "now", 1234)
+    );
+    let answer = render(&server, body);
+    // 1m buckets: 360 from 06:00, the first 180 before the data starts.
+    assert_eq!(shape(&answer), [("servers.web1.cpu A".to_owned(), 360)]);
+    assert_eq!(answer[0]["datapoints"][0], json!([null, NOW - 6 * 3600]));
+    assert_eq!(answer[0]["datapoints"][180], json!([0.5, START]));
+    snapshot!(
+        "grafana_alias_sub",
+        format!("POST /render\n{body}"),
+        &answer
+    );
+}
+
+#[test]
+fn grafana_save_and_test() {
+    let server = server_with_data(None);
+    // As the task recorded it, and as Grafana 10 sends it (query wrapped in aliasSub, times
+    // as unix seconds).
+    let plain = "target=constantLine(100)&from=-1h&until=now&format=json&maxDataPoints=300";
+    let answer = render(&server, plain);
+    assert_eq!(
+        answer,
+        json!([{"target": "100", "datapoints": [
+            [100.0, NOW - 3600], [100.0, NOW - 1800], [100.0, NOW]
+        ]}])
+    );
+    let grafana10 = grafana_body(
+        &["constantLine(100)"],
+        &(NOW - 3600).to_string(),
+        &NOW.to_string(),
+        300,
+    );
+    let answer = render(&server, &grafana10);
+    snapshot!(
+        "grafana_save_and_test",
+        format!("POST /render\n{grafana10}"),
+        &answer
+    );
+}
+
+#[test]
+fn grafana_panel_of_functions() {
+    let server = server_with_data(None);
+    let queries = [
+        "sumSeries(servers.*.cpu)",
+        "perSecond(net.bytes)",
+        r#"alias(scale(servers.db1.cpu, 0.5), "db half")"#,
+        r#"summarize(servers.web1.cpu, "1h", "max")"#,
+    ];
+    let body = grafana_body(
+        &queries,
+        &(NOW - 2 * 3600).to_string(),
+        &NOW.to_string(),
+        1234,
+    );
+    let answer = render(&server, &body);
+    assert_eq!(
+        shape(&answer),
+        [
+            ("sumSeries(servers.*.cpu) A".to_owned(), 120),
+            ("perSecond(net.bytes) B".to_owned(), 120),
+            ("db half C".to_owned(), 120),
+            (
+                r#"summarize(servers.web1.cpu, "1h", "max") D"#.to_owned(),
+                2
+            ),
+        ]
+    );
+    // The last minute: web1 9.5 + web2 23, db1 has no sample (m = 179).
+    assert_eq!(answer[0]["datapoints"][119], json!([32.5, NOW - 60]));
+    // 600 per minute is 10/s (the first point has no previous one); the reset at m = 170 is
+    // null, not negative.
+    assert_eq!(answer[1]["datapoints"][0], json!([null, NOW - 7200]));
+    assert_eq!(answer[1]["datapoints"][1], json!([10.0, NOW - 7140]));
+    assert_eq!(answer[1]["datapoints"][110], json!([null, NOW - 600]));
+    // summarize max is the true max of the samples (m%10+1 = 10), not of minute averages.
+    assert_eq!(answer[3]["datapoints"][0], json!([10.0, NOW - 7200]));
+    let request = format!(
+        "POST /render\n{body}\n\ndecoded targets:\n{}",
+        queries.join("\n")
+    );
+    snapshot!("grafana_panel_functions", request, &answer);
+}
+
+#[test]
+fn no_series_is_longer_than_max_data_points() {
+    let server = server_with_data(None);
+    let targets = [
+        "servers.*.cpu",
+        "sumSeries(servers.*.cpu)",
+        r#"summarize(servers.web1.cpu, "10min", "avg")"#,
+        "perSecond(net.bytes)",
+        "constantLine(1)",
+    ];
+    for from in ["-2h", "-6h", "-3d", "-30d", "-400d"] {
+        for max in [1, 2, 7, 100, 1234] {
+            let body = grafana_body(&targets, from, "now", max);
+            let answer = render(&server, &body);
+            for (target, points) in shape(&answer) {
+                assert!(
+                    points <= max as usize,
+                    "{from} max {max}: {target} has {points}"
+                );
+            }
+            assert_eq!(
+                answer.as_array().unwrap().len(),
+                7,
+                "{from} {max}: {answer}"
+            );
+        }
+    }
+    // 2 h within 7 points: the 1h tier, its buckets merged exactly (average of 20+m%4 = 21.5).
+    let answer = render(
+        &server,
+        "target=servers.web2.cpu&from=-2h&until=now&format=json&maxDataPoints=7",
+    );
+    assert_eq!(
+        answer,
+        json!([{"target": "servers.web2.cpu", "datapoints": [
+            [21.5, NOW - 7200], [21.5, NOW - 3600]
+        ]}])
+    );
+    // Three days within 2 points: no tier has that few buckets, so the coarsest (1d) at a
+    // step of two days, on the epoch-aligned two-day grid: one point, from yesterday 00:00,
+    // whose merged bucket holds today's samples.
+    let answer = render(
+        &server,
+        "target=servers.web2.cpu&from=-3d&until=now&format=json&maxDataPoints=2",
+    );
+    assert_eq!(
+        answer,
+        json!([{"target": "servers.web2.cpu", "datapoints": [[21.5, NOW - 36 * 3600]]}])
+    );
+}
+
+#[test]
+fn get_and_post_parameters_merge() {
+    let server = server_with_data(None);
+    // GET with every parameter in the query string, including those Grafana adds.
+    let (status, text) = server.get(
+        "/render?target=servers.web2.cpu&from=-2min&until=now&format=json\
+         &noCache=true&cacheTimeout=60&_salt=1700000000.123&rawData=false",
+    );
+    assert_eq!(status, 200, "{text}");
+    let expected = json!([{"target": "servers.web2.cpu", "datapoints": [
+        [22.0, NOW - 120], [23.0, NOW - 60]
+    ]}]);
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), expected);
+    // Query string and body together: targets from both, the body's `from` wins.
+    let (status, text) = server.request(
+        "POST",
+        "/render?target=servers.web2.cpu&from=-1h",
+        FORM,
+        b"target=servers.web1.mem&from=-2min&until=now",
+    );
+    assert_eq!(status, 200, "{text}");
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        shape(&answer),
+        [
+            ("servers.web2.cpu".to_owned(), 2),
+            ("servers.web1.mem".to_owned(), 2)
+        ]
+    );
+    assert_eq!(answer[1]["datapoints"][1], json!([512.0, NOW - 60]));
+    // No target: an empty list, as graphite-web answers.
+    assert_eq!(render(&server, "from=-1h&until=now&format=json"), json!([]));
+    // A pattern that matches nothing: no series.
+    assert_eq!(render(&server, "target=nothing.here.*&from=-1h"), json!([]));
+    // A series with no data in range: its points, all null.
+    let answer = render(&server, "target=servers.web1.mem&from=-5min&until=-3min");
+    assert_eq!(
+        answer,
+        json!([{"target": "servers.web1.mem", "datapoints": [
+            [null, NOW - 300], [null, NOW - 240]
+        ]}])
+    );
+}
+
+#[test]
+fn render_errors_answer_400_naming_the_problem() {
+    let server = server_with_data(None);
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "target=nosuchFunction(servers.web1.cpu)&from=-1h",
+            &["nosuchFunction"],
+        ),
+        (
+            "target=servers.web1.cpu&from=yesterday-ish",
+            &["from", "yesterday-ish"],
+        ),
+        ("target=servers.web1.cpu&until=soon", &["until", "soon"]),
+        ("target=servers.web1.cpu&format=png", &["format", "png"]),
+        (
+            "target=servers.web1.cpu&maxDataPoints=lots",
+            &["maxDataPoints", "lots"],
+        ),
+        (
+            "target=servers.web1.cpu&maxDataPoints=0",
+            &["maxDataPoints"],
+        ),
+        (
+            "target=servers.web1.cpu&from=-1h&until=-2h",
+            &["from", "until"],
+        ),
+        (
+            "target=sumSeries(servers.web1.cpu&from=-1h",
+            &["missing `)`"],
+        ),
+        (
+            "target=summarize(servers.web1.cpu, \"1h\", \"median\")",
+            &["median"],
+        ),
+    ];
+    for (body, needles) in cases {
+        let (status, text) = server.request("POST", "/render", FORM, body.as_bytes());
+        assert_eq!(status, 400, "{body}: {text}");
+        let error = serde_json::from_str::<Value>(&text).unwrap()["error"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        for needle in *needles {
+            assert!(error.contains(needle), "{body}: {error:?} lacks {needle:?}");
+        }
+    }
+    let (status, text) = server.get("/render?target=servers.web1.cpu&format=csv");
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("csv"), "{text}");
+    let json_body = [("Content-Type", "application/json")];
+    let (status, text) = server.request("POST", "/render", &json_body, b"{\"target\":\"x\"}");
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("application/json"), "{text}");
+}
+
+#[test]
+fn find_every_glob_form() {
+    let server = server_with_data(None);
+    let branch = |id: &str| {
+        let text = id.rsplit('.').next().unwrap();
+        json!({"text": text, "id": id, "leaf": 0, "expandable": 1, "allowChildren": 1})
+    };
+    let leaf = |id: &str, text: &str| json!({"text": text, "id": id, "leaf": 1, "expandable": 0, "allowChildren": 0});
+    let cases = [
+        (
+            "*",
+            json!([branch("cpu"), branch("net"), branch("servers")]),
+        ),
+        (
+            "servers.*",
+            json!([
+                branch("servers.db1"),
+                leaf("servers.db1", "db1"),
+                branch("servers.web1"),
+                branch("servers.web2")
+            ]),
+        ),
+        (
+            "servers.web?",
+            json!([branch("servers.web1"), branch("servers.web2")]),
+        ),
+        (
+            "servers.web[12]",
+            json!([branch("servers.web1"), branch("servers.web2")]),
+        ),
+        ("servers.web[!1]", json!([branch("servers.web2")])),
+        (
+            "servers.{web1,db1}.*",
+            json!([
+                leaf("servers.db1.cpu", "cpu"),
+                leaf("servers.web1.cpu", "cpu"),
+                leaf("servers.web1.mem", "mem")
+            ]),
+        ),
+        (
+            "servers.*.c*",
+            json!([
+                leaf("servers.db1.cpu", "cpu"),
+                leaf("servers.web1.cpu", "cpu"),
+                leaf("servers.web2.cpu", "cpu")
+            ]),
+        ),
+        (
+            "cpu.*",
+            json!([
+                leaf("cpu.load;host=a", "load;host=a"),
+                leaf("cpu.load;host=b", "load;host=b")
+            ]),
+        ),
+        (
+            "cpu.load;host=b",
+            json!([leaf("cpu.load;host=b", "load;host=b")]),
+        ),
+        ("net.bytes", json!([leaf("net.bytes", "bytes")])),
+        ("nothing.*", json!([])),
+    ];
+    for (query, expected) in cases {
+        let path = format!("/metrics/find?query={}", encode_uri_component(query));
+        assert_eq!(server.json(&path), expected, "{query}");
+    }
+}
+
+#[test]
+fn find_by_form_post_as_grafana_sends_it() {
+    let server = server_with_data(None);
+    // Grafana 10 POSTs the query unencoded in a form body, with from/until in the URL.
+    let path = format!("/metrics/find?from={}&until={}", NOW - 21_600, NOW);
+    let (status, text) = server.request("POST", &path, FORM, b"query=servers.{web1,db1}.*");
+    assert_eq!(status, 200, "{text}");
+    let ids: Vec<String> = (serde_json::from_str::<Value>(&text)
+        .unwrap()
+        .as_array()
+        .unwrap())
+    .iter()
+    .map(|n| n["id"].as_str().unwrap().to_owned())
+    .collect();
+    assert_eq!(
+        ids,
+        ["servers.db1.cpu", "servers.web1.cpu", "servers.web1.mem"]
+    );
+    // The trailing-slash form graphite-web also answers, and GET.
+    let (status, text) = server.request("POST", "/metrics/find/", FORM, b"query=net.*");
+    assert_eq!(status, 200, "{text}");
+    let expected = json!([{"text": "bytes", "id": "net.bytes", "leaf": 1, "expandable": 0,
+        "allowChildren": 0}]);
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), expected);
+    assert_eq!(server.json("/metrics/find/?query=net.*"), expected);
+    // Errors: no query, an unsupported format, a bad pattern.
+    for (path, needle) in [
+        ("/metrics/find", "query"),
+        ("/metrics/find?query=*&format=completer", "completer"),
+        ("/metrics/find?query=a;b", "tag expression"),
+    ] {
+        let (status, text) = server.get(path);
+        assert_eq!(status, 400, "{path}: {text}");
+        assert!(text.contains(needle), "{path}: {text}");
+    }
+}
+
+#[test]
+fn tagged_series_render_under_their_graphite_path() {
+    let server = server_with_data(None);
+    let body = "target=cpu.load;host=a&from=-3min&until=now";
+    assert_eq!(
+        render(&server, body),
+        json!([{"target": "cpu.load;host=a", "datapoints": [
+            [null, NOW - 180], [0.5, NOW - 120], [1.5, NOW - 60]
+        ]}])
+    );
+    // The bare name selects every tag set; tag expressions filter; encoded `;` works too.
+    let all = render(&server, "target=cpu.load&from=-1min&until=now");
+    assert_eq!(
+        all,
+        json!([
+            {"target": "cpu.load;host=a", "datapoints": [[1.5, NOW - 60]]},
+            {"target": "cpu.load;host=b", "datapoints": [[3.0, NOW - 60]]}
+        ])
+    );
+    let not_a = render(&server, "target=cpu.load%3Bhost!%3Da&from=-1min&until=now");
+    assert_eq!(
+        not_a,
+        json!([{"target": "cpu.load;host=b", "datapoints": [[3.0, NOW - 60]]}])
+    );
+    let sum = render(
+        &server,
+        "target=sumSeries(cpu.load;host=*)&from=-1min&until=now",
+    );
+    assert_eq!(
+        sum,
+        json!([{"target": "sumSeries(cpu.load;host=*)", "datapoints": [[4.5, NOW - 60]]}])
+    );
+    // The series the engine holds under its own name.
+    assert!(server.engine.registry().get("cpu.load{host=a}").is_some());
+}
+
+#[test]
+fn render_and_find_need_the_token_when_one_is_set() {
+    let server = server_with_data(Some("s3cret"));
+    let body = b"target=servers.web2.cpu&from=-1min&until=now";
+    for (method, path, body) in [
+        ("POST", "/render", &body[..]),
+        ("GET", "/metrics/find?query=*", &b""[..]),
+    ] {
+        let (status, text) = server.request(method, path, FORM, body);
+        assert_eq!(status, 401, "{path}: {text}");
+        let mut headers = FORM.to_vec();
+        headers.push(("Authorization", "Bearer s3cret"));
+        let (status, text) = server.request(method, path, &headers, body);
+        assert_eq!(status, 200, "{path}: {text}");
+    }
+}
