@@ -170,10 +170,12 @@ impl<'a> EngineSource<'a> {
 
 impl Source for EngineSource<'_> {
     /// The tier is the engine's `auto` choice for the range and budget. The step is the
-    /// tier's resolution, or the smallest multiple of it that keeps the grid within
-    /// `max_points` (capped at [`MAX_QUERY_POINTS`]) when even the chosen tier has more
-    /// buckets than that. Series come sorted by Graphite path, as graphite-web's finders list
-    /// them; one matched but without data in range has only empty buckets (null points).
+    /// tier's resolution, or a multiple of it that keeps the grid within `max_points`
+    /// (capped at [`MAX_QUERY_POINTS`]) when even the chosen tier has more buckets than that
+    /// (see [`step_within`]). Points are those whose start lies in [from, until), or the one
+    /// holding `from` when no start does. Series come sorted by Graphite path, as
+    /// graphite-web's finders list them; one matched but without data in range has only
+    /// empty buckets (null points).
     fn fetch(
         &self,
         pattern: &PathPattern,
@@ -194,6 +196,12 @@ impl Source for EngineSource<'_> {
                 .then(|| (graphite_path(key), id, key.clone()))
         });
         matched.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        // A range shorter than the step may hold no point's start (two hours inside one day
+        // of the 1d tier): read the one point that holds `from` rather than answer nothing.
+        let from = match grid_points(from, until, i128::from(step)) {
+            0 => from - from.rem_euclid(step),
+            _ => from,
+        };
         let first = grid_first(from, step);
         matched
             .into_par_iter()
