@@ -19,6 +19,8 @@ data, minute m = 0..180 from 09:00Z (now = 12:00Z, 2025-11-21):
   servers.web2.cpu  20+m%4
   servers.db1.cpu   40+2*(m%3), no sample when m%30 = 29
   net.bytes         a raw counter kept as a gauge: 600*m, reset to 0 at m = 170
+  net.requests      a counter (\"kind\": \"counter\"): 1200*(m+1), reset at m = 170 to 1200
+                    and growing 1200 a minute again, so stored increases of 1200 from m = 1
   servers.web1.mem  512 at 11:59; servers.db1 1 at 11:59
   cpu.load{host=a}  0.5 at 11:58, 1.5 at 11:59; cpu.load{host=b} 3 at 11:59";
 
@@ -38,6 +40,13 @@ fn server_with_data(token: Option<&str>) -> TestServer {
         }
         let bytes = if m < 170 { 600 * m } else { 600 * (m - 170) };
         samples.push(sample("net.bytes", t, bytes as f64));
+        let requests = if m < 170 {
+            1200 * (m + 1)
+        } else {
+            1200 * (m - 169)
+        };
+        samples
+            .push(json!({"series": "net.requests", "ts": t, "value": requests, "kind": "counter"}));
     }
     samples.push(sample("servers.web1.mem", NOW - 60, 512.0));
     samples.push(sample("servers.db1", NOW - 60, 1.0));
@@ -209,6 +218,7 @@ fn grafana_panel_of_functions() {
         "perSecond(net.bytes)",
         r#"alias(scale(servers.db1.cpu, 0.5), "db half")"#,
         r#"summarize(servers.web1.cpu, "1h", "max")"#,
+        "perSecond(net.requests)",
     ];
     let body = grafana_body(
         &queries,
@@ -227,6 +237,7 @@ fn grafana_panel_of_functions() {
                 r#"summarize(servers.web1.cpu, "1h", "max") D"#.to_owned(),
                 2
             ),
+            ("perSecond(net.requests) E".to_owned(), 120),
         ]
     );
     // The last minute: web1 9.5 + web2 23, db1 has no sample (m = 179).
@@ -238,6 +249,10 @@ fn grafana_panel_of_functions() {
     assert_eq!(answer[1]["datapoints"][110], json!([null, NOW - 600]));
     // summarize max is the true max of the samples (m%10+1 = 10), not of minute averages.
     assert_eq!(answer[3]["datapoints"][0], json!([10.0, NOW - 7200]));
+    // A counter's rate is its stored increase over the step: 1200 a minute is 20/s, the
+    // first point included, and the reset is no gap.
+    let rates = answer[4]["datapoints"].as_array().unwrap();
+    assert!(rates.iter().all(|p| p[0] == json!(20.0)), "{}", answer[4]);
     let request = format!(
         "POST /render\n{body}\n\ndecoded targets:\n{}",
         queries.join("\n")
@@ -253,6 +268,7 @@ fn no_series_is_longer_than_max_data_points() {
         "sumSeries(servers.*.cpu)",
         r#"summarize(servers.web1.cpu, "10min", "avg")"#,
         "perSecond(net.bytes)",
+        "perSecond(net.requests)",
         "constantLine(1)",
     ];
     for from in ["-2h", "-6h", "-3d", "-30d", "-400d"] {
@@ -267,11 +283,21 @@ fn no_series_is_longer_than_max_data_points() {
             }
             assert_eq!(
                 answer.as_array().unwrap().len(),
-                7,
+                8,
                 "{from} {max}: {answer}"
             );
         }
     }
+    // 2 h within 1 point: the 1d tier, whose only point holding any of the range starts
+    // before it (today 00:00): that point rather than none.
+    let answer = render(
+        &server,
+        "target=servers.web2.cpu&from=-2h&until=now&format=json&maxDataPoints=1",
+    );
+    assert_eq!(
+        answer,
+        json!([{"target": "servers.web2.cpu", "datapoints": [[21.5, NOW - 12 * 3600]]}])
+    );
     // 2 h within 7 points: the 1h tier, its buckets merged exactly (average of 20+m%4 = 21.5).
     let answer = render(
         &server,
@@ -338,6 +364,59 @@ fn get_and_post_parameters_merge() {
             [null, NOW - 300], [null, NOW - 240]
         ]}])
     );
+}
+
+#[test]
+fn counters_render_increases_and_rates_from_stored_increases() {
+    let server = server_with_data(None);
+    let window = "from=-3min&until=now";
+    let render_one = |target: &str| {
+        let answer = render(&server, &format!("target={target}&{window}"));
+        assert_eq!(answer.as_array().unwrap().len(), 1, "{target}: {answer}");
+        answer[0]["datapoints"].clone()
+    };
+    let minutes = |value: f64| json!([[value, NOW - 180], [value, NOW - 120], [value, NOW - 60]]);
+    // A counter's point is the increase within it; the reset at m = 170 is no dip.
+    assert_eq!(render_one("net.requests"), minutes(1200.0));
+    // perSecond is the increase over the step, nonNegativeDerivative the increase itself.
+    assert_eq!(render_one("perSecond(net.requests)"), minutes(20.0));
+    assert_eq!(
+        render_one("nonNegativeDerivative(net.requests)"),
+        minutes(1200.0)
+    );
+    // The first sample only sets the baseline: no increase is known in its minute.
+    let answer = render(&server, "target=net.requests&from=-3h&until=-178min");
+    assert_eq!(
+        answer[0]["datapoints"],
+        json!([[null, START], [1200.0, START + 60]])
+    );
+    // Coarser points add increases: one point per hour from the 1h tier, 72000 an hour
+    // (the first hour misses its baseline minute), and still 20/s.
+    let hourly = |target: &str| {
+        let body = format!("target={target}&from=-3h&until=now&maxDataPoints=3");
+        render(&server, &body)[0]["datapoints"].clone()
+    };
+    let hours =
+        |first: f64, rest: f64| json!([[first, START], [rest, START + 3600], [rest, START + 7200]]);
+    assert_eq!(hourly("net.requests"), hours(70_800.0, 72_000.0));
+    assert_eq!(
+        hourly("perSecond(net.requests)"),
+        hours(70_800.0 / 3600.0, 20.0)
+    );
+    // summarize by sum keeps increases; a sum of counters too.
+    let answer = render(
+        &server,
+        "target=summarize(net.requests, \"1h\", \"sum\")&from=-2h&until=now",
+    );
+    assert_eq!(
+        answer[0]["datapoints"],
+        json!([[72_000.0, NOW - 7200], [72_000.0, NOW - 3600]])
+    );
+    let answer = render(
+        &server,
+        "target=perSecond(sumSeries(net.requests, net.requests))&from=-1min&until=now",
+    );
+    assert_eq!(answer[0]["datapoints"], json!([[40.0, NOW - 60]]));
 }
 
 #[test]
@@ -483,8 +562,10 @@ fn find_by_form_post_as_grafana_sends_it() {
     // The trailing-slash form graphite-web also answers, and GET.
     let (status, text) = server.request("POST", "/metrics/find/", FORM, b"query=net.*");
     assert_eq!(status, 200, "{text}");
-    let expected = json!([{"text": "bytes", "id": "net.bytes", "leaf": 1, "expandable": 0,
-        "allowChildren": 0}]);
+    let expected = json!([
+        {"text": "bytes", "id": "net.bytes", "leaf": 1, "expandable": 0, "allowChildren": 0},
+        {"text": "requests", "id": "net.requests", "leaf": 1, "expandable": 0, "allowChildren": 0}
+    ]);
     assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), expected);
     assert_eq!(server.json("/metrics/find/?query=net.*"), expected);
     // Errors: no query, an unsupported format, a bad pattern.
