@@ -32,7 +32,8 @@
 //! path and the rolling window), [`query`] (reads), [`aggregate`] (reads across series),
 //! [`counter`] (counters stored as increases), [`clock`], [`sample`]; around the engine:
 //! [`ingest`] (Graphite and Influx line parsers), [`render`] (the Graphite render API),
-//! [`server`] (`tierdb serve`), [`cli`] (the command line), [`plot`] (charts).
+//! [`server`] (`tierdb serve`, with the render API's HTTP endpoints for Grafana), [`cli`]
+//! (the command line), [`plot`] (charts).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
