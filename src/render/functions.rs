@@ -8,6 +8,7 @@ use super::path::PathPattern;
 use super::series::Series;
 use super::time::parse_interval;
 use super::Source;
+use crate::query::MAX_QUERY_POINTS;
 use crate::storage::bucket::Bucket;
 use crate::{Error, Result};
 
@@ -142,14 +143,19 @@ fn call(name: &str, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
             })?;
             let align = a.args.len() > 3 && a.boolean(3)?;
             let tail = if align { ", true" } else { "" };
-            let window = |s: Series| Series {
-                name: format!(
+            let window = |s: Series| {
+                let name = format!(
                     "summarize({}, \"{interval_text}\", \"{func}\"{tail})",
                     s.name
-                ),
-                ..summarize(s, interval, agg, align)
+                );
+                Ok(Series {
+                    name,
+                    ..summarize(s, interval, agg, align)?
+                })
             };
-            a.series(0, cx)?.into_iter().map(window).collect()
+            (a.series(0, cx)?.into_iter())
+                .map(window)
+                .collect::<Result<_>>()?
         }
         "constantLine" => {
             a.count(1, 1)?;
@@ -157,7 +163,7 @@ fn call(name: &str, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
             vec![Series {
                 name: value.to_string(),
                 start: cx.from,
-                step: ((cx.until - cx.from) / 2).max(1),
+                step: (cx.until.saturating_sub(cx.from) / 2).max(1),
                 values: vec![Some(value); 3],
                 buckets: None,
                 counter: false,
@@ -264,7 +270,11 @@ fn combine(func: &str, agg: Agg, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<S
     let Some(start) = list.iter().map(|s| s.start).min() else {
         return Ok(Vec::new());
     };
-    let step = list.iter().fold(1, |l, s| lcm(l, s.step));
+    let step = (list.iter())
+        .try_fold(1, |l, s| lcm(l, s.step))
+        .ok_or_else(|| {
+            a.invalid("the series' steps have no common multiple that fits in 64 bits")
+        })?;
     let list: Vec<Series> = (list.into_iter())
         .map(|s| {
             let k = (step / s.step) as usize;
@@ -272,7 +282,13 @@ fn combine(func: &str, agg: Agg, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<S
         })
         .collect();
     let end = list.iter().map(Series::end).max().unwrap_or(start);
-    let mut slots = vec![Vec::new(); ((end - start + step - 1) / step) as usize];
+    let slots = (i128::from(end) - i128::from(start) + i128::from(step) - 1) / i128::from(step);
+    if slots > i128::from(MAX_QUERY_POINTS) {
+        return Err(a.invalid(&format!(
+            "{slots} points at a common step of {step}s; at most {MAX_QUERY_POINTS}"
+        )));
+    }
+    let mut slots = vec![Vec::new(); slots as usize];
     for s in &list {
         for (i, v) in s.values.iter().enumerate() {
             if let Some(v) = v {
@@ -291,14 +307,15 @@ fn combine(func: &str, agg: Agg, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<S
     }])
 }
 
-fn lcm(a: i64, b: i64) -> i64 {
+/// Least common multiple of two positive steps; `None` when it overflows.
+fn lcm(a: i64, b: i64) -> Option<i64> {
     let gcd = |mut a: i64, mut b: i64| {
         while b != 0 {
             (a, b) = (b, a % b);
         }
         a
     };
-    a / gcd(a, b) * b
+    (a / gcd(a, b)).checked_mul(b)
 }
 
 /// perSecond and nonNegativeDerivative. A counter's values are already increases, so the
@@ -346,18 +363,29 @@ fn derivative(s: Series, func: &str, per_second: bool, max_value: Option<f64>) -
 /// that are whole buckets, is answered from merged buckets: the true average of the samples,
 /// and their true max and min. Everything else reduces the point values; `sum` of a counter
 /// stays a counter (the increase within the window).
-fn summarize(s: Series, interval: i64, agg: Agg, align: bool) -> Series {
+///
+/// # Errors
+/// [`Error::InvalidQuery`] when the windows would number more than [`MAX_QUERY_POINTS`] (an
+/// interval far shorter than the series' step over a long range).
+fn summarize(s: Series, interval: i64, agg: Agg, align: bool) -> Result<Series> {
     let origin = if align { s.start } else { 0 };
     let window = |ts: i64| ts - (ts - origin).rem_euclid(interval);
     let start = window(s.start);
     let count = match s.values.len() {
         0 => 0,
-        n => ((window(s.at(n - 1)) - start) / interval + 1) as usize,
+        n => (window(s.at(n - 1)) - start) / interval + 1,
     };
+    if count as u64 > MAX_QUERY_POINTS {
+        return Err(Error::InvalidQuery(format!(
+            "summarize: {count} windows of {interval}s; at most {MAX_QUERY_POINTS} (use a longer \
+             interval or a shorter range)"
+        )));
+    }
+    let count = count as usize;
     let exact = !s.counter && interval % s.step == 0 && (s.start - origin) % s.step == 0;
     let buckets = s.buckets.as_ref().filter(|_| exact);
     let mut values = vec![Vec::new(); count];
-    let mut merged = vec![Bucket::EMPTY; count];
+    let mut merged = vec![Bucket::EMPTY; if buckets.is_some() { count } else { 0 }];
     for (i, value) in s.values.iter().enumerate() {
         let w = ((window(s.at(i)) - start) / interval) as usize;
         values[w].extend(*value);
@@ -372,12 +400,16 @@ fn summarize(s: Series, interval: i64, agg: Agg, align: bool) -> Series {
         (Some(_), Agg::Min) => Some(bucket.min),
         _ => agg.reduce(values),
     };
-    Series {
+    let values = match buckets {
+        Some(_) => values.iter().zip(&merged).map(reduce).collect(),
+        None => values.iter().map(|v| reduce((v, &Bucket::EMPTY))).collect(),
+    };
+    Ok(Series {
         start,
         step: interval,
-        values: values.iter().zip(&merged).map(reduce).collect(),
+        values,
         buckets: None,
         counter: s.counter && agg == Agg::Sum,
         ..s
-    }
+    })
 }

@@ -41,8 +41,9 @@ pub fn parse_graphite_path(path: &str) -> Result<SeriesKey> {
     SeriesKey::new(name, tags).map_err(|e| Error::InvalidQuery(e.to_string()))
 }
 
-/// Why a pattern whose braces expand past [`MAX_ALTERNATIVES`] is refused.
-const TOO_MANY: &str = "braces expand to too many alternatives";
+/// Why a pattern with more than [`MAX_BRACES`] brace groups in one glob, or whose braces
+/// expand past [`MAX_ALTERNATIVES`], is refused.
+const TOO_MANY: &str = "too many brace groups or alternatives";
 
 /// A selection of series: `namepattern[;k=v;k!=v...]`.
 ///
@@ -76,8 +77,8 @@ impl PathPattern {
     /// # Errors
     ///
     /// [`Error::InvalidQuery`] for an empty name, a tag expression without `=` or `!=`, a
-    /// regex tag match (`=~`, not supported) or braces that expand to more than 1024
-    /// alternatives in one segment or tag value.
+    /// regex tag match (`=~`, not supported), more than 32 brace groups, or braces that
+    /// expand to more than 1024 alternatives, in one segment or tag value.
     pub fn parse(text: &str) -> Result<PathPattern> {
         let invalid = |why: &str| Error::InvalidQuery(format!("invalid path {text:?}: {why}"));
         let mut parts = text.split(';');
@@ -176,6 +177,11 @@ impl PathPattern {
 /// `{a,b}{a,b}{a,b}...`, which doubles with each group.
 const MAX_ALTERNATIVES: usize = 1024;
 
+/// Most `{` one glob may hold. Expansion recurses once per group and per nesting level, so
+/// this bounds its depth and time: `{a}{a}{a}...` never grows past one alternative, and ten
+/// thousand of them would otherwise overflow the thread's stack.
+const MAX_BRACES: usize = 32;
+
 /// One glob over a whole segment or tag value, held as its brace-free alternatives
 /// (`{a,b*}c` is `ac` or `b*c`), each matched by the registry's [`glob_match`]. That glob
 /// works on bytes, so `?` and classes match one byte: exact for the ASCII names Graphite
@@ -188,8 +194,12 @@ struct Glob {
 }
 
 impl Glob {
-    /// `None` when the braces expand to more than [`MAX_ALTERNATIVES`].
+    /// `None` when there are more than [`MAX_BRACES`] brace groups or they expand to more
+    /// than [`MAX_ALTERNATIVES`].
     fn parse(text: &str) -> Option<Glob> {
+        if text.matches('{').count() > MAX_BRACES {
+            return None;
+        }
         Some(Glob {
             alternatives: expand(text)?,
             literal: !text.contains(['*', '?', '[', '{']),

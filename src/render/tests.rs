@@ -335,6 +335,40 @@ fn constant_line() {
     assert_eq!(out[1].target, "1.5");
 }
 
+/// Answers that would not fit in memory are refused before anything is allocated: a
+/// `summarize` window far shorter than the series' step over a long range, and series whose
+/// steps have no common multiple within 64 bits.
+#[test]
+fn unbounded_answers_are_refused() {
+    let sparse = |path: &str, step: i64| Fetched {
+        key: parse_graphite_path(path).unwrap(),
+        start: 0,
+        step,
+        buckets: vec![Bucket::EMPTY; 2],
+        counter: false,
+    };
+    let source = Memory {
+        series: vec![
+            sparse("month.a", 30 * 86_400),
+            sparse("odd.a", 4_000_000_007),
+            sparse("odd.b", 4_000_000_009),
+        ],
+        asked: Cell::new(0),
+    };
+    let request = |target: &str| RenderRequest {
+        targets: vec![target.to_owned()],
+        from: 0,
+        until: 8_000_000_000,
+        max_data_points: None,
+        default_max_points: 1000,
+    };
+    let err = render(&source, &request("summarize(month.a, '1s')")).unwrap_err();
+    assert!(err.to_string().contains("2592001 windows of 1s"), "{err}");
+    assert!(render(&source, &request("summarize(month.a, '1d')")).is_ok());
+    let err = render(&source, &request("sumSeries(odd.*)")).unwrap_err();
+    assert!(err.to_string().contains("no common multiple"), "{err}");
+}
+
 #[test]
 fn argument_errors_name_the_function() {
     let cases = [

@@ -504,7 +504,8 @@ async fn aggregate(
         max_points: read.max_points,
         whole_range,
     };
-    let result = engine.aggregate(&query)?;
+    let engine = Arc::clone(engine);
+    let result = super::render_api::blocking(move || engine.aggregate(&query)).await?;
     Ok(Json(result).into_response())
 }
 

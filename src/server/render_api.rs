@@ -106,9 +106,9 @@ pub(super) async fn find(
     Ok(Json(nodes).into_response())
 }
 
-/// Runs a read on the blocking pool: a render over many series reads (in parallel) for
-/// longer than an async worker should be held.
-async fn blocking<T: Send + 'static>(
+/// Runs a read on the blocking pool: a render or aggregate over many series reads (in
+/// parallel) for longer than an async worker should be held.
+pub(super) async fn blocking<T: Send + 'static>(
     read: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> std::result::Result<T, ApiError> {
     tokio::task::spawn_blocking(read)
@@ -195,6 +195,11 @@ impl Source for EngineSource<'_> {
                 .matches(key)
                 .then(|| (graphite_path(key), id, key.clone()))
         });
+        within_budget(
+            pattern,
+            matched.len(),
+            grid_points(from, until, i128::from(step)),
+        )?;
         matched.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         // A range shorter than the step may hold no point's start (two hours inside one day
         // of the 1d tier): read the one point that holds `from` rather than answer nothing.
@@ -218,6 +223,24 @@ impl Source for EngineSource<'_> {
             })
             .collect()
     }
+}
+
+/// Most values one target may read (series it matches times points each): 320 MB of
+/// buckets, so a `*` over a large registry at a high maxDataPoints is refused rather than
+/// exhausting memory.
+pub const MAX_RENDER_VALUES: u64 = 10 * MAX_QUERY_POINTS;
+
+/// Refuses a read of `series` series at `points` points each beyond [`MAX_RENDER_VALUES`].
+fn within_budget(pattern: &PathPattern, series: usize, points: i128) -> Result<()> {
+    let values = points.max(1) * series as i128;
+    if values > i128::from(MAX_RENDER_VALUES) {
+        return Err(Error::InvalidQuery(format!(
+            "{:?} matches {series} series x {points} points = {values} values; at most \
+             {MAX_RENDER_VALUES} per target (narrow the pattern or lower maxDataPoints)",
+            pattern.as_str(),
+        )));
+    }
+    Ok(())
 }
 
 /// Start of the first `step`-aligned point at or after `from`, as the engine's grid places it.

@@ -87,8 +87,23 @@ fn exactness_and_refusals() {
     assert_eq!(exact.as_str(), "cpu.load;host=a");
     assert!(!PathPattern::parse("cpu.{a,b}").unwrap().is_exact());
     let bomb = format!("a.{}", "{x,y}".repeat(11)); // 2048 alternatives
-    for bad in ["", ";host=a", "a;host", "a;=b", "a;host=~x.*", &bomb] {
+                                                    // One alternative, but one level of recursion per group: refused before expanding.
+    let deep = format!("a.{}", "{x}".repeat(10_000));
+    let nested = format!("a.{}x{}", "{".repeat(10_000), "}".repeat(10_000));
+    let tag_bomb = format!("a;host={}", "{x}".repeat(33));
+    for bad in [
+        "",
+        ";host=a",
+        "a;host",
+        "a;=b",
+        "a;host=~x.*",
+        &bomb,
+        &deep,
+        &nested,
+        &tag_bomb,
+    ] {
         let err = PathPattern::parse(bad).unwrap_err().to_string();
         assert!(err.contains(&format!("{bad:?}")), "{err}");
     }
+    assert!(PathPattern::parse(&format!("a.{}", "{x}".repeat(32))).is_ok());
 }

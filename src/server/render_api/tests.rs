@@ -1,6 +1,8 @@
-//! Tests of the step that keeps a render's grid within its point budget.
+//! Tests of the step that keeps a render's grid within its point budget, and of the budget
+//! of values one target may read.
 
-use super::{grid_points, step_within};
+use super::{grid_points, step_within, within_budget, MAX_RENDER_VALUES};
+use crate::render::PathPattern;
 
 #[test]
 fn step_keeps_every_grid_within_the_budget() {
@@ -27,4 +29,18 @@ fn step_keeps_every_grid_within_the_budget() {
 #[test]
 fn an_absurd_range_is_refused_rather_than_overflowing() {
     assert!(step_within(i64::MIN / 2 - 10, i64::MAX / 2, 60, 1).is_err());
+}
+
+#[test]
+fn a_target_reading_too_many_values_is_refused() {
+    let all = PathPattern::parse("*").unwrap();
+    let limit = MAX_RENDER_VALUES as usize;
+    assert!(within_budget(&all, limit / 1000, 1000).is_ok());
+    assert!(within_budget(&all, 0, 0).is_ok());
+    let err = within_budget(&all, limit / 1000 + 1, 1000).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("\"*\" matches 10001 series x 1000 points"),
+        "{err}"
+    );
 }
