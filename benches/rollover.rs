@@ -2,14 +2,23 @@
 //! where every default tier starts a new period, while the background maintenance task
 //! creates the next periods' files for all 100k series (391 chunks x 4 tiers = 1,564 files)
 //! and prefaults the bucket blocks ahead. Prints ingest throughput and the batch latency
-//! distribution across the boundary.
+//! distribution, with the batches across the boundary apart.
 //!
-//! Two runs, each on a fresh data directory:
+//! Runs, each on a fresh data directory:
 //! - `saturated`: batches back to back, as fast as the engine takes them (throughput).
-//! - `live`: batches offered at 1 M samples/s (100 agents' flushes a second; `OFFERED=N` for
-//!   another rate), simulated time 100x faster than the wall clock and maintenance every
-//!   600 ms instead of every minute to match: the rollover must not stall ingest, so the
-//!   worst batch should stay within 2x of the median.
+//! - `rollover`: batches offered at 1 M samples/s (100 agents' flushes a second; `OFFERED=N`
+//!   for another rate), simulated time 100x faster than the wall clock and maintenance every
+//!   600 ms instead of every minute to match. The rollover must not stall ingest: the worst
+//!   batch across the boundary (the simulated minute before it and the minute after) should
+//!   stay within 2x of the median.
+//! - `control`: the same load and clock with no rollover work at all: every file the run
+//!   touches is created and every block it writes prefaulted before it starts, and
+//!   maintenance is off. Whatever tail this run has is the machine's and the write path's,
+//!   not the rollover's; set beside `rollover` it shows what the rollover adds.
+//!
+//! `rollover` and `control` alternate, `TRIALS` times each (default 3), because on a shared
+//! 2-core virtual machine a single run's worst batch is mostly a matter of when the host
+//! takes a core away: each line reports the CPU time stolen by the host during the run.
 //!
 //! In the saturated run simulated time runs ~1000x faster than the wall clock and
 //! maintenance runs every 20 ms, so its work takes a far larger share of the machine than
@@ -34,57 +43,108 @@ const BATCH: usize = 10_000;
 const BOUNDARY: i64 = 1_324_512_000;
 /// Simulated minutes on each side of the boundary.
 const MINUTES: i64 = 10;
+/// The batches "across the boundary": the simulated minute before it and the minute after.
+const ACROSS: std::ops::Range<i64> = BOUNDARY - 60..BOUNDARY + 60;
+/// A window as long, well before the boundary, to set the writers' page faults against.
+const BEFORE: std::ops::Range<i64> = BOUNDARY - 300..BOUNDARY - 180;
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let saturated = run(None);
-    saturated.print("saturated");
-    let offered = std::env::var("OFFERED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1e6);
-    run(Some(offered)).print(&format!("live, offered {:.1} M samples/s", offered / 1e6));
+    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<f64>().ok());
+    let offered = env("OFFERED").unwrap_or(1e6);
+    let trials = env("TRIALS").map_or(3, |t| t as usize);
+    run(Mode::Saturated).print("saturated");
+    println!(
+        "offered {:.2} M samples/s; batches across the boundary: simulated {}s..{}s around it",
+        offered / 1e6,
+        ACROSS.start - BOUNDARY,
+        ACROSS.end - BOUNDARY
+    );
+    for trial in 1..=trials {
+        run(Mode::Rollover(offered)).print(&format!("rollover #{trial}"));
+        run(Mode::Control(offered)).print(&format!("control  #{trial}"));
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Mode {
+    Saturated,
+    /// Offered at this many samples a second, background maintenance on.
+    Rollover(f64),
+    /// Offered at this many samples a second, everything prepared before, maintenance off.
+    Control(f64),
+}
+
+impl Mode {
+    fn rate(self) -> Option<f64> {
+        match self {
+            Mode::Saturated => None,
+            Mode::Rollover(rate) | Mode::Control(rate) => Some(rate),
+        }
+    }
 }
 
 struct Outcome {
+    mode: Mode,
     rate: f64,
-    latencies: Vec<Duration>,
-    after_boundary: Vec<Duration>,
+    /// (simulated time, latency) per batch.
+    batches: Vec<(i64, Duration)>,
     created_during_run: u64,
     on_demand: u64,
+    steal: f64,
+    /// The writer threads' page faults in [`BEFORE`] and in [`ACROSS`].
+    faults: (u64, u64),
 }
 
 impl Outcome {
     fn print(&self, name: &str) {
-        let mut all = self.latencies.clone();
+        let mut all: Vec<Duration> = self.batches.iter().map(|b| b.1).collect();
         all.sort();
         let pct = |p: f64| all[((all.len() - 1) as f64 * p) as usize];
         let median = pct(0.5);
+        let ratio = |d: Duration| d.as_secs_f64() / median.as_secs_f64();
+        let across: Vec<Duration> = (self.batches.iter())
+            .filter(|(ts, _)| ACROSS.contains(ts))
+            .map(|b| b.1)
+            .collect();
+        let worst_across = across.iter().max().copied().unwrap_or_default();
+        let over = |d: &Duration| *d > median * 2;
+        let share_across = across.iter().filter(|d| over(d)).count() as f64 / across.len() as f64;
+        let share_all = all.iter().filter(|d| over(d)).count() as f64 / all.len() as f64;
         let worst = *all.last().unwrap();
-        let worst_after = self
-            .after_boundary
-            .iter()
-            .max()
-            .copied()
-            .unwrap_or_default();
-        println!(
-            "{name}: {} batches of {BATCH} = {:.2} M samples/s ingested (4 tiers each)",
-            all.len(),
-            self.rate / 1e6
-        );
-        println!(
-            "  batch latency: median {median:.2?}, p99 {:.2?}, p99.9 {:.2?}, worst {worst:.2?} ({:.2}x median); worst in the first simulated minute after the boundary {worst_after:.2?} ({:.2}x median)",
-            pct(0.99),
-            pct(0.999),
-            worst.as_secs_f64() / median.as_secs_f64(),
-            worst_after.as_secs_f64() / median.as_secs_f64(),
-        );
-        println!(
-            "  files of the periods after the boundary created during the run: {} of 1564; on-demand creations: {}",
-            self.created_during_run, self.on_demand
-        );
+        match self.mode {
+            Mode::Saturated => println!(
+                "{name}: {} batches of {BATCH} = {:.2} M samples/s ingested (4 tiers each); \
+                 median batch {median:.2?}, p99 {:.2?}, worst {worst:.2?}; {} files of the next \
+                 periods created during the run, {} on demand; {:.1}% CPU stolen by the host",
+                all.len(),
+                self.rate / 1e6,
+                pct(0.99),
+                self.created_during_run,
+                self.on_demand,
+                self.steal * 100.0
+            ),
+            _ => println!(
+                "{name}: median {median:.2?}, p99 {:.2?} ({:.1}x), worst {worst:.2?} ({:.1}x); \
+                 across the boundary worst {worst_across:.2?} ({:.2}x median), {:.1}% of its \
+                 batches over 2x (whole run {:.1}%); {} files created during the run, {} on \
+                 demand; {:.1}% CPU stolen; writer page faults across the boundary {} \
+                 (in as long a window before it {})",
+                pct(0.99),
+                ratio(pct(0.99)),
+                ratio(worst),
+                ratio(worst_across),
+                share_across * 100.0,
+                share_all * 100.0,
+                self.created_during_run,
+                self.on_demand,
+                self.steal * 100.0,
+                self.faults.1,
+                self.faults.0
+            ),
+        }
     }
 }
 
@@ -97,43 +157,53 @@ fn maintenance_every(rate: Option<f64>) -> Duration {
     })
 }
 
-/// Ingests from ten simulated minutes before the boundary to ten after, offering `rate`
-/// samples per second (`None`: as fast as possible).
-fn run(rate: Option<f64>) -> Outcome {
+/// Ingests from ten simulated minutes before the boundary to ten after.
+fn run(mode: Mode) -> Outcome {
     let dir = support::bench_dir();
     let start = BOUNDARY - MINUTES * 60;
+    let end = BOUNDARY + MINUTES * 60;
     let clock = Arc::new(ManualClock::new(start));
     let engine = Engine::builder(dir.path())
         .tiers(TiersConfig::default())
         .clock(clock.clone())
-        .maintenance_every(maintenance_every(rate))
-        .background_maintenance(std::env::var_os("NO_MAINT").is_none())
+        .maintenance_every(maintenance_every(mode.rate()))
+        .background_maintenance(!matches!(mode, Mode::Control(_)))
         .open()
         .expect("open");
     // The current and next periods exist before the run; the run crosses into "next" and
     // maintenance creates the one after it.
     let ids = support::register_fleet(&engine, SERIES);
+    if let Mode::Control(_) = mode {
+        // Everything the rollover run's maintenance would do during the run, done before it:
+        // passes every simulated 30 s create the files and prefault every block written.
+        for t in (start..end).step_by(30) {
+            clock.set(t);
+            while engine.maintain().expect("maintenance").pending > 0 {}
+        }
+        clock.set(start);
+    }
     let ahead_files = |engine: &Engine| -> u64 {
-        engine
-            .stats()
-            .tiers
-            .iter()
+        (engine.stats().tiers.iter())
             .map(|t| t.disk.created_ahead)
             .sum()
     };
     let ahead_before = ahead_files(&engine);
 
-    let mut latencies = Vec::new();
-    let mut after_boundary = Vec::new();
+    let mut batches = Vec::new();
     let mut batch = Vec::with_capacity(BATCH);
+    let cpu_before = cpu_times();
     let began = Instant::now();
     let mut busy = Duration::ZERO;
     let mut sent = 0usize;
     let mut ts = start;
-    while ts < BOUNDARY + MINUTES * 60 {
+    let mut fault_marks = Vec::new();
+    while ts < end {
         clock.set(ts);
+        if [BEFORE.start, BEFORE.end, ACROSS.start, ACROSS.end].contains(&ts) {
+            fault_marks.push(writer_faults());
+        }
         for chunk in ids.chunks(BATCH) {
-            if let Some(rate) = rate {
+            if let Some(rate) = mode.rate() {
                 let due = began + Duration::from_secs_f64(sent as f64 / rate);
                 if let Some(wait) = due.checked_duration_since(Instant::now()) {
                     std::thread::sleep(wait);
@@ -151,20 +221,68 @@ fn run(rate: Option<f64>) -> Outcome {
             busy += took;
             sent += batch.len();
             assert_eq!(report.accepted as usize, batch.len());
-            latencies.push(took);
-            if (BOUNDARY..BOUNDARY + 60).contains(&ts) {
-                after_boundary.push(took);
-            }
+            batches.push((ts, took));
         }
         ts += CADENCE;
     }
     let elapsed = began.elapsed();
+    let cpu_after = cpu_times();
     let stats = engine.stats();
     Outcome {
-        rate: sent as f64 / if rate.is_some() { elapsed } else { busy }.as_secs_f64(),
-        latencies,
-        after_boundary,
+        mode,
+        rate: sent as f64 / if mode.rate().is_some() { elapsed } else { busy }.as_secs_f64(),
+        batches,
         created_during_run: ahead_files(&engine) - ahead_before,
         on_demand: stats.on_demand_creations,
+        steal: steal_share(&cpu_before, &cpu_after),
+        faults: (
+            fault_marks[1] - fault_marks[0],
+            fault_marks[3] - fault_marks[2],
+        ),
+    }
+}
+
+/// Page faults (minor and major) the writer threads have taken so far: a store into a page
+/// that is not mapped writable yet, which prefaulting is there to prevent. Read from
+/// `/proc/self/task/*/stat` (fields 10 and 12); 0 elsewhere.
+fn writer_faults() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("stat")).ok())
+        .filter(|stat| stat.contains("(tierdb-writer-"))
+        .map(|stat| {
+            // Fields after the parenthesised name, which may hold spaces: state is field 3.
+            let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
+                .split_whitespace()
+                .collect();
+            let field = |n: usize| fields[n - 3].parse::<u64>().unwrap_or(0);
+            field(10) + field(12)
+        })
+        .sum()
+}
+
+/// The machine's CPU time counters (`/proc/stat`'s `cpu` line, in ticks); empty elsewhere.
+fn cpu_times() -> Vec<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let line = stat.lines().next().unwrap_or_default();
+    line.split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect()
+}
+
+/// Share of the CPU time between two readings that the hypervisor gave to someone else
+/// (`steal`, the eighth counter).
+fn steal_share(before: &[u64], after: &[u64]) -> f64 {
+    let delta: Vec<u64> = (after.iter().zip(before))
+        .map(|(a, b)| a.saturating_sub(*b))
+        .collect();
+    let total: u64 = delta.iter().take(8).sum();
+    match delta.get(7) {
+        Some(&steal) if total > 0 => steal as f64 / total as f64,
+        _ => 0.0,
     }
 }
