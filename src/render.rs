@@ -23,6 +23,15 @@ pub use time::{parse_interval, parse_time};
 use crate::storage::bucket::Bucket;
 use crate::{Error, Result, SeriesKey};
 
+/// Most values one path may read (the series it matches times points each), and most
+/// `summarize` windows over one target's series: a `*` over a large registry at a high
+/// maxDataPoints is refused rather than exhausting memory (10 M buckets are 320 MB).
+pub const MAX_RENDER_VALUES: u64 = 10 * crate::query::MAX_QUERY_POINTS;
+
+/// Earliest and latest `from`/`until` a render accepts: years 0 to 9999, so the arithmetic
+/// on steps and point times stays far inside 64 bits.
+pub const RENDER_TIMES: std::ops::RangeInclusive<i64> = -62_167_219_200..=253_402_300_799;
+
 /// One stored series as read for a render: buckets at a fixed step from `start`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Fetched {
@@ -95,6 +104,13 @@ pub struct RenderedSeries {
 /// [`Error::InvalidQuery`] when `from` is not before `until`, or for a target that does not
 /// parse or evaluate (unknown function, wrong arguments); any error of the source.
 pub fn render(source: &dyn Source, request: &RenderRequest) -> Result<Vec<RenderedSeries>> {
+    for (name, time) in [("from", request.from), ("until", request.until)] {
+        if !RENDER_TIMES.contains(&time) {
+            return Err(Error::InvalidQuery(format!(
+                "{name} ({time}) is outside the years 0 to 9999"
+            )));
+        }
+    }
     if request.from >= request.until {
         return Err(Error::InvalidQuery(format!(
             "from ({}) must be before until ({})",

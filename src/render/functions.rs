@@ -8,6 +8,7 @@ use super::path::PathPattern;
 use super::series::Series;
 use super::time::parse_interval;
 use super::Source;
+use super::MAX_RENDER_VALUES;
 use crate::query::MAX_QUERY_POINTS;
 use crate::storage::bucket::Bucket;
 use crate::{Error, Result};
@@ -153,9 +154,18 @@ fn call(name: &str, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
                     ..summarize(s, interval, agg, align)?
                 })
             };
-            (a.series(0, cx)?.into_iter())
-                .map(window)
-                .collect::<Result<_>>()?
+            let list = a.series(0, cx)?;
+            let windows: u64 = (list.iter())
+                .map(|s| window_count(s, interval, align))
+                .sum();
+            if windows > MAX_RENDER_VALUES {
+                return Err(a.invalid(&format!(
+                    "{windows} windows of {interval}s over {} series; at most \
+                     {MAX_RENDER_VALUES} (use a longer interval or fewer series)",
+                    list.len()
+                )));
+            }
+            list.into_iter().map(window).collect::<Result<_>>()?
         }
         "constantLine" => {
             a.count(1, 1)?;
@@ -307,6 +317,16 @@ fn combine(func: &str, agg: Agg, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<S
     }])
 }
 
+/// How many `interval` windows [`summarize`] makes of `s`.
+fn window_count(s: &Series, interval: i64, align: bool) -> u64 {
+    let origin = if align { s.start } else { 0 };
+    let window = |ts: i64| ts - (ts - origin).rem_euclid(interval);
+    match s.values.len() {
+        0 => 0,
+        n => ((window(s.at(n - 1)) - window(s.start)) / interval + 1) as u64,
+    }
+}
+
 /// Least common multiple of two positive steps; `None` when it overflows.
 fn lcm(a: i64, b: i64) -> Option<i64> {
     let gcd = |mut a: i64, mut b: i64| {
@@ -371,11 +391,8 @@ fn summarize(s: Series, interval: i64, agg: Agg, align: bool) -> Result<Series> 
     let origin = if align { s.start } else { 0 };
     let window = |ts: i64| ts - (ts - origin).rem_euclid(interval);
     let start = window(s.start);
-    let count = match s.values.len() {
-        0 => 0,
-        n => (window(s.at(n - 1)) - start) / interval + 1,
-    };
-    if count as u64 > MAX_QUERY_POINTS {
+    let count = window_count(&s, interval, align);
+    if count > MAX_QUERY_POINTS {
         return Err(Error::InvalidQuery(format!(
             "summarize: {count} windows of {interval}s; at most {MAX_QUERY_POINTS} (use a longer \
              interval or a shorter range)"

@@ -41,10 +41,6 @@ pub fn parse_graphite_path(path: &str) -> Result<SeriesKey> {
     SeriesKey::new(name, tags).map_err(|e| Error::InvalidQuery(e.to_string()))
 }
 
-/// Why a pattern with more than [`MAX_BRACES`] brace groups in one glob, or whose braces
-/// expand past [`MAX_ALTERNATIVES`], is refused.
-const TOO_MANY: &str = "too many brace groups or alternatives";
-
 /// A selection of series: `namepattern[;k=v;k!=v...]`.
 ///
 /// The name pattern is split at `.`; a name matches when it has as many segments and each
@@ -89,8 +85,8 @@ impl PathPattern {
         let segments = name
             .split('.')
             .map(Glob::parse)
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| invalid(TOO_MANY))?;
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|why| invalid(&why))?;
         let mut filters = Vec::new();
         for expr in parts {
             let (key, value) = expr
@@ -106,7 +102,7 @@ impl PathPattern {
             if value.starts_with('~') {
                 return Err(invalid("regex tag matches (`=~`) are not supported"));
             }
-            let value = Glob::parse(value).ok_or_else(|| invalid(TOO_MANY))?;
+            let value = Glob::parse(value).map_err(|why| invalid(&why))?;
             let key = key.to_owned();
             filters.push(TagFilter { key, value, negate });
         }
@@ -194,14 +190,19 @@ struct Glob {
 }
 
 impl Glob {
-    /// `None` when there are more than [`MAX_BRACES`] brace groups or they expand to more
-    /// than [`MAX_ALTERNATIVES`].
-    fn parse(text: &str) -> Option<Glob> {
-        if text.matches('{').count() > MAX_BRACES {
-            return None;
+    /// Refused, with the reason, when it holds more than [`MAX_BRACES`] `{` or its braces
+    /// expand to more than [`MAX_ALTERNATIVES`].
+    fn parse(text: &str) -> std::result::Result<Glob, String> {
+        let braces = text.matches('{').count();
+        if braces > MAX_BRACES {
+            return Err(format!(
+                "{braces} `{{` in one segment or tag value; at most {MAX_BRACES}"
+            ));
         }
-        Some(Glob {
-            alternatives: expand(text)?,
+        let alternatives = expand(text)
+            .ok_or_else(|| format!("braces expand to more than {MAX_ALTERNATIVES} alternatives"))?;
+        Ok(Glob {
+            alternatives,
             literal: !text.contains(['*', '?', '[', '{']),
         })
     }

@@ -336,8 +336,9 @@ fn constant_line() {
 }
 
 /// Answers that would not fit in memory are refused before anything is allocated: a
-/// `summarize` window far shorter than the series' step over a long range, and series whose
-/// steps have no common multiple within 64 bits.
+/// `summarize` window far shorter than the series' step over a long range (per series and
+/// over a target's series together), series whose steps have no common multiple within 64
+/// bits, and times beyond the year 9999.
 #[test]
 fn unbounded_answers_are_refused() {
     let sparse = |path: &str, step: i64| Fetched {
@@ -348,11 +349,14 @@ fn unbounded_answers_are_refused() {
         counter: false,
     };
     let source = Memory {
-        series: vec![
+        series: [
             sparse("month.a", 30 * 86_400),
             sparse("odd.a", 4_000_000_007),
             sparse("odd.b", 4_000_000_009),
-        ],
+        ]
+        .into_iter()
+        .chain((0..12).map(|i| sparse(&format!("months.m{i}"), 30 * 86_400)))
+        .collect(),
         asked: Cell::new(0),
     };
     let request = |target: &str| RenderRequest {
@@ -367,6 +371,23 @@ fn unbounded_answers_are_refused() {
     assert!(render(&source, &request("summarize(month.a, '1d')")).is_ok());
     let err = render(&source, &request("sumSeries(odd.*)")).unwrap_err();
     assert!(err.to_string().contains("no common multiple"), "{err}");
+    // 864,001 windows each, within the per-series cap; 12 of them are past the per-target one.
+    let err = render(&source, &request("summarize(months.*, '3s')")).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("10368012 windows of 3s over 12 series"),
+        "{err}"
+    );
+    // Times far outside any calendar are refused before any step arithmetic.
+    let mut absurd = request("sumSeries(constantLine(1))");
+    absurd.from = 1;
+    absurd.until = i64::MAX;
+    let err = render(&source, &absurd).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("until (9223372036854775807) is outside"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -18,7 +18,9 @@ use super::http::ApiError;
 use super::State;
 use crate::counter::SeriesKind;
 use crate::query::MAX_QUERY_POINTS;
-use crate::render::{self, graphite_path, Fetched, PathPattern, RenderRequest, Source};
+use crate::render::{
+    self, graphite_path, Fetched, PathPattern, RenderRequest, Source, MAX_RENDER_VALUES,
+};
 use crate::time::Span;
 use crate::{Engine, Error, Result};
 
@@ -225,18 +227,13 @@ impl Source for EngineSource<'_> {
     }
 }
 
-/// Most values one target may read (series it matches times points each): 320 MB of
-/// buckets, so a `*` over a large registry at a high maxDataPoints is refused rather than
-/// exhausting memory.
-pub const MAX_RENDER_VALUES: u64 = 10 * MAX_QUERY_POINTS;
-
 /// Refuses a read of `series` series at `points` points each beyond [`MAX_RENDER_VALUES`].
 fn within_budget(pattern: &PathPattern, series: usize, points: i128) -> Result<()> {
     let values = points.max(1) * series as i128;
     if values > i128::from(MAX_RENDER_VALUES) {
         return Err(Error::InvalidQuery(format!(
             "{:?} matches {series} series x {points} points = {values} values; at most \
-             {MAX_RENDER_VALUES} per target (narrow the pattern or lower maxDataPoints)",
+             {MAX_RENDER_VALUES} per path (narrow the pattern or lower maxDataPoints)",
             pattern.as_str(),
         )));
     }

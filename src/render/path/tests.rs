@@ -86,8 +86,9 @@ fn exactness_and_refusals() {
     assert!(exact.is_exact());
     assert_eq!(exact.as_str(), "cpu.load;host=a");
     assert!(!PathPattern::parse("cpu.{a,b}").unwrap().is_exact());
-    let bomb = format!("a.{}", "{x,y}".repeat(11)); // 2048 alternatives
-                                                    // One alternative, but one level of recursion per group: refused before expanding.
+    // 2048 alternatives.
+    let bomb = format!("a.{}", "{x,y}".repeat(11));
+    // One alternative, but one level of recursion per group: refused before expanding.
     let deep = format!("a.{}", "{x}".repeat(10_000));
     let nested = format!("a.{}x{}", "{".repeat(10_000), "}".repeat(10_000));
     let tag_bomb = format!("a;host={}", "{x}".repeat(33));
@@ -106,4 +107,11 @@ fn exactness_and_refusals() {
         assert!(err.contains(&format!("{bad:?}")), "{err}");
     }
     assert!(PathPattern::parse(&format!("a.{}", "{x}".repeat(32))).is_ok());
+    let err = PathPattern::parse(&deep).unwrap_err().to_string();
+    assert!(
+        err.contains("10000 `{` in one segment or tag value; at most 32"),
+        "{err}"
+    );
+    let err = PathPattern::parse(&bomb).unwrap_err().to_string();
+    assert!(err.contains("more than 1024 alternatives"), "{err}");
 }

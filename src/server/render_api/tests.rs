@@ -1,8 +1,8 @@
 //! Tests of the step that keeps a render's grid within its point budget, and of the budget
 //! of values one target may read.
 
-use super::{grid_points, step_within, within_budget, MAX_RENDER_VALUES};
-use crate::render::PathPattern;
+use super::{grid_points, step_within, within_budget};
+use crate::render::{PathPattern, MAX_RENDER_VALUES};
 
 #[test]
 fn step_keeps_every_grid_within_the_budget() {
