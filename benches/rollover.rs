@@ -180,14 +180,17 @@ fn run(mode: Mode) -> Outcome {
     let ids = support::register_fleet(&engine, SERIES);
     if let Mode::Control(_) = mode {
         // Everything the rollover run's maintenance would do during the run, done before it:
-        // passes every simulated 30 s create the files and prefault every block written.
-        // A second sweep prefaults again, so pages the kernel wrote back (and write-protected)
-        // while the first one created files are writable when the run starts.
-        for sweep in 0..2 {
-            for t in (start..end).step_by(30) {
-                clock.set(t);
-                while engine.maintain().expect("maintenance").pending > 0 && sweep == 0 {}
-            }
+        // passes every simulated 30 s create every file (paced passes repeat until none is
+        // pending) and prefault every block written.
+        for t in (start..end).step_by(30) {
+            clock.set(t);
+            while engine.maintain().expect("maintenance").pending > 0 {}
+        }
+        // Prefault again, so pages the kernel wrote back (and write-protected) while the
+        // sweep above created files are writable when the run starts.
+        for t in (start..end).step_by(30) {
+            clock.set(t);
+            engine.maintain().expect("maintenance");
         }
         clock.set(start);
     }

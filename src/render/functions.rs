@@ -144,28 +144,32 @@ fn call(name: &str, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
             })?;
             let align = a.args.len() > 3 && a.boolean(3)?;
             let tail = if align { ", true" } else { "" };
-            let window = |s: Series| {
-                let name = format!(
-                    "summarize({}, \"{interval_text}\", \"{func}\"{tail})",
-                    s.name
-                );
-                Ok(Series {
-                    name,
-                    ..summarize(s, interval, agg, align)?
-                })
-            };
             let list = a.series(0, cx)?;
-            let windows: u64 = (list.iter())
+            let counts: Vec<u64> = (list.iter())
                 .map(|s| window_count(s, interval, align))
-                .sum();
-            if windows > MAX_RENDER_VALUES {
+                .collect();
+            let (largest, total) = (counts.iter().max(), counts.iter().sum::<u64>());
+            if let Some(&count) = largest.filter(|&&count| count > MAX_QUERY_POINTS) {
                 return Err(a.invalid(&format!(
-                    "{windows} windows of {interval}s over {} series; at most \
+                    "{count} windows of {interval}s in one series; at most {MAX_QUERY_POINTS} \
+                     (use a longer interval or a shorter range)"
+                )));
+            }
+            if total > MAX_RENDER_VALUES {
+                return Err(a.invalid(&format!(
+                    "{total} windows of {interval}s over {} series; at most \
                      {MAX_RENDER_VALUES} (use a longer interval or fewer series)",
                     list.len()
                 )));
             }
-            list.into_iter().map(window).collect::<Result<_>>()?
+            let window = |s: Series| Series {
+                name: format!(
+                    "summarize({}, \"{interval_text}\", \"{func}\"{tail})",
+                    s.name
+                ),
+                ..summarize(s, interval, agg, align)
+            };
+            list.into_iter().map(window).collect()
         }
         "constantLine" => {
             a.count(1, 1)?;
@@ -317,13 +321,31 @@ fn combine(func: &str, agg: Agg, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<S
     }])
 }
 
-/// How many `interval` windows [`summarize`] makes of `s`.
+/// Start of the `interval` window holding `ts`, windows aligned to `origin`.
+fn window_start(ts: i64, interval: i64, origin: i64) -> i64 {
+    ts - (ts - origin).rem_euclid(interval)
+}
+
+/// Where [`summarize`] aligns its windows for `s`: the epoch, or with `align` the series
+/// start.
+fn window_origin(s: &Series, align: bool) -> i64 {
+    if align {
+        s.start
+    } else {
+        0
+    }
+}
+
+/// How many `interval` windows [`summarize`] makes of `s`, so callers can refuse a
+/// summarize too large to hold before it allocates.
 fn window_count(s: &Series, interval: i64, align: bool) -> u64 {
-    let origin = if align { s.start } else { 0 };
-    let window = |ts: i64| ts - (ts - origin).rem_euclid(interval);
+    let origin = window_origin(s, align);
     match s.values.len() {
         0 => 0,
-        n => ((window(s.at(n - 1)) - window(s.start)) / interval + 1) as u64,
+        n => {
+            let last = window_start(s.at(n - 1), interval, origin);
+            ((last - window_start(s.start, interval, origin)) / interval + 1) as u64
+        }
     }
 }
 
@@ -384,24 +406,16 @@ fn derivative(s: Series, func: &str, per_second: bool, max_value: Option<f64>) -
 /// and their true max and min. Everything else reduces the point values; `sum` of a counter
 /// stays a counter (the increase within the window).
 ///
-/// # Errors
-/// [`Error::InvalidQuery`] when the windows would number more than [`MAX_QUERY_POINTS`] (an
-/// interval far shorter than the series' step over a long range).
-fn summarize(s: Series, interval: i64, agg: Agg, align: bool) -> Result<Series> {
-    let origin = if align { s.start } else { 0 };
-    let window = |ts: i64| ts - (ts - origin).rem_euclid(interval);
+/// The caller checks [`window_count`] first: this allocates one slot per window.
+fn summarize(s: Series, interval: i64, agg: Agg, align: bool) -> Series {
+    let origin = window_origin(&s, align);
+    let window = |ts: i64| window_start(ts, interval, origin);
     let start = window(s.start);
-    let count = window_count(&s, interval, align);
-    if count > MAX_QUERY_POINTS {
-        return Err(Error::InvalidQuery(format!(
-            "summarize: {count} windows of {interval}s; at most {MAX_QUERY_POINTS} (use a longer \
-             interval or a shorter range)"
-        )));
-    }
-    let count = count as usize;
+    let count = window_count(&s, interval, align) as usize;
     let exact = !s.counter && interval % s.step == 0 && (s.start - origin) % s.step == 0;
     let buckets = s.buckets.as_ref().filter(|_| exact);
     let mut values = vec![Vec::new(); count];
+    // Merged buckets only when they give the answer; empty otherwise.
     let mut merged = vec![Bucket::EMPTY; if buckets.is_some() { count } else { 0 }];
     for (i, value) in s.values.iter().enumerate() {
         let w = ((window(s.at(i)) - start) / interval) as usize;
@@ -410,23 +424,19 @@ fn summarize(s: Series, interval: i64, agg: Agg, align: bool) -> Result<Series> 
             merged[w].merge(&buckets[i]);
         }
     }
-    let reduce = |(values, bucket): (&Vec<f64>, &Bucket)| match (buckets, agg) {
-        (Some(_), Agg::Avg | Agg::Max | Agg::Min) if bucket.is_empty() => None,
-        (Some(_), Agg::Avg) => Some(bucket.total / bucket.count as f64),
-        (Some(_), Agg::Max) => Some(bucket.max),
-        (Some(_), Agg::Min) => Some(bucket.min),
+    let reduce = |(w, values): (usize, &Vec<f64>)| match (merged.get(w), agg) {
+        (Some(bucket), Agg::Avg | Agg::Max | Agg::Min) if bucket.is_empty() => None,
+        (Some(bucket), Agg::Avg) => Some(bucket.total / bucket.count as f64),
+        (Some(bucket), Agg::Max) => Some(bucket.max),
+        (Some(bucket), Agg::Min) => Some(bucket.min),
         _ => agg.reduce(values),
     };
-    let values = match buckets {
-        Some(_) => values.iter().zip(&merged).map(reduce).collect(),
-        None => values.iter().map(|v| reduce((v, &Bucket::EMPTY))).collect(),
-    };
-    Ok(Series {
+    Series {
         start,
         step: interval,
-        values,
+        values: values.iter().enumerate().map(reduce).collect(),
         buckets: None,
         counter: s.counter && agg == Agg::Sum,
         ..s
-    })
+    }
 }

@@ -197,15 +197,12 @@ impl Source for EngineSource<'_> {
                 .matches(key)
                 .then(|| (graphite_path(key), id, key.clone()))
         });
-        within_budget(
-            pattern,
-            matched.len(),
-            grid_points(from, until, i128::from(step)),
-        )?;
+        let points = grid_points(from, until, i128::from(step));
+        within_budget(pattern, matched.len(), points)?;
         matched.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         // A range shorter than the step may hold no point's start (two hours inside one day
         // of the 1d tier): read the one point that holds `from` rather than answer nothing.
-        let from = match grid_points(from, until, i128::from(step)) {
+        let from = match points {
             0 => from - from.rem_euclid(step),
             _ => from,
         };
