@@ -184,6 +184,22 @@ pub struct QueryResult {
     pub points: Vec<(Timestamp, Option<f64>)>,
 }
 
+impl QueryResult {
+    /// `ts,value` rows under a `ts,value` heading, an empty value for an empty bucket: the
+    /// HTTP API's `format=csv` and the command line's `--format csv`.
+    pub fn csv(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::from("ts,value\n");
+        for (ts, value) in &self.points {
+            let _ = match value {
+                Some(v) => writeln!(out, "{ts},{v}"),
+                None => writeln!(out, "{ts},"),
+            };
+        }
+        out
+    }
+}
+
 impl Engine {
     /// Answers `query`.
     ///

@@ -106,6 +106,18 @@ impl Selector {
         Ok(Selector { pattern, filters })
     }
 
+    /// Adds a filter for each `k=v` or `k!=v` text: the HTTP API's `tag=` parameters and the
+    /// command line's `--tag` options, read by the one grammar of [`TagFilter::parse`].
+    ///
+    /// # Errors
+    /// As [`TagFilter::parse`], for the first text that is not a filter.
+    pub fn with_tags<'a>(mut self, tags: impl IntoIterator<Item = &'a str>) -> Result<Selector> {
+        for tag in tags {
+            self.filters.push(TagFilter::parse(tag)?);
+        }
+        Ok(self)
+    }
+
     /// True when `key` is selected.
     pub fn matches(&self, key: &SeriesKey) -> bool {
         glob_match(&self.pattern, key.name()) && self.filters.iter().all(|f| f.accepts(key))
