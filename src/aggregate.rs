@@ -37,10 +37,10 @@ use std::str::FromStr;
 
 use rayon::prelude::*;
 
+use crate::bucket::Bucket;
 use crate::engine::Engine;
 use crate::query::{Display, PointGrid, TierChoice, MAX_QUERY_POINTS};
 use crate::registry::Selector;
-use crate::storage::bucket::Bucket;
 use crate::time::{Span, Timestamp};
 use crate::{Error, Result};
 

@@ -12,7 +12,7 @@ use std::path::Path;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::time::Span;
+use crate::time::{Layout, Span};
 use crate::{Error, Result};
 
 /// Default for [`EngineSettings::future_bound`]: one hour.
@@ -39,6 +39,9 @@ pub const MIN_SERIES_PER_CHUNK: u32 = 16;
 /// The largest `series_per_chunk` allowed.
 pub const MAX_SERIES_PER_CHUNK: u32 = 65_536;
 
+/// The longest tier name: the period file header has room for this many bytes.
+pub const TIER_NAME_MAX: usize = 32;
+
 /// The label [`TiersConfig::validate`] gives as the "file" of a configuration built in code.
 const IN_CODE_ORIGIN: &str = "<builder>";
 
@@ -64,6 +67,15 @@ pub struct TierSpec {
     /// future files: a new period's files come from the first write that needs them or the
     /// next maintenance pass, whichever is first.
     pub create_ahead: u32,
+}
+
+impl From<&TierSpec> for Layout {
+    fn from(tier: &TierSpec) -> Layout {
+        Layout {
+            resolution: tier.resolution,
+            period: tier.period,
+        }
+    }
 }
 
 impl TierSpec {
@@ -296,14 +308,13 @@ fn check(config: &TiersConfig, origin: &str, line_of: &LineOf<'_>) -> Result<()>
                 ),
             ));
         }
-        if tier.name.len() > crate::storage::format::TIER_NAME_MAX {
+        if tier.name.len() > TIER_NAME_MAX {
             return Err(refuse(
                 Key::Name(index),
                 name_field,
                 format!(
                     "tier name {:?} is longer than {} bytes (period file headers record it)",
-                    tier.name,
-                    crate::storage::format::TIER_NAME_MAX
+                    tier.name, TIER_NAME_MAX
                 ),
             ));
         }

@@ -16,7 +16,7 @@ use crate::registry::{Registry, SeriesId};
 use crate::sample::{BatchReport, RejectReason, Sample};
 use crate::storage::lock::DirLock;
 use crate::storage::{Storage, TierFiles};
-use crate::time::{align_down, Span, Timestamp};
+use crate::time::{align_down, window_start, Span, Timestamp};
 use crate::{Error, Result};
 use maintenance::MaintenanceThread;
 pub use maintenance::{maintenance_interval, MaintenanceReport, AHEAD_FILES_PER_PASS};
@@ -199,7 +199,8 @@ pub(crate) struct Shared {
     pub(crate) storage: Storage,
     pub(crate) registry: Registry,
     pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) counters: Counters,
+    /// Samples accepted and refused since open.
+    pub(crate) tally: IngestTally,
     /// Series kinds and counters' last values.
     pub(crate) counter_table: CounterTable,
     /// Chunks created for the current and ahead periods of every tier so far.
@@ -212,9 +213,10 @@ pub(crate) struct Shared {
     lock: Option<DirLock>,
 }
 
-/// Running totals since open.
+/// Running totals of samples accepted and refused (by reason) since open: what `info` and
+/// `/metrics` report. Not to be confused with counter series ([`CounterTable`]).
 #[derive(Default)]
-pub(crate) struct Counters {
+pub(crate) struct IngestTally {
     pub(crate) accepted: AtomicU64,
     pub(crate) rejected: [AtomicU64; RejectReason::ALL.len()],
 }
@@ -235,7 +237,7 @@ impl Shared {
             storage,
             registry,
             clock,
-            counters: Counters::default(),
+            tally: IngestTally::default(),
             counter_table,
             chunks_ready: AtomicU32::new(0),
             prefaulted: Mutex::new(std::collections::HashMap::new()),
@@ -272,11 +274,6 @@ impl Shared {
         let slots = self.config.engine.series_per_chunk as usize;
         ((self.registry.len() + slots / 4) / slots + 1) as u32
     }
-}
-
-/// First second of the tier window at `now`.
-pub(crate) fn window_start(now: Timestamp, retention: Span, period: Span) -> Timestamp {
-    align_down(now.saturating_sub(retention.secs() as i64), period)
 }
 
 /// The period files a batch needs, gathered before it is partitioned, so that missing ones
@@ -387,11 +384,11 @@ impl<'a> FilesNeeded<'a> {
 struct Bounds {
     /// Per tier, the first second it holds.
     windows: Arc<[Timestamp]>,
-    limits: Limits,
+    limits: SampleLimits,
 }
 
 /// The limits each sample is checked against.
-struct Limits {
+struct SampleLimits {
     /// The earliest second any tier holds.
     oldest: Timestamp,
     /// The latest second accepted (now + future_bound).
@@ -400,7 +397,7 @@ struct Limits {
     known_series: usize,
 }
 
-impl Limits {
+impl SampleLimits {
     #[inline]
     fn check(&self, sample: &Sample) -> std::result::Result<(), RejectReason> {
         if !sample.value.is_finite() {
@@ -537,7 +534,7 @@ impl Engine {
         let id = match self.series(series) {
             Ok(id) => id,
             Err(e @ Error::InvalidSeries { .. }) => {
-                self.shared.counters.rejected[RejectReason::InvalidSeries.index()]
+                self.shared.tally.rejected[RejectReason::InvalidSeries.index()]
                     .fetch_add(1, Ordering::Relaxed);
                 return Err(e);
             }
@@ -545,7 +542,7 @@ impl Engine {
         };
         let sample = Sample::new(id, ts, value);
         if let Err(reason) = self.limits(self.shared.clock.now()).check(&sample) {
-            self.shared.counters.rejected[reason.index()].fetch_add(1, Ordering::Relaxed);
+            self.shared.tally.rejected[reason.index()].fetch_add(1, Ordering::Relaxed);
             return Err(Error::Rejected(reason));
         }
         let full = {
@@ -625,11 +622,9 @@ impl Engine {
             }
         }
         drop(counter_step);
-        let counters = &self.shared.counters;
-        counters
-            .accepted
-            .fetch_add(report.accepted, Ordering::Relaxed);
-        for (counter, count) in counters.rejected.iter().zip(report.rejected) {
+        let tally = &self.shared.tally;
+        tally.accepted.fetch_add(report.accepted, Ordering::Relaxed);
+        for (counter, count) in tally.rejected.iter().zip(report.rejected) {
             if count > 0 {
                 counter.fetch_add(count, Ordering::Relaxed);
             }
@@ -660,7 +655,7 @@ impl Engine {
     }
 
     /// The per-sample limits at `now`, without allocating (the single-record path).
-    fn limits(&self, now: Timestamp) -> Limits {
+    fn limits(&self, now: Timestamp) -> SampleLimits {
         let oldest = self
             .shared
             .config
@@ -669,7 +664,7 @@ impl Engine {
             .map(|t| window_start(now, t.retention, t.period))
             .min()
             .unwrap_or(Timestamp::MIN);
-        Limits {
+        SampleLimits {
             oldest,
             newest: now.saturating_add(self.shared.config.engine.future_bound.secs() as i64),
             known_series: self.shared.registry.len(),
@@ -719,13 +714,13 @@ impl Engine {
             now,
             series: shared.registry.len(),
             counters: shared.counter_table.count(&shared.registry),
-            accepted: shared.counters.accepted.load(Ordering::Relaxed),
+            accepted: shared.tally.accepted.load(Ordering::Relaxed),
             rejected: RejectReason::ALL
                 .iter()
                 .map(|r| {
                     (
                         r.as_str(),
-                        shared.counters.rejected[r.index()].load(Ordering::Relaxed),
+                        shared.tally.rejected[r.index()].load(Ordering::Relaxed),
                     )
                 })
                 .collect(),

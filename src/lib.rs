@@ -38,6 +38,7 @@
 #![warn(missing_docs)]
 
 pub mod aggregate;
+pub mod bucket;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -55,6 +56,7 @@ pub mod storage;
 pub mod time;
 
 pub use aggregate::{AggregateQuery, AggregateResult, Aggregation, Group};
+pub use bucket::Bucket;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{EngineSettings, TierSpec, TiersConfig};
 pub use counter::SeriesKind;
@@ -63,5 +65,4 @@ pub use error::{Error, Result};
 pub use query::{Display, Query, QueryResult, TierChoice};
 pub use registry::{Selector, SeriesId, SeriesKey, TagFilter};
 pub use sample::{BatchReport, RejectReason, Sample};
-pub use storage::bucket::Bucket;
 pub use time::{locate, Placement, Span, Timestamp};

@@ -5,11 +5,12 @@
 use std::str::FromStr;
 use std::sync::Arc;
 
+use crate::bucket::Bucket;
 use crate::config::TierSpec;
-use crate::engine::{window_start, Engine};
+use crate::engine::Engine;
 use crate::registry::SeriesId;
-use crate::storage::bucket::Bucket;
 use crate::storage::period_file::PeriodFile;
+use crate::time::window_start;
 use crate::time::{Span, Timestamp};
 use crate::{Error, Result};
 

@@ -20,7 +20,7 @@ pub use find::{find, FindNode};
 pub use path::{graphite_path, parse_graphite_path, PathPattern};
 pub use time::{parse_interval, parse_time};
 
-use crate::storage::bucket::Bucket;
+use crate::bucket::Bucket;
 use crate::{Error, Result, SeriesKey};
 
 /// Most values one path may read (the series it matches times points each), and most

@@ -8,8 +8,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::config::TierSpec;
-
 /// Unix seconds, UTC.
 pub type Timestamp = i64;
 
@@ -144,16 +142,28 @@ pub struct Placement {
     pub bucket: u32,
 }
 
+/// What the lookup needs to know of a tier: its bucket width and the time one file covers.
+/// A configured tier ([`crate::config::TierSpec`]) converts into one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Width of one bucket.
+    pub resolution: Span,
+    /// Time one period file covers; a whole multiple of `resolution`.
+    pub period: Span,
+}
+
 /// The placement of a sample at `ts` in one tier, without allocating: the write hot path
 /// calls this once per tier.
 ///
 /// # Panics
-/// On a tier that [`TiersConfig::validate`](crate::config::TiersConfig::validate) would
+/// On a layout that [`TiersConfig::validate`](crate::config::TiersConfig::validate) would
 /// refuse (zero resolution or period), as [`align_down`] does.
-pub fn place(tier_index: usize, tier: &TierSpec, ts: Timestamp) -> Placement {
-    let period_start = align_down(ts, tier.period);
+#[inline]
+pub fn place(tier_index: usize, layout: impl Into<Layout>, ts: Timestamp) -> Placement {
+    let layout = layout.into();
+    let period_start = align_down(ts, layout.period);
     let offset = ts - period_start;
-    let bucket = offset / step_secs(tier.resolution);
+    let bucket = offset / step_secs(layout.resolution);
     Placement {
         tier: tier_index,
         period_start,
@@ -167,12 +177,21 @@ pub fn place(tier_index: usize, tier: &TierSpec, ts: Timestamp) -> Placement {
 ///
 /// # Panics
 /// As [`place`], on tiers that validation would refuse.
-pub fn locate(tiers: &[TierSpec], ts: Timestamp) -> Vec<Placement> {
+pub fn locate<L: Into<Layout>>(
+    tiers: impl IntoIterator<Item = L>,
+    ts: Timestamp,
+) -> Vec<Placement> {
     tiers
-        .iter()
+        .into_iter()
         .enumerate()
         .map(|(index, tier)| place(index, tier, ts))
         .collect()
+}
+
+/// First second a tier still holds at `now`: the start of the period that holds
+/// `now - retention`, so the files of earlier periods are outside the retention window.
+pub fn window_start(now: Timestamp, retention: Span, period: Span) -> Timestamp {
+    align_down(now.saturating_sub(retention.secs() as i64), period)
 }
 
 /// RFC 3339 rendering of a timestamp, for example "2026-11-21T00:00:00Z". Meant for display

@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use crossbeam_channel::{RecvTimeoutError, Sender};
 
-use super::{window_start, Shared};
+use super::Shared;
 use crate::config::TiersConfig;
 use crate::storage::format::BUCKET_BLOCK;
 use crate::storage::Creation;
+use crate::time::window_start;
 use crate::time::{align_down, place, Timestamp};
 use crate::{Error, Result};
 

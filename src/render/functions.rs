@@ -9,8 +9,8 @@ use super::series::Series;
 use super::time::parse_interval;
 use super::Source;
 use super::MAX_RENDER_VALUES;
+use crate::bucket::Bucket;
 use crate::query::MAX_QUERY_POINTS;
-use crate::storage::bucket::Bucket;
 use crate::{Error, Result};
 
 /// What evaluation reads from: the source and the request's range and point budget.
@@ -322,7 +322,7 @@ fn combine(func: &str, agg: Agg, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<S
 }
 
 /// Start of the `interval` window holding `ts`, windows aligned to `origin`.
-fn window_start(ts: i64, interval: i64, origin: i64) -> i64 {
+fn summarize_window_start(ts: i64, interval: i64, origin: i64) -> i64 {
     ts - (ts - origin).rem_euclid(interval)
 }
 
@@ -343,8 +343,8 @@ fn window_count(s: &Series, interval: i64, align: bool) -> u64 {
     match s.values.len() {
         0 => 0,
         n => {
-            let last = window_start(s.at(n - 1), interval, origin);
-            ((last - window_start(s.start, interval, origin)) / interval + 1) as u64
+            let last = summarize_window_start(s.at(n - 1), interval, origin);
+            ((last - summarize_window_start(s.start, interval, origin)) / interval + 1) as u64
         }
     }
 }
@@ -409,7 +409,7 @@ fn derivative(s: Series, func: &str, per_second: bool, max_value: Option<f64>) -
 /// The caller checks [`window_count`] first: this allocates one slot per window.
 fn summarize(s: Series, interval: i64, agg: Agg, align: bool) -> Series {
     let origin = window_origin(&s, align);
-    let window = |ts: i64| window_start(ts, interval, origin);
+    let window = |ts: i64| summarize_window_start(ts, interval, origin);
     let start = window(s.start);
     let count = window_count(&s, interval, align) as usize;
     let exact = !s.counter && interval % s.step == 0 && (s.start - origin) % s.step == 0;

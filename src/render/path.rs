@@ -53,15 +53,15 @@ pub fn parse_graphite_path(path: &str) -> Result<SeriesKey> {
 pub struct PathPattern {
     /// The text as given; names results such as `sumSeries(...)` and error messages.
     text: String,
-    /// The name part when it has no glob character, so storage can look it up directly.
-    literal: Option<String>,
     segments: Vec<Glob>,
-    filters: Vec<TagFilter>,
+    filters: Vec<TagExpr>,
 }
 
-/// One `;k=v` or `;k!=v` of a pattern.
+/// One `;k=v` or `;k!=v` of a pattern: Graphite's tag expression, whose value is a glob and
+/// whose empty value means "no such tag" (unlike [`crate::registry::TagFilter`], which
+/// compares exact values).
 #[derive(Clone, Debug)]
-struct TagFilter {
+struct TagExpr {
     key: String,
     value: Glob,
     negate: bool,
@@ -104,12 +104,10 @@ impl PathPattern {
             }
             let value = Glob::parse(value).map_err(|why| invalid(&why))?;
             let key = key.to_owned();
-            filters.push(TagFilter { key, value, negate });
+            filters.push(TagExpr { key, value, negate });
         }
-        let literal = segments.iter().all(|s| s.literal).then(|| name.to_owned());
         Ok(PathPattern {
             text: text.to_owned(),
-            literal,
             segments,
             filters,
         })
@@ -118,17 +116,6 @@ impl PathPattern {
     /// The pattern as given.
     pub fn as_str(&self) -> &str {
         &self.text
-    }
-
-    /// The name part when it contains no glob, so storage can look that one name up
-    /// instead of scanning; its tagged variants and the tag filters still apply.
-    pub fn literal_name(&self) -> Option<&str> {
-        self.literal.as_deref()
-    }
-
-    /// True when the name part contains no glob (see [`PathPattern::literal_name`]).
-    pub fn is_exact(&self) -> bool {
-        self.literal.is_some()
     }
 
     /// True when `key` is selected: the name matches segment by segment and every tag

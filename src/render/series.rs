@@ -2,7 +2,7 @@
 //! while they still describe the values exactly, so that later steps can merge them exactly.
 
 use super::{Fetched, RenderedSeries};
-use crate::storage::bucket::Bucket;
+use crate::bucket::Bucket;
 
 /// One series during evaluation.
 #[derive(Clone, Debug, PartialEq)]

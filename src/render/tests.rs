@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use super::{
     parse_graphite_path, render, Fetched, PathPattern, RenderRequest, RenderedSeries, Source,
 };
-use crate::storage::bucket::Bucket;
+use crate::bucket::Bucket;
 use crate::Result;
 
 const T0: i64 = 36_000;

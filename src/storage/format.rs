@@ -29,6 +29,7 @@ use std::path::Path;
 
 use chrono::{DateTime, NaiveDateTime};
 
+use crate::config::TIER_NAME_MAX;
 use crate::time::{Span, Timestamp};
 use crate::{Error, Result};
 
@@ -54,8 +55,6 @@ const CHUNK_SLOTS_OFFSET: usize = BUCKETS_OFFSET + 4;
 const CHUNK_OFFSET: usize = CHUNK_SLOTS_OFFSET + 4;
 const TIER_NAME_LEN_OFFSET: usize = CHUNK_OFFSET + 4;
 const TIER_NAME_OFFSET: usize = TIER_NAME_LEN_OFFSET + 4;
-/// Longest tier name a header can hold.
-pub const TIER_NAME_MAX: usize = 32;
 const CHECKSUM_OFFSET: usize = TIER_NAME_OFFSET + TIER_NAME_MAX;
 const CHECKED_LEN: usize = CHECKSUM_OFFSET;
 
