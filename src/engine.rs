@@ -160,7 +160,7 @@ impl EngineBuilder {
         std::fs::write(&marker, std::process::id().to_string())
             .and_then(|()| std::fs::File::open(&marker)?.sync_all())
             .map_err(|e| Error::io(&marker, e))?;
-        crate::storage::period_file::sync_dir(&self.dir)?;
+        crate::storage::disk::sync_dir(&self.dir)?;
         let counter_table =
             CounterTable::open(&self.dir, self.tiers.counters.clone(), &registry, true)?;
         let shared = Arc::new(Shared::new(

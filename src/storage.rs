@@ -12,6 +12,7 @@
 
 pub mod bucket;
 pub mod counter_state;
+pub mod disk;
 pub mod format;
 pub mod lock;
 mod mmap;
@@ -330,7 +331,7 @@ impl Storage {
         store
             .dropped
             .fetch_add(expired.len() as u64, Ordering::Relaxed);
-        period_file::sync_dir(&store.dir)?;
+        disk::sync_dir(&store.dir)?;
         first_error.map_or(Ok(expired.len()), Err)
     }
 

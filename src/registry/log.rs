@@ -166,7 +166,10 @@ pub(super) fn load(path: &Path, writable: bool) -> Result<Loaded> {
         file.set_len(0).map_err(io)?;
         file.write_all(&header).map_err(io)?;
         file.sync_all().map_err(io)?;
-        sync_parent_dir(path)?;
+        // The new file's directory entry must survive power loss, or the whole log could
+        // vanish after ids were handed out.
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        crate::storage::disk::sync_dir(dir.unwrap_or(Path::new(".")))?;
         return Ok(Loaded {
             file: Some(file),
             texts: Vec::new(),
@@ -301,23 +304,4 @@ fn read_u32(bytes: &[u8], offset: usize) -> u32 {
     let mut b = [0u8; 4];
     b.copy_from_slice(&bytes[offset..offset + 4]);
     u32::from_le_bytes(b)
-}
-
-/// Makes the new file's directory entry durable, so a power loss cannot lose the whole log
-/// after ids were handed out.
-fn sync_parent_dir(path: &Path) -> Result<()> {
-    #[cfg(unix)]
-    if let Some(dir) = path.parent() {
-        let dir = if dir.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            dir
-        };
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| Error::io(dir, e))?;
-    }
-    #[cfg(not(unix))]
-    let _ = path;
-    Ok(())
 }

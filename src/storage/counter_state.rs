@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use super::bucket::RECORD_SIZE;
+use super::disk;
 use super::mmap::MappedCells;
 use crate::{Error, Result};
 
@@ -195,21 +196,12 @@ impl CounterStateFile {
         if id < self.records {
             return Ok(());
         }
-        let Some(file) = &self.file else {
+        let Some(file) = self.file.as_mut() else {
             return Err(Error::ReadOnly(self.path.clone()));
         };
         let records = (id + 1).div_ceil(GROWTH) * GROWTH;
         let len = HEADER_SIZE + (records * RECORD_SIZE) as u64;
-        // Reserved, not just extended, so a full disk fails here rather than as SIGBUS on a
-        // store into a hole; filesystems without fallocate get a plain (sparse) extension.
-        use rustix::fs::{fallocate, FallocateFlags};
-        match fallocate(file, FallocateFlags::empty(), 0, len) {
-            Ok(()) => {}
-            Err(rustix::io::Errno::OPNOTSUPP) => {
-                file.set_len(len).map_err(|e| Error::io(&self.path, e))?
-            }
-            Err(e) => return Err(Error::io(&self.path, e.into())),
-        }
+        disk::reserve_space(file, &self.path, len)?;
         self.remap(true)
     }
 

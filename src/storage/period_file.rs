@@ -2,11 +2,12 @@
 //! opened and checked against what the tier expects.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::bucket::BucketCell;
+use super::disk;
 use super::format::{cell_index, PeriodMeta, HEADER_LEN, TEMP_SUFFIX};
 use super::mmap::MappedCells;
 use crate::{Error, Result};
@@ -35,7 +36,7 @@ impl PeriodFile {
         let temp = dir.join(format!("{}{TEMP_SUFFIX}", meta.file_name()));
         let result = Self::write_new(&temp, meta).and_then(|()| {
             std::fs::rename(&temp, &path).map_err(|e| Error::io(&path, e))?;
-            sync_dir(dir)
+            disk::sync_dir(dir)
         });
         if let Err(e) = result {
             let _ = std::fs::remove_file(&temp);
@@ -52,7 +53,7 @@ impl PeriodFile {
             .truncate(true)
             .open(temp)
             .map_err(|e| Error::io(temp, e))?;
-        reserve_space(&mut file, temp, meta.file_len())?;
+        disk::reserve_space(&mut file, temp, meta.file_len())?;
         file.write_all(&meta.encode())
             .map_err(|e| Error::io(temp, e))?;
         file.sync_all().map_err(|e| Error::io(temp, e))
@@ -215,33 +216,4 @@ impl PeriodFile {
     pub fn disk_bytes(&self) -> u64 {
         self.meta.file_len()
     }
-}
-
-/// Reserves `len` bytes of disk for `file`, so a full disk fails here, at creation, instead of
-/// raising SIGBUS on a later store into the mapping. Filesystems without `fallocate` get the
-/// space written with zeros instead.
-fn reserve_space(file: &mut File, path: &Path, len: u64) -> Result<()> {
-    use rustix::fs::{fallocate, FallocateFlags};
-    match fallocate(&*file, FallocateFlags::empty(), 0, len) {
-        Ok(()) => Ok(()),
-        Err(rustix::io::Errno::OPNOTSUPP) => {
-            let zeros = vec![0u8; 1 << 20];
-            let mut left = len;
-            while left > 0 {
-                let n = left.min(zeros.len() as u64) as usize;
-                file.write_all(&zeros[..n])
-                    .map_err(|e| Error::io(path, e))?;
-                left -= n as u64;
-            }
-            file.rewind().map_err(|e| Error::io(path, e))
-        }
-        Err(e) => Err(Error::io(path, e.into())),
-    }
-}
-
-/// fsync of a directory, so a rename or unlink in it survives power loss.
-pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(dir, e))
 }

@@ -1,0 +1,44 @@
+//! The two file-system steps every durable file of a data directory takes: reserving its
+//! space before anything is mapped, and making a directory entry survive power loss.
+
+use std::fs::File;
+use std::io::{Seek, SeekFrom, Write};
+use std::path::Path;
+
+use crate::{Error, Result};
+
+/// Reserves disk for `file` up to `len` bytes, so a full disk fails here (at creation or
+/// growth) instead of raising SIGBUS on a later store into the mapping. Filesystems without
+/// `fallocate` get the bytes from the current end to `len` written as zeros: a sparse
+/// extension would only move the failure to that later store. Leaves the file offset at 0.
+///
+/// # Errors
+/// [`Error::Io`] naming `path` (ENOSPC included).
+pub fn reserve_space(file: &mut File, path: &Path, len: u64) -> Result<()> {
+    use rustix::fs::{fallocate, FallocateFlags};
+    let io = |e| Error::io(path, e);
+    match fallocate(&*file, FallocateFlags::empty(), 0, len) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::OPNOTSUPP) => {
+            let zeros = vec![0u8; 1 << 20];
+            let mut at = file.seek(SeekFrom::End(0)).map_err(io)?;
+            while at < len {
+                let n = (len - at).min(zeros.len() as u64) as usize;
+                file.write_all(&zeros[..n]).map_err(io)?;
+                at += n as u64;
+            }
+        }
+        Err(e) => return Err(io(e.into())),
+    }
+    file.rewind().map_err(io)
+}
+
+/// fsync of a directory, so a file created, renamed or unlinked in it survives power loss.
+///
+/// # Errors
+/// [`Error::Io`] naming `dir`.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(dir, e))
+}
