@@ -1,6 +1,5 @@
 //! The storage-independent part of the Graphite render API that Grafana's Graphite data
-//! source speaks: target parsing (`expr`), path patterns ([`PathPattern`]), `from`/`until`
-//! ([`parse_time`]), `/metrics/find` ([`find`]) and `/render` evaluation ([`render`]) over
+//! source speaks: target parsing (`expr`), path patterns ([`PathPattern`]), `/metrics/find` ([`find`]) and `/render` evaluation ([`render`]) over
 //! series read through the [`Source`] trait, which the storage side implements.
 //!
 //! Series keep their stored buckets while their values are still the buckets' values, so
@@ -14,11 +13,9 @@ mod path;
 mod series;
 #[cfg(test)]
 mod tests;
-mod time;
 
 pub use find::{find, FindNode};
 pub use path::{graphite_path, parse_graphite_path, PathPattern};
-pub use time::{parse_interval, parse_time};
 
 use crate::bucket::Bucket;
 use crate::{Error, Result, SeriesKey};

@@ -204,33 +204,8 @@ pub fn format_ts(ts: Timestamp) -> String {
     }
 }
 
+mod parse;
 #[cfg(test)]
 mod tests;
 
-/// Reads a point in time as people and scripts write it: unix seconds (`1763726400`), RFC
-/// 3339 (`2025-11-21T12:00:00Z`), `now`, or a span before now (`-6h`, `-7d`; `now-6h` too).
-/// The error says what was expected.
-pub fn parse_time(text: &str, now: Timestamp) -> Result<Timestamp, String> {
-    let text = text.trim();
-    if text == "now" {
-        return Ok(now);
-    }
-    let relative = text.strip_prefix("now-").or_else(|| text.strip_prefix('-'));
-    // "-6h" is relative; "-1" is a (pre-epoch) unix second.
-    if let Some(span) = relative.filter(|s| s.ends_with(|c: char| c.is_ascii_alphabetic())) {
-        let span = Span::parse(span)?;
-        let secs = i64::try_from(span.secs()).map_err(|_| format!("{text:?} is too far back"))?;
-        return Ok(now.saturating_sub(secs));
-    }
-    if let Ok(secs) = text.parse::<i64>() {
-        return Ok(secs);
-    }
-    chrono::DateTime::parse_from_rfc3339(text)
-        .map(|t| t.timestamp())
-        .map_err(|_| {
-            format!(
-                "{text:?} is not a time: use unix seconds, RFC 3339 (2025-11-21T12:00:00Z), \
-                 now, or a span before now such as -6h or -7d"
-            )
-        })
-}
+pub use parse::{parse_interval, parse_time};

@@ -6,11 +6,11 @@ use regex::Regex;
 use super::expr::Expr;
 use super::path::PathPattern;
 use super::series::Series;
-use super::time::parse_interval;
 use super::Source;
 use super::MAX_RENDER_VALUES;
 use crate::bucket::Bucket;
 use crate::query::MAX_QUERY_POINTS;
+use crate::time::parse_interval;
 use crate::{Error, Result};
 
 /// What evaluation reads from: the source and the request's range and point budget.
@@ -133,7 +133,7 @@ fn call(name: &str, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
         "summarize" => {
             a.count(2, 4)?;
             let interval_text = a.string(1)?;
-            let interval = parse_interval(interval_text)?;
+            let interval = parse_interval(interval_text).map_err(Error::InvalidQuery)?;
             let func = if a.args.len() > 2 {
                 a.string(2)?
             } else {

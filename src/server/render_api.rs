@@ -48,7 +48,7 @@ pub(super) async fn render(
     let now = engine.now();
     let time = |key: &str, default: &str| {
         let text = last(&params, key).unwrap_or(default);
-        render::parse_time(text, now).map_err(|e| ApiError::BadRequest(format!("{key}: {e}")))
+        crate::time::parse_time(text, now).map_err(|e| ApiError::BadRequest(format!("{key}: {e}")))
     };
     let from = time("from", "-24h")?;
     let until = time("until", "now")?;

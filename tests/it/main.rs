@@ -16,3 +16,4 @@ mod serve_binary;
 mod server;
 mod stress;
 mod support;
+mod time_grammar;

@@ -1,4 +1,5 @@
-//! Tests of `from`/`until` parsing and intervals: every accepted form and the refusals.
+//! Tests of the one time grammar (CLI, HTTP and render alike): every accepted form and the
+//! refusals.
 
 use super::{parse_interval, parse_time};
 
@@ -18,6 +19,19 @@ fn now_seconds_and_dates() {
     assert_eq!(t("00:00_19700101"), 0);
     // Eight digits that are no date (month 13) are seconds, as in graphite-web.
     assert_eq!(t("20231314"), 20_231_314);
+}
+
+#[test]
+fn rfc3339_and_dates_without_a_zone() {
+    assert_eq!(t("2023-11-14T22:13:20Z"), NOW);
+    assert_eq!(t("2023-11-14T23:13:20+01:00"), NOW);
+    // Without a zone: UTC.
+    assert_eq!(t("2023-11-14T22:13:20"), NOW);
+    assert_eq!(t("2023-11-14 22:13:20"), NOW);
+    assert_eq!(t("2023-11-14 22:13"), NOW - 20);
+    assert_eq!(t("2023-11-14T22:13"), NOW - 20);
+    assert_eq!(t("2023-11-14"), 1_699_920_000);
+    assert_eq!(t(" now "), NOW);
 }
 
 #[test]
@@ -68,7 +82,11 @@ fn refusals_name_the_text() {
     ] {
         let err = parse_time(bad, NOW).unwrap_err().to_string();
         assert!(err.contains(&format!("{bad:?}")), "{err}");
+        assert!(err.contains("RFC 3339"), "{err}");
     }
+    // A bare negative number is an offset missing its unit, not a second before 1970.
+    assert!(parse_time("-1", NOW).is_err());
+    assert!(parse_time("2023-13-14", NOW).is_err());
 }
 
 #[test]

@@ -1,0 +1,138 @@
+//! The one grammar for points in time and intervals that people and tools type: the command
+//! line's `--from`/`--to`, the HTTP API's `from`/`to`, JSON writes' string `ts`, and the
+//! Graphite render API's `from`/`until` and function intervals (`summarize(x, "1h")`).
+//! All times are UTC.
+
+#[cfg(test)]
+mod tests;
+
+use chrono::{Datelike, NaiveDate, NaiveDateTime, NaiveTime};
+
+use super::Timestamp;
+
+/// Parses a point in time into unix seconds. Accepted:
+/// - `now`;
+/// - unix seconds (`1700000000`), except that eight digits reading as a date after 1900
+///   are that date (`20251121`, as in graphite-web);
+/// - an offset from now: `-6h`, `now-7d`, `+30min`, `-1d-6h`, in the units of
+///   [`parse_interval`];
+/// - RFC 3339 (`2025-11-21T12:00:00Z`, `2025-11-21T13:00:00+01:00`);
+/// - a date and time without a zone, read as UTC: `2025-11-21T12:00:00`,
+///   `2025-11-21 12:00`, `2025-11-21` (midnight), Graphite's `12:00_20251121`.
+///
+/// A bare negative number (`-6`) is refused rather than read as a second before 1970: it is
+/// almost always an offset missing its unit.
+///
+/// # Errors
+/// A message that quotes the text and lists the forms.
+pub fn parse_time(text: &str, now: Timestamp) -> Result<Timestamp, String> {
+    let invalid = || {
+        format!(
+            "{text:?} is not a time: use now, unix seconds, an offset such as -6h, now-7d or \
+             -1d-6h, RFC 3339 (2025-11-21T12:00:00Z), or a UTC date such as 2025-11-21, \
+             '2025-11-21 12:00', 20251121 or 12:00_20251121"
+        )
+    };
+    let t = text.trim();
+    if t == "now" {
+        return Ok(now);
+    }
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        if let Some(day) = compact_date(t).filter(|d| d.year() > 1900) {
+            return Ok(day.and_time(NaiveTime::MIN).and_utc().timestamp());
+        }
+        return t.parse().map_err(|_| invalid());
+    }
+    let relative = t.strip_prefix("now").unwrap_or(t);
+    if relative.starts_with(['+', '-']) {
+        return offset(relative)
+            .and_then(|o| now.checked_add(o))
+            .ok_or_else(invalid);
+    }
+    if let Ok(time) = chrono::DateTime::parse_from_rfc3339(t) {
+        return Ok(time.timestamp());
+    }
+    zoneless(t)
+        .map(|time| time.and_utc().timestamp())
+        .ok_or_else(invalid)
+}
+
+/// Parses a positive interval, a whole number with a unit, into seconds: `30s`, `5min`,
+/// `1h`, `1d`. Units, as graphite-web has them: s/sec/second(s), m/min/minute(s) (Grafana
+/// sends `min`), h/hour(s), d/day(s), w/week(s), mon/month(s) (30 days), y/year(s) (365
+/// days).
+///
+/// # Errors
+/// A message quoting the text when it is not of that form, or not positive.
+pub fn parse_interval(text: &str) -> Result<i64, String> {
+    offset(text).filter(|&s| s > 0).ok_or_else(|| {
+        format!("invalid interval {text:?}: expected a positive number with a unit, such as 1h")
+    })
+}
+
+/// A date and time without a zone: `YYYY-MM-DD`, `YYYY-MM-DD[T ]HH:MM[:SS]`, or Graphite's
+/// `HH:MM_YYYYMMDD`.
+fn zoneless(text: &str) -> Option<NaiveDateTime> {
+    if let Some((clock, day)) = text.split_once('_') {
+        let clock = NaiveTime::parse_from_str(clock, "%H:%M").ok()?;
+        return Some(compact_date(day)?.and_time(clock));
+    }
+    if let Ok(day) = NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        return Some(day.and_time(NaiveTime::MIN));
+    }
+    [
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M",
+    ]
+    .iter()
+    .find_map(|format| NaiveDateTime::parse_from_str(text, format).ok())
+}
+
+/// `YYYYMMDD`, digits only.
+fn compact_date(text: &str) -> Option<NaiveDate> {
+    if text.len() != 8 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let field = |range: std::ops::Range<usize>| text[range].parse().ok();
+    NaiveDate::from_ymd_opt(field(0..4)? as i32, field(4..6)?, field(6..8)?)
+}
+
+/// The sum of terms `[+-]<digits><unit>` in seconds (the first term's sign is optional);
+/// `None` when malformed or out of range.
+fn offset(text: &str) -> Option<i64> {
+    let (mut rest, mut total, mut first) = (text, 0i64, true);
+    while !rest.is_empty() {
+        let (sign, body) = match rest.as_bytes()[0] {
+            b'+' => (1, &rest[1..]),
+            b'-' => (-1, &rest[1..]),
+            _ if first => (1, rest),
+            _ => return None,
+        };
+        let digits = body.bytes().take_while(u8::is_ascii_digit).count();
+        let letters = body[digits..]
+            .bytes()
+            .take_while(u8::is_ascii_alphabetic)
+            .count();
+        let count: i64 = body[..digits].parse().ok()?;
+        let unit = unit_seconds(&body[digits..digits + letters])?;
+        total = total.checked_add(sign * count.checked_mul(unit)?)?;
+        rest = &body[digits + letters..];
+        first = false;
+    }
+    (!first).then_some(total)
+}
+
+fn unit_seconds(unit: &str) -> Option<i64> {
+    Some(match unit {
+        "s" | "sec" | "secs" | "second" | "seconds" => 1,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60,
+        "h" | "hour" | "hours" => 3_600,
+        "d" | "day" | "days" => 86_400,
+        "w" | "week" | "weeks" => 7 * 86_400,
+        "mon" | "month" | "months" => 30 * 86_400,
+        "y" | "year" | "years" => 365 * 86_400,
+        _ => return None,
+    })
+}
