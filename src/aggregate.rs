@@ -38,8 +38,8 @@ use std::str::FromStr;
 use rayon::prelude::*;
 
 use crate::bucket::Bucket;
-use crate::engine::Engine;
 use crate::query::{Display, PointGrid, TierChoice, MAX_QUERY_POINTS};
+use crate::reader::Reader;
 use crate::registry::Selector;
 use crate::time::{Span, Timestamp};
 use crate::{Error, Result};
@@ -213,7 +213,7 @@ struct Member {
     group: usize,
 }
 
-impl Engine {
+impl Reader<'_> {
     /// Answers `query`.
     ///
     /// # Errors
@@ -222,7 +222,7 @@ impl Engine {
     /// [`MAX_QUERY_POINTS`].
     pub fn aggregate(&self, query: &AggregateQuery) -> Result<AggregateResult> {
         let tier = self.choose_tier(&query.tier, query.from, query.to, query.max_points)?;
-        let spec = &self.shared.config.tiers[tier];
+        let spec = &self.config().tiers[tier];
         let grid = if query.whole_range {
             PointGrid::whole(spec, query.from, query.to)?
         } else {
@@ -233,8 +233,8 @@ impl Engine {
                 query.step.unwrap_or(spec.resolution),
             )?
         };
-        let slots = self.shared.storage.slots();
-        let matched = self.shared.registry.select(|id, key| {
+        let slots = self.slots();
+        let matched = self.registry().select(|id, key| {
             query.selector.matches(key).then(|| {
                 let values: Vec<Option<String>> = query
                     .group_by

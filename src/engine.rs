@@ -1,6 +1,6 @@
 //! The engine: opens a data directory, owns the registry, the storage and the writer threads,
-//! and offers the write path (`record`, `record_batch`, `sync`, `flush`). Reads live in
-//! [`crate::query`].
+//! and offers the write path (`record`, `record_batch`, `sync`, `flush`). Reads go through
+//! [`Engine::reader`] ([`crate::reader`], [`crate::query`], [`crate::aggregate`]).
 
 mod maintenance;
 mod writer;
@@ -9,9 +9,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use crate::aggregate::{AggregateQuery, AggregateResult};
 use crate::clock::{Clock, SystemClock};
 use crate::config::TiersConfig;
 use crate::counter::{CounterTable, SeriesKind};
+use crate::query::{Query, QueryResult};
+use crate::reader::Reader;
 use crate::registry::{Registry, SeriesId};
 use crate::sample::{BatchReport, RejectReason, Sample};
 use crate::storage::lock::DirLock;
@@ -495,7 +498,35 @@ impl Engine {
     /// How series `id` stores its samples: as they come (gauge) or as increases since the
     /// previous sample (counter).
     pub fn series_kind(&self, id: SeriesId) -> SeriesKind {
-        self.shared.counter_table.kind(id, &self.shared.registry)
+        self.reader().series_kind(id)
+    }
+
+    /// The read side: queries, aggregates and raw bucket reads.
+    pub fn reader(&self) -> Reader<'_> {
+        let shared = &*self.shared;
+        Reader::new(
+            &shared.config,
+            &shared.storage,
+            &shared.registry,
+            &shared.counter_table,
+            &*shared.clock,
+        )
+    }
+
+    /// Answers `query`; see [`Reader::query`].
+    ///
+    /// # Errors
+    /// As [`Reader::query`].
+    pub fn query(&self, query: &Query) -> Result<QueryResult> {
+        self.reader().query(query)
+    }
+
+    /// Answers `query` across series; see [`Reader::aggregate`].
+    ///
+    /// # Errors
+    /// As [`Reader::aggregate`].
+    pub fn aggregate(&self, query: &AggregateQuery) -> Result<AggregateResult> {
+        self.reader().aggregate(query)
     }
 
     /// Fixes series `id`'s kind, as a write that says what its series is does (JSON

@@ -7,10 +7,9 @@ use std::sync::Arc;
 
 use crate::bucket::Bucket;
 use crate::config::TierSpec;
-use crate::engine::Engine;
+use crate::reader::Reader;
 use crate::registry::SeriesId;
 use crate::storage::period_file::PeriodFile;
-use crate::time::window_start;
 use crate::time::{Span, Timestamp};
 use crate::{Error, Result};
 
@@ -201,7 +200,7 @@ impl QueryResult {
     }
 }
 
-impl Engine {
+impl Reader<'_> {
     /// Answers `query`.
     ///
     /// # Errors
@@ -209,12 +208,12 @@ impl Engine {
     /// [`Error::InvalidQuery`] for an empty or oversized range or a step that is not a
     /// multiple of the tier's resolution.
     pub fn query(&self, query: &Query) -> Result<QueryResult> {
-        let registry = &self.shared.registry;
+        let registry = self.registry();
         let id = registry
             .lookup(&query.series)?
             .ok_or_else(|| Error::UnknownSeries(query.series.clone()))?;
         let tier = self.choose_tier(&query.tier, query.from, query.to, query.max_points)?;
-        let spec = &self.shared.config.tiers[tier];
+        let spec = &self.config().tiers[tier];
         let step = query.step.unwrap_or(spec.resolution);
         let (first, buckets) = self.merged_buckets(id, tier, query.from, query.to, step)?;
         let step_secs = step.secs() as i64;
@@ -255,11 +254,10 @@ impl Engine {
             TierChoice::Auto => Ok(self.auto_tier(
                 from,
                 to,
-                max_points.unwrap_or(self.shared.config.engine.max_points),
+                max_points.unwrap_or(self.config().engine.max_points),
             )),
             TierChoice::Named(name) => self
-                .shared
-                .config
+                .config()
                 .tier_index(name)
                 .ok_or_else(|| Error::UnknownTier(name.clone())),
         }
@@ -269,13 +267,12 @@ impl Engine {
     /// `[from, to)` number at most `max_points`; failing that, the tier reaching back
     /// furthest among those within the budget; failing that, the coarsest tier.
     pub fn auto_tier(&self, from: Timestamp, to: Timestamp, max_points: u32) -> usize {
-        let now = self.shared.clock.now();
-        let tiers = &self.shared.config.tiers;
+        let tiers = &self.config().tiers;
         let mut order: Vec<usize> = (0..tiers.len()).collect();
         order.sort_by_key(|&t| tiers[t].resolution);
         let span = to.saturating_sub(from).max(0) as u64;
         let fits = |t: usize| span / tiers[t].resolution.secs() <= u64::from(max_points);
-        let reaches = |t: usize| window_start(now, tiers[t].retention, tiers[t].period) <= from;
+        let reaches = |t: usize| self.window_start(t) <= from;
         if let Some(&t) = order.iter().find(|&&t| fits(t) && reaches(t)) {
             return t;
         }
@@ -283,7 +280,7 @@ impl Engine {
             .iter()
             .copied()
             .filter(|&t| fits(t))
-            .min_by_key(|&t| window_start(now, tiers[t].retention, tiers[t].period))
+            .min_by_key(|&t| self.window_start(t))
             .or_else(|| order.last().copied())
             .unwrap_or(0)
     }
@@ -322,9 +319,9 @@ impl Engine {
         to: Timestamp,
         step: Span,
     ) -> Result<(Timestamp, Vec<Bucket>)> {
-        let grid = PointGrid::new(&self.shared.config.tiers[tier], from, to, step)?;
+        let grid = PointGrid::new(&self.config().tiers[tier], from, to, step)?;
         let mut acc = vec![Bucket::EMPTY; grid.points];
-        let slots = self.shared.storage.slots();
+        let slots = self.slots();
         let files = self.files_for(tier, &grid, id.0 / slots);
         grid.fold_span(&files, id.0 % slots, grid.first..grid.end, 0, &mut acc);
         Ok((grid.first, acc))
@@ -334,15 +331,10 @@ impl Engine {
     /// oldest first. Only periods that have a file: the walk is bounded by the files held,
     /// not by the width of the range.
     pub(crate) fn files_for(&self, tier: usize, grid: &PointGrid, chunk: u32) -> HeldFiles {
-        let spec = &self.shared.config.tiers[tier];
-        let window = window_start(self.shared.clock.now(), spec.retention, spec.period);
-        let read_from = grid.first.max(window);
+        let read_from = grid.first.max(self.window_start(tier));
         HeldFiles {
             read_from,
-            files: self
-                .shared
-                .storage
-                .files_of_chunk(tier, chunk, read_from, grid.end),
+            files: self.period_files(tier, chunk, read_from, grid.end),
         }
     }
 }

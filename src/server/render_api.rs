@@ -187,7 +187,7 @@ impl Source for EngineSource<'_> {
     ) -> Result<Vec<Fetched>> {
         let engine = self.engine;
         let max_points = max_points.clamp(1, MAX_QUERY_POINTS as u32);
-        let tier = engine.auto_tier(from, until, max_points);
+        let tier = engine.reader().auto_tier(from, until, max_points);
         let resolution = engine.config().tiers[tier].resolution.secs() as i64;
         let step = step_within(from, until, resolution, max_points)?;
         // One scan under the registry's read lock, even for a literal name: the pattern also
@@ -210,8 +210,13 @@ impl Source for EngineSource<'_> {
         matched
             .into_par_iter()
             .map(|(_, id, key)| {
-                let read =
-                    engine.read_buckets(id, tier, from, until, Span::from_secs(step as u64))?;
+                let read = engine.reader().read_buckets(
+                    id,
+                    tier,
+                    from,
+                    until,
+                    Span::from_secs(step as u64),
+                )?;
                 Ok(Fetched {
                     key,
                     start: read.first().map_or(first, |(ts, _)| *ts),

@@ -162,7 +162,10 @@ fn naive(
             .iter()
             .map(|k| key.tag(k).map(str::to_owned))
             .collect();
-        let mut points = engine.read_buckets(id, tier, from, to, step).unwrap();
+        let mut points = engine
+            .reader()
+            .read_buckets(id, tier, from, to, step)
+            .unwrap();
         let mut seconds = step.secs();
         if ask.whole_range {
             seconds = res * points.len() as u64;

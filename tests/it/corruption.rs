@@ -85,6 +85,7 @@ fn check_samples(engine: &Engine) {
     let minute = Span::from_secs(60);
     let hour = Span::from_secs(3_600);
     let a = engine
+        .reader()
         .read_buckets(SeriesId(0), 0, TS, TS + 60, minute)
         .unwrap();
     let expected_a = Bucket {
@@ -96,10 +97,12 @@ fn check_samples(engine: &Engine) {
     assert_eq!(a, vec![(TS, expected_a)]);
     let h = align_down(TS, hour);
     let a = engine
+        .reader()
         .read_buckets(SeriesId(0), 1, h, h + 3_600, hour)
         .unwrap();
     assert_eq!(a, vec![(h, expected_a)]);
     let b = engine
+        .reader()
         .read_buckets(SeriesId(1), 0, TS, TS + 60, minute)
         .unwrap();
     let expected_b = Bucket {
@@ -381,6 +384,7 @@ fn a_second_open_of_an_open_directory_is_refused() {
 
     let engine = open(dir.path(), &clock, small_tiers());
     let b = engine
+        .reader()
         .read_buckets(SeriesId(1), 0, TS, TS + 60, Span::from_secs(60))
         .unwrap();
     assert_eq!(b[0].1.count, 2);
@@ -497,6 +501,7 @@ fn an_interrupted_bucket_update_is_cleared_after_an_unclean_shutdown() {
         .record_batch(&[Sample::new(SeriesId(0), TS, 4.0)])
         .unwrap();
     let a = engine
+        .reader()
         .read_buckets(SeriesId(0), 0, TS, TS + 60, Span::from_secs(60))
         .unwrap();
     assert_eq!(
@@ -532,6 +537,7 @@ fn data_of_a_series_whose_registration_was_lost_is_cleared_after_an_unclean_shut
     for (tier, step) in [(0, 60), (1, 3_600)] {
         let from = align_down(TS, Span::from_secs(step as u64));
         let buckets = engine
+            .reader()
             .read_buckets(d, tier, from, from + step, Span::from_secs(step as u64))
             .unwrap();
         assert_eq!(buckets, vec![(from, Bucket::EMPTY)], "tier {tier}");
@@ -598,6 +604,7 @@ fn an_orphaned_tier_forgets_series_lost_in_a_crash() {
     assert_eq!(d, SeriesId(2));
     let hour = align_down(TS, Span::from_secs(3_600));
     let buckets = engine
+        .reader()
         .read_buckets(d, 1, hour, hour + 3_600, Span::from_secs(3_600))
         .unwrap();
     assert_eq!(

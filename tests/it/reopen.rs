@@ -79,6 +79,7 @@ fn answers(engine: &Engine) -> Answers {
         for text in SERIES {
             let id = engine.registry().lookup(text).unwrap().unwrap();
             let buckets = engine
+                .reader()
                 .read_buckets(id, tier, from, to, spec.resolution)
                 .unwrap();
             all.insert((text.to_string(), spec.name.clone()), buckets);
@@ -227,6 +228,7 @@ fn reopening_gives_identical_answers() {
     assert_eq!(id, registry_before[1].0);
     engine.record_batch(&[Sample::new(id, NOW, 1.0)]).unwrap();
     let now = engine
+        .reader()
         .read_buckets(id, 0, NOW, NOW + MINUTE, Span::from_secs(60))
         .unwrap();
     assert_eq!(now[0].1.count, 1);

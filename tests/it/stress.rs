@@ -105,7 +105,10 @@ fn bucket_reader(engine: &Engine, ids: &[SeriesId], done: &AtomicBool, reads: &A
             let c = constant(id);
             for (tier, from, to) in ranges() {
                 let step = engine.config().tiers[tier].resolution;
-                let buckets = engine.read_buckets(id, tier, from, to, step).unwrap();
+                let buckets = engine
+                    .reader()
+                    .read_buckets(id, tier, from, to, step)
+                    .unwrap();
                 for (ts, bucket) in &buckets {
                     check_consistent(bucket, c, &|| {
                         format!("series {id} tier {tier} bucket {ts} read {round}")
@@ -216,9 +219,11 @@ fn concurrent_readers_never_see_a_torn_bucket() {
         let c = constant(id);
         let minute = Span::from_secs(60);
         let recent = engine
+            .reader()
             .read_buckets(id, 0, HOUR, HOUR + MINUTES * 60, minute)
             .unwrap();
         let old = engine
+            .reader()
             .read_buckets(id, 0, YESTERDAY, YESTERDAY + OLD_MINUTES * 60, minute)
             .unwrap();
         for (ts, bucket) in recent.iter().chain(&old) {
@@ -231,12 +236,14 @@ fn concurrent_readers_never_see_a_torn_bucket() {
             assert_eq!(*bucket, expected, "series {id} minute {ts}");
         }
         let hour = engine
+            .reader()
             .read_buckets(id, 1, HOUR, HOUR + 3_600, Span::from_secs(3_600))
             .unwrap();
         assert_eq!(hour[0].1.count, per_bucket * MINUTES as u64, "series {id}");
         assert_eq!(hour[0].1.total, (per_bucket * MINUTES as u64) as f64 * c);
         let day = NOW - NOW % 86_400;
         let days = engine
+            .reader()
             .read_buckets(id, 2, day - 86_400, day + 86_400, Span::from_secs(86_400))
             .unwrap();
         let counts: Vec<u64> = days.iter().map(|(_, b)| b.count).collect();
@@ -275,6 +282,7 @@ fn new_series_and_chunks_under_concurrent_reads() {
                 let known = registered_ref.load(Ordering::Acquire) as u32;
                 for id in (0..known).map(SeriesId) {
                     let buckets = engine_ref
+                        .reader()
                         .read_buckets(id, 0, HOUR, HOUR + 300, Span::from_secs(60))
                         .unwrap();
                     for (ts, bucket) in &buckets {
@@ -308,6 +316,7 @@ fn new_series_and_chunks_under_concurrent_reads() {
     for i in 0..NEW_SERIES {
         let id = SeriesId(i);
         let buckets = engine
+            .reader()
             .read_buckets(id, 0, HOUR, HOUR + ROUNDS * 60, Span::from_secs(60))
             .unwrap();
         for (ts, bucket) in buckets {

@@ -1,0 +1,88 @@
+//! The read side of an open data directory: the one narrow interface that one-series
+//! queries ([`crate::query`]), cross-series aggregates ([`crate::aggregate`]) and the render
+//! API's source read through. It hands out the tiers, the clock, the registry, series kinds
+//! and the period files of a chunk, and nothing of the write path, so reads never reach into
+//! the engine's internals.
+
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use crate::config::TiersConfig;
+use crate::counter::{CounterTable, SeriesKind};
+use crate::registry::{Registry, SeriesId};
+use crate::storage::period_file::PeriodFile;
+use crate::storage::Storage;
+use crate::time::{window_start, Timestamp};
+
+/// A read view of an engine, cheap to copy (it borrows); get one with
+/// [`crate::Engine::reader`]. Reads take no lock on bucket memory.
+#[derive(Clone, Copy)]
+pub struct Reader<'a> {
+    config: &'a TiersConfig,
+    storage: &'a Storage,
+    registry: &'a Registry,
+    kinds: &'a CounterTable,
+    clock: &'a dyn Clock,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(
+        config: &'a TiersConfig,
+        storage: &'a Storage,
+        registry: &'a Registry,
+        kinds: &'a CounterTable,
+        clock: &'a dyn Clock,
+    ) -> Reader<'a> {
+        Reader {
+            config,
+            storage,
+            registry,
+            kinds,
+            clock,
+        }
+    }
+
+    /// The tiers read.
+    pub fn config(&self) -> &'a TiersConfig {
+        self.config
+    }
+
+    /// The engine clock's current time.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// The series registry (names, tags, ids).
+    pub fn registry(&self) -> &'a Registry {
+        self.registry
+    }
+
+    /// How series `id` stores its samples: as they come (gauge) or as increases (counter).
+    pub fn series_kind(&self, id: SeriesId) -> SeriesKind {
+        self.kinds.kind(id, self.registry)
+    }
+
+    /// First second tier `tier` still holds now.
+    pub fn window_start(&self, tier: usize) -> Timestamp {
+        let spec = &self.config.tiers[tier];
+        window_start(self.now(), spec.retention, spec.period)
+    }
+
+    /// Series slots per chunk: series `id` lives in chunk `id / slots`, slot `id % slots`.
+    pub(crate) fn slots(&self) -> u32 {
+        self.storage.slots()
+    }
+
+    /// The files of `chunk` in `tier` whose periods overlap `[from, to)`, oldest first, each
+    /// with its period start. Only periods that have a file: a read is bounded by the files
+    /// held, not by the width of its range.
+    pub(crate) fn period_files(
+        &self,
+        tier: usize,
+        chunk: u32,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Vec<(Timestamp, Arc<PeriodFile>)> {
+        self.storage.files_of_chunk(tier, chunk, from, to)
+    }
+}
