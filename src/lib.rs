@@ -39,6 +39,7 @@
 
 pub mod aggregate;
 pub mod bucket;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -46,12 +47,15 @@ pub mod counter;
 pub mod engine;
 pub mod error;
 pub mod ingest;
+#[cfg(feature = "plot")]
 pub mod plot;
 pub mod query;
 pub mod reader;
 pub mod registry;
+#[cfg(feature = "server")]
 pub mod render;
 pub mod sample;
+#[cfg(feature = "server")]
 pub mod server;
 pub mod storage;
 pub mod time;
