@@ -27,13 +27,14 @@
 //! # }
 //! ```
 //!
-//! Modules: [`config`] (tiers.toml), [`time`] (durations and the lookup), [`registry`]
-//! (series keys and ids), [`storage`] (period files, the mapping), [`engine`] (the write
-//! path and the rolling window), [`query`] (reads), [`aggregate`] (reads across series),
-//! [`counter`] (counters stored as increases), [`clock`], [`sample`]; around the engine:
-//! [`ingest`] (Graphite and Influx line parsers), [`render`] (the Graphite render API),
-//! [`server`] (`tierdb serve`, with the render API's HTTP endpoints for Grafana), [`cli`]
-//! (the command line), [`plot`] (charts).
+//! Modules: [`config`] (tiers.toml), [`time`] (durations, the lookup, the time grammar),
+//! [`bucket`] (the rollup value), [`registry`] (series keys and ids), [`storage`] (period
+//! files, the mapping), [`engine`] (the write path and the rolling window), [`reader`] (the
+//! read interface), [`query`] (one-series reads), [`aggregate`] (reads across series),
+//! [`counter`] (counters stored as increases), [`clock`], [`sample`], [`ingest`] (Graphite
+//! and Influx line parsers). Behind default-on Cargo features: `render` (the Graphite render
+//! API) and `server` (`tierdb serve`) with `server`, `cli` (the command line) with `cli`, and
+//! `plot` (charts) with `plot`; `default-features = false` builds the engine alone.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
