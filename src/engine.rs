@@ -86,24 +86,9 @@ impl EngineBuilder {
                 std::io::Error::new(std::io::ErrorKind::NotFound, "no data directory here"),
             ));
         }
-        let storage = Storage::open(
-            &self.dir,
-            &self.tiers.tiers,
-            self.tiers.engine.series_per_chunk,
-            false,
-        )?;
+        let storage = self.open_storage(false)?;
         let registry = Registry::open_read_only(&self.dir)?;
-        let counter_table =
-            CounterTable::open(&self.dir, self.tiers.counters.clone(), &registry, false)?;
-        let shared = Arc::new(Shared::new(
-            self.dir,
-            self.tiers,
-            storage,
-            registry,
-            counter_table,
-            self.clock,
-            None,
-        ));
+        let shared = self.into_shared(storage, registry, None)?;
         Ok(Engine {
             writers: WriterPool::start(&shared, 0)?,
             shared,
@@ -119,6 +104,41 @@ impl EngineBuilder {
     pub fn maintenance_every(mut self, interval: std::time::Duration) -> Self {
         self.maintenance_every = Some(interval);
         self
+    }
+
+    /// Maps the period files of every configured tier (writable or not).
+    fn open_storage(&self, writable: bool) -> Result<Storage> {
+        Storage::open(
+            &self.dir,
+            &self.tiers.tiers,
+            self.tiers.engine.series_per_chunk,
+            writable,
+        )
+    }
+
+    /// The state engine, writers and readers share, with the counter table opened beside
+    /// the registry; writable when `lock` is held.
+    fn into_shared(
+        self,
+        storage: Storage,
+        registry: Registry,
+        lock: Option<DirLock>,
+    ) -> Result<Arc<Shared>> {
+        let counter_table = CounterTable::open(
+            &self.dir,
+            self.tiers.counters.clone(),
+            &registry,
+            lock.is_some(),
+        )?;
+        Ok(Arc::new(Shared::new(
+            self.dir,
+            self.tiers,
+            storage,
+            registry,
+            counter_table,
+            self.clock,
+            lock,
+        )))
     }
 
     /// Opens the data directory (creating it when missing), locks it, loads the registry,
@@ -137,12 +157,7 @@ impl EngineBuilder {
         }
         std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
         let lock = DirLock::acquire(&self.dir)?;
-        let storage = Storage::open(
-            &self.dir,
-            &self.tiers.tiers,
-            self.tiers.engine.series_per_chunk,
-            true,
-        )?;
+        let storage = self.open_storage(true)?;
         let registry = Registry::open(&self.dir)?;
         let marker = self.dir.join(OPEN_MARKER);
         if marker.exists() {
@@ -164,23 +179,15 @@ impl EngineBuilder {
             .and_then(|()| std::fs::File::open(&marker)?.sync_all())
             .map_err(|e| Error::io(&marker, e))?;
         crate::storage::disk::sync_dir(&self.dir)?;
-        let counter_table =
-            CounterTable::open(&self.dir, self.tiers.counters.clone(), &registry, true)?;
-        let shared = Arc::new(Shared::new(
-            self.dir,
-            self.tiers,
-            storage,
-            registry,
-            counter_table,
-            self.clock,
-            Some(lock),
-        ));
+        let writer_threads = self.writer_threads;
+        let background_maintenance = self.background_maintenance;
+        let maintenance_every = self.maintenance_every;
+        let shared = self.into_shared(storage, registry, Some(lock))?;
         shared.maintain()?;
-        let writers = WriterPool::start(&shared, self.writer_threads)?;
-        let maintenance = if self.background_maintenance {
-            let interval = self
-                .maintenance_every
-                .unwrap_or_else(|| maintenance_interval(&shared.config));
+        let writers = WriterPool::start(&shared, writer_threads)?;
+        let maintenance = if background_maintenance {
+            let interval =
+                maintenance_every.unwrap_or_else(|| maintenance_interval(&shared.config));
             Some(MaintenanceThread::start(&shared, interval)?)
         } else {
             None

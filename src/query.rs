@@ -309,7 +309,7 @@ impl Reader<'_> {
             .collect())
     }
 
-    /// [`Engine::read_buckets`] without the timestamps: the first point's start and the
+    /// [`Reader::read_buckets`] without the timestamps: the first point's start and the
     /// merged buckets, one per step.
     fn merged_buckets(
         &self,
