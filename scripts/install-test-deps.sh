@@ -15,7 +15,13 @@
 # none), plus `fonts-liberation` (Arial/Helvetica/Times metrics) and `fonts-dejavu-core`, so
 # the screenshot the test takes shows readable text rather than missing glyphs.
 #
-# Idempotent: installs only what is missing and says so otherwise. Leaves no service
+# Idempotent, and safe to run several times at once (the collectd and dashboard tests each
+# run it when their program is missing, and `cargo test` runs them in parallel): runs hold an
+# exclusive lock (flock on $TIERDB_DEPS_LOCK, default /tmp/tierdb-install-test-deps.lock)
+# from the check of what is missing to the end of the install, so a second run waits, then
+# finds everything installed; apt itself also waits up to 10 minutes for the dpkg lock that
+# other programs (unattended-upgrades) may hold. Installs only what is missing and says so
+# otherwise. Leaves no service
 # running: collectd's init script and systemd unit only start with
 # /etc/collectd/collectd.conf present (collectd-core does not ship one), and a temporary
 # policy-rc.d forbids service starts during the install anyway.
@@ -23,10 +29,24 @@
 # Usage: bash scripts/install-test-deps.sh   (as root, or with sudo available)
 set -euo pipefail
 
-CHROMIUM=/usr/bin/chromium
-CHROMEDRIVER=/usr/bin/chromedriver
+# Paths are overridable only so that tests/it/install_deps.rs can run this script against
+# stub programs in a temporary directory.
+CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
+COLLECTD=${COLLECTD:-/usr/sbin/collectd}
+COLLECTD_PLUGINS=${COLLECTD_PLUGINS:-/usr/lib/collectd}
+POLICY=${POLICY_RC_D:-/usr/sbin/policy-rc.d}
+LOCK=${TIERDB_DEPS_LOCK:-/tmp/tierdb-install-test-deps.lock}
 
-have_collectd() { command -v collectd >/dev/null 2>&1 || [ -x /usr/sbin/collectd ]; }
+if command -v flock >/dev/null 2>&1; then
+    exec 9>>"$LOCK"
+    if ! flock -n 9; then
+        echo "install-test-deps: another run holds $LOCK; waiting for it"
+        flock 9
+    fi
+fi
+
+have_collectd() { [ -x "$COLLECTD" ]; }
 have_fonts() { # both font packages installed (not checked where there is no dpkg)
     command -v dpkg-query >/dev/null 2>&1 || return 0
     [ "$(dpkg-query -W -f='${Status}\n' fonts-liberation fonts-dejavu-core 2>/dev/null | grep -c 'install ok installed')" = 2 ]
@@ -35,7 +55,7 @@ have_chromium() { [ -x "$CHROMIUM" ] && [ -x "$CHROMEDRIVER" ] && have_fonts; }
 
 PACKAGES=()
 if have_collectd; then
-    echo "install-test-deps: collectd already installed ($(command -v collectd || echo /usr/sbin/collectd))"
+    echo "install-test-deps: collectd already installed ($COLLECTD)"
 else
     PACKAGES+=(collectd-core)
 fi
@@ -67,7 +87,6 @@ as_root() { "${SUDO[@]}" "$@"; }
 export DEBIAN_FRONTEND=noninteractive
 
 LOG="$(mktemp /tmp/install-test-deps.XXXXXX.log)"
-POLICY=/usr/sbin/policy-rc.d
 POLICY_SET=0
 BACKUP=""
 cleanup() {
@@ -93,7 +112,7 @@ for pkg in "${PACKAGES[@]}"; do
     policy="$(apt-cache policy "$pkg" 2>/dev/null || true)"
     if ! grep -q 'Candidate: [0-9]' <<<"$policy"; then
         echo "install-test-deps: apt-get update"
-        quiet as_root apt-get update -qq
+        quiet as_root apt-get -o DPkg::Lock::Timeout=600 update -qq
         break
     fi
 done
@@ -101,7 +120,7 @@ done
 # Forbid service starts while the packages install (invoke-rc.d and deb-systemd-invoke both
 # honour policy-rc.d; exit 101 = action forbidden). Any existing policy-rc.d is put back.
 if [ -e "$POLICY" ]; then
-    BACKUP="$(as_root mktemp /usr/sbin/policy-rc.d.install-test-deps.XXXXXX)"
+    BACKUP="$(as_root mktemp "$POLICY.install-test-deps.XXXXXX")"
     as_root cp -p "$POLICY" "$BACKUP"
 fi
 POLICY_SET=1
@@ -109,7 +128,8 @@ printf '#!/bin/sh\nexit 101\n' | as_root tee "$POLICY" >/dev/null
 as_root chmod 755 "$POLICY"
 
 echo "install-test-deps: apt-get install ${PACKAGES[*]}"
-INSTALL=(as_root apt-get install -y -qq --no-install-recommends -o Dpkg::Use-Pty=0 "${PACKAGES[@]}")
+INSTALL=(as_root apt-get install -y -qq --no-install-recommends -o Dpkg::Use-Pty=0
+    -o DPkg::Lock::Timeout=600 "${PACKAGES[@]}")
 # One retry: on Docker images whose apt config deletes downloaded .debs after each dpkg run
 # (docker-clean), a large install can lose archives mid-way; the second run fetches them again
 # and configures what the first one unpacked.
@@ -130,12 +150,12 @@ if [[ " ${PACKAGES[*]} " == *" collectd-core "* ]]; then
     done
 
     for plugin in cpu memory load write_graphite; do
-        if [ ! -e "/usr/lib/collectd/$plugin.so" ]; then
+        if [ ! -e "$COLLECTD_PLUGINS/$plugin.so" ]; then
             echo "install-test-deps: collectd plugin $plugin missing after install" >&2
             exit 1
         fi
     done
-    echo "install-test-deps: $(/usr/sbin/collectd -h 2>/dev/null | grep -m1 -i '^collectd' || echo 'collectd installed')"
+    echo "install-test-deps: $("$COLLECTD" -h 2>/dev/null | grep -m1 -i '^collectd' || echo 'collectd installed')"
 fi
 
 if [[ " ${PACKAGES[*]} " == *" chromium "* ]]; then

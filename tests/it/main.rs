@@ -8,6 +8,7 @@ mod corruption;
 mod counters;
 mod dashboard;
 mod engine_basics;
+mod install_deps;
 mod model;
 mod render;
 mod reopen;

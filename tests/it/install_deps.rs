@@ -1,0 +1,105 @@
+//! `scripts/install-test-deps.sh` run twice at once, as `cargo test` does when the collectd and
+//! dashboard tests both find their programs missing on a fresh machine. The regression: the
+//! second `apt-get` failed on the dpkg lock ("Could not get lock
+//! /var/lib/dpkg/lock-frontend ... held by process ... (apt-get)").
+//!
+//! The script runs for real, against stub `apt-get`, `apt-cache`, `dpkg-query`, `sudo` and
+//! `systemctl` in a temporary directory (installing real packages would need the network and
+//! leave the machine changed). The stub `apt-get` behaves as dpkg does: a second one running
+//! while the first holds the lock fails at once.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+fn stub(dir: &Path, name: &str, body: &str) {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/usr/bin/env bash\nset -eu\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn two_runs_at_once_install_once_and_both_succeed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let bin = root.join("bin");
+    let installed = root.join("installed");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(installed.join("plugins")).unwrap();
+    stub(&bin, "apt-cache", "echo '  Candidate: 1.0-1'");
+    stub(&bin, "sudo", "exec \"$@\"");
+    stub(&bin, "systemctl", "exit 0");
+    stub(
+        &bin,
+        "dpkg-query",
+        "for p in fonts-liberation fonts-dejavu-core; do\n\
+           [ -e \"$STUB_ROOT/installed/$p\" ] && echo 'install ok installed'\n\
+         done; exit 0",
+    );
+    // Installs by creating the packages' files; refuses to run beside another apt-get.
+    stub(
+        &bin,
+        "apt-get",
+        r#"exec 8>>"$STUB_ROOT/dpkg.lock"
+if ! flock -n 8; then
+    echo "E: Could not get lock $STUB_ROOT/dpkg.lock. It is held by another apt-get" >&2
+    exit 100
+fi
+case " $* " in *" install "*) ;; *) exit 0 ;; esac
+echo "install $*" >> "$STUB_ROOT/apt.log"
+sleep 1
+for arg in "$@"; do
+    case "$arg" in
+        collectd-core)
+            printf '#!/bin/sh\necho "collectd 5.12 (stub)"\n' > "$COLLECTD"; chmod +x "$COLLECTD"
+            for p in cpu memory load write_graphite; do touch "$COLLECTD_PLUGINS/$p.so"; done ;;
+        chromium)
+            printf '#!/bin/sh\necho "Chromium (stub)"\n' > "$CHROMIUM"; chmod +x "$CHROMIUM" ;;
+        chromium-driver)
+            printf '#!/bin/sh\necho "ChromeDriver (stub)"\n' > "$CHROMEDRIVER"; chmod +x "$CHROMEDRIVER" ;;
+        fonts-*) touch "$STUB_ROOT/installed/$arg" ;;
+    esac
+done"#,
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-test-deps.sh");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let run = || {
+        Command::new("bash")
+            .arg(&script)
+            .env("PATH", &path)
+            .env("STUB_ROOT", root)
+            .env("COLLECTD", installed.join("collectd"))
+            .env("COLLECTD_PLUGINS", installed.join("plugins"))
+            .env("CHROMIUM", installed.join("chromium"))
+            .env("CHROMEDRIVER", installed.join("chromedriver"))
+            .env("POLICY_RC_D", root.join("policy-rc.d"))
+            .env("TIERDB_DEPS_LOCK", root.join("install.lock"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run bash")
+    };
+    let (first, second) = (run(), run());
+    let outputs = [first, second].map(|child| child.wait_with_output().unwrap());
+    for output in &outputs {
+        assert!(
+            output.status.success(),
+            "a run failed:\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    // One run installed everything; the other waited for it and found nothing missing.
+    let log = std::fs::read_to_string(root.join("apt.log")).unwrap();
+    assert_eq!(log.lines().count(), 1, "{log}");
+    for package in ["collectd-core", "chromium", "chromium-driver", "fonts-liberation"] {
+        assert!(log.contains(package), "{log}");
+    }
+    let said: String = outputs
+        .iter()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .collect();
+    assert!(said.contains("already installed"), "{said}");
+    // The temporary policy-rc.d was removed again.
+    assert!(!root.join("policy-rc.d").exists());
+}
