@@ -7,6 +7,7 @@
 //! `127.0.0.1:0` and call it directly.
 
 pub mod dashboard;
+pub mod error;
 pub mod graphite;
 pub mod http;
 pub mod metrics;

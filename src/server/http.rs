@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 
+use super::error::{blocking, ApiError};
 use super::render_api;
 use super::sink::IngestReport;
 use super::State;
@@ -23,7 +24,6 @@ use crate::ingest::influx::{self, Precision};
 use crate::query::{Display, Query, TierChoice};
 use crate::registry::{Selector, SeriesKey, TagFilter};
 use crate::time::{parse_time, Span};
-use crate::Error;
 
 /// The router of every endpoint. The token check wraps the API and unknown paths; the
 /// dashboard's page and assets are served without it (its script sends the token).
@@ -53,54 +53,6 @@ pub fn app(state: Arc<State>) -> Router {
         ));
     // Merged into the dashboard, the API router keeps its fallback, token check included.
     super::dashboard::routes().merge(api).with_state(state)
-}
-
-/// An error answer: client errors say what was wrong with the request; internal errors are
-/// logged and answered generically.
-#[derive(Debug)]
-pub enum ApiError {
-    /// 400, naming the parameter or input at fault.
-    BadRequest(String),
-    /// 404.
-    NotFound(String),
-    /// 401.
-    Unauthorized,
-    /// 500; the detail goes to the log only.
-    Internal(String),
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let (status, message) = match self {
-            ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
-            ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
-            ApiError::Unauthorized => (
-                StatusCode::UNAUTHORIZED,
-                "missing or wrong token: send Authorization: Bearer <token>".to_string(),
-            ),
-            ApiError::Internal(detail) => {
-                tracing::error!(%detail, "internal error answering a request");
-                (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal error; see the server log".to_string(),
-                )
-            }
-        };
-        (status, Json(serde_json::json!({ "error": message }))).into_response()
-    }
-}
-
-impl From<Error> for ApiError {
-    fn from(e: Error) -> Self {
-        match e {
-            Error::UnknownSeries(_) => ApiError::NotFound(e.to_string()),
-            Error::UnknownTier(_) => ApiError::BadRequest(format!("tier: {e}")),
-            Error::InvalidQuery(_) | Error::InvalidSeries { .. } => {
-                ApiError::BadRequest(e.to_string())
-            }
-            other => ApiError::Internal(other.to_string()),
-        }
-    }
 }
 
 /// Requires `Authorization: Bearer <token>` (or Influx's `Token <token>`) when a token is set.
@@ -505,7 +457,7 @@ async fn aggregate(
         whole_range,
     };
     let engine = Arc::clone(engine);
-    let result = super::render_api::blocking(move || engine.aggregate(&query)).await?;
+    let result = blocking(move || engine.aggregate(&query)).await?;
     Ok(Json(result).into_response())
 }
 

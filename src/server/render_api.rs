@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use rayon::prelude::*;
 
-use super::http::ApiError;
+use super::error::{blocking, ApiError};
 use super::State;
 use crate::counter::SeriesKind;
 use crate::query::MAX_QUERY_POINTS;
@@ -106,17 +106,6 @@ pub(super) async fn find(
     })
     .await?;
     Ok(Json(nodes).into_response())
-}
-
-/// Runs a read on the blocking pool: a render or aggregate over many series reads (in
-/// parallel) for longer than an async worker should be held.
-pub(super) async fn blocking<T: Send + 'static>(
-    read: impl FnOnce() -> Result<T> + Send + 'static,
-) -> std::result::Result<T, ApiError> {
-    tokio::task::spawn_blocking(read)
-        .await
-        .map_err(|e| ApiError::Internal(format!("read task failed: {e}")))?
-        .map_err(ApiError::from)
 }
 
 /// The query string's parameters followed by the body's, read as
