@@ -11,6 +11,7 @@ pub mod error;
 pub mod graphite;
 pub mod http;
 pub mod metrics;
+mod params;
 mod render_api;
 pub mod sink;
 pub mod stats;

@@ -9,12 +9,13 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State as AxumState};
-use axum::http::{header, HeaderMap};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use rayon::prelude::*;
 
 use super::error::{blocking, ApiError};
+use super::params::Params;
 use super::State;
 use crate::counter::SeriesKind;
 use crate::query::MAX_QUERY_POINTS;
@@ -35,8 +36,8 @@ pub(super) async fn render(
     headers: HeaderMap,
     body: Bytes,
 ) -> std::result::Result<Response, ApiError> {
-    let params = form_params(raw, &headers, &body)?;
-    match last(&params, "format") {
+    let params = Params::query_and_form(raw.as_deref(), &headers, &body)?;
+    match params.get("format") {
         None | Some("json") => {}
         Some(other) => {
             return Err(ApiError::BadRequest(format!(
@@ -47,12 +48,12 @@ pub(super) async fn render(
     let engine = Arc::clone(&state.engine);
     let now = engine.now();
     let time = |key: &str, default: &str| {
-        let text = last(&params, key).unwrap_or(default);
+        let text = params.get(key).unwrap_or(default);
         render::parse_time(text, now).map_err(|e| ApiError::BadRequest(format!("{key}: {e}")))
     };
     let from = time("from", "-24h")?;
     let until = time("until", "now")?;
-    let max_data_points = match last(&params, "maxDataPoints") {
+    let max_data_points = match params.get("maxDataPoints") {
         None => None,
         Some(text) => match text.trim().parse::<u32>() {
             Ok(n) if n > 0 => Some(n),
@@ -65,9 +66,9 @@ pub(super) async fn render(
     };
     let request = RenderRequest {
         // Blank targets (an emptied query row) select nothing rather than fail the panel.
-        targets: (params.iter())
-            .filter(|(k, v)| k == "target" && !v.trim().is_empty())
-            .map(|(_, v)| v.clone())
+        targets: (params.all("target"))
+            .filter(|v| !v.trim().is_empty())
+            .map(str::to_owned)
             .collect(),
         from,
         until,
@@ -87,8 +88,8 @@ pub(super) async fn find(
     headers: HeaderMap,
     body: Bytes,
 ) -> std::result::Result<Response, ApiError> {
-    let params = form_params(raw, &headers, &body)?;
-    match last(&params, "format") {
+    let params = Params::query_and_form(raw.as_deref(), &headers, &body)?;
+    match params.get("format") {
         None | Some("treejson") => {}
         Some(other) => {
             return Err(ApiError::BadRequest(format!(
@@ -96,7 +97,8 @@ pub(super) async fn find(
             )))
         }
     }
-    let query = last(&params, "query")
+    let query = params
+        .get("query")
         .ok_or_else(|| ApiError::BadRequest("query: missing (query=servers.*)".into()))?
         .to_owned();
     let engine = Arc::clone(&state.engine);
@@ -106,44 +108,6 @@ pub(super) async fn find(
     })
     .await?;
     Ok(Json(nodes).into_response())
-}
-
-/// The query string's parameters followed by the body's, read as
-/// `application/x-www-form-urlencoded` (Grafana POSTs its parameters that way). A body of
-/// another declared type is refused.
-fn form_params(
-    raw: Option<String>,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> std::result::Result<Vec<(String, String)>, ApiError> {
-    let mut params: Vec<(String, String)> =
-        form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
-            .into_owned()
-            .collect();
-    if body.is_empty() {
-        return Ok(params);
-    }
-    if let Some(kind) = headers.get(header::CONTENT_TYPE) {
-        let kind = kind.to_str().unwrap_or_default();
-        let essence = kind.split(';').next().unwrap_or_default().trim();
-        if !essence.eq_ignore_ascii_case("application/x-www-form-urlencoded") {
-            return Err(ApiError::BadRequest(format!(
-                "body: Content-Type {kind:?} is not application/x-www-form-urlencoded"
-            )));
-        }
-    }
-    params.extend(form_urlencoded::parse(body).into_owned());
-    Ok(params)
-}
-
-/// The last value of `key`: a parameter in both the query string and the body takes the
-/// body's, as in graphite-web (Django's `QueryDict.get`).
-fn last<'a>(params: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    params
-        .iter()
-        .rev()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
 }
 
 /// [`Source`] over the engine. Every fetch of a render reads one tier on one grid, so all the
