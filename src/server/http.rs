@@ -3,6 +3,9 @@
 //! metrics. `app(state)` is a plain router, so tests can drive it directly or over a real
 //! socket.
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -264,17 +267,21 @@ async fn json_write(
     Ok(write_answer(sink.finish().await?))
 }
 
-/// The series a request names: `series=name{k=v}`, or `series=name` plus `tag=k=v` pairs.
+/// The series a request names: `series=name{k=v}`, or `series=name` plus `tag=k=v` pairs
+/// (read as [`TagFilter`]s; only `k=v` names a series, so `k!=v` is refused).
 fn series_param(params: &Params) -> Result<String, ApiError> {
     let name = params.get("series").ok_or_else(|| {
         ApiError::BadRequest("series: missing (series=name or series=name{k=v,...})".into())
     })?;
     let tags: Vec<(String, String)> = params
         .all("tag")
-        .map(|v| {
-            v.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .ok_or_else(|| ApiError::BadRequest(format!("tag: {v:?} is not k=v")))
+        .map(|text| match TagFilter::parse(text) {
+            Ok(TagFilter::Eq(k, v)) => Ok((k, v)),
+            Ok(TagFilter::NotEq(..)) => Err(ApiError::BadRequest(format!(
+                "tag: {text:?} excludes series, but a query reads one series: name its tags \
+                 with k=v (k!=v filters work in /api/v1/series and /api/v1/aggregate)"
+            ))),
+            Err(e) => Err(ApiError::BadRequest(format!("tag: {e}"))),
         })
         .collect::<Result<_, _>>()?;
     if tags.is_empty() {
@@ -288,14 +295,10 @@ fn series_param(params: &Params) -> Result<String, ApiError> {
 /// The series a listing or aggregate covers: `match=glob` or `match=glob{k=v,k!=v}` (default
 /// `*`), plus any `tag=k=v` / `tag=k!=v` filters.
 fn selector_param(params: &Params) -> Result<Selector, ApiError> {
-    let mut selector = Selector::parse(params.get("match").unwrap_or("*"))
-        .map_err(|e| ApiError::BadRequest(format!("match: {e}")))?;
-    for value in params.all("tag") {
-        selector
-            .filters
-            .push(TagFilter::parse(value).map_err(|e| ApiError::BadRequest(format!("tag: {e}")))?);
-    }
-    Ok(selector)
+    Selector::parse(params.get("match").unwrap_or("*"))
+        .map_err(|e| ApiError::BadRequest(format!("match: {e}")))?
+        .with_tags(params.all("tag"))
+        .map_err(|e| ApiError::BadRequest(format!("tag: {e}")))
 }
 
 /// What every read takes besides the series: `from`, `to` (default the last hour), `tier`,
