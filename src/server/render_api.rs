@@ -18,7 +18,7 @@ use super::error::{blocking, ApiError};
 use super::params::Params;
 use super::State;
 use crate::counter::SeriesKind;
-use crate::query::MAX_QUERY_POINTS;
+use crate::query::{PointGrid, MAX_QUERY_POINTS};
 use crate::render::{
     self, graphite_path, Fetched, PathPattern, RenderRequest, Source, MAX_RENDER_VALUES,
 };
@@ -150,16 +150,19 @@ impl Source for EngineSource<'_> {
                 .matches(key)
                 .then(|| (graphite_path(key), id, key.clone()))
         });
-        let points = grid_points(from, until, i128::from(step));
+        let (first, points) = PointGrid::span(from, until, i128::from(step));
         within_budget(pattern, matched.len(), points)?;
         matched.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         // A range shorter than the step may hold no point's start (two hours inside one day
         // of the 1d tier): read the one point that holds `from` rather than answer nothing.
-        let from = match points {
-            0 => from - from.rem_euclid(step),
-            _ => from,
+        let (from, first) = match points {
+            0 => {
+                let start = from - from.rem_euclid(step);
+                (start, start)
+            }
+            // A point starts in [from, until), so `first` fits in an i64.
+            _ => (from, first as i64),
         };
-        let first = grid_first(from, step);
         matched
             .into_par_iter()
             .map(|(_, id, key)| {
@@ -190,23 +193,6 @@ fn within_budget(pattern: &PathPattern, series: usize, points: i128) -> Result<(
     Ok(())
 }
 
-/// Start of the first `step`-aligned point at or after `from`, as the engine's grid places it.
-fn grid_first(from: i64, step: i64) -> i64 {
-    let step = i128::from(step);
-    ((i128::from(from) + step - 1).div_euclid(step) * step) as i64
-}
-
-/// Points of the `step`-aligned grid over [from, until): intervals whose start lies inside.
-fn grid_points(from: i64, until: i64, step: i128) -> i128 {
-    let (from, until) = (i128::from(from), i128::from(until));
-    let first = (from + step - 1).div_euclid(step) * step;
-    if first >= until {
-        0
-    } else {
-        (until - first + step - 1) / step
-    }
-}
-
 /// A step for [from, until) within `max_points`: `resolution` times `ceil(buckets /
 /// max_points)`, where `buckets` counts the tier's buckets in the range, or times the next
 /// whole number up when the grid of that step, aligned differently, still has one point too
@@ -219,10 +205,10 @@ fn grid_points(from: i64, until: i64, step: i128) -> i128 {
 fn step_within(from: i64, until: i64, resolution: i64, max_points: u32) -> Result<i64> {
     let resolution = i128::from(resolution.max(1));
     let budget = i128::from(max_points.max(1));
-    let buckets = grid_points(from, until, resolution);
+    let buckets = PointGrid::span(from, until, resolution).1;
     // ceil(buckets / budget) is almost always enough; an unaligned range may need one more.
     let mut k = ((buckets + budget - 1) / budget).max(1);
-    while grid_points(from, until, resolution * k) > budget {
+    while PointGrid::span(from, until, resolution * k).1 > budget {
         k += 1;
     }
     i64::try_from(resolution * k)
