@@ -386,16 +386,11 @@ async fn query(
     let result = engine.query(&query)?;
     match params.get("format").unwrap_or("json") {
         "json" => Ok(Json(result).into_response()),
-        "csv" => {
-            let mut out = String::from("ts,value\n");
-            for (ts, value) in &result.points {
-                match value {
-                    Some(v) => out.push_str(&format!("{ts},{v}\n")),
-                    None => out.push_str(&format!("{ts},\n")),
-                }
-            }
-            Ok(([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], out).into_response())
-        }
+        "csv" => Ok((
+            [(header::CONTENT_TYPE, "text/csv; charset=utf-8")],
+            result.csv(),
+        )
+            .into_response()),
         other => Err(ApiError::BadRequest(format!(
             "format: {other:?} is not json or csv"
         ))),
