@@ -1,5 +1,5 @@
 //! Errors of the HTTP API: [`ApiError`], how the engine's [`Error`] maps onto it, and
-//! [`blocking`], which runs a long read off the async workers and answers its failure as one.
+//! `blocking`, which runs a long read off the async workers and answers its failure as one.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
