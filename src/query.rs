@@ -385,15 +385,8 @@ impl PointGrid {
                 spec.name, spec.resolution
             )));
         }
-        // Range arithmetic in i128: clients may send any i64 for from, to and step.
         let step_secs = i128::from(step.secs());
-        let (from_wide, to_wide) = (i128::from(from), i128::from(to));
-        let first = (from_wide + step_secs - 1).div_euclid(step_secs) * step_secs;
-        let points = if first >= to_wide {
-            0
-        } else {
-            (to_wide - first + step_secs - 1) / step_secs
-        };
+        let (first, points) = PointGrid::span(from, to, step_secs);
         if points > i128::from(MAX_QUERY_POINTS) {
             return Err(Error::InvalidQuery(format!(
                 "{points} points requested; at most {MAX_QUERY_POINTS} (use a coarser step or tier)"
@@ -419,9 +412,9 @@ impl PointGrid {
     pub fn whole(spec: &TierSpec, from: Timestamp, to: Timestamp) -> Result<PointGrid> {
         check_range(from, to)?;
         let res = i128::from(spec.resolution.secs());
-        let first = (i128::from(from) + res - 1).div_euclid(res) * res;
-        let last = (i128::from(to) + res - 1).div_euclid(res) * res;
-        let width = (last - first).max(0);
+        let (first, buckets) = PointGrid::span(from, to, res);
+        let width = buckets * res;
+        let last = first + width;
         Ok(PointGrid {
             first: first.min(i128::from(i64::MAX)) as Timestamp,
             step: width.clamp(res, i128::from(i64::MAX)) as i64,
@@ -430,6 +423,23 @@ impl PointGrid {
             res: res as i64,
             period: spec.period.secs() as i64,
         })
+    }
+
+    /// The `step`-aligned grid over `[from, to)`: the first `step`-aligned instant at or after
+    /// `from`, and how many `step`-aligned points start in `[from, to)` (0 when none does).
+    /// In i128, as clients may send any i64 for from, to and step; `step` must be positive.
+    ///
+    /// The one copy of this arithmetic: [`PointGrid::new`], [`PointGrid::whole`] and the
+    /// server's render API (`server/render_api.rs`, which sizes its grid before it reads) call it.
+    pub(crate) fn span(from: Timestamp, to: Timestamp, step: i128) -> (i128, i128) {
+        let (from, to) = (i128::from(from), i128::from(to));
+        let first = (from + step - 1).div_euclid(step) * step;
+        let points = if first >= to {
+            0
+        } else {
+            (to - first + step - 1) / step
+        };
+        (first, points)
     }
 
     /// Start of point `index`.

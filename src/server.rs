@@ -7,9 +7,11 @@
 //! `127.0.0.1:0` and call it directly.
 
 pub mod dashboard;
+pub mod error;
 pub mod graphite;
 pub mod http;
 pub mod metrics;
+mod params;
 mod render_api;
 pub mod sink;
 pub mod stats;

@@ -62,11 +62,7 @@ pub async fn serve_tcp(
 /// One TCP stream: lines split on `\n` (a trailing `\r` is the parser's business), each
 /// parsed and queued, the batch written after every read.
 async fn connection(mut stream: TcpStream, state: &State, mut shutdown: watch::Receiver<bool>) {
-    let mut sink = Sink::new(
-        Arc::clone(&state.engine),
-        Arc::clone(&state.stats),
-        state.limits.max_series,
-    );
+    let mut sink = state.sink();
     let mut lines = LineSplitter::default();
     let mut buf = vec![0u8; READ_BUFFER];
     let mut drain_until: Option<Instant> = None;
@@ -115,11 +111,7 @@ async fn connection(mut stream: TcpStream, state: &State, mut shutdown: watch::R
 
 /// Datagrams until `shutdown` flips; each datagram holds whole lines.
 pub async fn serve_udp(socket: UdpSocket, state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
-    let mut sink = Sink::new(
-        Arc::clone(&state.engine),
-        Arc::clone(&state.stats),
-        state.limits.max_series,
-    );
+    let mut sink = state.sink();
     let mut buf = vec![0u8; READ_BUFFER];
     loop {
         let n = tokio::select! {

@@ -3,6 +3,9 @@
 //! metrics. `app(state)` is a plain router, so tests can drive it directly or over a real
 //! socket.
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -14,6 +17,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 
+use super::error::{blocking, ApiError};
+use super::params::Params;
 use super::render_api;
 use super::sink::IngestReport;
 use super::State;
@@ -23,7 +28,6 @@ use crate::ingest::influx::{self, Precision};
 use crate::query::{Display, Query, TierChoice};
 use crate::registry::{Selector, SeriesKey, TagFilter};
 use crate::time::{parse_time, Span};
-use crate::Error;
 
 /// The router of every endpoint. The token check wraps the API and unknown paths; the
 /// dashboard's page and assets are served without it (its script sends the token).
@@ -53,54 +57,6 @@ pub fn app(state: Arc<State>) -> Router {
         ));
     // Merged into the dashboard, the API router keeps its fallback, token check included.
     super::dashboard::routes().merge(api).with_state(state)
-}
-
-/// An error answer: client errors say what was wrong with the request; internal errors are
-/// logged and answered generically.
-#[derive(Debug)]
-pub enum ApiError {
-    /// 400, naming the parameter or input at fault.
-    BadRequest(String),
-    /// 404.
-    NotFound(String),
-    /// 401.
-    Unauthorized,
-    /// 500; the detail goes to the log only.
-    Internal(String),
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let (status, message) = match self {
-            ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
-            ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
-            ApiError::Unauthorized => (
-                StatusCode::UNAUTHORIZED,
-                "missing or wrong token: send Authorization: Bearer <token>".to_string(),
-            ),
-            ApiError::Internal(detail) => {
-                tracing::error!(%detail, "internal error answering a request");
-                (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal error; see the server log".to_string(),
-                )
-            }
-        };
-        (status, Json(serde_json::json!({ "error": message }))).into_response()
-    }
-}
-
-impl From<Error> for ApiError {
-    fn from(e: Error) -> Self {
-        match e {
-            Error::UnknownSeries(_) => ApiError::NotFound(e.to_string()),
-            Error::UnknownTier(_) => ApiError::BadRequest(format!("tier: {e}")),
-            Error::InvalidQuery(_) | Error::InvalidSeries { .. } => {
-                ApiError::BadRequest(e.to_string())
-            }
-            other => ApiError::Internal(other.to_string()),
-        }
-    }
 }
 
 /// Requires `Authorization: Bearer <token>` (or Influx's `Token <token>`) when a token is set.
@@ -136,20 +92,6 @@ fn same_secret(given: &[u8], expected: &[u8]) -> bool {
             == 0
 }
 
-/// Query parameters in order, repeated keys kept.
-fn params(raw: Option<String>) -> Vec<(String, String)> {
-    form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
-        .into_owned()
-        .collect()
-}
-
-fn param<'a>(params: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    params
-        .iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
-}
-
 /// The answer to a write: 204 when everything landed, 400 with counts and the first reasons
 /// (with line numbers) when some lines were refused; the good lines land either way.
 /// When the server itself failed (a full disk) and nothing landed, 503 says a retry is safe;
@@ -183,7 +125,7 @@ async fn influx_v1(
     RawQuery(raw): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let params = params(raw);
+    let params = Params::query(raw.as_deref());
     let precision = precision(&params, Precision::parse_v1)?;
     influx_write(&state, precision, kind_param(&params)?, &body).await
 }
@@ -195,17 +137,17 @@ async fn influx_v2(
     RawQuery(raw): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let params = params(raw);
+    let params = Params::query(raw.as_deref());
     let precision = precision(&params, Precision::parse_v2)?;
     influx_write(&state, precision, kind_param(&params)?, &body).await
 }
 
 /// The `precision` parameter read by the API version's rules; nanoseconds when absent.
 fn precision(
-    params: &[(String, String)],
+    params: &Params,
     parse: fn(&str) -> Result<Precision, String>,
 ) -> Result<Precision, ApiError> {
-    match param(params, "precision") {
+    match params.get("precision") {
         Some(p) => parse(p).map_err(|e| ApiError::BadRequest(format!("precision: {e}"))),
         None => Ok(Precision::Nanoseconds),
     }
@@ -213,8 +155,9 @@ fn precision(
 
 /// The `kind` parameter of a write (`gauge` or `counter`): the kind every series of the
 /// request is declared as; `None` when absent (rules and earlier declarations decide).
-fn kind_param(params: &[(String, String)]) -> Result<Option<SeriesKind>, ApiError> {
-    param(params, "kind")
+fn kind_param(params: &Params) -> Result<Option<SeriesKind>, ApiError> {
+    params
+        .get("kind")
         .map(|k| {
             k.parse()
                 .map_err(|e| ApiError::BadRequest(format!("kind: {e}")))
@@ -276,7 +219,7 @@ async fn json_write(
     RawQuery(raw): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let request_kind = kind_param(&params(raw))?;
+    let request_kind = kind_param(&Params::query(raw.as_deref()))?;
     let items: Vec<serde_json::Value> = serde_json::from_slice(&body).map_err(|e| {
         ApiError::BadRequest(format!(
             "body: expected a JSON array of {{series, tags?, ts, value, kind?}}: {e}"
@@ -324,18 +267,21 @@ async fn json_write(
     Ok(write_answer(sink.finish().await?))
 }
 
-/// The series a request names: `series=name{k=v}`, or `series=name` plus `tag=k=v` pairs.
-fn series_param(params: &[(String, String)]) -> Result<String, ApiError> {
-    let name = param(params, "series").ok_or_else(|| {
+/// The series a request names: `series=name{k=v}`, or `series=name` plus `tag=k=v` pairs
+/// (read as [`TagFilter`]s; only `k=v` names a series, so `k!=v` is refused).
+fn series_param(params: &Params) -> Result<String, ApiError> {
+    let name = params.get("series").ok_or_else(|| {
         ApiError::BadRequest("series: missing (series=name or series=name{k=v,...})".into())
     })?;
     let tags: Vec<(String, String)> = params
-        .iter()
-        .filter(|(k, _)| k == "tag")
-        .map(|(_, v)| {
-            v.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .ok_or_else(|| ApiError::BadRequest(format!("tag: {v:?} is not k=v")))
+        .all("tag")
+        .map(|text| match TagFilter::parse(text) {
+            Ok(TagFilter::Eq(k, v)) => Ok((k, v)),
+            Ok(TagFilter::NotEq(..)) => Err(ApiError::BadRequest(format!(
+                "tag: {text:?} excludes series, but a query reads one series: name its tags \
+                 with k=v (k!=v filters work in /api/v1/series and /api/v1/aggregate)"
+            ))),
+            Err(e) => Err(ApiError::BadRequest(format!("tag: {e}"))),
         })
         .collect::<Result<_, _>>()?;
     if tags.is_empty() {
@@ -348,17 +294,11 @@ fn series_param(params: &[(String, String)]) -> Result<String, ApiError> {
 
 /// The series a listing or aggregate covers: `match=glob` or `match=glob{k=v,k!=v}` (default
 /// `*`), plus any `tag=k=v` / `tag=k!=v` filters.
-fn selector_param(params: &[(String, String)]) -> Result<Selector, ApiError> {
-    let mut selector = Selector::parse(param(params, "match").unwrap_or("*"))
-        .map_err(|e| ApiError::BadRequest(format!("match: {e}")))?;
-    for (key, value) in params {
-        if key == "tag" {
-            selector.filters.push(
-                TagFilter::parse(value).map_err(|e| ApiError::BadRequest(format!("tag: {e}")))?,
-            );
-        }
-    }
-    Ok(selector)
+fn selector_param(params: &Params) -> Result<Selector, ApiError> {
+    Selector::parse(params.get("match").unwrap_or("*"))
+        .map_err(|e| ApiError::BadRequest(format!("match: {e}")))?
+        .with_tags(params.all("tag"))
+        .map_err(|e| ApiError::BadRequest(format!("tag: {e}")))
 }
 
 /// What every read takes besides the series: `from`, `to` (default the last hour), `tier`,
@@ -372,13 +312,10 @@ struct ReadParams {
     max_points: Option<u32>,
 }
 
-fn read_params(
-    engine: &crate::Engine,
-    params: &[(String, String)],
-) -> Result<ReadParams, ApiError> {
+fn read_params(engine: &crate::Engine, params: &Params) -> Result<ReadParams, ApiError> {
     let now = engine.now();
     let time = |key: &str, default: i64| -> Result<i64, ApiError> {
-        match param(params, key) {
+        match params.get(key) {
             Some(text) => {
                 parse_time(text, now).map_err(|e| ApiError::BadRequest(format!("{key}: {e}")))
             }
@@ -387,7 +324,7 @@ fn read_params(
     };
     let to = time("to", now)?;
     let from = time("from", to.saturating_sub(3600))?;
-    let tier = TierChoice::from(param(params, "tier").unwrap_or("auto"));
+    let tier = TierChoice::from(params.get("tier").unwrap_or("auto"));
     if let TierChoice::Named(name) = &tier {
         if engine.config().tier_index(name).is_none() {
             let known: Vec<&str> = engine
@@ -402,16 +339,18 @@ fn read_params(
             )));
         }
     }
-    let display = match param(params, "display") {
+    let display = match params.get("display") {
         Some(display) => display
             .parse::<Display>()
             .map_err(|e| ApiError::BadRequest(format!("display: {e}")))?,
         None => Display::Avg,
     };
-    let step = param(params, "step")
+    let step = params
+        .get("step")
         .map(|step| Span::parse(step).map_err(|e| ApiError::BadRequest(format!("step: {e}"))))
         .transpose()?;
-    let max_points = param(params, "max_points")
+    let max_points = params
+        .get("max_points")
         .map(|max| {
             max.parse().map_err(|_| {
                 ApiError::BadRequest(format!("max_points: {max:?} is not a whole number"))
@@ -432,7 +371,7 @@ async fn query(
     AxumState(state): AxumState<Arc<State>>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
-    let params = params(raw);
+    let params = Params::query(raw.as_deref());
     let engine = &state.engine;
     let read = read_params(engine, &params)?;
     let query = Query {
@@ -445,18 +384,13 @@ async fn query(
         max_points: read.max_points,
     };
     let result = engine.query(&query)?;
-    match param(&params, "format").unwrap_or("json") {
+    match params.get("format").unwrap_or("json") {
         "json" => Ok(Json(result).into_response()),
-        "csv" => {
-            let mut out = String::from("ts,value\n");
-            for (ts, value) in &result.points {
-                match value {
-                    Some(v) => out.push_str(&format!("{ts},{v}\n")),
-                    None => out.push_str(&format!("{ts},\n")),
-                }
-            }
-            Ok(([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], out).into_response())
-        }
+        "csv" => Ok((
+            [(header::CONTENT_TYPE, "text/csv; charset=utf-8")],
+            result.csv(),
+        )
+            .into_response()),
         other => Err(ApiError::BadRequest(format!(
             "format: {other:?} is not json or csv"
         ))),
@@ -470,14 +404,15 @@ async fn aggregate(
     AxumState(state): AxumState<Arc<State>>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
-    let params = params(raw);
+    let params = Params::query(raw.as_deref());
     let engine = &state.engine;
     let read = read_params(engine, &params)?;
-    let aggregation = param(&params, "agg")
+    let aggregation = params
+        .get("agg")
         .unwrap_or("sum")
         .parse::<Aggregation>()
         .map_err(|e| ApiError::BadRequest(format!("agg: {e}")))?;
-    let whole_range = match param(&params, "range") {
+    let whole_range = match params.get("range") {
         None | Some("points") => false,
         Some("whole") => true,
         Some(other) => {
@@ -489,9 +424,8 @@ async fn aggregate(
     let query = AggregateQuery {
         selector: selector_param(&params)?,
         group_by: params
-            .iter()
-            .filter(|(k, _)| k == "group_by")
-            .flat_map(|(_, v)| v.split(','))
+            .all("group_by")
+            .flat_map(|v| v.split(','))
             .filter(|k| !k.is_empty())
             .map(str::to_owned)
             .collect(),
@@ -505,7 +439,7 @@ async fn aggregate(
         whole_range,
     };
     let engine = Arc::clone(engine);
-    let result = super::render_api::blocking(move || engine.aggregate(&query)).await?;
+    let result = blocking(move || engine.aggregate(&query)).await?;
     Ok(Json(result).into_response())
 }
 
@@ -513,7 +447,7 @@ async fn series(
     AxumState(state): AxumState<Arc<State>>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
-    let params = params(raw);
+    let params = Params::query(raw.as_deref());
     let selector = selector_param(&params)?;
     let names: Vec<String> = state
         .engine

@@ -9,15 +9,16 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State as AxumState};
-use axum::http::{header, HeaderMap};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use rayon::prelude::*;
 
-use super::http::ApiError;
+use super::error::{blocking, ApiError};
+use super::params::Params;
 use super::State;
 use crate::counter::SeriesKind;
-use crate::query::MAX_QUERY_POINTS;
+use crate::query::{PointGrid, MAX_QUERY_POINTS};
 use crate::render::{
     self, graphite_path, Fetched, PathPattern, RenderRequest, Source, MAX_RENDER_VALUES,
 };
@@ -35,8 +36,8 @@ pub(super) async fn render(
     headers: HeaderMap,
     body: Bytes,
 ) -> std::result::Result<Response, ApiError> {
-    let params = form_params(raw, &headers, &body)?;
-    match last(&params, "format") {
+    let params = Params::query_and_form(raw.as_deref(), &headers, &body)?;
+    match params.get("format") {
         None | Some("json") => {}
         Some(other) => {
             return Err(ApiError::BadRequest(format!(
@@ -47,12 +48,12 @@ pub(super) async fn render(
     let engine = Arc::clone(&state.engine);
     let now = engine.now();
     let time = |key: &str, default: &str| {
-        let text = last(&params, key).unwrap_or(default);
+        let text = params.get(key).unwrap_or(default);
         crate::time::parse_time(text, now).map_err(|e| ApiError::BadRequest(format!("{key}: {e}")))
     };
     let from = time("from", "-24h")?;
     let until = time("until", "now")?;
-    let max_data_points = match last(&params, "maxDataPoints") {
+    let max_data_points = match params.get("maxDataPoints") {
         None => None,
         Some(text) => match text.trim().parse::<u32>() {
             Ok(n) if n > 0 => Some(n),
@@ -65,9 +66,9 @@ pub(super) async fn render(
     };
     let request = RenderRequest {
         // Blank targets (an emptied query row) select nothing rather than fail the panel.
-        targets: (params.iter())
-            .filter(|(k, v)| k == "target" && !v.trim().is_empty())
-            .map(|(_, v)| v.clone())
+        targets: (params.all("target"))
+            .filter(|v| !v.trim().is_empty())
+            .map(str::to_owned)
             .collect(),
         from,
         until,
@@ -87,8 +88,8 @@ pub(super) async fn find(
     headers: HeaderMap,
     body: Bytes,
 ) -> std::result::Result<Response, ApiError> {
-    let params = form_params(raw, &headers, &body)?;
-    match last(&params, "format") {
+    let params = Params::query_and_form(raw.as_deref(), &headers, &body)?;
+    match params.get("format") {
         None | Some("treejson") => {}
         Some(other) => {
             return Err(ApiError::BadRequest(format!(
@@ -96,7 +97,8 @@ pub(super) async fn find(
             )))
         }
     }
-    let query = last(&params, "query")
+    let query = params
+        .get("query")
         .ok_or_else(|| ApiError::BadRequest("query: missing (query=servers.*)".into()))?
         .to_owned();
     let engine = Arc::clone(&state.engine);
@@ -106,55 +108,6 @@ pub(super) async fn find(
     })
     .await?;
     Ok(Json(nodes).into_response())
-}
-
-/// Runs a read on the blocking pool: a render or aggregate over many series reads (in
-/// parallel) for longer than an async worker should be held.
-pub(super) async fn blocking<T: Send + 'static>(
-    read: impl FnOnce() -> Result<T> + Send + 'static,
-) -> std::result::Result<T, ApiError> {
-    tokio::task::spawn_blocking(read)
-        .await
-        .map_err(|e| ApiError::Internal(format!("read task failed: {e}")))?
-        .map_err(ApiError::from)
-}
-
-/// The query string's parameters followed by the body's, read as
-/// `application/x-www-form-urlencoded` (Grafana POSTs its parameters that way). A body of
-/// another declared type is refused.
-fn form_params(
-    raw: Option<String>,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> std::result::Result<Vec<(String, String)>, ApiError> {
-    let mut params: Vec<(String, String)> =
-        form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
-            .into_owned()
-            .collect();
-    if body.is_empty() {
-        return Ok(params);
-    }
-    if let Some(kind) = headers.get(header::CONTENT_TYPE) {
-        let kind = kind.to_str().unwrap_or_default();
-        let essence = kind.split(';').next().unwrap_or_default().trim();
-        if !essence.eq_ignore_ascii_case("application/x-www-form-urlencoded") {
-            return Err(ApiError::BadRequest(format!(
-                "body: Content-Type {kind:?} is not application/x-www-form-urlencoded"
-            )));
-        }
-    }
-    params.extend(form_urlencoded::parse(body).into_owned());
-    Ok(params)
-}
-
-/// The last value of `key`: a parameter in both the query string and the body takes the
-/// body's, as in graphite-web (Django's `QueryDict.get`).
-fn last<'a>(params: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    params
-        .iter()
-        .rev()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
 }
 
 /// [`Source`] over the engine. Every fetch of a render reads one tier on one grid, so all the
@@ -197,16 +150,19 @@ impl Source for EngineSource<'_> {
                 .matches(key)
                 .then(|| (graphite_path(key), id, key.clone()))
         });
-        let points = grid_points(from, until, i128::from(step));
+        let (first, points) = PointGrid::span(from, until, i128::from(step));
         within_budget(pattern, matched.len(), points)?;
         matched.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         // A range shorter than the step may hold no point's start (two hours inside one day
         // of the 1d tier): read the one point that holds `from` rather than answer nothing.
-        let from = match points {
-            0 => from - from.rem_euclid(step),
-            _ => from,
+        let (from, first) = match points {
+            0 => {
+                let start = from - from.rem_euclid(step);
+                (start, start)
+            }
+            // A point starts in [from, until), so `first` fits in an i64.
+            _ => (from, first as i64),
         };
-        let first = grid_first(from, step);
         matched
             .into_par_iter()
             .map(|(_, id, key)| {
@@ -242,23 +198,6 @@ fn within_budget(pattern: &PathPattern, series: usize, points: i128) -> Result<(
     Ok(())
 }
 
-/// Start of the first `step`-aligned point at or after `from`, as the engine's grid places it.
-fn grid_first(from: i64, step: i64) -> i64 {
-    let step = i128::from(step);
-    ((i128::from(from) + step - 1).div_euclid(step) * step) as i64
-}
-
-/// Points of the `step`-aligned grid over [from, until): intervals whose start lies inside.
-fn grid_points(from: i64, until: i64, step: i128) -> i128 {
-    let (from, until) = (i128::from(from), i128::from(until));
-    let first = (from + step - 1).div_euclid(step) * step;
-    if first >= until {
-        0
-    } else {
-        (until - first + step - 1) / step
-    }
-}
-
 /// A step for [from, until) within `max_points`: `resolution` times `ceil(buckets /
 /// max_points)`, where `buckets` counts the tier's buckets in the range, or times the next
 /// whole number up when the grid of that step, aligned differently, still has one point too
@@ -271,10 +210,10 @@ fn grid_points(from: i64, until: i64, step: i128) -> i128 {
 fn step_within(from: i64, until: i64, resolution: i64, max_points: u32) -> Result<i64> {
     let resolution = i128::from(resolution.max(1));
     let budget = i128::from(max_points.max(1));
-    let buckets = grid_points(from, until, resolution);
+    let buckets = PointGrid::span(from, until, resolution).1;
     // ceil(buckets / budget) is almost always enough; an unaligned range may need one more.
     let mut k = ((buckets + budget - 1) / budget).max(1);
-    while grid_points(from, until, resolution * k) > budget {
+    while PointGrid::span(from, until, resolution * k).1 > budget {
         k += 1;
     }
     i64::try_from(resolution * k)

@@ -1,7 +1,8 @@
 //! Tests of the step that keeps a render's grid within its point budget, and of the budget
 //! of values one target may read.
 
-use super::{grid_points, step_within, within_budget};
+use super::{step_within, within_budget};
+use crate::query::PointGrid;
 use crate::render::{PathPattern, MAX_RENDER_VALUES};
 
 #[test]
@@ -16,7 +17,7 @@ fn step_keeps_every_grid_within_the_budget() {
     ] {
         let step = step_within(from, until, resolution, max).unwrap();
         assert_eq!(step % resolution, 0, "{from}..{until} at {resolution}");
-        let points = grid_points(from, until, i128::from(step));
+        let points = PointGrid::span(from, until, i128::from(step)).1;
         assert!(
             points <= i128::from(max),
             "{from}..{until}: {points} > {max}"

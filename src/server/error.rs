@@ -1,0 +1,67 @@
+//! Errors of the HTTP API: [`ApiError`], how the engine's [`Error`] maps onto it, and
+//! `blocking`, which runs a long read off the async workers and answers its failure as one.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+use crate::{Error, Result};
+
+/// An error answer: client errors say what was wrong with the request; internal errors are
+/// logged and answered generically.
+#[derive(Debug)]
+pub enum ApiError {
+    /// 400, naming the parameter or input at fault.
+    BadRequest(String),
+    /// 404.
+    NotFound(String),
+    /// 401.
+    Unauthorized,
+    /// 500; the detail goes to the log only.
+    Internal(String),
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, message) = match self {
+            ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
+            ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
+            ApiError::Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong token: send Authorization: Bearer <token>".to_string(),
+            ),
+            ApiError::Internal(detail) => {
+                tracing::error!(%detail, "internal error answering a request");
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal error; see the server log".to_string(),
+                )
+            }
+        };
+        (status, Json(serde_json::json!({ "error": message }))).into_response()
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::UnknownSeries(_) => ApiError::NotFound(e.to_string()),
+            Error::UnknownTier(_) => ApiError::BadRequest(format!("tier: {e}")),
+            Error::InvalidQuery(_) | Error::InvalidSeries { .. } => {
+                ApiError::BadRequest(e.to_string())
+            }
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+/// Runs a read on the blocking pool: a render or aggregate over many series reads (in
+/// parallel) for longer than an async worker should be held.
+pub(super) async fn blocking<T: Send + 'static>(
+    read: impl FnOnce() -> Result<T> + Send + 'static,
+) -> std::result::Result<T, ApiError> {
+    tokio::task::spawn_blocking(read)
+        .await
+        .map_err(|e| ApiError::Internal(format!("read task failed: {e}")))?
+        .map_err(ApiError::from)
+}

@@ -1,0 +1,72 @@
+//! The one reader of request parameters, for every endpoint: the query string, and for
+//! Graphite's `/render` and `/metrics/find` also a form-encoded POST body after it.
+//!
+//! The rule, everywhere: a key given more than once takes its last value, Graphite's
+//! form-POST rule (graphite-web reads parameters with Django's `QueryDict.get`), so a body
+//! value wins over the query string's. Repeatable parameters (`target`, `tag`, `group_by`)
+//! are read with [`Params::all`], every value in order.
+
+#[cfg(test)]
+mod tests;
+
+use axum::http::{header, HeaderMap};
+
+use super::error::ApiError;
+
+/// A request's parameters in the order they were sent, repeated keys kept.
+pub(super) struct Params(Vec<(String, String)>);
+
+impl Params {
+    /// The query string's parameters (`raw` as axum's `RawQuery` gives it).
+    pub(super) fn query(raw: Option<&str>) -> Params {
+        Params(
+            form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
+                .into_owned()
+                .collect(),
+        )
+    }
+
+    /// The query string's parameters followed by the body's, read as
+    /// `application/x-www-form-urlencoded` (Grafana POSTs its parameters that way).
+    ///
+    /// # Errors
+    /// [`ApiError::BadRequest`] for a non-empty body of another declared `Content-Type`.
+    pub(super) fn query_and_form(
+        raw: Option<&str>,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<Params, ApiError> {
+        let mut params = Params::query(raw);
+        if body.is_empty() {
+            return Ok(params);
+        }
+        if let Some(kind) = headers.get(header::CONTENT_TYPE) {
+            let kind = kind.to_str().unwrap_or_default();
+            let essence = kind.split(';').next().unwrap_or_default().trim();
+            if !essence.eq_ignore_ascii_case("application/x-www-form-urlencoded") {
+                return Err(ApiError::BadRequest(format!(
+                    "body: Content-Type {kind:?} is not application/x-www-form-urlencoded"
+                )));
+            }
+        }
+        params.0.extend(form_urlencoded::parse(body).into_owned());
+        Ok(params)
+    }
+
+    /// The last value of `key` (see the module docs for why the last).
+    pub(super) fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of `key`, in the order sent.
+    pub(super) fn all<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> {
+        self.0
+            .iter()
+            .filter(move |(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
