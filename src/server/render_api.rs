@@ -1,6 +1,6 @@
 //! Graphite's HTTP read API, as Grafana's Graphite data source calls it: `/render` and
-//! `/metrics/find`, by GET or by form-encoded POST, answered by [`crate::render`] over
-//! [`EngineSource`], which reads matching series from the engine.
+//! `/metrics/find`, by GET or by form-encoded POST, answered by [`crate::render`] over the
+//! engine's [`Reader`], which implements render's [`Source`] here.
 
 #[cfg(test)]
 mod tests;
@@ -23,7 +23,7 @@ use crate::render::{
     self, graphite_path, Fetched, PathPattern, RenderRequest, Source, MAX_RENDER_VALUES,
 };
 use crate::time::Span;
-use crate::{Engine, Error, Result};
+use crate::{Error, Reader, Result};
 
 /// `GET|POST /render`: `target` (repeatable), `from` (default `-24h`), `until` (default
 /// `now`), `format` (`json`, the default, is the only one), `maxDataPoints`. Answers
@@ -75,7 +75,7 @@ pub(super) async fn render(
         max_data_points,
         default_max_points: engine.config().engine.max_points,
     };
-    let series = blocking(move || render::render(&EngineSource::new(&engine), &request)).await?;
+    let series = blocking(move || render::render(&engine.reader(), &request)).await?;
     Ok(Json(series).into_response())
 }
 
@@ -110,21 +110,11 @@ pub(super) async fn find(
     Ok(Json(nodes).into_response())
 }
 
-/// [`Source`] over the engine. Every fetch of a render reads one tier on one grid, so all the
-/// series it returns share start and step, which functions combining series rely on.
-pub(crate) struct EngineSource<'a> {
-    engine: &'a Engine,
-}
-
-impl<'a> EngineSource<'a> {
-    /// A source reading `engine`.
-    pub(crate) fn new(engine: &'a Engine) -> EngineSource<'a> {
-        EngineSource { engine }
-    }
-}
-
-impl Source for EngineSource<'_> {
-    /// The tier is the engine's `auto` choice for the range and budget. The step is the
+/// The engine's read view as render's source. Every fetch of a render reads one tier on one
+/// grid, so all the series it returns share start and step, which functions combining series
+/// rely on.
+impl Source for Reader<'_> {
+    /// The tier is the `auto` choice for the range and budget. The step is the
     /// tier's resolution, or a multiple of it that keeps the grid within `max_points`
     /// (capped at [`MAX_QUERY_POINTS`]) when even the chosen tier has more buckets than that
     /// (see [`step_within`]). Points are those whose start lies in [from, until), or the one
@@ -138,14 +128,13 @@ impl Source for EngineSource<'_> {
         until: i64,
         max_points: u32,
     ) -> Result<Vec<Fetched>> {
-        let engine = self.engine;
         let max_points = max_points.clamp(1, MAX_QUERY_POINTS as u32);
-        let tier = engine.reader().auto_tier(from, until, max_points);
-        let resolution = engine.config().tiers[tier].resolution.secs() as i64;
+        let tier = self.auto_tier(from, until, max_points);
+        let resolution = self.config().tiers[tier].resolution.secs() as i64;
         let step = step_within(from, until, resolution, max_points)?;
         // One scan under the registry's read lock, even for a literal name: the pattern also
         // selects the name's tagged variants, and the registry has no index by bare name.
-        let mut matched = engine.registry().select(|id, key| {
+        let mut matched = self.registry().select(|id, key| {
             pattern
                 .matches(key)
                 .then(|| (graphite_path(key), id, key.clone()))
@@ -166,19 +155,14 @@ impl Source for EngineSource<'_> {
         matched
             .into_par_iter()
             .map(|(_, id, key)| {
-                let read = engine.reader().read_buckets(
-                    id,
-                    tier,
-                    from,
-                    until,
-                    Span::from_secs(step as u64),
-                )?;
+                let read =
+                    self.read_buckets(id, tier, from, until, Span::from_secs(step as u64))?;
                 Ok(Fetched {
                     key,
                     start: read.first().map_or(first, |(ts, _)| *ts),
                     step,
                     buckets: read.into_iter().map(|(_, bucket)| bucket).collect(),
-                    counter: engine.series_kind(id) == SeriesKind::Counter,
+                    counter: self.series_kind(id) == SeriesKind::Counter,
                 })
             })
             .collect()

@@ -92,7 +92,12 @@ done"#,
     // One run installed everything; the other waited for it and found nothing missing.
     let log = std::fs::read_to_string(root.join("apt.log")).unwrap();
     assert_eq!(log.lines().count(), 1, "{log}");
-    for package in ["collectd-core", "chromium", "chromium-driver", "fonts-liberation"] {
+    for package in [
+        "collectd-core",
+        "chromium",
+        "chromium-driver",
+        "fonts-liberation",
+    ] {
         assert!(log.contains(package), "{log}");
     }
     let said: String = outputs
