@@ -317,7 +317,7 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             let result = engine.query(&query)?;
             let text = match format {
                 OutputFormat::Table => output::table(&result),
-                OutputFormat::Csv => output::csv(&result),
+                OutputFormat::Csv => result.csv(),
                 OutputFormat::Json => output::json(&result) + "\n",
             };
             print(&text)?;
