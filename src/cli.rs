@@ -19,7 +19,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::aggregate::AggregateQuery;
 use crate::ingest::influx::Precision;
 use crate::query::{Display, Query, TierChoice};
-use crate::registry::{Selector, TagFilter};
+use crate::registry::Selector;
 use crate::server::{Limits, Listeners, State};
 use crate::time::{parse_time, Span};
 use crate::{Engine, Error, TiersConfig};
@@ -334,10 +334,8 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             location,
         } => {
             let engine = open_reader(&location)?;
-            let mut selector = Selector::parse(&selector)?;
-            for tag in &tags {
-                selector.filters.push(TagFilter::parse(tag)?);
-            }
+            let selector =
+                Selector::parse(&selector)?.with_tags(tags.iter().map(String::as_str))?;
             let (from, to) = window_range(&engine, &window)?;
             let query = AggregateQuery {
                 selector,
@@ -388,10 +386,7 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             location,
         } => {
             let engine = open_reader(&location)?;
-            let mut selector = Selector::parse(&pattern)?;
-            for tag in &tags {
-                selector.filters.push(TagFilter::parse(tag)?);
-            }
+            let selector = Selector::parse(&pattern)?.with_tags(tags.iter().map(String::as_str))?;
             let mut out = String::new();
             for key in engine.registry().matching(&selector) {
                 out.push_str(&key.to_string());
