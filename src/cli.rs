@@ -8,6 +8,7 @@
 pub mod demo;
 pub mod import;
 pub mod output;
+pub mod query;
 
 use std::io::{IsTerminal, Read, Write};
 use std::net::SocketAddr;
@@ -155,24 +156,7 @@ pub enum Command {
         #[command(flatten)]
         location: Location,
     },
-    /// Queries one series at a zoom level.
-    #[command(
-        after_help = "Examples:\n  tierdb query 'cpu.user{host=web-1}' --range 6h\n  tierdb query cpu.user{host=web-1} --tier 1h --range 7d --display max --format csv\n  tierdb query http.requests{host=web-1} --from 2025-11-20T00:00:00Z --to now --display per_sec --step 1h"
-    )]
-    Query {
-        /// The series: `name` or `name{k=v,...}`.
-        series: String,
-        #[command(flatten)]
-        window: Window,
-        /// Merge buckets into points this wide (a multiple of the tier's resolution).
-        #[arg(long)]
-        step: Option<Span>,
-        /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
-        format: OutputFormat,
-        #[command(flatten)]
-        location: Location,
-    },
+    Query(query::QueryArgs),
     /// Folds many series into one line per group: sum, avg, min, max or count across every
     /// series a selector picks.
     #[command(
@@ -304,24 +288,7 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             precision,
             location,
         } => import_command(&file, format, &precision, &location)?,
-        Command::Query {
-            series,
-            window,
-            step,
-            format,
-            location,
-        } => {
-            let engine = open_reader(&location)?;
-            let mut query = build_query(&engine, series, &window)?;
-            query.step = step;
-            let result = engine.query(&query)?;
-            let text = match format {
-                OutputFormat::Table => output::table(&result),
-                OutputFormat::Csv => result.csv(),
-                OutputFormat::Json => output::json(&result) + "\n",
-            };
-            print(&text)?;
-        }
+        Command::Query(args) => query::run(args)?,
         Command::Aggregate {
             selector,
             aggregation,
