@@ -5,6 +5,7 @@
 //! `plot` open it read-only, so they work beside a running server. `import` needs the
 //! directory to itself: while a server holds it, send the file to the server instead.
 
+pub mod aggregate;
 pub mod demo;
 pub mod import;
 pub mod output;
@@ -17,7 +18,6 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::aggregate::AggregateQuery;
 use crate::ingest::influx::Precision;
 use crate::query::{Display, Query, TierChoice};
 use crate::registry::Selector;
@@ -157,37 +157,7 @@ pub enum Command {
         location: Location,
     },
     Query(query::QueryArgs),
-    /// Folds many series into one line per group: sum, avg, min, max or count across every
-    /// series a selector picks.
-    #[command(
-        after_help = "Examples:\n  tierdb aggregate 'cpu.user' --agg avg --group-by dc --range 6h\n  tierdb aggregate 'http.requests{dc=eu,host!=db-1}' --display per_sec --range 7d --tier 1h\n  tierdb aggregate butterflies --tag scientist=perpetua --group-by location --display total --range 365d --whole-range"
-    )]
-    Aggregate {
-        /// A name glob with optional tag filters: `cpu.*{dc=eu,host!=db-1}`.
-        selector: String,
-        /// sum, avg, min, max or count (count: series with a sample in the point).
-        #[arg(long = "agg", default_value = "sum")]
-        aggregation: String,
-        /// Tag keys whose values split the series into groups; comma-separated or repeated.
-        #[arg(long = "group-by", value_delimiter = ',')]
-        group_by: Vec<String>,
-        /// Only series with this tag (k=v), or without it (k!=v); repeatable.
-        #[arg(long = "tag")]
-        tags: Vec<String>,
-        /// Fold the whole range into one value per group.
-        #[arg(long)]
-        whole_range: bool,
-        #[command(flatten)]
-        window: Window,
-        /// Merge buckets into points this wide (a multiple of the tier's resolution).
-        #[arg(long)]
-        step: Option<Span>,
-        /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
-        format: OutputFormat,
-        #[command(flatten)]
-        location: Location,
-    },
+    Aggregate(aggregate::AggregateArgs),
     /// Lists series whose name matches a glob (`*`, `?`, `[a-z]`).
     #[command(
         after_help = "Examples:\n  tierdb series\n  tierdb series 'cpu.*'\n  tierdb series 'cpu.*' --tag host=web-1"
@@ -289,41 +259,7 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             location,
         } => import_command(&file, format, &precision, &location)?,
         Command::Query(args) => query::run(args)?,
-        Command::Aggregate {
-            selector,
-            aggregation,
-            group_by,
-            tags,
-            whole_range,
-            window,
-            step,
-            format,
-            location,
-        } => {
-            let engine = open_reader(&location)?;
-            let selector =
-                Selector::parse(&selector)?.with_tags(tags.iter().map(String::as_str))?;
-            let (from, to) = window_range(&engine, &window)?;
-            let query = AggregateQuery {
-                selector,
-                group_by,
-                aggregation: aggregation.parse()?,
-                display: window.display.parse()?,
-                tier: TierChoice::from(window.tier.as_str()),
-                from,
-                to,
-                step,
-                max_points: None,
-                whole_range,
-            };
-            let result = engine.aggregate(&query)?;
-            let text = match format {
-                OutputFormat::Table => output::aggregate_table(&result),
-                OutputFormat::Csv => output::aggregate_csv(&result),
-                OutputFormat::Json => output::json(&result) + "\n",
-            };
-            print(&text)?;
-        }
+        Command::Aggregate(args) => aggregate::run(args)?,
         Command::Plot {
             series,
             window,
