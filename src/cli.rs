@@ -10,6 +10,7 @@ pub mod demo;
 pub mod import;
 pub mod output;
 pub mod query;
+pub mod series;
 
 use std::io::{IsTerminal, Read, Write};
 use std::net::SocketAddr;
@@ -20,7 +21,6 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::ingest::influx::Precision;
 use crate::query::{Display, Query, TierChoice};
-use crate::registry::Selector;
 use crate::server::{Limits, Listeners, State};
 use crate::time::{parse_time, Span};
 use crate::{Engine, Error, TiersConfig};
@@ -158,20 +158,7 @@ pub enum Command {
     },
     Query(query::QueryArgs),
     Aggregate(aggregate::AggregateArgs),
-    /// Lists series whose name matches a glob (`*`, `?`, `[a-z]`).
-    #[command(
-        after_help = "Examples:\n  tierdb series\n  tierdb series 'cpu.*'\n  tierdb series 'cpu.*' --tag host=web-1"
-    )]
-    Series {
-        /// Glob over the series name, optionally with tag filters: `cpu.*{host!=b}`.
-        #[arg(default_value = "*")]
-        pattern: String,
-        /// Only series with this tag (k=v), or without it (k!=v); repeatable.
-        #[arg(long = "tag")]
-        tags: Vec<String>,
-        #[command(flatten)]
-        location: Location,
-    },
+    Series(series::SeriesArgs),
     /// Draws one or more series on one chart, as PNG or SVG (by the --out extension).
     #[command(
         after_help = "Examples:\n  tierdb plot 'cpu.user{host=web-1}' --range 1d --out cpu.png\n  tierdb plot 'cpu.user{host=web-1}' 'cpu.user{host=db-1}' --range 7d --tier 1h --display max --out cpu.svg"
@@ -283,20 +270,7 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             crate::plot::render(&results, &out, &title)?;
             print(&format!("wrote {}\n", out.display()))?;
         }
-        Command::Series {
-            pattern,
-            tags,
-            location,
-        } => {
-            let engine = open_reader(&location)?;
-            let selector = Selector::parse(&pattern)?.with_tags(tags.iter().map(String::as_str))?;
-            let mut out = String::new();
-            for key in engine.registry().matching(&selector) {
-                out.push_str(&key.to_string());
-                out.push('\n');
-            }
-            print(&out)?;
-        }
+        Command::Series(args) => series::run(args)?,
         Command::Info { json, location } => {
             let engine = open_reader(&location)?;
             let stats = engine.stats();
