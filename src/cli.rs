@@ -9,6 +9,7 @@ pub mod aggregate;
 pub mod demo;
 pub mod import;
 pub mod output;
+pub mod plot;
 pub mod query;
 pub mod series;
 
@@ -159,22 +160,7 @@ pub enum Command {
     Query(query::QueryArgs),
     Aggregate(aggregate::AggregateArgs),
     Series(series::SeriesArgs),
-    /// Draws one or more series on one chart, as PNG or SVG (by the --out extension).
-    #[command(
-        after_help = "Examples:\n  tierdb plot 'cpu.user{host=web-1}' --range 1d --out cpu.png\n  tierdb plot 'cpu.user{host=web-1}' 'cpu.user{host=db-1}' --range 7d --tier 1h --display max --out cpu.svg"
-    )]
-    Plot {
-        /// The series: `name` or `name{k=v,...}`; several for several lines.
-        #[arg(required = true)]
-        series: Vec<String>,
-        #[command(flatten)]
-        window: Window,
-        /// The image to write: a .png or .svg path.
-        #[arg(long)]
-        out: PathBuf,
-        #[command(flatten)]
-        location: Location,
-    },
+    Plot(plot::PlotArgs),
     /// Shows the tiers, the window each holds, files and bytes on disk, and series count.
     #[command(
         after_help = "Examples:\n  tierdb info\n  tierdb info --data-dir /var/lib/tierdb --json"
@@ -247,29 +233,7 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         } => import_command(&file, format, &precision, &location)?,
         Command::Query(args) => query::run(args)?,
         Command::Aggregate(args) => aggregate::run(args)?,
-        Command::Plot {
-            series,
-            window,
-            out,
-            location,
-        } => {
-            let engine = open_reader(&location)?;
-            let results = series
-                .into_iter()
-                .map(|name| {
-                    let query = build_query(&engine, name, &window)?;
-                    Ok(engine.query(&query)?)
-                })
-                .collect::<Result<Vec<_>, Box<dyn std::error::Error>>>()?;
-            let title = format!(
-                "{} ({}, {})",
-                results[0].display.as_str(),
-                results[0].tier,
-                location.data_dir.display()
-            );
-            crate::plot::render(&results, &out, &title)?;
-            print(&format!("wrote {}\n", out.display()))?;
-        }
+        Command::Plot(args) => plot::run(args)?,
         Command::Series(args) => series::run(args)?,
         Command::Info { json, location } => {
             let engine = open_reader(&location)?;
