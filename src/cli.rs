@@ -9,10 +9,12 @@ pub mod aggregate;
 pub mod demo;
 pub mod import;
 pub mod info;
+pub mod lookup;
 pub mod output;
 pub mod plot;
 pub mod query;
 pub mod series;
+pub mod tiers;
 
 use std::io::{IsTerminal, Read, Write};
 use std::net::SocketAddr;
@@ -163,24 +165,8 @@ pub enum Command {
     Series(series::SeriesArgs),
     Plot(plot::PlotArgs),
     Info(info::InfoArgs),
-    /// Checks a tiers file and prints the tiers it defines.
-    #[command(after_help = "Examples:\n  tierdb tiers\n  tierdb tiers --tiers ./tiers.toml")]
-    Tiers {
-        /// The tiers file (default: ./tiers.toml when present, else the built-in default).
-        #[arg(long, env = "TIERDB_TIERS")]
-        tiers: Option<PathBuf>,
-    },
-    /// Prints where a sample at TS lands: for each tier, the period file and the bucket.
-    #[command(
-        after_help = "Examples:\n  tierdb lookup 1763726400\n  tierdb lookup 2025-11-21T12:00:00Z"
-    )]
-    Lookup {
-        /// The time: unix seconds, RFC 3339, now, or -6h style.
-        ts: String,
-        /// The tiers file (default: ./tiers.toml when present, else the built-in default).
-        #[arg(long, env = "TIERDB_TIERS")]
-        tiers: Option<PathBuf>,
-    },
+    Tiers(tiers::TiersArgs),
+    Lookup(lookup::LookupArgs),
 }
 
 /// Runs a parsed command line.
@@ -227,44 +213,8 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Plot(args) => plot::run(args)?,
         Command::Series(args) => series::run(args)?,
         Command::Info(args) => info::run(args)?,
-        Command::Tiers { tiers } => {
-            let config = load_tiers(tiers.as_deref())?;
-            let mut out = format!(
-                "{:<8} {:>10} {:>8} {:>10} {:>12}\n",
-                "tier", "resolution", "period", "retention", "create_ahead"
-            );
-            for t in &config.tiers {
-                out.push_str(&format!(
-                    "{:<8} {:>10} {:>8} {:>10} {:>12}\n",
-                    t.name,
-                    t.resolution.to_string(),
-                    t.period.to_string(),
-                    t.retention.to_string(),
-                    t.create_ahead
-                ));
-            }
-            print(&out)?;
-        }
-        Command::Lookup { ts, tiers } => {
-            let config = load_tiers(tiers.as_deref())?;
-            let ts =
-                parse_time(&ts, chrono::Utc::now().timestamp()).map_err(|e| format!("TS: {e}"))?;
-            let mut out = String::new();
-            for p in crate::time::locate(&config.tiers, ts) {
-                let tier = &config.tiers[p.tier];
-                out.push_str(&format!(
-                    "{:<8} period {} ({}) bucket {} ({})\n",
-                    tier.name,
-                    crate::time::format_ts(p.period_start),
-                    crate::storage::format::file_name(p.period_start, 0),
-                    p.bucket,
-                    crate::time::format_ts(
-                        p.period_start + i64::from(p.bucket) * tier.resolution.secs() as i64
-                    )
-                ));
-            }
-            print(&out)?;
-        }
+        Command::Tiers(args) => tiers::run(args)?,
+        Command::Lookup(args) => lookup::run(args)?,
     }
     Ok(())
 }
