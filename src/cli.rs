@@ -16,18 +16,17 @@ pub mod query;
 pub mod series;
 pub mod tiers;
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::ingest::influx::Precision;
 use crate::query::{Display, Query, TierChoice};
 use crate::server::{Limits, Listeners, State};
 use crate::time::{parse_time, Span};
-use crate::{Engine, Error, TiersConfig};
+use crate::{Engine, TiersConfig};
 
 /// tierdb: a multi-resolution rollup engine for metrics.
 #[derive(Parser, Debug)]
@@ -139,27 +138,7 @@ pub enum Command {
         #[command(flatten)]
         listen: Listen,
     },
-    /// Imports Graphite plaintext or Influx line protocol from a file or stdin.
-    ///
-    /// The format is detected from the first line unless --format says. Shows progress on a
-    /// terminal and a summary at the end. Needs the data directory to itself: while a server
-    /// holds it, send the file to the server (e.g. `nc host 2003 < file`).
-    #[command(
-        after_help = "Examples:\n  tierdb import metrics.txt\n  zcat history.lp.gz | tierdb import - --format influx --precision s"
-    )]
-    Import {
-        /// The file to read, or - for stdin.
-        #[arg(default_value = "-")]
-        file: String,
-        /// The input's format (default: detected).
-        #[arg(long, value_enum)]
-        format: Option<import::Format>,
-        /// Influx timestamp precision: ns, u, ms, s, m, h.
-        #[arg(long, default_value = "ns")]
-        precision: String,
-        #[command(flatten)]
-        location: Location,
-    },
+    Import(import::ImportArgs),
     Query(query::QueryArgs),
     Aggregate(aggregate::AggregateArgs),
     Series(series::SeriesArgs),
@@ -202,12 +181,7 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 Ok(Some(agent))
             })?;
         }
-        Command::Import {
-            file,
-            format,
-            precision,
-            location,
-        } => import_command(&file, format, &precision, &location)?,
+        Command::Import(args) => import::run(args)?,
         Command::Query(args) => query::run(args)?,
         Command::Aggregate(args) => aggregate::run(args)?,
         Command::Plot(args) => plot::run(args)?,
@@ -341,70 +315,4 @@ async fn shutdown_signal() {
             let _ = ctrl_c.await;
         }
     }
-}
-
-fn import_command(
-    file: &str,
-    format: Option<import::Format>,
-    precision: &str,
-    location: &Location,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let precision = Precision::parse_v1(precision).map_err(|e| format!("--precision: {e}"))?;
-    let engine = match Engine::builder(&location.data_dir)
-        .tiers(load_tiers(location.tiers.as_deref())?)
-        .open()
-    {
-        Err(Error::Locked { holder, .. }) => {
-            return Err(format!(
-                "{} is held by a running tierdb ({holder}); send the file to that server instead, \
-                 e.g. `nc 127.0.0.1 2003 < {file}` (Graphite) or POST it to /write (Influx)",
-                location.data_dir.display()
-            )
-            .into())
-        }
-        other => other?,
-    };
-    let (input, size): (Box<dyn Read + Send>, Option<u64>) = if file == "-" {
-        (Box::new(std::io::stdin()), None)
-    } else {
-        let f = std::fs::File::open(file).map_err(|e| Error::io(file, e))?;
-        let size = f.metadata().ok().map(|m| m.len());
-        (Box::new(f), size)
-    };
-    let bar = if std::io::stderr().is_terminal() {
-        indicatif::ProgressBar::new_spinner()
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-    );
-    let _ = size;
-    let summary = import::import(&engine, input, format, precision, |s| {
-        let secs = s.elapsed.as_secs_f64().max(1e-9);
-        bar.set_message(format!(
-            "{} samples ({:.2} M/s), {} rejected",
-            s.accepted,
-            s.accepted as f64 / secs / 1e6,
-            s.rejected_total()
-        ));
-        bar.tick();
-    })?;
-    bar.finish_and_clear();
-    engine.close()?;
-    let secs = summary.elapsed.as_secs_f64().max(1e-9);
-    let mut out = format!(
-        "imported {} lines in {:.2?}: {:.2} M lines/s; {} samples accepted, {} rejected\n",
-        summary.lines,
-        summary.elapsed,
-        summary.lines as f64 / secs / 1e6,
-        summary.accepted,
-        summary.rejected_total()
-    );
-    for (reason, n) in &summary.rejected {
-        out.push_str(&format!("  {reason}: {n}\n"));
-    }
-    print(&out)?;
-    Ok(())
 }
