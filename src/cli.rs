@@ -14,17 +14,16 @@ pub mod output;
 pub mod plot;
 pub mod query;
 pub mod series;
+pub mod serve;
 pub mod tiers;
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::query::{Display, Query, TierChoice};
-use crate::server::{Limits, Listeners, State};
 use crate::time::{parse_time, Span};
 use crate::{Engine, TiersConfig};
 
@@ -105,39 +104,8 @@ pub enum OutputFormat {
 #[derive(Subcommand, Debug)]
 #[allow(missing_docs)]
 pub enum Command {
-    /// Runs the server: Graphite plaintext on TCP and UDP, the HTTP API (Influx line
-    /// protocol and JSON writes, queries, /metrics) and the dashboard at /.
-    ///
-    /// Prints each address it listens on, then `tierdb: ready`. SIGTERM or Ctrl-C stops it
-    /// gracefully: no new connections, what was received is written, files are flushed.
-    #[command(
-        after_help = "Examples:\n  tierdb serve\n  tierdb serve --data-dir /var/lib/tierdb --http 0.0.0.0:8080 --graphite 0.0.0.0:2003\n  TIERDB_TOKEN=secret tierdb serve --http 127.0.0.1:0 --graphite 127.0.0.1:0"
-    )]
-    Serve {
-        #[command(flatten)]
-        location: Location,
-        #[command(flatten)]
-        listen: Listen,
-    },
-    /// A server plus a simulated agent (a few hosts' cpu, memory, load and requests) that
-    /// backfills the last days and then writes live: open the printed address for a full
-    /// dashboard. Data goes to a temporary directory unless --data-dir is given.
-    #[command(
-        after_help = "Examples:\n  tierdb demo\n  tierdb demo --http 127.0.0.1:9000 --days 7"
-    )]
-    Demo {
-        /// The data directory (default: a temporary one, removed at exit).
-        #[arg(long, env = "TIERDB_DATA_DIR")]
-        data_dir: Option<PathBuf>,
-        /// The tiers file (default: ./tiers.toml when present, else the built-in default).
-        #[arg(long, env = "TIERDB_TIERS")]
-        tiers: Option<PathBuf>,
-        /// Days of history to backfill before going live.
-        #[arg(long, default_value_t = 3)]
-        days: i64,
-        #[command(flatten)]
-        listen: Listen,
-    },
+    Serve(serve::ServeArgs),
+    Demo(demo::DemoArgs),
     Import(import::ImportArgs),
     Query(query::QueryArgs),
     Aggregate(aggregate::AggregateArgs),
@@ -154,33 +122,8 @@ pub enum Command {
 /// Whatever went wrong, as a one-line message.
 pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     match cli.command {
-        Command::Serve { location, listen } => {
-            let engine = Arc::new(
-                Engine::builder(&location.data_dir)
-                    .tiers(load_tiers(location.tiers.as_deref())?)
-                    .open()?,
-            );
-            serve(engine, &listen, |_| Ok(None))?;
-        }
-        Command::Demo {
-            data_dir,
-            tiers,
-            days,
-            listen,
-        } => {
-            let temp = tempfile::Builder::new().prefix("tierdb-demo").tempdir()?;
-            let dir = data_dir.unwrap_or_else(|| temp.path().to_path_buf());
-            let engine = Arc::new(
-                Engine::builder(&dir)
-                    .tiers(load_tiers(tiers.as_deref())?)
-                    .open()?,
-            );
-            serve(engine, &listen, |engine| {
-                let agent = demo::start(engine, days)?;
-                println!("tierdb: demo data in {}", dir.display());
-                Ok(Some(agent))
-            })?;
-        }
+        Command::Serve(args) => serve::run(args)?,
+        Command::Demo(args) => demo::run(args)?,
         Command::Import(args) => import::run(args)?,
         Command::Query(args) => query::run(args)?,
         Command::Aggregate(args) => aggregate::run(args)?,
@@ -252,67 +195,5 @@ fn print(text: &str) -> std::io::Result<()> {
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other,
-    }
-}
-
-type Agent = (
-    Arc<std::sync::atomic::AtomicBool>,
-    std::thread::JoinHandle<()>,
-);
-
-/// Runs the server on `engine` until SIGTERM or Ctrl-C; `before_ready` may start a
-/// companion (the demo agent) once the sockets are bound.
-fn serve(
-    engine: Arc<Engine>,
-    listen: &Listen,
-    before_ready: impl FnOnce(&Arc<Engine>) -> crate::Result<Option<Agent>>,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let listeners = runtime.block_on(Listeners::bind(listen.http, listen.graphite))?;
-    let (http, tcp, udp) = listeners.addrs()?;
-    println!("tierdb: http listening on {http}");
-    println!("tierdb: graphite tcp listening on {tcp}");
-    println!("tierdb: graphite udp listening on {udp}");
-    let agent = before_ready(&engine)?;
-    println!("tierdb: dashboard at http://{http}/");
-    println!("tierdb: ready");
-    let state = Arc::new(State {
-        engine: Arc::clone(&engine),
-        stats: Default::default(),
-        limits: Limits {
-            max_series: (listen.max_series > 0).then_some(listen.max_series),
-            ..Limits::default()
-        },
-        token: listen.token.clone(),
-    });
-    let served = runtime.block_on(crate::server::run(state, listeners, shutdown_signal()));
-    if let Some((stop, handle)) = agent {
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let _ = handle.join();
-    }
-    drop(runtime);
-    served?;
-    if let Ok(engine) = Arc::try_unwrap(engine) {
-        engine.close()?;
-    }
-    Ok(())
-}
-
-/// Completes on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = ctrl_c => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = ctrl_c.await;
-        }
     }
 }
