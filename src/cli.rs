@@ -1,9 +1,11 @@
-//! The `tierdb` command line: argument definitions and what each subcommand does. `main.rs`
-//! only parses, sets up logging and maps errors to an exit code.
+//! The `tierdb` command line: the parser, the arguments several subcommands share, the
+//! helpers they share, and the dispatch. Each subcommand's arguments (its `--help`) and what
+//! it does live in its own module. `main.rs` only parses, sets up logging and maps errors to
+//! an exit code.
 //!
-//! `serve` and `demo` own the data directory (they lock it). `query`, `series`, `info` and
-//! `plot` open it read-only, so they work beside a running server. `import` needs the
-//! directory to itself: while a server holds it, send the file to the server instead.
+//! `serve` and `demo` own the data directory (they lock it). `query`, `aggregate`, `series`,
+//! `info` and `plot` open it read-only, so they work beside a running server. `import` needs
+//! the directory to itself: while a server holds it, send the file to the server instead.
 
 pub mod aggregate;
 pub mod demo;
@@ -69,7 +71,7 @@ pub struct Listen {
     pub max_series: usize,
 }
 
-/// Which tier, range and display a read uses (`query`, `plot`).
+/// Which tier, range and display a read uses (`query`, `aggregate`, `plot`).
 #[derive(Args, Debug, Clone)]
 pub struct Window {
     /// A tier name or auto (the finest whose window covers the range within max_points).
@@ -89,7 +91,7 @@ pub struct Window {
     pub display: String,
 }
 
-/// Output formats of `query`.
+/// Output formats of `query` and `aggregate`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
     /// An aligned table with human times; empty buckets blank.
@@ -100,7 +102,8 @@ pub enum OutputFormat {
     Json,
 }
 
-/// The subcommands. (Flattened fields are documented on their own types.)
+/// The subcommands. Each one's help text is the doc comment of its arguments' type, in its
+/// module; the variants carry no doc comment because one would replace that text.
 #[derive(Subcommand, Debug)]
 #[allow(missing_docs)]
 pub enum Command {
@@ -122,18 +125,17 @@ pub enum Command {
 /// Whatever went wrong, as a one-line message.
 pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     match cli.command {
-        Command::Serve(args) => serve::run(args)?,
-        Command::Demo(args) => demo::run(args)?,
-        Command::Import(args) => import::run(args)?,
-        Command::Query(args) => query::run(args)?,
-        Command::Aggregate(args) => aggregate::run(args)?,
-        Command::Plot(args) => plot::run(args)?,
-        Command::Series(args) => series::run(args)?,
-        Command::Info(args) => info::run(args)?,
-        Command::Tiers(args) => tiers::run(args)?,
-        Command::Lookup(args) => lookup::run(args)?,
+        Command::Serve(args) => serve::run(args),
+        Command::Demo(args) => demo::run(args),
+        Command::Import(args) => import::run(args),
+        Command::Query(args) => query::run(args),
+        Command::Aggregate(args) => aggregate::run(args),
+        Command::Series(args) => series::run(args),
+        Command::Plot(args) => plot::run(args),
+        Command::Info(args) => info::run(args),
+        Command::Tiers(args) => tiers::run(args),
+        Command::Lookup(args) => lookup::run(args),
     }
-    Ok(())
 }
 
 /// A query from the command line's words: the range from --from/--to or --range (default
