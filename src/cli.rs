@@ -91,6 +91,21 @@ pub struct Window {
     pub display: String,
 }
 
+/// The points `query` and `aggregate` print, and how: the window, the width of a point,
+/// the output format.
+#[derive(Args, Debug, Clone)]
+pub struct Points {
+    /// The tier, range and display read.
+    #[command(flatten)]
+    pub window: Window,
+    /// Merge buckets into points this wide (a multiple of the tier's resolution).
+    #[arg(long)]
+    pub step: Option<Span>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: OutputFormat,
+}
+
 /// Output formats of `query` and `aggregate`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {

@@ -3,11 +3,10 @@
 
 use clap::Args;
 
-use super::{open_reader, output, print, window_range, Location, OutputFormat, Window};
+use super::{open_reader, output, print, window_range, Location, OutputFormat, Points};
 use crate::aggregate::AggregateQuery;
 use crate::query::TierChoice;
 use crate::registry::Selector;
-use crate::time::Span;
 
 /// Folds many series into one line per group: sum, avg, min, max or count across every
 /// series a selector picks.
@@ -31,13 +30,7 @@ pub struct AggregateArgs {
     #[arg(long)]
     whole_range: bool,
     #[command(flatten)]
-    window: Window,
-    /// Merge buckets into points this wide (a multiple of the tier's resolution).
-    #[arg(long)]
-    step: Option<Span>,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
-    format: OutputFormat,
+    points: Points,
     #[command(flatten)]
     location: Location,
 }
@@ -47,21 +40,21 @@ pub(super) fn run(args: AggregateArgs) -> Result<(), Box<dyn std::error::Error>>
     let engine = open_reader(&args.location)?;
     let selector =
         Selector::parse(&args.selector)?.with_tags(args.tags.iter().map(String::as_str))?;
-    let (from, to) = window_range(&engine, &args.window)?;
+    let (from, to) = window_range(&engine, &args.points.window)?;
     let query = AggregateQuery {
         selector,
         group_by: args.group_by,
         aggregation: args.aggregation.parse()?,
-        display: args.window.display.parse()?,
-        tier: TierChoice::from(args.window.tier.as_str()),
+        display: args.points.window.display.parse()?,
+        tier: TierChoice::from(args.points.window.tier.as_str()),
         from,
         to,
-        step: args.step,
+        step: args.points.step,
         max_points: None,
         whole_range: args.whole_range,
     };
     let result = engine.aggregate(&query)?;
-    let text = match args.format {
+    let text = match args.points.format {
         OutputFormat::Table => output::aggregate_table(&result),
         OutputFormat::Csv => output::aggregate_csv(&result),
         OutputFormat::Json => output::json(&result) + "\n",

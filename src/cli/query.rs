@@ -2,8 +2,7 @@
 
 use clap::Args;
 
-use super::{build_query, open_reader, output, print, Location, OutputFormat, Window};
-use crate::time::Span;
+use super::{build_query, open_reader, output, print, Location, OutputFormat, Points};
 
 /// Queries one series at a zoom level.
 #[derive(Args, Debug)]
@@ -14,13 +13,7 @@ pub struct QueryArgs {
     /// The series: `name` or `name{k=v,...}`.
     series: String,
     #[command(flatten)]
-    window: Window,
-    /// Merge buckets into points this wide (a multiple of the tier's resolution).
-    #[arg(long)]
-    step: Option<Span>,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
-    format: OutputFormat,
+    points: Points,
     #[command(flatten)]
     location: Location,
 }
@@ -28,10 +21,10 @@ pub struct QueryArgs {
 /// Prints the series over the window in the chosen format.
 pub(super) fn run(args: QueryArgs) -> Result<(), Box<dyn std::error::Error>> {
     let engine = open_reader(&args.location)?;
-    let mut query = build_query(&engine, args.series, &args.window)?;
-    query.step = args.step;
+    let mut query = build_query(&engine, args.series, &args.points.window)?;
+    query.step = args.points.step;
     let result = engine.query(&query)?;
-    let text = match args.format {
+    let text = match args.points.format {
         OutputFormat::Table => output::table(&result),
         OutputFormat::Csv => result.csv(),
         OutputFormat::Json => output::json(&result) + "\n",
