@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::query::{Display, Query, TierChoice};
+use crate::registry::Selector;
 use crate::time::{parse_time, Span};
 use crate::{Engine, TiersConfig};
 
@@ -89,6 +90,22 @@ pub struct Window {
     /// avg, per_sec, total, max, min or count.
     #[arg(long, default_value = "avg")]
     pub display: String,
+}
+
+/// The `--tag` filters of `aggregate` and `series`, added to the selector they narrow.
+#[derive(Args, Debug, Clone)]
+pub struct TagFilters {
+    /// Only series with this tag (k=v), or without it (k!=v); repeatable.
+    #[arg(long = "tag")]
+    pub tags: Vec<String>,
+}
+
+impl TagFilters {
+    /// The selector `text` names (a name glob, optionally with `{k=v,...}`), narrowed by
+    /// these filters.
+    fn selector(&self, text: &str) -> crate::Result<Selector> {
+        Selector::parse(text)?.with_tags(self.tags.iter().map(String::as_str))
+    }
 }
 
 /// The points `query` and `aggregate` print, and how: the window, the width of a point,

@@ -3,10 +3,9 @@
 
 use clap::Args;
 
-use super::{open_reader, output, print, window_range, Location, OutputFormat, Points};
+use super::{open_reader, output, print, window_range, Location, OutputFormat, Points, TagFilters};
 use crate::aggregate::AggregateQuery;
 use crate::query::TierChoice;
-use crate::registry::Selector;
 
 /// Folds many series into one line per group: sum, avg, min, max or count across every
 /// series a selector picks.
@@ -23,9 +22,8 @@ pub struct AggregateArgs {
     /// Tag keys whose values split the series into groups; comma-separated or repeated.
     #[arg(long = "group-by", value_delimiter = ',')]
     group_by: Vec<String>,
-    /// Only series with this tag (k=v), or without it (k!=v); repeatable.
-    #[arg(long = "tag")]
-    tags: Vec<String>,
+    #[command(flatten)]
+    filters: TagFilters,
     /// Fold the whole range into one value per group.
     #[arg(long)]
     whole_range: bool,
@@ -38,8 +36,7 @@ pub struct AggregateArgs {
 /// Prints the groups the selector's series fold into over the window.
 pub(super) fn run(args: AggregateArgs) -> Result<(), Box<dyn std::error::Error>> {
     let engine = open_reader(&args.location)?;
-    let selector =
-        Selector::parse(&args.selector)?.with_tags(args.tags.iter().map(String::as_str))?;
+    let selector = args.filters.selector(&args.selector)?;
     let (from, to) = window_range(&engine, &args.points.window)?;
     let query = AggregateQuery {
         selector,

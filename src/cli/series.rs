@@ -2,8 +2,7 @@
 
 use clap::Args;
 
-use super::{open_reader, print, Location};
-use crate::registry::Selector;
+use super::{open_reader, print, Location, TagFilters};
 
 /// Lists series whose name matches a glob (`*`, `?`, `[a-z]`).
 #[derive(Args, Debug)]
@@ -14,9 +13,8 @@ pub struct SeriesArgs {
     /// Glob over the series name, optionally with tag filters: `cpu.*{host!=b}`.
     #[arg(default_value = "*")]
     pattern: String,
-    /// Only series with this tag (k=v), or without it (k!=v); repeatable.
-    #[arg(long = "tag")]
-    tags: Vec<String>,
+    #[command(flatten)]
+    filters: TagFilters,
     #[command(flatten)]
     location: Location,
 }
@@ -24,8 +22,7 @@ pub struct SeriesArgs {
 /// Prints every matching series key.
 pub(super) fn run(args: SeriesArgs) -> Result<(), Box<dyn std::error::Error>> {
     let engine = open_reader(&args.location)?;
-    let selector =
-        Selector::parse(&args.pattern)?.with_tags(args.tags.iter().map(String::as_str))?;
+    let selector = args.filters.selector(&args.pattern)?;
     let mut out = String::new();
     for key in engine.registry().matching(&selector) {
         out.push_str(&key.to_string());
