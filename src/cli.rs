@@ -1,28 +1,34 @@
-//! The `tierdb` command line: argument definitions and what each subcommand does. `main.rs`
-//! only parses, sets up logging and maps errors to an exit code.
+//! The `tierdb` command line: the parser, the arguments several subcommands share, the
+//! helpers they share, and the dispatch. Each subcommand's arguments (its `--help`) and what
+//! it does live in its own module. `main.rs` only parses, sets up logging and maps errors to
+//! an exit code.
 //!
-//! `serve` and `demo` own the data directory (they lock it). `query`, `series`, `info` and
-//! `plot` open it read-only, so they work beside a running server. `import` needs the
-//! directory to itself: while a server holds it, send the file to the server instead.
+//! `serve` and `demo` own the data directory (they lock it). `query`, `aggregate`, `series`,
+//! `info` and `plot` open it read-only, so they work beside a running server. `import` needs
+//! the directory to itself: while a server holds it, send the file to the server instead.
 
+pub mod aggregate;
 pub mod demo;
 pub mod import;
+pub mod info;
+pub mod lookup;
 pub mod output;
+pub mod plot;
+pub mod query;
+pub mod series;
+pub mod serve;
+pub mod tiers;
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::aggregate::AggregateQuery;
-use crate::ingest::influx::Precision;
 use crate::query::{Display, Query, TierChoice};
-use crate::registry::{Selector, TagFilter};
-use crate::server::{Limits, Listeners, State};
+use crate::registry::Selector;
 use crate::time::{parse_time, Span};
-use crate::{Engine, Error, TiersConfig};
+use crate::{Engine, TiersConfig};
 
 /// tierdb: a multi-resolution rollup engine for metrics.
 #[derive(Parser, Debug)]
@@ -66,7 +72,7 @@ pub struct Listen {
     pub max_series: usize,
 }
 
-/// Which tier, range and display a read uses (`query`, `plot`).
+/// Which tier, range and display a read uses (`query`, `aggregate`, `plot`).
 #[derive(Args, Debug, Clone)]
 pub struct Window {
     /// A tier name or auto (the finest whose window covers the range within max_points).
@@ -86,7 +92,38 @@ pub struct Window {
     pub display: String,
 }
 
-/// Output formats of `query`.
+/// The `--tag` filters of `aggregate` and `series`, added to the selector they narrow.
+#[derive(Args, Debug, Clone)]
+pub struct TagFilters {
+    /// Only series with this tag (k=v), or without it (k!=v); repeatable.
+    #[arg(long = "tag")]
+    pub tags: Vec<String>,
+}
+
+impl TagFilters {
+    /// The selector `text` names (a name glob, optionally with `{k=v,...}`), narrowed by
+    /// these filters.
+    fn selector(&self, text: &str) -> crate::Result<Selector> {
+        Selector::parse(text)?.with_tags(self.tags.iter().map(String::as_str))
+    }
+}
+
+/// The points `query` and `aggregate` print, and how: the window, the width of a point,
+/// the output format.
+#[derive(Args, Debug, Clone)]
+pub struct Points {
+    /// The tier, range and display read.
+    #[command(flatten)]
+    pub window: Window,
+    /// Merge buckets into points this wide (a multiple of the tier's resolution).
+    #[arg(long)]
+    pub step: Option<Span>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: OutputFormat,
+}
+
+/// Output formats of `query` and `aggregate`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
     /// An aligned table with human times; empty buckets blank.
@@ -97,172 +134,21 @@ pub enum OutputFormat {
     Json,
 }
 
-/// The subcommands. (Flattened fields are documented on their own types.)
+/// The subcommands. Each one's help text is the doc comment of its arguments' type, in its
+/// module; the variants carry no doc comment because one would replace that text.
 #[derive(Subcommand, Debug)]
 #[allow(missing_docs)]
 pub enum Command {
-    /// Runs the server: Graphite plaintext on TCP and UDP, the HTTP API (Influx line
-    /// protocol and JSON writes, queries, /metrics) and the dashboard at /.
-    ///
-    /// Prints each address it listens on, then `tierdb: ready`. SIGTERM or Ctrl-C stops it
-    /// gracefully: no new connections, what was received is written, files are flushed.
-    #[command(
-        after_help = "Examples:\n  tierdb serve\n  tierdb serve --data-dir /var/lib/tierdb --http 0.0.0.0:8080 --graphite 0.0.0.0:2003\n  TIERDB_TOKEN=secret tierdb serve --http 127.0.0.1:0 --graphite 127.0.0.1:0"
-    )]
-    Serve {
-        #[command(flatten)]
-        location: Location,
-        #[command(flatten)]
-        listen: Listen,
-    },
-    /// A server plus a simulated agent (a few hosts' cpu, memory, load and requests) that
-    /// backfills the last days and then writes live: open the printed address for a full
-    /// dashboard. Data goes to a temporary directory unless --data-dir is given.
-    #[command(
-        after_help = "Examples:\n  tierdb demo\n  tierdb demo --http 127.0.0.1:9000 --days 7"
-    )]
-    Demo {
-        /// The data directory (default: a temporary one, removed at exit).
-        #[arg(long, env = "TIERDB_DATA_DIR")]
-        data_dir: Option<PathBuf>,
-        /// The tiers file (default: ./tiers.toml when present, else the built-in default).
-        #[arg(long, env = "TIERDB_TIERS")]
-        tiers: Option<PathBuf>,
-        /// Days of history to backfill before going live.
-        #[arg(long, default_value_t = 3)]
-        days: i64,
-        #[command(flatten)]
-        listen: Listen,
-    },
-    /// Imports Graphite plaintext or Influx line protocol from a file or stdin.
-    ///
-    /// The format is detected from the first line unless --format says. Shows progress on a
-    /// terminal and a summary at the end. Needs the data directory to itself: while a server
-    /// holds it, send the file to the server (e.g. `nc host 2003 < file`).
-    #[command(
-        after_help = "Examples:\n  tierdb import metrics.txt\n  zcat history.lp.gz | tierdb import - --format influx --precision s"
-    )]
-    Import {
-        /// The file to read, or - for stdin.
-        #[arg(default_value = "-")]
-        file: String,
-        /// The input's format (default: detected).
-        #[arg(long, value_enum)]
-        format: Option<import::Format>,
-        /// Influx timestamp precision: ns, u, ms, s, m, h.
-        #[arg(long, default_value = "ns")]
-        precision: String,
-        #[command(flatten)]
-        location: Location,
-    },
-    /// Queries one series at a zoom level.
-    #[command(
-        after_help = "Examples:\n  tierdb query 'cpu.user{host=web-1}' --range 6h\n  tierdb query cpu.user{host=web-1} --tier 1h --range 7d --display max --format csv\n  tierdb query http.requests{host=web-1} --from 2025-11-20T00:00:00Z --to now --display per_sec --step 1h"
-    )]
-    Query {
-        /// The series: `name` or `name{k=v,...}`.
-        series: String,
-        #[command(flatten)]
-        window: Window,
-        /// Merge buckets into points this wide (a multiple of the tier's resolution).
-        #[arg(long)]
-        step: Option<Span>,
-        /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
-        format: OutputFormat,
-        #[command(flatten)]
-        location: Location,
-    },
-    /// Folds many series into one line per group: sum, avg, min, max or count across every
-    /// series a selector picks.
-    #[command(
-        after_help = "Examples:\n  tierdb aggregate 'cpu.user' --agg avg --group-by dc --range 6h\n  tierdb aggregate 'http.requests{dc=eu,host!=db-1}' --display per_sec --range 7d --tier 1h\n  tierdb aggregate butterflies --tag scientist=perpetua --group-by location --display total --range 365d --whole-range"
-    )]
-    Aggregate {
-        /// A name glob with optional tag filters: `cpu.*{dc=eu,host!=db-1}`.
-        selector: String,
-        /// sum, avg, min, max or count (count: series with a sample in the point).
-        #[arg(long = "agg", default_value = "sum")]
-        aggregation: String,
-        /// Tag keys whose values split the series into groups; comma-separated or repeated.
-        #[arg(long = "group-by", value_delimiter = ',')]
-        group_by: Vec<String>,
-        /// Only series with this tag (k=v), or without it (k!=v); repeatable.
-        #[arg(long = "tag")]
-        tags: Vec<String>,
-        /// Fold the whole range into one value per group.
-        #[arg(long)]
-        whole_range: bool,
-        #[command(flatten)]
-        window: Window,
-        /// Merge buckets into points this wide (a multiple of the tier's resolution).
-        #[arg(long)]
-        step: Option<Span>,
-        /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
-        format: OutputFormat,
-        #[command(flatten)]
-        location: Location,
-    },
-    /// Lists series whose name matches a glob (`*`, `?`, `[a-z]`).
-    #[command(
-        after_help = "Examples:\n  tierdb series\n  tierdb series 'cpu.*'\n  tierdb series 'cpu.*' --tag host=web-1"
-    )]
-    Series {
-        /// Glob over the series name, optionally with tag filters: `cpu.*{host!=b}`.
-        #[arg(default_value = "*")]
-        pattern: String,
-        /// Only series with this tag (k=v), or without it (k!=v); repeatable.
-        #[arg(long = "tag")]
-        tags: Vec<String>,
-        #[command(flatten)]
-        location: Location,
-    },
-    /// Draws one or more series on one chart, as PNG or SVG (by the --out extension).
-    #[command(
-        after_help = "Examples:\n  tierdb plot 'cpu.user{host=web-1}' --range 1d --out cpu.png\n  tierdb plot 'cpu.user{host=web-1}' 'cpu.user{host=db-1}' --range 7d --tier 1h --display max --out cpu.svg"
-    )]
-    Plot {
-        /// The series: `name` or `name{k=v,...}`; several for several lines.
-        #[arg(required = true)]
-        series: Vec<String>,
-        #[command(flatten)]
-        window: Window,
-        /// The image to write: a .png or .svg path.
-        #[arg(long)]
-        out: PathBuf,
-        #[command(flatten)]
-        location: Location,
-    },
-    /// Shows the tiers, the window each holds, files and bytes on disk, and series count.
-    #[command(
-        after_help = "Examples:\n  tierdb info\n  tierdb info --data-dir /var/lib/tierdb --json"
-    )]
-    Info {
-        /// Print the engine's stats as JSON.
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        location: Location,
-    },
-    /// Checks a tiers file and prints the tiers it defines.
-    #[command(after_help = "Examples:\n  tierdb tiers\n  tierdb tiers --tiers ./tiers.toml")]
-    Tiers {
-        /// The tiers file (default: ./tiers.toml when present, else the built-in default).
-        #[arg(long, env = "TIERDB_TIERS")]
-        tiers: Option<PathBuf>,
-    },
-    /// Prints where a sample at TS lands: for each tier, the period file and the bucket.
-    #[command(
-        after_help = "Examples:\n  tierdb lookup 1763726400\n  tierdb lookup 2025-11-21T12:00:00Z"
-    )]
-    Lookup {
-        /// The time: unix seconds, RFC 3339, now, or -6h style.
-        ts: String,
-        /// The tiers file (default: ./tiers.toml when present, else the built-in default).
-        #[arg(long, env = "TIERDB_TIERS")]
-        tiers: Option<PathBuf>,
-    },
+    Serve(serve::ServeArgs),
+    Demo(demo::DemoArgs),
+    Import(import::ImportArgs),
+    Query(query::QueryArgs),
+    Aggregate(aggregate::AggregateArgs),
+    Series(series::SeriesArgs),
+    Plot(plot::PlotArgs),
+    Info(info::InfoArgs),
+    Tiers(tiers::TiersArgs),
+    Lookup(lookup::LookupArgs),
 }
 
 /// Runs a parsed command line.
@@ -271,183 +157,17 @@ pub enum Command {
 /// Whatever went wrong, as a one-line message.
 pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     match cli.command {
-        Command::Serve { location, listen } => {
-            let engine = Arc::new(
-                Engine::builder(&location.data_dir)
-                    .tiers(load_tiers(location.tiers.as_deref())?)
-                    .open()?,
-            );
-            serve(engine, &listen, |_| Ok(None))?;
-        }
-        Command::Demo {
-            data_dir,
-            tiers,
-            days,
-            listen,
-        } => {
-            let temp = tempfile::Builder::new().prefix("tierdb-demo").tempdir()?;
-            let dir = data_dir.unwrap_or_else(|| temp.path().to_path_buf());
-            let engine = Arc::new(
-                Engine::builder(&dir)
-                    .tiers(load_tiers(tiers.as_deref())?)
-                    .open()?,
-            );
-            serve(engine, &listen, |engine| {
-                let agent = demo::start(engine, days)?;
-                println!("tierdb: demo data in {}", dir.display());
-                Ok(Some(agent))
-            })?;
-        }
-        Command::Import {
-            file,
-            format,
-            precision,
-            location,
-        } => import_command(&file, format, &precision, &location)?,
-        Command::Query {
-            series,
-            window,
-            step,
-            format,
-            location,
-        } => {
-            let engine = open_reader(&location)?;
-            let mut query = build_query(&engine, series, &window)?;
-            query.step = step;
-            let result = engine.query(&query)?;
-            let text = match format {
-                OutputFormat::Table => output::table(&result),
-                OutputFormat::Csv => output::csv(&result),
-                OutputFormat::Json => output::json(&result) + "\n",
-            };
-            print(&text)?;
-        }
-        Command::Aggregate {
-            selector,
-            aggregation,
-            group_by,
-            tags,
-            whole_range,
-            window,
-            step,
-            format,
-            location,
-        } => {
-            let engine = open_reader(&location)?;
-            let mut selector = Selector::parse(&selector)?;
-            for tag in &tags {
-                selector.filters.push(TagFilter::parse(tag)?);
-            }
-            let (from, to) = window_range(&engine, &window)?;
-            let query = AggregateQuery {
-                selector,
-                group_by,
-                aggregation: aggregation.parse()?,
-                display: window.display.parse()?,
-                tier: TierChoice::from(window.tier.as_str()),
-                from,
-                to,
-                step,
-                max_points: None,
-                whole_range,
-            };
-            let result = engine.aggregate(&query)?;
-            let text = match format {
-                OutputFormat::Table => output::aggregate_table(&result),
-                OutputFormat::Csv => output::aggregate_csv(&result),
-                OutputFormat::Json => output::json(&result) + "\n",
-            };
-            print(&text)?;
-        }
-        Command::Plot {
-            series,
-            window,
-            out,
-            location,
-        } => {
-            let engine = open_reader(&location)?;
-            let results = series
-                .into_iter()
-                .map(|name| {
-                    let query = build_query(&engine, name, &window)?;
-                    Ok(engine.query(&query)?)
-                })
-                .collect::<Result<Vec<_>, Box<dyn std::error::Error>>>()?;
-            let title = format!(
-                "{} ({}, {})",
-                results[0].display.as_str(),
-                results[0].tier,
-                location.data_dir.display()
-            );
-            crate::plot::render(&results, &out, &title)?;
-            print(&format!("wrote {}\n", out.display()))?;
-        }
-        Command::Series {
-            pattern,
-            tags,
-            location,
-        } => {
-            let engine = open_reader(&location)?;
-            let mut selector = Selector::parse(&pattern)?;
-            for tag in &tags {
-                selector.filters.push(TagFilter::parse(tag)?);
-            }
-            let mut out = String::new();
-            for key in engine.registry().matching(&selector) {
-                out.push_str(&key.to_string());
-                out.push('\n');
-            }
-            print(&out)?;
-        }
-        Command::Info { json, location } => {
-            let engine = open_reader(&location)?;
-            let stats = engine.stats();
-            if json {
-                print(&(serde_json::to_string_pretty(&stats)? + "\n"))?;
-            } else {
-                print(&info_table(&engine))?;
-            }
-        }
-        Command::Tiers { tiers } => {
-            let config = load_tiers(tiers.as_deref())?;
-            let mut out = format!(
-                "{:<8} {:>10} {:>8} {:>10} {:>12}\n",
-                "tier", "resolution", "period", "retention", "create_ahead"
-            );
-            for t in &config.tiers {
-                out.push_str(&format!(
-                    "{:<8} {:>10} {:>8} {:>10} {:>12}\n",
-                    t.name,
-                    t.resolution.to_string(),
-                    t.period.to_string(),
-                    t.retention.to_string(),
-                    t.create_ahead
-                ));
-            }
-            print(&out)?;
-        }
-        Command::Lookup { ts, tiers } => {
-            let config = load_tiers(tiers.as_deref())?;
-            let ts =
-                parse_time(&ts, chrono::Utc::now().timestamp()).map_err(|e| format!("TS: {e}"))?;
-            let mut out = String::new();
-            for p in crate::time::locate(&config.tiers, ts) {
-                let tier = &config.tiers[p.tier];
-                out.push_str(&format!(
-                    "{:<8} period {} ({}) bucket {} ({})\n",
-                    tier.name,
-                    crate::time::format_ts(p.period_start),
-                    crate::storage::format::file_name(p.period_start, 0),
-                    p.bucket,
-                    crate::time::format_ts(
-                        p.period_start + i64::from(p.bucket) * tier.resolution.secs() as i64
-                    )
-                ));
-            }
-            print(&out)?;
-        }
+        Command::Serve(args) => serve::run(args),
+        Command::Demo(args) => demo::run(args),
+        Command::Import(args) => import::run(args),
+        Command::Query(args) => query::run(args),
+        Command::Aggregate(args) => aggregate::run(args),
+        Command::Series(args) => series::run(args),
+        Command::Plot(args) => plot::run(args),
+        Command::Info(args) => info::run(args),
+        Command::Tiers(args) => tiers::run(args),
+        Command::Lookup(args) => lookup::run(args),
     }
-    Ok(())
 }
 
 /// A query from the command line's words: the range from --from/--to or --range (default
@@ -509,201 +229,5 @@ fn print(text: &str) -> std::io::Result<()> {
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other,
-    }
-}
-
-type Agent = (
-    Arc<std::sync::atomic::AtomicBool>,
-    std::thread::JoinHandle<()>,
-);
-
-/// Runs the server on `engine` until SIGTERM or Ctrl-C; `before_ready` may start a
-/// companion (the demo agent) once the sockets are bound.
-fn serve(
-    engine: Arc<Engine>,
-    listen: &Listen,
-    before_ready: impl FnOnce(&Arc<Engine>) -> crate::Result<Option<Agent>>,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let listeners = runtime.block_on(Listeners::bind(listen.http, listen.graphite))?;
-    let (http, tcp, udp) = listeners.addrs()?;
-    println!("tierdb: http listening on {http}");
-    println!("tierdb: graphite tcp listening on {tcp}");
-    println!("tierdb: graphite udp listening on {udp}");
-    let agent = before_ready(&engine)?;
-    println!("tierdb: dashboard at http://{http}/");
-    println!("tierdb: ready");
-    let state = Arc::new(State {
-        engine: Arc::clone(&engine),
-        stats: Default::default(),
-        limits: Limits {
-            max_series: (listen.max_series > 0).then_some(listen.max_series),
-            ..Limits::default()
-        },
-        token: listen.token.clone(),
-    });
-    let served = runtime.block_on(crate::server::run(state, listeners, shutdown_signal()));
-    if let Some((stop, handle)) = agent {
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let _ = handle.join();
-    }
-    drop(runtime);
-    served?;
-    if let Ok(engine) = Arc::try_unwrap(engine) {
-        engine.close()?;
-    }
-    Ok(())
-}
-
-/// Completes on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = ctrl_c => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = ctrl_c.await;
-        }
-    }
-}
-
-fn import_command(
-    file: &str,
-    format: Option<import::Format>,
-    precision: &str,
-    location: &Location,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let precision = Precision::parse_v1(precision).map_err(|e| format!("--precision: {e}"))?;
-    let engine = match Engine::builder(&location.data_dir)
-        .tiers(load_tiers(location.tiers.as_deref())?)
-        .open()
-    {
-        Err(Error::Locked { holder, .. }) => {
-            return Err(format!(
-                "{} is held by a running tierdb ({holder}); send the file to that server instead, \
-                 e.g. `nc 127.0.0.1 2003 < {file}` (Graphite) or POST it to /write (Influx)",
-                location.data_dir.display()
-            )
-            .into())
-        }
-        other => other?,
-    };
-    let (input, size): (Box<dyn Read + Send>, Option<u64>) = if file == "-" {
-        (Box::new(std::io::stdin()), None)
-    } else {
-        let f = std::fs::File::open(file).map_err(|e| Error::io(file, e))?;
-        let size = f.metadata().ok().map(|m| m.len());
-        (Box::new(f), size)
-    };
-    let bar = if std::io::stderr().is_terminal() {
-        indicatif::ProgressBar::new_spinner()
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-    );
-    let _ = size;
-    let summary = import::import(&engine, input, format, precision, |s| {
-        let secs = s.elapsed.as_secs_f64().max(1e-9);
-        bar.set_message(format!(
-            "{} samples ({:.2} M/s), {} rejected",
-            s.accepted,
-            s.accepted as f64 / secs / 1e6,
-            s.rejected_total()
-        ));
-        bar.tick();
-    })?;
-    bar.finish_and_clear();
-    engine.close()?;
-    let secs = summary.elapsed.as_secs_f64().max(1e-9);
-    let mut out = format!(
-        "imported {} lines in {:.2?}: {:.2} M lines/s; {} samples accepted, {} rejected\n",
-        summary.lines,
-        summary.elapsed,
-        summary.lines as f64 / secs / 1e6,
-        summary.accepted,
-        summary.rejected_total()
-    );
-    for (reason, n) in &summary.rejected {
-        out.push_str(&format!("  {reason}: {n}\n"));
-    }
-    print(&out)?;
-    Ok(())
-}
-
-/// `info` for people: one row per tier with its window and disk use, then totals.
-fn info_table(engine: &Engine) -> String {
-    let stats = engine.stats();
-    let mut out = format!(
-        "data directory {}\nseries {} ({} counters)\n\n{:<6} {:>10} {:>8} {:>10}  {:<20}  {:<20}  {:>6} {:>11}\n",
-        engine.dir().display(),
-        stats.series,
-        stats.counters,
-        "tier",
-        "resolution",
-        "period",
-        "retention",
-        "holds from",
-        "newest period",
-        "files",
-        "bytes"
-    );
-    for tier in &stats.tiers {
-        let held_from = tier
-            .disk
-            .oldest_period
-            .map(|p| crate::time::format_ts(p.max(tier.window_start)))
-            .unwrap_or_else(|| "-".into());
-        let newest = tier
-            .disk
-            .newest_period
-            .map(crate::time::format_ts)
-            .unwrap_or_else(|| "-".into());
-        out.push_str(&format!(
-            "{:<6} {:>10} {:>8} {:>10}  {:<20}  {:<20}  {:>6} {:>11}\n",
-            tier.name,
-            tier.resolution.to_string(),
-            tier.period.to_string(),
-            tier.retention.to_string(),
-            held_from,
-            newest,
-            tier.disk.files,
-            human_bytes(tier.disk.bytes)
-        ));
-    }
-    if !stats.orphaned_tiers.is_empty() {
-        out.push_str(&format!(
-            "\ntier directories no longer configured (left in place): {}\n",
-            stats.orphaned_tiers.join(", ")
-        ));
-    }
-    out.push_str(
-        "\nrejected samples are counted by the process that received them: see a running \
-         server's /metrics (tierdb_samples_rejected_total)\n",
-    );
-    out
-}
-
-fn human_bytes(bytes: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < units.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", units[unit])
     }
 }

@@ -1,11 +1,14 @@
-//! `tierdb demo`'s simulated agent: a few hosts' cpu, memory, load and request counts with
-//! daily shapes, backfilled over the last days and then written live every ten seconds, so
-//! a newcomer sees a full dashboard at once.
+//! `tierdb demo`: a server with a simulated agent writing into it. The agent sends a few
+//! hosts' cpu, memory, load and request counts with daily shapes, backfilled over the last
+//! days and then written live every ten seconds, so a newcomer sees a full dashboard at once.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::serve::until_shutdown;
+use super::{load_tiers, Listen};
 use crate::registry::SeriesId;
 use crate::sample::Sample;
 use crate::time::Timestamp;
@@ -24,6 +27,42 @@ pub const METRICS: [&str; 5] = [
 /// Seconds between samples, as a typical agent's interval.
 pub const CADENCE: i64 = 10;
 const DAY: i64 = 86_400;
+
+/// A server plus a simulated agent (a few hosts' cpu, memory, load and requests) that
+/// backfills the last days and then writes live: open the printed address for a full
+/// dashboard. Data goes to a temporary directory unless --data-dir is given.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:\n  tierdb demo\n  tierdb demo --http 127.0.0.1:9000 --days 7")]
+pub struct DemoArgs {
+    /// The data directory (default: a temporary one, removed at exit).
+    #[arg(long, env = "TIERDB_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// The tiers file (default: ./tiers.toml when present, else the built-in default).
+    #[arg(long, env = "TIERDB_TIERS")]
+    tiers: Option<PathBuf>,
+    /// Days of history to backfill before going live.
+    #[arg(long, default_value_t = 3)]
+    days: i64,
+    #[command(flatten)]
+    listen: Listen,
+}
+
+/// Serves a data directory (by default a temporary one, removed at exit) with the agent
+/// writing into it, until stopped.
+pub(super) fn run(args: DemoArgs) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    let temp = tempfile::Builder::new().prefix("tierdb-demo").tempdir()?;
+    let dir = args.data_dir.unwrap_or_else(|| temp.path().to_path_buf());
+    let engine = Arc::new(
+        Engine::builder(&dir)
+            .tiers(load_tiers(args.tiers.as_deref())?)
+            .open()?,
+    );
+    until_shutdown(engine, &args.listen, |engine| {
+        let agent = start(engine, args.days)?;
+        println!("tierdb: demo data in {}", dir.display());
+        Ok(Some(agent))
+    })
+}
 
 /// The simulated fleet's series.
 pub struct Agent {

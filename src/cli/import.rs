@@ -3,9 +3,10 @@
 //! with whole batches handed between them, so the two overlap.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, IsTerminal, Read};
 use std::time::{Duration, Instant};
 
+use super::{load_tiers, print, Location};
 use crate::ingest::{graphite, influx};
 use crate::registry::SeriesId;
 use crate::sample::Sample;
@@ -34,6 +35,99 @@ pub fn detect(first_line: &str) -> Format {
         Some(field) if field.contains('=') => Format::Influx,
         _ => Format::Graphite,
     }
+}
+
+/// Imports Graphite plaintext or Influx line protocol from a file or stdin.
+///
+/// The format is detected from the first line unless --format says. Shows progress on a
+/// terminal and a summary at the end. Needs the data directory to itself: while a server
+/// holds it, send the file to the server (e.g. `nc host 2003 < file`).
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  tierdb import metrics.txt\n  zcat history.lp.gz | tierdb import - --format influx --precision s"
+)]
+pub struct ImportArgs {
+    /// The file to read, or - for stdin.
+    #[arg(default_value = "-")]
+    file: String,
+    /// The input's format (default: detected).
+    #[arg(long, value_enum)]
+    format: Option<Format>,
+    /// Influx timestamp precision: ns, u, ms, s, m, h.
+    #[arg(long, default_value = "ns")]
+    precision: String,
+    #[command(flatten)]
+    location: Location,
+}
+
+/// Imports the file with a progress bar on a terminal, then prints the summary. A data
+/// directory held by a running server is refused with a hint to send the file to it.
+pub(super) fn run(args: ImportArgs) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    let ImportArgs {
+        file,
+        format,
+        precision,
+        location,
+    } = args;
+    let precision =
+        influx::Precision::parse_v1(&precision).map_err(|e| format!("--precision: {e}"))?;
+    let engine = match Engine::builder(&location.data_dir)
+        .tiers(load_tiers(location.tiers.as_deref())?)
+        .open()
+    {
+        Err(Error::Locked { holder, .. }) => {
+            return Err(format!(
+                "{} is held by a running tierdb ({holder}); send the file to that server instead, \
+                 e.g. `nc 127.0.0.1 2003 < {file}` (Graphite) or POST it to /write (Influx)",
+                location.data_dir.display()
+            )
+            .into())
+        }
+        other => other?,
+    };
+    let (input, size): (Box<dyn Read + Send>, Option<u64>) = if file == "-" {
+        (Box::new(std::io::stdin()), None)
+    } else {
+        let f = std::fs::File::open(&file).map_err(|e| Error::io(&file, e))?;
+        let size = f.metadata().ok().map(|m| m.len());
+        (Box::new(f), size)
+    };
+    let bar = if std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::new_spinner()
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    let _ = size;
+    let summary = import(&engine, input, format, precision, |s| {
+        let secs = s.elapsed.as_secs_f64().max(1e-9);
+        bar.set_message(format!(
+            "{} samples ({:.2} M/s), {} rejected",
+            s.accepted,
+            s.accepted as f64 / secs / 1e6,
+            s.rejected_total()
+        ));
+        bar.tick();
+    })?;
+    bar.finish_and_clear();
+    engine.close()?;
+    let secs = summary.elapsed.as_secs_f64().max(1e-9);
+    let mut out = format!(
+        "imported {} lines in {:.2?}: {:.2} M lines/s; {} samples accepted, {} rejected\n",
+        summary.lines,
+        summary.elapsed,
+        summary.lines as f64 / secs / 1e6,
+        summary.accepted,
+        summary.rejected_total()
+    );
+    for (reason, n) in &summary.rejected {
+        out.push_str(&format!("  {reason}: {n}\n"));
+    }
+    print(&out)?;
+    Ok(())
 }
 
 /// What an import did.

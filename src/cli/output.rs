@@ -1,27 +1,12 @@
 //! How query results look on a terminal (an aligned table with human times, empty buckets
-//! blank) and to scripts (CSV, or JSON in exactly the HTTP API's shape).
+//! blank) and to scripts (CSV, or JSON in exactly the HTTP API's shape). One series' CSV is
+//! [`QueryResult::csv`], the same writer as the HTTP API's.
 
 use std::fmt::Write;
 
 use crate::aggregate::{AggregateResult, Group};
 use crate::query::QueryResult;
 use crate::time::{format_ts, Span};
-
-/// `ts,value` rows, an empty value for an empty bucket; the HTTP API's `format=csv` too.
-pub fn csv(result: &QueryResult) -> String {
-    let mut out = String::from("ts,value\n");
-    for (ts, value) in &result.points {
-        match value {
-            Some(v) => {
-                let _ = writeln!(out, "{ts},{v}");
-            }
-            None => {
-                let _ = writeln!(out, "{ts},");
-            }
-        }
-    }
-    out
-}
 
 /// The HTTP API's JSON of a query or aggregate result.
 pub fn json(result: &impl serde::Serialize) -> String {
@@ -166,7 +151,7 @@ mod tests {
     fn the_three_formats() {
         insta::with_settings!({description => "cpu{host=a}, tier 1m, avg, three minutes from 2025-11-21T12:00Z: 1.5, empty, 12.25"}, {
             insta::assert_snapshot!("table", table(&sample()));
-            insta::assert_snapshot!("csv", csv(&sample()));
+            insta::assert_snapshot!("csv", sample().csv());
             insta::assert_snapshot!("json", json(&sample()));
         });
     }

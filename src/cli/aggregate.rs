@@ -1,0 +1,61 @@
+//! `tierdb aggregate`: many series folded into one line per group, as a table per group,
+//! CSV or the HTTP API's JSON.
+
+use clap::Args;
+
+use super::{open_reader, output, print, window_range, Location, OutputFormat, Points, TagFilters};
+use crate::aggregate::AggregateQuery;
+use crate::query::TierChoice;
+
+/// Folds many series into one line per group: sum, avg, min, max or count across every
+/// series a selector picks.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  tierdb aggregate 'cpu.user' --agg avg --group-by dc --range 6h\n  tierdb aggregate 'http.requests{dc=eu,host!=db-1}' --display per_sec --range 7d --tier 1h\n  tierdb aggregate butterflies --tag scientist=perpetua --group-by location --display total --range 365d --whole-range"
+)]
+pub struct AggregateArgs {
+    /// A name glob with optional tag filters: `cpu.*{dc=eu,host!=db-1}`.
+    selector: String,
+    /// sum, avg, min, max or count (count: series with a sample in the point).
+    #[arg(long = "agg", default_value = "sum")]
+    aggregation: String,
+    /// Tag keys whose values split the series into groups; comma-separated or repeated.
+    #[arg(long = "group-by", value_delimiter = ',')]
+    group_by: Vec<String>,
+    #[command(flatten)]
+    filters: TagFilters,
+    /// Fold the whole range into one value per group.
+    #[arg(long)]
+    whole_range: bool,
+    #[command(flatten)]
+    points: Points,
+    #[command(flatten)]
+    location: Location,
+}
+
+/// Prints the groups the selector's series fold into over the window.
+pub(super) fn run(args: AggregateArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let engine = open_reader(&args.location)?;
+    let selector = args.filters.selector(&args.selector)?;
+    let (from, to) = window_range(&engine, &args.points.window)?;
+    let query = AggregateQuery {
+        selector,
+        group_by: args.group_by,
+        aggregation: args.aggregation.parse()?,
+        display: args.points.window.display.parse()?,
+        tier: TierChoice::from(args.points.window.tier.as_str()),
+        from,
+        to,
+        step: args.points.step,
+        max_points: None,
+        whole_range: args.whole_range,
+    };
+    let result = engine.aggregate(&query)?;
+    let text = match args.points.format {
+        OutputFormat::Table => output::aggregate_table(&result),
+        OutputFormat::Csv => output::aggregate_csv(&result),
+        OutputFormat::Json => output::json(&result) + "\n",
+    };
+    print(&text)?;
+    Ok(())
+}

@@ -1,0 +1,98 @@
+//! `tierdb info`: the tiers, the window each holds, files and bytes on disk, and the series
+//! count, as a table for people or the engine's stats as JSON.
+
+use clap::Args;
+
+use super::{open_reader, print, Location};
+use crate::Engine;
+
+/// Shows the tiers, the window each holds, files and bytes on disk, and series count.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:\n  tierdb info\n  tierdb info --data-dir /var/lib/tierdb --json")]
+pub struct InfoArgs {
+    /// Print the engine's stats as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    location: Location,
+}
+
+/// Prints the data directory's stats.
+pub(super) fn run(args: InfoArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let engine = open_reader(&args.location)?;
+    let stats = engine.stats();
+    if args.json {
+        print(&(serde_json::to_string_pretty(&stats)? + "\n"))?;
+    } else {
+        print(&info_table(&engine))?;
+    }
+    Ok(())
+}
+
+/// `info` for people: one row per tier with its window and disk use, then totals.
+fn info_table(engine: &Engine) -> String {
+    let stats = engine.stats();
+    let mut out = format!(
+        "data directory {}\nseries {} ({} counters)\n\n{:<6} {:>10} {:>8} {:>10}  {:<20}  {:<20}  {:>6} {:>11}\n",
+        engine.dir().display(),
+        stats.series,
+        stats.counters,
+        "tier",
+        "resolution",
+        "period",
+        "retention",
+        "holds from",
+        "newest period",
+        "files",
+        "bytes"
+    );
+    for tier in &stats.tiers {
+        let held_from = tier
+            .disk
+            .oldest_period
+            .map(|p| crate::time::format_ts(p.max(tier.window_start)))
+            .unwrap_or_else(|| "-".into());
+        let newest = tier
+            .disk
+            .newest_period
+            .map(crate::time::format_ts)
+            .unwrap_or_else(|| "-".into());
+        out.push_str(&format!(
+            "{:<6} {:>10} {:>8} {:>10}  {:<20}  {:<20}  {:>6} {:>11}\n",
+            tier.name,
+            tier.resolution.to_string(),
+            tier.period.to_string(),
+            tier.retention.to_string(),
+            held_from,
+            newest,
+            tier.disk.files,
+            human_bytes(tier.disk.bytes)
+        ));
+    }
+    if !stats.orphaned_tiers.is_empty() {
+        out.push_str(&format!(
+            "\ntier directories no longer configured (left in place): {}\n",
+            stats.orphaned_tiers.join(", ")
+        ));
+    }
+    out.push_str(
+        "\nrejected samples are counted by the process that received them: see a running \
+         server's /metrics (tierdb_samples_rejected_total)\n",
+    );
+    out
+}
+
+fn human_bytes(bytes: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < units.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", units[unit])
+    }
+}

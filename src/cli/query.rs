@@ -1,0 +1,34 @@
+//! `tierdb query`: one series at a zoom level, as a table, CSV or the HTTP API's JSON.
+
+use clap::Args;
+
+use super::{build_query, open_reader, output, print, Location, OutputFormat, Points};
+
+/// Queries one series at a zoom level.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  tierdb query 'cpu.user{host=web-1}' --range 6h\n  tierdb query cpu.user{host=web-1} --tier 1h --range 7d --display max --format csv\n  tierdb query http.requests{host=web-1} --from 2025-11-20T00:00:00Z --to now --display per_sec --step 1h"
+)]
+pub struct QueryArgs {
+    /// The series: `name` or `name{k=v,...}`.
+    series: String,
+    #[command(flatten)]
+    points: Points,
+    #[command(flatten)]
+    location: Location,
+}
+
+/// Prints the series over the window in the chosen format.
+pub(super) fn run(args: QueryArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let engine = open_reader(&args.location)?;
+    let mut query = build_query(&engine, args.series, &args.points.window)?;
+    query.step = args.points.step;
+    let result = engine.query(&query)?;
+    let text = match args.points.format {
+        OutputFormat::Table => output::table(&result),
+        OutputFormat::Csv => result.csv(),
+        OutputFormat::Json => output::json(&result) + "\n",
+    };
+    print(&text)?;
+    Ok(())
+}
