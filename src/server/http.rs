@@ -125,9 +125,7 @@ async fn influx_v1(
     RawQuery(raw): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let params = Params::query(raw.as_deref());
-    let precision = precision(&params, Precision::parse_v1)?;
-    influx_write(&state, precision, kind_param(&params)?, &body).await
+    influx_write(&state, raw.as_deref(), Precision::parse_v1, &body).await
 }
 
 /// InfluxDB 2.x `/api/v2/write` (`bucket`/`org` accepted and ignored, `precision` =
@@ -137,20 +135,7 @@ async fn influx_v2(
     RawQuery(raw): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let params = Params::query(raw.as_deref());
-    let precision = precision(&params, Precision::parse_v2)?;
-    influx_write(&state, precision, kind_param(&params)?, &body).await
-}
-
-/// The `precision` parameter read by the API version's rules; nanoseconds when absent.
-fn precision(
-    params: &Params,
-    parse: fn(&str) -> Result<Precision, String>,
-) -> Result<Precision, ApiError> {
-    match params.get("precision") {
-        Some(p) => parse(p).map_err(|e| ApiError::BadRequest(format!("precision: {e}"))),
-        None => Ok(Precision::Nanoseconds),
-    }
+    influx_write(&state, raw.as_deref(), Precision::parse_v2, &body).await
 }
 
 /// The `kind` parameter of a write (`gauge` or `counter`): the kind every series of the
@@ -165,12 +150,20 @@ fn kind_param(params: &Params) -> Result<Option<SeriesKind>, ApiError> {
         .transpose()
 }
 
+/// An Influx write of either API version: the query string's `precision` (read by the
+/// version's rules, `parse`; nanoseconds when absent) and `kind`, then the body's lines.
 async fn influx_write(
     state: &State,
-    precision: Precision,
-    kind: Option<SeriesKind>,
+    query: Option<&str>,
+    parse: fn(&str) -> Result<Precision, String>,
     body: &[u8],
 ) -> Result<Response, ApiError> {
+    let params = Params::query(query);
+    let precision = match params.get("precision") {
+        Some(p) => parse(p).map_err(|e| ApiError::BadRequest(format!("precision: {e}")))?,
+        None => Precision::Nanoseconds,
+    };
+    let kind = kind_param(&params)?;
     let mut sink = state.sink();
     let now = sink.now();
     let mut points = Vec::new();

@@ -62,6 +62,19 @@ impl Params {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Checks that `format`, when given, is `only`: the one answer format an endpoint has.
+    ///
+    /// # Errors
+    /// [`ApiError::BadRequest`] naming the format asked for and the one supported.
+    pub(super) fn require_format(&self, only: &str) -> Result<(), ApiError> {
+        match self.get("format") {
+            Some(other) if other != only => Err(ApiError::BadRequest(format!(
+                "format: {other:?} is not supported; only {only}"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// Every value of `key`, in the order sent.
     pub(super) fn all<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> {
         self.0

@@ -37,14 +37,7 @@ pub(super) async fn render(
     body: Bytes,
 ) -> std::result::Result<Response, ApiError> {
     let params = Params::query_and_form(raw.as_deref(), &headers, &body)?;
-    match params.get("format") {
-        None | Some("json") => {}
-        Some(other) => {
-            return Err(ApiError::BadRequest(format!(
-                "format: {other:?} is not supported; only json"
-            )))
-        }
-    }
+    params.require_format("json")?;
     let engine = Arc::clone(&state.engine);
     let now = engine.now();
     let time = |key: &str, default: &str| {
@@ -89,14 +82,7 @@ pub(super) async fn find(
     body: Bytes,
 ) -> std::result::Result<Response, ApiError> {
     let params = Params::query_and_form(raw.as_deref(), &headers, &body)?;
-    match params.get("format") {
-        None | Some("treejson") => {}
-        Some(other) => {
-            return Err(ApiError::BadRequest(format!(
-                "format: {other:?} is not supported; only treejson"
-            )))
-        }
-    }
+    params.require_format("treejson")?;
     let query = params
         .get("query")
         .ok_or_else(|| ApiError::BadRequest("query: missing (query=servers.*)".into()))?
