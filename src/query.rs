@@ -267,12 +267,13 @@ impl Reader<'_> {
     /// `[from, to)` number at most `max_points`; failing that, the tier reaching back
     /// furthest among those within the budget; failing that, the coarsest tier.
     pub fn auto_tier(&self, from: Timestamp, to: Timestamp, max_points: u32) -> usize {
+        let now = self.now();
         let tiers = &self.config().tiers;
         let mut order: Vec<usize> = (0..tiers.len()).collect();
         order.sort_by_key(|&t| tiers[t].resolution);
         let span = to.saturating_sub(from).max(0) as u64;
         let fits = |t: usize| span / tiers[t].resolution.secs() <= u64::from(max_points);
-        let reaches = |t: usize| self.window_start(t) <= from;
+        let reaches = |t: usize| self.window_start(t, now) <= from;
         if let Some(&t) = order.iter().find(|&&t| fits(t) && reaches(t)) {
             return t;
         }
@@ -280,7 +281,7 @@ impl Reader<'_> {
             .iter()
             .copied()
             .filter(|&t| fits(t))
-            .min_by_key(|&t| self.window_start(t))
+            .min_by_key(|&t| self.window_start(t, now))
             .or_else(|| order.last().copied())
             .unwrap_or(0)
     }
@@ -331,7 +332,7 @@ impl Reader<'_> {
     /// oldest first. Only periods that have a file: the walk is bounded by the files held,
     /// not by the width of the range.
     pub(crate) fn files_for(&self, tier: usize, grid: &PointGrid, chunk: u32) -> HeldFiles {
-        let read_from = grid.first.max(self.window_start(tier));
+        let read_from = grid.first.max(self.window_start(tier, self.now()));
         HeldFiles {
             read_from,
             files: self.period_files(tier, chunk, read_from, grid.end),

@@ -62,10 +62,10 @@ impl<'a> Reader<'a> {
         self.kinds.kind(id, self.registry)
     }
 
-    /// First second tier `tier` still holds now.
-    pub fn window_start(&self, tier: usize) -> Timestamp {
+    /// First second tier `tier` holds at `now` (the clock read once per read).
+    pub fn window_start(&self, tier: usize, now: Timestamp) -> Timestamp {
         let spec = &self.config.tiers[tier];
-        window_start(self.now(), spec.retention, spec.period)
+        window_start(now, spec.retention, spec.period)
     }
 
     /// Series slots per chunk: series `id` lives in chunk `id / slots`, slot `id % slots`.
