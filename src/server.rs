@@ -20,7 +20,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::net::{TcpListener, UdpSocket};
+use tokio::net::{TcpListener, TcpSocket, UdpSocket};
 
 use crate::{Engine, Error, Result};
 use sink::Sink;
@@ -29,6 +29,23 @@ use stats::ServerStats;
 /// How long shutdown waits for open connections and requests before it flushes and exits
 /// without them.
 pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Connections the kernel queues on a TCP listener until they are accepted (the kernel caps
+/// it at `net.core.somaxconn`). std and tokio use 128, which a burst of clients connecting at
+/// once (collectors reconnecting after a restart) overflows while the accept loop waits for
+/// a thread: each dropped handshake costs its client a one-second retransmit.
+const LISTEN_BACKLOG: u32 = 1024;
+
+/// A TCP listener on `addr` with [`LISTEN_BACKLOG`].
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
 
 /// Bounds that keep one client from making the server grow without limit.
 #[derive(Clone, Debug)]
@@ -95,12 +112,8 @@ impl Listeners {
     pub async fn bind(http: SocketAddr, graphite: SocketAddr) -> Result<Listeners> {
         let bind_error =
             |addr: SocketAddr, e: std::io::Error| Error::io(format!("listen address {addr}"), e);
-        let http_listener = TcpListener::bind(http)
-            .await
-            .map_err(|e| bind_error(http, e))?;
-        let graphite_tcp = TcpListener::bind(graphite)
-            .await
-            .map_err(|e| bind_error(graphite, e))?;
+        let http_listener = listen(http).map_err(|e| bind_error(http, e))?;
+        let graphite_tcp = listen(graphite).map_err(|e| bind_error(graphite, e))?;
         let tcp_addr = graphite_tcp
             .local_addr()
             .map_err(|e| bind_error(graphite, e))?;
