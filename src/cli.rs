@@ -70,6 +70,9 @@ pub struct Listen {
     /// the disk; 0 means no limit.
     #[arg(long, env = "TIERDB_MAX_SERIES", default_value_t = 100_000)]
     pub max_series: usize,
+    /// Connection limits and timeouts.
+    #[command(flatten)]
+    pub connections: serve::ConnectionLimits,
 }
 
 /// Which tier, range and display a read uses (`query`, `aggregate`, `plot`).

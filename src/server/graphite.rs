@@ -1,6 +1,7 @@
 //! Graphite plaintext over TCP and UDP: sockets and line splitting. Parsing is
 //! [`crate::ingest::graphite`]; a bad line is counted under its reason and the stream goes
-//! on; a connection is never dropped for its content.
+//! on; a connection is never dropped for its content, only for sending nothing for
+//! [`super::Limits::graphite_idle_timeout`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,7 +12,8 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
 use super::sink::Sink;
-use super::State;
+use super::stats::{Protocol, Timeout};
+use super::{State, ACCEPT_ERROR_PAUSE};
 use crate::ingest::graphite::{parse_line, MAX_LINE};
 
 /// Bytes read from a socket at a time; also the largest UDP datagram taken.
@@ -28,7 +30,7 @@ pub async fn serve_tcp(
     state: Arc<State>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let permits = Arc::new(Semaphore::new(state.limits.max_connections));
+    let permits = Arc::new(Semaphore::new(state.limits.graphite_max_connections));
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
@@ -36,20 +38,23 @@ pub async fn serve_tcp(
                 let (stream, peer) = match accepted {
                     Ok(accepted) => accepted,
                     Err(e) => {
+                        // Out of file descriptors, most likely: pause rather than spin.
                         tracing::warn!(error = %e, "graphite accept failed");
+                        tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
                         continue;
                     }
                 };
                 let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-                    tracing::warn!(%peer, "graphite connection refused: connection limit reached");
-                    state.stats.count_rejected("connection_limit", 1);
+                    tracing::debug!(%peer, "graphite connection refused: connection limit reached");
+                    state.stats.count_refused(Protocol::Graphite);
                     continue;
                 };
+                let open = state.stats.open_connection(Protocol::Graphite);
                 let state = Arc::clone(&state);
                 let shutdown = shutdown.clone();
                 connections.spawn(async move {
                     connection(stream, &state, shutdown).await;
-                    drop(permit);
+                    drop((open, permit));
                 });
             }
             _ = shutdown.changed() => break,
@@ -60,12 +65,14 @@ pub async fn serve_tcp(
 }
 
 /// One TCP stream: lines split on `\n` (a trailing `\r` is the parser's business), each
-/// parsed and queued, the batch written after every read.
+/// parsed and queued, the batch written after every read. Closed when the client closes it,
+/// sends nothing for the idle timeout, or at shutdown once drained.
 async fn connection(mut stream: TcpStream, state: &State, mut shutdown: watch::Receiver<bool>) {
     let mut sink = state.sink();
     let mut lines = LineSplitter::default();
     let mut buf = vec![0u8; READ_BUFFER];
     let mut drain_until: Option<Instant> = None;
+    let idle = state.limits.graphite_idle_timeout;
     loop {
         let n = match drain_until {
             // Shutting down: take what the client already sent, until it pauses or the
@@ -78,10 +85,15 @@ async fn connection(mut stream: TcpStream, state: &State, mut shutdown: watch::R
                 }
             }
             None => tokio::select! {
-                read = stream.read(&mut buf) => match read {
-                    Ok(n) => n,
-                    Err(e) => {
+                read = tokio::time::timeout(idle, stream.read(&mut buf)) => match read {
+                    Ok(Ok(n)) => n,
+                    Ok(Err(e)) => {
                         tracing::debug!(error = %e, "graphite connection read failed");
+                        0
+                    }
+                    Err(_) => {
+                        tracing::debug!("graphite connection idle: closing it");
+                        state.stats.count_timed_out(Protocol::Graphite, Timeout::Idle);
                         0
                     }
                 },
