@@ -116,6 +116,55 @@ impl Default for Limits {
     }
 }
 
+/// Accepts connections of `protocol` on `listener` until `shutdown` flips, at most `limit`
+/// open at once, each served by `serve` in a task of its own and counted as open while it
+/// runs. One over the limit is counted and handed to `refuse` (which closes it), never
+/// queued. Then waits for the open ones to finish.
+async fn accept_loop<Served>(
+    listener: TcpListener,
+    stats: &Arc<ServerStats>,
+    (protocol, limit): (stats::Protocol, usize),
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    refuse: impl Fn(tokio::net::TcpStream),
+    serve: impl Fn(tokio::net::TcpStream) -> Served,
+) where
+    Served: Future<Output = ()> + Send + 'static,
+{
+    let permits = Arc::new(tokio::sync::Semaphore::new(limit));
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        // Out of file descriptors, most likely: pause rather than spin.
+                        tracing::warn!(protocol = protocol.as_str(), error = %e, "accept failed");
+                        tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                        continue;
+                    }
+                };
+                let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+                    tracing::debug!(protocol = protocol.as_str(), %peer, "connection refused: connection limit reached");
+                    stats.count_refused(protocol);
+                    refuse(stream);
+                    continue;
+                };
+                let open = stats.open_connection(protocol);
+                let served = serve(stream);
+                connections.spawn(async move {
+                    served.await;
+                    drop((open, permit));
+                });
+            }
+            _ = shutdown.changed() => break,
+        }
+        while connections.try_join_next().is_some() {}
+    }
+    drop(listener);
+    while connections.join_next().await.is_some() {}
+}
+
 /// Raises this process's soft limit on open files to its hard limit, so thousands of client
 /// sockets do not run into the common default of 1024. Returns the soft limit in force
 /// afterwards (`None`: unlimited).

@@ -8,12 +8,11 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
-use tokio::sync::{watch, Semaphore};
-use tokio::task::JoinSet;
+use tokio::sync::watch;
 
 use super::sink::Sink;
 use super::stats::{Protocol, Timeout};
-use super::{State, ACCEPT_ERROR_PAUSE};
+use super::State;
 use crate::ingest::graphite::{parse_line, MAX_LINE};
 
 /// Bytes read from a socket at a time; also the largest UDP datagram taken.
@@ -24,44 +23,22 @@ const DRAIN_TIME: Duration = Duration::from_secs(5);
 /// See [`DRAIN_TIME`].
 const DRAIN_PAUSE: Duration = Duration::from_millis(200);
 
-/// Accepts connections until `shutdown` flips, then waits for the open ones to drain.
-pub async fn serve_tcp(
-    listener: TcpListener,
-    state: Arc<State>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let permits = Arc::new(Semaphore::new(state.limits.graphite_max_connections));
-    let mut connections = JoinSet::new();
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(accepted) => accepted,
-                    Err(e) => {
-                        // Out of file descriptors, most likely: pause rather than spin.
-                        tracing::warn!(error = %e, "graphite accept failed");
-                        tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
-                        continue;
-                    }
-                };
-                let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-                    tracing::debug!(%peer, "graphite connection refused: connection limit reached");
-                    state.stats.count_refused(Protocol::Graphite);
-                    continue;
-                };
-                let open = state.stats.open_connection(Protocol::Graphite);
-                let state = Arc::clone(&state);
-                let shutdown = shutdown.clone();
-                connections.spawn(async move {
-                    connection(stream, &state, shutdown).await;
-                    drop((open, permit));
-                });
-            }
-            _ = shutdown.changed() => break,
-        }
-        while connections.try_join_next().is_some() {}
-    }
-    while connections.join_next().await.is_some() {}
+/// Accepts connections until `shutdown` flips, then waits for the open ones to drain. One
+/// over [`super::Limits::graphite_max_connections`] is closed at once.
+pub async fn serve_tcp(listener: TcpListener, state: Arc<State>, shutdown: watch::Receiver<bool>) {
+    let limit = (Protocol::Graphite, state.limits.graphite_max_connections);
+    super::accept_loop(
+        listener,
+        &state.stats,
+        limit,
+        shutdown.clone(),
+        drop,
+        |stream| {
+            let (state, shutdown) = (Arc::clone(&state), shutdown.clone());
+            async move { connection(stream, &state, shutdown).await }
+        },
+    )
+    .await;
 }
 
 /// One TCP stream: lines split on `\n` (a trailing `\r` is the parser's business), each

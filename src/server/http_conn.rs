@@ -29,53 +29,33 @@ use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Notify, Semaphore};
-use tokio::task::JoinSet;
+use tokio::sync::{watch, Notify};
 
 use super::stats::{Protocol, ServerStats, Timeout};
-use super::{Limits, State, ACCEPT_ERROR_PAUSE};
+use super::{Limits, State};
 
 /// Accepts HTTP connections until `shutdown` flips, then lets open ones finish their request
-/// in progress (idle ones close at once) and waits for them.
+/// in progress (idle ones close at once) and waits for them. One over
+/// [`Limits::http_max_connections`] is answered 503 and closed.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     state: Arc<State>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
-    let permits = Arc::new(Semaphore::new(state.limits.http_max_connections));
-    let mut connections = JoinSet::new();
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(accepted) => accepted,
-                    Err(e) => {
-                        // Out of file descriptors, most likely: pause rather than spin.
-                        tracing::warn!(error = %e, "http accept failed");
-                        tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
-                        continue;
-                    }
-                };
-                let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-                    tracing::debug!(%peer, "http connection refused: connection limit reached");
-                    state.stats.count_refused(Protocol::Http);
-                    refuse(stream, state.limits.http_max_connections);
-                    continue;
-                };
-                let open = state.stats.open_connection(Protocol::Http);
-                let (app, state, shutdown) = (app.clone(), Arc::clone(&state), shutdown.clone());
-                connections.spawn(async move {
-                    connection(stream, app, &state, shutdown).await;
-                    drop((open, permit));
-                });
-            }
-            _ = shutdown.changed() => break,
-        }
-        while connections.try_join_next().is_some() {}
-    }
-    drop(listener);
-    while connections.join_next().await.is_some() {}
+    let limit = state.limits.http_max_connections;
+    super::accept_loop(
+        listener,
+        &state.stats,
+        (Protocol::Http, limit),
+        shutdown.clone(),
+        |stream| refuse(stream, limit),
+        |stream| {
+            let (app, state, shutdown) = (app.clone(), Arc::clone(&state), shutdown.clone());
+            async move { connection(stream, app, &state, shutdown).await }
+        },
+    )
+    .await;
 }
 
 /// Answers 503 on a connection over the limit, as far as the socket takes it without

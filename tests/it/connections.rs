@@ -78,32 +78,33 @@ fn open_files_for(needed: u64) {
     );
 }
 
-/// `count` samples of a collectd-style writer on one fresh connection, in `rounds` bursts a
-/// little apart, as collectd's write_graphite sends: `collectd.<host>.load.shortterm`.
-fn collectd_writer(graphite: SocketAddr, series: &[String], rounds: usize, minute: i64) {
-    let mut stream = TcpStream::connect(graphite).unwrap();
+/// A collectd-style writer on one fresh connection: `hosts` series
+/// (`collectd.host<i>.load.shortterm`) get `rounds` samples each, 0 to rounds-1, sent a burst
+/// every 200 ms as collectd's write_graphite sends them. Then every sample must be readable.
+fn collector_lands_every_sample(server: &TestServer, hosts: usize, rounds: usize) {
+    let minute = NOW - NOW % 60 - 120;
+    let series: Vec<String> = (0..hosts)
+        .map(|i| format!("collectd.host{i}.load.shortterm"))
+        .collect();
+    let mut stream = TcpStream::connect(server.graphite).unwrap();
     for round in 0..rounds {
         let mut text = String::new();
-        for name in series {
+        for name in &series {
             text.push_str(&format!("{name} {round} {}\n", minute + round as i64));
         }
         stream.write_all(text.as_bytes()).unwrap();
         std::thread::sleep(Duration::from_millis(200));
     }
-}
-
-/// Every series got `rounds` samples, 0 to rounds-1, in `minute`'s bucket.
-fn assert_landed(server: &TestServer, series: &[String], rounds: usize, minute: i64) {
+    drop(stream);
     let sum = (rounds * (rounds - 1) / 2) as f64;
     for name in series {
         let path = format!(
             "/api/v1/query?series={name}&tier=1m&from={minute}&to={}&display=total",
             minute + 60
         );
-        let mut answer = serde_json::Value::Null;
         wait_until(&format!("every sample of {name}"), || {
             let (status, body) = server.get(&path);
-            answer = serde_json::from_str(&body).unwrap_or_default();
+            let answer: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
             status == 200 && answer["points"] == serde_json::json!([[minute, sum]])
         });
     }
@@ -155,12 +156,7 @@ fn idle_graphite_connections_are_closed_so_a_collector_gets_a_slot() {
 
     // A collector writing for longer than the idle timeout, a burst every 200 ms, is not
     // idle: it keeps its connection and every sample lands.
-    let minute = NOW - NOW % 60 - 120;
-    let series: Vec<String> = (0..3)
-        .map(|i| format!("collectd.host{i}.load.shortterm"))
-        .collect();
-    collectd_writer(server.graphite, &series, 12, minute);
-    assert_landed(&server, &series, 12, minute);
+    collector_lands_every_sample(&server, 3, 12);
 }
 
 /// Writes `request` to `stream` one byte per `pace` until the server closes it (or
@@ -312,12 +308,7 @@ fn thousands_of_idle_and_slowloris_connections_do_not_lock_out_a_collector_or_a_
             && metric(server.http, "tierdb_connections_open{protocol=\"http\"}") > SLOWLORIS as u64
     });
     // Meanwhile a collector on a fresh connection lands every sample, and queries answer.
-    let minute = NOW - NOW % 60 - 60;
-    let series: Vec<String> = (0..10)
-        .map(|i| format!("collectd.web{i}.load.shortterm"))
-        .collect();
-    collectd_writer(server.graphite, &series, 10, minute);
-    assert_landed(&server, &series, 10, minute);
+    collector_lands_every_sample(&server, 10, 10);
 
     // Then the timeouts close every hostile connection, and say so in /metrics.
     let count = |key: &str| metric(server.http, &format!("tierdb_connections_{key}"));
