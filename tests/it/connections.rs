@@ -421,3 +421,28 @@ fn a_burst_of_connections_waits_in_the_listen_queue_rather_than_being_dropped() 
         assert_eq!(queued.len(), 500);
     }
 }
+
+#[test]
+fn shutdown_closes_idle_http_connections_at_once_rather_than_waiting_out_the_grace() {
+    let server = TestServer::start(None, Limits::default());
+    let mut silent = TcpStream::connect(server.http).unwrap();
+    let mut kept_alive = TcpStream::connect(server.http).unwrap();
+    kept_alive
+        .write_all(b"GET /api/v1/tiers HTTP/1.1\r\nHost: test\r\n\r\n")
+        .unwrap();
+    wait_until("both connections open", || {
+        metric(server.http, "tierdb_connections_open{protocol=\"http\"}") == 3
+    });
+    // Stopping the server lets requests in progress finish; idle connections are closed at
+    // once, well before tierdb::server::SHUTDOWN_GRACE (15 s).
+    let started = Instant::now();
+    drop(server);
+    let took = started.elapsed();
+    assert!(
+        took < tierdb::server::SHUTDOWN_GRACE / 2,
+        "shutdown took {took:?}"
+    );
+    assert_eq!(read_until_closed(&mut silent), "");
+    let answer = read_until_closed(&mut kept_alive);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
