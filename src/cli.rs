@@ -70,6 +70,10 @@ pub struct Listen {
     /// the disk; 0 means no limit.
     #[arg(long, env = "TIERDB_MAX_SERIES", default_value_t = 100_000)]
     pub max_series: usize,
+    /// Most values one read request (render, aggregate, find) may read in all: buckets of
+    /// series, summarize windows, find nodes. A request past it is refused with a 400.
+    #[arg(long, env = "TIERDB_MAX_READ_VALUES", default_value_t = crate::budget::DEFAULT_READ_VALUES)]
+    pub max_read_values: u64,
 }
 
 /// Which tier, range and display a read uses (`query`, `aggregate`, `plot`).

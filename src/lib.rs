@@ -40,6 +40,7 @@
 
 pub mod aggregate;
 pub mod bucket;
+pub mod budget;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod clock;
@@ -63,6 +64,7 @@ pub mod time;
 
 pub use aggregate::{AggregateQuery, AggregateResult, Aggregation, Group};
 pub use bucket::Bucket;
+pub use budget::ReadBudget;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{EngineSettings, TierSpec, TiersConfig};
 pub use counter::SeriesKind;

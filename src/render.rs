@@ -14,16 +14,11 @@ mod series;
 #[cfg(test)]
 mod tests;
 
-pub use find::{find, FindNode};
+pub use find::{find, FindNode, Finder};
 pub use path::{graphite_path, parse_graphite_path, PathPattern};
 
 use crate::bucket::Bucket;
-use crate::{Error, Result, SeriesKey};
-
-/// Most values one path may read (the series it matches times points each), and most
-/// `summarize` windows over one target's series: a `*` over a large registry at a high
-/// maxDataPoints is refused rather than exhausting memory (10 M buckets are 320 MB).
-pub const MAX_RENDER_VALUES: u64 = 10 * crate::query::MAX_QUERY_POINTS;
+use crate::{Error, ReadBudget, Result, SeriesKey};
 
 /// Earliest and latest `from`/`until` a render accepts: years 0 to 9999, so the arithmetic
 /// on steps and point times stays far inside 64 bits.
@@ -49,17 +44,18 @@ pub struct Fetched {
 pub trait Source {
     /// Every stored series matching `pattern`, read over [from, until) with at most
     /// `max_points` buckets each (the storage side chooses tier and step), all with the same
-    /// start and step.
+    /// start and step. What it reads is charged to `budget` before it is read.
     ///
     /// # Errors
     ///
-    /// Whatever reading storage can fail with; it ends the render.
+    /// The budget's refusal; whatever reading storage can fail with. Either ends the render.
     fn fetch(
         &self,
         pattern: &PathPattern,
         from: i64,
         until: i64,
         max_points: u32,
+        budget: &ReadBudget,
     ) -> Result<Vec<Fetched>>;
 }
 
@@ -96,11 +92,19 @@ pub struct RenderedSeries {
 /// merged exactly while the series has them, otherwise the average of the known values (the
 /// sum for a counter, whose points are increases).
 ///
+/// Every target reads within one `budget`: each path's fetch and each `summarize` window is
+/// charged to it, so the request as a whole, not each of its paths, is bounded.
+///
 /// # Errors
 ///
-/// [`Error::InvalidQuery`] when `from` is not before `until`, or for a target that does not
-/// parse or evaluate (unknown function, wrong arguments); any error of the source.
-pub fn render(source: &dyn Source, request: &RenderRequest) -> Result<Vec<RenderedSeries>> {
+/// [`Error::InvalidQuery`] when `from` is not before `until`, for a target that does not
+/// parse or evaluate (unknown function, wrong arguments), or when the targets together read
+/// more than `budget` allows; any error of the source.
+pub fn render(
+    source: &dyn Source,
+    request: &RenderRequest,
+    budget: &ReadBudget,
+) -> Result<Vec<RenderedSeries>> {
     for (name, time) in [("from", request.from), ("until", request.until)] {
         if !RENDER_TIMES.contains(&time) {
             return Err(Error::InvalidQuery(format!(
@@ -122,6 +126,7 @@ pub fn render(source: &dyn Source, request: &RenderRequest) -> Result<Vec<Render
         from: request.from,
         until: request.until,
         max_points,
+        budget,
     };
     let mut rendered = Vec::new();
     for target in &request.targets {

@@ -41,6 +41,8 @@ pub struct Limits {
     pub max_series: Option<usize>,
     /// Open Graphite TCP connections at once (default 1024).
     pub max_connections: usize,
+    /// Values one read request may read in all (default [`crate::budget::DEFAULT_READ_VALUES`]).
+    pub max_read_values: u64,
 }
 
 impl Default for Limits {
@@ -49,6 +51,7 @@ impl Default for Limits {
             max_body: 64 * 1024 * 1024,
             max_series: None,
             max_connections: 1024,
+            max_read_values: crate::budget::DEFAULT_READ_VALUES,
         }
     }
 }

@@ -28,6 +28,7 @@ use crate::ingest::influx::{self, Precision};
 use crate::query::{Display, Query, TierChoice};
 use crate::registry::{Selector, SeriesKey, TagFilter};
 use crate::time::{parse_time, Span};
+use crate::ReadBudget;
 
 /// The router of every endpoint. The token check wraps the API and unknown paths; the
 /// dashboard's page and assets are served without it (its script sends the token).
@@ -432,7 +433,10 @@ async fn aggregate(
         whole_range,
     };
     let engine = Arc::clone(engine);
-    let result = blocking(move || engine.aggregate(&query)).await?;
+    let budget = Arc::new(ReadBudget::new(state.limits.max_read_values));
+    let read_budget = Arc::clone(&budget);
+    let result = blocking(move || engine.reader().aggregate_within(&query, &read_budget));
+    let result = render_api::over_budget(&state, &budget, result.await)?;
     Ok(Json(result).into_response())
 }
 

@@ -1,5 +1,5 @@
 //! The server's own counters, beyond the engine's: refusals by protocol-level reason, lines
-//! received, and the write batch latency histogram that `/metrics` exports.
+//! received, reads refused over budget, and the write batch latency histogram that `/metrics` exports.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,6 +19,7 @@ pub struct ServerStats {
     latency_sum_nanos: AtomicU64,
     batches: AtomicU64,
     batch_samples: AtomicU64,
+    over_budget: AtomicU64,
 }
 
 /// A copy of the batch latency histogram.
@@ -54,6 +55,16 @@ impl ServerStats {
         self.batches.fetch_add(1, Ordering::Relaxed);
         self.batch_samples
             .fetch_add(samples as u64, Ordering::Relaxed);
+    }
+
+    /// Counts a read refused for going past its request's read budget.
+    pub fn count_over_budget(&self) {
+        self.over_budget.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Reads refused for going past their request's read budget.
+    pub fn over_budget(&self) -> u64 {
+        self.over_budget.load(Ordering::Relaxed)
     }
 
     /// Protocol-level refusals by reason.

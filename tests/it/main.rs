@@ -10,6 +10,7 @@ mod dashboard;
 mod engine_basics;
 mod install_deps;
 mod model;
+mod read_budget;
 mod render;
 mod reopen;
 mod rolling;
