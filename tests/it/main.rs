@@ -8,6 +8,7 @@ mod corruption;
 mod counters;
 mod dashboard;
 mod engine_basics;
+mod hostile_writes;
 mod install_deps;
 mod model;
 mod read_budget;
