@@ -22,7 +22,7 @@ use axum::{Json, Router};
 use super::error::{blocking, ApiError};
 use super::params::Params;
 use super::render_api;
-use super::sink::IngestReport;
+use super::sink::{IngestReport, Sink};
 use super::State;
 use crate::aggregate::{AggregateQuery, Aggregation};
 use crate::counter::SeriesKind;
@@ -178,7 +178,7 @@ async fn influx_write(
         None => Precision::Nanoseconds,
     };
     let kind = kind_param(&params)?;
-    let mut sink = state.sink();
+    let mut sink = BodySink::new(state.sink());
     let now = sink.now();
     let mut points = Vec::new();
     let mut skipped = Vec::new();
@@ -194,9 +194,8 @@ async fn influx_write(
             Ok(()) => {
                 for point in &points {
                     let ts = point.ts.unwrap_or(now);
-                    if sink.push_declared(&point.series, kind, ts, point.value, number) {
-                        sink.flush().await.map_err(ApiError::from)?;
-                    }
+                    sink.push(&point.series, kind, ts, point.value, number)
+                        .await;
                 }
                 for skip in &skipped {
                     state.stats.count_rejected(skip.as_str(), 1);
@@ -205,7 +204,64 @@ async fn influx_write(
             Err(e) => sink.reject(number, e.as_str(), e.to_string()),
         }
     }
-    Ok(write_answer(sink.finish().await?))
+    Ok(write_answer(sink.finish().await))
+}
+
+/// A request's [`Sink`] that keeps going when a batch cannot be written (a poisoned engine):
+/// the batch and every later sample of the body are refused as `write_failed`, and the
+/// answer says what landed before. A retry then resends only what did not land; failing the
+/// whole request would make it resend earlier batches too, and count them twice.
+struct BodySink {
+    sink: Sink,
+    /// A batch of this request failed; the rest of it is refused without trying.
+    failed: bool,
+}
+
+impl BodySink {
+    fn new(sink: Sink) -> BodySink {
+        BodySink {
+            sink,
+            failed: false,
+        }
+    }
+
+    fn now(&self) -> crate::Timestamp {
+        self.sink.now()
+    }
+
+    /// Queues one sample ([`Sink::push_declared`]), writing the batch once it is full.
+    async fn push(
+        &mut self,
+        series: &str,
+        kind: Option<SeriesKind>,
+        ts: crate::Timestamp,
+        value: f64,
+        line: usize,
+    ) {
+        if self.failed {
+            let why = "not written: an earlier batch of this request failed on the server";
+            self.sink.reject(line, "write_failed", why);
+        } else if self.sink.push_declared(series, kind, ts, value, line) {
+            self.flush().await;
+        }
+    }
+
+    fn reject(&mut self, line: usize, reason: &'static str, message: impl Into<String>) {
+        self.sink.reject(line, reason, message);
+    }
+
+    async fn flush(&mut self) {
+        if let Err(e) = self.sink.flush().await {
+            tracing::error!(error = %e, "a write batch failed; refusing the rest of the request");
+            self.failed = true;
+        }
+    }
+
+    /// Writes what is queued and hands back what landed and what was refused.
+    async fn finish(mut self) -> IngestReport {
+        self.flush().await;
+        self.sink.report().clone()
+    }
 }
 
 /// `POST /api/v1/write`: a JSON array of `{series, tags?, ts, value, kind?}`, read and
@@ -227,7 +283,7 @@ async fn json_write(
         return Ok(too_large(max_body));
     }
     let mut body = request.into_body();
-    let mut sink = state.sink();
+    let mut sink = BodySink::new(state.sink());
     let now = sink.now();
     let mut splitter = ArraySplitter::new();
     let mut received = 0usize;
@@ -255,31 +311,7 @@ async fn json_write(
                 splitter.feed(&data);
             }
         }
-        let read = loop {
-            match splitter.next() {
-                Ok(Some(item)) => {
-                    let number = splitter.elements();
-                    match json_body::sample(item, now, request_kind) {
-                        Element::Sample {
-                            series,
-                            kind,
-                            ts,
-                            value,
-                        } => {
-                            if sink.push_declared(&series, kind, ts, value, number) {
-                                sink.flush().await.map_err(ApiError::from)?;
-                            }
-                        }
-                        Element::Refused { reason, message } => {
-                            sink.reject(number, reason, message)
-                        }
-                    }
-                }
-                Ok(None) => break Ok(()),
-                Err(e) => break Err(e),
-            }
-        };
-        match read {
+        match write_elements(&mut splitter, &mut sink, now, request_kind).await {
             Err(e) if e.elements == 0 => {
                 return Err(ApiError::BadRequest(format!(
                     "body: expected a JSON array of {{series, tags?, ts, value, kind?}}: {}",
@@ -299,7 +331,30 @@ async fn json_write(
             Ok(()) => {}
         }
     };
-    Ok(body_answer(sink.finish().await?, broken))
+    Ok(body_answer(sink.finish().await, broken))
+}
+
+/// Writes every element `splitter` holds whole, `now` and `kind` as [`json_body::sample`]
+/// takes them.
+async fn write_elements(
+    splitter: &mut ArraySplitter,
+    sink: &mut BodySink,
+    now: crate::Timestamp,
+    kind: Option<SeriesKind>,
+) -> Result<(), json_body::BodyError> {
+    while let Some(item) = splitter.next()? {
+        let number = splitter.elements();
+        match json_body::sample(item, now, kind) {
+            Element::Sample {
+                series,
+                kind,
+                ts,
+                value,
+            } => sink.push(&series, kind, ts, value, number).await,
+            Element::Refused { reason, message } => sink.reject(number, reason, message),
+        }
+    }
+    Ok(())
 }
 
 /// 413 for a body whose declared length is over `max_body` bytes: nothing of it is read.
