@@ -42,20 +42,34 @@ pub struct Fetched {
 
 /// Where render reads series from; implemented by the storage side.
 pub trait Source {
-    /// Every stored series matching `pattern`, read over [from, until) with at most
-    /// `max_points` buckets each (the storage side chooses tier and step), all with the same
-    /// start and step. What it reads is charged to `budget` before it is read.
+    /// Charges to `budget` what [`Source::fetch`] of the same arguments would read (the
+    /// series matched times their points), without reading it.
     ///
     /// # Errors
     ///
-    /// The budget's refusal; whatever reading storage can fail with. Either ends the render.
-    fn fetch(
+    /// The budget's refusal; it ends the render before anything is read.
+    fn charge(
         &self,
         pattern: &PathPattern,
         from: i64,
         until: i64,
         max_points: u32,
         budget: &ReadBudget,
+    ) -> Result<()>;
+
+    /// Every stored series matching `pattern`, read over [from, until) with at most
+    /// `max_points` buckets each (the storage side chooses tier and step), all with the same
+    /// start and step.
+    ///
+    /// # Errors
+    ///
+    /// Whatever reading storage can fail with; it ends the render.
+    fn fetch(
+        &self,
+        pattern: &PathPattern,
+        from: i64,
+        until: i64,
+        max_points: u32,
     ) -> Result<Vec<Fetched>>;
 }
 
@@ -92,8 +106,10 @@ pub struct RenderedSeries {
 /// merged exactly while the series has them, otherwise the average of the known values (the
 /// sum for a counter, whose points are increases).
 ///
-/// Every target reads within one `budget`: each path's fetch and each `summarize` window is
-/// charged to it, so the request as a whole, not each of its paths, is bounded.
+/// Every target reads within one `budget`: every path of every target is charged to it
+/// ([`Source::charge`]) before any is fetched, and each `summarize` window as it is made, so
+/// the request as a whole, not each of its paths, is bounded, and a request past it is
+/// refused before it reads anything.
 ///
 /// # Errors
 ///
@@ -128,9 +144,20 @@ pub fn render(
         max_points,
         budget,
     };
+    let targets: Vec<expr::Expr> = (request.targets.iter())
+        .map(|target| expr::parse_target(target))
+        .collect::<Result<_>>()?;
+    for target in &targets {
+        target.for_each_path(&mut |path| match PathPattern::parse(path) {
+            Ok(pattern) => source.charge(&pattern, cx.from, cx.until, max_points, budget),
+            // Not a path after all (a bare word where a function takes a string): evaluation
+            // says what is wrong with it.
+            Err(_) => Ok(()),
+        })?;
+    }
     let mut rendered = Vec::new();
-    for target in &request.targets {
-        for series in functions::eval(&expr::parse_target(target)?, &cx)? {
+    for target in &targets {
+        for series in functions::eval(target, &cx)? {
             let k = series.values.len().div_ceil(max_points as usize);
             rendered.push(series.consolidate(k).rendered());
         }

@@ -18,7 +18,8 @@ pub(crate) struct Context<'a> {
     pub(crate) from: i64,
     pub(crate) until: i64,
     pub(crate) max_points: u32,
-    /// The request's read budget, charged by every fetch and summarize window.
+    /// The request's read budget (its paths are charged before evaluation; summarize
+    /// windows as they are made).
     pub(crate) budget: &'a ReadBudget,
 }
 
@@ -70,7 +71,7 @@ pub(crate) fn eval(expr: &Expr, cx: &Context<'_>) -> Result<Vec<Series>> {
             let pattern = PathPattern::parse(path)?;
             let fetched = cx
                 .source
-                .fetch(&pattern, cx.from, cx.until, cx.max_points, cx.budget)?;
+                .fetch(&pattern, cx.from, cx.until, cx.max_points)?;
             Ok(fetched.into_iter().map(Series::fetched).collect())
         }
         Expr::Call { name, args, .. } => call(name, &Args { name, args }, cx),

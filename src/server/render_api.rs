@@ -129,6 +129,24 @@ pub(super) fn over_budget<T>(
 /// grid, so all the series it returns share start and step, which functions combining series
 /// rely on.
 impl Source for Reader<'_> {
+    /// Counts the series `pattern` matches (one scan, nothing cloned) at the points of
+    /// [`Source::fetch`]'s grid.
+    fn charge(
+        &self,
+        pattern: &PathPattern,
+        from: i64,
+        until: i64,
+        max_points: u32,
+        budget: &ReadBudget,
+    ) -> Result<()> {
+        let (_, step) = self.grid(from, until, max_points)?;
+        let series = (self.registry())
+            .select(|_, key| pattern.matches(key).then_some(()))
+            .len();
+        let points = PointGrid::span(from, until, i128::from(step)).1;
+        charge(budget, pattern, series, points)
+    }
+
     /// The tier is the `auto` choice for the range and budget. The step is the
     /// tier's resolution, or a multiple of it that keeps the grid within `max_points`
     /// (capped at [`MAX_QUERY_POINTS`]) when even the chosen tier has more buckets than that
@@ -142,12 +160,8 @@ impl Source for Reader<'_> {
         from: i64,
         until: i64,
         max_points: u32,
-        budget: &ReadBudget,
     ) -> Result<Vec<Fetched>> {
-        let max_points = max_points.clamp(1, MAX_QUERY_POINTS as u32);
-        let tier = self.auto_tier(from, until, max_points);
-        let resolution = self.config().tiers[tier].resolution.secs() as i64;
-        let step = step_within(from, until, resolution, max_points)?;
+        let (tier, step) = self.grid(from, until, max_points)?;
         // One scan under the registry's read lock, even for a literal name: the pattern also
         // selects the name's tagged variants, and the registry has no index by bare name.
         let mut matched = self.registry().select(|id, key| {
@@ -156,7 +170,6 @@ impl Source for Reader<'_> {
                 .then(|| (graphite_path(key), id, key.clone()))
         });
         let (first, points) = PointGrid::span(from, until, i128::from(step));
-        charge(budget, pattern, matched.len(), points)?;
         matched.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         // A range shorter than the step may hold no point's start (two hours inside one day
         // of the 1d tier): read the one point that holds `from` rather than answer nothing.
@@ -182,6 +195,16 @@ impl Source for Reader<'_> {
                 })
             })
             .collect()
+    }
+}
+
+impl Reader<'_> {
+    /// The tier and step a render's fetch over [from, until) reads at `max_points`.
+    fn grid(&self, from: i64, until: i64, max_points: u32) -> Result<(usize, i64)> {
+        let max_points = max_points.clamp(1, MAX_QUERY_POINTS as u32);
+        let tier = self.auto_tier(from, until, max_points);
+        let resolution = self.config().tiers[tier].resolution.secs() as i64;
+        Ok((tier, step_within(from, until, resolution, max_points)?))
     }
 }
 

@@ -18,6 +18,7 @@ fn refused(server: &TestServer, path: &str) -> String {
     let started = Instant::now();
     let (status, body) = server.get(path);
     let took = started.elapsed();
+    eprintln!("{} refused after {took:?}", short(path));
     assert_eq!(status, 400, "{}", short(&body));
     assert!(body.contains("read budget: "), "{body}");
     assert!(body.contains("--max-read-values"), "{body}");
@@ -42,16 +43,23 @@ fn over_budget_count(server: &TestServer) -> u64 {
     line.rsplit(' ').next().unwrap().parse().unwrap()
 }
 
-fn series(server: &TestServer, names: impl IntoIterator<Item = String>) {
+/// A server with a read budget of `max_read_values` holding the series `names` (empty).
+fn serve(max_read_values: u64, names: impl IntoIterator<Item = String>) -> TestServer {
+    let limits = Limits {
+        max_read_values,
+        ..Limits::default()
+    };
+    let server = TestServer::start(None, limits);
     for name in names {
         server.engine.series(&name).unwrap();
     }
+    server
 }
 
 #[test]
 fn a_render_of_500_targets_shares_one_budget() {
-    let server = TestServer::start(None, Limits::default());
-    series(&server, (0..20).map(|i| format!("load.s{i}")));
+    let default = Limits::default().max_read_values;
+    let server = serve(default, (0..20).map(|i| format!("load.s{i}")));
     // Each target reads 20 series x 2016 points (a week of 5m) = 40,320 values: far within
     // the budget alone, 20 M together.
     let window = "from=-7d&maxDataPoints=2016";
@@ -75,12 +83,7 @@ fn a_render_of_500_targets_shares_one_budget() {
 
 #[test]
 fn an_aggregate_over_every_series_at_1m_is_refused_by_what_it_reads() {
-    let limits = Limits {
-        max_read_values: 5_000,
-        ..Limits::default()
-    };
-    let server = TestServer::start(None, limits);
-    series(&server, (0..100).map(|i| format!("load{{host=h{i}}}")));
+    let server = serve(5_000, (0..100).map(|i| format!("load{{host=h{i}}}")));
     // One group and one point, but 100 series x 2880 buckets of 1m read.
     let body = refused(
         &server,
@@ -100,12 +103,7 @@ fn an_aggregate_over_every_series_at_1m_is_refused_by_what_it_reads() {
 
 #[test]
 fn a_find_answers_at_most_the_budget_in_nodes() {
-    let limits = Limits {
-        max_read_values: 10,
-        ..Limits::default()
-    };
-    let server = TestServer::start(None, limits);
-    series(&server, (0..20).map(|i| format!("app.s{i}.latency")));
+    let server = serve(10, (0..20).map(|i| format!("app.s{i}.latency")));
     let body = refused(&server, "/metrics/find?query=app.*");
     assert!(
         body.contains("\\\"app.*\\\" has more nodes than that"),
