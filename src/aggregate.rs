@@ -224,9 +224,9 @@ impl Reader<'_> {
         self.aggregate_within(query, &ReadBudget::unlimited())
     }
 
-    /// Answers `query` if the cells it reads, every selected series times the tier's buckets
-    /// in the range (within the tier's retention window), fit in `budget`; they are charged
-    /// to it before any is read.
+    /// Answers `query` if what it reads fits in `budget`: the registry's keys (one value
+    /// each, charged before the scan) and the cells, every selected series times the tier's
+    /// buckets in the range (within the tier's retention window), charged before any is read.
     ///
     /// # Errors
     /// As [`Reader::aggregate`], and [`Error::InvalidQuery`] when `budget` refuses the read.
@@ -248,6 +248,8 @@ impl Reader<'_> {
             )?
         };
         let slots = self.slots();
+        let keys = self.registry().len();
+        budget.charge(keys as u128, || format!("a scan of the {keys} series"))?;
         let matched = self.registry().select(|id, key| {
             query.selector.matches(key).then(|| {
                 let values: Vec<Option<String>> = query

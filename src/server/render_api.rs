@@ -93,6 +93,7 @@ pub(super) async fn find(
     let read_budget = Arc::clone(&budget);
     let nodes = blocking(move || {
         let mut finder = Finder::new(&query)?;
+        scan(&read_budget, engine.registry().len())?;
         let mut charged = Ok(());
         // Under the registry's read lock, keys borrowed, not cloned: what the request holds
         // is its answer, and every node of it is charged to the budget.
@@ -129,8 +130,8 @@ pub(super) fn over_budget<T>(
 /// grid, so all the series it returns share start and step, which functions combining series
 /// rely on.
 impl Source for Reader<'_> {
-    /// Counts the series `pattern` matches (one scan, nothing cloned) at the points of
-    /// [`Source::fetch`]'s grid.
+    /// Charges the registry scan (a value per key), then counts the series `pattern`
+    /// matches (nothing cloned) at the points of [`Source::fetch`]'s grid.
     fn charge(
         &self,
         pattern: &PathPattern,
@@ -140,6 +141,7 @@ impl Source for Reader<'_> {
         budget: &ReadBudget,
     ) -> Result<()> {
         let (_, step) = self.grid(from, until, max_points)?;
+        scan(budget, self.registry().len())?;
         let series = (self.registry())
             .select(|_, key| pattern.matches(key).then_some(()))
             .len();
@@ -206,6 +208,12 @@ impl Reader<'_> {
         let resolution = self.config().tiers[tier].resolution.secs() as i64;
         Ok((tier, step_within(from, until, resolution, max_points)?))
     }
+}
+
+/// Charges a scan of the registry's `keys` keys (a value each) to `budget`, before it runs:
+/// many paths on a large registry cost their scans even when they match nothing.
+pub(super) fn scan(budget: &ReadBudget, keys: usize) -> Result<()> {
+    budget.charge(keys as u128, || format!("a scan of the {keys} series"))
 }
 
 /// Charges a read of `series` series at `points` points each (at least one) to `budget`.

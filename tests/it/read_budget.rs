@@ -83,7 +83,7 @@ fn a_render_of_500_targets_shares_one_budget() {
 
 #[test]
 fn an_aggregate_over_every_series_at_1m_is_refused_by_what_it_reads() {
-    let server = serve(5_000, (0..100).map(|i| format!("load{{host=h{i}}}")));
+    let server = serve(6_000, (0..100).map(|i| format!("load{{host=h{i}}}")));
     // One group and one point, but 100 series x 2880 buckets of 1m read.
     let body = refused(
         &server,
@@ -91,7 +91,7 @@ fn an_aggregate_over_every_series_at_1m_is_refused_by_what_it_reads() {
     );
     assert!(body.contains("100 series x 2880 buckets of 1m"), "{body}");
     assert_eq!(over_budget_count(&server), 1);
-    // The same at 1h reads 100 x 48 cells: within the budget.
+    // The same at 1h reads 100 x 48 cells (and scans 100 keys): within the budget.
     let (status, body) = server.get("/api/v1/aggregate?match=*&range=whole&tier=1h&from=-48h");
     assert_eq!(status, 200, "{body}");
     // A range reaching past the tier's retention costs only the buckets it still holds
@@ -103,7 +103,8 @@ fn an_aggregate_over_every_series_at_1m_is_refused_by_what_it_reads() {
 
 #[test]
 fn a_find_answers_at_most_the_budget_in_nodes() {
-    let server = serve(10, (0..20).map(|i| format!("app.s{i}.latency")));
+    // The scan costs 20, each node 1.
+    let server = serve(30, (0..20).map(|i| format!("app.s{i}.latency")));
     let body = refused(&server, "/metrics/find?query=app.*");
     assert!(
         body.contains("\\\"app.*\\\" has more nodes than that"),
@@ -114,4 +115,19 @@ fn a_find_answers_at_most_the_budget_in_nodes() {
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("\"id\":\"app\""), "{body}");
     assert_eq!(over_budget_count(&server), 1);
+}
+
+#[test]
+fn many_paths_pay_for_their_registry_scans() {
+    let server = serve(6_000, (0..100).map(|i| format!("load{{host=h{i}}}")));
+    // Each target matches one series at one point, but scans 100 keys to find it.
+    let targets: String = (0..60).map(|_| "&target=load;host=h1").collect();
+    let body = refused(&server, &format!("/render?maxDataPoints=1{targets}"));
+    assert!(
+        body.contains("a scan of the 100 series = 100 values"),
+        "{body}"
+    );
+    let targets: String = (0..50).map(|_| "&target=load;host=h1").collect();
+    let (status, body) = server.get(&format!("/render?maxDataPoints=1{targets}"));
+    assert_eq!(status, 200, "{}", short(&body));
 }
