@@ -21,13 +21,25 @@ use crate::storage::lock::DirLock;
 use crate::storage::{Storage, TierFiles};
 use crate::time::{align_down, window_start, Span, Timestamp};
 use crate::{Error, Result};
-use maintenance::MaintenanceThread;
 pub use maintenance::{maintenance_interval, MaintenanceReport, AHEAD_FILES_PER_PASS};
+use maintenance::{MaintenanceHealth, MaintenanceThread};
 use writer::WriterPool;
 
 /// Marks a data directory as open for writing; found at open, it means the last process
 /// died without closing, so bucket cells may carry a stale update-in-flight bit to clear.
 const OPEN_MARKER: &str = "OPEN";
+
+/// Creates the OPEN marker and makes it durable. Its existence is what matters, and an empty
+/// file needs no data block, so a full disk does not keep the engine from opening; the pid
+/// written into it is best effort.
+fn write_open_marker(marker: &Path) -> Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::File::create(marker).map_err(|e| Error::io(marker, e))?;
+    if let Err(e) = file.write_all(std::process::id().to_string().as_bytes()) {
+        tracing::warn!(path = %marker.display(), error = %e, "cannot write this process's pid into the OPEN marker");
+    }
+    file.sync_all().map_err(|e| Error::io(marker, e))
+}
 
 /// Single records are buffered and written in batches of this many.
 const RECORD_BUFFER: usize = 4096;
@@ -144,7 +156,8 @@ impl EngineBuilder {
     /// Opens the data directory (creating it when missing), locks it, loads the registry,
     /// maps every period file, runs one maintenance pass (drops what expired while the
     /// directory was closed, creates the current and ahead periods, but not the gap), and
-    /// starts the writers and the maintenance thread.
+    /// starts the writers and the maintenance thread. A pass that fails (a full disk) does
+    /// not fail the open: see [`EngineStats::maintenance_error`].
     ///
     /// # Errors
     /// [`Error::Config`] for an invalid configuration, [`Error::Locked`] when another
@@ -175,15 +188,18 @@ impl EngineBuilder {
                 "the last process did not close this data directory cleanly; repaired interrupted bucket updates and slots of unregistered series"
             );
         }
-        std::fs::write(&marker, std::process::id().to_string())
-            .and_then(|()| std::fs::File::open(&marker)?.sync_all())
-            .map_err(|e| Error::io(&marker, e))?;
+        write_open_marker(&marker)?;
         crate::storage::disk::sync_dir(&self.dir)?;
         let writer_threads = self.writer_threads;
         let background_maintenance = self.background_maintenance;
         let maintenance_every = self.maintenance_every;
         let shared = self.into_shared(storage, registry, Some(lock))?;
-        shared.maintain()?;
+        // A failed pass (a full disk, say) does not stop the open: queries are served, writes
+        // that need a missing file are refused as storage_unavailable, and the background
+        // thread retries; `stats()` and `/metrics` report it.
+        if let Err(e) = shared.maintain() {
+            tracing::error!(error = %e, "maintenance at open failed; serving anyway, retrying every interval");
+        }
         let writers = WriterPool::start(&shared, writer_threads)?;
         let maintenance = if background_maintenance {
             let interval =
@@ -215,6 +231,8 @@ pub(crate) struct Shared {
     pub(crate) counter_table: CounterTable,
     /// Chunks created for the current and ahead periods of every tier so far.
     chunks_ready: AtomicU32,
+    /// Failed maintenance passes, and the last failure.
+    maintenance: MaintenanceHealth,
     /// Bucket blocks maintenance has prefaulted: (tier, period start, block) -> chunk files
     /// done.
     prefaulted: Mutex<std::collections::HashMap<(usize, Timestamp, u32), usize>>,
@@ -250,6 +268,7 @@ impl Shared {
             tally: IngestTally::default(),
             counter_table,
             chunks_ready: AtomicU32::new(0),
+            maintenance: MaintenanceHealth::default(),
             prefaulted: Mutex::new(std::collections::HashMap::new()),
             poison: OnceLock::new(),
             lock,
@@ -472,14 +491,15 @@ impl Engine {
     /// registering it when new. New series get room in the files ahead of need.
     ///
     /// # Errors
-    /// [`Error::InvalidSeries`] for an unparsable name, [`Error::Io`] when the registry or a
-    /// new chunk file cannot be written.
+    /// [`Error::InvalidSeries`] for an unparsable name, [`Error::Io`] when the registry
+    /// cannot be written. (A new chunk's files that cannot be created ahead do not fail the
+    /// call: the samples that need them are refused as `storage_unavailable`.)
     pub fn series(&self, text: &str) -> Result<SeriesId> {
         if let Some(id) = self.shared.registry.get(text) {
             return Ok(id);
         }
         let id = self.shared.registry.resolve(text)?;
-        self.after_new_series()?;
+        self.after_new_series();
         Ok(id)
     }
 
@@ -490,16 +510,21 @@ impl Engine {
     pub fn series_key(&self, key: &crate::registry::SeriesKey) -> Result<SeriesId> {
         let (id, created) = self.shared.registry.get_or_create(key)?;
         if created {
-            self.after_new_series()?;
+            self.after_new_series();
         }
         Ok(id)
     }
 
-    fn after_new_series(&self) -> Result<()> {
+    /// Creates the files of a new chunk ahead of the series that will need them. A failure
+    /// (a full disk) does not refuse the series, whose id is already handed out: its samples
+    /// are refused as `storage_unavailable` until their files can be created, and
+    /// maintenance tries again.
+    fn after_new_series(&self) {
         if self.shared.chunks_needed() > self.shared.chunks_ready.load(Ordering::Acquire) {
-            self.shared.prepare_ahead_at(self.shared.clock.now())?;
+            if let Err(e) = self.shared.prepare_ahead_at(self.shared.clock.now()) {
+                tracing::error!(error = %e, "cannot create files ahead for new series");
+            }
         }
-        Ok(())
     }
 
     /// How series `id` stores its samples: as they come (gauge) or as increases since the
@@ -763,6 +788,8 @@ impl Engine {
                 })
                 .collect(),
             on_demand_creations: tiers.iter().map(|t| t.disk.on_demand_creations).sum(),
+            maintenance_failures: shared.maintenance.failures(),
+            maintenance_error: shared.maintenance.last_error(),
             tiers,
             orphaned_tiers: shared.storage.orphaned_tiers().to_vec(),
         }
@@ -831,6 +858,10 @@ pub struct EngineStats {
     pub rejected: Vec<(&'static str, u64)>,
     /// Period files created by the write path because a sample needed one that did not exist.
     pub on_demand_creations: u64,
+    /// Maintenance passes that failed since open (at open included).
+    pub maintenance_failures: u64,
+    /// The last maintenance pass's error, while the last pass failed.
+    pub maintenance_error: Option<String>,
     /// Per tier: configuration, window and files.
     pub tiers: Vec<TierStats>,
     /// Tier directories on disk that the configuration no longer names.

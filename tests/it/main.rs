@@ -8,6 +8,7 @@ mod corruption;
 mod counters;
 mod dashboard;
 mod engine_basics;
+mod full_disk;
 mod install_deps;
 mod model;
 mod render;
