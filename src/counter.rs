@@ -87,11 +87,22 @@ impl CounterTable {
         registry: &Registry,
         writable: bool,
     ) -> Result<CounterTable> {
+        let state = CounterStateFile::open(dir, writable)?;
+        if writable {
+            let cleared = state.clear_from(registry.len());
+            if cleared > 0 {
+                tracing::warn!(
+                    path = %state.path().display(),
+                    cleared,
+                    "cleared counter state of series ids the registry does not hold (their registration was lost in an unclean stop)"
+                );
+            }
+        }
         let table = CounterTable {
             rules,
             any: AtomicBool::new(false),
             inner: Mutex::new(Inner {
-                state: CounterStateFile::open(dir, writable)?,
+                state,
                 kinds: Vec::new(),
             }),
         };
