@@ -105,7 +105,7 @@ impl EngineBuilder {
             writers: WriterPool::start(&shared, 0)?,
             shared,
             maintenance: None,
-            pending: Mutex::new(Vec::new()),
+            pending: Mutex::new(Pending::default()),
             closed: false,
         })
     }
@@ -212,7 +212,7 @@ impl EngineBuilder {
             shared,
             writers,
             maintenance,
-            pending: Mutex::new(Vec::with_capacity(RECORD_BUFFER)),
+            pending: Mutex::new(Pending::default()),
             closed: false,
         })
     }
@@ -443,13 +443,23 @@ impl SampleLimits {
     }
 }
 
+/// Samples [`Engine::record`] buffered, and the report of the buffers written since the last
+/// [`Engine::sync`], which that `sync` returns.
+#[derive(Default)]
+struct Pending {
+    samples: Vec<Sample>,
+    written: BatchReport,
+    /// Samples `written` covers: the offset of the next buffer's positions.
+    written_samples: usize,
+}
+
 /// An open data directory. Cheap to share by reference across threads (`&Engine` is `Sync`);
 /// dropping it stops the writers, flushes and unlocks the directory.
 pub struct Engine {
     pub(crate) shared: Arc<Shared>,
     writers: WriterPool,
     maintenance: Option<MaintenanceThread>,
-    pending: Mutex<Vec<Sample>>,
+    pending: Mutex<Pending>,
     closed: bool,
 }
 
@@ -608,13 +618,22 @@ impl Engine {
             self.shared.tally.rejected[reason.index()].fetch_add(1, Ordering::Relaxed);
             return Err(Error::Rejected(reason));
         }
+        if self.lock_pending().samples.len() >= RECORD_BUFFER {
+            // Writing a full buffer failed: retry it before taking more, so the buffer stays
+            // bounded; if it fails again, this sample is refused with the error.
+            self.write_buffered()?;
+        }
         let full = {
-            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-            pending.push(sample);
-            (pending.len() >= RECORD_BUFFER).then(|| std::mem::take(&mut *pending))
+            let mut pending = self.lock_pending();
+            pending.samples.push(sample);
+            pending.samples.len() >= RECORD_BUFFER
         };
-        if let Some(batch) = full {
-            self.record_batch(&batch)?;
+        if full {
+            // Every buffered sample, this one included, stays buffered if the write fails: the
+            // next `record` or `sync` retries it and reports the error.
+            if let Err(e) = self.write_buffered() {
+                tracing::warn!(error = %e, "writing the record buffer failed; it is kept for the next sync");
+            }
         }
         Ok(())
     }
@@ -624,11 +643,45 @@ impl Engine {
     /// filled up is written by the `record` call that filled it, before that call returns;
     /// with several threads recording, `sync` covers what was buffered when it was called.)
     ///
+    /// The report covers every buffered sample written since the previous `sync`, the
+    /// buffers `record` wrote when they filled included, so refusals reach the caller that
+    /// syncs; positions count samples in the order their buffers were written.
+    ///
     /// # Errors
-    /// As [`Engine::record_batch`].
+    /// As [`Engine::record_batch`]. The samples that failed stay buffered for the next
+    /// `sync` (a failed batch landed nothing, or the engine is poisoned and lands nothing
+    /// again).
     pub fn sync(&self) -> Result<BatchReport> {
-        let batch = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
-        self.record_batch(&batch)
+        self.write_buffered()?;
+        let mut pending = self.lock_pending();
+        pending.written_samples = 0;
+        Ok(std::mem::take(&mut pending.written))
+    }
+
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes the record buffer, adding its report to what the next `sync` returns; on
+    /// failure puts the samples back in front of any recorded meanwhile.
+    fn write_buffered(&self) -> Result<()> {
+        let batch = std::mem::take(&mut self.lock_pending().samples);
+        let result = self.record_batch(&batch);
+        let mut pending = self.lock_pending();
+        match result {
+            Ok(report) => {
+                let offset = pending.written_samples;
+                pending.written.absorb(&report, offset);
+                pending.written_samples += batch.len();
+                Ok(())
+            }
+            Err(e) => {
+                let mut batch = batch;
+                batch.append(&mut pending.samples);
+                pending.samples = batch;
+                Err(e)
+            }
+        }
     }
 
     /// Writes a batch; returns once every accepted sample is in the mapped files (a process
