@@ -17,6 +17,7 @@ use crate::query::{Query, QueryResult};
 use crate::reader::Reader;
 use crate::registry::{Registry, SeriesId};
 use crate::sample::{BatchReport, RejectReason, Sample};
+use crate::storage::counter_journal::Undo;
 use crate::storage::lock::DirLock;
 use crate::storage::{Storage, TierFiles};
 use crate::time::{align_down, window_start, Span, Timestamp};
@@ -140,6 +141,7 @@ impl EngineBuilder {
             &self.dir,
             self.tiers.counters.clone(),
             &registry,
+            &storage,
             lock.is_some(),
         )?;
         Ok(Arc::new(Shared::new(
@@ -737,7 +739,13 @@ impl Engine {
                 Err(reason) => report.reject(position, reason),
             }
         }
-        drop(counter_step);
+        // Counters: what the batch changes is journaled before the writers store it, and
+        // the counters' states advance only after, all under the counter lock, so a crash
+        // anywhere in between is rolled back whole at the next open.
+        if let Some(counters) = &mut counter_step {
+            let undo = self.counter_undo(counters.stored(), &bounds.windows);
+            counters.begin(undo)?;
+        }
         let tally = &self.shared.tally;
         tally.accepted.fetch_add(report.accepted, Ordering::Relaxed);
         for (counter, count) in tally.rejected.iter().zip(report.rejected) {
@@ -746,7 +754,51 @@ impl Engine {
             }
         }
         self.writers.run(parts, &bounds.windows)?;
+        if let Some(counters) = counter_step {
+            counters.commit();
+        }
         Ok(report)
+    }
+
+    /// The bucket cells `samples` (counter samples about to be stored) change, each as it is
+    /// now and with how many of them it gets: the undo a crash before
+    /// [`crate::counter::BatchCounters::commit`] is rolled back with.
+    fn counter_undo(&self, samples: &[Sample], windows: &[Timestamp]) -> Vec<Undo> {
+        let shared = &self.shared;
+        let slots = shared.storage.slots();
+        let mut cells: std::collections::HashMap<(usize, Timestamp, u32, u32, u32), Undo> =
+            std::collections::HashMap::new();
+        for sample in samples {
+            let (chunk, slot) = (sample.series.0 / slots, sample.series.0 % slots);
+            for (tier, spec) in shared.config.tiers.iter().enumerate() {
+                if sample.ts < windows[tier] {
+                    continue;
+                }
+                let p = crate::time::place(tier, spec, sample.ts);
+                let key = (tier, p.period_start, chunk, p.bucket, slot);
+                if let Some(Undo::Cell { adds, .. }) = cells.get_mut(&key) {
+                    *adds += 1;
+                    continue;
+                }
+                // The writers skip a file that is not there; so does the undo.
+                if let Some(file) = shared.storage.file(tier, p.period_start, chunk) {
+                    let before = file.cell(p.bucket, slot).load();
+                    cells.insert(
+                        key,
+                        Undo::Cell {
+                            tier,
+                            period_start: p.period_start,
+                            chunk,
+                            bucket: p.bucket,
+                            slot,
+                            adds: 1,
+                            before,
+                        },
+                    );
+                }
+            }
+        }
+        cells.into_values().collect()
     }
 
     fn check_writable(&self) -> Result<()> {

@@ -198,6 +198,24 @@ impl CounterStateFile {
             .then(|| (self.word(id, 1) as i64, f64::from_bits(self.word(id, 2))))
     }
 
+    /// `id`'s record as it stands: flags, last time, last raw value (bits); zeros past the end.
+    pub fn record(&self, id: usize) -> [u64; 3] {
+        [self.word(id, 0), self.word(id, 1), self.word(id, 2)]
+    }
+
+    /// Puts `id`'s record back to `words` (the counter journal's undo). Only valid while no
+    /// writer runs (at open); ids past the end hold zeros already.
+    pub fn restore(&self, id: usize, words: [u64; 3]) {
+        if let Some(map) = &self.map {
+            if id < self.records {
+                let record = &map.words()[id * 4..id * 4 + 3];
+                for (word, value) in record.iter().zip(words) {
+                    word.store(value, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
     /// Adds `flags` to `id`'s record.
     ///
     /// # Errors
@@ -228,7 +246,10 @@ impl CounterStateFile {
     }
 
     /// Grows the file so record `id` exists.
-    fn reserve(&mut self, id: usize) -> Result<()> {
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot grow; [`Error::ReadOnly`].
+    pub fn reserve(&mut self, id: usize) -> Result<()> {
         if id < self.records {
             return Ok(());
         }

@@ -5,6 +5,7 @@ mod cli;
 mod collectd;
 mod common;
 mod corruption;
+mod counter_crash;
 mod counters;
 mod dashboard;
 mod engine_basics;
