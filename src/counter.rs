@@ -16,7 +16,6 @@
 //! - After a gap, the whole increase over the gap lands in the bucket of the sample that
 //!   ends it: totals stay exact, the rate of that one bucket is the gap's.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -223,7 +222,7 @@ impl CounterTable {
         self.refresh(&mut inner, registry);
         self.any.load(Ordering::Acquire).then_some(BatchCounters {
             inner,
-            updates: HashMap::new(),
+            updates: rustc_hash::FxHashMap::default(),
             stored: Vec::new(),
         })
     }
@@ -245,7 +244,7 @@ pub(crate) struct BatchCounters<'a> {
     inner: MutexGuard<'a, Inner>,
     /// Each counter's last sample in the batch so far: its new state once the batch is
     /// stored.
-    updates: HashMap<usize, (Timestamp, f64)>,
+    updates: rustc_hash::FxHashMap<usize, (Timestamp, f64)>,
     /// The counter samples whose increases the batch stores.
     stored: Vec<Sample>,
 }

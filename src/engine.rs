@@ -19,6 +19,7 @@ use crate::registry::{Registry, SeriesId};
 use crate::sample::{BatchReport, RejectReason, Sample};
 use crate::storage::counter_journal::Undo;
 use crate::storage::lock::DirLock;
+use crate::storage::period_file::PeriodFile;
 use crate::storage::{Storage, TierFiles};
 use crate::time::{align_down, window_start, Span, Timestamp};
 use crate::{Error, Result};
@@ -765,40 +766,56 @@ impl Engine {
     /// [`crate::counter::BatchCounters::commit`] is rolled back with.
     fn counter_undo(&self, samples: &[Sample], windows: &[Timestamp]) -> Vec<Undo> {
         let shared = &self.shared;
+        let tiers = &shared.config.tiers;
         let slots = shared.storage.slots();
-        let mut cells: std::collections::HashMap<(usize, Timestamp, u32, u32, u32), Undo> =
-            std::collections::HashMap::new();
+        let mut undo = Vec::new();
+        // Per series and tier, the bucket start of its last cell and that cell's undo entry: a
+        // counter's samples in a batch are in time order (older ones are refused), so its
+        // cells in each tier come one after another.
+        let mut last: rustc_hash::FxHashMap<u32, Vec<(Timestamp, usize)>> =
+            rustc_hash::FxHashMap::default();
+        // The file of the last (period, chunk) looked up, per tier.
+        let mut files: Vec<Option<(Timestamp, u32, Option<Arc<PeriodFile>>)>> =
+            vec![None; tiers.len()];
         for sample in samples {
             let (chunk, slot) = (sample.series.0 / slots, sample.series.0 % slots);
-            for (tier, spec) in shared.config.tiers.iter().enumerate() {
+            let cells = last
+                .entry(sample.series.0)
+                .or_insert_with(|| vec![(Timestamp::MIN, 0); tiers.len()]);
+            for (tier, spec) in tiers.iter().enumerate() {
                 if sample.ts < windows[tier] {
                     continue;
                 }
                 let p = crate::time::place(tier, spec, sample.ts);
-                let key = (tier, p.period_start, chunk, p.bucket, slot);
-                if let Some(Undo::Cell { adds, .. }) = cells.get_mut(&key) {
-                    *adds += 1;
+                let start = p.period_start + i64::from(p.bucket) * spec.resolution.secs() as i64;
+                if cells[tier].0 == start {
+                    if let Undo::Cell { adds, .. } = &mut undo[cells[tier].1] {
+                        *adds += 1;
+                    }
                     continue;
                 }
+                let cached = &mut files[tier];
+                if !matches!(cached, Some((period, c, _)) if *period == p.period_start && *c == chunk)
+                {
+                    let file = shared.storage.file(tier, p.period_start, chunk);
+                    *cached = Some((p.period_start, chunk, file));
+                }
                 // The writers skip a file that is not there; so does the undo.
-                if let Some(file) = shared.storage.file(tier, p.period_start, chunk) {
-                    let before = file.cell(p.bucket, slot).load();
-                    cells.insert(
-                        key,
-                        Undo::Cell {
-                            tier,
-                            period_start: p.period_start,
-                            chunk,
-                            bucket: p.bucket,
-                            slot,
-                            adds: 1,
-                            before,
-                        },
-                    );
+                if let Some((_, _, Some(file))) = cached {
+                    cells[tier] = (start, undo.len());
+                    undo.push(Undo::Cell {
+                        tier,
+                        period_start: p.period_start,
+                        chunk,
+                        bucket: p.bucket,
+                        slot,
+                        adds: 1,
+                        before: file.cell(p.bucket, slot).load(),
+                    });
                 }
             }
         }
-        cells.into_values().collect()
+        undo
     }
 
     fn check_writable(&self) -> Result<()> {
