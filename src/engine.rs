@@ -19,7 +19,6 @@ use crate::registry::{Registry, SeriesId};
 use crate::sample::{BatchReport, RejectReason, Sample};
 use crate::storage::counter_journal::Undo;
 use crate::storage::lock::DirLock;
-use crate::storage::period_file::PeriodFile;
 use crate::storage::{Storage, TierFiles};
 use crate::time::{align_down, window_start, Span, Timestamp};
 use crate::{Error, Result};
@@ -774,9 +773,6 @@ impl Engine {
         // cells in each tier come one after another.
         let mut last: rustc_hash::FxHashMap<u32, Vec<(Timestamp, usize)>> =
             rustc_hash::FxHashMap::default();
-        // The file of the last (period, chunk) looked up, per tier.
-        let mut files: Vec<Option<(Timestamp, u32, Option<Arc<PeriodFile>>)>> =
-            vec![None; tiers.len()];
         for sample in samples {
             let (chunk, slot) = (sample.series.0 / slots, sample.series.0 % slots);
             let cells = last
@@ -794,14 +790,8 @@ impl Engine {
                     }
                     continue;
                 }
-                let cached = &mut files[tier];
-                if !matches!(cached, Some((period, c, _)) if *period == p.period_start && *c == chunk)
-                {
-                    let file = shared.storage.file(tier, p.period_start, chunk);
-                    *cached = Some((p.period_start, chunk, file));
-                }
                 // The writers skip a file that is not there; so does the undo.
-                if let Some((_, _, Some(file))) = cached {
+                if let Some(file) = shared.storage.file(tier, p.period_start, chunk) {
                     cells[tier] = (start, undo.len());
                     undo.push(Undo::Cell {
                         tier,
