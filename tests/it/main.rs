@@ -8,6 +8,7 @@ mod corruption;
 mod counters;
 mod dashboard;
 mod engine_basics;
+mod ingest_load;
 mod install_deps;
 mod model;
 mod render;
