@@ -99,8 +99,7 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let dir = support::bench_dir();
-    let server = start(dir.path());
+    let server = start();
     let now = chrono::Utc::now().timestamp();
     let ts = now - now % 60 - 60;
     let mut steady = Vec::new();
@@ -132,19 +131,12 @@ fn main() {
 
     let series_before = metric(&server, "tierdb_series");
     let accepted_before = metric(&server, "tierdb_samples_accepted_total");
-    let mut burst = Vec::new();
-    for s in 0..NEW_SERIES {
-        writeln!(
-            burst,
-            "burst.host{:03}.metric{:03} 1 {ts}",
-            s / 1000,
-            s % 1000
-        )
-        .unwrap();
-    }
+    let burst: String = (0..NEW_SERIES)
+        .map(|s| format!("burst.host{:03}.metric{:03} 1 {ts}\n", s / 1000, s % 1000))
+        .collect();
     let burst_start = Instant::now();
     let mut conn = TcpStream::connect(server.graphite).unwrap();
-    conn.write_all(&burst).unwrap();
+    conn.write_all(burst.as_bytes()).unwrap();
     drop(conn);
     // Done when every new series is registered and the burst's samples (beside the steady
     // writer's) have landed: polled on a new connection every 10 ms.

@@ -31,8 +31,7 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let dir = support::bench_dir();
-    let server = start(dir.path());
+    let server = start();
     let now = chrono::Utc::now().timestamp();
     let start_ts = now - now % 3600 - STEPS * CADENCE;
 

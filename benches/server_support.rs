@@ -12,6 +12,8 @@ pub struct Server {
     pub http: SocketAddr,
     /// The Graphite plaintext address (TCP).
     pub graphite: SocketAddr,
+    /// The data directory, removed once the server has stopped.
+    _dir: tempfile::TempDir,
 }
 
 impl Drop for Server {
@@ -24,8 +26,10 @@ impl Drop for Server {
     }
 }
 
-/// Starts `tierdb serve` on `dir` and waits for `tierdb: ready`.
-pub fn start(dir: &std::path::Path) -> Server {
+/// Starts `tierdb serve` on a fresh data directory ([`super::support::bench_dir`]) and waits
+/// for `tierdb: ready`.
+pub fn start() -> Server {
+    let dir = super::support::bench_dir();
     let mut child = Command::new(env!("CARGO_BIN_EXE_tierdb"))
         .args([
             "serve",
@@ -35,7 +39,7 @@ pub fn start(dir: &std::path::Path) -> Server {
             "127.0.0.1:0",
             "--data-dir",
         ])
-        .arg(dir)
+        .arg(dir.path())
         .stdout(Stdio::piped())
         .spawn()
         .expect("start tierdb serve");
@@ -56,6 +60,7 @@ pub fn start(dir: &std::path::Path) -> Server {
         child,
         http: http.expect("http address"),
         graphite: graphite.expect("graphite address"),
+        _dir: dir,
     }
 }
 

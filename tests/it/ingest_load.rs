@@ -57,6 +57,29 @@ fn new_series_lines(prefix: &str, count: usize, ts: i64) -> Vec<u8> {
     text
 }
 
+/// Threads that each open a Graphite connection and, all at once, send it `per_connection`
+/// series new to the server (`{prefix}{connection}.series…`).
+fn send_together(
+    server: &TestServer,
+    prefix: &str,
+    connections: usize,
+    per_connection: usize,
+    ts: i64,
+) -> Vec<std::thread::JoinHandle<()>> {
+    let start = Arc::new(Barrier::new(connections));
+    (0..connections)
+        .map(|c| {
+            let (start, addr) = (Arc::clone(&start), server.graphite);
+            let text = new_series_lines(&format!("{prefix}{c}"), per_connection, ts);
+            std::thread::spawn(move || {
+                let mut stream = TcpStream::connect(addr).unwrap();
+                start.wait();
+                stream.write_all(&text).unwrap();
+            })
+        })
+        .collect()
+}
+
 #[test]
 fn a_burst_of_new_series_does_not_stall_other_connections() {
     // Four connections (two per async worker) each create 1,000 new series in one write (one
@@ -105,18 +128,7 @@ fn a_burst_of_new_series_does_not_stall_other_connections() {
     };
     // The client is under way before the burst starts.
     std::thread::sleep(Duration::from_millis(200));
-    let start = Arc::new(Barrier::new(CONNECTIONS));
-    let senders: Vec<_> = (0..CONNECTIONS)
-        .map(|c| {
-            let (start, addr) = (Arc::clone(&start), server.graphite);
-            let text = new_series_lines(&format!("burst{c}"), PER_CONNECTION, minute);
-            std::thread::spawn(move || {
-                let mut stream = TcpStream::connect(addr).unwrap();
-                start.wait();
-                stream.write_all(&text).unwrap();
-            })
-        })
-        .collect();
+    let senders = send_together(&server, "burst", CONNECTIONS, PER_CONNECTION, minute);
     // When the registry passes 10% and 90% of the burst.
     let (mut early, mut late) = (None, None);
     let started = Instant::now();
@@ -189,19 +201,7 @@ fn the_series_limit_holds_exactly_under_concurrent_creators() {
             },
         );
         let minute = NOW - NOW % 60 - 60;
-        let start = Arc::new(Barrier::new(CONNECTIONS));
-        let senders: Vec<_> = (0..CONNECTIONS)
-            .map(|c| {
-                let (start, addr) = (Arc::clone(&start), server.graphite);
-                let text = new_series_lines(&format!("limit{c}"), PER_CONNECTION, minute);
-                std::thread::spawn(move || {
-                    let mut stream = TcpStream::connect(addr).unwrap();
-                    start.wait();
-                    stream.write_all(&text).unwrap();
-                })
-            })
-            .collect();
-        for sender in senders {
+        for sender in send_together(&server, "limit", CONNECTIONS, PER_CONNECTION, minute) {
             sender.join().unwrap();
         }
         let sent = (CONNECTIONS * PER_CONNECTION) as u64;
