@@ -72,7 +72,12 @@ pub struct Listen {
     pub max_series: usize,
     /// Bytes of series names all connections together may cache (one connection at most
     /// 8 MiB of them); past it, names are looked up in the registry uncached.
-    #[arg(long, env = "TIERDB_NAME_CACHE_BYTES", default_value_t = crate::server::DEFAULT_NAME_CACHE_BYTES)]
+    #[arg(
+        long = "name-cache",
+        env = "TIERDB_NAME_CACHE",
+        value_name = "BYTES",
+        default_value_t = crate::server::DEFAULT_NAME_CACHE_BYTES
+    )]
     pub name_cache_bytes: usize,
 }
 
