@@ -25,6 +25,8 @@ pub const BATCH: usize = 8192;
 /// Bytes of names not registered yet that a batch may queue before it asks to be flushed,
 /// so a request naming endless new series is registered in steps.
 const NEW_NAME_BYTES: usize = 1024 * 1024;
+/// Entries of room a batch keeps, between flushes, for new names and declared kinds.
+const KEPT_ROOM: usize = 256;
 /// Refusals reported back with their line numbers.
 const FIRST_ERRORS: usize = 10;
 /// Bytes of names one connection may cache, however much of the server-wide budget
@@ -118,13 +120,19 @@ impl Batch {
         self.samples.is_empty()
     }
 
+    /// Empties the batch for the next one. The samples keep their room (every batch needs
+    /// it); what only a batch of new series or declared kinds needs is given back once
+    /// large, so an idle connection holds little.
     fn clear(&mut self) {
         self.samples.clear();
         self.lines.clear();
         self.new_names.clear();
+        self.new_names.shrink_to(KEPT_ROOM);
         self.new_name_bytes = 0;
         self.unresolved.clear();
+        self.unresolved.shrink_to(KEPT_ROOM);
         self.declared.clear();
+        self.declared.shrink_to(KEPT_ROOM);
     }
 }
 
