@@ -70,6 +70,15 @@ pub struct Listen {
     /// the disk; 0 means no limit.
     #[arg(long, env = "TIERDB_MAX_SERIES", default_value_t = 100_000)]
     pub max_series: usize,
+    /// Bytes of series names all connections together may cache (one connection at most
+    /// 8 MiB of them); past it, names are looked up in the registry uncached.
+    #[arg(
+        long = "name-cache",
+        env = "TIERDB_NAME_CACHE",
+        value_name = "BYTES",
+        default_value_t = crate::server::DEFAULT_NAME_CACHE_BYTES
+    )]
+    pub name_cache_bytes: usize,
 }
 
 /// Which tier, range and display a read uses (`query`, `aggregate`, `plot`).

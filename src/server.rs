@@ -41,7 +41,15 @@ pub struct Limits {
     pub max_series: Option<usize>,
     /// Open Graphite TCP connections at once (default 1024).
     pub max_connections: usize,
+    /// Bytes of series names all connections together may cache (default 64 MiB,
+    /// [`DEFAULT_NAME_CACHE_BYTES`]); one connection caches at most 8 MiB of them. A
+    /// connection that finds the budget spent empties its own cache and, if that is not
+    /// enough, looks names up in the registry without caching them.
+    pub name_cache_bytes: usize,
 }
+
+/// The default of [`Limits::name_cache_bytes`].
+pub const DEFAULT_NAME_CACHE_BYTES: usize = 64 * 1024 * 1024;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -49,6 +57,7 @@ impl Default for Limits {
             max_body: 64 * 1024 * 1024,
             max_series: None,
             max_connections: 1024,
+            name_cache_bytes: DEFAULT_NAME_CACHE_BYTES,
         }
     }
 }
@@ -71,7 +80,7 @@ impl State {
         Sink::new(
             Arc::clone(&self.engine),
             Arc::clone(&self.stats),
-            self.limits.max_series,
+            &self.limits,
         )
     }
 }

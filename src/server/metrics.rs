@@ -132,6 +132,18 @@ pub fn render(engine: &EngineStats, server: &ServerStats) -> String {
         )
         .sample("", u8::from(engine.maintenance_error.is_some())),
         latency,
+        Family::new(
+            "tierdb_name_cache_bytes",
+            "gauge",
+            "Bytes of series names all connections' caches hold, within the name cache budget.",
+        )
+        .sample("", server.name_cache_bytes()),
+        Family::new(
+            "tierdb_name_cache_clears_total",
+            "counter",
+            "Connections' name caches emptied because the cache or the shared budget was full.",
+        )
+        .sample("", server.name_cache_clears()),
     ];
     let mut out = String::new();
     for family in families {

@@ -10,6 +10,7 @@ mod counters;
 mod dashboard;
 mod engine_basics;
 mod full_disk;
+mod ingest_load;
 mod install_deps;
 mod model;
 mod render;
