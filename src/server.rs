@@ -43,7 +43,15 @@ pub struct Limits {
     pub max_connections: usize,
     /// Values one read request may read in all (default [`crate::budget::DEFAULT_READ_VALUES`]).
     pub max_read_values: u64,
+    /// Bytes of series names all connections together may cache (default 64 MiB,
+    /// [`DEFAULT_NAME_CACHE_BYTES`]); one connection caches at most 8 MiB of them. A
+    /// connection that finds the budget spent empties its own cache and, if that is not
+    /// enough, looks names up in the registry without caching them.
+    pub name_cache_bytes: usize,
 }
+
+/// The default of [`Limits::name_cache_bytes`].
+pub const DEFAULT_NAME_CACHE_BYTES: usize = 64 * 1024 * 1024;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -52,6 +60,7 @@ impl Default for Limits {
             max_series: None,
             max_connections: 1024,
             max_read_values: crate::budget::DEFAULT_READ_VALUES,
+            name_cache_bytes: DEFAULT_NAME_CACHE_BYTES,
         }
     }
 }
@@ -74,7 +83,7 @@ impl State {
         Sink::new(
             Arc::clone(&self.engine),
             Arc::clone(&self.stats),
-            self.limits.max_series,
+            &self.limits,
         )
     }
 }

@@ -546,19 +546,24 @@ async fn aggregate(
     Ok(Json(result).into_response())
 }
 
+/// `GET /api/v1/series`: the names `match` and `tag` select, matched by a parallel registry
+/// scan on the blocking pool.
 async fn series(
     AxumState(state): AxumState<Arc<State>>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let params = Params::query(raw.as_deref());
     let selector = selector_param(&params)?;
-    let names: Vec<String> = state
-        .engine
-        .registry()
-        .matching(&selector)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let engine = Arc::clone(&state.engine);
+    let names: Vec<String> = blocking(move || {
+        Ok(engine
+            .registry()
+            .matching(&selector)
+            .iter()
+            .map(ToString::to_string)
+            .collect())
+    })
+    .await?;
     Ok(Json(serde_json::json!({ "series": names })).into_response())
 }
 
