@@ -248,8 +248,7 @@ impl Reader<'_> {
             )?
         };
         let slots = self.slots();
-        let keys = self.registry().len();
-        budget.charge(keys as u128, || format!("a scan of the {keys} series"))?;
+        budget.charge_scan(self.registry().len())?;
         let matched = self.registry().select(|id, key| {
             query.selector.matches(key).then(|| {
                 let values: Vec<Option<String>> = query

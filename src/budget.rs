@@ -75,6 +75,16 @@ impl ReadBudget {
         }
     }
 
+    /// Takes a registry scan over `keys` keys (a value each) from the budget, before the
+    /// scan runs: many paths on a large registry cost their scans even when they match
+    /// nothing.
+    ///
+    /// # Errors
+    /// As [`ReadBudget::charge`].
+    pub fn charge_scan(&self, keys: usize) -> Result<()> {
+        self.charge(keys as u128, || format!("a scan of the {keys} series"))
+    }
+
     /// Values taken so far.
     pub fn used(&self) -> u64 {
         self.used.load(Ordering::Relaxed)

@@ -93,7 +93,7 @@ pub(super) async fn find(
     let read_budget = Arc::clone(&budget);
     let nodes = blocking(move || {
         let mut finder = Finder::new(&query)?;
-        scan(&read_budget, engine.registry().len())?;
+        read_budget.charge_scan(engine.registry().len())?;
         let mut charged = Ok(());
         // Under the registry's read lock, keys borrowed, not cloned: what the request holds
         // is its answer, and every node of it is charged to the budget.
@@ -141,7 +141,7 @@ impl Source for Reader<'_> {
         budget: &ReadBudget,
     ) -> Result<()> {
         let (_, step) = self.grid(from, until, max_points)?;
-        scan(budget, self.registry().len())?;
+        budget.charge_scan(self.registry().len())?;
         let series = (self.registry())
             .select(|_, key| pattern.matches(key).then_some(()))
             .len();
@@ -208,12 +208,6 @@ impl Reader<'_> {
         let resolution = self.config().tiers[tier].resolution.secs() as i64;
         Ok((tier, step_within(from, until, resolution, max_points)?))
     }
-}
-
-/// Charges a scan of the registry's `keys` keys (a value each) to `budget`, before it runs:
-/// many paths on a large registry cost their scans even when they match nothing.
-pub(super) fn scan(budget: &ReadBudget, keys: usize) -> Result<()> {
-    budget.charge(keys as u128, || format!("a scan of the {keys} series"))
 }
 
 /// Charges a read of `series` series at `points` points each (at least one) to `budget`.
