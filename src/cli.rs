@@ -79,6 +79,16 @@ pub struct Listen {
         default_value_t = crate::server::DEFAULT_NAME_CACHE_BYTES
     )]
     pub name_cache_bytes: usize,
+    /// Most values one read request (render, aggregate, find) may read in all: buckets of
+    /// series, summarize windows, find nodes, registry keys scanned. A request past it is
+    /// refused with a 400.
+    #[arg(
+        long,
+        env = "TIERDB_MAX_READ_VALUES",
+        value_name = "N",
+        default_value_t = crate::budget::DEFAULT_READ_VALUES
+    )]
+    pub max_read_values: u64,
 }
 
 /// Which tier, range and display a read uses (`query`, `aggregate`, `plot`).

@@ -41,6 +41,8 @@ pub struct Limits {
     pub max_series: Option<usize>,
     /// Open Graphite TCP connections at once (default 1024).
     pub max_connections: usize,
+    /// Values one read request may read in all (default [`crate::budget::DEFAULT_READ_VALUES`]).
+    pub max_read_values: u64,
     /// Bytes of series names all connections together may cache (default 64 MiB,
     /// [`DEFAULT_NAME_CACHE_BYTES`]); one connection caches at most 8 MiB of them. A
     /// connection that finds the budget spent empties its own cache and, if that is not
@@ -57,6 +59,7 @@ impl Default for Limits {
             max_body: 64 * 1024 * 1024,
             max_series: None,
             max_connections: 1024,
+            max_read_values: crate::budget::DEFAULT_READ_VALUES,
             name_cache_bytes: DEFAULT_NAME_CACHE_BYTES,
         }
     }

@@ -64,6 +64,7 @@ pub(super) fn until_shutdown(
         stats: Default::default(),
         limits: Limits {
             max_series: (listen.max_series > 0).then_some(listen.max_series),
+            max_read_values: listen.max_read_values,
             name_cache_bytes: listen.name_cache_bytes,
             ..Limits::default()
         },

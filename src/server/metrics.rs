@@ -82,6 +82,12 @@ pub fn render(engine: &EngineStats, server: &ServerStats) -> String {
         )
         .sample("", engine.accepted),
         rejected,
+        Family::new(
+            "tierdb_requests_over_budget_total",
+            "counter",
+            "Reads refused (400) for reading more than a request's read budget.",
+        )
+        .sample("", server.over_budget()),
         Family::new("tierdb_series", "gauge", "Series registered.").sample("", engine.series),
         Family::new(
             "tierdb_counter_series",

@@ -1,6 +1,7 @@
 //! The server's own counters, beyond the engine's: refusals by protocol-level reason, lines
-//! received, the write batch latency histogram that `/metrics` exports, and what every
-//! connection's sink shares: the name caches' byte budget and the series limit's lock.
+//! received, reads refused over budget, the write batch latency histogram that `/metrics`
+//! exports, and what every connection's sink shares: the name caches' byte budget and the
+//! series limit's lock.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -20,6 +21,7 @@ pub struct ServerStats {
     latency_sum_nanos: AtomicU64,
     batches: AtomicU64,
     batch_samples: AtomicU64,
+    over_budget: AtomicU64,
     /// Bytes all connections' name caches hold together, drawn from
     /// [`super::Limits::name_cache_bytes`].
     name_cache_bytes: AtomicUsize,
@@ -63,6 +65,16 @@ impl ServerStats {
         self.batches.fetch_add(1, Ordering::Relaxed);
         self.batch_samples
             .fetch_add(samples as u64, Ordering::Relaxed);
+    }
+
+    /// Counts a read refused for going past its request's read budget.
+    pub fn count_over_budget(&self) {
+        self.over_budget.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Reads refused for going past their request's read budget.
+    pub fn over_budget(&self) -> u64 {
+        self.over_budget.load(Ordering::Relaxed)
     }
 
     /// Draws `bytes` from the name caches' shared `budget`; false (and nothing drawn) when
