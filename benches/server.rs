@@ -5,99 +5,33 @@
 //! `cargo bench --bench server`. Prints figures. Needs ~30 GB of free disk for the 100k
 //! series' preallocated files (set `TIERDB_BENCH_DIR` to choose where).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 #[path = "support.rs"]
 #[allow(dead_code)]
 mod support;
 
+#[path = "server_support.rs"]
+mod server_support;
+
+use server_support::{get, metric, start, Server};
+
 const SERIES: usize = 100_000;
 const STEPS: i64 = 60;
 const CADENCE: i64 = 10;
 const CONNECTIONS: usize = 2;
 
-struct Server {
-    child: Child,
-    http: SocketAddr,
-    graphite: SocketAddr,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(dir: &std::path::Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tierdb"))
-        .args([
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--graphite",
-            "127.0.0.1:0",
-            "--data-dir",
-        ])
-        .arg(dir)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start tierdb serve");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let (mut http, mut graphite) = (None, None);
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        if let Some(addr) = line.strip_prefix("tierdb: http listening on ") {
-            http = addr.parse().ok();
-        } else if let Some(addr) = line.strip_prefix("tierdb: graphite tcp listening on ") {
-            graphite = addr.parse().ok();
-        } else if line == "tierdb: ready" {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    Server {
-        child,
-        http: http.expect("http address"),
-        graphite: graphite.expect("graphite address"),
-    }
-}
-
-fn get(addr: SocketAddr, path: &str) -> String {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default()
-}
-
 fn accepted(server: &Server) -> u64 {
-    get(server.http, "/metrics")
-        .lines()
-        .find_map(|l| l.strip_prefix("tierdb_samples_accepted_total "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
+    metric(server, "tierdb_samples_accepted_total")
 }
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let dir = support::bench_dir();
-    let server = start(dir.path());
+    let server = start();
     let now = chrono::Utc::now().timestamp();
     let start_ts = now - now % 3600 - STEPS * CADENCE;
 

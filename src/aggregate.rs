@@ -42,7 +42,7 @@ use crate::query::{Display, PointGrid, TierChoice, MAX_QUERY_POINTS};
 use crate::reader::Reader;
 use crate::registry::Selector;
 use crate::time::{Span, Timestamp};
-use crate::{Error, Result};
+use crate::{Error, ReadBudget, Result};
 
 /// How the series of one group are folded into one value per point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -214,13 +214,27 @@ struct Member {
 }
 
 impl Reader<'_> {
-    /// Answers `query`.
+    /// Answers `query`, however many cells it reads.
     ///
     /// # Errors
     /// [`Error::UnknownTier`], or [`Error::InvalidQuery`] for an empty range, a step that
     /// is not a multiple of the tier's resolution, or groups × points over
     /// [`MAX_QUERY_POINTS`].
     pub fn aggregate(&self, query: &AggregateQuery) -> Result<AggregateResult> {
+        self.aggregate_within(query, &ReadBudget::unlimited())
+    }
+
+    /// Answers `query` if what it reads fits in `budget`: the registry's keys (one value
+    /// each, charged before the scan) and the cells, every selected series times the tier's
+    /// buckets in the range (within the tier's retention window), charged before any is read.
+    ///
+    /// # Errors
+    /// As [`Reader::aggregate`], and [`Error::InvalidQuery`] when `budget` refuses the read.
+    pub fn aggregate_within(
+        &self,
+        query: &AggregateQuery,
+        budget: &ReadBudget,
+    ) -> Result<AggregateResult> {
         let tier = self.choose_tier(&query.tier, query.from, query.to, query.max_points)?;
         let spec = &self.config().tiers[tier];
         let grid = if query.whole_range {
@@ -234,6 +248,7 @@ impl Reader<'_> {
             )?
         };
         let slots = self.slots();
+        budget.charge_scan(self.registry().len())?;
         let matched = self.registry().select(|id, key| {
             query.selector.matches(key).then(|| {
                 let values: Vec<Option<String>> = query
@@ -260,6 +275,19 @@ impl Reader<'_> {
                 grid.points
             )));
         }
+        let held_from = query.from.max(self.window_start(tier, self.now()));
+        let buckets = PointGrid::span(held_from, query.to, i128::from(grid.resolution())).1;
+        budget.charge(
+            buckets.max(0).unsigned_abs() * matched.len() as u128,
+            || {
+                format!(
+                    "{} series x {} buckets of {}",
+                    matched.len(),
+                    buckets.max(0),
+                    spec.name
+                )
+            },
+        )?;
         let members: Vec<Member> = matched
             .iter()
             .map(|(id, values)| Member {

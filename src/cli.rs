@@ -70,6 +70,25 @@ pub struct Listen {
     /// the disk; 0 means no limit.
     #[arg(long, env = "TIERDB_MAX_SERIES", default_value_t = 100_000)]
     pub max_series: usize,
+    /// Bytes of series names all connections together may cache (one connection at most
+    /// 8 MiB of them); past it, names are looked up in the registry uncached.
+    #[arg(
+        long = "name-cache",
+        env = "TIERDB_NAME_CACHE",
+        value_name = "BYTES",
+        default_value_t = crate::server::DEFAULT_NAME_CACHE_BYTES
+    )]
+    pub name_cache_bytes: usize,
+    /// Most values one read request (render, aggregate, find) may read in all: buckets of
+    /// series, summarize windows, find nodes, registry keys scanned. A request past it is
+    /// refused with a 400.
+    #[arg(
+        long,
+        env = "TIERDB_MAX_READ_VALUES",
+        value_name = "N",
+        default_value_t = crate::budget::DEFAULT_READ_VALUES
+    )]
+    pub max_read_values: u64,
     /// Connection limits and timeouts.
     #[command(flatten)]
     pub connections: serve::ConnectionLimits,

@@ -23,7 +23,10 @@ use std::sync::{Mutex, MutexGuard};
 use crate::config::CounterRules;
 use crate::registry::{Registry, SeriesId};
 use crate::sample::{RejectReason, Sample};
+use crate::storage::counter_journal::{CounterJournal, Undo};
 use crate::storage::counter_state::{CounterStateFile, DECLARED_COUNTER, DECLARED_GAUGE};
+use crate::storage::Storage;
+use crate::time::Timestamp;
 use crate::{Error, Result};
 
 /// How a series stores its samples.
@@ -72,6 +75,8 @@ pub(crate) struct CounterTable {
 
 struct Inner {
     state: CounterStateFile,
+    /// The undo record of the batch being applied; `None` when read-only.
+    journal: Option<CounterJournal>,
     /// The kind of each id evaluated so far (ids past the end are evaluated on first need).
     kinds: Vec<SeriesKind>,
 }
@@ -85,13 +90,36 @@ impl CounterTable {
         dir: &Path,
         rules: CounterRules,
         registry: &Registry,
+        storage: &Storage,
         writable: bool,
     ) -> Result<CounterTable> {
+        let state = CounterStateFile::open(dir, writable)?;
+        let journal = if writable {
+            let journal = CounterJournal::open(dir)?;
+            if let Some(undo) = journal.unfinished() {
+                roll_back(&undo, &state, storage);
+                journal.end();
+            }
+            Some(journal)
+        } else {
+            None
+        };
+        if writable {
+            let cleared = state.clear_from(registry.len());
+            if cleared > 0 {
+                tracing::warn!(
+                    path = %state.path().display(),
+                    cleared,
+                    "cleared counter state of series ids the registry does not hold (their registration was lost in an unclean stop)"
+                );
+            }
+        }
         let table = CounterTable {
             rules,
             any: AtomicBool::new(false),
             inner: Mutex::new(Inner {
-                state: CounterStateFile::open(dir, writable)?,
+                state,
+                journal,
                 kinds: Vec::new(),
             }),
         };
@@ -110,7 +138,7 @@ impl CounterTable {
         if registry.len() <= first {
             return;
         }
-        let Inner { state, kinds } = inner;
+        let Inner { state, kinds, .. } = inner;
         registry.for_each_from(first, |id, key| {
             let flags = state.flags(id.index());
             let kind = if flags & DECLARED_COUNTER != 0 {
@@ -192,9 +220,11 @@ impl CounterTable {
         }
         let mut inner = self.lock();
         self.refresh(&mut inner, registry);
-        self.any
-            .load(Ordering::Acquire)
-            .then_some(BatchCounters { inner })
+        self.any.load(Ordering::Acquire).then_some(BatchCounters {
+            inner,
+            updates: rustc_hash::FxHashMap::default(),
+            stored: Vec::new(),
+        })
     }
 
     /// msync of the state file.
@@ -202,19 +232,28 @@ impl CounterTable {
     /// # Errors
     /// [`Error::Io`] on a write-back failure.
     pub(crate) fn flush(&self) -> Result<()> {
-        self.lock().state.flush()
+        let inner = self.lock();
+        inner.state.flush()?;
+        inner.journal.as_ref().map_or(Ok(()), CounterJournal::flush)
     }
 }
 
-/// A batch's view of the counters while it is split among the writers.
+/// A batch's view of the counters, held from the split until its increases are stored and
+/// its counters' states advanced ([`BatchCounters::commit`]), under the table's lock.
 pub(crate) struct BatchCounters<'a> {
     inner: MutexGuard<'a, Inner>,
+    /// Each counter's last sample in the batch so far: its new state once the batch is
+    /// stored.
+    updates: rustc_hash::FxHashMap<usize, (Timestamp, f64)>,
+    /// The counter samples whose increases the batch stores.
+    stored: Vec<Sample>,
 }
 
 impl BatchCounters<'_> {
     /// What `sample` stores: its value for a gauge; for a counter, the increase since the
     /// counter's previous sample (`None` for its first sample ever, which only sets the
-    /// baseline), after which `sample` is the counter's last.
+    /// baseline), after which `sample` is the counter's last in this batch. States change
+    /// only at [`BatchCounters::commit`], after the increases are stored.
     ///
     /// # Errors
     /// [`RejectReason::CounterOutOfOrder`] for a counter sample not newer than the last one
@@ -229,18 +268,102 @@ impl BatchCounters<'_> {
         if self.inner.kinds.get(id) != Some(&SeriesKind::Counter) {
             return Ok(Some(sample.value));
         }
-        let last = self.inner.state.last(id);
+        let last = (self.updates.get(&id).copied()).or_else(|| self.inner.state.last(id));
         if let Some((last_ts, _)) = last {
             if sample.ts <= last_ts {
                 return Err(RejectReason::CounterOutOfOrder);
             }
         }
-        if let Err(e) = self.inner.state.set_last(id, sample.ts, sample.value) {
+        if let Err(e) = self.inner.state.reserve(id) {
             tracing::error!(error = %e, "cannot record a counter's last value; refusing its sample");
             return Err(RejectReason::StorageUnavailable);
         }
-        Ok(last.map(|(_, previous)| increase(previous, sample.value)))
+        self.updates.insert(id, (sample.ts, sample.value));
+        Ok(last.map(|(_, previous)| {
+            let stored = increase(previous, sample.value);
+            self.stored
+                .push(Sample::new(sample.series, sample.ts, stored));
+            stored
+        }))
     }
+
+    /// The counter samples whose increases this batch stores.
+    pub(crate) fn stored(&self) -> &[Sample] {
+        &self.stored
+    }
+
+    /// Records the undo of the batch before the writers run: `cells` (the bucket cells the
+    /// stored samples change, as they are now) and the state records the batch advances.
+    /// From here until [`BatchCounters::commit`], a crash is rolled back at the next open.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the journal cannot grow; nothing of the batch has landed then.
+    pub(crate) fn begin(&mut self, mut cells: Vec<Undo>) -> Result<()> {
+        let Inner { state, journal, .. } = &mut *self.inner;
+        let Some(journal) = journal else {
+            return Err(Error::ReadOnly(state.path().to_path_buf()));
+        };
+        cells.extend(self.updates.keys().map(|&id| Undo::State {
+            id,
+            before: state.record(id),
+        }));
+        journal.begin(&cells)
+    }
+
+    /// After the writers stored the increases: advances every counter of the batch to its
+    /// last sample, then marks the journal idle.
+    pub(crate) fn commit(mut self) {
+        let Inner { state, journal, .. } = &mut *self.inner;
+        for (&id, &(ts, raw)) in &self.updates {
+            // Every record was reserved by `apply`.
+            if let Err(e) = state.set_last(id, ts, raw) {
+                tracing::error!(error = %e, id, "cannot record a counter's last value");
+            }
+        }
+        if let Some(journal) = journal {
+            journal.end();
+        }
+    }
+}
+
+/// Undoes a batch that a stopped process left half applied: every recorded cell that holds
+/// the batch's adds or fewer gets its content from before the batch back (a cell with more
+/// holds later writes that reached the disk after a power loss, and is left alone), and every
+/// recorded counter state its record from before the batch.
+fn roll_back(undo: &[Undo], state: &CounterStateFile, storage: &Storage) {
+    let (mut cells, mut skipped) = (0usize, 0usize);
+    for entry in undo {
+        match *entry {
+            Undo::Cell {
+                tier,
+                period_start,
+                chunk,
+                bucket,
+                slot,
+                adds,
+                before,
+            } => {
+                let Some(file) = storage.file(tier, period_start, chunk) else {
+                    continue;
+                };
+                let cell = file.cell(bucket, slot);
+                cell.repair();
+                let now = cell.load().count;
+                if (before.count..=before.count + u64::from(adds)).contains(&now) {
+                    cell.restore(&before);
+                    cells += 1;
+                } else {
+                    skipped += 1;
+                }
+            }
+            Undo::State { id, before } => state.restore(id, before),
+        }
+    }
+    tracing::warn!(
+        cells,
+        skipped,
+        "the last process stopped while storing a batch of counter samples; rolled it back, so counters and their stored increases agree (the batch was not acknowledged)"
+    );
 }
 
 /// The increase from `previous` to `value`: the difference, or after a reset (a drop) the

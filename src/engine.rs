@@ -17,17 +17,30 @@ use crate::query::{Query, QueryResult};
 use crate::reader::Reader;
 use crate::registry::{Registry, SeriesId};
 use crate::sample::{BatchReport, RejectReason, Sample};
+use crate::storage::counter_journal::Undo;
 use crate::storage::lock::DirLock;
 use crate::storage::{Storage, TierFiles};
 use crate::time::{align_down, window_start, Span, Timestamp};
 use crate::{Error, Result};
-use maintenance::MaintenanceThread;
 pub use maintenance::{maintenance_interval, MaintenanceReport, AHEAD_FILES_PER_PASS};
+use maintenance::{MaintenanceHealth, MaintenanceThread};
 use writer::WriterPool;
 
 /// Marks a data directory as open for writing; found at open, it means the last process
 /// died without closing, so bucket cells may carry a stale update-in-flight bit to clear.
 const OPEN_MARKER: &str = "OPEN";
+
+/// Creates the OPEN marker and makes it durable. Its existence is what matters, and an empty
+/// file needs no data block, so a full disk does not keep the engine from opening; the pid
+/// written into it is best effort.
+fn write_open_marker(marker: &Path) -> Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::File::create(marker).map_err(|e| Error::io(marker, e))?;
+    if let Err(e) = file.write_all(std::process::id().to_string().as_bytes()) {
+        tracing::warn!(path = %marker.display(), error = %e, "cannot write this process's pid into the OPEN marker");
+    }
+    file.sync_all().map_err(|e| Error::io(marker, e))
+}
 
 /// Single records are buffered and written in batches of this many.
 const RECORD_BUFFER: usize = 4096;
@@ -93,7 +106,7 @@ impl EngineBuilder {
             writers: WriterPool::start(&shared, 0)?,
             shared,
             maintenance: None,
-            pending: Mutex::new(Vec::new()),
+            pending: Mutex::new(Pending::default()),
             closed: false,
         })
     }
@@ -128,6 +141,7 @@ impl EngineBuilder {
             &self.dir,
             self.tiers.counters.clone(),
             &registry,
+            &storage,
             lock.is_some(),
         )?;
         Ok(Arc::new(Shared::new(
@@ -144,7 +158,8 @@ impl EngineBuilder {
     /// Opens the data directory (creating it when missing), locks it, loads the registry,
     /// maps every period file, runs one maintenance pass (drops what expired while the
     /// directory was closed, creates the current and ahead periods, but not the gap), and
-    /// starts the writers and the maintenance thread.
+    /// starts the writers and the maintenance thread. A pass that fails (a full disk) does
+    /// not fail the open: see [`EngineStats::maintenance_error`].
     ///
     /// # Errors
     /// [`Error::Config`] for an invalid configuration, [`Error::Locked`] when another
@@ -175,15 +190,18 @@ impl EngineBuilder {
                 "the last process did not close this data directory cleanly; repaired interrupted bucket updates and slots of unregistered series"
             );
         }
-        std::fs::write(&marker, std::process::id().to_string())
-            .and_then(|()| std::fs::File::open(&marker)?.sync_all())
-            .map_err(|e| Error::io(&marker, e))?;
+        write_open_marker(&marker)?;
         crate::storage::disk::sync_dir(&self.dir)?;
         let writer_threads = self.writer_threads;
         let background_maintenance = self.background_maintenance;
         let maintenance_every = self.maintenance_every;
         let shared = self.into_shared(storage, registry, Some(lock))?;
-        shared.maintain()?;
+        // A failed pass (a full disk, say) does not stop the open: queries are served, writes
+        // that need a missing file are refused as storage_unavailable, and the background
+        // thread retries; `stats()` and `/metrics` report it.
+        if let Err(e) = shared.maintain() {
+            tracing::error!(error = %e, "maintenance at open failed; serving anyway, retrying every interval");
+        }
         let writers = WriterPool::start(&shared, writer_threads)?;
         let maintenance = if background_maintenance {
             let interval =
@@ -196,7 +214,7 @@ impl EngineBuilder {
             shared,
             writers,
             maintenance,
-            pending: Mutex::new(Vec::with_capacity(RECORD_BUFFER)),
+            pending: Mutex::new(Pending::default()),
             closed: false,
         })
     }
@@ -215,6 +233,8 @@ pub(crate) struct Shared {
     pub(crate) counter_table: CounterTable,
     /// Chunks created for the current and ahead periods of every tier so far.
     chunks_ready: AtomicU32,
+    /// Failed maintenance passes, and the last failure.
+    maintenance: MaintenanceHealth,
     /// Bucket blocks maintenance has prefaulted: (tier, period start, block) -> chunk files
     /// done.
     prefaulted: Mutex<std::collections::HashMap<(usize, Timestamp, u32), usize>>,
@@ -250,6 +270,7 @@ impl Shared {
             tally: IngestTally::default(),
             counter_table,
             chunks_ready: AtomicU32::new(0),
+            maintenance: MaintenanceHealth::default(),
             prefaulted: Mutex::new(std::collections::HashMap::new()),
             poison: OnceLock::new(),
             lock,
@@ -424,13 +445,23 @@ impl SampleLimits {
     }
 }
 
+/// Samples [`Engine::record`] buffered, and the report of the buffers written since the last
+/// [`Engine::sync`], which that `sync` returns.
+#[derive(Default)]
+struct Pending {
+    samples: Vec<Sample>,
+    written: BatchReport,
+    /// Samples `written` covers: the offset of the next buffer's positions.
+    written_samples: usize,
+}
+
 /// An open data directory. Cheap to share by reference across threads (`&Engine` is `Sync`);
 /// dropping it stops the writers, flushes and unlocks the directory.
 pub struct Engine {
     pub(crate) shared: Arc<Shared>,
     writers: WriterPool,
     maintenance: Option<MaintenanceThread>,
-    pending: Mutex<Vec<Sample>>,
+    pending: Mutex<Pending>,
     closed: bool,
 }
 
@@ -472,14 +503,15 @@ impl Engine {
     /// registering it when new. New series get room in the files ahead of need.
     ///
     /// # Errors
-    /// [`Error::InvalidSeries`] for an unparsable name, [`Error::Io`] when the registry or a
-    /// new chunk file cannot be written.
+    /// [`Error::InvalidSeries`] for an unparsable name, [`Error::Io`] when the registry
+    /// cannot be written. (A new chunk's files that cannot be created ahead do not fail the
+    /// call: the samples that need them are refused as `storage_unavailable`.)
     pub fn series(&self, text: &str) -> Result<SeriesId> {
         if let Some(id) = self.shared.registry.get(text) {
             return Ok(id);
         }
         let id = self.shared.registry.resolve(text)?;
-        self.after_new_series()?;
+        self.after_new_series();
         Ok(id)
     }
 
@@ -490,16 +522,21 @@ impl Engine {
     pub fn series_key(&self, key: &crate::registry::SeriesKey) -> Result<SeriesId> {
         let (id, created) = self.shared.registry.get_or_create(key)?;
         if created {
-            self.after_new_series()?;
+            self.after_new_series();
         }
         Ok(id)
     }
 
-    fn after_new_series(&self) -> Result<()> {
+    /// Creates the files of a new chunk ahead of the series that will need them. A failure
+    /// (a full disk) does not refuse the series, whose id is already handed out: its samples
+    /// are refused as `storage_unavailable` until their files can be created, and
+    /// maintenance tries again.
+    fn after_new_series(&self) {
         if self.shared.chunks_needed() > self.shared.chunks_ready.load(Ordering::Acquire) {
-            self.shared.prepare_ahead_at(self.shared.clock.now())?;
+            if let Err(e) = self.shared.prepare_ahead_at(self.shared.clock.now()) {
+                tracing::error!(error = %e, "cannot create files ahead for new series");
+            }
         }
-        Ok(())
     }
 
     /// How series `id` stores its samples: as they come (gauge) or as increases since the
@@ -583,13 +620,22 @@ impl Engine {
             self.shared.tally.rejected[reason.index()].fetch_add(1, Ordering::Relaxed);
             return Err(Error::Rejected(reason));
         }
+        if self.lock_pending().samples.len() >= RECORD_BUFFER {
+            // Writing a full buffer failed: retry it before taking more, so the buffer stays
+            // bounded; if it fails again, this sample is refused with the error.
+            self.write_buffered()?;
+        }
         let full = {
-            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-            pending.push(sample);
-            (pending.len() >= RECORD_BUFFER).then(|| std::mem::take(&mut *pending))
+            let mut pending = self.lock_pending();
+            pending.samples.push(sample);
+            pending.samples.len() >= RECORD_BUFFER
         };
-        if let Some(batch) = full {
-            self.record_batch(&batch)?;
+        if full {
+            // Every buffered sample, this one included, stays buffered if the write fails: the
+            // next `record` or `sync` retries it and reports the error.
+            if let Err(e) = self.write_buffered() {
+                tracing::warn!(error = %e, "writing the record buffer failed; it is kept for the next sync");
+            }
         }
         Ok(())
     }
@@ -599,11 +645,45 @@ impl Engine {
     /// filled up is written by the `record` call that filled it, before that call returns;
     /// with several threads recording, `sync` covers what was buffered when it was called.)
     ///
+    /// The report covers every buffered sample written since the previous `sync`, the
+    /// buffers `record` wrote when they filled included, so refusals reach the caller that
+    /// syncs; positions count samples in the order their buffers were written.
+    ///
     /// # Errors
-    /// As [`Engine::record_batch`].
+    /// As [`Engine::record_batch`]. The samples that failed stay buffered for the next
+    /// `sync` (a failed batch landed nothing, or the engine is poisoned and lands nothing
+    /// again).
     pub fn sync(&self) -> Result<BatchReport> {
-        let batch = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
-        self.record_batch(&batch)
+        self.write_buffered()?;
+        let mut pending = self.lock_pending();
+        pending.written_samples = 0;
+        Ok(std::mem::take(&mut pending.written))
+    }
+
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes the record buffer, adding its report to what the next `sync` returns; on
+    /// failure puts the samples back in front of any recorded meanwhile.
+    fn write_buffered(&self) -> Result<()> {
+        let batch = std::mem::take(&mut self.lock_pending().samples);
+        let result = self.record_batch(&batch);
+        let mut pending = self.lock_pending();
+        match result {
+            Ok(report) => {
+                let offset = pending.written_samples;
+                pending.written.absorb(&report, offset);
+                pending.written_samples += batch.len();
+                Ok(())
+            }
+            Err(e) => {
+                let mut batch = batch;
+                batch.append(&mut pending.samples);
+                pending.samples = batch;
+                Err(e)
+            }
+        }
     }
 
     /// Writes a batch; returns once every accepted sample is in the mapped files (a process
@@ -659,7 +739,13 @@ impl Engine {
                 Err(reason) => report.reject(position, reason),
             }
         }
-        drop(counter_step);
+        // Counters: what the batch changes is journaled before the writers store it, and
+        // the counters' states advance only after, all under the counter lock, so a crash
+        // anywhere in between is rolled back whole at the next open.
+        if let Some(counters) = &mut counter_step {
+            let undo = self.counter_undo(counters.stored(), &bounds.windows);
+            counters.begin(undo)?;
+        }
         let tally = &self.shared.tally;
         tally.accepted.fetch_add(report.accepted, Ordering::Relaxed);
         for (counter, count) in tally.rejected.iter().zip(report.rejected) {
@@ -668,7 +754,58 @@ impl Engine {
             }
         }
         self.writers.run(parts, &bounds.windows)?;
+        if let Some(counters) = counter_step {
+            counters.commit();
+        }
         Ok(report)
+    }
+
+    /// The bucket cells `samples` (counter samples about to be stored) change, each as it is
+    /// now and with how many of them it gets: the undo a crash before
+    /// [`crate::counter::BatchCounters::commit`] is rolled back with.
+    fn counter_undo(&self, samples: &[Sample], windows: &[Timestamp]) -> Vec<Undo> {
+        let shared = &self.shared;
+        let tiers = &shared.config.tiers;
+        let slots = shared.storage.slots();
+        let mut undo = Vec::new();
+        // Per series and tier, the bucket start of its last cell and that cell's undo entry: a
+        // counter's samples in a batch are in time order (older ones are refused), so its
+        // cells in each tier come one after another.
+        let mut last: rustc_hash::FxHashMap<u32, Vec<(Timestamp, usize)>> =
+            rustc_hash::FxHashMap::default();
+        for sample in samples {
+            let (chunk, slot) = (sample.series.0 / slots, sample.series.0 % slots);
+            let cells = last
+                .entry(sample.series.0)
+                .or_insert_with(|| vec![(Timestamp::MIN, 0); tiers.len()]);
+            for (tier, spec) in tiers.iter().enumerate() {
+                if sample.ts < windows[tier] {
+                    continue;
+                }
+                let p = crate::time::place(tier, spec, sample.ts);
+                let start = p.period_start + i64::from(p.bucket) * spec.resolution.secs() as i64;
+                if cells[tier].0 == start {
+                    if let Undo::Cell { adds, .. } = &mut undo[cells[tier].1] {
+                        *adds += 1;
+                    }
+                    continue;
+                }
+                // The writers skip a file that is not there; so does the undo.
+                if let Some(file) = shared.storage.file(tier, p.period_start, chunk) {
+                    cells[tier] = (start, undo.len());
+                    undo.push(Undo::Cell {
+                        tier,
+                        period_start: p.period_start,
+                        chunk,
+                        bucket: p.bucket,
+                        slot,
+                        adds: 1,
+                        before: file.cell(p.bucket, slot).load(),
+                    });
+                }
+            }
+        }
+        undo
     }
 
     fn check_writable(&self) -> Result<()> {
@@ -763,6 +900,8 @@ impl Engine {
                 })
                 .collect(),
             on_demand_creations: tiers.iter().map(|t| t.disk.on_demand_creations).sum(),
+            maintenance_failures: shared.maintenance.failures(),
+            maintenance_error: shared.maintenance.last_error(),
             tiers,
             orphaned_tiers: shared.storage.orphaned_tiers().to_vec(),
         }
@@ -831,6 +970,10 @@ pub struct EngineStats {
     pub rejected: Vec<(&'static str, u64)>,
     /// Period files created by the write path because a sample needed one that did not exist.
     pub on_demand_creations: u64,
+    /// Maintenance passes that failed since open (at open included).
+    pub maintenance_failures: u64,
+    /// The last maintenance pass's error, while the last pass failed.
+    pub maintenance_error: Option<String>,
     /// Per tier: configuration, window and files.
     pub tiers: Vec<TierStats>,
     /// Tier directories on disk that the configuration no longer names.

@@ -30,7 +30,8 @@
 //! Modules: [`config`] (tiers.toml), [`time`] (durations, the lookup, the time grammar),
 //! [`bucket`] (the rollup value), [`registry`] (series keys and ids), [`storage`] (period
 //! files, the mapping), [`engine`] (the write path and the rolling window), [`reader`] (the
-//! read interface), [`query`] (one-series reads), [`aggregate`] (reads across series),
+//! read interface), [`query`] (one-series reads), [`aggregate`] (reads across series), [`budget`] (what one
+//! read request may read),
 //! [`counter`] (counters stored as increases), [`clock`], [`sample`], [`ingest`] (Graphite
 //! and Influx line parsers). Behind default-on Cargo features: `render` (the Graphite render
 //! API) and `server` (`tierdb serve`) with `server`, `cli` (the command line) with `cli`, and
@@ -40,6 +41,7 @@
 
 pub mod aggregate;
 pub mod bucket;
+pub mod budget;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod clock;
@@ -63,6 +65,7 @@ pub mod time;
 
 pub use aggregate::{AggregateQuery, AggregateResult, Aggregation, Group};
 pub use bucket::Bucket;
+pub use budget::ReadBudget;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{EngineSettings, TierSpec, TiersConfig};
 pub use counter::SeriesKind;

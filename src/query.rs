@@ -335,7 +335,7 @@ impl Reader<'_> {
         let read_from = grid.first.max(self.window_start(tier, self.now()));
         HeldFiles {
             read_from,
-            files: self.period_files(tier, chunk, read_from, grid.end),
+            files: self.period_files(tier, chunk, read_from..grid.end),
         }
     }
 }

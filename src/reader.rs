@@ -73,16 +73,16 @@ impl<'a> Reader<'a> {
         self.storage.slots()
     }
 
-    /// The files of `chunk` in `tier` whose periods overlap `[from, to)`, oldest first, each
-    /// with its period start. Only periods that have a file: a read is bounded by the files
-    /// held, not by the width of its range.
+    /// The files of `chunk` in `tier` whose periods overlap `span`, oldest first, each with
+    /// its period start. Only periods that have a file: a read is bounded by the files held,
+    /// not by the width of its range.
     pub(crate) fn period_files(
         &self,
         tier: usize,
         chunk: u32,
-        from: Timestamp,
-        to: Timestamp,
+        span: std::ops::Range<Timestamp>,
     ) -> Vec<(Timestamp, Arc<PeriodFile>)> {
-        self.storage.files_of_chunk(tier, chunk, from, to)
+        self.storage
+            .files_of_chunk(tier, chunk, span.start, span.end)
     }
 }

@@ -14,16 +14,11 @@ mod series;
 #[cfg(test)]
 mod tests;
 
-pub use find::{find, FindNode};
+pub use find::{find, FindNode, Finder};
 pub use path::{graphite_path, parse_graphite_path, PathPattern};
 
 use crate::bucket::Bucket;
-use crate::{Error, Result, SeriesKey};
-
-/// Most values one path may read (the series it matches times points each), and most
-/// `summarize` windows over one target's series: a `*` over a large registry at a high
-/// maxDataPoints is refused rather than exhausting memory (10 M buckets are 320 MB).
-pub const MAX_RENDER_VALUES: u64 = 10 * crate::query::MAX_QUERY_POINTS;
+use crate::{Error, ReadBudget, Result, SeriesKey};
 
 /// Earliest and latest `from`/`until` a render accepts: years 0 to 9999, so the arithmetic
 /// on steps and point times stays far inside 64 bits.
@@ -47,6 +42,21 @@ pub struct Fetched {
 
 /// Where render reads series from; implemented by the storage side.
 pub trait Source {
+    /// Charges to `budget` what [`Source::fetch`] of the same arguments would read (the
+    /// series matched times their points), without reading it.
+    ///
+    /// # Errors
+    ///
+    /// The budget's refusal; it ends the render before anything is read.
+    fn charge(
+        &self,
+        pattern: &PathPattern,
+        from: i64,
+        until: i64,
+        max_points: u32,
+        budget: &ReadBudget,
+    ) -> Result<()>;
+
     /// Every stored series matching `pattern`, read over [from, until) with at most
     /// `max_points` buckets each (the storage side chooses tier and step), all with the same
     /// start and step.
@@ -96,11 +106,21 @@ pub struct RenderedSeries {
 /// merged exactly while the series has them, otherwise the average of the known values (the
 /// sum for a counter, whose points are increases).
 ///
+/// Every target reads within one `budget`: every path of every target is charged to it
+/// ([`Source::charge`]) before any is fetched, and each `summarize` window as it is made, so
+/// the request as a whole, not each of its paths, is bounded, and a request past it is
+/// refused before it reads anything.
+///
 /// # Errors
 ///
-/// [`Error::InvalidQuery`] when `from` is not before `until`, or for a target that does not
-/// parse or evaluate (unknown function, wrong arguments); any error of the source.
-pub fn render(source: &dyn Source, request: &RenderRequest) -> Result<Vec<RenderedSeries>> {
+/// [`Error::InvalidQuery`] when `from` is not before `until`, for a target that does not
+/// parse or evaluate (unknown function, wrong arguments), or when the targets together read
+/// more than `budget` allows; any error of the source.
+pub fn render(
+    source: &dyn Source,
+    request: &RenderRequest,
+    budget: &ReadBudget,
+) -> Result<Vec<RenderedSeries>> {
     for (name, time) in [("from", request.from), ("until", request.until)] {
         if !RENDER_TIMES.contains(&time) {
             return Err(Error::InvalidQuery(format!(
@@ -122,10 +142,22 @@ pub fn render(source: &dyn Source, request: &RenderRequest) -> Result<Vec<Render
         from: request.from,
         until: request.until,
         max_points,
+        budget,
     };
+    let targets: Vec<expr::Expr> = (request.targets.iter())
+        .map(|target| expr::parse_target(target))
+        .collect::<Result<_>>()?;
+    for target in &targets {
+        target.for_each_path(&mut |path| match PathPattern::parse(path) {
+            Ok(pattern) => source.charge(&pattern, cx.from, cx.until, max_points, budget),
+            // Not a path after all (a bare word where a function takes a string): evaluation
+            // says what is wrong with it.
+            Err(_) => Ok(()),
+        })?;
+    }
     let mut rendered = Vec::new();
-    for target in &request.targets {
-        for series in functions::eval(&expr::parse_target(target)?, &cx)? {
+    for target in &targets {
+        for series in functions::eval(target, &cx)? {
             let k = series.values.len().div_ceil(max_points as usize);
             rendered.push(series.consolidate(k).rendered());
         }

@@ -119,14 +119,16 @@ impl BatchReport {
         }
     }
 
-    /// Adds another report's counts to this one.
-    pub fn absorb(&mut self, other: &BatchReport) {
+    /// Adds the report of a batch that followed `offset` samples to this one: counts add,
+    /// and its first refusals' positions move by `offset`.
+    pub fn absorb(&mut self, other: &BatchReport, offset: usize) {
         self.accepted += other.accepted;
         for (a, b) in self.rejected.iter_mut().zip(other.rejected) {
             *a += b;
         }
         let room = Self::FIRST_REJECTIONS.saturating_sub(self.first_rejections.len());
-        self.first_rejections
-            .extend(other.first_rejections.iter().take(room).copied());
+        self.first_rejections.extend(
+            (other.first_rejections.iter().take(room)).map(|&(at, why)| (at + offset, why)),
+        );
     }
 }

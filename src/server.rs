@@ -84,6 +84,13 @@ pub struct Limits {
     /// answer. Longer than Telegraf's 10 s and Prometheus's 15 s intervals, so their
     /// connections are reused.
     pub http_idle_timeout: Duration,
+    /// Values one read request may read in all (default [`crate::budget::DEFAULT_READ_VALUES`]).
+    pub max_read_values: u64,
+    /// Bytes of series names all connections together may cache (default 64 MiB,
+    /// [`DEFAULT_NAME_CACHE_BYTES`]); one connection caches at most 8 MiB of them. A
+    /// connection that finds the budget spent empties its own cache and, if that is not
+    /// enough, looks names up in the registry without caching them.
+    pub name_cache_bytes: usize,
 }
 
 impl Limits {
@@ -101,6 +108,9 @@ impl Limits {
     pub const HTTP_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 }
 
+/// The default of [`Limits::name_cache_bytes`].
+pub const DEFAULT_NAME_CACHE_BYTES: usize = 64 * 1024 * 1024;
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
@@ -112,6 +122,8 @@ impl Default for Limits {
             http_header_timeout: Limits::HTTP_HEADER_TIMEOUT,
             http_body_timeout: Limits::HTTP_BODY_TIMEOUT,
             http_idle_timeout: Limits::HTTP_IDLE_TIMEOUT,
+            max_read_values: crate::budget::DEFAULT_READ_VALUES,
+            name_cache_bytes: DEFAULT_NAME_CACHE_BYTES,
         }
     }
 }
@@ -204,7 +216,7 @@ impl State {
         Sink::new(
             Arc::clone(&self.engine),
             Arc::clone(&self.stats),
-            self.limits.max_series,
+            &self.limits,
         )
     }
 }

@@ -35,23 +35,23 @@ pub struct ServeArgs {
 #[derive(Args, Debug, Clone)]
 pub struct ConnectionLimits {
     /// Open Graphite TCP connections at once; one more is closed at once.
-    #[arg(long, env = "TIERDB_GRAPHITE_MAX_CONNECTIONS", default_value_t = Limits::GRAPHITE_MAX_CONNECTIONS, value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(long, env = "TIERDB_GRAPHITE_MAX_CONNECTIONS", value_name = "N", default_value_t = Limits::GRAPHITE_MAX_CONNECTIONS, value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     pub graphite_max_connections: usize,
     /// Close a Graphite TCP connection that sends nothing for this long.
-    #[arg(long, env = "TIERDB_GRAPHITE_IDLE_TIMEOUT", default_value = "5m", value_parser = positive_span)]
+    #[arg(long, env = "TIERDB_GRAPHITE_IDLE_TIMEOUT", value_name = "SPAN", default_value = "5m", value_parser = positive_span)]
     pub graphite_idle_timeout: Duration,
     /// Open HTTP connections at once; one more is answered 503 and closed.
-    #[arg(long, env = "TIERDB_HTTP_MAX_CONNECTIONS", default_value_t = Limits::HTTP_MAX_CONNECTIONS, value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(long, env = "TIERDB_HTTP_MAX_CONNECTIONS", value_name = "N", default_value_t = Limits::HTTP_MAX_CONNECTIONS, value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     pub http_max_connections: usize,
     /// Close a connection whose request headers take longer than this from their first byte.
-    #[arg(long, env = "TIERDB_HTTP_HEADER_TIMEOUT", default_value = "30s", value_parser = positive_span)]
+    #[arg(long, env = "TIERDB_HTTP_HEADER_TIMEOUT", value_name = "SPAN", default_value = "30s", value_parser = positive_span)]
     pub http_header_timeout: Duration,
     /// Fail a request whose body has not arrived in full this long after its headers.
-    #[arg(long, env = "TIERDB_HTTP_BODY_TIMEOUT", default_value = "60s", value_parser = positive_span)]
+    #[arg(long, env = "TIERDB_HTTP_BODY_TIMEOUT", value_name = "SPAN", default_value = "60s", value_parser = positive_span)]
     pub http_body_timeout: Duration,
     /// Close an HTTP connection on which nothing moves for this long between requests
     /// (keep-alive) or while its client does not read the answer.
-    #[arg(long, env = "TIERDB_HTTP_IDLE_TIMEOUT", default_value = "60s", value_parser = positive_span)]
+    #[arg(long, env = "TIERDB_HTTP_IDLE_TIMEOUT", value_name = "SPAN", default_value = "60s", value_parser = positive_span)]
     pub http_idle_timeout: Duration,
 }
 
@@ -119,6 +119,8 @@ pub(super) fn until_shutdown(
         stats: Default::default(),
         limits: Limits {
             max_series: (listen.max_series > 0).then_some(listen.max_series),
+            max_read_values: listen.max_read_values,
+            name_cache_bytes: listen.name_cache_bytes,
             ..listen.connections.limits()
         },
         token: listen.token.clone(),

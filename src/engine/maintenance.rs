@@ -32,13 +32,57 @@ pub struct MaintenanceReport {
     pub pending: usize,
 }
 
+/// How maintenance has been going: passes that failed since open, and the last failure while
+/// it lasts (a pass that succeeds clears it). A failed pass never stops the engine: reads go
+/// on, writes that need a missing file are refused as `storage_unavailable`, and the next
+/// pass tries again.
+#[derive(Default)]
+pub(crate) struct MaintenanceHealth {
+    failures: std::sync::atomic::AtomicU64,
+    last_error: std::sync::Mutex<Option<String>>,
+}
+
+impl MaintenanceHealth {
+    fn record(&self, outcome: &Result<MaintenanceReport>) {
+        let mut last = self.last_error.lock().unwrap_or_else(|e| e.into_inner());
+        match outcome {
+            Ok(_) => *last = None,
+            Err(e) => {
+                self.failures
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                *last = Some(e.to_string());
+            }
+        }
+    }
+
+    /// Failed passes since open.
+    pub(crate) fn failures(&self) -> u64 {
+        self.failures.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The last pass's error, when the last pass failed.
+    pub(crate) fn last_error(&self) -> Option<String> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
 impl Shared {
-    /// One maintenance pass at the clock's current time.
+    /// One maintenance pass at the clock's current time, its outcome recorded in
+    /// [`MaintenanceHealth`].
     ///
     /// # Errors
     /// [`Error::Io`] when a file cannot be created or unlinked; the rest of the pass still
     /// runs, and the first error is returned.
     pub(crate) fn maintain(&self) -> Result<MaintenanceReport> {
+        let outcome = self.maintenance_pass();
+        self.maintenance.record(&outcome);
+        outcome
+    }
+
+    fn maintenance_pass(&self) -> Result<MaintenanceReport> {
         let now = self.clock.now();
         let mut report = MaintenanceReport {
             now,

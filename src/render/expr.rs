@@ -28,6 +28,15 @@ pub(crate) enum Expr {
 }
 
 impl Expr {
+    /// Calls `f` on every path in the expression, arguments of calls included, in order.
+    pub(crate) fn for_each_path(&self, f: &mut impl FnMut(&str) -> Result<()>) -> Result<()> {
+        match self {
+            Expr::Path(path) => f(path),
+            Expr::Call { args, .. } => args.iter().try_for_each(|arg| arg.for_each_path(f)),
+            Expr::Number(_) | Expr::Str(_) | Expr::Bool(_) => Ok(()),
+        }
+    }
+
     /// The expression as written (paths and calls), for naming combined series.
     pub(crate) fn text(&self) -> String {
         match self {

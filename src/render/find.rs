@@ -4,6 +4,7 @@
 #[cfg(test)]
 mod tests;
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 use super::path::{graphite_path, PathPattern};
@@ -26,13 +27,7 @@ pub struct FindNode {
     pub allow_children: u8,
 }
 
-/// Answers a find query over `keys`.
-///
-/// The query's N segments are matched against the first N segments of each name, and its tag
-/// expressions filter as in [`PathPattern`]. A name of exactly N segments gives a leaf per
-/// series (id `a.b.c` or the tagged path `a.b.c;host=x`); a longer one gives the branch of its
-/// first N segments, once however many series share it. The result is sorted by id, a branch
-/// before a leaf of the same id.
+/// Answers a find query over `keys`: [`Finder`] fed every key.
 ///
 /// # Errors
 ///
@@ -41,39 +36,83 @@ pub fn find<'a>(
     query: &str,
     keys: impl IntoIterator<Item = &'a SeriesKey>,
 ) -> Result<Vec<FindNode>> {
-    let pattern = PathPattern::parse(query)?;
-    let depth = pattern.depth();
-    // Keyed by (id, is leaf): dedups branches and orders a branch before its twin leaf.
-    let mut nodes: BTreeMap<(String, bool), String> = BTreeMap::new();
+    let mut finder = Finder::new(query)?;
     for key in keys {
+        finder.add(key);
+    }
+    Ok(finder.nodes())
+}
+
+/// A find query's answer, built one key at a time, so keys can be fed while borrowed (under
+/// the registry's lock) and the answer's size charged as it grows.
+///
+/// The query's N segments are matched against the first N segments of each name, and its tag
+/// expressions filter as in [`PathPattern`]. A name of exactly N segments gives a leaf per
+/// series (id `a.b.c` or the tagged path `a.b.c;host=x`); a longer one gives the branch of its
+/// first N segments, once however many series share it. The result is sorted by id, a branch
+/// before a leaf of the same id.
+pub struct Finder {
+    pattern: PathPattern,
+    depth: usize,
+    /// Keyed by (id, is leaf): dedups branches and orders a branch before its twin leaf.
+    nodes: BTreeMap<(String, bool), String>,
+}
+
+impl Finder {
+    /// A finder for `query`, holding no node yet.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidQuery`] when the query is not a valid [`PathPattern`].
+    pub fn new(query: &str) -> Result<Finder> {
+        let pattern = PathPattern::parse(query)?;
+        let depth = pattern.depth();
+        Ok(Finder {
+            pattern,
+            depth,
+            nodes: BTreeMap::new(),
+        })
+    }
+
+    /// Adds `key`'s node when the query selects it; true when that node is new.
+    pub fn add(&mut self, key: &SeriesKey) -> bool {
+        let depth = self.depth;
         let segments: Vec<&str> = key.name().split('.').collect();
         if segments.len() < depth
-            || !pattern.matches_segments(&segments[..depth])
-            || !pattern.matches_tags(key)
+            || !self.pattern.matches_segments(&segments[..depth])
+            || !self.pattern.matches_tags(key)
         {
-            continue;
+            return false;
         }
         let last = segments[depth - 1];
         if segments.len() == depth {
             let id = graphite_path(key);
             let text = format!("{last}{}", &id[key.name().len()..]);
-            nodes.insert((id, true), text);
-        } else {
-            let id = segments[..depth].join(".");
-            nodes.entry((id, false)).or_insert_with(|| last.to_owned());
+            return self.nodes.insert((id, true), text).is_none();
+        }
+        match self.nodes.entry((segments[..depth].join("."), false)) {
+            Entry::Vacant(node) => {
+                node.insert(last.to_owned());
+                true
+            }
+            Entry::Occupied(_) => false,
         }
     }
-    Ok(nodes
-        .into_iter()
-        .map(|((id, leaf), text)| {
-            let branch = u8::from(!leaf);
-            FindNode {
-                text,
-                id,
-                leaf: u8::from(leaf),
-                expandable: branch,
-                allow_children: branch,
-            }
-        })
-        .collect())
+
+    /// The nodes found, sorted by id, a branch before a leaf of the same id.
+    pub fn nodes(self) -> Vec<FindNode> {
+        self.nodes
+            .into_iter()
+            .map(|((id, leaf), text)| {
+                let branch = u8::from(!leaf);
+                FindNode {
+                    text,
+                    id,
+                    leaf: u8::from(leaf),
+                    expandable: branch,
+                    allow_children: branch,
+                }
+            })
+            .collect()
+    }
 }

@@ -7,11 +7,10 @@ use super::expr::Expr;
 use super::path::PathPattern;
 use super::series::Series;
 use super::Source;
-use super::MAX_RENDER_VALUES;
 use crate::bucket::Bucket;
 use crate::query::MAX_QUERY_POINTS;
 use crate::time::parse_interval;
-use crate::{Error, Result};
+use crate::{Error, ReadBudget, Result};
 
 /// What evaluation reads from: the source and the request's range and point budget.
 pub(crate) struct Context<'a> {
@@ -19,6 +18,9 @@ pub(crate) struct Context<'a> {
     pub(crate) from: i64,
     pub(crate) until: i64,
     pub(crate) max_points: u32,
+    /// The request's read budget (its paths are charged before evaluation; summarize
+    /// windows as they are made).
+    pub(crate) budget: &'a ReadBudget,
 }
 
 /// How a set of values becomes one (series aggregates and summarize windows).
@@ -148,20 +150,23 @@ fn call(name: &str, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
             let counts: Vec<u64> = (list.iter())
                 .map(|s| window_count(s, interval, align))
                 .collect();
-            let (largest, total) = (counts.iter().max(), counts.iter().sum::<u64>());
-            if let Some(&count) = largest.filter(|&&count| count > MAX_QUERY_POINTS) {
+            if let Some(&count) = counts
+                .iter()
+                .max()
+                .filter(|&&count| count > MAX_QUERY_POINTS)
+            {
                 return Err(a.invalid(&format!(
                     "{count} windows of {interval}s in one series; at most {MAX_QUERY_POINTS} \
                      (use a longer interval or a shorter range)"
                 )));
             }
-            if total > MAX_RENDER_VALUES {
-                return Err(a.invalid(&format!(
-                    "{total} windows of {interval}s over {} series; at most \
-                     {MAX_RENDER_VALUES} (use a longer interval or fewer series)",
+            let total = counts.iter().map(|&c| u128::from(c)).sum();
+            cx.budget.charge(total, || {
+                format!(
+                    "summarize's windows of {interval}s over {} series",
                     list.len()
-                )));
-            }
+                )
+            })?;
             let window = |s: Series| Series {
                 name: format!(
                     "summarize({}, \"{interval_text}\", \"{func}\"{tail})",

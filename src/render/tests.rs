@@ -10,7 +10,7 @@ use super::{
     parse_graphite_path, render, Fetched, PathPattern, RenderRequest, RenderedSeries, Source,
 };
 use crate::bucket::Bucket;
-use crate::Result;
+use crate::{ReadBudget, Result};
 
 const T0: i64 = 36_000;
 const STEP: i64 = 60;
@@ -36,6 +36,21 @@ impl Source for Memory {
             .filter(|f| pattern.matches(&f.key))
             .cloned()
             .collect())
+    }
+
+    fn charge(
+        &self,
+        pattern: &PathPattern,
+        _: i64,
+        _: i64,
+        _: u32,
+        budget: &ReadBudget,
+    ) -> Result<()> {
+        let values = (self.series.iter())
+            .filter(|f| pattern.matches(&f.key))
+            .map(|f| f.buckets.len() as u128)
+            .sum();
+        budget.charge(values, || format!("{:?}", pattern.as_str()))
     }
 }
 
@@ -100,7 +115,7 @@ fn run(targets: &[&str], max_data_points: Option<u32>) -> Result<Vec<RenderedSer
         max_data_points,
         default_max_points: 1000,
     };
-    render(&memory(), &request)
+    render(&memory(), &request, &ReadBudget::default())
 }
 
 /// The one series `target` renders to: its name, start, step and values.
@@ -366,23 +381,43 @@ fn unbounded_answers_are_refused() {
         max_data_points: None,
         default_max_points: 1000,
     };
-    let err = render(&source, &request("summarize(month.a, '1s')")).unwrap_err();
+    let err = render(
+        &source,
+        &request("summarize(month.a, '1s')"),
+        &ReadBudget::default(),
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("2592001 windows of 1s"), "{err}");
-    assert!(render(&source, &request("summarize(month.a, '1d')")).is_ok());
-    let err = render(&source, &request("sumSeries(odd.*)")).unwrap_err();
+    assert!(render(
+        &source,
+        &request("summarize(month.a, '1d')"),
+        &ReadBudget::default()
+    )
+    .is_ok());
+    let err = render(
+        &source,
+        &request("sumSeries(odd.*)"),
+        &ReadBudget::default(),
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("no common multiple"), "{err}");
     // 864,001 windows each, within the per-series cap; 12 of them are past the per-target one.
-    let err = render(&source, &request("summarize(months.*, '3s')")).unwrap_err();
+    let err = render(
+        &source,
+        &request("summarize(months.*, '3s')"),
+        &ReadBudget::default(),
+    )
+    .unwrap_err();
     assert!(
         err.to_string()
-            .contains("10368012 windows of 3s over 12 series"),
+            .contains("read budget: summarize's windows of 3s over 12 series = 10368012 values"),
         "{err}"
     );
     // Times far outside any calendar are refused before any step arithmetic.
     let mut absurd = request("sumSeries(constantLine(1))");
     absurd.from = 1;
     absurd.until = i64::MAX;
-    let err = render(&source, &absurd).unwrap_err();
+    let err = render(&source, &absurd, &ReadBudget::default()).unwrap_err();
     assert!(
         err.to_string()
             .contains("until (9223372036854775807) is outside"),
@@ -430,7 +465,7 @@ fn the_point_budget_reaches_the_source_and_caps_every_series() {
         max_data_points: Some(4),
         default_max_points: 1000,
     };
-    let out = render(&source, &request).unwrap();
+    let out = render(&source, &request, &ReadBudget::default()).unwrap();
     assert_eq!(source.asked.get(), 4);
     // Pairs: gauge buckets merged (samples 4,6,3 / 1,3 / 10), counter increases added,
     // values without buckets averaged.
@@ -446,10 +481,10 @@ fn the_point_budget_reaches_the_source_and_caps_every_series() {
     assert_eq!(out[1].datapoints, points([120.0, 25.0, 120.0]));
     assert_eq!(out[2].datapoints, points([1.5, 3.0, 5.5]));
     request.max_data_points = None;
-    render(&source, &request).unwrap();
+    render(&source, &request, &ReadBudget::default()).unwrap();
     assert_eq!(source.asked.get(), 1000);
     request.until = T0;
-    assert!(render(&source, &request)
+    assert!(render(&source, &request, &ReadBudget::default())
         .unwrap_err()
         .to_string()
         .contains("must be before until"));
@@ -487,9 +522,37 @@ proptest! {
             max_data_points: Some(max),
             default_max_points: 1000,
         };
-        for s in render(&source, &request).unwrap() {
+        for s in render(&source, &request, &ReadBudget::default()).unwrap() {
             prop_assert!(s.datapoints.len() <= max as usize);
             prop_assert!(s.datapoints.windows(2).all(|w| w[0].1 < w[1].1));
         }
+    }
+}
+
+#[test]
+fn every_target_and_path_of_a_request_shares_one_budget() {
+    // `cpu.load` selects three series of six buckets: 18 values a path.
+    let request = |targets: &[&str]| RenderRequest {
+        targets: targets.iter().map(|t| (*t).to_owned()).collect(),
+        from: T0,
+        until: T0 + 6 * STEP,
+        max_data_points: None,
+        default_max_points: 1000,
+    };
+    let two = request(&["cpu.load", "sumSeries(cpu.load)"]);
+    assert!(render(&memory(), &two, &ReadBudget::new(36)).is_ok());
+    for targets in [
+        &["cpu.load", "cpu.load", "cpu.load"][..],
+        &["sumSeries(cpu.load, cpu.load, cpu.load)"],
+        &["cpu.load", "sumSeries(cpu.load, cpu.load)"],
+    ] {
+        let budget = ReadBudget::new(36);
+        let err = render(&memory(), &request(targets), &budget).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("read budget: \"cpu.load\" = 18 values on top of the 36"),
+            "{targets:?}: {err}"
+        );
+        assert!(budget.exceeded());
     }
 }

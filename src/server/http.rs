@@ -6,10 +6,12 @@
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+mod json_body;
+
+use std::pin::Pin;
 use std::sync::Arc;
 
-use axum::body::Bytes;
+use axum::body::{Bytes, HttpBody};
 use axum::extract::{DefaultBodyLimit, RawQuery, Request, State as AxumState};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
@@ -20,7 +22,7 @@ use axum::{Json, Router};
 use super::error::{blocking, ApiError};
 use super::params::Params;
 use super::render_api;
-use super::sink::IngestReport;
+use super::sink::{IngestReport, Sink};
 use super::State;
 use crate::aggregate::{AggregateQuery, Aggregation};
 use crate::counter::SeriesKind;
@@ -28,6 +30,8 @@ use crate::ingest::influx::{self, Precision};
 use crate::query::{Display, Query, TierChoice};
 use crate::registry::{Selector, SeriesKey, TagFilter};
 use crate::time::{parse_time, Span};
+use crate::ReadBudget;
+use json_body::{ArraySplitter, Element};
 
 /// The router of every endpoint. The token check wraps the API and unknown paths; the
 /// dashboard's page and assets are served without it (its script sends the token).
@@ -97,25 +101,35 @@ fn same_secret(given: &[u8], expected: &[u8]) -> bool {
 /// When the server itself failed (a full disk) and nothing landed, 503 says a retry is safe;
 /// once anything landed, a retry would count it twice, so the answer stays 400.
 fn write_answer(report: IngestReport) -> Response {
-    if report.rejected_total() == 0 {
+    body_answer(report, None)
+}
+
+/// [`write_answer`] for a body that could not be read to its end: `broken` is the status
+/// (400, 413) and what stopped the read, said before the counts of what landed.
+fn body_answer(report: IngestReport, broken: Option<(StatusCode, String)>) -> Response {
+    if report.rejected_total() == 0 && broken.is_none() {
         return StatusCode::NO_CONTENT.into_response();
     }
     let server_side = ["storage_unavailable", "write_failed"]
         .iter()
         .any(|r| report.rejected.contains_key(r));
+    let counts = format!(
+        "{} line(s) or sample(s) refused; the other {} sample(s) were written",
+        report.rejected_total(),
+        report.accepted
+    );
+    let (status, error) = match broken {
+        Some((status, why)) => (status, format!("{why}; {counts}")),
+        None if server_side && report.accepted == 0 => (StatusCode::SERVICE_UNAVAILABLE, counts),
+        None => (StatusCode::BAD_REQUEST, counts),
+    };
     let body = serde_json::json!({
-        "error": format!("{} line(s) or sample(s) refused; the other {} sample(s) were written",
-            report.rejected_total(), report.accepted),
+        "error": error,
         "accepted": report.accepted,
         "rejected": report.rejected_total(),
         "rejected_by_reason": report.rejected,
         "errors": report.errors,
     });
-    let status = if server_side && report.accepted == 0 {
-        StatusCode::SERVICE_UNAVAILABLE
-    } else {
-        StatusCode::BAD_REQUEST
-    };
     (status, Json(body)).into_response()
 }
 
@@ -164,7 +178,7 @@ async fn influx_write(
         None => Precision::Nanoseconds,
     };
     let kind = kind_param(&params)?;
-    let mut sink = state.sink();
+    let mut sink = BodySink::new(state.sink());
     let now = sink.now();
     let mut points = Vec::new();
     let mut skipped = Vec::new();
@@ -180,9 +194,8 @@ async fn influx_write(
             Ok(()) => {
                 for point in &points {
                     let ts = point.ts.unwrap_or(now);
-                    if sink.push_declared(&point.series, kind, ts, point.value, number) {
-                        sink.flush().await.map_err(ApiError::from)?;
-                    }
+                    sink.push(&point.series, kind, ts, point.value, number)
+                        .await;
                 }
                 for skip in &skipped {
                     state.stats.count_rejected(skip.as_str(), 1);
@@ -191,73 +204,167 @@ async fn influx_write(
             Err(e) => sink.reject(number, e.as_str(), e.to_string()),
         }
     }
-    Ok(write_answer(sink.finish().await?))
+    Ok(write_answer(sink.finish().await))
 }
 
-/// One element of a JSON write.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct JsonSample {
-    series: String,
-    #[serde(default)]
-    tags: BTreeMap<String, String>,
-    ts: serde_json::Value,
-    value: f64,
-    #[serde(default)]
-    kind: Option<SeriesKind>,
+/// A request's [`Sink`] that keeps going when a batch cannot be written (a poisoned engine):
+/// the batch and every later sample of the body are refused as `write_failed`, and the
+/// answer says what landed before. A retry then resends only what did not land; failing the
+/// whole request would make it resend earlier batches too, and count them twice.
+struct BodySink {
+    sink: Sink,
+    /// A batch of this request failed; the rest of it is refused without trying.
+    failed: bool,
 }
 
+impl BodySink {
+    fn new(sink: Sink) -> BodySink {
+        BodySink {
+            sink,
+            failed: false,
+        }
+    }
+
+    fn now(&self) -> crate::Timestamp {
+        self.sink.now()
+    }
+
+    /// Queues one sample ([`Sink::push_declared`]), writing the batch once it is full.
+    async fn push(
+        &mut self,
+        series: &str,
+        kind: Option<SeriesKind>,
+        ts: crate::Timestamp,
+        value: f64,
+        line: usize,
+    ) {
+        if self.failed {
+            let why = "not written: an earlier batch of this request failed on the server";
+            self.sink.reject(line, "write_failed", why);
+        } else if self.sink.push_declared(series, kind, ts, value, line) {
+            self.flush().await;
+        }
+    }
+
+    fn reject(&mut self, line: usize, reason: &'static str, message: impl Into<String>) {
+        self.sink.reject(line, reason, message);
+    }
+
+    async fn flush(&mut self) {
+        if let Err(e) = self.sink.flush().await {
+            tracing::error!(error = %e, "a write batch failed; refusing the rest of the request");
+            self.failed = true;
+        }
+    }
+
+    /// Writes what is queued and hands back what landed and what was refused.
+    async fn finish(mut self) -> IngestReport {
+        self.flush().await;
+        self.sink.report().clone()
+    }
+}
+
+/// `POST /api/v1/write`: a JSON array of `{series, tags?, ts, value, kind?}`, read and
+/// written as it arrives (see [`json_body`]), so a body costs one element and one batch of
+/// memory, not its size. An element that is not a sample is refused with its number and the
+/// rest go on; a body that stops being JSON lands the elements before the break and answers
+/// 400 with what landed.
 async fn json_write(
     AxumState(state): AxumState<Arc<State>>,
     RawQuery(raw): RawQuery,
-    body: Bytes,
+    request: Request,
 ) -> Result<Response, ApiError> {
     let request_kind = kind_param(&Params::query(raw.as_deref()))?;
-    let items: Vec<serde_json::Value> = serde_json::from_slice(&body).map_err(|e| {
-        ApiError::BadRequest(format!(
-            "body: expected a JSON array of {{series, tags?, ts, value, kind?}}: {e}"
-        ))
-    })?;
-    let mut sink = state.sink();
+    let max_body = state.limits.max_body;
+    let declared = (request.headers().get(header::CONTENT_LENGTH))
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > max_body as u64) {
+        return Ok(too_large(max_body));
+    }
+    let mut body = request.into_body();
+    let mut sink = BodySink::new(state.sink());
     let now = sink.now();
-    for (index, item) in items.into_iter().enumerate() {
-        let number = index + 1;
-        let sample: JsonSample = match serde_json::from_value(item) {
-            Ok(sample) => sample,
-            Err(e) => {
-                sink.reject(number, "invalid_sample", e.to_string());
-                continue;
+    let mut splitter = ArraySplitter::new();
+    let mut received = 0usize;
+    let broken = loop {
+        let frame = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
+        match frame {
+            None => splitter.end(),
+            Some(Err(e)) => {
+                break Some((
+                    StatusCode::BAD_REQUEST,
+                    format!("body: reading it failed after {received} bytes: {e}"),
+                ))
             }
-        };
-        let ts = match &sample.ts {
-            serde_json::Value::Number(n) => n.as_f64().map(|f| f.floor() as i64),
-            serde_json::Value::String(s) => parse_time(s, now).ok(),
-            _ => None,
-        };
-        let Some(ts) = ts else {
-            sink.reject(
-                number,
-                "invalid_timestamp",
-                format!("ts {} is not a time", sample.ts),
-            );
-            continue;
-        };
-        let key = if sample.tags.is_empty() {
-            SeriesKey::parse(&sample.series)
-        } else {
-            SeriesKey::new(sample.series.as_str(), sample.tags)
-        };
-        match key {
-            Ok(key) => {
-                let kind = sample.kind.or(request_kind);
-                if sink.push_declared(&key.to_string(), kind, ts, sample.value, number) {
-                    sink.flush().await.map_err(ApiError::from)?;
+            Some(Ok(frame)) => {
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                received += data.len();
+                if received > max_body {
+                    break Some((
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        format!("body: larger than the limit of {max_body} bytes"),
+                    ));
                 }
+                splitter.feed(&data);
             }
-            Err(e) => sink.reject(number, "invalid_series", e.to_string()),
+        }
+        match write_elements(&mut splitter, &mut sink, now, request_kind).await {
+            Err(e) if e.elements == 0 => {
+                return Err(ApiError::BadRequest(format!(
+                    "body: expected a JSON array of {{series, tags?, ts, value, kind?}}: {}",
+                    e.message
+                )))
+            }
+            Err(e) => {
+                let message = format!(
+                    "body: not a JSON array after element {}: {}; the elements before it were \
+                     read",
+                    e.elements, e.message
+                );
+                sink.reject(e.elements + 1, "invalid_json", message.clone());
+                break Some((StatusCode::BAD_REQUEST, message));
+            }
+            Ok(()) if splitter.ended() => break None,
+            Ok(()) => {}
+        }
+    };
+    Ok(body_answer(sink.finish().await, broken))
+}
+
+/// Writes every element `splitter` holds whole, `now` and `kind` as [`json_body::sample`]
+/// takes them.
+async fn write_elements(
+    splitter: &mut ArraySplitter,
+    sink: &mut BodySink,
+    now: crate::Timestamp,
+    kind: Option<SeriesKind>,
+) -> Result<(), json_body::BodyError> {
+    while let Some(item) = splitter.next()? {
+        let number = splitter.elements();
+        match json_body::sample(item, now, kind) {
+            Element::Sample {
+                series,
+                kind,
+                ts,
+                value,
+            } => sink.push(&series, kind, ts, value, number).await,
+            Element::Refused { reason, message } => sink.reject(number, reason, message),
         }
     }
-    Ok(write_answer(sink.finish().await?))
+    Ok(())
+}
+
+/// 413 for a body whose declared length is over `max_body` bytes: nothing of it is read.
+fn too_large(max_body: usize) -> Response {
+    let message = format!("body: larger than the limit of {max_body} bytes");
+    (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        Json(serde_json::json!({ "error": message })),
+    )
+        .into_response()
 }
 
 /// The series a request names: `series=name{k=v}`, or `series=name` plus `tag=k=v` pairs
@@ -432,23 +539,31 @@ async fn aggregate(
         whole_range,
     };
     let engine = Arc::clone(engine);
-    let result = blocking(move || engine.aggregate(&query)).await?;
+    let budget = Arc::new(ReadBudget::new(state.limits.max_read_values));
+    let read_budget = Arc::clone(&budget);
+    let result = blocking(move || engine.reader().aggregate_within(&query, &read_budget));
+    let result = render_api::over_budget(&state, &budget, result.await)?;
     Ok(Json(result).into_response())
 }
 
+/// `GET /api/v1/series`: the names `match` and `tag` select, matched by a parallel registry
+/// scan on the blocking pool.
 async fn series(
     AxumState(state): AxumState<Arc<State>>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let params = Params::query(raw.as_deref());
     let selector = selector_param(&params)?;
-    let names: Vec<String> = state
-        .engine
-        .registry()
-        .matching(&selector)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let engine = Arc::clone(&state.engine);
+    let names: Vec<String> = blocking(move || {
+        Ok(engine
+            .registry()
+            .matching(&selector)
+            .iter()
+            .map(ToString::to_string)
+            .collect())
+    })
+    .await?;
     Ok(Json(serde_json::json!({ "series": names })).into_response())
 }
 

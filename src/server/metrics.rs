@@ -113,6 +113,12 @@ pub fn render(engine: &EngineStats, server: &ServerStats) -> String {
         )
         .sample("", engine.accepted),
         rejected,
+        Family::new(
+            "tierdb_requests_over_budget_total",
+            "counter",
+            "Reads refused (400) for reading more than a request's read budget.",
+        )
+        .sample("", server.over_budget()),
         Family::new("tierdb_series", "gauge", "Series registered.").sample("", engine.series),
         Family::new(
             "tierdb_counter_series",
@@ -150,7 +156,31 @@ pub fn render(engine: &EngineStats, server: &ServerStats) -> String {
             "Period files dropped on leaving retention, per tier.",
         )
         .per_tier(engine, |t| t.disk.dropped),
+        Family::new(
+            "tierdb_maintenance_failures_total",
+            "counter",
+            "Rolling-window passes (creating files ahead, dropping expired ones) that failed.",
+        )
+        .sample("", engine.maintenance_failures),
+        Family::new(
+            "tierdb_maintenance_failing",
+            "gauge",
+            "1 while the last rolling-window pass failed (writes needing new files are refused).",
+        )
+        .sample("", u8::from(engine.maintenance_error.is_some())),
         latency,
+        Family::new(
+            "tierdb_name_cache_bytes",
+            "gauge",
+            "Bytes of series names all connections' caches hold, within the name cache budget.",
+        )
+        .sample("", server.name_cache_bytes()),
+        Family::new(
+            "tierdb_name_cache_clears_total",
+            "counter",
+            "Connections' name caches emptied because the cache or the shared budget was full.",
+        )
+        .sample("", server.name_cache_clears()),
     ];
     let families = families.into_iter().chain(connections(server));
     let mut out = String::new();

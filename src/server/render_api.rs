@@ -19,11 +19,9 @@ use super::params::Params;
 use super::State;
 use crate::counter::SeriesKind;
 use crate::query::{PointGrid, MAX_QUERY_POINTS};
-use crate::render::{
-    self, graphite_path, Fetched, PathPattern, RenderRequest, Source, MAX_RENDER_VALUES,
-};
+use crate::render::{self, graphite_path, Fetched, Finder, PathPattern, RenderRequest, Source};
 use crate::time::Span;
-use crate::{Error, Reader, Result};
+use crate::{Error, ReadBudget, Reader, Result};
 
 /// `GET|POST /render`: `target` (repeatable), `from` (default `-24h`), `until` (default
 /// `now`), `format` (`json`, the default, is the only one), `maxDataPoints`. Answers
@@ -68,7 +66,10 @@ pub(super) async fn render(
         max_data_points,
         default_max_points: engine.config().engine.max_points,
     };
-    let series = blocking(move || render::render(&engine.reader(), &request)).await?;
+    let budget = Arc::new(ReadBudget::new(state.limits.max_read_values));
+    let read_budget = Arc::clone(&budget);
+    let series = blocking(move || render::render(&engine.reader(), &request, &read_budget));
+    let series = over_budget(&state, &budget, series.await)?;
     Ok(Json(series).into_response())
 }
 
@@ -88,18 +89,66 @@ pub(super) async fn find(
         .ok_or_else(|| ApiError::BadRequest("query: missing (query=servers.*)".into()))?
         .to_owned();
     let engine = Arc::clone(&state.engine);
+    let budget = Arc::new(ReadBudget::new(state.limits.max_read_values));
+    let read_budget = Arc::clone(&budget);
     let nodes = blocking(move || {
-        let keys = engine.registry().all();
-        render::find(&query, keys.iter().map(|(_, key)| key))
-    })
-    .await?;
+        let mut finder = Finder::new(&query)?;
+        read_budget.charge_scan(engine.registry().len())?;
+        let mut charged = Ok(());
+        // Under the registry's read lock, keys borrowed, not cloned: what the request holds
+        // is its answer, and every node of it is charged to the budget.
+        engine.registry().for_each_from(0, |_, key| {
+            if charged.is_ok() && finder.add(key) {
+                charged = read_budget.charge(1, || format!("{query:?} has more nodes than that"));
+            }
+        });
+        charged.map(|()| finder.nodes())
+    });
+    let nodes = over_budget(&state, &budget, nodes.await)?;
     Ok(Json(nodes).into_response())
+}
+
+/// A read's answer, counted in `/metrics` when `budget` refused it, with the server flag
+/// that sets the budget named in the refusal.
+pub(super) fn over_budget<T>(
+    state: &State,
+    budget: &ReadBudget,
+    answer: std::result::Result<T, ApiError>,
+) -> std::result::Result<T, ApiError> {
+    match answer {
+        Err(ApiError::BadRequest(message)) if budget.exceeded() => {
+            state.stats.count_over_budget();
+            Err(ApiError::BadRequest(format!(
+                "{message}; the server's limit is --max-read-values"
+            )))
+        }
+        other => other,
+    }
 }
 
 /// The engine's read view as render's source. Every fetch of a render reads one tier on one
 /// grid, so all the series it returns share start and step, which functions combining series
 /// rely on.
 impl Source for Reader<'_> {
+    /// Charges the registry scan (a value per key), then counts the series `pattern`
+    /// matches (nothing cloned) at the points of [`Source::fetch`]'s grid.
+    fn charge(
+        &self,
+        pattern: &PathPattern,
+        from: i64,
+        until: i64,
+        max_points: u32,
+        budget: &ReadBudget,
+    ) -> Result<()> {
+        let (_, step) = self.grid(from, until, max_points)?;
+        budget.charge_scan(self.registry().len())?;
+        let series = (self.registry())
+            .select(|_, key| pattern.matches(key).then_some(()))
+            .len();
+        let points = PointGrid::span(from, until, i128::from(step)).1;
+        charge(budget, pattern, series, points)
+    }
+
     /// The tier is the `auto` choice for the range and budget. The step is the
     /// tier's resolution, or a multiple of it that keeps the grid within `max_points`
     /// (capped at [`MAX_QUERY_POINTS`]) when even the chosen tier has more buckets than that
@@ -114,10 +163,7 @@ impl Source for Reader<'_> {
         until: i64,
         max_points: u32,
     ) -> Result<Vec<Fetched>> {
-        let max_points = max_points.clamp(1, MAX_QUERY_POINTS as u32);
-        let tier = self.auto_tier(from, until, max_points);
-        let resolution = self.config().tiers[tier].resolution.secs() as i64;
-        let step = step_within(from, until, resolution, max_points)?;
+        let (tier, step) = self.grid(from, until, max_points)?;
         // One scan under the registry's read lock, even for a literal name: the pattern also
         // selects the name's tagged variants, and the registry has no index by bare name.
         let mut matched = self.registry().select(|id, key| {
@@ -126,7 +172,6 @@ impl Source for Reader<'_> {
                 .then(|| (graphite_path(key), id, key.clone()))
         });
         let (first, points) = PointGrid::span(from, until, i128::from(step));
-        within_budget(pattern, matched.len(), points)?;
         matched.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         // A range shorter than the step may hold no point's start (two hours inside one day
         // of the 1d tier): read the one point that holds `from` rather than answer nothing.
@@ -155,17 +200,26 @@ impl Source for Reader<'_> {
     }
 }
 
-/// Refuses a read of `series` series at `points` points each beyond [`MAX_RENDER_VALUES`].
-fn within_budget(pattern: &PathPattern, series: usize, points: i128) -> Result<()> {
-    let values = points.max(1) * series as i128;
-    if values > i128::from(MAX_RENDER_VALUES) {
-        return Err(Error::InvalidQuery(format!(
-            "{:?} matches {series} series x {points} points = {values} values; at most \
-             {MAX_RENDER_VALUES} per path (narrow the pattern or lower maxDataPoints)",
-            pattern.as_str(),
-        )));
+impl Reader<'_> {
+    /// The tier and step a render's fetch over [from, until) reads at `max_points`.
+    fn grid(&self, from: i64, until: i64, max_points: u32) -> Result<(usize, i64)> {
+        let max_points = max_points.clamp(1, MAX_QUERY_POINTS as u32);
+        let tier = self.auto_tier(from, until, max_points);
+        let resolution = self.config().tiers[tier].resolution.secs() as i64;
+        Ok((tier, step_within(from, until, resolution, max_points)?))
     }
-    Ok(())
+}
+
+/// Charges a read of `series` series at `points` points each (at least one) to `budget`.
+fn charge(budget: &ReadBudget, pattern: &PathPattern, series: usize, points: i128) -> Result<()> {
+    let points = points.max(1);
+    let values = points.unsigned_abs() * series as u128;
+    budget.charge(values, || {
+        format!(
+            "{:?} matches {series} series x {points} points",
+            pattern.as_str()
+        )
+    })
 }
 
 /// A step for [from, until) within `max_points`: `resolution` times `ceil(buckets /

@@ -129,6 +129,15 @@ impl BucketCell {
         self.count.store(0, Ordering::Release);
     }
 
+    /// Puts back what the cell held before a batch that did not finish (the counter
+    /// journal's undo). Only valid while no writer runs (at open).
+    pub fn restore(&self, before: &Bucket) {
+        self.total.store(before.total.to_bits(), Ordering::Relaxed);
+        self.min.store(before.min.to_bits(), Ordering::Relaxed);
+        self.max.store(before.max.to_bits(), Ordering::Relaxed);
+        self.count.store(before.count, Ordering::Release);
+    }
+
     /// True when every field is zero, as in a freshly created file.
     pub fn is_pristine(&self) -> bool {
         self.count.load(Ordering::Relaxed) == 0

@@ -54,8 +54,10 @@ impl CounterStateFile {
     /// File name inside the data dir.
     pub const FILE_NAME: &'static str = "counters.state";
 
-    /// Opens `dir/counters.state`, creating it (header only) when missing and `writable`.
-    /// A read-only open of a directory without one sees every record as zero.
+    /// Opens `dir/counters.state`, creating it (header only) when missing and `writable`:
+    /// written under a temporary name, synced, renamed into place and the directory synced,
+    /// so a crash leaves no file or a whole one, never a torn header. A read-only open of a
+    /// directory without one sees every record as zero.
     ///
     /// # Errors
     /// [`Error::CorruptFile`] naming the file when its header is not this format's;
@@ -64,18 +66,16 @@ impl CounterStateFile {
         let path = dir.join(Self::FILE_NAME);
         let io = |e| Error::io(&path, e);
         let file = if writable {
-            let mut file = OpenOptions::new()
+            if !path.exists() {
+                Self::create(dir, &path)?;
+            }
+            // A creation cut short before its rename.
+            let _ = std::fs::remove_file(dir.join(format!("{}.tmp", Self::FILE_NAME)));
+            OpenOptions::new()
                 .read(true)
                 .write(true)
-                .create(true)
-                .truncate(false)
                 .open(&path)
-                .map_err(io)?;
-            if file.metadata().map_err(io)?.len() == 0 {
-                file.write_all(&header()).map_err(io)?;
-                file.sync_all().map_err(io)?;
-            }
-            file
+                .map_err(io)?
         } else {
             match File::open(&path) {
                 Ok(file) => file,
@@ -114,6 +114,42 @@ impl CounterStateFile {
         };
         state.remap(writable)?;
         Ok(state)
+    }
+
+    /// Writes a header-only file under a temporary name and renames it to `path`.
+    fn create(dir: &Path, path: &Path) -> Result<()> {
+        let temp = dir.join(format!("{}.tmp", Self::FILE_NAME));
+        let written = File::create(&temp)
+            .and_then(|mut file| {
+                file.write_all(&header())?;
+                file.sync_all()
+            })
+            .and_then(|()| std::fs::rename(&temp, path))
+            .map_err(|e| Error::io(&temp, e));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+        written?;
+        disk::sync_dir(dir)
+    }
+
+    /// Zeroes the records of ids from `known` on: ids the registry has not handed out. After
+    /// an unclean stop that lost the registry's last records (power loss before its fsync),
+    /// those ids are handed out again, and must not inherit a declared kind or a counter's
+    /// last value from the series that had them. Returns how many records held anything.
+    /// Only valid while no writer runs (at open).
+    pub fn clear_from(&self, known: usize) -> usize {
+        let Some(map) = &self.map else {
+            return 0;
+        };
+        let mut cleared = 0;
+        for record in map.words().chunks_exact(4).skip(known) {
+            if record.iter().any(|w| w.load(Ordering::Relaxed) != 0) {
+                record.iter().for_each(|w| w.store(0, Ordering::Relaxed));
+                cleared += 1;
+            }
+        }
+        cleared
     }
 
     /// Maps every record the file holds now.
@@ -162,6 +198,24 @@ impl CounterStateFile {
             .then(|| (self.word(id, 1) as i64, f64::from_bits(self.word(id, 2))))
     }
 
+    /// `id`'s record as it stands: flags, last time, last raw value (bits); zeros past the end.
+    pub fn record(&self, id: usize) -> [u64; 3] {
+        [self.word(id, 0), self.word(id, 1), self.word(id, 2)]
+    }
+
+    /// Puts `id`'s record back to `words` (the counter journal's undo). Only valid while no
+    /// writer runs (at open); ids past the end hold zeros already.
+    pub fn restore(&self, id: usize, words: [u64; 3]) {
+        if let Some(map) = &self.map {
+            if id < self.records {
+                let record = &map.words()[id * 4..id * 4 + 3];
+                for (word, value) in record.iter().zip(words) {
+                    word.store(value, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
     /// Adds `flags` to `id`'s record.
     ///
     /// # Errors
@@ -192,7 +246,10 @@ impl CounterStateFile {
     }
 
     /// Grows the file so record `id` exists.
-    fn reserve(&mut self, id: usize) -> Result<()> {
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot grow; [`Error::ReadOnly`].
+    pub fn reserve(&mut self, id: usize) -> Result<()> {
         if id < self.records {
             return Ok(());
         }

@@ -49,11 +49,16 @@ impl DirLock {
             }
             Err(TryLockError::Error(e)) => return Err(Error::io(&path, e)),
         }
+        // The holder's pid is for the refusal message of the next process only: a full disk
+        // that keeps it from being written must not stop an engine that holds the lock.
         let me = format!("pid {}", std::process::id());
-        file.set_len(0)
+        if let Err(e) = file
+            .set_len(0)
             .and_then(|()| file.seek(SeekFrom::Start(0)))
             .and_then(|_| file.write_all(me.as_bytes()))
-            .map_err(|e| Error::io(&path, e))?;
+        {
+            tracing::warn!(path = %path.display(), error = %e, "cannot record this process as the lock holder");
+        }
         Ok(DirLock { _file: file, path })
     }
 

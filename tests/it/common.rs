@@ -35,3 +35,17 @@ pub fn tier(name: &str, resolution: u64, period: u64, retention: u64) -> TierSpe
         create_ahead: 1,
     }
 }
+
+/// Small files (16 series per chunk), so a test spends its time on reads and writes rather
+/// than on preallocation, and a new chunk of files comes every 12 new series: 1m/1d, 1h/30d,
+/// 1d/365d.
+pub fn small_tiers() -> TiersConfig {
+    let mut config = TiersConfig::default();
+    config.engine.series_per_chunk = 16;
+    config.tiers = vec![
+        tier("1m", 60, 86_400, 2 * 86_400),
+        tier("1h", 3_600, 30 * 86_400, 90 * 86_400),
+        tier("1d", 86_400, 365 * 86_400, 1_825 * 86_400),
+    ];
+    config
+}

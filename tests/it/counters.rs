@@ -289,3 +289,69 @@ fn gauges_are_untouched_beside_counters() {
         vec![(t, Some(3.0))]
     );
 }
+
+/// The regression: after an unclean stop that lost the registry's last record (power loss
+/// before its fsync), the next new series got that id back and read as the lost series'
+/// counter, because `counters.state` still held its record.
+#[test]
+fn an_id_handed_out_again_after_a_lost_registration_does_not_inherit_a_counter() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let log = dir.path().join("series.log");
+    let engine = open(dir.path(), &clock, TiersConfig::default());
+    engine.series("a").unwrap();
+    let kept_len = std::fs::metadata(&log).unwrap().len();
+    let lost = engine.series("lost.requests").unwrap();
+    engine.declare_kind(lost, SeriesKind::Counter).unwrap();
+    engine
+        .record_batch(&[
+            Sample::new(lost, NOW - 20, 100.0),
+            Sample::new(lost, NOW - 10, 150.0),
+        ])
+        .unwrap();
+    engine.close().unwrap();
+    // Power loss: the log's last record never reached the disk, the state file's did, and
+    // the OPEN marker says the stop was unclean.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .unwrap()
+        .set_len(kept_len)
+        .unwrap();
+    std::fs::write(dir.path().join("OPEN"), "4242").unwrap();
+
+    let engine = open(dir.path(), &clock, TiersConfig::default());
+    let fresh = engine.series("fresh.temperature").unwrap();
+    assert_eq!(fresh, lost, "the lost id is handed out again");
+    assert_eq!(engine.series_kind(fresh), SeriesKind::Gauge);
+    engine
+        .record_batch(&[Sample::new(fresh, NOW - 5, 21.5)])
+        .unwrap();
+    assert_eq!(
+        points(
+            &engine,
+            "fresh.temperature",
+            "1m",
+            NOW - 60,
+            NOW,
+            Display::Avg
+        ),
+        vec![(NOW - 60, Some(21.5))]
+    );
+}
+
+/// `counters.state` is created whole: written under a temporary name, then renamed. A
+/// leftover temporary file (a crash before the rename) is not mistaken for the state.
+#[test]
+fn the_counter_state_file_is_created_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("counters.state.tmp"), b"TIERDB").unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let engine = open(dir.path(), &clock, TiersConfig::default());
+    let id = engine.series("c").unwrap();
+    engine.declare_kind(id, SeriesKind::Counter).unwrap();
+    engine.close().unwrap();
+    assert!(!dir.path().join("counters.state.tmp").exists());
+    let state = std::fs::read(dir.path().join("counters.state")).unwrap();
+    assert_eq!(&state[..8], b"TIERDBCS");
+}

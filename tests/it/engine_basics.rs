@@ -199,3 +199,31 @@ fn a_file_that_cannot_be_created_refuses_only_the_samples_that_need_it() {
         vec![(day - 86_400, None), (day, Some(7.0))]
     );
 }
+
+/// The regression: `record` writes the buffer when it fills, and threw that write's report
+/// away, so refusals in it never reached anyone (the caller that filled the buffer got `Ok`,
+/// the next `sync` reported only what it wrote itself). Now `sync` reports every buffered
+/// sample written since the previous `sync`.
+#[test]
+fn refusals_in_a_buffer_that_record_wrote_reach_the_next_sync() {
+    let (dir, engine, _clock) = engine_at(NOW);
+    let yesterday = NOW - NOW % 86_400 - 86_400 + 600;
+    // The 1m file of yesterday cannot be created: samples needing it are refused.
+    let name = tierdb::storage::format::file_name(yesterday - yesterday % 86_400, 0);
+    std::fs::create_dir(dir.path().join("tiers/1m").join(format!("{name}.tmp"))).unwrap();
+    engine.record("x", yesterday, 1.0).unwrap();
+    // Fill the buffer (4096 samples): the last `record` writes it.
+    for i in 1..4096 {
+        engine.record("x", NOW - 3600 + i % 3600, 1.0).unwrap();
+    }
+    engine.record("x", NOW - 1, 2.0).unwrap();
+    let report = engine.sync().unwrap();
+    assert_eq!(report.accepted, 4096);
+    assert_eq!(report.rejected(RejectReason::StorageUnavailable), 1);
+    assert_eq!(
+        report.first_rejections,
+        vec![(0, RejectReason::StorageUnavailable)]
+    );
+    // The next sync starts afresh.
+    assert_eq!(engine.sync().unwrap(), tierdb::BatchReport::default());
+}

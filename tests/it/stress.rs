@@ -11,11 +11,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 
-use tierdb::{
-    Bucket, Display, Engine, ManualClock, Query, Sample, SeriesId, Span, TiersConfig, Timestamp,
-};
+use tierdb::{Bucket, Display, Engine, ManualClock, Query, Sample, SeriesId, Span, Timestamp};
 
-use crate::common::{open, tier, NOW};
+use crate::common::{open, small_tiers, NOW};
 
 /// Series written concurrently.
 const SERIES: u32 = 8;
@@ -34,19 +32,6 @@ const YESTERDAY: Timestamp = NOW - 86_400 - 1_800;
 const MINUTES: i64 = 10;
 /// Minutes of `YESTERDAY` written.
 const OLD_MINUTES: i64 = 3;
-
-/// Small files (16 series per chunk) so the test spends its time on reads and writes, not on
-/// preallocation: 1m/1d, 1h/30d, 1d/365d.
-fn small_tiers() -> TiersConfig {
-    let mut config = TiersConfig::default();
-    config.engine.series_per_chunk = 16;
-    config.tiers = vec![
-        tier("1m", 60, 86_400, 2 * 86_400),
-        tier("1h", 3_600, 30 * 86_400, 90 * 86_400),
-        tier("1d", 86_400, 365 * 86_400, 1_825 * 86_400),
-    ];
-    config
-}
 
 /// The only value series `id` ever receives.
 fn constant(id: SeriesId) -> f64 {

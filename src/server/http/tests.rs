@@ -1,4 +1,5 @@
-//! Tests of how `/api/v1/query` names its one series from `series` and `tag` parameters.
+//! Tests of how `/api/v1/query` names its one series from `series` and `tag` parameters, and
+//! of what a write answers when the server fails partway through its body.
 
 use super::series_param;
 use crate::server::error::ApiError;
@@ -28,5 +29,158 @@ fn tag_parameters_name_the_series_and_an_exclusion_is_refused() {
             }
             other => panic!("{query}: {other:?}"),
         }
+    }
+}
+
+/// A failure partway through a body (the engine poisoned after the first batch landed)
+/// answered 500, so a client retried the whole body and counted the first batch twice. The
+/// answer now says what landed: 400 with the counts once anything did, 503 only when
+/// nothing did.
+mod a_failure_mid_body {
+    use std::io::{Read, Write};
+    use std::net::{SocketAddr, TcpStream};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use crate::server::sink::BATCH;
+    use crate::server::{run, Limits, Listeners, State};
+    use crate::Engine;
+
+    /// The real server on loopback over `engine`, stopped on drop.
+    struct Served {
+        http: SocketAddr,
+        stop: Option<tokio::sync::oneshot::Sender<()>>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl Served {
+        fn start(engine: &Arc<Engine>) -> Served {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            let loopback = "127.0.0.1:0".parse().unwrap();
+            let listeners = runtime
+                .block_on(Listeners::bind(loopback, loopback))
+                .unwrap();
+            let http = listeners.addrs().unwrap().0;
+            let state = Arc::new(State {
+                engine: Arc::clone(engine),
+                stats: Default::default(),
+                limits: Limits::default(),
+                token: None,
+            });
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let thread = std::thread::spawn(move || {
+                let stopped = async move {
+                    let _ = stopped.await;
+                };
+                // The flush at the end fails on the poisoned engine, as it should.
+                let _ = runtime.block_on(run(state, listeners, stopped));
+            });
+            Served {
+                http,
+                stop: Some(stop),
+                thread: Some(thread),
+            }
+        }
+    }
+
+    impl Drop for Served {
+        fn drop(&mut self) {
+            if let Some(stop) = self.stop.take() {
+                let _ = stop.send(());
+            }
+            if let Some(thread) = self.thread.take() {
+                let _ = thread.join();
+            }
+        }
+    }
+
+    /// `n` elements of one series, one per second back from `now`, joined by commas.
+    fn elements(now: i64, range: std::ops::Range<usize>) -> String {
+        range
+            .map(|i| {
+                format!(
+                    r#"{{"series":"mid.body","ts":{},"value":1}}"#,
+                    now - i as i64
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn answer(stream: &mut TcpStream) -> (u16, serde_json::Value) {
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw).unwrap();
+        let status = raw[9..12].parse().unwrap();
+        let body = &raw[raw.find("\r\n\r\n").unwrap() + 4..];
+        (status, serde_json::from_str(body).unwrap_or_default())
+    }
+
+    fn post(addr: SocketAddr, path: &str, length: usize) -> TcpStream {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        write!(
+            stream,
+            "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {length}\r\n\r\n"
+        )
+        .unwrap();
+        stream
+    }
+
+    #[test]
+    fn answers_with_what_landed_and_5xx_only_when_nothing_did() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Arc::new(
+            Engine::builder(dir.path())
+                .writer_threads(2)
+                .background_maintenance(false)
+                .open()
+                .unwrap(),
+        );
+        let server = Served::start(&engine);
+        let now = engine.now() - 7200;
+        let total = 3 * BATCH;
+        let first = format!("[{},", elements(now, 0..BATCH + 100));
+        let rest = format!("{}]", elements(now, BATCH + 100..total));
+        let mut stream = post(server.http, "/api/v1/write", first.len() + rest.len());
+        stream.write_all(first.as_bytes()).unwrap();
+        // The first batch lands while the body is still arriving.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while engine.stats().accepted < BATCH as u64 {
+            assert!(Instant::now() < deadline, "the first batch never landed");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        engine.shared.poison("injected by the test".into());
+        stream.write_all(rest.as_bytes()).unwrap();
+        let (status, body) = answer(&mut stream);
+        assert_eq!(status, 400, "{body}");
+        assert_eq!(body["accepted"], BATCH, "{body}");
+        assert_eq!(body["rejected"], total - BATCH, "{body}");
+        assert_eq!(
+            body["rejected_by_reason"],
+            serde_json::json!({ "write_failed": total - BATCH }),
+            "{body}"
+        );
+        assert_eq!(engine.stats().accepted, BATCH as u64);
+
+        // Nothing lands now: 503 says a retry is safe, for JSON and Influx alike.
+        let body = format!("[{}]", elements(now, 0..10));
+        let mut stream = post(server.http, "/api/v1/write", body.len());
+        stream.write_all(body.as_bytes()).unwrap();
+        let (status, body) = answer(&mut stream);
+        assert_eq!(status, 503, "{body}");
+        assert_eq!(body["accepted"], 0, "{body}");
+        assert_eq!(body["rejected_by_reason"]["write_failed"], 10, "{body}");
+        let line = format!("mid,host=a value=1 {}", now * 1_000_000_000);
+        let mut stream = post(server.http, "/write", line.len());
+        stream.write_all(line.as_bytes()).unwrap();
+        let (status, body) = answer(&mut stream);
+        assert_eq!(status, 503, "{body}");
+        assert_eq!(body["rejected_by_reason"]["write_failed"], 1, "{body}");
     }
 }

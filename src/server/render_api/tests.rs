@@ -1,9 +1,10 @@
-//! Tests of the step that keeps a render's grid within its point budget, and of the budget
-//! of values one target may read.
+//! Tests of the step that keeps a render's grid within its point budget, and of the values
+//! a path charges to its request's read budget.
 
-use super::{step_within, within_budget};
+use super::{charge, step_within};
 use crate::query::PointGrid;
-use crate::render::{PathPattern, MAX_RENDER_VALUES};
+use crate::render::PathPattern;
+use crate::ReadBudget;
 
 #[test]
 fn step_keeps_every_grid_within_the_budget() {
@@ -33,15 +34,15 @@ fn an_absurd_range_is_refused_rather_than_overflowing() {
 }
 
 #[test]
-fn a_target_reading_too_many_values_is_refused() {
+fn a_path_reading_past_the_budget_is_refused() {
     let all = PathPattern::parse("*").unwrap();
-    let limit = MAX_RENDER_VALUES as usize;
-    assert!(within_budget(&all, limit / 1000, 1000).is_ok());
-    assert!(within_budget(&all, 0, 0).is_ok());
-    let err = within_budget(&all, limit / 1000 + 1, 1000).unwrap_err();
+    let budget = ReadBudget::new(10_000_000);
+    assert!(charge(&budget, &all, 10_000, 1000).is_ok());
+    assert!(charge(&budget, &all, 0, 0).is_ok());
+    let err = charge(&budget, &all, 1, 1000).unwrap_err();
     assert!(
         err.to_string()
-            .contains("\"*\" matches 10001 series x 1000 points"),
+            .contains("\"*\" matches 1 series x 1000 points = 1000 values on top of the 10000000"),
         "{err}"
     );
 }

@@ -27,11 +27,16 @@ pub struct TestServer {
 impl TestServer {
     /// A server with `token` and `limits` over the default tiers, its clock at [`NOW`].
     pub fn start(token: Option<&str>, limits: Limits) -> TestServer {
+        Self::with_tiers(TiersConfig::default(), token, limits)
+    }
+
+    /// [`TestServer::start`] over `tiers`.
+    pub fn with_tiers(tiers: TiersConfig, token: Option<&str>, limits: Limits) -> TestServer {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(NOW));
         let engine = Arc::new(
             Engine::builder(dir.path())
-                .tiers(TiersConfig::default())
+                .tiers(tiers)
                 .clock(clock)
                 .writer_threads(2)
                 .background_maintenance(false)

@@ -1,0 +1,350 @@
+//! `counters.journal`: the undo record of the counter samples one batch is applying, so that
+//! a crash between storing a counter's increases and advancing its state (or in the middle
+//! of either) is rolled back whole at the next open: the counter's state and the increases
+//! its buckets hold always agree, and the unacknowledged batch can be sent again.
+//!
+//! Before the writers run, the batch's caller records the bucket cells its counter samples
+//! will change (each with its content before the batch and how many samples the batch adds
+//! to it) and the counter state records it will change, then marks the journal active.
+//! After the writers and the state updates, it marks the journal idle. An open that finds it
+//! active restores every recorded cell that holds the batch's adds or fewer, and every
+//! recorded state, then marks it idle.
+//!
+//! Byte layout (little-endian):
+//! ```text
+//! header, 4096 bytes:
+//!   0..8     magic "TIERDBCJ"
+//!   8..12    format version (1)
+//!   12..16   entry size (64)
+//!   16..20   CRC-32 of bytes 0..16
+//!   20..4096 zero
+//! entry 0, the control word, from 4096:
+//!   0..8     1 while a batch is being applied, else 0
+//!   8..16    entries of that batch (after this one)
+//! entries 1.., 64 bytes each, eight u64 words:
+//!   cell:  w0 = 1 | tier << 8 | adds << 32, w1 = period start (i64), w2 = chunk << 32 | bucket,
+//!          w3 = slot, w4..w8 = count, total, min, max before the batch (f64 bits)
+//!   state: w0 = 2, w1 = series id, w2..w5 = the counter state record's flags, last time and
+//!          last raw value before the batch, w5..w8 zero
+//! ```
+//! The file grows in steps of [`GROWTH`] entries when a batch needs more.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::disk;
+use super::mmap::MappedCells;
+use crate::bucket::Bucket;
+use crate::time::Timestamp;
+use crate::{Error, Result};
+
+const MAGIC: &[u8; 8] = b"TIERDBCJ";
+const VERSION: u32 = 1;
+const HEADER_SIZE: u64 = 4096;
+/// Bytes per entry: eight words.
+const ENTRY_SIZE: usize = 64;
+const WORDS: usize = ENTRY_SIZE / 8;
+/// Entries added at a time when a batch needs more (256 KiB).
+pub const GROWTH: usize = 4096;
+
+const KIND_CELL: u64 = 1;
+const KIND_STATE: u64 = 2;
+
+/// One thing a batch changes, as it was before the batch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Undo {
+    /// A bucket cell: where it is, how many samples the batch adds to it, its content before.
+    Cell {
+        /// Tier index.
+        tier: usize,
+        /// Start of the period file's period.
+        period_start: Timestamp,
+        /// Chunk of the file.
+        chunk: u32,
+        /// Bucket in the period.
+        bucket: u32,
+        /// Series slot in the chunk.
+        slot: u32,
+        /// Samples the batch adds to this cell.
+        adds: u32,
+        /// The cell before the batch.
+        before: Bucket,
+    },
+    /// A counter state record (see `counter_state.rs`): its three words before the batch.
+    State {
+        /// Series id.
+        id: usize,
+        /// Flags, last time, last raw value (bits).
+        before: [u64; 3],
+    },
+}
+
+impl Undo {
+    fn encode(&self) -> [u64; WORDS] {
+        match *self {
+            Undo::Cell {
+                tier,
+                period_start,
+                chunk,
+                bucket,
+                slot,
+                adds,
+                before,
+            } => [
+                KIND_CELL | (tier as u64) << 8 | u64::from(adds) << 32,
+                period_start as u64,
+                u64::from(chunk) << 32 | u64::from(bucket),
+                u64::from(slot),
+                before.count,
+                before.total.to_bits(),
+                before.min.to_bits(),
+                before.max.to_bits(),
+            ],
+            Undo::State { id, before } => [
+                KIND_STATE, id as u64, before[0], before[1], before[2], 0, 0, 0,
+            ],
+        }
+    }
+
+    fn decode(w: [u64; WORDS]) -> Option<Undo> {
+        match w[0] & 0xff {
+            KIND_CELL => Some(Undo::Cell {
+                tier: ((w[0] >> 8) & 0xff_ffff) as usize,
+                adds: (w[0] >> 32) as u32,
+                period_start: w[1] as Timestamp,
+                chunk: (w[2] >> 32) as u32,
+                bucket: w[2] as u32,
+                slot: w[3] as u32,
+                before: Bucket {
+                    count: w[4],
+                    total: f64::from_bits(w[5]),
+                    min: f64::from_bits(w[6]),
+                    max: f64::from_bits(w[7]),
+                },
+            }),
+            KIND_STATE => Some(Undo::State {
+                id: w[1] as usize,
+                before: [w[2], w[3], w[4]],
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The mapped journal.
+pub struct CounterJournal {
+    path: PathBuf,
+    file: File,
+    map: MappedCells,
+    /// Entries the file holds, the control entry included.
+    entries: usize,
+}
+
+impl CounterJournal {
+    /// File name inside the data dir.
+    pub const FILE_NAME: &'static str = "counters.journal";
+
+    /// Opens `dir/counters.journal` for writing, creating it whole (temporary name, fsync,
+    /// rename, directory fsync) when missing.
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] naming the file when it is not this format's; [`Error::Io`].
+    pub fn open(dir: &Path) -> Result<CounterJournal> {
+        let path = dir.join(Self::FILE_NAME);
+        if !path.exists() {
+            Self::create(dir, &path)?;
+        }
+        let _ = std::fs::remove_file(dir.join(format!("{}.tmp", Self::FILE_NAME)));
+        let io = |e| Error::io(&path, e);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(io)?;
+        let mut head = [0u8; 20];
+        file.read_exact_at(&mut head, 0)
+            .map_err(|e| Error::corrupt(&path, format!("shorter than its header ({e})")))?;
+        if head != header()[..20] {
+            return Err(Error::corrupt(
+                &path,
+                "not a tierdb counter journal of format version 1 (bad magic, version or checksum)",
+            ));
+        }
+        let len = file.metadata().map_err(io)?.len();
+        if len < HEADER_SIZE + ENTRY_SIZE as u64
+            || !(len - HEADER_SIZE).is_multiple_of(ENTRY_SIZE as u64)
+        {
+            return Err(Error::corrupt(
+                &path,
+                format!("{len} bytes is not a 4096-byte header plus whole 64-byte entries"),
+            ));
+        }
+        let entries = ((len - HEADER_SIZE) / ENTRY_SIZE as u64) as usize;
+        let map = MappedCells::map(&file, &path, HEADER_SIZE, entries * 2, true)?;
+        Ok(CounterJournal {
+            path,
+            file,
+            map,
+            entries,
+        })
+    }
+
+    /// Writes the header and room for [`GROWTH`] entries under a temporary name, then renames
+    /// it to `path`.
+    fn create(dir: &Path, path: &Path) -> Result<()> {
+        let temp = dir.join(format!("{}.tmp", Self::FILE_NAME));
+        let written = File::create(&temp)
+            .map_err(|e| Error::io(&temp, e))
+            .and_then(|mut file| {
+                disk::reserve_space(&mut file, &temp, HEADER_SIZE + (GROWTH * ENTRY_SIZE) as u64)?;
+                file.write_all(&header())
+                    .and_then(|()| file.sync_all())
+                    .map_err(|e| Error::io(&temp, e))
+            })
+            .and_then(|()| std::fs::rename(&temp, path).map_err(|e| Error::io(path, e)));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+        written?;
+        disk::sync_dir(dir)
+    }
+
+    fn words(&self, entry: usize) -> &[AtomicU64] {
+        &self.map.words()[entry * WORDS..(entry + 1) * WORDS]
+    }
+
+    /// Records what a batch is about to change and marks the journal active: from here
+    /// until [`CounterJournal::end`], an open rolls the batch back.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file must grow and cannot; the journal is then left idle.
+    pub fn begin(&mut self, undo: &[Undo]) -> Result<()> {
+        if undo.len() + 1 > self.entries {
+            self.grow(undo.len() + 1)?;
+        }
+        for (i, entry) in undo.iter().enumerate() {
+            for (word, value) in self.words(i + 1).iter().zip(entry.encode()) {
+                word.store(value, Ordering::Relaxed);
+            }
+        }
+        let control = self.words(0);
+        control[1].store(undo.len() as u64, Ordering::Relaxed);
+        // The entries are in place before the journal says it is active.
+        control[0].store(1, Ordering::Release);
+        Ok(())
+    }
+
+    /// Marks the journal idle: the batch is applied whole.
+    pub fn end(&self) {
+        self.words(0)[0].store(0, Ordering::Release);
+    }
+
+    /// The batch to roll back, when a process stopped while the journal was active.
+    pub fn unfinished(&self) -> Option<Vec<Undo>> {
+        let control = self.words(0);
+        if control[0].load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let n = (control[1].load(Ordering::Relaxed) as usize).min(self.entries - 1);
+        Some(
+            (1..=n)
+                .filter_map(|i| {
+                    let mut w = [0u64; WORDS];
+                    for (slot, word) in w.iter_mut().zip(self.words(i)) {
+                        *slot = word.load(Ordering::Relaxed);
+                    }
+                    Undo::decode(w)
+                })
+                .collect(),
+        )
+    }
+
+    /// Grows the file to hold at least `needed` entries.
+    fn grow(&mut self, needed: usize) -> Result<()> {
+        let entries = needed.div_ceil(GROWTH) * GROWTH;
+        let len = HEADER_SIZE + (entries * ENTRY_SIZE) as u64;
+        disk::reserve_space(&mut self.file, &self.path, len)?;
+        self.map = MappedCells::map(&self.file, &self.path, HEADER_SIZE, entries * 2, true)?;
+        self.entries = entries;
+        Ok(())
+    }
+
+    /// msync: makes the journal durable against power loss.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the kernel reports a write-back failure.
+    pub fn flush(&self) -> Result<()> {
+        self.map.flush().map_err(|e| Error::io(&self.path, e))
+    }
+}
+
+/// The 4096-byte header of format version 1.
+fn header() -> Vec<u8> {
+    let mut head = vec![0u8; HEADER_SIZE as usize];
+    head[0..8].copy_from_slice(MAGIC);
+    head[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    head[12..16].copy_from_slice(&(ENTRY_SIZE as u32).to_le_bytes());
+    let crc = crc32fast::hash(&head[0..16]);
+    head[16..20].copy_from_slice(&crc.to_le_bytes());
+    head
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_left_active_is_read_back_and_an_ended_one_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut journal = CounterJournal::open(dir.path()).unwrap();
+        assert_eq!(journal.unfinished(), None);
+        let undo: Vec<Undo> = (0..GROWTH as u32 + 10)
+            .map(|i| Undo::Cell {
+                tier: 3,
+                period_start: -86_400,
+                chunk: i,
+                bucket: 1439,
+                slot: 255,
+                adds: 6,
+                before: Bucket {
+                    count: 2,
+                    total: 1.5,
+                    min: -0.5,
+                    max: 2.0,
+                },
+            })
+            .chain([Undo::State {
+                id: 7,
+                before: [4, 1_700_000_000, 12.5f64.to_bits()],
+            }])
+            .collect();
+        journal.begin(&undo).unwrap();
+        drop(journal);
+        let journal = CounterJournal::open(dir.path()).unwrap();
+        assert_eq!(journal.unfinished().as_deref(), Some(&undo[..]));
+        journal.end();
+        drop(journal);
+        assert_eq!(CounterJournal::open(dir.path()).unwrap().unfinished(), None);
+    }
+
+    #[test]
+    fn foreign_and_torn_files_are_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(CounterJournal::FILE_NAME);
+        std::fs::write(
+            &path,
+            b"not a journal at all, but long enough to read a header",
+        )
+        .unwrap();
+        let err = CounterJournal::open(dir.path()).err().unwrap().to_string();
+        assert!(err.contains("counters.journal"), "{err}");
+        let mut torn = header();
+        torn.extend([0u8; 65]);
+        std::fs::write(&path, &torn).unwrap();
+        let err = CounterJournal::open(dir.path()).err().unwrap().to_string();
+        assert!(err.contains("whole 64-byte entries"), "{err}");
+    }
+}

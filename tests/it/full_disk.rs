@@ -1,0 +1,149 @@
+//! A full disk at restart. The regression: the maintenance pass at open failed (it could
+//! not create the current period's files) and failed the whole open, so a full disk stopped
+//! even the queries. Now the engine opens, serves what it holds, refuses the writes that
+//! need a missing file as `storage_unavailable`, reports the failing pass (stats and
+//! `/metrics`), and a later pass with room succeeds.
+//!
+//! The disk is real: a small tmpfs mounted for the test (needs root, as CI runs).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use tierdb::{Display, Engine, ManualClock, Query, RejectReason, Sample, TiersConfig};
+
+/// 2025-11-21T12:00:00Z, on the hour.
+const T0: i64 = 1_763_726_400;
+const HOUR: i64 = 3_600;
+
+const TIERS: &str = r#"
+[engine]
+series_per_chunk = 16
+
+[[tier]]
+name = "1m"
+resolution = "1m"
+period = "1h"
+retention = "12h"
+"#;
+
+/// A tmpfs mounted on a temporary directory, unmounted on drop.
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .ok()?;
+        status.success().then_some(Tmpfs(dir))
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
+    }
+}
+
+/// Writes zeros into `path` until the filesystem has no room left.
+fn fill(path: &Path) {
+    let mut file = std::fs::File::create(path).unwrap();
+    let block = vec![0u8; 64 * 1024];
+    while file.write_all(&block).is_ok() {}
+    let _ = file.flush();
+}
+
+fn open(dir: &Path, clock: &Arc<ManualClock>) -> Engine {
+    Engine::builder(dir)
+        .tiers(TiersConfig::from_toml_str(TIERS, "full_disk.rs").unwrap())
+        .clock(clock.clone())
+        .background_maintenance(false)
+        .open()
+        .expect("the engine opens even when its maintenance pass cannot create files")
+}
+
+#[test]
+fn a_full_disk_at_restart_serves_reads_and_refuses_only_what_needs_new_files() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("full-disk test skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let disk = Tmpfs::mount("4m").expect("mount a 4 MiB tmpfs");
+    let dir = disk.path().join("data");
+    let clock = Arc::new(ManualClock::new(T0));
+    let engine = open(&dir, &clock);
+    engine.record("a", T0 + 10, 5.0).unwrap();
+    engine.sync().unwrap();
+    engine.close().unwrap();
+
+    let filler = disk.path().join("filler");
+    fill(&filler);
+    // Three hours later the current and next periods need new files, and there is no room.
+    clock.set(T0 + 3 * HOUR);
+    let engine = open(&dir, &clock);
+    let stats = engine.stats();
+    assert_eq!(stats.maintenance_failures, 1);
+    let error = stats
+        .maintenance_error
+        .clone()
+        .expect("the failing pass is reported");
+    assert!(
+        error.contains("No space left") || error.contains("os error 28"),
+        "{error}"
+    );
+    let metrics = tierdb::server::metrics::render(&stats, &Default::default());
+    assert!(
+        metrics.contains("tierdb_maintenance_failing 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("tierdb_maintenance_failures_total 1"),
+        "{metrics}"
+    );
+
+    // What the disk holds is served.
+    let old = Query::new("a", T0, T0 + HOUR)
+        .tier("1m")
+        .display(Display::Total);
+    assert_eq!(engine.query(&old).unwrap().points[0], (T0, Some(5.0)));
+    // A write into the missing period is refused with its reason; one into a period whose
+    // file exists still lands.
+    let id = engine.series("a").unwrap();
+    let now = T0 + 3 * HOUR + 10;
+    let report = engine
+        .record_batch(&[Sample::new(id, now, 7.0), Sample::new(id, T0 + 20, 1.0)])
+        .unwrap();
+    assert_eq!(report.accepted, 1);
+    assert_eq!(report.rejected(RejectReason::StorageUnavailable), 1);
+
+    // Room again: the next pass succeeds and writes land.
+    std::fs::remove_file(&filler).unwrap();
+    engine.maintain().unwrap();
+    let stats = engine.stats();
+    assert_eq!(stats.maintenance_error, None);
+    assert_eq!(stats.maintenance_failures, 1);
+    assert_eq!(
+        engine
+            .record_batch(&[Sample::new(id, now, 7.0)])
+            .unwrap()
+            .accepted,
+        1
+    );
+    let new = Query::new("a", T0 + 3 * HOUR, T0 + 4 * HOUR)
+        .tier("1m")
+        .display(Display::Total);
+    assert_eq!(
+        engine.query(&new).unwrap().points[0],
+        (T0 + 3 * HOUR, Some(7.0))
+    );
+    assert_eq!(engine.query(&old).unwrap().points[0], (T0, Some(6.0)));
+    engine.close().unwrap();
+}
