@@ -483,7 +483,8 @@ async fn query(
         step: read.step,
         max_points: read.max_points,
     };
-    let result = engine.query(&query)?;
+    let engine = Arc::clone(engine);
+    let result = blocking(move || engine.query(&query)).await?;
     match params.get("format").unwrap_or("json") {
         "json" => Ok(Json(result).into_response()),
         "csv" => Ok((
@@ -567,23 +568,34 @@ async fn series(
     Ok(Json(serde_json::json!({ "series": names })).into_response())
 }
 
-async fn tiers(AxumState(state): AxumState<Arc<State>>) -> Response {
-    let stats = state.engine.stats();
-    Json(serde_json::json!({
+/// The engine's stats, taken on the blocking pool: they wait for the counter table's lock,
+/// which a batch of counter samples holds while it is stored.
+async fn engine_stats(state: &State) -> Result<crate::EngineStats, ApiError> {
+    let engine = Arc::clone(&state.engine);
+    blocking(move || Ok(engine.stats())).await
+}
+
+async fn tiers(AxumState(state): AxumState<Arc<State>>) -> Result<Response, ApiError> {
+    let stats = engine_stats(&state).await?;
+    Ok(Json(serde_json::json!({
         "now": stats.now,
         "tiers": stats.tiers,
         "orphaned_tiers": stats.orphaned_tiers,
     }))
-    .into_response()
+    .into_response())
 }
 
-async fn metrics(AxumState(state): AxumState<Arc<State>>, _headers: HeaderMap) -> Response {
-    (
+async fn metrics(
+    AxumState(state): AxumState<Arc<State>>,
+    _headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let stats = engine_stats(&state).await?;
+    Ok((
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        super::metrics::render(&state.engine.stats(), &state.stats),
+        super::metrics::render(&stats, &state.stats),
     )
-        .into_response()
+        .into_response())
 }
