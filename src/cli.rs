@@ -89,6 +89,9 @@ pub struct Listen {
         default_value_t = crate::budget::DEFAULT_READ_VALUES
     )]
     pub max_read_values: u64,
+    /// Connection limits and timeouts.
+    #[command(flatten)]
+    pub connections: serve::ConnectionLimits,
 }
 
 /// Which tier, range and display a read uses (`query`, `aggregate`, `plot`).

@@ -10,6 +10,7 @@ pub mod dashboard;
 pub mod error;
 pub mod graphite;
 pub mod http;
+mod http_conn;
 pub mod metrics;
 mod params;
 mod render_api;
@@ -19,8 +20,9 @@ pub mod stats;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
-use tokio::net::{TcpListener, UdpSocket};
+use tokio::net::{TcpListener, TcpSocket, UdpSocket};
 
 use crate::{Engine, Error, Result};
 use sink::Sink;
@@ -28,9 +30,32 @@ use stats::ServerStats;
 
 /// How long shutdown waits for open connections and requests before it flushes and exits
 /// without them.
-pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(15);
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 
-/// Bounds that keep one client from making the server grow without limit.
+/// How long an accept loop pauses after a failed accept (out of file descriptors, say), so
+/// it does not spin.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
+
+/// Connections the kernel queues on a TCP listener until they are accepted (the kernel caps
+/// it at `net.core.somaxconn`). std and tokio use 128, which a burst of clients connecting at
+/// once (collectors reconnecting after a restart) overflows while the accept loop waits for
+/// a thread: each dropped handshake costs its client a one-second retransmit.
+const LISTEN_BACKLOG: u32 = 1024;
+
+/// A TCP listener on `addr` with [`LISTEN_BACKLOG`].
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
+/// Bounds that keep one client from making the server grow without limit or holding a
+/// connection slot forever. Connections refused at a limit and closed by a timeout are
+/// counted in `/metrics` per protocol.
 #[derive(Clone, Debug)]
 pub struct Limits {
     /// Largest HTTP request body, bytes (default 64 MiB). Graphite lines are bounded by
@@ -39,8 +64,26 @@ pub struct Limits {
     /// Series the server will register; a new series past it is refused (`series_limit`)
     /// while existing ones keep writing. `None`: no limit.
     pub max_series: Option<usize>,
-    /// Open Graphite TCP connections at once (default 1024).
-    pub max_connections: usize,
+    /// Open Graphite TCP connections at once (default 1024): each holds a file descriptor and
+    /// a task. One more is closed at once.
+    pub graphite_max_connections: usize,
+    /// A Graphite TCP connection that sends nothing for this long is closed (default 5
+    /// minutes; collectd sends every 10 s), so idle sockets cannot hold every slot.
+    pub graphite_idle_timeout: Duration,
+    /// Open HTTP connections at once (default 1024). One more is answered 503 and closed,
+    /// never queued.
+    pub http_max_connections: usize,
+    /// A request's headers must arrive within this from their first byte (default 30 s), so
+    /// a client trickling them (slowloris) cannot hold a slot.
+    pub http_header_timeout: Duration,
+    /// A request's body must arrive in full within this from the end of its headers
+    /// (default 60 s: 64 MiB at about 1 MB/s); the handler sees a body error.
+    pub http_body_timeout: Duration,
+    /// A connection on which nothing moves for this long while no request is being handled is
+    /// closed (default 60 s): an idle keep-alive connection, or a client not reading its
+    /// answer. Longer than Telegraf's 10 s and Prometheus's 15 s intervals, so their
+    /// connections are reused.
+    pub http_idle_timeout: Duration,
     /// Values one read request may read in all (default [`crate::budget::DEFAULT_READ_VALUES`]).
     pub max_read_values: u64,
     /// Bytes of series names all connections together may cache (default 64 MiB,
@@ -48,6 +91,21 @@ pub struct Limits {
     /// connection that finds the budget spent empties its own cache and, if that is not
     /// enough, looks names up in the registry without caching them.
     pub name_cache_bytes: usize,
+}
+
+impl Limits {
+    /// [`Limits::graphite_max_connections`]'s default.
+    pub const GRAPHITE_MAX_CONNECTIONS: usize = 1024;
+    /// [`Limits::graphite_idle_timeout`]'s default.
+    pub const GRAPHITE_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+    /// [`Limits::http_max_connections`]'s default.
+    pub const HTTP_MAX_CONNECTIONS: usize = 1024;
+    /// [`Limits::http_header_timeout`]'s default.
+    pub const HTTP_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+    /// [`Limits::http_body_timeout`]'s default.
+    pub const HTTP_BODY_TIMEOUT: Duration = Duration::from_secs(60);
+    /// [`Limits::http_idle_timeout`]'s default.
+    pub const HTTP_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 }
 
 /// The default of [`Limits::name_cache_bytes`].
@@ -58,11 +116,86 @@ impl Default for Limits {
         Limits {
             max_body: 64 * 1024 * 1024,
             max_series: None,
-            max_connections: 1024,
+            graphite_max_connections: Limits::GRAPHITE_MAX_CONNECTIONS,
+            graphite_idle_timeout: Limits::GRAPHITE_IDLE_TIMEOUT,
+            http_max_connections: Limits::HTTP_MAX_CONNECTIONS,
+            http_header_timeout: Limits::HTTP_HEADER_TIMEOUT,
+            http_body_timeout: Limits::HTTP_BODY_TIMEOUT,
+            http_idle_timeout: Limits::HTTP_IDLE_TIMEOUT,
             max_read_values: crate::budget::DEFAULT_READ_VALUES,
             name_cache_bytes: DEFAULT_NAME_CACHE_BYTES,
         }
     }
+}
+
+/// Accepts connections of `protocol` on `listener` until `shutdown` flips, at most `limit`
+/// open at once, each served by `serve` in a task of its own and counted as open while it
+/// runs. One over the limit is counted and handed to `refuse` (which closes it), never
+/// queued. Then waits for the open ones to finish.
+async fn accept_loop<Served>(
+    listener: TcpListener,
+    stats: &Arc<ServerStats>,
+    (protocol, limit): (stats::Protocol, usize),
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    refuse: impl Fn(tokio::net::TcpStream),
+    serve: impl Fn(tokio::net::TcpStream) -> Served,
+) where
+    Served: Future<Output = ()> + Send + 'static,
+{
+    let permits = Arc::new(tokio::sync::Semaphore::new(limit));
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        // Out of file descriptors, most likely: pause rather than spin.
+                        tracing::warn!(protocol = protocol.as_str(), error = %e, "accept failed");
+                        tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                        continue;
+                    }
+                };
+                let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+                    tracing::debug!(protocol = protocol.as_str(), %peer, "connection refused: connection limit reached");
+                    stats.count_refused(protocol);
+                    refuse(stream);
+                    continue;
+                };
+                let open = stats.open_connection(protocol);
+                let served = serve(stream);
+                connections.spawn(async move {
+                    served.await;
+                    drop((open, permit));
+                });
+            }
+            _ = shutdown.changed() => break,
+        }
+        while connections.try_join_next().is_some() {}
+    }
+    drop(listener);
+    while connections.join_next().await.is_some() {}
+}
+
+/// Raises this process's soft limit on open files to its hard limit, so thousands of client
+/// sockets do not run into the common default of 1024. Returns the soft limit in force
+/// afterwards (`None`: unlimited).
+///
+/// # Errors
+/// The OS refused to read or set the limit.
+pub fn raise_open_files_limit() -> std::io::Result<Option<u64>> {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let Rlimit { current, maximum } = getrlimit(Resource::Nofile);
+    if current != maximum {
+        setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: maximum,
+                maximum,
+            },
+        )?;
+    }
+    Ok(maximum)
 }
 
 /// What the handlers share.
@@ -107,12 +240,8 @@ impl Listeners {
     pub async fn bind(http: SocketAddr, graphite: SocketAddr) -> Result<Listeners> {
         let bind_error =
             |addr: SocketAddr, e: std::io::Error| Error::io(format!("listen address {addr}"), e);
-        let http_listener = TcpListener::bind(http)
-            .await
-            .map_err(|e| bind_error(http, e))?;
-        let graphite_tcp = TcpListener::bind(graphite)
-            .await
-            .map_err(|e| bind_error(graphite, e))?;
+        let http_listener = listen(http).map_err(|e| bind_error(http, e))?;
+        let graphite_tcp = listen(graphite).map_err(|e| bind_error(graphite, e))?;
         let tcp_addr = graphite_tcp
             .local_addr()
             .map_err(|e| bind_error(graphite, e))?;
@@ -157,24 +286,19 @@ pub async fn run(
         Arc::clone(&state),
         stopped.clone(),
     ));
-    let mut http_stopped = stopped.clone();
-    let app = http::app(Arc::clone(&state));
-    let http = tokio::spawn(async move {
-        axum::serve(listeners.http, app)
-            .with_graceful_shutdown(async move {
-                let _ = http_stopped.changed().await;
-            })
-            .await
-    });
+    let http = tokio::spawn(http_conn::serve(
+        listeners.http,
+        http::app(Arc::clone(&state)),
+        Arc::clone(&state),
+        stopped,
+    ));
     shutdown.await;
     tracing::info!("shutting down: no new connections; draining what was received");
     let _ = stop.send(true);
     let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
         let _ = tcp.await;
         let _ = udp.await;
-        if let Ok(Err(e)) = http.await {
-            tracing::warn!(error = %e, "http server ended with an error");
-        }
+        let _ = http.await;
     })
     .await;
     if drained.is_err() {

@@ -4,11 +4,14 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
+use clap::builder::RangedU64ValueParser;
 use clap::Args;
 
 use super::{load_tiers, Listen, Location};
 use crate::server::{Limits, Listeners, State};
+use crate::time::Span;
 use crate::Engine;
 
 /// Runs the server: Graphite plaintext on TCP and UDP, the HTTP API (Influx line
@@ -25,6 +28,54 @@ pub struct ServeArgs {
     location: Location,
     #[command(flatten)]
     listen: Listen,
+}
+
+/// Connection limits and timeouts of `serve` and `demo` (part of [`Listen`]); see
+/// [`Limits`] for why each exists.
+#[derive(Args, Debug, Clone)]
+pub struct ConnectionLimits {
+    /// Open Graphite TCP connections at once; one more is closed at once.
+    #[arg(long, env = "TIERDB_GRAPHITE_MAX_CONNECTIONS", value_name = "N", default_value_t = Limits::GRAPHITE_MAX_CONNECTIONS, value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
+    pub graphite_max_connections: usize,
+    /// Close a Graphite TCP connection that sends nothing for this long.
+    #[arg(long, env = "TIERDB_GRAPHITE_IDLE_TIMEOUT", value_name = "SPAN", default_value = "5m", value_parser = positive_span)]
+    pub graphite_idle_timeout: Duration,
+    /// Open HTTP connections at once; one more is answered 503 and closed.
+    #[arg(long, env = "TIERDB_HTTP_MAX_CONNECTIONS", value_name = "N", default_value_t = Limits::HTTP_MAX_CONNECTIONS, value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
+    pub http_max_connections: usize,
+    /// Close a connection whose request headers take longer than this from their first byte.
+    #[arg(long, env = "TIERDB_HTTP_HEADER_TIMEOUT", value_name = "SPAN", default_value = "30s", value_parser = positive_span)]
+    pub http_header_timeout: Duration,
+    /// Fail a request whose body has not arrived in full this long after its headers.
+    #[arg(long, env = "TIERDB_HTTP_BODY_TIMEOUT", value_name = "SPAN", default_value = "60s", value_parser = positive_span)]
+    pub http_body_timeout: Duration,
+    /// Close an HTTP connection on which nothing moves for this long between requests
+    /// (keep-alive) or while its client does not read the answer.
+    #[arg(long, env = "TIERDB_HTTP_IDLE_TIMEOUT", value_name = "SPAN", default_value = "60s", value_parser = positive_span)]
+    pub http_idle_timeout: Duration,
+}
+
+impl ConnectionLimits {
+    /// These limits, with the others at their defaults.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            graphite_max_connections: self.graphite_max_connections,
+            graphite_idle_timeout: self.graphite_idle_timeout,
+            http_max_connections: self.http_max_connections,
+            http_header_timeout: self.http_header_timeout,
+            http_body_timeout: self.http_body_timeout,
+            http_idle_timeout: self.http_idle_timeout,
+            ..Limits::default()
+        }
+    }
+}
+
+/// A timeout flag: a [`Span`] ("30s", "5m") of at least a second.
+fn positive_span(text: &str) -> Result<Duration, String> {
+    match Span::parse(text)? {
+        span if span.secs() == 0 => Err("a timeout must be at least 1s".to_owned()),
+        span => Ok(Duration::from_secs(span.secs())),
+    }
 }
 
 /// Opens the data directory (locking it) and serves it until stopped.
@@ -47,6 +98,10 @@ pub(super) fn until_shutdown(
     listen: &Listen,
     before_ready: impl FnOnce(&Arc<Engine>) -> crate::Result<Option<Companion>>,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    match crate::server::raise_open_files_limit() {
+        Ok(limit) => tracing::debug!(?limit, "open files limit"),
+        Err(e) => tracing::warn!(error = %e, "could not raise the open files limit"),
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -66,7 +121,7 @@ pub(super) fn until_shutdown(
             max_series: (listen.max_series > 0).then_some(listen.max_series),
             max_read_values: listen.max_read_values,
             name_cache_bytes: listen.name_cache_bytes,
-            ..Limits::default()
+            ..listen.connections.limits()
         },
         token: listen.token.clone(),
     });
@@ -95,6 +150,47 @@ async fn shutdown_signal() {
         }
         Err(_) => {
             let _ = ctrl_c.await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+    use crate::server::Limits;
+
+    fn limits(args: &[&str]) -> Limits {
+        let cli = Cli::try_parse_from([&["tierdb", "serve"], args].concat()).unwrap();
+        let Command::Serve(serve) = cli.command else {
+            panic!("not serve")
+        };
+        serve.listen.connections.limits()
+    }
+
+    #[test]
+    fn the_flags_default_to_limits_default_and_refuse_zero() {
+        let (flags, default) = (limits(&[]), Limits::default());
+        assert_eq!(
+            format!("{flags:?}"),
+            format!("{default:?}"),
+            "the flags' defaults drifted from Limits::default()"
+        );
+        let set = limits(&[
+            "--http-header-timeout",
+            "5s",
+            "--graphite-idle-timeout",
+            "2m",
+        ]);
+        assert_eq!(set.http_header_timeout.as_secs(), 5);
+        assert_eq!(set.graphite_idle_timeout.as_secs(), 120);
+        for zero in [
+            ["--http-body-timeout", "0s"],
+            ["--http-max-connections", "0"],
+        ] {
+            let refused = Cli::try_parse_from([&["tierdb", "serve"][..], &zero].concat());
+            assert!(refused.is_err(), "{zero:?} accepted");
         }
     }
 }

@@ -1,16 +1,17 @@
 //! Graphite plaintext over TCP and UDP: sockets and line splitting. Parsing is
 //! [`crate::ingest::graphite`]; a bad line is counted under its reason and the stream goes
-//! on; a connection is never dropped for its content.
+//! on; a connection is never dropped for its content, only for sending nothing for
+//! [`super::Limits::graphite_idle_timeout`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
-use tokio::sync::{watch, Semaphore};
-use tokio::task::JoinSet;
+use tokio::sync::watch;
 
 use super::sink::Sink;
+use super::stats::{Protocol, Timeout};
 use super::State;
 use crate::ingest::graphite::{parse_line, MAX_LINE};
 
@@ -22,50 +23,33 @@ const DRAIN_TIME: Duration = Duration::from_secs(5);
 /// See [`DRAIN_TIME`].
 const DRAIN_PAUSE: Duration = Duration::from_millis(200);
 
-/// Accepts connections until `shutdown` flips, then waits for the open ones to drain.
-pub async fn serve_tcp(
-    listener: TcpListener,
-    state: Arc<State>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let permits = Arc::new(Semaphore::new(state.limits.max_connections));
-    let mut connections = JoinSet::new();
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(accepted) => accepted,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "graphite accept failed");
-                        continue;
-                    }
-                };
-                let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-                    tracing::warn!(%peer, "graphite connection refused: connection limit reached");
-                    state.stats.count_rejected("connection_limit", 1);
-                    continue;
-                };
-                let state = Arc::clone(&state);
-                let shutdown = shutdown.clone();
-                connections.spawn(async move {
-                    connection(stream, &state, shutdown).await;
-                    drop(permit);
-                });
-            }
-            _ = shutdown.changed() => break,
-        }
-        while connections.try_join_next().is_some() {}
-    }
-    while connections.join_next().await.is_some() {}
+/// Accepts connections until `shutdown` flips, then waits for the open ones to drain. One
+/// over [`super::Limits::graphite_max_connections`] is closed at once.
+pub async fn serve_tcp(listener: TcpListener, state: Arc<State>, shutdown: watch::Receiver<bool>) {
+    let limit = (Protocol::Graphite, state.limits.graphite_max_connections);
+    super::accept_loop(
+        listener,
+        &state.stats,
+        limit,
+        shutdown.clone(),
+        drop,
+        |stream| {
+            let (state, shutdown) = (Arc::clone(&state), shutdown.clone());
+            async move { connection(stream, &state, shutdown).await }
+        },
+    )
+    .await;
 }
 
 /// One TCP stream: lines split on `\n` (a trailing `\r` is the parser's business), each
-/// parsed and queued, the batch written after every read.
+/// parsed and queued, the batch written after every read. Closed when the client closes it,
+/// sends nothing for the idle timeout, or at shutdown once drained.
 async fn connection(mut stream: TcpStream, state: &State, mut shutdown: watch::Receiver<bool>) {
     let mut sink = state.sink();
     let mut lines = LineSplitter::default();
     let mut buf = vec![0u8; READ_BUFFER];
     let mut drain_until: Option<Instant> = None;
+    let idle = state.limits.graphite_idle_timeout;
     loop {
         let n = match drain_until {
             // Shutting down: take what the client already sent, until it pauses or the
@@ -78,10 +62,15 @@ async fn connection(mut stream: TcpStream, state: &State, mut shutdown: watch::R
                 }
             }
             None => tokio::select! {
-                read = stream.read(&mut buf) => match read {
-                    Ok(n) => n,
-                    Err(e) => {
+                read = tokio::time::timeout(idle, stream.read(&mut buf)) => match read {
+                    Ok(Ok(n)) => n,
+                    Ok(Err(e)) => {
                         tracing::debug!(error = %e, "graphite connection read failed");
+                        0
+                    }
+                    Err(_) => {
+                        tracing::debug!("graphite connection idle: closing it");
+                        state.stats.count_timed_out(Protocol::Graphite, Timeout::Idle);
                         0
                     }
                 },

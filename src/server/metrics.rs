@@ -1,10 +1,10 @@
 //! `/metrics` in the Prometheus text exposition format: the engine's counters and per-tier
-//! disk use, and the server's refusals and batch latency.
+//! disk use, and the server's refusals, connections and batch latency.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::stats::{ServerStats, LATENCY_BUCKETS};
+use super::stats::{Protocol, ServerStats, LATENCY_BUCKETS};
 use crate::EngineStats;
 
 /// One metric family: its header and sample lines (`suffix{labels} value`).
@@ -44,6 +44,37 @@ impl Family {
         }
         self
     }
+}
+
+/// Connections open, refused at the limit and closed by a timeout, per protocol.
+fn connections(server: &ServerStats) -> [Family; 3] {
+    let mut open = Family::new(
+        "tierdb_connections_open",
+        "gauge",
+        "Connections open now, per protocol.",
+    );
+    let mut refused = Family::new(
+        "tierdb_connections_refused_total",
+        "counter",
+        "Connections refused because the protocol's connection limit was reached.",
+    );
+    let mut timed_out = Family::new(
+        "tierdb_connections_timed_out_total",
+        "counter",
+        "Connections the server closed on a timeout (idle, header or body), per protocol.",
+    );
+    for protocol in Protocol::ALL {
+        let label = format!("protocol=\"{}\"", protocol.as_str());
+        open = open.sample(format!("{{{label}}}"), server.open(protocol));
+        refused = refused.sample(format!("{{{label}}}"), server.refused(protocol));
+        for &timeout in protocol.timeouts() {
+            timed_out = timed_out.sample(
+                format!("{{{label},timeout=\"{}\"}}", timeout.as_str()),
+                server.timed_out(protocol, timeout),
+            );
+        }
+    }
+    [open, refused, timed_out]
 }
 
 /// Renders every metric.
@@ -151,6 +182,7 @@ pub fn render(engine: &EngineStats, server: &ServerStats) -> String {
         )
         .sample("", server.name_cache_clears()),
     ];
+    let families = families.into_iter().chain(connections(server));
     let mut out = String::new();
     for family in families {
         let _ = writeln!(out, "# HELP {} {}", family.name, family.help);

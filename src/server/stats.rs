@@ -1,11 +1,11 @@
 //! The server's own counters, beyond the engine's: refusals by protocol-level reason, lines
-//! received, reads refused over budget, the write batch latency histogram that `/metrics`
-//! exports, and what every connection's sink shares: the name caches' byte budget and the
-//! series limit's lock.
+//! received, connections open, refused and timed out per protocol, reads refused over
+//! budget, the write batch latency histogram that `/metrics` exports, and what every
+//! connection's sink shares: the name caches' byte budget and the series limit's lock.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Upper bounds (seconds) of the batch latency histogram's buckets.
@@ -13,10 +13,88 @@ pub const LATENCY_BUCKETS: [f64; 12] = [
     0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
 ];
 
+/// A protocol that holds connections open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// Graphite plaintext over TCP.
+    Graphite,
+    /// The HTTP API.
+    Http,
+}
+
+impl Protocol {
+    /// Both, in the order `/metrics` lists them.
+    pub const ALL: [Protocol; 2] = [Protocol::Graphite, Protocol::Http];
+
+    /// The `protocol` label's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Graphite => "graphite",
+            Protocol::Http => "http",
+        }
+    }
+
+    /// The timeouts that can close a connection of this protocol.
+    pub fn timeouts(self) -> &'static [Timeout] {
+        match self {
+            Protocol::Graphite => &[Timeout::Idle],
+            Protocol::Http => &[Timeout::Idle, Timeout::Header, Timeout::Body],
+        }
+    }
+}
+
+/// Why the server closed a connection its client had not finished with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timeout {
+    /// Nothing received for the idle timeout while no request was in progress.
+    Idle,
+    /// An HTTP request's headers did not arrive in full within the header timeout.
+    Header,
+    /// An HTTP request's body did not arrive in full within the body timeout.
+    Body,
+}
+
+impl Timeout {
+    /// The `timeout` label's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Timeout::Idle => "idle",
+            Timeout::Header => "header",
+            Timeout::Body => "body",
+        }
+    }
+}
+
+/// Connection counters of one protocol.
+#[derive(Default)]
+struct ConnectionCounters {
+    open: AtomicU64,
+    refused: AtomicU64,
+    /// Indexed by `Timeout as usize`.
+    timed_out: [AtomicU64; 3],
+}
+
+/// Counts a connection as open until it is dropped ([`ServerStats::open_connection`]).
+pub struct OpenConnection {
+    stats: Arc<ServerStats>,
+    protocol: Protocol,
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.stats
+            .connections(self.protocol)
+            .open
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Counters shared by every connection and request.
 #[derive(Default)]
 pub struct ServerStats {
     rejected: Mutex<BTreeMap<&'static str, u64>>,
+    graphite: ConnectionCounters,
+    http: ConnectionCounters,
     latency_buckets: [AtomicU64; LATENCY_BUCKETS.len()],
     latency_sum_nanos: AtomicU64,
     batches: AtomicU64,
@@ -52,6 +130,51 @@ impl ServerStats {
             .unwrap_or_else(|e| e.into_inner())
             .entry(reason)
             .or_default() += n;
+    }
+
+    fn connections(&self, protocol: Protocol) -> &ConnectionCounters {
+        match protocol {
+            Protocol::Graphite => &self.graphite,
+            Protocol::Http => &self.http,
+        }
+    }
+
+    /// Counts a connection of `protocol` as open until the guard is dropped.
+    pub fn open_connection(self: &Arc<Self>, protocol: Protocol) -> OpenConnection {
+        self.connections(protocol)
+            .open
+            .fetch_add(1, Ordering::Relaxed);
+        OpenConnection {
+            stats: Arc::clone(self),
+            protocol,
+        }
+    }
+
+    /// Counts a connection refused because `protocol`'s connection limit was reached.
+    pub fn count_refused(&self, protocol: Protocol) {
+        self.connections(protocol)
+            .refused
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a connection closed by `timeout`.
+    pub fn count_timed_out(&self, protocol: Protocol, timeout: Timeout) {
+        self.connections(protocol).timed_out[timeout as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Connections of `protocol` open now.
+    pub fn open(&self, protocol: Protocol) -> u64 {
+        self.connections(protocol).open.load(Ordering::Relaxed)
+    }
+
+    /// Connections of `protocol` refused at the connection limit.
+    pub fn refused(&self, protocol: Protocol) -> u64 {
+        self.connections(protocol).refused.load(Ordering::Relaxed)
+    }
+
+    /// Connections of `protocol` closed by `timeout`.
+    pub fn timed_out(&self, protocol: Protocol, timeout: Timeout) -> u64 {
+        self.connections(protocol).timed_out[timeout as usize].load(Ordering::Relaxed)
     }
 
     /// Records one engine batch's latency.

@@ -1,0 +1,448 @@
+//! Connection-level limits against hostile and careless clients, over real loopback sockets:
+//! idle Graphite sockets are closed so they cannot lock collectors out, HTTP clients that
+//! trickle headers, stall a body or sit idle lose their slot, connections over a cap are
+//! refused rather than queued, and every refusal and timeout shows in `/metrics`.
+//!
+//! Before these limits, an idle Graphite socket or a slowloris HTTP client held its slot for
+//! as long as it liked: 1,024 of either locked everyone else out.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tierdb::server::Limits;
+
+use crate::common::NOW;
+use crate::support::file;
+use crate::support::http;
+use crate::support::process::Proc;
+use crate::support::server::TestServer;
+
+/// How long anything the server should do promptly may take on a loaded machine.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The value of the `/metrics` sample `key` (name and labels, as printed).
+fn metric(addr: SocketAddr, key: &str) -> u64 {
+    let (status, text) = http::request(addr, "GET", "/metrics", &[], b"");
+    assert_eq!(status, 200, "{text}");
+    text.lines()
+        .find_map(|line| line.strip_prefix(key)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {key} in\n{text}"))
+        .parse()
+        .unwrap_or_else(|e| panic!("{key}: {e}"))
+}
+
+/// Polls `check` every 50 ms until it holds, for at most [`PATIENCE`]; panics naming `what`.
+fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !check() {
+        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Reads `stream` until the server closes it (EOF or reset), for at most [`PATIENCE`];
+/// returns what it sent.
+fn read_until_closed(stream: &mut TcpStream) -> String {
+    stream
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "the server never closed the socket"
+                );
+            }
+            Err(_) => break, // reset: closed as well
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// The open files this process may have, raised to the hard limit; panics when even that
+/// cannot take `needed` (the test opens both ends of every socket).
+fn open_files_for(needed: u64) {
+    let limit = tierdb::server::raise_open_files_limit().expect("raise the open files limit");
+    assert!(
+        limit.is_none_or(|limit| limit >= needed),
+        "this test needs {needed} open files; the hard limit is {limit:?} (raise it with ulimit -Hn)"
+    );
+}
+
+/// A collectd-style writer on one fresh connection: `hosts` series
+/// (`collectd.host<i>.load.shortterm`) get `rounds` samples each, 0 to rounds-1, sent a burst
+/// every 200 ms as collectd's write_graphite sends them. Then every sample must be readable.
+fn collector_lands_every_sample(server: &TestServer, hosts: usize, rounds: usize) {
+    let minute = NOW - NOW % 60 - 120;
+    let series: Vec<String> = (0..hosts)
+        .map(|i| format!("collectd.host{i}.load.shortterm"))
+        .collect();
+    let mut stream = TcpStream::connect(server.graphite).unwrap();
+    for round in 0..rounds {
+        let mut text = String::new();
+        for name in &series {
+            text.push_str(&format!("{name} {round} {}\n", minute + round as i64));
+        }
+        stream.write_all(text.as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(stream);
+    let sum = (rounds * (rounds - 1) / 2) as f64;
+    for name in series {
+        let path = format!(
+            "/api/v1/query?series={name}&tier=1m&from={minute}&to={}&display=total",
+            minute + 60
+        );
+        wait_until(&format!("every sample of {name}"), || {
+            let (status, body) = server.get(&path);
+            let answer: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            status == 200 && answer["points"] == serde_json::json!([[minute, sum]])
+        });
+    }
+}
+
+#[test]
+fn idle_graphite_connections_are_closed_so_a_collector_gets_a_slot() {
+    let server = TestServer::start(
+        None,
+        Limits {
+            graphite_max_connections: 4,
+            graphite_idle_timeout: Duration::from_secs(1),
+            ..Limits::default()
+        },
+    );
+    let open = "tierdb_connections_open{protocol=\"graphite\"}";
+    let mut idle: Vec<TcpStream> = (0..4)
+        .map(|_| TcpStream::connect(server.graphite).unwrap())
+        .collect();
+    wait_until("4 open graphite connections", || {
+        metric(server.http, open) == 4
+    });
+
+    // A fifth is over the cap: closed at once, and counted.
+    let mut fifth = TcpStream::connect(server.graphite).unwrap();
+    read_until_closed(&mut fifth);
+    assert_eq!(
+        metric(
+            server.http,
+            "tierdb_connections_refused_total{protocol=\"graphite\"}"
+        ),
+        1
+    );
+
+    // The idle ones are closed by the server, which frees the slots.
+    for stream in &mut idle {
+        read_until_closed(stream);
+    }
+    assert_eq!(
+        metric(
+            server.http,
+            "tierdb_connections_timed_out_total{protocol=\"graphite\",timeout=\"idle\"}"
+        ),
+        4
+    );
+    wait_until("no open graphite connections", || {
+        metric(server.http, open) == 0
+    });
+
+    // A collector writing for longer than the idle timeout, a burst every 200 ms, is not
+    // idle: it keeps its connection and every sample lands.
+    collector_lands_every_sample(&server, 3, 12);
+}
+
+/// Writes `request` to `stream` one byte per `pace` until the server closes it (or
+/// [`PATIENCE`] runs out); returns how many bytes it got to send.
+fn trickle(mut stream: TcpStream, request: &[u8], pace: Duration) -> usize {
+    stream
+        .set_read_timeout(Some(Duration::from_millis(10)))
+        .unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    let mut buf = [0u8; 256];
+    for (sent, byte) in request.iter().cycle().enumerate() {
+        assert!(
+            Instant::now() < deadline,
+            "the server kept a trickling client"
+        );
+        if stream.write_all(&[*byte]).is_err() {
+            return sent;
+        }
+        match stream.read(&mut buf) {
+            Ok(_) => return sent + 1,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => return sent + 1,
+        }
+        std::thread::sleep(pace);
+    }
+    unreachable!("cycle never ends")
+}
+
+#[test]
+fn http_clients_that_trickle_stall_or_idle_lose_their_slot_and_one_over_the_cap_is_refused() {
+    let server = TestServer::start(
+        None,
+        Limits {
+            http_max_connections: 4,
+            http_header_timeout: Duration::from_secs(1),
+            http_body_timeout: Duration::from_secs(1),
+            http_idle_timeout: Duration::from_secs(2),
+            ..Limits::default()
+        },
+    );
+    let addr = server.http;
+    // Four slots taken: a connection that sends nothing, one idle after a keep-alive
+    // request, one stalled in a body, one trickling its headers a byte per 100 ms (never
+    // idle, but its head never ends).
+    let mut silent = TcpStream::connect(addr).unwrap();
+    let mut kept_alive = TcpStream::connect(addr).unwrap();
+    kept_alive
+        .write_all(b"GET /api/v1/tiers HTTP/1.1\r\nHost: test\r\n\r\n")
+        .unwrap();
+    let mut stalled = TcpStream::connect(addr).unwrap();
+    stalled
+        .write_all(b"POST /api/v1/write HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\n[")
+        .unwrap();
+    let slowloris = TcpStream::connect(addr).unwrap();
+    let slowloris = std::thread::spawn(move || {
+        trickle(
+            slowloris,
+            b"GET /api/v1/tiers HTTP/1.1\r\nHost: test\r\nX-Slow: aaaaaaaa",
+            Duration::from_millis(100),
+        )
+    });
+
+    // A fifth connection is over the cap: answered 503 at once and closed, not queued.
+    // (It sends nothing, so the answer is not lost to a reset.)
+    let refused = read_until_closed(&mut TcpStream::connect(addr).unwrap());
+    assert!(
+        refused.starts_with("HTTP/1.1 503") && refused.contains("--http-max-connections"),
+        "{refused}"
+    );
+
+    // The server closes all four, each for its own reason.
+    let stalled = read_until_closed(&mut stalled);
+    assert!(stalled.contains("--http-body-timeout"), "{stalled}");
+    let kept_alive = read_until_closed(&mut kept_alive);
+    assert!(kept_alive.starts_with("HTTP/1.1 200"), "{kept_alive}");
+    assert_eq!(read_until_closed(&mut silent), "");
+    let sent = slowloris.join().unwrap();
+    assert!(
+        sent > 1,
+        "the trickling client sent {sent} bytes before being closed"
+    );
+
+    // And counts them; the freed slots serve again.
+    let count = |key: &str| metric(addr, &format!("tierdb_connections_{key}"));
+    assert_eq!(count("refused_total{protocol=\"http\"}"), 1);
+    assert_eq!(
+        count("timed_out_total{protocol=\"http\",timeout=\"header\"}"),
+        1
+    );
+    assert_eq!(
+        count("timed_out_total{protocol=\"http\",timeout=\"body\"}"),
+        1
+    );
+    assert_eq!(
+        count("timed_out_total{protocol=\"http\",timeout=\"idle\"}"),
+        2
+    );
+    assert_eq!(server.json("/api/v1/tiers")["tiers"][0]["name"], "1m");
+}
+
+#[test]
+fn thousands_of_idle_and_slowloris_connections_do_not_lock_out_a_collector_or_a_query() {
+    const GRAPHITE_IDLE: usize = 2000;
+    const SLOWLORIS: usize = 1000;
+    // Both ends of every socket are in this process, plus the server's own files.
+    open_files_for(2 * (GRAPHITE_IDLE + SLOWLORIS) as u64 + 1000);
+    let server = TestServer::start(
+        None,
+        Limits {
+            graphite_max_connections: GRAPHITE_IDLE + 100,
+            graphite_idle_timeout: Duration::from_secs(5),
+            http_max_connections: SLOWLORIS + 100,
+            http_header_timeout: Duration::from_secs(5),
+            ..Limits::default()
+        },
+    );
+    let mut idle: Vec<TcpStream> = (0..GRAPHITE_IDLE)
+        .map(|_| TcpStream::connect(server.graphite).unwrap())
+        .collect();
+    let mut slow: Vec<TcpStream> = (0..SLOWLORIS)
+        .map(|_| TcpStream::connect(server.http).unwrap())
+        .collect();
+    // The slowloris clients send their headers one byte a second, from one thread.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let trickler = {
+        let streams: Vec<TcpStream> = slow.iter().map(|s| s.try_clone().unwrap()).collect();
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let head = b"GET /api/v1/tiers HTTP/1.1\r\nHost: slow\r\nX-Slow: ";
+            let mut streams = streams;
+            for byte in head.iter().chain(std::iter::repeat(&b'a')).take(60) {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                for stream in &mut streams {
+                    let _ = stream.write(&[*byte]);
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        })
+    };
+
+    // The server holds them all and still answers HTTP.
+    wait_until("every hostile connection accepted", || {
+        metric(
+            server.http,
+            "tierdb_connections_open{protocol=\"graphite\"}",
+        ) == GRAPHITE_IDLE as u64
+            && metric(server.http, "tierdb_connections_open{protocol=\"http\"}") > SLOWLORIS as u64
+    });
+    // Meanwhile a collector on a fresh connection lands every sample, and queries answer.
+    collector_lands_every_sample(&server, 10, 10);
+
+    // Then the timeouts close every hostile connection, and say so in /metrics.
+    let count = |key: &str| metric(server.http, &format!("tierdb_connections_{key}"));
+    wait_until("every hostile connection timed out", || {
+        count("timed_out_total{protocol=\"graphite\",timeout=\"idle\"}") == GRAPHITE_IDLE as u64
+            && count("timed_out_total{protocol=\"http\",timeout=\"header\"}") == SLOWLORIS as u64
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    trickler.join().unwrap();
+    assert_eq!(count("open{protocol=\"graphite\"}"), 0);
+    assert_eq!(count("refused_total{protocol=\"graphite\"}"), 0);
+    assert_eq!(count("refused_total{protocol=\"http\"}"), 0);
+    for streams in [&mut idle, &mut slow] {
+        let last = streams.len() - 1;
+        for i in [0, last] {
+            read_until_closed(&mut streams[i]);
+        }
+    }
+}
+
+/// Reads the soft and hard "Max open files" of process `pid`.
+fn open_files_limits(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap_or_else(|| panic!("no open files limit in {limits}"));
+    let mut fields = line["Max open files".len()..].split_whitespace();
+    (
+        fields.next().unwrap().to_owned(),
+        fields.next().unwrap().to_owned(),
+    )
+}
+
+/// `tierdb serve` under a shell that first lowers the soft open files limit to 256.
+fn serve_with_low_soft_limit(tmp: &Path, flags: &[&str]) -> Proc {
+    let log = tmp.join("serve.stderr");
+    let mut command = Command::new("sh");
+    command
+        .args(["-c", "ulimit -Sn 256 && exec \"$@\"", "sh"])
+        .arg(env!("CARGO_BIN_EXE_tierdb"))
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(tmp.join("data"))
+        .args(["--http", "127.0.0.1:0", "--graphite", "127.0.0.1:0"])
+        .args(flags)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(file(&log));
+    Proc::spawn(
+        "tierdb serve (ulimit -Sn 256)",
+        &mut command,
+        vec![log],
+        false,
+    )
+}
+
+#[test]
+fn the_binary_raises_its_open_files_limit_and_takes_its_limits_from_flags() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut server = serve_with_low_soft_limit(
+        tmp.path(),
+        &[
+            "--graphite-idle-timeout",
+            "1s",
+            "--http-max-connections",
+            "1",
+        ],
+    );
+    let addrs = server.wait_ready();
+    let (soft, hard) = open_files_limits(server.id());
+    assert_eq!(soft, hard, "soft open files limit raised to the hard one");
+
+    // --graphite-idle-timeout: an idle socket is closed and counted.
+    read_until_closed(&mut TcpStream::connect(addrs.graphite_tcp).unwrap());
+    let key = "tierdb_connections_timed_out_total{protocol=\"graphite\",timeout=\"idle\"}";
+    wait_until("the idle timeout counted", || metric(addrs.http, key) == 1);
+    // --http-max-connections 1: a second connection is refused while one is open.
+    let _held = TcpStream::connect(addrs.http).unwrap();
+    wait_until("the held connection accepted", || {
+        let refused = read_until_closed(&mut TcpStream::connect(addrs.http).unwrap());
+        refused.starts_with("HTTP/1.1 503")
+    });
+    assert!(server.terminate(PATIENCE).success());
+}
+
+#[test]
+fn a_burst_of_connections_waits_in_the_listen_queue_rather_than_being_dropped() {
+    // 500 clients connecting at once to a server busy elsewhere (never accepting here): each
+    // handshake completes into the kernel's queue. With the default backlog of 128, the
+    // 130th would be dropped and its client left retransmitting.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let listeners = runtime
+        .block_on(tierdb::server::Listeners::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            "127.0.0.1:0".parse().unwrap(),
+        ))
+        .unwrap();
+    let (http, graphite, _) = listeners.addrs().unwrap();
+    for addr in [http, graphite] {
+        let queued: Vec<TcpStream> = (0..500)
+            .map(|i| {
+                TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+                    .unwrap_or_else(|e| panic!("connection {i} to {addr}: {e}"))
+            })
+            .collect();
+        assert_eq!(queued.len(), 500);
+    }
+}
+
+#[test]
+fn shutdown_closes_idle_http_connections_at_once_rather_than_waiting_out_the_grace() {
+    let server = TestServer::start(None, Limits::default());
+    let mut silent = TcpStream::connect(server.http).unwrap();
+    let mut kept_alive = TcpStream::connect(server.http).unwrap();
+    kept_alive
+        .write_all(b"GET /api/v1/tiers HTTP/1.1\r\nHost: test\r\n\r\n")
+        .unwrap();
+    wait_until("both connections open", || {
+        metric(server.http, "tierdb_connections_open{protocol=\"http\"}") == 3
+    });
+    // Stopping the server lets requests in progress finish; idle connections are closed at
+    // once, well before tierdb::server::SHUTDOWN_GRACE (15 s).
+    let started = Instant::now();
+    drop(server);
+    let took = started.elapsed();
+    assert!(
+        took < tierdb::server::SHUTDOWN_GRACE / 2,
+        "shutdown took {took:?}"
+    );
+    assert_eq!(read_until_closed(&mut silent), "");
+    let answer = read_until_closed(&mut kept_alive);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
