@@ -163,7 +163,7 @@ impl EngineBuilder {
         if marker.exists() {
             let known = registry.len();
             let (interrupted, cleared) = storage
-                .all_files()
+                .writable_files()
                 .iter()
                 .map(|f| f.repair(known))
                 .chain([storage.repair_orphans(known)])

@@ -27,7 +27,7 @@ use crate::config::TierSpec;
 use crate::time::Timestamp;
 use crate::{Error, Result};
 use format::{PeriodMeta, FILE_SUFFIX, TEMP_SUFFIX};
-use period_file::PeriodFile;
+use period_file::{PeriodFile, WritableFile};
 
 /// Directory under the data directory that holds one directory per tier.
 pub const TIERS_DIR: &str = "tiers";
@@ -233,7 +233,27 @@ impl Storage {
         Ok((file, true))
     }
 
-    /// Every file, for flushing or repair.
+    /// The file of `tier` for the period starting at `period_start` and chunk `chunk`, to
+    /// store into: `None` when it does not exist or this storage is read-only.
+    pub fn writable_file(
+        &self,
+        tier: usize,
+        period_start: Timestamp,
+        chunk: u32,
+    ) -> Option<WritableFile> {
+        self.file(tier, period_start, chunk)
+            .and_then(WritableFile::new)
+    }
+
+    /// Every file, to store into (the repair at an unclean open); empty when read-only.
+    pub fn writable_files(&self) -> Vec<WritableFile> {
+        self.all_files()
+            .into_iter()
+            .filter_map(WritableFile::new)
+            .collect()
+    }
+
+    /// Every file, for flushing.
     pub fn all_files(&self) -> Vec<Arc<PeriodFile>> {
         self.tiers
             .iter()
@@ -453,3 +473,6 @@ fn list_dirs(dir: &Path) -> Result<Vec<String>> {
     names.sort();
     Ok(names)
 }
+
+#[cfg(test)]
+mod tests;

@@ -9,7 +9,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::Shared;
 use crate::sample::Sample;
-use crate::storage::period_file::PeriodFile;
+use crate::storage::period_file::WritableFile;
 use crate::time::{place, Timestamp};
 use crate::{Error, Result};
 
@@ -164,7 +164,7 @@ struct TierCache {
 /// One period's files in a writer's cache.
 struct CachedPeriod {
     start: Timestamp,
-    files: Vec<Option<Arc<PeriodFile>>>,
+    files: Vec<Option<WritableFile>>,
     /// Written in the current job: its files are marked dirty when the job ends.
     touched: bool,
 }
@@ -268,7 +268,7 @@ impl Writer {
                         None => continue,
                     },
                 };
-                file.cell(bucket, slot).add(sample.value);
+                file.add(bucket, slot, sample.value);
             }
         }
         for cache in &mut self.tiers {
@@ -290,7 +290,7 @@ impl Writer {
         for (tier, placement) in self.placements.iter().enumerate() {
             if let Some((period, bucket)) = *placement {
                 if let Some(Some(file)) = self.tiers[tier].periods[period].files.get(chunk) {
-                    file.prefetch(bucket, slot);
+                    file.file().prefetch(bucket, slot);
                 }
             }
         }
@@ -329,9 +329,12 @@ fn fetch<'a>(
     tier: usize,
     period_start: Timestamp,
     chunk: usize,
-    files: &'a mut Vec<Option<Arc<PeriodFile>>>,
-) -> Option<&'a Arc<PeriodFile>> {
-    let Some(file) = shared.storage.file(tier, period_start, chunk as u32) else {
+    files: &'a mut Vec<Option<WritableFile>>,
+) -> Option<&'a WritableFile> {
+    let Some(file) = shared
+        .storage
+        .writable_file(tier, period_start, chunk as u32)
+    else {
         tracing::debug!(
             tier,
             period_start,

@@ -1,6 +1,11 @@
 //! The shared cell in a mapped file that a writer updates in place ([`BucketCell`]), with the
 //! seqlock that keeps reads torn-free. The value a reader gets out of it is
 //! [`crate::bucket::Bucket`].
+//!
+//! Everything that stores into a cell (`add`, `clear`, `repair`) is private to `storage` and
+//! reached only through [`super::period_file::WritableFile`], which only a writable mapping
+//! yields; reads go through [`super::period_file::PeriodFile::load`] and use `Relaxed` loads
+//! plus fences only, the one kind of atomic access the std docs allow on read-only memory.
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
@@ -43,7 +48,7 @@ impl BucketCell {
     /// threads). A second concurrent writer would not cause undefined behaviour, only lost
     /// updates, so this is a logic invariant rather than a safety one.
     #[inline]
-    pub fn add(&self, value: f64) {
+    pub(super) fn add(&self, value: f64) {
         let count = self.count.load(Ordering::Relaxed);
         self.count.store(count | BUSY, Ordering::Relaxed);
         // Orders the BUSY store before the field stores for any reader that sees a new field.
@@ -63,16 +68,20 @@ impl BucketCell {
 
     /// Reads a consistent snapshot, retrying while the writer is mid-update.
     ///
-    /// A writer is between its first and last store for nanoseconds, or for a scheduler
+    /// Only `Relaxed` loads and `Acquire` fences touch the cell, so this is sound on a
+    /// read-only mapping. A writer is between its first and last store for nanoseconds, or for a scheduler
     /// slice when preempted. An update-in-flight bit that stays set for [`STALE_AFTER`] can
     /// only be damage (the repair at an unclean open clears a crash's leftovers), so the read
     /// then returns the fields as they stand and logs the cell instead of hanging.
     #[inline]
-    pub fn load(&self) -> Bucket {
+    pub(super) fn load(&self) -> Bucket {
         let mut spins = 0u32;
         let mut waiting_since = None;
         loop {
-            let before = self.count.load(Ordering::Acquire);
+            let before = self.count.load(Ordering::Relaxed);
+            // With the Relaxed load above, the seqlock reader's load-acquire: the fields read
+            // next are at least as new as the update whose final count was read.
+            fence(Ordering::Acquire);
             if before & BUSY == 0 {
                 let total = self.total.load(Ordering::Relaxed);
                 let min = self.min.load(Ordering::Relaxed);
@@ -122,7 +131,7 @@ impl BucketCell {
     }
 
     /// Resets the cell to empty. Only valid while no writer runs (repair at open).
-    pub fn clear(&self) {
+    pub(super) fn clear(&self) {
         self.total.store(0, Ordering::Relaxed);
         self.min.store(0, Ordering::Relaxed);
         self.max.store(0, Ordering::Relaxed);
@@ -130,7 +139,7 @@ impl BucketCell {
     }
 
     /// True when every field is zero, as in a freshly created file.
-    pub fn is_pristine(&self) -> bool {
+    pub(super) fn is_pristine(&self) -> bool {
         self.count.load(Ordering::Relaxed) == 0
             && self.total.load(Ordering::Relaxed) == 0
             && self.min.load(Ordering::Relaxed) == 0
@@ -140,7 +149,7 @@ impl BucketCell {
     /// Clears a `BUSY` bit left behind by a process that died mid-update and reports whether
     /// it found one. Only valid while no writer runs (at open, under the directory lock); the
     /// half-applied sample is then counted as not having arrived while its fields may hold it.
-    pub fn repair(&self) -> bool {
+    pub(super) fn repair(&self) -> bool {
         let count = self.count.load(Ordering::Relaxed);
         if count & BUSY == 0 {
             return false;
