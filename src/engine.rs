@@ -18,16 +18,12 @@ use crate::reader::Reader;
 use crate::registry::{Registry, SeriesId};
 use crate::sample::{BatchReport, RejectReason, Sample};
 use crate::storage::lock::DirLock;
-use crate::storage::{Storage, TierFiles};
+use crate::storage::{Storage, TierFiles, OPEN_MARKER};
 use crate::time::{align_down, window_start, Span, Timestamp};
 use crate::{Error, Result};
 use maintenance::MaintenanceThread;
 pub use maintenance::{maintenance_interval, MaintenanceReport, AHEAD_FILES_PER_PASS};
 use writer::WriterPool;
-
-/// Marks a data directory as open for writing; found at open, it means the last process
-/// died without closing, so bucket cells may carry a stale update-in-flight bit to clear.
-const OPEN_MARKER: &str = "OPEN";
 
 /// Single records are buffered and written in batches of this many.
 const RECORD_BUFFER: usize = 4096;

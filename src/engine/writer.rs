@@ -9,6 +9,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::Shared;
 use crate::sample::Sample;
+use crate::storage::bucket::WriterSlot;
 use crate::storage::period_file::WritableFile;
 use crate::time::{place, Timestamp};
 use crate::{Error, Result};
@@ -59,7 +60,11 @@ impl WriterPool {
         let mut threads = Vec::with_capacity(n);
         for index in 0..n {
             let (tx, rx) = crossbeam_channel::bounded(QUEUE_DEPTH);
-            let writer = Writer::new(Arc::clone(shared));
+            let published = shared
+                .storage
+                .writer_slot()
+                .ok_or_else(|| Error::ReadOnly(shared.dir.clone()))?;
+            let writer = Writer::new(Arc::clone(shared), published);
             let handle = std::thread::Builder::new()
                 .name(format!("tierdb-writer-{index}"))
                 .spawn(move || writer.run(rx))
@@ -143,11 +148,14 @@ impl WriterPool {
     }
 }
 
-/// Poisons the engine if the writer thread unwinds, so callers stop trusting its files.
-struct PanicGuard(Arc<Shared>);
+/// Poisons the engine if the writer thread unwinds, so callers stop trusting its files, and
+/// clears the writer's published cell however the thread ends: a dead writer holds no cell,
+/// so readers do not wait on an update-in-flight bit it left.
+struct PanicGuard(Arc<Shared>, WriterSlot);
 
 impl Drop for PanicGuard {
     fn drop(&mut self) {
+        self.1.clear();
         if std::thread::panicking() {
             self.0.poison("a writer thread panicked".to_string());
         }
@@ -188,6 +196,9 @@ impl TierCache {
 /// One writer thread's state.
 struct Writer {
     shared: Arc<Shared>,
+    /// Where this writer publishes the cell it is updating, for readers that find an
+    /// update-in-flight bit.
+    published: WriterSlot,
     tiers: Vec<TierCache>,
     /// Per tier, where the last timestamp seen lands: (index into `TierCache::periods`,
     /// bucket), or `None` when outside the tier's window. Consecutive samples of one instant,
@@ -197,11 +208,12 @@ struct Writer {
 }
 
 impl Writer {
-    fn new(shared: Arc<Shared>) -> Writer {
+    fn new(shared: Arc<Shared>, published: WriterSlot) -> Writer {
         let tiers = shared.config.tiers.len();
         let slot_bits = shared.config.engine.series_per_chunk.trailing_zeros();
         Writer {
             shared,
+            published,
             tiers: (0..tiers).map(|_| TierCache::default()).collect(),
             placements: vec![None; tiers],
             slot_bits,
@@ -209,7 +221,7 @@ impl Writer {
     }
 
     fn run(mut self, jobs: Receiver<Job>) {
-        let _guard = PanicGuard(Arc::clone(&self.shared));
+        let _guard = PanicGuard(Arc::clone(&self.shared), self.published.clone());
         loop {
             let job = match jobs.recv_timeout(IDLE_EVICTION) {
                 Ok(job) => job,
@@ -268,9 +280,11 @@ impl Writer {
                         None => continue,
                     },
                 };
-                file.add(bucket, slot, sample.value);
+                file.add(bucket, slot, sample.value, &self.published);
             }
         }
+        // Release: the batch's last cell is finished for a reader that sees the slot empty.
+        self.published.clear();
         for cache in &mut self.tiers {
             for period in cache.periods.iter_mut().filter(|p| p.touched) {
                 period.touched = false;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::bucket::BucketCell;
+use super::bucket::{BucketCell, Stuck, WriterSlot, Writers};
 use super::disk;
 use super::format::{cell_index, PeriodMeta, HEADER_LEN, TEMP_SUFFIX};
 use super::mmap::MappedCells;
@@ -21,11 +21,15 @@ pub struct PeriodFile {
     path: PathBuf,
     meta: PeriodMeta,
     cells: MappedCells,
-    /// Whether the mapping is writable: only then does [`WritableFile::new`] yield one.
-    writable: bool,
+    /// Who may be updating the cells: this process's writer threads (the mapping is then
+    /// writable) or another process. Asked when a read finds an update-in-flight bit.
+    writers: Arc<Writers>,
     /// Set by writers when they store into the file, cleared by `flush`; limits msync to files
     /// that changed.
     dirty: AtomicBool,
+    /// Set once a read of this file met an update-in-flight bit no live writer holds, so
+    /// that is logged once per file, not per read.
+    stale_logged: AtomicBool,
 }
 
 /// A period file mapped writable: the one way to store into cells (`add`, and `repair` at
@@ -70,7 +74,11 @@ impl PeriodFile {
     ///
     /// # Errors
     /// [`Error::Io`] naming the file when any step fails (ENOSPC included).
-    pub(super) fn create(dir: &Path, meta: &PeriodMeta) -> Result<PeriodFile> {
+    pub(super) fn create(
+        dir: &Path,
+        meta: &PeriodMeta,
+        writers: &Arc<Writers>,
+    ) -> Result<PeriodFile> {
         let path = dir.join(meta.file_name());
         let temp = dir.join(format!("{}{TEMP_SUFFIX}", meta.file_name()));
         let result = Self::write_new(&temp, meta).and_then(|()| {
@@ -81,7 +89,7 @@ impl PeriodFile {
             let _ = std::fs::remove_file(&temp);
             return Err(e);
         }
-        Self::open(&path, meta, true)
+        Self::open(&path, meta, writers)
     }
 
     fn write_new(temp: &Path, meta: &PeriodMeta) -> Result<()> {
@@ -98,12 +106,18 @@ impl PeriodFile {
         file.sync_all().map_err(|e| Error::io(temp, e))
     }
 
-    /// Opens an existing file and checks that its header matches `expected` exactly.
+    /// Opens an existing file and checks that its header matches `expected` exactly. It is
+    /// mapped writable when `writers` are this process's writer threads.
     ///
     /// # Errors
     /// [`Error::CorruptFile`] naming the file when its header is damaged, of another format
     /// version, truncated, or describes another tier, period or layout.
-    pub(super) fn open(path: &Path, expected: &PeriodMeta, writable: bool) -> Result<PeriodFile> {
+    pub(super) fn open(
+        path: &Path,
+        expected: &PeriodMeta,
+        writers: &Arc<Writers>,
+    ) -> Result<PeriodFile> {
+        let writable = writers.in_process();
         let mut file = OpenOptions::new()
             .read(true)
             .write(writable)
@@ -148,23 +162,29 @@ impl PeriodFile {
             path: path.to_path_buf(),
             meta,
             cells,
-            writable,
+            writers: Arc::clone(writers),
             dirty: AtomicBool::new(false),
+            stale_logged: AtomicBool::new(false),
         })
     }
 
     /// Opens a file taking its header's word for the layout (only the header's own checks
     /// apply), writable: for repairing files of tiers the configuration no longer names.
+    /// `None` when `writers` are another process's (the file is then not ours to repair).
     ///
     /// # Errors
     /// As [`PeriodFile::open`].
-    pub(super) fn open_as_found(path: &Path) -> Result<WritableFile> {
+    pub(super) fn open_as_found(
+        path: &Path,
+        writers: &Arc<Writers>,
+    ) -> Result<Option<WritableFile>> {
         let mut header = Vec::with_capacity(HEADER_LEN);
         File::open(path)
             .and_then(|f| f.take(HEADER_LEN as u64).read_to_end(&mut header))
             .map_err(|e| Error::io(path, e))?;
         let meta = PeriodMeta::decode(&header, path)?;
-        Ok(WritableFile(Arc::new(Self::open(path, &meta, true)?)))
+        let file = Self::open(path, &meta, writers)?;
+        Ok(WritableFile::new(Arc::new(file)))
     }
 
     /// Where the file lives.
@@ -189,13 +209,40 @@ impl PeriodFile {
     }
 
     /// The bucket `bucket` of series slot `slot`: a torn-free snapshot (the seqlock read of
-    /// [`BucketCell`]).
+    /// [`BucketCell`]), returned at once when an update-in-flight bit is a crash's leftover.
     ///
     /// # Panics
-    /// As [`PeriodFile::cell`]: when `bucket` or `slot` is outside the file.
+    /// When `bucket` or `slot` is outside the file (a caller bug: placements come from the
+    /// lookup function and chunking, which never produce them).
     #[inline]
     pub fn load(&self, bucket: u32, slot: u32) -> Bucket {
-        self.cell(bucket, slot).load()
+        self.cell(bucket, slot)
+            .load(&self.writers, |stuck| self.note_stuck(stuck, bucket, slot))
+    }
+
+    /// Logs a read that met an update-in-flight bit past its spins: once per file when no
+    /// live writer held it, every time when one seemed to hold it for `STALE_AFTER`.
+    #[cold]
+    fn note_stuck(&self, stuck: Stuck, bucket: u32, slot: u32) {
+        match stuck {
+            Stuck::Stale => {
+                if !self.stale_logged.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        path = %self.path.display(),
+                        bucket,
+                        slot,
+                        "bucket left mid-update by a writer that is gone (a crash?); read \
+                         without waiting, and healed by its next write (logged once per file)"
+                    );
+                }
+            }
+            Stuck::Damaged => tracing::error!(
+                path = %self.path.display(),
+                bucket,
+                slot,
+                "bucket stuck mid-update (damaged file?); reading it as it stands"
+            ),
+        }
     }
 
     /// Starts loading the cell of `bucket` for `slot` into the cache (a CPU prefetch hint).
@@ -207,7 +254,7 @@ impl PeriodFile {
     /// Faults in the pages of the block of buckets holding `bucket` for every slot: the
     /// pages the writers will touch next (see [`super::format`] for the layout).
     pub fn prefault_block(&self, bucket: u32) {
-        if !self.writable || bucket >= self.meta.buckets() {
+        if !self.writers.in_process() || bucket >= self.meta.buckets() {
             return;
         }
         let block_start = bucket - bucket % super::format::BUCKET_BLOCK;
@@ -239,7 +286,7 @@ impl PeriodFile {
 impl WritableFile {
     /// `file` as a writable file, when its mapping is writable.
     pub(super) fn new(file: Arc<PeriodFile>) -> Option<WritableFile> {
-        file.writable.then_some(WritableFile(file))
+        file.writers.in_process().then_some(WritableFile(file))
     }
 
     /// The file, for reads.
@@ -247,14 +294,14 @@ impl WritableFile {
         &self.0
     }
 
-    /// Folds `value` into the bucket `bucket` of series slot `slot` (its only writer calls
-    /// this).
+    /// Folds `value` into the bucket `bucket` of series slot `slot`, as the writer thread
+    /// owning `writer` (the only writer of that slot).
     ///
     /// # Panics
     /// As [`PeriodFile::load`]: when `bucket` or `slot` is outside the file.
     #[inline]
-    pub fn add(&self, bucket: u32, slot: u32, value: f64) {
-        self.0.cell(bucket, slot).add(value);
+    pub fn add(&self, bucket: u32, slot: u32, value: f64, writer: &WriterSlot) {
+        self.0.cell(bucket, slot).add(value, writer);
     }
 
     /// Notes that stores happened. Writers call it after their stores, once per batch.

@@ -18,7 +18,10 @@ fn read_only_storage_yields_no_writable_file() {
             .get_or_create(0, DAY_START, 0, Creation::Ahead)
             .unwrap();
         let file = storage.writable_file(0, DAY_START, 0).expect("writable");
-        file.add(5, 3, 2.5);
+        let writer = storage
+            .writer_slot()
+            .expect("a writable storage has writers");
+        file.add(5, 3, 2.5, &writer);
         assert_eq!(storage.writable_files().len(), 1);
     }
     let storage = Storage::open(dir.path(), &tiers, SLOTS, false).unwrap();
@@ -34,4 +37,8 @@ fn read_only_storage_yields_no_writable_file() {
     );
     assert!(storage.writable_file(0, DAY_START, 0).is_none());
     assert!(storage.writable_files().is_empty());
+    assert!(
+        storage.writer_slot().is_none(),
+        "no writer threads in a read-only storage"
+    );
 }
