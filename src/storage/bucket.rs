@@ -29,7 +29,7 @@ pub const STALE_AFTER: Duration = Duration::from_secs(2);
 /// Set in `count` while the single writer of a cell is between its first and last store.
 const BUSY: u64 = 1 << 63;
 
-/// Spins a reader makes on a busy cell before it yields and asks [`Writers`] about the bit.
+/// Spins a reader makes on a busy cell before it yields and asks `Writers` about the bit.
 const SPINS: u32 = 64;
 
 /// A bucket record inside a mapped file: `count` (u64), `total`, `min`, `max` (f64 bits), in
@@ -92,78 +92,81 @@ impl BucketCell {
         self.count.store(bucket.count, Ordering::Release);
     }
 
-    /// Reads a consistent snapshot, retrying while the writer is mid-update.
+    /// One attempt at a consistent snapshot: `None` while an update is in flight or when the
+    /// cell changed under the read.
     ///
     /// Only `Relaxed` loads and `Acquire` fences touch the cell, so this is sound on a
-    /// read-only mapping. A writer is between its first and last store for nanoseconds, or
-    /// for a scheduler slice when preempted. Past its spins the read asks `writers` whether a
-    /// live writer may hold the bit: if none does, the bit is a crash's leftover and the read
-    /// returns the fields at once with the bit masked off (reporting [`Stuck::Stale`] to
-    /// `stuck`); otherwise it waits, up to [`STALE_AFTER`], then returns the fields as they
-    /// stand ([`Stuck::Damaged`]) instead of hanging.
-    #[inline]
-    pub(super) fn load(&self, writers: &Writers, stuck: impl Fn(Stuck)) -> Bucket {
-        let mut spins = 0u32;
-        let mut waiting_since = None;
-        loop {
-            let before = self.count.load(Ordering::Relaxed);
-            // With the Relaxed load above, the seqlock reader's load-acquire: the fields read
-            // next are at least as new as the update whose final count was read.
-            fence(Ordering::Acquire);
-            if before & BUSY == 0 {
-                let total = self.total.load(Ordering::Relaxed);
-                let min = self.min.load(Ordering::Relaxed);
-                let max = self.max.load(Ordering::Relaxed);
-                fence(Ordering::Acquire);
-                if self.count.load(Ordering::Relaxed) == before {
-                    return Bucket {
-                        count: before,
-                        total: f64::from_bits(total),
-                        min: f64::from_bits(min),
-                        max: f64::from_bits(max),
-                    };
-                }
-            }
-            spins += 1;
-            if spins < SPINS {
-                std::hint::spin_loop();
-            } else if let Some(bucket) = self.wait(spins, &mut waiting_since, writers, &stuck) {
-                return bucket;
-            }
-        }
-    }
-
-    /// The rare path of [`BucketCell::load`]: on entering it, and every 1024 rounds after,
-    /// ask whether the bit is a crash's leftover; otherwise yield the core a slow writer may
-    /// need (on a loaded machine it may be descheduled mid-update), and give up on a bit that
-    /// stays set for [`STALE_AFTER`].
-    #[cold]
-    #[inline(never)]
-    fn wait(
-        &self,
-        spins: u32,
-        since: &mut Option<Instant>,
-        writers: &Writers,
-        stuck: &dyn Fn(Stuck),
-    ) -> Option<Bucket> {
-        let check = spins == SPINS || spins.is_multiple_of(1024);
-        if check {
-            if let Some(bucket) = self.read_unheld(writers) {
-                stuck(Stuck::Stale);
-                return Some(bucket);
-            }
-        }
-        std::thread::yield_now();
-        if !check || since.get_or_insert_with(Instant::now).elapsed() < STALE_AFTER {
+    /// read-only mapping.
+    #[inline(always)]
+    fn read(&self) -> Option<Bucket> {
+        let before = self.count.load(Ordering::Relaxed);
+        // With the Relaxed load above, the seqlock reader's load-acquire: the fields read next
+        // are at least as new as the update whose final count was read.
+        fence(Ordering::Acquire);
+        if before & BUSY != 0 {
             return None;
         }
-        stuck(Stuck::Damaged);
-        Some(Bucket {
-            count: self.count.load(Ordering::Relaxed) & !BUSY,
-            total: f64::from_bits(self.total.load(Ordering::Relaxed)),
-            min: f64::from_bits(self.min.load(Ordering::Relaxed)),
-            max: f64::from_bits(self.max.load(Ordering::Relaxed)),
+        let total = self.total.load(Ordering::Relaxed);
+        let min = self.min.load(Ordering::Relaxed);
+        let max = self.max.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        (self.count.load(Ordering::Relaxed) == before).then(|| Bucket {
+            count: before,
+            total: f64::from_bits(total),
+            min: f64::from_bits(min),
+            max: f64::from_bits(max),
         })
+    }
+
+    /// Reads a consistent snapshot, spinning while the writer is mid-update (it is, for
+    /// nanoseconds); `None` when the update-in-flight bit stays set past the spins, and then
+    /// the caller goes on with [`BucketCell::load_waiting`]. Kept apart from it so the loop
+    /// of a read over many cells carries nothing for the rare case.
+    #[inline]
+    pub(super) fn try_load(&self) -> Option<Bucket> {
+        for _ in 0..SPINS {
+            if let Some(bucket) = self.read() {
+                return Some(bucket);
+            }
+            std::hint::spin_loop();
+        }
+        None
+    }
+
+    /// The rare path of a read, after [`BucketCell::try_load`] gave up: ask `writers` whether
+    /// a live writer may hold the bit. If none does, the bit is a crash's leftover: return the
+    /// fields at once with it masked off, reporting [`Stuck::Stale`] to `stuck`. Otherwise
+    /// yield the core the writer may need (on a loaded machine it may be descheduled
+    /// mid-update) until the bit clears, then return `None` for the caller to read again;
+    /// asking again every 1024 rounds, and giving up on a bit that stays set for
+    /// [`STALE_AFTER`]: the fields as they stand ([`Stuck::Damaged`]) instead of hanging.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn load_waiting(&self, writers: &Writers, stuck: &dyn Fn(Stuck)) -> Option<Bucket> {
+        let since = Instant::now();
+        let mut rounds = 0u32;
+        loop {
+            if rounds.is_multiple_of(1024) {
+                if let Some(bucket) = self.read_unheld(writers) {
+                    stuck(Stuck::Stale);
+                    return Some(bucket);
+                }
+                if since.elapsed() >= STALE_AFTER {
+                    stuck(Stuck::Damaged);
+                    return Some(Bucket {
+                        count: self.count.load(Ordering::Relaxed) & !BUSY,
+                        total: f64::from_bits(self.total.load(Ordering::Relaxed)),
+                        min: f64::from_bits(self.min.load(Ordering::Relaxed)),
+                        max: f64::from_bits(self.max.load(Ordering::Relaxed)),
+                    });
+                }
+            }
+            std::thread::yield_now();
+            if self.count.load(Ordering::Relaxed) & BUSY == 0 {
+                return None;
+            }
+            rounds = rounds.wrapping_add(1);
+        }
     }
 
     /// The fields with `BUSY` masked off, when `BUSY` is set and no live writer holds it; `None`

@@ -216,8 +216,26 @@ impl PeriodFile {
     /// lookup function and chunking, which never produce them).
     #[inline]
     pub fn load(&self, bucket: u32, slot: u32) -> Bucket {
-        self.cell(bucket, slot)
-            .load(&self.writers, |stuck| self.note_stuck(stuck, bucket, slot))
+        let cell = self.cell(bucket, slot);
+        // The rare path returns the bucket, or `None` once the writer it waited on finished
+        // its update, and then the cell is read again: like any seqlock read, this goes round
+        // only while a live writer keeps updating this very cell.
+        loop {
+            if let Some(bucket) = cell.try_load() {
+                return bucket;
+            }
+            if let Some(bucket) = self.load_waiting(cell, bucket, slot) {
+                return bucket;
+            }
+        }
+    }
+
+    /// The rare path of [`PeriodFile::load`]: the cell stayed mid-update past the spins.
+    /// `None` once the update finished (read it again).
+    #[cold]
+    #[inline(never)]
+    fn load_waiting(&self, cell: &BucketCell, bucket: u32, slot: u32) -> Option<Bucket> {
+        cell.load_waiting(&self.writers, &|stuck| self.note_stuck(stuck, bucket, slot))
     }
 
     /// Logs a read that met an update-in-flight bit past its spins: once per file when no

@@ -25,7 +25,14 @@ fn in_process() -> Writers {
 /// Loads `cell`, collecting what the read reports.
 fn load(cell: &BucketCell, writers: &Writers) -> (Bucket, Vec<Stuck>) {
     let stuck = std::sync::Mutex::new(Vec::new());
-    let bucket = cell.load(writers, |s| stuck.lock().unwrap().push(s));
+    let bucket = loop {
+        if let Some(bucket) = cell.try_load() {
+            break bucket;
+        }
+        if let Some(bucket) = cell.load_waiting(writers, &|s| stuck.lock().unwrap().push(s)) {
+            break bucket;
+        }
+    };
     (bucket, stuck.into_inner().unwrap())
 }
 
