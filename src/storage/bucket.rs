@@ -205,7 +205,10 @@ impl BucketCell {
         })
     }
 
-    /// The cell's address in this process: what a writer publishes while it updates it.
+    /// The cell's address in this process: what a writer publishes while it updates it. It
+    /// names the cell because a cell never moves: it lives in a mapping, which stays where it
+    /// is while any writer holds its file (the writer's cache keeps an `Arc` to it until it has
+    /// cleared its slot).
     fn address(&self) -> usize {
         self as *const BucketCell as usize
     }

@@ -81,31 +81,34 @@ fn write_samples(engine: &Engine) {
     assert_eq!(report.accepted, 4);
 }
 
+/// The bucket of `a`'s three samples, in each tier.
+const SAMPLES_OF_A: Bucket = Bucket {
+    count: 3,
+    total: 6.0,
+    min: 1.0,
+    max: 3.0,
+};
+
+/// The 1m bucket of `id` at [`TS`].
+fn minute_of(engine: &Engine, id: SeriesId) -> Vec<(Timestamp, Bucket)> {
+    engine
+        .reader()
+        .read_buckets(id, 0, TS, TS + 60, Span::from_secs(60))
+        .unwrap()
+}
+
 /// The written buckets, read back through both tiers.
 fn check_samples(engine: &Engine) {
-    let minute = Span::from_secs(60);
     let hour = Span::from_secs(3_600);
-    let a = engine
-        .reader()
-        .read_buckets(SeriesId(0), 0, TS, TS + 60, minute)
-        .unwrap();
-    let expected_a = Bucket {
-        count: 3,
-        total: 6.0,
-        min: 1.0,
-        max: 3.0,
-    };
-    assert_eq!(a, vec![(TS, expected_a)]);
+    let expected_a = SAMPLES_OF_A;
+    assert_eq!(minute_of(engine, SeriesId(0)), vec![(TS, expected_a)]);
     let h = align_down(TS, hour);
     let a = engine
         .reader()
         .read_buckets(SeriesId(0), 1, h, h + 3_600, hour)
         .unwrap();
     assert_eq!(a, vec![(h, expected_a)]);
-    let b = engine
-        .reader()
-        .read_buckets(SeriesId(1), 0, TS, TS + 60, minute)
-        .unwrap();
+    let b = minute_of(engine, SeriesId(1));
     let expected_b = Bucket {
         count: 1,
         total: 5.0,
@@ -480,6 +483,17 @@ fn within_seconds<T: Send + 'static>(what: &str, read: impl FnOnce() -> T + Send
         .unwrap_or_else(|_| panic!("{what}: the read did not return"))
 }
 
+/// Writes a fourth sample (4.0) of `a` at [`TS`] and checks that its minute bucket counts it
+/// on from the three before.
+fn write_a_fourth_sample(engine: &Engine) {
+    engine
+        .record_batch(&[Sample::new(SeriesId(0), TS, 4.0)])
+        .unwrap();
+    let mut four = SAMPLES_OF_A;
+    four.add(4.0);
+    assert_eq!(minute_of(engine, SeriesId(0)), vec![(TS, four)]);
+}
+
 /// Leaves the marker of a process that died with `dir` open.
 fn mark_unclean(dir: &Path) {
     std::fs::write(dir.join("OPEN"), "12345").unwrap();
@@ -498,22 +512,7 @@ fn an_interrupted_bucket_update_is_cleared_after_an_unclean_shutdown() {
         engine
     });
     // Writes to the repaired cell go on from the count it had.
-    engine
-        .record_batch(&[Sample::new(SeriesId(0), TS, 4.0)])
-        .unwrap();
-    let a = engine
-        .reader()
-        .read_buckets(SeriesId(0), 0, TS, TS + 60, Span::from_secs(60))
-        .unwrap();
-    assert_eq!(
-        a[0].1,
-        Bucket {
-            count: 4,
-            total: 10.0,
-            min: 1.0,
-            max: 4.0
-        }
-    );
+    write_a_fourth_sample(&engine);
     engine.close().unwrap();
     assert_eq!(read_count(dir.path(), "1m", 0), 4);
     assert_eq!(read_count(dir.path(), "1h", 0), 4);
@@ -575,21 +574,8 @@ fn a_stale_update_bit_is_read_at_once_and_healed_by_the_next_write() {
         check_samples(&engine);
         engine
     });
-    engine
-        .record_batch(&[Sample::new(SeriesId(0), TS, 4.0)])
-        .unwrap();
-    let engine = promptly("after the healing write", move || {
-        let a = engine
-            .reader()
-            .read_buckets(SeriesId(0), 0, TS, TS + 60, Span::from_secs(60))
-            .unwrap();
-        let healed = Bucket {
-            count: 4,
-            total: 10.0,
-            min: 1.0,
-            max: 4.0,
-        };
-        assert_eq!(a, vec![(TS, healed)]);
+    let engine = promptly("the healing write and a read", move || {
+        write_a_fourth_sample(&engine);
         engine
     });
     engine.close().unwrap();

@@ -36,6 +36,24 @@ fn load(cell: &BucketCell, writers: &Writers) -> (Bucket, Vec<Stuck>) {
     (bucket, stuck.into_inner().unwrap())
 }
 
+/// What `add` does before its field stores, as the writer owning `slot`: publish the cell,
+/// then set the bit on the count it holds.
+fn begin_update(cell: &BucketCell, slot: &WriterSlot) {
+    slot.0 .0.store(cell.address(), Ordering::Release);
+    let count = cell.count.load(Ordering::Relaxed) & !BUSY;
+    cell.count.store(count | BUSY, Ordering::Release);
+    fence(Ordering::Release);
+}
+
+/// Writers of which the one has begun to update `cell` (which must not move after: the
+/// writer publishes its address).
+fn mid_update(cell: &BucketCell) -> (Writers, WriterSlot) {
+    let writers = in_process();
+    let slot = writers.register().unwrap();
+    begin_update(cell, &slot);
+    (writers, slot)
+}
+
 fn samples(count: u64, value: f64) -> Bucket {
     Bucket {
         count,
@@ -98,13 +116,9 @@ fn a_read_only_reader_without_a_writing_process_reads_a_stale_bit_at_once() {
 /// reader that re-checked only `count` could not tell this from the leftover).
 #[test]
 fn a_bit_a_live_writer_holds_is_waited_for() {
-    let writers = in_process();
-    let slot = writers.register().unwrap();
     let cell = cell(3, 2.0, true);
-    // The first half of a healing `add` of 2.0, by hand.
-    slot.0 .0.store(cell.address(), Ordering::Release);
-    cell.count.store(3 | BUSY, Ordering::Release);
-    fence(Ordering::Release);
+    let (writers, slot) = mid_update(&cell);
+    // Further into the healing `add` of 2.0: one field stored.
     cell.total.store(8.0f64.to_bits(), Ordering::Relaxed);
     let started = Barrier::new(2);
     let read = std::thread::scope(|s| {
@@ -126,11 +140,8 @@ fn a_bit_a_live_writer_holds_is_waited_for() {
 /// A writer thread that died (its slot cleared by the writer's guard) holds nothing.
 #[test]
 fn a_bit_a_dead_writer_published_is_stale() {
-    let writers = in_process();
-    let slot = writers.register().unwrap();
     let cell = cell(3, 2.0, false);
-    slot.0 .0.store(cell.address(), Ordering::Release);
-    cell.count.store(3 | BUSY, Ordering::Release);
+    let (writers, slot) = mid_update(&cell);
     slot.clear();
     assert_eq!(load(&cell, &writers), (samples(3, 2.0), vec![Stuck::Stale]));
 }
@@ -153,9 +164,7 @@ fn readers_racing_a_writer_that_heals_never_see_a_torn_bucket() {
     std::thread::scope(|s| {
         s.spawn(|| {
             for round in 0..ROUNDS {
-                let count = cell.count.load(Ordering::Relaxed);
-                dying.0 .0.store(cell.address(), Ordering::Release);
-                cell.count.store(count | BUSY, Ordering::Release);
+                begin_update(&cell, &dying);
                 dying.clear();
                 // Let readers reach their cold path on the leftover bit now and then.
                 for _ in 0..(round % 7) * 50 {
