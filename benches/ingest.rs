@@ -4,7 +4,9 @@
 //! 7d, 30d and 365d periods).
 //!
 //! `cargo bench --bench ingest`. Needs ~30 GB of free disk: the files for 100k series are
-//! preallocated (current and next period of every tier).
+//! preallocated (current and next period of every tier), about 75 MB per 256 series.
+//! `TIERDB_BENCH_SERIES=20000` runs a smaller fleet (about 6 GB) on a machine whose disk is
+//! shared.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,6 +17,7 @@ mod support;
 
 use tierdb::{Engine, ManualClock, Sample, TiersConfig};
 
+/// Series in the fleet unless `TIERDB_BENCH_SERIES` says otherwise.
 const SERIES: u32 = 100_000;
 const CADENCE: i64 = 10;
 /// Samples per `record_batch` call: one agent flush.
@@ -34,15 +37,19 @@ fn ingest(c: &mut Criterion) {
         .open()
         .expect("open");
     let setup = Instant::now();
-    let ids = support::register_fleet(&engine, SERIES);
+    let series = std::env::var("TIERDB_BENCH_SERIES")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(SERIES);
+    let ids = support::register_fleet(&engine, series);
     eprintln!(
-        "registered {SERIES} series and preallocated their files in {:.1?}",
+        "registered {series} series and preallocated their files in {:.1?}",
         setup.elapsed()
     );
     let mut batch = Vec::with_capacity(BATCH);
     let mut ts = start;
     let mut group = c.benchmark_group("ingest");
-    group.throughput(Throughput::Elements(u64::from(SERIES) * STEPS_PER_ITER));
+    group.throughput(Throughput::Elements(u64::from(series) * STEPS_PER_ITER));
     group.sample_size(10);
     group.warm_up_time(Duration::from_secs(1));
     group.measurement_time(Duration::from_secs(30));

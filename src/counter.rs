@@ -343,14 +343,13 @@ fn roll_back(undo: &[Undo], state: &CounterStateFile, storage: &Storage) {
                 adds,
                 before,
             } => {
-                let Some(file) = storage.file(tier, period_start, chunk) else {
+                let Some(file) = storage.writable_file(tier, period_start, chunk) else {
                     continue;
                 };
-                let cell = file.cell(bucket, slot);
-                cell.repair();
-                let now = cell.load().count;
+                // No writer runs yet, so a bit the crash left mid-update reads at once.
+                let now = file.file().load(bucket, slot).count;
                 if (before.count..=before.count + u64::from(adds)).contains(&now) {
-                    cell.restore(&before);
+                    file.restore(bucket, slot, &before);
                     cells += 1;
                 } else {
                     skipped += 1;

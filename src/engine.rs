@@ -19,16 +19,12 @@ use crate::registry::{Registry, SeriesId};
 use crate::sample::{BatchReport, RejectReason, Sample};
 use crate::storage::counter_journal::Undo;
 use crate::storage::lock::DirLock;
-use crate::storage::{Storage, TierFiles};
+use crate::storage::{Storage, TierFiles, OPEN_MARKER};
 use crate::time::{align_down, window_start, Span, Timestamp};
 use crate::{Error, Result};
 pub use maintenance::{maintenance_interval, MaintenanceReport, AHEAD_FILES_PER_PASS};
 use maintenance::{MaintenanceHealth, MaintenanceThread};
 use writer::WriterPool;
-
-/// Marks a data directory as open for writing; found at open, it means the last process
-/// died without closing, so bucket cells may carry a stale update-in-flight bit to clear.
-const OPEN_MARKER: &str = "OPEN";
 
 /// Creates the OPEN marker and makes it durable. Its existence is what matters, and an empty
 /// file needs no data block, so a full disk does not keep the engine from opening; the pid
@@ -178,7 +174,7 @@ impl EngineBuilder {
         if marker.exists() {
             let known = registry.len();
             let (interrupted, cleared) = storage
-                .all_files()
+                .writable_files()
                 .iter()
                 .map(|f| f.repair(known))
                 .chain([storage.repair_orphans(known)])
@@ -800,7 +796,7 @@ impl Engine {
                         bucket: p.bucket,
                         slot,
                         adds: 1,
-                        before: file.cell(p.bucket, slot).load(),
+                        before: file.load(p.bucket, slot),
                     });
                 }
             }

@@ -508,13 +508,13 @@ impl PointGrid {
             if per_point == 1 {
                 let at = global as usize - first_point;
                 for (slot_out, bucket) in out[at..at + buckets.len()].iter_mut().zip(buckets) {
-                    *slot_out = file.cell(bucket, slot).load();
+                    *slot_out = file.load(bucket, slot);
                 }
             } else {
                 let mut point = (global / per_point) as usize - first_point;
                 let mut within = global % per_point;
                 for bucket in buckets {
-                    out[point].merge(&file.cell(bucket, slot).load());
+                    out[point].merge(&file.load(bucket, slot));
                     within += 1;
                     if within == per_point {
                         within = 0;

@@ -27,11 +27,18 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::config::TierSpec;
 use crate::time::Timestamp;
 use crate::{Error, Result};
+use bucket::{WriterSlot, Writers};
 use format::{PeriodMeta, FILE_SUFFIX, TEMP_SUFFIX};
-use period_file::PeriodFile;
+use period_file::{PeriodFile, WritableFile};
 
 /// Directory under the data directory that holds one directory per tier.
 pub const TIERS_DIR: &str = "tiers";
+
+/// Marks a data directory as open for writing, with the writer's pid inside. Found at open, it
+/// means the last process died without closing, so bucket cells may carry a stale
+/// update-in-flight bit to clear; found by a read-only process's read, naming a live pid, it
+/// means a writer may be mid-update on a cell (see [`bucket::BucketCell`]).
+pub const OPEN_MARKER: &str = "OPEN";
 
 /// All tiers' files.
 pub struct Storage {
@@ -39,6 +46,8 @@ pub struct Storage {
     tiers: Vec<TierStore>,
     slots: u32,
     writable: bool,
+    /// Who may update the cells while this process reads them; every file holds a clone.
+    writers: Arc<Writers>,
     orphaned_tiers: Vec<String>,
 }
 
@@ -97,6 +106,13 @@ impl Storage {
     /// another format version, or does not match the tier's configuration; [`Error::Io`].
     pub fn open(root: &Path, tiers: &[TierSpec], slots: u32, writable: bool) -> Result<Storage> {
         let tiers_root = root.join(TIERS_DIR);
+        let writers = Arc::new(if writable {
+            Writers::InProcess(RwLock::new(Vec::new()))
+        } else {
+            Writers::OtherProcess {
+                marker: root.join(OPEN_MARKER),
+            }
+        });
         if writable {
             std::fs::create_dir_all(&tiers_root).map_err(|e| Error::io(&tiers_root, e))?;
         }
@@ -115,7 +131,7 @@ impl Storage {
                 created_on_demand: AtomicU64::new(0),
                 dropped: AtomicU64::new(0),
             };
-            store.load_existing(slots, writable)?;
+            store.load_existing(slots, &writers)?;
             stores.push(store);
         }
         let orphaned_tiers = list_dirs(&tiers_root)?
@@ -130,6 +146,7 @@ impl Storage {
             tiers: stores,
             slots,
             writable,
+            writers,
             orphaned_tiers,
         })
     }
@@ -149,7 +166,7 @@ impl Storage {
         &self.orphaned_tiers
     }
 
-    /// Repairs (see [`PeriodFile::repair`]) every period file in the directories of tiers the
+    /// Repairs (see [`WritableFile::repair`]) every period file in the directories of tiers the
     /// configuration no longer names, so a tier left out at an unclean open and brought back
     /// later does not keep a crash's leftovers. Files that cannot be opened are skipped with
     /// a warning: they are not in use. Returns (interrupted updates, cleared cells).
@@ -165,11 +182,12 @@ impl Storage {
                 if path.extension().and_then(|e| e.to_str()) != Some(&FILE_SUFFIX[1..]) {
                     continue;
                 }
-                match PeriodFile::open_as_found(&path) {
-                    Ok(file) => {
+                match PeriodFile::open_as_found(&path, &self.writers) {
+                    Ok(Some(file)) => {
                         let (interrupted, cleared) = file.repair(known_series);
                         total = (total.0 + interrupted, total.1 + cleared);
                     }
+                    Ok(None) => {}
                     Err(e) => tracing::warn!(error = %e, "not repairing an orphaned file"),
                 }
             }
@@ -219,7 +237,7 @@ impl Storage {
             return Ok((file, false));
         }
         let meta = store.meta(period_start, chunk, self.slots);
-        let file = Arc::new(PeriodFile::create(&store.dir, &meta)?);
+        let file = Arc::new(PeriodFile::create(&store.dir, &meta, &self.writers)?);
         store
             .files
             .write()
@@ -234,7 +252,33 @@ impl Storage {
         Ok((file, true))
     }
 
-    /// Every file, for flushing or repair.
+    /// The file of `tier` for the period starting at `period_start` and chunk `chunk`, to
+    /// store into: `None` when it does not exist or this storage is read-only.
+    pub fn writable_file(
+        &self,
+        tier: usize,
+        period_start: Timestamp,
+        chunk: u32,
+    ) -> Option<WritableFile> {
+        self.file(tier, period_start, chunk)
+            .and_then(WritableFile::new)
+    }
+
+    /// Every file, to store into (the repair at an unclean open); empty when read-only.
+    pub fn writable_files(&self) -> Vec<WritableFile> {
+        self.all_files()
+            .into_iter()
+            .filter_map(WritableFile::new)
+            .collect()
+    }
+
+    /// A slot for a new writer thread to publish the cell it updates in (see
+    /// [`bucket::BucketCell`]); `None` when read-only.
+    pub fn writer_slot(&self) -> Option<WriterSlot> {
+        self.writers.register()
+    }
+
+    /// Every file, for flushing.
     pub fn all_files(&self) -> Vec<Arc<PeriodFile>> {
         self.tiers
             .iter()
@@ -390,7 +434,8 @@ impl TierStore {
         }
     }
 
-    fn load_existing(&self, slots: u32, writable: bool) -> Result<()> {
+    fn load_existing(&self, slots: u32, writers: &Arc<Writers>) -> Result<()> {
+        let writable = writers.in_process();
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !writable => return Ok(()),
@@ -422,7 +467,7 @@ impl TierStore {
                 continue;
             };
             let expected = self.meta(period_start, chunk, slots);
-            match PeriodFile::open(&path, &expected, writable) {
+            match PeriodFile::open(&path, &expected, writers) {
                 Ok(file) => {
                     files.insert((period_start, chunk), Arc::new(file));
                 }
@@ -454,3 +499,6 @@ fn list_dirs(dir: &Path) -> Result<Vec<String>> {
     names.sort();
     Ok(names)
 }
+
+#[cfg(test)]
+mod tests;

@@ -9,7 +9,8 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::Shared;
 use crate::sample::Sample;
-use crate::storage::period_file::PeriodFile;
+use crate::storage::bucket::WriterSlot;
+use crate::storage::period_file::WritableFile;
 use crate::time::{place, Timestamp};
 use crate::{Error, Result};
 
@@ -59,7 +60,11 @@ impl WriterPool {
         let mut threads = Vec::with_capacity(n);
         for index in 0..n {
             let (tx, rx) = crossbeam_channel::bounded(QUEUE_DEPTH);
-            let writer = Writer::new(Arc::clone(shared));
+            let published = shared
+                .storage
+                .writer_slot()
+                .ok_or_else(|| Error::ReadOnly(shared.dir.clone()))?;
+            let writer = Writer::new(Arc::clone(shared), published);
             let handle = std::thread::Builder::new()
                 .name(format!("tierdb-writer-{index}"))
                 .spawn(move || writer.run(rx))
@@ -143,11 +148,14 @@ impl WriterPool {
     }
 }
 
-/// Poisons the engine if the writer thread unwinds, so callers stop trusting its files.
-struct PanicGuard(Arc<Shared>);
+/// Poisons the engine if the writer thread unwinds, so callers stop trusting its files, and
+/// clears the writer's published cell however the thread ends: a dead writer holds no cell,
+/// so readers do not wait on an update-in-flight bit it left.
+struct PanicGuard(Arc<Shared>, WriterSlot);
 
 impl Drop for PanicGuard {
     fn drop(&mut self) {
+        self.1.clear();
         if std::thread::panicking() {
             self.0.poison("a writer thread panicked".to_string());
         }
@@ -164,7 +172,7 @@ struct TierCache {
 /// One period's files in a writer's cache.
 struct CachedPeriod {
     start: Timestamp,
-    files: Vec<Option<Arc<PeriodFile>>>,
+    files: Vec<Option<WritableFile>>,
     /// Written in the current job: its files are marked dirty when the job ends.
     touched: bool,
 }
@@ -188,6 +196,9 @@ impl TierCache {
 /// One writer thread's state.
 struct Writer {
     shared: Arc<Shared>,
+    /// Where this writer publishes the cell it is updating, for readers that find an
+    /// update-in-flight bit.
+    published: WriterSlot,
     tiers: Vec<TierCache>,
     /// Per tier, where the last timestamp seen lands: (index into `TierCache::periods`,
     /// bucket), or `None` when outside the tier's window. Consecutive samples of one instant,
@@ -197,11 +208,12 @@ struct Writer {
 }
 
 impl Writer {
-    fn new(shared: Arc<Shared>) -> Writer {
+    fn new(shared: Arc<Shared>, published: WriterSlot) -> Writer {
         let tiers = shared.config.tiers.len();
         let slot_bits = shared.config.engine.series_per_chunk.trailing_zeros();
         Writer {
             shared,
+            published,
             tiers: (0..tiers).map(|_| TierCache::default()).collect(),
             placements: vec![None; tiers],
             slot_bits,
@@ -209,7 +221,7 @@ impl Writer {
     }
 
     fn run(mut self, jobs: Receiver<Job>) {
-        let _guard = PanicGuard(Arc::clone(&self.shared));
+        let _guard = PanicGuard(Arc::clone(&self.shared), self.published.clone());
         loop {
             let job = match jobs.recv_timeout(IDLE_EVICTION) {
                 Ok(job) => job,
@@ -243,6 +255,9 @@ impl Writer {
         self.evict_expired(windows);
         let mut last_ts = None;
         let slot_mask = (1u32 << self.slot_bits) - 1;
+        // A local handle: the hot loop reaches the slot with one load instead of two through
+        // `self` (the stores to cells make the compiler reload what it reaches through `self`).
+        let published = self.published.clone();
         for (i, sample) in samples.iter().enumerate() {
             if let Some(ahead) = samples.get(i + PREFETCH_DISTANCE) {
                 if last_ts == Some(ahead.ts) {
@@ -268,9 +283,11 @@ impl Writer {
                         None => continue,
                     },
                 };
-                file.cell(bucket, slot).add(sample.value);
+                file.add(bucket, slot, sample.value, &published);
             }
         }
+        // Release: the batch's last cell is finished for a reader that sees the slot empty.
+        published.clear();
         for cache in &mut self.tiers {
             for period in cache.periods.iter_mut().filter(|p| p.touched) {
                 period.touched = false;
@@ -290,7 +307,7 @@ impl Writer {
         for (tier, placement) in self.placements.iter().enumerate() {
             if let Some((period, bucket)) = *placement {
                 if let Some(Some(file)) = self.tiers[tier].periods[period].files.get(chunk) {
-                    file.prefetch(bucket, slot);
+                    file.file().prefetch(bucket, slot);
                 }
             }
         }
@@ -329,9 +346,12 @@ fn fetch<'a>(
     tier: usize,
     period_start: Timestamp,
     chunk: usize,
-    files: &'a mut Vec<Option<Arc<PeriodFile>>>,
-) -> Option<&'a Arc<PeriodFile>> {
-    let Some(file) = shared.storage.file(tier, period_start, chunk as u32) else {
+    files: &'a mut Vec<Option<WritableFile>>,
+) -> Option<&'a WritableFile> {
+    let Some(file) = shared
+        .storage
+        .writable_file(tier, period_start, chunk as u32)
+    else {
         tracing::debug!(
             tier,
             period_start,

@@ -1,8 +1,17 @@
 //! The shared cell in a mapped file that a writer updates in place ([`BucketCell`]), with the
-//! seqlock that keeps reads torn-free. The value a reader gets out of it is
-//! [`crate::bucket::Bucket`].
+//! seqlock that keeps reads torn-free, and `Writers`: who may hold a cell's update-in-flight
+//! bit while this process reads it, so a bit no live writer holds (a crash's leftover) never
+//! stalls a read. The value a reader gets out of a cell is [`crate::bucket::Bucket`].
+//!
+//! Everything that stores into a cell (`add`, `clear`, `repair`) is private to `storage` and
+//! reached only through [`super::period_file::WritableFile`], which only a writable mapping
+//! yields; reads go through [`super::period_file::PeriodFile::load`] and use `Relaxed` loads
+//! plus fences only, the one kind of atomic access the std docs allow on read-only memory.
 
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::path::PathBuf;
+use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use crate::bucket::Bucket;
 
@@ -13,11 +22,15 @@ compile_error!("tierdb's file format is little-endian; big-endian targets are no
 /// Size of one bucket record on disk: four little-endian 8-byte fields.
 pub const RECORD_SIZE: usize = 32;
 
-/// How long a reader waits on an update in flight before it calls the bucket damaged.
-pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a reader waits on an update in flight, held by a live writer, before it calls the
+/// bucket damaged.
+pub const STALE_AFTER: Duration = Duration::from_secs(2);
 
 /// Set in `count` while the single writer of a cell is between its first and last store.
 const BUSY: u64 = 1 << 63;
+
+/// Spins a reader makes on a busy cell before it yields and asks `Writers` about the bit.
+const SPINS: u32 = 64;
 
 /// A bucket record inside a mapped file: `count` (u64), `total`, `min`, `max` (f64 bits), in
 /// that order, 32 bytes, accessed only through atomics because other threads (and read-only
@@ -36,16 +49,34 @@ pub struct BucketCell {
 
 const _: () = assert!(std::mem::size_of::<BucketCell>() == RECORD_SIZE);
 
+/// How a read that found the update-in-flight bit set past its spins ended, for the caller to
+/// log with the file and cell it knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Stuck {
+    /// No live writer holds the bit (a crash left it): the read returned the fields at once,
+    /// as the repair at an unclean open would leave them.
+    Stale,
+    /// A live writer (or, for a read-only process, a live writing process) seemed to hold it
+    /// for [`STALE_AFTER`]: the read gave up and returned the fields as they stand.
+    Damaged,
+}
+
 impl BucketCell {
-    /// Folds `value` into the cell.
+    /// Folds `value` into the cell, as the writer thread that owns `writer`.
     ///
     /// Each cell has exactly one writer (the write path partitions series across writer
     /// threads). A second concurrent writer would not cause undefined behaviour, only lost
-    /// updates, so this is a logic invariant rather than a safety one.
+    /// updates, so this is a logic invariant rather than a safety one. A `BUSY` bit found set
+    /// is a crash's leftover (the one writer is this call) and is healed: the count resumes
+    /// from its value before the interrupted update, as the repair at an unclean open does.
     #[inline]
-    pub fn add(&self, value: f64) {
-        let count = self.count.load(Ordering::Relaxed);
-        self.count.store(count | BUSY, Ordering::Relaxed);
+    pub(super) fn add(&self, value: f64, writer: &WriterSlot) {
+        // Release: a reader that sees this publication (or a later one) also sees the
+        // writer's previous cell finished. The BUSY store below is Release so that a reader
+        // that sees BUSY also sees this publication.
+        writer.0 .0.store(self.address(), Ordering::Release);
+        let count = self.count.load(Ordering::Relaxed) & !BUSY;
+        self.count.store(count | BUSY, Ordering::Release);
         // Orders the BUSY store before the field stores for any reader that sees a new field.
         fence(Ordering::Release);
         let mut bucket = Bucket {
@@ -61,68 +92,129 @@ impl BucketCell {
         self.count.store(bucket.count, Ordering::Release);
     }
 
-    /// Reads a consistent snapshot, retrying while the writer is mid-update.
+    /// One attempt at a consistent snapshot: `None` while an update is in flight or when the
+    /// cell changed under the read.
     ///
-    /// A writer is between its first and last store for nanoseconds, or for a scheduler
-    /// slice when preempted. An update-in-flight bit that stays set for [`STALE_AFTER`] can
-    /// only be damage (the repair at an unclean open clears a crash's leftovers), so the read
-    /// then returns the fields as they stand and logs the cell instead of hanging.
-    #[inline]
-    pub fn load(&self) -> Bucket {
-        let mut spins = 0u32;
-        let mut waiting_since = None;
-        loop {
-            let before = self.count.load(Ordering::Acquire);
-            if before & BUSY == 0 {
-                let total = self.total.load(Ordering::Relaxed);
-                let min = self.min.load(Ordering::Relaxed);
-                let max = self.max.load(Ordering::Relaxed);
-                fence(Ordering::Acquire);
-                if self.count.load(Ordering::Relaxed) == before {
-                    return Bucket {
-                        count: before,
-                        total: f64::from_bits(total),
-                        min: f64::from_bits(min),
-                        max: f64::from_bits(max),
-                    };
-                }
-            }
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else if let Some(bucket) = self.wait(spins, &mut waiting_since) {
-                return bucket;
-            }
-        }
-    }
-
-    /// The rare path of [`BucketCell::load`]: the writer is slow to finish (on a loaded
-    /// machine it may be descheduled mid-update), so yield the core it needs; give up on a
-    /// bit that stays set for [`STALE_AFTER`] and return the fields as they stand.
-    #[cold]
-    #[inline(never)]
-    fn wait(&self, spins: u32, since: &mut Option<std::time::Instant>) -> Option<Bucket> {
-        std::thread::yield_now();
-        if !spins.is_multiple_of(1024) {
+    /// Only `Relaxed` loads and `Acquire` fences touch the cell, so this is sound on a
+    /// read-only mapping.
+    #[inline(always)]
+    fn read(&self) -> Option<Bucket> {
+        let before = self.count.load(Ordering::Relaxed);
+        // With the Relaxed load above, the seqlock reader's load-acquire: the fields read next
+        // are at least as new as the update whose final count was read.
+        fence(Ordering::Acquire);
+        if before & BUSY != 0 {
             return None;
         }
-        if since.get_or_insert_with(std::time::Instant::now).elapsed() < STALE_AFTER {
-            return None;
-        }
-        tracing::error!(
-            cell = ?(self as *const BucketCell),
-            "bucket stuck mid-update (damaged file?); reading it as it stands"
-        );
-        Some(Bucket {
-            count: self.count.load(Ordering::Relaxed) & !BUSY,
-            total: f64::from_bits(self.total.load(Ordering::Relaxed)),
-            min: f64::from_bits(self.min.load(Ordering::Relaxed)),
-            max: f64::from_bits(self.max.load(Ordering::Relaxed)),
+        let total = self.total.load(Ordering::Relaxed);
+        let min = self.min.load(Ordering::Relaxed);
+        let max = self.max.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        (self.count.load(Ordering::Relaxed) == before).then(|| Bucket {
+            count: before,
+            total: f64::from_bits(total),
+            min: f64::from_bits(min),
+            max: f64::from_bits(max),
         })
     }
 
+    /// Reads a consistent snapshot, spinning while the writer is mid-update (it is, for
+    /// nanoseconds); `None` when the update-in-flight bit stays set past the spins, and then
+    /// the caller goes on with [`BucketCell::load_waiting`]. Kept apart from it so the loop
+    /// of a read over many cells carries nothing for the rare case.
+    #[inline]
+    pub(super) fn try_load(&self) -> Option<Bucket> {
+        for _ in 0..SPINS {
+            if let Some(bucket) = self.read() {
+                return Some(bucket);
+            }
+            std::hint::spin_loop();
+        }
+        None
+    }
+
+    /// The rare path of a read, after [`BucketCell::try_load`] gave up: ask `writers` whether
+    /// a live writer may hold the bit. If none does, the bit is a crash's leftover: return the
+    /// fields at once with it masked off, reporting [`Stuck::Stale`] to `stuck`. Otherwise
+    /// yield the core the writer may need (on a loaded machine it may be descheduled
+    /// mid-update) until the bit clears, then return `None` for the caller to read again;
+    /// asking again every 1024 rounds, and giving up on a bit that stays set for
+    /// [`STALE_AFTER`]: the fields as they stand ([`Stuck::Damaged`]) instead of hanging.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn load_waiting(&self, writers: &Writers, stuck: &dyn Fn(Stuck)) -> Option<Bucket> {
+        let since = Instant::now();
+        let mut rounds = 0u32;
+        loop {
+            if rounds.is_multiple_of(1024) {
+                if let Some(bucket) = self.read_unheld(writers) {
+                    stuck(Stuck::Stale);
+                    return Some(bucket);
+                }
+                if since.elapsed() >= STALE_AFTER {
+                    stuck(Stuck::Damaged);
+                    return Some(Bucket {
+                        count: self.count.load(Ordering::Relaxed) & !BUSY,
+                        total: f64::from_bits(self.total.load(Ordering::Relaxed)),
+                        min: f64::from_bits(self.min.load(Ordering::Relaxed)),
+                        max: f64::from_bits(self.max.load(Ordering::Relaxed)),
+                    });
+                }
+            }
+            std::thread::yield_now();
+            if self.count.load(Ordering::Relaxed) & BUSY == 0 {
+                return None;
+            }
+            rounds = rounds.wrapping_add(1);
+        }
+    }
+
+    /// The fields with `BUSY` masked off, when `BUSY` is set and no live writer holds it; `None`
+    /// when a writer may hold it or the cell changed meanwhile.
+    ///
+    /// Why a snapshot taken this way is never torn: the fields are read before the writers
+    /// are asked. If any field load saw a store of an update in flight, the fence after the
+    /// loads pairs with the writer's Release fence, so the writer's publication of this cell
+    /// (stored before its BUSY store) is visible to `writers.may_hold`: either the cell's
+    /// address is still published (held: no snapshot), or a later publication or the
+    /// writer's clearing is (both Release, read with Acquire), and then the writer's final
+    /// `count` store is visible and the re-check of `count` fails. A live writer that starts
+    /// healing the cell stores the same `count | BUSY` value, which is why the re-check alone
+    /// would not do.
+    fn read_unheld(&self, writers: &Writers) -> Option<Bucket> {
+        let before = self.count.load(Ordering::Relaxed);
+        if before & BUSY == 0 {
+            return None;
+        }
+        let total = self.total.load(Ordering::Relaxed);
+        let min = self.min.load(Ordering::Relaxed);
+        let max = self.max.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        if writers.may_hold(self.address()) {
+            return None;
+        }
+        fence(Ordering::Acquire);
+        if self.count.load(Ordering::Relaxed) != before {
+            return None;
+        }
+        Some(Bucket {
+            count: before & !BUSY,
+            total: f64::from_bits(total),
+            min: f64::from_bits(min),
+            max: f64::from_bits(max),
+        })
+    }
+
+    /// The cell's address in this process: what a writer publishes while it updates it. It
+    /// names the cell because a cell never moves: it lives in a mapping, which stays where it
+    /// is while any writer holds its file (the writer's cache keeps an `Arc` to it until it has
+    /// cleared its slot).
+    fn address(&self) -> usize {
+        self as *const BucketCell as usize
+    }
+
     /// Resets the cell to empty. Only valid while no writer runs (repair at open).
-    pub fn clear(&self) {
+    pub(super) fn clear(&self) {
         self.total.store(0, Ordering::Relaxed);
         self.min.store(0, Ordering::Relaxed);
         self.max.store(0, Ordering::Relaxed);
@@ -131,7 +223,7 @@ impl BucketCell {
 
     /// Puts back what the cell held before a batch that did not finish (the counter
     /// journal's undo). Only valid while no writer runs (at open).
-    pub fn restore(&self, before: &Bucket) {
+    pub(super) fn restore(&self, before: &Bucket) {
         self.total.store(before.total.to_bits(), Ordering::Relaxed);
         self.min.store(before.min.to_bits(), Ordering::Relaxed);
         self.max.store(before.max.to_bits(), Ordering::Relaxed);
@@ -139,7 +231,7 @@ impl BucketCell {
     }
 
     /// True when every field is zero, as in a freshly created file.
-    pub fn is_pristine(&self) -> bool {
+    pub(super) fn is_pristine(&self) -> bool {
         self.count.load(Ordering::Relaxed) == 0
             && self.total.load(Ordering::Relaxed) == 0
             && self.min.load(Ordering::Relaxed) == 0
@@ -149,7 +241,7 @@ impl BucketCell {
     /// Clears a `BUSY` bit left behind by a process that died mid-update and reports whether
     /// it found one. Only valid while no writer runs (at open, under the directory lock); the
     /// half-applied sample is then counted as not having arrived while its fields may hold it.
-    pub fn repair(&self) -> bool {
+    pub(super) fn repair(&self) -> bool {
         let count = self.count.load(Ordering::Relaxed);
         if count & BUSY == 0 {
             return false;
@@ -158,3 +250,98 @@ impl BucketCell {
         true
     }
 }
+
+/// One writer thread's publication: the address of the cell it is updating (0 when none),
+/// alone on its cache lines so writers publishing side by side do not share a line.
+#[repr(align(128))]
+struct Published(AtomicUsize);
+
+/// A writer thread's handle on its `Published` slot, from `Writers::register`. The
+/// writer clears it at the end of every batch and when its thread ends, unwinding included,
+/// so a slot names a cell only while its writer is inside a batch and holds that cell's file.
+#[derive(Clone)]
+pub struct WriterSlot(Arc<Published>);
+
+impl WriterSlot {
+    /// Says the writer updates no cell: at the end of a batch, and when its thread ends (a
+    /// writer that died counts as not live).
+    pub fn clear(&self) {
+        self.0 .0.store(0, Ordering::Release);
+    }
+}
+
+/// Who may hold a cell's update-in-flight bit while this process reads it.
+pub(super) enum Writers {
+    /// This process writes the files (it holds the data directory's lock): its writer
+    /// threads, each publishing the cell it updates. A bit on a cell none of them publishes
+    /// is a crash's leftover.
+    InProcess(RwLock<Vec<WriterSlot>>),
+    /// Another process may write them (a read-only engine beside a server): the one the data
+    /// directory's `OPEN` marker names, when that process is alive.
+    OtherProcess {
+        /// `<data>/OPEN`.
+        marker: PathBuf,
+    },
+}
+
+impl Writers {
+    /// A new writer thread's slot; `None` when another process writes the files.
+    pub(super) fn register(&self) -> Option<WriterSlot> {
+        match self {
+            Writers::InProcess(slots) => {
+                let slot = WriterSlot(Arc::new(Published(AtomicUsize::new(0))));
+                slots
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(slot.clone());
+                Some(slot)
+            }
+            Writers::OtherProcess { .. } => None,
+        }
+    }
+
+    /// True when this process's mappings are writable (its writer threads write them).
+    pub(super) fn in_process(&self) -> bool {
+        matches!(self, Writers::InProcess(_))
+    }
+
+    /// Whether a live writer may hold the update-in-flight bit of the cell at `address`.
+    fn may_hold(&self, address: usize) -> bool {
+        match self {
+            Writers::InProcess(slots) => slots
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .any(|slot| slot.0 .0.load(Ordering::Acquire) == address),
+            Writers::OtherProcess { marker } => marker_names_a_live_process(marker),
+        }
+    }
+}
+
+/// True when `marker` (a data directory's `OPEN`) exists and names a live process, or cannot
+/// be read or understood (then the reader waits, as it would for a live writer). A missing
+/// marker means no process has the directory open for writing: one writes it, with its pid,
+/// before its first store. No lock is taken: a server starting at that instant must not be
+/// refused.
+fn marker_names_a_live_process(marker: &std::path::Path) -> bool {
+    let text = match std::fs::read_to_string(marker) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return false,
+        Err(_) => return true,
+    };
+    let Some(pid) = text
+        .trim()
+        .parse::<i32>()
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return true;
+    };
+    !matches!(
+        rustix::process::test_kill_process(pid),
+        Err(rustix::io::Errno::SRCH)
+    )
+}
+
+#[cfg(test)]
+mod tests;

@@ -6,6 +6,12 @@
 //!   pointer ([`memmap2::MmapRaw`]) and exposed only as `&[BucketCell]`, whose fields are
 //!   `AtomicU64`: concurrent changes by our writer threads, or by the one writing process while
 //!   a read-only process looks, are the kind of shared mutation atomics permit.
+//! - A read-only mapping (a read-only engine beside the writing process) is only ever read
+//!   with `Relaxed` loads (8 bytes, a register's width) and fences: the std docs ("Atomic
+//!   accesses to read-only memory") define no other atomic access to read-only memory, since
+//!   other operations may be implemented with a write on some targets. The stores
+//!   (`BucketCell::add`, `clear`, `repair`) are private to `storage` and reached only through
+//!   `WritableFile`, which only a writable mapping yields.
 //! - The header is read and written with ordinary file I/O, never through the mapping.
 //! - The mapped length is checked against the file's length before mapping, and files are
 //!   never truncated or resized by tierdb while mapped (they are created whole and dropped
@@ -84,7 +90,8 @@ impl MappedCells {
         // length), aligned for `BucketCell` (checked in `map`), lives as long as `self`, and is
         // only ever accessed through `BucketCell`'s atomics, so shared references to it may
         // coexist with concurrent stores. `BucketCell` is `repr(C)` of four `AtomicU64`, for
-        // which every bit pattern is valid.
+        // which every bit pattern is valid. A read-only mapping is only loaded `Relaxed`
+        // through them (stores need a `WritableFile`, made only of writable mappings).
         unsafe { std::slice::from_raw_parts(self.map.as_ptr() as *const BucketCell, self.cells) }
     }
 

@@ -1,27 +1,70 @@
 //! One period file: created whole under a temporary name, renamed into place, then mapped; or
-//! opened and checked against what the tier expects.
+//! opened and checked against what the tier expects. [`PeriodFile`] is the read side (every
+//! mapping); [`WritableFile`], which only a writable mapping yields, is the only way to store
+//! into one.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
-use super::bucket::BucketCell;
+use super::bucket::{BucketCell, Stuck, WriterSlot, Writers};
 use super::disk;
 use super::format::{cell_index, PeriodMeta, HEADER_LEN, TEMP_SUFFIX};
 use super::mmap::MappedCells;
+use crate::bucket::Bucket;
 use crate::{Error, Result};
 
-/// A mapped period file of one tier and one chunk of series.
+/// A mapped period file of one tier and one chunk of series, as readers see it: loads only.
 pub struct PeriodFile {
     path: PathBuf,
     meta: PeriodMeta,
     cells: MappedCells,
-    writable: bool,
+    /// Who may be updating the cells: this process's writer threads (the mapping is then
+    /// writable) or another process. Asked when a read finds an update-in-flight bit.
+    writers: Arc<Writers>,
     /// Set by writers when they store into the file, cleared by `flush`; limits msync to files
     /// that changed.
     dirty: AtomicBool,
+    /// Set once a read of this file met an update-in-flight bit no live writer holds, so
+    /// that is logged once per file, not per read.
+    stale_logged: AtomicBool,
 }
+
+/// A period file mapped writable: the one way to store into cells (`add`, and `repair` at
+/// open). Only [`super::Storage`] makes one, and only of a file it mapped writable, so a
+/// read-only engine has no value of this type to call them on; the writers cache it, so
+/// their hot path checks nothing per sample.
+///
+/// What the types allow, checked by the compiler: a [`PeriodFile`] is read with
+/// [`PeriodFile::load`] (this compiles)...
+/// ```no_run
+/// fn read(file: &tierdb::storage::period_file::PeriodFile) -> tierdb::Bucket {
+///     file.load(0, 0)
+/// }
+/// ```
+/// ...but hands out no cell to store into...
+/// ```compile_fail
+/// fn write(file: &tierdb::storage::period_file::PeriodFile) {
+///     file.cell(0, 0).add(1.0);
+/// }
+/// ```
+/// ...and a `WritableFile` cannot be made outside `storage`, by its constructor or by hand.
+/// ```compile_fail
+/// use tierdb::storage::period_file::{PeriodFile, WritableFile};
+/// fn forge(file: std::sync::Arc<PeriodFile>) -> Option<WritableFile> {
+///     WritableFile::new(file)
+/// }
+/// ```
+/// ```compile_fail
+/// use tierdb::storage::period_file::{PeriodFile, WritableFile};
+/// fn forge(file: std::sync::Arc<PeriodFile>) -> WritableFile {
+///     WritableFile(file)
+/// }
+/// ```
+#[derive(Clone)]
+pub struct WritableFile(Arc<PeriodFile>);
 
 impl PeriodFile {
     /// Creates the file for `meta` in `dir`: header written, the whole length reserved on disk
@@ -31,7 +74,11 @@ impl PeriodFile {
     ///
     /// # Errors
     /// [`Error::Io`] naming the file when any step fails (ENOSPC included).
-    pub fn create(dir: &Path, meta: &PeriodMeta) -> Result<PeriodFile> {
+    pub(super) fn create(
+        dir: &Path,
+        meta: &PeriodMeta,
+        writers: &Arc<Writers>,
+    ) -> Result<PeriodFile> {
         let path = dir.join(meta.file_name());
         let temp = dir.join(format!("{}{TEMP_SUFFIX}", meta.file_name()));
         let result = Self::write_new(&temp, meta).and_then(|()| {
@@ -42,7 +89,7 @@ impl PeriodFile {
             let _ = std::fs::remove_file(&temp);
             return Err(e);
         }
-        Self::open(&path, meta, true)
+        Self::open(&path, meta, writers)
     }
 
     fn write_new(temp: &Path, meta: &PeriodMeta) -> Result<()> {
@@ -59,12 +106,18 @@ impl PeriodFile {
         file.sync_all().map_err(|e| Error::io(temp, e))
     }
 
-    /// Opens an existing file and checks that its header matches `expected` exactly.
+    /// Opens an existing file and checks that its header matches `expected` exactly. It is
+    /// mapped writable when `writers` are this process's writer threads.
     ///
     /// # Errors
     /// [`Error::CorruptFile`] naming the file when its header is damaged, of another format
     /// version, truncated, or describes another tier, period or layout.
-    pub fn open(path: &Path, expected: &PeriodMeta, writable: bool) -> Result<PeriodFile> {
+    pub(super) fn open(
+        path: &Path,
+        expected: &PeriodMeta,
+        writers: &Arc<Writers>,
+    ) -> Result<PeriodFile> {
+        let writable = writers.in_process();
         let mut file = OpenOptions::new()
             .read(true)
             .write(writable)
@@ -109,23 +162,29 @@ impl PeriodFile {
             path: path.to_path_buf(),
             meta,
             cells,
-            writable,
+            writers: Arc::clone(writers),
             dirty: AtomicBool::new(false),
+            stale_logged: AtomicBool::new(false),
         })
     }
 
     /// Opens a file taking its header's word for the layout (only the header's own checks
-    /// apply): for repairing files of tiers the configuration no longer names.
+    /// apply), writable: for repairing files of tiers the configuration no longer names.
+    /// `None` when `writers` are another process's (the file is then not ours to repair).
     ///
     /// # Errors
     /// As [`PeriodFile::open`].
-    pub fn open_as_found(path: &Path) -> Result<PeriodFile> {
+    pub(super) fn open_as_found(
+        path: &Path,
+        writers: &Arc<Writers>,
+    ) -> Result<Option<WritableFile>> {
         let mut header = Vec::with_capacity(HEADER_LEN);
         File::open(path)
             .and_then(|f| f.take(HEADER_LEN as u64).read_to_end(&mut header))
             .map_err(|e| Error::io(path, e))?;
         let meta = PeriodMeta::decode(&header, path)?;
-        Self::open(path, &meta, true)
+        let file = Self::open(path, &meta, writers)?;
+        Ok(WritableFile::new(Arc::new(file)))
     }
 
     /// Where the file lives.
@@ -144,9 +203,64 @@ impl PeriodFile {
     /// When `bucket` or `slot` is outside the file (a caller bug: placements come from the
     /// lookup function and chunking, which never produce them).
     #[inline]
-    pub fn cell(&self, bucket: u32, slot: u32) -> &BucketCell {
+    fn cell(&self, bucket: u32, slot: u32) -> &BucketCell {
         debug_assert!(bucket < self.meta.buckets() && slot < self.meta.slots);
         &self.cells.cells()[cell_index(bucket, slot, self.meta.slots)]
+    }
+
+    /// The bucket `bucket` of series slot `slot`: a torn-free snapshot (the seqlock read of
+    /// [`BucketCell`]), returned at once when an update-in-flight bit is a crash's leftover.
+    ///
+    /// # Panics
+    /// When `bucket` or `slot` is outside the file (a caller bug: placements come from the
+    /// lookup function and chunking, which never produce them).
+    #[inline]
+    pub fn load(&self, bucket: u32, slot: u32) -> Bucket {
+        let cell = self.cell(bucket, slot);
+        // The rare path returns the bucket, or `None` once the writer it waited on finished
+        // its update, and then the cell is read again: like any seqlock read, this goes round
+        // only while a live writer keeps updating this very cell.
+        loop {
+            if let Some(bucket) = cell.try_load() {
+                return bucket;
+            }
+            if let Some(bucket) = self.load_waiting(cell, bucket, slot) {
+                return bucket;
+            }
+        }
+    }
+
+    /// The rare path of [`PeriodFile::load`]: the cell stayed mid-update past the spins.
+    /// `None` once the update finished (read it again).
+    #[cold]
+    #[inline(never)]
+    fn load_waiting(&self, cell: &BucketCell, bucket: u32, slot: u32) -> Option<Bucket> {
+        cell.load_waiting(&self.writers, &|stuck| self.note_stuck(stuck, bucket, slot))
+    }
+
+    /// Logs a read that met an update-in-flight bit past its spins: once per file when no
+    /// live writer held it, every time when one seemed to hold it for `STALE_AFTER`.
+    #[cold]
+    fn note_stuck(&self, stuck: Stuck, bucket: u32, slot: u32) {
+        match stuck {
+            Stuck::Stale => {
+                if !self.stale_logged.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        path = %self.path.display(),
+                        bucket,
+                        slot,
+                        "bucket left mid-update by a writer that is gone (a crash?); read \
+                         without waiting, and healed by its next write (logged once per file)"
+                    );
+                }
+            }
+            Stuck::Damaged => tracing::error!(
+                path = %self.path.display(),
+                bucket,
+                slot,
+                "bucket stuck mid-update (damaged file?); reading it as it stands"
+            ),
+        }
     }
 
     /// Starts loading the cell of `bucket` for `slot` into the cache (a CPU prefetch hint).
@@ -158,18 +272,13 @@ impl PeriodFile {
     /// Faults in the pages of the block of buckets holding `bucket` for every slot: the
     /// pages the writers will touch next (see [`super::format`] for the layout).
     pub fn prefault_block(&self, bucket: u32) {
-        if !self.writable || bucket >= self.meta.buckets() {
+        if !self.writers.in_process() || bucket >= self.meta.buckets() {
             return;
         }
         let block_start = bucket - bucket % super::format::BUCKET_BLOCK;
         let first = cell_index(block_start, 0, self.meta.slots);
         let len = self.meta.slots as usize * super::format::BUCKET_BLOCK as usize;
         self.cells.populate(first, len);
-    }
-
-    /// Notes that stores happened. Writers call it after their stores, once per batch.
-    pub fn mark_dirty(&self) {
-        self.dirty.store(true, Ordering::Release);
     }
 
     /// msync when stores happened since the last flush.
@@ -186,6 +295,44 @@ impl PeriodFile {
         Ok(())
     }
 
+    /// Bytes the file takes on disk (all reserved at creation).
+    pub fn disk_bytes(&self) -> u64 {
+        self.meta.file_len()
+    }
+}
+
+impl WritableFile {
+    /// `file` as a writable file, when its mapping is writable.
+    pub(super) fn new(file: Arc<PeriodFile>) -> Option<WritableFile> {
+        file.writers.in_process().then_some(WritableFile(file))
+    }
+
+    /// The file, for reads.
+    pub fn file(&self) -> &Arc<PeriodFile> {
+        &self.0
+    }
+
+    /// Folds `value` into the bucket `bucket` of series slot `slot`, as the writer thread
+    /// owning `writer` (the only writer of that slot).
+    ///
+    /// # Panics
+    /// As [`PeriodFile::load`]: when `bucket` or `slot` is outside the file.
+    #[inline]
+    pub fn add(&self, bucket: u32, slot: u32, value: f64, writer: &WriterSlot) {
+        self.0.cell(bucket, slot).add(value, writer);
+    }
+
+    /// Puts back what a cell held before a batch that did not finish (the counter journal's
+    /// undo). Only valid before any writer starts.
+    pub fn restore(&self, bucket: u32, slot: u32, before: &Bucket) {
+        self.0.cell(bucket, slot).restore(before);
+    }
+
+    /// Notes that stores happened. Writers call it after their stores, once per batch.
+    pub fn mark_dirty(&self) {
+        self.0.dirty.store(true, Ordering::Release);
+    }
+
     /// Repairs what a crash can leave behind; returns (cells with an interrupted update,
     /// cells cleared because their series id is unknown). Only valid before any writer starts.
     ///
@@ -193,13 +340,13 @@ impl PeriodFile {
     /// fsynced into the registry; such a slot would otherwise greet the next series given
     /// that id with somebody else's data. `known_series` is the registry's length.
     pub fn repair(&self, known_series: usize) -> (usize, usize) {
-        let slots = self.meta.slots as usize;
-        let first_slot = self.meta.chunk as usize * slots;
+        let slots = self.0.meta.slots as usize;
+        let first_slot = self.0.meta.chunk as usize * slots;
         let first_unknown = known_series.saturating_sub(first_slot).min(slots) as u32;
         let (mut interrupted, mut cleared) = (0, 0);
-        for bucket in 0..self.meta.buckets() {
-            for slot in 0..self.meta.slots {
-                let cell = self.cell(bucket, slot);
+        for bucket in 0..self.0.meta.buckets() {
+            for slot in 0..self.0.meta.slots {
+                let cell = self.0.cell(bucket, slot);
                 if cell.repair() {
                     interrupted += 1;
                 }
@@ -210,10 +357,5 @@ impl PeriodFile {
             }
         }
         (interrupted, cleared)
-    }
-
-    /// Bytes the file takes on disk (all reserved at creation).
-    pub fn disk_bytes(&self) -> u64 {
-        self.meta.file_len()
     }
 }

@@ -6,16 +6,17 @@
 //! opener is refused with `Error::Locked` naming the holder; a directory left open by a
 //! process that died opens again with its data intact and interrupted bucket updates cleared.
 //!
-//! The three tests at the end are regressions for gaps the first version of that repair had:
-//! tiers orphaned at an unclean open were never repaired, and a stale update-in-flight bit
-//! without the marker made readers spin forever.
+//! The tests at the end are regressions for gaps the first version of that repair had: tiers
+//! orphaned at an unclean open were never repaired, and a stale update-in-flight bit without
+//! the marker made readers spin forever, then stall 2 s on every read, since no write cleared
+//! it.
 
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tierdb::storage::bucket::RECORD_SIZE;
+use tierdb::storage::bucket::{RECORD_SIZE, STALE_AFTER};
 use tierdb::storage::format::{cell_index, file_name, HEADER_LEN};
 use tierdb::time::align_down;
 use tierdb::{
@@ -80,31 +81,34 @@ fn write_samples(engine: &Engine) {
     assert_eq!(report.accepted, 4);
 }
 
+/// The bucket of `a`'s three samples, in each tier.
+const SAMPLES_OF_A: Bucket = Bucket {
+    count: 3,
+    total: 6.0,
+    min: 1.0,
+    max: 3.0,
+};
+
+/// The 1m bucket of `id` at [`TS`].
+fn minute_of(engine: &Engine, id: SeriesId) -> Vec<(Timestamp, Bucket)> {
+    engine
+        .reader()
+        .read_buckets(id, 0, TS, TS + 60, Span::from_secs(60))
+        .unwrap()
+}
+
 /// The written buckets, read back through both tiers.
 fn check_samples(engine: &Engine) {
-    let minute = Span::from_secs(60);
     let hour = Span::from_secs(3_600);
-    let a = engine
-        .reader()
-        .read_buckets(SeriesId(0), 0, TS, TS + 60, minute)
-        .unwrap();
-    let expected_a = Bucket {
-        count: 3,
-        total: 6.0,
-        min: 1.0,
-        max: 3.0,
-    };
-    assert_eq!(a, vec![(TS, expected_a)]);
+    let expected_a = SAMPLES_OF_A;
+    assert_eq!(minute_of(engine, SeriesId(0)), vec![(TS, expected_a)]);
     let h = align_down(TS, hour);
     let a = engine
         .reader()
         .read_buckets(SeriesId(0), 1, h, h + 3_600, hour)
         .unwrap();
     assert_eq!(a, vec![(h, expected_a)]);
-    let b = engine
-        .reader()
-        .read_buckets(SeriesId(1), 0, TS, TS + 60, minute)
-        .unwrap();
+    let b = minute_of(engine, SeriesId(1));
     let expected_b = Bucket {
         count: 1,
         total: 5.0,
@@ -479,6 +483,17 @@ fn within_seconds<T: Send + 'static>(what: &str, read: impl FnOnce() -> T + Send
         .unwrap_or_else(|_| panic!("{what}: the read did not return"))
 }
 
+/// Writes a fourth sample (4.0) of `a` at [`TS`] and checks that its minute bucket counts it
+/// on from the three before.
+fn write_a_fourth_sample(engine: &Engine) {
+    engine
+        .record_batch(&[Sample::new(SeriesId(0), TS, 4.0)])
+        .unwrap();
+    let mut four = SAMPLES_OF_A;
+    four.add(4.0);
+    assert_eq!(minute_of(engine, SeriesId(0)), vec![(TS, four)]);
+}
+
 /// Leaves the marker of a process that died with `dir` open.
 fn mark_unclean(dir: &Path) {
     std::fs::write(dir.join("OPEN"), "12345").unwrap();
@@ -497,22 +512,7 @@ fn an_interrupted_bucket_update_is_cleared_after_an_unclean_shutdown() {
         engine
     });
     // Writes to the repaired cell go on from the count it had.
-    engine
-        .record_batch(&[Sample::new(SeriesId(0), TS, 4.0)])
-        .unwrap();
-    let a = engine
-        .reader()
-        .read_buckets(SeriesId(0), 0, TS, TS + 60, Span::from_secs(60))
-        .unwrap();
-    assert_eq!(
-        a[0].1,
-        Bucket {
-            count: 4,
-            total: 10.0,
-            min: 1.0,
-            max: 4.0
-        }
-    );
+    write_a_fourth_sample(&engine);
     engine.close().unwrap();
     assert_eq!(read_count(dir.path(), "1m", 0), 4);
     assert_eq!(read_count(dir.path(), "1h", 0), 4);
@@ -547,18 +547,96 @@ fn data_of_a_series_whose_registration_was_lost_is_cleared_after_an_unclean_shut
 
 /// Regression: an update-in-flight bit is cleared only when the `OPEN` marker says the last
 /// process died. A cell that carries one without the marker (a flipped top bit of a count:
-/// records carry no checksum) made every read of it spin forever in `BucketCell::load`; now
-/// the read gives up waiting after `STALE_AFTER` and returns the fields as they stand.
+/// records carry no checksum) made every read of it spin forever in `BucketCell::load`; the
+/// read then gave up waiting after `STALE_AFTER` (2 s) and returned the fields as they stand.
+///
+/// Regression (issue 12, item 9): that 2 s stall came back on every read of the cell, because
+/// a write never cleared the bit (`add` stored `count + 1` with the bit still set). Now a read
+/// asks whether a live writer holds the bit (in a writable engine, its writer threads; in a
+/// read-only one, the process the `OPEN` marker names) and returns at once when none does, and
+/// the next write heals the cell.
 #[test]
-fn a_stale_update_bit_without_the_open_marker_does_not_hang_readers() {
+fn a_stale_update_bit_is_read_at_once_and_healed_by_the_next_write() {
     let (dir, clock) = written_dir();
     set_busy_bit(dir.path(), "1m");
+    assert!(
+        !dir.path().join("OPEN").exists(),
+        "no repair may run at open"
+    );
+
+    let reader = open_read_only(dir.path(), &clock);
+    promptly("read-only engine, no writer", move || {
+        check_samples(&reader)
+    });
+
     let engine = open(dir.path(), &clock, small_tiers());
-    let engine = within_seconds("stale bit without marker", move || {
+    let engine = promptly("writable engine", move || {
         check_samples(&engine);
         engine
     });
+    let engine = promptly("the healing write and a read", move || {
+        write_a_fourth_sample(&engine);
+        engine
+    });
     engine.close().unwrap();
+    assert_eq!(
+        read_count(dir.path(), "1m", 0),
+        4,
+        "the bit is gone on disk"
+    );
+}
+
+/// A read-only engine reads a stale bit at once when the `OPEN` marker names a process that
+/// is gone (a writer that crashed), and waits for it, as for an update in flight, while the
+/// marker names a live process.
+#[test]
+fn a_read_only_engine_waits_on_a_stale_bit_only_while_the_marker_names_a_live_process() {
+    let (dir, clock) = written_dir();
+    set_busy_bit(dir.path(), "1m");
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let gone = child.id();
+    child.wait().unwrap();
+    std::fs::write(dir.path().join("OPEN"), gone.to_string()).unwrap();
+    let reader = open_read_only(dir.path(), &clock);
+    let reader = promptly("marker of a process that is gone", move || {
+        check_samples(&reader);
+        reader
+    });
+
+    // This process is alive: a writer may hold the bit, so the read waits it out.
+    std::fs::write(dir.path().join("OPEN"), std::process::id().to_string()).unwrap();
+    let started = Instant::now();
+    let reader = within_seconds("marker of a live process", move || {
+        check_samples(&reader);
+        reader
+    });
+    assert!(
+        started.elapsed() >= STALE_AFTER,
+        "the read did not wait for a live writer: {:?}",
+        started.elapsed()
+    );
+    drop(reader);
+}
+
+fn open_read_only(dir: &Path, clock: &Arc<ManualClock>) -> Engine {
+    Engine::builder(dir)
+        .tiers(small_tiers())
+        .clock(clock.clone())
+        .read_only()
+        .open()
+        .unwrap()
+}
+
+/// Runs `read` through [`within_seconds`] and checks it took well under `STALE_AFTER`.
+fn promptly<T: Send + 'static>(what: &str, read: impl FnOnce() -> T + Send + 'static) -> T {
+    let started = Instant::now();
+    let value = within_seconds(what, read);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(1),
+        "{what}: the read took {took:?}, waiting on a bit no live writer holds"
+    );
+    value
 }
 
 /// Tiers of [`small_tiers`] without "1h".
