@@ -181,6 +181,20 @@ impl Default for TiersConfig {
 }
 
 impl TiersConfig {
+    /// A fingerprint of what gives tier indexes and cell positions their meaning: each tier's
+    /// name, resolution and period, and the series per chunk. Files that record tier indexes
+    /// (the counter journal) are only read back under the same fingerprint.
+    pub fn layout_fingerprint(&self) -> u64 {
+        let mut text = format!("{}", self.engine.series_per_chunk);
+        for tier in &self.tiers {
+            text.push_str(&format!(
+                ";{}:{}:{}",
+                tier.name, tier.resolution, tier.period
+            ));
+        }
+        u64::from(crc32fast::hash(text.as_bytes()))
+    }
+
     /// The shipped `tiers.toml`, documented key by key.
     pub const SHIPPED_TOML: &'static str = include_str!("../tiers.toml");
 

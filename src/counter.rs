@@ -86,19 +86,34 @@ impl CounterTable {
     ///
     /// # Errors
     /// As [`CounterStateFile::open`].
+    ///
+    /// A writable open rolls back the batch of counter samples a stopped process left
+    /// unfinished (see [`CounterJournal`]); `layout` fingerprints the tiers, so a journal
+    /// written under another tiers.toml is refused rather than applied to the wrong cells.
     pub(crate) fn open(
         dir: &Path,
         rules: CounterRules,
         registry: &Registry,
         storage: &Storage,
+        layout: u64,
         writable: bool,
     ) -> Result<CounterTable> {
         let state = CounterStateFile::open(dir, writable)?;
         let journal = if writable {
             let journal = CounterJournal::open(dir)?;
-            if let Some(undo) = journal.unfinished() {
-                roll_back(&undo, &state, storage);
+            if let Some((recorded, undo)) = journal.unfinished()? {
+                if recorded != layout {
+                    return Err(Error::corrupt(
+                        journal.path(),
+                        "holds an unfinished batch of counter samples written under another \
+                         tiers configuration: open with the tiers.toml of the process that \
+                         stopped to roll it back, or remove the file to keep what that batch \
+                         stored",
+                    ));
+                }
+                roll_back(&undo, &state, storage, journal.path())?;
                 journal.end();
+                journal.flush()?;
             }
             Some(journal)
         } else {
@@ -298,7 +313,7 @@ impl BatchCounters<'_> {
     ///
     /// # Errors
     /// [`Error::Io`] when the journal cannot grow; nothing of the batch has landed then.
-    pub(crate) fn begin(&mut self, mut cells: Vec<Undo>) -> Result<()> {
+    pub(crate) fn begin(&mut self, mut cells: Vec<Undo>, layout: u64) -> Result<()> {
         let Inner { state, journal, .. } = &mut *self.inner;
         let Some(journal) = journal else {
             return Err(Error::ReadOnly(state.path().to_path_buf()));
@@ -307,7 +322,7 @@ impl BatchCounters<'_> {
             id,
             before: state.record(id),
         }));
-        journal.begin(&cells)
+        journal.begin(&cells, layout)
     }
 
     /// After the writers stored the increases: advances every counter of the batch to its
@@ -330,8 +345,21 @@ impl BatchCounters<'_> {
 /// the batch's adds or fewer gets its content from before the batch back (a cell with more
 /// holds later writes that reached the disk after a power loss, and is left alone), and every
 /// recorded counter state its record from before the batch.
-fn roll_back(undo: &[Undo], state: &CounterStateFile, storage: &Storage) {
+///
+/// The restored files and states are synced before the caller marks the journal idle, so a
+/// power loss after the restart cannot keep the idle journal without the rollback.
+///
+/// # Errors
+/// [`Error::CorruptFile`] naming the journal for an entry outside the files it names;
+/// [`Error::Io`] when the restored files cannot be synced.
+fn roll_back(
+    undo: &[Undo],
+    state: &CounterStateFile,
+    storage: &Storage,
+    journal: &Path,
+) -> Result<()> {
     let (mut cells, mut skipped) = (0usize, 0usize);
+    let mut restored: Vec<crate::storage::period_file::WritableFile> = Vec::new();
     for entry in undo {
         match *entry {
             Undo::Cell {
@@ -343,13 +371,27 @@ fn roll_back(undo: &[Undo], state: &CounterStateFile, storage: &Storage) {
                 adds,
                 before,
             } => {
-                let Some(file) = storage.writable_file(tier, period_start, chunk) else {
+                let file = (tier < storage.tier_count())
+                    .then(|| storage.writable_file(tier, period_start, chunk))
+                    .flatten();
+                let Some(file) = file else {
                     continue;
+                };
+                let meta = file.file().meta();
+                let last = before.count.checked_add(u64::from(adds));
+                let (Some(last), true, true) = (last, bucket < meta.buckets(), slot < meta.slots)
+                else {
+                    return Err(Error::corrupt(
+                        journal,
+                        format!("a cell entry lies outside {}", file.file().path().display()),
+                    ));
                 };
                 // No writer runs yet, so a bit the crash left mid-update reads at once.
                 let now = file.file().load(bucket, slot).count;
-                if (before.count..=before.count + u64::from(adds)).contains(&now) {
+                if (before.count..=last).contains(&now) {
                     file.restore(bucket, slot, &before);
+                    file.mark_dirty();
+                    restored.push(file);
                     cells += 1;
                 } else {
                     skipped += 1;
@@ -358,11 +400,16 @@ fn roll_back(undo: &[Undo], state: &CounterStateFile, storage: &Storage) {
             Undo::State { id, before } => state.restore(id, before),
         }
     }
+    for file in &restored {
+        file.file().flush()?;
+    }
+    state.flush()?;
     tracing::warn!(
         cells,
         skipped,
         "the last process stopped while storing a batch of counter samples; rolled it back, so counters and their stored increases agree (the batch was not acknowledged)"
     );
+    Ok(())
 }
 
 /// The increase from `previous` to `value`: the difference, or after a reset (a drop) the

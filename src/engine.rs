@@ -138,6 +138,7 @@ impl EngineBuilder {
             self.tiers.counters.clone(),
             &registry,
             &storage,
+            self.tiers.layout_fingerprint(),
             lock.is_some(),
         )?;
         Ok(Arc::new(Shared::new(
@@ -740,7 +741,7 @@ impl Engine {
         // anywhere in between is rolled back whole at the next open.
         if let Some(counters) = &mut counter_step {
             let undo = self.counter_undo(counters.stored(), &bounds.windows);
-            counters.begin(undo)?;
+            counters.begin(undo, self.shared.config.layout_fingerprint())?;
         }
         let tally = &self.shared.tally;
         tally.accepted.fetch_add(report.accepted, Ordering::Relaxed);

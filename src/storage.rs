@@ -156,6 +156,11 @@ impl Storage {
         &self.root
     }
 
+    /// Number of configured tiers.
+    pub fn tier_count(&self) -> usize {
+        self.tiers.len()
+    }
+
     /// Series slots per chunk file.
     pub fn slots(&self) -> u32 {
         self.slots

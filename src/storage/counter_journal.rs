@@ -21,6 +21,7 @@
 //! entry 0, the control word, from 4096:
 //!   0..8     1 while a batch is being applied, else 0
 //!   8..16    entries of that batch (after this one)
+//!   16..24   fingerprint of the tiers layout the entries' tier indexes refer to
 //! entries 1.., 64 bytes each, eight u64 words:
 //!   cell:  w0 = 1 | tier << 8 | adds << 32, w1 = period start (i64), w2 = chunk << 32 | bucket,
 //!          w3 = slot, w4..w8 = count, total, min, max before the batch (f64 bits)
@@ -217,11 +218,20 @@ impl CounterJournal {
     }
 
     /// Records what a batch is about to change and marks the journal active: from here
-    /// until [`CounterJournal::end`], an open rolls the batch back.
+    /// until [`CounterJournal::end`], an open rolls the batch back. `layout` fingerprints the
+    /// tiers the entries' tier indexes refer to.
     ///
     /// # Errors
     /// [`Error::Io`] when the file must grow and cannot; the journal is then left idle.
-    pub fn begin(&mut self, undo: &[Undo]) -> Result<()> {
+    /// [`Error::Poisoned`] when the previous batch is still recorded as unfinished (its
+    /// writers failed): overwriting its undo would leave its half-stored increases behind.
+    pub fn begin(&mut self, undo: &[Undo], layout: u64) -> Result<()> {
+        if self.is_active() {
+            return Err(Error::Poisoned(format!(
+                "{}: the last batch of counter samples did not finish; reopen to roll it back",
+                self.path.display()
+            )));
+        }
         if undo.len() + 1 > self.entries {
             self.grow(undo.len() + 1)?;
         }
@@ -232,6 +242,7 @@ impl CounterJournal {
         }
         let control = self.words(0);
         control[1].store(undo.len() as u64, Ordering::Relaxed);
+        control[2].store(layout, Ordering::Relaxed);
         // The entries are in place before the journal says it is active.
         control[0].store(1, Ordering::Release);
         Ok(())
@@ -242,24 +253,54 @@ impl CounterJournal {
         self.words(0)[0].store(0, Ordering::Release);
     }
 
-    /// The batch to roll back, when a process stopped while the journal was active.
-    pub fn unfinished(&self) -> Option<Vec<Undo>> {
+    /// True while a batch is recorded as being applied.
+    pub fn is_active(&self) -> bool {
+        self.words(0)[0].load(Ordering::Acquire) != 0
+    }
+
+    /// The batch to roll back, with the layout fingerprint it was recorded under, when a
+    /// process stopped while the journal was active.
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] naming the file when the control entry or an entry is not one
+    /// this format writes.
+    pub fn unfinished(&self) -> Result<Option<(u64, Vec<Undo>)>> {
         let control = self.words(0);
-        if control[0].load(Ordering::Acquire) == 0 {
-            return None;
+        match control[0].load(Ordering::Acquire) {
+            0 => return Ok(None),
+            1 => {}
+            other => {
+                return Err(Error::corrupt(
+                    &self.path,
+                    format!("control word {other} is neither idle (0) nor active (1)"),
+                ))
+            }
         }
-        let n = (control[1].load(Ordering::Relaxed) as usize).min(self.entries - 1);
-        Some(
-            (1..=n)
-                .filter_map(|i| {
-                    let mut w = [0u64; WORDS];
-                    for (slot, word) in w.iter_mut().zip(self.words(i)) {
-                        *slot = word.load(Ordering::Relaxed);
-                    }
-                    Undo::decode(w)
+        let n = control[1].load(Ordering::Relaxed);
+        if n >= self.entries as u64 {
+            return Err(Error::corrupt(
+                &self.path,
+                format!("{n} entries recorded, room for {}", self.entries - 1),
+            ));
+        }
+        let layout = control[2].load(Ordering::Relaxed);
+        let undo = (1..=n as usize)
+            .map(|i| {
+                let mut w = [0u64; WORDS];
+                for (slot, word) in w.iter_mut().zip(self.words(i)) {
+                    *slot = word.load(Ordering::Relaxed);
+                }
+                Undo::decode(w).ok_or_else(|| {
+                    Error::corrupt(&self.path, format!("entry {i} is of no known kind"))
                 })
-                .collect(),
-        )
+            })
+            .collect::<Result<_>>()?;
+        Ok(Some((layout, undo)))
+    }
+
+    /// The path, for messages.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Grows the file to hold at least `needed` entries.
@@ -300,7 +341,7 @@ mod tests {
     fn a_batch_left_active_is_read_back_and_an_ended_one_is_not() {
         let dir = tempfile::tempdir().unwrap();
         let mut journal = CounterJournal::open(dir.path()).unwrap();
-        assert_eq!(journal.unfinished(), None);
+        assert_eq!(journal.unfinished().unwrap(), None);
         let undo: Vec<Undo> = (0..GROWTH as u32 + 10)
             .map(|i| Undo::Cell {
                 tier: 3,
@@ -321,13 +362,21 @@ mod tests {
                 before: [4, 1_700_000_000, 12.5f64.to_bits()],
             }])
             .collect();
-        journal.begin(&undo).unwrap();
+        journal.begin(&undo, 42).unwrap();
+        // An unfinished batch is never overwritten.
+        assert!(matches!(journal.begin(&[], 42), Err(Error::Poisoned(_))));
         drop(journal);
         let journal = CounterJournal::open(dir.path()).unwrap();
-        assert_eq!(journal.unfinished().as_deref(), Some(&undo[..]));
+        assert_eq!(journal.unfinished().unwrap(), Some((42, undo)));
         journal.end();
         drop(journal);
-        assert_eq!(CounterJournal::open(dir.path()).unwrap().unfinished(), None);
+        assert_eq!(
+            CounterJournal::open(dir.path())
+                .unwrap()
+                .unfinished()
+                .unwrap(),
+            None
+        );
     }
 
     #[test]
@@ -346,5 +395,28 @@ mod tests {
         std::fs::write(&path, &torn).unwrap();
         let err = CounterJournal::open(dir.path()).err().unwrap().to_string();
         assert!(err.contains("whole 64-byte entries"), "{err}");
+    }
+
+    #[test]
+    fn damaged_entries_are_refused_by_name_not_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut journal = CounterJournal::open(dir.path()).unwrap();
+        let state = Undo::State {
+            id: 1,
+            before: [0, 0, 0],
+        };
+        journal.begin(&[state, state], 7).unwrap();
+        journal.words(2)[0].store(99, Ordering::Relaxed);
+        let err = journal.unfinished().unwrap_err().to_string();
+        assert!(
+            err.contains("counters.journal") && err.contains("entry 2"),
+            "{err}"
+        );
+        journal.words(0)[1].store(u64::MAX, Ordering::Relaxed);
+        let err = journal.unfinished().unwrap_err().to_string();
+        assert!(err.contains("entries recorded"), "{err}");
+        journal.words(0)[0].store(5, Ordering::Relaxed);
+        let err = journal.unfinished().unwrap_err().to_string();
+        assert!(err.contains("control word 5"), "{err}");
     }
 }

@@ -355,3 +355,51 @@ fn the_counter_state_file_is_created_whole() {
     let state = std::fs::read(dir.path().join("counters.state")).unwrap();
     assert_eq!(&state[..8], b"TIERDBCS");
 }
+
+/// `counters.journal` left active by a stopped process is refused by name, never applied
+/// blindly and never a panic: when it was written under another tiers layout (its tier
+/// indexes would name other tiers), and when an entry lies outside the file it names.
+#[test]
+fn an_unfinished_counter_journal_that_does_not_fit_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let config = counters_config(&["*.requests"], &[]);
+    let engine = open(dir.path(), &clock, config.clone());
+    engine.record("a.requests", NOW - 20, 1.0).unwrap();
+    engine.close().unwrap();
+    let path = dir.path().join("counters.journal");
+    let write_words = |offset: u64, words: &[u64]| {
+        use std::os::unix::fs::FileExt;
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.write_all_at(&bytes, offset).unwrap();
+    };
+    let reopen = || {
+        Engine::builder(dir.path())
+            .tiers(config.clone())
+            .clock(clock.clone())
+            .background_maintenance(false)
+            .open()
+            .err()
+            .map(|e| e.to_string())
+    };
+    // Active, one entry, under another layout.
+    write_words(4096, &[1, 1, config.layout_fingerprint() ^ 1]);
+    let err = reopen().expect("refused");
+    assert!(
+        err.contains("counters.journal") && err.contains("another tiers"),
+        "{err}"
+    );
+    // The right layout, but a cell entry at slot 4096 of a 256-slot file.
+    let period = NOW - NOW % 86_400;
+    write_words(4096, &[1, 1, config.layout_fingerprint()]);
+    write_words(
+        4096 + 64,
+        &[1 | 1 << 32, period as u64, 0, 4096, 0, 0, 0, 0],
+    );
+    let err = reopen().expect("refused");
+    assert!(
+        err.contains("counters.journal") && err.contains("outside"),
+        "{err}"
+    );
+}

@@ -52,6 +52,13 @@ pub(super) struct ArraySplitter {
     expect: Expect,
     elements: usize,
     ended: bool,
+    /// Held bytes at which to try the element at `start` again: twice what the last attempt
+    /// found incomplete, so a client trickling one element a byte per frame costs parsing
+    /// work linear in its size, not quadratic.
+    retry_at: usize,
+    /// Parse attempts so far, for the test of the above.
+    #[cfg(test)]
+    attempts: usize,
 }
 
 impl ArraySplitter {
@@ -63,6 +70,9 @@ impl ArraySplitter {
             expect: Expect::Open,
             elements: 0,
             ended: false,
+            retry_at: 0,
+            #[cfg(test)]
+            attempts: 0,
         }
     }
 
@@ -128,6 +138,13 @@ impl ArraySplitter {
     /// The element at `start`, when it is whole.
     fn element(&mut self) -> Result<Option<Value>, BodyError> {
         let held = &self.buf[self.start..];
+        if !self.ended && held.len() < self.retry_at && held.len() <= MAX_ELEMENT {
+            return Ok(None);
+        }
+        #[cfg(test)]
+        {
+            self.attempts += 1;
+        }
         let mut values = serde_json::Deserializer::from_slice(held).into_iter::<Value>();
         let too_long = |this: &Self| {
             this.error(
@@ -144,6 +161,7 @@ impl ArraySplitter {
             Some(Ok(value)) if self.ended || values.byte_offset() < held.len() => {
                 self.start += values.byte_offset();
                 self.elements += 1;
+                self.retry_at = 0;
                 self.expect = Expect::CommaOrClose;
                 Ok(Some(value))
             }
@@ -156,7 +174,10 @@ impl ArraySplitter {
                 Err(self.error(at, what))
             }
             _ if held.len() > MAX_ELEMENT => Err(too_long(self)),
-            _ => Ok(None),
+            _ => {
+                self.retry_at = held.len() * 2;
+                Ok(None)
+            }
         }
     }
 

@@ -161,3 +161,25 @@ fn elements_become_samples_or_refusals_as_before() {
     };
     assert_eq!(reason, "invalid_series");
 }
+
+/// The regression: an element trickled a byte per frame was parsed again from its start on
+/// every frame, quadratic work on an async worker. Attempts now double the bytes each time.
+#[test]
+fn an_element_trickled_byte_by_byte_is_parsed_a_logarithmic_number_of_times() {
+    let value = "x".repeat(60_000);
+    let body = format!(r#"[{{"series":"a","ts":1,"value":1,"pad":"{value}"}}]"#);
+    let mut splitter = ArraySplitter::new();
+    let mut got = 0;
+    for byte in body.as_bytes().chunks(1) {
+        splitter.feed(byte);
+        while let Ok(Some(_)) = splitter.next() {
+            got += 1;
+        }
+    }
+    splitter.end();
+    while let Ok(Some(_)) = splitter.next() {
+        got += 1;
+    }
+    assert_eq!(got, 1);
+    assert!(splitter.attempts <= 40, "{} attempts", splitter.attempts);
+}
