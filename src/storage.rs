@@ -18,6 +18,7 @@ pub mod format;
 pub mod lock;
 mod mmap;
 pub mod period_file;
+pub mod record_file;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -31,25 +31,28 @@
 //! The file grows in steps of [`GROWTH`] entries when a batch needs more.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::disk;
 use super::mmap::MappedCells;
+use super::record_file::{Frame, HEADER_SIZE};
 use crate::bucket::Bucket;
 use crate::time::Timestamp;
 use crate::{Error, Result};
 
-const MAGIC: &[u8; 8] = b"TIERDBCJ";
-const VERSION: u32 = 1;
-const HEADER_SIZE: u64 = 4096;
 /// Bytes per entry: eight words.
 const ENTRY_SIZE: usize = 64;
 const WORDS: usize = ENTRY_SIZE / 8;
 /// Entries added at a time when a batch needs more (256 KiB).
 pub const GROWTH: usize = 4096;
+
+const FRAME: Frame = Frame {
+    magic: b"TIERDBCJ",
+    version: 1,
+    record_size: ENTRY_SIZE as u32,
+    what: "counter journal",
+};
 
 const KIND_CELL: u64 = 1;
 const KIND_STATE: u64 = 2;
@@ -156,32 +159,18 @@ impl CounterJournal {
     pub fn open(dir: &Path) -> Result<CounterJournal> {
         let path = dir.join(Self::FILE_NAME);
         if !path.exists() {
-            Self::create(dir, &path)?;
+            FRAME.create(&path, HEADER_SIZE + (GROWTH * ENTRY_SIZE) as u64)?;
         }
-        let _ = std::fs::remove_file(dir.join(format!("{}.tmp", Self::FILE_NAME)));
+        FRAME.remove_leftover(&path);
         let io = |e| Error::io(&path, e);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .open(&path)
             .map_err(io)?;
-        let mut head = [0u8; 20];
-        file.read_exact_at(&mut head, 0)
-            .map_err(|e| Error::corrupt(&path, format!("shorter than its header ({e})")))?;
-        if head != header()[..20] {
-            return Err(Error::corrupt(
-                &path,
-                "not a tierdb counter journal of format version 1 (bad magic, version or checksum)",
-            ));
-        }
-        let len = file.metadata().map_err(io)?.len();
-        if len < HEADER_SIZE + ENTRY_SIZE as u64
-            || !(len - HEADER_SIZE).is_multiple_of(ENTRY_SIZE as u64)
-        {
-            return Err(Error::corrupt(
-                &path,
-                format!("{len} bytes is not a 4096-byte header plus whole 64-byte entries"),
-            ));
+        let len = FRAME.check(&file, &path)?;
+        if len < HEADER_SIZE + ENTRY_SIZE as u64 {
+            return Err(Error::corrupt(&path, "no room for its control entry"));
         }
         let entries = ((len - HEADER_SIZE) / ENTRY_SIZE as u64) as usize;
         let map = MappedCells::map(&file, &path, HEADER_SIZE, entries * 2, true)?;
@@ -191,26 +180,6 @@ impl CounterJournal {
             map,
             entries,
         })
-    }
-
-    /// Writes the header and room for [`GROWTH`] entries under a temporary name, then renames
-    /// it to `path`.
-    fn create(dir: &Path, path: &Path) -> Result<()> {
-        let temp = dir.join(format!("{}.tmp", Self::FILE_NAME));
-        let written = File::create(&temp)
-            .map_err(|e| Error::io(&temp, e))
-            .and_then(|mut file| {
-                disk::reserve_space(&mut file, &temp, HEADER_SIZE + (GROWTH * ENTRY_SIZE) as u64)?;
-                file.write_all(&header())
-                    .and_then(|()| file.sync_all())
-                    .map_err(|e| Error::io(&temp, e))
-            })
-            .and_then(|()| std::fs::rename(&temp, path).map_err(|e| Error::io(path, e)));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&temp);
-        }
-        written?;
-        disk::sync_dir(dir)
     }
 
     fn words(&self, entry: usize) -> &[AtomicU64] {
@@ -322,17 +291,6 @@ impl CounterJournal {
     }
 }
 
-/// The 4096-byte header of format version 1.
-fn header() -> Vec<u8> {
-    let mut head = vec![0u8; HEADER_SIZE as usize];
-    head[0..8].copy_from_slice(MAGIC);
-    head[8..12].copy_from_slice(&VERSION.to_le_bytes());
-    head[12..16].copy_from_slice(&(ENTRY_SIZE as u32).to_le_bytes());
-    let crc = crc32fast::hash(&head[0..16]);
-    head[16..20].copy_from_slice(&crc.to_le_bytes());
-    head
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -390,11 +348,11 @@ mod tests {
         .unwrap();
         let err = CounterJournal::open(dir.path()).err().unwrap().to_string();
         assert!(err.contains("counters.journal"), "{err}");
-        let mut torn = header();
+        let mut torn = FRAME.header();
         torn.extend([0u8; 65]);
         std::fs::write(&path, &torn).unwrap();
         let err = CounterJournal::open(dir.path()).err().unwrap().to_string();
-        assert!(err.contains("whole 64-byte entries"), "{err}");
+        assert!(err.contains("whole 64-byte records"), "{err}");
     }
 
     #[test]

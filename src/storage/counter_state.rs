@@ -20,19 +20,21 @@
 //! are zero); it is the one file tierdb resizes, and only while it holds the table's lock.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use super::bucket::RECORD_SIZE;
 use super::disk;
 use super::mmap::MappedCells;
+use super::record_file::{Frame, HEADER_SIZE};
 use crate::{Error, Result};
 
-const MAGIC: &[u8; 8] = b"TIERDBCS";
-const VERSION: u32 = 1;
-const HEADER_SIZE: u64 = 4096;
+const FRAME: Frame = Frame {
+    magic: b"TIERDBCS",
+    version: 1,
+    record_size: RECORD_SIZE as u32,
+    what: "counter state file",
+};
 /// Records added at a time when an id falls past the end (128 KiB).
 pub const GROWTH: usize = 4096;
 
@@ -67,10 +69,9 @@ impl CounterStateFile {
         let io = |e| Error::io(&path, e);
         let file = if writable {
             if !path.exists() {
-                Self::create(dir, &path)?;
+                FRAME.create(&path, HEADER_SIZE)?;
             }
-            // A creation cut short before its rename.
-            let _ = std::fs::remove_file(dir.join(format!("{}.tmp", Self::FILE_NAME)));
+            FRAME.remove_leftover(&path);
             OpenOptions::new()
                 .read(true)
                 .write(true)
@@ -90,22 +91,7 @@ impl CounterStateFile {
                 Err(e) => return Err(io(e)),
             }
         };
-        let mut head = [0u8; 20];
-        file.read_exact_at(&mut head, 0)
-            .map_err(|e| Error::corrupt(&path, format!("shorter than its header ({e})")))?;
-        if head != header()[..20] {
-            return Err(Error::corrupt(
-                &path,
-                "not a tierdb counter state file of format version 1 (bad magic, version or checksum)",
-            ));
-        }
-        let len = file.metadata().map_err(io)?.len();
-        if (len - HEADER_SIZE.min(len)) % RECORD_SIZE as u64 != 0 || len < HEADER_SIZE {
-            return Err(Error::corrupt(
-                &path,
-                format!("{len} bytes is not a 4096-byte header plus whole 32-byte records"),
-            ));
-        }
+        FRAME.check(&file, &path)?;
         let mut state = CounterStateFile {
             path,
             file: Some(file),
@@ -114,23 +100,6 @@ impl CounterStateFile {
         };
         state.remap(writable)?;
         Ok(state)
-    }
-
-    /// Writes a header-only file under a temporary name and renames it to `path`.
-    fn create(dir: &Path, path: &Path) -> Result<()> {
-        let temp = dir.join(format!("{}.tmp", Self::FILE_NAME));
-        let written = File::create(&temp)
-            .and_then(|mut file| {
-                file.write_all(&header())?;
-                file.sync_all()
-            })
-            .and_then(|()| std::fs::rename(&temp, path))
-            .map_err(|e| Error::io(&temp, e));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&temp);
-        }
-        written?;
-        disk::sync_dir(dir)
     }
 
     /// Zeroes the records of ids from `known` on: ids the registry has not handed out. After
@@ -274,17 +243,6 @@ impl CounterStateFile {
     }
 }
 
-/// The 4096-byte header of format version 1.
-fn header() -> Vec<u8> {
-    let mut head = vec![0u8; HEADER_SIZE as usize];
-    head[0..8].copy_from_slice(MAGIC);
-    head[8..12].copy_from_slice(&VERSION.to_le_bytes());
-    head[12..16].copy_from_slice(&(RECORD_SIZE as u32).to_le_bytes());
-    let crc = crc32fast::hash(&head[0..16]);
-    head[16..20].copy_from_slice(&crc.to_le_bytes());
-    head
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,7 +276,7 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(err.contains("counters.state"), "{err}");
-        let mut good = header();
+        let mut good = FRAME.header();
         good.extend([0u8; 17]);
         std::fs::write(&path, &good).unwrap();
         let err = CounterStateFile::open(dir.path(), false)

@@ -1,0 +1,105 @@
+//! The frame the small mapped files beside the period files share (`counters.state`,
+//! `counters.journal`): a 4096-byte header (magic, format version, record size, CRC-32 of
+//! those), created whole under a temporary name, and checked at open.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::disk;
+use crate::{Error, Result};
+
+/// Bytes of the header; records start here, on a page, so they map aligned.
+pub const HEADER_SIZE: u64 = 4096;
+
+/// What a file of this frame says about itself.
+pub struct Frame {
+    /// Eight bytes naming the kind of file.
+    pub magic: &'static [u8; 8],
+    /// Its format version.
+    pub version: u32,
+    /// Bytes per record.
+    pub record_size: u32,
+    /// What the file is, for messages ("counter state file").
+    pub what: &'static str,
+}
+
+impl Frame {
+    /// The header: magic, version, record size (little-endian), CRC-32 of those 16 bytes,
+    /// then zeros to 4096.
+    pub fn header(&self) -> Vec<u8> {
+        let mut head = vec![0u8; HEADER_SIZE as usize];
+        head[0..8].copy_from_slice(self.magic);
+        head[8..12].copy_from_slice(&self.version.to_le_bytes());
+        head[12..16].copy_from_slice(&self.record_size.to_le_bytes());
+        let crc = crc32fast::hash(&head[0..16]);
+        head[16..20].copy_from_slice(&crc.to_le_bytes());
+        head
+    }
+
+    /// `path`'s temporary name while it is created.
+    fn temp(path: &Path) -> PathBuf {
+        let mut name = path.as_os_str().to_owned();
+        name.push(".tmp");
+        PathBuf::from(name)
+    }
+
+    /// Creates `path` whole with room for `len` bytes (the header included): written under
+    /// a temporary name, space reserved, synced, renamed into place, the directory synced, so
+    /// a crash leaves no file or a whole one.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file when any step fails (ENOSPC included).
+    pub fn create(&self, path: &Path, len: u64) -> Result<()> {
+        let temp = Self::temp(path);
+        let written = File::create(&temp)
+            .map_err(|e| Error::io(&temp, e))
+            .and_then(|mut file| {
+                disk::reserve_space(&mut file, &temp, len.max(HEADER_SIZE))?;
+                file.write_all(&self.header())
+                    .and_then(|()| file.sync_all())
+                    .map_err(|e| Error::io(&temp, e))
+            })
+            .and_then(|()| std::fs::rename(&temp, path).map_err(|e| Error::io(path, e)));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+        written?;
+        disk::sync_dir(path.parent().unwrap_or(Path::new(".")))
+    }
+
+    /// Removes what a creation cut short before its rename left behind.
+    pub fn remove_leftover(&self, path: &Path) {
+        let _ = std::fs::remove_file(Self::temp(path));
+    }
+
+    /// Checks that `file` (at `path`) has this frame's header and whole records after it;
+    /// returns its length.
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] naming the file otherwise; [`Error::Io`].
+    pub fn check(&self, file: &File, path: &Path) -> Result<u64> {
+        let mut head = [0u8; 20];
+        file.read_exact_at(&mut head, 0)
+            .map_err(|e| Error::corrupt(path, format!("shorter than its header ({e})")))?;
+        if head != self.header()[..20] {
+            return Err(Error::corrupt(
+                path,
+                format!(
+                    "not a tierdb {} of format version {} (bad magic, version or checksum)",
+                    self.what, self.version
+                ),
+            ));
+        }
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        let size = u64::from(self.record_size);
+        if len < HEADER_SIZE || !(len - HEADER_SIZE).is_multiple_of(size) {
+            return Err(Error::corrupt(
+                path,
+                format!("{len} bytes is not a 4096-byte header plus whole {size}-byte records"),
+            ));
+        }
+        Ok(len)
+    }
+}
