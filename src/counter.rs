@@ -302,6 +302,12 @@ impl BatchCounters<'_> {
         }))
     }
 
+    /// True when the batch holds a counter sample (one stored, or a counter's first, which
+    /// only sets its baseline): only then is there anything to journal and commit.
+    pub(crate) fn changes_counters(&self) -> bool {
+        !self.updates.is_empty()
+    }
+
     /// The counter samples whose increases this batch stores.
     pub(crate) fn stored(&self) -> &[Sample] {
         &self.stored

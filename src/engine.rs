@@ -738,7 +738,11 @@ impl Engine {
         }
         // Counters: what the batch changes is journaled before the writers store it, and
         // the counters' states advance only after, all under the counter lock, so a crash
-        // anywhere in between is rolled back whole at the next open.
+        // anywhere in between is rolled back whole at the next open. A batch with no counter
+        // sample lets go of the lock here, so batches of gauges never wait for each other.
+        if counter_step.as_ref().is_some_and(|c| !c.changes_counters()) {
+            counter_step = None;
+        }
         if let Some(counters) = &mut counter_step {
             let undo = self.counter_undo(counters.stored(), &bounds.windows);
             counters.begin(undo, self.shared.config.layout_fingerprint())?;
