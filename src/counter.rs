@@ -79,17 +79,20 @@ struct Inner {
     journal: Option<CounterJournal>,
     /// The kind of each id evaluated so far (ids past the end are evaluated on first need).
     kinds: Vec<SeriesKind>,
+    /// The tiers layout's fingerprint, recorded with each journaled batch.
+    layout: u64,
 }
 
 impl CounterTable {
     /// Opens `dir`'s counter state and evaluates the kind of every registered series.
     ///
-    /// # Errors
-    /// As [`CounterStateFile::open`].
-    ///
     /// A writable open rolls back the batch of counter samples a stopped process left
     /// unfinished (see [`CounterJournal`]); `layout` fingerprints the tiers, so a journal
     /// written under another tiers.toml is refused rather than applied to the wrong cells.
+    ///
+    /// # Errors
+    /// As [`CounterStateFile::open`] and [`CounterJournal::open`]; [`Error::CorruptFile`]
+    /// naming the journal when its unfinished batch does not fit the files.
     pub(crate) fn open(
         dir: &Path,
         rules: CounterRules,
@@ -136,6 +139,7 @@ impl CounterTable {
                 state,
                 journal,
                 kinds: Vec::new(),
+                layout,
             }),
         };
         table.refresh(&mut table.lock(), registry);
@@ -319,8 +323,13 @@ impl BatchCounters<'_> {
     ///
     /// # Errors
     /// [`Error::Io`] when the journal cannot grow; nothing of the batch has landed then.
-    pub(crate) fn begin(&mut self, mut cells: Vec<Undo>, layout: u64) -> Result<()> {
-        let Inner { state, journal, .. } = &mut *self.inner;
+    pub(crate) fn begin(&mut self, mut cells: Vec<Undo>) -> Result<()> {
+        let Inner {
+            state,
+            journal,
+            layout,
+            ..
+        } = &mut *self.inner;
         let Some(journal) = journal else {
             return Err(Error::ReadOnly(state.path().to_path_buf()));
         };
@@ -328,7 +337,7 @@ impl BatchCounters<'_> {
             id,
             before: state.record(id),
         }));
-        journal.begin(&cells, layout)
+        journal.begin(&cells, *layout)
     }
 
     /// After the writers stored the increases: advances every counter of the batch to its

@@ -745,7 +745,7 @@ impl Engine {
         }
         if let Some(counters) = &mut counter_step {
             let undo = self.counter_undo(counters.stored(), &bounds.windows);
-            counters.begin(undo, self.shared.config.layout_fingerprint())?;
+            counters.begin(undo)?;
         }
         let tally = &self.shared.tally;
         tally.accepted.fetch_add(report.accepted, Ordering::Relaxed);
