@@ -11,6 +11,7 @@
 //! ```
 
 pub mod bucket;
+pub mod compact;
 pub mod counter_journal;
 pub mod counter_state;
 pub mod disk;

@@ -250,21 +250,21 @@ pub fn parse_file_name(name: &str) -> Option<(Timestamp, u32)> {
     Some((time.and_utc().timestamp(), chunk))
 }
 
-fn put_u32(h: &mut [u8], offset: usize, v: u32) {
+pub(super) fn put_u32(h: &mut [u8], offset: usize, v: u32) {
     h[offset..offset + 4].copy_from_slice(&v.to_le_bytes());
 }
 
-fn put_u64(h: &mut [u8], offset: usize, v: u64) {
+pub(super) fn put_u64(h: &mut [u8], offset: usize, v: u64) {
     h[offset..offset + 8].copy_from_slice(&v.to_le_bytes());
 }
 
-fn get_u32(h: &[u8], offset: usize) -> u32 {
+pub(super) fn get_u32(h: &[u8], offset: usize) -> u32 {
     let mut b = [0u8; 4];
     b.copy_from_slice(&h[offset..offset + 4]);
     u32::from_le_bytes(b)
 }
 
-fn get_u64(h: &[u8], offset: usize) -> u64 {
+pub(super) fn get_u64(h: &[u8], offset: usize) -> u64 {
     let mut b = [0u8; 8];
     b.copy_from_slice(&h[offset..offset + 8]);
     u64::from_le_bytes(b)

@@ -1,0 +1,568 @@
+//! The compacted period file: a closed period of one chunk, immutable and losslessly
+//! compressed, read with `pread` and never mapped. Mirrored in `docs/file-format.md`.
+//!
+//! ```text
+//! header (HEADER_LEN = 104 bytes, little-endian)
+//!   MAGIC_OFFSET          0  [u8; 8]  b"TIERDBPC"
+//!   VERSION_OFFSET        8  u32      FORMAT_VERSION
+//!   CODEC_OFFSET         12  u32      CODEC_PCO: each slot's columns in pco's standalone format
+//!   RESOLUTION_OFFSET    16  u64      bucket width, seconds
+//!   PERIOD_OFFSET        24  u64      time one file covers, seconds
+//!   PERIOD_START_OFFSET  32  i64      unix seconds, a UTC multiple of the period
+//!   BUCKETS_OFFSET       40  u32      buckets per period (period / resolution)
+//!   SLOTS_OFFSET         44  u32      series slots, so index entries
+//!   CHUNK_OFFSET         48  u32      chunk number: slots hold series ids chunk*slots ..
+//!   TIER_NAME_LEN_OFFSET 52  u32      length of the tier name
+//!   TIER_NAME_OFFSET     56  [u8; 32] tier name, zero padded
+//!   DATA_LEN_OFFSET      88  u64      bytes of slot data after the index
+//!   INDEX_CRC_OFFSET     96  u32      crc32 of the index
+//!   CHECKSUM_OFFSET     100  u32      crc32 of bytes 0..100
+//! index (from HEADER_LEN): one ENTRY_LEN = 16 byte entry per slot, in slot order
+//!   ENTRY_DATA_OFFSET     0  u64      file offset of the slot's data
+//!   ENTRY_DATA_LEN        8  u32      its length; 0 for a slot whose buckets are all empty
+//!   ENTRY_CRC            12  u32      crc32 of those bytes
+//! data (from HEADER_LEN + slots * ENTRY_LEN): the slots' data back to back, in slot order
+//! slot data
+//!   GHOSTS_OFFSET         0  u32      ghosts: kept buckets whose count is 0 (see below)
+//!   GHOST_LIST_OFFSET     4  [u32]    their bucket indices, ascending
+//!   then four columns, each a u32 length and that many bytes of pco standalone data:
+//!     count  u64, one per bucket of the period
+//!     total  f64, one per kept bucket, in bucket order
+//!     min    f64, likewise
+//!     max    f64, likewise
+//! ```
+//! A bucket is kept when it is not all zero bits: its count is non-zero, or (a ghost) its
+//! count is zero but a field is not +0.0, which a hot file can hold after a repaired
+//! interrupted update. Leaving empty buckets out of the float columns keeps a gauge's walk
+//! contiguous for the codec; listing ghosts keeps even those bits exact.
+
+#[cfg(test)]
+mod tests;
+
+use std::fs::File;
+use std::io::Write;
+use std::ops::Range;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+use super::format::{get_u32, get_u64, put_u32, put_u64, PeriodMeta, FILE_SUFFIX, TEMP_SUFFIX};
+use crate::bucket::Bucket;
+use crate::config::TIER_NAME_MAX;
+use crate::{Error, Result};
+
+/// Compacted period files end in this (hot period files end in [`FILE_SUFFIX`]).
+pub const COMPACT_SUFFIX: &str = ".tdc";
+/// File magic: "tierdb period, compacted".
+pub const MAGIC: [u8; 8] = *b"TIERDBPC";
+/// Bumped on any incompatible change; files of another version are refused.
+pub const FORMAT_VERSION: u32 = 1;
+/// The only codec so far: four pco standalone columns per slot. Stored so another codec can
+/// come without a new layout.
+pub const CODEC_PCO: u32 = 1;
+
+const MAGIC_OFFSET: usize = 0;
+const VERSION_OFFSET: usize = MAGIC_OFFSET + 8;
+const CODEC_OFFSET: usize = VERSION_OFFSET + 4;
+const RESOLUTION_OFFSET: usize = CODEC_OFFSET + 4;
+const PERIOD_OFFSET: usize = RESOLUTION_OFFSET + 8;
+const PERIOD_START_OFFSET: usize = PERIOD_OFFSET + 8;
+const BUCKETS_OFFSET: usize = PERIOD_START_OFFSET + 8;
+const SLOTS_OFFSET: usize = BUCKETS_OFFSET + 4;
+const CHUNK_OFFSET: usize = SLOTS_OFFSET + 4;
+const TIER_NAME_LEN_OFFSET: usize = CHUNK_OFFSET + 4;
+const TIER_NAME_OFFSET: usize = TIER_NAME_LEN_OFFSET + 4;
+const DATA_LEN_OFFSET: usize = TIER_NAME_OFFSET + TIER_NAME_MAX;
+const INDEX_CRC_OFFSET: usize = DATA_LEN_OFFSET + 8;
+const CHECKSUM_OFFSET: usize = INDEX_CRC_OFFSET + 4;
+/// Header size; the index follows at once.
+pub const HEADER_LEN: usize = CHECKSUM_OFFSET + 4;
+
+const ENTRY_DATA_OFFSET: usize = 0;
+const ENTRY_DATA_LEN: usize = ENTRY_DATA_OFFSET + 8;
+const ENTRY_CRC: usize = ENTRY_DATA_LEN + 4;
+/// Size of one index entry.
+pub const ENTRY_LEN: usize = ENTRY_CRC + 4;
+
+const GHOSTS_OFFSET: usize = 0;
+const GHOST_LIST_OFFSET: usize = GHOSTS_OFFSET + 4;
+
+/// A compacted period file: a handle that does no I/O until read, so a data directory with
+/// hundreds of thousands of them opens by listing names only; nothing stays open or mapped.
+#[derive(Clone, Debug)]
+pub struct CompactFile {
+    path: PathBuf,
+    /// What the caller expects from the name and the tier's configuration; every read checks
+    /// the header against it, so a file renamed or moved is refused rather than misread.
+    meta: PeriodMeta,
+}
+
+/// One slot's index entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry {
+    offset: u64,
+    len: u32,
+    crc: u32,
+}
+
+impl CompactFile {
+    /// The handle for the compacted file at `path`, expected to hold `meta` (derived by the
+    /// caller from the file name and the tier's configuration). No I/O.
+    pub fn new(path: PathBuf, meta: PeriodMeta) -> CompactFile {
+        CompactFile { path, meta }
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What the file is expected to hold.
+    pub fn meta(&self) -> &PeriodMeta {
+        &self.meta
+    }
+
+    /// The file name for `meta`: the hot file's stem (`20261121T000000Z-c00000`) and
+    /// [`COMPACT_SUFFIX`], so both forms of a period sort together in a listing.
+    pub fn file_name(meta: &PeriodMeta) -> String {
+        let hot = meta.file_name();
+        let stem = hot.strip_suffix(FILE_SUFFIX).unwrap_or(&hot);
+        format!("{stem}{COMPACT_SUFFIX}")
+    }
+
+    /// Writes the compacted form of a period into `dir`, whole: under a temporary name
+    /// (`<name>.tmp`, which the storage open already removes when left over by a crash),
+    /// written, fsynced, renamed into place, the directory fsynced. `load(bucket, slot)`
+    /// gives every bucket (slot < meta.slots, bucket < meta.buckets()); it is called from
+    /// rayon's pool, slots compressed in parallel. Slots whose buckets are all empty (count 0
+    /// and all fields zero) take no space beyond their index entry.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file (`ENOSPC` included). The temporary file is removed on
+    /// failure when it can be; nothing else is left.
+    pub fn create(
+        dir: &Path,
+        meta: &PeriodMeta,
+        load: &(dyn Fn(u32, u32) -> Bucket + Sync),
+    ) -> Result<CompactFile> {
+        let name = Self::file_name(meta);
+        let path = dir.join(&name);
+        let tmp = dir.join(format!("{name}{TEMP_SUFFIX}"));
+        let bytes = encode_file(meta, load, &tmp)?;
+        let written = write_synced(&tmp, &bytes)
+            .and_then(|()| std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e)));
+        if let Err(e) = written {
+            // Best effort: a full disk is the likely cause, and the space is wanted back.
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        super::disk::sync_dir(dir)?;
+        Ok(CompactFile::new(path, meta.clone()))
+    }
+
+    /// Reads buckets `buckets` (a range within `0..meta.buckets()`) of `slot` into `out`,
+    /// empty buckets as [`Bucket::EMPTY`]. One open and two preads (header and index, then
+    /// the slot's data; only the first for a slot with no data); no mapping.
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] naming the file for a bad magic, another format version or
+    /// codec, a header, index or data CRC mismatch, truncation, a header that disagrees with
+    /// the expected [`PeriodMeta`], or slot data that does not decode; [`Error::Io`] naming it.
+    ///
+    /// # Panics
+    /// When `slot` or `buckets` lie outside the period, or `out.len() != buckets.len()`.
+    pub fn read_slot(&self, slot: u32, buckets: Range<u32>, out: &mut [Bucket]) -> Result<()> {
+        assert!(slot < self.meta.slots, "slot {slot} out of range");
+        assert!(
+            buckets.start <= buckets.end && buckets.end <= self.meta.buckets(),
+            "buckets {buckets:?} out of range"
+        );
+        assert_eq!(out.len(), buckets.len(), "output length");
+        let file = File::open(&self.path).map_err(|e| Error::io(&self.path, e))?;
+        let mut head = vec![0u8; self.head_len()];
+        self.read_at(&file, &mut head, 0)?;
+        let data_len = self.check_head(&head)?;
+        let entry = entry(&head, slot);
+        if entry.len == 0 {
+            out.fill(Bucket::EMPTY);
+            return Ok(());
+        }
+        let data_start = self.head_len() as u64;
+        let end = entry.offset.checked_add(u64::from(entry.len));
+        if entry.offset < data_start || end.is_none_or(|end| end > data_start + data_len) {
+            return Err(self.corrupt(format!(
+                "index entry of slot {slot} points outside the data ({} + {})",
+                entry.offset, entry.len
+            )));
+        }
+        let mut data = vec![0u8; entry.len as usize];
+        self.read_at(&file, &mut data, entry.offset)?;
+        let all = self.decode_slot(slot, entry, &data)?;
+        out.copy_from_slice(&all[buckets.start as usize..buckets.end as usize]);
+        Ok(())
+    }
+
+    /// Every slot with any non-empty bucket, in slot order: `f(slot, all its buckets)`. For
+    /// turning a compacted period back into a hot file when a late sample arrives. Reads the
+    /// file once, sequentially, and checks all of it before the first call of `f`, so a
+    /// damaged file calls `f` for nothing.
+    ///
+    /// # Errors
+    /// As [`CompactFile::read_slot`], for any slot; also a file longer or shorter than its
+    /// header says, or an index whose entries do not tile the data.
+    pub fn for_each_slot(&self, f: &mut dyn FnMut(u32, &[Bucket])) -> Result<()> {
+        let bytes = std::fs::read(&self.path).map_err(|e| Error::io(&self.path, e))?;
+        let head_len = self.head_len();
+        if bytes.len() < head_len {
+            return Err(self.truncated(bytes.len() as u64, head_len as u64));
+        }
+        let data_len = self.check_head(&bytes[..head_len])?;
+        let expected = head_len as u64 + data_len;
+        if bytes.len() as u64 != expected {
+            return Err(if (bytes.len() as u64) < expected {
+                self.truncated(bytes.len() as u64, expected)
+            } else {
+                self.corrupt(format!(
+                    "{} bytes, the header promises {expected}",
+                    bytes.len()
+                ))
+            });
+        }
+        let mut slots = Vec::new();
+        let mut next = head_len as u64;
+        for slot in 0..self.meta.slots {
+            let entry = entry(&bytes, slot);
+            if entry.offset != next {
+                return Err(self.corrupt(format!(
+                    "index entry of slot {slot} starts at {}, expected {next}",
+                    entry.offset
+                )));
+            }
+            next += u64::from(entry.len);
+            if next > expected {
+                return Err(self.corrupt(format!("index entry of slot {slot} ends past the data")));
+            }
+            if entry.len > 0 {
+                let data = &bytes[entry.offset as usize..next as usize];
+                slots.push((slot, self.decode_slot(slot, entry, data)?));
+            }
+        }
+        if next != expected {
+            return Err(self.corrupt("index entries do not cover the data"));
+        }
+        for (slot, buckets) in &slots {
+            f(*slot, buckets);
+        }
+        Ok(())
+    }
+
+    /// Bytes the file really takes on disk (`st_blocks` × 512), for the disk figures.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file.
+    pub fn disk_bytes(&self) -> Result<u64> {
+        let meta = std::fs::metadata(&self.path).map_err(|e| Error::io(&self.path, e))?;
+        Ok(meta.blocks() * 512)
+    }
+
+    /// Header and index length.
+    fn head_len(&self) -> usize {
+        HEADER_LEN + self.meta.slots as usize * ENTRY_LEN
+    }
+
+    /// Checks the header and index in `head` (exactly `head_len` bytes) against the expected
+    /// meta; returns the data length the header records.
+    fn check_head(&self, head: &[u8]) -> Result<u64> {
+        if head[MAGIC_OFFSET..MAGIC_OFFSET + 8] != MAGIC {
+            return Err(self.corrupt("not a tierdb compacted period file (bad magic)"));
+        }
+        let version = get_u32(head, VERSION_OFFSET);
+        if version != FORMAT_VERSION {
+            return Err(self.corrupt(format!(
+                "compacted format version {version}, this build reads version {FORMAT_VERSION}"
+            )));
+        }
+        let stored = get_u32(head, CHECKSUM_OFFSET);
+        let computed = crc32fast::hash(&head[..CHECKSUM_OFFSET]);
+        if stored != computed {
+            return Err(self.corrupt(format!(
+                "header checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
+            )));
+        }
+        let codec = get_u32(head, CODEC_OFFSET);
+        if codec != CODEC_PCO {
+            return Err(self.corrupt(format!("codec {codec}, this build reads codec {CODEC_PCO}")));
+        }
+        let found = decode_meta(head).ok_or_else(|| self.corrupt("tier name out of range"))?;
+        if found != self.meta || get_u32(head, BUCKETS_OFFSET) != self.meta.buckets() {
+            return Err(self.corrupt(format!(
+                "header holds {}, expected {}",
+                describe(&found, get_u32(head, BUCKETS_OFFSET)),
+                describe(&self.meta, self.meta.buckets())
+            )));
+        }
+        let stored = get_u32(head, INDEX_CRC_OFFSET);
+        let computed = crc32fast::hash(&head[HEADER_LEN..]);
+        if stored != computed {
+            return Err(self.corrupt(format!(
+                "index checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
+            )));
+        }
+        Ok(get_u64(head, DATA_LEN_OFFSET))
+    }
+
+    /// The whole period of `slot` from its checked-out `data`.
+    fn decode_slot(&self, slot: u32, entry: Entry, data: &[u8]) -> Result<Vec<Bucket>> {
+        let computed = crc32fast::hash(data);
+        if computed != entry.crc {
+            return Err(self.corrupt(format!(
+                "data checksum mismatch in slot {slot} (stored {:#010x}, computed {computed:#010x})",
+                entry.crc
+            )));
+        }
+        decode_slot(data, self.meta.buckets())
+            .map_err(|reason| self.corrupt(format!("slot {slot}: {reason}")))
+    }
+
+    fn read_at(&self, file: &File, buf: &mut [u8], offset: u64) -> Result<()> {
+        file.read_exact_at(buf, offset).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                self.corrupt(format!(
+                    "truncated: {} bytes at {offset} cannot be read",
+                    buf.len()
+                ))
+            } else {
+                Error::io(&self.path, e)
+            }
+        })
+    }
+
+    fn truncated(&self, len: u64, expected: u64) -> Error {
+        self.corrupt(format!(
+            "truncated: {len} bytes, the header promises {expected}"
+        ))
+    }
+
+    fn corrupt(&self, reason: impl Into<String>) -> Error {
+        Error::corrupt(&self.path, reason)
+    }
+}
+
+/// The whole file's bytes: header, index, then every non-empty slot's data.
+fn encode_file(
+    meta: &PeriodMeta,
+    load: &(dyn Fn(u32, u32) -> Bucket + Sync),
+    tmp: &Path,
+) -> Result<Vec<u8>> {
+    let slots: Vec<Vec<u8>> = (0..meta.slots)
+        .into_par_iter()
+        .map(|slot| {
+            let buckets: Vec<Bucket> = (0..meta.buckets()).map(|b| load(b, slot)).collect();
+            encode_slot(&buckets).map_err(|e| Error::io(tmp, std::io::Error::other(e)))
+        })
+        .collect::<Result<_>>()?;
+    let head_len = HEADER_LEN + slots.len() * ENTRY_LEN;
+    let data_len: usize = slots.iter().map(Vec::len).sum();
+    let mut bytes = vec![0u8; head_len];
+    bytes.reserve(data_len);
+    for (slot, data) in slots.iter().enumerate() {
+        let at = HEADER_LEN + slot * ENTRY_LEN;
+        let len = u32::try_from(data.len())
+            .map_err(|_| Error::io(tmp, std::io::Error::other("a slot's data exceeds 4 GiB")))?;
+        let offset = bytes.len() as u64;
+        put_u64(&mut bytes, at + ENTRY_DATA_OFFSET, offset);
+        put_u32(&mut bytes, at + ENTRY_DATA_LEN, len);
+        put_u32(&mut bytes, at + ENTRY_CRC, crc32fast::hash(data));
+        bytes.extend_from_slice(data);
+    }
+    bytes[MAGIC_OFFSET..MAGIC_OFFSET + 8].copy_from_slice(&MAGIC);
+    put_u32(&mut bytes, VERSION_OFFSET, FORMAT_VERSION);
+    put_u32(&mut bytes, CODEC_OFFSET, CODEC_PCO);
+    put_u64(&mut bytes, RESOLUTION_OFFSET, meta.resolution.secs());
+    put_u64(&mut bytes, PERIOD_OFFSET, meta.period.secs());
+    put_u64(&mut bytes, PERIOD_START_OFFSET, meta.period_start as u64);
+    put_u32(&mut bytes, BUCKETS_OFFSET, meta.buckets());
+    put_u32(&mut bytes, SLOTS_OFFSET, meta.slots);
+    put_u32(&mut bytes, CHUNK_OFFSET, meta.chunk);
+    let name = meta.tier.as_bytes();
+    let name_len = name.len().min(TIER_NAME_MAX);
+    put_u32(&mut bytes, TIER_NAME_LEN_OFFSET, name_len as u32);
+    bytes[TIER_NAME_OFFSET..TIER_NAME_OFFSET + name_len].copy_from_slice(&name[..name_len]);
+    put_u64(&mut bytes, DATA_LEN_OFFSET, data_len as u64);
+    let index_crc = crc32fast::hash(&bytes[HEADER_LEN..head_len]);
+    put_u32(&mut bytes, INDEX_CRC_OFFSET, index_crc);
+    let crc = crc32fast::hash(&bytes[..CHECKSUM_OFFSET]);
+    put_u32(&mut bytes, CHECKSUM_OFFSET, crc);
+    Ok(bytes)
+}
+
+/// Creates (or truncates) `tmp`, writes `bytes` and fsyncs it.
+fn write_synced(tmp: &Path, bytes: &[u8]) -> Result<()> {
+    let mut file = File::create(tmp).map_err(|e| Error::io(tmp, e))?;
+    file.write_all(bytes).map_err(|e| Error::io(tmp, e))?;
+    file.sync_all().map_err(|e| Error::io(tmp, e))
+}
+
+/// A slot's data (see the layout above); empty when every bucket is all zero bits.
+fn encode_slot(buckets: &[Bucket]) -> pco::errors::PcoResult<Vec<u8>> {
+    let kept: Vec<usize> = (0..buckets.len())
+        .filter(|&i| !is_zero(&buckets[i]))
+        .collect();
+    if kept.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ghosts: Vec<u32> = kept
+        .iter()
+        .filter(|&&i| buckets[i].count == 0)
+        .map(|&i| i as u32)
+        .collect();
+    let mut out = Vec::with_capacity(GHOST_LIST_OFFSET + 4 * ghosts.len() + 8 * kept.len());
+    out.extend_from_slice(&(ghosts.len() as u32).to_le_bytes());
+    for g in &ghosts {
+        out.extend_from_slice(&g.to_le_bytes());
+    }
+    let config = pco::ChunkConfig::default();
+    let counts: Vec<u64> = buckets.iter().map(|b| b.count).collect();
+    push_column(
+        &mut out,
+        &pco::standalone::simple_compress(&counts, &config)?,
+    );
+    let fields: [fn(&Bucket) -> f64; 3] = [|b| b.total, |b| b.min, |b| b.max];
+    for field in fields {
+        let column: Vec<f64> = kept.iter().map(|&i| field(&buckets[i])).collect();
+        push_column(
+            &mut out,
+            &pco::standalone::simple_compress(&column, &config)?,
+        );
+    }
+    Ok(out)
+}
+
+fn push_column(out: &mut Vec<u8>, column: &[u8]) {
+    out.extend_from_slice(&(column.len() as u32).to_le_bytes());
+    out.extend_from_slice(column);
+}
+
+/// True when every bit of the bucket is zero: the buckets a slot's data leaves out.
+fn is_zero(b: &Bucket) -> bool {
+    b.count == 0 && b.total.to_bits() == 0 && b.min.to_bits() == 0 && b.max.to_bits() == 0
+}
+
+/// Decodes a slot's data into all `buckets` of its period, or says why it cannot.
+fn decode_slot(data: &[u8], buckets: u32) -> std::result::Result<Vec<Bucket>, String> {
+    let mut rest = data;
+    let ghosts = take_u32(&mut rest, "ghost count")? as usize;
+    if ghosts > buckets as usize {
+        return Err(format!("{ghosts} ghosts in {buckets} buckets"));
+    }
+    let mut ghost_list = Vec::with_capacity(ghosts);
+    for _ in 0..ghosts {
+        ghost_list.push(take_u32(&mut rest, "ghost list")?);
+    }
+    let counts: Vec<u64> = take_column(&mut rest, "count")?;
+    if counts.len() != buckets as usize {
+        return Err(format!("{} counts for {buckets} buckets", counts.len()));
+    }
+    let mut kept = Vec::new();
+    let mut ghost_iter = ghost_list.iter().peekable();
+    for (i, &count) in counts.iter().enumerate() {
+        let ghost = ghost_iter.next_if(|&&g| g as usize == i).is_some();
+        if count != 0 || ghost {
+            if count != 0 && ghost {
+                return Err(format!("ghost bucket {i} has a count"));
+            }
+            kept.push(i);
+        }
+    }
+    if ghost_iter.next().is_some() {
+        return Err("ghost list is not ascending within the period".into());
+    }
+    let totals: Vec<f64> = take_column(&mut rest, "total")?;
+    let mins: Vec<f64> = take_column(&mut rest, "min")?;
+    let maxes: Vec<f64> = take_column(&mut rest, "max")?;
+    for (what, column) in [("total", &totals), ("min", &mins), ("max", &maxes)] {
+        if column.len() != kept.len() {
+            return Err(format!(
+                "{} {what} values for {} kept buckets",
+                column.len(),
+                kept.len()
+            ));
+        }
+    }
+    if !rest.is_empty() {
+        return Err(format!("{} bytes after the last column", rest.len()));
+    }
+    let mut out = vec![Bucket::EMPTY; buckets as usize];
+    for (k, &i) in kept.iter().enumerate() {
+        out[i] = Bucket {
+            count: counts[i],
+            total: totals[k],
+            min: mins[k],
+            max: maxes[k],
+        };
+    }
+    Ok(out)
+}
+
+fn take_u32(rest: &mut &[u8], what: &str) -> std::result::Result<u32, String> {
+    if rest.len() < 4 {
+        return Err(format!("{what} cut short"));
+    }
+    let v = get_u32(rest, 0);
+    *rest = &rest[4..];
+    Ok(v)
+}
+
+fn take_column<T: pco::data_types::Number>(
+    rest: &mut &[u8],
+    what: &str,
+) -> std::result::Result<Vec<T>, String> {
+    let len = take_u32(rest, what)? as usize;
+    if rest.len() < len {
+        return Err(format!("{what} column cut short"));
+    }
+    let (column, tail) = rest.split_at(len);
+    *rest = tail;
+    pco::standalone::simple_decompress(column).map_err(|e| format!("{what} column: {e}"))
+}
+
+/// The meta a header records, or `None` for a tier name that is too long or not UTF-8.
+fn decode_meta(head: &[u8]) -> Option<PeriodMeta> {
+    let name_len = get_u32(head, TIER_NAME_LEN_OFFSET) as usize;
+    if name_len > TIER_NAME_MAX {
+        return None;
+    }
+    let tier = std::str::from_utf8(&head[TIER_NAME_OFFSET..TIER_NAME_OFFSET + name_len]).ok()?;
+    Some(PeriodMeta {
+        tier: tier.to_string(),
+        resolution: crate::time::Span::from_secs(get_u64(head, RESOLUTION_OFFSET)),
+        period: crate::time::Span::from_secs(get_u64(head, PERIOD_OFFSET)),
+        period_start: get_u64(head, PERIOD_START_OFFSET) as i64,
+        slots: get_u32(head, SLOTS_OFFSET),
+        chunk: get_u32(head, CHUNK_OFFSET),
+    })
+}
+
+/// One line naming a meta's fields, for the mismatch message.
+fn describe(meta: &PeriodMeta, buckets: u32) -> String {
+    format!(
+        "tier {:?}, resolution {}s, period {}s, start {}, {buckets} buckets, {} slots, chunk {}",
+        meta.tier,
+        meta.resolution.secs(),
+        meta.period.secs(),
+        meta.period_start,
+        meta.slots,
+        meta.chunk
+    )
+}
+
+/// Slot `slot`'s index entry in `head` (header and index).
+fn entry(head: &[u8], slot: u32) -> Entry {
+    let at = HEADER_LEN + slot as usize * ENTRY_LEN;
+    Entry {
+        offset: get_u64(head, at + ENTRY_DATA_OFFSET),
+        len: get_u32(head, at + ENTRY_DATA_LEN),
+        crc: get_u32(head, at + ENTRY_CRC),
+    }
+}
