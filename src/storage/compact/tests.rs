@@ -488,3 +488,47 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_hot_period_file_compacts_through_its_load() {
+    use crate::config::TiersConfig;
+    use crate::storage::{Creation, Storage};
+    let dir = tempfile::tempdir().unwrap();
+    let tiers = TiersConfig::default().tiers;
+    let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
+    let (hot, _) = storage
+        .get_or_create(0, DAY_START, 0, Creation::Ahead)
+        .unwrap();
+    let writer = storage.writer_slot().unwrap();
+    let file = storage.writable_file(0, DAY_START, 0).unwrap();
+    for (bucket, slot, value) in [(0, 0, 1.25), (0, 0, -3.5), (17, 5, 0.1), (1439, 7, -0.0)] {
+        file.add(bucket, slot, value, &writer);
+    }
+    let out = tempfile::tempdir().unwrap();
+    let compact = CompactFile::create(out.path(), hot.meta(), &|b, s| hot.load(b, s)).unwrap();
+    let n = hot.meta().buckets();
+    let expected: Vec<Vec<Bucket>> = (0..SLOTS)
+        .map(|s| (0..n).map(|b| hot.load(b, s)).collect())
+        .collect();
+    check_round_trip(&compact, &expected);
+    assert_eq!(read(&compact, 0, 0..1).unwrap()[0].count, 2);
+}
+
+#[test]
+fn creation_replaces_a_leftover_temporary_and_names_the_file_when_it_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = meta(SLOTS);
+    let name = CompactFile::file_name(&m);
+    std::fs::write(dir.path().join(format!("{name}.tmp")), b"left by a crash").unwrap();
+    let file = CompactFile::create(dir.path(), &m, &|_, _| Bucket::EMPTY).unwrap();
+    assert!(!dir.path().join(format!("{name}.tmp")).exists());
+    assert!(file.path().exists());
+
+    let missing = dir.path().join("no such directory");
+    let err = CompactFile::create(&missing, &m, &|_, _| Bucket::EMPTY).unwrap_err();
+    assert!(
+        matches!(&err, Error::Io { path, .. } if path.starts_with(&missing)),
+        "{err}"
+    );
+    assert!(err.to_string().contains("no such directory"), "{err}");
+}
