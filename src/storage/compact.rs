@@ -190,7 +190,10 @@ impl CompactFile {
         }
         let data_start = self.head_len() as u64;
         let end = entry.offset.checked_add(u64::from(entry.len));
-        if entry.offset < data_start || end.is_none_or(|end| end > data_start + data_len) {
+        if entry.offset < data_start
+            || end.is_none_or(|end| end > data_start + data_len)
+            || u64::from(entry.len) > max_slot_len(self.meta.buckets())
+        {
             return Err(self.corrupt(format!(
                 "index entry of slot {slot} points outside the data ({} + {})",
                 entry.offset, entry.len
@@ -368,6 +371,7 @@ fn encode_file(
     bytes.reserve(data_len);
     for (slot, data) in slots.iter().enumerate() {
         let at = HEADER_LEN + slot * ENTRY_LEN;
+        debug_assert!(data.len() as u64 <= max_slot_len(meta.buckets()));
         let len = u32::try_from(data.len())
             .map_err(|_| Error::io(tmp, std::io::Error::other("a slot's data exceeds 4 GiB")))?;
         let offset = bytes.len() as u64;
@@ -442,6 +446,16 @@ fn encode_slot(buckets: &[Bucket]) -> pco::errors::PcoResult<Vec<u8>> {
 fn push_column(out: &mut Vec<u8>, column: &[u8]) {
     out.extend_from_slice(&(column.len() as u32).to_le_bytes());
     out.extend_from_slice(column);
+}
+
+/// The most a slot's data can take, from pco's own guarantee on its output size: a bound,
+/// so a damaged index cannot make a read allocate gigabytes.
+fn max_slot_len(buckets: u32) -> u64 {
+    let n = buckets as usize;
+    let column =
+        pco::standalone::guarantee::file_size::<u64>(n, &pco::ChunkConfig::default().paging_spec)
+            .unwrap_or(usize::MAX / 8);
+    (GHOST_LIST_OFFSET + 4 * n + 4 * (4 + column)) as u64
 }
 
 /// True when every bit of the bucket is zero: the buckets a slot's data leaves out.

@@ -532,3 +532,23 @@ fn creation_replaces_a_leftover_temporary_and_names_the_file_when_it_fails() {
     );
     assert!(err.to_string().contains("no such directory"), "{err}");
 }
+
+#[test]
+fn an_index_entry_past_any_slot_size_is_refused_before_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, _) = kinds_file(dir.path());
+    let head_len = HEADER_LEN + SLOTS as usize * ENTRY_LEN;
+    patch(&file.path().to_path_buf(), |b| {
+        put_u32(b, HEADER_LEN + 3 * ENTRY_LEN + ENTRY_DATA_LEN, u32::MAX);
+        put_u64(b, DATA_LEN_OFFSET, u64::MAX / 2);
+        let index_crc = crc32fast::hash(&b[HEADER_LEN..head_len]);
+        put_u32(b, INDEX_CRC_OFFSET, index_crc);
+        reseal_header(b);
+    });
+    assert_refused(
+        read(&file, 3, 0..1440),
+        file.path(),
+        "points outside the data",
+    );
+    assert_refused(file.for_each_slot(&mut |_, _| {}), file.path(), "");
+}
