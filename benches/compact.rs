@@ -38,7 +38,7 @@ impl Rng {
 type Walk = fn(&mut Rng, f64) -> f64;
 
 /// The kinds of gauge measured: each sample from the one before.
-const KINDS: [(&str, Walk); 5] = [
+const KINDS: [(&str, Walk); 6] = [
     ("constant", |_, _| 42.0),
     ("integer walk", |r, v| v + (r.next() % 7) as f64 - 3.0),
     ("2-decimal walk", |r, v| {
@@ -48,16 +48,20 @@ const KINDS: [(&str, Walk); 5] = [
     ("2-decimal, 1/3 gaps", |r, v| {
         ((v * 100.0).round() + (r.next() % 201) as f64 - 100.0) / 100.0
     }),
+    ("2-decimal, 1 sample", |r, v| {
+        ((v * 100.0).round() + (r.next() % 201) as f64 - 100.0) / 100.0
+    }),
 ];
 
-/// `n` buckets of 6 samples each; every third run of 50 buckets left empty for the gaps kind.
+/// `n` buckets of 6 samples each (1 for the last kind, a 60 s cadence); every third run of 50
+/// buckets left empty for the gaps kind.
 fn slot(seed: u64, n: u32, kind: usize) -> Vec<Bucket> {
     let mut rng = Rng(seed | 1);
     let mut v = 100.0;
     (0..n as usize)
         .map(|i| {
             let mut b = Bucket::EMPTY;
-            for _ in 0..6 {
+            for _ in 0..if kind == 5 { 1 } else { 6 } {
                 v = KINDS[kind].1(&mut rng, v);
                 b.add(v);
             }
