@@ -296,7 +296,7 @@ impl Reader<'_> {
                 group: groups[values].0,
             })
             .collect();
-        let folded = self.fold_members(tier, &grid, &members, groups.len(), query.display);
+        let folded = self.fold_members(tier, &grid, &members, groups.len(), query.display)?;
         let seconds = grid.step as u64;
         let result_groups = groups
             .into_iter()
@@ -340,20 +340,28 @@ impl Reader<'_> {
         members: &[Member],
         groups: usize,
         display: Display,
-    ) -> Vec<Fold> {
+    ) -> Result<Vec<Fold>> {
         let points = grid.points;
         let seconds = grid.step as u64;
-        let tile = (SPAN_BUCKETS / grid.buckets_per_point()).max(1) as usize;
-        let span = SPAN_BUCKETS * grid.resolution();
         let runs: Vec<&[Member]> = members.chunk_by(|a, b| a.chunk == b.chunk).collect();
         runs.par_iter()
-            .fold(
+            .try_fold(
                 || (vec![Fold::EMPTY; groups * points], Vec::new()),
                 |(mut rows, mut buckets): (Vec<Fold>, Vec<Bucket>), run| {
                     let held = self.files_for(tier, grid, run[0].chunk);
                     if held.is_empty() {
-                        return (rows, buckets);
+                        return Ok((rows, buckets));
                     }
+                    // A compacted period decodes a slot whole per read: read each member's
+                    // range in one piece instead of span by span.
+                    let (tile, span) = if held.has_compacted() {
+                        (points, i64::MAX)
+                    } else {
+                        (
+                            (SPAN_BUCKETS / grid.buckets_per_point()).max(1) as usize,
+                            SPAN_BUCKETS * grid.resolution(),
+                        )
+                    };
                     for first in (0..points).step_by(tile) {
                         let n = tile.min(points - first);
                         buckets.clear();
@@ -368,7 +376,7 @@ impl Reader<'_> {
                                 if let Some(next) = run.get(i + 2) {
                                     grid.prefetch_span(&held, next.slot, from..to);
                                 }
-                                grid.fold_span(&held, member.slot, from..to, first, out);
+                                grid.fold_span(&held, member.slot, from..to, first, out)?;
                             }
                             from = to;
                         }
@@ -379,17 +387,17 @@ impl Reader<'_> {
                             }
                         }
                     }
-                    (rows, buckets)
+                    Ok((rows, buckets))
                 },
             )
-            .map(|(rows, _)| rows)
-            .reduce_with(|mut a, b| {
+            .map(|folded| folded.map(|(rows, _)| rows))
+            .try_reduce_with(|mut a, b| {
                 for (x, y) in a.iter_mut().zip(&b) {
                     x.merge(y);
                 }
-                a
+                Ok(a)
             })
-            .unwrap_or_else(|| vec![Fold::EMPTY; groups * points])
+            .unwrap_or_else(|| Ok(vec![Fold::EMPTY; groups * points]))
     }
 }
 

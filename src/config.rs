@@ -171,10 +171,10 @@ impl Default for TiersConfig {
             engine: EngineSettings::default(),
             counters: CounterRules::default(),
             tiers: vec![
-                tier("1m", MINUTE, DAY, 48 * HOUR),
-                tier("5m", 5 * MINUTE, 7 * DAY, 14 * DAY),
-                tier("1h", HOUR, 30 * DAY, 90 * DAY),
-                tier("1d", DAY, 365 * DAY, 1_825 * DAY),
+                tier("1m", MINUTE, 6 * HOUR, 48 * HOUR),
+                tier("5m", 5 * MINUTE, DAY, 14 * DAY),
+                tier("1h", HOUR, 10 * DAY, 90 * DAY),
+                tier("1d", DAY, 73 * DAY, 1_825 * DAY),
             ],
         }
     }

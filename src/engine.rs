@@ -697,6 +697,9 @@ impl Engine {
     pub fn record_batch(&self, samples: &[Sample]) -> Result<BatchReport> {
         self.check_writable()?;
         self.shared.check_poison()?;
+        // From choosing files until the writers are done: no compaction swaps a file this
+        // batch stores into.
+        let _gate = self.shared.storage.batch_gate();
         let bounds = self.bounds(self.shared.clock.now());
         let mut files = FilesNeeded::new(&self.shared);
         for sample in samples {

@@ -3,13 +3,12 @@
 //! bucket memory and never see a torn bucket (see [`crate::storage::bucket::BucketCell`]).
 
 use std::str::FromStr;
-use std::sync::Arc;
 
 use crate::bucket::Bucket;
 use crate::config::TierSpec;
 use crate::reader::Reader;
 use crate::registry::SeriesId;
-use crate::storage::period_file::PeriodFile;
+use crate::storage::StoredPeriod;
 use crate::time::{Span, Timestamp};
 use crate::{Error, Result};
 
@@ -324,7 +323,7 @@ impl Reader<'_> {
         let mut acc = vec![Bucket::EMPTY; grid.points];
         let slots = self.slots();
         let files = self.files_for(tier, &grid, id.0 / slots);
-        grid.fold_span(&files, id.0 % slots, grid.first..grid.end, 0, &mut acc);
+        grid.fold_span(&files, id.0 % slots, grid.first..grid.end, 0, &mut acc)?;
         Ok((grid.first, acc))
     }
 
@@ -344,13 +343,19 @@ impl Reader<'_> {
 /// the tier's window lets the read see.
 pub(crate) struct HeldFiles {
     read_from: Timestamp,
-    files: Vec<(Timestamp, Arc<PeriodFile>)>,
+    files: Vec<(Timestamp, StoredPeriod)>,
 }
 
 impl HeldFiles {
     /// True when no file holds any of the read.
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
+    }
+
+    /// True when some period of the read is compacted: its slots are decoded whole, so a
+    /// read should take each slot's range in one piece rather than span by span.
+    pub fn has_compacted(&self) -> bool {
+        self.files.iter().any(|(_, stored)| stored.hot().is_none())
     }
 }
 
@@ -470,7 +475,10 @@ impl PointGrid {
     /// Starts loading the cache lines [`PointGrid::fold_span`] will read for `slot` over
     /// `span`, so a cross-series read overlaps one series' misses with the previous one's work.
     pub fn prefetch_span(&self, held: &HeldFiles, slot: u32, span: std::ops::Range<Timestamp>) {
-        for &(period_start, ref file) in &held.files {
+        for (period_start, stored) in &held.files {
+            let (period_start, Some(file)) = (*period_start, stored.hot()) else {
+                continue;
+            };
             let lo = held.read_from.max(period_start).max(span.start);
             let hi = span.end.min(period_start.saturating_add(self.period));
             let mut bucket = (lo - period_start) / self.res;
@@ -487,6 +495,9 @@ impl PointGrid {
     /// `out[0]` is point `first_point`. `span` must be bucket-aligned and inside the points
     /// `out` covers. Reading a span of every series of a chunk before the next span walks
     /// the file in order, which is what makes cross-series reads stream.
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] or [`Error::Io`] naming a compacted file that cannot be read.
     pub fn fold_span(
         &self,
         held: &HeldFiles,
@@ -494,9 +505,10 @@ impl PointGrid {
         span: std::ops::Range<Timestamp>,
         first_point: usize,
         out: &mut [Bucket],
-    ) {
-        let per_point = self.buckets_per_point();
-        for &(period_start, ref file) in &held.files {
+    ) -> Result<()> {
+        let mut decoded = Vec::new();
+        for (period_start, stored) in &held.files {
+            let period_start = *period_start;
             let lo = held.read_from.max(period_start).max(span.start);
             let hi = span.end.min(period_start.saturating_add(self.period));
             if lo >= hi {
@@ -505,21 +517,50 @@ impl PointGrid {
             let global = (lo - self.first) / self.res;
             let buckets =
                 ((lo - period_start) / self.res) as u32..((hi - period_start) / self.res) as u32;
-            if per_point == 1 {
-                let at = global as usize - first_point;
-                for (slot_out, bucket) in out[at..at + buckets.len()].iter_mut().zip(buckets) {
-                    *slot_out = file.load(bucket, slot);
+            match stored {
+                StoredPeriod::Hot(file) => {
+                    self.fold_buckets(global, first_point, buckets, out, |b| file.load(b, slot));
                 }
-            } else {
-                let mut point = (global / per_point) as usize - first_point;
-                let mut within = global % per_point;
-                for bucket in buckets {
-                    out[point].merge(&file.load(bucket, slot));
-                    within += 1;
-                    if within == per_point {
-                        within = 0;
-                        point += 1;
-                    }
+                StoredPeriod::Compacted(file) => {
+                    decoded.clear();
+                    decoded.resize(buckets.len(), Bucket::EMPTY);
+                    file.read_slot(slot, buckets.clone(), &mut decoded)?;
+                    let first = buckets.start;
+                    self.fold_buckets(global, first_point, buckets, out, |b| {
+                        decoded[(b - first) as usize]
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Folds `buckets` of one period (the first of which is the grid's bucket `global`) into
+    /// `out`, where `out[0]` is point `first_point`, each as `load` gives it.
+    #[inline]
+    fn fold_buckets(
+        &self,
+        global: i64,
+        first_point: usize,
+        buckets: std::ops::Range<u32>,
+        out: &mut [Bucket],
+        load: impl Fn(u32) -> Bucket,
+    ) {
+        let per_point = self.buckets_per_point();
+        if per_point == 1 {
+            let at = global as usize - first_point;
+            for (slot_out, bucket) in out[at..at + buckets.len()].iter_mut().zip(buckets) {
+                *slot_out = load(bucket);
+            }
+        } else {
+            let mut point = (global / per_point) as usize - first_point;
+            let mut within = global % per_point;
+            for bucket in buckets {
+                out[point].merge(&load(bucket));
+                within += 1;
+                if within == per_point {
+                    within = 0;
+                    point += 1;
                 }
             }
         }

@@ -4,14 +4,12 @@
 //! and the period files of a chunk, and nothing of the write path, so reads never reach into
 //! the engine's internals.
 
-use std::sync::Arc;
-
 use crate::clock::Clock;
 use crate::config::TiersConfig;
 use crate::counter::{CounterTable, SeriesKind};
 use crate::registry::{Registry, SeriesId};
-use crate::storage::period_file::PeriodFile;
 use crate::storage::Storage;
+use crate::storage::StoredPeriod;
 use crate::time::{window_start, Timestamp};
 
 /// A read view of an engine, cheap to copy (it borrows); get one with
@@ -81,7 +79,7 @@ impl<'a> Reader<'a> {
         tier: usize,
         chunk: u32,
         span: std::ops::Range<Timestamp>,
-    ) -> Vec<(Timestamp, Arc<PeriodFile>)> {
+    ) -> Vec<(Timestamp, StoredPeriod)> {
         self.storage
             .files_of_chunk(tier, chunk, span.start, span.end)
     }

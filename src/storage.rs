@@ -6,9 +6,15 @@
 //! <data>/LOCK                         the writer's lock (pid inside)
 //! <data>/OPEN                         present while a writer has the directory open
 //! <data>/series.log                   the series registry
-//! <data>/tiers/<tier>/<start>-c<chunk>.tdb   one file per tier, period and chunk of series
-//! <data>/tiers/<tier>/<name>.tdb.tmp  a file being created (removed at open if left over)
+//! <data>/tiers/<tier>/<start>-c<chunk>.tdb   a hot period: one chunk of series, mapped
+//! <data>/tiers/<tier>/<start>-c<chunk>.tdc   a compacted period: immutable, read with pread
+//! <data>/tiers/<tier>/<name>.tmp      a file being created (removed at open if left over)
 //! ```
+//!
+//! A period's life: created ahead (hot) → written → closed → compacted → dropped. One
+//! (tier, period, chunk) has one form at a time; a crash between writing a compacted file and
+//! deleting the hot one (or back, for a late sample) leaves both, and then the hot one wins:
+//! it holds everything the other does.
 
 pub mod bucket;
 pub mod compact;
@@ -24,12 +30,13 @@ pub mod record_file;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use crate::config::TierSpec;
 use crate::time::Timestamp;
 use crate::{Error, Result};
 use bucket::{WriterSlot, Writers};
+use compact::{CompactFile, COMPACT_SUFFIX};
 use format::{PeriodMeta, FILE_SUFFIX, TEMP_SUFFIX};
 use period_file::{PeriodFile, WritableFile};
 
@@ -51,19 +58,55 @@ pub struct Storage {
     /// Who may update the cells while this process reads them; every file holds a clone.
     writers: Arc<Writers>,
     orphaned_tiers: Vec<String>,
+    /// Held shared by every batch from the moment it picks its files until its writers are
+    /// done, and exclusively by a compaction while it swaps a hot file for its compacted
+    /// form: so no store lands in a file after the compaction read it.
+    batch_gate: RwLock<()>,
+    /// Bumped whenever a hot file is retired, so writers look for retired files in their
+    /// caches only when there may be one.
+    retirements: AtomicU64,
+}
+
+/// One (tier, period, chunk) as the storage holds it.
+#[derive(Clone)]
+pub enum StoredPeriod {
+    /// Preallocated and mapped: the form that is written.
+    Hot(Arc<PeriodFile>),
+    /// Closed and compacted: immutable, read with pread, not mapped.
+    Compacted(Arc<CompactFile>),
+}
+
+impl StoredPeriod {
+    /// Where the file lives.
+    pub fn path(&self) -> &Path {
+        match self {
+            StoredPeriod::Hot(file) => file.path(),
+            StoredPeriod::Compacted(file) => file.path(),
+        }
+    }
+
+    /// The mapped file, when the period is hot.
+    pub fn hot(&self) -> Option<&Arc<PeriodFile>> {
+        match self {
+            StoredPeriod::Hot(file) => Some(file),
+            StoredPeriod::Compacted(_) => None,
+        }
+    }
 }
 
 /// One tier's files, keyed by (period start, chunk).
 struct TierStore {
     spec: TierSpec,
     dir: PathBuf,
-    files: RwLock<BTreeMap<(Timestamp, u32), Arc<PeriodFile>>>,
+    files: RwLock<BTreeMap<(Timestamp, u32), StoredPeriod>>,
     /// Serialises creation so two writers needing the same new file create it once; readers
     /// and writers of existing files never wait on it.
     create_lock: Mutex<()>,
     created_ahead: AtomicU64,
     created_on_demand: AtomicU64,
     dropped: AtomicU64,
+    compacted: AtomicU64,
+    rehydrated: AtomicU64,
 }
 
 /// Why a file is being created, for the counters.
@@ -95,6 +138,12 @@ pub struct TierFiles {
     pub on_demand_creations: u64,
     /// Files this process dropped because they left the retention window.
     pub dropped: u64,
+    /// Periods held compacted.
+    pub compacted_files: usize,
+    /// Hot files this process compacted.
+    pub compactions: u64,
+    /// Compacted periods this process made hot again for a late sample.
+    pub rehydrations: u64,
 }
 
 impl Storage {
@@ -132,6 +181,8 @@ impl Storage {
                 created_ahead: AtomicU64::new(0),
                 created_on_demand: AtomicU64::new(0),
                 dropped: AtomicU64::new(0),
+                compacted: AtomicU64::new(0),
+                rehydrated: AtomicU64::new(0),
             };
             store.load_existing(slots, &writers)?;
             stores.push(store);
@@ -150,7 +201,20 @@ impl Storage {
             writable,
             writers,
             orphaned_tiers,
+            batch_gate: RwLock::new(()),
+            retirements: AtomicU64::new(0),
         })
+    }
+
+    /// The shared side of the batch gate (see the field): a batch holds it from choosing its
+    /// files until its writers finish.
+    pub fn batch_gate(&self) -> RwLockReadGuard<'_, ()> {
+        self.batch_gate.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many hot files have been retired so far (see the field).
+    pub fn retirements(&self) -> u64 {
+        self.retirements.load(Ordering::Acquire)
     }
 
     /// The data directory.
@@ -202,8 +266,8 @@ impl Storage {
         total
     }
 
-    /// The file of `tier` for the period starting at `period_start` and chunk `chunk`, if it
-    /// exists.
+    /// The hot file of `tier` for the period starting at `period_start` and chunk `chunk`, if
+    /// the period is held hot.
     #[inline]
     pub fn file(
         &self,
@@ -211,6 +275,13 @@ impl Storage {
         period_start: Timestamp,
         chunk: u32,
     ) -> Option<Arc<PeriodFile>> {
+        self.stored(tier, period_start, chunk)
+            .and_then(|p| p.hot().cloned())
+    }
+
+    /// The period of `tier` starting at `period_start` for chunk `chunk`, in whichever form
+    /// it is held.
+    pub fn stored(&self, tier: usize, period_start: Timestamp, chunk: u32) -> Option<StoredPeriod> {
         let files = self.tiers[tier]
             .files
             .read()
@@ -218,10 +289,12 @@ impl Storage {
         files.get(&(period_start, chunk)).cloned()
     }
 
-    /// The file, created whole first when missing. The flag says whether this call created it.
+    /// The hot file, created whole first when missing, or made hot again from its compacted
+    /// form (a late sample for a closed period). The flag says whether this call created it.
     ///
     /// # Errors
-    /// [`Error::Io`] when creation fails (a full disk among others); read-only storage refuses.
+    /// [`Error::Io`] when creation fails (a full disk among others); read-only storage refuses;
+    /// [`Error::CorruptFile`] when the compacted form cannot be read.
     pub fn get_or_create(
         &self,
         tier: usize,
@@ -244,19 +317,86 @@ impl Storage {
             return Ok((file, false));
         }
         let meta = store.meta(period_start, chunk, self.slots);
-        let file = Arc::new(PeriodFile::create(&store.dir, &meta, &self.writers)?);
+        let compacted = match self.stored(tier, period_start, chunk) {
+            Some(StoredPeriod::Compacted(compacted)) => Some(compacted),
+            _ => None,
+        };
+        let file = Arc::new(match &compacted {
+            Some(source) => PeriodFile::create_from(&store.dir, &meta, &self.writers, source)?,
+            None => PeriodFile::create(&store.dir, &meta, &self.writers)?,
+        });
         store
             .files
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .insert((period_start, chunk), Arc::clone(&file));
-        match why {
-            Creation::Ahead => &store.created_ahead,
-            Creation::OnDemand => &store.created_on_demand,
+            .insert((period_start, chunk), StoredPeriod::Hot(Arc::clone(&file)));
+        if let Some(source) = compacted {
+            // The hot file holds all the compacted one did; a crash before this unlink
+            // leaves both, and the open keeps the hot one.
+            store.rehydrated.fetch_add(1, Ordering::Relaxed);
+            remove_file_logged(source.path());
+            tracing::debug!(path = %file.path().display(), "made a compacted period hot for a late write");
+        } else {
+            match why {
+                Creation::Ahead => &store.created_ahead,
+                Creation::OnDemand => &store.created_on_demand,
+            }
+            .fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(path = %file.path().display(), ?why, "created period file");
         }
-        .fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(path = %file.path().display(), ?why, "created period file");
         Ok((file, true))
+    }
+
+    /// The hot files of `tier` whose period ended at or before `ended_by` and that had no
+    /// write since the previous call looked at them: the ones to compact.
+    pub fn quiet_closed_files(&self, tier: usize, ended_by: Timestamp) -> Vec<Arc<PeriodFile>> {
+        let store = &self.tiers[tier];
+        let period = store.spec.period.secs() as i64;
+        let files = store.files.read().unwrap_or_else(|e| e.into_inner());
+        files
+            .iter()
+            .take_while(|((start, _), _)| start.saturating_add(period) <= ended_by)
+            .filter_map(|(_, stored)| stored.hot())
+            .filter(|file| file.quiet_since_last_look())
+            .cloned()
+            .collect()
+    }
+
+    /// Replaces the hot `file` of `tier` by its compacted form: written whole beside it, then
+    /// swapped in under the batch gate if no batch stored into the file meanwhile, then the
+    /// hot file deleted. Returns false (and leaves the hot file) when a write came in between;
+    /// a later pass tries again.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file that could not be written.
+    pub fn compact(&self, tier: usize, file: &Arc<PeriodFile>) -> Result<bool> {
+        let store = &self.tiers[tier];
+        let meta = file.meta().clone();
+        let before = file.generation();
+        let compacted =
+            CompactFile::create(&store.dir, &meta, &|bucket, slot| file.load(bucket, slot))?;
+        let key = (meta.period_start, meta.chunk);
+        let swapped = {
+            let _no_batch = self.batch_gate.write().unwrap_or_else(|e| e.into_inner());
+            let mut files = store.files.write().unwrap_or_else(|e| e.into_inner());
+            let still_this_file =
+                matches!(files.get(&key), Some(StoredPeriod::Hot(f)) if Arc::ptr_eq(f, file));
+            if still_this_file && file.generation() == before {
+                files.insert(key, StoredPeriod::Compacted(Arc::new(compacted)));
+                file.retire();
+                self.retirements.fetch_add(1, Ordering::AcqRel);
+                true
+            } else {
+                remove_file_logged(compacted.path());
+                false
+            }
+        };
+        if swapped {
+            store.compacted.fetch_add(1, Ordering::Relaxed);
+            remove_file_logged(file.path());
+            disk::sync_dir(&store.dir)?;
+        }
+        Ok(swapped)
     }
 
     /// The file of `tier` for the period starting at `period_start` and chunk `chunk`, to
@@ -268,6 +408,7 @@ impl Storage {
         chunk: u32,
     ) -> Option<WritableFile> {
         self.file(tier, period_start, chunk)
+            .filter(|file| !file.is_retired())
             .and_then(WritableFile::new)
     }
 
@@ -285,7 +426,7 @@ impl Storage {
         self.writers.register()
     }
 
-    /// Every file, for flushing.
+    /// Every hot file, for flushing.
     pub fn all_files(&self) -> Vec<Arc<PeriodFile>> {
         self.tiers
             .iter()
@@ -294,6 +435,7 @@ impl Storage {
                     .read()
                     .unwrap_or_else(|e| e.into_inner())
                     .values()
+                    .filter_map(StoredPeriod::hot)
                     .cloned()
                     .collect::<Vec<_>>()
             })
@@ -320,7 +462,19 @@ impl Storage {
         periods.dedup();
         TierFiles {
             files: files.len(),
-            bytes: files.values().map(|f| f.disk_bytes()).sum(),
+            bytes: files
+                .values()
+                .map(|stored| match stored {
+                    StoredPeriod::Hot(file) => file.disk_bytes(),
+                    StoredPeriod::Compacted(file) => file.disk_bytes().unwrap_or(0),
+                })
+                .sum(),
+            compacted_files: files
+                .values()
+                .filter(|stored| stored.hot().is_none())
+                .count(),
+            compactions: store.compacted.load(Ordering::Relaxed),
+            rehydrations: store.rehydrated.load(Ordering::Relaxed),
             oldest_period: periods.first().copied(),
             newest_period: periods.last().copied(),
             periods_ahead: periods.iter().filter(|&&p| p > current).count(),
@@ -330,8 +484,8 @@ impl Storage {
         }
     }
 
-    /// The chunks among `chunks` (a bitset: bit `c` set for chunk `c`) that have no file for
-    /// the period of `tier` starting at `period_start`. One read lock for the lot.
+    /// The chunks among `chunks` (a bitset: bit `c` set for chunk `c`) that have no hot file
+    /// for the period of `tier` starting at `period_start`. One read lock for the lot.
     pub fn missing_chunks(&self, tier: usize, period_start: Timestamp, chunks: &[u64]) -> Vec<u32> {
         let files = self.tiers[tier]
             .files
@@ -343,7 +497,10 @@ impl Storage {
             while bits != 0 {
                 let chunk = (word_index * 64) as u32 + bits.trailing_zeros();
                 bits &= bits - 1;
-                if !files.contains_key(&(period_start, chunk)) {
+                if !matches!(
+                    files.get(&(period_start, chunk)),
+                    Some(StoredPeriod::Hot(_))
+                ) {
                     missing.push(chunk);
                 }
             }
@@ -361,7 +518,7 @@ impl Storage {
     /// same and removed by the next open's maintenance).
     pub fn drop_before(&self, tier: usize, window_start: Timestamp) -> Result<usize> {
         let store = &self.tiers[tier];
-        let expired: Vec<Arc<PeriodFile>> = {
+        let expired: Vec<StoredPeriod> = {
             let mut files = store.files.write().unwrap_or_else(|e| e.into_inner());
             let keep = files.split_off(&(window_start, 0));
             std::mem::replace(&mut *files, keep).into_values().collect()
@@ -387,16 +544,16 @@ impl Storage {
         first_error.map_or(Ok(expired.len()), Err)
     }
 
-    /// The files of `chunk` in `tier` whose period overlaps `[from, to)`, oldest first. One
-    /// lookup per period between the oldest and newest held, so the walk is bounded by the
-    /// files held, not by the width of the range or the number of chunks.
+    /// The periods of `chunk` in `tier` that overlap `[from, to)`, oldest first. One lookup
+    /// per period between the oldest and newest held, so the walk is bounded by the files
+    /// held, not by the width of the range or the number of chunks.
     pub fn files_of_chunk(
         &self,
         tier: usize,
         chunk: u32,
         from: Timestamp,
         to: Timestamp,
-    ) -> Vec<(Timestamp, Arc<PeriodFile>)> {
+    ) -> Vec<(Timestamp, StoredPeriod)> {
         let store = &self.tiers[tier];
         let period = store.spec.period.secs() as i64;
         let files = store.files.read().unwrap_or_else(|e| e.into_inner());
@@ -408,15 +565,15 @@ impl Storage {
         let mut found = Vec::new();
         let mut start = crate::time::align_down(from, store.spec.period).max(oldest);
         while start < to && start <= newest {
-            if let Some(file) = files.get(&(start, chunk)) {
-                found.push((start, Arc::clone(file)));
+            if let Some(stored) = files.get(&(start, chunk)) {
+                found.push((start, stored.clone()));
             }
             start += period;
         }
         found
     }
 
-    /// The chunk files of `tier`'s period starting at `period_start`, in chunk order.
+    /// The hot chunk files of `tier`'s period starting at `period_start`, in chunk order.
     pub fn period_files(&self, tier: usize, period_start: Timestamp) -> Vec<Arc<PeriodFile>> {
         let files = self.tiers[tier]
             .files
@@ -424,7 +581,7 @@ impl Storage {
             .unwrap_or_else(|e| e.into_inner());
         files
             .range((period_start, 0)..=(period_start, u32::MAX))
-            .map(|(_, f)| Arc::clone(f))
+            .filter_map(|(_, stored)| stored.hot().cloned())
             .collect()
     }
 }
@@ -449,6 +606,7 @@ impl TierStore {
             Err(e) => return Err(Error::io(&self.dir, e)),
         };
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        let mut compacted = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|e| Error::io(&self.dir, e))?;
             let path = entry.path();
@@ -461,6 +619,18 @@ impl TierStore {
                     tracing::warn!(path = %path.display(), "removing a period file whose creation was cut short");
                     std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
                 }
+                continue;
+            }
+            if let Some(stem) = name.strip_suffix(COMPACT_SUFFIX) {
+                let Some((period_start, chunk)) =
+                    format::parse_file_name(&format!("{stem}{FILE_SUFFIX}"))
+                else {
+                    return Err(Error::corrupt(
+                        &path,
+                        "file name is not <start>-c<chunk>.tdc",
+                    ));
+                };
+                compacted.push((period_start, chunk, path));
                 continue;
             }
             let Some((period_start, chunk)) = format::parse_file_name(&name) else {
@@ -476,7 +646,7 @@ impl TierStore {
             let expected = self.meta(period_start, chunk, slots);
             match PeriodFile::open(&path, &expected, writers) {
                 Ok(file) => {
-                    files.insert((period_start, chunk), Arc::new(file));
+                    files.insert((period_start, chunk), StoredPeriod::Hot(Arc::new(file)));
                 }
                 // A reader beside a running writer may see a file listed and then dropped.
                 Err(Error::Io { source, .. })
@@ -484,7 +654,33 @@ impl TierStore {
                 Err(e) => return Err(e),
             }
         }
+        // Compacted files are only listed: checked when first read, so an open does not
+        // grow with the data held. Where a hot file exists too, a crash came between the
+        // two steps of a compaction or of a late write's rehydration, and the hot file holds
+        // everything the compacted one does.
+        for (period_start, chunk, path) in compacted {
+            if files.contains_key(&(period_start, chunk)) {
+                if writable {
+                    tracing::warn!(path = %path.display(), "removing a compacted file its hot file supersedes (a crash mid-compaction)");
+                    std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+                }
+                continue;
+            }
+            let meta = self.meta(period_start, chunk, slots);
+            files.insert(
+                (period_start, chunk),
+                StoredPeriod::Compacted(Arc::new(CompactFile::new(path, meta))),
+            );
+        }
         Ok(())
+    }
+}
+
+/// Unlinks a file whose removal is tidying, not correctness (a superseded form of a period):
+/// a failure is logged, and the next open removes it.
+fn remove_file_logged(path: &Path) {
+    if let Err(e) = std::fs::remove_file(path) {
+        tracing::warn!(path = %path.display(), error = %e, "could not remove a superseded period file");
     }
 }
 

@@ -87,10 +87,10 @@ fn default_is_valid_and_as_documented() {
         })
         .collect();
     let expected = [
-        ("1m", "1m", "1d", "2d", 1, 1440),
-        ("5m", "5m", "7d", "14d", 1, 2016),
-        ("1h", "1h", "30d", "90d", 1, 720),
-        ("1d", "1d", "365d", "1825d", 1, 365),
+        ("1m", "1m", "6h", "2d", 1, 360),
+        ("5m", "5m", "1d", "14d", 1, 288),
+        ("1h", "1h", "10d", "90d", 1, 240),
+        ("1d", "1d", "73d", "1825d", 1, 73),
     ]
     .map(|(n, r, p, k, c, b)| (n.into(), r.into(), p.into(), k.into(), c, b));
     assert_eq!(summary, expected);
@@ -142,7 +142,7 @@ fn five_tiers_with_a_ten_second_tier() {
 [[tier]]
 name = "10s"
 resolution = "10s"
-period = "6h"
+period = "1h"
 retention = "24h"
 create_ahead = 1
 "#;
@@ -157,19 +157,20 @@ create_ahead = 1
     assert_eq!(config.tiers[1..], TiersConfig::default().tiers[..]);
     let ten = &config.tiers[0];
     assert_eq!(ten.resolution, Span::from_secs(10));
-    assert_eq!(ten.period, Span::from_secs(6 * 3_600));
-    assert_eq!(ten.buckets_per_period(), 2_160);
+    assert_eq!(ten.period, Span::from_secs(3_600));
+    assert_eq!(ten.buckets_per_period(), 360);
     assert_eq!(config.tier_index("10s"), Some(0));
     assert_eq!(config.tier_index("1d"), Some(4));
     config.validate().unwrap();
 
-    // 06:00:25 on the first day: the second 6h period, third 10s bucket.
+    // 06:00:25 on the first day: the seventh 1h period, third 10s bucket; the second 6h
+    // period of the 1m tier, its first bucket.
     let placements = crate::time::locate(&config.tiers, 21_600 + 25);
     assert_eq!(placements.len(), 5);
     assert_eq!(placements[0].period_start, 21_600);
     assert_eq!(placements[0].bucket, 2);
-    assert_eq!(placements[1].period_start, 0);
-    assert_eq!(placements[1].bucket, 360);
+    assert_eq!(placements[1].period_start, 21_600);
+    assert_eq!(placements[1].bucket, 0);
 }
 
 #[test]
@@ -413,7 +414,7 @@ fn validate_applies_the_same_rules_to_code_built_configs() {
     let err = config.validate().unwrap_err();
     assert_eq!(
         err.to_string(),
-        r#"<builder>: tier "5m" resolution: resolution 11m does not divide the period 7d evenly"#
+        r#"<builder>: tier "5m" resolution: resolution 11m does not divide the period 1d evenly"#
     );
 
     let mut config = TiersConfig::default();

@@ -30,6 +30,8 @@ pub struct MaintenanceReport {
     /// Files of future periods not created yet because creation is paced; later passes
     /// create them (see [`AHEAD_FILES_PER_PASS`]).
     pub pending: usize,
+    /// Hot files of closed periods replaced by their compacted form.
+    pub compacted: usize,
 }
 
 /// How maintenance has been going: passes that failed since open, and the last failure while
@@ -109,10 +111,17 @@ impl Shared {
                 }
             }
         }
-        if report.created + report.dropped > 0 {
+        match self.compact_closed(now) {
+            Ok(n) => report.compacted = n,
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+        if report.created + report.dropped + report.compacted > 0 {
             tracing::info!(
                 created = report.created,
                 dropped = report.dropped,
+                compacted = report.compacted,
                 "maintenance"
             );
         }
@@ -197,6 +206,48 @@ impl Shared {
         Ok((created, pending))
     }
 }
+
+impl Shared {
+    /// Compacts the hot files of periods that ended at least [`COMPACT_GRACE`] ago and had
+    /// no write since the previous pass looked, oldest first, until [`COMPACT_BUDGET`] is
+    /// spent (the next pass goes on). Returns how many were compacted.
+    ///
+    /// # Errors
+    /// The first file that could not be compacted; the others are still tried.
+    fn compact_closed(&self, now: Timestamp) -> Result<usize> {
+        let started = std::time::Instant::now();
+        let mut compacted = 0;
+        let mut first_error = None;
+        for tier in 0..self.config.tiers.len() {
+            for file in self
+                .storage
+                .quiet_closed_files(tier, now.saturating_sub(COMPACT_GRACE))
+            {
+                if started.elapsed() >= COMPACT_BUDGET {
+                    return first_error.map_or(Ok(compacted), Err);
+                }
+                match self.storage.compact(tier, &file) {
+                    Ok(true) => compacted += 1,
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::error!(error = %e, "could not compact a closed period; it stays hot");
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+        }
+        first_error.map_or(Ok(compacted), Err)
+    }
+}
+
+/// How long after its end a period is first considered for compaction: late samples for
+/// its last buckets (an agent's flush delay, a queue draining) still find the hot file.
+/// A sample later than that still lands: its period is made hot again.
+pub const COMPACT_GRACE: i64 = 600;
+
+/// Time one pass spends compacting at most; the rest waits for the next pass, so the
+/// prefaulting and creation that the pass also does stay on time.
+pub const COMPACT_BUDGET: Duration = Duration::from_secs(10);
 
 /// Files of future periods created per maintenance pass when they are not yet urgent.
 pub const AHEAD_FILES_PER_PASS: usize = 16;

@@ -205,6 +205,9 @@ struct Writer {
     /// the common case for an agent's flush, skip the lookup arithmetic.
     placements: Vec<Option<(usize, u32)>>,
     slot_bits: u32,
+    /// The storage's retirement count when this writer last dropped retired (compacted)
+    /// files from its cache.
+    retirements_seen: u64,
 }
 
 impl Writer {
@@ -217,6 +220,7 @@ impl Writer {
             tiers: (0..tiers).map(|_| TierCache::default()).collect(),
             placements: vec![None; tiers],
             slot_bits,
+            retirements_seen: 0,
         }
     }
 
@@ -253,6 +257,7 @@ impl Writer {
     /// either sees them or leaves the mark set for the next one).
     fn apply(&mut self, samples: &[Sample], windows: &[Timestamp]) {
         self.evict_expired(windows);
+        self.evict_retired();
         let mut last_ts = None;
         let slot_mask = (1u32 << self.slot_bits) - 1;
         // A local handle: the hot loop reaches the slot with one load instead of two through
@@ -323,6 +328,27 @@ impl Writer {
                 self.tiers[tier].periods[index].touched = true;
                 Some((index, p.bucket))
             };
+        }
+    }
+
+    /// Forgets files that were compacted since the last look: their period lives in another
+    /// file now, and a late sample for it gets a new hot file from the batch's caller. A
+    /// compaction swaps files only while no batch runs, so this check at the start of a
+    /// batch is enough.
+    fn evict_retired(&mut self) {
+        let retirements = self.shared.storage.retirements();
+        if retirements == self.retirements_seen {
+            return;
+        }
+        self.retirements_seen = retirements;
+        for cache in &mut self.tiers {
+            for period in &mut cache.periods {
+                for file in &mut period.files {
+                    if file.as_ref().is_some_and(|f| f.file().is_retired()) {
+                        *file = None;
+                    }
+                }
+            }
         }
     }
 

@@ -5,11 +5,13 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::bucket::{BucketCell, Stuck, WriterSlot, Writers};
+use super::compact::CompactFile;
 use super::disk;
 use super::format::{cell_index, PeriodMeta, HEADER_LEN, TEMP_SUFFIX};
 use super::mmap::MappedCells;
@@ -27,6 +29,15 @@ pub struct PeriodFile {
     /// Set by writers when they store into the file, cleared by `flush`; limits msync to files
     /// that changed.
     dirty: AtomicBool,
+    /// Batches that stored into the file, counted after their stores: compaction reads the
+    /// cells between two equal readings, so a store it might have missed changes it.
+    generation: AtomicU64,
+    /// The generation maintenance saw at its last look (`u64::MAX` before the first), so a
+    /// closed period is compacted only once a whole pass went by without writes.
+    seen_generation: AtomicU64,
+    /// Set when the period was compacted and this file is no longer the one to store into:
+    /// writers drop it from their caches at their next batch.
+    retired: AtomicBool,
     /// Set once a read of this file met an update-in-flight bit no live writer holds, so
     /// that is logged once per file, not per read.
     stale_logged: AtomicBool,
@@ -79,9 +90,34 @@ impl PeriodFile {
         meta: &PeriodMeta,
         writers: &Arc<Writers>,
     ) -> Result<PeriodFile> {
+        Self::create_filled(dir, meta, writers, None)
+    }
+
+    /// [`PeriodFile::create`], with the cells of `source` (a compacted form of the same
+    /// period) written into the file before it is renamed into place: a compacted period
+    /// made hot again for a late sample. The file appears whole, holding every bucket the
+    /// compacted one held, or not at all.
+    ///
+    /// # Errors
+    /// As [`PeriodFile::create`], and the errors of reading `source`.
+    pub(super) fn create_from(
+        dir: &Path,
+        meta: &PeriodMeta,
+        writers: &Arc<Writers>,
+        source: &CompactFile,
+    ) -> Result<PeriodFile> {
+        Self::create_filled(dir, meta, writers, Some(source))
+    }
+
+    fn create_filled(
+        dir: &Path,
+        meta: &PeriodMeta,
+        writers: &Arc<Writers>,
+        source: Option<&CompactFile>,
+    ) -> Result<PeriodFile> {
         let path = dir.join(meta.file_name());
         let temp = dir.join(format!("{}{TEMP_SUFFIX}", meta.file_name()));
-        let result = Self::write_new(&temp, meta).and_then(|()| {
+        let result = Self::write_new(&temp, meta, source).and_then(|()| {
             std::fs::rename(&temp, &path).map_err(|e| Error::io(&path, e))?;
             disk::sync_dir(dir)
         });
@@ -92,7 +128,7 @@ impl PeriodFile {
         Self::open(&path, meta, writers)
     }
 
-    fn write_new(temp: &Path, meta: &PeriodMeta) -> Result<()> {
+    fn write_new(temp: &Path, meta: &PeriodMeta, source: Option<&CompactFile>) -> Result<()> {
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -103,7 +139,47 @@ impl PeriodFile {
         disk::reserve_space(&mut file, temp, meta.file_len())?;
         file.write_all(&meta.encode())
             .map_err(|e| Error::io(temp, e))?;
+        if let Some(source) = source {
+            Self::write_cells(&file, temp, meta, source)?;
+        }
         file.sync_all().map_err(|e| Error::io(temp, e))
+    }
+
+    /// Writes every non-empty bucket of `source` into `file` at its record's place, one
+    /// 16-bucket run per write.
+    fn write_cells(
+        file: &File,
+        temp: &Path,
+        meta: &PeriodMeta,
+        source: &CompactFile,
+    ) -> Result<()> {
+        let block = super::format::BUCKET_BLOCK as usize;
+        let mut run = vec![0u8; block * super::bucket::RECORD_SIZE];
+        let mut failed = None;
+        source.for_each_slot(&mut |slot, buckets| {
+            if failed.is_some() {
+                return;
+            }
+            for (first, chunk) in buckets.chunks(block).enumerate() {
+                run.fill(0);
+                for (record, bucket) in run.chunks_exact_mut(super::bucket::RECORD_SIZE).zip(chunk)
+                {
+                    record[0..8].copy_from_slice(&bucket.count.to_le_bytes());
+                    record[8..16].copy_from_slice(&bucket.total.to_bits().to_le_bytes());
+                    record[16..24].copy_from_slice(&bucket.min.to_bits().to_le_bytes());
+                    record[24..32].copy_from_slice(&bucket.max.to_bits().to_le_bytes());
+                }
+                let cell = cell_index((first * block) as u32, slot, meta.slots);
+                let at = (HEADER_LEN + cell * super::bucket::RECORD_SIZE) as u64;
+                if let Err(e) =
+                    file.write_all_at(&run[..chunk.len() * super::bucket::RECORD_SIZE], at)
+                {
+                    failed = Some(Error::io(temp, e));
+                    return;
+                }
+            }
+        })?;
+        failed.map_or(Ok(()), Err)
     }
 
     /// Opens an existing file and checks that its header matches `expected` exactly. It is
@@ -164,6 +240,9 @@ impl PeriodFile {
             cells,
             writers: Arc::clone(writers),
             dirty: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
+            seen_generation: AtomicU64::new(u64::MAX),
+            retired: AtomicBool::new(false),
             stale_logged: AtomicBool::new(false),
         })
     }
@@ -299,6 +378,28 @@ impl PeriodFile {
     pub fn disk_bytes(&self) -> u64 {
         self.meta.file_len()
     }
+
+    /// Batches that stored into the file so far (see the field).
+    pub(super) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// True when no batch stored into the file since the previous call (false on the first):
+    /// maintenance's test that a closed period has gone quiet.
+    pub(super) fn quiet_since_last_look(&self) -> bool {
+        let now = self.generation();
+        self.seen_generation.swap(now, Ordering::Relaxed) == now
+    }
+
+    /// Marks the file as replaced by its compacted form (see the field).
+    pub(super) fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
+    }
+
+    /// True once the file was replaced by its compacted form: stores into it would be lost.
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Acquire)
+    }
 }
 
 impl WritableFile {
@@ -331,6 +432,7 @@ impl WritableFile {
     /// Notes that stores happened. Writers call it after their stores, once per batch.
     pub fn mark_dirty(&self) {
         self.0.dirty.store(true, Ordering::Release);
+        self.0.generation.fetch_add(1, Ordering::Release);
     }
 
     /// Repairs what a crash can leave behind; returns (cells with an interrupted update,

@@ -148,29 +148,29 @@ fn locate_places_a_sample_in_every_tier() {
     assert_eq!(
         placements,
         vec![
-            // Day file of 2026-11-21, minute 10*60+42.
+            // 6h file from 06:00 on 2026-11-21: 4h42m.
             Placement {
                 tier: 0,
-                period_start: 1_795_219_200,
-                bucket: 642
+                period_start: 1_795_240_800,
+                bucket: 282
             },
-            // Week file from Thursday 2026-11-19: 2 days + 10h40m = 576 + 128 five-minute buckets.
+            // Day file of 2026-11-21: 10h40m = 128 five-minute buckets.
             Placement {
                 tier: 1,
-                period_start: 1_795_046_400,
-                bucket: 704
+                period_start: 1_795_219_200,
+                bucket: 128
             },
-            // 30d file from 2026-11-03: 18 days + 10 hours.
+            // 10d file from 2026-11-13: 8 days + 10 hours.
             Placement {
                 tier: 2,
-                period_start: 1_793_664_000,
-                bucket: 442
+                period_start: 1_794_528_000,
+                bucket: 202
             },
-            // 365d file from 2025-12-18: 338 days.
+            // 73d file from 2026-10-06: 46 days.
             Placement {
                 tier: 3,
-                period_start: 1_766_016_000,
-                bucket: 338
+                period_start: 1_791_244_800,
+                bucket: 46
             },
         ]
     );
@@ -255,13 +255,13 @@ fn default_tier_placements_around_boundaries() {
         ("hour boundary 11:00", 1_795_258_800),
         ("second before a day boundary", 1_795_219_199),
         ("day boundary 2026-11-21", 1_795_219_200),
-        ("second before a 7d period boundary", 1_795_046_399),
-        ("7d period boundary (Thursday 2026-11-19)", 1_795_046_400),
-        ("second before a 30d period boundary", 1_793_663_999),
-        ("30d period boundary (2026-11-03)", 1_793_664_000),
-        ("last second of the 30d period", 1_796_255_999),
-        ("second before a 365d period boundary", 1_766_015_999),
-        ("365d period boundary (2025-12-18)", 1_766_016_000),
+        ("second before a 6h period boundary", 1_795_240_799),
+        ("6h period boundary (2026-11-21 06:00)", 1_795_240_800),
+        ("second before a 10d period boundary", 1_794_527_999),
+        ("10d period boundary (2026-11-13)", 1_794_528_000),
+        ("last second of the 10d period", 1_795_391_999),
+        ("second before a 73d period boundary", 1_791_244_799),
+        ("73d period boundary (2026-10-06)", 1_791_244_800),
         ("last second of 2025", 1_767_225_599),
         ("first second of 2026", 1_767_225_600),
         ("second before the leap day", 1_709_164_799),
@@ -290,9 +290,9 @@ fn default_tier_placements_around_boundaries() {
         })
         .collect();
     insta::with_settings!({
-        description => "time::locate over TiersConfig::default().tiers (1m/1d, 5m/7d, 1h/30d, \
-                        1d/365d) for timestamps on and one second before minute, hour, day, \
-                        7d/30d/365d period and year boundaries, the epoch and the 2024 leap day; \
+        description => "time::locate over TiersConfig::default().tiers (1m/6h, 5m/1d, 1h/10d, \
+                        1d/73d) for timestamps on and one second before minute, hour, day, \
+                        6h/10d/73d period and year boundaries, the epoch and the 2024 leap day; \
                         each row gives the input ts, its RFC 3339 form, and per tier the \
                         period_start (also as RFC 3339) and the bucket index",
         omit_expression => true,

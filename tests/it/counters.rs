@@ -390,8 +390,9 @@ fn an_unfinished_counter_journal_that_does_not_fit_is_refused_by_name() {
         err.contains("counters.journal") && err.contains("another tiers"),
         "{err}"
     );
-    // The right layout, but a cell entry at slot 4096 of a 256-slot file.
-    let period = NOW - NOW % 86_400;
+    // The right layout, but a cell entry at slot 4096 of a 256-slot file: the 1m tier's
+    // file of the 6h period the sample went to.
+    let period = (NOW - 20) - (NOW - 20) % (6 * 3_600);
     write_words(4096, &[1, 1, config.layout_fingerprint()]);
     write_words(
         4096 + 64,

@@ -150,8 +150,8 @@ fn a_backfill_creates_only_the_files_its_samples_land_in() {
     let before = minute_files(dir.path());
     let batch = [
         Sample::new(ids[0], yesterday, 1.0),
-        Sample::new(ids[20], NOW - 60, 1.0),
-        Sample::new(ids[35], NOW - 60, 1.0),
+        Sample::new(ids[20], NOW + 60, 1.0),
+        Sample::new(ids[35], NOW + 60, 1.0),
     ];
     assert_eq!(engine.record_batch(&batch).unwrap().accepted, 3);
     assert_eq!(

@@ -4,6 +4,7 @@ mod aggregate;
 mod cli;
 mod collectd;
 mod common;
+mod compaction;
 mod connections;
 mod corruption;
 mod counter_crash;

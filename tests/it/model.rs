@@ -21,7 +21,7 @@ use tierdb::{
     Span, TierSpec, TiersConfig, Timestamp,
 };
 
-use crate::common::{open, NOW as NOON};
+use crate::common::{open, scratch_dir, NOW as NOON};
 
 const MINUTE: i64 = 60;
 const HOUR: i64 = 60 * MINUTE;
@@ -526,20 +526,6 @@ fn compare_stats(engine: &Engine, model: &Model, fresh: bool) -> Result<(), Test
         .collect();
     prop_assert_eq!(stats.rejected, expected);
     Ok(())
-}
-
-/// A fresh directory for one case, on tmpfs when there is one: each case creates some fifty
-/// period files, and the fsyncs of their creation and of close would otherwise make up most of
-/// the run time (about 28 s instead of 7 s for the 24 cases on a small ext4 VM). What this test
-/// checks does not depend on the file system.
-fn scratch_dir() -> tempfile::TempDir {
-    let shm = std::path::Path::new("/dev/shm");
-    if shm.is_dir() {
-        if let Ok(dir) = tempfile::tempdir_in(shm) {
-            return dir;
-        }
-    }
-    tempfile::tempdir().expect("temp dir")
 }
 
 fn run(input: &Input) -> Result<(), TestCaseError> {

@@ -190,10 +190,14 @@ fn reopening_gives_identical_answers() {
         assert!(after[key] == *buckets, "{key:?} differs after reopening");
     }
     // The history lands in every tier that keeps its time: 5-minute samples of the last
-    // 2.5 days in every tier, the 40-day-old ones only in 1h and 1d.
+    // 2.5 days in every tier but 1m, whose window (48h in 6h periods) holds the last two
+    // days; the 40-day-old ones only in 1h and 1d.
     let recent = (60 * HOUR / (5 * MINUTE)) as u64 * SERIES.len() as u64;
     let old = 24 * SERIES.len() as u64;
-    assert_eq!(samples_in(&after, "1m"), recent);
+    assert_eq!(
+        samples_in(&after, "1m"),
+        (48 * HOUR / (5 * MINUTE)) as u64 * SERIES.len() as u64
+    );
     assert_eq!(samples_in(&after, "5m"), recent);
     assert_eq!(samples_in(&after, "1h"), recent + old);
     assert_eq!(samples_in(&after, "1d"), recent + old);
@@ -337,7 +341,9 @@ fn a_removed_tier_is_left_in_place_and_reported() {
 #[test]
 fn a_changed_retention_keeps_working() {
     let (dir, clock, before) = closed_history();
-    let today = align_down(NOW, Span::from_secs(DAY as u64));
+    // NOW is a 6h boundary, and the 1m tier's window moves in 6h periods: windows of whole
+    // days of retention start at `edge` minus those days.
+    let edge = align_down(NOW, Span::from_secs(6 * HOUR as u64));
 
     // Longer: 1m keeps three days. Everything answers as before, and a sample from three
     // days ago, which 1m refused to hold before, now lands there.
@@ -345,9 +351,9 @@ fn a_changed_retention_keeps_working() {
     longer.tiers[0].retention = Span::from_secs(72 * HOUR as u64);
     let engine = open(dir.path(), &clock, longer);
     assert_eq!(answers(&engine), before);
-    assert_eq!(engine.stats().tiers[0].window_start, today - 3 * DAY);
+    assert_eq!(engine.stats().tiers[0].window_start, edge - 3 * DAY);
     let id = engine.series(SERIES[0]).unwrap();
-    let ts = today - 3 * DAY + HOUR;
+    let ts = edge - 3 * DAY + HOUR;
     engine.record_batch(&[Sample::new(id, ts, 8.0)]).unwrap();
     let result = engine
         .query(&Query::new(SERIES[0], ts, ts + MINUTE).tier("1m"))
@@ -357,26 +363,27 @@ fn a_changed_retention_keeps_working() {
     let before = answers(&engine);
     engine.close().unwrap();
 
-    // Shorter: 1m keeps one day. Yesterday and today answer as before; the days before are
+    // Shorter: 1m keeps one day. Yesterday and edge answer as before; the days before are
     // outside the window, read empty, and their two files (the history's and the backfill's)
     // are dropped at open.
     let mut shorter = TiersConfig::default();
     shorter.tiers[0].retention = Span::from_secs(24 * HOUR as u64);
     let engine = open(dir.path(), &clock, shorter);
     let stats = engine.stats();
-    assert_eq!(stats.tiers[0].window_start, today - DAY);
+    assert_eq!(stats.tiers[0].window_start, edge - DAY);
     assert_eq!(
         stats.tiers[0].disk.oldest_period,
-        Some(today - DAY),
+        Some(edge - DAY),
         "the days before were dropped at open"
     );
-    assert_eq!(stats.tiers[0].disk.dropped, 2);
+    // The four 6h periods of the history before the window, and the backfill's.
+    assert_eq!(stats.tiers[0].disk.dropped, 5);
     let after = answers(&engine);
     for text in SERIES {
         let key = (text.to_string(), "1m".to_string());
         for ((ts, was), (ts2, is)) in before[&key].iter().zip(&after[&key]) {
             assert_eq!(ts, ts2);
-            if *ts >= today - DAY {
+            if *ts >= edge - DAY {
                 assert_eq!(is, was, "{text} at {}", format_ts(*ts));
             } else {
                 assert!(
@@ -395,7 +402,7 @@ fn a_changed_retention_keeps_working() {
     let report = engine
         .record_batch(&[
             Sample::new(id, NOW - 30 * MINUTE, 1.0),
-            Sample::new(id, today - DAY - MINUTE, 1.0),
+            Sample::new(id, edge - DAY - MINUTE, 1.0),
         ])
         .unwrap();
     assert_eq!(
@@ -404,20 +411,20 @@ fn a_changed_retention_keeps_working() {
     );
     let five = engine
         .query(
-            &Query::new(SERIES[1], today - DAY - 5 * MINUTE, today - DAY)
+            &Query::new(SERIES[1], edge - DAY - 5 * MINUTE, edge - DAY)
                 .tier("5m")
                 .display(Display::Count),
         )
         .unwrap();
-    assert_eq!(five.points, vec![(today - DAY - 5 * MINUTE, Some(2.0))]);
+    assert_eq!(five.points, vec![(edge - DAY - 5 * MINUTE, Some(2.0))]);
     let minute = engine
         .query(
-            &Query::new(SERIES[1], today - DAY - MINUTE, today - DAY)
+            &Query::new(SERIES[1], edge - DAY - MINUTE, edge - DAY)
                 .tier("1m")
                 .display(Display::Count),
         )
         .unwrap();
-    assert_eq!(minute.points, vec![(today - DAY - MINUTE, None)]);
+    assert_eq!(minute.points, vec![(edge - DAY - MINUTE, None)]);
     engine.close().unwrap();
 }
 
@@ -427,12 +434,12 @@ fn a_changed_layout_under_an_existing_name_is_refused_naming_the_file() {
     let mut resolution = TiersConfig::default();
     resolution.tiers[0].resolution = Span::from_secs(120);
     let mut period = TiersConfig::default();
-    period.tiers[1].period = Span::from_secs(DAY as u64);
+    period.tiers[1].period = Span::from_secs(7 * DAY as u64);
     let mut chunk = TiersConfig::default();
     chunk.engine.series_per_chunk = 512;
     for (what, config, tier_dir) in [
         ("1m resolution 1m -> 2m", resolution, "1m"),
-        ("5m period 7d -> 1d", period, "5m"),
+        ("5m period 1d -> 7d", period, "5m"),
         ("series_per_chunk 256 -> 512", chunk, "1m"),
     ] {
         let result = Engine::builder(dir.path())

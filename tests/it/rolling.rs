@@ -9,6 +9,7 @@ use tierdb::{
     Clock, Display, Engine, ManualClock, Query, Sample, SeriesId, TiersConfig, Timestamp,
 };
 
+const HOUR: i64 = 3_600;
 const DAY: i64 = 86_400;
 /// 2025-01-01T00:00:00Z.
 const START: Timestamp = 1_735_689_600;
@@ -94,27 +95,34 @@ fn four_hundred_days_roll_the_window_and_disk_use_stops_growing() {
             bytes_at.insert(day, tier_bytes(dir.path()));
         }
     }
-    // Windows of 1m (48h in 1d files), 5m (14d in 7d files) and 1h (90d in 30d files) are
-    // full after 120 days: from then on their disk use is constant.
+    // Windows of 1m (48h in 6h files), 5m (14d in 1d files) and 1h (90d in 10d files) are
+    // full after 100 days: from then on their disk use is constant. Every checkpoint is at
+    // midnight, in the same phase of every period's life (hot, closed, compacted), and every
+    // hour holds the same samples, so the compacted files are the same size too.
     for tier in ["1m", "5m", "1h"] {
         let steady = bytes_at[&120][tier];
         for day in [200, 300, 366, 400] {
             assert_eq!(bytes_at[&day][tier], steady, "tier {tier} at day {day}");
         }
     }
-    // The 1d tier keeps 1825d in 365d files: over 400 days it only ever grows by one file a
-    // period, never more than the current one plus one ahead plus what it held.
-    let one_day_file = bytes_at[&1]["1d"] / 2;
-    assert_eq!(bytes_at[&400]["1d"], 3 * one_day_file);
-
     let stats = engine.stats();
     let by_name: BTreeMap<_, _> = stats.tiers.iter().map(|t| (t.name.as_str(), t)).collect();
+    // The 1d tier keeps 1825d in 73d files: after 400 days it holds every period since the
+    // start, the closed ones compacted, plus the current one and one ahead.
+    let now = clock.now();
+    let period = 73 * DAY;
+    let first = START - START.rem_euclid(period);
+    let current = now - now.rem_euclid(period);
+    let held = ((current - first) / period + 2) as usize;
+    assert_eq!(by_name["1d"].disk.files, held);
+    assert_eq!(by_name["1d"].disk.compacted_files, held - 2);
     assert_eq!(
-        by_name["1m"].disk.files, 4,
-        "yesterday-1, yesterday, today, tomorrow"
+        by_name["1m"].disk.files, 10,
+        "eight 6h periods of the last 48h, the current one, the next one"
     );
     assert_eq!(by_name["1m"].disk.periods_ahead, 1);
-    assert!(by_name["1m"].disk.dropped >= 395);
+    assert!(by_name["1m"].disk.dropped >= 4 * 400 - 10);
+    assert!(by_name["1m"].disk.compactions >= 4 * 400 - 2);
     assert_eq!(stats.on_demand_creations, 0, "maintenance always ran ahead");
 
     // Old minutes are gone, old hours are still there.
@@ -202,11 +210,11 @@ fn a_creation_cut_short_is_cleaned_up_at_open() {
         .unwrap();
     engine.close().unwrap();
     let before = listing(dir.path());
-    // A crash between "written under a temporary name" and "renamed": the next day's file
-    // half written.
+    // A crash between "written under a temporary name" and "renamed": the file of the
+    // period after the next one half written.
     let temp = dir.path().join("tiers/1m").join(format!(
         "{}.tmp",
-        tierdb::storage::format::file_name(START + 2 * DAY, 0)
+        tierdb::storage::format::file_name(START + 12 * HOUR, 0)
     ));
     std::fs::write(&temp, b"TIERDBPF half a header").unwrap();
 
@@ -221,9 +229,9 @@ fn a_creation_cut_short_is_cleaned_up_at_open() {
         vec![(START, None), (START + 60, Some(4.0))]
     );
     // And the period whose creation was cut short is created properly when it comes.
-    let cut_short = tierdb::storage::format::file_name(START + 2 * DAY, 0);
+    let cut_short = tierdb::storage::format::file_name(START + 12 * HOUR, 0);
     assert!(!listing(dir.path())["1m"].contains(&cut_short));
-    clock.set(START + DAY + 3600);
+    clock.set(START + 7 * HOUR);
     engine.maintain().unwrap();
     assert!(listing(dir.path())["1m"].contains(&cut_short));
 }
@@ -239,49 +247,56 @@ fn retention_edits_apply_at_the_next_maintenance_run_without_rewriting() {
     }
     engine.close().unwrap();
     let minute_files = |d: &Path| listing(d)["1m"].clone();
-    assert_eq!(minute_files(dir.path()).len(), 4);
+    // Eight 6h periods of the last 48h (compacted but the last), the current one, the next.
+    assert_eq!(minute_files(dir.path()).len(), 10);
     let modified = |d: &Path| {
         std::fs::read_dir(d.join("tiers/1m"))
             .unwrap()
             .map(|e| {
                 let e = e.unwrap();
-                (e.file_name(), e.metadata().unwrap().modified().unwrap())
+                let meta = e.metadata().unwrap();
+                (e.file_name(), (meta.modified().unwrap(), meta.len()))
             })
             .collect::<BTreeMap<_, _>>()
     };
     let before = modified(dir.path());
 
-    // Shorter: 1m keeps 24h, so the day before yesterday goes at the open's maintenance run.
+    // Shorter: 1m keeps 24h, so the four periods of the day before yesterday go at the open's
+    // maintenance run.
     let mut shorter = TiersConfig::default();
     shorter.tiers[0].retention = tierdb::Span::from_secs(DAY as u64);
     let engine = open_driven(dir.path(), &clock, shorter.clone());
-    assert_eq!(minute_files(dir.path()).len(), 3);
+    assert_eq!(minute_files(dir.path()).len(), 6);
     engine.close().unwrap();
 
     // Longer again: nothing comes back and nothing is rewritten; files are kept longer.
     let mut longer = TiersConfig::default();
     longer.tiers[0].retention = tierdb::Span::from_secs(4 * DAY as u64);
     let engine = open_driven(dir.path(), &clock, longer);
-    assert_eq!(minute_files(dir.path()).len(), 3);
+    assert_eq!(minute_files(dir.path()).len(), 6);
     for hour in 3 * 24 + 1..=4 * 24 {
         live_hour(&engine, &clock, &[id], START + hour * 3600);
     }
     assert_eq!(
         minute_files(dir.path()).len(),
-        4,
-        "a day was added, none dropped"
+        10,
+        "a day (four periods) was added, none dropped"
     );
     let after = modified(dir.path());
-    for (name, time) in &after {
-        if let Some(old) = before.get(name) {
+    for (name, (time, _)) in &after {
+        if let Some((old, _)) = before.get(name) {
             assert!(time >= old);
         }
     }
     engine.close().unwrap();
-    // Retention edits never resize a file.
-    for name in before.keys() {
+    // Retention edits never resize a file: hot files keep their preallocated length, and
+    // compacted ones are never rewritten.
+    for (name, (_, len)) in &before {
         if let Ok(meta) = std::fs::metadata(dir.path().join("tiers/1m").join(name)) {
-            assert_eq!(meta.len(), 4096 + 1440 * 256 * 32);
+            assert_eq!(meta.len(), *len, "{name:?}");
+            if name.to_string_lossy().ends_with(".tdb") {
+                assert_eq!(meta.len(), 4096 + 368 * 256 * 32);
+            }
         }
     }
 }
@@ -301,14 +316,14 @@ fn three_months_down_catches_up_without_filling_the_gap_and_backfill_lands_on_de
     clock.set(later);
     let engine = open_driven(dir.path(), &clock, TiersConfig::default());
     let files = listing(dir.path());
-    let today = tierdb::time::align_down(later, tierdb::Span::from_secs(DAY as u64));
+    let current = tierdb::time::align_down(later, tierdb::Span::from_secs(6 * HOUR as u64));
     assert_eq!(
         files["1m"],
         vec![
-            tierdb::storage::format::file_name(today, 0),
-            tierdb::storage::format::file_name(today + DAY, 0)
+            tierdb::storage::format::file_name(current, 0),
+            tierdb::storage::format::file_name(current + 6 * HOUR, 0)
         ],
-        "the 1m tier holds only today and tomorrow: nothing for the 91 days in between"
+        "the 1m tier holds only the current and next periods: nothing for the 91 days between"
     );
     let stats = engine.stats();
     assert!(stats.tiers[0].disk.dropped >= 1);

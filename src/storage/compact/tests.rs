@@ -501,7 +501,7 @@ fn a_hot_period_file_compacts_through_its_load() {
         .unwrap();
     let writer = storage.writer_slot().unwrap();
     let file = storage.writable_file(0, DAY_START, 0).unwrap();
-    for (bucket, slot, value) in [(0, 0, 1.25), (0, 0, -3.5), (17, 5, 0.1), (1439, 7, -0.0)] {
+    for (bucket, slot, value) in [(0, 0, 1.25), (0, 0, -3.5), (17, 5, 0.1), (359, 7, -0.0)] {
         file.add(bucket, slot, value, &writer);
     }
     let out = tempfile::tempdir().unwrap();

@@ -1,0 +1,338 @@
+//! Closed periods are compacted, late samples make them hot again, expired ones are dropped,
+//! and none of it changes an answer: a random run of months of a manual clock (writes now and
+//! days late, maintenance passes, reopens) is compared bucket for bucket, bit for bit, with a
+//! naive model that adds every accepted sample to a map in arrival order.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use tierdb::{
+    Bucket, Clock, Engine, EngineSettings, ManualClock, Sample, Span, TiersConfig, Timestamp,
+};
+
+use crate::common::{open, scratch_dir, tier, NOW};
+
+const MINUTE: i64 = 60;
+const HOUR: i64 = 60 * MINUTE;
+const DAY: i64 = 24 * HOUR;
+
+/// Tiers 1m/1h/1d with periods 1h/6h/7d and retentions 6h/3d/60d, 16 series per chunk:
+/// small files, and a few weeks cross dozens of period boundaries in every tier.
+fn config() -> TiersConfig {
+    let config = TiersConfig {
+        engine: EngineSettings {
+            future_bound: Span::from_secs(HOUR as u64),
+            series_per_chunk: 16,
+            max_points: 1_500,
+        },
+        counters: Default::default(),
+        tiers: vec![
+            tier("1m", MINUTE as u64, HOUR as u64, 6 * HOUR as u64),
+            tier("1h", HOUR as u64, 6 * HOUR as u64, 3 * DAY as u64),
+            tier("1d", DAY as u64, 7 * DAY as u64, 60 * DAY as u64),
+        ],
+    };
+    config.validate().expect("valid test tiers");
+    config
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// Moves the clock forward.
+    Advance(i64),
+    /// One batch: (series, seconds before now, value).
+    Write(Vec<(u32, i64, f64)>),
+    /// Two maintenance passes: a quiet closed period is compacted on the second.
+    Maintain,
+    /// Close and open again.
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let value = prop_oneof![
+        (-5i32..=20).prop_map(f64::from),
+        -1e6f64..1e6,
+        Just(-0.0),
+        (0u32..10_000).prop_map(|v| f64::from(v) / 100.0),
+    ];
+    let lateness = prop_oneof![
+        3 => 0i64..10 * MINUTE,
+        2 => 0i64..12 * HOUR,
+        2 => 0i64..4 * DAY,
+        1 => 0i64..70 * DAY,
+    ];
+    prop_oneof![
+        3 => prop_oneof![0i64..2 * HOUR, 0i64..3 * DAY].prop_map(Op::Advance),
+        5 => prop::collection::vec((0u32..40, lateness, value), 1..60).prop_map(Op::Write),
+        3 => Just(Op::Maintain),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+/// What the engine should hold: per (series, tier, bucket start), every accepted sample
+/// added in arrival order, with the window rule of the docs.
+struct Model {
+    config: TiersConfig,
+    buckets: BTreeMap<(u32, usize, Timestamp), Bucket>,
+}
+
+impl Model {
+    fn window(&self, tier: usize, now: Timestamp) -> Timestamp {
+        let spec = &self.config.tiers[tier];
+        let period = spec.period.secs() as i64;
+        let start = now - spec.retention.secs() as i64;
+        start - start.rem_euclid(period)
+    }
+
+    fn apply(&mut self, series: u32, ts: Timestamp, value: f64, now: Timestamp) {
+        for tier in 0..self.config.tiers.len() {
+            if ts < self.window(tier, now) {
+                continue;
+            }
+            let res = self.config.tiers[tier].resolution.secs() as i64;
+            self.buckets
+                .entry((series, tier, ts - ts.rem_euclid(res)))
+                .or_insert(Bucket::EMPTY)
+                .add(value);
+        }
+    }
+}
+
+fn same(a: &Bucket, b: &Bucket) -> bool {
+    a.count == b.count
+        && a.total.to_bits() == b.total.to_bits()
+        && a.min.to_bits() == b.min.to_bits()
+        && a.max.to_bits() == b.max.to_bits()
+}
+
+/// Every series in every tier, bucket by bucket over the tier's whole window.
+fn compare(engine: &Engine, model: &Model, now: Timestamp) -> Result<(), TestCaseError> {
+    let reader = engine.reader();
+    for series in 0..40u32 {
+        let Some(id) = engine
+            .registry()
+            .lookup(&format!("s{series}"))
+            .expect("valid name")
+        else {
+            continue;
+        };
+        for (tier, spec) in model.config.tiers.iter().enumerate() {
+            let from = model.window(tier, now);
+            let to = now + 2 * spec.period.secs() as i64;
+            let got = reader
+                .read_buckets(id, tier, from, to, spec.resolution)
+                .map_err(|e| TestCaseError::fail(format!("read s{series} {}: {e}", spec.name)))?;
+            for (start, bucket) in got {
+                let want = model
+                    .buckets
+                    .get(&(series, tier, start))
+                    .copied()
+                    .unwrap_or(Bucket::EMPTY);
+                prop_assert!(
+                    same(&bucket, &want),
+                    "s{} tier {} bucket {}: engine {:?}, model {:?}",
+                    series,
+                    spec.name,
+                    start,
+                    bucket,
+                    want
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn run(ops: &[Op]) -> Result<(u64, u64), TestCaseError> {
+    let config = config();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let dir = scratch_dir();
+    let mut engine = Some(open(dir.path(), &clock, config.clone()));
+    let mut model = Model {
+        config: config.clone(),
+        buckets: BTreeMap::new(),
+    };
+    let (mut compactions, mut rehydrations) = (0, 0);
+    let mut count = |engine: &Engine| {
+        for tier in engine.stats().tiers {
+            compactions += tier.disk.compactions;
+            rehydrations += tier.disk.rehydrations;
+        }
+    };
+    for op in ops {
+        let live = engine.as_ref().expect("open");
+        let now = clock.now();
+        match op {
+            Op::Advance(secs) => clock.advance(*secs),
+            Op::Write(samples) => {
+                let oldest = (0..config.tiers.len())
+                    .map(|t| model.window(t, now))
+                    .min()
+                    .expect("tiers");
+                let batch: Vec<Sample> = samples
+                    .iter()
+                    .map(|&(s, late, value)| {
+                        let id = live.series(&format!("s{s}")).expect("series");
+                        Sample::new(id, now - late, value)
+                    })
+                    .collect();
+                let report = live.record_batch(&batch).expect("batch");
+                let mut refused = 0;
+                for &(s, late, value) in samples {
+                    if now - late < oldest {
+                        refused += 1;
+                    } else {
+                        model.apply(s, now - late, value, now);
+                    }
+                }
+                prop_assert_eq!(report.rejected_total(), refused);
+            }
+            Op::Maintain => {
+                live.maintain().expect("maintenance");
+                live.maintain().expect("maintenance");
+            }
+            Op::Reopen => {
+                let closing = engine.take().expect("open");
+                count(&closing);
+                closing.close().expect("close");
+                engine = Some(open(dir.path(), &clock, config.clone()));
+            }
+        }
+    }
+    let live = engine.take().expect("open");
+    compare(&live, &model, clock.now())?;
+    count(&live);
+    live.close().expect("close");
+    let reopened = open(dir.path(), &clock, config);
+    compare(&reopened, &model, clock.now())?;
+    Ok((compactions, rehydrations))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    #[test]
+    fn compaction_late_writes_drops_and_reopens_match_the_model(
+        ops in prop::collection::vec(op(), 10..60),
+    ) {
+        run(&ops)?;
+    }
+}
+
+/// The life cycle on one series, step by step: a closed quiet period is compacted (the hot
+/// file goes, a `.tdc` comes), a late sample makes it hot again and is read back exactly
+/// with the rest, and expiry unlinks the compacted file.
+#[test]
+fn a_closed_period_is_compacted_made_hot_by_a_late_sample_and_dropped_whole() {
+    let config = config();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let engine = open(dir.path(), &clock, config.clone());
+    let id = engine.series("s0").expect("series");
+    let start = NOW - NOW.rem_euclid(HOUR);
+    let samples: Vec<Sample> = (0..60)
+        .map(|m| Sample::new(id, start + m * MINUTE, m as f64 * 0.1))
+        .collect();
+    engine.record_batch(&samples).expect("batch");
+    let read = |engine: &Engine| {
+        engine
+            .reader()
+            .read_buckets(id, 0, start, start + HOUR, Span::from_secs(60))
+            .expect("read")
+    };
+    let before = read(&engine);
+    let tier_dir = dir.path().join("tiers").join("1m");
+    let name = |suffix: &str| {
+        let stamp = chrono::DateTime::from_timestamp(start, 0)
+            .expect("time")
+            .format("%Y%m%dT%H%M%SZ");
+        tier_dir.join(format!("{stamp}-c00000{suffix}"))
+    };
+    assert!(name(".tdb").exists());
+
+    clock.advance(HOUR + 11 * MINUTE);
+    engine.maintain().expect("maintenance");
+    assert!(
+        name(".tdb").exists(),
+        "compacted only once a pass saw it quiet"
+    );
+    engine.maintain().expect("maintenance");
+    assert!(!name(".tdb").exists(), "the hot file is gone");
+    assert!(name(".tdc").exists(), "the compacted file is there");
+    assert_eq!(engine.stats().tiers[0].disk.compactions, 1);
+    assert_eq!(read(&engine), before, "compaction changed nothing");
+
+    engine
+        .record_batch(&[Sample::new(id, start + 5 * MINUTE, 100.0)])
+        .expect("late batch");
+    assert!(
+        name(".tdb").exists(),
+        "the late sample made the period hot again"
+    );
+    assert!(!name(".tdc").exists());
+    assert_eq!(engine.stats().tiers[0].disk.rehydrations, 1);
+    let mut want = before.clone();
+    want[5].1.add(100.0);
+    assert_eq!(read(&engine), want);
+
+    clock.advance(HOUR);
+    engine.maintain().expect("maintenance");
+    engine.maintain().expect("maintenance");
+    assert!(name(".tdc").exists(), "compacted again");
+    engine.close().expect("close");
+    let engine = open(dir.path(), &clock, config.clone());
+    assert_eq!(read(&engine), want, "read back after a reopen");
+
+    clock.advance(7 * HOUR);
+    engine.maintain().expect("maintenance");
+    assert!(!name(".tdc").exists(), "dropped whole on expiry");
+}
+
+/// A crash between writing the compacted file and deleting the hot one leaves both: the open
+/// keeps the hot one, which holds everything, and removes the other.
+#[test]
+fn when_both_forms_of_a_period_exist_the_hot_one_wins() {
+    let config = config();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let engine = open(dir.path(), &clock, config.clone());
+    let id = engine.series("s0").expect("series");
+    let start = NOW - NOW.rem_euclid(HOUR);
+    engine
+        .record_batch(&[Sample::new(id, start, 1.0)])
+        .expect("batch");
+    clock.advance(HOUR + 11 * MINUTE);
+    engine.maintain().expect("maintenance");
+    engine.maintain().expect("maintenance");
+    engine.close().expect("close");
+    let tier_dir = dir.path().join("tiers").join("1m");
+    let compacted: Vec<_> = std::fs::read_dir(&tier_dir)
+        .expect("dir")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "tdc"))
+        .collect();
+    assert_eq!(compacted.len(), 1);
+    // A hot file beside it holding one more sample: as if the late write's rehydration
+    // had created it and crashed before unlinking the compacted one.
+    let engine = open(dir.path(), &clock, config.clone());
+    engine
+        .record_batch(&[Sample::new(id, start, 2.0)])
+        .expect("late batch");
+    engine.close().expect("close");
+    let hot = compacted[0].with_extension("tdb");
+    assert!(hot.exists());
+    std::fs::write(&compacted[0], b"stale compacted leftover").expect("leftover");
+    let engine = open(dir.path(), &clock, config);
+    assert!(
+        !compacted[0].exists(),
+        "the superseded compacted file is removed"
+    );
+    let got = engine
+        .reader()
+        .read_buckets(id, 0, start, start + MINUTE, Span::from_secs(60))
+        .expect("read");
+    assert_eq!(got[0].1.count, 2);
+    assert_eq!(got[0].1.total, 3.0);
+}
