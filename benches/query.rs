@@ -1,6 +1,9 @@
 //! One-series reads: 24 h at 1 m (1440 points from the 1m tier) and 30 d at 1 h (720 points
 //! from the 1h tier), through the public `Engine::query`, series named by text. Data: 1000
-//! series, the queried one written every 10 s for the whole range.
+//! series, the queried one written every 10 s for the whole range. Read first with every
+//! period hot (mapped), then again after maintenance compacted the closed periods (`_compacted`:
+//! the day is four closed 6h periods, so all of it comes from compacted files; the month is
+//! two closed 10d periods and the current, hot one).
 //!
 //! `cargo bench --bench query`.
 
@@ -19,6 +22,7 @@ fn query(c: &mut Criterion) {
     let engine = Engine::builder(dir.path())
         .tiers(TiersConfig::default())
         .clock(clock)
+        .background_maintenance(false)
         .open()
         .expect("open");
     let ids: Vec<_> = (0..1000)
@@ -51,6 +55,21 @@ fn query(c: &mut Criterion) {
     let mut group = c.benchmark_group("query_one_series");
     group.bench_function("24h_at_1m", |b| b.iter(|| engine.query(&day).unwrap()));
     group.bench_function("30d_at_1h", |b| b.iter(|| engine.query(&month).unwrap()));
+    let hot = (engine.query(&day).unwrap(), engine.query(&month).unwrap());
+    // Two passes: the first sees the closed periods quiet, the second compacts them.
+    engine.maintain().expect("maintenance");
+    let compacted = engine.maintain().expect("maintenance").compacted;
+    assert!(compacted > 0);
+    assert_eq!(
+        (engine.query(&day).unwrap(), engine.query(&month).unwrap()),
+        hot
+    );
+    group.bench_function("24h_at_1m_compacted", |b| {
+        b.iter(|| engine.query(&day).unwrap())
+    });
+    group.bench_function("30d_at_1h_compacted", |b| {
+        b.iter(|| engine.query(&month).unwrap())
+    });
     group.finish();
 }
 

@@ -348,7 +348,7 @@ impl Reader<'_> {
             .try_fold(
                 || (vec![Fold::EMPTY; groups * points], Vec::new()),
                 |(mut rows, mut buckets): (Vec<Fold>, Vec<Bucket>), run| {
-                    let held = self.files_for(tier, grid, run[0].chunk);
+                    let held = self.files_for(tier, grid, run[0].chunk)?;
                     if held.is_empty() {
                         return Ok((rows, buckets));
                     }

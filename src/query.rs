@@ -8,7 +8,7 @@ use crate::bucket::Bucket;
 use crate::config::TierSpec;
 use crate::reader::Reader;
 use crate::registry::SeriesId;
-use crate::storage::StoredPeriod;
+use crate::storage::HeldPeriod;
 use crate::time::{Span, Timestamp};
 use crate::{Error, Result};
 
@@ -322,7 +322,7 @@ impl Reader<'_> {
         let grid = PointGrid::new(&self.config().tiers[tier], from, to, step)?;
         let mut acc = vec![Bucket::EMPTY; grid.points];
         let slots = self.slots();
-        let files = self.files_for(tier, &grid, id.0 / slots);
+        let files = self.files_for(tier, &grid, id.0 / slots)?;
         grid.fold_span(&files, id.0 % slots, grid.first..grid.end, 0, &mut acc)?;
         Ok((grid.first, acc))
     }
@@ -330,12 +330,15 @@ impl Reader<'_> {
     /// The files of `chunk` in `tier` that hold part of `grid` inside the tier's window,
     /// oldest first. Only periods that have a file: the walk is bounded by the files held,
     /// not by the width of the range.
-    pub(crate) fn files_for(&self, tier: usize, grid: &PointGrid, chunk: u32) -> HeldFiles {
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] or [`Error::Io`] naming a compacted file that cannot be read.
+    pub(crate) fn files_for(&self, tier: usize, grid: &PointGrid, chunk: u32) -> Result<HeldFiles> {
         let read_from = grid.first.max(self.window_start(tier, self.now()));
-        HeldFiles {
+        Ok(HeldFiles {
             read_from,
-            files: self.period_files(tier, chunk, read_from..grid.end),
-        }
+            files: self.period_files(tier, chunk, read_from..grid.end)?,
+        })
     }
 }
 
@@ -343,7 +346,7 @@ impl Reader<'_> {
 /// the tier's window lets the read see.
 pub(crate) struct HeldFiles {
     read_from: Timestamp,
-    files: Vec<(Timestamp, StoredPeriod)>,
+    files: Vec<(Timestamp, HeldPeriod)>,
 }
 
 impl HeldFiles {
@@ -355,7 +358,9 @@ impl HeldFiles {
     /// True when some period of the read is compacted: its slots are decoded whole, so a
     /// read should take each slot's range in one piece rather than span by span.
     pub fn has_compacted(&self) -> bool {
-        self.files.iter().any(|(_, stored)| stored.hot().is_none())
+        self.files
+            .iter()
+            .any(|(_, held)| matches!(held, HeldPeriod::Compacted(_)))
     }
 }
 
@@ -475,8 +480,8 @@ impl PointGrid {
     /// Starts loading the cache lines [`PointGrid::fold_span`] will read for `slot` over
     /// `span`, so a cross-series read overlaps one series' misses with the previous one's work.
     pub fn prefetch_span(&self, held: &HeldFiles, slot: u32, span: std::ops::Range<Timestamp>) {
-        for (period_start, stored) in &held.files {
-            let (period_start, Some(file)) = (*period_start, stored.hot()) else {
+        for (period_start, period) in &held.files {
+            let (period_start, HeldPeriod::Hot(file)) = (*period_start, period) else {
                 continue;
             };
             let lo = held.read_from.max(period_start).max(span.start);
@@ -518,10 +523,10 @@ impl PointGrid {
             let buckets =
                 ((lo - period_start) / self.res) as u32..((hi - period_start) / self.res) as u32;
             match stored {
-                StoredPeriod::Hot(file) => {
+                HeldPeriod::Hot(file) => {
                     self.fold_buckets(global, first_point, buckets, out, |b| file.load(b, slot));
                 }
-                StoredPeriod::Compacted(file) => {
+                HeldPeriod::Compacted(file) => {
                     decoded.clear();
                     decoded.resize(buckets.len(), Bucket::EMPTY);
                     file.read_slot(slot, buckets.clone(), &mut decoded)?;

@@ -8,9 +8,10 @@ use crate::clock::Clock;
 use crate::config::TiersConfig;
 use crate::counter::{CounterTable, SeriesKind};
 use crate::registry::{Registry, SeriesId};
+use crate::storage::HeldPeriod;
 use crate::storage::Storage;
-use crate::storage::StoredPeriod;
 use crate::time::{window_start, Timestamp};
+use crate::Result;
 
 /// A read view of an engine, cheap to copy (it borrows); get one with
 /// [`crate::Engine::reader`]. Reads take no lock on bucket memory.
@@ -79,7 +80,7 @@ impl<'a> Reader<'a> {
         tier: usize,
         chunk: u32,
         span: std::ops::Range<Timestamp>,
-    ) -> Vec<(Timestamp, StoredPeriod)> {
+    ) -> Result<Vec<(Timestamp, HeldPeriod)>> {
         self.storage
             .files_of_chunk(tier, chunk, span.start, span.end)
     }

@@ -36,7 +36,7 @@ use crate::config::TierSpec;
 use crate::time::Timestamp;
 use crate::{Error, Result};
 use bucket::{WriterSlot, Writers};
-use compact::{CompactFile, COMPACT_SUFFIX};
+use compact::{CompactFile, CompactReader, COMPACT_SUFFIX};
 use format::{PeriodMeta, FILE_SUFFIX, TEMP_SUFFIX};
 use period_file::{PeriodFile, WritableFile};
 
@@ -74,6 +74,15 @@ pub enum StoredPeriod {
     Hot(Arc<PeriodFile>),
     /// Closed and compacted: immutable, read with pread, not mapped.
     Compacted(Arc<CompactFile>),
+}
+
+/// One (tier, period, chunk) as a read holds it: the mapping, or the compacted file opened
+/// (so an unlink by a late write or an expiry during the read does not take it away).
+pub enum HeldPeriod {
+    /// Mapped: buckets are loaded from the cells.
+    Hot(Arc<PeriodFile>),
+    /// Compacted: a slot is read and decoded whole.
+    Compacted(CompactReader),
 }
 
 impl StoredPeriod {
@@ -544,33 +553,44 @@ impl Storage {
         first_error.map_or(Ok(expired.len()), Err)
     }
 
-    /// The periods of `chunk` in `tier` that overlap `[from, to)`, oldest first. One lookup
-    /// per period between the oldest and newest held, so the walk is bounded by the files
-    /// held, not by the width of the range or the number of chunks.
+    /// The periods of `chunk` in `tier` that overlap `[from, to)`, oldest first, held for a
+    /// read: compacted ones opened and their index checked while the map's read lock keeps
+    /// them from being unlinked. One lookup per period between the oldest and newest held,
+    /// so the walk is bounded by the files held, not by the width of the range or the
+    /// number of chunks.
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] or [`Error::Io`] naming a compacted file that cannot be read.
     pub fn files_of_chunk(
         &self,
         tier: usize,
         chunk: u32,
         from: Timestamp,
         to: Timestamp,
-    ) -> Vec<(Timestamp, StoredPeriod)> {
+    ) -> Result<Vec<(Timestamp, HeldPeriod)>> {
         let store = &self.tiers[tier];
         let period = store.spec.period.secs() as i64;
         let files = store.files.read().unwrap_or_else(|e| e.into_inner());
         let (Some(&(oldest, _)), Some(&(newest, _))) =
             (files.keys().next(), files.keys().next_back())
         else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         let mut found = Vec::new();
         let mut start = crate::time::align_down(from, store.spec.period).max(oldest);
         while start < to && start <= newest {
-            if let Some(stored) = files.get(&(start, chunk)) {
-                found.push((start, stored.clone()));
+            match files.get(&(start, chunk)) {
+                Some(StoredPeriod::Hot(file)) => {
+                    found.push((start, HeldPeriod::Hot(Arc::clone(file))))
+                }
+                Some(StoredPeriod::Compacted(file)) => {
+                    found.push((start, HeldPeriod::Compacted(file.open_reader()?)));
+                }
+                None => {}
             }
             start += period;
         }
-        found
+        Ok(found)
     }
 
     /// The hot chunk files of `tier`'s period starting at `period_start`, in chunk order.

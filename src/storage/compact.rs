@@ -96,6 +96,20 @@ pub struct CompactFile {
     /// What the caller expects from the name and the tier's configuration; every read checks
     /// the header against it, so a file renamed or moved is refused rather than misread.
     meta: PeriodMeta,
+    /// Bytes allocated, once asked: the file never changes, and stats ask on every scrape.
+    disk_bytes: std::sync::OnceLock<u64>,
+}
+
+/// A compacted file opened for one read: its header and index read and checked once, so
+/// each slot then costs one pread. Holding the descriptor keeps the file readable even if a
+/// late write or an expiry unlinks it meanwhile.
+pub struct CompactReader {
+    compact: CompactFile,
+    file: File,
+    /// Header and index, checked.
+    head: Vec<u8>,
+    /// Bytes of slot data, as the header records.
+    data_len: u64,
 }
 
 /// One slot's index entry.
@@ -110,7 +124,11 @@ impl CompactFile {
     /// The handle for the compacted file at `path`, expected to hold `meta` (derived by the
     /// caller from the file name and the tier's configuration). No I/O.
     pub fn new(path: PathBuf, meta: PeriodMeta) -> CompactFile {
-        CompactFile { path, meta }
+        CompactFile {
+            path,
+            meta,
+            disk_bytes: std::sync::OnceLock::new(),
+        }
     }
 
     /// The file's path.
@@ -161,49 +179,35 @@ impl CompactFile {
         Ok(CompactFile::new(path, meta.clone()))
     }
 
-    /// Reads buckets `buckets` (a range within `0..meta.buckets()`) of `slot` into `out`,
-    /// empty buckets as [`Bucket::EMPTY`]. One open and two preads (header and index, then
-    /// the slot's data; only the first for a slot with no data); no mapping.
+    /// Opens the file for reading and checks its header and index (one open, one pread).
     ///
     /// # Errors
     /// [`Error::CorruptFile`] naming the file for a bad magic, another format version or
-    /// codec, a header, index or data CRC mismatch, truncation, a header that disagrees with
-    /// the expected [`PeriodMeta`], or slot data that does not decode; [`Error::Io`] naming it.
-    ///
-    /// # Panics
-    /// When `slot` or `buckets` lie outside the period, or `out.len() != buckets.len()`.
-    pub fn read_slot(&self, slot: u32, buckets: Range<u32>, out: &mut [Bucket]) -> Result<()> {
-        assert!(slot < self.meta.slots, "slot {slot} out of range");
-        assert!(
-            buckets.start <= buckets.end && buckets.end <= self.meta.buckets(),
-            "buckets {buckets:?} out of range"
-        );
-        assert_eq!(out.len(), buckets.len(), "output length");
+    /// codec, a header or index CRC mismatch, truncation, or a header that disagrees with
+    /// the expected [`PeriodMeta`]; [`Error::Io`] naming it.
+    pub fn open_reader(&self) -> Result<CompactReader> {
         let file = File::open(&self.path).map_err(|e| Error::io(&self.path, e))?;
         let mut head = vec![0u8; self.head_len()];
         self.read_at(&file, &mut head, 0)?;
         let data_len = self.check_head(&head)?;
-        let entry = entry(&head, slot);
-        if entry.len == 0 {
-            out.fill(Bucket::EMPTY);
-            return Ok(());
-        }
-        let data_start = self.head_len() as u64;
-        let end = entry.offset.checked_add(u64::from(entry.len));
-        if entry.offset < data_start
-            || end.is_none_or(|end| end > data_start + data_len)
-            || u64::from(entry.len) > max_slot_len(self.meta.buckets())
-        {
-            return Err(self.corrupt(format!(
-                "index entry of slot {slot} points outside the data ({} + {})",
-                entry.offset, entry.len
-            )));
-        }
-        let mut data = vec![0u8; entry.len as usize];
-        self.read_at(&file, &mut data, entry.offset)?;
-        let all = self.decode_slot(slot, entry, &data)?;
-        out.copy_from_slice(&all[buckets.start as usize..buckets.end as usize]);
-        Ok(())
+        Ok(CompactReader {
+            compact: self.clone(),
+            file,
+            head,
+            data_len,
+        })
+    }
+
+    /// Reads buckets `buckets` of `slot` into `out`: [`CompactFile::open_reader`] then
+    /// [`CompactReader::read_slot`], for a single read.
+    ///
+    /// # Errors
+    /// As those two.
+    ///
+    /// # Panics
+    /// As [`CompactReader::read_slot`].
+    pub fn read_slot(&self, slot: u32, buckets: Range<u32>, out: &mut [Bucket]) -> Result<()> {
+        self.open_reader()?.read_slot(slot, buckets, out)
     }
 
     /// Every slot with any non-empty bucket, in slot order: `f(slot, all its buckets)`. For
@@ -265,8 +269,11 @@ impl CompactFile {
     /// # Errors
     /// [`Error::Io`] naming the file.
     pub fn disk_bytes(&self) -> Result<u64> {
+        if let Some(&bytes) = self.disk_bytes.get() {
+            return Ok(bytes);
+        }
         let meta = std::fs::metadata(&self.path).map_err(|e| Error::io(&self.path, e))?;
-        Ok(meta.blocks() * 512)
+        Ok(*self.disk_bytes.get_or_init(|| meta.blocks() * 512))
     }
 
     /// Header and index length.
@@ -572,6 +579,54 @@ fn describe(meta: &PeriodMeta, buckets: u32) -> String {
 }
 
 /// Slot `slot`'s index entry in `head` (header and index).
+impl CompactReader {
+    /// The file read.
+    pub fn file(&self) -> &CompactFile {
+        &self.compact
+    }
+
+    /// Reads buckets `buckets` (a range within `0..meta.buckets()`) of `slot` into `out`,
+    /// empty buckets as [`Bucket::EMPTY`]: one pread of the slot's data (none for a slot
+    /// with no data), which is checked and decoded whole.
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] naming the file for an index entry outside the data, a data
+    /// CRC mismatch, truncation, or slot data that does not decode; [`Error::Io`] naming it.
+    ///
+    /// # Panics
+    /// When `slot` or `buckets` lie outside the period, or `out.len() != buckets.len()`.
+    pub fn read_slot(&self, slot: u32, buckets: Range<u32>, out: &mut [Bucket]) -> Result<()> {
+        let compact = &self.compact;
+        assert!(slot < compact.meta.slots, "slot {slot} out of range");
+        assert!(
+            buckets.start <= buckets.end && buckets.end <= compact.meta.buckets(),
+            "buckets {buckets:?} out of range"
+        );
+        assert_eq!(out.len(), buckets.len(), "output length");
+        let entry = entry(&self.head, slot);
+        if entry.len == 0 {
+            out.fill(Bucket::EMPTY);
+            return Ok(());
+        }
+        let data_start = compact.head_len() as u64;
+        let end = entry.offset.checked_add(u64::from(entry.len));
+        if entry.offset < data_start
+            || end.is_none_or(|end| end > data_start + self.data_len)
+            || u64::from(entry.len) > max_slot_len(compact.meta.buckets())
+        {
+            return Err(compact.corrupt(format!(
+                "index entry of slot {slot} points outside the data ({} + {})",
+                entry.offset, entry.len
+            )));
+        }
+        let mut data = vec![0u8; entry.len as usize];
+        compact.read_at(&self.file, &mut data, entry.offset)?;
+        let all = compact.decode_slot(slot, entry, &data)?;
+        out.copy_from_slice(&all[buckets.start as usize..buckets.end as usize]);
+        Ok(())
+    }
+}
+
 fn entry(head: &[u8], slot: u32) -> Entry {
     let at = HEADER_LEN + slot as usize * ENTRY_LEN;
     Entry {
