@@ -56,6 +56,24 @@ fn allocated(dir: &Path) -> std::collections::BTreeMap<String, (u64, usize)> {
     out
 }
 
+/// Bytes the period files of chunk `chunk` allocate, all tiers together.
+fn chunk_bytes(dir: &Path, chunk: u32) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let suffix = format!("-c{chunk:05}.");
+    let mut bytes = 0;
+    for tier in std::fs::read_dir(dir.join("tiers"))
+        .expect("tiers")
+        .flatten()
+    {
+        for file in std::fs::read_dir(tier.path()).expect("tier").flatten() {
+            if file.file_name().to_string_lossy().contains(&suffix) {
+                bytes += file.metadata().expect("stat").blocks() * 512;
+            }
+        }
+    }
+    bytes
+}
+
 fn total(map: &std::collections::BTreeMap<String, (u64, usize)>) -> u64 {
     map.values().map(|v| v.0).sum()
 }
@@ -94,9 +112,13 @@ fn new_series() {
         engine.close().expect("close");
         let bytes = total(&allocated(dir.path()));
         if count == SERIES {
+            let chunk0 = chunk_bytes(dir.path(), 0);
             println!(
-                "new: {count} new series allocate {bytes} bytes: {:.1} KiB per series",
-                bytes as f64 / f64::from(count) / 1024.0
+                "new: one full chunk of {count} new series allocates {chunk0} bytes in its \
+                 files: {:.1} KiB per series; the whole directory {:.1} MiB (with the next \
+                 chunk, created ahead for the series to come, and the registry)",
+                chunk0 as f64 / f64::from(count) / 1024.0,
+                bytes as f64 / 1048576.0
             );
         } else {
             println!(
