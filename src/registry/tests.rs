@@ -603,7 +603,7 @@ fn views_read_name_and_tags_unescaped() {
 #[test]
 fn keys_order_by_name_then_tags() {
     // By parts, not by text: `{` sorts after `.` in the text, but the name `a` comes first.
-    let mut keys = vec![key("a.b"), key("a{h=1}"), key("a"), key("a{g=2}")];
+    let mut keys = [key("a.b"), key("a{h=1}"), key("a"), key("a{g=2}")];
     keys.sort();
     let texts: Vec<String> = keys.iter().map(ToString::to_string).collect();
     assert_eq!(texts, ["a", "a{g=2}", "a{h=1}", "a.b"]);
