@@ -289,8 +289,8 @@ impl Registry {
     }
 
     /// Read lock; a panic elsewhere cannot leave `Inner` half-updated (the keys are only
-    /// changed after the append succeeded, by pushes whose only failure is an allocation failure,
-    /// which aborts), so a poisoned lock is still sound to use.
+    /// changed after the append succeeded, by pushes whose only failure is running out of
+    /// memory, which aborts), so a poisoned lock is still sound to use.
     fn read(&self) -> RwLockReadGuard<'_, Inner> {
         self.inner.read().unwrap_or_else(PoisonError::into_inner)
     }
