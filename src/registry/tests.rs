@@ -668,3 +668,40 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// Any keys, each created twice, get dense ids that a reopen keeps, each found again by
+    /// its text.
+    #[test]
+    fn the_arena_round_trips_any_keys(
+        keys in prop::collection::vec(
+            (part(), prop::collection::btree_map(part(), part(), 0..3)),
+            1..40,
+        ),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = Registry::open(dir.path()).unwrap();
+        let mut model: Vec<SeriesKey> = Vec::new();
+        // Each key twice: the second round only finds them.
+        for (name, tags) in keys.iter().chain(&keys) {
+            let k = SeriesKey::new(name.as_str(), tags.clone()).unwrap();
+            let got = reg.get_or_create(&k).unwrap();
+            match model.iter().position(|m| *m == k) {
+                Some(i) => prop_assert_eq!(got, (SeriesId(i as u32), false)),
+                None => {
+                    prop_assert_eq!(got, (SeriesId(model.len() as u32), true));
+                    model.push(k);
+                }
+            }
+        }
+        drop(reg);
+        let reg = Registry::open(dir.path()).unwrap();
+        let held: Vec<SeriesKey> = reg.select(|_, key| Some(key.to_key()));
+        prop_assert_eq!(&held, &model);
+        for (i, k) in model.iter().enumerate() {
+            prop_assert_eq!(reg.get(k.as_str()), Some(SeriesId(i as u32)));
+        }
+    }
+}
