@@ -134,10 +134,9 @@ impl CounterRules {
 
     /// True when `key` is a counter by these rules.
     pub fn matches(&self, key: crate::registry::KeyView<'_>) -> bool {
-        let name = key.name();
         self.names
             .iter()
-            .any(|glob| crate::registry::glob::glob_match(glob, &name))
+            .any(|glob| crate::registry::glob::glob_match(glob, &key.name()))
             || self
                 .tags
                 .iter()
