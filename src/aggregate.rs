@@ -32,6 +32,7 @@
 //! # }
 //! ```
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
@@ -254,7 +255,7 @@ impl Reader<'_> {
                 let values: Vec<Option<String>> = query
                     .group_by
                     .iter()
-                    .map(|k| key.tag(k).map(str::to_owned))
+                    .map(|k| key.tag(k).map(Cow::into_owned))
                     .collect();
                 (id, values)
             })

@@ -133,14 +133,14 @@ impl CounterRules {
     }
 
     /// True when `key` is a counter by these rules.
-    pub fn matches(&self, key: &crate::registry::SeriesKey) -> bool {
+    pub fn matches(&self, key: crate::registry::KeyView<'_>) -> bool {
         self.names
             .iter()
-            .any(|glob| crate::registry::glob::glob_match(glob, key.name()))
+            .any(|glob| crate::registry::glob::glob_match(glob, &key.name()))
             || self
                 .tags
                 .iter()
-                .any(|(k, v)| key.tag(k) == Some(v.as_str()))
+                .any(|(k, v)| key.tag(k).as_deref() == Some(v.as_str()))
     }
 }
 

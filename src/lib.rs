@@ -73,6 +73,6 @@ pub use engine::{Engine, EngineBuilder, EngineStats, TierStats};
 pub use error::{Error, Result};
 pub use query::{Display, Query, QueryResult, TierChoice};
 pub use reader::Reader;
-pub use registry::{Selector, SeriesId, SeriesKey, TagFilter};
+pub use registry::{KeyView, Selector, SeriesId, SeriesKey, TagFilter};
 pub use sample::{BatchReport, RejectReason, Sample};
 pub use time::{locate, Placement, Span, Timestamp};

@@ -5,15 +5,20 @@
 //! (byte layout at the top of `registry/log.rs`) before it is returned, so a process crash
 //! never loses an id that data may already use. Power loss is covered by
 //! [`Registry::sync`], which the engine's flush calls before it makes data durable.
+//!
+//! In memory every key is held once, as canonical text in one arena (`registry/store.rs`),
+//! and read through a borrowed [`KeyView`]: scans and listings walk the stored text under
+//! the read lock instead of copying keys.
 
 pub mod glob;
 mod key;
 mod log;
 mod selector;
+mod store;
 #[cfg(test)]
 mod tests;
+mod view;
 
-use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
 use std::io::Write;
@@ -22,6 +27,9 @@ use std::sync::{OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard
 
 pub use key::SeriesKey;
 pub use selector::{Selector, TagFilter};
+pub use view::{KeyView, Tags};
+
+use store::{KeyStore, Refusal};
 
 use crate::{Error, Result};
 
@@ -61,10 +69,9 @@ pub struct Registry {
 }
 
 struct Inner {
-    /// Canonical text -> id, so the hot path is one hash lookup on the text as received.
-    ids: HashMap<Box<str>, SeriesId>,
-    /// Key of each id, indexed by id.
-    keys: Vec<SeriesKey>,
+    /// Every key's text and the index by text, so the hot path is one hash lookup on the
+    /// text as received.
+    keys: KeyStore,
     /// Length of the log's intact part; a failed append is truncated back to it.
     log_len: u64,
 }
@@ -100,25 +107,23 @@ impl Registry {
     fn load(dir: &Path, writable: bool) -> Result<Registry> {
         let path = dir.join(Self::FILE_NAME);
         let loaded = log::load(&path, writable)?;
-        let mut ids = HashMap::with_capacity(loaded.texts.len());
-        let mut keys = Vec::with_capacity(loaded.texts.len());
-        for (i, text) in loaded.texts.into_iter().enumerate() {
-            let bad = |reason: String| Error::corrupt(&path, format!("record {i}: {reason}"));
-            let key = SeriesKey::parse(&text).map_err(|e| bad(e.to_string()))?;
-            if key.to_string() != text {
-                return Err(bad(format!("key {text:?} is not in canonical form")));
-            }
-            let id = SeriesId(u32::try_from(i).map_err(|_| bad("too many records".into()))?);
-            if let Some(first) = ids.insert(text.into_boxed_str(), id) {
-                return Err(bad(format!("duplicates the key of id {first}")));
-            }
-            keys.push(key);
-        }
+        let keys = KeyStore::from_texts(loaded.texts, loaded.ends).map_err(|refusal| {
+            let (record, reason) = match refusal {
+                // The parse says what is wrong, when something is; else only the form is.
+                Refusal::NotCanonical(record, text) => match SeriesKey::parse(&text) {
+                    Err(e) => (record, e.to_string()),
+                    Ok(_) => (record, format!("key {text:?} is not in canonical form")),
+                },
+                Refusal::Duplicate(record, first) => {
+                    (record, format!("duplicates the key of id {first}"))
+                }
+            };
+            Error::corrupt(&path, format!("record {record}: {reason}"))
+        })?;
         Ok(Registry {
             path,
             file: loaded.file,
             inner: RwLock::new(Inner {
-                ids,
                 keys,
                 log_len: loaded.len,
             }),
@@ -129,7 +134,7 @@ impl Registry {
     /// Fast path: lookup by canonical text (no allocation, no parsing). Text that is not
     /// canonical (tags out of order, say) is simply not found; [`Registry::lookup`] handles it.
     pub fn get(&self, canonical: &str) -> Option<SeriesId> {
-        self.read().ids.get(canonical).copied()
+        self.read().keys.get(canonical).map(SeriesId)
     }
 
     /// Returns the id of `key`, creating it if new; the second element is true when this
@@ -142,14 +147,14 @@ impl Registry {
     /// and the id is not handed out); [`Error::Poisoned`] when an earlier failure left the
     /// log in an unknown state; [`Error::InvalidSeries`] when all 2^32 ids are taken.
     pub fn get_or_create(&self, key: &SeriesKey) -> Result<(SeriesId, bool)> {
-        let text = key.to_string();
-        if let Some(id) = self.get(&text) {
+        let text = key.as_str();
+        if let Some(id) = self.get(text) {
             return Ok((id, false));
         }
         let mut inner = self.write();
         // Another thread may have created it between the two locks.
-        if let Some(&id) = inner.ids.get(text.as_str()) {
-            return Ok((id, false));
+        if let Some(id) = inner.keys.get(text) {
+            return Ok((SeriesId(id), false));
         }
         if let Some(reason) = self.poisoned.get() {
             return Err(Error::Poisoned(reason.clone()));
@@ -161,10 +166,10 @@ impl Registry {
             u32::try_from(inner.keys.len())
                 .map(SeriesId)
                 .map_err(|_| Error::InvalidSeries {
-                    input: text.clone(),
+                    input: text.to_owned(),
                     reason: "the registry already holds the maximum number of series".to_owned(),
                 })?;
-        let record = log::encode_record(id, &text);
+        let record = log::encode_record(id, text);
         if let Err(e) = (&*file).write_all(&record) {
             // A partial record would sit in front of the next one and make the log refuse
             // to open; cut it off, or stop appending if that fails too.
@@ -177,8 +182,7 @@ impl Registry {
             return Err(Error::io(&self.path, e));
         }
         inner.log_len += record.len() as u64;
-        inner.ids.insert(text.into_boxed_str(), id);
-        inner.keys.push(key.clone());
+        inner.keys.push(text);
         Ok((id, true))
     }
 
@@ -208,12 +212,12 @@ impl Registry {
             return Ok(Some(id));
         }
         let key = SeriesKey::parse(text)?;
-        Ok(self.get(&key.to_string()))
+        Ok(self.get(key.as_str()))
     }
 
-    /// The key of `id`, if it exists.
+    /// The key of `id`, if it exists (a copy of its text).
     pub fn key(&self, id: SeriesId) -> Option<SeriesKey> {
-        self.read().keys.get(id.index()).cloned()
+        self.read().keys.view(id.index()).map(|key| key.to_key())
     }
 
     /// Number of series.
@@ -226,42 +230,34 @@ impl Registry {
         self.len() == 0
     }
 
-    /// The keys `selector` selects, in id order.
-    pub fn matching(&self, selector: &Selector) -> Vec<SeriesKey> {
-        self.select(|_, key| selector.matches(key).then(|| key.clone()))
-    }
-
     /// Runs `pick` on every (id, key) under one read lock, in parallel, and keeps what it
-    /// returns, in id order. Cross-series reads use it to match thousands of keys without
-    /// cloning them.
+    /// returns, in id order. Cross-series reads and listings use it to match every key
+    /// where it is stored, copying only what `pick` returns.
     pub fn select<T: Send>(
         &self,
-        pick: impl Fn(SeriesId, &SeriesKey) -> Option<T> + Sync,
+        pick: impl Fn(SeriesId, KeyView<'_>) -> Option<T> + Sync,
     ) -> Vec<T> {
         use rayon::prelude::*;
-        self.read()
-            .keys
-            .par_iter()
-            .enumerate()
-            .filter_map(|(i, key)| pick(SeriesId(i as u32), key))
+        let inner = self.read();
+        (0..inner.keys.len())
+            .into_par_iter()
+            .filter_map(|i| {
+                inner
+                    .keys
+                    .view(i)
+                    .and_then(|key| pick(SeriesId(i as u32), key))
+            })
             .collect()
     }
 
     /// Calls `f` on every (id, key) from id `first` on, in id order, under one read lock.
-    pub fn for_each_from(&self, first: usize, mut f: impl FnMut(SeriesId, &SeriesKey)) {
-        for (i, key) in self.read().keys.iter().enumerate().skip(first) {
-            f(SeriesId(i as u32), key);
+    pub fn for_each_from(&self, first: usize, mut f: impl FnMut(SeriesId, KeyView<'_>)) {
+        let inner = self.read();
+        for i in first..inner.keys.len() {
+            if let Some(key) = inner.keys.view(i) {
+                f(SeriesId(i as u32), key);
+            }
         }
-    }
-
-    /// Every (id, key) in id order, as a snapshot.
-    pub fn all(&self) -> Vec<(SeriesId, SeriesKey)> {
-        self.read()
-            .keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| (SeriesId(i as u32), k.clone()))
-            .collect()
     }
 
     /// Path of the log file.
@@ -292,9 +288,9 @@ impl Registry {
         })
     }
 
-    /// Read lock; a panic elsewhere cannot leave `Inner` half-updated (the map and key list
-    /// are only changed after the append succeeded, in two infallible steps), so a poisoned
-    /// lock is still sound to use.
+    /// Read lock; a panic elsewhere cannot leave `Inner` half-updated (the keys are only
+    /// changed after the append succeeded, by pushes whose only failure is running out of
+    /// memory, which aborts), so a poisoned lock is still sound to use.
     fn read(&self) -> RwLockReadGuard<'_, Inner> {
         self.inner.read().unwrap_or_else(PoisonError::into_inner)
     }

@@ -6,9 +6,12 @@
 //! round-trips through its text. The parser is strict about that: an unescaped syntax
 //! character where it has no meaning is refused rather than guessed at.
 
+use std::borrow::Cow;
+use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
+use super::view::{KeyView, Tags};
 use crate::{Error, Result};
 
 /// The characters that carry syntax in the canonical text and are escaped when they are data.
@@ -17,13 +20,13 @@ const SPECIAL: [char; 5] = ['\\', ',', '=', '{', '}'];
 /// A metric name plus its tags, kept sorted by tag key so that one series has one key.
 ///
 /// `cpu.load{host=a}` and `cpu.load{host=b}` are two series; `m{a=1,b=2}` and `m{b=2,a=1}`
-/// are the same one.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// are the same one. Held as its canonical text, which is what the registry stores and
+/// looks up; name and tags are read from it ([`KeyView`]). Ordered by name, then tags.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SeriesKey {
-    /// The metric name; never empty.
-    name: String,
-    /// Tags sorted by key, keys unique; the sort is what makes the text form canonical.
-    tags: Vec<(String, String)>,
+    /// The canonical text: one string to hash, compare and store, and the text form to
+    /// print without formatting.
+    text: Box<str>,
 }
 
 impl SeriesKey {
@@ -47,10 +50,7 @@ impl SeriesKey {
             .into_iter()
             .map(|(k, v)| (k.into(), v.into()))
             .collect();
-        Self::build(name, tags).map_err(|(key, reason)| Error::InvalidSeries {
-            input: raw_text(&key.name, &key.tags),
-            reason,
-        })
+        Self::build(name, tags).map_err(|(input, reason)| Error::InvalidSeries { input, reason })
     }
 
     /// Parses the canonical text form `name` or `name{k=v,k2=v2}`; tags may come in any
@@ -71,78 +71,116 @@ impl SeriesKey {
         Self::build(name, tags).map_err(|(_, reason)| invalid(reason))
     }
 
-    /// The metric name.
-    pub fn name(&self) -> &str {
-        &self.name
+    /// Wraps text known to be canonical.
+    pub(super) fn from_canonical(text: Box<str>) -> SeriesKey {
+        SeriesKey { text }
     }
 
-    /// The tags, sorted by key.
-    pub fn tags(&self) -> &[(String, String)] {
-        &self.tags
+    /// The canonical text.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The key borrowed as a [`KeyView`], the form selectors and patterns match.
+    pub fn view(&self) -> KeyView<'_> {
+        KeyView::new(&self.text)
+    }
+
+    /// The metric name, unescaped.
+    pub fn name(&self) -> Cow<'_, str> {
+        self.view().name()
+    }
+
+    /// The tags, unescaped, sorted by key.
+    pub fn tags(&self) -> Tags<'_> {
+        self.view().tags()
     }
 
     /// The value of tag `key`, if the key has it.
-    pub fn tag(&self, key: &str) -> Option<&str> {
-        self.tags
-            .binary_search_by(|(k, _)| k.as_str().cmp(key))
-            .ok()
-            .map(|i| self.tags[i].1.as_str())
+    pub fn tag(&self, key: &str) -> Option<Cow<'_, str>> {
+        self.view().tag(key)
     }
 
-    /// Sorts and validates; on refusal hands the parts back (for the error's input text)
-    /// with the reason.
+    /// Sorts, validates and prints the canonical text; on refusal returns the parts as text
+    /// (for the error's input) with the reason.
     fn build(
         name: String,
         mut tags: Vec<(String, String)>,
-    ) -> std::result::Result<SeriesKey, (SeriesKey, String)> {
+    ) -> std::result::Result<SeriesKey, (String, String)> {
         tags.sort_by(|a, b| a.0.cmp(&b.0));
-        let key = SeriesKey { name, tags };
-        match key.problem() {
-            None => Ok(key),
-            Some(reason) => Err((key, reason)),
+        if let Some(reason) = problem(&name, &tags) {
+            return Err((raw_text(&name, &tags), reason));
         }
+        let mut text = String::with_capacity(canonical_len(&name, &tags));
+        push_escaped(&mut text, &name);
+        for (i, (k, v)) in tags.iter().enumerate() {
+            text.push(if i == 0 { '{' } else { ',' });
+            push_escaped(&mut text, k);
+            text.push('=');
+            push_escaped(&mut text, v);
+        }
+        if !tags.is_empty() {
+            text.push('}');
+        }
+        Ok(SeriesKey {
+            text: text.into_boxed_str(),
+        })
     }
+}
 
-    /// What makes this (sorted) key unacceptable, if anything.
-    fn problem(&self) -> Option<String> {
-        if let Some(reason) = part_problem("name", &self.name) {
+/// What makes a key of these parts (tags sorted) unacceptable, if anything.
+fn problem(name: &str, tags: &[(String, String)]) -> Option<String> {
+    if let Some(reason) = part_problem("name", name) {
+        return Some(reason);
+    }
+    for (k, v) in tags {
+        if let Some(reason) = part_problem("tag key", k) {
             return Some(reason);
         }
-        for (k, v) in &self.tags {
-            if let Some(reason) = part_problem("tag key", k) {
-                return Some(reason);
-            }
-            if let Some(reason) = part_problem(&format!("value of tag {k:?}"), v) {
-                return Some(reason);
-            }
+        if let Some(reason) = part_problem(&format!("value of tag {k:?}"), v) {
+            return Some(reason);
         }
-        if let Some(pair) = self.tags.windows(2).find(|w| w[0].0 == w[1].0) {
-            return Some(format!("tag key {:?} appears more than once", pair[0].0));
-        }
-        let len = self.canonical_len();
-        if len > Self::MAX_LEN {
-            return Some(format!(
-                "canonical text is {len} bytes, longer than the limit of {}",
-                Self::MAX_LEN
-            ));
-        }
-        None
     }
+    if let Some(pair) = tags.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Some(format!("tag key {:?} appears more than once", pair[0].0));
+    }
+    let len = canonical_len(name, tags);
+    if len > SeriesKey::MAX_LEN {
+        return Some(format!(
+            "canonical text is {len} bytes, longer than the limit of {}",
+            SeriesKey::MAX_LEN
+        ));
+    }
+    None
+}
 
-    /// Length in bytes of the canonical text, without building it.
-    fn canonical_len(&self) -> usize {
-        let tags: usize = self
-            .tags
-            .iter()
-            .map(|(k, v)| escaped_len(k) + 1 + escaped_len(v))
-            .sum();
-        let punctuation = if self.tags.is_empty() {
-            0
-        } else {
-            // `{`, `}` and the commas between tags.
-            2 + self.tags.len() - 1
-        };
-        escaped_len(&self.name) + tags + punctuation
+/// Length in bytes of the canonical text of these parts, without building it.
+fn canonical_len(name: &str, tags: &[(String, String)]) -> usize {
+    let parts: usize = tags
+        .iter()
+        .map(|(k, v)| escaped_len(k) + 1 + escaped_len(v))
+        .sum();
+    let punctuation = if tags.is_empty() {
+        0
+    } else {
+        // `{`, `}` and the commas between tags.
+        2 + tags.len() - 1
+    };
+    escaped_len(name) + parts + punctuation
+}
+
+impl Ord for SeriesKey {
+    /// By name, then by tags, unescaped: the order of the parts, not of the text.
+    fn cmp(&self, other: &SeriesKey) -> Ordering {
+        self.name()
+            .cmp(&other.name())
+            .then_with(|| self.tags().cmp(other.tags()))
+    }
+}
+
+impl PartialOrd for SeriesKey {
+    fn partial_cmp(&self, other: &SeriesKey) -> Option<Ordering> {
+        Some(self.cmp(other))
     }
 }
 
@@ -150,20 +188,7 @@ impl fmt::Display for SeriesKey {
     /// Writes the canonical text: `name`, or `name{k=v,...}` with tags sorted and syntax
     /// characters escaped.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write_escaped(f, &self.name)?;
-        if self.tags.is_empty() {
-            return Ok(());
-        }
-        f.write_str("{")?;
-        for (i, (k, v)) in self.tags.iter().enumerate() {
-            if i > 0 {
-                f.write_str(",")?;
-            }
-            write_escaped(f, k)?;
-            f.write_str("=")?;
-            write_escaped(f, v)?;
-        }
-        f.write_str("}")
+        f.write_str(&self.text)
     }
 }
 
@@ -189,17 +214,13 @@ fn escaped_len(part: &str) -> usize {
     part.len() + part.chars().filter(|c| SPECIAL.contains(c)).count()
 }
 
-fn write_escaped(f: &mut fmt::Formatter<'_>, part: &str) -> fmt::Result {
-    // Write runs of plain characters in one call; only syntax characters are split out.
-    let mut start = 0;
-    for (i, c) in part.char_indices() {
+fn push_escaped(out: &mut String, part: &str) {
+    for c in part.chars() {
         if SPECIAL.contains(&c) {
-            f.write_str(&part[start..i])?;
-            f.write_str("\\")?;
-            start = i;
+            out.push('\\');
         }
+        out.push(c);
     }
-    f.write_str(&part[start..])
 }
 
 /// An unescaped, human-oriented rendering for error messages about keys built by parts.

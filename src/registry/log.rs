@@ -85,8 +85,11 @@ pub(super) struct Loaded {
     /// Opened read + append, positioned so that writes land at the end; `None` when loaded
     /// read-only.
     pub file: Option<File>,
-    /// Canonical key text of every record, in id order.
-    pub texts: Vec<String>,
+    /// Key text of every record, back to back in id order (not yet checked to be
+    /// canonical).
+    pub texts: String,
+    /// End of each record's text in `texts`, in id order.
+    pub ends: Vec<u64>,
     /// File length after loading (any torn tail already cut off).
     pub len: u64,
 }
@@ -102,7 +105,8 @@ fn load_read_only(path: &Path) -> Result<Loaded> {
     };
     let empty = Loaded {
         file: None,
-        texts: Vec::new(),
+        texts: String::new(),
+        ends: Vec::new(),
         len: 0,
     };
     if bytes.len() < HEADER_LEN {
@@ -116,10 +120,11 @@ fn load_read_only(path: &Path) -> Result<Loaded> {
     }
     check_header(path, &bytes[..HEADER_LEN])?;
     // A torn tail here is most likely an append in flight: left out, not cut off.
-    let (texts, pos, _torn) = records(path, &bytes)?;
+    let records = records(path, bytes)?;
     Ok(Loaded {
-        len: pos as u64,
-        texts,
+        len: records.end as u64,
+        texts: records.texts,
+        ends: records.ends,
         ..empty
     })
 }
@@ -172,18 +177,25 @@ pub(super) fn load(path: &Path, writable: bool) -> Result<Loaded> {
         crate::storage::disk::sync_dir(dir.unwrap_or(Path::new(".")))?;
         return Ok(Loaded {
             file: Some(file),
-            texts: Vec::new(),
+            texts: String::new(),
+            ends: Vec::new(),
             len: HEADER_LEN as u64,
         });
     }
 
     check_header(path, &bytes[..HEADER_LEN])?;
-    let (texts, pos, torn) = records(path, &bytes)?;
+    let file_len = bytes.len();
+    let Records {
+        texts,
+        ends,
+        end: pos,
+        torn,
+    } = records(path, bytes)?;
     if let Some(reason) = torn {
         tracing::warn!(
             path = %path.display(),
             offset = pos,
-            dropped_bytes = bytes.len() - pos,
+            dropped_bytes = file_len - pos,
             reason,
             "dropping a torn last record of the series log (an append was cut short)"
         );
@@ -193,34 +205,69 @@ pub(super) fn load(path: &Path, writable: bool) -> Result<Loaded> {
     Ok(Loaded {
         file: Some(file),
         texts,
+        ends,
         len: pos as u64,
     })
 }
 
-/// Decodes the records after the header: their texts, where the intact part ends, and why
-/// the rest was not read when a torn last record (an append cut short) follows it.
-/// Anything else that fails to decode is refused: skipping a record would hand its id to
+/// The records of a log, decoded.
+struct Records {
+    /// Their texts, back to back (see [`Loaded::texts`]).
+    texts: String,
+    /// End of each text in `texts`.
+    ends: Vec<u64>,
+    /// Where the intact part of the file ends.
+    end: usize,
+    /// Why the rest was not read, when a torn last record (an append cut short) follows.
+    torn: Option<String>,
+}
+
+/// Decodes the records after the header. Their texts are moved to the front of `bytes`,
+/// which becomes the arena of texts with no second copy of the file in memory. A damaged
+/// record other than a torn last one is refused: skipping a record would hand its id to
 /// another series.
-fn records(path: &Path, bytes: &[u8]) -> Result<(Vec<String>, usize, Option<String>)> {
-    let mut texts = Vec::new();
+fn records(path: &Path, mut bytes: Vec<u8>) -> Result<Records> {
+    let mut ends = Vec::new();
+    // Bytes of text kept at the front; always behind `pos`, since every record's header
+    // and id are dropped.
+    let mut kept = 0;
     let mut pos = HEADER_LEN;
+    let mut torn = None;
     while pos < bytes.len() {
-        let at = |reason: &str, count: usize| {
+        let count = ends.len();
+        let at = |reason: &str| {
             Error::corrupt(path, format!("record {count} at offset {pos}: {reason}"))
         };
-        let (payload, next) = match frame_at(bytes, pos) {
+        let (payload, next) = match frame_at(&bytes, pos) {
             Ok(frame) => frame,
-            Err(reason) if is_torn_tail(bytes, pos) => return Ok((texts, pos, Some(reason))),
-            Err(reason) => return Err(at(&reason, texts.len())),
+            Err(reason) if is_torn_tail(&bytes, pos) => {
+                torn = Some(reason);
+                break;
+            }
+            Err(reason) => return Err(at(&reason)),
         };
         // The checksum holds, so this is what was written: a bad payload is not a torn
         // append and is refused wherever it is.
-        let text =
-            decode_payload(payload, texts.len()).map_err(|reason| at(&reason, texts.len()))?;
-        texts.push(text.to_owned());
+        let len = decode_payload(payload, count)
+            .map_err(|reason| at(&reason))?
+            .len();
+        bytes.copy_within(next - len..next, kept);
+        kept += len;
+        ends.push(kept as u64);
         pos = next;
     }
-    Ok((texts, pos, None))
+    bytes.truncate(kept);
+    bytes.shrink_to_fit();
+    ends.shrink_to_fit();
+    // Each text was checked to be UTF-8 on its own, so their concatenation is.
+    let texts = String::from_utf8(bytes)
+        .map_err(|e| Error::corrupt(path, format!("key text is not UTF-8: {e}")))?;
+    Ok(Records {
+        texts,
+        ends,
+        end: pos,
+        torn,
+    })
 }
 
 fn check_header(path: &Path, h: &[u8]) -> Result<()> {

@@ -5,7 +5,8 @@
 use std::fmt;
 
 use super::glob::glob_match;
-use super::key::{parse_parts, SeriesKey};
+use super::key::parse_parts;
+use super::view::KeyView;
 use crate::{Error, Result};
 
 /// One condition on a tag.
@@ -42,10 +43,10 @@ impl TagFilter {
     }
 
     /// True when `key` passes.
-    pub fn accepts(&self, key: &SeriesKey) -> bool {
+    pub fn accepts(&self, key: KeyView<'_>) -> bool {
         match self {
-            TagFilter::Eq(k, v) => key.tag(k) == Some(v.as_str()),
-            TagFilter::NotEq(k, v) => key.tag(k) != Some(v.as_str()),
+            TagFilter::Eq(k, v) => key.tag(k).as_deref() == Some(v.as_str()),
+            TagFilter::NotEq(k, v) => key.tag(k).as_deref() != Some(v.as_str()),
         }
     }
 }
@@ -119,8 +120,8 @@ impl Selector {
     }
 
     /// True when `key` is selected.
-    pub fn matches(&self, key: &SeriesKey) -> bool {
-        glob_match(&self.pattern, key.name()) && self.filters.iter().all(|f| f.accepts(key))
+    pub fn matches(&self, key: KeyView<'_>) -> bool {
+        glob_match(&self.pattern, &key.name()) && self.filters.iter().all(|f| f.accepts(key))
     }
 }
 
@@ -138,9 +139,10 @@ impl fmt::Display for Selector {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::SeriesKey;
 
-    fn key(text: &str) -> SeriesKey {
-        SeriesKey::parse(text).unwrap()
+    fn matches(selector: &Selector, text: &str) -> bool {
+        selector.matches(SeriesKey::parse(text).unwrap().view())
     }
 
     #[test]
@@ -148,16 +150,16 @@ mod tests {
         let s = Selector::parse("host*.cpu.load{location=1,host!=b}").unwrap();
         assert_eq!(s.pattern, "host*.cpu.load");
         assert_eq!(s.to_string(), "host*.cpu.load{location=1,host!=b}");
-        assert!(s.matches(&key("host1.cpu.load{host=a,location=1}")));
-        assert!(!s.matches(&key("host1.cpu.load{host=b,location=1}")));
-        assert!(!s.matches(&key("host1.cpu.load{host=a,location=2}")));
-        assert!(!s.matches(&key("host1.cpu.load")));
-        assert!(!s.matches(&key("db.cpu.load{location=1}")));
+        assert!(matches(&s, "host1.cpu.load{host=a,location=1}"));
+        assert!(!matches(&s, "host1.cpu.load{host=b,location=1}"));
+        assert!(!matches(&s, "host1.cpu.load{host=a,location=2}"));
+        assert!(!matches(&s, "host1.cpu.load"));
+        assert!(!matches(&s, "db.cpu.load{location=1}"));
         // `!=` passes a series that lacks the tag.
         let s = Selector::parse("*{host!=b}").unwrap();
-        assert!(s.matches(&key("m")));
-        assert!(s.matches(&key("m{host=a}")));
-        assert!(!s.matches(&key("m{host=b}")));
+        assert!(matches(&s, "m"));
+        assert!(matches(&s, "m{host=a}"));
+        assert!(!matches(&s, "m{host=b}"));
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 use super::path::{graphite_path, PathPattern};
+use crate::registry::KeyView;
 use crate::{Result, SeriesKey};
 
 /// One node of the metric tree, serialized exactly as graphite-web's treejson:
@@ -38,7 +39,7 @@ pub fn find<'a>(
 ) -> Result<Vec<FindNode>> {
     let mut finder = Finder::new(query)?;
     for key in keys {
-        finder.add(key);
+        finder.add(key.view());
     }
     Ok(finder.nodes())
 }
@@ -75,9 +76,10 @@ impl Finder {
     }
 
     /// Adds `key`'s node when the query selects it; true when that node is new.
-    pub fn add(&mut self, key: &SeriesKey) -> bool {
+    pub fn add(&mut self, key: KeyView<'_>) -> bool {
         let depth = self.depth;
-        let segments: Vec<&str> = key.name().split('.').collect();
+        let name = key.name();
+        let segments: Vec<&str> = name.split('.').collect();
         if segments.len() < depth
             || !self.pattern.matches_segments(&segments[..depth])
             || !self.pattern.matches_tags(key)
@@ -87,7 +89,7 @@ impl Finder {
         let last = segments[depth - 1];
         if segments.len() == depth {
             let id = graphite_path(key);
-            let text = format!("{last}{}", &id[key.name().len()..]);
+            let text = format!("{last}{}", &id[name.len()..]);
             return self.nodes.insert((id, true), text).is_none();
         }
         match self.nodes.entry((segments[..depth].join("."), false)) {

@@ -8,16 +8,17 @@ mod tests;
 use std::collections::BTreeMap;
 
 use crate::registry::glob::glob_match;
+use crate::registry::KeyView;
 use crate::{Error, Result, SeriesKey};
 
 /// The Graphite path of `key`: its name, followed by `;k=v` per tag in key order.
-pub fn graphite_path(key: &SeriesKey) -> String {
-    let mut path = key.name().to_owned();
+pub fn graphite_path(key: KeyView<'_>) -> String {
+    let mut path = key.name().into_owned();
     for (k, v) in key.tags() {
         path.push(';');
-        path.push_str(k);
+        path.push_str(&k);
         path.push('=');
-        path.push_str(v);
+        path.push_str(&v);
     }
     path
 }
@@ -120,8 +121,9 @@ impl PathPattern {
 
     /// True when `key` is selected: the name matches segment by segment and every tag
     /// expression holds.
-    pub fn matches(&self, key: &SeriesKey) -> bool {
-        let mut segments = key.name().split('.');
+    pub fn matches(&self, key: KeyView<'_>) -> bool {
+        let name = key.name();
+        let mut segments = name.split('.');
         self.segments
             .iter()
             .all(|glob| segments.next().is_some_and(|s| glob.matches(s)))
@@ -145,10 +147,10 @@ impl PathPattern {
     }
 
     /// True when every tag expression holds for `key`.
-    pub(super) fn matches_tags(&self, key: &SeriesKey) -> bool {
+    pub(super) fn matches_tags(&self, key: KeyView<'_>) -> bool {
         self.filters.iter().all(|f| {
             let hit = match key.tag(&f.key) {
-                Some(value) => f.value.matches(value),
+                Some(value) => f.value.matches(&value),
                 None => f.value.is_empty(),
             };
             hit != f.negate

@@ -41,7 +41,7 @@ impl Series {
     pub(crate) fn fetched(fetched: Fetched) -> Series {
         let counter = fetched.counter;
         Series {
-            name: super::graphite_path(&fetched.key),
+            name: super::graphite_path(fetched.key.view()),
             start: fetched.start,
             step: fetched.step.max(1),
             values: fetched

@@ -33,7 +33,7 @@ impl Source for Memory {
         Ok(self
             .series
             .iter()
-            .filter(|f| pattern.matches(&f.key))
+            .filter(|f| pattern.matches(f.key.view()))
             .cloned()
             .collect())
     }
@@ -47,7 +47,7 @@ impl Source for Memory {
         budget: &ReadBudget,
     ) -> Result<()> {
         let values = (self.series.iter())
-            .filter(|f| pattern.matches(&f.key))
+            .filter(|f| pattern.matches(f.key.view()))
             .map(|f| f.buckets.len() as u128)
             .sum();
         budget.charge(values, || format!("{:?}", pattern.as_str()))

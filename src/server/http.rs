@@ -559,10 +559,7 @@ async fn series(
     let names: Vec<String> = blocking(move || {
         Ok(engine
             .registry()
-            .matching(&selector)
-            .iter()
-            .map(ToString::to_string)
-            .collect())
+            .select(|_, key| selector.matches(key).then(|| key.as_str().to_owned())))
     })
     .await?;
     Ok(Json(serde_json::json!({ "series": names })).into_response())

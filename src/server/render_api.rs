@@ -169,7 +169,7 @@ impl Source for Reader<'_> {
         let mut matched = self.registry().select(|id, key| {
             pattern
                 .matches(key)
-                .then(|| (graphite_path(key), id, key.clone()))
+                .then(|| (graphite_path(key), id, key.to_key()))
         });
         let (first, points) = PointGrid::span(from, until, i128::from(step));
         matched.sort_unstable_by(|a, b| a.0.cmp(&b.0));

@@ -153,14 +153,15 @@ fn naive(
     selector.filters = ask.filters.clone();
     // Per group: per point, the (bucket, shown value) of each series.
     let mut groups: BTreeMap<GroupLabels, (usize, Vec<(Timestamp, Seen)>)> = BTreeMap::new();
-    for (id, key) in engine.registry().all() {
-        if !selector.matches(&key) {
+    let keys = engine.registry().select(|id, key| Some((id, key.to_key())));
+    for (id, key) in keys {
+        if !selector.matches(key.view()) {
             continue;
         }
         let group: Vec<Option<String>> = ask
             .group_by
             .iter()
-            .map(|k| key.tag(k).map(str::to_owned))
+            .map(|k| key.tag(k).map(|v| v.into_owned()))
             .collect();
         let mut points = engine
             .reader()

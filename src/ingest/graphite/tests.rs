@@ -142,8 +142,8 @@ fn tags_become_canonical_text() {
     }
     let key = SeriesKey::parse(&series("m;expr=a=b;b=,")).unwrap();
     assert_eq!(key.name(), "m");
-    assert_eq!(key.tag("expr"), Some("a=b"));
-    assert_eq!(key.tag("b"), Some(","));
+    assert_eq!(key.tag("expr").as_deref(), Some("a=b"));
+    assert_eq!(key.tag("b").as_deref(), Some(","));
 }
 
 #[test]

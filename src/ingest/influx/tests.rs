@@ -186,7 +186,7 @@ fn backslash_runs() {
         ] {
             let key = SeriesKey::parse(&series(&line)).unwrap();
             let got = if line.starts_with("m,") {
-                key.tag("k").unwrap().to_owned()
+                key.tag("k").unwrap().into_owned()
             } else if line.starts_with("m ") {
                 key.name().trim_start_matches("m.").to_owned()
             } else {
@@ -220,7 +220,7 @@ fn tag_and_field_key_escapes() {
     // The texts parse back to what was written.
     let key = SeriesKey::parse(&series(r"m\ x,a\ b=c\,d\=e f\=g=1")).unwrap();
     assert_eq!(key.name(), "m x.f=g");
-    assert_eq!(key.tag("a b"), Some("c,d=e"));
+    assert_eq!(key.tag("a b").as_deref(), Some("c,d=e"));
 }
 
 #[test]

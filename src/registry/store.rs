@@ -1,0 +1,134 @@
+//! The registry's keys in memory: every canonical key text once, back to back in one arena,
+//! an end offset per id, and an index of bare ids hashed by their text. About 60 bytes per
+//! series for 40-byte keys, where a map of boxed strings plus parsed keys took over 400.
+
+use std::hash::Hasher;
+
+use hashbrown::HashTable;
+use rayon::prelude::*;
+use rustc_hash::FxHasher;
+
+use super::view::{is_canonical, KeyView};
+
+/// The keys of ids `0..len`, and the index that finds an id by its text.
+#[derive(Default)]
+pub(super) struct KeyStore {
+    /// Canonical texts in id order, back to back: one allocation instead of one per key.
+    texts: String,
+    /// End of each id's text in `texts`; it starts where the previous id's ends. u64, since
+    /// a million keys of up to 8 KiB each can pass 4 GiB.
+    ends: Vec<u64>,
+    /// Ids hashed by their text: a lookup hashes the text as received and compares it with
+    /// the arena, and the table holds 4 bytes (plus a control byte) per slot.
+    index: HashTable<u32>,
+}
+
+/// Why the keys read from the log were refused: the record (= id) and what is wrong.
+pub(super) enum Refusal {
+    /// The text, `.1`, is not a canonical key.
+    NotCanonical(usize, String),
+    /// The text is that of an earlier id, `.1`.
+    Duplicate(usize, u32),
+}
+
+impl KeyStore {
+    /// Takes the texts of ids `0..ends.len()` as read from the log (`ends` as in the field),
+    /// checks that each is canonical and none repeats, and indexes them. The checks and the
+    /// hashing run in parallel; only the inserts are sequential.
+    ///
+    /// # Errors
+    /// The first record refused, in id order.
+    pub(super) fn from_texts(texts: String, ends: Vec<u64>) -> Result<KeyStore, Refusal> {
+        let mut store = KeyStore {
+            texts,
+            ends,
+            index: HashTable::new(),
+        };
+        let len = store.len();
+        if let Some(bad) = (0..len)
+            .into_par_iter()
+            .find_first(|&id| !is_canonical(store.text(id)))
+        {
+            return Err(Refusal::NotCanonical(bad, store.text(bad).to_owned()));
+        }
+        let hashes: Vec<u64> = (0..len)
+            .into_par_iter()
+            .map(|id| hash(store.text(id)))
+            .collect();
+        let KeyStore { texts, ends, index } = &mut store;
+        *index = HashTable::with_capacity(len);
+        for (id, h) in hashes.into_iter().enumerate() {
+            let text = text_of(texts, ends, id);
+            let found = index.find(h, |&other| text_of(texts, ends, other as usize) == text);
+            if let Some(&first) = found {
+                return Err(Refusal::Duplicate(id, first));
+            }
+            // Ids come from record positions, which the log caps below 2^32 records.
+            index.insert_unique(h, id as u32, |&other| {
+                hash(text_of(texts, ends, other as usize))
+            });
+        }
+        Ok(store)
+    }
+
+    /// Number of keys.
+    pub(super) fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// The id of canonical `text`, if it is held.
+    pub(super) fn get(&self, text: &str) -> Option<u32> {
+        let KeyStore { texts, ends, index } = self;
+        index
+            .find(hash(text), |&id| text_of(texts, ends, id as usize) == text)
+            .copied()
+    }
+
+    /// Appends canonical `text` as id [`KeyStore::len`]; the caller has checked that it is
+    /// not held yet and that the id fits in a u32.
+    pub(super) fn push(&mut self, text: &str) {
+        let id = self.len() as u32;
+        let KeyStore { texts, ends, index } = self;
+        texts.push_str(text);
+        ends.push(texts.len() as u64);
+        index.insert_unique(hash(text), id, |&other| {
+            hash(text_of(texts, ends, other as usize))
+        });
+    }
+
+    /// The key of `id`, if it is held.
+    pub(super) fn view(&self, id: usize) -> Option<KeyView<'_>> {
+        (id < self.len()).then(|| KeyView::new(self.text(id)))
+    }
+
+    /// The text of `id`, which must be held.
+    fn text(&self, id: usize) -> &str {
+        text_of(&self.texts, &self.ends, id)
+    }
+
+    /// Bytes held on the heap (capacities, not lengths), for tests and benches of the
+    /// per-series cost.
+    #[cfg(test)]
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.texts.capacity()
+            + self.ends.capacity() * size_of::<u64>()
+            + self.index.allocation_size()
+    }
+}
+
+/// The text of `id` in an arena and its end offsets (split from [`KeyStore`] so the index
+/// can be borrowed mutably beside them).
+fn text_of<'a>(texts: &'a str, ends: &[u64], id: usize) -> &'a str {
+    let start = match id {
+        0 => 0,
+        _ => ends[id - 1] as usize,
+    };
+    &texts[start..ends[id] as usize]
+}
+
+/// The index's hash of a canonical text.
+fn hash(text: &str) -> u64 {
+    let mut hasher = FxHasher::default();
+    hasher.write(text.as_bytes());
+    hasher.finish()
+}
