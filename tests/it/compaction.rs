@@ -336,3 +336,97 @@ fn when_both_forms_of_a_period_exist_the_hot_one_wins() {
     assert_eq!(got[0].1.count, 2);
     assert_eq!(got[0].1.total, 3.0);
 }
+
+/// A damaged compacted file (a flipped data byte, a flipped header byte, a truncation, a
+/// foreign file under its name) is refused with its name by the reads that need it and by a
+/// late write into its period, never a panic; every other series and period keeps serving,
+/// and the open does not read it at all.
+#[test]
+fn a_damaged_compacted_file_is_refused_by_name_and_the_rest_keeps_serving() {
+    let config = config();
+    let start = NOW - NOW.rem_euclid(HOUR);
+    let damages: [(&str, fn(&mut Vec<u8>)); 4] = [
+        ("a flipped data byte", |b| {
+            let last = b.len() - 3;
+            b[last] ^= 0x40;
+        }),
+        ("a flipped header byte", |b| b[20] ^= 1),
+        ("a truncation", |b| b.truncate(b.len() / 2)),
+        ("a foreign file", |b| {
+            *b = b"not a tierdb file at all, just some bytes".repeat(8)
+        }),
+    ];
+    for (what, damage) in damages {
+        let clock = Arc::new(ManualClock::new(NOW));
+        let dir = scratch_dir();
+        let engine = open(dir.path(), &clock, config.clone());
+        // s0 is in chunk 0, s20 in chunk 1: one damaged file must not hide the other chunk.
+        let ids: Vec<_> = (0..21)
+            .map(|i| engine.series(&format!("s{i}")).expect("series"))
+            .collect();
+        let batch: Vec<Sample> = [0usize, 20]
+            .iter()
+            .flat_map(|&i| (0..60).map(move |m| (i, m)))
+            .map(|(i, m)| Sample::new(ids[i], start + m * MINUTE, (m + 1) as f64))
+            .collect();
+        engine.record_batch(&batch).expect("batch");
+        clock.advance(HOUR + 11 * MINUTE);
+        engine.maintain().expect("maintenance");
+        engine.maintain().expect("maintenance");
+        engine.close().expect("close");
+        let stamp = chrono::DateTime::from_timestamp(start, 0)
+            .expect("time")
+            .format("%Y%m%dT%H%M%SZ");
+        let damaged = dir
+            .path()
+            .join("tiers/1m")
+            .join(format!("{stamp}-c00000.tdc"));
+        let mut bytes = std::fs::read(&damaged).expect("compacted file");
+        damage(&mut bytes);
+        std::fs::write(&damaged, &bytes).expect("damage");
+
+        let engine = open(dir.path(), &clock, config.clone());
+        let read = |id| {
+            engine
+                .reader()
+                .read_buckets(id, 0, start, start + HOUR, Span::from_secs(60))
+        };
+        match read(ids[0]) {
+            Err(tierdb::Error::CorruptFile { path, .. }) => {
+                assert_eq!(path, damaged, "{what}")
+            }
+            other => panic!("{what}: the read gave {other:?}"),
+        }
+        // The other chunk's compacted file, and the other tiers, serve.
+        let other = read(ids[20]).expect("the other chunk reads");
+        assert_eq!(
+            other.iter().map(|(_, b)| b.count).sum::<u64>(),
+            60,
+            "{what}"
+        );
+        let hours = engine
+            .reader()
+            .read_buckets(ids[0], 1, start, start + HOUR, Span::from_secs(3600))
+            .expect("the 1h tier reads");
+        assert_eq!(hours[0].1.count, 60, "{what}");
+        // A late sample for the damaged period is refused as storage_unavailable, and one
+        // for the other chunk's compacted period lands.
+        let report = engine
+            .record_batch(&[
+                Sample::new(ids[0], start + 5 * MINUTE, 1.0),
+                Sample::new(ids[20], start + 5 * MINUTE, 1.0),
+            ])
+            .expect("batch");
+        assert_eq!(report.accepted, 1, "{what}");
+        assert_eq!(
+            report.rejected(tierdb::RejectReason::StorageUnavailable),
+            1,
+            "{what}"
+        );
+        assert!(
+            damaged.exists(),
+            "{what}: the damaged file is left for inspection"
+        );
+        engine.close().expect("close");
+    }
+}
