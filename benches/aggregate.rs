@@ -3,7 +3,9 @@
 //! the same over the whole range (one point per group) and an ungrouped avg.
 //!
 //! Data: `cpu.load{dc=dcK,host=hNNNNN}`, one sample a series every 10 minutes for 7 days, so
-//! every 1h bucket read holds 6 samples. `cargo bench --bench aggregate`.
+//! every 1h bucket read holds 6 samples. Read with every period hot (mapped), then again
+//! (`sum_by_dc_compacted`) after maintenance compacted the closed 10d period the first four
+//! days lie in. `cargo bench --bench aggregate`.
 
 #[path = "support.rs"]
 #[allow(dead_code)]
@@ -72,6 +74,13 @@ fn aggregate(c: &mut Criterion) {
     });
     group.bench_function("avg_all", |b| {
         b.iter(|| engine.aggregate(&avg_all).unwrap())
+    });
+    let hot = engine.aggregate(&by_dc).unwrap();
+    engine.maintain().expect("maintenance");
+    assert!(engine.maintain().expect("maintenance").compacted > 0);
+    assert_eq!(engine.aggregate(&by_dc).unwrap(), hot);
+    group.bench_function("sum_by_dc_compacted", |b| {
+        b.iter(|| engine.aggregate(&by_dc).unwrap())
     });
     group.finish();
 }

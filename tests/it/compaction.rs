@@ -345,7 +345,8 @@ fn when_both_forms_of_a_period_exist_the_hot_one_wins() {
 fn a_damaged_compacted_file_is_refused_by_name_and_the_rest_keeps_serving() {
     let config = config();
     let start = NOW - NOW.rem_euclid(HOUR);
-    let damages: [(&str, fn(&mut Vec<u8>)); 4] = [
+    type Damage = fn(&mut Vec<u8>);
+    let damages: [(&str, Damage); 4] = [
         ("a flipped data byte", |b| {
             let last = b.len() - 3;
             b[last] ^= 0x40;
