@@ -135,9 +135,28 @@ pub fn render(engine: &EngineStats, server: &ServerStats) -> String {
         Family::new(
             "tierdb_tier_bytes",
             "gauge",
-            "Bytes of period files on disk per tier (all preallocated).",
+            "Bytes of period files on disk per tier (hot files preallocated whole, compacted \
+             ones as allocated).",
         )
         .per_tier(engine, |t| t.disk.bytes),
+        Family::new(
+            "tierdb_tier_compacted_files",
+            "gauge",
+            "Period files held compacted (closed periods, immutable, read with pread) per tier.",
+        )
+        .per_tier(engine, |t| t.disk.compacted_files as u64),
+        Family::new(
+            "tierdb_compactions_total",
+            "counter",
+            "Hot period files replaced by their compacted form, per tier.",
+        )
+        .per_tier(engine, |t| t.disk.compactions),
+        Family::new(
+            "tierdb_rehydrations_total",
+            "counter",
+            "Compacted periods made hot again because a late sample arrived, per tier.",
+        )
+        .per_tier(engine, |t| t.disk.rehydrations),
         Family::new(
             "tierdb_tier_periods_ahead",
             "gauge",
@@ -159,7 +178,8 @@ pub fn render(engine: &EngineStats, server: &ServerStats) -> String {
         Family::new(
             "tierdb_maintenance_failures_total",
             "counter",
-            "Rolling-window passes (creating files ahead, dropping expired ones) that failed.",
+            "Rolling-window passes (creating files ahead, dropping expired ones, compacting closed \
+             ones) that failed.",
         )
         .sample("", engine.maintenance_failures),
         Family::new(
