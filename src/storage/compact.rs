@@ -45,8 +45,6 @@ use std::ops::Range;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use rayon::prelude::*;
-
 use super::format::{get_u32, get_u64, put_u32, put_u64, PeriodMeta, FILE_SUFFIX, TEMP_SUFFIX};
 use crate::bucket::Bucket;
 use crate::config::TIER_NAME_MAX;
@@ -152,8 +150,8 @@ impl CompactFile {
     /// Writes the compacted form of a period into `dir`, whole: under a temporary name
     /// (`<name>.tmp`, which the storage open already removes when left over by a crash),
     /// written, fsynced, renamed into place, the directory fsynced. `load(bucket, slot)`
-    /// gives every bucket (slot < meta.slots, bucket < meta.buckets()); it is called from
-    /// rayon's pool, slots compressed in parallel. Slots whose buckets are all empty (count 0
+    /// gives every bucket (slot < meta.slots, bucket < meta.buckets()); it is called on this
+    /// thread, slot after slot. Slots whose buckets are all empty (count 0
     /// and all fields zero) take no space beyond their index entry.
     ///
     /// # Errors
@@ -162,7 +160,7 @@ impl CompactFile {
     pub fn create(
         dir: &Path,
         meta: &PeriodMeta,
-        load: &(dyn Fn(u32, u32) -> Bucket + Sync),
+        load: &dyn Fn(u32, u32) -> Bucket,
     ) -> Result<CompactFile> {
         let name = Self::file_name(meta);
         let path = dir.join(&name);
@@ -362,11 +360,13 @@ impl CompactFile {
 /// The whole file's bytes: header, index, then every non-empty slot's data.
 fn encode_file(
     meta: &PeriodMeta,
-    load: &(dyn Fn(u32, u32) -> Bucket + Sync),
+    load: &dyn Fn(u32, u32) -> Bucket,
     tmp: &Path,
 ) -> Result<Vec<u8>> {
+    // On the calling thread, one slot after another: compaction is background work, done by
+    // the maintenance thread at the lowest CPU priority, and must not spread over the pool
+    // that queries use at normal priority.
     let slots: Vec<Vec<u8>> = (0..meta.slots)
-        .into_par_iter()
         .map(|slot| {
             let buckets: Vec<Bucket> = (0..meta.buckets()).map(|b| load(b, slot)).collect();
             encode_slot(&buckets).map_err(|e| Error::io(tmp, std::io::Error::other(e)))
