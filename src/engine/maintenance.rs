@@ -166,10 +166,14 @@ impl Shared {
     /// for every chunk of series needed; existing files are left alone.
     ///
     /// Files of the current period, and of a future period that starts within a quarter
-    /// period, are created at once. Other future files are paced at
-    /// [`AHEAD_FILES_PER_PASS`] per pass: a new period for 100k series is 1,564 files, and
-    /// creating them in one burst would steal the cores ingest runs on, while there is a
-    /// whole period to spread them over. Returns (created, still to create).
+    /// period, are created at once. A future period further away is created once it is due
+    /// (see [`ahead_due`]), paced at [`AHEAD_FILES_PER_PASS`] per pass: a new period for 100k
+    /// series is 1,564 files, and creating them in one burst would steal the cores ingest runs
+    /// on, while there is half a period to spread them over. Not creating them sooner is what
+    /// keeps a series' preallocated files to about one period set most of the time: the next
+    /// period's files exist only in the second half of the current one, so at a boundary the
+    /// just-closed period (until it is compacted) and the new current one are all that is
+    /// hot. Returns (created, still to create).
     pub(crate) fn prepare_ahead_at(&self, now: Timestamp) -> Result<(usize, usize)> {
         let chunks = self.chunks_needed();
         let (mut created, mut pending) = (0, 0);
@@ -179,6 +183,9 @@ impl Shared {
             let current = align_down(now, spec.period);
             for ahead in 0..=i64::from(spec.create_ahead) {
                 let start = current + ahead * period;
+                if !ahead_due(start, now, period, spec.create_ahead) {
+                    continue;
+                }
                 let urgent = start - now < period / 4;
                 for chunk in 0..chunks {
                     if self.storage.file(t, start, chunk).is_some() {
@@ -248,6 +255,14 @@ pub const COMPACT_GRACE: i64 = 600;
 /// Time one pass spends compacting at most; the rest waits for the next pass, so the
 /// prefaulting and creation that the pass also does stay on time.
 pub const COMPACT_BUDGET: Duration = Duration::from_secs(10);
+
+/// Whether the files of the future period starting at `start` are due at `now`: from
+/// `create_ahead - 1/2` periods before it starts, so with `create_ahead = 1` the next period's
+/// files come in the second half of the current one (and all at once in its last quarter).
+/// The current period is always due.
+pub(crate) fn ahead_due(start: Timestamp, now: Timestamp, period: i64, create_ahead: u32) -> bool {
+    start <= now || start - now < i64::from(create_ahead) * period - period / 2
+}
 
 /// Files of future periods created per maintenance pass when they are not yet urgent.
 pub const AHEAD_FILES_PER_PASS: usize = 16;

@@ -259,11 +259,9 @@ fn an_added_tier_starts_empty_and_works() {
 
     let ten = engine.config().tier_index("10m").unwrap();
     let stats = engine.stats();
-    assert_eq!(
-        stats.tiers[ten].disk.files, 2,
-        "the current and next period"
-    );
-    assert_eq!(stats.tiers[ten].disk.created_ahead, 2);
+    // At noon the next day's file is not due yet: it comes in the second half of the day.
+    assert_eq!(stats.tiers[ten].disk.files, 1, "the current period");
+    assert_eq!(stats.tiers[ten].disk.created_ahead, 1);
     let from = NOW - 2 * DAY;
     for text in SERIES {
         let result = engine

@@ -96,12 +96,14 @@ fn four_hundred_days_roll_the_window_and_disk_use_stops_growing() {
         }
     }
     // Windows of 1m (48h in 6h files), 5m (14d in 1d files) and 1h (90d in 10d files) are
-    // full after 100 days: from then on their disk use is constant. Every checkpoint is at
-    // midnight, in the same phase of every period's life (hot, closed, compacted), and every
-    // hour holds the same samples, so the compacted files are the same size too.
+    // full after 100 days: from then on their disk use is constant. These checkpoints are at
+    // midnight, in the same phase of every period's life (hot, closed, compacted, the next
+    // one created or not yet; day 366 is in the first half of a 10d period, the others in
+    // the second), and every hour holds the same samples, so compacted files are the same
+    // size too.
     for tier in ["1m", "5m", "1h"] {
         let steady = bytes_at[&120][tier];
-        for day in [200, 300, 366, 400] {
+        for day in [200, 300, 400] {
             assert_eq!(bytes_at[&day][tier], steady, "tier {tier} at day {day}");
         }
     }
@@ -113,14 +115,16 @@ fn four_hundred_days_roll_the_window_and_disk_use_stops_growing() {
     let period = 73 * DAY;
     let first = START - START.rem_euclid(period);
     let current = now - now.rem_euclid(period);
-    let held = ((current - first) / period + 2) as usize;
+    let ahead = usize::from(current + period - now < period / 2);
+    let held = ((current - first) / period + 1) as usize + ahead;
     assert_eq!(by_name["1d"].disk.files, held);
-    assert_eq!(by_name["1d"].disk.compacted_files, held - 2);
+    assert_eq!(by_name["1d"].disk.compacted_files, held - 1 - ahead);
     assert_eq!(
-        by_name["1m"].disk.files, 10,
-        "eight 6h periods of the last 48h, the current one, the next one"
+        by_name["1m"].disk.files, 9,
+        "eight 6h periods of the last 48h and the current one (at midnight the next one is \
+         not due yet)"
     );
-    assert_eq!(by_name["1m"].disk.periods_ahead, 1);
+    assert_eq!(by_name["1m"].disk.periods_ahead, 0);
     assert!(by_name["1m"].disk.dropped >= 4 * 400 - 10);
     assert!(by_name["1m"].disk.compactions >= 4 * 400 - 2);
     assert_eq!(stats.on_demand_creations, 0, "maintenance always ran ahead");
@@ -231,7 +235,8 @@ fn a_creation_cut_short_is_cleaned_up_at_open() {
     // And the period whose creation was cut short is created properly when it comes.
     let cut_short = tierdb::storage::format::file_name(START + 12 * HOUR, 0);
     assert!(!listing(dir.path())["1m"].contains(&cut_short));
-    clock.set(START + 7 * HOUR);
+    // Due three hours before it starts (the second half of the period before it).
+    clock.set(START + 9 * HOUR + 60);
     engine.maintain().unwrap();
     assert!(listing(dir.path())["1m"].contains(&cut_short));
 }
@@ -247,8 +252,9 @@ fn retention_edits_apply_at_the_next_maintenance_run_without_rewriting() {
     }
     engine.close().unwrap();
     let minute_files = |d: &Path| listing(d)["1m"].clone();
-    // Eight 6h periods of the last 48h (compacted but the last), the current one, the next.
-    assert_eq!(minute_files(dir.path()).len(), 10);
+    // Eight 6h periods of the last 48h (compacted but the last) and the current one; at
+    // midnight the next one is not due yet (it comes in the second half of the current one).
+    assert_eq!(minute_files(dir.path()).len(), 9);
     let modified = |d: &Path| {
         std::fs::read_dir(d.join("tiers/1m"))
             .unwrap()
@@ -266,20 +272,20 @@ fn retention_edits_apply_at_the_next_maintenance_run_without_rewriting() {
     let mut shorter = TiersConfig::default();
     shorter.tiers[0].retention = tierdb::Span::from_secs(DAY as u64);
     let engine = open_driven(dir.path(), &clock, shorter.clone());
-    assert_eq!(minute_files(dir.path()).len(), 6);
+    assert_eq!(minute_files(dir.path()).len(), 5);
     engine.close().unwrap();
 
     // Longer again: nothing comes back and nothing is rewritten; files are kept longer.
     let mut longer = TiersConfig::default();
     longer.tiers[0].retention = tierdb::Span::from_secs(4 * DAY as u64);
     let engine = open_driven(dir.path(), &clock, longer);
-    assert_eq!(minute_files(dir.path()).len(), 6);
+    assert_eq!(minute_files(dir.path()).len(), 5);
     for hour in 3 * 24 + 1..=4 * 24 {
         live_hour(&engine, &clock, &[id], START + hour * 3600);
     }
     assert_eq!(
         minute_files(dir.path()).len(),
-        10,
+        9,
         "a day (four periods) was added, none dropped"
     );
     let after = modified(dir.path());
@@ -319,11 +325,9 @@ fn three_months_down_catches_up_without_filling_the_gap_and_backfill_lands_on_de
     let current = tierdb::time::align_down(later, tierdb::Span::from_secs(6 * HOUR as u64));
     assert_eq!(
         files["1m"],
-        vec![
-            tierdb::storage::format::file_name(current, 0),
-            tierdb::storage::format::file_name(current + 6 * HOUR, 0)
-        ],
-        "the 1m tier holds only the current and next periods: nothing for the 91 days between"
+        vec![tierdb::storage::format::file_name(current, 0)],
+        "the 1m tier holds only the current period (the next one is due in the second half \
+         of it): nothing for the 91 days between"
     );
     let stats = engine.stats();
     assert!(stats.tiers[0].disk.dropped >= 1);

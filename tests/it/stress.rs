@@ -314,10 +314,7 @@ fn new_series_and_chunks_under_concurrent_reads() {
             );
         }
     }
-    assert_eq!(
-        engine.stats().tiers[0].disk.files,
-        2 * 3,
-        "today and tomorrow, three chunks each"
-    );
+    // At noon tomorrow's files are not due yet: they come in the second half of the day.
+    assert_eq!(engine.stats().tiers[0].disk.files, 3, "today, three chunks");
     engine.close().unwrap();
 }
