@@ -220,17 +220,29 @@ proptest! {
     }
 }
 
+/// A fresh directory with series `s0` registered, the clock at [`NOW`], and the start of the
+/// 1m tier's period holding it.
+fn one_series() -> (
+    tempfile::TempDir,
+    Arc<ManualClock>,
+    Engine,
+    tierdb::SeriesId,
+    Timestamp,
+) {
+    let clock = Arc::new(ManualClock::new(NOW));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let engine = open(dir.path(), &clock, config());
+    let id = engine.series("s0").expect("series");
+    (dir, clock, engine, id, NOW - NOW.rem_euclid(HOUR))
+}
+
 /// The life cycle on one series, step by step: a closed quiet period is compacted (the hot
 /// file goes, a `.tdc` comes), a late sample makes it hot again and is read back exactly
 /// with the rest, and expiry unlinks the compacted file.
 #[test]
 fn a_closed_period_is_compacted_made_hot_by_a_late_sample_and_dropped_whole() {
+    let (dir, clock, engine, id, start) = one_series();
     let config = config();
-    let clock = Arc::new(ManualClock::new(NOW));
-    let dir = tempfile::tempdir().expect("temp dir");
-    let engine = open(dir.path(), &clock, config.clone());
-    let id = engine.series("s0").expect("series");
-    let start = NOW - NOW.rem_euclid(HOUR);
     let samples: Vec<Sample> = (0..60)
         .map(|m| Sample::new(id, start + m * MINUTE, m as f64 * 0.1))
         .collect();
@@ -293,12 +305,8 @@ fn a_closed_period_is_compacted_made_hot_by_a_late_sample_and_dropped_whole() {
 /// keeps the hot one, which holds everything, and removes the other.
 #[test]
 fn when_both_forms_of_a_period_exist_the_hot_one_wins() {
+    let (dir, clock, engine, id, start) = one_series();
     let config = config();
-    let clock = Arc::new(ManualClock::new(NOW));
-    let dir = tempfile::tempdir().expect("temp dir");
-    let engine = open(dir.path(), &clock, config.clone());
-    let id = engine.series("s0").expect("series");
-    let start = NOW - NOW.rem_euclid(HOUR);
     engine
         .record_batch(&[Sample::new(id, start, 1.0)])
         .expect("batch");
