@@ -19,6 +19,7 @@ use crate::registry::{Registry, SeriesId};
 use crate::sample::{BatchReport, RejectReason, Sample};
 use crate::storage::counter_journal::Undo;
 use crate::storage::lock::DirLock;
+use crate::storage::recovery::Recovery;
 use crate::storage::{Storage, TierFiles, OPEN_MARKER};
 use crate::time::{align_down, window_start, Span, Timestamp};
 use crate::{Error, Result};
@@ -104,6 +105,7 @@ impl EngineBuilder {
             maintenance: None,
             pending: Mutex::new(Pending::default()),
             closed: false,
+            recovery: None,
         })
     }
 
@@ -172,18 +174,22 @@ impl EngineBuilder {
         let storage = self.open_storage(true)?;
         let registry = Registry::open(&self.dir)?;
         let marker = self.dir.join(OPEN_MARKER);
-        if marker.exists() {
-            let known = registry.len();
-            let (interrupted, cleared) = storage
-                .writable_files()
-                .iter()
-                .map(|f| f.repair(known))
-                .chain([storage.repair_orphans(known)])
-                .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        let started = std::time::Instant::now();
+        let recovery = storage.recover(
+            marker.exists(),
+            self.tiers.layout_fingerprint(),
+            registry.len(),
+        )?;
+        if let Some(r) = &recovery {
             tracing::warn!(
                 dir = %self.dir.display(),
-                interrupted,
-                cleared,
+                interrupted = r.interrupted,
+                cleared = r.cleared,
+                published = r.published,
+                files_scanned = r.files_scanned,
+                cells_scanned = r.cells_scanned,
+                full_scan = r.full_scan.as_deref().unwrap_or("no"),
+                elapsed_ms = started.elapsed().as_millis() as u64,
                 "the last process did not close this data directory cleanly; repaired interrupted bucket updates and slots of unregistered series"
             );
         }
@@ -213,6 +219,7 @@ impl EngineBuilder {
             maintenance,
             pending: Mutex::new(Pending::default()),
             closed: false,
+            recovery,
         })
     }
 }
@@ -460,6 +467,8 @@ pub struct Engine {
     maintenance: Option<MaintenanceThread>,
     pending: Mutex<Pending>,
     closed: bool,
+    /// What the repair at open did, when the last process had not closed the directory.
+    recovery: Option<Recovery>,
 }
 
 impl Engine {
@@ -540,6 +549,13 @@ impl Engine {
     /// previous sample (counter).
     pub fn series_kind(&self, id: SeriesId) -> SeriesKind {
         self.reader().series_kind(id)
+    }
+
+    /// What the repair at open did, when the last process had not closed the data
+    /// directory cleanly (see [`crate::storage::recovery`]); `None` after a clean close and
+    /// for a read-only engine.
+    pub fn recovery(&self) -> Option<&Recovery> {
+        self.recovery.as_ref()
     }
 
     /// The read side: queries, aggregates and raw bucket reads.

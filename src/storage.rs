@@ -6,6 +6,7 @@
 //! <data>/LOCK                         the writer's lock (pid inside)
 //! <data>/OPEN                         present while a writer has the directory open
 //! <data>/series.log                   the series registry
+//! <data>/writers.state                the cell each writer thread is updating (see writer_state.rs)
 //! <data>/tiers/<tier>/<start>-c<chunk>.tdb   one file per tier, period and chunk of series
 //! <data>/tiers/<tier>/<name>.tdb.tmp  a file being created (removed at open if left over)
 //! ```
@@ -19,6 +20,8 @@ pub mod lock;
 mod mmap;
 pub mod period_file;
 pub mod record_file;
+pub mod recovery;
+pub mod writer_state;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -108,7 +111,7 @@ impl Storage {
     pub fn open(root: &Path, tiers: &[TierSpec], slots: u32, writable: bool) -> Result<Storage> {
         let tiers_root = root.join(TIERS_DIR);
         let writers = Arc::new(if writable {
-            Writers::InProcess(RwLock::new(Vec::new()))
+            Writers::open_in_process(root, tiers.iter().map(|t| t.name.clone()).collect())?
         } else {
             Writers::OtherProcess {
                 marker: root.join(OPEN_MARKER),
@@ -279,8 +282,11 @@ impl Storage {
     }
 
     /// A slot for a new writer thread to publish the cell it updates in (see
-    /// [`bucket::BucketCell`]); `None` when read-only.
-    pub fn writer_slot(&self) -> Option<WriterSlot> {
+    /// [`bucket::BucketCell`]); `Ok(None)` when read-only.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming `writers.state` when it cannot grow.
+    pub fn writer_slot(&self) -> Result<Option<WriterSlot>> {
         self.writers.register()
     }
 
