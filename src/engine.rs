@@ -39,6 +39,39 @@ fn write_open_marker(marker: &Path) -> Result<()> {
     file.sync_all().map_err(|e| Error::io(marker, e))
 }
 
+/// How long each phase of an open took, for the log line that says where a slow start went.
+struct OpenPhases {
+    last: std::time::Instant,
+    laps: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl Default for OpenPhases {
+    fn default() -> Self {
+        OpenPhases {
+            last: std::time::Instant::now(),
+            laps: Vec::new(),
+        }
+    }
+}
+
+impl OpenPhases {
+    fn lap(&mut self, phase: &'static str) {
+        let now = std::time::Instant::now();
+        self.laps.push((phase, now - self.last));
+        self.last = now;
+    }
+}
+
+impl std::fmt::Display for OpenPhases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (phase, took)) in self.laps.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            write!(f, "{sep}{phase} {} ms", took.as_millis())?;
+        }
+        Ok(())
+    }
+}
+
 /// Single records are buffered and written in batches of this many.
 const RECORD_BUFFER: usize = 4096;
 
@@ -170,9 +203,12 @@ impl EngineBuilder {
             return self.open_read_only();
         }
         std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        let mut phases = OpenPhases::default();
         let lock = DirLock::acquire(&self.dir)?;
         let storage = self.open_storage(true)?;
+        phases.lap("storage");
         let registry = Registry::open(&self.dir)?;
+        phases.lap("registry");
         let marker = self.dir.join(OPEN_MARKER);
         let started = std::time::Instant::now();
         let recovery = storage.recover(
@@ -195,16 +231,20 @@ impl EngineBuilder {
         }
         write_open_marker(&marker)?;
         crate::storage::disk::sync_dir(&self.dir)?;
+        phases.lap("recovery");
         let writer_threads = self.writer_threads;
         let background_maintenance = self.background_maintenance;
         let maintenance_every = self.maintenance_every;
         let shared = self.into_shared(storage, registry, Some(lock))?;
+        phases.lap("counters");
         // A failed pass (a full disk, say) does not stop the open: queries are served, writes
         // that need a missing file are refused as storage_unavailable, and the background
         // thread retries; `stats()` and `/metrics` report it.
         if let Err(e) = shared.maintain() {
             tracing::error!(error = %e, "maintenance at open failed; serving anyway, retrying every interval");
         }
+        phases.lap("maintenance");
+        tracing::info!(dir = %shared.dir.display(), phases = %phases, "opened");
         let writers = WriterPool::start(&shared, writer_threads)?;
         let maintenance = if background_maintenance {
             let interval =

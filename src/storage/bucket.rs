@@ -16,7 +16,7 @@ use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 pub use super::writer_state::WriterSlot;
-use super::writer_state::{Publication, WriterStateFile};
+use super::writer_state::{Publication, Publisher, WriterStateFile};
 use crate::bucket::Bucket;
 use crate::Result;
 
@@ -67,7 +67,8 @@ pub(super) enum Stuck {
 }
 
 impl BucketCell {
-    /// Folds `value` into the cell named `name`, as the writer thread that owns `writer`.
+    /// Folds `value` into the cell named `name`, as the writer thread that publishes through
+    /// `writer`.
     ///
     /// Each cell has exactly one writer (the write path partitions series across writer
     /// threads). A second concurrent writer would not cause undefined behaviour, only lost
@@ -75,7 +76,7 @@ impl BucketCell {
     /// is a crash's leftover (the one writer is this call) and is healed: the count resumes
     /// from its value before the interrupted update, as the repair at an unclean open does.
     #[inline]
-    pub(super) fn add(&self, value: f64, writer: &WriterSlot, name: Publication) {
+    pub(super) fn add(&self, value: f64, writer: Publisher<'_>, name: Publication) {
         // Release: a reader that sees this publication (or a later one) also sees the
         // writer's previous cell finished. The BUSY store below is Release so that a reader
         // that sees BUSY also sees this publication; program order alone puts it in the page
@@ -102,7 +103,7 @@ impl BucketCell {
     /// update (published, `BUSY` set, the new total stored), then the process kills itself
     /// with SIGKILL, as `kill -9` would, leaving the cell torn for the next open to repair.
     #[cold]
-    pub(super) fn add_and_die(&self, value: f64, writer: &WriterSlot, name: Publication) -> ! {
+    pub(super) fn add_and_die(&self, value: f64, writer: Publisher<'_>, name: Publication) -> ! {
         writer.publish(name);
         let count = self.count.load(Ordering::Relaxed) & !BUSY;
         self.count.store(count | BUSY, Ordering::Release);

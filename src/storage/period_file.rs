@@ -13,7 +13,7 @@ use super::bucket::{BucketCell, Stuck, Writers};
 use super::disk;
 use super::format::{cell_index, PeriodMeta, HEADER_LEN, TEMP_SUFFIX};
 use super::mmap::MappedCells;
-use super::writer_state::{Publication, WriterSlot};
+use super::writer_state::{Publication, Publisher};
 use crate::bucket::Bucket;
 use crate::{Error, Result};
 
@@ -343,12 +343,12 @@ impl WritableFile {
     }
 
     /// Folds `value` into the bucket `bucket` of series slot `slot`, as the writer thread
-    /// owning `writer` (the only writer of that slot).
+    /// publishing through `writer` (the only writer of that slot).
     ///
     /// # Panics
     /// As [`PeriodFile::load`]: when `bucket` or `slot` is outside the file.
     #[inline]
-    pub fn add(&self, bucket: u32, slot: u32, value: f64, writer: &WriterSlot) {
+    pub fn add(&self, bucket: u32, slot: u32, value: f64, writer: Publisher<'_>) {
         let file = &*self.0;
         debug_assert!(bucket < file.meta.buckets() && slot < file.meta.slots);
         let index = cell_index(bucket, slot, file.meta.slots);
@@ -359,7 +359,7 @@ impl WritableFile {
     /// through the update: the crash tests' fault hook (see the writer's
     /// `TIERDB_FAULT_KILL_MID_UPDATE`).
     #[cold]
-    pub fn add_and_die(&self, bucket: u32, slot: u32, value: f64, writer: &WriterSlot) -> ! {
+    pub fn add_and_die(&self, bucket: u32, slot: u32, value: f64, writer: Publisher<'_>) -> ! {
         let file = &*self.0;
         let index = cell_index(bucket, slot, file.meta.slots);
         file.cells.cells()[index].add_and_die(value, writer, file.name(index))

@@ -180,3 +180,6 @@ impl Storage {
         Ok(recovery)
     }
 }
+
+#[cfg(test)]
+mod tests;

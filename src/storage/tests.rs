@@ -22,7 +22,7 @@ fn read_only_storage_yields_no_writable_file() {
             .writer_slot()
             .unwrap()
             .expect("a writable storage has writers");
-        file.add(5, 3, 2.5, &writer);
+        file.add(5, 3, 2.5, writer.publisher());
         assert_eq!(storage.writable_files().len(), 1);
     }
     let storage = Storage::open(dir.path(), &tiers, SLOTS, false).unwrap();

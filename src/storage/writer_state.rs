@@ -98,21 +98,36 @@ pub struct WriterSlot {
     at: usize,
 }
 
-impl WriterSlot {
-    /// The record's two words.
-    #[inline(always)]
-    fn words(&self) -> &[AtomicU64] {
-        &self.map.words()[self.at..self.at + 2]
-    }
+/// A writer's record borrowed for the length of a batch: what the hot loop publishes
+/// through, two words at a place fixed for the batch, so a publication is two stores and
+/// nothing else.
+#[derive(Clone, Copy)]
+pub struct Publisher<'a>(&'a [AtomicU64; 2]);
 
+impl Publisher<'_> {
     /// Says that the writer is about to update the cell `name`. Both stores are Release, so a
     /// reader that sees either of them also sees the writer's earlier cell finished (see
     /// `BucketCell::read_unheld`); on x86 they are plain stores.
     #[inline(always)]
-    pub(super) fn publish(&self, name: Publication) {
-        let words = self.words();
-        words[1].store(name.cell, Ordering::Release);
-        words[0].store(name.file, Ordering::Release);
+    pub(super) fn publish(self, name: Publication) {
+        self.0[1].store(name.cell, Ordering::Release);
+        self.0[0].store(name.file, Ordering::Release);
+    }
+}
+
+impl WriterSlot {
+    /// The record's two words.
+    #[inline]
+    fn words(&self) -> &[AtomicU64; 2] {
+        self.map.words()[self.at..self.at + 2]
+            .try_into()
+            .expect("a record holds two words")
+    }
+
+    /// The handle a batch publishes through.
+    #[inline]
+    pub fn publisher(&self) -> Publisher<'_> {
+        Publisher(self.words())
     }
 
     /// Says the writer updates no cell: at the end of a batch, and when its thread ends (a

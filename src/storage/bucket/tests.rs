@@ -66,7 +66,7 @@ fn load(cell: &BucketCell, writers: &Writers) -> (Bucket, Vec<Stuck>) {
 /// What `add` does before its field stores, as the writer owning `slot`: publish the cell,
 /// then set the bit on the count it holds.
 fn begin_update(cell: &BucketCell, slot: &WriterSlot) {
-    slot.publish(CELL);
+    slot.publisher().publish(CELL);
     let count = cell.count.load(Ordering::Relaxed) & !BUSY;
     cell.count.store(count | BUSY, Ordering::Release);
     fence(Ordering::Release);
@@ -94,7 +94,7 @@ fn a_write_heals_a_stale_bit() {
     let writers = in_process();
     let slot = register(&writers);
     let cell = cell(3, 2.0, true);
-    cell.add(2.0, &slot, CELL);
+    cell.add(2.0, slot.publisher(), CELL);
     assert_eq!(
         cell.count.load(Ordering::Relaxed),
         4,
@@ -108,7 +108,7 @@ fn a_stale_bit_no_writer_holds_is_read_at_once_and_reported() {
     let writers = in_process();
     let other = cell(0, 0.0, false);
     let slot = register(&writers);
-    other.add(1.0, &slot, OTHER); // a live writer that published another cell
+    other.add(1.0, slot.publisher(), OTHER); // a live writer that published another cell
     let stale = cell(3, 2.0, true);
     let started = Instant::now();
     assert_eq!(
@@ -199,7 +199,7 @@ fn readers_racing_a_writer_that_heals_never_see_a_torn_bucket() {
                 for _ in 0..(round % 7) * 50 {
                     std::hint::spin_loop();
                 }
-                cell.add(VALUE, &healer, CELL);
+                cell.add(VALUE, healer.publisher(), CELL);
                 healer.clear();
             }
             done.store(true, Ordering::Release);
@@ -254,7 +254,7 @@ fn a_writer_slot_clone_publishes_in_the_same_place() {
     let slot = register(&writers);
     let clone = slot.clone();
     let cell = cell(0, 0.0, false);
-    cell.add(1.0, &clone, CELL);
+    cell.add(1.0, clone.publisher(), CELL);
     assert!(writers.may_hold(CELL));
     assert!(!writers.may_hold(OTHER));
     slot.clear();

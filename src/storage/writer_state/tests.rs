@@ -12,8 +12,8 @@ fn publications_outlive_the_process_until_reset() {
     let a = state.next_slot().unwrap();
     let b = state.next_slot().unwrap();
     let name = Publication::new(Some(2), 1_763_683_200, 7, 123_456);
-    a.publish(name);
-    b.publish(Publication::new(Some(0), 0, 0, 0));
+    a.publisher().publish(name);
+    b.publisher().publish(Publication::new(Some(0), 0, 0, 0));
     b.clear();
     assert!(a.names(name) && !b.names(name));
     drop((a, b, state));
@@ -44,7 +44,8 @@ fn the_file_grows_for_more_writer_threads() {
         .map(|_| state.next_slot().unwrap())
         .collect();
     for (i, slot) in slots.iter().enumerate() {
-        slot.publish(Publication::new(Some(0), 0, 0, i as u32));
+        slot.publisher()
+            .publish(Publication::new(Some(0), 0, 0, i as u32));
     }
     assert_eq!(state.publications().len(), GROWTH + 3);
     let len = std::fs::metadata(state.path()).unwrap().len();
