@@ -44,7 +44,7 @@ start_server() {
     : >"$WORK/server.out"
     : >"$WORK/server.err"
     STARTED_AT=$(date +%s.%N)
-    "$TIERDB" serve --data-dir "$WORK/data" --tiers "$TIERS" --http 127.0.0.1:0 \
+    RUST_LOG=${RUST_LOG:-tierdb=info} "$TIERDB" serve --data-dir "$WORK/data" --tiers "$TIERS" --http 127.0.0.1:0 \
         --graphite 127.0.0.1:0 --max-series 0 >"$WORK/server.out" 2>"$WORK/server.err" &
     SERVER=$!
 }
@@ -60,6 +60,11 @@ wait_ready() {
         sleep 0.02
     done
     echo "$(date +%s.%N) - $STARTED_AT" | bc
+}
+
+# The server's lines about the open: the repair's counts and where the time went.
+log_lines() {
+    sed 's/\x1b\[[0-9;]*m//g' "$WORK/server.err" | grep -E 'did not close|opened' | sed 's/^/  /' || true
 }
 
 echo "== $SERIES series, tiers $TIERS, data in $WORK"
@@ -82,6 +87,7 @@ awk -v n="$SERIES" -v now="$now" 'BEGIN {
 drop_caches
 start_server
 echo "first start (clean, cold): $(wait_ready) s"
+log_lines
 port=$(sed -n 's/^tierdb: graphite tcp listening on .*:\([0-9]*\)$/\1/p' "$WORK/server.out")
 (
     exec 3<>"/dev/tcp/127.0.0.1/$port"
@@ -89,23 +95,26 @@ port=$(sed -n 's/^tierdb: graphite tcp listening on .*:\([0-9]*\)$/\1/p' "$WORK/
 ) 2>/dev/null &
 SENDER=$!
 sleep "$INGEST_SECS"
+http=$(sed -n 's/^tierdb: http listening on \(.*\)$/\1/p' "$WORK/server.out")
+accepted=$(curl -s "http://$http/metrics" | sed -n 's/^tierdb_samples_accepted_total \([0-9]*\).*/\1/p' || true)
 kill -9 "$SERVER"
 wait "$SERVER" 2>/dev/null || true
 kill -9 "$SENDER" 2>/dev/null || true
 wait "$SENDER" 2>/dev/null || true
 SENDER=""
-echo "killed with SIGKILL after ${INGEST_SECS}s of ingest"
+echo "killed with SIGKILL after ${INGEST_SECS}s of ingest (${accepted:-?} samples accepted by then)"
 
 drop_caches
 start_server
 echo "restart after kill -9: $(wait_ready) s"
-grep 'interrupted' "$WORK/server.err" | sed 's/^/  /' | head -1
+log_lines
 
 kill -TERM "$SERVER"
 wait "$SERVER" 2>/dev/null || true
 drop_caches
 start_server
 echo "restart after a clean stop: $(wait_ready) s"
+log_lines
 kill -TERM "$SERVER"
 wait "$SERVER" 2>/dev/null || true
 SERVER=""
