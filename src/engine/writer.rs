@@ -263,13 +263,15 @@ impl Writer {
     /// either sees them or leaves the mark set for the next one).
     fn apply(&mut self, samples: &[Sample], windows: &[Timestamp]) {
         self.evict_expired(windows);
+        let mut rest = samples;
         if let Some(victim) = self.fault {
             if let Some(at) = samples.iter().position(|s| s.series.0 == victim) {
                 self.store(&samples[..at], windows);
                 self.die_updating(&samples[at], windows);
+                rest = &samples[at..];
             }
         }
-        self.store(samples, windows);
+        self.store(rest, windows);
         // Release: the batch's last cell is finished for a reader that sees the slot empty.
         self.published.clear();
         for cache in &mut self.tiers {

@@ -96,7 +96,7 @@ impl MappedCells {
     }
 
     /// The records as plain shared words, four per 32-byte record, for files whose records
-    /// are not buckets (the counter state).
+    /// are not buckets (the counter state and journal, `writers.state`).
     #[inline]
     pub fn words(&self) -> &[std::sync::atomic::AtomicU64] {
         // SAFETY: as in `cells`: the mapping is `cells * 32` bytes, 8-byte aligned (checked
