@@ -19,6 +19,7 @@ use crate::registry::{Registry, SeriesId};
 use crate::sample::{BatchReport, RejectReason, Sample};
 use crate::storage::counter_journal::Undo;
 use crate::storage::lock::DirLock;
+use crate::storage::recovery::Recovery;
 use crate::storage::{Storage, TierFiles, OPEN_MARKER};
 use crate::time::{align_down, window_start, Span, Timestamp};
 use crate::{Error, Result};
@@ -36,6 +37,39 @@ fn write_open_marker(marker: &Path) -> Result<()> {
         tracing::warn!(path = %marker.display(), error = %e, "cannot write this process's pid into the OPEN marker");
     }
     file.sync_all().map_err(|e| Error::io(marker, e))
+}
+
+/// How long each phase of an open took, for the log line that says where a slow start went.
+struct OpenPhases {
+    last: std::time::Instant,
+    laps: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl Default for OpenPhases {
+    fn default() -> Self {
+        OpenPhases {
+            last: std::time::Instant::now(),
+            laps: Vec::new(),
+        }
+    }
+}
+
+impl OpenPhases {
+    fn lap(&mut self, phase: &'static str) {
+        let now = std::time::Instant::now();
+        self.laps.push((phase, now - self.last));
+        self.last = now;
+    }
+}
+
+impl std::fmt::Display for OpenPhases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (phase, took)) in self.laps.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            write!(f, "{sep}{phase} {} ms", took.as_millis())?;
+        }
+        Ok(())
+    }
 }
 
 /// Single records are buffered and written in batches of this many.
@@ -104,6 +138,7 @@ impl EngineBuilder {
             maintenance: None,
             pending: Mutex::new(Pending::default()),
             closed: false,
+            recovery: None,
         })
     }
 
@@ -168,37 +203,48 @@ impl EngineBuilder {
             return self.open_read_only();
         }
         std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        let mut phases = OpenPhases::default();
         let lock = DirLock::acquire(&self.dir)?;
         let storage = self.open_storage(true)?;
+        phases.lap("storage");
         let registry = Registry::open(&self.dir)?;
+        phases.lap("registry");
         let marker = self.dir.join(OPEN_MARKER);
-        if marker.exists() {
-            let known = registry.len();
-            let (interrupted, cleared) = storage
-                .writable_files()
-                .iter()
-                .map(|f| f.repair(known))
-                .chain([storage.repair_orphans(known)])
-                .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        let started = std::time::Instant::now();
+        let recovery = storage.recover(
+            marker.exists(),
+            self.tiers.layout_fingerprint(),
+            registry.len(),
+        )?;
+        if let Some(r) = &recovery {
             tracing::warn!(
                 dir = %self.dir.display(),
-                interrupted,
-                cleared,
+                interrupted = r.interrupted,
+                cleared = r.cleared,
+                published = r.published,
+                files_scanned = r.files_scanned,
+                cells_scanned = r.cells_scanned,
+                full_scan = r.full_scan.as_deref().unwrap_or("no"),
+                elapsed_ms = started.elapsed().as_millis() as u64,
                 "the last process did not close this data directory cleanly; repaired interrupted bucket updates and slots of unregistered series"
             );
         }
         write_open_marker(&marker)?;
         crate::storage::disk::sync_dir(&self.dir)?;
+        phases.lap("recovery");
         let writer_threads = self.writer_threads;
         let background_maintenance = self.background_maintenance;
         let maintenance_every = self.maintenance_every;
         let shared = self.into_shared(storage, registry, Some(lock))?;
+        phases.lap("counters");
         // A failed pass (a full disk, say) does not stop the open: queries are served, writes
         // that need a missing file are refused as storage_unavailable, and the background
         // thread retries; `stats()` and `/metrics` report it.
         if let Err(e) = shared.maintain() {
             tracing::error!(error = %e, "maintenance at open failed; serving anyway, retrying every interval");
         }
+        phases.lap("maintenance");
+        tracing::info!(dir = %shared.dir.display(), phases = %phases, "opened");
         let writers = WriterPool::start(&shared, writer_threads)?;
         let maintenance = if background_maintenance {
             let interval =
@@ -213,6 +259,7 @@ impl EngineBuilder {
             maintenance,
             pending: Mutex::new(Pending::default()),
             closed: false,
+            recovery,
         })
     }
 }
@@ -460,6 +507,8 @@ pub struct Engine {
     maintenance: Option<MaintenanceThread>,
     pending: Mutex<Pending>,
     closed: bool,
+    /// What the repair at open did, when the last process had not closed the directory.
+    recovery: Option<Recovery>,
 }
 
 impl Engine {
@@ -540,6 +589,13 @@ impl Engine {
     /// previous sample (counter).
     pub fn series_kind(&self, id: SeriesId) -> SeriesKind {
         self.reader().series_kind(id)
+    }
+
+    /// What the repair at open did, when the last process had not closed the data
+    /// directory cleanly (see [`crate::storage::recovery`]); `None` after a clean close and
+    /// for a read-only engine.
+    pub fn recovery(&self) -> Option<&Recovery> {
+        self.recovery.as_ref()
     }
 
     /// The read side: queries, aggregates and raw bucket reads.

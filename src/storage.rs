@@ -6,6 +6,7 @@
 //! <data>/LOCK                         the writer's lock (pid inside)
 //! <data>/OPEN                         present while a writer has the directory open
 //! <data>/series.log                   the series registry
+//! <data>/writers.state                the cell each writer thread is updating (see writer_state.rs)
 //! <data>/tiers/<tier>/<start>-c<chunk>.tdb   a hot period: one chunk of series, mapped
 //! <data>/tiers/<tier>/<start>-c<chunk>.tdc   a compacted period: immutable, read with pread
 //! <data>/tiers/<tier>/<name>.tmp      a file being created (removed at open if left over)
@@ -26,6 +27,8 @@ pub mod lock;
 mod mmap;
 pub mod period_file;
 pub mod record_file;
+pub mod recovery;
+pub mod writer_state;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -167,7 +170,7 @@ impl Storage {
     pub fn open(root: &Path, tiers: &[TierSpec], slots: u32, writable: bool) -> Result<Storage> {
         let tiers_root = root.join(TIERS_DIR);
         let writers = Arc::new(if writable {
-            Writers::InProcess(RwLock::new(Vec::new()))
+            Writers::open_in_process(root, tiers.iter().map(|t| t.name.clone()).collect())?
         } else {
             Writers::OtherProcess {
                 marker: root.join(OPEN_MARKER),
@@ -430,8 +433,11 @@ impl Storage {
     }
 
     /// A slot for a new writer thread to publish the cell it updates in (see
-    /// [`bucket::BucketCell`]); `None` when read-only.
-    pub fn writer_slot(&self) -> Option<WriterSlot> {
+    /// [`bucket::BucketCell`]); `Ok(None)` when read-only.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming `writers.state` when it cannot grow.
+    pub fn writer_slot(&self) -> Result<Option<WriterSlot>> {
         self.writers.register()
     }
 

@@ -223,6 +223,9 @@ impl Shared {
     /// The first file that could not be compacted; the others are still tried.
     fn compact_closed(&self, now: Timestamp) -> Result<usize> {
         let started = std::time::Instant::now();
+        // The ids in a compacted file must be durable first: the repair after power loss
+        // clears the slots of ids the registry lost, but only in hot files.
+        let mut synced = false;
         let mut compacted = 0;
         let mut first_error = None;
         for tier in 0..self.config.tiers.len() {
@@ -232,6 +235,10 @@ impl Shared {
             {
                 if started.elapsed() >= COMPACT_BUDGET {
                     return first_error.map_or(Ok(compacted), Err);
+                }
+                if !synced {
+                    self.registry.sync()?;
+                    synced = true;
                 }
                 match self.storage.compact(tier, &file) {
                     Ok(true) => compacted += 1,

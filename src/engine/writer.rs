@@ -21,6 +21,11 @@ const QUEUE_DEPTH: usize = 64;
 /// with the work of the samples in between.
 const PREFETCH_DISTANCE: usize = 8;
 
+/// The crash tests' fault hook: set to a series id, the writer owning that series kills its
+/// process (SIGKILL) halfway through that series' first bucket update. Read once per writer
+/// thread; the hot loop never looks at it.
+pub const FAULT_KILL_MID_UPDATE: &str = "TIERDB_FAULT_KILL_MID_UPDATE";
+
 /// An idle writer lets go of files that left the window after this long, so dropped files
 /// are unmapped and their disk space freed even when no batch arrives.
 const IDLE_EVICTION: std::time::Duration = std::time::Duration::from_secs(1);
@@ -62,7 +67,7 @@ impl WriterPool {
             let (tx, rx) = crossbeam_channel::bounded(QUEUE_DEPTH);
             let published = shared
                 .storage
-                .writer_slot()
+                .writer_slot()?
                 .ok_or_else(|| Error::ReadOnly(shared.dir.clone()))?;
             let writer = Writer::new(Arc::clone(shared), published);
             let handle = std::thread::Builder::new()
@@ -208,6 +213,8 @@ struct Writer {
     /// The storage's retirement count when this writer last dropped retired (compacted)
     /// files from its cache.
     retirements_seen: u64,
+    /// The series whose first update kills the process ([`FAULT_KILL_MID_UPDATE`]).
+    fault: Option<u32>,
 }
 
 impl Writer {
@@ -221,6 +228,9 @@ impl Writer {
             placements: vec![None; tiers],
             slot_bits,
             retirements_seen: 0,
+            fault: std::env::var(FAULT_KILL_MID_UPDATE)
+                .ok()
+                .and_then(|v| v.parse().ok()),
         }
     }
 
@@ -258,11 +268,55 @@ impl Writer {
     fn apply(&mut self, samples: &[Sample], windows: &[Timestamp]) {
         self.evict_expired(windows);
         self.evict_retired();
+        let mut rest = samples;
+        if let Some(victim) = self.fault {
+            if let Some(at) = samples.iter().position(|s| s.series.0 == victim) {
+                self.store(&samples[..at], windows);
+                self.die_updating(&samples[at], windows);
+                rest = &samples[at..];
+            }
+        }
+        self.store(rest, windows);
+        // Release: the batch's last cell is finished for a reader that sees the slot empty.
+        self.published.clear();
+        for cache in &mut self.tiers {
+            for period in cache.periods.iter_mut().filter(|p| p.touched) {
+                period.touched = false;
+                for file in period.files.iter().flatten() {
+                    file.mark_dirty();
+                }
+            }
+        }
+    }
+
+    /// The fault hook: kills the process halfway through `sample`'s update of the first tier
+    /// whose window holds it (returns when none does).
+    #[cold]
+    fn die_updating(&mut self, sample: &Sample, windows: &[Timestamp]) {
+        self.locate(sample.ts, windows);
+        let chunk = (sample.series.0 >> self.slot_bits) as usize;
+        let slot = sample.series.0 & ((1u32 << self.slot_bits) - 1);
+        for (tier, placement) in self.placements.clone().into_iter().enumerate() {
+            let Some((period, bucket)) = placement else {
+                continue;
+            };
+            let cached = &mut self.tiers[tier].periods[period];
+            if let Some(file) = fetch(&self.shared, tier, cached.start, chunk, &mut cached.files) {
+                file.add_and_die(bucket, slot, sample.value, self.published.publisher());
+            }
+        }
+    }
+
+    /// The hot loop of [`Writer::apply`]: folds each sample into every tier whose window
+    /// holds it.
+    fn store(&mut self, samples: &[Sample], windows: &[Timestamp]) {
         let mut last_ts = None;
         let slot_mask = (1u32 << self.slot_bits) - 1;
-        // A local handle: the hot loop reaches the slot with one load instead of two through
-        // `self` (the stores to cells make the compiler reload what it reaches through `self`).
+        // A local handle: the hot loop publishes through a pointer held in a register instead
+        // of reaching the record through `self` (the stores to cells make the compiler reload
+        // what it reaches through `self`).
         let published = self.published.clone();
+        let publisher = published.publisher();
         for (i, sample) in samples.iter().enumerate() {
             if let Some(ahead) = samples.get(i + PREFETCH_DISTANCE) {
                 if last_ts == Some(ahead.ts) {
@@ -288,17 +342,7 @@ impl Writer {
                         None => continue,
                     },
                 };
-                file.add(bucket, slot, sample.value, &published);
-            }
-        }
-        // Release: the batch's last cell is finished for a reader that sees the slot empty.
-        published.clear();
-        for cache in &mut self.tiers {
-            for period in cache.periods.iter_mut().filter(|p| p.touched) {
-                period.touched = false;
-                for file in period.files.iter().flatten() {
-                    file.mark_dirty();
-                }
+                file.add(bucket, slot, sample.value, publisher);
             }
         }
     }

@@ -1,19 +1,24 @@
 //! The shared cell in a mapped file that a writer updates in place ([`BucketCell`]), with the
 //! seqlock that keeps reads torn-free, and `Writers`: who may hold a cell's update-in-flight
 //! bit while this process reads it, so a bit no live writer holds (a crash's leftover) never
-//! stalls a read. The value a reader gets out of a cell is [`crate::bucket::Bucket`].
+//! stalls a read. A writer names the cell it updates in `writers.state` (see
+//! [`super::writer_state`]): readers of this process ask those words, and the next open after
+//! a crash repairs the cells they name. The value a reader gets out of a cell is [`crate::bucket::Bucket`].
 //!
 //! Everything that stores into a cell (`add`, `clear`, `repair`) is private to `storage` and
 //! reached only through [`super::period_file::WritableFile`], which only a writable mapping
 //! yields; reads go through [`super::period_file::PeriodFile::load`] and use `Relaxed` loads
 //! plus fences only, the one kind of atomic access the std docs allow on read-only memory.
 
-use std::path::PathBuf;
-use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+pub use super::writer_state::WriterSlot;
+use super::writer_state::{Publication, Publisher, WriterStateFile};
 use crate::bucket::Bucket;
+use crate::Result;
 
 // The file format is little-endian and the cells are native-endian atomics.
 #[cfg(not(target_endian = "little"))]
@@ -62,7 +67,8 @@ pub(super) enum Stuck {
 }
 
 impl BucketCell {
-    /// Folds `value` into the cell, as the writer thread that owns `writer`.
+    /// Folds `value` into the cell named `name`, as the writer thread that publishes through
+    /// `writer`.
     ///
     /// Each cell has exactly one writer (the write path partitions series across writer
     /// threads). A second concurrent writer would not cause undefined behaviour, only lost
@@ -70,11 +76,12 @@ impl BucketCell {
     /// is a crash's leftover (the one writer is this call) and is healed: the count resumes
     /// from its value before the interrupted update, as the repair at an unclean open does.
     #[inline]
-    pub(super) fn add(&self, value: f64, writer: &WriterSlot) {
+    pub(super) fn add(&self, value: f64, writer: Publisher<'_>, name: Publication) {
         // Release: a reader that sees this publication (or a later one) also sees the
         // writer's previous cell finished. The BUSY store below is Release so that a reader
-        // that sees BUSY also sees this publication.
-        writer.0 .0.store(self.address(), Ordering::Release);
+        // that sees BUSY also sees this publication; program order alone puts it in the page
+        // cache before BUSY for the open after a kill.
+        writer.publish(name);
         let count = self.count.load(Ordering::Relaxed) & !BUSY;
         self.count.store(count | BUSY, Ordering::Release);
         // Orders the BUSY store before the field stores for any reader that sees a new field.
@@ -90,6 +97,21 @@ impl BucketCell {
         self.min.store(bucket.min.to_bits(), Ordering::Relaxed);
         self.max.store(bucket.max.to_bits(), Ordering::Relaxed);
         self.count.store(bucket.count, Ordering::Release);
+    }
+
+    /// The crash tests' fault hook: what [`BucketCell::add`] does up to the middle of the
+    /// update (published, `BUSY` set, the new total stored), then the process kills itself
+    /// with SIGKILL, as `kill -9` would, leaving the cell torn for the next open to repair.
+    #[cold]
+    pub(super) fn add_and_die(&self, value: f64, writer: Publisher<'_>, name: Publication) -> ! {
+        writer.publish(name);
+        let count = self.count.load(Ordering::Relaxed) & !BUSY;
+        self.count.store(count | BUSY, Ordering::Release);
+        let total = f64::from_bits(self.total.load(Ordering::Relaxed)) + value;
+        self.total.store(total.to_bits(), Ordering::Relaxed);
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+        std::process::abort()
     }
 
     /// One attempt at a consistent snapshot: `None` while an update is in flight or when the
@@ -142,12 +164,17 @@ impl BucketCell {
     /// [`STALE_AFTER`]: the fields as they stand ([`Stuck::Damaged`]) instead of hanging.
     #[cold]
     #[inline(never)]
-    pub(super) fn load_waiting(&self, writers: &Writers, stuck: &dyn Fn(Stuck)) -> Option<Bucket> {
+    pub(super) fn load_waiting(
+        &self,
+        writers: &Writers,
+        name: Publication,
+        stuck: &dyn Fn(Stuck),
+    ) -> Option<Bucket> {
         let since = Instant::now();
         let mut rounds = 0u32;
         loop {
             if rounds.is_multiple_of(1024) {
-                if let Some(bucket) = self.read_unheld(writers) {
+                if let Some(bucket) = self.read_unheld(writers, name) {
                     stuck(Stuck::Stale);
                     return Some(bucket);
                 }
@@ -170,18 +197,21 @@ impl BucketCell {
     }
 
     /// The fields with `BUSY` masked off, when `BUSY` is set and no live writer holds it; `None`
-    /// when a writer may hold it or the cell changed meanwhile.
+    /// when a writer may hold it or the cell changed meanwhile. `name` is the cell's name, as
+    /// its writer publishes it.
     ///
     /// Why a snapshot taken this way is never torn: the fields are read before the writers
     /// are asked. If any field load saw a store of an update in flight, the fence after the
     /// loads pairs with the writer's Release fence, so the writer's publication of this cell
-    /// (stored before its BUSY store) is visible to `writers.may_hold`: either the cell's
-    /// address is still published (held: no snapshot), or a later publication or the
-    /// writer's clearing is (both Release, read with Acquire), and then the writer's final
-    /// `count` store is visible and the re-check of `count` fails. A live writer that starts
+    /// (stored before its BUSY store) is visible to `writers.may_hold`: either both words of
+    /// the cell's name are still published (held: no snapshot), or a store of a later
+    /// publication or of the writer's clearing is seen in one of them (all Release, read with
+    /// Acquire), and then the writer's final `count` store is visible and the re-check of
+    /// `count` fails. A mix of old and new words that still reads as this cell only makes the
+    /// reader wait. A live writer that starts
     /// healing the cell stores the same `count | BUSY` value, which is why the re-check alone
     /// would not do.
-    fn read_unheld(&self, writers: &Writers) -> Option<Bucket> {
+    fn read_unheld(&self, writers: &Writers, name: Publication) -> Option<Bucket> {
         let before = self.count.load(Ordering::Relaxed);
         if before & BUSY == 0 {
             return None;
@@ -190,7 +220,7 @@ impl BucketCell {
         let min = self.min.load(Ordering::Relaxed);
         let max = self.max.load(Ordering::Relaxed);
         fence(Ordering::Acquire);
-        if writers.may_hold(self.address()) {
+        if writers.may_hold(name) {
             return None;
         }
         fence(Ordering::Acquire);
@@ -203,14 +233,6 @@ impl BucketCell {
             min: f64::from_bits(min),
             max: f64::from_bits(max),
         })
-    }
-
-    /// The cell's address in this process: what a writer publishes while it updates it. It
-    /// names the cell because a cell never moves: it lives in a mapping, which stays where it
-    /// is while any writer holds its file (the writer's cache keeps an `Arc` to it until it has
-    /// cleared its slot).
-    fn address(&self) -> usize {
-        self as *const BucketCell as usize
     }
 
     /// Resets the cell to empty. Only valid while no writer runs (repair at open).
@@ -251,31 +273,19 @@ impl BucketCell {
     }
 }
 
-/// One writer thread's publication: the address of the cell it is updating (0 when none),
-/// alone on its cache lines so writers publishing side by side do not share a line.
-#[repr(align(128))]
-struct Published(AtomicUsize);
-
-/// A writer thread's handle on its `Published` slot, from `Writers::register`. The
-/// writer clears it at the end of every batch and when its thread ends, unwinding included,
-/// so a slot names a cell only while its writer is inside a batch and holds that cell's file.
-#[derive(Clone)]
-pub struct WriterSlot(Arc<Published>);
-
-impl WriterSlot {
-    /// Says the writer updates no cell: at the end of a batch, and when its thread ends (a
-    /// writer that died counts as not live).
-    pub fn clear(&self) {
-        self.0 .0.store(0, Ordering::Release);
-    }
-}
-
 /// Who may hold a cell's update-in-flight bit while this process reads it.
 pub(super) enum Writers {
     /// This process writes the files (it holds the data directory's lock): its writer
-    /// threads, each publishing the cell it updates. A bit on a cell none of them publishes
-    /// is a crash's leftover.
-    InProcess(RwLock<Vec<WriterSlot>>),
+    /// threads, each publishing the cell it updates in `writers.state`. A bit on a cell none
+    /// of them publishes is a crash's leftover.
+    InProcess {
+        /// The writer threads' records.
+        slots: RwLock<Vec<WriterSlot>>,
+        /// `writers.state`, which hands them out (and, at open, what the last process left).
+        state: Mutex<WriterStateFile>,
+        /// The configured tiers' names, in order: a publication names a tier by index.
+        tiers: Vec<String>,
+    },
     /// Another process may write them (a read-only engine beside a server): the one the data
     /// directory's `OPEN` marker names, when that process is alive.
     OtherProcess {
@@ -285,34 +295,73 @@ pub(super) enum Writers {
 }
 
 impl Writers {
-    /// A new writer thread's slot; `None` when another process writes the files.
-    pub(super) fn register(&self) -> Option<WriterSlot> {
+    /// The writers of a process that writes the data directory `dir` (it holds its lock),
+    /// with `tiers` the configured tiers' names: `writers.state` opened as the last process
+    /// left it.
+    ///
+    /// # Errors
+    /// As [`WriterStateFile::open`].
+    pub(super) fn open_in_process(dir: &Path, tiers: Vec<String>) -> Result<Writers> {
+        Ok(Writers::InProcess {
+            slots: RwLock::new(Vec::new()),
+            state: Mutex::new(WriterStateFile::open(dir)?),
+            tiers,
+        })
+    }
+
+    /// A new writer thread's slot; `Ok(None)` when another process writes the files.
+    ///
+    /// # Errors
+    /// [`crate::Error::Io`] naming `writers.state` when it cannot grow.
+    pub(super) fn register(&self) -> Result<Option<WriterSlot>> {
         match self {
-            Writers::InProcess(slots) => {
-                let slot = WriterSlot(Arc::new(Published(AtomicUsize::new(0))));
+            Writers::InProcess { slots, state, .. } => {
+                let slot = state
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .next_slot()?;
                 slots
                     .write()
                     .unwrap_or_else(|e| e.into_inner())
                     .push(slot.clone());
-                Some(slot)
+                Ok(Some(slot))
             }
+            Writers::OtherProcess { .. } => Ok(None),
+        }
+    }
+
+    /// `writers.state`, for the recovery at open; `None` when another process writes.
+    pub(super) fn state(&self) -> Option<std::sync::MutexGuard<'_, WriterStateFile>> {
+        match self {
+            Writers::InProcess { state, .. } => {
+                Some(state.lock().unwrap_or_else(|e| e.into_inner()))
+            }
+            Writers::OtherProcess { .. } => None,
+        }
+    }
+
+    /// The index of the tier named `name` in this process's configuration, as publications
+    /// name it; `None` for a tier it does not configure, or when another process writes.
+    pub(super) fn tier_index(&self, name: &str) -> Option<usize> {
+        match self {
+            Writers::InProcess { tiers, .. } => tiers.iter().position(|t| t == name),
             Writers::OtherProcess { .. } => None,
         }
     }
 
     /// True when this process's mappings are writable (its writer threads write them).
     pub(super) fn in_process(&self) -> bool {
-        matches!(self, Writers::InProcess(_))
+        matches!(self, Writers::InProcess { .. })
     }
 
-    /// Whether a live writer may hold the update-in-flight bit of the cell at `address`.
-    fn may_hold(&self, address: usize) -> bool {
+    /// Whether a live writer may hold the update-in-flight bit of the cell named `name`.
+    fn may_hold(&self, name: Publication) -> bool {
         match self {
-            Writers::InProcess(slots) => slots
+            Writers::InProcess { slots, .. } => slots
                 .read()
                 .unwrap_or_else(|e| e.into_inner())
                 .iter()
-                .any(|slot| slot.0 .0.load(Ordering::Acquire) == address),
+                .any(|slot| slot.names(name)),
             Writers::OtherProcess { marker } => marker_names_a_live_process(marker),
         }
     }

@@ -10,11 +10,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::bucket::{BucketCell, Stuck, WriterSlot, Writers};
+use super::bucket::{BucketCell, Stuck, Writers};
 use super::compact::CompactFile;
 use super::disk;
 use super::format::{cell_index, PeriodMeta, HEADER_LEN, TEMP_SUFFIX};
 use super::mmap::MappedCells;
+use super::writer_state::{Publication, Publisher};
 use crate::bucket::Bucket;
 use crate::{Error, Result};
 
@@ -41,6 +42,9 @@ pub struct PeriodFile {
     /// Set once a read of this file met an update-in-flight bit no live writer holds, so
     /// that is logged once per file, not per read.
     stale_logged: AtomicBool,
+    /// The name of the file's first cell as writers publish it (`writers.state`): a cell's
+    /// name is this with its record index added.
+    name: Publication,
 }
 
 /// A period file mapped writable: the one way to store into cells (`add`, and `repair` at
@@ -233,7 +237,19 @@ impl PeriodFile {
                 ),
             ));
         }
+        if u32::try_from(meta.cells()).is_err() {
+            return Err(Error::corrupt(
+                path,
+                format!("{} records is more than a file may hold", meta.cells()),
+            ));
+        }
         let cells = MappedCells::map(&file, path, HEADER_LEN as u64, meta.cells(), writable)?;
+        let name = Publication::new(
+            writers.tier_index(&meta.tier),
+            meta.period_start,
+            meta.chunk,
+            0,
+        );
         Ok(PeriodFile {
             path: path.to_path_buf(),
             meta,
@@ -244,6 +260,7 @@ impl PeriodFile {
             seen_generation: AtomicU64::new(u64::MAX),
             retired: AtomicBool::new(false),
             stale_logged: AtomicBool::new(false),
+            name,
         })
     }
 
@@ -287,6 +304,16 @@ impl PeriodFile {
         &self.cells.cells()[cell_index(bucket, slot, self.meta.slots)]
     }
 
+    /// The name writers publish for the cell at record `index` (below `u32::MAX`, checked at
+    /// open).
+    #[inline(always)]
+    fn name(&self, index: usize) -> Publication {
+        Publication {
+            file: self.name.file,
+            cell: self.name.cell | index as u64,
+        }
+    }
+
     /// The bucket `bucket` of series slot `slot`: a torn-free snapshot (the seqlock read of
     /// [`BucketCell`]), returned at once when an update-in-flight bit is a crash's leftover.
     ///
@@ -303,7 +330,7 @@ impl PeriodFile {
             if let Some(bucket) = cell.try_load() {
                 return bucket;
             }
-            if let Some(bucket) = self.load_waiting(cell, bucket, slot) {
+            if let Some(bucket) = self.load_waiting(bucket, slot) {
                 return bucket;
             }
         }
@@ -313,8 +340,11 @@ impl PeriodFile {
     /// `None` once the update finished (read it again).
     #[cold]
     #[inline(never)]
-    fn load_waiting(&self, cell: &BucketCell, bucket: u32, slot: u32) -> Option<Bucket> {
-        cell.load_waiting(&self.writers, &|stuck| self.note_stuck(stuck, bucket, slot))
+    fn load_waiting(&self, bucket: u32, slot: u32) -> Option<Bucket> {
+        let index = cell_index(bucket, slot, self.meta.slots);
+        self.cells.cells()[index].load_waiting(&self.writers, self.name(index), &|stuck| {
+            self.note_stuck(stuck, bucket, slot)
+        })
     }
 
     /// Logs a read that met an update-in-flight bit past its spins: once per file when no
@@ -414,13 +444,26 @@ impl WritableFile {
     }
 
     /// Folds `value` into the bucket `bucket` of series slot `slot`, as the writer thread
-    /// owning `writer` (the only writer of that slot).
+    /// publishing through `writer` (the only writer of that slot).
     ///
     /// # Panics
     /// As [`PeriodFile::load`]: when `bucket` or `slot` is outside the file.
     #[inline]
-    pub fn add(&self, bucket: u32, slot: u32, value: f64, writer: &WriterSlot) {
-        self.0.cell(bucket, slot).add(value, writer);
+    pub fn add(&self, bucket: u32, slot: u32, value: f64, writer: Publisher<'_>) {
+        let file = &*self.0;
+        debug_assert!(bucket < file.meta.buckets() && slot < file.meta.slots);
+        let index = cell_index(bucket, slot, file.meta.slots);
+        file.cells.cells()[index].add(value, writer, file.name(index));
+    }
+
+    /// As [`WritableFile::add`], but the process is killed (SIGKILL, as `kill -9`) halfway
+    /// through the update: the crash tests' fault hook (see the writer's
+    /// `TIERDB_FAULT_KILL_MID_UPDATE`).
+    #[cold]
+    pub fn add_and_die(&self, bucket: u32, slot: u32, value: f64, writer: Publisher<'_>) -> ! {
+        let file = &*self.0;
+        let index = cell_index(bucket, slot, file.meta.slots);
+        file.cells.cells()[index].add_and_die(value, writer, file.name(index))
     }
 
     /// Puts back what a cell held before a batch that did not finish (the counter journal's
@@ -435,16 +478,66 @@ impl WritableFile {
         self.0.generation.fetch_add(1, Ordering::Release);
     }
 
-    /// Repairs what a crash can leave behind; returns (cells with an interrupted update,
-    /// cells cleared because their series id is unknown). Only valid before any writer starts.
+    /// Repairs the cell at record `index` if a crash left it mid-update (see
+    /// [`BucketCell`]); `None` when the file has no such record. Only valid before any
+    /// writer starts.
+    pub fn repair_cell(&self, index: u32) -> Option<bool> {
+        self.0
+            .cells
+            .cells()
+            .get(index as usize)
+            .map(BucketCell::repair)
+    }
+
+    /// Clears the cells of slots whose series id is `known_series` or past it (see
+    /// [`WritableFile::repair`]), reading only those slots' runs; returns (cells cleared,
+    /// cells read). Only valid before any writer starts.
+    pub fn clear_unknown(&self, known_series: usize) -> (usize, usize) {
+        let first_unknown = self.first_unknown(known_series);
+        let slots = self.0.meta.slots as usize;
+        let block = super::format::BUCKET_BLOCK as usize;
+        let cells = self.0.cells.cells();
+        let (mut cleared, mut read) = (0, 0);
+        // Per block of buckets, the runs of the unknown slots are one contiguous range.
+        for run in cells.chunks_exact(slots * block) {
+            for cell in &run[first_unknown * block..] {
+                read += 1;
+                if !cell.is_pristine() {
+                    cell.clear();
+                    cleared += 1;
+                }
+            }
+        }
+        (cleared, read)
+    }
+
+    /// The first slot of this file whose series id is not below `known_series`.
+    fn first_unknown(&self, known_series: usize) -> usize {
+        let slots = self.0.meta.slots as usize;
+        let first_slot = self.0.meta.chunk as usize * slots;
+        known_series.saturating_sub(first_slot).min(slots)
+    }
+
+    /// msync of the repairs, so they reach the disk before the publications naming them are
+    /// forgotten.
+    ///
+    /// # Errors
+    /// As [`PeriodFile::flush`].
+    pub fn flush_repairs(&self) -> Result<()> {
+        self.mark_dirty();
+        self.0.flush()
+    }
+
+    /// Repairs what a crash can leave behind, reading every cell (the fallback when
+    /// `writers.state` cannot say which cells were being written); returns (cells with an
+    /// interrupted update, cells cleared because their series id is unknown). Only valid
+    /// before any writer starts.
     ///
     /// After a power loss the kernel may have written a mapped page whose series was never
     /// fsynced into the registry; such a slot would otherwise greet the next series given
     /// that id with somebody else's data. `known_series` is the registry's length.
     pub fn repair(&self, known_series: usize) -> (usize, usize) {
-        let slots = self.0.meta.slots as usize;
-        let first_slot = self.0.meta.chunk as usize * slots;
-        let first_unknown = known_series.saturating_sub(first_slot).min(slots) as u32;
+        let first_unknown = self.first_unknown(known_series) as u32;
         let (mut interrupted, mut cleared) = (0, 0);
         for bucket in 0..self.0.meta.buckets() {
             for slot in 0..self.0.meta.slots {

@@ -20,8 +20,9 @@ fn read_only_storage_yields_no_writable_file() {
         let file = storage.writable_file(0, DAY_START, 0).expect("writable");
         let writer = storage
             .writer_slot()
+            .unwrap()
             .expect("a writable storage has writers");
-        file.add(5, 3, 2.5, &writer);
+        file.add(5, 3, 2.5, writer.publisher());
         assert_eq!(storage.writable_files().len(), 1);
     }
     let storage = Storage::open(dir.path(), &tiers, SLOTS, false).unwrap();
@@ -38,7 +39,7 @@ fn read_only_storage_yields_no_writable_file() {
     assert!(storage.writable_file(0, DAY_START, 0).is_none());
     assert!(storage.writable_files().is_empty());
     assert!(
-        storage.writer_slot().is_none(),
+        storage.writer_slot().unwrap().is_none(),
         "no writer threads in a read-only storage"
     );
 }

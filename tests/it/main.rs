@@ -9,6 +9,7 @@ mod connections;
 mod corruption;
 mod counter_crash;
 mod counters;
+mod crash_recovery;
 mod dashboard;
 mod engine_basics;
 mod full_disk;

@@ -3,10 +3,15 @@
 //! that heals never see a torn bucket.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, RwLock};
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use super::*;
+
+/// The name writers publish for the cell under test.
+const CELL: Publication = Publication { file: 1, cell: 7 };
+/// Another cell's.
+const OTHER: Publication = Publication { file: 1, cell: 8 };
 
 /// A cell holding `count` samples of `value`, with the update-in-flight bit set when `busy`.
 fn cell(count: u64, value: f64, busy: bool) -> BucketCell {
@@ -18,18 +23,40 @@ fn cell(count: u64, value: f64, busy: bool) -> BucketCell {
     }
 }
 
-fn in_process() -> Writers {
-    Writers::InProcess(RwLock::new(Vec::new()))
+/// This process's writers, with their `writers.state` in a directory that lives as long as
+/// they do.
+struct InProcess {
+    writers: Writers,
+    _dir: tempfile::TempDir,
 }
 
-/// Loads `cell`, collecting what the read reports.
+impl std::ops::Deref for InProcess {
+    type Target = Writers;
+    fn deref(&self) -> &Writers {
+        &self.writers
+    }
+}
+
+fn in_process() -> InProcess {
+    let dir = tempfile::tempdir().unwrap();
+    InProcess {
+        writers: Writers::open_in_process(dir.path(), vec!["t".into()]).unwrap(),
+        _dir: dir,
+    }
+}
+
+fn register(writers: &Writers) -> WriterSlot {
+    writers.register().unwrap().expect("in-process writers")
+}
+
+/// Loads `cell` (named `CELL`), collecting what the read reports.
 fn load(cell: &BucketCell, writers: &Writers) -> (Bucket, Vec<Stuck>) {
     let stuck = std::sync::Mutex::new(Vec::new());
     let bucket = loop {
         if let Some(bucket) = cell.try_load() {
             break bucket;
         }
-        if let Some(bucket) = cell.load_waiting(writers, &|s| stuck.lock().unwrap().push(s)) {
+        if let Some(bucket) = cell.load_waiting(writers, CELL, &|s| stuck.lock().unwrap().push(s)) {
             break bucket;
         }
     };
@@ -39,17 +66,16 @@ fn load(cell: &BucketCell, writers: &Writers) -> (Bucket, Vec<Stuck>) {
 /// What `add` does before its field stores, as the writer owning `slot`: publish the cell,
 /// then set the bit on the count it holds.
 fn begin_update(cell: &BucketCell, slot: &WriterSlot) {
-    slot.0 .0.store(cell.address(), Ordering::Release);
+    slot.publisher().publish(CELL);
     let count = cell.count.load(Ordering::Relaxed) & !BUSY;
     cell.count.store(count | BUSY, Ordering::Release);
     fence(Ordering::Release);
 }
 
-/// Writers of which the one has begun to update `cell` (which must not move after: the
-/// writer publishes its address).
-fn mid_update(cell: &BucketCell) -> (Writers, WriterSlot) {
+/// Writers of which the one has begun to update `cell`.
+fn mid_update(cell: &BucketCell) -> (InProcess, WriterSlot) {
     let writers = in_process();
-    let slot = writers.register().unwrap();
+    let slot = register(&writers);
     begin_update(cell, &slot);
     (writers, slot)
 }
@@ -66,9 +92,9 @@ fn samples(count: u64, value: f64) -> Bucket {
 #[test]
 fn a_write_heals_a_stale_bit() {
     let writers = in_process();
-    let slot = writers.register().unwrap();
+    let slot = register(&writers);
     let cell = cell(3, 2.0, true);
-    cell.add(2.0, &slot);
+    cell.add(2.0, slot.publisher(), CELL);
     assert_eq!(
         cell.count.load(Ordering::Relaxed),
         4,
@@ -81,8 +107,8 @@ fn a_write_heals_a_stale_bit() {
 fn a_stale_bit_no_writer_holds_is_read_at_once_and_reported() {
     let writers = in_process();
     let other = cell(0, 0.0, false);
-    let slot = writers.register().unwrap();
-    other.add(1.0, &slot); // a live writer that published another cell
+    let slot = register(&writers);
+    other.add(1.0, slot.publisher(), OTHER); // a live writer that published another cell
     let stale = cell(3, 2.0, true);
     let started = Instant::now();
     assert_eq!(
@@ -100,7 +126,10 @@ fn a_read_only_reader_without_a_writing_process_reads_a_stale_bit_at_once() {
     let writers = Writers::OtherProcess {
         marker: dir.path().join("OPEN"),
     };
-    assert!(writers.register().is_none(), "no writer threads here");
+    assert!(
+        writers.register().unwrap().is_none(),
+        "no writer threads here"
+    );
     let started = Instant::now();
     let stale = cell(3, 2.0, true);
     assert_eq!(
@@ -156,8 +185,8 @@ fn readers_racing_a_writer_that_heals_never_see_a_torn_bucket() {
     const ROUNDS: u64 = 20_000;
     const VALUE: f64 = 3.0;
     let writers = in_process();
-    let dying = writers.register().unwrap();
-    let healer = writers.register().unwrap();
+    let dying = register(&writers);
+    let healer = register(&writers);
     let cell = cell(0, VALUE, false);
     let done = AtomicBool::new(false);
     let reads = AtomicU64::new(0);
@@ -170,7 +199,7 @@ fn readers_racing_a_writer_that_heals_never_see_a_torn_bucket() {
                 for _ in 0..(round % 7) * 50 {
                     std::hint::spin_loop();
                 }
-                cell.add(VALUE, &healer);
+                cell.add(VALUE, healer.publisher(), CELL);
                 healer.clear();
             }
             done.store(true, Ordering::Release);
@@ -218,16 +247,32 @@ fn the_open_marker_says_whether_a_writing_process_is_alive() {
     );
 }
 
-/// Keeps `Arc` in use for the slot type's shape (a writer's handle is cheap to clone).
+/// A writer's handle is cheap to clone; a clone publishes in the same record.
 #[test]
 fn a_writer_slot_clone_publishes_in_the_same_place() {
     let writers = in_process();
-    let slot = writers.register().unwrap();
+    let slot = register(&writers);
     let clone = slot.clone();
-    assert!(Arc::ptr_eq(&slot.0, &clone.0));
     let cell = cell(0, 0.0, false);
-    cell.add(1.0, &clone);
-    assert!(writers.may_hold(cell.address()));
+    cell.add(1.0, clone.publisher(), CELL);
+    assert!(writers.may_hold(CELL));
+    assert!(!writers.may_hold(OTHER));
     slot.clear();
-    assert!(!writers.may_hold(cell.address()));
+    assert!(!writers.may_hold(CELL));
+}
+
+/// What a kill leaves: the cell's name published, its bit set, one field of the new sample
+/// stored; the repair clears the bit and the count is as before the sample.
+#[test]
+fn a_publication_names_the_cell_a_killed_writer_left_busy() {
+    let writers = in_process();
+    let slot = register(&writers);
+    let cell = cell(3, 2.0, false);
+    begin_update(&cell, &slot);
+    cell.total.store(10.0f64.to_bits(), Ordering::Relaxed);
+    let state = writers.state().unwrap();
+    assert_eq!(state.publications(), vec![CELL]);
+    assert!(cell.repair(), "the bit was set");
+    assert_eq!(cell.count.load(Ordering::Relaxed), 3);
+    assert!(!cell.repair(), "repaired once");
 }

@@ -1,0 +1,185 @@
+//! A writer killed in the middle of a bucket update, and the repair at the next open. A child
+//! process (this test binary, run again for one test) opens the data directory and writes one
+//! sample with the writer's fault hook armed: it kills itself with SIGKILL between setting
+//! the cell's update-in-flight bit and finishing the update. The next open must clear the
+//! bit, leave the count as it was before the sample, report one interrupted update, and read
+//! no period file other than those that may hold slots of unregistered series.
+//!
+//! The regression: the repair at an unclean open read every cell of every period file (149 s
+//! at 100k series after a `kill -9` with a cold page cache), whatever was being written.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use tierdb::storage::format::{cell_index, file_name, HEADER_LEN};
+use tierdb::storage::writer_state::WriterStateFile;
+use tierdb::{Engine, ManualClock, Sample, SeriesId};
+
+use crate::common::{small_tiers, NOW};
+
+/// Set to the data directory, the test runs as the child that gets killed.
+const CHILD_DIR: &str = "TIERDB_IT_CRASH_CHILD_DIR";
+/// The test's name, for the child to run it alone.
+const TEST: &str = "crash_recovery::a_writer_killed_mid_update_is_repaired_from_its_publication";
+/// Series slots per chunk in `small_tiers`.
+const SLOTS: u32 = 16;
+/// The series whose update is interrupted, in chunk 0.
+const VICTIM: u32 = 5;
+const BUSY: u64 = 1 << 63;
+
+fn open(dir: &Path) -> Engine {
+    Engine::builder(dir)
+        .tiers(small_tiers())
+        .clock(Arc::new(ManualClock::new(NOW)))
+        .writer_threads(2)
+        .background_maintenance(false)
+        .open()
+        .expect("open engine")
+}
+
+/// The minute the samples land in, and its bucket in the 1m tier's day file.
+fn minute() -> (i64, u32) {
+    let minute = NOW - NOW % 60 - 600;
+    (minute, ((minute % 86_400) / 60) as u32)
+}
+
+/// The victim's cell in the 1m file of chunk 0: (count word, total) as on disk.
+fn raw_cell(dir: &Path) -> (u64, f64) {
+    let (minute, bucket) = minute();
+    let path = dir
+        .join("tiers/1m")
+        .join(file_name(minute - minute % 86_400, 0));
+    let bytes = std::fs::read(&path).unwrap();
+    let at = HEADER_LEN + cell_index(bucket, VICTIM, SLOTS) * 32;
+    let word = |i: usize| u64::from_le_bytes(bytes[at + 8 * i..at + 8 * i + 8].try_into().unwrap());
+    (word(0), f64::from_bits(word(1)))
+}
+
+/// Runs the child: one sample of `VICTIM`, with the fault hook armed on it. The cell holds
+/// `total` before.
+fn kill_a_writer_mid_update(dir: &Path, total: f64) {
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_DIR, dir)
+        .env("TIERDB_FAULT_KILL_MID_UPDATE", VICTIM.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "the child should have killed itself mid-update: {status:?}"
+    );
+    assert_eq!(
+        raw_cell(dir),
+        (3 | BUSY, total + 100.0),
+        "the child left the cell torn: bit set, the sample in its total only"
+    );
+}
+
+/// Period files on disk holding slots of chunks from `first_chunk` on.
+fn files_from_chunk(dir: &Path, first_chunk: u32) -> usize {
+    let mut n = 0;
+    for tier in std::fs::read_dir(dir.join("tiers")).unwrap() {
+        for file in std::fs::read_dir(tier.unwrap().path()).unwrap() {
+            let name = file.unwrap().file_name().into_string().unwrap();
+            if tierdb::storage::format::parse_file_name(&name)
+                .is_some_and(|(_, c)| c >= first_chunk)
+            {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+#[test]
+fn a_writer_killed_mid_update_is_repaired_from_its_publication() {
+    if let Some(dir) = std::env::var_os(CHILD_DIR) {
+        let engine = open(Path::new(&dir));
+        let (minute, _) = minute();
+        let _ = engine.record_batch(&[Sample::new(SeriesId(VICTIM), minute + 40, 100.0)]);
+        unreachable!("the fault hook kills the process in the writer");
+    }
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path();
+    // A whole chunk of series (so chunk 0 holds no unregistered slot), three samples of the
+    // victim in one minute, closed cleanly.
+    {
+        let engine = open(dir);
+        let (minute, _) = minute();
+        for s in 0..SLOTS {
+            assert_eq!(engine.series(&format!("host{s}.cpu")).unwrap(), SeriesId(s));
+        }
+        let samples: Vec<Sample> = (1..=3)
+            .map(|i| Sample::new(SeriesId(VICTIM), minute + i, i as f64))
+            .collect();
+        assert_eq!(engine.record_batch(&samples).unwrap().accepted, 3);
+        engine.close().unwrap();
+    }
+    assert_eq!(raw_cell(dir), (3, 6.0));
+
+    kill_a_writer_mid_update(dir, 6.0);
+    let engine = open(dir);
+    let recovery = engine.recovery().expect("an unclean open").clone();
+    assert_eq!(recovery.full_scan, None, "{recovery:?}");
+    assert_eq!(recovery.interrupted, 1, "{recovery:?}");
+    assert_eq!(
+        recovery.published, 1,
+        "only the victim's writer had a cell: {recovery:?}"
+    );
+    assert_eq!(recovery.cleared, 0, "{recovery:?}");
+    assert_eq!(
+        recovery.files_scanned,
+        files_from_chunk(dir, 1),
+        "only files of chunks past the registered series are read: {recovery:?}"
+    );
+    assert!(files_from_chunk(dir, 0) > recovery.files_scanned);
+    engine.close().unwrap();
+    assert_eq!(
+        raw_cell(dir),
+        (3, 106.0),
+        "bit cleared, the count as before the sample (its total may hold it)"
+    );
+
+    // Without a trustworthy writers.state, the open reads everything and still finds it.
+    kill_a_writer_mid_update(dir, 106.0);
+    std::fs::remove_file(dir.join(WriterStateFile::FILE_NAME)).unwrap();
+    let engine = open(dir);
+    let recovery = engine.recovery().expect("an unclean open").clone();
+    assert!(recovery.full_scan.is_some(), "{recovery:?}");
+    assert_eq!(recovery.interrupted, 1, "{recovery:?}");
+    assert_eq!(
+        recovery.files_scanned,
+        files_from_chunk(dir, 0),
+        "{recovery:?}"
+    );
+    engine.close().unwrap();
+    assert_eq!(raw_cell(dir), (3, 206.0));
+
+    // A changed tiers layout does not trust the publications either.
+    kill_a_writer_mid_update(dir, 206.0);
+    let mut other = small_tiers();
+    other.tiers.truncate(2);
+    let engine = Engine::builder(dir)
+        .tiers(other)
+        .clock(Arc::new(ManualClock::new(NOW)))
+        .background_maintenance(false)
+        .open()
+        .unwrap();
+    let recovery = engine.recovery().expect("an unclean open").clone();
+    assert!(
+        recovery
+            .full_scan
+            .as_deref()
+            .is_some_and(|why| why.contains("layout")),
+        "{recovery:?}"
+    );
+    assert_eq!(recovery.interrupted, 1, "{recovery:?}");
+    engine.close().unwrap();
+    assert_eq!(raw_cell(dir), (3, 306.0));
+}
