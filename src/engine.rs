@@ -24,7 +24,7 @@ use crate::storage::{Storage, TierFiles, OPEN_MARKER};
 use crate::time::{align_down, window_start, Span, Timestamp};
 use crate::{Error, Result};
 pub use maintenance::{maintenance_interval, MaintenanceReport, AHEAD_FILES_PER_PASS};
-use maintenance::{MaintenanceHealth, MaintenanceThread};
+use maintenance::{MaintenanceHealth, MaintenanceThread, Prefault};
 use writer::WriterPool;
 
 /// Creates the OPEN marker and makes it durable. Its existence is what matters, and an empty
@@ -240,7 +240,12 @@ impl EngineBuilder {
         // A failed pass (a full disk, say) does not stop the open: queries are served, writes
         // that need a missing file are refused as storage_unavailable, and the background
         // thread retries; `stats()` and `/metrics` report it.
-        if let Err(e) = shared.maintain() {
+        let prefault = if background_maintenance {
+            Prefault::Later
+        } else {
+            Prefault::Yes
+        };
+        if let Err(e) = shared.maintain_with(prefault) {
             tracing::error!(error = %e, "maintenance at open failed; serving anyway, retrying every interval");
         }
         phases.lap("maintenance");

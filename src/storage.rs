@@ -633,6 +633,7 @@ impl TierStore {
         };
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
         let mut compacted = Vec::new();
+        let mut hot = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|e| Error::io(&self.dir, e))?;
             let path = entry.path();
@@ -669,10 +670,14 @@ impl TierStore {
                 tracing::warn!(path = %path.display(), "ignoring a file tierdb did not write");
                 continue;
             };
-            let expected = self.meta(period_start, chunk, slots);
-            match PeriodFile::open(&path, &expected, writers) {
+            hot.push((period_start, chunk, path));
+        }
+        for (key, opened) in open_all(&hot, |(start, chunk, path)| {
+            PeriodFile::open(path, &self.meta(*start, *chunk, slots), writers)
+        }) {
+            match opened {
                 Ok(file) => {
-                    files.insert((period_start, chunk), StoredPeriod::Hot(Arc::new(file)));
+                    files.insert(key, StoredPeriod::Hot(Arc::new(file)));
                 }
                 // A reader beside a running writer may see a file listed and then dropped.
                 Err(Error::Io { source, .. })
@@ -700,6 +705,44 @@ impl TierStore {
         }
         Ok(())
     }
+}
+
+/// Threads that open a directory's hot files: opening is mostly waiting on the disk (a
+/// header read and a mapping per file, thousands of files at a million series), so more
+/// threads than cores shorten a cold restart.
+const OPEN_THREADS: usize = 8;
+
+/// Opens every listed hot file with `open`, on [`OPEN_THREADS`] threads; the results come
+/// back keyed, in no particular order.
+fn open_all(
+    listed: &[(Timestamp, u32, PathBuf)],
+    open: impl Fn(&(Timestamp, u32, PathBuf)) -> Result<PeriodFile> + Sync,
+) -> Vec<((Timestamp, u32), Result<PeriodFile>)> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = OPEN_THREADS.min(listed.len().div_ceil(64)).max(1);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = listed.get(i) else {
+                            return done;
+                        };
+                        done.push(((item.0, item.1), open(item)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| {
+                w.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
 }
 
 /// Unlinks a file whose removal is tidying, not correctness (a superseded form of a period):

@@ -79,19 +79,28 @@ impl Shared {
     /// [`Error::Io`] when a file cannot be created or unlinked; the rest of the pass still
     /// runs, and the first error is returned.
     pub(crate) fn maintain(&self) -> Result<MaintenanceReport> {
-        let outcome = self.maintenance_pass();
+        self.maintain_with(Prefault::Yes)
+    }
+
+    /// [`Shared::maintain`], prefaulting or not: the pass at open leaves the prefault to the
+    /// background thread's first pass, which runs at once, so that a restart does not wait
+    /// on faulting in the current block of every file (a gigabyte at a million series).
+    pub(crate) fn maintain_with(&self, prefault: Prefault) -> Result<MaintenanceReport> {
+        let outcome = self.maintenance_pass(prefault);
         self.maintenance.record(&outcome);
         outcome
     }
 
-    fn maintenance_pass(&self) -> Result<MaintenanceReport> {
+    fn maintenance_pass(&self, prefault: Prefault) -> Result<MaintenanceReport> {
         let now = self.clock.now();
         let mut report = MaintenanceReport {
             now,
             ..MaintenanceReport::default()
         };
         // Most urgent first: the pages writers touch next, then files for later periods.
-        self.prefault_next_blocks(now);
+        if prefault == Prefault::Yes {
+            self.prefault_next_blocks(now);
+        }
         let mut first_error: Option<Error> = None;
         match self.prepare_ahead_at(now) {
             Ok((created, pending)) => {
@@ -263,6 +272,15 @@ pub const COMPACT_GRACE: i64 = 600;
 /// prefaulting and creation that the pass also does stay on time.
 pub const COMPACT_BUDGET: Duration = Duration::from_secs(10);
 
+/// Whether a maintenance pass prefaults the blocks the writers touch next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Prefault {
+    /// The usual pass.
+    Yes,
+    /// The pass at open when a background thread follows at once.
+    Later,
+}
+
 /// Whether the files of the future period starting at `start` are due at `now`: from
 /// `create_ahead - 1/2` periods before it starts, so with `create_ahead = 1` the next period's
 /// files come in the second half of the current one (and all at once in its last quarter).
@@ -294,7 +312,8 @@ pub(crate) struct MaintenanceThread {
 }
 
 impl MaintenanceThread {
-    /// Starts the thread; the first pass runs one interval from now (open ran one already).
+    /// Starts the thread; its first pass runs at once (the open's pass left the prefault to
+    /// it), the next ones every `interval`.
     pub(crate) fn start(shared: &Arc<Shared>, interval: Duration) -> Result<MaintenanceThread> {
         let (stop, stopped) = crossbeam_channel::bounded::<()>(1);
         let shared_for_thread = Arc::clone(shared);
@@ -302,7 +321,10 @@ impl MaintenanceThread {
             .name("tierdb-maintenance".into())
             .spawn(move || {
                 lower_priority();
-                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
+                // The open's pass did not prefault; this one does, at once.
+                let mut wait = Duration::ZERO;
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(wait) {
+                    wait = interval;
                     if let Err(e) = shared_for_thread.maintain() {
                         tracing::warn!(error = %e, "maintenance pass failed; retrying next interval");
                     }
