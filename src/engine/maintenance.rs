@@ -93,7 +93,7 @@ impl Shared {
         // Most urgent first: the pages writers touch next, then files for later periods.
         self.prefault_next_blocks(now);
         let mut first_error: Option<Error> = None;
-        match self.prepare_ahead_at(now) {
+        match self.prepare_ahead_at(now, AHEAD_FILES_PER_PASS) {
             Ok((created, pending)) => {
                 report.created = created;
                 report.pending = pending;
@@ -166,38 +166,43 @@ impl Shared {
     /// for every chunk of series needed; existing files are left alone.
     ///
     /// Files of the current period, and of a future period that starts within a quarter
-    /// period, are created at once. Other future files are paced at
-    /// [`AHEAD_FILES_PER_PASS`] per pass: a new period for 100k series is 1,564 files, and
-    /// creating them in one burst would steal the cores ingest runs on, while there is a
-    /// whole period to spread them over. Returns (created, still to create).
-    pub(crate) fn prepare_ahead_at(&self, now: Timestamp) -> Result<(usize, usize)> {
+    /// period, are created at once. Other future files are paced at `budget` per call
+    /// ([`AHEAD_FILES_PER_PASS`] per maintenance pass, none from the chunk creator): a new
+    /// period for 100k series is 1,564 files, and creating them in one burst would steal
+    /// the cores ingest runs on, while there is a whole period to spread them over. The
+    /// files of one (tier, period) are created as a group ([`crate::storage::create`]).
+    /// Returns (created, still to create).
+    ///
+    /// # Errors
+    /// The first file that could not be created; the rest of its group is still created.
+    pub(crate) fn prepare_ahead_at(
+        &self,
+        now: Timestamp,
+        mut budget: usize,
+    ) -> Result<(usize, usize)> {
         let chunks = self.chunks_needed();
         let (mut created, mut pending) = (0, 0);
-        let mut budget = AHEAD_FILES_PER_PASS;
         for (t, spec) in self.config.tiers.iter().enumerate() {
             let period = spec.period.secs() as i64;
             let current = align_down(now, spec.period);
             for ahead in 0..=i64::from(spec.create_ahead) {
                 let start = current + ahead * period;
                 let urgent = start - now < period / 4;
-                for chunk in 0..chunks {
-                    if self.storage.file(t, start, chunk).is_some() {
-                        continue;
-                    }
-                    if !urgent && budget == 0 {
-                        pending += 1;
-                        continue;
-                    }
-                    if self
-                        .storage
-                        .get_or_create(t, start, chunk, Creation::Ahead)?
-                        .1
-                    {
-                        created += 1;
-                        if !urgent {
-                            budget -= 1;
-                        }
-                    }
+                let mut missing: Vec<u32> = (0..chunks)
+                    .filter(|&chunk| self.storage.file(t, start, chunk).is_none())
+                    .collect();
+                if !urgent {
+                    let paced = missing.len().min(budget);
+                    pending += missing.len() - paced;
+                    missing.truncate(paced);
+                    budget -= paced;
+                }
+                let group = self
+                    .storage
+                    .create_files(t, start, &missing, Creation::Ahead);
+                created += group.created;
+                if let Some((_, e)) = group.failed.into_iter().next() {
+                    return Err(e);
                 }
             }
         }
