@@ -163,7 +163,7 @@ impl Shared {
     }
 
     /// Creates, for every tier, the period holding `now` and `create_ahead` periods after it,
-    /// for every chunk of series needed; existing files are left alone.
+    /// for every chunk of series needed, nearest periods first; existing files are left alone.
     ///
     /// Files of the current period, and of a future period that starts within a quarter
     /// period, are created at once. Other future files are paced at `budget` per call
@@ -182,11 +182,15 @@ impl Shared {
     ) -> Result<(usize, usize)> {
         let chunks = self.chunks_needed();
         let (mut created, mut pending) = (0, 0);
-        for (t, spec) in self.config.tiers.iter().enumerate() {
-            let period = spec.period.secs() as i64;
-            let current = align_down(now, spec.period);
-            for ahead in 0..=i64::from(spec.create_ahead) {
-                let start = current + ahead * period;
+        // Every tier's current period first: those are the files a batch waits for.
+        let furthest = self.config.tiers.iter().map(|t| t.create_ahead).max();
+        for ahead in 0..=i64::from(furthest.unwrap_or(0)) {
+            for (t, spec) in self.config.tiers.iter().enumerate() {
+                if ahead > i64::from(spec.create_ahead) {
+                    continue;
+                }
+                let period = spec.period.secs() as i64;
+                let start = align_down(now, spec.period) + ahead * period;
                 let urgent = start - now < period / 4;
                 let mut missing: Vec<u32> = (0..chunks)
                     .filter(|&chunk| self.storage.file(t, start, chunk).is_none())
