@@ -550,10 +550,7 @@ impl Engine {
             match &self.creator {
                 Some(creator) => creator.wake(),
                 None => {
-                    if let Err(e) = self
-                        .shared
-                        .prepare_ahead_at(self.shared.clock.now(), AHEAD_FILES_PER_PASS)
-                    {
+                    if let Err(e) = self.shared.prepare_ahead_at(self.shared.clock.now()) {
                         tracing::error!(error = %e, "cannot create files ahead for new series");
                     }
                 }

@@ -1,8 +1,7 @@
-//! The chunk creator: a thread that creates the files a new chunk of series needs (the
-//! current period of every tier, and a future one that starts soon) as soon as series
-//! registration calls for them, so the thread registering series (an import's parser, a
-//! connection) never waits for files to be preallocated and synced. Future periods that are
-//! not urgent are left to maintenance, which paces them.
+//! The chunk creator: a thread that creates the files a new chunk of series needs (every
+//! tier's current period first, then its future periods, paced as in a maintenance pass) as
+//! soon as series registration calls for them, so the thread registering series (an import's
+//! parser, a connection) never waits for files to be preallocated and synced.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -30,7 +29,7 @@ impl ChunkCreator {
             .spawn(move || {
                 for () in woken.iter() {
                     let shared = &shared_for_thread;
-                    if let Err(e) = shared.prepare_ahead_at(shared.clock.now(), 0) {
+                    if let Err(e) = shared.prepare_ahead_at(shared.clock.now()) {
                         tracing::error!(error = %e, "cannot create files ahead for new series; maintenance retries");
                     }
                 }

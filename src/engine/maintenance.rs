@@ -93,7 +93,7 @@ impl Shared {
         // Most urgent first: the pages writers touch next, then files for later periods.
         self.prefault_next_blocks(now);
         let mut first_error: Option<Error> = None;
-        match self.prepare_ahead_at(now, AHEAD_FILES_PER_PASS) {
+        match self.prepare_ahead_at(now) {
             Ok((created, pending)) => {
                 report.created = created;
                 report.pending = pending;
@@ -166,8 +166,8 @@ impl Shared {
     /// for every chunk of series needed, nearest periods first; existing files are left alone.
     ///
     /// Files of the current period, and of a future period that starts within a quarter
-    /// period, are created at once. Other future files are paced at `budget` per call
-    /// ([`AHEAD_FILES_PER_PASS`] per maintenance pass, none from the chunk creator): a new
+    /// period, are created at once. Other future files are paced at
+    /// [`AHEAD_FILES_PER_PASS`] per call (a maintenance pass, a chunk creator's pass): a new
     /// period for 100k series is 1,564 files, and creating them in one burst would steal
     /// the cores ingest runs on, while there is a whole period to spread them over. The
     /// files of one (tier, period) are created as a group ([`crate::storage::create`]).
@@ -175,13 +175,10 @@ impl Shared {
     ///
     /// # Errors
     /// The first file that could not be created; the rest of its group is still created.
-    pub(crate) fn prepare_ahead_at(
-        &self,
-        now: Timestamp,
-        mut budget: usize,
-    ) -> Result<(usize, usize)> {
+    pub(crate) fn prepare_ahead_at(&self, now: Timestamp) -> Result<(usize, usize)> {
         let chunks = self.chunks_needed();
         let (mut created, mut pending) = (0, 0);
+        let mut budget = AHEAD_FILES_PER_PASS;
         // Every tier's current period first: those are the files a batch waits for.
         let furthest = self.config.tiers.iter().map(|t| t.create_ahead).max();
         for ahead in 0..=i64::from(furthest.unwrap_or(0)) {
