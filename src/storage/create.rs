@@ -5,7 +5,7 @@
 //! their fsyncs overlap), then all are renamed into place and the directory
 //! is synced once for the lot, before any of them is mapped for writes.
 //!
-//! The crash guarantees are those of [`PeriodFile::create`]: each file's contents are on
+//! The crash guarantees are those of `PeriodFile::create`: each file's contents are on
 //! disk before its rename, so a crash leaves a `.tmp` (removed at open) or a whole file,
 //! and the directory sync comes before any sample can be stored into a file of the group.
 
