@@ -1,7 +1,15 @@
-//! `tierdb import` speed: a 10-million-line Graphite plaintext file (1,000 series at a 10 s
-//! cadence: 10,000 instants, about 28 hours) imported into a fresh data directory through
-//! the same code path as the command (`tierdb::cli::import::import`).
-//! Prints lines/s. `cargo bench --bench import`.
+//! `tierdb import` speed: a Graphite plaintext file imported into a fresh data directory
+//! through the same code path as the command (`tierdb::cli::import::import`). Prints lines/s.
+//!
+//! Two shapes, both at a 10 s cadence ending near now:
+//! - `cargo bench --bench import`: 1,000 series × 10,000 instants (10 M lines, about 28
+//!   hours): steady ingest, few files.
+//! - `TIERDB_IMPORT_SHAPE=new-series cargo bench --bench import`: 100,000 series × 60
+//!   instants (6 M lines, 10 minutes): every series is new, so the import creates the files
+//!   of 391 chunks as it goes (about 6 GB of preallocated files under `TIERDB_BENCH_DIR`).
+//!
+//! `TIERDB_IMPORT_AGAIN=1` imports the file a second time into the same data directory, as
+//! a control: the same lines with every series registered and every file in place.
 
 #[path = "support.rs"]
 #[allow(dead_code)]
@@ -14,24 +22,32 @@ use tierdb::cli::import::{import, Format};
 use tierdb::ingest::influx::Precision;
 use tierdb::Engine;
 
-const SERIES: usize = 1_000;
-const INSTANTS: i64 = 10_000;
 const CADENCE: i64 = 10;
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
+    let (series, instants): (usize, i64) = match std::env::var("TIERDB_IMPORT_SHAPE").as_deref() {
+        Ok("new-series") => (100_000, 60),
+        _ => (1_000, 10_000),
+    };
     let dir = support::bench_dir();
     let now = chrono::Utc::now().timestamp();
-    let start = now - now % 3600 - INSTANTS * CADENCE;
+    // The long shape ends at the last full hour, the short one a minute before now.
+    let end = if instants > 60 {
+        now - now % 3600
+    } else {
+        now - 60
+    };
+    let start = end - instants * CADENCE;
     let file = dir.path().join("input.txt");
     {
         let mut out =
             std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&file).unwrap());
-        for step in 0..INSTANTS {
+        for step in 0..instants {
             let ts = start + step * CADENCE;
-            for s in 0..SERIES {
+            for s in 0..series {
                 writeln!(
                     out,
                     "servers.host{:03}.cpu.metric{:02} {}.25 {ts}",
@@ -46,25 +62,38 @@ fn main() {
     let bytes = std::fs::metadata(&file).unwrap().len();
     // Read it once so the figure is import speed, not disk speed.
     let _ = std::fs::read(&file).unwrap();
-    let engine = Engine::open(dir.path().join("data")).unwrap();
-    let began = Instant::now();
-    let summary = import(
-        &engine,
-        std::fs::File::open(&file).unwrap(),
-        Some(Format::Graphite),
-        Precision::Nanoseconds,
-        |_| {},
-    )
-    .unwrap();
-    let elapsed = began.elapsed();
-    engine.close().unwrap();
-    assert_eq!(summary.lines, SERIES as u64 * INSTANTS as u64);
-    println!(
-        "import: {} lines ({:.0} MB, {SERIES} series at {CADENCE} s) in {elapsed:.2?} = {:.2} M lines/s; {} accepted, {} rejected",
-        summary.lines,
-        bytes as f64 / 1e6,
-        summary.lines as f64 / elapsed.as_secs_f64() / 1e6,
-        summary.accepted,
-        summary.rejected_total()
-    );
+    // `TIERDB_IMPORT_AGAIN=1` imports the file a second time into the same directory: the
+    // control, with every series registered and every file there.
+    let rounds = if std::env::var_os("TIERDB_IMPORT_AGAIN").is_some() {
+        2
+    } else {
+        1
+    };
+    for round in 0..rounds {
+        let engine = Engine::open(dir.path().join("data")).unwrap();
+        let began = Instant::now();
+        let summary = import(
+            &engine,
+            std::fs::File::open(&file).unwrap(),
+            Some(Format::Graphite),
+            Precision::Nanoseconds,
+            |_| {},
+        )
+        .unwrap();
+        let elapsed = began.elapsed();
+        let files: usize = engine.stats().tiers.iter().map(|t| t.disk.files).sum();
+        let closing = Instant::now();
+        engine.close().unwrap();
+        let closed = closing.elapsed();
+        assert_eq!(summary.lines, series as u64 * instants as u64);
+        println!(
+            "import{}: {} lines ({:.0} MB, {series} series at {CADENCE} s) in {elapsed:.2?} = {:.2} M lines/s; {} accepted, {} rejected; {files} period files; close {closed:.2?}",
+            if round == 0 { "" } else { " again" },
+            summary.lines,
+            bytes as f64 / 1e6,
+            summary.lines as f64 / elapsed.as_secs_f64() / 1e6,
+            summary.accepted,
+            summary.rejected_total()
+        );
+    }
 }

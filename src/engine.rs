@@ -2,6 +2,7 @@
 //! and offers the write path (`record`, `record_batch`, `sync`, `flush`). Reads go through
 //! [`Engine::reader`] ([`crate::reader`], [`crate::query`], [`crate::aggregate`]).
 
+mod creator;
 mod maintenance;
 mod writer;
 
@@ -23,6 +24,7 @@ use crate::storage::recovery::Recovery;
 use crate::storage::{Storage, TierFiles, OPEN_MARKER};
 use crate::time::{align_down, window_start, Span, Timestamp};
 use crate::{Error, Result};
+use creator::ChunkCreator;
 pub use maintenance::{maintenance_interval, MaintenanceReport, AHEAD_FILES_PER_PASS};
 use maintenance::{MaintenanceHealth, MaintenanceThread, Prefault};
 use writer::WriterPool;
@@ -106,8 +108,10 @@ impl EngineBuilder {
         self
     }
 
-    /// Whether a background thread runs maintenance (default: yes). Tests that drive a
-    /// [`crate::ManualClock`] turn it off and call [`Engine::maintain`] themselves.
+    /// Whether background threads run maintenance and create the files of new chunks of
+    /// series (default: yes). Tests that drive a [`crate::ManualClock`] turn it off and call
+    /// [`Engine::maintain`] themselves; new chunks' files are then created by the call that
+    /// registers the series.
     pub fn background_maintenance(mut self, on: bool) -> Self {
         self.background_maintenance = on;
         self
@@ -136,6 +140,7 @@ impl EngineBuilder {
             writers: WriterPool::start(&shared, 0)?,
             shared,
             maintenance: None,
+            creator: None,
             pending: Mutex::new(Pending::default()),
             closed: false,
             recovery: None,
@@ -251,17 +256,21 @@ impl EngineBuilder {
         phases.lap("maintenance");
         tracing::info!(dir = %shared.dir.display(), phases = %phases, "opened");
         let writers = WriterPool::start(&shared, writer_threads)?;
-        let maintenance = if background_maintenance {
+        let (maintenance, creator) = if background_maintenance {
             let interval =
                 maintenance_every.unwrap_or_else(|| maintenance_interval(&shared.config));
-            Some(MaintenanceThread::start(&shared, interval)?)
+            (
+                Some(MaintenanceThread::start(&shared, interval)?),
+                Some(ChunkCreator::start(&shared)?),
+            )
         } else {
-            None
+            (None, None)
         };
         Ok(Engine {
             shared,
             writers,
             maintenance,
+            creator,
             pending: Mutex::new(Pending::default()),
             closed: false,
             recovery,
@@ -434,16 +443,19 @@ impl<'a> FilesNeeded<'a> {
     fn create_missing(&mut self) {
         let storage = &self.shared.storage;
         for need in &self.periods {
-            for chunk in storage.missing_chunks(need.tier, need.start, &need.chunks) {
-                if let Err(e) = storage.get_or_create(
-                    need.tier,
-                    need.start,
-                    chunk,
-                    crate::storage::Creation::OnDemand,
-                ) {
-                    tracing::error!(error = %e, "cannot create a period file; refusing the samples that need it");
-                    self.failed.push((need.tier, need.start, chunk));
-                }
+            let missing = storage.missing_chunks(need.tier, need.start, &need.chunks);
+            if missing.is_empty() {
+                continue;
+            }
+            let created = storage.create_files(
+                need.tier,
+                need.start,
+                &missing,
+                crate::storage::Creation::OnDemand,
+            );
+            for (chunk, e) in created.failed {
+                tracing::error!(error = %e, "cannot create a period file; refusing the samples that need it");
+                self.failed.push((need.tier, need.start, chunk));
             }
         }
     }
@@ -510,6 +522,9 @@ pub struct Engine {
     pub(crate) shared: Arc<Shared>,
     writers: WriterPool,
     maintenance: Option<MaintenanceThread>,
+    /// Creates the files of new chunks off the threads that register series; `None` without
+    /// background work (see [`EngineBuilder::background_maintenance`]).
+    creator: Option<ChunkCreator>,
     pending: Mutex<Pending>,
     closed: bool,
     /// What the repair at open did, when the last process had not closed the directory.
@@ -578,14 +593,21 @@ impl Engine {
         Ok(id)
     }
 
-    /// Creates the files of a new chunk ahead of the series that will need them. A failure
-    /// (a full disk) does not refuse the series, whose id is already handed out: its samples
-    /// are refused as `storage_unavailable` until their files can be created, and
-    /// maintenance tries again.
+    /// Creates the files of a new chunk ahead of the series that will need them: on the
+    /// chunk creator's thread when background work runs (the caller, an import's parser or
+    /// a connection, goes on at once; a batch that needs a file not made yet creates it
+    /// itself), else here. A failure (a full disk) does not refuse the series, whose id is
+    /// already handed out: its samples are refused as `storage_unavailable` until their
+    /// files can be created, and maintenance tries again.
     fn after_new_series(&self) {
         if self.shared.chunks_needed() > self.shared.chunks_ready.load(Ordering::Acquire) {
-            if let Err(e) = self.shared.prepare_ahead_at(self.shared.clock.now()) {
-                tracing::error!(error = %e, "cannot create files ahead for new series");
+            match &self.creator {
+                Some(creator) => creator.wake(),
+                None => {
+                    if let Err(e) = self.shared.prepare_ahead_at(self.shared.clock.now()) {
+                        tracing::error!(error = %e, "cannot create files ahead for new series");
+                    }
+                }
             }
         }
     }
@@ -1002,6 +1024,7 @@ impl Engine {
             return Ok(());
         }
         drop(self.maintenance.take());
+        drop(self.creator.take());
         let flushed = self.flush();
         let stopped = self.writers.stop();
         flushed?;
@@ -1033,7 +1056,9 @@ pub struct EngineStats {
     pub accepted: u64,
     /// Samples refused since open, per reason.
     pub rejected: Vec<(&'static str, u64)>,
-    /// Period files created by the write path because a sample needed one that did not exist.
+    /// Period files created by the write path because a sample needed one that did not exist
+    /// (a backfill, a gap after downtime, or a new chunk's file the chunk creator had not
+    /// made yet when its first samples came).
     pub on_demand_creations: u64,
     /// Maintenance passes that failed since open (at open included).
     pub maintenance_failures: u64,

@@ -21,6 +21,7 @@ pub mod bucket;
 pub mod compact;
 pub mod counter_journal;
 pub mod counter_state;
+pub mod create;
 pub mod disk;
 pub mod format;
 pub mod lock;

@@ -172,48 +172,54 @@ impl Shared {
     }
 
     /// Creates, for every tier, the period holding `now` and `create_ahead` periods after it,
-    /// for every chunk of series needed; existing files are left alone.
+    /// for every chunk of series needed, nearest periods first; existing files are left alone.
     ///
     /// Files of the current period, and of a future period that starts within a quarter
     /// period, are created at once. A future period further away is created once it is due
-    /// (see [`ahead_due`]), paced at [`AHEAD_FILES_PER_PASS`] per pass: a new period for 100k
-    /// series is 1,564 files, and creating them in one burst would steal the cores ingest runs
-    /// on, while there is half a period to spread them over. Not creating them sooner is what
-    /// keeps a series' preallocated files to about one period set most of the time: the next
-    /// period's files exist only in the second half of the current one, so at a boundary the
-    /// just-closed period (until it is compacted) and the new current one are all that is
-    /// hot. Returns (created, still to create).
+    /// (see [`ahead_due`]), paced at [`AHEAD_FILES_PER_PASS`] per call (a maintenance pass, a
+    /// chunk creator's pass): a new period for 100k series is 1,564 files, and creating them
+    /// in one burst would steal the cores ingest runs on, while there is half a period to
+    /// spread them over. Not creating them sooner is what keeps a series' preallocated files
+    /// to about one period set most of the time: the next period's files exist only in the
+    /// second half of the current one, so at a boundary the just-closed period (until it is
+    /// compacted) and the new current one are all that is hot. The files of one (tier,
+    /// period) are created as a group ([`crate::storage::create`]). Returns (created, still
+    /// to create).
+    ///
+    /// # Errors
+    /// The first file that could not be created; the rest of its group is still created.
     pub(crate) fn prepare_ahead_at(&self, now: Timestamp) -> Result<(usize, usize)> {
         let chunks = self.chunks_needed();
         let (mut created, mut pending) = (0, 0);
         let mut budget = AHEAD_FILES_PER_PASS;
-        for (t, spec) in self.config.tiers.iter().enumerate() {
-            let period = spec.period.secs() as i64;
-            let current = align_down(now, spec.period);
-            for ahead in 0..=i64::from(spec.create_ahead) {
-                let start = current + ahead * period;
+        // Every tier's current period first: those are the files a batch waits for.
+        let furthest = self.config.tiers.iter().map(|t| t.create_ahead).max();
+        for ahead in 0..=i64::from(furthest.unwrap_or(0)) {
+            for (t, spec) in self.config.tiers.iter().enumerate() {
+                if ahead > i64::from(spec.create_ahead) {
+                    continue;
+                }
+                let period = spec.period.secs() as i64;
+                let start = align_down(now, spec.period) + ahead * period;
                 if !ahead_due(start, now, period, spec.create_ahead) {
                     continue;
                 }
                 let urgent = start - now < period / 4;
-                for chunk in 0..chunks {
-                    if self.storage.file(t, start, chunk).is_some() {
-                        continue;
-                    }
-                    if !urgent && budget == 0 {
-                        pending += 1;
-                        continue;
-                    }
-                    if self
-                        .storage
-                        .get_or_create(t, start, chunk, Creation::Ahead)?
-                        .1
-                    {
-                        created += 1;
-                        if !urgent {
-                            budget -= 1;
-                        }
-                    }
+                let mut missing: Vec<u32> = (0..chunks)
+                    .filter(|&chunk| self.storage.file(t, start, chunk).is_none())
+                    .collect();
+                if !urgent {
+                    let paced = missing.len().min(budget);
+                    pending += missing.len() - paced;
+                    missing.truncate(paced);
+                    budget -= paced;
+                }
+                let group = self
+                    .storage
+                    .create_files(t, start, &missing, Creation::Ahead);
+                created += group.created;
+                if let Some((_, e)) = group.failed.into_iter().next() {
+                    return Err(e);
                 }
             }
         }

@@ -119,17 +119,44 @@ impl PeriodFile {
         writers: &Arc<Writers>,
         source: Option<&CompactFile>,
     ) -> Result<PeriodFile> {
-        let path = dir.join(meta.file_name());
+        let path = Self::write_temp(dir, meta, source)
+            .and_then(|temp| Self::rename_into_place(dir, meta, &temp))?;
+        disk::sync_dir(dir)?;
+        Self::open(&path, meta, writers)
+    }
+
+    /// The first step of a creation: the file for `meta` written whole under its temporary
+    /// name in `dir` and synced (see [`PeriodFile::create`]). Returns the temporary path; on
+    /// failure nothing is left behind.
+    ///
+    /// # Errors
+    /// As [`PeriodFile::create`].
+    pub(super) fn write_temp(
+        dir: &Path,
+        meta: &PeriodMeta,
+        source: Option<&CompactFile>,
+    ) -> Result<PathBuf> {
         let temp = dir.join(format!("{}{TEMP_SUFFIX}", meta.file_name()));
-        let result = Self::write_new(&temp, meta, source).and_then(|()| {
-            std::fs::rename(&temp, &path).map_err(|e| Error::io(&path, e))?;
-            disk::sync_dir(dir)
-        });
-        if let Err(e) = result {
+        if let Err(e) = Self::write_new(&temp, meta, source) {
             let _ = std::fs::remove_file(&temp);
             return Err(e);
         }
-        Self::open(&path, meta, writers)
+        Ok(temp)
+    }
+
+    /// The second step: a synced temporary file renamed to its real name. The entry is
+    /// durable only once the caller has synced `dir`, which it must do before mapping the
+    /// file for writes. Returns the real path; on failure the temporary file is removed.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file.
+    pub(super) fn rename_into_place(dir: &Path, meta: &PeriodMeta, temp: &Path) -> Result<PathBuf> {
+        let path = dir.join(meta.file_name());
+        if let Err(e) = std::fs::rename(temp, &path) {
+            let _ = std::fs::remove_file(temp);
+            return Err(Error::io(&path, e));
+        }
+        Ok(path)
     }
 
     fn write_new(temp: &Path, meta: &PeriodMeta, source: Option<&CompactFile>) -> Result<()> {

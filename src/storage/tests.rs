@@ -43,3 +43,48 @@ fn read_only_storage_yields_no_writable_file() {
         "no writer threads in a read-only storage"
     );
 }
+
+/// A group creates every missing file of one period, leaves no temporary file, skips the
+/// files that exist, and a read-only storage refuses each file of it.
+#[test]
+fn a_group_creates_the_missing_files_of_a_period() {
+    let dir = tempfile::tempdir().unwrap();
+    let tiers = TiersConfig::default().tiers;
+    {
+        let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
+        storage
+            .get_or_create(0, DAY_START, 2, Creation::Ahead)
+            .unwrap();
+        let done = storage.create_files(0, DAY_START, &[0, 1, 2, 3, 7], Creation::OnDemand);
+        assert!(done.failed.is_empty(), "{:?}", done.failed);
+        assert_eq!(done.created, 4, "chunk 2 existed");
+        for chunk in [0, 1, 2, 3, 7] {
+            assert!(
+                storage.writable_file(0, DAY_START, chunk).is_some(),
+                "{chunk}"
+            );
+            let file = storage.file(0, DAY_START, chunk).expect("created");
+            assert_eq!(file.meta().chunk, chunk);
+        }
+        let files = storage.tier_files(0, DAY_START);
+        assert_eq!(
+            (files.files, files.created_ahead, files.on_demand_creations),
+            (5, 1, 4)
+        );
+        let names: Vec<String> = std::fs::read_dir(dir.path().join(TIERS_DIR).join(&tiers[0].name))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(names.iter().all(|n| n.ends_with(FILE_SUFFIX)), "{names:?}");
+        assert_eq!(names.len(), 5);
+    }
+    // Reopened, the group's files are found whole.
+    let storage = Storage::open(dir.path(), &tiers, SLOTS, false).unwrap();
+    assert_eq!(storage.period_files(0, DAY_START).len(), 5);
+    let done = storage.create_files(0, DAY_START, &[0, 8, 9], Creation::Ahead);
+    assert_eq!(done.created, 0);
+    assert_eq!(
+        done.failed.iter().map(|(c, _)| *c).collect::<Vec<_>>(),
+        [8, 9]
+    );
+}
