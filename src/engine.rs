@@ -293,6 +293,10 @@ pub(crate) struct Shared {
     chunks_ready: AtomicU32,
     /// Failed maintenance passes, and the last failure.
     maintenance: MaintenanceHealth,
+    /// Held for a whole maintenance pass, so the background thread's, [`Engine::maintain`]'s
+    /// and the open's never run at once: two compactions of one file would write the same
+    /// temporary file, and two passes would pace creation twice.
+    pass_lock: Mutex<()>,
     /// Bucket blocks maintenance has prefaulted: (tier, period start, block) -> chunk files
     /// done.
     prefaulted: Mutex<std::collections::HashMap<(usize, Timestamp, u32), usize>>,
@@ -329,6 +333,7 @@ impl Shared {
             counter_table,
             chunks_ready: AtomicU32::new(0),
             maintenance: MaintenanceHealth::default(),
+            pass_lock: Mutex::new(()),
             prefaulted: Mutex::new(std::collections::HashMap::new()),
             poison: OnceLock::new(),
             lock,

@@ -86,6 +86,7 @@ impl Shared {
     /// background thread's first pass, which runs at once, so that a restart does not wait
     /// on faulting in the current block of every file (a gigabyte at a million series).
     pub(crate) fn maintain_with(&self, prefault: Prefault) -> Result<MaintenanceReport> {
+        let _one_at_a_time = self.pass_lock.lock().unwrap_or_else(|e| e.into_inner());
         let outcome = self.maintenance_pass(prefault);
         self.maintenance.record(&outcome);
         outcome
