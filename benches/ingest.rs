@@ -3,10 +3,9 @@
 //! boundary (the run starts one hour before 2011-12-22T00:00Z, a common multiple of the 1d,
 //! 7d, 30d and 365d periods).
 //!
-//! `cargo bench --bench ingest`. Needs ~30 GB of free disk: the files for 100k series are
-//! preallocated (current and next period of every tier), about 75 MB per 256 series.
-//! `TIERDB_BENCH_SERIES=20000` runs a smaller fleet (about 6 GB) on a machine whose disk is
-//! shared.
+//! `cargo bench --bench ingest`. Needs ~7 GB of free disk: the files for 100k series are
+//! preallocated (current and next period of every tier), about 16 MB per 256 series.
+//! `TIERDB_BENCH_SERIES=20000` runs a smaller fleet on a machine whose disk is shared.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -28,7 +28,7 @@
 //! it would in a day of real time.
 //!
 //! `cargo bench --bench rollover`. Prints figures rather than criterion statistics, because
-//! the figure that matters is the worst batch, not the mean. Needs ~45 GB of free disk (set
+//! the figure that matters is the worst batch, not the mean. Needs ~10 GB of free disk (set
 //! `TIERDB_BENCH_DIR` to choose where).
 
 use std::sync::Arc;
@@ -42,7 +42,7 @@ use tierdb::{Engine, ManualClock, Sample, TiersConfig};
 const SERIES: u32 = 100_000;
 const CADENCE: i64 = 10;
 const BATCH: usize = 10_000;
-/// 2011-12-22T00:00:00Z: divisible by 1d, 7d, 30d and 365d.
+/// 2011-12-22T00:00:00Z: divisible by 6h, 1d, 10d and 73d (and 7d, 30d and 365d).
 const BOUNDARY: i64 = 1_324_512_000;
 /// Simulated minutes on each side of the boundary.
 const MINUTES: i64 = 10;

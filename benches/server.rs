@@ -2,7 +2,7 @@
 //! `tierdb serve` process from this (separate) process, and the latency of a one-series
 //! 24h@1m query over HTTP.
 //!
-//! `cargo bench --bench server`. Prints figures. Needs ~30 GB of free disk for the 100k
+//! `cargo bench --bench server`. Prints figures. Needs ~7 GB of free disk for the 100k
 //! series' preallocated files (set `TIERDB_BENCH_DIR` to choose where).
 
 use std::io::Write;
