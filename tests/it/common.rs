@@ -63,3 +63,15 @@ pub fn scratch_dir() -> tempfile::TempDir {
     }
     tempfile::tempdir().expect("temp dir")
 }
+
+/// Opens `dir` with `tiers` and `clock`, two writer threads and no background maintenance:
+/// the test decides when passes run.
+pub fn open_driven(dir: &std::path::Path, clock: &Arc<ManualClock>, tiers: TiersConfig) -> Engine {
+    Engine::builder(dir)
+        .tiers(tiers)
+        .clock(clock.clone())
+        .writer_threads(2)
+        .background_maintenance(false)
+        .open()
+        .expect("open engine")
+}

@@ -14,22 +14,11 @@ use tierdb::{
     Bucket, Clock, Engine, EngineSettings, ManualClock, Sample, Span, TiersConfig, Timestamp,
 };
 
-use crate::common::{scratch_dir, tier, NOW};
+use crate::common::{open_driven as open, scratch_dir, tier, NOW};
 
 const MINUTE: i64 = 60;
 const HOUR: i64 = 60 * MINUTE;
 const DAY: i64 = 24 * HOUR;
-
-/// Opens `dir` with no background maintenance: the test decides when passes run.
-fn open(dir: &std::path::Path, clock: &Arc<ManualClock>, tiers: TiersConfig) -> Engine {
-    Engine::builder(dir)
-        .tiers(tiers)
-        .clock(clock.clone())
-        .writer_threads(2)
-        .background_maintenance(false)
-        .open()
-        .expect("open engine")
-}
 
 /// Tiers 1m/1h/1d with periods 1h/6h/7d and retentions 6h/3d/60d, 16 series per chunk:
 /// small files, and a few weeks cross dozens of period boundaries in every tier.

@@ -9,20 +9,12 @@ use tierdb::{
     Clock, Display, Engine, ManualClock, Query, Sample, SeriesId, TiersConfig, Timestamp,
 };
 
+use crate::common::open_driven;
+
 const HOUR: i64 = 3_600;
 const DAY: i64 = 86_400;
 /// 2025-01-01T00:00:00Z.
 const START: Timestamp = 1_735_689_600;
-
-fn open_driven(dir: &Path, clock: &Arc<ManualClock>, tiers: TiersConfig) -> Engine {
-    Engine::builder(dir)
-        .tiers(tiers)
-        .clock(clock.clone())
-        .writer_threads(2)
-        .background_maintenance(false)
-        .open()
-        .expect("open engine")
-}
 
 /// File names per tier directory, sorted.
 fn listing(dir: &Path) -> BTreeMap<String, Vec<String>> {
