@@ -473,22 +473,30 @@ impl Storage {
     pub fn tier_files(&self, tier: usize, now: Timestamp) -> TierFiles {
         let store = &self.tiers[tier];
         let current = crate::time::align_down(now, store.spec.period);
-        let files = store.files.read().unwrap_or_else(|e| e.into_inner());
-        let mut periods: Vec<Timestamp> = files.keys().map(|k| k.0).collect();
+        let (files, hot_bytes, compacted, mut periods) = {
+            let files = store.files.read().unwrap_or_else(|e| e.into_inner());
+            let mut hot_bytes = 0;
+            let mut compacted = Vec::new();
+            for stored in files.values() {
+                match stored {
+                    StoredPeriod::Hot(file) => hot_bytes += file.disk_bytes(),
+                    StoredPeriod::Compacted(file) => compacted.push(Arc::clone(file)),
+                }
+            }
+            let periods: Vec<Timestamp> = files.keys().map(|k| k.0).collect();
+            (files.len(), hot_bytes, compacted, periods)
+        };
         periods.dedup();
+        // A compacted file's size takes a stat the first time (files found at open): outside
+        // the map's lock, so creation and compaction never wait on it.
+        let compacted_bytes: u64 = compacted
+            .iter()
+            .map(|file| file.disk_bytes().unwrap_or(0))
+            .sum();
         TierFiles {
-            files: files.len(),
-            bytes: files
-                .values()
-                .map(|stored| match stored {
-                    StoredPeriod::Hot(file) => file.disk_bytes(),
-                    StoredPeriod::Compacted(file) => file.disk_bytes().unwrap_or(0),
-                })
-                .sum(),
-            compacted_files: files
-                .values()
-                .filter(|stored| stored.hot().is_none())
-                .count(),
+            files,
+            bytes: hot_bytes + compacted_bytes,
+            compacted_files: compacted.len(),
             compactions: store.compacted.load(Ordering::Relaxed),
             rehydrations: store.rehydrated.load(Ordering::Relaxed),
             oldest_period: periods.first().copied(),

@@ -174,7 +174,10 @@ impl CompactFile {
             return Err(e);
         }
         super::disk::sync_dir(dir)?;
-        Ok(CompactFile::new(path, meta.clone()))
+        let file = CompactFile::new(path, meta.clone());
+        // Known now, so stats never stat a file this process wrote.
+        file.disk_bytes()?;
+        Ok(file)
     }
 
     /// Opens the file for reading and checks its header and index (one open, one pread).
