@@ -27,6 +27,7 @@ pub mod format;
 pub mod lock;
 mod mmap;
 pub mod period_file;
+pub mod readers;
 pub mod record_file;
 pub mod recovery;
 pub mod writer_state;
@@ -69,6 +70,8 @@ pub struct Storage {
     /// Bumped whenever a hot file is retired, so writers look for retired files in their
     /// caches only when there may be one.
     retirements: AtomicU64,
+    /// Compacted files kept open between reads.
+    readers: readers::Readers,
 }
 
 /// One (tier, period, chunk) as the storage holds it.
@@ -86,7 +89,7 @@ pub enum HeldPeriod {
     /// Mapped: buckets are loaded from the cells.
     Hot(Arc<PeriodFile>),
     /// Compacted: a slot is read and decoded whole.
-    Compacted(CompactReader),
+    Compacted(Arc<CompactReader>),
 }
 
 impl StoredPeriod {
@@ -216,6 +219,7 @@ impl Storage {
             orphaned_tiers,
             batch_gate: RwLock::new(()),
             retirements: AtomicU64::new(0),
+            readers: readers::Readers::new(),
         })
     }
 
@@ -347,6 +351,7 @@ impl Storage {
             // The hot file holds all the compacted one did; a crash before this unlink
             // leaves both, and the open keeps the hot one.
             store.rehydrated.fetch_add(1, Ordering::Relaxed);
+            self.readers.forget(&source);
             remove_file_logged(source.path());
             tracing::debug!(path = %file.path().display(), "made a compacted period hot for a late write");
         } else {
@@ -552,6 +557,9 @@ impl Storage {
         }
         let mut first_error = None;
         for file in &expired {
+            if let StoredPeriod::Compacted(compacted) = file {
+                self.readers.forget(compacted);
+            }
             match std::fs::remove_file(file.path()) {
                 Ok(()) => {
                     tracing::debug!(path = %file.path().display(), "dropped expired period file");
@@ -599,7 +607,7 @@ impl Storage {
                     found.push((start, HeldPeriod::Hot(Arc::clone(file))))
                 }
                 Some(StoredPeriod::Compacted(file)) => {
-                    found.push((start, HeldPeriod::Compacted(file.open_reader()?)));
+                    found.push((start, HeldPeriod::Compacted(self.readers.get(file)?)));
                 }
                 None => {}
             }

@@ -96,6 +96,9 @@ pub struct CompactFile {
     meta: PeriodMeta,
     /// Bytes allocated, once asked: the file never changes, and stats ask on every scrape.
     disk_bytes: std::sync::OnceLock<u64>,
+    /// Names this file for the cache of open readers: unlike the path, it is never reused,
+    /// so a period compacted again (same name, new file) is never read through the old one.
+    id: u64,
 }
 
 /// A compacted file opened for one read: its header and index read and checked once, so
@@ -122,11 +125,18 @@ impl CompactFile {
     /// The handle for the compacted file at `path`, expected to hold `meta` (derived by the
     /// caller from the file name and the tier's configuration). No I/O.
     pub fn new(path: PathBuf, meta: PeriodMeta) -> CompactFile {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         CompactFile {
             path,
             meta,
             disk_bytes: std::sync::OnceLock::new(),
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
+    }
+
+    /// This file's identity for caches (see the field).
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// The file's path.
