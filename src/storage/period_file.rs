@@ -81,6 +81,12 @@ pub struct PeriodFile {
 #[derive(Clone)]
 pub struct WritableFile(Arc<PeriodFile>);
 
+/// Added to a refusal for a changed period: the default periods changed (issue #13), and a
+/// directory created with the old defaults and no tiers.toml meets exactly this.
+const OLD_DEFAULT_PERIODS_HINT: &str = "; the default periods changed from 1d/7d/30d/365d to \
+     6h/1d/10d/73d: a directory created with the old defaults needs them in its tiers.toml \
+     (period = \"1d\", \"7d\", \"30d\", \"365d\" for the tiers 1m, 5m, 1h, 1d)";
+
 impl PeriodFile {
     /// Creates the file for `meta` in `dir`: header written, the whole length reserved on disk
     /// (so a full disk fails here, never as SIGBUS on a later store), synced, then renamed
@@ -248,7 +254,7 @@ impl PeriodFile {
                     "holds tier {:?} resolution {} period {} start {} chunk {} with {} slots; \
                      this data directory's configuration expects tier {:?} resolution {} period {} \
                      start {} chunk {} with {} slots (resolution, period and series_per_chunk \
-                     cannot change for an existing tier)",
+                     cannot change for an existing tier){}",
                     meta.tier,
                     meta.resolution,
                     meta.period,
@@ -260,7 +266,12 @@ impl PeriodFile {
                     expected.period,
                     expected.period_start,
                     expected.chunk,
-                    expected.slots
+                    expected.slots,
+                    if meta.period == expected.period {
+                        ""
+                    } else {
+                        OLD_DEFAULT_PERIODS_HINT
+                    }
                 ),
             ));
         }

@@ -470,6 +470,13 @@ fn a_changed_layout_under_an_existing_name_is_refused_naming_the_file() {
             "{what}: {message}"
         );
         assert!(message.contains("cannot change"), "{what}: {message}");
+        // A changed period names the old default periods: what a directory created before
+        // they changed meets when opened without its tiers.toml.
+        assert_eq!(
+            message.contains("default periods changed"),
+            what.contains("period"),
+            "{what}: {message}"
+        );
         assert!(!reason.is_empty());
     }
 
