@@ -26,7 +26,7 @@ use crate::time::{align_down, window_start, Span, Timestamp};
 use crate::{Error, Result};
 use creator::ChunkCreator;
 pub use maintenance::{maintenance_interval, MaintenanceReport, AHEAD_FILES_PER_PASS};
-use maintenance::{MaintenanceHealth, MaintenanceThread, Prefault};
+use maintenance::{Horizon, MaintenanceHealth, MaintenanceThread, Prefault};
 use writer::WriterPool;
 
 /// Creates the OPEN marker and makes it durable. Its existence is what matters, and an empty
@@ -609,7 +609,10 @@ impl Engine {
             match &self.creator {
                 Some(creator) => creator.wake(),
                 None => {
-                    if let Err(e) = self.shared.prepare_ahead_at(self.shared.clock.now()) {
+                    if let Err(e) = self
+                        .shared
+                        .prepare_ahead_at(self.shared.clock.now(), Horizon::Due)
+                    {
                         tracing::error!(error = %e, "cannot create files ahead for new series");
                     }
                 }

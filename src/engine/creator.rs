@@ -1,13 +1,15 @@
-//! The chunk creator: a thread that creates the files a new chunk of series needs (every
-//! tier's current period first, then its future periods, paced as in a maintenance pass) as
-//! soon as series registration calls for them, so the thread registering series (an import's
-//! parser, a connection) never waits for files to be preallocated and synced.
+//! The chunk creator: a thread that creates the files a new chunk of series needs now (every
+//! tier's current period, and a next one starting within two minutes) as soon as series
+//! registration calls for them, so the thread registering series (an import's parser, a
+//! connection) never waits for files to be preallocated and synced. The next periods' files
+//! come from the next maintenance pass, paced.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::Sender;
 
+use super::maintenance::Horizon;
 use super::Shared;
 use crate::{Error, Result};
 
@@ -29,7 +31,7 @@ impl ChunkCreator {
             .spawn(move || {
                 for () in woken.iter() {
                     let shared = &shared_for_thread;
-                    if let Err(e) = shared.prepare_ahead_at(shared.clock.now()) {
+                    if let Err(e) = shared.prepare_ahead_at(shared.clock.now(), Horizon::Soon) {
                         tracing::error!(error = %e, "cannot create files ahead for new series; maintenance retries");
                     }
                 }

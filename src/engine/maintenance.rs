@@ -103,7 +103,7 @@ impl Shared {
             self.prefault_next_blocks(now);
         }
         let mut first_error: Option<Error> = None;
-        match self.prepare_ahead_at(now) {
+        match self.prepare_ahead_at(now, Horizon::Due) {
             Ok((created, pending)) => {
                 report.created = created;
                 report.pending = pending;
@@ -189,7 +189,11 @@ impl Shared {
     ///
     /// # Errors
     /// The first file that could not be created; the rest of its group is still created.
-    pub(crate) fn prepare_ahead_at(&self, now: Timestamp) -> Result<(usize, usize)> {
+    pub(crate) fn prepare_ahead_at(
+        &self,
+        now: Timestamp,
+        horizon: Horizon,
+    ) -> Result<(usize, usize)> {
         let chunks = self.chunks_needed();
         let (mut created, mut pending) = (0, 0);
         let mut budget = AHEAD_FILES_PER_PASS;
@@ -202,7 +206,9 @@ impl Shared {
                 }
                 let period = spec.period.secs() as i64;
                 let start = align_down(now, spec.period) + ahead * period;
-                if !ahead_due(start, now, period, spec.create_ahead) {
+                if !ahead_due(start, now, period, spec.create_ahead)
+                    || (horizon == Horizon::Soon && start > now + SOON)
+                {
                     continue;
                 }
                 let urgent = start - now < period / 4;
@@ -278,6 +284,21 @@ pub const COMPACT_GRACE: i64 = 600;
 /// Time one pass spends compacting at most; the rest waits for the next pass, so the
 /// prefaulting and creation that the pass also does stay on time.
 pub const COMPACT_BUDGET: Duration = Duration::from_secs(10);
+
+/// Which periods a creation pass creates files for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Horizon {
+    /// Every period that is due (see [`ahead_due`]): a maintenance pass.
+    Due,
+    /// Only those that start within [`SOON`]: the chunk creator's pass for new series, so a
+    /// burst of new series (an import) waits on the files it writes into now, not on next
+    /// periods', which the next maintenance pass creates, paced.
+    Soon,
+}
+
+/// How far ahead the chunk creator creates files: past the next maintenance pass (at most a
+/// minute away), so a new chunk's next period exists before it starts.
+const SOON: i64 = 120;
 
 /// Whether a maintenance pass prefaults the blocks the writers touch next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
