@@ -606,14 +606,45 @@ impl Storage {
                 Some(StoredPeriod::Hot(file)) => {
                     found.push((start, HeldPeriod::Hot(Arc::clone(file))))
                 }
-                Some(StoredPeriod::Compacted(file)) => {
-                    found.push((start, HeldPeriod::Compacted(self.readers.get(file)?)));
-                }
+                Some(StoredPeriod::Compacted(file)) => match self.readers.get(file) {
+                    Ok(reader) => found.push((start, HeldPeriod::Compacted(reader))),
+                    // Beside a writing process, which made the period hot again for a late
+                    // sample, or dropped it, since this storage listed it.
+                    Err(Error::Io { source, .. })
+                        if !self.writable && source.kind() == std::io::ErrorKind::NotFound =>
+                    {
+                        if let Some(hot) = self.hot_again(store, start, chunk)? {
+                            found.push((start, HeldPeriod::Hot(hot)));
+                        }
+                    }
+                    Err(e) => return Err(e),
+                },
                 None => {}
             }
             start += period;
         }
         Ok(found)
+    }
+
+    /// The hot file a writing process made of a period this read-only storage listed as
+    /// compacted, mapped read-only for one read; `None` when that process dropped the period.
+    ///
+    /// # Errors
+    /// As [`PeriodFile::open`], but for a missing file.
+    fn hot_again(
+        &self,
+        store: &TierStore,
+        period_start: Timestamp,
+        chunk: u32,
+    ) -> Result<Option<Arc<PeriodFile>>> {
+        let meta = store.meta(period_start, chunk, self.slots);
+        match PeriodFile::open(&store.dir.join(meta.file_name()), &meta, &self.writers) {
+            Ok(file) => Ok(Some(Arc::new(file))),
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The hot chunk files of `tier`'s period starting at `period_start`, in chunk order.

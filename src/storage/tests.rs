@@ -88,3 +88,87 @@ fn a_group_creates_the_missing_files_of_a_period() {
         [8, 9]
     );
 }
+
+/// A read-only storage (a CLI query beside a server) lists a period as compacted; the writing
+/// process then makes it hot again for a late sample, and later drops it. The reads find the
+/// hot file, then nothing, never an error.
+#[test]
+fn a_read_only_storage_follows_a_compacted_period_made_hot_again_or_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let tiers = TiersConfig::default().tiers;
+    let period = tiers[0].period.secs() as i64;
+    let writer_storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
+    let writer = writer_storage
+        .writer_slot()
+        .unwrap()
+        .expect("a writable storage has writers");
+    let (hot, _) = writer_storage
+        .get_or_create(0, DAY_START, 0, Creation::Ahead)
+        .unwrap();
+    let file = writer_storage.writable_file(0, DAY_START, 0).unwrap();
+    file.add(5, 3, 2.5, writer.publisher());
+    assert!(writer_storage.compact(0, &hot).unwrap(), "compacted");
+
+    let reader_storage = Storage::open(dir.path(), &tiers, SLOTS, false).unwrap();
+    let read = |storage: &Storage| -> Vec<Bucket> {
+        let mut out = Vec::new();
+        for (_, held) in storage
+            .files_of_chunk(0, 0, DAY_START, DAY_START + period)
+            .expect("the read never fails")
+        {
+            out.push(match held {
+                HeldPeriod::Hot(file) => file.load(5, 3),
+                HeldPeriod::Compacted(reader) => {
+                    let mut one = [Bucket::EMPTY];
+                    reader.read_slot(3, 5..6, &mut one).unwrap();
+                    one[0]
+                }
+            });
+        }
+        out
+    };
+    let one = Bucket {
+        count: 1,
+        total: 2.5,
+        min: 2.5,
+        max: 2.5,
+    };
+    assert_eq!(read(&reader_storage), vec![one]);
+
+    // A late sample: the writer turns the period hot again, the compacted file goes.
+    let (again, created) = writer_storage
+        .get_or_create(0, DAY_START, 0, Creation::OnDemand)
+        .unwrap();
+    assert!(created);
+    writer_storage
+        .writable_file(0, DAY_START, 0)
+        .unwrap()
+        .add(5, 3, 1.5, writer.publisher());
+    assert_eq!(again.load(5, 3).count, 2);
+    // A reader that had not opened the compacted file yet finds the hot one.
+    let fresh_reader = Storage::open(dir.path(), &tiers, SLOTS, false).unwrap();
+    assert_eq!(read(&fresh_reader).len(), 1);
+    let reader_storage = {
+        // The listing made before the rehydration: Compacted, whose file is gone now.
+        let stale = Storage::open(dir.path(), &tiers, SLOTS, false).unwrap();
+        stale.tiers[0].files.write().unwrap().insert(
+            (DAY_START, 0),
+            StoredPeriod::Compacted(Arc::new(CompactFile::new(
+                dir.path()
+                    .join("tiers/1m")
+                    .join(CompactFile::file_name(hot.meta())),
+                hot.meta().clone(),
+            ))),
+        );
+        stale
+    };
+    assert_eq!(
+        read(&reader_storage)[0].count,
+        2,
+        "the hot file, read instead"
+    );
+
+    // Dropped: nothing to read, and no error.
+    writer_storage.drop_before(0, DAY_START + period).unwrap();
+    assert!(read(&reader_storage).is_empty());
+}
