@@ -26,6 +26,7 @@ pub mod disk;
 pub mod format;
 pub mod lock;
 mod mmap;
+mod parallel;
 pub mod period_file;
 pub mod readers;
 pub mod record_file;
@@ -720,12 +721,13 @@ impl TierStore {
             };
             hot.push((period_start, chunk, path));
         }
-        for (key, opened) in open_all(&hot, |(start, chunk, path)| {
+        let opened = parallel::in_parallel(&hot, OPEN_THREADS, |(start, chunk, path)| {
             PeriodFile::open(path, &self.meta(*start, *chunk, slots), writers)
-        }) {
+        });
+        for ((start, chunk, _), opened) in hot.iter().zip(opened) {
             match opened {
                 Ok(file) => {
-                    files.insert(key, StoredPeriod::Hot(Arc::new(file)));
+                    files.insert((*start, *chunk), StoredPeriod::Hot(Arc::new(file)));
                 }
                 // A reader beside a running writer may see a file listed and then dropped.
                 Err(Error::Io { source, .. })
@@ -759,39 +761,6 @@ impl TierStore {
 /// header read and a mapping per file, thousands of files at a million series), so more
 /// threads than cores shorten a cold restart.
 const OPEN_THREADS: usize = 8;
-
-/// Opens every listed hot file with `open`, on [`OPEN_THREADS`] threads; the results come
-/// back keyed, in no particular order.
-fn open_all(
-    listed: &[(Timestamp, u32, PathBuf)],
-    open: impl Fn(&(Timestamp, u32, PathBuf)) -> Result<PeriodFile> + Sync,
-) -> Vec<((Timestamp, u32), Result<PeriodFile>)> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let threads = OPEN_THREADS.min(listed.len().div_ceil(64)).max(1);
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(item) = listed.get(i) else {
-                            return done;
-                        };
-                        done.push(((item.0, item.1), open(item)));
-                    }
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| {
-                w.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    })
-}
 
 /// Unlinks a file whose removal is tidying, not correctness (a superseded form of a period):
 /// a failure is logged, and the next open removes it.

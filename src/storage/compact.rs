@@ -209,25 +209,13 @@ impl CompactFile {
         })
     }
 
-    /// Reads buckets `buckets` of `slot` into `out`: [`CompactFile::open_reader`] then
-    /// [`CompactReader::read_slot`], for a single read.
-    ///
-    /// # Errors
-    /// As those two.
-    ///
-    /// # Panics
-    /// As [`CompactReader::read_slot`].
-    pub fn read_slot(&self, slot: u32, buckets: Range<u32>, out: &mut [Bucket]) -> Result<()> {
-        self.open_reader()?.read_slot(slot, buckets, out)
-    }
-
     /// Every slot with any non-empty bucket, in slot order: `f(slot, all its buckets)`. For
     /// turning a compacted period back into a hot file when a late sample arrives. Reads the
     /// file once, sequentially, and checks all of it before the first call of `f`, so a
     /// damaged file calls `f` for nothing.
     ///
     /// # Errors
-    /// As [`CompactFile::read_slot`], for any slot; also a file longer or shorter than its
+    /// As [`CompactFile::open_reader`] and [`CompactReader::read_slot`], for any slot; also a file longer or shorter than its
     /// header says, or an index whose entries do not tile the data.
     pub fn for_each_slot(&self, f: &mut dyn FnMut(u32, &[Bucket])) -> Result<()> {
         let bytes = std::fs::read(&self.path).map_err(|e| Error::io(&self.path, e))?;

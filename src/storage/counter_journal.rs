@@ -30,7 +30,7 @@
 //! ```
 //! The file grows in steps of [`GROWTH`] entries when a batch needs more.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -158,17 +158,7 @@ impl CounterJournal {
     /// [`Error::CorruptFile`] naming the file when it is not this format's; [`Error::Io`].
     pub fn open(dir: &Path) -> Result<CounterJournal> {
         let path = dir.join(Self::FILE_NAME);
-        if !path.exists() {
-            FRAME.create(&path, HEADER_SIZE + (GROWTH * ENTRY_SIZE) as u64)?;
-        }
-        FRAME.remove_leftover(&path);
-        let io = |e| Error::io(&path, e);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(io)?;
-        let len = FRAME.check(&file, &path)?;
+        let (file, len) = FRAME.open_writable(&path, HEADER_SIZE + (GROWTH * ENTRY_SIZE) as u64)?;
         if len < HEADER_SIZE + ENTRY_SIZE as u64 {
             return Err(Error::corrupt(&path, "no room for its control entry"));
         }

@@ -19,7 +19,7 @@
 //! The file grows in steps of [`GROWTH`] records as ids appear (records of ids never touched
 //! are zero); it is the one file tierdb resizes, and only while it holds the table's lock.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
@@ -66,19 +66,10 @@ impl CounterStateFile {
     /// [`Error::Io`].
     pub fn open(dir: &Path, writable: bool) -> Result<CounterStateFile> {
         let path = dir.join(Self::FILE_NAME);
-        let io = |e| Error::io(&path, e);
         let file = if writable {
-            if !path.exists() {
-                FRAME.create(&path, HEADER_SIZE)?;
-            }
-            FRAME.remove_leftover(&path);
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&path)
-                .map_err(io)?
+            FRAME.open_writable(&path, HEADER_SIZE)?.0
         } else {
-            match File::open(&path) {
+            let file = match File::open(&path) {
                 Ok(file) => file,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     return Ok(CounterStateFile {
@@ -88,10 +79,11 @@ impl CounterStateFile {
                         records: 0,
                     })
                 }
-                Err(e) => return Err(io(e)),
-            }
+                Err(e) => return Err(Error::io(&path, e)),
+            };
+            FRAME.check(&file, &path)?;
+            file
         };
-        FRAME.check(&file, &path)?;
         let mut state = CounterStateFile {
             path,
             file: Some(file),

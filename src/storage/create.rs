@@ -10,14 +10,15 @@
 //! and the directory sync comes before any sample can be stored into a file of the group.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use super::format::PeriodMeta;
+use super::parallel::in_parallel;
 use super::period_file::PeriodFile;
 use super::{disk, Creation, Storage, StoredPeriod};
 use crate::time::Timestamp;
-use crate::{Error, Result};
+use crate::Error;
 
 /// Files of a group written at once. Their fsyncs overlap; the rest of a creation (the
 /// inode, the directory entry) is serialised by the kernel on the directory's lock, where
@@ -84,7 +85,7 @@ impl Storage {
         }
         let store = &self.tiers[tier];
         let dir = &store.dir;
-        let written = in_parallel(metas, |meta| {
+        let written = in_parallel(metas, CREATE_THREADS, |meta| {
             PeriodFile::write_temp(dir, meta, None)
                 .and_then(|temp| PeriodFile::rename_into_place(dir, meta, &temp))
         });
@@ -128,34 +129,4 @@ impl Storage {
             files.insert((period_start, chunk), StoredPeriod::Hot(file));
         }
     }
-}
-
-/// `work` applied to every item on up to [`CREATE_THREADS`] threads; results in item order.
-fn in_parallel<T: Sync, R: Send>(
-    items: &[T],
-    work: impl Fn(&T) -> Result<R> + Sync,
-) -> Vec<Result<R>> {
-    let threads = items.len().min(CREATE_THREADS);
-    if threads <= 1 {
-        return items.iter().map(&work).collect();
-    }
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<R>>>> =
-        Mutex::new(std::iter::repeat_with(|| None).take(items.len()).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(item) = items.get(i) else { break };
-                let result = work(item);
-                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(result);
-            });
-        }
-    });
-    results
-        .into_inner()
-        .unwrap_or_else(|e| e.into_inner())
-        .into_iter()
-        .map(|r| r.expect("every item was taken by a thread"))
-        .collect()
 }

@@ -69,6 +69,27 @@ impl Frame {
         disk::sync_dir(path.parent().unwrap_or(Path::new(".")))
     }
 
+    /// Opens `path` for reading and writing: a leftover temporary file removed, the file
+    /// created whole with room for `len` bytes when missing, then checked. Returns the file
+    /// and its length.
+    ///
+    /// # Errors
+    /// As [`Frame::create`] and [`Frame::check`] (a file not of this frame is
+    /// [`Error::CorruptFile`] naming it).
+    pub fn open_writable(&self, path: &Path, len: u64) -> Result<(File, u64)> {
+        self.remove_leftover(path);
+        if !path.exists() {
+            self.create(path, len)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        let len = self.check(&file, path)?;
+        Ok((file, len))
+    }
+
     /// Removes what a creation cut short before its rename left behind.
     pub fn remove_leftover(&self, path: &Path) {
         let _ = std::fs::remove_file(Self::temp(path));

@@ -25,7 +25,7 @@
 //! ```
 //! The file grows by [`GROWTH`] records when more writer threads start than it has records.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -170,29 +170,14 @@ impl WriterStateFile {
     /// [`Error::Io`] naming the file when it cannot be created, opened or mapped.
     pub fn open(dir: &Path) -> Result<WriterStateFile> {
         let path = dir.join(Self::FILE_NAME);
-        FRAME.remove_leftover(&path);
         let mut found = path.exists();
-        if !found {
-            FRAME.create(&path, Self::len_for(GROWTH))?;
-        }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
-        let mut file = match FRAME.check(&file, &path) {
-            Ok(_) => file,
+        let (mut file, _) = match FRAME.open_writable(&path, Self::len_for(GROWTH)) {
+            Ok(opened) => opened,
             Err(Error::CorruptFile { .. }) => {
                 tracing::warn!(path = %path.display(), "replacing a writer state file that is not whole; an unclean open falls back to scanning every period file");
-                drop(file);
                 found = false;
                 std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
-                FRAME.create(&path, Self::len_for(GROWTH))?;
-                OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .open(&path)
-                    .map_err(|e| Error::io(&path, e))?
+                FRAME.open_writable(&path, Self::len_for(GROWTH))?
             }
             Err(e) => return Err(e),
         };

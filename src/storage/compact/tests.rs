@@ -139,7 +139,7 @@ fn assert_bits_eq(found: &[Bucket], expected: &[Bucket], what: &str) {
 
 fn read(file: &CompactFile, slot: u32, buckets: Range<u32>) -> Result<Vec<Bucket>> {
     let mut out = vec![Bucket::EMPTY; buckets.len()];
-    file.read_slot(slot, buckets, &mut out)?;
+    file.open_reader()?.read_slot(slot, buckets, &mut out)?;
     Ok(out)
 }
 
