@@ -3,7 +3,9 @@
 # - a real collectd for the end-to-end test in tests/it/collectd.rs
 #   (collectd -> write_graphite -> `tierdb serve`);
 # - a headless Chromium and its WebDriver for the dashboard test in tests/it/dashboard.rs
-#   (chromedriver -> chromium -> the page `tierdb demo` serves).
+#   (chromedriver -> chromium -> the page `tierdb demo` serves);
+# - Debian's `nats-server` (2.9) for the cluster tests in tests/it/cluster*.rs, which start
+#   their own clustered JetStream servers on loopback (the package's service is not started).
 #
 # Debian's `collectd-core` alone is enough: it ships /usr/sbin/collectd and the cpu, memory,
 # load and write_graphite plugins, which link only against libc. The `collectd` package would
@@ -35,6 +37,7 @@ CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
 COLLECTD=${COLLECTD:-/usr/sbin/collectd}
 COLLECTD_PLUGINS=${COLLECTD_PLUGINS:-/usr/lib/collectd}
+NATS_SERVER=${NATS_SERVER:-/usr/sbin/nats-server}
 POLICY=${POLICY_RC_D:-/usr/sbin/policy-rc.d}
 LOCK=${TIERDB_DEPS_LOCK:-/tmp/tierdb-install-test-deps.lock}
 
@@ -52,6 +55,7 @@ have_fonts() { # both font packages installed (not checked where there is no dpk
     [ "$(dpkg-query -W -f='${Status}\n' fonts-liberation fonts-dejavu-core 2>/dev/null | grep -c 'install ok installed')" = 2 ]
 }
 have_chromium() { [ -x "$CHROMIUM" ] && [ -x "$CHROMEDRIVER" ] && have_fonts; }
+have_nats() { [ -x "$NATS_SERVER" ]; }
 
 PACKAGES=()
 if have_collectd; then
@@ -64,12 +68,17 @@ if have_chromium; then
 else
     PACKAGES+=(chromium chromium-driver fonts-liberation fonts-dejavu-core)
 fi
+if have_nats; then
+    echo "install-test-deps: nats-server already installed ($NATS_SERVER)"
+else
+    PACKAGES+=(nats-server)
+fi
 if [ "${#PACKAGES[@]}" -eq 0 ]; then
     exit 0
 fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-test-deps: no apt-get here; install by hand: collectd (with its cpu, memory, load and write_graphite plugins), chromium and a matching chromedriver" >&2
+    echo "install-test-deps: no apt-get here; install by hand: collectd (with its cpu, memory, load and write_graphite plugins), chromium and a matching chromedriver, nats-server 2.9 or newer" >&2
     exit 1
 fi
 

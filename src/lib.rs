@@ -45,6 +45,8 @@ pub mod budget;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod clock;
+#[cfg(feature = "cluster")]
+pub mod cluster;
 pub mod config;
 pub mod counter;
 pub mod engine;

@@ -57,6 +57,8 @@ for arg in "$@"; do
             printf '#!/bin/sh\necho "Chromium (stub)"\n' > "$CHROMIUM"; chmod +x "$CHROMIUM" ;;
         chromium-driver)
             printf '#!/bin/sh\necho "ChromeDriver (stub)"\n' > "$CHROMEDRIVER"; chmod +x "$CHROMEDRIVER" ;;
+        nats-server)
+            printf '#!/bin/sh\necho "nats-server: v2.9.10 (stub)"\n' > "$NATS_SERVER"; chmod +x "$NATS_SERVER" ;;
         fonts-*) touch "$STUB_ROOT/installed/$arg" ;;
     esac
 done"#,
@@ -72,6 +74,7 @@ done"#,
             .env("COLLECTD_PLUGINS", installed.join("plugins"))
             .env("CHROMIUM", installed.join("chromium"))
             .env("CHROMEDRIVER", installed.join("chromedriver"))
+            .env("NATS_SERVER", installed.join("nats-server"))
             .env("POLICY_RC_D", root.join("policy-rc.d"))
             .env("TIERDB_DEPS_LOCK", root.join("install.lock"))
             .stdout(Stdio::piped())
@@ -97,6 +100,7 @@ done"#,
         "chromium",
         "chromium-driver",
         "fonts-liberation",
+        "nats-server",
     ] {
         assert!(log.contains(package), "{log}");
     }

@@ -1,0 +1,69 @@
+//! What one published message carries: samples of one partition with their series written
+//! out by canonical key (a node's series ids mean nothing on another node), and the kind a
+//! write declared where it declared one.
+
+use crate::counter::SeriesKind;
+use crate::time::Timestamp;
+
+/// Samples of one partition, as published by the node that took the write and applied by
+/// the partition's owners. Samples keep the order they were written in: applying them in
+/// that order on every owner gives every owner the same buckets, bit for bit.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SampleBatch {
+    /// The batch's series, each once.
+    pub series: Vec<BatchSeries>,
+    /// The samples, in write order.
+    pub samples: Vec<BatchSample>,
+}
+
+/// One series of a [`SampleBatch`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BatchSeries {
+    /// Canonical key text, as [`crate::SeriesKey`] prints it.
+    pub key: String,
+    /// The kind the write declared (Influx and JSON writes may), or `None`.
+    pub kind: Option<SeriesKind>,
+}
+
+/// One sample of a [`SampleBatch`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BatchSample {
+    /// Index into [`SampleBatch::series`].
+    pub series: u32,
+    /// Unix seconds.
+    pub ts: Timestamp,
+    /// The value, finite (the edge refuses the others).
+    pub value: f64,
+}
+
+impl SampleBatch {
+    /// Appends a sample of `key`, adding the series on its first sample. `index` maps keys
+    /// to their place in [`SampleBatch::series`] for the batch being built.
+    pub fn push(
+        &mut self,
+        index: &mut std::collections::HashMap<String, u32>,
+        key: &str,
+        kind: Option<SeriesKind>,
+        ts: Timestamp,
+        value: f64,
+    ) {
+        let series = match index.get(key) {
+            Some(&i) if self.series[i as usize].kind == kind => i,
+            _ => {
+                let i = self.series.len() as u32;
+                self.series.push(BatchSeries {
+                    key: key.to_string(),
+                    kind,
+                });
+                index.insert(key.to_string(), i);
+                i
+            }
+        };
+        self.samples.push(BatchSample { series, ts, value });
+    }
+
+    /// True when there is no sample.
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+}
