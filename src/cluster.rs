@@ -12,6 +12,7 @@
 
 pub mod apply;
 pub mod batch;
+pub mod log;
 pub mod ownership;
 pub mod wire;
 

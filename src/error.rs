@@ -85,6 +85,11 @@ pub enum Error {
     /// further writes rather than carry on with data it cannot vouch for.
     #[error("engine is poisoned by an earlier failure ({0}); reopen the data directory")]
     Poisoned(String),
+
+    /// Cluster mode: NATS or JetStream refused or did not answer, or the cluster's settings
+    /// disagree with this node's (the message says which and what to do).
+    #[error("cluster: {0}")]
+    Cluster(String),
 }
 
 fn config_message(file: &str, line: Option<usize>, field: &str, message: &str) -> String {
