@@ -45,7 +45,7 @@ pub mod budget;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod clock;
-#[cfg(feature = "cluster")]
+#[cfg(feature = "server")]
 pub mod cluster;
 pub mod config;
 pub mod counter;
