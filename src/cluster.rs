@@ -14,6 +14,7 @@ pub mod apply;
 pub mod batch;
 pub mod log;
 pub mod ownership;
+pub mod partial;
 pub mod wire;
 
 pub use batch::{BatchSample, BatchSeries, SampleBatch};

@@ -322,19 +322,26 @@ impl Reader<'_> {
         let grid = PointGrid::new(&self.config().tiers[tier], from, to, step)?;
         let mut acc = vec![Bucket::EMPTY; grid.points];
         let slots = self.slots();
-        let files = self.files_for(tier, &grid, id.0 / slots)?;
+        let window = self.window_start(tier, self.now());
+        let files = self.files_for(tier, &grid, id.0 / slots, window)?;
         grid.fold_span(&files, id.0 % slots, grid.first..grid.end, 0, &mut acc)?;
         Ok((grid.first, acc))
     }
 
-    /// The files of `chunk` in `tier` that hold part of `grid` inside the tier's window,
-    /// oldest first. Only periods that have a file: the walk is bounded by the files held,
-    /// not by the width of the range.
+    /// The files of `chunk` in `tier` that hold part of `grid` from `window` (the first
+    /// second of the tier's window the read sees) on, oldest first. Only periods that have a
+    /// file: the walk is bounded by the files held, not by the width of the range.
     ///
     /// # Errors
     /// [`Error::CorruptFile`] or [`Error::Io`] naming a compacted file that cannot be read.
-    pub(crate) fn files_for(&self, tier: usize, grid: &PointGrid, chunk: u32) -> Result<HeldFiles> {
-        let read_from = grid.first.max(self.window_start(tier, self.now()));
+    pub(crate) fn files_for(
+        &self,
+        tier: usize,
+        grid: &PointGrid,
+        chunk: u32,
+        window: Timestamp,
+    ) -> Result<HeldFiles> {
+        let read_from = grid.first.max(window);
         Ok(HeldFiles {
             read_from,
             files: self.period_files(tier, chunk, read_from..grid.end)?,
@@ -366,7 +373,7 @@ impl HeldFiles {
 
 /// The points a read covers in one tier: `points` intervals `step` seconds wide from
 /// `first`, each folding the tier's buckets whose start lies inside it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct PointGrid {
     /// Start of the first point; a multiple of the tier's resolution.
     pub first: Timestamp,

@@ -556,12 +556,7 @@ async fn series(
     let params = Params::query(raw.as_deref());
     let selector = selector_param(&params)?;
     let engine = Arc::clone(&state.engine);
-    let names: Vec<String> = blocking(move || {
-        Ok(engine
-            .registry()
-            .select(|_, key| selector.matches(key).then(|| key.as_str().to_owned())))
-    })
-    .await?;
+    let names: Vec<String> = blocking(move || Ok(engine.reader().series_keys(&selector))).await?;
     Ok(Json(serde_json::json!({ "series": names })).into_response())
 }
 

@@ -93,16 +93,8 @@ pub(super) async fn find(
     let read_budget = Arc::clone(&budget);
     let nodes = blocking(move || {
         let mut finder = Finder::new(&query)?;
-        read_budget.charge_scan(engine.registry().len())?;
-        let mut charged = Ok(());
-        // Under the registry's read lock, keys borrowed, not cloned: what the request holds
-        // is its answer, and every node of it is charged to the budget.
-        engine.registry().for_each_from(0, |_, key| {
-            if charged.is_ok() && finder.add(key) {
-                charged = read_budget.charge(1, || format!("{query:?} has more nodes than that"));
-            }
-        });
-        charged.map(|()| finder.nodes())
+        finder.add_registry(engine.registry(), &read_budget)?;
+        Ok(finder.nodes())
     });
     let nodes = over_budget(&state, &budget, nodes.await)?;
     Ok(Json(nodes).into_response())
