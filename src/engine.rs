@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::aggregate::{AggregateQuery, AggregateResult};
+use crate::bucket::Bucket;
 use crate::clock::{Clock, SystemClock};
 use crate::config::TiersConfig;
 use crate::counter::{CounterTable, SeriesKind};
@@ -21,6 +22,7 @@ use crate::sample::{BatchReport, RejectReason, Sample};
 use crate::storage::counter_journal::Undo;
 use crate::storage::lock::DirLock;
 use crate::storage::recovery::Recovery;
+use crate::storage::cells::CellAt;
 use crate::storage::{Storage, TierFiles, OPEN_MARKER};
 use crate::time::{align_down, window_start, Span, Timestamp};
 use crate::{Error, Result};
@@ -675,6 +677,49 @@ impl Engine {
         self.shared
             .counter_table
             .declare(id, kind, &self.shared.registry)
+    }
+
+    /// The buckets of `cells` as they stand, whichever form their periods are in (see
+    /// [`Storage::load_cells`]): the pre-images an undo keeps before a change.
+    ///
+    /// # Errors
+    /// As [`Storage::load_cells`].
+    pub fn load_cells(&self, cells: &[CellAt]) -> Result<Vec<Bucket>> {
+        self.shared.storage.load_cells(cells)
+    }
+
+    /// Puts absolute buckets back into `cells` (see [`Storage::overwrite_cells`]); durable
+    /// with the next [`Engine::flush`]. Returns how many cells changed. Only valid while no
+    /// batch runs and no read of these cells does: an undo at open, before the engine is
+    /// handed out.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`], [`Error::Poisoned`], and as [`Storage::overwrite_cells`].
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn restore_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
+        self.check_writable()?;
+        self.shared.check_poison()?;
+        self.shared.storage.overwrite_cells(cells)
+    }
+
+    /// Series `id`'s counter state record (flags with the declared kind, a counter's last
+    /// time and raw value as bits; zeros when never written), for an undo to put back.
+    pub fn counter_state(&self, id: SeriesId) -> [u64; 3] {
+        self.shared.counter_table.snapshot(id)
+    }
+
+    /// Puts series `id`'s counter state record back to `record`, its kind evaluated again
+    /// from it; durable with the next [`Engine::flush`]. Only valid while no batch runs.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`].
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn restore_counter_state(&self, id: SeriesId, record: [u64; 3]) -> Result<()> {
+        self.check_writable()?;
+        self.shared
+            .counter_table
+            .restore(id, record, &self.shared.registry);
+        Ok(())
     }
 
     /// The engine clock's current time.

@@ -18,6 +18,7 @@
 //! it holds everything the other does.
 
 pub mod bucket;
+pub mod cells;
 pub mod compact;
 pub mod counter_journal;
 pub mod counter_state;

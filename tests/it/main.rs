@@ -2,6 +2,7 @@
 
 mod aggregate;
 mod cli;
+mod cluster_apply;
 mod collectd;
 mod common;
 mod compaction;
