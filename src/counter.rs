@@ -189,7 +189,7 @@ impl CounterTable {
     /// [`CounterTable::snapshot`]) and evaluates its kind again from it, so the next batch
     /// sees the series as it was when the record was taken: a declaration undone makes it
     /// what the rules say again. Only valid while no batch runs (an undo at open).
-    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn restore(&self, id: SeriesId, record: [u64; 3], registry: &Registry) {
         let mut inner = self.lock();
         self.refresh(&mut inner, registry);

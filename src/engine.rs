@@ -695,7 +695,7 @@ impl Engine {
     ///
     /// # Errors
     /// [`Error::ReadOnly`], [`Error::Poisoned`], and as [`Storage::overwrite_cells`].
-    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn restore_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
         self.check_writable()?;
         self.shared.check_poison()?;
@@ -713,7 +713,7 @@ impl Engine {
     ///
     /// # Errors
     /// [`Error::ReadOnly`].
-    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn restore_counter_state(&self, id: SeriesId, record: [u64; 3]) -> Result<()> {
         self.check_writable()?;
         self.shared
