@@ -17,6 +17,7 @@ mod hostile_writes;
 mod ingest_load;
 mod install_deps;
 mod model;
+mod nats;
 mod read_budget;
 mod render;
 mod reopen;
