@@ -2,6 +2,7 @@
 
 mod aggregate;
 mod cli;
+mod cluster_ownership;
 mod collectd;
 mod common;
 mod compaction;
