@@ -212,9 +212,15 @@ impl Ownership {
         )
         .await?;
         let applied = Arc::new(Mutex::new(BTreeMap::new()));
-        let (agent, watch, view) =
-            agent::Agent::start(store, node, http_addr, start_id(), &settings, applied.clone())
-                .await?;
+        let (agent, watch, view) = agent::Agent::start(
+            store,
+            node,
+            http_addr,
+            start_id(),
+            &settings,
+            applied.clone(),
+        )
+        .await?;
         let (leave, leave_rx) = oneshot::channel();
         let task = tokio::spawn(agent.run(watch, leave_rx));
         Ok(Ownership {

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use async_nats::jetstream;
 use tierdb::cluster::ownership::{ClusterSettings, ClusterView, Ownership};
 
 use crate::nats::NatsCluster;
@@ -28,7 +29,10 @@ fn settings(lease_timeout: Duration) -> ClusterSettings {
 
 /// Node `name` joined on a connection of its own.
 async fn join(cluster: &NatsCluster, name: &str, settings: ClusterSettings) -> Ownership {
-    let js = cluster.jetstream().await;
+    join_with(cluster.jetstream().await, name, settings).await
+}
+
+async fn join_with(js: jetstream::Context, name: &str, settings: ClusterSettings) -> Ownership {
     Ownership::join(js, name, &format!("{name}.test:8080"), settings)
         .await
         .unwrap_or_else(|e| panic!("{name} joins: {e}"))
@@ -134,9 +138,13 @@ async fn cluster_ownership_spreads_partitions_refuses_other_counts_and_hands_ove
     let b = join(&cluster, "b", settings(lease_timeout)).await;
     let c = join(&cluster, "c", settings(lease_timeout)).await;
     let mut epochs = Epochs::default();
-    until("settled on a, b, c", &[&a, &b, &c], &mut epochs, SETTLE, |v| {
-        settled(v, &["a", "b", "c"])
-    })
+    until(
+        "settled on a, b, c",
+        &[&a, &b, &c],
+        &mut epochs,
+        SETTLE,
+        |v| settled(v, &["a", "b", "c"]),
+    )
     .await;
 
     let view = a.view().borrow().clone();
@@ -145,7 +153,11 @@ async fn cluster_ownership_spreads_partitions_refuses_other_counts_and_hands_ove
     for (p, owners) in (0u32..).zip(&view.partitions) {
         for node in ["a", "b", "c"] {
             let holds = owners.holds(node);
-            assert_eq!(view.to_apply(node).contains(&p), holds, "{node}, partition {p}");
+            assert_eq!(
+                view.to_apply(node).contains(&p),
+                holds,
+                "{node}, partition {p}"
+            );
             // A holder reads its own copy; a non-holder is sent to a holder.
             let reader = view.readable_owner(p, node).expect("a live owner");
             assert!(owners.holds(&reader.name));
@@ -194,6 +206,7 @@ async fn cluster_ownership_spreads_partitions_refuses_other_counts_and_hands_ove
         settled(v, &["a", "b"]) && v.node("c").is_none()
     })
     .await;
+    eprintln!("handover after leave: {took:?}");
     assert!(
         took < lease_timeout,
         "the handover after leave took {took:?}, as long as an expiry"
@@ -215,9 +228,13 @@ async fn cluster_ownership_a_silent_node_loses_its_partitions_after_the_lease_ti
     let b = join(&cluster, "b", settings(lease_timeout)).await;
     let c = join(&cluster, "c", settings(lease_timeout)).await;
     let mut epochs = Epochs::default();
-    until("settled on a, b, c", &[&a, &b, &c], &mut epochs, SETTLE, |v| {
-        settled(v, &["a", "b", "c"])
-    })
+    until(
+        "settled on a, b, c",
+        &[&a, &b, &c],
+        &mut epochs,
+        SETTLE,
+        |v| settled(v, &["a", "b", "c"]),
+    )
     .await;
     let before = holders(&a.view().borrow());
     let c_slots: Vec<(usize, usize)> = before
@@ -246,6 +263,7 @@ async fn cluster_ownership_a_silent_node_loses_its_partitions_after_the_lease_ti
     })
     .await;
     let took = silenced.elapsed();
+    eprintln!("takeover after silence: {took:?} (lease timeout {lease_timeout:?})");
     assert!(
         took < lease_timeout + Duration::from_secs(10),
         "takeover took {took:?}"
@@ -256,7 +274,10 @@ async fn cluster_ownership_a_silent_node_loses_its_partitions_after_the_lease_ti
     for slot in &c_slots {
         let (node, epoch) = &after[slot];
         assert_ne!(node, "c");
-        assert!(*epoch > before[slot].1, "slot {slot:?} taken over with a new epoch");
+        assert!(
+            *epoch > before[slot].1,
+            "slot {slot:?} taken over with a new epoch"
+        );
     }
     a.leave().await.expect("a leaves");
     b.leave().await.expect("b leaves");
@@ -267,9 +288,13 @@ async fn cluster_ownership_keeps_leases_when_a_nats_server_dies() {
     let mut cluster = NatsCluster::start(3).await;
     // Longer than a JetStream election on a loaded machine.
     let lease_timeout = Duration::from_secs(6);
-    let a = join(&cluster, "a", settings(lease_timeout)).await;
-    let b = join(&cluster, "b", settings(lease_timeout)).await;
-    let c = join(&cluster, "c", settings(lease_timeout)).await;
+    // One node on each server: whichever server dies, one node loses its connection.
+    let mut nodes = Vec::new();
+    for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
+        let js = jetstream::new(cluster.client_on(i).await);
+        nodes.push(join_with(js, name, settings(lease_timeout)).await);
+    }
+    let [a, b, c] = <[Ownership; 3]>::try_from(nodes).ok().expect("three nodes");
     let nodes = [&a, &b, &c];
     let mut epochs = Epochs::default();
     until("settled on a, b, c", &nodes, &mut epochs, SETTLE, |v| {
@@ -280,12 +305,24 @@ async fn cluster_ownership_keeps_leases_when_a_nats_server_dies() {
 
     // Kill the server leading the bucket's stream: the worst one to lose.
     let js = cluster.jetstream().await;
-    let mut stream = js.get_stream("KV_tierdb_cluster").await.expect("bucket stream");
+    let mut stream = js
+        .get_stream("KV_tierdb_cluster")
+        .await
+        .expect("bucket stream");
     let info = stream.info().await.expect("stream info").clone();
     let cluster_info = info.cluster.expect("replicated");
-    assert_eq!(cluster_info.replicas.len() + 1, 3, "the bucket is on all three servers");
+    assert_eq!(
+        cluster_info.replicas.len() + 1,
+        3,
+        "the bucket is on all three servers"
+    );
     let leader = cluster_info.leader.expect("a leader");
-    cluster.kill(cluster.index_of(&leader).expect("one of ours"));
+    let killed = cluster.index_of(&leader).expect("one of ours");
+    cluster.kill(killed);
+    eprintln!(
+        "killed {leader}, the bucket's stream leader, and node {}'s server",
+        ["a", "b", "c"][killed]
+    );
 
     // Through the election and well past one lease timeout, nothing changes hands.
     let watched = Instant::now();
@@ -302,7 +339,26 @@ async fn cluster_ownership_keeps_leases_when_a_nats_server_dies() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // And the leases are still renewed: every one alive, on every node.
+    // Every node still hears every other: new heartbeats arrive through the watchers (a
+    // watcher lost with the server was replaced).
+    for (i, node) in nodes.iter().enumerate() {
+        node.report_applied(0, 100 + i as u64).expect("partition 0");
+    }
+    until(
+        "new heartbeats seen everywhere",
+        &nodes,
+        &mut epochs,
+        SETTLE,
+        |v| {
+            ["a", "b", "c"].iter().enumerate().all(|(i, name)| {
+                v.node(name).and_then(|n| n.applied.get(&0)) == Some(&(100 + i as u64))
+            })
+        },
+    )
+    .await;
+    // And the leases are still renewed: every one alive, on every node, a full lease
+    // timeout after the last stall could have refreshed them.
+    tokio::time::sleep(lease_timeout).await;
     until("all leases alive", &nodes, &mut epochs, SETTLE, |v| {
         holders(v) == before
     })

@@ -7,6 +7,7 @@
 //! ```ignore
 //! let cluster = NatsCluster::start(3).await;
 //! let js = cluster.jetstream().await;           // a client that knows every server
+//! let on_1 = cluster.client_on(1).await;        // connected to server 1 first
 //! cluster.kill(0);                              // SIGKILL, store dir kept
 //! cluster.restart(0).await;                     // same ports, same store dir
 //! ```
@@ -120,6 +121,25 @@ impl NatsCluster {
         jetstream::new(self.client().await)
     }
 
+    /// A client connected to server `i` (which must be running), with the others in index
+    /// order after it to reconnect to: a test can then tell which server a client's
+    /// connection dies with.
+    pub async fn client_on(&self, i: usize) -> async_nats::Client {
+        let n = self.servers.len();
+        let urls: Vec<String> = (0..n).map(|k| self.url((i + k) % n)).collect();
+        let client = async_nats::ConnectOptions::new()
+            .retain_servers_order()
+            .connect(urls.clone())
+            .await
+            .unwrap_or_else(|e| panic!("connect to {urls:?}: {e}"));
+        assert_eq!(
+            client.server_info().server_name,
+            self.name(i),
+            "connected to another server than asked"
+        );
+        client
+    }
+
     /// Kills server `i` with SIGKILL (no clean shutdown; its store directory stays). Does
     /// nothing when it is not running.
     pub fn kill(&mut self, i: usize) {
@@ -157,9 +177,8 @@ impl NatsCluster {
     /// Picks every server's ports (all held at once, so they differ) and store directory.
     fn configure(n: usize) -> NatsCluster {
         let dir = tempfile::tempdir().expect("temp dir");
-        let listeners: Vec<(TcpListener, TcpListener)> = (0..n)
-            .map(|_| (free_port(), free_port()))
-            .collect();
+        let listeners: Vec<(TcpListener, TcpListener)> =
+            (0..n).map(|_| (free_port(), free_port())).collect();
         let addrs: Vec<(SocketAddr, SocketAddr)> = listeners
             .iter()
             .map(|(c, r)| (c.local_addr().unwrap(), r.local_addr().unwrap()))
@@ -311,7 +330,10 @@ fn nats_server_program() -> PathBuf {
     if !program.exists() {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-test-deps.sh");
         let status = Command::new("bash").arg(&script).status();
-        eprintln!("nats-server was missing; ran {}: {status:?}", script.display());
+        eprintln!(
+            "nats-server was missing; ran {}: {status:?}",
+            script.display()
+        );
     }
     assert!(
         program.exists(),
@@ -369,7 +391,9 @@ async fn nats_cluster_survives_its_stream_leader() {
     assert_eq!(first, 1);
 
     let info = stream.info().await.expect("stream info").clone();
-    let cluster_info = info.cluster.expect("a replicated stream reports its cluster");
+    let cluster_info = info
+        .cluster
+        .expect("a replicated stream reports its cluster");
     let leader = cluster_info.leader.expect("the stream has a leader");
     let killed = cluster
         .index_of(&leader)
@@ -379,8 +403,15 @@ async fn nats_cluster_survives_its_stream_leader() {
 
     // The client reconnects to a survivor and the two survivors elect a new leader.
     let second = publish_until_acked(&js, "harness.b", b"two", Duration::from_secs(30)).await;
-    assert_eq!(second, 2, "the killed leader's write is kept, the next one follows it");
-    let info = stream.info().await.expect("stream info after the kill").clone();
+    assert_eq!(
+        second, 2,
+        "the killed leader's write is kept, the next one follows it"
+    );
+    let info = stream
+        .info()
+        .await
+        .expect("stream info after the kill")
+        .clone();
     let new_leader = info.cluster.and_then(|c| c.leader).expect("a new leader");
     assert_ne!(new_leader, leader, "the killed server cannot lead");
     assert_eq!(info.state.messages, 2);
@@ -389,7 +420,11 @@ async fn nats_cluster_survives_its_stream_leader() {
     cluster.restart(killed).await;
     let started = Instant::now();
     loop {
-        let info = stream.info().await.expect("stream info after restart").clone();
+        let info = stream
+            .info()
+            .await
+            .expect("stream info after restart")
+            .clone();
         let replicas = info.cluster.map(|c| c.replicas).unwrap_or_default();
         let current = replicas
             .iter()

@@ -104,9 +104,7 @@ impl Agent {
         // The bucket's current keys, up to the last one pending when the watch began (the
         // bucket is never empty here: it holds at least this node's heartbeat).
         let deadline = Instant::now() + settings.lease_timeout;
-        while let Ok(Some(entry)) =
-            tokio::time::timeout_at(deadline.into(), watch.next()).await
-        {
+        while let Ok(Some(entry)) = tokio::time::timeout_at(deadline.into(), watch.next()).await {
             let entry = entry.map_err(|e| agent.error("read the bucket", &e))?;
             let caught_up = entry.delta == 0;
             agent.take_watched(&entry);
@@ -114,7 +112,7 @@ impl Agent {
                 break;
             }
         }
-        agent.settle_leases().await;
+        agent.settle_leases(true).await;
         agent.publish_view();
         Ok((agent, watch, view_rx))
     }
@@ -123,7 +121,11 @@ impl Agent {
     /// is dropped (then it just stops, as a crash would).
     ///
     /// [`Ownership`]: super::Ownership
-    pub(super) async fn run(mut self, watch: kv::Watch, mut leave: oneshot::Receiver<LeaveRequest>) {
+    pub(super) async fn run(
+        mut self,
+        watch: kv::Watch,
+        mut leave: oneshot::Receiver<LeaveRequest>,
+    ) {
         let mut watch = Some(watch);
         let mut ticker = tokio::time::interval(self.heartbeat);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -159,11 +161,12 @@ impl Agent {
 
     /// One heartbeat: write it, make sure the watcher keeps up, settle the leases, publish.
     async fn tick(&mut self, watch: &mut Option<kv::Watch>) {
-        if let Err(e) = self.write_heartbeat().await {
+        let beat = self.write_heartbeat().await;
+        if let Err(e) = &beat {
             tracing::warn!(error = %e, node = %self.me, "heartbeat not written");
         }
         self.check_watch(watch).await;
-        self.settle_leases().await;
+        self.settle_leases(beat.is_ok()).await;
         self.publish_view();
     }
 
@@ -172,7 +175,11 @@ impl Agent {
         let heartbeat = Heartbeat {
             http_addr: self.http_addr.clone(),
             start_id: self.start_id.clone(),
-            applied: self.applied.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            applied: self
+                .applied
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
         };
         let value = encode(&heartbeat);
         let key = node_key(&self.me);
@@ -231,7 +238,9 @@ impl Agent {
         }
         let value = (entry.operation == kv::Operation::Put).then_some(&entry.value[..]);
         if entry.key == node_key(&self.me)
-            && self.first_heartbeat.is_some_and(|first| entry.revision > first)
+            && self
+                .first_heartbeat
+                .is_some_and(|first| entry.revision > first)
         {
             let theirs = value.and_then(super::records::decode::<Heartbeat>);
             if theirs.is_some_and(|h| h.start_id != self.start_id) {
@@ -252,13 +261,25 @@ impl Agent {
     }
 
     /// Decides and writes; after failed writes, reads those slots again and decides again
-    /// for their partitions (at most [`RETRY_PASSES`] more times).
-    async fn settle_leases(&mut self) {
+    /// for their partitions (at most [`RETRY_PASSES`] more times). `take_expired`: this
+    /// heartbeat went through (see [`decide`]).
+    async fn settle_leases(&mut self, take_expired: bool) {
         let mut only: Option<BTreeSet<u32>> = None;
         for _ in 0..=RETRY_PASSES {
             let view = self.table.view(Instant::now());
-            let applied = self.applied.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            let mut actions = decide(&self.me, &self.table, &view, &mut self.holdings, &applied);
+            let applied = self
+                .applied
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let mut actions = decide(
+                &self.me,
+                &self.table,
+                &view,
+                &mut self.holdings,
+                &applied,
+                take_expired,
+            );
             if let Some(only) = &only {
                 actions.retain(|a| only.contains(&a.slot().0));
             }
@@ -359,8 +380,8 @@ impl Agent {
             }
         };
         let value = (entry.operation == kv::Operation::Put).then_some(&entry.value[..]);
-        let landed = value.and_then(super::records::decode::<LeaseRecord>)
-            == Some(action.record(&self.me));
+        let landed =
+            value.and_then(super::records::decode::<LeaseRecord>) == Some(action.record(&self.me));
         if landed && !matches!(action, Action::Renew { .. }) {
             self.wrote(action, entry.revision);
         } else {

@@ -82,7 +82,9 @@ fn bucket_stream(bucket: &str, replicas: usize) -> stream::Config {
     }
 }
 
-fn jetstream_code(kind: &jetstream::context::CreateStreamErrorKind) -> Option<jetstream::ErrorCode> {
+fn jetstream_code(
+    kind: &jetstream::context::CreateStreamErrorKind,
+) -> Option<jetstream::ErrorCode> {
     match kind {
         jetstream::context::CreateStreamErrorKind::JetStream(e) => Some(e.error_code()),
         _ => None,
@@ -130,7 +132,10 @@ pub(super) async fn fix_count(
     let fail = |e: &dyn std::fmt::Display| {
         Error::Cluster(format!("{key} in KV bucket {} at {at}: {e}", store.name))
     };
-    match store.create(key, wanted.to_string().into_bytes().into()).await {
+    match store
+        .create(key, wanted.to_string().into_bytes().into())
+        .await
+    {
         Ok(_) => return Ok(()),
         Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
         Err(e) => return Err(fail(&e)),
@@ -143,7 +148,12 @@ pub(super) async fn fix_count(
     let stored: u32 = std::str::from_utf8(&stored)
         .ok()
         .and_then(|s| s.trim().parse().ok())
-        .ok_or_else(|| fail(&format!("not a count: {:?}", String::from_utf8_lossy(&stored))))?;
+        .ok_or_else(|| {
+            fail(&format!(
+                "not a count: {:?}",
+                String::from_utf8_lossy(&stored)
+            ))
+        })?;
     if stored == wanted {
         Ok(())
     } else {

@@ -88,13 +88,16 @@ impl Action {
 /// First brings `holdings` in line with the table (a slot someone else wrote since this
 /// node's last write is lost at once; this node's own write seen late is adopted), then
 /// returns the writes of this heartbeat. `applied` is this node's applied sequence per
-/// partition.
+/// partition. `take_expired` allows claiming slots whose holder stopped renewing: only when
+/// this node's own heartbeat just went through, so that a log that stalls and resumes is
+/// noticed (and every lease given a fresh timeout) before anything is taken over.
 pub(super) fn decide(
     me: &str,
     table: &Table,
     view: &ClusterView,
     holdings: &mut Holdings,
     applied: &BTreeMap<u32, u64>,
+    take_expired: bool,
 ) -> Vec<Action> {
     reconcile(me, table, holdings);
     let mut actions = Vec::new();
@@ -106,10 +109,11 @@ pub(super) fn decide(
                 (r, revision, record)
             })
             .collect();
-        let mut keep: Option<u32> = None;
+        // The slot of this partition already dealt with above (renewed, released, claimed).
+        let mut handled: Option<u32> = None;
 
         if let Some(held) = holdings.held.get(&p).copied() {
-            keep = Some(held.replica);
+            handled = Some(held.replica);
             let renew = Action::Renew {
                 partition: p,
                 replica: held.replica,
@@ -131,7 +135,6 @@ pub(super) fn decide(
                     .any(|d| d.alive && d.applied.get(&p).copied().unwrap_or(0) >= target);
                 if ready {
                     holdings.handover.remove(&p);
-                    keep = None;
                     actions.push(Action::Release {
                         partition: p,
                         replica: held.replica,
@@ -148,15 +151,20 @@ pub(super) fn decide(
             // first, else the lowest free or expired one.
             let left_by_me = slots.iter().find(|(_, _, record)| record.held_by(me));
             let free = || {
-                slots.iter().find(|&&(r, _, ref record)| match &record.node {
-                    None => true,
-                    Some(_) => !owners.replicas[r as usize]
-                        .as_ref()
-                        .is_some_and(|lease| lease.alive),
-                })
+                slots
+                    .iter()
+                    .find(|&&(r, _, ref record)| match &record.node {
+                        None => true,
+                        Some(_) => {
+                            take_expired
+                                && !owners.replicas[r as usize]
+                                    .as_ref()
+                                    .is_some_and(|lease| lease.alive)
+                        }
+                    })
             };
             if let Some(&(r, revision, ref record)) = left_by_me.or_else(free) {
-                keep = Some(r);
+                handled = Some(r);
                 actions.push(Action::Claim {
                     partition: p,
                     replica: r,
@@ -170,7 +178,7 @@ pub(super) fn decide(
 
         // Never two slots of one partition: free any other slot that still names this node.
         for (r, revision, record) in &slots {
-            if record.held_by(me) && Some(*r) != keep {
+            if record.held_by(me) && Some(*r) != handled {
                 if let Some(revision) = *revision {
                     actions.push(Action::Release {
                         partition: p,

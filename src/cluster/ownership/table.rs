@@ -74,7 +74,11 @@ impl Table {
     pub(super) fn apply(&mut self, change: Change<'_>, now: Instant) {
         match Key::parse(change.key) {
             Key::Node(name) => {
-                if self.nodes.get(&name).is_some_and(|s| s.revision >= change.revision) {
+                if self
+                    .nodes
+                    .get(&name)
+                    .is_some_and(|s| s.revision >= change.revision)
+                {
                     return;
                 }
                 if name == self.me {

@@ -107,6 +107,9 @@ impl ClusterView {
 impl PartitionOwners {
     /// Whether `node` holds one of the slots (live or not).
     pub fn holds(&self, node: &str) -> bool {
-        self.replicas.iter().flatten().any(|lease| lease.node == node)
+        self.replicas
+            .iter()
+            .flatten()
+            .any(|lease| lease.node == node)
     }
 }
