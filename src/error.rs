@@ -81,15 +81,16 @@ pub enum Error {
     #[error("sample rejected: {0}")]
     Rejected(crate::sample::RejectReason),
 
+    /// Cluster mode could not join or keep its place in the cluster: the NATS JetStream
+    /// server refused or failed a request, or the cluster's fixed settings differ from this
+    /// node's. The message names the server or bucket and what was asked.
+    #[error("cluster: {0}")]
+    Cluster(String),
+
     /// An earlier write, msync or fsync failed, or a writer thread died; the engine refuses
     /// further writes rather than carry on with data it cannot vouch for.
     #[error("engine is poisoned by an earlier failure ({0}); reopen the data directory")]
     Poisoned(String),
-
-    /// Cluster mode: NATS or JetStream refused or did not answer, or the cluster's settings
-    /// disagree with this node's (the message says which and what to do).
-    #[error("cluster: {0}")]
-    Cluster(String),
 }
 
 fn config_message(file: &str, line: Option<usize>, field: &str, message: &str) -> String {

@@ -3,6 +3,7 @@
 mod aggregate;
 mod cli;
 mod cluster_apply;
+mod cluster_ownership;
 mod collectd;
 mod common;
 mod compaction;
@@ -18,6 +19,7 @@ mod hostile_writes;
 mod ingest_load;
 mod install_deps;
 mod model;
+mod nats;
 mod read_budget;
 mod render;
 mod reopen;

@@ -197,9 +197,9 @@ impl Proc {
         }
     }
 
-    /// Waits for the child without blocking; once it exited, what is left of its group is
-    /// killed (the group's id cannot be reused while a member lives).
-    fn try_wait(&mut self) -> Option<ExitStatus> {
+    /// Waits for the child without blocking: its exit status once it exited. What is left of
+    /// its group is killed then (the group's id cannot be reused while a member lives).
+    pub fn try_wait(&mut self) -> Option<ExitStatus> {
         let status = self.child.try_wait().expect("try_wait")?;
         if !self.reaped {
             self.reaped = true;

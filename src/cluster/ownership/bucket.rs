@@ -1,0 +1,166 @@
+//! The cluster's KV bucket: opened, or created on the first node's join, and the settings it
+//! fixes for good (partition and replica counts), checked on every join.
+//!
+//! async-nats 0.51 cannot create a KV bucket on nats-server 2.9 (it reads the account's
+//! `reserved_memory`, which 2.9 does not send), so the bucket's stream `KV_<bucket>` is
+//! created here with the settings a KV bucket has, then opened as a bucket.
+
+use async_nats::jetstream::{self, kv, stream};
+
+use crate::{Error, Result};
+
+/// How many of the stream's servers keep a copy, at most: more would slow every write for
+/// no gain in a metrics cluster.
+const MAX_BUCKET_REPLICAS: usize = 3;
+
+/// Names the NATS server `js` is connected to, for messages.
+pub(super) fn server_label(js: &jetstream::Context) -> String {
+    let info = js.client().server_info();
+    if info.host.is_empty() {
+        "the NATS server".to_string()
+    } else {
+        format!("nats://{}:{}", info.host, info.port)
+    }
+}
+
+/// Opens the bucket `bucket`, creating its stream when there is none, replicated on as many
+/// servers as the cluster has, up to three. The count is found by asking: a server refuses
+/// a stream with more replicas than it has peers, and then one fewer is tried.
+///
+/// # Errors
+/// [`Error::Cluster`] when JetStream is unreachable or refuses the stream.
+pub(super) async fn open_bucket(js: &jetstream::Context, bucket: &str) -> Result<kv::Store> {
+    let at = server_label(js);
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        Error::Cluster(format!("{what} KV bucket {bucket} at {at}: {e}"))
+    };
+    let stream_name = format!("KV_{bucket}");
+    match js.get_stream(&stream_name).await {
+        Ok(_) => return js.get_key_value(bucket).await.map_err(|e| fail("open", &e)),
+        Err(e) if !is_not_found(&e) => return Err(fail("look up", &e)),
+        Err(_) => {}
+    }
+    let mut last_refusal = None;
+    for replicas in (1..=MAX_BUCKET_REPLICAS).rev() {
+        match js.create_stream(bucket_stream(bucket, replicas)).await {
+            Ok(_) => {
+                tracing::info!(bucket, replicas, "created the cluster bucket");
+                last_refusal = None;
+                break;
+            }
+            Err(e) if refused_for_peers(&e) => last_refusal = Some(e),
+            // Another node created it meanwhile (with the replicas it found): open that one.
+            Err(e) if already_exists(&e) => {
+                last_refusal = None;
+                break;
+            }
+            Err(e) => return Err(fail("create", &e)),
+        }
+    }
+    if let Some(e) = last_refusal {
+        return Err(fail("create", &e));
+    }
+    js.get_key_value(bucket).await.map_err(|e| fail("open", &e))
+}
+
+/// The stream behind KV bucket `bucket`, configured as async-nats configures a bucket with
+/// one value per key (leases and heartbeats need only their latest).
+fn bucket_stream(bucket: &str, replicas: usize) -> stream::Config {
+    stream::Config {
+        name: format!("KV_{bucket}"),
+        description: Some("tierdb cluster: settings, node heartbeats, partition leases".into()),
+        subjects: vec![format!("$KV.{bucket}.>")],
+        max_messages_per_subject: 1,
+        discard: stream::DiscardPolicy::New,
+        allow_rollup: true,
+        deny_delete: true,
+        deny_purge: false,
+        allow_direct: true,
+        storage: stream::StorageType::File,
+        num_replicas: replicas,
+        ..Default::default()
+    }
+}
+
+fn jetstream_code(
+    kind: &jetstream::context::CreateStreamErrorKind,
+) -> Option<jetstream::ErrorCode> {
+    match kind {
+        jetstream::context::CreateStreamErrorKind::JetStream(e) => Some(e.error_code()),
+        _ => None,
+    }
+}
+
+/// The server refused the replica count (too few peers, or not clustered at all).
+fn refused_for_peers(e: &jetstream::context::CreateStreamError) -> bool {
+    jetstream_code(&e.kind()).is_some_and(|code| {
+        [
+            jetstream::ErrorCode::CLUSTER_NO_PEERS,
+            jetstream::ErrorCode::INSUFFICIENT_RESOURCES,
+            jetstream::ErrorCode::STREAM_REPLICAS_NOT_SUPPORTED,
+        ]
+        .contains(&code)
+    })
+}
+
+fn already_exists(e: &jetstream::context::CreateStreamError) -> bool {
+    jetstream_code(&e.kind()) == Some(jetstream::ErrorCode::STREAM_NAME_EXIST)
+}
+
+fn is_not_found(e: &jetstream::context::GetStreamError) -> bool {
+    matches!(
+        e.kind(),
+        jetstream::context::GetStreamErrorKind::JetStream(e)
+            if e.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+    )
+}
+
+/// A cluster-wide count fixed by the first node (`config.partitions`, `config.replicas`):
+/// writes `wanted` when the key does not exist yet (create-only, so two first nodes cannot
+/// both win), else checks that the stored count is `wanted`. `what` names the count in
+/// messages ("partitions"); `sentence` words a mismatch from (stored, wanted).
+///
+/// # Errors
+/// [`Error::Cluster`] when the stored count differs, cannot be read, or NATS fails.
+pub(super) async fn fix_count(
+    store: &kv::Store,
+    key: &str,
+    wanted: u32,
+    at: &str,
+    sentence: impl Fn(u32, u32) -> String,
+) -> Result<()> {
+    let fail = |e: &dyn std::fmt::Display| {
+        Error::Cluster(format!("{key} in KV bucket {} at {at}: {e}", store.name))
+    };
+    match store
+        .create(key, wanted.to_string().into_bytes().into())
+        .await
+    {
+        Ok(_) => return Ok(()),
+        Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
+        Err(e) => return Err(fail(&e)),
+    }
+    let stored = store
+        .get(key)
+        .await
+        .map_err(|e| fail(&e))?
+        .ok_or_else(|| fail(&"created by another node, then deleted"))?;
+    let stored: u32 = std::str::from_utf8(&stored)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or_else(|| {
+            fail(&format!(
+                "not a count: {:?}",
+                String::from_utf8_lossy(&stored)
+            ))
+        })?;
+    if stored == wanted {
+        Ok(())
+    } else {
+        Err(Error::Cluster(format!(
+            "the cluster at {at} (KV bucket {}) {}",
+            store.name,
+            sentence(stored, wanted)
+        )))
+    }
+}

@@ -1,0 +1,239 @@
+//! What this node saw of the bucket: the last value and revision of every heartbeat and
+//! lease key, and when (on this node's monotonic clock) each last changed. Liveness comes
+//! from here: a key is live while its revision keeps changing, so no clock is compared
+//! across machines.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use super::balance::desired_owners;
+use super::records::{decode, Heartbeat, Key, LeaseRecord};
+use super::view::{ClusterView, Lease, NodeStatus, PartitionOwners};
+
+/// A key's last value, its revision, and when this node saw the revision change.
+#[derive(Clone, Debug)]
+pub(super) struct Seen<T> {
+    pub revision: u64,
+    pub value: T,
+    pub changed_at: Instant,
+}
+
+/// One change of a key, as the watcher or a read delivers it.
+#[derive(Clone, Debug)]
+pub(super) struct Change<'a> {
+    pub key: &'a str,
+    pub revision: u64,
+    /// `None` for a delete or purge marker.
+    pub value: Option<&'a [u8]>,
+}
+
+/// The bucket as this node last saw it.
+pub(super) struct Table {
+    /// This node's name: its own heartbeat doubles as the proof that the log is flowing.
+    me: String,
+    partitions: u32,
+    replicas: u32,
+    lease_timeout: Duration,
+    /// A gap this long between two sightings of this node's own heartbeat means the log
+    /// stalled (a NATS election, a lost connection) rather than that the others died.
+    stall: Duration,
+    nodes: BTreeMap<String, Seen<Heartbeat>>,
+    leases: BTreeMap<(u32, u32), Seen<LeaseRecord>>,
+    /// When this node's own heartbeat was last seen changing.
+    own_seen_at: Option<Instant>,
+    /// The last balance computed, with the live set it was computed for.
+    desired: Option<(Vec<String>, Vec<Vec<String>>)>,
+}
+
+impl Table {
+    /// An empty table for node `me` of a cluster of `partitions` × `replicas` slots.
+    pub(super) fn new(
+        me: &str,
+        partitions: u32,
+        replicas: u32,
+        heartbeat: Duration,
+        lease_timeout: Duration,
+    ) -> Table {
+        Table {
+            me: me.to_string(),
+            partitions,
+            replicas,
+            lease_timeout,
+            stall: heartbeat * 3,
+            nodes: BTreeMap::new(),
+            leases: BTreeMap::new(),
+            own_seen_at: None,
+            desired: None,
+        }
+    }
+
+    /// Takes in one change seen at `now`. Revisions older than the one known for the key
+    /// are ignored (the watcher may deliver a change after a read or write already showed a
+    /// newer one); the same revision again is not a change. A heartbeat or lease value this
+    /// version cannot read counts as a change all the same: the key is in use.
+    pub(super) fn apply(&mut self, change: Change<'_>, now: Instant) {
+        match Key::parse(change.key) {
+            Key::Node(name) => {
+                if self
+                    .nodes
+                    .get(&name)
+                    .is_some_and(|s| s.revision >= change.revision)
+                {
+                    return;
+                }
+                if name == self.me {
+                    self.own_heartbeat_seen(now);
+                }
+                let heartbeat = change.value.map(|v| {
+                    decode::<Heartbeat>(v).unwrap_or_else(|| {
+                        tracing::warn!(node = %name, "unreadable heartbeat; node shown without address");
+                        Heartbeat {
+                            http_addr: String::new(),
+                            start_id: String::new(),
+                            applied: BTreeMap::new(),
+                        }
+                    })
+                });
+                match heartbeat {
+                    Some(value) => {
+                        self.nodes.insert(
+                            name,
+                            Seen {
+                                revision: change.revision,
+                                value,
+                                changed_at: now,
+                            },
+                        );
+                    }
+                    // A node that left deleted its heartbeat: gone at once.
+                    None => {
+                        self.nodes.remove(&name);
+                    }
+                }
+            }
+            Key::Lease { partition, replica } => {
+                if partition >= self.partitions || replica >= self.replicas {
+                    return;
+                }
+                let known = self.leases.get(&(partition, replica));
+                if known.is_some_and(|s| s.revision >= change.revision) {
+                    return;
+                }
+                let known_epoch = known.map_or(0, |s| s.value.epoch);
+                let value = match change.value {
+                    Some(v) => decode::<LeaseRecord>(v).unwrap_or_else(|| {
+                        tracing::warn!(partition, replica, "unreadable lease; slot counted free");
+                        LeaseRecord {
+                            node: None,
+                            epoch: known_epoch,
+                        }
+                    }),
+                    // Slots are released by writing a free record; a deleted or purged one
+                    // (by hand) is free too, and keeps the epoch known here.
+                    None => LeaseRecord {
+                        node: None,
+                        epoch: known_epoch,
+                    },
+                };
+                self.leases.insert(
+                    (partition, replica),
+                    Seen {
+                        revision: change.revision,
+                        value,
+                        changed_at: now,
+                    },
+                );
+            }
+            Key::Other => {}
+        }
+    }
+
+    /// After a stall of the log as seen here, every key gets a fresh lease timeout: the
+    /// others' renewals were held up like ours, and are not evidence of death.
+    fn own_heartbeat_seen(&mut self, now: Instant) {
+        if let Some(last) = self.own_seen_at {
+            if now.saturating_duration_since(last) > self.stall {
+                tracing::info!(
+                    gap = ?now.saturating_duration_since(last),
+                    "the cluster log stalled; every node and lease gets a fresh timeout"
+                );
+                for seen in self.nodes.values_mut() {
+                    seen.changed_at = seen.changed_at.max(now);
+                }
+                for seen in self.leases.values_mut() {
+                    seen.changed_at = seen.changed_at.max(now);
+                }
+            }
+        }
+        self.own_seen_at = Some(now);
+    }
+
+    /// Replica slot `replica` of `partition`: its revision (`None` when never written) and
+    /// record.
+    pub(super) fn lease(&self, partition: u32, replica: u32) -> (Option<u64>, LeaseRecord) {
+        match self.leases.get(&(partition, replica)) {
+            Some(seen) => (Some(seen.revision), seen.value.clone()),
+            None => (None, LeaseRecord::FREE),
+        }
+    }
+
+    fn alive<T>(&self, seen: &Seen<T>, now: Instant) -> bool {
+        now.saturating_duration_since(seen.changed_at) < self.lease_timeout
+    }
+
+    /// The cluster as seen at `now`.
+    pub(super) fn view(&mut self, now: Instant) -> ClusterView {
+        let nodes: Vec<NodeStatus> = self
+            .nodes
+            .iter()
+            .map(|(name, seen)| NodeStatus {
+                name: name.clone(),
+                http_addr: seen.value.http_addr.clone(),
+                start_id: seen.value.start_id.clone(),
+                alive: self.alive(seen, now),
+                applied: seen.value.applied.clone(),
+            })
+            .collect();
+        let live: Vec<String> = nodes
+            .iter()
+            .filter(|n| n.alive)
+            .map(|n| n.name.clone())
+            .collect();
+        let desired = self.desired_for(live);
+        let node_alive = |name: &str| nodes.iter().any(|n| n.name == name && n.alive);
+        let partitions = (0..self.partitions)
+            .map(|p| PartitionOwners {
+                replicas: (0..self.replicas)
+                    .map(|r| {
+                        let seen = self.leases.get(&(p, r))?;
+                        let node = seen.value.node.clone()?;
+                        Some(Lease {
+                            alive: self.alive(seen, now) && node_alive(&node),
+                            node,
+                            epoch: seen.value.epoch,
+                        })
+                    })
+                    .collect(),
+                desired: desired[p as usize].clone(),
+            })
+            .collect();
+        ClusterView {
+            replicas: self.replicas,
+            nodes,
+            partitions,
+        }
+    }
+
+    /// The desired owners for the live set `live` (sorted), computed again only when the
+    /// live set changed.
+    fn desired_for(&mut self, live: Vec<String>) -> Vec<Vec<String>> {
+        match &self.desired {
+            Some((known, desired)) if *known == live => desired.clone(),
+            _ => {
+                let desired = desired_owners(&live, self.partitions, self.replicas);
+                self.desired = Some((live, desired.clone()));
+                desired
+            }
+        }
+    }
+}

@@ -1,0 +1,443 @@
+//! A clustered NATS JetStream on loopback for the cluster tests: [`NatsCluster::start`] runs
+//! `n` real `nats-server` processes (Debian's 2.9 at `/usr/sbin/nats-server`, or `$NATS_SERVER`)
+//! routed to each other, each with JetStream and a store directory of its own, and waits
+//! until JetStream answers (a meta leader is elected). Tests kill and restart servers by index
+//! to see what survives; every server still running is killed by pid when the cluster drops.
+//!
+//! ```ignore
+//! let cluster = NatsCluster::start(3).await;
+//! let js = cluster.jetstream().await;           // a client that knows every server
+//! let on_1 = cluster.client_on(1).await;        // connected to server 1 first
+//! cluster.kill(0);                              // SIGKILL, store dir kept
+//! cluster.restart(0).await;                     // same ports, same store dir
+//! ```
+//!
+//! When `nats-server` is missing, `scripts/install-test-deps.sh` installs it (Debian's
+//! `nats-server`; needs root or sudo), as the collectd test does for collectd.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream;
+
+use crate::support::file;
+use crate::support::process::Proc;
+
+/// Debian's nats-server; `$NATS_SERVER` overrides it.
+const DEFAULT_NATS_SERVER: &str = "/usr/sbin/nats-server";
+/// How long a started server may take to accept connections.
+const LISTEN_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long the servers may take to elect a JetStream meta leader and accept a replicated
+/// stream (several seconds on a loaded machine).
+const JETSTREAM_TIMEOUT: Duration = Duration::from_secs(60);
+/// Whole-cluster start attempts: a port picked free may be taken by another process before
+/// the server binds it, and then the cluster starts again on other ports.
+const START_ATTEMPTS: usize = 5;
+
+/// A running (or partly killed) NATS cluster; every server is SIGKILLed when it drops.
+pub struct NatsCluster {
+    /// The servers, by index; the index is stable across kill and restart.
+    servers: Vec<NatsServer>,
+    /// Holds every store directory and log; removed last (fields drop in order).
+    dir: tempfile::TempDir,
+}
+
+/// One server's fixed identity (kept across restarts) and its process when running.
+struct NatsServer {
+    name: String,
+    client: SocketAddr,
+    route: SocketAddr,
+    store: PathBuf,
+    /// Routes to every other server.
+    routes: String,
+    /// How many times it was started, to name its log files.
+    starts: usize,
+    process: Option<Proc>,
+}
+
+impl NatsCluster {
+    /// Starts `n` clustered JetStream servers on ephemeral loopback ports and returns once a
+    /// stream replicated on `min(3, n)` of them can be created.
+    ///
+    /// # Panics
+    /// When nats-server cannot be found or installed, or the cluster does not come up (the
+    /// message carries the servers' logs).
+    pub async fn start(n: usize) -> NatsCluster {
+        assert!(n >= 1, "a NATS cluster has at least one server");
+        let program = nats_server_program();
+        let mut last_failure = String::new();
+        for _ in 0..START_ATTEMPTS {
+            let mut cluster = NatsCluster::configure(n);
+            match cluster.launch_all(&program).await {
+                Ok(()) => {
+                    cluster.wait_jetstream().await;
+                    return cluster;
+                }
+                // A port was taken under us: try again on other ports.
+                Err(failure) => last_failure = failure,
+            }
+        }
+        panic!("the NATS cluster did not start after {START_ATTEMPTS} attempts:\n{last_failure}");
+    }
+
+    /// The client URLs of every server (`nats://127.0.0.1:PORT`), killed ones included.
+    pub fn urls(&self) -> Vec<String> {
+        (0..self.servers.len()).map(|i| self.url(i)).collect()
+    }
+
+    /// The client URL of server `i`.
+    pub fn url(&self, i: usize) -> String {
+        format!("nats://{}", self.servers[i].client)
+    }
+
+    /// The server name of server `i` (`n0`, `n1`, ...), as JetStream reports leaders.
+    pub fn name(&self, i: usize) -> &str {
+        &self.servers[i].name
+    }
+
+    /// The index of the server named `name`.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.servers.iter().position(|s| s.name == name)
+    }
+
+    /// How many servers the cluster has (running or not).
+    pub fn len(&self) -> usize {
+        self.servers.len()
+    }
+
+    /// A client that knows every server and reconnects to a live one when its server dies.
+    pub async fn client(&self) -> async_nats::Client {
+        async_nats::ConnectOptions::new()
+            .retry_on_initial_connect()
+            .connect(self.urls())
+            .await
+            .unwrap_or_else(|e| panic!("connect to {:?}: {e}", self.urls()))
+    }
+
+    /// A JetStream context on [`NatsCluster::client`].
+    pub async fn jetstream(&self) -> jetstream::Context {
+        jetstream::new(self.client().await)
+    }
+
+    /// A client connected to server `i` (which must be running), with the others in index
+    /// order after it to reconnect to: a test can then tell which server a client's
+    /// connection dies with.
+    pub async fn client_on(&self, i: usize) -> async_nats::Client {
+        let n = self.servers.len();
+        let urls: Vec<String> = (0..n).map(|k| self.url((i + k) % n)).collect();
+        let client = async_nats::ConnectOptions::new()
+            .retain_servers_order()
+            .connect(urls.clone())
+            .await
+            .unwrap_or_else(|e| panic!("connect to {urls:?}: {e}"));
+        assert_eq!(
+            client.server_info().server_name,
+            self.name(i),
+            "connected to another server than asked"
+        );
+        client
+    }
+
+    /// Kills server `i` with SIGKILL (no clean shutdown; its store directory stays). Does
+    /// nothing when it is not running.
+    pub fn kill(&mut self, i: usize) {
+        // Dropping the process sends SIGKILL to its pid and reaps it.
+        drop(self.servers[i].process.take());
+    }
+
+    /// Starts server `i` again after [`NatsCluster::kill`], on the same ports and store
+    /// directory, and waits until it accepts connections.
+    ///
+    /// # Panics
+    /// When it is still running, or does not come up (say its port was taken meanwhile).
+    pub async fn restart(&mut self, i: usize) {
+        assert!(
+            self.servers[i].process.is_none(),
+            "server {i} is still running"
+        );
+        let program = nats_server_program();
+        let logs = self.dir.path().to_path_buf();
+        let cluster = self.servers.len() > 1;
+        self.servers[i].launch(&program, &logs, cluster);
+        if let Err(failure) = self.servers[i].wait_listening().await {
+            panic!("restart of server {i} failed:\n{failure}");
+        }
+    }
+
+    /// Every running server's log, for failure messages.
+    pub fn diagnostics(&self) -> String {
+        self.servers
+            .iter()
+            .filter_map(|s| s.process.as_ref().map(Proc::diagnostics))
+            .collect()
+    }
+
+    /// Picks every server's ports (all held at once, so they differ) and store directory.
+    fn configure(n: usize) -> NatsCluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let listeners: Vec<(TcpListener, TcpListener)> =
+            (0..n).map(|_| (free_port(), free_port())).collect();
+        let addrs: Vec<(SocketAddr, SocketAddr)> = listeners
+            .iter()
+            .map(|(c, r)| (c.local_addr().unwrap(), r.local_addr().unwrap()))
+            .collect();
+        drop(listeners);
+        let servers = addrs
+            .iter()
+            .enumerate()
+            .map(|(i, &(client, route))| {
+                let routes = addrs
+                    .iter()
+                    .enumerate()
+                    .filter(|&(j, _)| j != i)
+                    .map(|(_, (_, r))| format!("nats://{r}"))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                let store = dir.path().join(format!("n{i}-store"));
+                std::fs::create_dir_all(&store).expect("store dir");
+                NatsServer {
+                    name: format!("n{i}"),
+                    client,
+                    route,
+                    store,
+                    routes,
+                    starts: 0,
+                    process: None,
+                }
+            })
+            .collect();
+        NatsCluster { servers, dir }
+    }
+
+    /// Starts every server, then waits until each accepts connections.
+    async fn launch_all(&mut self, program: &Path) -> Result<(), String> {
+        let logs = self.dir.path().to_path_buf();
+        let cluster = self.servers.len() > 1;
+        for server in &mut self.servers {
+            server.launch(program, &logs, cluster);
+        }
+        for server in &mut self.servers {
+            server.wait_listening().await?;
+        }
+        Ok(())
+    }
+
+    /// Creates and deletes a probe stream replicated on `min(3, n)` servers until that
+    /// works: then a meta leader is elected and enough servers joined JetStream.
+    async fn wait_jetstream(&self) {
+        let js = self.jetstream().await;
+        let replicas = self.servers.len().min(3);
+        let started = Instant::now();
+        let mut last_error = String::new();
+        while started.elapsed() < JETSTREAM_TIMEOUT {
+            let probe = jetstream::stream::Config {
+                name: "harness_probe".to_string(),
+                subjects: vec!["harness.probe".to_string()],
+                num_replicas: replicas,
+                ..Default::default()
+            };
+            match js.create_stream(probe).await {
+                Ok(_) => match js.delete_stream("harness_probe").await {
+                    Ok(_) => return,
+                    Err(e) => last_error = format!("delete probe stream: {e}"),
+                },
+                Err(e) => last_error = format!("create probe stream: {e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        panic!(
+            "JetStream not ready after {JETSTREAM_TIMEOUT:?} (last: {last_error})\n{}",
+            self.diagnostics()
+        );
+    }
+}
+
+impl NatsServer {
+    /// Spawns the server; its stderr goes to a log file per start.
+    fn launch(&mut self, program: &Path, logs: &Path, cluster: bool) {
+        let log = logs.join(format!("{}.{}.log", self.name, self.starts));
+        self.starts += 1;
+        let mut command = Command::new(program);
+        command
+            .args(["-a", "127.0.0.1", "-p"])
+            .arg(self.client.port().to_string())
+            .args(["-n", &self.name, "-js", "-sd"])
+            .arg(&self.store);
+        if cluster {
+            command
+                .args(["--cluster_name", "tierdb-test", "--cluster"])
+                .arg(format!("nats://{}", self.route))
+                .args(["--routes", &self.routes]);
+        }
+        command
+            .stdin(Stdio::null())
+            .stdout(file(&logs.join(format!("{}.stdout", self.name))))
+            .stderr(file(&log));
+        self.process = Some(Proc::spawn(&self.name, &mut command, vec![log], false));
+    }
+
+    /// Waits until the client port accepts connections; an error (with the log) when the
+    /// server exits first or takes longer than [`LISTEN_TIMEOUT`].
+    async fn wait_listening(&mut self) -> Result<(), String> {
+        let started = Instant::now();
+        let process = self.process.as_mut().expect("launched");
+        loop {
+            if let Some(status) = process.try_wait() {
+                return Err(format!(
+                    "{} exited with {status}\n{}",
+                    self.name,
+                    process.diagnostics()
+                ));
+            }
+            let connect = tokio::net::TcpStream::connect(self.client);
+            if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_millis(200), connect).await {
+                return Ok(());
+            }
+            if started.elapsed() > LISTEN_TIMEOUT {
+                return Err(format!(
+                    "{} not listening on {} after {LISTEN_TIMEOUT:?}\n{}",
+                    self.name,
+                    self.client,
+                    process.diagnostics()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// A loopback listener on a port the system picked; closed by the caller before the server
+/// binds the port.
+fn free_port() -> TcpListener {
+    TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0")
+}
+
+/// The nats-server program: `$NATS_SERVER`, else Debian's, installed by
+/// `scripts/install-test-deps.sh` when missing.
+fn nats_server_program() -> PathBuf {
+    if let Some(program) = std::env::var_os("NATS_SERVER") {
+        let program = PathBuf::from(program);
+        assert!(
+            program.exists(),
+            "NATS_SERVER={} does not exist",
+            program.display()
+        );
+        return program;
+    }
+    let program = PathBuf::from(DEFAULT_NATS_SERVER);
+    if !program.exists() {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-test-deps.sh");
+        let status = Command::new("bash").arg(&script).status();
+        eprintln!(
+            "nats-server was missing; ran {}: {status:?}",
+            script.display()
+        );
+    }
+    assert!(
+        program.exists(),
+        "{DEFAULT_NATS_SERVER} not found: run `bash scripts/install-test-deps.sh` to install \
+         Debian's nats-server, or set NATS_SERVER to a nats-server 2.9 or newer"
+    );
+    program
+}
+
+/// Retries `publish` of `payload` on `subject` until JetStream acknowledges it or `timeout`
+/// passes; returns the acknowledged stream sequence.
+///
+/// # Panics
+/// Past `timeout`, with the last error.
+pub async fn publish_until_acked(
+    js: &jetstream::Context,
+    subject: &str,
+    payload: &'static [u8],
+    timeout: Duration,
+) -> u64 {
+    let started = Instant::now();
+    loop {
+        let error = match js.publish(subject.to_string(), payload.into()).await {
+            Ok(ack) => match ack.await {
+                Ok(ack) => return ack.sequence,
+                Err(e) => format!("ack: {e}"),
+            },
+            Err(e) => format!("publish: {e}"),
+        };
+        assert!(
+            started.elapsed() < timeout,
+            "no ack for {subject} within {timeout:?}: {error}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The harness itself: three routed servers keep an R=3 stream writable when its leader is
+/// killed, and the killed server comes back on its ports and store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_cluster_survives_its_stream_leader() {
+    let mut cluster = NatsCluster::start(3).await;
+    assert_eq!(cluster.len(), 3);
+    let js = cluster.jetstream().await;
+    let mut stream = js
+        .create_stream(jetstream::stream::Config {
+            name: "harness".to_string(),
+            subjects: vec!["harness.>".to_string()],
+            num_replicas: 3,
+            ..Default::default()
+        })
+        .await
+        .expect("create an R=3 stream");
+    let first = publish_until_acked(&js, "harness.a", b"one", Duration::from_secs(10)).await;
+    assert_eq!(first, 1);
+
+    let info = stream.info().await.expect("stream info").clone();
+    let cluster_info = info
+        .cluster
+        .expect("a replicated stream reports its cluster");
+    let leader = cluster_info.leader.expect("the stream has a leader");
+    let killed = cluster
+        .index_of(&leader)
+        .unwrap_or_else(|| panic!("leader {leader:?} is not one of our servers"));
+    assert_eq!(cluster.name(killed), leader);
+    cluster.kill(killed);
+
+    // The client reconnects to a survivor and the two survivors elect a new leader.
+    let second = publish_until_acked(&js, "harness.b", b"two", Duration::from_secs(30)).await;
+    assert_eq!(
+        second, 2,
+        "the killed leader's write is kept, the next one follows it"
+    );
+    let info = stream
+        .info()
+        .await
+        .expect("stream info after the kill")
+        .clone();
+    let new_leader = info.cluster.and_then(|c| c.leader).expect("a new leader");
+    assert_ne!(new_leader, leader, "the killed server cannot lead");
+    assert_eq!(info.state.messages, 2);
+
+    // Back on the same ports and store: it catches up and the stream is whole again.
+    cluster.restart(killed).await;
+    let started = Instant::now();
+    loop {
+        let info = stream
+            .info()
+            .await
+            .expect("stream info after restart")
+            .clone();
+        let replicas = info.cluster.map(|c| c.replicas).unwrap_or_default();
+        let current = replicas
+            .iter()
+            .filter(|r| r.name == leader && r.current)
+            .count();
+        if current == 1 {
+            break;
+        }
+        assert!(
+            started.elapsed() < JETSTREAM_TIMEOUT,
+            "restarted {leader} never caught up: {replicas:?}\n{}",
+            cluster.diagnostics()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
