@@ -94,6 +94,18 @@ pub struct Listen {
     pub connections: serve::ConnectionLimits,
 }
 
+impl Listen {
+    /// The server's limits these flags set.
+    pub fn limits(&self) -> crate::server::Limits {
+        crate::server::Limits {
+            max_series: (self.max_series > 0).then_some(self.max_series),
+            max_read_values: self.max_read_values,
+            name_cache_bytes: self.name_cache_bytes,
+            ..self.connections.limits()
+        }
+    }
+}
+
 /// Which tier, range and display a read uses (`query`, `aggregate`, `plot`).
 #[derive(Args, Debug, Clone)]
 pub struct Window {

@@ -12,8 +12,11 @@
 
 pub mod apply;
 pub mod batch;
+pub mod edge;
 pub mod log;
+pub mod node;
 pub mod ownership;
+pub mod peer;
 pub mod wire;
 
 pub use batch::{BatchSample, BatchSeries, SampleBatch};

@@ -412,8 +412,8 @@ struct ReadParams {
     max_points: Option<u32>,
 }
 
-fn read_params(engine: &crate::Engine, params: &Params) -> Result<ReadParams, ApiError> {
-    let now = engine.now();
+fn read_params(state: &State, params: &Params) -> Result<ReadParams, ApiError> {
+    let now = state.now();
     let time = |key: &str, default: i64| -> Result<i64, ApiError> {
         match params.get(key) {
             Some(text) => {
@@ -426,9 +426,9 @@ fn read_params(engine: &crate::Engine, params: &Params) -> Result<ReadParams, Ap
     let from = time("from", to.saturating_sub(3600))?;
     let tier = TierChoice::from(params.get("tier").unwrap_or("auto"));
     if let TierChoice::Named(name) = &tier {
-        if engine.config().tier_index(name).is_none() {
-            let known: Vec<&str> = engine
-                .config()
+        if state.tiers().tier_index(name).is_none() {
+            let known: Vec<&str> = state
+                .tiers()
                 .tiers
                 .iter()
                 .map(|t| t.name.as_str())
@@ -472,8 +472,7 @@ async fn query(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let params = Params::query(raw.as_deref());
-    let engine = &state.engine;
-    let read = read_params(engine, &params)?;
+    let read = read_params(&state, &params)?;
     let query = Query {
         series: series_param(&params)?,
         tier: read.tier,
@@ -483,7 +482,7 @@ async fn query(
         step: read.step,
         max_points: read.max_points,
     };
-    let engine = Arc::clone(engine);
+    let engine = Arc::clone(state.engine("/api/v1/query")?);
     let result = blocking(move || engine.query(&query)).await?;
     match params.get("format").unwrap_or("json") {
         "json" => Ok(Json(result).into_response()),
@@ -506,8 +505,7 @@ async fn aggregate(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let params = Params::query(raw.as_deref());
-    let engine = &state.engine;
-    let read = read_params(engine, &params)?;
+    let read = read_params(&state, &params)?;
     let aggregation = params
         .get("agg")
         .unwrap_or("sum")
@@ -539,7 +537,7 @@ async fn aggregate(
         max_points: read.max_points,
         whole_range,
     };
-    let engine = Arc::clone(engine);
+    let engine = Arc::clone(state.engine("/api/v1/aggregate")?);
     let budget = Arc::new(ReadBudget::new(state.limits.max_read_values));
     let read_budget = Arc::clone(&budget);
     let result = blocking(move || engine.reader().aggregate_within(&query, &read_budget));
@@ -555,7 +553,7 @@ async fn series(
 ) -> Result<Response, ApiError> {
     let params = Params::query(raw.as_deref());
     let selector = selector_param(&params)?;
-    let engine = Arc::clone(&state.engine);
+    let engine = Arc::clone(state.engine("/api/v1/series")?);
     let names: Vec<String> = blocking(move || {
         Ok(engine
             .registry()
@@ -568,7 +566,7 @@ async fn series(
 /// The engine's stats, taken on the blocking pool: they wait for the counter table's lock,
 /// which a batch of counter samples holds while it is stored.
 async fn engine_stats(state: &State) -> Result<crate::EngineStats, ApiError> {
-    let engine = Arc::clone(&state.engine);
+    let engine = Arc::clone(state.engine("this endpoint")?);
     blocking(move || Ok(engine.stats())).await
 }
 

@@ -36,7 +36,7 @@ pub(super) async fn render(
 ) -> std::result::Result<Response, ApiError> {
     let params = Params::query_and_form(raw.as_deref(), &headers, &body)?;
     params.require_format("json")?;
-    let engine = Arc::clone(&state.engine);
+    let engine = Arc::clone(state.engine("/render")?);
     let now = engine.now();
     let time = |key: &str, default: &str| {
         let text = params.get(key).unwrap_or(default);
@@ -88,7 +88,7 @@ pub(super) async fn find(
         .get("query")
         .ok_or_else(|| ApiError::BadRequest("query: missing (query=servers.*)".into()))?
         .to_owned();
-    let engine = Arc::clone(&state.engine);
+    let engine = Arc::clone(state.engine("/metrics/find")?);
     let budget = Arc::new(ReadBudget::new(state.limits.max_read_values));
     let read_budget = Arc::clone(&budget);
     let nodes = blocking(move || {
