@@ -39,11 +39,11 @@ use std::str::FromStr;
 use rayon::prelude::*;
 
 use crate::bucket::Bucket;
-use crate::config::TierSpec;
+use crate::config::{TierSpec, TiersConfig};
 use crate::query::{Display, PointGrid, TierChoice, MAX_QUERY_POINTS};
 use crate::reader::Reader;
 use crate::registry::Selector;
-use crate::time::{Span, Timestamp};
+use crate::time::{window_start, Span, Timestamp};
 use crate::{Error, ReadBudget, Result};
 
 /// How the series of one group are folded into one value per point.
@@ -232,6 +232,30 @@ pub struct AggregatePlan {
 }
 
 impl AggregatePlan {
+    /// The plan of `query` with `tiers` at `now`: the tier chosen, the grid and the tier's
+    /// window fixed, so every engine that reads with the plan reads that grid, whatever its
+    /// own clock says. A cluster node with no engine plans from its tiers and clock.
+    ///
+    /// # Errors
+    /// As [`Reader::plan_aggregate`].
+    pub fn new(tiers: &TiersConfig, now: Timestamp, query: &AggregateQuery) -> Result<AggregatePlan> {
+        let tier = tiers.choose_tier(&query.tier, query.from, query.to, query.max_points, now)?;
+        let spec = &tiers.tiers[tier];
+        let step = (!query.whole_range).then(|| query.step.unwrap_or(spec.resolution));
+        Ok(AggregatePlan {
+            selector: query.selector.clone(),
+            group_by: query.group_by.clone(),
+            aggregation: query.aggregation,
+            display: query.display,
+            tier: spec.name.clone(),
+            from: query.from,
+            to: query.to,
+            step,
+            window: window_start(now, spec.retention, spec.period),
+            grid: AggregatePlan::grid_of(spec, query.from, query.to, step)?,
+        })
+    }
+
     /// The tier read.
     pub fn tier(&self) -> &str {
         &self.tier
@@ -460,21 +484,7 @@ impl Reader<'_> {
     /// [`Error::UnknownTier`], or [`Error::InvalidQuery`] for an empty range, a step that is
     /// not a multiple of the tier's resolution, or more than [`MAX_QUERY_POINTS`] points.
     pub fn plan_aggregate(&self, query: &AggregateQuery) -> Result<AggregatePlan> {
-        let tier = self.choose_tier(&query.tier, query.from, query.to, query.max_points)?;
-        let spec = &self.config().tiers[tier];
-        let step = (!query.whole_range).then(|| query.step.unwrap_or(spec.resolution));
-        Ok(AggregatePlan {
-            selector: query.selector.clone(),
-            group_by: query.group_by.clone(),
-            aggregation: query.aggregation,
-            display: query.display,
-            tier: spec.name.clone(),
-            from: query.from,
-            to: query.to,
-            step,
-            window: self.window_start(tier, self.now()),
-            grid: AggregatePlan::grid_of(spec, query.from, query.to, step)?,
-        })
+        AggregatePlan::new(self.config(), self.now(), query)
     }
 
     /// The series of this engine `plan` selects, grouped and folded into one row of

@@ -496,6 +496,22 @@ struct SampleLimits {
     known_series: usize,
 }
 
+/// The first and last second a sample may have at `now` with `config`: the earliest second
+/// any tier holds, and now + `future_bound`. A cluster node checks the same bounds before it
+/// publishes (src/cluster/edge.rs), so a sample is refused for the same reason either way.
+pub(crate) fn accepted_times(config: &TiersConfig, now: Timestamp) -> (Timestamp, Timestamp) {
+    let oldest = config
+        .tiers
+        .iter()
+        .map(|t| window_start(now, t.retention, t.period))
+        .min()
+        .unwrap_or(Timestamp::MIN);
+    (
+        oldest,
+        now.saturating_add(config.engine.future_bound.secs() as i64),
+    )
+}
+
 impl SampleLimits {
     #[inline]
     fn check(&self, sample: &Sample) -> std::result::Result<(), RejectReason> {
@@ -971,17 +987,10 @@ impl Engine {
 
     /// The per-sample limits at `now`, without allocating (the single-record path).
     fn limits(&self, now: Timestamp) -> SampleLimits {
-        let oldest = self
-            .shared
-            .config
-            .tiers
-            .iter()
-            .map(|t| window_start(now, t.retention, t.period))
-            .min()
-            .unwrap_or(Timestamp::MIN);
+        let (oldest, newest) = accepted_times(&self.shared.config, now);
         SampleLimits {
             oldest,
-            newest: now.saturating_add(self.shared.config.engine.future_bound.secs() as i64),
+            newest,
             known_series: self.shared.registry.len(),
         }
     }
@@ -1121,6 +1130,40 @@ pub struct EngineStats {
     pub tiers: Vec<TierStats>,
     /// Tier directories on disk that the configuration no longer names.
     pub orphaned_tiers: Vec<String>,
+}
+
+impl EngineStats {
+    /// Adds `other`'s counts to these: what a cluster node reports for the partitions it
+    /// applies, each an engine of its own with the same tiers. Files, bytes, series and
+    /// counters add up; a tier's oldest period is the oldest of both, its newest the newest.
+    pub fn absorb(&mut self, other: &EngineStats) {
+        self.series += other.series;
+        self.counters += other.counters;
+        self.accepted += other.accepted;
+        for &(reason, n) in &other.rejected {
+            match self.rejected.iter_mut().find(|(r, _)| *r == reason) {
+                Some((_, total)) => *total += n,
+                None => self.rejected.push((reason, n)),
+            }
+        }
+        self.on_demand_creations += other.on_demand_creations;
+        self.maintenance_failures += other.maintenance_failures;
+        if self.maintenance_error.is_none() {
+            self.maintenance_error.clone_from(&other.maintenance_error);
+        }
+        for theirs in &other.tiers {
+            let Some(ours) = self.tiers.iter_mut().find(|t| t.name == theirs.name) else {
+                self.tiers.push(theirs.clone());
+                continue;
+            };
+            ours.disk.absorb(&theirs.disk);
+        }
+        for orphan in &other.orphaned_tiers {
+            if !self.orphaned_tiers.contains(orphan) {
+                self.orphaned_tiers.push(orphan.clone());
+            }
+        }
+    }
 }
 
 /// One tier in [`EngineStats`].

@@ -16,7 +16,11 @@ use async_nats::jetstream::{self, consumer, stream, Context};
 use bytes::Bytes;
 use futures_util::StreamExt;
 
+use super::streams;
 use crate::{Error, Result};
+
+/// Servers holding each message at most: more would slow every publish for no gain.
+const MAX_REPLICAS: usize = 3;
 
 /// The stream's name.
 pub const STREAM: &str = "TIERDB_INGEST";
@@ -39,7 +43,8 @@ pub struct LogRetention {
     pub max_age: Duration,
     /// Bytes kept, `None` for no bound (default 10 GiB).
     pub max_bytes: Option<u64>,
-    /// Servers holding each message: at most the number of NATS servers, and at most 3.
+    /// Servers holding each message, at most 3; 0 (the default): as many as the NATS
+    /// cluster has, up to 3.
     pub replicas: usize,
 }
 
@@ -48,7 +53,7 @@ impl Default for LogRetention {
         LogRetention {
             max_age: Duration::from_secs(24 * 3600),
             max_bytes: Some(10 << 30),
-            replicas: 1,
+            replicas: 0,
         }
     }
 }
@@ -66,11 +71,24 @@ impl IngestLog {
     /// # Errors
     /// [`Error::Cluster`] when JetStream refuses or does not answer.
     pub async fn open(js: Context, retention: &LogRetention) -> Result<IngestLog> {
-        let config = stream::Config {
+        let fail = |what: &str, e: &dyn std::fmt::Display| {
+            Error::Cluster(format!("{what} the stream {STREAM}: {e}"))
+        };
+        match js.get_stream(STREAM).await {
+            Ok(_) => return Ok(IngestLog { js }),
+            Err(e) if !streams::is_not_found(&e) => return Err(fail("looking up", &e)),
+            Err(_) => {}
+        }
+        let max_replicas = match retention.replicas {
+            0 => MAX_REPLICAS,
+            n => n.min(MAX_REPLICAS),
+        };
+        let config = |replicas| stream::Config {
             name: STREAM.to_string(),
+            description: Some("tierdb cluster: sample batches, a subject per partition".into()),
             subjects: vec!["tierdb.ingest.>".to_string()],
             storage: stream::StorageType::File,
-            num_replicas: retention.replicas.clamp(1, 3),
+            num_replicas: replicas,
             duplicate_window: DUPLICATE_WINDOW,
             max_age: retention.max_age,
             max_bytes: retention
@@ -79,9 +97,10 @@ impl IngestLog {
             discard: stream::DiscardPolicy::Old,
             ..Default::default()
         };
-        js.get_or_create_stream(config)
+        let replicas = streams::create_replicated(&js, max_replicas, config)
             .await
-            .map_err(|e| Error::Cluster(format!("opening the stream {STREAM}: {e}")))?;
+            .map_err(|e| fail("creating", &e))?;
+        tracing::info!(?replicas, "opened the ingest log");
         Ok(IngestLog { js })
     }
 

@@ -30,6 +30,8 @@ use crate::query::{Query, TierChoice};
 use crate::reader::Reader;
 use crate::registry::Selector;
 use crate::render::{merge_nodes, FindNode, Finder};
+use crate::config::TiersConfig;
+use crate::time::Timestamp;
 use crate::{ReadBudget, Result};
 
 /// An owner's answer with the values it charged for it, so the asker can charge them to the
@@ -147,16 +149,16 @@ pub fn merge_series(parts: impl IntoIterator<Item = Vec<String>>) -> Vec<String>
     keys
 }
 
-/// `query` with the tier the asker's clock chooses for it named, so the owner it is sent to
-/// reads that tier whatever its own clock says (`auto` depends on the time: which tiers
-/// still reach back to `from`).
+/// `query` with the tier the asker's clock chooses for it (with `tiers` at `now`) named, so
+/// the owner it is sent to reads that tier whatever its own clock says (`auto` depends on
+/// the time: which tiers still reach back to `from`).
 ///
 /// # Errors
 /// [`crate::Error::UnknownTier`] for a tier name the asker does not have.
-pub fn pinned_query(reader: &Reader<'_>, query: &Query) -> Result<Query> {
-    let tier = reader.choose_tier(&query.tier, query.from, query.to, query.max_points)?;
+pub fn pinned_query(tiers: &TiersConfig, now: Timestamp, query: &Query) -> Result<Query> {
+    let tier = tiers.choose_tier(&query.tier, query.from, query.to, query.max_points, now)?;
     Ok(Query {
-        tier: TierChoice::Named(reader.config().tiers[tier].name.clone()),
+        tier: TierChoice::Named(tiers.tiers[tier].name.clone()),
         ..query.clone()
     })
 }

@@ -571,7 +571,7 @@ fn a_pinned_query_names_the_askers_tier() {
     let cluster = Cluster::build(1, &[(0, None, None, false)], &[(0, 60, 4)]);
     let reader = cluster.single.reader();
     let query = crate::Query::new("cpu", NOW - 10 * DAY, NOW);
-    let pinned = pinned_query(&reader, &query).unwrap();
+    let pinned = pinned_query(reader.config(), reader.now(), &query).unwrap();
     assert_eq!(pinned.tier, TierChoice::Named("1h".into()));
     assert_eq!(
         cluster.parts[0].query(&pinned).unwrap(),

@@ -1,0 +1,286 @@
+//! Three `tierdb serve --cluster` processes on a real three-server NATS JetStream cluster on
+//! loopback: a known workload fed through different nodes and protocols is answered by every
+//! node exactly as the naive model says, and a node killed with SIGKILL under write load
+//! and restarted on its disk loses nothing and doubles nothing of what was acknowledged.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::nats::NatsCluster;
+use crate::support::file;
+use crate::support::http::{get_json, percent_encode, request};
+use crate::support::process::{tierdb_command, Addrs, Proc};
+
+/// How long the cluster may take to give every partition a caught-up owner, and a write to
+/// become readable everywhere (generous: six processes share two cores).
+const SETTLE: Duration = Duration::from_secs(90);
+
+/// One tierdb node: its process, addresses, name and data directory (kept across restarts).
+struct Node {
+    name: String,
+    dir: PathBuf,
+    logs: PathBuf,
+    starts: usize,
+    proc: Option<Proc>,
+    addrs: Option<Addrs>,
+}
+
+impl Node {
+    fn start(&mut self, urls: &str) {
+        self.starts += 1;
+        let log = self.logs.join(format!("{}-{}.log", self.name, self.starts));
+        let mut command = tierdb_command("serve", &self.dir);
+        command
+            .args(["--cluster", urls, "--node", &self.name])
+            .args(["--lease-timeout", "3s"])
+            .env("RUST_LOG", "tierdb=info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(file(&log));
+        let mut proc = Proc::spawn(&format!("tierdb {}", self.name), &mut command, vec![log], false);
+        self.addrs = Some(proc.wait_ready());
+        self.proc = Some(proc);
+    }
+
+    fn http(&self) -> SocketAddr {
+        self.addrs.as_ref().expect("node running").http
+    }
+
+    fn graphite(&self) -> SocketAddr {
+        self.addrs.as_ref().expect("node running").graphite_tcp
+    }
+
+    fn kill(&mut self) {
+        // Dropping a Proc sends SIGKILL and reaps it.
+        drop(self.proc.take());
+        self.addrs = None;
+    }
+}
+
+fn nodes(count: usize, root: &Path) -> Vec<Node> {
+    (0..count)
+        .map(|i| Node {
+            name: format!("node{i}"),
+            dir: root.join(format!("node{i}")),
+            logs: root.to_path_buf(),
+            starts: 0,
+            proc: None,
+            addrs: None,
+        })
+        .collect()
+}
+
+/// Polls `check` until it returns `Ok`, or panics with its last error after [`SETTLE`].
+fn eventually<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        match check() {
+            Ok(value) => return value,
+            Err(e) if Instant::now() > deadline => panic!("{what}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(250)),
+        }
+    }
+}
+
+/// The last whole hour before now: inside every default tier's window.
+fn hour_start() -> i64 {
+    let now = chrono::Utc::now().timestamp();
+    now - now % 3600 - 3600
+}
+
+/// `series` name of workload series `i`, the protocol it is sent with and its samples.
+fn workload(start: i64) -> Vec<(String, Vec<(i64, f64)>)> {
+    (0..30)
+        .map(|i| {
+            let samples = (0..60)
+                .map(|j| (start + j * 60 + (i % 7), i as f64 * 1.5 + j as f64 * 0.25))
+                .collect();
+            (format!("cluster.s{i:02}.value"), samples)
+        })
+        .collect()
+}
+
+fn send_graphite(addr: SocketAddr, series: &[(String, Vec<(i64, f64)>)]) {
+    let mut stream = TcpStream::connect(addr).expect("graphite connect");
+    let mut text = String::new();
+    for (name, samples) in series {
+        for (ts, value) in samples {
+            text.push_str(&format!("{name} {value} {ts}\n"));
+        }
+    }
+    stream.write_all(text.as_bytes()).expect("graphite write");
+}
+
+fn send_json(addr: SocketAddr, series: &[(String, Vec<(i64, f64)>)]) -> u16 {
+    let body: Vec<Value> = series
+        .iter()
+        .flat_map(|(name, samples)| {
+            samples
+                .iter()
+                .map(move |(ts, value)| serde_json::json!({"series": name, "ts": ts, "value": value}))
+        })
+        .collect();
+    let (status, text) = request(
+        addr,
+        "POST",
+        "/api/v1/write",
+        &[("Content-Type", "application/json")],
+        serde_json::to_string(&body).unwrap().as_bytes(),
+    );
+    assert!(status == 204 || status >= 500, "json write: {status} {text}");
+    status
+}
+
+fn send_influx(addr: SocketAddr, series: &[(String, Vec<(i64, f64)>)]) {
+    // Influx names a series measurement.field: "cluster.sNN" + field "value".
+    let mut text = String::new();
+    for (name, samples) in series {
+        let measurement = name.strip_suffix(".value").unwrap();
+        for (ts, value) in samples {
+            text.push_str(&format!("{measurement} value={value} {ts}\n"));
+        }
+    }
+    let (status, body) = request(addr, "POST", "/write?precision=s", &[], text.as_bytes());
+    assert_eq!(status, 204, "influx write: {body}");
+}
+
+/// Every point of `series` over the hour at 1m, as (count, avg) per minute, from `node`,
+/// waiting for the owners to have applied everything acknowledged so far.
+fn minute_points(node: SocketAddr, series: &str, start: i64, display: &str) -> Result<Value, String> {
+    let path = format!(
+        "/api/v1/query?series={}&from={start}&to={}&tier=1m&display={display}&consistency=strong",
+        percent_encode(series),
+        start + 3600
+    );
+    Ok(get_json(node, &path)?["points"].clone())
+}
+
+#[test]
+fn three_nodes_answer_like_one_and_a_killed_node_loses_nothing() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let nats = runtime.block_on(NatsCluster::start(3));
+    let urls = nats.urls().join(",");
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = nodes(3, root.path());
+    for node in &mut cluster {
+        node.start(&urls);
+    }
+
+    // Every node sees every partition owned by a live node.
+    for node in &cluster {
+        eventually("every partition owned", || {
+            let status = get_json(node.http(), "/api/v1/cluster")?;
+            let owned = status["partitions"]
+                .as_array()
+                .ok_or("no partitions")?
+                .iter()
+                .filter(|p| p["serving"].as_str().is_some())
+                .count();
+            (owned == 16).then_some(()).ok_or(format!("{owned} of 16 served: {status}"))
+        });
+    }
+
+    let start = hour_start();
+    let series = workload(start);
+    send_graphite(cluster[0].graphite(), &series[0..10]);
+    send_influx(cluster[1].http(), &series[10..20]);
+    assert_eq!(send_json(cluster[2].http(), &series[20..30]), 204);
+
+    // The naive model: per series and minute, the samples' count and mean.
+    for (name, samples) in &series {
+        let mut model: BTreeMap<i64, (u64, f64)> = BTreeMap::new();
+        for &(ts, value) in samples {
+            let entry = model.entry(ts - ts.rem_euclid(60)).or_default();
+            entry.0 += 1;
+            entry.1 += value;
+        }
+        let expected_counts: Vec<Value> = (0..60)
+            .map(|m| {
+                let minute = start + m * 60;
+                serde_json::json!([minute, model.get(&minute).map(|c| c.0 as f64)])
+            })
+            .collect();
+        let expected_avgs: Vec<Value> = (0..60)
+            .map(|m| {
+                let minute = start + m * 60;
+                serde_json::json!([minute, model.get(&minute).map(|c| c.1 / c.0 as f64)])
+            })
+            .collect();
+        for node in &cluster {
+            // Graphite is not acknowledged: wait until its samples are in.
+            eventually(&format!("{name} counts on {}", node.name), || {
+                let counts = minute_points(node.http(), name, start, "count")?;
+                (counts == Value::Array(expected_counts.clone()))
+                    .then_some(())
+                    .ok_or(format!("{counts}"))
+            });
+            let avgs = minute_points(node.http(), name, start, "avg").unwrap();
+            assert_eq!(avgs, Value::Array(expected_avgs.clone()), "{name} on {}", node.name);
+        }
+    }
+
+    // Aggregates and listings: the same answer on every node, equal to the model.
+    let total: f64 = series.iter().flat_map(|(_, s)| s.iter().map(|&(_, v)| v)).sum();
+    let aggregate = format!(
+        "/api/v1/aggregate?match=cluster.*&agg=sum&display=total&range=whole&tier=1h&from={start}&to={}",
+        start + 3600
+    );
+    let answers: Vec<Value> = cluster
+        .iter()
+        .map(|node| get_json(node.http(), &aggregate).unwrap())
+        .collect();
+    let sum = answers[0]["groups"][0]["points"][0][1].as_f64().unwrap();
+    assert!((sum - total).abs() < 1e-6 * total, "sum {sum} vs model {total}");
+    assert!(answers.iter().all(|a| a == &answers[0]), "{answers:?}");
+    let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
+    for node in &cluster {
+        let listed = get_json(node.http(), "/api/v1/series?match=cluster.*").unwrap();
+        assert_eq!(listed["series"], serde_json::json!(names), "{}", node.name);
+    }
+
+    // Kill -9 one node under write load, restart it: every acknowledged sample counted once.
+    let stop = Arc::new(AtomicBool::new(false));
+    let acknowledged = Arc::new(AtomicU64::new(0));
+    let targets = [cluster[0].http(), cluster[2].http()];
+    let writer = {
+        let (stop, acknowledged) = (Arc::clone(&stop), Arc::clone(&acknowledged));
+        std::thread::spawn(move || {
+            let mut round = 0i64;
+            while !stop.load(Ordering::Relaxed) {
+                let batch: Vec<(String, Vec<(i64, f64)>)> = (0..20)
+                    .map(|i| (format!("load.s{i:02}"), vec![(start + (round % 3600), 1.0)]))
+                    .collect();
+                if send_json(targets[(round % 2) as usize], &batch) == 204 {
+                    acknowledged.fetch_add(20, Ordering::Relaxed);
+                }
+                round += 1;
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    cluster[1].kill();
+    std::thread::sleep(Duration::from_secs(2));
+    cluster[1].start(&urls);
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    let acknowledged = acknowledged.load(Ordering::Relaxed);
+    assert!(acknowledged > 0, "no write was acknowledged");
+    let count = format!(
+        "/api/v1/aggregate?match=load.*&agg=sum&display=count&range=whole&tier=1h&from={start}&to={}&consistency=strong",
+        start + 3600
+    );
+    for node in &cluster {
+        let answer = eventually(&format!("load counted on {}", node.name), || get_json(node.http(), &count));
+        let counted = answer["groups"][0]["points"][0][1].as_f64().unwrap_or(0.0);
+        assert_eq!(counted as u64, acknowledged, "on {}: {answer}", node.name);
+    }
+}
