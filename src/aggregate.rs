@@ -238,7 +238,11 @@ impl AggregatePlan {
     ///
     /// # Errors
     /// As [`Reader::plan_aggregate`].
-    pub fn new(tiers: &TiersConfig, now: Timestamp, query: &AggregateQuery) -> Result<AggregatePlan> {
+    pub fn new(
+        tiers: &TiersConfig,
+        now: Timestamp,
+        query: &AggregateQuery,
+    ) -> Result<AggregatePlan> {
         let tier = tiers.choose_tier(&query.tier, query.from, query.to, query.max_points, now)?;
         let spec = &tiers.tiers[tier];
         let step = (!query.whole_range).then(|| query.step.unwrap_or(spec.resolution));

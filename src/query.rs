@@ -586,12 +586,9 @@ impl TiersConfig {
         now: Timestamp,
     ) -> Result<usize> {
         match choice {
-            TierChoice::Auto => Ok(self.auto_tier(
-                from,
-                to,
-                max_points.unwrap_or(self.engine.max_points),
-                now,
-            )),
+            TierChoice::Auto => {
+                Ok(self.auto_tier(from, to, max_points.unwrap_or(self.engine.max_points), now))
+            }
             TierChoice::Named(name) => self
                 .tier_index(name)
                 .ok_or_else(|| Error::UnknownTier(name.clone())),
@@ -601,7 +598,13 @@ impl TiersConfig {
     /// The finest tier whose window at `now` reaches back to `from` and whose buckets over
     /// `[from, to)` number at most `max_points`; failing that, the tier reaching back
     /// furthest among those within the budget; failing that, the coarsest tier.
-    pub fn auto_tier(&self, from: Timestamp, to: Timestamp, max_points: u32, now: Timestamp) -> usize {
+    pub fn auto_tier(
+        &self,
+        from: Timestamp,
+        to: Timestamp,
+        max_points: u32,
+        now: Timestamp,
+    ) -> usize {
         let tiers = &self.tiers;
         let window = |t: usize| window_start(now, tiers[t].retention, tiers[t].period);
         let mut order: Vec<usize> = (0..tiers.len()).collect();

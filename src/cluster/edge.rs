@@ -210,7 +210,13 @@ fn split(batch: SampleBatch) -> Vec<SampleBatch> {
             let mut index = HashMap::new();
             for sample in chunk {
                 let series = &batch.series[sample.series as usize];
-                part.push(&mut index, &series.key, series.kind, sample.ts, sample.value);
+                part.push(
+                    &mut index,
+                    &series.key,
+                    series.kind,
+                    sample.ts,
+                    sample.value,
+                );
             }
             part
         })

@@ -142,13 +142,11 @@ fn route(node: &Node, only: Option<u32>) -> Result<BTreeMap<String, (String, Vec
         None => (0..node.partitions()).collect(),
     };
     for partition in partitions {
-        let owner = view
-            .readable_owner(partition, node.name())
-            .ok_or_else(|| {
-                Error::Cluster(format!(
-                    "no live node serves partition {partition} yet; try again shortly"
-                ))
-            })?;
+        let owner = view.readable_owner(partition, node.name()).ok_or_else(|| {
+            Error::Cluster(format!(
+                "no live node serves partition {partition} yet; try again shortly"
+            ))
+        })?;
         routes
             .entry(owner.name.clone())
             .or_insert_with(|| (owner.http_addr.clone(), Vec::new()))
@@ -240,7 +238,9 @@ pub async fn query(
     .await?;
     match answers.into_iter().next() {
         Some(PartialAnswer::Query(result, step)) => Ok(QueryResult { step, ..result }),
-        _ => Err(Error::Cluster("an owner answered another kind of read".into())),
+        _ => Err(Error::Cluster(
+            "an owner answered another kind of read".into(),
+        )),
     }
 }
 
@@ -269,7 +269,11 @@ pub async fn aggregate(
     for answer in answers {
         match answer {
             PartialAnswer::Aggregate(charged) => parts.push(charged.take(budget)?),
-            _ => return Err(Error::Cluster("an owner answered another kind of read".into())),
+            _ => {
+                return Err(Error::Cluster(
+                    "an owner answered another kind of read".into(),
+                ))
+            }
         }
     }
     partial::merge_aggregates(plan, parts)
@@ -298,7 +302,11 @@ pub async fn series(
     for answer in answers {
         match answer {
             PartialAnswer::Series(keys) => parts.push(keys),
-            _ => return Err(Error::Cluster("an owner answered another kind of read".into())),
+            _ => {
+                return Err(Error::Cluster(
+                    "an owner answered another kind of read".into(),
+                ))
+            }
         }
     }
     Ok(partial::merge_series(parts))
@@ -328,7 +336,11 @@ pub async fn find(
     for answer in answers {
         match answer {
             PartialAnswer::Find(charged) => parts.push(charged.take(budget)?),
-            _ => return Err(Error::Cluster("an owner answered another kind of read".into())),
+            _ => {
+                return Err(Error::Cluster(
+                    "an owner answered another kind of read".into(),
+                ))
+            }
         }
     }
     Ok(partial::merge_find(parts))

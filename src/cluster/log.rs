@@ -225,9 +225,7 @@ impl PartitionReader {
                 .and_then(|message| {
                     let seq = message
                         .info()
-                        .map_err(|e| {
-                            Error::Cluster(format!("partition {}: {e}", self.partition))
-                        })?
+                        .map_err(|e| Error::Cluster(format!("partition {}: {e}", self.partition)))?
                         .stream_sequence;
                     Ok((seq, message.payload.clone()))
                 }),

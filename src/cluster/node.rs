@@ -221,11 +221,8 @@ impl Node {
         let store = Arc::new(store);
         self.report_applied(partition, store.applied());
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(Arc::clone(self).apply_partition(
-            partition,
-            Arc::clone(&store),
-            stopped,
-        ));
+        let task =
+            tokio::spawn(Arc::clone(self).apply_partition(partition, Arc::clone(&store), stopped));
         tracing::info!(partition, applied = store.applied(), "applying partition");
         self.lock_applying()
             .insert(partition, Applying { store, task, stop });

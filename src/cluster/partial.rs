@@ -26,11 +26,11 @@
 mod tests;
 
 use crate::aggregate::{AggregatePlan, AggregateResult, PartialAggregate};
+use crate::config::TiersConfig;
 use crate::query::{Query, TierChoice};
 use crate::reader::Reader;
 use crate::registry::Selector;
 use crate::render::{merge_nodes, FindNode, Finder};
-use crate::config::TiersConfig;
 use crate::time::Timestamp;
 use crate::{ReadBudget, Result};
 

@@ -101,11 +101,9 @@ pub(super) async fn find(
             })
             .await
         }
-        Backend::Cluster(node) => {
-            fanout::find(node, query, &budget, state.token.as_deref())
-                .await
-                .map_err(ApiError::from)
-        }
+        Backend::Cluster(node) => fanout::find(node, query, &budget, state.token.as_deref())
+            .await
+            .map_err(ApiError::from),
     };
     let nodes = over_budget(&state, &budget, nodes)?;
     Ok(Json(nodes).into_response())

@@ -72,7 +72,12 @@ impl IngestReport {
     /// Keeps a refusal if it is among the [`FIRST_ERRORS`] lowest lines. A batch's own
     /// refusals are found when it is flushed, after refusals of later lines that were caught
     /// while parsing, so they are placed by line rather than appended.
-    pub(crate) fn note(&mut self, line: usize, reason: &'static str, message: impl FnOnce() -> String) {
+    pub(crate) fn note(
+        &mut self,
+        line: usize,
+        reason: &'static str,
+        message: impl FnOnce() -> String,
+    ) {
         let at = self.errors.partition_point(|e| e.line <= line);
         if at < FIRST_ERRORS {
             self.errors.insert(

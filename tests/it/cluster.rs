@@ -8,7 +8,7 @@ use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -45,7 +45,12 @@ impl Node {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(file(&log));
-        let mut proc = Proc::spawn(&format!("tierdb {}", self.name), &mut command, vec![log], false);
+        let mut proc = Proc::spawn(
+            &format!("tierdb {}", self.name),
+            &mut command,
+            vec![log],
+            false,
+        );
         self.addrs = Some(proc.wait_ready());
         self.proc = Some(proc);
     }
@@ -76,6 +81,24 @@ fn nodes(count: usize, root: &Path) -> Vec<Node> {
             addrs: None,
         })
         .collect()
+}
+
+/// Waits until every node reads every partition from a live owner.
+fn wait_served(cluster: &[Node]) {
+    for node in cluster {
+        eventually("every partition served", || {
+            let status = get_json(node.http(), "/api/v1/cluster")?;
+            let served = status["partitions"]
+                .as_array()
+                .ok_or("no partitions")?
+                .iter()
+                .filter(|p| p["serving"].as_str().is_some())
+                .count();
+            (served == 16)
+                .then_some(())
+                .ok_or(format!("{served} of 16 served: {status}"))
+        });
+    }
 }
 
 /// Polls `check` until it returns `Ok`, or panics with its last error after [`SETTLE`].
@@ -123,9 +146,9 @@ fn send_json(addr: SocketAddr, series: &[(String, Vec<(i64, f64)>)]) -> u16 {
     let body: Vec<Value> = series
         .iter()
         .flat_map(|(name, samples)| {
-            samples
-                .iter()
-                .map(move |(ts, value)| serde_json::json!({"series": name, "ts": ts, "value": value}))
+            samples.iter().map(
+                move |(ts, value)| serde_json::json!({"series": name, "ts": ts, "value": value}),
+            )
         })
         .collect();
     let (status, text) = request(
@@ -135,7 +158,10 @@ fn send_json(addr: SocketAddr, series: &[(String, Vec<(i64, f64)>)]) -> u16 {
         &[("Content-Type", "application/json")],
         serde_json::to_string(&body).unwrap().as_bytes(),
     );
-    assert!(status == 204 || status >= 500, "json write: {status} {text}");
+    assert!(
+        status == 204 || status >= 500,
+        "json write: {status} {text}"
+    );
     status
 }
 
@@ -154,7 +180,12 @@ fn send_influx(addr: SocketAddr, series: &[(String, Vec<(i64, f64)>)]) {
 
 /// Every point of `series` over the hour at 1m, as (count, avg) per minute, from `node`,
 /// waiting for the owners to have applied everything acknowledged so far.
-fn minute_points(node: SocketAddr, series: &str, start: i64, display: &str) -> Result<Value, String> {
+fn minute_points(
+    node: SocketAddr,
+    series: &str,
+    start: i64,
+    display: &str,
+) -> Result<Value, String> {
     let path = format!(
         "/api/v1/query?series={}&from={start}&to={}&tier=1m&display={display}&consistency=strong",
         percent_encode(series),
@@ -174,19 +205,7 @@ fn three_nodes_answer_like_one_and_a_killed_node_loses_nothing() {
         node.start(&urls);
     }
 
-    // Every node sees every partition owned by a live node.
-    for node in &cluster {
-        eventually("every partition owned", || {
-            let status = get_json(node.http(), "/api/v1/cluster")?;
-            let owned = status["partitions"]
-                .as_array()
-                .ok_or("no partitions")?
-                .iter()
-                .filter(|p| p["serving"].as_str().is_some())
-                .count();
-            (owned == 16).then_some(()).ok_or(format!("{owned} of 16 served: {status}"))
-        });
-    }
+    wait_served(&cluster);
 
     let start = hour_start();
     let series = workload(start);
@@ -223,12 +242,20 @@ fn three_nodes_answer_like_one_and_a_killed_node_loses_nothing() {
                     .ok_or(format!("{counts}"))
             });
             let avgs = minute_points(node.http(), name, start, "avg").unwrap();
-            assert_eq!(avgs, Value::Array(expected_avgs.clone()), "{name} on {}", node.name);
+            assert_eq!(
+                avgs,
+                Value::Array(expected_avgs.clone()),
+                "{name} on {}",
+                node.name
+            );
         }
     }
 
     // Aggregates and listings: the same answer on every node, equal to the model.
-    let total: f64 = series.iter().flat_map(|(_, s)| s.iter().map(|&(_, v)| v)).sum();
+    let total: f64 = series
+        .iter()
+        .flat_map(|(_, s)| s.iter().map(|&(_, v)| v))
+        .sum();
     let aggregate = format!(
         "/api/v1/aggregate?match=cluster.*&agg=sum&display=total&range=whole&tier=1h&from={start}&to={}",
         start + 3600
@@ -238,7 +265,10 @@ fn three_nodes_answer_like_one_and_a_killed_node_loses_nothing() {
         .map(|node| get_json(node.http(), &aggregate).unwrap())
         .collect();
     let sum = answers[0]["groups"][0]["points"][0][1].as_f64().unwrap();
-    assert!((sum - total).abs() < 1e-6 * total, "sum {sum} vs model {total}");
+    assert!(
+        (sum - total).abs() < 1e-6 * total,
+        "sum {sum} vs model {total}"
+    );
     assert!(answers.iter().all(|a| a == &answers[0]), "{answers:?}");
     let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
     for node in &cluster {
@@ -247,40 +277,150 @@ fn three_nodes_answer_like_one_and_a_killed_node_loses_nothing() {
     }
 
     // Kill -9 one node under write load, restart it: every acknowledged sample counted once.
-    let stop = Arc::new(AtomicBool::new(false));
-    let acknowledged = Arc::new(AtomicU64::new(0));
-    let targets = [cluster[0].http(), cluster[2].http()];
-    let writer = {
-        let (stop, acknowledged) = (Arc::clone(&stop), Arc::clone(&acknowledged));
-        std::thread::spawn(move || {
-            let mut round = 0i64;
-            while !stop.load(Ordering::Relaxed) {
-                let batch: Vec<(String, Vec<(i64, f64)>)> = (0..20)
-                    .map(|i| (format!("load.s{i:02}"), vec![(start + (round % 3600), 1.0)]))
-                    .collect();
-                if send_json(targets[(round % 2) as usize], &batch) == 204 {
-                    acknowledged.fetch_add(20, Ordering::Relaxed);
-                }
-                round += 1;
-            }
-        })
-    };
+    let load = Load::start("node-kill", start, [cluster[0].http(), cluster[2].http()]);
     std::thread::sleep(Duration::from_secs(2));
     cluster[1].kill();
     std::thread::sleep(Duration::from_secs(2));
     cluster[1].start(&urls);
     std::thread::sleep(Duration::from_secs(2));
-    stop.store(true, Ordering::Relaxed);
-    writer.join().unwrap();
-    let acknowledged = acknowledged.load(Ordering::Relaxed);
-    assert!(acknowledged > 0, "no write was acknowledged");
-    let count = format!(
-        "/api/v1/aggregate?match=load.*&agg=sum&display=count&range=whole&tier=1h&from={start}&to={}&consistency=strong",
-        start + 3600
-    );
-    for node in &cluster {
-        let answer = eventually(&format!("load counted on {}", node.name), || get_json(node.http(), &count));
-        let counted = answer["groups"][0]["points"][0][1].as_f64().unwrap_or(0.0);
-        assert_eq!(counted as u64, acknowledged, "on {}: {answer}", node.name);
+    load.stop_and_check(&cluster);
+}
+
+/// A writer thread posting JSON batches, round-robin over some nodes: each request writes
+/// [`LOAD_SAMPLES`] samples of its own series `load{run=R,round=N}`, so what landed can be
+/// checked request by request.
+struct Load {
+    run: &'static str,
+    start: i64,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<(Vec<u64>, Vec<u64>)>,
+}
+
+/// Samples per load request, each in its own minute.
+const LOAD_SAMPLES: usize = 20;
+
+impl Load {
+    fn start<const N: usize>(run: &'static str, start: i64, targets: [SocketAddr; N]) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let (mut acknowledged, mut failed) = (Vec::new(), Vec::new());
+                let mut round = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let samples = (0..LOAD_SAMPLES as i64)
+                        .map(|m| (start + m * 60, 1.0))
+                        .collect();
+                    let batch = vec![(format!("load{{run={run},round={round}}}"), samples)];
+                    match send_json(targets[round as usize % N], &batch) {
+                        204 => acknowledged.push(round),
+                        _ => failed.push(round),
+                    }
+                    round += 1;
+                }
+                (acknowledged, failed)
+            })
+        };
+        Load {
+            run,
+            start,
+            stop,
+            thread,
+        }
     }
+
+    /// Stops writing, then checks on every running node (strong reads): each acknowledged
+    /// request's series holds exactly its samples, once; a failed one holds all or none.
+    fn stop_and_check(self, cluster: &[Node]) {
+        self.stop.store(true, Ordering::Relaxed);
+        let (acknowledged, failed) = self.thread.join().unwrap();
+        assert!(!acknowledged.is_empty(), "no write was acknowledged");
+        let path = format!(
+            "/api/v1/aggregate?match=load&tag=run={}&group_by=round&agg=sum&display=count&range=whole&tier=1h&from={}&to={}&consistency=strong",
+            self.run,
+            self.start,
+            self.start + 3600
+        );
+        for node in cluster.iter().filter(|n| n.proc.is_some()) {
+            let answer = eventually(&format!("load counted on {}", node.name), || {
+                get_json(node.http(), &path)
+            });
+            let counts: BTreeMap<u64, f64> = answer["groups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|g| {
+                    let round = g["tags"]["round"].as_str().unwrap().parse().unwrap();
+                    (round, g["points"][0][1].as_f64().unwrap_or(0.0))
+                })
+                .collect();
+            for round in &acknowledged {
+                assert_eq!(
+                    counts.get(round).copied(),
+                    Some(LOAD_SAMPLES as f64),
+                    "acknowledged request {round} on {}",
+                    node.name
+                );
+            }
+            for round in &failed {
+                let count = counts.get(round).copied().unwrap_or(0.0);
+                assert!(
+                    count == 0.0 || count == LOAD_SAMPLES as f64,
+                    "failed request {round} on {}: {count} samples",
+                    node.name
+                );
+            }
+            let expected: usize =
+                acknowledged.len() + failed.iter().filter(|r| counts.contains_key(r)).count();
+            assert_eq!(counts.len(), expected, "series on {}", node.name);
+        }
+        eprintln!(
+            "load: {} requests acknowledged, {} failed",
+            acknowledged.len(),
+            failed.len()
+        );
+    }
+}
+
+#[test]
+fn a_nats_server_killed_under_load_and_a_wiped_node_lose_nothing() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let mut nats = runtime.block_on(NatsCluster::start(3));
+    let urls = nats.urls().join(",");
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = nodes(3, root.path());
+    for node in &mut cluster {
+        node.start(&urls);
+    }
+    wait_served(&cluster);
+    let start = hour_start();
+
+    // A NATS server dies under write load and comes back: nothing acknowledged is lost or
+    // doubled.
+    let load = Load::start(
+        "nats-kill",
+        start,
+        [cluster[0].http(), cluster[1].http(), cluster[2].http()],
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    nats.kill(0);
+    std::thread::sleep(Duration::from_secs(4));
+    runtime.block_on(nats.restart(0));
+    std::thread::sleep(Duration::from_secs(2));
+    load.stop_and_check(&cluster);
+
+    // A node whose data directory is lost comes back empty and is rebuilt: it applies its
+    // partitions' log from the start, and answers as the others do.
+    cluster[2].kill();
+    std::fs::remove_dir_all(&cluster[2].dir).unwrap();
+    cluster[2].start(&urls);
+    let load = Load::start("wiped", start - 3 * 3600, [cluster[0].http()]);
+    std::thread::sleep(Duration::from_secs(1));
+    load.stop_and_check(&cluster);
+    let series = "/api/v1/series?match=load&consistency=strong";
+    let listed: Vec<Value> = cluster
+        .iter()
+        .map(|n| get_json(n.http(), series).unwrap())
+        .collect();
+    assert!(listed.iter().all(|l| l == &listed[0]), "{listed:?}");
 }
