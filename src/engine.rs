@@ -1133,6 +1133,34 @@ pub struct EngineStats {
 }
 
 impl EngineStats {
+    /// The stats of an engine holding nothing, with `tiers` at `now`: where a cluster node
+    /// that applies no partition starts (see [`EngineStats::absorb`]).
+    pub fn empty(tiers: &TiersConfig, now: Timestamp) -> EngineStats {
+        EngineStats {
+            now,
+            series: 0,
+            counters: 0,
+            accepted: 0,
+            rejected: Vec::new(),
+            on_demand_creations: 0,
+            maintenance_failures: 0,
+            maintenance_error: None,
+            tiers: tiers
+                .tiers
+                .iter()
+                .map(|t| TierStats {
+                    name: t.name.clone(),
+                    resolution: t.resolution,
+                    period: t.period,
+                    retention: t.retention,
+                    window_start: window_start(now, t.retention, t.period),
+                    disk: TierFiles::default(),
+                })
+                .collect(),
+            orphaned_tiers: Vec::new(),
+        }
+    }
+
     /// Adds `other`'s counts to these: what a cluster node reports for the partitions it
     /// applies, each an engine of its own with the same tiers. Files, bytes, series and
     /// counters add up; a tier's oldest period is the oldest of both, its newest the newest.

@@ -138,7 +138,7 @@ pub enum Creation {
 }
 
 /// What one tier holds on disk.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TierFiles {
     /// Period files on disk.
     pub files: usize,

@@ -24,7 +24,7 @@ use super::wire;
 use crate::clock::{Clock, SystemClock};
 use crate::config::TiersConfig;
 use crate::time::Timestamp;
-use crate::{Engine, Error, Result};
+use crate::{Engine, EngineStats, Error, Result};
 
 /// Messages applied together at most: one undo record and one flush per group.
 const GROUP_MESSAGES: usize = 64;
@@ -175,6 +175,21 @@ impl Node {
             .iter()
             .map(|(&p, a)| (p, a.store.applied()))
             .collect()
+    }
+
+    /// What the engines of the partitions applied here hold and counted, added up (each
+    /// partition counted by every node that applies it).
+    pub fn stats(&self) -> EngineStats {
+        let stores: Vec<_> = self
+            .lock_applying()
+            .values()
+            .map(|a| Arc::clone(&a.store))
+            .collect();
+        let mut stats = EngineStats::empty(&self.tiers, self.now());
+        for store in stores {
+            stats.absorb(&store.engine().stats());
+        }
+        stats
     }
 
     fn lock_applying(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Applying>> {

@@ -625,9 +625,18 @@ async fn partial(
 
 /// The engine's stats, taken on the blocking pool: they wait for the counter table's lock,
 /// which a batch of counter samples holds while it is stored.
+/// On a cluster node, the partitions it applies, added up.
 async fn engine_stats(state: &State) -> Result<crate::EngineStats, ApiError> {
-    let engine = Arc::clone(state.engine("this endpoint")?);
-    blocking(move || Ok(engine.stats())).await
+    match &state.backend {
+        Backend::Engine(engine) => {
+            let engine = Arc::clone(engine);
+            blocking(move || Ok(engine.stats())).await
+        }
+        Backend::Cluster(node) => {
+            let node = Arc::clone(node);
+            blocking(move || Ok(node.stats())).await
+        }
+    }
 }
 
 async fn tiers(AxumState(state): AxumState<Arc<State>>) -> Result<Response, ApiError> {
@@ -650,7 +659,14 @@ async fn metrics(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        super::metrics::render(&stats, &state.stats),
+        match &state.backend {
+            Backend::Engine(_) => super::metrics::render(&stats, &state.stats),
+            Backend::Cluster(node) => {
+                let status = crate::cluster::status::Status::of(node).await?;
+                super::metrics::render(&stats, &state.stats)
+                    + &super::metrics::render_cluster(&status)
+            }
+        },
     )
         .into_response())
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::stats::{Protocol, ServerStats, LATENCY_BUCKETS};
+use crate::cluster::status::Status;
 use crate::EngineStats;
 
 /// One metric family: its header and sample lines (`suffix{labels} value`).
@@ -202,7 +203,71 @@ pub fn render(engine: &EngineStats, server: &ServerStats) -> String {
         )
         .sample("", server.name_cache_clears()),
     ];
-    let families = families.into_iter().chain(connections(server));
+    write_families(families.into_iter().chain(connections(server)))
+}
+
+/// A cluster node's view of the cluster, after [`render`]'s families (which on a cluster
+/// node add up the partitions it applies): nodes alive, and per partition the log's last
+/// sequence and each holder's applied sequence and lag.
+pub fn render_cluster(status: &Status) -> String {
+    let alive = status.nodes.iter().filter(|n| n.alive).count();
+    let mut last = Family::new(
+        "tierdb_cluster_log_last_sequence",
+        "gauge",
+        "Sequence of each partition's last message in the log.",
+    );
+    let mut applied = Family::new(
+        "tierdb_cluster_applied_sequence",
+        "gauge",
+        "Last log sequence each lease holder applied, per partition.",
+    );
+    let mut lag = Family::new(
+        "tierdb_cluster_lag_sequences",
+        "gauge",
+        "The log's last sequence minus what each lease holder applied, per partition (0 when \
+         caught up).",
+    );
+    let mut served = 0;
+    for p in &status.partitions {
+        served += usize::from(p.serving.is_some());
+        last = last.sample(
+            format!("{{partition=\"{}\"}}", p.partition),
+            p.last_sequence,
+        );
+        for r in &p.replicas {
+            let labels = format!("{{partition=\"{}\",node=\"{}\"}}", p.partition, r.node);
+            applied = applied.sample(labels.clone(), r.applied);
+            lag = lag.sample(labels, r.lag);
+        }
+    }
+    write_families([
+        Family::new(
+            "tierdb_cluster_nodes",
+            "gauge",
+            "Nodes with a heartbeat, by liveness.",
+        )
+        .sample("{state=\"alive\"}", alive)
+        .sample("{state=\"dead\"}", status.nodes.len() - alive),
+        Family::new(
+            "tierdb_cluster_partitions_served",
+            "gauge",
+            "Partitions this node can read from a live owner.",
+        )
+        .sample("", served),
+        Family::new(
+            "tierdb_cluster_partitions",
+            "gauge",
+            "Partitions of the cluster.",
+        )
+        .sample("", status.partitions.len()),
+        last,
+        applied,
+        lag,
+    ])
+}
+
+/// The exposition text of `families`.
+fn write_families(families: impl IntoIterator<Item = Family>) -> String {
     let mut out = String::new();
     for family in families {
         let _ = writeln!(out, "# HELP {} {}", family.name, family.help);

@@ -276,6 +276,43 @@ fn three_nodes_answer_like_one_and_a_killed_node_loses_nothing() {
         assert_eq!(listed["series"], serde_json::json!(names), "{}", node.name);
     }
 
+    // Each node's /metrics shows the cluster and adds up the partitions it applies; the
+    // command line's status asks a node and shows the same three nodes.
+    for node in &cluster {
+        let (status, metrics) = request(node.http(), "GET", "/metrics", &[], b"");
+        assert_eq!(status, 200, "{metrics}");
+        assert!(
+            metrics.contains("tierdb_cluster_nodes{state=\"alive\"} 3"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("tierdb_cluster_partitions_served 16"),
+            "{metrics}"
+        );
+        let tiers = get_json(node.http(), "/api/v1/tiers").unwrap();
+        assert_eq!(tiers["tiers"].as_array().map(Vec::len), Some(4), "{tiers}");
+    }
+    // Replica slots are taken as nodes catch up: every partition gets its two soon.
+    eventually("tierdb cluster status: 3 nodes, 2 replicas each", || {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_tierdb"))
+            .args(["cluster", "status", "--cluster", &urls, "--format", "json"])
+            .output()
+            .unwrap();
+        if !output.status.success() {
+            return Err(String::from_utf8_lossy(&output.stderr).into_owned());
+        }
+        let status: Value = serde_json::from_slice(&output.stdout).map_err(|e| e.to_string())?;
+        let nodes = status["nodes"].as_array().map_or(0, Vec::len);
+        let full = status["partitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["replicas"].as_array().map(Vec::len) == Some(2));
+        (nodes == 3 && full)
+            .then_some(())
+            .ok_or(format!("{status}"))
+    });
+
     // Kill -9 one node under write load, restart it: every acknowledged sample counted once.
     let load = Load::start("node-kill", start, [cluster[0].http(), cluster[2].http()]);
     std::thread::sleep(Duration::from_secs(2));
