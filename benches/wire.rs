@@ -143,7 +143,10 @@ fn workloads() -> Vec<(String, SampleBatch)> {
         }
         for i in [2, 3] {
             let (name, walk) = VALUES[i];
-            all.push((format!("edge {style} {name}"), batch(&keys, 1, walk, 11 + i as u64)));
+            all.push((
+                format!("edge {style} {name}"),
+                batch(&keys, 1, walk, 11 + i as u64),
+            ));
         }
     }
     all
