@@ -2,9 +2,11 @@
 //! encoding and decoding one message. The target: at most 8 bytes per sample for a
 //! backfill of non-random values; decoding in the tens of millions of samples a second.
 //!
-//! `cargo bench --bench wire`. Printed first, for two key styles (Graphite paths like
-//! `servers.host0042.cpu.user`, tagged keys like `cpu_usage{core=3,host=h0042}`; 100 hosts ×
-//! 10 metrics = 1,000 series):
+//! `cargo bench --bench wire`. Printed first, for three key styles of 1,000 series
+//! (Graphite paths like `servers.host0042.cpu.user` and tagged keys like
+//! `cpu_usage{core=3,host=h0042}`, each 100 hosts × 10 metrics; and, less regular,
+//! collectd-style keys of varied host names like
+//! `collectd.web-07_fra1_example_net.cpu-0.cpu-user`):
 //! - backfill: 1,000 series × 60 samples at a 10 s cadence, written time by time (every
 //!   series at t, then every series at t + 10), for a constant, an integer random walk, a
 //!   2-decimal gauge (a random walk of cents, e.g. 12.34) and random floats;
@@ -13,8 +15,8 @@
 //!
 //! each as one message, and split by partition into 16 messages (as the publisher sends
 //! them); bytes per sample count the whole messages, headers included. Then samples a
-//! second of encoding and decoding, over the CPU time of this thread (the machine is
-//! shared), then the same through criterion.
+//! second of encoding and decoding (Graphite keys), over the CPU time of this thread (the
+//! machine is shared), then the same through criterion.
 
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -54,6 +56,45 @@ const VALUES: [(&str, Walk); 4] = [
         (r.next() >> 11) as f64 / (1u64 << 53) as f64 * 1000.0
     }),
 ];
+
+/// 1,000 collectd-style keys with varied host names (role, number, data centre), each host
+/// with a random two thirds of 12 plugin values: less regular than [`keys`].
+fn collectd_keys() -> Vec<String> {
+    const ROLES: [&str; 8] = [
+        "web", "db", "cache", "queue", "api", "worker", "lb", "search",
+    ];
+    const DCS: [&str; 4] = ["fra1", "ams3", "nyc2", "sfo1"];
+    const PLUGINS: [&str; 12] = [
+        "cpu-0.cpu-user",
+        "cpu-0.cpu-system",
+        "cpu-1.cpu-user",
+        "cpu-1.cpu-idle",
+        "memory.memory-used",
+        "memory.memory-cached",
+        "load.load",
+        "interface-eth0.if_octets.rx",
+        "interface-eth0.if_octets.tx",
+        "df-root.df_complex-used",
+        "disk-sda.disk_ops.read",
+        "disk-sda.disk_octets.write",
+    ];
+    let mut rng = Rng(99);
+    let mut keys = std::collections::BTreeSet::new();
+    while keys.len() < 1000 {
+        let host = format!(
+            "{}-{:02}_{}_example_net",
+            ROLES[(rng.next() % 8) as usize],
+            rng.next() % 40,
+            DCS[(rng.next() % 4) as usize]
+        );
+        for plugin in PLUGINS {
+            if rng.next() % 3 != 0 && keys.len() < 1000 {
+                keys.insert(format!("collectd.{host}.{plugin}"));
+            }
+        }
+    }
+    keys.into_iter().collect()
+}
 
 /// 1,000 canonical keys: 100 hosts × 10 metrics.
 fn keys(tagged: bool) -> Vec<String> {
@@ -132,9 +173,11 @@ fn encoded_len(batches: &[SampleBatch]) -> usize {
 /// The workloads: name and batch.
 fn workloads() -> Vec<(String, SampleBatch)> {
     let mut all = Vec::new();
-    for tagged in [false, true] {
-        let style = if tagged { "tagged" } else { "graphite" };
-        let keys = keys(tagged);
+    for style in ["graphite", "tagged", "collectd"] {
+        let keys = match style {
+            "collectd" => collectd_keys(),
+            _ => keys(style == "tagged"),
+        };
         for (i, (name, walk)) in VALUES.iter().enumerate() {
             all.push((
                 format!("backfill {style} {name}"),
