@@ -17,7 +17,7 @@
 //! |--------|------|----------------------------------------------------------------|
 //! | 0      | 4    | magic, `TDBW`                                                  |
 //! | 4      | 1    | format version, u8, currently 1                                |
-//! | 5      | 1    | flags, u8, must be 0 (none are defined in version 1)           |
+//! | 5      | 1    | flags, u8: bit 0 `KEYS_DEFLATED`; the others must be 0         |
 //! | 6      | 4    | `keys`, u32: distinct keys, at most [`MAX_SERIES`]             |
 //! | 10     | 4    | `series`, u32: series entries, `keys..=`[`MAX_SERIES`]         |
 //! | 14     | 4    | `samples`, u32: at most [`MAX_SAMPLES`]                        |
@@ -26,6 +26,11 @@
 //!
 //! Body: the key section, then the series section. `varint` is LEB128 (7 bits a byte, low
 //! first, at most 10 bytes); `signed` is a zigzagged varint (0, -1, 1, -2 → 0, 1, 2, 3).
+//! With `KEYS_DEFLATED`, the key section is stored compressed: varint `raw_len` (at most
+//! [`MAX_KEY_BYTES`] + 4 × [`MAX_SERIES`]), varint `deflated_len`, then `deflated_len`
+//! bytes of raw DEFLATE (RFC 1951) that inflate to exactly `raw_len` bytes of key section.
+//! The encoder deflates when that is smaller: front coding shares a key's prefix with its
+//! neighbour, DEFLATE also finds what keys repeat elsewhere (metric names across hosts).
 //!
 //! Key section, `keys` times, keys in strictly increasing byte order, each valid UTF-8 and
 //! at most `SeriesKey::MAX_LEN` (8192) bytes, all together at most [`MAX_KEY_BYTES`]:
@@ -73,7 +78,7 @@ mod tests;
 use thiserror::Error;
 
 use self::columns::{read_timestamps, read_values, TsPlan, ValuePlan};
-use self::varint::{put_varint, Reader};
+use self::varint::{put_varint, varint_len, Reader};
 use crate::cluster::{BatchSample, BatchSeries, SampleBatch};
 use crate::counter::SeriesKind;
 use crate::registry::SeriesKey;
@@ -114,6 +119,17 @@ const TAG_RESERVED: u8 = 1 << 7;
 const MIN_GROUP_LEN: usize = 2;
 /// Bytes every key takes at least in the key section (its two lengths).
 const MIN_KEY_LEN: usize = 2;
+
+/// Header flag: the key section is stored deflated.
+const KEYS_DEFLATED: u8 = 1;
+/// Largest key section: the key text and each key's two lengths (two bytes each, as a key
+/// is at most 8192 bytes).
+const MAX_KEY_SECTION: usize = MAX_KEY_BYTES + 4 * MAX_SERIES;
+/// Key sections shorter than this are stored as they are: DEFLATE's block overhead leaves
+/// little to gain.
+const MIN_DEFLATE: usize = 64;
+/// miniz's level for the key section (0-10).
+const KEY_DEFLATE_LEVEL: u8 = 6;
 
 /// Why bytes are not a batch message (decoding), or a batch cannot be one (encoding).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -187,6 +203,12 @@ pub enum WireError {
         max: u64,
         /// Where it starts in the body.
         offset: usize,
+    },
+    /// The deflated key section does not inflate to its declared length.
+    #[error("batch message's deflated keys do not inflate to the {raw_len} bytes declared")]
+    BadDeflate {
+        /// The declared length of the key section.
+        raw_len: usize,
     },
     /// A field holds a value its place forbids (an empty run, a key marked as having several
     /// entries with fewer than two).
@@ -358,15 +380,17 @@ pub fn encode(batch: &SampleBatch, out: &mut Vec<u8>) -> Result<(), WireError> {
     out.reserve(batch.samples.len() * 2 + groups.len() * 16);
 
     // Key section.
+    let mut keys = Vec::new();
     let mut prev: &[u8] = &[];
     for &(first, _) in &groups {
         let key = series[order[first] as usize].key.as_bytes();
         let shared = key.iter().zip(prev).take_while(|(a, b)| a == b).count();
-        put_varint(out, shared as u64);
-        put_varint(out, (key.len() - shared) as u64);
-        out.extend_from_slice(&key[shared..]);
+        put_varint(&mut keys, shared as u64);
+        put_varint(&mut keys, (key.len() - shared) as u64);
+        keys.extend_from_slice(&key[shared..]);
         prev = key;
     }
+    let flags = put_key_section(out, &keys);
 
     // Series section.
     let mut ts = Vec::new();
@@ -420,7 +444,7 @@ pub fn encode(batch: &SampleBatch, out: &mut Vec<u8>) -> Result<(), WireError> {
     let header = &mut out[start..start + HEADER_LEN];
     header[MAGIC_OFFSET..VERSION_OFFSET].copy_from_slice(&MAGIC);
     header[VERSION_OFFSET] = FORMAT_VERSION;
-    header[FLAGS_OFFSET] = 0;
+    header[FLAGS_OFFSET] = flags;
     header[KEYS_OFFSET..SERIES_OFFSET].copy_from_slice(&(groups.len() as u32).to_le_bytes());
     header[SERIES_OFFSET..SAMPLES_OFFSET].copy_from_slice(&(series.len() as u32).to_le_bytes());
     header[SAMPLES_OFFSET..BODY_LEN_OFFSET]
@@ -441,6 +465,23 @@ pub fn encode_to_vec(batch: &SampleBatch) -> Result<Vec<u8>, WireError> {
     let mut out = Vec::new();
     encode(batch, &mut out)?;
     Ok(out)
+}
+
+/// Appends the key section, deflated when that is smaller; returns the header flags.
+fn put_key_section(out: &mut Vec<u8>, keys: &[u8]) -> u8 {
+    if keys.len() >= MIN_DEFLATE {
+        let deflated = miniz_oxide::deflate::compress_to_vec(keys, KEY_DEFLATE_LEVEL);
+        let len =
+            varint_len(keys.len() as u64) + varint_len(deflated.len() as u64) + deflated.len();
+        if len < keys.len() {
+            put_varint(out, keys.len() as u64);
+            put_varint(out, deflated.len() as u64);
+            out.extend_from_slice(&deflated);
+            return KEYS_DEFLATED;
+        }
+    }
+    out.extend_from_slice(keys);
+    0
 }
 
 /// Writes which entry each sample of a group belongs to, as runs.
@@ -519,17 +560,23 @@ pub fn decode(bytes: &[u8]) -> Result<SampleBatch, WireError> {
         return Err(WireError::ChecksumMismatch { stored, computed });
     }
     let flags = bytes[FLAGS_OFFSET];
-    if flags != 0 {
+    if flags & !KEYS_DEFLATED != 0 {
         return Err(WireError::UnknownFlags { flags });
     }
+    let deflated = flags & KEYS_DEFLATED != 0;
     let counts = Counts::check(
         u32_at(bytes, KEYS_OFFSET) as usize,
         u32_at(bytes, SERIES_OFFSET) as usize,
         u32_at(bytes, SAMPLES_OFFSET) as usize,
         body_len,
+        deflated,
     )?;
     let mut r = Reader::new(&bytes[HEADER_LEN..]);
-    let keys = read_keys(&mut r, counts.keys)?;
+    let keys = if deflated {
+        read_deflated_keys(&mut r, counts.keys)?
+    } else {
+        read_keys(&mut r, counts.keys)?
+    };
     let batch = read_groups(&mut r, keys, &counts)?;
     if r.remaining() != 0 {
         return Err(WireError::CountMismatch {
@@ -554,6 +601,7 @@ impl Counts {
         series: usize,
         samples: usize,
         body_len: usize,
+        keys_deflated: bool,
     ) -> Result<Self, WireError> {
         if series > MAX_SERIES {
             return Err(too_many("series", series, MAX_SERIES));
@@ -568,7 +616,9 @@ impl Counts {
                 found: format!("only {series} series"),
             });
         }
-        let min_len = keys * (MIN_KEY_LEN + MIN_GROUP_LEN);
+        // Deflated keys may take fewer bytes than keys; groups never do.
+        let min_key_len = if keys_deflated { 0 } else { MIN_KEY_LEN };
+        let min_len = keys * (min_key_len + MIN_GROUP_LEN);
         // Each entry beyond a key's first costs a kind byte.
         if min_len > body_len || series - keys > body_len - min_len {
             return Err(WireError::CountMismatch {
@@ -585,7 +635,31 @@ impl Counts {
     }
 }
 
-/// Reads the key section.
+/// Reads a deflated key section: inflates it, at most to its declared length, and reads
+/// the keys from that.
+fn read_deflated_keys(r: &mut Reader<'_>, count: usize) -> Result<Vec<String>, WireError> {
+    let raw_len = r.varint_at_most(MAX_KEY_SECTION as u64, "the key section's length")?;
+    let deflated_len = r.varint_at_most(r.remaining() as u64, "the deflated keys' length")?;
+    let deflated = r.take(deflated_len, "the deflated keys")?;
+    let raw = miniz_oxide::inflate::decompress_to_vec_with_limit(deflated, raw_len)
+        .map_err(|_| WireError::BadDeflate { raw_len })?;
+    if raw.len() != raw_len {
+        return Err(WireError::BadDeflate { raw_len });
+    }
+    let mut keys = Reader::new(&raw);
+    let out = read_keys(&mut keys, count)?;
+    if keys.remaining() != 0 {
+        return Err(WireError::CountMismatch {
+            what: "keys",
+            claimed: count as u64,
+            found: format!("the key section holds {} bytes more", keys.remaining()),
+        });
+    }
+    Ok(out)
+}
+
+/// Reads the key section. With deflated keys, error offsets are within the inflated
+/// section.
 fn read_keys(r: &mut Reader<'_>, count: usize) -> Result<Vec<String>, WireError> {
     let mut keys: Vec<String> = Vec::with_capacity(count);
     let mut total = 0usize;

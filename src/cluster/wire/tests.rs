@@ -306,12 +306,102 @@ fn the_hand_built_message_helper_matches_the_encoder() {
     assert_eq!(ours, encode_to_vec(&b).unwrap());
 }
 
+/// 40 series of a fleet, one sample each: a key section that is stored deflated.
+fn fleet_batch() -> SampleBatch {
+    let mut b = SampleBatch::default();
+    let mut index = HashMap::new();
+    for host in 0..10 {
+        for metric in ["cpu.user", "cpu.system", "memory.used", "load.shortterm"] {
+            let key = format!("collectd.web-{host:02}_fra1.{metric}");
+            b.push(&mut index, &key, None, 1_800_000_000, host as f64 * 1.25);
+        }
+    }
+    b
+}
+
+#[test]
+fn a_fleets_keys_are_deflated_when_that_is_smaller() {
+    let b = fleet_batch();
+    let bytes = encode_to_vec(&b).unwrap();
+    assert_eq!(bytes[FLAGS_OFFSET], KEYS_DEFLATED);
+    let text: usize = b.series.iter().map(|s| s.key.len()).sum();
+    assert!(
+        bytes.len() < text / 2,
+        "{} bytes for {text} bytes of keys",
+        bytes.len()
+    );
+    assert_eq!(bits(&decode(&bytes).unwrap()), bits(&regrouped(&b)));
+    // One short key is not worth deflating.
+    let one = encode_to_vec(&SampleBatch {
+        series: vec![BatchSeries {
+            key: "k".into(),
+            kind: None,
+        }],
+        samples: Vec::new(),
+    })
+    .unwrap();
+    assert_eq!(one[FLAGS_OFFSET], 0);
+}
+
+/// A sealed message with a deflated key section: `raw_len`, the DEFLATE bytes, then `rest`.
+fn deflated_message(
+    keys: u32,
+    samples: u32,
+    raw_len: usize,
+    deflated: &[u8],
+    rest: &[u8],
+) -> Vec<u8> {
+    let mut body = Vec::new();
+    put_varint(&mut body, raw_len as u64);
+    put_varint(&mut body, deflated.len() as u64);
+    body.extend_from_slice(deflated);
+    body.extend_from_slice(rest);
+    let mut m = message(keys, keys, samples, &body);
+    m[FLAGS_OFFSET] = KEYS_DEFLATED;
+    reseal(&mut m);
+    m
+}
+
+#[test]
+fn a_damaged_or_oversized_deflated_key_section_is_an_error() {
+    let section = [0, 1, b'k'];
+    let good = miniz_oxide::deflate::compress_to_vec(&section, 6);
+    let group = [0, 0]; // kind none, no samples
+    let m = deflated_message(1, 0, section.len(), &good, &group);
+    assert_eq!(decode(&m).unwrap().series[0].key, "k");
+    // Inflates past its declared length: refused at the limit, not inflated whole.
+    let bomb = miniz_oxide::deflate::compress_to_vec(&vec![0u8; 1 << 20], 6);
+    let err = decode(&deflated_message(1, 0, 3, &bomb, &group)).unwrap_err();
+    assert_eq!(err, WireError::BadDeflate { raw_len: 3 });
+    // Shorter than declared.
+    let err = decode(&deflated_message(1, 0, 4, &good, &group)).unwrap_err();
+    assert_eq!(err, WireError::BadDeflate { raw_len: 4 });
+    // Not DEFLATE at all.
+    let err = decode(&deflated_message(1, 0, 3, &[0xff; 8], &group)).unwrap_err();
+    assert_eq!(err, WireError::BadDeflate { raw_len: 3 });
+    // A declared length past any key section.
+    let err = decode(&deflated_message(1, 0, MAX_KEY_SECTION + 1, &good, &group)).unwrap_err();
+    assert!(matches!(err, WireError::OutOfRange { .. }), "{err}");
+    // Bytes left over in the inflated section.
+    let longer = miniz_oxide::deflate::compress_to_vec(&[0, 1, b'k', 0], 6);
+    let err = decode(&deflated_message(1, 0, 4, &longer, &group)).unwrap_err();
+    assert!(
+        matches!(err, WireError::CountMismatch { what: "keys", .. }),
+        "{err}"
+    );
+}
+
 #[test]
 fn every_flipped_bit_is_caught() {
-    let bytes = encode_to_vec(&sample_batch()).unwrap();
+    for b in [sample_batch(), fleet_batch()] {
+        every_flipped_bit_is_caught_in(&encode_to_vec(&b).unwrap());
+    }
+}
+
+fn every_flipped_bit_is_caught_in(bytes: &[u8]) {
     for i in 0..bytes.len() {
         for bit in 0..8 {
-            let mut damaged = bytes.clone();
+            let mut damaged = bytes.to_vec();
             damaged[i] ^= 1 << bit;
             let err = decode(&damaged).expect_err("damage must not decode");
             match i {
@@ -338,14 +428,17 @@ fn every_flipped_bit_is_caught() {
 
 #[test]
 fn every_truncation_is_caught() {
-    let bytes = encode_to_vec(&sample_batch()).unwrap();
-    for len in 0..bytes.len() {
-        let err = decode(&bytes[..len]).expect_err("a prefix must not decode");
-        assert!(
-            matches!(err, WireError::Truncated { got, .. } if got == len),
-            "{len}: {err}"
-        );
+    for b in [sample_batch(), fleet_batch()] {
+        let bytes = encode_to_vec(&b).unwrap();
+        for len in 0..bytes.len() {
+            let err = decode(&bytes[..len]).expect_err("a prefix must not decode");
+            assert!(
+                matches!(err, WireError::Truncated { got, .. } if got == len),
+                "{len}: {err}"
+            );
+        }
     }
+    let bytes = encode_to_vec(&sample_batch()).unwrap();
     let mut longer = bytes.clone();
     longer.push(0);
     assert_eq!(decode(&longer), Err(WireError::TrailingBytes { extra: 1 }));
@@ -393,13 +486,14 @@ fn each_header_field_is_checked() {
         with(VERSION_OFFSET, &[2], true),
         Err(WireError::UnknownVersion { found: 2 })
     );
+    let flags = good[FLAGS_OFFSET] | 2;
     assert!(matches!(
-        with(FLAGS_OFFSET, &[1], false),
+        with(FLAGS_OFFSET, &[flags], false),
         Err(WireError::ChecksumMismatch { .. })
     ));
     assert_eq!(
-        with(FLAGS_OFFSET, &[1], true),
-        Err(WireError::UnknownFlags { flags: 1 })
+        with(FLAGS_OFFSET, &[flags], true),
+        Err(WireError::UnknownFlags { flags })
     );
     assert!(matches!(
         with(CRC_OFFSET, &[0; 4], false),
@@ -698,13 +792,17 @@ fn cadenced_batch() -> impl Strategy<Value = SampleBatch> {
             1i64..30,
             prop::collection::vec((0i64..3, value()), 1..20),
         ),
-        1..4,
+        1..12,
     )
     .prop_map(|series| {
         let mut b = SampleBatch::default();
         for (i, (kind, stride, points)) in series.into_iter().enumerate() {
             b.series.push(BatchSeries {
-                key: format!("servers.host{i:04}.cpu"),
+                key: format!(
+                    "collectd.web-{:02}_fra1.{}",
+                    i / 3,
+                    ["cpu.user", "cpu.idle", "load"][i % 3]
+                ),
                 kind: (kind == 1).then_some(SeriesKind::Counter),
             });
             let mut ts = 1_700_000_000;
@@ -741,9 +839,11 @@ proptest! {
     }
 
     #[test]
-    fn arbitrary_bytes_never_panic(mut tail in prop::collection::vec(any::<u8>(), 0..200), keys in 0u32..4, series in 0u32..6, samples in 0u32..50) {
+    fn arbitrary_bytes_never_panic(mut tail in prop::collection::vec(any::<u8>(), 0..200), keys in 0u32..4, series in 0u32..6, samples in 0u32..50, flags in 0u8..2) {
         // Behind a valid header and checksum, so the body parser itself is exercised.
-        let m = message(keys, series, samples, &tail);
+        let mut m = message(keys, series, samples, &tail);
+        m[FLAGS_OFFSET] = flags;
+        reseal(&mut m);
         let _ = decode(&m);
         tail.truncate(tail.len() / 2);
         let _ = decode(&tail);
