@@ -117,7 +117,10 @@ impl Storage {
                 continue;
             }
             let first = at[0];
-            if self.stored(first.tier, first.period_start, first.chunk).is_none() {
+            if self
+                .stored(first.tier, first.period_start, first.chunk)
+                .is_none()
+            {
                 tracing::debug!(
                     tier = first.tier,
                     period_start = first.period_start,
@@ -126,8 +129,12 @@ impl Storage {
                 );
                 continue;
             }
-            let (file, _) =
-                self.get_or_create(first.tier, first.period_start, first.chunk, Creation::OnDemand)?;
+            let (file, _) = self.get_or_create(
+                first.tier,
+                first.period_start,
+                first.chunk,
+                Creation::OnDemand,
+            )?;
             let Some(file) = WritableFile::new(file) else {
                 return Err(Error::ReadOnly(self.root.clone()));
             };

@@ -24,7 +24,8 @@ use crate::common::{scratch_dir, small_tiers, NOW};
 
 /// Set to the partition directory, the test runs as the child that gets killed.
 const CHILD_DIR: &str = "TIERDB_IT_APPLY_CHILD_DIR";
-const TEST: &str = "cluster_apply::a_partition_killed_at_any_step_applies_every_message_exactly_once";
+const TEST: &str =
+    "cluster_apply::a_partition_killed_at_any_step_applies_every_message_exactly_once";
 /// Enough that a child killed at a random time is usually still applying.
 const GROUPS: u64 = 600;
 const MESSAGES: u64 = 3;
@@ -134,7 +135,9 @@ fn assert_same(clean: &Engine, other: &Engine, what: &str) {
                 .read_buckets(id, tier, from, to, spec.resolution)
                 .unwrap();
             assert!(
-                buckets.iter().all(|(_, b)| b.count == 0 && b.total.to_bits() == 0),
+                buckets
+                    .iter()
+                    .all(|(_, b)| b.count == 0 && b.total.to_bits() == 0),
                 "{what}: {key} was only registered by a rolled-back group, yet holds data"
             );
         }
@@ -150,7 +153,11 @@ fn assert_same(clean: &Engine, other: &Engine, what: &str) {
         let id = SeriesId(i as u32);
         let key = a.key(id).unwrap();
         let other_id = b.get(key.as_str()).expect("registered on both");
-        assert_eq!(clean.series_kind(id), other.series_kind(other_id), "{what}: {key}");
+        assert_eq!(
+            clean.series_kind(id),
+            other.series_kind(other_id),
+            "{what}: {key}"
+        );
         assert_eq!(
             clean.counter_state(id),
             other.counter_state(other_id),
@@ -216,7 +223,13 @@ fn a_partition_killed_at_any_step_applies_every_message_exactly_once() {
 
     let mid_apply = |step: &str| vec![(FAULT_KILL_MID_APPLY, step.to_string())];
     let mut runs: Vec<(String, Vec<(&str, String)>)> = Vec::new();
-    for step in ["undo-written:2", "mid-apply:1", "applied:3", "flushed:2", "flushed:1"] {
+    for step in [
+        "undo-written:2",
+        "mid-apply:1",
+        "applied:3",
+        "flushed:2",
+        "flushed:1",
+    ] {
         runs.push((step.to_string(), mid_apply(step)));
     }
     // The undo record of the group killed after its flush is in force: kill the recovery.
@@ -242,7 +255,11 @@ fn a_partition_killed_at_any_step_applies_every_message_exactly_once() {
     };
     for (what, env) in &runs {
         let status = run_child(&dir, env).wait().unwrap();
-        assert_eq!(status.signal(), Some(9), "{what}: the fault hook kills the child: {status:?}");
+        assert_eq!(
+            status.signal(),
+            Some(9),
+            "{what}: the fault hook kills the child: {status:?}"
+        );
         check(what);
     }
     // At random times: the child may also get through the rest of the stream first.

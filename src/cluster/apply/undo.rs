@@ -154,7 +154,10 @@ impl UndoFile {
         buffer[0..8].copy_from_slice(&seq.to_le_bytes());
         buffer[8..16].copy_from_slice(&(entries.len() as u64).to_le_bytes());
         buffer[16..24].copy_from_slice(&layout.to_le_bytes());
-        for (entry, bytes) in entries.iter().zip(buffer[ENTRY_SIZE..].chunks_exact_mut(ENTRY_SIZE)) {
+        for (entry, bytes) in entries
+            .iter()
+            .zip(buffer[ENTRY_SIZE..].chunks_exact_mut(ENTRY_SIZE))
+        {
             for (word, b) in entry.encode().iter().zip(bytes.chunks_exact_mut(8)) {
                 b.copy_from_slice(&word.to_le_bytes());
             }

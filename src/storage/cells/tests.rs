@@ -60,7 +60,10 @@ fn cells_read_and_overwrite_alike_in_hot_compacted_and_missing_periods() {
     let storage = &engine.shared.storage;
     let id = engine.series("a").unwrap();
     let old = NOW - 3 * HOUR;
-    let samples = [Sample::new(id, old + 5, 1.5), Sample::new(id, old + 50, -0.0)];
+    let samples = [
+        Sample::new(id, old + 5, 1.5),
+        Sample::new(id, old + 50, -0.0),
+    ];
     assert_eq!(engine.record_batch(&samples).unwrap().accepted, 2);
     let written = Bucket {
         count: 2,
@@ -122,7 +125,10 @@ fn cells_read_and_overwrite_alike_in_hot_compacted_and_missing_periods() {
         cell(old, 60, 0),
         cell(old, 0, 16),
         cell(old + 1, 0, 0),
-        CellAt { tier: 1, ..cells[0] },
+        CellAt {
+            tier: 1,
+            ..cells[0]
+        },
     ] {
         assert!(
             matches!(storage.load_cells(&[bad]), Err(Error::InvalidQuery(_))),
