@@ -215,15 +215,14 @@ impl PartitionStore {
             .collect::<Result<Vec<_>>>()?;
         let entries = self.pre_images(&todo, &resolved)?;
         report.undo_entries = entries.len();
-        let outcome = self.apply_group(
-            &mut inner,
-            group_number,
+        let prepared = Prepared {
+            number: group_number,
             last,
-            &entries,
-            &todo,
-            &resolved,
-            &mut report,
-        );
+            messages: &todo,
+            series: &resolved,
+            entries: &entries,
+        };
+        let outcome = self.apply_group(&mut inner, &prepared, &mut report);
         if let Err(e) = &outcome {
             inner.poisoned = Some(format!(
                 "applying the group ending at stream sequence {last} failed ({e}); reopen to \
@@ -237,34 +236,29 @@ impl PartitionStore {
     }
 
     /// Steps 2 to 4 of the module docs; any error leaves the undo record in force.
-    #[allow(clippy::too_many_arguments)]
     fn apply_group(
         &self,
         inner: &mut Inner,
-        group_number: u64,
-        last: u64,
-        entries: &[Undo],
-        todo: &[&(u64, SampleBatch)],
-        resolved: &[Vec<Resolved>],
+        group: &Prepared<'_>,
         report: &mut ApplyReport,
     ) -> Result<()> {
-        if !entries.is_empty() {
+        if !group.entries.is_empty() {
             let layout = self.engine.config().layout_fingerprint();
-            inner.undo.write(last, layout, entries)?;
+            inner.undo.write(group.last, layout, group.entries)?;
         }
-        inner.fault_at(Step::UndoWritten, group_number)?;
+        inner.fault_at(Step::UndoWritten, group.number)?;
         let mut offset = 0;
-        for (i, ((_, batch), series)) in todo.iter().zip(resolved).enumerate() {
+        for (i, ((_, batch), series)) in group.messages.iter().zip(group.series).enumerate() {
             self.apply_message(batch, series, offset, &mut report.samples)?;
             offset += batch.samples.len();
             if i == 0 {
-                inner.fault_at(Step::MidApply, group_number)?;
+                inner.fault_at(Step::MidApply, group.number)?;
             }
         }
-        inner.fault_at(Step::Applied, group_number)?;
+        inner.fault_at(Step::Applied, group.number)?;
         self.engine.flush()?;
-        inner.fault_at(Step::Flushed, group_number)?;
-        inner.state.record(last)
+        inner.fault_at(Step::Flushed, group.number)?;
+        inner.state.record(group.last)
     }
 
     /// Registers the series of `batch` by key; `None` for a key that is not a valid series
@@ -388,6 +382,18 @@ impl PartitionStore {
         // next apply sees `poisoned` only if it had got past its undo record.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// A group past step 1: its messages with their series registered, and its pre-images.
+struct Prepared<'a> {
+    /// The group's number since open, for the fault hook.
+    number: u64,
+    /// Its last stream sequence.
+    last: u64,
+    messages: &'a [&'a (u64, SampleBatch)],
+    /// Per message, its series registered.
+    series: &'a [Vec<Resolved>],
+    entries: &'a [Undo],
 }
 
 /// A series of a batch, registered.
