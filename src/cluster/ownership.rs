@@ -24,7 +24,8 @@
 //! as just changed, so a node that joins waits a full timeout before it takes anything over.
 //! When the node's own heartbeat shows a gap of more than three heartbeats (a NATS election,
 //! a lost connection), the log stalled for everyone: every key then gets a fresh timeout
-//! rather than being found dead.
+//! rather than being found dead. And a node takes over an expired slot only on a heartbeat
+//! whose own write went through, so it cannot act on a stall it has not noticed yet.
 //!
 //! # Leases
 //! Slot `r` of partition `p` is held by the node named in `lease.<p>.<r>`. The holder renews

@@ -144,8 +144,9 @@ impl Agent {
                 Event::Leave(Err(_)) => return,
                 Event::Tick => self.tick(&mut watch).await,
                 Event::Watched(Some(Ok(entry))) => {
-                    self.take_watched(&entry);
-                    self.publish_view();
+                    if self.take_watched(&entry) {
+                        self.publish_view();
+                    }
                 }
                 Event::Watched(Some(Err(e))) => {
                     tracing::warn!(error = %e, "cluster bucket watch failed; watching again");
@@ -227,8 +228,8 @@ impl Agent {
         }
     }
 
-    /// Takes in one entry the watcher delivered.
-    fn take_watched(&mut self, entry: &kv::Entry) {
+    /// Takes in one entry the watcher delivered; whether the view may have changed.
+    fn take_watched(&mut self, entry: &kv::Entry) -> bool {
         self.watched_revision = self.watched_revision.max(entry.revision);
         if self
             .unwatched_heartbeat
@@ -257,7 +258,7 @@ impl Agent {
                 value,
             },
             Instant::now(),
-        );
+        )
     }
 
     /// Decides and writes; after failed writes, reads those slots again and decides again
