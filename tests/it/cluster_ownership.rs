@@ -367,3 +367,39 @@ async fn cluster_ownership_keeps_leases_when_a_nats_server_dies() {
         node.leave().await.expect("leave");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_ownership_runs_on_a_single_nats_server() {
+    // A lone server refuses a replicated stream: the bucket is created with one copy.
+    let cluster = NatsCluster::start(1).await;
+    let lease_timeout = Duration::from_secs(3);
+    let a = join(&cluster, "a", settings(lease_timeout)).await;
+    let mut epochs = Epochs::default();
+    // Alone, a holds one slot of every partition (never two).
+    until("a holds everything", &[&a], &mut epochs, SETTLE, |v| {
+        v.partitions.iter().all(|o| {
+            o.desired == ["a"]
+                && o.replicas.iter().flatten().filter(|l| l.alive).count() == 1
+                && o.holds("a")
+        })
+    })
+    .await;
+    let b = join(&cluster, "b", settings(lease_timeout)).await;
+    until("settled on a, b", &[&a, &b], &mut epochs, SETTLE, |v| {
+        settled(v, &["a", "b"])
+    })
+    .await;
+    let js = cluster.jetstream().await;
+    let mut stream = js.get_stream("KV_tierdb_cluster").await.expect("bucket");
+    let info = stream.info().await.expect("stream info");
+    assert_eq!(info.config.num_replicas, 1);
+    a.leave().await.expect("a leaves");
+    until("b alone", &[&b], &mut epochs, SETTLE, |v| {
+        v.node("a").is_none()
+            && v.partitions
+                .iter()
+                .all(|o| o.desired == ["b"] && o.holds("b"))
+    })
+    .await;
+    b.leave().await.expect("b leaves");
+}

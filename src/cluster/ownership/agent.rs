@@ -429,7 +429,14 @@ impl Agent {
         for (action, outcome) in releases.iter().zip(outcomes) {
             match outcome {
                 Ok(revision) => self.wrote(action, revision),
-                Err(e) => failures.push(format!("release of partition {}: {e}", action.slot().0)),
+                Err(e) => {
+                    // Refused because someone took the slot meanwhile: nothing to release.
+                    self.reread(action).await;
+                    let (partition, replica) = action.slot();
+                    if self.table.lease(partition, replica).1.held_by(&self.me) {
+                        failures.push(format!("release of partition {partition}: {e}"));
+                    }
+                }
             }
         }
         let key = node_key(&self.me);
