@@ -612,7 +612,7 @@ fn only_news_asks_for_a_new_view() {
             epoch,
         })
     };
-    let mut put = |table: &mut Table, revision, value: &[u8], at| {
+    let put = |table: &mut Table, revision, value: &[u8], at| {
         table.apply(
             Change {
                 key: &lease_key(0, 0),
