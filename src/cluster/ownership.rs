@@ -44,14 +44,14 @@
 //! # Balance and handover
 //! The desired owners of each partition are `min(replicas, live nodes)` live nodes: the top
 //! of a rendezvous hash of (node, partition), evened out so that every node's count of
-//! replicas is within one of every other's (`ownership/balance.rs`). Every node computes the same answer
-//! from the same live set. A node applies each partition it holds a slot of, plus each it is
-//! desired for but does not hold yet: it catches up on that partition's log while it waits
-//! ([`ClusterView::to_apply`]). Desired nodes claim free slots at once. A holder that is no
-//! longer desired keeps renewing until a desired node without a slot reports, in its
-//! heartbeat, an applied sequence at least the holder's own at the moment it noticed; then it
-//! releases the slot (keeping its epoch), and that node claims it. So reads always find a
-//! caught-up owner ([`ClusterView::readable_owner`]).
+//! replicas is within one of every other's (`ownership/balance.rs`). Every node computes the
+//! same answer from the same live set. A node applies each partition it holds a slot of, plus
+//! each it is desired for but does not hold yet: it catches up on that partition's log while
+//! it waits ([`ClusterView::to_apply`]). Desired nodes claim free slots at once. A holder
+//! that is no longer desired keeps renewing until a desired node without a slot reports, in
+//! its heartbeat, an applied sequence at least the holder's own at the moment it noticed;
+//! then it releases the slot (keeping its epoch), and that node claims it. So reads always
+//! find a caught-up owner ([`ClusterView::readable_owner`]).
 //!
 //! # Leaving and failing
 //! [`Ownership::leave`] releases every slot and deletes the heartbeat: the others see it at
