@@ -39,10 +39,11 @@ use std::str::FromStr;
 use rayon::prelude::*;
 
 use crate::bucket::Bucket;
+use crate::config::{TierSpec, TiersConfig};
 use crate::query::{Display, PointGrid, TierChoice, MAX_QUERY_POINTS};
 use crate::reader::Reader;
 use crate::registry::Selector;
-use crate::time::{Span, Timestamp};
+use crate::time::{window_start, Span, Timestamp};
 use crate::{Error, ReadBudget, Result};
 
 /// How the series of one group are folded into one value per point.
@@ -206,6 +207,243 @@ pub struct Group {
     pub points: Vec<(Timestamp, Option<f64>)>,
 }
 
+/// What an aggregate reads once the asker has fixed it ([`Reader::plan_aggregate`]): the
+/// query, the tier by name, the grid of points and the first second the tier's window holds
+/// at the asker's clock. Every engine given the plan reads the same buckets, so partial
+/// answers of engines with different clocks still merge point by point. Serializable, as a
+/// cluster read sends it to the owners of each partition.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AggregatePlan {
+    selector: Selector,
+    group_by: Vec<String>,
+    aggregation: Aggregation,
+    display: Display,
+    /// The tier, by name: tier indexes are one node's configuration order.
+    tier: String,
+    from: Timestamp,
+    to: Timestamp,
+    /// Width of a point; `None` for one point over the whole range.
+    step: Option<Span>,
+    /// First second the tier held at the asker's clock: nothing older is read, anywhere.
+    window: Timestamp,
+    /// The points, as the asker's tier gives them; an owner whose tier gives another grid
+    /// refuses the plan rather than answer on other points.
+    grid: PointGrid,
+}
+
+impl AggregatePlan {
+    /// The plan of `query` with `tiers` at `now`: the tier chosen, the grid and the tier's
+    /// window fixed, so every engine that reads with the plan reads that grid, whatever its
+    /// own clock says. A cluster node with no engine plans from its tiers and clock.
+    ///
+    /// # Errors
+    /// As [`Reader::plan_aggregate`].
+    pub fn new(
+        tiers: &TiersConfig,
+        now: Timestamp,
+        query: &AggregateQuery,
+    ) -> Result<AggregatePlan> {
+        let tier = tiers.choose_tier(&query.tier, query.from, query.to, query.max_points, now)?;
+        let spec = &tiers.tiers[tier];
+        let step = (!query.whole_range).then(|| query.step.unwrap_or(spec.resolution));
+        Ok(AggregatePlan {
+            selector: query.selector.clone(),
+            group_by: query.group_by.clone(),
+            aggregation: query.aggregation,
+            display: query.display,
+            tier: spec.name.clone(),
+            from: query.from,
+            to: query.to,
+            step,
+            window: window_start(now, spec.retention, spec.period),
+            grid: AggregatePlan::grid_of(spec, query.from, query.to, step)?,
+        })
+    }
+
+    /// The tier read.
+    pub fn tier(&self) -> &str {
+        &self.tier
+    }
+
+    /// The points of a read of `spec` over `[from, to)`, `step` wide or one for the whole
+    /// range.
+    fn grid_of(
+        spec: &TierSpec,
+        from: Timestamp,
+        to: Timestamp,
+        step: Option<Span>,
+    ) -> Result<PointGrid> {
+        match step {
+            Some(step) => PointGrid::new(spec, from, to, step),
+            None => PointGrid::whole(spec, from, to),
+        }
+    }
+}
+
+/// An aggregate's answer before its values are shown: each group's tag values, its series
+/// count and one accumulator per point, over the series of some engines. Partials over
+/// disjoint sets of series [`merge`](PartialAggregate::merge) exactly into the partial over
+/// their union: series counts and sample counts add, minima and maxima fold, and sums add as
+/// the single-engine read adds its workers' rows (so `avg` is the merged total over the merged
+/// count, never a mean of means). [`finish`](PartialAggregate::finish) turns it into the
+/// [`AggregateResult`]; [`Reader::aggregate_within`] is the partial over one engine, finished.
+///
+/// Serializable: every float survives JSON bit for bit (finite ones as shortest round-trip
+/// numbers, the others as `"inf"`, `"-inf"`, `"NaN"`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PartialAggregate {
+    plan: AggregatePlan,
+    /// Sorted by tag values, each value list once.
+    groups: Vec<PartialGroup>,
+}
+
+/// One group of a [`PartialAggregate`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct PartialGroup {
+    /// The value of each `group_by` tag, in the plan's order.
+    tags: Vec<Option<String>>,
+    /// Series selected into the group.
+    series: usize,
+    /// One accumulator per point of the plan's grid.
+    rows: Vec<Fold>,
+}
+
+impl PartialAggregate {
+    /// The partial over no series: what merging starts from.
+    pub fn empty(plan: AggregatePlan) -> PartialAggregate {
+        PartialAggregate {
+            plan,
+            groups: Vec::new(),
+        }
+    }
+
+    /// The plan this answers.
+    pub fn plan(&self) -> &AggregatePlan {
+        &self.plan
+    }
+
+    /// Number of groups.
+    pub fn groups(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// Folds `other`, a partial over other series, in. Merging in any order gives the same
+    /// groups, series counts, sample counts, minima and maxima; sums are added as floats, so
+    /// they are the same in any order whenever the sums are exact (see ARCHITECTURE.md).
+    ///
+    /// # Errors
+    /// [`Error::InvalidQuery`] when `other` answers another plan, or a group's rows do not
+    /// match the plan's points (a partial garbled on its way). `self` is unchanged then.
+    pub fn merge(&mut self, other: PartialAggregate) -> Result<()> {
+        if other.plan != self.plan {
+            return Err(Error::InvalidQuery(
+                "partial aggregates of different plans cannot be merged".into(),
+            ));
+        }
+        other.check_shape()?;
+        let points = self.plan.grid.points;
+        let mine = std::mem::take(&mut self.groups);
+        let mut merged = Vec::with_capacity(mine.len().max(other.groups.len()));
+        let (mut a, mut b) = (
+            mine.into_iter().peekable(),
+            other.groups.into_iter().peekable(),
+        );
+        loop {
+            let order = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) => x.tags.cmp(&y.tags),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => break,
+            };
+            match order {
+                std::cmp::Ordering::Less => merged.extend(a.next()),
+                std::cmp::Ordering::Greater => merged.extend(b.next()),
+                std::cmp::Ordering::Equal => {
+                    let (mut x, y) = (a.next().expect("peeked"), b.next().expect("peeked"));
+                    x.series += y.series;
+                    for (fold, other) in x.rows.iter_mut().zip(&y.rows) {
+                        fold.merge(other);
+                    }
+                    debug_assert_eq!(x.rows.len(), points);
+                    merged.push(x);
+                }
+            }
+        }
+        self.groups = merged;
+        Ok(())
+    }
+
+    /// The answer: each group's points shown with the plan's display and folded with its
+    /// aggregation.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQuery`] when groups × points exceeds [`MAX_QUERY_POINTS`] (the merged
+    /// groups of many partitions can, where each partition's did not), or the partial is
+    /// garbled (see [`PartialAggregate::merge`]).
+    pub fn finish(self) -> Result<AggregateResult> {
+        self.check_shape()?;
+        let plan = self.plan;
+        let grid = plan.grid;
+        check_cells(self.groups.len(), grid.points)?;
+        let seconds = grid.step as u64;
+        let groups = self
+            .groups
+            .into_iter()
+            .map(|group| Group {
+                tags: plan.group_by.iter().cloned().zip(group.tags).collect(),
+                series: group.series,
+                points: group
+                    .rows
+                    .iter()
+                    .enumerate()
+                    .map(|(i, acc)| {
+                        (
+                            grid.start_of(i),
+                            acc.value(plan.aggregation, plan.display, seconds),
+                        )
+                    })
+                    .collect(),
+            })
+            .collect();
+        Ok(AggregateResult {
+            tier: plan.tier,
+            display: plan.display,
+            aggregation: plan.aggregation,
+            step: grid.step,
+            groups,
+        })
+    }
+
+    /// Refuses a partial whose groups are not sorted and distinct, or are not one row per
+    /// point and one tag value per `group_by` key: only a partial that came over the wire can
+    /// be so, and merging it would misplace values.
+    fn check_shape(&self) -> Result<()> {
+        let points = self.plan.grid.points;
+        let keys = self.plan.group_by.len();
+        let sorted = self.groups.windows(2).all(|w| w[0].tags < w[1].tags);
+        let shaped = (self.groups.iter()).all(|g| g.rows.len() == points && g.tags.len() == keys);
+        if sorted && shaped {
+            Ok(())
+        } else {
+            Err(Error::InvalidQuery(
+                "a partial aggregate's groups do not match its plan".into(),
+            ))
+        }
+    }
+}
+
+/// Refuses an answer of `groups` × `points` values over [`MAX_QUERY_POINTS`].
+fn check_cells(groups: usize, points: usize) -> Result<()> {
+    let cells = groups.saturating_mul(points);
+    if cells as u64 > MAX_QUERY_POINTS {
+        return Err(Error::InvalidQuery(format!(
+            "{groups} groups x {points} points = {cells} values; at most {MAX_QUERY_POINTS} \
+             (group by fewer tags, or use a coarser step or tier)"
+        )));
+    }
+    Ok(())
+}
+
 /// One selected series: where its cells are and which group it folds into.
 #[derive(Clone, Copy)]
 struct Member {
@@ -228,6 +466,8 @@ impl Reader<'_> {
     /// Answers `query` if what it reads fits in `budget`: the registry's keys (one value
     /// each, charged before the scan) and the cells, every selected series times the tier's
     /// buckets in the range (within the tier's retention window), charged before any is read.
+    /// The plan, its partial answer over this engine, and the finish: the same steps a
+    /// cluster read takes across partitions (see [`PartialAggregate`]).
     ///
     /// # Errors
     /// As [`Reader::aggregate`], and [`Error::InvalidQuery`] when `budget` refuses the read.
@@ -236,23 +476,53 @@ impl Reader<'_> {
         query: &AggregateQuery,
         budget: &ReadBudget,
     ) -> Result<AggregateResult> {
-        let tier = self.choose_tier(&query.tier, query.from, query.to, query.max_points)?;
+        let plan = self.plan_aggregate(query)?;
+        self.aggregate_partial(&plan, budget)?.finish()
+    }
+
+    /// Fixes what `query` reads from this engine's clock and tiers: the tier (`auto` chosen
+    /// now), the grid of points and the first second the tier's window holds. Whoever reads
+    /// with the plan reads that grid, whatever its own clock says.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTier`], or [`Error::InvalidQuery`] for an empty range, a step that is
+    /// not a multiple of the tier's resolution, or more than [`MAX_QUERY_POINTS`] points.
+    pub fn plan_aggregate(&self, query: &AggregateQuery) -> Result<AggregatePlan> {
+        AggregatePlan::new(self.config(), self.now(), query)
+    }
+
+    /// The series of this engine `plan` selects, grouped and folded into one row of
+    /// accumulators per group, if what it reads fits in `budget` (charged as
+    /// [`Reader::aggregate_within`] says). Partials of engines holding disjoint series merge
+    /// into the partial of one engine holding them all.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTier`] when this engine has no tier of the plan's name,
+    /// [`Error::InvalidQuery`] when that tier's layout differs from the plan's, when
+    /// groups × points exceeds [`MAX_QUERY_POINTS`] or `budget` refuses the read;
+    /// [`Error::CorruptFile`] or [`Error::Io`] for a compacted file that cannot be read.
+    pub fn aggregate_partial(
+        &self,
+        plan: &AggregatePlan,
+        budget: &ReadBudget,
+    ) -> Result<PartialAggregate> {
+        let tier = self
+            .config()
+            .tier_index(&plan.tier)
+            .ok_or_else(|| Error::UnknownTier(plan.tier.clone()))?;
         let spec = &self.config().tiers[tier];
-        let grid = if query.whole_range {
-            PointGrid::whole(spec, query.from, query.to)?
-        } else {
-            PointGrid::new(
-                spec,
-                query.from,
-                query.to,
-                query.step.unwrap_or(spec.resolution),
-            )?
-        };
+        let grid = AggregatePlan::grid_of(spec, plan.from, plan.to, plan.step)?;
+        if grid != plan.grid {
+            return Err(Error::InvalidQuery(format!(
+                "tier {} ({} buckets in periods of {}) gives another grid than the plan's",
+                spec.name, spec.resolution, spec.period
+            )));
+        }
         let slots = self.slots();
         budget.charge_scan(self.registry().len())?;
         let matched = self.registry().select(|id, key| {
-            query.selector.matches(key).then(|| {
-                let values: Vec<Option<String>> = query
+            plan.selector.matches(key).then(|| {
+                let values: Vec<Option<String>> = plan
                     .group_by
                     .iter()
                     .map(|k| key.tag(k).map(Cow::into_owned))
@@ -267,17 +537,9 @@ impl Reader<'_> {
         for (index, entry) in groups.values_mut().enumerate() {
             entry.0 = index;
         }
-        let cells = groups.len().saturating_mul(grid.points);
-        if cells as u64 > MAX_QUERY_POINTS {
-            return Err(Error::InvalidQuery(format!(
-                "{} groups x {} points = {cells} values; at most {MAX_QUERY_POINTS} (group by \
-                 fewer tags, or use a coarser step or tier)",
-                groups.len(),
-                grid.points
-            )));
-        }
-        let held_from = query.from.max(self.window_start(tier, self.now()));
-        let buckets = PointGrid::span(held_from, query.to, i128::from(grid.resolution())).1;
+        check_cells(groups.len(), grid.points)?;
+        let held_from = plan.from.max(plan.window);
+        let buckets = PointGrid::span(held_from, plan.to, i128::from(grid.resolution())).1;
         budget.charge(
             buckets.max(0).unsigned_abs() * matched.len() as u128,
             || {
@@ -297,31 +559,19 @@ impl Reader<'_> {
                 group: groups[values].0,
             })
             .collect();
-        let folded = self.fold_members(tier, &grid, &members, groups.len(), query.display)?;
-        let seconds = grid.step as u64;
-        let result_groups = groups
+        let folded = self.fold_members(tier, plan, &members, groups.len())?;
+        let points = grid.points;
+        let groups = groups
             .into_iter()
-            .map(|(values, (index, series))| Group {
-                tags: query.group_by.iter().cloned().zip(values).collect(),
+            .map(|(tags, (index, series))| PartialGroup {
+                tags,
                 series,
-                points: folded[index * grid.points..(index + 1) * grid.points]
-                    .iter()
-                    .enumerate()
-                    .map(|(i, acc)| {
-                        (
-                            grid.start_of(i),
-                            acc.value(query.aggregation, query.display, seconds),
-                        )
-                    })
-                    .collect(),
+                rows: folded[index * points..(index + 1) * points].to_vec(),
             })
             .collect();
-        Ok(AggregateResult {
-            tier: spec.name.clone(),
-            display: query.display,
-            aggregation: query.aggregation,
-            step: grid.step,
-            groups: result_groups,
+        Ok(PartialAggregate {
+            plan: plan.clone(),
+            groups,
         })
     }
 
@@ -337,11 +587,11 @@ impl Reader<'_> {
     fn fold_members(
         &self,
         tier: usize,
-        grid: &PointGrid,
+        plan: &AggregatePlan,
         members: &[Member],
         groups: usize,
-        display: Display,
     ) -> Result<Vec<Fold>> {
+        let (grid, display) = (&plan.grid, plan.display);
         let points = grid.points;
         let seconds = grid.step as u64;
         let runs: Vec<&[Member]> = members.chunk_by(|a, b| a.chunk == b.chunk).collect();
@@ -349,7 +599,7 @@ impl Reader<'_> {
             .try_fold(
                 || (vec![Fold::EMPTY; groups * points], Vec::new()),
                 |(mut rows, mut buckets): (Vec<Fold>, Vec<Bucket>), run| {
-                    let held = self.files_for(tier, grid, run[0].chunk)?;
+                    let held = self.files_for(tier, grid, run[0].chunk, plan.window)?;
                     if held.is_empty() {
                         return Ok((rows, buckets));
                     }
@@ -408,7 +658,7 @@ const SPAN_BUCKETS: i64 = 64;
 
 /// What one point of one group has seen so far: the merged buckets (for the exact
 /// aggregates) and the series' shown values (for the rest).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct Fold {
     samples: Bucket,
     sum: f64,
@@ -466,5 +716,152 @@ impl Fold {
             (Aggregation::Max, _) => self.max,
             (Aggregation::Count, _) => f64::from(self.series),
         })
+    }
+}
+
+/// A fold on the wire: `null` when no series had a value, else
+/// `[series, sum, min, max, count, total, sample min, sample max]` with each float exact.
+impl serde::Serialize for Fold {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        if self.series == 0 {
+            return serializer.serialize_none();
+        }
+        let b = &self.samples;
+        serializer.collect_seq([
+            Exact::Count(u64::from(self.series)),
+            Exact::Float(self.sum),
+            Exact::Float(self.min),
+            Exact::Float(self.max),
+            Exact::Count(b.count),
+            Exact::Float(b.total),
+            Exact::Float(b.min),
+            Exact::Float(b.max),
+        ])
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Fold {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Fold, D::Error> {
+        type Wire = Option<(
+            u32,
+            ExactF64,
+            ExactF64,
+            ExactF64,
+            u64,
+            ExactF64,
+            ExactF64,
+            ExactF64,
+        )>;
+        let Some((series, sum, min, max, count, total, low, high)) =
+            Wire::deserialize(deserializer)?
+        else {
+            return Ok(Fold::EMPTY);
+        };
+        if series == 0 || count == 0 {
+            return Err(serde::de::Error::custom(
+                "a fold with a value has a series and a sample",
+            ));
+        }
+        Ok(Fold {
+            samples: Bucket {
+                count,
+                total: total.0,
+                min: low.0,
+                max: high.0,
+            },
+            sum: sum.0,
+            min: min.0,
+            max: max.0,
+            series,
+        })
+    }
+}
+
+/// One element of a serialized [`Fold`].
+enum Exact {
+    Count(u64),
+    Float(f64),
+}
+
+impl serde::Serialize for Exact {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        match *self {
+            Exact::Count(n) => serializer.serialize_u64(n),
+            Exact::Float(x) => ExactF64(x).serialize(serializer),
+        }
+    }
+}
+
+/// An f64 that survives JSON bit for bit: finite values as numbers (serde_json writes the
+/// shortest text that reads back to the same bits, and reads it back exactly with its
+/// `float_roundtrip` feature, which Cargo.toml turns on), the others as strings, since JSON
+/// has no number for them.
+struct ExactF64(f64);
+
+impl serde::Serialize for ExactF64 {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        let x = self.0;
+        if x.is_finite() {
+            serializer.serialize_f64(x)
+        } else if x.is_nan() {
+            serializer.serialize_str("NaN")
+        } else if x > 0.0 {
+            serializer.serialize_str("inf")
+        } else {
+            serializer.serialize_str("-inf")
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ExactF64 {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<ExactF64, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = ExactF64;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a number, \"inf\", \"-inf\" or \"NaN\"")
+            }
+            fn visit_f64<E>(self, x: f64) -> std::result::Result<ExactF64, E> {
+                Ok(ExactF64(x))
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> std::result::Result<ExactF64, E> {
+                exact_integer(n as f64, n as i128)
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> std::result::Result<ExactF64, E> {
+                exact_integer(n as f64, n as i128)
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> std::result::Result<ExactF64, E> {
+                match s {
+                    "inf" => Ok(ExactF64(f64::INFINITY)),
+                    "-inf" => Ok(ExactF64(f64::NEG_INFINITY)),
+                    "NaN" => Ok(ExactF64(f64::NAN)),
+                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(s), &self)),
+                }
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+/// An integer read where a float was written (by a writer that prints `3.0` as `3`): taken
+/// only when the float holds it exactly.
+fn exact_integer<E: serde::de::Error>(x: f64, n: i128) -> std::result::Result<ExactF64, E> {
+    if x as i128 == n {
+        Ok(ExactF64(x))
+    } else {
+        Err(E::custom(format!("{n} is not exact as a float")))
     }
 }

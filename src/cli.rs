@@ -8,6 +8,7 @@
 //! the directory to itself: while a server holds it, send the file to the server instead.
 
 pub mod aggregate;
+pub mod cluster;
 pub mod demo;
 pub mod import;
 pub mod info;
@@ -94,6 +95,18 @@ pub struct Listen {
     pub connections: serve::ConnectionLimits,
 }
 
+impl Listen {
+    /// The server's limits these flags set.
+    pub fn limits(&self) -> crate::server::Limits {
+        crate::server::Limits {
+            max_series: (self.max_series > 0).then_some(self.max_series),
+            max_read_values: self.max_read_values,
+            name_cache_bytes: self.name_cache_bytes,
+            ..self.connections.limits()
+        }
+    }
+}
+
 /// Which tier, range and display a read uses (`query`, `aggregate`, `plot`).
 #[derive(Args, Debug, Clone)]
 pub struct Window {
@@ -171,6 +184,7 @@ pub enum Command {
     Info(info::InfoArgs),
     Tiers(tiers::TiersArgs),
     Lookup(lookup::LookupArgs),
+    Cluster(cluster::ClusterArgs),
 }
 
 /// Runs a parsed command line.
@@ -189,6 +203,7 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Info(args) => info::run(args),
         Command::Tiers(args) => tiers::run(args),
         Command::Lookup(args) => lookup::run(args),
+        Command::Cluster(args) => cluster::run(args),
     }
 }
 

@@ -12,7 +12,15 @@
 
 pub mod apply;
 pub mod batch;
+pub mod edge;
+pub mod fanout;
+pub mod log;
+pub mod node;
 pub mod ownership;
+pub mod partial;
+pub mod peer;
+pub mod status;
+mod streams;
 pub mod wire;
 
 pub use batch::{BatchSample, BatchSeries, SampleBatch};

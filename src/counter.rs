@@ -159,17 +159,49 @@ impl CounterTable {
         }
         let Inner { state, kinds, .. } = inner;
         registry.for_each_from(first, |id, key| {
-            let flags = state.flags(id.index());
-            let kind = if flags & DECLARED_COUNTER != 0 {
-                SeriesKind::Counter
-            } else if flags & DECLARED_GAUGE != 0 || !self.rules.matches(key) {
-                SeriesKind::Gauge
-            } else {
-                SeriesKind::Counter
-            };
-            kinds.push(kind);
+            kinds.push(self.kind_from(state.flags(id.index()), key));
         });
         if kinds[first..].contains(&SeriesKind::Counter) {
+            self.any.store(true, Ordering::Release);
+        }
+    }
+
+    /// The kind a series has with state `flags` and key `key`: the kind a write declared,
+    /// else the `[counters]` rules'.
+    fn kind_from(&self, flags: u64, key: crate::registry::KeyView<'_>) -> SeriesKind {
+        if flags & DECLARED_COUNTER != 0 {
+            SeriesKind::Counter
+        } else if flags & DECLARED_GAUGE != 0 || !self.rules.matches(key) {
+            SeriesKind::Gauge
+        } else {
+            SeriesKind::Counter
+        }
+    }
+
+    /// Series `id`'s state record as it stands: the kind a write declared, and a counter's
+    /// last time and raw value (zeros when never written). An undo keeps it to put back
+    /// with [`CounterTable::restore`].
+    pub(crate) fn snapshot(&self, id: SeriesId) -> [u64; 3] {
+        self.lock().state.record(id.index())
+    }
+
+    /// Puts series `id`'s state record back to `record` (taken by
+    /// [`CounterTable::snapshot`]) and evaluates its kind again from it, so the next batch
+    /// sees the series as it was when the record was taken: a declaration undone makes it
+    /// what the rules say again. Only valid while no batch runs (an undo at open).
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn restore(&self, id: SeriesId, record: [u64; 3], registry: &Registry) {
+        let mut inner = self.lock();
+        self.refresh(&mut inner, registry);
+        inner.state.restore(id.index(), record);
+        let Some(key) = registry.key(id) else {
+            return;
+        };
+        let kind = self.kind_from(inner.state.flags(id.index()), key.view());
+        if let Some(slot) = inner.kinds.get_mut(id.index()) {
+            *slot = kind;
+        }
+        if kind == SeriesKind::Counter {
             self.any.store(true, Ordering::Release);
         }
     }

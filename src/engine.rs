@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::aggregate::{AggregateQuery, AggregateResult};
+use crate::bucket::Bucket;
 use crate::clock::{Clock, SystemClock};
 use crate::config::TiersConfig;
 use crate::counter::{CounterTable, SeriesKind};
@@ -18,6 +19,7 @@ use crate::query::{Query, QueryResult};
 use crate::reader::Reader;
 use crate::registry::{Registry, SeriesId};
 use crate::sample::{BatchReport, RejectReason, Sample};
+use crate::storage::cells::CellAt;
 use crate::storage::counter_journal::Undo;
 use crate::storage::lock::DirLock;
 use crate::storage::recovery::Recovery;
@@ -494,6 +496,22 @@ struct SampleLimits {
     known_series: usize,
 }
 
+/// The first and last second a sample may have at `now` with `config`: the earliest second
+/// any tier holds, and now + `future_bound`. A cluster node checks the same bounds before it
+/// publishes (src/cluster/edge.rs), so a sample is refused for the same reason either way.
+pub(crate) fn accepted_times(config: &TiersConfig, now: Timestamp) -> (Timestamp, Timestamp) {
+    let oldest = config
+        .tiers
+        .iter()
+        .map(|t| window_start(now, t.retention, t.period))
+        .min()
+        .unwrap_or(Timestamp::MIN);
+    (
+        oldest,
+        now.saturating_add(config.engine.future_bound.secs() as i64),
+    )
+}
+
 impl SampleLimits {
     #[inline]
     fn check(&self, sample: &Sample) -> std::result::Result<(), RejectReason> {
@@ -675,6 +693,49 @@ impl Engine {
         self.shared
             .counter_table
             .declare(id, kind, &self.shared.registry)
+    }
+
+    /// The buckets of `cells` as they stand, whichever form their periods are in (see
+    /// [`Storage::load_cells`]): the pre-images an undo keeps before a change.
+    ///
+    /// # Errors
+    /// As [`Storage::load_cells`].
+    pub fn load_cells(&self, cells: &[CellAt]) -> Result<Vec<Bucket>> {
+        self.shared.storage.load_cells(cells)
+    }
+
+    /// Puts absolute buckets back into `cells` (see [`Storage::overwrite_cells`]); durable
+    /// with the next [`Engine::flush`]. Returns how many cells changed. Only valid while no
+    /// batch runs and no read of these cells does: an undo at open, before the engine is
+    /// handed out.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`], [`Error::Poisoned`], and as [`Storage::overwrite_cells`].
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn restore_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
+        self.check_writable()?;
+        self.shared.check_poison()?;
+        self.shared.storage.overwrite_cells(cells)
+    }
+
+    /// Series `id`'s counter state record (flags with the declared kind, a counter's last
+    /// time and raw value as bits; zeros when never written), for an undo to put back.
+    pub fn counter_state(&self, id: SeriesId) -> [u64; 3] {
+        self.shared.counter_table.snapshot(id)
+    }
+
+    /// Puts series `id`'s counter state record back to `record`, its kind evaluated again
+    /// from it; durable with the next [`Engine::flush`]. Only valid while no batch runs.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`].
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn restore_counter_state(&self, id: SeriesId, record: [u64; 3]) -> Result<()> {
+        self.check_writable()?;
+        self.shared
+            .counter_table
+            .restore(id, record, &self.shared.registry);
+        Ok(())
     }
 
     /// The engine clock's current time.
@@ -926,17 +987,10 @@ impl Engine {
 
     /// The per-sample limits at `now`, without allocating (the single-record path).
     fn limits(&self, now: Timestamp) -> SampleLimits {
-        let oldest = self
-            .shared
-            .config
-            .tiers
-            .iter()
-            .map(|t| window_start(now, t.retention, t.period))
-            .min()
-            .unwrap_or(Timestamp::MIN);
+        let (oldest, newest) = accepted_times(&self.shared.config, now);
         SampleLimits {
             oldest,
-            newest: now.saturating_add(self.shared.config.engine.future_bound.secs() as i64),
+            newest,
             known_series: self.shared.registry.len(),
         }
     }
@@ -1076,6 +1130,40 @@ pub struct EngineStats {
     pub tiers: Vec<TierStats>,
     /// Tier directories on disk that the configuration no longer names.
     pub orphaned_tiers: Vec<String>,
+}
+
+impl EngineStats {
+    /// Adds `other`'s counts to these: what a cluster node reports for the partitions it
+    /// applies, each an engine of its own with the same tiers. Files, bytes, series and
+    /// counters add up; a tier's oldest period is the oldest of both, its newest the newest.
+    pub fn absorb(&mut self, other: &EngineStats) {
+        self.series += other.series;
+        self.counters += other.counters;
+        self.accepted += other.accepted;
+        for &(reason, n) in &other.rejected {
+            match self.rejected.iter_mut().find(|(r, _)| *r == reason) {
+                Some((_, total)) => *total += n,
+                None => self.rejected.push((reason, n)),
+            }
+        }
+        self.on_demand_creations += other.on_demand_creations;
+        self.maintenance_failures += other.maintenance_failures;
+        if self.maintenance_error.is_none() {
+            self.maintenance_error.clone_from(&other.maintenance_error);
+        }
+        for theirs in &other.tiers {
+            let Some(ours) = self.tiers.iter_mut().find(|t| t.name == theirs.name) else {
+                self.tiers.push(theirs.clone());
+                continue;
+            };
+            ours.disk.absorb(&theirs.disk);
+        }
+        for orphan in &other.orphaned_tiers {
+            if !self.orphaned_tiers.contains(orphan) {
+                self.orphaned_tiers.push(orphan.clone());
+            }
+        }
+    }
 }
 
 /// One tier in [`EngineStats`].

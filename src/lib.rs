@@ -45,7 +45,7 @@ pub mod budget;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod clock;
-#[cfg(feature = "cluster")]
+#[cfg(feature = "server")]
 pub mod cluster;
 pub mod config;
 pub mod counter;
@@ -65,7 +65,9 @@ pub mod server;
 pub mod storage;
 pub mod time;
 
-pub use aggregate::{AggregateQuery, AggregateResult, Aggregation, Group};
+pub use aggregate::{
+    AggregatePlan, AggregateQuery, AggregateResult, Aggregation, Group, PartialAggregate,
+};
 pub use bucket::Bucket;
 pub use budget::ReadBudget;
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -5,11 +5,11 @@
 use std::str::FromStr;
 
 use crate::bucket::Bucket;
-use crate::config::TierSpec;
+use crate::config::{TierSpec, TiersConfig};
 use crate::reader::Reader;
 use crate::registry::SeriesId;
 use crate::storage::HeldPeriod;
-use crate::time::{Span, Timestamp};
+use crate::time::{window_start, Span, Timestamp};
 use crate::{Error, Result};
 
 /// Most points one query may return; protects the process from a typo'd range.
@@ -89,7 +89,7 @@ impl FromStr for Display {
 }
 
 /// Which tier a query reads.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum TierChoice {
     /// The finest tier whose window covers the range within the point budget.
     Auto,
@@ -109,7 +109,7 @@ impl From<&str> for TierChoice {
 }
 
 /// A read of one series.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Query {
     /// The series in text form, `name` or `name{k=v,...}`.
     pub series: String,
@@ -168,7 +168,7 @@ impl Query {
 
 /// A query's answer: one point per bucket (or step) whose start lies in `[from, to)`,
 /// stamped with that start in unix seconds.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct QueryResult {
     /// The series in canonical text form.
     pub series: String,
@@ -176,11 +176,17 @@ pub struct QueryResult {
     pub tier: String,
     /// How values are shown.
     pub display: Display,
-    /// Width of each point.
-    #[serde(skip)]
+    /// Width of each point. Not in the JSON answer; a cluster node that forwards a query
+    /// sends it beside the answer (src/cluster/fanout.rs).
+    #[serde(skip, default = "no_step")]
     pub step: Span,
     /// `(start, value)`, value `None` for a bucket without samples.
     pub points: Vec<(Timestamp, Option<f64>)>,
+}
+
+/// The step of a [`QueryResult`] read from JSON, which does not carry it.
+fn no_step() -> Span {
+    Span::from_secs(0)
 }
 
 impl QueryResult {
@@ -249,40 +255,15 @@ impl Reader<'_> {
         to: Timestamp,
         max_points: Option<u32>,
     ) -> Result<usize> {
-        match choice {
-            TierChoice::Auto => Ok(self.auto_tier(
-                from,
-                to,
-                max_points.unwrap_or(self.config().engine.max_points),
-            )),
-            TierChoice::Named(name) => self
-                .config()
-                .tier_index(name)
-                .ok_or_else(|| Error::UnknownTier(name.clone())),
-        }
+        self.config()
+            .choose_tier(choice, from, to, max_points, self.now())
     }
 
     /// The finest tier whose window reaches back to `from` and whose buckets over
     /// `[from, to)` number at most `max_points`; failing that, the tier reaching back
     /// furthest among those within the budget; failing that, the coarsest tier.
     pub fn auto_tier(&self, from: Timestamp, to: Timestamp, max_points: u32) -> usize {
-        let now = self.now();
-        let tiers = &self.config().tiers;
-        let mut order: Vec<usize> = (0..tiers.len()).collect();
-        order.sort_by_key(|&t| tiers[t].resolution);
-        let span = to.saturating_sub(from).max(0) as u64;
-        let fits = |t: usize| span / tiers[t].resolution.secs() <= u64::from(max_points);
-        let reaches = |t: usize| self.window_start(t, now) <= from;
-        if let Some(&t) = order.iter().find(|&&t| fits(t) && reaches(t)) {
-            return t;
-        }
-        order
-            .iter()
-            .copied()
-            .filter(|&t| fits(t))
-            .min_by_key(|&t| self.window_start(t, now))
-            .or_else(|| order.last().copied())
-            .unwrap_or(0)
+        self.config().auto_tier(from, to, max_points, self.now())
     }
 
     /// The merged buckets of series `id` in tier `tier`: one per `step`-aligned interval
@@ -322,19 +303,26 @@ impl Reader<'_> {
         let grid = PointGrid::new(&self.config().tiers[tier], from, to, step)?;
         let mut acc = vec![Bucket::EMPTY; grid.points];
         let slots = self.slots();
-        let files = self.files_for(tier, &grid, id.0 / slots)?;
+        let window = self.window_start(tier, self.now());
+        let files = self.files_for(tier, &grid, id.0 / slots, window)?;
         grid.fold_span(&files, id.0 % slots, grid.first..grid.end, 0, &mut acc)?;
         Ok((grid.first, acc))
     }
 
-    /// The files of `chunk` in `tier` that hold part of `grid` inside the tier's window,
-    /// oldest first. Only periods that have a file: the walk is bounded by the files held,
-    /// not by the width of the range.
+    /// The files of `chunk` in `tier` that hold part of `grid` from `window` (the first
+    /// second of the tier's window the read sees) on, oldest first. Only periods that have a
+    /// file: the walk is bounded by the files held, not by the width of the range.
     ///
     /// # Errors
     /// [`Error::CorruptFile`] or [`Error::Io`] naming a compacted file that cannot be read.
-    pub(crate) fn files_for(&self, tier: usize, grid: &PointGrid, chunk: u32) -> Result<HeldFiles> {
-        let read_from = grid.first.max(self.window_start(tier, self.now()));
+    pub(crate) fn files_for(
+        &self,
+        tier: usize,
+        grid: &PointGrid,
+        chunk: u32,
+        window: Timestamp,
+    ) -> Result<HeldFiles> {
+        let read_from = grid.first.max(window);
         Ok(HeldFiles {
             read_from,
             files: self.period_files(tier, chunk, read_from..grid.end)?,
@@ -366,7 +354,7 @@ impl HeldFiles {
 
 /// The points a read covers in one tier: `points` intervals `step` seconds wide from
 /// `first`, each folding the tier's buckets whose start lies inside it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct PointGrid {
     /// Start of the first point; a multiple of the tier's resolution.
     pub first: Timestamp,
@@ -579,4 +567,60 @@ fn check_range(from: Timestamp, to: Timestamp) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Tier choice depends only on the tiers and the clock, so a cluster node that holds no
+/// engine chooses the same tier an engine would (src/cluster/fanout.rs).
+impl TiersConfig {
+    /// The tier a read of `[from, to)` uses: the one named, or for `auto` the one
+    /// [`TiersConfig::auto_tier`] picks at `now` (`max_points` defaulting to the engine's).
+    ///
+    /// # Errors
+    /// [`Error::UnknownTier`] for a name no tier has.
+    pub fn choose_tier(
+        &self,
+        choice: &TierChoice,
+        from: Timestamp,
+        to: Timestamp,
+        max_points: Option<u32>,
+        now: Timestamp,
+    ) -> Result<usize> {
+        match choice {
+            TierChoice::Auto => {
+                Ok(self.auto_tier(from, to, max_points.unwrap_or(self.engine.max_points), now))
+            }
+            TierChoice::Named(name) => self
+                .tier_index(name)
+                .ok_or_else(|| Error::UnknownTier(name.clone())),
+        }
+    }
+
+    /// The finest tier whose window at `now` reaches back to `from` and whose buckets over
+    /// `[from, to)` number at most `max_points`; failing that, the tier reaching back
+    /// furthest among those within the budget; failing that, the coarsest tier.
+    pub fn auto_tier(
+        &self,
+        from: Timestamp,
+        to: Timestamp,
+        max_points: u32,
+        now: Timestamp,
+    ) -> usize {
+        let tiers = &self.tiers;
+        let window = |t: usize| window_start(now, tiers[t].retention, tiers[t].period);
+        let mut order: Vec<usize> = (0..tiers.len()).collect();
+        order.sort_by_key(|&t| tiers[t].resolution);
+        let span = to.saturating_sub(from).max(0) as u64;
+        let fits = |t: usize| span / tiers[t].resolution.secs() <= u64::from(max_points);
+        let reaches = |t: usize| window(t) <= from;
+        if let Some(&t) = order.iter().find(|&&t| fits(t) && reaches(t)) {
+            return t;
+        }
+        order
+            .iter()
+            .copied()
+            .filter(|&t| fits(t))
+            .min_by_key(|&t| window(t))
+            .or_else(|| order.last().copied())
+            .unwrap_or(0)
+    }
 }

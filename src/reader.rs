@@ -7,7 +7,7 @@
 use crate::clock::Clock;
 use crate::config::TiersConfig;
 use crate::counter::{CounterTable, SeriesKind};
-use crate::registry::{Registry, SeriesId};
+use crate::registry::{Registry, Selector, SeriesId};
 use crate::storage::HeldPeriod;
 use crate::storage::Storage;
 use crate::time::{window_start, Timestamp};
@@ -65,6 +65,13 @@ impl<'a> Reader<'a> {
     pub fn window_start(&self, tier: usize, now: Timestamp) -> Timestamp {
         let spec = &self.config.tiers[tier];
         window_start(now, spec.retention, spec.period)
+    }
+
+    /// The canonical keys of the series `selector` picks, in id order: one parallel scan of
+    /// the registry, copying only the keys it answers.
+    pub fn series_keys(&self, selector: &Selector) -> Vec<String> {
+        self.registry
+            .select(|_, key| selector.matches(key).then(|| key.as_str().to_owned()))
     }
 
     /// Series slots per chunk: series `id` lives in chunk `id / slots`, slot `id % slots`.

@@ -14,7 +14,7 @@ mod series;
 #[cfg(test)]
 mod tests;
 
-pub use find::{find, FindNode, Finder};
+pub use find::{find, merge_nodes, FindNode, Finder};
 pub use path::{graphite_path, parse_graphite_path, PathPattern};
 
 use crate::bucket::Bucket;

@@ -198,10 +198,19 @@ pub fn raise_open_files_limit() -> std::io::Result<Option<u64>> {
     Ok(maximum)
 }
 
+/// What the handlers write into and read from.
+#[derive(Clone)]
+pub enum Backend {
+    /// A single node's engine.
+    Engine(Arc<Engine>),
+    /// A cluster node: writes go to the log, reads to the partitions' owners.
+    Cluster(Arc<crate::cluster::node::Node>),
+}
+
 /// What the handlers share.
 pub struct State {
-    /// The engine everything writes into and reads from.
-    pub engine: Arc<Engine>,
+    /// Where writes go and reads come from.
+    pub backend: Backend,
     /// The server's own counters.
     pub stats: Arc<ServerStats>,
     /// Size limits.
@@ -211,13 +220,56 @@ pub struct State {
 }
 
 impl State {
+    /// A single node's state: `engine` behind the handlers.
+    pub fn new(engine: Arc<Engine>, limits: Limits, token: Option<String>) -> State {
+        State {
+            backend: Backend::Engine(engine),
+            stats: Default::default(),
+            limits,
+            token,
+        }
+    }
+
     /// A sink for one request or connection.
     pub fn sink(&self) -> Sink {
-        Sink::new(
-            Arc::clone(&self.engine),
-            Arc::clone(&self.stats),
-            &self.limits,
-        )
+        match &self.backend {
+            Backend::Engine(engine) => Sink::Local(sink::LocalSink::new(
+                Arc::clone(engine),
+                Arc::clone(&self.stats),
+                &self.limits,
+            )),
+            Backend::Cluster(node) => Sink::Cluster(crate::cluster::edge::EdgeSink::new(
+                Arc::clone(node),
+                Arc::clone(&self.stats),
+            )),
+        }
+    }
+
+    /// The engine of a single node; on a cluster node, a 503 naming `what` (reads the
+    /// cluster does not serve yet).
+    pub(crate) fn engine(&self, what: &str) -> std::result::Result<&Arc<Engine>, error::ApiError> {
+        match &self.backend {
+            Backend::Engine(engine) => Ok(engine),
+            Backend::Cluster(_) => Err(error::ApiError::Unavailable(format!(
+                "{what} is not served by a cluster node yet"
+            ))),
+        }
+    }
+
+    /// The clock's now.
+    pub fn now(&self) -> crate::Timestamp {
+        match &self.backend {
+            Backend::Engine(engine) => engine.now(),
+            Backend::Cluster(node) => node.now(),
+        }
+    }
+
+    /// The tiers read and written.
+    pub fn tiers(&self) -> &crate::TiersConfig {
+        match &self.backend {
+            Backend::Engine(engine) => engine.config(),
+            Backend::Cluster(node) => node.tiers(),
+        }
     }
 }
 
@@ -307,8 +359,13 @@ pub async fn run(
             SHUTDOWN_GRACE.as_secs()
         );
     }
-    let engine = Arc::clone(&state.engine);
-    tokio::task::spawn_blocking(move || engine.flush())
-        .await
-        .map_err(|e| Error::Poisoned(format!("flush task failed: {e}")))?
+    match &state.backend {
+        Backend::Engine(engine) => {
+            let engine = Arc::clone(engine);
+            tokio::task::spawn_blocking(move || engine.flush())
+                .await
+                .map_err(|e| Error::Poisoned(format!("flush task failed: {e}")))?
+        }
+        Backend::Cluster(node) => node.leave().await,
+    }
 }

@@ -18,6 +18,7 @@
 //! it holds everything the other does.
 
 pub mod bucket;
+pub mod cells;
 pub mod compact;
 pub mod counter_journal;
 pub mod counter_state;
@@ -161,6 +162,26 @@ pub struct TierFiles {
     pub compactions: u64,
     /// Compacted periods this process made hot again for a late sample.
     pub rehydrations: u64,
+}
+
+impl TierFiles {
+    /// Adds another engine's files of the same tier (see [`crate::EngineStats::absorb`]).
+    pub fn absorb(&mut self, other: &TierFiles) {
+        self.files += other.files;
+        self.bytes += other.bytes;
+        self.oldest_period = match (self.oldest_period, other.oldest_period) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.newest_period = self.newest_period.max(other.newest_period);
+        self.periods_ahead = self.periods_ahead.max(other.periods_ahead);
+        self.created_ahead += other.created_ahead;
+        self.on_demand_creations += other.on_demand_creations;
+        self.dropped += other.dropped;
+        self.compacted_files += other.compacted_files;
+        self.compactions += other.compactions;
+        self.rehydrations += other.rehydrations;
+    }
 }
 
 impl Storage {

@@ -9,6 +9,8 @@ use std::time::Duration;
 use clap::builder::RangedU64ValueParser;
 use clap::Args;
 
+mod cluster;
+
 use super::{load_tiers, Listen, Location};
 use crate::server::{Limits, Listeners, State};
 use crate::time::Span;
@@ -28,6 +30,42 @@ pub struct ServeArgs {
     location: Location,
     #[command(flatten)]
     listen: Listen,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+}
+
+/// Cluster mode: the flags of a node sharing a NATS JetStream with others (docs/cluster.md).
+#[derive(Args, Debug, Clone)]
+pub struct ClusterArgs {
+    /// Run as a cluster node on these NATS servers (comma-separated URLs, for example
+    /// nats://127.0.0.1:4222,nats://127.0.0.1:4223). Without it, a single node.
+    #[arg(long = "cluster", env = "TIERDB_CLUSTER", value_name = "URLS")]
+    pub urls: Option<String>,
+    /// This node's name: unique in the cluster and the same across restarts (its leases and
+    /// applied positions are kept under it). Default: the host name.
+    #[arg(long, env = "TIERDB_NODE", value_name = "NAME")]
+    pub node: Option<String>,
+    /// Partitions of the series space, fixed when the cluster is first created; a node
+    /// asking for another count is refused.
+    #[arg(long, env = "TIERDB_PARTITIONS", default_value_t = 16, value_parser = RangedU64ValueParser::<u32>::new().range(1..=4096))]
+    pub partitions: u32,
+    /// Nodes applying each partition (when that many are alive).
+    #[arg(long, env = "TIERDB_REPLICAS", default_value_t = 2, value_parser = RangedU64ValueParser::<u32>::new().range(1..=8))]
+    pub replicas: u32,
+    /// A node (or a lease) silent this long is dead and its partitions move to live nodes.
+    #[arg(long, env = "TIERDB_LEASE_TIMEOUT", value_name = "SPAN", default_value = "15s", value_parser = positive_span)]
+    pub lease_timeout: Duration,
+    /// How long the log keeps messages: enough for a replica's rebuild, not the tiers'
+    /// retention.
+    #[arg(long, env = "TIERDB_LOG_MAX_AGE", value_name = "SPAN", default_value = "24h", value_parser = positive_span)]
+    pub log_max_age: Duration,
+    /// Bytes the log keeps at most (0: no bound).
+    #[arg(long, env = "TIERDB_LOG_MAX_BYTES", value_name = "BYTES", default_value_t = 10 << 30)]
+    pub log_max_bytes: u64,
+    /// NATS servers holding each log message and lease (at most 3; default: as many of the
+    /// cluster's servers as there are, up to 3).
+    #[arg(long, env = "TIERDB_LOG_REPLICAS", value_parser = RangedU64ValueParser::<usize>::new().range(1..=3))]
+    pub log_replicas: Option<usize>,
 }
 
 /// Connection limits and timeouts of `serve` and `demo` (part of [`Listen`]); see
@@ -80,6 +118,9 @@ fn positive_span(text: &str) -> Result<Duration, String> {
 
 /// Opens the data directory (locking it) and serves it until stopped.
 pub(super) fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if args.cluster.urls.is_some() {
+        return cluster::run(&args.location, &args.listen, &args.cluster);
+    }
     let engine = Arc::new(
         Engine::builder(&args.location.data_dir)
             .tiers(load_tiers(args.location.tiers.as_deref())?)
@@ -114,17 +155,11 @@ pub(super) fn until_shutdown(
     let companion = before_ready(&engine)?;
     println!("tierdb: dashboard at http://{http}/");
     println!("tierdb: ready");
-    let state = Arc::new(State {
-        engine: Arc::clone(&engine),
-        stats: Default::default(),
-        limits: Limits {
-            max_series: (listen.max_series > 0).then_some(listen.max_series),
-            max_read_values: listen.max_read_values,
-            name_cache_bytes: listen.name_cache_bytes,
-            ..listen.connections.limits()
-        },
-        token: listen.token.clone(),
-    });
+    let state = Arc::new(State::new(
+        Arc::clone(&engine),
+        listen.limits(),
+        listen.token.clone(),
+    ));
     let served = runtime.block_on(crate::server::run(state, listeners, shutdown_signal()));
     if let Some((stop, handle)) = companion {
         stop.store(true, Ordering::Relaxed);

@@ -1,1 +1,641 @@
-//! (being written)
+//! Exactly-once apply of one partition's log into a local engine: [`PartitionStore`].
+//!
+//! A node keeps, per partition it applies, one engine directory fed by the messages of that
+//! partition's JetStream subject in stream order. Each message has a stream sequence
+//! (increasing, with gaps where other partitions' messages sit) and carries a
+//! [`SampleBatch`]. Bucket adds are not idempotent (`count += 1`, `total += v`), and a counter
+//! keeps its last raw value, so a crash between applying a message and recording its sequence
+//! must neither lose nor double-count anything. The store keeps an **undo record of absolute
+//! pre-images beside the applied sequence**:
+//!
+//! 1. **Pre-images.** For a group of messages (sequences s1 < ... < sk, all above the applied
+//!    one), the store registers the group's series (idempotent: by canonical key) and lists
+//!    every cell the group may change: for each sample with a finite value, its bucket in
+//!    every tier (whatever the tier's window: a window can only hold more if the clock goes
+//!    back between this step and the write, and restoring a cell the group did not change
+//!    puts back what it holds), and the counter state record (declared kind, last time, last
+//!    raw value) of every series the group names. It reads their current values through the
+//!    storage, whichever form the period is in: hot (the mapping), compacted (its reader),
+//!    or no file (empty).
+//! 2. **Undo record.** `apply.undo` gets the group's last sequence, the tiers layout
+//!    fingerprint and the pre-images, with a CRC, written whole and fsynced.
+//! 3. **Apply.** Each message goes through the engine's own write path, as a server's write
+//!    does: its series registered by key, the kinds it declares declared (a refusal of the
+//!    declaration refuses that series' samples as `kind_mismatch`), then one
+//!    `Engine::record_batch`, so the arithmetic is the single-node arithmetic, message by
+//!    message, in order.
+//! 4. **Durable, then recorded.** `Engine::flush` (registry fsync, msync of the changed
+//!    period files and of the counter state), then `apply.state` records `applied = sk`
+//!    (one of two checksummed slots, fsynced). That one write ends the undo record's force:
+//!    a record is in force only while its sequence is above the applied one.
+//! 5. **Recovery at open.** An undo record whose sequence is above the applied one means the
+//!    process stopped between 2 and 4: every pre-image is put back (absolute values, so a
+//!    crash during the recovery just repeats it), a period compacted since is made hot again
+//!    first, the counter states and the kinds they imply are restored, everything is flushed,
+//!    and then the record is cleared. The caller re-delivers from `applied + 1`, and the
+//!    re-apply gives bit-identical buckets.
+//!
+//! A torn undo record (its CRC fails) was cut short before anything of its group was stored;
+//! it is ignored. A torn `apply.state` slot leaves the other slot's older sequence, under
+//! which the group's undo record is in force again: the group is rolled back and re-applied.
+//! Messages at or below the applied sequence are skipped (a redelivery). Refusals inside a
+//! batch (too old, too far in the future, counter out of order, kind mismatch, invalid series,
+//! a sample naming no series of its batch) are decided by the data, the tiers and the clock,
+//! and are counted in the [`ApplyReport`], never an error. The clock is the one thing the
+//! replay does not repeat: a sample that was inside a tier's window at the first attempt may
+//! have left it at the re-apply, as it would for any late delivery.
+//!
+//! The store is its engine's only writer (its `record_batch` and the undo's restores); reads
+//! go through [`PartitionStore::engine`] at any time once the store is open. The engine's
+//! maintenance runs beside it: a compaction swaps a hot file only while no batch or restore
+//! holds the storage's batch gate, and a write into a compacted period makes it hot again.
+
+mod applied;
+mod undo;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::cluster::SampleBatch;
+use crate::config::TiersConfig;
+use crate::engine::{Engine, EngineBuilder};
+use crate::registry::SeriesId;
+use crate::sample::{BatchReport, RejectReason, Sample};
+use crate::storage::cells::CellAt;
+use crate::storage::counter_journal::Undo;
+use crate::time::Timestamp;
+use crate::{Error, Result};
+use applied::AppliedFile;
+use undo::{UndoFile, UndoRecord};
+
+/// The crash tests' fault hook: `<step>` or `<step>:<n>` kills the process (SIGKILL, as
+/// `kill -9`) at that step of the `n`-th group this process applies (default the first);
+/// `mid-restore` kills it halfway through the recovery at open. Steps: `undo-written`,
+/// `mid-apply` (after the group's first message), `applied` (every message stored, nothing
+/// flushed), `flushed` (durable, the applied sequence not yet recorded), `mid-restore`.
+pub const FAULT_KILL_MID_APPLY: &str = "TIERDB_FAULT_KILL_MID_APPLY";
+
+/// One partition's engine, fed exactly once from its log; see the module docs.
+pub struct PartitionStore {
+    engine: Engine,
+    /// The last stream sequence applied, for lock-free reads of [`PartitionStore::applied`].
+    applied: AtomicU64,
+    inner: Mutex<Inner>,
+}
+
+/// What one apply at a time holds.
+struct Inner {
+    state: AppliedFile,
+    undo: UndoFile,
+    /// Set when an apply failed after its undo record was written: the engine may hold part
+    /// of a group, which only the recovery at the next open rolls back.
+    poisoned: Option<String>,
+    /// Groups this store applied (or began to) since open: what the fault hook counts.
+    groups: u64,
+    fault: Option<Fault>,
+}
+
+/// What [`PartitionStore::apply`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApplyReport {
+    /// Messages applied by this call.
+    pub applied: usize,
+    /// Messages skipped because their sequence was at or below the applied one (redelivered).
+    pub skipped: usize,
+    /// The applied messages' samples, accepted and refused by reason; positions count the
+    /// samples of the applied messages one after another, in order.
+    pub samples: BatchReport,
+    /// Pre-images the group's undo record held (bucket cells and counter states).
+    pub undo_entries: usize,
+}
+
+impl PartitionStore {
+    /// Opens (creating) the partition's engine directory and rolls back a group that a
+    /// stopped process left between its undo record and its applied sequence.
+    ///
+    /// # Errors
+    /// As [`EngineBuilder::open`]; [`Error::ReadOnly`] for a read-only builder;
+    /// [`Error::CorruptFile`] naming `apply.state` or `apply.undo` when they are not this
+    /// format's, or naming `apply.undo` when its record was written under another tiers
+    /// layout or holds a cell outside the files; [`Error::Io`].
+    pub fn open(builder: EngineBuilder) -> Result<PartitionStore> {
+        Self::open_with(builder, Fault::from_env())
+    }
+
+    fn open_with(builder: EngineBuilder, fault: Option<Fault>) -> Result<PartitionStore> {
+        let engine = builder.open()?;
+        if engine.is_read_only() {
+            return Err(Error::ReadOnly(engine.dir().to_path_buf()));
+        }
+        let dir = engine.dir().to_path_buf();
+        let state = AppliedFile::open(&dir)?;
+        let mut undo = UndoFile::open(&dir)?;
+        if let Some(record) = undo.read()? {
+            if record.seq > state.applied() {
+                roll_back(&engine, &record, undo.path(), fault)?;
+                engine.flush()?;
+                undo.clear()?;
+            }
+        }
+        Ok(PartitionStore {
+            applied: AtomicU64::new(state.applied()),
+            engine,
+            inner: Mutex::new(Inner {
+                state,
+                undo,
+                poisoned: None,
+                groups: 0,
+                fault,
+            }),
+        })
+    }
+
+    /// The last stream sequence applied; 0 when none.
+    pub fn applied(&self) -> u64 {
+        self.applied.load(Ordering::Acquire)
+    }
+
+    /// The engine, for reads. Its write methods are not for callers: the store must be its
+    /// only writer.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The partition's engine directory.
+    pub fn dir(&self) -> &Path {
+        self.engine.dir()
+    }
+
+    /// Applies `group` in order, exactly once: messages at or below the applied sequence are
+    /// skipped; the rest are applied as one group (one undo record, one flush) and the
+    /// applied sequence becomes the last one's. Returns once that is durable.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQuery`] when the sequences above the applied one do not increase
+    /// (nothing is applied then). [`Error::Io`] when registering a series or writing the
+    /// undo record fails; [`Error::Poisoned`] or [`Error::Io`] from the engine. An error
+    /// once the undo record is written poisons the store: every later call returns
+    /// [`Error::Poisoned`], and reopening rolls the group back.
+    pub fn apply(&self, group: &[(u64, SampleBatch)]) -> Result<ApplyReport> {
+        let mut inner = self.lock();
+        if let Some(why) = &inner.poisoned {
+            return Err(Error::Poisoned(why.clone()));
+        }
+        let applied = inner.state.applied();
+        let mut report = ApplyReport::default();
+        let mut todo: Vec<&(u64, SampleBatch)> = Vec::with_capacity(group.len());
+        let mut last = applied;
+        for message in group {
+            if message.0 <= applied {
+                report.skipped += 1;
+            } else if message.0 <= last {
+                return Err(Error::InvalidQuery(format!(
+                    "{}: stream sequence {} comes after {last}; a partition's messages are \
+                     applied in stream order",
+                    self.dir().display(),
+                    message.0
+                )));
+            } else {
+                todo.push(message);
+                last = message.0;
+            }
+        }
+        if todo.is_empty() {
+            return Ok(report);
+        }
+        inner.groups += 1;
+        let group_number = inner.groups;
+        let resolved = todo
+            .iter()
+            .map(|(_, batch)| self.resolve(batch))
+            .collect::<Result<Vec<_>>>()?;
+        let entries = self.pre_images(&todo, &resolved)?;
+        report.undo_entries = entries.len();
+        let outcome = self.apply_group(
+            &mut inner,
+            group_number,
+            last,
+            &entries,
+            &todo,
+            &resolved,
+            &mut report,
+        );
+        if let Err(e) = &outcome {
+            inner.poisoned = Some(format!(
+                "applying the group ending at stream sequence {last} failed ({e}); reopen to \
+                 roll it back"
+            ));
+        }
+        outcome?;
+        self.applied.store(last, Ordering::Release);
+        report.applied = todo.len();
+        Ok(report)
+    }
+
+    /// Steps 2 to 4 of the module docs; any error leaves the undo record in force.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_group(
+        &self,
+        inner: &mut Inner,
+        group_number: u64,
+        last: u64,
+        entries: &[Undo],
+        todo: &[&(u64, SampleBatch)],
+        resolved: &[Vec<Resolved>],
+        report: &mut ApplyReport,
+    ) -> Result<()> {
+        if !entries.is_empty() {
+            let layout = self.engine.config().layout_fingerprint();
+            inner.undo.write(last, layout, entries)?;
+        }
+        inner.fault_at(Step::UndoWritten, group_number)?;
+        let mut offset = 0;
+        for (i, ((_, batch), series)) in todo.iter().zip(resolved).enumerate() {
+            self.apply_message(batch, series, offset, &mut report.samples)?;
+            offset += batch.samples.len();
+            if i == 0 {
+                inner.fault_at(Step::MidApply, group_number)?;
+            }
+        }
+        inner.fault_at(Step::Applied, group_number)?;
+        self.engine.flush()?;
+        inner.fault_at(Step::Flushed, group_number)?;
+        inner.state.record(last)
+    }
+
+    /// Registers the series of `batch` by key; `None` for a key that is not a valid series
+    /// (its samples are refused as `invalid_series`).
+    ///
+    /// # Errors
+    /// [`Error::Io`] or [`Error::Poisoned`] from the registry.
+    fn resolve(&self, batch: &SampleBatch) -> Result<Vec<Resolved>> {
+        batch
+            .series
+            .iter()
+            .map(|series| match self.engine.series(&series.key) {
+                Ok(id) => Ok(Resolved::Id(id)),
+                Err(Error::InvalidSeries { .. }) => Ok(Resolved::Invalid),
+                Err(e) => Err(e),
+            })
+            .collect()
+    }
+
+    /// Step 1: the pre-images of every cell and counter state the messages may change.
+    ///
+    /// # Errors
+    /// As [`Engine::load_cells`].
+    fn pre_images(
+        &self,
+        todo: &[&(u64, SampleBatch)],
+        resolved: &[Vec<Resolved>],
+    ) -> Result<Vec<Undo>> {
+        let config = self.engine.config();
+        let cells = cells_touched(config, todo, resolved);
+        let before = self.engine.load_cells(&cells)?;
+        let mut ids: Vec<SeriesId> = resolved
+            .iter()
+            .flatten()
+            .filter_map(|r| match r {
+                Resolved::Id(id) => Some(*id),
+                Resolved::Invalid => None,
+            })
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut entries = Vec::with_capacity(cells.len() + ids.len());
+        entries.extend(cells.iter().zip(before).map(|(cell, before)| Undo::Cell {
+            tier: cell.tier,
+            period_start: cell.period_start,
+            chunk: cell.chunk,
+            bucket: cell.bucket,
+            slot: cell.slot,
+            adds: 0,
+            before,
+        }));
+        entries.extend(ids.into_iter().map(|id| Undo::State {
+            id: id.index(),
+            before: self.engine.counter_state(id),
+        }));
+        Ok(entries)
+    }
+
+    /// Applies one message as a server applies one write: kinds declared, then one batch.
+    /// Refusals are counted in `report`, positions moved by `offset`.
+    ///
+    /// # Errors
+    /// A declaration or batch that fails for another reason than the data (I/O, poison).
+    fn apply_message(
+        &self,
+        batch: &SampleBatch,
+        series: &[Resolved],
+        offset: usize,
+        report: &mut BatchReport,
+    ) -> Result<()> {
+        // Per series of the batch: its id, or the reason its samples are refused.
+        let mut ids: Vec<std::result::Result<SeriesId, RejectReason>> =
+            Vec::with_capacity(series.len());
+        for (declared, resolved) in batch.series.iter().zip(series) {
+            ids.push(match (*resolved, declared.kind) {
+                (Resolved::Invalid, _) => Err(RejectReason::InvalidSeries),
+                (Resolved::Id(id), None) => Ok(id),
+                (Resolved::Id(id), Some(kind)) => match self.engine.declare_kind(id, kind) {
+                    Ok(()) => Ok(id),
+                    Err(Error::Rejected(reason)) => Err(reason),
+                    Err(e) => return Err(e),
+                },
+            });
+        }
+        let mut samples = Vec::with_capacity(batch.samples.len());
+        let mut positions = Vec::with_capacity(batch.samples.len());
+        for (position, sample) in batch.samples.iter().enumerate() {
+            let id = ids
+                .get(sample.series as usize)
+                .copied()
+                .unwrap_or(Err(RejectReason::UnknownSeries));
+            match id {
+                Ok(id) => {
+                    samples.push(Sample::new(id, sample.ts, sample.value));
+                    positions.push(offset + position);
+                }
+                Err(reason) => report.reject(offset + position, reason),
+            }
+        }
+        if samples.is_empty() {
+            return Ok(());
+        }
+        let mut written = self.engine.record_batch(&samples)?;
+        for rejection in &mut written.first_rejections {
+            rejection.0 = positions[rejection.0];
+        }
+        report.absorb(&written, 0);
+        Ok(())
+    }
+
+    /// Closes the engine: flushed, unlocked.
+    ///
+    /// # Errors
+    /// As [`Engine::close`].
+    pub fn close(self) -> Result<()> {
+        self.engine.close()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // An apply that panicked poisoned nothing on disk that the undo does not cover; the
+        // next apply sees `poisoned` only if it had got past its undo record.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A series of a batch, registered.
+#[derive(Clone, Copy, Debug)]
+enum Resolved {
+    Id(SeriesId),
+    /// Not a valid series key.
+    Invalid,
+}
+
+/// Every bucket cell the samples of `todo` may change, each once, sorted: per sample with a
+/// finite value and a registered series, its bucket in every tier (see the module docs on
+/// why windows are not consulted). A sample whose period start would not fit in a timestamp
+/// lands nowhere (every window refuses it) and changes nothing.
+fn cells_touched(
+    config: &TiersConfig,
+    todo: &[&(u64, SampleBatch)],
+    resolved: &[Vec<Resolved>],
+) -> Vec<CellAt> {
+    let slots = config.engine.series_per_chunk;
+    let tiers = &config.tiers;
+    let mut cells = Vec::new();
+    // Per distinct timestamp in a row, the (period start, bucket) of every tier.
+    let mut placed: Vec<Option<(Timestamp, u32)>> = vec![None; tiers.len()];
+    let mut placed_ts = None;
+    // Per series, the cells pushed last, so a series' run of samples in one bucket is pushed
+    // once (the sort and dedup below take care of the rest).
+    let mut last: rustc_hash::FxHashMap<SeriesId, Vec<Option<(Timestamp, u32)>>> =
+        rustc_hash::FxHashMap::default();
+    for ((_, batch), series) in todo.iter().zip(resolved) {
+        for sample in &batch.samples {
+            let Some(Resolved::Id(id)) = series.get(sample.series as usize) else {
+                continue;
+            };
+            if !sample.value.is_finite() {
+                continue;
+            }
+            if placed_ts != Some(sample.ts) {
+                placed_ts = Some(sample.ts);
+                for (slot, spec) in placed.iter_mut().zip(tiers) {
+                    let period = spec.period.secs() as i64;
+                    *slot = sample
+                        .ts
+                        .checked_sub(sample.ts.rem_euclid(period))
+                        .map(|start| {
+                            let bucket = (sample.ts - start) / spec.resolution.secs() as i64;
+                            (start, bucket as u32)
+                        });
+                }
+            }
+            let seen = last.entry(*id).or_insert_with(|| vec![None; tiers.len()]);
+            for (tier, (place, seen)) in placed.iter().zip(seen.iter_mut()).enumerate() {
+                let Some((period_start, bucket)) = *place else {
+                    continue;
+                };
+                if *seen == Some((period_start, bucket)) {
+                    continue;
+                }
+                *seen = Some((period_start, bucket));
+                cells.push(CellAt {
+                    tier,
+                    period_start,
+                    chunk: id.0 / slots,
+                    bucket,
+                    slot: id.0 % slots,
+                });
+            }
+        }
+    }
+    cells.sort_unstable();
+    cells.dedup();
+    cells
+}
+
+/// Step 5: puts back every pre-image of `record` (see the module docs).
+///
+/// # Errors
+/// [`Error::CorruptFile`] naming the undo file when the record was taken under another tiers
+/// layout or holds an entry outside the files; as [`Engine::restore_cells`].
+fn roll_back(
+    engine: &Engine,
+    record: &UndoRecord,
+    path: &Path,
+    fault: Option<Fault>,
+) -> Result<()> {
+    if record.layout != engine.config().layout_fingerprint() {
+        return Err(Error::corrupt(
+            path,
+            "holds the undo of an unfinished group written under another tiers \
+             configuration: open with the tiers.toml of the process that stopped to roll it \
+             back",
+        ));
+    }
+    let mut cells = Vec::new();
+    let mut states = Vec::new();
+    for entry in &record.entries {
+        match *entry {
+            Undo::Cell {
+                tier,
+                period_start,
+                chunk,
+                bucket,
+                slot,
+                before,
+                ..
+            } => cells.push((
+                CellAt {
+                    tier,
+                    period_start,
+                    chunk,
+                    bucket,
+                    slot,
+                },
+                before,
+            )),
+            Undo::State { id, before } => {
+                let id = u32::try_from(id).map_err(|_| {
+                    Error::corrupt(path, format!("series id {id} is beyond any registry"))
+                })?;
+                states.push((SeriesId(id), before));
+            }
+        }
+    }
+    let in_file = |e: Error| match e {
+        Error::InvalidQuery(why) => Error::corrupt(path, why),
+        e => e,
+    };
+    let half = cells.len() / 2;
+    let mut changed = engine.restore_cells(&cells[..half]).map_err(in_file)?;
+    if let Some(fault) = fault {
+        if fault.step == Step::MidRestore {
+            fault.fire(Step::MidRestore)?;
+        }
+    }
+    changed += engine.restore_cells(&cells[half..]).map_err(in_file)?;
+    for (id, before) in states {
+        engine.restore_counter_state(id, before)?;
+    }
+    tracing::warn!(
+        dir = %engine.dir().display(),
+        seq = record.seq,
+        cells = cells.len(),
+        changed,
+        "the last process stopped while applying a group of messages; rolled it back to be \
+         applied again"
+    );
+    Ok(())
+}
+
+/// A step of the apply where the fault hook can stop it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    UndoWritten,
+    MidApply,
+    Applied,
+    Flushed,
+    MidRestore,
+}
+
+impl Step {
+    const ALL: [(Step, &'static str); 5] = [
+        (Step::UndoWritten, "undo-written"),
+        (Step::MidApply, "mid-apply"),
+        (Step::Applied, "applied"),
+        (Step::Flushed, "flushed"),
+        (Step::MidRestore, "mid-restore"),
+    ];
+
+    fn name(self) -> &'static str {
+        Step::ALL
+            .iter()
+            .find(|(step, _)| *step == self)
+            .map_or("?", |(_, name)| name)
+    }
+}
+
+/// The fault hook (see [`FAULT_KILL_MID_APPLY`]).
+#[derive(Clone, Copy, Debug)]
+struct Fault {
+    step: Step,
+    /// The group (1-based, counted since open) it fires in.
+    group: u64,
+    action: FaultAction,
+}
+
+/// What the fault hook does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FaultAction {
+    /// SIGKILL, as `kill -9`: the kill tests.
+    Kill,
+    /// Return an error, leaving the files as a kill would (the page cache survives a kill):
+    /// the in-process tests, which then drop the store and reopen.
+    #[cfg(test)]
+    Stop,
+}
+
+impl Fault {
+    /// The hook [`FAULT_KILL_MID_APPLY`] arms, if set; a value that names no step is logged
+    /// and ignored.
+    fn from_env() -> Option<Fault> {
+        let value = std::env::var(FAULT_KILL_MID_APPLY).ok()?;
+        let (name, group) = match value.split_once(':') {
+            Some((name, n)) => (name, n.parse().ok()),
+            None => (value.as_str(), Some(1)),
+        };
+        let step = Step::ALL.iter().find(|(_, n)| *n == name).map(|(s, _)| *s);
+        match (step, group) {
+            (Some(step), Some(group)) => Some(Fault {
+                step,
+                group,
+                action: FaultAction::Kill,
+            }),
+            _ => {
+                tracing::error!(value, "{FAULT_KILL_MID_APPLY} names no step (undo-written, mid-apply, applied, flushed, mid-restore, with an optional :<group>); ignored");
+                None
+            }
+        }
+    }
+
+    /// Stops here.
+    ///
+    /// # Errors
+    /// Always, for [`FaultAction::Stop`] (a kill does not return).
+    fn fire(self, step: Step) -> Result<()> {
+        match self.action {
+            FaultAction::Kill => {
+                tracing::error!("fault hook: killing this process at {}", step.name());
+                let _ = rustix::process::kill_process(
+                    rustix::process::getpid(),
+                    rustix::process::Signal::KILL,
+                );
+                std::process::abort()
+            }
+            #[cfg(test)]
+            FaultAction::Stop => Err(Error::Poisoned(format!(
+                "fault hook: stopped at {}",
+                step.name()
+            ))),
+        }
+    }
+}
+
+impl Inner {
+    /// Fires the fault hook when it is armed for `step` of group `group`.
+    fn fault_at(&self, step: Step, group: u64) -> Result<()> {
+        match self.fault {
+            Some(fault) if fault.step == step && fault.group == group => fault.fire(step),
+            _ => Ok(()),
+        }
+    }
+}

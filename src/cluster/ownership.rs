@@ -303,6 +303,40 @@ impl Drop for Ownership {
     }
 }
 
+/// The HTTP address of every node with a heartbeat in the cluster's bucket, by name, live or
+/// not: how a tool that is not a node (`tierdb cluster status`) finds one to ask.
+///
+/// # Errors
+/// [`Error::Cluster`] when the bucket does not exist (no node ever joined) or cannot be read.
+pub async fn node_addresses(
+    js: &async_nats::jetstream::Context,
+    bucket: &str,
+) -> Result<BTreeMap<String, String>> {
+    use futures_util::StreamExt;
+    let fail = |e: &dyn std::fmt::Display| {
+        Error::Cluster(format!(
+            "KV bucket {bucket} at {}: {e} (has any node joined this cluster?)",
+            bucket::server_label(js)
+        ))
+    };
+    let store = js.get_key_value(bucket).await.map_err(|e| fail(&e))?;
+    let mut keys = store.keys().await.map_err(|e| fail(&e))?;
+    let mut nodes = BTreeMap::new();
+    while let Some(key) = keys.next().await {
+        let key = key.map_err(|e| fail(&e))?;
+        let records::Key::Node(name) = records::Key::parse(&key) else {
+            continue;
+        };
+        let Some(value) = store.get(&key).await.map_err(|e| fail(&e))? else {
+            continue;
+        };
+        if let Some(heartbeat) = records::decode::<records::Heartbeat>(&value) {
+            nodes.insert(name, heartbeat.http_addr);
+        }
+    }
+    Ok(nodes)
+}
+
 /// A start id unique to this start of this process: wall-clock nanoseconds, the process id
 /// and a counter (several nodes may run in one process, as in tests).
 fn start_id() -> String {

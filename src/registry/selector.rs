@@ -10,7 +10,7 @@ use super::view::KeyView;
 use crate::{Error, Result};
 
 /// One condition on a tag.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum TagFilter {
     /// The series carries tag `key` with exactly this value.
     Eq(String, String),
@@ -62,7 +62,7 @@ impl fmt::Display for TagFilter {
 
 /// Which series a query or listing covers: a name glob (`*`, `?`, `[a-z]`, `[!a-z]`; see
 /// [`glob_match`]) and tag filters that must all pass.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Selector {
     /// Glob over the metric name.
     pub pattern: String,

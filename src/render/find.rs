@@ -8,12 +8,12 @@ use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 use super::path::{graphite_path, PathPattern};
-use crate::registry::KeyView;
-use crate::{Result, SeriesKey};
+use crate::registry::{KeyView, Registry};
+use crate::{ReadBudget, Result, SeriesKey};
 
 /// One node of the metric tree, serialized exactly as graphite-web's treejson:
 /// `{"text", "id", "leaf", "expandable", "allowChildren"}` with 0/1 flags.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FindNode {
     /// The last segment (with `;k=v...` for a tagged leaf): what a tree shows.
     pub text: String,
@@ -53,6 +53,8 @@ pub fn find<'a>(
 /// first N segments, once however many series share it. The result is sorted by id, a branch
 /// before a leaf of the same id.
 pub struct Finder {
+    /// The query as given, for the budget's refusal.
+    query: String,
     pattern: PathPattern,
     depth: usize,
     /// Keyed by (id, is leaf): dedups branches and orders a branch before its twin leaf.
@@ -69,6 +71,7 @@ impl Finder {
         let pattern = PathPattern::parse(query)?;
         let depth = pattern.depth();
         Ok(Finder {
+            query: query.to_owned(),
             pattern,
             depth,
             nodes: BTreeMap::new(),
@@ -101,20 +104,54 @@ impl Finder {
         }
     }
 
+    /// Adds the nodes of every key in `registry`, if the scan (a value per key, charged
+    /// first) and each new node (a value each) fit in `budget`. Keys are borrowed under the
+    /// registry's read lock, not cloned: what the finder holds is its answer.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidQuery`] when `budget` refuses the scan or a node.
+    pub fn add_registry(&mut self, registry: &Registry, budget: &ReadBudget) -> Result<()> {
+        budget.charge_scan(registry.len())?;
+        let mut charged = Ok(());
+        registry.for_each_from(0, |_, key| {
+            if charged.is_ok() && self.add(key) {
+                charged = budget.charge(1, || format!("{:?} has more nodes than that", self.query));
+            }
+        });
+        charged
+    }
+
     /// The nodes found, sorted by id, a branch before a leaf of the same id.
     pub fn nodes(self) -> Vec<FindNode> {
-        self.nodes
-            .into_iter()
-            .map(|((id, leaf), text)| {
-                let branch = u8::from(!leaf);
-                FindNode {
-                    text,
-                    id,
-                    leaf: u8::from(leaf),
-                    expandable: branch,
-                    allow_children: branch,
-                }
-            })
-            .collect()
+        tree_nodes(self.nodes)
     }
+}
+
+/// The answer over the union of the keys of several finders' answers (finders of one query
+/// over disjoint keys, such as a cluster's partitions): each node once, sorted as
+/// [`Finder::nodes`] sorts, so it equals the answer of one finder fed every key.
+pub fn merge_nodes(answers: impl IntoIterator<Item = Vec<FindNode>>) -> Vec<FindNode> {
+    let mut nodes = BTreeMap::new();
+    for node in answers.into_iter().flatten() {
+        // A branch is the same node whichever keys found it; a leaf is one series, found once.
+        nodes.entry((node.id, node.leaf == 1)).or_insert(node.text);
+    }
+    tree_nodes(nodes)
+}
+
+/// Nodes keyed by (id, is leaf), in that key's order, as treejson nodes.
+fn tree_nodes(nodes: BTreeMap<(String, bool), String>) -> Vec<FindNode> {
+    nodes
+        .into_iter()
+        .map(|((id, leaf), text)| {
+            let branch = u8::from(!leaf);
+            FindNode {
+                text,
+                id,
+                leaf: u8::from(leaf),
+                expandable: branch,
+                allow_children: branch,
+            }
+        })
+        .collect()
 }

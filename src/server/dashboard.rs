@@ -92,7 +92,7 @@ mod tests {
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    use crate::server::{http, Limits, State};
+    use crate::server::{http, Backend, Limits, State};
     use crate::{Engine, ManualClock, TiersConfig};
 
     /// A status, the header block (names lowercased) and the body.
@@ -140,7 +140,7 @@ mod tests {
             .open()
             .unwrap();
         let state = Arc::new(State {
-            engine: Arc::new(engine),
+            backend: Backend::Engine(Arc::new(engine)),
             stats: Default::default(),
             limits: Limits::default(),
             token: Some("s3cret".to_string()),

@@ -19,6 +19,9 @@ pub enum ApiError {
     Unauthorized,
     /// 500; the detail goes to the log only.
     Internal(String),
+    /// 503: a cluster node could not get an answer from the owners it needed (or serves no
+    /// such thing in cluster mode); the message says which.
+    Unavailable(String),
 }
 
 impl IntoResponse for ApiError {
@@ -30,6 +33,7 @@ impl IntoResponse for ApiError {
                 StatusCode::UNAUTHORIZED,
                 "missing or wrong token: send Authorization: Bearer <token>".to_string(),
             ),
+            ApiError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, m),
             ApiError::Internal(detail) => {
                 tracing::error!(%detail, "internal error answering a request");
                 (
@@ -50,6 +54,7 @@ impl From<Error> for ApiError {
             Error::InvalidQuery(_) | Error::InvalidSeries { .. } => {
                 ApiError::BadRequest(e.to_string())
             }
+            Error::Cluster(_) => ApiError::Unavailable(e.to_string()),
             other => ApiError::Internal(other.to_string()),
         }
     }

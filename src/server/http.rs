@@ -23,8 +23,9 @@ use super::error::{blocking, ApiError};
 use super::params::Params;
 use super::render_api;
 use super::sink::{IngestReport, Sink};
-use super::State;
-use crate::aggregate::{AggregateQuery, Aggregation};
+use super::{Backend, State};
+use crate::aggregate::{AggregatePlan, AggregateQuery, Aggregation};
+use crate::cluster::fanout;
 use crate::counter::SeriesKind;
 use crate::ingest::influx::{self, Precision};
 use crate::query::{Display, Query, TierChoice};
@@ -44,6 +45,8 @@ pub fn app(state: Arc<State>) -> Router {
         .route("/api/v1/aggregate", get(aggregate))
         .route("/api/v1/series", get(series))
         .route("/api/v1/tiers", get(tiers))
+        .route("/api/v1/cluster", get(cluster_status))
+        .route(crate::cluster::peer::PARTIAL_PATH, post(partial))
         .route("/metrics", get(metrics))
         .route("/render", get(render_api::render).post(render_api::render))
         .route(
@@ -401,6 +404,19 @@ fn selector_param(params: &Params) -> Result<Selector, ApiError> {
         .map_err(|e| ApiError::BadRequest(format!("tag: {e}")))
 }
 
+/// `consistency=strong` (a cluster read waits until the owners have applied every write
+/// the log held when the read began) or `eventual` (the default: what they applied). A
+/// single node is always strong.
+fn strong(params: &Params) -> Result<bool, ApiError> {
+    match params.get("consistency") {
+        None | Some("eventual") => Ok(false),
+        Some("strong") => Ok(true),
+        Some(other) => Err(ApiError::BadRequest(format!(
+            "consistency: {other:?} is not strong or eventual"
+        ))),
+    }
+}
+
 /// What every read takes besides the series: `from`, `to` (default the last hour), `tier`,
 /// `display`, `step`, `max_points`.
 struct ReadParams {
@@ -412,8 +428,8 @@ struct ReadParams {
     max_points: Option<u32>,
 }
 
-fn read_params(engine: &crate::Engine, params: &Params) -> Result<ReadParams, ApiError> {
-    let now = engine.now();
+fn read_params(state: &State, params: &Params) -> Result<ReadParams, ApiError> {
+    let now = state.now();
     let time = |key: &str, default: i64| -> Result<i64, ApiError> {
         match params.get(key) {
             Some(text) => {
@@ -426,9 +442,9 @@ fn read_params(engine: &crate::Engine, params: &Params) -> Result<ReadParams, Ap
     let from = time("from", to.saturating_sub(3600))?;
     let tier = TierChoice::from(params.get("tier").unwrap_or("auto"));
     if let TierChoice::Named(name) = &tier {
-        if engine.config().tier_index(name).is_none() {
-            let known: Vec<&str> = engine
-                .config()
+        if state.tiers().tier_index(name).is_none() {
+            let known: Vec<&str> = state
+                .tiers()
                 .tiers
                 .iter()
                 .map(|t| t.name.as_str())
@@ -472,8 +488,7 @@ async fn query(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let params = Params::query(raw.as_deref());
-    let engine = &state.engine;
-    let read = read_params(engine, &params)?;
+    let read = read_params(&state, &params)?;
     let query = Query {
         series: series_param(&params)?,
         tier: read.tier,
@@ -483,8 +498,15 @@ async fn query(
         step: read.step,
         max_points: read.max_points,
     };
-    let engine = Arc::clone(engine);
-    let result = blocking(move || engine.query(&query)).await?;
+    let result = match &state.backend {
+        Backend::Engine(engine) => {
+            let engine = Arc::clone(engine);
+            blocking(move || engine.query(&query)).await?
+        }
+        Backend::Cluster(node) => {
+            fanout::query(node, query, strong(&params)?, state.token.as_deref()).await?
+        }
+    };
     match params.get("format").unwrap_or("json") {
         "json" => Ok(Json(result).into_response()),
         "csv" => Ok((
@@ -506,8 +528,7 @@ async fn aggregate(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let params = Params::query(raw.as_deref());
-    let engine = &state.engine;
-    let read = read_params(engine, &params)?;
+    let read = read_params(&state, &params)?;
     let aggregation = params
         .get("agg")
         .unwrap_or("sum")
@@ -539,11 +560,23 @@ async fn aggregate(
         max_points: read.max_points,
         whole_range,
     };
-    let engine = Arc::clone(engine);
     let budget = Arc::new(ReadBudget::new(state.limits.max_read_values));
-    let read_budget = Arc::clone(&budget);
-    let result = blocking(move || engine.reader().aggregate_within(&query, &read_budget));
-    let result = render_api::over_budget(&state, &budget, result.await)?;
+    let result = match &state.backend {
+        Backend::Engine(engine) => {
+            let engine = Arc::clone(engine);
+            let read_budget = Arc::clone(&budget);
+            blocking(move || engine.reader().aggregate_within(&query, &read_budget)).await
+        }
+        Backend::Cluster(node) => {
+            let strong = strong(&params)?;
+            let answer = async {
+                let plan = AggregatePlan::new(node.tiers(), node.now(), &query)?;
+                fanout::aggregate(node, plan, strong, &budget, state.token.as_deref()).await
+            };
+            answer.await.map_err(ApiError::from)
+        }
+    };
+    let result = render_api::over_budget(&state, &budget, result)?;
     Ok(Json(result).into_response())
 }
 
@@ -555,20 +588,45 @@ async fn series(
 ) -> Result<Response, ApiError> {
     let params = Params::query(raw.as_deref());
     let selector = selector_param(&params)?;
-    let engine = Arc::clone(&state.engine);
-    let names: Vec<String> = blocking(move || {
-        Ok(engine
-            .registry()
-            .select(|_, key| selector.matches(key).then(|| key.as_str().to_owned())))
-    })
-    .await?;
+    let names = match &state.backend {
+        Backend::Engine(engine) => {
+            let engine = Arc::clone(engine);
+            blocking(move || Ok(engine.reader().series_keys(&selector))).await?
+        }
+        Backend::Cluster(node) => {
+            fanout::series(node, selector, strong(&params)?, state.token.as_deref()).await?
+        }
+    };
     Ok(Json(serde_json::json!({ "series": names })).into_response())
+}
+
+/// `GET /api/v1/cluster`: on a cluster node, the nodes, every partition's owners and which
+/// one this node reads it from, and the log's last sequence and each owner's lag per
+/// partition ([`crate::cluster::status`]); on a single node, 404.
+async fn cluster_status(AxumState(state): AxumState<Arc<State>>) -> Result<Response, ApiError> {
+    let Backend::Cluster(node) = &state.backend else {
+        return Err(ApiError::NotFound(
+            "this server is a single node (start it with --cluster for cluster mode)".into(),
+        ));
+    };
+    Ok(Json(crate::cluster::status::Status::of(node).await?).into_response())
+}
+
+/// `POST /internal/v1/partial`: a peer's fan-out read over partitions this node applies.
+async fn partial(
+    AxumState(state): AxumState<Arc<State>>,
+    Json(request): Json<fanout::PartialRequest>,
+) -> Result<Response, ApiError> {
+    let Backend::Cluster(node) = &state.backend else {
+        return Err(ApiError::NotFound("not a cluster node".into()));
+    };
+    Ok(Json(fanout::answer_locally(node, request).await?).into_response())
 }
 
 /// The engine's stats, taken on the blocking pool: they wait for the counter table's lock,
 /// which a batch of counter samples holds while it is stored.
 async fn engine_stats(state: &State) -> Result<crate::EngineStats, ApiError> {
-    let engine = Arc::clone(&state.engine);
+    let engine = Arc::clone(state.engine("this endpoint")?);
     blocking(move || Ok(engine.stats())).await
 }
 

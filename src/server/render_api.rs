@@ -16,7 +16,8 @@ use rayon::prelude::*;
 
 use super::error::{blocking, ApiError};
 use super::params::Params;
-use super::State;
+use super::{Backend, State};
+use crate::cluster::fanout;
 use crate::counter::SeriesKind;
 use crate::query::{PointGrid, MAX_QUERY_POINTS};
 use crate::render::{self, graphite_path, Fetched, Finder, PathPattern, RenderRequest, Source};
@@ -36,7 +37,7 @@ pub(super) async fn render(
 ) -> std::result::Result<Response, ApiError> {
     let params = Params::query_and_form(raw.as_deref(), &headers, &body)?;
     params.require_format("json")?;
-    let engine = Arc::clone(&state.engine);
+    let engine = Arc::clone(state.engine("/render")?);
     let now = engine.now();
     let time = |key: &str, default: &str| {
         let text = params.get(key).unwrap_or(default);
@@ -88,23 +89,23 @@ pub(super) async fn find(
         .get("query")
         .ok_or_else(|| ApiError::BadRequest("query: missing (query=servers.*)".into()))?
         .to_owned();
-    let engine = Arc::clone(&state.engine);
     let budget = Arc::new(ReadBudget::new(state.limits.max_read_values));
-    let read_budget = Arc::clone(&budget);
-    let nodes = blocking(move || {
-        let mut finder = Finder::new(&query)?;
-        read_budget.charge_scan(engine.registry().len())?;
-        let mut charged = Ok(());
-        // Under the registry's read lock, keys borrowed, not cloned: what the request holds
-        // is its answer, and every node of it is charged to the budget.
-        engine.registry().for_each_from(0, |_, key| {
-            if charged.is_ok() && finder.add(key) {
-                charged = read_budget.charge(1, || format!("{query:?} has more nodes than that"));
-            }
-        });
-        charged.map(|()| finder.nodes())
-    });
-    let nodes = over_budget(&state, &budget, nodes.await)?;
+    let nodes = match &state.backend {
+        Backend::Engine(engine) => {
+            let engine = Arc::clone(engine);
+            let read_budget = Arc::clone(&budget);
+            blocking(move || {
+                let mut finder = Finder::new(&query)?;
+                finder.add_registry(engine.registry(), &read_budget)?;
+                Ok(finder.nodes())
+            })
+            .await
+        }
+        Backend::Cluster(node) => fanout::find(node, query, &budget, state.token.as_deref())
+            .await
+            .map_err(ApiError::from),
+    };
+    let nodes = over_budget(&state, &budget, nodes)?;
     Ok(Json(nodes).into_response())
 }
 

@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use super::stats::ServerStats;
 use super::Limits;
+use crate::cluster::edge::EdgeSink;
 use crate::counter::SeriesKind;
 use crate::registry::SeriesId;
 use crate::sample::{BatchReport, RejectReason, Sample};
@@ -64,14 +65,19 @@ impl IngestReport {
     }
 
     /// Counts `n` refusals under `reason`.
-    fn count(&mut self, reason: &'static str, n: u64) {
+    pub(crate) fn count(&mut self, reason: &'static str, n: u64) {
         *self.rejected.entry(reason).or_default() += n;
     }
 
     /// Keeps a refusal if it is among the [`FIRST_ERRORS`] lowest lines. A batch's own
     /// refusals are found when it is flushed, after refusals of later lines that were caught
     /// while parsing, so they are placed by line rather than appended.
-    fn note(&mut self, line: usize, reason: &'static str, message: impl FnOnce() -> String) {
+    pub(crate) fn note(
+        &mut self,
+        line: usize,
+        reason: &'static str,
+        message: impl FnOnce() -> String,
+    ) {
         let at = self.errors.partition_point(|e| e.line <= line);
         if at < FIRST_ERRORS {
             self.errors.insert(
@@ -87,8 +93,87 @@ impl IngestReport {
     }
 }
 
+/// Where one connection's or request's samples go: into this server's engine, or, on a
+/// cluster node, into the cluster's log.
+pub enum Sink {
+    /// A single node: batches written into the engine.
+    Local(LocalSink),
+    /// A cluster node: batches published per partition (see [`EdgeSink`]).
+    Cluster(EdgeSink),
+}
+
+impl Sink {
+    /// The clock samples that say "now" take.
+    pub fn now(&self) -> Timestamp {
+        match self {
+            Sink::Local(sink) => sink.now(),
+            Sink::Cluster(sink) => sink.now(),
+        }
+    }
+
+    /// Queues one sample of the series named `series` (canonical text). Returns true when the
+    /// batch is full and should be flushed.
+    pub fn push(&mut self, series: &str, ts: Timestamp, value: f64, line: usize) -> bool {
+        self.push_declared(series, None, ts, value, line)
+    }
+
+    /// [`Sink::push`] for a write that says what kind its series is; see
+    /// [`LocalSink::push_declared`].
+    pub fn push_declared(
+        &mut self,
+        series: &str,
+        kind: Option<SeriesKind>,
+        ts: Timestamp,
+        value: f64,
+        line: usize,
+    ) -> bool {
+        match self {
+            Sink::Local(sink) => sink.push_declared(series, kind, ts, value, line),
+            Sink::Cluster(sink) => sink.push_declared(series, kind, ts, value, line),
+        }
+    }
+
+    /// Counts a refused line (or field) under `reason`.
+    pub fn reject(&mut self, line: usize, reason: &'static str, message: impl Into<String>) {
+        match self {
+            Sink::Local(sink) => sink.reject(line, reason, message),
+            Sink::Cluster(sink) => sink.reject(line, reason, message),
+        }
+    }
+
+    /// Writes (or publishes) what is queued; returns once it landed.
+    ///
+    /// # Errors
+    /// As [`LocalSink::flush`] and [`EdgeSink::flush`].
+    pub async fn flush(&mut self) -> Result<()> {
+        match self {
+            Sink::Local(sink) => sink.flush().await,
+            Sink::Cluster(sink) => sink.flush().await,
+        }
+    }
+
+    /// Flushes and hands back what was ingested.
+    ///
+    /// # Errors
+    /// As [`Sink::flush`].
+    pub async fn finish(self) -> Result<IngestReport> {
+        match self {
+            Sink::Local(sink) => sink.finish().await,
+            Sink::Cluster(sink) => sink.finish().await,
+        }
+    }
+
+    /// What was ingested so far (flushed samples only).
+    pub fn report(&self) -> &IngestReport {
+        match self {
+            Sink::Local(sink) => sink.report(),
+            Sink::Cluster(sink) => sink.report(),
+        }
+    }
+}
+
 /// Batches one connection's or request's samples into the engine.
-pub struct Sink {
+pub struct LocalSink {
     engine: Arc<Engine>,
     stats: Arc<ServerStats>,
     max_series: Option<usize>,
@@ -143,11 +228,11 @@ struct Writer {
     max_series: Option<usize>,
 }
 
-impl Sink {
+impl LocalSink {
     /// A sink writing into `engine`, counting into `stats`, within `limits` (the series
     /// limit, and the name caches' budget it shares through `stats` with every other sink).
-    pub fn new(engine: Arc<Engine>, stats: Arc<ServerStats>, limits: &Limits) -> Sink {
-        Sink {
+    pub fn new(engine: Arc<Engine>, stats: Arc<ServerStats>, limits: &Limits) -> LocalSink {
+        LocalSink {
             cache: NameCache::new(Arc::clone(&stats), limits.name_cache_bytes),
             engine,
             stats,
@@ -164,12 +249,6 @@ impl Sink {
     /// The engine's clock, for samples that say "now".
     pub fn now(&self) -> Timestamp {
         self.engine.now()
-    }
-
-    /// Queues one sample of the series named `series` (canonical text). Returns true when the
-    /// batch is full and should be flushed.
-    pub fn push(&mut self, series: &str, ts: Timestamp, value: f64, line: usize) -> bool {
-        self.push_declared(series, None, ts, value, line)
     }
 
     /// [`Sink::push`] for a write that says what kind its series is: the kind is declared
@@ -265,7 +344,7 @@ impl Sink {
     /// Flushes and hands back what was ingested.
     ///
     /// # Errors
-    /// As [`Sink::flush`].
+    /// As [`LocalSink::flush`].
     pub async fn finish(mut self) -> Result<IngestReport> {
         self.flush().await?;
         Ok(self.report)

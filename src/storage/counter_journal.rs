@@ -42,8 +42,10 @@ use crate::time::Timestamp;
 use crate::{Error, Result};
 
 /// Bytes per entry: eight words.
-const ENTRY_SIZE: usize = 64;
-const WORDS: usize = ENTRY_SIZE / 8;
+pub(crate) const ENTRY_SIZE: usize = 64;
+/// Words per entry; the apply's undo record (`cluster/apply/undo.rs`) stores its entries in
+/// this encoding too.
+pub(crate) const WORDS: usize = ENTRY_SIZE / 8;
 /// Entries added at a time when a batch needs more (256 KiB).
 pub const GROWTH: usize = 4096;
 
@@ -87,7 +89,8 @@ pub enum Undo {
 }
 
 impl Undo {
-    fn encode(&self) -> [u64; WORDS] {
+    /// The entry's eight words, as the journal stores them.
+    pub(crate) fn encode(&self) -> [u64; WORDS] {
         match *self {
             Undo::Cell {
                 tier,
@@ -113,7 +116,8 @@ impl Undo {
         }
     }
 
-    fn decode(w: [u64; WORDS]) -> Option<Undo> {
+    /// The entry `w` encodes; `None` when its kind is none this format writes.
+    pub(crate) fn decode(w: [u64; WORDS]) -> Option<Undo> {
         match w[0] & 0xff {
             KIND_CELL => Some(Undo::Cell {
                 tier: ((w[0] >> 8) & 0xff_ffff) as usize,

@@ -2,6 +2,8 @@
 
 mod aggregate;
 mod cli;
+mod cluster;
+mod cluster_apply;
 mod cluster_ownership;
 mod collectd;
 mod common;

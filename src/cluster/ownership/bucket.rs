@@ -7,6 +7,7 @@
 
 use async_nats::jetstream::{self, kv, stream};
 
+use crate::cluster::streams;
 use crate::{Error, Result};
 
 /// How many of the stream's servers keep a copy, at most: more would slow every write for
@@ -37,29 +38,15 @@ pub(super) async fn open_bucket(js: &jetstream::Context, bucket: &str) -> Result
     let stream_name = format!("KV_{bucket}");
     match js.get_stream(&stream_name).await {
         Ok(_) => return js.get_key_value(bucket).await.map_err(|e| fail("open", &e)),
-        Err(e) if !is_not_found(&e) => return Err(fail("look up", &e)),
+        Err(e) if !streams::is_not_found(&e) => return Err(fail("look up", &e)),
         Err(_) => {}
     }
-    let mut last_refusal = None;
-    for replicas in (1..=MAX_BUCKET_REPLICAS).rev() {
-        match js.create_stream(bucket_stream(bucket, replicas)).await {
-            Ok(_) => {
-                tracing::info!(bucket, replicas, "created the cluster bucket");
-                last_refusal = None;
-                break;
-            }
-            Err(e) if refused_for_peers(&e) => last_refusal = Some(e),
-            // Another node created it meanwhile (with the replicas it found): open that one.
-            Err(e) if already_exists(&e) => {
-                last_refusal = None;
-                break;
-            }
-            Err(e) => return Err(fail("create", &e)),
-        }
-    }
-    if let Some(e) = last_refusal {
-        return Err(fail("create", &e));
-    }
+    let replicas = streams::create_replicated(js, MAX_BUCKET_REPLICAS, |replicas| {
+        bucket_stream(bucket, replicas)
+    })
+    .await
+    .map_err(|e| fail("create", &e))?;
+    tracing::info!(bucket, ?replicas, "opened the cluster bucket");
     js.get_key_value(bucket).await.map_err(|e| fail("open", &e))
 }
 
@@ -80,39 +67,6 @@ fn bucket_stream(bucket: &str, replicas: usize) -> stream::Config {
         num_replicas: replicas,
         ..Default::default()
     }
-}
-
-fn jetstream_code(
-    kind: &jetstream::context::CreateStreamErrorKind,
-) -> Option<jetstream::ErrorCode> {
-    match kind {
-        jetstream::context::CreateStreamErrorKind::JetStream(e) => Some(e.error_code()),
-        _ => None,
-    }
-}
-
-/// The server refused the replica count (too few peers, or not clustered at all).
-fn refused_for_peers(e: &jetstream::context::CreateStreamError) -> bool {
-    jetstream_code(&e.kind()).is_some_and(|code| {
-        [
-            jetstream::ErrorCode::CLUSTER_NO_PEERS,
-            jetstream::ErrorCode::INSUFFICIENT_RESOURCES,
-            jetstream::ErrorCode::STREAM_REPLICAS_NOT_SUPPORTED,
-        ]
-        .contains(&code)
-    })
-}
-
-fn already_exists(e: &jetstream::context::CreateStreamError) -> bool {
-    jetstream_code(&e.kind()) == Some(jetstream::ErrorCode::STREAM_NAME_EXIST)
-}
-
-fn is_not_found(e: &jetstream::context::GetStreamError) -> bool {
-    matches!(
-        e.kind(),
-        jetstream::context::GetStreamErrorKind::JetStream(e)
-            if e.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
-    )
 }
 
 /// A cluster-wide count fixed by the first node (`config.partitions`, `config.replicas`):

@@ -43,7 +43,7 @@ mod a_failure_mid_body {
     use std::time::{Duration, Instant};
 
     use crate::server::sink::BATCH;
-    use crate::server::{run, Limits, Listeners, State};
+    use crate::server::{run, Backend, Limits, Listeners, State};
     use crate::Engine;
 
     /// The real server on loopback over `engine`, stopped on drop.
@@ -66,7 +66,7 @@ mod a_failure_mid_body {
                 .unwrap();
             let http = listeners.addrs().unwrap().0;
             let state = Arc::new(State {
-                engine: Arc::clone(engine),
+                backend: Backend::Engine(Arc::clone(engine)),
                 stats: Default::default(),
                 limits: Limits::default(),
                 token: None,

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tierdb::server::{run, Limits, Listeners, State};
+use tierdb::server::{run, Backend, Limits, Listeners, State};
 use tierdb::{Engine, ManualClock, TiersConfig};
 
 use crate::common::NOW;
@@ -57,7 +57,7 @@ impl TestServer {
         let (http, graphite, udp) = listeners.addrs().unwrap();
         assert_eq!(graphite, udp, "UDP takes the port TCP got");
         let state = Arc::new(State {
-            engine: Arc::clone(&engine),
+            backend: Backend::Engine(Arc::clone(&engine)),
             stats: Default::default(),
             limits,
             token: token.map(str::to_string),

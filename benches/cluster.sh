@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Cluster figures on one machine (informational: 2 cores shared by 3 nats-servers and 3
+# tierdb nodes), each beside a single `tierdb serve` fed the same lines in the same run:
+#   - ingest over Graphite TCP: SERIES series x SAMPLES samples at a 10 s cadence sent to one
+#     node over CONNECTIONS connections, timed until every sample is counted (a strong
+#     aggregate of the count over all series);
+#   - bytes per sample on the log (the stream's bytes over the samples it holds);
+#   - one fan-out read's latency: a one-series 24h@1m query, and a sum over all series, each
+#     the median of QUERIES requests, against the single node.
+# Everything lives under a temporary directory in /tmp, removed at the end; processes are
+# stopped by pid.
+#
+#   cargo build --release && benches/cluster.sh
+#
+# Environment: SERIES (default 1000), SAMPLES (default 360: one hour), CONNECTIONS (default 4),
+# QUERIES (default 200), TIERDB (default target/release/tierdb), NATS_SERVER (default
+# /usr/sbin/nats-server).
+set -euo pipefail
+
+SERIES=${SERIES:-1000}
+SAMPLES=${SAMPLES:-360}
+CONNECTIONS=${CONNECTIONS:-4}
+QUERIES=${QUERIES:-200}
+TIERDB=$(realpath "${TIERDB:-target/release/tierdb}")
+NATS_SERVER=${NATS_SERVER:-/usr/sbin/nats-server}
+
+WORK=$(mktemp -d /tmp/tierdb-cluster.XXXXXX)
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# Three clustered JetStream servers.
+CLIENT=() ROUTE=()
+for i in 0 1 2; do CLIENT+=("$(free_port)"); ROUTE+=("$(free_port)"); done
+ROUTES="nats-route://127.0.0.1:${ROUTE[0]},nats-route://127.0.0.1:${ROUTE[1]},nats-route://127.0.0.1:${ROUTE[2]}"
+for i in 0 1 2; do
+    mkdir -p "$WORK/nats$i"
+    "$NATS_SERVER" -js -sd "$WORK/nats$i" -a 127.0.0.1 -p "${CLIENT[$i]}" --cluster_name bench \
+        --name "n$i" --cluster "nats://127.0.0.1:${ROUTE[$i]}" --routes "$ROUTES" \
+        >"$WORK/nats$i.log" 2>&1 &
+    PIDS+=($!)
+done
+URLS="nats://127.0.0.1:${CLIENT[0]},nats://127.0.0.1:${CLIENT[1]},nats://127.0.0.1:${CLIENT[2]}"
+
+# Starts `tierdb serve` with extra flags; prints "pid http graphite".
+start_tierdb() {
+    local name=$1
+    shift
+    : >"$WORK/$name.out"
+    RUST_LOG=${RUST_LOG:-tierdb=warn} "$TIERDB" serve --data-dir "$WORK/$name" --http 127.0.0.1:0 \
+        --graphite 127.0.0.1:0 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+    local pid=$!
+    PIDS+=($pid)
+    for _ in $(seq 600); do
+        if grep -q "tierdb: ready" "$WORK/$name.out"; then
+            local http graphite
+            http=$(sed -n 's/^tierdb: http listening on //p' "$WORK/$name.out")
+            graphite=$(sed -n 's/^tierdb: graphite tcp listening on //p' "$WORK/$name.out")
+            echo "$pid $http $graphite"
+            return
+        fi
+        if ! kill -0 "$pid" 2>/dev/null; then cat "$WORK/$name.err" >&2; exit 1; fi
+        sleep 0.1
+    done
+    echo "$name did not start" >&2
+    cat "$WORK/$name.err" >&2
+    exit 1
+}
+
+read -r _ SINGLE_HTTP SINGLE_GRAPHITE < <(start_tierdb single)
+NODES_HTTP=() NODES_GRAPHITE=()
+for i in 0 1 2; do
+    read -r _ http graphite < <(start_tierdb "node$i" --cluster "$URLS" --node "node$i")
+    NODES_HTTP+=("$http") NODES_GRAPHITE+=("$graphite")
+done
+
+python3 - "$SERIES" "$SAMPLES" "$CONNECTIONS" "$QUERIES" "$SINGLE_HTTP" "$SINGLE_GRAPHITE" \
+    "${NODES_HTTP[0]}" "${NODES_GRAPHITE[0]}" "${NODES_HTTP[1]}" "$WORK" <<'PY'
+import json, socket, statistics, sys, threading, time, urllib.request, glob, os
+
+series, samples, connections, queries = map(int, sys.argv[1:5])
+single_http, single_graphite, node_http, node_graphite, other_http, work = sys.argv[5:11]
+now = int(time.time())
+start = now - now % 3600 - 3600 * 2
+lines = [f"bench.host{s % 100:03d}.metric{s // 100:03d} {(s * 7 + i) % 1000 / 10} {start + i * 10}\n"
+         for i in range(samples) for s in range(series)]
+total = len(lines)
+
+def get(addr, path):
+    with urllib.request.urlopen(f"http://{addr}{path}", timeout=60) as r:
+        return json.loads(r.read())
+
+def wait_all(addr, strong):
+    path = (f"/api/v1/aggregate?match=bench.*&agg=sum&display=count&range=whole&tier=1h"
+            f"&from={start}&to={start + 7200}" + ("&consistency=strong" if strong else ""))
+    while True:
+        try:
+            counted = get(addr, path)["groups"][0]["points"][0][1] or 0
+        except Exception:
+            counted = 0
+        if counted >= total:
+            return counted
+        time.sleep(0.05)
+
+def wait_cluster_ready(addr):
+    while True:
+        try:
+            status = get(addr, "/api/v1/cluster")
+            if all(p.get("serving") for p in status["partitions"]):
+                return
+        except Exception:
+            pass
+        time.sleep(0.2)
+
+def send(addr):
+    host, port = addr.rsplit(":", 1)
+    share = [lines[i::connections] for i in range(connections)]
+    def one(chunk):
+        s = socket.create_connection((host, int(port)))
+        s.sendall("".join(chunk).encode())
+        s.close()
+    threads = [threading.Thread(target=one, args=(c,)) for c in share]
+    t0 = time.perf_counter()
+    for t in threads: t.start()
+    for t in threads: t.join()
+    return t0
+
+def ingest(name, http, graphite, strong):
+    t0 = send(graphite)
+    counted = wait_all(http, strong)
+    took = time.perf_counter() - t0
+    print(f"{name}: {total} lines in {took:.2f} s = {total / took / 1e6:.3f} M lines/s (counted {int(counted)})")
+
+def latency(name, http, path):
+    times = []
+    for _ in range(queries):
+        t0 = time.perf_counter()
+        get(http, path)
+        times.append(time.perf_counter() - t0)
+    print(f"{name}: median {statistics.median(times) * 1e3:.2f} ms, p90 {sorted(times)[int(len(times) * 0.9)] * 1e3:.2f} ms")
+
+wait_cluster_ready(node_http)
+ingest("single node, graphite tcp", single_http, single_graphite, False)
+ingest("3-node cluster, graphite tcp to one node", node_http, node_graphite, True)
+
+stream_bytes = sum(os.path.getsize(f) for f in glob.glob(f"{work}/nats0/jetstream/**/TIERDB_INGEST/msgs/*.blk", recursive=True))
+print(f"log: {stream_bytes} bytes of message blocks on one server for {total} samples = {stream_bytes / total:.2f} bytes/sample (blocks include NATS's per-message headers)")
+
+one = f"/api/v1/query?series=bench.host001.metric000&tier=1m&from={start}&to={start + 7200}"
+agg = f"/api/v1/aggregate?match=bench.*&agg=sum&tier=1m&from={start}&to={start + 7200}"
+latency("single node, one series 2h@1m", single_http, one)
+latency("cluster (asked node), one series 2h@1m", node_http, one)
+latency("cluster (other node), one series 2h@1m", other_http, one)
+latency("single node, sum over all series 2h@1m", single_http, agg)
+latency("cluster, sum over all series 2h@1m (fan-out to all owners)", node_http, agg)
+PY

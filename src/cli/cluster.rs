@@ -1,0 +1,136 @@
+//! `tierdb cluster status`: the cluster's nodes and partitions, asked of any live node.
+
+use clap::{Args, Subcommand, ValueEnum};
+
+use super::print;
+use crate::cluster::ownership::{node_addresses, DEFAULT_BUCKET};
+use crate::cluster::status::Status;
+
+/// Shows a cluster's state (nodes alive, partitions with their owners and replicas, applied
+/// sequence and lag per partition), as a node of it sees it.
+#[derive(Args, Debug)]
+pub struct ClusterArgs {
+    #[command(subcommand)]
+    command: ClusterCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum ClusterCommand {
+    /// Nodes alive, partitions with their owners and replicas, applied sequence and lag.
+    #[command(
+        after_help = "Examples:\n  tierdb cluster status --cluster nats://127.0.0.1:4222\n  tierdb cluster status --cluster nats://127.0.0.1:4222 --format json"
+    )]
+    Status {
+        /// The cluster's NATS servers (comma-separated URLs).
+        #[arg(long = "cluster", env = "TIERDB_CLUSTER", value_name = "URLS")]
+        urls: String,
+        /// The bearer token the nodes require, if any.
+        #[arg(long, env = "TIERDB_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: StatusFormat,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum StatusFormat {
+    Table,
+    Json,
+}
+
+/// Finds the nodes' addresses in the cluster's bucket and asks them, in name order, until
+/// one answers.
+pub(super) fn run(args: ClusterArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let ClusterCommand::Status {
+        urls,
+        token,
+        format,
+    } = args.command;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let status = runtime.block_on(async {
+        let client = async_nats::ConnectOptions::new()
+            .connect(urls.split(',').map(str::trim).collect::<Vec<_>>())
+            .await
+            .map_err(|e| format!("connecting to {urls}: {e}"))?;
+        let js = async_nats::jetstream::new(client);
+        let nodes = node_addresses(&js, DEFAULT_BUCKET).await?;
+        let mut failures = Vec::new();
+        for (name, addr) in &nodes {
+            match crate::cluster::peer::get::<Status>(
+                addr,
+                "/api/v1/cluster",
+                token.as_deref(),
+                std::time::Duration::from_secs(10),
+            )
+            .await
+            {
+                Ok(Ok(status)) => return Ok(status),
+                Ok(Err(refusal)) => failures.push(format!("{name} ({addr}): {}", refusal.message)),
+                Err(e) => failures.push(format!("{name} ({addr}): {e}")),
+            }
+        }
+        Err::<Status, Box<dyn std::error::Error>>(
+            format!(
+                "no node of the cluster at {urls} answered ({} known): {}",
+                nodes.len(),
+                failures.join("; ")
+            )
+            .into(),
+        )
+    })?;
+    match format {
+        StatusFormat::Json => print(&format!("{}\n", serde_json::to_string_pretty(&status)?))?,
+        StatusFormat::Table => print(&table(&status))?,
+    }
+    Ok(())
+}
+
+/// The status as two aligned tables: nodes, then partitions.
+fn table(status: &Status) -> String {
+    let mut out = format!("as seen by node {}\n\n", status.node);
+    out.push_str(&format!(
+        "{:<20} {:<22} {:<6} {:>8} {:>6}\n",
+        "node", "http", "alive", "applying", "holds"
+    ));
+    for n in &status.nodes {
+        out.push_str(&format!(
+            "{:<20} {:<22} {:<6} {:>8} {:>6}\n",
+            n.name,
+            n.http_addr,
+            if n.alive { "yes" } else { "no" },
+            n.applying,
+            n.holds
+        ));
+    }
+    out.push_str(&format!(
+        "\n{:>9} {:>10} {:<20} {}\n",
+        "partition", "last seq", "serving", "replicas (node epoch applied lag)"
+    ));
+    for p in &status.partitions {
+        let replicas: Vec<String> = p
+            .replicas
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}{} e{} {} lag {}",
+                    r.node,
+                    if r.alive { "" } else { " (dead)" },
+                    r.epoch,
+                    r.applied,
+                    r.lag
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "{:>9} {:>10} {:<20} {}\n",
+            p.partition,
+            p.last_sequence,
+            p.serving.as_deref().unwrap_or("-"),
+            replicas.join(", ")
+        ));
+    }
+    out
+}

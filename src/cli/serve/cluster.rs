@@ -1,0 +1,75 @@
+//! `tierdb serve --cluster`: the server as one node of a cluster. No engine of its own: the
+//! node applies the partitions the ownership table gives it, each in its own directory under
+//! the data directory, and the handlers publish writes and fan reads out.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{shutdown_signal, ClusterArgs};
+use crate::cli::{load_tiers, Listen, Location};
+use crate::cluster::log::LogRetention;
+use crate::cluster::node::{Node, NodeSettings};
+use crate::cluster::ownership::ClusterSettings;
+use crate::server::{Backend, Listeners, State};
+
+/// How often a node rewrites its heartbeat and renews its leases.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// Binds, joins the cluster, announces the addresses, serves until SIGTERM or Ctrl-C, then
+/// leaves the cluster (its partitions move to the other nodes at once).
+pub(super) fn run(
+    location: &Location,
+    listen: &Listen,
+    args: &ClusterArgs,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let urls = args.urls.clone().unwrap_or_default();
+    let name = match &args.node {
+        Some(name) => name.clone(),
+        None => rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned(),
+    };
+    let tiers = load_tiers(location.tiers.as_deref())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let listeners = runtime.block_on(Listeners::bind(listen.http, listen.graphite))?;
+    let (http, tcp, udp) = listeners.addrs()?;
+    println!("tierdb: http listening on {http}");
+    println!("tierdb: graphite tcp listening on {tcp}");
+    println!("tierdb: graphite udp listening on {udp}");
+    let settings = NodeSettings {
+        urls: urls.clone(),
+        name: name.clone(),
+        data_dir: location.data_dir.clone(),
+        tiers,
+        ownership: ClusterSettings {
+            partitions: args.partitions,
+            replicas: args.replicas,
+            heartbeat: HEARTBEAT,
+            lease_timeout: args.lease_timeout,
+            ..ClusterSettings::default()
+        },
+        log: LogRetention {
+            max_age: args.log_max_age,
+            max_bytes: (args.log_max_bytes > 0).then_some(args.log_max_bytes),
+            replicas: args.log_replicas.unwrap_or(0),
+        },
+    };
+    let node = runtime.block_on(Node::start(settings, &http.to_string()))?;
+    println!(
+        "tierdb: node {name} joined the cluster at {urls} ({} partitions)",
+        node.partitions()
+    );
+    println!("tierdb: ready");
+    let state = Arc::new(State {
+        backend: Backend::Cluster(node),
+        stats: Default::default(),
+        limits: listen.limits(),
+        token: listen.token.clone(),
+    });
+    runtime.block_on(crate::server::run(state, listeners, shutdown_signal()))?;
+    Ok(())
+}

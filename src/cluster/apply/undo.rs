@@ -1,0 +1,191 @@
+//! `apply.undo`: the undo record of the group of messages being applied: the group's last
+//! stream sequence and the absolute value, before the group, of everything the group may
+//! change that is not idempotent (bucket cells, counter state records). Written whole and
+//! fsynced before the group's first store; it is in force while its sequence is above the
+//! applied one in `apply.state`.
+//!
+//! Byte layout (little-endian):
+//! ```text
+//! header, 4096 bytes: the record_file.rs frame, magic "TIERDBAU", version 1, record size 64
+//! record 0, the control record:
+//!   0..8     the group's last stream sequence (0: no record)
+//!   8..16    entries n that follow
+//!   16..24   fingerprint of the tiers layout the cell entries' tier indexes refer to
+//!   24..28   CRC-32 of bytes 0..24 and of the n entries
+//!   28..64   zero
+//! records 1..=n: entries in the counters.journal encoding (storage/counter_journal.rs):
+//!   cell:  w0 = 1 | tier << 8 (adds unused: 0), w1 = period start, w2 = chunk << 32 | bucket,
+//!          w3 = slot, w4..w8 = count, total, min, max before the group (f64 bits)
+//!   state: w0 = 2, w1 = series id, w2..w5 = flags, last time, last raw value before the group
+//! ```
+//! Records past n are left over from a larger group and mean nothing. A record whose CRC
+//! fails was torn while being written, before anything of its group was stored (the group's
+//! stores wait for the fsync): it is ignored.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::storage::counter_journal::{Undo, ENTRY_SIZE, WORDS};
+use crate::storage::record_file::{Frame, HEADER_SIZE};
+use crate::{Error, Result};
+
+const FRAME: Frame = Frame {
+    magic: b"TIERDBAU",
+    version: 1,
+    record_size: ENTRY_SIZE as u32,
+    what: "partition undo record",
+};
+
+/// A group's undo record as read back.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct UndoRecord {
+    /// The group's last stream sequence.
+    pub(super) seq: u64,
+    /// The tiers layout fingerprint the cell entries were taken under.
+    pub(super) layout: u64,
+    /// The pre-images.
+    pub(super) entries: Vec<Undo>,
+}
+
+/// The open undo file.
+pub(super) struct UndoFile {
+    path: PathBuf,
+    file: File,
+    /// Reused between groups.
+    buffer: Vec<u8>,
+}
+
+impl UndoFile {
+    /// File name inside the partition's engine directory.
+    pub(super) const FILE_NAME: &'static str = "apply.undo";
+
+    /// Opens `dir/apply.undo`, creating it whole (no record) when missing.
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] naming the file when it is not this format's; [`Error::Io`].
+    pub(super) fn open(dir: &Path) -> Result<UndoFile> {
+        let path = dir.join(Self::FILE_NAME);
+        let (file, _) = FRAME.open_writable(&path, HEADER_SIZE + ENTRY_SIZE as u64)?;
+        Ok(UndoFile {
+            path,
+            file,
+            buffer: Vec::new(),
+        })
+    }
+
+    /// The path, for messages.
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The record the file holds; `None` when it holds none (never written, cleared, or torn
+    /// while being written).
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] naming the file for a whole record (its CRC holds) with an
+    /// entry of no known kind; [`Error::Io`].
+    pub(super) fn read(&self) -> Result<Option<UndoRecord>> {
+        let len = self
+            .file
+            .metadata()
+            .map_err(|e| Error::io(&self.path, e))?
+            .len();
+        let mut control = [0u8; ENTRY_SIZE];
+        if len < HEADER_SIZE + ENTRY_SIZE as u64 {
+            return Ok(None);
+        }
+        self.file
+            .read_exact_at(&mut control, HEADER_SIZE)
+            .map_err(|e| Error::io(&self.path, e))?;
+        if control.iter().all(|&b| b == 0) {
+            return Ok(None);
+        }
+        let word = |at: usize| u64::from_le_bytes(control[at..at + 8].try_into().expect("8"));
+        let (seq, n, layout) = (word(0), word(8), word(16));
+        let room = (len - HEADER_SIZE) / ENTRY_SIZE as u64 - 1;
+        if n > room {
+            tracing::warn!(path = %self.path.display(), n, room, "ignoring an undo record cut short while being written (nothing of its group was stored)");
+            return Ok(None);
+        }
+        let mut entries = vec![0u8; n as usize * ENTRY_SIZE];
+        self.file
+            .read_exact_at(&mut entries, HEADER_SIZE + ENTRY_SIZE as u64)
+            .map_err(|e| Error::io(&self.path, e))?;
+        let crc = u32::from_le_bytes(control[24..28].try_into().expect("4"));
+        if crc != checksum(&control[..24], &entries) || control[28..].iter().any(|&b| b != 0) {
+            tracing::warn!(path = %self.path.display(), "ignoring an undo record torn while being written (nothing of its group was stored)");
+            return Ok(None);
+        }
+        if seq == 0 {
+            return Ok(None);
+        }
+        let entries = entries
+            .chunks_exact(ENTRY_SIZE)
+            .enumerate()
+            .map(|(i, bytes)| {
+                let mut w = [0u64; WORDS];
+                for (word, b) in w.iter_mut().zip(bytes.chunks_exact(8)) {
+                    *word = u64::from_le_bytes(b.try_into().expect("8"));
+                }
+                Undo::decode(w).ok_or_else(|| {
+                    Error::corrupt(&self.path, format!("entry {} is of no known kind", i + 1))
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Some(UndoRecord {
+            seq,
+            layout,
+            entries,
+        }))
+    }
+
+    /// Writes the record of the group ending at `seq` whole and fsyncs it: once this returns,
+    /// the group may store.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file. The file may then hold a torn record (ignored at
+    /// open) or a whole one whose pre-images are what the files hold (restoring it changes
+    /// nothing).
+    pub(super) fn write(&mut self, seq: u64, layout: u64, entries: &[Undo]) -> Result<()> {
+        let mut buffer = std::mem::take(&mut self.buffer);
+        buffer.clear();
+        buffer.resize((entries.len() + 1) * ENTRY_SIZE, 0);
+        buffer[0..8].copy_from_slice(&seq.to_le_bytes());
+        buffer[8..16].copy_from_slice(&(entries.len() as u64).to_le_bytes());
+        buffer[16..24].copy_from_slice(&layout.to_le_bytes());
+        for (entry, bytes) in entries
+            .iter()
+            .zip(buffer[ENTRY_SIZE..].chunks_exact_mut(ENTRY_SIZE))
+        {
+            for (word, b) in entry.encode().iter().zip(bytes.chunks_exact_mut(8)) {
+                b.copy_from_slice(&word.to_le_bytes());
+            }
+        }
+        let crc = checksum(&buffer[..24], &buffer[ENTRY_SIZE..]);
+        buffer[24..28].copy_from_slice(&crc.to_le_bytes());
+        let written = self
+            .file
+            .write_all_at(&buffer, HEADER_SIZE)
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| Error::io(&self.path, e));
+        self.buffer = buffer;
+        written
+    }
+
+    /// Replaces the record by none, durably: after a rollback, so it is not rolled back again.
+    ///
+    /// # Errors
+    /// As [`UndoFile::write`].
+    pub(super) fn clear(&mut self) -> Result<()> {
+        self.write(0, 0, &[])
+    }
+}
+
+/// The control record's CRC: over its first 24 bytes, then the entries.
+fn checksum(control: &[u8], entries: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(control);
+    hasher.update(entries);
+    hasher.finalize()
+}

@@ -1,0 +1,224 @@
+//! The edge of the cluster: where a node that took a write checks its samples, splits them
+//! by partition and publishes them, instead of writing them into an engine.
+//!
+//! A sample is refused here for what can be known without the series' history, with the
+//! reasons a single node gives: `not_finite`, `too_old`, `too_far_in_future`,
+//! `invalid_series`. What depends on a series' stored state (`kind_mismatch`,
+//! `counter_out_of_order`) is found when an owner applies the batch, and counted in that
+//! owner's `/metrics`. A flush returns once JetStream has acknowledged every message of the
+//! batch, so a write answered 2xx is in the replicated log; a publish that fails is retried
+//! with the same message id, which JetStream stores once.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::node::Node;
+use super::{partition_of, wire, SampleBatch};
+use crate::counter::SeriesKind;
+use crate::engine::accepted_times;
+use crate::registry::SeriesKey;
+use crate::sample::RejectReason;
+use crate::server::sink::{IngestReport, BATCH};
+use crate::server::stats::ServerStats;
+use crate::time::Timestamp;
+use crate::{Error, Result};
+
+/// Samples per published message at most, so a message stays well under NATS's default
+/// 1 MiB payload limit whatever the keys.
+pub const MESSAGE_SAMPLES: usize = 4096;
+
+/// Publish attempts per message before the flush fails.
+const PUBLISH_ATTEMPTS: usize = 5;
+
+/// Pause between publish attempts (JetStream elects a new stream leader in 1-2 s).
+const PUBLISH_RETRY: Duration = Duration::from_millis(500);
+
+/// One connection's or request's samples on their way to the log.
+pub struct EdgeSink {
+    node: Arc<Node>,
+    stats: Arc<ServerStats>,
+    /// Per partition, the batch being built and its key index.
+    batches: HashMap<u32, (SampleBatch, HashMap<String, u32>)>,
+    /// Samples queued in all batches.
+    queued: usize,
+    /// First and last second accepted, fixed when the batch began.
+    bounds: Option<(Timestamp, Timestamp)>,
+    report: IngestReport,
+}
+
+impl EdgeSink {
+    /// A sink publishing through `node`, counting into `stats`.
+    pub fn new(node: Arc<Node>, stats: Arc<ServerStats>) -> EdgeSink {
+        EdgeSink {
+            node,
+            stats,
+            batches: HashMap::new(),
+            queued: 0,
+            bounds: None,
+            report: IngestReport::default(),
+        }
+    }
+
+    /// The node's clock, for samples that say "now".
+    pub fn now(&self) -> Timestamp {
+        self.node.now()
+    }
+
+    /// Queues one sample of `series` (canonical text or any spelling the key grammar
+    /// takes), declaring `kind` when the write names one. Returns true when the batch is full
+    /// and should be flushed.
+    pub fn push_declared(
+        &mut self,
+        series: &str,
+        kind: Option<SeriesKind>,
+        ts: Timestamp,
+        value: f64,
+        line: usize,
+    ) -> bool {
+        let (oldest, newest) = *self
+            .bounds
+            .get_or_insert_with(|| accepted_times(self.node.tiers(), self.node.now()));
+        let refused = if !value.is_finite() {
+            Some(RejectReason::NotFinite)
+        } else if ts > newest {
+            Some(RejectReason::TooFarInFuture)
+        } else if ts < oldest {
+            Some(RejectReason::TooOld)
+        } else {
+            None
+        };
+        if let Some(reason) = refused {
+            self.reject(line, reason.as_str(), format!("sample refused: {reason}"));
+            return false;
+        }
+        let key = match SeriesKey::parse(series) {
+            Ok(key) => key,
+            Err(e) => {
+                self.reject(line, RejectReason::InvalidSeries.as_str(), e.to_string());
+                return false;
+            }
+        };
+        let partition = partition_of(key.as_str(), self.node.partitions());
+        let (batch, index) = self.batches.entry(partition).or_default();
+        batch.push(index, key.as_str(), kind, ts, value);
+        self.queued += 1;
+        self.queued >= BATCH
+    }
+
+    /// Counts a refused line (or field) under `reason`.
+    pub fn reject(&mut self, line: usize, reason: &'static str, message: impl Into<String>) {
+        self.report.count(reason, 1);
+        self.stats.count_rejected(reason, 1);
+        self.report.note(line, reason, || message.into());
+    }
+
+    /// Publishes every queued sample, a message per partition (more when one has over
+    /// [`MESSAGE_SAMPLES`]), all at once; returns when JetStream acknowledged them all.
+    ///
+    /// # Errors
+    /// [`Error::Cluster`] when a message could not be published after retries; its samples
+    /// are counted as `write_failed` (the others of the flush landed).
+    pub async fn flush(&mut self) -> Result<()> {
+        if self.queued == 0 {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let queued = std::mem::take(&mut self.queued);
+        self.bounds = None;
+        let mut publishes = Vec::new();
+        for (partition, (batch, _)) in self.batches.drain() {
+            for part in split(batch) {
+                let samples = part.samples.len() as u64;
+                let mut payload = Vec::new();
+                if let Err(e) = wire::encode(&part, &mut payload) {
+                    // Only a batch past the format's bounds fails, which `split` prevents.
+                    self.report.count("write_failed", samples);
+                    self.stats.count_rejected("write_failed", samples);
+                    tracing::error!(partition, error = %e, "encoding a batch failed");
+                    continue;
+                }
+                let node = Arc::clone(&self.node);
+                let id = node.next_message_id();
+                publishes.push(async move {
+                    (
+                        samples,
+                        publish(&node, partition, &id, bytes::Bytes::from(payload)).await,
+                    )
+                });
+            }
+        }
+        let mut failure = None;
+        for (samples, outcome) in futures_util::future::join_all(publishes).await {
+            match outcome {
+                Ok(()) => self.report.accepted += samples,
+                Err(e) => {
+                    self.report.count("write_failed", samples);
+                    self.stats.count_rejected("write_failed", samples);
+                    failure = Some(e);
+                }
+            }
+        }
+        self.stats.observe_batch(started.elapsed(), queued);
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// What was published so far.
+    pub fn report(&self) -> &IngestReport {
+        &self.report
+    }
+
+    /// Flushes and hands back what was published.
+    ///
+    /// # Errors
+    /// As [`EdgeSink::flush`].
+    pub async fn finish(mut self) -> Result<IngestReport> {
+        self.flush().await?;
+        Ok(self.report)
+    }
+}
+
+/// Publishes one message, retrying with the same id until JetStream acknowledges it.
+async fn publish(node: &Node, partition: u32, id: &str, payload: bytes::Bytes) -> Result<()> {
+    let mut last = None;
+    for attempt in 0..PUBLISH_ATTEMPTS {
+        if attempt > 0 {
+            tokio::time::sleep(PUBLISH_RETRY).await;
+        }
+        match node.log().publish(partition, id, payload.clone()).await {
+            Ok(_) => return Ok(()),
+            Err(e) => {
+                tracing::warn!(partition, attempt, error = %e, "publish failed; retrying");
+                last = Some(e);
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| Error::Cluster("publish failed".into())))
+}
+
+/// `batch` cut into messages of at most [`MESSAGE_SAMPLES`] samples, each with the series
+/// its samples name. Samples keep their order.
+fn split(batch: SampleBatch) -> Vec<SampleBatch> {
+    if batch.samples.len() <= MESSAGE_SAMPLES {
+        return vec![batch];
+    }
+    batch
+        .samples
+        .chunks(MESSAGE_SAMPLES)
+        .map(|chunk| {
+            let mut part = SampleBatch::default();
+            let mut index = HashMap::new();
+            for sample in chunk {
+                let series = &batch.series[sample.series as usize];
+                part.push(
+                    &mut index,
+                    &series.key,
+                    series.kind,
+                    sample.ts,
+                    sample.value,
+                );
+            }
+            part
+        })
+        .collect()
+}

@@ -1,0 +1,347 @@
+//! A read on a cluster node: which owner answers for each partition, the request each is
+//! sent (one per owner node, for all the partitions it answers for), the answer an owner
+//! gives over its local partitions, and the merge.
+//!
+//! The asking node answers its own partitions in process and asks the other owners over
+//! HTTP ([`super::peer`]), all in parallel. An owner that fails or no longer holds a
+//! partition makes the read fail with 503 naming it; the client retries, and by then the
+//! view has moved on. `consistency=strong` makes each owner wait (up to
+//! [`STRONG_WAIT`]) until it has applied the partition's last log sequence as of the read's
+//! start, so a read sees every write acknowledged before it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::node::Node;
+use super::partial::{self, Charged};
+use super::peer::{self, PARTIAL_PATH};
+use crate::aggregate::{AggregatePlan, AggregateResult, PartialAggregate};
+use crate::query::{Query, QueryResult};
+use crate::registry::Selector;
+use crate::render::FindNode;
+use crate::time::Span;
+use crate::{Error, ReadBudget, Result};
+
+/// How long an owner waits to have applied what a strong read asks for.
+pub const STRONG_WAIT: Duration = Duration::from_secs(10);
+
+/// How long the asker waits for an owner's answer.
+pub const PEER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What an owner is asked: a read over some of its partitions.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PartialRequest {
+    /// The partitions to answer for.
+    pub partitions: Vec<u32>,
+    /// Per partition, the log sequence the owner must have applied first (strong reads).
+    pub applied_at_least: BTreeMap<u32, u64>,
+    /// Values the owner's part may read.
+    pub budget: u64,
+    /// The read.
+    pub read: PartialRead,
+}
+
+/// The reads that fan out.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum PartialRead {
+    /// One series, its tier pinned by the asker.
+    Query(Query),
+    /// An aggregate on the asker's plan.
+    Aggregate(AggregatePlan),
+    /// The series listing.
+    Series(Selector),
+    /// Graphite's `/metrics/find`.
+    Find(String),
+}
+
+/// An owner's answer, of the read's kind.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum PartialAnswer {
+    /// The series' points, and their width (which the answer's JSON leaves out).
+    Query(QueryResult, Span),
+    /// Partial groups.
+    Aggregate(Charged<PartialAggregate>),
+    /// Keys, sorted.
+    Series(Vec<String>),
+    /// Find nodes.
+    Find(Charged<Vec<FindNode>>),
+}
+
+/// Answers `request` over this node's own stores of the partitions asked; waits first for
+/// what a strong read needs applied.
+///
+/// # Errors
+/// [`Error::Cluster`] when a partition is not applied here (any more) or did not catch up
+/// in time; the read's own errors.
+pub async fn answer_locally(node: &Arc<Node>, request: PartialRequest) -> Result<PartialAnswer> {
+    let mut stores = Vec::with_capacity(request.partitions.len());
+    for &partition in &request.partitions {
+        let store = node.local(partition).ok_or_else(|| {
+            Error::Cluster(format!(
+                "node {} does not hold partition {partition}",
+                node.name()
+            ))
+        })?;
+        if let Some(&needed) = request.applied_at_least.get(&partition) {
+            let deadline = tokio::time::Instant::now() + STRONG_WAIT;
+            while store.applied() < needed {
+                if tokio::time::Instant::now() > deadline {
+                    return Err(Error::Cluster(format!(
+                        "node {} applied partition {partition} up to {} of {needed} within {STRONG_WAIT:?}",
+                        node.name(),
+                        store.applied()
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        stores.push(store);
+    }
+    tokio::task::spawn_blocking(move || {
+        let readers: Vec<_> = stores.iter().map(|s| s.engine().reader()).collect();
+        let budget = ReadBudget::new(request.budget);
+        Ok(match request.read {
+            PartialRead::Query(query) => {
+                let reader = readers.first().ok_or_else(|| {
+                    Error::InvalidQuery("a one-series read names one partition".into())
+                })?;
+                let result = reader.query(&query)?;
+                let step = result.step;
+                PartialAnswer::Query(result, step)
+            }
+            PartialRead::Aggregate(plan) => PartialAnswer::Aggregate(Charged::new(
+                partial::aggregate_over(&readers, &plan, &budget)?,
+                &budget,
+            )),
+            PartialRead::Series(selector) => {
+                PartialAnswer::Series(partial::series_over(&readers, &selector))
+            }
+            PartialRead::Find(query) => PartialAnswer::Find(Charged::new(
+                partial::find_over(&readers, &query, &budget)?,
+                &budget,
+            )),
+        })
+    })
+    .await
+    .map_err(|e| Error::Poisoned(format!("read task failed: {e}")))?
+}
+
+/// Where a read goes: per owner node (by name), its HTTP address and the partitions it
+/// answers for. This node is preferred for every partition it serves.
+///
+/// # Errors
+/// [`Error::Cluster`] naming a partition no live node serves.
+fn route(node: &Node, only: Option<u32>) -> Result<BTreeMap<String, (String, Vec<u32>)>> {
+    let view = node.view();
+    let mut routes: BTreeMap<String, (String, Vec<u32>)> = BTreeMap::new();
+    let partitions: Vec<u32> = match only {
+        Some(p) => vec![p],
+        None => (0..node.partitions()).collect(),
+    };
+    for partition in partitions {
+        let owner = view.readable_owner(partition, node.name()).ok_or_else(|| {
+            Error::Cluster(format!(
+                "no live node serves partition {partition} yet; try again shortly"
+            ))
+        })?;
+        routes
+            .entry(owner.name.clone())
+            .or_insert_with(|| (owner.http_addr.clone(), Vec::new()))
+            .1
+            .push(partition);
+    }
+    Ok(routes)
+}
+
+/// Sends `read` to one owner of each partition (or of `only`), in parallel, and returns
+/// their answers. `strong`: each owner first applies what the log held when the read began.
+///
+/// # Errors
+/// [`Error::Cluster`] when an owner cannot be reached or refuses (its message included); an
+/// owner's 4xx comes back as [`Error::InvalidQuery`] with its message.
+pub async fn fan_out(
+    node: &Arc<Node>,
+    read: PartialRead,
+    only: Option<u32>,
+    strong: bool,
+    budget: u64,
+    token: Option<&str>,
+) -> Result<Vec<PartialAnswer>> {
+    let routes = route(node, only)?;
+    let mut applied_at_least = BTreeMap::new();
+    if strong {
+        for partitions in routes.values().map(|(_, p)| p) {
+            for &partition in partitions {
+                applied_at_least.insert(partition, node.log().last_sequence(partition).await?);
+            }
+        }
+    }
+    let asks = routes.into_iter().map(|(owner, (addr, partitions))| {
+        let request = PartialRequest {
+            applied_at_least: partitions
+                .iter()
+                .filter_map(|p| applied_at_least.get(p).map(|&s| (*p, s)))
+                .collect(),
+            partitions,
+            budget,
+            read: read.clone(),
+        };
+        let node = Arc::clone(node);
+        async move {
+            if owner == node.name() {
+                return answer_locally(&node, request).await;
+            }
+            match peer::ask::<PartialAnswer>(&addr, PARTIAL_PATH, &request, token, PEER_TIMEOUT)
+                .await?
+            {
+                Ok(answer) => Ok(answer),
+                Err(refusal) if refusal.status.is_client_error() => {
+                    Err(Error::InvalidQuery(refusal.message))
+                }
+                Err(refusal) => Err(Error::Cluster(format!(
+                    "node {owner} ({addr}) answered {}: {}",
+                    refusal.status, refusal.message
+                ))),
+            }
+        }
+    });
+    futures_util::future::join_all(asks)
+        .await
+        .into_iter()
+        .collect()
+}
+
+/// A one-series query, answered by an owner of the series' partition.
+///
+/// # Errors
+/// As [`fan_out`].
+pub async fn query(
+    node: &Arc<Node>,
+    query: Query,
+    strong: bool,
+    token: Option<&str>,
+) -> Result<QueryResult> {
+    let key = crate::registry::SeriesKey::parse(&query.series)?;
+    let partition = super::partition_of(key.as_str(), node.partitions());
+    let query = partial::pinned_query(node.tiers(), node.now(), &query)?;
+    let answers = fan_out(
+        node,
+        PartialRead::Query(query),
+        Some(partition),
+        strong,
+        u64::MAX,
+        token,
+    )
+    .await?;
+    match answers.into_iter().next() {
+        Some(PartialAnswer::Query(result, step)) => Ok(QueryResult { step, ..result }),
+        _ => Err(Error::Cluster(
+            "an owner answered another kind of read".into(),
+        )),
+    }
+}
+
+/// An aggregate over every partition.
+///
+/// # Errors
+/// As [`fan_out`], and the merge's.
+pub async fn aggregate(
+    node: &Arc<Node>,
+    plan: AggregatePlan,
+    strong: bool,
+    budget: &ReadBudget,
+    token: Option<&str>,
+) -> Result<AggregateResult> {
+    let owner_budget = partial::owner_budget(budget).limit();
+    let answers = fan_out(
+        node,
+        PartialRead::Aggregate(plan.clone()),
+        None,
+        strong,
+        owner_budget,
+        token,
+    )
+    .await?;
+    let mut parts = Vec::with_capacity(answers.len());
+    for answer in answers {
+        match answer {
+            PartialAnswer::Aggregate(charged) => parts.push(charged.take(budget)?),
+            _ => {
+                return Err(Error::Cluster(
+                    "an owner answered another kind of read".into(),
+                ))
+            }
+        }
+    }
+    partial::merge_aggregates(plan, parts)
+}
+
+/// The series listing over every partition.
+///
+/// # Errors
+/// As [`fan_out`].
+pub async fn series(
+    node: &Arc<Node>,
+    selector: Selector,
+    strong: bool,
+    token: Option<&str>,
+) -> Result<Vec<String>> {
+    let answers = fan_out(
+        node,
+        PartialRead::Series(selector),
+        None,
+        strong,
+        u64::MAX,
+        token,
+    )
+    .await?;
+    let mut parts = Vec::with_capacity(answers.len());
+    for answer in answers {
+        match answer {
+            PartialAnswer::Series(keys) => parts.push(keys),
+            _ => {
+                return Err(Error::Cluster(
+                    "an owner answered another kind of read".into(),
+                ))
+            }
+        }
+    }
+    Ok(partial::merge_series(parts))
+}
+
+/// Graphite's `/metrics/find` over every partition.
+///
+/// # Errors
+/// As [`fan_out`].
+pub async fn find(
+    node: &Arc<Node>,
+    query: String,
+    budget: &ReadBudget,
+    token: Option<&str>,
+) -> Result<Vec<FindNode>> {
+    let owner_budget = partial::owner_budget(budget).limit();
+    let answers = fan_out(
+        node,
+        PartialRead::Find(query),
+        None,
+        false,
+        owner_budget,
+        token,
+    )
+    .await?;
+    let mut parts = Vec::with_capacity(answers.len());
+    for answer in answers {
+        match answer {
+            PartialAnswer::Find(charged) => parts.push(charged.take(budget)?),
+            _ => {
+                return Err(Error::Cluster(
+                    "an owner answered another kind of read".into(),
+                ))
+            }
+        }
+    }
+    Ok(partial::merge_find(parts))
+}

@@ -1,0 +1,362 @@
+//! One cluster node: its NATS connection, its place in the ownership table, and the
+//! partitions it applies, each an engine directory under `<data>/partitions/<p>/` fed from
+//! the log by its own task.
+//!
+//! A partition's task reads the partition's messages from the one after its applied
+//! sequence, applies them in groups ([`PartitionStore::apply`], exactly once) and reports
+//! the new applied sequence to the ownership table, which tells readers how far each owner
+//! is. When the partition leaves the set this node applies, the task stops and the engine
+//! is closed; its directory stays, so taking the partition back later only reads the log
+//! from where it stopped.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::apply::PartitionStore;
+use super::log::{IngestLog, LogRetention};
+use super::ownership::{ClusterSettings, ClusterView, Ownership};
+use super::wire;
+use crate::clock::{Clock, SystemClock};
+use crate::config::TiersConfig;
+use crate::time::Timestamp;
+use crate::{Engine, Error, Result};
+
+/// Messages applied together at most: one undo record and one flush per group.
+const GROUP_MESSAGES: usize = 64;
+
+/// How long a partition's task waits for more messages before it applies what it has.
+const GROUP_WAIT: Duration = Duration::from_millis(5);
+
+/// How long a task pauses after a failed read or apply before it tries again.
+const RETRY_PAUSE: Duration = Duration::from_secs(1);
+
+/// What a node is given to start.
+#[derive(Clone, Debug)]
+pub struct NodeSettings {
+    /// NATS server URLs, comma-separated.
+    pub urls: String,
+    /// This node's name, unique in the cluster and stable across restarts.
+    pub name: String,
+    /// The node's data directory; partitions live under `partitions/`.
+    pub data_dir: PathBuf,
+    /// The tiers every partition's engine uses (the same on every node).
+    pub tiers: TiersConfig,
+    /// Partition count, replicas, heartbeat and lease timeout.
+    pub ownership: ClusterSettings,
+    /// How long the log keeps messages.
+    pub log: LogRetention,
+}
+
+/// A running node. Shared by the server's handlers; [`Node::leave`] stops it.
+pub struct Node {
+    name: String,
+    data_dir: PathBuf,
+    tiers: TiersConfig,
+    clock: Arc<dyn Clock>,
+    log: IngestLog,
+    ownership: Mutex<Option<Ownership>>,
+    view: watch::Receiver<Arc<ClusterView>>,
+    partitions: u32,
+    /// The partitions this node applies, each with its store and task.
+    applying: Mutex<BTreeMap<u32, Applying>>,
+    /// The manager task that follows the view.
+    manager: Mutex<Option<JoinHandle<()>>>,
+    /// Message ids of this process's publishes: `<node>.<start>.<n>`, unique across
+    /// restarts because `start` is the process's start time in nanoseconds.
+    publish_prefix: String,
+    publish_count: std::sync::atomic::AtomicU64,
+}
+
+/// A partition being applied here.
+struct Applying {
+    store: Arc<PartitionStore>,
+    task: JoinHandle<()>,
+    stop: watch::Sender<bool>,
+}
+
+impl Node {
+    /// Connects to NATS, opens the log, joins the ownership table and starts applying the
+    /// partitions the table gives this node. `http_addr` is where other nodes reach this
+    /// node's reads.
+    ///
+    /// # Errors
+    /// [`Error::Cluster`] when NATS cannot be reached or the cluster refuses this node (a
+    /// different partition count); [`Error::Io`] for the data directory.
+    pub async fn start(settings: NodeSettings, http_addr: &str) -> Result<Arc<Node>> {
+        std::fs::create_dir_all(settings.data_dir.join("partitions"))
+            .map_err(|e| Error::io(settings.data_dir.join("partitions"), e))?;
+        let client = async_nats::ConnectOptions::new()
+            .name(format!("tierdb {}", settings.name))
+            .retry_on_initial_connect()
+            .connect(settings.urls.split(',').map(str::trim).collect::<Vec<_>>())
+            .await
+            .map_err(|e| Error::Cluster(format!("connecting to {}: {e}", settings.urls)))?;
+        let js = async_nats::jetstream::new(client);
+        let log = IngestLog::open(js.clone(), &settings.log).await?;
+        let ownership =
+            Ownership::join(js, &settings.name, http_addr, settings.ownership.clone()).await?;
+        let view = ownership.view();
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let node = Arc::new(Node {
+            name: settings.name.clone(),
+            data_dir: settings.data_dir,
+            tiers: settings.tiers,
+            clock: Arc::new(SystemClock),
+            log,
+            partitions: ownership.partitions(),
+            ownership: Mutex::new(Some(ownership)),
+            view,
+            applying: Mutex::new(BTreeMap::new()),
+            manager: Mutex::new(None),
+            publish_prefix: format!("{}.{started}", settings.name),
+            publish_count: Default::default(),
+        });
+        let manager = tokio::spawn(Arc::clone(&node).follow_view());
+        *node.manager.lock().unwrap_or_else(|e| e.into_inner()) = Some(manager);
+        Ok(node)
+    }
+
+    /// This node's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The cluster's partition count.
+    pub fn partitions(&self) -> u32 {
+        self.partitions
+    }
+
+    /// The tiers every partition uses.
+    pub fn tiers(&self) -> &TiersConfig {
+        &self.tiers
+    }
+
+    /// The node's clock.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// The ingest log.
+    pub fn log(&self) -> &IngestLog {
+        &self.log
+    }
+
+    /// The latest view of nodes and leases.
+    pub fn view(&self) -> Arc<ClusterView> {
+        Arc::clone(&self.view.borrow())
+    }
+
+    /// A fresh message id for a publish of this process.
+    pub fn next_message_id(&self) -> String {
+        let n = self
+            .publish_count
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("{}.{n}", self.publish_prefix)
+    }
+
+    /// The engine of `partition` if this node applies it.
+    pub fn local(&self, partition: u32) -> Option<Arc<PartitionStore>> {
+        self.lock_applying()
+            .get(&partition)
+            .map(|a| Arc::clone(&a.store))
+    }
+
+    /// The partitions this node applies, with their applied sequences.
+    pub fn applied(&self) -> BTreeMap<u32, u64> {
+        self.lock_applying()
+            .iter()
+            .map(|(&p, a)| (p, a.store.applied()))
+            .collect()
+    }
+
+    fn lock_applying(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Applying>> {
+        self.applying.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps the set of applied partitions equal to what the view gives this node.
+    async fn follow_view(self: Arc<Node>) {
+        let mut view = self.view.clone();
+        loop {
+            let wanted = view.borrow_and_update().to_apply(&self.name);
+            let held: Vec<u32> = self.lock_applying().keys().copied().collect();
+            for partition in held {
+                if !wanted.contains(&partition) {
+                    self.stop_applying(partition).await;
+                }
+            }
+            for &partition in &wanted {
+                if self.lock_applying().contains_key(&partition) {
+                    continue;
+                }
+                if let Err(e) = self.start_applying(partition).await {
+                    tracing::error!(partition, error = %e, "cannot apply partition; retrying");
+                }
+            }
+            let retry = wanted.len() != self.lock_applying().len();
+            if retry {
+                tokio::time::sleep(RETRY_PAUSE).await;
+            } else if view.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Opens `partition`'s store (rolling back an interrupted group) and starts its task.
+    async fn start_applying(self: &Arc<Node>, partition: u32) -> Result<()> {
+        let dir = self.partition_dir(partition);
+        let tiers = self.tiers.clone();
+        let store = tokio::task::spawn_blocking(move || {
+            PartitionStore::open(Engine::builder(dir).tiers(tiers))
+        })
+        .await
+        .map_err(|e| Error::Poisoned(format!("opening a partition failed: {e}")))??;
+        let store = Arc::new(store);
+        self.report_applied(partition, store.applied());
+        let (stop, stopped) = watch::channel(false);
+        let task =
+            tokio::spawn(Arc::clone(self).apply_partition(partition, Arc::clone(&store), stopped));
+        tracing::info!(partition, applied = store.applied(), "applying partition");
+        self.lock_applying()
+            .insert(partition, Applying { store, task, stop });
+        Ok(())
+    }
+
+    /// Stops `partition`'s task, waits for its group in flight, and closes its engine.
+    async fn stop_applying(&self, partition: u32) {
+        let Some(applying) = self.lock_applying().remove(&partition) else {
+            return;
+        };
+        let _ = applying.stop.send(true);
+        let _ = applying.task.await;
+        tracing::info!(partition, "no longer applying partition");
+        if let Ok(store) = Arc::try_unwrap(applying.store) {
+            let closed = tokio::task::spawn_blocking(move || store.close()).await;
+            if let Ok(Err(e)) = closed {
+                tracing::error!(partition, error = %e, "closing partition");
+            }
+        }
+    }
+
+    fn partition_dir(&self, partition: u32) -> PathBuf {
+        self.data_dir
+            .join("partitions")
+            .join(format!("{partition:03}"))
+    }
+
+    fn report_applied(&self, partition: u32, seq: u64) {
+        if let Some(ownership) = self
+            .ownership
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            // Only a partition past the count is refused, and the view gives no such one.
+            let _ = ownership.report_applied(partition, seq);
+        }
+    }
+
+    /// Reads and applies `partition`'s log until told to stop.
+    async fn apply_partition(
+        self: Arc<Node>,
+        partition: u32,
+        store: Arc<PartitionStore>,
+        mut stopped: watch::Receiver<bool>,
+    ) {
+        'read: loop {
+            if *stopped.borrow() {
+                return;
+            }
+            let mut reader = match self.log.read_from(partition, store.applied()).await {
+                Ok(reader) => reader,
+                Err(e) => {
+                    tracing::warn!(partition, error = %e, "reading the log; retrying");
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                    continue;
+                }
+            };
+            loop {
+                let first = tokio::select! {
+                    _ = stopped.changed() => return,
+                    first = reader.next() => first,
+                };
+                let mut messages = match first {
+                    Some(Ok(message)) => vec![message],
+                    Some(Err(e)) => {
+                        tracing::warn!(partition, error = %e, "reading the log; reopening");
+                        tokio::time::sleep(RETRY_PAUSE).await;
+                        continue 'read;
+                    }
+                    None => continue 'read,
+                };
+                while messages.len() < GROUP_MESSAGES {
+                    match reader.next_within(GROUP_WAIT).await {
+                        Some(Ok(message)) => messages.push(message),
+                        _ => break,
+                    }
+                }
+                let group: Vec<_> = messages
+                    .into_iter()
+                    .map(|(seq, payload)| match wire::decode(&payload) {
+                        Ok(batch) => (seq, batch),
+                        Err(e) => {
+                            // Every owner skips the same message: the log is the same for all.
+                            tracing::error!(partition, seq, error = %e, "skipping an undecodable message");
+                            (seq, Default::default())
+                        }
+                    })
+                    .collect();
+                let apply_store = Arc::clone(&store);
+                let applied = tokio::task::spawn_blocking(move || apply_store.apply(&group))
+                    .await
+                    .map_err(|e| Error::Poisoned(format!("apply task failed: {e}")))
+                    .and_then(|r| r);
+                match applied {
+                    Ok(_) => self.report_applied(partition, store.applied()),
+                    Err(e) => {
+                        // Nothing past the applied sequence counts: read again from there.
+                        tracing::error!(partition, error = %e, "applying failed; reading again");
+                        tokio::time::sleep(RETRY_PAUSE).await;
+                        continue 'read;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops applying, closes every partition's engine, and leaves the ownership table so
+    /// other nodes take this node's partitions at once.
+    ///
+    /// # Errors
+    /// [`Error::Cluster`] when the table could not be updated (the leases then expire).
+    pub async fn leave(&self) -> Result<()> {
+        if let Some(manager) = self
+            .manager
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            manager.abort();
+        }
+        let held: Vec<u32> = self.lock_applying().keys().copied().collect();
+        for partition in held {
+            self.stop_applying(partition).await;
+        }
+        let ownership = self
+            .ownership
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        match ownership {
+            Some(ownership) => ownership.leave().await,
+            None => Ok(()),
+        }
+    }
+}

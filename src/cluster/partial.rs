@@ -1,0 +1,164 @@
+//! Reads across partitions: what the owner of some partitions answers for its part of a read
+//! (a partial answer over its engines, one per partition it holds) and how the asking node
+//! merges the parts into the answer one engine holding every series would give.
+//!
+//! A series lives in exactly one partition, so partitions hold disjoint series and each
+//! answer covers its own. Three reads fan out:
+//! - aggregates: the asker fixes the tier, the grid and the tier's window from its own clock
+//!   ([`crate::Reader::plan_aggregate`]); each owner folds its series on that plan
+//!   ([`aggregate_over`]); the asker merges the [`PartialAggregate`]s and finishes them
+//!   ([`merge_aggregates`]);
+//! - `/metrics/find`: each owner's nodes ([`find_over`]), merged with each node once
+//!   ([`merge_find`]);
+//! - the series listing: each owner's keys ([`series_over`]), merged in key order
+//!   ([`merge_series`]).
+//!
+//! A one-series query has nothing to merge: the asker sends it, with the tier it chose
+//! pinned ([`pinned_query`]), to one owner of the series' partition and answers with that.
+//!
+//! Budgets: the asker sends each owner what its request may still read; the owner charges its
+//! part against that as one engine would (its registries' scans, its cells, its nodes) and
+//! reports what it charged ([`Charged`]); the asker charges each report to the request's
+//! budget as it merges ([`Charged::take`]), so the request as a whole reads no more than its
+//! budget says. Nothing here sends anything: the transport carries these types as JSON.
+
+#[cfg(test)]
+mod tests;
+
+use crate::aggregate::{AggregatePlan, AggregateResult, PartialAggregate};
+use crate::config::TiersConfig;
+use crate::query::{Query, TierChoice};
+use crate::reader::Reader;
+use crate::registry::Selector;
+use crate::render::{merge_nodes, FindNode, Finder};
+use crate::time::Timestamp;
+use crate::{ReadBudget, Result};
+
+/// An owner's answer with the values it charged for it, so the asker can charge them to the
+/// request's budget.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Charged<T> {
+    /// The partial answer.
+    pub answer: T,
+    /// Values the owner charged for it (what its [`ReadBudget`] used).
+    pub read: u64,
+}
+
+impl<T> Charged<T> {
+    /// `answer`, and what `budget` (the owner's, made for this request alone) has used.
+    pub fn new(answer: T, budget: &ReadBudget) -> Charged<T> {
+        Charged {
+            answer,
+            read: budget.used(),
+        }
+    }
+
+    /// The answer, once what it read is charged to the request's `budget`.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidQuery`] when the request's budget refuses it.
+    pub fn take(self, budget: &ReadBudget) -> Result<T> {
+        budget.charge(u128::from(self.read), || {
+            format!("an owner's part of {} values", self.read)
+        })?;
+        Ok(self.answer)
+    }
+}
+
+/// The budget an owner reads its part within: what the request may still read.
+pub fn owner_budget(request: &ReadBudget) -> ReadBudget {
+    ReadBudget::new(request.limit().saturating_sub(request.used()))
+}
+
+/// An owner's part of an aggregate: `plan` over the series of every engine in `readers`
+/// (one per partition it was asked for), merged, each engine's reads charged to `budget`.
+///
+/// # Errors
+/// As [`crate::Reader::aggregate_partial`] on any engine.
+pub fn aggregate_over(
+    readers: &[Reader<'_>],
+    plan: &AggregatePlan,
+    budget: &ReadBudget,
+) -> Result<PartialAggregate> {
+    let mut merged = PartialAggregate::empty(plan.clone());
+    for reader in readers {
+        merged.merge(reader.aggregate_partial(plan, budget)?)?;
+    }
+    Ok(merged)
+}
+
+/// The asker's answer from the owners' parts of `plan` (in any order): equal to what one
+/// engine holding every partition's series answers for the query the plan was made from.
+///
+/// # Errors
+/// [`crate::Error::InvalidQuery`] when a part answers another plan or is garbled, or the
+/// merged groups × points exceed [`crate::query::MAX_QUERY_POINTS`].
+pub fn merge_aggregates(
+    plan: AggregatePlan,
+    parts: impl IntoIterator<Item = PartialAggregate>,
+) -> Result<AggregateResult> {
+    let mut merged = PartialAggregate::empty(plan);
+    for part in parts {
+        merged.merge(part)?;
+    }
+    merged.finish()
+}
+
+/// An owner's part of `/metrics/find`: the nodes `query` finds among the keys of every engine
+/// in `readers`, each node once, charged to `budget` as one engine's find is.
+///
+/// # Errors
+/// [`crate::Error::InvalidQuery`] for a query that is not a path pattern, or when `budget`
+/// refuses a scan or a node.
+pub fn find_over(
+    readers: &[Reader<'_>],
+    query: &str,
+    budget: &ReadBudget,
+) -> Result<Vec<FindNode>> {
+    let mut finder = Finder::new(query)?;
+    for reader in readers {
+        finder.add_registry(reader.registry(), budget)?;
+    }
+    Ok(finder.nodes())
+}
+
+/// The asker's `/metrics/find` answer from the owners' parts: each node once, sorted by id,
+/// a branch before a leaf of the same id, as one engine answers.
+pub fn merge_find(parts: impl IntoIterator<Item = Vec<FindNode>>) -> Vec<FindNode> {
+    merge_nodes(parts)
+}
+
+/// An owner's part of the series listing: the keys `selector` picks in every engine in
+/// `readers`, sorted.
+pub fn series_over(readers: &[Reader<'_>], selector: &Selector) -> Vec<String> {
+    let mut keys: Vec<String> = readers
+        .iter()
+        .flat_map(|reader| reader.series_keys(selector))
+        .collect();
+    keys.sort_unstable();
+    keys
+}
+
+/// The asker's series listing from the owners' parts: every key once, sorted by its
+/// canonical text. One engine lists in id order, which is the order series first arrived at
+/// that engine; no node of a cluster has that order, so the cluster lists by key.
+pub fn merge_series(parts: impl IntoIterator<Item = Vec<String>>) -> Vec<String> {
+    let mut keys: Vec<String> = parts.into_iter().flatten().collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// `query` with the tier the asker's clock chooses for it (with `tiers` at `now`) named, so
+/// the owner it is sent to reads that tier whatever its own clock says (`auto` depends on
+/// the time: which tiers still reach back to `from`).
+///
+/// # Errors
+/// [`crate::Error::UnknownTier`] for a tier name the asker does not have.
+pub fn pinned_query(tiers: &TiersConfig, now: Timestamp, query: &Query) -> Result<Query> {
+    let tier = tiers.choose_tier(&query.tier, query.from, query.to, query.max_points, now)?;
+    Ok(Query {
+        tier: TierChoice::Named(tiers.tiers[tier].name.clone()),
+        ..query.clone()
+    })
+}

@@ -1,0 +1,580 @@
+//! One engine holding every series against the same series split over 1..=5 engines by
+//! [`partition_of`], whose partial answers are JSON round-tripped, merged in random order and
+//! finished: the answers must be equal, bit for bit wherever the arithmetic is exact.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::cluster::partition_of;
+use crate::config::TierSpec;
+use crate::time::{Span, Timestamp};
+use crate::{
+    AggregateQuery, Aggregation, Display, Engine, ManualClock, Sample, SeriesKind, TiersConfig,
+};
+
+/// 2025-11-21T12:00:00Z.
+const NOW: Timestamp = 1_763_726_400;
+const DAY: i64 = 86_400;
+
+const NAMES: [&str; 6] = [
+    "cpu",
+    "mem",
+    "servers.web.cpu",
+    "servers.db.load",
+    "servers.web.mem.free",
+    "net.rx",
+];
+
+/// 16 series per chunk: 1m/1d kept 2 days, 1h/30d kept 90 days, 1d/365d kept 5 years (the
+/// integration tests' small tiers).
+fn tiers() -> TiersConfig {
+    let tier = |name: &str, resolution: u64, period: u64, retention: u64| TierSpec {
+        name: name.to_string(),
+        resolution: Span::from_secs(resolution),
+        period: Span::from_secs(period),
+        retention: Span::from_secs(retention),
+        create_ahead: 1,
+    };
+    let mut config = TiersConfig::default();
+    config.engine.series_per_chunk = 16;
+    config.tiers = vec![
+        tier("1m", 60, DAY as u64, 2 * DAY as u64),
+        tier("1h", 3_600, 30 * DAY as u64, 90 * DAY as u64),
+        tier("1d", DAY as u64, 365 * DAY as u64, 1_825 * DAY as u64),
+    ];
+    config
+}
+
+/// A fresh directory on tmpfs when there is one: each engine creates dozens of files.
+fn scratch() -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(dir) = tempfile::tempdir_in(shm) {
+            return dir;
+        }
+    }
+    tempfile::tempdir().expect("temp dir")
+}
+
+fn open(dir: &std::path::Path, clock: &Arc<ManualClock>) -> Engine {
+    Engine::builder(dir)
+        .tiers(tiers())
+        .clock(clock.clone())
+        .writer_threads(1)
+        .background_maintenance(false)
+        .open()
+        .expect("open engine")
+}
+
+/// One engine with every series and `partitions` engines each with its partition's.
+struct Cluster {
+    _dirs: Vec<tempfile::TempDir>,
+    clock: Arc<ManualClock>,
+    single: Engine,
+    parts: Vec<Engine>,
+}
+
+/// A series: name index, host and dc tags (each maybe absent), and whether it is a counter.
+type SeriesSpec = (usize, Option<u8>, Option<u8>, bool);
+
+fn key_of(&(name, host, dc, _): &SeriesSpec) -> String {
+    let mut tags = Vec::new();
+    if let Some(dc) = dc {
+        tags.push(format!("dc=d{dc}"));
+    }
+    if let Some(host) = host {
+        tags.push(format!("host=h{host}"));
+    }
+    if tags.is_empty() {
+        NAMES[name].to_string()
+    } else {
+        format!("{}{{{}}}", NAMES[name], tags.join(","))
+    }
+}
+
+impl Cluster {
+    /// Writes `samples` (series index, seconds before now, value in quarters) in order to the
+    /// single engine and to each series' partition, so every series sees its samples in the
+    /// same order on both sides.
+    fn build(partitions: u32, series: &[SeriesSpec], samples: &[(usize, i64, i32)]) -> Cluster {
+        let clock = Arc::new(ManualClock::new(NOW));
+        let mut dirs = vec![scratch()];
+        let single = open(dirs[0].path(), &clock);
+        let parts: Vec<Engine> = (0..partitions)
+            .map(|_| {
+                dirs.push(scratch());
+                open(dirs.last().expect("dir").path(), &clock)
+            })
+            .collect();
+        let keys: Vec<String> = series.iter().map(key_of).collect();
+        let mut ids = Vec::new();
+        let mut kinds: BTreeMap<&str, bool> = BTreeMap::new();
+        for (key, spec) in keys.iter().zip(series) {
+            let counter = *kinds.entry(key).or_insert(spec.3);
+            let part = &parts[partition_of(key, partitions) as usize];
+            let (a, b) = (single.series(key).unwrap(), part.series(key).unwrap());
+            if counter {
+                single.declare_kind(a, SeriesKind::Counter).unwrap();
+                part.declare_kind(b, SeriesKind::Counter).unwrap();
+            }
+            ids.push((a, partition_of(key, partitions) as usize, b));
+        }
+        for batch in samples.chunks(37) {
+            let mut to_single = Vec::new();
+            let mut to_parts = vec![Vec::new(); parts.len()];
+            for &(s, ago, quarters) in batch {
+                let (a, p, b) = ids[s];
+                let value = f64::from(quarters) / 4.0;
+                to_single.push(Sample::new(a, NOW - ago, value));
+                to_parts[p].push(Sample::new(b, NOW - ago, value));
+            }
+            single.record_batch(&to_single).unwrap();
+            for (part, samples) in parts.iter().zip(&to_parts) {
+                part.record_batch(samples).unwrap();
+            }
+        }
+        Cluster {
+            _dirs: dirs,
+            clock,
+            single,
+            parts,
+        }
+    }
+
+    /// Moves every engine's clock on and runs two maintenance passes, so closed periods
+    /// are compacted and old ones dropped alike everywhere.
+    fn age(&self, seconds: i64) {
+        self.clock.advance(seconds);
+        for _ in 0..2 {
+            self.single.maintain().unwrap();
+            for part in &self.parts {
+                part.maintain().unwrap();
+            }
+        }
+    }
+
+    /// Owners: partition `p` is held by owner `owner_of[p] % owners`; an owner answers for
+    /// all its partitions at once.
+    fn owners(&self, owner_of: &[u8]) -> Vec<Vec<Reader<'_>>> {
+        let owners = self.parts.len().div_ceil(2).max(1);
+        let mut held = vec![Vec::new(); owners];
+        for (p, part) in self.parts.iter().enumerate() {
+            held[usize::from(owner_of[p % owner_of.len()]) % owners].push(part.reader());
+        }
+        held.retain(|readers| !readers.is_empty());
+        held
+    }
+}
+
+/// `items` reordered by `keys` (a random permutation's sort keys).
+fn shuffled<T>(items: Vec<T>, keys: &[u32]) -> Vec<T> {
+    let mut keyed: Vec<(u32, usize, T)> = items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| (keys[i % keys.len()], i, item))
+        .collect();
+    keyed.sort_by_key(|(k, i, _)| (*k, *i));
+    keyed.into_iter().map(|(_, _, item)| item).collect()
+}
+
+/// Through JSON and back, as the transport carries it.
+fn over_the_wire<T: serde::Serialize + serde::de::DeserializeOwned>(value: &T) -> T {
+    serde_json::from_str(&serde_json::to_string(value).expect("serialize")).expect("deserialize")
+}
+
+/// The aggregate as the cluster answers it: planned on one node's engine, each owner's part
+/// charged to its own budget and sent as JSON, the parts merged in the order `order` gives
+/// and each charged to the request's budget.
+fn cluster_aggregate(
+    cluster: &Cluster,
+    query: &AggregateQuery,
+    owner_of: &[u8],
+    order: &[u32],
+    request: &ReadBudget,
+) -> Result<AggregateResult> {
+    let plan = over_the_wire(&cluster.parts[0].reader().plan_aggregate(query)?);
+    let mut answers = Vec::new();
+    for readers in cluster.owners(owner_of) {
+        let budget = owner_budget(request);
+        let part = aggregate_over(&readers, &plan, &budget)?;
+        answers.push(over_the_wire(&Charged::new(part, &budget)));
+    }
+    let parts = shuffled(answers, order)
+        .into_iter()
+        .map(|answer| answer.take(request))
+        .collect::<Result<Vec<_>>>()?;
+    merge_aggregates(plan, parts)
+}
+
+/// True when the fold of `aggregation` over `display` values adds only what the samples
+/// hold (multiples of a quarter, far from overflow), so every order of the additions gives
+/// the same bits. The others add per-series quotients (`total / count`, `total / seconds`),
+/// whose float sum depends on the order the series are added in, on one engine as across
+/// partitions.
+fn exact(aggregation: Aggregation, display: Display) -> bool {
+    let sums = matches!(aggregation, Aggregation::Sum | Aggregation::Avg);
+    let quotients = matches!(display, Display::Avg | Display::PerSec);
+    !(sums && quotients) || (aggregation == Aggregation::Avg && display == Display::Avg)
+}
+
+fn same_value(a: Option<f64>, b: Option<f64>, exact: bool) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) if exact => a.to_bits() == b.to_bits(),
+        (Some(a), Some(b)) => (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1.0),
+        _ => false,
+    }
+}
+
+fn assert_same(
+    got: &AggregateResult,
+    want: &AggregateResult,
+) -> std::result::Result<(), TestCaseError> {
+    let exact = exact(want.aggregation, want.display);
+    prop_assert_eq!(&got.tier, &want.tier);
+    prop_assert_eq!(got.display, want.display);
+    prop_assert_eq!(got.aggregation, want.aggregation);
+    prop_assert_eq!(got.step, want.step);
+    prop_assert_eq!(got.groups.len(), want.groups.len());
+    for (g, w) in got.groups.iter().zip(&want.groups) {
+        prop_assert_eq!(&g.tags, &w.tags);
+        prop_assert_eq!(g.series, w.series);
+        prop_assert_eq!(g.points.len(), w.points.len());
+        for (&(t1, v1), &(t2, v2)) in g.points.iter().zip(&w.points) {
+            prop_assert_eq!(t1, t2);
+            prop_assert!(same_value(v1, v2, exact), "at {}: {:?} != {:?}", t1, v1, v2);
+        }
+    }
+    Ok(())
+}
+
+fn series_spec() -> impl Strategy<Value = SeriesSpec> {
+    (
+        0..NAMES.len(),
+        prop::option::of(0u8..3),
+        prop::option::of(0u8..2),
+        prop::bool::weighted(0.3),
+    )
+}
+
+/// A random aggregate over the last few days.
+fn aggregate_query() -> impl Strategy<Value = AggregateQuery> {
+    let selectors = prop::sample::select(vec!["*", "cpu", "servers.*", "*{host=h1}", "*{dc!=d0}"]);
+    let group_by = prop::sample::select(vec![
+        vec![],
+        vec!["host"],
+        vec!["dc"],
+        vec!["host", "dc"],
+        vec!["dc", "host"],
+    ]);
+    let tiers = prop::sample::select(vec!["auto", "1m", "1h", "1d"]);
+    (
+        (selectors, group_by, tiers),
+        prop::sample::select(Aggregation::ALL.to_vec()),
+        prop::sample::select(Display::ALL.to_vec()),
+        (0..5 * DAY, 1..3 * DAY),
+        prop::option::of(1u64..4),
+        prop::bool::weighted(0.3),
+    )
+        .prop_map(
+            |((selector, group_by, tier), aggregation, display, (ago, len), steps, whole)| {
+                let mut query = AggregateQuery::new(
+                    crate::Selector::parse(selector).expect("selector"),
+                    aggregation,
+                    NOW - ago,
+                    NOW - ago + len,
+                )
+                .group_by(group_by)
+                .display(display)
+                .tier(tier);
+                let resolution = match tier {
+                    "1m" => Some(60),
+                    "1h" => Some(3_600),
+                    "1d" => Some(DAY as u64),
+                    _ => None,
+                };
+                if let (Some(resolution), Some(steps)) = (resolution, steps) {
+                    query = query.step(Span::from_secs(resolution * steps));
+                }
+                if whole {
+                    query = query.whole_range();
+                }
+                query
+            },
+        )
+}
+
+const FINDS: [&str; 9] = [
+    "*",
+    "servers.*",
+    "servers.*.*",
+    "servers.web.*",
+    "*.*.*",
+    "servers.{web,db}.*",
+    "cpu;host=h1",
+    "*;dc=d0",
+    "servers.web.mem.*",
+];
+
+const LISTINGS: [&str; 5] = ["*", "servers.*", "cpu{host=h0}", "*{dc!=d1}", "nothing"];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn merged_partials_answer_as_one_engine(
+        partitions in 1u32..=5,
+        series in prop::collection::vec(series_spec(), 1..40),
+        samples in prop::collection::vec((0usize..40, 0..4 * DAY, -400i32..400), 0..400),
+        age in prop::option::of(DAY / 2..2 * DAY),
+        queries in prop::collection::vec(aggregate_query(), 1..8),
+        owner_of in prop::collection::vec(0u8..5, 5),
+        order in prop::collection::vec(any::<u32>(), 5),
+    ) {
+        let samples: Vec<_> = samples
+            .into_iter()
+            .map(|(s, ago, q)| (s % series.len(), ago, q))
+            .collect();
+        let cluster = Cluster::build(partitions, &series, &samples);
+        if let Some(age) = age {
+            cluster.age(age);
+        }
+        for query in &queries {
+            let single_budget = ReadBudget::unlimited();
+            let want = cluster.single.reader().aggregate_within(query, &single_budget);
+            let request = ReadBudget::unlimited();
+            let got = cluster_aggregate(&cluster, query, &owner_of, &order, &request);
+            match (got, want) {
+                (Ok(got), Ok(want)) => {
+                    assert_same(&got, &want)?;
+                    // Scans and cells split over the partitions add up to one engine's.
+                    prop_assert_eq!(request.used(), single_budget.used());
+                }
+                (Err(_), Err(_)) => {}
+                (got, want) => prop_assert!(false, "{:?}: {:?} vs {:?}", query, got, want),
+            }
+        }
+        let owners = cluster.owners(&owner_of);
+        for query in FINDS {
+            let mut single = crate::render::Finder::new(query).unwrap();
+            let single_budget = ReadBudget::unlimited();
+            single.add_registry(cluster.single.registry(), &single_budget).unwrap();
+            let parts: Vec<Vec<FindNode>> = owners
+                .iter()
+                .map(|readers| {
+                    over_the_wire(&find_over(readers, query, &ReadBudget::unlimited()).unwrap())
+                })
+                .collect();
+            prop_assert_eq!(merge_find(shuffled(parts, &order)), single.nodes(), "{}", query);
+        }
+        for pattern in LISTINGS {
+            let selector = crate::Selector::parse(pattern).unwrap();
+            let mut want = cluster.single.reader().series_keys(&selector);
+            want.sort();
+            let parts: Vec<Vec<String>> = owners
+                .iter()
+                .map(|readers| over_the_wire(&series_over(readers, &selector)))
+                .collect();
+            prop_assert_eq!(merge_series(shuffled(parts, &order)), want, "{}", pattern);
+        }
+    }
+
+    /// Partials whose sums overflow (to infinities, and NaN where they meet) and values of
+    /// every magnitude come back from JSON with the same bits.
+    #[test]
+    fn partials_survive_json_bit_for_bit(
+        values in prop::collection::vec(
+            prop_oneof![any::<f64>().prop_filter("finite", |v| v.is_finite()), Just(f64::MAX), Just(-f64::MAX), Just(-0.0)],
+            1..60,
+        ),
+        display in prop::sample::select(Display::ALL.to_vec()),
+        aggregation in prop::sample::select(Aggregation::ALL.to_vec()),
+    ) {
+        let clock = Arc::new(ManualClock::new(NOW));
+        let dir = scratch();
+        let engine = open(dir.path(), &clock);
+        let samples: Vec<Sample> = values
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                let id = engine.series(&format!("m{{host=h{}}}", i % 3)).unwrap();
+                Sample::new(id, NOW - 3_600 + (i as i64 % 7) * 60, v)
+            })
+            .collect();
+        engine.record_batch(&samples).unwrap();
+        let query = AggregateQuery::new(crate::Selector::new("m"), aggregation, NOW - 3_600, NOW)
+            .tier("1m")
+            .display(display)
+            .step(Span::from_secs(120));
+        let reader = engine.reader();
+        let plan = reader.plan_aggregate(&query).unwrap();
+        let part = reader.aggregate_partial(&plan, &ReadBudget::unlimited()).unwrap();
+        let back: PartialAggregate = over_the_wire(&part);
+        let (want, got) = (part.finish().unwrap(), back.finish().unwrap());
+        for (w, g) in want.groups.iter().zip(&got.groups) {
+            for (&(_, a), &(_, b)) in w.points.iter().zip(&g.points) {
+                let same = match (a, b) {
+                    (Some(a), Some(b)) => a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                    (a, b) => a == b,
+                };
+                prop_assert!(same, "{:?} != {:?}", a, b);
+            }
+        }
+        prop_assert_eq!(want.groups.len(), got.groups.len());
+    }
+}
+
+/// Two partitions of 175 groups each over 2880 points fit the points limit alone, and their
+/// merge (350 × 2880 > 1,000,000 values) does not: the limit holds on the merged answer, as
+/// it does on one engine with both partitions' series.
+#[test]
+fn the_points_limit_holds_on_the_merged_answer() {
+    let series: Vec<SeriesSpec> = Vec::new();
+    let cluster = Cluster::build(2, &series, &[]);
+    for host in 0..350u32 {
+        let key = format!("wide{{host=h{host:03}}}");
+        let part = &cluster.parts[usize::from(host >= 175)];
+        for engine in [&cluster.single, part] {
+            let id = engine.series(&key).unwrap();
+            engine
+                .record_batch(&[Sample::new(id, NOW - 60, 1.0)])
+                .unwrap();
+        }
+    }
+    let query = AggregateQuery::new(
+        crate::Selector::new("wide"),
+        Aggregation::Sum,
+        NOW - 2 * DAY,
+        NOW,
+    )
+    .tier("1m")
+    .group_by(["host"]);
+    let err = cluster.single.aggregate(&query).unwrap_err().to_string();
+    assert!(err.contains("350 groups x 2880 points"), "{err}");
+    let plan = cluster.parts[0].reader().plan_aggregate(&query).unwrap();
+    let parts: Vec<PartialAggregate> = cluster
+        .parts
+        .iter()
+        .map(|part| {
+            part.reader()
+                .aggregate_partial(&plan, &ReadBudget::unlimited())
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(parts[0].groups(), 175);
+    let err = merge_aggregates(plan, parts).unwrap_err().to_string();
+    assert!(err.contains("350 groups x 2880 points"), "{err}");
+}
+
+/// A part answering another plan, or with rows that do not fit its plan's points, is refused
+/// rather than merged onto the wrong points.
+#[test]
+fn parts_of_another_plan_or_garbled_are_refused() {
+    let series = [(0, Some(0), None, false), (1, Some(1), None, false)];
+    let cluster = Cluster::build(1, &series, &[(0, 60, 4), (1, 120, 8)]);
+    let reader = cluster.parts[0].reader();
+    let query = AggregateQuery::new(crate::Selector::new("*"), Aggregation::Max, NOW - DAY, NOW)
+        .tier("1h")
+        .group_by(["host"]);
+    let plan = reader.plan_aggregate(&query).unwrap();
+    let other = reader.plan_aggregate(&query.clone().tier("1m")).unwrap();
+    let part = reader
+        .aggregate_partial(&other, &ReadBudget::unlimited())
+        .unwrap();
+    assert!(merge_aggregates(plan.clone(), [part]).is_err());
+
+    let part = reader
+        .aggregate_partial(&plan, &ReadBudget::unlimited())
+        .unwrap();
+    let mut json: serde_json::Value = serde_json::to_value(&part).unwrap();
+    json["groups"][0]["rows"].as_array_mut().unwrap().pop();
+    let garbled: PartialAggregate = serde_json::from_value(json).unwrap();
+    assert!(merge_aggregates(plan.clone(), [garbled]).is_err());
+
+    let mut json: serde_json::Value = serde_json::to_value(&part).unwrap();
+    json["groups"].as_array_mut().unwrap().reverse();
+    let unsorted: PartialAggregate = serde_json::from_value(json).unwrap();
+    assert!(merge_aggregates(plan.clone(), [unsorted]).is_err());
+
+    let answer = merge_aggregates(plan, [part]).unwrap();
+    assert_eq!(answer, cluster.single.aggregate(&query).unwrap());
+}
+
+/// An owner's tier named like the plan's but laid out otherwise (another resolution) refuses
+/// the plan instead of answering on its own grid.
+#[test]
+fn an_owner_with_another_tier_layout_refuses_the_plan() {
+    let cluster = Cluster::build(1, &[(0, None, None, false)], &[(0, 60, 4)]);
+    let plan = cluster
+        .single
+        .reader()
+        .plan_aggregate(
+            &AggregateQuery::new(crate::Selector::new("*"), Aggregation::Sum, NOW - DAY, NOW)
+                .tier("1h"),
+        )
+        .unwrap();
+    let mut config = tiers();
+    config.tiers[1].resolution = Span::from_secs(1_800);
+    let clock = Arc::new(ManualClock::new(NOW));
+    let dir = scratch();
+    let other = Engine::builder(dir.path())
+        .tiers(config)
+        .clock(clock)
+        .background_maintenance(false)
+        .open()
+        .unwrap();
+    let err = other
+        .reader()
+        .aggregate_partial(&plan, &ReadBudget::unlimited())
+        .unwrap_err();
+    assert!(err.to_string().contains("another grid"), "{err}");
+}
+
+/// The asker's plan, not an owner's clock, decides the tier and its window: an owner whose
+/// clock runs a day ahead reads on the asker's grid and window and answers as the asker's
+/// engine would.
+#[test]
+fn owners_read_on_the_askers_plan_whatever_their_clock() {
+    let series = [(0, Some(0), None, false), (0, Some(1), None, false)];
+    let samples: Vec<(usize, i64, i32)> = (0..200)
+        .map(|i| (i % 2, i as i64 * 1_000, i as i32))
+        .collect();
+    let cluster = Cluster::build(1, &series, &samples);
+    let query = AggregateQuery::new(
+        crate::Selector::new("cpu"),
+        Aggregation::Sum,
+        NOW - 2 * DAY,
+        NOW,
+    )
+    .display(Display::Total)
+    .tier("1m");
+    let plan = cluster.single.reader().plan_aggregate(&query).unwrap();
+    // The owner's clock is a day ahead: by its own clock the 1m tier's window would start a
+    // day later and hide the first day of the range. The plan's window wins.
+    cluster.clock.set(NOW + DAY);
+    let part = cluster.parts[0]
+        .reader()
+        .aggregate_partial(&plan, &ReadBudget::unlimited())
+        .unwrap();
+    cluster.clock.set(NOW);
+    assert_eq!(
+        merge_aggregates(plan, [part]).unwrap(),
+        cluster.single.aggregate(&query).unwrap()
+    );
+}
+
+#[test]
+fn a_pinned_query_names_the_askers_tier() {
+    let cluster = Cluster::build(1, &[(0, None, None, false)], &[(0, 60, 4)]);
+    let reader = cluster.single.reader();
+    let query = crate::Query::new("cpu", NOW - 10 * DAY, NOW);
+    let pinned = pinned_query(reader.config(), reader.now(), &query).unwrap();
+    assert_eq!(pinned.tier, TierChoice::Named("1h".into()));
+    assert_eq!(
+        cluster.parts[0].query(&pinned).unwrap(),
+        cluster.single.query(&query).unwrap()
+    );
+}

@@ -1,0 +1,184 @@
+//! Chosen bucket cells, read and overwritten whichever form their period is in (hot,
+//! compacted, or without a file): what an undo needs, which takes a cell's value before a
+//! change and puts that absolute value back after a crash. Reads of a compacted period go
+//! through its reader; an overwrite that changes a compacted period makes it hot again first,
+//! as a late sample does.
+
+use super::period_file::WritableFile;
+use super::{Creation, HeldPeriod, Storage};
+use crate::bucket::Bucket;
+use crate::time::Timestamp;
+use crate::{Error, Result};
+
+/// Where one bucket cell lives: the tier, the period file (its period start and chunk), the
+/// bucket in the period and the series slot in the chunk. Sorting puts the cells of one file
+/// next to each other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CellAt {
+    /// Tier index.
+    pub tier: usize,
+    /// Start of the period.
+    pub period_start: Timestamp,
+    /// Chunk of series.
+    pub chunk: u32,
+    /// Bucket in the period.
+    pub bucket: u32,
+    /// Series slot in the chunk.
+    pub slot: u32,
+}
+
+impl CellAt {
+    fn same_file(&self, other: &CellAt) -> bool {
+        (self.tier, self.period_start, self.chunk) == (other.tier, other.period_start, other.chunk)
+    }
+}
+
+/// True when `a` and `b` hold the same bits in every field: what an exact restore compares
+/// (`==` on floats would take -0.0 for 0.0 and never match a NaN).
+pub fn same_bits(a: &Bucket, b: &Bucket) -> bool {
+    a.count == b.count
+        && a.total.to_bits() == b.total.to_bits()
+        && a.min.to_bits() == b.min.to_bits()
+        && a.max.to_bits() == b.max.to_bits()
+}
+
+impl Storage {
+    /// The buckets of `cells`, in their order: a hot period's cells loaded from the mapping,
+    /// a compacted period's slots read through its reader, and a period without a file read
+    /// as empty (its cells have never been written, or were dropped with it).
+    ///
+    /// # Errors
+    /// [`Error::InvalidQuery`] for a cell outside its tier's files; [`Error::CorruptFile`] or
+    /// [`Error::Io`] naming a compacted file that cannot be read.
+    pub fn load_cells(&self, cells: &[CellAt]) -> Result<Vec<Bucket>> {
+        let mut out = vec![Bucket::EMPTY; cells.len()];
+        let mut order: Vec<usize> = (0..cells.len()).collect();
+        order.sort_unstable_by_key(|&i| cells[i]);
+        for group in order.chunk_by(|&a, &b| cells[a].same_file(&cells[b])) {
+            for &i in group {
+                self.check_cell(&cells[i])?;
+            }
+            match self.held(&cells[group[0]])? {
+                None => {}
+                Some(HeldPeriod::Hot(file)) => {
+                    for &i in group {
+                        out[i] = file.load(cells[i].bucket, cells[i].slot);
+                    }
+                }
+                Some(HeldPeriod::Compacted(reader)) => {
+                    // One decode per slot: the group is sorted by bucket, then slot.
+                    let mut by_slot = group.to_vec();
+                    by_slot.sort_unstable_by_key(|&i| (cells[i].slot, cells[i].bucket));
+                    for run in by_slot.chunk_by(|&a, &b| cells[a].slot == cells[b].slot) {
+                        let slot = cells[run[0]].slot;
+                        let from = cells[run[0]].bucket;
+                        let to = cells[run[run.len() - 1]].bucket + 1;
+                        let mut buckets = vec![Bucket::EMPTY; (to - from) as usize];
+                        reader.read_slot(slot, from..to, &mut buckets)?;
+                        for &i in run {
+                            out[i] = buckets[(cells[i].bucket - from) as usize];
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Puts each cell's absolute value back: every cell whose bits differ from the value given
+    /// is overwritten, in its hot file, a compacted period being made hot again first (as a
+    /// late sample does). A period without a file whose cells are to be non-empty was dropped
+    /// since (it left its tier's retention): it is left dropped. Runs under the batch gate,
+    /// so no compaction swaps a file mid-overwrite; the files changed are marked dirty for the
+    /// next flush. Returns how many cells changed.
+    ///
+    /// Only valid while nothing else stores into these cells and no read of them runs (an
+    /// undo at open): the stores are not the seqlock's, so a concurrent read could see a
+    /// mix of old and new fields.
+    ///
+    /// # Errors
+    /// As [`Storage::load_cells`]; [`Error::Io`] when a compacted period cannot be made hot
+    /// again (a full disk), or the storage is read-only.
+    pub fn overwrite_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
+        let _no_swap = self.batch_gate();
+        let mut sorted: Vec<&(CellAt, Bucket)> = cells.iter().collect();
+        sorted.sort_unstable_by_key(|(cell, _)| *cell);
+        let mut changed = 0;
+        for group in sorted.chunk_by(|a, b| a.0.same_file(&b.0)) {
+            let at: Vec<CellAt> = group.iter().map(|(cell, _)| *cell).collect();
+            let now = self.load_cells(&at)?;
+            let differ: Vec<&(CellAt, Bucket)> = group
+                .iter()
+                .zip(&now)
+                .filter(|((_, want), now)| !same_bits(want, now))
+                .map(|(cell, _)| *cell)
+                .collect();
+            if differ.is_empty() {
+                continue;
+            }
+            let first = at[0];
+            if self
+                .stored(first.tier, first.period_start, first.chunk)
+                .is_none()
+            {
+                tracing::debug!(
+                    tier = first.tier,
+                    period_start = first.period_start,
+                    chunk = first.chunk,
+                    "not restoring cells of a period dropped since"
+                );
+                continue;
+            }
+            let (file, _) = self.get_or_create(
+                first.tier,
+                first.period_start,
+                first.chunk,
+                Creation::OnDemand,
+            )?;
+            let Some(file) = WritableFile::new(file) else {
+                return Err(Error::ReadOnly(self.root.clone()));
+            };
+            for (cell, want) in &differ {
+                file.restore(cell.bucket, cell.slot, want);
+            }
+            file.mark_dirty();
+            changed += differ.len();
+        }
+        Ok(changed)
+    }
+
+    /// `cell`'s period in the form it is held, opened for a read; `None` without a file.
+    fn held(&self, cell: &CellAt) -> Result<Option<HeldPeriod>> {
+        let found = self.files_of_chunk(
+            cell.tier,
+            cell.chunk,
+            cell.period_start,
+            cell.period_start.saturating_add(1),
+        )?;
+        Ok(found
+            .into_iter()
+            .find(|(start, _)| *start == cell.period_start)
+            .map(|(_, held)| held))
+    }
+
+    /// Refuses a cell that no file of its tier can hold.
+    fn check_cell(&self, cell: &CellAt) -> Result<()> {
+        let fits = self.tiers.get(cell.tier).is_some_and(|store| {
+            let spec = &store.spec;
+            let buckets = spec.period.secs() / spec.resolution.secs();
+            cell.period_start.rem_euclid(spec.period.secs() as i64) == 0
+                && u64::from(cell.bucket) < buckets
+                && cell.slot < self.slots
+        });
+        if fits {
+            Ok(())
+        } else {
+            Err(Error::InvalidQuery(format!(
+                "bucket cell {cell:?} lies outside the files of its tier"
+            )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

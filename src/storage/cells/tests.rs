@@ -1,0 +1,143 @@
+use std::sync::Arc;
+
+use super::{same_bits, CellAt};
+use crate::bucket::Bucket;
+use crate::config::{TierSpec, TiersConfig};
+use crate::storage::StoredPeriod;
+use crate::time::Span;
+use crate::{Engine, Error, ManualClock, Sample};
+
+/// 2025-11-21T12:00:00Z.
+const NOW: i64 = 1_763_726_400;
+const HOUR: i64 = 3_600;
+
+/// 1m buckets in 1h files kept 6h; 16 series per chunk.
+fn engine(dir: &std::path::Path, clock: &Arc<ManualClock>) -> Engine {
+    let mut tiers = TiersConfig::default();
+    tiers.engine.series_per_chunk = 16;
+    tiers.tiers = vec![TierSpec {
+        name: "1m".into(),
+        resolution: Span::from_secs(60),
+        period: Span::from_secs(HOUR as u64),
+        retention: Span::from_secs(6 * HOUR as u64),
+        create_ahead: 1,
+    }];
+    Engine::builder(dir)
+        .tiers(tiers)
+        .clock(clock.clone())
+        .writer_threads(2)
+        .background_maintenance(false)
+        .open()
+        .unwrap()
+}
+
+fn cell(period_start: i64, bucket: u32, slot: u32) -> CellAt {
+    CellAt {
+        tier: 0,
+        period_start,
+        chunk: 0,
+        bucket,
+        slot,
+    }
+}
+
+fn form(engine: &Engine, period_start: i64) -> Option<&'static str> {
+    engine
+        .shared
+        .storage
+        .stored(0, period_start, 0)
+        .map(|stored| match stored {
+            StoredPeriod::Hot(_) => "hot",
+            StoredPeriod::Compacted(_) => "compacted",
+        })
+}
+
+#[test]
+fn cells_read_and_overwrite_alike_in_hot_compacted_and_missing_periods() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let engine = engine(dir.path(), &clock);
+    let storage = &engine.shared.storage;
+    let id = engine.series("a").unwrap();
+    let old = NOW - 3 * HOUR;
+    let samples = [
+        Sample::new(id, old + 5, 1.5),
+        Sample::new(id, old + 50, -0.0),
+    ];
+    assert_eq!(engine.record_batch(&samples).unwrap().accepted, 2);
+    let written = Bucket {
+        count: 2,
+        total: 1.5,
+        min: -0.0,
+        max: 1.5,
+    };
+    let gone = cell(NOW - 5 * HOUR, 0, 0);
+    let cells = [cell(old, 0, 0), cell(old, 1, 0), gone];
+    let loaded = storage.load_cells(&cells).unwrap();
+    assert!(same_bits(&loaded[0], &written), "{loaded:?}");
+    assert!(same_bits(&loaded[1], &Bucket::EMPTY));
+    assert!(same_bits(&loaded[2], &Bucket::EMPTY), "no file: empty");
+    assert_eq!(form(&engine, old), Some("hot"));
+
+    // Compacted (a whole quiet pass after the write), the same bits come back.
+    engine.maintain().unwrap();
+    engine.maintain().unwrap();
+    assert_eq!(form(&engine, old), Some("compacted"));
+    let loaded = storage.load_cells(&cells).unwrap();
+    assert!(same_bits(&loaded[0], &written), "{loaded:?}");
+
+    // Putting back what a compacted period holds changes nothing, and keeps it compacted.
+    assert_eq!(storage.overwrite_cells(&[(cells[0], written)]).unwrap(), 0);
+    assert_eq!(form(&engine, old), Some("compacted"));
+
+    // A different value makes it hot again, holding the rest of the period as it was.
+    let before = Bucket {
+        count: 1,
+        total: 1.5,
+        min: 1.5,
+        max: 1.5,
+    };
+    let other = cell(old, 7, 3);
+    assert_eq!(
+        storage
+            .overwrite_cells(&[(cells[0], before), (other, Bucket::EMPTY)])
+            .unwrap(),
+        1
+    );
+    assert_eq!(form(&engine, old), Some("hot"));
+    let loaded = storage.load_cells(&cells).unwrap();
+    assert!(same_bits(&loaded[0], &before), "{loaded:?}");
+
+    // -0.0 and 0.0 are different bits.
+    let zero = Bucket {
+        min: 0.0,
+        ..written
+    };
+    storage.overwrite_cells(&[(cells[0], written)]).unwrap();
+    assert_eq!(storage.overwrite_cells(&[(cells[0], zero)]).unwrap(), 1);
+
+    // A period without a file is left without one.
+    assert_eq!(storage.overwrite_cells(&[(gone, written)]).unwrap(), 0);
+    assert_eq!(form(&engine, gone.period_start), None);
+
+    // Cells no file of the tier can hold are refused, not a panic.
+    for bad in [
+        cell(old, 60, 0),
+        cell(old, 0, 16),
+        cell(old + 1, 0, 0),
+        CellAt {
+            tier: 1,
+            ..cells[0]
+        },
+    ] {
+        assert!(
+            matches!(storage.load_cells(&[bad]), Err(Error::InvalidQuery(_))),
+            "{bad:?}"
+        );
+        assert!(matches!(
+            storage.overwrite_cells(&[(bad, written)]),
+            Err(Error::InvalidQuery(_))
+        ));
+    }
+    engine.close().unwrap();
+}

@@ -1,0 +1,426 @@
+//! Three `tierdb serve --cluster` processes on a real three-server NATS JetStream cluster on
+//! loopback: a known workload fed through different nodes and protocols is answered by every
+//! node exactly as the naive model says, and a node killed with SIGKILL under write load
+//! and restarted on its disk loses nothing and doubles nothing of what was acknowledged.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::nats::NatsCluster;
+use crate::support::file;
+use crate::support::http::{get_json, percent_encode, request};
+use crate::support::process::{tierdb_command, Addrs, Proc};
+
+/// How long the cluster may take to give every partition a caught-up owner, and a write to
+/// become readable everywhere (generous: six processes share two cores).
+const SETTLE: Duration = Duration::from_secs(90);
+
+/// One tierdb node: its process, addresses, name and data directory (kept across restarts).
+struct Node {
+    name: String,
+    dir: PathBuf,
+    logs: PathBuf,
+    starts: usize,
+    proc: Option<Proc>,
+    addrs: Option<Addrs>,
+}
+
+impl Node {
+    fn start(&mut self, urls: &str) {
+        self.starts += 1;
+        let log = self.logs.join(format!("{}-{}.log", self.name, self.starts));
+        let mut command = tierdb_command("serve", &self.dir);
+        command
+            .args(["--cluster", urls, "--node", &self.name])
+            .args(["--lease-timeout", "3s"])
+            .env("RUST_LOG", "tierdb=info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(file(&log));
+        let mut proc = Proc::spawn(
+            &format!("tierdb {}", self.name),
+            &mut command,
+            vec![log],
+            false,
+        );
+        self.addrs = Some(proc.wait_ready());
+        self.proc = Some(proc);
+    }
+
+    fn http(&self) -> SocketAddr {
+        self.addrs.as_ref().expect("node running").http
+    }
+
+    fn graphite(&self) -> SocketAddr {
+        self.addrs.as_ref().expect("node running").graphite_tcp
+    }
+
+    fn kill(&mut self) {
+        // Dropping a Proc sends SIGKILL and reaps it.
+        drop(self.proc.take());
+        self.addrs = None;
+    }
+}
+
+fn nodes(count: usize, root: &Path) -> Vec<Node> {
+    (0..count)
+        .map(|i| Node {
+            name: format!("node{i}"),
+            dir: root.join(format!("node{i}")),
+            logs: root.to_path_buf(),
+            starts: 0,
+            proc: None,
+            addrs: None,
+        })
+        .collect()
+}
+
+/// Waits until every node reads every partition from a live owner.
+fn wait_served(cluster: &[Node]) {
+    for node in cluster {
+        eventually("every partition served", || {
+            let status = get_json(node.http(), "/api/v1/cluster")?;
+            let served = status["partitions"]
+                .as_array()
+                .ok_or("no partitions")?
+                .iter()
+                .filter(|p| p["serving"].as_str().is_some())
+                .count();
+            (served == 16)
+                .then_some(())
+                .ok_or(format!("{served} of 16 served: {status}"))
+        });
+    }
+}
+
+/// Polls `check` until it returns `Ok`, or panics with its last error after [`SETTLE`].
+fn eventually<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        match check() {
+            Ok(value) => return value,
+            Err(e) if Instant::now() > deadline => panic!("{what}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(250)),
+        }
+    }
+}
+
+/// The last whole hour before now: inside every default tier's window.
+fn hour_start() -> i64 {
+    let now = chrono::Utc::now().timestamp();
+    now - now % 3600 - 3600
+}
+
+/// `series` name of workload series `i`, the protocol it is sent with and its samples.
+fn workload(start: i64) -> Vec<(String, Vec<(i64, f64)>)> {
+    (0..30)
+        .map(|i| {
+            let samples = (0..60)
+                .map(|j| (start + j * 60 + (i % 7), i as f64 * 1.5 + j as f64 * 0.25))
+                .collect();
+            (format!("cluster.s{i:02}.value"), samples)
+        })
+        .collect()
+}
+
+fn send_graphite(addr: SocketAddr, series: &[(String, Vec<(i64, f64)>)]) {
+    let mut stream = TcpStream::connect(addr).expect("graphite connect");
+    let mut text = String::new();
+    for (name, samples) in series {
+        for (ts, value) in samples {
+            text.push_str(&format!("{name} {value} {ts}\n"));
+        }
+    }
+    stream.write_all(text.as_bytes()).expect("graphite write");
+}
+
+fn send_json(addr: SocketAddr, series: &[(String, Vec<(i64, f64)>)]) -> u16 {
+    let body: Vec<Value> = series
+        .iter()
+        .flat_map(|(name, samples)| {
+            samples.iter().map(
+                move |(ts, value)| serde_json::json!({"series": name, "ts": ts, "value": value}),
+            )
+        })
+        .collect();
+    let (status, text) = request(
+        addr,
+        "POST",
+        "/api/v1/write",
+        &[("Content-Type", "application/json")],
+        serde_json::to_string(&body).unwrap().as_bytes(),
+    );
+    assert!(
+        status == 204 || status >= 500,
+        "json write: {status} {text}"
+    );
+    status
+}
+
+fn send_influx(addr: SocketAddr, series: &[(String, Vec<(i64, f64)>)]) {
+    // Influx names a series measurement.field: "cluster.sNN" + field "value".
+    let mut text = String::new();
+    for (name, samples) in series {
+        let measurement = name.strip_suffix(".value").unwrap();
+        for (ts, value) in samples {
+            text.push_str(&format!("{measurement} value={value} {ts}\n"));
+        }
+    }
+    let (status, body) = request(addr, "POST", "/write?precision=s", &[], text.as_bytes());
+    assert_eq!(status, 204, "influx write: {body}");
+}
+
+/// Every point of `series` over the hour at 1m, as (count, avg) per minute, from `node`,
+/// waiting for the owners to have applied everything acknowledged so far.
+fn minute_points(
+    node: SocketAddr,
+    series: &str,
+    start: i64,
+    display: &str,
+) -> Result<Value, String> {
+    let path = format!(
+        "/api/v1/query?series={}&from={start}&to={}&tier=1m&display={display}&consistency=strong",
+        percent_encode(series),
+        start + 3600
+    );
+    Ok(get_json(node, &path)?["points"].clone())
+}
+
+#[test]
+fn three_nodes_answer_like_one_and_a_killed_node_loses_nothing() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let nats = runtime.block_on(NatsCluster::start(3));
+    let urls = nats.urls().join(",");
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = nodes(3, root.path());
+    for node in &mut cluster {
+        node.start(&urls);
+    }
+
+    wait_served(&cluster);
+
+    let start = hour_start();
+    let series = workload(start);
+    send_graphite(cluster[0].graphite(), &series[0..10]);
+    send_influx(cluster[1].http(), &series[10..20]);
+    assert_eq!(send_json(cluster[2].http(), &series[20..30]), 204);
+
+    // The naive model: per series and minute, the samples' count and mean.
+    for (name, samples) in &series {
+        let mut model: BTreeMap<i64, (u64, f64)> = BTreeMap::new();
+        for &(ts, value) in samples {
+            let entry = model.entry(ts - ts.rem_euclid(60)).or_default();
+            entry.0 += 1;
+            entry.1 += value;
+        }
+        let expected_counts: Vec<Value> = (0..60)
+            .map(|m| {
+                let minute = start + m * 60;
+                serde_json::json!([minute, model.get(&minute).map(|c| c.0 as f64)])
+            })
+            .collect();
+        let expected_avgs: Vec<Value> = (0..60)
+            .map(|m| {
+                let minute = start + m * 60;
+                serde_json::json!([minute, model.get(&minute).map(|c| c.1 / c.0 as f64)])
+            })
+            .collect();
+        for node in &cluster {
+            // Graphite is not acknowledged: wait until its samples are in.
+            eventually(&format!("{name} counts on {}", node.name), || {
+                let counts = minute_points(node.http(), name, start, "count")?;
+                (counts == Value::Array(expected_counts.clone()))
+                    .then_some(())
+                    .ok_or(format!("{counts}"))
+            });
+            let avgs = minute_points(node.http(), name, start, "avg").unwrap();
+            assert_eq!(
+                avgs,
+                Value::Array(expected_avgs.clone()),
+                "{name} on {}",
+                node.name
+            );
+        }
+    }
+
+    // Aggregates and listings: the same answer on every node, equal to the model.
+    let total: f64 = series
+        .iter()
+        .flat_map(|(_, s)| s.iter().map(|&(_, v)| v))
+        .sum();
+    let aggregate = format!(
+        "/api/v1/aggregate?match=cluster.*&agg=sum&display=total&range=whole&tier=1h&from={start}&to={}",
+        start + 3600
+    );
+    let answers: Vec<Value> = cluster
+        .iter()
+        .map(|node| get_json(node.http(), &aggregate).unwrap())
+        .collect();
+    let sum = answers[0]["groups"][0]["points"][0][1].as_f64().unwrap();
+    assert!(
+        (sum - total).abs() < 1e-6 * total,
+        "sum {sum} vs model {total}"
+    );
+    assert!(answers.iter().all(|a| a == &answers[0]), "{answers:?}");
+    let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
+    for node in &cluster {
+        let listed = get_json(node.http(), "/api/v1/series?match=cluster.*").unwrap();
+        assert_eq!(listed["series"], serde_json::json!(names), "{}", node.name);
+    }
+
+    // Kill -9 one node under write load, restart it: every acknowledged sample counted once.
+    let load = Load::start("node-kill", start, [cluster[0].http(), cluster[2].http()]);
+    std::thread::sleep(Duration::from_secs(2));
+    cluster[1].kill();
+    std::thread::sleep(Duration::from_secs(2));
+    cluster[1].start(&urls);
+    std::thread::sleep(Duration::from_secs(2));
+    load.stop_and_check(&cluster);
+}
+
+/// A writer thread posting JSON batches, round-robin over some nodes: each request writes
+/// [`LOAD_SAMPLES`] samples of its own series `load{run=R,round=N}`, so what landed can be
+/// checked request by request.
+struct Load {
+    run: &'static str,
+    start: i64,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<(Vec<u64>, Vec<u64>)>,
+}
+
+/// Samples per load request, each in its own minute.
+const LOAD_SAMPLES: usize = 20;
+
+impl Load {
+    fn start<const N: usize>(run: &'static str, start: i64, targets: [SocketAddr; N]) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let (mut acknowledged, mut failed) = (Vec::new(), Vec::new());
+                let mut round = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let samples = (0..LOAD_SAMPLES as i64)
+                        .map(|m| (start + m * 60, 1.0))
+                        .collect();
+                    let batch = vec![(format!("load{{run={run},round={round}}}"), samples)];
+                    match send_json(targets[round as usize % N], &batch) {
+                        204 => acknowledged.push(round),
+                        _ => failed.push(round),
+                    }
+                    round += 1;
+                }
+                (acknowledged, failed)
+            })
+        };
+        Load {
+            run,
+            start,
+            stop,
+            thread,
+        }
+    }
+
+    /// Stops writing, then checks on every running node (strong reads): each acknowledged
+    /// request's series holds exactly its samples, once; a failed one holds all or none.
+    fn stop_and_check(self, cluster: &[Node]) {
+        self.stop.store(true, Ordering::Relaxed);
+        let (acknowledged, failed) = self.thread.join().unwrap();
+        assert!(!acknowledged.is_empty(), "no write was acknowledged");
+        let path = format!(
+            "/api/v1/aggregate?match=load&tag=run={}&group_by=round&agg=sum&display=count&range=whole&tier=1h&from={}&to={}&consistency=strong",
+            self.run,
+            self.start,
+            self.start + 3600
+        );
+        for node in cluster.iter().filter(|n| n.proc.is_some()) {
+            let answer = eventually(&format!("load counted on {}", node.name), || {
+                get_json(node.http(), &path)
+            });
+            let counts: BTreeMap<u64, f64> = answer["groups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|g| {
+                    let round = g["tags"]["round"].as_str().unwrap().parse().unwrap();
+                    (round, g["points"][0][1].as_f64().unwrap_or(0.0))
+                })
+                .collect();
+            for round in &acknowledged {
+                assert_eq!(
+                    counts.get(round).copied(),
+                    Some(LOAD_SAMPLES as f64),
+                    "acknowledged request {round} on {}",
+                    node.name
+                );
+            }
+            for round in &failed {
+                let count = counts.get(round).copied().unwrap_or(0.0);
+                assert!(
+                    count == 0.0 || count == LOAD_SAMPLES as f64,
+                    "failed request {round} on {}: {count} samples",
+                    node.name
+                );
+            }
+            let expected: usize =
+                acknowledged.len() + failed.iter().filter(|r| counts.contains_key(r)).count();
+            assert_eq!(counts.len(), expected, "series on {}", node.name);
+        }
+        eprintln!(
+            "load: {} requests acknowledged, {} failed",
+            acknowledged.len(),
+            failed.len()
+        );
+    }
+}
+
+#[test]
+fn a_nats_server_killed_under_load_and_a_wiped_node_lose_nothing() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let mut nats = runtime.block_on(NatsCluster::start(3));
+    let urls = nats.urls().join(",");
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = nodes(3, root.path());
+    for node in &mut cluster {
+        node.start(&urls);
+    }
+    wait_served(&cluster);
+    let start = hour_start();
+
+    // A NATS server dies under write load and comes back: nothing acknowledged is lost or
+    // doubled.
+    let load = Load::start(
+        "nats-kill",
+        start,
+        [cluster[0].http(), cluster[1].http(), cluster[2].http()],
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    nats.kill(0);
+    std::thread::sleep(Duration::from_secs(4));
+    runtime.block_on(nats.restart(0));
+    std::thread::sleep(Duration::from_secs(2));
+    load.stop_and_check(&cluster);
+
+    // A node whose data directory is lost comes back empty and is rebuilt: it applies its
+    // partitions' log from the start, and answers as the others do.
+    cluster[2].kill();
+    std::fs::remove_dir_all(&cluster[2].dir).unwrap();
+    cluster[2].start(&urls);
+    let load = Load::start("wiped", start - 3 * 3600, [cluster[0].http()]);
+    std::thread::sleep(Duration::from_secs(1));
+    load.stop_and_check(&cluster);
+    let series = "/api/v1/series?match=load&consistency=strong";
+    let listed: Vec<Value> = cluster
+        .iter()
+        .map(|n| get_json(n.http(), series).unwrap())
+        .collect();
+    assert!(listed.iter().all(|l| l == &listed[0]), "{listed:?}");
+}

@@ -1,0 +1,287 @@
+//! A partition store killed with SIGKILL while applying its log, and the exactly-once
+//! guarantee across the restarts. A child process (this test binary, run again for one test)
+//! opens the partition directory and applies a fixed stream of groups from its applied
+//! sequence on; it is killed at chosen steps (the fault hook `TIERDB_FAULT_KILL_MID_APPLY`:
+//! after the undo record, after the first message, after every store, after the flush, and
+//! halfway through the recovery at open), halfway through a bucket update (the writer's
+//! `TIERDB_FAULT_KILL_MID_UPDATE`) and at random times. After each kill, a copy of the
+//! directory is opened and must equal, bit for bit, a store that applied the same prefix of
+//! the stream without crashing; at the end the directory itself is opened, the rest of the
+//! stream re-delivered, and the whole compared.
+
+use std::collections::HashMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use tierdb::cluster::apply::{PartitionStore, FAULT_KILL_MID_APPLY};
+use tierdb::cluster::SampleBatch;
+use tierdb::time::window_start;
+use tierdb::{Engine, ManualClock, SeriesId, SeriesKind};
+
+use crate::common::{scratch_dir, small_tiers, NOW};
+
+/// Set to the partition directory, the test runs as the child that gets killed.
+const CHILD_DIR: &str = "TIERDB_IT_APPLY_CHILD_DIR";
+const TEST: &str =
+    "cluster_apply::a_partition_killed_at_any_step_applies_every_message_exactly_once";
+/// Enough that a child killed at a random time is usually still applying.
+const GROUPS: u64 = 600;
+const MESSAGES: u64 = 3;
+const SERIES: u64 = 24;
+
+fn open(dir: &Path) -> PartitionStore {
+    PartitionStore::open(
+        Engine::builder(dir)
+            .tiers(small_tiers())
+            .clock(Arc::new(ManualClock::new(NOW)))
+            .writer_threads(2)
+            .background_maintenance(false),
+    )
+    .expect("open partition store")
+}
+
+/// splitmix64: the stream is the same in the parent and in every child.
+fn next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The partition's log: `GROUPS` groups of `MESSAGES` messages, stream sequences with gaps.
+/// Every fourth series is declared a counter (rising, with a reset now and then); samples
+/// march a minute per message from 32 hours before now, with late ones a day back (refused for counters)
+/// and a few too old for every tier.
+fn stream() -> Vec<Vec<(u64, SampleBatch)>> {
+    let mut rng = 7u64;
+    let mut counters = vec![0.0f64; SERIES as usize];
+    let mut seq = 0;
+    (0..GROUPS)
+        .map(|g| {
+            (0..MESSAGES)
+                .map(|m| {
+                    let mut batch = SampleBatch::default();
+                    let mut index = HashMap::new();
+                    for k in 0..20 {
+                        let series = (next(&mut rng) % SERIES) as usize;
+                        let key = format!("node.s{series}{{dc=d{}}}", series % 3);
+                        let base = NOW - 32 * 3_600 + (g * MESSAGES + m) as i64 * 60 + k;
+                        let ts = match next(&mut rng) % 20 {
+                            0 => NOW - 26 * 3_600 + k,
+                            1 => NOW - 4_000 * 86_400,
+                            _ => base,
+                        };
+                        let (kind, value) = if series % 4 == 0 {
+                            let step = (next(&mut rng) % 1_000) as f64 / 7.0;
+                            counters[series] = if next(&mut rng) % 30 == 0 {
+                                step
+                            } else {
+                                counters[series] + step
+                            };
+                            (Some(SeriesKind::Counter), counters[series])
+                        } else {
+                            (None, (next(&mut rng) % 10_000) as f64 / 3.0 - 1_000.0)
+                        };
+                        batch.push(&mut index, &key, kind, ts, value);
+                    }
+                    seq += 1 + next(&mut rng) % 4;
+                    (seq, batch)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The child: applies the whole stream (what is applied already is skipped), one group per
+/// call, as a consumer would after a restart.
+fn apply_all(store: &PartitionStore, stream: &[Vec<(u64, SampleBatch)>]) {
+    for group in stream {
+        store.apply(group).expect("apply");
+    }
+}
+
+fn run_child(dir: &Path, env: &[(&str, String)]) -> std::process::Child {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_DIR, dir)
+        .env_remove(FAULT_KILL_MID_APPLY)
+        .env_remove("TIERDB_FAULT_KILL_MID_UPDATE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.spawn().unwrap()
+}
+
+/// Every bucket of every tier in its window, every series' kind and counter state: equal bit
+/// for bit, series matched by key. `other` may also hold series a rolled-back group
+/// registered (registration is idempotent and not undone): those must hold nothing.
+fn assert_same(clean: &Engine, other: &Engine, what: &str) {
+    let (a, b) = (clean.registry(), other.registry());
+    let now = clean.now();
+    let nothing = |engine: &Engine, id: SeriesId, key: &str| {
+        assert_eq!(engine.counter_state(id), [0; 3], "{what}: {key}");
+        for (tier, spec) in engine.config().tiers.iter().enumerate() {
+            let from = window_start(now, spec.retention, spec.period);
+            let to = now + 2 * spec.resolution.secs() as i64;
+            let buckets = engine
+                .reader()
+                .read_buckets(id, tier, from, to, spec.resolution)
+                .unwrap();
+            assert!(
+                buckets
+                    .iter()
+                    .all(|(_, b)| b.count == 0 && b.total.to_bits() == 0),
+                "{what}: {key} was only registered by a rolled-back group, yet holds data"
+            );
+        }
+    };
+    for i in 0..b.len() {
+        let id = SeriesId(i as u32);
+        let key = b.key(id).unwrap();
+        if a.get(key.as_str()).is_none() {
+            nothing(other, id, key.as_str());
+        }
+    }
+    for i in 0..a.len() {
+        let id = SeriesId(i as u32);
+        let key = a.key(id).unwrap();
+        let other_id = b.get(key.as_str()).expect("registered on both");
+        assert_eq!(
+            clean.series_kind(id),
+            other.series_kind(other_id),
+            "{what}: {key}"
+        );
+        assert_eq!(
+            clean.counter_state(id),
+            other.counter_state(other_id),
+            "{what}: counter state of {key}"
+        );
+        for (tier, spec) in clean.config().tiers.iter().enumerate() {
+            let from = window_start(now, spec.retention, spec.period);
+            let to = now + 2 * spec.resolution.secs() as i64;
+            let read = |engine: &Engine, id| {
+                engine
+                    .reader()
+                    .read_buckets(id, tier, from, to, spec.resolution)
+                    .unwrap()
+            };
+            for ((ts, p), (_, q)) in read(clean, id).iter().zip(read(other, other_id)) {
+                assert_eq!(
+                    [p.count, p.total.to_bits(), p.min.to_bits(), p.max.to_bits()],
+                    [q.count, q.total.to_bits(), q.min.to_bits(), q.max.to_bits()],
+                    "{what}: {key} tier {} at {ts}: {p:?} vs {q:?}",
+                    spec.name
+                );
+            }
+        }
+    }
+}
+
+/// Copies the directory as the killed child left it (page cache included: the copy reads
+/// through it).
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_partition_killed_at_any_step_applies_every_message_exactly_once() {
+    let stream = stream();
+    if let Some(dir) = std::env::var_os(CHILD_DIR) {
+        let store = open(Path::new(&dir));
+        apply_all(&store, &stream);
+        store.close().unwrap();
+        return;
+    }
+    let work = scratch_dir();
+    let dir = work.path().join("partition");
+    let clean_dir = work.path().join("clean");
+    let clean = open(&clean_dir);
+    // Applies to the clean store every group the killed one recorded as applied.
+    let catch_up = |applied: u64| {
+        for group in &stream {
+            if group.last().unwrap().0 <= applied {
+                clean.apply(group).unwrap();
+            }
+        }
+    };
+
+    let mid_apply = |step: &str| vec![(FAULT_KILL_MID_APPLY, step.to_string())];
+    let mut runs: Vec<(String, Vec<(&str, String)>)> = Vec::new();
+    for step in [
+        "undo-written:2",
+        "mid-apply:1",
+        "applied:3",
+        "flushed:2",
+        "flushed:1",
+    ] {
+        runs.push((step.to_string(), mid_apply(step)));
+    }
+    // The undo record of the group killed after its flush is in force: kill the recovery.
+    runs.push(("mid-restore".into(), mid_apply("mid-restore")));
+    runs.push((
+        "mid-update".into(),
+        vec![("TIERDB_FAULT_KILL_MID_UPDATE", "5".to_string())],
+    ));
+    runs.push(("applied:1".into(), mid_apply("applied:1")));
+
+    let mut rng = 99u64;
+    let mut copies = 0;
+    let mut check = |what: &str| {
+        copies += 1;
+        let copy = work.path().join(format!("copy{copies}"));
+        copy_dir(&dir, &copy);
+        let store = open(&copy);
+        catch_up(store.applied());
+        assert_eq!(store.applied(), clean.applied(), "{what}");
+        assert_same(clean.engine(), store.engine(), what);
+        store.close().unwrap();
+        std::fs::remove_dir_all(&copy).unwrap();
+    };
+    for (what, env) in &runs {
+        let status = run_child(&dir, env).wait().unwrap();
+        assert_eq!(
+            status.signal(),
+            Some(9),
+            "{what}: the fault hook kills the child: {status:?}"
+        );
+        check(what);
+    }
+    // At random times: the child may also get through the rest of the stream first.
+    for round in 0..6 {
+        let mut child = run_child(&dir, &[]);
+        std::thread::sleep(std::time::Duration::from_millis(20 + next(&mut rng) % 300));
+        let _ = child.kill();
+        let status = child.wait().unwrap();
+        assert!(
+            status.signal() == Some(9) || status.success(),
+            "random kill {round}: {status:?}"
+        );
+        check(&format!("random kill {round}"));
+    }
+
+    // The rest of the stream, re-delivered from the start, then everything compared.
+    let store = open(&dir);
+    apply_all(&store, &stream);
+    catch_up(u64::MAX);
+    let last = stream.last().unwrap().last().unwrap().0;
+    assert_eq!((store.applied(), clean.applied()), (last, last));
+    assert_same(clean.engine(), store.engine(), "the whole stream");
+    store.close().unwrap();
+    clean.close().unwrap();
+}
