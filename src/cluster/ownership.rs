@@ -24,7 +24,8 @@
 //! as just changed, so a node that joins waits a full timeout before it takes anything over.
 //! When the node's own heartbeat shows a gap of more than three heartbeats (a NATS election,
 //! a lost connection), the log stalled for everyone: every key then gets a fresh timeout
-//! rather than being found dead.
+//! rather than being found dead. And a node takes over an expired slot only on a heartbeat
+//! whose own write went through, so it cannot act on a stall it has not noticed yet.
 //!
 //! # Leases
 //! Slot `r` of partition `p` is held by the node named in `lease.<p>.<r>`. The holder renews
@@ -33,19 +34,24 @@
 //! expecting the revision last seen; two claimants cannot both win, and the epochs of a slot
 //! only grow. A node never holds two slots of one partition. A write that fails is not
 //! retried blindly: the node reads the slot again and decides again. A holder that finds its
-//! slot rewritten by someone else (a newer epoch) stops claiming it at once.
+//! slot rewritten by someone else (a newer epoch) stops claiming it at once. Lease keys are
+//! never deleted (a release writes a free record that keeps the epoch); a lease key deleted
+//! by hand starts its epochs again at 1 on nodes that had not seen it.
+//!
+//! Every node renews each of its slots every heartbeat: with `P` partitions and `R` replicas
+//! the bucket takes `P × R` small writes per heartbeat, cheap at the default 16 × 2.
 //!
 //! # Balance and handover
 //! The desired owners of each partition are `min(replicas, live nodes)` live nodes: the top
 //! of a rendezvous hash of (node, partition), evened out so that every node's count of
-//! replicas is within one of every other's ([`balance`]). Every node computes the same answer
-//! from the same live set. A node applies each partition it holds a slot of, plus each it is
-//! desired for but does not hold yet: it catches up on that partition's log while it waits
-//! ([`ClusterView::to_apply`]). Desired nodes claim free slots at once. A holder that is no
-//! longer desired keeps renewing until a desired node without a slot reports, in its
-//! heartbeat, an applied sequence at least the holder's own at the moment it noticed; then it
-//! releases the slot (keeping its epoch), and that node claims it. So reads always find a
-//! caught-up owner ([`ClusterView::readable_owner`]).
+//! replicas is within one of every other's (`ownership/balance.rs`). Every node computes the
+//! same answer from the same live set. A node applies each partition it holds a slot of, plus
+//! each it is desired for but does not hold yet: it catches up on that partition's log while
+//! it waits ([`ClusterView::to_apply`]). Desired nodes claim free slots at once. A holder
+//! that is no longer desired keeps renewing until a desired node without a slot reports, in
+//! its heartbeat, an applied sequence at least the holder's own at the moment it noticed;
+//! then it releases the slot (keeping its epoch), and that node claims it. So reads always
+//! find a caught-up owner ([`ClusterView::readable_owner`]).
 //!
 //! # Leaving and failing
 //! [`Ownership::leave`] releases every slot and deletes the heartbeat: the others see it at

@@ -1,7 +1,8 @@
-//! Partition ownership against a real three-server NATS cluster ([`super::nats`]): three
+//! Partition ownership against real NATS servers ([`super::nats`]): up to three
 //! [`Ownership`]s in this process, each on its own connection, share the partitions, refuse
-//! a node with other counts, take over from a node that falls silent or leaves, and keep
-//! their leases through the death of a NATS server.
+//! a node with other counts, take over from a node that falls silent or leaves, hand a
+//! partition over only to a node that caught up, and keep their leases through the death of
+//! a NATS server (three servers; the tests of other things use one, which starts faster).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -363,6 +364,115 @@ async fn cluster_ownership_keeps_leases_when_a_nats_server_dies() {
         holders(v) == before
     })
     .await;
+    for node in [a, b, c] {
+        node.leave().await.expect("leave");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_ownership_runs_on_a_single_nats_server() {
+    // A lone server refuses a replicated stream: the bucket is created with one copy.
+    let cluster = NatsCluster::start(1).await;
+    let lease_timeout = Duration::from_secs(3);
+    let a = join(&cluster, "a", settings(lease_timeout)).await;
+    let mut epochs = Epochs::default();
+    // Alone, a holds one slot of every partition (never two).
+    until("a holds everything", &[&a], &mut epochs, SETTLE, |v| {
+        v.partitions.iter().all(|o| {
+            o.desired == ["a"]
+                && o.replicas.iter().flatten().filter(|l| l.alive).count() == 1
+                && o.holds("a")
+        })
+    })
+    .await;
+    let b = join(&cluster, "b", settings(lease_timeout)).await;
+    until("settled on a, b", &[&a, &b], &mut epochs, SETTLE, |v| {
+        settled(v, &["a", "b"])
+    })
+    .await;
+    let js = cluster.jetstream().await;
+    let mut stream = js.get_stream("KV_tierdb_cluster").await.expect("bucket");
+    let info = stream.info().await.expect("stream info");
+    assert_eq!(info.config.num_replicas, 1);
+    a.leave().await.expect("a leaves");
+    until("b alone", &[&b], &mut epochs, SETTLE, |v| {
+        v.node("a").is_none()
+            && v.partitions
+                .iter()
+                .all(|o| o.desired == ["b"] && o.holds("b"))
+    })
+    .await;
+    b.leave().await.expect("b leaves");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_ownership_hands_a_partition_over_only_to_a_caught_up_node() {
+    let cluster = NatsCluster::start(1).await;
+    let lease_timeout = Duration::from_secs(3);
+    let a = join(&cluster, "a", settings(lease_timeout)).await;
+    let b = join(&cluster, "b", settings(lease_timeout)).await;
+    let mut epochs = Epochs::default();
+    until("settled on a, b", &[&a, &b], &mut epochs, SETTLE, |v| {
+        settled(v, &["a", "b"])
+    })
+    .await;
+    // Both applied every partition's log up to 100.
+    for node in [&a, &b] {
+        for p in 0..PARTITIONS {
+            node.report_applied(p, 100).expect("a partition");
+        }
+    }
+    until("reports out", &[&a, &b], &mut epochs, SETTLE, |v| {
+        v.nodes
+            .iter()
+            .all(|n| n.applied.len() == PARTITIONS as usize)
+    })
+    .await;
+
+    // c joins: it should own some partitions, and applies them while it catches up, but
+    // gets no slot while it is behind.
+    let c = join(&cluster, "c", settings(lease_timeout)).await;
+    let nodes = [&a, &b, &c];
+    until("c desired", &nodes, &mut epochs, SETTLE, |v| {
+        !v.to_apply("c").is_empty()
+    })
+    .await;
+    let behind_since = Instant::now();
+    while behind_since.elapsed() < Duration::from_secs(2) {
+        for view in views(&nodes) {
+            epochs.check(&view);
+            assert_eq!(view.held_by("c"), 0, "c got a slot while behind");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let to_apply = c.view().borrow().to_apply("c");
+    for &p in &to_apply {
+        c.report_applied(p, 99).expect("a partition");
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        c.view().borrow().held_by("c"),
+        0,
+        "c got a slot at 99 of 100"
+    );
+
+    // Caught up: a and b hand over, and c holds what it was catching up on.
+    for &p in &to_apply {
+        c.report_applied(p, 100).expect("a partition");
+    }
+    until("settled on a, b, c", &nodes, &mut epochs, SETTLE, |v| {
+        settled(v, &["a", "b", "c"])
+    })
+    .await;
+    let view = c.view().borrow().clone();
+    assert_eq!(view.to_apply("c"), to_apply);
+    for p in &to_apply {
+        assert!(view.partitions[*p as usize].holds("c"));
+    }
+    for node in nodes {
+        let view = node.view().borrow().clone();
+        assert_eq!(view.held_by("c"), to_apply.len());
+    }
     for node in [a, b, c] {
         node.leave().await.expect("leave");
     }

@@ -97,24 +97,37 @@ impl Agent {
             .write_heartbeat()
             .await
             .map_err(|e| agent.error(&format!("write the heartbeat of node {me}"), &e))?;
-        let mut watch = agent
-            .limit(agent.store.watch_with_history(">"))
+        let watch = match agent.read_bucket(settings.lease_timeout).await {
+            Ok(watch) => watch,
+            Err(e) => {
+                // Not joined after all: take the heartbeat back rather than let it expire.
+                let _ = agent.limit(agent.store.delete(node_key(me))).await;
+                return Err(e);
+            }
+        };
+        agent.settle_leases(true).await;
+        agent.publish_view();
+        Ok((agent, watch, view_rx))
+    }
+
+    /// Watches the bucket and reads its current keys, up to the last one pending when the
+    /// watch began (the bucket is never empty here: it holds this node's heartbeat), or for
+    /// at most `limit`.
+    async fn read_bucket(&mut self, limit: Duration) -> Result<kv::Watch> {
+        let mut watch = self
+            .limit(self.store.watch_with_history(">"))
             .await
-            .map_err(|e| agent.error("watch", &e))?;
-        // The bucket's current keys, up to the last one pending when the watch began (the
-        // bucket is never empty here: it holds at least this node's heartbeat).
-        let deadline = Instant::now() + settings.lease_timeout;
+            .map_err(|e| self.error("watch", &e))?;
+        let deadline = Instant::now() + limit;
         while let Ok(Some(entry)) = tokio::time::timeout_at(deadline.into(), watch.next()).await {
-            let entry = entry.map_err(|e| agent.error("read the bucket", &e))?;
+            let entry = entry.map_err(|e| self.error("read the bucket", &e))?;
             let caught_up = entry.delta == 0;
-            agent.take_watched(&entry);
+            self.take_watched(&entry);
             if caught_up {
                 break;
             }
         }
-        agent.settle_leases(true).await;
-        agent.publish_view();
-        Ok((agent, watch, view_rx))
+        Ok(watch)
     }
 
     /// Runs until a leave request (answered once the node left) or until the [`Ownership`]
@@ -144,8 +157,9 @@ impl Agent {
                 Event::Leave(Err(_)) => return,
                 Event::Tick => self.tick(&mut watch).await,
                 Event::Watched(Some(Ok(entry))) => {
-                    self.take_watched(&entry);
-                    self.publish_view();
+                    if self.take_watched(&entry) {
+                        self.publish_view();
+                    }
                 }
                 Event::Watched(Some(Err(e))) => {
                     tracing::warn!(error = %e, "cluster bucket watch failed; watching again");
@@ -227,8 +241,8 @@ impl Agent {
         }
     }
 
-    /// Takes in one entry the watcher delivered.
-    fn take_watched(&mut self, entry: &kv::Entry) {
+    /// Takes in one entry the watcher delivered; whether the view may have changed.
+    fn take_watched(&mut self, entry: &kv::Entry) -> bool {
         self.watched_revision = self.watched_revision.max(entry.revision);
         if self
             .unwatched_heartbeat
@@ -257,7 +271,7 @@ impl Agent {
                 value,
             },
             Instant::now(),
-        );
+        )
     }
 
     /// Decides and writes; after failed writes, reads those slots again and decides again
@@ -290,21 +304,22 @@ impl Agent {
                 actions.iter().map(|action| self.write_lease(action)),
             )
             .await;
-            let mut failed = BTreeSet::new();
+            let mut failed = Vec::new();
             for (action, outcome) in actions.iter().zip(outcomes) {
                 match outcome {
                     Ok(revision) => self.wrote(action, revision),
                     Err(e) => {
-                        tracing::debug!(?action, error = %e, "lease write refused; reading the slot again");
-                        self.reread(action).await;
-                        failed.insert(action.slot().0);
+                        tracing::debug!(?action, error = %e, "lease write failed; reading the slot again");
+                        failed.push(action);
                     }
                 }
             }
-            if failed.is_empty() {
+            // Deciding again helps only where a read showed something new; when NATS does
+            // not answer, the next heartbeat tries again.
+            if failed.is_empty() || self.reread(&failed).await == 0 {
                 return;
             }
-            only = Some(failed);
+            only = Some(failed.iter().map(|a| a.slot().0).collect());
         }
     }
 
@@ -366,34 +381,52 @@ impl Agent {
         }
     }
 
-    /// After a failed write: reads the slot into the table. When it shows the write landed
-    /// after all (its answer was lost), records it as done.
-    async fn reread(&mut self, action: &Action) {
-        let (partition, replica) = action.slot();
-        let key = lease_key(partition, replica);
-        let entry = match self.limit(self.store.entry(&key)).await {
-            Ok(Some(entry)) => entry,
-            Ok(None) => return,
-            Err(e) => {
-                tracing::debug!(key, error = %e, "slot not read; retrying next heartbeat");
-                return;
+    /// After failed writes: reads their slots again (all at once) into the table. A slot
+    /// that shows a write landed after all (its answer was lost) records it as done. Returns
+    /// how many slots could be read: only those teach anything new.
+    async fn reread(&mut self, actions: &[&Action]) -> usize {
+        let keys: Vec<String> = actions
+            .iter()
+            .map(|a| {
+                let (partition, replica) = a.slot();
+                lease_key(partition, replica)
+            })
+            .collect();
+        let entries = futures_util::future::join_all(
+            keys.iter().map(|key| self.limit(self.store.entry(key))),
+        )
+        .await;
+        let mut read = 0;
+        for ((action, key), entry) in actions.iter().zip(&keys).zip(entries) {
+            let entry = match entry {
+                Ok(Some(entry)) => entry,
+                Ok(None) => {
+                    read += 1;
+                    continue;
+                }
+                Err(e) => {
+                    tracing::debug!(key, error = %e, "slot not read; retrying next heartbeat");
+                    continue;
+                }
+            };
+            read += 1;
+            let value = (entry.operation == kv::Operation::Put).then_some(&entry.value[..]);
+            let landed = value.and_then(super::records::decode::<LeaseRecord>)
+                == Some(action.record(&self.me));
+            if landed && !matches!(action, Action::Renew { .. }) {
+                self.wrote(action, entry.revision);
+            } else {
+                self.table.apply(
+                    Change {
+                        key,
+                        revision: entry.revision,
+                        value,
+                    },
+                    Instant::now(),
+                );
             }
-        };
-        let value = (entry.operation == kv::Operation::Put).then_some(&entry.value[..]);
-        let landed =
-            value.and_then(super::records::decode::<LeaseRecord>) == Some(action.record(&self.me));
-        if landed && !matches!(action, Action::Renew { .. }) {
-            self.wrote(action, entry.revision);
-        } else {
-            self.table.apply(
-                Change {
-                    key: &key,
-                    revision: entry.revision,
-                    value,
-                },
-                Instant::now(),
-            );
         }
+        read
     }
 
     /// Sends the view when it changed.
@@ -424,13 +457,24 @@ impl Agent {
             .collect();
         let outcomes =
             futures_util::future::join_all(releases.iter().map(|a| self.write_lease(a))).await;
-        let mut failures = Vec::new();
+        let mut refused = Vec::new();
         for (action, outcome) in releases.iter().zip(outcomes) {
             match outcome {
                 Ok(revision) => self.wrote(action, revision),
-                Err(e) => failures.push(format!("release of partition {}: {e}", action.slot().0)),
+                Err(e) => refused.push((action, e)),
             }
         }
+        let actions: Vec<&Action> = refused.iter().map(|(a, _)| *a).collect();
+        self.reread(&actions).await;
+        // A slot someone else took meanwhile is not this node's to release any more.
+        let mut failures: Vec<String> = refused
+            .iter()
+            .filter(|(action, _)| {
+                let (partition, replica) = action.slot();
+                self.table.lease(partition, replica).1.held_by(&self.me)
+            })
+            .map(|(action, e)| format!("release of partition {}: {e}", action.slot().0))
+            .collect();
         let key = node_key(&self.me);
         if let Err(e) = self.limit(self.store.delete(&key)).await {
             failures.push(format!("delete of {key}: {e}"));

@@ -71,7 +71,10 @@ impl Table {
     /// are ignored (the watcher may deliver a change after a read or write already showed a
     /// newer one); the same revision again is not a change. A heartbeat or lease value this
     /// version cannot read counts as a change all the same: the key is in use.
-    pub(super) fn apply(&mut self, change: Change<'_>, now: Instant) {
+    ///
+    /// Returns whether the view may have changed: not for a renewal (same value, key still
+    /// live), which is most changes, so views are rebuilt only when there is news.
+    pub(super) fn apply(&mut self, change: Change<'_>, now: Instant) -> bool {
         match Key::parse(change.key) {
             Key::Node(name) => {
                 if self
@@ -79,11 +82,9 @@ impl Table {
                     .get(&name)
                     .is_some_and(|s| s.revision >= change.revision)
                 {
-                    return;
+                    return false;
                 }
-                if name == self.me {
-                    self.own_heartbeat_seen(now);
-                }
+                let stalled = name == self.me && self.own_heartbeat_seen(now);
                 let heartbeat = change.value.map(|v| {
                     decode::<Heartbeat>(v).unwrap_or_else(|| {
                         tracing::warn!(node = %name, "unreadable heartbeat; node shown without address");
@@ -94,30 +95,28 @@ impl Table {
                         }
                     })
                 });
-                match heartbeat {
+                let news = match heartbeat {
                     Some(value) => {
-                        self.nodes.insert(
-                            name,
-                            Seen {
-                                revision: change.revision,
-                                value,
-                                changed_at: now,
-                            },
-                        );
+                        let seen = Seen {
+                            revision: change.revision,
+                            value,
+                            changed_at: now,
+                        };
+                        let known = self.nodes.insert(name, seen.clone());
+                        known.is_none_or(|k| k.value != seen.value || !self.alive(&k, now))
                     }
                     // A node that left deleted its heartbeat: gone at once.
-                    None => {
-                        self.nodes.remove(&name);
-                    }
-                }
+                    None => self.nodes.remove(&name).is_some(),
+                };
+                news || stalled
             }
             Key::Lease { partition, replica } => {
                 if partition >= self.partitions || replica >= self.replicas {
-                    return;
+                    return false;
                 }
                 let known = self.leases.get(&(partition, replica));
                 if known.is_some_and(|s| s.revision >= change.revision) {
-                    return;
+                    return false;
                 }
                 let known_epoch = known.map_or(0, |s| s.value.epoch);
                 let value = match change.value {
@@ -135,22 +134,23 @@ impl Table {
                         epoch: known_epoch,
                     },
                 };
-                self.leases.insert(
-                    (partition, replica),
-                    Seen {
-                        revision: change.revision,
-                        value,
-                        changed_at: now,
-                    },
-                );
+                let seen = Seen {
+                    revision: change.revision,
+                    value,
+                    changed_at: now,
+                };
+                let known = self.leases.insert((partition, replica), seen.clone());
+                known.is_none_or(|k| k.value != seen.value || !self.alive(&k, now))
             }
-            Key::Other => {}
+            Key::Other => false,
         }
     }
 
     /// After a stall of the log as seen here, every key gets a fresh lease timeout: the
-    /// others' renewals were held up like ours, and are not evidence of death.
-    fn own_heartbeat_seen(&mut self, now: Instant) {
+    /// others' renewals were held up like ours, and are not evidence of death. Returns
+    /// whether there was a stall.
+    fn own_heartbeat_seen(&mut self, now: Instant) -> bool {
+        let mut stalled = false;
         if let Some(last) = self.own_seen_at {
             if now.saturating_duration_since(last) > self.stall {
                 tracing::info!(
@@ -163,9 +163,11 @@ impl Table {
                 for seen in self.leases.values_mut() {
                     seen.changed_at = seen.changed_at.max(now);
                 }
+                stalled = true;
             }
         }
         self.own_seen_at = Some(now);
+        stalled
     }
 
     /// Replica slot `replica` of `partition`: its revision (`None` when never written) and

@@ -196,7 +196,13 @@ fn beat(table: &mut Table, name: &str, revision: u64, at: Instant) {
     beat_applied(table, name, revision, at, &[]);
 }
 
-fn beat_applied(table: &mut Table, name: &str, revision: u64, at: Instant, applied: &[(u32, u64)]) {
+fn beat_applied(
+    table: &mut Table,
+    name: &str,
+    revision: u64,
+    at: Instant,
+    applied: &[(u32, u64)],
+) -> bool {
     let value = encode(&Heartbeat {
         http_addr: format!("{name}:80"),
         start_id: "s".into(),
@@ -209,7 +215,7 @@ fn beat_applied(table: &mut Table, name: &str, revision: u64, at: Instant, appli
             value: Some(&value),
         },
         at,
-    );
+    )
 }
 
 fn put_lease(
@@ -594,4 +600,54 @@ fn a_holder_whose_slot_was_taken_stops_at_once() {
             revision: 12
         }]
     );
+}
+
+#[test]
+fn only_news_asks_for_a_new_view() {
+    let t0 = Instant::now();
+    let mut table = table();
+    let lease = |node: &str, epoch| {
+        encode(&LeaseRecord {
+            node: Some(node.into()),
+            epoch,
+        })
+    };
+    let put = |table: &mut Table, revision, value: &[u8], at| {
+        table.apply(
+            Change {
+                key: &lease_key(0, 0),
+                revision,
+                value: Some(value),
+            },
+            at,
+        )
+    };
+    assert!(put(&mut table, 1, &lease("b", 1), t0), "a new slot");
+    assert!(!put(&mut table, 2, &lease("b", 1), t0), "a renewal");
+    assert!(
+        !put(&mut table, 2, &lease("c", 2), t0),
+        "a revision seen already"
+    );
+    assert!(put(&mut table, 3, &lease("c", 2), t0), "a new holder");
+    assert!(
+        put(&mut table, 4, &lease("c", 2), t0 + TIMEOUT),
+        "a renewal of a lease that had expired"
+    );
+    beat(&mut table, "a", 5, t0);
+    assert!(!beat_applied(&mut table, "a", 6, t0 + HEARTBEAT, &[]));
+    assert!(beat_applied(
+        &mut table,
+        "a",
+        7,
+        t0 + HEARTBEAT * 2,
+        &[(0, 1)]
+    ));
+    // Our own heartbeat after a stall refreshes every key: news.
+    assert!(beat_applied(
+        &mut table,
+        "a",
+        8,
+        t0 + HEARTBEAT * 6,
+        &[(0, 1)]
+    ));
 }

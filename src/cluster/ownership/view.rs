@@ -98,7 +98,7 @@ impl ClusterView {
         best
     }
 
-    /// How many replica slots `node` holds, over all partitions.
+    /// How many partitions `node` holds a slot of (at most one slot each).
     pub fn held_by(&self, node: &str) -> usize {
         self.partitions.iter().filter(|o| o.holds(node)).count()
     }
