@@ -333,7 +333,8 @@ impl PartialAggregate {
     ///
     /// # Errors
     /// [`Error::InvalidQuery`] when `other` answers another plan, or a group's rows do not
-    /// match the plan's points (a partial garbled on its way). `self` is unchanged then.
+    /// match the plan's points (a partial garbled on its way), and `self` is unchanged then;
+    /// or when the merged groups × points exceed [`MAX_QUERY_POINTS`].
     pub fn merge(&mut self, other: PartialAggregate) -> Result<()> {
         if other.plan != self.plan {
             return Err(Error::InvalidQuery(
@@ -370,7 +371,9 @@ impl PartialAggregate {
             }
         }
         self.groups = merged;
-        Ok(())
+        // Refused as soon as the merged groups are too many, so neither an owner merging its
+        // engines' parts nor the asker holds more than the answer may.
+        check_cells(self.groups.len(), points)
     }
 
     /// The answer: each group's points shown with the plan's display and folded with its

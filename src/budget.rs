@@ -95,6 +95,13 @@ impl ReadBudget {
         self.limit
     }
 
+    /// Records that a part of this request read elsewhere (a cluster owner reading within
+    /// what this budget had left) was refused by its budget, so [`ReadBudget::exceeded`]
+    /// tells the server the request failed because of its budget.
+    pub fn note_exceeded(&self) {
+        self.exceeded.store(true, Ordering::Relaxed);
+    }
+
     /// Whether a charge was refused: the request failed because of its budget.
     pub fn exceeded(&self) -> bool {
         self.exceeded.load(Ordering::Relaxed)

@@ -16,11 +16,13 @@
 //! A one-series query has nothing to merge: the asker sends it, with the tier it chose
 //! pinned ([`pinned_query`]), to one owner of the series' partition and answers with that.
 //!
-//! Budgets: the asker sends each owner what its request may still read; the owner charges its
-//! part against that as one engine would (its registries' scans, its cells, its nodes) and
-//! reports what it charged ([`Charged`]); the asker charges each report to the request's
-//! budget as it merges ([`Charged::take`]), so the request as a whole reads no more than its
-//! budget says. Nothing here sends anything: the transport carries these types as JSON.
+//! Budgets: the asker sends each owner what its request may still read ([`owner_budget`]);
+//! the owner charges its part against that as one engine would (its registries' scans, its
+//! cells, its nodes) and reports what it charged ([`Charged`]), or its [`Refusal`]; the asker
+//! charges each report to the request's budget as it merges ([`Charged::take`]), so the
+//! request as a whole reads no more than its budget says, and a refusal by an owner's budget
+//! counts as the request's ([`Refusal::into_error`]). Nothing here sends anything: the
+//! transport carries these types as JSON.
 
 #[cfg(test)]
 mod tests;
@@ -62,6 +64,35 @@ impl<T> Charged<T> {
             format!("an owner's part of {} values", self.read)
         })?;
         Ok(self.answer)
+    }
+}
+
+/// An owner's failure to answer its part, as the asker receives it: what went wrong, and
+/// whether it was the owner's budget (what the request had left) that refused.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Refusal {
+    /// The owner's error, as text.
+    pub message: String,
+    /// True when the owner's budget refused the read.
+    pub over_budget: bool,
+}
+
+impl Refusal {
+    /// The refusal of `error`, raised by an owner reading within `budget`.
+    pub fn new(error: &crate::Error, budget: &ReadBudget) -> Refusal {
+        Refusal {
+            message: error.to_string(),
+            over_budget: budget.exceeded(),
+        }
+    }
+
+    /// The request's error: [`crate::Error::InvalidQuery`] with the owner's message, the
+    /// request's `budget` marked exceeded when the owner's budget refused.
+    pub fn into_error(self, budget: &ReadBudget) -> crate::Error {
+        if self.over_budget {
+            budget.note_exceeded();
+        }
+        crate::Error::InvalidQuery(self.message)
     }
 }
 

@@ -578,3 +578,56 @@ fn a_pinned_query_names_the_askers_tier() {
         cluster.single.query(&query).unwrap()
     );
 }
+
+/// Each owner reads within what the request may still read, and the request refuses parts
+/// whose reads add up past its budget, even when each fits alone.
+#[test]
+fn the_request_budget_bounds_the_parts_together() {
+    let series = [
+        (0, Some(0), None, false),
+        (0, Some(1), None, false),
+        (0, Some(2), None, false),
+    ];
+    let cluster = Cluster::build(3, &series, &[(0, 60, 4), (1, 60, 8), (2, 60, 12)]);
+    let query = AggregateQuery::new(
+        crate::Selector::new("cpu"),
+        Aggregation::Sum,
+        NOW - DAY,
+        NOW,
+    )
+    .tier("1h");
+    let single = ReadBudget::unlimited();
+    cluster
+        .single
+        .reader()
+        .aggregate_within(&query, &single)
+        .unwrap();
+    let plan = cluster.single.reader().plan_aggregate(&query).unwrap();
+    let answer = |request: &ReadBudget| -> Result<AggregateResult> {
+        let mut parts = Vec::new();
+        for part in &cluster.parts {
+            let budget = owner_budget(request);
+            let sent = match aggregate_over(&[part.reader()], &plan, &budget) {
+                Ok(answer) => Ok(Charged::new(answer, &budget)),
+                Err(error) => Err(Refusal::new(&error, &budget)),
+            };
+            match over_the_wire(&sent) {
+                Ok(charged) => parts.push(charged.take(request)?),
+                Err(refusal) => return Err(refusal.into_error(request)),
+            }
+        }
+        merge_aggregates(plan.clone(), parts)
+    };
+    let exact = ReadBudget::new(single.used());
+    assert_eq!(
+        answer(&exact).unwrap(),
+        cluster.single.aggregate(&query).unwrap()
+    );
+    assert_eq!(exact.used(), single.used());
+    let short = ReadBudget::new(single.used() - 1);
+    assert!(answer(&short)
+        .unwrap_err()
+        .to_string()
+        .contains("read budget"));
+    assert!(short.exceeded());
+}
