@@ -39,13 +39,14 @@ fn builder(dir: &std::path::Path, clock: &Arc<ManualClock>) -> EngineBuilder {
         .clock(clock.clone())
 }
 
+/// One group as the partition store takes it: messages with their stream sequences.
+type WireGroup = Vec<(u64, SampleBatch)>;
+/// The same group as the control writes it: one batch of resolved samples per message.
+type PlainGroup = Vec<Vec<Sample>>;
+
 /// `GROUPS` groups of `messages` messages, each an instant of every series, instants
 /// following each other; with the ids the control engine gave the series.
-fn prepare(
-    messages: usize,
-    ids: &[SeriesId],
-    start: i64,
-) -> (Vec<Vec<(u64, SampleBatch)>>, Vec<Vec<Vec<Sample>>>) {
+fn prepare(messages: usize, ids: &[SeriesId], start: i64) -> (Vec<WireGroup>, Vec<PlainGroup>) {
     let mut wire = Vec::new();
     let mut plain = Vec::new();
     let mut ts = start;

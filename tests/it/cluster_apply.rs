@@ -74,9 +74,9 @@ fn stream() -> Vec<Vec<(u64, SampleBatch)>> {
                             1 => NOW - 4_000 * 86_400,
                             _ => base,
                         };
-                        let (kind, value) = if series % 4 == 0 {
+                        let (kind, value) = if series.is_multiple_of(4) {
                             let step = (next(&mut rng) % 1_000) as f64 / 7.0;
-                            counters[series] = if next(&mut rng) % 30 == 0 {
+                            counters[series] = if next(&mut rng).is_multiple_of(30) {
                                 step
                             } else {
                                 counters[series] + step

@@ -656,68 +656,83 @@ fn an_undo_record_of_another_tiers_layout_is_refused_by_name() {
     assert_eq!(buckets[0].1.count, 0, "rolled back");
 }
 
-/// The engine's background maintenance compacting the closed periods that late samples keep
-/// writing into (and the writes making them hot again) while groups are applied, crashed and
+/// Maintenance compacting the closed periods that late samples keep writing into (and the
+/// writes making them hot again) on another thread while groups are applied, crashed and
 /// rolled back: whatever form a period is in when pre-images are read, stored or restored,
-/// the result equals a store that applied the same groups alone.
+/// the result equals a store that applied the same groups alone. (A helper thread runs the
+/// passes back to back: the engine's own maintenance thread runs at nice 19 and may not get
+/// a core at all on a loaded machine.)
 #[test]
-fn background_compaction_racing_the_applies_changes_nothing() {
+fn maintenance_racing_the_applies_changes_nothing() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let (clean_dir, busy_dir) = (scratch(), scratch());
     let clock = Arc::new(ManualClock::new(NOW));
     let clean = open(clean_dir.path(), &clock);
-    let busy_builder = || {
-        Engine::builder(busy_dir.path())
-            .tiers(tiers())
-            .clock(clock.clone())
-            .writer_threads(2)
-            .maintenance_every(std::time::Duration::from_millis(1))
-    };
-    let mut busy = PartitionStore::open_with(busy_builder(), None).unwrap();
-    let steps = [
-        Step::UndoWritten,
-        Step::MidApply,
-        Step::Applied,
-        Step::Flushed,
-    ];
+    let compacted = AtomicUsize::new(0);
+    // The crash ending each life but the last.
+    let crashes = [Step::MidApply, Step::Applied, Step::Flushed];
     let mut seq = 0;
-    for round in 0..24usize {
-        // Late samples into periods that closed hours ago (compacted as soon as they are
-        // quiet for a pass), and a sample of now.
-        let message: Message = (0..SERIES - 1)
-            .map(|s| {
-                let hours = 2 + (round + s) as i64 % 20;
-                (
-                    s,
-                    None,
-                    -hours * HOUR + (round * 7 + s) as i64,
-                    (round * s) as f64 / 3.0,
-                )
-            })
-            .chain([(0, None, 0, round as f64)])
-            .collect();
-        let group: Vec<(u64, SampleBatch)> = (0..2)
-            .map(|_| {
-                seq += 1;
-                (seq, batch(NOW, &message))
-            })
-            .collect();
-        clean.apply(&group).unwrap();
-        if round % 3 == 1 {
-            arm(&busy, steps[round / 3 % steps.len()]);
-            busy.apply(&group).unwrap_err();
-            // Give the maintenance thread passes over the half-applied state.
-            std::thread::sleep(std::time::Duration::from_millis(5));
-            drop(busy);
-            busy = PartitionStore::open_with(busy_builder(), None).unwrap();
+    let mut round = 0usize;
+    let mut crashed: Option<Vec<(u64, SampleBatch)>> = None;
+    // Four lives of the store, each ended by a crash but the last.
+    for life in 0..4 {
+        let busy = open(busy_dir.path(), &clock);
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let report = busy.engine().maintain().unwrap();
+                    compacted.fetch_add(report.compacted, Ordering::Relaxed);
+                }
+            });
+            for i in 0..6 {
+                round += 1;
+                // Late samples into periods that closed hours ago (compacted as soon as
+                // they are quiet for a pass), and a sample of now.
+                let message: Message = (0..SERIES - 1)
+                    .map(|s| {
+                        let hours = 2 + (round + s) as i64 % 20;
+                        let at = -hours * HOUR + (round * 7 + s) as i64;
+                        (s, None, at, (round * s) as f64 / 3.0)
+                    })
+                    .chain([(0, None, 0, round as f64)])
+                    .collect();
+                let group: Vec<(u64, SampleBatch)> = (0..2)
+                    .map(|_| {
+                        seq += 1;
+                        (seq, batch(NOW, &message))
+                    })
+                    .collect();
+                clean.apply(&group).unwrap();
+                if let (5, Some(&step)) = (i, crashes.get(life)) {
+                    arm(&busy, step);
+                    busy.apply(&group).unwrap_err();
+                    crashed = Some(group);
+                    // Passes over the half-applied state before the "crash".
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    break;
+                }
+                busy.apply(&group).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        if life == 3 {
+            assert_same(clean.engine(), busy.engine());
         }
-        busy.apply(&group).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(2));
+        drop(busy);
+        if let Some(group) = crashed.take() {
+            // Reopened (the rollback) and the crashed group delivered again.
+            let busy = open(busy_dir.path(), &clock);
+            assert!(busy.applied() < clean.applied());
+            busy.apply(&group).unwrap();
+            assert_eq!(busy.applied(), clean.applied());
+            assert_same(clean.engine(), busy.engine());
+        }
     }
-    let compactions: u64 = (busy.engine().stats().tiers.iter())
-        .map(|t| t.disk.compactions)
-        .sum();
-    assert_same(clean.engine(), busy.engine());
-    // Not an assertion on timing: only that the race this test is about can happen at all
-    // (a file compacted in this process since the last reopen) is reported.
-    eprintln!("compactions since the last reopen: {compactions}");
+    // Not an assertion on timing: the number only tells whether the race happened this run.
+    eprintln!(
+        "compactions racing the applies: {}",
+        compacted.load(Ordering::Relaxed)
+    );
 }
