@@ -139,19 +139,8 @@ pub(super) fn until_shutdown(
     listen: &Listen,
     before_ready: impl FnOnce(&Arc<Engine>) -> crate::Result<Option<Companion>>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    match crate::server::raise_open_files_limit() {
-        Ok(limit) => tracing::debug!(?limit, "open files limit"),
-        Err(e) => tracing::warn!(error = %e, "could not raise the open files limit"),
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let listeners = runtime.block_on(Listeners::bind(listen.http, listen.graphite))?;
-    let (http, tcp, udp) = listeners.addrs()?;
-    println!("tierdb: http listening on {http}");
-    println!("tierdb: graphite tcp listening on {tcp}");
-    println!("tierdb: graphite udp listening on {udp}");
+    let (runtime, listeners) = bind_and_announce(listen)?;
+    let http = listeners.addrs()?.0;
     let companion = before_ready(&engine)?;
     println!("tierdb: dashboard at http://{http}/");
     println!("tierdb: ready");
@@ -171,6 +160,27 @@ pub(super) fn until_shutdown(
         engine.close()?;
     }
     Ok(())
+}
+
+/// The server's runtime and its bound sockets, each address printed (what tests and scripts
+/// read before `tierdb: ready`); the open-files limit raised first.
+fn bind_and_announce(
+    listen: &Listen,
+) -> Result<(tokio::runtime::Runtime, Listeners), Box<dyn std::error::Error>> {
+    match crate::server::raise_open_files_limit() {
+        Ok(limit) => tracing::debug!(?limit, "open files limit"),
+        Err(e) => tracing::warn!(error = %e, "could not raise the open files limit"),
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let listeners = runtime.block_on(Listeners::bind(listen.http, listen.graphite))?;
+    let (http, tcp, udp) = listeners.addrs()?;
+    println!("tierdb: http listening on {http}");
+    println!("tierdb: graphite tcp listening on {tcp}");
+    println!("tierdb: graphite udp listening on {udp}");
+    Ok((runtime, listeners))
 }
 
 /// Completes on Ctrl-C or SIGTERM.

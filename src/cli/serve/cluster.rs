@@ -5,12 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{shutdown_signal, ClusterArgs};
+use super::{bind_and_announce, shutdown_signal, ClusterArgs};
 use crate::cli::{load_tiers, Listen, Location};
 use crate::cluster::log::LogRetention;
 use crate::cluster::node::{Node, NodeSettings};
 use crate::cluster::ownership::ClusterSettings;
-use crate::server::{Backend, Listeners, State};
+use crate::server::{Backend, State};
 
 /// How often a node rewrites its heartbeat and renews its leases.
 const HEARTBEAT: Duration = Duration::from_secs(1);
@@ -31,15 +31,8 @@ pub(super) fn run(
             .into_owned(),
     };
     let tiers = load_tiers(location.tiers.as_deref())?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let listeners = runtime.block_on(Listeners::bind(listen.http, listen.graphite))?;
-    let (http, tcp, udp) = listeners.addrs()?;
-    println!("tierdb: http listening on {http}");
-    println!("tierdb: graphite tcp listening on {tcp}");
-    println!("tierdb: graphite udp listening on {udp}");
+    let (runtime, listeners) = bind_and_announce(listen)?;
+    let http = listeners.addrs()?.0;
     let settings = NodeSettings {
         urls: urls.clone(),
         name: name.clone(),
