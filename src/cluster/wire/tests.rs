@@ -6,6 +6,7 @@ use super::varint::{put_signed, put_varint};
 use super::*;
 use crate::cluster::{BatchSample, BatchSeries, SampleBatch};
 use crate::counter::SeriesKind;
+use crate::registry::SeriesKey;
 
 /// A batch as comparable bits: NaN payloads and -0.0 compare as what they are.
 fn bits(b: &SampleBatch) -> (Vec<BatchSeries>, Vec<(u32, i64, u64)>) {
