@@ -1,11 +1,11 @@
-//! The bytes of one published batch: a [`SampleBatch`] encoded compactly, exactly and under
+//! The bytes of one published batch: a [`SampleBatch`](crate::cluster::SampleBatch) encoded compactly, exactly and under
 //! a checksum, as the payload of one JetStream message.
 //!
 //! The log keeps every message for as long as the stream's retention says, and every owner
 //! of the partition reads each one, so bytes per sample matter; decoding must never trust
 //! the message, because a damaged or foreign payload must become an error, not a panic or a
 //! huge allocation. Keys are written once per message, sorted and prefix-shared; each
-//! series' samples follow as columns ([`columns`] says how timestamps and values are
+//! series' samples follow as columns (`wire/columns.rs` says how timestamps and values are
 //! packed). A series' own samples keep their order, which is all that applying them needs.
 //!
 //! Byte layout, little-endian throughout. Offsets are derived one from another in the
@@ -44,17 +44,17 @@
 //! Series section, one group per key, in key order. A group holds the series entries of
 //! its key (normally one; more when writes declared different kinds) and their samples:
 //!
-//! | size        | field                                                            |
-//! |-------------|------------------------------------------------------------------|
-//! | 1           | tag: bits 0-1 kind (0 none, 1 gauge, 2 counter, 3 several        |
-//! |             | entries), bit 2 `TS_SAME_START`, bit 3 `TS_REGULAR`, bit 4       |
-//! |             | `VALUES_EQUAL`, bits 5-6 value mode (0 XOR, 1 decimal deltas,    |
-//! |             | 2 decimal deltas of deltas), bit 7 must be 0                     |
-//! | (kind 3)    | varint `entries` (at least 2), then one kind byte (0-2) each      |
-//! | varint      | `n`: samples of this key                                         |
-//! | (kind 3, n>0) | varint `runs`, then `runs` × (varint entry, varint length ≥ 1):  |
-//! |             | which entry each sample belongs to, in order; lengths sum to `n` |
-//! | (n > 0)     | timestamps, then values, as below                                |
+//! | size            | field                                                        |
+//! |-----------------|--------------------------------------------------------------|
+//! | 1               | tag: bits 0-1 kind (0 none, 1 gauge, 2 counter, 3 several    |
+//! |                 | entries), bit 2 `TS_SAME_START`, bit 3 `TS_REGULAR`, bit 4   |
+//! |                 | `VALUES_EQUAL`, bits 5-6 value mode (0 XOR, 1 decimal        |
+//! |                 | deltas, 2 decimal deltas of deltas), bit 7 must be 0         |
+//! | (kind 3)        | varint `entries` (at least 2), then one kind byte (0-2) each |
+//! | varint          | `n`: samples of this key                                     |
+//! | (kind 3, n > 0) | varint `runs`, then `runs` × (varint entry, varint length    |
+//! |                 | ≥ 1): the entry of each sample, in order; lengths sum to `n` |
+//! | (n > 0)         | timestamps, then values, as below                            |
 //!
 //! Timestamps: unless `TS_SAME_START`, `signed` first timestamp minus the first timestamp
 //! of the previous group that has samples (0 before the first). If `n ≥ 2`, `signed`
