@@ -88,7 +88,7 @@ fn collectd_keys() -> Vec<String> {
             DCS[(rng.next() % 4) as usize]
         );
         for plugin in PLUGINS {
-            if rng.next() % 3 != 0 && keys.len() < 1000 {
+            if !rng.next().is_multiple_of(3) && keys.len() < 1000 {
                 keys.insert(format!("collectd.{host}.{plugin}"));
             }
         }

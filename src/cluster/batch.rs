@@ -6,8 +6,10 @@ use crate::counter::SeriesKind;
 use crate::time::Timestamp;
 
 /// Samples of one partition, as published by the node that took the write and applied by
-/// the partition's owners. Samples keep the order they were written in: applying them in
-/// that order on every owner gives every owner the same buckets, bit for bit.
+/// the partition's owners. Each key's samples keep the order they were written in (the
+/// wire format groups samples by key, which changes nothing: different keys never share a
+/// bucket or a counter), so every owner applying the same message gets the same buckets,
+/// bit for bit.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SampleBatch {
     /// The batch's series, each once.

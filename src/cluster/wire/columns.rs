@@ -46,8 +46,9 @@ const MODE_DECIMAL_DOD: u8 = 2;
 fn scaled_at(v: f64, d: u8) -> Option<i64> {
     let p = POW10[d as usize];
     let m = (v * p).round();
-    if !(m.abs() <= MAX_SCALED) {
-        return None; // NaN, infinite, or too large for an exact integer
+    // NaN, infinite, or too large for an exact integer.
+    if !m.is_finite() || m.abs() > MAX_SCALED {
+        return None;
     }
     let m = m as i64;
     ((m as f64 / p).to_bits() == v.to_bits()).then_some(m)

@@ -6,6 +6,7 @@ use super::varint::{put_signed, put_varint};
 use super::*;
 use crate::cluster::{BatchSample, BatchSeries, SampleBatch};
 use crate::counter::SeriesKind;
+use crate::registry::SeriesKey;
 
 /// A batch as comparable bits: NaN payloads and -0.0 compare as what they are.
 fn bits(b: &SampleBatch) -> (Vec<BatchSeries>, Vec<(u32, i64, u64)>) {
@@ -847,5 +848,44 @@ proptest! {
         let _ = decode(&m);
         tail.truncate(tail.len() / 2);
         let _ = decode(&tail);
+    }
+}
+
+/// The mode of the first group's values, read from the tag of a message whose key section
+/// is `key_section_len` bytes and not deflated.
+fn first_value_mode(bytes: &[u8], key_section_len: usize) -> u8 {
+    assert_eq!(bytes[FLAGS_OFFSET], 0);
+    (bytes[HEADER_LEN + key_section_len] >> columns::VALUE_MODE_SHIFT) & 0b11
+}
+
+#[test]
+fn each_value_mode_round_trips_when_chosen() {
+    // (values, the mode the encoder should pick: 0 XOR, 1 decimal deltas, 2 decimal deltas
+    // of deltas). A counter rising by about 10.00 a step, give or take a cent: its deltas
+    // take two bytes, their differences one.
+    let counter: Vec<f64> = (0..40)
+        .map(|i| (1000 * i + (i * 7) % 3) as f64 / 100.0)
+        .collect();
+    let walk: Vec<f64> = (0..40).map(|i| ((i * 37) % 11) as f64 - 5.0).collect();
+    let floats: Vec<f64> = (0..40).map(|i| (i as f64 + 0.5).sqrt()).collect();
+    for (values, mode) in [(counter, 2), (walk, 1), (floats, 0)] {
+        let b = SampleBatch {
+            series: vec![BatchSeries {
+                key: "c".into(),
+                kind: Some(SeriesKind::Counter),
+            }],
+            samples: values
+                .iter()
+                .enumerate()
+                .map(|(i, &value)| BatchSample {
+                    series: 0,
+                    ts: 60 * i as i64 + i as i64 % 2,
+                    value,
+                })
+                .collect(),
+        };
+        let bytes = encode_to_vec(&b).unwrap();
+        assert_eq!(first_value_mode(&bytes, 3), mode, "{values:?}");
+        assert_eq!(bits(&decode(&bytes).unwrap()), bits(&b));
     }
 }
