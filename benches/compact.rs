@@ -16,6 +16,11 @@ use tierdb::storage::compact::{CompactFile, CompactReader, ENTRY_LEN, HEADER_LEN
 use tierdb::storage::format::PeriodMeta;
 use tierdb::{Bucket, Span};
 
+#[path = "support.rs"]
+#[allow(dead_code)]
+mod support;
+use support::thread_cpu_secs;
+
 /// 2025-11-21T00:00:00Z.
 const DAY_START: i64 = 1_763_683_200;
 
@@ -113,22 +118,6 @@ fn sizes() {
     }
 }
 
-/// This thread's CPU time (user + system), from `/proc/thread-self/stat`, in clock ticks of
-/// 10 ms: with a shared machine's load the wall clock says more about the neighbours.
-fn thread_cpu_secs() -> f64 {
-    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // Fields after the command: state is 0, utime 11, stime 12.
-    (ticks(11) + ticks(12)) / 100.0
-}
 
 /// Prints the CPU time per read of `range`, over 3 s of CPU, through a reader opened once
 /// (as the engine keeps recently read files open).

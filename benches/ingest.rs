@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 #[path = "support.rs"]
+#[allow(dead_code)]
 mod support;
 
 use tierdb::{Engine, ManualClock, Sample, TiersConfig};

@@ -35,6 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[path = "support.rs"]
+#[allow(dead_code)]
 mod support;
 
 use tierdb::{Engine, ManualClock, Sample, TiersConfig};

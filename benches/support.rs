@@ -1,4 +1,5 @@
-//! Pieces the benchmarks share: where their data goes, and a fleet of 100k series.
+//! Pieces the benchmarks share: where their data goes, a fleet of 100k series, and the
+//! thread CPU time some of them measure by.
 
 use tierdb::{Engine, SeriesId};
 
@@ -24,4 +25,21 @@ pub fn register_fleet(engine: &Engine, count: u32) -> Vec<SeriesId> {
         .collect();
     while engine.maintain().expect("maintenance").pending > 0 {}
     ids
+}
+
+/// This thread's CPU time (user + system), from `/proc/thread-self/stat`, in clock ticks of
+/// 10 ms: with a shared machine's load the wall clock says more about the neighbours.
+pub fn thread_cpu_secs() -> f64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // Fields after the command: state is 0, utime 11, stime 12.
+    (ticks(11) + ticks(12)) / 100.0
 }

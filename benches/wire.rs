@@ -26,6 +26,11 @@ use tierdb::cluster::wire::{decode, encode};
 use tierdb::cluster::{partition_of, SampleBatch};
 use tierdb::SeriesKey;
 
+#[path = "support.rs"]
+#[allow(dead_code)]
+mod support;
+use support::thread_cpu_secs;
+
 /// 2026-11-23T00:00:00Z.
 const START: i64 = 1_795_392_000;
 const HOSTS: usize = 100;
@@ -209,23 +214,6 @@ fn sizes(workloads: &[(String, SampleBatch)]) {
     }
 }
 
-/// This thread's CPU time (user + system) in seconds, from `/proc/thread-self/stat` (clock
-/// ticks of 10 ms): with a shared machine's load the wall clock says more about the
-/// neighbours.
-fn thread_cpu_secs() -> f64 {
-    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // Fields after the command: state is 0, utime 11, stime 12.
-    (ticks(11) + ticks(12)) / 100.0
-}
 
 /// Samples a second of CPU time for `f` run over and over on `samples` samples, for 2 s.
 fn cpu_rate(samples: usize, mut f: impl FnMut()) -> f64 {
