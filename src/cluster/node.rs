@@ -35,6 +35,19 @@ const GROUP_WAIT: Duration = Duration::from_millis(5);
 /// How long a task pauses after a failed read or apply before it tries again.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
 
+/// How long a starting node waits for JetStream to answer (a leader elected) before it
+/// gives up.
+const JETSTREAM_WAIT: Duration = Duration::from_secs(120);
+
+/// Whether a failure to join may pass by itself: JetStream not answering yet, rather than a
+/// refusal (another partition count, a bad node name) that retrying cannot change.
+fn retryable(e: &Error) -> bool {
+    let text = e.to_string();
+    ["timed out", "no responders", "unavailable", "not ready", "leader"]
+        .iter()
+        .any(|sign| text.contains(sign))
+}
+
 /// What a node is given to start.
 #[derive(Clone, Debug)]
 pub struct NodeSettings {
@@ -97,9 +110,30 @@ impl Node {
             .await
             .map_err(|e| Error::Cluster(format!("connecting to {}: {e}", settings.urls)))?;
         let js = async_nats::jetstream::new(client);
-        let log = IngestLog::open(js.clone(), &settings.log).await?;
-        let ownership =
-            Ownership::join(js, &settings.name, http_addr, settings.ownership.clone()).await?;
+        // NATS servers started together with the nodes elect JetStream's leader a few
+        // seconds after they accept connections: wait for it rather than fail.
+        let deadline = tokio::time::Instant::now() + JETSTREAM_WAIT;
+        let (log, ownership) = loop {
+            let joined = async {
+                let log = IngestLog::open(js.clone(), &settings.log).await?;
+                let ownership = Ownership::join(
+                    js.clone(),
+                    &settings.name,
+                    http_addr,
+                    settings.ownership.clone(),
+                )
+                .await?;
+                Ok::<_, Error>((log, ownership))
+            };
+            match joined.await {
+                Ok(joined) => break joined,
+                Err(e) if tokio::time::Instant::now() < deadline && retryable(&e) => {
+                    tracing::warn!(error = %e, "JetStream not ready; retrying");
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                }
+                Err(e) => return Err(e),
+            }
+        };
         let view = ownership.view();
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
