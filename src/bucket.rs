@@ -1,6 +1,6 @@
 //! The bucket value: the rollup of the samples that fell into one interval, its exact
-//! merge, and its exact JSON form for the cluster's partial answers ([`ExactF64`],
-//! [`exact_buckets`]). Storage keeps it in mapped cells
+//! merge, and its exact JSON form for the cluster's partial answers (`ExactF64`,
+//! `exact_buckets`). Storage keeps it in mapped cells
 //! ([`crate::storage::bucket::BucketCell`]); reads, aggregates and the render API fold it
 //! without depending on storage.
 
@@ -127,7 +127,9 @@ fn exact_integer<E: serde::de::Error>(x: f64, n: i128) -> std::result::Result<Ex
 }
 
 /// A list of buckets as JSON, bit for bit: each bucket `[count, total, min, max]` with its
-/// floats as [`ExactF64`]. For `#[serde(with = "crate::bucket::exact_buckets")]`.
+/// floats as [`ExactF64`]. For `#[serde(with = "crate::bucket::exact_buckets")]`; only
+/// the render API's fetched series (a server feature) carry bucket lists.
+#[cfg(feature = "server")]
 pub(crate) mod exact_buckets {
     use serde::ser::SerializeTuple;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};

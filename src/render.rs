@@ -31,7 +31,7 @@ pub const RENDER_TIMES: std::ops::RangeInclusive<i64> = -62_167_219_200..=253_40
 
 /// One stored series as read for a render: buckets at a fixed step from `start`. Travels
 /// between cluster nodes as JSON, bit for bit: the key as its canonical text, each bucket as
-/// `[count, total, min, max]` ([`crate::bucket::exact_buckets`]).
+/// `[count, total, min, max]` (`crate::bucket::exact_buckets`).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Fetched {
     /// The series; its Graphite path names the rendered series.

@@ -41,7 +41,7 @@ impl RenderGrid {
     /// The grid of a fetch over [from, until) within `max_points` (capped at
     /// [`MAX_QUERY_POINTS`]) with `tiers` at `now`: the `auto` tier for the range and
     /// budget, its resolution as the step or a multiple of it when even that tier has more
-    /// buckets in the range (see [`step_within`]), and the tier's window at `now`.
+    /// buckets in the range (see `step_within`), and the tier's window at `now`.
     ///
     /// # Errors
     /// [`Error::InvalidQuery`] when the step does not fit in an i64 (a range of centuries

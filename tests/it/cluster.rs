@@ -1,8 +1,8 @@
 //! Three `tierdb serve --cluster` processes on a real three-server NATS JetStream cluster on
 //! loopback: a known workload fed through different nodes and protocols is answered by every
 //! node exactly as the naive model says (queries, aggregates, listings, Graphite's
-//! `/render`), and a node killed with SIGKILL under write load
-//! and restarted on its disk loses nothing and doubles nothing of what was acknowledged.
+//! `/render`), and a node killed with SIGKILL under write load and restarted on its disk
+//! loses nothing and doubles nothing of what was acknowledged.
 
 use std::collections::BTreeMap;
 use std::io::Write;
