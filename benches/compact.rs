@@ -118,7 +118,6 @@ fn sizes() {
     }
 }
 
-
 /// Prints the CPU time per read of `range`, over 3 s of CPU, through a reader opened once
 /// (as the engine keeps recently read files open).
 fn cpu_per_read(file: &CompactReader, range: std::ops::Range<u32>) {

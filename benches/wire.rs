@@ -214,7 +214,6 @@ fn sizes(workloads: &[(String, SampleBatch)]) {
     }
 }
 
-
 /// Samples a second of CPU time for `f` run over and over on `samples` samples, for 2 s.
 fn cpu_rate(samples: usize, mut f: impl FnMut()) -> f64 {
     let start = thread_cpu_secs();

@@ -38,7 +38,7 @@ use std::str::FromStr;
 
 use rayon::prelude::*;
 
-use crate::bucket::Bucket;
+use crate::bucket::{Bucket, ExactF64};
 use crate::config::{TierSpec, TiersConfig};
 use crate::query::{Display, PointGrid, TierChoice, MAX_QUERY_POINTS};
 use crate::reader::Reader;
@@ -800,71 +800,5 @@ impl serde::Serialize for Exact {
             Exact::Count(n) => serializer.serialize_u64(n),
             Exact::Float(x) => ExactF64(x).serialize(serializer),
         }
-    }
-}
-
-/// An f64 that survives JSON bit for bit: finite values as numbers (serde_json writes the
-/// shortest text that reads back to the same bits, and reads it back exactly with its
-/// `float_roundtrip` feature, which Cargo.toml turns on), the others as strings, since JSON
-/// has no number for them.
-struct ExactF64(f64);
-
-impl serde::Serialize for ExactF64 {
-    fn serialize<S: serde::Serializer>(
-        &self,
-        serializer: S,
-    ) -> std::result::Result<S::Ok, S::Error> {
-        let x = self.0;
-        if x.is_finite() {
-            serializer.serialize_f64(x)
-        } else if x.is_nan() {
-            serializer.serialize_str("NaN")
-        } else if x > 0.0 {
-            serializer.serialize_str("inf")
-        } else {
-            serializer.serialize_str("-inf")
-        }
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for ExactF64 {
-    fn deserialize<D: serde::Deserializer<'de>>(
-        deserializer: D,
-    ) -> std::result::Result<ExactF64, D::Error> {
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = ExactF64;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a number, \"inf\", \"-inf\" or \"NaN\"")
-            }
-            fn visit_f64<E>(self, x: f64) -> std::result::Result<ExactF64, E> {
-                Ok(ExactF64(x))
-            }
-            fn visit_u64<E: serde::de::Error>(self, n: u64) -> std::result::Result<ExactF64, E> {
-                exact_integer(n as f64, n as i128)
-            }
-            fn visit_i64<E: serde::de::Error>(self, n: i64) -> std::result::Result<ExactF64, E> {
-                exact_integer(n as f64, n as i128)
-            }
-            fn visit_str<E: serde::de::Error>(self, s: &str) -> std::result::Result<ExactF64, E> {
-                match s {
-                    "inf" => Ok(ExactF64(f64::INFINITY)),
-                    "-inf" => Ok(ExactF64(f64::NEG_INFINITY)),
-                    "NaN" => Ok(ExactF64(f64::NAN)),
-                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(s), &self)),
-                }
-            }
-        }
-        deserializer.deserialize_any(Visitor)
-    }
-}
-
-/// An integer read where a float was written (by a writer that prints `3.0` as `3`): taken
-/// only when the float holds it exactly.
-fn exact_integer<E: serde::de::Error>(x: f64, n: i128) -> std::result::Result<ExactF64, E> {
-    if x as i128 == n {
-        Ok(ExactF64(x))
-    } else {
-        Err(E::custom(format!("{n} is not exact as a float")))
     }
 }

@@ -1,6 +1,8 @@
-//! The bucket value: the rollup of the samples that fell into one interval, and its exact
-//! merge. Storage keeps it in mapped cells ([`crate::storage::bucket::BucketCell`]); reads,
-//! aggregates and the render API fold it without depending on storage.
+//! The bucket value: the rollup of the samples that fell into one interval, its exact
+//! merge, and its exact JSON form for the cluster's partial answers (`ExactF64`,
+//! `exact_buckets`). Storage keeps it in mapped cells
+//! ([`crate::storage::bucket::BucketCell`]); reads, aggregates and the render API fold it
+//! without depending on storage.
 
 /// The rollup of every sample that fell into one bucket: enough to answer avg, avg/sec, total,
 /// max, min and count without raw data. Empty (`count == 0`) is distinct from zero.
@@ -54,5 +56,128 @@ impl Bucket {
         self.total += other.total;
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
+    }
+}
+
+/// An f64 that survives JSON bit for bit: finite values as numbers (serde_json writes the
+/// shortest text that reads back to the same bits, and reads it back exactly with its
+/// `float_roundtrip` feature, which Cargo.toml turns on), the others as strings, since JSON
+/// has no number for them. Bucket floats need the strings: a sum can overflow to an
+/// infinity, and an empty bucket's min and max are whatever its cell holds.
+pub(crate) struct ExactF64(pub(crate) f64);
+
+impl serde::Serialize for ExactF64 {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        let x = self.0;
+        if x.is_finite() {
+            serializer.serialize_f64(x)
+        } else if x.is_nan() {
+            serializer.serialize_str("NaN")
+        } else if x > 0.0 {
+            serializer.serialize_str("inf")
+        } else {
+            serializer.serialize_str("-inf")
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ExactF64 {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<ExactF64, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = ExactF64;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a number, \"inf\", \"-inf\" or \"NaN\"")
+            }
+            fn visit_f64<E>(self, x: f64) -> std::result::Result<ExactF64, E> {
+                Ok(ExactF64(x))
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> std::result::Result<ExactF64, E> {
+                exact_integer(n as f64, n as i128)
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> std::result::Result<ExactF64, E> {
+                exact_integer(n as f64, n as i128)
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> std::result::Result<ExactF64, E> {
+                match s {
+                    "inf" => Ok(ExactF64(f64::INFINITY)),
+                    "-inf" => Ok(ExactF64(f64::NEG_INFINITY)),
+                    "NaN" => Ok(ExactF64(f64::NAN)),
+                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(s), &self)),
+                }
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+/// An integer read where a float was written (by a writer that prints `3.0` as `3`): taken
+/// only when the float holds it exactly.
+fn exact_integer<E: serde::de::Error>(x: f64, n: i128) -> std::result::Result<ExactF64, E> {
+    if x as i128 == n {
+        Ok(ExactF64(x))
+    } else {
+        Err(E::custom(format!("{n} is not exact as a float")))
+    }
+}
+
+/// A list of buckets as JSON, bit for bit: each bucket `[count, total, min, max]` with its
+/// floats as [`ExactF64`]. For `#[serde(with = "crate::bucket::exact_buckets")]`; only
+/// the render API's fetched series (a server feature) carry bucket lists.
+#[cfg(feature = "server")]
+pub(crate) mod exact_buckets {
+    use serde::ser::SerializeTuple;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::{Bucket, ExactF64};
+
+    /// One bucket on the wire.
+    struct Exact<'a>(&'a Bucket);
+
+    impl Serialize for Exact<'_> {
+        fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            let b = self.0;
+            let mut tuple = serializer.serialize_tuple(4)?;
+            tuple.serialize_element(&b.count)?;
+            tuple.serialize_element(&ExactF64(b.total))?;
+            tuple.serialize_element(&ExactF64(b.min))?;
+            tuple.serialize_element(&ExactF64(b.max))?;
+            tuple.end()
+        }
+    }
+
+    /// Writes `buckets` as a sequence of `[count, total, min, max]`.
+    ///
+    /// # Errors
+    /// The serializer's.
+    pub(crate) fn serialize<S: Serializer>(
+        buckets: &[Bucket],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(buckets.iter().map(Exact))
+    }
+
+    /// Reads what [`serialize`] wrote.
+    ///
+    /// # Errors
+    /// The deserializer's, or a float that is not exact.
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<Bucket>, D::Error> {
+        let wire = Vec::<(u64, ExactF64, ExactF64, ExactF64)>::deserialize(deserializer)?;
+        Ok(wire
+            .into_iter()
+            .map(|(count, total, min, max)| Bucket {
+                count,
+                total: total.0,
+                min: min.0,
+                max: max.0,
+            })
+            .collect())
     }
 }

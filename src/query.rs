@@ -220,7 +220,8 @@ impl Reader<'_> {
         let tier = self.choose_tier(&query.tier, query.from, query.to, query.max_points)?;
         let spec = &self.config().tiers[tier];
         let step = query.step.unwrap_or(spec.resolution);
-        let (first, buckets) = self.merged_buckets(id, tier, query.from, query.to, step)?;
+        let window = self.window_start(tier, self.now());
+        let (first, buckets) = self.merged_buckets(id, tier, query.from, query.to, step, window)?;
         let step_secs = step.secs() as i64;
         Ok(QueryResult {
             series: registry
@@ -281,7 +282,8 @@ impl Reader<'_> {
         to: Timestamp,
         step: Span,
     ) -> Result<Vec<(Timestamp, Bucket)>> {
-        let (first, buckets) = self.merged_buckets(id, tier, from, to, step)?;
+        let window = self.window_start(tier, self.now());
+        let (first, buckets) = self.merged_buckets(id, tier, from, to, step, window)?;
         let step = step.secs() as i64;
         Ok(buckets
             .into_iter()
@@ -290,20 +292,21 @@ impl Reader<'_> {
             .collect())
     }
 
-    /// [`Reader::read_buckets`] without the timestamps: the first point's start and the
-    /// merged buckets, one per step.
-    fn merged_buckets(
+    /// [`Reader::read_buckets`] without the timestamps, seeing the tier from `window` on
+    /// (the first second its window holds at the clock of whoever chose the read; nothing
+    /// older is read): the first point's start and the merged buckets, one per step.
+    pub(crate) fn merged_buckets(
         &self,
         id: SeriesId,
         tier: usize,
         from: Timestamp,
         to: Timestamp,
         step: Span,
+        window: Timestamp,
     ) -> Result<(Timestamp, Vec<Bucket>)> {
         let grid = PointGrid::new(&self.config().tiers[tier], from, to, step)?;
         let mut acc = vec![Bucket::EMPTY; grid.points];
         let slots = self.slots();
-        let window = self.window_start(tier, self.now());
         let files = self.files_for(tier, &grid, id.0 / slots, window)?;
         grid.fold_span(&files, id.0 % slots, grid.first..grid.end, 0, &mut acc)?;
         Ok((grid.first, acc))
@@ -429,7 +432,7 @@ impl PointGrid {
     /// In i128, as clients may send any i64 for from, to and step; `step` must be positive.
     ///
     /// The one copy of this arithmetic: [`PointGrid::new`], [`PointGrid::whole`] and the
-    /// server's render API (`server/render_api.rs`, which sizes its grid before it reads) call it.
+    /// render API's grid (`render/stored.rs`, which sizes it before it reads) call it.
     pub(crate) fn span(from: Timestamp, to: Timestamp, step: i128) -> (i128, i128) {
         let (from, to) = (i128::from(from), i128::from(to));
         let first = (from + step - 1).div_euclid(step) * step;

@@ -1,6 +1,8 @@
-//! The storage-independent part of the Graphite render API that Grafana's Graphite data
-//! source speaks: target parsing (`expr`), path patterns ([`PathPattern`]), `/metrics/find` ([`find`]) and `/render` evaluation ([`render`]) over
-//! series read through the [`Source`] trait, which the storage side implements.
+//! The Graphite render API that Grafana's Graphite data source speaks: target parsing
+//! (`expr`), path patterns ([`PathPattern`]), `/metrics/find` ([`find`]) and `/render`
+//! evaluation ([`render`]) over series read through the [`Source`] trait. All of it is
+//! storage-independent except `stored`, the [`Source`] over an engine's [`crate::Reader`]
+//! and the grid ([`RenderGrid`]) it reads on, which a cluster node also hands its owners.
 //!
 //! Series keep their stored buckets while their values are still the buckets' values, so
 //! rates of counters, summarize averages and extremes of gauges, and consolidation to
@@ -11,11 +13,14 @@ mod find;
 mod functions;
 mod path;
 mod series;
+mod stored;
 #[cfg(test)]
 mod tests;
 
 pub use find::{find, merge_nodes, FindNode, Finder};
 pub use path::{graphite_path, parse_graphite_path, PathPattern};
+pub(crate) use stored::charge_points;
+pub use stored::RenderGrid;
 
 use crate::bucket::Bucket;
 use crate::{Error, ReadBudget, Result, SeriesKey};
@@ -24,8 +29,10 @@ use crate::{Error, ReadBudget, Result, SeriesKey};
 /// on steps and point times stays far inside 64 bits.
 pub const RENDER_TIMES: std::ops::RangeInclusive<i64> = -62_167_219_200..=253_402_300_799;
 
-/// One stored series as read for a render: buckets at a fixed step from `start`.
-#[derive(Clone, Debug, PartialEq)]
+/// One stored series as read for a render: buckets at a fixed step from `start`. Travels
+/// between cluster nodes as JSON, bit for bit: the key as its canonical text, each bucket as
+/// `[count, total, min, max]` (`crate::bucket::exact_buckets`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Fetched {
     /// The series; its Graphite path names the rendered series.
     pub key: SeriesKey,
@@ -34,6 +41,7 @@ pub struct Fetched {
     /// Seconds per bucket; positive.
     pub step: i64,
     /// The buckets in time order, empty ones included, so point `i` is at `start + i * step`.
+    #[serde(with = "crate::bucket::exact_buckets")]
     pub buckets: Vec<Bucket>,
     /// True when samples are increases since the previous sample: a point's value is then the
     /// bucket total (the increase within it), not the average.

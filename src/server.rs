@@ -245,17 +245,6 @@ impl State {
         }
     }
 
-    /// The engine of a single node; on a cluster node, a 503 naming `what` (reads the
-    /// cluster does not serve yet).
-    pub(crate) fn engine(&self, what: &str) -> std::result::Result<&Arc<Engine>, error::ApiError> {
-        match &self.backend {
-            Backend::Engine(engine) => Ok(engine),
-            Backend::Cluster(_) => Err(error::ApiError::Unavailable(format!(
-                "{what} is not served by a cluster node yet"
-            ))),
-        }
-    }
-
     /// The clock's now.
     pub fn now(&self) -> crate::Timestamp {
         match &self.backend {

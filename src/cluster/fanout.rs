@@ -21,8 +21,8 @@ use super::peer::{self, PARTIAL_PATH};
 use crate::aggregate::{AggregatePlan, AggregateResult, PartialAggregate};
 use crate::query::{Query, QueryResult};
 use crate::registry::Selector;
-use crate::render::FindNode;
-use crate::time::Span;
+use crate::render::{Fetched, FindNode, PathPattern, RenderGrid, Source};
+use crate::time::{Span, Timestamp};
 use crate::{Error, ReadBudget, Result};
 
 /// How long an owner waits to have applied what a strong read asks for.
@@ -55,6 +55,19 @@ pub enum PartialRead {
     Series(Selector),
     /// Graphite's `/metrics/find`.
     Find(String),
+    /// How many series a render path matches, its scans charged.
+    RenderCount(PathPattern),
+    /// The series a render path matches, read whole on the asker's grid.
+    RenderFetch {
+        /// The path.
+        pattern: PathPattern,
+        /// Start of the range, inclusive.
+        from: Timestamp,
+        /// End of the range, exclusive.
+        until: Timestamp,
+        /// The tier, step and window the asker chose.
+        grid: RenderGrid,
+    },
 }
 
 /// An owner's answer, of the read's kind.
@@ -68,6 +81,10 @@ pub enum PartialAnswer {
     Series(Vec<String>),
     /// Find nodes.
     Find(Charged<Vec<FindNode>>),
+    /// The series matched.
+    RenderCount(Charged<u64>),
+    /// The series, sorted by Graphite path.
+    RenderFetch(Vec<Fetched>),
 }
 
 /// Answers `request` over this node's own stores of the partitions asked; waits first for
@@ -123,6 +140,18 @@ pub async fn answer_locally(node: &Arc<Node>, request: PartialRequest) -> Result
                 partial::find_over(&readers, &query, &budget)?,
                 &budget,
             )),
+            PartialRead::RenderCount(pattern) => PartialAnswer::RenderCount(Charged::new(
+                partial::render_count_over(&readers, &pattern, &budget)?,
+                &budget,
+            )),
+            PartialRead::RenderFetch {
+                pattern,
+                from,
+                until,
+                grid,
+            } => PartialAnswer::RenderFetch(partial::render_fetch_over(
+                &readers, &pattern, from, until, &grid,
+            )?),
         })
     })
     .await
@@ -344,4 +373,125 @@ pub async fn find(
         }
     }
     Ok(partial::merge_find(parts))
+}
+
+/// Graphite's `/render` on a cluster node: render's [`Source`] over every partition. Each
+/// path's grid is chosen here from this node's tiers and clock ([`RenderGrid::choose`]), as a
+/// single node's engine chooses it from its own; each owner counts, then fetches, its
+/// partitions' series on that grid, and the parts are merged in Graphite path order
+/// ([`partial::merge_fetched`]), so the render sees the series one engine holding them all
+/// would fetch.
+pub struct RenderSource {
+    node: Arc<Node>,
+    /// The runtime the fan-outs run on, from the request's handler: render calls the source
+    /// synchronously, on the blocking pool.
+    runtime: tokio::runtime::Handle,
+    /// Each owner first applies what the log held when the read began.
+    strong: bool,
+    /// The token this node presents to its peers.
+    token: Option<String>,
+}
+
+impl RenderSource {
+    /// A source reading through `node`'s owners, fanning out on `runtime` (the handler's, as
+    /// [`tokio::runtime::Handle::current`] gives it).
+    pub fn new(
+        node: Arc<Node>,
+        runtime: tokio::runtime::Handle,
+        strong: bool,
+        token: Option<String>,
+    ) -> RenderSource {
+        RenderSource {
+            node,
+            runtime,
+            strong,
+            token,
+        }
+    }
+
+    /// Fans `read` out to every partition's owner and waits for the answers.
+    ///
+    /// Render calls its source from a thread of tokio's blocking pool (the handler runs it
+    /// with `spawn_blocking`). Those threads are not the runtime's workers and run no async
+    /// task, so blocking one on the fan-out starves no task, and `Handle::block_on` is allowed
+    /// there (it panics only on a thread already driving a runtime). The fan-out itself runs
+    /// on the runtime's workers; the asker's own partitions are read on another blocking-pool
+    /// thread ([`answer_locally`]).
+    fn fan_out(&self, read: PartialRead, budget: u64) -> Result<Vec<PartialAnswer>> {
+        self.runtime.block_on(fan_out(
+            &self.node,
+            read,
+            None,
+            self.strong,
+            budget,
+            self.token.as_deref(),
+        ))
+    }
+
+    /// The grid this node's tiers and clock give a fetch.
+    fn grid(&self, from: Timestamp, until: Timestamp, max_points: u32) -> Result<RenderGrid> {
+        RenderGrid::choose(self.node.tiers(), from, until, max_points, self.node.now())
+    }
+}
+
+impl Source for RenderSource {
+    /// Each owner charges its registries' scans to what the request may still read and
+    /// counts the series `pattern` matches; their scans are charged here to `budget`, then
+    /// the series matched in all times the grid's points, as one engine charges.
+    fn charge(
+        &self,
+        pattern: &PathPattern,
+        from: i64,
+        until: i64,
+        max_points: u32,
+        budget: &ReadBudget,
+    ) -> Result<()> {
+        let grid = self.grid(from, until, max_points)?;
+        let owner_budget = partial::owner_budget(budget).limit();
+        let answers = self.fan_out(PartialRead::RenderCount(pattern.clone()), owner_budget)?;
+        let mut series = 0u64;
+        for answer in answers {
+            match answer {
+                PartialAnswer::RenderCount(charged) => series += charged.take(budget)?,
+                _ => {
+                    return Err(Error::Cluster(
+                        "an owner answered another kind of read".into(),
+                    ))
+                }
+            }
+        }
+        let series = usize::try_from(series)
+            .map_err(|_| Error::Cluster(format!("owners counted {series} series")))?;
+        crate::render::charge_points(budget, pattern, series, grid.points(from, until))
+    }
+
+    /// Every owner's series on this node's grid, merged. What they read was charged before
+    /// ([`Source::charge`]), so the owners read without a budget of their own.
+    fn fetch(
+        &self,
+        pattern: &PathPattern,
+        from: i64,
+        until: i64,
+        max_points: u32,
+    ) -> Result<Vec<Fetched>> {
+        let grid = self.grid(from, until, max_points)?;
+        let read = PartialRead::RenderFetch {
+            pattern: pattern.clone(),
+            from,
+            until,
+            grid,
+        };
+        let mut parts = Vec::new();
+        for answer in self.fan_out(read, u64::MAX)? {
+            match answer {
+                PartialAnswer::RenderFetch(fetched) => parts.push(fetched),
+                _ => {
+                    return Err(Error::Cluster(
+                        "an owner answered another kind of read".into(),
+                    ))
+                }
+            }
+        }
+        Ok(partial::merge_fetched(parts))
+    }
 }

@@ -43,9 +43,15 @@ const JETSTREAM_WAIT: Duration = Duration::from_secs(120);
 /// refusal (another partition count, a bad node name) that retrying cannot change.
 fn retryable(e: &Error) -> bool {
     let text = e.to_string();
-    ["timed out", "no responders", "unavailable", "not ready", "leader"]
-        .iter()
-        .any(|sign| text.contains(sign))
+    [
+        "timed out",
+        "no responders",
+        "unavailable",
+        "not ready",
+        "leader",
+    ]
+    .iter()
+    .any(|sign| text.contains(sign))
 }
 
 /// What a node is given to start.

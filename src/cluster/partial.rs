@@ -11,7 +11,13 @@
 //! - `/metrics/find`: each owner's nodes ([`find_over`]), merged with each node once
 //!   ([`merge_find`]);
 //! - the series listing: each owner's keys ([`series_over`]), merged in key order
-//!   ([`merge_series`]).
+//!   ([`merge_series`]);
+//! - Graphite's `/render`, path by path: the asker fixes the grid (tier, step, window) from
+//!   its own tiers and clock ([`crate::render::RenderGrid::choose`]); each owner counts the
+//!   series a path matches ([`render_count_over`]), which the asker charges to the request
+//!   before anything is read, then fetches them whole on that grid ([`render_fetch_over`]);
+//!   the asker merges the series in Graphite path order ([`merge_fetched`]) and evaluates the
+//!   targets on them as a single node does.
 //!
 //! A one-series query has nothing to merge: the asker sends it, with the tier it chose
 //! pinned ([`pinned_query`]), to one owner of the series' partition and answers with that.
@@ -32,7 +38,8 @@ use crate::config::TiersConfig;
 use crate::query::{Query, TierChoice};
 use crate::reader::Reader;
 use crate::registry::Selector;
-use crate::render::{merge_nodes, FindNode, Finder};
+use crate::render::RenderGrid;
+use crate::render::{graphite_path, merge_nodes, Fetched, FindNode, Finder, PathPattern};
 use crate::time::Timestamp;
 use crate::{ReadBudget, Result};
 
@@ -178,6 +185,56 @@ pub fn merge_series(parts: impl IntoIterator<Item = Vec<String>>) -> Vec<String>
     keys.sort_unstable();
     keys.dedup();
     keys
+}
+
+/// An owner's count of the series `pattern` matches in every engine in `readers`, each
+/// engine's registry scan charged to `budget` as one engine's render charges its scan.
+///
+/// # Errors
+/// [`crate::Error::InvalidQuery`] when `budget` refuses a scan.
+pub fn render_count_over(
+    readers: &[Reader<'_>],
+    pattern: &PathPattern,
+    budget: &ReadBudget,
+) -> Result<u64> {
+    let mut series = 0;
+    for reader in readers {
+        series += reader.render_count(pattern, budget)? as u64;
+    }
+    Ok(series)
+}
+
+/// An owner's part of a render path: every series `pattern` matches in every engine in
+/// `readers`, read over [from, until) on the asker's `grid`, sorted by Graphite path.
+///
+/// # Errors
+/// As [`crate::Reader::render_fetch`] on any engine (an engine whose tier does not fit the
+/// grid refuses it).
+pub fn render_fetch_over(
+    readers: &[Reader<'_>],
+    pattern: &PathPattern,
+    from: Timestamp,
+    until: Timestamp,
+    grid: &RenderGrid,
+) -> Result<Vec<Fetched>> {
+    let mut parts = Vec::with_capacity(readers.len());
+    for reader in readers {
+        parts.push(reader.render_fetch(pattern, from, until, grid)?);
+    }
+    Ok(merge_fetched(parts))
+}
+
+/// The series of a render path from the owners' parts: all of them, in the order one engine
+/// holding every series fetches them (by Graphite path, then by key). Partitions hold
+/// disjoint series, so there is nothing to de-duplicate.
+pub fn merge_fetched(parts: impl IntoIterator<Item = Vec<Fetched>>) -> Vec<Fetched> {
+    let mut all: Vec<(String, Fetched)> = parts
+        .into_iter()
+        .flatten()
+        .map(|fetched| (graphite_path(fetched.key.view()), fetched))
+        .collect();
+    all.sort_unstable_by(|a, b| (&a.0, &a.1.key).cmp(&(&b.0, &b.1.key)));
+    all.into_iter().map(|(_, fetched)| fetched).collect()
 }
 
 /// `query` with the tier the asker's clock chooses for it (with `tiers` at `now`) named, so

@@ -200,6 +200,26 @@ impl FromStr for SeriesKey {
     }
 }
 
+/// A key travels as its canonical text (the cluster's partial answers carry keys).
+impl serde::Serialize for SeriesKey {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.text)
+    }
+}
+
+/// Reads the canonical text, checked as [`SeriesKey::parse`] checks it.
+impl<'de> serde::Deserialize<'de> for SeriesKey {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<SeriesKey, D::Error> {
+        let text = <String as serde::Deserialize>::deserialize(deserializer)?;
+        SeriesKey::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
 /// Why one part (name, key or value) is refused, if it is.
 fn part_problem(what: &str, part: &str) -> Option<String> {
     if part.is_empty() {

@@ -58,6 +58,26 @@ pub struct PathPattern {
     filters: Vec<TagExpr>,
 }
 
+/// A pattern travels as its text (a cluster node sends it to the partitions' owners).
+impl serde::Serialize for PathPattern {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.text)
+    }
+}
+
+/// Reads the text, parsed as [`PathPattern::parse`] parses it.
+impl<'de> serde::Deserialize<'de> for PathPattern {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<PathPattern, D::Error> {
+        let text = <String as serde::Deserialize>::deserialize(deserializer)?;
+        PathPattern::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
 /// One `;k=v` or `;k!=v` of a pattern: Graphite's tag expression, whose value is a glob and
 /// whose empty value means "no such tag" (unlike [`crate::registry::TagFilter`], which
 /// compares exact values).

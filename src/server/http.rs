@@ -407,7 +407,7 @@ fn selector_param(params: &Params) -> Result<Selector, ApiError> {
 /// `consistency=strong` (a cluster read waits until the owners have applied every write
 /// the log held when the read began) or `eventual` (the default: what they applied). A
 /// single node is always strong.
-fn strong(params: &Params) -> Result<bool, ApiError> {
+pub(super) fn strong(params: &Params) -> Result<bool, ApiError> {
     match params.get("consistency") {
         None | Some("eventual") => Ok(false),
         Some("strong") => Ok(true),

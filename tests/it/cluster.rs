@@ -1,7 +1,8 @@
 //! Three `tierdb serve --cluster` processes on a real three-server NATS JetStream cluster on
 //! loopback: a known workload fed through different nodes and protocols is answered by every
-//! node exactly as the naive model says, and a node killed with SIGKILL under write load
-//! and restarted on its disk loses nothing and doubles nothing of what was acknowledged.
+//! node exactly as the naive model says (queries, aggregates, listings, Graphite's
+//! `/render`), and a node killed with SIGKILL under write load and restarted on its disk
+//! loses nothing and doubles nothing of what was acknowledged.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -41,6 +42,10 @@ impl Node {
         command
             .args(["--cluster", urls, "--node", &self.name])
             .args(["--lease-timeout", "3s"])
+            // JetStream reserves a stream's max bytes on each replica's disk: the default
+            // 10 GiB, three times on one test machine, fails placement on a disk with less
+            // free space than that ("insufficient storage").
+            .args(["--log-max-bytes", "268435456"])
             .env("RUST_LOG", "tierdb=info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -178,6 +183,17 @@ fn send_influx(addr: SocketAddr, series: &[(String, Vec<(i64, f64)>)]) {
     assert_eq!(status, 204, "influx write: {body}");
 }
 
+/// Per minute of `samples`, their count and sum.
+fn minute_model(samples: &[(i64, f64)]) -> BTreeMap<i64, (u64, f64)> {
+    let mut model: BTreeMap<i64, (u64, f64)> = BTreeMap::new();
+    for &(ts, value) in samples {
+        let entry = model.entry(ts - ts.rem_euclid(60)).or_default();
+        entry.0 += 1;
+        entry.1 += value;
+    }
+    model
+}
+
 /// Every point of `series` over the hour at 1m, as (count, avg) per minute, from `node`,
 /// waiting for the owners to have applied everything acknowledged so far.
 fn minute_points(
@@ -215,12 +231,7 @@ fn three_nodes_answer_like_one_and_a_killed_node_loses_nothing() {
 
     // The naive model: per series and minute, the samples' count and mean.
     for (name, samples) in &series {
-        let mut model: BTreeMap<i64, (u64, f64)> = BTreeMap::new();
-        for &(ts, value) in samples {
-            let entry = model.entry(ts - ts.rem_euclid(60)).or_default();
-            entry.0 += 1;
-            entry.1 += value;
-        }
+        let model = minute_model(samples);
         let expected_counts: Vec<Value> = (0..60)
             .map(|m| {
                 let minute = start + m * 60;
@@ -274,6 +285,53 @@ fn three_nodes_answer_like_one_and_a_killed_node_loses_nothing() {
     for node in &cluster {
         let listed = get_json(node.http(), "/api/v1/series?match=cluster.*").unwrap();
         assert_eq!(listed["series"], serde_json::json!(names), "{}", node.name);
+    }
+
+    // Graphite's /render: a path, a glob and sumSeries over every series, each answered by
+    // every node as the model says (graphite-web's json: [value or null, minute]).
+    let render_points = |values: &dyn Fn(i64) -> Option<f64>| -> Value {
+        Value::Array(
+            (0..60)
+                .map(|m| serde_json::json!([values(start + m * 60), start + m * 60]))
+                .collect(),
+        )
+    };
+    let rendered = |samples: &[(i64, f64)]| {
+        let model = minute_model(samples);
+        render_points(&|minute| model.get(&minute).map(|&(n, sum)| sum / n as f64))
+    };
+    let one =
+        serde_json::json!([{"target": "cluster.s03.value", "datapoints": rendered(&series[3].1)}]);
+    let glob: Vec<Value> = series[10..20]
+        .iter()
+        .map(|(name, samples)| serde_json::json!({"target": name, "datapoints": rendered(samples)}))
+        .collect();
+    let models: Vec<_> = series
+        .iter()
+        .map(|(_, samples)| minute_model(samples))
+        .collect();
+    let sum = render_points(&|minute| {
+        let known: Vec<f64> = models
+            .iter()
+            .filter_map(|m| m.get(&minute).map(|&(n, sum)| sum / n as f64))
+            .collect();
+        (!known.is_empty()).then(|| known.iter().sum())
+    });
+    let sum = serde_json::json!([{"target": "sumSeries(cluster.*.value)", "datapoints": sum}]);
+    for (target, want) in [
+        ("cluster.s03.value", one),
+        ("cluster.s1*.value", Value::Array(glob)),
+        ("sumSeries(cluster.*.value)", sum),
+    ] {
+        let path = format!(
+            "/render?target={}&from={start}&until={}&format=json&consistency=strong",
+            percent_encode(target),
+            start + 3600
+        );
+        for node in &cluster {
+            let got = get_json(node.http(), &path).unwrap();
+            assert_eq!(got, want, "{target} on {}", node.name);
+        }
     }
 
     // Each node's /metrics shows the cluster and adds up the partitions it applies; the

@@ -1,6 +1,7 @@
 //! One engine holding every series against the same series split over 1..=5 engines by
 //! [`partition_of`], whose partial answers are JSON round-tripped, merged in random order and
 //! finished: the answers must be equal, bit for bit wherever the arithmetic is exact.
+//! Aggregates, `/metrics/find` and the series listing, then Graphite's `/render`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -425,6 +426,250 @@ proptest! {
         }
         prop_assert_eq!(want.groups.len(), got.groups.len());
     }
+}
+
+/// The cluster's render source without the network: the grid chosen from the single
+/// engine's tiers and clock (the asker's), each owner's count charged to its own budget and
+/// its series read on that grid, both sent as JSON, the parts taken in the order `order`
+/// gives, as `fanout::RenderSource` does.
+struct InProcess<'a> {
+    owners: Vec<Vec<Reader<'a>>>,
+    asker: Reader<'a>,
+    order: &'a [u32],
+}
+
+impl crate::render::Source for InProcess<'_> {
+    fn charge(
+        &self,
+        pattern: &PathPattern,
+        from: i64,
+        until: i64,
+        max_points: u32,
+        budget: &ReadBudget,
+    ) -> Result<()> {
+        let (tiers, now) = (self.asker.config(), self.asker.now());
+        let grid = RenderGrid::choose(tiers, from, until, max_points, now)?;
+        let pattern = over_the_wire(pattern);
+        let mut answers = Vec::new();
+        for readers in &self.owners {
+            let owner = owner_budget(budget);
+            let count = render_count_over(readers, &pattern, &owner)?;
+            answers.push(over_the_wire(&Charged::new(count, &owner)));
+        }
+        let mut series = 0;
+        for answer in shuffled(answers, self.order) {
+            series += answer.take(budget)?;
+        }
+        let points = grid.points(from, until);
+        crate::render::charge_points(budget, &pattern, series as usize, points)
+    }
+
+    fn fetch(
+        &self,
+        pattern: &PathPattern,
+        from: i64,
+        until: i64,
+        max_points: u32,
+    ) -> Result<Vec<Fetched>> {
+        let (tiers, now) = (self.asker.config(), self.asker.now());
+        let grid = over_the_wire(&RenderGrid::choose(tiers, from, until, max_points, now)?);
+        let pattern = over_the_wire(pattern);
+        let parts = (self.owners.iter())
+            .map(|readers| {
+                let part = render_fetch_over(readers, &pattern, from, until, &grid)?;
+                Ok(wire_fetched(&part))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(merge_fetched(shuffled(parts, self.order)))
+    }
+}
+
+/// Fetched series through JSON and back, checked to come back bit for bit (the JSON text of
+/// what came back is the text that was sent: every float is written exactly).
+fn wire_fetched(fetched: &[Fetched]) -> Vec<Fetched> {
+    let text = serde_json::to_string(fetched).expect("serialize");
+    let back: Vec<Fetched> = serde_json::from_str(&text).expect("deserialize");
+    assert_eq!(serde_json::to_string(&back).expect("serialize"), text);
+    back
+}
+
+/// The JSON text of fetched series: equal texts are equal series, bit for bit (floats are
+/// written exactly, non-finite ones included).
+fn exact_text(fetched: &[Fetched]) -> String {
+    serde_json::to_string(fetched).expect("serialize")
+}
+
+const RENDER_PATHS: [&str; 10] = [
+    "*",
+    "cpu",
+    "servers.*.*",
+    "servers.{web,db}.*",
+    "servers.web.mem.*",
+    "cpu;host=h1",
+    "*;dc!=d0",
+    "*.*;host=",
+    "net.rx;dc=d*",
+    "nothing",
+];
+
+/// A random render range over the last few days, often shorter than a day (so that the
+/// coarse tiers' steps may hold no point's start), and a point budget.
+fn render_range() -> impl Strategy<Value = (i64, i64, u32)> {
+    (
+        0..5 * DAY,
+        prop_oneof![1..4 * 3_600i64, 1..3 * DAY],
+        prop::sample::select(vec![1u32, 7, 60, 1_500, 100_000]),
+    )
+        .prop_map(|(ago, len, max_points)| (NOW - ago, NOW - ago + len, max_points))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// For random paths and ranges, the owners' fetches on the asker's grid, merged, are the
+    /// single engine's fetch bit for bit; a render of the path and of `sumSeries` of it
+    /// answers the same; and the cluster charges what the single engine charges.
+    #[test]
+    fn merged_render_fetches_answer_as_one_engine(
+        partitions in 1u32..=5,
+        series in prop::collection::vec(series_spec(), 1..40),
+        samples in prop::collection::vec((0usize..40, 0..4 * DAY, -400i32..400), 0..400),
+        age in prop::option::of(DAY / 2..2 * DAY),
+        ranges in prop::collection::vec(render_range(), 1..6),
+        owner_of in prop::collection::vec(0u8..5, 5),
+        order in prop::collection::vec(any::<u32>(), 5),
+    ) {
+        use crate::render::{render, RenderRequest, Source};
+
+        let samples: Vec<_> = samples
+            .into_iter()
+            .map(|(s, ago, q)| (s % series.len(), ago, q))
+            .collect();
+        let cluster = Cluster::build(partitions, &series, &samples);
+        if let Some(age) = age {
+            cluster.age(age);
+        }
+        let single = cluster.single.reader();
+        let source = InProcess { owners: cluster.owners(&owner_of), asker: single, order: &order };
+        for (from, until, max_points) in ranges {
+            for path in RENDER_PATHS {
+                let pattern = PathPattern::parse(path).unwrap();
+                let want = single.fetch(&pattern, from, until, max_points).unwrap();
+                let got = source.fetch(&pattern, from, until, max_points).unwrap();
+                prop_assert_eq!(
+                    exact_text(&got),
+                    exact_text(&want),
+                    "{} over {}..{} at {}", path, from, until, max_points
+                );
+                let request = RenderRequest {
+                    targets: vec![path.to_string(), format!("sumSeries({path})")],
+                    from,
+                    until,
+                    max_data_points: Some(max_points),
+                    default_max_points: 1_500,
+                };
+                let (single_budget, cluster_budget) =
+                    (ReadBudget::unlimited(), ReadBudget::unlimited());
+                let want = render(&single, &request, &single_budget);
+                let got = render(&source, &request, &cluster_budget);
+                match (got, want) {
+                    (Ok(got), Ok(want)) => prop_assert_eq!(got, want, "{}", path),
+                    (Err(got), Err(want)) => {
+                        prop_assert_eq!(got.to_string(), want.to_string());
+                    }
+                    (got, want) => prop_assert!(false, "{}: {:?} vs {:?}", path, got, want),
+                }
+                prop_assert_eq!(cluster_budget.used(), single_budget.used(), "{}", path);
+            }
+        }
+    }
+}
+
+/// A render's budget refuses the same requests on the cluster as on one engine, with the
+/// same message, and the owners' scans count against it.
+#[test]
+fn the_render_budget_holds_across_owners() {
+    use crate::render::{render, RenderRequest};
+
+    let series: Vec<SeriesSpec> = (0..NAMES.len())
+        .map(|n| (n, Some(0), None, false))
+        .collect();
+    let samples: Vec<(usize, i64, i32)> = (0..series.len()).map(|s| (s, 600, 4)).collect();
+    let cluster = Cluster::build(3, &series, &samples);
+    let order = [0, 1, 2];
+    let source = InProcess {
+        owners: cluster.owners(&[0, 1, 2]),
+        asker: cluster.single.reader(),
+        order: &order,
+    };
+    let request = RenderRequest {
+        targets: vec!["*".into(), "servers.*.*".into()],
+        from: NOW - 3_600,
+        until: NOW,
+        max_data_points: None,
+        default_max_points: 1_500,
+    };
+    // Two scans of 6 keys, then 2 + 2 series at 60 points: 252 values.
+    for limit in [251, 252] {
+        let (single_budget, cluster_budget) = (ReadBudget::new(limit), ReadBudget::new(limit));
+        let want = render(&cluster.single.reader(), &request, &single_budget);
+        let got = render(&source, &request, &cluster_budget);
+        assert_eq!(want.is_ok(), limit == 252, "{want:?}");
+        assert_eq!(got.is_ok(), limit == 252, "{got:?}");
+        if let (Err(got), Err(want)) = (got, want) {
+            assert_eq!(got.to_string(), want.to_string());
+        }
+    }
+}
+
+/// An owner whose tier of the grid's name has another resolution refuses the grid rather
+/// than read other points; a grid naming a tier it does not have is refused too.
+#[test]
+fn an_owner_refuses_a_render_grid_its_tiers_do_not_fit() {
+    let cluster = Cluster::build(1, &[(0, None, None, false)], &[(0, 60, 4)]);
+    let reader = cluster.parts[0].reader();
+    let pattern = PathPattern::parse("cpu").unwrap();
+    let grid = reader.render_grid(NOW - DAY, NOW, 1_500).unwrap();
+    assert_eq!((grid.tier.as_str(), grid.step), ("1m", 60));
+    assert!(reader.render_fetch(&pattern, NOW - DAY, NOW, &grid).is_ok());
+    let other = RenderGrid {
+        resolution: 30,
+        ..grid.clone()
+    };
+    let err = reader
+        .render_fetch(&pattern, NOW - DAY, NOW, &other)
+        .unwrap_err();
+    assert!(err.to_string().contains("cannot be read on it"), "{err}");
+    let unknown = RenderGrid {
+        tier: "5m".into(),
+        ..grid
+    };
+    assert!(reader
+        .render_fetch(&pattern, NOW - DAY, NOW, &unknown)
+        .is_err());
+}
+
+/// The asker's grid, not an owner's clock, decides the tier's window: an owner whose clock
+/// runs a day ahead still reads the first day of a two-day range of the 1m tier.
+#[test]
+fn owners_read_renders_on_the_askers_window_whatever_their_clock() {
+    use crate::render::Source;
+
+    let samples: Vec<(usize, i64, i32)> =
+        (0..100).map(|i| (0, 2 * DAY - 600 - i * 900, 4)).collect();
+    let cluster = Cluster::build(1, &[(0, None, None, false)], &samples);
+    let pattern = PathPattern::parse("cpu").unwrap();
+    let (from, until) = (NOW - 2 * DAY, NOW);
+    let single = cluster.single.reader();
+    let want = single.fetch(&pattern, from, until, 3_000).unwrap();
+    let grid = single.render_grid(from, until, 3_000).unwrap();
+    assert_eq!(grid.tier, "1m");
+    cluster.clock.set(NOW + DAY);
+    let owner = [cluster.parts[0].reader()];
+    let got = render_fetch_over(&owner, &pattern, from, until, &grid).unwrap();
+    cluster.clock.set(NOW);
+    assert!(want[0].buckets.iter().any(|b| !b.is_empty()));
+    assert_eq!(exact_text(&got), exact_text(&want));
 }
 
 /// Two partitions of 175 groups each over 2880 points fit the points limit alone, and their

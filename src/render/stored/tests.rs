@@ -1,7 +1,7 @@
 //! Tests of the step that keeps a render's grid within its point budget, and of the values
 //! a path charges to its request's read budget.
 
-use super::{charge, step_within};
+use super::{charge_points, step_within};
 use crate::query::PointGrid;
 use crate::render::PathPattern;
 use crate::ReadBudget;
@@ -37,9 +37,9 @@ fn an_absurd_range_is_refused_rather_than_overflowing() {
 fn a_path_reading_past_the_budget_is_refused() {
     let all = PathPattern::parse("*").unwrap();
     let budget = ReadBudget::new(10_000_000);
-    assert!(charge(&budget, &all, 10_000, 1000).is_ok());
-    assert!(charge(&budget, &all, 0, 0).is_ok());
-    let err = charge(&budget, &all, 1, 1000).unwrap_err();
+    assert!(charge_points(&budget, &all, 10_000, 1000).is_ok());
+    assert!(charge_points(&budget, &all, 0, 0).is_ok());
+    let err = charge_points(&budget, &all, 1, 1000).unwrap_err();
     assert!(
         err.to_string()
             .contains("\"*\" matches 1 series x 1000 points = 1000 values on top of the 10000000"),
