@@ -78,7 +78,7 @@ start_tierdb() {
 read -r _ SINGLE_HTTP SINGLE_GRAPHITE < <(start_tierdb single)
 NODES_HTTP=() NODES_GRAPHITE=()
 for i in 0 1 2; do
-    read -r _ http graphite < <(start_tierdb "node$i" --cluster "$URLS" --node "node$i")
+    read -r _ http graphite < <(start_tierdb "node$i" --cluster "$URLS" --node "node$i" --log-max-bytes $((256 << 20)))
     NODES_HTTP+=("$http") NODES_GRAPHITE+=("$graphite")
 done
 

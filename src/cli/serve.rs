@@ -60,7 +60,7 @@ pub struct ClusterArgs {
     #[arg(long, env = "TIERDB_LOG_MAX_AGE", value_name = "SPAN", default_value = "24h", value_parser = positive_span)]
     pub log_max_age: Duration,
     /// Bytes the log keeps at most (0: no bound).
-    #[arg(long, env = "TIERDB_LOG_MAX_BYTES", value_name = "BYTES", default_value_t = 10 << 30)]
+    #[arg(long, env = "TIERDB_LOG_MAX_BYTES", value_name = "BYTES", default_value_t = 1 << 30)]
     pub log_max_bytes: u64,
     /// NATS servers holding each log message and lease (at most 3; default: as many of the
     /// cluster's servers as there are, up to 3).

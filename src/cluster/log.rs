@@ -41,7 +41,8 @@ pub fn subject(partition: u32) -> String {
 pub struct LogRetention {
     /// Oldest message kept (default 24 hours).
     pub max_age: Duration,
-    /// Bytes kept, `None` for no bound (default 10 GiB).
+    /// Bytes kept, `None` for no bound (default 1 GiB). JetStream reserves this much on each
+    /// server holding a copy, and refuses the stream where the disk has less free.
     pub max_bytes: Option<u64>,
     /// Servers holding each message, at most 3; 0 (the default): as many as the NATS
     /// cluster has, up to 3.
@@ -52,7 +53,7 @@ impl Default for LogRetention {
     fn default() -> Self {
         LogRetention {
             max_age: Duration::from_secs(24 * 3600),
-            max_bytes: Some(10 << 30),
+            max_bytes: Some(1 << 30),
             replicas: 0,
         }
     }
