@@ -243,6 +243,22 @@ pub async fn fan_out(
         .collect()
 }
 
+/// Each owner's part, as `pick` takes it out of its answer; an answer of another kind than
+/// the read's (a peer of another version) is an error.
+fn parts<T>(
+    answers: Vec<PartialAnswer>,
+    mut pick: impl FnMut(PartialAnswer) -> Option<Result<T>>,
+) -> Result<Vec<T>> {
+    answers
+        .into_iter()
+        .map(|answer| pick(answer).unwrap_or_else(|| Err(other_kind())))
+        .collect()
+}
+
+fn other_kind() -> Error {
+    Error::Cluster("an owner answered another kind of read".into())
+}
+
 /// A one-series query, answered by an owner of the series' partition.
 ///
 /// # Errors
@@ -265,12 +281,11 @@ pub async fn query(
         token,
     )
     .await?;
-    match answers.into_iter().next() {
-        Some(PartialAnswer::Query(result, step)) => Ok(QueryResult { step, ..result }),
-        _ => Err(Error::Cluster(
-            "an owner answered another kind of read".into(),
-        )),
-    }
+    let mut results = parts(answers, |answer| match answer {
+        PartialAnswer::Query(result, step) => Some(Ok(QueryResult { step, ..result })),
+        _ => None,
+    })?;
+    results.pop().ok_or_else(other_kind)
 }
 
 /// An aggregate over every partition.
@@ -294,17 +309,10 @@ pub async fn aggregate(
         token,
     )
     .await?;
-    let mut parts = Vec::with_capacity(answers.len());
-    for answer in answers {
-        match answer {
-            PartialAnswer::Aggregate(charged) => parts.push(charged.take(budget)?),
-            _ => {
-                return Err(Error::Cluster(
-                    "an owner answered another kind of read".into(),
-                ))
-            }
-        }
-    }
+    let parts = parts(answers, |answer| match answer {
+        PartialAnswer::Aggregate(charged) => Some(charged.take(budget)),
+        _ => None,
+    })?;
     partial::merge_aggregates(plan, parts)
 }
 
@@ -327,17 +335,10 @@ pub async fn series(
         token,
     )
     .await?;
-    let mut parts = Vec::with_capacity(answers.len());
-    for answer in answers {
-        match answer {
-            PartialAnswer::Series(keys) => parts.push(keys),
-            _ => {
-                return Err(Error::Cluster(
-                    "an owner answered another kind of read".into(),
-                ))
-            }
-        }
-    }
+    let parts = parts(answers, |answer| match answer {
+        PartialAnswer::Series(keys) => Some(Ok(keys)),
+        _ => None,
+    })?;
     Ok(partial::merge_series(parts))
 }
 
@@ -361,17 +362,10 @@ pub async fn find(
         token,
     )
     .await?;
-    let mut parts = Vec::with_capacity(answers.len());
-    for answer in answers {
-        match answer {
-            PartialAnswer::Find(charged) => parts.push(charged.take(budget)?),
-            _ => {
-                return Err(Error::Cluster(
-                    "an owner answered another kind of read".into(),
-                ))
-            }
-        }
-    }
+    let parts = parts(answers, |answer| match answer {
+        PartialAnswer::Find(charged) => Some(charged.take(budget)),
+        _ => None,
+    })?;
     Ok(partial::merge_find(parts))
 }
 
@@ -449,17 +443,12 @@ impl Source for RenderSource {
         let grid = self.grid(from, until, max_points)?;
         let owner_budget = partial::owner_budget(budget).limit();
         let answers = self.fan_out(PartialRead::RenderCount(pattern.clone()), owner_budget)?;
-        let mut series = 0u64;
-        for answer in answers {
-            match answer {
-                PartialAnswer::RenderCount(charged) => series += charged.take(budget)?,
-                _ => {
-                    return Err(Error::Cluster(
-                        "an owner answered another kind of read".into(),
-                    ))
-                }
-            }
-        }
+        let series: u64 = parts(answers, |answer| match answer {
+            PartialAnswer::RenderCount(charged) => Some(charged.take(budget)),
+            _ => None,
+        })?
+        .into_iter()
+        .sum();
         let series = usize::try_from(series)
             .map_err(|_| Error::Cluster(format!("owners counted {series} series")))?;
         crate::render::charge_points(budget, pattern, series, grid.points(from, until))
@@ -481,17 +470,10 @@ impl Source for RenderSource {
             until,
             grid,
         };
-        let mut parts = Vec::new();
-        for answer in self.fan_out(read, u64::MAX)? {
-            match answer {
-                PartialAnswer::RenderFetch(fetched) => parts.push(fetched),
-                _ => {
-                    return Err(Error::Cluster(
-                        "an owner answered another kind of read".into(),
-                    ))
-                }
-            }
-        }
+        let parts = parts(self.fan_out(read, u64::MAX)?, |answer| match answer {
+            PartialAnswer::RenderFetch(fetched) => Some(Ok(fetched)),
+            _ => None,
+        })?;
         Ok(partial::merge_fetched(parts))
     }
 }
