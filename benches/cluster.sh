@@ -89,7 +89,9 @@ import json, socket, statistics, sys, threading, time, urllib.request, glob, os
 series, samples, connections, queries = map(int, sys.argv[1:5])
 single_http, single_graphite, node_http, node_graphite, other_http, work = sys.argv[5:11]
 now = int(time.time())
-start = now - now % 3600 - 3600 * 2
+# Whole hours back from the last one, long enough for every sample: all in the past.
+hours = -(-samples * 10 // 3600)
+start = now - now % 3600 - 3600 * (hours + 1)
 lines = [f"bench.host{s % 100:03d}.metric{s // 100:03d} {(s * 7 + i) % 1000 / 10} {start + i * 10}\n"
          for i in range(samples) for s in range(series)]
 total = len(lines)
@@ -99,8 +101,10 @@ def get(addr, path):
         return json.loads(r.read())
 
 def wait_all(addr, strong):
+    # Gives up after 10 minutes, saying how far it got.
+    deadline = time.time() + 600
     path = (f"/api/v1/aggregate?match=bench.*&agg=sum&display=count&range=whole&tier=1h"
-            f"&from={start}&to={start + 7200}" + ("&consistency=strong" if strong else ""))
+            f"&from={start}&to={start + 3600 * (hours + 1)}" + ("&consistency=strong" if strong else ""))
     while True:
         try:
             counted = get(addr, path)["groups"][0]["points"][0][1] or 0
@@ -108,6 +112,8 @@ def wait_all(addr, strong):
             counted = 0
         if counted >= total:
             return counted
+        if time.time() > deadline:
+            sys.exit(f"only {counted} of {total} samples counted after 10 minutes")
         time.sleep(0.05)
 
 def wait_cluster_ready(addr):
@@ -157,8 +163,8 @@ print(f"log: {stream_bytes} bytes of message blocks on one server for {total} sa
 one = f"/api/v1/query?series=bench.host001.metric000&tier=1m&from={start}&to={start + 7200}"
 agg = f"/api/v1/aggregate?match=bench.*&agg=sum&tier=1m&from={start}&to={start + 7200}"
 latency("single node, one series 2h@1m", single_http, one)
-latency("cluster (asked node), one series 2h@1m", node_http, one)
-latency("cluster (other node), one series 2h@1m", other_http, one)
+latency("cluster (node0), one series 2h@1m", node_http, one)
+latency("cluster (node1), one series 2h@1m", other_http, one)
 latency("single node, sum over all series 2h@1m", single_http, agg)
 latency("cluster, sum over all series 2h@1m (fan-out to all owners)", node_http, agg)
 PY
