@@ -9,6 +9,9 @@ use crate::cluster::status::Status;
 /// Shows a cluster's state (nodes alive, partitions with their owners and replicas, applied
 /// sequence and lag per partition), as a node of it sees it.
 #[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  tierdb cluster status --cluster nats://127.0.0.1:4222\n  TIERDB_CLUSTER=nats://10.0.0.1:4222,nats://10.0.0.2:4222 tierdb cluster status --format json"
+)]
 pub struct ClusterArgs {
     #[command(subcommand)]
     command: ClusterCommand,

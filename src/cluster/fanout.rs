@@ -9,13 +9,14 @@
 //! [`STRONG_WAIT`]) until it has applied the partition's last log sequence as of the read's
 //! start, so a read sees every write acknowledged before it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::node::Node;
+use super::ownership::NodeStatus;
 use super::partial::{self, Charged};
 use super::peer::{self, PARTIAL_PATH};
 use crate::aggregate::{AggregatePlan, AggregateResult, PartialAggregate};
@@ -158,20 +159,48 @@ pub async fn answer_locally(node: &Arc<Node>, request: PartialRequest) -> Result
     .map_err(|e| Error::Poisoned(format!("read task failed: {e}")))?
 }
 
-/// Where a read goes: per owner node (by name), its HTTP address and the partitions it
-/// answers for. This node is preferred for every partition it serves.
+/// Times a read asks again, elsewhere, for the partitions whose owner failed.
+const READ_ATTEMPTS: usize = 3;
+
+/// Pause before asking again: long enough for a view that lagged to catch up.
+const READ_RETRY_PAUSE: Duration = Duration::from_millis(250);
+
+/// Where a read of `partitions` goes: per owner node (by name), its HTTP address and the
+/// partitions it answers for. For each partition, a live lease holder not in `excluded`:
+/// this node when it applies the partition here, else the holder that applied furthest.
 ///
 /// # Errors
-/// [`Error::Cluster`] naming a partition no live node serves.
-fn route(node: &Node, only: Option<u32>) -> Result<BTreeMap<String, (String, Vec<u32>)>> {
+/// [`Error::Cluster`] naming a partition no live node (outside `excluded`) serves.
+fn route(
+    node: &Node,
+    partitions: &[u32],
+    excluded: &BTreeSet<String>,
+) -> Result<BTreeMap<String, (String, Vec<u32>)>> {
     let view = node.view();
     let mut routes: BTreeMap<String, (String, Vec<u32>)> = BTreeMap::new();
-    let partitions: Vec<u32> = match only {
-        Some(p) => vec![p],
-        None => (0..node.partitions()).collect(),
-    };
-    for partition in partitions {
-        let owner = view.readable_owner(partition, node.name()).ok_or_else(|| {
+    for &partition in partitions {
+        let applied = |n: &NodeStatus| n.applied.get(&partition).copied().unwrap_or(0);
+        let holders = view
+            .partitions
+            .get(partition as usize)
+            .into_iter()
+            .flat_map(|owners| owners.replicas.iter().flatten())
+            .filter(|lease| lease.alive && !excluded.contains(&lease.node))
+            .filter_map(|lease| view.node(&lease.node))
+            .filter(|n| n.alive);
+        let mut best: Option<&NodeStatus> = None;
+        for holder in holders {
+            // A holder that has not opened the partition yet (just started) cannot answer.
+            let here = holder.name == node.name();
+            if here && node.local(partition).is_some() {
+                best = Some(holder);
+                break;
+            }
+            if !here && best.is_none_or(|b| applied(holder) > applied(b)) {
+                best = Some(holder);
+            }
+        }
+        let owner = best.ok_or_else(|| {
             Error::Cluster(format!(
                 "no live node serves partition {partition} yet; try again shortly"
             ))
@@ -187,10 +216,12 @@ fn route(node: &Node, only: Option<u32>) -> Result<BTreeMap<String, (String, Vec
 
 /// Sends `read` to one owner of each partition (or of `only`), in parallel, and returns
 /// their answers. `strong`: each owner first applies what the log held when the read began.
+/// The partitions of an owner that fails (unreachable, or no longer applying them) are
+/// asked of another holder, up to [`READ_ATTEMPTS`] times in all.
 ///
 /// # Errors
-/// [`Error::Cluster`] when an owner cannot be reached or refuses (its message included); an
-/// owner's 4xx comes back as [`Error::InvalidQuery`] with its message.
+/// [`Error::Cluster`] when no owner of some partition answers (the last failure's message
+/// included); an owner's 4xx comes back as [`Error::InvalidQuery`] with its message.
 pub async fn fan_out(
     node: &Arc<Node>,
     read: PartialRead,
@@ -199,48 +230,83 @@ pub async fn fan_out(
     budget: u64,
     token: Option<&str>,
 ) -> Result<Vec<PartialAnswer>> {
-    let routes = route(node, only)?;
+    let mut pending: Vec<u32> = match only {
+        Some(p) => vec![p],
+        None => (0..node.partitions()).collect(),
+    };
     let mut applied_at_least = BTreeMap::new();
     if strong {
-        for partitions in routes.values().map(|(_, p)| p) {
-            for &partition in partitions {
-                applied_at_least.insert(partition, node.log().last_sequence(partition).await?);
-            }
+        for &partition in &pending {
+            applied_at_least.insert(partition, node.log().last_sequence(partition).await?);
         }
     }
-    let asks = routes.into_iter().map(|(owner, (addr, partitions))| {
-        let request = PartialRequest {
-            applied_at_least: partitions
-                .iter()
-                .filter_map(|p| applied_at_least.get(p).map(|&s| (*p, s)))
-                .collect(),
-            partitions,
-            budget,
-            read: read.clone(),
-        };
-        let node = Arc::clone(node);
-        async move {
-            if owner == node.name() {
-                return answer_locally(&node, request).await;
+    let mut excluded = BTreeSet::new();
+    let mut answers = Vec::new();
+    for attempt in 1..=READ_ATTEMPTS {
+        let routes = route(node, &pending, &excluded)?;
+        let asks = routes.into_iter().map(|(owner, (addr, partitions))| {
+            let request = PartialRequest {
+                applied_at_least: partitions
+                    .iter()
+                    .filter_map(|p| applied_at_least.get(p).map(|&s| (*p, s)))
+                    .collect(),
+                partitions,
+                budget,
+                read: read.clone(),
+            };
+            let node = Arc::clone(node);
+            async move {
+                let partitions = request.partitions.clone();
+                let answer = ask_owner(&node, &owner, &addr, request, token).await;
+                (owner, partitions, answer)
             }
-            match peer::ask::<PartialAnswer>(&addr, PARTIAL_PATH, &request, token, PEER_TIMEOUT)
-                .await?
-            {
-                Ok(answer) => Ok(answer),
-                Err(refusal) if refusal.status.is_client_error() => {
-                    Err(Error::InvalidQuery(refusal.message))
+        });
+        pending.clear();
+        let mut failure = None;
+        for (owner, partitions, answer) in futures_util::future::join_all(asks).await {
+            match answer {
+                Ok(answer) => answers.push(answer),
+                Err(e @ Error::Cluster(_)) if attempt < READ_ATTEMPTS => {
+                    tracing::debug!(owner, error = %e, "an owner failed a read; asking another");
+                    excluded.insert(owner);
+                    pending.extend(partitions);
+                    failure = Some(e);
                 }
-                Err(refusal) => Err(Error::Cluster(format!(
-                    "node {owner} ({addr}) answered {}: {}",
-                    refusal.status, refusal.message
-                ))),
+                Err(e) => return Err(e),
             }
         }
-    });
-    futures_util::future::join_all(asks)
-        .await
-        .into_iter()
-        .collect()
+        if pending.is_empty() {
+            return Ok(answers);
+        }
+        if let Some(e) = failure {
+            tracing::debug!(error = %e, partitions = ?pending, "asking again");
+        }
+        tokio::time::sleep(READ_RETRY_PAUSE).await;
+    }
+    unreachable!("the last attempt returns")
+}
+
+/// One owner's answer: in process when the owner is this node, else over HTTP.
+async fn ask_owner(
+    node: &Arc<Node>,
+    owner: &str,
+    addr: &str,
+    request: PartialRequest,
+    token: Option<&str>,
+) -> Result<PartialAnswer> {
+    if owner == node.name() {
+        return answer_locally(node, request).await;
+    }
+    match peer::ask::<PartialAnswer>(addr, PARTIAL_PATH, &request, token, PEER_TIMEOUT).await? {
+        Ok(answer) => Ok(answer),
+        Err(refusal) if refusal.status.is_client_error() => {
+            Err(Error::InvalidQuery(refusal.message))
+        }
+        Err(refusal) => Err(Error::Cluster(format!(
+            "node {owner} ({addr}) answered {}: {}",
+            refusal.status, refusal.message
+        ))),
+    }
 }
 
 /// Each owner's part, as `pick` takes it out of its answer; an answer of another kind than

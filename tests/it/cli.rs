@@ -296,6 +296,7 @@ fn every_subcommand_has_help_with_examples() {
         "plot",
         "tiers",
         "lookup",
+        "cluster",
     ] {
         let out = tierdb(&[sub, "--help"]);
         assert!(out.status.success());

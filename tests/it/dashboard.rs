@@ -265,6 +265,10 @@ async fn connect(port: u16, profile: &Path, driver: &mut Proc) -> Client {
         json!({ "binary": CHROMIUM, "args": args }),
     );
     let url = format!("http://127.0.0.1:{port}");
+    // Two TLS crypto providers are linked into the test binary (ring, through async-nats;
+    // aws-lc-rs, through fantoccini's hyper-rustls), so rustls cannot pick one by itself.
+    // WebDriver runs on plain HTTP here; any provider will do.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let connecting = async {
         ClientBuilder::rustls()
             .expect("rustls client")
