@@ -19,27 +19,10 @@ use tierdb::{Bucket, Span};
 #[path = "support.rs"]
 #[allow(dead_code)]
 mod support;
-use support::thread_cpu_secs;
+use support::{thread_cpu_secs, Rng};
 
 /// 2025-11-21T00:00:00Z.
 const DAY_START: i64 = 1_763_683_200;
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// Uniform in [-1, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-    }
-}
 
 type Walk = fn(&mut Rng, f64) -> f64;
 

@@ -1,5 +1,5 @@
-//! Pieces the benchmarks share: where their data goes, a fleet of 100k series, and the
-//! thread CPU time some of them measure by.
+//! Pieces the benchmarks share: where their data goes, a fleet of 100k series, the thread
+//! CPU time some of them measure by, and a deterministic generator.
 
 use tierdb::{Engine, SeriesId};
 
@@ -42,4 +42,21 @@ pub fn thread_cpu_secs() -> f64 {
     };
     // Fields after the command: state is 0, utime 11, stime 12.
     (ticks(11) + ticks(12)) / 100.0
+}
+
+/// A small deterministic generator (xorshift64*).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform in [-1, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+    }
 }

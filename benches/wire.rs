@@ -29,24 +29,12 @@ use tierdb::SeriesKey;
 #[path = "support.rs"]
 #[allow(dead_code)]
 mod support;
-use support::thread_cpu_secs;
+use support::{thread_cpu_secs, Rng};
 
 /// 2026-11-23T00:00:00Z.
 const START: i64 = 1_795_392_000;
 const HOSTS: usize = 100;
 const PARTITIONS: u32 = 16;
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
 
 type Walk = fn(&mut Rng, f64) -> f64;
 
