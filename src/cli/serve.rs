@@ -47,7 +47,7 @@ pub struct ClusterArgs {
     pub node: Option<String>,
     /// Partitions of the series space, fixed when the cluster is first created; a node
     /// asking for another count is refused.
-    #[arg(long, env = "TIERDB_PARTITIONS", default_value_t = 16, value_parser = RangedU64ValueParser::<u32>::new().range(1..=4096))]
+    #[arg(long, env = "TIERDB_PARTITIONS", default_value_t = 16, value_parser = RangedU64ValueParser::<u32>::new().range(1..=1024))]
     pub partitions: u32,
     /// Nodes applying each partition (when that many are alive).
     #[arg(long, env = "TIERDB_REPLICAS", default_value_t = 2, value_parser = RangedU64ValueParser::<u32>::new().range(1..=8))]
@@ -62,6 +62,10 @@ pub struct ClusterArgs {
     /// Bytes the log keeps at most (0: no bound).
     #[arg(long, env = "TIERDB_LOG_MAX_BYTES", value_name = "BYTES", default_value_t = 1 << 30)]
     pub log_max_bytes: u64,
+    /// The address other nodes reach this node's HTTP at (host:port), for their fan-out
+    /// reads. Default: the bound --http address; required when that is 0.0.0.0 or [::].
+    #[arg(long, env = "TIERDB_ADVERTISE_HTTP", value_name = "HOST:PORT")]
+    pub advertise_http: Option<String>,
     /// NATS servers holding each log message and lease (at most 3; default: as many of the
     /// cluster's servers as there are, up to 3).
     #[arg(long, env = "TIERDB_LOG_REPLICAS", value_parser = RangedU64ValueParser::<usize>::new().range(1..=3))]

@@ -120,14 +120,19 @@ impl EdgeSink {
     /// [`Error::Cluster`] when a message could not be published after retries; its samples
     /// are counted as `write_failed` (the others of the flush landed).
     pub async fn flush(&mut self) -> Result<()> {
+        // The bounds are taken afresh for the next samples even when none was queued: a
+        // long-lived sink (a UDP socket's) must not keep a "now" from hours ago.
+        self.bounds = None;
         if self.queued == 0 {
             return Ok(());
         }
         let started = Instant::now();
         let queued = std::mem::take(&mut self.queued);
-        self.bounds = None;
+        // Partitions are published at once; one partition's messages one after another, so
+        // they reach the log in the order they were written (a counter's samples must).
         let mut publishes = Vec::new();
         for (partition, (batch, _)) in self.batches.drain() {
+            let mut messages = Vec::new();
             for part in split(batch) {
                 let samples = part.samples.len() as u64;
                 let mut payload = Vec::new();
@@ -138,18 +143,24 @@ impl EdgeSink {
                     tracing::error!(partition, error = %e, "encoding a batch failed");
                     continue;
                 }
-                let node = Arc::clone(&self.node);
-                let id = node.next_message_id();
-                publishes.push(async move {
-                    (
-                        samples,
-                        publish(&node, partition, &id, bytes::Bytes::from(payload)).await,
-                    )
-                });
+                messages.push((samples, bytes::Bytes::from(payload)));
             }
+            let node = Arc::clone(&self.node);
+            publishes.push(async move {
+                let mut outcomes = Vec::with_capacity(messages.len());
+                for (samples, payload) in messages {
+                    let id = node.next_message_id();
+                    outcomes.push((samples, publish(&node, partition, &id, payload).await));
+                }
+                outcomes
+            });
         }
         let mut failure = None;
-        for (samples, outcome) in futures_util::future::join_all(publishes).await {
+        for (samples, outcome) in futures_util::future::join_all(publishes)
+            .await
+            .into_iter()
+            .flatten()
+        {
             match outcome {
                 Ok(()) => self.report.accepted += samples,
                 Err(e) => {

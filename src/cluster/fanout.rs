@@ -3,9 +3,9 @@
 //! gives over its local partitions, and the merge.
 //!
 //! The asking node answers its own partitions in process and asks the other owners over
-//! HTTP ([`super::peer`]), all in parallel. An owner that fails or no longer holds a
-//! partition makes the read fail with 503 naming it; the client retries, and by then the
-//! view has moved on. `consistency=strong` makes each owner wait (up to
+//! HTTP ([`super::peer`]), all in parallel. The partitions of an owner that fails or no
+//! longer holds them are asked of another holder, up to [`READ_ATTEMPTS`] times in all; then
+//! the read fails with 503 naming the last failure. `consistency=strong` makes each owner wait (up to
 //! [`STRONG_WAIT`]) until it has applied the partition's last log sequence as of the read's
 //! start, so a read sees every write acknowledged before it.
 

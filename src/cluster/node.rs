@@ -85,6 +85,8 @@ pub struct Node {
     applying: Mutex<BTreeMap<u32, Applying>>,
     /// The manager task that follows the view.
     manager: Mutex<Option<JoinHandle<()>>>,
+    /// Woken by a partition task that ended on a failed apply, so the manager reopens it.
+    failed: tokio::sync::Notify,
     /// Message ids of this process's publishes: `<node>.<start>.<n>`, unique across
     /// restarts because `start` is the process's start time in nanoseconds.
     publish_prefix: String,
@@ -156,6 +158,7 @@ impl Node {
             view,
             applying: Mutex::new(BTreeMap::new()),
             manager: Mutex::new(None),
+            failed: tokio::sync::Notify::new(),
             publish_prefix: format!("{}.{started}", settings.name),
             publish_count: Default::default(),
         });
@@ -241,9 +244,14 @@ impl Node {
         let mut view = self.view.clone();
         loop {
             let wanted = view.borrow_and_update().to_apply(&self.name);
-            let held: Vec<u32> = self.lock_applying().keys().copied().collect();
-            for partition in held {
-                if !wanted.contains(&partition) {
+            let held: Vec<(u32, bool)> = self
+                .lock_applying()
+                .iter()
+                .map(|(&p, a)| (p, a.task.is_finished()))
+                .collect();
+            for (partition, ended) in held {
+                // A task ends by itself only after a failed apply: its store is reopened.
+                if ended || !wanted.contains(&partition) {
                     self.stop_applying(partition).await;
                 }
             }
@@ -258,8 +266,11 @@ impl Node {
             let retry = wanted.len() != self.lock_applying().len();
             if retry {
                 tokio::time::sleep(RETRY_PAUSE).await;
-            } else if view.changed().await.is_err() {
-                return;
+                continue;
+            }
+            tokio::select! {
+                changed = view.changed() => if changed.is_err() { return },
+                () = self.failed.notified() => tokio::time::sleep(RETRY_PAUSE).await,
             }
         }
     }
@@ -376,10 +387,12 @@ impl Node {
                 match applied {
                     Ok(_) => self.report_applied(partition, store.applied()),
                     Err(e) => {
-                        // Nothing past the applied sequence counts: read again from there.
-                        tracing::error!(partition, error = %e, "applying failed; reading again");
-                        tokio::time::sleep(RETRY_PAUSE).await;
-                        continue 'read;
+                        // A group that failed part way (a full disk, a panic) is rolled back
+                        // only by opening the store again: end here and let the manager
+                        // close and reopen it, then read again from the applied sequence.
+                        tracing::error!(partition, error = %e, "applying failed; reopening the partition");
+                        self.failed.notify_one();
+                        return;
                     }
                 }
             }

@@ -33,6 +33,17 @@ pub(super) fn run(
     let tiers = load_tiers(location.tiers.as_deref())?;
     let (runtime, listeners) = bind_and_announce(listen)?;
     let http = listeners.addrs()?.0;
+    let advertised = match &args.advertise_http {
+        Some(addr) => addr.clone(),
+        None if http.ip().is_unspecified() => {
+            return Err(format!(
+                "--http {http} listens on every interface: say with --advertise-http HOST:PORT \
+                 where the other nodes reach this one"
+            )
+            .into())
+        }
+        None => http.to_string(),
+    };
     let settings = NodeSettings {
         urls: urls.clone(),
         name: name.clone(),
@@ -51,7 +62,7 @@ pub(super) fn run(
             replicas: args.log_replicas.unwrap_or(0),
         },
     };
-    let node = runtime.block_on(Node::start(settings, &http.to_string()))?;
+    let node = runtime.block_on(Node::start(settings, &advertised))?;
     println!(
         "tierdb: node {name} joined the cluster at {urls} ({} partitions)",
         node.partitions()
