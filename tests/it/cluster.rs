@@ -88,6 +88,37 @@ fn nodes(count: usize, root: &Path) -> Vec<Node> {
         .collect()
 }
 
+/// Three NATS servers and three nodes on them, every partition served. The fields drop in
+/// order: nodes first (killed by pid), then their directories, the servers, the runtime.
+struct Setup {
+    cluster: Vec<Node>,
+    root: tempfile::TempDir,
+    urls: String,
+    nats: NatsCluster,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Setup {
+    fn start() -> Setup {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let nats = runtime.block_on(NatsCluster::start(3));
+        let urls = nats.urls().join(",");
+        let root = tempfile::tempdir().unwrap();
+        let mut cluster = nodes(3, root.path());
+        for node in &mut cluster {
+            node.start(&urls);
+        }
+        wait_served(&cluster);
+        Setup {
+            cluster,
+            root,
+            urls,
+            nats,
+            runtime,
+        }
+    }
+}
+
 /// Waits until every node reads every partition from a live owner.
 fn wait_served(cluster: &[Node]) {
     for node in cluster {
@@ -212,16 +243,13 @@ fn minute_points(
 
 #[test]
 fn three_nodes_answer_like_one_and_a_killed_node_loses_nothing() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let nats = runtime.block_on(NatsCluster::start(3));
-    let urls = nats.urls().join(",");
-    let root = tempfile::tempdir().unwrap();
-    let mut cluster = nodes(3, root.path());
-    for node in &mut cluster {
-        node.start(&urls);
-    }
-
-    wait_served(&cluster);
+    let Setup {
+        runtime: _runtime,
+        nats: _nats,
+        urls,
+        root: _root,
+        mut cluster,
+    } = Setup::start();
 
     let start = hour_start();
     let series = workload(start);
@@ -479,15 +507,13 @@ impl Load {
 
 #[test]
 fn a_nats_server_killed_under_load_and_a_wiped_node_lose_nothing() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let mut nats = runtime.block_on(NatsCluster::start(3));
-    let urls = nats.urls().join(",");
-    let root = tempfile::tempdir().unwrap();
-    let mut cluster = nodes(3, root.path());
-    for node in &mut cluster {
-        node.start(&urls);
-    }
-    wait_served(&cluster);
+    let Setup {
+        runtime,
+        mut nats,
+        urls,
+        root: _root,
+        mut cluster,
+    } = Setup::start();
     let start = hour_start();
 
     // A NATS server dies under write load and comes back: nothing acknowledged is lost or
@@ -559,15 +585,13 @@ fn kill_nine_at_random_moments_loses_and_doubles_nothing() {
         state ^= state >> 27;
         state.wrapping_mul(0x2545_f491_4f6c_dd1d) % bound
     };
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let mut nats = runtime.block_on(NatsCluster::start(3));
-    let urls = nats.urls().join(",");
-    let root = tempfile::tempdir().unwrap();
-    let mut cluster = nodes(3, root.path());
-    for node in &mut cluster {
-        node.start(&urls);
-    }
-    wait_served(&cluster);
+    let Setup {
+        runtime,
+        mut nats,
+        urls,
+        root: _root,
+        mut cluster,
+    } = Setup::start();
     let start = hour_start();
     for round in 0..kill_loops() {
         let run: &'static str = Box::leak(format!("loop{round}").into_boxed_str());
