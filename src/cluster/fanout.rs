@@ -26,7 +26,8 @@ use crate::render::{Fetched, FindNode, PathPattern, RenderGrid, Source};
 use crate::time::{Span, Timestamp};
 use crate::{Error, ReadBudget, Result};
 
-/// How long an owner waits to have applied what a strong read asks for.
+/// How long an owner waits, for all the partitions of one request together, to have applied
+/// what a strong read asks for (below [`PEER_TIMEOUT`]).
 pub const STRONG_WAIT: Duration = Duration::from_secs(10);
 
 /// How long the asker waits for an owner's answer.
@@ -96,6 +97,8 @@ pub enum PartialAnswer {
 /// in time; the read's own errors.
 pub async fn answer_locally(node: &Arc<Node>, request: PartialRequest) -> Result<PartialAnswer> {
     let mut stores = Vec::with_capacity(request.partitions.len());
+    // One deadline for every partition's wait, below the asker's own timeout.
+    let deadline = tokio::time::Instant::now() + STRONG_WAIT;
     for &partition in &request.partitions {
         let store = node.local(partition).ok_or_else(|| {
             Error::Cluster(format!(
@@ -104,7 +107,6 @@ pub async fn answer_locally(node: &Arc<Node>, request: PartialRequest) -> Result
             ))
         })?;
         if let Some(&needed) = request.applied_at_least.get(&partition) {
-            let deadline = tokio::time::Instant::now() + STRONG_WAIT;
             while store.applied() < needed {
                 if tokio::time::Instant::now() > deadline {
                     return Err(Error::Cluster(format!(

@@ -72,7 +72,9 @@ async fn exchange<T: DeserializeOwned>(
             hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
                 .await
                 .map_err(std::io::Error::other)?;
-        let connection = tokio::spawn(connection);
+        // Aborted when the exchange ends, answered or timed out, so no socket to a hung
+        // peer outlives its request.
+        let connection = AbortOnDrop(tokio::spawn(connection));
         let mut request = Request::builder()
             .method(method)
             .uri(path)
@@ -95,7 +97,7 @@ async fn exchange<T: DeserializeOwned>(
             .await
             .map_err(std::io::Error::other)?
             .to_bytes();
-        connection.abort();
+        drop(connection);
         std::io::Result::Ok((status, bytes))
     };
     let (status, bytes) = tokio::time::timeout(timeout, exchange)
@@ -112,4 +114,13 @@ async fn exchange<T: DeserializeOwned>(
     serde_json::from_slice(&bytes)
         .map(Ok)
         .map_err(|e| Error::Cluster(format!("the node at {addr} answered unreadable JSON: {e}")))
+}
+
+/// A task aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<std::result::Result<(), hyper::Error>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
