@@ -302,6 +302,14 @@ impl Node {
         };
         let _ = applying.stop.send(true);
         let _ = applying.task.await;
+        if let Some(ownership) = self
+            .ownership
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            ownership.forget_applied(partition);
+        }
         tracing::info!(partition, "no longer applying partition");
         if let Ok(store) = Arc::try_unwrap(applying.store) {
             let closed = tokio::task::spawn_blocking(move || store.close()).await;

@@ -274,6 +274,15 @@ impl Ownership {
         Ok(())
     }
 
+    /// Stops reporting an applied sequence for `partition`: this node no longer applies it,
+    /// so its heartbeat should not say how far it got.
+    pub fn forget_applied(&self, partition: u32) {
+        self.applied
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&partition);
+    }
+
     /// Leaves the cluster cleanly: releases every lease and deletes the heartbeat, so the
     /// other nodes take over at once.
     ///
