@@ -169,7 +169,8 @@ const READ_RETRY_PAUSE: Duration = Duration::from_millis(250);
 
 /// Where a read of `partitions` goes: per owner node (by name), its HTTP address and the
 /// partitions it answers for. For each partition, a live lease holder not in `excluded`:
-/// this node when it applies the partition here, else the holder that applied furthest.
+/// this node when it has the partition open and applied as far as any other holder
+/// reports, else the holder that applied furthest.
 ///
 /// # Errors
 /// [`Error::Cluster`] naming a partition no live node (outside `excluded`) serves.
@@ -191,14 +192,21 @@ fn route(
             .filter_map(|lease| view.node(&lease.node))
             .filter(|n| n.alive);
         let mut best: Option<&NodeStatus> = None;
+        let mut mine = None;
         for holder in holders {
-            // A holder that has not opened the partition yet (just started) cannot answer.
-            let here = holder.name == node.name();
-            if here && node.local(partition).is_some() {
+            if holder.name == node.name() {
+                // A holder that has not opened the partition yet (just started) cannot answer.
+                if let Some(store) = node.local(partition) {
+                    mine = Some((holder, store.applied()));
+                }
+            } else if best.is_none_or(|b| applied(holder) > applied(b)) {
                 best = Some(holder);
-                break;
             }
-            if !here && best.is_none_or(|b| applied(holder) > applied(b)) {
+        }
+        // This node answers in process unless another holder applied further (this one is
+        // catching up after a restart): reads go to a caught-up copy.
+        if let Some((holder, applied_here)) = mine {
+            if best.is_none_or(|b| applied_here >= applied(b)) {
                 best = Some(holder);
             }
         }
