@@ -43,7 +43,7 @@ use crate::config::{TierSpec, TiersConfig};
 use crate::query::{Display, PointGrid, TierChoice, MAX_QUERY_POINTS};
 use crate::reader::Reader;
 use crate::registry::Selector;
-use crate::time::{window_start, Span, Timestamp};
+use crate::time::{Span, Timestamp};
 use crate::{Error, ReadBudget, Result};
 
 /// How the series of one group are folded into one value per point.
@@ -255,7 +255,7 @@ impl AggregatePlan {
             from: query.from,
             to: query.to,
             step,
-            window: window_start(now, spec.retention, spec.period),
+            window: spec.window_start(now),
             grid: AggregatePlan::grid_of(spec, query.from, query.to, step)?,
         })
     }

@@ -79,6 +79,12 @@ impl From<&TierSpec> for Layout {
 }
 
 impl TierSpec {
+    /// The first second the tier holds at `now`: the start of the period holding
+    /// `now - retention`. Whole periods are dropped, so the window starts on a period boundary.
+    pub fn window_start(&self, now: crate::time::Timestamp) -> crate::time::Timestamp {
+        crate::time::window_start(now, self.retention, self.period)
+    }
+
     /// Buckets in one period file: `period / resolution`. Meaningful for a validated tier;
     /// 0 when the resolution is zero and `u32::MAX` when the quotient does not fit.
     pub fn buckets_per_period(&self) -> u32 {

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::aggregate::{AggregateQuery, AggregateResult};
 use crate::bucket::Bucket;
 use crate::clock::{Clock, SystemClock};
-use crate::config::TiersConfig;
+use crate::config::{TierSpec, TiersConfig};
 use crate::counter::{CounterTable, SeriesKind};
 use crate::query::{Query, QueryResult};
 use crate::reader::Reader;
@@ -24,7 +24,7 @@ use crate::storage::counter_journal::Undo;
 use crate::storage::lock::DirLock;
 use crate::storage::recovery::Recovery;
 use crate::storage::{Storage, TierFiles, OPEN_MARKER};
-use crate::time::{align_down, window_start, Span, Timestamp};
+use crate::time::{align_down, Span, Timestamp};
 use crate::{Error, Result};
 use creator::ChunkCreator;
 pub use maintenance::{maintenance_interval, MaintenanceReport, AHEAD_FILES_PER_PASS};
@@ -348,7 +348,7 @@ impl Shared {
         self.config
             .tiers
             .iter()
-            .map(|t| window_start(now, t.retention, t.period))
+            .map(|t| t.window_start(now))
             .collect()
     }
 
@@ -503,7 +503,7 @@ pub(crate) fn accepted_times(config: &TiersConfig, now: Timestamp) -> (Timestamp
     let oldest = config
         .tiers
         .iter()
-        .map(|t| window_start(now, t.retention, t.period))
+        .map(|t| t.window_start(now))
         .min()
         .unwrap_or(Timestamp::MIN);
     (
@@ -512,16 +512,31 @@ pub(crate) fn accepted_times(config: &TiersConfig, now: Timestamp) -> (Timestamp
     )
 }
 
+/// Why a sample of `value` at `ts` is refused before any series' history is looked at:
+/// not finite, or outside `bounds` ([`accepted_times`]). One check for the engine and for a
+/// cluster node's edge (src/cluster/edge.rs).
+#[inline]
+pub(crate) fn check_value_and_time(
+    value: f64,
+    ts: Timestamp,
+    (oldest, newest): (Timestamp, Timestamp),
+) -> std::result::Result<(), RejectReason> {
+    if !value.is_finite() {
+        Err(RejectReason::NotFinite)
+    } else if ts > newest {
+        Err(RejectReason::TooFarInFuture)
+    } else if ts < oldest {
+        Err(RejectReason::TooOld)
+    } else {
+        Ok(())
+    }
+}
+
 impl SampleLimits {
     #[inline]
     fn check(&self, sample: &Sample) -> std::result::Result<(), RejectReason> {
-        if !sample.value.is_finite() {
-            Err(RejectReason::NotFinite)
-        } else if sample.ts > self.newest {
-            Err(RejectReason::TooFarInFuture)
-        } else if sample.ts < self.oldest {
-            Err(RejectReason::TooOld)
-        } else if sample.series.index() >= self.known_series {
+        check_value_and_time(sample.value, sample.ts, (self.oldest, self.newest))?;
+        if sample.series.index() >= self.known_series {
             Err(RejectReason::UnknownSeries)
         } else {
             Ok(())
@@ -1019,20 +1034,12 @@ impl Engine {
     pub fn stats(&self) -> EngineStats {
         let shared = &self.shared;
         let now = shared.clock.now();
-        let windows = shared.window_starts(now);
         let tiers: Vec<TierStats> = shared
             .config
             .tiers
             .iter()
             .enumerate()
-            .map(|(i, t)| TierStats {
-                name: t.name.clone(),
-                resolution: t.resolution,
-                period: t.period,
-                retention: t.retention,
-                window_start: windows[i],
-                disk: shared.storage.tier_files(i, now),
-            })
+            .map(|(i, t)| TierStats::new(t, now, shared.storage.tier_files(i, now)))
             .collect();
         EngineStats {
             now,
@@ -1148,14 +1155,7 @@ impl EngineStats {
             tiers: tiers
                 .tiers
                 .iter()
-                .map(|t| TierStats {
-                    name: t.name.clone(),
-                    resolution: t.resolution,
-                    period: t.period,
-                    retention: t.retention,
-                    window_start: window_start(now, t.retention, t.period),
-                    disk: TierFiles::default(),
-                })
+                .map(|t| TierStats::new(t, now, TierFiles::default()))
                 .collect(),
             orphaned_tiers: Vec::new(),
         }
@@ -1174,7 +1174,6 @@ impl EngineStats {
                 None => self.rejected.push((reason, n)),
             }
         }
-        self.on_demand_creations += other.on_demand_creations;
         self.maintenance_failures += other.maintenance_failures;
         if self.maintenance_error.is_none() {
             self.maintenance_error.clone_from(&other.maintenance_error);
@@ -1186,6 +1185,7 @@ impl EngineStats {
             };
             ours.disk.absorb(&theirs.disk);
         }
+        self.on_demand_creations = self.tiers.iter().map(|t| t.disk.on_demand_creations).sum();
         for orphan in &other.orphaned_tiers {
             if !self.orphaned_tiers.contains(orphan) {
                 self.orphaned_tiers.push(orphan.clone());
@@ -1209,4 +1209,18 @@ pub struct TierStats {
     pub window_start: Timestamp,
     /// Files on disk.
     pub disk: TierFiles,
+}
+
+impl TierStats {
+    /// Tier `spec` at `now`, holding `disk`.
+    fn new(spec: &TierSpec, now: Timestamp, disk: TierFiles) -> TierStats {
+        TierStats {
+            name: spec.name.clone(),
+            resolution: spec.resolution,
+            period: spec.period,
+            retention: spec.retention,
+            window_start: spec.window_start(now),
+            disk,
+        }
+    }
 }

@@ -9,7 +9,7 @@ use crate::config::{TierSpec, TiersConfig};
 use crate::reader::Reader;
 use crate::registry::SeriesId;
 use crate::storage::HeldPeriod;
-use crate::time::{window_start, Span, Timestamp};
+use crate::time::{Span, Timestamp};
 use crate::{Error, Result};
 
 /// Most points one query may return; protects the process from a typo'd range.
@@ -609,7 +609,7 @@ impl TiersConfig {
         now: Timestamp,
     ) -> usize {
         let tiers = &self.tiers;
-        let window = |t: usize| window_start(now, tiers[t].retention, tiers[t].period);
+        let window = |t: usize| tiers[t].window_start(now);
         let mut order: Vec<usize> = (0..tiers.len()).collect();
         order.sort_by_key(|&t| tiers[t].resolution);
         let span = to.saturating_sub(from).max(0) as u64;

@@ -10,7 +10,7 @@ use crate::counter::{CounterTable, SeriesKind};
 use crate::registry::{Registry, Selector, SeriesId};
 use crate::storage::HeldPeriod;
 use crate::storage::Storage;
-use crate::time::{window_start, Timestamp};
+use crate::time::Timestamp;
 use crate::Result;
 
 /// A read view of an engine, cheap to copy (it borrows); get one with
@@ -63,8 +63,7 @@ impl<'a> Reader<'a> {
 
     /// First second tier `tier` holds at `now` (the clock read once per read).
     pub fn window_start(&self, tier: usize, now: Timestamp) -> Timestamp {
-        let spec = &self.config.tiers[tier];
-        window_start(now, spec.retention, spec.period)
+        self.config.tiers[tier].window_start(now)
     }
 
     /// The canonical keys of the series `selector` picks, in id order: one parallel scan of

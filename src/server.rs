@@ -241,6 +241,7 @@ impl State {
             Backend::Cluster(node) => Sink::Cluster(crate::cluster::edge::EdgeSink::new(
                 Arc::clone(node),
                 Arc::clone(&self.stats),
+                &self.limits,
             )),
         }
     }

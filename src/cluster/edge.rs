@@ -16,11 +16,12 @@ use std::time::{Duration, Instant};
 use super::node::Node;
 use super::{partition_of, wire, SampleBatch};
 use crate::counter::SeriesKind;
-use crate::engine::accepted_times;
+use crate::engine::{accepted_times, check_value_and_time};
 use crate::registry::SeriesKey;
 use crate::sample::RejectReason;
-use crate::server::sink::{IngestReport, BATCH};
+use crate::server::sink::{IngestReport, NameCache, BATCH};
 use crate::server::stats::ServerStats;
+use crate::server::Limits;
 use crate::time::Timestamp;
 use crate::{Error, Result};
 
@@ -44,13 +45,18 @@ pub struct EdgeSink {
     queued: usize,
     /// First and last second accepted, fixed when the batch began.
     bounds: Option<(Timestamp, Timestamp)>,
+    /// Canonical keys already checked, with their partition: a key is parsed once per
+    /// connection, not once per sample. Within the name caches' server-wide budget.
+    known: NameCache<u32>,
     report: IngestReport,
 }
 
 impl EdgeSink {
-    /// A sink publishing through `node`, counting into `stats`.
-    pub fn new(node: Arc<Node>, stats: Arc<ServerStats>) -> EdgeSink {
+    /// A sink publishing through `node`, counting into `stats`, its key cache within
+    /// `limits`' name cache budget.
+    pub fn new(node: Arc<Node>, stats: Arc<ServerStats>, limits: &Limits) -> EdgeSink {
         EdgeSink {
+            known: NameCache::new(Arc::clone(&stats), limits.name_cache_bytes),
             node,
             stats,
             batches: HashMap::new(),
@@ -76,41 +82,42 @@ impl EdgeSink {
         value: f64,
         line: usize,
     ) -> bool {
-        let (oldest, newest) = *self
+        let bounds = *self
             .bounds
             .get_or_insert_with(|| accepted_times(self.node.tiers(), self.node.now()));
-        let refused = if !value.is_finite() {
-            Some(RejectReason::NotFinite)
-        } else if ts > newest {
-            Some(RejectReason::TooFarInFuture)
-        } else if ts < oldest {
-            Some(RejectReason::TooOld)
-        } else {
-            None
-        };
-        if let Some(reason) = refused {
+        if let Err(reason) = check_value_and_time(value, ts, bounds) {
             self.reject(line, reason.as_str(), format!("sample refused: {reason}"));
             return false;
         }
-        let key = match SeriesKey::parse(series) {
-            Ok(key) => key,
-            Err(e) => {
-                self.reject(line, RejectReason::InvalidSeries.as_str(), e.to_string());
-                return false;
+        let parsed;
+        let (key, partition) = match self.known.get(series) {
+            Some(partition) => (series, partition),
+            None => {
+                parsed = match SeriesKey::parse(series) {
+                    Ok(key) => key,
+                    Err(e) => {
+                        self.reject(line, RejectReason::InvalidSeries.as_str(), e.to_string());
+                        return false;
+                    }
+                };
+                let partition = partition_of(parsed.as_str(), self.node.partitions());
+                // Only a text that is its own canonical form stands for its key.
+                if parsed.as_str() == series {
+                    self.known.insert(series.into(), partition);
+                }
+                (parsed.as_str(), partition)
             }
         };
-        let partition = partition_of(key.as_str(), self.node.partitions());
         let (batch, index) = self.batches.entry(partition).or_default();
-        batch.push(index, key.as_str(), kind, ts, value);
+        batch.push(index, key, kind, ts, value);
         self.queued += 1;
         self.queued >= BATCH
     }
 
     /// Counts a refused line (or field) under `reason`.
     pub fn reject(&mut self, line: usize, reason: &'static str, message: impl Into<String>) {
-        self.report.count(reason, 1);
-        self.stats.count_rejected(reason, 1);
-        self.report.note(line, reason, || message.into());
+        self.report
+            .refuse(&self.stats, line, reason, || message.into());
     }
 
     /// Publishes every queued sample, a message per partition (more when one has over
@@ -138,8 +145,8 @@ impl EdgeSink {
                 let mut payload = Vec::new();
                 if let Err(e) = wire::encode(&part, &mut payload) {
                     // Only a batch past the format's bounds fails, which `split` prevents.
-                    self.report.count("write_failed", samples);
-                    self.stats.count_rejected("write_failed", samples);
+                    self.report
+                        .refuse_many(&self.stats, "write_failed", samples);
                     tracing::error!(partition, error = %e, "encoding a batch failed");
                     continue;
                 }
@@ -164,8 +171,8 @@ impl EdgeSink {
             match outcome {
                 Ok(()) => self.report.accepted += samples,
                 Err(e) => {
-                    self.report.count("write_failed", samples);
-                    self.stats.count_rejected("write_failed", samples);
+                    self.report
+                        .refuse_many(&self.stats, "write_failed", samples);
                     failure = Some(e);
                 }
             }

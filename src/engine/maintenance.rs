@@ -14,7 +14,6 @@ use super::Shared;
 use crate::config::TiersConfig;
 use crate::storage::format::BUCKET_BLOCK;
 use crate::storage::Creation;
-use crate::time::window_start;
 use crate::time::{align_down, place, Timestamp};
 use crate::{Error, Result};
 
@@ -111,10 +110,7 @@ impl Shared {
             Err(e) => first_error = Some(e),
         }
         for (t, spec) in self.config.tiers.iter().enumerate() {
-            match self
-                .storage
-                .drop_before(t, window_start(now, spec.retention, spec.period))
-            {
+            match self.storage.drop_before(t, spec.window_start(now)) {
                 Ok(n) => report.dropped += n,
                 Err(e) => {
                     first_error.get_or_insert(e);

@@ -17,7 +17,7 @@ use super::{graphite_path, Fetched, PathPattern, Source};
 use crate::config::TiersConfig;
 use crate::counter::SeriesKind;
 use crate::query::{PointGrid, MAX_QUERY_POINTS};
-use crate::time::{window_start, Span, Timestamp};
+use crate::time::{Span, Timestamp};
 use crate::{Error, ReadBudget, Reader, Result};
 
 /// The points every series of one render path is read on, fixed by whoever answers the
@@ -61,7 +61,7 @@ impl RenderGrid {
             tier: spec.name.clone(),
             resolution,
             step: step_within(from, until, resolution, max_points)?,
-            window: window_start(now, spec.retention, spec.period),
+            window: spec.window_start(now),
         })
     }
 

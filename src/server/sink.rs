@@ -65,19 +65,33 @@ impl IngestReport {
     }
 
     /// Counts `n` refusals under `reason`.
-    pub(crate) fn count(&mut self, reason: &'static str, n: u64) {
+    fn count(&mut self, reason: &'static str, n: u64) {
         *self.rejected.entry(reason).or_default() += n;
+    }
+
+    /// Counts `n` samples refused under `reason` here and in the server's totals (`stats`).
+    pub(crate) fn refuse_many(&mut self, stats: &ServerStats, reason: &'static str, n: u64) {
+        self.count(reason, n);
+        stats.count_rejected(reason, n);
+    }
+
+    /// Counts one refused line (or field, or sample) of `line` under `reason`, here and in
+    /// the server's totals, and keeps its message if it is among the first.
+    pub(crate) fn refuse(
+        &mut self,
+        stats: &ServerStats,
+        line: usize,
+        reason: &'static str,
+        message: impl FnOnce() -> String,
+    ) {
+        self.refuse_many(stats, reason, 1);
+        self.note(line, reason, message);
     }
 
     /// Keeps a refusal if it is among the [`FIRST_ERRORS`] lowest lines. A batch's own
     /// refusals are found when it is flushed, after refusals of later lines that were caught
     /// while parsing, so they are placed by line rather than appended.
-    pub(crate) fn note(
-        &mut self,
-        line: usize,
-        reason: &'static str,
-        message: impl FnOnce() -> String,
-    ) {
+    fn note(&mut self, line: usize, reason: &'static str, message: impl FnOnce() -> String) {
         let at = self.errors.partition_point(|e| e.line <= line);
         if at < FIRST_ERRORS {
             self.errors.insert(
@@ -300,9 +314,8 @@ impl LocalSink {
 
     /// Counts a refused line (or field) under `reason`.
     pub fn reject(&mut self, line: usize, reason: &'static str, message: impl Into<String>) {
-        self.report.count(reason, 1);
-        self.stats.count_rejected(reason, 1);
-        self.report.note(line, reason, || message.into());
+        self.report
+            .refuse(&self.stats, line, reason, || message.into());
     }
 
     /// Registers the batch's new series, declares the kinds its writes name, and writes it;
@@ -421,8 +434,7 @@ impl Writer {
             }
             Err(e) => {
                 let n = batch.samples.len() as u64;
-                report.count("write_failed", n);
-                self.stats.count_rejected("write_failed", n);
+                report.refuse_many(&self.stats, "write_failed", n);
                 Err(e)
             }
         }
@@ -490,9 +502,7 @@ impl Writer {
 
     /// Counts one refused sample of `line`.
     fn refuse(&self, report: &mut IngestReport, line: usize, reason: &'static str, message: &str) {
-        report.count(reason, 1);
-        self.stats.count_rejected(reason, 1);
-        report.note(line, reason, || message.to_owned());
+        report.refuse(&self.stats, line, reason, || message.to_owned());
     }
 }
 
@@ -513,10 +523,11 @@ fn merge(report: &mut IngestReport, written: &BatchReport, lines: &[usize]) {
     }
 }
 
-/// A connection's cache from series name to id. Its bytes are drawn from a budget every
+/// A connection's cache from series name to what the name resolves to: its id on a single
+/// node, its partition on a cluster node's edge. Its bytes are drawn from a budget every
 /// connection shares (kept in [`ServerStats`]), and given back when it is cleared or dropped.
-struct NameCache {
-    map: HashMap<Box<str>, SeriesId>,
+pub(crate) struct NameCache<V = SeriesId> {
+    map: HashMap<Box<str>, V>,
     /// Bytes this cache holds, as drawn from the budget.
     bytes: usize,
     stats: Arc<ServerStats>,
@@ -524,8 +535,8 @@ struct NameCache {
     budget: usize,
 }
 
-impl NameCache {
-    fn new(stats: Arc<ServerStats>, budget: usize) -> NameCache {
+impl<V: Copy> NameCache<V> {
+    pub(crate) fn new(stats: Arc<ServerStats>, budget: usize) -> NameCache<V> {
         NameCache {
             map: HashMap::new(),
             bytes: 0,
@@ -534,14 +545,14 @@ impl NameCache {
         }
     }
 
-    fn get(&self, name: &str) -> Option<SeriesId> {
+    pub(crate) fn get(&self, name: &str) -> Option<V> {
         self.map.get(name).copied()
     }
 
     /// Remembers `name`. A cache at its own limit ([`CACHE_BYTES`]), or one that finds the
     /// shared budget spent, starts over; if the budget is still spent by the others, the
     /// name is not cached (lookups then go to the registry).
-    fn insert(&mut self, name: Box<str>, id: SeriesId) {
+    pub(crate) fn insert(&mut self, name: Box<str>, id: V) {
         if self.map.contains_key(&name) {
             return;
         }
@@ -573,7 +584,7 @@ impl NameCache {
     }
 }
 
-impl Drop for NameCache {
+impl<V> Drop for NameCache<V> {
     fn drop(&mut self) {
         self.stats.return_name_cache(self.bytes);
     }

@@ -66,7 +66,8 @@ impl Storage {
                     }
                 }
                 Some(HeldPeriod::Compacted(reader)) => {
-                    // One decode per slot: the group is sorted by bucket, then slot.
+                    // One decode per slot: the group comes sorted by bucket, so it is sorted
+                    // again by slot and each slot's run decoded once.
                     let mut by_slot = group.to_vec();
                     by_slot.sort_unstable_by_key(|&i| (cells[i].slot, cells[i].bucket));
                     for run in by_slot.chunk_by(|&a, &b| cells[a].slot == cells[b].slot) {
@@ -98,7 +99,8 @@ impl Storage {
     ///
     /// # Errors
     /// As [`Storage::load_cells`]; [`Error::Io`] when a compacted period cannot be made hot
-    /// again (a full disk), or the storage is read-only.
+    /// again (a full disk); on a read-only storage, [`Error::ReadOnly`] for a period already
+    /// hot, [`Error::Io`] for one that would have to be created or made hot again.
     pub fn overwrite_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
         let _no_swap = self.batch_gate();
         let mut sorted: Vec<&(CellAt, Bucket)> = cells.iter().collect();

@@ -13,7 +13,7 @@ use crate::counter::SeriesKind;
 use crate::registry::SeriesId;
 use crate::sample::RejectReason;
 use crate::storage::counter_journal::Undo;
-use crate::time::{window_start, Span, Timestamp};
+use crate::time::{Span, Timestamp};
 use crate::{Bucket, Engine, EngineBuilder, Error, ManualClock};
 
 /// 2025-11-21T12:00:00Z.
@@ -124,7 +124,7 @@ fn assert_same(clean: &Engine, other: &Engine) {
             "counter state of {key}"
         );
         for (tier, spec) in config.tiers.iter().enumerate() {
-            let from = window_start(now, spec.retention, spec.period);
+            let from = spec.window_start(now);
             let to = now + HOUR + spec.resolution.secs() as i64;
             let read = |engine: &Engine, id| {
                 engine
