@@ -477,3 +477,76 @@ async fn cluster_ownership_hands_a_partition_over_only_to_a_caught_up_node() {
         node.leave().await.expect("leave");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_ownership_recovers_when_the_bucket_revisions_go_back() {
+    // nats-server 2.9 was seen, after repeated kill -9 of its servers, to elect a leader of
+    // the bucket's stream without writes it had answered, numbering new writes from there.
+    // Deleting the stream and creating it again makes revisions go back the same way (and
+    // further: to 1), with every lease gone.
+    let cluster = NatsCluster::start(1).await;
+    let lease_timeout = Duration::from_secs(3);
+    let a = join(&cluster, "a", settings(lease_timeout)).await;
+    let b = join(&cluster, "b", settings(lease_timeout)).await;
+    let mut epochs = Epochs::default();
+    until("settled on a, b", &[&a, &b], &mut epochs, SETTLE, |v| {
+        settled(v, &["a", "b"])
+    })
+    .await;
+    let js = cluster.jetstream().await;
+    let mut stream = js.get_stream("KV_tierdb_cluster").await.expect("bucket");
+    let config = stream.info().await.expect("stream info").config.clone();
+    // Far enough that the new revisions stay below the old ones for a while.
+    while stream
+        .info()
+        .await
+        .expect("stream info")
+        .state
+        .last_sequence
+        < 100
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    js.delete_stream("KV_tierdb_cluster").await.expect("delete");
+    js.create_stream(config).await.expect("create again");
+    let store = js.get_key_value("tierdb_cluster").await.expect("bucket");
+    for (key, value) in [
+        ("config.partitions", PARTITIONS),
+        ("config.replicas", REPLICAS),
+    ] {
+        store
+            .put(key, value.to_string().into_bytes().into())
+            .await
+            .expect("config");
+    }
+    // Until both views are settled again, and each live lease in them is the bucket's.
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let mut mismatch = None;
+        for view in views(&[&a, &b]) {
+            if !settled(&view, &["a", "b"]) {
+                mismatch = Some(format!("not settled: {view:?}"));
+                break;
+            }
+            for ((p, r), (node, epoch)) in holders(&view) {
+                let entry = store.entry(format!("lease.{p}.{r}")).await.expect("read");
+                let text = entry.map(|e| String::from_utf8_lossy(&e.value).into_owned());
+                let matches = text.as_ref().is_some_and(|t| {
+                    t.contains(&format!("\"{node}\"")) && t.contains(&format!(":{epoch}"))
+                });
+                if !matches {
+                    mismatch = Some(format!(
+                        "slot {p}.{r}: the view says {node} at epoch {epoch}, the bucket {text:?}"
+                    ));
+                }
+            }
+        }
+        match mismatch {
+            None => break,
+            Some(m) if Instant::now() > deadline => panic!("after the rewind, {m}"),
+            Some(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    a.leave().await.expect("a leaves");
+    b.leave().await.expect("b leaves");
+}

@@ -2,6 +2,14 @@
 //! out the lease writes [`decide`] asks for, and publishes the [`ClusterView`] whenever it
 //! changes. Every NATS request has a time limit and a failure is retried on the next
 //! heartbeat, so a server's death or an election never stops the task.
+//!
+//! The bucket's revisions can also go back. After NATS servers were killed with SIGKILL again
+//! and again, nats-server 2.9 was seen to elect a leader of the bucket's stream that lacked
+//! writes it had already answered, and to number new writes from there. A table that kept the
+//! higher revisions would then ignore every later change of those keys and expect revisions
+//! that no longer exist, so each lease write failed until the node restarted. The task notices
+//! (its own heartbeat's revision not above the last one, or a slot read back below what the
+//! table holds), forgets what it saw, and reads the bucket again: see [`Agent::resync`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -30,7 +38,6 @@ pub(super) struct Agent {
     http_addr: String,
     start_id: String,
     store: kv::Store,
-    heartbeat: Duration,
     /// The time limit of one NATS request.
     request_timeout: Duration,
     table: Table,
@@ -46,6 +53,11 @@ pub(super) struct Agent {
     /// The revision of this node's first heartbeat: a later one with another start id means
     /// a second process runs under this node's name.
     first_heartbeat: Option<u64>,
+    /// The revision of this node's last heartbeat: the next one must be above it.
+    last_heartbeat: u64,
+    /// Set when a read showed the bucket's revisions went back; the next heartbeat resyncs.
+    went_back: bool,
+    settings: ClusterSettings,
 }
 
 /// What woke the task.
@@ -83,7 +95,6 @@ impl Agent {
             http_addr: http_addr.to_string(),
             start_id,
             store,
-            heartbeat: settings.heartbeat,
             request_timeout: settings.lease_timeout / 3,
             table,
             holdings: Holdings::default(),
@@ -92,6 +103,9 @@ impl Agent {
             watched_revision: 0,
             unwatched_heartbeat: None,
             first_heartbeat: None,
+            last_heartbeat: 0,
+            went_back: false,
+            settings: settings.clone(),
         };
         agent
             .write_heartbeat()
@@ -140,7 +154,7 @@ impl Agent {
         mut leave: oneshot::Receiver<LeaveRequest>,
     ) {
         let mut watch = Some(watch);
-        let mut ticker = tokio::time::interval(self.heartbeat);
+        let mut ticker = tokio::time::interval(self.settings.heartbeat);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticker.tick().await; // The first tick is immediate; start did its work.
         loop {
@@ -173,15 +187,51 @@ impl Agent {
         }
     }
 
-    /// One heartbeat: write it, make sure the watcher keeps up, settle the leases, publish.
+    /// One heartbeat: write it, make sure the watcher keeps up (and the table is still the
+    /// bucket's), settle the leases, publish.
     async fn tick(&mut self, watch: &mut Option<kv::Watch>) {
         let beat = self.write_heartbeat().await;
         if let Err(e) = &beat {
             tracing::warn!(error = %e, node = %self.me, "heartbeat not written");
         }
-        self.check_watch(watch).await;
+        if self.went_back {
+            self.resync(watch).await;
+        } else {
+            self.check_watch(watch).await;
+        }
         self.settle_leases(beat.is_ok()).await;
         self.publish_view();
+    }
+
+    /// Forgets the table (and the watcher) and reads the bucket again, after its revisions
+    /// went back (see the module docs). Every key read gets a fresh lease timeout, as after a
+    /// stall; held slots whose record is still this node's, with the same epoch, are kept at
+    /// the revision read (see [`decide`]), the others are dropped.
+    async fn resync(&mut self, watch: &mut Option<kv::Watch>) {
+        tracing::warn!(
+            node = %self.me,
+            "the cluster bucket's revisions went back (a NATS leader without some answered writes); reading it again"
+        );
+        self.went_back = false;
+        self.table = Table::new(
+            &self.me,
+            self.settings.partitions,
+            self.settings.replicas,
+            self.settings.heartbeat,
+            self.settings.lease_timeout,
+        );
+        self.watched_revision = 0;
+        self.unwatched_heartbeat = None;
+        self.first_heartbeat = None;
+        self.last_heartbeat = 0;
+        *watch = None;
+        match self.read_bucket(self.settings.lease_timeout).await {
+            Ok(new) => *watch = Some(new),
+            // check_watch starts one from the first revision on the next heartbeat.
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the cluster bucket; retrying next heartbeat")
+            }
+        }
     }
 
     /// Writes this node's heartbeat (a plain put: only this node writes its key).
@@ -201,6 +251,10 @@ impl Agent {
             .limit(self.store.put(&key, value.clone().into()))
             .await?;
         let now = Instant::now();
+        if revision <= self.last_heartbeat {
+            self.went_back = true;
+        }
+        self.last_heartbeat = revision;
         self.first_heartbeat.get_or_insert(revision);
         if self.unwatched_heartbeat.is_none() && revision > self.watched_revision {
             self.unwatched_heartbeat = Some((revision, now));
@@ -221,7 +275,7 @@ impl Agent {
     async fn check_watch(&mut self, watch: &mut Option<kv::Watch>) {
         let stuck = self
             .unwatched_heartbeat
-            .is_some_and(|(_, at)| at.elapsed() > self.heartbeat * 3);
+            .is_some_and(|(_, at)| at.elapsed() > self.settings.heartbeat * 3);
         if watch.is_some() && !stuck {
             return;
         }
@@ -315,8 +369,8 @@ impl Agent {
                 }
             }
             // Deciding again helps only where a read showed something new; when NATS does
-            // not answer, the next heartbeat tries again.
-            if failed.is_empty() || self.reread(&failed).await == 0 {
+            // not answer, or the table must be read again first, the next heartbeat tries.
+            if failed.is_empty() || self.reread(&failed).await == 0 || self.went_back {
                 return;
             }
             only = Some(failed.iter().map(|a| a.slot().0).collect());
@@ -401,6 +455,9 @@ impl Agent {
             let entry = match entry {
                 Ok(Some(entry)) => entry,
                 Ok(None) => {
+                    // A key the table knows is never gone without a trace (a delete leaves a
+                    // marker): the stream lost it.
+                    self.went_back |= self.table.revision_of(key).is_some();
                     read += 1;
                     continue;
                 }
@@ -410,6 +467,13 @@ impl Agent {
                 }
             };
             read += 1;
+            if self
+                .table
+                .revision_of(key)
+                .is_some_and(|known| entry.revision < known)
+            {
+                self.went_back = true;
+            }
             let value = (entry.operation == kv::Operation::Put).then_some(&entry.value[..]);
             let landed = value.and_then(super::records::decode::<LeaseRecord>)
                 == Some(action.record(&self.me));

@@ -51,7 +51,7 @@ pub(super) async fn open_bucket(js: &jetstream::Context, bucket: &str) -> Result
 }
 
 /// The stream behind KV bucket `bucket`, configured as async-nats configures a bucket with
-/// one value per key (leases and heartbeats need only their latest).
+/// one value per key (leases and heartbeats need only their latest), but without direct gets.
 fn bucket_stream(bucket: &str, replicas: usize) -> stream::Config {
     stream::Config {
         name: format!("KV_{bucket}"),
@@ -62,7 +62,10 @@ fn bucket_stream(bucket: &str, replicas: usize) -> stream::Config {
         allow_rollup: true,
         deny_delete: true,
         deny_purge: false,
-        allow_direct: true,
+        // Reads of a key go to the stream's leader: a direct get may be answered by any
+        // replica, and one still catching up after a restart answers an old revision, which
+        // after a failed compare-and-set would only repeat what the table already had.
+        allow_direct: false,
         storage: stream::StorageType::File,
         num_replicas: replicas,
         ..Default::default()

@@ -193,29 +193,30 @@ pub(super) fn decide(
     actions
 }
 
-/// Drops held slots the table shows rewritten by someone else, and adopts newer revisions of
-/// this node's own record.
+/// Drops held slots the table shows rewritten by someone else, or does not show at all, and
+/// adopts other revisions of this node's own record: newer ones (its own write seen late),
+/// and older ones. The table shows older ones, or none, only after it was read again because
+/// the bucket's revisions went back; its own writes update it, so it is never behind them
+/// otherwise.
 fn reconcile(me: &str, table: &Table, holdings: &mut Holdings) {
     holdings.held.retain(|&p, held| {
         let (revision, record) = table.lease(p, held.replica);
-        let Some(revision) = revision else {
-            return true;
-        };
-        if revision <= held.revision {
-            return true;
-        }
-        if record.held_by(me) && record.epoch == held.epoch {
-            held.revision = revision;
-            true
-        } else {
-            tracing::info!(
-                partition = p,
-                replica = held.replica,
-                epoch = held.epoch,
-                now = ?record,
-                "lease taken over; no longer claimed"
-            );
-            false
+        match revision {
+            Some(revision) if revision == held.revision => true,
+            Some(revision) if record.held_by(me) && record.epoch == held.epoch => {
+                held.revision = revision;
+                true
+            }
+            _ => {
+                tracing::info!(
+                    partition = p,
+                    replica = held.replica,
+                    epoch = held.epoch,
+                    now = ?record,
+                    "lease taken over or lost; no longer claimed"
+                );
+                false
+            }
         }
     });
 }

@@ -170,6 +170,17 @@ impl Table {
         stalled
     }
 
+    /// The last revision seen of `key` (a heartbeat or lease key), if any.
+    pub(super) fn revision_of(&self, key: &str) -> Option<u64> {
+        match Key::parse(key) {
+            Key::Node(name) => self.nodes.get(&name).map(|s| s.revision),
+            Key::Lease { partition, replica } => {
+                self.leases.get(&(partition, replica)).map(|s| s.revision)
+            }
+            Key::Other => None,
+        }
+    }
+
     /// Replica slot `replica` of `partition`: its revision (`None` when never written) and
     /// record.
     pub(super) fn lease(&self, partition: u32, replica: u32) -> (Option<u64>, LeaseRecord) {
