@@ -19,6 +19,7 @@ pub mod node;
 pub mod ownership;
 pub mod partial;
 pub mod peer;
+pub mod snapshot;
 pub mod status;
 mod streams;
 pub mod wire;

@@ -1030,6 +1030,21 @@ impl Engine {
         result
     }
 
+    /// Runs `copy` on the engine's directory while no maintenance pass runs and no batch
+    /// stores anything, so no file is created, swapped, dropped or written meanwhile. The
+    /// caller stops its own writes first: a cluster partition's store copies its files
+    /// this way between two groups of messages ([`crate::cluster::snapshot`]).
+    pub(crate) fn with_files_still<R>(&self, copy: impl FnOnce(&Path) -> R) -> R {
+        // The order a maintenance pass takes them in: its lock, then the batch gate.
+        let _no_pass = self
+            .shared
+            .pass_lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let _no_batch = self.shared.storage.hold_batches();
+        copy(self.dir())
+    }
+
     /// Counters and what each tier holds on disk.
     pub fn stats(&self) -> EngineStats {
         let shared = &self.shared;

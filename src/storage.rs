@@ -37,7 +37,7 @@ pub mod writer_state;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::config::TierSpec;
 use crate::time::Timestamp;
@@ -251,6 +251,12 @@ impl Storage {
         self.batch_gate.read().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The exclusive side of the batch gate: no batch stores anything, and no compaction
+    /// swaps a file, while it is held.
+    pub fn hold_batches(&self) -> RwLockWriteGuard<'_, ()> {
+        self.batch_gate.write().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// How many hot files have been retired so far (see the field).
     pub fn retirements(&self) -> u64 {
         self.retirements.load(Ordering::Acquire)
@@ -417,7 +423,7 @@ impl Storage {
             CompactFile::create(&store.dir, &meta, &|bucket, slot| file.load(bucket, slot))?;
         let key = (meta.period_start, meta.chunk);
         let swapped = {
-            let _no_batch = self.batch_gate.write().unwrap_or_else(|e| e.into_inner());
+            let _no_batch = self.hold_batches();
             let mut files = store.files.write().unwrap_or_else(|e| e.into_inner());
             let still_this_file =
                 matches!(files.get(&key), Some(StoredPeriod::Hot(f)) if Arc::ptr_eq(f, file));

@@ -170,6 +170,40 @@ impl PartitionStore {
         self.engine.dir()
     }
 
+    /// The applied sequence recorded in the engine directory `dir`, without opening it: 0
+    /// when nothing was ever applied there (no directory, or no `apply.state`).
+    ///
+    /// # Errors
+    /// As [`PartitionStore::open`] for `apply.state`.
+    pub fn applied_in(dir: &Path) -> Result<u64> {
+        if !dir.join(AppliedFile::FILE_NAME).exists() {
+            return Ok(0);
+        }
+        Ok(AppliedFile::open(dir)?.applied())
+    }
+
+    /// Writes a copy of the partition's files to `out` ([`crate::cluster::snapshot`]),
+    /// between two groups: no group is applied, and no maintenance pass or batch runs,
+    /// meanwhile. `partition` is written into it; `out_path` names `out` in errors.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] when a failed group awaits its roll-back; [`Error::Io`].
+    pub fn snapshot(
+        &self,
+        partition: u32,
+        out: &mut impl std::io::Write,
+        out_path: &Path,
+    ) -> Result<crate::cluster::snapshot::SnapshotInfo> {
+        let inner = self.lock();
+        if let Some(why) = &inner.poisoned {
+            return Err(Error::Poisoned(why.clone()));
+        }
+        let applied = inner.state.applied();
+        self.engine.with_files_still(|dir| {
+            crate::cluster::snapshot::write(dir, partition, applied, out, out_path)
+        })
+    }
+
     /// Applies `group` in order, exactly once: messages at or below the applied sequence are
     /// skipped; the rest are applied as one group (one undo record, one flush) and the
     /// applied sequence becomes the last one's. Returns once that is durable.

@@ -8,9 +8,14 @@
 //! is. When the partition leaves the set this node applies, the task stops and the engine
 //! is closed; its directory stays, so taking the partition back later only reads the log
 //! from where it stopped.
+//!
+//! A partition this node has nothing of (a new node, or one back with an empty disk), or
+//! less than the log still holds (away for longer than the log keeps messages), is first
+//! rebuilt from a live replica's files ([`super::snapshot`]); the log then supplies only the
+//! tail after the copy's applied sequence.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,6 +25,8 @@ use tokio::task::JoinHandle;
 use super::apply::PartitionStore;
 use super::log::{IngestLog, LogRetention};
 use super::ownership::{ClusterSettings, ClusterView, Ownership};
+use super::peer;
+use super::snapshot::{self, SnapshotInfo};
 use super::wire;
 use crate::clock::{Clock, SystemClock};
 use crate::config::TiersConfig;
@@ -34,6 +41,9 @@ const GROUP_WAIT: Duration = Duration::from_millis(5);
 
 /// How long a task pauses after a failed read or apply before it tries again.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
+
+/// How long copying a replica's files may take.
+const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// How long a starting node waits for JetStream to answer (a leader elected) before it
 /// gives up.
@@ -69,6 +79,9 @@ pub struct NodeSettings {
     pub ownership: ClusterSettings,
     /// How long the log keeps messages.
     pub log: LogRetention,
+    /// The bearer token the nodes' HTTP APIs require (one for the cluster), for copying a
+    /// replica's files from a peer.
+    pub token: Option<String>,
 }
 
 /// A running node. Shared by the server's handlers; [`Node::leave`] stops it.
@@ -91,6 +104,26 @@ pub struct Node {
     /// restarts because `start` is the process's start time in nanoseconds.
     publish_prefix: String,
     publish_count: std::sync::atomic::AtomicU64,
+    token: Option<String>,
+    /// The partitions rebuilt from a peer's copy since this process started.
+    rebuilds: Mutex<Vec<Rebuild>>,
+}
+
+/// A partition rebuilt from a live replica's files.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Rebuild {
+    /// The partition.
+    pub partition: u32,
+    /// The node the files came from.
+    pub from: String,
+    /// This node's applied sequence before: 0 when it had nothing.
+    pub applied_before: u64,
+    /// The copy's applied sequence, where reading the log resumed.
+    pub applied: u64,
+    /// Files copied.
+    pub files: u32,
+    /// Bytes copied.
+    pub bytes: u64,
 }
 
 /// A partition being applied here.
@@ -161,6 +194,8 @@ impl Node {
             failed: tokio::sync::Notify::new(),
             publish_prefix: format!("{}.{started}", settings.name),
             publish_count: Default::default(),
+            token: settings.token,
+            rebuilds: Mutex::new(Vec::new()),
         });
         let manager = tokio::spawn(Arc::clone(&node).follow_view());
         *node.manager.lock().unwrap_or_else(|e| e.into_inner()) = Some(manager);
@@ -275,9 +310,11 @@ impl Node {
         }
     }
 
-    /// Opens `partition`'s store (rolling back an interrupted group) and starts its task.
+    /// Opens `partition`'s store (rolling back an interrupted group), after a rebuild from a
+    /// replica's files when it needs one, and starts its task.
     async fn start_applying(self: &Arc<Node>, partition: u32) -> Result<()> {
         let dir = self.partition_dir(partition);
+        self.rebuild_if_needed(partition, &dir).await;
         let tiers = self.tiers.clone();
         let store = tokio::task::spawn_blocking(move || {
             PartitionStore::open(Engine::builder(dir).tiers(tiers))
@@ -317,6 +354,174 @@ impl Node {
                 tracing::error!(partition, error = %e, "closing partition");
             }
         }
+    }
+
+    /// The partitions rebuilt from a peer's copy since this process started.
+    pub fn rebuilds(&self) -> Vec<Rebuild> {
+        self.rebuilds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Replaces `partition`'s directory `dir` by a live replica's copy when this node has
+    /// nothing of the partition and a replica has applied some, or when the log no longer
+    /// holds the messages after what this node applied. Tries the replicas that applied
+    /// furthest first; when none can be copied, the log alone is applied, and a gap is
+    /// reported as an error.
+    async fn rebuild_if_needed(self: &Arc<Node>, partition: u32, dir: &Path) {
+        let peek = dir.to_path_buf();
+        let local =
+            match tokio::task::spawn_blocking(move || PartitionStore::applied_in(&peek)).await {
+                Ok(Ok(applied)) => applied,
+                // Opening it reports what is wrong, by name.
+                _ => return,
+            };
+        let first = self.log.first_sequence().await.ok();
+        let trimmed = first.is_some_and(|first| local + 1 < first);
+        if local > 0 && !trimmed {
+            return;
+        }
+        let view = self.view();
+        let mut sources: Vec<(u64, String, String)> = view
+            .partitions
+            .get(partition as usize)
+            .into_iter()
+            .flat_map(|owners| owners.replicas.iter().flatten())
+            .filter(|lease| lease.alive && lease.node != self.name)
+            .filter_map(|lease| view.node(&lease.node))
+            .filter(|node| node.alive)
+            .map(|node| {
+                let applied = node.applied.get(&partition).copied().unwrap_or(0);
+                (applied, node.name.clone(), node.http_addr.clone())
+            })
+            .filter(|(applied, _, _)| *applied > local)
+            .collect();
+        sources.sort_by_key(|source| std::cmp::Reverse(source.0));
+        for (_, from, addr) in sources {
+            match self.rebuild_from(partition, dir, &addr).await {
+                Ok(info) => {
+                    tracing::info!(
+                        partition,
+                        from = %from,
+                        applied_before = local,
+                        applied = info.applied,
+                        files = info.files,
+                        bytes = info.bytes,
+                        "rebuilt the partition from a replica's files"
+                    );
+                    self.rebuilds
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(Rebuild {
+                            partition,
+                            from,
+                            applied_before: local,
+                            applied: info.applied,
+                            files: info.files,
+                            bytes: info.bytes,
+                        });
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(partition, from = %from, error = %e, "copying a replica's files failed")
+                }
+            }
+        }
+        if trimmed {
+            tracing::error!(
+                partition,
+                applied = local,
+                log_starts_at = ?first,
+                "the log no longer holds every message after this node's applied sequence, and no \
+                 live replica could be copied: this node's copy of the partition misses what was \
+                 in between"
+            );
+        }
+    }
+
+    /// Downloads `partition`'s files from the node at `addr` and puts them in place of
+    /// `dir`: into a fresh directory beside it first, checked and synced, then renamed.
+    async fn rebuild_from(&self, partition: u32, dir: &Path, addr: &str) -> Result<SnapshotInfo> {
+        let partitions = self.data_dir.join("partitions");
+        let download = partitions.join(format!("{partition:03}.snapshot"));
+        let incoming = partitions.join(format!("{partition:03}.incoming"));
+        let path = format!("{}/{partition}", peer::SNAPSHOT_PATH);
+        let fetched = peer::download(
+            addr,
+            &path,
+            self.token.as_deref(),
+            SNAPSHOT_TIMEOUT,
+            &download,
+        )
+        .await;
+        let fetched = match fetched {
+            Ok(Ok(bytes)) => Ok(bytes),
+            Ok(Err(refusal)) => Err(Error::Cluster(format!(
+                "the node at {addr} refused to copy partition {partition}: {} {}",
+                refusal.status, refusal.message
+            ))),
+            Err(e) => Err(e),
+        };
+        let (dir, partition_dir) = (dir.to_path_buf(), partitions.clone());
+        let placed = tokio::task::spawn_blocking(move || {
+            let placed = fetched.and_then(|_| {
+                remove_dir_if_any(&incoming)?;
+                let info = snapshot::read(&download, partition, &incoming)?;
+                remove_dir_if_any(&dir)?;
+                std::fs::rename(&incoming, &dir).map_err(|e| Error::io(&dir, e))?;
+                crate::storage::disk::sync_dir(&partition_dir)?;
+                Ok(info)
+            });
+            let _ = std::fs::remove_file(&download);
+            if placed.is_err() {
+                let _ = std::fs::remove_dir_all(&incoming);
+            }
+            placed
+        })
+        .await
+        .map_err(|e| Error::Poisoned(format!("placing a partition's copy failed: {e}")))?;
+        placed
+    }
+
+    /// A copy of `partition`'s files for a peer that rebuilds it ([`super::snapshot`]),
+    /// taken between two groups into a file that is already unlinked (nothing is left
+    /// behind, whatever happens to the request), positioned at its start.
+    ///
+    /// # Errors
+    /// [`Error::Cluster`] when this node does not apply the partition; [`Error::Io`].
+    pub async fn snapshot(&self, partition: u32) -> Result<(std::fs::File, SnapshotInfo)> {
+        let store = self.local(partition).ok_or_else(|| {
+            Error::Cluster(format!(
+                "node {} does not apply partition {partition}",
+                self.name
+            ))
+        })?;
+        let dir = self.data_dir.join("snapshots");
+        tokio::task::spawn_blocking(move || {
+            use std::io::{Seek, Write};
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos();
+            let path = dir.join(format!("{partition:03}-{nanos}.snapshot"));
+            let mut file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .map_err(|e| Error::io(&path, e))?;
+            std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+            let mut out = std::io::BufWriter::with_capacity(1 << 20, &mut file);
+            let info = store.snapshot(partition, &mut out, &path)?;
+            out.flush().map_err(|e| Error::io(&path, e))?;
+            drop(out);
+            file.rewind().map_err(|e| Error::io(&path, e))?;
+            Ok((file, info))
+        })
+        .await
+        .map_err(|e| Error::Poisoned(format!("copying a partition failed: {e}")))?
     }
 
     fn partition_dir(&self, partition: u32) -> PathBuf {
@@ -434,5 +639,13 @@ impl Node {
             Some(ownership) => ownership.leave().await,
             None => Ok(()),
         }
+    }
+}
+
+/// Removes `dir` and what it holds, if it exists.
+fn remove_dir_if_any(dir: &Path) -> Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(dir, e)),
+        _ => Ok(()),
     }
 }

@@ -1,7 +1,9 @@
 //! Asking another node: one HTTP/1.1 request with a JSON body to a peer's internal endpoint,
-//! answered with JSON. A fresh connection per request keeps it simple; peers are few and a
-//! fan-out sends one request to each.
+//! answered with JSON, or a download of a partition's files into a local file. A fresh
+//! connection per request keeps it simple; peers are few and a fan-out sends one request to
+//! each.
 
+use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -9,12 +11,17 @@ use http_body_util::{BodyExt, Full};
 use hyper::{header, Method, Request, StatusCode};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::{Error, Result};
 
 /// The internal endpoint every cluster node serves for its peers' fan-out reads.
 pub const PARTIAL_PATH: &str = "/internal/v1/partial";
+
+/// The internal endpoint a partition's files are copied from: `GET <this>/<partition>`
+/// ([`super::snapshot`]).
+pub const SNAPSHOT_PATH: &str = "/internal/v1/snapshot";
 
 /// What a peer answered that was not a success: its status and its error text.
 #[derive(Debug)]
@@ -57,6 +64,92 @@ pub async fn get<T: DeserializeOwned>(
     exchange(Method::GET, addr, path, Vec::new(), token, timeout).await
 }
 
+/// `GET path` on the node at `addr`, its body written to the file `dest` (created or
+/// truncated) as it arrives, so that a large body never sits in memory; returns the bytes
+/// written. A refusal comes back as [`PeerRefusal`] and leaves `dest` empty.
+///
+/// # Errors
+/// [`Error::Cluster`] naming the peer when it cannot be reached, or the body is not whole
+/// within `timeout`; [`Error::Io`] naming `dest`.
+pub async fn download(
+    addr: &str,
+    path: &str,
+    token: Option<&str>,
+    timeout: Duration,
+    dest: &Path,
+) -> Result<std::result::Result<u64, PeerRefusal>> {
+    let mut file = tokio::fs::File::create(dest)
+        .await
+        .map_err(|e| Error::io(dest, e))?;
+    let transfer = async {
+        let (response, _connection) = send(Method::GET, addr, path, Vec::new(), token)
+            .await
+            .map_err(|e| Error::Cluster(format!("asking the node at {addr}: {e}")))?;
+        let status = response.status();
+        let mut body = response.into_body();
+        if !status.is_success() {
+            let bytes = body
+                .collect()
+                .await
+                .map_err(|e| Error::Cluster(format!("reading the node at {addr}: {e}")))?
+                .to_bytes();
+            return Ok(Err(refusal(status, &bytes)));
+        }
+        let mut written = 0u64;
+        while let Some(frame) = body.frame().await {
+            let frame =
+                frame.map_err(|e| Error::Cluster(format!("reading the node at {addr}: {e}")))?;
+            if let Ok(data) = frame.into_data() {
+                file.write_all(&data)
+                    .await
+                    .map_err(|e| Error::io(dest, e))?;
+                written += data.len() as u64;
+            }
+        }
+        file.sync_all().await.map_err(|e| Error::io(dest, e))?;
+        Ok(Ok(written))
+    };
+    tokio::time::timeout(timeout, transfer).await.map_err(|_| {
+        Error::Cluster(format!(
+            "node at {addr} did not send {path} within {timeout:?}"
+        ))
+    })?
+}
+
+/// Opens a connection to `addr` and sends one request; the response, and the connection's
+/// task, which is aborted when dropped, so no socket to a hung peer outlives its request.
+async fn send(
+    method: Method,
+    addr: &str,
+    path: &str,
+    payload: Vec<u8>,
+    token: Option<&str>,
+) -> std::io::Result<(hyper::Response<hyper::body::Incoming>, AbortOnDrop)> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(std::io::Error::other)?;
+    let connection = AbortOnDrop(tokio::spawn(connection));
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(header::HOST, addr)
+        .header(header::CONTENT_TYPE, "application/json");
+    if let Some(token) = token {
+        request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    let request = request
+        .body(Full::new(Bytes::from(payload)))
+        .map_err(std::io::Error::other)?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(std::io::Error::other)?;
+    Ok((response, connection))
+}
+
 async fn exchange<T: DeserializeOwned>(
     method: Method,
     addr: &str,
@@ -66,30 +159,7 @@ async fn exchange<T: DeserializeOwned>(
     timeout: Duration,
 ) -> Result<std::result::Result<T, PeerRefusal>> {
     let exchange = async {
-        let stream = TcpStream::connect(addr).await?;
-        stream.set_nodelay(true)?;
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                .await
-                .map_err(std::io::Error::other)?;
-        // Aborted when the exchange ends, answered or timed out, so no socket to a hung
-        // peer outlives its request.
-        let connection = AbortOnDrop(tokio::spawn(connection));
-        let mut request = Request::builder()
-            .method(method)
-            .uri(path)
-            .header(header::HOST, addr)
-            .header(header::CONTENT_TYPE, "application/json");
-        if let Some(token) = token {
-            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
-        }
-        let request = request
-            .body(Full::new(Bytes::from(payload)))
-            .map_err(std::io::Error::other)?;
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(std::io::Error::other)?;
+        let (response, connection) = send(method, addr, path, payload, token).await?;
         let status = response.status();
         let bytes = response
             .into_body()
@@ -105,15 +175,20 @@ async fn exchange<T: DeserializeOwned>(
         .map_err(|_| Error::Cluster(format!("node at {addr} did not answer within {timeout:?}")))?
         .map_err(|e| Error::Cluster(format!("asking the node at {addr}: {e}")))?;
     if !status.is_success() {
-        let message = serde_json::from_slice::<serde_json::Value>(&bytes)
-            .ok()
-            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
-            .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
-        return Ok(Err(PeerRefusal { status, message }));
+        return Ok(Err(refusal(status, &bytes)));
     }
     serde_json::from_slice(&bytes)
         .map(Ok)
         .map_err(|e| Error::Cluster(format!("the node at {addr} answered unreadable JSON: {e}")))
+}
+
+/// A refusal from its status and body: the `error` field of a JSON body, or the raw body.
+fn refusal(status: StatusCode, bytes: &[u8]) -> PeerRefusal {
+    let message = serde_json::from_slice::<serde_json::Value>(bytes)
+        .ok()
+        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| String::from_utf8_lossy(bytes).into_owned());
+    PeerRefusal { status, message }
 }
 
 /// A task aborted when this is dropped.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::node::Node;
+use super::node::{Node, Rebuild};
 use crate::Result;
 
 /// The cluster as one node sees it, with the log's positions.
@@ -20,6 +20,9 @@ pub struct Status {
     pub nodes: Vec<NodeLine>,
     /// Every partition, by number.
     pub partitions: Vec<PartitionLine>,
+    /// The partitions the answering node rebuilt from a replica's files since it started.
+    #[serde(default)]
+    pub rebuilds: Vec<Rebuild>,
 }
 
 /// One node.
@@ -123,6 +126,7 @@ impl Status {
             replicas: view.replicas,
             nodes,
             partitions,
+            rebuilds: node.rebuilds(),
         })
     }
 }

@@ -47,6 +47,10 @@ pub fn app(state: Arc<State>) -> Router {
         .route("/api/v1/tiers", get(tiers))
         .route("/api/v1/cluster", get(cluster_status))
         .route(crate::cluster::peer::PARTIAL_PATH, post(partial))
+        .route(
+            &format!("{}/{{partition}}", crate::cluster::peer::SNAPSHOT_PATH),
+            get(snapshot),
+        )
         .route("/metrics", get(metrics))
         .route("/render", get(render_api::render).post(render_api::render))
         .route(
@@ -621,6 +625,53 @@ async fn partial(
         return Err(ApiError::NotFound("not a cluster node".into()));
     };
     Ok(Json(fanout::answer_locally(node, request).await?).into_response())
+}
+
+/// `GET /internal/v1/snapshot/<partition>`: a copy of the files of a partition this node
+/// applies, for a peer that rebuilds its own ([`crate::cluster::snapshot`]), read from a
+/// local copy as the peer takes it.
+async fn snapshot(
+    AxumState(state): AxumState<Arc<State>>,
+    axum::extract::Path(partition): axum::extract::Path<u32>,
+) -> Result<Response, ApiError> {
+    use tokio::io::AsyncReadExt;
+    let Backend::Cluster(node) = &state.backend else {
+        return Err(ApiError::NotFound("not a cluster node".into()));
+    };
+    let (file, info) = node.snapshot(partition).await?;
+    let len = file
+        .metadata()
+        .map_err(|e| crate::Error::io(format!("the copy of partition {partition}"), e))?
+        .len();
+    tracing::info!(
+        partition,
+        applied = info.applied,
+        bytes = len,
+        "sending a copy of a partition"
+    );
+    let file = tokio::fs::File::from_std(file);
+    // Ends at the end of the file, or after the first read error (the peer then sees a body
+    // shorter than its length, and refuses it).
+    let chunks = futures_util::stream::unfold(Some(file), |file| async move {
+        let mut file = file?;
+        let mut chunk = vec![0u8; 1 << 16];
+        match file.read(&mut chunk).await {
+            Ok(0) => None,
+            Ok(n) => {
+                chunk.truncate(n);
+                Some((Ok(Bytes::from(chunk)), Some(file)))
+            }
+            Err(e) => Some((Err(e), None)),
+        }
+    });
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+            (header::CONTENT_LENGTH, len.to_string()),
+        ],
+        axum::body::Body::from_stream(chunks),
+    )
+        .into_response())
 }
 
 /// The engine's stats, taken on the blocking pool: they wait for the counter table's lock,

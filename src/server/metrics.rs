@@ -260,6 +260,12 @@ pub fn render_cluster(status: &Status) -> String {
             "Partitions of the cluster.",
         )
         .sample("", status.partitions.len()),
+        Family::new(
+            "tierdb_cluster_rebuilds_total",
+            "counter",
+            "Partitions this node rebuilt from a live replica's files since it started.",
+        )
+        .sample("", status.rebuilds.len()),
         last,
         applied,
         lag,

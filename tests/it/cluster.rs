@@ -137,6 +137,24 @@ fn wait_served(cluster: &[Node]) {
     }
 }
 
+/// Waits until every lease holder of every partition applied the log to its end.
+fn wait_caught_up(cluster: &[Node]) {
+    eventually("every holder caught up", || {
+        let status = get_json(cluster[0].http(), "/api/v1/cluster")?;
+        let behind: Vec<&Value> = status["partitions"]
+            .as_array()
+            .ok_or("no partitions")?
+            .iter()
+            .flat_map(|p| p["replicas"].as_array().into_iter().flatten())
+            .filter(|r| r["lag"] != 0 || r["alive"] != true)
+            .collect();
+        behind
+            .is_empty()
+            .then_some(())
+            .ok_or(format!("behind: {behind:?}"))
+    });
+}
+
 /// Polls `check` until it returns `Ok`, or panics with its last error after [`SETTLE`].
 fn eventually<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
     let deadline = Instant::now() + SETTLE;
@@ -454,10 +472,43 @@ impl Load {
 
     /// Stops writing, then checks on every running node (strong reads): each acknowledged
     /// request's series holds exactly its samples, once; a failed one holds all or none.
-    fn stop_and_check(self, cluster: &[Node]) {
+    fn stop_and_check(self, cluster: &[Node]) -> Written {
         self.stop.store(true, Ordering::Relaxed);
         let (acknowledged, failed) = self.thread.join().unwrap();
         assert!(!acknowledged.is_empty(), "no write was acknowledged");
+        let written = Written {
+            run: self.run,
+            start: self.start,
+            acknowledged,
+            failed,
+        };
+        written.check(cluster);
+        eprintln!(
+            "load: {} requests acknowledged, {} failed",
+            written.acknowledged.len(),
+            written.failed.len()
+        );
+        written
+    }
+}
+
+/// What a [`Load`] wrote: the requests acknowledged, and those that failed.
+struct Written {
+    run: &'static str,
+    start: i64,
+    acknowledged: Vec<u64>,
+    failed: Vec<u64>,
+}
+
+impl Written {
+    /// Checks on every running node (strong reads) that each acknowledged request's series
+    /// holds exactly its samples, once, and a failed one all or none.
+    fn check(&self, cluster: &[Node]) {
+        let Written {
+            acknowledged,
+            failed,
+            ..
+        } = self;
         let path = format!(
             "/api/v1/aggregate?match=load&tag=run={}&group_by=round&agg=sum&display=count&range=whole&tier=1h&from={}&to={}&consistency=strong",
             self.run,
@@ -477,7 +528,7 @@ impl Load {
                     (round, g["points"][0][1].as_f64().unwrap_or(0.0))
                 })
                 .collect();
-            for round in &acknowledged {
+            for round in acknowledged {
                 assert_eq!(
                     counts.get(round).copied(),
                     Some(LOAD_SAMPLES as f64),
@@ -485,7 +536,7 @@ impl Load {
                     node.name
                 );
             }
-            for round in &failed {
+            for round in failed {
                 let count = counts.get(round).copied().unwrap_or(0.0);
                 assert!(
                     count == 0.0 || count == LOAD_SAMPLES as f64,
@@ -497,11 +548,6 @@ impl Load {
                 acknowledged.len() + failed.iter().filter(|r| counts.contains_key(r)).count();
             assert_eq!(counts.len(), expected, "series on {}", node.name);
         }
-        eprintln!(
-            "load: {} requests acknowledged, {} failed",
-            acknowledged.len(),
-            failed.len()
-        );
     }
 }
 
@@ -528,16 +574,47 @@ fn a_nats_server_killed_under_load_and_a_wiped_node_lose_nothing() {
     std::thread::sleep(Duration::from_secs(4));
     runtime.block_on(nats.restart(0));
     std::thread::sleep(Duration::from_secs(2));
-    load.stop_and_check(&cluster);
+    let before = load.stop_and_check(&cluster);
 
-    // A node whose data directory is lost comes back empty and is rebuilt: it applies its
-    // partitions' log from the start, and answers as the others do.
+    // A node whose data directory is lost comes back empty and is rebuilt from the live
+    // replicas' files. The log was emptied first (as retention would have, in time): what
+    // was written before is then only in those files, and the log gives the tail.
+    wait_caught_up(&cluster);
+    runtime.block_on(async {
+        let js = nats.jetstream().await;
+        let mut stream = js.get_stream("TIERDB_INGEST").await.expect("the log");
+        stream.purge().await.expect("purge the log");
+        let first = stream.info().await.expect("log info").state.first_sequence;
+        eprintln!("log purged: it now starts at sequence {first}");
+    });
     cluster[2].kill();
     std::fs::remove_dir_all(&cluster[2].dir).unwrap();
     cluster[2].start(&urls);
     let load = Load::start("wiped", start - 3 * 3600, [cluster[0].http()]);
     std::thread::sleep(Duration::from_secs(1));
     load.stop_and_check(&cluster);
+    before.check(&cluster);
+    let status = get_json(cluster[2].http(), "/api/v1/cluster").unwrap();
+    let rebuilt = status["rebuilds"].as_array().expect("rebuilds");
+    let applying = status["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "node2")
+        .expect("node2 listed")["applying"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        !rebuilt.is_empty() && rebuilt.len() as u64 >= applying,
+        "node2 applies {applying} partitions, rebuilt {rebuilt:?}"
+    );
+    for rebuild in rebuilt {
+        assert!(
+            rebuild["from"] != "node2" && rebuild["applied"].as_u64() > Some(0),
+            "{rebuild}"
+        );
+        assert_eq!(rebuild["applied_before"], 0, "{rebuild}");
+    }
     let series = "/api/v1/series?match=load&consistency=strong";
     let listed: Vec<Value> = cluster
         .iter()

@@ -61,6 +61,7 @@ pub(super) fn run(
             max_bytes: (args.log_max_bytes > 0).then_some(args.log_max_bytes),
             replicas: args.log_replicas.unwrap_or(0),
         },
+        token: listen.token.clone(),
     };
     let node = runtime.block_on(Node::start(settings, &advertised))?;
     println!(

@@ -1,0 +1,303 @@
+//! A copy of one partition's engine directory, taken from a live replica to rebuild another
+//! (a node back with an empty disk, or one away for longer than the log keeps messages).
+//! With it, the log's retention need only cover a rebuild, not the tiers' retention: the new
+//! replica starts from the copy's applied sequence and reads only the log's tail.
+//!
+//! The holder takes the copy between two groups of messages ([`PartitionStore::snapshot`]:
+//! no apply, no maintenance pass, no batch runs meanwhile), so the files agree with the
+//! applied sequence in `apply.state`, which travels with them. The copy is written to a local
+//! file first, so the holder's apply pauses only for a local copy, then sent over HTTP. The
+//! receiver writes it into a fresh directory, checks every file's CRC and the end marker,
+//! syncs it, and only then puts it in place of the partition's directory.
+//!
+//! Stream layout (little-endian):
+//! ```text
+//! "TDBSNAP1"   8 bytes magic
+//! partition    u32
+//! applied      u64    the stream sequence the files hold
+//! crc          u32    CRC-32 of the 20 bytes above
+//! entries, each:
+//!   b'F'       u8
+//!   path len   u16    1..=1024
+//!   path       UTF-8, relative, '/'-separated; components of [A-Za-z0-9._-], not "." or ".."
+//!   length     u64    file length in bytes
+//!   bytes
+//!   crc        u32    CRC-32 of path len, path, length and bytes
+//! end:
+//!   b'E'       u8
+//!   files      u32    entries before it
+//!   bytes      u64    their lengths added up
+//! ```
+//! The directory's lock file is not copied: the receiver takes its own. The open marker is,
+//! so the receiver's open checks the files as after a crash, which the copy is, in effect.
+//!
+//! [`PartitionStore::snapshot`]: super::apply::PartitionStore::snapshot
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::storage::disk;
+use crate::{Error, Result};
+
+const MAGIC: &[u8; 8] = b"TDBSNAP1";
+const FILE_TAG: u8 = b'F';
+const END_TAG: u8 = b'E';
+const MAX_PATH: usize = 1024;
+/// The lock file every open engine holds: never copied.
+const LOCK_FILE: &str = "LOCK";
+
+/// What a snapshot held.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    /// The partition it is of.
+    pub partition: u32,
+    /// The log sequence its files hold.
+    pub applied: u64,
+    /// Files copied.
+    pub files: u32,
+    /// Their bytes, added up.
+    pub bytes: u64,
+}
+
+/// Writes the snapshot of the engine directory `dir` (every file below it but the lock),
+/// holding partition `partition` up to `applied`, to `out`. The caller keeps the files still
+/// meanwhile.
+///
+/// # Errors
+/// [`Error::Io`] naming the file that could not be read or written.
+pub(crate) fn write(
+    dir: &Path,
+    partition: u32,
+    applied: u64,
+    out: &mut impl Write,
+    out_path: &Path,
+) -> Result<SnapshotInfo> {
+    let fail = |e: std::io::Error| Error::io(out_path, e);
+    out.write_all(&header(partition, applied)).map_err(fail)?;
+    let mut info = SnapshotInfo {
+        partition,
+        applied,
+        files: 0,
+        bytes: 0,
+    };
+    let mut files = Vec::new();
+    list_files(dir, Path::new(""), &mut files)?;
+    files.sort();
+    let mut buffer = vec![0u8; 1 << 16];
+    for relative in files {
+        let path = dir.join(&relative);
+        let text = relative_text(&relative)
+            .ok_or_else(|| Error::corrupt(&path, "a file name a snapshot cannot carry"))?;
+        let mut file = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        let len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
+        let mut crc = crc32fast::Hasher::new();
+        out.write_all(&[FILE_TAG]).map_err(fail)?;
+        for part in [
+            &(text.len() as u16).to_le_bytes()[..],
+            text.as_bytes(),
+            &len.to_le_bytes(),
+        ] {
+            out.write_all(part).map_err(fail)?;
+            crc.update(part);
+        }
+        let mut left = len;
+        while left > 0 {
+            let n = buffer.len().min(left as usize);
+            file.read_exact(&mut buffer[..n])
+                .map_err(|e| Error::io(&path, e))?;
+            crc.update(&buffer[..n]);
+            out.write_all(&buffer[..n]).map_err(fail)?;
+            left -= n as u64;
+        }
+        out.write_all(&crc.finalize().to_le_bytes()).map_err(fail)?;
+        info.files += 1;
+        info.bytes += len;
+    }
+    out.write_all(&[END_TAG]).map_err(fail)?;
+    out.write_all(&info.files.to_le_bytes()).map_err(fail)?;
+    out.write_all(&info.bytes.to_le_bytes()).map_err(fail)?;
+    out.flush().map_err(fail)?;
+    Ok(info)
+}
+
+/// The stream's first 24 bytes.
+fn header(partition: u32, applied: u64) -> [u8; 24] {
+    let mut bytes = [0u8; 24];
+    bytes[..8].copy_from_slice(MAGIC);
+    bytes[8..12].copy_from_slice(&partition.to_le_bytes());
+    bytes[12..20].copy_from_slice(&applied.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[..20]);
+    bytes[20..].copy_from_slice(&crc.to_le_bytes());
+    bytes
+}
+
+/// Every file below `dir` (relative to the walk's root, in `prefix`), the lock file left out.
+fn list_files(dir: &Path, prefix: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let here = dir.join(prefix);
+    for entry in std::fs::read_dir(&here).map_err(|e| Error::io(&here, e))? {
+        let entry = entry.map_err(|e| Error::io(&here, e))?;
+        let relative = prefix.join(entry.file_name());
+        let kind = entry.file_type().map_err(|e| Error::io(entry.path(), e))?;
+        if kind.is_dir() {
+            list_files(dir, &relative, out)?;
+        } else if kind.is_file() && relative != Path::new(LOCK_FILE) {
+            out.push(relative);
+        }
+    }
+    Ok(())
+}
+
+/// `relative` as the stream writes it, when every component is one a snapshot may carry.
+fn relative_text(relative: &Path) -> Option<String> {
+    let parts: Option<Vec<&str>> = relative.iter().map(|c| c.to_str()).collect();
+    let text = parts?.join("/");
+    valid_path(&text).then_some(text)
+}
+
+/// A relative path of plain components: nothing that climbs out of the directory or names
+/// something odd.
+fn valid_path(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= MAX_PATH
+        && text.split('/').all(|part| {
+            !part.is_empty()
+                && part != "."
+                && part != ".."
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        })
+}
+
+/// Reads the snapshot in the file `source` into the directory `dest`, which must not exist
+/// yet, and syncs every file and directory it wrote. `partition` is the partition asked for.
+///
+/// # Errors
+/// [`Error::CorruptFile`] naming `source` when it is not a snapshot, is of another partition,
+/// is cut short, or a file's CRC or a path is wrong (whatever was written to `dest` stays
+/// for the caller to remove); [`Error::Io`].
+pub(crate) fn read(source: &Path, partition: u32, dest: &Path) -> Result<SnapshotInfo> {
+    let file = File::open(source).map_err(|e| Error::io(source, e))?;
+    let mut input = BufReader::with_capacity(1 << 16, file);
+    let corrupt = |why: String| Error::corrupt(source, &why);
+    let io = |e: std::io::Error| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            Error::corrupt(source, "cut short: no end marker")
+        } else {
+            Error::io(source, e)
+        }
+    };
+    let head: [u8; 24] = read_array(&mut input).map_err(io)?;
+    if &head[..8] != MAGIC {
+        return Err(corrupt("not a tierdb partition snapshot".into()));
+    }
+    let theirs = u32::from_le_bytes(head[8..12].try_into().expect("4 bytes"));
+    let applied = u64::from_le_bytes(head[12..20].try_into().expect("8 bytes"));
+    if header(theirs, applied) != head {
+        return Err(corrupt("its header's CRC does not match".into()));
+    }
+    if theirs != partition {
+        return Err(corrupt(format!(
+            "a snapshot of partition {theirs}, not {partition}"
+        )));
+    }
+    std::fs::create_dir(dest).map_err(|e| Error::io(dest, e))?;
+    let mut info = SnapshotInfo {
+        partition,
+        applied,
+        files: 0,
+        bytes: 0,
+    };
+    let mut dirs = vec![dest.to_path_buf()];
+    let mut buffer = vec![0u8; 1 << 16];
+    loop {
+        let [tag] = read_array(&mut input).map_err(io)?;
+        match tag {
+            FILE_TAG => {}
+            END_TAG => {
+                let files = u32::from_le_bytes(read_array(&mut input).map_err(io)?);
+                let bytes = u64::from_le_bytes(read_array(&mut input).map_err(io)?);
+                if (files, bytes) != (info.files, info.bytes) {
+                    return Err(corrupt(format!(
+                        "its end marker counts {files} files of {bytes} bytes, it held {} of {}",
+                        info.files, info.bytes
+                    )));
+                }
+                if input.read(&mut [0u8]).map_err(io)? != 0 {
+                    return Err(corrupt("bytes after its end marker".into()));
+                }
+                break;
+            }
+            other => return Err(corrupt(format!("unknown entry tag {other:#04x}"))),
+        }
+        let mut crc = crc32fast::Hasher::new();
+        let path_len_bytes: [u8; 2] = read_array(&mut input).map_err(io)?;
+        crc.update(&path_len_bytes);
+        let path_len = u16::from_le_bytes(path_len_bytes) as usize;
+        if path_len == 0 || path_len > MAX_PATH {
+            return Err(corrupt(format!("a path of {path_len} bytes")));
+        }
+        let mut path = vec![0u8; path_len];
+        input.read_exact(&mut path).map_err(io)?;
+        crc.update(&path);
+        let path = String::from_utf8(path)
+            .ok()
+            .filter(|p| valid_path(p) && p != LOCK_FILE)
+            .ok_or_else(|| corrupt("a path a snapshot may not carry".into()))?;
+        let len_bytes: [u8; 8] = read_array(&mut input).map_err(io)?;
+        crc.update(&len_bytes);
+        let len = u64::from_le_bytes(len_bytes);
+        let target = dest.join(&path);
+        if let Some(parent) = target.parent() {
+            if !parent.exists() {
+                std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+                dirs.push(parent.to_path_buf());
+            }
+        }
+        let mut out = BufWriter::with_capacity(1 << 16, {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&target)
+                .map_err(|e| Error::io(&target, e))?;
+            file
+        });
+        let mut left = len;
+        while left > 0 {
+            let n = buffer
+                .len()
+                .min(usize::try_from(left).unwrap_or(usize::MAX));
+            input.read_exact(&mut buffer[..n]).map_err(io)?;
+            crc.update(&buffer[..n]);
+            out.write_all(&buffer[..n])
+                .map_err(|e| Error::io(&target, e))?;
+            left -= n as u64;
+        }
+        let stored = u32::from_le_bytes(read_array(&mut input).map_err(io)?);
+        if stored != crc.finalize() {
+            return Err(corrupt(format!("the CRC of {path} does not match")));
+        }
+        let file = out
+            .into_inner()
+            .map_err(|e| Error::io(&target, e.into_error()))?;
+        file.sync_all().map_err(|e| Error::io(&target, e))?;
+        info.files += 1;
+        info.bytes += len;
+    }
+    // Deepest first, so each directory's entry is synced after what it holds.
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    for dir in &dirs {
+        disk::sync_dir(dir)?;
+    }
+    Ok(info)
+}
+
+fn read_array<const N: usize>(input: &mut impl Read) -> std::io::Result<[u8; N]> {
+    let mut bytes = [0u8; N];
+    input.read_exact(&mut bytes)?;
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,150 @@
+use std::path::Path;
+
+use super::*;
+
+/// A directory shaped like an engine's: files at the top and in nested directories, the
+/// lock file among them.
+fn engine_like(dir: &Path) {
+    std::fs::create_dir_all(dir.join("tiers/1m")).unwrap();
+    std::fs::write(dir.join("apply.state"), b"state").unwrap();
+    std::fs::write(dir.join("series.log"), vec![7u8; 200_000]).unwrap();
+    std::fs::write(dir.join("LOCK"), b"1234").unwrap();
+    std::fs::write(dir.join("OPEN"), b"").unwrap();
+    std::fs::write(dir.join("tiers/1m/1795392000-c0.tdc"), b"compacted").unwrap();
+    std::fs::write(dir.join("tiers/1m/1795392000-0.tdb"), vec![1u8; 70_000]).unwrap();
+}
+
+fn snapshot_of(dir: &Path, file: &Path) -> SnapshotInfo {
+    let mut out = std::io::BufWriter::new(File::create(file).unwrap());
+    write(dir, 3, 4242, &mut out, file).unwrap()
+}
+
+/// Every file below `dir`, with its bytes.
+fn contents(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
+    list_files(dir, Path::new(""), &mut files).unwrap();
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| {
+            (
+                relative_text(&f).unwrap(),
+                std::fs::read(dir.join(&f)).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_snapshot_carries_every_file_but_the_lock_bit_for_bit() {
+    let root = tempfile::tempdir().unwrap();
+    let source = root.path().join("source");
+    engine_like(&source);
+    let file = root.path().join("snap");
+    let written = snapshot_of(&source, &file);
+    assert_eq!(written.files, 5);
+    assert_eq!(written.bytes, 5 + 200_000 + 9 + 70_000);
+    let dest = root.path().join("dest");
+    let read_back = read(&file, 3, &dest).unwrap();
+    assert_eq!(read_back, written);
+    assert_eq!(read_back.applied, 4242);
+    let mut expected = contents(&source);
+    expected.retain(|(path, _)| path != "LOCK");
+    assert_eq!(contents(&dest), expected);
+    assert!(!dest.join("LOCK").exists());
+}
+
+#[test]
+fn a_snapshot_of_another_partition_or_a_foreign_file_is_refused_by_name() {
+    let root = tempfile::tempdir().unwrap();
+    let source = root.path().join("source");
+    engine_like(&source);
+    let file = root.path().join("snap");
+    snapshot_of(&source, &file);
+    let err = read(&file, 4, &root.path().join("dest4")).unwrap_err();
+    assert!(
+        err.to_string().contains("partition 3, not 4") && err.to_string().contains("snap"),
+        "{err}"
+    );
+    let foreign = root.path().join("foreign");
+    std::fs::write(&foreign, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let err = read(&foreign, 3, &root.path().join("dest-f")).unwrap_err();
+    assert!(
+        matches!(err, Error::CorruptFile { ref path, .. } if path == &foreign),
+        "{err}"
+    );
+}
+
+#[test]
+fn every_cut_and_every_bit_flip_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let source = root.path().join("source");
+    std::fs::create_dir_all(source.join("tiers")).unwrap();
+    std::fs::write(source.join("apply.state"), b"state bytes").unwrap();
+    std::fs::write(source.join("tiers/a.tdb"), [9u8; 40]).unwrap();
+    let file = root.path().join("snap");
+    snapshot_of(&source, &file);
+    let bytes = std::fs::read(&file).unwrap();
+    let bad = root.path().join("bad");
+    let mut attempt = 0;
+    let mut refused = |content: &[u8], what: &str| {
+        attempt += 1;
+        std::fs::write(&bad, content).unwrap();
+        let dest = root.path().join(format!("dest{attempt}"));
+        match read(&bad, 3, &dest) {
+            Err(Error::CorruptFile { path, .. }) => assert_eq!(path, bad, "{what}"),
+            other => panic!("{what}: {other:?}"),
+        }
+    };
+    for cut in 0..bytes.len() {
+        refused(&bytes[..cut], &format!("cut at {cut}"));
+    }
+    let mut longer = bytes.clone();
+    longer.push(0);
+    refused(&longer, "a byte after the end");
+    for bit in 0..bytes.len() * 8 {
+        let mut flipped = bytes.clone();
+        flipped[bit / 8] ^= 1 << (bit % 8);
+        refused(&flipped, &format!("bit {bit} flipped"));
+    }
+}
+
+#[test]
+fn paths_that_climb_out_or_name_the_lock_are_refused() {
+    for path in [
+        "../x",
+        "a/../../x",
+        "/etc/passwd",
+        "a//b",
+        ".",
+        "a/./b",
+        "sp ace",
+        "LOCK",
+    ] {
+        let mut stream = header(0, 1).to_vec();
+        let mut crc = crc32fast::Hasher::new();
+        stream.push(FILE_TAG);
+        for part in [
+            &(path.len() as u16).to_le_bytes()[..],
+            path.as_bytes(),
+            &1u64.to_le_bytes(),
+            b"x",
+        ] {
+            stream.extend_from_slice(part);
+            crc.update(part);
+        }
+        stream.extend_from_slice(&crc.finalize().to_le_bytes());
+        stream.push(END_TAG);
+        stream.extend_from_slice(&1u32.to_le_bytes());
+        stream.extend_from_slice(&1u64.to_le_bytes());
+        let root = tempfile::tempdir().unwrap();
+        let file = root.path().join("snap");
+        std::fs::write(&file, &stream).unwrap();
+        let err = read(&file, 0, &root.path().join("dest")).unwrap_err();
+        assert!(
+            err.to_string().contains("a path a snapshot may not carry"),
+            "{path}: {err}"
+        );
+        assert!(!root.path().join("x").exists());
+    }
+}
