@@ -1034,6 +1034,7 @@ impl Engine {
     /// stores anything, so no file is created, swapped, dropped or written meanwhile. The
     /// caller stops its own writes first: a cluster partition's store copies its files
     /// this way between two groups of messages ([`crate::cluster::snapshot`]).
+    #[cfg(feature = "server")]
     pub(crate) fn with_files_still<R>(&self, copy: impl FnOnce(&Path) -> R) -> R {
         // The order a maintenance pass takes them in: its lock, then the batch gate.
         let _no_pass = self
