@@ -25,9 +25,12 @@ use crate::server::Limits;
 use crate::time::Timestamp;
 use crate::{Error, Result};
 
-/// Samples per published message at most, so a message stays well under NATS's default
-/// 1 MiB payload limit whatever the keys.
+/// Samples per published message at most. A message is also kept under the server's
+/// payload limit (1 MiB by default): one that encodes larger, with long keys, is halved.
 pub const MESSAGE_SAMPLES: usize = 4096;
+
+/// Room left under the server's payload limit for the message's headers (its id).
+const HEADER_ROOM: usize = 4096;
 
 /// Publish attempts per message before the flush fails.
 const PUBLISH_ATTEMPTS: usize = 5;
@@ -138,20 +141,20 @@ impl EdgeSink {
         // Partitions are published at once; one partition's messages one after another, so
         // they reach the log in the order they were written (a counter's samples must).
         let mut publishes = Vec::new();
+        let max_bytes = self.node.log().max_payload().saturating_sub(HEADER_ROOM);
         for (partition, (batch, _)) in self.batches.drain() {
-            let mut messages = Vec::new();
-            for part in split(batch) {
-                let samples = part.samples.len() as u64;
-                let mut payload = Vec::new();
-                if let Err(e) = wire::encode(&part, &mut payload) {
-                    // Only a batch past the format's bounds fails, which `split` prevents.
-                    self.report
-                        .refuse_many(&self.stats, "write_failed", samples);
+            let messages = match encode_messages(&batch, max_bytes) {
+                Ok(messages) => messages,
+                Err(e) => {
+                    self.report.refuse_many(
+                        &self.stats,
+                        "write_failed",
+                        batch.samples.len() as u64,
+                    );
                     tracing::error!(partition, error = %e, "encoding a batch failed");
                     continue;
                 }
-                messages.push((samples, bytes::Bytes::from(payload)));
-            }
+            };
             let node = Arc::clone(&self.node);
             publishes.push(async move {
                 let mut outcomes = Vec::with_capacity(messages.len());
@@ -214,29 +217,126 @@ async fn publish(node: &Node, partition: u32, id: &str, payload: bytes::Bytes) -
     Err(last.unwrap_or_else(|| Error::Cluster("publish failed".into())))
 }
 
-/// `batch` cut into messages of at most [`MESSAGE_SAMPLES`] samples, each with the series
-/// its samples name. Samples keep their order.
-fn split(batch: SampleBatch) -> Vec<SampleBatch> {
-    if batch.samples.len() <= MESSAGE_SAMPLES {
-        return vec![batch];
-    }
-    batch
-        .samples
-        .chunks(MESSAGE_SAMPLES)
-        .map(|chunk| {
-            let mut part = SampleBatch::default();
-            let mut index = HashMap::new();
-            for sample in chunk {
-                let series = &batch.series[sample.series as usize];
-                part.push(
-                    &mut index,
-                    &series.key,
-                    series.kind,
-                    sample.ts,
-                    sample.value,
-                );
+/// `batch` encoded as messages of at most [`MESSAGE_SAMPLES`] samples and `max_bytes` bytes
+/// each, samples in order, with their sample counts: a part that encodes larger is halved
+/// until it fits.
+///
+/// # Errors
+/// [`Error::Cluster`] when one sample alone encodes larger than `max_bytes`, or the format
+/// refuses a part.
+fn encode_messages(batch: &SampleBatch, max_bytes: usize) -> Result<Vec<(u64, bytes::Bytes)>> {
+    let total = batch.samples.len();
+    // A stack of sample ranges, the first on top.
+    let mut todo: Vec<std::ops::Range<usize>> = (0..total)
+        .step_by(MESSAGE_SAMPLES)
+        .map(|start| start..(start + MESSAGE_SAMPLES).min(total))
+        .rev()
+        .collect();
+    let mut messages = Vec::new();
+    while let Some(range) = todo.pop() {
+        let mut payload = Vec::new();
+        let encoded = if range.len() == total {
+            wire::encode(batch, &mut payload)
+        } else {
+            wire::encode(&sub_batch(batch, range.clone()), &mut payload)
+        };
+        encoded.map_err(|e| Error::Cluster(format!("encoding a batch: {e}")))?;
+        if payload.len() > max_bytes {
+            if range.len() == 1 {
+                return Err(Error::Cluster(format!(
+                    "one sample encodes to {} bytes, over the NATS payload limit of {max_bytes}",
+                    payload.len()
+                )));
             }
-            part
-        })
-        .collect()
+            let middle = range.start + range.len() / 2;
+            todo.push(middle..range.end);
+            todo.push(range.start..middle);
+            continue;
+        }
+        messages.push((range.len() as u64, bytes::Bytes::from(payload)));
+    }
+    Ok(messages)
+}
+
+/// The samples `range` of `batch`, with the series they name.
+fn sub_batch(batch: &SampleBatch, range: std::ops::Range<usize>) -> SampleBatch {
+    let mut part = SampleBatch::default();
+    let mut index = HashMap::new();
+    for sample in &batch.samples[range] {
+        let series = &batch.series[sample.series as usize];
+        part.push(
+            &mut index,
+            &series.key,
+            series.kind,
+            sample.ts,
+            sample.value,
+        );
+    }
+    part
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A batch of `n` samples, three per series, over series with keys of about `key_len`
+    /// bytes, unlike enough that deflate cannot shrink them much.
+    fn batch(n: usize, key_len: usize) -> SampleBatch {
+        let mut batch = SampleBatch::default();
+        let mut index = HashMap::new();
+        for i in 0..n {
+            let series = i % n.div_ceil(3);
+            let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ series as u64;
+            let mut name = format!("s{series}.");
+            while name.len() < key_len {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                name.push(char::from(b'a' + (state % 26) as u8));
+            }
+            batch.push(&mut index, &name, None, 1_800_000_000 + i as i64, i as f64);
+        }
+        batch
+    }
+
+    /// The samples of `messages`, decoded, as (key, ts, value bits), each series' samples in
+    /// the order they came (the format groups a message's samples by series).
+    fn decoded(messages: &[(u64, bytes::Bytes)]) -> Vec<(String, i64, u64)> {
+        let mut out = Vec::new();
+        for (count, payload) in messages {
+            let part = wire::decode(payload).unwrap();
+            assert_eq!(part.samples.len() as u64, *count);
+            for s in &part.samples {
+                let key = part.series[s.series as usize].key.clone();
+                out.push((key, s.ts, s.value.to_bits()));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    #[test]
+    fn messages_stay_under_the_payload_limit_with_long_keys_and_keep_the_order() {
+        let limit = 1 << 20;
+        let batch = batch(3 * MESSAGE_SAMPLES + 17, 600);
+        let messages = encode_messages(&batch, limit).unwrap();
+        assert!(messages.len() > 4, "{} messages", messages.len());
+        for (count, payload) in &messages {
+            assert!(payload.len() <= limit, "{} bytes", payload.len());
+            assert!(*count as usize <= MESSAGE_SAMPLES);
+        }
+        let whole = encode_messages(&batch, usize::MAX).unwrap();
+        assert_eq!(whole.len(), 4);
+        assert_eq!(decoded(&messages), decoded(&whole));
+        assert_eq!(decoded(&whole).len(), batch.samples.len());
+    }
+
+    #[test]
+    fn a_sample_too_large_alone_is_refused() {
+        let err = encode_messages(&batch(2, 600), 100).unwrap_err();
+        assert!(
+            err.to_string().contains("over the NATS payload limit"),
+            "{err}"
+        );
+    }
 }

@@ -244,12 +244,11 @@ pub async fn fan_out(
         Some(p) => vec![p],
         None => (0..node.partitions()).collect(),
     };
-    let mut applied_at_least = BTreeMap::new();
-    if strong {
-        for &partition in &pending {
-            applied_at_least.insert(partition, node.log().last_sequence(partition).await?);
-        }
-    }
+    let applied_at_least = if strong {
+        node.log().last_sequences(&pending).await?
+    } else {
+        BTreeMap::new()
+    };
     let mut excluded = BTreeSet::new();
     let mut answers = Vec::new();
     for attempt in 1..=READ_ATTEMPTS {

@@ -10,6 +10,7 @@
 //! Publishing carries a message id (`Nats-Msg-Id`), so a publish retried after a lost
 //! acknowledgement is stored once within the stream's duplicate window.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream, Context};
@@ -131,23 +132,37 @@ impl IngestLog {
         Ok(ack.sequence)
     }
 
-    /// The sequence of `partition`'s last message, 0 when it has none: what an owner must
-    /// have applied for a read to see every acknowledged write.
+    /// The largest message the connected server accepts, in bytes.
+    pub fn max_payload(&self) -> usize {
+        self.js.client().server_info().max_payload
+    }
+
+    /// The sequence of each of `partitions`' last message, 0 for one with none: what an
+    /// owner must have applied for a read to see every acknowledged write. The partitions
+    /// are asked all at once, in one round trip's time.
     ///
     /// # Errors
     /// [`Error::Cluster`] when JetStream does not answer.
-    pub async fn last_sequence(&self, partition: u32) -> Result<u64> {
+    pub async fn last_sequences(&self, partitions: &[u32]) -> Result<BTreeMap<u32, u64>> {
         let stream = self.stream().await?;
-        match stream
-            .get_last_raw_message_by_subject(&subject(partition))
+        let asked = partitions.iter().map(|&partition| {
+            let stream = &stream;
+            async move {
+                let subject = subject(partition);
+                match stream.get_last_raw_message_by_subject(&subject).await {
+                    Ok(message) => Ok((partition, message.sequence)),
+                    Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {
+                        Ok((partition, 0))
+                    }
+                    Err(e) => Err(Error::Cluster(format!(
+                        "last message of partition {partition}: {e}"
+                    ))),
+                }
+            }
+        });
+        futures_util::future::try_join_all(asked)
             .await
-        {
-            Ok(message) => Ok(message.sequence),
-            Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(0),
-            Err(e) => Err(Error::Cluster(format!(
-                "last message of partition {partition}: {e}"
-            ))),
-        }
+            .map(|pairs| pairs.into_iter().collect())
     }
 
     /// The stream's first sequence still held (messages before it were dropped by

@@ -45,6 +45,11 @@ const RETRY_PAUSE: Duration = Duration::from_secs(1);
 /// How long copying a replica's files may take.
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// Cluster renders running at once at most. A render holds a blocking-pool thread while it
+/// waits for its fan-out, whose reads of this node's partitions need blocking threads too:
+/// with every thread of the pool (512) held by renders, those reads would never run.
+const CONCURRENT_RENDERS: usize = 64;
+
 /// How long a starting node waits for JetStream to answer (a leader elected) before it
 /// gives up.
 const JETSTREAM_WAIT: Duration = Duration::from_secs(120);
@@ -107,6 +112,8 @@ pub struct Node {
     token: Option<String>,
     /// The partitions rebuilt from a peer's copy since this process started.
     rebuilds: Mutex<Vec<Rebuild>>,
+    /// Renders running at once (see [`Node::render_slot`]).
+    renders: tokio::sync::Semaphore,
 }
 
 /// A partition rebuilt from a live replica's files.
@@ -196,6 +203,7 @@ impl Node {
             publish_count: Default::default(),
             token: settings.token,
             rebuilds: Mutex::new(Vec::new()),
+            renders: tokio::sync::Semaphore::new(CONCURRENT_RENDERS),
         });
         let manager = tokio::spawn(Arc::clone(&node).follow_view());
         *node.manager.lock().unwrap_or_else(|e| e.into_inner()) = Some(manager);
@@ -354,6 +362,15 @@ impl Node {
                 tracing::error!(partition, error = %e, "closing partition");
             }
         }
+    }
+
+    /// A render's turn: renders beyond [`CONCURRENT_RENDERS`] wait here, on the async side,
+    /// before they take a blocking thread.
+    pub async fn render_slot(&self) -> tokio::sync::SemaphorePermit<'_> {
+        self.renders
+            .acquire()
+            .await
+            .expect("the render semaphore is never closed")
     }
 
     /// The partitions rebuilt from a peer's copy since this process started.

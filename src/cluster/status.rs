@@ -79,9 +79,11 @@ impl Status {
     /// [`crate::Error::Cluster`] when the log's positions cannot be read.
     pub async fn of(node: &Arc<Node>) -> Result<Status> {
         let view = node.view();
+        let numbers: Vec<u32> = (0u32..).take(view.partitions.len()).collect();
+        let last = node.log().last_sequences(&numbers).await?;
         let mut partitions = Vec::with_capacity(view.partitions.len());
         for (partition, owners) in (0u32..).zip(&view.partitions) {
-            let last_sequence = node.log().last_sequence(partition).await?;
+            let last_sequence = last.get(&partition).copied().unwrap_or(0);
             let replicas = owners
                 .replicas
                 .iter()

@@ -74,6 +74,7 @@ pub(super) async fn render(
                 super::http::strong(&params)?,
                 state.token.clone(),
             );
+            let _turn = node.render_slot().await;
             blocking(move || render::render(&source, &request, &read_budget)).await
         }
     };
