@@ -6,7 +6,9 @@
 #     aggregate of the count over all series);
 #   - bytes per sample on the log (the stream's bytes over the samples it holds);
 #   - one fan-out read's latency: a one-series 24h@1m query, and a sum over all series, each
-#     the median of QUERIES requests, against the single node.
+#     the median of QUERIES requests, against the single node;
+#   - a node's rebuild: node2 killed, its data directory deleted, started again, timed until
+#     it copied every partition it applies from the live replicas' files and caught up.
 # Everything lives under a temporary directory in /tmp, removed at the end; processes are
 # stopped by pid.
 #
@@ -76,10 +78,12 @@ start_tierdb() {
 }
 
 read -r _ SINGLE_HTTP SINGLE_GRAPHITE < <(start_tierdb single)
-NODES_HTTP=() NODES_GRAPHITE=()
+NODES_HTTP=() NODES_GRAPHITE=() NODES_PID=()
+node_flags() { echo --cluster "$URLS" --node "node$1" --log-max-bytes $((256 << 20)); }
 for i in 0 1 2; do
-    read -r _ http graphite < <(start_tierdb "node$i" --cluster "$URLS" --node "node$i" --log-max-bytes $((256 << 20)))
-    NODES_HTTP+=("$http") NODES_GRAPHITE+=("$graphite")
+    # shellcheck disable=SC2046
+    read -r pid http graphite < <(start_tierdb "node$i" $(node_flags "$i"))
+    NODES_HTTP+=("$http") NODES_GRAPHITE+=("$graphite") NODES_PID+=("$pid")
 done
 
 python3 - "$SERIES" "$SAMPLES" "$CONNECTIONS" "$QUERIES" "$SINGLE_HTTP" "$SINGLE_GRAPHITE" \
@@ -167,4 +171,31 @@ latency("cluster (node0), one series 2h@1m", node_http, one)
 latency("cluster (node1), one series 2h@1m", other_http, one)
 latency("single node, sum over all series 2h@1m", single_http, agg)
 latency("cluster, sum over all series 2h@1m (fan-out to all owners)", node_http, agg)
+PY
+
+# A wiped node's rebuild from the live replicas' files.
+kill -9 "${NODES_PID[2]}"
+rm -rf "$WORK/node2"
+REBUILD_START=$(date +%s.%N)
+# shellcheck disable=SC2046
+read -r _ NODE2_HTTP _ < <(start_tierdb node2 $(node_flags 2))
+python3 - "$NODE2_HTTP" "$REBUILD_START" <<'PY'
+import json, sys, time, urllib.request
+http, started = sys.argv[1], float(sys.argv[2])
+deadline = time.time() + 600
+while True:
+    with urllib.request.urlopen(f"http://{http}/api/v1/cluster", timeout=60) as r:
+        status = json.loads(r.read())
+    mine = [p for p in status["partitions"] if any(r["node"] == "node2" for r in p["replicas"])]
+    caught_up = mine and all(r["lag"] == 0 for p in mine for r in p["replicas"] if r["node"] == "node2")
+    rebuilt = status["rebuilds"]
+    if caught_up and len(rebuilt) >= len(mine):
+        took = time.time() - started
+        copied = sum(r["bytes"] for r in rebuilt)
+        print(f"rebuild of a wiped node: {len(rebuilt)} partitions, {copied / 2**20:.1f} MiB of files "
+              f"copied, caught up {took:.2f} s after its start ({copied / 2**20 / took:.1f} MiB/s)")
+        break
+    if time.time() > deadline:
+        sys.exit(f"node2 not rebuilt after 10 minutes: {len(rebuilt)} copies, {len(mine)} partitions")
+    time.sleep(0.1)
 PY
