@@ -149,8 +149,9 @@ impl Node {
     /// [`Error::Cluster`] when NATS cannot be reached or the cluster refuses this node (a
     /// different partition count); [`Error::Io`] for the data directory.
     pub async fn start(settings: NodeSettings, http_addr: &str) -> Result<Arc<Node>> {
-        std::fs::create_dir_all(settings.data_dir.join("partitions"))
-            .map_err(|e| Error::io(settings.data_dir.join("partitions"), e))?;
+        let partitions = settings.data_dir.join("partitions");
+        std::fs::create_dir_all(&partitions).map_err(|e| Error::io(&partitions, e))?;
+        remove_unfinished_copies(&partitions)?;
         let client = async_nats::ConnectOptions::new()
             .name(format!("tierdb {}", settings.name))
             .retry_on_initial_connect()
@@ -665,4 +666,18 @@ fn remove_dir_if_any(dir: &Path) -> Result<()> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(dir, e)),
         _ => Ok(()),
     }
+}
+
+/// Removes what a rebuild that stopped part way left in `partitions`: a downloaded copy
+/// (`<p>.snapshot`) and a copy being read into place (`<p>.incoming/`).
+fn remove_unfinished_copies(partitions: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(partitions).map_err(|e| Error::io(partitions, e))? {
+        let path = entry.map_err(|e| Error::io(partitions, e))?.path();
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("snapshot") => std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?,
+            Some("incoming") => remove_dir_if_any(&path)?,
+            _ => {}
+        }
+    }
+    Ok(())
 }
