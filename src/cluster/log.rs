@@ -166,18 +166,19 @@ impl IngestLog {
     }
 
     /// The stream's first sequence still held (messages before it were dropped by
-    /// retention).
+    /// retention, or purged) and its last sequence ever stored (0 when none; a purge keeps
+    /// it).
     ///
     /// # Errors
     /// [`Error::Cluster`] when JetStream does not answer.
-    pub async fn first_sequence(&self) -> Result<u64> {
+    pub async fn bounds(&self) -> Result<(u64, u64)> {
         let info = self
             .stream()
             .await?
             .get_info()
             .await
             .map_err(|e| Error::Cluster(format!("stream {STREAM} info: {e}")))?;
-        Ok(info.state.first_sequence)
+        Ok((info.state.first_sequence, info.state.last_sequence))
     }
 
     async fn stream(&self) -> Result<stream::Stream> {

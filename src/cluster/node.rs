@@ -50,6 +50,9 @@ const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(600);
 /// with every thread of the pool (512) held by renders, those reads would never run.
 const CONCURRENT_RENDERS: usize = 64;
 
+/// How often a node checks that the log still holds what it applied.
+const LOG_CHECK: Duration = Duration::from_secs(10);
+
 /// How long a starting node waits for JetStream to answer (a leader elected) before it
 /// gives up.
 const JETSTREAM_WAIT: Duration = Duration::from_secs(120);
@@ -101,8 +104,8 @@ pub struct Node {
     partitions: u32,
     /// The partitions this node applies, each with its store and task.
     applying: Mutex<BTreeMap<u32, Applying>>,
-    /// The manager task that follows the view.
-    manager: Mutex<Option<JoinHandle<()>>>,
+    /// The background tasks: the manager that follows the view, and the log check.
+    tasks: Mutex<Vec<JoinHandle<()>>>,
     /// Woken by a partition task that ended on a failed apply, so the manager reopens it.
     failed: tokio::sync::Notify,
     /// Message ids of this process's publishes: `<node>.<start>.<n>`, unique across
@@ -114,6 +117,9 @@ pub struct Node {
     rebuilds: Mutex<Vec<Rebuild>>,
     /// Renders running at once (see [`Node::render_slot`]).
     renders: tokio::sync::Semaphore,
+    /// Partitions this node applied past the log's last sequence, as last checked: partition
+    /// → (applied, the log's last sequence). See [`Node::check_log`].
+    ahead_of_log: Mutex<BTreeMap<u32, (u64, u64)>>,
 }
 
 /// A partition rebuilt from a live replica's files.
@@ -198,16 +204,20 @@ impl Node {
             ownership: Mutex::new(Some(ownership)),
             view,
             applying: Mutex::new(BTreeMap::new()),
-            manager: Mutex::new(None),
+            tasks: Mutex::new(Vec::new()),
             failed: tokio::sync::Notify::new(),
             publish_prefix: format!("{}.{started}", settings.name),
             publish_count: Default::default(),
             token: settings.token,
             rebuilds: Mutex::new(Vec::new()),
             renders: tokio::sync::Semaphore::new(CONCURRENT_RENDERS),
+            ahead_of_log: Mutex::new(BTreeMap::new()),
         });
-        let manager = tokio::spawn(Arc::clone(&node).follow_view());
-        *node.manager.lock().unwrap_or_else(|e| e.into_inner()) = Some(manager);
+        let tasks = vec![
+            tokio::spawn(Arc::clone(&node).follow_view()),
+            tokio::spawn(Arc::clone(&node).check_log()),
+        ];
+        *node.tasks.lock().unwrap_or_else(|e| e.into_inner()) = tasks;
         Ok(node)
     }
 
@@ -374,6 +384,52 @@ impl Node {
             .expect("the render semaphore is never closed")
     }
 
+    /// Partitions this node applied past the log's last sequence, as last checked: partition
+    /// → (applied, the log's last sequence).
+    pub fn ahead_of_log(&self) -> BTreeMap<u32, (u64, u64)> {
+        self.ahead_of_log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Every [`LOG_CHECK`], compares each applied partition's sequence with the log's last
+    /// one. A partition applied past it means the log went back: a NATS leader was elected
+    /// without writes it had answered, as nats-server 2.9 was seen to do with the KV bucket
+    /// after repeated kill -9 of its servers. This node's copy then holds messages the log
+    /// lost, and the log numbers new messages at sequences this node takes for applied, so
+    /// it would skip them. Nothing here can tell which messages differ, so it is reported
+    /// (an error log when first seen, `/api/v1/cluster`, `/metrics`) for an operator, who can
+    /// wipe the node's copy of the partition to rebuild it from a replica or the log.
+    async fn check_log(self: Arc<Node>) {
+        let mut ticker = tokio::time::interval(LOG_CHECK);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let Ok((_, last)) = self.log.bounds().await else {
+                continue;
+            };
+            let applied = self.applied();
+            let mut ahead = self.ahead_of_log.lock().unwrap_or_else(|e| e.into_inner());
+            let before = std::mem::take(&mut *ahead);
+            for (partition, applied) in applied {
+                if applied > last {
+                    if !before.contains_key(&partition) {
+                        tracing::error!(
+                            partition,
+                            applied,
+                            log_last = last,
+                            "this node applied the partition past the log's last sequence: the log \
+                             went back (NATS lost answered writes); new messages at sequences up to \
+                             {applied} will be taken for applied and skipped"
+                        );
+                    }
+                    ahead.insert(partition, (applied, last));
+                }
+            }
+        }
+    }
+
     /// The partitions rebuilt from a peer's copy since this process started.
     pub fn rebuilds(&self) -> Vec<Rebuild> {
         self.rebuilds
@@ -395,7 +451,7 @@ impl Node {
                 // Opening it reports what is wrong, by name.
                 _ => return,
             };
-        let first = self.log.first_sequence().await.ok();
+        let first = self.log.bounds().await.ok().map(|(first, _)| first);
         let trimmed = first.is_some_and(|first| local + 1 < first);
         if local > 0 && !trimmed {
             return;
@@ -636,13 +692,13 @@ impl Node {
     /// # Errors
     /// [`Error::Cluster`] when the table could not be updated (the leases then expire).
     pub async fn leave(&self) -> Result<()> {
-        if let Some(manager) = self
-            .manager
+        for task in self
+            .tasks
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .take()
+            .drain(..)
         {
-            manager.abort();
+            task.abort();
         }
         let held: Vec<u32> = self.lock_applying().keys().copied().collect();
         for partition in held {

@@ -23,6 +23,21 @@ pub struct Status {
     /// The partitions the answering node rebuilt from a replica's files since it started.
     #[serde(default)]
     pub rebuilds: Vec<Rebuild>,
+    /// The partitions the answering node applied past the log's last sequence: the log went
+    /// back ([`Node::ahead_of_log`]).
+    #[serde(default)]
+    pub ahead_of_log: Vec<AheadOfLog>,
+}
+
+/// A partition applied past the log's last sequence.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AheadOfLog {
+    /// The partition.
+    pub partition: u32,
+    /// What the answering node applied.
+    pub applied: u64,
+    /// The log's last sequence.
+    pub log_last: u64,
 }
 
 /// One node.
@@ -129,6 +144,15 @@ impl Status {
             nodes,
             partitions,
             rebuilds: node.rebuilds(),
+            ahead_of_log: node
+                .ahead_of_log()
+                .into_iter()
+                .map(|(partition, (applied, log_last))| AheadOfLog {
+                    partition,
+                    applied,
+                    log_last,
+                })
+                .collect(),
         })
     }
 }

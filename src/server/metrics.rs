@@ -266,6 +266,13 @@ pub fn render_cluster(status: &Status) -> String {
             "Partitions this node rebuilt from a live replica's files since it started.",
         )
         .sample("", status.rebuilds.len()),
+        Family::new(
+            "tierdb_cluster_partitions_ahead_of_log",
+            "gauge",
+            "Partitions this node applied past the log's last sequence: the log went back, and \
+             messages at sequences it holds as applied would be skipped.",
+        )
+        .sample("", status.ahead_of_log.len()),
         last,
         applied,
         lag,

@@ -615,6 +615,41 @@ fn a_nats_server_killed_under_load_and_a_wiped_node_lose_nothing() {
         );
         assert_eq!(rebuild["applied_before"], 0, "{rebuild}");
     }
+
+    // The log goes back (NATS losing answered writes; here the stream is made again): each
+    // node reports the partitions it applied past the log's end.
+    runtime.block_on(async {
+        let js = nats.jetstream().await;
+        let mut stream = js.get_stream("TIERDB_INGEST").await.expect("the log");
+        let config = stream.info().await.expect("log info").config.clone();
+        js.delete_stream("TIERDB_INGEST")
+            .await
+            .expect("delete the log");
+        js.create_stream(config).await.expect("make the log again");
+    });
+    for node in &cluster {
+        eventually(&format!("{} reports the log went back", node.name), || {
+            let status = get_json(node.http(), "/api/v1/cluster")?;
+            let ahead = status["ahead_of_log"].as_array().ok_or("no ahead_of_log")?;
+            let applying = status["nodes"]
+                .as_array()
+                .and_then(|nodes| nodes.iter().find(|n| n["name"] == node.name.as_str()))
+                .and_then(|n| n["applying"].as_u64())
+                .ok_or("node not listed")?;
+            (ahead.len() as u64 == applying && ahead.iter().all(|a| a["log_last"] == 0))
+                .then_some(())
+                .ok_or(format!("applies {applying}, ahead of the log: {ahead:?}"))
+        });
+        let (_, metrics) = request(node.http(), "GET", "/metrics", &[], b"");
+        let line = metrics
+            .lines()
+            .find(|l| l.starts_with("tierdb_cluster_partitions_ahead_of_log "))
+            .unwrap_or_else(|| panic!("{metrics}"));
+        assert_ne!(
+            line, "tierdb_cluster_partitions_ahead_of_log 0",
+            "{metrics}"
+        );
+    }
     let series = "/api/v1/series?match=load&consistency=strong";
     let listed: Vec<Value> = cluster
         .iter()
