@@ -353,6 +353,44 @@ fn panels_have_graphite_webs_points() {
     assert_eq!((full.len(), full[0].1), (2016, NOW - 7 * 86_400 + 300));
 }
 
+/// sumSeries and kin over plain paths (read in the aggregate's one pass) equal the naive
+/// model: the same function applied point by point to the paths' own rendered series,
+/// nulls skipped; for gauges, a counter, and a glob mixing both (which takes the
+/// series-by-series path).
+#[test]
+fn series_aggregates_equal_the_model_of_their_series() {
+    let server = server_with_data(None);
+    let window = "from=-3h&until=now&maxDataPoints=1000";
+    for glob in ["servers.*.cpu", "net.requests", "net.*", "servers.{web1,db1}.cpu"] {
+        let plain = render(&server, &format!("target={glob}&{window}"));
+        let series: Vec<Vec<(Option<f64>, i64)>> = (plain.as_array().unwrap().iter())
+            .map(|s| serde_json::from_value(s["datapoints"].clone()).unwrap())
+            .collect();
+        assert!(!series.is_empty(), "{glob}");
+        type Reduce = fn(&[f64]) -> f64;
+        let functions: [(&str, Reduce); 4] = [
+            ("sumSeries", |v| v.iter().sum()),
+            ("averageSeries", |v| v.iter().sum::<f64>() / v.len() as f64),
+            ("maxSeries", |v| v.iter().copied().fold(f64::MIN, f64::max)),
+            ("minSeries", |v| v.iter().copied().fold(f64::MAX, f64::min)),
+        ];
+        for (function, reduce) in functions {
+            let want: Vec<(Option<f64>, i64)> = (0..series[0].len())
+                .map(|i| {
+                    let known: Vec<f64> = series.iter().filter_map(|s| s[i].0).collect();
+                    ((!known.is_empty()).then(|| reduce(&known)), series[0][i].1)
+                })
+                .collect();
+            let target = format!("{function}({glob})");
+            let answer = render(&server, &format!("target={}&{window}", encode_uri_component(&target)));
+            assert_eq!(answer[0]["target"], json!(target));
+            let got: Vec<(Option<f64>, i64)> =
+                serde_json::from_value(answer[0]["datapoints"].clone()).unwrap();
+            assert_eq!(got, want, "{target}");
+        }
+    }
+}
+
 #[test]
 fn get_and_post_parameters_merge() {
     let server = server_with_data(None);
