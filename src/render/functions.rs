@@ -7,7 +7,7 @@ use regex::Regex;
 
 use super::expr::Expr;
 use super::path::PathPattern;
-use super::python::{format_g, str_float};
+use super::python::{format_g, round_6, str_float};
 use super::series::Series;
 use super::Source;
 use crate::bucket::Bucket;
@@ -459,10 +459,14 @@ fn lcm(a: i64, b: i64) -> Option<i64> {
 /// stored) is null and `max_value` does not apply. Otherwise graphite-web's rule on
 /// consecutive values: the delta when both are known and the value grew, null after a null or
 /// for the first point, a wrapped `max_value + 1 + value - prev` when it shrank and
-/// `max_value` is given (null otherwise), and null for a value above `max_value`.
+/// `max_value` is given (null otherwise), and null for a value above `max_value`. perSecond
+/// rounds its rates to six decimals, as graphite-web's does (`round(delta / step, 6)`).
 fn derivative(s: Series, func: &str, per_second: bool, max_value: Option<f64>) -> Series {
     let step = s.step as f64;
-    let rate = |delta: f64| if per_second { delta / step } else { delta };
+    let rate = |delta: f64| match per_second {
+        true => round_6(delta / step),
+        false => delta,
+    };
     let values = if s.counter {
         (s.values.iter())
             .map(|v| v.filter(|v| *v >= 0.0).map(rate))

@@ -1,5 +1,6 @@
-//! Numbers written as graphite-web writes them into series names, which show in Grafana's
-//! legends: Python's `str(float)` (constantLine) and `%g` (scale).
+//! Python's float arithmetic and formatting where graphite-web's answers show it: `str(float)`
+//! (constantLine's name) and `%g` (scale's), which Grafana's legends show, and `round(x, 6)`
+//! (perSecond's values).
 
 #[cfg(test)]
 mod tests;
@@ -49,6 +50,16 @@ pub(crate) fn format_g(x: f64) -> String {
     } else {
         format!("{sign}{}", scientific(digits, exp))
     }
+}
+
+/// Python's `round(x, 6)`: the float nearest to `x` rounded to six decimals. Rust writes the
+/// exact binary value rounded (a tie cannot occur: no float is halfway between two
+/// six-decimal numbers) and reads back the nearest float, as CPython does.
+pub(crate) fn round_6(x: f64) -> f64 {
+    if !x.is_finite() {
+        return x;
+    }
+    format!("{x:.6}").parse().unwrap_or(x)
 }
 
 /// The sign, the shortest round-trip digits (no leading or trailing zeros, "0" for zero)

@@ -246,17 +246,9 @@ fn rates_of_counters_come_from_stored_increases() {
 fn derivatives_of_gauges_follow_graphite() {
     let a = [N, Some(1.0), Some(1.0), N, N, Some(1.0)];
     assert_eq!(values("nonNegativeDerivative(cpu.load;host=a)"), a);
-    let per_second: Vec<_> = [
-        N,
-        Some(10.0),
-        Some(10.0),
-        Some(10.0),
-        Some(10.0),
-        Some(10.0),
-    ]
-    .iter()
-    .map(|v| v.map(|v| v / 60.0))
-    .collect();
+    // perSecond rounds to six decimals, as graphite-web's `round(delta / step, 6)`.
+    let sixth = Some(0.166667);
+    let per_second = [N, sixth, sixth, sixth, sixth, sixth];
     assert_eq!(values("perSecond(cpu.load;host=b)"), per_second);
     assert_eq!(
         values("nonNegativeDerivative(raw.count)"),
@@ -270,7 +262,7 @@ fn derivatives_of_gauges_follow_graphite() {
         values("nonNegativeDerivative(raw.count, 250)"),
         [N, Some(100.0), Some(101.0), N, N, N]
     );
-    let rate: Vec<_> = wrapped.iter().map(|v| v.map(|v| v / 60.0)).collect();
+    let rate = [N, Some(1.666667), Some(6.033333), Some(4.166667), N, N];
     assert_eq!(values("perSecond(raw.count, 511)"), rate);
 }
 
@@ -320,7 +312,7 @@ fn summarize_windows_and_counters() {
     assert_eq!(values("summarize(net.bytes, '3min')"), counts);
     assert_eq!(
         values("perSecond(summarize(net.bytes, '3min'))"),
-        [Some(150.0 / 180.0), Some(115.0 / 180.0), N]
+        [Some(0.833333), Some(0.638889), N]
     );
     assert!(
         error("summarize(net.bytes, '3min', 'median')").contains(r#"unknown function "median""#)

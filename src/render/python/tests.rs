@@ -1,7 +1,7 @@
 //! Python's float formatting, checked against CPython 3's own answers (written down from
 //! `str(x)` and `'%g' % x`).
 
-use super::{format_g, str_float};
+use super::{format_g, round_6, str_float};
 
 #[test]
 fn str_float_writes_what_python_writes() {
@@ -45,4 +45,22 @@ fn format_g_writes_what_python_writes() {
     ] {
         assert_eq!(format_g(x), python, "{x:?}");
     }
+}
+
+#[test]
+fn round_6_rounds_as_python_does() {
+    for (x, python) in [
+        (10.0 / 60.0, 0.166667),
+        (1.0 / 3.0, 0.333333),
+        (2.0 / 3.0, 0.666667),
+        (150.0 / 180.0, 0.833333),
+        (0.0000005, 0.0),
+        (0.0000015, 0.000002),
+        (-1.0 / 7.0, -0.142857),
+        (1e300, 1e300),
+        (20.0, 20.0),
+    ] {
+        assert_eq!(round_6(x), python, "{x:?}");
+    }
+    assert!(round_6(f64::NAN).is_nan());
 }
