@@ -17,8 +17,8 @@ use std::sync::Arc;
 use criterion::{criterion_group, criterion_main, Criterion};
 use tierdb::render::{self, Fetched, PathPattern, RenderRequest, Source};
 use tierdb::{
-    AggregateQuery, Aggregation, Engine, ManualClock, ReadBudget, Reader, Result, Sample,
-    Selector, TiersConfig,
+    AggregateQuery, Aggregation, Engine, ManualClock, ReadBudget, Reader, Result, Sample, Selector,
+    TiersConfig,
 };
 
 /// 2025-11-21T12:00:00Z.
@@ -65,8 +65,9 @@ fn render_vs_aggregate(c: &mut Criterion) {
         engine.record_batch(&batch).expect("write");
     }
     let (from, to) = (NOW - DAY, NOW);
-    let aggregate = AggregateQuery::new(Selector::new("host*.cpu*.load"), Aggregation::Sum, from, to)
-        .tier("1m");
+    let aggregate =
+        AggregateQuery::new(Selector::new("host*.cpu*.load"), Aggregation::Sum, from, to)
+            .tier("1m");
     let request = RenderRequest {
         targets: vec!["sumSeries(host*.cpu*.load)".into()],
         from: from - 60,
@@ -82,7 +83,11 @@ fn render_vs_aggregate(c: &mut Criterion) {
         .expect("render by fetches");
     let points = &want.groups[0].points;
     assert_eq!(got[0].datapoints.len(), points.len());
-    for ((&(ts, value), rendered), fetched) in points.iter().zip(&got[0].datapoints).zip(&slow[0].datapoints) {
+    for ((&(ts, value), rendered), fetched) in points
+        .iter()
+        .zip(&got[0].datapoints)
+        .zip(&slow[0].datapoints)
+    {
         assert_eq!((value, ts), *rendered);
         assert_eq!(rendered, fetched);
     }

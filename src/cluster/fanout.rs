@@ -143,9 +143,9 @@ pub async fn answer_locally(node: &Arc<Node>, request: PartialRequest) -> Result
                 partial::render_count_over(&readers, &pattern, &budget)?,
                 &budget,
             )),
-            PartialRead::RenderFetch { pattern, grid } => PartialAnswer::RenderFetch(
-                partial::render_fetch_over(&readers, &pattern, &grid)?,
-            ),
+            PartialRead::RenderFetch { pattern, grid } => {
+                PartialAnswer::RenderFetch(partial::render_fetch_over(&readers, &pattern, &grid)?)
+            }
         })
     })
     .await

@@ -103,8 +103,8 @@ impl RenderGrid {
     /// [`Error::UnknownTier`] when `tiers` has no tier of the grid's name;
     /// [`Error::InvalidQuery`] when its tier of that name has another resolution.
     fn on(&self, tiers: &TiersConfig) -> Result<(usize, PointGrid)> {
-        let tier = (tiers.tier_index(&self.tier))
-            .ok_or_else(|| Error::UnknownTier(self.tier.clone()))?;
+        let tier =
+            (tiers.tier_index(&self.tier)).ok_or_else(|| Error::UnknownTier(self.tier.clone()))?;
         let spec = &tiers.tiers[tier];
         let resolution = spec.resolution.secs() as i64;
         if resolution != self.resolution || self.points == 0 {
@@ -214,7 +214,11 @@ impl Reader<'_> {
         let matched = (0..patterns.len())
             .map(|p| hits.iter().any(|(_, hits)| hits[p]))
             .collect();
-        let display = if counter { Display::Total } else { Display::Avg };
+        let display = if counter {
+            Display::Total
+        } else {
+            Display::Avg
+        };
         let values = match ids.is_empty() {
             true => Vec::new(),
             false => (self.fold_series(tier, &points, (display, grid.window), &ids)?)

@@ -28,13 +28,7 @@ impl Source for Memory {
             .collect())
     }
 
-    fn charge(
-        &self,
-        pattern: &PathPattern,
-        _: i64,
-        _: i64,
-        budget: &ReadBudget,
-    ) -> Result<()> {
+    fn charge(&self, pattern: &PathPattern, _: i64, _: i64, budget: &ReadBudget) -> Result<()> {
         let values = (self.series.iter())
             .filter(|f| pattern.matches(f.key.view()))
             .map(|f| f.buckets.len() as u128)
@@ -461,8 +455,14 @@ fn consolidation_follows_graphite_webs_nudge() {
     // (2,3 / 5 / 6).
     let ts = [T0 + 120, T0 + 240, T0 + 360];
     let points = |values: [Option<f64>; 3]| values.into_iter().zip(ts).collect::<Vec<_>>();
-    assert_eq!(out[0].datapoints, points([Some(3.0), Some(14.0 / 3.0), None]));
-    assert_eq!(out[1].datapoints, points([Some(30.0), Some(115.0), Some(0.0)]));
+    assert_eq!(
+        out[0].datapoints,
+        points([Some(3.0), Some(14.0 / 3.0), None])
+    );
+    assert_eq!(
+        out[1].datapoints,
+        points([Some(30.0), Some(115.0), Some(0.0)])
+    );
     assert_eq!(out[2].datapoints, points([Some(2.5), Some(5.0), Some(6.0)]));
     // Without maxDataPoints the server's default budget applies: 1000 points fit.
     request.max_data_points = None;

@@ -175,7 +175,10 @@ fn grafana_panel_with_alias_sub_refid() {
     // 1m buckets after 06:00 up to and including 12:00 (graphite-web's window): 360, the
     // first 179 before the data starts, the last (12:00) not yet written.
     assert_eq!(shape(&answer), [("servers.web1.cpu A".to_owned(), 360)]);
-    assert_eq!(answer[0]["datapoints"][0], json!([null, NOW - 6 * 3600 + 60]));
+    assert_eq!(
+        answer[0]["datapoints"][0],
+        json!([null, NOW - 6 * 3600 + 60])
+    );
     assert_eq!(answer[0]["datapoints"][179], json!([0.5, START]));
     assert_eq!(answer[0]["datapoints"][359], json!([null, NOW]));
     snapshot!(
@@ -361,7 +364,12 @@ fn panels_have_graphite_webs_points() {
 fn series_aggregates_equal_the_model_of_their_series() {
     let server = server_with_data(None);
     let window = "from=-3h&until=now&maxDataPoints=1000";
-    for glob in ["servers.*.cpu", "net.requests", "net.*", "servers.{web1,db1}.cpu"] {
+    for glob in [
+        "servers.*.cpu",
+        "net.requests",
+        "net.*",
+        "servers.{web1,db1}.cpu",
+    ] {
         let plain = render(&server, &format!("target={glob}&{window}"));
         let series: Vec<Vec<(Option<f64>, i64)>> = (plain.as_array().unwrap().iter())
             .map(|s| serde_json::from_value(s["datapoints"].clone()).unwrap())
@@ -382,7 +390,10 @@ fn series_aggregates_equal_the_model_of_their_series() {
                 })
                 .collect();
             let target = format!("{function}({glob})");
-            let answer = render(&server, &format!("target={}&{window}", encode_uri_component(&target)));
+            let answer = render(
+                &server,
+                &format!("target={}&{window}", encode_uri_component(&target)),
+            );
             assert_eq!(answer[0]["target"], json!(target));
             let got: Vec<(Option<f64>, i64)> =
                 serde_json::from_value(answer[0]["datapoints"].clone()).unwrap();
@@ -470,9 +481,8 @@ fn counters_render_increases_and_rates_from_stored_increases() {
         let body = format!("target={target}&from=-3h&until=now&maxDataPoints=3");
         render(&server, &body)[0]["datapoints"].clone()
     };
-    let hours = |full: f64, last: f64| {
-        json!([[full, START + 3600], [full, START + 7200], [last, NOW]])
-    };
+    let hours =
+        |full: f64, last: f64| json!([[full, START + 3600], [full, START + 7200], [last, NOW]]);
     assert_eq!(hourly("net.requests"), hours(72_000.0, 1200.0));
     assert_eq!(hourly("perSecond(net.requests)"), hours(20.0, 20.0));
     // summarize by sum keeps increases (59 minutes in the first hour after 10:00, and an
@@ -672,7 +682,10 @@ fn tagged_series_render_under_their_graphite_path() {
             {"target": "cpu.load;host=b", "datapoints": [[3.0, NOW - 60]]}
         ])
     );
-    let not_a = render(&server, "target=cpu.load%3Bhost!%3Da&from=-2min&until=-1min");
+    let not_a = render(
+        &server,
+        "target=cpu.load%3Bhost!%3Da&from=-2min&until=-1min",
+    );
     assert_eq!(
         not_a,
         json!([{"target": "cpu.load;host=b", "datapoints": [[3.0, NOW - 60]]}])
