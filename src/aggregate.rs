@@ -663,9 +663,7 @@ impl Reader<'_> {
             })
             .unwrap_or_else(|| Ok(vec![Fold::EMPTY; groups * points]))
     }
-}
 
-impl Reader<'_> {
     /// The series `ids` (in any order, an id given twice counted twice) on `grid` of tier
     /// `tier`, each bucket shown as `display`, folded into one row: the aggregate's
     /// chunk-wise parallel pass, for the render API's sumSeries and kin

@@ -335,12 +335,7 @@ fn combine(func: &str, agg: Agg, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<S
             }
         }
     }
-    let mut expressions: Vec<&str> = Vec::new();
-    for s in &list {
-        if !expressions.contains(&s.path_expression.as_str()) {
-            expressions.push(&s.path_expression);
-        }
-    }
+    let expressions = distinct(list.iter().map(|s| s.path_expression.as_str()));
     let end = list.iter().map(|s| s.end).max().unwrap_or(start);
     Ok(vec![combined_series(
         func,
@@ -379,12 +374,8 @@ fn combine_stored(
     let Some(combined) = (cx.source).combine(&patterns, aggregation, cx.from, cx.until)? else {
         return Ok(None);
     };
-    let mut expressions: Vec<&str> = Vec::new();
-    for (path, _) in paths.iter().zip(&combined.matched).filter(|(_, &hit)| hit) {
-        if !expressions.contains(path) {
-            expressions.push(path);
-        }
-    }
+    let hits = paths.iter().zip(&combined.matched).filter(|(_, &hit)| hit);
+    let expressions = distinct(hits.map(|(path, _)| *path));
     if expressions.is_empty() {
         return Ok(Some(Vec::new()));
     }
@@ -397,6 +388,18 @@ fn combine_stored(
         combined.values,
         combined.counter,
     )]))
+}
+
+/// Each of `expressions` once, in order of first appearance (graphite-web's
+/// formatPathExpressions).
+fn distinct<'a>(expressions: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut seen = Vec::new();
+    for expression in expressions {
+        if !seen.contains(&expression) {
+            seen.push(expression);
+        }
+    }
+    seen
 }
 
 /// The series sumSeries and kin answer: named `func(expressions)`, its own path expression,
