@@ -217,6 +217,19 @@ impl CounterTable {
             .unwrap_or(SeriesKind::Gauge)
     }
 
+    /// The kind of each series of `ids`, in order, under one lock: a read of many series
+    /// (a render glob) takes the table's lock once, not once per series.
+    pub(crate) fn kinds(&self, ids: &[SeriesId], registry: &Registry) -> Vec<SeriesKind> {
+        let mut inner = self.lock();
+        self.refresh(&mut inner, registry);
+        (ids.iter())
+            .map(|id| {
+                let kind = inner.kinds.get(id.index()).copied();
+                kind.unwrap_or(SeriesKind::Gauge)
+            })
+            .collect()
+    }
+
     /// Number of counters among the registered series.
     pub(crate) fn count(&self, registry: &Registry) -> usize {
         let mut inner = self.lock();

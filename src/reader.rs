@@ -61,6 +61,12 @@ impl<'a> Reader<'a> {
         self.kinds.kind(id, self.registry)
     }
 
+    /// [`Reader::series_kind`] of each of `ids`, in order, taking the counter table's lock
+    /// once.
+    pub fn series_kinds(&self, ids: &[SeriesId]) -> Vec<SeriesKind> {
+        self.kinds.kinds(ids, self.registry)
+    }
+
     /// First second tier `tier` holds at `now` (the clock read once per read).
     pub fn window_start(&self, tier: usize, now: Timestamp) -> Timestamp {
         self.config.tiers[tier].window_start(now)

@@ -12,6 +12,7 @@ mod expr;
 mod find;
 mod functions;
 mod path;
+mod python;
 mod series;
 mod stored;
 #[cfg(test)]
@@ -48,7 +49,38 @@ pub struct Fetched {
     pub counter: bool,
 }
 
-/// Where render reads series from; implemented by the storage side.
+/// What a source answers for sumSeries and kin over plain paths when it can fold the series
+/// in one pass ([`Source::combine`]): the aggregate's values on the paths' grid.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Combined {
+    /// Timestamp of the first point.
+    pub start: i64,
+    /// Seconds per point.
+    pub step: i64,
+    /// One value per point; empty when no series matched.
+    pub values: Vec<Option<f64>>,
+    /// True when every series folded is a counter (each value an increase).
+    pub counter: bool,
+    /// Per pattern, whether it matched any series: graphite-web names the result after the
+    /// path expressions that fetched something.
+    pub matched: Vec<bool>,
+}
+
+impl Combined {
+    /// The answer over no series, for `patterns` patterns.
+    pub fn nothing(patterns: usize) -> Combined {
+        Combined {
+            start: 0,
+            step: 1,
+            values: Vec::new(),
+            counter: false,
+            matched: vec![false; patterns],
+        }
+    }
+}
+
+/// Where render reads series from; implemented by the storage side, which chooses the tier
+/// and the points (graphite-web's whisper rules, see [`RenderGrid::choose`]).
 pub trait Source {
     /// Charges to `budget` what [`Source::fetch`] of the same arguments would read (the
     /// series matched times their points), without reading it.
@@ -61,24 +93,36 @@ pub trait Source {
         pattern: &PathPattern,
         from: i64,
         until: i64,
-        max_points: u32,
         budget: &ReadBudget,
     ) -> Result<()>;
 
-    /// Every stored series matching `pattern`, read over [from, until) with at most
-    /// `max_points` buckets each (the storage side chooses tier and step), all with the same
-    /// start and step.
+    /// Every stored series matching `pattern`, read at the resolution of one tier over the
+    /// points stamped after `from` up to and including `until`, all with the same start and
+    /// step; none when the range holds no data at all (after the clock, before every tier).
     ///
     /// # Errors
     ///
     /// Whatever reading storage can fail with; it ends the render.
-    fn fetch(
+    fn fetch(&self, pattern: &PathPattern, from: i64, until: i64) -> Result<Vec<Fetched>>;
+
+    /// `aggregation` (sum, avg, max or min) of the values of every series the `patterns`
+    /// match, point by point, nulls skipped: what sumSeries and kin make of
+    /// [`Source::fetch`]'s series, in one pass over storage. `None` when this source has no
+    /// such pass (render then fetches and combines), which is the default.
+    ///
+    /// # Errors
+    ///
+    /// As [`Source::fetch`].
+    fn combine(
         &self,
-        pattern: &PathPattern,
+        patterns: &[PathPattern],
+        aggregation: crate::Aggregation,
         from: i64,
         until: i64,
-        max_points: u32,
-    ) -> Result<Vec<Fetched>>;
+    ) -> Result<Option<Combined>> {
+        let _ = (patterns, aggregation, from, until);
+        Ok(None)
+    }
 }
 
 /// A `/render` request, times already parsed.
@@ -86,9 +130,9 @@ pub trait Source {
 pub struct RenderRequest {
     /// The `target` parameters, in order.
     pub targets: Vec<String>,
-    /// Start of the range, unix seconds, inclusive.
+    /// Start of the range, unix seconds: points are those stamped after it.
     pub from: i64,
-    /// End of the range, unix seconds, exclusive.
+    /// End of the range, unix seconds: the point holding it is the last.
     pub until: i64,
     /// Grafana's `maxDataPoints`: the most points any rendered series may have.
     pub max_data_points: Option<u32>,
@@ -108,11 +152,15 @@ pub struct RenderedSeries {
 
 /// Evaluates every target and returns their series in target order.
 ///
-/// The point budget is `max_data_points`, else `default_max_points` (at least 1). It is passed
-/// to the source, and any evaluated series still longer than it is consolidated in groups of
-/// `ceil(n / budget)` consecutive points stamped with the group's first timestamp: buckets
-/// merged exactly while the series has them, otherwise the average of the known values (the
-/// sum for a counter, whose points are increases).
+/// Paths read the points stamped after `from` up to and including `until`, at the
+/// resolution of the finest tier holding `from` (see [`RenderGrid::choose`]). Then, as
+/// graphite-web's json renderer does, each series with more points than the budget
+/// (`max_data_points`, else `default_max_points`, at least 1) counted over the time range
+/// of all the request's series is consolidated `ceil(points / budget)` points into one:
+/// stamped at multiples of the wider step, each window starting one point before its
+/// stamp (graphite-web's "nudge"). Buckets are merged exactly while the series has them
+/// (count-weighted means, true extremes), else the known values are averaged (summed for a
+/// counter, whose points are increases). A budget of 1 folds each series into one point.
 ///
 /// Every target reads within one `budget`: every path of every target is charged to it
 /// ([`Source::charge`]) before any is fetched, and each `summarize` window as it is made, so
@@ -149,7 +197,6 @@ pub fn render(
         source,
         from: request.from,
         until: request.until,
-        max_points,
         budget,
     };
     let targets: Vec<expr::Expr> = (request.targets.iter())
@@ -157,18 +204,20 @@ pub fn render(
         .collect::<Result<_>>()?;
     for target in &targets {
         target.for_each_path(&mut |path| match PathPattern::parse(path) {
-            Ok(pattern) => source.charge(&pattern, cx.from, cx.until, max_points, budget),
+            Ok(pattern) => source.charge(&pattern, cx.from, cx.until, budget),
             // Not a path after all (a bare word where a function takes a string): evaluation
             // says what is wrong with it.
             Err(_) => Ok(()),
         })?;
     }
-    let mut rendered = Vec::new();
+    let mut evaluated = Vec::new();
     for target in &targets {
-        for series in functions::eval(target, &cx)? {
-            let k = series.values.len().div_ceil(max_points as usize);
-            rendered.push(series.consolidate(k).rendered());
-        }
+        evaluated.extend(functions::eval(target, &cx)?);
     }
-    Ok(rendered)
+    // graphite-web sizes every series' consolidation by the span of all of them.
+    let start = evaluated.iter().map(|s| s.start).min().unwrap_or(0);
+    let end = evaluated.iter().map(|s| s.end).max().unwrap_or(0);
+    Ok((evaluated.into_iter())
+        .map(|series| series.fit(max_points, end - start).rendered())
+        .collect())
 }

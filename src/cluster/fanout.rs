@@ -63,11 +63,7 @@ pub enum PartialRead {
     RenderFetch {
         /// The path.
         pattern: PathPattern,
-        /// Start of the range, inclusive.
-        from: Timestamp,
-        /// End of the range, exclusive.
-        until: Timestamp,
-        /// The tier, step and window the asker chose.
+        /// The tier, points and window the asker chose.
         grid: RenderGrid,
     },
 }
@@ -147,14 +143,9 @@ pub async fn answer_locally(node: &Arc<Node>, request: PartialRequest) -> Result
                 partial::render_count_over(&readers, &pattern, &budget)?,
                 &budget,
             )),
-            PartialRead::RenderFetch {
-                pattern,
-                from,
-                until,
-                grid,
-            } => PartialAnswer::RenderFetch(partial::render_fetch_over(
-                &readers, &pattern, from, until, &grid,
-            )?),
+            PartialRead::RenderFetch { pattern, grid } => {
+                PartialAnswer::RenderFetch(partial::render_fetch_over(&readers, &pattern, &grid)?)
+            }
         })
     })
     .await
@@ -497,9 +488,10 @@ impl RenderSource {
         ))
     }
 
-    /// The grid this node's tiers and clock give a fetch.
-    fn grid(&self, from: Timestamp, until: Timestamp, max_points: u32) -> Result<RenderGrid> {
-        RenderGrid::choose(self.node.tiers(), from, until, max_points, self.node.now())
+    /// The grid this node's tiers and clock give a fetch; `None` when the range holds no
+    /// data.
+    fn grid(&self, from: Timestamp, until: Timestamp) -> Result<Option<RenderGrid>> {
+        RenderGrid::choose(self.node.tiers(), from, until, self.node.now())
     }
 }
 
@@ -512,10 +504,11 @@ impl Source for RenderSource {
         pattern: &PathPattern,
         from: i64,
         until: i64,
-        max_points: u32,
         budget: &ReadBudget,
     ) -> Result<()> {
-        let grid = self.grid(from, until, max_points)?;
+        let Some(grid) = self.grid(from, until)? else {
+            return Ok(());
+        };
         let owner_budget = partial::owner_budget(budget).limit();
         let answers = self.fan_out(PartialRead::RenderCount(pattern.clone()), owner_budget)?;
         let series: u64 = parts(answers, |answer| match answer {
@@ -526,23 +519,17 @@ impl Source for RenderSource {
         .sum();
         let series = usize::try_from(series)
             .map_err(|_| Error::Cluster(format!("owners counted {series} series")))?;
-        crate::render::charge_points(budget, pattern, series, grid.points(from, until))
+        crate::render::charge_points(budget, pattern, series, grid.points)
     }
 
     /// Every owner's series on this node's grid, merged. What they read was charged before
     /// ([`Source::charge`]), so the owners read without a budget of their own.
-    fn fetch(
-        &self,
-        pattern: &PathPattern,
-        from: i64,
-        until: i64,
-        max_points: u32,
-    ) -> Result<Vec<Fetched>> {
-        let grid = self.grid(from, until, max_points)?;
+    fn fetch(&self, pattern: &PathPattern, from: i64, until: i64) -> Result<Vec<Fetched>> {
+        let Some(grid) = self.grid(from, until)? else {
+            return Ok(Vec::new());
+        };
         let read = PartialRead::RenderFetch {
             pattern: pattern.clone(),
-            from,
-            until,
             grid,
         };
         let parts = parts(self.fan_out(read, u64::MAX)?, |answer| match answer {

@@ -12,7 +12,7 @@
 //!   ([`merge_find`]);
 //! - the series listing: each owner's keys ([`series_over`]), merged in key order
 //!   ([`merge_series`]);
-//! - Graphite's `/render`, path by path: the asker fixes the grid (tier, step, window) from
+//! - Graphite's `/render`, path by path: the asker fixes the grid (tier, points, window) from
 //!   its own tiers and clock ([`crate::render::RenderGrid::choose`]); each owner counts the
 //!   series a path matches ([`render_count_over`]), which the asker charges to the request
 //!   before anything is read, then fetches them whole on that grid ([`render_fetch_over`]);
@@ -205,7 +205,7 @@ pub fn render_count_over(
 }
 
 /// An owner's part of a render path: every series `pattern` matches in every engine in
-/// `readers`, read over [from, until) on the asker's `grid`, sorted by Graphite path.
+/// `readers`, read on the asker's `grid`, sorted by Graphite path.
 ///
 /// # Errors
 /// As [`crate::Reader::render_fetch`] on any engine (an engine whose tier does not fit the
@@ -213,13 +213,11 @@ pub fn render_count_over(
 pub fn render_fetch_over(
     readers: &[Reader<'_>],
     pattern: &PathPattern,
-    from: Timestamp,
-    until: Timestamp,
     grid: &RenderGrid,
 ) -> Result<Vec<Fetched>> {
     let mut parts = Vec::with_capacity(readers.len());
     for reader in readers {
-        parts.push(reader.render_fetch(pattern, from, until, grid)?);
+        parts.push(reader.render_fetch(pattern, grid)?);
     }
     Ok(merge_fetched(parts))
 }

@@ -1,23 +1,25 @@
 //! Evaluation of a parsed target: fetches for paths and the supported Graphite functions,
 //! with graphite-web's names and semantics except where stored buckets allow an exact answer.
+//! Names follow graphite-web 1.1's functions.py: functions that rename a series use its
+//! name, sumSeries and kin the distinct path expressions of their inputs.
 
 use regex::Regex;
 
 use super::expr::Expr;
 use super::path::PathPattern;
+use super::python::{format_g, round_6, str_float};
 use super::series::Series;
 use super::Source;
 use crate::bucket::Bucket;
 use crate::query::MAX_QUERY_POINTS;
 use crate::time::parse_interval;
-use crate::{Error, ReadBudget, Result};
+use crate::{Aggregation, Error, ReadBudget, Result};
 
-/// What evaluation reads from: the source and the request's range and point budget.
+/// What evaluation reads from: the source and the request's range.
 pub(crate) struct Context<'a> {
     pub(crate) source: &'a dyn Source,
     pub(crate) from: i64,
     pub(crate) until: i64,
-    pub(crate) max_points: u32,
     /// The request's read budget (its paths are charged before evaluation; summarize
     /// windows as they are made).
     pub(crate) budget: &'a ReadBudget,
@@ -69,10 +71,9 @@ pub(crate) fn eval(expr: &Expr, cx: &Context<'_>) -> Result<Vec<Series>> {
     match expr {
         Expr::Path(path) => {
             let pattern = PathPattern::parse(path)?;
-            let fetched = cx
-                .source
-                .fetch(&pattern, cx.from, cx.until, cx.max_points)?;
-            Ok(fetched.into_iter().map(Series::fetched).collect())
+            let fetched = cx.source.fetch(&pattern, cx.from, cx.until)?;
+            let series = |f| Series::fetched(f, path);
+            Ok(fetched.into_iter().map(series).collect())
         }
         Expr::Call { name, args, .. } => call(name, &Args { name, args }, cx),
         other => Err(Error::InvalidQuery(format!(
@@ -113,11 +114,15 @@ fn call(name: &str, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
         "scale" => {
             a.count(2, 2)?;
             let factor = a.number(1)?;
-            let scale = |s: Series| Series {
-                name: format!("scale({},{factor})", s.name),
-                values: s.values.iter().map(|v| v.map(|v| v * factor)).collect(),
-                buckets: None,
-                ..s
+            let scale = |s: Series| {
+                let name = format!("scale({},{})", s.name, format_g(factor));
+                Series {
+                    path_expression: name.clone(),
+                    name,
+                    values: s.values.iter().map(|v| v.map(|v| v * factor)).collect(),
+                    buckets: None,
+                    ..s
+                }
             };
             a.series(0, cx)?.into_iter().map(scale).collect()
         }
@@ -148,7 +153,7 @@ fn call(name: &str, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
             let tail = if align { ", true" } else { "" };
             let list = a.series(0, cx)?;
             let counts: Vec<u64> = (list.iter())
-                .map(|s| window_count(s, interval, align))
+                .map(|s| windows(s, interval, align).1)
                 .collect();
             if let Some(&count) = counts
                 .iter()
@@ -167,21 +172,28 @@ fn call(name: &str, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
                     list.len()
                 )
             })?;
-            let window = |s: Series| Series {
-                name: format!(
+            let window = |s: Series| {
+                let name = format!(
                     "summarize({}, \"{interval_text}\", \"{func}\"{tail})",
                     s.name
-                ),
-                ..summarize(s, interval, agg, align)
+                );
+                Series {
+                    path_expression: name.clone(),
+                    name,
+                    ..summarize(s, interval, agg, align)
+                }
             };
             list.into_iter().map(window).collect()
         }
         "constantLine" => {
             a.count(1, 1)?;
             let value = a.number(0)?;
+            // graphite-web takes the value as a float and names the line `str(value)`.
             vec![Series {
-                name: value.to_string(),
+                name: str_float(value),
+                path_expression: format!("constantLine({})", str_float(value)),
                 start: cx.from,
+                end: cx.until,
                 step: (cx.until.saturating_sub(cx.from) / 2).max(1),
                 values: vec![Some(value); 3],
                 buckets: None,
@@ -274,13 +286,18 @@ fn replacement(text: &str) -> String {
     out
 }
 
-/// sumSeries and its kin over every series of every argument, point by point, nulls skipped.
+/// sumSeries and its kin over every series of every argument, point by point, nulls skipped,
+/// named after the distinct path expressions of the series (graphite-web's aggregate).
 /// Series of different steps are first consolidated to the least common multiple. The result
 /// is a counter when every input is one: sums and averages of increases are increases of the
 /// sum and average, and the max or min of increases is that of the busiest or idlest series.
+/// Over plain paths the source may answer in one pass ([`Source::combine`]).
 fn combine(func: &str, agg: Agg, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     if a.args.is_empty() {
         return Err(a.invalid("takes at least one series list"));
+    }
+    if let Some(combined) = combine_stored(func, agg, a, cx)? {
+        return Ok(combined);
     }
     let mut list = Vec::new();
     for i in 0..a.args.len() {
@@ -300,8 +317,11 @@ fn combine(func: &str, agg: Agg, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<S
             s.consolidate(k)
         })
         .collect();
-    let end = list.iter().map(Series::end).max().unwrap_or(start);
-    let slots = (i128::from(end) - i128::from(start) + i128::from(step) - 1) / i128::from(step);
+    let last = (list.iter())
+        .map(|s| s.at(s.values.len()))
+        .max()
+        .unwrap_or(start);
+    let slots = (i128::from(last) - i128::from(start) + i128::from(step) - 1) / i128::from(step);
     if slots > i128::from(MAX_QUERY_POINTS) {
         return Err(a.invalid(&format!(
             "{slots} points at a common step of {step}s; at most {MAX_QUERY_POINTS}"
@@ -315,15 +335,94 @@ fn combine(func: &str, agg: Agg, a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<S
             }
         }
     }
-    let texts: Vec<String> = a.args.iter().map(Expr::text).collect();
-    Ok(vec![Series {
-        name: format!("{func}({})", texts.join(",")),
+    let expressions = distinct(list.iter().map(|s| s.path_expression.as_str()));
+    let end = list.iter().map(|s| s.end).max().unwrap_or(start);
+    Ok(vec![combined_series(
+        func,
+        &expressions,
+        (start, end, step),
+        slots.iter().map(|slot| agg.reduce(slot)).collect(),
+        list.iter().all(|s| s.counter),
+    )])
+}
+
+/// [`combine`] answered by the source in one pass, when every argument is a plain path and
+/// the source can; `None` to fetch and combine instead.
+fn combine_stored(
+    func: &str,
+    agg: Agg,
+    a: &Args<'_>,
+    cx: &Context<'_>,
+) -> Result<Option<Vec<Series>>> {
+    let aggregation = match agg {
+        Agg::Sum => Aggregation::Sum,
+        Agg::Avg => Aggregation::Avg,
+        Agg::Max => Aggregation::Max,
+        Agg::Min => Aggregation::Min,
+        Agg::Last => return Ok(None),
+    };
+    let mut paths = Vec::new();
+    for arg in a.args {
+        match arg {
+            Expr::Path(path) => paths.push(path.as_str()),
+            _ => return Ok(None),
+        }
+    }
+    let patterns: Vec<PathPattern> = (paths.iter())
+        .map(|path| PathPattern::parse(path))
+        .collect::<Result<_>>()?;
+    let Some(combined) = (cx.source).combine(&patterns, aggregation, cx.from, cx.until)? else {
+        return Ok(None);
+    };
+    let hits = paths.iter().zip(&combined.matched).filter(|(_, &hit)| hit);
+    let expressions = distinct(hits.map(|(path, _)| *path));
+    if expressions.is_empty() {
+        return Ok(Some(Vec::new()));
+    }
+    let (start, step) = (combined.start, combined.step.max(1));
+    let end = start + combined.values.len() as i64 * step;
+    Ok(Some(vec![combined_series(
+        func,
+        &expressions,
+        (start, end, step),
+        combined.values,
+        combined.counter,
+    )]))
+}
+
+/// Each of `expressions` once, in order of first appearance (graphite-web's
+/// formatPathExpressions).
+fn distinct<'a>(expressions: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut seen = Vec::new();
+    for expression in expressions {
+        if !seen.contains(&expression) {
+            seen.push(expression);
+        }
+    }
+    seen
+}
+
+/// The series sumSeries and kin answer: named `func(expressions)`, its own path expression,
+/// ending where graphite-web's normalize ends it (the inputs' last end, less what a partial
+/// last step leaves).
+fn combined_series(
+    func: &str,
+    expressions: &[&str],
+    (start, end, step): (i64, i64, i64),
+    values: Vec<Option<f64>>,
+    counter: bool,
+) -> Series {
+    let name = format!("{func}({})", expressions.join(","));
+    Series {
+        path_expression: name.clone(),
+        name,
         start,
+        end: end - (end - start).rem_euclid(step),
         step,
-        values: slots.iter().map(|slot| agg.reduce(slot)).collect(),
+        values,
         buckets: None,
-        counter: list.iter().all(|s| s.counter),
-    }])
+        counter,
+    }
 }
 
 /// Start of the `interval` window holding `ts`, windows aligned to `origin`.
@@ -331,27 +430,20 @@ fn summarize_window_start(ts: i64, interval: i64, origin: i64) -> i64 {
     ts - (ts - origin).rem_euclid(interval)
 }
 
-/// Where [`summarize`] aligns its windows for `s`: the epoch, or with `align` the series
-/// start.
-fn window_origin(s: &Series, align: bool) -> i64 {
-    if align {
-        s.start
+/// The windows [`summarize`] makes of `s`, as graphite-web's summarize lays them out: the
+/// first window's start, how many there are and where they end. With `align`, from the
+/// series start until the windows cover its end; else aligned to the epoch, from the window
+/// holding the start to the one after the window holding the end. Callers refuse a
+/// summarize too large to hold by the count before [`summarize`] allocates.
+fn windows(s: &Series, interval: i64, align: bool) -> (i64, u64, i64) {
+    let (start, end) = if align {
+        let count = ((s.end - s.start).max(0) + interval - 1) / interval;
+        (s.start, s.start + count * interval)
     } else {
-        0
-    }
-}
-
-/// How many `interval` windows [`summarize`] makes of `s`, so callers can refuse a
-/// summarize too large to hold before it allocates.
-fn window_count(s: &Series, interval: i64, align: bool) -> u64 {
-    let origin = window_origin(s, align);
-    match s.values.len() {
-        0 => 0,
-        n => {
-            let last = summarize_window_start(s.at(n - 1), interval, origin);
-            ((last - summarize_window_start(s.start, interval, origin)) / interval + 1) as u64
-        }
-    }
+        let start = summarize_window_start(s.start, interval, 0);
+        (start, summarize_window_start(s.end, interval, 0) + interval)
+    };
+    (start, ((end - start) / interval).max(0) as u64, end)
 }
 
 /// Least common multiple of two positive steps; `None` when it overflows.
@@ -370,10 +462,14 @@ fn lcm(a: i64, b: i64) -> Option<i64> {
 /// stored) is null and `max_value` does not apply. Otherwise graphite-web's rule on
 /// consecutive values: the delta when both are known and the value grew, null after a null or
 /// for the first point, a wrapped `max_value + 1 + value - prev` when it shrank and
-/// `max_value` is given (null otherwise), and null for a value above `max_value`.
+/// `max_value` is given (null otherwise), and null for a value above `max_value`. perSecond
+/// rounds its rates to six decimals, as graphite-web's does (`round(delta / step, 6)`).
 fn derivative(s: Series, func: &str, per_second: bool, max_value: Option<f64>) -> Series {
     let step = s.step as f64;
-    let rate = |delta: f64| if per_second { delta / step } else { delta };
+    let rate = |delta: f64| match per_second {
+        true => round_6(delta / step),
+        false => delta,
+    };
     let values = if s.counter {
         (s.values.iter())
             .map(|v| v.filter(|v| *v >= 0.0).map(rate))
@@ -396,8 +492,10 @@ fn derivative(s: Series, func: &str, per_second: bool, max_value: Option<f64>) -
             })
             .collect()
     };
+    let name = format!("{func}({})", s.name);
     Series {
-        name: format!("{func}({})", s.name),
+        path_expression: name.clone(),
+        name,
         values,
         buckets: None,
         counter: false,
@@ -411,12 +509,12 @@ fn derivative(s: Series, func: &str, per_second: bool, max_value: Option<f64>) -
 /// and their true max and min. Everything else reduces the point values; `sum` of a counter
 /// stays a counter (the increase within the window).
 ///
-/// The caller checks [`window_count`] first: this allocates one slot per window.
+/// The caller checks [`windows`] first: this allocates one slot per window.
 fn summarize(s: Series, interval: i64, agg: Agg, align: bool) -> Series {
-    let origin = window_origin(&s, align);
+    let origin = if align { s.start } else { 0 };
     let window = |ts: i64| summarize_window_start(ts, interval, origin);
-    let start = window(s.start);
-    let count = window_count(&s, interval, align) as usize;
+    let (start, count, end) = windows(&s, interval, align);
+    let count = count as usize;
     let exact = !s.counter && interval % s.step == 0 && (s.start - origin) % s.step == 0;
     let buckets = s.buckets.as_ref().filter(|_| exact);
     let mut values = vec![Vec::new(); count];
@@ -424,6 +522,11 @@ fn summarize(s: Series, interval: i64, agg: Agg, align: bool) -> Series {
     let mut merged = vec![Bucket::EMPTY; if buckets.is_some() { count } else { 0 }];
     for (i, value) in s.values.iter().enumerate() {
         let w = ((window(s.at(i)) - start) / interval) as usize;
+        // graphite-web reads no point past the last window (a series ending before its
+        // last value's stamp: sumSeries of series of different ends).
+        if w >= count {
+            break;
+        }
         values[w].extend(*value);
         if let Some(buckets) = buckets {
             merged[w].merge(&buckets[i]);
@@ -438,6 +541,7 @@ fn summarize(s: Series, interval: i64, agg: Agg, align: bool) -> Series {
     };
     Series {
         start,
+        end,
         step: interval,
         values: values.iter().enumerate().map(reduce).collect(),
         buckets: None,

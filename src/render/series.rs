@@ -9,8 +9,16 @@ use crate::bucket::Bucket;
 pub(crate) struct Series {
     /// The name rendered as `target`.
     pub(crate) name: String,
+    /// What graphite-web calls the series' path expression: the path a fetched series was
+    /// selected by, or the name given by the last function that renamed it (aliases keep it).
+    /// sumSeries and kin are named after the distinct path expressions of their inputs.
+    pub(crate) path_expression: String,
     /// Timestamp of the first point.
     pub(crate) start: i64,
+    /// Where the series ends, as graphite-web's `end`: just past the last point for a fetched
+    /// series, `until` for constantLine. Points are rendered at stamps up to and including it,
+    /// and the request's consolidation is sized by the span of every series' start to end.
+    pub(crate) end: i64,
     /// Seconds between points; always positive.
     pub(crate) step: i64,
     /// One value per point, `None` where nothing is known.
@@ -36,14 +44,17 @@ pub(crate) fn bucket_value(bucket: &Bucket, counter: bool) -> Option<f64> {
 }
 
 impl Series {
-    /// A fetched series, named by its Graphite path. A step below one second (a storage bug)
-    /// is taken as one rather than dividing by zero later.
-    pub(crate) fn fetched(fetched: Fetched) -> Series {
+    /// A fetched series, named by its Graphite path, selected by `path_expression`. A step
+    /// below one second (a storage bug) is taken as one rather than dividing by zero later.
+    pub(crate) fn fetched(fetched: Fetched, path_expression: &str) -> Series {
         let counter = fetched.counter;
+        let step = fetched.step.max(1);
         Series {
             name: super::graphite_path(fetched.key.view()),
+            path_expression: path_expression.to_owned(),
             start: fetched.start,
-            step: fetched.step.max(1),
+            end: fetched.start + fetched.buckets.len() as i64 * step,
+            step,
             values: fetched
                 .buckets
                 .iter()
@@ -59,12 +70,45 @@ impl Series {
         self.start + i as i64 * self.step
     }
 
-    /// Just past the last point.
-    pub(crate) fn end(&self) -> i64 {
-        self.at(self.values.len())
+    /// The series as graphite-web's json renderer consolidates it for `max_points` points
+    /// when the request's series span `time_range` seconds: unchanged when
+    /// `time_range / step` points fit; else `k = ceil(points / max_points)` points into one,
+    /// the start moved to the first multiple of `k * step` after it (graphite-web's nudge),
+    /// the points before the one preceding the new start dropped, and the rest joined `k` at
+    /// a time ([`Series::consolidate`]). With one point allowed, every point into one.
+    pub(crate) fn fit(self, max_points: u32, time_range: i64) -> Series {
+        let len = self.values.len();
+        if max_points == 1 {
+            return self.consolidate(len);
+        }
+        let points = time_range as f64 / self.step as f64;
+        if f64::from(max_points) >= points {
+            return self;
+        }
+        let k = (points / f64::from(max_points)).ceil() as i64;
+        let wide = k.saturating_mul(self.step);
+        let nudge = wide + self.start.rem_euclid(self.step) - self.start.rem_euclid(wide);
+        let lose = ((nudge / self.step - 1).max(0) as usize).min(len);
+        let start = self.start + nudge;
+        let mut values = self.values;
+        values.drain(..lose);
+        let buckets = self.buckets.map(|mut buckets| {
+            buckets.drain(..lose);
+            buckets
+        });
+        let kept = Series {
+            values,
+            buckets,
+            ..self
+        };
+        Series {
+            start,
+            ..kept.consolidate(k as usize)
+        }
     }
 
-    /// Joins each `k` consecutive points into one stamped with the first one's time: buckets
+    /// Joins each `k` consecutive points into one stamped with the first one's time (as
+    /// graphite-web joins series of different steps for sumSeries and kin): buckets
     /// merged exactly while present, otherwise the sum of the known values for a counter (the
     /// increase within the wider point) and their average for a gauge.
     pub(crate) fn consolidate(self, k: usize) -> Series {
@@ -103,12 +147,15 @@ impl Series {
         }
     }
 
-    /// The series as rendered: `[value, timestamp]` pairs, non-finite values as null.
+    /// The series as rendered: `[value, timestamp]` pairs up to the stamp of
+    /// [`Series::end`] (graphite-web zips the values with the stamps from start to end,
+    /// inclusive), non-finite values as null.
     pub(crate) fn rendered(&self) -> RenderedSeries {
         RenderedSeries {
             target: self.name.clone(),
             datapoints: (self.values.iter().enumerate())
                 .map(|(i, v)| (v.filter(|v| v.is_finite()), self.at(i)))
+                .take_while(|&(_, at)| at <= self.end)
                 .collect(),
         }
     }

@@ -1,6 +1,7 @@
-//! Render's [`Source`] over stored series: the grid a render path is read on (the tier, the
-//! step and the tier's window, [`RenderGrid`]), chosen from the tiers and a clock, and the
-//! engine's [`Reader`] reading on such a grid.
+//! Render's [`Source`] over stored series: the grid a render path is read on (the tier, its
+//! points and the tier's window, [`RenderGrid`]), chosen from the tiers and a clock as
+//! graphite-web's whisper reader chooses an archive, and the engine's [`Reader`] reading on
+//! such a grid: path by path, or for sumSeries and kin in the aggregate's one pass.
 //!
 //! A single node chooses the grid from its own engine's tiers and clock and reads on it
 //! ([`Source`] for [`Reader`]). A cluster node has no engine: it chooses the grid the same
@@ -13,10 +14,11 @@ mod tests;
 
 use rayon::prelude::*;
 
-use super::{graphite_path, Fetched, PathPattern, Source};
+use super::{graphite_path, Combined, Fetched, PathPattern, Source};
+use crate::aggregate::Aggregation;
 use crate::config::TiersConfig;
 use crate::counter::SeriesKind;
-use crate::query::{PointGrid, MAX_QUERY_POINTS};
+use crate::query::{Display, PointGrid, MAX_QUERY_POINTS};
 use crate::time::{Span, Timestamp};
 use crate::{Error, ReadBudget, Reader, Result};
 
@@ -26,60 +28,109 @@ use crate::{Error, ReadBudget, Reader, Result};
 pub struct RenderGrid {
     /// The tier, by name: tier indexes are one node's configuration order.
     pub tier: String,
-    /// The tier's resolution, seconds: an engine whose tier of that name has another refuses
-    /// the grid rather than read other points.
+    /// The tier's resolution, seconds, and the step of the points: an engine whose tier of
+    /// that name has another refuses the grid rather than read other points.
     pub resolution: i64,
-    /// Seconds per point: the resolution, or a multiple of it that keeps the points within
-    /// the render's budget.
-    pub step: i64,
+    /// Stamp (bucket start) of the first point: the first multiple of the resolution after
+    /// `from`.
+    pub first: Timestamp,
+    /// Number of points, one per bucket, up to the one holding `until`.
+    pub points: u64,
     /// First second the tier held at the chooser's clock: nothing older is read, whatever
     /// the reading engine's own clock says.
     pub window: Timestamp,
 }
 
 impl RenderGrid {
-    /// The grid of a fetch over [from, until) within `max_points` (capped at
-    /// [`MAX_QUERY_POINTS`]) with `tiers` at `now`: the `auto` tier for the range and
-    /// budget, its resolution as the step or a multiple of it when even that tier has more
-    /// buckets in the range (see `step_within`), and the tier's window at `now`.
+    /// The grid of a render over `from`..`until` with `tiers` at `now`, by whisper's rules
+    /// (graphite-web reads whisper files): nothing (`None`) when `from` is after `now` or
+    /// `until` before every tier's window; else `from` raised to the oldest window and
+    /// `until` lowered to `now`, the finest tier whose window reaches back to `from`, and its
+    /// buckets stamped after `from` up to and including the one holding `until` (the bucket
+    /// after `from`'s when that leaves none). Consolidation to `maxDataPoints` comes later,
+    /// on the rendered series (see [`crate::render::render`]), as graphite-web does it.
     ///
     /// # Errors
-    /// [`Error::InvalidQuery`] when the step does not fit in an i64 (a range of centuries
-    /// squeezed into a handful of points).
+    /// [`Error::InvalidQuery`] when the grid has more than [`MAX_QUERY_POINTS`] points (a
+    /// tier whose retention holds that many buckets).
     pub fn choose(
         tiers: &TiersConfig,
         from: Timestamp,
         until: Timestamp,
-        max_points: u32,
         now: Timestamp,
-    ) -> Result<RenderGrid> {
-        let max_points = max_points.clamp(1, MAX_QUERY_POINTS as u32);
-        let tier = tiers.auto_tier(from, until, max_points, now);
-        let spec = &tiers.tiers[tier];
-        let resolution = spec.resolution.secs() as i64;
-        Ok(RenderGrid {
-            tier: spec.name.clone(),
+    ) -> Result<Option<RenderGrid>> {
+        let specs = &tiers.tiers;
+        let window = |t: usize| specs[t].window_start(now);
+        let Some(oldest) = (0..specs.len()).map(window).min() else {
+            return Ok(None);
+        };
+        if from > now || until < oldest {
+            return Ok(None);
+        }
+        let (from, until) = (from.max(oldest), until.min(now));
+        let mut order: Vec<usize> = (0..specs.len()).collect();
+        order.sort_by_key(|&t| specs[t].resolution);
+        let Some(tier) = order.into_iter().find(|&t| window(t) <= from) else {
+            return Ok(None);
+        };
+        let resolution = specs[tier].resolution.secs() as i64;
+        let first = from - from.rem_euclid(resolution) + resolution;
+        let mut end = until - until.rem_euclid(resolution) + resolution;
+        if end == first {
+            end += resolution;
+        }
+        let points = ((end - first) / resolution) as u64;
+        if points > MAX_QUERY_POINTS {
+            return Err(Error::InvalidQuery(format!(
+                "{points} points of tier {} requested; at most {MAX_QUERY_POINTS} \
+                 (use a shorter range)",
+                specs[tier].name
+            )));
+        }
+        Ok(Some(RenderGrid {
+            tier: specs[tier].name.clone(),
             resolution,
-            step: step_within(from, until, resolution, max_points)?,
-            window: spec.window_start(now),
-        })
+            first,
+            points,
+            window: window(tier),
+        }))
     }
 
-    /// How many points a fetch over [from, until) on this grid charges per series (the
-    /// points whose start lies in the range; the fetch reads one when none does).
-    pub fn points(&self, from: Timestamp, until: Timestamp) -> i128 {
-        PointGrid::span(from, until, i128::from(self.step)).1
+    /// The tier's index on an engine with `tiers` and the grid's points there, so that
+    /// every engine reads the same buckets.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTier`] when `tiers` has no tier of the grid's name;
+    /// [`Error::InvalidQuery`] when its tier of that name has another resolution.
+    fn on(&self, tiers: &TiersConfig) -> Result<(usize, PointGrid)> {
+        let tier =
+            (tiers.tier_index(&self.tier)).ok_or_else(|| Error::UnknownTier(self.tier.clone()))?;
+        let spec = &tiers.tiers[tier];
+        let resolution = spec.resolution.secs() as i64;
+        if resolution != self.resolution || self.points == 0 {
+            return Err(Error::InvalidQuery(format!(
+                "tier {} has a resolution of {resolution} s here, and a render grid of \
+                 {} points of {} s cannot be read on it",
+                self.tier, self.points, self.resolution
+            )));
+        }
+        let end = (self.points as i64)
+            .checked_mul(resolution)
+            .and_then(|width| width.checked_add(self.first))
+            .ok_or_else(|| Error::InvalidQuery("a render grid past the year 9999".into()))?;
+        let grid = PointGrid::new(spec, self.first, end, spec.resolution)?;
+        Ok((tier, grid))
     }
 }
 
 impl Reader<'_> {
-    /// The grid a render's fetch over [from, until) reads at `max_points` on this engine:
-    /// [`RenderGrid::choose`] with its tiers and clock.
+    /// The grid a render over `from`..`until` reads on this engine: [`RenderGrid::choose`]
+    /// with its tiers and clock.
     ///
     /// # Errors
     /// As [`RenderGrid::choose`].
-    pub fn render_grid(&self, from: i64, until: i64, max_points: u32) -> Result<RenderGrid> {
-        RenderGrid::choose(self.config(), from, until, max_points, self.now())
+    pub fn render_grid(&self, from: i64, until: i64) -> Result<Option<RenderGrid>> {
+        RenderGrid::choose(self.config(), from, until, self.now())
     }
 
     /// Charges the registry scan (a value per key) to `budget`, then counts the series
@@ -94,33 +145,16 @@ impl Reader<'_> {
             .len())
     }
 
-    /// Every series matching `pattern`, read over [from, until) on `grid`, sorted by Graphite
-    /// path as graphite-web's finders list them (then by key). Points are those whose start lies in
-    /// [from, until), or the one holding `from` when no start does. A series matched but
-    /// without data in range has only empty buckets (null points).
+    /// Every series matching `pattern`, read on `grid`, sorted by Graphite path as
+    /// graphite-web's finders list them (then by key). A series matched but without data in
+    /// range has only empty buckets (null points).
     ///
     /// # Errors
     /// [`Error::UnknownTier`] when this engine has no tier of the grid's name;
     /// [`Error::InvalidQuery`] when its tier of that name has another resolution or the grid
     /// has too many points; a period file that cannot be read.
-    pub fn render_fetch(
-        &self,
-        pattern: &PathPattern,
-        from: i64,
-        until: i64,
-        grid: &RenderGrid,
-    ) -> Result<Vec<Fetched>> {
-        let tier = (self.config().tier_index(&grid.tier))
-            .ok_or_else(|| Error::UnknownTier(grid.tier.clone()))?;
-        let resolution = self.config().tiers[tier].resolution.secs() as i64;
-        if resolution != grid.resolution || grid.step < 1 {
-            return Err(Error::InvalidQuery(format!(
-                "tier {} has a resolution of {resolution} s here, and a render grid of \
-                 {} s at steps of {} s cannot be read on it",
-                grid.tier, grid.resolution, grid.step
-            )));
-        }
-        let step = grid.step;
+    pub fn render_fetch(&self, pattern: &PathPattern, grid: &RenderGrid) -> Result<Vec<Fetched>> {
+        let (tier, points) = grid.on(self.config())?;
         // One scan under the registry's read lock, even for a literal name: the pattern also
         // selects the name's tagged variants, and the registry has no index by bare name.
         let mut matched = self.registry().select(|id, key| {
@@ -131,32 +165,74 @@ impl Reader<'_> {
         // By path, then by key: two keys share a path only when a name holds a `;` that
         // reads like a tag, and the key orders those the same way on every engine.
         matched.sort_unstable_by(|a, b| (&a.0, &a.2).cmp(&(&b.0, &b.2)));
-        // A range shorter than the step may hold no point's start (two hours inside one day
-        // of the 1d tier): read the one point that holds `from` rather than answer nothing.
-        let from = match grid.points(from, until) {
-            0 => from - from.rem_euclid(step),
-            _ => from,
-        };
+        let ids: Vec<_> = matched.iter().map(|m| m.1).collect();
+        let kinds = self.series_kinds(&ids);
+        let step = Span::from_secs(grid.resolution as u64);
         matched
             .into_par_iter()
-            .map(|(_, id, key)| {
-                let (start, buckets) = self.merged_buckets(
-                    id,
-                    tier,
-                    from,
-                    until,
-                    Span::from_secs(step as u64),
-                    grid.window,
-                )?;
+            .zip(kinds)
+            .map(|((_, id, key), kind)| {
+                let (start, buckets) =
+                    self.merged_buckets(id, tier, points.first, points.end, step, grid.window)?;
                 Ok(Fetched {
                     key,
                     start,
-                    step,
+                    step: grid.resolution,
                     buckets,
-                    counter: self.series_kind(id) == SeriesKind::Counter,
+                    counter: kind == SeriesKind::Counter,
                 })
             })
             .collect()
+    }
+
+    /// `aggregation` of the shown values of every series the `patterns` match (a series
+    /// matched by two patterns counts twice, as graphite-web fetches it twice), point by
+    /// point on `grid`, in the aggregate's one chunk-wise pass ([`Reader::fold_series`]).
+    /// `None` when the series mix counters and gauges, whose values are shown differently.
+    ///
+    /// # Errors
+    /// As [`Reader::render_fetch`].
+    pub fn render_combine(
+        &self,
+        patterns: &[PathPattern],
+        aggregation: Aggregation,
+        grid: &RenderGrid,
+    ) -> Result<Option<Combined>> {
+        let (tier, points) = grid.on(self.config())?;
+        let hits = self.registry().select(|id, key| {
+            let hits: Vec<bool> = patterns.iter().map(|p| p.matches(key)).collect();
+            hits.contains(&true).then_some((id, hits))
+        });
+        let ids: Vec<_> = (hits.iter())
+            .flat_map(|(id, hits)| hits.iter().filter(|&&hit| hit).map(move |_| *id))
+            .collect();
+        let kinds = self.series_kinds(&ids);
+        let counter = kinds.first() == Some(&SeriesKind::Counter);
+        if kinds.iter().any(|&k| (k == SeriesKind::Counter) != counter) {
+            return Ok(None);
+        }
+        let matched = (0..patterns.len())
+            .map(|p| hits.iter().any(|(_, hits)| hits[p]))
+            .collect();
+        let display = if counter {
+            Display::Total
+        } else {
+            Display::Avg
+        };
+        let values = match ids.is_empty() {
+            true => Vec::new(),
+            false => (self.fold_series(tier, &points, (display, grid.window), &ids)?)
+                .iter()
+                .map(|fold| fold.of_series(aggregation))
+                .collect(),
+        };
+        Ok(Some(Combined {
+            start: grid.first,
+            step: grid.resolution,
+            values,
+            counter,
+            matched,
+        }))
     }
 }
 
@@ -164,31 +240,41 @@ impl Reader<'_> {
 /// grid, so all the series it returns share start and step, which functions combining series
 /// rely on.
 impl Source for Reader<'_> {
-    /// Charges the registry scan, then the series `pattern` matches at the points of
-    /// [`Source::fetch`]'s grid.
+    /// Charges the registry scan, then the series `pattern` matches at the grid's points.
     fn charge(
         &self,
         pattern: &PathPattern,
         from: i64,
         until: i64,
-        max_points: u32,
         budget: &ReadBudget,
     ) -> Result<()> {
-        let grid = self.render_grid(from, until, max_points)?;
+        let Some(grid) = self.render_grid(from, until)? else {
+            return Ok(());
+        };
         let series = self.render_count(pattern, budget)?;
-        charge_points(budget, pattern, series, grid.points(from, until))
+        charge_points(budget, pattern, series, grid.points)
     }
 
     /// [`Reader::render_fetch`] on [`Reader::render_grid`].
-    fn fetch(
+    fn fetch(&self, pattern: &PathPattern, from: i64, until: i64) -> Result<Vec<Fetched>> {
+        match self.render_grid(from, until)? {
+            Some(grid) => self.render_fetch(pattern, &grid),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// [`Reader::render_combine`] on [`Reader::render_grid`].
+    fn combine(
         &self,
-        pattern: &PathPattern,
+        patterns: &[PathPattern],
+        aggregation: Aggregation,
         from: i64,
         until: i64,
-        max_points: u32,
-    ) -> Result<Vec<Fetched>> {
-        let grid = self.render_grid(from, until, max_points)?;
-        self.render_fetch(pattern, from, until, &grid)
+    ) -> Result<Option<Combined>> {
+        match self.render_grid(from, until)? {
+            Some(grid) => self.render_combine(patterns, aggregation, &grid),
+            None => Ok(Some(Combined::nothing(patterns.len()))),
+        }
     }
 }
 
@@ -200,42 +286,14 @@ pub(crate) fn charge_points(
     budget: &ReadBudget,
     pattern: &PathPattern,
     series: usize,
-    points: i128,
+    points: u64,
 ) -> Result<()> {
     let points = points.max(1);
-    let values = points.unsigned_abs() * series as u128;
+    let values = u128::from(points) * series as u128;
     budget.charge(values, || {
         format!(
             "{:?} matches {series} series x {points} points",
             pattern.as_str()
         )
     })
-}
-
-/// A step for [from, until) within `max_points`: `resolution` times `ceil(buckets /
-/// max_points)`, where `buckets` counts the tier's buckets in the range, or times the next
-/// whole number up when the grid of that step, aligned differently, still has one point too
-/// many.
-///
-/// # Errors
-///
-/// [`Error::InvalidQuery`] when that step does not fit in an i64 (a range of centuries
-/// squeezed into a handful of points).
-fn step_within(from: i64, until: i64, resolution: i64, max_points: u32) -> Result<i64> {
-    let resolution = i128::from(resolution.max(1));
-    let budget = i128::from(max_points.max(1));
-    let buckets = PointGrid::span(from, until, resolution).1;
-    // ceil(buckets / budget) is almost always enough; an unaligned range may need one more.
-    let mut k = ((buckets + budget - 1) / budget).max(1);
-    while PointGrid::span(from, until, resolution * k).1 > budget {
-        k += 1;
-    }
-    i64::try_from(resolution * k)
-        .ok()
-        .filter(|&step| step < i64::MAX / 2)
-        .ok_or_else(|| {
-            Error::InvalidQuery(format!(
-                "range {from}..{until} is too wide for {max_points} points"
-            ))
-        })
 }

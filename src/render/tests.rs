@@ -2,8 +2,6 @@
 //! hand-computed values, argument errors, the point budget (also as a property), and the
 //! json shape.
 
-use std::cell::Cell;
-
 use proptest::prelude::*;
 
 use super::{
@@ -15,21 +13,13 @@ use crate::{ReadBudget, Result};
 const T0: i64 = 36_000;
 const STEP: i64 = 60;
 
-/// Series held in memory; records the point budget it was asked for.
+/// Series held in memory, every one whatever the range.
 struct Memory {
     series: Vec<Fetched>,
-    asked: Cell<u32>,
 }
 
 impl Source for Memory {
-    fn fetch(
-        &self,
-        pattern: &PathPattern,
-        _: i64,
-        _: i64,
-        max_points: u32,
-    ) -> Result<Vec<Fetched>> {
-        self.asked.set(max_points);
+    fn fetch(&self, pattern: &PathPattern, _: i64, _: i64) -> Result<Vec<Fetched>> {
         Ok(self
             .series
             .iter()
@@ -38,14 +28,7 @@ impl Source for Memory {
             .collect())
     }
 
-    fn charge(
-        &self,
-        pattern: &PathPattern,
-        _: i64,
-        _: i64,
-        _: u32,
-        budget: &ReadBudget,
-    ) -> Result<()> {
+    fn charge(&self, pattern: &PathPattern, _: i64, _: i64, budget: &ReadBudget) -> Result<()> {
         let values = (self.series.iter())
             .filter(|f| pattern.matches(f.key.view()))
             .map(|f| f.buckets.len() as u128)
@@ -101,10 +84,7 @@ fn memory() -> Memory {
             &[&[100.0], &[200.0], &[50.0], &[300.0], &[], &[]],
         ),
     ];
-    Memory {
-        series,
-        asked: Cell::new(0),
-    }
+    Memory { series }
 }
 
 fn run(targets: &[&str], max_data_points: Option<u32>) -> Result<Vec<RenderedSeries>> {
@@ -219,10 +199,13 @@ fn series_aggregates_skip_nulls() {
         [Some(5.0), Some(3.0), N, Some(2.0), Some(10.0), N]
     );
     assert!(run(&["sumSeries(no.such)"], None).unwrap().is_empty());
-    // Steps 60 and 120: host=a is averaged in pairs (1.5, 3, 5.5) first.
+    // Steps 60 and 120: host=a is averaged in pairs (1.5, 3, 5.5) first. The summarize
+    // ends a window after the one holding its input's end (T0 + 360), as graphite-web's
+    // does, so the sum has a fourth, empty point.
     let (_, start, step, mixed) =
         one("sumSeries(cpu.load;host=a, summarize(cpu.load;host=b, '2min', 'sum'))");
-    assert_eq!((start, step, mixed), (T0, 120, s(&[31.5, 73.0, 115.5])));
+    let want = [Some(31.5), Some(73.0), Some(115.5), N];
+    assert_eq!((start, step, mixed), (T0, 120, want.to_vec()));
 }
 
 #[test]
@@ -257,17 +240,9 @@ fn rates_of_counters_come_from_stored_increases() {
 fn derivatives_of_gauges_follow_graphite() {
     let a = [N, Some(1.0), Some(1.0), N, N, Some(1.0)];
     assert_eq!(values("nonNegativeDerivative(cpu.load;host=a)"), a);
-    let per_second: Vec<_> = [
-        N,
-        Some(10.0),
-        Some(10.0),
-        Some(10.0),
-        Some(10.0),
-        Some(10.0),
-    ]
-    .iter()
-    .map(|v| v.map(|v| v / 60.0))
-    .collect();
+    // perSecond rounds to six decimals, as graphite-web's `round(delta / step, 6)`.
+    let sixth = Some(0.166667);
+    let per_second = [N, sixth, sixth, sixth, sixth, sixth];
     assert_eq!(values("perSecond(cpu.load;host=b)"), per_second);
     assert_eq!(
         values("nonNegativeDerivative(raw.count)"),
@@ -281,16 +256,18 @@ fn derivatives_of_gauges_follow_graphite() {
         values("nonNegativeDerivative(raw.count, 250)"),
         [N, Some(100.0), Some(101.0), N, N, N]
     );
-    let rate: Vec<_> = wrapped.iter().map(|v| v.map(|v| v / 60.0)).collect();
+    let rate = [N, Some(1.666667), Some(6.033333), Some(4.166667), N, N];
     assert_eq!(values("perSecond(raw.count, 511)"), rate);
 }
 
 #[test]
 fn summarize_merges_buckets_of_gauges_exactly() {
-    // Windows of 3 min from T0 (a multiple of 180): samples 4,6,3 then 1,3,10.
+    // Windows of 3 min from T0 (a multiple of 180): samples 4,6,3 then 1,3,10, then the
+    // empty window graphite-web adds when the series ends on a window's start (T0 + 360).
     let (name, start, step, avg) = one("summarize(cpu.load;host=, '3min', 'avg')");
     assert_eq!(name, r#"summarize(cpu.load, "3min", "avg")"#);
     assert_eq!((start, step), (T0, 180));
+    let s = |values: &[f64]| [s(values), vec![N]].concat();
     assert_eq!(avg, s(&[13.0 / 3.0, 14.0 / 3.0]));
     assert_eq!(values("summarize(cpu.load;host=, '3min', 'average')"), avg);
     assert_eq!(
@@ -324,10 +301,12 @@ fn summarize_windows_and_counters() {
     let (name, start, _, sum) = one("summarize(cpu.load;host=a, '7min', 'sum', true)");
     assert_eq!(name, r#"summarize(cpu.load;host=a, "7min", "sum", true)"#);
     assert_eq!((start, sum), (T0, s(&[17.0])));
-    assert_eq!(values("summarize(net.bytes, '3min')"), s(&[150.0, 115.0]));
+    // Windows from T0 end on the series' end: graphite-web adds an empty one.
+    let counts = [Some(150.0), Some(115.0), N];
+    assert_eq!(values("summarize(net.bytes, '3min')"), counts);
     assert_eq!(
         values("perSecond(summarize(net.bytes, '3min'))"),
-        s(&[150.0 / 180.0, 115.0 / 180.0])
+        [Some(0.833333), Some(0.638889), N]
     );
     assert!(
         error("summarize(net.bytes, '3min', 'median')").contains(r#"unknown function "median""#)
@@ -338,7 +317,8 @@ fn summarize_windows_and_counters() {
 #[test]
 fn constant_line() {
     let out = run(&["constantLine(100)", "constantLine(1.5)"], None).unwrap();
-    assert_eq!(out[0].target, "100");
+    // graphite-web takes the value as a float: `str(100.0)`.
+    assert_eq!(out[0].target, "100.0");
     assert_eq!(
         out[0].datapoints,
         [
@@ -372,7 +352,6 @@ fn unbounded_answers_are_refused() {
         .into_iter()
         .chain((0..12).map(|i| sparse(&format!("months.m{i}"), 30 * 86_400)))
         .collect(),
-        asked: Cell::new(0),
     };
     let request = |target: &str| RenderRequest {
         targets: vec![target.to_owned()],
@@ -387,7 +366,7 @@ fn unbounded_answers_are_refused() {
         &ReadBudget::default(),
     )
     .unwrap_err();
-    assert!(err.to_string().contains("2592001 windows of 1s"), "{err}");
+    assert!(err.to_string().contains("5184001 windows of 1s"), "{err}");
     assert!(render(
         &source,
         &request("summarize(month.a, '1d')"),
@@ -401,16 +380,17 @@ fn unbounded_answers_are_refused() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("no common multiple"), "{err}");
-    // 864,001 windows each, within the per-series cap; 12 of them are past the per-target one.
+    // 864,001 windows each (graphite-web's: to the window after the one holding the end),
+    // within the per-series cap; 12 of them are past the per-target one.
     let err = render(
         &source,
-        &request("summarize(months.*, '3s')"),
+        &request("summarize(months.*, '6s')"),
         &ReadBudget::default(),
     )
     .unwrap_err();
     assert!(
         err.to_string()
-            .contains("read budget: summarize's windows of 3s over 12 series = 10368012 values"),
+            .contains("read budget: summarize's windows of 6s over 12 series = 10368012 values"),
         "{err}"
     );
     // Times far outside any calendar are refused before any step arithmetic.
@@ -451,8 +431,12 @@ fn argument_errors_name_the_function() {
     }
 }
 
+/// graphite-web 1.1.8's json renderer on six points at 60 s from T0 (a multiple of 120)
+/// with maxDataPoints=4: two points into one (ceil(6 / 4)), stamped at multiples of 120 s
+/// after the start, each window starting one point before its stamp (the "nudge": the first
+/// point is dropped), the last window holding one point; no stamp after the series' end.
 #[test]
-fn the_point_budget_reaches_the_source_and_caps_every_series() {
+fn consolidation_follows_graphite_webs_nudge() {
     let source = memory();
     let mut request = RenderRequest {
         targets: vec![
@@ -466,23 +450,28 @@ fn the_point_budget_reaches_the_source_and_caps_every_series() {
         default_max_points: 1000,
     };
     let out = render(&source, &request, &ReadBudget::default()).unwrap();
-    assert_eq!(source.asked.get(), 4);
-    // Pairs: gauge buckets merged (samples 4,6,3 / 1,3 / 10), counter increases added,
-    // values without buckets averaged.
-    let ts = [T0, T0 + 120, T0 + 240];
-    let points = |values: [f64; 3]| {
-        values
-            .iter()
-            .zip(ts)
-            .map(|(v, t)| (Some(*v), t))
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(out[0].datapoints, points([13.0 / 3.0, 2.0, 10.0]));
-    assert_eq!(out[1].datapoints, points([120.0, 25.0, 120.0]));
-    assert_eq!(out[2].datapoints, points([1.5, 3.0, 5.5]));
+    // Windows of points 1-2, 3-4 and 5: gauge buckets merged (samples 3 / 1,3,10 / none),
+    // counter increases added (30 / -5,90,30 / 0), values without buckets averaged
+    // (2,3 / 5 / 6).
+    let ts = [T0 + 120, T0 + 240, T0 + 360];
+    let points = |values: [Option<f64>; 3]| values.into_iter().zip(ts).collect::<Vec<_>>();
+    assert_eq!(
+        out[0].datapoints,
+        points([Some(3.0), Some(14.0 / 3.0), None])
+    );
+    assert_eq!(
+        out[1].datapoints,
+        points([Some(30.0), Some(115.0), Some(0.0)])
+    );
+    assert_eq!(out[2].datapoints, points([Some(2.5), Some(5.0), Some(6.0)]));
+    // Without maxDataPoints the server's default budget applies: 1000 points fit.
     request.max_data_points = None;
-    render(&source, &request, &ReadBudget::default()).unwrap();
-    assert_eq!(source.asked.get(), 1000);
+    let out = render(&source, &request, &ReadBudget::default()).unwrap();
+    assert_eq!(out[0].datapoints.len(), 6);
+    // One point: every point into one, stamped at the start.
+    request.max_data_points = Some(1);
+    let out = render(&source, &request, &ReadBudget::default()).unwrap();
+    assert_eq!(out[0].datapoints, vec![(Some(27.0 / 6.0), T0)]);
     request.until = T0;
     assert!(render(&source, &request, &ReadBudget::default())
         .unwrap_err()
@@ -513,7 +502,7 @@ proptest! {
     ) {
         let buckets: Vec<Vec<f64>> = points.iter().map(|p| p.iter().copied().collect()).collect();
         let samples: Vec<&[f64]> = buckets.iter().map(Vec::as_slice).collect();
-        let source = Memory { series: vec![series("p.q", counter, &samples)], asked: Cell::new(0) };
+        let source = Memory { series: vec![series("p.q", counter, &samples)] };
         let target = ["p.q", "scale(p.q, 3)", "summarize(p.q, '2min', 'avg')"][function];
         let request = RenderRequest {
             targets: vec![target.to_owned()],
@@ -554,5 +543,61 @@ fn every_target_and_path_of_a_request_shares_one_budget() {
             "{targets:?}: {err}"
         );
         assert!(budget.exceeded());
+    }
+}
+
+/// Target names as graphite-web 1.1.8's functions.py writes them: sumSeries and kin list the
+/// distinct path expressions of their inputs in order (the path a series was fetched by,
+/// kept through aliases; a renaming function's name after scale, perSecond, summarize and
+/// the like; paths that matched nothing left out), scale's factor is `%g`, and
+/// constantLine's value is `str(float)`.
+#[test]
+fn names_follow_graphite_web() {
+    let name = |target: &str| one(target).0;
+    for (target, graphite) in [
+        (
+            "sumSeries(cpu.load;host={a,b})",
+            "sumSeries(cpu.load;host={a,b})",
+        ),
+        (
+            "sumSeries(cpu.load;host=b, cpu.load;host=a, cpu.load;host=b)",
+            "sumSeries(cpu.load;host=b,cpu.load;host=a)",
+        ),
+        (
+            "sumSeries(no.such, cpu.load;host=a)",
+            "sumSeries(cpu.load;host=a)",
+        ),
+        (
+            "sumSeries(scale(cpu.load;host={a,b}, 2))",
+            "sumSeries(scale(cpu.load;host=a,2),scale(cpu.load;host=b,2))",
+        ),
+        (
+            "maxSeries(alias(cpu.load;host=a, 'x'), cpu.load;host=a)",
+            "maxSeries(cpu.load;host=a)",
+        ),
+        (
+            "avg(perSecond(net.bytes))",
+            "averageSeries(perSecond(net.bytes))",
+        ),
+        (
+            "sum(summarize(net.bytes, '3min'))",
+            r#"sumSeries(summarize(net.bytes, "3min", "sum"))"#,
+        ),
+        ("minSeries(constantLine(5))", "minSeries(constantLine(5.0))"),
+        (
+            "sumSeries(sumSeries(cpu.load;host=a))",
+            "sumSeries(sumSeries(cpu.load;host=a))",
+        ),
+        ("scale(net.bytes, 0.00001)", "scale(net.bytes,1e-05)"),
+        ("scale(net.bytes, 1234567)", "scale(net.bytes,1.23457e+06)"),
+        ("constantLine(1e20)", "1e+20"),
+        ("constantLine(-0.25)", "-0.25"),
+        (
+            "nonNegativeDerivative(raw.count, 511)",
+            "nonNegativeDerivative(raw.count)",
+        ),
+        ("alias(scale(net.bytes, 2), 'two')", "two"),
+    ] {
+        assert_eq!(name(target), graphite, "{target}");
     }
 }

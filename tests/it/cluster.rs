@@ -334,7 +334,8 @@ fn three_nodes_answer_like_one_and_a_killed_node_loses_nothing() {
     }
 
     // Graphite's /render: a path, a glob and sumSeries over every series, each answered by
-    // every node as the model says (graphite-web's json: [value or null, minute]).
+    // every node as the model says (graphite-web's json: [value or null, minute]; its window
+    // is the minutes after `from` up to and including `until`).
     let render_points = |values: &dyn Fn(i64) -> Option<f64>| -> Value {
         Value::Array(
             (0..60)
@@ -370,9 +371,10 @@ fn three_nodes_answer_like_one_and_a_killed_node_loses_nothing() {
         ("sumSeries(cluster.*.value)", sum),
     ] {
         let path = format!(
-            "/render?target={}&from={start}&until={}&format=json&consistency=strong",
+            "/render?target={}&from={}&until={}&format=json&consistency=strong",
             percent_encode(target),
-            start + 3600
+            start - 60,
+            start + 3540
         );
         for node in &cluster {
             let got = get_json(node.http(), &path).unwrap();

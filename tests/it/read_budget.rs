@@ -120,14 +120,15 @@ fn a_find_answers_at_most_the_budget_in_nodes() {
 #[test]
 fn many_paths_pay_for_their_registry_scans() {
     let server = serve(6_000, (0..100).map(|i| format!("load{{host=h{i}}}")));
-    // Each target matches one series at one point, but scans 100 keys to find it.
+    // Each target matches one series at one point (the minute up to now), but scans 100
+    // keys to find it.
     let targets: String = (0..60).map(|_| "&target=load;host=h1").collect();
-    let body = refused(&server, &format!("/render?maxDataPoints=1{targets}"));
+    let body = refused(&server, &format!("/render?from=-1min&until=now{targets}"));
     assert!(
         body.contains("a scan of the 100 series = 100 values"),
         "{body}"
     );
     let targets: String = (0..50).map(|_| "&target=load;host=h1").collect();
-    let (status, body) = server.get(&format!("/render?maxDataPoints=1{targets}"));
+    let (status, body) = server.get(&format!("/render?from=-1min&until=now{targets}"));
     assert_eq!(status, 200, "{}", short(&body));
 }

@@ -172,10 +172,15 @@ fn grafana_panel_with_alias_sub_refid() {
         grafana_body(&["servers.web1.cpu"], "-6h", "now", 1234)
     );
     let answer = render(&server, body);
-    // 1m buckets: 360 from 06:00, the first 180 before the data starts.
+    // 1m buckets after 06:00 up to and including 12:00 (graphite-web's window): 360, the
+    // first 179 before the data starts, the last (12:00) not yet written.
     assert_eq!(shape(&answer), [("servers.web1.cpu A".to_owned(), 360)]);
-    assert_eq!(answer[0]["datapoints"][0], json!([null, NOW - 6 * 3600]));
-    assert_eq!(answer[0]["datapoints"][180], json!([0.5, START]));
+    assert_eq!(
+        answer[0]["datapoints"][0],
+        json!([null, NOW - 6 * 3600 + 60])
+    );
+    assert_eq!(answer[0]["datapoints"][179], json!([0.5, START]));
+    assert_eq!(answer[0]["datapoints"][359], json!([null, NOW]));
     snapshot!(
         "grafana_alias_sub",
         format!("POST /render\n{body}"),
@@ -192,7 +197,7 @@ fn grafana_save_and_test() {
     let answer = render(&server, plain);
     assert_eq!(
         answer,
-        json!([{"target": "100", "datapoints": [
+        json!([{"target": "100.0", "datapoints": [
             [100.0, NOW - 3600], [100.0, NOW - 1800], [100.0, NOW]
         ]}])
     );
@@ -235,24 +240,32 @@ fn grafana_panel_of_functions() {
             ("db half C".to_owned(), 120),
             (
                 r#"summarize(servers.web1.cpu, "1h", "max") D"#.to_owned(),
-                2
+                3
             ),
             ("perSecond(net.requests) E".to_owned(), 120),
         ]
     );
-    // The last minute: web1 9.5 + web2 23, db1 has no sample (m = 179).
-    assert_eq!(answer[0]["datapoints"][119], json!([32.5, NOW - 60]));
+    // Points after 10:00 up to and including 12:00. The last minute with data: web1 9.5 +
+    // web2 23, db1 has no sample (m = 179); 12:00 itself is not written yet.
+    assert_eq!(answer[0]["datapoints"][118], json!([32.5, NOW - 60]));
+    assert_eq!(answer[0]["datapoints"][119], json!([null, NOW]));
     // 600 per minute is 10/s (the first point has no previous one); the reset at m = 170 is
     // null, not negative.
-    assert_eq!(answer[1]["datapoints"][0], json!([null, NOW - 7200]));
-    assert_eq!(answer[1]["datapoints"][1], json!([10.0, NOW - 7140]));
-    assert_eq!(answer[1]["datapoints"][110], json!([null, NOW - 600]));
-    // summarize max is the true max of the samples (m%10+1 = 10), not of minute averages.
+    assert_eq!(answer[1]["datapoints"][0], json!([null, NOW - 7140]));
+    assert_eq!(answer[1]["datapoints"][1], json!([10.0, NOW - 7080]));
+    assert_eq!(answer[1]["datapoints"][109], json!([null, NOW - 600]));
+    // summarize max is the true max of the samples (m%10+1 = 10), not of minute averages;
+    // its windows run to the one holding the series' end (12:00, empty).
     assert_eq!(answer[3]["datapoints"][0], json!([10.0, NOW - 7200]));
+    assert_eq!(answer[3]["datapoints"][2], json!([null, NOW]));
     // A counter's rate is its stored increase over the step: 1200 a minute is 20/s, the
     // first point included, and the reset is no gap.
     let rates = answer[4]["datapoints"].as_array().unwrap();
-    assert!(rates.iter().all(|p| p[0] == json!(20.0)), "{}", answer[4]);
+    assert!(
+        rates[..119].iter().all(|p| p[0] == json!(20.0)),
+        "{}",
+        answer[4]
+    );
     let request = format!(
         "POST /render\n{body}\n\ndecoded targets:\n{}",
         queries.join("\n")
@@ -288,38 +301,105 @@ fn no_series_is_longer_than_max_data_points() {
             );
         }
     }
-    // 2 h within 1 point: the 1d tier, whose only point holding any of the range starts
-    // before it (today 00:00): that point rather than none.
+    // 2 h within 1 point: every 1m point of the range into one, stamped at the first
+    // (10:01): web2's 20+m%4 over m = 61..179, merged exactly (2560 / 119).
     let answer = render(
         &server,
         "target=servers.web2.cpu&from=-2h&until=now&format=json&maxDataPoints=1",
     );
     assert_eq!(
         answer,
-        json!([{"target": "servers.web2.cpu", "datapoints": [[21.5, NOW - 12 * 3600]]}])
+        json!([{"target": "servers.web2.cpu", "datapoints": [[2560.0 / 119.0, NOW - 7140]]}])
     );
-    // 2 h within 7 points: the 1h tier, its buckets merged exactly (average of 20+m%4 = 21.5).
-    let answer = render(
-        &server,
-        "target=servers.web2.cpu&from=-2h&until=now&format=json&maxDataPoints=7",
-    );
-    assert_eq!(
-        answer,
-        json!([{"target": "servers.web2.cpu", "datapoints": [
-            [21.5, NOW - 7200], [21.5, NOW - 3600]
-        ]}])
-    );
-    // Three days within 2 points: no tier has that few buckets, so the coarsest (1d) at a
-    // step of two days, on the epoch-aligned two-day grid: one point, from yesterday 00:00,
-    // whose merged bucket holds today's samples.
-    let answer = render(
-        &server,
-        "target=servers.web2.cpu&from=-3d&until=now&format=json&maxDataPoints=2",
-    );
-    assert_eq!(
-        answer,
-        json!([{"target": "servers.web2.cpu", "datapoints": [[21.5, NOW - 36 * 3600]]}])
-    );
+}
+
+/// The two panels the issue measured against graphite-web 1.1.8 (whisper archives of 1m,
+/// 5m, 1h and 1d holding the same samples): graphite-web reads the finest archive holding
+/// `from` and consolidates `ceil(points / maxDataPoints)` points into one, each window
+/// starting a point before its stamp, the stamps at multiples of the wider step.
+#[test]
+fn panels_have_graphite_webs_points() {
+    let server = server_with_data(None);
+    let points = |body: &str| -> Vec<(Option<f64>, i64)> {
+        let answer = render(&server, body);
+        assert_eq!(answer.as_array().unwrap().len(), 1, "{answer}");
+        serde_json::from_value(answer[0]["datapoints"].clone()).unwrap()
+    };
+    // "Last 7 days" at maxDataPoints=1500: 2016 five-minute points into 1008, 600 s apart,
+    // the pair (t - 300, t) stamped t. At 09:00 the pair holds 08:55 (empty) and 09:00
+    // (m = 0..4: 20, 21, 22, 23, 20); at 09:10, m = 5..14; at 12:00, m = 175..179 and the
+    // unwritten 12:00 bucket.
+    let week = points("target=servers.web2.cpu&from=-7d&until=now&maxDataPoints=1500");
+    assert_eq!(week.len(), 1008);
+    assert_eq!(week[0], (None, NOW - 7 * 86_400 + 600));
+    assert!(week.windows(2).all(|w| w[1].1 - w[0].1 == 600));
+    let at = |t: i64| week[((t - week[0].1) / 600) as usize];
+    assert_eq!(at(START - 600), (None, START - 600));
+    assert_eq!(at(START), (Some(106.0 / 5.0), START));
+    assert_eq!(at(START + 600), (Some(215.0 / 10.0), START + 600));
+    assert_eq!(week[1007], (Some(109.0 / 5.0), NOW));
+    // "Last 6 hours" at maxDataPoints=100: 360 minutes, four into one, 90 points 240 s
+    // apart. The first point after 06:00 is 06:01 (06:00 is 60 past a multiple of 240),
+    // so the first stamp is 06:04 and the two minutes before its window are dropped; each
+    // window holds the minute before its stamp and the three from it.
+    let six = points("target=servers.web1.cpu&from=-6h&until=now&maxDataPoints=100");
+    assert_eq!(six.len(), 90);
+    assert_eq!(six[0], (None, NOW - 6 * 3600 + 240));
+    assert!(six.windows(2).all(|w| w[1].1 - w[0].1 == 240));
+    // 09:00's window: 08:59 (empty) and m = 0, 1, 2, whose samples are 0,1 / 1,2 / 2,3.
+    let nine = ((START - six[0].1) / 240) as usize;
+    assert_eq!(six[nine], (Some(9.0 / 6.0), START));
+    // 12:00's: m = 179 (samples 9 and 10) and 12:00 itself.
+    assert_eq!(six[89], (Some(9.5), NOW));
+    // The points before consolidation, for the record: 2016 and 360.
+    let full = points("target=servers.web2.cpu&from=-7d&until=now&maxDataPoints=2016");
+    assert_eq!((full.len(), full[0].1), (2016, NOW - 7 * 86_400 + 300));
+}
+
+/// sumSeries and kin over plain paths (read in the aggregate's one pass) equal the naive
+/// model: the same function applied point by point to the paths' own rendered series,
+/// nulls skipped; for gauges, a counter, and a glob mixing both (which takes the
+/// series-by-series path).
+#[test]
+fn series_aggregates_equal_the_model_of_their_series() {
+    let server = server_with_data(None);
+    let window = "from=-3h&until=now&maxDataPoints=1000";
+    for glob in [
+        "servers.*.cpu",
+        "net.requests",
+        "net.*",
+        "servers.{web1,db1}.cpu",
+    ] {
+        let plain = render(&server, &format!("target={glob}&{window}"));
+        let series: Vec<Vec<(Option<f64>, i64)>> = (plain.as_array().unwrap().iter())
+            .map(|s| serde_json::from_value(s["datapoints"].clone()).unwrap())
+            .collect();
+        assert!(!series.is_empty(), "{glob}");
+        type Reduce = fn(&[f64]) -> f64;
+        let functions: [(&str, Reduce); 4] = [
+            ("sumSeries", |v| v.iter().sum()),
+            ("averageSeries", |v| v.iter().sum::<f64>() / v.len() as f64),
+            ("maxSeries", |v| v.iter().copied().fold(f64::MIN, f64::max)),
+            ("minSeries", |v| v.iter().copied().fold(f64::MAX, f64::min)),
+        ];
+        for (function, reduce) in functions {
+            let want: Vec<(Option<f64>, i64)> = (0..series[0].len())
+                .map(|i| {
+                    let known: Vec<f64> = series.iter().filter_map(|s| s[i].0).collect();
+                    ((!known.is_empty()).then(|| reduce(&known)), series[0][i].1)
+                })
+                .collect();
+            let target = format!("{function}({glob})");
+            let answer = render(
+                &server,
+                &format!("target={}&{window}", encode_uri_component(&target)),
+            );
+            assert_eq!(answer[0]["target"], json!(target));
+            let got: Vec<(Option<f64>, i64)> =
+                serde_json::from_value(answer[0]["datapoints"].clone()).unwrap();
+            assert_eq!(got, want, "{target}");
+        }
+    }
 }
 
 #[test]
@@ -331,8 +411,9 @@ fn get_and_post_parameters_merge() {
          &noCache=true&cacheTimeout=60&_salt=1700000000.123&rawData=false",
     );
     assert_eq!(status, 200, "{text}");
+    // Points after `from` up to and including `until`: 11:59 and the unwritten 12:00.
     let expected = json!([{"target": "servers.web2.cpu", "datapoints": [
-        [22.0, NOW - 120], [23.0, NOW - 60]
+        [23.0, NOW - 60], [null, NOW]
     ]}]);
     assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), expected);
     // Query string and body together: targets from both, the body's `from` wins.
@@ -351,7 +432,7 @@ fn get_and_post_parameters_merge() {
             ("servers.web1.mem".to_owned(), 2)
         ]
     );
-    assert_eq!(answer[1]["datapoints"][1], json!([512.0, NOW - 60]));
+    assert_eq!(answer[1]["datapoints"][0], json!([512.0, NOW - 60]));
     // No target: an empty list, as graphite-web answers.
     assert_eq!(render(&server, "from=-1h&until=now&format=json"), json!([]));
     // A pattern that matches nothing: no series.
@@ -361,7 +442,7 @@ fn get_and_post_parameters_merge() {
     assert_eq!(
         answer,
         json!([{"target": "servers.web1.mem", "datapoints": [
-            [null, NOW - 300], [null, NOW - 240]
+            [null, NOW - 240], [null, NOW - 180]
         ]}])
     );
 }
@@ -375,7 +456,8 @@ fn counters_render_increases_and_rates_from_stored_increases() {
         assert_eq!(answer.as_array().unwrap().len(), 1, "{target}: {answer}");
         answer[0]["datapoints"].clone()
     };
-    let minutes = |value: f64| json!([[value, NOW - 180], [value, NOW - 120], [value, NOW - 60]]);
+    // 11:58, 11:59 and the unwritten 12:00.
+    let minutes = |value: f64| json!([[value, NOW - 120], [value, NOW - 60], [null, NOW]]);
     // A counter's point is the increase within it; the reset at m = 170 is no dip.
     assert_eq!(render_one("net.requests"), minutes(1200.0));
     // perSecond is the increase over the step, nonNegativeDerivative the increase itself.
@@ -385,36 +467,37 @@ fn counters_render_increases_and_rates_from_stored_increases() {
         minutes(1200.0)
     );
     // The first sample only sets the baseline: no increase is known in its minute.
-    let answer = render(&server, "target=net.requests&from=-3h&until=-178min");
+    let answer = render(&server, "target=net.requests&from=-181min&until=-178min");
     assert_eq!(
         answer[0]["datapoints"],
-        json!([[null, START], [1200.0, START + 60]])
+        json!([[null, START], [1200.0, START + 60], [1200.0, START + 120]])
     );
-    // Coarser points add increases: one point per hour from the 1h tier, 72000 an hour
-    // (the first hour misses its baseline minute), and still 20/s.
+    // Consolidated points add increases. Three points for 180 minutes after 09:00: sixty
+    // into one, stamped 10:00, 11:00 and 12:00, each window from the minute before its
+    // stamp (so 09:01 to 09:58 are dropped): m = 59..118, m = 119..178, then m = 179 with
+    // the unwritten 12:00. perSecond is taken before consolidating, as graphite-web does:
+    // 20/s a minute, averaged.
     let hourly = |target: &str| {
         let body = format!("target={target}&from=-3h&until=now&maxDataPoints=3");
         render(&server, &body)[0]["datapoints"].clone()
     };
     let hours =
-        |first: f64, rest: f64| json!([[first, START], [rest, START + 3600], [rest, START + 7200]]);
-    assert_eq!(hourly("net.requests"), hours(70_800.0, 72_000.0));
-    assert_eq!(
-        hourly("perSecond(net.requests)"),
-        hours(70_800.0 / 3600.0, 20.0)
-    );
-    // summarize by sum keeps increases; a sum of counters too.
+        |full: f64, last: f64| json!([[full, START + 3600], [full, START + 7200], [last, NOW]]);
+    assert_eq!(hourly("net.requests"), hours(72_000.0, 1200.0));
+    assert_eq!(hourly("perSecond(net.requests)"), hours(20.0, 20.0));
+    // summarize by sum keeps increases (59 minutes in the first hour after 10:00, and an
+    // empty window for 12:00); a sum of counters too.
     let answer = render(
         &server,
         "target=summarize(net.requests, \"1h\", \"sum\")&from=-2h&until=now",
     );
     assert_eq!(
         answer[0]["datapoints"],
-        json!([[72_000.0, NOW - 7200], [72_000.0, NOW - 3600]])
+        json!([[70_800.0, NOW - 7200], [72_000.0, NOW - 3600], [null, NOW]])
     );
     let answer = render(
         &server,
-        "target=perSecond(sumSeries(net.requests, net.requests))&from=-1min&until=now",
+        "target=perSecond(sumSeries(net.requests, net.requests))&from=-2min&until=-1min",
     );
     assert_eq!(answer[0]["datapoints"], json!([[40.0, NOW - 60]]));
 }
@@ -583,15 +666,15 @@ fn find_by_form_post_as_grafana_sends_it() {
 #[test]
 fn tagged_series_render_under_their_graphite_path() {
     let server = server_with_data(None);
-    let body = "target=cpu.load;host=a&from=-3min&until=now";
+    let body = "target=cpu.load;host=a&from=-3min&until=-1min";
     assert_eq!(
         render(&server, body),
         json!([{"target": "cpu.load;host=a", "datapoints": [
-            [null, NOW - 180], [0.5, NOW - 120], [1.5, NOW - 60]
+            [0.5, NOW - 120], [1.5, NOW - 60]
         ]}])
     );
     // The bare name selects every tag set; tag expressions filter; encoded `;` works too.
-    let all = render(&server, "target=cpu.load&from=-1min&until=now");
+    let all = render(&server, "target=cpu.load&from=-2min&until=-1min");
     assert_eq!(
         all,
         json!([
@@ -599,14 +682,17 @@ fn tagged_series_render_under_their_graphite_path() {
             {"target": "cpu.load;host=b", "datapoints": [[3.0, NOW - 60]]}
         ])
     );
-    let not_a = render(&server, "target=cpu.load%3Bhost!%3Da&from=-1min&until=now");
+    let not_a = render(
+        &server,
+        "target=cpu.load%3Bhost!%3Da&from=-2min&until=-1min",
+    );
     assert_eq!(
         not_a,
         json!([{"target": "cpu.load;host=b", "datapoints": [[3.0, NOW - 60]]}])
     );
     let sum = render(
         &server,
-        "target=sumSeries(cpu.load;host=*)&from=-1min&until=now",
+        "target=sumSeries(cpu.load;host=*)&from=-2min&until=-1min",
     );
     assert_eq!(
         sum,
@@ -619,7 +705,7 @@ fn tagged_series_render_under_their_graphite_path() {
 #[test]
 fn render_and_find_need_the_token_when_one_is_set() {
     let server = server_with_data(Some("s3cret"));
-    let body = b"target=servers.web2.cpu&from=-1min&until=now";
+    let body = b"target=servers.web2.cpu&from=-2min&until=-1min";
     for (method, path, body) in [
         ("POST", "/render", &body[..]),
         ("GET", "/metrics/find?query=*", &b""[..]),

@@ -10,6 +10,7 @@ use crate::support::http::{get_json, request};
 use crate::support::process::Proc;
 
 const HOUR: i64 = 3_600;
+const FIVE_MINUTES: i64 = 300;
 
 #[test]
 fn cli_query_and_render_read_the_same_window_for_now_minus_7d() {
@@ -30,12 +31,15 @@ fn cli_query_and_render_read_the_same_window_for_now_minus_7d() {
     );
     assert_eq!(status, 204, "{body}");
 
-    // Both read relative to their own clock; a run that straddles an hour boundary (where
-    // the 1h grid moves) is repeated.
+    // Both read relative to their own clock; a run that straddles a five-minute boundary
+    // (where the 5m grid moves), or starts on one, is repeated. Off the boundaries the
+    // native API's [from, to) and render's graphite-web window (points after `from` up to
+    // and including `until`) hold the same buckets.
     let (cli, render) = loop {
-        let hour = chrono::Utc::now().timestamp() / HOUR;
+        let before = chrono::Utc::now().timestamp();
         let output = Command::new(env!("CARGO_BIN_EXE_tierdb"))
-            .args(["query", "disk.used", "--from", "now-7d", "--format", "json"])
+            .args(["query", "disk.used", "--from", "now-7d", "--tier", "5m"])
+            .args(["--format", "json"])
             .arg("--data-dir")
             .arg(dir.path())
             .env_remove("TIERDB_TIERS")
@@ -45,10 +49,11 @@ fn cli_query_and_render_read_the_same_window_for_now_minus_7d() {
         let cli: Value = serde_json::from_slice(&output.stdout).unwrap();
         let render = get_json(
             addrs.http,
-            "/render?target=disk.used&from=now-7d&format=json",
+            "/render?target=disk.used&from=now-7d&format=json&maxDataPoints=2016",
         )
         .expect("render");
-        if chrono::Utc::now().timestamp() / HOUR == hour {
+        let after = chrono::Utc::now().timestamp();
+        if before % FIVE_MINUTES != 0 && before / FIVE_MINUTES == after / FIVE_MINUTES {
             break (cli, render);
         }
     };
@@ -64,9 +69,10 @@ fn cli_query_and_render_read_the_same_window_for_now_minus_7d() {
         .iter()
         .map(|p| (p[1].as_i64().unwrap(), p[0].as_f64()))
         .collect();
-    assert_eq!(cli["tier"], "1h", "{cli}");
-    assert_eq!(cli_points.len(), 168, "{cli}");
-    assert!(cli_points.iter().all(|(_, v)| v.is_some()), "{cli}");
+    assert_eq!(cli["tier"], "5m", "{cli}");
+    assert_eq!(cli_points.len(), 2016, "{cli}");
+    let known = cli_points.iter().filter(|(_, v)| v.is_some()).count();
+    assert_eq!(known, 168, "{cli}");
     assert_eq!(cli_points, render_points);
     server.terminate(std::time::Duration::from_secs(20));
 }

@@ -1,0 +1,103 @@
+//! Python's float arithmetic and formatting where graphite-web's answers show it: `str(float)`
+//! (constantLine's name) and `%g` (scale's), which Grafana's legends show, and `round(x, 6)`
+//! (perSecond's values).
+
+#[cfg(test)]
+mod tests;
+
+/// Python's `str(x)` of a float: the shortest digits that read back to `x`, in positional
+/// form with at least one decimal (`100.0`, `0.0001`) when the decimal exponent is from -4
+/// to 15, else in scientific form with a signed two-digit exponent at least (`1e+16`,
+/// `1.5e-05`); `inf`, `-inf`, `nan`.
+pub(crate) fn str_float(x: f64) -> String {
+    if !x.is_finite() {
+        return match x {
+            x if x.is_nan() => "nan".into(),
+            x if x > 0.0 => "inf".into(),
+            _ => "-inf".into(),
+        };
+    }
+    let (negative, digits, exp) = shortest_digits(x);
+    let sign = if negative { "-" } else { "" };
+    if (-4..16).contains(&exp) {
+        format!("{sign}{}", positional(&digits, exp, true))
+    } else {
+        format!("{sign}{}", scientific(&digits, exp))
+    }
+}
+
+/// Python's `"%g" % x`: six significant digits, trailing zeros dropped, in scientific form
+/// (`1e+06`, `1e-05`) when the rounded decimal exponent is below -4 or at least 6.
+pub(crate) fn format_g(x: f64) -> String {
+    if !x.is_finite() {
+        return str_float(x);
+    }
+    // Rust rounds to six significant digits exactly as C's printf does (round half to even
+    // on the binary value), and tells the exponent after rounding.
+    let rounded = format!("{x:.5e}");
+    let (mantissa, exp) = rounded.split_once('e').expect("`{:e}` writes an exponent");
+    let exp: i32 = exp.parse().expect("`{:e}` writes a whole exponent");
+    let negative = mantissa.starts_with('-');
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let digits = digits.trim_end_matches('0');
+    let digits = if digits.is_empty() { "0" } else { digits };
+    let sign = if negative { "-" } else { "" };
+    if x == 0.0 {
+        return format!("{sign}0");
+    }
+    if (-4..6).contains(&exp) {
+        format!("{sign}{}", positional(digits, exp, false))
+    } else {
+        format!("{sign}{}", scientific(digits, exp))
+    }
+}
+
+/// Python's `round(x, 6)`: the float nearest to `x` rounded to six decimals. Rust writes the
+/// exact binary value rounded (a tie cannot occur: no float is halfway between two
+/// six-decimal numbers) and reads back the nearest float, as CPython does.
+pub(crate) fn round_6(x: f64) -> f64 {
+    if !x.is_finite() {
+        return x;
+    }
+    format!("{x:.6}").parse().unwrap_or(x)
+}
+
+/// The sign, the shortest round-trip digits (no leading or trailing zeros, "0" for zero)
+/// and the decimal exponent of the first digit.
+fn shortest_digits(x: f64) -> (bool, String, i32) {
+    let text = format!("{:e}", x.abs());
+    let (mantissa, exp) = text.split_once('e').expect("`{:e}` writes an exponent");
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let exp = exp.parse().expect("`{:e}` writes a whole exponent");
+    (x.is_sign_negative(), digits, exp)
+}
+
+/// `digits` (first digit at decimal exponent `exp`) written out with a point; `.0` added to
+/// a whole number when `point_zero`.
+fn positional(digits: &str, exp: i32, point_zero: bool) -> String {
+    let (whole, fraction) = if exp < 0 {
+        let zeros = "0".repeat((-exp - 1) as usize);
+        ("0".to_owned(), format!("{zeros}{digits}"))
+    } else {
+        let point = exp as usize + 1;
+        if digits.len() > point {
+            (digits[..point].to_owned(), digits[point..].to_owned())
+        } else {
+            (format!("{digits:0<point$}"), String::new())
+        }
+    };
+    match (fraction.is_empty(), point_zero) {
+        (false, _) => format!("{whole}.{fraction}"),
+        (true, true) => format!("{whole}.0"),
+        (true, false) => whole,
+    }
+}
+
+/// `d.ddde+XX`: the digits with a point after the first (none for one digit) and the
+/// exponent signed, two digits at least.
+fn scientific(digits: &str, exp: i32) -> String {
+    let (first, rest) = digits.split_at(1);
+    let point = if rest.is_empty() { "" } else { "." };
+    let sign = if exp < 0 { '-' } else { '+' };
+    format!("{first}{point}{rest}e{sign}{:02}", exp.unsigned_abs())
+}
