@@ -12,6 +12,7 @@ use clap::Args;
 mod cluster;
 
 use super::{load_tiers, Listen, Location};
+use crate::server::statsd::StatsdListener;
 use crate::server::{Limits, Listeners, State};
 use crate::time::Span;
 use crate::Engine;
@@ -112,8 +113,8 @@ impl ConnectionLimits {
     }
 }
 
-/// A timeout flag: a [`Span`] ("30s", "5m") of at least a second.
-fn positive_span(text: &str) -> Result<Duration, String> {
+/// A timeout or interval flag: a [`Span`] ("30s", "5m") of at least a second.
+pub(super) fn positive_span(text: &str) -> Result<Duration, String> {
     match Span::parse(text)? {
         span if span.secs() == 0 => Err("a timeout must be at least 1s".to_owned()),
         span => Ok(Duration::from_secs(span.secs())),
@@ -179,11 +180,17 @@ fn bind_and_announce(
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let listeners = runtime.block_on(Listeners::bind(listen.http, listen.graphite))?;
+    let mut listeners = runtime.block_on(Listeners::bind(listen.http, listen.graphite))?;
+    if let Some(addr) = listen.statsd {
+        listeners.statsd = Some(runtime.block_on(StatsdListener::bind(addr, listen.statsd_flush))?);
+    }
     let (http, tcp, udp) = listeners.addrs()?;
     println!("tierdb: http listening on {http}");
     println!("tierdb: graphite tcp listening on {tcp}");
     println!("tierdb: graphite udp listening on {udp}");
+    if let Some(statsd) = &listeners.statsd {
+        println!("tierdb: statsd udp listening on {}", statsd.local_addr()?);
+    }
     Ok((runtime, listeners))
 }
 

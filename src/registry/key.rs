@@ -108,41 +108,66 @@ impl SeriesKey {
         mut tags: Vec<(String, String)>,
     ) -> std::result::Result<SeriesKey, (String, String)> {
         tags.sort_by(|a, b| a.0.cmp(&b.0));
-        if let Some(reason) = problem(&name, &tags) {
-            return Err((raw_text(&name, &tags), reason));
+        let mut text = String::new();
+        match write_canonical(&name, &tags, &mut text) {
+            Ok(()) => Ok(SeriesKey {
+                text: text.into_boxed_str(),
+            }),
+            Err(reason) => Err((raw_text(&name, &tags), reason)),
         }
-        let mut text = String::with_capacity(canonical_len(&name, &tags));
-        push_escaped(&mut text, &name);
-        for (i, (k, v)) in tags.iter().enumerate() {
-            text.push(if i == 0 { '{' } else { ',' });
-            push_escaped(&mut text, k);
-            text.push('=');
-            push_escaped(&mut text, v);
-        }
-        if !tags.is_empty() {
-            text.push('}');
-        }
-        Ok(SeriesKey {
-            text: text.into_boxed_str(),
-        })
     }
 }
 
+/// Writes the canonical text of `name` with `tags` (already sorted by key) into `out`,
+/// replacing what it held, after the checks [`SeriesKey::new`] makes: the one printer of
+/// keys, which hot ingest paths call with borrowed parts and a reused buffer.
+///
+/// # Errors
+///
+/// Why the parts make no key (empty or control characters, a repeated tag key, too long);
+/// `out` is then left empty.
+pub fn write_canonical<K: AsRef<str>, V: AsRef<str>>(
+    name: &str,
+    tags: &[(K, V)],
+    out: &mut String,
+) -> std::result::Result<(), String> {
+    out.clear();
+    if let Some(reason) = problem(name, tags) {
+        return Err(reason);
+    }
+    out.reserve(canonical_len(name, tags));
+    push_escaped(out, name);
+    for (i, (k, v)) in tags.iter().enumerate() {
+        out.push(if i == 0 { '{' } else { ',' });
+        push_escaped(out, k.as_ref());
+        out.push('=');
+        push_escaped(out, v.as_ref());
+    }
+    if !tags.is_empty() {
+        out.push('}');
+    }
+    Ok(())
+}
+
 /// What makes a key of these parts (tags sorted) unacceptable, if anything.
-fn problem(name: &str, tags: &[(String, String)]) -> Option<String> {
-    if let Some(reason) = part_problem("name", name) {
+fn problem<K: AsRef<str>, V: AsRef<str>>(name: &str, tags: &[(K, V)]) -> Option<String> {
+    if let Some(reason) = part_problem(|| "name".into(), name) {
         return Some(reason);
     }
     for (k, v) in tags {
-        if let Some(reason) = part_problem("tag key", k) {
+        let (k, v) = (k.as_ref(), v.as_ref());
+        if let Some(reason) = part_problem(|| "tag key".into(), k) {
             return Some(reason);
         }
-        if let Some(reason) = part_problem(&format!("value of tag {k:?}"), v) {
+        if let Some(reason) = part_problem(|| format!("value of tag {k:?}"), v) {
             return Some(reason);
         }
     }
-    if let Some(pair) = tags.windows(2).find(|w| w[0].0 == w[1].0) {
-        return Some(format!("tag key {:?} appears more than once", pair[0].0));
+    if let Some(pair) = tags.windows(2).find(|w| w[0].0.as_ref() == w[1].0.as_ref()) {
+        return Some(format!(
+            "tag key {:?} appears more than once",
+            pair[0].0.as_ref()
+        ));
     }
     let len = canonical_len(name, tags);
     if len > SeriesKey::MAX_LEN {
@@ -155,10 +180,10 @@ fn problem(name: &str, tags: &[(String, String)]) -> Option<String> {
 }
 
 /// Length in bytes of the canonical text of these parts, without building it.
-fn canonical_len(name: &str, tags: &[(String, String)]) -> usize {
+fn canonical_len<K: AsRef<str>, V: AsRef<str>>(name: &str, tags: &[(K, V)]) -> usize {
     let parts: usize = tags
         .iter()
-        .map(|(k, v)| escaped_len(k) + 1 + escaped_len(v))
+        .map(|(k, v)| escaped_len(k.as_ref()) + 1 + escaped_len(v.as_ref()))
         .sum();
     let punctuation = if tags.is_empty() {
         0
@@ -221,13 +246,14 @@ impl<'de> serde::Deserialize<'de> for SeriesKey {
 }
 
 /// Why one part (name, key or value) is refused, if it is.
-fn part_problem(what: &str, part: &str) -> Option<String> {
+/// `what` names the part, computed only for a refusal.
+fn part_problem(what: impl FnOnce() -> String, part: &str) -> Option<String> {
     if part.is_empty() {
-        return Some(format!("{what} is empty"));
+        return Some(format!("{} is empty", what()));
     }
     part.chars()
         .find(|c| c.is_control())
-        .map(|c| format!("{what} contains the control character {c:?}"))
+        .map(|c| format!("{} contains the control character {c:?}", what()))
 }
 
 fn escaped_len(part: &str) -> usize {

@@ -29,6 +29,32 @@ pub struct Addrs {
     pub dashboard: Option<String>,
 }
 
+/// Makes sure the programs at `paths` exist for an end-to-end test of `what`: when one is
+/// missing, runs `scripts/install-test-deps.sh` (root or sudo needed). Returns false when
+/// they are still missing and `TIERDB_SKIP_E2E=1` says to skip the test; panics when they
+/// are missing otherwise, so CI cannot pass without running it.
+pub fn ensure_programs(paths: &[&Path], what: &str) -> bool {
+    let skip = std::env::var("TIERDB_SKIP_E2E").as_deref() == Ok("1");
+    let missing = || paths.iter().find(|path| !path.exists());
+    if missing().is_some() && !skip {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-test-deps.sh");
+        let status = Command::new("bash").arg(&script).status();
+        eprintln!("{what} was missing; ran {}: {status:?}", script.display());
+    }
+    let Some(path) = missing() else {
+        return true;
+    };
+    if skip {
+        eprintln!("{what} e2e test skipped: TIERDB_SKIP_E2E=1 and {} is missing", path.display());
+        return false;
+    }
+    panic!(
+        "{} not found: run `bash scripts/install-test-deps.sh` to install {what} (or set \
+         TIERDB_SKIP_E2E=1 to skip this end-to-end test)",
+        path.display()
+    );
+}
+
 /// The command line of `tierdb <subcommand>` (`serve` or `demo`) on `data_dir`, listening on
 /// ephemeral loopback ports.
 pub fn tierdb_command(subcommand: &str, data_dir: &Path) -> Command {
