@@ -119,14 +119,14 @@ fn remote_write_lands_gauges_and_counters() {
     assert_eq!(minute(&server, gauge, Display::Avg), Some(1500.0));
     assert_eq!(minute(&server, gauge, Display::Count), Some(2.0));
     assert!(server.engine.registry().get("gone{job=x}").is_none());
-    let (_, metrics) = server.get("/metrics");
+    let auth = format!("Bearer {TOKEN}");
+    let (_, metrics) = server.request("GET", "/metrics", &[("Authorization", &auth)], b"");
     assert!(
         metrics.contains("tierdb_samples_rejected_total{reason=\"stale_marker\"} 1"),
         "{metrics}"
     );
 
     // A JSON body at /api/v1/write is still a JSON write.
-    let auth = format!("Bearer {TOKEN}");
     let json = format!(r#"[{{"series":"j","ts":{t0},"value":1}}]"#);
     let (status, answer) = server.request(
         "POST",
