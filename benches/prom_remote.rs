@@ -37,7 +37,7 @@ const RUNS: usize = 3;
 
 fn labels(s: usize) -> Vec<Label> {
     let metric = s % 250;
-    let name = if metric % 2 == 0 {
+    let name = if metric.is_multiple_of(2) {
         format!("node_metric{metric:03}_total")
     } else {
         format!("node_metric{metric:03}_bytes")
@@ -140,11 +140,12 @@ fn main() {
 
     // In process: what decoding one request costs (no engine, no HTTP).
     let body = request(&fleet, 0, 1, chrono::Utc::now().timestamp());
-    let (mut tags, mut key) = (Vec::new(), String::new());
-    let rounds = 2000;
+    let mut key = String::new();
+    let rounds: u32 = std::env::var("TIERDB_BENCH_ROUNDS").map_or(2000, |r| r.parse().unwrap());
     let began = Instant::now();
     for _ in 0..rounds {
         let decoded = prom_remote::decode(&body, 64 << 20).unwrap();
+        let mut tags = Vec::new();
         for series in &decoded.timeseries {
             prom_remote::series_key(&series.labels, &mut tags, &mut key).unwrap();
         }
@@ -156,6 +157,10 @@ fn main() {
         PER_REQUEST as f64 / each.as_secs_f64() / 1e6
     );
 
+    // For a profile of the decode alone (callgrind): TIERDB_BENCH_DECODE_ONLY=1.
+    if std::env::var_os("TIERDB_BENCH_DECODE_ONLY").is_some() {
+        return;
+    }
     let server = server_support::start();
     let now = chrono::Utc::now().timestamp();
     let t0 = now - now % 3600 - (RUNS as i64 + 1) * SCRAPES * CADENCE;

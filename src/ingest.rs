@@ -10,7 +10,7 @@
 //! - [`statsd`]: StatsD and DogStatsD lines (`name:1|c|@0.1|#k:v`), one datagram line at a
 //!   time; aggregating them per flush interval is the server's.
 //!
-//! Both give a series as its canonical text (see [`crate::SeriesKey`]), a value as `f64` and a
+//! Each gives a series as its canonical text (see [`crate::SeriesKey`]), a value as `f64` and a
 //! timestamp in unix seconds, `None` meaning "now". Each refusal carries a stable snake_case
 //! reason (`as_str()`) that the server counts by.
 

@@ -120,7 +120,8 @@ impl SeriesKey {
 
 /// Writes the canonical text of `name` with `tags` (already sorted by key) into `out`,
 /// replacing what it held, after the checks [`SeriesKey::new`] makes: the one printer of
-/// keys, which hot ingest paths call with borrowed parts and a reused buffer.
+/// keys, which hot ingest paths call with borrowed parts and a reused buffer. One pass over
+/// each part checks and escapes it.
 ///
 /// # Errors
 ///
@@ -132,66 +133,43 @@ pub fn write_canonical<K: AsRef<str>, V: AsRef<str>>(
     out: &mut String,
 ) -> std::result::Result<(), String> {
     out.clear();
-    if let Some(reason) = problem(name, tags) {
-        return Err(reason);
+    let written = print(name, tags, out);
+    if written.is_err() {
+        out.clear();
     }
-    out.reserve(canonical_len(name, tags));
-    push_escaped(out, name);
-    for (i, (k, v)) in tags.iter().enumerate() {
-        out.push(if i == 0 { '{' } else { ',' });
-        push_escaped(out, k.as_ref());
-        out.push('=');
-        push_escaped(out, v.as_ref());
-    }
-    if !tags.is_empty() {
-        out.push('}');
-    }
-    Ok(())
+    written
 }
 
-/// What makes a key of these parts (tags sorted) unacceptable, if anything.
-fn problem<K: AsRef<str>, V: AsRef<str>>(name: &str, tags: &[(K, V)]) -> Option<String> {
-    if let Some(reason) = part_problem(|| "name".into(), name) {
-        return Some(reason);
-    }
-    for (k, v) in tags {
-        let (k, v) = (k.as_ref(), v.as_ref());
-        if let Some(reason) = part_problem(|| "tag key".into(), k) {
-            return Some(reason);
-        }
-        if let Some(reason) = part_problem(|| format!("value of tag {k:?}"), v) {
-            return Some(reason);
-        }
-    }
+fn print<K: AsRef<str>, V: AsRef<str>>(
+    name: &str,
+    tags: &[(K, V)],
+    out: &mut String,
+) -> std::result::Result<(), String> {
     if let Some(pair) = tags.windows(2).find(|w| w[0].0.as_ref() == w[1].0.as_ref()) {
-        return Some(format!(
+        return Err(format!(
             "tag key {:?} appears more than once",
             pair[0].0.as_ref()
         ));
     }
-    let len = canonical_len(name, tags);
-    if len > SeriesKey::MAX_LEN {
-        return Some(format!(
-            "canonical text is {len} bytes, longer than the limit of {}",
+    push_part(out, name, || "name".into())?;
+    for (i, (k, v)) in tags.iter().enumerate() {
+        let k = k.as_ref();
+        out.push(if i == 0 { '{' } else { ',' });
+        push_part(out, k, || "tag key".into())?;
+        out.push('=');
+        push_part(out, v.as_ref(), || format!("value of tag {k:?}"))?;
+    }
+    if !tags.is_empty() {
+        out.push('}');
+    }
+    if out.len() > SeriesKey::MAX_LEN {
+        return Err(format!(
+            "canonical text is {} bytes, longer than the limit of {}",
+            out.len(),
             SeriesKey::MAX_LEN
         ));
     }
-    None
-}
-
-/// Length in bytes of the canonical text of these parts, without building it.
-fn canonical_len<K: AsRef<str>, V: AsRef<str>>(name: &str, tags: &[(K, V)]) -> usize {
-    let parts: usize = tags
-        .iter()
-        .map(|(k, v)| escaped_len(k.as_ref()) + 1 + escaped_len(v.as_ref()))
-        .sum();
-    let punctuation = if tags.is_empty() {
-        0
-    } else {
-        // `{`, `}` and the commas between tags.
-        2 + tags.len() - 1
-    };
-    escaped_len(name) + parts + punctuation
+    Ok(())
 }
 
 impl Ord for SeriesKey {
@@ -246,27 +224,60 @@ impl<'de> serde::Deserialize<'de> for SeriesKey {
 }
 
 /// Why one part (name, key or value) is refused, if it is.
-/// `what` names the part, computed only for a refusal.
-fn part_problem(what: impl FnOnce() -> String, part: &str) -> Option<String> {
+/// What each byte is to [`push_part`]: plain, one of the [`SPECIAL`] characters (all ASCII,
+/// so never inside a multi-byte character), or one that needs a look at the characters
+/// (ASCII controls and every non-ASCII byte, which may start a C1 control).
+const PLAIN: u8 = 0;
+const ESCAPE: u8 = 1;
+const LOOK: u8 = 2;
+const BYTE_CLASS: [u8; 256] = {
+    let mut table = [PLAIN; 256];
+    let mut i = 0;
+    while i < 256 {
+        table[i] = match i as u8 {
+            b'\\' | b',' | b'=' | b'{' | b'}' => ESCAPE,
+            0x00..=0x1f | 0x7f..=0xff => LOOK,
+            _ => PLAIN,
+        };
+        i += 1;
+    }
+    table
+};
+
+/// Appends `part` escaped, refusing it when empty or holding a control character; `what`
+/// names the part, computed only for a refusal.
+fn push_part(
+    out: &mut String,
+    part: &str,
+    what: impl FnOnce() -> String,
+) -> std::result::Result<(), String> {
     if part.is_empty() {
-        return Some(format!("{} is empty", what()));
+        return Err(format!("{} is empty", what()));
     }
-    part.chars()
-        .find(|c| c.is_control())
-        .map(|c| format!("{} contains the control character {c:?}", what()))
-}
-
-fn escaped_len(part: &str) -> usize {
-    part.len() + part.chars().filter(|c| SPECIAL.contains(c)).count()
-}
-
-fn push_escaped(out: &mut String, part: &str) {
-    for c in part.chars() {
-        if SPECIAL.contains(&c) {
-            out.push('\\');
+    let mut run = 0;
+    let mut looked = false;
+    for (i, &b) in part.as_bytes().iter().enumerate() {
+        match BYTE_CLASS[b as usize] {
+            PLAIN => {}
+            ESCAPE => {
+                out.push_str(&part[run..i]);
+                out.push('\\');
+                run = i;
+            }
+            _ if looked => {}
+            _ => {
+                looked = true;
+                if let Some(c) = part.chars().find(|c| c.is_control()) {
+                    return Err(format!(
+                        "{} contains the control character {c:?}",
+                        what()
+                    ));
+                }
+            }
         }
-        out.push(c);
     }
+    out.push_str(&part[run..]);
+    Ok(())
 }
 
 /// An unescaped, human-oriented rendering for error messages about keys built by parts.

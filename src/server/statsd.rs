@@ -202,6 +202,9 @@ struct Gauge {
     seen: Timestamp,
 }
 
+/// An ended interval: its start and its samples (series, value).
+type Interval = (Timestamp, Vec<(Box<str>, f64)>);
+
 /// Set members are hashed with std's SipHash under fixed keys, so an interval's count does
 /// not depend on the process.
 type MemberHasher = BuildHasherDefault<DefaultHasher>;
@@ -321,7 +324,7 @@ impl Aggregator {
     /// The interval's start and samples (counter sums, touched gauges' values, set sizes),
     /// leaving it empty; `None` when no line arrived since the last take. Gauges untouched
     /// for [`GAUGE_MEMORY`] are forgotten.
-    fn take(&mut self) -> Option<(Timestamp, Vec<(Box<str>, f64)>)> {
+    fn take(&mut self) -> Option<Interval> {
         let start = self.start.take()?;
         let mut samples: Vec<(Box<str>, f64)> = self.counters.drain().collect();
         samples.extend(

@@ -15,7 +15,7 @@ use crate::support::server::TestServer;
 const TOKEN: &str = "s3cret";
 
 /// A series of `labels` (`__name__` included) with `(value, unix ms)` samples.
-fn series(labels: &[(&str, &str)], samples: &[(f64, i64)]) -> TimeSeries {
+pub(crate) fn series(labels: &[(&str, &str)], samples: &[(f64, i64)]) -> TimeSeries {
     TimeSeries {
         labels: labels
             .iter()
@@ -32,7 +32,7 @@ fn series(labels: &[(&str, &str)], samples: &[(f64, i64)]) -> TimeSeries {
     }
 }
 
-fn body(timeseries: Vec<TimeSeries>) -> Vec<u8> {
+pub(crate) fn body(timeseries: Vec<TimeSeries>) -> Vec<u8> {
     let request = WriteRequest {
         timeseries,
         metadata: vec![],

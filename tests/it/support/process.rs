@@ -25,6 +25,8 @@ pub struct Addrs {
     pub graphite_tcp: SocketAddr,
     #[allow(dead_code)]
     pub graphite_udp: SocketAddr,
+    /// The StatsD address, when started with `--statsd`.
+    pub statsd: Option<SocketAddr>,
     /// The dashboard's URL (`http://127.0.0.1:PORT/`), when printed.
     pub dashboard: Option<String>,
 }
@@ -157,6 +159,7 @@ impl Proc {
     pub fn wait_ready(&mut self) -> Addrs {
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         let (mut http, mut tcp, mut udp, mut dashboard) = (None, None, None, None);
+        let mut statsd = None;
         loop {
             let line = self.next_line(deadline, "`tierdb: ready`");
             let addr = |prefix: &str| {
@@ -172,6 +175,8 @@ impl Proc {
                 tcp = Some(a);
             } else if let Some(a) = addr("tierdb: graphite udp listening on ") {
                 udp = Some(a);
+            } else if let Some(a) = addr("tierdb: statsd udp listening on ") {
+                statsd = Some(a);
             } else if let Some(url) = line.strip_prefix("tierdb: dashboard at ") {
                 let url = url.trim();
                 assert!(
@@ -190,6 +195,7 @@ impl Proc {
                     http: http.unwrap_or_else(|| missing("http")),
                     graphite_tcp: tcp.unwrap_or_else(|| missing("graphite tcp")),
                     graphite_udp: udp.unwrap_or_else(|| missing("graphite udp")),
+                    statsd,
                     dashboard,
                 };
             }
