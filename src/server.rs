@@ -333,13 +333,9 @@ pub async fn run(
         Arc::clone(&state),
         stopped.clone(),
     ));
-    let statsd = listeners.statsd.map(|listener| {
-        tokio::spawn(statsd::serve(
-            listener,
-            Arc::clone(&state),
-            stopped.clone(),
-        ))
-    });
+    let statsd = listeners
+        .statsd
+        .map(|listener| tokio::spawn(statsd::serve(listener, Arc::clone(&state), stopped.clone())));
     let http = tokio::spawn(http_conn::serve(
         listeners.http,
         http::app(Arc::clone(&state)),

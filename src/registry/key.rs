@@ -268,10 +268,7 @@ fn push_part(
             _ => {
                 looked = true;
                 if let Some(c) = part.chars().find(|c| c.is_control()) {
-                    return Err(format!(
-                        "{} contains the control character {c:?}",
-                        what()
-                    ));
+                    return Err(format!("{} contains the control character {c:?}", what()));
                 }
             }
         }

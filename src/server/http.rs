@@ -241,7 +241,9 @@ async fn api_v1_write(
             if e.is::<http_body_util::LengthLimitError>() {
                 return Ok(too_large(max_body));
             }
-            return Err(ApiError::BadRequest(format!("body: reading it failed: {e}")));
+            return Err(ApiError::BadRequest(format!(
+                "body: reading it failed: {e}"
+            )));
         }
     };
     remote_write(&state, &body).await

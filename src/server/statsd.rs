@@ -98,7 +98,10 @@ pub async fn serve(
     state: Arc<State>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let StatsdListener { socket, flush: every } = listener;
+    let StatsdListener {
+        socket,
+        flush: every,
+    } = listener;
     let mut sink = state.sink();
     let mut aggregator = Aggregator::new(every);
     let mut buf = vec![0u8; DATAGRAM];
@@ -159,8 +162,13 @@ async fn datagram(bytes: &[u8], now: Timestamp, aggregator: &mut Aggregator, sin
         if parsed.kind == MetricType::Timer {
             for value in &values {
                 if let StatsdValue::Number(v) = value {
-                    let full =
-                        sink.push_declared(&parsed.series, Some(SeriesKind::Gauge), now, *v, number);
+                    let full = sink.push_declared(
+                        &parsed.series,
+                        Some(SeriesKind::Gauge),
+                        now,
+                        *v,
+                        number,
+                    );
                     if full {
                         flush(sink).await;
                     }

@@ -648,7 +648,11 @@ fn remote_write_and_statsd_land_through_a_cluster_node() {
     let body = crate::prom_remote::body(vec![
         crate::prom_remote::series(
             &[("__name__", "cl_requests_total"), ("job", "api")],
-            &[(10.0, minute * 1000), (15.0, (minute + 10) * 1000), (25.0, (minute + 20) * 1000)],
+            &[
+                (10.0, minute * 1000),
+                (15.0, (minute + 10) * 1000),
+                (25.0, (minute + 20) * 1000),
+            ],
         ),
         crate::prom_remote::series(&[("__name__", "cl_temp")], &[(21.5, minute * 1000)]),
     ]);
@@ -661,7 +665,12 @@ fn remote_write_and_statsd_land_through_a_cluster_node() {
     );
     assert_eq!(status, 204, "{answer}");
 
-    let statsd = node.addrs.as_ref().unwrap().statsd.expect("a statsd address");
+    let statsd = node
+        .addrs
+        .as_ref()
+        .unwrap()
+        .statsd
+        .expect("a statsd address");
     let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     socket
         .send_to(b"cl.views:2|c|@0.5\ncl.views:1|c", statsd)
@@ -683,7 +692,9 @@ fn remote_write_and_statsd_land_through_a_cluster_node() {
             .ok_or(format!("no value yet: {body}"))
     };
     // 10 is the counter's baseline; 5 and 10 its increases.
-    let counter = eventually("the counter", || total("cl_requests_total{job=api}", minute));
+    let counter = eventually("the counter", || {
+        total("cl_requests_total{job=api}", minute)
+    });
     assert_eq!(counter, 15.0);
     assert_eq!(eventually("the gauge", || total("cl_temp", minute)), 21.5);
     let views = eventually("the statsd counter", || total("cl.views", minute));

@@ -115,7 +115,10 @@ fn remote_write_lands_gauges_and_counters() {
     assert_eq!(server.engine.series_kind(id), SeriesKind::Counter);
     let id = server.engine.registry().get(gauge).unwrap();
     assert_eq!(server.engine.series_kind(id), SeriesKind::Gauge);
-    assert_eq!(minute(&server, counter, Display::Total), Some(30.0 + 30.0 + 10.0));
+    assert_eq!(
+        minute(&server, counter, Display::Total),
+        Some(30.0 + 30.0 + 10.0)
+    );
     assert_eq!(minute(&server, gauge, Display::Avg), Some(1500.0));
     assert_eq!(minute(&server, gauge, Display::Count), Some(2.0));
     assert!(server.engine.registry().get("gone{job=x}").is_none());
@@ -131,7 +134,10 @@ fn remote_write_lands_gauges_and_counters() {
     let (status, answer) = server.request(
         "POST",
         "/api/v1/write",
-        &[("Authorization", &auth), ("Content-Type", "application/json")],
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
         json.as_bytes(),
     );
     assert_eq!(status, 204, "{answer}");
@@ -157,11 +163,17 @@ fn bad_series_are_refused_by_reason_and_the_rest_lands() {
         serde_json::json!({"missing_metric_name": 2, "not_finite": 1, "too_old": 1}),
         "{answer}"
     );
-    assert_eq!(answer["errors"][0]["line"], 1, "the series' position: {answer}");
+    assert_eq!(
+        answer["errors"][0]["line"], 1,
+        "the series' position: {answer}"
+    );
     assert_eq!(minute(&server, "ok_metric", Display::Total), Some(5.0));
 
     // Bodies that are no WriteRequest: 400, which Prometheus does not retry.
-    for bad in [&b"not snappy"[..], &snap::raw::Encoder::new().compress_vec(b"\x0a\xff").unwrap()] {
+    for bad in [
+        &b"not snappy"[..],
+        &snap::raw::Encoder::new().compress_vec(b"\x0a\xff").unwrap(),
+    ] {
         let (status, answer) = post(&server, "/api/v1/prom/write", bad);
         assert_eq!(status, 400, "{answer}");
         assert!(answer.contains("body is not"), "{answer}");

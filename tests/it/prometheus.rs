@@ -86,7 +86,10 @@ fn series(http: SocketAddr, name: &str) -> Vec<String> {
 fn prometheus_remote_write_end_to_end() {
     let prometheus = program("PROMETHEUS", "/usr/bin/prometheus");
     let node_exporter = program("NODE_EXPORTER", "/usr/bin/prometheus-node-exporter");
-    if !ensure_programs(&[&prometheus, &node_exporter], "prometheus and node_exporter") {
+    if !ensure_programs(
+        &[&prometheus, &node_exporter],
+        "prometheus and node_exporter",
+    ) {
         return;
     }
     let test_start = unix_now();
@@ -143,7 +146,10 @@ fn prometheus_remote_write_end_to_end() {
         Command::new(&prometheus)
             .arg(format!("--config.file={}", config.display()))
             .arg("--enable-feature=agent")
-            .arg(format!("--storage.agent.path={}", dir.join("agent").display()))
+            .arg(format!(
+                "--storage.agent.path={}",
+                dir.join("agent").display()
+            ))
             .arg(format!("--web.listen-address=127.0.0.1:{}", free_port()))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -198,7 +204,10 @@ fn prometheus_remote_write_end_to_end() {
             cpus.len()
         );
     }
-    assert!(rates.iter().any(|r| *r > 0.0), "no CPU time at all: {rates:?}");
+    assert!(
+        rates.iter().any(|r| *r > 0.0),
+        "no CPU time at all: {rates:?}"
+    );
 
     // Available memory: above 0 and at most the total.
     let totals = points(http, total, from);

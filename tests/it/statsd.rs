@@ -71,10 +71,15 @@ fn statsd_lines_aggregate_per_interval_into_buckets() {
     send(&server, &first);
     // Timer values are written as they arrive; aggregates only once the interval ends.
     wait_until("req.time written", || known(&server, "req.time"));
-    assert!(!known(&server, "page.views"), "a counter written before its interval ended");
+    assert!(
+        !known(&server, "page.views"),
+        "a counter written before its interval ended"
+    );
 
     server.clock.advance(10);
-    wait_until("the first interval written", || known(&server, "page.views"));
+    wait_until("the first interval written", || {
+        known(&server, "page.views")
+    });
     assert_eq!(minute(&server, "page.views", Display::Total), Some(52.0));
     assert_eq!(minute(&server, "page.views", Display::Count), Some(1.0));
 

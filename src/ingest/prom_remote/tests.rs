@@ -4,8 +4,8 @@
 
 use std::collections::HashSet;
 
-use prost::Message;
 use proptest::prelude::*;
+use prost::Message;
 
 use super::*;
 use crate::SeriesKey;
@@ -64,7 +64,10 @@ fn a_request_round_trips_through_snappy_and_protobuf() {
     assert_eq!(seconds(series.samples[0].timestamp), 1_700_000_000);
     assert!(!is_stale(series.samples[0].value));
     assert!(is_stale(series.samples[1].value));
-    assert!(!is_stale(f64::NAN), "an ordinary NaN is a value, not a marker");
+    assert!(
+        !is_stale(f64::NAN),
+        "an ordinary NaN is a value, not a marker"
+    );
 }
 
 #[test]
@@ -79,11 +82,7 @@ fn keys_equal_what_series_key_new_builds() {
     ];
     let expected = SeriesKey::new(
         "http_requests_total",
-        [
-            ("zone", "eu,west"),
-            ("path", "/a{b}=c\\d"),
-            ("Alpha", "1"),
-        ],
+        [("zone", "eu,west"), ("path", "/a{b}=c\\d"), ("Alpha", "1")],
     )
     .unwrap();
     assert_eq!(key_of(&labels).unwrap(), expected.as_str());

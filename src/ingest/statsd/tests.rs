@@ -79,7 +79,10 @@ fn dogstatsd_tags_become_sorted_tags() {
         SeriesKey::new("a=b", [("k", "2")]).unwrap().as_str()
     );
     let (line, _) = ok("lat:1|ms|#url:http://x/a");
-    assert_eq!(line.series, "lat{url=http://x/a}", "a value keeps its colons");
+    assert_eq!(
+        line.series, "lat{url=http://x/a}",
+        "a value keeps its colons"
+    );
 }
 
 #[test]
@@ -114,8 +117,7 @@ fn every_refusal() {
     );
     let long = format!("{}:1|c", "n".repeat(SeriesKey::MAX_LEN + 1));
     assert_eq!(err(&long), StatsdError::InvalidName);
-    let names: std::collections::HashSet<_> =
-        StatsdError::ALL.iter().map(|e| e.as_str()).collect();
+    let names: std::collections::HashSet<_> = StatsdError::ALL.iter().map(|e| e.as_str()).collect();
     assert_eq!(names.len(), StatsdError::ALL.len());
 }
 

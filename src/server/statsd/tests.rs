@@ -11,8 +11,7 @@ fn feed(aggregator: &mut Aggregator, now: i64, lines: &[&str]) -> Vec<&'static s
     let mut refused = Vec::new();
     for line in lines {
         let parsed = parse_line(line.as_bytes(), &mut values).unwrap().unwrap();
-        if let Err(reason) =
-            aggregator.add(&parsed.series, parsed.kind, parsed.rate, &values, now)
+        if let Err(reason) = aggregator.add(&parsed.series, parsed.kind, parsed.rate, &values, now)
         {
             refused.push(reason);
         }
@@ -35,7 +34,13 @@ fn an_interval_sums_counters_exactly_and_counts_distinct_members() {
     let mut aggregator = Aggregator::new(Span::from_secs(10));
     assert!(aggregator.take().is_none(), "nothing arrived");
     let mut lines = vec!["views:1|c|@0.1"; 7];
-    lines.extend(["views:2|c", "views:1|c|@0.5", "users:a|s", "users:b|s", "users:a|s"]);
+    lines.extend([
+        "views:2|c",
+        "views:1|c|@0.5",
+        "users:a|s",
+        "users:b|s",
+        "users:a|s",
+    ]);
     lines.extend(["temp:20|g", "temp:+5|g", "temp:-2|g", "other:1|c|#k:v"]);
     assert!(feed(&mut aggregator, 1_000_003, &lines).is_empty());
     assert!(!aggregator.ended(1_000_009));
@@ -88,9 +93,15 @@ fn series_and_set_members_are_bounded() {
         feed(&mut aggregator, 0, &["new:1|c", "newg:1|g", "news:a|s"]),
         ["statsd_series_limit"; 3]
     );
-    assert!(feed(&mut aggregator, 0, &["c1:1|c"]).is_empty(), "held ones go on");
+    assert!(
+        feed(&mut aggregator, 0, &["c1:1|c"]).is_empty(),
+        "held ones go on"
+    );
     take(&mut aggregator);
-    assert!(feed(&mut aggregator, 10, &["new:1|c"]).is_empty(), "room again");
+    assert!(
+        feed(&mut aggregator, 10, &["new:1|c"]).is_empty(),
+        "room again"
+    );
     take(&mut aggregator);
 
     for i in 0..MAX_SET_MEMBERS {
@@ -100,8 +111,14 @@ fn series_and_set_members_are_bounded() {
             .add("big", MetricType::Set, 1.0, &values, 20)
             .unwrap();
     }
-    assert_eq!(feed(&mut aggregator, 20, &["big:x|s"]), ["statsd_set_limit"]);
-    assert!(feed(&mut aggregator, 20, &["big:1|s"]).is_empty(), "a member held");
+    assert_eq!(
+        feed(&mut aggregator, 20, &["big:x|s"]),
+        ["statsd_set_limit"]
+    );
+    assert!(
+        feed(&mut aggregator, 20, &["big:1|s"]).is_empty(),
+        "a member held"
+    );
     let (_, samples) = take(&mut aggregator);
     assert_eq!(samples, [("big".into(), MAX_SET_MEMBERS as f64)]);
 }

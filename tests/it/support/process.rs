@@ -47,7 +47,10 @@ pub fn ensure_programs(paths: &[&Path], what: &str) -> bool {
         return true;
     };
     if skip {
-        eprintln!("{what} e2e test skipped: TIERDB_SKIP_E2E=1 and {} is missing", path.display());
+        eprintln!(
+            "{what} e2e test skipped: TIERDB_SKIP_E2E=1 and {} is missing",
+            path.display()
+        );
         return false;
     }
     panic!(
