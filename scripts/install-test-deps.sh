@@ -158,6 +158,15 @@ if ! "${INSTALL[@]}" >>"$LOG" 2>&1; then
     quiet "${INSTALL[@]}"
 fi
 
+must_exist() { # fails the run when a program the install should have brought is missing
+    for bin in "$@"; do
+        if [ ! -x "$bin" ]; then
+            echo "install-test-deps: $bin missing after install" >&2
+            exit 1
+        fi
+    done
+}
+
 if [[ " ${PACKAGES[*]} " == *" collectd-core "* ]]; then
     # Belt and braces: the system service must not run (nor start at boot) on a test machine.
     if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
@@ -179,12 +188,7 @@ if [[ " ${PACKAGES[*]} " == *" collectd-core "* ]]; then
 fi
 
 if [[ " ${PACKAGES[*]} " == *" chromium "* ]]; then
-    for bin in "$CHROMIUM" "$CHROMEDRIVER"; do
-        if [ ! -x "$bin" ]; then
-            echo "install-test-deps: $bin missing after install" >&2
-            exit 1
-        fi
-    done
+    must_exist "$CHROMIUM" "$CHROMEDRIVER"
     echo "install-test-deps: $("$CHROMIUM" --version 2>/dev/null || echo 'chromium installed'); $("$CHROMEDRIVER" --version 2>/dev/null | cut -d' ' -f1-2 || echo 'chromedriver installed')"
 fi
 
@@ -199,11 +203,6 @@ if [[ " ${PACKAGES[*]} " == *" prometheus "* ]]; then
             as_root kill "$(cat "$pidfile")" 2>/dev/null || true
         fi
     done
-    for bin in "$PROMETHEUS" "$NODE_EXPORTER"; do
-        if [ ! -x "$bin" ]; then
-            echo "install-test-deps: $bin missing after install" >&2
-            exit 1
-        fi
-    done
+    must_exist "$PROMETHEUS" "$NODE_EXPORTER"
     echo "install-test-deps: $("$PROMETHEUS" --version 2>&1 | head -n1 || echo 'prometheus installed'); $("$NODE_EXPORTER" --version 2>&1 | head -n1 || echo 'node_exporter installed')"
 fi

@@ -24,7 +24,7 @@ use crate::Engine;
 /// gracefully: no new connections, what was received is written, files are flushed.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  tierdb serve\n  tierdb serve --data-dir /var/lib/tierdb --http 0.0.0.0:8080 --graphite 0.0.0.0:2003\n  TIERDB_TOKEN=secret tierdb serve --http 127.0.0.1:0 --graphite 127.0.0.1:0"
+    after_help = "Examples:\n  tierdb serve\n  tierdb serve --data-dir /var/lib/tierdb --http 0.0.0.0:8080 --graphite 0.0.0.0:2003\n  TIERDB_TOKEN=secret tierdb serve --http 127.0.0.1:0 --graphite 127.0.0.1:0\n  tierdb serve --statsd 127.0.0.1:8125 --statsd-flush 10s"
 )]
 pub struct ServeArgs {
     #[command(flatten)]

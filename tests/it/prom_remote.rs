@@ -7,7 +7,7 @@ use prost::Message;
 use serde_json::Value;
 use tierdb::ingest::prom_remote::{Label, PromSample, TimeSeries, WriteRequest, STALE_NAN};
 use tierdb::server::Limits;
-use tierdb::{Display, Query, SeriesKind};
+use tierdb::{Display, SeriesKind};
 
 use crate::common::NOW;
 use crate::support::server::TestServer;
@@ -62,12 +62,9 @@ fn ms(ts: i64) -> i64 {
     ts * 1000
 }
 
+/// The minute before [`NOW`], where these tests write.
 fn minute(server: &TestServer, key: &str, display: Display) -> Option<f64> {
-    let start = NOW - 60;
-    let query = Query::new(key, start, start + 60)
-        .tier("1m")
-        .display(display);
-    server.engine.query(&query).unwrap().points[0].1
+    server.minute(key, NOW - 60, display)
 }
 
 #[test]

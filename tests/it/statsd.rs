@@ -6,7 +6,7 @@
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
-use tierdb::{Display, Query, SeriesKind, TiersConfig};
+use tierdb::{Display, SeriesKind, TiersConfig};
 
 use crate::common::NOW;
 use crate::support::server::TestServer;
@@ -37,10 +37,7 @@ fn known(server: &TestServer, series: &str) -> bool {
 
 /// The 1m bucket at NOW of `series`, shown as `display`.
 fn minute(server: &TestServer, series: &str, display: Display) -> Option<f64> {
-    let query = Query::new(series, NOW, NOW + 60)
-        .tier("1m")
-        .display(display);
-    server.engine.query(&query).unwrap().points[0].1
+    server.minute(series, NOW, display)
 }
 
 #[test]
@@ -77,8 +74,10 @@ fn statsd_lines_aggregate_per_interval_into_buckets() {
     );
 
     server.clock.advance(10);
+    // A series is registered just before its batch is written: wait for the value.
     wait_until("the first interval written", || {
         known(&server, "page.views")
+            && minute(&server, "page.views", Display::Count) == Some(1.0)
     });
     assert_eq!(minute(&server, "page.views", Display::Total), Some(52.0));
     assert_eq!(minute(&server, "page.views", Display::Count), Some(1.0));
@@ -90,8 +89,11 @@ fn statsd_lines_aggregate_per_interval_into_buckets() {
     );
     wait_until("the second datagram taken", || known(&server, "mark"));
     server.clock.advance(10);
+    // One batch, stored by several writer threads: wait for every series of it.
     wait_until("the second interval written", || {
-        minute(&server, "page.views", Display::Count) == Some(2.0)
+        ["page.views", "temp", "users"]
+            .iter()
+            .all(|series| minute(&server, series, Display::Count) == Some(2.0))
     });
 
     // Counters: the sum of scaled increments per interval; the minute's total is both.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tierdb::server::statsd::StatsdListener;
 use tierdb::server::{run, Backend, Limits, Listeners, State};
-use tierdb::{Engine, ManualClock, TiersConfig};
+use tierdb::{Display, Engine, ManualClock, Query, TiersConfig, Timestamp};
 
 use crate::common::NOW;
 use crate::support::http;
@@ -130,6 +130,14 @@ impl TestServer {
         let (status, body) = self.get(path);
         assert_eq!(status, 200, "{path}: {body}");
         serde_json::from_str(&body).unwrap()
+    }
+
+    /// The 1m bucket of `series` starting at `start`, shown as `display`.
+    pub fn minute(&self, series: &str, start: Timestamp, display: Display) -> Option<f64> {
+        let query = Query::new(series, start, start + 60)
+            .tier("1m")
+            .display(display);
+        self.engine.query(&query).unwrap().points[0].1
     }
 
     /// Polls the series listing until `series` shows up (ingest over sockets is async).
