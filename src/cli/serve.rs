@@ -116,7 +116,7 @@ impl ConnectionLimits {
 /// A timeout or interval flag: a [`Span`] ("30s", "5m") of at least a second.
 pub(super) fn positive_span(text: &str) -> Result<Duration, String> {
     match Span::parse(text)? {
-        span if span.secs() == 0 => Err("a timeout must be at least 1s".to_owned()),
+        span if span.secs() == 0 => Err("must be at least 1s".to_owned()),
         span => Ok(Duration::from_secs(span.secs())),
     }
 }

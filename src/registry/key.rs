@@ -223,13 +223,14 @@ impl<'de> serde::Deserialize<'de> for SeriesKey {
     }
 }
 
-/// Why one part (name, key or value) is refused, if it is.
-/// What each byte is to [`push_part`]: plain, one of the [`SPECIAL`] characters (all ASCII,
-/// so never inside a multi-byte character), or one that needs a look at the characters
-/// (ASCII controls and every non-ASCII byte, which may start a C1 control).
+/// A byte [`push_part`] copies as it is.
 const PLAIN: u8 = 0;
+/// One of the [`SPECIAL`] characters (all ASCII, so never inside a multi-byte character).
 const ESCAPE: u8 = 1;
+/// An ASCII control, or a non-ASCII byte, which may start a C1 control: the part's
+/// characters need a look.
 const LOOK: u8 = 2;
+/// The class of every byte value, so one table load per byte decides.
 const BYTE_CLASS: [u8; 256] = {
     let mut table = [PLAIN; 256];
     let mut i = 0;

@@ -1,6 +1,6 @@
-//! The HTTP API: Influx line protocol, JSON and Prometheus remote writes, queries, series and tier listings,
-//! Graphite's `/render` and `/metrics/find` (handled in `render_api.rs`), and the server's own
-//! metrics. `app(state)` is a plain router, so tests can drive it directly or over a real
+//! The HTTP API: Influx line protocol, JSON and Prometheus remote writes, queries, series and
+//! tier listings, Graphite's `/render` and `/metrics/find` (handled in `render_api.rs`), and
+//! the server's own metrics. `app(state)` is a plain router, so tests can drive it directly or over a real
 //! socket.
 
 #[cfg(test)]

@@ -76,8 +76,7 @@ fn statsd_lines_aggregate_per_interval_into_buckets() {
     server.clock.advance(10);
     // A series is registered just before its batch is written: wait for the value.
     wait_until("the first interval written", || {
-        known(&server, "page.views")
-            && minute(&server, "page.views", Display::Count) == Some(1.0)
+        known(&server, "page.views") && minute(&server, "page.views", Display::Count) == Some(1.0)
     });
     assert_eq!(minute(&server, "page.views", Display::Total), Some(52.0));
     assert_eq!(minute(&server, "page.views", Display::Count), Some(1.0));
