@@ -8,8 +8,9 @@
 //! straddles a 1m bucket, so the 1m tier's `total` of a counter is exactly the increments
 //! of that minute.
 //!
-//! - Counters: the sum of increments divided by their sample rates (exact for whole
-//!   increments and rates such as 0.5, 0.25, 0.1 of whole counts), one sample per interval.
+//! - Counters: the sum of increments scaled by their sample rates, one sample per interval.
+//!   As in Etsy's StatsD, an increment counts `value × (1 / rate)`; for the rates clients
+//!   use (0.5, 0.1, 0.01, ...) that is a whole multiple, so whole increments sum exactly.
 //! - Gauges: the value at the end of the interval, for gauges set or moved in it. Relative
 //!   updates (`+3`, `-2`) move the last value, which is kept across intervals (from 0 for a
 //!   gauge not seen before), and forgotten once untouched for [`GAUGE_MEMORY`].
@@ -279,7 +280,7 @@ impl Aggregator {
                 };
                 for value in values {
                     if let StatsdValue::Number(v) = value {
-                        *sum += v / rate;
+                        *sum += v * (1.0 / rate);
                     }
                 }
             }

@@ -42,6 +42,7 @@ fn an_interval_sums_counters_exactly_and_counts_distinct_members() {
         "users:a|s",
     ]);
     lines.extend(["temp:20|g", "temp:+5|g", "temp:-2|g", "other:1|c|#k:v"]);
+    lines.extend(["tenths:3|c|@0.1", "tenths:7|c|@0.1", "hundredths:3|c|@0.01"]);
     assert!(feed(&mut aggregator, 1_000_003, &lines).is_empty());
     assert!(!aggregator.ended(1_000_009));
     assert!(aggregator.ended(1_000_010));
@@ -50,8 +51,10 @@ fn an_interval_sums_counters_exactly_and_counts_distinct_members() {
     assert_eq!(
         samples,
         [
+            ("hundredths".into(), 300.0),
             ("other{k=v}".into(), 1.0),
             ("temp".into(), 23.0),
+            ("tenths".into(), 100.0),
             ("users".into(), 2.0),
             ("views".into(), 7.0 * 10.0 + 2.0 + 2.0),
         ]
