@@ -5,7 +5,10 @@
 # - a headless Chromium and its WebDriver for the dashboard test in tests/it/dashboard.rs
 #   (chromedriver -> chromium -> the page `tierdb demo` serves);
 # - Debian's `nats-server` (2.9) for the cluster tests in tests/it/cluster*.rs, which start
-#   their own clustered JetStream servers on loopback (the package's service is not started).
+#   their own clustered JetStream servers on loopback (the package's service is not started);
+# - Debian's `prometheus` (2.42) and `prometheus-node-exporter` for the remote write test in
+#   tests/it/prometheus.rs, which starts both on loopback with its own configuration (the
+#   packages' services are not started, and are disabled and stopped after the install).
 #
 # Debian's `collectd-core` alone is enough: it ships /usr/sbin/collectd and the cpu, memory,
 # load and write_graphite plugins, which link only against libc. The `collectd` package would
@@ -38,6 +41,8 @@ CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
 COLLECTD=${COLLECTD:-/usr/sbin/collectd}
 COLLECTD_PLUGINS=${COLLECTD_PLUGINS:-/usr/lib/collectd}
 NATS_SERVER=${NATS_SERVER:-/usr/sbin/nats-server}
+PROMETHEUS=${PROMETHEUS:-/usr/bin/prometheus}
+NODE_EXPORTER=${NODE_EXPORTER:-/usr/bin/prometheus-node-exporter}
 POLICY=${POLICY_RC_D:-/usr/sbin/policy-rc.d}
 LOCK=${TIERDB_DEPS_LOCK:-/tmp/tierdb-install-test-deps.lock}
 
@@ -56,6 +61,7 @@ have_fonts() { # both font packages installed (not checked where there is no dpk
 }
 have_chromium() { [ -x "$CHROMIUM" ] && [ -x "$CHROMEDRIVER" ] && have_fonts; }
 have_nats() { [ -x "$NATS_SERVER" ]; }
+have_prometheus() { [ -x "$PROMETHEUS" ] && [ -x "$NODE_EXPORTER" ]; }
 
 PACKAGES=()
 if have_collectd; then
@@ -73,12 +79,17 @@ if have_nats; then
 else
     PACKAGES+=(nats-server)
 fi
+if have_prometheus; then
+    echo "install-test-deps: prometheus and node_exporter already installed ($PROMETHEUS, $NODE_EXPORTER)"
+else
+    PACKAGES+=(prometheus prometheus-node-exporter)
+fi
 if [ "${#PACKAGES[@]}" -eq 0 ]; then
     exit 0
 fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-test-deps: no apt-get here; install by hand: collectd (with its cpu, memory, load and write_graphite plugins), chromium and a matching chromedriver, nats-server 2.9 or newer" >&2
+    echo "install-test-deps: no apt-get here; install by hand: collectd (with its cpu, memory, load and write_graphite plugins), chromium and a matching chromedriver, nats-server 2.9 or newer, prometheus and prometheus-node-exporter" >&2
     exit 1
 fi
 
@@ -147,6 +158,15 @@ if ! "${INSTALL[@]}" >>"$LOG" 2>&1; then
     quiet "${INSTALL[@]}"
 fi
 
+must_exist() { # fails the run when a program the install should have brought is missing
+    for bin in "$@"; do
+        if [ ! -x "$bin" ]; then
+            echo "install-test-deps: $bin missing after install" >&2
+            exit 1
+        fi
+    done
+}
+
 if [[ " ${PACKAGES[*]} " == *" collectd-core "* ]]; then
     # Belt and braces: the system service must not run (nor start at boot) on a test machine.
     if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
@@ -168,11 +188,21 @@ if [[ " ${PACKAGES[*]} " == *" collectd-core "* ]]; then
 fi
 
 if [[ " ${PACKAGES[*]} " == *" chromium "* ]]; then
-    for bin in "$CHROMIUM" "$CHROMEDRIVER"; do
-        if [ ! -x "$bin" ]; then
-            echo "install-test-deps: $bin missing after install" >&2
-            exit 1
+    must_exist "$CHROMIUM" "$CHROMEDRIVER"
+    echo "install-test-deps: $("$CHROMIUM" --version 2>/dev/null || echo 'chromium installed'); $("$CHROMEDRIVER" --version 2>/dev/null | cut -d' ' -f1-2 || echo 'chromedriver installed')"
+fi
+
+if [[ " ${PACKAGES[*]} " == *" prometheus "* ]]; then
+    # The packages' services must not run on a test machine (the test starts its own
+    # processes on ephemeral ports): disabled, and stopped should anything have started them.
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        as_root systemctl disable --now prometheus.service prometheus-node-exporter.service >/dev/null 2>&1 || true
+    fi
+    for pidfile in /run/prometheus/prometheus.pid /run/prometheus/prometheus-node-exporter.pid; do
+        if [ -s "$pidfile" ]; then
+            as_root kill "$(cat "$pidfile")" 2>/dev/null || true
         fi
     done
-    echo "install-test-deps: $("$CHROMIUM" --version 2>/dev/null || echo 'chromium installed'); $("$CHROMEDRIVER" --version 2>/dev/null | cut -d' ' -f1-2 || echo 'chromedriver installed')"
+    must_exist "$PROMETHEUS" "$NODE_EXPORTER"
+    echo "install-test-deps: $("$PROMETHEUS" --version 2>&1 | head -n1 || echo 'prometheus installed'); $("$NODE_EXPORTER" --version 2>&1 | head -n1 || echo 'node_exporter installed')"
 fi

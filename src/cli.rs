@@ -61,6 +61,14 @@ pub struct Listen {
     /// Graphite plaintext listen address, TCP and UDP; port 0 picks a free port.
     #[arg(long, env = "TIERDB_GRAPHITE", default_value = "127.0.0.1:2003")]
     pub graphite: SocketAddr,
+    /// StatsD listen address (UDP), off unless given; the conventional port is 8125, and
+    /// port 0 picks a free port.
+    #[arg(long, env = "TIERDB_STATSD", value_name = "ADDR")]
+    pub statsd: Option<SocketAddr>,
+    /// StatsD flush interval: counters, gauges and sets become one sample per series per
+    /// interval, stamped with its start (choose one that divides a minute).
+    #[arg(long, env = "TIERDB_STATSD_FLUSH", value_name = "SPAN", default_value = "10s", value_parser = serve::positive_span)]
+    pub statsd_flush: std::time::Duration,
     /// Require `Authorization: Bearer <token>` on every API endpoint (the dashboard takes
     /// it as `?token=`).
     #[arg(long, env = "TIERDB_TOKEN", hide_env_values = true)]

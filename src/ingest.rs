@@ -5,10 +5,31 @@
 //!   (`name;k=v`).
 //! - [`influx`]: InfluxDB line protocol, as sent to the v1 `/write` and v2 `/api/v2/write`
 //!   endpoints; every numeric field becomes one series `measurement.field`.
+//! - [`prom_remote`]: Prometheus remote write, a snappy-compressed protobuf body (with the
+//!   `server` feature, which brings prost and snap).
+//! - [`statsd`]: StatsD and DogStatsD lines (`name:1|c|@0.1|#k:v`), one datagram line at a
+//!   time; aggregating them per flush interval is the server's.
 //!
-//! Both give a series as its canonical text (see [`crate::SeriesKey`]), a value as `f64` and a
+//! Each gives a series as its canonical text (see [`crate::SeriesKey`]), a value as `f64` and a
 //! timestamp in unix seconds, `None` meaning "now". Each refusal carries a stable snake_case
 //! reason (`as_str()`) that the server counts by.
 
 pub mod graphite;
 pub mod influx;
+#[cfg(feature = "server")]
+pub mod prom_remote;
+pub mod statsd;
+
+/// Sorts tags given in line order by key, a repeated key keeping its last value (as Graphite
+/// 1.1 does with repeated tags).
+pub(crate) fn sort_tags_last_wins(tags: &mut Vec<(&str, &str)>) {
+    // Stable, so a repeated key's occurrences stay in line order and the last one wins.
+    tags.sort_by(|a, b| a.0.cmp(b.0));
+    tags.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 = later.1;
+        }
+        same
+    });
+}

@@ -32,8 +32,8 @@
 //! files, the mapping), [`engine`] (the write path and the rolling window), [`reader`] (the
 //! read interface), [`query`] (one-series reads), [`aggregate`] (reads across series), [`budget`] (what one
 //! read request may read),
-//! [`counter`] (counters stored as increases), [`clock`], [`sample`], [`ingest`] (Graphite
-//! and Influx line parsers). Behind default-on Cargo features: `render` (the Graphite render
+//! [`counter`] (counters stored as increases), [`clock`], [`sample`], [`ingest`] (Graphite,
+//! Influx and StatsD line parsers; Prometheus remote write with `server`). Behind default-on Cargo features: `render` (the Graphite render
 //! API) and `server` (`tierdb serve`) with `server`, `cli` (the command line) with `cli`, and
 //! `plot` (charts) with `plot`; `default-features = false` builds the engine alone.
 #![deny(unsafe_code)]

@@ -25,7 +25,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-pub use key::SeriesKey;
+pub use key::{write_canonical, SeriesKey};
 pub use selector::{Selector, TagFilter};
 pub use view::{KeyView, Tags};
 

@@ -1,6 +1,7 @@
-//! `tierdb serve`: the engine behind sockets. Graphite plaintext on TCP and UDP, and an HTTP
-//! API (Influx line protocol and JSON writes, queries, listings, Graphite's `/render` and
-//! `/metrics/find` for Grafana, `/metrics`). Every protocol writes through one [`sink::Sink`]
+//! `tierdb serve`: the engine behind sockets. Graphite plaintext on TCP and UDP, StatsD on
+//! UDP (when asked for), and an HTTP API (Influx line protocol, JSON and Prometheus remote
+//! writes, queries, listings, Graphite's `/render` and `/metrics/find` for Grafana,
+//! `/metrics`). Every protocol writes through one [`sink::Sink`]
 //! per connection or request into the same engine.
 //!
 //! [`run`] takes already-bound [`Listeners`] and a shutdown future, so tests bind
@@ -16,6 +17,7 @@ mod params;
 mod render_api;
 pub mod sink;
 pub mod stats;
+pub mod statsd;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -271,6 +273,8 @@ pub struct Listeners {
     pub graphite_tcp: TcpListener,
     /// Graphite plaintext, UDP.
     pub graphite_udp: UdpSocket,
+    /// StatsD, UDP; off unless set.
+    pub statsd: Option<statsd::StatsdListener>,
 }
 
 impl Listeners {
@@ -294,6 +298,7 @@ impl Listeners {
             http: http_listener,
             graphite_tcp,
             graphite_udp,
+            statsd: None,
         })
     }
 
@@ -328,6 +333,9 @@ pub async fn run(
         Arc::clone(&state),
         stopped.clone(),
     ));
+    let statsd = listeners
+        .statsd
+        .map(|listener| tokio::spawn(statsd::serve(listener, Arc::clone(&state), stopped.clone())));
     let http = tokio::spawn(http_conn::serve(
         listeners.http,
         http::app(Arc::clone(&state)),
@@ -340,6 +348,9 @@ pub async fn run(
     let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
         let _ = tcp.await;
         let _ = udp.await;
+        if let Some(statsd) = statsd {
+            let _ = statsd.await;
+        }
         let _ = http.await;
     })
     .await;

@@ -12,6 +12,7 @@ use clap::Args;
 mod cluster;
 
 use super::{load_tiers, Listen, Location};
+use crate::server::statsd::StatsdListener;
 use crate::server::{Limits, Listeners, State};
 use crate::time::Span;
 use crate::Engine;
@@ -23,7 +24,7 @@ use crate::Engine;
 /// gracefully: no new connections, what was received is written, files are flushed.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  tierdb serve\n  tierdb serve --data-dir /var/lib/tierdb --http 0.0.0.0:8080 --graphite 0.0.0.0:2003\n  TIERDB_TOKEN=secret tierdb serve --http 127.0.0.1:0 --graphite 127.0.0.1:0"
+    after_help = "Examples:\n  tierdb serve\n  tierdb serve --data-dir /var/lib/tierdb --http 0.0.0.0:8080 --graphite 0.0.0.0:2003\n  TIERDB_TOKEN=secret tierdb serve --http 127.0.0.1:0 --graphite 127.0.0.1:0\n  tierdb serve --statsd 127.0.0.1:8125 --statsd-flush 10s"
 )]
 pub struct ServeArgs {
     #[command(flatten)]
@@ -112,10 +113,10 @@ impl ConnectionLimits {
     }
 }
 
-/// A timeout flag: a [`Span`] ("30s", "5m") of at least a second.
-fn positive_span(text: &str) -> Result<Duration, String> {
+/// A timeout or interval flag: a [`Span`] ("30s", "5m") of at least a second.
+pub(super) fn positive_span(text: &str) -> Result<Duration, String> {
     match Span::parse(text)? {
-        span if span.secs() == 0 => Err("a timeout must be at least 1s".to_owned()),
+        span if span.secs() == 0 => Err("must be at least 1s".to_owned()),
         span => Ok(Duration::from_secs(span.secs())),
     }
 }
@@ -179,11 +180,17 @@ fn bind_and_announce(
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let listeners = runtime.block_on(Listeners::bind(listen.http, listen.graphite))?;
+    let mut listeners = runtime.block_on(Listeners::bind(listen.http, listen.graphite))?;
+    if let Some(addr) = listen.statsd {
+        listeners.statsd = Some(runtime.block_on(StatsdListener::bind(addr, listen.statsd_flush))?);
+    }
     let (http, tcp, udp) = listeners.addrs()?;
     println!("tierdb: http listening on {http}");
     println!("tierdb: graphite tcp listening on {tcp}");
     println!("tierdb: graphite udp listening on {udp}");
+    if let Some(statsd) = &listeners.statsd {
+        println!("tierdb: statsd udp listening on {}", statsd.local_addr()?);
+    }
     Ok((runtime, listeners))
 }
 

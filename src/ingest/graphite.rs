@@ -239,15 +239,7 @@ fn split_tags(text: &str) -> Result<(&str, Tags<'_>), GraphiteError> {
             _ => Err(GraphiteError::InvalidName),
         })
         .collect::<Result<Vec<_>, _>>()?;
-    // Stable, so a repeated key's occurrences stay in line order and the last one wins.
-    tags.sort_by(|a, b| a.0.cmp(b.0));
-    tags.dedup_by(|later, kept| {
-        let same = later.0 == kept.0;
-        if same {
-            kept.1 = later.1;
-        }
-        same
-    });
+    super::sort_tags_last_wins(&mut tags);
     Ok((name, tags))
 }
 

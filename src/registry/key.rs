@@ -108,65 +108,68 @@ impl SeriesKey {
         mut tags: Vec<(String, String)>,
     ) -> std::result::Result<SeriesKey, (String, String)> {
         tags.sort_by(|a, b| a.0.cmp(&b.0));
-        if let Some(reason) = problem(&name, &tags) {
-            return Err((raw_text(&name, &tags), reason));
+        let mut text = String::new();
+        match write_canonical(&name, &tags, &mut text) {
+            Ok(()) => Ok(SeriesKey {
+                text: text.into_boxed_str(),
+            }),
+            Err(reason) => Err((raw_text(&name, &tags), reason)),
         }
-        let mut text = String::with_capacity(canonical_len(&name, &tags));
-        push_escaped(&mut text, &name);
-        for (i, (k, v)) in tags.iter().enumerate() {
-            text.push(if i == 0 { '{' } else { ',' });
-            push_escaped(&mut text, k);
-            text.push('=');
-            push_escaped(&mut text, v);
-        }
-        if !tags.is_empty() {
-            text.push('}');
-        }
-        Ok(SeriesKey {
-            text: text.into_boxed_str(),
-        })
     }
 }
 
-/// What makes a key of these parts (tags sorted) unacceptable, if anything.
-fn problem(name: &str, tags: &[(String, String)]) -> Option<String> {
-    if let Some(reason) = part_problem("name", name) {
-        return Some(reason);
+/// Writes the canonical text of `name` with `tags` (already sorted by key) into `out`,
+/// replacing what it held, after the checks [`SeriesKey::new`] makes: the one printer of
+/// keys, which hot ingest paths call with borrowed parts and a reused buffer. One pass over
+/// each part checks and escapes it.
+///
+/// # Errors
+///
+/// Why the parts make no key (empty or control characters, a repeated tag key, too long);
+/// `out` is then left empty.
+pub fn write_canonical<K: AsRef<str>, V: AsRef<str>>(
+    name: &str,
+    tags: &[(K, V)],
+    out: &mut String,
+) -> std::result::Result<(), String> {
+    out.clear();
+    let written = print(name, tags, out);
+    if written.is_err() {
+        out.clear();
     }
-    for (k, v) in tags {
-        if let Some(reason) = part_problem("tag key", k) {
-            return Some(reason);
-        }
-        if let Some(reason) = part_problem(&format!("value of tag {k:?}"), v) {
-            return Some(reason);
-        }
+    written
+}
+
+fn print<K: AsRef<str>, V: AsRef<str>>(
+    name: &str,
+    tags: &[(K, V)],
+    out: &mut String,
+) -> std::result::Result<(), String> {
+    if let Some(pair) = tags.windows(2).find(|w| w[0].0.as_ref() == w[1].0.as_ref()) {
+        return Err(format!(
+            "tag key {:?} appears more than once",
+            pair[0].0.as_ref()
+        ));
     }
-    if let Some(pair) = tags.windows(2).find(|w| w[0].0 == w[1].0) {
-        return Some(format!("tag key {:?} appears more than once", pair[0].0));
+    push_part(out, name, || "name".into())?;
+    for (i, (k, v)) in tags.iter().enumerate() {
+        let k = k.as_ref();
+        out.push(if i == 0 { '{' } else { ',' });
+        push_part(out, k, || "tag key".into())?;
+        out.push('=');
+        push_part(out, v.as_ref(), || format!("value of tag {k:?}"))?;
     }
-    let len = canonical_len(name, tags);
-    if len > SeriesKey::MAX_LEN {
-        return Some(format!(
-            "canonical text is {len} bytes, longer than the limit of {}",
+    if !tags.is_empty() {
+        out.push('}');
+    }
+    if out.len() > SeriesKey::MAX_LEN {
+        return Err(format!(
+            "canonical text is {} bytes, longer than the limit of {}",
+            out.len(),
             SeriesKey::MAX_LEN
         ));
     }
-    None
-}
-
-/// Length in bytes of the canonical text of these parts, without building it.
-fn canonical_len(name: &str, tags: &[(String, String)]) -> usize {
-    let parts: usize = tags
-        .iter()
-        .map(|(k, v)| escaped_len(k) + 1 + escaped_len(v))
-        .sum();
-    let punctuation = if tags.is_empty() {
-        0
-    } else {
-        // `{`, `}` and the commas between tags.
-        2 + tags.len() - 1
-    };
-    escaped_len(name) + parts + punctuation
+    Ok(())
 }
 
 impl Ord for SeriesKey {
@@ -220,27 +223,59 @@ impl<'de> serde::Deserialize<'de> for SeriesKey {
     }
 }
 
-/// Why one part (name, key or value) is refused, if it is.
-fn part_problem(what: &str, part: &str) -> Option<String> {
+/// A byte [`push_part`] copies as it is.
+const PLAIN: u8 = 0;
+/// One of the [`SPECIAL`] characters (all ASCII, so never inside a multi-byte character).
+const ESCAPE: u8 = 1;
+/// An ASCII control, or a non-ASCII byte, which may start a C1 control: the part's
+/// characters need a look.
+const LOOK: u8 = 2;
+/// The class of every byte value, so one table load per byte decides.
+const BYTE_CLASS: [u8; 256] = {
+    let mut table = [PLAIN; 256];
+    let mut i = 0;
+    while i < 256 {
+        table[i] = match i as u8 {
+            b'\\' | b',' | b'=' | b'{' | b'}' => ESCAPE,
+            0x00..=0x1f | 0x7f..=0xff => LOOK,
+            _ => PLAIN,
+        };
+        i += 1;
+    }
+    table
+};
+
+/// Appends `part` escaped, refusing it when empty or holding a control character; `what`
+/// names the part, computed only for a refusal.
+fn push_part(
+    out: &mut String,
+    part: &str,
+    what: impl FnOnce() -> String,
+) -> std::result::Result<(), String> {
     if part.is_empty() {
-        return Some(format!("{what} is empty"));
+        return Err(format!("{} is empty", what()));
     }
-    part.chars()
-        .find(|c| c.is_control())
-        .map(|c| format!("{what} contains the control character {c:?}"))
-}
-
-fn escaped_len(part: &str) -> usize {
-    part.len() + part.chars().filter(|c| SPECIAL.contains(c)).count()
-}
-
-fn push_escaped(out: &mut String, part: &str) {
-    for c in part.chars() {
-        if SPECIAL.contains(&c) {
-            out.push('\\');
+    let mut run = 0;
+    let mut looked = false;
+    for (i, &b) in part.as_bytes().iter().enumerate() {
+        match BYTE_CLASS[b as usize] {
+            PLAIN => {}
+            ESCAPE => {
+                out.push_str(&part[run..i]);
+                out.push('\\');
+                run = i;
+            }
+            _ if looked => {}
+            _ => {
+                looked = true;
+                if let Some(c) = part.chars().find(|c| c.is_control()) {
+                    return Err(format!("{} contains the control character {c:?}", what()));
+                }
+            }
         }
-        out.push(c);
     }
+    out.push_str(&part[run..]);
+    Ok(())
 }
 
 /// An unescaped, human-oriented rendering for error messages about keys built by parts.

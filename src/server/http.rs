@@ -1,6 +1,6 @@
-//! The HTTP API: Influx line protocol and JSON writes, queries, series and tier listings,
-//! Graphite's `/render` and `/metrics/find` (handled in `render_api.rs`), and the server's own
-//! metrics. `app(state)` is a plain router, so tests can drive it directly or over a real
+//! The HTTP API: Influx line protocol, JSON and Prometheus remote writes, queries, series and
+//! tier listings, Graphite's `/render` and `/metrics/find` (handled in `render_api.rs`), and
+//! the server's own metrics. `app(state)` is a plain router, so tests can drive it directly or over a real
 //! socket.
 
 #[cfg(test)]
@@ -28,6 +28,7 @@ use crate::aggregate::{AggregatePlan, AggregateQuery, Aggregation};
 use crate::cluster::fanout;
 use crate::counter::SeriesKind;
 use crate::ingest::influx::{self, Precision};
+use crate::ingest::prom_remote;
 use crate::query::{Display, Query, TierChoice};
 use crate::registry::{Selector, SeriesKey, TagFilter};
 use crate::time::{parse_time, Span};
@@ -40,7 +41,8 @@ pub fn app(state: Arc<State>) -> Router {
     let api = Router::new()
         .route("/write", post(influx_v1))
         .route("/api/v2/write", post(influx_v2))
-        .route("/api/v1/write", post(json_write))
+        .route("/api/v1/write", post(api_v1_write))
+        .route("/api/v1/prom/write", post(prom_write))
         .route("/api/v1/query", get(query))
         .route("/api/v1/aggregate", get(aggregate))
         .route("/api/v1/series", get(series))
@@ -209,6 +211,89 @@ async fn influx_write(
                 }
             }
             Err(e) => sink.reject(number, e.as_str(), e.to_string()),
+        }
+    }
+    Ok(write_answer(sink.finish().await))
+}
+
+/// `POST /api/v1/prom/write`: Prometheus remote write.
+async fn prom_write(
+    AxumState(state): AxumState<Arc<State>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    remote_write(&state, &body).await
+}
+
+/// `POST /api/v1/write`: Prometheus remote write when the body is protobuf (what Prometheus
+/// sends as `Content-Type`), else a JSON write.
+async fn api_v1_write(
+    state: AxumState<Arc<State>>,
+    raw: RawQuery,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let protobuf = (request.headers().get(header::CONTENT_TYPE))
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/x-protobuf"));
+    if !protobuf {
+        return json_write(state, raw, request).await;
+    }
+    let max_body = state.limits.max_body;
+    let body = match axum::body::to_bytes(request.into_body(), max_body).await {
+        Ok(body) => body,
+        Err(e) => {
+            let e = e.into_inner();
+            if e.is::<http_body_util::LengthLimitError>() {
+                return Ok(too_large(max_body));
+            }
+            return Err(ApiError::BadRequest(format!(
+                "body: reading it failed: {e}"
+            )));
+        }
+    };
+    remote_write(&state, &body).await
+}
+
+/// A remote write request's body (see [`prom_remote`]): 400 for a body that is not one
+/// (Prometheus does not retry it), else every series' samples through the request's sink,
+/// answered as every write is ([`write_answer`]: 204 once landed, 5xx only when nothing
+/// landed, which Prometheus retries). A refused series is counted once per sample, with its
+/// 1-based position in the request as its "line". Staleness markers and native histograms
+/// are counted in the server's totals, not refused.
+async fn remote_write(state: &State, body: &[u8]) -> Result<Response, ApiError> {
+    let request = prom_remote::decode(body, state.limits.max_body)
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let counters = prom_remote::counter_families(&request);
+    let mut sink = BodySink::new(state.sink());
+    let (mut tags, mut key) = (Vec::new(), String::new());
+    let (mut stale, mut histograms) = (0, 0);
+    for (index, series) in request.timeseries.iter().enumerate() {
+        let number = index + 1;
+        histograms += series.histograms.len() as u64;
+        let name = match prom_remote::series_key(&series.labels, &mut tags, &mut key) {
+            Ok(name) => name,
+            Err(e) => {
+                for _ in &series.samples {
+                    sink.reject(number, e.as_str(), e.to_string());
+                }
+                continue;
+            }
+        };
+        let kind = prom_remote::kind_of(name, &counters);
+        for sample in &series.samples {
+            if prom_remote::is_stale(sample.value) {
+                stale += 1;
+                continue;
+            }
+            let ts = prom_remote::seconds(sample.timestamp);
+            sink.push(&key, kind, ts, sample.value, number).await;
+        }
+    }
+    for (skipped, n) in [
+        (prom_remote::Skipped::StaleMarker, stale),
+        (prom_remote::Skipped::NativeHistogram, histograms),
+    ] {
+        if n > 0 {
+            state.stats.count_rejected(skipped.as_str(), n);
         }
     }
     Ok(write_answer(sink.finish().await))

@@ -30,6 +30,8 @@ struct Node {
     dir: PathBuf,
     logs: PathBuf,
     starts: usize,
+    /// Flags beyond the cluster's.
+    args: Vec<String>,
     proc: Option<Proc>,
     addrs: Option<Addrs>,
 }
@@ -46,6 +48,7 @@ impl Node {
             // 10 GiB, three times on one test machine, fails placement on a disk with less
             // free space than that ("insufficient storage").
             .args(["--log-max-bytes", "268435456"])
+            .args(&self.args)
             .env("RUST_LOG", "tierdb=info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -82,6 +85,7 @@ fn nodes(count: usize, root: &Path) -> Vec<Node> {
             dir: root.join(format!("node{i}")),
             logs: root.to_path_buf(),
             starts: 0,
+            args: Vec::new(),
             proc: None,
             addrs: None,
         })
@@ -731,4 +735,81 @@ fn kill_nine_at_random_moments_loses_and_doubles_nothing() {
         std::thread::sleep(Duration::from_millis(next(1000)));
         load.stop_and_check(&cluster);
     }
+}
+
+/// Prometheus remote write and StatsD on a cluster node (one NATS server, one node): both go
+/// through the node's edge into the log, and read back from the partitions' owner as on a
+/// single node, the remote-written counter stored as increases.
+#[test]
+fn remote_write_and_statsd_land_through_a_cluster_node() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let nats = runtime.block_on(NatsCluster::start(1));
+    let urls = nats.urls().join(",");
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = nodes(1, root.path());
+    cluster[0].args = ["--statsd", "127.0.0.1:0", "--statsd-flush", "1s"]
+        .map(String::from)
+        .to_vec();
+    cluster[0].start(&urls);
+    wait_served(&cluster);
+    let node = &cluster[0];
+    let minute = {
+        let now = chrono::Utc::now().timestamp();
+        now - now % 60 - 120
+    };
+
+    let body = crate::prom_remote::body(vec![
+        crate::prom_remote::series(
+            &[("__name__", "cl_requests_total"), ("job", "api")],
+            &[
+                (10.0, minute * 1000),
+                (15.0, (minute + 10) * 1000),
+                (25.0, (minute + 20) * 1000),
+            ],
+        ),
+        crate::prom_remote::series(&[("__name__", "cl_temp")], &[(21.5, minute * 1000)]),
+    ]);
+    let (status, answer) = request(
+        node.http(),
+        "POST",
+        "/api/v1/prom/write",
+        &[("Content-Type", "application/x-protobuf")],
+        &body,
+    );
+    assert_eq!(status, 204, "{answer}");
+
+    let statsd = node
+        .addrs
+        .as_ref()
+        .unwrap()
+        .statsd
+        .expect("a statsd address");
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .send_to(b"cl.views:2|c|@0.5\ncl.views:1|c", statsd)
+        .unwrap();
+
+    let total = |series: &str, from: i64| -> Result<f64, String> {
+        let path = format!(
+            "/api/v1/query?series={}&tier=1m&from={from}&to={}&display=total&consistency=strong",
+            percent_encode(series),
+            chrono::Utc::now().timestamp() + 60
+        );
+        let body = get_json(node.http(), &path)?;
+        let values: Vec<f64> = (body["points"].as_array().ok_or("no points")?)
+            .iter()
+            .filter_map(|p| p[1].as_f64())
+            .collect();
+        (!values.is_empty())
+            .then(|| values.iter().sum())
+            .ok_or(format!("no value yet: {body}"))
+    };
+    // 10 is the counter's baseline; 5 and 10 its increases.
+    let counter = eventually("the counter", || {
+        total("cl_requests_total{job=api}", minute)
+    });
+    assert_eq!(counter, 15.0);
+    assert_eq!(eventually("the gauge", || total("cl_temp", minute)), 21.5);
+    let views = eventually("the statsd counter", || total("cl.views", minute));
+    assert_eq!(views, 5.0);
 }

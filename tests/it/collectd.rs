@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support::http::{get_json, percent_encode};
-use crate::support::process::Proc;
+use crate::support::process::{ensure_programs, Proc};
 use crate::support::{file, unix_now};
 
 const COLLECTD: &str = "/usr/sbin/collectd";
@@ -44,20 +44,8 @@ const MIN_COLLECT: Duration = Duration::from_secs(6);
 
 #[test]
 fn collectd_write_graphite_end_to_end() {
-    if !Path::new(COLLECTD).exists() && std::env::var("TIERDB_SKIP_E2E").as_deref() != Ok("1") {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-test-deps.sh");
-        let status = Command::new("bash").arg(&script).status();
-        eprintln!("collectd was missing; ran {}: {status:?}", script.display());
-    }
-    if !Path::new(COLLECTD).exists() {
-        if std::env::var("TIERDB_SKIP_E2E").as_deref() == Ok("1") {
-            eprintln!("collectd e2e test skipped: TIERDB_SKIP_E2E=1 and {COLLECTD} is missing");
-            return;
-        }
-        panic!(
-            "{COLLECTD} not found: run `bash scripts/install-test-deps.sh` to install collectd \
-             (or set TIERDB_SKIP_E2E=1 to skip this end-to-end test)"
-        );
+    if !ensure_programs(&[Path::new(COLLECTD)], "collectd") {
+        return;
     }
     let test_start = unix_now();
     let tmp = tempfile::tempdir().expect("temp dir");

@@ -59,6 +59,10 @@ for arg in "$@"; do
             printf '#!/bin/sh\necho "ChromeDriver (stub)"\n' > "$CHROMEDRIVER"; chmod +x "$CHROMEDRIVER" ;;
         nats-server)
             printf '#!/bin/sh\necho "nats-server: v2.9.10 (stub)"\n' > "$NATS_SERVER"; chmod +x "$NATS_SERVER" ;;
+        prometheus)
+            printf '#!/bin/sh\necho "prometheus, version 2.42.0 (stub)"\n' > "$PROMETHEUS"; chmod +x "$PROMETHEUS" ;;
+        prometheus-node-exporter)
+            printf '#!/bin/sh\necho "node_exporter, version 1.5.0 (stub)"\n' > "$NODE_EXPORTER"; chmod +x "$NODE_EXPORTER" ;;
         fonts-*) touch "$STUB_ROOT/installed/$arg" ;;
     esac
 done"#,
@@ -75,6 +79,8 @@ done"#,
             .env("CHROMIUM", installed.join("chromium"))
             .env("CHROMEDRIVER", installed.join("chromedriver"))
             .env("NATS_SERVER", installed.join("nats-server"))
+            .env("PROMETHEUS", installed.join("prometheus"))
+            .env("NODE_EXPORTER", installed.join("node_exporter"))
             .env("POLICY_RC_D", root.join("policy-rc.d"))
             .env("TIERDB_DEPS_LOCK", root.join("install.lock"))
             .stdout(Stdio::piped())
@@ -101,6 +107,8 @@ done"#,
         "chromium-driver",
         "fonts-liberation",
         "nats-server",
+        "prometheus",
+        "prometheus-node-exporter",
     ] {
         assert!(log.contains(package), "{log}");
     }
@@ -109,6 +117,10 @@ done"#,
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .collect();
     assert!(said.contains("already installed"), "{said}");
+    assert!(
+        said.contains("prometheus, version 2.42.0 (stub)"),
+        "the install checks and names what it installed: {said}"
+    );
     // The temporary policy-rc.d was removed again.
     assert!(!root.join("policy-rc.d").exists());
 }

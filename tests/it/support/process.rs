@@ -25,8 +25,39 @@ pub struct Addrs {
     pub graphite_tcp: SocketAddr,
     #[allow(dead_code)]
     pub graphite_udp: SocketAddr,
+    /// The StatsD address, when started with `--statsd`.
+    pub statsd: Option<SocketAddr>,
     /// The dashboard's URL (`http://127.0.0.1:PORT/`), when printed.
     pub dashboard: Option<String>,
+}
+
+/// Makes sure the programs at `paths` exist for an end-to-end test of `what`: when one is
+/// missing, runs `scripts/install-test-deps.sh` (root or sudo needed). Returns false when
+/// they are still missing and `TIERDB_SKIP_E2E=1` says to skip the test; panics when they
+/// are missing otherwise, so CI cannot pass without running it.
+pub fn ensure_programs(paths: &[&Path], what: &str) -> bool {
+    let skip = std::env::var("TIERDB_SKIP_E2E").as_deref() == Ok("1");
+    let missing = || paths.iter().find(|path| !path.exists());
+    if missing().is_some() && !skip {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-test-deps.sh");
+        let status = Command::new("bash").arg(&script).status();
+        eprintln!("{what} was missing; ran {}: {status:?}", script.display());
+    }
+    let Some(path) = missing() else {
+        return true;
+    };
+    if skip {
+        eprintln!(
+            "{what} e2e test skipped: TIERDB_SKIP_E2E=1 and {} is missing",
+            path.display()
+        );
+        return false;
+    }
+    panic!(
+        "{} not found: run `bash scripts/install-test-deps.sh` to install {what} (or set \
+         TIERDB_SKIP_E2E=1 to skip this end-to-end test)",
+        path.display()
+    );
 }
 
 /// The command line of `tierdb <subcommand>` (`serve` or `demo`) on `data_dir`, listening on
@@ -131,6 +162,7 @@ impl Proc {
     pub fn wait_ready(&mut self) -> Addrs {
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         let (mut http, mut tcp, mut udp, mut dashboard) = (None, None, None, None);
+        let mut statsd = None;
         loop {
             let line = self.next_line(deadline, "`tierdb: ready`");
             let addr = |prefix: &str| {
@@ -146,6 +178,8 @@ impl Proc {
                 tcp = Some(a);
             } else if let Some(a) = addr("tierdb: graphite udp listening on ") {
                 udp = Some(a);
+            } else if let Some(a) = addr("tierdb: statsd udp listening on ") {
+                statsd = Some(a);
             } else if let Some(url) = line.strip_prefix("tierdb: dashboard at ") {
                 let url = url.trim();
                 assert!(
@@ -164,6 +198,7 @@ impl Proc {
                     http: http.unwrap_or_else(|| missing("http")),
                     graphite_tcp: tcp.unwrap_or_else(|| missing("graphite tcp")),
                     graphite_udp: udp.unwrap_or_else(|| missing("graphite udp")),
+                    statsd,
                     dashboard,
                 };
             }

@@ -5,8 +5,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tierdb::server::statsd::StatsdListener;
 use tierdb::server::{run, Backend, Limits, Listeners, State};
-use tierdb::{Engine, ManualClock, TiersConfig};
+use tierdb::{Display, Engine, ManualClock, Query, TiersConfig, Timestamp};
 
 use crate::common::NOW;
 use crate::support::http;
@@ -17,8 +18,12 @@ pub struct TestServer {
     pub http: SocketAddr,
     /// The Graphite plaintext address (TCP and UDP).
     pub graphite: SocketAddr,
+    /// The StatsD address, when started with one ([`TestServer::with_statsd`]).
+    pub statsd: Option<SocketAddr>,
     /// The engine behind the server, for writing or reading beside it.
     pub engine: Arc<Engine>,
+    /// The engine's clock, at [`NOW`] to begin with.
+    pub clock: Arc<ManualClock>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
     _dir: tempfile::TempDir,
@@ -32,12 +37,27 @@ impl TestServer {
 
     /// [`TestServer::start`] over `tiers`.
     pub fn with_tiers(tiers: TiersConfig, token: Option<&str>, limits: Limits) -> TestServer {
+        Self::build(tiers, token, limits, None)
+    }
+
+    /// [`TestServer::with_tiers`] with StatsD on an ephemeral loopback port, intervals of
+    /// `flush`.
+    pub fn with_statsd(tiers: TiersConfig, flush: Duration) -> TestServer {
+        Self::build(tiers, None, Limits::default(), Some(flush))
+    }
+
+    fn build(
+        tiers: TiersConfig,
+        token: Option<&str>,
+        limits: Limits,
+        statsd: Option<Duration>,
+    ) -> TestServer {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(NOW));
         let engine = Arc::new(
             Engine::builder(dir.path())
                 .tiers(tiers)
-                .clock(clock)
+                .clock(clock.clone())
                 .writer_threads(2)
                 .background_maintenance(false)
                 .open()
@@ -48,12 +68,19 @@ impl TestServer {
             .enable_all()
             .build()
             .unwrap();
-        let listeners = runtime
+        let mut listeners = runtime
             .block_on(Listeners::bind(
                 "127.0.0.1:0".parse().unwrap(),
                 "127.0.0.1:0".parse().unwrap(),
             ))
             .unwrap();
+        if let Some(flush) = statsd {
+            let listener = runtime
+                .block_on(StatsdListener::bind("127.0.0.1:0".parse().unwrap(), flush))
+                .unwrap();
+            listeners.statsd = Some(listener);
+        }
+        let statsd = (listeners.statsd.as_ref()).map(|listener| listener.local_addr().unwrap());
         let (http, graphite, udp) = listeners.addrs().unwrap();
         assert_eq!(graphite, udp, "UDP takes the port TCP got");
         let state = Arc::new(State {
@@ -73,7 +100,9 @@ impl TestServer {
         TestServer {
             http,
             graphite,
+            statsd,
             engine,
+            clock,
             stop: Some(stop),
             thread: Some(thread),
             _dir: dir,
@@ -101,6 +130,14 @@ impl TestServer {
         let (status, body) = self.get(path);
         assert_eq!(status, 200, "{path}: {body}");
         serde_json::from_str(&body).unwrap()
+    }
+
+    /// The 1m bucket of `series` starting at `start`, shown as `display`.
+    pub fn minute(&self, series: &str, start: Timestamp, display: Display) -> Option<f64> {
+        let query = Query::new(series, start, start + 60)
+            .tier("1m")
+            .display(display);
+        self.engine.query(&query).unwrap().points[0].1
     }
 
     /// Polls the series listing until `series` shows up (ingest over sockets is async).
