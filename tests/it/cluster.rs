@@ -673,10 +673,11 @@ fn kill_loops() -> usize {
         .unwrap_or(20)
 }
 
-/// A kill -9 at a random moment, again and again: each time a tierdb node or a NATS server
-/// (never the node taking the writes, never the same NATS server twice in a row) dies under
-/// write load and comes back, and every request is then checked on every node. The seed is
-/// printed, and `TIERDB_KILL_SEED` replays it (the kills and pauses; not the timing).
+/// A kill -9 at a random moment, again and again: each time a tierdb node other than the one
+/// taking the writes (one time in three with its data directory deleted) or a NATS server
+/// other than the first dies under write load and comes back, and every request is then
+/// checked on every node. The seed is printed, and `TIERDB_KILL_SEED` replays the kills and
+/// pauses (not the timing).
 ///
 /// It found that repeated NATS kills can make the KV bucket's revisions go back, which left
 /// nodes with no live lease holder of some partitions until restarted (see
@@ -719,8 +720,22 @@ fn kill_nine_at_random_moments_loses_and_doubles_nothing() {
         match victim {
             0 | 1 => {
                 let node = &mut cluster[1 + victim as usize];
-                eprintln!("round {round}: kill -9 {} for {pause:?}", node.name);
+                // One node kill in three also loses the node's disk: it is rebuilt from the
+                // other replicas' files.
+                let wipe = next(3) == 0;
+                eprintln!(
+                    "round {round}: kill -9 {}{} for {pause:?}",
+                    node.name,
+                    if wipe {
+                        ", its data directory deleted,"
+                    } else {
+                        ""
+                    }
+                );
                 node.kill();
+                if wipe {
+                    std::fs::remove_dir_all(&node.dir).unwrap();
+                }
                 std::thread::sleep(pause);
                 node.start(&urls);
             }
