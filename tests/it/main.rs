@@ -21,6 +21,7 @@ mod ingest_load;
 mod install_deps;
 mod model;
 mod nats;
+mod raw;
 mod read_budget;
 mod render;
 mod reopen;
