@@ -105,7 +105,7 @@ struct Applying {
 ///
 /// # Errors
 /// [`Error::Cluster`] naming the raw tier.
-pub(crate) fn refuse_raw_tier(tiers: &TiersConfig) -> Result<()> {
+pub fn refuse_raw_tier(tiers: &TiersConfig) -> Result<()> {
     match &tiers.raw {
         Some(raw) => Err(Error::Cluster(format!(
             "the raw tier {:?} is not supported in cluster mode (its appends are not covered by \

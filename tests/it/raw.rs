@@ -419,3 +419,76 @@ fn corrupt_and_foreign_raw_files_are_refused_by_name() {
         2
     );
 }
+
+/// Over HTTP: `tier=raw` answers the exact points and the neighbours, JSON and CSV; the
+/// raw tier shows in `/api/v1/tiers` and `/metrics`; `/render` and aggregates do not read it.
+#[test]
+fn the_http_api_reads_the_raw_tier_and_reports_it() {
+    let server = crate::support::server::TestServer::with_tiers(
+        raw_tiers(false),
+        None,
+        tierdb::server::Limits::default(),
+    );
+    let id = server.engine.series("pushed.value").unwrap();
+    let points = [(NOW - 5_000, 1.25), (NOW - 4_000, 2.5), (NOW - 100, -3.0)];
+    let batch: Vec<Sample> = points.iter().map(|&(t, v)| Sample::new(id, t, v)).collect();
+    server.engine.record_batch(&batch).unwrap();
+    server
+        .engine
+        .record_batch(&[Sample::new(id, NOW - 4_500, 9.0)])
+        .unwrap();
+    let from = NOW - 4_500;
+    let to = NOW - 1_000;
+    let body = server.json(&format!(
+        "/api/v1/query?series=pushed.value&tier=raw&from={from}&to={to}"
+    ));
+    assert_eq!(body["tier"], "raw");
+    assert_eq!(body["points"], serde_json::json!([[NOW - 4_000, 2.5]]));
+    assert_eq!(body["before"], serde_json::json!([NOW - 5_000, 1.25]));
+    assert_eq!(body["after"], serde_json::json!([NOW - 100, -3.0]));
+    let (status, csv) = server.get(&format!(
+        "/api/v1/query?series=pushed.value&tier=raw&from={from}&to={to}&format=csv"
+    ));
+    assert_eq!(status, 200);
+    assert_eq!(
+        csv,
+        format!(
+            "ts,value,outside\n{},1.25,before\n{},2.5,\n{},-3,after\n",
+            NOW - 5_000,
+            NOW - 4_000,
+            NOW - 100
+        )
+    );
+    let (status, body) = server.get(&format!(
+        "/api/v1/query?series=pushed.value&tier=raw&from={from}&to={to}&step=1m"
+    ));
+    assert_eq!(status, 400, "{body}");
+    let tiers = server.json("/api/v1/tiers");
+    let raw = tiers["tiers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "raw")
+        .expect("the raw tier is listed");
+    assert_eq!(raw["kind"], "raw");
+    assert!(raw["disk"]["files"].as_u64().unwrap() >= 1);
+    let metrics = server.get("/metrics").1;
+    assert!(metrics.contains("tierdb_tier_bytes{tier=\"raw\"} "), "{metrics}");
+    assert!(metrics.contains("tierdb_raw_points_total{outcome=\"stored\"} 3"), "{metrics}");
+    assert!(
+        metrics.contains("tierdb_raw_points_total{outcome=\"raw_out_of_order\"} 1"),
+        "{metrics}"
+    );
+    let (status, body) = server.get(&format!(
+        "/api/v1/aggregate?match=pushed.*&tier=raw&from={from}&to={to}"
+    ));
+    assert_eq!(status, 400, "{body}");
+}
+
+/// A cluster node refuses a raw tier with a sentence saying why, before it connects.
+#[test]
+fn cluster_mode_refuses_a_raw_tier() {
+    let err = tierdb::cluster::node::refuse_raw_tier(&raw_tiers(false)).unwrap_err();
+    assert!(err.to_string().contains("not supported in cluster mode"), "{err}");
+    assert!(tierdb::cluster::node::refuse_raw_tier(&small_tiers()).is_ok());
+}
