@@ -249,8 +249,8 @@ impl RawStore {
         Ok(())
     }
 
-    /// Keeps free segments ready at `now`: for the current period, a file more when fewer
-    /// than half a file's segments are free; for each of the next `create_ahead` periods
+    /// Keeps free segments ready at `now`: for the current period, at least a quarter of
+    /// the segments it has claimed (and half a file) free; for each of the next `create_ahead` periods
     /// that is `due` (the rollup tiers' rule, `crate::engine`'s `ahead_due`), as many segments as the current period has claimed (every series
     /// writing now will claim one there), at least one file. Returns files created.
     ///
@@ -270,8 +270,10 @@ impl RawStore {
             if !due(start) {
                 continue;
             }
+            // The current period keeps a quarter of what it has claimed free (at least half
+            // a file), so a pass stays ahead of the segments its series fill meanwhile.
             let want = if k == 0 {
-                SEGMENTS_PER_FILE / 2
+                (SEGMENTS_PER_FILE / 2).max(active / 4)
             } else {
                 active.max(1)
             };
@@ -282,9 +284,6 @@ impl RawStore {
             while entry.free() < want {
                 self.add_file(start, entry, Creation::Ahead)?;
                 created += 1;
-                if k == 0 {
-                    break;
-                }
             }
         }
         Ok(created)
