@@ -32,15 +32,16 @@ const CADENCE: i64 = 10;
 const STEPS_PER_ITER: u64 = 50;
 
 fn with_raw() -> TiersConfig {
-    let mut config = TiersConfig::default();
-    config.raw = Some(RawTierSpec {
-        name: "raw".to_string(),
-        period: Span::from_secs(DAY as u64),
-        retention: Span::from_secs(7 * DAY as u64),
-        create_ahead: 1,
-        dedupe_unchanged: false,
-    });
-    config
+    TiersConfig {
+        raw: Some(RawTierSpec {
+            name: "raw".to_string(),
+            period: Span::from_secs(DAY as u64),
+            retention: Span::from_secs(7 * DAY as u64),
+            create_ahead: 1,
+            dedupe_unchanged: false,
+        }),
+        ..TiersConfig::default()
+    }
 }
 
 fn ingest(c: &mut Criterion) {
@@ -81,9 +82,7 @@ fn ingest(c: &mut Criterion) {
                     for _ in 0..STEPS_PER_ITER {
                         clock.set(ts);
                         batch.clear();
-                        batch.extend(
-                            ids.iter().map(|&id| Sample::new(id, ts, (ts % 600) as f64)),
-                        );
+                        batch.extend(ids.iter().map(|&id| Sample::new(id, ts, (ts % 600) as f64)));
                         let report = engine.record_batch(&batch).expect("batch");
                         assert_eq!(report.accepted as usize, batch.len());
                         ts += CADENCE;

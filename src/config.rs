@@ -493,7 +493,11 @@ fn check_raw(
         (Key::RawRetention, "retention", raw.retention),
     ] {
         if span.secs() == 0 {
-            return Err(refuse(key, field(what), format!("{what} must be more than 0s")));
+            return Err(refuse(
+                key,
+                field(what),
+                format!("{what} must be more than 0s"),
+            ));
         }
         check_fits(span, what).map_err(|message| refuse(key, field(what), message))?;
     }

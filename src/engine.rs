@@ -190,16 +190,17 @@ impl EngineBuilder {
             .as_ref()
             .map(|spec| RawStore::open(&self.dir, spec, lock.is_some(), registry.len()))
             .transpose()?;
-        Ok(Arc::new(Shared::new(
+        let mut shared = Shared::new(
             self.dir,
             self.tiers,
             storage,
-            raw,
             registry,
             counter_table,
             self.clock,
             lock,
-        )))
+        );
+        shared.raw = raw;
+        Ok(Arc::new(shared))
     }
 
     /// Opens the data directory (creating it when missing), locks it, loads the registry,
@@ -332,7 +333,6 @@ impl Shared {
         dir: PathBuf,
         config: TiersConfig,
         storage: Storage,
-        raw: Option<RawStore>,
         registry: Registry,
         counter_table: CounterTable,
         clock: Arc<dyn Clock>,
@@ -342,7 +342,7 @@ impl Shared {
             dir,
             config,
             storage,
-            raw,
+            raw: None,
             registry,
             clock,
             tally: IngestTally::default(),
@@ -1196,9 +1196,7 @@ impl EngineStats {
                 .tiers
                 .iter()
                 .map(|t| TierStats::new(t, now, TierFiles::default()))
-                .chain(
-                    (tiers.raw.iter()).map(|r| TierStats::raw(r, now, TierFiles::default())),
-                )
+                .chain((tiers.raw.iter()).map(|r| TierStats::raw(r, now, TierFiles::default())))
                 .collect(),
             orphaned_tiers: Vec::new(),
         }

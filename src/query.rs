@@ -205,7 +205,11 @@ impl QueryResult {
     pub fn csv(&self) -> String {
         use std::fmt::Write;
         let outside = self.before.is_some() || self.after.is_some();
-        let mut out = String::from(if outside { "ts,value,outside\n" } else { "ts,value\n" });
+        let mut out = String::from(if outside {
+            "ts,value,outside\n"
+        } else {
+            "ts,value\n"
+        });
         if let Some((ts, v)) = self.before {
             let _ = writeln!(out, "{ts},{v},before");
         }
@@ -298,7 +302,12 @@ impl Reader<'_> {
                 .key(id)
                 .map(|k| k.to_string())
                 .unwrap_or_else(|| query.series.clone()),
-            tier: self.config().raw.as_ref().map(|r| r.name.clone()).unwrap_or_default(),
+            tier: self
+                .config()
+                .raw
+                .as_ref()
+                .map(|r| r.name.clone())
+                .unwrap_or_default(),
             display: query.display,
             step: Span::from_secs(0),
             points: read.points.iter().map(|&(ts, v)| (ts, Some(v))).collect(),

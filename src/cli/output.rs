@@ -57,9 +57,7 @@ pub fn table(result: &QueryResult) -> String {
 /// A raw read's table: its exact points, with the neighbours outside the range marked.
 fn raw_table(result: &QueryResult) -> String {
     let rows: Vec<(i64, String, &str)> = (result.before.iter().map(|&(ts, v)| (ts, v, "before")))
-        .chain(
-            (result.points.iter()).filter_map(|&(ts, v)| v.map(|v| (ts, v, ""))),
-        )
+        .chain((result.points.iter()).filter_map(|&(ts, v)| v.map(|v| (ts, v, ""))))
         .chain(result.after.iter().map(|&(ts, v)| (ts, v, "after")))
         .map(|(ts, v, mark)| (ts, format_value(v), mark))
         .collect();

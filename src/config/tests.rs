@@ -540,7 +540,11 @@ fn a_raw_tier_parses_beside_the_rollups() {
         })
     );
     assert!(config.is_raw("raw") && !config.is_raw("1m"));
-    assert_eq!(config.tier_index("raw"), None, "rollup indexes do not include it");
+    assert_eq!(
+        config.tier_index("raw"),
+        None,
+        "rollup indexes do not include it"
+    );
     let dedupe = WITH_RAW.replace("create_ahead = 1", "dedupe_unchanged = true");
     let config = TiersConfig::from_toml_str(&dedupe, "test.toml").unwrap();
     assert!(config.raw.unwrap().dedupe_unchanged);
@@ -555,10 +559,19 @@ fn the_shipped_raw_example_parses_once_uncommented() {
         .map_while(|l| l.strip_prefix("#   "))
         .map(|l| format!("{l}\n"))
         .collect();
-    let config = TiersConfig::from_toml_str(&format!("{ONE_TIER}\n{example}"), "test.toml").unwrap();
+    let config =
+        TiersConfig::from_toml_str(&format!("{ONE_TIER}\n{example}"), "test.toml").unwrap();
     let raw = config.raw.expect("the example is a raw tier");
-    assert_eq!((raw.name.as_str(), raw.retention), ("raw", Span::from_secs(7 * DAY)));
-    assert_eq!(TiersConfig::from_toml_str(TiersConfig::SHIPPED_TOML, "tiers.toml").unwrap().raw, None);
+    assert_eq!(
+        (raw.name.as_str(), raw.retention),
+        ("raw", Span::from_secs(7 * DAY))
+    );
+    assert_eq!(
+        TiersConfig::from_toml_str(TiersConfig::SHIPPED_TOML, "tiers.toml")
+            .unwrap()
+            .raw,
+        None
+    );
 }
 
 #[test]

@@ -9,9 +9,9 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::Shared;
 use crate::sample::{RawCounts, Sample};
-use crate::storage::raw::{SegmentRef, SEGMENT_POINTS};
 use crate::storage::bucket::WriterSlot;
 use crate::storage::period_file::WritableFile;
+use crate::storage::raw::{SegmentRef, SEGMENT_POINTS};
 use crate::time::{place, Timestamp};
 use crate::{Error, Result};
 
@@ -447,7 +447,8 @@ impl Writer {
             match &tail.segment {
                 Some(seg) if tail.len < SEGMENT_POINTS && sample.ts < tail.period_end => {
                     if die {
-                        seg.segment().append_and_die(tail.len, sample.ts, sample.value);
+                        seg.segment()
+                            .append_and_die(tail.len, sample.ts, sample.value);
                     }
                     seg.segment().append(tail.len, sample.ts, sample.value);
                     tail.len += 1;
@@ -455,7 +456,8 @@ impl Writer {
                 _ => match raw.claim(series, sample.ts, tail.last.map(|(ts, _)| ts)) {
                     Ok((file, index)) => {
                         if die {
-                            file.segment(index).append_and_die(0, sample.ts, sample.value);
+                            file.segment(index)
+                                .append_and_die(0, sample.ts, sample.value);
                         }
                         file.segment(index).append(0, sample.ts, sample.value);
                         let seg = SegmentRef {
@@ -464,7 +466,8 @@ impl Writer {
                             first: sample.ts,
                         };
                         raw.link(series, seg.clone());
-                        tail.period_end = seg.file.period_start().saturating_add(period.secs() as i64);
+                        tail.period_end =
+                            seg.file.period_start().saturating_add(period.secs() as i64);
                         tail.segment = Some(seg);
                         tail.len = 1;
                     }

@@ -46,6 +46,7 @@ impl SegmentRef {
 }
 
 /// One period's files and the next segment to claim in them.
+#[derive(Default)]
 struct RawPeriod {
     files: Vec<Arc<RawFile>>,
     /// Segments claimed so far (or skipped by a crash): the next claim takes this one.
@@ -94,7 +95,12 @@ impl RawStore {
     /// # Errors
     /// [`Error::CorruptFile`] naming a file that is not a raw file of this tier's period,
     /// or whose segment headers are impossible; [`Error::Io`].
-    pub fn open(data: &Path, spec: &RawTierSpec, writable: bool, series: usize) -> Result<RawStore> {
+    pub fn open(
+        data: &Path,
+        spec: &RawTierSpec,
+        writable: bool,
+        series: usize,
+    ) -> Result<RawStore> {
         let dir = data.join("raw").join(&spec.name);
         if writable {
             std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
@@ -109,7 +115,10 @@ impl RawStore {
         let mut paths: Vec<PathBuf> = entries.into_iter().map(|e| e.path()).collect();
         paths.sort();
         for path in paths {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
             if name.ends_with(super::format::TEMP_SUFFIX) {
                 if writable {
                     tracing::warn!(path = %path.display(), "removing a raw file a crash left half-created");
@@ -124,10 +133,7 @@ impl RawStore {
             let file = Arc::new(RawFile::open(&path, spec.period, writable)?);
             periods
                 .entry(file.period_start())
-                .or_insert_with(|| RawPeriod {
-                    files: Vec::new(),
-                    claimed: 0,
-                })
+                .or_default()
                 .files
                 .push(file);
         }
@@ -138,7 +144,10 @@ impl RawStore {
                 if file.number() as usize != i {
                     return Err(Error::corrupt(
                         file.path(),
-                        format!("raw file number {} of period {start} has no file {i} before it", file.number()),
+                        format!(
+                            "raw file number {} of period {start} has no file {i} before it",
+                            file.number()
+                        ),
                     ));
                 }
                 for index in 0..SEGMENTS_PER_FILE {
@@ -208,10 +217,7 @@ impl RawStore {
     ) -> Result<(Arc<RawFile>, u32)> {
         let start = align_down(ts, self.spec.period);
         let mut periods = self.periods.lock().unwrap_or_else(|e| e.into_inner());
-        let period = periods.entry(start).or_insert_with(|| RawPeriod {
-            files: Vec::new(),
-            claimed: 0,
-        });
+        let period = periods.entry(start).or_default();
         if period.free() == 0 {
             self.add_file(start, period, Creation::OnDemand)?;
         }
@@ -277,10 +283,7 @@ impl RawStore {
             } else {
                 active.max(1)
             };
-            let entry = periods.entry(start).or_insert_with(|| RawPeriod {
-                files: Vec::new(),
-                claimed: 0,
-            });
+            let entry = periods.entry(start).or_default();
             while entry.free() < want {
                 self.add_file(start, entry, Creation::Ahead)?;
                 created += 1;
@@ -299,7 +302,9 @@ impl RawStore {
         let expired: Vec<RawPeriod> = {
             let mut periods = self.periods.lock().unwrap_or_else(|e| e.into_inner());
             let keep = periods.split_off(&window_start);
-            std::mem::replace(&mut *periods, keep).into_values().collect()
+            std::mem::replace(&mut *periods, keep)
+                .into_values()
+                .collect()
         };
         if expired.is_empty() {
             return Ok(0);
@@ -363,16 +368,18 @@ impl RawStore {
         out
     }
 
-    /// msync of every file of the current and later periods (earlier ones take no
-    /// appends once their period is over, bar late ones, which the next flush after them
-    /// covers because they are still listed).
+    /// msync of every file held (an msync of pages that did not change since the last one
+    /// writes nothing).
     ///
     /// # Errors
     /// [`Error::Io`] naming the file.
     pub fn flush(&self) -> Result<()> {
         let files: Vec<Arc<RawFile>> = {
             let periods = self.periods.lock().unwrap_or_else(|e| e.into_inner());
-            periods.values().flat_map(|p| p.files.iter().cloned()).collect()
+            periods
+                .values()
+                .flat_map(|p| p.files.iter().cloned())
+                .collect()
         };
         for file in files {
             file.flush().map_err(|e| Error::io(file.path(), e))?;
@@ -413,7 +420,9 @@ fn check_segment(file: &RawFile, index: u32, start: Timestamp, spec: &RawTierSpe
     let bad = |why: String| Error::corrupt(file.path(), format!("segment {index}: {why}"));
     let len = seg.len_word();
     if len > SEGMENT_POINTS as u64 {
-        return Err(bad(format!("{len} points, a segment holds {SEGMENT_POINTS}")));
+        return Err(bad(format!(
+            "{len} points, a segment holds {SEGMENT_POINTS}"
+        )));
     }
     if seg.owner_word() > u64::from(u32::MAX) + 1 {
         return Err(bad("owner is not a series id".to_string()));

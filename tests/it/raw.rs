@@ -61,7 +61,11 @@ impl Model {
         from: Timestamp,
         to: Timestamp,
         window: Timestamp,
-    ) -> (Option<(Timestamp, f64)>, Vec<(Timestamp, Option<f64>)>, Option<(Timestamp, f64)>) {
+    ) -> (
+        Option<(Timestamp, f64)>,
+        Vec<(Timestamp, Option<f64>)>,
+        Option<(Timestamp, f64)>,
+    ) {
         let held: Vec<_> = self.points.iter().filter(|p| p.0 >= window).collect();
         let before = held.iter().rev().find(|p| p.0 < from).map(|p| **p);
         let inside = held
@@ -75,9 +79,16 @@ impl Model {
 }
 
 fn check_reads(engine: &Engine, name: &str, model: &Model, ranges: &[(Timestamp, Timestamp)]) {
-    let window = engine.config().raw.as_ref().unwrap().window_start(engine.now());
+    let window = engine
+        .config()
+        .raw
+        .as_ref()
+        .unwrap()
+        .window_start(engine.now());
     for &(from, to) in ranges {
-        let result = engine.query(&Query::new(name, from, to).tier("raw")).unwrap();
+        let result = engine
+            .query(&Query::new(name, from, to).tier("raw"))
+            .unwrap();
         let (before, points, after) = model.read(from, to, window);
         assert_eq!(result.tier, "raw");
         assert_eq!(result.points, points, "{name} [{from}, {to}) points");
@@ -311,18 +322,27 @@ fn a_writer_killed_mid_append_leaves_no_torn_point() {
     let status = Command::new(std::env::current_exe().unwrap())
         .args([CRASH_TEST, "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_DIR, dir)
-        .env("TIERDB_FAULT_KILL_MID_RAW_APPEND", format!("{VICTIM}:{ACKED}"))
+        .env(
+            "TIERDB_FAULT_KILL_MID_RAW_APPEND",
+            format!("{VICTIM}:{ACKED}"),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .unwrap();
-    assert_eq!(status.signal(), Some(9), "the child should have killed itself: {status:?}");
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "the child should have killed itself: {status:?}"
+    );
     // The torn point's time is on disk, unpublished.
-    let file = dir.join("raw/raw").join(tierdb::storage::raw::segment::file_name(
-        point(ACKED).ts - point(ACKED).ts.rem_euclid(HOUR),
-        0,
-    ));
+    let file = dir
+        .join("raw/raw")
+        .join(tierdb::storage::raw::segment::file_name(
+            point(ACKED).ts - point(ACKED).ts.rem_euclid(HOUR),
+            0,
+        ));
     let bytes = std::fs::read(&file).unwrap();
     let torn = point(ACKED).ts.to_le_bytes();
     assert!(
@@ -337,7 +357,11 @@ fn a_writer_killed_mid_append_leaves_no_torn_point() {
     };
     let expected: Vec<(Timestamp, Option<f64>)> =
         (0..ACKED).map(|i| (point(i).ts, Some(i as f64))).collect();
-    assert_eq!(all(&engine).points, expected, "every acknowledged point, and no torn one");
+    assert_eq!(
+        all(&engine).points,
+        expected,
+        "every acknowledged point, and no torn one"
+    );
     // Appends go on where the acknowledged ones ended, over the unpublished slot.
     let report = engine.record_batch(&[point(ACKED + 1)]).unwrap();
     assert_eq!(report.raw.stored, 1);
@@ -360,7 +384,10 @@ fn corrupt_and_foreign_raw_files_are_refused_by_name() {
         let engine = open_driven(dir.path(), &clock, raw_tiers(false));
         let id = engine.series("a").unwrap();
         engine
-            .record_batch(&[Sample::new(id, NOW - 10, 1.0), Sample::new(id, NOW - 5, 2.0)])
+            .record_batch(&[
+                Sample::new(id, NOW - 10, 1.0),
+                Sample::new(id, NOW - 5, 2.0),
+            ])
             .unwrap();
         engine.close().unwrap();
     }
@@ -379,7 +406,10 @@ fn corrupt_and_foreign_raw_files_are_refused_by_name() {
             .unwrap_or_else(|| panic!("{what}: opened"));
         let text = err.to_string();
         assert!(matches!(err, Error::CorruptFile { .. }), "{what}: {text}");
-        assert!(text.contains(&current.display().to_string()), "{what}: {text}");
+        assert!(
+            text.contains(&current.display().to_string()),
+            "{what}: {text}"
+        );
     };
     let mut foreign = original.clone();
     foreign[0..8].copy_from_slice(b"NOTTIER!");
@@ -473,8 +503,14 @@ fn the_http_api_reads_the_raw_tier_and_reports_it() {
     assert_eq!(raw["kind"], "raw");
     assert!(raw["disk"]["files"].as_u64().unwrap() >= 1);
     let metrics = server.get("/metrics").1;
-    assert!(metrics.contains("tierdb_tier_bytes{tier=\"raw\"} "), "{metrics}");
-    assert!(metrics.contains("tierdb_raw_points_total{outcome=\"stored\"} 3"), "{metrics}");
+    assert!(
+        metrics.contains("tierdb_tier_bytes{tier=\"raw\"} "),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("tierdb_raw_points_total{outcome=\"stored\"} 3"),
+        "{metrics}"
+    );
     assert!(
         metrics.contains("tierdb_raw_points_total{outcome=\"raw_out_of_order\"} 1"),
         "{metrics}"
@@ -489,6 +525,9 @@ fn the_http_api_reads_the_raw_tier_and_reports_it() {
 #[test]
 fn cluster_mode_refuses_a_raw_tier() {
     let err = tierdb::cluster::node::refuse_raw_tier(&raw_tiers(false)).unwrap_err();
-    assert!(err.to_string().contains("not supported in cluster mode"), "{err}");
+    assert!(
+        err.to_string().contains("not supported in cluster mode"),
+        "{err}"
+    );
     assert!(tierdb::cluster::node::refuse_raw_tier(&small_tiers()).is_ok());
 }

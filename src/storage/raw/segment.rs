@@ -92,8 +92,7 @@ pub fn parse_file_name(name: &str) -> Option<(Timestamp, u32)> {
 fn header(period: Span, period_start: Timestamp, number: u32) -> Vec<u8> {
     let mut head = FRAME.header();
     head[PERIOD_OFFSET..PERIOD_OFFSET + 8].copy_from_slice(&period.secs().to_le_bytes());
-    head[PERIOD_START_OFFSET..PERIOD_START_OFFSET + 8]
-        .copy_from_slice(&period_start.to_le_bytes());
+    head[PERIOD_START_OFFSET..PERIOD_START_OFFSET + 8].copy_from_slice(&period_start.to_le_bytes());
     head[SEGMENTS_OFFSET..SEGMENTS_OFFSET + 4].copy_from_slice(&SEGMENTS_PER_FILE.to_le_bytes());
     head[NUMBER_OFFSET..NUMBER_OFFSET + 4].copy_from_slice(&number.to_le_bytes());
     let crc = crc32fast::hash(&head[PERIOD_OFFSET..CRC_OFFSET]);
@@ -115,7 +114,12 @@ impl RawFile {
     ///
     /// # Errors
     /// [`Error::Io`] naming the file (ENOSPC included).
-    pub fn create(dir: &Path, period: Span, period_start: Timestamp, number: u32) -> Result<RawFile> {
+    pub fn create(
+        dir: &Path,
+        period: Span,
+        period_start: Timestamp,
+        number: u32,
+    ) -> Result<RawFile> {
         let path = dir.join(file_name(period_start, number));
         FRAME.create_with(&path, FILE_LEN, &header(period, period_start, number))?;
         RawFile::open(&path, period, true)
@@ -128,7 +132,10 @@ impl RawFile {
     /// [`Error::CorruptFile`] naming the file when its name, frame, header or length is not
     /// what this build writes for `period`; [`Error::Io`].
     pub fn open(path: &Path, period: Span, writable: bool) -> Result<RawFile> {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
         let (period_start, number) = parse_file_name(name)
             .ok_or_else(|| Error::corrupt(path, "file name is not <start>-s<number>.tdr"))?;
         let file = std::fs::OpenOptions::new()
@@ -292,7 +299,8 @@ impl Segment<'_> {
     pub(crate) fn append_and_die(&self, at: usize, ts: Timestamp, value: f64) -> ! {
         self.0[TIMES + at].store(ts as u64, Ordering::Relaxed);
         self.0[VALUES + at].store(value.to_bits(), Ordering::Relaxed);
-        let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
         std::process::abort()
     }
 

@@ -34,7 +34,11 @@ fn append(store: &RawStore, series: u32, points: &[(Timestamp, f64)]) {
             let prev = tail.as_ref().map(|(s, len)| s.segment().time(len - 1));
             let (file, index) = store.claim(series, ts, prev).unwrap();
             file.segment(index).append(0, ts, v);
-            let seg = SegmentRef { file, index, first: ts };
+            let seg = SegmentRef {
+                file,
+                index,
+                first: ts,
+            };
             store.link(series, seg.clone());
             tail = Some((seg, 1));
         }
@@ -46,7 +50,10 @@ fn file_names_round_trip() {
     let name = segment::file_name(NOW - NOW % HOUR, 7);
     assert_eq!(name, "20251121T120000Z-s00007.tdr");
     assert_eq!(segment::parse_file_name(&name), Some((NOW - NOW % HOUR, 7)));
-    assert_eq!(segment::parse_file_name("20251121T120000Z-c00007.tdb"), None);
+    assert_eq!(
+        segment::parse_file_name("20251121T120000Z-c00007.tdb"),
+        None
+    );
 }
 
 #[test]
@@ -58,7 +65,9 @@ fn a_segment_is_one_page_of_header_times_and_values() {
 #[test]
 fn chains_link_segments_and_survive_a_reopen() {
     let dir = tempfile::tempdir().unwrap();
-    let points: Vec<(Timestamp, f64)> = (0..600).map(|i| (NOW - 2 * HOUR + i * 7, i as f64)).collect();
+    let points: Vec<(Timestamp, f64)> = (0..600)
+        .map(|i| (NOW - 2 * HOUR + i * 7, i as f64))
+        .collect();
     {
         let store = RawStore::open(dir.path(), &spec(), true, 2).unwrap();
         append(&store, 1, &points);
@@ -87,7 +96,10 @@ fn chains_link_segments_and_survive_a_reopen() {
     assert_eq!(read.after, Some(points[SEGMENT_POINTS + 1]));
     // A range between two points holds none, yet has both neighbours.
     let read = store.read(1, points[10].0 + 1, points[11].0);
-    assert_eq!((read.before, read.points.len(), read.after), (Some(points[10]), 0, Some(points[11])));
+    assert_eq!(
+        (read.before, read.points.len(), read.after),
+        (Some(points[10]), 0, Some(points[11]))
+    );
     assert_eq!(store.read(0, NOW - 5, NOW).before, Some((NOW - 10, -1.0)));
     assert_eq!(store.read(5, NOW - 5, NOW), RawRead::default());
 }
