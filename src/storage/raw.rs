@@ -51,6 +51,9 @@ struct RawPeriod {
     files: Vec<Arc<RawFile>>,
     /// Segments claimed so far (or skipped by a crash): the next claim takes this one.
     claimed: u32,
+    /// Series with a segment here: claims of a series' first segment in the period. The
+    /// next period needs about this many segments at its start.
+    series: u32,
 }
 
 impl RawPeriod {
@@ -90,7 +93,8 @@ pub struct RawRead {
 impl RawStore {
     /// Opens (creating when writable) `<data>/raw/<name>/`, maps every file and builds the
     /// chains of series below `series` (ids the registry handed out). A writable open
-    /// removes `.tmp` leftovers and links a segment whose `NEXT_START` a crash left unset.
+    /// removes `.tmp` leftovers, links a segment whose `NEXT_START` a crash left unset, and
+    /// gives up segments of ids at or past `series` (see [`Segment::disown`]).
     ///
     /// # Errors
     /// [`Error::CorruptFile`] naming a file that is not a raw file of this tier's period,
@@ -138,6 +142,7 @@ impl RawStore {
                 .push(file);
         }
         let mut chains: Vec<Vec<SegmentRef>> = vec![Vec::new(); series];
+        let mut disowned = 0usize;
         for (start, period) in &mut periods {
             period.files.sort_by_key(|f| f.number());
             for (i, file) in period.files.iter().enumerate() {
@@ -157,9 +162,16 @@ impl RawStore {
                     }
                     period.claimed = i as u32 * SEGMENTS_PER_FILE + index + 1;
                     check_segment(file, index, *start, spec)?;
+                    if seg.prev_end().is_none_or(|end| end < *start) {
+                        period.series += 1;
+                    }
                     let Some(owner) = seg.owner().filter(|&o| (o as usize) < series) else {
-                        // A series whose registration a crash lost: its id is handed out again,
-                        // and this segment stays unread until the period is dropped.
+                        // A series whose registration a crash lost: its id will be handed out
+                        // again, to another series, which must not inherit these points.
+                        if writable {
+                            seg.disown();
+                            disowned += 1;
+                        }
                         continue;
                     };
                     if !seg.is_empty() {
@@ -171,6 +183,13 @@ impl RawStore {
                     }
                 }
             }
+        }
+        if disowned > 0 {
+            tracing::warn!(
+                dir = %dir.display(),
+                disowned,
+                "raw segments of series the registry does not know (lost in a crash) were given up"
+            );
         }
         for chain in &mut chains {
             chain.sort_by_key(|s| s.first);
@@ -223,6 +242,9 @@ impl RawStore {
         }
         let n = period.claimed;
         period.claimed += 1;
+        if prev_end.is_none_or(|end| end < start) {
+            period.series += 1;
+        }
         let file = Arc::clone(&period.files[(n / SEGMENTS_PER_FILE) as usize]);
         let index = n % SEGMENTS_PER_FILE;
         file.segment(index).claim(series, prev_end);
@@ -255,10 +277,11 @@ impl RawStore {
         Ok(())
     }
 
-    /// Keeps free segments ready at `now`: for the current period, at least a quarter of
-    /// the segments it has claimed (and half a file) free; for each of the next `create_ahead` periods
-    /// that is `due` (the rollup tiers' rule, `crate::engine`'s `ahead_due`), as many segments as the current period has claimed (every series
-    /// writing now will claim one there), at least one file. Returns files created.
+    /// Keeps free segments ready at `now`: for the current period, one for a quarter of the
+    /// series writing there (at least half a file); for each of the next `create_ahead` periods
+    /// that is `due` (the rollup tiers' rule, `crate::engine`'s `ahead_due`), one segment
+    /// per series writing in the current period (each claims one there), at least one file.
+    /// Returns files created.
     ///
     /// # Errors
     /// [`Error::Io`] for the first file that could not be created.
@@ -270,14 +293,14 @@ impl RawStore {
         let current = align_down(now, self.spec.period);
         let mut created = 0;
         let mut periods = self.periods.lock().unwrap_or_else(|e| e.into_inner());
-        let active = periods.get(&current).map_or(0, |p| p.claimed);
+        let active = periods.get(&current).map_or(0, |p| p.series);
         for k in 0..=i64::from(self.spec.create_ahead) {
             let start = current.saturating_add(k * period);
             if !due(start) {
                 continue;
             }
-            // The current period keeps a quarter of what it has claimed free (at least half
-            // a file), so a pass stays ahead of the segments its series fill meanwhile.
+            // The current period keeps a segment free for a quarter of its series (at least
+            // half a file), so a pass stays ahead of the segments they fill meanwhile.
             let want = if k == 0 {
                 (SEGMENTS_PER_FILE / 2).max(active / 4)
             } else {

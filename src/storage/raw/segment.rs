@@ -304,6 +304,14 @@ impl Segment<'_> {
         std::process::abort()
     }
 
+    /// Gives up a segment whose owner the registry no longer knows (a registration lost in
+    /// a crash), so the id, handed out again, does not inherit its points: `LEN` and then
+    /// `OWNER` zeroed. Writable mappings only, before any writer starts.
+    pub(crate) fn disown(&self) {
+        self.0[LEN].store(0, Ordering::Relaxed);
+        self.0[OWNER].store(0, Ordering::Release);
+    }
+
     /// Links the series' next segment. Writable mappings only.
     pub(crate) fn set_next_start(&self, ts: Timestamp) {
         self.0[NEXT_START].store(ts as u64, Ordering::Release);

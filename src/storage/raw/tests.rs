@@ -128,3 +128,36 @@ fn a_full_period_gets_a_file_on_demand_and_drops_go_whole() {
     assert_eq!(store.segments_in_use(), 0);
     assert_eq!(store.files(NOW).files, 2);
 }
+
+/// A series whose registration a crash lost: its id is handed out again to another series,
+/// which must start with no raw points (and the open must not take the old ones for its).
+#[test]
+fn segments_of_unregistered_ids_are_given_up_at_a_writable_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let late = NOW - 100;
+    {
+        let store = RawStore::open(dir.path(), &spec(), true, 2).unwrap();
+        append(&store, 0, &[(late - 50, 1.0)]);
+        append(&store, 1, &[(late, 2.0)]);
+    }
+    // The registry came back with one series: a read-only open leaves the files alone...
+    let store = RawStore::open(dir.path(), &spec(), false, 1).unwrap();
+    assert_eq!(store.read(0, late - 60, NOW).points, vec![(late - 50, 1.0)]);
+    drop(store);
+    assert_eq!(
+        RawStore::open(dir.path(), &spec(), false, 2)
+            .unwrap()
+            .read(1, 0, NOW)
+            .points
+            .len(),
+        1
+    );
+    // ...a writable one gives the lost series' segment up.
+    drop(RawStore::open(dir.path(), &spec(), true, 1).unwrap());
+    let store = RawStore::open(dir.path(), &spec(), true, 2).unwrap();
+    assert_eq!(store.read(1, 0, NOW), RawRead::default());
+    // The id's new series starts from nothing, earlier times included.
+    append(&store, 1, &[(late - 1_000, 3.0)]);
+    assert_eq!(store.read(1, 0, NOW).points, vec![(late - 1_000, 3.0)]);
+    assert_eq!(store.read(0, 0, NOW).points, vec![(late - 50, 1.0)]);
+}
