@@ -277,8 +277,8 @@ impl RawStore {
         Ok(())
     }
 
-    /// Keeps free segments ready at `now`: for the current period, one for a quarter of the
-    /// series writing there (at least half a file); for each of the next `create_ahead` periods
+    /// Keeps free segments ready at `now`: for the current period, one per series writing
+    /// there (at least half a file); for each of the next `create_ahead` periods
     /// that is `due` (the rollup tiers' rule, `crate::engine`'s `ahead_due`), one segment
     /// per series writing in the current period (each claims one there), at least one file.
     /// Returns files created.
@@ -299,10 +299,11 @@ impl RawStore {
             if !due(start) {
                 continue;
             }
-            // The current period keeps a segment free for a quarter of its series (at least
-            // half a file), so a pass stays ahead of the segments they fill meanwhile.
+            // The current period keeps a segment free per series writing there (at least
+            // half a file): series that started the period together fill their segments in
+            // step, so they claim new ones in a burst every 252 points.
             let want = if k == 0 {
-                (SEGMENTS_PER_FILE / 2).max(active / 4)
+                (SEGMENTS_PER_FILE / 2).max(active)
             } else {
                 active.max(1)
             };
