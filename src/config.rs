@@ -109,7 +109,8 @@ pub struct RawTierSpec {
     /// How far back points stay queryable; a period's files are dropped whole once all of it
     /// is older than this.
     pub retention: Span,
-    /// Future periods whose first segment file is created in advance, as for rollup tiers.
+    /// Future periods whose segment files (a segment per series writing now) are created in
+    /// advance, as for rollup tiers.
     pub create_ahead: u32,
     /// Skip a point whose value equals the series' last raw value (the seed's input filter:
     /// a follower count that did not change is not written again). Rollups still count it.
@@ -263,7 +264,9 @@ impl TiersConfig {
     /// tier; names non-empty, unique, at most 32 bytes and made of `[A-Za-z0-9_.-]`; non-zero spans that fit in
     /// a timestamp; a resolution that divides the period evenly; a retention of at least one
     /// period; at most [`MAX_BUCKETS_PER_PERIOD`] buckets per period; a power-of-two
-    /// `series_per_chunk` in 16..=65536; `max_points` >= 1; a non-zero `future_bound`.
+    /// `series_per_chunk` in 16..=65536; `max_points` >= 1; a non-zero `future_bound`; a raw
+    /// tier, if any, named like a tier and unlike every rollup tier, with non-zero spans and
+    /// a retention of at least one period.
     ///
     /// # Errors
     /// [`Error::Config`] for the first rule broken, with file `<builder>` and no line.
