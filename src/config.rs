@@ -97,6 +97,33 @@ impl TierSpec {
     }
 }
 
+/// The raw tier (`kind = "raw"`): the exact `(ts, value)` of each series' samples, kept in
+/// 4 KiB segments of whole-period files beside the rollups (see [`crate::storage::raw`]).
+/// It has no resolution; every sample still folds into every rollup tier.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct RawTierSpec {
+    /// How queries (`tier=raw`) and the directory name refer to it.
+    pub name: String,
+    /// Span covered by one group of segment files: the unit of preallocation and retention.
+    pub period: Span,
+    /// How far back points stay queryable; a period's files are dropped whole once all of it
+    /// is older than this.
+    pub retention: Span,
+    /// Future periods whose segment files (a segment per series writing now) are created in
+    /// advance, as for rollup tiers.
+    pub create_ahead: u32,
+    /// Skip a point whose value equals the series' last raw value (the seed's input filter:
+    /// a follower count that did not change is not written again). Rollups still count it.
+    pub dedupe_unchanged: bool,
+}
+
+impl RawTierSpec {
+    /// The first second the raw tier holds at `now`, as [`TierSpec::window_start`].
+    pub fn window_start(&self, now: crate::time::Timestamp) -> crate::time::Timestamp {
+        crate::time::window_start(now, self.retention, self.period)
+    }
+}
+
 /// Settings that apply to the whole engine rather than to one tier (`[engine]`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct EngineSettings {
@@ -158,8 +185,10 @@ pub struct TiersConfig {
     pub engine: EngineSettings,
     /// Which series are counters (`[counters]`); none by default.
     pub counters: CounterRules,
-    /// The tiers (`[[tier]]`), in file order.
+    /// The rollup tiers (`[[tier]]`), in file order.
     pub tiers: Vec<TierSpec>,
+    /// The raw tier (a `[[tier]]` with `kind = "raw"`), if configured; at most one.
+    pub raw: Option<RawTierSpec>,
 }
 
 impl Default for TiersConfig {
@@ -182,6 +211,7 @@ impl Default for TiersConfig {
                 tier("1h", HOUR, 10 * DAY, 90 * DAY),
                 tier("1d", DAY, 73 * DAY, 1_825 * DAY),
             ],
+            raw: None,
         }
     }
 }
@@ -234,12 +264,19 @@ impl TiersConfig {
     /// tier; names non-empty, unique, at most 32 bytes and made of `[A-Za-z0-9_.-]`; non-zero spans that fit in
     /// a timestamp; a resolution that divides the period evenly; a retention of at least one
     /// period; at most [`MAX_BUCKETS_PER_PERIOD`] buckets per period; a power-of-two
-    /// `series_per_chunk` in 16..=65536; `max_points` >= 1; a non-zero `future_bound`.
+    /// `series_per_chunk` in 16..=65536; `max_points` >= 1; a non-zero `future_bound`; a raw
+    /// tier, if any, named like a tier and unlike every rollup tier, with non-zero spans and
+    /// a retention of at least one period.
     ///
     /// # Errors
     /// [`Error::Config`] for the first rule broken, with file `<builder>` and no line.
     pub fn validate(&self) -> Result<()> {
         check(self, IN_CODE_ORIGIN, &|_| None)
+    }
+
+    /// True when `name` is the raw tier's name.
+    pub fn is_raw(&self, name: &str) -> bool {
+        self.raw.as_ref().is_some_and(|raw| raw.name == name)
     }
 
     /// Index of the tier named `name`, if there is one.
@@ -259,6 +296,9 @@ enum Key {
     Resolution(usize),
     Period(usize),
     Retention(usize),
+    RawName,
+    RawPeriod,
+    RawRetention,
 }
 
 /// Finds the line of a [`Key`], when the configuration came from text.
@@ -405,6 +445,75 @@ fn check(config: &TiersConfig, origin: &str, line_of: &LineOf<'_>) -> Result<()>
                 ),
             ));
         }
+    }
+    if let Some(raw) = &config.raw {
+        check_raw(raw, &first_index_of_name, &refuse)?;
+    }
+    Ok(())
+}
+
+/// The raw tier's rules: a name like a rollup tier's and unused by any of them, non-zero
+/// spans that fit, a retention of at least one period.
+fn check_raw(
+    raw: &RawTierSpec,
+    rollup_names: &HashMap<&str, usize>,
+    refuse: &dyn Fn(Key, String, String) -> Error,
+) -> Result<()> {
+    let field = |key: &str| format!("raw tier {:?} {key}", raw.name);
+    if raw.name.is_empty() || !name_chars_ok(&raw.name) || raw.name.len() > TIER_NAME_MAX {
+        return Err(refuse(
+            Key::RawName,
+            "raw tier name".to_owned(),
+            format!(
+                "raw tier name {:?} must be 1 to {TIER_NAME_MAX} bytes of letters, digits, '_', \
+                 '.' and '-' (it becomes a directory name)",
+                raw.name
+            ),
+        ));
+    }
+    if let Some(&index) = rollup_names.get(raw.name.as_str()) {
+        return Err(refuse(
+            Key::RawName,
+            field("name"),
+            format!(
+                "tier name {:?} is already used by tier[{index}]; names must be unique",
+                raw.name
+            ),
+        ));
+    }
+    if raw.create_ahead > MAX_CREATE_AHEAD {
+        return Err(refuse(
+            Key::RawName,
+            field("create_ahead"),
+            format!(
+                "create_ahead {} is too large (at most {MAX_CREATE_AHEAD})",
+                raw.create_ahead
+            ),
+        ));
+    }
+    for (key, what, span) in [
+        (Key::RawPeriod, "period", raw.period),
+        (Key::RawRetention, "retention", raw.retention),
+    ] {
+        if span.secs() == 0 {
+            return Err(refuse(
+                key,
+                field(what),
+                format!("{what} must be more than 0s"),
+            ));
+        }
+        check_fits(span, what).map_err(|message| refuse(key, field(what), message))?;
+    }
+    if raw.retention < raw.period {
+        return Err(refuse(
+            Key::RawRetention,
+            field("retention"),
+            format!(
+                "retention {} is shorter than one period ({}); period files are dropped \
+                 whole, so retention must cover at least one",
+                raw.retention, raw.period
+            ),
+        ));
     }
     Ok(())
 }
@@ -572,10 +681,19 @@ struct RawCounters {
 #[serde(deny_unknown_fields)]
 struct RawTier {
     name: Spanned<String>,
-    resolution: Spanned<String>,
+    /// `"rollup"` (the default) or `"raw"`.
+    kind: Option<Spanned<String>>,
+    resolution: Option<Spanned<String>>,
     period: Spanned<String>,
     retention: Spanned<String>,
     create_ahead: Option<Spanned<i64>>,
+    dedupe_unchanged: Option<Spanned<bool>>,
+}
+
+/// A `[[tier]]` after its kind is known.
+enum AnyTier {
+    Rollup(TierSpec),
+    Raw(RawTierSpec),
 }
 
 impl RawConfig {
@@ -633,10 +751,22 @@ impl RawConfig {
         }
 
         let mut tiers = Vec::new();
+        let mut raw_tier = None;
         if let Some(raw_tiers) = self.tier {
             lines.insert(Key::Tiers, raw_tiers.span().start);
-            for (index, raw) in raw_tiers.into_inner().into_iter().enumerate() {
-                tiers.push(raw.convert(index, at, &mut lines)?);
+            for written in raw_tiers.into_inner() {
+                let name_at = written.name.span().start;
+                match written.convert(tiers.len(), at, &mut lines)? {
+                    AnyTier::Rollup(tier) => tiers.push(tier),
+                    AnyTier::Raw(_) if raw_tier.is_some() => {
+                        return Err(at.refuse(
+                            name_at,
+                            "tier kind".to_owned(),
+                            "only one [[tier]] may have kind = \"raw\"".to_owned(),
+                        ));
+                    }
+                    AnyTier::Raw(raw) => raw_tier = Some(raw),
+                }
             }
         }
         Ok((
@@ -644,6 +774,7 @@ impl RawConfig {
                 engine,
                 counters,
                 tiers,
+                raw: raw_tier,
             },
             lines,
         ))
@@ -656,13 +787,23 @@ impl RawTier {
         index: usize,
         at: &Located<'_>,
         lines: &mut HashMap<Key, usize>,
-    ) -> Result<TierSpec> {
+    ) -> Result<AnyTier> {
         let name = self.name.get_ref().clone();
-        lines.insert(Key::Name(index), self.name.span().start);
-        lines.insert(Key::Resolution(index), self.resolution.span().start);
-        lines.insert(Key::Period(index), self.period.span().start);
-        lines.insert(Key::Retention(index), self.retention.span().start);
         let field = |key: &str| tier_field(index, &name, key);
+        let raw = match &self.kind {
+            None => false,
+            Some(kind) => match kind.get_ref().as_str() {
+                "rollup" => false,
+                "raw" => true,
+                other => {
+                    return Err(at.refuse(
+                        kind.span().start,
+                        field("kind"),
+                        format!("kind {other:?} is not \"rollup\" or \"raw\""),
+                    ))
+                }
+            },
+        };
         let create_ahead = match self.create_ahead {
             None => DEFAULT_CREATE_AHEAD,
             Some(value) => {
@@ -682,13 +823,50 @@ impl RawTier {
                 }
             }
         };
-        Ok(TierSpec {
-            resolution: parse_span(at, &self.resolution, field("resolution"))?,
+        if raw {
+            if let Some(resolution) = &self.resolution {
+                return Err(at.refuse(
+                    resolution.span().start,
+                    field("resolution"),
+                    "a raw tier keeps exact points and has no resolution".to_owned(),
+                ));
+            }
+            lines.insert(Key::RawName, self.name.span().start);
+            lines.insert(Key::RawPeriod, self.period.span().start);
+            lines.insert(Key::RawRetention, self.retention.span().start);
+            return Ok(AnyTier::Raw(RawTierSpec {
+                period: parse_span(at, &self.period, field("period"))?,
+                retention: parse_span(at, &self.retention, field("retention"))?,
+                create_ahead,
+                dedupe_unchanged: self.dedupe_unchanged.is_some_and(|d| *d.get_ref()),
+                name,
+            }));
+        }
+        if let Some(dedupe) = &self.dedupe_unchanged {
+            return Err(at.refuse(
+                dedupe.span().start,
+                field("dedupe_unchanged"),
+                "dedupe_unchanged applies only to a tier with kind = \"raw\"".to_owned(),
+            ));
+        }
+        let Some(resolution) = &self.resolution else {
+            return Err(at.refuse(
+                self.name.span().start,
+                field("resolution"),
+                "a rollup tier needs a resolution".to_owned(),
+            ));
+        };
+        lines.insert(Key::Name(index), self.name.span().start);
+        lines.insert(Key::Resolution(index), resolution.span().start);
+        lines.insert(Key::Period(index), self.period.span().start);
+        lines.insert(Key::Retention(index), self.retention.span().start);
+        Ok(AnyTier::Rollup(TierSpec {
+            resolution: parse_span(at, resolution, field("resolution"))?,
             period: parse_span(at, &self.period, field("period"))?,
             retention: parse_span(at, &self.retention, field("retention"))?,
             create_ahead,
             name,
-        })
+        }))
     }
 }
 

@@ -13,15 +13,16 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::aggregate::{AggregateQuery, AggregateResult};
 use crate::bucket::Bucket;
 use crate::clock::{Clock, SystemClock};
-use crate::config::{TierSpec, TiersConfig};
+use crate::config::{RawTierSpec, TierSpec, TiersConfig};
 use crate::counter::{CounterTable, SeriesKind};
 use crate::query::{Query, QueryResult};
 use crate::reader::Reader;
 use crate::registry::{Registry, SeriesId};
-use crate::sample::{BatchReport, RejectReason, Sample};
+use crate::sample::{BatchReport, RawCounts, RejectReason, Sample};
 use crate::storage::cells::CellAt;
 use crate::storage::counter_journal::Undo;
 use crate::storage::lock::DirLock;
+use crate::storage::raw::RawStore;
 use crate::storage::recovery::Recovery;
 use crate::storage::{Storage, TierFiles, OPEN_MARKER};
 use crate::time::{align_down, Span, Timestamp};
@@ -183,7 +184,13 @@ impl EngineBuilder {
             self.tiers.layout_fingerprint(),
             lock.is_some(),
         )?;
-        Ok(Arc::new(Shared::new(
+        let raw = self
+            .tiers
+            .raw
+            .as_ref()
+            .map(|spec| RawStore::open(&self.dir, spec, lock.is_some(), registry.len()))
+            .transpose()?;
+        let mut shared = Shared::new(
             self.dir,
             self.tiers,
             storage,
@@ -191,7 +198,9 @@ impl EngineBuilder {
             counter_table,
             self.clock,
             lock,
-        )))
+        );
+        shared.raw = raw;
+        Ok(Arc::new(shared))
     }
 
     /// Opens the data directory (creating it when missing), locks it, loads the registry,
@@ -285,6 +294,8 @@ pub(crate) struct Shared {
     pub(crate) dir: PathBuf,
     pub(crate) config: TiersConfig,
     pub(crate) storage: Storage,
+    /// The raw tier's segments, when one is configured.
+    pub(crate) raw: Option<RawStore>,
     pub(crate) registry: Registry,
     pub(crate) clock: Arc<dyn Clock>,
     /// Samples accepted and refused since open.
@@ -313,6 +324,8 @@ pub(crate) struct Shared {
 pub(crate) struct IngestTally {
     pub(crate) accepted: AtomicU64,
     pub(crate) rejected: [AtomicU64; RejectReason::ALL.len()],
+    /// What the raw tier did with accepted samples since open.
+    pub(crate) raw: Mutex<RawCounts>,
 }
 
 impl Shared {
@@ -329,6 +342,7 @@ impl Shared {
             dir,
             config,
             storage,
+            raw: None,
             registry,
             clock,
             tally: IngestTally::default(),
@@ -483,6 +497,8 @@ impl<'a> FilesNeeded<'a> {
 struct Bounds {
     /// Per tier, the first second it holds.
     windows: Arc<[Timestamp]>,
+    /// The first second the raw tier holds (`Timestamp::MAX` without one).
+    raw_window: Timestamp,
     limits: SampleLimits,
 }
 
@@ -672,6 +688,7 @@ impl Engine {
         Reader::new(
             &shared.config,
             &shared.storage,
+            shared.raw.as_ref(),
             &shared.registry,
             &shared.counter_table,
             &*shared.clock,
@@ -924,7 +941,16 @@ impl Engine {
                 counter.fetch_add(count, Ordering::Relaxed);
             }
         }
-        self.writers.run(parts, &bounds.windows)?;
+        report.raw = self
+            .writers
+            .run(parts, &bounds.windows, bounds.raw_window)?;
+        if !report.raw.is_empty() {
+            tally
+                .raw
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .add(&report.raw);
+        }
         if let Some(counters) = counter_step {
             counters.commit();
         }
@@ -997,6 +1023,12 @@ impl Engine {
         Bounds {
             limits: self.limits(now),
             windows,
+            raw_window: self
+                .shared
+                .config
+                .raw
+                .as_ref()
+                .map_or(Timestamp::MAX, |raw| raw.window_start(now)),
         }
     }
 
@@ -1023,7 +1055,8 @@ impl Engine {
             .registry
             .sync()
             .and_then(|()| self.shared.counter_table.flush())
-            .and_then(|()| self.shared.storage.flush());
+            .and_then(|()| self.shared.storage.flush())
+            .and_then(|()| self.shared.raw.as_ref().map_or(Ok(()), RawStore::flush));
         if let Err(e) = &result {
             self.shared.poison(e.to_string());
         }
@@ -1050,13 +1083,16 @@ impl Engine {
     pub fn stats(&self) -> EngineStats {
         let shared = &self.shared;
         let now = shared.clock.now();
-        let tiers: Vec<TierStats> = shared
+        let mut tiers: Vec<TierStats> = shared
             .config
             .tiers
             .iter()
             .enumerate()
             .map(|(i, t)| TierStats::new(t, now, shared.storage.tier_files(i, now)))
             .collect();
+        if let Some(raw) = &shared.raw {
+            tiers.push(TierStats::raw(raw.spec(), now, raw.files(now)));
+        }
         EngineStats {
             now,
             series: shared.registry.len(),
@@ -1074,6 +1110,7 @@ impl Engine {
             on_demand_creations: tiers.iter().map(|t| t.disk.on_demand_creations).sum(),
             maintenance_failures: shared.maintenance.failures(),
             maintenance_error: shared.maintenance.last_error(),
+            raw: *shared.tally.raw.lock().unwrap_or_else(|e| e.into_inner()),
             tiers,
             orphaned_tiers: shared.storage.orphaned_tiers().to_vec(),
         }
@@ -1149,7 +1186,9 @@ pub struct EngineStats {
     pub maintenance_failures: u64,
     /// The last maintenance pass's error, while the last pass failed.
     pub maintenance_error: Option<String>,
-    /// Per tier: configuration, window and files.
+    /// What the raw tier did with accepted samples since open (zero without one).
+    pub raw: RawCounts,
+    /// Per tier: configuration, window and files; the raw tier, when configured, last.
     pub tiers: Vec<TierStats>,
     /// Tier directories on disk that the configuration no longer names.
     pub orphaned_tiers: Vec<String>,
@@ -1168,10 +1207,12 @@ impl EngineStats {
             on_demand_creations: 0,
             maintenance_failures: 0,
             maintenance_error: None,
+            raw: RawCounts::default(),
             tiers: tiers
                 .tiers
                 .iter()
                 .map(|t| TierStats::new(t, now, TierFiles::default()))
+                .chain((tiers.raw.iter()).map(|r| TierStats::raw(r, now, TierFiles::default())))
                 .collect(),
             orphaned_tiers: Vec::new(),
         }
@@ -1184,6 +1225,7 @@ impl EngineStats {
         self.series += other.series;
         self.counters += other.counters;
         self.accepted += other.accepted;
+        self.raw.add(&other.raw);
         for &(reason, n) in &other.rejected {
             match self.rejected.iter_mut().find(|(r, _)| *r == reason) {
                 Some((_, total)) => *total += n,
@@ -1215,7 +1257,9 @@ impl EngineStats {
 pub struct TierStats {
     /// Tier name.
     pub name: String,
-    /// Bucket width.
+    /// `rollup`, or `raw` for the tier of exact points.
+    pub kind: &'static str,
+    /// Bucket width; 0s for the raw tier, which has none.
     pub resolution: Span,
     /// Time per file.
     pub period: Span,
@@ -1232,7 +1276,21 @@ impl TierStats {
     fn new(spec: &TierSpec, now: Timestamp, disk: TierFiles) -> TierStats {
         TierStats {
             name: spec.name.clone(),
+            kind: "rollup",
             resolution: spec.resolution,
+            period: spec.period,
+            retention: spec.retention,
+            window_start: spec.window_start(now),
+            disk,
+        }
+    }
+
+    /// The raw tier `spec` at `now`, holding `disk`.
+    fn raw(spec: &RawTierSpec, now: Timestamp, disk: TierFiles) -> TierStats {
+        TierStats {
+            name: spec.name.clone(),
+            kind: "raw",
+            resolution: Span::from_secs(0),
             period: spec.period,
             retention: spec.retention,
             window_start: spec.window_start(now),

@@ -71,12 +71,12 @@ pub use aggregate::{
 pub use bucket::Bucket;
 pub use budget::ReadBudget;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{EngineSettings, TierSpec, TiersConfig};
+pub use config::{EngineSettings, RawTierSpec, TierSpec, TiersConfig};
 pub use counter::SeriesKind;
 pub use engine::{Engine, EngineBuilder, EngineStats, TierStats};
 pub use error::{Error, Result};
 pub use query::{Display, Query, QueryResult, TierChoice};
 pub use reader::Reader;
 pub use registry::{KeyView, Selector, SeriesId, SeriesKey, TagFilter};
-pub use sample::{BatchReport, RejectReason, Sample};
+pub use sample::{BatchReport, RawCounts, RejectReason, Sample};
 pub use time::{locate, Placement, Span, Timestamp};

@@ -180,8 +180,16 @@ pub struct QueryResult {
     /// sends it beside the answer (src/cluster/fanout.rs).
     #[serde(skip, default = "no_step")]
     pub step: Span,
-    /// `(start, value)`, value `None` for a bucket without samples.
+    /// `(start, value)`, value `None` for a bucket without samples. From the raw tier: the
+    /// exact points in `[from, to)`, each `(ts, Some(value))`.
     pub points: Vec<(Timestamp, Option<f64>)>,
+    /// Raw tier only: the last point before `from`, outside the range, so a chart draws its
+    /// line to the left edge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<(Timestamp, f64)>,
+    /// Raw tier only: the first point at or after `to`, outside the range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<(Timestamp, f64)>,
 }
 
 /// The step of a [`QueryResult`] read from JSON, which does not carry it.
@@ -191,15 +199,29 @@ fn no_step() -> Span {
 
 impl QueryResult {
     /// `ts,value` rows under a `ts,value` heading, an empty value for an empty bucket: the
-    /// HTTP API's `format=csv` and the command line's `--format csv`.
+    /// HTTP API's `format=csv` and the command line's `--format csv`. A raw read's
+    /// neighbours outside the range come first and last, with `outside` set to `before` or
+    /// `after` in a third column (present only when the answer has such a neighbour).
     pub fn csv(&self) -> String {
         use std::fmt::Write;
-        let mut out = String::from("ts,value\n");
+        let outside = self.before.is_some() || self.after.is_some();
+        let mut out = String::from(if outside {
+            "ts,value,outside\n"
+        } else {
+            "ts,value\n"
+        });
+        if let Some((ts, v)) = self.before {
+            let _ = writeln!(out, "{ts},{v},before");
+        }
+        let tail = if outside { "," } else { "" };
         for (ts, value) in &self.points {
             let _ = match value {
-                Some(v) => writeln!(out, "{ts},{v}"),
-                None => writeln!(out, "{ts},"),
+                Some(v) => writeln!(out, "{ts},{v}{tail}"),
+                None => writeln!(out, "{ts},{tail}"),
             };
+        }
+        if let Some((ts, v)) = self.after {
+            let _ = writeln!(out, "{ts},{v},after");
         }
         out
     }
@@ -217,6 +239,9 @@ impl Reader<'_> {
         let id = registry
             .lookup(&query.series)?
             .ok_or_else(|| Error::UnknownSeries(query.series.clone()))?;
+        if matches!(&query.tier, TierChoice::Named(name) if self.config().is_raw(name)) {
+            return self.query_raw(query, id);
+        }
         let tier = self.choose_tier(&query.tier, query.from, query.to, query.max_points)?;
         let spec = &self.config().tiers[tier];
         let step = query.step.unwrap_or(spec.resolution);
@@ -241,6 +266,53 @@ impl Reader<'_> {
                     )
                 })
                 .collect(),
+            before: None,
+            after: None,
+        })
+    }
+
+    /// A read of the raw tier: the exact points in `[from, to)`, and the neighbours just
+    /// outside in `before` and `after`. Raw points have no step and no display but their
+    /// value.
+    fn query_raw(&self, query: &Query, id: SeriesId) -> Result<QueryResult> {
+        check_range(query.from, query.to)?;
+        if let Some(step) = query.step {
+            return Err(Error::InvalidQuery(format!(
+                "step {step} does not apply to the raw tier, which returns exact points"
+            )));
+        }
+        if query.display != Display::Avg {
+            return Err(Error::InvalidQuery(format!(
+                "display {} does not apply to the raw tier, which returns exact values",
+                query.display.as_str()
+            )));
+        }
+        let read = self
+            .raw_points(id, query.from, query.to)
+            .unwrap_or_default();
+        if read.points.len() as u64 > MAX_QUERY_POINTS {
+            return Err(Error::InvalidQuery(format!(
+                "{} raw points in the range; at most {MAX_QUERY_POINTS} (use a shorter range or a rollup tier)",
+                read.points.len()
+            )));
+        }
+        let registry = self.registry();
+        Ok(QueryResult {
+            series: registry
+                .key(id)
+                .map(|k| k.to_string())
+                .unwrap_or_else(|| query.series.clone()),
+            tier: self
+                .config()
+                .raw
+                .as_ref()
+                .map(|r| r.name.clone())
+                .unwrap_or_default(),
+            display: query.display,
+            step: Span::from_secs(0),
+            points: read.points.iter().map(|&(ts, v)| (ts, Some(v))).collect(),
+            before: read.before,
+            after: read.after,
         })
     }
 

@@ -8,6 +8,7 @@ use crate::clock::Clock;
 use crate::config::TiersConfig;
 use crate::counter::{CounterTable, SeriesKind};
 use crate::registry::{Registry, Selector, SeriesId};
+use crate::storage::raw::{RawRead, RawStore};
 use crate::storage::HeldPeriod;
 use crate::storage::Storage;
 use crate::time::Timestamp;
@@ -19,6 +20,7 @@ use crate::Result;
 pub struct Reader<'a> {
     config: &'a TiersConfig,
     storage: &'a Storage,
+    raw: Option<&'a RawStore>,
     registry: &'a Registry,
     kinds: &'a CounterTable,
     clock: &'a dyn Clock,
@@ -28,6 +30,7 @@ impl<'a> Reader<'a> {
     pub(crate) fn new(
         config: &'a TiersConfig,
         storage: &'a Storage,
+        raw: Option<&'a RawStore>,
         registry: &'a Registry,
         kinds: &'a CounterTable,
         clock: &'a dyn Clock,
@@ -35,6 +38,7 @@ impl<'a> Reader<'a> {
         Reader {
             config,
             storage,
+            raw,
             registry,
             kinds,
             clock,
@@ -77,6 +81,19 @@ impl<'a> Reader<'a> {
     pub fn series_keys(&self, selector: &Selector) -> Vec<String> {
         self.registry
             .select(|_, key| selector.matches(key).then(|| key.as_str().to_owned()))
+    }
+
+    /// The points of series `id` in `[from, to)` in the raw tier, with the neighbours
+    /// just outside; `None` without a raw tier. Points before the tier's window at the
+    /// clock's now are not shown (their period is about to be dropped).
+    pub fn raw_points(&self, id: SeriesId, from: Timestamp, to: Timestamp) -> Option<RawRead> {
+        let raw = self.raw?;
+        let window = raw.spec().window_start(self.now());
+        let mut read = raw.read(id.0, from.max(window), to);
+        if read.before.is_some_and(|(ts, _)| ts < window) {
+            read.before = None;
+        }
+        Some(read)
     }
 
     /// Series slots per chunk: series `id` lives in chunk `id / slots`, slot `id % slots`.

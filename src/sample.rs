@@ -86,6 +86,50 @@ impl std::fmt::Display for RejectReason {
     }
 }
 
+/// What the raw tier did with a batch's accepted samples (each also landed in the rollups).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RawCounts {
+    /// Points appended to the raw tier.
+    pub stored: u64,
+    /// Points not newer than the series' last raw point: refused by the raw tier only
+    /// (`raw_out_of_order`).
+    pub out_of_order: u64,
+    /// Points whose value equals the series' last raw value, not stored under
+    /// `dedupe_unchanged` (`raw_unchanged`).
+    pub unchanged: u64,
+    /// Points older than the raw tier's window (`raw_too_old`).
+    pub too_old: u64,
+    /// Points for which no segment could be had, a file creation having failed
+    /// (`raw_storage_unavailable`).
+    pub unavailable: u64,
+}
+
+impl RawCounts {
+    /// Adds `other` to these.
+    pub fn add(&mut self, other: &RawCounts) {
+        self.stored += other.stored;
+        self.out_of_order += other.out_of_order;
+        self.unchanged += other.unchanged;
+        self.too_old += other.too_old;
+        self.unavailable += other.unavailable;
+    }
+
+    /// True when the raw tier saw nothing (no raw tier, or no sample).
+    pub fn is_empty(&self) -> bool {
+        *self == RawCounts::default()
+    }
+
+    /// The points not stored, by reason, under their stable names.
+    pub fn not_stored(&self) -> [(&'static str, u64); 4] {
+        [
+            ("raw_out_of_order", self.out_of_order),
+            ("raw_unchanged", self.unchanged),
+            ("raw_too_old", self.too_old),
+            ("raw_storage_unavailable", self.unavailable),
+        ]
+    }
+}
+
 /// The outcome of one batch: how many samples landed, and how many were refused and why.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct BatchReport {
@@ -96,6 +140,9 @@ pub struct BatchReport {
     /// The first refusals (at most [`BatchReport::FIRST_REJECTIONS`]): position in the
     /// batch and reason, so a caller can point at the offending input.
     pub first_rejections: Vec<(usize, RejectReason)>,
+    /// What the raw tier did with the accepted samples (all zero without a raw tier).
+    #[serde(skip_serializing_if = "RawCounts::is_empty")]
+    pub raw: RawCounts,
 }
 
 impl BatchReport {
@@ -123,6 +170,7 @@ impl BatchReport {
     /// and its first refusals' positions move by `offset`.
     pub fn absorb(&mut self, other: &BatchReport, offset: usize) {
         self.accepted += other.accepted;
+        self.raw.add(&other.raw);
         for (a, b) in self.rejected.iter_mut().zip(other.rejected) {
             *a += b;
         }

@@ -29,6 +29,7 @@ pub mod lock;
 mod mmap;
 mod parallel;
 pub mod period_file;
+pub mod raw;
 pub mod readers;
 pub mod record_file;
 pub mod recovery;

@@ -60,7 +60,12 @@ fn info_table(engine: &Engine) -> String {
         out.push_str(&format!(
             "{:<6} {:>10} {:>8} {:>10}  {:<20}  {:<20}  {:>6} {:>11}\n",
             tier.name,
-            tier.resolution.to_string(),
+            // The raw tier keeps exact points: no bucket width to show.
+            if tier.kind == "raw" {
+                "exact".to_string()
+            } else {
+                tier.resolution.to_string()
+            },
             tier.period.to_string(),
             tier.retention.to_string(),
             held_from,

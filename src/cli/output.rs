@@ -16,6 +16,9 @@ pub fn json(result: &impl serde::Serialize) -> String {
 /// A table for people: a heading naming the series, tier, display and window, then one
 /// row per point with its UTC start time, empty buckets left blank.
 pub fn table(result: &QueryResult) -> String {
+    if result.step.secs() == 0 {
+        return raw_table(result);
+    }
     let values: Vec<String> = result
         .points
         .iter()
@@ -47,6 +50,33 @@ pub fn table(result: &QueryResult) -> String {
     );
     for ((ts, _), value) in result.points.iter().zip(&values) {
         let _ = writeln!(out, "{:<20}  {:>width$}", format_ts(*ts), value);
+    }
+    out
+}
+
+/// A raw read's table: its exact points, with the neighbours outside the range marked.
+fn raw_table(result: &QueryResult) -> String {
+    let rows: Vec<(i64, String, &str)> = (result.before.iter().map(|&(ts, v)| (ts, v, "before")))
+        .chain((result.points.iter()).filter_map(|&(ts, v)| v.map(|v| (ts, v, ""))))
+        .chain(result.after.iter().map(|&(ts, v)| (ts, v, "after")))
+        .map(|(ts, v, mark)| (ts, format_value(v), mark))
+        .collect();
+    let width = rows.iter().map(|r| r.1.len()).max().unwrap_or(0).max(5);
+    let mut out = format!(
+        "{}  tier {} (exact points)  {} in range\n{:<20}  {:>width$}\n",
+        result.series,
+        result.tier,
+        result.points.len(),
+        "time (UTC)",
+        "value"
+    );
+    for (ts, value, mark) in rows {
+        let mark = if mark.is_empty() {
+            String::new()
+        } else {
+            format!("  ({mark} the range)")
+        };
+        let _ = writeln!(out, "{:<20}  {:>width$}{mark}", format_ts(ts), value);
     }
     out
 }
@@ -123,6 +153,8 @@ fn group_results(result: &AggregateResult) -> Vec<QueryResult> {
                 display: result.display,
                 step: Span::from_secs(result.step as u64),
                 points: group.points.clone(),
+                before: None,
+                after: None,
             }
         })
         .collect()
@@ -144,6 +176,8 @@ mod tests {
                 (1_763_726_460, None),
                 (1_763_726_520, Some(12.25)),
             ],
+            before: None,
+            after: None,
         }
     }
 

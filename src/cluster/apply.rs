@@ -128,6 +128,7 @@ impl PartitionStore {
 
     fn open_with(builder: EngineBuilder, fault: Option<Fault>) -> Result<PartitionStore> {
         let engine = builder.open()?;
+        super::node::refuse_raw_tier(engine.config())?;
         if engine.is_read_only() {
             return Err(Error::ReadOnly(engine.dir().to_path_buf()));
         }

@@ -146,6 +146,22 @@ struct Applying {
     stop: watch::Sender<bool>,
 }
 
+/// A raw tier is refused in cluster mode: its appends are not covered by the apply's undo
+/// record (see src/cluster/apply.rs), so a replayed group could not be applied exactly once.
+///
+/// # Errors
+/// [`Error::Cluster`] naming the raw tier.
+pub fn refuse_raw_tier(tiers: &TiersConfig) -> Result<()> {
+    match &tiers.raw {
+        Some(raw) => Err(Error::Cluster(format!(
+            "the raw tier {:?} is not supported in cluster mode (its appends are not covered by \
+             the apply's undo record); remove it from tiers.toml or run a single node",
+            raw.name
+        ))),
+        None => Ok(()),
+    }
+}
+
 impl Node {
     /// Connects to NATS, opens the log, joins the ownership table and starts applying the
     /// partitions the table gives this node. `http_addr` is where other nodes reach this
@@ -155,6 +171,7 @@ impl Node {
     /// [`Error::Cluster`] when NATS cannot be reached or the cluster refuses this node (a
     /// different partition count); [`Error::Io`] for the data directory.
     pub async fn start(settings: NodeSettings, http_addr: &str) -> Result<Arc<Node>> {
+        refuse_raw_tier(&settings.tiers)?;
         let partitions = settings.data_dir.join("partitions");
         std::fs::create_dir_all(&partitions).map_err(|e| Error::io(&partitions, e))?;
         remove_unfinished_copies(&partitions)?;

@@ -509,3 +509,114 @@ fn counter_tags_must_be_key_value() {
     let text = format!("[counters]\nglobs = []\n{}", one_tier_with("", ""));
     assert_refused(&text, 2, "counters.globs", "unknown field");
 }
+
+/// The issue's example: a raw tier beside the rollup tier, with no resolution.
+const WITH_RAW: &str = r#"[[tier]]
+name = "1m"
+resolution = "1m"
+period = "1d"
+retention = "48h"
+
+[[tier]]
+name = "raw"
+kind = "raw"
+period = "1d"
+retention = "7d"
+create_ahead = 1
+"#;
+
+#[test]
+fn a_raw_tier_parses_beside_the_rollups() {
+    let config = TiersConfig::from_toml_str(WITH_RAW, "test.toml").unwrap();
+    assert_eq!(config.tiers.len(), 1);
+    assert_eq!(
+        config.raw,
+        Some(RawTierSpec {
+            name: "raw".to_string(),
+            period: Span::from_secs(DAY),
+            retention: Span::from_secs(7 * DAY),
+            create_ahead: 1,
+            dedupe_unchanged: false,
+        })
+    );
+    assert!(config.is_raw("raw") && !config.is_raw("1m"));
+    assert_eq!(
+        config.tier_index("raw"),
+        None,
+        "rollup indexes do not include it"
+    );
+    let dedupe = WITH_RAW.replace("create_ahead = 1", "dedupe_unchanged = true");
+    let config = TiersConfig::from_toml_str(&dedupe, "test.toml").unwrap();
+    assert!(config.raw.unwrap().dedupe_unchanged);
+}
+
+#[test]
+fn the_shipped_raw_example_parses_once_uncommented() {
+    let example: String = TiersConfig::SHIPPED_TOML
+        .lines()
+        .skip_while(|l| !l.contains("Uncomment to keep"))
+        .skip(1)
+        .map_while(|l| l.strip_prefix("#   "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let config =
+        TiersConfig::from_toml_str(&format!("{ONE_TIER}\n{example}"), "test.toml").unwrap();
+    let raw = config.raw.expect("the example is a raw tier");
+    assert_eq!(
+        (raw.name.as_str(), raw.retention),
+        ("raw", Span::from_secs(7 * DAY))
+    );
+    assert_eq!(
+        TiersConfig::from_toml_str(TiersConfig::SHIPPED_TOML, "tiers.toml")
+            .unwrap()
+            .raw,
+        None
+    );
+}
+
+#[test]
+fn refuses_impossible_raw_tiers() {
+    let raw = |from: &str, to: &str| WITH_RAW.replacen(from, to, 1);
+    assert_refused(
+        &raw("kind = \"raw\"", "kind = \"raw\"\nresolution = \"1m\""),
+        10,
+        "tier \"raw\" resolution",
+        "no resolution",
+    );
+    assert_refused(
+        &raw("kind = \"raw\"", "kind = \"exact\""),
+        9,
+        "tier \"raw\" kind",
+        "is not \"rollup\" or \"raw\"",
+    );
+    assert_refused(
+        &raw("retention = \"7d\"", "retention = \"1h\""),
+        11,
+        "raw tier \"raw\" retention",
+        "shorter than one period",
+    );
+    assert_refused(
+        &raw("name = \"raw\"", "name = \"1m\""),
+        8,
+        "raw tier \"1m\" name",
+        "already used",
+    );
+    assert_refused(
+        &format!("{WITH_RAW}\n[[tier]]\nname = \"raw2\"\nkind = \"raw\"\nperiod = \"1d\"\nretention = \"7d\"\n"),
+        15,
+        "tier kind",
+        "only one",
+    );
+    assert_refused(
+        &one_tier_with("create_ahead = 1", "dedupe_unchanged = true"),
+        11,
+        "tier \"1m\" dedupe_unchanged",
+        "only to a tier with kind = \"raw\"",
+    );
+    assert_refused(
+        &one_tier_with("resolution = \"1m\"\n", ""),
+        7,
+        "tier \"1m\" resolution",
+        "needs a resolution",
+    );
+}

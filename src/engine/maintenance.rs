@@ -117,6 +117,23 @@ impl Shared {
                 }
             }
         }
+        if let Some(raw) = &self.raw {
+            let spec = raw.spec();
+            let period = spec.period.secs() as i64;
+            let due = |start| ahead_due(start, now, period, spec.create_ahead);
+            match raw.prepare_ahead(now, &due) {
+                Ok(n) => report.created += n,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+            match raw.drop_before(spec.window_start(now)) {
+                Ok(n) => report.dropped += n,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
         match self.compact_closed(now) {
             Ok(n) => report.compacted = n,
             Err(e) => {

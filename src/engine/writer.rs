@@ -8,9 +8,10 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::Shared;
-use crate::sample::Sample;
+use crate::sample::{RawCounts, Sample};
 use crate::storage::bucket::WriterSlot;
 use crate::storage::period_file::WritableFile;
+use crate::storage::raw::{SegmentRef, SEGMENT_POINTS};
 use crate::time::{place, Timestamp};
 use crate::{Error, Result};
 
@@ -26,6 +27,11 @@ const PREFETCH_DISTANCE: usize = 8;
 /// thread; the hot loop never looks at it.
 pub const FAULT_KILL_MID_UPDATE: &str = "TIERDB_FAULT_KILL_MID_UPDATE";
 
+/// The crash tests' fault hook for the raw tier: `<series id>:<n>`; the writer owning that
+/// series stores `n` of its raw points, then kills its process (SIGKILL) after storing the
+/// next one's time and value, before publishing it. Read once per writer thread.
+pub const FAULT_KILL_MID_RAW_APPEND: &str = "TIERDB_FAULT_KILL_MID_RAW_APPEND";
+
 /// An idle writer lets go of files that left the window after this long, so dropped files
 /// are unmapped and their disk space freed even when no batch arrives.
 const IDLE_EVICTION: std::time::Duration = std::time::Duration::from_secs(1);
@@ -36,6 +42,8 @@ pub(crate) enum Job {
     Write {
         samples: Vec<Sample>,
         windows: Arc<[Timestamp]>,
+        /// The first second the raw tier holds.
+        raw_window: Timestamp,
         reply: Sender<Reply>,
         writer: usize,
     },
@@ -48,6 +56,8 @@ pub(crate) enum Job {
 pub(crate) struct Reply {
     writer: usize,
     samples: Vec<Sample>,
+    /// What the raw tier did with the batch.
+    raw: RawCounts,
 }
 
 /// The writer threads and their queues.
@@ -69,7 +79,7 @@ impl WriterPool {
                 .storage
                 .writer_slot()?
                 .ok_or_else(|| Error::ReadOnly(shared.dir.clone()))?;
-            let writer = Writer::new(Arc::clone(shared), published);
+            let writer = Writer::new(Arc::clone(shared), published, n);
             let handle = std::thread::Builder::new()
                 .name(format!("tierdb-writer-{index}"))
                 .spawn(move || writer.run(rx))
@@ -90,8 +100,15 @@ impl WriterPool {
         spare.unwrap_or_else(|| vec![Vec::new(); self.queues.len()])
     }
 
-    /// Hands each non-empty buffer to its writer and waits until all have applied them.
-    pub(crate) fn run(&self, parts: Vec<Vec<Sample>>, windows: &Arc<[Timestamp]>) -> Result<()> {
+    /// Hands each non-empty buffer to its writer and waits until all have applied them;
+    /// returns what the raw tier did with them.
+    pub(crate) fn run(
+        &self,
+        parts: Vec<Vec<Sample>>,
+        windows: &Arc<[Timestamp]>,
+        raw_window: Timestamp,
+    ) -> Result<RawCounts> {
+        let mut raw = RawCounts::default();
         let (reply_tx, reply_rx) = crossbeam_channel::bounded(parts.len());
         let mut returned: Vec<Vec<Sample>> = Vec::with_capacity(parts.len());
         let mut sent = 0;
@@ -105,6 +122,7 @@ impl WriterPool {
             let job = Job::Write {
                 samples,
                 windows: Arc::clone(windows),
+                raw_window,
                 reply: reply_tx.clone(),
                 writer,
             };
@@ -119,7 +137,10 @@ impl WriterPool {
         drop(reply_tx);
         for _ in 0..sent {
             match reply_rx.recv() {
-                Ok(reply) => returned[reply.writer] = reply.samples,
+                Ok(reply) => {
+                    raw.add(&reply.raw);
+                    returned[reply.writer] = reply.samples;
+                }
                 Err(_) => {
                     first_error.get_or_insert(Error::Poisoned(
                         "a writer thread died mid-batch".to_string(),
@@ -134,7 +155,7 @@ impl WriterPool {
                 .unwrap_or_else(|e| e.into_inner())
                 .push(returned);
         }
-        first_error.map_or(Ok(()), Err)
+        first_error.map_or(Ok(raw), Err)
     }
 
     /// Asks every writer to finish and waits for it.
@@ -215,10 +236,32 @@ struct Writer {
     retirements_seen: u64,
     /// The series whose first update kills the process ([`FAULT_KILL_MID_UPDATE`]).
     fault: Option<u32>,
+    /// The raw tier's state of this writer's series, indexed by `id / writers`.
+    raw_tails: Vec<Option<RawTail>>,
+    /// Writer threads: this writer owns the ids congruent to its index modulo this.
+    writers: usize,
+    /// The series whose raw append kills the process, and how many of its points to store
+    /// first ([`FAULT_KILL_MID_RAW_APPEND`]).
+    raw_fault: Option<(u32, u64)>,
+}
+
+/// Where a series' next raw point goes, and the last one stored: what the ordering and
+/// dedupe checks compare with. Loaded from the store's chain the first time the writer meets
+/// the series, then kept here, so an append takes no lock.
+struct RawTail {
+    /// The series' last segment, `None` before its first point (or once its period expired
+    /// and nothing came since).
+    segment: Option<SegmentRef>,
+    /// Points published in it.
+    len: usize,
+    /// End of the period its segment belongs to: a later point starts a new segment.
+    period_end: Timestamp,
+    /// Time and value bits of the last point stored.
+    last: Option<(Timestamp, u64)>,
 }
 
 impl Writer {
-    fn new(shared: Arc<Shared>, published: WriterSlot) -> Writer {
+    fn new(shared: Arc<Shared>, published: WriterSlot, writers: usize) -> Writer {
         let tiers = shared.config.tiers.len();
         let slot_bits = shared.config.engine.series_per_chunk.trailing_zeros();
         Writer {
@@ -231,6 +274,12 @@ impl Writer {
             fault: std::env::var(FAULT_KILL_MID_UPDATE)
                 .ok()
                 .and_then(|v| v.parse().ok()),
+            raw_tails: Vec::new(),
+            writers,
+            raw_fault: std::env::var(FAULT_KILL_MID_RAW_APPEND).ok().and_then(|v| {
+                let (series, after) = v.split_once(':')?;
+                Some((series.parse().ok()?, after.parse().ok()?))
+            }),
         }
     }
 
@@ -250,12 +299,18 @@ impl Writer {
                 Job::Write {
                     mut samples,
                     windows,
+                    raw_window,
                     reply,
                     writer,
                 } => {
                     self.apply(&samples, &windows);
+                    let raw = self.store_raw(&samples, raw_window);
                     samples.clear();
-                    let _ = reply.send(Reply { writer, samples });
+                    let _ = reply.send(Reply {
+                        writer,
+                        samples,
+                        raw,
+                    });
                 }
                 Job::Close => break,
             }
@@ -347,6 +402,88 @@ impl Writer {
         }
     }
 
+    /// Appends each sample at or after `window` to its series' raw segments: the raw tier's
+    /// half of a batch, after the rollups. A point not newer than the series' last raw
+    /// point is refused here only, and under `dedupe_unchanged` one whose value equals the
+    /// last one bit for bit is skipped. No allocation but a new segment's chain entry (once
+    /// per [`SEGMENT_POINTS`] points) and the tail table's growth with new series.
+    fn store_raw(&mut self, samples: &[Sample], window: Timestamp) -> RawCounts {
+        let mut counts = RawCounts::default();
+        let Some(raw) = self.shared.raw.as_ref() else {
+            return counts;
+        };
+        let dedupe = raw.spec().dedupe_unchanged;
+        let period = raw.spec().period;
+        for sample in samples {
+            if sample.ts < window {
+                counts.too_old += 1;
+                continue;
+            }
+            let series = sample.series.0;
+            let local = series as usize / self.writers;
+            if local >= self.raw_tails.len() {
+                self.raw_tails.resize_with(local + 1, || None);
+            }
+            let tail = self.raw_tails[local].get_or_insert_with(|| load_tail(raw, series));
+            let bits = sample.value.to_bits();
+            if let Some((ts, value)) = tail.last {
+                if sample.ts <= ts {
+                    counts.out_of_order += 1;
+                    continue;
+                }
+                if dedupe && bits == value {
+                    counts.unchanged += 1;
+                    continue;
+                }
+            }
+            let die = match &mut self.raw_fault {
+                Some((victim, left)) if *victim == series => {
+                    let now = *left == 0;
+                    *left = left.saturating_sub(1);
+                    now
+                }
+                _ => false,
+            };
+            match &tail.segment {
+                Some(seg) if tail.len < SEGMENT_POINTS && sample.ts < tail.period_end => {
+                    if die {
+                        seg.segment()
+                            .append_and_die(tail.len, sample.ts, sample.value);
+                    }
+                    seg.segment().append(tail.len, sample.ts, sample.value);
+                    tail.len += 1;
+                }
+                _ => match raw.claim(series, sample.ts, tail.last.map(|(ts, _)| ts)) {
+                    Ok((file, index)) => {
+                        if die {
+                            file.segment(index)
+                                .append_and_die(0, sample.ts, sample.value);
+                        }
+                        file.segment(index).append(0, sample.ts, sample.value);
+                        let seg = SegmentRef {
+                            file,
+                            index,
+                            first: sample.ts,
+                        };
+                        raw.link(series, seg.clone());
+                        tail.period_end =
+                            seg.file.period_start().saturating_add(period.secs() as i64);
+                        tail.segment = Some(seg);
+                        tail.len = 1;
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "no raw segment to be had; the point lands in the rollups only");
+                        counts.unavailable += 1;
+                        continue;
+                    }
+                },
+            }
+            tail.last = Some((sample.ts, bits));
+            counts.stored += 1;
+        }
+        counts
+    }
+
     /// Starts loading the cells `sample` will update, when they land where the current
     /// placements say and their files are at hand.
     #[inline]
@@ -404,6 +541,31 @@ impl Writer {
                 .periods
                 .retain(|p| p.start.saturating_add(period) > windows[tier]);
         }
+    }
+}
+
+/// A series' raw tail as the store's chain has it.
+fn load_tail(raw: &crate::storage::raw::RawStore, series: u32) -> RawTail {
+    match raw.tail(series) {
+        Some(seg) => {
+            let len = seg.segment().len();
+            let last = seg.segment().point(len - 1);
+            RawTail {
+                period_end: seg
+                    .file
+                    .period_start()
+                    .saturating_add(raw.spec().period.secs() as i64),
+                segment: Some(seg),
+                len,
+                last: Some((last.0, last.1.to_bits())),
+            }
+        }
+        None => RawTail {
+            segment: None,
+            len: 0,
+            period_end: Timestamp::MIN,
+            last: None,
+        },
     }
 }
 

@@ -13,6 +13,8 @@ fn result(series: &str, display: Display, points: Vec<(Timestamp, Option<f64>)>)
         display,
         step: Span::from_secs(60),
         points,
+        before: None,
+        after: None,
     }
 }
 
@@ -374,6 +376,8 @@ fn samples_for_eyes() {
                 display: Display::Total,
                 step: Span::from_secs(3_600),
                 points,
+                before: None,
+                after: None,
             }
         })
         .collect();
@@ -388,6 +392,8 @@ fn samples_for_eyes() {
         points: (0..90)
             .map(|d| (START + d * 86_400, Some(0.03 * (d as f64 / 9.0).sin())))
             .collect(),
+        before: None,
+        after: None,
     }];
     render(&days, &out("months.png"), "temperature change").unwrap();
 

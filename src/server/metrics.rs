@@ -47,6 +47,23 @@ impl Family {
     }
 }
 
+/// What the raw tier did with accepted samples: stored, or not stored and why (each also
+/// landed in the rollups).
+fn raw_points(engine: &EngineStats) -> Family {
+    let raw = &engine.raw;
+    let mut family = Family::new(
+        "tierdb_raw_points_total",
+        "counter",
+        "Accepted samples the raw tier stored (outcome=\"stored\") or did not store, by reason; \
+         every one of them landed in the rollup tiers.",
+    )
+    .sample("{outcome=\"stored\"}", raw.stored);
+    for (reason, n) in raw.not_stored() {
+        family = family.sample(format!("{{outcome=\"{reason}\"}}"), n);
+    }
+    family
+}
+
 /// Connections open, refused at the limit and closed by a timeout, per protocol.
 fn connections(server: &ServerStats) -> [Family; 3] {
     let mut open = Family::new(
@@ -114,6 +131,7 @@ pub fn render(engine: &EngineStats, server: &ServerStats) -> String {
         )
         .sample("", engine.accepted),
         rejected,
+        raw_points(engine),
         Family::new(
             "tierdb_requests_over_budget_total",
             "counter",

@@ -52,12 +52,21 @@ impl Frame {
     /// # Errors
     /// [`Error::Io`] naming the file when any step fails (ENOSPC included).
     pub fn create(&self, path: &Path, len: u64) -> Result<()> {
+        self.create_with(path, len, &self.header())
+    }
+
+    /// [`Frame::create`] with `head` as the header: [`Frame::header`] with more fields of
+    /// the file's own after its first 20 bytes (the raw segment files).
+    ///
+    /// # Errors
+    /// As [`Frame::create`].
+    pub fn create_with(&self, path: &Path, len: u64, head: &[u8]) -> Result<()> {
         let temp = Self::temp(path);
         let written = File::create(&temp)
             .map_err(|e| Error::io(&temp, e))
             .and_then(|mut file| {
                 disk::reserve_space(&mut file, &temp, len.max(HEADER_SIZE))?;
-                file.write_all(&self.header())
+                file.write_all(head)
                     .and_then(|()| file.sync_all())
                     .map_err(|e| Error::io(&temp, e))
             })

@@ -24,6 +24,7 @@ fn config() -> TiersConfig {
             ..EngineSettings::default()
         },
         counters: Default::default(),
+        raw: None,
         tiers: vec![
             tier("1m", 60, 3600, 6 * 3600),
             tier("5m", 300, 86_400, 2 * 86_400),

@@ -30,6 +30,7 @@ fn config() -> TiersConfig {
             max_points: 1_500,
         },
         counters: Default::default(),
+        raw: None,
         tiers: vec![
             tier("1m", MINUTE as u64, HOUR as u64, 6 * HOUR as u64),
             tier("1h", HOUR as u64, 6 * HOUR as u64, 3 * DAY as u64),

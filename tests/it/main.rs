@@ -23,6 +23,7 @@ mod model;
 mod nats;
 mod prom_remote;
 mod prometheus;
+mod raw;
 mod read_budget;
 mod render;
 mod reopen;

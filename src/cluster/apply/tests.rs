@@ -39,6 +39,7 @@ fn tiers() -> TiersConfig {
             max_points: 1_500,
         },
         counters: Default::default(),
+        raw: None,
         tiers: vec![
             tier("10s", 10, 10 * MINUTE, HOUR),
             tier("1m", MINUTE, HOUR, 6 * HOUR),

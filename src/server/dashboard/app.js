@@ -347,7 +347,9 @@
 
   async function loadTiers() {
     const body = await api('api/v1/tiers');
-    const tiers = (body.tiers || []).map((t) => ({
+    // The raw tier (kind "raw", no resolution) is not offered here yet: its points are not
+    // on a bucket grid, which this chart draws.
+    const tiers = (body.tiers || []).filter((t) => t.kind !== 'raw').map((t) => ({
       name: t.name,
       res: spanSecs(t.resolution),
       retention: spanSecs(t.retention),
