@@ -130,6 +130,22 @@ fn holders(view: &ClusterView) -> BTreeMap<(usize, usize), (String, u64)> {
     out
 }
 
+/// The lease timeout of [`two_settled_on_one_server`]'s nodes.
+const LEASE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// One NATS server, and nodes `a` and `b` settled on it ([`LEASE_TIMEOUT`]).
+async fn two_settled_on_one_server() -> (NatsCluster, Ownership, Ownership, Epochs) {
+    let cluster = NatsCluster::start(1).await;
+    let a = join(&cluster, "a", settings(LEASE_TIMEOUT)).await;
+    let b = join(&cluster, "b", settings(LEASE_TIMEOUT)).await;
+    let mut epochs = Epochs::default();
+    until("settled on a, b", &[&a, &b], &mut epochs, SETTLE, |v| {
+        settled(v, &["a", "b"])
+    })
+    .await;
+    (cluster, a, b, epochs)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_ownership_spreads_partitions_refuses_other_counts_and_hands_over_on_leave() {
     let cluster = NatsCluster::start(3).await;
@@ -407,15 +423,7 @@ async fn cluster_ownership_runs_on_a_single_nats_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_ownership_hands_a_partition_over_only_to_a_caught_up_node() {
-    let cluster = NatsCluster::start(1).await;
-    let lease_timeout = Duration::from_secs(3);
-    let a = join(&cluster, "a", settings(lease_timeout)).await;
-    let b = join(&cluster, "b", settings(lease_timeout)).await;
-    let mut epochs = Epochs::default();
-    until("settled on a, b", &[&a, &b], &mut epochs, SETTLE, |v| {
-        settled(v, &["a", "b"])
-    })
-    .await;
+    let (cluster, a, b, mut epochs) = two_settled_on_one_server().await;
     // Both applied every partition's log up to 100.
     for node in [&a, &b] {
         for p in 0..PARTITIONS {
@@ -431,7 +439,7 @@ async fn cluster_ownership_hands_a_partition_over_only_to_a_caught_up_node() {
 
     // c joins: it should own some partitions, and applies them while it catches up, but
     // gets no slot while it is behind.
-    let c = join(&cluster, "c", settings(lease_timeout)).await;
+    let c = join(&cluster, "c", settings(LEASE_TIMEOUT)).await;
     let nodes = [&a, &b, &c];
     until("c desired", &nodes, &mut epochs, SETTLE, |v| {
         !v.to_apply("c").is_empty()
@@ -484,15 +492,7 @@ async fn cluster_ownership_recovers_when_the_bucket_revisions_go_back() {
     // the bucket's stream without writes it had answered, numbering new writes from there.
     // Deleting the stream and creating it again makes revisions go back the same way (and
     // further: to 1), with every lease gone.
-    let cluster = NatsCluster::start(1).await;
-    let lease_timeout = Duration::from_secs(3);
-    let a = join(&cluster, "a", settings(lease_timeout)).await;
-    let b = join(&cluster, "b", settings(lease_timeout)).await;
-    let mut epochs = Epochs::default();
-    until("settled on a, b", &[&a, &b], &mut epochs, SETTLE, |v| {
-        settled(v, &["a", "b"])
-    })
-    .await;
+    let (cluster, a, b, _) = two_settled_on_one_server().await;
     let js = cluster.jetstream().await;
     let mut stream = js.get_stream("KV_tierdb_cluster").await.expect("bucket");
     let config = stream.info().await.expect("stream info").config.clone();

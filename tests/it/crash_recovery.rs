@@ -8,9 +8,7 @@
 //! The regression: the repair at an unclean open read every cell of every period file (149 s
 //! at 100k series after a `kill -9` with a cold page cache), whatever was being written.
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use tierdb::storage::format::{cell_index, file_name, HEADER_LEN};
@@ -18,6 +16,7 @@ use tierdb::storage::writer_state::WriterStateFile;
 use tierdb::{Engine, ManualClock, Sample, SeriesId};
 
 use crate::common::{small_tiers, NOW};
+use crate::support::process::run_child_until_it_kills_itself;
 
 /// Set to the data directory, the test runs as the child that gets killed.
 const CHILD_DIR: &str = "TIERDB_IT_CRASH_CHILD_DIR";
@@ -60,19 +59,13 @@ fn raw_cell(dir: &Path) -> (u64, f64) {
 /// Runs the child: one sample of `VICTIM`, with the fault hook armed on it. The cell holds
 /// `total` before.
 fn kill_a_writer_mid_update(dir: &Path, total: f64) {
-    let status = Command::new(std::env::current_exe().unwrap())
-        .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_DIR, dir)
-        .env("TIERDB_FAULT_KILL_MID_UPDATE", VICTIM.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert_eq!(
-        status.signal(),
-        Some(9),
-        "the child should have killed itself mid-update: {status:?}"
+    let victim = VICTIM.to_string();
+    run_child_until_it_kills_itself(
+        TEST,
+        &[
+            (CHILD_DIR, dir.as_os_str()),
+            ("TIERDB_FAULT_KILL_MID_UPDATE", victim.as_ref()),
+        ],
     );
     assert_eq!(
         raw_cell(dir),

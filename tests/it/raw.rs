@@ -3,9 +3,7 @@
 //! model (a sorted list of the points the tier should hold); a writer killed mid-append; and
 //! foreign or corrupt raw files refused by name.
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -15,6 +13,7 @@ use tierdb::{
 };
 
 use crate::common::{open_driven, scratch_dir, small_tiers, NOW};
+use crate::support::process::run_child_until_it_kills_itself;
 
 const HOUR: i64 = 3_600;
 
@@ -319,22 +318,13 @@ fn a_writer_killed_mid_append_leaves_no_torn_point() {
     }
     let work = tempfile::tempdir().unwrap();
     let dir = work.path();
-    let status = Command::new(std::env::current_exe().unwrap())
-        .args([CRASH_TEST, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_DIR, dir)
-        .env(
-            "TIERDB_FAULT_KILL_MID_RAW_APPEND",
-            format!("{VICTIM}:{ACKED}"),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert_eq!(
-        status.signal(),
-        Some(9),
-        "the child should have killed itself: {status:?}"
+    let fault = format!("{VICTIM}:{ACKED}");
+    run_child_until_it_kills_itself(
+        CRASH_TEST,
+        &[
+            (CHILD_DIR, dir.as_os_str()),
+            ("TIERDB_FAULT_KILL_MID_RAW_APPEND", fault.as_ref()),
+        ],
     );
     // The torn point's time is on disk, unpublished.
     let file = dir

@@ -306,3 +306,25 @@ impl Drop for Proc {
         let _ = self.child.wait();
     }
 }
+
+/// Runs the test `test` of this test binary alone in a child process, with `env` set (its
+/// data directory, a fault hook), and checks that the child killed itself with SIGKILL, as
+/// the crash tests' fault hooks do at the step they name.
+pub fn run_child_until_it_kills_itself(test: &str, env: &[(&str, &std::ffi::OsStr)]) {
+    use std::os::unix::process::ExitStatusExt;
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let status = command.status().unwrap();
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "the child {test} should have killed itself: {status:?}"
+    );
+}
