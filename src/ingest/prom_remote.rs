@@ -110,7 +110,27 @@ pub enum BodyError {
     /// The decompressed body is not a `WriteRequest`.
     #[error("body is not a protobuf WriteRequest: {0}")]
     Protobuf(String),
+    /// The request holds more entries (series, labels, samples, metadata) than one request
+    /// may: decoding allocates a struct per entry, so a small body of empty entries would
+    /// cost far more memory than its bytes.
+    #[error(
+        "request holds {entries} series, labels, samples and other entries, more than the \
+         limit of {limit}: send smaller batches (max_samples_per_send)"
+    )]
+    TooManyEntries {
+        /// Entries counted (up to the first one over the limit).
+        entries: usize,
+        /// The limit.
+        limit: usize,
+    },
 }
+
+/// Entries one request may hold: its time series and metadata, and the labels, samples,
+/// exemplars and histograms inside the series. Prometheus sends at most
+/// `max_samples_per_send` samples (500 by default in 2.42, 2,000 in later versions) with
+/// their series' labels: tens of thousands of entries. A million bounds what decoding
+/// allocates to about 72 MB, whatever the body.
+pub const MAX_ENTRIES: usize = 1_000_000;
 
 /// Why one series is refused; each has a stable snake_case name ([`SeriesError::as_str`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -169,7 +189,78 @@ pub fn decode(body: &[u8], limit: usize) -> Result<WriteRequest, BodyError> {
     let raw = snap::raw::Decoder::new()
         .decompress_vec(body)
         .map_err(|e| BodyError::Snappy(e.to_string()))?;
+    check_entries(&raw, MAX_ENTRIES)?;
     WriteRequest::decode(Bytes::from(raw)).map_err(|e| BodyError::Protobuf(e.to_string()))
+}
+
+/// Counts the request's entries from its protobuf framing alone, without decoding: its
+/// top-level fields (time series, metadata) and the fields inside each time series (labels,
+/// samples, exemplars, histograms); refuses more than `limit`.
+fn check_entries(message: &[u8], limit: usize) -> Result<(), BodyError> {
+    let mut entries = 0usize;
+    let count = |entries: &mut usize| {
+        *entries += 1;
+        if *entries > limit {
+            Err(BodyError::TooManyEntries {
+                entries: *entries,
+                limit,
+            })
+        } else {
+            Ok(())
+        }
+    };
+    for_each_field(message, &mut |field, payload| {
+        count(&mut entries)?;
+        if field == 1 {
+            for_each_field(payload, &mut |_, _| count(&mut entries))?;
+        }
+        Ok(())
+    })
+}
+
+/// What [`for_each_field`] calls per field: its number and length-delimited payload.
+type FieldVisitor<'a> = dyn FnMut(u64, &[u8]) -> Result<(), BodyError> + 'a;
+
+/// Calls `each` with the number and the length-delimited payload (empty for other wire
+/// types) of every field of the protobuf message `message`, in order.
+fn for_each_field(message: &[u8], each: &mut FieldVisitor<'_>) -> Result<(), BodyError> {
+    let malformed = |what: &str| BodyError::Protobuf(format!("malformed framing: {what}"));
+    let mut rest = message;
+    while !rest.is_empty() {
+        let key = prost::encoding::decode_varint(&mut rest).map_err(|_| malformed("a key"))?;
+        let skip = |rest: &mut &[u8], n: u64| -> Result<(), BodyError> {
+            let n = usize::try_from(n).map_err(|_| malformed("a length"))?;
+            if n > rest.len() {
+                return Err(malformed("a field runs past the end"));
+            }
+            *rest = &rest[n..];
+            Ok(())
+        };
+        let payload = match key & 7 {
+            0 => {
+                prost::encoding::decode_varint(&mut rest).map_err(|_| malformed("a varint"))?;
+                &[][..]
+            }
+            1 => {
+                skip(&mut rest, 8)?;
+                &[][..]
+            }
+            2 => {
+                let len =
+                    prost::encoding::decode_varint(&mut rest).map_err(|_| malformed("a length"))?;
+                let start = rest;
+                skip(&mut rest, len)?;
+                &start[..start.len() - rest.len()]
+            }
+            5 => {
+                skip(&mut rest, 4)?;
+                &[][..]
+            }
+            other => return Err(malformed(&format!("wire type {other}"))),
+        };
+        each(key >> 3, payload)?;
+    }
+    Ok(())
 }
 
 /// The metric families the request's metadata types `counter`.

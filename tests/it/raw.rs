@@ -440,6 +440,62 @@ fn corrupt_and_foreign_raw_files_are_refused_by_name() {
     );
 }
 
+/// A power loss between two flushes can leave a segment's next one on disk while its own
+/// last points are not: the next segment's `PREV_END` is then later than its last time. The
+/// open accepts that and serves what is there; a `PREV_END` earlier than it is corruption.
+#[test]
+fn a_segment_that_lost_its_last_points_to_a_power_loss_still_opens() {
+    let dir = scratch_dir();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let points = SEGMENT_POINTS as i64 + 1;
+    {
+        let engine = open_driven(dir.path(), &clock, raw_tiers(false));
+        let id = engine.series("a").unwrap();
+        let samples: Vec<Sample> = (0..points)
+            .map(|i| Sample::new(id, NOW - HOUR + i, i as f64))
+            .collect();
+        engine.record_batch(&samples).unwrap();
+        engine.close().unwrap();
+    }
+    let file = dir
+        .path()
+        .join("raw/raw")
+        .join(tierdb::storage::raw::segment::file_name(NOW - HOUR, 0));
+    let original = std::fs::read(&file).unwrap();
+    let len_at = |segment: usize| 4096 + 4096 * segment + 8;
+    let prev_end_at = |segment: usize| 4096 + 4096 * segment + 16;
+    assert_eq!(
+        original[len_at(0)] as usize,
+        SEGMENT_POINTS,
+        "segment 0 full"
+    );
+    assert_eq!(original[len_at(1)], 1, "segment 1 holds the last point");
+    let open = || {
+        Engine::builder(dir.path())
+            .tiers(raw_tiers(false))
+            .clock(clock.clone())
+            .background_maintenance(false)
+            .open()
+    };
+    // Segment 0's last two points never reached the disk.
+    let mut lost = original.clone();
+    lost[len_at(0)..len_at(0) + 8].copy_from_slice(&(SEGMENT_POINTS as u64 - 2).to_le_bytes());
+    std::fs::write(&file, &lost).unwrap();
+    let engine = open().expect("opens");
+    let read = engine
+        .query(&Query::new("a", NOW - HOUR, NOW).tier("raw"))
+        .unwrap();
+    assert_eq!(read.points.len(), points as usize - 2);
+    engine.close().unwrap();
+    // Segment 1 says segment 0 ended earlier than its points do: refused.
+    let mut earlier = original.clone();
+    earlier[prev_end_at(1)..prev_end_at(1) + 8]
+        .copy_from_slice(&(NOW - HOUR + SEGMENT_POINTS as i64 - 2).to_le_bytes());
+    std::fs::write(&file, &earlier).unwrap();
+    let err = open().err().expect("refused");
+    assert!(matches!(err, Error::CorruptFile { .. }), "{err}");
+}
+
 /// Over HTTP: `tier=raw` answers the exact points and the neighbours, JSON and CSV; the
 /// raw tier shows in `/api/v1/tiers` and `/metrics`; `/render` and aggregates do not read it.
 #[test]

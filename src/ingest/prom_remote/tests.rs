@@ -208,6 +208,38 @@ fn bodies_that_are_not_requests_are_refused() {
     assert!(matches!(decode(b"", 1 << 20), Err(BodyError::Snappy(_))));
 }
 
+#[test]
+fn a_request_of_too_many_entries_is_refused_before_it_is_decoded() {
+    // A time series with two labels and a sample: four entries.
+    let series = [
+        &b"\x0a\x10"[..],
+        b"\x0a\x04\x0a\x00\x12\x00",
+        b"\x0a\x04\x0a\x00\x12\x00",
+        b"\x12\x02\x09\x00",
+    ]
+    .concat();
+    assert_eq!(check_entries(&series, 4), Ok(()));
+    assert_eq!(
+        check_entries(&series, 3),
+        Err(BodyError::TooManyEntries {
+            entries: 4,
+            limit: 3
+        })
+    );
+    // Empty time series cost 2 bytes each on the wire and a struct each decoded: a body of
+    // them a bit over the limit is refused, though far under the size limit.
+    let empties = b"\x0a\x00".repeat(MAX_ENTRIES + 1);
+    let body = snap::raw::Encoder::new().compress_vec(&empties).unwrap();
+    assert!(body.len() < 1 << 20, "{} bytes compressed", body.len());
+    assert_eq!(
+        decode(&body, 64 << 20),
+        Err(BodyError::TooManyEntries {
+            entries: MAX_ENTRIES + 1,
+            limit: MAX_ENTRIES
+        })
+    );
+}
+
 proptest! {
     #[test]
     fn no_panic_on_any_body(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
