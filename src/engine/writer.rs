@@ -243,6 +243,8 @@ struct Writer {
     /// The series whose raw append kills the process, and how many of its points to store
     /// first ([`FAULT_KILL_MID_RAW_APPEND`]).
     raw_fault: Option<(u32, u64)>,
+    /// The raw tier's window start at the last sweep of `raw_tails` ([`Writer::evict_expired_raw`]).
+    raw_window_seen: Timestamp,
 }
 
 /// Where a series' next raw point goes, and the last one stored: what the ordering and
@@ -275,6 +277,7 @@ impl Writer {
                 .ok()
                 .and_then(|v| v.parse().ok()),
             raw_tails: Vec::new(),
+            raw_window_seen: Timestamp::MIN,
             writers,
             raw_fault: std::env::var(FAULT_KILL_MID_RAW_APPEND).ok().and_then(|v| {
                 let (series, after) = v.split_once(':')?;
@@ -289,8 +292,12 @@ impl Writer {
             let job = match jobs.recv_timeout(IDLE_EVICTION) {
                 Ok(job) => job,
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                    let windows = self.shared.window_starts(self.shared.clock.now());
+                    let now = self.shared.clock.now();
+                    let windows = self.shared.window_starts(now);
                     self.evict_expired(&windows);
+                    if let Some(raw) = &self.shared.config.raw {
+                        self.evict_expired_raw(raw.window_start(now));
+                    }
                     continue;
                 }
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
@@ -409,6 +416,12 @@ impl Writer {
     /// per [`SEGMENT_POINTS`] points) and the tail table's growth with new series.
     fn store_raw(&mut self, samples: &[Sample], window: Timestamp) -> RawCounts {
         let mut counts = RawCounts::default();
+        if self.shared.raw.is_none() {
+            return counts;
+        }
+        if window > self.raw_window_seen {
+            self.evict_expired_raw(window);
+        }
         let Some(raw) = self.shared.raw.as_ref() else {
             return counts;
         };
@@ -529,6 +542,24 @@ impl Writer {
                         *file = None;
                     }
                 }
+            }
+        }
+    }
+
+    /// Lets go of the raw tails whose segment is in a period before `window`: a series that
+    /// went quiet would otherwise keep its last segment's file mapped after expiry unlinked
+    /// it, and its disk space would not be freed until a restart. The window moves once per
+    /// period, so a writer sweeps its tails once per period (and when idle).
+    fn evict_expired_raw(&mut self, window: Timestamp) {
+        self.raw_window_seen = window;
+        for tail in &mut self.raw_tails {
+            let expired = tail.as_ref().is_some_and(|t| {
+                t.segment
+                    .as_ref()
+                    .is_some_and(|seg| seg.file.period_start() < window)
+            });
+            if expired {
+                *tail = None;
             }
         }
     }

@@ -440,6 +440,48 @@ fn corrupt_and_foreign_raw_files_are_refused_by_name() {
     );
 }
 
+/// A series that went quiet does not keep its last raw file mapped once the file expired:
+/// the writers let go of segments in periods before the window, so expiry frees the disk.
+#[test]
+fn an_expired_raw_file_is_let_go_by_the_writers_of_quiet_series() {
+    let dir = scratch_dir();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let engine = open_driven(dir.path(), &clock, raw_tiers(false));
+    let quiet = engine.series("quiet").unwrap();
+    let busy = engine.series("busy").unwrap();
+    engine
+        .record_batch(&[
+            Sample::new(quiet, NOW - 30, 1.0),
+            Sample::new(busy, NOW - 30, 1.0),
+        ])
+        .unwrap();
+    clock.advance(14 * HOUR);
+    engine.maintain().unwrap();
+    engine
+        .record_batch(&[Sample::new(busy, NOW + 14 * HOUR - 5, 2.0)])
+        .unwrap();
+    let raw_dir = dir.path().join("raw/raw").display().to_string();
+    let mapped = || {
+        std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(&raw_dir) && l.ends_with("(deleted)"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    // The quiet series' writer lets go when it next idles (a second) or writes.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !mapped().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "expired raw files still mapped: {:?}",
+            mapped()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    engine.close().unwrap();
+}
+
 /// A power loss between two flushes can leave a segment's next one on disk while its own
 /// last points are not: the next segment's `PREV_END` is then later than its last time. The
 /// open accepts that and serves what is there; a `PREV_END` earlier than it is corruption.
