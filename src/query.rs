@@ -288,12 +288,11 @@ impl Reader<'_> {
             )));
         }
         let read = self
-            .raw_points(id, query.from, query.to)
+            .raw_points(id, query.from, query.to, MAX_QUERY_POINTS as usize)
             .unwrap_or_default();
         if read.points.len() as u64 > MAX_QUERY_POINTS {
             return Err(Error::InvalidQuery(format!(
-                "{} raw points in the range; at most {MAX_QUERY_POINTS} (use a shorter range or a rollup tier)",
-                read.points.len()
+                "more than {MAX_QUERY_POINTS} raw points in the range (use a shorter range or a rollup tier)"
             )));
         }
         let registry = self.registry();

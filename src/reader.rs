@@ -85,11 +85,18 @@ impl<'a> Reader<'a> {
 
     /// The points of series `id` in `[from, to)` in the raw tier, with the neighbours
     /// just outside; `None` without a raw tier. Points before the tier's window at the
-    /// clock's now are not shown (their period is about to be dropped).
-    pub fn raw_points(&self, id: SeriesId, from: Timestamp, to: Timestamp) -> Option<RawRead> {
+    /// clock's now are not shown (their period is about to be dropped). With more than
+    /// `limit` points in the range, it stops at `limit + 1` ([`RawStore::read`]).
+    pub fn raw_points(
+        &self,
+        id: SeriesId,
+        from: Timestamp,
+        to: Timestamp,
+        limit: usize,
+    ) -> Option<RawRead> {
         let raw = self.raw?;
         let window = raw.spec().window_start(self.now());
-        let mut read = raw.read(id.0, from.max(window), to);
+        let mut read = raw.read(id.0, from.max(window), to, limit);
         if read.before.is_some_and(|(ts, _)| ts < window) {
             read.before = None;
         }

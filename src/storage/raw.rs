@@ -362,8 +362,11 @@ impl RawStore {
     /// The points of `series` in `[from, to)`, with the last point before `from` and the
     /// first at or after `to`. Starts at the last segment whose first point is before `from`
     /// (a binary search of the chain, then of that segment), and stops at the first point at
-    /// or after `to`, going on to the chain's next segment when a segment runs out.
-    pub fn read(&self, series: u32, from: Timestamp, to: Timestamp) -> RawRead {
+    /// or after `to`, going on to the chain's next segment when a segment runs out. Stops
+    /// early, with `limit + 1` points and no `after`, when the range holds more than `limit`:
+    /// the copy and the time the chains' lock is held, which writers need to link a new
+    /// segment, stay bounded whatever the range.
+    pub fn read(&self, series: u32, from: Timestamp, to: Timestamp, limit: usize) -> RawRead {
         let mut out = RawRead::default();
         let chains = self.chains.read().unwrap_or_else(|e| e.into_inner());
         let Some(chain) = chains.get(series as usize) else {
@@ -388,6 +391,9 @@ impl RawStore {
                     return out;
                 }
                 out.points.push(point);
+                if out.points.len() > limit {
+                    return out;
+                }
                 i += 1;
             }
         }

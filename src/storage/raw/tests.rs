@@ -85,23 +85,35 @@ fn chains_link_segments_and_survive_a_reopen() {
         store.flush().unwrap();
     }
     let store = RawStore::open(dir.path(), &spec(), false, 2).unwrap();
-    let all = store.read(1, NOW - 3 * HOUR, NOW);
+    let all = store.read(1, NOW - 3 * HOUR, NOW, usize::MAX);
     assert_eq!(all.points, points);
     assert_eq!((all.before, all.after), (None, None));
+    // Over a limit, the read stops one point past it, across segments, with no `after`.
+    let limit = SEGMENT_POINTS + 10;
+    let capped = store.read(1, NOW - 3 * HOUR, NOW, limit);
+    assert_eq!(capped.points, points[..=limit]);
+    assert_eq!(capped.after, None);
+    assert_eq!(
+        store.read(1, NOW - 3 * HOUR, NOW, points.len()).points,
+        points
+    );
     // Starting exactly at a segment's first point: the neighbour is the last of the one before.
     let second = points[SEGMENT_POINTS].0;
-    let read = store.read(1, second, second + 1);
+    let read = store.read(1, second, second + 1, usize::MAX);
     assert_eq!(read.before, Some(points[SEGMENT_POINTS - 1]));
     assert_eq!(read.points, vec![points[SEGMENT_POINTS]]);
     assert_eq!(read.after, Some(points[SEGMENT_POINTS + 1]));
     // A range between two points holds none, yet has both neighbours.
-    let read = store.read(1, points[10].0 + 1, points[11].0);
+    let read = store.read(1, points[10].0 + 1, points[11].0, usize::MAX);
     assert_eq!(
         (read.before, read.points.len(), read.after),
         (Some(points[10]), 0, Some(points[11]))
     );
-    assert_eq!(store.read(0, NOW - 5, NOW).before, Some((NOW - 10, -1.0)));
-    assert_eq!(store.read(5, NOW - 5, NOW), RawRead::default());
+    assert_eq!(
+        store.read(0, NOW - 5, NOW, usize::MAX).before,
+        Some((NOW - 10, -1.0))
+    );
+    assert_eq!(store.read(5, NOW - 5, NOW, usize::MAX), RawRead::default());
 }
 
 #[test]
@@ -119,7 +131,7 @@ fn a_full_period_gets_a_file_on_demand_and_drops_go_whole() {
     let created = store.prepare_ahead(NOW, &due).unwrap();
     assert_eq!(created, 2, "the current period and the next, one file each");
     assert_eq!(store.drop_before(start + HOUR).unwrap(), 2);
-    assert_eq!(store.read(7, start, NOW), RawRead::default());
+    assert_eq!(store.read(7, start, NOW, usize::MAX), RawRead::default());
     assert_eq!(store.files(NOW).files, 2);
     assert!(std::fs::read_dir(store.dir()).unwrap().count() == 2);
     drop(store);
@@ -142,12 +154,15 @@ fn segments_of_unregistered_ids_are_given_up_at_a_writable_open() {
     }
     // The registry came back with one series: a read-only open leaves the files alone...
     let store = RawStore::open(dir.path(), &spec(), false, 1).unwrap();
-    assert_eq!(store.read(0, late - 60, NOW).points, vec![(late - 50, 1.0)]);
+    assert_eq!(
+        store.read(0, late - 60, NOW, usize::MAX).points,
+        vec![(late - 50, 1.0)]
+    );
     drop(store);
     assert_eq!(
         RawStore::open(dir.path(), &spec(), false, 2)
             .unwrap()
-            .read(1, 0, NOW)
+            .read(1, 0, NOW, usize::MAX)
             .points
             .len(),
         1
@@ -155,9 +170,15 @@ fn segments_of_unregistered_ids_are_given_up_at_a_writable_open() {
     // ...a writable one gives the lost series' segment up.
     drop(RawStore::open(dir.path(), &spec(), true, 1).unwrap());
     let store = RawStore::open(dir.path(), &spec(), true, 2).unwrap();
-    assert_eq!(store.read(1, 0, NOW), RawRead::default());
+    assert_eq!(store.read(1, 0, NOW, usize::MAX), RawRead::default());
     // The id's new series starts from nothing, earlier times included.
     append(&store, 1, &[(late - 1_000, 3.0)]);
-    assert_eq!(store.read(1, 0, NOW).points, vec![(late - 1_000, 3.0)]);
-    assert_eq!(store.read(0, 0, NOW).points, vec![(late - 50, 1.0)]);
+    assert_eq!(
+        store.read(1, 0, NOW, usize::MAX).points,
+        vec![(late - 1_000, 3.0)]
+    );
+    assert_eq!(
+        store.read(0, 0, NOW, usize::MAX).points,
+        vec![(late - 50, 1.0)]
+    );
 }
