@@ -121,7 +121,7 @@ impl Shared {
             let spec = raw.spec();
             let period = spec.period.secs() as i64;
             let due = |start| ahead_due(start, now, period, spec.create_ahead);
-            match raw.prepare_ahead(now, &due) {
+            match raw.prepare_ahead(now, &due, AHEAD_FILES_PER_PASS) {
                 Ok(n) => report.created += n,
                 Err(e) => {
                     first_error.get_or_insert(e);

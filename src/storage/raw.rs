@@ -281,11 +281,18 @@ impl RawStore {
     /// there (at least half a file); for each of the next `create_ahead` periods
     /// that is `due` (the rollup tiers' rule, `crate::engine`'s `ahead_due`), one segment
     /// per series writing in the current period (each claims one there), at least one file.
-    /// Returns files created.
+    /// Creates at most `max_files` in one call, as the rollups pace theirs: the files are
+    /// created under the lock every segment claim takes, so a call must not hold it for
+    /// hundreds of fsyncs; the next maintenance pass goes on. Returns files created.
     ///
     /// # Errors
     /// [`Error::Io`] for the first file that could not be created.
-    pub fn prepare_ahead(&self, now: Timestamp, due: &dyn Fn(Timestamp) -> bool) -> Result<usize> {
+    pub fn prepare_ahead(
+        &self,
+        now: Timestamp,
+        due: &dyn Fn(Timestamp) -> bool,
+        max_files: usize,
+    ) -> Result<usize> {
         if !self.writable {
             return Ok(0);
         }
@@ -308,7 +315,7 @@ impl RawStore {
                 active.max(1)
             };
             let entry = periods.entry(start).or_default();
-            while entry.free() < want {
+            while entry.free() < want && created < max_files {
                 self.add_file(start, entry, Creation::Ahead)?;
                 created += 1;
             }

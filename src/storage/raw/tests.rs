@@ -128,7 +128,12 @@ fn a_full_period_gets_a_file_on_demand_and_drops_go_whole() {
     let files = store.files(NOW);
     assert_eq!((files.files, files.on_demand_creations), (2, 2));
     let due = |_| true;
-    let created = store.prepare_ahead(NOW, &due).unwrap();
+    assert_eq!(
+        store.prepare_ahead(NOW, &due, 1).unwrap(),
+        1,
+        "paced: one file a call"
+    );
+    let created = 1 + store.prepare_ahead(NOW, &due, 16).unwrap();
     assert_eq!(created, 2, "the current period and the next, one file each");
     assert_eq!(store.drop_before(start + HOUR).unwrap(), 2);
     assert_eq!(store.read(7, start, NOW, usize::MAX), RawRead::default());
