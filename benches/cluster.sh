@@ -52,7 +52,8 @@ for i in 0 1 2; do
 done
 URLS="nats://127.0.0.1:${CLIENT[0]},nats://127.0.0.1:${CLIENT[1]},nats://127.0.0.1:${CLIENT[2]}"
 
-# Starts `tierdb serve` with extra flags; prints "pid http graphite".
+# Starts `tierdb serve` with extra flags; prints "pid http graphite". It runs in a subshell
+# (`< <(...)`), so the caller records the pid in PIDS.
 start_tierdb() {
     local name=$1
     shift
@@ -60,7 +61,6 @@ start_tierdb() {
     RUST_LOG=${RUST_LOG:-tierdb=warn} "$TIERDB" serve --data-dir "$WORK/$name" --http 127.0.0.1:0 \
         --graphite 127.0.0.1:0 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
     local pid=$!
-    PIDS+=($pid)
     for _ in $(seq 600); do
         if grep -q "tierdb: ready" "$WORK/$name.out"; then
             local http graphite
@@ -74,16 +74,18 @@ start_tierdb() {
     done
     echo "$name did not start" >&2
     cat "$WORK/$name.err" >&2
+    kill -9 "$pid" 2>/dev/null || true
     exit 1
 }
 
-read -r _ SINGLE_HTTP SINGLE_GRAPHITE < <(start_tierdb single)
+read -r pid SINGLE_HTTP SINGLE_GRAPHITE < <(start_tierdb single)
+PIDS+=("$pid")
 NODES_HTTP=() NODES_GRAPHITE=() NODES_PID=()
 node_flags() { echo --cluster "$URLS" --node "node$1" --log-max-bytes $((256 << 20)); }
 for i in 0 1 2; do
     # shellcheck disable=SC2046
     read -r pid http graphite < <(start_tierdb "node$i" $(node_flags "$i"))
-    NODES_HTTP+=("$http") NODES_GRAPHITE+=("$graphite") NODES_PID+=("$pid")
+    NODES_HTTP+=("$http") NODES_GRAPHITE+=("$graphite") NODES_PID+=("$pid") PIDS+=("$pid")
 done
 
 python3 - "$SERIES" "$SAMPLES" "$CONNECTIONS" "$QUERIES" "$SINGLE_HTTP" "$SINGLE_GRAPHITE" \
@@ -178,7 +180,8 @@ kill -9 "${NODES_PID[2]}"
 rm -rf "$WORK/node2"
 REBUILD_START=$(date +%s.%N)
 # shellcheck disable=SC2046
-read -r _ NODE2_HTTP _ < <(start_tierdb node2 $(node_flags 2))
+read -r pid NODE2_HTTP _ < <(start_tierdb node2 $(node_flags 2))
+PIDS+=("$pid")
 python3 - "$NODE2_HTTP" "$REBUILD_START" <<'PY'
 import json, sys, time, urllib.request
 http, started = sys.argv[1], float(sys.argv[2])
