@@ -189,16 +189,22 @@ deadline = time.time() + 600
 while True:
     with urllib.request.urlopen(f"http://{http}/api/v1/cluster", timeout=60) as r:
         status = json.loads(r.read())
-    mine = [p for p in status["partitions"] if any(r["node"] == "node2" for r in p["replicas"])]
-    caught_up = mine and all(r["lag"] == 0 for p in mine for r in p["replicas"] if r["node"] == "node2")
+    # Caught up once node2 holds every partition the cluster wants on it, at lag 0.
+    mine = [p for p in status["partitions"] if "node2" in p["desired"]]
+    caught_up = mine and all(
+        any(r["node"] == "node2" and r["lag"] == 0 for r in p["replicas"]) for p in mine)
+    # A partition no sample went to has nothing to copy: only the others must be rebuilt.
+    with_data = [p for p in mine if p["last_sequence"] > 0]
     rebuilt = status["rebuilds"]
-    if caught_up and len(rebuilt) >= len(mine):
+    if caught_up and len(rebuilt) >= len(with_data):
         took = time.time() - started
         copied = sum(r["bytes"] for r in rebuilt)
-        print(f"rebuild of a wiped node: {len(rebuilt)} partitions, {copied / 2**20:.1f} MiB of files "
+        print(f"rebuild of a wiped node: {len(rebuilt)} partitions (of {len(mine)} it applies), "
+              f"{copied / 2**20:.1f} MiB of files "
               f"copied, caught up {took:.2f} s after its start ({copied / 2**20 / took:.1f} MiB/s)")
         break
     if time.time() > deadline:
-        sys.exit(f"node2 not rebuilt after 10 minutes: {len(rebuilt)} copies, {len(mine)} partitions")
+        sys.exit(f"node2 not rebuilt after 10 minutes: {len(rebuilt)} copies, {len(with_data)} "
+                 f"partitions with data of {len(mine)}")
     time.sleep(0.1)
 PY
