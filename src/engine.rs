@@ -770,6 +770,34 @@ impl Engine {
         Ok(())
     }
 
+    /// The time of series `id`'s last raw point: `None` without a raw tier or without a
+    /// point. What an undo keeps of the raw tier ([`Engine::truncate_raw_after`]).
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn raw_last_time(&self, id: SeriesId) -> Option<Timestamp> {
+        self.shared.raw.as_ref()?.last_time(id.0)
+    }
+
+    /// Takes series `id`'s raw points after `last` away (all for `None`; see
+    /// [`RawStore::truncate_after`]); durable with the next [`Engine::flush`]. Returns the
+    /// points taken away. Only valid at open, before any batch: the writers keep the raw
+    /// tails they met.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`].
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn truncate_raw_after(
+        &self,
+        id: SeriesId,
+        last: Option<Timestamp>,
+    ) -> Result<usize> {
+        self.check_writable()?;
+        Ok(self
+            .shared
+            .raw
+            .as_ref()
+            .map_or(0, |raw| raw.truncate_after(id.0, last)))
+    }
+
     /// The engine clock's current time.
     pub fn now(&self) -> Timestamp {
         self.shared.clock.now()

@@ -16,7 +16,9 @@
 //!    puts back what it holds), and the counter state record (declared kind, last time, last
 //!    raw value) of every series the group names. It reads their current values through the
 //!    storage, whichever form the period is in: hot (the mapping), compacted (its reader),
-//!    or no file (empty).
+//!    or no file (empty). With a raw tier, it also keeps the time of each named series' last
+//!    raw point: raw appends are not adds, and cutting a series back to that point undoes
+//!    them exactly (a group appends only after a series' last point).
 //! 2. **Undo record.** `apply.undo` gets the group's last sequence, the tiers layout
 //!    fingerprint and the pre-images, with a CRC, written whole and fsynced.
 //! 3. **Apply.** Each message goes through the engine's own write path, as a server's write
@@ -31,9 +33,10 @@
 //! 5. **Recovery at open.** An undo record whose sequence is above the applied one means the
 //!    process stopped between 2 and 4: every pre-image is put back (absolute values, so a
 //!    crash during the recovery just repeats it), a period compacted since is made hot again
-//!    first, the counter states and the kinds they imply are restored, everything is flushed,
-//!    and then the record is cleared. The caller re-delivers from `applied + 1`, and the
-//!    re-apply gives bit-identical buckets.
+//!    first, the counter states and the kinds they imply are restored, each raw series is cut
+//!    back to its recorded last point, everything is flushed, and then the record is
+//!    cleared. The caller re-delivers from `applied + 1`, and the re-apply gives
+//!    bit-identical buckets and raw points.
 //!
 //! A torn undo record (its CRC fails) was cut short before anything of its group was stored;
 //! it is ignored. A torn `apply.state` slot leaves the other slot's older sequence, under
@@ -70,7 +73,7 @@ use crate::storage::counter_journal::Undo;
 use crate::time::Timestamp;
 use crate::{Error, Result};
 use applied::AppliedFile;
-use undo::{UndoFile, UndoRecord};
+use undo::{RawTail, UndoFile, UndoRecord};
 
 /// The crash tests' fault hook: `<step>` or `<step>:<n>` kills the process (SIGKILL, as
 /// `kill -9`) at that step of the `n`-th group this process applies (default the first);
@@ -128,7 +131,6 @@ impl PartitionStore {
 
     fn open_with(builder: EngineBuilder, fault: Option<Fault>) -> Result<PartitionStore> {
         let engine = builder.open()?;
-        super::node::refuse_raw_tier(engine.config())?;
         if engine.is_read_only() {
             return Err(Error::ReadOnly(engine.dir().to_path_buf()));
         }
@@ -248,14 +250,15 @@ impl PartitionStore {
             .iter()
             .map(|(_, batch)| self.resolve(batch))
             .collect::<Result<Vec<_>>>()?;
-        let entries = self.pre_images(&todo, &resolved)?;
-        report.undo_entries = entries.len();
+        let (entries, raw_tails) = self.pre_images(&todo, &resolved)?;
+        report.undo_entries = entries.len() + raw_tails.len();
         let prepared = Prepared {
             number: group_number,
             last,
             messages: &todo,
             series: &resolved,
             entries: &entries,
+            raw_tails: &raw_tails,
         };
         let outcome = self.apply_group(&mut inner, &prepared, &mut report);
         if let Err(e) = &outcome {
@@ -277,9 +280,11 @@ impl PartitionStore {
         group: &Prepared<'_>,
         report: &mut ApplyReport,
     ) -> Result<()> {
-        if !group.entries.is_empty() {
+        if !group.entries.is_empty() || !group.raw_tails.is_empty() {
             let layout = self.engine.config().layout_fingerprint();
-            inner.undo.write(group.last, layout, group.entries)?;
+            inner
+                .undo
+                .write(group.last, layout, group.entries, group.raw_tails)?;
         }
         inner.fault_at(Step::UndoWritten, group.number)?;
         let mut offset = 0;
@@ -313,7 +318,8 @@ impl PartitionStore {
             .collect()
     }
 
-    /// Step 1: the pre-images of every cell and counter state the messages may change.
+    /// Step 1: the pre-images of every cell and counter state the messages may change, and
+    /// with a raw tier the raw tail of every series they name.
     ///
     /// # Errors
     /// As [`Engine::load_cells`].
@@ -321,7 +327,7 @@ impl PartitionStore {
         &self,
         todo: &[&(u64, SampleBatch)],
         resolved: &[Vec<Resolved>],
-    ) -> Result<Vec<Undo>> {
+    ) -> Result<(Vec<Undo>, Vec<RawTail>)> {
         let config = self.engine.config();
         let cells = cells_touched(config, todo, resolved);
         let before = self.engine.load_cells(&cells)?;
@@ -345,11 +351,21 @@ impl PartitionStore {
             adds: 0,
             before,
         }));
-        entries.extend(ids.into_iter().map(|id| Undo::State {
+        entries.extend(ids.iter().map(|&id| Undo::State {
             id: id.index(),
             before: self.engine.counter_state(id),
         }));
-        Ok(entries)
+        let raw_tails = if config.raw.is_some() {
+            ids.iter()
+                .map(|&id| RawTail {
+                    id: id.0,
+                    last: self.engine.raw_last_time(id),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok((entries, raw_tails))
     }
 
     /// Applies one message as a server applies one write: kinds declared, then one batch.
@@ -429,6 +445,7 @@ struct Prepared<'a> {
     /// Per message, its series registered.
     series: &'a [Vec<Resolved>],
     entries: &'a [Undo],
+    raw_tails: &'a [RawTail],
 }
 
 /// A series of a batch, registered.
@@ -567,11 +584,16 @@ fn roll_back(
     for (id, before) in states {
         engine.restore_counter_state(id, before)?;
     }
+    let mut raw_points = 0;
+    for tail in &record.raw_tails {
+        raw_points += engine.truncate_raw_after(SeriesId(tail.id), tail.last)?;
+    }
     tracing::warn!(
         dir = %engine.dir().display(),
         seq = record.seq,
         cells = cells.len(),
         changed,
+        raw_points,
         "the last process stopped while applying a group of messages; rolled it back to be \
          applied again"
     );

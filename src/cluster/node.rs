@@ -146,22 +146,6 @@ struct Applying {
     stop: watch::Sender<bool>,
 }
 
-/// A raw tier is refused in cluster mode: its appends are not covered by the apply's undo
-/// record (see src/cluster/apply.rs), so a replayed group could not be applied exactly once.
-///
-/// # Errors
-/// [`Error::Cluster`] naming the raw tier.
-pub fn refuse_raw_tier(tiers: &TiersConfig) -> Result<()> {
-    match &tiers.raw {
-        Some(raw) => Err(Error::Cluster(format!(
-            "the raw tier {:?} is not supported in cluster mode (its appends are not covered by \
-             the apply's undo record); remove it from tiers.toml or run a single node",
-            raw.name
-        ))),
-        None => Ok(()),
-    }
-}
-
 impl Node {
     /// Connects to NATS, opens the log, joins the ownership table and starts applying the
     /// partitions the table gives this node. `http_addr` is where other nodes reach this
@@ -171,7 +155,6 @@ impl Node {
     /// [`Error::Cluster`] when NATS cannot be reached or the cluster refuses this node (a
     /// different partition count); [`Error::Io`] for the data directory.
     pub async fn start(settings: NodeSettings, http_addr: &str) -> Result<Arc<Node>> {
-        refuse_raw_tier(&settings.tiers)?;
         let partitions = settings.data_dir.join("partitions");
         std::fs::create_dir_all(&partitions).map_err(|e| Error::io(&partitions, e))?;
         remove_unfinished_copies(&partitions)?;
@@ -489,6 +472,7 @@ impl Node {
             .filter(|(applied, _, _)| *applied > local)
             .collect();
         sources.sort_by_key(|source| std::cmp::Reverse(source.0));
+        let had_sources = !sources.is_empty();
         for (_, from, addr) in sources {
             match self.rebuild_from(partition, dir, &addr).await {
                 Ok(info) => {
@@ -519,7 +503,23 @@ impl Node {
                 }
             }
         }
-        if trimmed {
+        if !trimmed {
+            // Says why there was no copy, so a node that reads the whole log instead can be
+            // told from one that had nothing to copy.
+            if had_sources {
+                tracing::warn!(
+                    partition,
+                    applied = local,
+                    "no replica's files could be copied: reading the partition from the log"
+                );
+            } else {
+                tracing::info!(
+                    partition,
+                    applied = local,
+                    "no live replica applied more of this partition: reading it from the log"
+                );
+            }
+        } else {
             tracing::error!(
                 partition,
                 applied = local,

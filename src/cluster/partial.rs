@@ -237,11 +237,15 @@ pub fn merge_fetched(parts: impl IntoIterator<Item = Vec<Fetched>>) -> Vec<Fetch
 
 /// `query` with the tier the asker's clock chooses for it (with `tiers` at `now`) named, so
 /// the owner it is sent to reads that tier whatever its own clock says (`auto` depends on
-/// the time: which tiers still reach back to `from`).
+/// the time: which tiers still reach back to `from`). A query naming the raw tier goes as it
+/// is: `auto` never picks it.
 ///
 /// # Errors
 /// [`crate::Error::UnknownTier`] for a tier name the asker does not have.
 pub fn pinned_query(tiers: &TiersConfig, now: Timestamp, query: &Query) -> Result<Query> {
+    if matches!(&query.tier, TierChoice::Named(name) if tiers.is_raw(name)) {
+        return Ok(query.clone());
+    }
     let tier = tiers.choose_tier(&query.tier, query.from, query.to, query.max_points, now)?;
     Ok(Query {
         tier: TierChoice::Named(tiers.tiers[tier].name.clone()),

@@ -407,6 +407,46 @@ impl RawStore {
         out
     }
 
+    /// The time of the series' last raw point; `None` when it has none. What a cluster
+    /// partition's undo record keeps of the raw tier ([`RawStore::truncate_after`]).
+    pub fn last_time(&self, series: u32) -> Option<Timestamp> {
+        let tail = self.tail(series)?;
+        let seg = tail.segment();
+        let len = seg.len();
+        (len > 0).then(|| seg.time(len - 1))
+    }
+
+    /// Takes the series' points after `last` away (all of them for `None`): segments that
+    /// start after it are given up, the one holding it is cut back to it. Appends are in
+    /// time order and a group appends only after the series' last point, so this undoes
+    /// exactly what a group of a cluster partition appended after its undo record kept
+    /// `last` (see `src/cluster/apply.rs`). Before any writer starts (the writers keep the
+    /// tail they met); the caller flushes. Returns the points taken away.
+    pub fn truncate_after(&self, series: u32, last: Option<Timestamp>) -> usize {
+        let mut chains = self.chains.write().unwrap_or_else(|e| e.into_inner());
+        let Some(chain) = chains.get_mut(series as usize) else {
+            return 0;
+        };
+        let mut removed = 0;
+        while let Some(seg_ref) = chain.last() {
+            if last.is_some_and(|last| seg_ref.first <= last) {
+                break;
+            }
+            let seg = seg_ref.segment();
+            removed += seg.len();
+            seg.disown();
+            chain.pop();
+        }
+        if let (Some(seg_ref), Some(last)) = (chain.last(), last) {
+            let seg = seg_ref.segment();
+            let len = seg.len();
+            let keep = seg.first_at_or_after(last.saturating_add(1), len);
+            removed += len - keep;
+            seg.truncate(keep);
+        }
+        removed
+    }
+
     /// msync of every file held (an msync of pages that did not change since the last one
     /// writes nothing).
     ///

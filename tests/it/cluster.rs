@@ -828,3 +828,84 @@ fn remote_write_and_statsd_land_through_a_cluster_node() {
     let views = eventually("the statsd counter", || total("cl.views", minute));
     assert_eq!(views, 5.0);
 }
+
+/// A raw tier in a cluster: points written through one node are read back exactly, with
+/// their neighbours outside the range, through both nodes (one replica per partition, so
+/// one of them forwards the read to the other), and again after each node in turn is killed
+/// with SIGKILL and restarted.
+#[test]
+fn a_raw_tier_is_read_exactly_through_any_cluster_node() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let nats = runtime.block_on(NatsCluster::start(1));
+    let urls = nats.urls().join(",");
+    let root = tempfile::tempdir().unwrap();
+    let tiers = root.path().join("tiers.toml");
+    let shipped =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tiers.toml")).unwrap();
+    std::fs::write(
+        &tiers,
+        format!(
+            "{shipped}\n[[tier]]\nname = \"raw\"\nkind = \"raw\"\nperiod = \"1h\"\n\
+             retention = \"1d\"\ncreate_ahead = 1\n"
+        ),
+    )
+    .unwrap();
+    let mut cluster = nodes(2, root.path());
+    for node in &mut cluster {
+        // One replica per partition: one of the two nodes answers through the other.
+        node.args = ["--tiers", &tiers.display().to_string(), "--replicas", "1"]
+            .map(String::from)
+            .to_vec();
+        node.start(&urls);
+    }
+    wait_served(&cluster);
+    let t0 = hour_start() - 3 * 3600;
+    let points = [
+        (t0, 10.0),
+        (t0 + 100, 10.5),
+        (t0 + 4000, 12.0),
+        (t0 + 9000, -0.25),
+    ];
+    let series = vec![("push.followers".to_string(), points.to_vec())];
+    assert_eq!(send_json(cluster[0].http(), &series), 204);
+    let read = |node: &Node| {
+        let path = format!(
+            "/api/v1/query?series=push.followers&tier=raw&from={}&to={}&consistency=strong",
+            t0 + 50,
+            t0 + 5000
+        );
+        eventually(&format!("raw points through {}", node.name), || {
+            let body = get_json(node.http(), &path)?;
+            (body["points"].as_array().map(Vec::len) == Some(2))
+                .then_some(body.clone())
+                .ok_or(format!("not yet: {body}"))
+        })
+    };
+    let expected = serde_json::json!({
+        "points": [[t0 + 100, 10.5], [t0 + 4000, 12.0]],
+        "before": [t0, 10.0],
+        "after": [t0 + 9000, -0.25],
+    });
+    let check = |body: &Value, via: &str| {
+        for field in ["points", "before", "after"] {
+            assert_eq!(
+                body[field], expected[field],
+                "{field} through {via}: {body}"
+            );
+        }
+        assert_eq!(body["tier"], "raw", "{body}");
+    };
+    for node in &cluster {
+        check(&read(node), &node.name);
+    }
+    // The point again (a client's retry): the raw tier keeps it once.
+    assert_eq!(send_json(cluster[1].http(), &series), 204);
+    for node in &mut cluster {
+        node.kill();
+        node.start(&urls);
+    }
+    wait_served(&cluster);
+    for node in &cluster {
+        check(&read(node), &node.name);
+    }
+}

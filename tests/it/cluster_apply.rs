@@ -7,7 +7,8 @@
 //! `TIERDB_FAULT_KILL_MID_UPDATE`) and at random times. After each kill, a copy of the
 //! directory is opened and must equal, bit for bit, a store that applied the same prefix of
 //! the stream without crashing; at the end the directory itself is opened, the rest of the
-//! stream re-delivered, and the whole compared.
+//! stream re-delivered, and the whole compared. The store has a raw tier, so its appends
+//! are checked the same way: every point once, none of a rolled-back group left behind.
 
 use std::collections::HashMap;
 use std::os::unix::process::ExitStatusExt;
@@ -17,7 +18,8 @@ use std::sync::Arc;
 
 use tierdb::cluster::apply::{PartitionStore, FAULT_KILL_MID_APPLY};
 use tierdb::cluster::SampleBatch;
-use tierdb::time::window_start;
+use tierdb::config::{RawTierSpec, TiersConfig};
+use tierdb::time::{window_start, Span};
 use tierdb::{Engine, ManualClock, SeriesId, SeriesKind};
 
 use crate::common::{scratch_dir, small_tiers, NOW};
@@ -31,10 +33,23 @@ const GROUPS: u64 = 600;
 const MESSAGES: u64 = 3;
 const SERIES: u64 = 24;
 
+/// The small tiers, and a raw tier holding the whole stream (two days of 1h periods).
+fn tiers() -> TiersConfig {
+    let mut tiers = small_tiers();
+    tiers.raw = Some(RawTierSpec {
+        name: "raw".to_string(),
+        period: Span::from_secs(3_600),
+        retention: Span::from_secs(48 * 3_600),
+        create_ahead: 1,
+        dedupe_unchanged: false,
+    });
+    tiers
+}
+
 fn open(dir: &Path) -> PartitionStore {
     PartitionStore::open(
         Engine::builder(dir)
-            .tiers(small_tiers())
+            .tiers(tiers())
             .clock(Arc::new(ManualClock::new(NOW)))
             .writer_threads(2)
             .background_maintenance(false),
@@ -119,14 +134,26 @@ fn run_child(dir: &Path, env: &[(&str, String)]) -> std::process::Child {
     command.spawn().unwrap()
 }
 
-/// Every bucket of every tier in its window, every series' kind and counter state: equal bit
-/// for bit, series matched by key. `other` may also hold series a rolled-back group
-/// registered (registration is idempotent and not undone): those must hold nothing.
+/// Every bucket of every tier in its window, every raw point, every series' kind and counter
+/// state: equal bit for bit, series matched by key. `other` may also hold series a
+/// rolled-back group registered (registration is idempotent and not undone): those must
+/// hold nothing.
 fn assert_same(clean: &Engine, other: &Engine, what: &str) {
     let (a, b) = (clean.registry(), other.registry());
     let now = clean.now();
+    let raw = |engine: &Engine, id: SeriesId| -> Vec<(i64, u64)> {
+        let read = (engine.reader())
+            .raw_points(id, 0, now + 3_600, 1_000_000)
+            .expect("a raw tier");
+        assert!(read.before.is_none() && read.after.is_none());
+        read.points
+            .iter()
+            .map(|&(ts, v)| (ts, v.to_bits()))
+            .collect()
+    };
     let nothing = |engine: &Engine, id: SeriesId, key: &str| {
         assert_eq!(engine.counter_state(id), [0; 3], "{what}: {key}");
+        assert_eq!(raw(engine, id), [], "{what}: raw points of {key}");
         for (tier, spec) in engine.config().tiers.iter().enumerate() {
             let from = window_start(now, spec.retention, spec.period);
             let to = now + 2 * spec.resolution.secs() as i64;
@@ -162,6 +189,11 @@ fn assert_same(clean: &Engine, other: &Engine, what: &str) {
             clean.counter_state(id),
             other.counter_state(other_id),
             "{what}: counter state of {key}"
+        );
+        assert_eq!(
+            raw(clean, id),
+            raw(other, other_id),
+            "{what}: raw points of {key}"
         );
         for (tier, spec) in clean.config().tiers.iter().enumerate() {
             let from = window_start(now, spec.retention, spec.period);

@@ -608,14 +608,3 @@ fn the_http_api_reads_the_raw_tier_and_reports_it() {
     ));
     assert_eq!(status, 400, "{body}");
 }
-
-/// A cluster node refuses a raw tier with a sentence saying why, before it connects.
-#[test]
-fn cluster_mode_refuses_a_raw_tier() {
-    let err = tierdb::cluster::node::refuse_raw_tier(&raw_tiers(false)).unwrap_err();
-    assert!(
-        err.to_string().contains("not supported in cluster mode"),
-        "{err}"
-    );
-    assert!(tierdb::cluster::node::refuse_raw_tier(&small_tiers()).is_ok());
-}

@@ -4,11 +4,11 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::applied::AppliedFile;
-use super::undo::UndoFile;
+use super::undo::{RawTail, UndoFile};
 use super::{Fault, FaultAction, PartitionStore, Step};
 use crate::clock::Clock;
 use crate::cluster::{BatchSample, BatchSeries, SampleBatch};
-use crate::config::{EngineSettings, TierSpec, TiersConfig};
+use crate::config::{EngineSettings, RawTierSpec, TierSpec, TiersConfig};
 use crate::counter::SeriesKind;
 use crate::registry::SeriesId;
 use crate::sample::RejectReason;
@@ -23,7 +23,8 @@ const HOUR: i64 = 60 * MINUTE;
 const DAY: i64 = 24 * HOUR;
 const SERIES: usize = 12;
 
-/// Tiers 10s/1m/5m, periods 10m/1h/1d, retentions 1h/6h/2d, 16 series per chunk.
+/// Tiers 10s/1m/5m, periods 10m/1h/1d, retentions 1h/6h/2d, 16 series per chunk; a raw
+/// tier of 1h periods kept 6h, writing only changed values.
 fn tiers() -> TiersConfig {
     let tier = |name: &str, resolution: i64, period: i64, retention: i64| TierSpec {
         name: name.to_owned(),
@@ -39,7 +40,13 @@ fn tiers() -> TiersConfig {
             max_points: 1_500,
         },
         counters: Default::default(),
-        raw: None,
+        raw: Some(RawTierSpec {
+            name: "raw".to_owned(),
+            period: Span::from_secs(HOUR as u64),
+            retention: Span::from_secs(6 * HOUR as u64),
+            create_ahead: 1,
+            dedupe_unchanged: true,
+        }),
         tiers: vec![
             tier("10s", 10, 10 * MINUTE, HOUR),
             tier("1m", MINUTE, HOUR, 6 * HOUR),
@@ -106,8 +113,8 @@ fn bits(b: &Bucket) -> [u64; 4] {
     [b.count, b.total.to_bits(), b.min.to_bits(), b.max.to_bits()]
 }
 
-/// Every bucket of every tier inside its window (up to the future bound), every series'
-/// kind and counter state: equal bit for bit, series matched by key.
+/// Every bucket of every tier inside its window (up to the future bound), every raw point,
+/// every series' kind and counter state: equal bit for bit, series matched by key.
 fn assert_same(clean: &Engine, other: &Engine) {
     let (a, b) = (clean.registry(), other.registry());
     assert_eq!(a.len(), b.len(), "series registered");
@@ -124,6 +131,15 @@ fn assert_same(clean: &Engine, other: &Engine) {
             other.counter_state(other_id),
             "counter state of {key}"
         );
+        let raw = |engine: &Engine, id| {
+            let read = (engine.reader())
+                .raw_points(id, 0, now + 2 * HOUR, usize::MAX - 1)
+                .expect("a raw tier");
+            let bits = |p: &(Timestamp, f64)| (p.0, p.1.to_bits());
+            let points: Vec<_> = read.points.iter().map(bits).collect();
+            (read.before.as_ref().map(bits), points)
+        };
+        assert_eq!(raw(clean, id), raw(other, other_id), "raw points of {key}");
         for (tier, spec) in config.tiers.iter().enumerate() {
             let from = spec.window_start(now);
             let to = now + HOUR + spec.resolution.secs() as i64;
@@ -559,15 +575,27 @@ fn undo_records_round_trip_and_torn_or_damaged_ones_are_told_apart() {
             before: [1, NOW as u64, 2.5f64.to_bits()],
         }])
         .collect();
-    undo.write(99, 42, &entries).unwrap();
+    let raw_tails = [
+        RawTail { id: 4, last: None },
+        RawTail {
+            id: u32::MAX,
+            last: Some(-1),
+        },
+        RawTail {
+            id: 0,
+            last: Some(NOW),
+        },
+    ];
+    undo.write(99, 42, &entries, &raw_tails).unwrap();
     let record = undo.read().unwrap().unwrap();
     assert_eq!((record.seq, record.layout), (99, 42));
     assert_eq!(record.entries.len(), entries.len());
     for (a, b) in record.entries.iter().zip(&entries) {
         assert_eq!(a.encode(), b.encode());
     }
+    assert_eq!(record.raw_tails, raw_tails);
     // A smaller record over a larger one: the leftover entries mean nothing.
-    undo.write(100, 42, &entries[..2]).unwrap();
+    undo.write(100, 42, &entries[..2], &[]).unwrap();
     assert_eq!(
         UndoFile::open(dir.path())
             .unwrap()
@@ -582,7 +610,7 @@ fn undo_records_round_trip_and_torn_or_damaged_ones_are_told_apart() {
     assert_eq!(undo.read().unwrap(), None);
 
     let path = dir.path().join(UndoFile::FILE_NAME);
-    undo.write(101, 42, &entries).unwrap();
+    undo.write(101, 42, &entries, &raw_tails).unwrap();
     let whole = std::fs::read(&path).unwrap();
     // Torn: a flipped byte anywhere in the record, or a control record naming more
     // entries than the file holds, reads as no record.
@@ -602,23 +630,30 @@ fn undo_records_round_trip_and_torn_or_damaged_ones_are_told_apart() {
             id: 1,
             before: [0; 3],
         }],
+        &[RawTail { id: 1, last: None }],
     )
     .unwrap();
-    let mut bytes = std::fs::read(&path).unwrap();
-    bytes[4096 + 64] = 9;
-    let crc = {
-        let mut h = crc32fast::Hasher::new();
-        h.update(&bytes[4096..4096 + 24]);
-        h.update(&bytes[4096 + 64..4096 + 128]);
-        h.finalize()
-    };
-    bytes[4096 + 24..4096 + 28].copy_from_slice(&crc.to_le_bytes());
-    std::fs::write(&path, &bytes).unwrap();
-    let err = undo.read().unwrap_err().to_string();
-    assert!(
-        err.contains("apply.undo") && err.contains("entry 1"),
-        "{err}"
-    );
+    let written = std::fs::read(&path).unwrap();
+    // An unknown kind; a raw tail entry with a flag other than 0 or 1; one with a time but
+    // no flag; one with a stray word.
+    for (entry, word, value) in [(1, 0, 9), (2, 2, 2), (2, 3, 5), (2, 6, 1)] {
+        let mut bytes = written.clone();
+        let at = 4096 + 64 * entry + 8 * word;
+        bytes[at..at + 8].copy_from_slice(&(value as u64).to_le_bytes());
+        let crc = {
+            let mut h = crc32fast::Hasher::new();
+            h.update(&bytes[4096..4096 + 24]);
+            h.update(&bytes[4096 + 64..4096 + 192]);
+            h.finalize()
+        };
+        bytes[4096 + 24..4096 + 28].copy_from_slice(&crc.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let err = undo.read().unwrap_err().to_string();
+        assert!(
+            err.contains("apply.undo") && err.contains(&format!("entry {entry}")),
+            "{err}"
+        );
+    }
 }
 
 #[test]

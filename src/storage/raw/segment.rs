@@ -312,6 +312,17 @@ impl Segment<'_> {
         self.0[OWNER].store(0, Ordering::Release);
     }
 
+    /// Takes the segment back to its first `len` points, the last of its series: `LEN`
+    /// lowered, then `NEXT_START` unset. A cluster partition's roll-back of an unfinished
+    /// group ([`super::RawStore::truncate_after`]). Writable mappings only, before any
+    /// writer starts.
+    pub(crate) fn truncate(&self, len: usize) {
+        if (len as u64) < self.len_word() {
+            self.0[LEN].store(len as u64, Ordering::Release);
+        }
+        self.0[NEXT_START].store(i64::MAX as u64, Ordering::Release);
+    }
+
     /// Links the series' next segment. Writable mappings only.
     pub(crate) fn set_next_start(&self, ts: Timestamp) {
         self.0[NEXT_START].store(ts as u64, Ordering::Release);
