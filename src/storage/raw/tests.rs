@@ -187,3 +187,50 @@ fn segments_of_unregistered_ids_are_given_up_at_a_writable_open() {
         vec![(late - 50, 1.0)]
     );
 }
+
+/// What a cluster partition's roll-back does: a series cut back to a time keeps exactly its
+/// points up to it, across segments and periods, and so after a reopen; the next append
+/// links on from there; a cut to `None` leaves nothing; the other series are untouched.
+#[test]
+fn a_series_cut_back_keeps_exactly_its_points_up_to_the_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let points: Vec<(Timestamp, f64)> = (0..600)
+        .map(|i| (NOW - 2 * HOUR + i * 7, i as f64))
+        .collect();
+    let other = [(NOW - 100, 5.0), (NOW - 50, 6.0)];
+    let read_all = |store: &RawStore, series| store.read(series, 0, NOW + HOUR, usize::MAX - 1);
+    {
+        let store = RawStore::open(dir.path(), &spec(), true, 2).unwrap();
+        append(&store, 1, &points);
+        append(&store, 0, &other);
+        assert_eq!(store.last_time(1), Some(points[599].0));
+        // Into the second segment: the third and fourth are given up.
+        let cut = points[300].0;
+        assert_eq!(store.truncate_after(1, Some(cut)), 299);
+        assert_eq!(read_all(&store, 1).points, points[..=300]);
+        assert_eq!(store.last_time(1), Some(cut));
+        // Nothing after the last point: nothing changes.
+        assert_eq!(store.truncate_after(1, Some(cut)), 0);
+        assert_eq!(store.truncate_after(1, Some(cut + 3)), 0);
+        store.flush().unwrap();
+    }
+    let store = RawStore::open(dir.path(), &spec(), true, 2).unwrap();
+    assert_eq!(read_all(&store, 1).points, points[..=300]);
+    assert_eq!(read_all(&store, 0).points, other);
+    // Appends go on from the cut, linked.
+    append(&store, 1, &points[301..]);
+    let read = read_all(&store, 1);
+    assert_eq!(read.points, points);
+    let chain: Vec<SegmentRef> = store.chains.read().unwrap()[1].clone();
+    for pair in chain.windows(2) {
+        assert_eq!(pair[0].segment().next_start(), Some(pair[1].first));
+    }
+    assert_eq!(store.truncate_after(1, None), 600);
+    assert_eq!(store.last_time(1), None);
+    assert!(read_all(&store, 1).points.is_empty());
+    assert_eq!(read_all(&store, 0).points, other);
+    drop(store);
+    let store = RawStore::open(dir.path(), &spec(), true, 2).unwrap();
+    assert!(read_all(&store, 1).points.is_empty());
+    assert_eq!(store.truncate_after(5, None), 0, "a series with no chain");
+}
