@@ -3,6 +3,7 @@
 //! on; a connection is never dropped for its content, only for sending nothing for
 //! [`super::Limits::graphite_idle_timeout`].
 
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -98,9 +99,83 @@ async fn connection(mut stream: TcpStream, state: &State, mut shutdown: watch::R
     }
 }
 
-/// Datagrams until `shutdown` flips; each datagram holds whole lines.
-pub async fn serve_udp(socket: UdpSocket, state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
+/// Datagram bytes the UDP reader holds while the write before them waits (a cluster node's
+/// publish during a NATS leader election takes a second or two), so the kernel's socket
+/// buffer, a few hundred KiB, does not overflow meanwhile. Past it, datagrams are dropped
+/// and counted as `udp_overflow`: UDP has no way to slow its sender.
+const UDP_QUEUE_BYTES: usize = 32 * 1024 * 1024;
+/// Datagrams folded into one write at most: those that queued up during the last one.
+const UDP_DATAGRAMS_PER_WRITE: usize = 256;
+
+/// Datagrams until `shutdown` flips; each datagram holds whole lines. One task reads the
+/// socket into a queue of at most [`UDP_QUEUE_BYTES`], so reading never waits for a write;
+/// this one writes what queued up, up to [`UDP_DATAGRAMS_PER_WRITE`] datagrams at a time.
+pub async fn serve_udp(socket: UdpSocket, state: Arc<State>, shutdown: watch::Receiver<bool>) {
+    let queue = Arc::new(UdpQueue::default());
+    let (sender, mut datagrams) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let reader = tokio::spawn(read_datagrams(socket, sender, Arc::clone(&queue), shutdown));
     let mut sink = state.sink();
+    let mut taken = Vec::with_capacity(UDP_DATAGRAMS_PER_WRITE);
+    while let Some(first) = datagrams.recv().await {
+        taken.push(first);
+        while taken.len() < UDP_DATAGRAMS_PER_WRITE {
+            match datagrams.try_recv() {
+                Ok(datagram) => taken.push(datagram),
+                Err(_) => break,
+            }
+        }
+        queue.count_dropped(&state);
+        let now = sink.now();
+        for datagram in taken.drain(..) {
+            queue.bytes.fetch_sub(datagram.len(), Ordering::Relaxed);
+            let mut lines = LineSplitter::default();
+            lines.feed(&datagram, |number, line| {
+                ingest_line(&mut sink, number, line, now)
+            });
+            lines.finish(|number, line| ingest_line(&mut sink, number, line, now));
+        }
+        if let Err(e) = sink.flush().await {
+            tracing::error!(error = %e, "graphite write failed");
+        }
+    }
+    let _ = reader.await;
+    queue.count_dropped(&state);
+    if let Err(e) = sink.finish().await {
+        tracing::error!(error = %e, "graphite write failed");
+    }
+}
+
+/// What the UDP reader and writer share.
+#[derive(Default)]
+struct UdpQueue {
+    /// Bytes of datagrams queued, not yet written.
+    bytes: AtomicUsize,
+    /// Datagrams dropped since the writer last looked.
+    dropped: AtomicU64,
+}
+
+impl UdpQueue {
+    /// Counts the datagrams dropped since the last call under `udp_overflow`, and says so.
+    fn count_dropped(&self, state: &State) {
+        let dropped = self.dropped.swap(0, Ordering::Relaxed);
+        if dropped > 0 {
+            state.stats.count_rejected("udp_overflow", dropped);
+            tracing::warn!(
+                dropped,
+                "graphite udp datagrams dropped: the writes fell {UDP_QUEUE_BYTES} bytes behind"
+            );
+        }
+    }
+}
+
+/// Reads datagrams into `sender` until `shutdown` flips (then drops it, so the writer ends
+/// after what is queued).
+async fn read_datagrams(
+    socket: UdpSocket,
+    sender: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    queue: Arc<UdpQueue>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut buf = vec![0u8; READ_BUFFER];
     loop {
         let n = tokio::select! {
@@ -113,18 +188,14 @@ pub async fn serve_udp(socket: UdpSocket, state: Arc<State>, mut shutdown: watch
             },
             _ = shutdown.changed() => break,
         };
-        let now = sink.now();
-        let mut lines = LineSplitter::default();
-        lines.feed(&buf[..n], |number, line| {
-            ingest_line(&mut sink, number, line, now)
-        });
-        lines.finish(|number, line| ingest_line(&mut sink, number, line, now));
-        if let Err(e) = sink.flush().await {
-            tracing::error!(error = %e, "graphite write failed");
+        if queue.bytes.fetch_add(n, Ordering::Relaxed) + n > UDP_QUEUE_BYTES {
+            queue.bytes.fetch_sub(n, Ordering::Relaxed);
+            queue.dropped.fetch_add(1, Ordering::Relaxed);
+            continue;
         }
-    }
-    if let Err(e) = sink.finish().await {
-        tracing::error!(error = %e, "graphite write failed");
+        if sender.send(buf[..n].to_vec()).is_err() {
+            break;
+        }
     }
 }
 

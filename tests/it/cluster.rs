@@ -909,3 +909,54 @@ fn a_raw_tier_is_read_exactly_through_any_cluster_node() {
         check(&read(node), &node.name);
     }
 }
+
+/// Graphite over UDP is read while a write waits: the NATS server stalls (SIGSTOP) for two
+/// seconds while 3 MB of datagrams arrive, far more than the kernel's socket buffer holds,
+/// and every sample lands once it resumes. The node reads the socket into a queue of its
+/// own; before, it read no datagram while a publish waited, and the kernel dropped them.
+#[test]
+fn graphite_udp_datagrams_wait_in_memory_while_the_log_stalls() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let nats = runtime.block_on(NatsCluster::start(1));
+    let urls = nats.urls().join(",");
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = nodes(1, root.path());
+    cluster[0].start(&urls);
+    wait_served(&cluster);
+    let udp = cluster[0].addrs.as_ref().unwrap().graphite_udp;
+    let start = hour_start();
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    // 3,000 datagrams of 25 lines (about 1 KB each): 100 series, a sample a minute.
+    let datagrams: Vec<String> = (0..3_000)
+        .map(|d| {
+            (0..25)
+                .map(|l| {
+                    let n = d * 25 + l;
+                    format!("udp.s{:03} 1 {}\n", n % 100, start + (n / 100) % 3_600)
+                })
+                .collect()
+        })
+        .collect();
+    // The first datagram's publish stalls with the server.
+    nats.signal(0, rustix::process::Signal::STOP);
+    for (i, datagram) in datagrams.iter().enumerate() {
+        socket.send_to(datagram.as_bytes(), udp).unwrap();
+        if i % 20 == 19 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    nats.signal(0, rustix::process::Signal::CONT);
+    let path = format!(
+        "/api/v1/aggregate?match=udp.*&agg=sum&display=count&range=whole&tier=1h&from={start}&to={}&consistency=strong",
+        start + 3_600
+    );
+    let counted = eventually("every UDP sample counted", || {
+        let answer = get_json(cluster[0].http(), &path)?;
+        let count = answer["groups"][0]["points"][0][1].as_f64().unwrap_or(0.0);
+        (count == 75_000.0)
+            .then_some(count)
+            .ok_or(format!("{count} of 75000 counted: {answer}"))
+    });
+    assert_eq!(counted, 75_000.0);
+}

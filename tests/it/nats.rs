@@ -147,6 +147,15 @@ impl NatsCluster {
         drop(self.servers[i].process.take());
     }
 
+    /// Sends `signal` to server `i` (SIGSTOP and SIGCONT: a server that stalls).
+    pub fn signal(&self, i: usize, signal: rustix::process::Signal) {
+        self.servers[i]
+            .process
+            .as_ref()
+            .expect("server running")
+            .signal(signal);
+    }
+
     /// Starts server `i` again after [`NatsCluster::kill`], on the same ports and store
     /// directory, and waits until it accepts connections.
     ///
