@@ -299,6 +299,12 @@ async fn ask_owner(
     }
     match peer::ask::<PartialAnswer>(addr, PARTIAL_PATH, &request, token, PEER_TIMEOUT).await? {
         Ok(answer) => Ok(answer),
+        // The one 404 an owner answers: a one-series read of a series it does not have,
+        // which the asker answers 404 too, as a single node does.
+        Err(refusal) if refusal.status == hyper::StatusCode::NOT_FOUND => match request.read {
+            PartialRead::Query(query) => Err(Error::UnknownSeries(query.series)),
+            _ => Err(Error::InvalidQuery(refusal.message)),
+        },
         Err(refusal) if refusal.status.is_client_error() => {
             Err(Error::InvalidQuery(refusal.message))
         }

@@ -832,7 +832,7 @@ fn remote_write_and_statsd_land_through_a_cluster_node() {
 /// A raw tier in a cluster: points written through one node are read back exactly, with
 /// their neighbours outside the range, through both nodes (one replica per partition, so
 /// one of them forwards the read to the other), and again after each node in turn is killed
-/// with SIGKILL and restarted.
+/// with SIGKILL and restarted. A series nobody has is a 404 through either node.
 #[test]
 fn a_raw_tier_is_read_exactly_through_any_cluster_node() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -897,6 +897,20 @@ fn a_raw_tier_is_read_exactly_through_any_cluster_node() {
     };
     for node in &cluster {
         check(&read(node), &node.name);
+        // A series nobody has: 404 on both nodes, as on a single node (the one that forwards
+        // the read answered 400 before).
+        for series in ["push.nobody", "push.nobodyelse", "push.noone"] {
+            let path = format!("/api/v1/query?series={series}&tier=1m");
+            // 503 while a partition moves between the nodes.
+            let (status, body) = eventually("an answer", || {
+                let (status, body) = request(node.http(), "GET", &path, &[], b"");
+                (status != 503)
+                    .then_some((status, body.clone()))
+                    .ok_or(body)
+            });
+            assert_eq!(status, 404, "{series} through {}: {body}", node.name);
+            assert!(body.contains("unknown series"), "{body}");
+        }
     }
     // The point again (a client's retry): the raw tier keeps it once.
     assert_eq!(send_json(cluster[1].http(), &series), 204);
