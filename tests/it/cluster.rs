@@ -104,12 +104,21 @@ struct Setup {
 
 impl Setup {
     fn start() -> Setup {
+        Setup::start_with(false)
+    }
+
+    /// With `raw`, the nodes run the shipped tiers plus a raw tier ([`with_raw_tier`]).
+    fn start_with(raw: bool) -> Setup {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let nats = runtime.block_on(NatsCluster::start(3));
         let urls = nats.urls().join(",");
         let root = tempfile::tempdir().unwrap();
         let mut cluster = nodes(3, root.path());
+        let tiers = raw.then(|| with_raw_tier(root.path()));
         for node in &mut cluster {
+            if let Some(tiers) = &tiers {
+                node.args = vec!["--tiers".into(), tiers.display().to_string()];
+            }
             node.start(&urls);
         }
         wait_served(&cluster);
@@ -121,6 +130,23 @@ impl Setup {
             runtime,
         }
     }
+}
+
+/// Writes a tiers.toml of the shipped tiers plus a raw tier (1h periods, kept a day) into
+/// `dir`; returns its path.
+fn with_raw_tier(dir: &Path) -> PathBuf {
+    let path = dir.join("tiers.toml");
+    let shipped =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tiers.toml")).unwrap();
+    std::fs::write(
+        &path,
+        format!(
+            "{shipped}\n[[tier]]\nname = \"raw\"\nkind = \"raw\"\nperiod = \"1h\"\n\
+             retention = \"1d\"\ncreate_ahead = 1\n"
+        ),
+    )
+    .unwrap();
+    path
 }
 
 /// Waits until every node reads every partition from a live owner.
@@ -553,6 +579,52 @@ impl Written {
             let expected: usize =
                 acknowledged.len() + failed.iter().filter(|r| counts.contains_key(r)).count();
             assert_eq!(counts.len(), expected, "series on {}", node.name);
+            self.check_raw(node);
+        }
+    }
+
+    /// With a raw tier, ten acknowledged requests spread over the run (and every failed
+    /// one) hold exactly their samples as raw points, each once, or (failed) none.
+    fn check_raw(&self, node: &Node) {
+        let raw_points = |round: u64| -> Result<Option<Vec<(i64, f64)>>, String> {
+            let path = format!(
+                "/api/v1/query?series={}&tier=raw&from={}&to={}&consistency=strong",
+                percent_encode(&format!("load{{round={round},run={}}}", self.run)),
+                self.start,
+                self.start + 3600
+            );
+            let (status, body) = request(node.http(), "GET", &path, &[], b"");
+            match status {
+                200 => {}
+                400 if body.contains("unknown tier") => return Ok(None),
+                404 => return Ok(Some(Vec::new())),
+                _ => return Err(format!("{status} {body}")),
+            }
+            let body: Value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+            let points = (body["points"].as_array().ok_or("no points")?.iter())
+                .map(|p| {
+                    (
+                        p[0].as_i64().unwrap_or(0),
+                        p[1].as_f64().unwrap_or(f64::NAN),
+                    )
+                })
+                .collect();
+            Ok(Some(points))
+        };
+        let expected: Vec<(i64, f64)> = (0..LOAD_SAMPLES as i64)
+            .map(|m| (self.start + m * 60, 1.0))
+            .collect();
+        let n = self.acknowledged.len();
+        let sampled = (0..10).map(|k| self.acknowledged[k * (n - 1) / 9]);
+        for round in sampled.chain(self.failed.iter().copied()) {
+            let what = format!("raw points of request {round} on {}", node.name);
+            let Some(points) = eventually(&what, || raw_points(round)) else {
+                return; // No raw tier.
+            };
+            if self.failed.contains(&round) && points.is_empty() {
+                continue;
+            }
+            assert_eq!(points, expected, "{what}");
         }
     }
 }
@@ -709,7 +781,7 @@ fn kill_nine_at_random_moments_loses_and_doubles_nothing() {
         urls,
         root: _root,
         mut cluster,
-    } = Setup::start();
+    } = Setup::start_with(true);
     let start = hour_start();
     for round in 0..kill_loops() {
         let run: &'static str = Box::leak(format!("loop{round}").into_boxed_str());
@@ -839,17 +911,7 @@ fn a_raw_tier_is_read_exactly_through_any_cluster_node() {
     let nats = runtime.block_on(NatsCluster::start(1));
     let urls = nats.urls().join(",");
     let root = tempfile::tempdir().unwrap();
-    let tiers = root.path().join("tiers.toml");
-    let shipped =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tiers.toml")).unwrap();
-    std::fs::write(
-        &tiers,
-        format!(
-            "{shipped}\n[[tier]]\nname = \"raw\"\nkind = \"raw\"\nperiod = \"1h\"\n\
-             retention = \"1d\"\ncreate_ahead = 1\n"
-        ),
-    )
-    .unwrap();
+    let tiers = with_raw_tier(root.path());
     let mut cluster = nodes(2, root.path());
     for node in &mut cluster {
         // One replica per partition: one of the two nodes answers through the other.
