@@ -3,9 +3,17 @@
 //! over WebDriver (`chromedriver` and the `fantoccini` client), loads it and works its
 //! controls: charts draw points, switching the resolution redraws them from another tier,
 //! switching the display redraws them as totals and maxima, clicking a series adds and removes
-//! its chart, and typing in the search box narrows the series list. A screenshot of the page
-//! is saved as `target/e2e/dashboard.png`; with `TIERDB_UPDATE_SCREENSHOT=1` also as
-//! `docs/dashboard.png`, the README's picture.
+//! its chart, and typing in the search box narrows the series list and the charts. Then, as
+//! an operator would (issue #15): two series combined into one chart with a legend, an
+//! aggregate chart of `max` of `cpu.*` by host, a filled chart whose axis starts at zero and
+//! whose still-filling last bucket is marked partial, a drag across a chart that zooms into
+//! that span at the tier the auto rule picks, a reload that restores it all from the address,
+//! back, panning half a window, times in UTC, and an ingest rate averaged over more than one
+//! refresh. A second demo, whose tiers add a raw tier (issue #16), is opened in the same
+//! browser: "raw" is offered, its charts draw the exact points with lines to the edges from
+//! the neighbours outside the window, and the displays that make no sense there are disabled.
+//! A screenshot of the first page is saved as `target/e2e/dashboard.png`; with
+//! `TIERDB_UPDATE_SCREENSHOT=1` also as `docs/dashboard.png`, the README's picture.
 //!
 //! Needs `/usr/bin/chromium` and `/usr/bin/chromedriver`. When either is missing, the test runs
 //! `scripts/install-test-deps.sh` (Debian's `chromium` and `chromium-driver`; needs root or
@@ -14,10 +22,14 @@
 //! without running it; set `TIERDB_SKIP_E2E=1` to skip it on a machine that cannot install
 //! them (CI never sets it).
 //!
-//! The page's DOM contract (src/server/dashboard/app.js): `#resolution` (one option per tier),
-//! `#range`, `#display`, `#series-search`, `#series-list > .series-item[data-series]` (a
-//! click toggles the series), `#charts > svg.chart[data-series][data-points][data-tier]
-//! [data-window][data-display]` (`data-points`: non-null points drawn), `#status`, `#error`.
+//! The page's DOM contract is documented at the top of src/server/dashboard/app.js: among
+//! others `#resolution`, `#range`, `#display`, `#series-search`, `#series-list >
+//! .series-item[data-series]` (a click toggles the series' chart), `#series-combine`,
+//! `#agg-form`, `#pan-back`, `#zoom-back`, `#live`, `#tz`, `#view-info[data-mode]`,
+//! `#charts > svg.chart[data-kind][data-series][data-points][data-lines][data-tier]
+//! [data-window][data-display][data-unit][data-y0][data-filled][data-partial][data-before]
+//! [data-after]` with `.legend-item[data-name]` and `.partial[data-ts]`, `#status`
+//! (`#stat-rate[data-window]`), `#error`.
 //!
 //! chromedriver runs in a process group of its own and picks its port itself (`--port=0`);
 //! the group, Chromium's processes included, is killed when the test ends, panics included.
@@ -95,6 +107,15 @@ return {
     filtered: c.classList.contains('filtered-out'),
     legend: [...c.querySelectorAll('.legend-item')].map((i) => i.dataset.name),
     subtitle: c.querySelector('.chart-sub')?.textContent || '',
+    // [leftmost, rightmost] x of the first line drawn, [left, right] of the plot.
+    line_span: (() => {
+      const path = c.querySelector('path.line');
+      const plot = c.querySelector('clipPath rect');
+      if (!path || !plot) return null;
+      const xs = [...path.getAttribute('d').matchAll(/[ML](-?[\d.]+),/g)].map((m) => Number(m[1]));
+      const x = Number(plot.getAttribute('x'));
+      return [Math.min(...xs), Math.max(...xs), x, x + Number(plot.getAttribute('width'))];
+    })(),
   })),
   error: error && !error.hidden ? error.textContent : null,
   status: document.getElementById('status') ? document.getElementById('status').innerText : null,
@@ -170,9 +191,18 @@ struct Chart {
     /// The legend's names, in order.
     legend: Vec<String>,
     subtitle: String,
+    /// The first line's leftmost and rightmost x, and the plot's left and right edges.
+    line_span: Option<[f64; 4]>,
 }
 
 impl Chart {
+    /// Whether the first line drawn reaches the plot's left and right edges.
+    fn line_reaches_edges(&self) -> (bool, bool) {
+        self.line_span.map_or((false, false), |[lo, hi, x0, x1]| {
+            (lo <= x0 + 0.5, hi >= x1 - 0.5)
+        })
+    }
+
     /// `(from, to)` of the drawn window; `None` while the chart has no data.
     fn window(&self) -> Option<(i64, i64)> {
         if self.window.is_empty() {
@@ -535,9 +565,12 @@ async fn drive(client: &Client, page_url: &str, server: &mut Proc) -> Vec<u8> {
         .send_keys(&backspaces)
         .await
         .expect("clear #series-search");
-    wait_for(client, server, "the whole list and every chart again", |s| {
-        s.listed == all && s.charts.iter().all(|c| !c.filtered)
-    })
+    wait_for(
+        client,
+        server,
+        "the whole list and every chart again",
+        |s| s.listed == all && s.charts.iter().all(|c| !c.filtered),
+    )
     .await;
 
     // The view the screenshot shows, built as an operator would: "clear" empties the
@@ -577,7 +610,10 @@ async fn drive(client: &Client, page_url: &str, server: &mut Proc) -> Vec<u8> {
     let multi = &snap.charts[0];
     assert_eq!(multi.legend, cpu, "the legend names each series: {multi:?}");
     assert_eq!(multi.unit, "%", "cpu.* is a percentage: {multi:?}");
-    assert!(snap.selected.is_empty(), "combined series have no chart of their own: {snap:#?}");
+    assert!(
+        snap.selected.is_empty(),
+        "combined series have no chart of their own: {snap:#?}"
+    );
 
     // An aggregate: the max of cpu.* per host, one line per host.
     select(client, "#agg-fn", "max").await;
@@ -620,7 +656,10 @@ async fn drive(client: &Client, page_url: &str, server: &mut Proc) -> Vec<u8> {
     })
     .await;
     let single = snap.charts.iter().find(|c| c.series == memory).unwrap();
-    assert!(single.filled && single.y0.is_some_and(|y| y <= 0.0), "a filled chart's axis starts at zero: {single:?}");
+    assert!(
+        single.filled && single.y0.is_some_and(|y| y <= 0.0),
+        "a filled chart's axis starts at zero: {single:?}"
+    );
     let (_, to) = single.window().expect("a window");
     let now = unix_now();
     let last = to - 300;
@@ -628,8 +667,16 @@ async fn drive(client: &Client, page_url: &str, server: &mut Proc) -> Vec<u8> {
         last + 300 > now - 5,
         "the window ends with the bucket holding now ({now}): {single:?}"
     );
-    assert_eq!(single.partial, last.to_string(), "the last bucket is partial: {single:?}");
-    assert_eq!(single.partial_marks, [last.to_string()], "one partial mark: {single:?}");
+    assert_eq!(
+        single.partial,
+        last.to_string(),
+        "the last bucket is partial: {single:?}"
+    );
+    assert_eq!(
+        single.partial_marks,
+        [last.to_string()],
+        "one partial mark: {single:?}"
+    );
     assert!(
         snap.charts.iter().all(|c| c.partial == last.to_string()),
         "every chart marks the same bucket partial: {snap:#?}"
@@ -638,10 +685,18 @@ async fn drive(client: &Client, page_url: &str, server: &mut Proc) -> Vec<u8> {
     // Drag across the middle of the single chart: the window narrows to the dragged span and
     // the tier becomes the one the auto rule picks for it (about 7 h: 1m buckets).
     let (from, to) = single.window().unwrap();
-    drag_across(client, &format!("#charts svg.chart[data-series='{memory}']"), 0.45, 0.75).await;
+    drag_across(
+        client,
+        &format!("#charts svg.chart[data-series='{memory}']"),
+        0.45,
+        0.75,
+    )
+    .await;
     let zoomed = wait_for(client, server, "the zoomed window", |s| {
         s.view_mode == "fixed"
-            && s.charts.iter().any(|c| c.series == memory && c.tier == "1m" && c.points > 0)
+            && s.charts
+                .iter()
+                .any(|c| c.series == memory && c.tier == "1m" && c.points > 0)
     })
     .await;
     let chart = zoomed.charts.iter().find(|c| c.series == memory).unwrap();
@@ -664,10 +719,14 @@ async fn drive(client: &Client, page_url: &str, server: &mut Proc) -> Vec<u8> {
     wait_for(client, server, "the same view after a reload", |s| {
         s.view_mode == "fixed"
             && s.charts.len() == 3
-            && ["multi", "aggregate", "series"]
+            && ["multi", "aggregate", "series"].iter().all(|k| {
+                s.charts
+                    .iter()
+                    .any(|c| c.kind == *k && c.tier == "1m" && c.points > 0)
+            })
+            && s.charts
                 .iter()
-                .all(|k| s.charts.iter().any(|c| c.kind == *k && c.tier == "1m" && c.points > 0))
-            && s.charts.iter().all(|c| c.window() == chart.window() || c.kind == "aggregate")
+                .all(|c| c.window() == chart.window() || c.kind == "aggregate")
     })
     .await;
     // Back: the 5m view ending now again.
@@ -689,7 +748,10 @@ async fn drive(client: &Client, page_url: &str, server: &mut Proc) -> Vec<u8> {
     })
     .await;
     assert!(
-        panned.charts.iter().all(|c| c.partial.is_empty() && c.partial_marks.is_empty()),
+        panned
+            .charts
+            .iter()
+            .all(|c| c.partial.is_empty() && c.partial_marks.is_empty()),
         "a window in the past has no partial bucket: {panned:#?}"
     );
     click(client, "#live").await;
@@ -811,9 +873,12 @@ async fn select(client: &Client, css: &str, value: &str) {
 /// display chosen before back.
 async fn drive_raw(client: &Client, page_url: &str, server: &mut Proc) {
     client.goto(page_url).await.expect("load the dashboard");
-    let snap = wait_for(client, server, "charts on the server with a raw tier", |s| {
-        s.charts.iter().any(|c| c.points > 0)
-    })
+    let snap = wait_for(
+        client,
+        server,
+        "charts on the server with a raw tier",
+        |s| s.charts.iter().any(|c| c.points > 0),
+    )
     .await;
     assert_eq!(
         snap.tiers,
@@ -848,7 +913,11 @@ async fn drive_raw(client: &Client, page_url: &str, server: &mut Proc) {
             (350..=362).contains(&chart.points),
             "an hour of 10 s points: {chart:?}"
         );
-        assert!(chart.before, "the line runs to the left edge from the point before: {chart:?}");
+        assert!(
+            chart.before && chart.line_reaches_edges() == (true, false),
+            "the line runs to the left edge from the point before, and ends at the last \
+             point: {chart:?}"
+        );
         assert!(
             chart.partial.is_empty() && chart.partial_marks.is_empty(),
             "raw points have no partial bucket: {chart:?}"
@@ -867,15 +936,21 @@ async fn drive_raw(client: &Client, page_url: &str, server: &mut Proc) {
     .await;
     for chart in &snap.charts {
         assert!(
-            chart.before && chart.after && (350..=362).contains(&chart.points),
+            chart.before
+                && chart.after
+                && chart.line_reaches_edges() == (true, true)
+                && (350..=362).contains(&chart.points),
             "lines to both edges from the neighbours: {chart:?}"
         );
     }
     click(client, "#live").await;
     select(client, "#resolution", "1m").await;
-    wait_for(client, server, "the display chosen before raw, at 1m", |s| {
-        s.display == "max" && s.displays_disabled.is_empty() && s.charts_show("1m", "max")
-    })
+    wait_for(
+        client,
+        server,
+        "the display chosen before raw, at 1m",
+        |s| s.display == "max" && s.displays_disabled.is_empty() && s.charts_show("1m", "max"),
+    )
     .await;
 }
 
@@ -885,7 +960,10 @@ async fn type_into(client: &Client, css: &str, text: &str) {
         .find(Locator::Css(css))
         .await
         .unwrap_or_else(|e| panic!("{css}: {e}"));
-    input.clear().await.unwrap_or_else(|e| panic!("clear {css}: {e}"));
+    input
+        .clear()
+        .await
+        .unwrap_or_else(|e| panic!("clear {css}: {e}"));
     input
         .send_keys(text)
         .await
@@ -903,12 +981,19 @@ async fn drag_across(client: &Client, css: &str, start: f64, end: f64) {
         )
         .await
         .unwrap_or_else(|e| panic!("{css}: {e}"));
-    let r: [f64; 4] = serde_json::from_value(rect.clone()).unwrap_or_else(|e| panic!("{rect}: {e}"));
+    let r: [f64; 4] =
+        serde_json::from_value(rect.clone()).unwrap_or_else(|e| panic!("{rect}: {e}"));
     let y = (r[1] + r[3] * 0.6).round();
     let at = |f: f64| (r[0] + r[2] * f).round();
     let mouse = MouseActions::new("mouse".to_string())
-        .then(PointerAction::MoveTo { duration: None, x: at(start), y })
-        .then(PointerAction::Down { button: MOUSE_BUTTON_LEFT })
+        .then(PointerAction::MoveTo {
+            duration: None,
+            x: at(start),
+            y,
+        })
+        .then(PointerAction::Down {
+            button: MOUSE_BUTTON_LEFT,
+        })
         .then(PointerAction::MoveTo {
             duration: Some(Duration::from_millis(150)),
             x: at((start + end) / 2.0),
@@ -919,7 +1004,9 @@ async fn drag_across(client: &Client, css: &str, start: f64, end: f64) {
             x: at(end),
             y,
         })
-        .then(PointerAction::Up { button: MOUSE_BUTTON_LEFT });
+        .then(PointerAction::Up {
+            button: MOUSE_BUTTON_LEFT,
+        });
     client
         .perform_actions(mouse)
         .await

@@ -1296,8 +1296,8 @@
       y0: y.lo,
       filled: filled ? 1 : 0,
       partial: partialTs === null ? '' : partialTs,
-      before: raw ? (lines.some((l) => l.edgeFrom) ? 1 : 0) : '',
-      after: raw ? (lines.some((l) => l.edgeTo) ? 1 : 0) : '',
+      before: raw ? 0 : '',
+      after: raw ? 0 : '',
     });
 
     const grid = svgEl('g', { class: 'grid' }, svg);
@@ -1353,6 +1353,10 @@
         if (l.edgeFrom) run.push(xy(...l.edgeFrom));
         for (const [t, v] of pts) run.push(xy(t, v));
         if (l.edgeTo) run.push(xy(...l.edgeTo));
+        if (run.length > 1) {
+          if (l.edgeFrom) svg.dataset.before = '1';
+          if (l.edgeTo) svg.dataset.after = '1';
+        }
         flush();
         if (pts.length && pts.length <= (x1 - x0) / 6) {
           for (const [t, v] of pts) svgEl('circle', { class: 'dot' + cls, cx: sx(t).toFixed(1), cy: sy(v).toFixed(1), r: 2.2 }, plot);
