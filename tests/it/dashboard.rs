@@ -769,11 +769,12 @@ async fn drive(client: &Client, page_url: &str, server: &mut Proc) -> Vec<u8> {
     .await;
 
     // The status panel has the server's figures; the ingest rate shows the demo's live
-    // writes, averaged over more than one 5 s refresh (up to a minute). No error is shown.
+    // writes, averaged over more than one 5 s refresh (from 15 s up to a minute). No error
+    // is shown.
     let snap = wait_for(client, server, "the status panel with live ingest", |s| {
         s.series_count > 0.0
             && s.disk_rows == s.tiers.len()
-            && s.rate_window > 9.0
+            && s.rate_window >= 14.0
             && s.rate
                 .as_deref()
                 .is_some_and(|r| r.parse::<f64>().is_ok_and(|r| r > 0.0))

@@ -71,6 +71,9 @@
   const MAX_LINES = 12;
   // The ingest rate is averaged over this long (readings of /metrics kept in the page).
   const RATE_WINDOW_MS = 60000;
+  // ... and shown once the readings span this long: agents flush every 10 s or so, and a
+  // shorter span sees zero flushes or two.
+  const RATE_MIN_SPAN_MS = 15000;
   // The narrowest window a drag may zoom into, in buckets of the finest tier.
   const MIN_ZOOM_BUCKETS = 5;
   const AGGREGATIONS = ['sum', 'avg', 'max', 'min', 'count'];
@@ -652,14 +655,15 @@
     // Keep one reading at least a minute old as the base; drop those before it.
     while (readings.length > 2 && at - readings[1].at >= RATE_WINDOW_MS) readings.shift();
     const base = readings[0];
-    if (readings.length > 1 && at > base.at) {
+    if (at - base.at >= RATE_MIN_SPAN_MS) {
       const secs = (at - base.at) / 1000;
       const rate = (accepted - base.value) / secs;
       setStat(el.rate, fmtRate(rate) + ' samples/s', rate.toFixed(3),
         `averaged over the last ${Math.round(secs)} s; ${fmtCount(accepted)} samples accepted since the server started`);
       el.rate.dataset.window = secs.toFixed(1);
     } else {
-      setStat(el.rate, 'measuring…', undefined, `${fmtCount(accepted)} samples accepted so far`);
+      setStat(el.rate, 'measuring…', undefined,
+        `${fmtCount(accepted)} samples accepted so far; the rate shows after ${RATE_MIN_SPAN_MS / 1000} s`);
       el.rate.dataset.window = '0';
     }
     const series = sum('tierdb_series');
