@@ -121,6 +121,8 @@ return {
   status: document.getElementById('status') ? document.getElementById('status').innerText : null,
   series_count: Number(document.getElementById('stat-series')?.dataset.value || '0'),
   rate: document.getElementById('stat-rate')?.dataset.value || null,
+  time_error: document.getElementById('time-error').hidden ? null : document.getElementById('time-error').textContent,
+  tooltip: document.getElementById('tooltip').hidden ? null : [...document.getElementById('tooltip').children].map((e) => e.textContent),
   rate_window: Number(document.getElementById('stat-rate')?.dataset.window || '0'),
   disk_rows: q('#stat-disk tr[data-tier]').length,
 };
@@ -154,6 +156,10 @@ struct Snapshot {
     series_count: f64,
     /// The ingest rate (samples/s) once the page has read `/metrics` twice.
     rate: Option<String>,
+    /// `#time-error`'s text while it is shown.
+    time_error: Option<String>,
+    /// The hover readout's rows (the time, then a value per line) while it is shown.
+    tooltip: Option<Vec<String>>,
     /// The seconds the ingest rate is averaged over.
     rate_window: f64,
     disk_rows: usize,
@@ -639,6 +645,21 @@ async fn drive(client: &Client, page_url: &str, server: &mut Proc) -> Vec<u8> {
     let agg = snap.charts.iter().find(|c| c.kind == "aggregate").unwrap();
     assert_eq!(agg.legend, hosts, "one line per host: {agg:?}");
     assert!(!agg.filled, "lines of an aggregate are not filled: {agg:?}");
+    // Hovering reads out every line's value at that time, each named.
+    hover(client, "#charts svg.chart[data-kind='aggregate']", 0.5).await;
+    let snap = wait_for(client, server, "a readout of every host", |s| {
+        s.tooltip
+            .as_ref()
+            .is_some_and(|t| t.len() == hosts.len() + 1)
+    })
+    .await;
+    let rows = snap.tooltip.unwrap();
+    for (row, host) in rows[1..].iter().zip(&hosts) {
+        assert!(
+            row.starts_with(&format!("{host}: ")) && row.ends_with(" %"),
+            "readout row {row:?} for {host}: {rows:?}"
+        );
+    }
 
     // One series alone: its area is filled, so its axis starts at zero (memory.used of the
     // demo swings between about 1.7 and 2.8 GB, far from zero); its still-filling last
@@ -664,7 +685,7 @@ async fn drive(client: &Client, page_url: &str, server: &mut Proc) -> Vec<u8> {
     let now = unix_now();
     let last = to - 300;
     assert!(
-        last + 300 > now - 5,
+        last + 300 > now - 10,
         "the window ends with the bucket holding now ({now}): {single:?}"
     );
     assert_eq!(
@@ -758,6 +779,41 @@ async fn drive(client: &Client, page_url: &str, server: &mut Proc) -> Vec<u8> {
     wait_for(client, server, "the live view again", |s| {
         s.view_mode == "live" && s.charts_show(tier, "avg")
     })
+    .await;
+
+    // An absolute window (unix seconds are taken, as is YYYY-MM-DD HH:MM): the two hours
+    // before the last one, read at the tier the auto rule picks for two hours (1m).
+    type_into(client, "#time-from", "yesterday").await;
+    click(client, "#time-apply").await;
+    wait_for(client, server, "an error for a bad time", |s| {
+        s.time_error
+            .as_deref()
+            .is_some_and(|e| e.contains("from \"yesterday\""))
+            && s.view_mode == "live"
+    })
+    .await;
+    let (want_from, want_to) = (unix_now() - 3 * 3600, unix_now() - 3600);
+    type_into(client, "#time-from", &want_from.to_string()).await;
+    type_into(client, "#time-to", &want_to.to_string()).await;
+    click(client, "#time-apply").await;
+    wait_for(client, server, "the window picked", |s| {
+        s.time_error.is_none()
+            && s.view_mode == "fixed"
+            && s.charts.iter().all(|c| {
+                c.tier == "1m"
+                    && c.window().is_some_and(|(f, t)| {
+                        (f - want_from).abs() < 60 && (t - want_to).abs() < 60
+                    })
+            })
+    })
+    .await;
+    click(client, "#live").await;
+    wait_for(
+        client,
+        server,
+        "the live view after the picked window",
+        |s| s.view_mode == "live" && s.charts_show(tier, "avg"),
+    )
     .await;
 
     // Times in UTC on request: the charts say so.
@@ -915,9 +971,9 @@ async fn drive_raw(client: &Client, page_url: &str, server: &mut Proc) {
             "an hour of 10 s points: {chart:?}"
         );
         assert!(
-            chart.before && chart.line_reaches_edges() == (true, false),
-            "the line runs to the left edge from the point before, and ends at the last \
-             point: {chart:?}"
+            chart.before && chart.line_reaches_edges() == (true, chart.after),
+            "the line runs to the left edge from the point before, and to the right edge \
+             only when a point at or after now came with the answer: {chart:?}"
         );
         assert!(
             chart.partial.is_empty() && chart.partial_marks.is_empty(),
@@ -974,16 +1030,7 @@ async fn type_into(client: &Client, css: &str, text: &str) {
 /// Drags the mouse across the chart at `css`, from `start` to `end` of its width (fractions),
 /// halfway down its plot, as a user zooming does.
 async fn drag_across(client: &Client, css: &str, start: f64, end: f64) {
-    let rect = client
-        .execute(
-            "const c = document.querySelector(arguments[0]); c.scrollIntoView({block: 'center'}); \
-             const r = c.getBoundingClientRect(); return [r.left, r.top, r.width, r.height];",
-            vec![json!(css)],
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{css}: {e}"));
-    let r: [f64; 4] =
-        serde_json::from_value(rect.clone()).unwrap_or_else(|e| panic!("{rect}: {e}"));
+    let r = chart_rect(client, css).await;
     let y = (r[1] + r[3] * 0.6).round();
     let at = |f: f64| (r[0] + r[2] * f).round();
     let mouse = MouseActions::new("mouse".to_string())
@@ -1012,6 +1059,37 @@ async fn drag_across(client: &Client, css: &str, start: f64, end: f64) {
         .perform_actions(mouse)
         .await
         .unwrap_or_else(|e| panic!("drag across {css}: {e}"));
+}
+
+/// Moves the mouse over the chart at `css`, `at` of its width across, halfway down its plot.
+async fn hover(client: &Client, css: &str, at: f64) {
+    let r = chart_rect(client, css).await;
+    // The page hides its readout on a scroll event, which follows the scroll above
+    // asynchronously: let it pass first.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mouse = MouseActions::new("mouse".to_string()).then(PointerAction::MoveTo {
+        duration: None,
+        x: (r[0] + r[2] * at).round(),
+        y: (r[1] + r[3] * 0.6).round(),
+    });
+    client
+        .perform_actions(mouse)
+        .await
+        .unwrap_or_else(|e| panic!("hover over {css}: {e}"));
+}
+
+/// Scrolls the element at `css` to the middle of the window; its `[left, top, width,
+/// height]` in the viewport.
+async fn chart_rect(client: &Client, css: &str) -> [f64; 4] {
+    let rect = client
+        .execute(
+            "const c = document.querySelector(arguments[0]); c.scrollIntoView({block: 'center'}); \
+             const r = c.getBoundingClientRect(); return [r.left, r.top, r.width, r.height];",
+            vec![json!(css)],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"));
+    serde_json::from_value(rect.clone()).unwrap_or_else(|e| panic!("{rect}: {e}"))
 }
 
 /// Clicks the element at `css`.
