@@ -1467,11 +1467,12 @@
       tip.append(when);
       L.lines.forEach((l, i) => {
         const p = near[i];
-        const has = p && p[0] === ts && finite(p[1]);
+        // Buckets share one grid; raw points each have their own time: the nearest is shown.
+        const has = p && (L.raw || p[0] === ts) && finite(p[1]);
         const dot = chart.hoverDots[i];
         dot.setAttribute('visibility', has ? 'visible' : 'hidden');
         if (has) {
-          dot.setAttribute('cx', cx.toFixed(1));
+          dot.setAttribute('cx', (L.raw ? L.sx(p[0]) : cx).toFixed(1));
           dot.setAttribute('cy', L.sy(p[1]).toFixed(1));
         }
         const what = document.createElement('div');
