@@ -1599,6 +1599,11 @@
       from = mid - min / 2;
       to = mid + min / 2;
     }
+    // Whole minutes, unless the window is only minutes wide.
+    if (to - from >= 600) {
+      from = Math.floor(from / 60) * 60;
+      to = Math.ceil(to / 60) * 60;
+    }
     setFixed(from, to, rawChosen() ? queryTier() : 'auto');
   }
 
