@@ -1576,7 +1576,7 @@
   }
 
   function pushHistory() {
-    state.history.push({ fixed: state.fixed, tier: el.resolution.value, range: el.range.value });
+    state.history.push({ fixed: state.fixed, live: state.live, tier: el.resolution.value, range: el.range.value });
     if (state.history.length > 50) state.history.shift();
   }
 
@@ -1647,7 +1647,7 @@
     const prev = state.history.pop();
     if (!prev) return goLive(false);
     state.fixed = prev.fixed;
-    if (!prev.fixed || prev.fixed.tier !== 'auto') state.live = null;
+    state.live = prev.live;
     if (prev.tier && prev.tier !== el.resolution.value) {
       el.resolution.value = prev.tier;
       fillRanges(prev.range);
