@@ -2,11 +2,15 @@
 //! charts, no library, no build step), built into the binary with `include_str!`.
 //!
 //! The page works like the MMS chart controls: a resolution (one of the configured tiers,
-//! finest first), a range that follows the resolution (from about 24 to 1500 buckets, within
-//! the tier's retention), and a display (avg/sec, total, avg, max, min, count). It draws one
-//! chart per selected series from `/api/v1/query`, refreshes every 5 s, and shows the ingest
-//! rate, series count, rejected samples and per-tier disk use from `/metrics` and
-//! `/api/v1/tiers`.
+//! finest first, and "raw" last when a raw tier is configured), a range that follows the
+//! resolution (from about 24 to 1500 buckets, within the tier's retention), and a display
+//! (avg/sec, total, avg, max, min, count). It draws a chart per selected series, charts of
+//! several series combined (one line each, with a legend) from `/api/v1/query`, and
+//! aggregate charts (a line per group) from `/api/v1/aggregate`; refreshes every 5 s; zooms
+//! into a dragged span with the `auto` tier, pans, and takes an absolute window; and shows
+//! the ingest rate (over a minute), series count, rejected samples and per-tier disk use
+//! from `/metrics` and `/api/v1/tiers`. The DOM contract its end-to-end test relies on is at
+//! the top of `dashboard/app.js`.
 //!
 //! Authentication: the page and its assets are served without a token (a browser cannot add
 //! a bearer header to a page load, and they hold no data). The script reads `?token=` from
@@ -174,6 +178,14 @@ mod tests {
             r#"id="charts""#,
             r#"id="status""#,
             r#"id="error""#,
+            r#"id="series-combine""#,
+            r#"id="agg-form""#,
+            r#"id="pan-back""#,
+            r#"id="pan-fwd""#,
+            r#"id="zoom-back""#,
+            r#"id="live""#,
+            r#"id="time-form""#,
+            r#"id="tz""#,
             r#"value="per_sec">avg/sec<"#,
             r#"value="total""#,
             r#"value="avg""#,
@@ -203,6 +215,7 @@ mod tests {
             "data-tier",
             "data-window",
             "api/v1/query",
+            "api/v1/aggregate",
             "api/v1/series",
             "api/v1/tiers",
             "tierdb_samples_accepted_total",

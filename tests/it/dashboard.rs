@@ -3,9 +3,17 @@
 //! over WebDriver (`chromedriver` and the `fantoccini` client), loads it and works its
 //! controls: charts draw points, switching the resolution redraws them from another tier,
 //! switching the display redraws them as totals and maxima, clicking a series adds and removes
-//! its chart, and typing in the search box narrows the series list. A screenshot of the page
-//! is saved as `target/e2e/dashboard.png`; with `TIERDB_UPDATE_SCREENSHOT=1` also as
-//! `docs/dashboard.png`, the README's picture.
+//! its chart, and typing in the search box narrows the series list and the charts. Then, as
+//! an operator would (issue #15): two series combined into one chart with a legend, an
+//! aggregate chart of `max` of `cpu.*` by host, a filled chart whose axis starts at zero and
+//! whose still-filling last bucket is marked partial, a drag across a chart that zooms into
+//! that span at the tier the auto rule picks, a reload that restores it all from the address,
+//! back, panning half a window, times in UTC, and an ingest rate averaged over more than one
+//! refresh. A second demo, whose tiers add a raw tier (issue #16), is opened in the same
+//! browser: "raw" is offered, its charts draw the exact points with lines to the edges from
+//! the neighbours outside the window, and the displays that make no sense there are disabled.
+//! A screenshot of the first page is saved as `target/e2e/dashboard.png`; with
+//! `TIERDB_UPDATE_SCREENSHOT=1` also as `docs/dashboard.png`, the README's picture.
 //!
 //! Needs `/usr/bin/chromium` and `/usr/bin/chromedriver`. When either is missing, the test runs
 //! `scripts/install-test-deps.sh` (Debian's `chromium` and `chromium-driver`; needs root or
@@ -14,10 +22,14 @@
 //! without running it; set `TIERDB_SKIP_E2E=1` to skip it on a machine that cannot install
 //! them (CI never sets it).
 //!
-//! The page's DOM contract (src/server/dashboard/app.js): `#resolution` (one option per tier),
-//! `#range`, `#display`, `#series-search`, `#series-list > .series-item[data-series]` (a
-//! click toggles the series), `#charts > svg.chart[data-series][data-points][data-tier]
-//! [data-window][data-display]` (`data-points`: non-null points drawn), `#status`, `#error`.
+//! The page's DOM contract is documented at the top of src/server/dashboard/app.js: among
+//! others `#resolution`, `#range`, `#display`, `#series-search`, `#series-list >
+//! .series-item[data-series]` (a click toggles the series' chart), `#series-combine`,
+//! `#agg-form`, `#pan-back`, `#zoom-back`, `#live`, `#tz`, `#view-info[data-mode]`,
+//! `#charts > svg.chart[data-kind][data-series][data-points][data-lines][data-tier]
+//! [data-window][data-display][data-unit][data-y0][data-filled][data-partial][data-before]
+//! [data-after]` with `.legend-item[data-name]` and `.partial[data-ts]`, `#status`
+//! (`#stat-rate[data-window]`), `#error`.
 //!
 //! chromedriver runs in a process group of its own and picks its port itself (`--port=0`);
 //! the group, Chromium's processes included, is killed when the test ends, panics included.
@@ -26,11 +38,12 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use fantoccini::actions::{InputSource, MouseActions, PointerAction, MOUSE_BUTTON_LEFT};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::support::process::Proc;
+use crate::support::process::{tierdb_command, Proc};
 use crate::support::{file, unix_now};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -72,17 +85,45 @@ return {
   display: document.getElementById('display').value,
   listed: items.filter(shown).map((li) => li.dataset.series),
   selected: items.filter((li) => li.classList.contains('selected')).map((li) => li.dataset.series),
+  displays_disabled: q('#display option').filter((o) => o.disabled).map((o) => o.value),
+  resolution_auto: document.getElementById('resolution').classList.contains('auto'),
+  view_mode: document.getElementById('view-info').dataset.mode || '',
+  zones: q('#tz option').map((o) => o.value),
   charts: q('#charts svg.chart').map((c) => ({
+    kind: c.dataset.kind || '',
     series: c.dataset.series || '',
     points: Number(c.dataset.points || '0'),
+    lines: Number(c.dataset.lines || '0'),
     tier: c.dataset.tier || '',
     window: c.dataset.window || '',
     display: c.dataset.display || '',
+    unit: c.dataset.unit || '',
+    y0: c.dataset.y0 ? Number(c.dataset.y0) : null,
+    filled: c.dataset.filled === '1',
+    partial: c.dataset.partial || '',
+    partial_marks: [...c.querySelectorAll('.partial')].map((m) => m.dataset.ts || ''),
+    before: c.dataset.before === '1',
+    after: c.dataset.after === '1',
+    filtered: c.classList.contains('filtered-out'),
+    legend: [...c.querySelectorAll('.legend-item')].map((i) => i.dataset.name),
+    subtitle: c.querySelector('.chart-sub')?.textContent || '',
+    // [leftmost, rightmost] x of the first line drawn, [left, right] of the plot.
+    line_span: (() => {
+      const path = c.querySelector('path.line');
+      const plot = c.querySelector('clipPath rect');
+      if (!path || !plot) return null;
+      const xs = [...path.getAttribute('d').matchAll(/[ML](-?[\d.]+),/g)].map((m) => Number(m[1]));
+      const x = Number(plot.getAttribute('x'));
+      return [Math.min(...xs), Math.max(...xs), x, x + Number(plot.getAttribute('width'))];
+    })(),
   })),
   error: error && !error.hidden ? error.textContent : null,
   status: document.getElementById('status') ? document.getElementById('status').innerText : null,
   series_count: Number(document.getElementById('stat-series')?.dataset.value || '0'),
   rate: document.getElementById('stat-rate')?.dataset.value || null,
+  time_error: document.getElementById('time-error').hidden ? null : document.getElementById('time-error').textContent,
+  tooltip: document.getElementById('tooltip').hidden ? null : [...document.getElementById('tooltip').children].map((e) => e.textContent),
+  rate_window: Number(document.getElementById('stat-rate')?.dataset.window || '0'),
   disk_rows: q('#stat-disk tr[data-tier]').length,
 };
 "#;
@@ -97,6 +138,14 @@ struct Snapshot {
     range_seconds: i64,
     displays: Vec<String>,
     display: String,
+    /// The `#display` options disabled (all but avg at the raw tier).
+    displays_disabled: Vec<String>,
+    /// `#resolution` shows the tier the auto rule chose for a fixed window.
+    resolution_auto: bool,
+    /// `live` (the range ending now) or `fixed` (a zoomed, panned or picked window).
+    view_mode: String,
+    /// The `#tz` options.
+    zones: Vec<String>,
     /// The series items shown in the list.
     listed: Vec<String>,
     selected: Vec<String>,
@@ -107,20 +156,59 @@ struct Snapshot {
     series_count: f64,
     /// The ingest rate (samples/s) once the page has read `/metrics` twice.
     rate: Option<String>,
+    /// `#time-error`'s text while it is shown.
+    time_error: Option<String>,
+    /// The hover readout's rows (the time, then a value per line) while it is shown.
+    tooltip: Option<Vec<String>>,
+    /// The seconds the ingest rate is averaged over.
+    rate_window: f64,
     disk_rows: usize,
 }
 
 #[derive(Debug, Deserialize)]
 struct Chart {
+    /// `series`, `multi` (several series) or `aggregate`.
+    kind: String,
+    /// The series of a `series` chart.
     series: String,
+    /// Non-null points drawn, over all lines.
     points: u64,
+    /// Lines with at least one point.
+    lines: u64,
     tier: String,
     /// `FROM..TO` in unix seconds.
     window: String,
     display: String,
+    /// The y axis' unit.
+    unit: String,
+    /// The y axis' lowest value, once drawn.
+    y0: Option<f64>,
+    /// The area under the line is filled.
+    filled: bool,
+    /// The start of the still-filling last bucket, when there is one.
+    partial: String,
+    /// `data-ts` of each partial-bucket mark drawn.
+    partial_marks: Vec<String>,
+    /// A raw chart drew its line to the left / right edge from the neighbour outside.
+    before: bool,
+    after: bool,
+    /// Hidden by the filter.
+    filtered: bool,
+    /// The legend's names, in order.
+    legend: Vec<String>,
+    subtitle: String,
+    /// The first line's leftmost and rightmost x, and the plot's left and right edges.
+    line_span: Option<[f64; 4]>,
 }
 
 impl Chart {
+    /// Whether the first line drawn reaches the plot's left and right edges.
+    fn line_reaches_edges(&self) -> (bool, bool) {
+        self.line_span.map_or((false, false), |[lo, hi, x0, x1]| {
+            (lo <= x0 + 0.5, hi >= x1 - 0.5)
+        })
+    }
+
     /// `(from, to)` of the drawn window; `None` while the chart has no data.
     fn window(&self) -> Option<(i64, i64)> {
         if self.window.is_empty() {
@@ -183,9 +271,37 @@ fn dashboard_in_headless_chromium() {
     let started = Instant::now();
     let tmp = tempfile::tempdir().expect("temp dir");
 
-    // The server, on ephemeral ports, with a few days of data.
+    // The server, on ephemeral ports, with a few days of data; and a second one whose tiers
+    // add a raw tier (the shipped tiers.toml plus README's example), with a day of data.
     let server_log = tmp.path().join("server.stderr");
     let mut server = Proc::tierdb("demo", &tmp.path().join("data"), server_log);
+    let raw_tiers = tmp.path().join("raw-tiers.toml");
+    let shipped = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tiers.toml"))
+        .expect("read tiers.toml");
+    std::fs::write(
+        &raw_tiers,
+        format!("{shipped}\n[[tier]]\nname = \"raw\"\nkind = \"raw\"\nperiod = \"1d\"\nretention = \"7d\"\n"),
+    )
+    .expect("write the raw tiers file");
+    let raw_log = tmp.path().join("raw-server.stderr");
+    let mut raw_server = Proc::spawn(
+        "tierdb demo (raw tier)",
+        tierdb_command("demo", &tmp.path().join("raw-data"))
+            .arg("--tiers")
+            .arg(&raw_tiers)
+            .args(["--days", "1"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(file(&raw_log)),
+        vec![raw_log],
+        false,
+    );
+    let raw_url = raw_server.wait_ready().dashboard.unwrap_or_else(|| {
+        panic!(
+            "`tierdb: ready` before `tierdb: dashboard at`\n{}",
+            raw_server.diagnostics()
+        )
+    });
     let page_url = server.wait_ready().dashboard.unwrap_or_else(|| {
         panic!(
             "`tierdb: ready` before `tierdb: dashboard at`\n{}",
@@ -219,6 +335,8 @@ fn dashboard_in_headless_chromium() {
     let screenshot = runtime.block_on(async {
         let client = connect(driver_port, &profile, &mut driver).await;
         let shot = drive(&client, &page_url, &mut server).await;
+        // The same browser, on the server with a raw tier.
+        drive_raw(&client, &raw_url, &mut raw_server).await;
         client.close().await.expect("close the WebDriver session");
         shot
     });
@@ -245,12 +363,14 @@ fn dashboard_in_headless_chromium() {
     }
 
     driver.terminate(Duration::from_secs(10));
-    let status = server.terminate(Duration::from_secs(20));
-    assert!(
-        status.success(),
-        "tierdb demo exited with {status}\n{}",
-        server.diagnostics()
-    );
+    for server in [&mut server, &mut raw_server] {
+        let status = server.terminate(Duration::from_secs(20));
+        assert!(
+            status.success(),
+            "tierdb demo exited with {status}\n{}",
+            server.diagnostics()
+        );
+    }
     eprintln!("dashboard: done in {:?}", started.elapsed());
 }
 
@@ -426,11 +546,17 @@ async fn drive(client: &Client, page_url: &str, server: &mut Proc) -> Vec<u8> {
         .send_keys(&word)
         .await
         .expect("type in #series-search");
+    // The filter narrows the charts too: a chart shows while its series passes it.
     let snap = wait_for(
         client,
         server,
-        &format!("the list filtered by {word:?}"),
-        |s| s.listed == expected,
+        &format!("the list and the charts filtered by {word:?}"),
+        |s| {
+            s.listed == expected
+                && s.charts
+                    .iter()
+                    .all(|c| c.filtered != c.series.to_lowercase().contains(&word))
+        },
     )
     .await;
     assert!(
@@ -445,47 +571,266 @@ async fn drive(client: &Client, page_url: &str, server: &mut Proc) -> Vec<u8> {
         .send_keys(&backspaces)
         .await
         .expect("clear #series-search");
-    wait_for(client, server, "the whole list again", |s| s.listed == all).await;
+    wait_for(
+        client,
+        server,
+        "the whole list and every chart again",
+        |s| s.listed == all && s.charts.iter().all(|c| !c.filtered),
+    )
+    .await;
 
-    // The view the screenshot shows: "clear" empties the charts, then one series of each of
-    // a few metric families, as averages at 5m over a day.
+    // The view the screenshot shows, built as an operator would: "clear" empties the
+    // charts; at 5m over a day, as averages, two hosts' cpu.user combined into one chart
+    // with a legend, an aggregate of cpu.* by host, and memory.used of one host.
     click(client, "#series-clear").await;
     wait_for(client, server, "no charts after clear", |s| {
         s.charts.is_empty() && s.selected.is_empty()
     })
     .await;
-    let picked = one_per_family(&all, 3);
-    let tier = if snap.tiers.iter().any(|t| t == "5m") {
-        "5m".to_string()
-    } else {
-        other.clone()
-    };
-    select(client, "#resolution", &tier).await;
-    let day = "option[data-seconds='86400']";
-    let range = client.find(Locator::Css("#range")).await.expect("#range");
-    if range.find(Locator::Css(day)).await.is_ok() {
-        range
-            .select_by(Locator::Css(day))
-            .await
-            .expect("pick a day's range");
-    }
+    let tier = "5m";
+    select(client, "#resolution", tier).await;
+    select(client, "#range", "24h").await;
     select(client, "#display", "avg").await;
-    for series in &picked {
+    let cpu: Vec<String> = all
+        .iter()
+        .filter(|s| s.starts_with("cpu.user{"))
+        .take(2)
+        .cloned()
+        .collect();
+    assert_eq!(cpu.len(), 2, "two cpu.user series in {all:?}");
+    for series in &cpu {
         click_series(client, series).await;
     }
+    wait_for(client, server, "two cpu.user charts", |s| {
+        s.charts.len() == 2 && s.charts.iter().all(|c| c.points > 0 && c.tier == tier)
+    })
+    .await;
+    click(client, "#series-combine").await;
+    let snap = wait_for(client, server, "one chart of both cpu.user series", |s| {
+        s.charts.len() == 1
+            && s.charts[0].kind == "multi"
+            && s.charts[0].lines == 2
+            && s.charts[0].tier == tier
+    })
+    .await;
+    let multi = &snap.charts[0];
+    assert_eq!(multi.legend, cpu, "the legend names each series: {multi:?}");
+    assert_eq!(multi.unit, "%", "cpu.* is a percentage: {multi:?}");
+    assert!(
+        snap.selected.is_empty(),
+        "combined series have no chart of their own: {snap:#?}"
+    );
+
+    // An aggregate: the max of cpu.* per host, one line per host.
+    select(client, "#agg-fn", "max").await;
+    type_into(client, "#agg-match", "cpu.*").await;
+    type_into(client, "#agg-by", "host").await;
+    click(client, "#agg-add").await;
+    let hosts: Vec<String> = {
+        let mut hosts: Vec<String> = all
+            .iter()
+            .filter_map(|s| s.split("host=").nth(1))
+            .map(|h| format!("host={}", h.trim_end_matches('}')))
+            .collect();
+        hosts.sort();
+        hosts.dedup();
+        hosts
+    };
+    let snap = wait_for(client, server, "an aggregate chart of cpu.* by host", |s| {
+        s.charts
+            .iter()
+            .any(|c| c.kind == "aggregate" && c.lines as usize == hosts.len() && c.tier == tier)
+    })
+    .await;
+    let agg = snap.charts.iter().find(|c| c.kind == "aggregate").unwrap();
+    assert_eq!(agg.legend, hosts, "one line per host: {agg:?}");
+    assert!(!agg.filled, "lines of an aggregate are not filled: {agg:?}");
+    // Hovering reads out every line's value at that time, each named.
+    hover(client, "#charts svg.chart[data-kind='aggregate']", 0.5).await;
+    let snap = wait_for(client, server, "a readout of every host", |s| {
+        s.tooltip
+            .as_ref()
+            .is_some_and(|t| t.len() == hosts.len() + 1)
+    })
+    .await;
+    let rows = snap.tooltip.unwrap();
+    for (row, host) in rows[1..].iter().zip(&hosts) {
+        assert!(
+            row.starts_with(&format!("{host}: ")) && row.ends_with(" %"),
+            "readout row {row:?} for {host}: {rows:?}"
+        );
+    }
+
+    // One series alone: its area is filled, so its axis starts at zero (memory.used of the
+    // demo swings between about 1.7 and 2.8 GB, far from zero); its still-filling last
+    // 5m bucket is marked partial.
+    let memory = all
+        .iter()
+        .find(|s| s.starts_with("memory.used{"))
+        .expect("a memory.used series")
+        .clone();
+    click_series(client, &memory).await;
+    let snap = wait_for(client, server, &format!("a chart of {memory}"), |s| {
+        s.charts
+            .iter()
+            .any(|c| c.series == memory && c.points > 0 && c.tier == tier)
+    })
+    .await;
+    let single = snap.charts.iter().find(|c| c.series == memory).unwrap();
+    assert!(
+        single.filled && single.y0.is_some_and(|y| y <= 0.0),
+        "a filled chart's axis starts at zero: {single:?}"
+    );
+    let (_, to) = single.window().expect("a window");
+    let now = unix_now();
+    let last = to - 300;
+    assert!(
+        last + 300 > now - 10,
+        "the window ends with the bucket holding now ({now}): {single:?}"
+    );
+    assert_eq!(
+        single.partial,
+        last.to_string(),
+        "the last bucket is partial: {single:?}"
+    );
+    assert_eq!(
+        single.partial_marks,
+        [last.to_string()],
+        "one partial mark: {single:?}"
+    );
+    assert!(
+        snap.charts.iter().all(|c| c.partial == last.to_string()),
+        "every chart marks the same bucket partial: {snap:#?}"
+    );
+
+    // Drag across the middle of the single chart: the window narrows to the dragged span and
+    // the tier becomes the one the auto rule picks for it (about 7 h: 1m buckets).
+    let (from, to) = single.window().unwrap();
+    drag_across(
+        client,
+        &format!("#charts svg.chart[data-series='{memory}']"),
+        0.45,
+        0.75,
+    )
+    .await;
+    let zoomed = wait_for(client, server, "the zoomed window", |s| {
+        s.view_mode == "fixed"
+            && s.charts
+                .iter()
+                .any(|c| c.series == memory && c.tier == "1m" && c.points > 0)
+    })
+    .await;
+    let chart = zoomed.charts.iter().find(|c| c.series == memory).unwrap();
+    let (zf, zt) = chart.window().unwrap();
+    let span = to - from;
+    assert!(
+        zf > from + span / 4 && zt < to - span / 8 && (zt - zf) < span / 2 && zt - zf > span / 6,
+        "zoomed {zf}..{zt} is not the middle of {from}..{to}: {chart:?}"
+    );
+    assert!(
+        zoomed.resolution == "1m" && zoomed.resolution_auto,
+        "#resolution shows the auto rule's tier: {zoomed:#?}"
+    );
+    assert!(
+        zoomed.charts.iter().all(|c| c.tier == "1m"),
+        "every chart reads the zoomed window: {zoomed:#?}"
+    );
+    // The address keeps the view: a reload restores the charts and the zoomed window.
+    client.refresh().await.expect("reload the page");
+    wait_for(client, server, "the same view after a reload", |s| {
+        s.view_mode == "fixed"
+            && s.charts.len() == 3
+            && ["multi", "aggregate", "series"].iter().all(|k| {
+                s.charts
+                    .iter()
+                    .any(|c| c.kind == *k && c.tier == "1m" && c.points > 0)
+            })
+            && s.charts
+                .iter()
+                .all(|c| c.window() == chart.window() || c.kind == "aggregate")
+    })
+    .await;
+    // Back: the 5m view ending now again.
+    click(client, "#zoom-back").await;
+    wait_for(client, server, "the live view again after back", |s| {
+        s.view_mode == "live" && s.charts_show(tier, "avg")
+    })
+    .await;
+
+    // Panning back moves the window by half its span, at the same tier; "live" returns.
+    click(client, "#pan-back").await;
+    let panned = wait_for(client, server, "the window half a day back", |s| {
+        s.view_mode == "fixed"
+            && s.charts.iter().all(|c| {
+                c.tier == tier
+                    && c.window()
+                        .is_some_and(|(_, t)| (t - (unix_now() - 43_200)).abs() <= 600)
+            })
+    })
+    .await;
+    assert!(
+        panned
+            .charts
+            .iter()
+            .all(|c| c.partial.is_empty() && c.partial_marks.is_empty()),
+        "a window in the past has no partial bucket: {panned:#?}"
+    );
+    click(client, "#live").await;
+    wait_for(client, server, "the live view again", |s| {
+        s.view_mode == "live" && s.charts_show(tier, "avg")
+    })
+    .await;
+
+    // An absolute window (unix seconds are taken, as is YYYY-MM-DD HH:MM): the two hours
+    // before the last one, read at the tier the auto rule picks for two hours (1m).
+    type_into(client, "#time-from", "yesterday").await;
+    click(client, "#time-apply").await;
+    wait_for(client, server, "an error for a bad time", |s| {
+        s.time_error
+            .as_deref()
+            .is_some_and(|e| e.contains("from \"yesterday\""))
+            && s.view_mode == "live"
+    })
+    .await;
+    let (want_from, want_to) = (unix_now() - 3 * 3600, unix_now() - 3600);
+    type_into(client, "#time-from", &want_from.to_string()).await;
+    type_into(client, "#time-to", &want_to.to_string()).await;
+    click(client, "#time-apply").await;
+    wait_for(client, server, "the window picked", |s| {
+        s.time_error.is_none()
+            && s.view_mode == "fixed"
+            && s.charts.iter().all(|c| {
+                c.tier == "1m"
+                    && c.window().is_some_and(|(f, t)| {
+                        (f - want_from).abs() < 60 && (t - want_to).abs() < 60
+                    })
+            })
+    })
+    .await;
+    click(client, "#live").await;
     wait_for(
         client,
         server,
-        &format!("charts of {picked:?} as avg at {tier}"),
-        |s| s.charts.iter().map(|c| &c.series).eq(picked.iter()) && s.charts_show(&tier, "avg"),
+        "the live view after the picked window",
+        |s| s.view_mode == "live" && s.charts_show(tier, "avg"),
     )
     .await;
 
-    // The status panel has the server's figures; the ingest rate (measured between two reads
-    // of `/metrics`, 5 s apart) shows the demo's live writes. No error is shown.
+    // Times in UTC on request: the charts say so.
+    assert_eq!(snap.zones, ["local", "utc"], "#tz options");
+    select(client, "#tz", "utc").await;
+    wait_for(client, server, "charts in UTC", |s| {
+        s.charts.iter().all(|c| c.subtitle.contains(" UTC "))
+    })
+    .await;
+
+    // The status panel has the server's figures; the ingest rate shows the demo's live
+    // writes, averaged over more than one 5 s refresh (from 15 s up to a minute). No error
+    // is shown.
     let snap = wait_for(client, server, "the status panel with live ingest", |s| {
         s.series_count > 0.0
             && s.disk_rows == s.tiers.len()
+            && s.rate_window >= 14.0
             && s.rate
                 .as_deref()
                 .is_some_and(|r| r.parse::<f64>().is_ok_and(|r| r > 0.0))
@@ -512,20 +857,6 @@ async fn drive(client: &Client, page_url: &str, server: &mut Proc) -> Vec<u8> {
         .await
         .expect("blur");
     client.screenshot().await.expect("screenshot")
-}
-
-/// Up to `n` of `names`, the first of each family (the name up to its first `.` or `{`).
-fn one_per_family(names: &[String], n: usize) -> Vec<String> {
-    let mut families = Vec::new();
-    let mut out = Vec::new();
-    for name in names {
-        let family = name.split(['.', '{']).next().unwrap_or_default();
-        if !families.contains(&family) && out.len() < n {
-            families.push(family);
-            out.push(name.clone());
-        }
-    }
-    out
 }
 
 /// A word (a piece of a series name between `.`, `{`, `,`, `=` and `}`) that some but not
@@ -591,6 +922,174 @@ async fn select(client: &Client, css: &str, value: &str) {
         .select_by_value(value)
         .await
         .unwrap_or_else(|e| panic!("{css}: select {value}: {e}"));
+}
+
+/// The page on the server with a raw tier: "raw" is offered last; chosen, the charts draw the
+/// exact points of the window with their lines run to the left edge from the point before
+/// it, only the "avg" display (the value itself) is offered, and leaving raw gives the
+/// display chosen before back.
+async fn drive_raw(client: &Client, page_url: &str, server: &mut Proc) {
+    client.goto(page_url).await.expect("load the dashboard");
+    let snap = wait_for(
+        client,
+        server,
+        "charts on the server with a raw tier",
+        |s| s.charts.iter().any(|c| c.points > 0),
+    )
+    .await;
+    assert_eq!(
+        snap.tiers,
+        ["1m", "5m", "1h", "1d", "raw"],
+        "#resolution: the rollup tiers, finest first, then raw"
+    );
+    select(client, "#display", "max").await;
+    select(client, "#resolution", "raw").await;
+    select(client, "#range", "1h").await;
+    let snap = wait_for(client, server, "charts of raw points over an hour", |s| {
+        s.resolution == "raw"
+            && s.range_seconds == 3600
+            && !s.charts.is_empty()
+            && s.charts.iter().all(|c| c.tier == "raw" && c.points > 0)
+    })
+    .await;
+    assert_eq!(snap.display, "avg", "raw points are shown as their values");
+    assert_eq!(
+        snap.displays_disabled,
+        ["per_sec", "total", "max", "min", "count"],
+        "displays that do not apply to raw points are disabled"
+    );
+    let now = unix_now();
+    for chart in &snap.charts {
+        let (from, to) = chart.window().expect("a window");
+        assert!(
+            (to - from - 3600).abs() <= 2 && (to - now).abs() <= 15,
+            "the raw window is the hour ending now ({now}): {chart:?}"
+        );
+        // The demo writes every 10 s: about 360 exact points, not 60 buckets.
+        assert!(
+            (350..=362).contains(&chart.points),
+            "an hour of 10 s points: {chart:?}"
+        );
+        assert!(
+            chart.before && chart.line_reaches_edges() == (true, chart.after),
+            "the line runs to the left edge from the point before, and to the right edge \
+             only when a point at or after now came with the answer: {chart:?}"
+        );
+        assert!(
+            chart.partial.is_empty() && chart.partial_marks.is_empty(),
+            "raw points have no partial bucket: {chart:?}"
+        );
+    }
+    // Half an hour back: points on both sides of the window, lines to both edges.
+    click(client, "#pan-back").await;
+    let snap = wait_for(client, server, "raw points half an hour back", |s| {
+        s.view_mode == "fixed"
+            && s.charts.iter().all(|c| {
+                c.tier == "raw"
+                    && c.window()
+                        .is_some_and(|(_, t)| (t - (unix_now() - 1800)).abs() <= 15)
+            })
+    })
+    .await;
+    for chart in &snap.charts {
+        assert!(
+            chart.before
+                && chart.after
+                && chart.line_reaches_edges() == (true, true)
+                && (350..=362).contains(&chart.points),
+            "lines to both edges from the neighbours: {chart:?}"
+        );
+    }
+    click(client, "#live").await;
+    select(client, "#resolution", "1m").await;
+    wait_for(
+        client,
+        server,
+        "the display chosen before raw, at 1m",
+        |s| s.display == "max" && s.displays_disabled.is_empty() && s.charts_show("1m", "max"),
+    )
+    .await;
+}
+
+/// Replaces the text of the input at `css` with `text`, as a user types it.
+async fn type_into(client: &Client, css: &str, text: &str) {
+    let input = client
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"));
+    input
+        .clear()
+        .await
+        .unwrap_or_else(|e| panic!("clear {css}: {e}"));
+    input
+        .send_keys(text)
+        .await
+        .unwrap_or_else(|e| panic!("type into {css}: {e}"));
+}
+
+/// Drags the mouse across the chart at `css`, from `start` to `end` of its width (fractions),
+/// halfway down its plot, as a user zooming does.
+async fn drag_across(client: &Client, css: &str, start: f64, end: f64) {
+    let r = chart_rect(client, css).await;
+    let y = (r[1] + r[3] * 0.6).round();
+    let at = |f: f64| (r[0] + r[2] * f).round();
+    let mouse = MouseActions::new("mouse".to_string())
+        .then(PointerAction::MoveTo {
+            duration: None,
+            x: at(start),
+            y,
+        })
+        .then(PointerAction::Down {
+            button: MOUSE_BUTTON_LEFT,
+        })
+        .then(PointerAction::MoveTo {
+            duration: Some(Duration::from_millis(150)),
+            x: at((start + end) / 2.0),
+            y,
+        })
+        .then(PointerAction::MoveTo {
+            duration: Some(Duration::from_millis(150)),
+            x: at(end),
+            y,
+        })
+        .then(PointerAction::Up {
+            button: MOUSE_BUTTON_LEFT,
+        });
+    client
+        .perform_actions(mouse)
+        .await
+        .unwrap_or_else(|e| panic!("drag across {css}: {e}"));
+}
+
+/// Moves the mouse over the chart at `css`, `at` of its width across, halfway down its plot.
+async fn hover(client: &Client, css: &str, at: f64) {
+    let r = chart_rect(client, css).await;
+    // The page hides its readout on a scroll event, which follows the scroll above
+    // asynchronously: let it pass first.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mouse = MouseActions::new("mouse".to_string()).then(PointerAction::MoveTo {
+        duration: None,
+        x: (r[0] + r[2] * at).round(),
+        y: (r[1] + r[3] * 0.6).round(),
+    });
+    client
+        .perform_actions(mouse)
+        .await
+        .unwrap_or_else(|e| panic!("hover over {css}: {e}"));
+}
+
+/// Scrolls the element at `css` to the middle of the window; its `[left, top, width,
+/// height]` in the viewport.
+async fn chart_rect(client: &Client, css: &str) -> [f64; 4] {
+    let rect = client
+        .execute(
+            "const c = document.querySelector(arguments[0]); c.scrollIntoView({block: 'center'}); \
+             const r = c.getBoundingClientRect(); return [r.left, r.top, r.width, r.height];",
+            vec![json!(css)],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"));
+    serde_json::from_value(rect.clone()).unwrap_or_else(|e| panic!("{rect}: {e}"))
 }
 
 /// Clicks the element at `css`.

@@ -2,15 +2,46 @@
 // (src/server/dashboard.rs) and talking only to the same server's HTTP API.
 //
 // DOM contract (tests rely on it):
-//   #resolution  one <option> per configured tier, finest first (value = tier name)
+//   #resolution  one <option> per configured tier, finest first (value = tier name); a raw
+//       tier (kind "raw", exact points) comes last. While zoomed with the auto rule it shows
+//       the tier the server chose and carries the class "auto".
 //   #range       ranges for the chosen tier (value = span sent as from=-VALUE, data-seconds)
-//   #display     per_sec (avg/sec), total, avg, max, min, count
-//   #series-search, #series-list > li.series-item[data-series=<canonical name>] (.selected)
-//   #charts > svg.chart[data-series][data-points][data-tier][data-window="FROM..TO"][data-display]
-//       data-points: non-null points drawn; data-window: unix seconds of the window shown
-//   #status: #stat-rate, #stat-series, #stat-rejected, #stat-disk-total (data-value = raw
-//       number), #stat-disk rows tr[data-tier] (data-bytes)
+//   #display     per_sec (avg/sec), total, avg, max, min, count; at the raw tier every option
+//       but avg ("value") is disabled: raw points are not buckets
+//   #series-search  filters the list and the charts: a chart none of whose series (or, for an
+//       aggregate, its selector) matches gets the class "filtered-out" and is not shown
+//   #series-list > li.series-item[data-series=<canonical name>] (.selected: it has a chart of
+//       its own), #series-combine: the selected series' charts become one chart
+//   #agg-form: #agg-fn (sum|avg|max|min|count), #agg-match (selector), #agg-by (tag keys,
+//       comma-separated), submitted (#agg-add) adds an aggregate chart
+//   #charts > svg.chart[data-kind="series"|"multi"|"aggregate"][data-key][data-series]
+//       [data-points][data-lines][data-tier][data-window="FROM..TO"][data-display][data-unit]
+//       [data-y0][data-filled][data-partial][data-before][data-after]
+//       data-series: the one series of a "series" chart; data-points: non-null points drawn,
+//       over all lines; data-lines: lines with at least one point; data-window: unix seconds
+//       of the window shown; data-unit: the y axis' unit ("%", "B", "/s", "B/s" or "");
+//       data-y0: the y axis' lowest value; data-filled: "1" when the area under the line is
+//       filled (one line of buckets: then data-y0 is at most 0); data-partial: the start of
+//       the last bucket when its period has not ended (drawn hollow, dashed, not filled),
+//       else ""; data-before / data-after: "1" when a raw chart drew its lines to the edge
+//       from the neighbour outside the window
+//     > g.legend > g.legend-item[data-name] (charts of more than one line), .chart-close
+//       (removes the chart), .partial (the still-filling bucket's mark)
+//   Time: #pan-back / #pan-fwd move the window by half its span; #zoom-back undoes the last
+//     zoom, pan or picked range; #live returns to the range ending now. A drag across a chart
+//     zooms into that span with the tier the server's `auto` rule picks. #time-from /
+//     #time-to / #time-apply pick an absolute window (YYYY-MM-DD HH:MM in the zone shown, or
+//     unix seconds; #time-error says what is wrong); #tz: "local" or "utc" (the local option
+//     names the browser's zone). #view-info says which window and tier are shown,
+//     data-mode="live"|"fixed".
+//   #status: #stat-rate (data-value = samples/s averaged over data-window seconds, up to a
+//       minute), #stat-series, #stat-rejected, #stat-disk-total (data-value = raw number),
+//       #stat-disk rows tr[data-tier] (data-bytes)
 //   #error: visible (not [hidden]) while an API call fails
+//
+// The view lives in the address's #hash: tier, range, display, filter, zone, the charts in
+// order (s=<series>, m=<JSON list of series>, a=<agg>|<selector>|<group by>) and a fixed
+// window (from, to, zt = its tier or "auto"), so a reload restores it.
 //
 // Auth: a token in the page address (?token=T) is sent as `Authorization: Bearer T`.
 'use strict';
@@ -34,8 +65,19 @@
     ['1mo', 30 * DAY], ['2mo', 60 * DAY], ['6mo', 180 * DAY], ['1y', 365 * DAY],
     ['2y', 730 * DAY], ['5y', 1825 * DAY], ['10y', 3650 * DAY],
   ];
-  const DISPLAY_UNIT = { per_sec: '/s', count: ' samples' };
   const PALETTE = 8;
+  // Series one combined chart may hold, and lines an aggregate chart draws (its largest
+  // groups first).
+  const MAX_LINES = 12;
+  // The ingest rate is averaged over this long (readings of /metrics kept in the page).
+  const RATE_WINDOW_MS = 60000;
+  // ... and shown once the readings span this long: agents flush every 10 s or so, and a
+  // shorter span sees zero flushes or two.
+  const RATE_MIN_SPAN_MS = 15000;
+  // The narrowest window a drag may zoom into, in buckets of the finest tier.
+  const MIN_ZOOM_BUCKETS = 5;
+  const AGGREGATIONS = ['sum', 'avg', 'max', 'min', 'count'];
+  const LOCAL_ZONE = (Intl.DateTimeFormat().resolvedOptions().timeZone || 'local time');
 
   const $ = (id) => document.getElementById(id);
   const el = {
@@ -46,6 +88,21 @@
     seriesList: $('series-list'),
     seriesInfo: $('series-info'),
     seriesClear: $('series-clear'),
+    seriesCombine: $('series-combine'),
+    aggForm: $('agg-form'),
+    aggFn: $('agg-fn'),
+    aggMatch: $('agg-match'),
+    aggBy: $('agg-by'),
+    panBack: $('pan-back'),
+    panFwd: $('pan-fwd'),
+    zoomBack: $('zoom-back'),
+    live: $('live'),
+    timeForm: $('time-form'),
+    timeFrom: $('time-from'),
+    timeTo: $('time-to'),
+    timeError: $('time-error'),
+    tz: $('tz'),
+    viewInfo: $('view-info'),
     charts: $('charts'),
     error: $('error'),
     updated: $('updated'),
@@ -60,17 +117,28 @@
   const token = new URLSearchParams(location.search).get('token') || '';
 
   const state = {
-    tiers: [], // {name, res, retention, windowStart, bytes, files}, finest first
+    tiers: [], // {name, res, retention, windowStart, bytes, files, raw}, finest first, raw last
+    clockSkew: 0, // the server's clock (from /api/v1/tiers) minus the browser's, seconds
     series: [], // canonical names for the current server-side glob, sorted
     seriesGlob: null,
     seriesLoadedAt: 0,
     seriesError: null,
     seriesTotal: null, // tierdb_series at the last /metrics read
     seriesTotalListed: undefined, // ... when the list was last read
-    selected: [], // canonical names, in selection order
+    // The charts, in order: {kind: 'series'|'multi', names} or {kind: 'aggregate', agg,
+    // match, by}.
+    views: [],
     userTouched: false, // once the user picks series, empty stays empty
-    charts: new Map(), // name -> {svg, data, error, request}
-    prevAccepted: null, // {value, at} from the previous /metrics read
+    charts: new Map(), // view key -> {key, view, svg, color, data, error, request}
+    rateReadings: [], // {value, at}: samples accepted at each /metrics read, the last minute
+    // A fixed window, {from, to, tier} (tier: a tier's name or 'auto'), or null: the range
+    // ending now. `history` holds the views before each zoom, pan or picked window.
+    fixed: null,
+    history: [],
+    // While a fixed window is read with the auto rule (#resolution then shows the tier it
+    // chose): the resolution and range of the live view to return to.
+    live: null,
+    displayBeforeRaw: null, // the display to restore when leaving the raw tier
     gen: 0, // bumped on every control change; older answers are dropped
     wanted: readHash(),
   };
@@ -165,29 +233,77 @@
   const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
   const WEEKDAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
 
+  // The zone times are shown in: UTC, or the browser's own. Date fields are read and set
+  // through here, so every label and tick follows the choice.
+  const Z = {
+    utc: false,
+    get(d, field) {
+      return d[(this.utc ? 'getUTC' : 'get') + field]();
+    },
+    set(d, field, ...args) {
+      return d[(this.utc ? 'setUTC' : 'set') + field](...args);
+    },
+    date(y, m, day) {
+      return this.utc ? new Date(Date.UTC(y, m, day)) : new Date(y, m, day);
+    },
+    offset(ts) {
+      return this.utc ? 0 : -new Date(ts * 1000).getTimezoneOffset() * 60;
+    },
+    name() {
+      return this.utc ? 'UTC' : LOCAL_ZONE;
+    },
+  };
+
   function hhmm(d) {
-    return pad2(d.getHours()) + ':' + pad2(d.getMinutes());
+    return pad2(Z.get(d, 'Hours')) + ':' + pad2(Z.get(d, 'Minutes'));
   }
 
   function dayLabel(d) {
-    return MONTHS[d.getMonth()] + ' ' + d.getDate();
+    return MONTHS[Z.get(d, 'Month')] + ' ' + Z.get(d, 'Date');
   }
 
-  // A moment in local time, as precise as the resolution needs.
+  function sameDay(a, b) {
+    return Z.get(a, 'FullYear') === Z.get(b, 'FullYear') && Z.get(a, 'Month') === Z.get(b, 'Month') &&
+      Z.get(a, 'Date') === Z.get(b, 'Date');
+  }
+
+  // A moment in the chosen zone, as precise as the resolution needs.
   function fmtMoment(ts, res, withWeekday) {
     const d = new Date(ts * 1000);
-    const day = (withWeekday ? WEEKDAYS[d.getDay()] + ' ' : '') + dayLabel(d);
-    if (res >= DAY) return day + ' ' + d.getFullYear();
+    const day = (withWeekday ? WEEKDAYS[Z.get(d, 'Day')] + ' ' : '') + dayLabel(d);
+    if (res >= DAY) return day + ' ' + Z.get(d, 'FullYear');
+    if (res < 60) return day + ', ' + hhmm(d) + ':' + pad2(Z.get(d, 'Seconds'));
     return day + ', ' + hhmm(d);
   }
 
   function fmtWindow(from, to, res) {
     const a = new Date(from * 1000);
     const b = new Date(to * 1000);
-    if (res < DAY && a.toDateString() === b.toDateString()) {
+    if (res < DAY && sameDay(a, b)) {
       return dayLabel(a) + ', ' + hhmm(a) + ' – ' + hhmm(b);
     }
     return fmtMoment(from, res) + ' – ' + fmtMoment(to, res);
+  }
+
+  // "2026-11-23 04:30" in the chosen zone: what the window fields show and read.
+  function fmtInput(ts) {
+    const d = new Date(ts * 1000);
+    return `${Z.get(d, 'FullYear')}-${pad2(Z.get(d, 'Month') + 1)}-${pad2(Z.get(d, 'Date'))} ${hhmm(d)}` +
+      (Z.get(d, 'Seconds') ? ':' + pad2(Z.get(d, 'Seconds')) : '');
+  }
+
+  // The inverse of fmtInput (seconds and the time optional), or unix seconds; NaN otherwise.
+  function parseInput(text) {
+    const t = String(text).trim();
+    if (/^\d{9,11}$/.test(t)) return Number(t);
+    const m = /^(\d{4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{2})(?::(\d{2}))?)?$/.exec(t);
+    if (!m) return NaN;
+    const [y, mo, d, h, mi, sec] = m.slice(1).map((x) => Number(x || 0));
+    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 59) return NaN;
+    const date = Z.date(y, mo - 1, d);
+    if (Z.get(date, 'Date') !== d) return NaN; // Feb 30 and the like
+    Z.set(date, 'Hours', h, mi, sec, 0);
+    return Math.floor(date.getTime() / 1000);
   }
 
   function fmtBytes(n) {
@@ -220,8 +336,45 @@
   // [scale, suffix, smallest top value that uses it]: plain numbers up to 9999.
   const SI = [[1e12, 'T', 1e12], [1e9, 'G', 1e9], [1e6, 'M', 1e6], [1e3, 'k', 1e4]];
 
+  // The unit a series' values are in, from its name: bytes, percent (cpu.* is a percentage
+  // in every agent tierdb takes in), or none.
+  function baseUnit(name) {
+    const base = name.split('{')[0].toLowerCase();
+    if (/(^|[._])(bytes?|octets)($|[._])/.test(base)) return 'B';
+    if (/(^|[._])(percent|pct)($|[._])/.test(base) || /(^|[._])cpu($|[._])/.test(base)) return '%';
+    return '';
+  }
+
+  // The y axis' unit for lines of `names` shown as `display`: the names' common unit, "/s"
+  // for avg/sec (a percentage per second is not shown as one), none for counts and for a
+  // total of percentages.
+  function unitFor(names, display) {
+    const units = new Set(names.map(baseUnit));
+    const base = units.size === 1 ? [...units][0] : '';
+    if (display === 'count') return '';
+    if (display === 'per_sec') return base === 'B' ? 'B/s' : '/s';
+    if (display === 'total' && base === '%') return '';
+    return base;
+  }
+
+  function withUnit(text, unit) {
+    if (!unit) return text;
+    // "12 %", "1.5 GB", "3 k/s": a space before a unit that starts with a letter or %, none
+    // before "/s" after a prefix.
+    return unit === '/s' ? text + unit : text + ' ' + unit;
+  }
+
+  // A value with an SI prefix (k, M, G, T) and its unit, for readouts.
+  function fmtSI(v, unit) {
+    const a = Math.abs(v);
+    for (const [s, name] of SI) {
+      if (a >= s && s >= 1e3) return withUnit((v / s).toLocaleString('en-US', { maximumSignificantDigits: 4 }) + name, unit);
+    }
+    return withUnit(fmtValue(v), unit);
+  }
+
   // Tick labels share one scale and the decimals their step needs.
-  function tickFormatter(lo, hi, step) {
+  function tickFormatter(lo, hi, step, unit) {
     const top = Math.max(Math.abs(lo), Math.abs(hi));
     let scale = 1;
     let suffix = '';
@@ -232,46 +385,99 @@
         break;
       }
     }
+    // A byte axis says kB from 1000 on: "1.5 kB" reads better than "1500 B".
+    if (unit === 'B' || unit === 'B/s') {
+      if (scale === 1 && top >= 1e3) {
+        scale = 1e3;
+        suffix = 'k';
+      }
+    }
     // The fewest decimals that write every multiple of the step exactly (2.5 needs one).
     let decimals = 0;
-    const unit = step / scale;
-    while (decimals < 10 && Math.abs(unit * 10 ** decimals - Math.round(unit * 10 ** decimals)) > 1e-6 * 10 ** decimals) {
+    const unitStep = step / scale;
+    while (decimals < 10 && Math.abs(unitStep * 10 ** decimals - Math.round(unitStep * 10 ** decimals)) > 1e-6 * 10 ** decimals) {
       decimals += 1;
     }
+    const tail = unit === '/s' ? suffix + unit : unit ? suffix + unit : suffix;
     return (v) => {
       const x = v / scale;
-      return Math.abs(x) < step / scale / 2 ? '0' : x.toFixed(decimals) + suffix;
+      return Math.abs(x) < step / scale / 2 ? '0' : x.toFixed(decimals) + tail;
     };
   }
 
   // ---------------------------------------------------------------- URL hash (view state)
 
+  function viewKey(v) {
+    return v.kind === 'aggregate' ? `a:${v.agg}|${v.match}|${v.by}` : `${v.kind}:${JSON.stringify(v.names)}`;
+  }
+
+  // "sum|cpu.*|host" (agg, selector, group-by keys) as the address keeps an aggregate.
+  function parseAggregate(text) {
+    const parts = String(text).split('|');
+    if (parts.length !== 3 || !AGGREGATIONS.includes(parts[0]) || !parts[1]) return null;
+    return { kind: 'aggregate', agg: parts[0], match: parts[1], by: parts[2] };
+  }
+
   function readHash() {
     const p = new URLSearchParams(location.hash.replace(/^#/, ''));
+    const views = [];
+    for (const [k, v] of p) {
+      if (k === 's' && v) views.push({ kind: 'series', names: [v] });
+      if (k === 'm') {
+        try {
+          const names = JSON.parse(v);
+          if (Array.isArray(names) && names.length && names.every((n) => typeof n === 'string')) {
+            views.push({ kind: 'multi', names: names.slice(0, MAX_LINES) });
+          }
+        } catch (_) { /* a mangled address: leave that chart out */ }
+      }
+      if (k === 'a') {
+        const agg = parseAggregate(v);
+        if (agg) views.push(agg);
+      }
+    }
+    const from = Number(p.get('from'));
+    const to = Number(p.get('to'));
+    const fixed = p.has('from') && p.has('to') && Number.isFinite(from) && Number.isFinite(to) && from < to
+      ? { from, to, tier: p.get('zt') || 'auto' } : null;
     return {
       tier: p.get('tier'),
       range: p.get('range'),
       display: p.get('display'),
-      series: p.getAll('s'),
+      views,
       search: p.get('q'),
+      tz: p.get('tz'),
+      fixed,
     };
   }
 
   function writeHash() {
     const p = new URLSearchParams();
-    if (el.resolution.value) p.set('tier', el.resolution.value);
-    if (el.range.value) p.set('range', el.range.value);
+    const live = state.live || { tier: el.resolution.value, range: el.range.value };
+    if (live.tier) p.set('tier', live.tier);
+    if (live.range) p.set('range', live.range);
     p.set('display', el.display.value);
     if (el.search.value) p.set('q', el.search.value);
-    for (const s of state.selected) p.append('s', s);
+    if (Z.utc) p.set('tz', 'utc');
+    if (state.fixed) {
+      p.set('from', String(state.fixed.from));
+      p.set('to', String(state.fixed.to));
+      p.set('zt', state.fixed.tier);
+    }
+    for (const v of state.views) {
+      if (v.kind === 'series') p.append('s', v.names[0]);
+      else if (v.kind === 'multi') p.append('m', JSON.stringify(v.names));
+      else p.append('a', `${v.agg}|${v.match}|${v.by}`);
+    }
     history.replaceState(null, '', location.pathname + location.search + '#' + p.toString());
   }
 
   // ---------------------------------------------------------------- tiers, resolution, range
 
   function rangesFor(tier) {
-    const lo = MIN_BUCKETS * tier.res;
-    const hi = Math.min(MAX_BUCKETS * tier.res, tier.retention);
+    // The raw tier has no buckets: from five minutes of points to all it keeps.
+    const lo = tier.raw ? 300 : MIN_BUCKETS * tier.res;
+    const hi = tier.raw ? tier.retention : Math.min(MAX_BUCKETS * tier.res, tier.retention);
     let out = RANGE_LADDER.filter(([, secs]) => secs >= lo && secs <= hi);
     if (out.length === 0) {
       // A tier too short for the ladder: offer what it holds.
@@ -347,17 +553,18 @@
 
   async function loadTiers() {
     const body = await api('api/v1/tiers');
-    // The raw tier (kind "raw", no resolution) is not offered here yet: its points are not
-    // on a bucket grid, which this chart draws.
-    const tiers = (body.tiers || []).filter((t) => t.kind !== 'raw').map((t) => ({
+    if (Number.isFinite(body.now)) state.clockSkew = body.now - Date.now() / 1000;
+    // A raw tier (kind "raw") has no resolution: it is offered last, as "raw".
+    const tiers = (body.tiers || []).map((t) => ({
       name: t.name,
-      res: spanSecs(t.resolution),
+      raw: t.kind === 'raw',
+      res: t.kind === 'raw' ? 0 : spanSecs(t.resolution),
       retention: spanSecs(t.retention),
       windowStart: t.window_start,
       bytes: t.disk ? t.disk.bytes : 0,
       files: t.disk ? t.disk.files : 0,
     }));
-    tiers.sort((a, b) => a.res - b.res);
+    tiers.sort((a, b) => (a.raw - b.raw) || (a.res - b.res));
     const changed = tiers.map((t) => t.name + t.res + '/' + t.retention).join() !==
       state.tiers.map((t) => t.name + t.res + '/' + t.retention).join();
     state.tiers = tiers;
@@ -366,13 +573,53 @@
       fillSelect(el.resolution, tiers.map((t) => ({
         value: t.name,
         label: t.name,
-        title: `buckets of ${spanText(t.res)}, kept ${spanText(t.retention)}`,
+        title: t.raw
+          ? `exact points (no buckets), kept ${spanText(t.retention)}`
+          : `buckets of ${spanText(t.res)}, kept ${spanText(t.retention)}`,
       })), wanted.tier);
       fillRanges(wanted.range);
       wanted.tier = null;
       wanted.range = null;
+      syncDisplayForTier();
     }
     renderDisk();
+  }
+
+  function serverNow() {
+    return Date.now() / 1000 + state.clockSkew;
+  }
+
+  function tierByName(name) {
+    return state.tiers.find((t) => t.name === name);
+  }
+
+  // The tier the charts read: the fixed window's (a name or "auto"), else the chosen one.
+  function queryTier() {
+    return state.fixed ? state.fixed.tier : el.resolution.value;
+  }
+
+  function rawChosen() {
+    const t = tierByName(queryTier());
+    return !!(t && t.raw);
+  }
+
+  // Raw points are exact values, not buckets: only "avg" (the value itself) applies. The
+  // other displays are disabled, and come back when another tier is chosen.
+  function syncDisplayForTier() {
+    const raw = rawChosen();
+    for (const opt of el.display.options) {
+      const off = raw && opt.value !== 'avg';
+      opt.disabled = off;
+      opt.title = off ? 'raw points are exact values, not buckets: no totals, rates or extremes per bucket' : '';
+    }
+    if (raw && el.display.value !== 'avg') {
+      state.displayBeforeRaw = el.display.value;
+      el.display.value = 'avg';
+    } else if (!raw && state.displayBeforeRaw) {
+      el.display.value = state.displayBeforeRaw;
+      state.displayBeforeRaw = null;
+    }
+    el.display.title = raw ? 'the raw tier returns exact points: each is shown as its value' : 'how each bucket is shown';
   }
 
   // ---------------------------------------------------------------- status panel
@@ -399,14 +646,25 @@
     const samples = parseMetrics(text);
     const sum = (name) => samples.filter((s) => s.name === name).reduce((a, s) => a + s.value, 0);
     const accepted = sum('tierdb_samples_accepted_total');
-    const prev = state.prevAccepted;
-    state.prevAccepted = { value: accepted, at };
-    if (prev && accepted >= prev.value && at > prev.at) {
-      const rate = (accepted - prev.value) / ((at - prev.at) / 1000);
+    // The rate over the last minute of readings (the 5 s refresh alone sees zero or two
+    // agent flushes between reads, and flips between 0 and twice the rate). A restarted
+    // server (the counter went down) starts the history again.
+    const readings = state.rateReadings;
+    if (readings.length && accepted < readings[readings.length - 1].value) readings.length = 0;
+    readings.push({ value: accepted, at });
+    // Keep one reading at least a minute old as the base; drop those before it.
+    while (readings.length > 2 && at - readings[1].at >= RATE_WINDOW_MS) readings.shift();
+    const base = readings[0];
+    if (at - base.at >= RATE_MIN_SPAN_MS) {
+      const secs = (at - base.at) / 1000;
+      const rate = (accepted - base.value) / secs;
       setStat(el.rate, fmtRate(rate) + ' samples/s', rate.toFixed(3),
-        `${fmtCount(accepted)} samples accepted since the server started`);
+        `averaged over the last ${Math.round(secs)} s; ${fmtCount(accepted)} samples accepted since the server started`);
+      el.rate.dataset.window = secs.toFixed(1);
     } else {
-      setStat(el.rate, 'measuring…', undefined, `${fmtCount(accepted)} samples accepted so far`);
+      setStat(el.rate, 'measuring…', undefined,
+        `${fmtCount(accepted)} samples accepted so far; the rate shows after ${RATE_MIN_SPAN_MS / 1000} s`);
+      el.rate.dataset.window = '0';
     }
     const series = sum('tierdb_series');
     state.seriesTotal = series;
@@ -466,9 +724,9 @@
     state.series = (body.series || []).slice().sort();
     state.seriesGlob = glob;
     state.seriesLoadedAt = Date.now();
-    if (!state.userTouched && state.selected.length === 0 && glob === '*') {
-      state.selected = firstOfEachName(state.series, DEFAULT_SELECTED);
-      if (state.selected.length) writeHash();
+    if (!state.userTouched && state.views.length === 0 && glob === '*') {
+      state.views = firstOfEachName(state.series, DEFAULT_SELECTED).map((n) => ({ kind: 'series', names: [n] }));
+      if (state.views.length) writeHash();
     }
     renderSeriesList();
   }
@@ -508,7 +766,7 @@
     }
     markSelected();
     const shown = Math.min(matches.length, MAX_LISTED);
-    let info = `${state.selected.length} selected · `;
+    let info = `${selectedNames().length} selected · `;
     if (state.series.length === 0) {
       info += state.seriesGlob === '*' ? 'no series yet' : 'no series match';
     } else if (shown < matches.length) {
@@ -520,21 +778,58 @@
   }
 
   function markSelected() {
-    const chosen = new Set(state.selected);
+    const chosen = new Set(selectedNames());
     for (const li of el.seriesList.children) {
       const on = chosen.has(li.dataset.series);
       li.classList.toggle('selected', on);
       li.setAttribute('aria-selected', on ? 'true' : 'false');
     }
     const info = el.seriesInfo.textContent;
-    el.seriesInfo.textContent = info.replace(/^\d+ selected/, `${state.selected.length} selected`);
+    el.seriesInfo.textContent = info.replace(/^\d+ selected/, `${chosen.size} selected`);
+    el.seriesCombine.disabled = chosen.size < 2;
+  }
+
+  // The series that have a chart of their own, in chart order.
+  function selectedNames() {
+    return state.views.filter((v) => v.kind === 'series').map((v) => v.names[0]);
+  }
+
+  // The selected series' own charts become one chart with a line each (at most MAX_LINES),
+  // where the first of them was.
+  function combineSelected() {
+    const names = selectedNames().slice(0, MAX_LINES);
+    if (names.length < 2) return;
+    const at = state.views.findIndex((v) => v.kind === 'series' && names.includes(v.names[0]));
+    const multi = { kind: 'multi', names };
+    state.views = state.views.filter((v) => !(v.kind === 'series' && names.includes(v.names[0])));
+    state.views.splice(Math.min(at, state.views.length), 0, multi);
+    state.userTouched = true;
+    markSelected();
+    writeHash();
+    refreshSoon({ chartsOnly: true });
+  }
+
+  function addAggregate(view) {
+    const key = viewKey(view);
+    if (!state.views.some((v) => viewKey(v) === key)) state.views.push(view);
+    state.userTouched = true;
+    writeHash();
+    refreshSoon({ chartsOnly: true });
+  }
+
+  function removeView(key) {
+    state.views = state.views.filter((v) => viewKey(v) !== key);
+    state.userTouched = true;
+    markSelected();
+    writeHash();
+    refreshSoon({ chartsOnly: true });
   }
 
   function toggleSeries(name) {
     state.userTouched = true;
-    const i = state.selected.indexOf(name);
-    if (i >= 0) state.selected.splice(i, 1);
-    else state.selected.push(name);
+    const i = state.views.findIndex((v) => v.kind === 'series' && v.names[0] === name);
+    if (i >= 0) state.views.splice(i, 1);
+    else state.views.push({ kind: 'series', names: [name] });
     markSelected();
     writeHash();
     refreshSoon({ chartsOnly: true });
@@ -562,62 +857,157 @@
     return h % PALETTE;
   }
 
+  // A glob as the server reads it (`*`, `?`, `[a-z]`, `[!a-z]`), as a RegExp over a name.
+  function globRegex(glob) {
+    let re = '';
+    for (let i = 0; i < glob.length; i++) {
+      const c = glob[i];
+      const close = c === '[' ? glob.indexOf(']', i + 2) : -1;
+      if (c === '*') re += '.*';
+      else if (c === '?') re += '.';
+      else if (close > 0) {
+        const set = glob.slice(i + 1, close).replace(/\\/g, '\\\\');
+        re += set[0] === '!' ? '[^' + set.slice(1) + ']' : '[' + set + ']';
+        i = close;
+      } else re += c.replace(/[.+^${}()|[\]\\]/g, '\\$&');
+    }
+    return new RegExp('^' + re + '$');
+  }
+
+  // Whether the filter shows a chart: one of its series passes the filter as a list item
+  // does (the glob over the name, every other word in the name or tags); an aggregate
+  // passes by its selector.
+  function viewMatches(view, search) {
+    const re = search.glob === '*' ? null : globRegex(search.glob);
+    const names = view.kind === 'aggregate' ? [view.match] : view.names;
+    return names.some((name) => {
+      const base = name.split('{')[0];
+      if (re && !re.test(base) && base !== search.glob) return false;
+      const lower = (view.kind === 'aggregate' ? `${view.agg} ${name} ${view.by}` : name).toLowerCase();
+      return search.words.every((w) => lower.includes(w));
+    });
+  }
+
+  let chartIds = 0;
+
   function syncCharts() {
-    const wanted = new Set(state.selected);
-    for (const [name, chart] of state.charts) {
-      if (!wanted.has(name)) {
+    const keys = new Set(state.views.map(viewKey));
+    for (const [key, chart] of state.charts) {
+      if (!keys.has(key)) {
         chart.svg.remove();
-        state.charts.delete(name);
+        state.charts.delete(key);
       }
     }
-    for (const name of state.selected) {
-      let chart = state.charts.get(name);
+    const search = parseSearch(el.search.value);
+    let hidden = 0;
+    for (const view of state.views) {
+      const key = viewKey(view);
+      let chart = state.charts.get(key);
       if (!chart) {
-        const color = colorIndex(name);
+        const color = colorIndex(key);
         const svg = svgEl('svg', { class: 'chart c' + color, role: 'img' });
-        svg.dataset.series = name;
+        svg.dataset.key = key;
+        svg.dataset.kind = view.kind;
         svg.dataset.points = '0';
-        chart = { name, svg, color, data: null, error: null, loading: true };
-        state.charts.set(name, chart);
-        attachHover(chart);
+        if (view.kind === 'series') svg.dataset.series = view.names[0];
+        chartIds += 1;
+        chart = { key, view, svg, color, id: chartIds, data: null, error: null, loading: true };
+        state.charts.set(key, chart);
+        attachPointer(chart);
       }
-      el.charts.appendChild(chart.svg); // keeps the selection order
+      const out = !viewMatches(view, search);
+      const wasOut = chart.svg.classList.contains('filtered-out');
+      chart.svg.classList.toggle('filtered-out', out);
+      if (out) hidden += 1;
+      el.charts.appendChild(chart.svg); // keeps the views' order
+      if (wasOut && !out) drawChart(chart); // drawn to its width now that it has one
     }
     let empty = el.charts.querySelector('.empty');
-    if (state.selected.length === 0) {
+    if (state.views.length === 0 || hidden === state.views.length) {
       if (!empty) {
         empty = document.createElement('p');
         empty.className = 'empty';
-        el.charts.appendChild(empty);
       }
-      if (state.seriesError) {
+      el.charts.prepend(empty);
+      if (hidden) {
+        empty.textContent = `The filter hides every chart (${hidden}): change or clear it to see them.`;
+      } else if (state.seriesError) {
         empty.textContent = 'Cannot list the series: see the error above.';
       } else if (state.series.length || state.seriesGlob !== '*') {
-        empty.textContent = 'No series selected: pick one or more from the list.';
+        empty.textContent = 'No charts: pick one or more series from the list, or chart an aggregate.';
       } else {
         empty.textContent = 'No series yet. Send samples (Graphite, Influx line protocol or JSON) and they will show up here.';
       }
     } else if (empty) {
       empty.remove();
     }
+    let note = el.charts.querySelector('.filter-note');
+    if (hidden && hidden < state.views.length) {
+      if (!note) {
+        note = document.createElement('p');
+        note.className = 'filter-note';
+      }
+      el.charts.prepend(note);
+      note.textContent = `${hidden} of ${state.views.length} charts hidden by the filter`;
+    } else if (note) {
+      note.remove();
+    }
     for (const chart of state.charts.values()) if (chart.loading) drawChart(chart);
   }
 
+  function timeParams(q) {
+    return q.fixed
+      ? `&from=${q.fixed.from}&to=${q.fixed.to}`
+      : `&from=${encodeURIComponent('-' + q.range)}&to=now`;
+  }
+
+  // "host=web-1", "host=web-1,dc=eu" or "all" (no group by).
+  function groupLabel(tags, by) {
+    if (!by.length) return 'all';
+    return by.map((k) => `${k}=${tags && tags[k] !== null && tags[k] !== undefined ? tags[k] : '(none)'}`).join(',');
+  }
+
   async function loadChart(chart, q, gen) {
-    const path = 'api/v1/query?series=' + encodeURIComponent(chart.name) +
-      '&tier=' + encodeURIComponent(q.tier) +
-      '&from=' + encodeURIComponent('-' + q.range) +
-      '&to=now&display=' + encodeURIComponent(q.display);
+    const view = chart.view;
+    const enc = encodeURIComponent;
+    let data = null;
+    let error = null;
     try {
-      const data = await api(path);
-      if (gen !== state.gen) return;
-      chart.data = data;
-      chart.error = null;
+      if (view.kind === 'aggregate') {
+        const tier = tierByName(q.tier);
+        if (tier && tier.raw) {
+          throw new Error('aggregates read the rollup tiers, not raw points: pick another resolution');
+        }
+        const by = view.by.split(',').map((k) => k.trim()).filter(Boolean);
+        const body = await api('api/v1/aggregate?match=' + enc(view.match) + '&agg=' + enc(view.agg) +
+          (by.length ? '&group_by=' + enc(by.join(',')) : '') + '&tier=' + enc(q.tier) + timeParams(q) +
+          '&display=' + enc(q.display));
+        const groups = (body.groups || []).map((g) => ({ name: groupLabel(g.tags, by), points: g.points || [], series: g.series }));
+        groups.sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
+        data = { tier: body.tier, display: body.display, step: body.step, lines: groups.slice(0, MAX_LINES), groups: groups.length };
+      } else {
+        // One query per series; a series that fails leaves its line out, named in the legend.
+        const answers = await Promise.allSettled(view.names.map((name) => api('api/v1/query?series=' + enc(name) +
+          '&tier=' + enc(q.tier) + timeParams(q) + '&display=' + enc(q.display))));
+        const ok = answers.find((a) => a.status === 'fulfilled');
+        if (!ok) throw answers[0].reason;
+        data = {
+          tier: ok.value.tier,
+          display: ok.value.display,
+          lines: answers.map((a, i) => (a.status === 'fulfilled'
+            ? { name: view.names[i], points: a.value.points || [], before: a.value.before, after: a.value.after }
+            : { name: view.names[i], points: [], error: a.reason })),
+        };
+      }
+      const tier = tierByName(data.tier);
+      data.raw = !!(tier && tier.raw);
+      if (!data.step) data.step = tier && tier.res ? tier.res : 0;
     } catch (e) {
-      if (gen !== state.gen) return;
-      chart.data = null;
-      chart.error = e;
+      error = e;
     }
+    if (gen !== state.gen) return;
+    chart.data = error ? null : data;
+    chart.error = error;
     chart.loading = false;
     chart.request = q;
     drawChart(chart);
@@ -658,32 +1048,33 @@
     return typeof step === 'number' ? step : step.months * 30.44 * DAY;
   }
 
-  // Ticks at round local times: minutes and hours of the local clock, local midnights,
+  // Ticks at round times of the zone shown: minutes and hours of its clock, its midnights,
   // Mondays, first days of months, New Years.
   function timeTicks(from, to, maxTicks) {
     const span = to - from;
     const step = TIME_STEPS.find((s) => span / stepSecs(s) <= maxTicks) || TIME_STEPS[TIME_STEPS.length - 1];
     const ticks = [];
+    const addDays = (d, n) => Z.set(d, 'Date', Z.get(d, 'Date') + n);
     if (typeof step === 'number' && step < DAY) {
-      const off = -new Date(from * 1000).getTimezoneOffset() * 60;
+      const off = Z.offset(from);
       for (let t = Math.ceil((from + off) / step) * step - off; t <= to; t += step) ticks.push(t);
     } else if (typeof step === 'number') {
       const d = new Date(from * 1000);
-      d.setHours(0, 0, 0, 0);
-      if (d.getTime() < from * 1000) d.setDate(d.getDate() + 1);
-      if (step >= 7 * DAY) while (d.getDay() !== 1) d.setDate(d.getDate() + 1);
-      for (; d.getTime() <= to * 1000; d.setDate(d.getDate() + step / DAY)) ticks.push(d.getTime() / 1000);
+      Z.set(d, 'Hours', 0, 0, 0, 0);
+      if (d.getTime() < from * 1000) addDays(d, 1);
+      if (step >= 7 * DAY) while (Z.get(d, 'Day') !== 1) addDays(d, 1);
+      for (; d.getTime() <= to * 1000; addDays(d, step / DAY)) ticks.push(d.getTime() / 1000);
     } else {
       const d = new Date(from * 1000);
       const n = step.months;
-      let y = d.getFullYear();
-      let m = d.getMonth();
-      let first = new Date(y, m, 1);
+      const y = Z.get(d, 'FullYear');
+      let m = Z.get(d, 'Month');
+      let first = Z.date(y, m, 1);
       if (first.getTime() < from * 1000) m += 1;
       let idx = y * 12 + m;
       idx = Math.ceil(idx / n) * n;
       for (;; idx += n) {
-        first = new Date(Math.floor(idx / 12), idx % 12, 1);
+        first = Z.date(Math.floor(idx / 12), idx % 12, 1);
         if (first.getTime() > to * 1000) break;
         ticks.push(first.getTime() / 1000);
       }
@@ -692,13 +1083,13 @@
     return ticks.map((t) => {
       const d = new Date(t * 1000);
       if (typeof step === 'number' && step < DAY) {
-        const midnight = d.getHours() === 0 && d.getMinutes() === 0;
+        const midnight = Z.get(d, 'Hours') === 0 && Z.get(d, 'Minutes') === 0;
         return { t, label: midnight ? dayLabel(d) : hhmm(d), strong: midnight };
       }
-      if (typeof step === 'number') return { t, label: dayLabel(d), strong: d.getDate() === 1 };
-      const newYear = d.getMonth() === 0;
-      if (step.months >= 12 || newYear) return { t, label: String(d.getFullYear()), strong: newYear && step.months < 12 };
-      return { t, label: MONTHS[d.getMonth()], strong: false };
+      if (typeof step === 'number') return { t, label: dayLabel(d), strong: Z.get(d, 'Date') === 1 };
+      const newYear = Z.get(d, 'Month') === 0;
+      if (step.months >= 12 || newYear) return { t, label: String(Z.get(d, 'FullYear')), strong: newYear && step.months < 12 };
+      return { t, label: MONTHS[Z.get(d, 'Month')], strong: false };
     });
   }
 
@@ -711,31 +1102,71 @@
     return { W: width, H: width < 560 ? 210 : 250 };
   }
 
+  const finite = (v) => v !== null && v !== undefined && isFinite(v);
+
+  // The legend's items laid out in rows from (12, top): [{name, color, x, y}], rows.
+  function legendLayout(names, W, top) {
+    let x = 12;
+    let row = 0;
+    const items = names.map((name, i) => {
+      const label = truncate(name, 48);
+      const width = 16 + label.length * 6.4 + 14;
+      if (x > 12 && x + width > W - 12) {
+        x = 12;
+        row += 1;
+      }
+      const item = { name, label, color: i % PALETTE, x, y: top + row * 16 };
+      x += width;
+      return item;
+    });
+    return { items, rows: names.length ? row + 1 : 0 };
+  }
+
+  function chartTitle(view) {
+    if (view.kind === 'aggregate') return `${view.agg} of ${view.match}${view.by ? ' by ' + view.by : ''}`;
+    if (view.kind === 'series') return view.names[0];
+    const bases = new Set(view.names.map((n) => n.split('{')[0]));
+    return bases.size === 1 ? `${[...bases][0]} · ${view.names.length} series` : view.names.join(' · ');
+  }
+
+  // The value where the segment a-b crosses time t.
+  function lerp(a, b, t) {
+    return b[0] === a[0] ? b[1] : a[1] + ((b[1] - a[1]) * (t - a[0])) / (b[0] - a[0]);
+  }
+
   function drawChart(chart) {
     const svg = chart.svg;
-    const { W, H } = chartSize(svg);
-    svg.setAttribute('viewBox', `0 0 ${W} ${H}`); // CSS: width 100%, height from the ratio
-    svg.textContent = '';
+    if (svg.classList.contains('filtered-out')) return; // drawn when the filter shows it
+    const view = chart.view;
     const data = chart.data;
     const req = chart.request || {};
-    svg.dataset.series = chart.name;
+    const multi = view.kind !== 'series';
+    let { W, H } = chartSize(svg);
+    svg.textContent = '';
     svg.classList.toggle('chart-error', !!chart.error);
-    svg.setAttribute('aria-label', chart.name);
-    svgEl('title', {}, svg).textContent = chart.name;
-
-    const maxChars = Math.floor((W - 24) / 7.6);
-    svgEl('text', { class: 'chart-title', x: 12, y: 22 }, svg).textContent = truncate(chart.name, maxChars);
+    const title = chartTitle(view);
+    svg.setAttribute('aria-label', title);
+    svgEl('title', {}, svg).textContent = title;
+    const maxChars = Math.floor((W - 48) / 7.6);
+    svgEl('text', { class: 'chart-title', x: 12, y: 22 }, svg).textContent = truncate(title, maxChars);
     const sub = svgEl('text', { class: 'chart-sub', x: 12, y: 40 }, svg);
+    const close = svgEl('g', { class: 'chart-close', role: 'button', tabindex: '0' }, svg);
+    svgEl('title', {}, close).textContent = 'remove this chart';
+    svgEl('rect', { x: W - 30, y: 6, width: 24, height: 24, rx: 5 }, close);
+    svgEl('text', { x: W - 18, y: 23 }, close).textContent = '×';
+    const setData = (d) => {
+      for (const k of ['points', 'lines', 'tier', 'window', 'display', 'unit', 'y0', 'filled', 'partial', 'before', 'after']) {
+        svg.dataset[k] = d[k] === undefined ? '' : String(d[k]);
+      }
+    };
 
     if (!data) {
-      svg.dataset.points = '0';
-      svg.dataset.tier = req.tier || el.resolution.value || '';
-      svg.dataset.window = '';
-      svg.dataset.display = req.display || el.display.value;
+      setData({ points: 0, lines: 0, tier: req.tier || queryTier() || '', display: req.display || el.display.value });
+      svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
       const msg = svgEl('text', { class: chart.error ? 'chart-message error-text' : 'chart-message', x: W / 2, y: H / 2 + 10 }, svg);
       if (chart.error) {
         sub.textContent = truncate(`${svg.dataset.tier} · ${svg.dataset.display}`, maxChars);
-        msg.textContent = truncate(chart.error.describe ? chart.error.describe() : String(chart.error), Math.floor((W - 24) / 6.6));
+        msg.textContent = truncate(chart.error.describe ? chart.error.describe() : chart.error.message || String(chart.error), Math.floor((W - 24) / 6.6));
       } else {
         sub.textContent = 'loading…';
         msg.textContent = 'loading…';
@@ -745,52 +1176,133 @@
       return;
     }
 
-    const tier = state.tiers.find((t) => t.name === data.tier);
-    const points = data.points || [];
-    let step = tier ? tier.res : 0;
-    if (!step) step = points.length > 1 ? points[1][0] - points[0][0] : 60;
-    const from = points.length ? points[0][0] : Date.now() / 1000;
-    const to = points.length ? points[points.length - 1][0] + step : from + step;
-    const values = points.filter((p) => p[1] !== null && p[1] !== undefined && isFinite(p[1]));
-    const drawn = values.length;
-    svg.dataset.points = String(drawn);
-    svg.dataset.tier = data.tier;
-    svg.dataset.window = `${from}..${to}`;
-    svg.dataset.display = data.display;
-    const displayName = data.display === 'per_sec' ? 'avg/sec' : data.display;
-    const subChars = Math.floor((W - 24) / 6.3);
-    const head = `${data.tier} · ${displayName} · ${fmtWindow(from, to, step)} · `;
-    const long = `${head}${drawn} of ${points.length} buckets`;
-    sub.textContent = truncate(long.length <= subChars ? long : `${head}${drawn}/${points.length}`, subChars);
+    const raw = data.raw;
+    const step = data.step;
+    const lines = data.lines.map((l, i) => ({ ...l, color: multi ? i % PALETTE : chart.color }));
+    const now = serverNow();
 
-    // Scales.
+    // The window: the buckets answered (all lines share the tier's grid), or for raw points
+    // the window asked for.
+    let from = Infinity;
+    let to = -Infinity;
+    if (raw) {
+      from = req.window.from;
+      to = req.window.to;
+    } else {
+      for (const l of lines) {
+        if (!l.points.length) continue;
+        from = Math.min(from, l.points[0][0]);
+        to = Math.max(to, l.points[l.points.length - 1][0] + step);
+      }
+      if (!(from < to)) {
+        from = req.window.from;
+        to = req.window.to;
+      }
+    }
+
+    // The last bucket of a rollup whose period has not ended is partial: it holds only the
+    // samples so far, so a total or a rate there is a fraction of a full bucket's.
+    let partialTs = null;
+    if (!raw && step) {
+      for (const l of lines) {
+        const last = l.points[l.points.length - 1];
+        if (last && last[0] + step > now) partialTs = last[0];
+      }
+    }
+
     let lo = Infinity;
     let hi = -Infinity;
-    for (const [, v] of values) {
+    let drawn = 0;
+    let withPoints = 0;
+    const see = (v) => {
       if (v < lo) lo = v;
       if (v > hi) hi = v;
+    };
+    for (const l of lines) {
+      let n = 0;
+      for (const [, v] of l.points) {
+        if (finite(v)) {
+          see(v);
+          n += 1;
+        }
+      }
+      // Raw lines run to the window's edges from the neighbours outside it.
+      if (raw) {
+        const pts = l.points.filter((p) => finite(p[1]));
+        const first = pts[0] || (finite(l.after && l.after[1]) ? l.after : null);
+        const last = pts[pts.length - 1] || (finite(l.before && l.before[1]) ? l.before : null);
+        l.edgeFrom = finite(l.before && l.before[1]) && first ? [from, lerp(l.before, first, from)] : null;
+        l.edgeTo = finite(l.after && l.after[1]) && last ? [to, lerp(last, l.after, to)] : null;
+        if (l.edgeFrom) see(l.edgeFrom[1]);
+        if (l.edgeTo) see(l.edgeTo[1]);
+      }
+      drawn += n;
+      if (n || l.edgeFrom || l.edgeTo) withPoints += 1;
     }
-    if (!drawn) {
+    const filled = !multi && !raw;
+    const names = view.kind === 'aggregate' ? [view.match] : view.names;
+    const unit = unitFor(names, data.display);
+    if (lo > hi) {
       lo = 0;
       hi = 1;
+    } else if (filled) {
+      // A filled area reads as an amount: its axis starts at zero.
+      lo = Math.min(lo, 0);
+      hi = Math.max(hi, 0);
     } else {
       if (lo > 0 && lo < hi - lo) lo = 0;
       if (hi < 0 && -hi < hi - lo) hi = 0;
     }
-    const plotH = H - 56 - 26;
+
+    const displayName = raw ? 'exact points' : data.display === 'per_sec' ? 'avg/sec' : data.display;
+    const tierName = req.tier === 'auto' ? `${data.tier} (auto)` : data.tier;
+    const subChars = Math.floor((W - 24) / 6.3);
+    const head = `${tierName} · ${displayName} · ${fmtWindow(from, to, raw ? 60 : step)} ${Z.name()} · `;
+    const count = raw ? `${drawn} points` : `${drawn} of ${lines.reduce((a, l) => a + l.points.length, 0)} buckets`;
+    const groups = data.groups > lines.length ? ` · ${lines.length} of ${data.groups} groups` : '';
+    sub.textContent = truncate(head + count + groups, subChars);
+
+    // The legend, under the subtitle, when there is more than one line or an aggregate.
+    const legend = multi ? legendLayout(lines.map((l) => (l.error ? `${l.name} (failed)` : l.name)), W, 56) : { items: [], rows: 0 };
+    H += legend.rows * 16;
+    svg.setAttribute('viewBox', `0 0 ${W} ${H}`); // CSS: width 100%, height from the ratio
+    if (legend.rows) {
+      const g = svgEl('g', { class: 'legend' }, svg);
+      legend.items.forEach((item, i) => {
+        const li = svgEl('g', { class: `legend-item s${item.color}` }, g);
+        li.dataset.name = lines[i].name;
+        li.dataset.points = String(lines[i].points.filter((p) => finite(p[1])).length);
+        svgEl('rect', { class: 'swatch', x: item.x, y: item.y - 9, width: 12, height: 4, rx: 1 }, li);
+        const text = svgEl('text', { class: 'legend-text', x: item.x + 16, y: item.y - 4 }, li);
+        text.textContent = item.label;
+        if (lines[i].error) svgEl('title', {}, li).textContent = lines[i].error.describe ? lines[i].error.describe() : String(lines[i].error);
+      });
+    }
+
+    const plotH = H - 56 - legend.rows * 16 - 26;
     const y = niceScale(lo, hi, plotH < 140 ? 4 : 5);
-    const fmtTick = tickFormatter(y.lo, y.hi, y.step);
+    const fmtTick = tickFormatter(y.lo, y.hi, y.step, unit);
     const labels = y.ticks.map(fmtTick);
     const ML = Math.max(34, 10 + 6.6 * Math.max(...labels.map((l) => l.length)));
-    const MR = 14;
-    const MT = 56;
-    const MB = 26;
     const x0 = ML;
-    const x1 = W - MR;
-    const y0 = MT;
-    const y1 = H - MB;
+    const x1 = W - 14;
+    const y0 = 56 + legend.rows * 16;
+    const y1 = H - 26;
     const sx = (t) => x0 + ((t - from) / (to - from)) * (x1 - x0);
     const sy = (v) => y1 - ((v - y.lo) / (y.hi - y.lo)) * (y1 - y0);
+    setData({
+      points: drawn,
+      lines: withPoints,
+      tier: data.tier,
+      window: `${Math.round(from)}..${Math.round(to)}`,
+      display: data.display,
+      unit,
+      y0: y.lo,
+      filled: filled ? 1 : 0,
+      partial: partialTs === null ? '' : partialTs,
+      before: raw ? 0 : '',
+      after: raw ? 0 : '',
+    });
 
     const grid = svgEl('g', { class: 'grid' }, svg);
     y.ticks.forEach((v, i) => {
@@ -813,47 +1325,118 @@
     }
     svgEl('line', { class: 'axis', x1: x0, x2: x1, y1: y1, y2: y1 }, svg);
 
-    // Line and area, broken at every empty bucket (empty is not zero).
-    const half = step / 2;
-    let line = '';
-    let area = '';
+    // The lines, clipped to the plot (raw lines run from outside it).
+    const clipId = `plot-${chart.id}`;
+    const clip = svgEl('clipPath', { id: clipId }, svgEl('defs', {}, svg));
+    svgEl('rect', { x: x0, y: y0 - 2, width: Math.max(0, x1 - x0), height: Math.max(0, y1 - y0 + 4) }, clip);
+    const plot = svgEl('g', { 'clip-path': `url(#${clipId})` }, svg);
     const base = sy(Math.max(y.lo, Math.min(0, y.hi))).toFixed(1);
-    let run = [];
-    const flush = () => {
-      if (run.length === 1) {
-        svgEl('circle', { class: 'dot', cx: run[0][0], cy: run[0][1], r: 2.5 }, svg);
-      } else if (run.length > 1) {
-        line += 'M' + run.map((p) => p.join(',')).join('L');
-        area += `M${run[0][0]},${base}L` + run.map((p) => p.join(',')).join('L') + `L${run[run.length - 1][0]},${base}Z`;
-      }
-      run = [];
-    };
-    for (const [t, v] of points) {
-      if (v === null || v === undefined || !isFinite(v)) {
-        flush();
-        continue;
-      }
-      run.push([sx(t + half).toFixed(1), sy(v).toFixed(1)]);
+    const half = step / 2;
+    const xy = (t, v) => [sx(t).toFixed(1), sy(v).toFixed(1)];
+    if (partialTs !== null) {
+      const band = svgEl('rect', { class: 'partial-band', x: sx(partialTs).toFixed(1), y: y0, width: Math.max(0, x1 - sx(partialTs)).toFixed(1), height: Math.max(0, y1 - y0) }, plot);
+      svgEl('title', {}, band).textContent = 'this bucket is still filling';
     }
-    flush();
-    if (area) svgEl('path', { class: 'area', d: area }, svg);
-    if (line) svgEl('path', { class: 'line', d: line }, svg);
-    if (!drawn) {
+    for (const l of lines) {
+      const cls = ` s${l.color}`;
+      let line = '';
+      let area = '';
+      let run = [];
+      const flush = () => {
+        if (run.length === 1 && !raw) {
+          svgEl('circle', { class: 'dot' + cls, cx: run[0][0], cy: run[0][1], r: 2.5 }, plot);
+        } else if (run.length > 1) {
+          line += 'M' + run.map((p) => p.join(',')).join('L');
+          area += `M${run[0][0]},${base}L` + run.map((p) => p.join(',')).join('L') + `L${run[run.length - 1][0]},${base}Z`;
+        }
+        run = [];
+      };
+      if (raw) {
+        // Exact points at their own times, joined; the edges from the neighbours.
+        const pts = l.points.filter((p) => finite(p[1]));
+        if (l.edgeFrom) run.push(xy(...l.edgeFrom));
+        for (const [t, v] of pts) run.push(xy(t, v));
+        if (l.edgeTo) run.push(xy(...l.edgeTo));
+        if (run.length > 1) {
+          if (l.edgeFrom) svg.dataset.before = '1';
+          if (l.edgeTo) svg.dataset.after = '1';
+        }
+        flush();
+        if (pts.length && pts.length <= (x1 - x0) / 6) {
+          for (const [t, v] of pts) svgEl('circle', { class: 'dot' + cls, cx: sx(t).toFixed(1), cy: sy(v).toFixed(1), r: 2.2 }, plot);
+        }
+      } else {
+        let prev = null;
+        for (const [t, v] of l.points) {
+          if (t === partialTs) {
+            flush();
+            if (!finite(v)) break;
+            // Hollow, and for values comparable with a full bucket's (avg, max, min) joined
+            // by a dashed segment; totals, rates and counts only so far are not joined.
+            if (prev && ['avg', 'max', 'min'].includes(data.display)) {
+              svgEl('path', { class: 'partial-line' + cls, d: `M${xy(prev[0] + half, prev[1]).join(',')}L${xy(t + half, v).join(',')}` }, plot);
+            }
+            const mark = svgEl('circle', { class: 'partial' + cls, cx: sx(t + half).toFixed(1), cy: sy(v).toFixed(1), r: 3.5 }, plot);
+            mark.dataset.ts = String(t);
+            svgEl('title', {}, mark).textContent = `partial: ${Math.round(now - t)} s of this ${spanText(step)} bucket so far`;
+            break;
+          }
+          if (!finite(v)) {
+            flush();
+            prev = null;
+            continue;
+          }
+          run.push(xy(t + half, v));
+          prev = [t, v];
+        }
+        flush();
+      }
+      if (area && filled) svgEl('path', { class: 'area' + cls, d: area }, plot);
+      if (line) svgEl('path', { class: 'line' + cls, d: line }, plot);
+    }
+    if (!withPoints) {
       svgEl('text', { class: 'chart-message', x: (x0 + x1) / 2, y: (y0 + y1) / 2 + 4 }, svg).textContent =
         'no samples in this window';
     }
 
     const hover = svgEl('g', { class: 'hover', visibility: 'hidden' }, svg);
     chart.rule = svgEl('line', { class: 'rule', x1: 0, x2: 0, y1: y0, y2: y1 }, hover);
-    chart.hoverDot = svgEl('circle', { class: 'hover-dot', cx: 0, cy: 0, r: 4 }, hover);
+    chart.hoverDots = lines.map((l) => svgEl('circle', { class: `hover-dot s${l.color}`, cx: 0, cy: 0, r: 4 }, hover));
     chart.hover = hover;
+    chart.selection = svgEl('rect', { class: 'zoom-selection', x: 0, y: y0, width: 0, height: Math.max(0, y1 - y0), visibility: 'hidden' }, svg);
     chart.hit = svgEl('rect', { class: 'hit', x: x0, y: y0, width: Math.max(0, x1 - x0), height: Math.max(0, y1 - y0) }, svg);
-    chart.layout = { W, from, to, step, x0, x1, sx, sy, points, unit: DISPLAY_UNIT[data.display] || '' };
+    const tipUnit = data.display === 'count' && !raw ? 'samples' : unit;
+    chart.layout = { W, H, from, to, step, raw, x0, x1, sx, sy, lines, unit: tipUnit, partialTs };
     if (chart.replayHover) chart.replayHover();
   }
 
-  function attachHover(chart) {
+  // The point of `line` under time t: the bucket holding t, or the raw point nearest t.
+  function pointAt(line, t, L) {
+    const pts = line.points;
+    if (!pts.length) return null;
+    if (!L.raw) {
+      const i = Math.floor((t - pts[0][0]) / L.step);
+      return pts[Math.max(0, Math.min(pts.length - 1, i))];
+    }
+    let lo = 0;
+    let hi = pts.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (pts[mid][0] < t) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo > 0 && Math.abs(pts[lo - 1][0] - t) <= Math.abs(pts[lo][0] - t)) lo -= 1;
+    return pts[lo];
+  }
+
+  // Hover readout, drag to zoom, and the remove button.
+  function attachPointer(chart) {
     const svg = chart.svg;
+    let drag = null; // {startX, x} in chart units while a mouse drags across the plot
+    const toChartX = (clientX) => {
+      const rect = svg.getBoundingClientRect();
+      return ((clientX - rect.left) / rect.width) * (chart.layout ? chart.layout.W : rect.width);
+    };
     const hide = () => {
       if (chart.hover) chart.hover.setAttribute('visibility', 'hidden');
       if (chart.pointer) el.tooltip.hidden = true;
@@ -861,34 +1444,46 @@
     };
     const move = (ev) => {
       const L = chart.layout;
-      if (!L || !L.points.length) return hide();
+      if (!L || !L.lines.some((l) => l.points.length)) return hide();
       chart.pointer = { clientX: ev.clientX, clientY: ev.clientY };
-      const rect = svg.getBoundingClientRect();
-      const px = ((ev.clientX - rect.left) / rect.width) * L.W;
+      const px = toChartX(ev.clientX);
       if (px < L.x0 - 4 || px > L.x1 + 4) return hide();
       const t = L.from + ((px - L.x0) / (L.x1 - L.x0)) * (L.to - L.from);
-      let i = Math.floor((t - L.points[0][0]) / L.step);
-      i = Math.max(0, Math.min(L.points.length - 1, i));
-      const [ts, v] = L.points[i];
-      const cx = L.sx(ts + L.step / 2);
+      // The time under the pointer: the bucket's (rollups), or the nearest point's (raw).
+      const near = L.lines.map((l) => pointAt(l, t, L));
+      let ts = null;
+      for (const p of near) if (p && (ts === null || Math.abs(p[0] - t) < Math.abs(ts - t))) ts = p[0];
+      if (ts === null) return hide();
+      const at = L.raw ? ts : ts + L.step / 2;
+      const cx = L.sx(at);
       chart.rule.setAttribute('x1', cx.toFixed(1));
       chart.rule.setAttribute('x2', cx.toFixed(1));
-      const has = v !== null && v !== undefined && isFinite(v);
-      chart.hoverDot.setAttribute('visibility', has ? 'visible' : 'hidden');
-      if (has) {
-        chart.hoverDot.setAttribute('cx', cx.toFixed(1));
-        chart.hoverDot.setAttribute('cy', L.sy(v).toFixed(1));
-      }
-      chart.hover.setAttribute('visibility', 'visible');
       const tip = el.tooltip;
       tip.textContent = '';
       const when = document.createElement('div');
       when.className = 'tip-time';
-      when.textContent = fmtMoment(ts, L.step, true) + (L.step < DAY ? ` (+${spanText(L.step)})` : '');
-      const what = document.createElement('div');
-      what.className = has ? 'tip-value' : 'tip-value empty';
-      what.textContent = has ? fmtValue(v) + L.unit : 'no samples';
-      tip.append(when, what);
+      when.textContent = fmtMoment(ts, L.raw ? 1 : L.step, true) + (L.raw || L.step >= DAY ? '' : ` (+${spanText(L.step)})`) +
+        ' ' + Z.name() + (ts === L.partialTs ? ' · partial, still filling' : '');
+      tip.append(when);
+      L.lines.forEach((l, i) => {
+        const p = near[i];
+        // Buckets share one grid; raw points each have their own time: the nearest is shown.
+        const has = p && (L.raw || p[0] === ts) && finite(p[1]);
+        const dot = chart.hoverDots[i];
+        dot.setAttribute('visibility', has ? 'visible' : 'hidden');
+        if (has) {
+          dot.setAttribute('cx', (L.raw ? L.sx(p[0]) : cx).toFixed(1));
+          dot.setAttribute('cy', L.sy(p[1]).toFixed(1));
+        }
+        const what = document.createElement('div');
+        what.className = has ? 'tip-value' : 'tip-value empty';
+        const value = has ? fmtSI(p[1], L.unit) : 'no samples';
+        what.textContent = L.lines.length > 1 ? `${l.name}: ${value}` : value;
+        if (L.lines.length > 1) what.style.setProperty('--series', `var(--c${l.color})`);
+        if (L.lines.length > 1) what.classList.add('tip-line');
+        tip.append(what);
+      });
+      chart.hover.setAttribute('visibility', 'visible');
       tip.hidden = false;
       const tw = tip.offsetWidth;
       const th = tip.offsetHeight;
@@ -899,8 +1494,51 @@
       tip.style.left = Math.max(8, left) + 'px';
       tip.style.top = top + 'px';
     };
-    svg.addEventListener('pointermove', move);
-    svg.addEventListener('pointerdown', move);
+    const showSelection = () => {
+      const a = Math.min(drag.startX, drag.x);
+      const b = Math.max(drag.startX, drag.x);
+      chart.selection.setAttribute('x', a.toFixed(1));
+      chart.selection.setAttribute('width', (b - a).toFixed(1));
+      chart.selection.setAttribute('visibility', 'visible');
+    };
+    svg.addEventListener('pointermove', (ev) => {
+      move(ev);
+      if (drag && chart.layout) {
+        const L = chart.layout;
+        drag.x = Math.max(L.x0, Math.min(L.x1, toChartX(ev.clientX)));
+        showSelection();
+      }
+    });
+    svg.addEventListener('pointerdown', (ev) => {
+      if (ev.target.closest('.chart-close')) return;
+      move(ev);
+      const L = chart.layout;
+      if (!L || ev.pointerType !== 'mouse' || ev.button !== 0) return;
+      const x = toChartX(ev.clientX);
+      if (x < L.x0 || x > L.x1) return;
+      drag = { startX: x, x };
+      svg.setPointerCapture(ev.pointerId);
+      ev.preventDefault(); // no text selection while dragging
+    });
+    const endDrag = (ev, apply) => {
+      if (!drag) return;
+      const d = drag;
+      drag = null;
+      if (chart.selection) chart.selection.setAttribute('visibility', 'hidden');
+      const L = chart.layout;
+      if (!apply || !L || Math.abs(d.x - d.startX) < 6) return;
+      const t = (x) => L.from + ((x - L.x0) / (L.x1 - L.x0)) * (L.to - L.from);
+      zoomTo(t(Math.min(d.startX, d.x)), t(Math.max(d.startX, d.x)));
+    };
+    svg.addEventListener('pointerup', (ev) => endDrag(ev, true));
+    svg.addEventListener('pointercancel', (ev) => endDrag(ev, false));
+    svg.addEventListener('keydown', (ev) => {
+      if ((ev.key === 'Escape') && drag) endDrag(ev, false);
+      if ((ev.key === 'Enter' || ev.key === ' ') && ev.target.closest('.chart-close')) removeView(chart.key);
+    });
+    svg.addEventListener('click', (ev) => {
+      if (ev.target.closest('.chart-close')) removeView(chart.key);
+    });
     // A mouse leaving hides the readout; a finger lifting leaves it until the next touch.
     svg.addEventListener('pointerleave', (ev) => {
       if (ev.pointerType !== 'touch') hide();
@@ -922,6 +1560,149 @@
 
   function redrawAll() {
     for (const chart of state.charts.values()) drawChart(chart);
+  }
+
+  // ---------------------------------------------------------------- time: zoom, pan, window
+
+  function rangeSecs() {
+    return Number((el.range.selectedOptions[0] || {}).dataset?.seconds || 0);
+  }
+
+  // The window shown: the fixed one, or the range ending now.
+  function currentWindow() {
+    if (state.fixed) return { from: state.fixed.from, to: state.fixed.to };
+    const now = serverNow();
+    return { from: now - rangeSecs(), to: now };
+  }
+
+  function pushHistory() {
+    state.history.push({ fixed: state.fixed, live: state.live, tier: el.resolution.value, range: el.range.value });
+    if (state.history.length > 50) state.history.shift();
+  }
+
+  // Shows a fixed window read at `tier` ("auto": the tier the server's rule picks).
+  function setFixed(from, to, tier) {
+    pushHistory();
+    if (tier === 'auto' && !state.live) state.live = { tier: el.resolution.value, range: el.range.value };
+    if (tier !== 'auto') state.live = null;
+    state.fixed = { from: Math.floor(from), to: Math.ceil(to), tier };
+    viewChanged();
+  }
+
+  // A dragged span: at least a few buckets of the finest tier, read with the auto rule (the
+  // raw tier stays raw: auto never picks it).
+  function zoomTo(from, to) {
+    const finest = state.tiers.find((t) => !t.raw);
+    const min = rawChosen() ? 60 : MIN_ZOOM_BUCKETS * (finest ? finest.res : 60);
+    if (to - from < min) {
+      const mid = (from + to) / 2;
+      from = mid - min / 2;
+      to = mid + min / 2;
+    }
+    // Whole minutes, unless the window is only minutes wide.
+    if (to - from >= 600) {
+      from = Math.floor(from / 60) * 60;
+      to = Math.ceil(to / 60) * 60;
+    }
+    setFixed(from, to, rawChosen() ? queryTier() : 'auto');
+  }
+
+  // Half a window back (dir -1) or forward (+1); forward stops at now, and a window of the
+  // chosen range read at the chosen tier that reaches now is live again.
+  function pan(dir) {
+    const { from, to } = currentWindow();
+    const span = to - from;
+    const now = serverNow();
+    let f = from + (dir * span) / 2;
+    let t = to + (dir * span) / 2;
+    if (t >= now) {
+      if (!state.fixed) return;
+      if (state.fixed.tier === el.resolution.value && Math.abs(span - rangeSecs()) < 1) {
+        goLive(true);
+        return;
+      }
+      t = now;
+      f = now - span;
+    }
+    setFixed(f, t, state.fixed ? state.fixed.tier : el.resolution.value);
+  }
+
+  // Back to the live view: the resolution and range it had before an auto-tier window.
+  function restoreLive() {
+    if (!state.live) return;
+    el.resolution.value = state.live.tier;
+    fillRanges(state.live.range);
+    state.live = null;
+  }
+
+  function goLive(remember) {
+    if (!state.fixed) return;
+    if (remember) pushHistory();
+    state.fixed = null;
+    restoreLive();
+    viewChanged();
+  }
+
+  function goBack() {
+    const prev = state.history.pop();
+    if (!prev) return goLive(false);
+    state.fixed = prev.fixed;
+    state.live = prev.live;
+    if (prev.tier && prev.tier !== el.resolution.value) {
+      el.resolution.value = prev.tier;
+      fillRanges(prev.range);
+    } else if (prev.range) {
+      el.range.value = prev.range;
+    }
+    viewChanged();
+  }
+
+  function viewChanged() {
+    syncDisplayForTier();
+    syncTimeControls();
+    writeHash();
+    refreshSoon({ chartsOnly: true });
+  }
+
+  function syncTimeControls() {
+    const fixed = state.fixed;
+    el.panFwd.disabled = !fixed;
+    el.live.disabled = !fixed;
+    el.zoomBack.disabled = !fixed && state.history.length === 0;
+    el.range.classList.toggle('inactive', !!fixed);
+    const auto = !!(fixed && fixed.tier === 'auto');
+    el.resolution.classList.toggle('auto', auto);
+    el.resolution.title = auto
+      ? 'chosen by the auto rule for this window: the finest tier that fits it; pick one to use it instead'
+      : 'bucket width: one of the configured tiers';
+    const { from, to } = currentWindow();
+    // A live window is shown to the minute; a fixed one as it is.
+    const minute = (t) => (fixed ? t : Math.floor(t / 60) * 60);
+    if (document.activeElement !== el.timeFrom) el.timeFrom.value = fmtInput(minute(Math.floor(from)));
+    if (document.activeElement !== el.timeTo) el.timeTo.value = fmtInput(minute(Math.ceil(to)));
+    el.viewInfo.dataset.mode = fixed ? 'fixed' : 'live';
+    if (fixed) {
+      el.viewInfo.textContent = `fixed window · ${auto ? 'auto tier' : fixed.tier}`;
+    } else {
+      const label = (el.range.selectedOptions[0] || {}).textContent || '';
+      el.viewInfo.textContent = `live · last ${label}`;
+    }
+  }
+
+  // In a fixed window read with `auto`, the resolution shows the tier the server chose.
+  function showChosenTier() {
+    if (!state.fixed || state.fixed.tier !== 'auto') return;
+    for (const chart of state.charts.values()) {
+      if (chart.data && chart.data.tier && tierByName(chart.data.tier)) {
+        if (el.resolution.value !== chart.data.tier) {
+          el.resolution.value = chart.data.tier;
+          fillRanges(null);
+          writeHash();
+        }
+        el.viewInfo.textContent = `fixed window · auto tier: ${chart.data.tier}`;
+        return;
+      }
+    }
   }
 
   // ---------------------------------------------------------------- refresh loop
@@ -1020,10 +1801,18 @@
         chart.error = errors[0] || new Error('no tiers configured');
         drawChart(chart);
       }
-    } else if (el.range.value) {
-      const q = { tier: el.resolution.value, range: el.range.value, display: el.display.value };
+    } else if (el.range.value || state.fixed) {
+      const q = {
+        tier: queryTier(),
+        range: el.range.value,
+        display: el.display.value,
+        fixed: state.fixed,
+        window: currentWindow(),
+      };
       await Promise.all([...state.charts.values()].map((chart) => loadChart(chart, q, gen)));
+      if (gen === state.gen) showChosenTier();
     }
+    if (gen === state.gen && !(state.fixed && state.fixed.tier === 'auto')) syncTimeControls();
     if (gen !== state.gen || !full) return;
     // The banner and the clock follow the full reads (chart errors show on their charts).
     showErrors(errors);
@@ -1035,27 +1824,77 @@
 
   el.resolution.addEventListener('change', () => {
     fillRanges(null);
-    writeHash();
-    refreshSoon({ chartsOnly: true });
+    if (state.fixed) {
+      // The same window, at the tier picked.
+      pushHistory();
+      state.fixed = { ...state.fixed, tier: el.resolution.value };
+      state.live = null;
+    }
+    viewChanged();
   });
   el.range.addEventListener('change', () => {
-    writeHash();
-    refreshSoon({ chartsOnly: true });
+    // A range is a window ending now: a fixed window gives way to it.
+    if (state.fixed) {
+      pushHistory();
+      state.fixed = null;
+      state.live = null;
+    }
+    viewChanged();
   });
   el.display.addEventListener('change', () => {
+    state.displayBeforeRaw = null;
     writeHash();
     refreshSoon({ chartsOnly: true });
   });
   document.getElementById('controls').addEventListener('submit', (e) => e.preventDefault());
 
+  el.panBack.addEventListener('click', () => pan(-1));
+  el.panFwd.addEventListener('click', () => pan(1));
+  el.zoomBack.addEventListener('click', goBack);
+  el.live.addEventListener('click', () => goLive(true));
+  el.tz.addEventListener('change', () => {
+    Z.utc = el.tz.value === 'utc';
+    writeHash();
+    syncTimeControls();
+    redrawAll();
+  });
+  el.timeForm.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const from = parseInput(el.timeFrom.value);
+    const to = parseInput(el.timeTo.value);
+    const form = `write YYYY-MM-DD HH:MM (${Z.name()}) or unix seconds`;
+    let problem = '';
+    if (!Number.isFinite(from)) problem = `from "${el.timeFrom.value}": ${form}`;
+    else if (!Number.isFinite(to)) problem = `to "${el.timeTo.value}": ${form}`;
+    else if (from >= to) problem = 'from must be before to';
+    el.timeError.textContent = problem;
+    el.timeError.hidden = !problem;
+    el.timeFrom.setAttribute('aria-invalid', problem.startsWith('from') ? 'true' : 'false');
+    el.timeTo.setAttribute('aria-invalid', problem.startsWith('to') ? 'true' : 'false');
+    if (!problem) setFixed(from, to, rawChosen() ? queryTier() : 'auto');
+  });
+
   let searchTimer = null;
   el.search.addEventListener('input', () => {
     renderSeriesList();
+    syncCharts();
     clearTimeout(searchTimer);
     searchTimer = setTimeout(() => {
       writeHash();
       if (parseSearch(el.search.value).glob !== state.seriesGlob) refreshSoon({ series: true });
     }, 250);
+  });
+
+  el.seriesCombine.addEventListener('click', combineSelected);
+  el.aggForm.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const match = el.aggMatch.value.trim();
+    if (!match) {
+      el.aggMatch.focus();
+      return;
+    }
+    const by = el.aggBy.value.split(/[\s,]+/).filter(Boolean).join(',');
+    addAggregate({ kind: 'aggregate', agg: el.aggFn.value, match, by });
   });
 
   el.seriesList.addEventListener('click', (e) => {
@@ -1078,7 +1917,7 @@
   });
   el.seriesClear.addEventListener('click', () => {
     state.userTouched = true;
-    state.selected = [];
+    state.views = [];
     markSelected();
     writeHash();
     refreshSoon({ chartsOnly: true });
@@ -1102,9 +1941,17 @@
     el.display.value = wanted.display;
   }
   if (wanted.search) el.search.value = wanted.search;
-  if (wanted.series.length) {
-    state.selected = wanted.series;
+  if (wanted.views.length) {
+    state.views = wanted.views;
     state.userTouched = true;
   }
+  Z.utc = wanted.tz === 'utc';
+  el.tz.value = Z.utc ? 'utc' : 'local';
+  el.tz.options[0].textContent = `local (${LOCAL_ZONE})`;
+  state.fixed = wanted.fixed;
+  if (state.fixed && state.fixed.tier === 'auto' && wanted.tier) {
+    state.live = { tier: wanted.tier, range: wanted.range };
+  }
+  syncTimeControls();
   run({ series: true });
 })();
