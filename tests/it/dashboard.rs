@@ -713,11 +713,13 @@ async fn drive(client: &Client, page_url: &str, server: &mut Proc) -> Vec<u8> {
         0.75,
     )
     .await;
+    // The resolution box follows once every chart's read is back, a moment after the first.
     let zoomed = wait_for(client, server, "the zoomed window", |s| {
         s.view_mode == "fixed"
             && s.charts
                 .iter()
                 .any(|c| c.series == memory && c.tier == "1m" && c.points > 0)
+            && s.resolution == "1m"
     })
     .await;
     let chart = zoomed.charts.iter().find(|c| c.series == memory).unwrap();
@@ -970,10 +972,13 @@ async fn drive_raw(client: &Client, page_url: &str, server: &mut Proc) {
             (350..=362).contains(&chart.points),
             "an hour of 10 s points: {chart:?}"
         );
+        // Without a point after the window, the line ends at the last point, which may sit
+        // within a pixel of the right edge (4 s a pixel here): only the rest is checked.
+        let (left, right) = chart.line_reaches_edges();
         assert!(
-            chart.before && chart.line_reaches_edges() == (true, chart.after),
+            chart.before && left && (right || !chart.after),
             "the line runs to the left edge from the point before, and to the right edge \
-             only when a point at or after now came with the answer: {chart:?}"
+             when a point at or after now came with the answer: {chart:?}"
         );
         assert!(
             chart.partial.is_empty() && chart.partial_marks.is_empty(),
