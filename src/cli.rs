@@ -121,14 +121,17 @@ pub struct Window {
     /// A tier name or auto (the finest whose window covers the range within max_points).
     #[arg(long, default_value = "auto")]
     pub tier: String,
-    /// How far back from --to (or now): 1h, 6h, 7d, ...
-    #[arg(long, conflicts_with = "from")]
+    /// How far back from --to (or now): 1h, 6h, 7d, 30min, 1mon, -6h (the sign is
+    /// optional).
+    #[arg(long, conflicts_with = "from", allow_hyphen_values = true, value_parser = range_span)]
     pub range: Option<Span>,
-    /// Start: unix seconds, RFC 3339, now, or -6h style.
-    #[arg(long)]
+    /// Start: now, unix seconds, an offset (-6h, now-7d, -1d-6h), RFC 3339, or a date and
+    /// time without a zone, read as UTC (2026-11-22, '2026-11-22 17:00',
+    /// 2026-11-22T17:00:00): the HTTP API's and Graphite's forms.
+    #[arg(long, allow_hyphen_values = true)]
     pub from: Option<String>,
     /// End (exclusive), same forms; default now.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub to: Option<String>,
     /// avg, per_sec, total, max, min or count.
     #[arg(long, default_value = "avg")]
@@ -227,6 +230,13 @@ fn build_query(
     query.tier = TierChoice::from(window.tier.as_str());
     query.display = window.display.parse::<Display>()?;
     Ok(query)
+}
+
+/// A `--range`: a positive interval in the units of [`crate::time::parse_interval`], with
+/// an optional leading `-` (`--range -6h` reads as "six hours back", like `--from -6h`).
+fn range_span(text: &str) -> Result<Span, String> {
+    let secs = crate::time::parse_interval(text.strip_prefix('-').unwrap_or(text))?;
+    Ok(Span::from_secs(secs.unsigned_abs()))
 }
 
 /// The `[from, to)` a window names: `--from`/`--to`, or `--range` back from `--to`; the

@@ -637,7 +637,9 @@ impl PointGrid {
 fn check_range(from: Timestamp, to: Timestamp) -> Result<()> {
     if from >= to {
         return Err(Error::InvalidQuery(format!(
-            "from ({from}) must be before to ({to})"
+            "from ({}) must be before to ({})",
+            crate::time::format_ts(from),
+            crate::time::format_ts(to)
         )));
     }
     Ok(())
