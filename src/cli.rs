@@ -26,10 +26,10 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::query::{Display, Query, TierChoice};
+use crate::query::{Display, Query};
 use crate::registry::Selector;
 use crate::time::{parse_time, Span};
-use crate::{Engine, TiersConfig};
+use crate::{Engine, EngineBuilder, TiersConfig};
 
 /// tierdb: a multi-resolution rollup engine for metrics.
 #[derive(Parser, Debug)]
@@ -46,8 +46,10 @@ pub struct Location {
     /// The data directory.
     #[arg(long, env = "TIERDB_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
-    /// The tiers file (default: ./tiers.toml when present, else the built-in default, which
-    /// equals the shipped tiers.toml).
+    /// The tiers file. Default: the tiers stored in the data directory (its tiers.toml,
+    /// written when it was created); for a new directory, ./tiers.toml when present, else
+    /// the built-in default (the shipped tiers.toml). A file that changes a stored tier's
+    /// resolution or period is refused.
     #[arg(long, env = "TIERDB_TIERS")]
     pub tiers: Option<PathBuf>,
 }
@@ -227,7 +229,10 @@ fn build_query(
 ) -> Result<Query, Box<dyn std::error::Error>> {
     let (from, to) = window_range(engine, window)?;
     let mut query = Query::new(series, from, to);
-    query.tier = TierChoice::from(window.tier.as_str());
+    query.tier = engine
+        .config()
+        .tier_choice(&window.tier)
+        .map_err(|e| format!("--tier: {e}"))?;
     query.display = window.display.parse::<Display>()?;
     Ok(query)
 }
@@ -267,13 +272,26 @@ pub fn load_tiers(path: Option<&Path>) -> crate::Result<TiersConfig> {
     }
 }
 
+/// The engine builder for `data_dir` and a `--tiers` flag: the tiers file when given; else
+/// none, so the open uses the tiers stored in the directory; for a directory without them,
+/// [`load_tiers`]'s choice.
+///
+/// # Errors
+/// The tiers file's refusal, naming file, line and field.
+pub fn engine_builder(data_dir: &Path, tiers: Option<&Path>) -> crate::Result<EngineBuilder> {
+    let builder = Engine::builder(data_dir);
+    if tiers.is_none() && crate::config::stored_path(data_dir).exists() {
+        return Ok(builder);
+    }
+    Ok(builder.tiers(load_tiers(tiers)?))
+}
+
 /// The data directory opened read-only (works beside a running server).
 ///
 /// # Errors
 /// A missing directory or a refused file, named.
 pub fn open_reader(location: &Location) -> crate::Result<Engine> {
-    Engine::builder(&location.data_dir)
-        .tiers(load_tiers(location.tiers.as_deref())?)
+    engine_builder(&location.data_dir, location.tiers.as_deref())?
         .read_only()
         .open()
 }

@@ -15,6 +15,11 @@ use toml::Spanned;
 use crate::time::{Layout, Span};
 use crate::{Error, Result};
 
+mod stored;
+pub use stored::{
+    check_given, differences, read_stored, stored_path, write_stored, Difference, STORED_TIERS_FILE,
+};
+
 /// Default for [`EngineSettings::future_bound`]: one hour.
 pub const DEFAULT_FUTURE_BOUND: Span = Span::from_secs(3_600);
 /// Default for [`EngineSettings::series_per_chunk`].

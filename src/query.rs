@@ -648,6 +648,27 @@ fn check_range(from: Timestamp, to: Timestamp) -> Result<()> {
 /// Tier choice depends only on the tiers and the clock, so a cluster node that holds no
 /// engine chooses the same tier an engine would (src/cluster/fanout.rs).
 impl TiersConfig {
+    /// The tier choice `text` names: `auto`, a rollup tier or the raw tier.
+    ///
+    /// # Errors
+    /// For a name no tier has, a message listing the configured ones (the command line's and
+    /// the HTTP API's refusal).
+    pub fn tier_choice(&self, text: &str) -> std::result::Result<TierChoice, String> {
+        let choice = TierChoice::from(text);
+        if let TierChoice::Named(name) = &choice {
+            if self.tier_index(name).is_none() && !self.is_raw(name) {
+                let known: Vec<&str> = (self.tiers.iter().map(|t| t.name.as_str()))
+                    .chain(self.raw.iter().map(|r| r.name.as_str()))
+                    .collect();
+                return Err(format!(
+                    "unknown tier {name:?} (configured: {}, or auto)",
+                    known.join(", ")
+                ));
+            }
+        }
+        Ok(choice)
+    }
+
     /// The tier a read of `[from, to)` uses: the one named, or for `auto` the one
     /// [`TiersConfig::auto_tier`] picks at `now` (`max_points` defaulting to the engine's).
     ///

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, IsTerminal, Read};
 use std::time::{Duration, Instant};
 
-use super::{load_tiers, print, Location};
+use super::{engine_builder, print, Location};
 use crate::ingest::{graphite, influx};
 use crate::registry::SeriesId;
 use crate::sample::Sample;
@@ -71,10 +71,7 @@ pub(super) fn run(args: ImportArgs) -> std::result::Result<(), Box<dyn std::erro
     } = args;
     let precision =
         influx::Precision::parse_v1(&precision).map_err(|e| format!("--precision: {e}"))?;
-    let engine = match Engine::builder(&location.data_dir)
-        .tiers(load_tiers(location.tiers.as_deref())?)
-        .open()
-    {
+    let engine = match engine_builder(&location.data_dir, location.tiers.as_deref())?.open() {
         Err(Error::Locked { holder, .. }) => {
             return Err(format!(
                 "{} is held by a running tierdb ({holder}); send the file to that server instead, \

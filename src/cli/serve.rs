@@ -11,7 +11,7 @@ use clap::Args;
 
 mod cluster;
 
-use super::{load_tiers, Listen, Location};
+use super::{engine_builder, Listen, Location};
 use crate::server::statsd::StatsdListener;
 use crate::server::{Limits, Listeners, State};
 use crate::time::Span;
@@ -126,11 +126,8 @@ pub(super) fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     if args.cluster.urls.is_some() {
         return cluster::run(&args.location, &args.listen, &args.cluster);
     }
-    let engine = Arc::new(
-        Engine::builder(&args.location.data_dir)
-            .tiers(load_tiers(args.location.tiers.as_deref())?)
-            .open()?,
-    );
+    let engine =
+        Arc::new(engine_builder(&args.location.data_dir, args.location.tiers.as_deref())?.open()?);
     until_shutdown(engine, &args.listen, |_| Ok(None))
 }
 

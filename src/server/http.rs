@@ -529,18 +529,9 @@ fn read_params(state: &State, params: &Params) -> Result<ReadParams, ApiError> {
     };
     let to = time("to", now)?;
     let from = time("from", to.saturating_sub(3600))?;
-    let tier = TierChoice::from(params.get("tier").unwrap_or("auto"));
-    if let TierChoice::Named(name) = &tier {
-        if state.tiers().tier_index(name).is_none() && !state.tiers().is_raw(name) {
-            let known: Vec<&str> = (state.tiers().tiers.iter().map(|t| t.name.as_str()))
-                .chain(state.tiers().raw.iter().map(|r| r.name.as_str()))
-                .collect();
-            return Err(ApiError::BadRequest(format!(
-                "tier: unknown tier {name:?} (configured: {}, or auto)",
-                known.join(", ")
-            )));
-        }
-    }
+    let tier = (state.tiers())
+        .tier_choice(params.get("tier").unwrap_or("auto"))
+        .map_err(|e| ApiError::BadRequest(format!("tier: {e}")))?;
     let display = match params.get("display") {
         Some(display) => display
             .parse::<Display>()

@@ -352,3 +352,149 @@ fn plot_writes_png_and_svg() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("gif"), "{}", stderr(&out));
 }
+
+/// Tiers of ten seconds and an hour: not the default, so a reader that forgets them shows.
+const CUSTOM_TIERS: &str = "[[tier]]\nname = \"10s\"\nresolution = \"10s\"\nperiod = \"1h\"\nretention = \"1d\"\n\n[[tier]]\nname = \"1h\"\nresolution = \"1h\"\nperiod = \"10d\"\nretention = \"90d\"\n";
+
+/// Issue #15: a directory created with a custom tiers.toml and read without `--tiers` showed
+/// empty default tiers (with a warning in raw colour codes) and refused `--tier 10s`. It now
+/// stores its tiers at creation and every opener uses them.
+#[test]
+fn a_data_directory_keeps_its_tiers() {
+    let dir = tempfile::tempdir().unwrap();
+    let tiers = dir.path().join("custom.toml");
+    std::fs::write(&tiers, CUSTOM_TIERS).unwrap();
+    let now = chrono::Utc::now().timestamp();
+    let ts = now - now % 10 - 60;
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, format!("cpu 1 {ts}\ncpu 3 {}\n", ts + 1)).unwrap();
+    let d = data(dir.path());
+    let tiers_flag = tiers.to_str().unwrap();
+    let out = tierdb(&[
+        "import",
+        input.to_str().unwrap(),
+        "--data-dir",
+        &d,
+        "--tiers",
+        tiers_flag,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stored = Path::new(&d).join("tiers.toml");
+    let text = std::fs::read_to_string(&stored).expect("the tiers are stored at creation");
+    let parsed = tierdb::TiersConfig::from_toml_str(&text, "stored").unwrap();
+    assert_eq!(parsed, tierdb::TiersConfig::load(&tiers).unwrap());
+
+    // Read back without --tiers: the stored tiers, no warning.
+    let out = tierdb(&[
+        "query",
+        "cpu",
+        "--tier",
+        "10s",
+        "--range",
+        "-5m",
+        "--format",
+        "csv",
+        "--data-dir",
+        &d,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains(",2\n"), "{}", stdout(&out));
+    let out = tierdb(&["info", "--data-dir", &d]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("\n10s "), "{}", stdout(&out));
+    assert_eq!(
+        stderr(&out),
+        "",
+        "no warning for a directory read with its own tiers"
+    );
+
+    // An unknown tier lists the configured ones.
+    let out = tierdb(&["query", "cpu", "--tier", "1m", "--data-dir", &d]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains(r#"unknown tier "1m" (configured: 10s, 1h, or auto)"#),
+        "{}",
+        stderr(&out)
+    );
+
+    // A --tiers that changes a period is refused, the difference spelled out; nothing changes.
+    let conflicting = dir.path().join("conflicting.toml");
+    std::fs::write(
+        &conflicting,
+        CUSTOM_TIERS.replacen("period = \"1h\"", "period = \"2h\"", 1),
+    )
+    .unwrap();
+    let out = tierdb(&[
+        "import",
+        input.to_str().unwrap(),
+        "--data-dir",
+        &d,
+        "--tiers",
+        conflicting.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("tiers.toml records the tiers"), "{err}");
+    assert!(
+        err.contains(r#"tier "10s" period: 1h in the directory, 2h given"#),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&stored).unwrap(), text);
+
+    // A changed retention is accepted and stored by a writable open.
+    let longer = dir.path().join("longer.toml");
+    std::fs::write(
+        &longer,
+        CUSTOM_TIERS.replacen("retention = \"1d\"", "retention = \"2d\"", 1),
+    )
+    .unwrap();
+    let out = tierdb(&[
+        "import",
+        input.to_str().unwrap(),
+        "--data-dir",
+        &d,
+        "--tiers",
+        longer.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let changed = std::fs::read_to_string(&stored).unwrap();
+    assert_eq!(
+        tierdb::TiersConfig::from_toml_str(&changed, "stored").unwrap(),
+        tierdb::TiersConfig::load(&longer).unwrap()
+    );
+
+    // A damaged stored file is refused by name and line.
+    std::fs::write(
+        &stored,
+        changed.replace("period = \"1h\"", "period = \"1 hour\""),
+    )
+    .unwrap();
+    let out = tierdb(&["info", "--data-dir", &d]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("tiers.toml:"), "{}", stderr(&out));
+
+    // A directory without the file (made before tiers were stored) opens as before, checked
+    // against its files, and a writable open with tiers its files accept stores them.
+    std::fs::remove_file(&stored).unwrap();
+    let out = tierdb(&["info", "--data-dir", &d]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains('\u{1b}'),
+        "colour codes in piped logs: {}",
+        stderr(&out)
+    );
+    assert!(!stored.exists(), "a read-only open writes nothing");
+    let out = tierdb(&[
+        "import",
+        input.to_str().unwrap(),
+        "--data-dir",
+        &d,
+        "--tiers",
+        longer.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stored.exists(),
+        "a writable open stores the tiers its files accepted"
+    );
+}
