@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::query::{Display, Query};
-use crate::registry::Selector;
+use crate::registry::{Selector, SeriesKey, TagFilter};
 use crate::time::{parse_time, Span};
 use crate::{Engine, EngineBuilder, TiersConfig};
 
@@ -140,10 +140,12 @@ pub struct Window {
     pub display: String,
 }
 
-/// The `--tag` filters of `aggregate` and `series`, added to the selector they narrow.
+/// The `--tag` filters of `aggregate` and `series`, added to the selector they narrow, and
+/// of `query` and `plot`, added to the series they name.
 #[derive(Args, Debug, Clone)]
 pub struct TagFilters {
-    /// Only series with this tag (k=v), or without it (k!=v); repeatable.
+    /// Only series with this tag (k=v), or without it (k!=v); repeatable. For query and plot,
+    /// added to the series named: `cpu.user --tag host=web-1` is 'cpu.user{host=web-1}'.
     #[arg(long = "tag")]
     pub tags: Vec<String>,
 }
@@ -220,13 +222,15 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     }
 }
 
-/// A query from the command line's words: the range from --from/--to or --range (default
-/// the last hour), the tier and display by name.
+/// A query from the command line's words: the series (see [`resolve_series`]), the range
+/// from --from/--to or --range (default the last hour), the tier and display by name.
 fn build_query(
     engine: &Engine,
-    series: String,
+    series: &str,
+    filters: &TagFilters,
     window: &Window,
 ) -> Result<Query, Box<dyn std::error::Error>> {
+    let series = resolve_series(engine, series, filters)?;
     let (from, to) = window_range(engine, window)?;
     let mut query = Query::new(series, from, to);
     query.tier = engine
@@ -242,6 +246,75 @@ fn build_query(
 fn range_span(text: &str) -> Result<Span, String> {
     let secs = crate::time::parse_interval(text.strip_prefix('-').unwrap_or(text))?;
     Ok(Span::from_secs(secs.unsigned_abs()))
+}
+
+/// How many candidates an unknown series' message lists.
+const SUGGESTIONS: usize = 5;
+
+/// The series `text` (canonical or Graphite form) and the `--tag` filters name: the key
+/// itself when it exists (the `k=v` filters added to its tags); else the one series with
+/// that name and at least those tags, said on stderr; else an error listing the series
+/// with that name, or series with a near name.
+fn resolve_series(
+    engine: &Engine,
+    text: &str,
+    filters: &TagFilters,
+) -> Result<String, Box<dyn std::error::Error>> {
+    let filters = (filters.tags.iter())
+        .map(|tag| TagFilter::parse(tag))
+        .collect::<crate::Result<Vec<_>>>()?;
+    let key = SeriesKey::parse(text)?;
+    let mut tags: Vec<(String, String)> = (key.tags())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let mut exact = true;
+    for filter in &filters {
+        match filter {
+            TagFilter::Eq(k, v) => tags.push((k.clone(), v.clone())),
+            TagFilter::NotEq(..) => exact = false,
+        }
+    }
+    let wanted = SeriesKey::new(key.name(), tags)?;
+    let registry = engine.registry();
+    if exact && registry.get(wanted.as_str()).is_some() {
+        return Ok(wanted.to_string());
+    }
+    let found = registry.candidates(wanted.as_str(), &filters, SUGGESTIONS)?;
+    let list = |keys: &mut dyn Iterator<Item = &SeriesKey>| {
+        keys.map(|k| format!("'{k}'"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let shown = match filters.iter().any(|f| matches!(f, TagFilter::NotEq(..))) {
+        true => format!(
+            "{wanted} with {}",
+            filters
+                .iter()
+                .map(|f| format!("--tag {f}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        false => wanted.to_string(),
+    };
+    match (found.same_name.as_slice(), found.same_name_total) {
+        ([(_, only)], 1) => {
+            eprintln!("tierdb: no series {shown}; reading {only}, the only series with that name and those tags");
+            Ok(only.to_string())
+        }
+        ([], _) if found.near.is_empty() => Err(crate::Error::UnknownSeries(shown).into()),
+        ([], _) => Err(format!(
+            "unknown series {shown:?}; series with a near name: {}",
+            list(&mut found.near.iter())
+        )
+        .into()),
+        (some, total) => Err(format!(
+            "unknown series {shown:?}; {total} series have that name and those tags: {}{}; \
+             name one with all its tags, or narrow with --tag k=v",
+            list(&mut some.iter().map(|(_, k)| k)),
+            if total > some.len() { ", ..." } else { "" }
+        )
+        .into()),
+    }
 }
 
 /// The `[from, to)` a window names: `--from`/`--to`, or `--range` back from `--to`; the

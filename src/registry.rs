@@ -15,6 +15,7 @@ mod key;
 mod log;
 mod selector;
 mod store;
+mod suggest;
 #[cfg(test)]
 mod tests;
 mod view;
@@ -27,6 +28,7 @@ use std::sync::{OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard
 
 pub use key::{write_canonical, SeriesKey};
 pub use selector::{Selector, TagFilter};
+pub use suggest::{Candidates, NEAR_SCAN};
 pub use view::{KeyView, Tags};
 
 use store::{KeyStore, Refusal};

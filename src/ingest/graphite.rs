@@ -197,6 +197,22 @@ const CLASS: [u8; 256] = {
     table
 };
 
+/// The canonical text of a Graphite path typed by a person (`app.requests;host=web1;dc=eu`):
+/// the series ingest stores for that path, so a series can be named the way it was sent.
+///
+/// # Errors
+/// [`GraphiteError::InvalidName`] for an empty path, one with a blank or a control
+/// character, or tags that are not `k=v`.
+pub fn canonical_path(text: &str) -> Result<Cow<'_, str>, GraphiteError> {
+    let class = text
+        .bytes()
+        .fold(0, |class, b| class | CLASS[usize::from(b)]);
+    if text.is_empty() || class & BLANK != 0 {
+        return Err(GraphiteError::InvalidName);
+    }
+    series(text, class)
+}
+
 /// The series' canonical text for a path (never empty: it is a field) whose bytes' classes
 /// OR-ed together are `class`.
 fn series(text: &str, class: u8) -> Result<Cow<'_, str>, GraphiteError> {

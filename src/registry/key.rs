@@ -54,7 +54,8 @@ impl SeriesKey {
     }
 
     /// Parses the canonical text form `name` or `name{k=v,k2=v2}`; tags may come in any
-    /// order and are sorted. `\\`, `\,`, `\=`, `\{` and `\}` stand for the literal character
+    /// order and are sorted. Text that is not of that form but is Graphite's tagged path
+    /// (`name;k=v;k2=v2`, how Graphite senders write tags) is read as that path's series. `\\`, `\,`, `\=`, `\{` and `\}` stand for the literal character
     /// anywhere in the name, keys and values.
     ///
     /// # Errors
@@ -67,7 +68,14 @@ impl SeriesKey {
             input: text.to_owned(),
             reason,
         };
-        let (name, tags) = parse_parts(text).map_err(invalid)?;
+        let (name, tags) = match parse_parts(text) {
+            Ok(parts) => parts,
+            // Graphite's tagged form, as the series was sent: `name;k=v;k2=v2`.
+            Err(reason) => match graphite_form(text) {
+                Some(key) => return Ok(key),
+                None => return Err(invalid(reason)),
+            },
+        };
         Self::build(name, tags).map_err(|(_, reason)| invalid(reason))
     }
 
@@ -361,4 +369,16 @@ fn read_part(
         }
     }
     Ok((out, None))
+}
+
+/// The key of Graphite's tagged path `text` (`name;k=v;...`), when it is one; parsed as
+/// Graphite ingest parses it, so the key is the one the path was stored under.
+fn graphite_form(text: &str) -> Option<SeriesKey> {
+    if !text.contains(';') || text.contains('{') {
+        return None;
+    }
+    let canonical = crate::ingest::graphite::canonical_path(text).ok()?;
+    Some(SeriesKey::from_canonical(
+        canonical.into_owned().into_boxed_str(),
+    ))
 }

@@ -498,3 +498,62 @@ fn a_data_directory_keeps_its_tiers() {
         "a writable open stores the tiers its files accepted"
     );
 }
+
+/// Issue #15: `query app.requests` answered `unknown series` beside
+/// `app.requests{dc=eu,host=web1}`, the Graphite form the data was sent in was refused, and
+/// `query` had no `--tag`.
+#[test]
+fn a_series_is_found_by_its_graphite_form_part_of_its_tags_or_a_near_name() {
+    let (dir, _) = data_dir();
+    let d = data(dir.path());
+    let query = |args: &[&str]| {
+        tierdb(&[&["query"], args, &["--format", "csv", "--data-dir", &d]].concat())
+    };
+    // The Graphite form, here and in selectors.
+    let out = query(&["web.requests;host=a"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+    let out = tierdb(&["series", "web.*;host=a", "--data-dir", &d]);
+    assert_eq!(stdout(&out), "web.requests{host=a}\n");
+    // --tag adds tags to the series named.
+    let out = query(&["web.requests", "--tag", "host=a"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+    // The only series with the name is used, and said so.
+    let out = query(&["web.requests"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("reading web.requests{host=a}, the only series"),
+        "{}",
+        stderr(&out)
+    );
+    // Near names are suggested.
+    for typo in ["web.requets", "requests"] {
+        let out = query(&[typo]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            stderr(&out).contains("near name: 'web.requests{host=a}'"),
+            "{typo}: {}",
+            stderr(&out)
+        );
+    }
+    // Two series with the name: both listed, none chosen.
+    let more = dir.path().join("more.txt");
+    let now = chrono::Utc::now().timestamp();
+    std::fs::write(&more, format!("web.requests;host=b 1 {now}\n")).unwrap();
+    let out = tierdb(&["import", more.to_str().unwrap(), "--data-dir", &d]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = query(&["web.requests"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("2 series have that name and those tags: 'web.requests{host=a}', 'web.requests{host=b}'"),
+        "{}",
+        stderr(&out)
+    );
+    let out = query(&["web.requests", "--tag", "host!=a"]);
+    assert!(
+        stderr(&out).contains("reading web.requests{host=b}"),
+        "{}",
+        stderr(&out)
+    );
+}
