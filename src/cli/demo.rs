@@ -53,12 +53,16 @@ pub struct DemoArgs {
 pub(super) fn run(args: DemoArgs) -> std::result::Result<(), Box<dyn std::error::Error>> {
     let temp = tempfile::Builder::new().prefix("tierdb-demo").tempdir()?;
     let dir = args.data_dir.unwrap_or_else(|| temp.path().to_path_buf());
-    let engine = Arc::new(engine_builder(&dir, args.tiers.as_deref())?.open()?);
-    until_shutdown(engine, &args.listen, |engine| {
-        let agent = start(engine, args.days)?;
-        println!("tierdb: demo data in {}", dir.display());
-        Ok(Some(agent))
-    })
+    let builder = engine_builder(&dir, args.tiers.as_deref())?;
+    until_shutdown(
+        || builder.open(),
+        &args.listen,
+        |engine| {
+            let agent = start(engine, args.days)?;
+            println!("tierdb: demo data in {}", dir.display());
+            Ok(Some(agent))
+        },
+    )
 }
 
 /// The simulated fleet's series.

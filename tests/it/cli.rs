@@ -557,3 +557,50 @@ fn a_series_is_found_by_its_graphite_form_part_of_its_tags_or_a_near_name() {
         stderr(&out)
     );
 }
+
+/// Issue #15: an Influx file with second timestamps and no `--precision` reported
+/// `0 samples accepted, 1 rejected` and exited 0.
+#[test]
+fn an_import_that_lands_nothing_fails_with_the_unit_its_timestamps_look_like() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = data(dir.path());
+    let now = chrono::Utc::now().timestamp();
+    let input = dir.path().join("in.lp");
+    std::fs::write(
+        &input,
+        format!("cpu,host=a usage=1 {now}\ncpu,host=a usage=2 {}\n", now + 1),
+    )
+    .unwrap();
+    let out = tierdb(&["import", input.to_str().unwrap(), "--data-dir", &d]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("timestamps look like seconds")
+            && stderr(&out).contains("try --precision s"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stdout(&out).contains("  line 2: too_old: "),
+        "{}",
+        stdout(&out)
+    );
+    let out = tierdb(&[
+        "import",
+        input.to_str().unwrap(),
+        "--precision",
+        "s",
+        "--data-dir",
+        &d,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Graphite in milliseconds.
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, format!("cpu 1 {now}000\n")).unwrap();
+    let out = tierdb(&["import", input.to_str().unwrap(), "--data-dir", &d]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("look like milliseconds"),
+        "{}",
+        stderr(&out)
+    );
+}
