@@ -369,6 +369,26 @@ pub fn open_reader(location: &Location) -> crate::Result<Engine> {
         .open()
 }
 
+/// Says on stderr which part of a query's range its tier no longer holds (the JSON
+/// answer's `not_retained`), so empty rows there are not taken for missing data.
+fn note_not_retained(engine: &Engine, result: &crate::query::QueryResult) {
+    let Some(gone) = result.not_retained else {
+        return;
+    };
+    let retention = (engine.config().tiers.iter())
+        .find(|t| t.name == result.tier)
+        .map(|t| t.retention)
+        .or_else(|| engine.config().raw.as_ref().map(|r| r.retention));
+    let retention = retention.map_or(String::new(), |r| format!(", retention {r}"));
+    eprintln!(
+        "tierdb: note: tier {}{retention} no longer holds {} .. {}: that part of the range \
+         shows no data (a coarser tier keeps it longer: --tier auto picks one)",
+        result.tier,
+        crate::time::format_ts(gone.from),
+        crate::time::format_ts(gone.to)
+    );
+}
+
 /// Writes to stdout; a closed pipe (`tierdb series | head`) is not an error.
 fn print(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{build_query, open_reader, print, Location, TagFilters, Window};
+use super::{build_query, note_not_retained, open_reader, print, Location, TagFilters, Window};
 
 /// Draws one or more series on one chart, as PNG or SVG (by the --out extension).
 #[derive(Args, Debug)]
@@ -35,7 +35,9 @@ pub(super) fn run(args: PlotArgs) -> Result<(), Box<dyn std::error::Error>> {
         .into_iter()
         .map(|name| {
             let query = build_query(&engine, &name, &args.filters, &args.window)?;
-            Ok(engine.query(&query)?)
+            let result = engine.query(&query)?;
+            note_not_retained(&engine, &result);
+            Ok(result)
         })
         .collect::<Result<Vec<_>, Box<dyn std::error::Error>>>()?;
     let title = format!(

@@ -2,7 +2,10 @@
 
 use clap::Args;
 
-use super::{build_query, open_reader, output, print, Location, OutputFormat, Points, TagFilters};
+use super::{
+    build_query, note_not_retained, open_reader, output, print, Location, OutputFormat, Points,
+    TagFilters,
+};
 
 /// Queries one series at a zoom level.
 #[derive(Args, Debug)]
@@ -27,6 +30,7 @@ pub(super) fn run(args: QueryArgs) -> Result<(), Box<dyn std::error::Error>> {
     let mut query = build_query(&engine, &args.series, &args.filters, &args.points.window)?;
     query.step = args.points.step;
     let result = engine.query(&query)?;
+    note_not_retained(&engine, &result);
     let text = match args.points.format {
         OutputFormat::Table => output::table(&result),
         OutputFormat::Csv => result.csv(),

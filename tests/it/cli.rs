@@ -604,3 +604,51 @@ fn an_import_that_lands_nothing_fails_with_the_unit_its_timestamps_look_like() {
         stderr(&out)
     );
 }
+
+/// Issue #15: `--range 30d --tier 1m` printed 43,202 mostly empty rows without a word that
+/// the tier keeps two days.
+#[test]
+fn a_range_past_the_tiers_retention_is_said() {
+    let (dir, _) = data_dir();
+    let d = data(dir.path());
+    let out = tierdb(&[
+        "query",
+        "load",
+        "--range",
+        "30d",
+        "--tier",
+        "1m",
+        "--format",
+        "json",
+        "--data-dir",
+        &d,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gone = &json["not_retained"];
+    let (from, to) = (gone["from"].as_i64().unwrap(), gone["to"].as_i64().unwrap());
+    let now = chrono::Utc::now().timestamp();
+    assert!((now - 30 * DAY - from).abs() < 60, "{gone}");
+    // The 1m tier holds 48h and the period in progress (6h periods).
+    assert!(to > now - 3 * DAY && to <= now - 2 * DAY, "{gone}");
+    assert!(
+        stderr(&out).contains("tier 1m, retention 2d no longer holds"),
+        "{}",
+        stderr(&out)
+    );
+    let out = tierdb(&[
+        "query",
+        "load",
+        "--range",
+        "1h",
+        "--tier",
+        "1m",
+        "--format",
+        "json",
+        "--data-dir",
+        &d,
+    ]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(json.get("not_retained").is_none(), "{json}");
+    assert_eq!(stderr(&out), "");
+}
