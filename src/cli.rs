@@ -76,7 +76,7 @@ pub struct Listen {
     #[arg(long, env = "TIERDB_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// Refuse new series beyond this many (existing series keep writing). Every 256 new
-    /// series preallocate a chunk of files (~70 MiB with the default tiers), and Graphite
+    /// series preallocate a chunk of files (8-16 MiB with the default tiers), and Graphite
     /// has no authentication, so the default keeps a stray or hostile sender from filling
     /// the disk; 0 means no limit.
     #[arg(long, env = "TIERDB_MAX_SERIES", default_value_t = 100_000)]

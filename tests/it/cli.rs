@@ -34,7 +34,8 @@ macro_rules! snapshot {
                 (r"\b1[0-9]{9}\b", "[unix]"),
                 (r"/tmp/\S+", "[dir]"),
                 (r"in \S+: \S+ M lines/s", "in [elapsed]: [rate] M lines/s"),
-                (r"\s+\d+\s+[\d.]+ [KMG]iB\n", "  [files] [bytes]\n"),
+                (r"\s+\d+\s+[\d.]+ [KMG]iB( +[\d.]+ [KMG]iB)?\n", "  [files] [bytes]$1\n"),
+                (r"space: [\d.]+ [KMG]iB", "space: [bytes]"),
             ],
         }, {
             insta::assert_snapshot!($name, $value);
