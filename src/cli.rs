@@ -353,7 +353,7 @@ pub fn load_tiers(path: Option<&Path>) -> crate::Result<TiersConfig> {
 /// The tiers file's refusal, naming file, line and field.
 pub fn engine_builder(data_dir: &Path, tiers: Option<&Path>) -> crate::Result<EngineBuilder> {
     let builder = Engine::builder(data_dir);
-    if tiers.is_none() && crate::config::stored_path(data_dir).exists() {
+    if tiers.is_none() && crate::storage::stored_tiers::stored_path(data_dir).exists() {
         return Ok(builder);
     }
     Ok(builder.tiers(load_tiers(tiers)?))

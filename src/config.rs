@@ -16,9 +16,7 @@ use crate::time::{Layout, Span};
 use crate::{Error, Result};
 
 mod stored;
-pub use stored::{
-    check_given, differences, read_stored, stored_path, write_stored, Difference, STORED_TIERS_FILE,
-};
+pub use stored::{check_given, differences, Difference};
 
 /// Default for [`EngineSettings::future_bound`]: one hour.
 pub const DEFAULT_FUTURE_BOUND: Span = Span::from_secs(3_600);

@@ -112,14 +112,18 @@ impl EngineBuilder {
     /// file once the files have accepted the configuration: none stored yet, or accepted
     /// changes.
     fn settle_tiers(&mut self) -> Result<bool> {
-        let Some(stored) = crate::config::read_stored(&self.dir)? else {
+        let Some(stored) = crate::storage::stored_tiers::read_stored(&self.dir)? else {
             return Ok(true);
         };
         if !self.tiers_given {
             self.tiers = stored;
             return Ok(false);
         }
-        crate::config::check_given(&self.dir, &stored, &self.tiers)?;
+        crate::config::check_given(
+            &crate::storage::stored_tiers::stored_path(&self.dir),
+            &stored,
+            &self.tiers,
+        )?;
         let changes = crate::config::differences(&stored, &self.tiers);
         for change in &changes {
             tracing::info!(dir = %self.dir.display(), %change, "the given tiers change the stored ones");
@@ -258,7 +262,7 @@ impl EngineBuilder {
         // Only now, with the period files checked against the configuration: a directory
         // from before tiers were stored gets the tiers its files were made with.
         if store_tiers {
-            crate::config::write_stored(&self.dir, &self.tiers)?;
+            crate::storage::stored_tiers::write_stored(&self.dir, &self.tiers)?;
         }
         phases.lap("storage");
         let registry = Registry::open(&self.dir)?;

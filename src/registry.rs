@@ -26,7 +26,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-pub use key::{write_canonical, SeriesKey};
+pub use key::{sort_tags_last_wins, split_graphite_tags, write_canonical, SeriesKey};
 pub use selector::{Selector, TagFilter};
 pub use suggest::{Candidates, NEAR_SCAN};
 pub use view::{KeyView, Tags};

@@ -62,7 +62,9 @@ fn info_table(engine: &Engine) -> String {
             .unwrap_or_else(|| "-".into());
         let hot_file = (engine.config().tiers.iter())
             .find(|spec| spec.name == tier.name)
-            .map_or("-".to_owned(), |spec| human_bytes(hot_file_len(spec, slots)));
+            .map_or("-".to_owned(), |spec| {
+                human_bytes(hot_file_len(spec, slots))
+            });
         out.push_str(&format!(
             "{:<6} {:>10} {:>8} {:>10}  {:<20}  {:<20}  {:>6} {:>11} {:>11}\n",
             tier.name,

@@ -1,45 +1,13 @@
-//! The tiers configuration a data directory keeps of itself (`<data dir>/tiers.toml`): written
-//! at creation in a canonical TOML form, read by every later open that is given no
-//! configuration, and compared with one that is given, so a directory never meets tiers it
-//! was not created with (docs/file-format.md, "Stored tiers").
+//! The tiers configuration a data directory keeps of itself (`<data dir>/tiers.toml`, read
+//! and written by [`crate::storage::stored_tiers`]): its canonical TOML form, and how a
+//! given configuration differs from it, so a directory never meets tiers its files were not
+//! made with (docs/file-format.md, "Stored tiers").
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::TiersConfig;
 use crate::{Error, Result};
-
-/// The stored configuration's file name in the data directory.
-pub const STORED_TIERS_FILE: &str = "tiers.toml";
-
-/// The path of the stored configuration in `dir`.
-pub fn stored_path(dir: &Path) -> PathBuf {
-    dir.join(STORED_TIERS_FILE)
-}
-
-/// Reads the configuration stored in `dir`; `None` when the directory has none (created
-/// before tierdb stored it, or not created yet).
-///
-/// # Errors
-/// [`Error::Io`] naming the file when it cannot be read, [`Error::Config`] naming it with
-/// the line and field when its content is refused.
-pub fn read_stored(dir: &Path) -> Result<Option<TiersConfig>> {
-    let path = stored_path(dir);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => TiersConfig::from_toml_str(&text, &path.display().to_string()).map(Some),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(&path, e)),
-    }
-}
-
-/// Writes `config` as the configuration stored in `dir`, atomically (a temporary file,
-/// synced, renamed into place, the directory synced).
-///
-/// # Errors
-/// [`Error::Io`] naming the file.
-pub fn write_stored(dir: &Path, config: &TiersConfig) -> Result<()> {
-    crate::storage::disk::write_atomic(&stored_path(dir), config.to_toml().as_bytes())
-}
 
 /// One field in which two configurations differ.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -192,13 +160,13 @@ pub fn differences(stored: &TiersConfig, given: &TiersConfig) -> Vec<Difference>
     out
 }
 
-/// Checks a given configuration against the one stored in `dir`: the error spells out every
-/// difference the files depend on.
+/// Checks a given configuration against the one stored at `path`: the error names the file
+/// and spells out every difference the files depend on.
 ///
 /// # Errors
 /// [`Error::TiersConflict`] when `given` changes a tier's resolution or period, the raw
 /// tier's period, or the series per chunk.
-pub fn check_given(dir: &Path, stored: &TiersConfig, given: &TiersConfig) -> Result<()> {
+pub fn check_given(path: &Path, stored: &TiersConfig, given: &TiersConfig) -> Result<()> {
     let conflicts: Vec<String> = differences(stored, given)
         .into_iter()
         .filter(|d| d.layout)
@@ -208,7 +176,7 @@ pub fn check_given(dir: &Path, stored: &TiersConfig, given: &TiersConfig) -> Res
         return Ok(());
     }
     Err(Error::TiersConflict {
-        path: stored_path(dir),
+        path: path.to_path_buf(),
         differences: conflicts.join("; "),
     })
 }

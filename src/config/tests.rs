@@ -673,14 +673,16 @@ fn differences_name_the_tier_the_field_and_both_values() {
             ),
         ]
     );
+    use crate::storage::stored_tiers::{read_stored, stored_path, write_stored};
     let dir = tempfile::tempdir().unwrap();
-    let err = super::check_given(dir.path(), &stored, &given).unwrap_err();
+    let err = super::check_given(&stored_path(dir.path()), &stored, &given).unwrap_err();
     assert!(err
         .to_string()
         .contains(r#"tier "1m" period: 6h in the directory, 1d given"#));
     assert!(!err.to_string().contains("retention"), "{err}");
-    assert!(super::check_given(dir.path(), &stored, &stored).is_ok());
-    assert!(super::read_stored(dir.path()).unwrap().is_none());
-    super::write_stored(dir.path(), &given).unwrap();
-    assert_eq!(super::read_stored(dir.path()).unwrap(), Some(given));
+    assert!(err.to_string().contains("tiers.toml records"), "{err}");
+    assert!(super::check_given(&stored_path(dir.path()), &stored, &stored).is_ok());
+    assert!(read_stored(dir.path()).unwrap().is_none());
+    write_stored(dir.path(), &given).unwrap();
+    assert_eq!(read_stored(dir.path()).unwrap(), Some(given));
 }

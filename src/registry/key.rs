@@ -371,14 +371,48 @@ fn read_part(
     Ok((out, None))
 }
 
-/// The key of Graphite's tagged path `text` (`name;k=v;...`), when it is one; parsed as
-/// Graphite ingest parses it, so the key is the one the path was stored under.
+/// The key of Graphite's tagged path `text` (`name;k=v;...`), when it is one: the key
+/// Graphite ingest stores that path under.
 fn graphite_form(text: &str) -> Option<SeriesKey> {
-    if !text.contains(';') || text.contains('{') {
+    if text.contains('{') {
         return None;
     }
-    let canonical = crate::ingest::graphite::canonical_path(text).ok()?;
-    Some(SeriesKey::from_canonical(
-        canonical.into_owned().into_boxed_str(),
-    ))
+    let (name, tags) = split_graphite_tags(text)?;
+    SeriesKey::new(name, tags).ok()
+}
+
+/// Splits Graphite's tagged path `name;k=v;k2=v2` into the name and its tags, sorted by key,
+/// a repeated key keeping its last value; `None` for an empty name or a tag that is not
+/// `k=v` with both sides non-empty. Graphite ingest and [`SeriesKey::parse`] share it.
+pub fn split_graphite_tags(text: &str) -> Option<(&str, Vec<(&str, &str)>)> {
+    let mut segments = text.split(';');
+    let name = segments.next().unwrap_or_default();
+    if name.is_empty() {
+        return None;
+    }
+    let mut tags = segments
+        .map(|segment| match segment.split_once('=') {
+            Some((k, v)) if !k.is_empty() && !v.is_empty() => Some((k, v)),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    if tags.is_empty() {
+        return None;
+    }
+    sort_tags_last_wins(&mut tags);
+    Some((name, tags))
+}
+
+/// Sorts tags given in line order by key, a repeated key keeping its last value (as Graphite
+/// 1.1 does with repeated tags).
+pub fn sort_tags_last_wins(tags: &mut Vec<(&str, &str)>) {
+    // Stable, so a repeated key's occurrences stay in line order and the last one wins.
+    tags.sort_by(|a, b| a.0.cmp(b.0));
+    tags.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 = later.1;
+        }
+        same
+    });
 }
