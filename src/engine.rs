@@ -238,10 +238,11 @@ impl EngineBuilder {
     }
 
     /// Opens the data directory (creating it when missing), locks it, settles the tiers
-    /// against the stored ones (see [`EngineBuilder::tiers`]), maps every period file,
-    /// stores the tiers when the directory had none or they changed, loads the registry, runs one maintenance pass (drops what expired while the
-    /// directory was closed, creates the current and ahead periods, but not the gap), and
-    /// starts the writers and the maintenance thread. A pass that fails (a full disk) does
+    /// against the stored ones (see [`EngineBuilder::tiers`]), maps every period file, loads
+    /// the registry, opens the counter and raw files, stores the tiers once all of them have
+    /// accepted them (when the directory had none, or they changed), runs one maintenance
+    /// pass (drops what expired while the directory was closed, creates the current and
+    /// ahead periods, but not the gap), and starts the writers and the maintenance thread. A pass that fails (a full disk) does
     /// not fail the open: see [`EngineStats::maintenance_error`].
     ///
     /// # Errors
@@ -259,11 +260,6 @@ impl EngineBuilder {
         let lock = DirLock::acquire(&self.dir)?;
         let store_tiers = self.settle_tiers()?;
         let storage = self.open_storage(true)?;
-        // Only now, with the period files checked against the configuration: a directory
-        // from before tiers were stored gets the tiers its files were made with.
-        if store_tiers {
-            crate::storage::stored_tiers::write_stored(&self.dir, &self.tiers)?;
-        }
         phases.lap("storage");
         let registry = Registry::open(&self.dir)?;
         phases.lap("registry");
@@ -294,6 +290,12 @@ impl EngineBuilder {
         let background_maintenance = self.background_maintenance;
         let maintenance_every = self.maintenance_every;
         let shared = self.into_shared(storage, registry, Some(lock))?;
+        // Only now, with the period, raw and counter files checked against the
+        // configuration: a directory from before tiers were stored gets the tiers its files
+        // were made with, never ones they refuse.
+        if store_tiers {
+            crate::storage::stored_tiers::write_stored(&shared.dir, &shared.config)?;
+        }
         phases.lap("counters");
         // A failed pass (a full disk, say) does not stop the open: queries are served, writes
         // that need a missing file are refused as storage_unavailable, and the background
