@@ -143,6 +143,20 @@ impl fmt::Display for Selector {
     }
 }
 
+/// The selector Graphite's tagged form `glob;k=v;k2!=v2` names, when `text` has that form:
+/// a `;` and no braces.
+fn graphite_form(text: &str) -> Option<Result<Selector>> {
+    if !text.contains(';') || text.contains('{') {
+        return None;
+    }
+    let mut parts = text.split(';');
+    let pattern = parts.next().unwrap_or_default();
+    if pattern.is_empty() {
+        return None;
+    }
+    Some(Selector::new(pattern).with_tags(parts))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,18 +195,4 @@ mod tests {
             TagFilter::NotEq("host".into(), "b".into())
         );
     }
-}
-
-/// The selector Graphite's tagged form `glob;k=v;k2!=v2` names, when `text` has that form:
-/// a `;` and no braces.
-fn graphite_form(text: &str) -> Option<Result<Selector>> {
-    if !text.contains(';') || text.contains('{') {
-        return None;
-    }
-    let mut parts = text.split(';');
-    let pattern = parts.next().unwrap_or_default();
-    if pattern.is_empty() {
-        return None;
-    }
-    Some(Selector::new(pattern).with_tags(parts))
 }
