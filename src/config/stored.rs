@@ -47,24 +47,29 @@ pub fn differences(stored: &TiersConfig, given: &TiersConfig) -> Vec<Difference>
         }
     };
     let (a, b) = (&stored.engine, &given.engine);
-    field(
-        "engine.series_per_chunk".into(),
-        a.series_per_chunk.to_string(),
-        b.series_per_chunk.to_string(),
-        true,
-    );
-    field(
-        "engine.future_bound".into(),
-        a.future_bound.to_string(),
-        b.future_bound.to_string(),
-        false,
-    );
-    field(
-        "engine.max_points".into(),
-        a.max_points.to_string(),
-        b.max_points.to_string(),
-        false,
-    );
+    let engine = [
+        (
+            "series_per_chunk",
+            a.series_per_chunk.to_string(),
+            b.series_per_chunk.to_string(),
+            true,
+        ),
+        (
+            "future_bound",
+            a.future_bound.to_string(),
+            b.future_bound.to_string(),
+            false,
+        ),
+        (
+            "max_points",
+            a.max_points.to_string(),
+            b.max_points.to_string(),
+            false,
+        ),
+    ];
+    for (what, x, y, layout) in engine {
+        field(format!("engine.{what}"), x, y, layout);
+    }
     field(
         "counters".into(),
         format!("{:?}", stored.counters),
@@ -112,36 +117,36 @@ pub fn differences(stored: &TiersConfig, given: &TiersConfig) -> Vec<Difference>
     match (&stored.raw, &given.raw) {
         (Some(old), Some(new)) => {
             let name = &old.name;
-            field(
-                "raw tier name".into(),
-                old.name.clone(),
-                new.name.clone(),
-                false,
-            );
-            field(
-                format!("raw tier {name:?} period"),
-                old.period.to_string(),
-                new.period.to_string(),
-                true,
-            );
-            field(
-                format!("raw tier {name:?} retention"),
-                old.retention.to_string(),
-                new.retention.to_string(),
-                false,
-            );
-            field(
-                format!("raw tier {name:?} create_ahead"),
-                old.create_ahead.to_string(),
-                new.create_ahead.to_string(),
-                false,
-            );
-            field(
-                format!("raw tier {name:?} dedupe_unchanged"),
-                old.dedupe_unchanged.to_string(),
-                new.dedupe_unchanged.to_string(),
-                false,
-            );
+            let rows = [
+                ("name", old.name.clone(), new.name.clone(), false),
+                (
+                    "period",
+                    old.period.to_string(),
+                    new.period.to_string(),
+                    true,
+                ),
+                (
+                    "retention",
+                    old.retention.to_string(),
+                    new.retention.to_string(),
+                    false,
+                ),
+                (
+                    "create_ahead",
+                    old.create_ahead.to_string(),
+                    new.create_ahead.to_string(),
+                    false,
+                ),
+                (
+                    "dedupe_unchanged",
+                    old.dedupe_unchanged.to_string(),
+                    new.dedupe_unchanged.to_string(),
+                    false,
+                ),
+            ];
+            for (what, x, y, layout) in rows {
+                field(format!("raw tier {name:?} {what}"), x, y, layout);
+            }
         }
         (Some(old), None) => field(
             format!("raw tier {:?}", old.name),

@@ -24,6 +24,12 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+#[track_caller]
+fn assert_stderr_has(output: &Output, text: &str) {
+    let err = stderr(output);
+    assert!(err.contains(text), "no {text:?} in: {err}");
+}
+
 /// Redacts what depends on when the test runs.
 macro_rules! snapshot {
     ($name:expr, $value:expr, $description:expr) => {
@@ -351,7 +357,7 @@ fn plot_writes_png_and_svg() {
     }
     let out = tierdb(&["plot", "load", "--out", "chart.gif", "--data-dir", &d]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("gif"), "{}", stderr(&out));
+    assert_stderr_has(&out, "gif");
 }
 
 /// Tiers of ten seconds and an hour: not the default, so a reader that forgets them shows.
@@ -412,27 +418,24 @@ fn a_data_directory_keeps_its_tiers() {
     // An unknown tier lists the configured ones.
     let out = tierdb(&["query", "cpu", "--tier", "1m", "--data-dir", &d]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains(r#"unknown tier "1m" (configured: 10s, 1h, or auto)"#),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, r#"unknown tier "1m" (configured: 10s, 1h, or auto)"#);
 
     // A --tiers that changes a period is refused, the difference spelled out; nothing changes.
-    let conflicting = dir.path().join("conflicting.toml");
-    std::fs::write(
-        &conflicting,
-        CUSTOM_TIERS.replacen("period = \"1h\"", "period = \"2h\"", 1),
-    )
-    .unwrap();
-    let out = tierdb(&[
-        "import",
-        input.to_str().unwrap(),
-        "--data-dir",
-        &d,
-        "--tiers",
-        conflicting.to_str().unwrap(),
-    ]);
+    // An import with the custom tiers changed by `edit`, and the file it wrote them to.
+    let import_with = |name: &str, edit: (&str, &str)| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, CUSTOM_TIERS.replacen(edit.0, edit.1, 1)).unwrap();
+        let out = tierdb(&[
+            "import",
+            input.to_str().unwrap(),
+            "--data-dir",
+            &d,
+            "--tiers",
+            path.to_str().unwrap(),
+        ]);
+        (out, path)
+    };
+    let (out, _) = import_with("conflicting.toml", ("period = \"1h\"", "period = \"2h\""));
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(err.contains("tiers.toml records the tiers"), "{err}");
@@ -443,20 +446,8 @@ fn a_data_directory_keeps_its_tiers() {
     assert_eq!(std::fs::read_to_string(&stored).unwrap(), text);
 
     // A changed retention is accepted and stored by a writable open.
-    let longer = dir.path().join("longer.toml");
-    std::fs::write(
-        &longer,
-        CUSTOM_TIERS.replacen("retention = \"1d\"", "retention = \"2d\"", 1),
-    )
-    .unwrap();
-    let out = tierdb(&[
-        "import",
-        input.to_str().unwrap(),
-        "--data-dir",
-        &d,
-        "--tiers",
-        longer.to_str().unwrap(),
-    ]);
+    let longer_retention = ("retention = \"1d\"", "retention = \"2d\"");
+    let (out, longer) = import_with("longer.toml", longer_retention);
     assert!(out.status.success(), "{}", stderr(&out));
     let changed = std::fs::read_to_string(&stored).unwrap();
     assert_eq!(
@@ -472,7 +463,7 @@ fn a_data_directory_keeps_its_tiers() {
     .unwrap();
     let out = tierdb(&["info", "--data-dir", &d]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("tiers.toml:"), "{}", stderr(&out));
+    assert_stderr_has(&out, "tiers.toml:");
 
     // A directory without the file (made before tiers were stored) opens as before, checked
     // against its files, and a writable open with tiers its files accept stores them.
@@ -485,14 +476,7 @@ fn a_data_directory_keeps_its_tiers() {
         stderr(&out)
     );
     assert!(!stored.exists(), "a read-only open writes nothing");
-    let out = tierdb(&[
-        "import",
-        input.to_str().unwrap(),
-        "--data-dir",
-        &d,
-        "--tiers",
-        longer.to_str().unwrap(),
-    ]);
+    let (out, _) = import_with("longer.toml", longer_retention);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stored.exists(),
@@ -523,11 +507,7 @@ fn a_series_is_found_by_its_graphite_form_part_of_its_tags_or_a_near_name() {
     // The only series with the name is used, and said so.
     let out = query(&["web.requests"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("reading web.requests{host=a}, the only series"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "reading web.requests{host=a}, the only series");
     // Near names are suggested.
     for typo in ["web.requets", "requests"] {
         let out = query(&[typo]);
@@ -546,17 +526,12 @@ fn a_series_is_found_by_its_graphite_form_part_of_its_tags_or_a_near_name() {
     assert!(out.status.success(), "{}", stderr(&out));
     let out = query(&["web.requests"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("2 series have that name and those tags: 'web.requests{host=a}', 'web.requests{host=b}'"),
-        "{}",
-        stderr(&out)
+    assert_stderr_has(
+        &out,
+        "2 series have that name and those tags: 'web.requests{host=a}', 'web.requests{host=b}'",
     );
     let out = query(&["web.requests", "--tag", "host!=a"]);
-    assert!(
-        stderr(&out).contains("reading web.requests{host=b}"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "reading web.requests{host=b}");
 }
 
 /// Issue #15: an Influx file with second timestamps and no `--precision` reported
@@ -599,11 +574,7 @@ fn an_import_that_lands_nothing_fails_with_the_unit_its_timestamps_look_like() {
     std::fs::write(&input, format!("cpu 1 {now}000\n")).unwrap();
     let out = tierdb(&["import", input.to_str().unwrap(), "--data-dir", &d]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("look like milliseconds"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "look like milliseconds");
 }
 
 /// Issue #15: `--range 30d --tier 1m` printed 43,202 mostly empty rows without a word that
@@ -632,11 +603,7 @@ fn a_range_past_the_tiers_retention_is_said() {
     assert!((now - 30 * DAY - from).abs() < 60, "{gone}");
     // The 1m tier holds 48h and the period in progress (6h periods).
     assert!(to > now - 3 * DAY && to <= now - 2 * DAY, "{gone}");
-    assert!(
-        stderr(&out).contains("tier 1m, retention 2d no longer holds"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "tier 1m, retention 2d no longer holds");
     let out = tierdb(&[
         "query",
         "load",
