@@ -43,8 +43,9 @@ pub fn detect(first_line: &str) -> Format {
 /// Imports Graphite plaintext or Influx line protocol from a file or stdin.
 ///
 /// The format is detected from the first line unless --format says. Shows progress on a
-/// terminal and a summary at the end. Needs the data directory to itself: while a server
-/// holds it, send the file to the server (e.g. `nc host 2003 < file`).
+/// terminal and a summary at the end, with the first refused lines; fails when no sample
+/// landed. Needs the data directory to itself: while a server
+/// holds it, send the file to the server (the refusal names its addresses).
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Examples:\n  tierdb import metrics.txt\n  zcat history.lp.gz | tierdb import - --format influx --precision s"
@@ -133,7 +134,7 @@ pub(super) fn run(args: ImportArgs) -> std::result::Result<(), Box<dyn std::erro
         ));
     }
     print(&out)?;
-    if report.accepted > 0 {
+    if !summary.landed_nothing() {
         return Ok(());
     }
     let mut refusal = format!("no sample of {file} was imported");
@@ -194,6 +195,16 @@ impl ImportSummary {
     /// Refusals of every reason.
     pub fn rejected_total(&self) -> u64 {
         self.report.rejected_total()
+    }
+
+    /// True when the import is a failure: no sample landed, and not because every one was
+    /// already stored (all refused as `counter_out_of_order`, what importing a file again
+    /// after an interrupted import gives for counters).
+    pub fn landed_nothing(&self) -> bool {
+        let report = &self.report;
+        let already_stored = report.rejected_total() > 0
+            && (report.rejected.keys()).all(|&reason| reason == "counter_out_of_order");
+        report.accepted == 0 && !already_stored
     }
 
     /// When nothing was accepted and every refusal was for the sample's time, and the first
@@ -516,7 +527,8 @@ impl SeriesIds {
 
 #[cfg(test)]
 mod tests {
-    use super::{detect, Format, SeriesIds};
+    use super::{detect, Format, ImportSummary, SeriesIds};
+    use crate::ingest::influx::Precision;
     use crate::registry::SeriesId;
 
     #[test]
@@ -550,5 +562,55 @@ mod tests {
             Format::Influx
         );
         assert_eq!(detect("cpu usage=1i"), Format::Influx);
+    }
+
+    fn summary(format: Format, first_ts: i64, rejected: &[(&'static str, u64)]) -> ImportSummary {
+        let mut summary = ImportSummary {
+            format: Some(format),
+            first_ts: Some(first_ts),
+            ..ImportSummary::default()
+        };
+        for &(reason, n) in rejected {
+            for line in 0..n {
+                summary
+                    .report
+                    .reject(line as usize + 1, reason, String::new);
+            }
+        }
+        summary
+    }
+
+    #[test]
+    fn a_wrong_unit_is_named_only_when_every_refusal_is_for_the_time() {
+        let now = 1_795_000_000;
+        let seconds = summary(Format::Influx, now, &[("too_old", 2)]);
+        let hint = seconds.unit_hint(Precision::Nanoseconds, now).unwrap();
+        assert!(
+            hint.contains("look like seconds") && hint.ends_with("try --precision s"),
+            "{hint}"
+        );
+        let millis = summary(Format::Influx, now * 1000, &[("too_far_in_future", 1)]);
+        let hint = millis.unit_hint(Precision::Seconds, now).unwrap();
+        assert!(hint.ends_with("try --precision ms"), "{hint}");
+        let graphite = summary(Format::Graphite, now * 1000, &[("too_far_in_future", 1)]);
+        assert!(graphite
+            .unit_hint(Precision::Nanoseconds, now)
+            .unwrap()
+            .contains("milliseconds"));
+        // Another refusal beside the time ones, or a timestamp recent in no unit: no hint.
+        let mixed = summary(Format::Influx, now, &[("too_old", 1), ("invalid_field", 1)]);
+        assert_eq!(mixed.unit_hint(Precision::Nanoseconds, now), None);
+        let nowhere = summary(Format::Influx, 12_345, &[("too_old", 1)]);
+        assert_eq!(nowhere.unit_hint(Precision::Nanoseconds, now), None);
+    }
+
+    #[test]
+    fn nothing_landed_fails_unless_every_sample_was_already_stored() {
+        assert!(summary(Format::Graphite, 0, &[("too_old", 1)]).landed_nothing());
+        assert!(summary(Format::Graphite, 0, &[]).landed_nothing());
+        assert!(!summary(Format::Graphite, 0, &[("counter_out_of_order", 3)]).landed_nothing());
+        let mut some = summary(Format::Graphite, 0, &[("too_old", 1)]);
+        some.report.accepted = 1;
+        assert!(!some.landed_nothing());
     }
 }
