@@ -280,11 +280,6 @@ fn resolve_series(
         return Ok(wanted.to_string());
     }
     let found = registry.candidates(wanted.as_str(), &filters, SUGGESTIONS)?;
-    let list = |keys: &mut dyn Iterator<Item = &SeriesKey>| {
-        keys.map(|k| format!("'{k}'"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     let shown = match filters.iter().any(|f| matches!(f, TagFilter::NotEq(..))) {
         true => format!(
             "{wanted} with {}",
@@ -301,19 +296,17 @@ fn resolve_series(
             eprintln!("tierdb: no series {shown}; reading {only}, the only series with that name and those tags");
             Ok(only.to_string())
         }
-        ([], _) if found.near.is_empty() => Err(crate::Error::UnknownSeries(shown).into()),
-        ([], _) => Err(format!(
-            "unknown series {shown:?}; series with a near name: {}",
-            list(&mut found.near.iter())
-        )
-        .into()),
-        (some, total) => Err(format!(
-            "unknown series {shown:?}; {total} series have that name and those tags: {}{}; \
-             name one with all its tags, or narrow with --tag k=v",
-            list(&mut some.iter().map(|(_, k)| k)),
-            if total > some.len() { ", ..." } else { "" }
-        )
-        .into()),
+        _ => match found.hint() {
+            None => Err(crate::Error::UnknownSeries(shown).into()),
+            Some(hint) if found.same_name.is_empty() => {
+                Err(format!("unknown series {shown:?}; {hint}").into())
+            }
+            Some(hint) => Err(format!(
+                "unknown series {shown:?}; {hint}; name one with all its tags, or narrow \
+                 with --tag k=v"
+            )
+            .into()),
+        },
     }
 }
 

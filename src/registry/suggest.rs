@@ -26,6 +26,41 @@ pub struct Candidates {
     pub near: Vec<SeriesKey>,
 }
 
+impl Candidates {
+    /// What to tell a person who named no series: the series with the name (`2 series have
+    /// that name and those tags: 'a{x=1}', 'a{x=2}'`), else the near names (`series with a
+    /// near name: 'b'`); `None` when there are neither.
+    pub fn hint(&self) -> Option<String> {
+        let list = |keys: Vec<&SeriesKey>| {
+            let quoted: Vec<String> = keys.iter().map(|k| format!("'{k}'")).collect();
+            quoted.join(", ")
+        };
+        if !self.same_name.is_empty() {
+            let more = if self.same_name_total > self.same_name.len() {
+                ", ..."
+            } else {
+                ""
+            };
+            let have = if self.same_name_total == 1 {
+                "has"
+            } else {
+                "have"
+            };
+            return Some(format!(
+                "{} series {have} that name and those tags: {}{more}",
+                self.same_name_total,
+                list(self.same_name.iter().map(|(_, k)| k).collect())
+            ));
+        }
+        (!self.near.is_empty()).then(|| {
+            format!(
+                "series with a near name: {}",
+                list(self.near.iter().collect())
+            )
+        })
+    }
+}
+
 impl Registry {
     /// The series `text` (a key in canonical or Graphite form) with `filters` may have meant;
     /// see [`Candidates`].
