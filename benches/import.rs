@@ -92,7 +92,7 @@ fn main() {
             summary.lines,
             bytes as f64 / 1e6,
             summary.lines as f64 / elapsed.as_secs_f64() / 1e6,
-            summary.accepted,
+            summary.report.accepted,
             summary.rejected_total()
         );
     }

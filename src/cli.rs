@@ -26,10 +26,10 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::query::{Display, Query, TierChoice};
-use crate::registry::Selector;
+use crate::query::{Display, Query};
+use crate::registry::{Selector, SeriesKey, TagFilter};
 use crate::time::{parse_time, Span};
-use crate::{Engine, TiersConfig};
+use crate::{Engine, EngineBuilder, TiersConfig};
 
 /// tierdb: a multi-resolution rollup engine for metrics.
 #[derive(Parser, Debug)]
@@ -46,8 +46,10 @@ pub struct Location {
     /// The data directory.
     #[arg(long, env = "TIERDB_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
-    /// The tiers file (default: ./tiers.toml when present, else the built-in default, which
-    /// equals the shipped tiers.toml).
+    /// The tiers file. Default: the tiers stored in the data directory (its tiers.toml,
+    /// written when it was created); for a new directory, ./tiers.toml when present, else
+    /// the built-in default (the shipped tiers.toml). A file that changes a stored tier's
+    /// resolution or period is refused.
     #[arg(long, env = "TIERDB_TIERS")]
     pub tiers: Option<PathBuf>,
 }
@@ -74,7 +76,7 @@ pub struct Listen {
     #[arg(long, env = "TIERDB_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// Refuse new series beyond this many (existing series keep writing). Every 256 new
-    /// series preallocate a chunk of files (~70 MiB with the default tiers), and Graphite
+    /// series preallocate a chunk of files (8-16 MiB with the default tiers), and Graphite
     /// has no authentication, so the default keeps a stray or hostile sender from filling
     /// the disk; 0 means no limit.
     #[arg(long, env = "TIERDB_MAX_SERIES", default_value_t = 100_000)]
@@ -121,24 +123,29 @@ pub struct Window {
     /// A tier name or auto (the finest whose window covers the range within max_points).
     #[arg(long, default_value = "auto")]
     pub tier: String,
-    /// How far back from --to (or now): 1h, 6h, 7d, ...
-    #[arg(long, conflicts_with = "from")]
+    /// How far back from --to (or now): 1h, 6h, 7d, 30min, 1mon, -6h (the sign is
+    /// optional).
+    #[arg(long, conflicts_with = "from", allow_hyphen_values = true, value_parser = range_span)]
     pub range: Option<Span>,
-    /// Start: unix seconds, RFC 3339, now, or -6h style.
-    #[arg(long)]
+    /// Start: now, unix seconds, an offset (-6h, now-7d, -1d-6h), RFC 3339, or a date and
+    /// time without a zone, read as UTC (2026-11-22, '2026-11-22 17:00',
+    /// 2026-11-22T17:00:00): the HTTP API's and Graphite's forms.
+    #[arg(long, allow_hyphen_values = true)]
     pub from: Option<String>,
     /// End (exclusive), same forms; default now.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub to: Option<String>,
     /// avg, per_sec, total, max, min or count.
     #[arg(long, default_value = "avg")]
     pub display: String,
 }
 
-/// The `--tag` filters of `aggregate` and `series`, added to the selector they narrow.
+/// The `--tag` filters of `aggregate` and `series`, added to the selector they narrow, and
+/// of `query` and `plot`, added to the series they name.
 #[derive(Args, Debug, Clone)]
 pub struct TagFilters {
-    /// Only series with this tag (k=v), or without it (k!=v); repeatable.
+    /// Only series with this tag (k=v), or without it (k!=v); repeatable. For query and plot,
+    /// added to the series named: `cpu.user --tag host=web-1` is 'cpu.user{host=web-1}'.
     #[arg(long = "tag")]
     pub tags: Vec<String>,
 }
@@ -215,18 +222,92 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     }
 }
 
-/// A query from the command line's words: the range from --from/--to or --range (default
-/// the last hour), the tier and display by name.
+/// A query from the command line's words: the series (see [`resolve_series`]), the range
+/// from --from/--to or --range (default the last hour), the tier and display by name.
 fn build_query(
     engine: &Engine,
-    series: String,
+    series: &str,
+    filters: &TagFilters,
     window: &Window,
 ) -> Result<Query, Box<dyn std::error::Error>> {
+    let series = resolve_series(engine, series, filters)?;
     let (from, to) = window_range(engine, window)?;
     let mut query = Query::new(series, from, to);
-    query.tier = TierChoice::from(window.tier.as_str());
+    query.tier = engine
+        .config()
+        .tier_choice(&window.tier)
+        .map_err(|e| format!("--tier: {e}"))?;
     query.display = window.display.parse::<Display>()?;
     Ok(query)
+}
+
+/// A `--range`: a positive interval in the units of [`crate::time::parse_interval`], with
+/// an optional leading `-` (`--range -6h` reads as "six hours back", like `--from -6h`).
+fn range_span(text: &str) -> Result<Span, String> {
+    let secs = crate::time::parse_interval(text.strip_prefix('-').unwrap_or(text))?;
+    Ok(Span::from_secs(secs.unsigned_abs()))
+}
+
+/// How many candidates an unknown series' message lists.
+const SUGGESTIONS: usize = 5;
+
+/// The series `text` (canonical or Graphite form) and the `--tag` filters name: the key
+/// itself when it exists (the `k=v` filters added to its tags); else the one series with
+/// that name and at least those tags, said on stderr; else an error listing the series
+/// with that name, or series with a near name.
+fn resolve_series(
+    engine: &Engine,
+    text: &str,
+    filters: &TagFilters,
+) -> Result<String, Box<dyn std::error::Error>> {
+    let filters = (filters.tags.iter())
+        .map(|tag| TagFilter::parse(tag))
+        .collect::<crate::Result<Vec<_>>>()?;
+    let key = SeriesKey::parse(text)?;
+    let mut tags: Vec<(String, String)> = (key.tags())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let mut exact = true;
+    for filter in &filters {
+        match filter {
+            TagFilter::Eq(k, v) => tags.push((k.clone(), v.clone())),
+            TagFilter::NotEq(..) => exact = false,
+        }
+    }
+    let wanted = SeriesKey::new(key.name(), tags)?;
+    let registry = engine.registry();
+    if exact && registry.get(wanted.as_str()).is_some() {
+        return Ok(wanted.to_string());
+    }
+    let found = registry.candidates(wanted.as_str(), &filters, SUGGESTIONS)?;
+    let shown = match filters.iter().any(|f| matches!(f, TagFilter::NotEq(..))) {
+        true => format!(
+            "{wanted} with {}",
+            filters
+                .iter()
+                .map(|f| format!("--tag {f}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        false => wanted.to_string(),
+    };
+    match (found.same_name.as_slice(), found.same_name_total) {
+        ([(_, only)], 1) => {
+            eprintln!("tierdb: no series {shown}; reading {only}, the only series with that name and those tags");
+            Ok(only.to_string())
+        }
+        _ => match found.hint() {
+            None => Err(crate::Error::UnknownSeries(shown).into()),
+            Some(hint) if found.same_name.is_empty() => {
+                Err(format!("unknown series {shown:?}; {hint}").into())
+            }
+            Some(hint) => Err(format!(
+                "unknown series {shown:?}; {hint}; name one with all its tags, or narrow \
+                 with --tag k=v"
+            )
+            .into()),
+        },
+    }
 }
 
 /// The `[from, to)` a window names: `--from`/`--to`, or `--range` back from `--to`; the
@@ -257,15 +338,48 @@ pub fn load_tiers(path: Option<&Path>) -> crate::Result<TiersConfig> {
     }
 }
 
+/// The engine builder for `data_dir` and a `--tiers` flag: the tiers file when given; else
+/// none, so the open uses the tiers stored in the directory; for a directory without them,
+/// [`load_tiers`]'s choice.
+///
+/// # Errors
+/// The tiers file's refusal, naming file, line and field.
+pub fn engine_builder(data_dir: &Path, tiers: Option<&Path>) -> crate::Result<EngineBuilder> {
+    let builder = Engine::builder(data_dir);
+    if tiers.is_none() && crate::storage::stored_tiers::stored_path(data_dir).exists() {
+        return Ok(builder);
+    }
+    Ok(builder.tiers(load_tiers(tiers)?))
+}
+
 /// The data directory opened read-only (works beside a running server).
 ///
 /// # Errors
 /// A missing directory or a refused file, named.
 pub fn open_reader(location: &Location) -> crate::Result<Engine> {
-    Engine::builder(&location.data_dir)
-        .tiers(load_tiers(location.tiers.as_deref())?)
+    engine_builder(&location.data_dir, location.tiers.as_deref())?
         .read_only()
         .open()
+}
+
+/// Says on stderr which part of a query's range its tier no longer holds (the JSON
+/// answer's `not_retained`), so empty rows there are not taken for missing data.
+fn note_not_retained(engine: &Engine, result: &crate::query::QueryResult) {
+    let Some(gone) = result.not_retained else {
+        return;
+    };
+    let retention = (engine.config().tiers.iter())
+        .find(|t| t.name == result.tier)
+        .map(|t| t.retention)
+        .or_else(|| engine.config().raw.as_ref().map(|r| r.retention));
+    let retention = retention.map_or(String::new(), |r| format!(", retention {r}"));
+    eprintln!(
+        "tierdb: note: tier {}{retention} no longer holds {} .. {}: that part of the range \
+         shows no data (a coarser tier keeps it longer: --tier auto picks one)",
+        result.tier,
+        crate::time::format_ts(gone.from),
+        crate::time::format_ts(gone.to)
+    );
 }
 
 /// Writes to stdout; a closed pipe (`tierdb series | head`) is not an error.

@@ -15,6 +15,9 @@ use toml::Spanned;
 use crate::time::{Layout, Span};
 use crate::{Error, Result};
 
+mod stored;
+pub use stored::{check_given, differences, Difference};
+
 /// Default for [`EngineSettings::future_bound`]: one hour.
 pub const DEFAULT_FUTURE_BOUND: Span = Span::from_secs(3_600);
 /// Default for [`EngineSettings::series_per_chunk`].

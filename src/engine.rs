@@ -84,6 +84,9 @@ const RECORD_BUFFER: usize = 4096;
 pub struct EngineBuilder {
     dir: PathBuf,
     tiers: TiersConfig,
+    /// Whether [`EngineBuilder::tiers`] was called: without it, the configuration stored in
+    /// the directory is used when there is one.
+    tiers_given: bool,
     clock: Arc<dyn Clock>,
     writer_threads: usize,
     background_maintenance: bool,
@@ -92,10 +95,40 @@ pub struct EngineBuilder {
 }
 
 impl EngineBuilder {
-    /// Uses `tiers` instead of [`TiersConfig::default`].
+    /// Opens with `tiers`. Without this call, the open uses the configuration stored in the
+    /// directory (`<dir>/tiers.toml`, written when the directory was created), or
+    /// [`TiersConfig::default`] for a directory that has none. Given tiers that differ from
+    /// the stored ones where the files depend on it are refused ([`Error::TiersConflict`]);
+    /// other differences (retention, create_ahead, tiers added or removed) are accepted and
+    /// stored by a writable open.
     pub fn tiers(mut self, tiers: TiersConfig) -> Self {
         self.tiers = tiers;
+        self.tiers_given = true;
         self
+    }
+
+    /// Settles the configuration against the one stored in the directory (see
+    /// [`EngineBuilder::tiers`]). Returns whether a writable open must (re)write the stored
+    /// file once the files have accepted the configuration: none stored yet, or accepted
+    /// changes.
+    fn settle_tiers(&mut self) -> Result<bool> {
+        let Some(stored) = crate::storage::stored_tiers::read_stored(&self.dir)? else {
+            return Ok(true);
+        };
+        if !self.tiers_given {
+            self.tiers = stored;
+            return Ok(false);
+        }
+        crate::config::check_given(
+            &crate::storage::stored_tiers::stored_path(&self.dir),
+            &stored,
+            &self.tiers,
+        )?;
+        let changes = crate::config::differences(&stored, &self.tiers);
+        for change in &changes {
+            tracing::info!(dir = %self.dir.display(), %change, "the given tiers change the stored ones");
+        }
+        Ok(!changes.is_empty())
     }
 
     /// Uses `clock` instead of the system clock (tests roll time with a
@@ -129,13 +162,14 @@ impl EngineBuilder {
         self
     }
 
-    fn open_read_only(self) -> Result<Engine> {
+    fn open_read_only(mut self) -> Result<Engine> {
         if !self.dir.is_dir() {
             return Err(Error::io(
                 &self.dir,
                 std::io::Error::new(std::io::ErrorKind::NotFound, "no data directory here"),
             ));
         }
+        self.settle_tiers()?;
         let storage = self.open_storage(false)?;
         let registry = Registry::open_read_only(&self.dir)?;
         let shared = self.into_shared(storage, registry, None)?;
@@ -203,17 +237,20 @@ impl EngineBuilder {
         Ok(Arc::new(shared))
     }
 
-    /// Opens the data directory (creating it when missing), locks it, loads the registry,
-    /// maps every period file, runs one maintenance pass (drops what expired while the
-    /// directory was closed, creates the current and ahead periods, but not the gap), and
-    /// starts the writers and the maintenance thread. A pass that fails (a full disk) does
+    /// Opens the data directory (creating it when missing), locks it, settles the tiers
+    /// against the stored ones (see [`EngineBuilder::tiers`]), maps every period file, loads
+    /// the registry, opens the counter and raw files, stores the tiers once all of them have
+    /// accepted them (when the directory had none, or they changed), runs one maintenance
+    /// pass (drops what expired while the directory was closed, creates the current and
+    /// ahead periods, but not the gap), and starts the writers and the maintenance thread. A pass that fails (a full disk) does
     /// not fail the open: see [`EngineStats::maintenance_error`].
     ///
     /// # Errors
-    /// [`Error::Config`] for an invalid configuration, [`Error::Locked`] when another
-    /// process holds the directory, [`Error::CorruptFile`] naming a refused file,
-    /// [`Error::Io`].
-    pub fn open(self) -> Result<Engine> {
+    /// [`Error::Config`] for an invalid configuration (or a damaged stored one, named),
+    /// [`Error::TiersConflict`] for given tiers the directory's files cannot take,
+    /// [`Error::Locked`] when another process holds the directory, [`Error::CorruptFile`]
+    /// naming a refused file, [`Error::Io`].
+    pub fn open(mut self) -> Result<Engine> {
         self.tiers.validate()?;
         if self.read_only {
             return self.open_read_only();
@@ -221,6 +258,7 @@ impl EngineBuilder {
         std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
         let mut phases = OpenPhases::default();
         let lock = DirLock::acquire(&self.dir)?;
+        let store_tiers = self.settle_tiers()?;
         let storage = self.open_storage(true)?;
         phases.lap("storage");
         let registry = Registry::open(&self.dir)?;
@@ -252,6 +290,12 @@ impl EngineBuilder {
         let background_maintenance = self.background_maintenance;
         let maintenance_every = self.maintenance_every;
         let shared = self.into_shared(storage, registry, Some(lock))?;
+        // Only now, with the period, raw and counter files checked against the
+        // configuration: a directory from before tiers were stored gets the tiers its files
+        // were made with, never ones they refuse.
+        if store_tiers {
+            crate::storage::stored_tiers::write_stored(&shared.dir, &shared.config)?;
+        }
         phases.lap("counters");
         // A failed pass (a full disk, say) does not stop the open: queries are served, writes
         // that need a missing file are refused as storage_unavailable, and the background
@@ -591,6 +635,7 @@ impl Engine {
         EngineBuilder {
             dir: dir.as_ref().to_path_buf(),
             tiers: TiersConfig::default(),
+            tiers_given: false,
             clock: Arc::new(SystemClock),
             writer_threads: std::thread::available_parallelism()
                 .map(|n| n.get())
@@ -601,7 +646,8 @@ impl Engine {
         }
     }
 
-    /// Opens `dir` with the default tiers; see [`EngineBuilder::open`].
+    /// Opens `dir` with its stored tiers, or the default ones for a directory without them;
+    /// see [`EngineBuilder::open`].
     ///
     /// # Errors
     /// As [`EngineBuilder::open`].

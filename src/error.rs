@@ -32,6 +32,20 @@ pub enum Error {
         message: String,
     },
 
+    /// A data directory's stored tiers (`<dir>/tiers.toml`, written at its creation) and the
+    /// configuration given to open it differ where the files depend on it.
+    #[error(
+        "{path} records the tiers this data directory was created with, and the given \
+         configuration differs where its files depend on it: {differences} (leave out \
+         --tiers to use the stored tiers, or use another --data-dir)"
+    )]
+    TiersConflict {
+        /// The stored configuration.
+        path: PathBuf,
+        /// Each difference: field, stored value, given value.
+        differences: String,
+    },
+
     /// A data file is not a tierdb file of this format version, or is damaged. It is never
     /// mapped or changed.
     #[error("{path}: refused: {reason}")]

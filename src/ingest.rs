@@ -20,16 +20,4 @@ pub mod influx;
 pub mod prom_remote;
 pub mod statsd;
 
-/// Sorts tags given in line order by key, a repeated key keeping its last value (as Graphite
-/// 1.1 does with repeated tags).
-pub(crate) fn sort_tags_last_wins(tags: &mut Vec<(&str, &str)>) {
-    // Stable, so a repeated key's occurrences stay in line order and the last one wins.
-    tags.sort_by(|a, b| a.0.cmp(b.0));
-    tags.dedup_by(|later, kept| {
-        let same = later.0 == kept.0;
-        if same {
-            kept.1 = later.1;
-        }
-        same
-    });
-}
+pub(crate) use crate::registry::sort_tags_last_wins;

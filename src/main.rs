@@ -2,6 +2,7 @@
 //! ([`tierdb::cli`]). Errors print as one line on stderr with exit code 1; a usage error
 //! exits 2 (clap's own).
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -14,6 +15,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only on a terminal: piped or redirected logs stay plain text.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,

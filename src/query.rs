@@ -190,6 +190,30 @@ pub struct QueryResult {
     /// Raw tier only: the first point at or after `to`, outside the range.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<(Timestamp, f64)>,
+    /// The part of the range before the tier's window, which the tier no longer holds (its
+    /// periods were dropped past the retention): its points are empty whatever was written.
+    /// Absent when the tier holds the whole range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_retained: Option<NotRetained>,
+}
+
+/// A span `[from, to)` of a query's range that the tier read no longer holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NotRetained {
+    /// First second not held (the query's `from`).
+    pub from: Timestamp,
+    /// End of it: the start of the tier's window, or the query's `to` when that is earlier.
+    pub to: Timestamp,
+}
+
+impl NotRetained {
+    /// The part of `[from, to)` before `window` (the first second a tier holds), if any.
+    pub fn of(from: Timestamp, to: Timestamp, window: Timestamp) -> Option<NotRetained> {
+        (from < window && from < to).then(|| NotRetained {
+            from,
+            to: window.min(to),
+        })
+    }
 }
 
 /// The step of a [`QueryResult`] read from JSON, which does not carry it.
@@ -268,6 +292,7 @@ impl Reader<'_> {
                 .collect(),
             before: None,
             after: None,
+            not_retained: NotRetained::of(query.from, query.to, window),
         })
     }
 
@@ -312,6 +337,9 @@ impl Reader<'_> {
             points: read.points.iter().map(|&(ts, v)| (ts, Some(v))).collect(),
             before: read.before,
             after: read.after,
+            not_retained: (self.config().raw.as_ref()).and_then(|raw| {
+                NotRetained::of(query.from, query.to, raw.window_start(self.now()))
+            }),
         })
     }
 
@@ -637,7 +665,9 @@ impl PointGrid {
 fn check_range(from: Timestamp, to: Timestamp) -> Result<()> {
     if from >= to {
         return Err(Error::InvalidQuery(format!(
-            "from ({from}) must be before to ({to})"
+            "from ({}) must be before to ({})",
+            crate::time::format_ts(from),
+            crate::time::format_ts(to)
         )));
     }
     Ok(())
@@ -646,6 +676,27 @@ fn check_range(from: Timestamp, to: Timestamp) -> Result<()> {
 /// Tier choice depends only on the tiers and the clock, so a cluster node that holds no
 /// engine chooses the same tier an engine would (src/cluster/fanout.rs).
 impl TiersConfig {
+    /// The tier choice `text` names: `auto`, a rollup tier or the raw tier.
+    ///
+    /// # Errors
+    /// For a name no tier has, a message listing the configured ones (the command line's and
+    /// the HTTP API's refusal).
+    pub fn tier_choice(&self, text: &str) -> std::result::Result<TierChoice, String> {
+        let choice = TierChoice::from(text);
+        if let TierChoice::Named(name) = &choice {
+            if self.tier_index(name).is_none() && !self.is_raw(name) {
+                let known: Vec<&str> = (self.tiers.iter().map(|t| t.name.as_str()))
+                    .chain(self.raw.iter().map(|r| r.name.as_str()))
+                    .collect();
+                return Err(format!(
+                    "unknown tier {name:?} (configured: {}, or auto)",
+                    known.join(", ")
+                ));
+            }
+        }
+        Ok(choice)
+    }
+
     /// The tier a read of `[from, to)` uses: the one named, or for `auto` the one
     /// [`TiersConfig::auto_tier`] picks at `now` (`max_points` defaulting to the engine's).
     ///

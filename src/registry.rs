@@ -15,6 +15,7 @@ mod key;
 mod log;
 mod selector;
 mod store;
+mod suggest;
 #[cfg(test)]
 mod tests;
 mod view;
@@ -25,8 +26,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-pub use key::{write_canonical, SeriesKey};
+pub use key::{sort_tags_last_wins, split_graphite_tags, write_canonical, SeriesKey};
 pub use selector::{Selector, TagFilter};
+pub use suggest::{Candidates, NEAR_SCAN};
 pub use view::{KeyView, Tags};
 
 use store::{KeyStore, Refusal};

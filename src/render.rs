@@ -187,7 +187,8 @@ pub fn render(
     if request.from >= request.until {
         return Err(Error::InvalidQuery(format!(
             "from ({}) must be before until ({})",
-            request.from, request.until
+            crate::time::format_ts(request.from),
+            crate::time::format_ts(request.until)
         )));
     }
     let max_points = (request.max_data_points)

@@ -7,6 +7,7 @@
 //! [`run`] takes already-bound [`Listeners`] and a shutdown future, so tests bind
 //! `127.0.0.1:0` and call it directly.
 
+pub mod announce;
 pub mod dashboard;
 pub mod error;
 pub mod graphite;

@@ -33,6 +33,7 @@ pub mod raw;
 pub mod readers;
 pub mod record_file;
 pub mod recovery;
+pub mod stored_tiers;
 pub mod writer_state;
 
 use std::collections::BTreeMap;

@@ -5,7 +5,6 @@ use clap::Args;
 
 use super::{open_reader, output, print, window_range, Location, OutputFormat, Points, TagFilters};
 use crate::aggregate::AggregateQuery;
-use crate::query::TierChoice;
 
 /// Folds many series into one line per group: sum, avg, min, max or count across every
 /// series a selector picks.
@@ -43,7 +42,8 @@ pub(super) fn run(args: AggregateArgs) -> Result<(), Box<dyn std::error::Error>>
         group_by: args.group_by,
         aggregation: args.aggregation.parse()?,
         display: args.points.window.display.parse()?,
-        tier: TierChoice::from(args.points.window.tier.as_str()),
+        tier: (engine.config().tier_choice(&args.points.window.tier))
+            .map_err(|e| format!("--tier: {e}"))?,
         from,
         to,
         step: args.points.step,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::serve::until_shutdown;
-use super::{load_tiers, Listen};
+use super::{engine_builder, Listen};
 use crate::registry::SeriesId;
 use crate::sample::Sample;
 use crate::time::Timestamp;
@@ -37,7 +37,8 @@ pub struct DemoArgs {
     /// The data directory (default: a temporary one, removed at exit).
     #[arg(long, env = "TIERDB_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// The tiers file (default: ./tiers.toml when present, else the built-in default).
+    /// The tiers file (default: the tiers stored in --data-dir; for a new directory,
+    /// ./tiers.toml when present, else the built-in default).
     #[arg(long, env = "TIERDB_TIERS")]
     tiers: Option<PathBuf>,
     /// Days of history to backfill before going live.
@@ -52,16 +53,16 @@ pub struct DemoArgs {
 pub(super) fn run(args: DemoArgs) -> std::result::Result<(), Box<dyn std::error::Error>> {
     let temp = tempfile::Builder::new().prefix("tierdb-demo").tempdir()?;
     let dir = args.data_dir.unwrap_or_else(|| temp.path().to_path_buf());
-    let engine = Arc::new(
-        Engine::builder(&dir)
-            .tiers(load_tiers(args.tiers.as_deref())?)
-            .open()?,
-    );
-    until_shutdown(engine, &args.listen, |engine| {
-        let agent = start(engine, args.days)?;
-        println!("tierdb: demo data in {}", dir.display());
-        Ok(Some(agent))
-    })
+    let builder = engine_builder(&dir, args.tiers.as_deref())?;
+    until_shutdown(
+        || builder.open(),
+        &args.listen,
+        |engine| {
+            let agent = start(engine, args.days)?;
+            println!("tierdb: demo data in {}", dir.display());
+            Ok(Some(agent))
+        },
+    )
 }
 
 /// The simulated fleet's series.

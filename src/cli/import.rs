@@ -2,14 +2,16 @@
 //! data directory. Reading and parsing run on one thread, writing on the engine's writers,
 //! with whole batches handed between them, so the two overlap.
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, IsTerminal, Read};
 use std::time::{Duration, Instant};
 
-use super::{load_tiers, print, Location};
+use super::{engine_builder, print, Location};
 use crate::ingest::{graphite, influx};
 use crate::registry::SeriesId;
 use crate::sample::Sample;
+use crate::server::announce::Announced;
+use crate::server::sink::{merge, IngestReport};
+use crate::time::{format_ts, Timestamp};
 use crate::{Engine, Error, Result};
 
 /// Samples per batch handed to the engine.
@@ -18,7 +20,8 @@ const BATCH: usize = 65_536;
 const READ_BUFFER: usize = 1 << 20;
 
 /// The line formats `import` reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Format {
     /// `path value timestamp` (timestamp in seconds, -1 for now; tags as `path;k=v`).
     Graphite,
@@ -40,8 +43,9 @@ pub fn detect(first_line: &str) -> Format {
 /// Imports Graphite plaintext or Influx line protocol from a file or stdin.
 ///
 /// The format is detected from the first line unless --format says. Shows progress on a
-/// terminal and a summary at the end. Needs the data directory to itself: while a server
-/// holds it, send the file to the server (e.g. `nc host 2003 < file`).
+/// terminal and a summary at the end, with the first refused lines; fails when no sample
+/// landed. Needs the data directory to itself: while a server
+/// holds it, send the file to the server (the refusal names its addresses).
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Examples:\n  tierdb import metrics.txt\n  zcat history.lp.gz | tierdb import - --format influx --precision s"
@@ -71,17 +75,9 @@ pub(super) fn run(args: ImportArgs) -> std::result::Result<(), Box<dyn std::erro
     } = args;
     let precision =
         influx::Precision::parse_v1(&precision).map_err(|e| format!("--precision: {e}"))?;
-    let engine = match Engine::builder(&location.data_dir)
-        .tiers(load_tiers(location.tiers.as_deref())?)
-        .open()
-    {
+    let engine = match engine_builder(&location.data_dir, location.tiers.as_deref())?.open() {
         Err(Error::Locked { holder, .. }) => {
-            return Err(format!(
-                "{} is held by a running tierdb ({holder}); send the file to that server instead, \
-                 e.g. `nc 127.0.0.1 2003 < {file}` (Graphite) or POST it to /write (Influx)",
-                location.data_dir.display()
-            )
-            .into())
+            return Err(held_by_server(&location.data_dir, &holder, &file).into())
         }
         other => other?,
     };
@@ -106,28 +102,75 @@ pub(super) fn run(args: ImportArgs) -> std::result::Result<(), Box<dyn std::erro
         let secs = s.elapsed.as_secs_f64().max(1e-9);
         bar.set_message(format!(
             "{} samples ({:.2} M/s), {} rejected",
-            s.accepted,
-            s.accepted as f64 / secs / 1e6,
+            s.report.accepted,
+            s.report.accepted as f64 / secs / 1e6,
             s.rejected_total()
         ));
         bar.tick();
     })?;
     bar.finish_and_clear();
+    let now = engine.now();
     engine.close()?;
     let secs = summary.elapsed.as_secs_f64().max(1e-9);
+    let report = &summary.report;
     let mut out = format!(
         "imported {} lines in {:.2?}: {:.2} M lines/s; {} samples accepted, {} rejected\n",
         summary.lines,
         summary.elapsed,
         summary.lines as f64 / secs / 1e6,
-        summary.accepted,
+        report.accepted,
         summary.rejected_total()
     );
-    for (reason, n) in &summary.rejected {
+    for (reason, n) in &report.rejected {
         out.push_str(&format!("  {reason}: {n}\n"));
     }
+    if !report.errors.is_empty() {
+        out.push_str("first rejected lines:\n");
+    }
+    for error in &report.errors {
+        out.push_str(&format!(
+            "  line {}: {}: {}\n",
+            error.line, error.reason, error.message
+        ));
+    }
     print(&out)?;
-    Ok(())
+    if !summary.landed_nothing() {
+        return Ok(());
+    }
+    let mut refusal = format!("no sample of {file} was imported");
+    if let Some(hint) = summary.unit_hint(precision, now) {
+        refusal.push_str("; ");
+        refusal.push_str(&hint);
+    }
+    Err(refusal.into())
+}
+
+/// The time refusals a timestamp in the wrong unit earns.
+const TIME_REASONS: [&str; 2] = ["too_old", "too_far_in_future"];
+
+/// The refusal of a directory a server holds: where to send the file instead, from the
+/// addresses the server wrote into the directory (its `SERVER` file), when it did.
+fn held_by_server(dir: &std::path::Path, holder: &str, file: &str) -> String {
+    let announced = (holder.strip_prefix("pid "))
+        .and_then(|pid| pid.trim().parse().ok())
+        .and_then(|pid| Announced::read(dir, pid));
+    let how = match announced {
+        Some(at) => format!(
+            "`nc {} {} < {file}` (Graphite) or `curl --data-binary @{file} \
+             http://{}/write` (Influx)",
+            at.graphite.ip(),
+            at.graphite.port(),
+            at.http
+        ),
+        None => format!(
+            "`nc HOST PORT < {file}` to its Graphite listener or POST it to its /write \
+             (Influx); it announced no addresses here"
+        ),
+    };
+    format!(
+        "{} is held by a running tierdb ({holder}); send the file to that server instead: {how}",
+        dir.display()
+    )
 }
 
 /// What an import did.
@@ -135,10 +178,14 @@ pub(super) fn run(args: ImportArgs) -> std::result::Result<(), Box<dyn std::erro
 pub struct ImportSummary {
     /// Lines read (blank lines and comments included).
     pub lines: u64,
-    /// Samples that landed.
-    pub accepted: u64,
-    /// Lines, fields or samples refused, by reason.
-    pub rejected: BTreeMap<&'static str, u64>,
+    /// Samples accepted, refusals by reason, and the first refused lines with their
+    /// numbers: what the HTTP API answers a write with.
+    pub report: IngestReport,
+    /// The format read (detected or given); `None` when the input had no data line.
+    pub format: Option<Format>,
+    /// The first sample's timestamp as written in the input (Graphite: seconds; Influx: in
+    /// the unit --precision says), to tell a wrong unit.
+    pub first_ts: Option<i64>,
     /// Wall time.
     #[serde(skip)]
     pub elapsed: Duration,
@@ -147,7 +194,66 @@ pub struct ImportSummary {
 impl ImportSummary {
     /// Refusals of every reason.
     pub fn rejected_total(&self) -> u64 {
-        self.rejected.values().sum()
+        self.report.rejected_total()
+    }
+
+    /// True when the import is a failure: no sample landed, and not because every one was
+    /// already stored (all refused as `counter_out_of_order`, what importing a file again
+    /// after an interrupted import gives for counters).
+    pub fn landed_nothing(&self) -> bool {
+        let report = &self.report;
+        let already_stored = report.rejected_total() > 0
+            && (report.rejected.keys()).all(|&reason| reason == "counter_out_of_order");
+        report.accepted == 0 && !already_stored
+    }
+
+    /// When nothing was accepted and every refusal was for the sample's time, and the first
+    /// timestamp read in another unit is a recent time: a sentence naming that unit and the
+    /// flag that reads it ("timestamps look like seconds: try --precision s").
+    pub fn unit_hint(&self, precision: influx::Precision, now: Timestamp) -> Option<String> {
+        let report = &self.report;
+        let timed: u64 = TIME_REASONS
+            .iter()
+            .filter_map(|reason| report.rejected.get(reason))
+            .sum();
+        if report.accepted > 0 || timed == 0 || timed != report.rejected_total() {
+            return None;
+        }
+        let raw = self.first_ts?;
+        let units = [
+            (influx::Precision::Nanoseconds, "nanoseconds", "ns"),
+            (influx::Precision::Microseconds, "microseconds", "u"),
+            (influx::Precision::Milliseconds, "milliseconds", "ms"),
+            (influx::Precision::Seconds, "seconds", "s"),
+        ];
+        // Recent: within the ten years before now and the day after.
+        let recent = |ts: Timestamp| ts > now - 10 * 365 * 86_400 && ts < now + 86_400;
+        let graphite = self.format == Some(Format::Graphite);
+        let read_as = if graphite {
+            influx::Precision::Seconds
+        } else {
+            precision
+        };
+        let (_, unit, flag) = units
+            .into_iter()
+            .filter(|(unit, _, _)| *unit != read_as)
+            .find(|(unit, _, _)| unit.to_seconds(raw).is_some_and(recent))?;
+        let first = format_ts(read_as.to_seconds(raw).unwrap_or(raw));
+        let read_unit = (units.iter())
+            .find(|(unit, _, _)| *unit == read_as)
+            .map_or("minutes or hours", |(_, name, _)| *name);
+        Some(if graphite {
+            format!(
+                "its timestamps look like {unit} (the first, read as Graphite's seconds, is \
+                 {first}): convert them to seconds, or write the data as Influx lines and \
+                 import them with --precision {flag}"
+            )
+        } else {
+            format!(
+                "its timestamps look like {unit} (the first, read as {read_unit}, is \
+                 {first}): try --precision {flag}"
+            )
+        })
     }
 }
 
@@ -165,37 +271,36 @@ pub fn import(
     mut progress: impl FnMut(&ImportSummary),
 ) -> Result<ImportSummary> {
     let started = Instant::now();
-    let (full_tx, full_rx) = crossbeam_channel::bounded::<Vec<Sample>>(2);
-    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Vec<Sample>>(3);
+    let (full_tx, full_rx) = crossbeam_channel::bounded::<Batch>(2);
+    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Batch>(3);
     for _ in 0..3 {
-        let _ = empty_tx.send(Vec::with_capacity(BATCH));
+        let _ = empty_tx.send(Batch::default());
     }
     let mut summary = ImportSummary::default();
     let parsed = std::thread::scope(|scope| {
         let parser = scope.spawn(|| {
             let mut parser = Parser::new(engine, format, precision, full_tx, empty_rx);
             let result = parser.run(input);
-            (parser.lines, parser.rejected, result)
+            (
+                parser.lines,
+                parser.report,
+                parser.format,
+                parser.first_ts,
+                result,
+            )
         });
         // On a write failure keep draining, so the parser is never left blocked on a full
         // channel; the failure is reported once it has finished.
         let mut failure = None;
         for mut batch in full_rx.iter() {
             if failure.is_none() {
-                match engine.record_batch(&batch) {
-                    Ok(report) => {
-                        summary.accepted += report.accepted;
-                        for reason in crate::sample::RejectReason::ALL {
-                            let n = report.rejected(reason);
-                            if n > 0 {
-                                *summary.rejected.entry(reason.as_str()).or_default() += n;
-                            }
-                        }
-                    }
+                match engine.record_batch(&batch.samples) {
+                    Ok(written) => merge(&mut summary.report, &written, &batch.lines),
                     Err(e) => failure = Some(e),
                 }
             }
-            batch.clear();
+            batch.samples.clear();
+            batch.lines.clear();
             let _ = empty_tx.send(batch);
             summary.elapsed = started.elapsed();
             progress(&summary);
@@ -207,15 +312,23 @@ pub fn import(
             .join()
             .map_err(|_| Error::Poisoned("the import parser thread panicked".into()))
     })?;
-    let (lines, rejected, result) = parsed;
+    let (lines, parse_report, format, first_ts, result) = parsed;
     result?;
     summary.lines = lines;
-    for (reason, n) in rejected {
-        *summary.rejected.entry(reason).or_default() += n;
-    }
+    summary.format = format;
+    summary.first_ts = first_ts;
+    summary.report.absorb(parse_report);
     summary.elapsed = started.elapsed();
     progress(&summary);
     Ok(summary)
+}
+
+/// Samples handed from the parser to the writer, with the input line of each, so a refusal
+/// names its line.
+#[derive(Default)]
+struct Batch {
+    samples: Vec<Sample>,
+    lines: Vec<usize>,
 }
 
 /// The reading and parsing side of an import.
@@ -223,12 +336,15 @@ struct Parser<'a> {
     engine: &'a Engine,
     format: Option<Format>,
     precision: influx::Precision,
-    full: crossbeam_channel::Sender<Vec<Sample>>,
-    empty: crossbeam_channel::Receiver<Vec<Sample>>,
-    batch: Vec<Sample>,
+    full: crossbeam_channel::Sender<Batch>,
+    empty: crossbeam_channel::Receiver<Batch>,
+    batch: Batch,
     ids: SeriesIds,
     lines: u64,
-    rejected: BTreeMap<&'static str, u64>,
+    /// Lines and fields refused while parsing.
+    report: IngestReport,
+    /// The first timestamp as written (see [`ImportSummary::first_ts`]).
+    first_ts: Option<i64>,
     now: i64,
 }
 
@@ -237,19 +353,20 @@ impl<'a> Parser<'a> {
         engine: &'a Engine,
         format: Option<Format>,
         precision: influx::Precision,
-        full: crossbeam_channel::Sender<Vec<Sample>>,
-        empty: crossbeam_channel::Receiver<Vec<Sample>>,
+        full: crossbeam_channel::Sender<Batch>,
+        empty: crossbeam_channel::Receiver<Batch>,
     ) -> Parser<'a> {
         Parser {
             engine,
             format,
             precision,
-            batch: Vec::new(),
+            batch: Batch::default(),
             full,
             empty,
             ids: SeriesIds::default(),
             lines: 0,
-            rejected: BTreeMap::new(),
+            report: IngestReport::default(),
+            first_ts: None,
             now: engine.now(),
         }
     }
@@ -286,17 +403,23 @@ impl<'a> Parser<'a> {
             match format {
                 Format::Graphite => match graphite::parse_line(&line) {
                     Ok(Some(parsed)) => {
+                        self.first_ts = self.first_ts.or(parsed.ts);
                         let ts = parsed.ts.unwrap_or(self.now);
                         self.push(&parsed.series, ts, parsed.value)?;
                     }
                     Ok(None) => {}
-                    Err(e) => self.reject(e.as_str()),
+                    Err(e) => self.reject(e.as_str(), e.to_string()),
                 },
                 Format::Influx => {
                     let Ok(text) = std::str::from_utf8(&line) else {
-                        self.reject("invalid_utf8");
+                        self.reject("invalid_utf8", "the line is not UTF-8".into());
                         continue;
                     };
+                    if self.first_ts.is_none() {
+                        // The timestamp as written: the line's last field, when a number.
+                        self.first_ts = (text.trim_end().rsplit(' ').next())
+                            .and_then(|field| field.parse().ok());
+                    }
                     points.clear();
                     skipped.clear();
                     match influx::parse_line(text, self.precision, &mut points, &mut skipped) {
@@ -309,10 +432,13 @@ impl<'a> Parser<'a> {
                                 )?;
                             }
                             for skip in &skipped {
-                                self.reject(skip.as_str());
+                                self.reject(
+                                    skip.as_str(),
+                                    format!("field skipped: {}", skip.as_str()),
+                                );
                             }
                         }
-                        Err(e) => self.reject(e.as_str()),
+                        Err(e) => self.reject(e.as_str(), e.to_string()),
                     }
                 }
             }
@@ -328,15 +454,16 @@ impl<'a> Parser<'a> {
                     self.ids.insert(series, id);
                     id
                 }
-                Err(Error::InvalidSeries { .. }) => {
-                    self.reject("invalid_series");
+                Err(e @ Error::InvalidSeries { .. }) => {
+                    self.reject("invalid_series", e.to_string());
                     return Ok(());
                 }
                 Err(e) => return Err(e),
             },
         };
-        self.batch.push(Sample::new(id, ts, value));
-        if self.batch.len() >= BATCH {
+        self.batch.samples.push(Sample::new(id, ts, value));
+        self.batch.lines.push(self.lines as usize);
+        if self.batch.samples.len() >= BATCH {
             self.send()?;
             self.batch = self.empty.recv().unwrap_or_default();
         }
@@ -344,7 +471,7 @@ impl<'a> Parser<'a> {
     }
 
     fn send(&mut self) -> Result<()> {
-        if self.batch.is_empty() {
+        if self.batch.samples.is_empty() {
             return Ok(());
         }
         self.full
@@ -352,8 +479,8 @@ impl<'a> Parser<'a> {
             .map_err(|_| Error::Poisoned("the import writer stopped".into()))
     }
 
-    fn reject(&mut self, reason: &'static str) {
-        *self.rejected.entry(reason).or_default() += 1;
+    fn reject(&mut self, reason: &'static str, message: String) {
+        self.report.reject(self.lines as usize, reason, || message);
     }
 }
 
@@ -400,7 +527,8 @@ impl SeriesIds {
 
 #[cfg(test)]
 mod tests {
-    use super::{detect, Format, SeriesIds};
+    use super::{detect, Format, ImportSummary, SeriesIds};
+    use crate::ingest::influx::Precision;
     use crate::registry::SeriesId;
 
     #[test]
@@ -434,5 +562,55 @@ mod tests {
             Format::Influx
         );
         assert_eq!(detect("cpu usage=1i"), Format::Influx);
+    }
+
+    fn summary(format: Format, first_ts: i64, rejected: &[(&'static str, u64)]) -> ImportSummary {
+        let mut summary = ImportSummary {
+            format: Some(format),
+            first_ts: Some(first_ts),
+            ..ImportSummary::default()
+        };
+        for &(reason, n) in rejected {
+            for line in 0..n {
+                summary
+                    .report
+                    .reject(line as usize + 1, reason, String::new);
+            }
+        }
+        summary
+    }
+
+    #[test]
+    fn a_wrong_unit_is_named_only_when_every_refusal_is_for_the_time() {
+        let now = 1_795_000_000;
+        let seconds = summary(Format::Influx, now, &[("too_old", 2)]);
+        let hint = seconds.unit_hint(Precision::Nanoseconds, now).unwrap();
+        assert!(
+            hint.contains("look like seconds") && hint.ends_with("try --precision s"),
+            "{hint}"
+        );
+        let millis = summary(Format::Influx, now * 1000, &[("too_far_in_future", 1)]);
+        let hint = millis.unit_hint(Precision::Seconds, now).unwrap();
+        assert!(hint.ends_with("try --precision ms"), "{hint}");
+        let graphite = summary(Format::Graphite, now * 1000, &[("too_far_in_future", 1)]);
+        assert!(graphite
+            .unit_hint(Precision::Nanoseconds, now)
+            .unwrap()
+            .contains("milliseconds"));
+        // Another refusal beside the time ones, or a timestamp recent in no unit: no hint.
+        let mixed = summary(Format::Influx, now, &[("too_old", 1), ("invalid_field", 1)]);
+        assert_eq!(mixed.unit_hint(Precision::Nanoseconds, now), None);
+        let nowhere = summary(Format::Influx, 12_345, &[("too_old", 1)]);
+        assert_eq!(nowhere.unit_hint(Precision::Nanoseconds, now), None);
+    }
+
+    #[test]
+    fn nothing_landed_fails_unless_every_sample_was_already_stored() {
+        assert!(summary(Format::Graphite, 0, &[("too_old", 1)]).landed_nothing());
+        assert!(summary(Format::Graphite, 0, &[]).landed_nothing());
+        assert!(!summary(Format::Graphite, 0, &[("counter_out_of_order", 3)]).landed_nothing());
+        let mut some = summary(Format::Graphite, 0, &[("too_old", 1)]);
+        some.report.accepted = 1;
+        assert!(!some.landed_nothing());
     }
 }

@@ -1,12 +1,13 @@
-//! `tierdb info`: the tiers, the window each holds, files and bytes on disk, and the series
-//! count, as a table for people or the engine's stats as JSON.
+//! `tierdb info`: the tiers, the window each holds, files and bytes on disk, how the space
+//! is used, and the series count, as a table for people or the engine's stats as JSON.
 
 use clap::Args;
 
 use super::{open_reader, print, Location};
 use crate::Engine;
 
-/// Shows the tiers, the window each holds, files and bytes on disk, and series count.
+/// Shows the tiers, the window each holds, files and bytes on disk, how the space is used
+/// (hot file size per chunk, chunks in use, series per chunk), and series count.
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:\n  tierdb info\n  tierdb info --data-dir /var/lib/tierdb --json")]
 pub struct InfoArgs {
@@ -32,8 +33,9 @@ pub(super) fn run(args: InfoArgs) -> Result<(), Box<dyn std::error::Error>> {
 /// `info` for people: one row per tier with its window and disk use, then totals.
 fn info_table(engine: &Engine) -> String {
     let stats = engine.stats();
+    let slots = engine.config().engine.series_per_chunk;
     let mut out = format!(
-        "data directory {}\nseries {} ({} counters)\n\n{:<6} {:>10} {:>8} {:>10}  {:<20}  {:<20}  {:>6} {:>11}\n",
+        "data directory {}\nseries {} ({} counters)\n\n{:<6} {:>10} {:>8} {:>10}  {:<20}  {:<20}  {:>6} {:>11} {:>11}\n",
         engine.dir().display(),
         stats.series,
         stats.counters,
@@ -44,7 +46,8 @@ fn info_table(engine: &Engine) -> String {
         "holds from",
         "newest period",
         "files",
-        "bytes"
+        "bytes",
+        "hot file"
     );
     for tier in &stats.tiers {
         let held_from = tier
@@ -57,8 +60,13 @@ fn info_table(engine: &Engine) -> String {
             .newest_period
             .map(crate::time::format_ts)
             .unwrap_or_else(|| "-".into());
+        let hot_file = (engine.config().tiers.iter())
+            .find(|spec| spec.name == tier.name)
+            .map_or("-".to_owned(), |spec| {
+                human_bytes(hot_file_len(spec, slots))
+            });
         out.push_str(&format!(
-            "{:<6} {:>10} {:>8} {:>10}  {:<20}  {:<20}  {:>6} {:>11}\n",
+            "{:<6} {:>10} {:>8} {:>10}  {:<20}  {:<20}  {:>6} {:>11} {:>11}\n",
             tier.name,
             // The raw tier keeps exact points: no bucket width to show.
             if tier.kind == "raw" {
@@ -71,9 +79,24 @@ fn info_table(engine: &Engine) -> String {
             held_from,
             newest,
             tier.disk.files,
-            human_bytes(tier.disk.bytes)
+            human_bytes(tier.disk.bytes),
+            hot_file
         ));
     }
+    let chunks = stats.series.div_ceil(slots as usize);
+    let free = chunks * slots as usize - stats.series;
+    let total: u64 = stats.tiers.iter().map(|t| t.disk.bytes).sum();
+    out.push_str(&format!(
+        "\nspace: {} in period files. A hot file holds one period of one chunk of {slots} \
+         series slots (series_per_chunk), preallocated whole: {} series use {chunks} \
+         chunk{} ({free} slots free), and a chunk costs the same with 1 series or {slots}. \
+         Ended periods are compacted to a few bytes per bucket written; for a handful of \
+         series, a directory created with a smaller series_per_chunk (tiers.toml [engine], \
+         16 at least) reserves less.\n",
+        human_bytes(total),
+        stats.series,
+        if chunks == 1 { "" } else { "s" },
+    ));
     if !stats.orphaned_tiers.is_empty() {
         out.push_str(&format!(
             "\ntier directories no longer configured (left in place): {}\n",
@@ -85,6 +108,19 @@ fn info_table(engine: &Engine) -> String {
          server's /metrics (tierdb_samples_rejected_total)\n",
     );
     out
+}
+
+/// Bytes of one hot period file of `tier` with `slots` series slots.
+fn hot_file_len(tier: &crate::config::TierSpec, slots: u32) -> u64 {
+    crate::storage::format::PeriodMeta {
+        tier: tier.name.clone(),
+        resolution: tier.resolution,
+        period: tier.period,
+        period_start: 0,
+        slots,
+        chunk: 0,
+    }
+    .file_len()
 }
 
 fn human_bytes(bytes: u64) -> String {

@@ -155,6 +155,7 @@ fn group_results(result: &AggregateResult) -> Vec<QueryResult> {
                 points: group.points.clone(),
                 before: None,
                 after: None,
+                not_retained: None,
             }
         })
         .collect()
@@ -178,6 +179,7 @@ mod tests {
             ],
             before: None,
             after: None,
+            not_retained: None,
         }
     }
 

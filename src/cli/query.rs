@@ -2,16 +2,22 @@
 
 use clap::Args;
 
-use super::{build_query, open_reader, output, print, Location, OutputFormat, Points};
+use super::{
+    build_query, note_not_retained, open_reader, output, print, Location, OutputFormat, Points,
+    TagFilters,
+};
 
 /// Queries one series at a zoom level.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  tierdb query 'cpu.user{host=web-1}' --range 6h\n  tierdb query cpu.user{host=web-1} --tier 1h --range 7d --display max --format csv\n  tierdb query http.requests{host=web-1} --from 2025-11-20T00:00:00Z --to now --display per_sec --step 1h"
+    after_help = "Examples:\n  tierdb query 'cpu.user{host=web-1}' --range 6h\n  tierdb query 'cpu.user;host=web-1' --from -6h\n  tierdb query cpu.user --tag host=web-1 --tier 1h --range 7d --display max --format csv\n  tierdb query 'http.requests{host=web-1}' --from 2025-11-20 --to now --display per_sec --step 1h"
 )]
 pub struct QueryArgs {
-    /// The series: `name` or `name{k=v,...}`.
+    /// The series: `name`, `name{k=v,...}` or Graphite's `name;k=v;...`. A name (with some
+    /// of its tags) that only one series has names that series.
     series: String,
+    #[command(flatten)]
+    filters: TagFilters,
     #[command(flatten)]
     points: Points,
     #[command(flatten)]
@@ -21,9 +27,10 @@ pub struct QueryArgs {
 /// Prints the series over the window in the chosen format.
 pub(super) fn run(args: QueryArgs) -> Result<(), Box<dyn std::error::Error>> {
     let engine = open_reader(&args.location)?;
-    let mut query = build_query(&engine, args.series, &args.points.window)?;
+    let mut query = build_query(&engine, &args.series, &args.filters, &args.points.window)?;
     query.step = args.points.step;
     let result = engine.query(&query)?;
+    note_not_retained(&engine, &result);
     let text = match args.points.format {
         OutputFormat::Table => output::table(&result),
         OutputFormat::Csv => result.csv(),

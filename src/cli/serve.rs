@@ -11,7 +11,8 @@ use clap::Args;
 
 mod cluster;
 
-use super::{load_tiers, Listen, Location};
+use super::{engine_builder, Listen, Location};
+use crate::server::announce::{self, Announced};
 use crate::server::statsd::StatsdListener;
 use crate::server::{Limits, Listeners, State};
 use crate::time::Span;
@@ -121,31 +122,41 @@ pub(super) fn positive_span(text: &str) -> Result<Duration, String> {
     }
 }
 
-/// Opens the data directory (locking it) and serves it until stopped.
+/// Binds the listeners, then opens the data directory (locking it) and serves it until
+/// stopped. Binding first means a busy port fails before the directory is created.
 pub(super) fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     if args.cluster.urls.is_some() {
         return cluster::run(&args.location, &args.listen, &args.cluster);
     }
-    let engine = Arc::new(
-        Engine::builder(&args.location.data_dir)
-            .tiers(load_tiers(args.location.tiers.as_deref())?)
-            .open()?,
-    );
-    until_shutdown(engine, &args.listen, |_| Ok(None))
+    let builder = engine_builder(&args.location.data_dir, args.location.tiers.as_deref())?;
+    until_shutdown(|| builder.open(), &args.listen, |_| Ok(None))
 }
 
 /// A thread running beside the server (the demo agent) and the flag that stops it.
 type Companion = (Arc<AtomicBool>, JoinHandle<()>);
 
-/// Runs the server on `engine` until SIGTERM or Ctrl-C; `before_ready` may start a
-/// companion (the demo agent) once the sockets are bound.
+/// Binds the listeners, then opens the engine with `open` (so a busy port leaves no data
+/// directory behind), writes the addresses into the directory's `SERVER` file
+/// ([`crate::server::announce`]) and runs the server until SIGTERM or Ctrl-C; `before_ready`
+/// may start a companion (the demo agent). The file is removed at the end.
 pub(super) fn until_shutdown(
-    engine: Arc<Engine>,
+    open: impl FnOnce() -> crate::Result<Engine>,
     listen: &Listen,
     before_ready: impl FnOnce(&Arc<Engine>) -> crate::Result<Option<Companion>>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let (runtime, listeners) = bind_and_announce(listen)?;
-    let http = listeners.addrs()?.0;
+    let engine = Arc::new(open()?);
+    let (http, graphite, _) = listeners.addrs()?;
+    let dir = engine.dir().to_path_buf();
+    let announced = Announced {
+        pid: std::process::id(),
+        http,
+        graphite,
+        statsd: (listeners.statsd.as_ref())
+            .map(|s| s.local_addr())
+            .transpose()?,
+    };
+    announced.write(&dir)?;
     let companion = before_ready(&engine)?;
     println!("tierdb: dashboard at http://{http}/");
     println!("tierdb: ready");
@@ -160,6 +171,7 @@ pub(super) fn until_shutdown(
         let _ = handle.join();
     }
     drop(runtime);
+    announce::remove(&dir);
     served?;
     if let Ok(engine) = Arc::try_unwrap(engine) {
         engine.close()?;

@@ -620,3 +620,69 @@ fn refuses_impossible_raw_tiers() {
         "needs a resolution",
     );
 }
+
+#[test]
+fn the_stored_form_reads_back_equal() {
+    let mut config = TiersConfig::default();
+    config.counters.names = vec!["*_total".into(), "a\"b".into()];
+    config.counters.tags = vec![("type".into(), "counter".into())];
+    config.engine.max_points = 700;
+    config.tiers[0].create_ahead = 0;
+    config.raw = Some(RawTierSpec {
+        name: "raw".into(),
+        period: Span::from_secs(86_400),
+        retention: Span::from_secs(7 * 86_400),
+        create_ahead: 2,
+        dedupe_unchanged: true,
+    });
+    for config in [TiersConfig::default(), config] {
+        let text = config.to_toml();
+        assert_eq!(
+            TiersConfig::from_toml_str(&text, "stored").unwrap(),
+            config,
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn differences_name_the_tier_the_field_and_both_values() {
+    let stored = TiersConfig::default();
+    let mut given = stored.clone();
+    given.tiers[0].period = Span::from_secs(86_400);
+    given.tiers[1].retention = Span::from_secs(30 * 86_400);
+    given.tiers.pop();
+    let found: Vec<(String, bool)> = super::differences(&stored, &given)
+        .iter()
+        .map(|d| (d.to_string(), d.layout))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                r#"tier "1m" period: 6h in the directory, 1d given"#.to_owned(),
+                true
+            ),
+            (
+                r#"tier "5m" retention: 14d in the directory, 30d given"#.to_owned(),
+                false
+            ),
+            (
+                r#"tier "1d": present in the directory, absent given"#.to_owned(),
+                false
+            ),
+        ]
+    );
+    use crate::storage::stored_tiers::{read_stored, stored_path, write_stored};
+    let dir = tempfile::tempdir().unwrap();
+    let err = super::check_given(&stored_path(dir.path()), &stored, &given).unwrap_err();
+    assert!(err
+        .to_string()
+        .contains(r#"tier "1m" period: 6h in the directory, 1d given"#));
+    assert!(!err.to_string().contains("retention"), "{err}");
+    assert!(err.to_string().contains("tiers.toml records"), "{err}");
+    assert!(super::check_given(&stored_path(dir.path()), &stored, &stored).is_ok());
+    assert!(read_stored(dir.path()).unwrap().is_none());
+    write_stored(dir.path(), &given).unwrap();
+    assert_eq!(read_stored(dir.path()).unwrap(), Some(given));
+}

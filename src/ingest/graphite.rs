@@ -13,6 +13,7 @@ mod tests;
 use std::borrow::Cow;
 use std::ops::Range;
 
+use crate::registry::split_graphite_tags;
 use crate::time::Timestamp;
 use crate::SeriesKey;
 
@@ -213,34 +214,13 @@ fn series(text: &str, class: u8) -> Result<Cow<'_, str>, GraphiteError> {
     let key = if class & TAGS == 0 {
         SeriesKey::new(text, std::iter::empty::<(&str, &str)>())
     } else {
-        let (name, tags) = split_tags(text)?;
+        let (name, tags) = split_graphite_tags(text).ok_or(GraphiteError::InvalidName)?;
         SeriesKey::new(name, tags)
     };
     // Only the length limit is left for `SeriesKey` to refuse, and a path that fits in
     // MAX_LINE cannot reach it; mapped anyway rather than trusted.
     key.map(|key| Cow::Owned(key.to_string()))
         .map_err(|_| GraphiteError::InvalidName)
-}
-
-/// Tag keys and values, borrowed from the line.
-type Tags<'a> = Vec<(&'a str, &'a str)>;
-
-/// Splits `name;k=v;k2=v2` into the name and its tags, sorted by key, a repeated key keeping
-/// its last value.
-fn split_tags(text: &str) -> Result<(&str, Tags<'_>), GraphiteError> {
-    let mut segments = text.split(';');
-    let name = segments.next().unwrap_or_default();
-    if name.is_empty() {
-        return Err(GraphiteError::InvalidName);
-    }
-    let mut tags = segments
-        .map(|segment| match segment.split_once('=') {
-            Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k, v)),
-            _ => Err(GraphiteError::InvalidName),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    super::sort_tags_last_wins(&mut tags);
-    Ok((name, tags))
 }
 
 /// The value field (`None` when it is not UTF-8).

@@ -15,6 +15,7 @@ fn result(series: &str, display: Display, points: Vec<(Timestamp, Option<f64>)>)
         points,
         before: None,
         after: None,
+        not_retained: None,
     }
 }
 
@@ -378,6 +379,7 @@ fn samples_for_eyes() {
                 points,
                 before: None,
                 after: None,
+                not_retained: None,
             }
         })
         .collect();
@@ -394,6 +396,7 @@ fn samples_for_eyes() {
             .collect(),
         before: None,
         after: None,
+        not_retained: None,
     }];
     render(&days, &out("months.png"), "temperature change").unwrap();
 

@@ -54,7 +54,8 @@ impl SeriesKey {
     }
 
     /// Parses the canonical text form `name` or `name{k=v,k2=v2}`; tags may come in any
-    /// order and are sorted. `\\`, `\,`, `\=`, `\{` and `\}` stand for the literal character
+    /// order and are sorted. Text that is not of that form but is Graphite's tagged path
+    /// (`name;k=v;k2=v2`, how Graphite senders write tags) is read as that path's series. `\\`, `\,`, `\=`, `\{` and `\}` stand for the literal character
     /// anywhere in the name, keys and values.
     ///
     /// # Errors
@@ -67,7 +68,14 @@ impl SeriesKey {
             input: text.to_owned(),
             reason,
         };
-        let (name, tags) = parse_parts(text).map_err(invalid)?;
+        let (name, tags) = match parse_parts(text) {
+            Ok(parts) => parts,
+            // Graphite's tagged form, as the series was sent: `name;k=v;k2=v2`.
+            Err(reason) => match graphite_form(text) {
+                Some(key) => return Ok(key),
+                None => return Err(invalid(reason)),
+            },
+        };
         Self::build(name, tags).map_err(|(_, reason)| invalid(reason))
     }
 
@@ -361,4 +369,50 @@ fn read_part(
         }
     }
     Ok((out, None))
+}
+
+/// The key of Graphite's tagged path `text` (`name;k=v;...`), when it is one: the key
+/// Graphite ingest stores that path under.
+fn graphite_form(text: &str) -> Option<SeriesKey> {
+    if text.contains('{') {
+        return None;
+    }
+    let (name, tags) = split_graphite_tags(text)?;
+    SeriesKey::new(name, tags).ok()
+}
+
+/// Splits Graphite's tagged path `name;k=v;k2=v2` into the name and its tags, sorted by key,
+/// a repeated key keeping its last value; `None` for an empty name or a tag that is not
+/// `k=v` with both sides non-empty. Graphite ingest and [`SeriesKey::parse`] share it.
+pub fn split_graphite_tags(text: &str) -> Option<(&str, Vec<(&str, &str)>)> {
+    let mut segments = text.split(';');
+    let name = segments.next().unwrap_or_default();
+    if name.is_empty() {
+        return None;
+    }
+    let mut tags = segments
+        .map(|segment| match segment.split_once('=') {
+            Some((k, v)) if !k.is_empty() && !v.is_empty() => Some((k, v)),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    if tags.is_empty() {
+        return None;
+    }
+    sort_tags_last_wins(&mut tags);
+    Some((name, tags))
+}
+
+/// Sorts tags given in line order by key, a repeated key keeping its last value (as Graphite
+/// 1.1 does with repeated tags).
+pub fn sort_tags_last_wins(tags: &mut Vec<(&str, &str)>) {
+    // Stable, so a repeated key's occurrences stay in line order and the last one wins.
+    tags.sort_by(|a, b| a.0.cmp(b.0));
+    tags.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 = later.1;
+        }
+        same
+    });
 }

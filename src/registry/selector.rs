@@ -86,13 +86,20 @@ impl Selector {
     }
 
     /// Parses `glob` or `glob{k=v,k!=v}`. Inside the braces, `\,` `\=` `\{` `\}` `\\` stand
-    /// for the literal character, as in series keys.
+    /// for the literal character, as in series keys. Graphite's tagged form,
+    /// `glob;k=v;k!=v`, is read as the same selector.
     ///
     /// # Errors
     /// [`Error::InvalidQuery`] naming the text when it does not follow that form.
     pub fn parse(text: &str) -> Result<Selector> {
         let invalid = |reason: String| Error::InvalidQuery(format!("selector {text:?}: {reason}"));
-        let (pattern, tags) = parse_parts(text).map_err(invalid)?;
+        let (pattern, tags) = match parse_parts(text) {
+            Ok(parts) => parts,
+            Err(reason) => match graphite_form(text) {
+                Some(selector) => return selector.map_err(|e| invalid(e.to_string())),
+                None => return Err(invalid(reason)),
+            },
+        };
         if pattern.is_empty() {
             return Err(invalid(
                 "the name pattern is empty (use * for every name)".into(),
@@ -134,6 +141,20 @@ impl fmt::Display for Selector {
         }
         Ok(())
     }
+}
+
+/// The selector Graphite's tagged form `glob;k=v;k2!=v2` names, when `text` has that form:
+/// a `;` and no braces.
+fn graphite_form(text: &str) -> Option<Result<Selector>> {
+    if !text.contains(';') || text.contains('{') {
+        return None;
+    }
+    let mut parts = text.split(';');
+    let pattern = parts.next().unwrap_or_default();
+    if pattern.is_empty() {
+        return None;
+    }
+    Some(Selector::new(pattern).with_tags(parts))
 }
 
 #[cfg(test)]

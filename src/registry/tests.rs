@@ -705,3 +705,17 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn graphite_tagged_paths_parse_as_the_key_ingest_stores() {
+    let key = SeriesKey::parse("app.requests;host=web1;dc=eu").unwrap();
+    assert_eq!(key.as_str(), "app.requests{dc=eu,host=web1}");
+    let selector = Selector::parse("app.*;dc=eu;host!=web2").unwrap();
+    assert_eq!(
+        selector,
+        Selector::parse("app.*{dc=eu,host!=web2}").unwrap()
+    );
+    // A `;` without tags stays part of the name, as before.
+    assert_eq!(SeriesKey::parse("a;b").unwrap().name(), "a;b");
+    assert!(SeriesKey::parse("app;host=").is_err());
+}

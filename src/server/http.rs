@@ -32,7 +32,7 @@ use crate::ingest::prom_remote;
 use crate::query::{Display, Query, TierChoice};
 use crate::registry::{Selector, SeriesKey, TagFilter};
 use crate::time::{parse_time, Span};
-use crate::ReadBudget;
+use crate::{Engine, Error, ReadBudget};
 use json_body::{ArraySplitter, Element};
 
 /// The router of every endpoint. The token check wraps the API and unknown paths; the
@@ -461,6 +461,22 @@ fn too_large(max_body: usize) -> Response {
 
 /// The series a request names: `series=name{k=v}`, or `series=name` plus `tag=k=v` pairs
 /// (read as [`TagFilter`]s; only `k=v` names a series, so `k!=v` is refused).
+/// The 404 message for a query of a series that does not exist, with the series of that
+/// name or near names when the registry has some ([`crate::registry::Candidates::hint`]).
+fn unknown_series(engine: &Engine, error: &Error) -> String {
+    const SUGGESTIONS: usize = 5;
+    let Error::UnknownSeries(text) = error else {
+        return error.to_string();
+    };
+    match engine.registry().candidates(text, &[], SUGGESTIONS) {
+        Ok(found) => match found.hint() {
+            Some(hint) => format!("{error}; {hint}"),
+            None => error.to_string(),
+        },
+        Err(_) => error.to_string(),
+    }
+}
+
 fn series_param(params: &Params) -> Result<String, ApiError> {
     let name = params.get("series").ok_or_else(|| {
         ApiError::BadRequest("series: missing (series=name or series=name{k=v,...})".into())
@@ -529,18 +545,9 @@ fn read_params(state: &State, params: &Params) -> Result<ReadParams, ApiError> {
     };
     let to = time("to", now)?;
     let from = time("from", to.saturating_sub(3600))?;
-    let tier = TierChoice::from(params.get("tier").unwrap_or("auto"));
-    if let TierChoice::Named(name) = &tier {
-        if state.tiers().tier_index(name).is_none() && !state.tiers().is_raw(name) {
-            let known: Vec<&str> = (state.tiers().tiers.iter().map(|t| t.name.as_str()))
-                .chain(state.tiers().raw.iter().map(|r| r.name.as_str()))
-                .collect();
-            return Err(ApiError::BadRequest(format!(
-                "tier: unknown tier {name:?} (configured: {}, or auto)",
-                known.join(", ")
-            )));
-        }
-    }
+    let tier = (state.tiers())
+        .tier_choice(params.get("tier").unwrap_or("auto"))
+        .map_err(|e| ApiError::BadRequest(format!("tier: {e}")))?;
     let display = match params.get("display") {
         Some(display) => display
             .parse::<Display>()
@@ -587,7 +594,12 @@ async fn query(
     let result = match &state.backend {
         Backend::Engine(engine) => {
             let engine = Arc::clone(engine);
-            blocking(move || engine.query(&query)).await?
+            let answer = blocking(move || match engine.query(&query) {
+                Err(e @ Error::UnknownSeries(_)) => Ok(Err(unknown_series(&engine, &e))),
+                other => other.map(Ok),
+            })
+            .await?;
+            answer.map_err(ApiError::NotFound)?
         }
         Backend::Cluster(node) => {
             fanout::query(node, query, strong(&params)?, state.token.as_deref()).await?

@@ -84,7 +84,30 @@ impl IngestReport {
         reason: &'static str,
         message: impl FnOnce() -> String,
     ) {
-        self.refuse_many(stats, reason, 1);
+        stats.count_rejected(reason, 1);
+        self.reject(line, reason, message);
+    }
+
+    /// Adds `other`'s counts and first refusals (kept in line order) to this report.
+    pub(crate) fn absorb(&mut self, other: IngestReport) {
+        self.accepted += other.accepted;
+        for (reason, n) in other.rejected {
+            self.count(reason, n);
+        }
+        for error in other.errors {
+            self.note(error.line, error.reason, || error.message);
+        }
+    }
+
+    /// Counts one refused line (or field, or sample) of `line` under `reason` here only (an
+    /// import, which has no server totals), and keeps its message if it is among the first.
+    pub(crate) fn reject(
+        &mut self,
+        line: usize,
+        reason: &'static str,
+        message: impl FnOnce() -> String,
+    ) {
+        self.count(reason, 1);
         self.note(line, reason, message);
     }
 
@@ -508,7 +531,7 @@ impl Writer {
 
 /// Adds what the engine said about a written batch to `report`; `lines` maps the batch's
 /// positions to lines.
-fn merge(report: &mut IngestReport, written: &BatchReport, lines: &[usize]) {
+pub(crate) fn merge(report: &mut IngestReport, written: &BatchReport, lines: &[usize]) {
     report.accepted += written.accepted;
     for reason in RejectReason::ALL {
         let n = written.rejected(reason);

@@ -1,5 +1,6 @@
-//! The two file-system steps every durable file of a data directory takes: reserving its
-//! space before anything is mapped, and making a directory entry survive power loss.
+//! The file-system steps the durable files of a data directory take: reserving space before
+//! anything is mapped, making a directory entry survive power loss, and replacing a small
+//! file atomically.
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
@@ -41,4 +42,29 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::io(dir, e))
+}
+
+/// Replaces `path` with `bytes` so a crash leaves the old content or the new one, never a
+/// mix: written under `<path>.tmp`, synced, renamed over `path`, the directory synced.
+///
+/// # Errors
+/// [`Error::Io`] naming the file or directory whose step failed; the temporary file is
+/// removed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut temp = path.as_os_str().to_owned();
+    temp.push(".tmp");
+    let temp = std::path::PathBuf::from(temp);
+    let written = File::create(&temp)
+        .and_then(|mut file| file.write_all(bytes).and_then(|()| file.sync_all()))
+        .map_err(|e| Error::io(&temp, e))
+        .and_then(|()| std::fs::rename(&temp, path).map_err(|e| Error::io(path, e)));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    written?;
+    sync_dir(
+        path.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new(".")),
+    )
 }

@@ -82,10 +82,13 @@ pub struct PeriodFile {
 pub struct WritableFile(Arc<PeriodFile>);
 
 /// Added to a refusal for a changed period: the default periods changed (issue #13), and a
-/// directory created with the old defaults and no tiers.toml meets exactly this.
+/// directory created with the old defaults, before directories stored their tiers, meets
+/// exactly this. Directories created since keep their tiers in `tiers.toml` and never do.
 const OLD_DEFAULT_PERIODS_HINT: &str = "; the default periods changed from 1d/7d/30d/365d to \
-     6h/1d/10d/73d: a directory created with the old defaults needs them in its tiers.toml \
-     (period = \"1d\", \"7d\", \"30d\", \"365d\" for the tiers 1m, 5m, 1h, 1d)";
+     6h/1d/10d/73d: a directory created with the old defaults, before directories stored \
+     their tiers, needs them given once with --tiers (period = \"1d\", \"7d\", \"30d\", \
+     \"365d\" for the tiers 1m, 5m, 1h, 1d); that open stores them in the directory's \
+     tiers.toml, and later opens need no --tiers";
 
 impl PeriodFile {
     /// Creates the file for `meta` in `dir`: header written, the whole length reserved on disk

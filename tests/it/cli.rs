@@ -24,6 +24,12 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+#[track_caller]
+fn assert_stderr_has(output: &Output, text: &str) {
+    let err = stderr(output);
+    assert!(err.contains(text), "no {text:?} in: {err}");
+}
+
 /// Redacts what depends on when the test runs.
 macro_rules! snapshot {
     ($name:expr, $value:expr, $description:expr) => {
@@ -34,7 +40,8 @@ macro_rules! snapshot {
                 (r"\b1[0-9]{9}\b", "[unix]"),
                 (r"/tmp/\S+", "[dir]"),
                 (r"in \S+: \S+ M lines/s", "in [elapsed]: [rate] M lines/s"),
-                (r"\s+\d+\s+[\d.]+ [KMG]iB\n", "  [files] [bytes]\n"),
+                (r"\s+\d+\s+[\d.]+ [KMG]iB( +[\d.]+ [KMG]iB)?\n", "  [files] [bytes]$1\n"),
+                (r"space: [\d.]+ [KMG]iB", "space: [bytes]"),
             ],
         }, {
             insta::assert_snapshot!($name, $value);
@@ -350,5 +357,266 @@ fn plot_writes_png_and_svg() {
     }
     let out = tierdb(&["plot", "load", "--out", "chart.gif", "--data-dir", &d]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("gif"), "{}", stderr(&out));
+    assert_stderr_has(&out, "gif");
+}
+
+/// Tiers of ten seconds and an hour: not the default, so a reader that forgets them shows.
+const CUSTOM_TIERS: &str = "[[tier]]\nname = \"10s\"\nresolution = \"10s\"\nperiod = \"1h\"\nretention = \"1d\"\n\n[[tier]]\nname = \"1h\"\nresolution = \"1h\"\nperiod = \"10d\"\nretention = \"90d\"\n";
+
+/// Issue #15: a directory created with a custom tiers.toml and read without `--tiers` showed
+/// empty default tiers (with a warning in raw colour codes) and refused `--tier 10s`. It now
+/// stores its tiers at creation and every opener uses them.
+#[test]
+fn a_data_directory_keeps_its_tiers() {
+    let dir = tempfile::tempdir().unwrap();
+    let tiers = dir.path().join("custom.toml");
+    std::fs::write(&tiers, CUSTOM_TIERS).unwrap();
+    let now = chrono::Utc::now().timestamp();
+    let ts = now - now % 10 - 60;
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, format!("cpu 1 {ts}\ncpu 3 {}\n", ts + 1)).unwrap();
+    let d = data(dir.path());
+    let tiers_flag = tiers.to_str().unwrap();
+    let out = tierdb(&[
+        "import",
+        input.to_str().unwrap(),
+        "--data-dir",
+        &d,
+        "--tiers",
+        tiers_flag,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stored = Path::new(&d).join("tiers.toml");
+    let text = std::fs::read_to_string(&stored).expect("the tiers are stored at creation");
+    let parsed = tierdb::TiersConfig::from_toml_str(&text, "stored").unwrap();
+    assert_eq!(parsed, tierdb::TiersConfig::load(&tiers).unwrap());
+
+    // Read back without --tiers: the stored tiers, no warning.
+    let out = tierdb(&[
+        "query",
+        "cpu",
+        "--tier",
+        "10s",
+        "--range",
+        "-5m",
+        "--format",
+        "csv",
+        "--data-dir",
+        &d,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains(",2\n"), "{}", stdout(&out));
+    let out = tierdb(&["info", "--data-dir", &d]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("\n10s "), "{}", stdout(&out));
+    assert_eq!(
+        stderr(&out),
+        "",
+        "no warning for a directory read with its own tiers"
+    );
+
+    // An unknown tier lists the configured ones.
+    let out = tierdb(&["query", "cpu", "--tier", "1m", "--data-dir", &d]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_stderr_has(&out, r#"unknown tier "1m" (configured: 10s, 1h, or auto)"#);
+
+    // A --tiers that changes a period is refused, the difference spelled out; nothing changes.
+    // An import with the custom tiers changed by `edit`, and the file it wrote them to.
+    let import_with = |name: &str, edit: (&str, &str)| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, CUSTOM_TIERS.replacen(edit.0, edit.1, 1)).unwrap();
+        let out = tierdb(&[
+            "import",
+            input.to_str().unwrap(),
+            "--data-dir",
+            &d,
+            "--tiers",
+            path.to_str().unwrap(),
+        ]);
+        (out, path)
+    };
+    let (out, _) = import_with("conflicting.toml", ("period = \"1h\"", "period = \"2h\""));
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("tiers.toml records the tiers"), "{err}");
+    assert!(
+        err.contains(r#"tier "10s" period: 1h in the directory, 2h given"#),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&stored).unwrap(), text);
+
+    // A changed retention is accepted and stored by a writable open.
+    let longer_retention = ("retention = \"1d\"", "retention = \"2d\"");
+    let (out, longer) = import_with("longer.toml", longer_retention);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let changed = std::fs::read_to_string(&stored).unwrap();
+    assert_eq!(
+        tierdb::TiersConfig::from_toml_str(&changed, "stored").unwrap(),
+        tierdb::TiersConfig::load(&longer).unwrap()
+    );
+
+    // A damaged stored file is refused by name and line.
+    std::fs::write(
+        &stored,
+        changed.replace("period = \"1h\"", "period = \"1 hour\""),
+    )
+    .unwrap();
+    let out = tierdb(&["info", "--data-dir", &d]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_stderr_has(&out, "tiers.toml:");
+
+    // A directory without the file (made before tiers were stored) opens as before, checked
+    // against its files, and a writable open with tiers its files accept stores them.
+    std::fs::remove_file(&stored).unwrap();
+    let out = tierdb(&["info", "--data-dir", &d]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains('\u{1b}'),
+        "colour codes in piped logs: {}",
+        stderr(&out)
+    );
+    assert!(!stored.exists(), "a read-only open writes nothing");
+    let (out, _) = import_with("longer.toml", longer_retention);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stored.exists(),
+        "a writable open stores the tiers its files accepted"
+    );
+}
+
+/// Issue #15: `query app.requests` answered `unknown series` beside
+/// `app.requests{dc=eu,host=web1}`, the Graphite form the data was sent in was refused, and
+/// `query` had no `--tag`.
+#[test]
+fn a_series_is_found_by_its_graphite_form_part_of_its_tags_or_a_near_name() {
+    let (dir, _) = data_dir();
+    let d = data(dir.path());
+    let query = |args: &[&str]| {
+        tierdb(&[&["query"], args, &["--format", "csv", "--data-dir", &d]].concat())
+    };
+    // The Graphite form, here and in selectors.
+    let out = query(&["web.requests;host=a"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+    let out = tierdb(&["series", "web.*;host=a", "--data-dir", &d]);
+    assert_eq!(stdout(&out), "web.requests{host=a}\n");
+    // --tag adds tags to the series named.
+    let out = query(&["web.requests", "--tag", "host=a"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+    // The only series with the name is used, and said so.
+    let out = query(&["web.requests"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_stderr_has(&out, "reading web.requests{host=a}, the only series");
+    // Near names are suggested.
+    for typo in ["web.requets", "requests"] {
+        let out = query(&[typo]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            stderr(&out).contains("near name: 'web.requests{host=a}'"),
+            "{typo}: {}",
+            stderr(&out)
+        );
+    }
+    // Two series with the name: both listed, none chosen.
+    let more = dir.path().join("more.txt");
+    let now = chrono::Utc::now().timestamp();
+    std::fs::write(&more, format!("web.requests;host=b 1 {now}\n")).unwrap();
+    let out = tierdb(&["import", more.to_str().unwrap(), "--data-dir", &d]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = query(&["web.requests"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_stderr_has(
+        &out,
+        "2 series have that name and those tags: 'web.requests{host=a}', 'web.requests{host=b}'",
+    );
+    let out = query(&["web.requests", "--tag", "host!=a"]);
+    assert_stderr_has(&out, "reading web.requests{host=b}");
+}
+
+/// Issue #15: an Influx file with second timestamps and no `--precision` reported
+/// `0 samples accepted, 1 rejected` and exited 0.
+#[test]
+fn an_import_that_lands_nothing_fails_with_the_unit_its_timestamps_look_like() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = data(dir.path());
+    let now = chrono::Utc::now().timestamp();
+    let input = dir.path().join("in.lp");
+    std::fs::write(
+        &input,
+        format!("cpu,host=a usage=1 {now}\ncpu,host=a usage=2 {}\n", now + 1),
+    )
+    .unwrap();
+    let out = tierdb(&["import", input.to_str().unwrap(), "--data-dir", &d]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("timestamps look like seconds")
+            && stderr(&out).contains("try --precision s"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stdout(&out).contains("  line 2: too_old: "),
+        "{}",
+        stdout(&out)
+    );
+    let out = tierdb(&[
+        "import",
+        input.to_str().unwrap(),
+        "--precision",
+        "s",
+        "--data-dir",
+        &d,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Graphite in milliseconds.
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, format!("cpu 1 {now}000\n")).unwrap();
+    let out = tierdb(&["import", input.to_str().unwrap(), "--data-dir", &d]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_stderr_has(&out, "look like milliseconds");
+}
+
+/// Issue #15: `--range 30d --tier 1m` printed 43,202 mostly empty rows without a word that
+/// the tier keeps two days.
+#[test]
+fn a_range_past_the_tiers_retention_is_said() {
+    let (dir, _) = data_dir();
+    let d = data(dir.path());
+    let out = tierdb(&[
+        "query",
+        "load",
+        "--range",
+        "30d",
+        "--tier",
+        "1m",
+        "--format",
+        "json",
+        "--data-dir",
+        &d,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gone = &json["not_retained"];
+    let (from, to) = (gone["from"].as_i64().unwrap(), gone["to"].as_i64().unwrap());
+    let now = chrono::Utc::now().timestamp();
+    assert!((now - 30 * DAY - from).abs() < 60, "{gone}");
+    // The 1m tier holds 48h and the period in progress (6h periods).
+    assert!(to > now - 3 * DAY && to <= now - 2 * DAY, "{gone}");
+    assert_stderr_has(&out, "tier 1m, retention 2d no longer holds");
+    let out = tierdb(&[
+        "query",
+        "load",
+        "--range",
+        "1h",
+        "--tier",
+        "1m",
+        "--format",
+        "json",
+        "--data-dir",
+        &d,
+    ]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(json.get("not_retained").is_none(), "{json}");
+    assert_eq!(stderr(&out), "");
 }

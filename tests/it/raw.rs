@@ -415,11 +415,25 @@ fn corrupt_and_foreign_raw_files_are_refused_by_name() {
     // Segment 0's second time before its first.
     backwards[4096 + 8 * 9..4096 + 8 * 10].copy_from_slice(&(NOW - 100).to_le_bytes());
     refused(&backwards, "points out of order");
-    // A period of another length in the configuration: the header no longer matches.
+    // A period of another length in the configuration: the stored tiers refuse it, and
+    // without them (a directory from before they were stored) the header no longer matches.
     std::fs::write(&current, &original).unwrap();
     let mut config = raw_tiers(false);
     config.raw.as_mut().unwrap().period = Span::from_secs(2 * HOUR as u64);
     config.raw.as_mut().unwrap().retention = Span::from_secs(24 * HOUR as u64);
+    let err = Engine::builder(dir.path())
+        .tiers(config.clone())
+        .clock(clock.clone())
+        .background_maintenance(false)
+        .open()
+        .err()
+        .expect("a period change is refused");
+    assert!(
+        err.to_string()
+            .contains(r#"raw tier "raw" period: 1h in the directory, 2h given"#),
+        "{err}"
+    );
+    std::fs::remove_file(dir.path().join("tiers.toml")).unwrap();
     let err = Engine::builder(dir.path())
         .tiers(config)
         .clock(clock.clone())
@@ -428,6 +442,10 @@ fn corrupt_and_foreign_raw_files_are_refused_by_name() {
         .err()
         .expect("a period change is refused");
     assert!(err.to_string().contains("period cannot change"), "{err}");
+    assert!(
+        !dir.path().join("tiers.toml").exists(),
+        "tiers the raw files refused were stored"
+    );
     // The original opens again.
     let engine = open_driven(dir.path(), &clock, raw_tiers(false));
     assert_eq!(

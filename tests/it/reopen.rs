@@ -441,11 +441,47 @@ fn a_changed_layout_under_an_existing_name_is_refused_naming_the_file() {
     period.tiers[1].period = Span::from_secs(7 * DAY as u64);
     let mut chunk = TiersConfig::default();
     chunk.engine.series_per_chunk = 512;
-    for (what, config, tier_dir) in [
-        ("1m resolution 1m -> 2m", resolution, "1m"),
-        ("5m period 1d -> 7d", period, "5m"),
-        ("series_per_chunk 256 -> 512", chunk, "1m"),
-    ] {
+    let cases = [
+        (
+            "1m resolution 1m -> 2m",
+            resolution,
+            "1m",
+            r#"tier "1m" resolution: 1m in the directory, 2m given"#,
+        ),
+        (
+            "5m period 1d -> 7d",
+            period,
+            "5m",
+            r#"tier "5m" period: 1d in the directory, 7d given"#,
+        ),
+        (
+            "series_per_chunk 256 -> 512",
+            chunk,
+            "1m",
+            "engine.series_per_chunk: 256 in the directory, 512 given",
+        ),
+    ];
+    // The tiers the directory stored refuse each change first, spelling it out.
+    let stored = dir.path().join("tiers.toml");
+    let stored_text = std::fs::read_to_string(&stored).unwrap();
+    for (what, config, _, difference) in &cases {
+        let err = Engine::builder(dir.path())
+            .tiers(config.clone())
+            .clock(clock.clone())
+            .writer_threads(1)
+            .open()
+            .err()
+            .unwrap_or_else(|| panic!("{what}: opened"));
+        let Error::TiersConflict { path, .. } = &err else {
+            panic!("{what}: expected TiersConflict, got {err:?}");
+        };
+        assert_eq!(path, &stored, "{what}");
+        assert!(err.to_string().contains(difference), "{what}: {err}");
+    }
+    assert_eq!(std::fs::read_to_string(&stored).unwrap(), stored_text);
+    // A directory from before tiers were stored: the period files refuse each change.
+    std::fs::remove_file(&stored).unwrap();
+    for (what, config, tier_dir, _) in cases {
         let result = Engine::builder(dir.path())
             .tiers(config)
             .clock(clock.clone())

@@ -1,6 +1,7 @@
-//! `tierdb serve` as a process: addresses printed at start, a second server on the same data
-//! directory refused with the holder named, and SIGTERM draining what was received before a
-//! clean exit.
+//! `tierdb serve` as a process: addresses printed at start and written into the data
+//! directory, a second server on the same data directory refused with the holder named,
+//! `import` pointed at the server's real addresses, SIGTERM draining what was received before
+//! a clean exit, and a busy port failing before anything is created.
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -40,6 +41,30 @@ fn sigterm_drains_and_exits_cleanly_and_a_second_server_is_refused() {
         "{stderr}"
     );
 
+    // The server's addresses are in the directory, and `import` points at them (issue #15:
+    // it said `nc 127.0.0.1 2003` whatever the server listened on).
+    let announced = std::fs::read_to_string(data.join("SERVER")).unwrap();
+    assert!(
+        announced.contains(&format!("http {}\n", addrs.http))
+            && announced.contains(&format!("graphite {}\n", addrs.graphite_tcp)),
+        "{announced}"
+    );
+    let input = tmp.path().join("in.txt");
+    std::fs::write(&input, "a.b 1 -1\n").unwrap();
+    let import = std::process::Command::new(env!("CARGO_BIN_EXE_tierdb"))
+        .args(["import", input.to_str().unwrap(), "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert_eq!(import.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&import.stderr);
+    let graphite = addrs.graphite_tcp;
+    assert!(
+        stderr.contains(&format!("`nc {} {} < ", graphite.ip(), graphite.port()))
+            && stderr.contains(&format!("http://{}/write", addrs.http)),
+        "{stderr}"
+    );
+
     let now = chrono::Utc::now().timestamp();
     let minute = now - now % 60 - 60;
     let mut stream = TcpStream::connect(addrs.graphite_tcp).unwrap();
@@ -57,6 +82,10 @@ fn sigterm_drains_and_exits_cleanly_and_a_second_server_is_refused() {
     drop(stream);
     let status = server.terminate(STOP_TIMEOUT);
     assert!(status.success(), "exit status {status}");
+    assert!(
+        !data.join("SERVER").exists(),
+        "a clean stop removes the address file"
+    );
 
     // Everything sent is there after a restart.
     let (mut server, addrs) = serve(tmp.path(), "second.stderr");
@@ -69,4 +98,31 @@ fn sigterm_drains_and_exits_cleanly_and_a_second_server_is_refused() {
     );
     assert!(answer.contains(&format!("[[{minute},1000.0]]")), "{answer}");
     assert!(server.terminate(STOP_TIMEOUT).success());
+}
+
+/// Issue #15: `serve` on a busy port left a data directory of preallocated files behind. The
+/// listeners are bound first now, so nothing is created.
+#[test]
+fn a_busy_port_leaves_no_data_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tierdb"))
+        .args(["serve", "--graphite", "127.0.0.1:0", "--http"])
+        .arg(busy.local_addr().unwrap().to_string())
+        .arg("--data-dir")
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&busy.local_addr().unwrap().to_string()),
+        "{stderr}"
+    );
+    assert!(
+        !data.exists(),
+        "serve created {} before binding",
+        data.display()
+    );
 }

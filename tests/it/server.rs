@@ -276,6 +276,19 @@ fn json_writes_and_query_errors() {
 
     let (status, text) = server.get("/api/v1/query?series=nope");
     assert_eq!(status, 404, "{text}");
+    // A name some series have is answered with them (issue #15), and the Graphite form of a
+    // key reads that key.
+    let (status, text) = server.get("/api/v1/query?series=app.latency");
+    assert_eq!(status, 404, "{text}");
+    assert!(
+        text.contains("1 series has that name and those tags: 'app.latency{svc=api}'"),
+        "{text}"
+    );
+    let graphite = server.json(&format!(
+        "/api/v1/query?series=app.latency;svc=api&tier=1m&from={minute}&to={}&display=max",
+        minute + 60
+    ));
+    assert_eq!(points(&graphite), vec![(minute, Some(1.0e308))]);
     let (status, text) = server.get("/api/v1/query?series=app.latency{svc=api}&tier=2m");
     assert_eq!(status, 400);
     assert!(text.contains("tier"), "{text}");

@@ -1,0 +1,242 @@
+//! The tiers configuration a data directory keeps of itself (`<data dir>/tiers.toml`, read
+//! and written by [`crate::storage::stored_tiers`]): its canonical TOML form, and how a
+//! given configuration differs from it, so a directory never meets tiers its files were not
+//! made with (docs/file-format.md, "Stored tiers").
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::TiersConfig;
+use crate::{Error, Result};
+
+/// One field in which two configurations differ.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Difference {
+    /// The field, as a person names it: `tier "1m" period`, `engine.series_per_chunk`.
+    pub field: String,
+    /// Its value in the stored configuration (`absent` when it has no such tier).
+    pub stored: String,
+    /// Its value in the given one.
+    pub given: String,
+    /// True when the files depend on it (a tier's resolution and period, the raw tier's
+    /// period, the series per chunk): such a difference cannot be applied to existing data.
+    pub layout: bool,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} in the directory, {} given",
+            self.field, self.stored, self.given
+        )
+    }
+}
+
+/// Every field in which `given` differs from `stored`, the stored order of tiers first.
+pub fn differences(stored: &TiersConfig, given: &TiersConfig) -> Vec<Difference> {
+    let mut out = Vec::new();
+    let mut field = |field: String, old: String, new: String, layout: bool| {
+        if old != new {
+            out.push(Difference {
+                field,
+                stored: old,
+                given: new,
+                layout,
+            });
+        }
+    };
+    let (a, b) = (&stored.engine, &given.engine);
+    let engine = [
+        (
+            "series_per_chunk",
+            a.series_per_chunk.to_string(),
+            b.series_per_chunk.to_string(),
+            true,
+        ),
+        (
+            "future_bound",
+            a.future_bound.to_string(),
+            b.future_bound.to_string(),
+            false,
+        ),
+        (
+            "max_points",
+            a.max_points.to_string(),
+            b.max_points.to_string(),
+            false,
+        ),
+    ];
+    for (what, x, y, layout) in engine {
+        field(format!("engine.{what}"), x, y, layout);
+    }
+    field(
+        "counters".into(),
+        format!("{:?}", stored.counters),
+        format!("{:?}", given.counters),
+        false,
+    );
+    let absent = || "absent".to_owned();
+    for old in &stored.tiers {
+        let name = &old.name;
+        match given.tiers.iter().find(|t| &t.name == name) {
+            None => field(format!("tier {name:?}"), "present".into(), absent(), false),
+            Some(new) => {
+                let spans = [
+                    ("resolution", old.resolution, new.resolution, true),
+                    ("period", old.period, new.period, true),
+                    ("retention", old.retention, new.retention, false),
+                ];
+                for (what, x, y, layout) in spans {
+                    field(
+                        format!("tier {name:?} {what}"),
+                        x.to_string(),
+                        y.to_string(),
+                        layout,
+                    );
+                }
+                field(
+                    format!("tier {name:?} create_ahead"),
+                    old.create_ahead.to_string(),
+                    new.create_ahead.to_string(),
+                    false,
+                );
+            }
+        }
+    }
+    for new in &given.tiers {
+        if stored.tier_index(&new.name).is_none() {
+            field(
+                format!("tier {:?}", new.name),
+                absent(),
+                "present".into(),
+                false,
+            );
+        }
+    }
+    match (&stored.raw, &given.raw) {
+        (Some(old), Some(new)) => {
+            let name = &old.name;
+            let rows = [
+                ("name", old.name.clone(), new.name.clone(), false),
+                (
+                    "period",
+                    old.period.to_string(),
+                    new.period.to_string(),
+                    true,
+                ),
+                (
+                    "retention",
+                    old.retention.to_string(),
+                    new.retention.to_string(),
+                    false,
+                ),
+                (
+                    "create_ahead",
+                    old.create_ahead.to_string(),
+                    new.create_ahead.to_string(),
+                    false,
+                ),
+                (
+                    "dedupe_unchanged",
+                    old.dedupe_unchanged.to_string(),
+                    new.dedupe_unchanged.to_string(),
+                    false,
+                ),
+            ];
+            for (what, x, y, layout) in rows {
+                field(format!("raw tier {name:?} {what}"), x, y, layout);
+            }
+        }
+        (Some(old), None) => field(
+            format!("raw tier {:?}", old.name),
+            "present".into(),
+            absent(),
+            false,
+        ),
+        (None, Some(new)) => field(
+            format!("raw tier {:?}", new.name),
+            absent(),
+            "present".into(),
+            false,
+        ),
+        (None, None) => {}
+    }
+    out
+}
+
+/// Checks a given configuration against the one stored at `path`: the error names the file
+/// and spells out every difference the files depend on.
+///
+/// # Errors
+/// [`Error::TiersConflict`] when `given` changes a tier's resolution or period, the raw
+/// tier's period, or the series per chunk.
+pub fn check_given(path: &Path, stored: &TiersConfig, given: &TiersConfig) -> Result<()> {
+    let conflicts: Vec<String> = differences(stored, given)
+        .into_iter()
+        .filter(|d| d.layout)
+        .map(|d| d.to_string())
+        .collect();
+    if conflicts.is_empty() {
+        return Ok(());
+    }
+    Err(Error::TiersConflict {
+        path: path.to_path_buf(),
+        differences: conflicts.join("; "),
+    })
+}
+
+impl TiersConfig {
+    /// The configuration as TOML that [`TiersConfig::from_toml_str`] reads back equal: every
+    /// key written, tiers in order, the raw tier last. What a data directory stores.
+    pub fn to_toml(&self) -> String {
+        let quote = |text: &str| toml::Value::String(text.to_owned()).to_string();
+        let list = |items: Vec<String>| {
+            let quoted: Vec<String> = items.iter().map(|s| quote(s)).collect();
+            format!("[{}]", quoted.join(", "))
+        };
+        let mut out = String::from(
+            "# The tiers of this data directory, written by tierdb when it was created. Opening\n\
+             # it without --tiers uses them; a --tiers that changes a tier's resolution or\n\
+             # period, the raw tier's period, or series_per_chunk is refused. Other changes\n\
+             # (retention, create_ahead, tiers added or removed) are accepted, and a writable\n\
+             # open writes them here. See docs/file-format.md.\n\n",
+        );
+        let e = &self.engine;
+        let _ = write!(
+            out,
+            "[engine]\nfuture_bound = \"{}\"\nseries_per_chunk = {}\nmax_points = {}\n\n",
+            e.future_bound, e.series_per_chunk, e.max_points
+        );
+        let tags = self.counters.tags.iter().map(|(k, v)| format!("{k}={v}"));
+        let _ = write!(
+            out,
+            "[counters]\nnames = {}\ntags = {}\n",
+            list(self.counters.names.clone()),
+            list(tags.collect())
+        );
+        for tier in &self.tiers {
+            let _ = write!(
+                out,
+                "\n[[tier]]\nname = {}\nresolution = \"{}\"\nperiod = \"{}\"\nretention = \"{}\"\ncreate_ahead = {}\n",
+                quote(&tier.name),
+                tier.resolution,
+                tier.period,
+                tier.retention,
+                tier.create_ahead
+            );
+        }
+        if let Some(raw) = &self.raw {
+            let _ = write!(
+                out,
+                "\n[[tier]]\nname = {}\nkind = \"raw\"\nperiod = \"{}\"\nretention = \"{}\"\ncreate_ahead = {}\ndedupe_unchanged = {}\n",
+                quote(&raw.name),
+                raw.period,
+                raw.retention,
+                raw.create_ahead,
+                raw.dedupe_unchanged
+            );
+        }
+        out
+    }
+}
