@@ -346,6 +346,11 @@ pub async fn run(
     shutdown.await;
     tracing::info!("shutting down: no new connections; draining what was received");
     let _ = stop.send(true);
+    // Past the grace, the listeners' tasks still running are stopped, so a UDP backlog
+    // behind a stalled log does not go on writing after the final flush or the cluster
+    // leave below. (A TCP or HTTP connection's own task ends at its timeouts.)
+    let mut tasks = vec![tcp.abort_handle(), udp.abort_handle(), http.abort_handle()];
+    tasks.extend(statsd.as_ref().map(|task| task.abort_handle()));
     let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
         let _ = tcp.await;
         let _ = udp.await;
@@ -360,6 +365,9 @@ pub async fn run(
             "connections still open {}s after shutdown began; stopping without them",
             SHUTDOWN_GRACE.as_secs()
         );
+        for task in tasks {
+            task.abort();
+        }
     }
     match &state.backend {
         Backend::Engine(engine) => {

@@ -299,12 +299,21 @@ async fn ask_owner(
     }
     match peer::ask::<PartialAnswer>(addr, PARTIAL_PATH, &request, token, PEER_TIMEOUT).await? {
         Ok(answer) => Ok(answer),
-        // The one 404 an owner answers: a one-series read of a series it does not have,
-        // which the asker answers 404 too, as a single node does.
-        Err(refusal) if refusal.status == hyper::StatusCode::NOT_FOUND => match request.read {
-            PartialRead::Query(query) => Err(Error::UnknownSeries(query.series)),
-            _ => Err(Error::InvalidQuery(refusal.message)),
-        },
+        // A one-series read of a series the owner does not have: the asker answers 404 too,
+        // as a single node does. (Another 404, from a peer that is no cluster node, is the
+        // peer's failure, retried on another owner.)
+        Err(refusal)
+            if refusal.status == hyper::StatusCode::NOT_FOUND
+                && refusal.message.starts_with("unknown series") =>
+        {
+            match request.read {
+                PartialRead::Query(query) => Err(Error::UnknownSeries(query.series)),
+                _ => Err(Error::InvalidQuery(refusal.message)),
+            }
+        }
+        Err(refusal) if refusal.status == hyper::StatusCode::NOT_FOUND => Err(Error::Cluster(
+            format!("node {owner} ({addr}) answered 404: {}", refusal.message),
+        )),
         Err(refusal) if refusal.status.is_client_error() => {
             Err(Error::InvalidQuery(refusal.message))
         }

@@ -15,6 +15,7 @@ use super::sink::Sink;
 use super::stats::{Protocol, Timeout};
 use super::State;
 use crate::ingest::graphite::{parse_line, MAX_LINE};
+use crate::time::Timestamp;
 
 /// Bytes read from a socket at a time; also the largest UDP datagram taken.
 const READ_BUFFER: usize = 64 * 1024;
@@ -99,21 +100,38 @@ async fn connection(mut stream: TcpStream, state: &State, mut shutdown: watch::R
     }
 }
 
-/// Datagram bytes the UDP reader holds while the write before them waits (a cluster node's
-/// publish during a NATS leader election takes a second or two), so the kernel's socket
-/// buffer, a few hundred KiB, does not overflow meanwhile. Past it, datagrams are dropped
-/// and counted as `udp_overflow`: UDP has no way to slow its sender.
+/// Bytes the UDP reader holds while the write before them waits (a cluster node's publish
+/// during a NATS leader election takes a second or two), so the kernel's socket buffer, a
+/// few hundred KiB, does not overflow meanwhile. Each datagram is charged its length plus
+/// [`UDP_DATAGRAM_COST`], so tiny or empty ones cannot queue without bound. Past it,
+/// datagrams are dropped and their lines counted as `udp_overflow`: UDP has no way to slow
+/// its sender.
 const UDP_QUEUE_BYTES: usize = 32 * 1024 * 1024;
+/// What a queued datagram costs beyond its bytes: its allocation, its time and its slot.
+const UDP_DATAGRAM_COST: usize = 64;
+/// The socket receive buffer asked for (the kernel caps it at `net.core.rmem_max`): room
+/// for the reader's pauses on a loaded machine.
+const UDP_RECEIVE_BUFFER: usize = 4 * 1024 * 1024;
 /// Datagrams folded into one write at most: those that queued up during the last one.
 const UDP_DATAGRAMS_PER_WRITE: usize = 256;
 
 /// Datagrams until `shutdown` flips; each datagram holds whole lines. One task reads the
 /// socket into a queue of at most [`UDP_QUEUE_BYTES`], so reading never waits for a write;
 /// this one writes what queued up, up to [`UDP_DATAGRAMS_PER_WRITE`] datagrams at a time.
+/// A line that says "now" (`-1`) gets the time its datagram arrived.
 pub async fn serve_udp(socket: UdpSocket, state: Arc<State>, shutdown: watch::Receiver<bool>) {
+    if let Err(e) = rustix::net::sockopt::set_socket_recv_buffer_size(&socket, UDP_RECEIVE_BUFFER) {
+        tracing::debug!(error = %e, "graphite udp receive buffer not enlarged");
+    }
     let queue = Arc::new(UdpQueue::default());
-    let (sender, mut datagrams) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
-    let reader = tokio::spawn(read_datagrams(socket, sender, Arc::clone(&queue), shutdown));
+    let (sender, mut datagrams) = tokio::sync::mpsc::unbounded_channel::<Datagram>();
+    let reader = tokio::spawn(read_datagrams(
+        socket,
+        sender,
+        Arc::clone(&queue),
+        Arc::clone(&state),
+        shutdown,
+    ));
     let mut sink = state.sink();
     let mut taken = Vec::with_capacity(UDP_DATAGRAMS_PER_WRITE);
     while let Some(first) = datagrams.recv().await {
@@ -125,14 +143,13 @@ pub async fn serve_udp(socket: UdpSocket, state: Arc<State>, shutdown: watch::Re
             }
         }
         queue.count_dropped(&state);
-        let now = sink.now();
-        for datagram in taken.drain(..) {
-            queue.bytes.fetch_sub(datagram.len(), Ordering::Relaxed);
+        for Datagram { arrived, bytes } in taken.drain(..) {
+            queue.bytes.fetch_sub(charge(&bytes), Ordering::Relaxed);
             let mut lines = LineSplitter::default();
-            lines.feed(&datagram, |number, line| {
-                ingest_line(&mut sink, number, line, now)
+            lines.feed(&bytes, |number, line| {
+                ingest_line(&mut sink, number, line, arrived)
             });
-            lines.finish(|number, line| ingest_line(&mut sink, number, line, now));
+            lines.finish(|number, line| ingest_line(&mut sink, number, line, arrived));
         }
         if let Err(e) = sink.flush().await {
             tracing::error!(error = %e, "graphite write failed");
@@ -145,23 +162,34 @@ pub async fn serve_udp(socket: UdpSocket, state: Arc<State>, shutdown: watch::Re
     }
 }
 
+/// A datagram queued, with the time it arrived.
+struct Datagram {
+    arrived: Timestamp,
+    bytes: Vec<u8>,
+}
+
+/// What a datagram of `bytes` is charged against [`UDP_QUEUE_BYTES`].
+fn charge(bytes: &[u8]) -> usize {
+    bytes.len() + UDP_DATAGRAM_COST
+}
+
 /// What the UDP reader and writer share.
 #[derive(Default)]
 struct UdpQueue {
-    /// Bytes of datagrams queued, not yet written.
+    /// Charges of the datagrams queued, not yet written ([`charge`]).
     bytes: AtomicUsize,
-    /// Datagrams dropped since the writer last looked.
-    dropped: AtomicU64,
+    /// Lines of the datagrams dropped since the writer last looked.
+    dropped_lines: AtomicU64,
 }
 
 impl UdpQueue {
-    /// Counts the datagrams dropped since the last call under `udp_overflow`, and says so.
+    /// Counts the lines dropped since the last call under `udp_overflow`, and says so.
     fn count_dropped(&self, state: &State) {
-        let dropped = self.dropped.swap(0, Ordering::Relaxed);
+        let dropped = self.dropped_lines.swap(0, Ordering::Relaxed);
         if dropped > 0 {
             state.stats.count_rejected("udp_overflow", dropped);
             tracing::warn!(
-                dropped,
+                lines = dropped,
                 "graphite udp datagrams dropped: the writes fell {UDP_QUEUE_BYTES} bytes behind"
             );
         }
@@ -172,8 +200,9 @@ impl UdpQueue {
 /// after what is queued).
 async fn read_datagrams(
     socket: UdpSocket,
-    sender: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    sender: tokio::sync::mpsc::UnboundedSender<Datagram>,
     queue: Arc<UdpQueue>,
+    state: Arc<State>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut buf = vec![0u8; READ_BUFFER];
@@ -188,12 +217,27 @@ async fn read_datagrams(
             },
             _ = shutdown.changed() => break,
         };
-        if queue.bytes.fetch_add(n, Ordering::Relaxed) + n > UDP_QUEUE_BYTES {
-            queue.bytes.fetch_sub(n, Ordering::Relaxed);
-            queue.dropped.fetch_add(1, Ordering::Relaxed);
+        let bytes = &buf[..n];
+        if bytes.is_empty() {
             continue;
         }
-        if sender.send(buf[..n].to_vec()).is_err() {
+        let cost = charge(bytes);
+        if queue.bytes.fetch_add(cost, Ordering::Relaxed) + cost > UDP_QUEUE_BYTES {
+            queue.bytes.fetch_sub(cost, Ordering::Relaxed);
+            let lines = bytes
+                .split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+                .count();
+            queue
+                .dropped_lines
+                .fetch_add(lines as u64, Ordering::Relaxed);
+            continue;
+        }
+        let datagram = Datagram {
+            arrived: state.now(),
+            bytes: bytes.to_vec(),
+        };
+        if sender.send(datagram).is_err() {
             break;
         }
     }

@@ -987,9 +987,10 @@ fn a_raw_tier_is_read_exactly_through_any_cluster_node() {
 }
 
 /// Graphite over UDP is read while a write waits: the NATS server stalls (SIGSTOP) for two
-/// seconds while 3 MB of datagrams arrive, far more than the kernel's socket buffer holds,
-/// and every sample lands once it resumes. The node reads the socket into a queue of its
-/// own; before, it read no datagram while a publish waited, and the kernel dropped them.
+/// seconds while 12 MB of datagrams arrive, more than the socket's receive buffer holds (at
+/// most 8 MiB with `net.core.rmem_max` at 4 MiB, as here), and every sample lands once it
+/// resumes. The node reads the socket into a queue of its own; before, it read no datagram
+/// while a publish waited, and the kernel dropped them.
 #[test]
 fn graphite_udp_datagrams_wait_in_memory_while_the_log_stalls() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -1002,8 +1003,8 @@ fn graphite_udp_datagrams_wait_in_memory_while_the_log_stalls() {
     let udp = cluster[0].addrs.as_ref().unwrap().graphite_udp;
     let start = hour_start();
     let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    // 3,000 datagrams of 25 lines (about 1 KB each): 100 series, a sample a minute.
-    let datagrams: Vec<String> = (0..3_000)
+    // 12,000 datagrams of 25 lines (about 1 KB each): 100 series, 3,000 samples each.
+    let datagrams: Vec<String> = (0..12_000)
         .map(|d| {
             (0..25)
                 .map(|l| {
@@ -1030,9 +1031,9 @@ fn graphite_udp_datagrams_wait_in_memory_while_the_log_stalls() {
     let counted = eventually("every UDP sample counted", || {
         let answer = get_json(cluster[0].http(), &path)?;
         let count = answer["groups"][0]["points"][0][1].as_f64().unwrap_or(0.0);
-        (count == 75_000.0)
+        (count == 300_000.0)
             .then_some(count)
-            .ok_or(format!("{count} of 75000 counted: {answer}"))
+            .ok_or(format!("{count} of 300000 counted: {answer}"))
     });
-    assert_eq!(counted, 75_000.0);
+    assert_eq!(counted, 300_000.0);
 }
