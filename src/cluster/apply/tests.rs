@@ -772,3 +772,54 @@ fn maintenance_racing_the_applies_changes_nothing() {
         compacted.load(Ordering::Relaxed)
     );
 }
+
+/// The power loss the raw tail entries are for: a group appended into a series' last segment
+/// and into a new one; the new segment reached the disk, the older page did not (its `LEN`
+/// is back where the group found it). The roll-back gives the new segment up, so the
+/// re-apply appends every point again: none is refused as older than the lost ones' successors.
+#[test]
+fn a_raw_group_whose_older_page_was_lost_is_cut_back_and_applied_whole() {
+    let (clean_dir, crash_dir) = (scratch(), scratch());
+    let clock = Arc::new(ManualClock::new(NOW));
+    let clean = open(clean_dir.path(), &clock);
+    let mut store = open(crash_dir.path(), &clock);
+    // 300 distinct values 10 s apart in the hour before NOW: one raw period.
+    let points = |range: std::ops::Range<i64>| -> Message {
+        range.map(|i| (0, None, -3000 + i * 10, i as f64)).collect()
+    };
+    let first = vec![(1, batch(NOW, &points(0..200)))];
+    let second = vec![(2, batch(NOW, &points(200..300)))];
+    for group in [&first, &second] {
+        clean.apply(group).unwrap();
+    }
+    store.apply(&first).unwrap();
+    arm(&store, Step::Applied);
+    assert!(store.apply(&second).is_err());
+    drop(store);
+    // The first segment holds 252 points now: 200 of the first group, 52 of the second;
+    // the second segment the other 48. Lose the first segment's page: back to 200 points,
+    // no next segment.
+    let spec = tiers().raw.unwrap();
+    let path = crash_dir.path().join("raw").join(&spec.name).join(
+        crate::storage::raw::segment::file_name(
+            crate::time::align_down(NOW - 3000, spec.period),
+            0,
+        ),
+    );
+    let file = crate::storage::raw::RawFile::open(&path, spec.period, true).unwrap();
+    assert_eq!(file.segment(0).len(), 252);
+    assert_eq!(file.segment(1).len(), 48);
+    file.segment(0).truncate(200);
+    drop(file);
+    store = open(crash_dir.path(), &clock);
+    store.apply(&second).unwrap();
+    let read = |engine: &Engine| {
+        let id = engine.registry().get("s0").unwrap();
+        (engine.reader().raw_points(id, 0, NOW, 1_000))
+            .unwrap()
+            .points
+    };
+    assert_eq!(read(store.engine()).len(), 300);
+    assert_eq!(read(store.engine()), read(clean.engine()));
+    assert_same(clean.engine(), store.engine());
+}

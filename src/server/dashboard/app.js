@@ -411,11 +411,20 @@
     return v.kind === 'aggregate' ? `a:${v.agg}|${v.match}|${v.by}` : `${v.kind}:${JSON.stringify(v.names)}`;
   }
 
-  // "sum|cpu.*|host" (agg, selector, group-by keys) as the address keeps an aggregate.
+  // ["sum","cpu.*","host"] (agg, selector, group-by keys) as the address keeps an aggregate:
+  // JSON, as the address keeps a multi-series chart, since a selector, a name or a tag may
+  // hold any separator.
   function parseAggregate(text) {
-    const parts = String(text).split('|');
-    if (parts.length !== 3 || !AGGREGATIONS.includes(parts[0]) || !parts[1]) return null;
-    return { kind: 'aggregate', agg: parts[0], match: parts[1], by: parts[2] };
+    let parts;
+    try {
+      parts = JSON.parse(text);
+    } catch (_) {
+      return null;
+    }
+    if (!Array.isArray(parts) || parts.length !== 3 || !parts.every((x) => typeof x === 'string')) return null;
+    const [agg, match, by] = parts;
+    if (!AGGREGATIONS.includes(agg) || !match) return null;
+    return { kind: 'aggregate', agg, match, by };
   }
 
   function readHash() {
@@ -467,7 +476,7 @@
     for (const v of state.views) {
       if (v.kind === 'series') p.append('s', v.names[0]);
       else if (v.kind === 'multi') p.append('m', JSON.stringify(v.names));
-      else p.append('a', `${v.agg}|${v.match}|${v.by}`);
+      else p.append('a', JSON.stringify([v.agg, v.match, v.by]));
     }
     history.replaceState(null, '', location.pathname + location.search + '#' + p.toString());
   }

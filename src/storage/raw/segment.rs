@@ -23,7 +23,9 @@
 //! A point becomes visible only through `LEN`: the writer stores its time and value, then
 //! `LEN + 1` with Release; a reader loads `LEN` (Relaxed, then an Acquire fence: the one
 //! atomic access a read-only mapping allows) and reads only the points below it, which are
-//! never written again. So a crash mid-append leaves the point unpublished, never torn.
+//! never written again (but for a cluster partition's roll-back at open, before anything
+//! reads: [`Segment::truncate`]). So a crash mid-append leaves the point unpublished, never
+//! torn.
 
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
