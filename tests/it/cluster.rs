@@ -904,7 +904,8 @@ fn remote_write_and_statsd_land_through_a_cluster_node() {
 /// A raw tier in a cluster: points written through one node are read back exactly, with
 /// their neighbours outside the range, through both nodes (one replica per partition, so
 /// one of them forwards the read to the other), and again after each node in turn is killed
-/// with SIGKILL and restarted. A series nobody has is a 404 through either node.
+/// with SIGKILL and restarted without `--tiers` (the partitions' stored tiers are used). A
+/// series nobody has is a 404 through either node.
 #[test]
 fn a_raw_tier_is_read_exactly_through_any_cluster_node() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -976,8 +977,10 @@ fn a_raw_tier_is_read_exactly_through_any_cluster_node() {
     }
     // The point again (a client's retry): the raw tier keeps it once.
     assert_eq!(send_json(cluster[1].http(), &series), 204);
+    // Restarted without --tiers: the nodes take the tiers their partitions stored.
     for node in &mut cluster {
         node.kill();
+        node.args = ["--replicas", "1"].map(String::from).to_vec();
         node.start(&urls);
     }
     wait_served(&cluster);

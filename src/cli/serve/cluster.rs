@@ -15,6 +15,31 @@ use crate::server::{Backend, State};
 /// How often a node rewrites its heartbeat and renews its leases.
 const HEARTBEAT: Duration = Duration::from_secs(1);
 
+/// The tiers the node's partitions use: `--tiers` when given; else those stored in its
+/// partition directories (the first one holding them: the node ran before), so a restart
+/// without `--tiers` keeps the tiers the partitions were created with; else
+/// [`load_tiers`]'s choice for a new node.
+///
+/// # Errors
+/// The tiers file's refusal, or a stored file's, named.
+fn node_tiers(location: &Location) -> crate::Result<crate::config::TiersConfig> {
+    if location.tiers.is_some() {
+        return load_tiers(location.tiers.as_deref());
+    }
+    let partitions = location.data_dir.join("partitions");
+    let mut dirs: Vec<_> = match std::fs::read_dir(&partitions) {
+        Ok(entries) => entries.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+        Err(_) => Vec::new(),
+    };
+    dirs.sort();
+    for dir in dirs.iter().filter(|d| d.is_dir()) {
+        if let Some(stored) = crate::storage::stored_tiers::read_stored(dir)? {
+            return Ok(stored);
+        }
+    }
+    load_tiers(None)
+}
+
 /// Binds, joins the cluster, announces the addresses, serves until SIGTERM or Ctrl-C, then
 /// leaves the cluster (its partitions move to the other nodes at once).
 pub(super) fn run(
@@ -30,7 +55,7 @@ pub(super) fn run(
             .to_string_lossy()
             .into_owned(),
     };
-    let tiers = load_tiers(location.tiers.as_deref())?;
+    let tiers = node_tiers(location)?;
     let (runtime, listeners) = bind_and_announce(listen)?;
     let http = listeners.addrs()?.0;
     let advertised = match &args.advertise_http {
