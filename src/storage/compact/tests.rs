@@ -62,6 +62,18 @@ fn gauge(
         .collect()
 }
 
+/// Sets buckets `first`, `first + stride`, ... of `slot` to `odd`'s (count, total, min, max).
+fn plant(slot: &mut [Bucket], odd: &[(u64, f64, f64, f64)], stride: usize, first: usize) {
+    for (i, &(count, total, min, max)) in odd.iter().enumerate() {
+        slot[first + i * stride] = Bucket {
+            count,
+            total,
+            min,
+            max,
+        };
+    }
+}
+
 /// One slot of each kind the tests cover, `n` (at least 64) buckets each: those of
 /// [`v1_kinds`], then single samples.
 fn kinds(n: u32) -> Vec<(&'static str, Vec<Bucket>)> {
@@ -84,14 +96,7 @@ fn kinds(n: u32) -> Vec<(&'static str, Vec<Bucket>)> {
         (2, 3.0, 1.5, 1.5),
         (0, 0.0, -0.0, 0.0),
     ];
-    for (i, &(count, total, min, max)) in odd.iter().enumerate() {
-        mixed[i * 5 + 2] = Bucket {
-            count,
-            total,
-            min,
-            max,
-        };
-    }
+    plant(&mut mixed, &odd, 5, 2);
     mixed[n as usize / 2] = Bucket::EMPTY;
     let mut all = v1_kinds(n);
     all.push(("single samples", singles));
@@ -136,14 +141,7 @@ fn v1_kinds(n: u32) -> Vec<(&'static str, Vec<Bucket>)> {
         (0, 0.0, 0.0, -0.0),
         (7, 0.0, 0.0, 0.0),
     ];
-    for (i, &(count, total, min, max)) in odd.iter().enumerate() {
-        special[i * 3 + 1] = Bucket {
-            count,
-            total,
-            min,
-            max,
-        };
-    }
+    plant(&mut special, &odd, 3, 1);
     vec![
         ("constant", constant),
         ("integer walk", int_walk),
