@@ -44,6 +44,7 @@
 //! them: only its total is stored, and a series sampled once a bucket costs one float a
 //! bucket instead of three. A count-1 bucket whose min or max differs (a cell overwritten
 //! with other bits, say) is listed as an exception and stored whole.
+
 #[cfg(test)]
 mod tests;
 
