@@ -22,19 +22,28 @@
 //!   ENTRY_DATA_LEN        8  u32      its length; 0 for a slot whose buckets are all empty
 //!   ENTRY_CRC            12  u32      crc32 of those bytes
 //! data (from HEADER_LEN + slots * ENTRY_LEN): the slots' data back to back, in slot order
-//! slot data
+//! slot data (format version 2; version 1 below)
 //!   GHOSTS_OFFSET         0  u32      ghosts: kept buckets whose count is 0 (see below)
 //!   GHOST_LIST_OFFSET     4  [u32]    their bucket indices, ascending
-//!   then four columns, each a u32 length and that many bytes of pco standalone data:
+//!   then                     u32      exceptions: buckets of count 1 that are not plain
+//!                          [u32]    singles (see below), their bucket indices, ascending
+//!   then two columns, each a u32 length and that many bytes of pco standalone data:
 //!     count  u64, one per bucket of the period
-//!     total  f64, one per kept bucket, in bucket order
-//!     min    f64, likewise
-//!     max    f64, likewise
+//!     values f64: the kept buckets' totals, in bucket order; then the mins of the kept
+//!            buckets that are not plain singles, in bucket order; then their maxes. In
+//!            one pco chunk, or in two (the totals; the mins and maxes), whichever the
+//!            encoder found smaller: the reader takes any number of chunks.
+//! slot data of version 1 (still read, no longer written): the ghosts as above, then four
+//! columns: count (u64, one per bucket), then total, min and max (f64, one per kept bucket).
 //! ```
 //! A bucket is kept when it is not all zero bits: its count is non-zero, or (a ghost) its
 //! count is zero but a field is not +0.0, which a hot file can hold after a repaired
 //! interrupted update. Leaving empty buckets out of the float columns keeps a gauge's walk
-//! contiguous for the codec; listing ghosts keeps even those bits exact.
+//! contiguous for the codec; listing ghosts keeps even those bits exact. A plain single is
+//! a bucket of count 1 whose min and max are its total bit for bit, as one sample leaves
+//! them: only its total is stored, and a series sampled once a bucket costs one float a
+//! bucket instead of three. A count-1 bucket whose min or max differs (a cell overwritten
+//! with other bits, say) is listed as an exception and stored whole.
 
 #[cfg(test)]
 mod tests;
@@ -54,10 +63,15 @@ use crate::{Error, Result};
 pub const COMPACT_SUFFIX: &str = ".tdc";
 /// File magic: "tierdb period, compacted".
 pub const MAGIC: [u8; 8] = *b"TIERDBPC";
-/// Bumped on any incompatible change; files of another version are refused.
-pub const FORMAT_VERSION: u32 = 1;
-/// The only codec so far: four pco standalone columns per slot. Stored so another codec can
-/// come without a new layout.
+/// The version this build writes; bumped on any incompatible change. Version 2 stores a
+/// slot's floats in one column and leaves out the min and max of plain singles.
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest version this build still reads: version 1 files (four columns a slot) stay
+/// readable as they are, and are replaced by version 2 only if a late write recompacts
+/// their period. Files of other versions are refused.
+pub const OLDEST_VERSION: u32 = 1;
+/// The only codec so far: the slot's columns in pco's standalone format. Stored so another
+/// codec can come without a new layout.
 pub const CODEC_PCO: u32 = 1;
 
 const MAGIC_OFFSET: usize = 0;
@@ -111,6 +125,8 @@ pub struct CompactReader {
     head: Vec<u8>,
     /// Bytes of slot data, as the header records.
     data_len: u64,
+    /// The file's format version, which says how its slots are laid out.
+    version: u32,
 }
 
 /// One slot's index entry.
@@ -200,12 +216,13 @@ impl CompactFile {
         let file = File::open(&self.path).map_err(|e| Error::io(&self.path, e))?;
         let mut head = vec![0u8; self.head_len()];
         self.read_at(&file, &mut head, 0)?;
-        let data_len = self.check_head(&head)?;
+        let (data_len, version) = self.check_head(&head)?;
         Ok(CompactReader {
             compact: self.clone(),
             file,
             head,
             data_len,
+            version,
         })
     }
 
@@ -223,7 +240,7 @@ impl CompactFile {
         if bytes.len() < head_len {
             return Err(self.truncated(bytes.len() as u64, head_len as u64));
         }
-        let data_len = self.check_head(&bytes[..head_len])?;
+        let (data_len, version) = self.check_head(&bytes[..head_len])?;
         let expected = head_len as u64 + data_len;
         if bytes.len() as u64 != expected {
             return Err(if (bytes.len() as u64) < expected {
@@ -251,7 +268,7 @@ impl CompactFile {
             }
             if entry.len > 0 {
                 let data = &bytes[entry.offset as usize..next as usize];
-                slots.push((slot, self.decode_slot(slot, entry, data)?));
+                slots.push((slot, self.decode_slot(slot, entry, data, version)?));
             }
         }
         if next != expected {
@@ -281,15 +298,16 @@ impl CompactFile {
     }
 
     /// Checks the header and index in `head` (exactly `head_len` bytes) against the expected
-    /// meta; returns the data length the header records.
-    fn check_head(&self, head: &[u8]) -> Result<u64> {
+    /// meta; returns the data length the header records and the format version.
+    fn check_head(&self, head: &[u8]) -> Result<(u64, u32)> {
         if head[MAGIC_OFFSET..MAGIC_OFFSET + 8] != MAGIC {
             return Err(self.corrupt("not a tierdb compacted period file (bad magic)"));
         }
         let version = get_u32(head, VERSION_OFFSET);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(self.corrupt(format!(
-                "compacted format version {version}, this build reads version {FORMAT_VERSION}"
+                "compacted format version {version}, this build reads versions \
+                 {OLDEST_VERSION} to {FORMAT_VERSION}"
             )));
         }
         let stored = get_u32(head, CHECKSUM_OFFSET);
@@ -318,11 +336,17 @@ impl CompactFile {
                 "index checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
             )));
         }
-        Ok(get_u64(head, DATA_LEN_OFFSET))
+        Ok((get_u64(head, DATA_LEN_OFFSET), version))
     }
 
     /// The whole period of `slot` from its checked-out `data`.
-    fn decode_slot(&self, slot: u32, entry: Entry, data: &[u8]) -> Result<Vec<Bucket>> {
+    fn decode_slot(
+        &self,
+        slot: u32,
+        entry: Entry,
+        data: &[u8],
+        version: u32,
+    ) -> Result<Vec<Bucket>> {
         let computed = crc32fast::hash(data);
         if computed != entry.crc {
             return Err(self.corrupt(format!(
@@ -330,7 +354,7 @@ impl CompactFile {
                 entry.crc
             )));
         }
-        decode_slot(data, self.meta.buckets())
+        decode_slot(data, self.meta.buckets(), version)
             .map_err(|reason| self.corrupt(format!("slot {slot}: {reason}")))
     }
 
@@ -416,7 +440,8 @@ fn write_synced(tmp: &Path, bytes: &[u8]) -> Result<()> {
     file.sync_all().map_err(|e| Error::io(tmp, e))
 }
 
-/// A slot's data (see the layout above); empty when every bucket is all zero bits.
+/// A slot's data in the current format (see the layout above); empty when every bucket is
+/// all zero bits.
 fn encode_slot(buckets: &[Bucket]) -> pco::errors::PcoResult<Vec<u8>> {
     let kept: Vec<usize> = (0..buckets.len())
         .filter(|&i| !is_zero(&buckets[i]))
@@ -424,15 +449,28 @@ fn encode_slot(buckets: &[Bucket]) -> pco::errors::PcoResult<Vec<u8>> {
     if kept.is_empty() {
         return Ok(Vec::new());
     }
-    let ghosts: Vec<u32> = kept
+    let listed = |keep: fn(&Bucket) -> bool| -> Vec<u32> {
+        kept.iter()
+            .filter(|&&i| keep(&buckets[i]))
+            .map(|&i| i as u32)
+            .collect()
+    };
+    let ghosts = listed(|b| b.count == 0);
+    let exceptions = listed(|b| b.count == 1 && !is_plain_single(b));
+    // The kept buckets whose min and max are stored.
+    let whole: Vec<usize> = kept
         .iter()
-        .filter(|&&i| buckets[i].count == 0)
-        .map(|&i| i as u32)
+        .copied()
+        .filter(|&i| !is_plain_single(&buckets[i]))
         .collect();
-    let mut out = Vec::with_capacity(GHOST_LIST_OFFSET + 4 * ghosts.len() + 8 * kept.len());
-    out.extend_from_slice(&(ghosts.len() as u32).to_le_bytes());
-    for g in &ghosts {
-        out.extend_from_slice(&g.to_le_bytes());
+    let mut out = Vec::with_capacity(
+        GHOST_LIST_OFFSET + 4 * (1 + ghosts.len() + exceptions.len()) + 8 * kept.len(),
+    );
+    for list in [&ghosts, &exceptions] {
+        out.extend_from_slice(&(list.len() as u32).to_le_bytes());
+        for i in list {
+            out.extend_from_slice(&i.to_le_bytes());
+        }
     }
     let config = pco::ChunkConfig::default();
     let counts: Vec<u64> = buckets.iter().map(|b| b.count).collect();
@@ -440,14 +478,24 @@ fn encode_slot(buckets: &[Bucket]) -> pco::errors::PcoResult<Vec<u8>> {
         &mut out,
         &pco::standalone::simple_compress(&counts, &config)?,
     );
-    let fields: [fn(&Bucket) -> f64; 3] = [|b| b.total, |b| b.min, |b| b.max];
-    for field in fields {
-        let column: Vec<f64> = kept.iter().map(|&i| field(&buckets[i])).collect();
-        push_column(
-            &mut out,
-            &pco::standalone::simple_compress(&column, &config)?,
-        );
+    let mut values: Vec<f64> = Vec::with_capacity(kept.len() + 2 * whole.len());
+    values.extend(kept.iter().map(|&i| buckets[i].total));
+    values.extend(whole.iter().map(|&i| buckets[i].min));
+    values.extend(whole.iter().map(|&i| buckets[i].max));
+    // One chunk decodes fastest; two (totals apart from mins and maxes, each with its own
+    // bins) are up to a tenth smaller for some walks and larger for others, so both are
+    // tried and the smaller kept (`cargo bench --bench compact` prints the sizes).
+    let mut column = pco::standalone::simple_compress(&values, &config)?;
+    if !whole.is_empty() {
+        let split = config
+            .clone()
+            .with_paging_spec(pco::PagingSpec::Exact(vec![kept.len(), 2 * whole.len()]));
+        let two = pco::standalone::simple_compress(&values, &split)?;
+        if two.len() < column.len() {
+            column = two;
+        }
     }
+    push_column(&mut out, &column);
     Ok(out)
 }
 
@@ -456,14 +504,19 @@ fn push_column(out: &mut Vec<u8>, column: &[u8]) {
     out.extend_from_slice(column);
 }
 
-/// The most a slot's data can take, from pco's own guarantee on its output size: a bound,
-/// so a damaged index cannot make a read allocate gigabytes.
+/// The most a slot's data can take in any version this build reads, from pco's own
+/// guarantee on its output size: a bound, so a damaged index cannot make a read allocate
+/// gigabytes.
 fn max_slot_len(buckets: u32) -> u64 {
+    use pco::standalone::guarantee::file_size;
     let n = buckets as usize;
-    let column =
-        pco::standalone::guarantee::file_size::<u64>(n, &pco::ChunkConfig::default().paging_spec)
-            .unwrap_or(usize::MAX / 8);
-    (GHOST_LIST_OFFSET + 4 * n + 4 * (4 + column)) as u64
+    let paging = pco::ChunkConfig::default().paging_spec;
+    let column = file_size::<u64>(n, &paging).unwrap_or(usize::MAX / 8);
+    let values =
+        file_size::<u64>(3 * n, &pco::PagingSpec::Exact(vec![n, 2 * n])).unwrap_or(usize::MAX / 8);
+    // Two lists of at most n entries, then version 1's four columns or version 2's two.
+    let lists = 2 * (4 + 4 * n);
+    (lists + (4 * (4 + column)).max(4 + column + 4 + values)) as u64
 }
 
 /// True when every bit of the bucket is zero: the buckets a slot's data leaves out.
@@ -471,60 +524,120 @@ fn is_zero(b: &Bucket) -> bool {
     b.count == 0 && b.total.to_bits() == 0 && b.min.to_bits() == 0 && b.max.to_bits() == 0
 }
 
-/// Decodes a slot's data into all `buckets` of its period, or says why it cannot.
-fn decode_slot(data: &[u8], buckets: u32) -> std::result::Result<Vec<Bucket>, String> {
+/// True for a bucket of count 1 whose min and max are its total, bit for bit: only its
+/// total is stored.
+fn is_plain_single(b: &Bucket) -> bool {
+    let total = b.total.to_bits();
+    b.count == 1 && b.min.to_bits() == total && b.max.to_bits() == total
+}
+
+/// Decodes a slot's data, laid out as format `version` has it, into all `buckets` of its
+/// period, or says why it cannot.
+fn decode_slot(
+    data: &[u8],
+    buckets: u32,
+    version: u32,
+) -> std::result::Result<Vec<Bucket>, String> {
     let mut rest = data;
-    let ghosts = take_u32(&mut rest, "ghost count")? as usize;
-    if ghosts > buckets as usize {
-        return Err(format!("{ghosts} ghosts in {buckets} buckets"));
-    }
-    let mut ghost_list = Vec::with_capacity(ghosts);
-    for _ in 0..ghosts {
-        ghost_list.push(take_u32(&mut rest, "ghost list")?);
-    }
+    let ghost_list = take_list(&mut rest, buckets, "ghost")?;
+    let exception_list = if version == 1 {
+        Vec::new()
+    } else {
+        take_list(&mut rest, buckets, "exception")?
+    };
     let counts: Vec<u64> = take_column(&mut rest, "count")?;
     if counts.len() != buckets as usize {
         return Err(format!("{} counts for {buckets} buckets", counts.len()));
     }
+    // The kept buckets, and which of them have their min and max stored.
     let mut kept = Vec::new();
-    let mut ghost_iter = ghost_list.iter().peekable();
+    let mut whole = Vec::new();
+    let mut ghosts = ghost_list.iter().peekable();
+    let mut exceptions = exception_list.iter().peekable();
     for (i, &count) in counts.iter().enumerate() {
-        let ghost = ghost_iter.next_if(|&&g| g as usize == i).is_some();
-        if count != 0 || ghost {
-            if count != 0 && ghost {
-                return Err(format!("ghost bucket {i} has a count"));
-            }
-            kept.push(i);
+        let ghost = ghosts.next_if(|&&g| g as usize == i).is_some();
+        let exception = exceptions.next_if(|&&e| e as usize == i).is_some();
+        if count != 0 && ghost {
+            return Err(format!("ghost bucket {i} has a count"));
         }
-    }
-    if ghost_iter.next().is_some() {
-        return Err("ghost list is not ascending within the period".into());
-    }
-    let totals: Vec<f64> = take_column(&mut rest, "total")?;
-    let mins: Vec<f64> = take_column(&mut rest, "min")?;
-    let maxes: Vec<f64> = take_column(&mut rest, "max")?;
-    for (what, column) in [("total", &totals), ("min", &mins), ("max", &maxes)] {
-        if column.len() != kept.len() {
+        if exception && count != 1 {
             return Err(format!(
-                "{} {what} values for {} kept buckets",
-                column.len(),
-                kept.len()
+                "exception bucket {i} has a count of {count}, not 1"
             ));
         }
+        if count != 0 || ghost {
+            kept.push(i);
+            if count != 1 || exception || version == 1 {
+                whole.push(i);
+            }
+        }
     }
+    if ghosts.next().is_some() {
+        return Err("ghost list is not ascending within the period".into());
+    }
+    if exceptions.next().is_some() {
+        return Err("exception list is not ascending within the period".into());
+    }
+    let mut out = vec![Bucket::EMPTY; buckets as usize];
+    let (totals, mins, maxes) = if version == 1 {
+        let totals: Vec<f64> = take_column(&mut rest, "total")?;
+        let mins: Vec<f64> = take_column(&mut rest, "min")?;
+        let maxes: Vec<f64> = take_column(&mut rest, "max")?;
+        for (what, column) in [("total", &totals), ("min", &mins), ("max", &maxes)] {
+            if column.len() != kept.len() {
+                return Err(format!(
+                    "{} {what} values for {} kept buckets",
+                    column.len(),
+                    kept.len()
+                ));
+            }
+        }
+        (totals, mins, maxes)
+    } else {
+        let mut values: Vec<f64> = take_column(&mut rest, "value")?;
+        let expected = kept.len() + 2 * whole.len();
+        if values.len() != expected {
+            return Err(format!(
+                "{} values for {} kept buckets, {} of them with a min and a max",
+                values.len(),
+                kept.len(),
+                whole.len()
+            ));
+        }
+        let maxes = values.split_off(kept.len() + whole.len());
+        let mins = values.split_off(kept.len());
+        (values, mins, maxes)
+    };
     if !rest.is_empty() {
         return Err(format!("{} bytes after the last column", rest.len()));
     }
-    let mut out = vec![Bucket::EMPTY; buckets as usize];
     for (k, &i) in kept.iter().enumerate() {
         out[i] = Bucket {
             count: counts[i],
             total: totals[k],
-            min: mins[k],
-            max: maxes[k],
+            min: totals[k],
+            max: totals[k],
         };
     }
+    for (w, &i) in whole.iter().enumerate() {
+        out[i].min = mins[w];
+        out[i].max = maxes[w];
+    }
     Ok(out)
+}
+
+/// A list of bucket indices: a `u32` length, at most `buckets`, then that many `u32`s.
+fn take_list(rest: &mut &[u8], buckets: u32, what: &str) -> std::result::Result<Vec<u32>, String> {
+    let len = take_u32(rest, what)? as usize;
+    if len > buckets as usize {
+        return Err(format!("{len} {what} buckets in {buckets}"));
+    }
+    if rest.len() < 4 * len {
+        return Err(format!("{what} list cut short"));
+    }
+    let (list, tail) = rest.split_at(4 * len);
+    *rest = tail;
+    Ok((0..len).map(|k| get_u32(list, 4 * k)).collect())
 }
 
 fn take_u32(rest: &mut &[u8], what: &str) -> std::result::Result<u32, String> {
@@ -622,7 +735,7 @@ impl CompactReader {
         }
         let mut data = vec![0u8; entry.len as usize];
         compact.read_at(&self.file, &mut data, entry.offset)?;
-        let all = compact.decode_slot(slot, entry, &data)?;
+        let all = compact.decode_slot(slot, entry, &data, self.version)?;
         out.copy_from_slice(&all[buckets.start as usize..buckets.end as usize]);
         Ok(())
     }

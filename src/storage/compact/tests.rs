@@ -10,7 +10,8 @@ use crate::time::Span;
 
 /// 2025-11-21T00:00:00Z, a day boundary.
 const DAY_START: i64 = 1_763_683_200;
-const SLOTS: u32 = 8;
+/// Slots of the file of every kind: one a kind.
+const SLOTS: u32 = 10;
 
 /// A 1m/1d period of `slots` slots, chunk 3.
 fn meta(slots: u32) -> PeriodMeta {
@@ -61,8 +62,50 @@ fn gauge(
         .collect()
 }
 
-/// One slot of each kind the tests cover, `n` buckets each.
+/// Sets buckets `first`, `first + stride`, ... of `slot` to `odd`'s (count, total, min, max).
+fn plant(slot: &mut [Bucket], odd: &[(u64, f64, f64, f64)], stride: usize, first: usize) {
+    for (i, &(count, total, min, max)) in odd.iter().enumerate() {
+        slot[first + i * stride] = Bucket {
+            count,
+            total,
+            min,
+            max,
+        };
+    }
+}
+
+/// One slot of each kind the tests cover, `n` (at least 64) buckets each: those of
+/// [`v1_kinds`], then single samples.
 fn kinds(n: u32) -> Vec<(&'static str, Vec<Bucket>)> {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let singles = gauge(&mut rng, n, 1, |r, v| {
+        ((v * 100.0).round() + (r.next() % 201) as f64 - 100.0) / 100.0
+    });
+    // Single samples, some of them count-1 buckets whose min or max is not their total bit
+    // for bit (a cell overwritten with other bits), which must be stored whole.
+    let mut mixed = gauge(&mut rng, n, 1, |r, v| v + r.unit());
+    let odd = [
+        (1, 5.0, 4.0, 6.0),
+        (1, -0.0, 0.0, -0.0),
+        (1, 0.0, 0.0, -0.0),
+        (1, 2.5, 2.5, f64::INFINITY),
+        (1, f64::NEG_INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY),
+        (1, 5e-324, 5e-324, 5e-324),
+        (1, -0.0, -0.0, -0.0),
+        (1, 7.0, f64::MIN_POSITIVE / 4.0, 7.0),
+        (2, 3.0, 1.5, 1.5),
+        (0, 0.0, -0.0, 0.0),
+    ];
+    plant(&mut mixed, &odd, 5, 2);
+    mixed[n as usize / 2] = Bucket::EMPTY;
+    let mut all = v1_kinds(n);
+    all.push(("single samples", singles));
+    all.push(("single samples, some not plain", mixed));
+    all
+}
+
+/// The kinds the version 1 fixture holds, one a slot (`V1_SLOTS`), `n` buckets each.
+fn v1_kinds(n: u32) -> Vec<(&'static str, Vec<Bucket>)> {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let constant = gauge(&mut rng, n, 6, |_, _| 42.0);
     let int_walk = gauge(&mut rng, n, 6, |r, v| v + (r.next() % 7) as f64 - 3.0);
@@ -98,14 +141,7 @@ fn kinds(n: u32) -> Vec<(&'static str, Vec<Bucket>)> {
         (0, 0.0, 0.0, -0.0),
         (7, 0.0, 0.0, 0.0),
     ];
-    for (i, &(count, total, min, max)) in odd.iter().enumerate() {
-        special[i * 3 + 1] = Bucket {
-            count,
-            total,
-            min,
-            max,
-        };
-    }
+    plant(&mut special, &odd, 3, 1);
     vec![
         ("constant", constant),
         ("integer walk", int_walk),
@@ -178,6 +214,7 @@ fn check_round_trip(file: &CompactFile, slots: &[Vec<Bucket>]) {
 fn kinds_file(dir: &Path) -> (CompactFile, Vec<Vec<Bucket>>) {
     let m = meta(SLOTS);
     let slots: Vec<Vec<Bucket>> = kinds(m.buckets()).into_iter().map(|(_, b)| b).collect();
+    assert_eq!(slots.len(), SLOTS as usize);
     (create(dir, &m, &slots), slots)
 }
 
@@ -308,37 +345,111 @@ fn a_flipped_data_byte_refuses_that_slot_and_the_others_still_read() {
         "data checksum mismatch in slot 2",
     );
     assert_refused(file.for_each_slot(&mut |_, _| {}), file.path(), "slot 2");
-    for slot in [0, 1, 3, 4, 5, 6, 7] {
+    for slot in (0..SLOTS).filter(|&s| s != 2) {
         let found = read(&file, slot, 0..1440).unwrap();
         assert_bits_eq(&found, &slots[slot as usize], &format!("slot {slot}"));
     }
 }
 
-#[test]
-fn damage_behind_valid_checksums_is_refused_not_a_panic() {
-    // Every byte of the 2-decimal walk's data flipped in turn, with the slot, index and header
-    // checksums made to match: the decoder itself must refuse or return values, never panic.
-    let dir = tempfile::tempdir().unwrap();
-    let (file, _) = kinds_file(dir.path());
+/// Flips bytes of `slot`'s data in turn (about 400 of them), with the slot, index and
+/// header checksums made to match: the decoder itself must refuse or return values, never
+/// panic.
+fn damage_behind_valid_checksums(file: &CompactFile, slot: u32) {
     let original = std::fs::read(file.path()).unwrap();
-    let victim = entry(&original, 2);
-    let head_len = HEADER_LEN + SLOTS as usize * ENTRY_LEN;
+    let victim = entry(&original, slot);
+    let slots = file.meta().slots as usize;
+    let head_len = HEADER_LEN + slots * ENTRY_LEN;
+    let at = HEADER_LEN + slot as usize * ENTRY_LEN + ENTRY_CRC;
     let step = (victim.len as usize / 400).max(1);
+    let buckets = file.meta().buckets();
     for i in (0..victim.len as usize).step_by(step) {
         let mut bytes = original.clone();
         let start = victim.offset as usize;
         bytes[start + i] ^= 0x5a;
         let crc = crc32fast::hash(&bytes[start..start + victim.len as usize]);
-        put_u32(&mut bytes, HEADER_LEN + 2 * ENTRY_LEN + ENTRY_CRC, crc);
+        put_u32(&mut bytes, at, crc);
         let index_crc = crc32fast::hash(&bytes[HEADER_LEN..head_len]);
         put_u32(&mut bytes, INDEX_CRC_OFFSET, index_crc);
         reseal_header(&mut bytes);
         std::fs::write(file.path(), &bytes).unwrap();
-        match read(&file, 2, 0..1440) {
+        match read(file, slot, 0..buckets) {
             Ok(_) => {}
-            Err(e) => assert_refused::<()>(Err(e), file.path(), "slot 2"),
+            Err(e) => assert_refused::<()>(Err(e), file.path(), &format!("slot {slot}")),
         }
     }
+    std::fs::write(file.path(), &original).unwrap();
+}
+
+#[test]
+fn damage_behind_valid_checksums_is_refused_not_a_panic() {
+    // The 2-decimal walk, and the single samples with exceptions: every list and column.
+    let dir = tempfile::tempdir().unwrap();
+    let (file, _) = kinds_file(dir.path());
+    damage_behind_valid_checksums(&file, 2);
+    damage_behind_valid_checksums(&file, SLOTS - 1);
+    let (v1, _) = v1_fixture(dir.path());
+    damage_behind_valid_checksums(&v1, 2);
+    damage_behind_valid_checksums(&v1, 7);
+}
+
+/// Slots of the version 1 fixture: one for each of [`v1_kinds`].
+const V1_SLOTS: u32 = 8;
+
+/// The version 1 fixture, `tests/fixtures/compact-v1/20251121T000000Z-c00003.tdc`, copied
+/// into `dir`, and the buckets it holds: [`v1_kinds`] over a 1m/6h period. Written by the
+/// version 1 code (commit 231fbca), before version 2 existed.
+fn v1_fixture(dir: &Path) -> (CompactFile, Vec<Vec<Bucket>>) {
+    let m = PeriodMeta {
+        period: Span::from_secs(6 * 3_600),
+        ..meta(V1_SLOTS)
+    };
+    let name = CompactFile::file_name(&m);
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/compact-v1")
+        .join(&name);
+    std::fs::copy(&fixture, dir.join(&name)).expect("the version 1 fixture");
+    let slots = v1_kinds(m.buckets()).into_iter().map(|(_, b)| b).collect();
+    (CompactFile::new(dir.join(name), m), slots)
+}
+
+#[test]
+fn a_version_1_file_still_reads_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, slots) = v1_fixture(dir.path());
+    let bytes = std::fs::read(file.path()).unwrap();
+    assert_eq!(
+        get_u32(&bytes, VERSION_OFFSET),
+        1,
+        "the fixture is version 1"
+    );
+    check_round_trip(&file, &slots);
+    // Its slots decode as version 1 only: read as version 2 they are refused.
+    let e = entry(&bytes, 1);
+    let data = &bytes[e.offset as usize..(e.offset + u64::from(e.len)) as usize];
+    assert!(decode_slot(data, file.meta().buckets(), 2).is_err());
+}
+
+#[test]
+fn plain_singles_store_only_their_total() {
+    let slot = &kinds(1440)[SLOTS as usize - 1].1;
+    let kept = slot.iter().filter(|b| !is_zero(b)).count();
+    let plain = slot.iter().filter(|b| is_plain_single(b)).count();
+    let exceptions: Vec<u32> = (0..1440)
+        .filter(|&i| slot[i as usize].count == 1 && !is_plain_single(&slot[i as usize]))
+        .collect();
+    assert_eq!(exceptions, [2, 7, 12, 17, 37]);
+    // All but the exceptions, the count-2 bucket, the ghost and the empty one.
+    assert_eq!(plain, 1440 - exceptions.len() - 3);
+    let data = encode_slot(slot).unwrap();
+    let mut rest = &data[..];
+    assert_eq!(take_list(&mut rest, 1440, "ghost").unwrap(), [47]);
+    assert_eq!(take_list(&mut rest, 1440, "exception").unwrap(), exceptions);
+    let counts: Vec<u64> = take_column(&mut rest, "count").unwrap();
+    assert_eq!(counts.len(), 1440);
+    let values: Vec<f64> = take_column(&mut rest, "value").unwrap();
+    assert_eq!(values.len(), kept + 2 * (kept - plain));
+    assert!(rest.is_empty());
+    assert_bits_eq(&decode_slot(&data, 1440, 2).unwrap(), slot, "decoded");
 }
 
 #[test]
@@ -347,7 +458,7 @@ fn truncation_is_refused() {
     let (file, slots) = kinds_file(dir.path());
     let original = std::fs::read(file.path()).unwrap();
     let head_len = HEADER_LEN + SLOTS as usize * ENTRY_LEN;
-    let last = entry(&original, 7);
+    let last = entry(&original, SLOTS - 1);
     for len in [0, 7, HEADER_LEN - 1, HEADER_LEN, head_len - 1] {
         std::fs::write(file.path(), &original[..len]).unwrap();
         assert_refused(read(&file, 0, 0..1440), file.path(), "truncated");
@@ -357,7 +468,7 @@ fn truncation_is_refused() {
     // slots before it still read.
     let cut = last.offset as usize + last.len as usize / 2;
     std::fs::write(file.path(), &original[..cut]).unwrap();
-    assert_refused(read(&file, 7, 0..1440), file.path(), "truncated");
+    assert_refused(read(&file, SLOTS - 1, 0..1440), file.path(), "truncated");
     assert_refused(file.for_each_slot(&mut |_, _| {}), file.path(), "truncated");
     assert_bits_eq(&read(&file, 0, 0..1440).unwrap(), &slots[0], "slot 0");
     // Bytes appended are refused by the whole-file walk.
@@ -396,11 +507,28 @@ fn another_format_version_or_codec_is_refused_by_name() {
     let (file, _) = kinds_file(dir.path());
     let original = std::fs::read(file.path()).unwrap();
     let path = file.path().to_path_buf();
-    patch(&path, |b| {
-        put_u32(b, VERSION_OFFSET, FORMAT_VERSION + 1);
-        reseal_header(b);
-    });
-    assert_refused(read(&file, 0, 0..1440), &path, "compacted format version 2");
+    assert_eq!(
+        get_u32(&original, VERSION_OFFSET),
+        2,
+        "files are written as version 2"
+    );
+    for version in [0, FORMAT_VERSION + 1, u32::MAX] {
+        std::fs::write(&path, &original).unwrap();
+        patch(&path, |b| {
+            put_u32(b, VERSION_OFFSET, version);
+            reseal_header(b);
+        });
+        assert_refused(
+            read(&file, 0, 0..1440),
+            &path,
+            &format!("compacted format version {version}, this build reads versions 1 to 2"),
+        );
+        assert_refused(
+            file.for_each_slot(&mut |_, _| {}),
+            &path,
+            &format!("compacted format version {version}"),
+        );
+    }
     std::fs::write(&path, &original).unwrap();
     patch(&path, |b| {
         put_u32(b, CODEC_OFFSET, 9);
@@ -450,9 +578,16 @@ fn bucket_strategy() -> impl Strategy<Value = Bucket> {
     let finite = any::<f64>().prop_filter("finite", |v| v.is_finite());
     prop_oneof![
         2 => Just(Bucket::EMPTY),
+        2 => finite.clone().prop_map(|v| Bucket { count: 1, total: v, min: v, max: v }),
         5 => (0u64..1_000, finite.clone(), finite.clone(), finite).prop_map(
             |(count, total, min, max)| Bucket { count, total, min, max }
         ),
+        1 => (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(t, mi, ma)| Bucket {
+            count: 1,
+            total: f64::from_bits(t),
+            min: f64::from_bits(mi),
+            max: f64::from_bits(ma),
+        }),
         1 => (any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(
             |(count, t, mi, ma)| Bucket {
                 count,
@@ -495,7 +630,8 @@ fn a_hot_period_file_compacts_through_its_load() {
     use crate::storage::{Creation, Storage};
     let dir = tempfile::tempdir().unwrap();
     let tiers = TiersConfig::default().tiers;
-    let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
+    const HOT_SLOTS: u32 = 8;
+    let storage = Storage::open(dir.path(), &tiers, HOT_SLOTS, true).unwrap();
     let (hot, _) = storage
         .get_or_create(0, DAY_START, 0, Creation::Ahead)
         .unwrap();
@@ -507,7 +643,7 @@ fn a_hot_period_file_compacts_through_its_load() {
     let out = tempfile::tempdir().unwrap();
     let compact = CompactFile::create(out.path(), hot.meta(), &|b, s| hot.load(b, s)).unwrap();
     let n = hot.meta().buckets();
-    let expected: Vec<Vec<Bucket>> = (0..SLOTS)
+    let expected: Vec<Vec<Bucket>> = (0..HOT_SLOTS)
         .map(|s| (0..n).map(|b| hot.load(b, s)).collect())
         .collect();
     check_round_trip(&compact, &expected);
