@@ -124,11 +124,14 @@ impl EngineBuilder {
             &stored,
             &self.tiers,
         )?;
-        let changes = crate::config::differences(&stored, &self.tiers);
-        for change in &changes {
-            tracing::info!(dir = %self.dir.display(), %change, "the given tiers change the stored ones");
+        // Said at warn: a removed tier's files stay on disk unread, and changed counter rules
+        // change what existing series' samples mean from now on.
+        for change in crate::config::differences(&stored, &self.tiers) {
+            tracing::warn!(dir = %self.dir.display(), %change, "the given tiers change the stored ones");
         }
-        Ok(!changes.is_empty())
+        // Any difference is stored, a reordering too (no field differs, but the layout
+        // fingerprint the journals record follows the order).
+        Ok(stored != self.tiers)
     }
 
     /// Uses `clock` instead of the system clock (tests roll time with a

@@ -253,9 +253,19 @@ impl Registry {
     }
 
     /// Calls `f` on every (id, key) from id `first` on, in id order, under one read lock.
-    pub fn for_each_from(&self, first: usize, mut f: impl FnMut(SeriesId, KeyView<'_>)) {
+    pub fn for_each_from(&self, first: usize, f: impl FnMut(SeriesId, KeyView<'_>)) {
+        self.for_each_in(first..usize::MAX, f);
+    }
+
+    /// Calls `f` on every (id, key) with an id in `ids`, in id order, under one read lock:
+    /// a bounded scan stops at the end of `ids`, however many series there are.
+    pub fn for_each_in(
+        &self,
+        ids: std::ops::Range<usize>,
+        mut f: impl FnMut(SeriesId, KeyView<'_>),
+    ) {
         let inner = self.read();
-        for i in first..inner.keys.len() {
+        for i in ids.start..ids.end.min(inner.keys.len()) {
             if let Some(key) = inner.keys.view(i) {
                 f(SeriesId(i as u32), key);
             }

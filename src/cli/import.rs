@@ -197,14 +197,16 @@ impl ImportSummary {
         self.report.rejected_total()
     }
 
-    /// True when the import is a failure: no sample landed, and not because every one was
-    /// already stored (all refused as `counter_out_of_order`, what importing a file again
-    /// after an interrupted import gives for counters).
+    /// True when the import is a failure: samples were refused, none landed, and not
+    /// because every one was already stored (all refused as `counter_out_of_order`, what
+    /// importing a file again after an interrupted import gives for counters). An input
+    /// with nothing to import (empty, or only comments) is no failure: an empty export
+    /// imports nothing.
     pub fn landed_nothing(&self) -> bool {
         let report = &self.report;
-        let already_stored = report.rejected_total() > 0
-            && (report.rejected.keys()).all(|&reason| reason == "counter_out_of_order");
-        report.accepted == 0 && !already_stored
+        let already_stored =
+            (report.rejected.keys()).all(|&reason| reason == "counter_out_of_order");
+        report.accepted == 0 && report.rejected_total() > 0 && !already_stored
     }
 
     /// When nothing was accepted and every refusal was for the sample's time, and the first
@@ -605,9 +607,10 @@ mod tests {
     }
 
     #[test]
-    fn nothing_landed_fails_unless_every_sample_was_already_stored() {
+    fn nothing_landed_fails_unless_every_sample_was_already_stored_or_there_was_none() {
         assert!(summary(Format::Graphite, 0, &[("too_old", 1)]).landed_nothing());
-        assert!(summary(Format::Graphite, 0, &[]).landed_nothing());
+        // An empty export (or only comments): nothing to import is no failure.
+        assert!(!summary(Format::Graphite, 0, &[]).landed_nothing());
         assert!(!summary(Format::Graphite, 0, &[("counter_out_of_order", 3)]).landed_nothing());
         let mut some = summary(Format::Graphite, 0, &[("too_old", 1)]);
         some.report.accepted = 1;

@@ -108,12 +108,7 @@ impl Registry {
     /// One key for each of the names nearest `name` among the first [`NEAR_SCAN`] keys.
     fn near_names(&self, name: &str, limit: usize) -> Vec<SeriesKey> {
         let mut best: Vec<(usize, String, SeriesId)> = Vec::new();
-        let mut scanned = 0;
-        self.for_each_from(0, |id, key| {
-            scanned += 1;
-            if scanned > NEAR_SCAN {
-                return;
-            }
+        self.for_each_in(0..NEAR_SCAN, |id, key| {
             let other = key.name();
             if other == name || best.iter().any(|(_, n, _)| n.as_str() == other) {
                 return;

@@ -459,8 +459,6 @@ fn too_large(max_body: usize) -> Response {
         .into_response()
 }
 
-/// The series a request names: `series=name{k=v}`, or `series=name` plus `tag=k=v` pairs
-/// (read as [`TagFilter`]s; only `k=v` names a series, so `k!=v` is refused).
 /// The 404 message for a query of a series that does not exist, with the series of that
 /// name or near names when the registry has some ([`crate::registry::Candidates::hint`]).
 fn unknown_series(engine: &Engine, error: &Error) -> String {
@@ -477,6 +475,8 @@ fn unknown_series(engine: &Engine, error: &Error) -> String {
     }
 }
 
+/// The series a request names: `series=name{k=v}`, or `series=name` plus `tag=k=v` pairs
+/// (read as [`TagFilter`]s; only `k=v` names a series, so `k!=v` is refused).
 fn series_param(params: &Params) -> Result<String, ApiError> {
     let name = params.get("series").ok_or_else(|| {
         ApiError::BadRequest("series: missing (series=name or series=name{k=v,...})".into())

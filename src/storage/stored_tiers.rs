@@ -20,12 +20,23 @@ pub fn stored_path(dir: &Path) -> PathBuf {
 /// before tierdb stored it, or not created yet).
 ///
 /// # Errors
-/// [`Error::Io`] naming the file when it cannot be read, [`Error::Config`] naming it with
-/// the line and field when its content is refused.
+/// [`Error::Io`] naming the file when it cannot be read, [`Error::CorruptFile`] naming it,
+/// with the line and field, when its content is refused.
 pub fn read_stored(dir: &Path) -> Result<Option<TiersConfig>> {
     let path = stored_path(dir);
     match std::fs::read_to_string(&path) {
-        Ok(text) => TiersConfig::from_toml_str(&text, &path.display().to_string()).map(Some),
+        Ok(text) => TiersConfig::from_toml_str(&text, &path.display().to_string())
+            .map(Some)
+            .map_err(|e| {
+                Error::corrupt(
+                    &path,
+                    format!(
+                        "the data directory's stored tiers are refused ({e}); restore the \
+                         file, or remove it and open once with --tiers naming the tiers the \
+                         directory was created with"
+                    ),
+                )
+            }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::io(&path, e)),
     }

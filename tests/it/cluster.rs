@@ -109,19 +109,26 @@ impl Setup {
 
     /// With `raw`, the nodes run the shipped tiers plus a raw tier ([`with_raw_tier`]).
     fn start_with(raw: bool) -> Setup {
-        let runtime = tokio::runtime::Runtime::new().unwrap();
-        let nats = runtime.block_on(NatsCluster::start(3));
-        let urls = nats.urls().join(",");
-        let root = tempfile::tempdir().unwrap();
-        let mut cluster = nodes(3, root.path());
-        let tiers = raw.then(|| with_raw_tier(root.path()));
-        for node in &mut cluster {
+        let mut setup = Setup::stopped(3, 3);
+        let tiers = raw.then(|| with_raw_tier(setup.root.path()));
+        for node in &mut setup.cluster {
             if let Some(tiers) = &tiers {
                 node.args = vec!["--tiers".into(), tiers.display().to_string()];
             }
-            node.start(&urls);
+            node.start(&setup.urls);
         }
-        wait_served(&cluster);
+        wait_served(&setup.cluster);
+        setup
+    }
+
+    /// `servers` NATS servers running, and `count` nodes not started yet (to be given their
+    /// flags first).
+    fn stopped(servers: usize, count: usize) -> Setup {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let nats = runtime.block_on(NatsCluster::start(servers));
+        let urls = nats.urls().join(",");
+        let root = tempfile::tempdir().unwrap();
+        let cluster = nodes(count, root.path());
         Setup {
             cluster,
             root,
@@ -829,11 +836,15 @@ fn kill_nine_at_random_moments_loses_and_doubles_nothing() {
 /// single node, the remote-written counter stored as increases.
 #[test]
 fn remote_write_and_statsd_land_through_a_cluster_node() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let nats = runtime.block_on(NatsCluster::start(1));
-    let urls = nats.urls().join(",");
-    let root = tempfile::tempdir().unwrap();
-    let mut cluster = nodes(1, root.path());
+    // Every field bound (one left out would be dropped at once), in this order so that they
+    // drop as Setup's do: the nodes first, the runtime last.
+    let Setup {
+        runtime: _runtime,
+        nats: _nats,
+        urls,
+        root: _root,
+        mut cluster,
+    } = Setup::stopped(1, 1);
     cluster[0].args = ["--statsd", "127.0.0.1:0", "--statsd-flush", "1s"]
         .map(String::from)
         .to_vec();
@@ -908,12 +919,14 @@ fn remote_write_and_statsd_land_through_a_cluster_node() {
 /// series nobody has is a 404 through either node.
 #[test]
 fn a_raw_tier_is_read_exactly_through_any_cluster_node() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let nats = runtime.block_on(NatsCluster::start(1));
-    let urls = nats.urls().join(",");
-    let root = tempfile::tempdir().unwrap();
+    let Setup {
+        runtime: _runtime,
+        nats: _nats,
+        urls,
+        root,
+        mut cluster,
+    } = Setup::stopped(1, 2);
     let tiers = with_raw_tier(root.path());
-    let mut cluster = nodes(2, root.path());
     for node in &mut cluster {
         // One replica per partition: one of the two nodes answers through the other.
         node.args = ["--tiers", &tiers.display().to_string(), "--replicas", "1"]
@@ -996,11 +1009,13 @@ fn a_raw_tier_is_read_exactly_through_any_cluster_node() {
 /// while a publish waited, and the kernel dropped them.
 #[test]
 fn graphite_udp_datagrams_wait_in_memory_while_the_log_stalls() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let nats = runtime.block_on(NatsCluster::start(1));
-    let urls = nats.urls().join(",");
-    let root = tempfile::tempdir().unwrap();
-    let mut cluster = nodes(1, root.path());
+    let Setup {
+        runtime: _runtime,
+        nats,
+        urls,
+        root: _root,
+        mut cluster,
+    } = Setup::stopped(1, 1);
     cluster[0].start(&urls);
     wait_served(&cluster);
     let udp = cluster[0].addrs.as_ref().unwrap().graphite_udp;

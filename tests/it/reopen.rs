@@ -592,3 +592,23 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// Tiers given in another order are stored in that order: the layout fingerprint the
+/// journals and `writers.state` record follows the order, so an open without tiers after a
+/// crash must get the order the crashed process wrote under. (No field differs, so the
+/// stored file was left as it was.)
+#[test]
+fn reordered_tiers_are_stored_in_their_new_order() {
+    let (dir, clock, before) = closed_history();
+    let mut config = TiersConfig::default();
+    config.tiers.reverse();
+    let engine = open(dir.path(), &clock, config.clone());
+    assert_eq!(answers(&engine), before);
+    engine.close().unwrap();
+    let stored = tierdb::storage::stored_tiers::read_stored(dir.path())
+        .unwrap()
+        .expect("stored tiers");
+    let names = |c: &TiersConfig| c.tiers.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&stored), names(&config));
+    assert_eq!(stored.layout_fingerprint(), config.layout_fingerprint());
+}
