@@ -55,6 +55,7 @@ pub(super) fn run(args: DemoArgs) -> std::result::Result<(), Box<dyn std::error:
     let dir = args.data_dir.unwrap_or_else(|| temp.path().to_path_buf());
     let builder = engine_builder(&dir, args.tiers.as_deref())?;
     until_shutdown(
+        &dir,
         || builder.open(),
         &args.listen,
         |engine| {

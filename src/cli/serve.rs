@@ -1,6 +1,7 @@
 //! `tierdb serve`: the server on a data directory until SIGTERM or Ctrl-C, and the serving
 //! loop `demo` shares (bind, announce, serve, stop, flush).
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -129,22 +130,24 @@ pub(super) fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         return cluster::run(&args.location, &args.listen, &args.cluster);
     }
     let builder = engine_builder(&args.location.data_dir, args.location.tiers.as_deref())?;
-    until_shutdown(|| builder.open(), &args.listen, |_| Ok(None))
+    let dir = &args.location.data_dir;
+    until_shutdown(dir, || builder.open(), &args.listen, |_| Ok(None))
 }
 
 /// A thread running beside the server (the demo agent) and the flag that stops it.
 type Companion = (Arc<AtomicBool>, JoinHandle<()>);
 
-/// Binds the listeners, then opens the engine with `open` (so a busy port leaves no data
-/// directory behind), writes the addresses into the directory's `SERVER` file
+/// Binds the listeners, then opens the engine of `dir` with `open` (so a busy port leaves no
+/// data directory behind), writes the addresses into the directory's `SERVER` file
 /// ([`crate::server::announce`]) and runs the server until SIGTERM or Ctrl-C; `before_ready`
 /// may start a companion (the demo agent). The file is removed at the end.
 pub(super) fn until_shutdown(
+    dir: &Path,
     open: impl FnOnce() -> crate::Result<Engine>,
     listen: &Listen,
     before_ready: impl FnOnce(&Arc<Engine>) -> crate::Result<Option<Companion>>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let (runtime, listeners) = bind_and_announce(listen)?;
+    let (runtime, listeners) = bind_and_announce(listen, dir)?;
     let engine = Arc::new(open()?);
     let (http, graphite, _) = listeners.addrs()?;
     let dir = engine.dir().to_path_buf();
@@ -181,8 +184,13 @@ pub(super) fn until_shutdown(
 
 /// The server's runtime and its bound sockets, each address printed (what tests and scripts
 /// read before `tierdb: ready`); the open-files limit raised first.
+/// Binds the listeners and prints their addresses. A bind that fails while a live server
+/// announced itself in `dir` (its `SERVER` file) says so: the same ports are usually taken
+/// by the server already serving the directory, and binding comes before the directory's
+/// lock, whose refusal would have named it.
 fn bind_and_announce(
     listen: &Listen,
+    dir: &Path,
 ) -> Result<(tokio::runtime::Runtime, Listeners), Box<dyn std::error::Error>> {
     match crate::server::raise_open_files_limit() {
         Ok(limit) => tracing::debug!(?limit, "open files limit"),
@@ -192,7 +200,18 @@ fn bind_and_announce(
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let mut listeners = runtime.block_on(Listeners::bind(listen.http, listen.graphite))?;
+    let mut listeners = runtime
+        .block_on(Listeners::bind(listen.http, listen.graphite))
+        .map_err(|e| match serving(dir) {
+            Some(at) => format!(
+                "{e}; {} is already served by pid {} (http {}, graphite {})",
+                dir.display(),
+                at.pid,
+                at.http,
+                at.graphite
+            ),
+            None => e.to_string(),
+        })?;
     if let Some(addr) = listen.statsd {
         listeners.statsd = Some(runtime.block_on(StatsdListener::bind(addr, listen.statsd_flush))?);
     }
@@ -204,6 +223,12 @@ fn bind_and_announce(
         println!("tierdb: statsd udp listening on {}", statsd.local_addr()?);
     }
     Ok((runtime, listeners))
+}
+
+/// The server `dir`'s `SERVER` file announces, when its process is alive.
+fn serving(dir: &Path) -> Option<Announced> {
+    let text = std::fs::read_to_string(announce::path(dir)).ok()?;
+    Announced::parse(&text).filter(|at| Path::new(&format!("/proc/{}", at.pid)).exists())
 }
 
 /// Completes on Ctrl-C or SIGTERM.

@@ -41,6 +41,21 @@ fn sigterm_drains_and_exits_cleanly_and_a_second_server_is_refused() {
         "{stderr}"
     );
 
+    // A second server on the same ports fails to bind, before the lock could name the
+    // holder: the refusal names it from the SERVER file.
+    let same_ports = std::process::Command::new(env!("CARGO_BIN_EXE_tierdb"))
+        .args(["serve", "--http", &addrs.http.to_string()])
+        .args(["--graphite", &addrs.graphite_tcp.to_string(), "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(!same_ports.status.success());
+    let stderr = String::from_utf8_lossy(&same_ports.stderr);
+    assert!(
+        stderr.contains(&format!("is already served by pid {}", server.id())),
+        "{stderr}"
+    );
+
     // The server's addresses are in the directory, and `import` points at them (issue #15:
     // it said `nc 127.0.0.1 2003` whatever the server listened on).
     let announced = std::fs::read_to_string(data.join("SERVER")).unwrap();

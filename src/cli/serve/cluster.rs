@@ -56,7 +56,7 @@ pub(super) fn run(
             .into_owned(),
     };
     let tiers = node_tiers(location)?;
-    let (runtime, listeners) = bind_and_announce(listen)?;
+    let (runtime, listeners) = bind_and_announce(listen, &location.data_dir)?;
     let http = listeners.addrs()?.0;
     let advertised = match &args.advertise_http {
         Some(addr) => addr.clone(),
