@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -44,6 +44,12 @@ const RETRY_PAUSE: Duration = Duration::from_secs(1);
 
 /// How long copying a replica's files may take.
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How long a node keeps trying to copy a partition the log can no longer give it whole,
+/// while a replica that applied more is listed, before it applies what the log still holds
+/// (and reports the gap). Until then it does not apply, so it does not serve, the partition:
+/// a copy that failed once (a timeout, a holder handing the partition over) is tried again.
+const COPY_PATIENCE: Duration = Duration::from_secs(120);
 
 /// Cluster renders running at once at most. A render holds a blocking-pool thread while it
 /// waits for its fan-out, whose reads of this node's partitions need blocking threads too:
@@ -115,6 +121,9 @@ pub struct Node {
     token: Option<String>,
     /// The partitions rebuilt from a peer's copy since this process started.
     rebuilds: Mutex<Vec<Rebuild>>,
+    /// Partitions waiting for a copy the log cannot replace ([`COPY_PATIENCE`]), with when
+    /// the first attempt failed.
+    copy_waits: Mutex<BTreeMap<u32, Instant>>,
     /// Renders running at once (see [`Node::render_slot`]).
     renders: tokio::sync::Semaphore,
     /// Partitions this node applied past the log's last sequence, as last checked: partition
@@ -210,6 +219,7 @@ impl Node {
             publish_count: Default::default(),
             token: settings.token,
             rebuilds: Mutex::new(Vec::new()),
+            copy_waits: Mutex::new(BTreeMap::new()),
             renders: tokio::sync::Semaphore::new(CONCURRENT_RENDERS),
             ahead_of_log: Mutex::new(BTreeMap::new()),
         });
@@ -333,7 +343,7 @@ impl Node {
     /// replica's files when it needs one, and starts its task.
     async fn start_applying(self: &Arc<Node>, partition: u32) -> Result<()> {
         let dir = self.partition_dir(partition);
-        self.rebuild_if_needed(partition, &dir).await;
+        self.rebuild_if_needed(partition, &dir).await?;
         let tiers = self.tiers.clone();
         let store = tokio::task::spawn_blocking(move || {
             PartitionStore::open(Engine::builder(dir).tiers(tiers))
@@ -441,20 +451,25 @@ impl Node {
     /// Replaces `partition`'s directory `dir` by a live replica's copy when this node has
     /// nothing of the partition and a replica has applied some, or when the log no longer
     /// holds the messages after what this node applied. Tries the replicas that applied
-    /// furthest first; when none can be copied, the log alone is applied, and a gap is
-    /// reported as an error.
-    async fn rebuild_if_needed(self: &Arc<Node>, partition: u32, dir: &Path) {
+    /// furthest first. When none can be copied: with the log whole, the log alone is
+    /// applied; with the log trimmed while a replica holds more, the partition is not
+    /// applied yet (an error, so the caller tries again) for up to [`COPY_PATIENCE`], after
+    /// which the log alone is applied and the gap reported as an error.
+    ///
+    /// # Errors
+    /// [`Error::Cluster`] while waiting for a copy the trimmed log cannot replace.
+    async fn rebuild_if_needed(self: &Arc<Node>, partition: u32, dir: &Path) -> Result<()> {
         let peek = dir.to_path_buf();
         let local =
             match tokio::task::spawn_blocking(move || PartitionStore::applied_in(&peek)).await {
                 Ok(Ok(applied)) => applied,
                 // Opening it reports what is wrong, by name.
-                _ => return,
+                _ => return Ok(()),
             };
         let first = self.log.bounds().await.ok().map(|(first, _)| first);
         let trimmed = first.is_some_and(|first| local + 1 < first);
         if local > 0 && !trimmed {
-            return;
+            return Ok(());
         }
         let view = self.view();
         let mut sources: Vec<(u64, String, String)> = view
@@ -473,6 +488,10 @@ impl Node {
             .collect();
         sources.sort_by_key(|source| std::cmp::Reverse(source.0));
         let had_sources = !sources.is_empty();
+        // Some node, live or not, says it applied more: a trimmed log cannot replace that.
+        let others_hold_more = view.nodes.iter().any(|node| {
+            node.name != self.name && node.applied.get(&partition).is_some_and(|&a| a > local)
+        });
         for (_, from, addr) in sources {
             match self.rebuild_from(partition, dir, &addr).await {
                 Ok(info) => {
@@ -496,39 +515,66 @@ impl Node {
                             files: info.files,
                             bytes: info.bytes,
                         });
-                    return;
+                    self.lock_copy_waits().remove(&partition);
+                    return Ok(());
                 }
                 Err(e) => {
                     tracing::warn!(partition, from = %from, error = %e, "copying a replica's files failed")
                 }
             }
         }
-        if !trimmed {
-            // Says why there was no copy, so a node that reads the whole log instead can be
-            // told from one that had nothing to copy.
-            if had_sources {
-                tracing::warn!(
+        // Says why there was no copy, so a node that reads the whole log instead can be told
+        // from one that had nothing to copy.
+        match (trimmed, had_sources || others_hold_more) {
+            (false, true) if had_sources => tracing::warn!(
+                partition,
+                applied = local,
+                "no replica's files could be copied: reading the partition from the log"
+            ),
+            (false, _) => tracing::info!(
+                partition,
+                applied = local,
+                "no live replica applied more of this partition: reading it from the log"
+            ),
+            (true, true) => {
+                let since = *self
+                    .lock_copy_waits()
+                    .entry(partition)
+                    .or_insert_with(Instant::now);
+                if since.elapsed() < COPY_PATIENCE {
+                    return Err(Error::Cluster(format!(
+                        "partition {partition}: the log starts at sequence {}, after this \
+                         node's applied {local}, and no replica's files could be copied yet; \
+                         not applying it until one can be",
+                        first.unwrap_or(0)
+                    )));
+                }
+                self.lock_copy_waits().remove(&partition);
+                tracing::error!(
                     partition,
                     applied = local,
-                    "no replica's files could be copied: reading the partition from the log"
-                );
-            } else {
-                tracing::info!(
-                    partition,
-                    applied = local,
-                    "no live replica applied more of this partition: reading it from the log"
+                    log_starts_at = ?first,
+                    waited = ?COPY_PATIENCE,
+                    "the log no longer holds every message after this node's applied sequence, \
+                     and no live replica could be copied: this node's copy of the partition \
+                     misses what was in between"
                 );
             }
-        } else {
-            tracing::error!(
+            // A partition that never had a message, or whose every replica is gone.
+            (true, false) => tracing::warn!(
                 partition,
                 applied = local,
                 log_starts_at = ?first,
-                "the log no longer holds every message after this node's applied sequence, and no \
-                 live replica could be copied: this node's copy of the partition misses what was \
-                 in between"
-            );
+                "the log starts after this node's applied sequence and no live replica applied \
+                 more: if the partition had messages before the log's start, this node's copy \
+                 misses them"
+            ),
         }
+        Ok(())
+    }
+
+    fn lock_copy_waits(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Instant>> {
+        self.copy_waits.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Downloads `partition`'s files from the node at `addr` and puts them in place of
