@@ -308,6 +308,9 @@ impl Node {
         let mut view = self.view.clone();
         loop {
             let wanted = view.borrow_and_update().to_apply(&self.name);
+            // A wait for a copy ends with the partition leaving this node: it starts afresh
+            // if the partition comes back.
+            self.lock_copy_waits().retain(|p, _| wanted.contains(p));
             let held: Vec<(u32, bool)> = self
                 .lock_applying()
                 .iter()
