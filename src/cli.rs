@@ -248,9 +248,6 @@ fn range_span(text: &str) -> Result<Span, String> {
     Ok(Span::from_secs(secs.unsigned_abs()))
 }
 
-/// How many candidates an unknown series' message lists.
-const SUGGESTIONS: usize = 5;
-
 /// The series `text` (canonical or Graphite form) and the `--tag` filters name: the key
 /// itself when it exists (the `k=v` filters added to its tags); else the one series with
 /// that name and at least those tags, said on stderr; else an error listing the series
@@ -279,7 +276,7 @@ fn resolve_series(
     if exact && registry.get(wanted.as_str()).is_some() {
         return Ok(wanted.to_string());
     }
-    let found = registry.candidates(wanted.as_str(), &filters, SUGGESTIONS)?;
+    let found = registry.candidates(wanted.as_str(), &filters, crate::registry::SUGGESTIONS)?;
     let shown = match filters.iter().any(|f| matches!(f, TagFilter::NotEq(..))) {
         true => format!(
             "{wanted} with {}",

@@ -99,8 +99,8 @@ impl EngineBuilder {
     /// directory (`<dir>/tiers.toml`, written when the directory was created), or
     /// [`TiersConfig::default`] for a directory that has none. Given tiers that differ from
     /// the stored ones where the files depend on it are refused ([`Error::TiersConflict`]);
-    /// other differences (retention, create_ahead, tiers added or removed) are accepted and
-    /// stored by a writable open.
+    /// other differences (retention, create_ahead, tiers added, removed or reordered, counter
+    /// rules) are logged at warn, accepted, and stored by a writable open.
     pub fn tiers(mut self, tiers: TiersConfig) -> Self {
         self.tiers = tiers;
         self.tiers_given = true;
@@ -245,12 +245,13 @@ impl EngineBuilder {
     /// the registry, opens the counter and raw files, stores the tiers once all of them have
     /// accepted them (when the directory had none, or they changed), runs one maintenance
     /// pass (drops what expired while the directory was closed, creates the current and
-    /// ahead periods, but not the gap), and starts the writers and the maintenance thread. A pass that fails (a full disk) does
-    /// not fail the open: see [`EngineStats::maintenance_error`].
+    /// ahead periods, but not the gap), and starts the writers and the maintenance thread.
+    /// A pass that fails (a full disk) does not fail the open: see
+    /// [`EngineStats::maintenance_error`].
     ///
     /// # Errors
-    /// [`Error::Config`] for an invalid configuration (or a damaged stored one, named),
-    /// [`Error::TiersConflict`] for given tiers the directory's files cannot take,
+    /// [`Error::Config`] for an invalid configuration, [`Error::CorruptFile`] for a damaged
+    /// stored one (named), [`Error::TiersConflict`] for given tiers the directory's files cannot take,
     /// [`Error::Locked`] when another process holds the directory, [`Error::CorruptFile`]
     /// naming a refused file, [`Error::Io`].
     pub fn open(mut self) -> Result<Engine> {

@@ -19,5 +19,3 @@ pub mod influx;
 #[cfg(feature = "server")]
 pub mod prom_remote;
 pub mod statsd;
-
-pub(crate) use crate::registry::sort_tags_last_wins;

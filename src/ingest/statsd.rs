@@ -208,7 +208,7 @@ fn series<'a>(name: &'a str, mut tags: Vec<(&str, &str)>) -> Result<Cow<'a, str>
     if tags.is_empty() && short && !name.is_empty() && name.chars().all(plain) {
         return Ok(Cow::Borrowed(name));
     }
-    super::sort_tags_last_wins(&mut tags);
+    crate::registry::sort_tags_last_wins(&mut tags);
     let mut text = String::new();
     write_canonical(name, &tags, &mut text).map_err(|_| StatsdError::InvalidName)?;
     Ok(Cow::Owned(text))

@@ -54,9 +54,10 @@ impl SeriesKey {
     }
 
     /// Parses the canonical text form `name` or `name{k=v,k2=v2}`; tags may come in any
-    /// order and are sorted. Text that is not of that form but is Graphite's tagged path
-    /// (`name;k=v;k2=v2`, how Graphite senders write tags) is read as that path's series. `\\`, `\,`, `\=`, `\{` and `\}` stand for the literal character
-    /// anywhere in the name, keys and values.
+    /// order and are sorted. `\\`, `\,`, `\=`, `\{` and `\}` stand for the literal character
+    /// anywhere in the name, keys and values. Text that is not of that form but is Graphite's
+    /// tagged path (`name;k=v;k2=v2`, how Graphite senders write tags) is read as that
+    /// path's series.
     ///
     /// # Errors
     ///

@@ -462,11 +462,10 @@ fn too_large(max_body: usize) -> Response {
 /// The 404 message for a query of a series that does not exist, with the series of that
 /// name or near names when the registry has some ([`crate::registry::Candidates::hint`]).
 fn unknown_series(engine: &Engine, error: &Error) -> String {
-    const SUGGESTIONS: usize = 5;
     let Error::UnknownSeries(text) = error else {
         return error.to_string();
     };
-    match engine.registry().candidates(text, &[], SUGGESTIONS) {
+    match (engine.registry()).candidates(text, &[], crate::registry::SUGGESTIONS) {
         Ok(found) => match found.hint() {
             Some(hint) => format!("{error}; {hint}"),
             None => error.to_string(),

@@ -49,12 +49,11 @@
 mod tests;
 
 use std::fs::File;
-use std::io::Write;
 use std::ops::Range;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use super::format::{get_u32, get_u64, put_u32, put_u64, PeriodMeta, FILE_SUFFIX, TEMP_SUFFIX};
+use super::format::{get_u32, get_u64, put_u32, put_u64, PeriodMeta, FILE_SUFFIX};
 use crate::bucket::Bucket;
 use crate::config::TIER_NAME_MAX;
 use crate::{Error, Result};
@@ -173,9 +172,9 @@ impl CompactFile {
         format!("{stem}{COMPACT_SUFFIX}")
     }
 
-    /// Writes the compacted form of a period into `dir`, whole: under a temporary name
-    /// (`<name>.tmp`, which the storage open already removes when left over by a crash),
-    /// written, fsynced, renamed into place, the directory fsynced. `load(bucket, slot)`
+    /// Writes the compacted form of a period into `dir`, whole ([`super::disk::write_atomic`]:
+    /// under `<name>.tmp`, which the storage open removes when a crash left it, fsynced,
+    /// renamed into place, the directory fsynced). `load(bucket, slot)`
     /// gives every bucket (slot < meta.slots, bucket < meta.buckets()); it is called on this
     /// thread, slot after slot. Slots whose buckets are all empty (count 0
     /// and all fields zero) take no space beyond their index entry.
@@ -188,18 +187,9 @@ impl CompactFile {
         meta: &PeriodMeta,
         load: &dyn Fn(u32, u32) -> Bucket,
     ) -> Result<CompactFile> {
-        let name = Self::file_name(meta);
-        let path = dir.join(&name);
-        let tmp = dir.join(format!("{name}{TEMP_SUFFIX}"));
-        let bytes = encode_file(meta, load, &tmp)?;
-        let written = write_synced(&tmp, &bytes)
-            .and_then(|()| std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e)));
-        if let Err(e) = written {
-            // Best effort: a full disk is the likely cause, and the space is wanted back.
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-        super::disk::sync_dir(dir)?;
+        let path = dir.join(Self::file_name(meta));
+        let bytes = encode_file(meta, load, &path)?;
+        super::disk::write_atomic(&path, &bytes)?;
         let file = CompactFile::new(path, meta.clone());
         // Known now, so stats never stat a file this process wrote.
         file.disk_bytes()?;
@@ -386,7 +376,7 @@ impl CompactFile {
 fn encode_file(
     meta: &PeriodMeta,
     load: &dyn Fn(u32, u32) -> Bucket,
-    tmp: &Path,
+    path: &Path,
 ) -> Result<Vec<u8>> {
     // On the calling thread, one slot after another: compaction is background work, done by
     // the maintenance thread at the lowest CPU priority, and must not spread over the pool
@@ -394,7 +384,7 @@ fn encode_file(
     let slots: Vec<Vec<u8>> = (0..meta.slots)
         .map(|slot| {
             let buckets: Vec<Bucket> = (0..meta.buckets()).map(|b| load(b, slot)).collect();
-            encode_slot(&buckets).map_err(|e| Error::io(tmp, std::io::Error::other(e)))
+            encode_slot(&buckets).map_err(|e| Error::io(path, std::io::Error::other(e)))
         })
         .collect::<Result<_>>()?;
     let head_len = HEADER_LEN + slots.len() * ENTRY_LEN;
@@ -405,7 +395,7 @@ fn encode_file(
         let at = HEADER_LEN + slot * ENTRY_LEN;
         debug_assert!(data.len() as u64 <= max_slot_len(meta.buckets()));
         let len = u32::try_from(data.len())
-            .map_err(|_| Error::io(tmp, std::io::Error::other("a slot's data exceeds 4 GiB")))?;
+            .map_err(|_| Error::io(path, std::io::Error::other("a slot's data exceeds 4 GiB")))?;
         let offset = bytes.len() as u64;
         put_u64(&mut bytes, at + ENTRY_DATA_OFFSET, offset);
         put_u32(&mut bytes, at + ENTRY_DATA_LEN, len);
@@ -431,13 +421,6 @@ fn encode_file(
     let crc = crc32fast::hash(&bytes[..CHECKSUM_OFFSET]);
     put_u32(&mut bytes, CHECKSUM_OFFSET, crc);
     Ok(bytes)
-}
-
-/// Creates (or truncates) `tmp`, writes `bytes` and fsyncs it.
-fn write_synced(tmp: &Path, bytes: &[u8]) -> Result<()> {
-    let mut file = File::create(tmp).map_err(|e| Error::io(tmp, e))?;
-    file.write_all(bytes).map_err(|e| Error::io(tmp, e))?;
-    file.sync_all().map_err(|e| Error::io(tmp, e))
 }
 
 /// A slot's data in the current format (see the layout above); empty when every bucket is

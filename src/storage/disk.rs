@@ -44,6 +44,14 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::io(dir, e))
 }
 
+/// `path`'s name while it is being created (`<path>.tmp`, [`super::format::TEMP_SUFFIX`]):
+/// what an open removes when a crash left it behind.
+pub fn temp_path(path: &Path) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(super::format::TEMP_SUFFIX);
+    std::path::PathBuf::from(name)
+}
+
 /// Replaces `path` with `bytes` so a crash leaves the old content or the new one, never a
 /// mix: written under `<path>.tmp`, synced, renamed over `path`, the directory synced.
 ///
@@ -51,9 +59,7 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 /// [`Error::Io`] naming the file or directory whose step failed; the temporary file is
 /// removed.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut temp = path.as_os_str().to_owned();
-    temp.push(".tmp");
-    let temp = std::path::PathBuf::from(temp);
+    let temp = temp_path(path);
     let written = File::create(&temp)
         .and_then(|mut file| file.write_all(bytes).and_then(|()| file.sync_all()))
         .map_err(|e| Error::io(&temp, e))

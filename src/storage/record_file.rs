@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::disk;
 use crate::{Error, Result};
@@ -38,13 +38,6 @@ impl Frame {
         head
     }
 
-    /// `path`'s temporary name while it is created.
-    fn temp(path: &Path) -> PathBuf {
-        let mut name = path.as_os_str().to_owned();
-        name.push(".tmp");
-        PathBuf::from(name)
-    }
-
     /// Creates `path` whole with room for `len` bytes (the header included): written under
     /// a temporary name, space reserved, synced, renamed into place, the directory synced, so
     /// a crash leaves no file or a whole one.
@@ -61,7 +54,7 @@ impl Frame {
     /// # Errors
     /// As [`Frame::create`].
     pub fn create_with(&self, path: &Path, len: u64, head: &[u8]) -> Result<()> {
-        let temp = Self::temp(path);
+        let temp = disk::temp_path(path);
         let written = File::create(&temp)
             .map_err(|e| Error::io(&temp, e))
             .and_then(|mut file| {
@@ -101,7 +94,7 @@ impl Frame {
 
     /// Removes what a creation cut short before its rename left behind.
     pub fn remove_leftover(&self, path: &Path) {
-        let _ = std::fs::remove_file(Self::temp(path));
+        let _ = std::fs::remove_file(disk::temp_path(path));
     }
 
     /// Checks that `file` (at `path`) has this frame's header and whole records after it;
