@@ -494,14 +494,28 @@ impl Storage {
     }
 
     /// msync of every file written since its last flush, [`FLUSH_THREADS`] at a time: an
-    /// msync mostly waits on the disk, so several overlap their waits (an import of 100k
-    /// new series closes with about 1,600 files to sync).
+    /// msync mostly waits on the disk, so several overlap their waits.
+    ///
+    /// When more files changed than there are flush threads, one thread first starts the
+    /// writeback of every one of them, so the disk gets the whole flush as one stream and
+    /// the msyncs then mostly wait. An import of 100k new series closes with about 1,600
+    /// changed files (250 MB of dirty pages): 0.16-0.19 s to start their writeback and
+    /// 0.02-0.04 s of msyncs after it, against 0.39-0.53 s of msyncs alone, where 8 threads
+    /// each writing and waiting contend.
     ///
     /// # Errors
     /// The first msync failure in file order, naming the file; the other files are still
     /// synced.
     pub fn flush(&self) -> Result<()> {
         let files = self.all_files();
+        if files.iter().filter(|file| file.is_dirty()).count() > FLUSH_THREADS {
+            for file in &files {
+                // Only a head start: the msync below writes and reports what this did not.
+                if let Err(e) = file.start_writeback() {
+                    tracing::debug!(error = %e, "starting writeback failed");
+                }
+            }
+        }
         parallel::in_parallel(&files, FLUSH_THREADS, |file| file.flush())
             .into_iter()
             .collect()

@@ -1,5 +1,6 @@
-//! The only module with `unsafe`: mapping period files, and the prefetch hint the write path
-//! gives the CPU.
+//! The only module with `unsafe`: mapping period files, the prefetch hint the write path
+//! gives the CPU, and starting a file's writeback (`sync_file_range`, which no safe crate
+//! wraps).
 //!
 //! Why this is sound:
 //! - Bucket memory is never handed out as `&[u8]`/`&mut [u8]`. The mapping is held as a raw
@@ -141,6 +142,30 @@ impl MappedCells {
     pub fn flush(&self) -> std::io::Result<()> {
         self.map.flush()
     }
+}
+
+/// Starts writing `file`'s dirty pages back to the disk without waiting for them: a flush
+/// does it for every changed file before its msyncs wait, so the disk is handed the whole
+/// flush at once (see [`super::Storage::flush`]). Durability still takes the msync.
+///
+/// # Errors
+/// The system call's error; a no-op returning `Ok` where the call does not exist.
+pub fn start_writeback(file: &File) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a system call on a descriptor `file` keeps open for its duration, with
+        // plain integer arguments; it touches no memory of this process.
+        let rc = unsafe {
+            libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE)
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = file;
+    Ok(())
 }
 
 /// Asks the CPU to start loading `cell`'s cache line. The write path calls it a few samples

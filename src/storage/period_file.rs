@@ -445,6 +445,26 @@ impl PeriodFile {
         Ok(())
     }
 
+    /// Starts writing the file's changed pages back without waiting, when stores happened
+    /// since the last flush (see [`super::mmap::start_writeback`]); the msync of
+    /// [`PeriodFile::flush`] still makes them durable.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file when it cannot be opened or the call fails.
+    pub fn start_writeback(&self) -> Result<()> {
+        if !self.dirty.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        File::open(&self.path)
+            .and_then(|file| super::mmap::start_writeback(&file))
+            .map_err(|e| Error::io(&self.path, e))
+    }
+
+    /// True when stores happened since the last flush.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty.load(Ordering::Acquire)
+    }
+
     /// Bytes the file takes on disk (all reserved at creation).
     pub fn disk_bytes(&self) -> u64 {
         self.meta.file_len()
