@@ -10,6 +10,11 @@
 //!
 //! `TIERDB_IMPORT_AGAIN=1` imports the file a second time into the same data directory, as
 //! a control: the same lines with every series registered and every file in place.
+//!
+//! Space new-series runs a few minutes apart, or keep earlier runs' directories until the
+//! end: on ext4 without a journal (this machine's disk) the inode allocator steps over every
+//! inode deleted in the last 1-6 minutes, so files created just after a run's directory was
+//! removed cost far more CPU (`recently_deleted` in a profile).
 
 #[path = "support.rs"]
 #[allow(dead_code)]

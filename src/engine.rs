@@ -995,7 +995,7 @@ impl Engine {
                             }
                         }
                     }
-                    parts[sample.series.0 as usize % n].push(stored);
+                    parts[writer::writer_of(sample.series, n)].push(stored);
                     report.accepted += 1;
                 }
                 Err(reason) => report.reject(position, reason),

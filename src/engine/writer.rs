@@ -10,9 +10,11 @@ use crossbeam_channel::{Receiver, Sender};
 use super::Shared;
 use crate::sample::{RawCounts, Sample};
 use crate::storage::bucket::WriterSlot;
+use crate::storage::format::SLOTS_PER_PAGE;
 use crate::storage::period_file::WritableFile;
 use crate::storage::raw::{SegmentRef, SEGMENT_POINTS};
 use crate::time::{place, Timestamp};
+use crate::SeriesId;
 use crate::{Error, Result};
 
 /// Jobs queued per writer before a caller waits; each job is a whole batch.
@@ -236,15 +238,28 @@ struct Writer {
     retirements_seen: u64,
     /// The series whose first update kills the process ([`FAULT_KILL_MID_UPDATE`]).
     fault: Option<u32>,
-    /// The raw tier's state of this writer's series, indexed by `id / writers`.
+    /// The raw tier's state of this writer's series, indexed by [`index_in_writer`].
     raw_tails: Vec<Option<RawTail>>,
-    /// Writer threads: this writer owns the ids congruent to its index modulo this.
+    /// Writer threads: this writer owns the ids [`writer_of`] gives its index.
     writers: usize,
     /// The series whose raw append kills the process, and how many of its points to store
     /// first ([`FAULT_KILL_MID_RAW_APPEND`]).
     raw_fault: Option<(u32, u64)>,
     /// The raw tier's window start at the last sweep of `raw_tails` ([`Writer::evict_expired_raw`]).
     raw_window_seen: Timestamp,
+}
+
+/// The writer thread, of `writers`, that stores `series`: series go by page of a block
+/// ([`SLOTS_PER_PAGE`] of them share one), so each cell and each page has one writer. Split
+/// by id parity instead, both writers faulted on and locked every page of a new file.
+pub(crate) fn writer_of(series: SeriesId, writers: usize) -> usize {
+    (series.0 / SLOTS_PER_PAGE) as usize % writers
+}
+
+/// `series`' place among the series of its writer ([`writer_of`]), dense from 0.
+fn index_in_writer(series: u32, writers: usize) -> usize {
+    let page = (series / SLOTS_PER_PAGE) as usize;
+    (page / writers) * SLOTS_PER_PAGE as usize + (series % SLOTS_PER_PAGE) as usize
 }
 
 /// Where a series' next raw point goes, and the last one stored: what the ordering and
@@ -433,7 +448,7 @@ impl Writer {
                 continue;
             }
             let series = sample.series.0;
-            let local = series as usize / self.writers;
+            let local = index_in_writer(series, self.writers);
             if local >= self.raw_tails.len() {
                 self.raw_tails.resize_with(local + 1, || None);
             }
@@ -627,4 +642,26 @@ fn fetch<'a>(
         files.resize(chunk + 1, None);
     }
     Some(files[chunk].insert(file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each writer's series get distinct indexes, and together they fill 0..n without gaps
+    /// (the raw tails are a vector indexed by them).
+    #[test]
+    fn each_writer_indexes_its_series_densely() {
+        for writers in 1..=5 {
+            let mut seen = vec![Vec::new(); writers];
+            for id in 0..10_000u32 {
+                seen[writer_of(SeriesId(id), writers)].push(index_in_writer(id, writers));
+            }
+            for (writer, indexes) in seen.iter_mut().enumerate() {
+                indexes.sort_unstable();
+                let dense: Vec<usize> = (0..indexes.len()).collect();
+                assert_eq!(*indexes, dense, "writer {writer} of {writers}");
+            }
+        }
+    }
 }

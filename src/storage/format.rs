@@ -41,6 +41,9 @@ pub const FORMAT_VERSION: u32 = 1;
 pub const HEADER_LEN: usize = 4096;
 /// Buckets per contiguous per-series run.
 pub const BUCKET_BLOCK: u32 = 16;
+/// Series slots whose runs share one 4 KiB page of a block (8: a run is 512 bytes): a batch
+/// gives them all to one writer thread (`engine::writer::writer_of`).
+pub const SLOTS_PER_PAGE: u32 = 4096 / (BUCKET_BLOCK * super::bucket::RECORD_SIZE as u32);
 
 const MAGIC_OFFSET: usize = 0;
 const VERSION_OFFSET: usize = MAGIC_OFFSET + 8;

@@ -156,9 +156,8 @@ pub fn start_writeback(file: &File) -> std::io::Result<()> {
         use std::os::fd::AsRawFd;
         // SAFETY: a system call on a descriptor `file` keeps open for its duration, with
         // plain integer arguments; it touches no memory of this process.
-        let rc = unsafe {
-            libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE)
-        };
+        let rc =
+            unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
         if rc != 0 {
             return Err(std::io::Error::last_os_error());
         }

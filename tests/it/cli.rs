@@ -39,7 +39,7 @@ macro_rules! snapshot {
                 (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "[time]"),
                 (r"\b1[0-9]{9}\b", "[unix]"),
                 (r"/tmp/\S+", "[dir]"),
-                (r"in \S+: \S+ M lines/s", "in [elapsed]: [rate] M lines/s"),
+                (r"in \S+: \S+ M lines/s \(\S+ of", "in [elapsed]: [rate] M lines/s ([sync] of"),
                 (r"\s+\d+\s+[\d.]+ [KMG]iB( +[\d.]+ [KMG]iB)?\n", "  [files] [bytes]$1\n"),
                 (r"space: [\d.]+ [KMG]iB", "space: [bytes]"),
             ],
