@@ -499,8 +499,8 @@ impl Storage {
     /// When more files changed than there are flush threads, one thread first starts the
     /// writeback of every one of them, so the disk gets the whole flush as one stream and
     /// the msyncs then mostly wait. An import of 100k new series closes with about 1,600
-    /// changed files (250 MB of dirty pages): 0.16-0.19 s to start their writeback and
-    /// 0.02-0.04 s of msyncs after it, against 0.39-0.53 s of msyncs alone, where 8 threads
+    /// changed files (250 MB of dirty pages): 0.11-0.19 s to start their writeback and
+    /// 0.02-0.04 s of msyncs after it, against 0.32-0.53 s of msyncs alone, where 8 threads
     /// each writing and waiting contend.
     ///
     /// # Errors

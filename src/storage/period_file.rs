@@ -452,7 +452,7 @@ impl PeriodFile {
     /// # Errors
     /// [`Error::Io`] naming the file when it cannot be opened or the call fails.
     pub fn start_writeback(&self) -> Result<()> {
-        if !self.dirty.load(Ordering::Acquire) {
+        if !self.is_dirty() {
             return Ok(());
         }
         File::open(&self.path)
