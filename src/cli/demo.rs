@@ -51,8 +51,16 @@ pub struct DemoArgs {
 /// Serves a data directory (by default a temporary one, removed at exit) with the agent
 /// writing into it, until stopped.
 pub(super) fn run(args: DemoArgs) -> std::result::Result<(), Box<dyn std::error::Error>> {
-    let temp = tempfile::Builder::new().prefix("tierdb-demo").tempdir()?;
-    let dir = args.data_dir.unwrap_or_else(|| temp.path().to_path_buf());
+    // Made only when no directory is given (removed when `temp` drops at exit): a demo of a
+    // given directory stopped by SIGKILL used to leave an empty one behind.
+    let temp;
+    let dir = match args.data_dir {
+        Some(dir) => dir,
+        None => {
+            temp = tempfile::Builder::new().prefix("tierdb-demo").tempdir()?;
+            temp.path().to_path_buf()
+        }
+    };
     let builder = engine_builder(&dir, args.tiers.as_deref())?;
     until_shutdown(
         &dir,
