@@ -277,34 +277,25 @@ fn resolve_series(
         return Ok(wanted.to_string());
     }
     let found = registry.candidates(wanted.as_str(), &filters, crate::registry::SUGGESTIONS)?;
-    let shown = match filters.iter().any(|f| matches!(f, TagFilter::NotEq(..))) {
-        true => format!(
-            "{wanted} with {}",
-            filters
-                .iter()
-                .map(|f| format!("--tag {f}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        ),
-        false => wanted.to_string(),
+    let shown = if exact {
+        wanted.to_string()
+    } else {
+        let flags: Vec<String> = filters.iter().map(|f| format!("--tag {f}")).collect();
+        format!("{wanted} with {}", flags.join(" "))
     };
-    match (found.same_name.as_slice(), found.same_name_total) {
-        ([(_, only)], 1) => {
-            eprintln!("tierdb: no series {shown}; reading {only}, the only series with that name and those tags");
-            Ok(only.to_string())
-        }
-        _ => match found.hint() {
-            None => Err(crate::Error::UnknownSeries(shown).into()),
-            Some(hint) if found.same_name.is_empty() => {
-                Err(format!("unknown series {shown:?}; {hint}").into())
-            }
-            Some(hint) => Err(format!(
-                "unknown series {shown:?}; {hint}; name one with all its tags, or narrow \
-                 with --tag k=v"
-            )
-            .into()),
-        },
+    if let ([(_, only)], 1) = (found.same_name.as_slice(), found.same_name_total) {
+        eprintln!("tierdb: no series {shown}; reading {only}, the only series with that name and those tags");
+        return Ok(only.to_string());
     }
+    let hint = found.hint();
+    let error = crate::Error::UnknownSeries(shown);
+    Err(match hint {
+        None => error.into(),
+        Some(hint) if found.same_name.is_empty() => format!("{error}; {hint}").into(),
+        Some(hint) => {
+            format!("{error}; {hint}; name one with all its tags, or narrow with --tag k=v").into()
+        }
+    })
 }
 
 /// The `[from, to)` a window names: `--from`/`--to`, or `--range` back from `--to`; the

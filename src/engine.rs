@@ -250,10 +250,10 @@ impl EngineBuilder {
     /// [`EngineStats::maintenance_error`].
     ///
     /// # Errors
-    /// [`Error::Config`] for an invalid configuration, [`Error::CorruptFile`] for a damaged
-    /// stored one (named), [`Error::TiersConflict`] for given tiers the directory's files cannot take,
-    /// [`Error::Locked`] when another process holds the directory, [`Error::CorruptFile`]
-    /// naming a refused file, [`Error::Io`].
+    /// [`Error::Config`] for an invalid configuration, [`Error::CorruptFile`] naming a damaged
+    /// stored tiers file or a refused period file, [`Error::TiersConflict`] for given tiers the
+    /// directory's files cannot take, [`Error::Locked`] when another process holds the
+    /// directory, [`Error::Io`].
     pub fn open(mut self) -> Result<Engine> {
         self.tiers.validate()?;
         if self.read_only {

@@ -507,8 +507,9 @@ impl Storage {
     /// The first msync failure in file order, naming the file; the other files are still
     /// synced.
     pub fn flush(&self) -> Result<()> {
-        let files = self.all_files();
-        if files.iter().filter(|file| file.is_dirty()).count() > FLUSH_THREADS {
+        let mut files = self.all_files();
+        files.retain(|file| file.is_dirty());
+        if files.len() > FLUSH_THREADS {
             for file in &files {
                 // Only a head start: the msync below writes and reports what this did not.
                 if let Err(e) = file.start_writeback() {

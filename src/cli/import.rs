@@ -282,7 +282,7 @@ pub fn import(
     let (full_tx, full_rx) = crossbeam_channel::bounded::<Batch>(2);
     let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Batch>(3);
     for _ in 0..3 {
-        let _ = empty_tx.send(Batch::default());
+        let _ = empty_tx.send(Batch::sized());
     }
     let mut summary = ImportSummary::default();
     let parsed = std::thread::scope(|scope| {
@@ -339,6 +339,16 @@ struct Batch {
     lines: Vec<usize>,
 }
 
+impl Batch {
+    /// Room for a whole batch, so filling one never grows it.
+    fn sized() -> Batch {
+        Batch {
+            samples: Vec::with_capacity(BATCH),
+            lines: Vec::with_capacity(BATCH),
+        }
+    }
+}
+
 /// The reading and parsing side of an import.
 struct Parser<'a> {
     engine: &'a Engine,
@@ -368,7 +378,7 @@ impl<'a> Parser<'a> {
             engine,
             format,
             precision,
-            batch: Batch::default(),
+            batch: Batch::sized(),
             full,
             empty,
             ids: SeriesIds::default(),
@@ -416,22 +426,24 @@ impl<'a> Parser<'a> {
                         self.push(&parsed.series, ts, parsed.value)?;
                     }
                     Ok(None) => {}
-                    Err(e) => self.reject(e.as_str(), e.to_string()),
+                    Err(e) => self.reject(e.as_str(), || e.to_string()),
                 },
                 Format::Influx => {
                     let Ok(text) = std::str::from_utf8(&line) else {
-                        self.reject("invalid_utf8", "the line is not UTF-8".into());
+                        self.reject("invalid_utf8", || "the line is not UTF-8".into());
                         continue;
                     };
-                    if self.first_ts.is_none() {
-                        // The timestamp as written: the line's last field, when a number.
-                        self.first_ts = (text.trim_end().rsplit(' ').next())
-                            .and_then(|field| field.parse().ok());
-                    }
                     points.clear();
                     skipped.clear();
                     match influx::parse_line(text, self.precision, &mut points, &mut skipped) {
                         Ok(()) => {
+                            if self.first_ts.is_none() && !points.is_empty() {
+                                // The timestamp as written (before --precision): the line's
+                                // last field, when a number. Comments and blank lines have
+                                // no points, so they are not taken for one.
+                                self.first_ts = (text.trim_end().rsplit(' ').next())
+                                    .and_then(|field| field.parse().ok());
+                            }
                             for point in &points {
                                 self.push(
                                     &point.series,
@@ -440,13 +452,12 @@ impl<'a> Parser<'a> {
                                 )?;
                             }
                             for skip in &skipped {
-                                self.reject(
-                                    skip.as_str(),
-                                    format!("field skipped: {}", skip.as_str()),
-                                );
+                                self.reject(skip.as_str(), || {
+                                    format!("field skipped: {}", skip.as_str())
+                                });
                             }
                         }
-                        Err(e) => self.reject(e.as_str(), e.to_string()),
+                        Err(e) => self.reject(e.as_str(), || e.to_string()),
                     }
                 }
             }
@@ -463,7 +474,7 @@ impl<'a> Parser<'a> {
                     id
                 }
                 Err(e @ Error::InvalidSeries { .. }) => {
-                    self.reject("invalid_series", e.to_string());
+                    self.reject("invalid_series", || e.to_string());
                     return Ok(());
                 }
                 Err(e) => return Err(e),
@@ -487,8 +498,9 @@ impl<'a> Parser<'a> {
             .map_err(|_| Error::Poisoned("the import writer stopped".into()))
     }
 
-    fn reject(&mut self, reason: &'static str, message: String) {
-        self.report.reject(self.lines as usize, reason, || message);
+    /// Counts a refused line; `message` is only built for the refusals the report keeps.
+    fn reject(&mut self, reason: &'static str, message: impl FnOnce() -> String) {
+        self.report.reject(self.lines as usize, reason, message);
     }
 }
 

@@ -183,11 +183,10 @@ pub(super) fn until_shutdown(
 }
 
 /// The server's runtime and its bound sockets, each address printed (what tests and scripts
-/// read before `tierdb: ready`); the open-files limit raised first.
-/// Binds the listeners and prints their addresses. A bind that fails while a live server
-/// announced itself in `dir` (its `SERVER` file) says so: the same ports are usually taken
-/// by the server already serving the directory, and binding comes before the directory's
-/// lock, whose refusal would have named it.
+/// read before `tierdb: ready`); the open-files limit raised first. A bind that fails while
+/// a live server announced itself in `dir` (its `SERVER` file) says so: the same ports are
+/// usually taken by the server already serving the directory, and binding comes before the
+/// directory's lock, whose refusal would have named it.
 fn bind_and_announce(
     listen: &Listen,
     dir: &Path,

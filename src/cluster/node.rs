@@ -528,8 +528,9 @@ impl Node {
         }
         // Says why there was no copy, so a node that reads the whole log instead can be told
         // from one that had nothing to copy.
-        match (trimmed, had_sources || others_hold_more) {
-            (false, true) if had_sources => tracing::warn!(
+        // Every source applied more, so `had_sources` implies `others_hold_more`.
+        match (trimmed, others_hold_more) {
+            (false, _) if had_sources => tracing::warn!(
                 partition,
                 applied = local,
                 "no replica's files could be copied: reading the partition from the log"

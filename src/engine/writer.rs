@@ -1,5 +1,5 @@
-//! The writer threads: each owns the series whose id is congruent to its index, so every
-//! bucket has exactly one writer and the hot path takes no lock. Batches arrive over bounded
+//! The writer threads: each owns the series [`writer_of`] gives it (by page of a block), so
+//! every bucket has exactly one writer and the hot path takes no lock. Batches arrive over bounded
 //! crossbeam channels and are acknowledged once their samples are in the mapped files.
 
 use std::sync::{Arc, Mutex};

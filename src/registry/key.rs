@@ -222,7 +222,7 @@ impl serde::Serialize for SeriesKey {
     }
 }
 
-/// Reads the canonical text, checked as [`SeriesKey::parse`] checks it.
+/// Reads a key as [`SeriesKey::parse`] does: its canonical text, or Graphite's tagged form.
 impl<'de> serde::Deserialize<'de> for SeriesKey {
     fn deserialize<D: serde::Deserializer<'de>>(
         deserializer: D,

@@ -103,7 +103,7 @@ async fn connection(mut stream: TcpStream, state: &State, mut shutdown: watch::R
 /// Bytes the UDP reader holds while the write before them waits (a cluster node's publish
 /// during a NATS leader election takes a second or two), so the kernel's socket buffer, a
 /// few hundred KiB, does not overflow meanwhile. Each datagram is charged its length plus
-/// [`UDP_DATAGRAM_COST`], so tiny or empty ones cannot queue without bound. Past it,
+/// [`UDP_DATAGRAM_COST`], so tiny ones cannot queue without bound (empty ones are skipped). Past it,
 /// datagrams are dropped and their lines counted as `udp_overflow`: UDP has no way to slow
 /// its sender.
 const UDP_QUEUE_BYTES: usize = 32 * 1024 * 1024;

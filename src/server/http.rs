@@ -461,16 +461,15 @@ fn too_large(max_body: usize) -> Response {
 
 /// The 404 message for a query of a series that does not exist, with the series of that
 /// name or near names when the registry has some ([`crate::registry::Candidates::hint`]).
-fn unknown_series(engine: &Engine, error: &Error) -> String {
-    let Error::UnknownSeries(text) = error else {
-        return error.to_string();
-    };
-    match (engine.registry()).candidates(text, &[], crate::registry::SUGGESTIONS) {
-        Ok(found) => match found.hint() {
-            Some(hint) => format!("{error}; {hint}"),
-            None => error.to_string(),
-        },
-        Err(_) => error.to_string(),
+fn unknown_series(engine: &Engine, key: String) -> String {
+    let hint = (engine.registry())
+        .candidates(&key, &[], crate::registry::SUGGESTIONS)
+        .ok()
+        .and_then(|found| found.hint());
+    let error = Error::UnknownSeries(key);
+    match hint {
+        Some(hint) => format!("{error}; {hint}"),
+        None => error.to_string(),
     }
 }
 
@@ -594,7 +593,7 @@ async fn query(
         Backend::Engine(engine) => {
             let engine = Arc::clone(engine);
             let answer = blocking(move || match engine.query(&query) {
-                Err(e @ Error::UnknownSeries(_)) => Ok(Err(unknown_series(&engine, &e))),
+                Err(Error::UnknownSeries(key)) => Ok(Err(unknown_series(&engine, key))),
                 other => other.map(Ok),
             })
             .await?;

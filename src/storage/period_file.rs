@@ -13,7 +13,7 @@ use std::sync::Arc;
 use super::bucket::{BucketCell, Stuck, Writers};
 use super::compact::CompactFile;
 use super::disk;
-use super::format::{cell_index, PeriodMeta, HEADER_LEN, TEMP_SUFFIX};
+use super::format::{cell_index, PeriodMeta, HEADER_LEN};
 use super::mmap::MappedCells;
 use super::writer_state::{Publication, Publisher};
 use crate::bucket::Bucket;
@@ -145,7 +145,7 @@ impl PeriodFile {
         meta: &PeriodMeta,
         source: Option<&CompactFile>,
     ) -> Result<PathBuf> {
-        let temp = dir.join(format!("{}{TEMP_SUFFIX}", meta.file_name()));
+        let temp = disk::temp_path(&dir.join(meta.file_name()));
         if let Err(e) = Self::write_new(&temp, meta, source) {
             let _ = std::fs::remove_file(&temp);
             return Err(e);
@@ -445,16 +445,13 @@ impl PeriodFile {
         Ok(())
     }
 
-    /// Starts writing the file's changed pages back without waiting, when stores happened
-    /// since the last flush (see [`super::mmap::start_writeback`]); the msync of
-    /// [`PeriodFile::flush`] still makes them durable.
+    /// Starts writing the file's changed pages back without waiting (see
+    /// [`super::mmap::start_writeback`]); the msync of [`PeriodFile::flush`] still makes
+    /// them durable.
     ///
     /// # Errors
     /// [`Error::Io`] naming the file when it cannot be opened or the call fails.
     pub fn start_writeback(&self) -> Result<()> {
-        if !self.is_dirty() {
-            return Ok(());
-        }
         File::open(&self.path)
             .and_then(|file| super::mmap::start_writeback(&file))
             .map_err(|e| Error::io(&self.path, e))

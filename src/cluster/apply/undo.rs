@@ -90,11 +90,13 @@ impl RawTail {
             && w[2] <= 1
             && (w[2] == 1 || w[3] == 0)
             && w[4..].iter().all(|&x| x == 0);
+        if !well_formed {
+            return None;
+        }
         Some(RawTail {
             id: u32::try_from(w[1]).ok()?,
             last: (w[2] == 1).then_some(w[3] as Timestamp),
         })
-        .filter(|_| well_formed)
     }
 }
 

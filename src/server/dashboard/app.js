@@ -339,7 +339,7 @@
   // The unit a series' values are in, from its name: bytes, percent (cpu.* is a percentage
   // in every agent tierdb takes in), or none.
   function baseUnit(name) {
-    const base = name.split('{')[0].toLowerCase();
+    const base = splitName(name)[0].toLowerCase();
     if (/(^|[._])(bytes?|octets)($|[._])/.test(base)) return 'B';
     if (/(^|[._])(percent|pct)($|[._])/.test(base) || /(^|[._])cpu($|[._])/.test(base)) return '%';
     return '';
@@ -525,7 +525,7 @@
     const seen = new Set();
     const picked = [];
     for (const name of series) {
-      const base = name.split('{')[0];
+      const base = splitName(name)[0];
       if (!seen.has(base)) {
         seen.add(base);
         picked.push(name);
@@ -890,7 +890,7 @@
     const re = search.glob === '*' ? null : globRegex(search.glob);
     const names = view.kind === 'aggregate' ? [view.match] : view.names;
     return names.some((name) => {
-      const base = name.split('{')[0];
+      const base = splitName(name)[0];
       if (re && !re.test(base) && base !== search.glob) return false;
       const lower = (view.kind === 'aggregate' ? `${view.agg} ${name} ${view.by}` : name).toLowerCase();
       return search.words.every((w) => lower.includes(w));
