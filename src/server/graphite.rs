@@ -3,7 +3,6 @@
 //! on; a connection is never dropped for its content, only for sending nothing for
 //! [`super::Limits::graphite_idle_timeout`].
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,9 +12,9 @@ use tokio::sync::watch;
 
 use super::sink::Sink;
 use super::stats::{Protocol, Timeout};
+use super::udp::{Datagram, UdpReader};
 use super::State;
 use crate::ingest::graphite::{parse_line, MAX_LINE};
-use crate::time::Timestamp;
 
 /// Bytes read from a socket at a time; also the largest UDP datagram taken.
 const READ_BUFFER: usize = 64 * 1024;
@@ -100,51 +99,16 @@ async fn connection(mut stream: TcpStream, state: &State, mut shutdown: watch::R
     }
 }
 
-/// Bytes the UDP reader holds while the write before them waits (a cluster node's publish
-/// during a NATS leader election takes a second or two), so the kernel's socket buffer, a
-/// few hundred KiB, does not overflow meanwhile. Each datagram is charged its length plus
-/// [`UDP_DATAGRAM_COST`], so tiny ones cannot queue without bound (empty ones are skipped). Past it,
-/// datagrams are dropped and their lines counted as `udp_overflow`: UDP has no way to slow
-/// its sender.
-const UDP_QUEUE_BYTES: usize = 32 * 1024 * 1024;
-/// What a queued datagram costs beyond its bytes: its allocation, its time and its slot.
-const UDP_DATAGRAM_COST: usize = 64;
-/// The socket receive buffer asked for (the kernel caps it at `net.core.rmem_max`): room
-/// for the reader's pauses on a loaded machine.
-const UDP_RECEIVE_BUFFER: usize = 4 * 1024 * 1024;
-/// Datagrams folded into one write at most: those that queued up during the last one.
-const UDP_DATAGRAMS_PER_WRITE: usize = 256;
-
-/// Datagrams until `shutdown` flips; each datagram holds whole lines. One task reads the
-/// socket into a queue of at most [`UDP_QUEUE_BYTES`], so reading never waits for a write;
-/// this one writes what queued up, up to [`UDP_DATAGRAMS_PER_WRITE`] datagrams at a time.
-/// A line that says "now" (`-1`) gets the time its datagram arrived.
+/// Datagrams until `shutdown` flips; each datagram holds whole lines. A task reads the
+/// socket into a bounded queue ([`UdpReader`]), so reading never waits for a write; this
+/// one writes what queued up. A line that says "now" (`-1`) gets the time its datagram
+/// arrived.
 pub async fn serve_udp(socket: UdpSocket, state: Arc<State>, shutdown: watch::Receiver<bool>) {
-    if let Err(e) = rustix::net::sockopt::set_socket_recv_buffer_size(&socket, UDP_RECEIVE_BUFFER) {
-        tracing::debug!(error = %e, "graphite udp receive buffer not enlarged");
-    }
-    let queue = Arc::new(UdpQueue::default());
-    let (sender, mut datagrams) = tokio::sync::mpsc::unbounded_channel::<Datagram>();
-    let reader = tokio::spawn(read_datagrams(
-        socket,
-        sender,
-        Arc::clone(&queue),
-        Arc::clone(&state),
-        shutdown,
-    ));
+    let mut reader = UdpReader::start(socket, Arc::clone(&state), shutdown, "graphite");
     let mut sink = state.sink();
-    let mut taken = Vec::with_capacity(UDP_DATAGRAMS_PER_WRITE);
-    while let Some(first) = datagrams.recv().await {
-        taken.push(first);
-        while taken.len() < UDP_DATAGRAMS_PER_WRITE {
-            match datagrams.try_recv() {
-                Ok(datagram) => taken.push(datagram),
-                Err(_) => break,
-            }
-        }
-        queue.count_dropped(&state);
+    let mut taken = Vec::new();
+    while reader.next(&mut taken).await {
         for Datagram { arrived, bytes } in taken.drain(..) {
-            queue.bytes.fetch_sub(charge(&bytes), Ordering::Relaxed);
             let mut lines = LineSplitter::default();
             lines.feed(&bytes, |number, line| {
                 ingest_line(&mut sink, number, line, arrived)
@@ -155,91 +119,9 @@ pub async fn serve_udp(socket: UdpSocket, state: Arc<State>, shutdown: watch::Re
             tracing::error!(error = %e, "graphite write failed");
         }
     }
-    let _ = reader.await;
-    queue.count_dropped(&state);
+    reader.finish().await;
     if let Err(e) = sink.finish().await {
         tracing::error!(error = %e, "graphite write failed");
-    }
-}
-
-/// A datagram queued, with the time it arrived.
-struct Datagram {
-    arrived: Timestamp,
-    bytes: Vec<u8>,
-}
-
-/// What a datagram of `bytes` is charged against [`UDP_QUEUE_BYTES`].
-fn charge(bytes: &[u8]) -> usize {
-    bytes.len() + UDP_DATAGRAM_COST
-}
-
-/// What the UDP reader and writer share.
-#[derive(Default)]
-struct UdpQueue {
-    /// Charges of the datagrams queued, not yet written ([`charge`]).
-    bytes: AtomicUsize,
-    /// Lines of the datagrams dropped since the writer last looked.
-    dropped_lines: AtomicU64,
-}
-
-impl UdpQueue {
-    /// Counts the lines dropped since the last call under `udp_overflow`, and says so.
-    fn count_dropped(&self, state: &State) {
-        let dropped = self.dropped_lines.swap(0, Ordering::Relaxed);
-        if dropped > 0 {
-            state.stats.count_rejected("udp_overflow", dropped);
-            tracing::warn!(
-                lines = dropped,
-                "graphite udp datagrams dropped: the writes fell {UDP_QUEUE_BYTES} bytes behind"
-            );
-        }
-    }
-}
-
-/// Reads datagrams into `sender` until `shutdown` flips (then drops it, so the writer ends
-/// after what is queued).
-async fn read_datagrams(
-    socket: UdpSocket,
-    sender: tokio::sync::mpsc::UnboundedSender<Datagram>,
-    queue: Arc<UdpQueue>,
-    state: Arc<State>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let mut buf = vec![0u8; READ_BUFFER];
-    loop {
-        let n = tokio::select! {
-            received = socket.recv_from(&mut buf) => match received {
-                Ok((n, _)) => n,
-                Err(e) => {
-                    tracing::debug!(error = %e, "graphite udp receive failed");
-                    continue;
-                }
-            },
-            _ = shutdown.changed() => break,
-        };
-        let bytes = &buf[..n];
-        if bytes.is_empty() {
-            continue;
-        }
-        let cost = charge(bytes);
-        if queue.bytes.fetch_add(cost, Ordering::Relaxed) + cost > UDP_QUEUE_BYTES {
-            queue.bytes.fetch_sub(cost, Ordering::Relaxed);
-            let lines = bytes
-                .split(|&b| b == b'\n')
-                .filter(|l| !l.is_empty())
-                .count();
-            queue
-                .dropped_lines
-                .fetch_add(lines as u64, Ordering::Relaxed);
-            continue;
-        }
-        let datagram = Datagram {
-            arrived: state.now(),
-            bytes: bytes.to_vec(),
-        };
-        if sender.send(datagram).is_err() {
-            break;
-        }
     }
 }
 

@@ -38,6 +38,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::watch;
 
 use super::sink::Sink;
+use super::udp::{Datagram, UdpReader};
 use super::State;
 use crate::counter::SeriesKind;
 use crate::ingest::statsd::{parse_line, MetricType, StatsdValue};
@@ -50,10 +51,6 @@ pub const MAX_SERIES: usize = 100_000;
 pub const MAX_SET_MEMBERS: usize = 1_000_000;
 /// A gauge not set or moved for this long is forgotten.
 pub const GAUGE_MEMORY: i64 = 3600;
-/// Largest datagram taken.
-const DATAGRAM: usize = 64 * 1024;
-/// Datagrams already queued on the socket that one wake-up takes before it writes.
-const DATAGRAMS_PER_WRITE: usize = 256;
 /// How often an idle listener checks whether its interval has ended.
 const CHECK_EVERY: Duration = Duration::from_millis(500);
 
@@ -93,53 +90,52 @@ impl StatsdListener {
     }
 }
 
-/// Receives datagrams until `shutdown` flips, then writes the interval in progress.
-pub async fn serve(
-    listener: StatsdListener,
-    state: Arc<State>,
-    mut shutdown: watch::Receiver<bool>,
-) {
+/// Receives datagrams until `shutdown` flips, then writes the interval in progress. A task
+/// reads the socket into a bounded queue ([`UdpReader`]), so reading never waits for a
+/// write; each datagram counts in the interval it arrived in.
+pub async fn serve(listener: StatsdListener, state: Arc<State>, shutdown: watch::Receiver<bool>) {
     let StatsdListener {
         socket,
         flush: every,
     } = listener;
+    let mut reader = UdpReader::start(socket, Arc::clone(&state), shutdown, "statsd");
     let mut sink = state.sink();
     let mut aggregator = Aggregator::new(every);
-    let mut buf = vec![0u8; DATAGRAM];
+    let mut taken = Vec::new();
+    // When the idle check last wrote an interval: a datagram that arrived before it but
+    // was taken after it counts in the interval the check moved to, so no interval is
+    // written twice.
+    let mut checked = Timestamp::MIN;
     let mut check = tokio::time::interval(CHECK_EVERY);
     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            received = socket.recv_from(&mut buf) => {
-                let mut n = match received {
-                    Ok((n, _)) => n,
-                    Err(e) => {
-                        tracing::debug!(error = %e, "statsd receive failed");
-                        continue;
-                    }
-                };
-                let now = sink.now();
-                if aggregator.ended(now) {
-                    write_interval(&mut aggregator, &mut sink).await;
+            // Queued datagrams first, so the check rarely runs ahead of them.
+            biased;
+            more = reader.next(&mut taken) => {
+                if !more {
+                    break;
                 }
-                for _ in 0..DATAGRAMS_PER_WRITE {
-                    datagram(&buf[..n], now, &mut aggregator, &mut sink).await;
-                    match socket.try_recv_from(&mut buf) {
-                        Ok((more, _)) => n = more,
-                        Err(_) => break,
+                for Datagram { arrived, bytes } in taken.drain(..) {
+                    let now = arrived.max(checked);
+                    if aggregator.ended(now) {
+                        write_interval(&mut aggregator, &mut sink).await;
                     }
+                    datagram(&bytes, now, &mut aggregator, &mut sink).await;
                 }
                 flush(&mut sink).await;
             }
             _ = check.tick() => {
-                if aggregator.ended(sink.now()) {
+                let now = sink.now();
+                if aggregator.ended(now) {
                     write_interval(&mut aggregator, &mut sink).await;
                     flush(&mut sink).await;
+                    checked = now;
                 }
             }
-            _ = shutdown.changed() => break,
         }
     }
+    reader.finish().await;
     write_interval(&mut aggregator, &mut sink).await;
     if let Err(e) = sink.finish().await {
         tracing::error!(error = %e, "statsd write failed");

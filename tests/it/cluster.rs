@@ -1055,3 +1055,56 @@ fn graphite_udp_datagrams_wait_in_memory_while_the_log_stalls() {
     });
     assert_eq!(counted, 300_000.0);
 }
+
+/// The same for StatsD: counter increments sent while the log stalls are read from the socket
+/// and counted, none lost. Before the StatsD listener shared the Graphite one's reader, it
+/// read a datagram only after the write before it returned.
+#[test]
+fn statsd_datagrams_wait_in_memory_while_the_log_stalls() {
+    let Setup {
+        runtime: _runtime,
+        nats,
+        urls,
+        root: _root,
+        mut cluster,
+    } = Setup::stopped(1, 1);
+    cluster[0].args = ["--statsd", "127.0.0.1:0", "--statsd-flush", "1s"]
+        .map(String::from)
+        .to_vec();
+    cluster[0].start(&urls);
+    wait_served(&cluster);
+    let statsd = (cluster[0].addrs.as_ref().unwrap().statsd).expect("a statsd address");
+    let from = hour_start();
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    // 12,000 datagrams of 25 increments of 1 (about 400 bytes each) over 100 counters.
+    let datagrams: Vec<String> = (0..12_000)
+        .map(|d| {
+            (0..25)
+                .map(|l| format!("sd.c{:03}:1|c\n", (d * 25 + l) % 100))
+                .collect()
+        })
+        .collect();
+    // The first interval's publish stalls with the server.
+    nats.signal(0, rustix::process::Signal::STOP);
+    for (i, datagram) in datagrams.iter().enumerate() {
+        socket.send_to(datagram.as_bytes(), statsd).unwrap();
+        if i % 20 == 19 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    nats.signal(0, rustix::process::Signal::CONT);
+    let counted = eventually("every StatsD increment counted", || {
+        let path = format!(
+            "/api/v1/aggregate?match=sd.*&agg=sum&display=total&range=whole&tier=1h&from={from}&to={}&consistency=strong",
+            chrono::Utc::now().timestamp() + 3_600
+        );
+        let answer = get_json(cluster[0].http(), &path)?;
+        let points = (answer["groups"][0]["points"].as_array()).ok_or(format!("{answer}"))?;
+        let total: f64 = points.iter().filter_map(|p| p[1].as_f64()).sum();
+        (total == 300_000.0)
+            .then_some(total)
+            .ok_or(format!("{total} of 300000 counted: {answer}"))
+    });
+    assert_eq!(counted, 300_000.0);
+}
