@@ -841,15 +841,10 @@ fn remote_write_and_statsd_land_through_a_cluster_node() {
     let Setup {
         runtime: _runtime,
         nats: _nats,
-        urls,
+        urls: _urls,
         root: _root,
-        mut cluster,
-    } = Setup::stopped(1, 1);
-    cluster[0].args = ["--statsd", "127.0.0.1:0", "--statsd-flush", "1s"]
-        .map(String::from)
-        .to_vec();
-    cluster[0].start(&urls);
-    wait_served(&cluster);
+        cluster,
+    } = one_node_with_statsd();
     let node = &cluster[0];
     let minute = {
         let now = chrono::Utc::now().timestamp();
@@ -1020,7 +1015,6 @@ fn graphite_udp_datagrams_wait_in_memory_while_the_log_stalls() {
     wait_served(&cluster);
     let udp = cluster[0].addrs.as_ref().unwrap().graphite_udp;
     let start = hour_start();
-    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     // 12,000 datagrams of 25 lines (about 1 KB each): 100 series, 3,000 samples each.
     let datagrams: Vec<String> = (0..12_000)
         .map(|d| {
@@ -1032,16 +1026,7 @@ fn graphite_udp_datagrams_wait_in_memory_while_the_log_stalls() {
                 .collect()
         })
         .collect();
-    // The first datagram's publish stalls with the server.
-    nats.signal(0, rustix::process::Signal::STOP);
-    for (i, datagram) in datagrams.iter().enumerate() {
-        socket.send_to(datagram.as_bytes(), udp).unwrap();
-        if i % 20 == 19 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-    std::thread::sleep(Duration::from_secs(2));
-    nats.signal(0, rustix::process::Signal::CONT);
+    send_while_the_log_stalls(&nats, &datagrams, udp);
     let path = format!(
         "/api/v1/aggregate?match=udp.*&agg=sum&display=count&range=whole&tier=1h&from={start}&to={}&consistency=strong",
         start + 3_600
@@ -1056,6 +1041,32 @@ fn graphite_udp_datagrams_wait_in_memory_while_the_log_stalls() {
     assert_eq!(counted, 300_000.0);
 }
 
+/// One node serving, with a StatsD listener flushing every second, over one NATS server.
+fn one_node_with_statsd() -> Setup {
+    let mut setup = Setup::stopped(1, 1);
+    setup.cluster[0].args = ["--statsd", "127.0.0.1:0", "--statsd-flush", "1s"]
+        .map(String::from)
+        .to_vec();
+    setup.cluster[0].start(&setup.urls);
+    wait_served(&setup.cluster);
+    setup
+}
+
+/// Sends `datagrams` to `to` from a socket of its own while the (one) NATS server is stopped
+/// (SIGSTOP), so the node's first publish stalls with it; lets it go 2 s after the last.
+fn send_while_the_log_stalls(nats: &NatsCluster, datagrams: &[String], to: SocketAddr) {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    nats.signal(0, rustix::process::Signal::STOP);
+    for (i, datagram) in datagrams.iter().enumerate() {
+        socket.send_to(datagram.as_bytes(), to).unwrap();
+        if i % 20 == 19 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    nats.signal(0, rustix::process::Signal::CONT);
+}
+
 /// The same for StatsD: counter increments sent while the log stalls are read from the socket
 /// and counted, none lost. Before the StatsD listener shared the Graphite one's reader, it
 /// read a datagram only after the write before it returned.
@@ -1064,18 +1075,12 @@ fn statsd_datagrams_wait_in_memory_while_the_log_stalls() {
     let Setup {
         runtime: _runtime,
         nats,
-        urls,
+        urls: _urls,
         root: _root,
-        mut cluster,
-    } = Setup::stopped(1, 1);
-    cluster[0].args = ["--statsd", "127.0.0.1:0", "--statsd-flush", "1s"]
-        .map(String::from)
-        .to_vec();
-    cluster[0].start(&urls);
-    wait_served(&cluster);
+        cluster,
+    } = one_node_with_statsd();
     let statsd = (cluster[0].addrs.as_ref().unwrap().statsd).expect("a statsd address");
     let from = hour_start();
-    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     // 12,000 datagrams of 25 increments of 1 (about 400 bytes each) over 100 counters.
     let datagrams: Vec<String> = (0..12_000)
         .map(|d| {
@@ -1084,16 +1089,7 @@ fn statsd_datagrams_wait_in_memory_while_the_log_stalls() {
                 .collect()
         })
         .collect();
-    // The first interval's publish stalls with the server.
-    nats.signal(0, rustix::process::Signal::STOP);
-    for (i, datagram) in datagrams.iter().enumerate() {
-        socket.send_to(datagram.as_bytes(), statsd).unwrap();
-        if i % 20 == 19 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-    std::thread::sleep(Duration::from_secs(2));
-    nats.signal(0, rustix::process::Signal::CONT);
+    send_while_the_log_stalls(&nats, &datagrams, statsd);
     let counted = eventually("every StatsD increment counted", || {
         let path = format!(
             "/api/v1/aggregate?match=sd.*&agg=sum&display=total&range=whole&tier=1h&from={from}&to={}&consistency=strong",
