@@ -1,6 +1,6 @@
 //! The engine: opens a data directory, owns the registry, the storage and the writer threads,
 //! and offers the write path (`record`, `record_batch`, `sync`, `flush`). Reads go through
-//! [`Engine::reader`] ([`crate::reader`], [`crate::query`], [`crate::aggregate`]).
+//! [`Engine::reader`] ([`crate::read::reader`], [`crate::read::query`], [`crate::read::aggregate`]).
 
 mod creator;
 mod maintenance;
@@ -10,13 +10,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::aggregate::{AggregateQuery, AggregateResult};
 use crate::bucket::Bucket;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{RawTierSpec, TierSpec, TiersConfig};
 use crate::counter::{CounterTable, SeriesKind};
-use crate::query::{Query, QueryResult};
-use crate::reader::Reader;
+use crate::read::aggregate::{AggregateQuery, AggregateResult};
+use crate::read::query::{Query, QueryResult};
+use crate::read::reader::Reader;
 use crate::registry::{Registry, SeriesId};
 use crate::sample::{BatchReport, RawCounts, RejectReason, Sample};
 use crate::storage::cells::CellAt;

@@ -88,7 +88,7 @@ pub struct Limits {
     /// answer. Longer than Telegraf's 10 s and Prometheus's 15 s intervals, so their
     /// connections are reused.
     pub http_idle_timeout: Duration,
-    /// Values one read request may read in all (default [`crate::budget::DEFAULT_READ_VALUES`]).
+    /// Values one read request may read in all (default [`crate::read::budget::DEFAULT_READ_VALUES`]).
     pub max_read_values: u64,
     /// Bytes of series names all connections together may cache (default 64 MiB,
     /// [`DEFAULT_NAME_CACHE_BYTES`]); one connection caches at most 8 MiB of them. A
@@ -126,7 +126,7 @@ impl Default for Limits {
             http_header_timeout: Limits::HTTP_HEADER_TIMEOUT,
             http_body_timeout: Limits::HTTP_BODY_TIMEOUT,
             http_idle_timeout: Limits::HTTP_IDLE_TIMEOUT,
-            max_read_values: crate::budget::DEFAULT_READ_VALUES,
+            max_read_values: crate::read::budget::DEFAULT_READ_VALUES,
             name_cache_bytes: DEFAULT_NAME_CACHE_BYTES,
         }
     }

@@ -24,12 +24,13 @@ use super::params::Params;
 use super::render_api;
 use super::sink::{IngestReport, Sink};
 use super::{Backend, State};
-use crate::aggregate::{AggregatePlan, AggregateQuery, Aggregation};
 use crate::cluster::fanout;
 use crate::counter::SeriesKind;
 use crate::ingest::influx::{self, Precision};
 use crate::ingest::prom_remote;
-use crate::query::{Display, Query, TierChoice};
+use crate::read::aggregate::{AggregatePlan, AggregateQuery, Aggregation};
+use crate::read::query::{Display, Query};
+use crate::read::tier_choice::TierChoice;
 use crate::registry::{Selector, SeriesKey, TagFilter};
 use crate::time::{parse_time, Span};
 use crate::{Engine, Error, ReadBudget};
@@ -543,8 +544,7 @@ fn read_params(state: &State, params: &Params) -> Result<ReadParams, ApiError> {
     };
     let to = time("to", now)?;
     let from = time("from", to.saturating_sub(3600))?;
-    let tier = (state.tiers())
-        .tier_choice(params.get("tier").unwrap_or("auto"))
+    let tier = TierChoice::parse(state.tiers(), params.get("tier").unwrap_or("auto"))
         .map_err(|e| ApiError::BadRequest(format!("tier: {e}")))?;
     let display = match params.get("display") {
         Some(display) => display

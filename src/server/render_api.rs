@@ -65,7 +65,14 @@ pub(super) async fn render(
     let series = match &state.backend {
         Backend::Engine(engine) => {
             let engine = Arc::clone(engine);
-            blocking(move || render::render(&engine.reader(), &request, &read_budget)).await
+            blocking(move || {
+                render::render(
+                    &render::StoredSource::new(engine.reader()),
+                    &request,
+                    &read_budget,
+                )
+            })
+            .await
         }
         Backend::Cluster(node) => {
             let source = fanout::RenderSource::new(
