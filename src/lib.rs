@@ -67,7 +67,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{EngineSettings, RawTierSpec, TierSpec, TiersConfig};
 pub use counter::SeriesKind;
 pub use engine::{Engine, EngineBuilder, EngineStats, TierStats};
-pub use error::{Error, Result};
+pub use error::{Error, RejectReason, Result};
 pub use read::aggregate::{
     AggregatePlan, AggregateQuery, AggregateResult, Aggregation, Group, PartialAggregate,
 };
@@ -76,5 +76,5 @@ pub use read::query::{Display, Query, QueryResult};
 pub use read::reader::Reader;
 pub use read::tier_choice::TierChoice;
 pub use registry::{KeyView, Selector, SeriesId, SeriesKey, TagFilter};
-pub use sample::{BatchReport, RawCounts, RejectReason, Sample};
+pub use sample::{BatchReport, RawCounts, Sample};
 pub use time::{locate, Placement, Span, Timestamp};

@@ -16,8 +16,9 @@ use super::stats::ServerStats;
 use super::Limits;
 use crate::cluster::edge::EdgeSink;
 use crate::counter::SeriesKind;
+use crate::error::RejectReason;
 use crate::registry::SeriesId;
-use crate::sample::{BatchReport, RejectReason, Sample};
+use crate::sample::{BatchReport, Sample};
 use crate::time::Timestamp;
 use crate::{Engine, Error, Result};
 
