@@ -36,7 +36,6 @@
 //! `server`). Behind default-on Cargo features: `render` (the Graphite render API) and
 //! `server` (`tierdb serve`) with `server`, `cli` (the command line) with `cli`, and `plot`
 //! (charts) with `plot`; `default-features = false` builds the engine alone.
-#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod bucket;
@@ -66,7 +65,7 @@ pub use bucket::Bucket;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{EngineSettings, RawTierSpec, TierSpec, TiersConfig};
 pub use counter::SeriesKind;
-pub use engine::{Engine, EngineBuilder, EngineStats, TierStats};
+pub use engine::{Engine, EngineBuilder, EngineStats, Rewind, TierStats};
 pub use error::{Error, RejectReason, Result};
 pub use read::aggregate::{
     AggregatePlan, AggregateQuery, AggregateResult, Aggregation, Group, PartialAggregate,
