@@ -18,8 +18,8 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 #[allow(dead_code)]
 mod support;
 
-use tierdb::cluster::apply::PartitionStore;
-use tierdb::cluster::SampleBatch;
+use tierdb::testing::cluster::apply::PartitionStore;
+use tierdb::testing::cluster::SampleBatch;
 use tierdb::{Engine, EngineBuilder, ManualClock, Sample, SeriesId, TiersConfig};
 
 const SERIES: u32 = 1_000;

@@ -12,8 +12,8 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use tierdb::storage::compact::{CompactFile, CompactReader, ENTRY_LEN, HEADER_LEN};
-use tierdb::storage::format::PeriodMeta;
+use tierdb::testing::storage::compact::{CompactFile, CompactReader, ENTRY_LEN, HEADER_LEN};
+use tierdb::testing::storage::format::PeriodMeta;
 use tierdb::{Bucket, Span};
 
 #[path = "support.rs"]

@@ -23,8 +23,8 @@ mod support;
 use std::io::Write;
 use std::time::Instant;
 
+use tierdb::cli::import::Precision;
 use tierdb::cli::import::{import, Format};
-use tierdb::ingest::influx::Precision;
 use tierdb::Engine;
 
 const CADENCE: i64 = 10;

@@ -16,7 +16,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 #[allow(dead_code)]
 mod support;
 
-use tierdb::registry::Registry;
+use tierdb::testing::registry::Registry;
 
 /// Series unless `TIERDB_BENCH_SERIES` says otherwise.
 const SERIES: u32 = 1_000_000;

@@ -22,8 +22,8 @@ use std::collections::HashMap;
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use tierdb::cluster::wire::{decode, encode};
-use tierdb::cluster::{partition_of, SampleBatch};
+use tierdb::testing::cluster::wire::{decode, encode};
+use tierdb::testing::cluster::{partition_of, SampleBatch};
 use tierdb::SeriesKey;
 
 #[path = "support.rs"]

@@ -16,7 +16,7 @@ use crate::time::{Layout, Span};
 use crate::{Error, Result};
 
 mod stored;
-pub use stored::{check_given, differences, Difference};
+pub use stored::{check_given, differences};
 
 /// Default for [`EngineSettings::future_bound`]: one hour.
 pub const DEFAULT_FUTURE_BOUND: Span = Span::from_secs(3_600);

@@ -30,13 +30,14 @@ use crate::storage::recovery::Recovery;
 use crate::storage::{Storage, OPEN_MARKER};
 use crate::time::Timestamp;
 use crate::{Error, Result};
-pub(crate) use admission::{accepted_times, check_value_and_time};
+pub(crate) use admission::accepted_times;
+#[cfg(feature = "server")]
+pub(crate) use admission::check_value_and_time;
 use admission::{Bounds, FilesNeeded, SampleLimits};
 use creator::ChunkCreator;
-pub use maintenance::{maintenance_interval, MaintenanceReport, AHEAD_FILES_PER_PASS};
+pub use maintenance::MaintenanceReport;
 use maintenance::{Horizon, MaintenanceHealth, MaintenanceThread};
 pub use open::EngineBuilder;
-pub use rewind::Rewind;
 pub use stats::{EngineStats, TierStats};
 use writer::WriterPool;
 
@@ -167,6 +168,25 @@ pub struct Engine {
 
 impl Engine {
     /// A builder for the data directory `dir` with the default tiers and the system clock.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tierdb::{Engine, ManualClock, TiersConfig};
+    ///
+    /// # fn main() -> tierdb::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let tiers = TiersConfig::from_toml_str(
+    ///     "[[tier]]\nname = \"10s\"\nresolution = \"10s\"\nperiod = \"1h\"\nretention = \"6h\"\n",
+    ///     "inline",
+    /// )?;
+    /// let engine = Engine::builder(dir.path())
+    ///     .tiers(tiers)
+    ///     .clock(Arc::new(ManualClock::new(1_763_726_400)))
+    ///     .open()?;
+    /// assert_eq!(engine.config().tiers[0].name, "10s");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn builder(dir: impl AsRef<Path>) -> EngineBuilder {
         EngineBuilder::new(dir.as_ref())
     }
@@ -275,6 +295,29 @@ impl Engine {
     }
 
     /// Answers `query` across series; see [`Reader::aggregate`].
+    ///
+    /// ```
+    /// use tierdb::{AggregateQuery, Aggregation, Display, Engine, Selector};
+    ///
+    /// # fn main() -> tierdb::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let engine = Engine::open(dir.path())?;
+    /// let now = chrono::Utc::now().timestamp();
+    /// let hour = now - now % 3600 - 3600; // the last whole hour
+    /// for (host, value) in [("a", 1.0), ("b", 2.0), ("c", 4.0)] {
+    ///     engine.record(&format!("load{{host={host},dc=eu}}"), hour + 60, value)?;
+    /// }
+    /// engine.sync()?;
+    /// let query = AggregateQuery::new(Selector::parse("load{dc=eu}")?, Aggregation::Sum, hour, hour + 3600)
+    ///     .tier("1h")
+    ///     .display(Display::Total)
+    ///     .group_by(["dc"]);
+    /// let answer = engine.aggregate(&query)?;
+    /// assert_eq!(answer.groups[0].series, 3);
+    /// assert_eq!(answer.groups[0].points, vec![(hour, Some(7.0))]);
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Errors
     /// As [`Reader::aggregate`].

@@ -10,8 +10,8 @@
 //! - [`statsd`]: StatsD and DogStatsD lines (`name:1|c|@0.1|#k:v`), one datagram line at a
 //!   time; aggregating them per flush interval is the server's.
 //!
-//! Beside the parsers, what every ingest path (a server connection or request, a cluster
-//! node's edge, an import) shares:
+//! Beside the parsers, with the `server` feature, what every ingest path (a server connection
+//! or request, a cluster node's edge, an import) shares:
 //! - [`report`]: what an ingest did, refusals by reason and the first ones by line;
 //! - [`name_cache`]: series name to id (or partition), once per connection;
 //! - [`batch`]: samples with their input lines, written into an engine whole.
@@ -20,11 +20,14 @@
 //! timestamp in unix seconds, `None` meaning "now". Each refusal carries a stable snake_case
 //! reason (`as_str()`) that the server counts by.
 
-pub mod batch;
+#[cfg(feature = "server")]
+pub(crate) mod batch;
 pub mod graphite;
 pub mod influx;
-pub mod name_cache;
+#[cfg(feature = "server")]
+pub(crate) mod name_cache;
 #[cfg(feature = "server")]
 pub mod prom_remote;
-pub mod report;
+#[cfg(feature = "server")]
+pub(crate) mod report;
 pub mod statsd;

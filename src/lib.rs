@@ -27,45 +27,57 @@
 //! # }
 //! ```
 //!
-//! Modules: [`config`] (tiers.toml), [`time`] (durations, the lookup, the time grammar),
-//! [`bucket`] (the rollup value), [`registry`] (series keys and ids), [`storage`] (period
-//! files, the mapping), [`read`] (the [`Reader`] and every read: one-series queries,
-//! aggregates across series, tier choice, the read budget), [`engine`] (the write path and
-//! the rolling window), [`counter`] (counters stored as increases), [`clock`], [`sample`],
-//! [`ingest`] (Graphite, Influx and StatsD line parsers; Prometheus remote write with
-//! `server`). Behind default-on Cargo features: `render` (the Graphite render API) and
-//! `server` (`tierdb serve`) with `server`, `cli` (the command line) with `cli`, and `plot`
-//! (charts) with `plot`; `default-features = false` builds the engine alone.
+//! # The API
+//! - Open and write: [`Engine`] ([`Engine::open`], [`Engine::builder`] with a
+//!   [`TiersConfig`] of [`TierSpec`]s and a [`Clock`]), [`Engine::record`] and
+//!   [`Engine::record_batch`] of [`Sample`]s (answered by a [`BatchReport`]), [`Engine::flush`].
+//! - Read: [`Engine::query`] of one series ([`Query`], [`QueryResult`], [`Display`],
+//!   [`TierChoice`]), [`Engine::aggregate`] across series ([`AggregateQuery`] with a
+//!   [`Selector`], [`Aggregation`], [`AggregateResult`]), or any read through
+//!   [`Engine::reader`] ([`Reader`], within a [`ReadBudget`]).
+//! - Series: [`SeriesKey`] (a name and tags), [`SeriesId`], [`SeriesKind`] (gauge or counter).
+//! - Time: [`Timestamp`], [`Span`], [`locate`] (the timestamp-to-buckets lookup) and the
+//!   [`time`] module's grammar.
+//! - Errors: [`Error`], [`RejectReason`].
+//! - [`ingest`]: the Graphite, Influx, StatsD (and with `server`, Prometheus remote write)
+//!   parsers, pure functions from bytes to samples.
+//!
+//! Behind default-on Cargo features: [`render`] (the Graphite render API) and [`server`]
+//! (`tierdb serve`, [`server::run`]) with `server`, [`cli`] (the command line and
+//! [`cli::import::import`]) with `cli`, and charts with `plot`; `default-features = false`
+//! builds the engine alone. Everything else is private to the crate; ARCHITECTURE.md maps it.
 #![warn(missing_docs)]
 
-pub mod bucket;
+mod bucket;
 #[cfg(feature = "cli")]
 pub mod cli;
-pub mod clock;
+mod clock;
 #[cfg(feature = "server")]
-pub mod cluster;
-pub mod config;
-pub mod counter;
-pub mod engine;
-pub mod error;
+mod cluster;
+mod config;
+mod counter;
+mod engine;
+mod error;
 pub mod ingest;
 #[cfg(feature = "plot")]
-pub mod plot;
-pub mod read;
-pub mod registry;
+mod plot;
+mod read;
+mod registry;
 #[cfg(feature = "server")]
 pub mod render;
-pub mod sample;
+mod sample;
 #[cfg(feature = "server")]
 pub mod server;
-pub mod storage;
+mod storage;
+#[doc(hidden)]
+pub mod testing;
 pub mod time;
 
 pub use bucket::Bucket;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{EngineSettings, RawTierSpec, TierSpec, TiersConfig};
 pub use counter::SeriesKind;
-pub use engine::{Engine, EngineBuilder, EngineStats, Rewind, TierStats};
+pub use engine::{Engine, EngineBuilder, EngineStats, MaintenanceReport, TierStats};
 pub use error::{Error, RejectReason, Result};
 pub use read::aggregate::{
     AggregatePlan, AggregateQuery, AggregateResult, Aggregation, Group, PartialAggregate,

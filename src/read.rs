@@ -17,5 +17,3 @@ pub mod budget;
 pub mod query;
 pub mod reader;
 pub mod tier_choice;
-
-pub use reader::Reader;

@@ -28,8 +28,9 @@ use std::sync::{OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard
 
 pub use key::{sort_tags_last_wins, split_graphite_tags, write_canonical, SeriesKey};
 pub use selector::{Selector, TagFilter};
-pub use suggest::{Candidates, NEAR_SCAN, SUGGESTIONS};
-pub use view::{KeyView, Tags};
+#[cfg(feature = "server")]
+pub use suggest::SUGGESTIONS;
+pub use view::KeyView;
 
 use store::{KeyStore, Refusal};
 

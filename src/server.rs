@@ -8,19 +8,19 @@
 //! [`run`] takes already-bound [`Listeners`] and a shutdown future, so tests bind
 //! `127.0.0.1:0` and call it directly.
 
-pub mod announce;
-pub mod backend;
-pub mod dashboard;
-pub mod error;
-pub mod graphite;
-pub mod http;
+pub(crate) mod announce;
+pub(crate) mod backend;
+pub(crate) mod dashboard;
+pub(crate) mod error;
+pub(crate) mod graphite;
+pub(crate) mod http;
 mod http_conn;
-pub mod metrics;
+pub(crate) mod metrics;
 mod params;
 mod render_api;
-pub mod sink;
-pub mod stats;
-pub mod statsd;
+pub(crate) mod sink;
+pub(crate) mod stats;
+pub(crate) mod statsd;
 mod udp;
 
 use std::future::Future;
@@ -32,8 +32,10 @@ use tokio::net::{TcpListener, TcpSocket, UdpSocket};
 
 use crate::{Engine, Error, Result};
 pub use backend::{Backend, LocalBackend, ReadOptions};
-use sink::Sink;
-use stats::ServerStats;
+pub use metrics::render as render_metrics;
+pub use sink::Sink;
+pub use stats::ServerStats;
+pub use statsd::StatsdListener;
 
 /// How long shutdown waits for open connections and requests before it flushes and exits
 /// without them.
@@ -298,6 +300,20 @@ impl Listeners {
 
 /// Serves until `shutdown` completes, then stops accepting, lets open connections and
 /// requests finish with what they received, and flushes the engine.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use tierdb::server::{run, Limits, Listeners, State};
+///
+/// # async fn serve() -> tierdb::Result<()> {
+/// let engine = Arc::new(tierdb::Engine::open("data")?);
+/// let loopback = "127.0.0.1:0".parse().unwrap();
+/// let listeners = Listeners::bind(loopback, loopback).await?;
+/// println!("HTTP on {}", listeners.addrs().unwrap().0);
+/// let state = Arc::new(State::new(engine, Limits::default(), None));
+/// run(state, listeners, async { let _ = tokio::signal::ctrl_c().await; }).await
+/// # }
+/// ```
 ///
 /// # Errors
 /// The engine's flush failure at the end.

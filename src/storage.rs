@@ -235,9 +235,9 @@ impl Storage {
             tracing::warn!(tier = %name, "files of a tier no longer in the configuration are left in place");
         }
         Ok(Storage {
-            root: root.to_path_buf(),
             tiers: stores,
             slots,
+            root: root.to_path_buf(),
             writable,
             writers,
             orphaned_tiers,
@@ -262,11 +262,6 @@ impl Storage {
     /// How many hot files have been retired so far (see the field).
     pub fn retirements(&self) -> u64 {
         self.retirements.load(Ordering::Acquire)
-    }
-
-    /// The data directory.
-    pub fn root(&self) -> &Path {
-        &self.root
     }
 
     /// Number of configured tiers.

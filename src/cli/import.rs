@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::{engine_builder, print, Location};
 use crate::ingest::batch::LineBatch;
+pub use crate::ingest::influx::Precision;
 use crate::ingest::name_cache::NameCache;
 use crate::ingest::report::IngestReport;
 use crate::ingest::{graphite, influx};
@@ -269,6 +270,21 @@ impl ImportSummary {
 
 /// Reads `input` to its end and writes every sample into `engine`. `progress` is called
 /// after every batch with the running summary (the CLI draws its progress bar from it).
+///
+/// ```
+/// use tierdb::cli::import::{import, Format, Precision};
+///
+/// # fn main() -> tierdb::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// let engine = tierdb::Engine::open(dir.path())?;
+/// let now = chrono::Utc::now().timestamp();
+/// let dump = format!("web.hits 3 {now}\nweb.hits x {now}\nweb.hits 4 {now}\n");
+/// let summary = import(&engine, dump.as_bytes(), Some(Format::Graphite), Precision::Seconds, |_| {})?;
+/// assert_eq!(summary.report.accepted, 2);
+/// assert_eq!(summary.rejected_total(), 1); // line 2, named in summary.report.errors
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// # Errors
 /// [`Error::Io`] when the input cannot be read; the engine's errors (a poisoned engine).

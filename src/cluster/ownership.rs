@@ -77,7 +77,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{oneshot, watch};
 
-pub use view::{ClusterView, Lease, NodeStatus, PartitionOwners};
+pub use view::{ClusterView, NodeStatus};
 
 use crate::{Error, Result};
 

@@ -80,7 +80,9 @@ mod tests;
 use thiserror::Error;
 
 pub use self::decoder::decode;
-pub use self::encoder::{encode, encode_to_vec};
+pub use self::encoder::encode;
+#[cfg(test)]
+pub(crate) use self::encoder::encode_to_vec;
 use crate::counter::SeriesKind;
 
 /// Identifies a batch message.

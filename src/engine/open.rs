@@ -247,7 +247,7 @@ impl EngineBuilder {
     /// pass (drops what expired while the directory was closed, creates the current and
     /// ahead periods, but not the gap), and starts the writers and the maintenance thread.
     /// A pass that fails (a full disk) does not fail the open: see
-    /// [`EngineStats::maintenance_error`].
+    /// [`super::EngineStats::maintenance_error`].
     ///
     /// # Errors
     /// [`Error::Config`] for an invalid configuration, [`Error::CorruptFile`] naming a damaged

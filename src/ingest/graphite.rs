@@ -66,6 +66,7 @@ pub enum GraphiteError {
 
 impl GraphiteError {
     /// Every reason, for callers that set up one counter per reason.
+    #[cfg(test)]
     pub const ALL: [GraphiteError; 7] = [
         GraphiteError::MissingValue,
         GraphiteError::MissingTimestamp,

@@ -156,6 +156,7 @@ pub enum InfluxError {
 
 impl InfluxError {
     /// Every reason, for callers that set up one counter per reason.
+    #[cfg(test)]
     pub const ALL: [InfluxError; 9] = [
         InfluxError::MissingFields,
         InfluxError::InvalidMeasurement,
@@ -194,9 +195,6 @@ pub enum SkippedField {
 }
 
 impl SkippedField {
-    /// Every reason, for callers that set up one counter per reason.
-    pub const ALL: [SkippedField; 2] = [SkippedField::String, SkippedField::Boolean];
-
     /// The reason's stable snake_case name: `string_field` or `boolean_field`.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -89,6 +89,7 @@ pub enum StatsdError {
 
 impl StatsdError {
     /// Every reason, for callers that set up one counter per reason.
+    #[cfg(test)]
     pub const ALL: [StatsdError; 7] = [
         StatsdError::MissingValue,
         StatsdError::MissingType,

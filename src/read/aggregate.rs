@@ -641,6 +641,7 @@ fn fold_members(
 }
 
 /// [`Reader::fold_series`]'s work.
+#[cfg(feature = "server")]
 pub(super) fn fold_series(
     reader: &Reader<'_>,
     tier: usize,

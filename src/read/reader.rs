@@ -6,7 +6,9 @@
 
 use super::aggregate::{self, AggregatePlan, AggregateQuery, AggregateResult, PartialAggregate};
 use super::budget::ReadBudget;
-use super::query::{self, Display, HeldFiles, PointGrid, Query, QueryResult};
+#[cfg(feature = "server")]
+use super::query::Display;
+use super::query::{self, HeldFiles, PointGrid, Query, QueryResult};
 use super::tier_choice::{self, TierChoice};
 use crate::bucket::Bucket;
 use crate::clock::Clock;
@@ -131,8 +133,8 @@ impl<'a> Reader<'a> {
     /// Answers `query`.
     ///
     /// # Errors
-    /// [`Error::UnknownSeries`], [`Error::UnknownTier`], [`Error::InvalidSeries`], or
-    /// [`Error::InvalidQuery`] for an empty or oversized range or a step that is not a
+    /// [`crate::Error::UnknownSeries`], [`crate::Error::UnknownTier`], [`crate::Error::InvalidSeries`], or
+    /// [`crate::Error::InvalidQuery`] for an empty or oversized range or a step that is not a
     /// multiple of the tier's resolution.
     pub fn query(&self, query: &Query) -> Result<QueryResult> {
         query::query(self, query)
@@ -142,7 +144,7 @@ impl<'a> Reader<'a> {
     /// (the configured budget when `None`).
     ///
     /// # Errors
-    /// [`Error::UnknownTier`] for a name no tier has.
+    /// [`crate::Error::UnknownTier`] for a name no tier has.
     pub fn choose_tier(
         &self,
         choice: &TierChoice,
@@ -165,8 +167,8 @@ impl<'a> Reader<'a> {
     /// before the tier's window or in periods without a file are empty.
     ///
     /// # Errors
-    /// [`Error::InvalidQuery`] when `from >= to`, `step` is not a multiple of the tier's
-    /// resolution, or the answer would exceed [`MAX_QUERY_POINTS`].
+    /// [`crate::Error::InvalidQuery`] when `from >= to`, `step` is not a multiple of the tier's
+    /// resolution, or the answer would exceed [`query::MAX_QUERY_POINTS`].
     pub fn read_buckets(
         &self,
         id: SeriesId,
@@ -198,7 +200,7 @@ impl<'a> Reader<'a> {
     /// file: the walk is bounded by the files held, not by the width of the range.
     ///
     /// # Errors
-    /// [`Error::CorruptFile`] or [`Error::Io`] naming a compacted file that cannot be read.
+    /// [`crate::Error::CorruptFile`] or [`crate::Error::Io`] naming a compacted file that cannot be read.
     pub(crate) fn files_for(
         &self,
         tier: usize,
@@ -214,9 +216,9 @@ impl<'a> Reader<'a> {
     /// Answers `query`, however many cells it reads.
     ///
     /// # Errors
-    /// [`Error::UnknownTier`], or [`Error::InvalidQuery`] for an empty range, a step that
+    /// [`crate::Error::UnknownTier`], or [`crate::Error::InvalidQuery`] for an empty range, a step that
     /// is not a multiple of the tier's resolution, or groups × points over
-    /// [`MAX_QUERY_POINTS`].
+    /// [`query::MAX_QUERY_POINTS`].
     pub fn aggregate(&self, query: &AggregateQuery) -> Result<AggregateResult> {
         aggregate::aggregate(self, query)
     }
@@ -228,7 +230,7 @@ impl<'a> Reader<'a> {
     /// cluster read takes across partitions (see [`PartialAggregate`]).
     ///
     /// # Errors
-    /// As [`Reader::aggregate`], and [`Error::InvalidQuery`] when `budget` refuses the read.
+    /// As [`Reader::aggregate`], and [`crate::Error::InvalidQuery`] when `budget` refuses the read.
     pub fn aggregate_within(
         &self,
         query: &AggregateQuery,
@@ -242,8 +244,8 @@ impl<'a> Reader<'a> {
     /// with the plan reads that grid, whatever its own clock says.
     ///
     /// # Errors
-    /// [`Error::UnknownTier`], or [`Error::InvalidQuery`] for an empty range, a step that is
-    /// not a multiple of the tier's resolution, or more than [`MAX_QUERY_POINTS`] points.
+    /// [`crate::Error::UnknownTier`], or [`crate::Error::InvalidQuery`] for an empty range, a step that is
+    /// not a multiple of the tier's resolution, or more than [`query::MAX_QUERY_POINTS`] points.
     pub fn plan_aggregate(&self, query: &AggregateQuery) -> Result<AggregatePlan> {
         aggregate::plan_aggregate(self, query)
     }
@@ -254,10 +256,10 @@ impl<'a> Reader<'a> {
     /// into the partial of one engine holding them all.
     ///
     /// # Errors
-    /// [`Error::UnknownTier`] when this engine has no tier of the plan's name,
-    /// [`Error::InvalidQuery`] when that tier's layout differs from the plan's, when
-    /// groups × points exceeds [`MAX_QUERY_POINTS`] or `budget` refuses the read;
-    /// [`Error::CorruptFile`] or [`Error::Io`] for a compacted file that cannot be read.
+    /// [`crate::Error::UnknownTier`] when this engine has no tier of the plan's name,
+    /// [`crate::Error::InvalidQuery`] when that tier's layout differs from the plan's, when
+    /// groups × points exceeds [`query::MAX_QUERY_POINTS`] or `budget` refuses the read;
+    /// [`crate::Error::CorruptFile`] or [`crate::Error::Io`] for a compacted file that cannot be read.
     pub fn aggregate_partial(
         &self,
         plan: &AggregatePlan,
@@ -273,7 +275,7 @@ impl<'a> Reader<'a> {
     /// [`Selector`]. `window` is the first second of the tier the read sees.
     ///
     /// # Errors
-    /// [`Error::CorruptFile`] or [`Error::Io`] for a compacted file that cannot be read.
+    /// [`crate::Error::CorruptFile`] or [`crate::Error::Io`] for a compacted file that cannot be read.
     #[cfg(feature = "server")]
     pub(crate) fn fold_series(
         &self,

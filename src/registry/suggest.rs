@@ -8,6 +8,7 @@ use crate::Result;
 /// Keys the near-name search looks at, at most.
 pub const NEAR_SCAN: usize = 200_000;
 /// How many candidates an unknown series' message lists (the CLI's and the HTTP API's).
+#[cfg(feature = "server")]
 pub const SUGGESTIONS: usize = 5;
 /// Largest edit distance a near name may have.
 const NEAR_DISTANCE: usize = 3;

@@ -50,6 +50,7 @@ impl Storage {
     /// # Errors
     /// [`Error::InvalidQuery`] for a cell outside its tier's files; [`Error::CorruptFile`] or
     /// [`Error::Io`] naming a compacted file that cannot be read.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub fn load_cells(&self, cells: &[CellAt]) -> Result<Vec<Bucket>> {
         let mut out = vec![Bucket::EMPTY; cells.len()];
         let mut order: Vec<usize> = (0..cells.len()).collect();

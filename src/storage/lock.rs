@@ -2,7 +2,7 @@
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::{Error, Result};
 
@@ -11,7 +11,6 @@ use crate::{Error, Result};
 /// process dies, so a crash never leaves the directory locked.
 pub struct DirLock {
     _file: File,
-    path: PathBuf,
 }
 
 impl DirLock {
@@ -59,11 +58,6 @@ impl DirLock {
         {
             tracing::warn!(path = %path.display(), error = %e, "cannot record this process as the lock holder");
         }
-        Ok(DirLock { _file: file, path })
-    }
-
-    /// The lock file.
-    pub fn path(&self) -> &Path {
-        &self.path
+        Ok(DirLock { _file: file })
     }
 }

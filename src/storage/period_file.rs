@@ -53,31 +53,9 @@ pub struct PeriodFile {
 /// their hot path checks nothing per sample.
 ///
 /// What the types allow, checked by the compiler: a [`PeriodFile`] is read with
-/// [`PeriodFile::load`] (this compiles)...
-/// ```no_run
-/// fn read(file: &tierdb::storage::period_file::PeriodFile) -> tierdb::Bucket {
-///     file.load(0, 0)
-/// }
-/// ```
-/// ...but hands out no cell to store into...
-/// ```compile_fail
-/// fn write(file: &tierdb::storage::period_file::PeriodFile) {
-///     file.cell(0, 0).add(1.0);
-/// }
-/// ```
-/// ...and a `WritableFile` cannot be made outside `storage`, by its constructor or by hand.
-/// ```compile_fail
-/// use tierdb::storage::period_file::{PeriodFile, WritableFile};
-/// fn forge(file: std::sync::Arc<PeriodFile>) -> Option<WritableFile> {
-///     WritableFile::new(file)
-/// }
-/// ```
-/// ```compile_fail
-/// use tierdb::storage::period_file::{PeriodFile, WritableFile};
-/// fn forge(file: std::sync::Arc<PeriodFile>) -> WritableFile {
-///     WritableFile(file)
-/// }
-/// ```
+/// [`PeriodFile::load`] and hands out no cell to store into, and a `WritableFile` cannot be
+/// made outside `storage` (its field and constructor are private to it). Outside the crate
+/// nothing of `storage` is reachable at all.
 #[derive(Clone)]
 pub struct WritableFile(Arc<PeriodFile>);
 

@@ -213,6 +213,7 @@ impl RawStore {
     }
 
     /// The directory of its files.
+    #[cfg(test)]
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -409,6 +410,7 @@ impl RawStore {
 
     /// The time of the series' last raw point; `None` when it has none. What a cluster
     /// partition's undo record keeps of the raw tier ([`RawStore::truncate_after`]).
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub fn last_time(&self, series: u32) -> Option<Timestamp> {
         let tail = self.tail(series)?;
         let seg = tail.segment();
@@ -486,6 +488,7 @@ impl RawStore {
 
     /// Segments claimed in the periods held (a crash may have claimed some without using
     /// them): for tests.
+    #[cfg(test)]
     pub fn segments_in_use(&self) -> usize {
         let periods = self.periods.lock().unwrap_or_else(|e| e.into_inner());
         periods.values().map(|p| p.claimed as usize).sum()

@@ -16,11 +16,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use tierdb::cluster::apply::{PartitionStore, FAULT_KILL_MID_APPLY};
-use tierdb::cluster::SampleBatch;
-use tierdb::config::{RawTierSpec, TiersConfig};
+use tierdb::testing::cluster::apply::{PartitionStore, FAULT_KILL_MID_APPLY};
+use tierdb::testing::cluster::SampleBatch;
 use tierdb::time::{window_start, Span};
 use tierdb::{Engine, ManualClock, SeriesId, SeriesKind};
+use tierdb::{RawTierSpec, TiersConfig};
 
 use crate::common::{scratch_dir, small_tiers, NOW};
 
@@ -152,7 +152,11 @@ fn assert_same(clean: &Engine, other: &Engine, what: &str) {
             .collect()
     };
     let nothing = |engine: &Engine, id: SeriesId, key: &str| {
-        assert_eq!(engine.rewind().counter_state(id), [0; 3], "{what}: {key}");
+        assert_eq!(
+            tierdb::testing::counter_state(engine, id),
+            [0; 3],
+            "{what}: {key}"
+        );
         assert_eq!(raw(engine, id), [], "{what}: raw points of {key}");
         for (tier, spec) in engine.config().tiers.iter().enumerate() {
             let from = window_start(now, spec.retention, spec.period);
@@ -186,8 +190,8 @@ fn assert_same(clean: &Engine, other: &Engine, what: &str) {
             "{what}: {key}"
         );
         assert_eq!(
-            clean.rewind().counter_state(id),
-            other.rewind().counter_state(other_id),
+            tierdb::testing::counter_state(clean, id),
+            tierdb::testing::counter_state(other, other_id),
             "{what}: counter state of {key}"
         );
         assert_eq!(

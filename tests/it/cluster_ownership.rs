@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
-use tierdb::cluster::ownership::{ClusterSettings, ClusterView, Ownership};
+use tierdb::testing::cluster::ownership::{ClusterSettings, ClusterView, Ownership};
 
 use crate::nats::NatsCluster;
 

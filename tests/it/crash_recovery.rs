@@ -11,8 +11,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use tierdb::storage::format::{cell_index, file_name, HEADER_LEN};
-use tierdb::storage::writer_state::WriterStateFile;
+use tierdb::testing::storage::format::{cell_index, file_name, HEADER_LEN};
+use tierdb::testing::storage::writer_state::WriterStateFile;
 use tierdb::{Engine, ManualClock, Sample, SeriesId};
 
 use crate::common::{small_tiers, NOW};
@@ -80,7 +80,7 @@ fn files_from_chunk(dir: &Path, first_chunk: u32) -> usize {
     for tier in std::fs::read_dir(dir.join("tiers")).unwrap() {
         for file in std::fs::read_dir(tier.unwrap().path()).unwrap() {
             let name = file.unwrap().file_name().into_string().unwrap();
-            if tierdb::storage::format::parse_file_name(&name)
+            if tierdb::testing::storage::format::parse_file_name(&name)
                 .is_some_and(|(_, c)| c >= first_chunk)
             {
                 n += 1;

@@ -173,7 +173,7 @@ fn a_file_that_cannot_be_created_refuses_only_the_samples_that_need_it() {
     let id = engine.series("x").unwrap();
     let yesterday = NOW - NOW % 86_400 - 86_400 + 600;
     // A directory where the temporary file must go makes the creation fail.
-    let name = tierdb::storage::format::file_name(yesterday - yesterday % 86_400, 0);
+    let name = tierdb::testing::storage::format::file_name(yesterday - yesterday % 86_400, 0);
     std::fs::create_dir(dir.path().join("tiers/1m").join(format!("{name}.tmp"))).unwrap();
     let report = engine
         .record_batch(&[
@@ -212,7 +212,7 @@ fn refusals_in_a_buffer_that_record_wrote_reach_the_next_sync() {
     let (dir, engine, _clock) = engine_at(NOW);
     let yesterday = NOW - NOW % 86_400 - 86_400 + 600;
     // The 1m file of yesterday cannot be created: samples needing it are refused.
-    let name = tierdb::storage::format::file_name(yesterday - yesterday % 86_400, 0);
+    let name = tierdb::testing::storage::format::file_name(yesterday - yesterday % 86_400, 0);
     std::fs::create_dir(dir.path().join("tiers/1m").join(format!("{name}.tmp"))).unwrap();
     engine.record("x", yesterday, 1.0).unwrap();
     // Fill the buffer (4096 samples): the last `record` writes it.

@@ -99,7 +99,7 @@ fn a_full_disk_at_restart_serves_reads_and_refuses_only_what_needs_new_files() {
         error.contains("No space left") || error.contains("os error 28"),
         "{error}"
     );
-    let metrics = tierdb::server::metrics::render(&stats, &Default::default());
+    let metrics = tierdb::server::render_metrics(&stats, &Default::default());
     assert!(
         metrics.contains("tierdb_maintenance_failing 1"),
         "{metrics}"

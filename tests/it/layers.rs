@@ -30,6 +30,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("server", &["server"]),
     ("cluster", &["cluster"]),
     ("command line", &["cli"]),
+    ("the tests' door to internals", &["testing"]),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

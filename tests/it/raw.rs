@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use tierdb::storage::raw::SEGMENT_POINTS;
+use tierdb::testing::storage::raw::SEGMENT_POINTS;
 use tierdb::{
     Engine, Error, ManualClock, Query, RawTierSpec, Sample, SeriesId, Span, TiersConfig, Timestamp,
 };
@@ -329,7 +329,7 @@ fn a_writer_killed_mid_append_leaves_no_torn_point() {
     // The torn point's time is on disk, unpublished.
     let file = dir
         .join("raw/raw")
-        .join(tierdb::storage::raw::segment::file_name(
+        .join(tierdb::testing::storage::raw::segment::file_name(
             point(ACKED).ts - point(ACKED).ts.rem_euclid(HOUR),
             0,
         ));
@@ -383,7 +383,10 @@ fn corrupt_and_foreign_raw_files_are_refused_by_name() {
     }
     let raw_dir = dir.path().join("raw/raw");
     // The period holding the points (NOW is on the hour, so the one before it).
-    let current = raw_dir.join(tierdb::storage::raw::segment::file_name(NOW - HOUR, 0));
+    let current = raw_dir.join(tierdb::testing::storage::raw::segment::file_name(
+        NOW - HOUR,
+        0,
+    ));
     let original = std::fs::read(&current).unwrap();
     let refused = |bytes: &[u8], what: &str| {
         std::fs::write(&current, bytes).unwrap();
@@ -520,7 +523,10 @@ fn a_segment_that_lost_its_last_points_to_a_power_loss_still_opens() {
     let file = dir
         .path()
         .join("raw/raw")
-        .join(tierdb::storage::raw::segment::file_name(NOW - HOUR, 0));
+        .join(tierdb::testing::storage::raw::segment::file_name(
+            NOW - HOUR,
+            0,
+        ));
     let original = std::fs::read(&file).unwrap();
     let len_at = |segment: usize| 4096 + 4096 * segment + 8;
     let prev_end_at = |segment: usize| 4096 + 4096 * segment + 16;

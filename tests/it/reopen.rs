@@ -605,7 +605,7 @@ fn reordered_tiers_are_stored_in_their_new_order() {
     let engine = open(dir.path(), &clock, config.clone());
     assert_eq!(answers(&engine), before);
     engine.close().unwrap();
-    let stored = tierdb::storage::stored_tiers::read_stored(dir.path())
+    let stored = tierdb::testing::storage::stored_tiers::read_stored(dir.path())
         .unwrap()
         .expect("stored tiers");
     let names = |c: &TiersConfig| c.tiers.iter().map(|t| t.name.clone()).collect::<Vec<_>>();

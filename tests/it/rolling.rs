@@ -190,9 +190,8 @@ fn queries_in_flight_over_dropped_files_stay_correct() {
         .points
         .iter()
         .all(|p| p.1.is_none()));
-    assert!(
-        !listing(dir.path())["1m"].contains(&tierdb::storage::format::file_name(START + DAY, 0))
-    );
+    assert!(!listing(dir.path())["1m"]
+        .contains(&tierdb::testing::storage::format::file_name(START + DAY, 0)));
 }
 
 #[test]
@@ -210,7 +209,7 @@ fn a_creation_cut_short_is_cleaned_up_at_open() {
     // period after the next one half written.
     let temp = dir.path().join("tiers/1m").join(format!(
         "{}.tmp",
-        tierdb::storage::format::file_name(START + 12 * HOUR, 0)
+        tierdb::testing::storage::format::file_name(START + 12 * HOUR, 0)
     ));
     std::fs::write(&temp, b"TIERDBPF half a header").unwrap();
 
@@ -225,7 +224,7 @@ fn a_creation_cut_short_is_cleaned_up_at_open() {
         vec![(START, None), (START + 60, Some(4.0))]
     );
     // And the period whose creation was cut short is created properly when it comes.
-    let cut_short = tierdb::storage::format::file_name(START + 12 * HOUR, 0);
+    let cut_short = tierdb::testing::storage::format::file_name(START + 12 * HOUR, 0);
     assert!(!listing(dir.path())["1m"].contains(&cut_short));
     // Due three hours before it starts (the second half of the period before it).
     clock.set(START + 9 * HOUR + 60);
@@ -317,7 +316,7 @@ fn three_months_down_catches_up_without_filling_the_gap_and_backfill_lands_on_de
     let current = tierdb::time::align_down(later, tierdb::Span::from_secs(6 * HOUR as u64));
     assert_eq!(
         files["1m"],
-        vec![tierdb::storage::format::file_name(current, 0)],
+        vec![tierdb::testing::storage::format::file_name(current, 0)],
         "the 1m tier holds only the current period (the next one is due in the second half \
          of it): nothing for the 91 days between"
     );

@@ -171,10 +171,11 @@ pub fn encode(batch: &SampleBatch, out: &mut Vec<u8>) -> Result<(), WireError> {
     Ok(())
 }
 
-/// The message for `batch`, in a new vector. See [`encode`].
+/// The message for `batch`, in a new vector (the tests' shorthand). See [`encode`].
 ///
 /// # Errors
 /// As [`encode`].
+#[cfg(test)]
 pub fn encode_to_vec(batch: &SampleBatch) -> Result<Vec<u8>, WireError> {
     let mut out = Vec::new();
     encode(batch, &mut out)?;

@@ -318,6 +318,7 @@ impl Segment<'_> {
     /// lowered, then `NEXT_START` unset. A cluster partition's roll-back of an unfinished
     /// group ([`super::RawStore::truncate_after`]). Writable mappings only, before any
     /// writer starts.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn truncate(&self, len: usize) {
         if (len as u64) < self.len_word() {
             self.0[LEN].store(len as u64, Ordering::Release);

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tierdb::server::statsd::StatsdListener;
+use tierdb::server::StatsdListener;
 use tierdb::server::{run, Limits, Listeners, State};
 use tierdb::{Display, Engine, ManualClock, Query, TiersConfig, Timestamp};
 

@@ -1,0 +1,66 @@
+//! Internals that the integration tests and benches reach into: file names and layouts to
+//! damage files on purpose, the cluster's apply and wire for their own benches, the
+//! registry alone. Not part of the library's API (hidden from its docs) and free to change
+//! with the code; the paths mirror the modules the items live in.
+
+/// Period files: names, layouts, the stored tiers and the writers' state file.
+pub mod storage {
+    /// A tier's period files: names and byte layout (docs/file-format.md).
+    pub mod format {
+        pub use crate::storage::format::{
+            cell_index, file_name, parse_file_name, PeriodMeta, HEADER_LEN, RECORD_SIZE,
+        };
+    }
+    /// Compacted period files.
+    pub mod compact {
+        pub use crate::storage::compact::{CompactFile, CompactReader, ENTRY_LEN, HEADER_LEN};
+    }
+    /// The raw tier's segment files.
+    pub mod raw {
+        pub use crate::storage::raw::SEGMENT_POINTS;
+        /// Segment file names.
+        pub mod segment {
+            pub use crate::storage::raw::segment::file_name;
+        }
+    }
+    /// Bucket cells in a mapping.
+    pub mod bucket {
+        pub use crate::storage::bucket::STALE_AFTER;
+    }
+    /// `writers.state`.
+    pub mod writer_state {
+        pub use crate::storage::writer_state::WriterStateFile;
+    }
+    /// The tiers a data directory stores.
+    pub mod stored_tiers {
+        pub use crate::storage::stored_tiers::read_stored;
+    }
+}
+
+/// The series registry alone.
+pub mod registry {
+    pub use crate::registry::Registry;
+}
+
+/// The cluster's parts, without NATS: a partition's store and the log's wire format.
+#[cfg(feature = "server")]
+pub mod cluster {
+    pub use crate::cluster::{partition_of, SampleBatch};
+    /// A partition's engine, fed exactly once.
+    pub mod apply {
+        pub use crate::cluster::apply::{PartitionStore, FAULT_KILL_MID_APPLY};
+    }
+    /// Leases and their table.
+    pub mod ownership {
+        pub use crate::cluster::ownership::{ClusterSettings, ClusterView, Ownership};
+    }
+    /// The log's payload.
+    pub mod wire {
+        pub use crate::cluster::wire::{decode, encode};
+    }
+}
+
+/// Series `id`'s counter state record in `engine` (see the engine's undo surface).
+pub fn counter_state(engine: &crate::Engine, id: crate::SeriesId) -> [u64; 3] {
+    engine.rewind().counter_state(id)
+}
