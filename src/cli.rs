@@ -27,10 +27,12 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::config::TiersConfig;
+use crate::engine::Engine;
+use crate::engine::EngineBuilder;
 use crate::read::query::{Display, Query};
 use crate::registry::{Selector, SeriesKey, TagFilter};
 use crate::time::{parse_time, Span};
-use crate::{Engine, EngineBuilder, TiersConfig};
 
 /// tierdb: a multi-resolution rollup engine for metrics.
 #[derive(Parser, Debug)]
@@ -154,7 +156,7 @@ pub struct TagFilters {
 impl TagFilters {
     /// The selector `text` names (a name glob, optionally with `{k=v,...}`), narrowed by
     /// these filters.
-    fn selector(&self, text: &str) -> crate::Result<Selector> {
+    fn selector(&self, text: &str) -> crate::error::Result<Selector> {
         Selector::parse(text)?.with_tags(self.tags.iter().map(String::as_str))
     }
 }
@@ -258,7 +260,7 @@ fn resolve_series(
 ) -> Result<String, Box<dyn std::error::Error>> {
     let filters = (filters.tags.iter())
         .map(|tag| TagFilter::parse(tag))
-        .collect::<crate::Result<Vec<_>>>()?;
+        .collect::<crate::error::Result<Vec<_>>>()?;
     let key = SeriesKey::parse(text)?;
     let mut tags: Vec<(String, String)> = (key.tags())
         .map(|(k, v)| (k.into_owned(), v.into_owned()))
@@ -287,7 +289,7 @@ fn resolve_series(
         return Ok(only.to_string());
     }
     let hint = found.hint();
-    let error = crate::Error::UnknownSeries(shown);
+    let error = crate::error::Error::UnknownSeries(shown);
     Err(match hint {
         None => error.into(),
         Some(hint) if found.same_name.is_empty() => format!("{error}; {hint}").into(),
@@ -317,7 +319,7 @@ fn window_range(engine: &Engine, window: &Window) -> Result<(i64, i64), String> 
 ///
 /// # Errors
 /// The file's refusal, naming file, line and field.
-pub fn load_tiers(path: Option<&Path>) -> crate::Result<TiersConfig> {
+pub fn load_tiers(path: Option<&Path>) -> crate::error::Result<TiersConfig> {
     match path {
         Some(path) => TiersConfig::load(path),
         None if Path::new("tiers.toml").exists() => TiersConfig::load(Path::new("tiers.toml")),
@@ -331,7 +333,10 @@ pub fn load_tiers(path: Option<&Path>) -> crate::Result<TiersConfig> {
 ///
 /// # Errors
 /// The tiers file's refusal, naming file, line and field.
-pub fn engine_builder(data_dir: &Path, tiers: Option<&Path>) -> crate::Result<EngineBuilder> {
+pub fn engine_builder(
+    data_dir: &Path,
+    tiers: Option<&Path>,
+) -> crate::error::Result<EngineBuilder> {
     let builder = Engine::builder(data_dir);
     if tiers.is_none() && crate::storage::stored_tiers::stored_path(data_dir).exists() {
         return Ok(builder);
@@ -343,7 +348,7 @@ pub fn engine_builder(data_dir: &Path, tiers: Option<&Path>) -> crate::Result<En
 ///
 /// # Errors
 /// A missing directory or a refused file, named.
-pub fn open_reader(location: &Location) -> crate::Result<Engine> {
+pub fn open_reader(location: &Location) -> crate::error::Result<Engine> {
     engine_builder(&location.data_dir, location.tiers.as_deref())?
         .read_only()
         .open()

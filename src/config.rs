@@ -12,8 +12,9 @@ use std::path::Path;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::error::Error;
+use crate::error::Result;
 use crate::time::{Layout, Span};
-use crate::{Error, Result};
 
 mod stored;
 pub use stored::{check_given, differences};

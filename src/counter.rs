@@ -21,7 +21,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::config::CounterRules;
+use crate::error::Error;
 use crate::error::RejectReason;
+use crate::error::Result;
 use crate::registry::glob::glob_match;
 use crate::registry::{KeyView, Registry, SeriesId};
 use crate::sample::Sample;
@@ -29,7 +31,6 @@ use crate::storage::counter_journal::{CounterJournal, Undo};
 use crate::storage::counter_state::{CounterStateFile, DECLARED_COUNTER, DECLARED_GAUGE};
 use crate::storage::Storage;
 use crate::time::Timestamp;
-use crate::{Error, Result};
 
 /// How a series stores its samples.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

@@ -17,7 +17,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::clock::Clock;
 use crate::config::TiersConfig;
 use crate::counter::{CounterTable, SeriesKind};
+use crate::error::Error;
 use crate::error::RejectReason;
+use crate::error::Result;
 use crate::read::aggregate::{AggregateQuery, AggregateResult};
 use crate::read::query::{Query, QueryResult};
 use crate::read::reader::Reader;
@@ -29,7 +31,6 @@ use crate::storage::raw::RawStore;
 use crate::storage::recovery::Recovery;
 use crate::storage::{Storage, OPEN_MARKER};
 use crate::time::Timestamp;
-use crate::{Error, Result};
 pub(crate) use admission::accepted_times;
 #[cfg(feature = "server")]
 pub(crate) use admission::check_value_and_time;

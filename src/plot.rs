@@ -24,9 +24,10 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use crate::error::Error;
+use crate::error::Result;
 use crate::read::query::{Display, QueryResult};
 use crate::time::Timestamp;
-use crate::{Error, Result};
 
 /// Chart size in pixels (PNG) or user units (SVG).
 const WIDTH: u32 = 1200;

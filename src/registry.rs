@@ -34,7 +34,8 @@ pub use view::KeyView;
 
 use store::{KeyStore, Refusal};
 
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 /// Dense id of a series; indexes slots in the period files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]

@@ -24,7 +24,10 @@ pub(crate) use stored::charge_points;
 pub use stored::{RenderGrid, StoredSource};
 
 use crate::bucket::Bucket;
-use crate::{Error, ReadBudget, Result, SeriesKey};
+use crate::error::Error;
+use crate::error::Result;
+use crate::read::budget::ReadBudget;
+use crate::registry::SeriesKey;
 
 /// Earliest and latest `from`/`until` a render accepts: years 0 to 9999, so the arithmetic
 /// on steps and point times stays far inside 64 bits.
@@ -116,7 +119,7 @@ pub trait Source {
     fn combine(
         &self,
         patterns: &[PathPattern],
-        aggregation: crate::Aggregation,
+        aggregation: crate::read::aggregate::Aggregation,
         from: i64,
         until: i64,
     ) -> Result<Option<Combined>> {

@@ -30,7 +30,9 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpSocket, UdpSocket};
 
-use crate::{Engine, Error, Result};
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::error::Result;
 pub use backend::{Backend, LocalBackend, ReadOptions};
 pub use metrics::render as render_metrics;
 pub use sink::Sink;
@@ -241,12 +243,12 @@ impl State {
     }
 
     /// The clock's now.
-    pub fn now(&self) -> crate::Timestamp {
+    pub fn now(&self) -> crate::time::Timestamp {
         self.backend.now()
     }
 
     /// The tiers read and written.
-    pub fn tiers(&self) -> &crate::TiersConfig {
+    pub fn tiers(&self) -> &crate::config::TiersConfig {
         self.backend.tiers()
     }
 }

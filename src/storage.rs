@@ -42,8 +42,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::config::TierSpec;
+use crate::error::Error;
+use crate::error::Result;
 use crate::time::Timestamp;
-use crate::{Error, Result};
 use bucket::{WriterSlot, Writers};
 use compact::{CompactFile, CompactReader, COMPACT_SUFFIX};
 use format::{PeriodMeta, FILE_SUFFIX, TEMP_SUFFIX};

@@ -61,6 +61,6 @@ pub mod cluster {
 }
 
 /// Series `id`'s counter state record in `engine` (see the engine's undo surface).
-pub fn counter_state(engine: &crate::Engine, id: crate::SeriesId) -> [u64; 3] {
+pub fn counter_state(engine: &crate::engine::Engine, id: crate::registry::SeriesId) -> [u64; 3] {
     engine.rewind().counter_state(id)
 }

@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use super::serve::until_shutdown;
 use super::{engine_builder, Listen};
+use crate::engine::Engine;
+use crate::error::Result;
 use crate::registry::SeriesId;
 use crate::sample::Sample;
 use crate::time::Timestamp;
-use crate::{Engine, Result};
 
 /// Hosts the agent simulates.
 pub const HOSTS: [&str; 4] = ["web-1", "web-2", "db-1", "cache-1"];
@@ -165,7 +166,7 @@ pub fn start(
     let handle = std::thread::Builder::new()
         .name("tierdb-demo-agent".into())
         .spawn(move || agent.run_live(&engine, &flag))
-        .map_err(|e| crate::Error::io("demo agent thread", e))?;
+        .map_err(|e| crate::error::Error::io("demo agent thread", e))?;
     Ok((stop, handle))
 }
 

@@ -6,6 +6,9 @@ use std::io::{BufRead, BufReader, IsTerminal, Read};
 use std::time::{Duration, Instant};
 
 use super::{engine_builder, print, Location};
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::error::Result;
 use crate::ingest::batch::LineBatch;
 pub use crate::ingest::influx::Precision;
 use crate::ingest::name_cache::NameCache;
@@ -15,7 +18,6 @@ use crate::registry::SeriesId;
 use crate::sample::Sample;
 use crate::server::announce::Announced;
 use crate::time::{format_ts, Timestamp};
-use crate::{Engine, Error, Result};
 
 /// Samples per batch handed to the engine.
 const BATCH: usize = 65_536;

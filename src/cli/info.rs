@@ -4,7 +4,7 @@
 use clap::Args;
 
 use super::{open_reader, print, Location};
-use crate::Engine;
+use crate::engine::Engine;
 
 /// Shows the tiers, the window each holds, files and bytes on disk, how the space is used
 /// (hot file size per chunk, chunks in use, series per chunk), and series count.

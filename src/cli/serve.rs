@@ -13,11 +13,11 @@ use clap::Args;
 mod cluster;
 
 use super::{engine_builder, Listen, Location};
+use crate::engine::Engine;
 use crate::server::announce::{self, Announced};
 use crate::server::statsd::StatsdListener;
 use crate::server::{Limits, Listeners, State};
 use crate::time::Span;
-use crate::Engine;
 
 /// Runs the server: Graphite plaintext on TCP and UDP, the HTTP API (Influx line
 /// protocol and JSON writes, queries, /metrics) and the dashboard at /.
@@ -143,9 +143,9 @@ type Companion = (Arc<AtomicBool>, JoinHandle<()>);
 /// may start a companion (the demo agent). The file is removed at the end.
 pub(super) fn until_shutdown(
     dir: &Path,
-    open: impl FnOnce() -> crate::Result<Engine>,
+    open: impl FnOnce() -> crate::error::Result<Engine>,
     listen: &Listen,
-    before_ready: impl FnOnce(&Arc<Engine>) -> crate::Result<Option<Companion>>,
+    before_ready: impl FnOnce(&Arc<Engine>) -> crate::error::Result<Option<Companion>>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let (runtime, listeners) = bind_and_announce(listen, dir)?;
     let engine = Arc::new(open()?);

@@ -66,13 +66,14 @@ use std::sync::{Mutex, MutexGuard};
 use crate::cluster::SampleBatch;
 use crate::config::TiersConfig;
 use crate::engine::{Engine, EngineBuilder};
+use crate::error::Error;
 use crate::error::RejectReason;
+use crate::error::Result;
 use crate::registry::SeriesId;
 use crate::sample::{BatchReport, Sample};
 use crate::storage::cells::CellAt;
 use crate::storage::counter_journal::Undo;
 use crate::time::Timestamp;
-use crate::{Error, Result};
 use applied::AppliedFile;
 use undo::{RawTail, UndoFile, UndoRecord};
 

@@ -20,6 +20,7 @@ use super::peer::{PARTIAL_PATH, SNAPSHOT_PATH};
 use super::status::Status;
 use crate::config::TiersConfig;
 use crate::engine::EngineStats;
+use crate::error::Result;
 use crate::read::aggregate::{AggregatePlan, AggregateQuery, AggregateResult};
 use crate::read::budget::ReadBudget;
 use crate::read::query::{Query, QueryResult};
@@ -32,7 +33,6 @@ use crate::server::sink::Sink;
 use crate::server::stats::ServerStats;
 use crate::server::{Limits, State};
 use crate::time::Timestamp;
-use crate::Result;
 
 /// A cluster node behind the server's handlers.
 pub struct NodeBackend {
@@ -185,7 +185,7 @@ async fn send_snapshot(node: Arc<Node>, partition: u32) -> std::result::Result<R
     let (file, info) = node.snapshot(partition).await?;
     let len = file
         .metadata()
-        .map_err(|e| crate::Error::io(format!("the copy of partition {partition}"), e))?
+        .map_err(|e| crate::error::Error::io(format!("the copy of partition {partition}"), e))?
         .len();
     tracing::info!(
         partition,

@@ -19,7 +19,9 @@ use super::node::Node;
 use super::{partition_of, wire, SampleBatch};
 use crate::counter::SeriesKind;
 use crate::engine::{accepted_times, check_value_and_time};
+use crate::error::Error;
 use crate::error::RejectReason;
+use crate::error::Result;
 use crate::ingest::batch::BATCH;
 use crate::ingest::name_cache::NameCache;
 use crate::ingest::report::IngestReport;
@@ -28,7 +30,6 @@ use crate::server::sink::Sink;
 use crate::server::stats::ServerStats;
 use crate::server::Limits;
 use crate::time::Timestamp;
-use crate::{Error, Result};
 
 /// Samples per published message at most. A message is also kept under the server's
 /// payload limit (1 MiB by default): one that encodes larger, with long keys, is halved.

@@ -19,12 +19,14 @@ use super::node::Node;
 use super::ownership::NodeStatus;
 use super::partial::{self, Charged};
 use super::peer::{self, PARTIAL_PATH};
+use crate::error::Error;
+use crate::error::Result;
 use crate::read::aggregate::{AggregatePlan, AggregateResult, PartialAggregate};
+use crate::read::budget::ReadBudget;
 use crate::read::query::{Query, QueryResult};
 use crate::registry::Selector;
 use crate::render::{Fetched, FindNode, PathPattern, RenderGrid, Source};
 use crate::time::{Span, Timestamp};
-use crate::{Error, ReadBudget, Result};
 
 /// How long an owner waits, for all the partitions of one request together, to have applied
 /// what a strong read asks for (below [`PEER_TIMEOUT`]).

@@ -18,7 +18,8 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 
 use super::streams;
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 /// Servers holding each message at most: more would slow every publish for no gain.
 const MAX_REPLICAS: usize = 3;

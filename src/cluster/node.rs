@@ -30,8 +30,11 @@ use super::snapshot::{self, SnapshotInfo};
 use super::wire;
 use crate::clock::{Clock, SystemClock};
 use crate::config::TiersConfig;
+use crate::engine::Engine;
+use crate::engine::EngineStats;
+use crate::error::Error;
+use crate::error::Result;
 use crate::time::Timestamp;
-use crate::{Engine, EngineStats, Error, Result};
 
 /// Messages applied together at most: one undo record and one flush per group.
 const GROUP_MESSAGES: usize = 64;

@@ -79,7 +79,8 @@ use tokio::sync::{oneshot, watch};
 
 pub use view::{ClusterView, NodeStatus};
 
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 /// The partition count of a new cluster.
 pub const DEFAULT_PARTITIONS: u32 = 16;

@@ -34,7 +34,9 @@
 mod tests;
 
 use crate::config::TiersConfig;
+use crate::error::Result;
 use crate::read::aggregate::{AggregatePlan, AggregateResult, PartialAggregate};
+use crate::read::budget::ReadBudget;
 use crate::read::query::Query;
 use crate::read::reader::Reader;
 use crate::read::tier_choice::TierChoice;
@@ -42,7 +44,6 @@ use crate::registry::Selector;
 use crate::render::{graphite_path, merge_nodes, Fetched, FindNode, Finder, PathPattern};
 use crate::render::{RenderGrid, StoredSource};
 use crate::time::Timestamp;
-use crate::{ReadBudget, Result};
 
 /// An owner's answer with the values it charged for it, so the asker can charge them to the
 /// request's budget.
@@ -92,7 +93,7 @@ pub struct Refusal {
 #[cfg_attr(not(test), allow(dead_code))]
 impl Refusal {
     /// The refusal of `error`, raised by an owner reading within `budget`.
-    pub fn new(error: &crate::Error, budget: &ReadBudget) -> Refusal {
+    pub fn new(error: &crate::error::Error, budget: &ReadBudget) -> Refusal {
         Refusal {
             message: error.to_string(),
             over_budget: budget.exceeded(),
@@ -101,11 +102,11 @@ impl Refusal {
 
     /// The request's error: [`crate::Error::InvalidQuery`] with the owner's message, the
     /// request's `budget` marked exceeded when the owner's budget refused.
-    pub fn into_error(self, budget: &ReadBudget) -> crate::Error {
+    pub fn into_error(self, budget: &ReadBudget) -> crate::error::Error {
         if self.over_budget {
             budget.note_exceeded();
         }
-        crate::Error::InvalidQuery(self.message)
+        crate::error::Error::InvalidQuery(self.message)
     }
 }
 

@@ -14,7 +14,8 @@ use serde::Serialize;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 /// The internal endpoint every cluster node serves for its peers' fan-out reads.
 pub const PARTIAL_PATH: &str = "/internal/v1/partial";

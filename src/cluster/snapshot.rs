@@ -37,8 +37,9 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
+use crate::error::Error;
+use crate::error::Result;
 use crate::storage::disk;
-use crate::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"TDBSNAP1";
 const FILE_TAG: u8 = b'F';

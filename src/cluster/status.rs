@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::node::{Node, Rebuild};
-use crate::Result;
+use crate::error::Result;
 
 /// The cluster as one node sees it, with the log's positions.
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::TiersConfig;
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 /// One field in which two configurations differ.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -11,7 +11,8 @@ use crossbeam_channel::Sender;
 
 use super::maintenance::Horizon;
 use super::Shared;
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 /// The chunk creator's thread; stops (and is joined) when dropped.
 pub(crate) struct ChunkCreator {

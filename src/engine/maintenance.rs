@@ -12,10 +12,11 @@ use crossbeam_channel::{RecvTimeoutError, Sender};
 
 use super::Shared;
 use crate::config::TiersConfig;
+use crate::error::Error;
+use crate::error::Result;
 use crate::storage::format::BUCKET_BLOCK;
 use crate::storage::Creation;
 use crate::time::{align_down, place, Timestamp};
-use crate::{Error, Result};
 
 /// What one maintenance pass did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]

@@ -12,11 +12,12 @@ use super::{Engine, Pending, Shared};
 use crate::clock::{Clock, SystemClock};
 use crate::config::TiersConfig;
 use crate::counter::CounterTable;
+use crate::error::Error;
+use crate::error::Result;
 use crate::registry::Registry;
 use crate::storage::lock::DirLock;
 use crate::storage::raw::RawStore;
 use crate::storage::{Storage, OPEN_MARKER};
-use crate::{Error, Result};
 
 /// Creates the OPEN marker and makes it durable. Its existence is what matters, and an empty
 /// file needs no data block, so a full disk does not keep the engine from opening; the pid

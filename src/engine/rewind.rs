@@ -9,10 +9,10 @@ use std::path::Path;
 
 use super::Engine;
 use crate::bucket::Bucket;
+use crate::error::Result;
 use crate::registry::SeriesId;
 use crate::storage::cells::CellAt;
 use crate::time::Timestamp;
-use crate::Result;
 
 /// An engine's undo surface; get it with [`Engine::rewind`].
 #[derive(Clone, Copy)]

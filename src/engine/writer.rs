@@ -8,14 +8,15 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::Shared;
+use crate::error::Error;
+use crate::error::Result;
+use crate::registry::SeriesId;
 use crate::sample::{RawCounts, Sample};
 use crate::storage::bucket::WriterSlot;
 use crate::storage::format::SLOTS_PER_PAGE;
 use crate::storage::period_file::WritableFile;
 use crate::storage::raw::{SegmentRef, SEGMENT_POINTS};
 use crate::time::{place, Timestamp};
-use crate::SeriesId;
-use crate::{Error, Result};
 
 /// Jobs queued per writer before a caller waits; each job is a whole batch.
 const QUEUE_DEPTH: usize = 64;

@@ -4,8 +4,8 @@
 
 use super::report::IngestReport;
 use crate::engine::Engine;
+use crate::error::Result;
 use crate::sample::Sample;
-use crate::Result;
 
 /// Samples per engine batch of a server connection or request; it flushes earlier when its
 /// input runs dry.

@@ -14,8 +14,8 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use crate::registry::split_graphite_tags;
+use crate::registry::SeriesKey;
 use crate::time::Timestamp;
-use crate::SeriesKey;
 
 /// Longest line accepted, in bytes, not counting the line ending; longer lines are refused
 /// with [`GraphiteError::LineTooLong`].

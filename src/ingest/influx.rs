@@ -24,8 +24,8 @@ mod tests;
 
 use std::borrow::Cow;
 
+use crate::registry::SeriesKey;
 use crate::time::Timestamp;
-use crate::SeriesKey;
 
 /// Longest line accepted, in bytes, not counting the line ending; longer lines are refused
 /// with [`InfluxError::LineTooLong`].

@@ -205,7 +205,7 @@ fn number(text: &str, kind: MetricType) -> Result<StatsdValue<'static>, StatsdEr
 /// value, as Graphite tags do).
 fn series<'a>(name: &'a str, mut tags: Vec<(&str, &str)>) -> Result<Cow<'a, str>, StatsdError> {
     let plain = |c: char| !c.is_control() && !matches!(c, '\\' | ',' | '=' | '{' | '}');
-    let short = name.len() <= crate::SeriesKey::MAX_LEN;
+    let short = name.len() <= crate::registry::SeriesKey::MAX_LEN;
     if tags.is_empty() && short && !name.is_empty() && name.chars().all(plain) {
         return Ok(Cow::Borrowed(name));
     }

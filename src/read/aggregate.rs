@@ -40,12 +40,14 @@ use rayon::prelude::*;
 
 use crate::bucket::{Bucket, ExactF64};
 use crate::config::{TierSpec, TiersConfig};
+use crate::error::Error;
+use crate::error::Result;
+use crate::read::budget::ReadBudget;
 use crate::read::query::{Display, PointGrid, MAX_QUERY_POINTS};
 use crate::read::reader::Reader;
 use crate::read::tier_choice::TierChoice;
 use crate::registry::Selector;
 use crate::time::{Span, Timestamp};
-use crate::{Error, ReadBudget, Result};
 
 /// How the series of one group are folded into one value per point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

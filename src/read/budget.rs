@@ -9,7 +9,8 @@ mod tests;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 /// The default budget: 10 million values, ten times the most points one query may return
 /// ([`crate::read::query::MAX_QUERY_POINTS`]); 10 M buckets are 320 MB.

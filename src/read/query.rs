@@ -6,12 +6,13 @@ use std::str::FromStr;
 
 use crate::bucket::Bucket;
 use crate::config::TierSpec;
+use crate::error::Error;
+use crate::error::Result;
 use crate::read::reader::Reader;
 use crate::read::tier_choice::TierChoice;
 use crate::registry::SeriesId;
 use crate::storage::HeldPeriod;
 use crate::time::{Span, Timestamp};
-use crate::{Error, Result};
 
 /// Most points one query may return; protects the process from a typo'd range.
 pub const MAX_QUERY_POINTS: u64 = 1_000_000;

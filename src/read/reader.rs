@@ -14,12 +14,12 @@ use crate::bucket::Bucket;
 use crate::clock::Clock;
 use crate::config::TiersConfig;
 use crate::counter::{CounterTable, SeriesKind};
+use crate::error::Result;
 use crate::registry::{Registry, Selector, SeriesId};
 use crate::storage::raw::{RawRead, RawStore};
 use crate::storage::HeldPeriod;
 use crate::storage::Storage;
 use crate::time::{Span, Timestamp};
-use crate::Result;
 
 /// A read view of an engine, cheap to copy (it borrows); get one with
 /// [`crate::Engine::reader`]. Reads take no lock on bucket memory.

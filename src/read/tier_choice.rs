@@ -4,8 +4,9 @@
 //! (src/cluster/fanout.rs, src/cluster/partial.rs).
 
 use crate::config::TiersConfig;
+use crate::error::Error;
+use crate::error::Result;
 use crate::time::Timestamp;
-use crate::{Error, Result};
 
 /// Which tier a query reads.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -12,7 +12,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::view::{KeyView, Tags};
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 /// The characters that carry syntax in the canonical text and are escaped when they are data.
 const SPECIAL: [char; 5] = ['\\', ',', '=', '{', '}'];

@@ -29,8 +29,9 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::Path;
 
+use crate::error::Error;
+use crate::error::Result;
 use crate::registry::SeriesId;
-use crate::{Error, Result};
 
 /// Identifies a series log among the files in a data directory.
 pub(super) const MAGIC: [u8; 8] = *b"TIERDBSR";

@@ -7,7 +7,8 @@ use std::fmt;
 use super::glob::glob_match;
 use super::key::parse_parts;
 use super::view::KeyView;
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 /// One condition on a tag.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -160,7 +161,7 @@ fn graphite_form(text: &str) -> Option<Result<Selector>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SeriesKey;
+    use crate::registry::SeriesKey;
 
     fn matches(selector: &Selector, text: &str) -> bool {
         selector.matches(SeriesKey::parse(text).unwrap().view())

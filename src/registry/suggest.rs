@@ -3,7 +3,7 @@
 //! over the keys for the first and at most [`NEAR_SCAN`] keys for the second.
 
 use super::{Registry, SeriesId, SeriesKey, TagFilter};
-use crate::Result;
+use crate::error::Result;
 
 /// Keys the near-name search looks at, at most.
 pub const NEAR_SCAN: usize = 200_000;

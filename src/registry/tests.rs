@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use super::log::{self, HEADER_LEN, RECORD_HEADER_LEN};
 use super::view::is_canonical;
 use super::{Registry, Selector, SeriesId, SeriesKey};
-use crate::Error;
+use crate::error::Error;
 
 fn key(text: &str) -> SeriesKey {
     SeriesKey::parse(text).unwrap()

@@ -4,7 +4,8 @@
 #[cfg(test)]
 mod tests;
 
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 /// Deepest nesting of calls accepted; the parser recurses once per level, so this bounds the
 /// stack a hostile target can take.

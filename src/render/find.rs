@@ -8,8 +8,10 @@ use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 use super::path::{graphite_path, PathPattern};
+use crate::error::Result;
+use crate::read::budget::ReadBudget;
+use crate::registry::SeriesKey;
 use crate::registry::{KeyView, Registry};
-use crate::{ReadBudget, Result, SeriesKey};
 
 /// One node of the metric tree, serialized exactly as graphite-web's treejson:
 /// `{"text", "id", "leaf", "expandable", "allowChildren"}` with 0/1 flags.

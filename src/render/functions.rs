@@ -11,9 +11,12 @@ use super::python::{format_g, round_6, str_float};
 use super::series::Series;
 use super::Source;
 use crate::bucket::Bucket;
+use crate::error::Error;
+use crate::error::Result;
+use crate::read::aggregate::Aggregation;
+use crate::read::budget::ReadBudget;
 use crate::read::query::MAX_QUERY_POINTS;
 use crate::time::parse_interval;
-use crate::{Aggregation, Error, ReadBudget, Result};
 
 /// What evaluation reads from: the source and the request's range.
 pub(crate) struct Context<'a> {

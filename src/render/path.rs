@@ -7,9 +7,11 @@ mod tests;
 
 use std::collections::BTreeMap;
 
+use crate::error::Error;
+use crate::error::Result;
 use crate::registry::glob::glob_match;
 use crate::registry::KeyView;
-use crate::{Error, Result, SeriesKey};
+use crate::registry::SeriesKey;
 
 /// The Graphite path of `key`: its name, followed by `;k=v` per tag in key order.
 pub fn graphite_path(key: KeyView<'_>) -> String {

@@ -17,10 +17,13 @@ use rayon::prelude::*;
 use super::{graphite_path, Combined, Fetched, PathPattern, Source};
 use crate::config::TiersConfig;
 use crate::counter::SeriesKind;
+use crate::error::Error;
+use crate::error::Result;
 use crate::read::aggregate::Aggregation;
+use crate::read::budget::ReadBudget;
 use crate::read::query::{Display, PointGrid, MAX_QUERY_POINTS};
+use crate::read::reader::Reader;
 use crate::time::{Span, Timestamp};
-use crate::{Error, ReadBudget, Reader, Result};
 
 /// The points every series of one render path is read on, fixed by whoever answers the
 /// render, so that every engine reading a part of it reads the same points.

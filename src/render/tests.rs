@@ -8,7 +8,8 @@ use super::{
     parse_graphite_path, render, Fetched, PathPattern, RenderRequest, RenderedSeries, Source,
 };
 use crate::bucket::Bucket;
-use crate::{ReadBudget, Result};
+use crate::error::Result;
+use crate::read::budget::ReadBudget;
 
 const T0: i64 = 36_000;
 const STEP: i64 = 60;

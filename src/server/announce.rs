@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use crate::Result;
+use crate::error::Result;
 
 /// The file's name in the data directory.
 pub const SERVER_FILE: &str = "SERVER";

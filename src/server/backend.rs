@@ -17,13 +17,14 @@ use super::stats::ServerStats;
 use super::{Limits, State};
 use crate::config::TiersConfig;
 use crate::engine::{Engine, EngineStats};
+use crate::error::Error;
+use crate::error::Result;
 use crate::read::aggregate::{AggregateQuery, AggregateResult};
 use crate::read::budget::ReadBudget;
 use crate::read::query::{Query, QueryResult};
 use crate::registry::Selector;
 use crate::render::{self, FindNode, Finder, RenderRequest, RenderedSeries};
 use crate::time::Timestamp;
-use crate::{Error, Result};
 
 /// An answer of a backend's read, as the handler returns it.
 pub type Answer<'a, T> = BoxFuture<'a, std::result::Result<T, ApiError>>;

@@ -96,8 +96,10 @@ mod tests {
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    use crate::clock::ManualClock;
+    use crate::config::TiersConfig;
+    use crate::engine::Engine;
     use crate::server::{http, Limits, State};
-    use crate::{Engine, ManualClock, TiersConfig};
 
     /// A status, the header block (names lowercased) and the body.
     struct Answer {

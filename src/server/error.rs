@@ -5,7 +5,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 /// An error answer: client errors say what was wrong with the request; internal errors are
 /// logged and answered generically.

@@ -29,11 +29,11 @@ use crate::ingest::influx::{self, Precision};
 use crate::ingest::prom_remote;
 use crate::ingest::report::IngestReport;
 use crate::read::aggregate::{AggregateQuery, Aggregation};
+use crate::read::budget::ReadBudget;
 use crate::read::query::{Display, Query};
 use crate::read::tier_choice::TierChoice;
 use crate::registry::{Selector, SeriesKey, TagFilter};
 use crate::time::{parse_time, Span};
-use crate::ReadBudget;
 use json_body::{ArraySplitter, Element};
 
 /// The router of every endpoint. The token check wraps the API and unknown paths; the
@@ -313,7 +313,7 @@ impl BodySink {
         }
     }
 
-    fn now(&self) -> crate::Timestamp {
+    fn now(&self) -> crate::time::Timestamp {
         self.sink.now()
     }
 
@@ -322,7 +322,7 @@ impl BodySink {
         &mut self,
         series: &str,
         kind: Option<SeriesKind>,
-        ts: crate::Timestamp,
+        ts: crate::time::Timestamp,
         value: f64,
         line: usize,
     ) {
@@ -427,7 +427,7 @@ async fn json_write(
 async fn write_elements(
     splitter: &mut ArraySplitter,
     sink: &mut BodySink,
-    now: crate::Timestamp,
+    now: crate::time::Timestamp,
     kind: Option<SeriesKind>,
 ) -> Result<(), json_body::BodyError> {
     while let Some(item) = splitter.next()? {
@@ -638,7 +638,7 @@ async fn series(
 }
 
 /// The engine's stats; on a cluster node, the partitions it applies, added up.
-async fn engine_stats(state: &State) -> Result<crate::EngineStats, ApiError> {
+async fn engine_stats(state: &State) -> Result<crate::engine::EngineStats, ApiError> {
     state.backend.stats().await
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::stats::{Protocol, ServerStats, LATENCY_BUCKETS};
-use crate::EngineStats;
+use crate::engine::EngineStats;
 
 /// One metric family: its header and sample lines (`suffix{labels} value`).
 pub(crate) struct Family {
@@ -38,7 +38,7 @@ impl Family {
     fn per_tier(
         mut self,
         engine: &EngineStats,
-        value: impl Fn(&crate::TierStats) -> u64,
+        value: impl Fn(&crate::engine::TierStats) -> u64,
     ) -> Family {
         for tier in &engine.tiers {
             self.samples.push((

@@ -14,8 +14,8 @@ use axum::Json;
 use super::error::ApiError;
 use super::params::Params;
 use super::State;
+use crate::read::budget::ReadBudget;
 use crate::render::RenderRequest;
-use crate::ReadBudget;
 
 /// `GET|POST /render`: `target` (repeatable), `from` (default `-24h`), `until` (default
 /// `now`), `format` (`json`, the default, is the only one), `maxDataPoints`, and on a cluster

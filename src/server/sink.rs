@@ -18,13 +18,14 @@ use super::stats::ServerStats;
 use super::Limits;
 use crate::counter::SeriesKind;
 use crate::engine::Engine;
+use crate::error::Error;
+use crate::error::Result;
 use crate::ingest::batch::{LineBatch, BATCH};
 use crate::ingest::name_cache::NameCache;
 use crate::ingest::report::IngestReport;
 use crate::registry::SeriesId;
 use crate::sample::Sample;
 use crate::time::Timestamp;
-use crate::{Error, Result};
 
 /// Bytes of names not registered yet that a batch may queue before it asks to be flushed,
 /// so a request naming endless new series is registered in steps.

@@ -41,9 +41,10 @@ use super::sink::Sink;
 use super::udp::{Datagram, UdpReader};
 use super::State;
 use crate::counter::SeriesKind;
+use crate::error::Error;
+use crate::error::Result;
 use crate::ingest::statsd::{parse_line, MetricType, StatsdValue};
 use crate::time::{align_down, Span, Timestamp};
-use crate::{Error, Result};
 
 /// Counters, gauges and sets held at once.
 pub const MAX_SERIES: usize = 100_000;

@@ -19,7 +19,7 @@ use super::format::RECORD_SIZE;
 pub use super::writer_state::WriterSlot;
 use super::writer_state::{Publication, Publisher, WriterStateFile};
 use crate::bucket::Bucket;
-use crate::Result;
+use crate::error::Result;
 
 // The file format is little-endian and the cells are native-endian atomics.
 #[cfg(not(target_endian = "little"))]

@@ -7,8 +7,9 @@
 use super::period_file::WritableFile;
 use super::{Creation, HeldPeriod, Storage};
 use crate::bucket::Bucket;
+use crate::error::Error;
+use crate::error::Result;
 use crate::time::Timestamp;
-use crate::{Error, Result};
 
 /// Where one bucket cell lives: the tier, the period file (its period start and chunk), the
 /// bucket in the period and the series slot in the chunk. Sorting puts the cells of one file

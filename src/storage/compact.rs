@@ -56,7 +56,8 @@ use std::path::{Path, PathBuf};
 use super::format::{get_u32, get_u64, put_u32, put_u64, PeriodMeta, FILE_SUFFIX};
 use crate::bucket::Bucket;
 use crate::config::TIER_NAME_MAX;
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 /// Compacted period files end in this (hot period files end in [`FILE_SUFFIX`]).
 pub const COMPACT_SUFFIX: &str = ".tdc";

@@ -38,8 +38,9 @@ use super::disk;
 use super::mmap::MappedCells;
 use super::record_file::{Frame, HEADER_SIZE};
 use crate::bucket::Bucket;
+use crate::error::Error;
+use crate::error::Result;
 use crate::time::Timestamp;
-use crate::{Error, Result};
 
 /// Bytes per entry: eight words.
 pub(crate) const ENTRY_SIZE: usize = 64;

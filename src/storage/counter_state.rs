@@ -27,7 +27,8 @@ use super::disk;
 use super::format::RECORD_SIZE;
 use super::mmap::MappedCells;
 use super::record_file::{Frame, HEADER_SIZE};
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 const FRAME: Frame = Frame {
     magic: b"TIERDBCS",

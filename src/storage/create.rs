@@ -17,8 +17,8 @@ use super::format::PeriodMeta;
 use super::parallel::in_parallel;
 use super::period_file::PeriodFile;
 use super::{disk, Creation, Storage, StoredPeriod};
+use crate::error::Error;
 use crate::time::Timestamp;
-use crate::Error;
 
 /// Files of a group written at once. Their fsyncs overlap; the rest of a creation (the
 /// inode, the directory entry) is serialised by the kernel on the directory's lock, where

@@ -6,7 +6,8 @@ use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 /// Reserves disk for `file` up to `len` bytes, so a full disk fails here (at creation or
 /// growth) instead of raising SIGBUS on a later store into the mapping. Filesystems without

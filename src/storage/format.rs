@@ -30,8 +30,9 @@ use std::path::Path;
 use chrono::{DateTime, NaiveDateTime};
 
 use crate::config::TIER_NAME_MAX;
+use crate::error::Error;
+use crate::error::Result;
 use crate::time::{Span, Timestamp};
-use crate::{Error, Result};
 
 /// Size of one bucket record on disk: four little-endian 8-byte fields.
 pub const RECORD_SIZE: usize = 32;

@@ -4,7 +4,8 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 /// Holds an exclusive lock on `<data dir>/LOCK` for as long as it lives; the file records the
 /// holder's pid so a refused process can say who holds it. The OS drops the lock when the

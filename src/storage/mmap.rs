@@ -31,7 +31,8 @@ use memmap2::{Advice, MmapOptions, MmapRaw};
 
 use super::bucket::BucketCell;
 use super::format::RECORD_SIZE;
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 /// A file's bucket records, mapped shared so stores reach the page cache at once.
 pub struct MappedCells {

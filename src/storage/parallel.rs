@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::Result;
+use crate::error::Result;
 
 /// `work` applied to every item on up to `threads` scoped threads; results in item order.
 pub(super) fn in_parallel<T: Sync, R: Send>(

@@ -17,7 +17,8 @@ use super::format::{cell_index, PeriodMeta, HEADER_LEN};
 use super::mmap::MappedCells;
 use super::writer_state::{Publication, Publisher};
 use crate::bucket::Bucket;
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 /// A mapped period file of one tier and one chunk of series, as readers see it: loads only.
 pub struct PeriodFile {

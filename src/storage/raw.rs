@@ -19,8 +19,9 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use super::{disk, Creation, TierFiles};
 use crate::config::RawTierSpec;
+use crate::error::Error;
+use crate::error::Result;
 use crate::time::{align_down, Timestamp};
-use crate::{Error, Result};
 pub use segment::{RawFile, Segment, FILE_LEN, SEGMENTS_PER_FILE, SEGMENT_POINTS};
 
 /// A raw point: unix seconds and the exact value.

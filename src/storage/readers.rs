@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use lru::LruCache;
 
 use super::compact::{CompactFile, CompactReader};
-use crate::Result;
+use crate::error::Result;
 
 /// Compacted files kept open: a day at 1m for every series of 64 chunks (16k series). Each
 /// is a file descriptor, and an embedding process may have no more than 1,024 of them in

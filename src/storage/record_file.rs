@@ -8,7 +8,8 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use super::disk;
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 /// Bytes of the header; records start here, on a page, so they map aligned.
 pub const HEADER_SIZE: u64 = 4096;

@@ -27,8 +27,8 @@ use std::collections::BTreeSet;
 
 use super::period_file::WritableFile;
 use super::Storage;
+use crate::error::Result;
 use crate::time::Timestamp;
-use crate::Result;
 
 /// What the repair at an unclean open did, for the log line and for tests.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]

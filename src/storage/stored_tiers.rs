@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::config::TiersConfig;
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 /// The stored configuration's file name in the data directory.
 pub const STORED_TIERS_FILE: &str = "tiers.toml";

@@ -34,8 +34,9 @@ use super::disk;
 use super::format::RECORD_SIZE;
 use super::mmap::MappedCells;
 use super::record_file::{Frame, HEADER_SIZE};
+use crate::error::Error;
+use crate::error::Result;
 use crate::time::Timestamp;
-use crate::{Error, Result};
 
 /// Bytes per record: two cache lines.
 const RECORD_BYTES: usize = 128;

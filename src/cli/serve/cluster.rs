@@ -23,7 +23,7 @@ const HEARTBEAT: Duration = Duration::from_secs(1);
 ///
 /// # Errors
 /// The tiers file's refusal, or a stored file's, named.
-fn node_tiers(location: &Location) -> crate::Result<crate::config::TiersConfig> {
+fn node_tiers(location: &Location) -> crate::error::Result<crate::config::TiersConfig> {
     if location.tiers.is_some() {
         return load_tiers(location.tiers.as_deref());
     }

@@ -18,8 +18,9 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::error::Error;
+use crate::error::Result;
 use crate::storage::record_file::{Frame, HEADER_SIZE};
-use crate::{Error, Result};
 
 const SLOT_SIZE: usize = 32;
 const SLOTS: usize = 2;

@@ -6,15 +6,19 @@ use proptest::prelude::*;
 use super::applied::AppliedFile;
 use super::undo::{RawTail, UndoFile};
 use super::{Fault, FaultAction, PartitionStore, Step};
+use crate::bucket::Bucket;
 use crate::clock::Clock;
+use crate::clock::ManualClock;
 use crate::cluster::{BatchSample, BatchSeries, SampleBatch};
 use crate::config::{EngineSettings, RawTierSpec, TierSpec, TiersConfig};
 use crate::counter::SeriesKind;
+use crate::engine::Engine;
+use crate::engine::EngineBuilder;
+use crate::error::Error;
 use crate::error::RejectReason;
 use crate::registry::SeriesId;
 use crate::storage::counter_journal::Undo;
 use crate::time::{Span, Timestamp};
-use crate::{Bucket, Engine, EngineBuilder, Error, ManualClock};
 
 /// 2025-11-21T12:00:00Z.
 const NOW: Timestamp = 1_763_726_400;

@@ -34,10 +34,11 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::error::Error;
+use crate::error::Result;
 use crate::storage::counter_journal::{Undo, ENTRY_SIZE, WORDS};
 use crate::storage::record_file::{Frame, HEADER_SIZE};
 use crate::time::Timestamp;
-use crate::{Error, Result};
 
 /// The kind word of a raw tail entry (the counters journal's kinds are 1 and 2).
 const KIND_RAW_TAIL: u64 = 3;

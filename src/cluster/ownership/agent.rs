@@ -24,7 +24,8 @@ use super::records::{encode, lease_key, node_key, Heartbeat, LeaseRecord};
 use super::table::{Change, Table};
 use super::view::ClusterView;
 use super::ClusterSettings;
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 /// Extra decision passes in one heartbeat after compare-and-set writes failed.
 const RETRY_PASSES: usize = 2;

@@ -8,7 +8,8 @@
 use async_nats::jetstream::{self, kv, stream};
 
 use crate::cluster::streams;
-use crate::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 /// How many of the stream's servers keep a copy, at most: more would slow every write for
 /// no gain in a metrics cluster.

@@ -9,12 +9,17 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::*;
+use crate::clock::ManualClock;
 use crate::cluster::partition_of;
 use crate::config::TierSpec;
+use crate::config::TiersConfig;
+use crate::counter::SeriesKind;
+use crate::engine::Engine;
+use crate::read::aggregate::AggregateQuery;
+use crate::read::aggregate::Aggregation;
+use crate::read::query::Display;
+use crate::sample::Sample;
 use crate::time::{Span, Timestamp};
-use crate::{
-    AggregateQuery, Aggregation, Display, Engine, ManualClock, Sample, SeriesKind, TiersConfig,
-};
 
 /// 2025-11-21T12:00:00Z.
 const NOW: Timestamp = 1_763_726_400;
@@ -283,7 +288,7 @@ fn aggregate_query() -> impl Strategy<Value = AggregateQuery> {
         .prop_map(
             |((selector, group_by, tier), aggregation, display, (ago, len), steps, whole)| {
                 let mut query = AggregateQuery::new(
-                    crate::Selector::parse(selector).expect("selector"),
+                    crate::registry::Selector::parse(selector).expect("selector"),
                     aggregation,
                     NOW - ago,
                     NOW - ago + len,
@@ -372,7 +377,7 @@ proptest! {
             prop_assert_eq!(merge_find(shuffled(parts, &order)), single.nodes(), "{}", query);
         }
         for pattern in LISTINGS {
-            let selector = crate::Selector::parse(pattern).unwrap();
+            let selector = crate::registry::Selector::parse(pattern).unwrap();
             let mut want = cluster.single.reader().series_keys(&selector);
             want.sort();
             let parts: Vec<Vec<String>> = owners
@@ -406,7 +411,7 @@ proptest! {
             })
             .collect();
         engine.record_batch(&samples).unwrap();
-        let query = AggregateQuery::new(crate::Selector::new("m"), aggregation, NOW - 3_600, NOW)
+        let query = AggregateQuery::new(crate::registry::Selector::new("m"), aggregation, NOW - 3_600, NOW)
             .tier("1m")
             .display(display)
             .step(Span::from_secs(120));
@@ -701,7 +706,7 @@ fn the_points_limit_holds_on_the_merged_answer() {
         }
     }
     let query = AggregateQuery::new(
-        crate::Selector::new("wide"),
+        crate::registry::Selector::new("wide"),
         Aggregation::Sum,
         NOW - 2 * DAY,
         NOW,
@@ -732,9 +737,14 @@ fn parts_of_another_plan_or_garbled_are_refused() {
     let series = [(0, Some(0), None, false), (1, Some(1), None, false)];
     let cluster = Cluster::build(1, &series, &[(0, 60, 4), (1, 120, 8)]);
     let reader = cluster.parts[0].reader();
-    let query = AggregateQuery::new(crate::Selector::new("*"), Aggregation::Max, NOW - DAY, NOW)
-        .tier("1h")
-        .group_by(["host"]);
+    let query = AggregateQuery::new(
+        crate::registry::Selector::new("*"),
+        Aggregation::Max,
+        NOW - DAY,
+        NOW,
+    )
+    .tier("1h")
+    .group_by(["host"]);
     let plan = reader.plan_aggregate(&query).unwrap();
     let other = reader.plan_aggregate(&query.clone().tier("1m")).unwrap();
     let part = reader
@@ -768,8 +778,13 @@ fn an_owner_with_another_tier_layout_refuses_the_plan() {
         .single
         .reader()
         .plan_aggregate(
-            &AggregateQuery::new(crate::Selector::new("*"), Aggregation::Sum, NOW - DAY, NOW)
-                .tier("1h"),
+            &AggregateQuery::new(
+                crate::registry::Selector::new("*"),
+                Aggregation::Sum,
+                NOW - DAY,
+                NOW,
+            )
+            .tier("1h"),
         )
         .unwrap();
     let mut config = tiers();
@@ -800,7 +815,7 @@ fn owners_read_on_the_askers_plan_whatever_their_clock() {
         .collect();
     let cluster = Cluster::build(1, &series, &samples);
     let query = AggregateQuery::new(
-        crate::Selector::new("cpu"),
+        crate::registry::Selector::new("cpu"),
         Aggregation::Sum,
         NOW - 2 * DAY,
         NOW,
@@ -826,7 +841,7 @@ fn owners_read_on_the_askers_plan_whatever_their_clock() {
 fn a_pinned_query_names_the_askers_tier() {
     let cluster = Cluster::build(1, &[(0, None, None, false)], &[(0, 60, 4)]);
     let reader = cluster.single.reader();
-    let query = crate::Query::new("cpu", NOW - 10 * DAY, NOW);
+    let query = crate::read::query::Query::new("cpu", NOW - 10 * DAY, NOW);
     let pinned = pinned_query(reader.config(), reader.now(), &query).unwrap();
     assert_eq!(pinned.tier, TierChoice::Named("1h".into()));
     assert_eq!(
@@ -846,7 +861,7 @@ fn the_request_budget_bounds_the_parts_together() {
     ];
     let cluster = Cluster::build(3, &series, &[(0, 60, 4), (1, 60, 8), (2, 60, 12)]);
     let query = AggregateQuery::new(
-        crate::Selector::new("cpu"),
+        crate::registry::Selector::new("cpu"),
         Aggregation::Sum,
         NOW - DAY,
         NOW,

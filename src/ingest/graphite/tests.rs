@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use proptest::prelude::*;
 
 use super::{parse_line, GraphiteError, GraphiteLine, MAX_LINE};
-use crate::SeriesKey;
+use crate::registry::SeriesKey;
 
 fn parse(line: &str) -> Result<Option<GraphiteLine<'_>>, GraphiteError> {
     parse_line(line.as_bytes())

@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 
 use super::{parse_line, InfluxError, InfluxPoint, Precision, SkippedField, MAX_LINE};
-use crate::SeriesKey;
+use crate::registry::SeriesKey;
 
 /// Parses with nanosecond precision; the points and skips pushed.
 fn parse(line: &str) -> Result<(Vec<InfluxPoint>, Vec<SkippedField>), InfluxError> {

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use prost::Message;
 
 use super::*;
-use crate::SeriesKey;
+use crate::registry::SeriesKey;
 
 fn label(name: &str, value: &str) -> Label {
     Label {

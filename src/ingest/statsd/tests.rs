@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use proptest::prelude::*;
 
 use super::{parse_line, MetricType, StatsdError, StatsdLine, StatsdValue};
-use crate::SeriesKey;
+use crate::registry::SeriesKey;
 
 fn ok(line: &str) -> (StatsdLine<'_>, Vec<StatsdValue<'_>>) {
     let mut values = Vec::new();

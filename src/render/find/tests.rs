@@ -2,8 +2,8 @@
 //! tag filters and the exact treejson.
 
 use super::{find, FindNode};
+use crate::registry::SeriesKey;
 use crate::render::parse_graphite_path;
-use crate::SeriesKey;
 
 fn keys() -> Vec<SeriesKey> {
     [

@@ -2,7 +2,7 @@
 //! segment, dots never crossed, and tag filters.
 
 use super::{graphite_path, parse_graphite_path, PathPattern};
-use crate::SeriesKey;
+use crate::registry::SeriesKey;
 
 fn key(text: &str) -> SeriesKey {
     parse_graphite_path(text).unwrap()

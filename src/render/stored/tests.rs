@@ -4,8 +4,8 @@
 
 use super::{charge_points, RenderGrid};
 use crate::config::TiersConfig;
+use crate::read::budget::ReadBudget;
 use crate::render::PathPattern;
-use crate::ReadBudget;
 
 /// 2025-11-21T12:00:00Z, a multiple of every default tier's period.
 const NOW: i64 = 1_763_726_400;

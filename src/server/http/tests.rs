@@ -42,9 +42,9 @@ mod a_failure_mid_body {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
+    use crate::engine::Engine;
     use crate::ingest::batch::BATCH;
     use crate::server::{run, Limits, Listeners, State};
-    use crate::Engine;
 
     /// The real server on loopback over `engine`, stopped on drop.
     struct Served {

@@ -2,10 +2,13 @@ use std::sync::Arc;
 
 use super::{same_bits, CellAt};
 use crate::bucket::Bucket;
+use crate::clock::ManualClock;
 use crate::config::{TierSpec, TiersConfig};
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::sample::Sample;
 use crate::storage::StoredPeriod;
 use crate::time::Span;
-use crate::{Engine, Error, ManualClock, Sample};
 
 /// 2025-11-21T12:00:00Z.
 const NOW: i64 = 1_763_726_400;

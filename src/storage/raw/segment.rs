@@ -33,8 +33,9 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 use super::super::mmap::MappedCells;
 use super::super::record_file::{Frame, HEADER_SIZE};
+use crate::error::Error;
+use crate::error::Result;
 use crate::time::{Span, Timestamp};
-use crate::{Error, Result};
 
 /// Bytes per segment: one page.
 pub const SEGMENT_SIZE: usize = 4096;

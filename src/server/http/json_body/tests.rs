@@ -131,7 +131,7 @@ fn elements_become_samples_or_refusals_as_before() {
             json!({"series": "a{k=v}", "ts": "-1m", "value": 2.0, "kind": "counter"}),
             Element::Sample {
                 series: "a{k=v}".into(),
-                kind: Some(crate::SeriesKind::Counter),
+                kind: Some(crate::counter::SeriesKind::Counter),
                 ts: now - 60,
                 value: 2.0,
             },
