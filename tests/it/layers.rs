@@ -4,8 +4,9 @@
 //! that runs up, the fix is a trait in the lower layer (as `server::Backend`), not an arrow
 //! back up.
 //!
-//! Names re-exported by `lib.rs` (`crate::Engine`, `crate::Result`, ...) count as imports of
-//! the module that defines them. Test files (`tests.rs`, `tests/` folders, inline
+//! Inside `src/`, items are named through the module that defines them
+//! (`crate::error::Result`), not through `lib.rs`'s re-exports (`crate::Result`), which are
+//! for users: a use line then shows the layer it reaches. Test files (`tests.rs`, `tests/` folders, inline
 //! `#[cfg(test)] mod tests`) may reach anywhere and are not read.
 
 use std::collections::HashMap;
@@ -197,10 +198,14 @@ fn every_import_runs_down_the_layers() {
         };
         let text = std::fs::read_to_string(path).unwrap();
         for (line, name) in crate_paths(&code_lines(&text)) {
-            let target = match reexported.get(&name) {
-                Some(module) => module.clone(),
-                None => name.clone(),
-            };
+            if let Some(module) = reexported.get(&name) {
+                wrong.push(format!(
+                    "{}:{line}: `crate::{name}` is lib.rs's re-export; name it through `crate::{module}`",
+                    path.strip_prefix(src().parent().unwrap()).unwrap().display(),
+                ));
+                continue;
+            }
+            let target = name.clone();
             if target == *module || target == "self" {
                 continue;
             }
