@@ -588,15 +588,7 @@ async fn aggregate(
         .unwrap_or("sum")
         .parse::<Aggregation>()
         .map_err(|e| ApiError::BadRequest(format!("agg: {e}")))?;
-    let whole_range = match params.get("range") {
-        None | Some("points") => false,
-        Some("whole") => true,
-        Some(other) => {
-            return Err(ApiError::BadRequest(format!(
-                "range: {other:?} is not points or whole"
-            )))
-        }
-    };
+    let whole_range = params.either("range", "points", "whole")?;
     let query = AggregateQuery {
         selector: selector_param(&params)?,
         group_by: params

@@ -90,18 +90,22 @@ impl Params {
     /// (the default: what they applied; a single node is always strong), and its token for
     /// the peers.
     pub(super) fn read_options(&self, state: &State) -> Result<ReadOptions, ApiError> {
-        let strong = match self.get("consistency") {
-            None | Some("eventual") => false,
-            Some("strong") => true,
-            Some(other) => {
-                return Err(ApiError::BadRequest(format!(
-                    "consistency: {other:?} is not strong or eventual"
-                )))
-            }
-        };
         Ok(ReadOptions {
-            strong,
+            strong: self.either("consistency", "eventual", "strong")?,
             token: state.token.clone(),
         })
+    }
+
+    /// A parameter that takes one of two words: false for `default` (or when absent), true
+    /// for `other`; anything else is refused naming both.
+    pub(super) fn either(&self, key: &str, default: &str, other: &str) -> Result<bool, ApiError> {
+        match self.get(key) {
+            None => Ok(false),
+            Some(word) if word == default => Ok(false),
+            Some(word) if word == other => Ok(true),
+            Some(word) => Err(ApiError::BadRequest(format!(
+                "{key}: {word:?} is not {default} or {other}"
+            ))),
+        }
     }
 }
