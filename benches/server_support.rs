@@ -6,7 +6,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 
 /// A running `tierdb serve`.
-pub struct Server {
+pub(crate) struct Server {
     child: Child,
     /// The HTTP address.
     pub http: SocketAddr,
@@ -28,7 +28,7 @@ impl Drop for Server {
 
 /// Starts `tierdb serve` on a fresh data directory ([`super::support::bench_dir`]) and waits
 /// for `tierdb: ready`.
-pub fn start() -> Server {
+pub(crate) fn start() -> Server {
     let dir = super::support::bench_dir();
     let mut child = Command::new(env!("CARGO_BIN_EXE_tierdb"))
         .args([
@@ -65,7 +65,7 @@ pub fn start() -> Server {
 }
 
 /// `GET path` on a new connection; the body.
-pub fn get(addr: SocketAddr, path: &str) -> String {
+pub(crate) fn get(addr: SocketAddr, path: &str) -> String {
     let mut stream = TcpStream::connect(addr).unwrap();
     write!(
         stream,
@@ -81,7 +81,7 @@ pub fn get(addr: SocketAddr, path: &str) -> String {
 }
 
 /// The value of the unlabelled metric `name` in `/metrics` (0 when absent).
-pub fn metric(server: &Server, name: &str) -> u64 {
+pub(crate) fn metric(server: &Server, name: &str) -> u64 {
     get(server.http, "/metrics")
         .lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))

@@ -4,7 +4,7 @@
 use tierdb::{Engine, SeriesId};
 
 /// A fresh data directory under `TIERDB_BENCH_DIR`, or the system temp dir.
-pub fn bench_dir() -> tempfile::TempDir {
+pub(crate) fn bench_dir() -> tempfile::TempDir {
     match std::env::var_os("TIERDB_BENCH_DIR") {
         Some(parent) => tempfile::tempdir_in(parent),
         None => tempfile::tempdir(),
@@ -15,7 +15,7 @@ pub fn bench_dir() -> tempfile::TempDir {
 /// Registers `count` series named like a fleet (`host042.metric317`), then runs maintenance
 /// until every file of the current and ahead periods exists (it paces future files), as
 /// they would after a day of uptime.
-pub fn register_fleet(engine: &Engine, count: u32) -> Vec<SeriesId> {
+pub(crate) fn register_fleet(engine: &Engine, count: u32) -> Vec<SeriesId> {
     let ids = (0..count)
         .map(|i| {
             engine
@@ -29,7 +29,7 @@ pub fn register_fleet(engine: &Engine, count: u32) -> Vec<SeriesId> {
 
 /// This thread's CPU time (user + system), from `/proc/thread-self/stat`, in clock ticks of
 /// 10 ms: with a shared machine's load the wall clock says more about the neighbours.
-pub fn thread_cpu_secs() -> f64 {
+pub(crate) fn thread_cpu_secs() -> f64 {
     let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
     let fields: Vec<&str> = stat
         .rsplit_once(')')
@@ -45,10 +45,10 @@ pub fn thread_cpu_secs() -> f64 {
 }
 
 /// A small deterministic generator (xorshift64*).
-pub struct Rng(pub u64);
+pub(crate) struct Rng(pub u64);
 
 impl Rng {
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -56,7 +56,7 @@ impl Rng {
     }
 
     /// Uniform in [-1, 1).
-    pub fn unit(&mut self) -> f64 {
+    pub(crate) fn unit(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 52) as f64 - 1.0
     }
 }

@@ -10,22 +10,23 @@
 //! Nothing here replicates or elects anything itself: JetStream is the replicated log, the
 //! deduplication window and the lease store. docs/cluster.md describes the whole design.
 
-pub mod apply;
-pub mod backend;
-pub mod batch;
-pub mod edge;
-pub mod fanout;
-pub mod log;
-pub mod node;
-pub mod ownership;
-pub mod partial;
-pub mod peer;
-pub mod snapshot;
-pub mod status;
+pub(crate) mod apply;
+pub(crate) mod backend;
+pub(crate) mod batch;
+pub(crate) mod edge;
+pub(crate) mod fanout;
+pub(crate) mod log;
+pub(crate) mod node;
+pub(crate) mod ownership;
+pub(crate) mod partial;
+pub(crate) mod peer;
+pub(crate) mod snapshot;
+pub(crate) mod status;
 mod streams;
-pub mod wire;
+pub(crate) mod wire;
 
-pub use batch::{BatchSample, BatchSeries, SampleBatch};
+pub use batch::SampleBatch;
+pub(crate) use batch::{BatchSample, BatchSeries};
 
 /// The partition of the series whose canonical key is `key`, out of `partitions`: CRC-32
 /// (IEEE) of the key's bytes, modulo the count. Stable across versions, platforms and

@@ -17,34 +17,34 @@ use crate::error::Result;
 use crate::time::{Layout, Span};
 
 mod stored;
-pub use stored::{check_given, differences};
+pub(crate) use stored::{check_given, differences};
 
 /// Default for [`EngineSettings::future_bound`]: one hour.
-pub const DEFAULT_FUTURE_BOUND: Span = Span::from_secs(3_600);
+pub(crate) const DEFAULT_FUTURE_BOUND: Span = Span::from_secs(3_600);
 /// Default for [`EngineSettings::series_per_chunk`].
-pub const DEFAULT_SERIES_PER_CHUNK: u32 = 256;
+pub(crate) const DEFAULT_SERIES_PER_CHUNK: u32 = 256;
 /// Default for [`EngineSettings::max_points`].
-pub const DEFAULT_MAX_POINTS: u32 = 1_500;
+pub(crate) const DEFAULT_MAX_POINTS: u32 = 1_500;
 /// Default for [`TierSpec::create_ahead`] when `tiers.toml` leaves it out.
-pub const DEFAULT_CREATE_AHEAD: u32 = 1;
+pub(crate) const DEFAULT_CREATE_AHEAD: u32 = 1;
 /// The most future periods a tier may create ahead.
-pub const MAX_CREATE_AHEAD: u32 = 64;
+pub(crate) const MAX_CREATE_AHEAD: u32 = 64;
 
 /// The longest resolution, period, retention or future bound accepted: about 1000 years.
 /// Timestamps plus or minus such spans stay far from overflow, and period starts stay within
 /// the years file names can spell.
-pub const MAX_SPAN: Span = Span::from_secs(365_000 * 86_400);
+pub(crate) const MAX_SPAN: Span = Span::from_secs(365_000 * 86_400);
 
 /// The most buckets one period may hold; beyond this a single period file grows absurd
 /// (10 million buckets are 305 MiB per series, 76 GiB per 256-series chunk).
-pub const MAX_BUCKETS_PER_PERIOD: u32 = 10_000_000;
+pub(crate) const MAX_BUCKETS_PER_PERIOD: u32 = 10_000_000;
 /// The smallest `series_per_chunk` allowed.
-pub const MIN_SERIES_PER_CHUNK: u32 = 16;
+pub(crate) const MIN_SERIES_PER_CHUNK: u32 = 16;
 /// The largest `series_per_chunk` allowed.
-pub const MAX_SERIES_PER_CHUNK: u32 = 65_536;
+pub(crate) const MAX_SERIES_PER_CHUNK: u32 = 65_536;
 
 /// The longest tier name: the period file header has room for this many bytes.
-pub const TIER_NAME_MAX: usize = 32;
+pub(crate) const TIER_NAME_MAX: usize = 32;
 
 /// The label [`TiersConfig::validate`] gives as the "file" of a configuration built in code.
 const IN_CODE_ORIGIN: &str = "<builder>";

@@ -477,7 +477,7 @@ fn roll_back(
 
 /// The increase from `previous` to `value`: the difference, or after a reset (a drop) the
 /// new value itself, counted from zero; never negative.
-pub fn increase(previous: f64, value: f64) -> f64 {
+pub(crate) fn increase(previous: f64, value: f64) -> f64 {
     if value >= previous {
         value - previous
     } else {

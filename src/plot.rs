@@ -108,7 +108,7 @@ enum Format {
 /// [`Error::InvalidQuery`] when the extension of `out` is neither `png` nor `svg`;
 /// [`Error::Io`] naming `out` when the file cannot be written (or, which should not happen,
 /// when drawing fails).
-pub fn render(results: &[QueryResult], out: &Path, title: &str) -> Result<()> {
+pub(crate) fn render(results: &[QueryResult], out: &Path, title: &str) -> Result<()> {
     let format = format_of(out)?;
     register_bundled_font().map_err(|message| failed(out, message))?;
     let chart = Chart::new(results, title);

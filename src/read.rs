@@ -12,8 +12,8 @@
 //! The read side sits above storage, the registry and counters, and below the engine, which
 //! hands out a [`Reader`] ([`crate::Engine::reader`]) and offers its reads as shortcuts.
 
-pub mod aggregate;
-pub mod budget;
-pub mod query;
-pub mod reader;
-pub mod tier_choice;
+pub(crate) mod aggregate;
+pub(crate) mod budget;
+pub(crate) mod query;
+pub(crate) mod reader;
+pub(crate) mod tier_choice;

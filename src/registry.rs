@@ -10,7 +10,7 @@
 //! and read through a borrowed [`KeyView`]: scans and listings walk the stored text under
 //! the read lock instead of copying keys.
 
-pub mod glob;
+pub(crate) mod glob;
 mod key;
 mod log;
 mod selector;
@@ -26,10 +26,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-pub use key::{sort_tags_last_wins, split_graphite_tags, write_canonical, SeriesKey};
+pub use key::SeriesKey;
+pub(crate) use key::{sort_tags_last_wins, split_graphite_tags, write_canonical};
 pub use selector::{Selector, TagFilter};
 #[cfg(feature = "server")]
-pub use suggest::SUGGESTIONS;
+pub(crate) use suggest::SUGGESTIONS;
 pub use view::KeyView;
 
 use store::{KeyStore, Refusal};

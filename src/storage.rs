@@ -17,24 +17,24 @@
 //! deleting the hot one (or back, for a late sample) leaves both, and then the hot one wins:
 //! it holds everything the other does.
 
-pub mod bucket;
-pub mod cells;
-pub mod compact;
-pub mod counter_journal;
-pub mod counter_state;
-pub mod create;
-pub mod disk;
-pub mod format;
-pub mod lock;
+pub(crate) mod bucket;
+pub(crate) mod cells;
+pub(crate) mod compact;
+pub(crate) mod counter_journal;
+pub(crate) mod counter_state;
+pub(crate) mod create;
+pub(crate) mod disk;
+pub(crate) mod format;
+pub(crate) mod lock;
 mod mmap;
 mod parallel;
-pub mod period_file;
-pub mod raw;
-pub mod readers;
-pub mod record_file;
-pub mod recovery;
-pub mod stored_tiers;
-pub mod writer_state;
+pub(crate) mod period_file;
+pub(crate) mod raw;
+pub(crate) mod readers;
+pub(crate) mod record_file;
+pub(crate) mod recovery;
+pub(crate) mod stored_tiers;
+pub(crate) mod writer_state;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -51,16 +51,16 @@ use format::{PeriodMeta, FILE_SUFFIX, TEMP_SUFFIX};
 use period_file::{PeriodFile, WritableFile};
 
 /// Directory under the data directory that holds one directory per tier.
-pub const TIERS_DIR: &str = "tiers";
+pub(crate) const TIERS_DIR: &str = "tiers";
 
 /// Marks a data directory as open for writing, with the writer's pid inside. Found at open, it
 /// means the last process died without closing, so bucket cells may carry a stale
 /// update-in-flight bit to clear; found by a read-only process's read, naming a live pid, it
 /// means a writer may be mid-update on a cell (see [`bucket::BucketCell`]).
-pub const OPEN_MARKER: &str = "OPEN";
+pub(crate) const OPEN_MARKER: &str = "OPEN";
 
 /// All tiers' files.
-pub struct Storage {
+pub(crate) struct Storage {
     root: PathBuf,
     tiers: Vec<TierStore>,
     slots: u32,
@@ -81,7 +81,7 @@ pub struct Storage {
 
 /// One (tier, period, chunk) as the storage holds it.
 #[derive(Clone)]
-pub enum StoredPeriod {
+pub(crate) enum StoredPeriod {
     /// Preallocated and mapped: the form that is written.
     Hot(Arc<PeriodFile>),
     /// Closed and compacted: immutable, read with pread, not mapped.
@@ -90,7 +90,7 @@ pub enum StoredPeriod {
 
 /// One (tier, period, chunk) as a read holds it: the mapping, or the compacted file opened
 /// (so an unlink by a late write or an expiry during the read does not take it away).
-pub enum HeldPeriod {
+pub(crate) enum HeldPeriod {
     /// Mapped: buckets are loaded from the cells.
     Hot(Arc<PeriodFile>),
     /// Compacted: a slot is read and decoded whole.
@@ -99,7 +99,7 @@ pub enum HeldPeriod {
 
 impl StoredPeriod {
     /// Where the file lives.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         match self {
             StoredPeriod::Hot(file) => file.path(),
             StoredPeriod::Compacted(file) => file.path(),
@@ -107,7 +107,7 @@ impl StoredPeriod {
     }
 
     /// The mapped file, when the period is hot.
-    pub fn hot(&self) -> Option<&Arc<PeriodFile>> {
+    pub(crate) fn hot(&self) -> Option<&Arc<PeriodFile>> {
         match self {
             StoredPeriod::Hot(file) => Some(file),
             StoredPeriod::Compacted(_) => None,
@@ -132,7 +132,7 @@ struct TierStore {
 
 /// Why a file is being created, for the counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Creation {
+pub(crate) enum Creation {
     /// Ahead of need, by maintenance (or at open, or when series growth needs a new chunk).
     Ahead,
     /// By the write path, because a sample needed a file that did not exist (a backfill, a
@@ -196,7 +196,12 @@ impl Storage {
     /// # Errors
     /// [`Error::CorruptFile`] naming the first file whose header is damaged, foreign, of
     /// another format version, or does not match the tier's configuration; [`Error::Io`].
-    pub fn open(root: &Path, tiers: &[TierSpec], slots: u32, writable: bool) -> Result<Storage> {
+    pub(crate) fn open(
+        root: &Path,
+        tiers: &[TierSpec],
+        slots: u32,
+        writable: bool,
+    ) -> Result<Storage> {
         let tiers_root = root.join(TIERS_DIR);
         let writers = Arc::new(if writable {
             Writers::open_in_process(root, tiers.iter().map(|t| t.name.clone()).collect())?
@@ -250,33 +255,33 @@ impl Storage {
 
     /// The shared side of the batch gate (see the field): a batch holds it from choosing its
     /// files until its writers finish.
-    pub fn batch_gate(&self) -> RwLockReadGuard<'_, ()> {
+    pub(crate) fn batch_gate(&self) -> RwLockReadGuard<'_, ()> {
         self.batch_gate.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The exclusive side of the batch gate: no batch stores anything, and no compaction
     /// swaps a file, while it is held.
-    pub fn hold_batches(&self) -> RwLockWriteGuard<'_, ()> {
+    pub(crate) fn hold_batches(&self) -> RwLockWriteGuard<'_, ()> {
         self.batch_gate.write().unwrap_or_else(|e| e.into_inner())
     }
 
     /// How many hot files have been retired so far (see the field).
-    pub fn retirements(&self) -> u64 {
+    pub(crate) fn retirements(&self) -> u64 {
         self.retirements.load(Ordering::Acquire)
     }
 
     /// Number of configured tiers.
-    pub fn tier_count(&self) -> usize {
+    pub(crate) fn tier_count(&self) -> usize {
         self.tiers.len()
     }
 
     /// Series slots per chunk file.
-    pub fn slots(&self) -> u32 {
+    pub(crate) fn slots(&self) -> u32 {
         self.slots
     }
 
     /// Names of tier directories on disk that the configuration no longer has.
-    pub fn orphaned_tiers(&self) -> &[String] {
+    pub(crate) fn orphaned_tiers(&self) -> &[String] {
         &self.orphaned_tiers
     }
 
@@ -284,7 +289,7 @@ impl Storage {
     /// configuration no longer names, so a tier left out at an unclean open and brought back
     /// later does not keep a crash's leftovers. Files that cannot be opened are skipped with
     /// a warning: they are not in use. Returns (interrupted updates, cleared cells).
-    pub fn repair_orphans(&self, known_series: usize) -> (usize, usize) {
+    pub(crate) fn repair_orphans(&self, known_series: usize) -> (usize, usize) {
         let mut total = (0, 0);
         for tier in &self.orphaned_tiers {
             let dir = self.root.join(TIERS_DIR).join(tier);
@@ -312,7 +317,7 @@ impl Storage {
     /// The hot file of `tier` for the period starting at `period_start` and chunk `chunk`, if
     /// the period is held hot.
     #[inline]
-    pub fn file(
+    pub(crate) fn file(
         &self,
         tier: usize,
         period_start: Timestamp,
@@ -324,7 +329,12 @@ impl Storage {
 
     /// The period of `tier` starting at `period_start` for chunk `chunk`, in whichever form
     /// it is held.
-    pub fn stored(&self, tier: usize, period_start: Timestamp, chunk: u32) -> Option<StoredPeriod> {
+    pub(crate) fn stored(
+        &self,
+        tier: usize,
+        period_start: Timestamp,
+        chunk: u32,
+    ) -> Option<StoredPeriod> {
         let files = self.tiers[tier]
             .files
             .read()
@@ -338,7 +348,7 @@ impl Storage {
     /// # Errors
     /// [`Error::Io`] when creation fails (a full disk among others); read-only storage refuses;
     /// [`Error::CorruptFile`] when the compacted form cannot be read.
-    pub fn get_or_create(
+    pub(crate) fn get_or_create(
         &self,
         tier: usize,
         period_start: Timestamp,
@@ -393,7 +403,11 @@ impl Storage {
 
     /// The hot files of `tier` whose period ended at or before `ended_by` and that had no
     /// write since the previous call looked at them: the ones to compact.
-    pub fn quiet_closed_files(&self, tier: usize, ended_by: Timestamp) -> Vec<Arc<PeriodFile>> {
+    pub(crate) fn quiet_closed_files(
+        &self,
+        tier: usize,
+        ended_by: Timestamp,
+    ) -> Vec<Arc<PeriodFile>> {
         let store = &self.tiers[tier];
         let period = store.spec.period.secs() as i64;
         let files = store.files.read().unwrap_or_else(|e| e.into_inner());
@@ -413,7 +427,7 @@ impl Storage {
     ///
     /// # Errors
     /// [`Error::Io`] naming the file that could not be written.
-    pub fn compact(&self, tier: usize, file: &Arc<PeriodFile>) -> Result<bool> {
+    pub(crate) fn compact(&self, tier: usize, file: &Arc<PeriodFile>) -> Result<bool> {
         let store = &self.tiers[tier];
         let meta = file.meta().clone();
         let before = file.generation();
@@ -445,7 +459,7 @@ impl Storage {
 
     /// The file of `tier` for the period starting at `period_start` and chunk `chunk`, to
     /// store into: `None` when it does not exist or this storage is read-only.
-    pub fn writable_file(
+    pub(crate) fn writable_file(
         &self,
         tier: usize,
         period_start: Timestamp,
@@ -457,7 +471,7 @@ impl Storage {
     }
 
     /// Every file, to store into (the repair at an unclean open); empty when read-only.
-    pub fn writable_files(&self) -> Vec<WritableFile> {
+    pub(crate) fn writable_files(&self) -> Vec<WritableFile> {
         self.all_files()
             .into_iter()
             .filter_map(WritableFile::new)
@@ -469,12 +483,12 @@ impl Storage {
     ///
     /// # Errors
     /// [`Error::Io`] naming `writers.state` when it cannot grow.
-    pub fn writer_slot(&self) -> Result<Option<WriterSlot>> {
+    pub(crate) fn writer_slot(&self) -> Result<Option<WriterSlot>> {
         self.writers.register()
     }
 
     /// Every hot file, for flushing.
-    pub fn all_files(&self) -> Vec<Arc<PeriodFile>> {
+    pub(crate) fn all_files(&self) -> Vec<Arc<PeriodFile>> {
         self.tiers
             .iter()
             .flat_map(|t| {
@@ -502,7 +516,7 @@ impl Storage {
     /// # Errors
     /// The first msync failure in file order, naming the file; the other files are still
     /// synced.
-    pub fn flush(&self) -> Result<()> {
+    pub(crate) fn flush(&self) -> Result<()> {
         let mut files = self.all_files();
         files.retain(|file| file.is_dirty());
         if files.len() > FLUSH_THREADS {
@@ -519,7 +533,7 @@ impl Storage {
     }
 
     /// What `tier` holds on disk, with periods after the one holding `now` counted as ahead.
-    pub fn tier_files(&self, tier: usize, now: Timestamp) -> TierFiles {
+    pub(crate) fn tier_files(&self, tier: usize, now: Timestamp) -> TierFiles {
         let store = &self.tiers[tier];
         let current = crate::time::align_down(now, store.spec.period);
         let (files, hot_bytes, compacted, mut periods) = {
@@ -559,7 +573,12 @@ impl Storage {
 
     /// The chunks among `chunks` (a bitset: bit `c` set for chunk `c`) that have no hot file
     /// for the period of `tier` starting at `period_start`. One read lock for the lot.
-    pub fn missing_chunks(&self, tier: usize, period_start: Timestamp, chunks: &[u64]) -> Vec<u32> {
+    pub(crate) fn missing_chunks(
+        &self,
+        tier: usize,
+        period_start: Timestamp,
+        chunks: &[u64],
+    ) -> Vec<u32> {
         let files = self.tiers[tier]
             .files
             .read()
@@ -589,7 +608,7 @@ impl Storage {
     /// # Errors
     /// [`Error::Io`] naming the file that could not be unlinked (it is forgotten all the
     /// same and removed by the next open's maintenance).
-    pub fn drop_before(&self, tier: usize, window_start: Timestamp) -> Result<usize> {
+    pub(crate) fn drop_before(&self, tier: usize, window_start: Timestamp) -> Result<usize> {
         let store = &self.tiers[tier];
         let expired: Vec<StoredPeriod> = {
             let mut files = store.files.write().unwrap_or_else(|e| e.into_inner());
@@ -628,7 +647,7 @@ impl Storage {
     ///
     /// # Errors
     /// [`Error::CorruptFile`] or [`Error::Io`] naming a compacted file that cannot be read.
-    pub fn files_of_chunk(
+    pub(crate) fn files_of_chunk(
         &self,
         tier: usize,
         chunk: u32,
@@ -692,7 +711,11 @@ impl Storage {
     }
 
     /// The hot chunk files of `tier`'s period starting at `period_start`, in chunk order.
-    pub fn period_files(&self, tier: usize, period_start: Timestamp) -> Vec<Arc<PeriodFile>> {
+    pub(crate) fn period_files(
+        &self,
+        tier: usize,
+        period_start: Timestamp,
+    ) -> Vec<Arc<PeriodFile>> {
         let files = self.tiers[tier]
             .files
             .read()

@@ -35,13 +35,13 @@ use crate::server::{Limits, State};
 use crate::time::Timestamp;
 
 /// A cluster node behind the server's handlers.
-pub struct NodeBackend {
+pub(crate) struct NodeBackend {
     node: Arc<Node>,
 }
 
 impl NodeBackend {
     /// The backend of `node`.
-    pub fn new(node: Arc<Node>) -> NodeBackend {
+    pub(crate) fn new(node: Arc<Node>) -> NodeBackend {
         NodeBackend { node }
     }
 }

@@ -33,7 +33,7 @@ use crate::time::Timestamp;
 
 /// Samples per published message at most. A message is also kept under the server's
 /// payload limit (1 MiB by default): one that encodes larger, with long keys, is halved.
-pub const MESSAGE_SAMPLES: usize = 4096;
+pub(crate) const MESSAGE_SAMPLES: usize = 4096;
 
 /// Room left under the server's payload limit for the message's headers (its id).
 const HEADER_ROOM: usize = 4096;
@@ -45,7 +45,7 @@ const PUBLISH_ATTEMPTS: usize = 5;
 const PUBLISH_RETRY: Duration = Duration::from_millis(500);
 
 /// One connection's or request's samples on their way to the log.
-pub struct EdgeSink {
+pub(crate) struct EdgeSink {
     node: Arc<Node>,
     stats: Arc<ServerStats>,
     /// Per partition, the batch being built and its key index.
@@ -62,7 +62,7 @@ pub struct EdgeSink {
 
 impl EdgeSink {
     /// `limits`' name cache budget.
-    pub fn new(node: Arc<Node>, stats: Arc<ServerStats>, limits: &Limits) -> EdgeSink {
+    pub(crate) fn new(node: Arc<Node>, stats: Arc<ServerStats>, limits: &Limits) -> EdgeSink {
         EdgeSink {
             known: NameCache::bounded(Arc::clone(&stats.name_budget), limits.name_cache_bytes),
             node,

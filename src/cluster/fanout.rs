@@ -30,14 +30,14 @@ use crate::time::{Span, Timestamp};
 
 /// How long an owner waits, for all the partitions of one request together, to have applied
 /// what a strong read asks for (below [`PEER_TIMEOUT`]).
-pub const STRONG_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const STRONG_WAIT: Duration = Duration::from_secs(10);
 
 /// How long the asker waits for an owner's answer.
-pub const PEER_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const PEER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What an owner is asked: a read over some of its partitions.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct PartialRequest {
+pub(crate) struct PartialRequest {
     /// The partitions to answer for.
     pub partitions: Vec<u32>,
     /// Per partition, the log sequence the owner must have applied first (strong reads).
@@ -50,7 +50,7 @@ pub struct PartialRequest {
 
 /// The reads that fan out.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum PartialRead {
+pub(crate) enum PartialRead {
     /// One series, its tier pinned by the asker.
     Query(Query),
     /// An aggregate on the asker's plan.
@@ -72,7 +72,7 @@ pub enum PartialRead {
 
 /// An owner's answer, of the read's kind.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum PartialAnswer {
+pub(crate) enum PartialAnswer {
     /// The series' points, and their width (which the answer's JSON leaves out).
     Query(QueryResult, Span),
     /// Partial groups.
@@ -93,7 +93,10 @@ pub enum PartialAnswer {
 /// # Errors
 /// [`Error::Cluster`] when a partition is not applied here (any more) or did not catch up
 /// in time; the read's own errors.
-pub async fn answer_locally(node: &Arc<Node>, request: PartialRequest) -> Result<PartialAnswer> {
+pub(crate) async fn answer_locally(
+    node: &Arc<Node>,
+    request: PartialRequest,
+) -> Result<PartialAnswer> {
     let mut stores = Vec::with_capacity(request.partitions.len());
     // One deadline for every partition's wait, below the asker's own timeout.
     let deadline = tokio::time::Instant::now() + STRONG_WAIT;
@@ -225,7 +228,7 @@ fn route(
 /// # Errors
 /// [`Error::Cluster`] when no owner of some partition answers (the last failure's message
 /// included); an owner's 4xx comes back as [`Error::InvalidQuery`] with its message.
-pub async fn fan_out(
+pub(crate) async fn fan_out(
     node: &Arc<Node>,
     read: PartialRead,
     only: Option<u32>,
@@ -346,7 +349,7 @@ fn other_kind() -> Error {
 ///
 /// # Errors
 /// As [`fan_out`].
-pub async fn query(
+pub(crate) async fn query(
     node: &Arc<Node>,
     query: Query,
     strong: bool,
@@ -375,7 +378,7 @@ pub async fn query(
 ///
 /// # Errors
 /// As [`fan_out`], and the merge's.
-pub async fn aggregate(
+pub(crate) async fn aggregate(
     node: &Arc<Node>,
     plan: AggregatePlan,
     strong: bool,
@@ -403,7 +406,7 @@ pub async fn aggregate(
 ///
 /// # Errors
 /// As [`fan_out`].
-pub async fn series(
+pub(crate) async fn series(
     node: &Arc<Node>,
     selector: Selector,
     strong: bool,
@@ -429,7 +432,7 @@ pub async fn series(
 ///
 /// # Errors
 /// As [`fan_out`].
-pub async fn find(
+pub(crate) async fn find(
     node: &Arc<Node>,
     query: String,
     budget: &ReadBudget,
@@ -458,7 +461,7 @@ pub async fn find(
 /// partitions' series on that grid, and the parts are merged in Graphite path order
 /// ([`partial::merge_fetched`]), so the render sees the series one engine holding them all
 /// would fetch.
-pub struct RenderSource {
+pub(crate) struct RenderSource {
     node: Arc<Node>,
     /// The runtime the fan-outs run on, from the request's handler: render calls the source
     /// synchronously, on the blocking pool.
@@ -472,7 +475,7 @@ pub struct RenderSource {
 impl RenderSource {
     /// A source reading through `node`'s owners, fanning out on `runtime` (the handler's, as
     /// [`tokio::runtime::Handle::current`] gives it).
-    pub fn new(
+    pub(crate) fn new(
         node: Arc<Node>,
         runtime: tokio::runtime::Handle,
         strong: bool,

@@ -25,14 +25,14 @@ use crate::error::Result;
 const MAX_REPLICAS: usize = 3;
 
 /// The stream's name.
-pub const STREAM: &str = "TIERDB_INGEST";
+pub(crate) const STREAM: &str = "TIERDB_INGEST";
 
 /// How long JetStream remembers message ids for deduplication: longer than any retry of a
 /// publish, shorter than the memory it costs.
-pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+pub(crate) const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 
 /// The subject of `partition`'s messages.
-pub fn subject(partition: u32) -> String {
+pub(crate) fn subject(partition: u32) -> String {
     format!("tierdb.ingest.{partition}")
 }
 
@@ -40,7 +40,7 @@ pub fn subject(partition: u32) -> String {
 /// back after being down this long, or a new replica, reads the whole log tail), not the
 /// tiers' retention: applied messages live on in the owners' files.
 #[derive(Clone, Debug)]
-pub struct LogRetention {
+pub(crate) struct LogRetention {
     /// Oldest message kept (default 24 hours).
     pub max_age: Duration,
     /// Bytes kept, `None` for no bound (default 1 GiB). JetStream reserves this much on each
@@ -63,7 +63,7 @@ impl Default for LogRetention {
 
 /// The ingest stream, opened (created on first use).
 #[derive(Clone)]
-pub struct IngestLog {
+pub(crate) struct IngestLog {
     js: Context,
 }
 
@@ -73,7 +73,7 @@ impl IngestLog {
     ///
     /// # Errors
     /// [`Error::Cluster`] when JetStream refuses or does not answer.
-    pub async fn open(js: Context, retention: &LogRetention) -> Result<IngestLog> {
+    pub(crate) async fn open(js: Context, retention: &LogRetention) -> Result<IngestLog> {
         let fail = |what: &str, e: &dyn std::fmt::Display| {
             Error::Cluster(format!("{what} the stream {STREAM}: {e}"))
         };
@@ -115,7 +115,7 @@ impl IngestLog {
     /// # Errors
     /// [`Error::Cluster`] when the publish or its acknowledgement fails (the caller may retry
     /// with the same id).
-    pub async fn publish(&self, partition: u32, id: &str, payload: Bytes) -> Result<u64> {
+    pub(crate) async fn publish(&self, partition: u32, id: &str, payload: Bytes) -> Result<u64> {
         let message = jetstream::message::PublishMessage::build()
             .payload(payload)
             .message_id(id);
@@ -134,7 +134,7 @@ impl IngestLog {
     }
 
     /// The largest message the connected server accepts, in bytes.
-    pub fn max_payload(&self) -> usize {
+    pub(crate) fn max_payload(&self) -> usize {
         self.js.client().server_info().max_payload
     }
 
@@ -144,7 +144,7 @@ impl IngestLog {
     ///
     /// # Errors
     /// [`Error::Cluster`] when JetStream does not answer.
-    pub async fn last_sequences(&self, partitions: &[u32]) -> Result<BTreeMap<u32, u64>> {
+    pub(crate) async fn last_sequences(&self, partitions: &[u32]) -> Result<BTreeMap<u32, u64>> {
         let stream = self.stream().await?;
         let asked = partitions.iter().map(|&partition| {
             let stream = &stream;
@@ -172,7 +172,7 @@ impl IngestLog {
     ///
     /// # Errors
     /// [`Error::Cluster`] when JetStream does not answer.
-    pub async fn bounds(&self) -> Result<(u64, u64)> {
+    pub(crate) async fn bounds(&self) -> Result<(u64, u64)> {
         let info = self
             .stream()
             .await?
@@ -196,7 +196,7 @@ impl IngestLog {
     ///
     /// # Errors
     /// [`Error::Cluster`] when the consumer cannot be created.
-    pub async fn read_from(&self, partition: u32, applied: u64) -> Result<PartitionReader> {
+    pub(crate) async fn read_from(&self, partition: u32, applied: u64) -> Result<PartitionReader> {
         let stream = self.stream().await?;
         let deliver_policy = if applied == 0 {
             consumer::DeliverPolicy::All
@@ -225,7 +225,7 @@ impl IngestLog {
 }
 
 /// One partition's messages in order; see [`IngestLog::read_from`].
-pub struct PartitionReader {
+pub(crate) struct PartitionReader {
     partition: u32,
     messages: consumer::pull::Ordered,
 }
@@ -235,7 +235,7 @@ impl PartitionReader {
     ///
     /// # Errors
     /// [`Error::Cluster`] on a delivery error the client could not recover from.
-    pub async fn next(&mut self) -> Option<Result<(u64, Bytes)>> {
+    pub(crate) async fn next(&mut self) -> Option<Result<(u64, Bytes)>> {
         let message = self.messages.next().await?;
         Some(
             message
@@ -251,7 +251,7 @@ impl PartitionReader {
     }
 
     /// The next message if one arrives within `wait`.
-    pub async fn next_within(&mut self, wait: Duration) -> Option<Result<(u64, Bytes)>> {
+    pub(crate) async fn next_within(&mut self, wait: Duration) -> Option<Result<(u64, Bytes)>> {
         tokio::time::timeout(wait, self.next()).await.ok().flatten()
     }
 }

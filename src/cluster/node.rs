@@ -83,7 +83,7 @@ fn retryable(e: &Error) -> bool {
 
 /// What a node is given to start.
 #[derive(Clone, Debug)]
-pub struct NodeSettings {
+pub(crate) struct NodeSettings {
     /// NATS server URLs, comma-separated.
     pub urls: String,
     /// This node's name, unique in the cluster and stable across restarts.
@@ -102,7 +102,7 @@ pub struct NodeSettings {
 }
 
 /// A running node. Shared by the server's handlers; [`Node::leave`] stops it.
-pub struct Node {
+pub(crate) struct Node {
     name: String,
     data_dir: PathBuf,
     tiers: TiersConfig,
@@ -136,7 +136,7 @@ pub struct Node {
 
 /// A partition rebuilt from a live replica's files.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub struct Rebuild {
+pub(crate) struct Rebuild {
     /// The partition.
     pub partition: u32,
     /// The node the files came from.
@@ -166,7 +166,7 @@ impl Node {
     /// # Errors
     /// [`Error::Cluster`] when NATS cannot be reached or the cluster refuses this node (a
     /// different partition count); [`Error::Io`] for the data directory.
-    pub async fn start(settings: NodeSettings, http_addr: &str) -> Result<Arc<Node>> {
+    pub(crate) async fn start(settings: NodeSettings, http_addr: &str) -> Result<Arc<Node>> {
         let partitions = settings.data_dir.join("partitions");
         std::fs::create_dir_all(&partitions).map_err(|e| Error::io(&partitions, e))?;
         remove_unfinished_copies(&partitions)?;
@@ -235,37 +235,37 @@ impl Node {
     }
 
     /// This node's name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
     /// The cluster's partition count.
-    pub fn partitions(&self) -> u32 {
+    pub(crate) fn partitions(&self) -> u32 {
         self.partitions
     }
 
     /// The tiers every partition uses.
-    pub fn tiers(&self) -> &TiersConfig {
+    pub(crate) fn tiers(&self) -> &TiersConfig {
         &self.tiers
     }
 
     /// The node's clock.
-    pub fn now(&self) -> Timestamp {
+    pub(crate) fn now(&self) -> Timestamp {
         self.clock.now()
     }
 
     /// The ingest log.
-    pub fn log(&self) -> &IngestLog {
+    pub(crate) fn log(&self) -> &IngestLog {
         &self.log
     }
 
     /// The latest view of nodes and leases.
-    pub fn view(&self) -> Arc<ClusterView> {
+    pub(crate) fn view(&self) -> Arc<ClusterView> {
         Arc::clone(&self.view.borrow())
     }
 
     /// A fresh message id for a publish of this process.
-    pub fn next_message_id(&self) -> String {
+    pub(crate) fn next_message_id(&self) -> String {
         let n = self
             .publish_count
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -273,14 +273,14 @@ impl Node {
     }
 
     /// The engine of `partition` if this node applies it.
-    pub fn local(&self, partition: u32) -> Option<Arc<PartitionStore>> {
+    pub(crate) fn local(&self, partition: u32) -> Option<Arc<PartitionStore>> {
         self.lock_applying()
             .get(&partition)
             .map(|a| Arc::clone(&a.store))
     }
 
     /// The partitions this node applies, with their applied sequences.
-    pub fn applied(&self) -> BTreeMap<u32, u64> {
+    pub(crate) fn applied(&self) -> BTreeMap<u32, u64> {
         self.lock_applying()
             .iter()
             .map(|(&p, a)| (p, a.store.applied()))
@@ -289,7 +289,7 @@ impl Node {
 
     /// What the engines of the partitions applied here hold and counted, added up (each
     /// partition counted by every node that applies it).
-    pub fn stats(&self) -> EngineStats {
+    pub(crate) fn stats(&self) -> EngineStats {
         let stores: Vec<_> = self
             .lock_applying()
             .values()
@@ -393,7 +393,7 @@ impl Node {
 
     /// A render's turn: renders beyond [`CONCURRENT_RENDERS`] wait here, on the async side,
     /// before they take a blocking thread.
-    pub async fn render_slot(&self) -> tokio::sync::SemaphorePermit<'_> {
+    pub(crate) async fn render_slot(&self) -> tokio::sync::SemaphorePermit<'_> {
         self.renders
             .acquire()
             .await
@@ -402,7 +402,7 @@ impl Node {
 
     /// Partitions this node applied past the log's last sequence, as last checked: partition
     /// → (applied, the log's last sequence).
-    pub fn ahead_of_log(&self) -> BTreeMap<u32, (u64, u64)> {
+    pub(crate) fn ahead_of_log(&self) -> BTreeMap<u32, (u64, u64)> {
         self.ahead_of_log
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -447,7 +447,7 @@ impl Node {
     }
 
     /// The partitions rebuilt from a peer's copy since this process started.
-    pub fn rebuilds(&self) -> Vec<Rebuild> {
+    pub(crate) fn rebuilds(&self) -> Vec<Rebuild> {
         self.rebuilds
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -634,7 +634,7 @@ impl Node {
     ///
     /// # Errors
     /// [`Error::Cluster`] when this node does not apply the partition; [`Error::Io`].
-    pub async fn snapshot(&self, partition: u32) -> Result<(std::fs::File, SnapshotInfo)> {
+    pub(crate) async fn snapshot(&self, partition: u32) -> Result<(std::fs::File, SnapshotInfo)> {
         let store = self.local(partition).ok_or_else(|| {
             Error::Cluster(format!(
                 "node {} does not apply partition {partition}",
@@ -761,7 +761,7 @@ impl Node {
     ///
     /// # Errors
     /// [`Error::Cluster`] when the table could not be updated (the leases then expire).
-    pub async fn leave(&self) -> Result<()> {
+    pub(crate) async fn leave(&self) -> Result<()> {
         for task in self
             .tasks
             .lock()

@@ -77,24 +77,25 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{oneshot, watch};
 
-pub use view::{ClusterView, NodeStatus};
+pub use view::ClusterView;
+pub(crate) use view::NodeStatus;
 
 use crate::error::Error;
 use crate::error::Result;
 
 /// The partition count of a new cluster.
-pub const DEFAULT_PARTITIONS: u32 = 16;
+pub(crate) const DEFAULT_PARTITIONS: u32 = 16;
 /// The largest partition count: each partition costs a lease per replica and a heartbeat
 /// entry, and balancing is quadratic in the count.
-pub const MAX_PARTITIONS: u32 = 1024;
+pub(crate) const MAX_PARTITIONS: u32 = 1024;
 /// How many nodes apply each partition.
-pub const DEFAULT_REPLICAS: u32 = 2;
+pub(crate) const DEFAULT_REPLICAS: u32 = 2;
 /// How often a node rewrites its heartbeat and renews its leases.
-pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(1);
 /// How long a heartbeat or lease may go unchanged before it counts as dead.
-pub const DEFAULT_LEASE_TIMEOUT: Duration = Duration::from_secs(15);
+pub(crate) const DEFAULT_LEASE_TIMEOUT: Duration = Duration::from_secs(15);
 /// The KV bucket that holds the cluster's settings, heartbeats and leases.
-pub const DEFAULT_BUCKET: &str = "tierdb_cluster";
+pub(crate) const DEFAULT_BUCKET: &str = "tierdb_cluster";
 
 /// How a node takes part in the cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -318,7 +319,7 @@ impl Drop for Ownership {
 ///
 /// # Errors
 /// [`Error::Cluster`] when the bucket does not exist (no node ever joined) or cannot be read.
-pub async fn node_addresses(
+pub(crate) async fn node_addresses(
     js: &async_nats::jetstream::Context,
     bucket: &str,
 ) -> Result<BTreeMap<String, String>> {

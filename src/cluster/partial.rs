@@ -48,7 +48,7 @@ use crate::time::Timestamp;
 /// An owner's answer with the values it charged for it, so the asker can charge them to the
 /// request's budget.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Charged<T> {
+pub(crate) struct Charged<T> {
     /// The partial answer.
     pub answer: T,
     /// Values the owner charged for it (what its [`ReadBudget`] used).
@@ -57,7 +57,7 @@ pub struct Charged<T> {
 
 impl<T> Charged<T> {
     /// `answer`, and what `budget` (the owner's, made for this request alone) has used.
-    pub fn new(answer: T, budget: &ReadBudget) -> Charged<T> {
+    pub(crate) fn new(answer: T, budget: &ReadBudget) -> Charged<T> {
         Charged {
             answer,
             read: budget.used(),
@@ -68,7 +68,7 @@ impl<T> Charged<T> {
     ///
     /// # Errors
     /// [`crate::Error::InvalidQuery`] when the request's budget refuses it.
-    pub fn take(self, budget: &ReadBudget) -> Result<T> {
+    pub(crate) fn take(self, budget: &ReadBudget) -> Result<T> {
         budget.charge(u128::from(self.read), || {
             format!("an owner's part of {} values", self.read)
         })?;
@@ -83,7 +83,7 @@ impl<T> Charged<T> {
 /// (`fanout::ask_owner`), so only the merge model of the tests uses it.
 #[cfg_attr(not(test), allow(dead_code))]
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     /// The owner's error, as text.
     pub message: String,
     /// True when the owner's budget refused the read.
@@ -93,7 +93,7 @@ pub struct Refusal {
 #[cfg_attr(not(test), allow(dead_code))]
 impl Refusal {
     /// The refusal of `error`, raised by an owner reading within `budget`.
-    pub fn new(error: &crate::error::Error, budget: &ReadBudget) -> Refusal {
+    pub(crate) fn new(error: &crate::error::Error, budget: &ReadBudget) -> Refusal {
         Refusal {
             message: error.to_string(),
             over_budget: budget.exceeded(),
@@ -102,7 +102,7 @@ impl Refusal {
 
     /// The request's error: [`crate::Error::InvalidQuery`] with the owner's message, the
     /// request's `budget` marked exceeded when the owner's budget refused.
-    pub fn into_error(self, budget: &ReadBudget) -> crate::error::Error {
+    pub(crate) fn into_error(self, budget: &ReadBudget) -> crate::error::Error {
         if self.over_budget {
             budget.note_exceeded();
         }
@@ -111,7 +111,7 @@ impl Refusal {
 }
 
 /// The budget an owner reads its part within: what the request may still read.
-pub fn owner_budget(request: &ReadBudget) -> ReadBudget {
+pub(crate) fn owner_budget(request: &ReadBudget) -> ReadBudget {
     ReadBudget::new(request.limit().saturating_sub(request.used()))
 }
 
@@ -120,7 +120,7 @@ pub fn owner_budget(request: &ReadBudget) -> ReadBudget {
 ///
 /// # Errors
 /// As [`crate::Reader::aggregate_partial`] on any engine.
-pub fn aggregate_over(
+pub(crate) fn aggregate_over(
     readers: &[Reader<'_>],
     plan: &AggregatePlan,
     budget: &ReadBudget,
@@ -138,7 +138,7 @@ pub fn aggregate_over(
 /// # Errors
 /// [`crate::Error::InvalidQuery`] when a part answers another plan or is garbled, or the
 /// merged groups × points exceed [`crate::read::query::MAX_QUERY_POINTS`].
-pub fn merge_aggregates(
+pub(crate) fn merge_aggregates(
     plan: AggregatePlan,
     parts: impl IntoIterator<Item = PartialAggregate>,
 ) -> Result<AggregateResult> {
@@ -155,7 +155,7 @@ pub fn merge_aggregates(
 /// # Errors
 /// [`crate::Error::InvalidQuery`] for a query that is not a path pattern, or when `budget`
 /// refuses a scan or a node.
-pub fn find_over(
+pub(crate) fn find_over(
     readers: &[Reader<'_>],
     query: &str,
     budget: &ReadBudget,
@@ -169,13 +169,13 @@ pub fn find_over(
 
 /// The asker's `/metrics/find` answer from the owners' parts: each node once, sorted by id,
 /// a branch before a leaf of the same id, as one engine answers.
-pub fn merge_find(parts: impl IntoIterator<Item = Vec<FindNode>>) -> Vec<FindNode> {
+pub(crate) fn merge_find(parts: impl IntoIterator<Item = Vec<FindNode>>) -> Vec<FindNode> {
     merge_nodes(parts)
 }
 
 /// An owner's part of the series listing: the keys `selector` picks in every engine in
 /// `readers`, sorted.
-pub fn series_over(readers: &[Reader<'_>], selector: &Selector) -> Vec<String> {
+pub(crate) fn series_over(readers: &[Reader<'_>], selector: &Selector) -> Vec<String> {
     let mut keys: Vec<String> = readers
         .iter()
         .flat_map(|reader| reader.series_keys(selector))
@@ -187,7 +187,7 @@ pub fn series_over(readers: &[Reader<'_>], selector: &Selector) -> Vec<String> {
 /// The asker's series listing from the owners' parts: every key once, sorted by its
 /// canonical text. One engine lists in id order, which is the order series first arrived at
 /// that engine; no node of a cluster has that order, so the cluster lists by key.
-pub fn merge_series(parts: impl IntoIterator<Item = Vec<String>>) -> Vec<String> {
+pub(crate) fn merge_series(parts: impl IntoIterator<Item = Vec<String>>) -> Vec<String> {
     let mut keys: Vec<String> = parts.into_iter().flatten().collect();
     keys.sort_unstable();
     keys.dedup();
@@ -199,7 +199,7 @@ pub fn merge_series(parts: impl IntoIterator<Item = Vec<String>>) -> Vec<String>
 ///
 /// # Errors
 /// [`crate::Error::InvalidQuery`] when `budget` refuses a scan.
-pub fn render_count_over(
+pub(crate) fn render_count_over(
     readers: &[Reader<'_>],
     pattern: &PathPattern,
     budget: &ReadBudget,
@@ -217,7 +217,7 @@ pub fn render_count_over(
 /// # Errors
 /// As [`StoredSource::fetch_on`] on any engine (an engine whose tier does not fit the
 /// grid refuses it).
-pub fn render_fetch_over(
+pub(crate) fn render_fetch_over(
     readers: &[Reader<'_>],
     pattern: &PathPattern,
     grid: &RenderGrid,
@@ -232,7 +232,7 @@ pub fn render_fetch_over(
 /// The series of a render path from the owners' parts: all of them, in the order one engine
 /// holding every series fetches them (by Graphite path, then by key). Partitions hold
 /// disjoint series, so there is nothing to de-duplicate.
-pub fn merge_fetched(parts: impl IntoIterator<Item = Vec<Fetched>>) -> Vec<Fetched> {
+pub(crate) fn merge_fetched(parts: impl IntoIterator<Item = Vec<Fetched>>) -> Vec<Fetched> {
     let mut all: Vec<(String, Fetched)> = parts
         .into_iter()
         .flatten()
@@ -249,7 +249,7 @@ pub fn merge_fetched(parts: impl IntoIterator<Item = Vec<Fetched>>) -> Vec<Fetch
 ///
 /// # Errors
 /// [`crate::Error::UnknownTier`] for a tier name the asker does not have.
-pub fn pinned_query(tiers: &TiersConfig, now: Timestamp, query: &Query) -> Result<Query> {
+pub(crate) fn pinned_query(tiers: &TiersConfig, now: Timestamp, query: &Query) -> Result<Query> {
     if matches!(&query.tier, TierChoice::Named(name) if tiers.is_raw(name)) {
         return Ok(query.clone());
     }

@@ -18,15 +18,15 @@ use crate::error::Error;
 use crate::error::Result;
 
 /// The internal endpoint every cluster node serves for its peers' fan-out reads.
-pub const PARTIAL_PATH: &str = "/internal/v1/partial";
+pub(crate) const PARTIAL_PATH: &str = "/internal/v1/partial";
 
 /// The internal endpoint a partition's files are copied from: `GET <this>/<partition>`
 /// ([`super::snapshot`]).
-pub const SNAPSHOT_PATH: &str = "/internal/v1/snapshot";
+pub(crate) const SNAPSHOT_PATH: &str = "/internal/v1/snapshot";
 
 /// What a peer answered that was not a success: its status and its error text.
 #[derive(Debug)]
-pub struct PeerRefusal {
+pub(crate) struct PeerRefusal {
     /// The HTTP status.
     pub status: StatusCode,
     /// The `error` field of its JSON answer, or the raw body.
@@ -40,7 +40,7 @@ pub struct PeerRefusal {
 /// # Errors
 /// [`Error::Cluster`] naming the peer when it cannot be reached within `timeout`, or answers
 /// something that is not the expected JSON.
-pub async fn ask<T: DeserializeOwned>(
+pub(crate) async fn ask<T: DeserializeOwned>(
     addr: &str,
     path: &str,
     body: &impl Serialize,
@@ -56,7 +56,7 @@ pub async fn ask<T: DeserializeOwned>(
 ///
 /// # Errors
 /// As [`ask`].
-pub async fn get<T: DeserializeOwned>(
+pub(crate) async fn get<T: DeserializeOwned>(
     addr: &str,
     path: &str,
     token: Option<&str>,
@@ -72,7 +72,7 @@ pub async fn get<T: DeserializeOwned>(
 /// # Errors
 /// [`Error::Cluster`] naming the peer when it cannot be reached, or the body is not whole
 /// within `timeout`; [`Error::Io`] naming `dest`.
-pub async fn download(
+pub(crate) async fn download(
     addr: &str,
     path: &str,
     token: Option<&str>,

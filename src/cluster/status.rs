@@ -11,7 +11,7 @@ use crate::error::Result;
 
 /// The cluster as one node sees it, with the log's positions.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Status {
+pub(crate) struct Status {
     /// The node that answered.
     pub node: String,
     /// Replica slots per partition.
@@ -31,7 +31,7 @@ pub struct Status {
 
 /// A partition applied past the log's last sequence.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct AheadOfLog {
+pub(crate) struct AheadOfLog {
     /// The partition.
     pub partition: u32,
     /// What the answering node applied.
@@ -42,7 +42,7 @@ pub struct AheadOfLog {
 
 /// One node.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct NodeLine {
+pub(crate) struct NodeLine {
     /// Its name.
     pub name: String,
     /// Where it serves HTTP.
@@ -57,7 +57,7 @@ pub struct NodeLine {
 
 /// One partition.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct PartitionLine {
+pub(crate) struct PartitionLine {
     /// Its number.
     pub partition: u32,
     /// The sequence of its last message in the log (0: none yet).
@@ -72,7 +72,7 @@ pub struct PartitionLine {
 
 /// One held replica slot.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ReplicaLine {
+pub(crate) struct ReplicaLine {
     /// The holder.
     pub node: String,
     /// The slot's epoch.
@@ -92,7 +92,7 @@ impl Status {
     ///
     /// # Errors
     /// [`crate::Error::Cluster`] when the log's positions cannot be read.
-    pub async fn of(node: &Arc<Node>) -> Result<Status> {
+    pub(crate) async fn of(node: &Arc<Node>) -> Result<Status> {
         let view = node.view();
         let numbers: Vec<u32> = (0u32..).take(view.partitions.len()).collect();
         let last = node.log().last_sequences(&numbers).await?;

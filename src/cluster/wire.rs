@@ -86,9 +86,9 @@ pub(crate) use self::encoder::encode_to_vec;
 use crate::counter::SeriesKind;
 
 /// Identifies a batch message.
-pub const MAGIC: [u8; 4] = *b"TDBW";
+pub(crate) const MAGIC: [u8; 4] = *b"TDBW";
 /// The only layout this build reads and writes.
-pub const FORMAT_VERSION: u8 = 1;
+pub(crate) const FORMAT_VERSION: u8 = 1;
 
 const MAGIC_OFFSET: usize = 0;
 const VERSION_OFFSET: usize = MAGIC_OFFSET + MAGIC.len();
@@ -99,17 +99,17 @@ const SAMPLES_OFFSET: usize = SERIES_OFFSET + size_of::<u32>();
 const BODY_LEN_OFFSET: usize = SAMPLES_OFFSET + size_of::<u32>();
 const CRC_OFFSET: usize = BODY_LEN_OFFSET + size_of::<u32>();
 /// Bytes before the body.
-pub const HEADER_LEN: usize = CRC_OFFSET + size_of::<u32>();
+pub(crate) const HEADER_LEN: usize = CRC_OFFSET + size_of::<u32>();
 
 /// Most samples one message may hold. A series whose timestamps are regular and whose
 /// values are all equal costs no bytes per sample, so the body's length cannot bound the
 /// decoded size; this does (24 MiB of decoded samples). Publishers split larger batches.
-pub const MAX_SAMPLES: usize = 1 << 20;
+pub(crate) const MAX_SAMPLES: usize = 1 << 20;
 /// Most series entries (and so distinct keys) one message may hold.
-pub const MAX_SERIES: usize = 1 << 16;
+pub(crate) const MAX_SERIES: usize = 1 << 16;
 /// Most key text, all keys together, one message may hold. Prefix sharing lets a short
 /// body name long keys; this bounds what decoding it allocates.
-pub const MAX_KEY_BYTES: usize = 16 << 20;
+pub(crate) const MAX_KEY_BYTES: usize = 16 << 20;
 
 /// Tag bits 0-1: the kind of the group's single entry, or [`KIND_SEVERAL`].
 const KIND_MASK: u8 = 0b11;

@@ -12,7 +12,7 @@ use crate::error::Result;
 
 /// One field in which two configurations differ.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Difference {
+pub(crate) struct Difference {
     /// The field, as a person names it: `tier "1m" period`, `engine.series_per_chunk`.
     pub field: String,
     /// Its value in the stored configuration (`absent` when it has no such tier).
@@ -35,7 +35,7 @@ impl std::fmt::Display for Difference {
 }
 
 /// Every field in which `given` differs from `stored`, the stored order of tiers first.
-pub fn differences(stored: &TiersConfig, given: &TiersConfig) -> Vec<Difference> {
+pub(crate) fn differences(stored: &TiersConfig, given: &TiersConfig) -> Vec<Difference> {
     let mut out = Vec::new();
     let mut field = |field: String, old: String, new: String, layout: bool| {
         if old != new {
@@ -172,7 +172,7 @@ pub fn differences(stored: &TiersConfig, given: &TiersConfig) -> Vec<Difference>
 /// # Errors
 /// [`Error::TiersConflict`] when `given` changes a tier's resolution or period, the raw
 /// tier's period, or the series per chunk.
-pub fn check_given(path: &Path, stored: &TiersConfig, given: &TiersConfig) -> Result<()> {
+pub(crate) fn check_given(path: &Path, stored: &TiersConfig, given: &TiersConfig) -> Result<()> {
     let conflicts: Vec<String> = differences(stored, given)
         .into_iter()
         .filter(|d| d.layout)

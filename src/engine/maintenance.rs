@@ -293,11 +293,11 @@ impl Shared {
 /// How long after its end a period is first considered for compaction: late samples for
 /// its last buckets (an agent's flush delay, a queue draining) still find the hot file.
 /// A sample later than that still lands: its period is made hot again.
-pub const COMPACT_GRACE: i64 = 600;
+pub(crate) const COMPACT_GRACE: i64 = 600;
 
 /// Time one pass spends compacting at most; the rest waits for the next pass, so the
 /// prefaulting and creation that the pass also does stay on time.
-pub const COMPACT_BUDGET: Duration = Duration::from_secs(10);
+pub(crate) const COMPACT_BUDGET: Duration = Duration::from_secs(10);
 
 /// Which periods a creation pass creates files for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -332,12 +332,12 @@ pub(crate) fn ahead_due(start: Timestamp, now: Timestamp, period: i64, create_ah
 }
 
 /// Files of future periods created per maintenance pass when they are not yet urgent.
-pub const AHEAD_FILES_PER_PASS: usize = 16;
+pub(crate) const AHEAD_FILES_PER_PASS: usize = 16;
 
 /// How often the background pass runs: a quarter of the shortest bucket block (so the next
 /// block is prefaulted well before writers reach it), between one second and one minute.
 /// Period files are created a whole period ahead, so that is never the constraint.
-pub fn maintenance_interval(config: &TiersConfig) -> Duration {
+pub(crate) fn maintenance_interval(config: &TiersConfig) -> Duration {
     let shortest_block = config
         .tiers
         .iter()

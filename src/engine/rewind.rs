@@ -16,7 +16,7 @@ use crate::time::Timestamp;
 
 /// An engine's undo surface; get it with [`Engine::rewind`].
 #[derive(Clone, Copy)]
-pub struct Rewind<'a> {
+pub(crate) struct Rewind<'a> {
     engine: &'a Engine,
 }
 
@@ -37,7 +37,7 @@ impl Rewind<'_> {
     ///
     /// # Errors
     /// As [`Storage::load_cells`].
-    pub fn load_cells(&self, cells: &[CellAt]) -> Result<Vec<Bucket>> {
+    pub(crate) fn load_cells(&self, cells: &[CellAt]) -> Result<Vec<Bucket>> {
         self.engine.shared.storage.load_cells(cells)
     }
 
@@ -48,7 +48,7 @@ impl Rewind<'_> {
     ///
     /// # Errors
     /// [`Error::ReadOnly`], [`Error::Poisoned`], and as [`Storage::overwrite_cells`].
-    pub fn restore_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
+    pub(crate) fn restore_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
         self.engine.check_writable()?;
         self.engine.shared.check_poison()?;
         self.engine.shared.storage.overwrite_cells(cells)
@@ -56,7 +56,7 @@ impl Rewind<'_> {
 
     /// Series `id`'s counter state record (flags with the declared kind, a counter's last
     /// time and raw value as bits; zeros when never written), for an undo to put back.
-    pub fn counter_state(&self, id: SeriesId) -> [u64; 3] {
+    pub(crate) fn counter_state(&self, id: SeriesId) -> [u64; 3] {
         self.engine.shared.counter_table.snapshot(id)
     }
 
@@ -65,7 +65,7 @@ impl Rewind<'_> {
     ///
     /// # Errors
     /// [`Error::ReadOnly`].
-    pub fn restore_counter_state(&self, id: SeriesId, record: [u64; 3]) -> Result<()> {
+    pub(crate) fn restore_counter_state(&self, id: SeriesId, record: [u64; 3]) -> Result<()> {
         self.engine.check_writable()?;
         self.engine
             .shared
@@ -76,7 +76,7 @@ impl Rewind<'_> {
 
     /// The time of series `id`'s last raw point: `None` without a raw tier or without a
     /// point. What an undo keeps of the raw tier ([`Rewind::truncate_raw_after`]).
-    pub fn raw_last_time(&self, id: SeriesId) -> Option<Timestamp> {
+    pub(crate) fn raw_last_time(&self, id: SeriesId) -> Option<Timestamp> {
         self.engine.shared.raw.as_ref()?.last_time(id.0)
     }
 
@@ -87,7 +87,11 @@ impl Rewind<'_> {
     ///
     /// # Errors
     /// [`Error::ReadOnly`].
-    pub fn truncate_raw_after(&self, id: SeriesId, last: Option<Timestamp>) -> Result<usize> {
+    pub(crate) fn truncate_raw_after(
+        &self,
+        id: SeriesId,
+        last: Option<Timestamp>,
+    ) -> Result<usize> {
         self.engine.check_writable()?;
         Ok(self
             .engine
@@ -101,7 +105,7 @@ impl Rewind<'_> {
     /// stores anything, so no file is created, swapped, dropped or written meanwhile. The
     /// caller stops its own writes first: a cluster partition's store copies its files
     /// this way between two groups of messages ([`crate::cluster::snapshot`]).
-    pub fn with_files_still<R>(&self, copy: impl FnOnce(&Path) -> R) -> R {
+    pub(crate) fn with_files_still<R>(&self, copy: impl FnOnce(&Path) -> R) -> R {
         // The order a maintenance pass takes them in: its lock, then the batch gate.
         let _no_pass = self
             .engine

@@ -28,12 +28,12 @@ const PREFETCH_DISTANCE: usize = 8;
 /// The crash tests' fault hook: set to a series id, the writer owning that series kills its
 /// process (SIGKILL) halfway through that series' first bucket update. Read once per writer
 /// thread; the hot loop never looks at it.
-pub const FAULT_KILL_MID_UPDATE: &str = "TIERDB_FAULT_KILL_MID_UPDATE";
+pub(crate) const FAULT_KILL_MID_UPDATE: &str = "TIERDB_FAULT_KILL_MID_UPDATE";
 
 /// The crash tests' fault hook for the raw tier: `<series id>:<n>`; the writer owning that
 /// series stores `n` of its raw points, then kills its process (SIGKILL) after storing the
 /// next one's time and value, before publishing it. Read once per writer thread.
-pub const FAULT_KILL_MID_RAW_APPEND: &str = "TIERDB_FAULT_KILL_MID_RAW_APPEND";
+pub(crate) const FAULT_KILL_MID_RAW_APPEND: &str = "TIERDB_FAULT_KILL_MID_RAW_APPEND";
 
 /// An idle writer lets go of files that left the window after this long, so dropped files
 /// are unmapped and their disk space freed even when no batch arrives.

@@ -9,7 +9,7 @@ use crate::sample::Sample;
 
 /// Samples per engine batch of a server connection or request; it flushes earlier when its
 /// input runs dry.
-pub const BATCH: usize = 8192;
+pub(crate) const BATCH: usize = 8192;
 
 /// Samples and the line of each.
 pub(crate) struct LineBatch {

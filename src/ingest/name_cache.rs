@@ -22,7 +22,7 @@ pub(crate) const CACHE_ENTRY_BYTES: usize = 32;
 /// The bytes every connection's name cache holds together, and how often one was emptied
 /// for want of room; shown in `/metrics`.
 #[derive(Debug, Default)]
-pub struct NameBudget {
+pub(crate) struct NameBudget {
     bytes: AtomicUsize,
     clears: AtomicU64,
 }
@@ -43,12 +43,12 @@ impl NameBudget {
     }
 
     /// Bytes all caches hold together.
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
     }
 
     /// Caches emptied for want of room, since start.
-    pub fn clears(&self) -> u64 {
+    pub(crate) fn clears(&self) -> u64 {
         self.clears.load(Ordering::Relaxed)
     }
 }

@@ -12,7 +12,7 @@ pub(crate) const FIRST_ERRORS: usize = 10;
 
 /// Totals a report's refusals are also counted in as they happen: the server's, shown in
 /// `/metrics`.
-pub trait Tally: Send + Sync {
+pub(crate) trait Tally: Send + Sync {
     /// Counts `n` refusals under `reason`.
     fn count_rejected(&self, reason: &'static str, n: u64);
 }

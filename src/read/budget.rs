@@ -14,7 +14,7 @@ use crate::error::Result;
 
 /// The default budget: 10 million values, ten times the most points one query may return
 /// ([`crate::read::query::MAX_QUERY_POINTS`]); 10 M buckets are 320 MB.
-pub const DEFAULT_READ_VALUES: u64 = 10_000_000;
+pub(crate) const DEFAULT_READ_VALUES: u64 = 10_000_000;
 
 /// What one request may still read. Shared by reference between the parts of a request (and
 /// the threads reading for it), so its counters are atomic.

@@ -15,7 +15,7 @@ use crate::storage::HeldPeriod;
 use crate::time::{Span, Timestamp};
 
 /// Most points one query may return; protects the process from a typo'd range.
-pub const MAX_QUERY_POINTS: u64 = 1_000_000;
+pub(crate) const MAX_QUERY_POINTS: u64 = 1_000_000;
 
 /// How a bucket is shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -379,13 +379,13 @@ pub(crate) struct HeldFiles {
 
 impl HeldFiles {
     /// True when no file holds any of the read.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.files.is_empty()
     }
 
     /// True when some period of the read is compacted: its slots are decoded whole, so a
     /// read should take each slot's range in one piece rather than span by span.
-    pub fn has_compacted(&self) -> bool {
+    pub(crate) fn has_compacted(&self) -> bool {
         self.files
             .iter()
             .any(|(_, held)| matches!(held, HeldPeriod::Compacted(_)))
@@ -415,7 +415,12 @@ impl PointGrid {
     /// # Errors
     /// [`Error::InvalidQuery`] when `from >= to`, `step` is not a multiple of the tier's
     /// resolution, or the answer would exceed [`MAX_QUERY_POINTS`].
-    pub fn new(spec: &TierSpec, from: Timestamp, to: Timestamp, step: Span) -> Result<PointGrid> {
+    pub(crate) fn new(
+        spec: &TierSpec,
+        from: Timestamp,
+        to: Timestamp,
+        step: Span,
+    ) -> Result<PointGrid> {
         check_range(from, to)?;
         let res = spec.resolution.secs() as i64;
         if step.secs() == 0 || step.secs() as i64 % res != 0 {
@@ -448,7 +453,7 @@ impl PointGrid {
     ///
     /// # Errors
     /// [`Error::InvalidQuery`] when `from >= to`.
-    pub fn whole(spec: &TierSpec, from: Timestamp, to: Timestamp) -> Result<PointGrid> {
+    pub(crate) fn whole(spec: &TierSpec, from: Timestamp, to: Timestamp) -> Result<PointGrid> {
         check_range(from, to)?;
         let res = i128::from(spec.resolution.secs());
         let (first, buckets) = PointGrid::span(from, to, res);
@@ -482,22 +487,22 @@ impl PointGrid {
     }
 
     /// Start of point `index`.
-    pub fn start_of(&self, index: usize) -> Timestamp {
+    pub(crate) fn start_of(&self, index: usize) -> Timestamp {
         self.first + index as i64 * self.step
     }
 
     /// Buckets per point.
-    pub fn buckets_per_point(&self) -> i64 {
+    pub(crate) fn buckets_per_point(&self) -> i64 {
         self.step / self.res
     }
 
     /// The tier's resolution in seconds.
-    pub fn resolution(&self) -> i64 {
+    pub(crate) fn resolution(&self) -> i64 {
         self.res
     }
 
     /// Start of point `index`, or the grid's end for `index == points`.
-    pub fn boundary(&self, index: usize) -> Timestamp {
+    pub(crate) fn boundary(&self, index: usize) -> Timestamp {
         if index >= self.points {
             self.end
         } else {
@@ -507,7 +512,12 @@ impl PointGrid {
 
     /// Starts loading the cache lines [`PointGrid::fold_span`] will read for `slot` over
     /// `span`, so a cross-series read overlaps one series' misses with the previous one's work.
-    pub fn prefetch_span(&self, held: &HeldFiles, slot: u32, span: std::ops::Range<Timestamp>) {
+    pub(crate) fn prefetch_span(
+        &self,
+        held: &HeldFiles,
+        slot: u32,
+        span: std::ops::Range<Timestamp>,
+    ) {
         for (period_start, period) in &held.files {
             let (period_start, HeldPeriod::Hot(file)) = (*period_start, period) else {
                 continue;
@@ -531,7 +541,7 @@ impl PointGrid {
     ///
     /// # Errors
     /// [`Error::CorruptFile`] or [`Error::Io`] naming a compacted file that cannot be read.
-    pub fn fold_span(
+    pub(crate) fn fold_span(
         &self,
         held: &HeldFiles,
         slot: u32,

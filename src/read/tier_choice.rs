@@ -81,7 +81,7 @@ impl TierChoice {
 /// The finest tier whose window at `now` reaches back to `from` and whose buckets over
 /// `[from, to)` number at most `max_points`; failing that, the tier reaching back
 /// furthest among those within the budget; failing that, the coarsest tier.
-pub fn auto_tier(
+pub(crate) fn auto_tier(
     tiers: &TiersConfig,
     from: Timestamp,
     to: Timestamp,

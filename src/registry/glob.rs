@@ -2,7 +2,7 @@
 //! `[!a-c]` one of (or none of) a set. Used to list series by name.
 
 /// True when `text` matches `pattern`.
-pub fn glob_match(pattern: &str, text: &str) -> bool {
+pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
     matches(pattern.as_bytes(), text.as_bytes())
 }
 

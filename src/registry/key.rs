@@ -137,7 +137,7 @@ impl SeriesKey {
 ///
 /// Why the parts make no key (empty or control characters, a repeated tag key, too long);
 /// `out` is then left empty.
-pub fn write_canonical<K: AsRef<str>, V: AsRef<str>>(
+pub(crate) fn write_canonical<K: AsRef<str>, V: AsRef<str>>(
     name: &str,
     tags: &[(K, V)],
     out: &mut String,
@@ -386,7 +386,7 @@ fn graphite_form(text: &str) -> Option<SeriesKey> {
 /// Splits Graphite's tagged path `name;k=v;k2=v2` into the name and its tags, sorted by key,
 /// a repeated key keeping its last value; `None` for an empty name or a tag that is not
 /// `k=v` with both sides non-empty. Graphite ingest and [`SeriesKey::parse`] share it.
-pub fn split_graphite_tags(text: &str) -> Option<(&str, Vec<(&str, &str)>)> {
+pub(crate) fn split_graphite_tags(text: &str) -> Option<(&str, Vec<(&str, &str)>)> {
     let mut segments = text.split(';');
     let name = segments.next().unwrap_or_default();
     if name.is_empty() {
@@ -407,7 +407,7 @@ pub fn split_graphite_tags(text: &str) -> Option<(&str, Vec<(&str, &str)>)> {
 
 /// Sorts tags given in line order by key, a repeated key keeping its last value (as Graphite
 /// 1.1 does with repeated tags).
-pub fn sort_tags_last_wins(tags: &mut Vec<(&str, &str)>) {
+pub(crate) fn sort_tags_last_wins(tags: &mut Vec<(&str, &str)>) {
     // Stable, so a repeated key's occurrences stay in line order and the last one wins.
     tags.sort_by(|a, b| a.0.cmp(b.0));
     tags.dedup_by(|later, kept| {

@@ -6,10 +6,10 @@ use super::{Registry, SeriesId, SeriesKey, TagFilter};
 use crate::error::Result;
 
 /// Keys the near-name search looks at, at most.
-pub const NEAR_SCAN: usize = 200_000;
+pub(crate) const NEAR_SCAN: usize = 200_000;
 /// How many candidates an unknown series' message lists (the CLI's and the HTTP API's).
 #[cfg(feature = "server")]
-pub const SUGGESTIONS: usize = 5;
+pub(crate) const SUGGESTIONS: usize = 5;
 /// Largest edit distance a near name may have.
 const NEAR_DISTANCE: usize = 3;
 /// Names longer than this are compared by prefix and suffix only.

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use crate::error::Result;
 
 /// The file's name in the data directory.
-pub const SERVER_FILE: &str = "SERVER";
+pub(crate) const SERVER_FILE: &str = "SERVER";
 
 /// What a server announces of itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Announced {
+pub(crate) struct Announced {
     /// The server's process id.
     pub pid: u32,
     /// The HTTP API's address.
@@ -29,7 +29,7 @@ pub struct Announced {
 impl Announced {
     /// The file's text: one `key value` line each for `pid`, `http`, `graphite` and, when
     /// on, `statsd`.
-    pub fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         let mut text = format!(
             "pid {}\nhttp {}\ngraphite {}\n",
             self.pid, self.http, self.graphite
@@ -41,7 +41,7 @@ impl Announced {
     }
 
     /// Reads the file's text; `None` when a line is missing or malformed.
-    pub fn parse(text: &str) -> Option<Announced> {
+    pub(crate) fn parse(text: &str) -> Option<Announced> {
         let field = |key: &str| {
             text.lines()
                 .find_map(|line| line.strip_prefix(key)?.strip_prefix(' '))
@@ -62,25 +62,25 @@ impl Announced {
     ///
     /// # Errors
     /// [`crate::Error::Io`] naming the file.
-    pub fn write(&self, dir: &Path) -> Result<()> {
+    pub(crate) fn write(&self, dir: &Path) -> Result<()> {
         crate::storage::disk::write_atomic(&path(dir), self.to_text().as_bytes())
     }
 
     /// The announcement in `dir` by the process `holder` (the pid the directory's lock names);
     /// `None` when there is none, or it is a crashed server's.
-    pub fn read(dir: &Path, holder: u32) -> Option<Announced> {
+    pub(crate) fn read(dir: &Path, holder: u32) -> Option<Announced> {
         let text = std::fs::read_to_string(path(dir)).ok()?;
         Announced::parse(&text).filter(|found| found.pid == holder)
     }
 }
 
 /// The file's path in `dir`.
-pub fn path(dir: &Path) -> PathBuf {
+pub(crate) fn path(dir: &Path) -> PathBuf {
     dir.join(SERVER_FILE)
 }
 
 /// Removes the file from `dir` (at a clean shutdown); a missing file is fine.
-pub fn remove(dir: &Path) {
+pub(crate) fn remove(dir: &Path) {
     if let Err(e) = std::fs::remove_file(path(dir)) {
         if e.kind() != std::io::ErrorKind::NotFound {
             tracing::warn!(path = %path(dir).display(), error = %e, "cannot remove the server's address file");

@@ -27,7 +27,7 @@ use crate::render::{self, FindNode, Finder, RenderRequest, RenderedSeries};
 use crate::time::Timestamp;
 
 /// An answer of a backend's read, as the handler returns it.
-pub type Answer<'a, T> = BoxFuture<'a, std::result::Result<T, ApiError>>;
+pub(crate) type Answer<'a, T> = BoxFuture<'a, std::result::Result<T, ApiError>>;
 
 /// How a request asks to be read, beyond what it reads: only a cluster node heeds it.
 #[derive(Clone, Debug, Default)]

@@ -29,17 +29,17 @@ use axum::Router;
 use super::State;
 
 /// The page.
-pub const INDEX_HTML: &str = include_str!("dashboard/index.html");
+pub(crate) const INDEX_HTML: &str = include_str!("dashboard/index.html");
 /// The script: controls, API calls, SVG charts, status panel.
-pub const APP_JS: &str = include_str!("dashboard/app.js");
+pub(crate) const APP_JS: &str = include_str!("dashboard/app.js");
 /// The stylesheet (responsive: laptop and phone widths, light and dark).
-pub const STYLE_CSS: &str = include_str!("dashboard/style.css");
+pub(crate) const STYLE_CSS: &str = include_str!("dashboard/style.css");
 
 /// Path of the script (the page refers to it relatively, so a proxy may serve it under a
 /// prefix).
-pub const APP_JS_PATH: &str = "/assets/app.js";
+pub(crate) const APP_JS_PATH: &str = "/assets/app.js";
 /// Path of the stylesheet.
-pub const STYLE_CSS_PATH: &str = "/assets/style.css";
+pub(crate) const STYLE_CSS_PATH: &str = "/assets/style.css";
 
 /// The page's content security policy: scripts, styles and API calls from this origin only.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
@@ -48,7 +48,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; conn
 
 /// `GET /`, `GET /assets/app.js`, `GET /assets/style.css`, without authentication (see the
 /// module documentation). Merge it into the API router outside the token check.
-pub fn routes() -> Router<Arc<State>> {
+pub(crate) fn routes() -> Router<Arc<State>> {
     Router::new()
         .route("/", get(index))
         .route(APP_JS_PATH, get(app_js))

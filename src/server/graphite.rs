@@ -26,7 +26,11 @@ const DRAIN_PAUSE: Duration = Duration::from_millis(200);
 
 /// Accepts connections until `shutdown` flips, then waits for the open ones to drain. One
 /// over [`super::Limits::graphite_max_connections`] is closed at once.
-pub async fn serve_tcp(listener: TcpListener, state: Arc<State>, shutdown: watch::Receiver<bool>) {
+pub(crate) async fn serve_tcp(
+    listener: TcpListener,
+    state: Arc<State>,
+    shutdown: watch::Receiver<bool>,
+) {
     let limit = (Protocol::Graphite, state.limits.graphite_max_connections);
     super::accept_loop(
         listener,
@@ -103,7 +107,11 @@ async fn connection(mut stream: TcpStream, state: &State, mut shutdown: watch::R
 /// socket into a bounded queue ([`UdpReader`]), so reading never waits for a write; this
 /// one writes what queued up. A line that says "now" (`-1`) gets the time its datagram
 /// arrived.
-pub async fn serve_udp(socket: UdpSocket, state: Arc<State>, shutdown: watch::Receiver<bool>) {
+pub(crate) async fn serve_udp(
+    socket: UdpSocket,
+    state: Arc<State>,
+    shutdown: watch::Receiver<bool>,
+) {
     let mut reader = UdpReader::start(socket, Arc::clone(&state), shutdown, "graphite");
     let mut sink = state.sink();
     let mut taken = Vec::new();
@@ -160,7 +168,7 @@ fn too_long(line: &[u8]) -> bool {
 /// unfinished line: a longer line is reported once as too long and skipped to its end, so
 /// a client cannot make the server buffer without bound.
 #[derive(Default)]
-pub struct LineSplitter {
+pub(crate) struct LineSplitter {
     partial: Vec<u8>,
     overlong: bool,
     number: usize,
@@ -169,7 +177,11 @@ pub struct LineSplitter {
 impl LineSplitter {
     /// Hands every complete line in `chunk` (with what earlier chunks left) to `each`, with its
     /// 1-based number; `Err(())` stands for a line that was too long.
-    pub fn feed(&mut self, mut chunk: &[u8], mut each: impl FnMut(usize, Result<&[u8], ()>)) {
+    pub(crate) fn feed(
+        &mut self,
+        mut chunk: &[u8],
+        mut each: impl FnMut(usize, Result<&[u8], ()>),
+    ) {
         while let Some(end) = chunk.iter().position(|&b| b == b'\n') {
             let (line, rest) = (&chunk[..end], &chunk[end + 1..]);
             chunk = rest;
@@ -206,7 +218,7 @@ impl LineSplitter {
     }
 
     /// The last line of a stream that did not end with `\n`.
-    pub fn finish(&mut self, mut each: impl FnMut(usize, Result<&[u8], ()>)) {
+    pub(crate) fn finish(&mut self, mut each: impl FnMut(usize, Result<&[u8], ()>)) {
         if self.overlong {
             self.number += 1;
             each(self.number, Err(()));

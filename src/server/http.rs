@@ -38,7 +38,7 @@ use json_body::{ArraySplitter, Element};
 
 /// The router of every endpoint. The token check wraps the API and unknown paths; the
 /// dashboard's page and assets are served without it (its script sends the token).
-pub fn app(state: Arc<State>) -> Router {
+pub(crate) fn app(state: Arc<State>) -> Router {
     let api = Router::new()
         .route("/write", post(influx_v1))
         .route("/api/v2/write", post(influx_v2))

@@ -37,7 +37,7 @@ use super::{Limits, State};
 /// Accepts HTTP connections until `shutdown` flips, then lets open ones finish their request
 /// in progress (idle ones close at once) and waits for them. One over
 /// [`Limits::http_max_connections`] is answered 503 and closed.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     app: Router,
     state: Arc<State>,
@@ -304,7 +304,7 @@ impl AsyncWrite for Watched {
 
 /// The body-timeout error a handler sees when reading the body.
 #[derive(Debug)]
-pub struct BodyTimeout(Duration);
+pub(crate) struct BodyTimeout(Duration);
 
 impl std::fmt::Display for BodyTimeout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

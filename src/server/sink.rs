@@ -72,7 +72,7 @@ pub trait Sink: Send {
 }
 
 /// Batches one connection's or request's samples into the engine.
-pub struct LocalSink {
+pub(crate) struct LocalSink {
     engine: Arc<Engine>,
     stats: Arc<ServerStats>,
     max_series: Option<usize>,
@@ -128,7 +128,7 @@ struct Writer {
 impl LocalSink {
     /// A sink writing into `engine`, counting into `stats`, within `limits` (the series
     /// limit, and the name caches' budget it shares through `stats` with every other sink).
-    pub fn new(engine: Arc<Engine>, stats: Arc<ServerStats>, limits: &Limits) -> LocalSink {
+    pub(crate) fn new(engine: Arc<Engine>, stats: Arc<ServerStats>, limits: &Limits) -> LocalSink {
         LocalSink {
             cache: NameCache::bounded(Arc::clone(&stats.name_budget), limits.name_cache_bytes),
             engine,

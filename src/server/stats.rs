@@ -12,7 +12,7 @@ use crate::ingest::name_cache::NameBudget;
 use crate::ingest::report::Tally;
 
 /// Upper bounds (seconds) of the batch latency histogram's buckets.
-pub const LATENCY_BUCKETS: [f64; 12] = [
+pub(crate) const LATENCY_BUCKETS: [f64; 12] = [
     0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
 ];
 

@@ -47,11 +47,11 @@ use crate::ingest::statsd::{parse_line, MetricType, StatsdValue};
 use crate::time::{align_down, Span, Timestamp};
 
 /// Counters, gauges and sets held at once.
-pub const MAX_SERIES: usize = 100_000;
+pub(crate) const MAX_SERIES: usize = 100_000;
 /// Members of all sets together in one interval.
-pub const MAX_SET_MEMBERS: usize = 1_000_000;
+pub(crate) const MAX_SET_MEMBERS: usize = 1_000_000;
 /// A gauge not set or moved for this long is forgotten.
-pub const GAUGE_MEMORY: i64 = 3600;
+pub(crate) const GAUGE_MEMORY: i64 = 3600;
 /// How often an idle listener checks whether its interval has ended.
 const CHECK_EVERY: Duration = Duration::from_millis(500);
 
@@ -94,7 +94,11 @@ impl StatsdListener {
 /// Receives datagrams until `shutdown` flips, then writes the interval in progress. A task
 /// reads the socket into a bounded queue ([`UdpReader`]), so reading never waits for a
 /// write; each datagram counts in the interval it arrived in.
-pub async fn serve(listener: StatsdListener, state: Arc<State>, shutdown: watch::Receiver<bool>) {
+pub(crate) async fn serve(
+    listener: StatsdListener,
+    state: Arc<State>,
+    shutdown: watch::Receiver<bool>,
+) {
     let StatsdListener {
         socket,
         flush: every,

@@ -30,13 +30,13 @@ const DATAGRAM: usize = 64 * 1024;
 const PER_WRITE: usize = 256;
 
 /// A datagram, with the time it arrived (a line without a time of its own gets it).
-pub struct Datagram {
+pub(crate) struct Datagram {
     pub arrived: Timestamp,
     pub bytes: Vec<u8>,
 }
 
 /// The queue a listener's writer takes datagrams from.
-pub struct UdpReader {
+pub(crate) struct UdpReader {
     datagrams: mpsc::UnboundedReceiver<Datagram>,
     queue: Arc<Queue>,
     task: JoinHandle<()>,
@@ -56,7 +56,7 @@ struct Queue {
 
 impl UdpReader {
     /// Starts reading `socket` until `shutdown` flips.
-    pub fn start(
+    pub(crate) fn start(
         socket: UdpSocket,
         state: Arc<State>,
         shutdown: watch::Receiver<bool>,
@@ -87,7 +87,7 @@ impl UdpReader {
     /// [`PER_WRITE`] in all) into `taken`, and counts the datagrams dropped meanwhile.
     /// False once reading stopped and the queue is empty. Cancel-safe: the one wait is the
     /// channel's.
-    pub async fn next(&mut self, taken: &mut Vec<Datagram>) -> bool {
+    pub(crate) async fn next(&mut self, taken: &mut Vec<Datagram>) -> bool {
         let Some(first) = self.datagrams.recv().await else {
             return false;
         };
@@ -105,7 +105,7 @@ impl UdpReader {
     }
 
     /// Waits for the reading task to end (after `shutdown`), and counts what it dropped.
-    pub async fn finish(mut self) {
+    pub(crate) async fn finish(mut self) {
         let _ = (&mut self.task).await;
         self.count_dropped();
     }

@@ -16,7 +16,7 @@ use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use super::format::RECORD_SIZE;
-pub use super::writer_state::WriterSlot;
+pub(crate) use super::writer_state::WriterSlot;
 use super::writer_state::{Publication, Publisher, WriterStateFile};
 use crate::bucket::Bucket;
 use crate::error::Result;
@@ -43,7 +43,7 @@ const SPINS: u32 = 64;
 /// set while an update is in flight, so a reader that saw the same `count` before and after
 /// reading the other fields, with `BUSY` clear, read one consistent bucket.
 #[repr(C, align(32))]
-pub struct BucketCell {
+pub(crate) struct BucketCell {
     count: AtomicU64,
     total: AtomicU64,
     min: AtomicU64,

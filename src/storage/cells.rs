@@ -15,7 +15,7 @@ use crate::time::Timestamp;
 /// bucket in the period and the series slot in the chunk. Sorting puts the cells of one file
 /// next to each other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct CellAt {
+pub(crate) struct CellAt {
     /// Tier index.
     pub tier: usize,
     /// Start of the period.
@@ -36,7 +36,7 @@ impl CellAt {
 
 /// True when `a` and `b` hold the same bits in every field: what an exact restore compares
 /// (`==` on floats would take -0.0 for 0.0 and never match a NaN).
-pub fn same_bits(a: &Bucket, b: &Bucket) -> bool {
+pub(crate) fn same_bits(a: &Bucket, b: &Bucket) -> bool {
     a.count == b.count
         && a.total.to_bits() == b.total.to_bits()
         && a.min.to_bits() == b.min.to_bits()
@@ -52,7 +52,7 @@ impl Storage {
     /// [`Error::InvalidQuery`] for a cell outside its tier's files; [`Error::CorruptFile`] or
     /// [`Error::Io`] naming a compacted file that cannot be read.
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
-    pub fn load_cells(&self, cells: &[CellAt]) -> Result<Vec<Bucket>> {
+    pub(crate) fn load_cells(&self, cells: &[CellAt]) -> Result<Vec<Bucket>> {
         let mut out = vec![Bucket::EMPTY; cells.len()];
         let mut order: Vec<usize> = (0..cells.len()).collect();
         order.sort_unstable_by_key(|&i| cells[i]);
@@ -103,7 +103,7 @@ impl Storage {
     /// As [`Storage::load_cells`]; [`Error::Io`] when a compacted period cannot be made hot
     /// again (a full disk); on a read-only storage, [`Error::ReadOnly`] for a period already
     /// hot, [`Error::Io`] for one that would have to be created or made hot again.
-    pub fn overwrite_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
+    pub(crate) fn overwrite_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
         let _no_swap = self.batch_gate();
         let mut sorted: Vec<&(CellAt, Bucket)> = cells.iter().collect();
         sorted.sort_unstable_by_key(|(cell, _)| *cell);

@@ -60,19 +60,19 @@ use crate::error::Error;
 use crate::error::Result;
 
 /// Compacted period files end in this (hot period files end in [`FILE_SUFFIX`]).
-pub const COMPACT_SUFFIX: &str = ".tdc";
+pub(crate) const COMPACT_SUFFIX: &str = ".tdc";
 /// File magic: "tierdb period, compacted".
-pub const MAGIC: [u8; 8] = *b"TIERDBPC";
+pub(crate) const MAGIC: [u8; 8] = *b"TIERDBPC";
 /// The version this build writes; bumped on any incompatible change. Version 2 stores a
 /// slot's floats in one column and leaves out the min and max of plain singles.
-pub const FORMAT_VERSION: u32 = 2;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 /// The oldest version this build still reads: version 1 files (four columns a slot) stay
 /// readable as they are, and are replaced by version 2 only if a late write recompacts
 /// their period. Files of other versions are refused.
-pub const OLDEST_VERSION: u32 = 1;
+pub(crate) const OLDEST_VERSION: u32 = 1;
 /// The only codec so far: the slot's columns in pco's standalone format. Stored so another
 /// codec can come without a new layout.
-pub const CODEC_PCO: u32 = 1;
+pub(crate) const CODEC_PCO: u32 = 1;
 
 const MAGIC_OFFSET: usize = 0;
 const VERSION_OFFSET: usize = MAGIC_OFFSET + 8;

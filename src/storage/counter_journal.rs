@@ -48,7 +48,7 @@ pub(crate) const ENTRY_SIZE: usize = 64;
 /// this encoding too.
 pub(crate) const WORDS: usize = ENTRY_SIZE / 8;
 /// Entries added at a time when a batch needs more (256 KiB).
-pub const GROWTH: usize = 4096;
+pub(crate) const GROWTH: usize = 4096;
 
 const FRAME: Frame = Frame {
     magic: b"TIERDBCJ",
@@ -62,7 +62,7 @@ const KIND_STATE: u64 = 2;
 
 /// One thing a batch changes, as it was before the batch.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Undo {
+pub(crate) enum Undo {
     /// A bucket cell: where it is, how many samples the batch adds to it, its content before.
     Cell {
         /// Tier index.
@@ -144,7 +144,7 @@ impl Undo {
 }
 
 /// The mapped journal.
-pub struct CounterJournal {
+pub(crate) struct CounterJournal {
     path: PathBuf,
     file: File,
     map: MappedCells,
@@ -154,14 +154,14 @@ pub struct CounterJournal {
 
 impl CounterJournal {
     /// File name inside the data dir.
-    pub const FILE_NAME: &'static str = "counters.journal";
+    pub(crate) const FILE_NAME: &'static str = "counters.journal";
 
     /// Opens `dir/counters.journal` for writing, creating it whole (temporary name, fsync,
     /// rename, directory fsync) when missing.
     ///
     /// # Errors
     /// [`Error::CorruptFile`] naming the file when it is not this format's; [`Error::Io`].
-    pub fn open(dir: &Path) -> Result<CounterJournal> {
+    pub(crate) fn open(dir: &Path) -> Result<CounterJournal> {
         let path = dir.join(Self::FILE_NAME);
         let (file, len) = FRAME.open_writable(&path, HEADER_SIZE + (GROWTH * ENTRY_SIZE) as u64)?;
         if len < HEADER_SIZE + ENTRY_SIZE as u64 {
@@ -189,7 +189,7 @@ impl CounterJournal {
     /// [`Error::Io`] when the file must grow and cannot; the journal is then left idle.
     /// [`Error::Poisoned`] when the previous batch is still recorded as unfinished (its
     /// writers failed): overwriting its undo would leave its half-stored increases behind.
-    pub fn begin(&mut self, undo: &[Undo], layout: u64) -> Result<()> {
+    pub(crate) fn begin(&mut self, undo: &[Undo], layout: u64) -> Result<()> {
         if self.is_active() {
             return Err(Error::Poisoned(format!(
                 "{}: the last batch of counter samples did not finish; reopen to roll it back",
@@ -213,12 +213,12 @@ impl CounterJournal {
     }
 
     /// Marks the journal idle: the batch is applied whole.
-    pub fn end(&self) {
+    pub(crate) fn end(&self) {
         self.words(0)[0].store(0, Ordering::Release);
     }
 
     /// True while a batch is recorded as being applied.
-    pub fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         self.words(0)[0].load(Ordering::Acquire) != 0
     }
 
@@ -228,7 +228,7 @@ impl CounterJournal {
     /// # Errors
     /// [`Error::CorruptFile`] naming the file when the control entry or an entry is not one
     /// this format writes.
-    pub fn unfinished(&self) -> Result<Option<(u64, Vec<Undo>)>> {
+    pub(crate) fn unfinished(&self) -> Result<Option<(u64, Vec<Undo>)>> {
         let control = self.words(0);
         match control[0].load(Ordering::Acquire) {
             0 => return Ok(None),
@@ -263,7 +263,7 @@ impl CounterJournal {
     }
 
     /// The path, for messages.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -281,7 +281,7 @@ impl CounterJournal {
     ///
     /// # Errors
     /// [`Error::Io`] when the kernel reports a write-back failure.
-    pub fn flush(&self) -> Result<()> {
+    pub(crate) fn flush(&self) -> Result<()> {
         self.map.flush().map_err(|e| Error::io(&self.path, e))
     }
 }

@@ -37,16 +37,16 @@ const FRAME: Frame = Frame {
     what: "counter state file",
 };
 /// Records added at a time when an id falls past the end (128 KiB).
-pub const GROWTH: usize = 4096;
+pub(crate) const GROWTH: usize = 4096;
 
 /// Flag bits of a record.
-pub const DECLARED_COUNTER: u64 = 1;
+pub(crate) const DECLARED_COUNTER: u64 = 1;
 /// Flag bits of a record.
-pub const DECLARED_GAUGE: u64 = 2;
+pub(crate) const DECLARED_GAUGE: u64 = 2;
 const HAS_LAST: u64 = 4;
 
 /// The mapped state file.
-pub struct CounterStateFile {
+pub(crate) struct CounterStateFile {
     path: PathBuf,
     file: Option<File>,
     map: Option<MappedCells>,
@@ -55,7 +55,7 @@ pub struct CounterStateFile {
 
 impl CounterStateFile {
     /// File name inside the data dir.
-    pub const FILE_NAME: &'static str = "counters.state";
+    pub(crate) const FILE_NAME: &'static str = "counters.state";
 
     /// Opens `dir/counters.state`, creating it (header only) when missing and `writable`:
     /// written under a temporary name, synced, renamed into place and the directory synced,
@@ -65,7 +65,7 @@ impl CounterStateFile {
     /// # Errors
     /// [`Error::CorruptFile`] naming the file when its header is not this format's;
     /// [`Error::Io`].
-    pub fn open(dir: &Path, writable: bool) -> Result<CounterStateFile> {
+    pub(crate) fn open(dir: &Path, writable: bool) -> Result<CounterStateFile> {
         let path = dir.join(Self::FILE_NAME);
         let file = if writable {
             FRAME.open_writable(&path, HEADER_SIZE)?.0
@@ -100,7 +100,7 @@ impl CounterStateFile {
     /// those ids are handed out again, and must not inherit a declared kind or a counter's
     /// last value from the series that had them. Returns how many records held anything.
     /// Only valid while no writer runs (at open).
-    pub fn clear_from(&self, known: usize) -> usize {
+    pub(crate) fn clear_from(&self, known: usize) -> usize {
         let Some(map) = &self.map else {
             return 0;
         };
@@ -137,7 +137,7 @@ impl CounterStateFile {
     }
 
     /// The path, for messages.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -150,24 +150,24 @@ impl CounterStateFile {
     }
 
     /// The flags of `id` (see [`DECLARED_COUNTER`], [`DECLARED_GAUGE`]).
-    pub fn flags(&self, id: usize) -> u64 {
+    pub(crate) fn flags(&self, id: usize) -> u64 {
         self.word(id, 0)
     }
 
     /// The last (timestamp, raw value) recorded for `id`, if any.
-    pub fn last(&self, id: usize) -> Option<(i64, f64)> {
+    pub(crate) fn last(&self, id: usize) -> Option<(i64, f64)> {
         (self.flags(id) & HAS_LAST != 0)
             .then(|| (self.word(id, 1) as i64, f64::from_bits(self.word(id, 2))))
     }
 
     /// `id`'s record as it stands: flags, last time, last raw value (bits); zeros past the end.
-    pub fn record(&self, id: usize) -> [u64; 3] {
+    pub(crate) fn record(&self, id: usize) -> [u64; 3] {
         [self.word(id, 0), self.word(id, 1), self.word(id, 2)]
     }
 
     /// Puts `id`'s record back to `words` (the counter journal's undo). Only valid while no
     /// writer runs (at open); ids past the end hold zeros already.
-    pub fn restore(&self, id: usize, words: [u64; 3]) {
+    pub(crate) fn restore(&self, id: usize, words: [u64; 3]) {
         if let Some(map) = &self.map {
             if id < self.records {
                 let record = &map.words()[id * 4..id * 4 + 3];
@@ -182,7 +182,7 @@ impl CounterStateFile {
     ///
     /// # Errors
     /// [`Error::Io`] when the file must grow and cannot.
-    pub fn add_flags(&mut self, id: usize, flags: u64) -> Result<()> {
+    pub(crate) fn add_flags(&mut self, id: usize, flags: u64) -> Result<()> {
         self.reserve(id)?;
         self.words(id)[0].fetch_or(flags, Ordering::Relaxed);
         Ok(())
@@ -192,7 +192,7 @@ impl CounterStateFile {
     ///
     /// # Errors
     /// [`Error::Io`] when the file must grow and cannot.
-    pub fn set_last(&mut self, id: usize, ts: i64, raw: f64) -> Result<()> {
+    pub(crate) fn set_last(&mut self, id: usize, ts: i64, raw: f64) -> Result<()> {
         self.reserve(id)?;
         let words = self.words(id);
         // Value before flag: a crash between the stores leaves no flag over a stale value.
@@ -211,7 +211,7 @@ impl CounterStateFile {
     ///
     /// # Errors
     /// [`Error::Io`] when the file cannot grow; [`Error::ReadOnly`].
-    pub fn reserve(&mut self, id: usize) -> Result<()> {
+    pub(crate) fn reserve(&mut self, id: usize) -> Result<()> {
         if id < self.records {
             return Ok(());
         }
@@ -228,7 +228,7 @@ impl CounterStateFile {
     ///
     /// # Errors
     /// [`Error::Io`] when the kernel reports a write-back failure.
-    pub fn flush(&self) -> Result<()> {
+    pub(crate) fn flush(&self) -> Result<()> {
         match &self.map {
             Some(map) => map.flush().map_err(|e| Error::io(&self.path, e)),
             None => Ok(()),

@@ -27,7 +27,7 @@ const CREATE_THREADS: usize = 4;
 
 /// What [`Storage::create_files`] did.
 #[derive(Debug, Default)]
-pub struct Created {
+pub(crate) struct Created {
     /// Files created (compacted periods made hot again included).
     pub created: usize,
     /// Chunks whose file could not be created, each with its error.
@@ -39,7 +39,7 @@ impl Storage {
     /// `period_start`, skipping those that exist hot; a chunk held compacted is made hot
     /// again ([`Storage::get_or_create`]). A file that cannot be created (a full disk) does
     /// not stop the others; it is reported in [`Created::failed`].
-    pub fn create_files(
+    pub(crate) fn create_files(
         &self,
         tier: usize,
         period_start: Timestamp,

@@ -16,7 +16,7 @@ use crate::error::Result;
 ///
 /// # Errors
 /// [`Error::Io`] naming `path` (ENOSPC included).
-pub fn reserve_space(file: &mut File, path: &Path, len: u64) -> Result<()> {
+pub(crate) fn reserve_space(file: &mut File, path: &Path, len: u64) -> Result<()> {
     use rustix::fs::{fallocate, FallocateFlags};
     let io = |e| Error::io(path, e);
     match fallocate(&*file, FallocateFlags::empty(), 0, len) {
@@ -39,7 +39,7 @@ pub fn reserve_space(file: &mut File, path: &Path, len: u64) -> Result<()> {
 ///
 /// # Errors
 /// [`Error::Io`] naming `dir`.
-pub fn sync_dir(dir: &Path) -> Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::io(dir, e))
@@ -47,7 +47,7 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 
 /// `path`'s name while it is being created (`<path>.tmp`, [`super::format::TEMP_SUFFIX`]):
 /// what an open removes when a crash left it behind.
-pub fn temp_path(path: &Path) -> std::path::PathBuf {
+pub(crate) fn temp_path(path: &Path) -> std::path::PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(super::format::TEMP_SUFFIX);
     std::path::PathBuf::from(name)
@@ -59,7 +59,7 @@ pub fn temp_path(path: &Path) -> std::path::PathBuf {
 /// # Errors
 /// [`Error::Io`] naming the file or directory whose step failed; the temporary file is
 /// removed.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let temp = temp_path(path);
     let written = File::create(&temp)
         .and_then(|mut file| file.write_all(bytes).and_then(|()| file.sync_all()))

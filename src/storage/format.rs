@@ -38,16 +38,16 @@ use crate::time::{Span, Timestamp};
 pub const RECORD_SIZE: usize = 32;
 
 /// File magic: "tierdb period file".
-pub const MAGIC: [u8; 8] = *b"TIERDBPF";
+pub(crate) const MAGIC: [u8; 8] = *b"TIERDBPF";
 /// Bumped on any incompatible change; files of another version are refused.
-pub const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 1;
 /// Header size: one page, so the records start page-aligned.
 pub const HEADER_LEN: usize = 4096;
 /// Buckets per contiguous per-series run.
-pub const BUCKET_BLOCK: u32 = 16;
+pub(crate) const BUCKET_BLOCK: u32 = 16;
 /// Series slots whose runs share one 4 KiB page of a block (8: a run is 512 bytes): a batch
 /// gives them all to one writer thread (`engine::writer::writer_of`).
-pub const SLOTS_PER_PAGE: u32 = 4096 / (BUCKET_BLOCK * RECORD_SIZE as u32);
+pub(crate) const SLOTS_PER_PAGE: u32 = 4096 / (BUCKET_BLOCK * RECORD_SIZE as u32);
 
 const MAGIC_OFFSET: usize = 0;
 const VERSION_OFFSET: usize = MAGIC_OFFSET + 8;
@@ -228,9 +228,9 @@ pub fn cell_index(bucket: u32, slot: u32, slots: u32) -> usize {
 
 const NAME_TIME_FORMAT: &str = "%Y%m%dT%H%M%SZ";
 /// Period files end in this.
-pub const FILE_SUFFIX: &str = ".tdb";
+pub(crate) const FILE_SUFFIX: &str = ".tdb";
 /// A file being created carries this suffix until it is complete and renamed.
-pub const TEMP_SUFFIX: &str = ".tmp";
+pub(crate) const TEMP_SUFFIX: &str = ".tmp";
 
 /// `20261121T000000Z-c00000.tdb` for the period starting 2026-11-21 00:00 UTC, chunk 0.
 pub fn file_name(period_start: Timestamp, chunk: u32) -> String {

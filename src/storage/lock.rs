@@ -10,20 +10,20 @@ use crate::error::Result;
 /// Holds an exclusive lock on `<data dir>/LOCK` for as long as it lives; the file records the
 /// holder's pid so a refused process can say who holds it. The OS drops the lock when the
 /// process dies, so a crash never leaves the directory locked.
-pub struct DirLock {
+pub(crate) struct DirLock {
     _file: File,
 }
 
 impl DirLock {
     /// Lock file name inside the data directory.
-    pub const FILE_NAME: &'static str = "LOCK";
+    pub(crate) const FILE_NAME: &'static str = "LOCK";
 
     /// Takes the lock without waiting.
     ///
     /// # Errors
     /// [`Error::Locked`] naming the holder when another process (or another engine in this
     /// process) holds it; [`Error::Io`] when the file cannot be opened.
-    pub fn acquire(dir: &Path) -> Result<DirLock> {
+    pub(crate) fn acquire(dir: &Path) -> Result<DirLock> {
         let path = dir.join(Self::FILE_NAME);
         let mut file = OpenOptions::new()
             .read(true)

@@ -35,7 +35,7 @@ use crate::error::Error;
 use crate::error::Result;
 
 /// A file's bucket records, mapped shared so stores reach the page cache at once.
-pub struct MappedCells {
+pub(crate) struct MappedCells {
     map: MmapRaw,
     cells: usize,
 }
@@ -46,7 +46,7 @@ impl MappedCells {
     /// # Errors
     /// [`Error::CorruptFile`] when the file is shorter than `offset + cells * 32` or the
     /// mapping would be misaligned; [`Error::Io`] when mapping fails.
-    pub fn map(
+    pub(crate) fn map(
         file: &File,
         path: &Path,
         offset: u64,
@@ -88,7 +88,7 @@ impl MappedCells {
 
     /// The records as shared atomic cells.
     #[inline]
-    pub fn cells(&self) -> &[BucketCell] {
+    pub(crate) fn cells(&self) -> &[BucketCell] {
         // SAFETY: the mapping is `cells * 32` bytes long (checked in `map` against the file
         // length), aligned for `BucketCell` (checked in `map`), lives as long as `self`, and is
         // only ever accessed through `BucketCell`'s atomics, so shared references to it may
@@ -101,7 +101,7 @@ impl MappedCells {
     /// The records as plain shared words, four per 32-byte record, for files whose records
     /// are not buckets (the counter state and journal, `writers.state`).
     #[inline]
-    pub fn words(&self) -> &[std::sync::atomic::AtomicU64] {
+    pub(crate) fn words(&self) -> &[std::sync::atomic::AtomicU64] {
         // SAFETY: as in `cells`: the mapping is `cells * 32` bytes, 8-byte aligned (checked
         // in `map`, 32 is a multiple of 8), lives as long as `self` and is only accessed
         // through atomics, for which every bit pattern is valid.
@@ -122,7 +122,7 @@ impl MappedCells {
     /// page cache as one large read: with `MADV_RANDOM` on the mapping, the populate alone
     /// would read it a page at a time (a cold start's prefault of every file's current
     /// block took 19 s at 100k series that way).
-    pub fn populate(&self, first: usize, cells: usize) {
+    pub(crate) fn populate(&self, first: usize, cells: usize) {
         let first = first.min(self.cells);
         let cells = cells.min(self.cells - first);
         if let Err(e) =
@@ -141,7 +141,7 @@ impl MappedCells {
     }
 
     /// msync: makes the stores so far durable against power loss.
-    pub fn flush(&self) -> std::io::Result<()> {
+    pub(crate) fn flush(&self) -> std::io::Result<()> {
         self.map.flush()
     }
 }
@@ -152,7 +152,7 @@ impl MappedCells {
 ///
 /// # Errors
 /// The system call's error; a no-op returning `Ok` where the call does not exist.
-pub fn start_writeback(file: &File) -> std::io::Result<()> {
+pub(crate) fn start_writeback(file: &File) -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;
@@ -172,7 +172,7 @@ pub fn start_writeback(file: &File) -> std::io::Result<()> {
 /// Asks the CPU to start loading `cell`'s cache line. The write path calls it a few samples
 /// ahead, so the cache and TLB misses of scattered buckets overlap instead of queueing.
 #[inline(always)]
-pub fn prefetch(cell: &BucketCell) {
+pub(crate) fn prefetch(cell: &BucketCell) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch never faults and reads nothing architecturally; SSE, which the
     // instruction needs, is part of the x86_64 baseline.

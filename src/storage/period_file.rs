@@ -21,7 +21,7 @@ use crate::error::Error;
 use crate::error::Result;
 
 /// A mapped period file of one tier and one chunk of series, as readers see it: loads only.
-pub struct PeriodFile {
+pub(crate) struct PeriodFile {
     path: PathBuf,
     meta: PeriodMeta,
     cells: MappedCells,
@@ -58,7 +58,7 @@ pub struct PeriodFile {
 /// made outside `storage` (its field and constructor are private to it). Outside the crate
 /// nothing of `storage` is reachable at all.
 #[derive(Clone)]
-pub struct WritableFile(Arc<PeriodFile>);
+pub(crate) struct WritableFile(Arc<PeriodFile>);
 
 /// Added to a refusal for a changed period: the default periods changed (issue #13), and a
 /// directory created with the old defaults, before directories stored their tiers, meets
@@ -304,12 +304,12 @@ impl PeriodFile {
     }
 
     /// Where the file lives.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// What the header says.
-    pub fn meta(&self) -> &PeriodMeta {
+    pub(crate) fn meta(&self) -> &PeriodMeta {
         &self.meta
     }
 
@@ -341,7 +341,7 @@ impl PeriodFile {
     /// When `bucket` or `slot` is outside the file (a caller bug: placements come from the
     /// lookup function and chunking, which never produce them).
     #[inline]
-    pub fn load(&self, bucket: u32, slot: u32) -> Bucket {
+    pub(crate) fn load(&self, bucket: u32, slot: u32) -> Bucket {
         let cell = self.cell(bucket, slot);
         // The rare path returns the bucket, or `None` once the writer it waited on finished
         // its update, and then the cell is read again: like any seqlock read, this goes round
@@ -394,13 +394,13 @@ impl PeriodFile {
 
     /// Starts loading the cell of `bucket` for `slot` into the cache (a CPU prefetch hint).
     #[inline]
-    pub fn prefetch(&self, bucket: u32, slot: u32) {
+    pub(crate) fn prefetch(&self, bucket: u32, slot: u32) {
         super::mmap::prefetch(self.cell(bucket, slot));
     }
 
     /// Faults in the pages of the block of buckets holding `bucket` for every slot: the
     /// pages the writers will touch next (see [`super::format`] for the layout).
-    pub fn prefault_block(&self, bucket: u32) {
+    pub(crate) fn prefault_block(&self, bucket: u32) {
         if !self.writers.in_process() || bucket >= self.meta.buckets() {
             return;
         }
@@ -414,7 +414,7 @@ impl PeriodFile {
     ///
     /// # Errors
     /// [`Error::Io`] naming the file when msync fails.
-    pub fn flush(&self) -> Result<()> {
+    pub(crate) fn flush(&self) -> Result<()> {
         if self.dirty.swap(false, Ordering::AcqRel) {
             if let Err(e) = self.cells.flush() {
                 self.dirty.store(true, Ordering::Relaxed);
@@ -430,19 +430,19 @@ impl PeriodFile {
     ///
     /// # Errors
     /// [`Error::Io`] naming the file when it cannot be opened or the call fails.
-    pub fn start_writeback(&self) -> Result<()> {
+    pub(crate) fn start_writeback(&self) -> Result<()> {
         File::open(&self.path)
             .and_then(|file| super::mmap::start_writeback(&file))
             .map_err(|e| Error::io(&self.path, e))
     }
 
     /// True when stores happened since the last flush.
-    pub fn is_dirty(&self) -> bool {
+    pub(crate) fn is_dirty(&self) -> bool {
         self.dirty.load(Ordering::Acquire)
     }
 
     /// Bytes the file takes on disk (all reserved at creation).
-    pub fn disk_bytes(&self) -> u64 {
+    pub(crate) fn disk_bytes(&self) -> u64 {
         self.meta.file_len()
     }
 
@@ -464,7 +464,7 @@ impl PeriodFile {
     }
 
     /// True once the file was replaced by its compacted form: stores into it would be lost.
-    pub fn is_retired(&self) -> bool {
+    pub(crate) fn is_retired(&self) -> bool {
         self.retired.load(Ordering::Acquire)
     }
 }
@@ -476,7 +476,7 @@ impl WritableFile {
     }
 
     /// The file, for reads.
-    pub fn file(&self) -> &Arc<PeriodFile> {
+    pub(crate) fn file(&self) -> &Arc<PeriodFile> {
         &self.0
     }
 
@@ -486,7 +486,7 @@ impl WritableFile {
     /// # Panics
     /// As [`PeriodFile::load`]: when `bucket` or `slot` is outside the file.
     #[inline]
-    pub fn add(&self, bucket: u32, slot: u32, value: f64, writer: Publisher<'_>) {
+    pub(crate) fn add(&self, bucket: u32, slot: u32, value: f64, writer: Publisher<'_>) {
         let file = &*self.0;
         debug_assert!(bucket < file.meta.buckets() && slot < file.meta.slots);
         let index = cell_index(bucket, slot, file.meta.slots);
@@ -497,7 +497,13 @@ impl WritableFile {
     /// through the update: the crash tests' fault hook (see the writer's
     /// `TIERDB_FAULT_KILL_MID_UPDATE`).
     #[cold]
-    pub fn add_and_die(&self, bucket: u32, slot: u32, value: f64, writer: Publisher<'_>) -> ! {
+    pub(crate) fn add_and_die(
+        &self,
+        bucket: u32,
+        slot: u32,
+        value: f64,
+        writer: Publisher<'_>,
+    ) -> ! {
         let file = &*self.0;
         let index = cell_index(bucket, slot, file.meta.slots);
         file.cells.cells()[index].add_and_die(value, writer, file.name(index))
@@ -505,12 +511,12 @@ impl WritableFile {
 
     /// Puts back what a cell held before a batch that did not finish (the counter journal's
     /// undo). Only valid before any writer starts.
-    pub fn restore(&self, bucket: u32, slot: u32, before: &Bucket) {
+    pub(crate) fn restore(&self, bucket: u32, slot: u32, before: &Bucket) {
         self.0.cell(bucket, slot).restore(before);
     }
 
     /// Notes that stores happened. Writers call it after their stores, once per batch.
-    pub fn mark_dirty(&self) {
+    pub(crate) fn mark_dirty(&self) {
         self.0.dirty.store(true, Ordering::Release);
         self.0.generation.fetch_add(1, Ordering::Release);
     }
@@ -518,7 +524,7 @@ impl WritableFile {
     /// Repairs the cell at record `index` if a crash left it mid-update (see
     /// [`BucketCell`]); `None` when the file has no such record. Only valid before any
     /// writer starts.
-    pub fn repair_cell(&self, index: u32) -> Option<bool> {
+    pub(crate) fn repair_cell(&self, index: u32) -> Option<bool> {
         self.0
             .cells
             .cells()
@@ -529,7 +535,7 @@ impl WritableFile {
     /// Clears the cells of slots whose series id is `known_series` or past it (see
     /// [`WritableFile::repair`]), reading only those slots' runs; returns (cells cleared,
     /// cells read). Only valid before any writer starts.
-    pub fn clear_unknown(&self, known_series: usize) -> (usize, usize) {
+    pub(crate) fn clear_unknown(&self, known_series: usize) -> (usize, usize) {
         let first_unknown = self.first_unknown(known_series);
         let slots = self.0.meta.slots as usize;
         let block = super::format::BUCKET_BLOCK as usize;
@@ -560,7 +566,7 @@ impl WritableFile {
     ///
     /// # Errors
     /// As [`PeriodFile::flush`].
-    pub fn flush_repairs(&self) -> Result<()> {
+    pub(crate) fn flush_repairs(&self) -> Result<()> {
         self.mark_dirty();
         self.0.flush()
     }
@@ -573,7 +579,7 @@ impl WritableFile {
     /// After a power loss the kernel may have written a mapped page whose series was never
     /// fsynced into the registry; such a slot would otherwise greet the next series given
     /// that id with somebody else's data. `known_series` is the registry's length.
-    pub fn repair(&self, known_series: usize) -> (usize, usize) {
+    pub(crate) fn repair(&self, known_series: usize) -> (usize, usize) {
         let first_unknown = self.first_unknown(known_series) as u32;
         let (mut interrupted, mut cleared) = (0, 0);
         for bucket in 0..self.0.meta.buckets() {

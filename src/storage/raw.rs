@@ -10,7 +10,7 @@
 //! goes straight to the segment holding `from` and finds the neighbours outside the range
 //! without a scan.
 
-pub mod segment;
+pub(crate) mod segment;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,14 +22,15 @@ use crate::config::RawTierSpec;
 use crate::error::Error;
 use crate::error::Result;
 use crate::time::{align_down, Timestamp};
-pub use segment::{RawFile, Segment, FILE_LEN, SEGMENTS_PER_FILE, SEGMENT_POINTS};
+pub use segment::SEGMENT_POINTS;
+pub(crate) use segment::{RawFile, Segment, FILE_LEN, SEGMENTS_PER_FILE};
 
 /// A raw point: unix seconds and the exact value.
-pub type RawPoint = (Timestamp, f64);
+pub(crate) type RawPoint = (Timestamp, f64);
 
 /// Where one segment of a series is, and the time of its first point.
 #[derive(Clone)]
-pub struct SegmentRef {
+pub(crate) struct SegmentRef {
     /// Its file (kept mapped while referenced, even once dropped).
     pub file: Arc<RawFile>,
     /// Its index in the file.
@@ -41,7 +42,7 @@ pub struct SegmentRef {
 impl SegmentRef {
     /// The segment's words.
     #[inline]
-    pub fn segment(&self) -> Segment<'_> {
+    pub(crate) fn segment(&self) -> Segment<'_> {
         self.file.segment(self.index)
     }
 }
@@ -64,7 +65,7 @@ impl RawPeriod {
 }
 
 /// The raw tier: its files by period, and every series' chain of segments.
-pub struct RawStore {
+pub(crate) struct RawStore {
     spec: RawTierSpec,
     dir: PathBuf,
     writable: bool,
@@ -100,7 +101,7 @@ impl RawStore {
     /// # Errors
     /// [`Error::CorruptFile`] naming a file that is not a raw file of this tier's period,
     /// or whose segment headers are impossible; [`Error::Io`].
-    pub fn open(
+    pub(crate) fn open(
         data: &Path,
         spec: &RawTierSpec,
         writable: bool,
@@ -209,18 +210,18 @@ impl RawStore {
     }
 
     /// The tier's configuration.
-    pub fn spec(&self) -> &RawTierSpec {
+    pub(crate) fn spec(&self) -> &RawTierSpec {
         &self.spec
     }
 
     /// The directory of its files.
     #[cfg(test)]
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// The series' last segment, for a writer meeting the series for the first time.
-    pub fn tail(&self, series: u32) -> Option<SegmentRef> {
+    pub(crate) fn tail(&self, series: u32) -> Option<SegmentRef> {
         let chains = self.chains.read().unwrap_or_else(|e| e.into_inner());
         chains.get(series as usize).and_then(|c| c.last().cloned())
     }
@@ -230,7 +231,7 @@ impl RawStore {
     ///
     /// # Errors
     /// [`Error::Io`] when the file cannot be created (a full disk).
-    pub fn claim(
+    pub(crate) fn claim(
         &self,
         series: u32,
         ts: Timestamp,
@@ -255,7 +256,7 @@ impl RawStore {
 
     /// Adds a segment that just got its first point to `series`' chain, and links the
     /// segment before it to it.
-    pub fn link(&self, series: u32, next: SegmentRef) {
+    pub(crate) fn link(&self, series: u32, next: SegmentRef) {
         let mut chains = self.chains.write().unwrap_or_else(|e| e.into_inner());
         if chains.len() <= series as usize {
             chains.resize(series as usize + 1, Vec::new());
@@ -289,7 +290,7 @@ impl RawStore {
     ///
     /// # Errors
     /// [`Error::Io`] for the first file that could not be created.
-    pub fn prepare_ahead(
+    pub(crate) fn prepare_ahead(
         &self,
         now: Timestamp,
         due: &dyn Fn(Timestamp) -> bool,
@@ -331,7 +332,7 @@ impl RawStore {
     ///
     /// # Errors
     /// [`Error::Io`] naming a file that could not be unlinked (forgotten all the same).
-    pub fn drop_before(&self, window_start: Timestamp) -> Result<usize> {
+    pub(crate) fn drop_before(&self, window_start: Timestamp) -> Result<usize> {
         let expired: Vec<RawPeriod> = {
             let mut periods = self.periods.lock().unwrap_or_else(|e| e.into_inner());
             let keep = periods.split_off(&window_start);
@@ -375,7 +376,13 @@ impl RawStore {
     /// early, with `limit + 1` points and no `after`, when the range holds more than `limit`:
     /// the copy and the time the chains' lock is held, which writers need to link a new
     /// segment, stay bounded whatever the range.
-    pub fn read(&self, series: u32, from: Timestamp, to: Timestamp, limit: usize) -> RawRead {
+    pub(crate) fn read(
+        &self,
+        series: u32,
+        from: Timestamp,
+        to: Timestamp,
+        limit: usize,
+    ) -> RawRead {
         let mut out = RawRead::default();
         let chains = self.chains.read().unwrap_or_else(|e| e.into_inner());
         let Some(chain) = chains.get(series as usize) else {
@@ -412,7 +419,7 @@ impl RawStore {
     /// The time of the series' last raw point; `None` when it has none. What a cluster
     /// partition's undo record keeps of the raw tier ([`RawStore::truncate_after`]).
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
-    pub fn last_time(&self, series: u32) -> Option<Timestamp> {
+    pub(crate) fn last_time(&self, series: u32) -> Option<Timestamp> {
         let tail = self.tail(series)?;
         let seg = tail.segment();
         let len = seg.len();
@@ -425,7 +432,7 @@ impl RawStore {
     /// exactly what a group of a cluster partition appended after its undo record kept
     /// `last` (see `src/cluster/apply.rs`). Before any writer starts (the writers keep the
     /// tail they met); the caller flushes. Returns the points taken away.
-    pub fn truncate_after(&self, series: u32, last: Option<Timestamp>) -> usize {
+    pub(crate) fn truncate_after(&self, series: u32, last: Option<Timestamp>) -> usize {
         let mut chains = self.chains.write().unwrap_or_else(|e| e.into_inner());
         let Some(chain) = chains.get_mut(series as usize) else {
             return 0;
@@ -455,7 +462,7 @@ impl RawStore {
     ///
     /// # Errors
     /// [`Error::Io`] naming the file.
-    pub fn flush(&self) -> Result<()> {
+    pub(crate) fn flush(&self) -> Result<()> {
         let files: Vec<Arc<RawFile>> = {
             let periods = self.periods.lock().unwrap_or_else(|e| e.into_inner());
             periods
@@ -470,7 +477,7 @@ impl RawStore {
     }
 
     /// What the tier holds on disk, in the form every tier reports.
-    pub fn files(&self, now: Timestamp) -> TierFiles {
+    pub(crate) fn files(&self, now: Timestamp) -> TierFiles {
         let periods = self.periods.lock().unwrap_or_else(|e| e.into_inner());
         let current = align_down(now, self.spec.period);
         let files: usize = periods.values().map(|p| p.files.len()).sum();
@@ -490,7 +497,7 @@ impl RawStore {
     /// Segments claimed in the periods held (a crash may have claimed some without using
     /// them): for tests.
     #[cfg(test)]
-    pub fn segments_in_use(&self) -> usize {
+    pub(crate) fn segments_in_use(&self) -> usize {
         let periods = self.periods.lock().unwrap_or_else(|e| e.into_inner());
         periods.values().map(|p| p.claimed as usize).sum()
     }

@@ -15,16 +15,16 @@ use crate::error::Result;
 /// Compacted files kept open: a day at 1m for every series of 64 chunks (16k series). Each
 /// is a file descriptor, and an embedding process may have no more than 1,024 of them in
 /// all (the usual soft limit), so the cache takes a quarter at most.
-pub const OPEN_READERS: usize = 256;
+pub(crate) const OPEN_READERS: usize = 256;
 
 /// The open readers, most recently used kept, by [`CompactFile::id`].
-pub struct Readers {
+pub(crate) struct Readers {
     open: Mutex<LruCache<u64, Arc<CompactReader>>>,
 }
 
 impl Readers {
     /// An empty cache of [`OPEN_READERS`] readers.
-    pub fn new() -> Readers {
+    pub(crate) fn new() -> Readers {
         Readers {
             open: Mutex::new(LruCache::new(
                 NonZeroUsize::new(OPEN_READERS).expect("a non-zero capacity"),
@@ -37,7 +37,7 @@ impl Readers {
     ///
     /// # Errors
     /// As [`CompactFile::open_reader`]; a file that fails is not kept.
-    pub fn get(&self, file: &CompactFile) -> Result<Arc<CompactReader>> {
+    pub(crate) fn get(&self, file: &CompactFile) -> Result<Arc<CompactReader>> {
         if let Some(reader) = self.lock().get(&file.id()) {
             return Ok(Arc::clone(reader));
         }
@@ -48,7 +48,7 @@ impl Readers {
 
     /// Forgets `file`'s reader, if kept: the file was replaced or dropped, and its descriptor
     /// would keep the disk space of an unlinked file.
-    pub fn forget(&self, file: &CompactFile) {
+    pub(crate) fn forget(&self, file: &CompactFile) {
         self.lock().pop(&file.id());
     }
 

@@ -12,10 +12,10 @@ use crate::error::Error;
 use crate::error::Result;
 
 /// Bytes of the header; records start here, on a page, so they map aligned.
-pub const HEADER_SIZE: u64 = 4096;
+pub(crate) const HEADER_SIZE: u64 = 4096;
 
 /// What a file of this frame says about itself.
-pub struct Frame {
+pub(crate) struct Frame {
     /// Eight bytes naming the kind of file.
     pub magic: &'static [u8; 8],
     /// Its format version.
@@ -29,7 +29,7 @@ pub struct Frame {
 impl Frame {
     /// The header: magic, version, record size (little-endian), CRC-32 of those 16 bytes,
     /// then zeros to 4096.
-    pub fn header(&self) -> Vec<u8> {
+    pub(crate) fn header(&self) -> Vec<u8> {
         let mut head = vec![0u8; HEADER_SIZE as usize];
         head[0..8].copy_from_slice(self.magic);
         head[8..12].copy_from_slice(&self.version.to_le_bytes());
@@ -45,7 +45,7 @@ impl Frame {
     ///
     /// # Errors
     /// [`Error::Io`] naming the file when any step fails (ENOSPC included).
-    pub fn create(&self, path: &Path, len: u64) -> Result<()> {
+    pub(crate) fn create(&self, path: &Path, len: u64) -> Result<()> {
         self.create_with(path, len, &self.header())
     }
 
@@ -54,7 +54,7 @@ impl Frame {
     ///
     /// # Errors
     /// As [`Frame::create`].
-    pub fn create_with(&self, path: &Path, len: u64, head: &[u8]) -> Result<()> {
+    pub(crate) fn create_with(&self, path: &Path, len: u64, head: &[u8]) -> Result<()> {
         let temp = disk::temp_path(path);
         let written = File::create(&temp)
             .map_err(|e| Error::io(&temp, e))
@@ -79,7 +79,7 @@ impl Frame {
     /// # Errors
     /// As [`Frame::create`] and [`Frame::check`] (a file not of this frame is
     /// [`Error::CorruptFile`] naming it).
-    pub fn open_writable(&self, path: &Path, len: u64) -> Result<(File, u64)> {
+    pub(crate) fn open_writable(&self, path: &Path, len: u64) -> Result<(File, u64)> {
         self.remove_leftover(path);
         if !path.exists() {
             self.create(path, len)?;
@@ -94,7 +94,7 @@ impl Frame {
     }
 
     /// Removes what a creation cut short before its rename left behind.
-    pub fn remove_leftover(&self, path: &Path) {
+    pub(crate) fn remove_leftover(&self, path: &Path) {
         let _ = std::fs::remove_file(disk::temp_path(path));
     }
 
@@ -103,7 +103,7 @@ impl Frame {
     ///
     /// # Errors
     /// [`Error::CorruptFile`] naming the file otherwise; [`Error::Io`].
-    pub fn check(&self, file: &File, path: &Path) -> Result<u64> {
+    pub(crate) fn check(&self, file: &File, path: &Path) -> Result<u64> {
         let mut head = [0u8; 20];
         file.read_exact_at(&mut head, 0)
             .map_err(|e| Error::corrupt(path, format!("shorter than its header ({e})")))?;

@@ -59,7 +59,7 @@ impl Storage {
     /// # Errors
     /// [`crate::Error::Io`] naming the file when msync of a repaired file or of
     /// `writers.state` fails.
-    pub fn recover(
+    pub(crate) fn recover(
         &self,
         unclean: bool,
         layout: u64,

@@ -10,10 +10,10 @@ use crate::error::Error;
 use crate::error::Result;
 
 /// The stored configuration's file name in the data directory.
-pub const STORED_TIERS_FILE: &str = "tiers.toml";
+pub(crate) const STORED_TIERS_FILE: &str = "tiers.toml";
 
 /// The path of the stored configuration in `dir`.
-pub fn stored_path(dir: &Path) -> PathBuf {
+pub(crate) fn stored_path(dir: &Path) -> PathBuf {
     dir.join(STORED_TIERS_FILE)
 }
 
@@ -48,6 +48,6 @@ pub fn read_stored(dir: &Path) -> Result<Option<TiersConfig>> {
 ///
 /// # Errors
 /// [`Error::Io`] naming the file.
-pub fn write_stored(dir: &Path, config: &TiersConfig) -> Result<()> {
+pub(crate) fn write_stored(dir: &Path, config: &TiersConfig) -> Result<()> {
     crate::storage::disk::write_atomic(&stored_path(dir), config.to_toml().as_bytes())
 }

@@ -45,7 +45,7 @@ const WORDS: usize = RECORD_BYTES / 8;
 /// 32-byte mapped cells per record.
 const CELLS: usize = RECORD_BYTES / RECORD_SIZE;
 /// Records added at a time (the control record included in the first step): 4 KiB.
-pub const GROWTH: usize = 32;
+pub(crate) const GROWTH: usize = 32;
 
 const FRAME: Frame = Frame {
     magic: b"TIERDBWS",

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use tierdb::{Engine, ManualClock, Span, TierSpec, TiersConfig, Timestamp};
 
 /// 2025-11-21T12:00:00Z, a Friday: a fixed "now" for tests.
-pub const NOW: Timestamp = 1_763_726_400;
+pub(crate) const NOW: Timestamp = 1_763_726_400;
 
 /// An engine on a fresh temporary directory with a manual clock at `now`.
-pub fn engine_at(now: Timestamp) -> (tempfile::TempDir, Engine, Arc<ManualClock>) {
+pub(crate) fn engine_at(now: Timestamp) -> (tempfile::TempDir, Engine, Arc<ManualClock>) {
     let dir = tempfile::tempdir().expect("temp dir");
     let clock = Arc::new(ManualClock::new(now));
     let engine = open(dir.path(), &clock, TiersConfig::default());
@@ -16,7 +16,7 @@ pub fn engine_at(now: Timestamp) -> (tempfile::TempDir, Engine, Arc<ManualClock>
 }
 
 /// Opens `dir` with `tiers` and `clock`, two writer threads.
-pub fn open(dir: &std::path::Path, clock: &Arc<ManualClock>, tiers: TiersConfig) -> Engine {
+pub(crate) fn open(dir: &std::path::Path, clock: &Arc<ManualClock>, tiers: TiersConfig) -> Engine {
     Engine::builder(dir)
         .tiers(tiers)
         .clock(clock.clone())
@@ -26,7 +26,7 @@ pub fn open(dir: &std::path::Path, clock: &Arc<ManualClock>, tiers: TiersConfig)
 }
 
 /// A tier with `create_ahead` 1, spans in seconds.
-pub fn tier(name: &str, resolution: u64, period: u64, retention: u64) -> TierSpec {
+pub(crate) fn tier(name: &str, resolution: u64, period: u64, retention: u64) -> TierSpec {
     TierSpec {
         name: name.to_string(),
         resolution: Span::from_secs(resolution),
@@ -39,7 +39,7 @@ pub fn tier(name: &str, resolution: u64, period: u64, retention: u64) -> TierSpe
 /// Small files (16 series per chunk), so a test spends its time on reads and writes rather
 /// than on preallocation, and a new chunk of files comes every 12 new series: 1m/1d, 1h/30d,
 /// 1d/365d.
-pub fn small_tiers() -> TiersConfig {
+pub(crate) fn small_tiers() -> TiersConfig {
     let mut config = TiersConfig::default();
     config.engine.series_per_chunk = 16;
     config.tiers = vec![
@@ -54,7 +54,7 @@ pub fn small_tiers() -> TiersConfig {
 /// period files, and the fsyncs of their creation and of close would otherwise make up most of
 /// the run time (about 28 s instead of 7 s for the 24 cases on a small ext4 VM). What this test
 /// checks does not depend on the file system.
-pub fn scratch_dir() -> tempfile::TempDir {
+pub(crate) fn scratch_dir() -> tempfile::TempDir {
     let shm = std::path::Path::new("/dev/shm");
     if shm.is_dir() {
         if let Ok(dir) = tempfile::tempdir_in(shm) {
@@ -66,7 +66,11 @@ pub fn scratch_dir() -> tempfile::TempDir {
 
 /// Opens `dir` with `tiers` and `clock`, two writer threads and no background maintenance:
 /// the test decides when passes run.
-pub fn open_driven(dir: &std::path::Path, clock: &Arc<ManualClock>, tiers: TiersConfig) -> Engine {
+pub(crate) fn open_driven(
+    dir: &std::path::Path,
+    clock: &Arc<ManualClock>,
+    tiers: TiersConfig,
+) -> Engine {
     Engine::builder(dir)
         .tiers(tiers)
         .clock(clock.clone())

@@ -37,7 +37,7 @@ const JETSTREAM_TIMEOUT: Duration = Duration::from_secs(60);
 const START_ATTEMPTS: usize = 5;
 
 /// A running (or partly killed) NATS cluster; every server is SIGKILLed when it drops.
-pub struct NatsCluster {
+pub(crate) struct NatsCluster {
     /// The servers, by index; the index is stable across kill and restart.
     servers: Vec<NatsServer>,
     /// Holds every store directory and log; removed last (fields drop in order).
@@ -64,7 +64,7 @@ impl NatsCluster {
     /// # Panics
     /// When nats-server cannot be found or installed, or the cluster does not come up (the
     /// message carries the servers' logs).
-    pub async fn start(n: usize) -> NatsCluster {
+    pub(crate) async fn start(n: usize) -> NatsCluster {
         assert!(n >= 1, "a NATS cluster has at least one server");
         let program = nats_server_program();
         let mut last_failure = String::new();
@@ -83,32 +83,32 @@ impl NatsCluster {
     }
 
     /// The client URLs of every server (`nats://127.0.0.1:PORT`), killed ones included.
-    pub fn urls(&self) -> Vec<String> {
+    pub(crate) fn urls(&self) -> Vec<String> {
         (0..self.servers.len()).map(|i| self.url(i)).collect()
     }
 
     /// The client URL of server `i`.
-    pub fn url(&self, i: usize) -> String {
+    pub(crate) fn url(&self, i: usize) -> String {
         format!("nats://{}", self.servers[i].client)
     }
 
     /// The server name of server `i` (`n0`, `n1`, ...), as JetStream reports leaders.
-    pub fn name(&self, i: usize) -> &str {
+    pub(crate) fn name(&self, i: usize) -> &str {
         &self.servers[i].name
     }
 
     /// The index of the server named `name`.
-    pub fn index_of(&self, name: &str) -> Option<usize> {
+    pub(crate) fn index_of(&self, name: &str) -> Option<usize> {
         self.servers.iter().position(|s| s.name == name)
     }
 
     /// How many servers the cluster has (running or not).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.servers.len()
     }
 
     /// A client that knows every server and reconnects to a live one when its server dies.
-    pub async fn client(&self) -> async_nats::Client {
+    pub(crate) async fn client(&self) -> async_nats::Client {
         async_nats::ConnectOptions::new()
             .retry_on_initial_connect()
             .connect(self.urls())
@@ -117,14 +117,14 @@ impl NatsCluster {
     }
 
     /// A JetStream context on [`NatsCluster::client`].
-    pub async fn jetstream(&self) -> jetstream::Context {
+    pub(crate) async fn jetstream(&self) -> jetstream::Context {
         jetstream::new(self.client().await)
     }
 
     /// A client connected to server `i` (which must be running), with the others in index
     /// order after it to reconnect to: a test can then tell which server a client's
     /// connection dies with.
-    pub async fn client_on(&self, i: usize) -> async_nats::Client {
+    pub(crate) async fn client_on(&self, i: usize) -> async_nats::Client {
         let n = self.servers.len();
         let urls: Vec<String> = (0..n).map(|k| self.url((i + k) % n)).collect();
         let client = async_nats::ConnectOptions::new()
@@ -142,13 +142,13 @@ impl NatsCluster {
 
     /// Kills server `i` with SIGKILL (no clean shutdown; its store directory stays). Does
     /// nothing when it is not running.
-    pub fn kill(&mut self, i: usize) {
+    pub(crate) fn kill(&mut self, i: usize) {
         // Dropping the process sends SIGKILL to its pid and reaps it.
         drop(self.servers[i].process.take());
     }
 
     /// Sends `signal` to server `i` (SIGSTOP and SIGCONT: a server that stalls).
-    pub fn signal(&self, i: usize, signal: rustix::process::Signal) {
+    pub(crate) fn signal(&self, i: usize, signal: rustix::process::Signal) {
         self.servers[i]
             .process
             .as_ref()
@@ -161,7 +161,7 @@ impl NatsCluster {
     ///
     /// # Panics
     /// When it is still running, or does not come up (say its port was taken meanwhile).
-    pub async fn restart(&mut self, i: usize) {
+    pub(crate) async fn restart(&mut self, i: usize) {
         assert!(
             self.servers[i].process.is_none(),
             "server {i} is still running"
@@ -176,7 +176,7 @@ impl NatsCluster {
     }
 
     /// Every running server's log, for failure messages.
-    pub fn diagnostics(&self) -> String {
+    pub(crate) fn diagnostics(&self) -> String {
         self.servers
             .iter()
             .filter_map(|s| s.process.as_ref().map(Proc::diagnostics))
@@ -357,7 +357,7 @@ fn nats_server_program() -> PathBuf {
 ///
 /// # Panics
 /// Past `timeout`, with the last error.
-pub async fn publish_until_acked(
+pub(crate) async fn publish_until_acked(
     js: &jetstream::Context,
     subject: &str,
     payload: &'static [u8],

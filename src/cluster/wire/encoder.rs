@@ -176,7 +176,7 @@ pub fn encode(batch: &SampleBatch, out: &mut Vec<u8>) -> Result<(), WireError> {
 /// # Errors
 /// As [`encode`].
 #[cfg(test)]
-pub fn encode_to_vec(batch: &SampleBatch) -> Result<Vec<u8>, WireError> {
+pub(crate) fn encode_to_vec(batch: &SampleBatch) -> Result<Vec<u8>, WireError> {
     let mut out = Vec::new();
     encode(batch, &mut out)?;
     Ok(out)

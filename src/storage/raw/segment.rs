@@ -38,14 +38,14 @@ use crate::error::Result;
 use crate::time::{Span, Timestamp};
 
 /// Bytes per segment: one page.
-pub const SEGMENT_SIZE: usize = 4096;
+pub(crate) const SEGMENT_SIZE: usize = 4096;
 /// Words of a segment's header.
 const HEADER_WORDS: usize = 8;
 /// Points one segment holds: (4096 - 64) / 16.
 pub const SEGMENT_POINTS: usize = (SEGMENT_SIZE / 8 - HEADER_WORDS) / 2;
 /// Segments per file: 1 MiB of segments, so a file is preallocated in one step and a period
 /// that needs more gets more files rather than a grown one.
-pub const SEGMENTS_PER_FILE: u32 = 256;
+pub(crate) const SEGMENTS_PER_FILE: u32 = 256;
 
 const OWNER: usize = 0;
 const LEN: usize = 1;
@@ -72,10 +72,10 @@ const FRAME: Frame = Frame {
 };
 
 /// Raw files end in this.
-pub const RAW_SUFFIX: &str = ".tdr";
+pub(crate) const RAW_SUFFIX: &str = ".tdr";
 
 /// Bytes of one raw file: header and segments.
-pub const FILE_LEN: u64 = HEADER_SIZE + SEGMENTS_PER_FILE as u64 * SEGMENT_SIZE as u64;
+pub(crate) const FILE_LEN: u64 = HEADER_SIZE + SEGMENTS_PER_FILE as u64 * SEGMENT_SIZE as u64;
 
 /// `20261121T000000Z-s00000.tdr`: the period start in UTC and the file's number.
 pub fn file_name(period_start: Timestamp, number: u32) -> String {
@@ -85,7 +85,7 @@ pub fn file_name(period_start: Timestamp, number: u32) -> String {
 }
 
 /// The (period start, number) a raw file name stands for.
-pub fn parse_file_name(name: &str) -> Option<(Timestamp, u32)> {
+pub(crate) fn parse_file_name(name: &str) -> Option<(Timestamp, u32)> {
     let stem = name.strip_suffix(RAW_SUFFIX)?;
     let (time, number) = stem.split_once("-s")?;
     let as_period = format!("{time}-c{number}{}", crate::storage::format::FILE_SUFFIX);
@@ -104,7 +104,7 @@ fn header(period: Span, period_start: Timestamp, number: u32) -> Vec<u8> {
 }
 
 /// One mapped raw file.
-pub struct RawFile {
+pub(crate) struct RawFile {
     path: PathBuf,
     period_start: Timestamp,
     number: u32,
@@ -117,7 +117,7 @@ impl RawFile {
     ///
     /// # Errors
     /// [`Error::Io`] naming the file (ENOSPC included).
-    pub fn create(
+    pub(crate) fn create(
         dir: &Path,
         period: Span,
         period_start: Timestamp,
@@ -134,7 +134,7 @@ impl RawFile {
     /// # Errors
     /// [`Error::CorruptFile`] naming the file when its name, frame, header or length is not
     /// what this build writes for `period`; [`Error::Io`].
-    pub fn open(path: &Path, period: Span, writable: bool) -> Result<RawFile> {
+    pub(crate) fn open(path: &Path, period: Span, writable: bool) -> Result<RawFile> {
         let name = path
             .file_name()
             .and_then(|n| n.to_str())
@@ -177,40 +177,40 @@ impl RawFile {
     }
 
     /// Where the file is.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The period it belongs to.
-    pub fn period_start(&self) -> Timestamp {
+    pub(crate) fn period_start(&self) -> Timestamp {
         self.period_start
     }
 
     /// Its number within the period.
-    pub fn number(&self) -> u32 {
+    pub(crate) fn number(&self) -> u32 {
         self.number
     }
 
     /// Segment `index` (< [`SEGMENTS_PER_FILE`]).
     #[inline]
-    pub fn segment(&self, index: u32) -> Segment<'_> {
+    pub(crate) fn segment(&self, index: u32) -> Segment<'_> {
         let at = index as usize * WORDS;
         Segment(&self.map.words()[at..at + WORDS])
     }
 
     /// msync.
-    pub fn flush(&self) -> std::io::Result<()> {
+    pub(crate) fn flush(&self) -> std::io::Result<()> {
         self.map.flush()
     }
 }
 
 /// One segment's words.
 #[derive(Clone, Copy)]
-pub struct Segment<'a>(&'a [AtomicU64]);
+pub(crate) struct Segment<'a>(&'a [AtomicU64]);
 
 impl Segment<'_> {
     /// The owning series id, `None` when never claimed.
-    pub fn owner(&self) -> Option<u32> {
+    pub(crate) fn owner(&self) -> Option<u32> {
         let word = self.0[OWNER].load(Ordering::Relaxed);
         word.checked_sub(1).and_then(|id| u32::try_from(id).ok())
     }
@@ -222,7 +222,7 @@ impl Segment<'_> {
 
     /// Points published; everything below is readable and never changes again.
     #[inline]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         let len = self.0[LEN].load(Ordering::Relaxed);
         fence(Ordering::Acquire);
         len.min(SEGMENT_POINTS as u64) as usize
@@ -234,25 +234,25 @@ impl Segment<'_> {
     }
 
     /// True when no point is published.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The last time of the series' previous segment, `None` for its first segment.
-    pub fn prev_end(&self) -> Option<Timestamp> {
+    pub(crate) fn prev_end(&self) -> Option<Timestamp> {
         let t = self.0[PREV_END].load(Ordering::Relaxed) as i64;
         (t != i64::MIN).then_some(t)
     }
 
     /// The first time of the series' next segment, `None` while there is none.
-    pub fn next_start(&self) -> Option<Timestamp> {
+    pub(crate) fn next_start(&self) -> Option<Timestamp> {
         let t = self.0[NEXT_START].load(Ordering::Relaxed) as i64;
         (t != i64::MAX).then_some(t)
     }
 
     /// Point `i` (below [`Segment::len`]).
     #[inline]
-    pub fn point(&self, i: usize) -> (Timestamp, f64) {
+    pub(crate) fn point(&self, i: usize) -> (Timestamp, f64) {
         (
             self.0[TIMES + i].load(Ordering::Relaxed) as i64,
             f64::from_bits(self.0[VALUES + i].load(Ordering::Relaxed)),
@@ -261,12 +261,12 @@ impl Segment<'_> {
 
     /// Time of point `i` (below [`Segment::len`]).
     #[inline]
-    pub fn time(&self, i: usize) -> Timestamp {
+    pub(crate) fn time(&self, i: usize) -> Timestamp {
         self.0[TIMES + i].load(Ordering::Relaxed) as i64
     }
 
     /// The first of the `len` published points at or after `ts`.
-    pub fn first_at_or_after(&self, ts: Timestamp, len: usize) -> usize {
+    pub(crate) fn first_at_or_after(&self, ts: Timestamp, len: usize) -> usize {
         let (mut lo, mut hi) = (0, len);
         while lo < hi {
             let mid = (lo + hi) / 2;

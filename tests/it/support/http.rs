@@ -16,7 +16,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Sends `method path` with `headers` and `body` (a `Content-Length` is always sent); returns
 /// the status and the body. Panics on any I/O or framing error.
-pub fn request(
+pub(crate) fn request(
     addr: SocketAddr,
     method: &str,
     path: &str,
@@ -30,7 +30,7 @@ pub fn request(
 
 /// `GET path_and_query` as JSON. Any status but 200 is an error carrying the body, as is a
 /// body that is not JSON or a failed connection.
-pub fn get_json(addr: SocketAddr, path_and_query: &str) -> Result<Value, String> {
+pub(crate) fn get_json(addr: SocketAddr, path_and_query: &str) -> Result<Value, String> {
     let (status, body) = exchange(
         addr,
         "GET",
@@ -47,7 +47,7 @@ pub fn get_json(addr: SocketAddr, path_and_query: &str) -> Result<Value, String>
 }
 
 /// Percent-encodes everything but unreserved characters (RFC 3986).
-pub fn percent_encode(s: &str) -> String {
+pub(crate) fn percent_encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {

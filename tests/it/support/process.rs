@@ -16,11 +16,11 @@ use super::file;
 
 /// How long `tierdb serve` or `tierdb demo` (which backfills first) may take to print
 /// `tierdb: ready`.
-pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The addresses `tierdb serve` and `tierdb demo` announce on stdout.
 #[derive(Debug)]
-pub struct Addrs {
+pub(crate) struct Addrs {
     pub http: SocketAddr,
     pub graphite_tcp: SocketAddr,
     #[allow(dead_code)]
@@ -35,7 +35,7 @@ pub struct Addrs {
 /// missing, runs `scripts/install-test-deps.sh` (root or sudo needed). Returns false when
 /// they are still missing and `TIERDB_SKIP_E2E=1` says to skip the test; panics when they
 /// are missing otherwise, so CI cannot pass without running it.
-pub fn ensure_programs(paths: &[&Path], what: &str) -> bool {
+pub(crate) fn ensure_programs(paths: &[&Path], what: &str) -> bool {
     let skip = std::env::var("TIERDB_SKIP_E2E").as_deref() == Ok("1");
     let missing = || paths.iter().find(|path| !path.exists());
     if missing().is_some() && !skip {
@@ -62,7 +62,7 @@ pub fn ensure_programs(paths: &[&Path], what: &str) -> bool {
 
 /// The command line of `tierdb <subcommand>` (`serve` or `demo`) on `data_dir`, listening on
 /// ephemeral loopback ports.
-pub fn tierdb_command(subcommand: &str, data_dir: &Path) -> Command {
+pub(crate) fn tierdb_command(subcommand: &str, data_dir: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_tierdb"));
     command
         .arg(subcommand)
@@ -75,7 +75,7 @@ pub fn tierdb_command(subcommand: &str, data_dir: &Path) -> Command {
 /// A child process killed (SIGKILL) and reaped on drop, its whole process group with it when
 /// it leads one, so a failing test leaves nothing running; [`Proc::terminate`] is the
 /// graceful way.
-pub struct Proc {
+pub(crate) struct Proc {
     name: String,
     child: Child,
     /// The child leads a process group of its own (its pid is the group's id).
@@ -94,7 +94,12 @@ impl Proc {
     /// Spawns `command` (in a process group of its own when `group`); `logs` are the files
     /// [`Proc::diagnostics`] shows. A piped stdout is drained on a thread for as long as the
     /// child runs, so it never blocks on a full pipe.
-    pub fn spawn(name: &str, command: &mut Command, logs: Vec<PathBuf>, group: bool) -> Proc {
+    pub(crate) fn spawn(
+        name: &str,
+        command: &mut Command,
+        logs: Vec<PathBuf>,
+        group: bool,
+    ) -> Proc {
         if group {
             command.process_group(0);
         }
@@ -124,7 +129,7 @@ impl Proc {
 
     /// `tierdb <subcommand>` (`serve` or `demo`) on `data_dir` and ephemeral loopback ports,
     /// stdout piped for [`Proc::wait_ready`], stderr into `log`.
-    pub fn tierdb(subcommand: &str, data_dir: &Path, log: PathBuf) -> Proc {
+    pub(crate) fn tierdb(subcommand: &str, data_dir: &Path, log: PathBuf) -> Proc {
         Proc::spawn(
             &format!("tierdb {subcommand}"),
             tierdb_command(subcommand, data_dir)
@@ -136,12 +141,12 @@ impl Proc {
         )
     }
 
-    pub fn id(&self) -> u32 {
+    pub(crate) fn id(&self) -> u32 {
         self.child.id()
     }
 
     /// The next stdout line, or a panic past `deadline`.
-    pub fn next_line(&mut self, deadline: Instant, waiting_for: &str) -> String {
+    pub(crate) fn next_line(&mut self, deadline: Instant, waiting_for: &str) -> String {
         let left = deadline.saturating_duration_since(Instant::now());
         let rx = self.stdout.as_ref().expect("stdout piped");
         match rx.recv_timeout(left) {
@@ -159,7 +164,7 @@ impl Proc {
 
     /// Reads stdout until `tierdb: ready` (at most [`STARTUP_TIMEOUT`]), taking the addresses
     /// announced before it.
-    pub fn wait_ready(&mut self) -> Addrs {
+    pub(crate) fn wait_ready(&mut self) -> Addrs {
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         let (mut http, mut tcp, mut udp, mut dashboard) = (None, None, None, None);
         let mut statsd = None;
@@ -206,7 +211,7 @@ impl Proc {
     }
 
     /// Panics (with the diagnostics) if the child has exited.
-    pub fn assert_running(&mut self) {
+    pub(crate) fn assert_running(&mut self) {
         if let Some(status) = self.try_wait() {
             panic!(
                 "{} exited early with {status}\n{}",
@@ -217,7 +222,7 @@ impl Proc {
     }
 
     /// Sends `signal` to the child, or to its group when it leads one.
-    pub fn signal(&self, signal: Signal) {
+    pub(crate) fn signal(&self, signal: Signal) {
         let pid = Pid::from_child(&self.child);
         let sent = if self.group {
             kill_process_group(pid, signal)
@@ -234,7 +239,7 @@ impl Proc {
 
     /// Waits for the child without blocking: its exit status once it exited. What is left of
     /// its group is killed then (the group's id cannot be reused while a member lives).
-    pub fn try_wait(&mut self) -> Option<ExitStatus> {
+    pub(crate) fn try_wait(&mut self) -> Option<ExitStatus> {
         let status = self.child.try_wait().expect("try_wait")?;
         if !self.reaped {
             self.reaped = true;
@@ -251,7 +256,7 @@ impl Proc {
 
     /// SIGTERM, then waits up to `timeout` for the exit (SIGKILL, on drop, and a panic past
     /// it).
-    pub fn terminate(&mut self, timeout: Duration) -> ExitStatus {
+    pub(crate) fn terminate(&mut self, timeout: Duration) -> ExitStatus {
         if let Some(status) = self.try_wait() {
             return status;
         }
@@ -273,7 +278,7 @@ impl Proc {
     }
 
     /// The child's stdout so far (when piped) and its logs, for failure messages.
-    pub fn diagnostics(&self) -> String {
+    pub(crate) fn diagnostics(&self) -> String {
         let mut out = String::new();
         if self.stdout.is_some() {
             out.push_str(&format!("--- {}: stdout ---\n", self.name));
@@ -310,7 +315,7 @@ impl Drop for Proc {
 /// Runs the test `test` of this test binary alone in a child process, with `env` set (its
 /// data directory, a fault hook), and checks that the child killed itself with SIGKILL, as
 /// the crash tests' fault hooks do at the step they name.
-pub fn run_child_until_it_kills_itself(test: &str, env: &[(&str, &std::ffi::OsStr)]) {
+pub(crate) fn run_child_until_it_kills_itself(test: &str, env: &[(&str, &std::ffi::OsStr)]) {
     use std::os::unix::process::ExitStatusExt;
     let mut command = Command::new(std::env::current_exe().unwrap());
     command

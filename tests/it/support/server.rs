@@ -13,7 +13,7 @@ use crate::common::NOW;
 use crate::support::http;
 
 /// A server on ephemeral loopback ports, stopped (and its engine flushed) on drop.
-pub struct TestServer {
+pub(crate) struct TestServer {
     /// The HTTP address.
     pub http: SocketAddr,
     /// The Graphite plaintext address (TCP and UDP).
@@ -31,18 +31,22 @@ pub struct TestServer {
 
 impl TestServer {
     /// A server with `token` and `limits` over the default tiers, its clock at [`NOW`].
-    pub fn start(token: Option<&str>, limits: Limits) -> TestServer {
+    pub(crate) fn start(token: Option<&str>, limits: Limits) -> TestServer {
         Self::with_tiers(TiersConfig::default(), token, limits)
     }
 
     /// [`TestServer::start`] over `tiers`.
-    pub fn with_tiers(tiers: TiersConfig, token: Option<&str>, limits: Limits) -> TestServer {
+    pub(crate) fn with_tiers(
+        tiers: TiersConfig,
+        token: Option<&str>,
+        limits: Limits,
+    ) -> TestServer {
         Self::build(tiers, token, limits, None)
     }
 
     /// [`TestServer::with_tiers`] with StatsD on an ephemeral loopback port, intervals of
     /// `flush`.
-    pub fn with_statsd(tiers: TiersConfig, flush: Duration) -> TestServer {
+    pub(crate) fn with_statsd(tiers: TiersConfig, flush: Duration) -> TestServer {
         Self::build(tiers, None, Limits::default(), Some(flush))
     }
 
@@ -109,7 +113,7 @@ impl TestServer {
     }
 
     /// Sends one request; returns the status and the body.
-    pub fn request(
+    pub(crate) fn request(
         &self,
         method: &str,
         path: &str,
@@ -120,19 +124,19 @@ impl TestServer {
     }
 
     /// `GET path`.
-    pub fn get(&self, path: &str) -> (u16, String) {
+    pub(crate) fn get(&self, path: &str) -> (u16, String) {
         self.request("GET", path, &[], b"")
     }
 
     /// `GET path`, which must answer 200, as JSON.
-    pub fn json(&self, path: &str) -> serde_json::Value {
+    pub(crate) fn json(&self, path: &str) -> serde_json::Value {
         let (status, body) = self.get(path);
         assert_eq!(status, 200, "{path}: {body}");
         serde_json::from_str(&body).unwrap()
     }
 
     /// The 1m bucket of `series` starting at `start`, shown as `display`.
-    pub fn minute(&self, series: &str, start: Timestamp, display: Display) -> Option<f64> {
+    pub(crate) fn minute(&self, series: &str, start: Timestamp, display: Display) -> Option<f64> {
         let query = Query::new(series, start, start + 60)
             .tier("1m")
             .display(display);
@@ -140,7 +144,7 @@ impl TestServer {
     }
 
     /// Polls the series listing until `series` shows up (ingest over sockets is async).
-    pub fn wait_for_series(&self, series: &str) {
+    pub(crate) fn wait_for_series(&self, series: &str) {
         for _ in 0..200 {
             let listed = self.json("/api/v1/series");
             if listed["series"]
