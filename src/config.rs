@@ -15,6 +15,7 @@ use toml::Spanned;
 use crate::time::{Layout, Span};
 use crate::{Error, Result};
 
+pub mod carbon;
 mod stored;
 pub use stored::{check_given, differences, Difference};
 

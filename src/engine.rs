@@ -800,6 +800,19 @@ impl Engine {
         self.shared.storage.overwrite_cells(cells)
     }
 
+    /// Sets `cells` to absolute buckets, creating the period files they need: what an import
+    /// of another tool's rollups writes, so that importing the same data again changes
+    /// nothing. Durable with the next [`Engine::flush`] or [`Engine::close`]. Only valid while
+    /// no batch and no read of these cells runs (an import holding the directory alone).
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`], [`Error::Poisoned`], and as [`Storage::import_cells`].
+    pub(crate) fn import_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
+        self.check_writable()?;
+        self.shared.check_poison()?;
+        self.shared.storage.import_cells(cells)
+    }
+
     /// Series `id`'s counter state record (flags with the declared kind, a counter's last
     /// time and raw value as bits; zeros when never written), for an undo to put back.
     pub fn counter_state(&self, id: SeriesId) -> [u64; 3] {

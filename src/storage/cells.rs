@@ -102,6 +102,19 @@ impl Storage {
     /// again (a full disk); on a read-only storage, [`Error::ReadOnly`] for a period already
     /// hot, [`Error::Io`] for one that would have to be created or made hot again.
     pub fn overwrite_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
+        self.set_cells(cells, false)
+    }
+
+    /// As [`Storage::overwrite_cells`], except that a period without a file is created (an
+    /// import sets buckets of periods never written; the caller keeps to the tiers' windows).
+    ///
+    /// # Errors
+    /// As [`Storage::overwrite_cells`].
+    pub fn import_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
+        self.set_cells(cells, true)
+    }
+
+    fn set_cells(&self, cells: &[(CellAt, Bucket)], create: bool) -> Result<usize> {
         let _no_swap = self.batch_gate();
         let mut sorted: Vec<&(CellAt, Bucket)> = cells.iter().collect();
         sorted.sort_unstable_by_key(|(cell, _)| *cell);
@@ -119,9 +132,10 @@ impl Storage {
                 continue;
             }
             let first = at[0];
-            if self
-                .stored(first.tier, first.period_start, first.chunk)
-                .is_none()
+            if !create
+                && self
+                    .stored(first.tier, first.period_start, first.chunk)
+                    .is_none()
             {
                 tracing::debug!(
                     tier = first.tier,

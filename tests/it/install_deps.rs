@@ -63,6 +63,10 @@ for arg in "$@"; do
             printf '#!/bin/sh\necho "prometheus, version 2.42.0 (stub)"\n' > "$PROMETHEUS"; chmod +x "$PROMETHEUS" ;;
         prometheus-node-exporter)
             printf '#!/bin/sh\necho "node_exporter, version 1.5.0 (stub)"\n' > "$NODE_EXPORTER"; chmod +x "$NODE_EXPORTER" ;;
+        python3-whisper)
+            printf '#!/bin/sh\necho "whisper-fetch (stub)"\n' > "$WHISPER_FETCH"; chmod +x "$WHISPER_FETCH" ;;
+        rrdtool)
+            printf '#!/bin/sh\necho "RRDtool 1.7.2 (stub)"\n' > "$RRDTOOL"; chmod +x "$RRDTOOL" ;;
         fonts-*) touch "$STUB_ROOT/installed/$arg" ;;
     esac
 done"#,
@@ -81,6 +85,8 @@ done"#,
             .env("NATS_SERVER", installed.join("nats-server"))
             .env("PROMETHEUS", installed.join("prometheus"))
             .env("NODE_EXPORTER", installed.join("node_exporter"))
+            .env("WHISPER_FETCH", installed.join("whisper-fetch"))
+            .env("RRDTOOL", installed.join("rrdtool"))
             .env("POLICY_RC_D", root.join("policy-rc.d"))
             .env("TIERDB_DEPS_LOCK", root.join("install.lock"))
             .stdout(Stdio::piped())
@@ -109,6 +115,8 @@ done"#,
         "nats-server",
         "prometheus",
         "prometheus-node-exporter",
+        "python3-whisper",
+        "rrdtool",
     ] {
         assert!(log.contains(package), "{log}");
     }
