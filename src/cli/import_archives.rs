@@ -117,7 +117,11 @@ impl ArchiveSummary {
             self.changed
         );
         if let Some((a, b)) = self.span {
-            out.push_str(&format!("  time span {} .. {}\n", format_ts(a), format_ts(b)));
+            out.push_str(&format!(
+                "  time span {} .. {}\n",
+                format_ts(a),
+                format_ts(b)
+            ));
         }
         for (n, what) in [
             (self.not_finite, "points not a finite number, left out"),
@@ -237,9 +241,7 @@ pub fn import_archives(
                     summary.buckets += series.cells.len() as u64;
                     batch.extend(series.cells);
                 }
-                if batch.len() >= BATCH_CELLS
-                    && full_tx.send(std::mem::take(&mut batch)).is_err()
-                {
+                if batch.len() >= BATCH_CELLS && full_tx.send(std::mem::take(&mut batch)).is_err() {
                     break;
                 }
                 done_files += 1;
@@ -355,9 +357,11 @@ fn convert_file(
                 summary.points += read.points;
                 summary.widen(read.span);
                 for unused in &read.unused_archives {
-                    summary
-                        .unused_archives
-                        .push(format!("{}: {}: {unused}", path.display(), source.name));
+                    summary.unused_archives.push(format!(
+                        "{}: {}: {unused}",
+                        path.display(),
+                        source.name
+                    ));
                 }
                 out.push(Converted {
                     cells: cells_of(engine, id, &read.archives, &rrd::RrdFold, now, summary),
@@ -474,8 +478,7 @@ pub(super) fn run(
     }
     let paths: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
     let files = list_files(format, &paths)?;
-    let engine = match super::engine_builder(&location.data_dir, location.tiers.as_deref())?
-        .open()
+    let engine = match super::engine_builder(&location.data_dir, location.tiers.as_deref())?.open()
     {
         Err(Error::Locked { holder, .. }) => {
             return Err(format!(

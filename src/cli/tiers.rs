@@ -26,7 +26,11 @@ pub struct TiersArgs {
     from_storage_schemas: Option<PathBuf>,
     /// With --from-storage-schemas: carbon's storage-aggregation.conf, whose rules the file
     /// notes with the display that reads each.
-    #[arg(long, value_name = "STORAGE_AGGREGATION_CONF", requires = "from_storage_schemas")]
+    #[arg(
+        long,
+        value_name = "STORAGE_AGGREGATION_CONF",
+        requires = "from_storage_schemas"
+    )]
     aggregation: Option<PathBuf>,
 }
 

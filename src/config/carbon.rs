@@ -140,7 +140,9 @@ pub fn parse_schemas(text: &str, origin: &str) -> Result<Vec<Schema>, String> {
         });
     }
     if out.is_empty() {
-        return Err(format!("{origin}: no [section] with a pattern and retentions"));
+        return Err(format!(
+            "{origin}: no [section] with a pattern and retentions"
+        ));
     }
     Ok(out)
 }
@@ -155,12 +157,13 @@ pub fn parse_aggregation(text: &str, origin: &str) -> Result<Vec<AggregationRule
         let get = |key: &str| keys.iter().find(|(k, _, _)| k == key);
         let pattern = get("pattern")
             .ok_or_else(|| refuse(origin, line, format!("[{name}] has no pattern")))?;
-        let x_files_factor = match get("xFilesFactor") {
-            None => None,
-            Some((_, v, at)) => Some(v.parse::<f64>().map_err(|_| {
-                refuse(origin, *at, format!("xFilesFactor {v:?} is not a number"))
-            })?),
-        };
+        let x_files_factor =
+            match get("xFilesFactor") {
+                None => None,
+                Some((_, v, at)) => Some(v.parse::<f64>().map_err(|_| {
+                    refuse(origin, *at, format!("xFilesFactor {v:?} is not a number"))
+                })?),
+            };
         out.push(AggregationRule {
             name,
             pattern: pattern.1.clone(),
@@ -181,7 +184,11 @@ pub fn period_for(step: u64, retention: u64) -> u64 {
         let buckets = (period / step) as f64;
         let distance = (buckets / 1440.0).ln().abs();
         let few = if retention / period < 4 { 1.0 } else { 0.0 };
-        let odd_days = if period > 86_400 && period % 86_400 != 0 { 0.5 } else { 0.0 };
+        let odd_days = if period > 86_400 && period % 86_400 != 0 {
+            0.5
+        } else {
+            0.0
+        };
         distance + few + odd_days
     };
     let mut best = retention;
@@ -216,9 +223,8 @@ pub fn tiers_toml(
         }
     }
     let exact = schemas.windows(2).all(|w| w[0].archives == w[1].archives);
-    let mut out = format!(
-        "# tiers.toml made by `tierdb tiers --from-storage-schemas {origin}`.\n#\n"
-    );
+    let mut out =
+        format!("# tiers.toml made by `tierdb tiers --from-storage-schemas {origin}`.\n#\n");
     if exact {
         out.push_str(
             "# Every section of the schemas keeps the same archives, so these tiers are exactly\n\
@@ -262,7 +268,8 @@ pub fn tiers_toml(
                 rule.name,
                 rule.pattern,
                 rule.method.as_deref().unwrap_or("average"),
-                rule.x_files_factor.map_or("0.5".to_owned(), |x| x.to_string())
+                rule.x_files_factor
+                    .map_or("0.5".to_owned(), |x| x.to_string())
             ));
         }
     }

@@ -81,8 +81,8 @@ pub fn fill_tier(
     let mut parts: Vec<Vec<(Timestamp, Bucket)>> = Vec::new();
     for archive in candidates {
         // The first tier bucket wholly inside the archive's coverage.
-        let from = archive.covers_from + (resolution - archive.covers_from.rem_euclid(resolution))
-            % resolution;
+        let from = archive.covers_from
+            + (resolution - archive.covers_from.rem_euclid(resolution)) % resolution;
         if from >= claimed_from {
             continue;
         }
@@ -190,8 +190,11 @@ mod tests {
         let fine = archive(60, 0, &[(0, 1.0), (60, 2.0), (120, 4.0), (300, 8.0)]);
         let coarse = archive(120, 240, &[(240, 100.0)]);
         let fill = fill_tier(240, 0, &[fine, coarse], &MergeAll);
-        let got: Vec<(i64, u64, f64)> =
-            fill.buckets.iter().map(|(t, b)| (*t, b.count, b.total)).collect();
+        let got: Vec<(i64, u64, f64)> = fill
+            .buckets
+            .iter()
+            .map(|(t, b)| (*t, b.count, b.total))
+            .collect();
         // 0..240 from the 60 s points (three of four known), 240.. from the 120 s archive.
         assert_eq!(got, [(0, 3, 7.0), (240, 1, 100.0)]);
     }

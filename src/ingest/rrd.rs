@@ -268,7 +268,11 @@ impl RrdFile {
             let rows = b.u64(at + 24, "archive definition")?;
             let pdp_count = b.u64(at + 32, "archive definition")?;
             let xff = b.f64(at + 40, "archive definition")?;
-            if rows == 0 || rows > u64::from(u32::MAX) || pdp_count == 0 || pdp_count > u64::from(u32::MAX) {
+            if rows == 0
+                || rows > u64::from(u32::MAX)
+                || pdp_count == 0
+                || pdp_count > u64::from(u32::MAX)
+            {
                 return Err(RrdError::NotRrd(format!(
                     "archive {cf_name} of {rows} rows of {pdp_count} steps"
                 )));
@@ -379,12 +383,15 @@ impl RrdFile {
             };
             let Some(main) = of(Consolidation::Average).or_else(|| of(Consolidation::Last)) else {
                 for r in self.rras.iter().filter(|r| r.step == step) {
-                    out.unused_archives.push(format!("{}:{}s", r.cf_name, r.step));
+                    out.unused_archives
+                        .push(format!("{}:{}s", r.cf_name, r.step));
                 }
                 continue;
             };
             let extreme = |cf: Consolidation| -> rustc_hash::FxHashMap<Timestamp, f64> {
-                of(cf).map_or_else(Default::default, |r| r.points(ds, ds_count).into_iter().collect())
+                of(cf).map_or_else(Default::default, |r| {
+                    r.points(ds, ds_count).into_iter().collect()
+                })
             };
             let (mins, maxs) = (extreme(Consolidation::Min), extreme(Consolidation::Max));
             let k = scale(step);
@@ -420,7 +427,8 @@ impl RrdFile {
             });
         }
         for r in self.rras.iter().filter(|r| r.consolidation.is_none()) {
-            out.unused_archives.push(format!("{}:{}s", r.cf_name, r.step));
+            out.unused_archives
+                .push(format!("{}:{}s", r.cf_name, r.step));
         }
         out
     }

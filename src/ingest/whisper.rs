@@ -121,20 +121,30 @@ impl Aggregation {
             Aggregation::Min => known.iter().copied().fold(f64::INFINITY, f64::min),
             Aggregation::AvgZero => sum() / expected as f64,
             // Python's max(key=abs) keeps the first of equal magnitudes.
-            Aggregation::AbsMax => known.iter().copied().fold(known[0], |best, v| {
-                if v.abs() > best.abs() {
-                    v
-                } else {
-                    best
-                }
-            }),
-            Aggregation::AbsMin => known.iter().copied().fold(known[0], |best, v| {
-                if v.abs() < best.abs() {
-                    v
-                } else {
-                    best
-                }
-            }),
+            Aggregation::AbsMax => {
+                known.iter().copied().fold(
+                    known[0],
+                    |best, v| {
+                        if v.abs() > best.abs() {
+                            v
+                        } else {
+                            best
+                        }
+                    },
+                )
+            }
+            Aggregation::AbsMin => {
+                known.iter().copied().fold(
+                    known[0],
+                    |best, v| {
+                        if v.abs() < best.abs() {
+                            v
+                        } else {
+                            best
+                        }
+                    },
+                )
+            }
         })
     }
 }
@@ -243,13 +253,17 @@ impl WhisperHeader {
         let x_files_factor = f32::from_be_bytes([head[8], head[9], head[10], head[11]]);
         let count = be_u32(head, 12);
         let Some(aggregation) = Aggregation::from_type(aggregation_type) else {
-            return not(format!("aggregation type {aggregation_type} (whisper's are 1 to 8)"));
+            return not(format!(
+                "aggregation type {aggregation_type} (whisper's are 1 to 8)"
+            ));
         };
         if !(0.0..=1.0).contains(&x_files_factor) {
             return not(format!("xFilesFactor {x_files_factor} (must lie in 0..=1)"));
         }
         if count == 0 || count > MAX_ARCHIVES {
-            return not(format!("{count} archives (whisper files have 1 to {MAX_ARCHIVES})"));
+            return not(format!(
+                "{count} archives (whisper files have 1 to {MAX_ARCHIVES})"
+            ));
         }
         let header_len = WhisperHeader::len_for(count);
         if (file_len as usize) < header_len || head.len() < header_len {

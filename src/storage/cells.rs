@@ -106,7 +106,10 @@ impl Storage {
     }
 
     /// As [`Storage::overwrite_cells`], except that a period without a file is created (an
-    /// import sets buckets of periods never written; the caller keeps to the tiers' windows).
+    /// import sets buckets of periods never written; the caller keeps to the tiers' windows),
+    /// and that the cells are taken in the order given, each run of cells of one file at
+    /// once: an import hands them series by series in time order, so sorting a batch of
+    /// millions would only cost time.
     ///
     /// # Errors
     /// As [`Storage::overwrite_cells`].
@@ -116,10 +119,12 @@ impl Storage {
 
     fn set_cells(&self, cells: &[(CellAt, Bucket)], create: bool) -> Result<usize> {
         let _no_swap = self.batch_gate();
-        let mut sorted: Vec<&(CellAt, Bucket)> = cells.iter().collect();
-        sorted.sort_unstable_by_key(|(cell, _)| *cell);
+        let mut ordered: Vec<&(CellAt, Bucket)> = cells.iter().collect();
+        if !create {
+            ordered.sort_unstable_by_key(|(cell, _)| *cell);
+        }
         let mut changed = 0;
-        for group in sorted.chunk_by(|a, b| a.0.same_file(&b.0)) {
+        for group in ordered.chunk_by(|a, b| a.0.same_file(&b.0)) {
             let at: Vec<CellAt> = group.iter().map(|(cell, _)| *cell).collect();
             let now = self.load_cells(&at)?;
             let differ: Vec<&(CellAt, Bucket)> = group

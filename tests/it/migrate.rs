@@ -110,7 +110,9 @@ fn stdout(output: &Output) -> String {
 
 /// `[(ts, value)]` of a render answer's only series (graphite-web's `[value, ts]` pairs).
 fn datapoints(answer: &Value, what: &str) -> Vec<(i64, Option<f64>)> {
-    let series = answer.as_array().unwrap_or_else(|| panic!("{what}: {answer}"));
+    let series = answer
+        .as_array()
+        .unwrap_or_else(|| panic!("{what}: {answer}"));
     assert_eq!(series.len(), 1, "{what}: one series expected: {answer}");
     (series[0]["datapoints"].as_array().unwrap().iter())
         .map(|p| (p[1].as_i64().unwrap(), p[0].as_f64()))
@@ -119,7 +121,11 @@ fn datapoints(answer: &Value, what: &str) -> Vec<(i64, Option<f64>)> {
 
 #[test]
 fn whisper_files_render_as_graphite_web_renders_them() {
-    let programs = [Path::new(PYTHON), Path::new(GRAPHITE_WEB), Path::new(WHISPER_PY)];
+    let programs = [
+        Path::new(PYTHON),
+        Path::new(GRAPHITE_WEB),
+        Path::new(WHISPER_PY),
+    ];
     if !ensure_programs(&programs, "python3-whisper and graphite-web") {
         return;
     }
@@ -142,7 +148,11 @@ fn whisper_files_render_as_graphite_web_renders_them() {
     let mut damaged = good.clone();
     damaged[3] = 42; // aggregation type 42
     std::fs::write(bad.join("damaged.wsp"), damaged).unwrap();
-    std::fs::write(bad.join("foreign.wsp"), b"#!/bin/sh\necho not a whisper file\n").unwrap();
+    std::fs::write(
+        bad.join("foreign.wsp"),
+        b"#!/bin/sh\necho not a whisper file\n",
+    )
+    .unwrap();
 
     let schemas = tmp.path().join("storage-schemas.conf");
     std::fs::write(&schemas, SCHEMAS).unwrap();
@@ -266,10 +276,12 @@ fn query(
     from: i64,
     until: i64,
 ) -> std::collections::HashMap<i64, Option<f64>> {
-    let out = run(tierdb(&["query", series, "--tier", tier, "--display", display])
-        .args(["--from", &from.to_string(), "--to", &until.to_string()])
-        .args(["--format", "json", "--data-dir"])
-        .arg(data));
+    let out = run(
+        tierdb(&["query", series, "--tier", tier, "--display", display])
+            .args(["--from", &from.to_string(), "--to", &until.to_string()])
+            .args(["--format", "json", "--data-dir"])
+            .arg(data),
+    );
     let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
     (answer["points"].as_array().unwrap().iter())
         .map(|p| (p[0].as_i64().unwrap(), p[1].as_f64()))
@@ -290,7 +302,11 @@ fn rrd_files_query_as_rrdtool_fetches_them() {
         .arg(&file)
         .args(["--start", &start.to_string(), "--step", "60"])
         .args(["DS:temp:GAUGE:120:U:U", "DS:octets:COUNTER:120:0:U"])
-        .args(["RRA:AVERAGE:0.5:1:1440", "RRA:MIN:0.5:1:1440", "RRA:MAX:0.5:1:1440"])
+        .args([
+            "RRA:AVERAGE:0.5:1:1440",
+            "RRA:MIN:0.5:1:1440",
+            "RRA:MAX:0.5:1:1440",
+        ])
         .args(["RRA:AVERAGE:0.5:5:1152", "RRA:MAX:0.5:5:1152"])
         .args(["RRA:LAST:0.5:60:100"]));
     // Updates every 60 s at an offset within the step, a varying gauge, a counter that
@@ -352,7 +368,11 @@ fn rrd_files_query_as_rrdtool_fetches_them() {
             60,
             now - 20 * 3600,
             now - 60,
-            vec![("AVERAGE", "avg", "per_sec"), ("MIN", "min", "min"), ("MAX", "max", "max")],
+            vec![
+                ("AVERAGE", "avg", "per_sec"),
+                ("MIN", "min", "min"),
+                ("MAX", "max", "max"),
+            ],
         ),
         (
             "5m",
@@ -361,7 +381,13 @@ fn rrd_files_query_as_rrdtool_fetches_them() {
             now - 3600,
             vec![("AVERAGE", "avg", "per_sec"), ("MAX", "max", "max")],
         ),
-        ("1h", 3600, now - 79 * 3600, now, vec![("LAST", "avg", "per_sec")]),
+        (
+            "1h",
+            3600,
+            now - 79 * 3600,
+            now,
+            vec![("LAST", "avg", "per_sec")],
+        ),
     ];
     let mut compared = 0;
     for (tier, step, from, until, functions) in checks {
@@ -383,7 +409,11 @@ fn rrd_files_query_as_rrdtool_fetches_them() {
                         // Counters: the rate was stored times the step; min and max are read
                         // as increases, so divided back here.
                         Some(got) if ds == 1 => {
-                            let got = if display == "per_sec" { got } else { got / step as f64 };
+                            let got = if display == "per_sec" {
+                                got
+                            } else {
+                                got / step as f64
+                            };
                             let close = (got - want).abs() <= 1e-12 * want.abs().max(1e-300);
                             assert!(close, "{what}: rrdtool {want}, tierdb {got}");
                             compared += 1;

@@ -75,21 +75,33 @@ fn truncated_foreign_and_inconsistent_files_are_refused_with_a_reason() {
     let good = build(1, 0.5, &[(60, 5), (300, 10)], &[]);
     assert!(WhisperFile::parse(good.clone()).is_ok());
     let cut = good[..good.len() - 1].to_vec();
-    assert!(matches!(WhisperFile::parse(cut), Err(WhisperError::Truncated(_))));
+    assert!(matches!(
+        WhisperFile::parse(cut),
+        Err(WhisperError::Truncated(_))
+    ));
     assert!(matches!(
         WhisperFile::parse(good[..10].to_vec()),
         Err(WhisperError::Truncated(_))
     ));
     let mut longer = good.clone();
     longer.push(0);
-    assert!(matches!(WhisperFile::parse(longer), Err(WhisperError::NotWhisper(_))));
+    assert!(matches!(
+        WhisperFile::parse(longer),
+        Err(WhisperError::NotWhisper(_))
+    ));
     let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10\0\0\0\x10".to_vec();
-    assert!(matches!(WhisperFile::parse(png), Err(WhisperError::NotWhisper(_))));
+    assert!(matches!(
+        WhisperFile::parse(png),
+        Err(WhisperError::NotWhisper(_))
+    ));
     let mut method = good.clone();
     method[3] = 9;
     let refusal = WhisperFile::parse(method).unwrap_err();
     assert_eq!(refusal.as_str(), "not_whisper");
-    assert!(refusal.to_string().contains("aggregation type 9"), "{refusal}");
+    assert!(
+        refusal.to_string().contains("aggregation type 9"),
+        "{refusal}"
+    );
     // A coarser archive whose step is no multiple of the finer one's.
     let odd = build(1, 0.5, &[(60, 5), (90, 10)], &[]);
     assert!(WhisperFile::parse(odd).is_err());
