@@ -807,6 +807,7 @@ impl Engine {
     ///
     /// # Errors
     /// [`Error::ReadOnly`], [`Error::Poisoned`], and as [`Storage::import_cells`].
+    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     pub(crate) fn import_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
         self.check_writable()?;
         self.shared.check_poison()?;

@@ -57,6 +57,8 @@ pub struct ArchiveSummary {
     pub not_finite: u64,
     /// Tier buckets the archives held that lie before the tier's window.
     pub before_window: u64,
+    /// Tier buckets after now (a file whose clock ran ahead).
+    pub after_now: u64,
     /// Coarser tier buckets left empty by the file's xFilesFactor.
     pub below_xff: u64,
     /// Files or data sources skipped, by reason, with the first few named and why.
@@ -128,6 +130,10 @@ impl ArchiveSummary {
             (
                 self.before_window,
                 "tier buckets older than their tier's retention, left out",
+            ),
+            (
+                self.after_now,
+                "tier buckets after now (the file's clock ran ahead), left out",
             ),
             (
                 self.below_xff,
@@ -418,8 +424,9 @@ fn cells_of(
     let mut cells = Vec::new();
     for (tier, spec) in config.tiers.iter().enumerate() {
         let resolution = spec.resolution.secs() as i64;
-        let fill = fill_tier(resolution, spec.window_start(now), archives, fold);
+        let fill = fill_tier(resolution, (spec.window_start(now), now), archives, fold);
         summary.before_window += fill.before_window;
+        summary.after_now += fill.after_now;
         summary.below_xff += fill.folded_away;
         cells.extend(fill.buckets.into_iter().map(|(ts, bucket)| {
             let at = place(tier, spec, ts);

@@ -184,7 +184,7 @@ pub fn period_for(step: u64, retention: u64) -> u64 {
         let buckets = (period / step) as f64;
         let distance = (buckets / 1440.0).ln().abs();
         let few = if retention / period < 4 { 1.0 } else { 0.0 };
-        let odd_days = if period > 86_400 && period % 86_400 != 0 {
+        let odd_days = if period > 86_400 && !period.is_multiple_of(86_400) {
             0.5
         } else {
             0.0
@@ -195,7 +195,7 @@ pub fn period_for(step: u64, retention: u64) -> u64 {
     let mut k = 1;
     while step * k <= retention {
         let period = step * k;
-        if retention % period == 0
+        if retention.is_multiple_of(period)
             && period / step <= u64::from(super::MAX_BUCKETS_PER_PERIOD)
             && score(period) < score(best)
         {

@@ -59,15 +59,17 @@ pub struct TierFill {
     pub buckets: Vec<(Timestamp, Bucket)>,
     /// Tier buckets the archives cover that lie before the tier's window (not stored).
     pub before_window: u64,
+    /// Tier buckets that start after `now` (a file whose clock ran ahead; not stored).
+    pub after_now: u64,
     /// Tier buckets with known points that the fold left empty (under the xFilesFactor).
     pub folded_away: u64,
 }
 
 /// The buckets a tier of `resolution` seconds whose window starts at `window_start` gets
-/// from `archives` (any order), by the rules of this module.
+/// from `archives` (any order) at `now`, by the rules of this module.
 pub fn fill_tier(
     resolution: i64,
-    window_start: Timestamp,
+    (window_start, now): (Timestamp, Timestamp),
     archives: &[StepArchive],
     fold: &impl Fold,
 ) -> TierFill {
@@ -96,6 +98,8 @@ pub fn fill_tier(
             let Some(start) = start else { return };
             if start < window_start {
                 fill.before_window += 1;
+            } else if start > now {
+                fill.after_now += 1;
             } else if expected == 1 {
                 part.push((start, known[0]));
             } else {
@@ -175,11 +179,16 @@ mod tests {
         // archive everywhere, even where the 60 s archive has points.
         let fine = archive(60, 600, &[(600, 1.0), (660, 3.0), (900, 5.0)]);
         let coarse = archive(300, 0, &[(0, 10.0), (300, 20.0), (600, 2.0), (900, 5.0)]);
-        let fill = fill_tier(300, 0, &[fine.clone(), coarse.clone()], &MergeAll);
+        let fill = fill_tier(
+            300,
+            (0, i64::MAX),
+            &[fine.clone(), coarse.clone()],
+            &MergeAll,
+        );
         let got: Vec<(i64, f64)> = fill.buckets.iter().map(|(t, b)| (*t, b.total)).collect();
         assert_eq!(got, [(0, 10.0), (300, 20.0), (600, 2.0), (900, 5.0)]);
         // The 60 s tier takes only the 60 s archive (a 300 s point cannot fill a minute).
-        let fill = fill_tier(60, 0, &[coarse, fine], &MergeAll);
+        let fill = fill_tier(60, (0, i64::MAX), &[coarse, fine], &MergeAll);
         let got: Vec<(i64, f64)> = fill.buckets.iter().map(|(t, b)| (*t, b.total)).collect();
         assert_eq!(got, [(600, 1.0), (660, 3.0), (900, 5.0)]);
     }
@@ -189,7 +198,7 @@ mod tests {
         // 60 s covers 0.., 120 s covers 240.. (a shape whisper refuses, but the rule holds).
         let fine = archive(60, 0, &[(0, 1.0), (60, 2.0), (120, 4.0), (300, 8.0)]);
         let coarse = archive(120, 240, &[(240, 100.0)]);
-        let fill = fill_tier(240, 0, &[fine, coarse], &MergeAll);
+        let fill = fill_tier(240, (0, i64::MAX), &[fine, coarse], &MergeAll);
         let got: Vec<(i64, u64, f64)> = fill
             .buckets
             .iter()
@@ -200,21 +209,24 @@ mod tests {
     }
 
     #[test]
-    fn the_fold_may_leave_a_bucket_empty_and_the_window_cuts_old_buckets() {
+    fn the_fold_may_leave_a_bucket_empty_and_the_window_cuts_old_and_future_buckets() {
         let fine = archive(60, 0, &[(0, 1.0), (300, 1.0), (360, 1.0), (420, 1.0)]);
-        let fill = fill_tier(300, 0, std::slice::from_ref(&fine), &Half);
+        let fill = fill_tier(300, (0, i64::MAX), std::slice::from_ref(&fine), &Half);
         assert_eq!(fill.buckets.len(), 1);
         assert_eq!(fill.buckets[0].0, 300);
         assert_eq!(fill.folded_away, 1);
-        let fill = fill_tier(300, 300, &[fine], &Half);
+        let fill = fill_tier(300, (300, i64::MAX), std::slice::from_ref(&fine), &Half);
         assert_eq!((fill.buckets.len(), fill.before_window), (1, 1));
+        // A bucket starting after now (a clock ahead) is not stored either.
+        let fill = fill_tier(300, (0, 299), &[fine], &Half);
+        assert_eq!((fill.buckets.len(), fill.after_now), (0, 1));
     }
 
     #[test]
     fn a_bucket_only_partly_covered_is_not_filled_from_that_archive() {
         // Coverage starts mid-bucket: the 300 s bucket at 0 is not whole, so left out.
         let fine = archive(60, 120, &[(120, 1.0), (180, 1.0), (240, 1.0), (300, 2.0)]);
-        let fill = fill_tier(300, 0, &[fine], &MergeAll);
+        let fill = fill_tier(300, (0, i64::MAX), &[fine], &MergeAll);
         let got: Vec<i64> = fill.buckets.iter().map(|(t, _)| *t).collect();
         assert_eq!(got, [300]);
     }

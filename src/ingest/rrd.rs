@@ -35,6 +35,9 @@
 //! A row's time is the **end** of its interval (what `rrdtool fetch` prints): the newest row
 //! of an RRA of step `s` ends at `last_up - last_up % s`, each older one a step earlier.
 
+#[cfg(test)]
+mod tests;
+
 use crate::bucket::Bucket;
 use crate::ingest::archive::StepArchive;
 use crate::time::Timestamp;
@@ -49,6 +52,10 @@ const CDP_PREP_LEN: usize = 80;
 /// More data sources or archives than this is no RRD file anyone wrote; the bound keeps a
 /// foreign file's counts from being taken for sizes.
 const MAX_COUNT: u64 = 100_000;
+/// The longest row accepted, seconds (ten years), and the latest last update (the year
+/// 36,812): with at most `u32::MAX` rows, every row's time then fits an `i64`.
+const MAX_ROW_STEP: u64 = 10 * 365 * 86_400;
+const MAX_TIME: u64 = 1 << 40;
 
 /// What a data source measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -280,7 +287,13 @@ impl RrdFile {
             defs.push((cf_name, rows as usize, pdp_count, xff));
             at += RRA_DEF_LEN;
         }
-        let last_update = b.u64(at, "last update")? as i64;
+        let last_update = b.u64(at, "last update")?;
+        if last_update > MAX_TIME {
+            return Err(RrdError::NotRrd(format!(
+                "a last update at {last_update} s"
+            )));
+        }
+        let last_update = last_update as i64;
         at += if version_number >= 3 { 16 } else { 8 };
         at += ds_count * PDP_PREP_LEN + rra_count * ds_count * CDP_PREP_LEN;
         let mut current_rows = Vec::with_capacity(rra_count);
@@ -311,7 +324,14 @@ impl RrdFile {
                     values.push(f64::from_le_bytes(word));
                 }
             }
-            let step = (pdp_step * pdp_count) as i64;
+            let step = match pdp_step.checked_mul(pdp_count) {
+                Some(step) if step <= MAX_ROW_STEP => step as i64,
+                _ => {
+                    return Err(RrdError::NotRrd(format!(
+                        "archive {cf_name} of {pdp_count} steps of {pdp_step} s"
+                    )))
+                }
+            };
             let consolidation = match cf_name.as_str() {
                 "AVERAGE" => Some(Consolidation::Average),
                 "MIN" => Some(Consolidation::Min),

@@ -296,7 +296,9 @@ impl WhisperHeader {
             if let Some(finer) = archives.last() {
                 let finer: &ArchiveInfo = finer;
                 if archive.seconds_per_point <= finer.seconds_per_point
-                    || archive.seconds_per_point % finer.seconds_per_point != 0
+                    || !archive
+                        .seconds_per_point
+                        .is_multiple_of(finer.seconds_per_point)
                     || archive.retention() <= finer.retention()
                 {
                     return not(format!(

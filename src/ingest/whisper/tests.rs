@@ -122,3 +122,30 @@ fn aggregation_follows_whisper_and_its_x_files_factor() {
     assert!(Aggregation::Average.aggregate(&known, 4, 0.75).is_some());
     assert_eq!(Aggregation::Average.aggregate(&known, 4, 0.76), None);
 }
+
+#[test]
+fn no_damage_or_cut_makes_the_reader_panic() {
+    let good = build(
+        4,
+        0.5,
+        &[(60, 4), (120, 6)],
+        &[(0, 1_000_020, 1.0), (0, 999_960, 2.0), (1, 999_840, 3.0)],
+    );
+    for len in 0..good.len() {
+        assert!(
+            WhisperFile::parse(good[..len].to_vec()).is_err(),
+            "cut at {len}"
+        );
+    }
+    for at in 0..good.len() {
+        for bits in [0x01u8, 0x80, 0xff] {
+            let mut bytes = good.clone();
+            bytes[at] ^= bits;
+            if let Ok(file) = WhisperFile::parse(bytes) {
+                for now in [0, 1_000_020, i64::from(u32::MAX) + 7] {
+                    let _ = file.archives(now);
+                }
+            }
+        }
+    }
+}
