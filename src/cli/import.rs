@@ -47,8 +47,7 @@ pub fn detect(first_line: &str) -> Format {
     }
 }
 
-/// Imports Graphite plaintext or Influx line protocol from a file or stdin, or whisper and
-/// RRD files whole.
+/// Imports Graphite plaintext or Influx lines from a file or stdin, or whisper and RRD files.
 ///
 /// The format is detected from the first line unless --format says (whisper for a directory
 /// or a .wsp file, rrd for a .rrd file). Whisper and RRD archives are set into the tiers they

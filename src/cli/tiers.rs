@@ -9,8 +9,10 @@ use super::{load_tiers, print};
 use crate::config::carbon;
 use crate::TiersConfig;
 
-/// Checks a tiers file and prints the tiers it defines; or, with --from-storage-schemas,
-/// prints a tiers.toml with carbon's resolutions and retentions.
+/// Checks a tiers file and prints its tiers, or makes one from carbon's storage-schemas.conf.
+///
+/// With --from-storage-schemas, prints a tiers.toml with the resolutions and retentions of
+/// carbon's archives.
 #[derive(Args, Debug)]
 #[command(
     after_help = "Examples:\n  tierdb tiers\n  tierdb tiers --tiers ./tiers.toml\n  tierdb tiers --from-storage-schemas /etc/carbon/storage-schemas.conf > tiers.toml"
