@@ -7,6 +7,9 @@
 //!   in python through Django's test client), over ranges that read each archive, value for
 //!   value; a second import changes nothing and renders the same; corrupt, truncated and
 //!   foreign files in the tree are refused by name while the rest imports;
+//! - a tier no archive has (5m over files of 1m and 1h archives) holds, for each method,
+//!   exactly what whisper itself writes into a 5m archive from the same 1m points, under the
+//!   same xFilesFactor (python3-whisper's fetch of that archive of a twin file);
 //! - RRD files written by Debian's `rrdtool create` / `update` (a GAUGE and a COUNTER data
 //!   source; AVERAGE, MIN, MAX and LAST archives of three steps): `tierdb query` of each
 //!   series equals librrd's fetch of the same archive (`rrdtool fetch`, through
@@ -429,4 +432,93 @@ fn rrd_files_query_as_rrdtool_fetches_them() {
     }
     assert!(compared > 1000, "{compared}");
     eprintln!("{first}compared {compared} values with rrdtool fetch");
+}
+
+/// For each method: `fold/<method>.wsp` with archives 1m:1d and 1h:30d, and
+/// `ref/<method>.wsp` with 1m:1d and 5m:2d, both given the same 1m points (the last 20
+/// hours, with gaps); then whisper's own 5m archive of the `ref` file, fetched with
+/// python3-whisper (`whisper.fetch(..., archiveToSelect=300)`), printed as JSON
+/// `{method: [[ts, value or null], ...]}` over argv[3]..argv[4].
+const WRITE_AND_FETCH_ROLLUPS: &str = r#"
+import json, random, sys, whisper
+tree, now, start, end = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+random.seed(2929)
+methods = ["average", "sum", "last", "max", "min", "avg_zero", "absmax", "absmin"]
+points = []
+t = now - now % 60
+while t > now - 20 * 3600:
+    if not (t // 60 % 53 < 4 or random.random() < 0.3):
+        points.append((t, round(random.uniform(-20, 80), random.choice([0, 2, 5]))))
+    t -= 60
+out = {}
+for method in methods:
+    fold = f"{tree}/fold/{method}.wsp"
+    ref = f"{tree}/ref/{method}.wsp"
+    whisper.create(fold, [(60, 1440), (3600, 720)], xFilesFactor=0.6, aggregationMethod=method)
+    whisper.create(ref, [(60, 1440), (300, 576)], xFilesFactor=0.6, aggregationMethod=method)
+    whisper.update_many(fold, points, now=now)
+    whisper.update_many(ref, points, now=now)
+    (first, _, step), values = whisper.fetch(ref, start, end, now=now, archiveToSelect=300)
+    out[method] = [[first + i * step, v] for i, v in enumerate(values)]
+print(json.dumps(out))
+"#;
+
+#[test]
+fn a_tier_coarser_than_the_archive_holds_whispers_own_rollup() {
+    let programs = [Path::new(PYTHON), Path::new(WHISPER_PY)];
+    if !ensure_programs(&programs, "python3-whisper") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("whisper");
+    for dir in ["fold", "ref"] {
+        std::fs::create_dir_all(tree.join(dir)).unwrap();
+    }
+    let now = unix_now() / 300 * 300 - 600;
+    let (start, end) = (now - 18 * 3600 + 7, now - 3600);
+    let written = run(Command::new(PYTHON)
+        .args(["-c", WRITE_AND_FETCH_ROLLUPS])
+        .arg(&tree)
+        .args([now, start, end].map(|t| t.to_string())));
+    let expected: serde_json::Map<String, Value> = serde_json::from_slice(&written.stdout).unwrap();
+    // A 5m tier, which no archive of the `fold` files has: it is rolled up from their 1m
+    // archive by the file's method and xFilesFactor.
+    let tiers = tmp.path().join("tiers.toml");
+    std::fs::write(
+        &tiers,
+        "[[tier]]\nname = \"1m\"\nresolution = \"1m\"\nperiod = \"6h\"\nretention = \"1d\"\n\n\
+         [[tier]]\nname = \"5m\"\nresolution = \"5m\"\nperiod = \"1d\"\nretention = \"2d\"\n",
+    )
+    .unwrap();
+    let data = tmp.path().join("data");
+    let summary = stdout(&run(tierdb(&["import", "--format", "whisper"])
+        .arg(tree.join("fold"))
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--tiers")
+        .arg(&tiers)));
+    assert!(
+        summary.contains("left empty by the file's xFilesFactor"),
+        "{summary}"
+    );
+    let mut compared = 0;
+    for (method, points) in &expected {
+        let ours = query(&data, method, "5m", "avg", start - 300, end + 300);
+        let mut known = 0;
+        for point in points.as_array().unwrap() {
+            let ts = point[0].as_i64().unwrap();
+            let want = point[1].as_f64();
+            let got = ours.get(&ts).copied().flatten();
+            match (got, want) {
+                (Some(g), Some(w)) => {
+                    assert_eq!(g.to_bits(), w.to_bits(), "{method} at {ts}: {g} vs {w}");
+                    known += 1;
+                }
+                (g, w) => assert_eq!(g, w, "{method} at {ts}"),
+            }
+        }
+        assert!(known > 50, "{method}: {known} points compared");
+        compared += known;
+    }
+    eprintln!("{summary}compared {compared} rolled-up points with whisper's own 5m archives");
 }
