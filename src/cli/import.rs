@@ -1,6 +1,7 @@
 //! `tierdb import`: Graphite plaintext or Influx line protocol from a file or stdin into a
-//! data directory; whisper trees and RRD files through [`super::import_archives`]. Reading and parsing run on one thread, writing on the engine's writers,
-//! with whole batches handed between them, so the two overlap.
+//! data directory (whisper trees and RRD files go to [`super::import_archives`]). Reading
+//! and parsing run on one thread, writing on the engine's writers, with whole batches
+//! handed between them, so the two overlap.
 
 use std::io::{BufRead, BufReader, IsTerminal, Read};
 use std::time::{Duration, Instant};
@@ -52,10 +53,10 @@ pub fn detect(first_line: &str) -> Format {
 /// The format is detected from the first line unless --format says (whisper for a directory
 /// or a .wsp file, rrd for a .rrd file). Whisper and RRD archives are set into the tiers they
 /// fill, so importing the same files twice changes nothing; see the README's "Moving from
-/// Graphite" and "Moving from RRDtool". Shows progress on a
-/// terminal and a summary at the end, with the first refused lines; fails when no sample
-/// landed. Needs the data directory to itself: while a server
-/// holds it, send the file to the server (the refusal names its addresses).
+/// Graphite" and "Moving from RRDtool". Shows progress on a terminal and a summary at the
+/// end, with the first refused lines; fails when no sample landed. Needs the data directory
+/// to itself: while a server holds it, send the file to the server (the refusal names its
+/// addresses).
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Examples:\n  tierdb import metrics.txt\n  zcat history.lp.gz | tierdb import - --format influx --precision s\n  tierdb import --format whisper /var/lib/graphite/whisper\n  tierdb import --format rrd /var/lib/collectd/rrd/host/load/load.rrd"
