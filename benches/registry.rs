@@ -21,12 +21,14 @@ use tierdb::registry::Registry;
 /// Series unless `TIERDB_BENCH_SERIES` says otherwise.
 const SERIES: u32 = 1_000_000;
 
-/// The system allocator, counting the bytes live at any moment.
+/// The system allocator, counting the bytes live at any moment. A global allocator is
+/// `unsafe` to implement: the one place outside src/storage/mmap.rs that allows it.
 struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
 
 // SAFETY: every call is forwarded unchanged to the system allocator; only a counter is added.
+#[allow(unsafe_code)]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);

@@ -15,9 +15,9 @@ mod support;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use tierdb::render::{self, Fetched, PathPattern, RenderRequest, Source};
+use tierdb::render::{self, Fetched, PathPattern, RenderRequest, Source, StoredSource};
 use tierdb::{
-    AggregateQuery, Aggregation, Engine, ManualClock, ReadBudget, Reader, Result, Sample, Selector,
+    AggregateQuery, Aggregation, Engine, ManualClock, ReadBudget, Result, Sample, Selector,
     TiersConfig,
 };
 
@@ -28,7 +28,7 @@ const SERIES: u32 = 1_000;
 
 /// The engine's reader without the one-pass aggregate: render fetches every series, then
 /// adds them up.
-struct FetchOnly<'a>(Reader<'a>);
+struct FetchOnly<'a>(StoredSource<'a>);
 
 impl Source for FetchOnly<'_> {
     fn charge(&self, p: &PathPattern, from: i64, until: i64, budget: &ReadBudget) -> Result<()> {
@@ -77,7 +77,7 @@ fn render_vs_aggregate(c: &mut Criterion) {
     };
     // The same 1,440 points, the same sums.
     let want = engine.aggregate(&aggregate).expect("aggregate");
-    let reader = engine.reader();
+    let reader = StoredSource::new(engine.reader());
     let got = render::render(&reader, &request, &ReadBudget::unlimited()).expect("render");
     let slow = render::render(&FetchOnly(reader), &request, &ReadBudget::unlimited())
         .expect("render by fetches");
@@ -97,11 +97,18 @@ fn render_vs_aggregate(c: &mut Criterion) {
         b.iter(|| engine.aggregate(&aggregate).unwrap())
     });
     group.bench_function("render_sum_series", |b| {
-        b.iter(|| render::render(&engine.reader(), &request, &ReadBudget::unlimited()).unwrap())
+        b.iter(|| {
+            render::render(
+                &render::StoredSource::new(engine.reader()),
+                &request,
+                &ReadBudget::unlimited(),
+            )
+            .unwrap()
+        })
     });
     group.bench_function("render_sum_series_by_fetches", |b| {
         b.iter(|| {
-            let source = FetchOnly(engine.reader());
+            let source = FetchOnly(StoredSource::new(engine.reader()));
             render::render(&source, &request, &ReadBudget::unlimited()).unwrap()
         })
     });

@@ -21,13 +21,14 @@ pub mod series;
 pub mod serve;
 pub mod tiers;
 
+use crate::read::tier_choice::TierChoice;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::query::{Display, Query};
+use crate::read::query::{Display, Query};
 use crate::registry::{Selector, SeriesKey, TagFilter};
 use crate::time::{parse_time, Span};
 use crate::{Engine, EngineBuilder, TiersConfig};
@@ -98,7 +99,7 @@ pub struct Listen {
         long,
         env = "TIERDB_MAX_READ_VALUES",
         value_name = "N",
-        default_value_t = crate::budget::DEFAULT_READ_VALUES
+        default_value_t = crate::read::budget::DEFAULT_READ_VALUES
     )]
     pub max_read_values: u64,
     /// Connection limits and timeouts.
@@ -234,10 +235,8 @@ fn build_query(
     let series = resolve_series(engine, series, filters)?;
     let (from, to) = window_range(engine, window)?;
     let mut query = Query::new(series, from, to);
-    query.tier = engine
-        .config()
-        .tier_choice(&window.tier)
-        .map_err(|e| format!("--tier: {e}"))?;
+    query.tier =
+        TierChoice::parse(engine.config(), &window.tier).map_err(|e| format!("--tier: {e}"))?;
     query.display = window.display.parse::<Display>()?;
     Ok(query)
 }
@@ -353,7 +352,7 @@ pub fn open_reader(location: &Location) -> crate::Result<Engine> {
 
 /// Says on stderr which part of a query's range its tier no longer holds (the JSON
 /// answer's `not_retained`), so empty rows there are not taken for missing data.
-fn note_not_retained(engine: &Engine, result: &crate::query::QueryResult) {
+fn note_not_retained(engine: &Engine, result: &crate::read::query::QueryResult) {
     let Some(gone) = result.not_retained else {
         return;
     };

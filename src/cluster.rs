@@ -11,6 +11,7 @@
 //! deduplication window and the lease store. docs/cluster.md describes the whole design.
 
 pub mod apply;
+pub mod backend;
 pub mod batch;
 pub mod edge;
 pub mod fanout;

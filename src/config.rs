@@ -153,8 +153,8 @@ impl Default for EngineSettings {
 }
 
 /// Which series are counters by naming rule (`[counters]`): a series whose name matches
-/// one of `names` or that carries one of `tags` stores increases (see [`crate::counter`]),
-/// unless a write declared its kind explicitly.
+/// one of `names` or that carries one of `tags` stores increases, unless a write declared its
+/// kind explicitly ([`crate::counter`] applies the rules).
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CounterRules {
     /// Globs over the series name (`*`, `?`, `[a-z]`), e.g. `*.if_octets.*`, `*_total`.
@@ -167,17 +167,6 @@ impl CounterRules {
     /// True when no rule is set.
     pub fn is_empty(&self) -> bool {
         self.names.is_empty() && self.tags.is_empty()
-    }
-
-    /// True when `key` is a counter by these rules.
-    pub fn matches(&self, key: crate::registry::KeyView<'_>) -> bool {
-        self.names
-            .iter()
-            .any(|glob| crate::registry::glob::glob_match(glob, &key.name()))
-            || self
-                .tags
-                .iter()
-                .any(|(k, v)| key.tag(k).as_deref() == Some(v.as_str()))
     }
 }
 

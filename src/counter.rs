@@ -21,8 +21,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::config::CounterRules;
-use crate::registry::{Registry, SeriesId};
-use crate::sample::{RejectReason, Sample};
+use crate::error::RejectReason;
+use crate::registry::glob::glob_match;
+use crate::registry::{KeyView, Registry, SeriesId};
+use crate::sample::Sample;
 use crate::storage::counter_journal::{CounterJournal, Undo};
 use crate::storage::counter_state::{CounterStateFile, DECLARED_COUNTER, DECLARED_GAUGE};
 use crate::storage::Storage;
@@ -171,7 +173,7 @@ impl CounterTable {
     fn kind_from(&self, flags: u64, key: crate::registry::KeyView<'_>) -> SeriesKind {
         if flags & DECLARED_COUNTER != 0 {
             SeriesKind::Counter
-        } else if flags & DECLARED_GAUGE != 0 || !self.rules.matches(key) {
+        } else if flags & DECLARED_GAUGE != 0 || !matches_rules(&self.rules, key) {
             SeriesKind::Gauge
         } else {
             SeriesKind::Counter
@@ -480,6 +482,13 @@ pub fn increase(previous: f64, value: f64) -> f64 {
     } else {
         value.max(0.0)
     }
+}
+
+/// True when `key` is a counter by `rules`: its name matches one of the name globs, or it
+/// carries one of the tags.
+pub(crate) fn matches_rules(rules: &CounterRules, key: KeyView<'_>) -> bool {
+    (rules.names.iter()).any(|glob| glob_match(glob, &key.name()))
+        || (rules.tags.iter()).any(|(k, v)| key.tag(k).as_deref() == Some(v.as_str()))
 }
 
 #[cfg(test)]

@@ -93,7 +93,7 @@ pub enum Error {
     /// A single sample was refused; batches report refusals in their
     /// [`crate::BatchReport`] instead.
     #[error("sample rejected: {0}")]
-    Rejected(crate::sample::RejectReason),
+    Rejected(RejectReason),
 
     /// Cluster mode could not join or keep its place in the cluster: the NATS JetStream
     /// server refused or failed a request, or the cluster's fixed settings differ from this
@@ -129,5 +129,69 @@ impl Error {
             path: path.into(),
             reason: reason.into(),
         }
+    }
+}
+
+/// Why a sample was refused. Every refusal is counted under its reason, never dropped silently.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RejectReason {
+    /// The value is NaN or infinite.
+    NotFinite,
+    /// The timestamp is further past now than the configured `future_bound`.
+    TooFarInFuture,
+    /// The timestamp is older than every tier's retention window.
+    TooOld,
+    /// The series id was never handed out by this engine's registry.
+    UnknownSeries,
+    /// The series name or tags could not be parsed.
+    InvalidSeries,
+    /// A period file the sample needs could not be created (a full disk, say); the sample
+    /// landed in no tier.
+    StorageUnavailable,
+    /// A counter sample not newer than the counter's last sample: its increase cannot be
+    /// known without rewriting what was stored (see [`crate::counter`]).
+    CounterOutOfOrder,
+    /// The write declared a kind (gauge or counter) other than the one an earlier write
+    /// fixed for the series.
+    KindMismatch,
+}
+
+impl RejectReason {
+    /// Every reason, in a fixed order (the index of a reason's counter).
+    pub const ALL: [RejectReason; 8] = [
+        RejectReason::NotFinite,
+        RejectReason::TooFarInFuture,
+        RejectReason::TooOld,
+        RejectReason::UnknownSeries,
+        RejectReason::InvalidSeries,
+        RejectReason::StorageUnavailable,
+        RejectReason::CounterOutOfOrder,
+        RejectReason::KindMismatch,
+    ];
+
+    /// The reason's stable snake_case name, as reported in stats and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::NotFinite => "not_finite",
+            RejectReason::TooFarInFuture => "too_far_in_future",
+            RejectReason::TooOld => "too_old",
+            RejectReason::UnknownSeries => "unknown_series",
+            RejectReason::InvalidSeries => "invalid_series",
+            RejectReason::StorageUnavailable => "storage_unavailable",
+            RejectReason::CounterOutOfOrder => "counter_out_of_order",
+            RejectReason::KindMismatch => "kind_mismatch",
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl std::fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }

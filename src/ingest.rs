@@ -13,15 +13,24 @@
 //! - [`statsd`]: StatsD and DogStatsD lines (`name:1|c|@0.1|#k:v`), one datagram line at a
 //!   time; aggregating them per flush interval is the server's.
 //!
-//! Each gives a series as its canonical text (see [`crate::SeriesKey`]), a value as `f64` and a
+//! Beside the parsers, what every ingest path (a server connection or request, a cluster
+//! node's edge, an import) shares:
+//! - [`report`]: what an ingest did, refusals by reason and the first ones by line;
+//! - [`name_cache`]: series name to id (or partition), once per connection;
+//! - [`batch`]: samples with their input lines, written into an engine whole.
+//!
+//! Each parser gives a series as its canonical text (see [`crate::SeriesKey`]), a value as `f64` and a
 //! timestamp in unix seconds, `None` meaning "now". Each refusal carries a stable snake_case
 //! reason (`as_str()`) that the server counts by.
 
 pub mod archive;
+pub mod batch;
 pub mod graphite;
 pub mod influx;
+pub mod name_cache;
 #[cfg(feature = "server")]
 pub mod prom_remote;
+pub mod report;
 pub mod rrd;
 pub mod statsd;
 pub mod whisper;

@@ -29,19 +29,16 @@
 //!
 //! Modules: [`config`] (tiers.toml), [`time`] (durations, the lookup, the time grammar),
 //! [`bucket`] (the rollup value), [`registry`] (series keys and ids), [`storage`] (period
-//! files, the mapping), [`engine`] (the write path and the rolling window), [`reader`] (the
-//! read interface), [`query`] (one-series reads), [`aggregate`] (reads across series), [`budget`] (what one
-//! read request may read),
-//! [`counter`] (counters stored as increases), [`clock`], [`sample`], [`ingest`] (Graphite,
-//! Influx and StatsD line parsers; Prometheus remote write with `server`). Behind default-on Cargo features: `render` (the Graphite render
-//! API) and `server` (`tierdb serve`) with `server`, `cli` (the command line) with `cli`, and
-//! `plot` (charts) with `plot`; `default-features = false` builds the engine alone.
-#![deny(unsafe_code)]
+//! files, the mapping), [`read`] (the [`Reader`] and every read: one-series queries,
+//! aggregates across series, tier choice, the read budget), [`engine`] (the write path and
+//! the rolling window), [`counter`] (counters stored as increases), [`clock`], [`sample`],
+//! [`ingest`] (Graphite, Influx and StatsD line parsers; Prometheus remote write with
+//! `server`). Behind default-on Cargo features: `render` (the Graphite render API) and
+//! `server` (`tierdb serve`) with `server`, `cli` (the command line) with `cli`, and `plot`
+//! (charts) with `plot`; `default-features = false` builds the engine alone.
 #![warn(missing_docs)]
 
-pub mod aggregate;
 pub mod bucket;
-pub mod budget;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod clock;
@@ -54,8 +51,7 @@ pub mod error;
 pub mod ingest;
 #[cfg(feature = "plot")]
 pub mod plot;
-pub mod query;
-pub mod reader;
+pub mod read;
 pub mod registry;
 #[cfg(feature = "server")]
 pub mod render;
@@ -65,18 +61,19 @@ pub mod server;
 pub mod storage;
 pub mod time;
 
-pub use aggregate::{
-    AggregatePlan, AggregateQuery, AggregateResult, Aggregation, Group, PartialAggregate,
-};
 pub use bucket::Bucket;
-pub use budget::ReadBudget;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{EngineSettings, RawTierSpec, TierSpec, TiersConfig};
 pub use counter::SeriesKind;
-pub use engine::{Engine, EngineBuilder, EngineStats, TierStats};
-pub use error::{Error, Result};
-pub use query::{Display, Query, QueryResult, TierChoice};
-pub use reader::Reader;
+pub use engine::{Engine, EngineBuilder, EngineStats, Rewind, TierStats};
+pub use error::{Error, RejectReason, Result};
+pub use read::aggregate::{
+    AggregatePlan, AggregateQuery, AggregateResult, Aggregation, Group, PartialAggregate,
+};
+pub use read::budget::ReadBudget;
+pub use read::query::{Display, Query, QueryResult};
+pub use read::reader::Reader;
+pub use read::tier_choice::TierChoice;
 pub use registry::{KeyView, Selector, SeriesId, SeriesKey, TagFilter};
-pub use sample::{BatchReport, RawCounts, RejectReason, Sample};
+pub use sample::{BatchReport, RawCounts, Sample};
 pub use time::{locate, Placement, Span, Timestamp};

@@ -24,7 +24,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::query::{Display, QueryResult};
+use crate::read::query::{Display, QueryResult};
 use crate::time::Timestamp;
 use crate::{Error, Result};
 

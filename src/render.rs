@@ -21,7 +21,7 @@ mod tests;
 pub use find::{find, merge_nodes, FindNode, Finder};
 pub use path::{graphite_path, parse_graphite_path, PathPattern};
 pub(crate) use stored::charge_points;
-pub use stored::RenderGrid;
+pub use stored::{RenderGrid, StoredSource};
 
 use crate::bucket::Bucket;
 use crate::{Error, ReadBudget, Result, SeriesKey};

@@ -1,13 +1,15 @@
 //! `tierdb serve`: the engine behind sockets. Graphite plaintext on TCP and UDP, StatsD on
 //! UDP (when asked for), and an HTTP API (Influx line protocol, JSON and Prometheus remote
 //! writes, queries, listings, Graphite's `/render` and `/metrics/find` for Grafana,
-//! `/metrics`). Every protocol writes through one [`sink::Sink`]
-//! per connection or request into the same engine.
+//! `/metrics`). Every handler reads and writes through one [`Backend`]: a single node's
+//! engine ([`LocalBackend`]), or a cluster node, which implements the trait above the
+//! server. Every protocol writes through one [`sink::Sink`] per connection or request.
 //!
 //! [`run`] takes already-bound [`Listeners`] and a shutdown future, so tests bind
 //! `127.0.0.1:0` and call it directly.
 
 pub mod announce;
+pub mod backend;
 pub mod dashboard;
 pub mod error;
 pub mod graphite;
@@ -29,6 +31,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpSocket, UdpSocket};
 
 use crate::{Engine, Error, Result};
+pub use backend::{Backend, LocalBackend, ReadOptions};
 use sink::Sink;
 use stats::ServerStats;
 
@@ -88,7 +91,7 @@ pub struct Limits {
     /// answer. Longer than Telegraf's 10 s and Prometheus's 15 s intervals, so their
     /// connections are reused.
     pub http_idle_timeout: Duration,
-    /// Values one read request may read in all (default [`crate::budget::DEFAULT_READ_VALUES`]).
+    /// Values one read request may read in all (default [`crate::read::budget::DEFAULT_READ_VALUES`]).
     pub max_read_values: u64,
     /// Bytes of series names all connections together may cache (default 64 MiB,
     /// [`DEFAULT_NAME_CACHE_BYTES`]); one connection caches at most 8 MiB of them. A
@@ -126,7 +129,7 @@ impl Default for Limits {
             http_header_timeout: Limits::HTTP_HEADER_TIMEOUT,
             http_body_timeout: Limits::HTTP_BODY_TIMEOUT,
             http_idle_timeout: Limits::HTTP_IDLE_TIMEOUT,
-            max_read_values: crate::budget::DEFAULT_READ_VALUES,
+            max_read_values: crate::read::budget::DEFAULT_READ_VALUES,
             name_cache_bytes: DEFAULT_NAME_CACHE_BYTES,
         }
     }
@@ -202,19 +205,10 @@ pub fn raise_open_files_limit() -> std::io::Result<Option<u64>> {
     Ok(maximum)
 }
 
-/// What the handlers write into and read from.
-#[derive(Clone)]
-pub enum Backend {
-    /// A single node's engine.
-    Engine(Arc<Engine>),
-    /// A cluster node: writes go to the log, reads to the partitions' owners.
-    Cluster(Arc<crate::cluster::node::Node>),
-}
-
 /// What the handlers share.
 pub struct State {
     /// Where writes go and reads come from.
-    pub backend: Backend,
+    pub backend: Arc<dyn Backend>,
     /// The server's own counters.
     pub stats: Arc<ServerStats>,
     /// Size limits.
@@ -226,8 +220,13 @@ pub struct State {
 impl State {
     /// A single node's state: `engine` behind the handlers.
     pub fn new(engine: Arc<Engine>, limits: Limits, token: Option<String>) -> State {
+        State::with_backend(Arc::new(LocalBackend::new(engine)), limits, token)
+    }
+
+    /// The state of a server over `backend`.
+    pub fn with_backend(backend: Arc<dyn Backend>, limits: Limits, token: Option<String>) -> State {
         State {
-            backend: Backend::Engine(engine),
+            backend,
             stats: Default::default(),
             limits,
             token,
@@ -235,35 +234,18 @@ impl State {
     }
 
     /// A sink for one request or connection.
-    pub fn sink(&self) -> Sink {
-        match &self.backend {
-            Backend::Engine(engine) => Sink::Local(sink::LocalSink::new(
-                Arc::clone(engine),
-                Arc::clone(&self.stats),
-                &self.limits,
-            )),
-            Backend::Cluster(node) => Sink::Cluster(crate::cluster::edge::EdgeSink::new(
-                Arc::clone(node),
-                Arc::clone(&self.stats),
-                &self.limits,
-            )),
-        }
+    pub fn sink(&self) -> Box<dyn Sink> {
+        self.backend.sink(&self.stats, &self.limits)
     }
 
     /// The clock's now.
     pub fn now(&self) -> crate::Timestamp {
-        match &self.backend {
-            Backend::Engine(engine) => engine.now(),
-            Backend::Cluster(node) => node.now(),
-        }
+        self.backend.now()
     }
 
     /// The tiers read and written.
     pub fn tiers(&self) -> &crate::TiersConfig {
-        match &self.backend {
-            Backend::Engine(engine) => engine.config(),
-            Backend::Cluster(node) => node.tiers(),
-        }
+        self.backend.tiers()
     }
 }
 
@@ -370,13 +352,5 @@ pub async fn run(
             task.abort();
         }
     }
-    match &state.backend {
-        Backend::Engine(engine) => {
-            let engine = Arc::clone(engine);
-            tokio::task::spawn_blocking(move || engine.flush())
-                .await
-                .map_err(|e| Error::Poisoned(format!("flush task failed: {e}")))?
-        }
-        Backend::Cluster(node) => node.leave().await,
-    }
+    state.backend.close().await
 }

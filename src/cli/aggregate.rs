@@ -1,10 +1,11 @@
 //! `tierdb aggregate`: many series folded into one line per group, as a table per group,
 //! CSV or the HTTP API's JSON.
 
+use crate::read::tier_choice::TierChoice;
 use clap::Args;
 
 use super::{open_reader, output, print, window_range, Location, OutputFormat, Points, TagFilters};
-use crate::aggregate::AggregateQuery;
+use crate::read::aggregate::AggregateQuery;
 
 /// Folds many series into one line per group: sum, avg, min, max or count across every
 /// series a selector picks.
@@ -42,7 +43,7 @@ pub(super) fn run(args: AggregateArgs) -> Result<(), Box<dyn std::error::Error>>
         group_by: args.group_by,
         aggregation: args.aggregation.parse()?,
         display: args.points.window.display.parse()?,
-        tier: (engine.config().tier_choice(&args.points.window.tier))
+        tier: TierChoice::parse(engine.config(), &args.points.window.tier)
             .map_err(|e| format!("--tier: {e}"))?,
         from,
         to,

@@ -7,11 +7,13 @@ use std::io::{BufRead, BufReader, IsTerminal, Read};
 use std::time::{Duration, Instant};
 
 use super::{engine_builder, print, Location};
+use crate::ingest::batch::LineBatch;
+use crate::ingest::name_cache::NameCache;
+use crate::ingest::report::IngestReport;
 use crate::ingest::{graphite, influx};
 use crate::registry::SeriesId;
 use crate::sample::Sample;
 use crate::server::announce::Announced;
-use crate::server::sink::{merge, IngestReport};
 use crate::time::{format_ts, Timestamp};
 use crate::{Engine, Error, Result};
 
@@ -309,10 +311,10 @@ pub fn import(
         )));
     }
     let started = Instant::now();
-    let (full_tx, full_rx) = crossbeam_channel::bounded::<Batch>(2);
-    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Batch>(3);
+    let (full_tx, full_rx) = crossbeam_channel::bounded::<LineBatch>(2);
+    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<LineBatch>(3);
     for _ in 0..3 {
-        let _ = empty_tx.send(Batch::sized());
+        let _ = empty_tx.send(LineBatch::with_room(BATCH));
     }
     let mut summary = ImportSummary::default();
     let parsed = std::thread::scope(|scope| {
@@ -332,13 +334,11 @@ pub fn import(
         let mut failure = None;
         for mut batch in full_rx.iter() {
             if failure.is_none() {
-                match engine.record_batch(&batch.samples) {
-                    Ok(written) => merge(&mut summary.report, &written, &batch.lines),
-                    Err(e) => failure = Some(e),
+                if let Err(e) = batch.write(engine, &mut summary.report) {
+                    failure = Some(e);
                 }
             }
-            batch.samples.clear();
-            batch.lines.clear();
+            batch.clear();
             let _ = empty_tx.send(batch);
             summary.elapsed = started.elapsed();
             progress(&summary);
@@ -361,33 +361,15 @@ pub fn import(
     Ok(summary)
 }
 
-/// Samples handed from the parser to the writer, with the input line of each, so a refusal
-/// names its line.
-#[derive(Default)]
-struct Batch {
-    samples: Vec<Sample>,
-    lines: Vec<usize>,
-}
-
-impl Batch {
-    /// Room for a whole batch, so filling one never grows it.
-    fn sized() -> Batch {
-        Batch {
-            samples: Vec::with_capacity(BATCH),
-            lines: Vec::with_capacity(BATCH),
-        }
-    }
-}
-
 /// The reading and parsing side of an import.
 struct Parser<'a> {
     engine: &'a Engine,
     format: Option<Format>,
     precision: influx::Precision,
-    full: crossbeam_channel::Sender<Batch>,
-    empty: crossbeam_channel::Receiver<Batch>,
-    batch: Batch,
-    ids: SeriesIds,
+    full: crossbeam_channel::Sender<LineBatch>,
+    empty: crossbeam_channel::Receiver<LineBatch>,
+    batch: LineBatch,
+    ids: NameCache<SeriesId>,
     lines: u64,
     /// Lines and fields refused while parsing.
     report: IngestReport,
@@ -401,17 +383,17 @@ impl<'a> Parser<'a> {
         engine: &'a Engine,
         format: Option<Format>,
         precision: influx::Precision,
-        full: crossbeam_channel::Sender<Batch>,
-        empty: crossbeam_channel::Receiver<Batch>,
+        full: crossbeam_channel::Sender<LineBatch>,
+        empty: crossbeam_channel::Receiver<LineBatch>,
     ) -> Parser<'a> {
         Parser {
             engine,
             format,
             precision,
-            batch: Batch::sized(),
+            batch: LineBatch::with_room(BATCH),
             full,
             empty,
-            ids: SeriesIds::default(),
+            ids: NameCache::unbounded(),
             lines: 0,
             report: IngestReport::default(),
             first_ts: None,
@@ -424,7 +406,10 @@ impl<'a> Parser<'a> {
         let mut line = Vec::with_capacity(4096);
         let mut points = Vec::new();
         let mut skipped = Vec::new();
-        self.batch = self.empty.recv().unwrap_or_default();
+        self.batch = self
+            .empty
+            .recv()
+            .unwrap_or_else(|_| LineBatch::with_room(BATCH));
         loop {
             line.clear();
             let n = reader
@@ -512,17 +497,18 @@ impl<'a> Parser<'a> {
                 Err(e) => return Err(e),
             },
         };
-        self.batch.samples.push(Sample::new(id, ts, value));
-        self.batch.lines.push(self.lines as usize);
-        if self.batch.samples.len() >= BATCH {
+        if (self.batch).push(Sample::new(id, ts, value), self.lines as usize) {
             self.send()?;
-            self.batch = self.empty.recv().unwrap_or_default();
+            self.batch = self
+                .empty
+                .recv()
+                .unwrap_or_else(|_| LineBatch::with_room(BATCH));
         }
         Ok(())
     }
 
     fn send(&mut self) -> Result<()> {
-        if self.batch.samples.is_empty() {
+        if self.batch.is_empty() {
             return Ok(());
         }
         self.full
@@ -536,74 +522,10 @@ impl<'a> Parser<'a> {
     }
 }
 
-/// The ids of the series an import has met, in the order first met. Dumps usually repeat one
-/// order of series at every instant, so the series after the one just looked up is checked
-/// first: with 100k series, a hash lookup misses the cache twice (its slot, then its key), and
-/// that was the largest cost of parsing; the next entry in first-met order is read in
-/// sequence. Any other order falls back to the hash map.
-#[derive(Default)]
-struct SeriesIds {
-    /// Index into `order` by series text.
-    index: rustc_hash::FxHashMap<Box<str>, u32>,
-    /// Series in the order first met: (end of its text in `texts`, id).
-    order: Vec<(usize, SeriesId)>,
-    /// The texts of `order`, one after another.
-    texts: String,
-    /// The entry of `order` expected next.
-    next: usize,
-}
-
-impl SeriesIds {
-    fn text(&self, i: usize) -> &str {
-        let start = if i == 0 { 0 } else { self.order[i - 1].0 };
-        &self.texts[start..self.order[i].0]
-    }
-
-    fn get(&mut self, series: &str) -> Option<SeriesId> {
-        let i = if self.next < self.order.len() && self.text(self.next) == series {
-            self.next
-        } else {
-            *self.index.get(series)? as usize
-        };
-        self.next = i + 1;
-        Some(self.order[i].1)
-    }
-
-    fn insert(&mut self, series: &str, id: SeriesId) {
-        self.index.insert(series.into(), self.order.len() as u32);
-        self.texts.push_str(series);
-        self.order.push((self.texts.len(), id));
-        self.next = self.order.len();
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{detect, Format, ImportSummary, SeriesIds};
+    use super::{detect, Format, ImportSummary};
     use crate::ingest::influx::Precision;
-    use crate::registry::SeriesId;
-
-    #[test]
-    fn series_ids_are_found_in_any_order() {
-        let mut ids = SeriesIds::default();
-        for (i, name) in ["a.b", "c", "a.b.c"].into_iter().enumerate() {
-            assert_eq!(ids.get(name), None);
-            ids.insert(name, SeriesId(i as u32));
-        }
-        // The same order again, then out of order, repeats and an unknown name.
-        for (name, id) in [
-            ("a.b", 0),
-            ("c", 1),
-            ("a.b.c", 2),
-            ("c", 1),
-            ("c", 1),
-            ("a.b", 0),
-        ] {
-            assert_eq!(ids.get(name), Some(SeriesId(id)), "{name}");
-        }
-        assert_eq!(ids.get("a"), None);
-        assert_eq!(ids.get("a.b.c"), Some(SeriesId(2)));
-    }
 
     #[test]
     fn formats_are_told_apart_by_the_second_field() {

@@ -4,8 +4,8 @@
 
 use std::fmt::Write;
 
-use crate::aggregate::{AggregateResult, Group};
-use crate::query::QueryResult;
+use crate::read::aggregate::{AggregateResult, Group};
+use crate::read::query::QueryResult;
 use crate::time::{format_ts, Span};
 
 /// The HTTP API's JSON of a query or aggregate result.
@@ -164,7 +164,7 @@ fn group_results(result: &AggregateResult) -> Vec<QueryResult> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::query::Display;
+    use crate::read::query::Display;
 
     fn sample() -> QueryResult {
         QueryResult {

@@ -66,8 +66,9 @@ use std::sync::{Mutex, MutexGuard};
 use crate::cluster::SampleBatch;
 use crate::config::TiersConfig;
 use crate::engine::{Engine, EngineBuilder};
+use crate::error::RejectReason;
 use crate::registry::SeriesId;
-use crate::sample::{BatchReport, RejectReason, Sample};
+use crate::sample::{BatchReport, Sample};
 use crate::storage::cells::CellAt;
 use crate::storage::counter_journal::Undo;
 use crate::time::Timestamp;
@@ -202,7 +203,7 @@ impl PartitionStore {
             return Err(Error::Poisoned(why.clone()));
         }
         let applied = inner.state.applied();
-        self.engine.with_files_still(|dir| {
+        self.engine.rewind().with_files_still(|dir| {
             crate::cluster::snapshot::write(dir, partition, applied, out, out_path)
         })
     }
@@ -330,7 +331,7 @@ impl PartitionStore {
     ) -> Result<(Vec<Undo>, Vec<RawTail>)> {
         let config = self.engine.config();
         let cells = cells_touched(config, todo, resolved);
-        let before = self.engine.load_cells(&cells)?;
+        let before = self.engine.rewind().load_cells(&cells)?;
         let mut ids: Vec<SeriesId> = resolved
             .iter()
             .flatten()
@@ -353,13 +354,13 @@ impl PartitionStore {
         }));
         entries.extend(ids.iter().map(|&id| Undo::State {
             id: id.index(),
-            before: self.engine.counter_state(id),
+            before: self.engine.rewind().counter_state(id),
         }));
         let raw_tails = if config.raw.is_some() {
             ids.iter()
                 .map(|&id| RawTail {
                     id: id.0,
-                    last: self.engine.raw_last_time(id),
+                    last: self.engine.rewind().raw_last_time(id),
                 })
                 .collect()
         } else {
@@ -574,19 +575,27 @@ fn roll_back(
         e => e,
     };
     let half = cells.len() / 2;
-    let mut changed = engine.restore_cells(&cells[..half]).map_err(in_file)?;
+    let mut changed = engine
+        .rewind()
+        .restore_cells(&cells[..half])
+        .map_err(in_file)?;
     if let Some(fault) = fault {
         if fault.step == Step::MidRestore {
             fault.fire(Step::MidRestore)?;
         }
     }
-    changed += engine.restore_cells(&cells[half..]).map_err(in_file)?;
+    changed += engine
+        .rewind()
+        .restore_cells(&cells[half..])
+        .map_err(in_file)?;
     for (id, before) in states {
-        engine.restore_counter_state(id, before)?;
+        engine.rewind().restore_counter_state(id, before)?;
     }
     let mut raw_points = 0;
     for tail in &record.raw_tails {
-        raw_points += engine.truncate_raw_after(SeriesId(tail.id), tail.last)?;
+        raw_points += engine
+            .rewind()
+            .truncate_raw_after(SeriesId(tail.id), tail.last)?;
     }
     tracing::warn!(
         dir = %engine.dir().display(),

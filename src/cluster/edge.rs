@@ -13,13 +13,18 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::future::BoxFuture;
+
 use super::node::Node;
 use super::{partition_of, wire, SampleBatch};
 use crate::counter::SeriesKind;
 use crate::engine::{accepted_times, check_value_and_time};
+use crate::error::RejectReason;
+use crate::ingest::batch::BATCH;
+use crate::ingest::name_cache::NameCache;
+use crate::ingest::report::IngestReport;
 use crate::registry::SeriesKey;
-use crate::sample::RejectReason;
-use crate::server::sink::{IngestReport, NameCache, BATCH};
+use crate::server::sink::Sink;
 use crate::server::stats::ServerStats;
 use crate::server::Limits;
 use crate::time::Timestamp;
@@ -55,11 +60,10 @@ pub struct EdgeSink {
 }
 
 impl EdgeSink {
-    /// A sink publishing through `node`, counting into `stats`, its key cache within
     /// `limits`' name cache budget.
     pub fn new(node: Arc<Node>, stats: Arc<ServerStats>, limits: &Limits) -> EdgeSink {
         EdgeSink {
-            known: NameCache::new(Arc::clone(&stats), limits.name_cache_bytes),
+            known: NameCache::bounded(Arc::clone(&stats.name_budget), limits.name_cache_bytes),
             node,
             stats,
             batches: HashMap::new(),
@@ -69,15 +73,74 @@ impl EdgeSink {
         }
     }
 
+    /// are counted as `write_failed` (the others of the flush landed).
+    async fn flush_queued(&mut self) -> Result<()> {
+        // The bounds are taken afresh for the next samples even when none was queued: a
+        // long-lived sink (a UDP socket's) must not keep a "now" from hours ago.
+        self.bounds = None;
+        if self.queued == 0 {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let queued = std::mem::take(&mut self.queued);
+        // Partitions are published at once; one partition's messages one after another, so
+        // they reach the log in the order they were written (a counter's samples must).
+        let mut publishes = Vec::new();
+        let max_bytes = self.node.log().max_payload().saturating_sub(HEADER_ROOM);
+        for (partition, (batch, _)) in self.batches.drain() {
+            let messages = match encode_messages(&batch, max_bytes) {
+                Ok(messages) => messages,
+                Err(e) => {
+                    self.report.refuse_many(
+                        &*self.stats,
+                        "write_failed",
+                        batch.samples.len() as u64,
+                    );
+                    tracing::error!(partition, error = %e, "encoding a batch failed");
+                    continue;
+                }
+            };
+            let node = Arc::clone(&self.node);
+            publishes.push(async move {
+                let mut outcomes = Vec::with_capacity(messages.len());
+                for (samples, payload) in messages {
+                    let id = node.next_message_id();
+                    outcomes.push((samples, publish(&node, partition, &id, payload).await));
+                }
+                outcomes
+            });
+        }
+        let mut failure = None;
+        for (samples, outcome) in futures_util::future::join_all(publishes)
+            .await
+            .into_iter()
+            .flatten()
+        {
+            match outcome {
+                Ok(()) => self.report.accepted += samples,
+                Err(e) => {
+                    self.report
+                        .refuse_many(&*self.stats, "write_failed", samples);
+                    failure = Some(e);
+                }
+            }
+        }
+        self.stats.observe_batch(started.elapsed(), queued);
+        failure.map_or(Ok(()), Err)
+    }
+}
+
+impl Sink for EdgeSink {
+    /// A sink publishing through `node`, counting into `stats`, its key cache within
     /// The node's clock, for samples that say "now".
-    pub fn now(&self) -> Timestamp {
+    fn now(&self) -> Timestamp {
         self.node.now()
     }
 
     /// Queues one sample of `series` (canonical text or any spelling the key grammar
     /// takes), declaring `kind` when the write names one. Returns true when the batch is full
     /// and should be flushed.
-    pub fn push_declared(
+    fn push_declared(
         &mut self,
         series: &str,
         kind: Option<SeriesKind>,
@@ -106,7 +169,7 @@ impl EdgeSink {
                 let partition = partition_of(parsed.as_str(), self.node.partitions());
                 // Only a text that is its own canonical form stands for its key.
                 if parsed.as_str() == series {
-                    self.known.insert(series.into(), partition);
+                    self.known.insert(series, partition);
                 }
                 (parsed.as_str(), partition)
             }
@@ -118,9 +181,8 @@ impl EdgeSink {
     }
 
     /// Counts a refused line (or field) under `reason`.
-    pub fn reject(&mut self, line: usize, reason: &'static str, message: impl Into<String>) {
-        self.report
-            .refuse(&self.stats, line, reason, || message.into());
+    fn reject(&mut self, line: usize, reason: &'static str, message: String) {
+        self.report.refuse(&*self.stats, line, reason, || message);
     }
 
     /// Publishes every queued sample, a message per partition (more when one has over
@@ -128,74 +190,26 @@ impl EdgeSink {
     ///
     /// # Errors
     /// [`Error::Cluster`] when a message could not be published after retries; its samples
-    /// are counted as `write_failed` (the others of the flush landed).
-    pub async fn flush(&mut self) -> Result<()> {
-        // The bounds are taken afresh for the next samples even when none was queued: a
-        // long-lived sink (a UDP socket's) must not keep a "now" from hours ago.
-        self.bounds = None;
-        if self.queued == 0 {
-            return Ok(());
-        }
-        let started = Instant::now();
-        let queued = std::mem::take(&mut self.queued);
-        // Partitions are published at once; one partition's messages one after another, so
-        // they reach the log in the order they were written (a counter's samples must).
-        let mut publishes = Vec::new();
-        let max_bytes = self.node.log().max_payload().saturating_sub(HEADER_ROOM);
-        for (partition, (batch, _)) in self.batches.drain() {
-            let messages = match encode_messages(&batch, max_bytes) {
-                Ok(messages) => messages,
-                Err(e) => {
-                    self.report.refuse_many(
-                        &self.stats,
-                        "write_failed",
-                        batch.samples.len() as u64,
-                    );
-                    tracing::error!(partition, error = %e, "encoding a batch failed");
-                    continue;
-                }
-            };
-            let node = Arc::clone(&self.node);
-            publishes.push(async move {
-                let mut outcomes = Vec::with_capacity(messages.len());
-                for (samples, payload) in messages {
-                    let id = node.next_message_id();
-                    outcomes.push((samples, publish(&node, partition, &id, payload).await));
-                }
-                outcomes
-            });
-        }
-        let mut failure = None;
-        for (samples, outcome) in futures_util::future::join_all(publishes)
-            .await
-            .into_iter()
-            .flatten()
-        {
-            match outcome {
-                Ok(()) => self.report.accepted += samples,
-                Err(e) => {
-                    self.report
-                        .refuse_many(&self.stats, "write_failed", samples);
-                    failure = Some(e);
-                }
-            }
-        }
-        self.stats.observe_batch(started.elapsed(), queued);
-        failure.map_or(Ok(()), Err)
-    }
-
     /// What was published so far.
-    pub fn report(&self) -> &IngestReport {
+    fn report(&self) -> &IngestReport {
         &self.report
     }
 
     /// Flushes and hands back what was published.
     ///
     /// # Errors
-    /// As [`EdgeSink::flush`].
-    pub async fn finish(mut self) -> Result<IngestReport> {
-        self.flush().await?;
-        Ok(self.report)
+    fn finish(mut self: Box<Self>) -> BoxFuture<'static, Result<IngestReport>> {
+        Box::pin(async move {
+            self.flush_queued().await?;
+            Ok(std::mem::take(&mut self.report))
+        })
+    }
+    /// Publishes every queued sample, a message per partition (more when one has over
+    /// [`MESSAGE_SAMPLES`]), all at once; ends when JetStream acknowledged them all. When a
+    /// message could not be published after retries ([`Error::Cluster`]), its samples are
+    /// counted as `write_failed` (the others of the flush landed).
+    fn flush(&mut self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.flush_queued())
     }
 }
 

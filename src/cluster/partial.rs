@@ -33,13 +33,14 @@
 #[cfg(test)]
 mod tests;
 
-use crate::aggregate::{AggregatePlan, AggregateResult, PartialAggregate};
 use crate::config::TiersConfig;
-use crate::query::{Query, TierChoice};
-use crate::reader::Reader;
+use crate::read::aggregate::{AggregatePlan, AggregateResult, PartialAggregate};
+use crate::read::query::Query;
+use crate::read::reader::Reader;
+use crate::read::tier_choice::TierChoice;
 use crate::registry::Selector;
-use crate::render::RenderGrid;
 use crate::render::{graphite_path, merge_nodes, Fetched, FindNode, Finder, PathPattern};
+use crate::render::{RenderGrid, StoredSource};
 use crate::time::Timestamp;
 use crate::{ReadBudget, Result};
 
@@ -130,7 +131,7 @@ pub fn aggregate_over(
 ///
 /// # Errors
 /// [`crate::Error::InvalidQuery`] when a part answers another plan or is garbled, or the
-/// merged groups × points exceed [`crate::query::MAX_QUERY_POINTS`].
+/// merged groups × points exceed [`crate::read::query::MAX_QUERY_POINTS`].
 pub fn merge_aggregates(
     plan: AggregatePlan,
     parts: impl IntoIterator<Item = PartialAggregate>,
@@ -199,7 +200,7 @@ pub fn render_count_over(
 ) -> Result<u64> {
     let mut series = 0;
     for reader in readers {
-        series += reader.render_count(pattern, budget)? as u64;
+        series += StoredSource::new(*reader).count(pattern, budget)? as u64;
     }
     Ok(series)
 }
@@ -208,7 +209,7 @@ pub fn render_count_over(
 /// `readers`, read on the asker's `grid`, sorted by Graphite path.
 ///
 /// # Errors
-/// As [`crate::Reader::render_fetch`] on any engine (an engine whose tier does not fit the
+/// As [`StoredSource::fetch_on`] on any engine (an engine whose tier does not fit the
 /// grid refuses it).
 pub fn render_fetch_over(
     readers: &[Reader<'_>],
@@ -217,7 +218,7 @@ pub fn render_fetch_over(
 ) -> Result<Vec<Fetched>> {
     let mut parts = Vec::with_capacity(readers.len());
     for reader in readers {
-        parts.push(reader.render_fetch(pattern, grid)?);
+        parts.push(StoredSource::new(*reader).fetch_on(pattern, grid)?);
     }
     Ok(merge_fetched(parts))
 }
@@ -246,7 +247,9 @@ pub fn pinned_query(tiers: &TiersConfig, now: Timestamp, query: &Query) -> Resul
     if matches!(&query.tier, TierChoice::Named(name) if tiers.is_raw(name)) {
         return Ok(query.clone());
     }
-    let tier = tiers.choose_tier(&query.tier, query.from, query.to, query.max_points, now)?;
+    let tier = query
+        .tier
+        .resolve(tiers, query.from, query.to, query.max_points, now)?;
     Ok(Query {
         tier: TierChoice::Named(tiers.tiers[tier].name.clone()),
         ..query.clone()

@@ -11,7 +11,7 @@ use super::python::{format_g, round_6, str_float};
 use super::series::Series;
 use super::Source;
 use crate::bucket::Bucket;
-use crate::query::MAX_QUERY_POINTS;
+use crate::read::query::MAX_QUERY_POINTS;
 use crate::time::parse_interval;
 use crate::{Aggregation, Error, ReadBudget, Result};
 

@@ -15,10 +15,10 @@ mod tests;
 use rayon::prelude::*;
 
 use super::{graphite_path, Combined, Fetched, PathPattern, Source};
-use crate::aggregate::Aggregation;
 use crate::config::TiersConfig;
 use crate::counter::SeriesKind;
-use crate::query::{Display, PointGrid, MAX_QUERY_POINTS};
+use crate::read::aggregate::Aggregation;
+use crate::read::query::{Display, PointGrid, MAX_QUERY_POINTS};
 use crate::time::{Span, Timestamp};
 use crate::{Error, ReadBudget, Reader, Result};
 
@@ -123,14 +123,27 @@ impl RenderGrid {
     }
 }
 
-impl Reader<'_> {
+/// An engine's [`Reader`] as render reads it: the grid a render path is read on, and the
+/// series of a path read on it, one by one or combined in one pass. A cluster node's owners
+/// answer its fan-out through the same calls (src/cluster/partial.rs).
+#[derive(Clone, Copy)]
+pub struct StoredSource<'a> {
+    reader: Reader<'a>,
+}
+
+impl<'a> StoredSource<'a> {
+    /// Render's view of `reader`.
+    pub fn new(reader: Reader<'a>) -> StoredSource<'a> {
+        StoredSource { reader }
+    }
+
     /// The grid a render over `from`..`until` reads on this engine: [`RenderGrid::choose`]
     /// with its tiers and clock.
     ///
     /// # Errors
     /// As [`RenderGrid::choose`].
-    pub fn render_grid(&self, from: i64, until: i64) -> Result<Option<RenderGrid>> {
-        RenderGrid::choose(self.config(), from, until, self.now())
+    pub fn grid(&self, from: i64, until: i64) -> Result<Option<RenderGrid>> {
+        RenderGrid::choose(self.reader.config(), from, until, self.reader.now())
     }
 
     /// Charges the registry scan (a value per key) to `budget`, then counts the series
@@ -138,9 +151,9 @@ impl Reader<'_> {
     ///
     /// # Errors
     /// The budget's refusal of the scan.
-    pub fn render_count(&self, pattern: &PathPattern, budget: &ReadBudget) -> Result<usize> {
-        budget.charge_scan(self.registry().len())?;
-        Ok((self.registry())
+    pub fn count(&self, pattern: &PathPattern, budget: &ReadBudget) -> Result<usize> {
+        budget.charge_scan(self.reader.registry().len())?;
+        Ok((self.reader.registry())
             .select(|_, key| pattern.matches(key).then_some(()))
             .len())
     }
@@ -153,11 +166,11 @@ impl Reader<'_> {
     /// [`Error::UnknownTier`] when this engine has no tier of the grid's name;
     /// [`Error::InvalidQuery`] when its tier of that name has another resolution or the grid
     /// has too many points; a period file that cannot be read.
-    pub fn render_fetch(&self, pattern: &PathPattern, grid: &RenderGrid) -> Result<Vec<Fetched>> {
-        let (tier, points) = grid.on(self.config())?;
+    pub fn fetch_on(&self, pattern: &PathPattern, grid: &RenderGrid) -> Result<Vec<Fetched>> {
+        let (tier, points) = grid.on(self.reader.config())?;
         // One scan under the registry's read lock, even for a literal name: the pattern also
         // selects the name's tagged variants, and the registry has no index by bare name.
-        let mut matched = self.registry().select(|id, key| {
+        let mut matched = self.reader.registry().select(|id, key| {
             pattern
                 .matches(key)
                 .then(|| (graphite_path(key), id, key.to_key()))
@@ -166,14 +179,20 @@ impl Reader<'_> {
         // reads like a tag, and the key orders those the same way on every engine.
         matched.sort_unstable_by(|a, b| (&a.0, &a.2).cmp(&(&b.0, &b.2)));
         let ids: Vec<_> = matched.iter().map(|m| m.1).collect();
-        let kinds = self.series_kinds(&ids);
+        let kinds = self.reader.series_kinds(&ids);
         let step = Span::from_secs(grid.resolution as u64);
         matched
             .into_par_iter()
             .zip(kinds)
             .map(|((_, id, key), kind)| {
-                let (start, buckets) =
-                    self.merged_buckets(id, tier, points.first, points.end, step, grid.window)?;
+                let (start, buckets) = self.reader.merged_buckets(
+                    id,
+                    tier,
+                    points.first,
+                    points.end,
+                    step,
+                    grid.window,
+                )?;
                 Ok(Fetched {
                     key,
                     start,
@@ -191,22 +210,22 @@ impl Reader<'_> {
     /// `None` when the series mix counters and gauges, whose values are shown differently.
     ///
     /// # Errors
-    /// As [`Reader::render_fetch`].
-    pub fn render_combine(
+    /// As [`StoredSource::fetch_on`].
+    pub fn combine_on(
         &self,
         patterns: &[PathPattern],
         aggregation: Aggregation,
         grid: &RenderGrid,
     ) -> Result<Option<Combined>> {
-        let (tier, points) = grid.on(self.config())?;
-        let hits = self.registry().select(|id, key| {
+        let (tier, points) = grid.on(self.reader.config())?;
+        let hits = self.reader.registry().select(|id, key| {
             let hits: Vec<bool> = patterns.iter().map(|p| p.matches(key)).collect();
             hits.contains(&true).then_some((id, hits))
         });
         let ids: Vec<_> = (hits.iter())
             .flat_map(|(id, hits)| hits.iter().filter(|&&hit| hit).map(move |_| *id))
             .collect();
-        let kinds = self.series_kinds(&ids);
+        let kinds = self.reader.series_kinds(&ids);
         let counter = kinds.first() == Some(&SeriesKind::Counter);
         if kinds.iter().any(|&k| (k == SeriesKind::Counter) != counter) {
             return Ok(None);
@@ -221,10 +240,12 @@ impl Reader<'_> {
         };
         let values = match ids.is_empty() {
             true => Vec::new(),
-            false => (self.fold_series(tier, &points, (display, grid.window), &ids)?)
-                .iter()
-                .map(|fold| fold.of_series(aggregation))
-                .collect(),
+            false => (self
+                .reader
+                .fold_series(tier, &points, (display, grid.window), &ids)?)
+            .iter()
+            .map(|fold| fold.of_series(aggregation))
+            .collect(),
         };
         Ok(Some(Combined {
             start: grid.first,
@@ -239,7 +260,7 @@ impl Reader<'_> {
 /// The engine's read view as render's source. Every fetch of a render reads one tier on one
 /// grid, so all the series it returns share start and step, which functions combining series
 /// rely on.
-impl Source for Reader<'_> {
+impl Source for StoredSource<'_> {
     /// Charges the registry scan, then the series `pattern` matches at the grid's points.
     fn charge(
         &self,
@@ -248,22 +269,22 @@ impl Source for Reader<'_> {
         until: i64,
         budget: &ReadBudget,
     ) -> Result<()> {
-        let Some(grid) = self.render_grid(from, until)? else {
+        let Some(grid) = self.grid(from, until)? else {
             return Ok(());
         };
-        let series = self.render_count(pattern, budget)?;
+        let series = self.count(pattern, budget)?;
         charge_points(budget, pattern, series, grid.points)
     }
 
-    /// [`Reader::render_fetch`] on [`Reader::render_grid`].
+    /// [`StoredSource::fetch_on`] on [`StoredSource::grid`].
     fn fetch(&self, pattern: &PathPattern, from: i64, until: i64) -> Result<Vec<Fetched>> {
-        match self.render_grid(from, until)? {
-            Some(grid) => self.render_fetch(pattern, &grid),
+        match self.grid(from, until)? {
+            Some(grid) => self.fetch_on(pattern, &grid),
             None => Ok(Vec::new()),
         }
     }
 
-    /// [`Reader::render_combine`] on [`Reader::render_grid`].
+    /// [`StoredSource::combine_on`] on [`StoredSource::grid`].
     fn combine(
         &self,
         patterns: &[PathPattern],
@@ -271,8 +292,8 @@ impl Source for Reader<'_> {
         from: i64,
         until: i64,
     ) -> Result<Option<Combined>> {
-        match self.render_grid(from, until)? {
-            Some(grid) => self.render_combine(patterns, aggregation, &grid),
+        match self.grid(from, until)? {
+            Some(grid) => self.combine_on(patterns, aggregation, &grid),
             None => Ok(Some(Combined::nothing(patterns.len()))),
         }
     }

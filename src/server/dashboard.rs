@@ -96,7 +96,7 @@ mod tests {
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    use crate::server::{http, Backend, Limits, State};
+    use crate::server::{http, Limits, State};
     use crate::{Engine, ManualClock, TiersConfig};
 
     /// A status, the header block (names lowercased) and the body.
@@ -143,12 +143,11 @@ mod tests {
             .background_maintenance(false)
             .open()
             .unwrap();
-        let state = Arc::new(State {
-            backend: Backend::Engine(Arc::new(engine)),
-            stats: Default::default(),
-            limits: Limits::default(),
-            token: Some("s3cret".to_string()),
-        });
+        let state = Arc::new(State::new(
+            Arc::new(engine),
+            Limits::default(),
+            Some("s3cret".to_string()),
+        ));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, http::app(state)).await });

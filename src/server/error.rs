@@ -62,7 +62,7 @@ impl From<Error> for ApiError {
 
 /// Runs a read on the blocking pool: a render or aggregate over many series reads (in
 /// parallel) for longer than an async worker should be held.
-pub(super) async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     read: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> std::result::Result<T, ApiError> {
     tokio::task::spawn_blocking(read)

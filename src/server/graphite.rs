@@ -86,14 +86,14 @@ async fn connection(mut stream: TcpStream, state: &State, mut shutdown: watch::R
         }
         let now = sink.now();
         lines.feed(&buf[..n], |number, line| {
-            ingest_line(&mut sink, number, line, now)
+            ingest_line(&mut *sink, number, line, now)
         });
         if let Err(e) = sink.flush().await {
             tracing::error!(error = %e, "graphite write failed");
         }
     }
     let now = sink.now();
-    lines.finish(|number, line| ingest_line(&mut sink, number, line, now));
+    lines.finish(|number, line| ingest_line(&mut *sink, number, line, now));
     if let Err(e) = sink.finish().await {
         tracing::error!(error = %e, "graphite write failed");
     }
@@ -111,9 +111,9 @@ pub async fn serve_udp(socket: UdpSocket, state: Arc<State>, shutdown: watch::Re
         for Datagram { arrived, bytes } in taken.drain(..) {
             let mut lines = LineSplitter::default();
             lines.feed(&bytes, |number, line| {
-                ingest_line(&mut sink, number, line, arrived)
+                ingest_line(&mut *sink, number, line, arrived)
             });
-            lines.finish(|number, line| ingest_line(&mut sink, number, line, arrived));
+            lines.finish(|number, line| ingest_line(&mut *sink, number, line, arrived));
         }
         if let Err(e) = sink.flush().await {
             tracing::error!(error = %e, "graphite write failed");
@@ -125,7 +125,7 @@ pub async fn serve_udp(socket: UdpSocket, state: Arc<State>, shutdown: watch::Re
     }
 }
 
-fn ingest_line(sink: &mut Sink, number: usize, line: Result<&[u8], ()>, now: i64) {
+fn ingest_line(sink: &mut dyn Sink, number: usize, line: Result<&[u8], ()>, now: i64) {
     let line = match line {
         Ok(line) => line,
         Err(()) => {

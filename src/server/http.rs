@@ -19,20 +19,21 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 
-use super::error::{blocking, ApiError};
+use super::error::ApiError;
 use super::params::Params;
 use super::render_api;
-use super::sink::{IngestReport, Sink};
-use super::{Backend, State};
-use crate::aggregate::{AggregatePlan, AggregateQuery, Aggregation};
-use crate::cluster::fanout;
+use super::sink::Sink;
+use super::State;
 use crate::counter::SeriesKind;
 use crate::ingest::influx::{self, Precision};
 use crate::ingest::prom_remote;
-use crate::query::{Display, Query, TierChoice};
+use crate::ingest::report::IngestReport;
+use crate::read::aggregate::{AggregateQuery, Aggregation};
+use crate::read::query::{Display, Query};
+use crate::read::tier_choice::TierChoice;
 use crate::registry::{Selector, SeriesKey, TagFilter};
 use crate::time::{parse_time, Span};
-use crate::{Engine, Error, ReadBudget};
+use crate::ReadBudget;
 use json_body::{ArraySplitter, Element};
 
 /// The router of every endpoint. The token check wraps the API and unknown paths; the
@@ -47,12 +48,6 @@ pub fn app(state: Arc<State>) -> Router {
         .route("/api/v1/aggregate", get(aggregate))
         .route("/api/v1/series", get(series))
         .route("/api/v1/tiers", get(tiers))
-        .route("/api/v1/cluster", get(cluster_status))
-        .route(crate::cluster::peer::PARTIAL_PATH, post(partial))
-        .route(
-            &format!("{}/{{partition}}", crate::cluster::peer::SNAPSHOT_PATH),
-            get(snapshot),
-        )
         .route("/metrics", get(metrics))
         .route("/render", get(render_api::render).post(render_api::render))
         .route(
@@ -63,6 +58,7 @@ pub fn app(state: Arc<State>) -> Router {
             "/metrics/find/",
             get(render_api::find).post(render_api::find),
         )
+        .merge(state.backend.routes())
         .layer(DefaultBodyLimit::max(state.limits.max_body))
         .layer(middleware::from_fn_with_state(
             Arc::clone(&state),
@@ -304,13 +300,13 @@ async fn remote_write(state: &State, body: &[u8]) -> Result<Response, ApiError> 
 /// answer says what landed before. A retry then resends only what did not land; failing the
 /// whole request would make it resend earlier batches too, and count them twice.
 struct BodySink {
-    sink: Sink,
+    sink: Box<dyn Sink>,
     /// A batch of this request failed; the rest of it is refused without trying.
     failed: bool,
 }
 
 impl BodySink {
-    fn new(sink: Sink) -> BodySink {
+    fn new(sink: Box<dyn Sink>) -> BodySink {
         BodySink {
             sink,
             failed: false,
@@ -332,14 +328,14 @@ impl BodySink {
     ) {
         if self.failed {
             let why = "not written: an earlier batch of this request failed on the server";
-            self.sink.reject(line, "write_failed", why);
+            self.sink.reject(line, "write_failed", why.into());
         } else if self.sink.push_declared(series, kind, ts, value, line) {
             self.flush().await;
         }
     }
 
     fn reject(&mut self, line: usize, reason: &'static str, message: impl Into<String>) {
-        self.sink.reject(line, reason, message);
+        self.sink.reject(line, reason, message.into());
     }
 
     async fn flush(&mut self) {
@@ -459,20 +455,6 @@ fn too_large(max_body: usize) -> Response {
         .into_response()
 }
 
-/// The 404 message for a query of a series that does not exist, with the series of that
-/// name or near names when the registry has some ([`crate::registry::Candidates::hint`]).
-fn unknown_series(engine: &Engine, key: String) -> String {
-    let hint = (engine.registry())
-        .candidates(&key, &[], crate::registry::SUGGESTIONS)
-        .ok()
-        .and_then(|found| found.hint());
-    let error = Error::UnknownSeries(key);
-    match hint {
-        Some(hint) => format!("{error}; {hint}"),
-        None => error.to_string(),
-    }
-}
-
 /// The series a request names: `series=name{k=v}`, or `series=name` plus `tag=k=v` pairs
 /// (read as [`TagFilter`]s; only `k=v` names a series, so `k!=v` is refused).
 fn series_param(params: &Params) -> Result<String, ApiError> {
@@ -507,19 +489,6 @@ fn selector_param(params: &Params) -> Result<Selector, ApiError> {
         .map_err(|e| ApiError::BadRequest(format!("tag: {e}")))
 }
 
-/// `consistency=strong` (a cluster read waits until the owners have applied every write
-/// the log held when the read began) or `eventual` (the default: what they applied). A
-/// single node is always strong.
-pub(super) fn strong(params: &Params) -> Result<bool, ApiError> {
-    match params.get("consistency") {
-        None | Some("eventual") => Ok(false),
-        Some("strong") => Ok(true),
-        Some(other) => Err(ApiError::BadRequest(format!(
-            "consistency: {other:?} is not strong or eventual"
-        ))),
-    }
-}
-
 /// What every read takes besides the series: `from`, `to` (default the last hour), `tier`,
 /// `display`, `step`, `max_points`.
 struct ReadParams {
@@ -543,8 +512,7 @@ fn read_params(state: &State, params: &Params) -> Result<ReadParams, ApiError> {
     };
     let to = time("to", now)?;
     let from = time("from", to.saturating_sub(3600))?;
-    let tier = (state.tiers())
-        .tier_choice(params.get("tier").unwrap_or("auto"))
+    let tier = TierChoice::parse(state.tiers(), params.get("tier").unwrap_or("auto"))
         .map_err(|e| ApiError::BadRequest(format!("tier: {e}")))?;
     let display = match params.get("display") {
         Some(display) => display
@@ -589,20 +557,10 @@ async fn query(
         step: read.step,
         max_points: read.max_points,
     };
-    let result = match &state.backend {
-        Backend::Engine(engine) => {
-            let engine = Arc::clone(engine);
-            let answer = blocking(move || match engine.query(&query) {
-                Err(Error::UnknownSeries(key)) => Ok(Err(unknown_series(&engine, key))),
-                other => other.map(Ok),
-            })
-            .await?;
-            answer.map_err(ApiError::NotFound)?
-        }
-        Backend::Cluster(node) => {
-            fanout::query(node, query, strong(&params)?, state.token.as_deref()).await?
-        }
-    };
+    let result = state
+        .backend
+        .query(query, params.read_options(&state)?)
+        .await?;
     match params.get("format").unwrap_or("json") {
         "json" => Ok(Json(result).into_response()),
         "csv" => Ok((
@@ -657,21 +615,10 @@ async fn aggregate(
         whole_range,
     };
     let budget = Arc::new(ReadBudget::new(state.limits.max_read_values));
-    let result = match &state.backend {
-        Backend::Engine(engine) => {
-            let engine = Arc::clone(engine);
-            let read_budget = Arc::clone(&budget);
-            blocking(move || engine.reader().aggregate_within(&query, &read_budget)).await
-        }
-        Backend::Cluster(node) => {
-            let strong = strong(&params)?;
-            let answer = async {
-                let plan = AggregatePlan::new(node.tiers(), node.now(), &query)?;
-                fanout::aggregate(node, plan, strong, &budget, state.token.as_deref()).await
-            };
-            answer.await.map_err(ApiError::from)
-        }
-    };
+    let read = params.read_options(&state)?;
+    let result = (state.backend)
+        .aggregate(query, Arc::clone(&budget), read)
+        .await;
     let result = render_api::over_budget(&state, &budget, result)?;
     Ok(Json(result).into_response())
 }
@@ -684,102 +631,15 @@ async fn series(
 ) -> Result<Response, ApiError> {
     let params = Params::query(raw.as_deref());
     let selector = selector_param(&params)?;
-    let names = match &state.backend {
-        Backend::Engine(engine) => {
-            let engine = Arc::clone(engine);
-            blocking(move || Ok(engine.reader().series_keys(&selector))).await?
-        }
-        Backend::Cluster(node) => {
-            fanout::series(node, selector, strong(&params)?, state.token.as_deref()).await?
-        }
-    };
+    let names = (state.backend)
+        .series(selector, params.read_options(&state)?)
+        .await?;
     Ok(Json(serde_json::json!({ "series": names })).into_response())
 }
 
-/// `GET /api/v1/cluster`: on a cluster node, the nodes, every partition's owners and which
-/// one this node reads it from, and the log's last sequence and each owner's lag per
-/// partition ([`crate::cluster::status`]); on a single node, 404.
-async fn cluster_status(AxumState(state): AxumState<Arc<State>>) -> Result<Response, ApiError> {
-    let Backend::Cluster(node) = &state.backend else {
-        return Err(ApiError::NotFound(
-            "this server is a single node (start it with --cluster for cluster mode)".into(),
-        ));
-    };
-    Ok(Json(crate::cluster::status::Status::of(node).await?).into_response())
-}
-
-/// `POST /internal/v1/partial`: a peer's fan-out read over partitions this node applies.
-async fn partial(
-    AxumState(state): AxumState<Arc<State>>,
-    Json(request): Json<fanout::PartialRequest>,
-) -> Result<Response, ApiError> {
-    let Backend::Cluster(node) = &state.backend else {
-        return Err(ApiError::NotFound("not a cluster node".into()));
-    };
-    Ok(Json(fanout::answer_locally(node, request).await?).into_response())
-}
-
-/// `GET /internal/v1/snapshot/<partition>`: a copy of the files of a partition this node
-/// applies, for a peer that rebuilds its own ([`crate::cluster::snapshot`]), read from a
-/// local copy as the peer takes it.
-async fn snapshot(
-    AxumState(state): AxumState<Arc<State>>,
-    axum::extract::Path(partition): axum::extract::Path<u32>,
-) -> Result<Response, ApiError> {
-    use tokio::io::AsyncReadExt;
-    let Backend::Cluster(node) = &state.backend else {
-        return Err(ApiError::NotFound("not a cluster node".into()));
-    };
-    let (file, info) = node.snapshot(partition).await?;
-    let len = file
-        .metadata()
-        .map_err(|e| crate::Error::io(format!("the copy of partition {partition}"), e))?
-        .len();
-    tracing::info!(
-        partition,
-        applied = info.applied,
-        bytes = len,
-        "sending a copy of a partition"
-    );
-    let file = tokio::fs::File::from_std(file);
-    // Ends at the end of the file, or after the first read error (the peer then sees a body
-    // shorter than its length, and refuses it).
-    let chunks = futures_util::stream::unfold(Some(file), |file| async move {
-        let mut file = file?;
-        let mut chunk = vec![0u8; 1 << 16];
-        match file.read(&mut chunk).await {
-            Ok(0) => None,
-            Ok(n) => {
-                chunk.truncate(n);
-                Some((Ok(Bytes::from(chunk)), Some(file)))
-            }
-            Err(e) => Some((Err(e), None)),
-        }
-    });
-    Ok((
-        [
-            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
-            (header::CONTENT_LENGTH, len.to_string()),
-        ],
-        axum::body::Body::from_stream(chunks),
-    )
-        .into_response())
-}
-
-/// The engine's stats, taken on the blocking pool: they wait for the counter table's lock,
-/// which a batch of counter samples holds while it is stored.
-/// On a cluster node, the partitions it applies, added up.
+/// The engine's stats; on a cluster node, the partitions it applies, added up.
 async fn engine_stats(state: &State) -> Result<crate::EngineStats, ApiError> {
-    match &state.backend {
-        Backend::Engine(engine) => {
-            let engine = Arc::clone(engine);
-            blocking(move || Ok(engine.stats())).await
-        }
-        Backend::Cluster(node) => {
-            let node = Arc::clone(node);
-            blocking(move || Ok(node.stats())).await
-        }
-    }
+    state.backend.stats().await
 }
 
 async fn tiers(AxumState(state): AxumState<Arc<State>>) -> Result<Response, ApiError> {
@@ -802,14 +662,7 @@ async fn metrics(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        match &state.backend {
-            Backend::Engine(_) => super::metrics::render(&stats, &state.stats),
-            Backend::Cluster(node) => {
-                let status = crate::cluster::status::Status::of(node).await?;
-                super::metrics::render(&stats, &state.stats)
-                    + &super::metrics::render_cluster(&status)
-            }
-        },
+        super::metrics::render(&stats, &state.stats) + &state.backend.metrics().await?,
     )
         .into_response())
 }

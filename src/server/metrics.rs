@@ -5,11 +5,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::stats::{Protocol, ServerStats, LATENCY_BUCKETS};
-use crate::cluster::status::Status;
 use crate::EngineStats;
 
 /// One metric family: its header and sample lines (`suffix{labels} value`).
-struct Family {
+pub(crate) struct Family {
     name: &'static str,
     kind: &'static str,
     help: &'static str,
@@ -17,7 +16,7 @@ struct Family {
 }
 
 impl Family {
-    fn new(name: &'static str, kind: &'static str, help: &'static str) -> Family {
+    pub(crate) fn new(name: &'static str, kind: &'static str, help: &'static str) -> Family {
         Family {
             name,
             kind,
@@ -26,7 +25,11 @@ impl Family {
         }
     }
 
-    fn sample(mut self, suffix_and_labels: impl Into<String>, value: impl ToString) -> Family {
+    pub(crate) fn sample(
+        mut self,
+        suffix_and_labels: impl Into<String>,
+        value: impl ToString,
+    ) -> Family {
         self.samples
             .push((suffix_and_labels.into(), value.to_string()));
         self
@@ -224,81 +227,8 @@ pub fn render(engine: &EngineStats, server: &ServerStats) -> String {
     write_families(families.into_iter().chain(connections(server)))
 }
 
-/// A cluster node's view of the cluster, after [`render`]'s families (which on a cluster
-/// node add up the partitions it applies): nodes alive, and per partition the log's last
-/// sequence and each holder's applied sequence and lag.
-pub fn render_cluster(status: &Status) -> String {
-    let alive = status.nodes.iter().filter(|n| n.alive).count();
-    let mut last = Family::new(
-        "tierdb_cluster_log_last_sequence",
-        "gauge",
-        "Sequence of each partition's last message in the log.",
-    );
-    let mut applied = Family::new(
-        "tierdb_cluster_applied_sequence",
-        "gauge",
-        "Last log sequence each lease holder applied, per partition.",
-    );
-    let mut lag = Family::new(
-        "tierdb_cluster_lag_sequences",
-        "gauge",
-        "The log's last sequence minus what each lease holder applied, per partition (0 when \
-         caught up).",
-    );
-    let mut served = 0;
-    for p in &status.partitions {
-        served += usize::from(p.serving.is_some());
-        last = last.sample(
-            format!("{{partition=\"{}\"}}", p.partition),
-            p.last_sequence,
-        );
-        for r in &p.replicas {
-            let labels = format!("{{partition=\"{}\",node=\"{}\"}}", p.partition, r.node);
-            applied = applied.sample(labels.clone(), r.applied);
-            lag = lag.sample(labels, r.lag);
-        }
-    }
-    write_families([
-        Family::new(
-            "tierdb_cluster_nodes",
-            "gauge",
-            "Nodes with a heartbeat, by liveness.",
-        )
-        .sample("{state=\"alive\"}", alive)
-        .sample("{state=\"dead\"}", status.nodes.len() - alive),
-        Family::new(
-            "tierdb_cluster_partitions_served",
-            "gauge",
-            "Partitions this node can read from a live owner.",
-        )
-        .sample("", served),
-        Family::new(
-            "tierdb_cluster_partitions",
-            "gauge",
-            "Partitions of the cluster.",
-        )
-        .sample("", status.partitions.len()),
-        Family::new(
-            "tierdb_cluster_rebuilds_total",
-            "counter",
-            "Partitions this node rebuilt from a live replica's files since it started.",
-        )
-        .sample("", status.rebuilds.len()),
-        Family::new(
-            "tierdb_cluster_partitions_ahead_of_log",
-            "gauge",
-            "Partitions this node applied past the log's last sequence: the log went back, and \
-             messages at sequences it holds as applied would be skipped.",
-        )
-        .sample("", status.ahead_of_log.len()),
-        last,
-        applied,
-        lag,
-    ])
-}
-
 /// The exposition text of `families`.
-fn write_families(families: impl IntoIterator<Item = Family>) -> String {
+pub(crate) fn write_families(families: impl IntoIterator<Item = Family>) -> String {
     let mut out = String::new();
     for family in families {
         let _ = writeln!(out, "# HELP {} {}", family.name, family.help);

@@ -11,7 +11,9 @@ mod tests;
 
 use axum::http::{header, HeaderMap};
 
+use super::backend::ReadOptions;
 use super::error::ApiError;
+use super::State;
 
 /// A request's parameters in the order they were sent, repeated keys kept.
 pub(super) struct Params(Vec<(String, String)>);
@@ -81,5 +83,25 @@ impl Params {
             .iter()
             .filter(move |(k, _)| k == key)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// How the request asks to be read: `consistency=strong` (a cluster read waits until
+    /// the owners have applied every write the log held when the read began) or `eventual`
+    /// (the default: what they applied; a single node is always strong), and its token for
+    /// the peers.
+    pub(super) fn read_options(&self, state: &State) -> Result<ReadOptions, ApiError> {
+        let strong = match self.get("consistency") {
+            None | Some("eventual") => false,
+            Some("strong") => true,
+            Some(other) => {
+                return Err(ApiError::BadRequest(format!(
+                    "consistency: {other:?} is not strong or eventual"
+                )))
+            }
+        };
+        Ok(ReadOptions {
+            strong,
+            token: state.token.clone(),
+        })
     }
 }

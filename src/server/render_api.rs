@@ -1,7 +1,7 @@
 //! Graphite's HTTP read API, as Grafana's Graphite data source calls it: `/render` and
-//! `/metrics/find`, by GET or by form-encoded POST, answered by [`crate::render`] over the
-//! engine's [`crate::Reader`] on a single node, and over the partitions' owners
-//! ([`fanout::RenderSource`]) on a cluster node.
+//! `/metrics/find`, by GET or by form-encoded POST, answered by [`crate::render`] through the
+//! server's [`super::Backend`]: over the engine's [`crate::Reader`] on a single node, over
+//! the partitions' owners on a cluster node.
 
 use std::sync::Arc;
 
@@ -11,11 +11,10 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use super::error::{blocking, ApiError};
+use super::error::ApiError;
 use super::params::Params;
-use super::{Backend, State};
-use crate::cluster::fanout;
-use crate::render::{self, Finder, RenderRequest};
+use super::State;
+use crate::render::RenderRequest;
 use crate::ReadBudget;
 
 /// `GET|POST /render`: `target` (repeatable), `from` (default `-24h`), `until` (default
@@ -61,23 +60,10 @@ pub(super) async fn render(
         default_max_points: state.tiers().engine.max_points,
     };
     let budget = Arc::new(ReadBudget::new(state.limits.max_read_values));
-    let read_budget = Arc::clone(&budget);
-    let series = match &state.backend {
-        Backend::Engine(engine) => {
-            let engine = Arc::clone(engine);
-            blocking(move || render::render(&engine.reader(), &request, &read_budget)).await
-        }
-        Backend::Cluster(node) => {
-            let source = fanout::RenderSource::new(
-                Arc::clone(node),
-                tokio::runtime::Handle::current(),
-                super::http::strong(&params)?,
-                state.token.clone(),
-            );
-            let _turn = node.render_slot().await;
-            blocking(move || render::render(&source, &request, &read_budget)).await
-        }
-    };
+    let read = params.read_options(&state)?;
+    let series = (state.backend)
+        .render(request, Arc::clone(&budget), read)
+        .await;
     let series = over_budget(&state, &budget, series)?;
     Ok(Json(series).into_response())
 }
@@ -98,21 +84,8 @@ pub(super) async fn find(
         .ok_or_else(|| ApiError::BadRequest("query: missing (query=servers.*)".into()))?
         .to_owned();
     let budget = Arc::new(ReadBudget::new(state.limits.max_read_values));
-    let nodes = match &state.backend {
-        Backend::Engine(engine) => {
-            let engine = Arc::clone(engine);
-            let read_budget = Arc::clone(&budget);
-            blocking(move || {
-                let mut finder = Finder::new(&query)?;
-                finder.add_registry(engine.registry(), &read_budget)?;
-                Ok(finder.nodes())
-            })
-            .await
-        }
-        Backend::Cluster(node) => fanout::find(node, query, &budget, state.token.as_deref())
-            .await
-            .map_err(ApiError::from),
-    };
+    let read = params.read_options(&state)?;
+    let nodes = (state.backend).find(query, Arc::clone(&budget), read).await;
     let nodes = over_budget(&state, &budget, nodes)?;
     Ok(Json(nodes).into_response())
 }

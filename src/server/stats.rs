@@ -4,9 +4,12 @@
 //! connection's sink shares: the name caches' byte budget and the series limit's lock.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+
+use crate::ingest::name_cache::NameBudget;
+use crate::ingest::report::Tally;
 
 /// Upper bounds (seconds) of the batch latency histogram's buckets.
 pub const LATENCY_BUCKETS: [f64; 12] = [
@@ -100,11 +103,9 @@ pub struct ServerStats {
     batches: AtomicU64,
     batch_samples: AtomicU64,
     over_budget: AtomicU64,
-    /// Bytes all connections' name caches hold together, drawn from
+    /// What all connections' name caches hold together, within
     /// [`super::Limits::name_cache_bytes`].
-    name_cache_bytes: AtomicUsize,
-    /// Times a connection emptied its name cache because it, or the shared budget, was full.
-    name_cache_clears: AtomicU64,
+    pub(crate) name_budget: Arc<NameBudget>,
     /// Held while a new series is checked against the series limit and registered, so
     /// connections registering at the same time cannot overshoot the limit.
     series_gate: Mutex<()>,
@@ -200,34 +201,14 @@ impl ServerStats {
         self.over_budget.load(Ordering::Relaxed)
     }
 
-    /// Draws `bytes` from the name caches' shared `budget`; false (and nothing drawn) when
-    /// that would overspend it.
-    pub fn draw_name_cache(&self, bytes: usize, budget: usize) -> bool {
-        self.name_cache_bytes
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
-                held.checked_add(bytes).filter(|&after| after <= budget)
-            })
-            .is_ok()
-    }
-
-    /// Gives `bytes` a name cache drew back to the budget.
-    pub fn return_name_cache(&self, bytes: usize) {
-        self.name_cache_bytes.fetch_sub(bytes, Ordering::Relaxed);
-    }
-
-    /// Counts a name cache emptied for want of room.
-    pub fn count_name_cache_clear(&self) {
-        self.name_cache_clears.fetch_add(1, Ordering::Relaxed);
-    }
-
     /// Bytes all name caches hold together.
     pub fn name_cache_bytes(&self) -> usize {
-        self.name_cache_bytes.load(Ordering::Relaxed)
+        self.name_budget.bytes()
     }
 
     /// Name caches emptied for want of room, since start.
     pub fn name_cache_clears(&self) -> u64 {
-        self.name_cache_clears.load(Ordering::Relaxed)
+        self.name_budget.clears()
     }
 
     /// The series limit's lock: held from the check of the limit until the new series is
@@ -261,5 +242,11 @@ impl ServerStats {
             sum: self.latency_sum_nanos.load(Ordering::Relaxed) as f64 / 1e9,
             count: self.batches.load(Ordering::Relaxed),
         }
+    }
+}
+
+impl Tally for ServerStats {
+    fn count_rejected(&self, reason: &'static str, n: u64) {
+        ServerStats::count_rejected(self, reason, n);
     }
 }

@@ -15,6 +15,7 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use super::format::RECORD_SIZE;
 pub use super::writer_state::WriterSlot;
 use super::writer_state::{Publication, Publisher, WriterStateFile};
 use crate::bucket::Bucket;
@@ -23,9 +24,6 @@ use crate::Result;
 // The file format is little-endian and the cells are native-endian atomics.
 #[cfg(not(target_endian = "little"))]
 compile_error!("tierdb's file format is little-endian; big-endian targets are not supported");
-
-/// Size of one bucket record on disk: four little-endian 8-byte fields.
-pub const RECORD_SIZE: usize = 32;
 
 /// How long a reader waits on an update in flight, held by a live writer, before it calls the
 /// bucket damaged.

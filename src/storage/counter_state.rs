@@ -23,8 +23,8 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
-use super::bucket::RECORD_SIZE;
 use super::disk;
+use super::format::RECORD_SIZE;
 use super::mmap::MappedCells;
 use super::record_file::{Frame, HEADER_SIZE};
 use crate::{Error, Result};

@@ -33,6 +33,9 @@ use crate::config::TIER_NAME_MAX;
 use crate::time::{Span, Timestamp};
 use crate::{Error, Result};
 
+/// Size of one bucket record on disk: four little-endian 8-byte fields.
+pub const RECORD_SIZE: usize = 32;
+
 /// File magic: "tierdb period file".
 pub const MAGIC: [u8; 8] = *b"TIERDBPF";
 /// Bumped on any incompatible change; files of another version are refused.
@@ -43,7 +46,7 @@ pub const HEADER_LEN: usize = 4096;
 pub const BUCKET_BLOCK: u32 = 16;
 /// Series slots whose runs share one 4 KiB page of a block (8: a run is 512 bytes): a batch
 /// gives them all to one writer thread (`engine::writer::writer_of`).
-pub const SLOTS_PER_PAGE: u32 = 4096 / (BUCKET_BLOCK * super::bucket::RECORD_SIZE as u32);
+pub const SLOTS_PER_PAGE: u32 = 4096 / (BUCKET_BLOCK * RECORD_SIZE as u32);
 
 const MAGIC_OFFSET: usize = 0;
 const VERSION_OFFSET: usize = MAGIC_OFFSET + 8;
@@ -92,7 +95,7 @@ impl PeriodMeta {
 
     /// Whole file length.
     pub fn file_len(&self) -> u64 {
-        (HEADER_LEN + self.cells() * super::bucket::RECORD_SIZE) as u64
+        (HEADER_LEN + self.cells() * RECORD_SIZE) as u64
     }
 
     /// The header bytes for this file.
@@ -101,11 +104,7 @@ impl PeriodMeta {
         h[MAGIC_OFFSET..MAGIC_OFFSET + 8].copy_from_slice(&MAGIC);
         put_u32(&mut h, VERSION_OFFSET, FORMAT_VERSION);
         put_u32(&mut h, HEADER_LEN_OFFSET, HEADER_LEN as u32);
-        put_u32(
-            &mut h,
-            RECORD_SIZE_OFFSET,
-            super::bucket::RECORD_SIZE as u32,
-        );
+        put_u32(&mut h, RECORD_SIZE_OFFSET, RECORD_SIZE as u32);
         put_u32(&mut h, BLOCK_OFFSET, BUCKET_BLOCK);
         put_u64(&mut h, RESOLUTION_OFFSET, self.resolution.secs());
         put_u64(&mut h, PERIOD_OFFSET, self.period.secs());
@@ -159,11 +158,7 @@ impl PeriodMeta {
         }
         let fixed = [
             (HEADER_LEN_OFFSET, HEADER_LEN as u32, "header length"),
-            (
-                RECORD_SIZE_OFFSET,
-                super::bucket::RECORD_SIZE as u32,
-                "record size",
-            ),
+            (RECORD_SIZE_OFFSET, RECORD_SIZE as u32, "record size"),
             (BLOCK_OFFSET, BUCKET_BLOCK, "bucket block"),
         ];
         for (offset, expected, what) in fixed {

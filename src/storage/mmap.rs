@@ -29,7 +29,8 @@ use std::path::Path;
 
 use memmap2::{Advice, MmapOptions, MmapRaw};
 
-use super::bucket::{BucketCell, RECORD_SIZE};
+use super::bucket::BucketCell;
+use super::format::RECORD_SIZE;
 use crate::{Error, Result};
 
 /// A file's bucket records, mapped shared so stores reach the page cache at once.

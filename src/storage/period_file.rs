@@ -194,7 +194,7 @@ impl PeriodFile {
         source: &CompactFile,
     ) -> Result<()> {
         let block = super::format::BUCKET_BLOCK as usize;
-        let mut run = vec![0u8; block * super::bucket::RECORD_SIZE];
+        let mut run = vec![0u8; block * super::format::RECORD_SIZE];
         let mut failed = None;
         source.for_each_slot(&mut |slot, buckets| {
             if failed.is_some() {
@@ -202,7 +202,7 @@ impl PeriodFile {
             }
             for (first, chunk) in buckets.chunks(block).enumerate() {
                 run.fill(0);
-                for (record, bucket) in run.chunks_exact_mut(super::bucket::RECORD_SIZE).zip(chunk)
+                for (record, bucket) in run.chunks_exact_mut(super::format::RECORD_SIZE).zip(chunk)
                 {
                     record[0..8].copy_from_slice(&bucket.count.to_le_bytes());
                     record[8..16].copy_from_slice(&bucket.total.to_bits().to_le_bytes());
@@ -210,9 +210,9 @@ impl PeriodFile {
                     record[24..32].copy_from_slice(&bucket.max.to_bits().to_le_bytes());
                 }
                 let cell = cell_index((first * block) as u32, slot, meta.slots);
-                let at = (HEADER_LEN + cell * super::bucket::RECORD_SIZE) as u64;
+                let at = (HEADER_LEN + cell * super::format::RECORD_SIZE) as u64;
                 if let Err(e) =
-                    file.write_all_at(&run[..chunk.len() * super::bucket::RECORD_SIZE], at)
+                    file.write_all_at(&run[..chunk.len() * super::format::RECORD_SIZE], at)
                 {
                     failed = Some(Error::io(temp, e));
                     return;

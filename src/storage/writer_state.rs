@@ -30,8 +30,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::bucket::RECORD_SIZE;
 use super::disk;
+use super::format::RECORD_SIZE;
 use super::mmap::MappedCells;
 use super::record_file::{Frame, HEADER_SIZE};
 use crate::time::Timestamp;

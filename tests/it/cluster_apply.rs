@@ -152,7 +152,7 @@ fn assert_same(clean: &Engine, other: &Engine, what: &str) {
             .collect()
     };
     let nothing = |engine: &Engine, id: SeriesId, key: &str| {
-        assert_eq!(engine.counter_state(id), [0; 3], "{what}: {key}");
+        assert_eq!(engine.rewind().counter_state(id), [0; 3], "{what}: {key}");
         assert_eq!(raw(engine, id), [], "{what}: raw points of {key}");
         for (tier, spec) in engine.config().tiers.iter().enumerate() {
             let from = window_start(now, spec.retention, spec.period);
@@ -186,8 +186,8 @@ fn assert_same(clean: &Engine, other: &Engine, what: &str) {
             "{what}: {key}"
         );
         assert_eq!(
-            clean.counter_state(id),
-            other.counter_state(other_id),
+            clean.rewind().counter_state(id),
+            other.rewind().counter_state(other_id),
             "{what}: counter state of {key}"
         );
         assert_eq!(

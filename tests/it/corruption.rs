@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tierdb::storage::bucket::{RECORD_SIZE, STALE_AFTER};
+use tierdb::storage::bucket::STALE_AFTER;
+use tierdb::storage::format::RECORD_SIZE;
 use tierdb::storage::format::{cell_index, file_name, HEADER_LEN};
 use tierdb::time::align_down;
 use tierdb::{

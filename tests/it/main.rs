@@ -19,6 +19,7 @@ mod full_disk;
 mod hostile_writes;
 mod ingest_load;
 mod install_deps;
+mod layers;
 mod migrate;
 mod model;
 mod nats;

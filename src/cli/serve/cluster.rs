@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use super::{bind_and_announce, shutdown_signal, ClusterArgs};
 use crate::cli::{load_tiers, Listen, Location};
+use crate::cluster::backend::NodeBackend;
 use crate::cluster::log::LogRetention;
 use crate::cluster::node::{Node, NodeSettings};
 use crate::cluster::ownership::ClusterSettings;
-use crate::server::{Backend, State};
+use crate::server::State;
 
 /// How often a node rewrites its heartbeat and renews its leases.
 const HEARTBEAT: Duration = Duration::from_secs(1);
@@ -94,12 +95,11 @@ pub(super) fn run(
         node.partitions()
     );
     println!("tierdb: ready");
-    let state = Arc::new(State {
-        backend: Backend::Cluster(node),
-        stats: Default::default(),
-        limits: listen.limits(),
-        token: listen.token.clone(),
-    });
+    let state = Arc::new(State::with_backend(
+        Arc::new(NodeBackend::new(node)),
+        listen.limits(),
+        listen.token.clone(),
+    ));
     runtime.block_on(crate::server::run(state, listeners, shutdown_signal()))?;
     Ok(())
 }

@@ -10,8 +10,8 @@ use crate::clock::Clock;
 use crate::cluster::{BatchSample, BatchSeries, SampleBatch};
 use crate::config::{EngineSettings, RawTierSpec, TierSpec, TiersConfig};
 use crate::counter::SeriesKind;
+use crate::error::RejectReason;
 use crate::registry::SeriesId;
-use crate::sample::RejectReason;
 use crate::storage::counter_journal::Undo;
 use crate::time::{Span, Timestamp};
 use crate::{Bucket, Engine, EngineBuilder, Error, ManualClock};
@@ -127,8 +127,8 @@ fn assert_same(clean: &Engine, other: &Engine) {
         let other_id = b.get(key.as_str()).expect("registered on both");
         assert_eq!(clean.series_kind(id), other.series_kind(other_id), "{key}");
         assert_eq!(
-            clean.counter_state(id),
-            other.counter_state(other_id),
+            clean.rewind().counter_state(id),
+            other.rewind().counter_state(other_id),
             "counter state of {key}"
         );
         let raw = |engine: &Engine, id| {
@@ -416,7 +416,7 @@ fn a_declaration_rolled_back_takes_the_series_kind_back_with_it() {
     let store = open(dir.path(), &clock);
     assert_eq!(store.applied(), 0);
     assert_eq!(store.engine().series_kind(x), SeriesKind::Gauge);
-    assert_eq!(store.engine().counter_state(x), [0, 0, 0]);
+    assert_eq!(store.engine().rewind().counter_state(x), [0, 0, 0]);
     store.apply(&group).unwrap();
     assert_eq!(store.applied(), 9);
     let minute = store

@@ -549,8 +549,8 @@ proptest! {
         if let Some(age) = age {
             cluster.age(age);
         }
-        let single = cluster.single.reader();
-        let source = InProcess { owners: cluster.owners(&owner_of), asker: single, order: &order };
+        let single = StoredSource::new(cluster.single.reader());
+        let source = InProcess { owners: cluster.owners(&owner_of), asker: cluster.single.reader(), order: &order };
         for (from, until, max_points) in ranges {
             for path in RENDER_PATHS {
                 let pattern = PathPattern::parse(path).unwrap();
@@ -623,7 +623,11 @@ fn the_render_budget_holds_across_owners() {
     // Two scans of 6 keys, then 2 + 2 series at 60 points: 252 values.
     for limit in [251, 252] {
         let (single_budget, cluster_budget) = (ReadBudget::new(limit), ReadBudget::new(limit));
-        let want = render(&cluster.single.reader(), &request, &single_budget);
+        let want = render(
+            &StoredSource::new(cluster.single.reader()),
+            &request,
+            &single_budget,
+        );
         let got = render(&source, &request, &cluster_budget);
         assert_eq!(want.is_ok(), limit == 252, "{want:?}");
         assert_eq!(got.is_ok(), limit == 252, "{got:?}");
@@ -638,22 +642,22 @@ fn the_render_budget_holds_across_owners() {
 #[test]
 fn an_owner_refuses_a_render_grid_its_tiers_do_not_fit() {
     let cluster = Cluster::build(1, &[(0, None, None, false)], &[(0, 60, 4)]);
-    let reader = cluster.parts[0].reader();
+    let reader = StoredSource::new(cluster.parts[0].reader());
     let pattern = PathPattern::parse("cpu").unwrap();
-    let grid = reader.render_grid(NOW - DAY, NOW).unwrap().unwrap();
+    let grid = reader.grid(NOW - DAY, NOW).unwrap().unwrap();
     assert_eq!((grid.tier.as_str(), grid.resolution), ("1m", 60));
-    assert!(reader.render_fetch(&pattern, &grid).is_ok());
+    assert!(reader.fetch_on(&pattern, &grid).is_ok());
     let other = RenderGrid {
         resolution: 30,
         ..grid.clone()
     };
-    let err = reader.render_fetch(&pattern, &other).unwrap_err();
+    let err = reader.fetch_on(&pattern, &other).unwrap_err();
     assert!(err.to_string().contains("cannot be read on it"), "{err}");
     let unknown = RenderGrid {
         tier: "5m".into(),
         ..grid
     };
-    assert!(reader.render_fetch(&pattern, &unknown).is_err());
+    assert!(reader.fetch_on(&pattern, &unknown).is_err());
 }
 
 /// The asker's grid, not an owner's clock, decides the tier's window: an owner whose clock
@@ -667,9 +671,9 @@ fn owners_read_renders_on_the_askers_window_whatever_their_clock() {
     let cluster = Cluster::build(1, &[(0, None, None, false)], &samples);
     let pattern = PathPattern::parse("cpu").unwrap();
     let (from, until) = (NOW - 2 * DAY, NOW);
-    let single = cluster.single.reader();
+    let single = StoredSource::new(cluster.single.reader());
     let want = single.fetch(&pattern, from, until).unwrap();
-    let grid = single.render_grid(from, until).unwrap().unwrap();
+    let grid = single.grid(from, until).unwrap().unwrap();
     assert_eq!(grid.tier, "1m");
     cluster.clock.set(NOW + DAY);
     let owner = [cluster.parts[0].reader()];

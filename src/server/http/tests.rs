@@ -42,8 +42,8 @@ mod a_failure_mid_body {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    use crate::server::sink::BATCH;
-    use crate::server::{run, Backend, Limits, Listeners, State};
+    use crate::ingest::batch::BATCH;
+    use crate::server::{run, Limits, Listeners, State};
     use crate::Engine;
 
     /// The real server on loopback over `engine`, stopped on drop.
@@ -65,12 +65,7 @@ mod a_failure_mid_body {
                 .block_on(Listeners::bind(loopback, loopback))
                 .unwrap();
             let http = listeners.addrs().unwrap().0;
-            let state = Arc::new(State {
-                backend: Backend::Engine(Arc::clone(engine)),
-                stats: Default::default(),
-                limits: Limits::default(),
-                token: None,
-            });
+            let state = Arc::new(State::new(Arc::clone(engine), Limits::default(), None));
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let thread = std::thread::spawn(move || {
                 let stopped = async move {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tierdb::server::statsd::StatsdListener;
-use tierdb::server::{run, Backend, Limits, Listeners, State};
+use tierdb::server::{run, Limits, Listeners, State};
 use tierdb::{Display, Engine, ManualClock, Query, TiersConfig, Timestamp};
 
 use crate::common::NOW;
@@ -83,12 +83,11 @@ impl TestServer {
         let statsd = (listeners.statsd.as_ref()).map(|listener| listener.local_addr().unwrap());
         let (http, graphite, udp) = listeners.addrs().unwrap();
         assert_eq!(graphite, udp, "UDP takes the port TCP got");
-        let state = Arc::new(State {
-            backend: Backend::Engine(Arc::clone(&engine)),
-            stats: Default::default(),
+        let state = Arc::new(State::new(
+            Arc::clone(&engine),
             limits,
-            token: token.map(str::to_string),
-        });
+            token.map(str::to_string),
+        ));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             runtime

@@ -5,8 +5,9 @@
 use std::str::FromStr;
 
 use crate::bucket::Bucket;
-use crate::config::{TierSpec, TiersConfig};
-use crate::reader::Reader;
+use crate::config::TierSpec;
+use crate::read::reader::Reader;
+use crate::read::tier_choice::TierChoice;
 use crate::registry::SeriesId;
 use crate::storage::HeldPeriod;
 use crate::time::{Span, Timestamp};
@@ -85,26 +86,6 @@ impl FromStr for Display {
                     "unknown display {s:?} (expected avg, per_sec, total, max, min or count)"
                 ))
             })
-    }
-}
-
-/// Which tier a query reads.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum TierChoice {
-    /// The finest tier whose window covers the range within the point budget.
-    Auto,
-    /// The tier of this name.
-    Named(String),
-}
-
-impl From<&str> for TierChoice {
-    /// `auto`, or the name of a tier (checked when the query runs).
-    fn from(s: &str) -> TierChoice {
-        if s == "auto" {
-            TierChoice::Auto
-        } else {
-            TierChoice::Named(s.to_string())
-        }
     }
 }
 
@@ -251,185 +232,141 @@ impl QueryResult {
     }
 }
 
-impl Reader<'_> {
-    /// Answers `query`.
-    ///
-    /// # Errors
-    /// [`Error::UnknownSeries`], [`Error::UnknownTier`], [`Error::InvalidSeries`], or
-    /// [`Error::InvalidQuery`] for an empty or oversized range or a step that is not a
-    /// multiple of the tier's resolution.
-    pub fn query(&self, query: &Query) -> Result<QueryResult> {
-        let registry = self.registry();
-        let id = registry
-            .lookup(&query.series)?
-            .ok_or_else(|| Error::UnknownSeries(query.series.clone()))?;
-        if matches!(&query.tier, TierChoice::Named(name) if self.config().is_raw(name)) {
-            return self.query_raw(query, id);
-        }
-        let tier = self.choose_tier(&query.tier, query.from, query.to, query.max_points)?;
-        let spec = &self.config().tiers[tier];
-        let step = query.step.unwrap_or(spec.resolution);
-        let window = self.window_start(tier, self.now());
-        let (first, buckets) = self.merged_buckets(id, tier, query.from, query.to, step, window)?;
-        let step_secs = step.secs() as i64;
-        Ok(QueryResult {
-            series: registry
-                .key(id)
-                .map(|k| k.to_string())
-                .unwrap_or_else(|| query.series.clone()),
-            tier: spec.name.clone(),
-            display: query.display,
-            step,
-            points: buckets
-                .iter()
-                .enumerate()
-                .map(|(i, b)| {
-                    (
-                        first + i as i64 * step_secs,
-                        query.display.value(b, step.secs()),
-                    )
-                })
-                .collect(),
-            before: None,
-            after: None,
-            not_retained: NotRetained::of(query.from, query.to, window),
-        })
+/// [`Reader::query`]'s work.
+pub(super) fn query(reader: &Reader<'_>, query: &Query) -> Result<QueryResult> {
+    let registry = reader.registry();
+    let id = registry
+        .lookup(&query.series)?
+        .ok_or_else(|| Error::UnknownSeries(query.series.clone()))?;
+    if matches!(&query.tier, TierChoice::Named(name) if reader.config().is_raw(name)) {
+        return query_raw(reader, query, id);
     }
-
-    /// A read of the raw tier: the exact points in `[from, to)`, and the neighbours just
-    /// outside in `before` and `after`. Raw points have no step and no display but their
-    /// value.
-    fn query_raw(&self, query: &Query, id: SeriesId) -> Result<QueryResult> {
-        check_range(query.from, query.to)?;
-        if let Some(step) = query.step {
-            return Err(Error::InvalidQuery(format!(
-                "step {step} does not apply to the raw tier, which returns exact points"
-            )));
-        }
-        if query.display != Display::Avg {
-            return Err(Error::InvalidQuery(format!(
-                "display {} does not apply to the raw tier, which returns exact values",
-                query.display.as_str()
-            )));
-        }
-        let read = self
-            .raw_points(id, query.from, query.to, MAX_QUERY_POINTS as usize)
-            .unwrap_or_default();
-        if read.points.len() as u64 > MAX_QUERY_POINTS {
-            return Err(Error::InvalidQuery(format!(
-                "more than {MAX_QUERY_POINTS} raw points in the range (use a shorter range or a rollup tier)"
-            )));
-        }
-        let registry = self.registry();
-        Ok(QueryResult {
-            series: registry
-                .key(id)
-                .map(|k| k.to_string())
-                .unwrap_or_else(|| query.series.clone()),
-            tier: self
-                .config()
-                .raw
-                .as_ref()
-                .map(|r| r.name.clone())
-                .unwrap_or_default(),
-            display: query.display,
-            step: Span::from_secs(0),
-            points: read.points.iter().map(|&(ts, v)| (ts, Some(v))).collect(),
-            before: read.before,
-            after: read.after,
-            not_retained: (self.config().raw.as_ref()).and_then(|raw| {
-                NotRetained::of(query.from, query.to, raw.window_start(self.now()))
-            }),
-        })
-    }
-
-    /// The tier `choice` names, or the `auto` choice for `[from, to)` within `max_points`
-    /// (the configured budget when `None`).
-    ///
-    /// # Errors
-    /// [`Error::UnknownTier`] for a name no tier has.
-    pub fn choose_tier(
-        &self,
-        choice: &TierChoice,
-        from: Timestamp,
-        to: Timestamp,
-        max_points: Option<u32>,
-    ) -> Result<usize> {
-        self.config()
-            .choose_tier(choice, from, to, max_points, self.now())
-    }
-
-    /// The finest tier whose window reaches back to `from` and whose buckets over
-    /// `[from, to)` number at most `max_points`; failing that, the tier reaching back
-    /// furthest among those within the budget; failing that, the coarsest tier.
-    pub fn auto_tier(&self, from: Timestamp, to: Timestamp, max_points: u32) -> usize {
-        self.config().auto_tier(from, to, max_points, self.now())
-    }
-
-    /// The merged buckets of series `id` in tier `tier`: one per `step`-aligned interval
-    /// whose start lies in `[from, to)`, each folding the tier's buckets inside it. Buckets
-    /// before the tier's window or in periods without a file are empty.
-    ///
-    /// # Errors
-    /// [`Error::InvalidQuery`] when `from >= to`, `step` is not a multiple of the tier's
-    /// resolution, or the answer would exceed [`MAX_QUERY_POINTS`].
-    pub fn read_buckets(
-        &self,
-        id: SeriesId,
-        tier: usize,
-        from: Timestamp,
-        to: Timestamp,
-        step: Span,
-    ) -> Result<Vec<(Timestamp, Bucket)>> {
-        let window = self.window_start(tier, self.now());
-        let (first, buckets) = self.merged_buckets(id, tier, from, to, step, window)?;
-        let step = step.secs() as i64;
-        Ok(buckets
-            .into_iter()
+    let tier = reader.choose_tier(&query.tier, query.from, query.to, query.max_points)?;
+    let spec = &reader.config().tiers[tier];
+    let step = query.step.unwrap_or(spec.resolution);
+    let window = reader.window_start(tier, reader.now());
+    let (first, buckets) = reader.merged_buckets(id, tier, query.from, query.to, step, window)?;
+    let step_secs = step.secs() as i64;
+    Ok(QueryResult {
+        series: registry
+            .key(id)
+            .map(|k| k.to_string())
+            .unwrap_or_else(|| query.series.clone()),
+        tier: spec.name.clone(),
+        display: query.display,
+        step,
+        points: buckets
+            .iter()
             .enumerate()
-            .map(|(i, b)| (first + i as i64 * step, b))
-            .collect())
-    }
+            .map(|(i, b)| {
+                (
+                    first + i as i64 * step_secs,
+                    query.display.value(b, step.secs()),
+                )
+            })
+            .collect(),
+        before: None,
+        after: None,
+        not_retained: NotRetained::of(query.from, query.to, window),
+    })
+}
 
-    /// [`Reader::read_buckets`] without the timestamps, seeing the tier from `window` on
-    /// (the first second its window holds at the clock of whoever chose the read; nothing
-    /// older is read): the first point's start and the merged buckets, one per step.
-    pub(crate) fn merged_buckets(
-        &self,
-        id: SeriesId,
-        tier: usize,
-        from: Timestamp,
-        to: Timestamp,
-        step: Span,
-        window: Timestamp,
-    ) -> Result<(Timestamp, Vec<Bucket>)> {
-        let grid = PointGrid::new(&self.config().tiers[tier], from, to, step)?;
-        let mut acc = vec![Bucket::EMPTY; grid.points];
-        let slots = self.slots();
-        let files = self.files_for(tier, &grid, id.0 / slots, window)?;
-        grid.fold_span(&files, id.0 % slots, grid.first..grid.end, 0, &mut acc)?;
-        Ok((grid.first, acc))
+/// A read of the raw tier: the exact points in `[from, to)`, and the neighbours just
+/// outside in `before` and `after`. Raw points have no step and no display but their
+/// value.
+fn query_raw(reader: &Reader<'_>, query: &Query, id: SeriesId) -> Result<QueryResult> {
+    check_range(query.from, query.to)?;
+    if let Some(step) = query.step {
+        return Err(Error::InvalidQuery(format!(
+            "step {step} does not apply to the raw tier, which returns exact points"
+        )));
     }
+    if query.display != Display::Avg {
+        return Err(Error::InvalidQuery(format!(
+            "display {} does not apply to the raw tier, which returns exact values",
+            query.display.as_str()
+        )));
+    }
+    let read = reader
+        .raw_points(id, query.from, query.to, MAX_QUERY_POINTS as usize)
+        .unwrap_or_default();
+    if read.points.len() as u64 > MAX_QUERY_POINTS {
+        return Err(Error::InvalidQuery(format!(
+            "more than {MAX_QUERY_POINTS} raw points in the range (use a shorter range or a rollup tier)"
+        )));
+    }
+    let registry = reader.registry();
+    Ok(QueryResult {
+        series: registry
+            .key(id)
+            .map(|k| k.to_string())
+            .unwrap_or_else(|| query.series.clone()),
+        tier: reader
+            .config()
+            .raw
+            .as_ref()
+            .map(|r| r.name.clone())
+            .unwrap_or_default(),
+        display: query.display,
+        step: Span::from_secs(0),
+        points: read.points.iter().map(|&(ts, v)| (ts, Some(v))).collect(),
+        before: read.before,
+        after: read.after,
+        not_retained: (reader.config().raw.as_ref())
+            .and_then(|raw| NotRetained::of(query.from, query.to, raw.window_start(reader.now()))),
+    })
+}
 
-    /// The files of `chunk` in `tier` that hold part of `grid` from `window` (the first
-    /// second of the tier's window the read sees) on, oldest first. Only periods that have a
-    /// file: the walk is bounded by the files held, not by the width of the range.
-    ///
-    /// # Errors
-    /// [`Error::CorruptFile`] or [`Error::Io`] naming a compacted file that cannot be read.
-    pub(crate) fn files_for(
-        &self,
-        tier: usize,
-        grid: &PointGrid,
-        chunk: u32,
-        window: Timestamp,
-    ) -> Result<HeldFiles> {
-        let read_from = grid.first.max(window);
-        Ok(HeldFiles {
-            read_from,
-            files: self.period_files(tier, chunk, read_from..grid.end)?,
-        })
-    }
+/// [`Reader::read_buckets`]'s work.
+pub(super) fn read_buckets(
+    reader: &Reader<'_>,
+    id: SeriesId,
+    tier: usize,
+    from: Timestamp,
+    to: Timestamp,
+    step: Span,
+) -> Result<Vec<(Timestamp, Bucket)>> {
+    let window = reader.window_start(tier, reader.now());
+    let (first, buckets) = reader.merged_buckets(id, tier, from, to, step, window)?;
+    let step = step.secs() as i64;
+    Ok(buckets
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| (first + i as i64 * step, b))
+        .collect())
+}
+
+/// [`Reader::merged_buckets`]'s work.
+pub(super) fn merged_buckets(
+    reader: &Reader<'_>,
+    id: SeriesId,
+    tier: usize,
+    from: Timestamp,
+    to: Timestamp,
+    step: Span,
+    window: Timestamp,
+) -> Result<(Timestamp, Vec<Bucket>)> {
+    let grid = PointGrid::new(&reader.config().tiers[tier], from, to, step)?;
+    let mut acc = vec![Bucket::EMPTY; grid.points];
+    let slots = reader.slots();
+    let files = reader.files_for(tier, &grid, id.0 / slots, window)?;
+    grid.fold_span(&files, id.0 % slots, grid.first..grid.end, 0, &mut acc)?;
+    Ok((grid.first, acc))
+}
+
+/// [`Reader::files_for`]'s work.
+pub(super) fn files_for(
+    reader: &Reader<'_>,
+    tier: usize,
+    grid: &PointGrid,
+    chunk: u32,
+    window: Timestamp,
+) -> Result<HeldFiles> {
+    let read_from = grid.first.max(window);
+    Ok(HeldFiles {
+        read_from,
+        files: reader.period_files(tier, chunk, read_from..grid.end)?,
+    })
 }
 
 /// The files one chunk holds for a read, each with its period start, and the first second
@@ -671,81 +608,4 @@ fn check_range(from: Timestamp, to: Timestamp) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// Tier choice depends only on the tiers and the clock, so a cluster node that holds no
-/// engine chooses the same tier an engine would (src/cluster/fanout.rs).
-impl TiersConfig {
-    /// The tier choice `text` names: `auto`, a rollup tier or the raw tier.
-    ///
-    /// # Errors
-    /// For a name no tier has, a message listing the configured ones (the command line's and
-    /// the HTTP API's refusal).
-    pub fn tier_choice(&self, text: &str) -> std::result::Result<TierChoice, String> {
-        let choice = TierChoice::from(text);
-        if let TierChoice::Named(name) = &choice {
-            if self.tier_index(name).is_none() && !self.is_raw(name) {
-                let known: Vec<&str> = (self.tiers.iter().map(|t| t.name.as_str()))
-                    .chain(self.raw.iter().map(|r| r.name.as_str()))
-                    .collect();
-                return Err(format!(
-                    "unknown tier {name:?} (configured: {}, or auto)",
-                    known.join(", ")
-                ));
-            }
-        }
-        Ok(choice)
-    }
-
-    /// The tier a read of `[from, to)` uses: the one named, or for `auto` the one
-    /// [`TiersConfig::auto_tier`] picks at `now` (`max_points` defaulting to the engine's).
-    ///
-    /// # Errors
-    /// [`Error::UnknownTier`] for a name no tier has.
-    pub fn choose_tier(
-        &self,
-        choice: &TierChoice,
-        from: Timestamp,
-        to: Timestamp,
-        max_points: Option<u32>,
-        now: Timestamp,
-    ) -> Result<usize> {
-        match choice {
-            TierChoice::Auto => {
-                Ok(self.auto_tier(from, to, max_points.unwrap_or(self.engine.max_points), now))
-            }
-            TierChoice::Named(name) => self
-                .tier_index(name)
-                .ok_or_else(|| Error::UnknownTier(name.clone())),
-        }
-    }
-
-    /// The finest tier whose window at `now` reaches back to `from` and whose buckets over
-    /// `[from, to)` number at most `max_points`; failing that, the tier reaching back
-    /// furthest among those within the budget; failing that, the coarsest tier.
-    pub fn auto_tier(
-        &self,
-        from: Timestamp,
-        to: Timestamp,
-        max_points: u32,
-        now: Timestamp,
-    ) -> usize {
-        let tiers = &self.tiers;
-        let window = |t: usize| tiers[t].window_start(now);
-        let mut order: Vec<usize> = (0..tiers.len()).collect();
-        order.sort_by_key(|&t| tiers[t].resolution);
-        let span = to.saturating_sub(from).max(0) as u64;
-        let fits = |t: usize| span / tiers[t].resolution.secs() <= u64::from(max_points);
-        let reaches = |t: usize| window(t) <= from;
-        if let Some(&t) = order.iter().find(|&&t| fits(t) && reaches(t)) {
-            return t;
-        }
-        order
-            .iter()
-            .copied()
-            .filter(|&t| fits(t))
-            .min_by_key(|&t| window(t))
-            .or_else(|| order.last().copied())
-            .unwrap_or(0)
-    }
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::{Error, Result};
 
 /// The default budget: 10 million values, ten times the most points one query may return
-/// ([`crate::query::MAX_QUERY_POINTS`]); 10 M buckets are 320 MB.
+/// ([`crate::read::query::MAX_QUERY_POINTS`]); 10 M buckets are 320 MB.
 pub const DEFAULT_READ_VALUES: u64 = 10_000_000;
 
 /// What one request may still read. Shared by reference between the parts of a request (and

@@ -40,8 +40,9 @@ use rayon::prelude::*;
 
 use crate::bucket::{Bucket, ExactF64};
 use crate::config::{TierSpec, TiersConfig};
-use crate::query::{Display, PointGrid, TierChoice, MAX_QUERY_POINTS};
-use crate::reader::Reader;
+use crate::read::query::{Display, PointGrid, MAX_QUERY_POINTS};
+use crate::read::reader::Reader;
+use crate::read::tier_choice::TierChoice;
 use crate::registry::Selector;
 use crate::time::{Span, Timestamp};
 use crate::{Error, ReadBudget, Result};
@@ -243,7 +244,9 @@ impl AggregatePlan {
         now: Timestamp,
         query: &AggregateQuery,
     ) -> Result<AggregatePlan> {
-        let tier = tiers.choose_tier(&query.tier, query.from, query.to, query.max_points, now)?;
+        let tier = query
+            .tier
+            .resolve(tiers, query.from, query.to, query.max_points, now)?;
         let spec = &tiers.tiers[tier];
         let step = (!query.whole_range).then(|| query.step.unwrap_or(spec.resolution));
         Ok(AggregatePlan {
@@ -455,242 +458,206 @@ struct Member {
     group: usize,
 }
 
-impl Reader<'_> {
-    /// Answers `query`, however many cells it reads.
-    ///
-    /// # Errors
-    /// [`Error::UnknownTier`], or [`Error::InvalidQuery`] for an empty range, a step that
-    /// is not a multiple of the tier's resolution, or groups × points over
-    /// [`MAX_QUERY_POINTS`].
-    pub fn aggregate(&self, query: &AggregateQuery) -> Result<AggregateResult> {
-        self.aggregate_within(query, &ReadBudget::unlimited())
-    }
+/// [`Reader::aggregate`]'s work.
+pub(super) fn aggregate(reader: &Reader<'_>, query: &AggregateQuery) -> Result<AggregateResult> {
+    reader.aggregate_within(query, &ReadBudget::unlimited())
+}
 
-    /// Answers `query` if what it reads fits in `budget`: the registry's keys (one value
-    /// each, charged before the scan) and the cells, every selected series times the tier's
-    /// buckets in the range (within the tier's retention window), charged before any is read.
-    /// The plan, its partial answer over this engine, and the finish: the same steps a
-    /// cluster read takes across partitions (see [`PartialAggregate`]).
-    ///
-    /// # Errors
-    /// As [`Reader::aggregate`], and [`Error::InvalidQuery`] when `budget` refuses the read.
-    pub fn aggregate_within(
-        &self,
-        query: &AggregateQuery,
-        budget: &ReadBudget,
-    ) -> Result<AggregateResult> {
-        let plan = self.plan_aggregate(query)?;
-        self.aggregate_partial(&plan, budget)?.finish()
-    }
+/// [`Reader::aggregate_within`]'s work.
+pub(super) fn aggregate_within(
+    reader: &Reader<'_>,
+    query: &AggregateQuery,
+    budget: &ReadBudget,
+) -> Result<AggregateResult> {
+    let plan = reader.plan_aggregate(query)?;
+    reader.aggregate_partial(&plan, budget)?.finish()
+}
 
-    /// Fixes what `query` reads from this engine's clock and tiers: the tier (`auto` chosen
-    /// now), the grid of points and the first second the tier's window holds. Whoever reads
-    /// with the plan reads that grid, whatever its own clock says.
-    ///
-    /// # Errors
-    /// [`Error::UnknownTier`], or [`Error::InvalidQuery`] for an empty range, a step that is
-    /// not a multiple of the tier's resolution, or more than [`MAX_QUERY_POINTS`] points.
-    pub fn plan_aggregate(&self, query: &AggregateQuery) -> Result<AggregatePlan> {
-        AggregatePlan::new(self.config(), self.now(), query)
-    }
+/// [`Reader::plan_aggregate`]'s work.
+pub(super) fn plan_aggregate(reader: &Reader<'_>, query: &AggregateQuery) -> Result<AggregatePlan> {
+    AggregatePlan::new(reader.config(), reader.now(), query)
+}
 
-    /// The series of this engine `plan` selects, grouped and folded into one row of
-    /// accumulators per group, if what it reads fits in `budget` (charged as
-    /// [`Reader::aggregate_within`] says). Partials of engines holding disjoint series merge
-    /// into the partial of one engine holding them all.
-    ///
-    /// # Errors
-    /// [`Error::UnknownTier`] when this engine has no tier of the plan's name,
-    /// [`Error::InvalidQuery`] when that tier's layout differs from the plan's, when
-    /// groups × points exceeds [`MAX_QUERY_POINTS`] or `budget` refuses the read;
-    /// [`Error::CorruptFile`] or [`Error::Io`] for a compacted file that cannot be read.
-    pub fn aggregate_partial(
-        &self,
-        plan: &AggregatePlan,
-        budget: &ReadBudget,
-    ) -> Result<PartialAggregate> {
-        let tier = self
-            .config()
-            .tier_index(&plan.tier)
-            .ok_or_else(|| Error::UnknownTier(plan.tier.clone()))?;
-        let spec = &self.config().tiers[tier];
-        let grid = AggregatePlan::grid_of(spec, plan.from, plan.to, plan.step)?;
-        if grid != plan.grid {
-            return Err(Error::InvalidQuery(format!(
-                "tier {} ({} buckets in periods of {}) gives another grid than the plan's",
-                spec.name, spec.resolution, spec.period
-            )));
-        }
-        let slots = self.slots();
-        budget.charge_scan(self.registry().len())?;
-        let matched = self.registry().select(|id, key| {
-            plan.selector.matches(key).then(|| {
-                let values: Vec<Option<String>> = plan
-                    .group_by
-                    .iter()
-                    .map(|k| key.tag(k).map(Cow::into_owned))
-                    .collect();
-                (id, values)
-            })
-        });
-        let mut groups: BTreeMap<Vec<Option<String>>, (usize, usize)> = BTreeMap::new();
-        for (_, values) in &matched {
-            groups.entry(values.clone()).or_default().1 += 1;
-        }
-        for (index, entry) in groups.values_mut().enumerate() {
-            entry.0 = index;
-        }
-        check_cells(groups.len(), grid.points)?;
-        let held_from = plan.from.max(plan.window);
-        let buckets = PointGrid::span(held_from, plan.to, i128::from(grid.resolution())).1;
-        budget.charge(
-            buckets.max(0).unsigned_abs() * matched.len() as u128,
-            || {
-                format!(
-                    "{} series x {} buckets of {}",
-                    matched.len(),
-                    buckets.max(0),
-                    spec.name
-                )
-            },
-        )?;
-        let members: Vec<Member> = matched
-            .iter()
-            .map(|(id, values)| Member {
-                chunk: id.0 / slots,
-                slot: id.0 % slots,
-                group: groups[values].0,
-            })
-            .collect();
-        let folded = self.fold_members(
-            tier,
-            &plan.grid,
-            (plan.display, plan.window),
-            &members,
-            groups.len(),
-        )?;
-        let points = grid.points;
-        let groups = groups
-            .into_iter()
-            .map(|(tags, (index, series))| PartialGroup {
-                tags,
-                series,
-                rows: folded[index * points..(index + 1) * points].to_vec(),
-            })
-            .collect();
-        Ok(PartialAggregate {
-            plan: plan.clone(),
-            groups,
+/// [`Reader::aggregate_partial`]'s work.
+pub(super) fn aggregate_partial(
+    reader: &Reader<'_>,
+    plan: &AggregatePlan,
+    budget: &ReadBudget,
+) -> Result<PartialAggregate> {
+    let tier = reader
+        .config()
+        .tier_index(&plan.tier)
+        .ok_or_else(|| Error::UnknownTier(plan.tier.clone()))?;
+    let spec = &reader.config().tiers[tier];
+    let grid = AggregatePlan::grid_of(spec, plan.from, plan.to, plan.step)?;
+    if grid != plan.grid {
+        return Err(Error::InvalidQuery(format!(
+            "tier {} ({} buckets in periods of {}) gives another grid than the plan's",
+            spec.name, spec.resolution, spec.period
+        )));
+    }
+    let slots = reader.slots();
+    budget.charge_scan(reader.registry().len())?;
+    let matched = reader.registry().select(|id, key| {
+        plan.selector.matches(key).then(|| {
+            let values: Vec<Option<String>> = plan
+                .group_by
+                .iter()
+                .map(|k| key.tag(k).map(Cow::into_owned))
+                .collect();
+            (id, values)
         })
+    });
+    let mut groups: BTreeMap<Vec<Option<String>>, (usize, usize)> = BTreeMap::new();
+    for (_, values) in &matched {
+        groups.entry(values.clone()).or_default().1 += 1;
     }
-
-    /// Reads every member (sorted by id, so one chunk's members are adjacent) and folds it
-    /// into its group's row; rows are `grid.points` long. Chunks are spread over rayon's
-    /// pool, each worker folding into rows of its own that are merged at the end.
-    ///
-    /// Within a chunk the read goes span by span ([`SPAN_BUCKETS`] buckets), every member
-    /// per span: a span's cells of consecutive slots are adjacent in the file, so the read
-    /// streams instead of jumping a whole row of the file per 16 buckets, and the member two
-    /// ahead is prefetched. On the aggregate benchmark (10k series x 168 buckets, 54 MB of
-    /// cells) series-at-a-time took 19.8 ms, spans 16.0 ms, spans plus prefetch 9.8 ms.
-    ///
-    /// `shown` is how each bucket is shown and the first second of the tier's window the
-    /// read sees.
-    fn fold_members(
-        &self,
-        tier: usize,
-        grid: &PointGrid,
-        shown: (Display, Timestamp),
-        members: &[Member],
-        groups: usize,
-    ) -> Result<Vec<Fold>> {
-        let (display, window) = shown;
-        let points = grid.points;
-        let seconds = grid.step as u64;
-        let runs: Vec<&[Member]> = members.chunk_by(|a, b| a.chunk == b.chunk).collect();
-        runs.par_iter()
-            .try_fold(
-                || (vec![Fold::EMPTY; groups * points], Vec::new()),
-                |(mut rows, mut buckets): (Vec<Fold>, Vec<Bucket>), run| {
-                    let held = self.files_for(tier, grid, run[0].chunk, window)?;
-                    if held.is_empty() {
-                        return Ok((rows, buckets));
-                    }
-                    // A compacted period decodes a slot whole per read: read each member's
-                    // range in one piece instead of span by span.
-                    let (tile, span) = if held.has_compacted() {
-                        (points, i64::MAX)
-                    } else {
-                        (
-                            (SPAN_BUCKETS / grid.buckets_per_point()).max(1) as usize,
-                            SPAN_BUCKETS * grid.resolution(),
-                        )
-                    };
-                    for first in (0..points).step_by(tile) {
-                        let n = tile.min(points - first);
-                        buckets.clear();
-                        buckets.resize(run.len() * n, Bucket::EMPTY);
-                        let (start, end) = (grid.boundary(first), grid.boundary(first + n));
-                        let mut from = start;
-                        while from < end {
-                            let to = end.min(from.saturating_add(span));
-                            for (i, (member, out)) in
-                                run.iter().zip(buckets.chunks_exact_mut(n)).enumerate()
-                            {
-                                if let Some(next) = run.get(i + 2) {
-                                    grid.prefetch_span(&held, next.slot, from..to);
-                                }
-                                grid.fold_span(&held, member.slot, from..to, first, out)?;
-                            }
-                            from = to;
-                        }
-                        for (member, got) in run.iter().zip(buckets.chunks_exact(n)) {
-                            let row = &mut rows[member.group * points + first..][..n];
-                            for (fold, bucket) in row.iter_mut().zip(got) {
-                                fold.add(bucket, display, seconds);
-                            }
-                        }
-                    }
-                    Ok((rows, buckets))
-                },
+    for (index, entry) in groups.values_mut().enumerate() {
+        entry.0 = index;
+    }
+    check_cells(groups.len(), grid.points)?;
+    let held_from = plan.from.max(plan.window);
+    let buckets = PointGrid::span(held_from, plan.to, i128::from(grid.resolution())).1;
+    budget.charge(
+        buckets.max(0).unsigned_abs() * matched.len() as u128,
+        || {
+            format!(
+                "{} series x {} buckets of {}",
+                matched.len(),
+                buckets.max(0),
+                spec.name
             )
-            .map(|folded| folded.map(|(rows, _)| rows))
-            .try_reduce_with(|mut a, b| {
-                for (x, y) in a.iter_mut().zip(&b) {
-                    x.merge(y);
-                }
-                Ok(a)
-            })
-            .unwrap_or_else(|| Ok(vec![Fold::EMPTY; groups * points]))
-    }
+        },
+    )?;
+    let members: Vec<Member> = matched
+        .iter()
+        .map(|(id, values)| Member {
+            chunk: id.0 / slots,
+            slot: id.0 % slots,
+            group: groups[values].0,
+        })
+        .collect();
+    let folded = fold_members(
+        reader,
+        tier,
+        &plan.grid,
+        (plan.display, plan.window),
+        &members,
+        groups.len(),
+    )?;
+    let points = grid.points;
+    let groups = groups
+        .into_iter()
+        .map(|(tags, (index, series))| PartialGroup {
+            tags,
+            series,
+            rows: folded[index * points..(index + 1) * points].to_vec(),
+        })
+        .collect();
+    Ok(PartialAggregate {
+        plan: plan.clone(),
+        groups,
+    })
+}
 
-    /// The series `ids` (in any order, an id given twice counted twice) on `grid` of tier
-    /// `tier`, each bucket shown as `display`, folded into one row: the aggregate's
-    /// chunk-wise parallel pass, for the render API's sumSeries and kin
-    /// (src/render/stored.rs), which select their series by Graphite path instead of by
-    /// [`Selector`]. `window` is the first second of the tier the read sees.
-    ///
-    /// # Errors
-    /// [`Error::CorruptFile`] or [`Error::Io`] for a compacted file that cannot be read.
-    #[cfg(feature = "server")]
-    pub(crate) fn fold_series(
-        &self,
-        tier: usize,
-        grid: &PointGrid,
-        shown: (Display, Timestamp),
-        ids: &[crate::registry::SeriesId],
-    ) -> Result<Vec<Fold>> {
-        let slots = self.slots();
-        let mut members: Vec<Member> = (ids.iter())
-            .map(|id| Member {
-                chunk: id.0 / slots,
-                slot: id.0 % slots,
-                group: 0,
-            })
-            .collect();
-        members.sort_unstable_by_key(|m| (m.chunk, m.slot));
-        self.fold_members(tier, grid, shown, &members, 1)
-    }
+/// Reads every member (sorted by id, so one chunk's members are adjacent) and folds it
+/// into its group's row; rows are `grid.points` long. Chunks are spread over rayon's
+/// pool, each worker folding into rows of its own that are merged at the end.
+///
+/// Within a chunk the read goes span by span ([`SPAN_BUCKETS`] buckets), every member
+/// per span: a span's cells of consecutive slots are adjacent in the file, so the read
+/// streams instead of jumping a whole row of the file per 16 buckets, and the member two
+/// ahead is prefetched. On the aggregate benchmark (10k series x 168 buckets, 54 MB of
+/// cells) series-at-a-time took 19.8 ms, spans 16.0 ms, spans plus prefetch 9.8 ms.
+///
+/// `shown` is how each bucket is shown and the first second of the tier's window the
+/// read sees.
+fn fold_members(
+    reader: &Reader<'_>,
+    tier: usize,
+    grid: &PointGrid,
+    shown: (Display, Timestamp),
+    members: &[Member],
+    groups: usize,
+) -> Result<Vec<Fold>> {
+    let (display, window) = shown;
+    let points = grid.points;
+    let seconds = grid.step as u64;
+    let runs: Vec<&[Member]> = members.chunk_by(|a, b| a.chunk == b.chunk).collect();
+    runs.par_iter()
+        .try_fold(
+            || (vec![Fold::EMPTY; groups * points], Vec::new()),
+            |(mut rows, mut buckets): (Vec<Fold>, Vec<Bucket>), run| {
+                let held = reader.files_for(tier, grid, run[0].chunk, window)?;
+                if held.is_empty() {
+                    return Ok((rows, buckets));
+                }
+                // A compacted period decodes a slot whole per read: read each member's
+                // range in one piece instead of span by span.
+                let (tile, span) = if held.has_compacted() {
+                    (points, i64::MAX)
+                } else {
+                    (
+                        (SPAN_BUCKETS / grid.buckets_per_point()).max(1) as usize,
+                        SPAN_BUCKETS * grid.resolution(),
+                    )
+                };
+                for first in (0..points).step_by(tile) {
+                    let n = tile.min(points - first);
+                    buckets.clear();
+                    buckets.resize(run.len() * n, Bucket::EMPTY);
+                    let (start, end) = (grid.boundary(first), grid.boundary(first + n));
+                    let mut from = start;
+                    while from < end {
+                        let to = end.min(from.saturating_add(span));
+                        for (i, (member, out)) in
+                            run.iter().zip(buckets.chunks_exact_mut(n)).enumerate()
+                        {
+                            if let Some(next) = run.get(i + 2) {
+                                grid.prefetch_span(&held, next.slot, from..to);
+                            }
+                            grid.fold_span(&held, member.slot, from..to, first, out)?;
+                        }
+                        from = to;
+                    }
+                    for (member, got) in run.iter().zip(buckets.chunks_exact(n)) {
+                        let row = &mut rows[member.group * points + first..][..n];
+                        for (fold, bucket) in row.iter_mut().zip(got) {
+                            fold.add(bucket, display, seconds);
+                        }
+                    }
+                }
+                Ok((rows, buckets))
+            },
+        )
+        .map(|folded| folded.map(|(rows, _)| rows))
+        .try_reduce_with(|mut a, b| {
+            for (x, y) in a.iter_mut().zip(&b) {
+                x.merge(y);
+            }
+            Ok(a)
+        })
+        .unwrap_or_else(|| Ok(vec![Fold::EMPTY; groups * points]))
+}
+
+/// [`Reader::fold_series`]'s work.
+pub(super) fn fold_series(
+    reader: &Reader<'_>,
+    tier: usize,
+    grid: &PointGrid,
+    shown: (Display, Timestamp),
+    ids: &[crate::registry::SeriesId],
+) -> Result<Vec<Fold>> {
+    let slots = reader.slots();
+    let mut members: Vec<Member> = (ids.iter())
+        .map(|id| Member {
+            chunk: id.0 / slots,
+            slot: id.0 % slots,
+            group: 0,
+        })
+        .collect();
+    members.sort_unstable_by_key(|m| (m.chunk, m.slot));
+    fold_members(reader, tier, grid, shown, &members, 1)
 }
 
 /// Buckets of one series read before moving to the next series of the chunk: four 16-bucket

@@ -1,0 +1,292 @@
+//! A cluster node as the server's [`Backend`]: writes go to the log through an
+//! [`EdgeSink`], reads fan out to the partitions' owners ([`fanout`]), and the node adds
+//! its own endpoints (`/api/v1/cluster`, the peers' partial reads and snapshot copies) and
+//! its `/metrics` families. The server knows none of this: it sees the trait.
+
+use std::sync::Arc;
+
+use axum::extract::Json;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+
+use super::edge::EdgeSink;
+use super::fanout::{self, PartialRequest, RenderSource};
+use super::node::Node;
+use super::peer::{PARTIAL_PATH, SNAPSHOT_PATH};
+use super::status::Status;
+use crate::config::TiersConfig;
+use crate::engine::EngineStats;
+use crate::read::aggregate::{AggregatePlan, AggregateQuery, AggregateResult};
+use crate::read::budget::ReadBudget;
+use crate::read::query::{Query, QueryResult};
+use crate::registry::Selector;
+use crate::render::{self, FindNode, RenderRequest, RenderedSeries};
+use crate::server::backend::{Answer, Backend, ReadOptions};
+use crate::server::error::{blocking, ApiError};
+use crate::server::metrics::{write_families, Family};
+use crate::server::sink::Sink;
+use crate::server::stats::ServerStats;
+use crate::server::{Limits, State};
+use crate::time::Timestamp;
+use crate::Result;
+
+/// A cluster node behind the server's handlers.
+pub struct NodeBackend {
+    node: Arc<Node>,
+}
+
+impl NodeBackend {
+    /// The backend of `node`.
+    pub fn new(node: Arc<Node>) -> NodeBackend {
+        NodeBackend { node }
+    }
+}
+
+impl Backend for NodeBackend {
+    fn tiers(&self) -> &TiersConfig {
+        self.node.tiers()
+    }
+
+    fn now(&self) -> Timestamp {
+        self.node.now()
+    }
+
+    fn sink(&self, stats: &Arc<ServerStats>, limits: &Limits) -> Box<dyn Sink> {
+        Box::new(EdgeSink::new(
+            Arc::clone(&self.node),
+            Arc::clone(stats),
+            limits,
+        ))
+    }
+
+    fn query(&self, query: Query, read: ReadOptions) -> Answer<'_, QueryResult> {
+        Box::pin(async move {
+            let token = read.token.as_deref();
+            Ok(fanout::query(&self.node, query, read.strong, token).await?)
+        })
+    }
+
+    fn aggregate(
+        &self,
+        query: AggregateQuery,
+        budget: Arc<ReadBudget>,
+        read: ReadOptions,
+    ) -> Answer<'_, AggregateResult> {
+        Box::pin(async move {
+            let node = &self.node;
+            let plan = AggregatePlan::new(node.tiers(), node.now(), &query)?;
+            let token = read.token.as_deref();
+            Ok(fanout::aggregate(node, plan, read.strong, &budget, token).await?)
+        })
+    }
+
+    fn series(&self, selector: Selector, read: ReadOptions) -> Answer<'_, Vec<String>> {
+        Box::pin(async move {
+            let token = read.token.as_deref();
+            Ok(fanout::series(&self.node, selector, read.strong, token).await?)
+        })
+    }
+
+    fn render(
+        &self,
+        request: RenderRequest,
+        budget: Arc<ReadBudget>,
+        read: ReadOptions,
+    ) -> Answer<'_, Vec<RenderedSeries>> {
+        Box::pin(async move {
+            let source = RenderSource::new(
+                Arc::clone(&self.node),
+                tokio::runtime::Handle::current(),
+                read.strong,
+                read.token,
+            );
+            let _turn = self.node.render_slot().await;
+            blocking(move || render::render(&source, &request, &budget)).await
+        })
+    }
+
+    fn find(
+        &self,
+        query: String,
+        budget: Arc<ReadBudget>,
+        read: ReadOptions,
+    ) -> Answer<'_, Vec<FindNode>> {
+        Box::pin(async move {
+            let token = read.token.as_deref();
+            Ok(fanout::find(&self.node, query, &budget, token).await?)
+        })
+    }
+
+    fn stats(&self) -> Answer<'_, EngineStats> {
+        let node = Arc::clone(&self.node);
+        Box::pin(blocking(move || Ok(node.stats())))
+    }
+
+    fn metrics(&self) -> Answer<'_, String> {
+        Box::pin(async move { Ok(render_metrics(&Status::of(&self.node).await?)) })
+    }
+
+    fn routes(&self) -> Router<Arc<State>> {
+        let (status, partial, snapshot) = (
+            Arc::clone(&self.node),
+            Arc::clone(&self.node),
+            Arc::clone(&self.node),
+        );
+        Router::new()
+            .route(
+                "/api/v1/cluster",
+                get(move || cluster_status(Arc::clone(&status))),
+            )
+            .route(
+                PARTIAL_PATH,
+                post(move |Json(request): Json<PartialRequest>| {
+                    answer_partial(Arc::clone(&partial), request)
+                }),
+            )
+            .route(
+                &format!("{SNAPSHOT_PATH}/{{partition}}"),
+                get(
+                    move |axum::extract::Path(partition): axum::extract::Path<u32>| {
+                        send_snapshot(Arc::clone(&snapshot), partition)
+                    },
+                ),
+            )
+    }
+
+    fn close(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.node.leave())
+    }
+}
+
+/// `GET /api/v1/cluster`: the nodes, every partition's owners and which one this node reads
+/// it from, and the log's last sequence and each owner's lag per partition
+/// ([`crate::cluster::status`]).
+async fn cluster_status(node: Arc<Node>) -> std::result::Result<Response, ApiError> {
+    Ok(Json(Status::of(&node).await?).into_response())
+}
+
+/// `POST /internal/v1/partial`: a peer's fan-out read over partitions this node applies.
+async fn answer_partial(
+    node: Arc<Node>,
+    request: PartialRequest,
+) -> std::result::Result<Response, ApiError> {
+    Ok(Json(fanout::answer_locally(&node, request).await?).into_response())
+}
+
+/// `GET /internal/v1/snapshot/<partition>`: a copy of the files of a partition this node
+/// applies, for a peer that rebuilds its own ([`crate::cluster::snapshot`]), read from a
+/// local copy as the peer takes it.
+async fn send_snapshot(node: Arc<Node>, partition: u32) -> std::result::Result<Response, ApiError> {
+    use tokio::io::AsyncReadExt;
+    let (file, info) = node.snapshot(partition).await?;
+    let len = file
+        .metadata()
+        .map_err(|e| crate::Error::io(format!("the copy of partition {partition}"), e))?
+        .len();
+    tracing::info!(
+        partition,
+        applied = info.applied,
+        bytes = len,
+        "sending a copy of a partition"
+    );
+    let file = tokio::fs::File::from_std(file);
+    // Ends at the end of the file, or after the first read error (the peer then sees a body
+    // shorter than its length, and refuses it).
+    let chunks = futures_util::stream::unfold(Some(file), |file| async move {
+        let mut file = file?;
+        let mut chunk = vec![0u8; 1 << 16];
+        match file.read(&mut chunk).await {
+            Ok(0) => None,
+            Ok(n) => {
+                chunk.truncate(n);
+                Some((Ok(Bytes::from(chunk)), Some(file)))
+            }
+            Err(e) => Some((Err(e), None)),
+        }
+    });
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+            (header::CONTENT_LENGTH, len.to_string()),
+        ],
+        axum::body::Body::from_stream(chunks),
+    )
+        .into_response())
+}
+
+/// A cluster node's view of the cluster, after the server's families (`crate::server::metrics`) (which on a cluster
+/// node add up the partitions it applies): nodes alive, and per partition the log's last
+/// sequence and each holder's applied sequence and lag.
+fn render_metrics(status: &Status) -> String {
+    let alive = status.nodes.iter().filter(|n| n.alive).count();
+    let mut last = Family::new(
+        "tierdb_cluster_log_last_sequence",
+        "gauge",
+        "Sequence of each partition's last message in the log.",
+    );
+    let mut applied = Family::new(
+        "tierdb_cluster_applied_sequence",
+        "gauge",
+        "Last log sequence each lease holder applied, per partition.",
+    );
+    let mut lag = Family::new(
+        "tierdb_cluster_lag_sequences",
+        "gauge",
+        "The log's last sequence minus what each lease holder applied, per partition (0 when \
+         caught up).",
+    );
+    let mut served = 0;
+    for p in &status.partitions {
+        served += usize::from(p.serving.is_some());
+        last = last.sample(
+            format!("{{partition=\"{}\"}}", p.partition),
+            p.last_sequence,
+        );
+        for r in &p.replicas {
+            let labels = format!("{{partition=\"{}\",node=\"{}\"}}", p.partition, r.node);
+            applied = applied.sample(labels.clone(), r.applied);
+            lag = lag.sample(labels, r.lag);
+        }
+    }
+    write_families([
+        Family::new(
+            "tierdb_cluster_nodes",
+            "gauge",
+            "Nodes with a heartbeat, by liveness.",
+        )
+        .sample("{state=\"alive\"}", alive)
+        .sample("{state=\"dead\"}", status.nodes.len() - alive),
+        Family::new(
+            "tierdb_cluster_partitions_served",
+            "gauge",
+            "Partitions this node can read from a live owner.",
+        )
+        .sample("", served),
+        Family::new(
+            "tierdb_cluster_partitions",
+            "gauge",
+            "Partitions of the cluster.",
+        )
+        .sample("", status.partitions.len()),
+        Family::new(
+            "tierdb_cluster_rebuilds_total",
+            "counter",
+            "Partitions this node rebuilt from a live replica's files since it started.",
+        )
+        .sample("", status.rebuilds.len()),
+        Family::new(
+            "tierdb_cluster_partitions_ahead_of_log",
+            "gauge",
+            "Partitions this node applied past the log's last sequence: the log went back, and \
+             messages at sequences it holds as applied would be skipped.",
+        )
+        .sample("", status.ahead_of_log.len()),
+        last,
+        applied,
+        lag,
+    ])
+}

@@ -1,0 +1,338 @@
+//! Opening a data directory: [`EngineBuilder`] settles the tiers against the stored ones,
+//! takes the directory's lock, opens (or creates) the registry, the storage and the raw
+//! tier, repairs what an unclean stop left, and starts the writers and maintenance.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::creator::ChunkCreator;
+use super::maintenance::{maintenance_interval, MaintenanceThread, Prefault};
+use super::writer::WriterPool;
+use super::{Engine, Pending, Shared};
+use crate::clock::{Clock, SystemClock};
+use crate::config::TiersConfig;
+use crate::counter::CounterTable;
+use crate::registry::Registry;
+use crate::storage::lock::DirLock;
+use crate::storage::raw::RawStore;
+use crate::storage::{Storage, OPEN_MARKER};
+use crate::{Error, Result};
+
+/// Creates the OPEN marker and makes it durable. Its existence is what matters, and an empty
+/// file needs no data block, so a full disk does not keep the engine from opening; the pid
+/// written into it is best effort.
+fn write_open_marker(marker: &Path) -> Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::File::create(marker).map_err(|e| Error::io(marker, e))?;
+    if let Err(e) = file.write_all(std::process::id().to_string().as_bytes()) {
+        tracing::warn!(path = %marker.display(), error = %e, "cannot write this process's pid into the OPEN marker");
+    }
+    file.sync_all().map_err(|e| Error::io(marker, e))
+}
+
+/// How long each phase of an open took, for the log line that says where a slow start went.
+struct OpenPhases {
+    last: std::time::Instant,
+    laps: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl Default for OpenPhases {
+    fn default() -> Self {
+        OpenPhases {
+            last: std::time::Instant::now(),
+            laps: Vec::new(),
+        }
+    }
+}
+
+impl OpenPhases {
+    fn lap(&mut self, phase: &'static str) {
+        let now = std::time::Instant::now();
+        self.laps.push((phase, now - self.last));
+        self.last = now;
+    }
+}
+
+impl std::fmt::Display for OpenPhases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (phase, took)) in self.laps.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            write!(f, "{sep}{phase} {} ms", took.as_millis())?;
+        }
+        Ok(())
+    }
+}
+
+/// How to open an [`Engine`]: `Engine::builder(dir).tiers(cfg).open()?`.
+pub struct EngineBuilder {
+    dir: PathBuf,
+    tiers: TiersConfig,
+    /// Whether [`EngineBuilder::tiers`] was called: without it, the configuration stored in
+    /// the directory is used when there is one.
+    tiers_given: bool,
+    clock: Arc<dyn Clock>,
+    writer_threads: usize,
+    background_maintenance: bool,
+    maintenance_every: Option<std::time::Duration>,
+    read_only: bool,
+}
+
+impl EngineBuilder {
+    /// The builder [`Engine::builder`] hands out: the default tiers, the system clock, a
+    /// writer thread per core, background maintenance on.
+    pub(super) fn new(dir: &Path) -> EngineBuilder {
+        EngineBuilder {
+            dir: dir.to_path_buf(),
+            tiers: TiersConfig::default(),
+            tiers_given: false,
+            clock: Arc::new(SystemClock),
+            writer_threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            background_maintenance: true,
+            maintenance_every: None,
+            read_only: false,
+        }
+    }
+
+    /// Opens with `tiers`. Without this call, the open uses the configuration stored in the
+    /// directory (`<dir>/tiers.toml`, written when the directory was created), or
+    /// [`TiersConfig::default`] for a directory that has none. Given tiers that differ from
+    /// the stored ones where the files depend on it are refused ([`Error::TiersConflict`]);
+    /// other differences (retention, create_ahead, tiers added, removed or reordered, counter
+    /// rules) are logged at warn, accepted, and stored by a writable open.
+    pub fn tiers(mut self, tiers: TiersConfig) -> Self {
+        self.tiers = tiers;
+        self.tiers_given = true;
+        self
+    }
+
+    /// Settles the configuration against the one stored in the directory (see
+    /// [`EngineBuilder::tiers`]). Returns whether a writable open must (re)write the stored
+    /// file once the files have accepted the configuration: none stored yet, or accepted
+    /// changes.
+    fn settle_tiers(&mut self) -> Result<bool> {
+        let Some(stored) = crate::storage::stored_tiers::read_stored(&self.dir)? else {
+            return Ok(true);
+        };
+        if !self.tiers_given {
+            self.tiers = stored;
+            return Ok(false);
+        }
+        crate::config::check_given(
+            &crate::storage::stored_tiers::stored_path(&self.dir),
+            &stored,
+            &self.tiers,
+        )?;
+        // Said at warn: a removed tier's files stay on disk unread, and changed counter rules
+        // change what existing series' samples mean from now on.
+        for change in crate::config::differences(&stored, &self.tiers) {
+            tracing::warn!(dir = %self.dir.display(), %change, "the given tiers change the stored ones");
+        }
+        // Any difference is stored, a reordering too (no field differs, but the layout
+        // fingerprint the journals record follows the order).
+        Ok(stored != self.tiers)
+    }
+
+    /// Uses `clock` instead of the system clock (tests roll time with a
+    /// [`crate::ManualClock`]).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Number of writer threads (default: the number of cores, at least 1).
+    pub fn writer_threads(mut self, n: usize) -> Self {
+        self.writer_threads = n.max(1);
+        self
+    }
+
+    /// Whether background threads run maintenance and create the files of new chunks of
+    /// series (default: yes). Tests that drive a [`crate::ManualClock`] turn it off and call
+    /// [`Engine::maintain`] themselves; new chunks' files are then created by the call that
+    /// registers the series.
+    pub fn background_maintenance(mut self, on: bool) -> Self {
+        self.background_maintenance = on;
+        self
+    }
+
+    /// Opens the directory for reading only, beside a server that may be writing it: no
+    /// lock, no files created, changed or removed, no writer or maintenance threads. It sees
+    /// the series and period files that existed at open, with their contents live (the
+    /// mappings are shared, reads stay torn-free). Writes fail with [`Error::ReadOnly`].
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    fn open_read_only(mut self) -> Result<Engine> {
+        if !self.dir.is_dir() {
+            return Err(Error::io(
+                &self.dir,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no data directory here"),
+            ));
+        }
+        self.settle_tiers()?;
+        let storage = self.open_storage(false)?;
+        let registry = Registry::open_read_only(&self.dir)?;
+        let shared = self.into_shared(storage, registry, None)?;
+        Ok(Engine {
+            writers: WriterPool::start(&shared, 0)?,
+            shared,
+            maintenance: None,
+            creator: None,
+            pending: Mutex::new(Pending::default()),
+            closed: false,
+            recovery: None,
+        })
+    }
+
+    /// Runs background maintenance every `interval` instead of the interval derived from the
+    /// tiers ([`maintenance_interval`]); for simulations that run time faster than the wall
+    /// clock.
+    pub fn maintenance_every(mut self, interval: std::time::Duration) -> Self {
+        self.maintenance_every = Some(interval);
+        self
+    }
+
+    /// Maps the period files of every configured tier (writable or not).
+    fn open_storage(&self, writable: bool) -> Result<Storage> {
+        Storage::open(
+            &self.dir,
+            &self.tiers.tiers,
+            self.tiers.engine.series_per_chunk,
+            writable,
+        )
+    }
+
+    /// The state engine, writers and readers share, with the counter table opened beside
+    /// the registry; writable when `lock` is held.
+    fn into_shared(
+        self,
+        storage: Storage,
+        registry: Registry,
+        lock: Option<DirLock>,
+    ) -> Result<Arc<Shared>> {
+        let counter_table = CounterTable::open(
+            &self.dir,
+            self.tiers.counters.clone(),
+            &registry,
+            &storage,
+            self.tiers.layout_fingerprint(),
+            lock.is_some(),
+        )?;
+        let raw = self
+            .tiers
+            .raw
+            .as_ref()
+            .map(|spec| RawStore::open(&self.dir, spec, lock.is_some(), registry.len()))
+            .transpose()?;
+        let mut shared = Shared::new(
+            self.dir,
+            self.tiers,
+            storage,
+            registry,
+            counter_table,
+            self.clock,
+            lock,
+        );
+        shared.raw = raw;
+        Ok(Arc::new(shared))
+    }
+
+    /// Opens the data directory (creating it when missing), locks it, settles the tiers
+    /// against the stored ones (see [`EngineBuilder::tiers`]), maps every period file, loads
+    /// the registry, opens the counter and raw files, stores the tiers once all of them have
+    /// accepted them (when the directory had none, or they changed), runs one maintenance
+    /// pass (drops what expired while the directory was closed, creates the current and
+    /// ahead periods, but not the gap), and starts the writers and the maintenance thread.
+    /// A pass that fails (a full disk) does not fail the open: see
+    /// [`EngineStats::maintenance_error`].
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an invalid configuration, [`Error::CorruptFile`] naming a damaged
+    /// stored tiers file or a refused period file, [`Error::TiersConflict`] for given tiers the
+    /// directory's files cannot take, [`Error::Locked`] when another process holds the
+    /// directory, [`Error::Io`].
+    pub fn open(mut self) -> Result<Engine> {
+        self.tiers.validate()?;
+        if self.read_only {
+            return self.open_read_only();
+        }
+        std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        let mut phases = OpenPhases::default();
+        let lock = DirLock::acquire(&self.dir)?;
+        let store_tiers = self.settle_tiers()?;
+        let storage = self.open_storage(true)?;
+        phases.lap("storage");
+        let registry = Registry::open(&self.dir)?;
+        phases.lap("registry");
+        let marker = self.dir.join(OPEN_MARKER);
+        let started = std::time::Instant::now();
+        let recovery = storage.recover(
+            marker.exists(),
+            self.tiers.layout_fingerprint(),
+            registry.len(),
+        )?;
+        if let Some(r) = &recovery {
+            tracing::warn!(
+                dir = %self.dir.display(),
+                interrupted = r.interrupted,
+                cleared = r.cleared,
+                published = r.published,
+                files_scanned = r.files_scanned,
+                cells_scanned = r.cells_scanned,
+                full_scan = r.full_scan.as_deref().unwrap_or("no"),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "the last process did not close this data directory cleanly; repaired interrupted bucket updates and slots of unregistered series"
+            );
+        }
+        write_open_marker(&marker)?;
+        crate::storage::disk::sync_dir(&self.dir)?;
+        phases.lap("recovery");
+        let writer_threads = self.writer_threads;
+        let background_maintenance = self.background_maintenance;
+        let maintenance_every = self.maintenance_every;
+        let shared = self.into_shared(storage, registry, Some(lock))?;
+        // Only now, with the period, raw and counter files checked against the
+        // configuration: a directory from before tiers were stored gets the tiers its files
+        // were made with, never ones they refuse.
+        if store_tiers {
+            crate::storage::stored_tiers::write_stored(&shared.dir, &shared.config)?;
+        }
+        phases.lap("counters");
+        // A failed pass (a full disk, say) does not stop the open: queries are served, writes
+        // that need a missing file are refused as storage_unavailable, and the background
+        // thread retries; `stats()` and `/metrics` report it.
+        let prefault = if background_maintenance {
+            Prefault::Later
+        } else {
+            Prefault::Yes
+        };
+        if let Err(e) = shared.maintain_with(prefault) {
+            tracing::error!(error = %e, "maintenance at open failed; serving anyway, retrying every interval");
+        }
+        phases.lap("maintenance");
+        tracing::info!(dir = %shared.dir.display(), phases = %phases, "opened");
+        let writers = WriterPool::start(&shared, writer_threads)?;
+        let (maintenance, creator) = if background_maintenance {
+            let interval =
+                maintenance_every.unwrap_or_else(|| maintenance_interval(&shared.config));
+            (
+                Some(MaintenanceThread::start(&shared, interval)?),
+                Some(ChunkCreator::start(&shared)?),
+            )
+        } else {
+            (None, None)
+        };
+        Ok(Engine {
+            shared,
+            writers,
+            maintenance,
+            creator,
+            pending: Mutex::new(Pending::default()),
+            closed: false,
+            recovery,
+        })
+    }
+}

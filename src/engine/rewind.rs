@@ -1,0 +1,112 @@
+//! The undo surface: what an undo of a partly applied group needs of an engine, and nothing
+//! else. A cluster partition (src/cluster/apply.rs) takes the pre-images of the cells, the
+//! counter states and the raw tails a group will change, and puts them back after a crash
+//! before the group is applied again; it copies a partition's files while they stand still.
+//! Every method that puts something back is only valid while no batch runs: at open,
+//! before the engine is handed out.
+
+use std::path::Path;
+
+use super::Engine;
+use crate::bucket::Bucket;
+use crate::registry::SeriesId;
+use crate::storage::cells::CellAt;
+use crate::time::Timestamp;
+use crate::Result;
+
+/// An engine's undo surface; get it with [`Engine::rewind`].
+#[derive(Clone, Copy)]
+pub struct Rewind<'a> {
+    engine: &'a Engine,
+}
+
+impl Engine {
+    /// The undo surface of this engine: pre-images of cells, counter states and raw tails,
+    /// and putting them back (see [`Rewind`]).
+    pub fn rewind(&self) -> Rewind<'_> {
+        Rewind { engine: self }
+    }
+}
+
+impl Rewind<'_> {
+    /// The buckets of `cells` as they stand, whichever form their periods are in (see
+    /// [`Storage::load_cells`]): the pre-images an undo keeps before a change.
+    ///
+    /// # Errors
+    /// As [`Storage::load_cells`].
+    pub fn load_cells(&self, cells: &[CellAt]) -> Result<Vec<Bucket>> {
+        self.engine.shared.storage.load_cells(cells)
+    }
+
+    /// Puts absolute buckets back into `cells` (see [`Storage::overwrite_cells`]); durable
+    /// with the next [`Engine::flush`]. Returns how many cells changed. Only valid while no
+    /// batch runs and no read of these cells does: an undo at open, before the engine is
+    /// handed out.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`], [`Error::Poisoned`], and as [`Storage::overwrite_cells`].
+    pub fn restore_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
+        self.engine.check_writable()?;
+        self.engine.shared.check_poison()?;
+        self.engine.shared.storage.overwrite_cells(cells)
+    }
+
+    /// Series `id`'s counter state record (flags with the declared kind, a counter's last
+    /// time and raw value as bits; zeros when never written), for an undo to put back.
+    pub fn counter_state(&self, id: SeriesId) -> [u64; 3] {
+        self.engine.shared.counter_table.snapshot(id)
+    }
+
+    /// Puts series `id`'s counter state record back to `record`, its kind evaluated again
+    /// from it; durable with the next [`Engine::flush`]. Only valid while no batch runs.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`].
+    pub fn restore_counter_state(&self, id: SeriesId, record: [u64; 3]) -> Result<()> {
+        self.engine.check_writable()?;
+        self.engine
+            .shared
+            .counter_table
+            .restore(id, record, &self.engine.shared.registry);
+        Ok(())
+    }
+
+    /// The time of series `id`'s last raw point: `None` without a raw tier or without a
+    /// point. What an undo keeps of the raw tier ([`Rewind::truncate_raw_after`]).
+    pub fn raw_last_time(&self, id: SeriesId) -> Option<Timestamp> {
+        self.engine.shared.raw.as_ref()?.last_time(id.0)
+    }
+
+    /// Takes series `id`'s raw points after `last` away (all for `None`; see
+    /// [`RawStore::truncate_after`]); durable with the next [`Engine::flush`]. Returns the
+    /// points taken away. Only valid at open, before any batch: the writers keep the raw
+    /// tails they met.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`].
+    pub fn truncate_raw_after(&self, id: SeriesId, last: Option<Timestamp>) -> Result<usize> {
+        self.engine.check_writable()?;
+        Ok(self
+            .engine
+            .shared
+            .raw
+            .as_ref()
+            .map_or(0, |raw| raw.truncate_after(id.0, last)))
+    }
+
+    /// Runs `copy` on the engine's directory while no maintenance pass runs and no batch
+    /// stores anything, so no file is created, swapped, dropped or written meanwhile. The
+    /// caller stops its own writes first: a cluster partition's store copies its files
+    /// this way between two groups of messages ([`crate::cluster::snapshot`]).
+    pub fn with_files_still<R>(&self, copy: impl FnOnce(&Path) -> R) -> R {
+        // The order a maintenance pass takes them in: its lock, then the batch gate.
+        let _no_pass = self
+            .engine
+            .shared
+            .pass_lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let _no_batch = self.engine.shared.storage.hold_batches();
+        copy(self.engine.dir())
+    }
+}

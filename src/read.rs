@@ -1,0 +1,21 @@
+//! The read side: everything that turns stored buckets into answers, and nothing of the
+//! write path. [`Reader`] is the one door: a borrowed view of an open data directory (tiers,
+//! clock, registry, series kinds, period files) whose methods are every read there is. The
+//! files below it do the work those methods name:
+//! - [`reader`]: the [`Reader`] and all its methods;
+//! - [`tier_choice`]: which tier a read of a range uses (`auto` or a name), from the tiers
+//!   and a clock alone, so a cluster node without an engine chooses as an engine would;
+//! - [`query`]: one series at a zoom level ([`query::Query`], [`query::PointGrid`]);
+//! - [`aggregate`]: reads across series, grouped by tag, mergeable across nodes;
+//! - [`budget`]: what one read request may read in all.
+//!
+//! The read side sits above storage, the registry and counters, and below the engine, which
+//! hands out a [`Reader`] ([`crate::Engine::reader`]) and offers its reads as shortcuts.
+
+pub mod aggregate;
+pub mod budget;
+pub mod query;
+pub mod reader;
+pub mod tier_choice;
+
+pub use reader::Reader;

@@ -1,0 +1,226 @@
+//! What the handlers write into and read from: a [`Backend`]. The server knows only this
+//! trait; a single node's engine ([`LocalBackend`], here) and a cluster node
+//! (`crate::cluster::backend`, above the server) implement it, so no handler matches on
+//! which one it has and the server never names the cluster.
+//!
+//! Reads return boxed futures: a single node runs them on the blocking pool, a cluster node
+//! fans them out over the network.
+
+use std::sync::Arc;
+
+use axum::Router;
+use futures_util::future::BoxFuture;
+
+use super::error::{blocking, ApiError};
+use super::sink::{LocalSink, Sink};
+use super::stats::ServerStats;
+use super::{Limits, State};
+use crate::config::TiersConfig;
+use crate::engine::{Engine, EngineStats};
+use crate::read::aggregate::{AggregateQuery, AggregateResult};
+use crate::read::budget::ReadBudget;
+use crate::read::query::{Query, QueryResult};
+use crate::registry::Selector;
+use crate::render::{self, FindNode, Finder, RenderRequest, RenderedSeries};
+use crate::time::Timestamp;
+use crate::{Error, Result};
+
+/// An answer of a backend's read, as the handler returns it.
+pub type Answer<'a, T> = BoxFuture<'a, std::result::Result<T, ApiError>>;
+
+/// How a request asks to be read, beyond what it reads: only a cluster node heeds it.
+#[derive(Clone, Debug, Default)]
+pub struct ReadOptions {
+    /// `consistency=strong`: read every partition from its leaseholder.
+    pub strong: bool,
+    /// The request's bearer token, passed on to the peers a cluster node asks.
+    pub token: Option<String>,
+}
+
+/// Where writes go and reads come from: a single node's engine, or a cluster node.
+pub trait Backend: Send + Sync {
+    /// The tiers read and written.
+    fn tiers(&self) -> &TiersConfig;
+
+    /// The clock's now.
+    fn now(&self) -> Timestamp;
+
+    /// A sink for one request's or connection's samples, counting into `stats` within
+    /// `limits`.
+    fn sink(&self, stats: &Arc<ServerStats>, limits: &Limits) -> Box<dyn Sink>;
+
+    /// `/api/v1/query`: one series. An unknown series is a 404 naming the near names.
+    fn query(&self, query: Query, read: ReadOptions) -> Answer<'_, QueryResult>;
+
+    /// `/api/v1/aggregate`: reads across series within `budget`.
+    fn aggregate(
+        &self,
+        query: AggregateQuery,
+        budget: Arc<ReadBudget>,
+        read: ReadOptions,
+    ) -> Answer<'_, AggregateResult>;
+
+    /// `/api/v1/series`: the names `selector` selects.
+    fn series(&self, selector: Selector, read: ReadOptions) -> Answer<'_, Vec<String>>;
+
+    /// `/render`: Graphite targets within `budget`.
+    fn render(
+        &self,
+        request: RenderRequest,
+        budget: Arc<ReadBudget>,
+        read: ReadOptions,
+    ) -> Answer<'_, Vec<RenderedSeries>>;
+
+    /// `/metrics/find`: the next level of nodes under a path pattern, within `budget`.
+    fn find(
+        &self,
+        query: String,
+        budget: Arc<ReadBudget>,
+        read: ReadOptions,
+    ) -> Answer<'_, Vec<FindNode>>;
+
+    /// The engine's stats (a cluster node: the partitions it applies, added up).
+    fn stats(&self) -> Answer<'_, EngineStats>;
+
+    /// `/metrics` lines of the backend's own, after the engine's and the server's.
+    fn metrics(&self) -> Answer<'_, String>;
+
+    /// Endpoints only this backend has (a cluster node's status and peer endpoints).
+    fn routes(&self) -> Router<Arc<State>>;
+
+    /// At shutdown, once every connection is drained: makes everything written durable (a
+    /// cluster node also leaves the cluster).
+    fn close(&self) -> BoxFuture<'_, Result<()>>;
+}
+
+/// A single node: every read and write goes to its own engine.
+pub struct LocalBackend {
+    engine: Arc<Engine>,
+}
+
+impl LocalBackend {
+    /// The backend of `engine`.
+    pub fn new(engine: Arc<Engine>) -> LocalBackend {
+        LocalBackend { engine }
+    }
+}
+
+impl Backend for LocalBackend {
+    fn tiers(&self) -> &TiersConfig {
+        self.engine.config()
+    }
+
+    fn now(&self) -> Timestamp {
+        self.engine.now()
+    }
+
+    fn sink(&self, stats: &Arc<ServerStats>, limits: &Limits) -> Box<dyn Sink> {
+        Box::new(LocalSink::new(
+            Arc::clone(&self.engine),
+            Arc::clone(stats),
+            limits,
+        ))
+    }
+
+    fn query(&self, query: Query, _: ReadOptions) -> Answer<'_, QueryResult> {
+        let engine = Arc::clone(&self.engine);
+        Box::pin(async move {
+            let answer = blocking(move || match engine.query(&query) {
+                Err(Error::UnknownSeries(key)) => Ok(Err(unknown_series(&engine, key))),
+                other => other.map(Ok),
+            })
+            .await?;
+            answer.map_err(ApiError::NotFound)
+        })
+    }
+
+    fn aggregate(
+        &self,
+        query: AggregateQuery,
+        budget: Arc<ReadBudget>,
+        _: ReadOptions,
+    ) -> Answer<'_, AggregateResult> {
+        let engine = Arc::clone(&self.engine);
+        Box::pin(blocking(move || {
+            engine.reader().aggregate_within(&query, &budget)
+        }))
+    }
+
+    fn series(&self, selector: Selector, _: ReadOptions) -> Answer<'_, Vec<String>> {
+        let engine = Arc::clone(&self.engine);
+        Box::pin(blocking(move || Ok(engine.reader().series_keys(&selector))))
+    }
+
+    fn render(
+        &self,
+        request: RenderRequest,
+        budget: Arc<ReadBudget>,
+        _: ReadOptions,
+    ) -> Answer<'_, Vec<RenderedSeries>> {
+        let engine = Arc::clone(&self.engine);
+        Box::pin(blocking(move || {
+            let source = render::StoredSource::new(engine.reader());
+            render::render(&source, &request, &budget)
+        }))
+    }
+
+    fn find(
+        &self,
+        query: String,
+        budget: Arc<ReadBudget>,
+        _: ReadOptions,
+    ) -> Answer<'_, Vec<FindNode>> {
+        let engine = Arc::clone(&self.engine);
+        Box::pin(blocking(move || {
+            let mut finder = Finder::new(&query)?;
+            finder.add_registry(engine.registry(), &budget)?;
+            Ok(finder.nodes())
+        }))
+    }
+
+    /// Taken on the blocking pool: the stats wait for the counter table's lock, which a
+    /// batch of counter samples holds while it is stored.
+    fn stats(&self) -> Answer<'_, EngineStats> {
+        let engine = Arc::clone(&self.engine);
+        Box::pin(blocking(move || Ok(engine.stats())))
+    }
+
+    fn metrics(&self) -> Answer<'_, String> {
+        Box::pin(async { Ok(String::new()) })
+    }
+
+    fn routes(&self) -> Router<Arc<State>> {
+        Router::new().route(
+            "/api/v1/cluster",
+            axum::routing::get(|| async {
+                ApiError::NotFound(
+                    "this server is a single node (start it with --cluster for cluster mode)"
+                        .into(),
+                )
+            }),
+        )
+    }
+
+    fn close(&self) -> BoxFuture<'_, Result<()>> {
+        let engine = Arc::clone(&self.engine);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || engine.flush())
+                .await
+                .map_err(|e| Error::Poisoned(format!("flush task failed: {e}")))?
+        })
+    }
+}
+
+/// The 404 message for an unknown series: the error, and the series of that name or near
+/// names when there are any (the hint the command line gives).
+fn unknown_series(engine: &Engine, key: String) -> String {
+    let hint = (engine.registry())
+        .candidates(&key, &[], crate::registry::SUGGESTIONS)
+        .ok()
+        .and_then(|found| found.hint());
+    let error = Error::UnknownSeries(key);
+    match hint {
+        Some(hint) => format!("{error}; {hint}"),
+        None => error.to_string(),
+    }
+}

@@ -1,0 +1,248 @@
+//! The map of the house, in code: tierdb's top-level modules in layers, lowest first, and a
+//! check that every `crate::` path in `src/` names a module of a lower layer (or its own
+//! module). ARCHITECTURE.md's table says the same in words; when a change needs an import
+//! that runs up, the fix is a trait in the lower layer (as `server::Backend`), not an arrow
+//! back up.
+//!
+//! Names re-exported by `lib.rs` (`crate::Engine`, `crate::Result`, ...) count as imports of
+//! the module that defines them. Test files (`tests.rs`, `tests/` folders, inline
+//! `#[cfg(test)] mod tests`) may reach anywhere and are not read.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The layers, lowest first: a module may import modules of lower layers only.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("errors", &["error"]),
+    ("time", &["time"]),
+    ("clock and bucket value", &["clock", "bucket"]),
+    ("configuration", &["config"]),
+    ("storage", &["storage"]),
+    ("registry", &["registry"]),
+    ("samples", &["sample"]),
+    ("counters", &["counter"]),
+    ("read side", &["read"]),
+    ("engine", &["engine"]),
+    (
+        "ingest, Graphite render, charts",
+        &["ingest", "render", "plot"],
+    ),
+    ("server", &["server"]),
+    ("cluster", &["cluster"]),
+    ("command line", &["cli"]),
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS
+        .iter()
+        .position(|(_, modules)| modules.contains(&module))
+}
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every source file of the library that is not a test, with its top-level module.
+fn library_files() -> Vec<(PathBuf, String)> {
+    let mut files = Vec::new();
+    let mut dirs = vec![src()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if name != "tests" {
+                    dirs.push(path);
+                }
+                continue;
+            }
+            if !name.ends_with(".rs") || name == "tests.rs" {
+                continue;
+            }
+            let relative = path.strip_prefix(src()).unwrap();
+            let top = relative.components().next().unwrap();
+            let module = top
+                .as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_owned();
+            if module == "lib" || module == "main" {
+                continue;
+            }
+            files.push((path, module));
+        }
+    }
+    files.sort();
+    files
+}
+
+/// What `lib.rs` re-exports: name → the top-level module that defines it.
+fn reexports() -> HashMap<String, String> {
+    let lib = std::fs::read_to_string(src().join("lib.rs")).unwrap();
+    let mut names = HashMap::new();
+    for item in lib.split("pub use ").skip(1) {
+        let item = &item[..item.find(';').unwrap()];
+        let module = item.split("::").next().unwrap().trim().to_owned();
+        let listed = item.rsplit("::").next().unwrap();
+        for name in listed.trim_matches(|c| c == '{' || c == '}').split(',') {
+            let name = name.trim();
+            if !name.is_empty() {
+                names.insert(name.to_owned(), module.clone());
+            }
+        }
+    }
+    names
+}
+
+/// The code of `text` without comments, and without a trailing inline test module.
+fn code_lines(text: &str) -> Vec<(usize, String)> {
+    let end = text.find("#[cfg(test)]\nmod tests {").unwrap_or(text.len());
+    text[..end]
+        .lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let code = match line.find("//") {
+                Some(at) => &line[..at],
+                None => line,
+            };
+            (i + 1, code.to_owned())
+        })
+        .collect()
+}
+
+/// The first path segment of every item `crate::` names in `lines`, with its line: a
+/// module, or a name `lib.rs` re-exports. A group (`crate::{a::b, C}`) may span lines.
+fn crate_paths(lines: &[(usize, String)]) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    let text: String = lines.iter().map(|(_, l)| format!("{l}\n")).collect();
+    let line_at = |offset: usize| 1 + text[..offset].matches('\n').count();
+    let mut rest = 0;
+    while let Some(at) = text[rest..].find("crate::") {
+        let start = rest + at + "crate::".len();
+        rest = start;
+        let before = text[..start - "crate::".len()].chars().last();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+            continue; // `tierdb_crate::`, `$crate::`
+        }
+        if text[start..].starts_with('{') {
+            let mut depth = 0;
+            let mut item = String::new();
+            let mut items = Vec::new();
+            for c in text[start..].chars() {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        if depth == 1 {
+                            continue;
+                        }
+                    }
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            items.push(std::mem::take(&mut item));
+                            break;
+                        }
+                    }
+                    ',' if depth == 1 => {
+                        items.push(std::mem::take(&mut item));
+                        continue;
+                    }
+                    _ => {}
+                }
+                if depth == 1 {
+                    item.push(c);
+                }
+            }
+            for item in items {
+                let first = item
+                    .trim()
+                    .split("::")
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_owned();
+                if !first.is_empty() {
+                    found.push((line_at(start), first));
+                }
+            }
+        } else {
+            let first: String = text[start..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            found.push((line_at(start), first));
+        }
+    }
+    found
+}
+
+#[test]
+fn every_import_runs_down_the_layers() {
+    let reexported = reexports();
+    let mut wrong = Vec::new();
+    let files = library_files();
+    assert!(
+        files.len() > 50,
+        "src/ was not found whole: {} files",
+        files.len()
+    );
+    for (path, module) in &files {
+        let Some(own) = layer_of(module) else {
+            wrong.push(format!(
+                "{}: module `{module}` is in no layer of tests/it/layers.rs",
+                path.display()
+            ));
+            continue;
+        };
+        let text = std::fs::read_to_string(path).unwrap();
+        for (line, name) in crate_paths(&code_lines(&text)) {
+            let target = match reexported.get(&name) {
+                Some(module) => module.clone(),
+                None => name.clone(),
+            };
+            if target == *module || target == "self" {
+                continue;
+            }
+            let Some(layer) = layer_of(&target) else {
+                continue; // a macro or a name no module defines
+            };
+            if layer >= own {
+                wrong.push(format!(
+                    "{}:{line}: `{module}` ({}) imports `crate::{name}` of `{target}` ({}), \
+                     which is not below it",
+                    path.strip_prefix(src().parent().unwrap())
+                        .unwrap()
+                        .display(),
+                    LAYERS[own].0,
+                    LAYERS[layer].0,
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports against the layers:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// The check itself finds an upward import, in a group across lines and through a
+/// re-export, and names its line.
+#[test]
+fn an_upward_import_is_found_with_its_line() {
+    let code = "use std::fmt;\n// crate::cli in a comment\nuse crate::{\n    time::Span,\n    Engine,\n};\nfn f() { crate::server::run(); }\n";
+    let found = crate_paths(&code_lines(code));
+    assert_eq!(
+        found,
+        [
+            (3, "time".to_owned()),
+            (3, "Engine".to_owned()),
+            (7, "server".to_owned())
+        ]
+    );
+    assert_eq!(
+        reexports().get("Engine").map(String::as_str),
+        Some("engine")
+    );
+    assert!(layer_of("engine") > layer_of("storage"));
+}
