@@ -4,9 +4,9 @@
 
 mod admission;
 mod creator;
+mod import_cells;
 mod maintenance;
 mod open;
-mod import_cells;
 mod rewind;
 mod stats;
 mod writer;

@@ -67,7 +67,8 @@ pub struct ImportArgs {
     /// The file to read, or - for stdin; for whisper, files or directories; for rrd, files.
     #[arg(default_value = "-", num_args = 1..)]
     files: Vec<String>,
-    /// RRD only: the series name in place of the file's stem (`NAME.DS`); one file only.
+    /// One whisper or RRD file only: the series name in place of the file's (whisper: NAME;
+    /// RRD: NAME.DS in place of FILE-stem.DS).
     #[arg(long)]
     name: Option<String>,
     /// The input's format (default: detected).
@@ -95,7 +96,7 @@ pub(super) fn run(args: ImportArgs) -> std::result::Result<(), Box<dyn std::erro
         return super::import_archives::run(archives, &files, name.as_deref(), &location);
     }
     if name.is_some() {
-        return Err("--name names the series of an RRD file (--format rrd)".into());
+        return Err("--name names the series of one whisper or RRD file".into());
     }
     let [file] = <[String; 1]>::try_from(files)
         .map_err(|_| "Graphite and Influx input is one file (or - for stdin)")?;

@@ -169,10 +169,11 @@ impl ArchiveSummary {
 /// The files an import of `paths` reads, with their sizes: a whisper directory walked
 /// (sorted, so the series are met in the same order every time) for `*.wsp` files, paired
 /// with the root their names are taken below; any other path as given. A path that cannot
-/// be listed is an error.
+/// be listed is an error, and so is a directory of RRD files.
 ///
 /// # Errors
-/// [`Error::Io`] naming a path that cannot be read.
+/// [`Error::Io`] naming a path that cannot be read; [`Error::InvalidQuery`] for a directory
+/// given for RRD files.
 pub fn list_files(
     format: ArchiveFormat,
     paths: &[PathBuf],
@@ -180,6 +181,13 @@ pub fn list_files(
     let mut files = Vec::new();
     for root in paths {
         let meta = std::fs::metadata(root).map_err(|e| Error::io(root, e))?;
+        if meta.is_dir() && format == ArchiveFormat::Rrd {
+            return Err(Error::InvalidQuery(format!(
+                "{} is a directory: name the .rrd files (a series is named by its file's \
+                 stem, so files of one name in several directories would write one series)",
+                root.display()
+            )));
+        }
         if meta.is_dir() && format == ArchiveFormat::Whisper {
             let mut stack = vec![root.clone()];
             let mut found = Vec::new();
@@ -323,7 +331,7 @@ fn convert_file(
                     return Ok(out);
                 }
             };
-            let series = whisper_name(root, path);
+            let series = name.map_or_else(|| whisper_name(root, path), str::to_owned);
             let Some(id) = series_id(engine, &series, None, path, summary)? else {
                 return Ok(out);
             };
@@ -480,8 +488,8 @@ pub(super) fn run(
     if paths.iter().any(|p| p == "-") {
         return Err(format!("{format:?} files cannot be read from stdin: name them").into());
     }
-    if name.is_some() && (format != ArchiveFormat::Rrd || paths.len() != 1) {
-        return Err("--name names the series of one RRD file (--format rrd FILE)".into());
+    if name.is_some() && (paths.len() != 1 || Path::new(&paths[0]).is_dir()) {
+        return Err("--name names the series of one file, not of several or a directory".into());
     }
     let paths: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
     let files = list_files(format, &paths)?;
@@ -523,4 +531,42 @@ pub(super) fn run(
         return Err(format!("none of the {total_files} files was imported").into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use super::{list_files, whisper_name, ArchiveFormat};
+
+    #[test]
+    fn a_whisper_series_is_named_by_its_path_below_the_root_as_carbon_names_it() {
+        let root = Path::new("/var/lib/graphite/whisper");
+        let path = root.join("servers/web-1/cpu/user.wsp");
+        assert_eq!(whisper_name(root, &path), "servers.web-1.cpu.user");
+        // A file given alone is named below its directory.
+        assert_eq!(
+            whisper_name(&root.join("servers"), &root.join("servers/load.wsp")),
+            "load"
+        );
+    }
+
+    #[test]
+    fn a_tree_is_walked_for_whisper_files_in_order_and_rrd_directories_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        for file in ["b/z.wsp", "a/y.wsp", "a/c/x.wsp", "a/notes.txt"] {
+            let path = tmp.path().join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, b"").unwrap();
+        }
+        let files = list_files(ArchiveFormat::Whisper, &[tmp.path().to_path_buf()]).unwrap();
+        let names: Vec<String> = (files.iter())
+            .map(|(root, path, _)| whisper_name(root, path))
+            .collect();
+        assert_eq!(names, ["a.c.x", "a.y", "b.z"]);
+        let refusal = list_files(ArchiveFormat::Rrd, &[tmp.path().to_path_buf()]).unwrap_err();
+        assert!(refusal.to_string().contains("is a directory"), "{refusal}");
+        let missing = PathBuf::from("/nonexistent/tree");
+        assert!(list_files(ArchiveFormat::Whisper, &[missing]).is_err());
+    }
 }
