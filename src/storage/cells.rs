@@ -102,29 +102,11 @@ impl Storage {
     /// again (a full disk); on a read-only storage, [`Error::ReadOnly`] for a period already
     /// hot, [`Error::Io`] for one that would have to be created or made hot again.
     pub fn overwrite_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
-        self.set_cells(cells, false)
-    }
-
-    /// As [`Storage::overwrite_cells`], except that a period without a file is created (an
-    /// import sets buckets of periods never written; the caller keeps to the tiers' windows),
-    /// and that the cells are taken in the order given, each run of cells of one file at
-    /// once: an import hands them series by series in time order, so sorting a batch of
-    /// millions would only cost time.
-    ///
-    /// # Errors
-    /// As [`Storage::overwrite_cells`].
-    pub fn import_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
-        self.set_cells(cells, true)
-    }
-
-    fn set_cells(&self, cells: &[(CellAt, Bucket)], create: bool) -> Result<usize> {
         let _no_swap = self.batch_gate();
-        let mut ordered: Vec<&(CellAt, Bucket)> = cells.iter().collect();
-        if !create {
-            ordered.sort_unstable_by_key(|(cell, _)| *cell);
-        }
+        let mut sorted: Vec<&(CellAt, Bucket)> = cells.iter().collect();
+        sorted.sort_unstable_by_key(|(cell, _)| *cell);
         let mut changed = 0;
-        for group in ordered.chunk_by(|a, b| a.0.same_file(&b.0)) {
+        for group in sorted.chunk_by(|a, b| a.0.same_file(&b.0)) {
             let at: Vec<CellAt> = group.iter().map(|(cell, _)| *cell).collect();
             let now = self.load_cells(&at)?;
             let differ: Vec<&(CellAt, Bucket)> = group
@@ -137,10 +119,9 @@ impl Storage {
                 continue;
             }
             let first = at[0];
-            if !create
-                && self
-                    .stored(first.tier, first.period_start, first.chunk)
-                    .is_none()
+            if self
+                .stored(first.tier, first.period_start, first.chunk)
+                .is_none()
             {
                 tracing::debug!(
                     tier = first.tier,
@@ -164,6 +145,74 @@ impl Storage {
             }
             file.mark_dirty();
             changed += differ.len();
+        }
+        Ok(changed)
+    }
+
+    /// Sets each cell to the absolute value given, as [`Storage::overwrite_cells`] does,
+    /// except that a period without a file is created (an import sets buckets of periods
+    /// never written; the caller keeps to the tiers' windows), and that the cells are taken
+    /// in the order given, each run of cells of one file at once: an import hands them
+    /// series by series in time order. A hot file's cells are compared and set in one pass;
+    /// a compacted period is read first and made hot again only when a cell differs, so a
+    /// second import of the same data leaves compacted periods as they are. Returns how many
+    /// cells changed.
+    ///
+    /// Only valid while nothing else stores into these cells and no read of them runs (an
+    /// import holding the directory alone), as for [`Storage::overwrite_cells`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidQuery`] for a cell outside its tier's files; [`Error::Io`] when a file
+    /// cannot be created or made hot again (a full disk), [`Error::CorruptFile`] when a
+    /// compacted one cannot be read; [`Error::ReadOnly`] on a read-only storage.
+    pub fn import_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
+        let _no_swap = self.batch_gate();
+        let mut changed = 0;
+        for group in cells.chunk_by(|a, b| a.0.same_file(&b.0)) {
+            for (cell, _) in group {
+                self.check_cell(cell)?;
+            }
+            let first = group[0].0;
+            let file = match self.file(first.tier, first.period_start, first.chunk) {
+                Some(hot) => hot,
+                None => {
+                    if self
+                        .stored(first.tier, first.period_start, first.chunk)
+                        .is_some()
+                    {
+                        let at: Vec<CellAt> = group.iter().map(|(cell, _)| *cell).collect();
+                        let now = self.load_cells(&at)?;
+                        if group
+                            .iter()
+                            .zip(&now)
+                            .all(|((_, want), now)| same_bits(want, now))
+                        {
+                            continue;
+                        }
+                    }
+                    let (file, _) = self.get_or_create(
+                        first.tier,
+                        first.period_start,
+                        first.chunk,
+                        Creation::OnDemand,
+                    )?;
+                    file
+                }
+            };
+            let Some(file) = WritableFile::new(file) else {
+                return Err(Error::ReadOnly(self.root.clone()));
+            };
+            let mut differ = 0;
+            for (cell, want) in group {
+                if !same_bits(&file.file().load(cell.bucket, cell.slot), want) {
+                    file.restore(cell.bucket, cell.slot, want);
+                    differ += 1;
+                }
+            }
+            if differ > 0 {
+                file.mark_dirty();
+            }
+            changed += differ;
         }
         Ok(changed)
     }
