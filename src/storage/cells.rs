@@ -153,7 +153,8 @@ impl Storage {
     /// except that a period without a file is created (an import sets buckets of periods
     /// never written; the caller keeps to the tiers' windows), and that the cells are taken
     /// in the order given, each run of cells of one file at once: an import hands them
-    /// series by series in time order. A hot file's cells are compared and set in one pass;
+    /// series by series in time order. A hot file's cells are compared and set in one pass
+    /// (a file created here is known empty and not read);
     /// a compacted period is read first and made hot again only when a cell differs, so a
     /// second import of the same data leaves compacted periods as they are. Returns how many
     /// cells changed.
@@ -173,13 +174,16 @@ impl Storage {
                 self.check_cell(cell)?;
             }
             let first = group[0].0;
-            let file = match self.file(first.tier, first.period_start, first.chunk) {
-                Some(hot) => hot,
+            // A file this call creates (not one made hot again from its compacted form) holds
+            // only empty cells: they are not read, which would fault every page in once to
+            // read and again to write.
+            let (file, new) = match self.file(first.tier, first.period_start, first.chunk) {
+                Some(hot) => (hot, false),
                 None => {
-                    if self
+                    let compacted = self
                         .stored(first.tier, first.period_start, first.chunk)
-                        .is_some()
-                    {
+                        .is_some();
+                    if compacted {
                         let at: Vec<CellAt> = group.iter().map(|(cell, _)| *cell).collect();
                         let now = self.load_cells(&at)?;
                         if group
@@ -190,13 +194,13 @@ impl Storage {
                             continue;
                         }
                     }
-                    let (file, _) = self.get_or_create(
+                    let (file, created) = self.get_or_create(
                         first.tier,
                         first.period_start,
                         first.chunk,
                         Creation::OnDemand,
                     )?;
-                    file
+                    (file, created && !compacted)
                 }
             };
             let Some(file) = WritableFile::new(file) else {
@@ -204,7 +208,11 @@ impl Storage {
             };
             let mut differ = 0;
             for (cell, want) in group {
-                if !same_bits(&file.file().load(cell.bucket, cell.slot), want) {
+                let now = match new {
+                    true => Bucket::EMPTY,
+                    false => file.file().load(cell.bucket, cell.slot),
+                };
+                if !same_bits(&now, want) {
                     file.restore(cell.bucket, cell.slot, want);
                     differ += 1;
                 }

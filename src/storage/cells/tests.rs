@@ -182,7 +182,10 @@ fn an_import_sets_cells_creating_periods_and_changes_nothing_the_second_time() {
     assert_eq!(form(&engine, old), Some("compacted"));
     assert_eq!(storage.import_cells(&[(cells[0].0, one(9.0))]).unwrap(), 1);
     assert_eq!(form(&engine, old), Some("hot"));
-    assert!(same_bits(&storage.load_cells(&at[1..2]).unwrap()[0], &one(2.0)));
+    assert!(same_bits(
+        &storage.load_cells(&at[1..2]).unwrap()[0],
+        &one(2.0)
+    ));
 
     // A cell no file can hold is refused, not a panic.
     assert!(matches!(
