@@ -20,8 +20,16 @@ use crate::storage::cells::CellAt;
 use crate::time::{format_ts, place, Timestamp};
 use crate::{Engine, Error, Result};
 
-/// Cells handed to the writer at once.
+/// Cells handed to the writer at once (64 MiB of them); a batch holds whole files, so it
+/// may pass this by one file's cells.
 const BATCH_CELLS: usize = 1 << 20;
+/// Room for the file that makes a batch pass [`BATCH_CELLS`]: one whisper file of carbon's
+/// common shape gives 27,480 cells per tier that takes an archive whole.
+const BATCH_SLACK: usize = 1 << 17;
+const BATCHES: usize = 3;
+/// Batches that go round between the two threads (one filling, one queued, one being
+/// written, at most) rather than being allocated anew: the first touch of 64 MiB of fresh
+/// memory costs 16,384 page faults.
 /// Skipped files the summary names, per reason.
 const NAMED_SKIPS: usize = 10;
 
@@ -225,11 +233,6 @@ pub fn whisper_name(root: &Path, path: &Path) -> String {
     parts.join(".")
 }
 
-/// One series of one file, converted: its cells, or why it was skipped.
-struct Converted {
-    cells: Vec<(CellAt, Bucket)>,
-}
-
 /// Reads, converts and sets. `progress(files done, bytes done)` runs after every file.
 ///
 /// # Errors
@@ -242,21 +245,26 @@ pub fn import_archives(
     mut progress: impl FnMut(u64, u64),
 ) -> Result<ArchiveSummary> {
     let started = Instant::now();
-    let (full_tx, full_rx) = crossbeam_channel::bounded::<Vec<(CellAt, Bucket)>>(2);
+    type Cells = Vec<(CellAt, Bucket)>;
+    let (full_tx, full_rx) = crossbeam_channel::bounded::<Cells>(1);
+    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Cells>(BATCHES);
     let (done_tx, done_rx) = crossbeam_channel::unbounded::<(u64, u64)>();
     let result = std::thread::scope(|scope| {
         let converter = scope.spawn(move || {
             let mut summary = ArchiveSummary::default();
-            let mut batch: Vec<(CellAt, Bucket)> = Vec::with_capacity(BATCH_CELLS);
+            let sized = || Vec::with_capacity(BATCH_CELLS + BATCH_SLACK);
+            let mut batch: Cells = sized();
             let (mut done_files, mut done_bytes) = (0, 0);
             for (root, path, len) in files {
-                let converted = convert_file(engine, format, root, path, name, &mut summary)?;
-                for series in converted {
-                    summary.buckets += series.cells.len() as u64;
-                    batch.extend(series.cells);
-                }
-                if batch.len() >= BATCH_CELLS && full_tx.send(std::mem::take(&mut batch)).is_err() {
-                    break;
+                let before = batch.len();
+                convert_file(engine, format, (root, path), name, &mut summary, &mut batch)?;
+                summary.buckets += (batch.len() - before) as u64;
+                if batch.len() >= BATCH_CELLS {
+                    // A batch back from the writer, or a new one while the first ones go round.
+                    let next = empty_rx.try_recv().unwrap_or_else(|_| sized());
+                    if full_tx.send(std::mem::replace(&mut batch, next)).is_err() {
+                        break;
+                    }
                 }
                 done_files += 1;
                 done_bytes += len;
@@ -270,13 +278,15 @@ pub fn import_archives(
         });
         let mut changed = 0;
         let mut failure = None;
-        for batch in full_rx.iter() {
+        for mut batch in full_rx.iter() {
             if failure.is_none() {
                 match engine.import_cells(&batch) {
                     Ok(n) => changed += n as u64,
                     Err(e) => failure = Some(e),
                 }
             }
+            batch.clear();
+            let _ = empty_tx.try_send(batch);
             for (files, bytes) in done_rx.try_iter() {
                 progress(files, bytes);
             }
@@ -302,53 +312,52 @@ pub fn import_archives(
     Ok(summary)
 }
 
-/// Reads one file and converts every series in it; a bad file is counted in `summary` and
-/// gives nothing.
+/// Reads one file (`path`, named below `root`) and converts every series in it into `out`;
+/// a bad file is counted in `summary` and gives nothing.
 fn convert_file(
     engine: &Engine,
     format: ArchiveFormat,
-    root: &Path,
-    path: &Path,
+    (root, path): (&Path, &Path),
     name: Option<&str>,
     summary: &mut ArchiveSummary,
-) -> Result<Vec<Converted>> {
+    out: &mut Vec<(CellAt, Bucket)>,
+) -> Result<()> {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) => {
             summary.skip("unreadable", path, e);
-            return Ok(Vec::new());
+            return Ok(());
         }
     };
     let len = bytes.len() as u64;
     let now = engine.now();
-    let mut out = Vec::new();
+    let mut series_read = 0;
     match format {
         ArchiveFormat::Whisper => {
             let file = match whisper::WhisperFile::parse(bytes) {
                 Ok(file) => file,
                 Err(e) => {
                     summary.skip(e.as_str(), path, e);
-                    return Ok(out);
+                    return Ok(());
                 }
             };
             let series = name.map_or_else(|| whisper_name(root, path), str::to_owned);
             let Some(id) = series_id(engine, &series, None, path, summary)? else {
-                return Ok(out);
+                return Ok(());
             };
             let read = file.archives(now);
             summary.points += read.points;
             summary.not_finite += read.not_finite;
             summary.widen(read.span);
-            out.push(Converted {
-                cells: cells_of(engine, id, &read.archives, &file.fold(), now, summary),
-            });
+            cells_of(engine, id, &read.archives, &file.fold(), now, summary, out);
+            series_read += 1;
         }
         ArchiveFormat::Rrd => {
             let file = match rrd::RrdFile::parse(&bytes) {
                 Ok(file) => file,
                 Err(e) => {
                     summary.skip(e.as_str(), path, e);
-                    return Ok(out);
+                    return Ok(());
                 }
             };
             let stem = match name {
@@ -377,16 +386,15 @@ fn convert_file(
                         source.name
                     ));
                 }
-                out.push(Converted {
-                    cells: cells_of(engine, id, &read.archives, &rrd::RrdFold, now, summary),
-                });
+                cells_of(engine, id, &read.archives, &rrd::RrdFold, now, summary, out);
+                series_read += 1;
             }
         }
     }
     summary.files += 1;
     summary.bytes += len;
-    summary.series += out.len() as u64;
-    Ok(out)
+    summary.series += series_read;
+    Ok(())
 }
 
 /// The id of `series`, its kind declared when given; `None` (and a skip counted) when the
@@ -417,7 +425,7 @@ fn series_id(
     Ok(Some(id))
 }
 
-/// Every tier's buckets of series `id` from its archives, as cells.
+/// Every tier's buckets of series `id` from its archives, as cells appended to `cells`.
 fn cells_of(
     engine: &Engine,
     id: SeriesId,
@@ -425,11 +433,11 @@ fn cells_of(
     fold: &impl Fold,
     now: Timestamp,
     summary: &mut ArchiveSummary,
-) -> Vec<(CellAt, Bucket)> {
+    cells: &mut Vec<(CellAt, Bucket)>,
+) {
     let config = engine.config();
     let slots = config.engine.series_per_chunk;
     let (chunk, slot) = (id.0 / slots, id.0 % slots);
-    let mut cells = Vec::new();
     for (tier, spec) in config.tiers.iter().enumerate() {
         let resolution = spec.resolution.secs() as i64;
         let fill = fill_tier(resolution, (spec.window_start(now), now), archives, fold);
@@ -450,7 +458,6 @@ fn cells_of(
             )
         }));
     }
-    cells
 }
 
 /// The archive format a path's name says: whisper for a directory or a `.wsp` file, rrd for
