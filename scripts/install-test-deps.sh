@@ -9,6 +9,12 @@
 # - Debian's `prometheus` (2.42) and `prometheus-node-exporter` for the remote write test in
 #   tests/it/prometheus.rs, which starts both on loopback with its own configuration (the
 #   packages' services are not started, and are disabled and stopped after the install).
+# - Debian's `python3-whisper`, `graphite-web`, `rrdtool` and `python3-rrdtool` for the
+#   migration tests in tests/it/migrate.rs, which write real whisper and RRD files with them,
+#   import those into tierdb and compare with what graphite-web renders and librrd's fetch
+#   reads from them (graphite-web runs inside the test's python through Django's test
+#   client: no web server; librrd's fetch through python3-rrdtool, whose floats are exact
+#   where `rrdtool fetch` prints 11 digits).
 #
 # Debian's `collectd-core` alone is enough: it ships /usr/sbin/collectd and the cpu, memory,
 # load and write_graphite plugins, which link only against libc. The `collectd` package would
@@ -44,6 +50,10 @@ NATS_SERVER=${NATS_SERVER:-/usr/sbin/nats-server}
 PROMETHEUS=${PROMETHEUS:-/usr/bin/prometheus}
 NODE_EXPORTER=${NODE_EXPORTER:-/usr/bin/prometheus-node-exporter}
 POLICY=${POLICY_RC_D:-/usr/sbin/policy-rc.d}
+WHISPER_FETCH=${WHISPER_FETCH:-/usr/bin/whisper-fetch}
+RRDTOOL=${RRDTOOL:-/usr/bin/rrdtool}
+PYTHON_MODULES=${PYTHON_MODULES:-/usr/lib/python3/dist-packages}
+GRAPHITE_WEB=${GRAPHITE_WEB:-/usr/lib/python3/dist-packages/graphite/render/views.py}
 LOCK=${TIERDB_DEPS_LOCK:-/tmp/tierdb-install-test-deps.lock}
 
 if command -v flock >/dev/null 2>&1; then
@@ -61,6 +71,10 @@ have_fonts() { # both font packages installed (not checked where there is no dpk
 }
 have_chromium() { [ -x "$CHROMIUM" ] && [ -x "$CHROMEDRIVER" ] && have_fonts; }
 have_nats() { [ -x "$NATS_SERVER" ]; }
+have_whisper() { [ -x "$WHISPER_FETCH" ]; }
+have_rrdtool() { [ -x "$RRDTOOL" ]; }
+have_python_rrdtool() { compgen -G "$PYTHON_MODULES/rrdtool*.so" >/dev/null; }
+have_graphite_web() { [ -f "$GRAPHITE_WEB" ]; }
 have_prometheus() { [ -x "$PROMETHEUS" ] && [ -x "$NODE_EXPORTER" ]; }
 
 PACKAGES=()
@@ -84,12 +98,32 @@ if have_prometheus; then
 else
     PACKAGES+=(prometheus prometheus-node-exporter)
 fi
+if have_whisper; then
+    echo "install-test-deps: python3-whisper already installed ($WHISPER_FETCH)"
+else
+    PACKAGES+=(python3-whisper)
+fi
+if have_graphite_web; then
+    echo "install-test-deps: graphite-web already installed ($GRAPHITE_WEB)"
+else
+    PACKAGES+=(graphite-web)
+fi
+if have_rrdtool; then
+    echo "install-test-deps: rrdtool already installed ($RRDTOOL)"
+else
+    PACKAGES+=(rrdtool)
+fi
+if have_python_rrdtool; then
+    echo "install-test-deps: python3-rrdtool already installed ($PYTHON_MODULES)"
+else
+    PACKAGES+=(python3-rrdtool)
+fi
 if [ "${#PACKAGES[@]}" -eq 0 ]; then
     exit 0
 fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-test-deps: no apt-get here; install by hand: collectd (with its cpu, memory, load and write_graphite plugins), chromium and a matching chromedriver, nats-server 2.9 or newer, prometheus and prometheus-node-exporter" >&2
+    echo "install-test-deps: no apt-get here; install by hand: collectd (with its cpu, memory, load and write_graphite plugins), chromium and a matching chromedriver, nats-server 2.9 or newer, prometheus and prometheus-node-exporter, python3-whisper, graphite-web, rrdtool and python3-rrdtool" >&2
     exit 1
 fi
 
@@ -190,6 +224,24 @@ fi
 if [[ " ${PACKAGES[*]} " == *" chromium "* ]]; then
     must_exist "$CHROMIUM" "$CHROMEDRIVER"
     echo "install-test-deps: $("$CHROMIUM" --version 2>/dev/null || echo 'chromium installed'); $("$CHROMEDRIVER" --version 2>/dev/null | cut -d' ' -f1-2 || echo 'chromedriver installed')"
+fi
+
+if [[ " ${PACKAGES[*]} " == *" python3-whisper "* ]]; then
+    must_exist "$WHISPER_FETCH"
+fi
+if [[ " ${PACKAGES[*]} " == *" graphite-web "* ]]; then
+    if [ ! -f "$GRAPHITE_WEB" ]; then
+        echo "install-test-deps: $GRAPHITE_WEB missing after install" >&2
+        exit 1
+    fi
+fi
+if [[ " ${PACKAGES[*]} " == *" python3-rrdtool "* ]] && ! have_python_rrdtool; then
+    echo "install-test-deps: python3-rrdtool's module missing after install" >&2
+    exit 1
+fi
+if [[ " ${PACKAGES[*]} " == *" rrdtool "* ]]; then
+    must_exist "$RRDTOOL"
+    echo "install-test-deps: $("$RRDTOOL" --version 2>/dev/null | head -n1 || echo 'rrdtool installed')"
 fi
 
 if [[ " ${PACKAGES[*]} " == *" prometheus "* ]]; then

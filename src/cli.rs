@@ -11,6 +11,7 @@ pub mod aggregate;
 pub mod cluster;
 pub mod demo;
 pub mod import;
+pub mod import_archives;
 pub mod info;
 pub mod lookup;
 pub mod output;

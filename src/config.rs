@@ -16,6 +16,8 @@ use crate::error::Error;
 use crate::error::Result;
 use crate::time::{Layout, Span};
 
+#[cfg(feature = "cli")]
+pub(crate) mod carbon;
 mod stored;
 pub(crate) use stored::{check_given, differences};
 

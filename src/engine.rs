@@ -4,6 +4,7 @@
 
 mod admission;
 mod creator;
+mod import_cells;
 mod maintenance;
 mod open;
 mod rewind;

@@ -7,6 +7,9 @@
 //!   endpoints; every numeric field becomes one series `measurement.field`.
 //! - [`prom_remote`]: Prometheus remote write, a snappy-compressed protobuf body (with the
 //!   `server` feature, which brings prost and snap).
+//! - [`whisper`] and [`rrd`]: whole files of another tool's rollups (Graphite's `.wsp`,
+//!   RRDtool's `.rrd`), read from their bytes; [`archive`] decides which of their archives
+//!   fills which tier and what a point becomes in a bucket.
 //! - [`statsd`]: StatsD and DogStatsD lines (`name:1|c|@0.1|#k:v`), one datagram line at a
 //!   time; aggregating them per flush interval is the server's.
 //!
@@ -20,6 +23,7 @@
 //! timestamp in unix seconds, `None` meaning "now". Each refusal carries a stable snake_case
 //! reason (`as_str()`) that the server counts by.
 
+pub mod archive;
 #[cfg(feature = "server")]
 pub(crate) mod batch;
 pub mod graphite;
@@ -30,4 +34,6 @@ pub(crate) mod name_cache;
 pub mod prom_remote;
 #[cfg(feature = "server")]
 pub(crate) mod report;
+pub mod rrd;
 pub mod statsd;
+pub mod whisper;

@@ -1,6 +1,7 @@
 //! `tierdb import`: Graphite plaintext or Influx line protocol from a file or stdin into a
-//! data directory. Reading and parsing run on one thread, writing on the engine's writers,
-//! with whole batches handed between them, so the two overlap.
+//! data directory (whisper trees and RRD files go to [`super::import_archives`]). Reading
+//! and parsing run on one thread, writing on the engine's writers, with whole batches
+//! handed between them, so the two overlap.
 
 use std::io::{BufRead, BufReader, IsTerminal, Read};
 use std::time::{Duration, Instant};
@@ -32,6 +33,13 @@ pub enum Format {
     Graphite,
     /// InfluxDB line protocol (nanosecond timestamps unless `--precision` says otherwise).
     Influx,
+    /// Graphite's whisper files: a `.wsp` file or a directory walked for them; a series is
+    /// named by its path below the directory, `/` read as `.` (default for a directory or a
+    /// `.wsp` file).
+    Whisper,
+    /// RRDtool's `.rrd` files: one series per data source, `FILE-stem.DS` (default for a
+    /// `.rrd` file).
+    Rrd,
 }
 
 /// Guesses the format from the first line that is not blank or a comment: Influx lines
@@ -45,20 +53,27 @@ pub fn detect(first_line: &str) -> Format {
     }
 }
 
-/// Imports Graphite plaintext or Influx line protocol from a file or stdin.
+/// Imports Graphite plaintext or Influx lines from a file or stdin, or whisper and RRD files.
 ///
-/// The format is detected from the first line unless --format says. Shows progress on a
-/// terminal and a summary at the end, with the first refused lines; fails when no sample
-/// landed. Needs the data directory to itself: while a server
-/// holds it, send the file to the server (the refusal names its addresses).
+/// The format is detected from the first line unless --format says (whisper for a directory
+/// or a .wsp file, rrd for a .rrd file). Whisper and RRD archives are set into the tiers they
+/// fill, so importing the same files twice changes nothing; see the README's "Moving from
+/// Graphite" and "Moving from RRDtool". Shows progress on a terminal and a summary at the
+/// end, with the first refused lines; fails when no sample landed. Needs the data directory
+/// to itself: while a server holds it, send the file to the server (the refusal names its
+/// addresses).
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  tierdb import metrics.txt\n  zcat history.lp.gz | tierdb import - --format influx --precision s"
+    after_help = "Examples:\n  tierdb import metrics.txt\n  zcat history.lp.gz | tierdb import - --format influx --precision s\n  tierdb import --format whisper /var/lib/graphite/whisper\n  tierdb import --format rrd /var/lib/collectd/rrd/host/load/load.rrd"
 )]
 pub struct ImportArgs {
-    /// The file to read, or - for stdin.
-    #[arg(default_value = "-")]
-    file: String,
+    /// The file to read, or - for stdin; for whisper, files or directories; for rrd, files.
+    #[arg(default_value = "-", num_args = 1..)]
+    files: Vec<String>,
+    /// One whisper or RRD file only: the series name in place of the file's (whisper: NAME;
+    /// RRD: NAME.DS in place of FILE-stem.DS).
+    #[arg(long)]
+    name: Option<String>,
     /// The input's format (default: detected).
     #[arg(long, value_enum)]
     format: Option<Format>,
@@ -73,11 +88,21 @@ pub struct ImportArgs {
 /// directory held by a running server is refused with a hint to send the file to it.
 pub(super) fn run(args: ImportArgs) -> std::result::Result<(), Box<dyn std::error::Error>> {
     let ImportArgs {
-        file,
+        files,
         format,
         precision,
         location,
+        name,
     } = args;
+    let format = format.or_else(|| super::import_archives::format_of_path(&files[0]));
+    if let Some(archives) = format.and_then(super::import_archives::archive_format) {
+        return super::import_archives::run(archives, &files, name.as_deref(), &location);
+    }
+    if name.is_some() {
+        return Err("--name names the series of one whisper or RRD file".into());
+    }
+    let [file] = <[String; 1]>::try_from(files)
+        .map_err(|_| "Graphite and Influx input is one file (or - for stdin)")?;
     let precision =
         influx::Precision::parse_v1(&precision).map_err(|e| format!("--precision: {e}"))?;
     let engine = match engine_builder(&location.data_dir, location.tiers.as_deref())?.open() {
@@ -298,6 +323,12 @@ pub fn import(
     precision: influx::Precision,
     mut progress: impl FnMut(&ImportSummary),
 ) -> Result<ImportSummary> {
+    if let Some(archives) = format.and_then(super::import_archives::archive_format) {
+        return Err(Error::InvalidQuery(format!(
+            "{archives:?} files are whole files, not lines: import them with \
+             import_archives::import_archives"
+        )));
+    }
     let started = Instant::now();
     let (full_tx, full_rx) = crossbeam_channel::bounded::<LineBatch>(2);
     let (empty_tx, empty_rx) = crossbeam_channel::bounded::<LineBatch>(3);
@@ -431,6 +462,8 @@ impl<'a> Parser<'a> {
                     Ok(None) => {}
                     Err(e) => self.reject(e.as_str(), || e.to_string()),
                 },
+                // Refused by `import` before any line is read.
+                Format::Whisper | Format::Rrd => {}
                 Format::Influx => {
                     let Ok(text) = std::str::from_utf8(&line) else {
                         self.reject("invalid_utf8", || "the line is not UTF-8".into());

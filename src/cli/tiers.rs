@@ -1,22 +1,47 @@
-//! `tierdb tiers`: a tiers file checked and its tiers printed as a table.
+//! `tierdb tiers`: a tiers file checked and its tiers printed as a table, or a tiers.toml
+//! made from carbon's storage-schemas.conf ([`crate::config::carbon`]).
 
 use std::path::PathBuf;
 
 use clap::Args;
 
 use super::{load_tiers, print};
+use crate::config::carbon;
+use crate::config::TiersConfig;
 
-/// Checks a tiers file and prints the tiers it defines.
+/// Checks a tiers file and prints its tiers, or makes one from carbon's storage-schemas.conf.
+///
+/// With --from-storage-schemas, prints a tiers.toml with the resolutions and retentions of
+/// carbon's archives.
 #[derive(Args, Debug)]
-#[command(after_help = "Examples:\n  tierdb tiers\n  tierdb tiers --tiers ./tiers.toml")]
+#[command(
+    after_help = "Examples:\n  tierdb tiers\n  tierdb tiers --tiers ./tiers.toml\n  tierdb tiers --from-storage-schemas /etc/carbon/storage-schemas.conf > tiers.toml"
+)]
 pub struct TiersArgs {
     /// The tiers file (default: ./tiers.toml when present, else the built-in default).
-    #[arg(long, env = "TIERDB_TIERS")]
+    #[arg(long, env = "TIERDB_TIERS", conflicts_with = "from_storage_schemas")]
     tiers: Option<PathBuf>,
+    /// Print a tiers.toml with the archives of carbon's storage-schemas.conf as tiers. When
+    /// its sections differ, the file says at its top what one set of tiers cannot keep, and
+    /// a note on stderr says so too.
+    #[arg(long, value_name = "STORAGE_SCHEMAS_CONF")]
+    from_storage_schemas: Option<PathBuf>,
+    /// With --from-storage-schemas: carbon's storage-aggregation.conf, whose rules the file
+    /// notes with the display that reads each.
+    #[arg(
+        long,
+        value_name = "STORAGE_AGGREGATION_CONF",
+        requires = "from_storage_schemas"
+    )]
+    aggregation: Option<PathBuf>,
 }
 
-/// Prints one row per tier: name, resolution, period, retention, periods created ahead.
+/// Prints one row per tier: name, resolution, period, retention, periods created ahead; or
+/// the tiers.toml made from storage-schemas.conf.
 pub(super) fn run(args: TiersArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(schemas) = &args.from_storage_schemas {
+        return from_storage_schemas(schemas, args.aggregation.as_deref());
+    }
     let config = load_tiers(args.tiers.as_deref())?;
     let mut out = format!(
         "{:<8} {:>10} {:>8} {:>10} {:>12}\n",
@@ -33,5 +58,33 @@ pub(super) fn run(args: TiersArgs) -> Result<(), Box<dyn std::error::Error>> {
         ));
     }
     print(&out)?;
+    Ok(())
+}
+
+/// Reads the carbon files, prints the tiers.toml (checked as any tiers file is), and notes
+/// on stderr when the schemas could not be kept exactly.
+fn from_storage_schemas(
+    schemas: &std::path::Path,
+    aggregation: Option<&std::path::Path>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let read = |path: &std::path::Path| {
+        std::fs::read_to_string(path).map_err(|e| crate::error::Error::io(path, e))
+    };
+    let origin = schemas.display().to_string();
+    let parsed = carbon::parse_schemas(&read(schemas)?, &origin)?;
+    let rules = match aggregation {
+        Some(path) => carbon::parse_aggregation(&read(path)?, &path.display().to_string())?,
+        None => Vec::new(),
+    };
+    let (toml, exact) = carbon::tiers_toml(&parsed, &rules, &origin);
+    TiersConfig::from_toml_str(&toml, "the tiers made from storage-schemas.conf")?;
+    print(&toml)?;
+    if !exact {
+        eprintln!(
+            "tierdb: note: the sections of {origin} keep different archives; one tiers.toml \
+             keeps every resolution as long as the longest section does (see the comment at \
+             the top of the file, and run one tierdb per section to keep carbon's split)"
+        );
+    }
     Ok(())
 }

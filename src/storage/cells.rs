@@ -151,6 +151,82 @@ impl Storage {
         Ok(changed)
     }
 
+    /// Sets each cell to the absolute value given, as [`Storage::overwrite_cells`] does,
+    /// except that a period without a file is created (an import sets buckets of periods
+    /// never written; the caller keeps to the tiers' windows), and that the cells are taken
+    /// in the order given, each run of cells of one file at once: an import hands them
+    /// series by series in time order. A hot file's cells are compared and set in one pass
+    /// (a file created here is known empty and not read);
+    /// a compacted period is read first and made hot again only when a cell differs, so a
+    /// second import of the same data leaves compacted periods as they are. Returns how many
+    /// cells changed.
+    ///
+    /// Only valid while nothing else stores into these cells and no read of them runs (an
+    /// import holding the directory alone), as for [`Storage::overwrite_cells`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidQuery`] for a cell outside its tier's files; [`Error::Io`] when a file
+    /// cannot be created or made hot again (a full disk), [`Error::CorruptFile`] when a
+    /// compacted one cannot be read; [`Error::ReadOnly`] on a read-only storage.
+    pub(crate) fn import_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
+        let _no_swap = self.batch_gate();
+        let mut changed = 0;
+        for group in cells.chunk_by(|a, b| a.0.same_file(&b.0)) {
+            for (cell, _) in group {
+                self.check_cell(cell)?;
+            }
+            let first = group[0].0;
+            // A file this call creates (not one made hot again from its compacted form) holds
+            // only empty cells: they are not read, which would fault every page in once to
+            // read and again to write.
+            let (file, new) = match self.file(first.tier, first.period_start, first.chunk) {
+                Some(hot) => (hot, false),
+                None => {
+                    let compacted = self
+                        .stored(first.tier, first.period_start, first.chunk)
+                        .is_some();
+                    if compacted {
+                        let at: Vec<CellAt> = group.iter().map(|(cell, _)| *cell).collect();
+                        let now = self.load_cells(&at)?;
+                        if group
+                            .iter()
+                            .zip(&now)
+                            .all(|((_, want), now)| same_bits(want, now))
+                        {
+                            continue;
+                        }
+                    }
+                    let (file, created) = self.get_or_create(
+                        first.tier,
+                        first.period_start,
+                        first.chunk,
+                        Creation::OnDemand,
+                    )?;
+                    (file, created && !compacted)
+                }
+            };
+            let Some(file) = WritableFile::new(file) else {
+                return Err(Error::ReadOnly(self.root.clone()));
+            };
+            let mut differ = 0;
+            for (cell, want) in group {
+                let now = match new {
+                    true => Bucket::EMPTY,
+                    false => file.file().load(cell.bucket, cell.slot),
+                };
+                if !same_bits(&now, want) {
+                    file.restore(cell.bucket, cell.slot, want);
+                    differ += 1;
+                }
+            }
+            if differ > 0 {
+                file.mark_dirty();
+            }
+            changed += differ;
+        }
+        Ok(changed)
+    }
+
     /// `cell`'s period in the form it is held, opened for a read; `None` without a file.
     fn held(&self, cell: &CellAt) -> Result<Option<HeldPeriod>> {
         let found = self.files_of_chunk(

@@ -63,6 +63,14 @@ for arg in "$@"; do
             printf '#!/bin/sh\necho "prometheus, version 2.42.0 (stub)"\n' > "$PROMETHEUS"; chmod +x "$PROMETHEUS" ;;
         prometheus-node-exporter)
             printf '#!/bin/sh\necho "node_exporter, version 1.5.0 (stub)"\n' > "$NODE_EXPORTER"; chmod +x "$NODE_EXPORTER" ;;
+        python3-whisper)
+            printf '#!/bin/sh\necho "whisper-fetch (stub)"\n' > "$WHISPER_FETCH"; chmod +x "$WHISPER_FETCH" ;;
+        graphite-web)
+            mkdir -p "$(dirname "$GRAPHITE_WEB")"; touch "$GRAPHITE_WEB" ;;
+        python3-rrdtool)
+            mkdir -p "$PYTHON_MODULES"; touch "$PYTHON_MODULES/rrdtool.stub.so" ;;
+        rrdtool)
+            printf '#!/bin/sh\necho "RRDtool 1.7.2 (stub)"\n' > "$RRDTOOL"; chmod +x "$RRDTOOL" ;;
         fonts-*) touch "$STUB_ROOT/installed/$arg" ;;
     esac
 done"#,
@@ -81,6 +89,10 @@ done"#,
             .env("NATS_SERVER", installed.join("nats-server"))
             .env("PROMETHEUS", installed.join("prometheus"))
             .env("NODE_EXPORTER", installed.join("node_exporter"))
+            .env("WHISPER_FETCH", installed.join("whisper-fetch"))
+            .env("RRDTOOL", installed.join("rrdtool"))
+            .env("PYTHON_MODULES", installed.join("python"))
+            .env("GRAPHITE_WEB", installed.join("graphite/render/views.py"))
             .env("POLICY_RC_D", root.join("policy-rc.d"))
             .env("TIERDB_DEPS_LOCK", root.join("install.lock"))
             .stdout(Stdio::piped())
@@ -109,6 +121,10 @@ done"#,
         "nats-server",
         "prometheus",
         "prometheus-node-exporter",
+        "python3-whisper",
+        "graphite-web",
+        "rrdtool",
+        "python3-rrdtool",
     ] {
         assert!(log.contains(package), "{log}");
     }

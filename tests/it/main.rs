@@ -20,6 +20,7 @@ mod hostile_writes;
 mod ingest_load;
 mod install_deps;
 mod layers;
+mod migrate;
 mod model;
 mod nats;
 mod prom_remote;

@@ -144,3 +144,56 @@ fn cells_read_and_overwrite_alike_in_hot_compacted_and_missing_periods() {
     }
     engine.close().unwrap();
 }
+
+#[test]
+fn an_import_sets_cells_creating_periods_and_changes_nothing_the_second_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let engine = engine(dir.path(), &clock);
+    let storage = &engine.shared.storage;
+    let old = NOW - 3 * HOUR;
+    let one = |v: f64| Bucket {
+        count: 1,
+        total: v,
+        min: v,
+        max: v,
+    };
+    // Two periods never written, in the order an import gives them (series by series).
+    let cells = [
+        (cell(old, 0, 2), one(1.0)),
+        (cell(old, 1, 2), one(2.0)),
+        (cell(old + HOUR, 5, 2), one(3.0)),
+        (cell(old, 0, 3), one(4.0)),
+    ];
+    assert_eq!(form(&engine, old), None);
+    assert_eq!(storage.import_cells(&cells).unwrap(), 4);
+    assert_eq!(form(&engine, old), Some("hot"));
+    let at: Vec<CellAt> = cells.iter().map(|c| c.0).collect();
+    let loaded = storage.load_cells(&at).unwrap();
+    for ((_, want), got) in cells.iter().zip(&loaded) {
+        assert!(same_bits(want, got), "{got:?}");
+    }
+    // Set, not added: again, nothing changes.
+    assert_eq!(storage.import_cells(&cells).unwrap(), 0);
+
+    // A compacted period stays compacted when the import brings the same values, and is
+    // made hot again when one differs.
+    engine.maintain().unwrap();
+    engine.maintain().unwrap();
+    assert_eq!(form(&engine, old), Some("compacted"));
+    assert_eq!(storage.import_cells(&cells[..2]).unwrap(), 0);
+    assert_eq!(form(&engine, old), Some("compacted"));
+    assert_eq!(storage.import_cells(&[(cells[0].0, one(9.0))]).unwrap(), 1);
+    assert_eq!(form(&engine, old), Some("hot"));
+    assert!(same_bits(
+        &storage.load_cells(&at[1..2]).unwrap()[0],
+        &one(2.0)
+    ));
+
+    // A cell no file can hold is refused, not a panic.
+    assert!(matches!(
+        storage.import_cells(&[(cell(old, 60, 0), one(1.0))]),
+        Err(Error::InvalidQuery(_))
+    ));
+    engine.close().unwrap();
+}

@@ -1,0 +1,151 @@
+//! The whisper reader on files built here byte by byte: what it reads, and what it refuses.
+
+use super::{Aggregation, WhisperError, WhisperFile, POINT_LEN};
+
+/// A whisper file of `archives` `(step, points)`, `aggregation_type`, `xff`, with `points`
+/// `(archive, ts, value)` written where whisper puts them (base: the first point's stamp).
+fn build(
+    aggregation_type: u32,
+    xff: f32,
+    archives: &[(u32, u32)],
+    points: &[(usize, u32, f64)],
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    let max_retention = archives.last().map_or(0, |(s, p)| s * p);
+    out.extend(aggregation_type.to_be_bytes());
+    out.extend(max_retention.to_be_bytes());
+    out.extend(xff.to_be_bytes());
+    out.extend((archives.len() as u32).to_be_bytes());
+    let mut offset = 16 + 12 * archives.len() as u32;
+    let mut offsets = Vec::new();
+    for &(step, n) in archives {
+        out.extend(offset.to_be_bytes());
+        out.extend(step.to_be_bytes());
+        out.extend(n.to_be_bytes());
+        offsets.push(offset);
+        offset += n * POINT_LEN as u32;
+    }
+    out.resize(offset as usize, 0);
+    let mut bases = vec![None; archives.len()];
+    for &(a, ts, v) in points {
+        let (step, n) = archives[a];
+        let base = *bases[a].get_or_insert(ts);
+        let slot = ((i64::from(ts) - i64::from(base)) / i64::from(step)).rem_euclid(i64::from(n));
+        let at = offsets[a] as usize + slot as usize * POINT_LEN;
+        out[at..at + 4].copy_from_slice(&ts.to_be_bytes());
+        out[at + 4..at + 12].copy_from_slice(&v.to_be_bytes());
+    }
+    out
+}
+
+#[test]
+fn points_come_back_in_time_order_and_stale_slots_are_left_out() {
+    let now = 1_000_020;
+    // 60 s x 5 slots: the ring came round, so 999_720 (written first, at base) was
+    // overwritten by 1_000_020; slot 2 still holds 999_540 from a round before, stale.
+    let bytes = build(
+        1,
+        0.5,
+        &[(60, 5), (300, 10)],
+        &[
+            (0, 999_720, 1.0),
+            (0, 999_540, 7.0),
+            (0, 999_780, 2.0),
+            (0, 999_900, 4.0),
+            (0, 1_000_020, 6.0),
+            (1, 999_600, 9.0),
+        ],
+    );
+    let file = WhisperFile::parse(bytes).unwrap();
+    assert_eq!(file.header.aggregation, Aggregation::Average);
+    assert_eq!(file.header.x_files_factor, 0.5);
+    // Kept: now - retention < ts <= now, as whisper's fetch.
+    assert_eq!(
+        file.points(0, now),
+        [(999_780, 2.0), (999_900, 4.0), (1_000_020, 6.0)]
+    );
+    assert_eq!(file.points(1, now), [(999_600, 9.0)]);
+    let read = file.archives(now);
+    assert_eq!(read.points, 4);
+    assert_eq!(read.span, Some((999_600, 1_000_020)));
+}
+
+#[test]
+fn truncated_foreign_and_inconsistent_files_are_refused_with_a_reason() {
+    let good = build(1, 0.5, &[(60, 5), (300, 10)], &[]);
+    assert!(WhisperFile::parse(good.clone()).is_ok());
+    let cut = good[..good.len() - 1].to_vec();
+    assert!(matches!(
+        WhisperFile::parse(cut),
+        Err(WhisperError::Truncated(_))
+    ));
+    assert!(matches!(
+        WhisperFile::parse(good[..10].to_vec()),
+        Err(WhisperError::Truncated(_))
+    ));
+    let mut longer = good.clone();
+    longer.push(0);
+    assert!(matches!(
+        WhisperFile::parse(longer),
+        Err(WhisperError::NotWhisper(_))
+    ));
+    let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10\0\0\0\x10".to_vec();
+    assert!(matches!(
+        WhisperFile::parse(png),
+        Err(WhisperError::NotWhisper(_))
+    ));
+    let mut method = good.clone();
+    method[3] = 9;
+    let refusal = WhisperFile::parse(method).unwrap_err();
+    assert_eq!(refusal.as_str(), "not_whisper");
+    assert!(
+        refusal.to_string().contains("aggregation type 9"),
+        "{refusal}"
+    );
+    // A coarser archive whose step is no multiple of the finer one's.
+    let odd = build(1, 0.5, &[(60, 5), (90, 10)], &[]);
+    assert!(WhisperFile::parse(odd).is_err());
+}
+
+#[test]
+fn aggregation_follows_whisper_and_its_x_files_factor() {
+    let known = [1.0, -4.0, 3.0];
+    assert_eq!(Aggregation::Average.aggregate(&known, 4, 0.5), Some(0.0));
+    assert_eq!(Aggregation::Sum.aggregate(&known, 4, 0.5), Some(0.0));
+    assert_eq!(Aggregation::Last.aggregate(&known, 4, 0.5), Some(3.0));
+    assert_eq!(Aggregation::Max.aggregate(&known, 4, 0.5), Some(3.0));
+    assert_eq!(Aggregation::Min.aggregate(&known, 4, 0.5), Some(-4.0));
+    assert_eq!(Aggregation::AvgZero.aggregate(&known, 4, 0.5), Some(0.0));
+    assert_eq!(Aggregation::AbsMax.aggregate(&known, 4, 0.5), Some(-4.0));
+    assert_eq!(Aggregation::AbsMin.aggregate(&known, 4, 0.5), Some(1.0));
+    // 3 of 4 known: enough for 0.75, not for 0.76.
+    assert!(Aggregation::Average.aggregate(&known, 4, 0.75).is_some());
+    assert_eq!(Aggregation::Average.aggregate(&known, 4, 0.76), None);
+}
+
+#[test]
+fn no_damage_or_cut_makes_the_reader_panic() {
+    let good = build(
+        4,
+        0.5,
+        &[(60, 4), (120, 6)],
+        &[(0, 1_000_020, 1.0), (0, 999_960, 2.0), (1, 999_840, 3.0)],
+    );
+    for len in 0..good.len() {
+        assert!(
+            WhisperFile::parse(good[..len].to_vec()).is_err(),
+            "cut at {len}"
+        );
+    }
+    for at in 0..good.len() {
+        for bits in [0x01u8, 0x80, 0xff] {
+            let mut bytes = good.clone();
+            bytes[at] ^= bits;
+            if let Ok(file) = WhisperFile::parse(bytes) {
+                for now in [0, 1_000_020, i64::from(u32::MAX) + 7] {
+                    let _ = file.archives(now);
+                }
+            }
+        }
+    }
+}

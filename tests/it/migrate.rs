@@ -1,0 +1,524 @@
+//! Moving in from Graphite and RRDtool, checked against the real tools (issue #29):
+//!
+//! - whisper files written by Debian's python3-whisper (three archives, gaps, each of
+//!   whisper's eight aggregation methods), imported with `tierdb import --format whisper`
+//!   into the tiers `tierdb tiers --from-storage-schemas` made from the same schema: `/render`
+//!   of every series equals what Debian's graphite-web renders from the original files (run
+//!   in python through Django's test client), over ranges that read each archive, value for
+//!   value; a second import changes nothing and renders the same; corrupt, truncated and
+//!   foreign files in the tree are refused by name while the rest imports;
+//! - a tier no archive has (5m over files of 1m and 1h archives) holds, for each method,
+//!   exactly what whisper itself writes into a 5m archive from the same 1m points, under the
+//!   same xFilesFactor (python3-whisper's fetch of that archive of a twin file);
+//! - RRD files written by Debian's `rrdtool create` / `update` (a GAUGE and a COUNTER data
+//!   source; AVERAGE, MIN, MAX and LAST archives of three steps): `tierdb query` of each
+//!   series equals librrd's fetch of the same archive (`rrdtool fetch`, through
+//!   python3-rrdtool, since the command prints 11 digits): gauges bit for bit; a counter's
+//!   rate, stored as rate x step and read back as per_sec, to 1e-12 relative, since
+//!   `(r * s) / s` may round.
+//!
+//! Needs /usr/bin/python3 with the whisper and graphite modules and /usr/bin/rrdtool; when
+//! missing, the test runs `scripts/install-test-deps.sh`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::support::http::get_json;
+use crate::support::process::{ensure_programs, Proc};
+use crate::support::unix_now;
+
+const PYTHON: &str = "/usr/bin/python3";
+const GRAPHITE_WEB: &str = "/usr/lib/python3/dist-packages/graphite/render/views.py";
+const WHISPER_PY: &str = "/usr/lib/python3/dist-packages/whisper.py";
+const RRDTOOL: &str = "/usr/bin/rrdtool";
+
+/// The schema of every test whisper file: carbon's three-archive shape, shortened.
+const SCHEMAS: &str = "[default]\npattern = .*\nretentions = 1m:2d,5m:10d,1h:60d\n";
+
+/// Writes one whisper file per aggregation method under `tree/migrate/<method>.wsp` with
+/// python3-whisper: 1m points for the last two days, 5m points from 2 to 10 days back and
+/// 1h points from 10 to 60 days back, each with gaps (a run missing, and scattered points),
+/// so the coarser archives' xFilesFactor (0.4) drops some of whisper's own rollups.
+const WRITE_WHISPER: &str = r#"
+import random, sys, time, whisper
+tree, now = sys.argv[1], int(sys.argv[2])
+random.seed(29)
+methods = ["average", "sum", "last", "max", "min", "avg_zero", "absmax", "absmin"]
+for method in methods:
+    path = f"{tree}/migrate/{method}.wsp"
+    whisper.create(path, [(60, 2 * 1440), (300, 10 * 288), (3600, 60 * 24)],
+                   xFilesFactor=0.4, aggregationMethod=method)
+    def points(step, newest, oldest):
+        out = []
+        t = now - now % step - newest
+        while t > now - oldest:
+            k = t // step
+            if k % 97 < 9 or random.random() < 0.15:
+                t -= step
+                continue
+            out.append((t, round(random.uniform(-50, 150), random.choice([0, 1, 3, 7]))))
+            t -= step
+        return out
+    # Oldest first, so that each update_many lands in the archive of its age.
+    whisper.update_many(path, points(3600, 10 * 86400 + 3600, 59 * 86400), now=now)
+    whisper.update_many(path, points(300, 2 * 86400 + 300, 10 * 86400 - 3600), now=now)
+    whisper.update_many(path, points(60, 0, 2 * 86400 - 300), now=now)
+"#;
+
+/// graphite-web's render of each query (argv[2:]) over the whisper tree argv[1], as JSON
+/// lines, through Django's test client on graphite-web's own settings.
+const GRAPHITE_RENDER: &str = r#"
+import json, os, sys, warnings
+warnings.simplefilter("ignore")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "graphite.settings")
+from django.conf import settings
+import django
+settings.STANDARD_DIRS = [sys.argv[1]]
+settings.STORAGE_FINDERS = ("graphite.finders.standard.StandardFinder",)
+settings.TAGDB = None
+django.setup()
+from django.test import Client
+client = Client()
+for query in sys.argv[2:]:
+    params = dict(part.split("=", 1) for part in query.split("&"))
+    response = client.get("/render", params)
+    assert response.status_code == 200, (query, response.status_code, response.content[:500])
+    print(response.content.decode())
+"#;
+
+fn run(command: &mut Command) -> Output {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("run {command:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed:\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn tierdb(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tierdb"));
+    command.args(args);
+    command
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// `[(ts, value)]` of a render answer's only series (graphite-web's `[value, ts]` pairs).
+fn datapoints(answer: &Value, what: &str) -> Vec<(i64, Option<f64>)> {
+    let series = answer
+        .as_array()
+        .unwrap_or_else(|| panic!("{what}: {answer}"));
+    assert_eq!(series.len(), 1, "{what}: one series expected: {answer}");
+    (series[0]["datapoints"].as_array().unwrap().iter())
+        .map(|p| (p[1].as_i64().unwrap(), p[0].as_f64()))
+        .collect()
+}
+
+#[test]
+fn whisper_files_render_as_graphite_web_renders_them() {
+    let programs = [
+        Path::new(PYTHON),
+        Path::new(GRAPHITE_WEB),
+        Path::new(WHISPER_PY),
+    ];
+    if !ensure_programs(&programs, "python3-whisper and graphite-web") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("whisper");
+    std::fs::create_dir_all(tree.join("migrate")).unwrap();
+    // The whisper files' clock: a minute boundary a few minutes back, so that every range
+    // below is far from an archive's retention edge at any time the test reads.
+    let now = unix_now() / 60 * 60 - 300;
+    run(Command::new(PYTHON)
+        .args(["-c", WRITE_WHISPER])
+        .arg(&tree)
+        .arg(now.to_string()));
+
+    // Refused files beside the good ones: cut short, a damaged header, not whisper at all.
+    let good = std::fs::read(tree.join("migrate/average.wsp")).unwrap();
+    let bad = tree.join("bad");
+    std::fs::create_dir_all(&bad).unwrap();
+    std::fs::write(bad.join("truncated.wsp"), &good[..good.len() - 100]).unwrap();
+    let mut damaged = good.clone();
+    damaged[3] = 42; // aggregation type 42
+    std::fs::write(bad.join("damaged.wsp"), damaged).unwrap();
+    std::fs::write(
+        bad.join("foreign.wsp"),
+        b"#!/bin/sh\necho not a whisper file\n",
+    )
+    .unwrap();
+
+    let schemas = tmp.path().join("storage-schemas.conf");
+    std::fs::write(&schemas, SCHEMAS).unwrap();
+    let tiers = tmp.path().join("tiers.toml");
+    let made = run(tierdb(&["tiers", "--from-storage-schemas"]).arg(&schemas));
+    std::fs::write(&tiers, &made.stdout).unwrap();
+
+    let data = tmp.path().join("data");
+    let import = || {
+        stdout(&run(tierdb(&["import", "--format", "whisper"])
+            .arg(&tree)
+            .arg("--data-dir")
+            .arg(&data)
+            .arg("--tiers")
+            .arg(&tiers)))
+    };
+    let first = import();
+    assert!(first.starts_with("imported 8 files"), "{first}");
+    for (name, why) in [
+        ("truncated.wsp", "truncated"),
+        ("damaged.wsp", "aggregation type 42"),
+        ("foreign.wsp", "not a whisper file"),
+    ] {
+        let line = (first.lines())
+            .find(|l| l.contains(name))
+            .unwrap_or_else(|| panic!("{name} not named: {first}"));
+        assert!(line.contains(why), "{line}");
+    }
+    let second = import();
+    assert!(
+        second.contains(", 0 of them changed"),
+        "a second import changes nothing: {second}"
+    );
+
+    // Ranges reading each archive: graphite-web picks the finest archive whose retention
+    // holds `from`, tierdb the finest tier whose window does.
+    let ranges = [
+        ("1m", now - 86_400 + 7, now - 3_600 + 11),
+        ("5m", now - 8 * 86_400 + 13, now - 3 * 86_400),
+        ("1h", now - 50 * 86_400 - 17, now - 12 * 86_400),
+        ("1h", now - 59 * 86_400, now),
+    ];
+    let methods = [
+        "average", "sum", "last", "max", "min", "avg_zero", "absmax", "absmin",
+    ];
+    let mut queries = Vec::new();
+    for method in methods {
+        for (_, from, until) in ranges {
+            queries.push(format!(
+                "target=migrate.{method}&format=json&from={from}&until={until}"
+            ));
+        }
+    }
+    let rendered = run(Command::new(PYTHON)
+        .args(["-c", GRAPHITE_RENDER])
+        .arg(&tree)
+        .args(&queries));
+    let graphite: Vec<Value> = (stdout(&rendered).lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(graphite.len(), queries.len());
+
+    let log = tmp.path().join("serve.log");
+    let mut server = Proc::tierdb("serve", &data, log);
+    let addrs = server.wait_ready();
+    let mut compared = 0;
+    for (query, expected) in queries.iter().zip(&graphite) {
+        let ours = get_json(addrs.http, &format!("/render?{query}"))
+            .unwrap_or_else(|e| panic!("{query}: {e}"));
+        let want = datapoints(expected, query);
+        let got = datapoints(&ours, query);
+        let step = |points: &[(i64, Option<f64>)]| points[1].0 - points[0].0;
+        assert_eq!(step(&got), step(&want), "{query}: another archive read");
+        assert_eq!(got.len(), want.len(), "{query}");
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g.0, w.0, "{query}");
+            match (g.1, w.1) {
+                (Some(a), Some(b)) => assert_eq!(a.to_bits(), b.to_bits(), "{query} at {}", g.0),
+                (a, b) => assert_eq!(a, b, "{query} at {}", g.0),
+            }
+        }
+        let known = want.iter().filter(|p| p.1.is_some()).count();
+        assert!(known > want.len() / 3, "{query}: the range holds data");
+        compared += known;
+    }
+    // The first import's numbers, the second one's, and what was compared, for the log.
+    eprintln!("{first}{second}compared {compared} points with graphite-web");
+    // Nothing to check in its shutdown: dropping the server kills it.
+    drop(server);
+}
+
+/// librrd's fetch (`rrdtool fetch FILE CF -r STEP -s FROM -e UNTIL`, through python3-rrdtool
+/// for exact floats) as `(row end, [value per DS])`, NaN for unknown.
+fn rrd_fetch(file: &Path, cf: &str, step: i64, from: i64, until: i64) -> Vec<(i64, Vec<f64>)> {
+    let script = "import json, sys, rrdtool\n\
+        (start, end, step), names, rows = rrdtool.fetch(*sys.argv[1:])\n\
+        print(json.dumps([[start + (i + 1) * step, [v if v is not None else 'nan' \\
+        for v in row]] for i, row in enumerate(rows)]))";
+    let out = run(Command::new(PYTHON)
+        .args(["-c", script])
+        .arg(file)
+        .args([cf, "-r", &step.to_string(), "-s", &from.to_string()])
+        .args(["-e", &until.to_string()]));
+    let rows: Vec<(i64, Vec<Value>)> = serde_json::from_slice(&out.stdout).unwrap();
+    (rows.into_iter())
+        .map(|(end, values)| {
+            let values = (values.iter())
+                .map(|v| v.as_f64().unwrap_or(f64::NAN))
+                .collect();
+            (end, values)
+        })
+        .collect()
+}
+
+/// `tierdb query` of `series` on `tier` with `display`, `[from, until)`, as `ts -> value`.
+fn query(
+    data: &Path,
+    series: &str,
+    tier: &str,
+    display: &str,
+    from: i64,
+    until: i64,
+) -> std::collections::HashMap<i64, Option<f64>> {
+    let out = run(
+        tierdb(&["query", series, "--tier", tier, "--display", display])
+            .args(["--from", &from.to_string(), "--to", &until.to_string()])
+            .args(["--format", "json", "--data-dir"])
+            .arg(data),
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (answer["points"].as_array().unwrap().iter())
+        .map(|p| (p[0].as_i64().unwrap(), p[1].as_f64()))
+        .collect()
+}
+
+#[test]
+fn rrd_files_query_as_rrdtool_fetches_them() {
+    if !ensure_programs(&[Path::new(RRDTOOL), Path::new(PYTHON)], "rrdtool") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let file: PathBuf = tmp.path().join("router.rrd");
+    let now = unix_now() / 3600 * 3600 - 3600;
+    let start = now - 80 * 3600;
+    run(Command::new(RRDTOOL)
+        .arg("create")
+        .arg(&file)
+        .args(["--start", &start.to_string(), "--step", "60"])
+        .args(["DS:temp:GAUGE:120:U:U", "DS:octets:COUNTER:120:0:U"])
+        .args([
+            "RRA:AVERAGE:0.5:1:1440",
+            "RRA:MIN:0.5:1:1440",
+            "RRA:MAX:0.5:1:1440",
+        ])
+        .args(["RRA:AVERAGE:0.5:5:1152", "RRA:MAX:0.5:5:1152"])
+        .args(["RRA:LAST:0.5:60:100"]));
+    // Updates every 60 s at an offset within the step, a varying gauge, a counter that
+    // grows by varying amounts; an hour without updates makes a gap.
+    let mut updates = Vec::new();
+    let mut counter: u64 = 1_000;
+    let mut t = start + 17;
+    let mut k = 0u64;
+    while t < now {
+        k += 1;
+        counter += (k * 7_919) % 5_000;
+        let gap = (now - 30 * 3600..now - 29 * 3600).contains(&t);
+        if !gap {
+            let gauge = ((k * 37) % 200) as f64 / 8.0 - 5.0;
+            updates.push(format!("{t}:{gauge}:{counter}"));
+        }
+        t += 60 + (k % 3) as i64 - 1;
+    }
+    for chunk in updates.chunks(500) {
+        run(Command::new(RRDTOOL).arg("update").arg(&file).args(chunk));
+    }
+    // A copy cut short and a file that is no RRD, refused by name.
+    let bytes = std::fs::read(&file).unwrap();
+    let truncated = tmp.path().join("truncated.rrd");
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    let foreign = tmp.path().join("foreign.rrd");
+    std::fs::write(&foreign, b"RRA:AVERAGE:0.5:1:1440\n").unwrap();
+
+    let tiers = tmp.path().join("tiers.toml");
+    std::fs::write(
+        &tiers,
+        "[[tier]]\nname = \"1m\"\nresolution = \"1m\"\nperiod = \"6h\"\nretention = \"2d\"\n\n\
+         [[tier]]\nname = \"5m\"\nresolution = \"5m\"\nperiod = \"1d\"\nretention = \"5d\"\n\n\
+         [[tier]]\nname = \"1h\"\nresolution = \"1h\"\nperiod = \"10d\"\nretention = \"10d\"\n",
+    )
+    .unwrap();
+    let data = tmp.path().join("data");
+    let import = || {
+        stdout(&run(tierdb(&["import", "--format", "rrd"])
+            .arg(&file)
+            .arg(&truncated)
+            .arg(&foreign)
+            .arg("--data-dir")
+            .arg(&data)
+            .arg("--tiers")
+            .arg(&tiers)))
+    };
+    let first = import();
+    assert!(first.starts_with("imported 1 files"), "{first}");
+    assert!(first.contains("truncated.rrd: truncated"), "{first}");
+    assert!(first.contains("foreign.rrd: not an RRD file"), "{first}");
+    let second = import();
+    assert!(second.contains(", 0 of them changed"), "{second}");
+
+    // (tier, step, from, until, [(CF, gauge display, counter display)])
+    let checks = [
+        (
+            "1m",
+            60,
+            now - 20 * 3600,
+            now - 60,
+            vec![
+                ("AVERAGE", "avg", "per_sec"),
+                ("MIN", "min", "min"),
+                ("MAX", "max", "max"),
+            ],
+        ),
+        (
+            "5m",
+            300,
+            now - 70 * 3600,
+            now - 3600,
+            vec![("AVERAGE", "avg", "per_sec"), ("MAX", "max", "max")],
+        ),
+        (
+            "1h",
+            3600,
+            now - 79 * 3600,
+            now,
+            vec![("LAST", "avg", "per_sec")],
+        ),
+    ];
+    let mut compared = 0;
+    for (tier, step, from, until, functions) in checks {
+        for (cf, gauge_display, counter_display) in functions {
+            let rows = rrd_fetch(&file, cf, step, from, until);
+            assert!(rows.len() > 10, "{cf} {step}: {rows:?}");
+            for (ds, series, display) in [
+                (0, "router.temp", gauge_display),
+                (1, "router.octets", counter_display),
+            ] {
+                let ours = query(&data, series, tier, display, from - step, until + step);
+                for (end, values) in &rows {
+                    let want = values[ds];
+                    // The row ending at `end` is the bucket starting a step earlier.
+                    let got = ours.get(&(end - step)).copied().flatten();
+                    let what = format!("{series} {cf} {step} s at {end}");
+                    match got {
+                        None => assert!(want.is_nan(), "{what}: rrdtool {want}, tierdb none"),
+                        // Counters: the rate was stored times the step; min and max are read
+                        // as increases, so divided back here.
+                        Some(got) if ds == 1 => {
+                            let got = if display == "per_sec" {
+                                got
+                            } else {
+                                got / step as f64
+                            };
+                            let close = (got - want).abs() <= 1e-12 * want.abs().max(1e-300);
+                            assert!(close, "{what}: rrdtool {want}, tierdb {got}");
+                            compared += 1;
+                        }
+                        Some(got) => {
+                            assert_eq!(got.to_bits(), want.to_bits(), "{what}: {got} vs {want}");
+                            compared += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(compared > 1000, "{compared}");
+    eprintln!("{first}compared {compared} values with rrdtool fetch");
+}
+
+/// For each method: `fold/<method>.wsp` with archives 1m:1d and 1h:30d, and
+/// `ref/<method>.wsp` with 1m:1d and 5m:2d, both given the same 1m points (the last 20
+/// hours, with gaps); then whisper's own 5m archive of the `ref` file, fetched with
+/// python3-whisper (`whisper.fetch(..., archiveToSelect=300)`), printed as JSON
+/// `{method: [[ts, value or null], ...]}` over argv[3]..argv[4].
+const WRITE_AND_FETCH_ROLLUPS: &str = r#"
+import json, random, sys, whisper
+tree, now, start, end = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+random.seed(2929)
+methods = ["average", "sum", "last", "max", "min", "avg_zero", "absmax", "absmin"]
+points = []
+t = now - now % 60
+while t > now - 20 * 3600:
+    if not (t // 60 % 53 < 4 or random.random() < 0.3):
+        points.append((t, round(random.uniform(-20, 80), random.choice([0, 2, 5]))))
+    t -= 60
+out = {}
+for method in methods:
+    fold = f"{tree}/fold/{method}.wsp"
+    ref = f"{tree}/ref/{method}.wsp"
+    whisper.create(fold, [(60, 1440), (3600, 720)], xFilesFactor=0.6, aggregationMethod=method)
+    whisper.create(ref, [(60, 1440), (300, 576)], xFilesFactor=0.6, aggregationMethod=method)
+    whisper.update_many(fold, points, now=now)
+    whisper.update_many(ref, points, now=now)
+    (first, _, step), values = whisper.fetch(ref, start, end, now=now, archiveToSelect=300)
+    out[method] = [[first + i * step, v] for i, v in enumerate(values)]
+print(json.dumps(out))
+"#;
+
+#[test]
+fn a_tier_coarser_than_the_archive_holds_whispers_own_rollup() {
+    let programs = [Path::new(PYTHON), Path::new(WHISPER_PY)];
+    if !ensure_programs(&programs, "python3-whisper") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("whisper");
+    for dir in ["fold", "ref"] {
+        std::fs::create_dir_all(tree.join(dir)).unwrap();
+    }
+    let now = unix_now() / 300 * 300 - 600;
+    let (start, end) = (now - 18 * 3600 + 7, now - 3600);
+    let written = run(Command::new(PYTHON)
+        .args(["-c", WRITE_AND_FETCH_ROLLUPS])
+        .arg(&tree)
+        .args([now, start, end].map(|t| t.to_string())));
+    let expected: serde_json::Map<String, Value> = serde_json::from_slice(&written.stdout).unwrap();
+    // A 5m tier, which no archive of the `fold` files has: it is rolled up from their 1m
+    // archive by the file's method and xFilesFactor.
+    let tiers = tmp.path().join("tiers.toml");
+    std::fs::write(
+        &tiers,
+        "[[tier]]\nname = \"1m\"\nresolution = \"1m\"\nperiod = \"6h\"\nretention = \"1d\"\n\n\
+         [[tier]]\nname = \"5m\"\nresolution = \"5m\"\nperiod = \"1d\"\nretention = \"2d\"\n",
+    )
+    .unwrap();
+    let data = tmp.path().join("data");
+    let summary = stdout(&run(tierdb(&["import", "--format", "whisper"])
+        .arg(tree.join("fold"))
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--tiers")
+        .arg(&tiers)));
+    assert!(
+        summary.contains("left empty by the file's xFilesFactor"),
+        "{summary}"
+    );
+    let mut compared = 0;
+    for (method, points) in &expected {
+        let ours = query(&data, method, "5m", "avg", start - 300, end + 300);
+        let mut known = 0;
+        for point in points.as_array().unwrap() {
+            let ts = point[0].as_i64().unwrap();
+            let want = point[1].as_f64();
+            let got = ours.get(&ts).copied().flatten();
+            match (got, want) {
+                (Some(g), Some(w)) => {
+                    assert_eq!(g.to_bits(), w.to_bits(), "{method} at {ts}: {g} vs {w}");
+                    known += 1;
+                }
+                (g, w) => assert_eq!(g, w, "{method} at {ts}"),
+            }
+        }
+        assert!(known > 50, "{method}: {known} points compared");
+        compared += known;
+    }
+    eprintln!("{summary}compared {compared} rolled-up points with whisper's own 5m archives");
+}
