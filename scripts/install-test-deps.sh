@@ -8,7 +8,10 @@
 #   their own clustered JetStream servers on loopback (the package's service is not started);
 # - Debian's `prometheus` (2.42) and `prometheus-node-exporter` for the remote write test in
 #   tests/it/prometheus.rs, which starts both on loopback with its own configuration (the
-#   packages' services are not started, and are disabled and stopped after the install).
+#   packages' services are not started, and are disabled and stopped after the install);
+# - Debian's `graphite-web` (1.1.8) and `python3-whisper` for the render oracle in
+#   tests/it/graphite_oracle.rs, which writes whisper files and renders them through
+#   graphite-web's Django app in-process with its own settings (no web server, no service).
 #
 # Debian's `collectd-core` alone is enough: it ships /usr/sbin/collectd and the cpu, memory,
 # load and write_graphite plugins, which link only against libc. The `collectd` package would
@@ -43,6 +46,8 @@ COLLECTD_PLUGINS=${COLLECTD_PLUGINS:-/usr/lib/collectd}
 NATS_SERVER=${NATS_SERVER:-/usr/sbin/nats-server}
 PROMETHEUS=${PROMETHEUS:-/usr/bin/prometheus}
 NODE_EXPORTER=${NODE_EXPORTER:-/usr/bin/prometheus-node-exporter}
+GRAPHITE_WEB=${GRAPHITE_WEB:-/usr/lib/python3/dist-packages/graphite/render/functions.py}
+WHISPER=${WHISPER:-/usr/lib/python3/dist-packages/whisper.py}
 POLICY=${POLICY_RC_D:-/usr/sbin/policy-rc.d}
 LOCK=${TIERDB_DEPS_LOCK:-/tmp/tierdb-install-test-deps.lock}
 
@@ -62,6 +67,7 @@ have_fonts() { # both font packages installed (not checked where there is no dpk
 have_chromium() { [ -x "$CHROMIUM" ] && [ -x "$CHROMEDRIVER" ] && have_fonts; }
 have_nats() { [ -x "$NATS_SERVER" ]; }
 have_prometheus() { [ -x "$PROMETHEUS" ] && [ -x "$NODE_EXPORTER" ]; }
+have_graphite_web() { [ -e "$GRAPHITE_WEB" ] && [ -e "$WHISPER" ]; }
 
 PACKAGES=()
 if have_collectd; then
@@ -84,12 +90,17 @@ if have_prometheus; then
 else
     PACKAGES+=(prometheus prometheus-node-exporter)
 fi
+if have_graphite_web; then
+    echo "install-test-deps: graphite-web and whisper already installed ($GRAPHITE_WEB, $WHISPER)"
+else
+    PACKAGES+=(graphite-web python3-whisper)
+fi
 if [ "${#PACKAGES[@]}" -eq 0 ]; then
     exit 0
 fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-test-deps: no apt-get here; install by hand: collectd (with its cpu, memory, load and write_graphite plugins), chromium and a matching chromedriver, nats-server 2.9 or newer, prometheus and prometheus-node-exporter" >&2
+    echo "install-test-deps: no apt-get here; install by hand: collectd (with its cpu, memory, load and write_graphite plugins), chromium and a matching chromedriver, nats-server 2.9 or newer, prometheus and prometheus-node-exporter, graphite-web 1.1 and python3-whisper" >&2
     exit 1
 fi
 
@@ -205,4 +216,14 @@ if [[ " ${PACKAGES[*]} " == *" prometheus "* ]]; then
     done
     must_exist "$PROMETHEUS" "$NODE_EXPORTER"
     echo "install-test-deps: $("$PROMETHEUS" --version 2>&1 | head -n1 || echo 'prometheus installed'); $("$NODE_EXPORTER" --version 2>&1 | head -n1 || echo 'node_exporter installed')"
+fi
+
+if [[ " ${PACKAGES[*]} " == *" graphite-web "* ]]; then
+    for file in "$GRAPHITE_WEB" "$WHISPER"; do
+        if [ ! -e "$file" ]; then
+            echo "install-test-deps: $file missing after install" >&2
+            exit 1
+        fi
+    done
+    echo "install-test-deps: graphite-web $(dpkg-query -W -f='${Version}' graphite-web 2>/dev/null || echo installed)"
 fi

@@ -8,6 +8,7 @@
 //! rates of counters, summarize averages and extremes of gauges, and consolidation to
 //! `maxDataPoints` merge buckets exactly instead of re-averaging averages.
 
+mod aggfunc;
 mod expr;
 mod find;
 mod functions;
@@ -29,6 +30,18 @@ use crate::{Error, ReadBudget, Result, SeriesKey};
 /// Earliest and latest `from`/`until` a render accepts: years 0 to 9999, so the arithmetic
 /// on steps and point times stays far inside 64 bits.
 pub const RENDER_TIMES: std::ops::RangeInclusive<i64> = -62_167_219_200..=253_402_300_799;
+
+/// graphite-web's `/functions` answer listing every render function tierdb evaluates, by
+/// name, or by group then name when `grouped`: each with its parameters as Grafana's
+/// function picker reads them.
+pub fn functions_json(grouped: bool) -> serde_json::Value {
+    functions::table::list_json(grouped)
+}
+
+/// graphite-web's `/functions/<name>` answer; `None` when tierdb has no such function.
+pub fn function_json(name: &str) -> Option<serde_json::Value> {
+    functions::table::function(name).map(functions::table::Function::describe)
+}
 
 /// One stored series as read for a render: buckets at a fixed step from `start`. Travels
 /// between cluster nodes as JSON, bit for bit: the key as its canonical text, each bucket as
@@ -194,11 +207,13 @@ pub fn render(
     let max_points = (request.max_data_points)
         .unwrap_or(request.default_max_points)
         .max(1);
+    let stacks = functions::Stacks::default();
     let cx = functions::Context {
         source,
         from: request.from,
         until: request.until,
         budget,
+        stacks: &stacks,
     };
     let targets: Vec<expr::Expr> = (request.targets.iter())
         .map(|target| expr::parse_target(target))

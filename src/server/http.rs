@@ -55,6 +55,11 @@ pub fn app(state: Arc<State>) -> Router {
         )
         .route("/metrics", get(metrics))
         .route("/render", get(render_api::render).post(render_api::render))
+        .route("/functions", get(render_api::functions))
+        .route("/functions/", get(render_api::functions))
+        .route("/functions/{name}", get(render_api::function))
+        .route("/version", get(render_api::version))
+        .route("/version/", get(render_api::version))
         .route(
             "/metrics/find",
             get(render_api::find).post(render_api::find),
