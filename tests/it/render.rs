@@ -533,8 +533,8 @@ fn render_errors_answer_400_naming_the_problem() {
             &["missing `)`"],
         ),
         (
-            "target=summarize(servers.web1.cpu, \"1h\", \"median\")",
-            &["median"],
+            "target=summarize(servers.web1.cpu, \"1h\", \"mean\")",
+            &["summarize", "argument 3 (func)", "mean"],
         ),
     ];
     for (body, needles) in cases {

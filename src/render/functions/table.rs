@@ -96,9 +96,11 @@ fn parse_param(text: &str) -> Param {
         None => (rest, Vec::new()),
     };
     let (rest, default) = match rest.split_once('=') {
+        // `Infinity` is not JSON: written as a string, as Grafana reads graphite-web's.
+        Some((rest, "Infinity")) => (rest, Some(json!("Infinity"))),
         Some((rest, default)) => (
             rest,
-            Some(serde_json::from_str(default).unwrap_or(Value::Null)),
+            Some(serde_json::from_str(default).unwrap_or_else(|_| json!(default))),
         ),
         None => (rest, None),
     };
