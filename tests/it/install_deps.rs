@@ -63,6 +63,8 @@ for arg in "$@"; do
             printf '#!/bin/sh\necho "prometheus, version 2.42.0 (stub)"\n' > "$PROMETHEUS"; chmod +x "$PROMETHEUS" ;;
         prometheus-node-exporter)
             printf '#!/bin/sh\necho "node_exporter, version 1.5.0 (stub)"\n' > "$NODE_EXPORTER"; chmod +x "$NODE_EXPORTER" ;;
+        graphite-web) touch "$GRAPHITE_WEB" ;;
+        python3-whisper) touch "$WHISPER" ;;
         fonts-*) touch "$STUB_ROOT/installed/$arg" ;;
     esac
 done"#,
@@ -81,6 +83,8 @@ done"#,
             .env("NATS_SERVER", installed.join("nats-server"))
             .env("PROMETHEUS", installed.join("prometheus"))
             .env("NODE_EXPORTER", installed.join("node_exporter"))
+            .env("GRAPHITE_WEB", installed.join("functions.py"))
+            .env("WHISPER", installed.join("whisper.py"))
             .env("POLICY_RC_D", root.join("policy-rc.d"))
             .env("TIERDB_DEPS_LOCK", root.join("install.lock"))
             .stdout(Stdio::piped())
@@ -109,6 +113,8 @@ done"#,
         "nats-server",
         "prometheus",
         "prometheus-node-exporter",
+        "graphite-web",
+        "python3-whisper",
     ] {
         assert!(log.contains(package), "{log}");
     }

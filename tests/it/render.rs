@@ -718,3 +718,116 @@ fn render_and_find_need_the_token_when_one_is_set() {
         assert_eq!(status, 200, "{path}: {text}");
     }
 }
+
+/// `/functions` lists exactly what `/render` dispatches: every listed name evaluates (at
+/// worst refusing its arguments, never as an unknown function), and a graphite-web function
+/// tierdb lacks is neither listed nor evaluated. `/version` answers 1.1.8, from which Grafana
+/// detects Graphite 1.1.
+#[test]
+fn functions_list_what_render_dispatches() {
+    let server = server_with_data(None);
+    let listed = server.json("/functions");
+    let listed = listed.as_object().expect("an object by name");
+    assert!(listed.len() > 100, "{}", listed.len());
+    for (name, entry) in listed {
+        assert_eq!(entry["name"], json!(name));
+        assert_eq!(entry["module"], json!("graphite.render.functions"));
+        assert!(entry["params"].is_array(), "{name}: {entry}");
+        let (status, text) = server.get(&format!("/render?target={name}()&from=-1h"));
+        assert!(
+            status == 200 || !text.contains("unknown function"),
+            "{name}: {status} {text}"
+        );
+        assert_eq!(&server.json(&format!("/functions/{name}")), entry);
+    }
+    for name in [
+        "aliasByNode",
+        "groupByNode",
+        "movingAverage",
+        "asPercent",
+        "hitcount",
+    ] {
+        assert!(listed.contains_key(name), "{name}");
+    }
+    // graphite-web's events and seriesByTag are not evaluated, so not listed.
+    for name in ["events", "seriesByTag", "nope"] {
+        assert!(!listed.contains_key(name), "{name}");
+        let (status, text) = server.get(&format!("/render?target={name}('x')&from=-1h"));
+        assert_eq!(status, 400, "{text}");
+        assert!(text.contains("unknown function"), "{text}");
+        let (status, text) = server.get(&format!("/functions/{name}"));
+        assert_eq!(status, 404, "{text}");
+        assert!(text.contains(name), "{text}");
+    }
+    let grouped = server.json("/functions?grouped=true");
+    assert_eq!(grouped["Combine"]["sumSeries"], listed["sumSeries"]);
+    let in_groups: usize = (grouped.as_object().unwrap().values())
+        .map(|g| g.as_object().unwrap().len())
+        .sum();
+    assert_eq!(in_groups, listed.len());
+    assert_eq!(
+        listed["movingAverage"]["params"],
+        json!([
+            {"name": "seriesList", "type": "seriesList", "required": true},
+            {"name": "windowSize", "type": "intOrInterval", "required": true},
+            {"name": "xFilesFactor", "type": "float"}
+        ])
+    );
+    assert_eq!(server.get("/version"), (200, "1.1.8\n".to_owned()));
+}
+
+/// The functions Grafana dashboards use most, on the fixture: names as graphite-web writes
+/// them and values from the stored points.
+#[test]
+fn dashboard_functions_render() {
+    let server = server_with_data(None);
+    let window = "from=-3min&until=now";
+    let render_target = |target: &str| {
+        render(
+            &server,
+            &format!("target={}&{window}", encode_uri_component(target)),
+        )
+    };
+    let answer = render_target("aliasByNode(servers.*.cpu, 1)");
+    assert_eq!(
+        shape(&answer),
+        [("db1".into(), 3), ("web1".into(), 3), ("web2".into(), 3)]
+    );
+    let answer = render_target("groupByNode(servers.*.cpu, 0, \"sum\")");
+    // 11:58 and 11:59: db1 40+2*(m%3) + web1 m%10+0.5 + web2 20+m%4 at m = 178, 179 (db1
+    // has no sample at m = 179).
+    assert_eq!(
+        answer,
+        json!([{"target": "servers", "datapoints": [
+            [42.0 + 8.5 + 22.0, NOW - 120], [9.5 + 23.0, NOW - 60], [null, NOW]
+        ]}])
+    );
+    let answer = render_target("movingAverage(servers.web2.cpu, 2)");
+    assert_eq!(
+        answer,
+        json!([{"target": "movingAverage(servers.web2.cpu,2)", "datapoints": [
+            [(20.0 + 21.0) / 2.0, NOW - 120], [(21.0 + 22.0) / 2.0, NOW - 60],
+            [(22.0 + 23.0) / 2.0, NOW]
+        ]}])
+    );
+    let answer = render_target("asPercent(servers.web2.cpu, 100)");
+    assert_eq!(
+        answer[0]["target"],
+        json!("asPercent(servers.web2.cpu,100)")
+    );
+    assert_eq!(answer[0]["datapoints"][0], json!([22.0, NOW - 120]));
+    let answer = render_target("keepLastValue(servers.web2.cpu)");
+    assert_eq!(answer[0]["datapoints"][2], json!([23.0, NOW]));
+    let answer = render_target("transformNull(servers.web2.cpu, -1)");
+    assert_eq!(
+        answer[0]["target"],
+        json!("transformNull(servers.web2.cpu,-1)")
+    );
+    assert_eq!(answer[0]["datapoints"][2], json!([-1.0, NOW]));
+    let answer = render_target("timeShift(servers.web2.cpu, \"1min\")");
+    assert_eq!(
+        answer[0]["target"],
+        json!("timeShift(servers.web2.cpu, \"-1min\")")
+    );
+    assert_eq!(answer[0]["datapoints"][0], json!([21.0, NOW - 120]));
+}
