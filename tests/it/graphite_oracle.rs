@@ -170,6 +170,8 @@ const TARGETS: &[&str] = &[
     "aggregate(servers.*.cpu, \"maxSeries\")",
     "aggregate(servers.*.cpu, \"diff\")",
     "aggregate(servers.*.cpu, \"multiply\")",
+    "aggregate(servers.*.*, \"sum\", 0.9)",
+    "aggregateSeriesLists(servers.*.cpu, servers.*.mem, \"max\", 1)",
     "percentileOfSeries(servers.*.cpu, 50)",
     "percentileOfSeries(servers.*.mem, 75, true)",
     "sumSeriesWithWildcards(servers.*.cpu, 1)",

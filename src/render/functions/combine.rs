@@ -37,8 +37,9 @@ pub(super) fn series_function(
 /// written with or without its `Series` suffix.
 pub(super) fn aggregate_call(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let (name, agg) = agg_named(a, 1)?;
+    let xff = a.opt_number(2)?.unwrap_or(0.0);
     let list = a.series(0, cx)?;
-    aggregate(&name, agg, list, a)
+    aggregate_xff(&name, agg, list, a, xff)
 }
 
 /// The aggregation an argument names, and the name of its result (`sumSeries` for `sum` and
@@ -59,6 +60,18 @@ pub(super) fn aggregate(
     list: Vec<Series>,
     a: &Args<'_>,
 ) -> Result<Vec<Series>> {
+    aggregate_xff(name, agg, list, a, 0.0)
+}
+
+/// [`aggregate`] where a point is null unless at least `xff` of its row (the share of the
+/// series with a value there) is known, as graphite-web's xFilesFactor argument asks.
+fn aggregate_xff(
+    name: &str,
+    agg: AggFunc,
+    list: Vec<Series>,
+    a: &Args<'_>,
+    xff: f64,
+) -> Result<Vec<Series>> {
     if list.is_empty() {
         return Ok(Vec::new());
     }
@@ -68,7 +81,12 @@ pub(super) fn aggregate(
             AggFunc::Sum | AggFunc::Average | AggFunc::Max | AggFunc::Min
         );
     let expressions = distinct(list.iter().map(|s| s.path_expression.as_str())).join(",");
-    let (grid, values) = rows(list, a, |row| agg.reduce(row))?;
+    let (grid, values) = rows(list, a, |row| {
+        let known = row.iter().flatten().count();
+        (known as f64 / row.len() as f64 >= xff)
+            .then(|| agg.reduce(row))
+            .flatten()
+    })?;
     let mut series = Series::new(format!("{name}({expressions})"), grid, values);
     series.counter = counter;
     Ok(vec![series])
@@ -473,11 +491,21 @@ pub(super) fn series_lists(
     a: &Args<'_>,
     cx: &Context<'_>,
 ) -> Result<Vec<Series>> {
+    series_lists_xff(name, agg, a, cx, 0.0)
+}
+
+fn series_lists_xff(
+    name: &str,
+    agg: AggFunc,
+    a: &Args<'_>,
+    cx: &Context<'_>,
+    xff: f64,
+) -> Result<Vec<Series>> {
     let (xs, ys) = equal_lists(a, cx)?;
     let mut out = Vec::new();
     for (x, y) in xs.into_iter().zip(ys) {
         let pair_name = format!("{name}({},{})", x.name, y.name);
-        for mut series in aggregate(name, agg, vec![x, y], a)? {
+        for mut series in aggregate_xff(name, agg, vec![x, y], a, xff)? {
             series.name = pair_name.clone();
             out.push(series);
         }
@@ -488,7 +516,8 @@ pub(super) fn series_lists(
 /// `aggregateSeriesLists(first, second, func, xFilesFactor)`.
 pub(super) fn aggregate_series_lists(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let (name, agg) = agg_named(a, 2)?;
-    series_lists(&name, agg, a, cx)
+    let xff = a.opt_number(3)?.unwrap_or(0.0);
+    series_lists_xff(&name, agg, a, cx, xff)
 }
 
 /// `group(*seriesLists)`: the lists joined.
