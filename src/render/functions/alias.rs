@@ -193,3 +193,20 @@ pub(super) fn dashed(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
         )
     })
 }
+
+/// `areaBetween(seriesList)`: exactly two series, both named `areaBetween(path)` after the
+/// second's path expression (graphite-web draws the area between them).
+pub(super) fn area_between(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let mut list = a.series(0, cx)?;
+    if list.len() != 2 {
+        return Err(a.wrong(
+            0,
+            &format!("must hold exactly 2 series, not {}", list.len()),
+        ));
+    }
+    let name = format!("areaBetween({})", list[1].path_expression);
+    for s in &mut list {
+        s.name = name.clone();
+    }
+    Ok(list)
+}

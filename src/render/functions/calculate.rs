@@ -260,3 +260,184 @@ pub(super) fn aggregate_line(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Serie
         })
         .collect())
 }
+
+/// graphite-web's Holt-Winters analysis of a series (alpha = gamma = 0.1, beta = 0.0035,
+/// one season of `season` points): the prediction and the deviation at each point. A null
+/// breaks the recurrences as graphite-web's does: its prediction is the one pending, its
+/// intercept null, its slope, season and deviation 0.
+fn holt_winters(values: &[Option<f64>], season: usize) -> (Vec<Option<f64>>, Vec<Option<f64>>) {
+    let (alpha, gamma, beta) = (0.1, 0.1, 0.0035);
+    let n = values.len();
+    let mut intercepts: Vec<Option<f64>> = Vec::with_capacity(n);
+    let mut slopes: Vec<f64> = Vec::with_capacity(n);
+    let mut seasonals: Vec<f64> = Vec::with_capacity(n);
+    let mut predictions: Vec<Option<f64>> = Vec::with_capacity(n);
+    let mut deviations: Vec<f64> = Vec::with_capacity(n);
+    let last = |list: &[f64], i: usize| i.checked_sub(season).map_or(0.0, |j| list[j]);
+    let mut next_pred: Option<f64> = None;
+    for (i, actual) in values.iter().enumerate() {
+        let Some(actual) = *actual else {
+            intercepts.push(None);
+            slopes.push(0.0);
+            seasonals.push(0.0);
+            predictions.push(next_pred);
+            deviations.push(0.0);
+            next_pred = None;
+            continue;
+        };
+        let (last_intercept, last_slope, prediction) = if i == 0 {
+            (actual, 0.0, Some(actual))
+        } else {
+            let intercept = intercepts[i - 1].unwrap_or(actual);
+            (intercept, slopes[i - 1], next_pred)
+        };
+        let last_seasonal = last(&seasonals, i);
+        // The season one point ahead: not yet computed when it is this very point.
+        let next_last_seasonal = (i + 1)
+            .checked_sub(season)
+            .filter(|&j| j < seasonals.len())
+            .map_or(0.0, |j| seasonals[j]);
+        let last_seasonal_dev = last(&deviations, i);
+        let intercept =
+            alpha * (actual - last_seasonal) + (1.0 - alpha) * (last_intercept + last_slope);
+        let slope = beta * (intercept - last_intercept) + (1.0 - beta) * last_slope;
+        let seasonal = gamma * (actual - intercept) + (1.0 - gamma) * last_seasonal;
+        next_pred = Some(intercept + slope + next_last_seasonal);
+        let deviation =
+            gamma * (actual - prediction.unwrap_or(0.0)).abs() + (1.0 - gamma) * last_seasonal_dev;
+        intercepts.push(Some(intercept));
+        slopes.push(slope);
+        seasonals.push(seasonal);
+        predictions.push(prediction);
+        deviations.push(deviation);
+    }
+    (predictions, deviations.into_iter().map(Some).collect())
+}
+
+/// The Holt-Winters arguments: the bootstrap interval and the season, in seconds.
+fn holt_winters_args(a: &Args<'_>, bootstrap_at: usize) -> Result<(i64, i64)> {
+    let bootstrap = if a.has(bootstrap_at) {
+        a.interval(bootstrap_at)?.0
+    } else {
+        7 * 86_400
+    };
+    let season = if a.has(bootstrap_at + 1) {
+        a.interval(bootstrap_at + 1)?.0
+    } else {
+        86_400
+    };
+    Ok((bootstrap, season))
+}
+
+/// Each series read again from `bootstrap` seconds before `from`, with its Holt-Winters
+/// predictions and deviations over the request's own points.
+fn holt_winters_bands(
+    a: &Args<'_>,
+    cx: &Context<'_>,
+    bootstrap: i64,
+    season: i64,
+) -> Result<Vec<(Series, Vec<Option<f64>>, Vec<Option<f64>>)>> {
+    let list = a.series(0, &cx.over(cx.from.saturating_sub(bootstrap), cx.until))?;
+    Ok((list.into_iter())
+        .map(|s| {
+            let season_points = (season / s.step).max(0) as usize;
+            let (predictions, deviations) = holt_winters(&s.values, season_points);
+            let skip = ((bootstrap / s.step) as usize).min(predictions.len());
+            let tail = |v: Vec<Option<f64>>| v[skip..].to_vec();
+            (s, tail(predictions), tail(deviations))
+        })
+        .collect())
+}
+
+/// `holtWintersForecast(seriesList, bootstrapInterval="7d", seasonality="1d")`.
+pub(super) fn holt_winters_forecast(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let (bootstrap, season) = holt_winters_args(a, 1)?;
+    Ok((holt_winters_bands(a, cx, bootstrap, season)?.into_iter())
+        .map(|(s, predictions, _)| {
+            let name = format!("holtWintersForecast({})", s.name);
+            Series {
+                start: s.start + bootstrap,
+                ..s.derived(name, predictions)
+            }
+        })
+        .collect())
+}
+
+/// The lower and upper bands, `delta` deviations around the forecast.
+fn bands(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<(Series, Series, Series)>> {
+    let delta = a.number_or(1, 3.0)?;
+    let (bootstrap, season) = holt_winters_args(a, 2)?;
+    Ok((holt_winters_bands(a, cx, bootstrap, season)?.into_iter())
+        .map(|(s, forecast, deviation)| {
+            let band = |sign: f64| -> Vec<Option<f64>> {
+                (forecast.iter().zip(&deviation))
+                    .map(|(f, d)| Some(f.as_ref()? + sign * delta * d.as_ref()?))
+                    .collect()
+            };
+            let (lower, upper) = (band(-1.0), band(1.0));
+            let path = s.path_expression.clone();
+            let shifted = Series {
+                start: s.start + bootstrap,
+                ..s.clone()
+            };
+            let mut lower_series = shifted
+                .clone()
+                .derived(format!("holtWintersConfidenceLower({})", s.name), lower);
+            let mut upper_series =
+                shifted.derived(format!("holtWintersConfidenceUpper({})", s.name), upper);
+            lower_series.path_expression = path.clone();
+            upper_series.path_expression = path;
+            (s, lower_series, upper_series)
+        })
+        .collect())
+}
+
+/// `holtWintersConfidenceBands(seriesList, delta=3, bootstrapInterval="7d",
+/// seasonality="1d")`: the lower and the upper band of each series.
+pub(super) fn holt_winters_confidence_bands(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    Ok((bands(a, cx)?.into_iter())
+        .flat_map(|(_, lower, upper)| [lower, upper])
+        .collect())
+}
+
+/// `holtWintersConfidenceArea(...)`: the two bands, both named
+/// `holtWintersConfidenceArea(path)`.
+pub(super) fn holt_winters_confidence_area(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let mut out = Vec::new();
+    for (_, mut lower, mut upper) in bands(a, cx)? {
+        let name = format!("holtWintersConfidenceArea({})", upper.path_expression);
+        lower.name = name.clone();
+        upper.name = name.clone();
+        lower.path_expression = name.clone();
+        upper.path_expression = name;
+        out.extend([lower, upper]);
+    }
+    Ok(out)
+}
+
+/// `holtWintersAberration(...)`: how far each point lies above the upper band or below the
+/// lower one (0 inside, and for a null).
+pub(super) fn holt_winters_aberration(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let list = a.series(0, cx)?;
+    let bands = bands(a, cx)?;
+    let mut out = Vec::new();
+    for s in list {
+        let Some((_, lower, upper)) = bands.iter().find(|(b, _, _)| b.name == s.name) else {
+            continue;
+        };
+        let at = |band: &Series, i: usize| band.values.get(i).copied().flatten();
+        let values = (s.values.iter().enumerate())
+            .map(|(i, v)| {
+                Some(match *v {
+                    None => 0.0,
+                    Some(v) if at(upper, i).is_some_and(|u| v > u) => v - at(upper, i).unwrap_or(v),
+                    Some(v) if at(lower, i).is_some_and(|l| v < l) => v - at(lower, i).unwrap_or(v),
+                    Some(_) => 0.0,
+                })
+            })
+            .collect();
+        let name = format!("holtWintersAberration({})", s.name);
+        out.push(s.derived(name, values));
+    }
+    Ok(out)
+}

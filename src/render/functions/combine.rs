@@ -750,3 +750,109 @@ pub(super) fn python_slice_end(stop: i64, len: usize) -> usize {
     };
     stop as usize
 }
+
+/// `powSeries(*seriesLists)`: at each point the first series' value raised to the second's,
+/// that to the third's, and so on; null where any is (or where the power has no real value).
+pub(super) fn pow_series(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let list = a.series_from(0, cx)?;
+    if list.is_empty() {
+        return Ok(Vec::new());
+    }
+    let names: Vec<&str> = list.iter().map(|s| s.name.as_str()).collect();
+    let name = format!("powSeries({})", names.join(","));
+    let (grid, values) = rows(list, a, |row| {
+        let (first, rest) = row.split_first()?;
+        rest.iter().try_fold((*first)?, |acc, v| {
+            let p = acc.powf((*v)?);
+            p.is_finite().then_some(p)
+        })
+    })?;
+    Ok(vec![Series::new(name, grid, values)])
+}
+
+/// `weightedAverage(seriesListAvg, seriesListWeight, *nodes)`: the sum of value × weight over
+/// the sum of the weights, series paired by their nodes.
+pub(super) fn weighted_average(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let (averages, weights) = (a.series(0, cx)?, a.series(1, cx)?);
+    if averages.len() != weights.len() {
+        return Err(a.invalid(&format!(
+            "takes as many series to average as weights (got {} and {})",
+            averages.len(),
+            weights.len()
+        )));
+    }
+    let nodes = a.nodes_from(2)?;
+    let mut pairs: Vec<(String, Option<&Series>, Option<&Series>)> = Vec::new();
+    let mut slot = |key: String| -> usize {
+        match pairs.iter().position(|(k, _, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                pairs.push((key, None, None));
+                pairs.len() - 1
+            }
+        }
+    };
+    let mut placed = Vec::new();
+    for (avg, weight) in averages.iter().zip(&weights) {
+        placed.push((slot(agg_key(avg, &nodes)), true, avg));
+        placed.push((slot(agg_key(weight, &nodes)), false, weight));
+    }
+    for (i, is_avg, s) in placed {
+        if is_avg {
+            pairs[i].1 = Some(s);
+        } else {
+            pairs[i].2 = Some(s);
+        }
+    }
+    let products: Vec<Series> = (pairs.iter())
+        .filter_map(|(_, avg, weight)| Some((avg.as_ref()?, weight.as_ref()?)))
+        .map(|(avg, weight)| {
+            let len = avg.values.len().max(weight.values.len());
+            let at = |s: &Series, i: usize| s.values.get(i).copied().flatten();
+            let values = (0..len)
+                .map(|i| Some(at(avg, i)? * at(weight, i)?))
+                .collect();
+            Series::new(
+                format!("product({},{})", weight.name, avg.name),
+                (avg.start, avg.end, avg.step),
+                values,
+            )
+        })
+        .collect();
+    if products.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sorted_expressions = |list: &[Series]| {
+        let mut expressions: Vec<&str> = list.iter().map(|s| s.path_expression.as_str()).collect();
+        expressions.sort_unstable();
+        expressions.dedup();
+        expressions.join(",")
+    };
+    let node_text: Vec<String> = (nodes.iter())
+        .map(|n| match n {
+            Node::Index(i) => i.to_string(),
+            Node::Tag(t) => t.clone(),
+        })
+        .collect();
+    let name = format!(
+        "weightedAverage({}, {}, {})",
+        sorted_expressions(&averages),
+        sorted_expressions(&weights),
+        node_text.join(",")
+    );
+    let sum = |list: Vec<Series>| -> Result<Series> {
+        let mut out = aggregate("sumSeries", AggFunc::Sum, list, a)?;
+        Ok(out.remove(0))
+    };
+    let (products, weights) = (sum(products)?, sum(weights)?);
+    let len = products.values.len().max(weights.values.len());
+    let at = |s: &Series, i: usize| s.values.get(i).copied().flatten();
+    let values = (0..len)
+        .map(|i| safe_div(at(&products, i), at(&weights, i)))
+        .collect();
+    Ok(vec![Series::new(
+        name,
+        (products.start, products.end, products.step),
+        values,
+    )])
+}

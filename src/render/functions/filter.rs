@@ -329,3 +329,58 @@ pub(super) fn average_outside_percentile(a: &Args<'_>, cx: &Context<'_>) -> Resu
         .map(|(s, _)| s)
         .collect())
 }
+
+/// `removeBetweenPercentile(seriesList, n)`: the series with a point outside the n-th and
+/// (100-n)-th percentiles of the values at that point across the series.
+pub(super) fn remove_between_percentile(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let mut n = a.number(1)?;
+    if n < 50.0 {
+        n = 100.0 - n;
+    }
+    let mut list = a.series(0, cx)?;
+    let width = list.iter().map(|s| s.values.len()).min().unwrap_or(0);
+    let mut column = Vec::new();
+    let bounds: Vec<(Option<f64>, Option<f64>)> = (0..width)
+        .map(|i| {
+            column.clear();
+            column.extend(list.iter().filter_map(|s| s.values[i]));
+            column.sort_by(f64::total_cmp);
+            (
+                percentile(&column, 100.0 - n, false),
+                percentile(&column, n, false),
+            )
+        })
+        .collect();
+    list.retain(|s| {
+        (s.values.iter().zip(&bounds)).any(|(v, (low, high))| match (v, low, high) {
+            (Some(v), Some(low), Some(high)) => !(low < v && v < high),
+            _ => true,
+        })
+    });
+    Ok(list)
+}
+
+/// `useSeriesAbove(seriesList, value, search, replace)`: for each series whose maximum is
+/// above `value`, the series named by replacing `search` in its name, fetched.
+pub(super) fn use_series_above(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let value = a.number(1)?;
+    let search = regex(a, 2)?;
+    let replace = super::replacement(a.string(3)?);
+    let names: Vec<String> = (a.series(0, cx)?.iter())
+        .filter(|s| {
+            AggFunc::Max
+                .reduce(&s.values)
+                .is_some_and(|max| max > value)
+        })
+        .map(|s| search.replace_all(&s.name, replace.as_str()).into_owned())
+        .collect();
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let target = format!("group({})", names.join(","));
+    let expr = crate::render::expr::parse_target(&target)
+        .map_err(|e| a.wrong(3, &format!("makes {target:?}, which does not parse: {e}")))?;
+    let mut list = super::eval(&expr, cx)?;
+    list.retain(|s| !s.values.is_empty());
+    Ok(list)
+}

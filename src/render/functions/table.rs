@@ -91,7 +91,9 @@ fn parse_param(text: &str) -> Param {
     let (rest, options) = match rest.split_once('[') {
         Some((rest, options)) => {
             let options = options.trim_end_matches(']').split('|');
-            (rest, options.map(|o| Value::String(o.to_owned())).collect())
+            // JSON where it reads as JSON (`false`, `null`), else a string.
+            let option = |o: &str| serde_json::from_str(o).unwrap_or_else(|_| json!(o));
+            (rest, options.map(option).collect())
         }
         None => (rest, Vec::new()),
     };
@@ -193,6 +195,8 @@ functions! {
     "applyByNode", "Combine", "seriesList:seriesList!, nodeNum:node!, templateFunction:string!, newName:string",
         "Evaluates a template (% for the prefix) for each prefix of the names.",
         combine::apply_by_node;
+    "areaBetween", "Graph", "seriesList:seriesList!",
+        "Exactly two series, both named areaBetween(path).", alias::area_between;
     "asPercent", "Combine", "seriesList:seriesList!, total:any, nodes:nodeOrTag*",
         "Each series as a percentage of a total.", combine::as_percent;
     "averageAbove", "Filter Series", "seriesList:seriesList!, n:float!",
@@ -285,6 +289,18 @@ functions! {
         |a, cx| filter::extreme(a, cx, Some(F::Max), true);
     "hitcount", "Transform", "seriesList:seriesList!, intervalString:interval!, alignToInterval:boolean=false",
         "Rates per second turned into hits per interval.", transform::hitcount;
+    "holtWintersAberration", "Calculate", "seriesList:seriesList!, delta:integer=3, bootstrapInterval:interval=\"7d\", seasonality:interval=\"1d\"",
+        "How far each point lies outside its Holt-Winters confidence bands.",
+        calculate::holt_winters_aberration;
+    "holtWintersConfidenceArea", "Calculate", "seriesList:seriesList!, delta:integer=3, bootstrapInterval:interval=\"7d\", seasonality:interval=\"1d\"",
+        "The Holt-Winters confidence bands, both named holtWintersConfidenceArea(path).",
+        calculate::holt_winters_confidence_area;
+    "holtWintersConfidenceBands", "Calculate", "seriesList:seriesList!, delta:integer=3, bootstrapInterval:interval=\"7d\", seasonality:interval=\"1d\"",
+        "The lower and upper Holt-Winters confidence bands.",
+        calculate::holt_winters_confidence_bands;
+    "holtWintersForecast", "Calculate", "seriesList:seriesList!, bootstrapInterval:interval=\"7d\", seasonality:interval=\"1d\"",
+        "The Holt-Winters forecast, trained from the bootstrap interval before the range.",
+        calculate::holt_winters_forecast;
     "identity", "Calculate", "name:string!",
         "Each minute's own timestamp.", special::identity;
     "integral", "Transform", "seriesList:seriesList!",
@@ -387,6 +403,9 @@ functions! {
         "The n-th percentile of the series at each point.", combine::percentile_of_series;
     "pow", "Transform", "seriesList:seriesList!, factor:float!",
         "Each point to a power.", transform::pow;
+    "powSeries", "Combine", "seriesList:seriesList!*",
+        "The first series to the power of the second, and so on, at each point.",
+        combine::pow_series;
     "randomWalk", "Special", "name:string!, step:integer=60",
         "A random walk. tierdb's randomness cannot equal graphite-web's.", special::random_walk;
     "randomWalkFunction", "Special", "name:string!, step:integer=60",
@@ -404,6 +423,9 @@ functions! {
         |a, cx| filter::remove_percentile(a, cx, false);
     "removeBelowValue", "Filter Data", "seriesList:seriesList!, n:float!",
         "Nulls the points below n.", |a, cx| filter::remove_value(a, cx, false);
+    "removeBetweenPercentile", "Filter Series", "seriesList:seriesList!, n:float!",
+        "The series with a point outside the n-th percentiles across the series.",
+        filter::remove_between_percentile;
     "removeEmptySeries", "Filter Series", "seriesList:seriesList!, xFilesFactor:float",
         "The series with values.", filter::remove_empty_series;
     "round", "Transform", "seriesList:seriesList!, precision:integer=0",
@@ -422,6 +444,9 @@ functions! {
         "Short form of sinFunction.", special::sin_function;
     "sinFunction", "Transform", "name:string!, amplitude:integer=1, step:integer=60",
         "A sine of time.", special::sin_function;
+    "smartSummarize", "Transform", "seriesList:seriesList!, intervalString:interval!, func:aggFunc=\"sum\", alignTo:string[false|null|true|days|hours|minutes|months|seconds|weeks|years]",
+        "One value per interval from the start of the range (aligned to a unit with alignTo).",
+        transform::smart_summarize;
     "sortBy", "Sorting", "seriesList:seriesList!, func:aggFunc=\"average\", reverse:boolean=false",
         "Sorts by an aggregate of each series.", filter::sort_by;
     "sortByMaxima", "Sorting", "seriesList:seriesList!",
@@ -472,6 +497,12 @@ functions! {
         "Replaces nulls with a value.", transform::transform_null;
     "unique", "Filter Series", "seriesLists:seriesList!*",
         "The first series of each name.", filter::unique;
+    "useSeriesAbove", "Filter Series", "seriesList:seriesList!, value:float!, search:string!, replace:string!",
+        "The series named by a replacement in the names of those whose maximum is above value.",
+        filter::use_series_above;
+    "weightedAverage", "Combine", "seriesListAvg:seriesList!, seriesListWeight:seriesList!, nodes:nodeOrTag*",
+        "The average weighted by a second list, series paired by their nodes.",
+        combine::weighted_average;
 }
 
 /// `multiplySeries(*seriesLists)`: one list of one series comes back unchanged, as in

@@ -800,3 +800,105 @@ pub(super) fn window_seconds(window: &Window, list: &[Series]) -> i64 {
             .saturating_mul(*n),
     }
 }
+
+/// graphite-web's `_summarizeValues`: windows of `interval` from `start` while before `end`;
+/// each window's value is `agg` of the points from the last one stamped at or before the
+/// window's start up to the window's end, null when none stamped inside it is known. Returns
+/// the values and where the last window ends.
+fn summarize_values(s: &Series, agg: AggFunc, interval: i64) -> (Vec<Option<f64>>, i64) {
+    let mut values = Vec::new();
+    let mut i = 0;
+    let mut t = s.start;
+    while t < s.end {
+        let mut first = i;
+        let mut known = 0;
+        while i < s.values.len() && s.at(i) < t + interval {
+            if s.at(i) <= t {
+                first = i;
+            }
+            if s.at(i) >= t && s.values[i].is_some() {
+                known += 1;
+            }
+            i += 1;
+        }
+        values.push(
+            (known > 0)
+                .then(|| agg.reduce(&s.values[first..i]))
+                .flatten(),
+        );
+        t += interval;
+    }
+    (values, t)
+}
+
+/// The start of the `unit` (seconds, minutes, hours, days, weeks with an optional ISO
+/// weekday digit, months, years: graphite-web's `alignTo`) holding `from`, in UTC.
+fn align_start(a: &Args<'_>, i: usize, unit: &str, from: i64) -> Result<i64> {
+    use chrono::{Datelike, NaiveDate, NaiveTime, Timelike};
+    let t = chrono::DateTime::from_timestamp(from, 0)
+        .ok_or_else(|| a.wrong(i, "aligns a time outside the calendar"))?
+        .naive_utc();
+    let midnight = |d: NaiveDate| d.and_time(NaiveTime::MIN).and_utc().timestamp();
+    let date = t.date();
+    Ok(if unit.starts_with('s') {
+        from
+    } else if unit.starts_with("min") {
+        from - i64::from(t.second())
+    } else if unit.starts_with('h') {
+        from - i64::from(t.minute() * 60 + t.second())
+    } else if unit.starts_with('d') {
+        midnight(date)
+    } else if unit.starts_with('w') {
+        let target = unit
+            .chars()
+            .last()
+            .and_then(|c| c.to_digit(10))
+            .unwrap_or(1);
+        let back =
+            (i64::from(date.weekday().number_from_monday()) - i64::from(target)).rem_euclid(7);
+        midnight(date) - back * 86_400
+    } else if unit.starts_with("mon") {
+        midnight(date.with_day(1).unwrap_or(date))
+    } else if unit.starts_with('y') {
+        midnight(NaiveDate::from_ymd_opt(date.year(), 1, 1).unwrap_or(date))
+    } else {
+        return Err(a.wrong(
+            i,
+            &format!("is {unit:?}, not one of seconds, minutes, hours, days, weeks, months, years"),
+        ));
+    })
+}
+
+/// `smartSummarize(seriesList, intervalString, func="sum", alignTo)`: one value per
+/// interval from the series' start, which `alignTo` first moves back to the start of its
+/// unit (the argument read again from there).
+pub(super) fn smart_summarize(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let (interval, text) = a.interval(1)?;
+    let func = a.string_or(2, "sum")?;
+    let agg = a.agg_or(2, AggFunc::Sum)?;
+    let list = match a.args.get(3) {
+        Some(crate::render::expr::Expr::Str(unit)) => {
+            let from = align_start(a, 3, unit, cx.from)?;
+            a.series(0, &cx.over(from, cx.until))?
+        }
+        _ => a.series(0, cx)?,
+    };
+    let mut out = Vec::with_capacity(list.len());
+    for s in list {
+        let count = (s.end - s.start).max(0) / interval;
+        if count as u64 > MAX_QUERY_POINTS {
+            return Err(a.wrong(
+                1,
+                &format!("makes {count} windows; at most {MAX_QUERY_POINTS}"),
+            ));
+        }
+        let (values, end) = summarize_values(&s, agg, interval);
+        let name = format!("smartSummarize({}, \"{text}\", \"{func}\")", s.name);
+        out.push(Series {
+            end,
+            step: interval,
+            ..s.derived(name, values)
+        });
+    }
+    Ok(out)
+}
