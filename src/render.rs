@@ -16,6 +16,7 @@ mod path;
 mod python;
 mod series;
 mod stored;
+pub mod tags;
 #[cfg(test)]
 mod tests;
 

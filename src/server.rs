@@ -19,6 +19,7 @@ mod render_api;
 pub mod sink;
 pub mod stats;
 pub mod statsd;
+mod tags_api;
 mod udp;
 
 use std::future::Future;

@@ -31,10 +31,13 @@ pub(crate) enum Expr {
 }
 
 impl Expr {
-    /// Calls `f` on every path in the expression, arguments of calls included, in order.
+    /// Calls `f` on every path in the expression, arguments of calls included, in order; a
+    /// `seriesByTag(...)` call is a path (its text, which [`super::PathPattern`] parses).
     pub(crate) fn for_each_path(&self, f: &mut impl FnMut(&str) -> Result<()>) -> Result<()> {
         match self {
             Expr::Path(path) => f(path),
+            // A tag query selects series as a path does, and is charged as one.
+            Expr::Call { name, text, .. } if name == "seriesByTag" => f(text),
             Expr::Call { args, .. } => args.iter().try_for_each(|arg| arg.for_each_path(f)),
             Expr::Int(_) | Expr::Number(_) | Expr::Str(_) | Expr::Bool(_) => Ok(()),
         }

@@ -63,10 +63,10 @@ pub(crate) fn eval(expr: &Expr, cx: &Context<'_>) -> Result<Vec<Series>> {
             let series = |f| Series::fetched(f, path);
             Ok(fetched.into_iter().map(series).collect())
         }
-        Expr::Call { name, args, .. } => {
+        Expr::Call { name, args, text } => {
             let function = table::function(name)
                 .ok_or_else(|| Error::InvalidQuery(format!("unknown function {name:?}")))?;
-            let a = Args::new(function, args)?;
+            let a = Args::new(function, args, text)?;
             (function.eval)(&a, cx)
         }
         other => Err(Error::InvalidQuery(format!(
@@ -90,16 +90,19 @@ pub(crate) struct Args<'a> {
     name: &'a str,
     params: Vec<Param>,
     args: &'a [Expr],
+    /// The call as written (`seriesByTag` selects by it, as a path).
+    call: &'a str,
 }
 
 impl<'a> Args<'a> {
     /// Checks the count of `args` against `function`'s signature.
-    fn new(function: &'a Function, args: &'a [Expr]) -> Result<Args<'a>> {
+    fn new(function: &'a Function, args: &'a [Expr], call: &'a str) -> Result<Args<'a>> {
         let params = function.params();
         let a = Args {
             name: function.name,
             params,
             args,
+            call,
         };
         let required = a.params.iter().filter(|p| p.required).count();
         let multiple = a.params.last().is_some_and(|p| p.multiple);

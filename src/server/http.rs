@@ -23,6 +23,7 @@ use super::error::{blocking, ApiError};
 use super::params::Params;
 use super::render_api;
 use super::sink::{IngestReport, Sink};
+use super::tags_api;
 use super::{Backend, State};
 use crate::aggregate::{AggregatePlan, AggregateQuery, Aggregation};
 use crate::cluster::fanout;
@@ -58,6 +59,21 @@ pub fn app(state: Arc<State>) -> Router {
         .route("/functions", get(render_api::functions))
         .route("/functions/", get(render_api::functions))
         .route("/functions/{name}", get(render_api::function))
+        .route("/tags", get(tags_api::list))
+        .route("/tags/", get(tags_api::list))
+        .route(
+            "/tags/findSeries",
+            get(tags_api::find_series).post(tags_api::find_series),
+        )
+        .route(
+            "/tags/autoComplete/tags",
+            get(tags_api::complete_tags).post(tags_api::complete_tags),
+        )
+        .route(
+            "/tags/autoComplete/values",
+            get(tags_api::complete_values).post(tags_api::complete_values),
+        )
+        .route("/tags/{tag}", get(tags_api::values))
         .route("/version", get(render_api::version))
         .route("/version/", get(render_api::version))
         .route(

@@ -7,10 +7,11 @@ SPEC holds `dir` (an empty temporary directory), `now` (the clock, unix seconds)
 [[timestamp, value], ...]) and `requests` (each with `targets`, `from`, `until` and an
 optional `maxDataPoints`, or with `path` and `params` for another endpoint). Writes one
 whisper file per series under DIR/whisper with python3-whisper (average aggregation, an
-xFilesFactor of 0, so every archive holds the average of what it has), then answers every
-request through graphite-web's own Django app in this process, with the settings module
-written below (no web server, no service, nothing outside DIR). ANSWERS gets one
-{"status", "body"} per request, in order.
+xFilesFactor of 0, so every archive holds the average of what it has); a tagged series
+(`name;k=v`, tags sorted) goes where graphite-web's finder looks for it and into its tag
+database (sqlite in DIR). Then answers every request through graphite-web's own Django app
+in this process, with the settings module written below (no web server, no service,
+nothing outside DIR). ANSWERS gets one {"status", "body"} per request, in order.
 
 The clock is the spec's, not the machine's: whisper chooses its archive and graphite-web
 its `now` from it, as tierdb's test server does from its manual clock.
@@ -40,7 +41,7 @@ with open(os.path.join(root, "oracle_settings.py"), "w") as f:
         f"STANDARD_DIRS = [{whisper_dir!r}]\n"
         f"LOG_DIR = {root!r}\n"
         "STORAGE_FINDERS = ('graphite.finders.standard.StandardFinder',)\n"
-        "TAGDB = 'graphite.tags.base.DummyTagDB'\n"
+        "TAGDB = 'graphite.tags.localdatabase.LocalDatabaseTagDB'\n"
         "USE_WORKER_POOL = False\n"
         "TIME_ZONE = 'UTC'\n"
     )
@@ -56,19 +57,29 @@ if not hasattr(inspect, "formatargspec"):
     inspect.formatargspec = lambda *args, **kwargs: "()"
 
 import whisper  # noqa: E402
+import django  # noqa: E402
+
+django.setup()
+from django.core.management import call_command  # noqa: E402
+from django.test import Client  # noqa: E402
+from graphite.storage import STORE  # noqa: E402
+from graphite.tags.utils import TaggedSeries  # noqa: E402
+
+# The tag database (sqlite in DIR), which seriesByTag and /tags read.
+call_command("migrate", verbosity=0, interactive=False)
 
 archives = [tuple(a) for a in spec["archives"]]
 for name, points in spec["series"].items():
-    path = os.path.join(whisper_dir, *name.split(".")) + ".wsp"
+    if ";" in name:
+        # A tagged series: stored where graphite-web's finder looks for it, and tagged.
+        path = os.path.join(whisper_dir, TaggedSeries.encode(name, sep=os.sep)) + ".wsp"
+        STORE.tagdb.tag_series(name)
+    else:
+        path = os.path.join(whisper_dir, *name.split(".")) + ".wsp"
     os.makedirs(os.path.dirname(path), exist_ok=True)
     whisper.create(path, archives, xFilesFactor=0, aggregationMethod="average")
     if points:
         whisper.update_many(path, [(t, v) for t, v in points])
-
-import django  # noqa: E402
-
-django.setup()
-from django.test import Client  # noqa: E402
 
 # A failing render answers 500 with graphite-web's message, as its server would.
 client = Client(raise_request_exception=False)

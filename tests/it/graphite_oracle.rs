@@ -105,16 +105,39 @@ fn workload() -> BTreeMap<String, Vec<(i64, f64)>> {
         .map(|&t| (t, 1200.0 * ((t / MINUTE) % 150 + 1) as f64))
         .collect();
     series.insert("net.requests".to_owned(), requests);
+    for (name, value) in TAGGED {
+        let points = (times.iter())
+            .filter_map(|&t| value(t / MINUTE).map(|v| (t, v)))
+            .collect();
+        series.insert(name.to_owned(), points);
+    }
     series
 }
+
+/// Tagged series (Graphite 1.1's `name;tag=value`, tags sorted as both store them) and
+/// their values at minute `m`.
+type Gauge = fn(i64) -> Option<f64>;
+const TAGGED: [(&str, Gauge); 4] = [
+    ("cpu.load;host=a", |m| Some((m % 11) as f64 * 0.5)),
+    ("cpu.load;host=b", |m| Some(5.0 + (m % 3) as f64)),
+    ("cpu.load;dc=x;host=c", |m| {
+        ((m / 5) % 5 != 2).then(|| 7.0 - (m % 4) as f64 * 0.25)
+    }),
+    ("disk.used;dev=sda;host=a", |m| {
+        Some(100.0 + (m % 17) as f64)
+    }),
+];
 
 /// A tierdb server holding [`workload`].
 fn tierdb_with(series: &BTreeMap<String, Vec<(i64, f64)>>) -> TestServer {
     let server = TestServer::start(None, Limits::default());
     let mut samples = Vec::new();
-    for (name, points) in series {
+    for (path, points) in series {
+        let mut parts = path.split(';');
+        let name = parts.next().unwrap();
+        let tags: BTreeMap<&str, &str> = parts.map(|kv| kv.split_once('=').unwrap()).collect();
         for &(ts, value) in points {
-            let mut sample = json!({"series": name, "ts": ts, "value": value});
+            let mut sample = json!({"series": name, "tags": tags, "ts": ts, "value": value});
             if name == "net.requests" {
                 sample["kind"] = json!("counter");
             }
@@ -343,6 +366,23 @@ const TARGETS: &[&str] = &[
     "identity(\"id\")",
     "sin(\"s\")",
     "time(\"t2\", 120)",
+    // Tags: tagged paths, seriesByTag's grammar, and the functions naming by tags.
+    "cpu.load;host=a",
+    "seriesByTag('name=cpu.load')",
+    "seriesByTag('host=~[ab]')",
+    "seriesByTag('name=cpu.load', 'host!=a')",
+    "seriesByTag('name=~cpu', 'dc!=x')",
+    "seriesByTag('name=~disk|cpu', 'host!=~[bc]')",
+    "seriesByTag('dc=x')",
+    "seriesByTag('name=cpu.load', 'dc=')",
+    "sumSeries(seriesByTag('name=cpu.load'))",
+    "aliasByTags(seriesByTag('name=cpu.load'), 'host')",
+    "aliasByTags(seriesByTag('host=a'), 'name', 'host')",
+    "aliasByNode(seriesByTag('name=cpu.load'), 0, 'host')",
+    "groupByTags(seriesByTag('host=a'), 'sum', 'host')",
+    "groupByTags(seriesByTag('name=cpu.load'), 'max', 'name')",
+    "groupByTags(seriesByTag('dc=x'), 'avg', 'dc')",
+    "groupByTags(seriesByTag('name=~cpu|disk', 'host=a'), 'sumSeries', 'host', 'name')",
     // Empty series lists.
     "sumSeries(nothing.*)",
     "movingAverage(nothing.*, 5)",
@@ -388,6 +428,45 @@ const CONSOLIDATED: &[(&str, u32)] = &[
     ("movingAverage(servers.db1.cpu, 5)", 40),
     ("sumSeries(servers.*.cpu)", 1),
 ];
+
+/// The tag API's requests, answered by both (graphite-web's `id` fields left out). `/tags/name`
+/// is not among them: every tierdb series has the tag `name`, graphite-web's untagged ones
+/// are not in its tag database.
+const TAG_API: &[&str] = &[
+    "/tags",
+    "/tags?filter=d",
+    "/tags/host",
+    "/tags/dc",
+    "/tags/host?filter=%5Ba%5D",
+    "/tags/nope",
+    "/tags/findSeries?expr=name%3Dcpu.load",
+    "/tags/findSeries?expr=host%3D~%5Bab%5D&expr=name!%3Ddisk.used",
+    "/tags/autoComplete/tags",
+    "/tags/autoComplete/tags?tagPrefix=d",
+    "/tags/autoComplete/tags?expr=name%3Dcpu.load",
+    "/tags/autoComplete/values?tag=host",
+    "/tags/autoComplete/values?tag=host&expr=name%3Dcpu.load&valuePrefix=b",
+    "/tags/autoComplete/values?tag=dev&expr=host%3Da",
+];
+
+/// `value` without graphite-web's `id` fields.
+fn without_ids(mut value: Value) -> Value {
+    match &mut value {
+        Value::Object(map) => {
+            map.remove("id");
+            for v in map.values_mut() {
+                *v = without_ids(v.take());
+            }
+        }
+        Value::Array(list) => {
+            for v in list.iter_mut() {
+                *v = without_ids(v.take());
+            }
+        }
+        _ => {}
+    }
+    value
+}
 
 /// Runs graphite-web on `series` for `requests` and then GETs of `paths`, answering
 /// `(status, body)` per request.
@@ -576,7 +655,10 @@ fn render_functions_equal_graphite_webs() {
         (from, until),
         None,
     ));
-    let mut theirs = graphite_web(&series, &requests, &["/functions"]);
+    let mut paths = vec!["/functions"];
+    paths.extend(TAG_API);
+    let mut theirs = graphite_web(&series, &requests, &paths);
+    let tag_answers = theirs.split_off(requests.len() + 1);
     let (status, functions) = theirs.pop().unwrap();
     assert_eq!(status, 200, "graphite-web's /functions: {functions}");
     let mut failures = Vec::new();
@@ -603,11 +685,25 @@ fn render_functions_equal_graphite_webs() {
             failures.push(format!("{what}: {diff}"));
         }
     }
+    for (path, (status, body)) in TAG_API.iter().zip(&tag_answers) {
+        let (our_status, our_body) = server.get(path);
+        if (*status, our_status) != (200, 200) {
+            failures.push(format!(
+                "{path}: status graphite-web {status}, tierdb {our_status}: {body} {our_body}"
+            ));
+            continue;
+        }
+        let theirs = without_ids(serde_json::from_str(body).unwrap());
+        let ours: Value = serde_json::from_str(&our_body).unwrap();
+        if theirs != ours {
+            failures.push(format!("{path}: graphite-web {theirs}, tierdb {ours}"));
+        }
+    }
     assert!(
         failures.is_empty(),
         "{} of {} requests differ from graphite-web 1.1.8:\n{}",
         failures.len(),
-        requests.len(),
+        requests.len() + TAG_API.len(),
         failures.join("\n")
     );
     assert_eq!(compared, requests.len());
@@ -708,7 +804,11 @@ fn bounded_rule(
 ///   graphite-web 1.1.8 on Python 3 fails (500) comparing a null with the bound;
 /// - summarize's average of a stored gauge is the exact average of the samples in each
 ///   window (buckets merged), where graphite-web averages the 5-minute averages;
-/// - randomWalk's values are tierdb's own, its name and points graphite-web's.
+/// - randomWalk's values are tierdb's own, its name and points graphite-web's;
+/// - an untagged series takes part in seriesByTag as the tag `name` alone, where
+///   graphite-web's tag database holds tagged series only;
+/// - groupByTags names the group of series without one of the tags with its empty value
+///   (`cpu.load;dc=`), where graphite-web fails.
 #[test]
 fn deliberate_differences_follow_tierdbs_rules() {
     if !ensure_programs(
@@ -762,6 +862,9 @@ fn deliberate_differences_follow_tierdbs_rules() {
             .iter()
             .map(|(path, func, _)| summarize(path, func)),
     );
+    let empty_tag = "groupByTags(seriesByTag('name=cpu.load'), 'avg', 'dc')";
+    requests.push(request(empty_tag));
+    requests.push(request("seriesByTag('name=servers.web1.cpu')"));
     let theirs = graphite_web(&series, &requests, &[]);
     let points = |body: &str| -> (String, Vec<(Option<f64>, i64)>) {
         let answer: Value = serde_json::from_str(body).unwrap();
@@ -848,6 +951,26 @@ fn deliberate_differences_follow_tierdbs_rules() {
             "{target}: a window mixes 5-minute and 1-minute samples"
         );
     }
+
+    // groupByTags over series without one of the tags: graphite-web fails building the
+    // group's tagged name; tierdb names it with the empty value.
+    let (status, body) = &theirs[theirs.len() - 2];
+    assert_eq!(*status, 500, "{body}");
+    assert!(body.contains("may not be empty"), "{body}");
+    let answer: Value = serde_json::from_str(&tierdb(&server, &request(empty_tag)).1).unwrap();
+    let names: Vec<&str> = (answer.as_array().unwrap().iter())
+        .map(|s| s["target"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["cpu.load;dc=x", "cpu.load;dc="]);
+
+    // An untagged series takes part in tierdb's tag queries, as the tag `name` alone;
+    // graphite-web's tag database holds tagged series only.
+    let (status, body) = theirs.last().unwrap();
+    assert_eq!((*status, body.as_str()), (200, "[]"));
+    let (name, points) = ours(&request("seriesByTag('name=servers.web1.cpu')"));
+    let (_, plain) = ours(&request("servers.web1.cpu"));
+    assert_eq!(name, "servers.web1.cpu");
+    assert_eq!(points, plain);
 
     // The bounded derivatives: graphite-web fails; tierdb answers by the rule.
     let grid: Vec<i64> = (from + MINUTE..=until).step_by(MINUTE as usize).collect();

@@ -749,8 +749,8 @@ fn functions_list_what_render_dispatches() {
     ] {
         assert!(listed.contains_key(name), "{name}");
     }
-    // graphite-web's events and seriesByTag are not evaluated, so not listed.
-    for name in ["events", "seriesByTag", "nope"] {
+    // graphite-web's events and aliasQuery are not evaluated, so not listed.
+    for name in ["events", "aliasQuery", "nope"] {
         assert!(!listed.contains_key(name), "{name}");
         let (status, text) = server.get(&format!("/render?target={name}('x')&from=-1h"));
         assert_eq!(status, 400, "{text}");
@@ -830,4 +830,167 @@ fn dashboard_functions_render() {
         json!("timeShift(servers.web2.cpu, \"-1min\")")
     );
     assert_eq!(answer[0]["datapoints"][0], json!([21.0, NOW - 120]));
+}
+
+/// groupByTags as graphite-web's functions.py writes it: each group named as a tagged series
+/// of the common name (the callback's name when the names differ) and the tags, sorted; a
+/// series without a tag groups under its empty value.
+#[test]
+fn group_by_tags_names_groups_as_tagged_series() {
+    let server = server_with_data(None);
+    let window = "from=-3min&until=now";
+    let render_target = |target: &str| {
+        render(
+            &server,
+            &format!("target={}&{window}", encode_uri_component(target)),
+        )
+    };
+    assert_eq!(
+        render_target("groupByTags(cpu.load, \"sum\", \"name\")"),
+        json!([{"target": "cpu.load", "datapoints": [
+            [0.5, NOW - 120], [4.5, NOW - 60], [null, NOW]
+        ]}])
+    );
+    let answer = render_target("groupByTags(cpu.load, \"sumSeries\", \"host\")");
+    assert_eq!(
+        shape(&answer),
+        [("cpu.load;host=a".into(), 3), ("cpu.load;host=b".into(), 3)]
+    );
+    let answer = render_target("groupByTags(group(cpu.load, servers.web2.cpu), \"max\", \"host\")");
+    assert_eq!(
+        shape(&answer),
+        [
+            ("max;host=a".into(), 3),
+            ("max;host=b".into(), 3),
+            ("max;host=".into(), 3)
+        ]
+    );
+    assert_eq!(answer[2]["datapoints"][1], json!([23.0, NOW - 60]));
+    let answer = render_target("aliasByTags(cpu.load, \"host\", \"name\")");
+    assert_eq!(
+        shape(&answer),
+        [("a.cpu.load".into(), 3), ("b.cpu.load".into(), 3)]
+    );
+}
+
+/// seriesByTag with graphite-web's expression grammar and its tag database's rules (a value
+/// compared whole, a regex anchored at the value's start, a missing tag read as the empty
+/// value, one expression at least that the empty value fails), named by the tagged paths;
+/// and the tag API Grafana's tag editor calls.
+#[test]
+fn series_by_tag_and_the_tag_api() {
+    let server = server_with_data(None);
+    let window = "from=-3min&until=now";
+    let targets = |target: &str| {
+        let answer = render(
+            &server,
+            &format!("target={}&{window}", encode_uri_component(target)),
+        );
+        shape(&answer)
+            .into_iter()
+            .map(|(t, _)| t)
+            .collect::<Vec<_>>()
+    };
+    let both = ["cpu.load;host=a", "cpu.load;host=b"];
+    assert_eq!(targets("seriesByTag('name=cpu.load')"), both);
+    assert_eq!(targets("seriesByTag('host=~[ab]')"), both);
+    assert_eq!(
+        targets("seriesByTag('name=cpu.load', 'host!=a')"),
+        ["cpu.load;host=b"]
+    );
+    assert_eq!(
+        targets("seriesByTag('name=~cpu', 'host!=~b')"),
+        ["cpu.load;host=a"]
+    );
+    // Anchored at the start: `load` is not a prefix of the name.
+    assert!(targets("seriesByTag('name=~load')").is_empty());
+    assert!(targets("seriesByTag('name=cpu.load', 'host=c')").is_empty());
+    assert_eq!(
+        targets("sumSeries(seriesByTag('name=cpu.load'))"),
+        ["sumSeries(seriesByTag('name=cpu.load'))"]
+    );
+    assert_eq!(
+        targets("aliasByTags(seriesByTag('name=cpu.load'), 'host')"),
+        ["a", "b"]
+    );
+    assert_eq!(
+        targets("groupByTags(seriesByTag('name=cpu.load'), 'sum', 'name')"),
+        ["cpu.load"]
+    );
+    let answer = render(
+        &server,
+        &format!(
+            "target={}&{window}",
+            encode_uri_component("sumSeries(seriesByTag('name=cpu.load'))")
+        ),
+    );
+    assert_eq!(answer[0]["datapoints"][1], json!([4.5, NOW - 60]));
+    for (target, needle) in [
+        ("seriesByTag('host=')", "must not match the empty value"),
+        (
+            "seriesByTag('host')",
+            "argument 1 (tagExpressions) \\\"host\\\" is not a tag expression",
+        ),
+        ("seriesByTag(cpu.load)", "must be a quoted string"),
+        ("seriesByTag('name=~(')", "invalid regex"),
+    ] {
+        let (status, text) = server.request(
+            "POST",
+            "/render",
+            FORM,
+            format!("target={}&{window}", encode_uri_component(target)).as_bytes(),
+        );
+        assert_eq!(status, 400, "{target}: {text}");
+        assert!(text.contains(needle), "{target}: {text}");
+    }
+
+    let tags = server.json("/tags");
+    assert!(
+        tags.as_array().unwrap().contains(&json!({"tag": "host"})),
+        "{tags}"
+    );
+    assert!(
+        tags.as_array().unwrap().contains(&json!({"tag": "name"})),
+        "{tags}"
+    );
+    assert_eq!(server.json("/tags?filter=ho"), json!([{"tag": "host"}]));
+    assert_eq!(server.json("/tags?limit=1"), json!([{"tag": "host"}]));
+    assert_eq!(
+        server.json("/tags/host"),
+        json!({"tag": "host", "values": [
+            {"value": "a", "count": 1}, {"value": "b", "count": 1}
+        ]})
+    );
+    assert_eq!(server.json("/tags/nope"), json!(null));
+    assert_eq!(
+        server.json("/tags/findSeries?expr=name%3Dcpu.load"),
+        json!(both)
+    );
+    assert_eq!(
+        server.json("/tags/findSeries?expr=name%3Dcpu.load&expr=host%3Db"),
+        json!(["cpu.load;host=b"])
+    );
+    assert_eq!(
+        server.json("/tags/autoComplete/tags?expr=name%3Dcpu.load"),
+        json!(["host"])
+    );
+    assert_eq!(
+        server.json("/tags/autoComplete/tags?tagPrefix=na"),
+        json!(["name"])
+    );
+    assert_eq!(
+        server.json("/tags/autoComplete/values?tag=host&expr=name%3Dcpu.load"),
+        json!(["a", "b"])
+    );
+    assert_eq!(
+        server.json("/tags/autoComplete/values?tag=host&valuePrefix=b"),
+        json!(["b"])
+    );
+    let (status, text) = server.get("/tags/autoComplete/values");
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("tag"), "{text}");
+    let (status, text) = server.get("/tags/findSeries");
+    assert_eq!(status, 400, "{text}");
+    let (status, text) = server.get("/metrics/find?query=seriesByTag('name=cpu.load')");
+    assert_eq!(status, 400, "{text}");
 }

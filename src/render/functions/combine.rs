@@ -582,10 +582,12 @@ pub(super) fn as_percent(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> 
         _ => {
             let expressions = distinct(list.iter().map(|s| s.path_expression.as_str())).join(",");
             let width = list.iter().map(|s| s.values.len()).max().unwrap_or(0);
+            let mut row = Vec::with_capacity(list.len());
             let sums = (0..width)
                 .map(|i| {
-                    let row = list.iter().map(|s| s.values.get(i).copied().flatten());
-                    AggFunc::Sum.reduce(&row.collect::<Vec<_>>())
+                    row.clear();
+                    row.extend(list.iter().map(|s| s.values.get(i).copied().flatten()));
+                    AggFunc::Sum.reduce(&row)
                 })
                 .collect();
             Total::Values(sums, format!("sumSeries({expressions})"))
@@ -855,4 +857,79 @@ pub(super) fn weighted_average(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Ser
         (products.start, products.end, products.step),
         values,
     )])
+}
+
+/// The tags of a series as graphite-web keeps them: `name` and each `;k=v` of the first path
+/// in its name.
+fn tags_of(series: &Series) -> Vec<(String, String)> {
+    let path = super::first_path_expression(&series.name);
+    let mut parts = path.split(';');
+    let mut tags = vec![(
+        "name".to_owned(),
+        parts.next().unwrap_or_default().to_owned(),
+    )];
+    tags.extend(parts.filter_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        Some((k.to_owned(), v.to_owned()))
+    }));
+    tags
+}
+
+/// `groupByTags(seriesList, callback, *tags)`: series grouped by the values of the tags,
+/// each group combined by the callback and named as a tagged series: the common `name` (or
+/// the callback's name when the names differ, unless `name` is one of the tags) and
+/// `;tag=value` for each tag, sorted.
+pub(super) fn group_by_tags(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let callback_name = a.string(1)?;
+    let callback = callback(a, 1)?;
+    let tags: Vec<&str> = (2..a.len()).map(|i| a.string(i)).collect::<Result<_>>()?;
+    let list = a.series(0, cx)?;
+    let value = |s: &Series, tag: &str| {
+        (tags_of(s).into_iter())
+            .find(|(k, _)| k == tag)
+            .map_or_else(String::new, |(_, v)| v)
+    };
+    let by_name = tags.contains(&"name");
+    let mut names: Vec<String> = list.iter().map(|s| value(s, "name")).collect();
+    names.sort();
+    names.dedup();
+    let common = match names.as_slice() {
+        [one] => one.clone(),
+        _ => callback_name.to_owned(),
+    };
+    let groups = group_by(list, |s| {
+        let mut pairs: Vec<String> = (tags.iter())
+            .filter(|t| **t != "name")
+            .map(|t| format!("{t}={}", value(s, t)))
+            .collect();
+        pairs.sort();
+        let head = if by_name {
+            value(s, "name")
+        } else {
+            common.clone()
+        };
+        std::iter::once(head)
+            .chain(pairs)
+            .collect::<Vec<_>>()
+            .join(";")
+    });
+    let mut out = Vec::new();
+    for (key, group) in groups {
+        let combined = match &callback {
+            Callback::Aggregate(name, agg) => aggregate(name, *agg, group, a)?,
+            Callback::Multiply if group.len() == 1 => group,
+            Callback::Multiply => aggregate("multiplySeries", AggFunc::Multiply, group, a)?,
+            Callback::Count => {
+                let count = group.len() as f64;
+                let (grid, values) = rows(group, a, |_| Some(count))?;
+                vec![Series::new(key.clone(), grid, values)]
+            }
+        };
+        out.extend(combined.into_iter().take(1).map(|mut s| {
+            s.name = key.clone();
+            s.path_expression = key.clone();
+            s
+        }));
+    }
+    Ok(out)
 }

@@ -260,8 +260,8 @@ pub(super) fn sort_by_name(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>
     let natural = a.boolean_or(1, false)?;
     let reverse = a.boolean_or(2, false)?;
     let mut list = a.series(0, cx)?;
+    let digits = regex::Regex::new(r"\d+").expect("a valid regex");
     let natural_key = |name: &str| {
-        let digits = regex::Regex::new(r"\d+").expect("a valid regex");
         digits
             .replace_all(name, |c: &regex::Captures<'_>| {
                 let n: u128 = c[0].parse().unwrap_or(u128::MAX);

@@ -129,6 +129,17 @@ pub(super) fn random_walk(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>>
     )])
 }
 
+/// `seriesByTag('tag=value', ...)`: every stored series whose tags satisfy the expressions
+/// ([`crate::render::PathPattern::series_by_tag`]), named by its tagged path
+/// (`name;k=v;...`, tags sorted), its path expression the call as written.
+pub(super) fn series_by_tag(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let pattern = crate::render::PathPattern::series_by_tag(a.call)?;
+    let fetched = cx.source.fetch(&pattern, cx.from, cx.until)?;
+    Ok((fetched.into_iter())
+        .map(|f| Series::fetched(f, a.call))
+        .collect())
+}
+
 /// `stacked(seriesList, stack)`: each value added to the running total of its point in the
 /// stack (shared by every `stacked` of the request with that stack name), and the total
 /// shown; nulls stay null. Renamed `stacked(name)` without a stack name.

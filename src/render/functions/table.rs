@@ -276,6 +276,9 @@ functions! {
         "Combines the series sharing a node, named by it.", combine::group_by_node;
     "groupByNodes", "Combine", "seriesList:seriesList!, callback:aggOrSeriesFunc!, nodes:nodeOrTag*",
         "Combines the series sharing nodes, named by them.", combine::group_by_nodes_call;
+    "groupByTags", "Combine", "seriesList:seriesList!, callback:aggOrSeriesFunc!, tags:tag!*",
+        "Combines the series sharing tag values, named as a tagged series by them.",
+        combine::group_by_tags;
     "highest", "Filter Series", "seriesList:seriesList!, n:integer!, func:aggFunc=\"average\"",
         "The n series of the highest aggregate.", |a, cx| filter::extreme(a, cx, None, true);
     "highestAverage", "Filter Series", "seriesList:seriesList!, n:integer!",
@@ -438,6 +441,9 @@ functions! {
     "secondYAxis", "Graph", "seriesList:seriesList!",
         "Graph styling: renamed secondYAxis(name), the data unchanged.",
         |a, cx| alias::styled(a, cx, "secondYAxis");
+    "seriesByTag", "Special", "tagExpressions:string!*",
+        "The series whose tags satisfy every expression: tag=value, tag!=value, tag=~regex, tag!=~regex (name for the name).",
+        special::series_by_tag;
     "sigmoid", "Transform", "seriesList:seriesList!",
         "1 / (1 + e^-x) of each point.", transform::sigmoid;
     "sin", "Transform", "name:string!, amplitude:integer=1, step:integer=60",
