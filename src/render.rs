@@ -137,6 +137,18 @@ pub trait Source {
         let _ = (patterns, aggregation, from, until);
         Ok(None)
     }
+
+    /// The Graphite paths of the series `pattern` matches, sorted, without reading their
+    /// data, so that groupByNode can split a path into groups that [`Source::combine`]
+    /// folds; `None` when this source cannot list them (the default).
+    ///
+    /// # Errors
+    ///
+    /// As [`Source::fetch`].
+    fn names(&self, pattern: &PathPattern) -> Result<Option<Vec<String>>> {
+        let _ = pattern;
+        Ok(None)
+    }
 }
 
 /// A `/render` request, times already parsed.

@@ -268,6 +268,26 @@ impl PathPattern {
             && self.matches_tags(key)
     }
 
+    /// The pattern with name segment `index` replaced by the literal `value`: the series it
+    /// matches that have `value` there. `None` for a `seriesByTag` call, an index past the
+    /// segments, or a value that reads as a glob.
+    pub(super) fn with_segment(&self, index: usize, value: &str) -> Option<PathPattern> {
+        if self.query.is_some()
+            || index >= self.segments.len()
+            || value.contains(['*', '?', '[', '{', ';'])
+        {
+            return None;
+        }
+        let mut segments: Vec<&str> = self.text.split(';').next()?.split('.').collect();
+        segments[index] = value;
+        let mut text = segments.join(".");
+        for filter in self.text.split(';').skip(1) {
+            text.push(';');
+            text.push_str(filter);
+        }
+        PathPattern::parse(&text).ok()
+    }
+
     /// How many name segments the pattern has.
     pub(super) fn depth(&self) -> usize {
         self.segments.len()

@@ -263,6 +263,14 @@ impl Source for Reader<'_> {
         }
     }
 
+    /// The matched keys' Graphite paths, from one registry scan.
+    fn names(&self, pattern: &PathPattern) -> Result<Option<Vec<String>>> {
+        let mut names =
+            (self.registry()).select(|_, key| pattern.matches(key).then(|| graphite_path(key)));
+        names.sort_unstable();
+        Ok(Some(names))
+    }
+
     /// [`Reader::render_combine`] on [`Reader::render_grid`].
     fn combine(
         &self,

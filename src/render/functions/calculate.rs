@@ -67,10 +67,34 @@ pub(super) fn moving(
             };
             let values: Vec<Option<f64>> = (points..s.values.len().max(points))
                 .map(|i| {
-                    known.clear();
-                    known.extend(s.values[i - points..i].iter().flatten().map(|&v| Some(v)));
-                    let enough = !known.is_empty() && known.len() as f64 / points as f64 >= xff;
-                    enough.then(|| agg.reduce(&known)).flatten()
+                    let window = &s.values[i - points..i];
+                    // Sums, averages and extremes in one pass over the window, adding left to
+                    // right as graphite-web's fresh `sum` of each window does (the same bits);
+                    // the other functions through their general reduction.
+                    let fast = match agg {
+                        AggFunc::Sum | AggFunc::Average | AggFunc::Max | AggFunc::Min => {
+                            Some(window_fold(window))
+                        }
+                        _ => None,
+                    };
+                    let count = match fast {
+                        Some((count, ..)) => count,
+                        None => window.iter().flatten().count(),
+                    };
+                    if count == 0 || (count as f64 / points as f64) < xff {
+                        return None;
+                    }
+                    match (agg, fast) {
+                        (AggFunc::Sum, Some((_, sum, ..))) => Some(sum),
+                        (AggFunc::Average, Some((n, sum, ..))) => Some(sum / n as f64),
+                        (AggFunc::Max, Some((.., max))) => Some(max),
+                        (AggFunc::Min, Some((_, _, min, _))) => Some(min),
+                        _ => {
+                            known.clear();
+                            known.extend(window.iter().copied().filter(Option::is_some));
+                            agg.reduce(&known)
+                        }
+                    }
                 })
                 .collect();
             Series {
@@ -79,6 +103,18 @@ pub(super) fn moving(
             }
         })
         .collect())
+}
+
+/// The count, sum (added left to right), minimum and maximum of a window's known values.
+fn window_fold(window: &[Option<f64>]) -> (usize, f64, f64, f64) {
+    let mut fold = (0usize, 0.0, f64::INFINITY, f64::NEG_INFINITY);
+    for v in window.iter().flatten() {
+        fold.0 += 1;
+        fold.1 += v;
+        fold.2 = fold.2.min(*v);
+        fold.3 = fold.3.max(*v);
+    }
+    fold
 }
 
 /// `movingWindow(seriesList, windowSize, func, xFilesFactor)`.

@@ -359,6 +359,9 @@ pub(super) fn group_by_nodes(
         Some(i) => callback(a, i)?,
         None => Callback::Aggregate("averageSeries".into(), AggFunc::Average),
     };
+    if let Some(out) = group_by_node_stored(a, cx, &nodes, &callback)? {
+        return Ok(out);
+    }
     let list = a.series(0, cx)?;
     let groups = group_by(list, |s| agg_key(s, &nodes));
     let mut out = Vec::new();
@@ -385,6 +388,71 @@ pub(super) fn group_by_nodes(
         }));
     }
     Ok(out)
+}
+
+/// groupByNode by one name node over a plain path with sum, average, max or min, answered
+/// by the source without fetching: the matched names split into groups by the node, each
+/// group (the path with that node's value in place of its glob) folded in the aggregate's
+/// one pass ([`crate::render::Source::combine`]). `None` to fetch and group instead: another
+/// form, or a source that cannot list names or fold a group (a cluster node, counters mixed
+/// with gauges).
+fn group_by_node_stored(
+    a: &Args<'_>,
+    cx: &Context<'_>,
+    nodes: &[Node],
+    callback: &Callback,
+) -> Result<Option<Vec<Series>>> {
+    let (Callback::Aggregate(name, agg), [Node::Index(index)], Expr::Path(path)) =
+        (callback, nodes, a.expr(0))
+    else {
+        return Ok(None);
+    };
+    let aggregation = match agg {
+        AggFunc::Sum => Aggregation::Sum,
+        AggFunc::Average => Aggregation::Avg,
+        AggFunc::Max => Aggregation::Max,
+        AggFunc::Min => Aggregation::Min,
+        _ => return Ok(None),
+    };
+    let pattern = PathPattern::parse(path)?;
+    let depth = pattern.depth() as i64;
+    let index = if *index < 0 { depth + index } else { *index };
+    let Ok(index) = usize::try_from(index) else {
+        return Ok(None);
+    };
+    let Some(names) = cx.source.names(&pattern)? else {
+        return Ok(None);
+    };
+    let mut keys: Vec<&str> = Vec::new();
+    for name in &names {
+        let bare = name.split(';').next().unwrap_or_default();
+        let Some(key) = bare.split('.').nth(index) else {
+            return Ok(None);
+        };
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    let mut out = Vec::with_capacity(keys.len());
+    for key in keys {
+        let Some(group) = pattern.with_segment(index, key) else {
+            return Ok(None);
+        };
+        let Some(combined) = (cx.source).combine(&[group], aggregation, cx.from, cx.until)? else {
+            return Ok(None);
+        };
+        if combined.values.is_empty() {
+            // Nothing to read in the range (after the clock, before every tier).
+            continue;
+        }
+        let (start, step) = (combined.start, combined.step.max(1));
+        let end = start + combined.values.len() as i64 * step;
+        let mut series = Series::new(key.to_owned(), (start, end, step), combined.values);
+        series.path_expression = format!("{name}({path})");
+        series.counter = combined.counter;
+        out.push(series);
+    }
+    Ok(Some(out))
 }
 
 /// `groupByNode(seriesList, nodeNum, callback="average")`.
