@@ -149,6 +149,19 @@ pub trait Source {
         let _ = pattern;
         Ok(None)
     }
+
+    /// The step every path fetched over `from`..`until` has, without reading: `Some(None)`
+    /// when such a fetch finds no data at all (after the clock, before every tier); `None`
+    /// when this source cannot tell (the default), so that moving windows of a number of
+    /// points fetch their argument to learn it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Source::fetch`].
+    fn step(&self, from: i64, until: i64) -> Result<Option<Option<i64>>> {
+        let _ = (from, until);
+        Ok(None)
+    }
 }
 
 /// A `/render` request, times already parsed.

@@ -263,6 +263,13 @@ impl Source for Reader<'_> {
         }
     }
 
+    /// The resolution of [`Reader::render_grid`]'s tier.
+    fn step(&self, from: i64, until: i64) -> Result<Option<Option<i64>>> {
+        Ok(Some(
+            self.render_grid(from, until)?.map(|grid| grid.resolution),
+        ))
+    }
+
     /// The matched keys' Graphite paths, from one registry scan.
     fn names(&self, pattern: &PathPattern) -> Result<Option<Vec<String>>> {
         let mut names =

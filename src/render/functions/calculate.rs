@@ -2,10 +2,13 @@
 //! earlier, so the first points have a full window), `exponentialMovingAverage`,
 //! `nPercentile`, `stdev`, `linearRegression` and `aggregateLine`.
 
+use rayon::prelude::*;
+
 use super::combine::percentile;
 use super::transform::window_seconds;
 use super::{g, Args, Context, Window};
 use crate::render::aggfunc::AggFunc;
+use crate::render::expr::Expr;
 use crate::render::python::round_6;
 use crate::render::series::Series;
 use crate::Result;
@@ -28,6 +31,20 @@ fn capitalize(text: &str) -> String {
 fn preview(a: &Args<'_>, cx: &Context<'_>, window: &Window) -> Result<(Vec<Series>, i64)> {
     let seconds = match window {
         Window::Seconds(seconds, _) => *seconds,
+        // A plain path's step is its tier's, which the source tells without reading.
+        Window::Points(n) if matches!(a.expr(0), Expr::Path(_)) => {
+            match cx.source.step(cx.from, cx.until)? {
+                Some(None) => return Ok((Vec::new(), 0)),
+                Some(Some(step)) => step.saturating_mul(*n),
+                None => {
+                    let list = a.series(0, cx)?;
+                    if list.is_empty() {
+                        return Ok((Vec::new(), 0));
+                    }
+                    window_seconds(window, &list)
+                }
+            }
+        }
         Window::Points(_) => {
             let list = a.series(0, cx)?;
             if list.is_empty() {
@@ -55,9 +72,9 @@ pub(super) fn moving(
     let xff = a.opt_number(xff_at)?.unwrap_or(0.0);
     let tag = format!("moving{}", capitalize(func_name));
     let (list, seconds) = preview(a, cx, &window)?;
-    let mut known = Vec::new();
-    Ok((list.into_iter())
-        .map(|s| {
+    // Series by series on rayon's threads, each with its own buffer.
+    Ok((list.into_par_iter())
+        .map_init(Vec::new, |known, s| {
             let (name, points) = match &window {
                 Window::Seconds(_, text) => (
                     format!("{tag}({},\"{text}\")", s.name),
@@ -65,38 +82,7 @@ pub(super) fn moving(
                 ),
                 Window::Points(n) => (format!("{tag}({},{n})", s.name), *n as usize),
             };
-            let values: Vec<Option<f64>> = (points..s.values.len().max(points))
-                .map(|i| {
-                    let window = &s.values[i - points..i];
-                    // Sums, averages and extremes in one pass over the window, adding left to
-                    // right as graphite-web's fresh `sum` of each window does (the same bits);
-                    // the other functions through their general reduction.
-                    let fast = match agg {
-                        AggFunc::Sum | AggFunc::Average | AggFunc::Max | AggFunc::Min => {
-                            Some(window_fold(window))
-                        }
-                        _ => None,
-                    };
-                    let count = match fast {
-                        Some((count, ..)) => count,
-                        None => window.iter().flatten().count(),
-                    };
-                    if count == 0 || (count as f64 / points as f64) < xff {
-                        return None;
-                    }
-                    match (agg, fast) {
-                        (AggFunc::Sum, Some((_, sum, ..))) => Some(sum),
-                        (AggFunc::Average, Some((n, sum, ..))) => Some(sum / n as f64),
-                        (AggFunc::Max, Some((.., max))) => Some(max),
-                        (AggFunc::Min, Some((_, _, min, _))) => Some(min),
-                        _ => {
-                            known.clear();
-                            known.extend(window.iter().copied().filter(Option::is_some));
-                            agg.reduce(&known)
-                        }
-                    }
-                })
-                .collect();
+            let values = moving_values(&s.values, points, agg, xff, known);
             Series {
                 start: s.start + seconds,
                 ..s.derived(name, values)
@@ -105,16 +91,63 @@ pub(super) fn moving(
         .collect())
 }
 
-/// The count, sum (added left to right), minimum and maximum of a window's known values.
-fn window_fold(window: &[Option<f64>]) -> (usize, f64, f64, f64) {
-    let mut fold = (0usize, 0.0, f64::INFINITY, f64::NEG_INFINITY);
-    for v in window.iter().flatten() {
-        fold.0 += 1;
-        fold.1 += v;
-        fold.2 = fold.2.min(*v);
-        fold.3 = fold.3.max(*v);
-    }
-    fold
+/// `agg` of the known values among the `points` values before each point from the
+/// `points`-th on; null when fewer than `xff` of them (or none) are known. Sums and averages
+/// add left to right, as graphite-web's fresh `sum` of each window does (the same bits);
+/// functions other than sum, average, max and min go through their general reduction, with
+/// `known` as the buffer.
+fn moving_values(
+    values: &[Option<f64>],
+    points: usize,
+    agg: AggFunc,
+    xff: f64,
+    known: &mut Vec<Option<f64>>,
+) -> Vec<Option<f64>> {
+    let enough = |count: usize| count > 0 && count as f64 / points as f64 >= xff;
+    (points..values.len().max(points))
+        .map(|i| {
+            let window = &values[i - points..i];
+            match agg {
+                AggFunc::Sum | AggFunc::Average => {
+                    let (mut count, mut sum) = (0usize, 0.0);
+                    for v in window.iter().flatten() {
+                        count += 1;
+                        sum += v;
+                    }
+                    enough(count).then(|| match agg {
+                        AggFunc::Sum => sum,
+                        _ => sum / count as f64,
+                    })
+                }
+                AggFunc::Max | AggFunc::Min => {
+                    let mut count = 0usize;
+                    let mut extreme = if agg == AggFunc::Max {
+                        f64::NEG_INFINITY
+                    } else {
+                        f64::INFINITY
+                    };
+                    for &v in window.iter().flatten() {
+                        count += 1;
+                        extreme = if agg == AggFunc::Max {
+                            extreme.max(v)
+                        } else {
+                            extreme.min(v)
+                        };
+                    }
+                    enough(count).then_some(extreme)
+                }
+                _ => {
+                    known.clear();
+                    known.extend(window.iter().copied().filter(Option::is_some));
+                    if enough(known.len()) {
+                        agg.reduce(known)
+                    } else {
+                        None
+                    }
+                }
+            }
+        })
+        .collect()
 }
 
 /// `movingWindow(seriesList, windowSize, func, xFilesFactor)`.
