@@ -121,7 +121,7 @@ const TAGGED: [(&str, Gauge); 4] = [
     ("cpu.load;host=a", |m| Some((m % 11) as f64 * 0.5)),
     ("cpu.load;host=b", |m| Some(5.0 + (m % 3) as f64)),
     ("cpu.load;dc=x;host=c", |m| {
-        ((m / 5) % 5 != 2).then(|| 7.0 - (m % 4) as f64 * 0.25)
+        ((m / 5) % 5 != 2).then_some(7.0 - (m % 4) as f64 * 0.25)
     }),
     ("disk.used;dev=sda;host=a", |m| {
         Some(100.0 + (m % 17) as f64)

@@ -398,6 +398,10 @@ fn holt_winters_args(a: &Args<'_>, bootstrap_at: usize) -> Result<(i64, i64)> {
     Ok((bootstrap, season))
 }
 
+/// A series read for Holt-Winters, with its predictions and deviations over the request's
+/// own points.
+type Forecast = (Series, Vec<Option<f64>>, Vec<Option<f64>>);
+
 /// Each series read again from `bootstrap` seconds before `from`, with its Holt-Winters
 /// predictions and deviations over the request's own points.
 fn holt_winters_bands(
@@ -405,7 +409,7 @@ fn holt_winters_bands(
     cx: &Context<'_>,
     bootstrap: i64,
     season: i64,
-) -> Result<Vec<(Series, Vec<Option<f64>>, Vec<Option<f64>>)>> {
+) -> Result<Vec<Forecast>> {
     let list = a.series(0, &cx.over(cx.from.saturating_sub(bootstrap), cx.until))?;
     Ok((list.into_iter())
         .map(|s| {
