@@ -76,6 +76,10 @@ pub(crate) fn eval(expr: &Expr, cx: &Context<'_>) -> Result<Vec<Series>> {
     }
 }
 
+/// The longest time offset or interval a function takes, seconds (400 years): far beyond any
+/// retention, and small enough that no arithmetic on times overflows.
+const MAX_OFFSET: i64 = 400 * 366 * 86_400;
+
 /// A window given as a number of points or as an interval string (graphite-web's
 /// `intOrInterval`), with the text names repeat.
 #[derive(Clone, Debug, PartialEq)]
@@ -263,11 +267,20 @@ impl<'a> Args<'a> {
         )
     }
 
-    /// A signed time offset in seconds, from a quoted interval (`"1d"`, `"-1h"`).
+    /// A signed time offset in seconds, from a quoted interval (`"1d"`, `"-1h"`), at most
+    /// [`MAX_OFFSET`] either way.
     fn offset(&self, i: usize) -> Result<(i64, &'a str)> {
         let text = self.string(i)?;
+        Ok((self.offset_of(i, text)?, text))
+    }
+
+    /// `text`, given as argument `i`, as a signed offset of at most [`MAX_OFFSET`].
+    fn offset_of(&self, i: usize, text: &str) -> Result<i64> {
         let seconds = crate::time::parse_offset(text).map_err(|e| self.wrong(i, &e))?;
-        Ok((seconds, text))
+        if seconds.unsigned_abs() > MAX_OFFSET as u64 {
+            return Err(self.wrong(i, &format!("is {text:?}, more than 400 years")));
+        }
+        Ok(seconds)
     }
 
     /// A positive interval in seconds, from a quoted interval (`"10min"`).
@@ -288,10 +301,13 @@ impl<'a> Args<'a> {
                 Ok(Window::Seconds(seconds, text.to_owned()))
             }
             _ => match self.int(i) {
-                Ok(n) if n > 0 => Ok(Window::Points(n)),
+                Ok(n) if n > 0 && n <= crate::query::MAX_QUERY_POINTS as i64 => {
+                    Ok(Window::Points(n))
+                }
                 _ => Err(self.wrong(
                     i,
-                    "must be a positive number of points or a quoted interval such as \"5min\"",
+                    "must be a positive number of points (at most 1,000,000) or a quoted \
+                     interval such as \"5min\"",
                 )),
             },
         }

@@ -449,6 +449,18 @@ fn argument_errors_name_the_function() {
             "movingAverage: argument 2 (windowSize) must be a positive number of points",
         ),
         (
+            "movingAverage(cpu.load, 9223372036854775807)",
+            "movingAverage: argument 2 (windowSize) must be a positive number of points",
+        ),
+        (
+            "timeShift(cpu.load, '9999999999d')",
+            "timeShift: argument 2 (timeShift) is \"-9999999999d\", more than 400 years",
+        ),
+        (
+            "timeStack(cpu.load, '1d', 0, 9223372036854775807)",
+            "timeStack: argument 4 (timeShiftEnd) asks for shifts beyond 1000",
+        ),
+        (
             "aliasByNode(cpu.load, 'a', 1.5)",
             "aliasByNode: argument 3 (nodes) must be a node index",
         ),

@@ -786,7 +786,7 @@ pub(super) fn apply_by_node(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series
     let mut prefixes: Vec<String> = (list.iter())
         .map(|s| {
             let parts: Vec<&str> = s.name.split('.').collect();
-            let stop = python_slice_end(node + 1, parts.len());
+            let stop = python_slice_end(node.saturating_add(1), parts.len());
             parts[..stop].join(".")
         })
         .collect();

@@ -489,7 +489,7 @@ pub(super) fn non_negative(
 pub(super) fn time_shift(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let text = a.string(1)?;
     let shift_text = signed_back(text);
-    let delta = crate::time::parse_offset(&shift_text).map_err(|e| a.wrong(1, &e))?;
+    let delta = a.offset_of(1, &shift_text)?;
     let reset_end = a.boolean_or(2, true)?;
     let list = a.series(0, cx)?;
     let Some(first) = list.first() else {
@@ -525,10 +525,10 @@ fn signed_back(text: &str) -> String {
 /// series' points and named `timeShift(name, unit, shift)`.
 pub(super) fn time_stack(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let unit = signed_back(a.string_or(1, "1d")?);
-    let delta = crate::time::parse_offset(&unit).map_err(|e| a.wrong(1, &e))?;
+    let delta = a.offset_of(1, &unit)?;
     let (from, to) = (a.int_or(2, 0)?, a.int_or(3, 7)?);
-    if to.saturating_sub(from) > 1000 {
-        return Err(a.wrong(3, "asks for more than 1000 shifts"));
+    if to.saturating_sub(from) > 1000 || from.unsigned_abs().max(to.unsigned_abs()) > 1000 {
+        return Err(a.wrong(3, "asks for shifts beyond 1000"));
     }
     let list = a.series(0, cx)?;
     let Some(first) = list.first() else {
