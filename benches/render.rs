@@ -5,6 +5,11 @@
 //! series-by-series fetches (what a cluster node, or a sumSeries over functions, does), to
 //! show what the shared pass saves.
 //!
+//! A second group (issue #27) renders the 1,000 series plain beside the functions dashboards
+//! use most over them: `aliasByNode` and `movingAverage` (target: within 1.2x of the plain
+//! render) and `groupByNode(..., 0, "sumSeries")` (target: within 1.5x of the aggregate of the
+//! same series, which it is measured beside).
+//!
 //! Data: `host{00..24}.cpu{00..39}.load`, one sample a series a minute for 24 h, all periods
 //! hot. `cargo bench --bench render`.
 
@@ -112,6 +117,45 @@ fn render_vs_aggregate(c: &mut Criterion) {
             render::render(&source, &request, &ReadBudget::unlimited()).unwrap()
         })
     });
+    group.finish();
+
+    let engine = &engine;
+    let render_one = |target: &str| {
+        let request = RenderRequest {
+            targets: vec![target.into()],
+            ..request.clone()
+        };
+        move || {
+            let source = StoredSource::new(engine.reader());
+            render::render(&source, &request, &ReadBudget::unlimited()).unwrap()
+        }
+    };
+    let plain = render_one("host*.cpu*.load")();
+    let moving = render_one("movingAverage(host*.cpu*.load, 10)")();
+    assert_eq!((plain.len(), moving.len()), (1_000, 1_000));
+    assert_eq!(moving[0].datapoints.len(), plain[0].datapoints.len());
+    let grouped = render_one("groupByNode(host*.cpu*.load, 0, \"sumSeries\")")();
+    assert_eq!(grouped.len(), 25);
+    let mut group = c.benchmark_group("render_functions_1k_series_24h_at_1m");
+    group.bench_function("aggregate_sum", |b| {
+        b.iter(|| engine.aggregate(&aggregate).unwrap())
+    });
+    for (name, target) in [
+        ("plain", "host*.cpu*.load"),
+        ("alias_by_node", "aliasByNode(host*.cpu*.load, 0, 1)"),
+        ("moving_average_10", "movingAverage(host*.cpu*.load, 10)"),
+        (
+            "moving_average_10min",
+            "movingAverage(host*.cpu*.load, \"10min\")",
+        ),
+        (
+            "group_by_node_sum",
+            "groupByNode(host*.cpu*.load, 0, \"sumSeries\")",
+        ),
+    ] {
+        let run = render_one(target);
+        group.bench_function(name, |b| b.iter(&run));
+    }
     group.finish();
 }
 

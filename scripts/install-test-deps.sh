@@ -14,7 +14,9 @@
 #   import those into tierdb and compare with what graphite-web renders and librrd's fetch
 #   reads from them (graphite-web runs inside the test's python through Django's test
 #   client: no web server; librrd's fetch through python3-rrdtool, whose floats are exact
-#   where `rrdtool fetch` prints 11 digits).
+#   where `rrdtool fetch` prints 11 digits), and graphite-web with python3-whisper for the
+#   render oracle in tests/it/graphite_oracle.rs, which renders the same samples through
+#   graphite-web's Django app in-process with its own settings.
 #
 # Debian's `collectd-core` alone is enough: it ships /usr/sbin/collectd and the cpu, memory,
 # load and write_graphite plugins, which link only against libc. The `collectd` package would

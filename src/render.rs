@@ -8,6 +8,7 @@
 //! rates of counters, summarize averages and extremes of gauges, and consolidation to
 //! `maxDataPoints` merge buckets exactly instead of re-averaging averages.
 
+mod aggfunc;
 mod expr;
 mod find;
 mod functions;
@@ -15,6 +16,7 @@ mod path;
 mod python;
 mod series;
 mod stored;
+pub mod tags;
 #[cfg(test)]
 mod tests;
 
@@ -32,6 +34,18 @@ use crate::registry::SeriesKey;
 /// Earliest and latest `from`/`until` a render accepts: years 0 to 9999, so the arithmetic
 /// on steps and point times stays far inside 64 bits.
 pub const RENDER_TIMES: std::ops::RangeInclusive<i64> = -62_167_219_200..=253_402_300_799;
+
+/// graphite-web's `/functions` answer listing every render function tierdb evaluates, by
+/// name, or by group then name when `grouped`: each with its parameters as Grafana's
+/// function picker reads them.
+pub fn functions_json(grouped: bool) -> serde_json::Value {
+    functions::table::list_json(grouped)
+}
+
+/// graphite-web's `/functions/<name>` answer; `None` when tierdb has no such function.
+pub fn function_json(name: &str) -> Option<serde_json::Value> {
+    functions::table::function(name).map(functions::table::Function::describe)
+}
 
 /// One stored series as read for a render: buckets at a fixed step from `start`. Travels
 /// between cluster nodes as JSON, bit for bit: the key as its canonical text, each bucket as
@@ -126,6 +140,31 @@ pub trait Source {
         let _ = (patterns, aggregation, from, until);
         Ok(None)
     }
+
+    /// The Graphite paths of the series `pattern` matches, sorted, without reading their
+    /// data, so that groupByNode can split a path into groups that [`Source::combine`]
+    /// folds; `None` when this source cannot list them (the default).
+    ///
+    /// # Errors
+    ///
+    /// As [`Source::fetch`].
+    fn names(&self, pattern: &PathPattern) -> Result<Option<Vec<String>>> {
+        let _ = pattern;
+        Ok(None)
+    }
+
+    /// The step every path fetched over `from`..`until` has, without reading: `Some(None)`
+    /// when such a fetch finds no data at all (after the clock, before every tier); `None`
+    /// when this source cannot tell (the default), so that moving windows of a number of
+    /// points fetch their argument to learn it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Source::fetch`].
+    fn step(&self, from: i64, until: i64) -> Result<Option<Option<i64>>> {
+        let _ = (from, until);
+        Ok(None)
+    }
 }
 
 /// A `/render` request, times already parsed.
@@ -197,11 +236,13 @@ pub fn render(
     let max_points = (request.max_data_points)
         .unwrap_or(request.default_max_points)
         .max(1);
+    let stacks = functions::Stacks::default();
     let cx = functions::Context {
         source,
         from: request.from,
         until: request.until,
         budget,
+        stacks: &stacks,
     };
     let targets: Vec<expr::Expr> = (request.targets.iter())
         .map(|target| expr::parse_target(target))

@@ -21,6 +21,7 @@ mod render_api;
 pub(crate) mod sink;
 pub(crate) mod stats;
 pub(crate) mod statsd;
+mod tags_api;
 mod udp;
 
 use std::future::Future;

@@ -208,4 +208,4 @@ mod parse;
 #[cfg(test)]
 mod tests;
 
-pub use parse::{parse_interval, parse_time};
+pub use parse::{parse_interval, parse_offset, parse_time};

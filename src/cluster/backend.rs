@@ -26,7 +26,7 @@ use crate::read::budget::ReadBudget;
 use crate::read::query::{Query, QueryResult};
 use crate::registry::Selector;
 use crate::render::{self, FindNode, RenderRequest, RenderedSeries};
-use crate::server::backend::{Answer, Backend, ReadOptions};
+use crate::server::backend::{Answer, Backend, ReadOptions, RegistryRead};
 use crate::server::error::{blocking, ApiError};
 use crate::server::metrics::{write_families, Family};
 use crate::server::sink::Sink;
@@ -118,6 +118,19 @@ impl Backend for NodeBackend {
         Box::pin(async move {
             let token = read.token.as_deref();
             Ok(fanout::find(&self.node, query, &budget, token).await?)
+        })
+    }
+
+    fn over_registry(
+        &self,
+        endpoint: &'static str,
+        _: Arc<ReadBudget>,
+        _: RegistryRead,
+    ) -> Answer<'_, serde_json::Value> {
+        Box::pin(async move {
+            Err(ApiError::Unavailable(format!(
+                "{endpoint} is answered by single nodes; a cluster node has no registry of its own"
+            )))
         })
     }
 

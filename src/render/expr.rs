@@ -22,6 +22,9 @@ pub(crate) enum Expr {
         args: Vec<Expr>,
         text: String,
     },
+    /// A number written without a point or exponent, kept whole so names print it as
+    /// graphite-web does (`movingAverage(a,5)`, not `5.0`).
+    Int(i64),
     Number(f64),
     /// A quoted string with `\<quote>` unescaped and any other backslash kept (`\1`).
     Str(String),
@@ -29,12 +32,15 @@ pub(crate) enum Expr {
 }
 
 impl Expr {
-    /// Calls `f` on every path in the expression, arguments of calls included, in order.
+    /// Calls `f` on every path in the expression, arguments of calls included, in order; a
+    /// `seriesByTag(...)` call is a path (its text, which [`super::PathPattern`] parses).
     pub(crate) fn for_each_path(&self, f: &mut impl FnMut(&str) -> Result<()>) -> Result<()> {
         match self {
             Expr::Path(path) => f(path),
+            // A tag query selects series as a path does, and is charged as one.
+            Expr::Call { name, text, .. } if name == "seriesByTag" => f(text),
             Expr::Call { args, .. } => args.iter().try_for_each(|arg| arg.for_each_path(f)),
-            Expr::Number(_) | Expr::Str(_) | Expr::Bool(_) => Ok(()),
+            Expr::Int(_) | Expr::Number(_) | Expr::Str(_) | Expr::Bool(_) => Ok(()),
         }
     }
 
@@ -42,6 +48,7 @@ impl Expr {
     pub(crate) fn text(&self) -> String {
         match self {
             Expr::Path(text) | Expr::Call { text, .. } => text.clone(),
+            Expr::Int(n) => n.to_string(),
             Expr::Number(n) => n.to_string(),
             Expr::Str(s) => format!("{s:?}"),
             Expr::Bool(b) => b.to_string(),
@@ -109,7 +116,11 @@ impl<'a> Parser<'a> {
             && word
                 .chars()
                 .all(|c| c.is_ascii_digit() || "+-.eE".contains(c));
+        let whole = !word.contains(['.', 'e', 'E']);
         Ok(match (word, word.parse::<f64>()) {
+            (_, Ok(_)) if numeric && whole && word.parse::<i64>().is_ok() => {
+                Expr::Int(word.parse().unwrap_or_default())
+            }
             (_, Ok(n)) if numeric => Expr::Number(n),
             ("true", _) => Expr::Bool(true),
             ("false", _) => Expr::Bool(false),

@@ -68,9 +68,15 @@ impl Finder {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::InvalidQuery`] when the query is not a valid [`PathPattern`].
+    /// [`crate::Error::InvalidQuery`] when the query is not a valid [`PathPattern`], or is a
+    /// `seriesByTag` call, which has no levels to browse.
     pub fn new(query: &str) -> Result<Finder> {
         let pattern = PathPattern::parse(query)?;
+        if pattern.is_tag_query() {
+            return Err(crate::error::Error::InvalidQuery(format!(
+                "query {query:?}: find browses path levels; use /tags/findSeries for seriesByTag"
+            )));
+        }
         let depth = pattern.depth();
         Ok(Finder {
             query: query.to_owned(),

@@ -52,12 +52,79 @@ pub fn parse_graphite_path(path: &str) -> Result<SeriesKey> {
 /// `cpu.load` and each `cpu.load;host=...`. `k=v` keeps series whose tag `k` matches the glob
 /// `v`; `k!=v` keeps those without tag `k` or whose value does not match. An empty `v` stands
 /// for "no such tag", as in Graphite: `k=` keeps series without `k`, `k!=` those with it.
+///
+/// A pattern is also graphite-web's `seriesByTag('tag=value', ...)` call, as written: the
+/// series whose tags (`name` for the name) satisfy every expression ([`TagQuery`]).
 #[derive(Clone, Debug)]
 pub struct PathPattern {
     /// The text as given; names results such as `sumSeries(...)` and error messages.
     text: String,
     segments: Vec<Glob>,
     filters: Vec<TagExpr>,
+    /// The expressions of a `seriesByTag` call, which then select instead of the segments
+    /// and filters.
+    query: Option<Vec<TagQuery>>,
+}
+
+/// One expression of `seriesByTag`, as graphite-web's tag database evaluates it on the tag's
+/// value (the empty string for a series without the tag): `=` and `!=` compare the value,
+/// `=~` and `!=~` match a regex anchored at the value's start.
+#[derive(Clone, Debug)]
+struct TagQuery {
+    key: String,
+    op: TagOp,
+}
+
+#[derive(Clone, Debug)]
+enum TagOp {
+    Eq(String),
+    Ne(String),
+    Match(regex::Regex),
+    NotMatch(regex::Regex),
+}
+
+impl TagOp {
+    fn holds(&self, value: &str) -> bool {
+        match self {
+            TagOp::Eq(v) => value == v,
+            TagOp::Ne(v) => value != v,
+            TagOp::Match(re) => re.is_match(value),
+            TagOp::NotMatch(re) => !re.is_match(value),
+        }
+    }
+}
+
+/// Parses one `seriesByTag` expression (graphite-web's `^([^;!=]+)(!?=~?)([^;]*)$`).
+fn tag_query(spec: &str) -> std::result::Result<TagQuery, String> {
+    let invalid = || {
+        format!("{spec:?} is not a tag expression (tag=value, tag!=value, tag=~regex, tag!=~regex)")
+    };
+    let at = spec.find(['!', '=']).ok_or_else(invalid)?;
+    let (key, rest) = spec.split_at(at);
+    if key.is_empty() || key.contains(';') {
+        return Err(invalid());
+    }
+    let (operator, value) = ["!=~", "!=", "=~", "="]
+        .into_iter()
+        .find_map(|op| rest.strip_prefix(op).map(|v| (op, v)))
+        .ok_or_else(invalid)?;
+    if value.contains(';') {
+        return Err(invalid());
+    }
+    let regex = || {
+        regex::Regex::new(&format!("^(?:{value})"))
+            .map_err(|e| format!("{spec:?}: invalid regex: {e}"))
+    };
+    let op = match operator {
+        "=" => TagOp::Eq(value.to_owned()),
+        "!=" => TagOp::Ne(value.to_owned()),
+        "=~" => TagOp::Match(regex()?),
+        _ => TagOp::NotMatch(regex()?),
+    };
+    Ok(TagQuery {
+        key: key.to_owned(),
+        op,
+    })
 }
 
 /// A pattern travels as its text (a cluster node sends it to the partitions' owners).
@@ -97,8 +164,12 @@ impl PathPattern {
     ///
     /// [`Error::InvalidQuery`] for an empty name, a tag expression without `=` or `!=`, a
     /// regex tag match (`=~`, not supported), more than 32 brace groups, or braces that
-    /// expand to more than 1024 alternatives, in one segment or tag value.
+    /// expand to more than 1024 alternatives, in one segment or tag value; for a
+    /// `seriesByTag(...)` call, as [`PathPattern::series_by_tag`].
     pub fn parse(text: &str) -> Result<PathPattern> {
+        if text.starts_with("seriesByTag(") {
+            return PathPattern::series_by_tag(text);
+        }
         let invalid = |why: &str| Error::InvalidQuery(format!("invalid path {text:?}: {why}"));
         let mut parts = text.split(';');
         let name = parts.next().unwrap_or_default();
@@ -133,6 +204,46 @@ impl PathPattern {
             text: text.to_owned(),
             segments,
             filters,
+            query: None,
+        })
+    }
+
+    /// Parses a `seriesByTag('tag=value', ...)` call: at least one expression, each a quoted
+    /// string, and at least one that the empty value does not satisfy (so that the query
+    /// cannot select every series), as graphite-web requires.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidQuery`] naming the expression at fault.
+    pub fn series_by_tag(text: &str) -> Result<PathPattern> {
+        let invalid = |why: String| Error::InvalidQuery(format!("seriesByTag: {why}"));
+        let args = match super::expr::parse_target(text)? {
+            super::expr::Expr::Call { args, .. } => args,
+            _ => return Err(invalid(format!("{text:?} is not a call"))),
+        };
+        let mut query = Vec::new();
+        for (i, arg) in args.iter().enumerate() {
+            let super::expr::Expr::Str(spec) = arg else {
+                return Err(invalid(format!(
+                    "argument {} (tagExpressions) must be a quoted string such as 'name=cpu.load'",
+                    i + 1
+                )));
+            };
+            query
+                .push(tag_query(spec).map_err(|why| {
+                    invalid(format!("argument {} (tagExpressions) {why}", i + 1))
+                })?);
+        }
+        if query.iter().all(|q| q.op.holds("")) {
+            return Err(invalid(
+                "at least one tag expression must not match the empty value".to_owned(),
+            ));
+        }
+        Ok(PathPattern {
+            text: text.to_owned(),
+            segments: Vec::new(),
+            filters: Vec::new(),
+            query: Some(query),
         })
     }
 
@@ -144,6 +255,12 @@ impl PathPattern {
     /// True when `key` is selected: the name matches segment by segment and every tag
     /// expression holds.
     pub fn matches(&self, key: KeyView<'_>) -> bool {
+        if let Some(query) = &self.query {
+            return query.iter().all(|q| match q.key.as_str() {
+                "name" => q.op.holds(&key.name()),
+                tag => q.op.holds(key.tag(tag).as_deref().unwrap_or("")),
+            });
+        }
         let name = key.name();
         let mut segments = name.split('.');
         self.segments
@@ -151,6 +268,26 @@ impl PathPattern {
             .all(|glob| segments.next().is_some_and(|s| glob.matches(s)))
             && segments.next().is_none()
             && self.matches_tags(key)
+    }
+
+    /// The pattern with name segment `index` replaced by the literal `value`: the series it
+    /// matches that have `value` there. `None` for a `seriesByTag` call, an index past the
+    /// segments, or a value that reads as a glob.
+    pub(super) fn with_segment(&self, index: usize, value: &str) -> Option<PathPattern> {
+        if self.query.is_some()
+            || index >= self.segments.len()
+            || value.contains(['*', '?', '[', '{', ';'])
+        {
+            return None;
+        }
+        let mut segments: Vec<&str> = self.text.split(';').next()?.split('.').collect();
+        segments[index] = value;
+        let mut text = segments.join(".");
+        for filter in self.text.split(';').skip(1) {
+            text.push(';');
+            text.push_str(filter);
+        }
+        PathPattern::parse(&text).ok()
     }
 
     /// How many name segments the pattern has.
@@ -166,6 +303,11 @@ impl PathPattern {
                 .iter()
                 .zip(segments)
                 .all(|(g, s)| g.matches(s))
+    }
+
+    /// True for a `seriesByTag` call, which selects by tags rather than by name segments.
+    pub(super) fn is_tag_query(&self) -> bool {
+        self.query.is_some()
     }
 
     /// True when every tag expression holds for `key`.

@@ -56,10 +56,22 @@ pub(crate) fn format_g(x: f64) -> String {
 /// exact binary value rounded (a tie cannot occur: no float is halfway between two
 /// six-decimal numbers) and reads back the nearest float, as CPython does.
 pub(crate) fn round_6(x: f64) -> f64 {
+    round_to(x, 6)
+}
+
+/// Python's `round(x, digits)`: for digits of zero or more, the float nearest to `x`
+/// rounded to that many decimals (half to even on the exact binary value, as CPython
+/// does); for fewer, to tens, hundreds and so on.
+pub(crate) fn round_to(x: f64, digits: i64) -> f64 {
     if !x.is_finite() {
         return x;
     }
-    format!("{x:.6}").parse().unwrap_or(x)
+    if digits < 0 {
+        let unit = 10f64.powi(digits.unsigned_abs().min(308) as i32);
+        return (x / unit).round_ties_even() * unit;
+    }
+    let digits = digits.min(340) as usize;
+    format!("{x:.digits$}").parse().unwrap_or(x)
 }
 
 /// The sign, the shortest round-trip digits (no leading or trailing zeros, "0" for zero)

@@ -1,6 +1,7 @@
 //! The series that functions pass along: values at a fixed step, plus the stored buckets
 //! while they still describe the values exactly, so that later steps can merge them exactly.
 
+use super::aggfunc::AggFunc;
 use super::{Fetched, RenderedSeries};
 use crate::bucket::Bucket;
 
@@ -32,6 +33,10 @@ pub(crate) struct Series {
     /// summarize by sum). Rates then come from the value itself, not from the difference of
     /// consecutive values, and consolidation adds increases instead of averaging them.
     pub(crate) counter: bool,
+    /// What `consolidateBy` chose for joining points when the series is consolidated (to
+    /// `maxDataPoints`, or to a common step): `None` for the default, which merges buckets
+    /// exactly while there are any and averages the values (sums a counter's) otherwise.
+    pub(crate) consolidate_by: Option<AggFunc>,
 }
 
 /// The value of a stored bucket: the average for a gauge, the increase for a counter.
@@ -62,6 +67,57 @@ impl Series {
                 .collect(),
             buckets: Some(fetched.buckets),
             counter,
+            consolidate_by: None,
+        }
+    }
+
+    /// A series of `values` on the grid `(start, end, step)`, named `name` (its path
+    /// expression too), with graphite-web's default consolidation.
+    pub(crate) fn new(
+        name: String,
+        (start, end, step): (i64, i64, i64),
+        values: Vec<Option<f64>>,
+    ) -> Series {
+        Series {
+            path_expression: name.clone(),
+            name,
+            start,
+            end,
+            step: step.max(1),
+            values,
+            buckets: None,
+            counter: false,
+            consolidate_by: None,
+        }
+    }
+
+    /// graphite-web's `series.copy(name=..., values=...)`: the same grid, a new name that is
+    /// also the path expression, and values that are no longer the buckets' (nor increases).
+    pub(crate) fn derived(self, name: String, values: Vec<Option<f64>>) -> Series {
+        Series {
+            path_expression: name.clone(),
+            name,
+            values,
+            buckets: None,
+            counter: false,
+            ..self
+        }
+    }
+
+    /// The series renamed `name` (its path expression too) with each value mapped by `f` in
+    /// place, as graphite-web's functions that rewrite `series[i]` do.
+    pub(crate) fn mapped(
+        mut self,
+        name: String,
+        mut f: impl FnMut(Option<f64>) -> Option<f64>,
+    ) -> Series {
+        self.values.iter_mut().for_each(|v| *v = f(*v));
+        Series {
+            path_expression: name.clone(),
+            name,
+            buckets: None,
+            counter: false,
+            ..self
         }
     }
 
@@ -107,6 +163,12 @@ impl Series {
         }
     }
 
+    /// The series consolidated to `step`, a multiple of its own ([`Series::consolidate`]).
+    pub(crate) fn consolidate_to(self, step: i64) -> Series {
+        let k = (step / self.step).max(1) as usize;
+        self.consolidate(k)
+    }
+
     /// Joins each `k` consecutive points into one stamped with the first one's time (as
     /// graphite-web joins series of different steps for sumSeries and kin): buckets
     /// merged exactly while present, otherwise the sum of the known values for a counter (the
@@ -114,6 +176,21 @@ impl Series {
     pub(crate) fn consolidate(self, k: usize) -> Series {
         if k <= 1 {
             return self;
+        }
+        if let Some(func) = self.consolidate_by {
+            // graphite-web's consolidating generator: avg_zero counts nulls as zeros, every
+            // other function sees the known values; nothing known is null.
+            let values = self
+                .values
+                .chunks(k)
+                .map(|chunk| func.reduce(chunk))
+                .collect();
+            return Series {
+                step: self.step * k as i64,
+                values,
+                buckets: None,
+                ..self
+            };
         }
         let counter = self.counter;
         let values = self.values.chunks(k).map(|chunk| {

@@ -287,6 +287,19 @@ impl Source for StoredSource<'_> {
         }
     }
 
+    /// The resolution of [`StoredSource::grid`]'s tier.
+    fn step(&self, from: i64, until: i64) -> Result<Option<Option<i64>>> {
+        Ok(Some(self.grid(from, until)?.map(|grid| grid.resolution)))
+    }
+
+    /// The matched keys' Graphite paths, from one registry scan.
+    fn names(&self, pattern: &PathPattern) -> Result<Option<Vec<String>>> {
+        let mut names = (self.reader.registry())
+            .select(|_, key| pattern.matches(key).then(|| graphite_path(key)));
+        names.sort_unstable();
+        Ok(Some(names))
+    }
+
     /// [`StoredSource::combine_on`] on [`StoredSource::grid`].
     fn combine(
         &self,

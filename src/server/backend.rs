@@ -22,12 +22,16 @@ use crate::error::Result;
 use crate::read::aggregate::{AggregateQuery, AggregateResult};
 use crate::read::budget::ReadBudget;
 use crate::read::query::{Query, QueryResult};
-use crate::registry::Selector;
+use crate::registry::{Registry, Selector};
 use crate::render::{self, FindNode, Finder, RenderRequest, RenderedSeries};
 use crate::time::Timestamp;
 
 /// An answer of a backend's read, as the handler returns it.
 pub(crate) type Answer<'a, T> = BoxFuture<'a, std::result::Result<T, ApiError>>;
+
+/// A read of the series registry, run where the registry is.
+pub(crate) type RegistryRead =
+    Box<dyn FnOnce(&Registry, &ReadBudget) -> Result<serde_json::Value> + Send + 'static>;
 
 /// How a request asks to be read, beyond what it reads: only a cluster node heeds it.
 #[derive(Clone, Debug, Default)]
@@ -79,6 +83,16 @@ pub trait Backend: Send + Sync {
         budget: Arc<ReadBudget>,
         read: ReadOptions,
     ) -> Answer<'_, Vec<FindNode>>;
+
+    /// `answer` over the series registry within `budget`, for graphite-web's tag API
+    /// (`endpoint` names it in a refusal). A cluster node has no registry of its own and
+    /// answers 503.
+    fn over_registry(
+        &self,
+        endpoint: &'static str,
+        budget: Arc<ReadBudget>,
+        answer: RegistryRead,
+    ) -> Answer<'_, serde_json::Value>;
 
     /// The engine's stats (a cluster node: the partitions it applies, added up).
     fn stats(&self) -> Answer<'_, EngineStats>;
@@ -177,6 +191,16 @@ impl Backend for LocalBackend {
             finder.add_registry(engine.registry(), &budget)?;
             Ok(finder.nodes())
         }))
+    }
+
+    fn over_registry(
+        &self,
+        _: &'static str,
+        budget: Arc<ReadBudget>,
+        answer: RegistryRead,
+    ) -> Answer<'_, serde_json::Value> {
+        let engine = Arc::clone(&self.engine);
+        Box::pin(blocking(move || answer(engine.registry(), &budget)))
     }
 
     /// Taken on the blocking pool: the stats wait for the counter table's lock, which a

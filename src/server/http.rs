@@ -23,6 +23,7 @@ use super::error::ApiError;
 use super::params::Params;
 use super::render_api;
 use super::sink::Sink;
+use super::tags_api;
 use super::State;
 use crate::counter::SeriesKind;
 use crate::ingest::influx::{self, Precision};
@@ -50,6 +51,26 @@ pub(crate) fn app(state: Arc<State>) -> Router {
         .route("/api/v1/tiers", get(tiers))
         .route("/metrics", get(metrics))
         .route("/render", get(render_api::render).post(render_api::render))
+        .route("/functions", get(render_api::functions))
+        .route("/functions/", get(render_api::functions))
+        .route("/functions/{name}", get(render_api::function))
+        .route("/tags", get(tags_api::list))
+        .route("/tags/", get(tags_api::list))
+        .route(
+            "/tags/findSeries",
+            get(tags_api::find_series).post(tags_api::find_series),
+        )
+        .route(
+            "/tags/autoComplete/tags",
+            get(tags_api::complete_tags).post(tags_api::complete_tags),
+        )
+        .route(
+            "/tags/autoComplete/values",
+            get(tags_api::complete_values).post(tags_api::complete_values),
+        )
+        .route("/tags/{tag}", get(tags_api::values))
+        .route("/version", get(render_api::version))
+        .route("/version/", get(render_api::version))
         .route(
             "/metrics/find",
             get(render_api::find).post(render_api::find),

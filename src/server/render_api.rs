@@ -15,7 +15,7 @@ use super::error::ApiError;
 use super::params::Params;
 use super::State;
 use crate::read::budget::ReadBudget;
-use crate::render::RenderRequest;
+use crate::render::{self, RenderRequest};
 
 /// `GET|POST /render`: `target` (repeatable), `from` (default `-24h`), `until` (default
 /// `now`), `format` (`json`, the default, is the only one), `maxDataPoints`, and on a cluster
@@ -66,6 +66,36 @@ pub(super) async fn render(
         .await;
     let series = over_budget(&state, &budget, series)?;
     Ok(Json(series).into_response())
+}
+
+/// `GET /functions`: graphite-web's list of render functions, exactly those tierdb
+/// evaluates, by name (by group then name with `grouped=true`), each with its parameters, as
+/// Grafana's Graphite 1.1 data source reads it for its function picker.
+pub(super) async fn functions(RawQuery(raw): RawQuery) -> std::result::Result<Response, ApiError> {
+    let params = Params::query_and_form(raw.as_deref(), &HeaderMap::new(), &Bytes::new())?;
+    let grouped = matches!(params.get("grouped"), Some("true" | "1"));
+    Ok(Json(render::functions_json(grouped)).into_response())
+}
+
+/// `GET /functions/<name>`: one function's entry, or 404 naming it.
+pub(super) async fn function(
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> std::result::Result<Response, ApiError> {
+    match render::function_json(&name) {
+        Some(entry) => Ok(Json(entry).into_response()),
+        None => Err(ApiError::NotFound(format!(
+            "function {name:?} is not supported"
+        ))),
+    }
+}
+
+/// The graphite-web version tierdb's render API matches, as `/version` answers it.
+pub(crate) const GRAPHITE_VERSION: &str = "1.1.8";
+
+/// `GET /version`: graphite-web's version line, so Grafana's Graphite data source detects
+/// 1.1 (and asks for `/functions`).
+pub(super) async fn version() -> String {
+    format!("{GRAPHITE_VERSION}\n")
 }
 
 /// `GET|POST /metrics/find` (and `/metrics/find/`): `query` (a path pattern), answered with

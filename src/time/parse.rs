@@ -70,6 +70,17 @@ pub fn parse_interval(text: &str) -> Result<i64, String> {
     })
 }
 
+/// Parses a signed offset, one or more terms such as `-1d`, `+6h`, `2w` or `-1d-6h` (the
+/// first term's sign optional, as graphite-web's parseTimeOffset takes it), into seconds.
+///
+/// # Errors
+/// A message quoting the text when it is not of that form.
+pub fn parse_offset(text: &str) -> Result<i64, String> {
+    offset(text).ok_or_else(|| {
+        format!("invalid time offset {text:?}: expected a number with a unit, such as -1d or 6h")
+    })
+}
+
 /// A date and time without a zone: `YYYY-MM-DD`, `YYYY-MM-DD[T ]HH:MM[:SS]`, or Graphite's
 /// `HH:MM_YYYYMMDD`.
 fn zoneless(text: &str) -> Option<NaiveDateTime> {

@@ -16,6 +16,7 @@ mod crash_recovery;
 mod dashboard;
 mod engine_basics;
 mod full_disk;
+mod graphite_oracle;
 mod hostile_writes;
 mod ingest_load;
 mod install_deps;

@@ -533,8 +533,8 @@ fn render_errors_answer_400_naming_the_problem() {
             &["missing `)`"],
         ),
         (
-            "target=summarize(servers.web1.cpu, \"1h\", \"median\")",
-            &["median"],
+            "target=summarize(servers.web1.cpu, \"1h\", \"mean\")",
+            &["summarize", "argument 3 (func)", "mean"],
         ),
     ];
     for (body, needles) in cases {
@@ -717,4 +717,280 @@ fn render_and_find_need_the_token_when_one_is_set() {
         let (status, text) = server.request(method, path, &headers, body);
         assert_eq!(status, 200, "{path}: {text}");
     }
+}
+
+/// `/functions` lists exactly what `/render` dispatches: every listed name evaluates (at
+/// worst refusing its arguments, never as an unknown function), and a graphite-web function
+/// tierdb lacks is neither listed nor evaluated. `/version` answers 1.1.8, from which Grafana
+/// detects Graphite 1.1.
+#[test]
+fn functions_list_what_render_dispatches() {
+    let server = server_with_data(None);
+    let listed = server.json("/functions");
+    let listed = listed.as_object().expect("an object by name");
+    assert!(listed.len() > 100, "{}", listed.len());
+    for (name, entry) in listed {
+        assert_eq!(entry["name"], json!(name));
+        assert_eq!(entry["module"], json!("graphite.render.functions"));
+        assert!(entry["params"].is_array(), "{name}: {entry}");
+        let (status, text) = server.get(&format!("/render?target={name}()&from=-1h"));
+        assert!(
+            status == 200 || !text.contains("unknown function"),
+            "{name}: {status} {text}"
+        );
+        assert_eq!(&server.json(&format!("/functions/{name}")), entry);
+    }
+    for name in [
+        "aliasByNode",
+        "groupByNode",
+        "movingAverage",
+        "asPercent",
+        "hitcount",
+    ] {
+        assert!(listed.contains_key(name), "{name}");
+    }
+    // graphite-web's events and aliasQuery are not evaluated, so not listed.
+    for name in ["events", "aliasQuery", "nope"] {
+        assert!(!listed.contains_key(name), "{name}");
+        let (status, text) = server.get(&format!("/render?target={name}('x')&from=-1h"));
+        assert_eq!(status, 400, "{text}");
+        assert!(text.contains("unknown function"), "{text}");
+        let (status, text) = server.get(&format!("/functions/{name}"));
+        assert_eq!(status, 404, "{text}");
+        assert!(text.contains(name), "{text}");
+    }
+    let grouped = server.json("/functions?grouped=true");
+    assert_eq!(grouped["Combine"]["sumSeries"], listed["sumSeries"]);
+    let in_groups: usize = (grouped.as_object().unwrap().values())
+        .map(|g| g.as_object().unwrap().len())
+        .sum();
+    assert_eq!(in_groups, listed.len());
+    assert_eq!(
+        listed["movingAverage"]["params"],
+        json!([
+            {"name": "seriesList", "type": "seriesList", "required": true},
+            {"name": "windowSize", "type": "intOrInterval", "required": true},
+            {"name": "xFilesFactor", "type": "float"}
+        ])
+    );
+    assert_eq!(server.get("/version"), (200, "1.1.8\n".to_owned()));
+}
+
+/// The functions Grafana dashboards use most, on the fixture: names as graphite-web writes
+/// them and values from the stored points.
+#[test]
+fn dashboard_functions_render() {
+    let server = server_with_data(None);
+    let window = "from=-3min&until=now";
+    let render_target = |target: &str| {
+        render(
+            &server,
+            &format!("target={}&{window}", encode_uri_component(target)),
+        )
+    };
+    let answer = render_target("aliasByNode(servers.*.cpu, 1)");
+    assert_eq!(
+        shape(&answer),
+        [("db1".into(), 3), ("web1".into(), 3), ("web2".into(), 3)]
+    );
+    let answer = render_target("groupByNode(servers.*.cpu, 0, \"sum\")");
+    // 11:58 and 11:59: db1 40+2*(m%3) + web1 m%10+0.5 + web2 20+m%4 at m = 178, 179 (db1
+    // has no sample at m = 179).
+    assert_eq!(
+        answer,
+        json!([{"target": "servers", "datapoints": [
+            [42.0 + 8.5 + 22.0, NOW - 120], [9.5 + 23.0, NOW - 60], [null, NOW]
+        ]}])
+    );
+    let answer = render_target("movingAverage(servers.web2.cpu, 2)");
+    assert_eq!(
+        answer,
+        json!([{"target": "movingAverage(servers.web2.cpu,2)", "datapoints": [
+            [(20.0 + 21.0) / 2.0, NOW - 120], [(21.0 + 22.0) / 2.0, NOW - 60],
+            [(22.0 + 23.0) / 2.0, NOW]
+        ]}])
+    );
+    let answer = render_target("asPercent(servers.web2.cpu, 100)");
+    assert_eq!(
+        answer[0]["target"],
+        json!("asPercent(servers.web2.cpu,100)")
+    );
+    assert_eq!(answer[0]["datapoints"][0], json!([22.0, NOW - 120]));
+    let answer = render_target("keepLastValue(servers.web2.cpu)");
+    assert_eq!(answer[0]["datapoints"][2], json!([23.0, NOW]));
+    let answer = render_target("transformNull(servers.web2.cpu, -1)");
+    assert_eq!(
+        answer[0]["target"],
+        json!("transformNull(servers.web2.cpu,-1)")
+    );
+    assert_eq!(answer[0]["datapoints"][2], json!([-1.0, NOW]));
+    let answer = render_target("timeShift(servers.web2.cpu, \"1min\")");
+    assert_eq!(
+        answer[0]["target"],
+        json!("timeShift(servers.web2.cpu, \"-1min\")")
+    );
+    assert_eq!(answer[0]["datapoints"][0], json!([21.0, NOW - 120]));
+}
+
+/// groupByTags as graphite-web's functions.py writes it: each group named as a tagged series
+/// of the common name (the callback's name when the names differ) and the tags, sorted; a
+/// series without a tag groups under its empty value.
+#[test]
+fn group_by_tags_names_groups_as_tagged_series() {
+    let server = server_with_data(None);
+    let window = "from=-3min&until=now";
+    let render_target = |target: &str| {
+        render(
+            &server,
+            &format!("target={}&{window}", encode_uri_component(target)),
+        )
+    };
+    assert_eq!(
+        render_target("groupByTags(cpu.load, \"sum\", \"name\")"),
+        json!([{"target": "cpu.load", "datapoints": [
+            [0.5, NOW - 120], [4.5, NOW - 60], [null, NOW]
+        ]}])
+    );
+    let answer = render_target("groupByTags(cpu.load, \"sumSeries\", \"host\")");
+    assert_eq!(
+        shape(&answer),
+        [("cpu.load;host=a".into(), 3), ("cpu.load;host=b".into(), 3)]
+    );
+    let answer = render_target("groupByTags(group(cpu.load, servers.web2.cpu), \"max\", \"host\")");
+    assert_eq!(
+        shape(&answer),
+        [
+            ("max;host=a".into(), 3),
+            ("max;host=b".into(), 3),
+            ("max;host=".into(), 3)
+        ]
+    );
+    assert_eq!(answer[2]["datapoints"][1], json!([23.0, NOW - 60]));
+    let answer = render_target("aliasByTags(cpu.load, \"host\", \"name\")");
+    assert_eq!(
+        shape(&answer),
+        [("a.cpu.load".into(), 3), ("b.cpu.load".into(), 3)]
+    );
+}
+
+/// seriesByTag with graphite-web's expression grammar and its tag database's rules (a value
+/// compared whole, a regex anchored at the value's start, a missing tag read as the empty
+/// value, one expression at least that the empty value fails), named by the tagged paths;
+/// and the tag API Grafana's tag editor calls.
+#[test]
+fn series_by_tag_and_the_tag_api() {
+    let server = server_with_data(None);
+    let window = "from=-3min&until=now";
+    let targets = |target: &str| {
+        let answer = render(
+            &server,
+            &format!("target={}&{window}", encode_uri_component(target)),
+        );
+        shape(&answer)
+            .into_iter()
+            .map(|(t, _)| t)
+            .collect::<Vec<_>>()
+    };
+    let both = ["cpu.load;host=a", "cpu.load;host=b"];
+    assert_eq!(targets("seriesByTag('name=cpu.load')"), both);
+    assert_eq!(targets("seriesByTag('host=~[ab]')"), both);
+    assert_eq!(
+        targets("seriesByTag('name=cpu.load', 'host!=a')"),
+        ["cpu.load;host=b"]
+    );
+    assert_eq!(
+        targets("seriesByTag('name=~cpu', 'host!=~b')"),
+        ["cpu.load;host=a"]
+    );
+    // Anchored at the start: `load` is not a prefix of the name.
+    assert!(targets("seriesByTag('name=~load')").is_empty());
+    assert!(targets("seriesByTag('name=cpu.load', 'host=c')").is_empty());
+    assert_eq!(
+        targets("sumSeries(seriesByTag('name=cpu.load'))"),
+        ["sumSeries(seriesByTag('name=cpu.load'))"]
+    );
+    assert_eq!(
+        targets("aliasByTags(seriesByTag('name=cpu.load'), 'host')"),
+        ["a", "b"]
+    );
+    assert_eq!(
+        targets("groupByTags(seriesByTag('name=cpu.load'), 'sum', 'name')"),
+        ["cpu.load"]
+    );
+    let answer = render(
+        &server,
+        &format!(
+            "target={}&{window}",
+            encode_uri_component("sumSeries(seriesByTag('name=cpu.load'))")
+        ),
+    );
+    assert_eq!(answer[0]["datapoints"][1], json!([4.5, NOW - 60]));
+    for (target, needle) in [
+        ("seriesByTag('host=')", "must not match the empty value"),
+        (
+            "seriesByTag('host')",
+            "argument 1 (tagExpressions) \\\"host\\\" is not a tag expression",
+        ),
+        ("seriesByTag(cpu.load)", "must be a quoted string"),
+        ("seriesByTag('name=~(')", "invalid regex"),
+    ] {
+        let (status, text) = server.request(
+            "POST",
+            "/render",
+            FORM,
+            format!("target={}&{window}", encode_uri_component(target)).as_bytes(),
+        );
+        assert_eq!(status, 400, "{target}: {text}");
+        assert!(text.contains(needle), "{target}: {text}");
+    }
+
+    let tags = server.json("/tags");
+    assert!(
+        tags.as_array().unwrap().contains(&json!({"tag": "host"})),
+        "{tags}"
+    );
+    assert!(
+        tags.as_array().unwrap().contains(&json!({"tag": "name"})),
+        "{tags}"
+    );
+    assert_eq!(server.json("/tags?filter=ho"), json!([{"tag": "host"}]));
+    assert_eq!(server.json("/tags?limit=1"), json!([{"tag": "host"}]));
+    assert_eq!(
+        server.json("/tags/host"),
+        json!({"tag": "host", "values": [
+            {"value": "a", "count": 1}, {"value": "b", "count": 1}
+        ]})
+    );
+    assert_eq!(server.json("/tags/nope"), json!(null));
+    assert_eq!(
+        server.json("/tags/findSeries?expr=name%3Dcpu.load"),
+        json!(both)
+    );
+    assert_eq!(
+        server.json("/tags/findSeries?expr=name%3Dcpu.load&expr=host%3Db"),
+        json!(["cpu.load;host=b"])
+    );
+    assert_eq!(
+        server.json("/tags/autoComplete/tags?expr=name%3Dcpu.load"),
+        json!(["host"])
+    );
+    assert_eq!(
+        server.json("/tags/autoComplete/tags?tagPrefix=na"),
+        json!(["name"])
+    );
+    assert_eq!(
+        server.json("/tags/autoComplete/values?tag=host&expr=name%3Dcpu.load"),
+        json!(["a", "b"])
+    );
+    assert_eq!(
+        server.json("/tags/autoComplete/values?tag=host&valuePrefix=b"),
+        json!(["b"])
+    );
+    let (status, text) = server.get("/tags/autoComplete/values");
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("tag"), "{text}");
+    let (status, text) = server.get("/tags/findSeries");
+    assert_eq!(status, 400, "{text}");
+    let (status, text) = server.get("/metrics/find?query=seriesByTag('name=cpu.load')");
+    assert_eq!(status, 400, "{text}");
 }

@@ -67,7 +67,7 @@ fn nesting_numbers_strings_and_booleans() {
             string("it's"),
             string("q\""),
             Expr::Number(1000.0),
-            Expr::Number(7.0),
+            Expr::Int(7),
             Expr::Bool(true),
             Expr::Bool(false),
         ]

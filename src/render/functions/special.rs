@@ -1,0 +1,171 @@
+//! Series that graphite-web makes from nothing (`constantLine`, `threshold`, `sinFunction`,
+//! `timeFunction`, `identity`, `randomWalk`) and `stacked`, whose running totals are kept
+//! per stack name across the request's targets, as graphite-web keeps them.
+
+use std::collections::HashMap;
+
+use super::{Args, Context};
+use crate::error::Result;
+use crate::render::python::str_float;
+use crate::render::series::Series;
+
+/// The running totals of `stacked`, per stack name, over one request.
+pub(crate) type Stacks = std::cell::RefCell<HashMap<String, Vec<f64>>>;
+
+/// graphite-web's constantLine of `value` over the request: three points, at `from`, halfway
+/// and `until`, named `str(value)`.
+pub(super) fn constant_of(value: Option<f64>, cx: &Context<'_>) -> Series {
+    let text = value.map_or_else(|| "None".to_owned(), str_float);
+    let step = (cx.until.saturating_sub(cx.from) / 2).max(1);
+    let mut line = Series::new(text.clone(), (cx.from, cx.until, step), vec![value; 3]);
+    line.path_expression = format!("constantLine({text})");
+    line
+}
+
+pub(super) fn constant(value: f64, cx: &Context<'_>) -> Series {
+    constant_of(Some(value), cx)
+}
+
+/// `constantLine(value)`.
+pub(super) fn constant_line(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    Ok(vec![constant(a.number(0)?, cx)])
+}
+
+/// `threshold(value, label, color)`: a constant line named `label` when given.
+pub(super) fn threshold(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let mut line = constant(a.number(0)?, cx);
+    if a.has(1) && !a.path_is_none(1) {
+        line.name = a.string(1)?.to_owned();
+    }
+    if a.has(2) && !a.path_is_none(2) {
+        a.string(2)?;
+    }
+    Ok(vec![line])
+}
+
+/// The stamps from `from` (inclusive) to `until` (exclusive) every `step` seconds, as
+/// graphite-web's generated series walk them; refused past the point limit.
+fn stamps(a: &Args<'_>, cx: &Context<'_>, step_at: usize) -> Result<(i64, Vec<i64>)> {
+    let step = a.int_or(step_at, 60)?;
+    if step <= 0 {
+        return Err(a.wrong(step_at, "must be a positive number of seconds"));
+    }
+    let count = (cx.until - cx.from + step - 1) / step;
+    if count as u64 > crate::read::query::MAX_QUERY_POINTS {
+        return Err(a.wrong(
+            step_at,
+            &format!("makes {count} points, too many for the range"),
+        ));
+    }
+    Ok((
+        step,
+        (0..count.max(0)).map(|i| cx.from + i * step).collect(),
+    ))
+}
+
+/// `sinFunction(name, amplitude=1, step=60)`: `amplitude * sin(t)` at each stamp.
+pub(super) fn sin_function(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let name = a.string(0)?;
+    let amplitude = a.number_or(1, 1.0)?;
+    let (step, stamps) = stamps(a, cx, 2)?;
+    let values = stamps
+        .iter()
+        .map(|&t| Some((t as f64).sin() * amplitude))
+        .collect();
+    Ok(vec![Series::new(
+        name.to_owned(),
+        (cx.from, cx.until, step),
+        values,
+    )])
+}
+
+/// `timeFunction(name, step=60)`: each stamp's own time.
+pub(super) fn time_function(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let name = a.string(0)?;
+    let (step, stamps) = stamps(a, cx, 1)?;
+    let values = stamps.iter().map(|&t| Some(t as f64)).collect();
+    Ok(vec![Series::new(
+        name.to_owned(),
+        (cx.from, cx.until, step),
+        values,
+    )])
+}
+
+/// `identity(name)`: each minute's own time.
+pub(super) fn identity(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let name = a.string(0)?;
+    let (step, stamps) = stamps(a, cx, usize::MAX)?;
+    let values = stamps.iter().map(|&t| Some(t as f64)).collect();
+    let mut series = Series::new(name.to_owned(), (cx.from, cx.until, step), values);
+    series.path_expression = format!("identity(\"{name}\")");
+    Ok(vec![series])
+}
+
+/// `randomWalk(name, step=60)`: from 0, a uniform step in -0.5..0.5 at each stamp. The
+/// randomness is tierdb's own, so the values differ from any graphite-web answer.
+pub(super) fn random_walk(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let name = a.string(0)?;
+    let (step, stamps) = stamps(a, cx, 1)?;
+    let mut state = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0x9e37_79b9, |d| d.as_nanos() as u64)
+        | 1;
+    let mut current = 0.0;
+    let values = (stamps.iter())
+        .map(|_| {
+            let value = current;
+            // xorshift64: enough for a demo line.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            current += (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+            Some(value)
+        })
+        .collect();
+    Ok(vec![Series::new(
+        name.to_owned(),
+        (cx.from, cx.until, step),
+        values,
+    )])
+}
+
+/// `seriesByTag('tag=value', ...)`: every stored series whose tags satisfy the expressions
+/// ([`crate::render::PathPattern::series_by_tag`]), named by its tagged path
+/// (`name;k=v;...`, tags sorted), its path expression the call as written.
+pub(super) fn series_by_tag(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let pattern = crate::render::PathPattern::series_by_tag(a.call)?;
+    let fetched = cx.source.fetch(&pattern, cx.from, cx.until)?;
+    Ok((fetched.into_iter())
+        .map(|f| Series::fetched(f, a.call))
+        .collect())
+}
+
+/// `stacked(seriesList, stack)`: each value added to the running total of its point in the
+/// stack (shared by every `stacked` of the request with that stack name), and the total
+/// shown; nulls stay null. Renamed `stacked(name)` without a stack name.
+pub(super) fn stacked(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let stack = if a.has(1) { Some(a.string(1)?) } else { None };
+    let list = a.series(0, cx)?;
+    let mut stacks = cx.stacks.borrow_mut();
+    let totals = stacks
+        .entry(stack.unwrap_or("__DEFAULT__").to_owned())
+        .or_default();
+    Ok((list.into_iter())
+        .map(|mut s| {
+            if totals.len() < s.values.len() {
+                totals.resize(s.values.len(), 0.0);
+            }
+            for (v, total) in s.values.iter_mut().zip(totals.iter_mut()) {
+                if let Some(x) = *v {
+                    *total += x;
+                    *v = Some(*total);
+                }
+            }
+            let name = match stack {
+                None => format!("stacked({})", s.name),
+                Some(_) => s.name.clone(),
+            };
+            s.mapped(name, |v| v)
+        })
+        .collect())
+}
