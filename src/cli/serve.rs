@@ -79,7 +79,8 @@ pub struct ClusterArgs {
 /// [`Limits`] for why each exists.
 #[derive(Args, Debug, Clone)]
 pub struct ConnectionLimits {
-    /// Open Graphite TCP connections at once; one more is closed at once.
+    /// Open Graphite TCP connections at once; one more takes the slot of the one idle
+    /// longest, which is closed.
     #[arg(long, env = "TIERDB_GRAPHITE_MAX_CONNECTIONS", value_name = "N", default_value_t = Limits::GRAPHITE_MAX_CONNECTIONS, value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     pub graphite_max_connections: usize,
     /// Close a Graphite TCP connection that sends nothing for this long.

@@ -1,7 +1,8 @@
 //! Graphite plaintext over TCP and UDP: sockets and line splitting. Parsing is
 //! [`crate::ingest::graphite`]; a bad line is counted under its reason and the stream goes
 //! on; a connection is never dropped for its content, only for sending nothing for
-//! [`super::Limits::graphite_idle_timeout`].
+//! [`super::Limits::graphite_idle_timeout`], or at the connection limit for being the one idle
+//! longest when a new one arrives ([`super::idle_slots`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,6 +11,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::watch;
 
+use super::idle_slots::{IdleSlots, SlotGuard};
 use super::sink::Sink;
 use super::stats::{Protocol, Timeout};
 use super::udp::{Datagram, UdpReader};
@@ -25,7 +27,8 @@ const DRAIN_TIME: Duration = Duration::from_secs(5);
 const DRAIN_PAUSE: Duration = Duration::from_millis(200);
 
 /// Accepts connections until `shutdown` flips, then waits for the open ones to drain. One
-/// over [`super::Limits::graphite_max_connections`] is closed at once.
+/// over [`super::Limits::graphite_max_connections`] takes the slot of the connection idle
+/// longest, which is closed.
 pub async fn serve_tcp(listener: TcpListener, state: Arc<State>, shutdown: watch::Receiver<bool>) {
     let limit = (Protocol::Graphite, state.limits.graphite_max_connections);
     super::accept_loop(
@@ -33,10 +36,10 @@ pub async fn serve_tcp(listener: TcpListener, state: Arc<State>, shutdown: watch
         &state.stats,
         limit,
         shutdown.clone(),
-        drop,
-        |stream| {
+        super::AtLimit::<fn(TcpStream)>::EvictLongestIdle(Arc::new(IdleSlots::new())),
+        |stream, slot| {
             let (state, shutdown) = (Arc::clone(&state), shutdown.clone());
-            async move { connection(stream, &state, shutdown).await }
+            async move { connection(stream, &state, shutdown, slot).await }
         },
     )
     .await;
@@ -44,8 +47,14 @@ pub async fn serve_tcp(listener: TcpListener, state: Arc<State>, shutdown: watch
 
 /// One TCP stream: lines split on `\n` (a trailing `\r` is the parser's business), each
 /// parsed and queued, the batch written after every read. Closed when the client closes it,
-/// sends nothing for the idle timeout, or at shutdown once drained.
-async fn connection(mut stream: TcpStream, state: &State, mut shutdown: watch::Receiver<bool>) {
+/// sends nothing for the idle timeout, is the one idle longest when a connection arrives at
+/// the limit (`slot`), or at shutdown once drained.
+async fn connection(
+    mut stream: TcpStream,
+    state: &State,
+    mut shutdown: watch::Receiver<bool>,
+    slot: Option<SlotGuard>,
+) {
     let mut sink = state.sink();
     let mut lines = LineSplitter::default();
     let mut buf = vec![0u8; READ_BUFFER];
@@ -79,10 +88,17 @@ async fn connection(mut stream: TcpStream, state: &State, mut shutdown: watch::R
                     drain_until = Some(Instant::now() + DRAIN_TIME);
                     continue;
                 }
+                _ = evicted(slot.as_ref()) => {
+                    tracing::debug!("graphite connection idle longest at the connection limit: closing it");
+                    0
+                }
             },
         };
         if n == 0 {
             break;
+        }
+        if let Some(slot) = &slot {
+            slot.touch();
         }
         let now = sink.now();
         lines.feed(&buf[..n], |number, line| {
@@ -96,6 +112,14 @@ async fn connection(mut stream: TcpStream, state: &State, mut shutdown: watch::R
     lines.finish(|number, line| ingest_line(&mut *sink, number, line, now));
     if let Err(e) = sink.finish().await {
         tracing::error!(error = %e, "graphite write failed");
+    }
+}
+
+/// Completes when `slot` was chosen to make room; never without a slot.
+async fn evicted(slot: Option<&SlotGuard>) {
+    match slot {
+        Some(slot) => slot.evicted().await,
+        None => std::future::pending().await,
     }
 }
 

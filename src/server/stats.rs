@@ -1,5 +1,5 @@
 //! The server's own counters, beyond the engine's: refusals by protocol-level reason, lines
-//! received, connections open, refused and timed out per protocol, reads refused over
+//! received, connections open, refused, evicted and timed out per protocol, reads refused over
 //! budget, the write batch latency histogram that `/metrics` exports, and what every
 //! connection's sink shares: the name caches' byte budget and the series limit's lock.
 
@@ -73,6 +73,8 @@ impl Timeout {
 struct ConnectionCounters {
     open: AtomicU64,
     refused: AtomicU64,
+    /// Closed at the limit to make room for a new connection.
+    evicted: AtomicU64,
     /// Indexed by `Timeout as usize`.
     timed_out: [AtomicU64; 3],
 }
@@ -156,6 +158,19 @@ impl ServerStats {
         self.connections(protocol)
             .refused
             .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a connection closed, at `protocol`'s connection limit, to make room for a new
+    /// one.
+    pub fn count_evicted(&self, protocol: Protocol) {
+        self.connections(protocol)
+            .evicted
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Connections of `protocol` closed at the connection limit to make room for a new one.
+    pub fn evicted(&self, protocol: Protocol) -> u64 {
+        self.connections(protocol).evicted.load(Ordering::Relaxed)
     }
 
     /// Counts a connection closed by `timeout`.
