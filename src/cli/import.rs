@@ -6,6 +6,7 @@ use std::io::{BufRead, BufReader, IsTerminal, Read};
 use std::time::{Duration, Instant};
 
 use super::{engine_builder, print, Location};
+use crate::engine::{accepted_times, check_value_and_time};
 use crate::ingest::batch::LineBatch;
 pub use crate::ingest::influx::Precision;
 use crate::ingest::name_cache::NameCache;
@@ -362,6 +363,9 @@ struct Parser<'a> {
     /// The first timestamp as written (see [`ImportSummary::first_ts`]).
     first_ts: Option<i64>,
     now: i64,
+    /// The first and last second a sample may have ([`accepted_times`]), taken again at
+    /// every batch sent.
+    bounds: (Timestamp, Timestamp),
 }
 
 impl<'a> Parser<'a> {
@@ -384,6 +388,7 @@ impl<'a> Parser<'a> {
             report: IngestReport::default(),
             first_ts: None,
             now: engine.now(),
+            bounds: accepted_times(engine.config(), engine.now()),
         }
     }
 
@@ -466,7 +471,13 @@ impl<'a> Parser<'a> {
         self.send()
     }
 
+    /// Queues one sample. One that is not finite or outside the tiers' windows is refused
+    /// before its name is looked up, so it registers no series.
     fn push(&mut self, series: &str, ts: i64, value: f64) -> Result<()> {
+        if let Err(reason) = check_value_and_time(value, ts, self.bounds) {
+            self.reject(reason.as_str(), || format!("sample refused: {reason}"));
+            return Ok(());
+        }
         let id = match self.ids.get(series) {
             Some(id) => id,
             None => match self.engine.series(series) {
@@ -492,6 +503,7 @@ impl<'a> Parser<'a> {
     }
 
     fn send(&mut self) -> Result<()> {
+        self.bounds = accepted_times(self.engine.config(), self.engine.now());
         if self.batch.is_empty() {
             return Ok(());
         }

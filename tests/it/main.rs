@@ -26,6 +26,7 @@ mod prom_remote;
 mod prometheus;
 mod raw;
 mod read_budget;
+mod refused_series;
 mod render;
 mod reopen;
 mod rolling;
