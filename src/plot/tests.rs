@@ -16,6 +16,7 @@ fn result(series: &str, display: Display, points: Vec<(Timestamp, Option<f64>)>)
         before: None,
         after: None,
         not_retained: None,
+        partial_from: None,
     }
 }
 
@@ -380,6 +381,7 @@ fn samples_for_eyes() {
                 before: None,
                 after: None,
                 not_retained: None,
+                partial_from: None,
             }
         })
         .collect();
@@ -397,6 +399,7 @@ fn samples_for_eyes() {
         before: None,
         after: None,
         not_retained: None,
+        partial_from: None,
     }];
     render(&days, &out("months.png"), "temperature change").unwrap();
 

@@ -13,6 +13,9 @@ use crate::storage::HeldPeriod;
 use crate::time::{Span, Timestamp};
 use crate::{Error, Result};
 
+#[cfg(test)]
+mod tests;
+
 /// Most points one query may return; protects the process from a typo'd range.
 pub const MAX_QUERY_POINTS: u64 = 1_000_000;
 
@@ -176,6 +179,12 @@ pub struct QueryResult {
     /// Absent when the tier holds the whole range.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_retained: Option<NotRetained>,
+    /// The start of the first point whose end is still to come at the clock's now: its
+    /// bucket is still filling (it holds the samples so far, so a total, count or per-second
+    /// rate reads low until it ends), and any later point lies in the future. Absent when
+    /// every point has ended, and on the raw tier, whose points are exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial_from: Option<Timestamp>,
 }
 
 /// A span `[from, to)` of a query's range that the tier read no longer holds.
@@ -195,6 +204,26 @@ impl NotRetained {
             to: window.min(to),
         })
     }
+}
+
+/// The start of the first of `points` points, `step` seconds wide from `first`, that ends
+/// after `now` ([`QueryResult::partial_from`]); `None` when all have ended.
+pub(crate) fn still_filling(
+    first: Timestamp,
+    step: i64,
+    points: usize,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    if points == 0 || step <= 0 {
+        return None;
+    }
+    // Points ending at or before `now`: those that start at or before `now - step`.
+    let ended = if now < first.saturating_add(step) {
+        0
+    } else {
+        (i128::from(now) - i128::from(first) - i128::from(step)) / i128::from(step) + 1
+    };
+    (ended < points as i128).then(|| (i128::from(first) + ended * i128::from(step)) as Timestamp)
 }
 
 /// The step of a [`QueryResult`] read from JSON, which does not carry it.
@@ -268,6 +297,7 @@ pub(super) fn query(reader: &Reader<'_>, query: &Query) -> Result<QueryResult> {
         before: None,
         after: None,
         not_retained: NotRetained::of(query.from, query.to, window),
+        partial_from: still_filling(first, step_secs, buckets.len(), reader.now()),
     })
 }
 
@@ -314,6 +344,7 @@ fn query_raw(reader: &Reader<'_>, query: &Query, id: SeriesId) -> Result<QueryRe
         after: read.after,
         not_retained: (reader.config().raw.as_ref())
             .and_then(|raw| NotRetained::of(query.from, query.to, raw.window_start(reader.now()))),
+        partial_from: None,
     })
 }
 

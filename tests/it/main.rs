@@ -33,6 +33,7 @@ mod rolling;
 mod serve_binary;
 mod server;
 mod statsd;
+mod still_filling;
 mod stress;
 mod support;
 mod time_grammar;
