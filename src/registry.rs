@@ -27,6 +27,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use key::{sort_tags_last_wins, split_graphite_tags, write_canonical, SeriesKey};
+#[cfg(feature = "cli")]
+pub(crate) use selector::is_glob;
 pub use selector::{Selector, TagFilter};
 #[cfg(feature = "server")]
 pub use suggest::SUGGESTIONS;

@@ -221,8 +221,23 @@ fn series_and_info() {
     assert_eq!(stdout(&out), "web.requests{host=a}\nload\n");
     let out = tierdb(&["series", "web.*", "--tag", "host=a", "--data-dir", &d]);
     assert_eq!(stdout(&out), "web.requests{host=a}\n");
+    // Tag values take globs, as in /render (#31); nothing matching fails and says what
+    // was near.
+    let out = tierdb(&["series", "web.requests{host=*}", "--data-dir", &d]);
+    assert_eq!(stdout(&out), "web.requests{host=a}\n");
+    let out = tierdb(&["series", "web.*;host=[ab]", "--data-dir", &d]);
+    assert_eq!(stdout(&out), "web.requests{host=a}\n");
     let out = tierdb(&["series", "nothing.*", "--data-dir", &d]);
-    assert_eq!(stdout(&out), "");
+    assert_eq!((stdout(&out).as_str(), out.status.code()), ("", Some(1)));
+    assert_stderr_has(&out, "no series match 'nothing.*'");
+    let out = tierdb(&["series", "web.requests{host=web-*}", "--data-dir", &d]);
+    assert!(!out.status.success());
+    assert_stderr_has(
+        &out,
+        "no series match 'web.requests{host=web-*}'; 1 series has a matching name but other tags: 'web.requests{host=a}'",
+    );
+    let out = tierdb(&["series", "web.request", "--data-dir", &d]);
+    assert_stderr_has(&out, "series with a near name: 'web.requests{host=a}'");
     let out = tierdb(&["info", "--data-dir", &d]);
     assert!(out.status.success(), "{}", stderr(&out));
     snapshot!(
