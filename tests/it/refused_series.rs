@@ -7,13 +7,13 @@
 
 use std::io::Write;
 use std::net::TcpStream;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tierdb::server::Limits;
 
 use crate::common::NOW;
+use crate::support::process::run_tierdb;
 use crate::support::server::TestServer;
 
 const DAY: i64 = 86_400;
@@ -128,16 +128,7 @@ fn an_import_of_refused_lines_adds_no_series_to_tierdb_series() {
     let now = chrono::Utc::now().timestamp();
     let input = dir.path().join("in.txt");
     std::fs::write(&input, refused_and_kept_lines(now)).unwrap();
-    let tierdb = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_tierdb"))
-            .args(args)
-            .arg("--data-dir")
-            .arg(&data)
-            .env_remove("TIERDB_DATA_DIR")
-            .env_remove("TIERDB_TIERS")
-            .output()
-            .unwrap()
-    };
+    let tierdb = |args: &[&str]| run_tierdb(args, &data);
     let import = tierdb(&["import", input.to_str().unwrap()]);
     let said = String::from_utf8_lossy(&import.stderr).into_owned()
         + &String::from_utf8_lossy(&import.stdout);

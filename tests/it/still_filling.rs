@@ -5,12 +5,11 @@
 //! traffic: the last bucket held only forty minutes of samples. The dashboard marked it; the
 //! JSON API and the command line did not.
 
-use std::process::Command;
-
 use serde_json::{json, Value};
 use tierdb::server::Limits;
 
 use crate::common::NOW;
+use crate::support::process::tierdb_ok as tierdb;
 use crate::support::server::TestServer;
 
 const HOUR: i64 = 3600;
@@ -72,24 +71,6 @@ fn query_and_aggregate_answers_name_the_point_still_filling() {
         let answer: Value = server.json(&path);
         assert_eq!(answer.get("partial_from"), None, "{path}: {answer}");
     }
-}
-
-/// `tierdb` with `args`, over `data`.
-fn tierdb(args: &[&str], data: &std::path::Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_tierdb"))
-        .args(args)
-        .arg("--data-dir")
-        .arg(data)
-        .env_remove("TIERDB_DATA_DIR")
-        .env_remove("TIERDB_TIERS")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::process::Command;
 use serde_json::{json, Value};
 
 use crate::support::http::{get_json, request};
-use crate::support::process::Proc;
+use crate::support::process::{tierdb_ok, Proc};
 
 const HOUR: i64 = 3_600;
 const FIVE_MINUTES: i64 = 300;
@@ -86,22 +86,7 @@ fn a_month_is_spelled_the_same_way_on_every_surface() {
     let now = chrono::Utc::now().timestamp();
     let input = dir.path().join("in.txt");
     std::fs::write(&input, format!("disk.used 5 {}\n", now - 3 * 86_400)).unwrap();
-    let tierdb = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_tierdb"))
-            .args(args)
-            .arg("--data-dir")
-            .arg(&data)
-            .env_remove("TIERDB_DATA_DIR")
-            .env_remove("TIERDB_TIERS")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let tierdb = |args: &[&str]| tierdb_ok(args, &data);
     tierdb(&["import", input.to_str().unwrap()]);
     let read = |range: &str, step: &str| {
         tierdb(&[
