@@ -31,3 +31,5 @@ pub mod prom_remote;
 #[cfg(feature = "server")]
 pub(crate) mod report;
 pub mod statsd;
+#[cfg(feature = "server")]
+pub(crate) mod time_unit;

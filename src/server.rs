@@ -18,6 +18,7 @@ mod http_conn;
 mod idle_slots;
 pub(crate) mod metrics;
 mod params;
+mod refusal_log;
 mod render_api;
 pub(crate) mod sink;
 pub(crate) mod stats;

@@ -4,6 +4,8 @@
 //! [`super::Limits::graphite_idle_timeout`], or at the connection limit for being the one idle
 //! longest when a new one arrives ([`super::idle_slots`]).
 
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,11 +14,13 @@ use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::watch;
 
 use super::idle_slots::{IdleSlots, SlotGuard};
+use super::refusal_log::RefusalLog;
 use super::sink::Sink;
 use super::stats::{Protocol, Timeout};
 use super::udp::{Datagram, UdpReader};
 use super::State;
 use crate::ingest::graphite::{parse_line, MAX_LINE};
+use crate::ingest::report::IngestReport;
 
 /// Bytes read from a socket at a time; also the largest UDP datagram taken.
 const READ_BUFFER: usize = 64 * 1024;
@@ -60,6 +64,10 @@ async fn connection(
     let mut buf = vec![0u8; READ_BUFFER];
     let mut drain_until: Option<Instant> = None;
     let idle = state.limits.graphite_idle_timeout;
+    let mut refusals = stream
+        .peer_addr()
+        .ok()
+        .map(|peer| RefusalWatch::new(&state.stats.refusal_log, peer));
     loop {
         let n = match drain_until {
             // Shutting down: take what the client already sent, until it pauses or the
@@ -102,16 +110,77 @@ async fn connection(
         }
         let now = sink.now();
         lines.feed(&buf[..n], |number, line| {
-            ingest_line(&mut *sink, number, line, now)
+            ingest_line(&mut *sink, number, line, now);
+            if let Some(watch) = &mut refusals {
+                watch.check(sink.report(), Some(line.unwrap_or(b"")));
+            }
         });
         if let Err(e) = sink.flush().await {
             tracing::error!(error = %e, "graphite write failed");
         }
+        if let Some(watch) = &mut refusals {
+            watch.check(sink.report(), None);
+        }
     }
     let now = sink.now();
     lines.finish(|number, line| ingest_line(&mut *sink, number, line, now));
-    if let Err(e) = sink.finish().await {
-        tracing::error!(error = %e, "graphite write failed");
+    match sink.finish().await {
+        Ok(report) => {
+            if let Some(watch) = &mut refusals {
+                watch.check(&report, None);
+            }
+        }
+        Err(e) => tracing::error!(error = %e, "graphite write failed"),
+    }
+}
+
+/// Bytes of a refused line a warning quotes.
+const EXAMPLE_BYTES: usize = 200;
+
+/// Notices the refusals a connection's report gains and hands each reason's new ones to the
+/// server's [`RefusalLog`], which warns at most once a minute per reason.
+struct RefusalWatch<'a> {
+    log: &'a RefusalLog,
+    peer: SocketAddr,
+    /// The report's refusals when last checked: in all, and per reason.
+    total: u64,
+    seen: BTreeMap<&'static str, u64>,
+}
+
+impl<'a> RefusalWatch<'a> {
+    fn new(log: &'a RefusalLog, peer: SocketAddr) -> Self {
+        RefusalWatch {
+            log,
+            peer,
+            total: 0,
+            seen: BTreeMap::new(),
+        }
+    }
+
+    /// Warns about the refusals `report` gained since the last check: `line` is the line
+    /// just read, the example when the refusal came from it; without one (refused when the
+    /// batch was written) the example is the report's first kept refusal of that reason.
+    fn check(&mut self, report: &IngestReport, line: Option<&[u8]>) {
+        let total = report.rejected_total();
+        if total == self.total {
+            return;
+        }
+        self.total = total;
+        for (&reason, &n) in &report.rejected {
+            let before = self.seen.insert(reason, n).unwrap_or(0);
+            if n <= before {
+                continue;
+            }
+            let example = match line {
+                Some(line) => {
+                    String::from_utf8_lossy(&line[..line.len().min(EXAMPLE_BYTES)]).into_owned()
+                }
+                None => (report.errors.iter())
+                    .find(|e| e.reason == reason)
+                    .map_or_else(String::new, |e| format!("line {}: {}", e.line, e.message)),
+            };
+            self.log.refused(reason, n - before, self.peer, &example);
+        }
     }
 }
 

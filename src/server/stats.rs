@@ -108,6 +108,8 @@ pub struct ServerStats {
     /// What all connections' name caches hold together, within
     /// [`super::Limits::name_cache_bytes`].
     pub(crate) name_budget: Arc<NameBudget>,
+    /// When each reason of refused Graphite input was last logged.
+    pub(crate) refusal_log: super::refusal_log::RefusalLog,
     /// Held while a new series is checked against the series limit and registered, so
     /// connections registering at the same time cannot overshoot the limit.
     series_gate: Mutex<()>,

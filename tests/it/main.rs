@@ -18,6 +18,7 @@ mod engine_basics;
 mod full_disk;
 mod hostile_writes;
 mod ingest_load;
+mod input_feedback;
 mod install_deps;
 mod layers;
 mod model;
