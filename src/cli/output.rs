@@ -164,6 +164,7 @@ fn group_results(result: &AggregateResult) -> Vec<QueryResult> {
                 after: None,
                 not_retained: None,
                 partial_from: result.partial_from,
+                note: None,
             }
         })
         .collect()
@@ -189,6 +190,7 @@ mod tests {
             after: None,
             not_retained: None,
             partial_from: None,
+            note: None,
         }
     }
 

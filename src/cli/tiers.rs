@@ -1,4 +1,5 @@
-//! `tierdb tiers`: a tiers file checked and its tiers printed as a table.
+//! `tierdb tiers`: a tiers file checked, its tiers printed as a table, then its `[engine]`
+//! settings and `[counters]` rules.
 
 use std::path::PathBuf;
 
@@ -15,7 +16,9 @@ pub struct TiersArgs {
     tiers: Option<PathBuf>,
 }
 
-/// Prints one row per tier: name, resolution, period, retention, periods created ahead.
+/// Prints one row per tier (name, resolution, period, retention, periods created ahead),
+/// then the `[engine]` settings and the `[counters]` rules in force, defaults included, so
+/// what decides whether a series is a counter is in one place.
 pub(super) fn run(args: TiersArgs) -> Result<(), Box<dyn std::error::Error>> {
     let config = load_tiers(args.tiers.as_deref())?;
     let mut out = format!(
@@ -31,6 +34,28 @@ pub(super) fn run(args: TiersArgs) -> Result<(), Box<dyn std::error::Error>> {
             t.retention.to_string(),
             t.create_ahead
         ));
+    }
+    let engine = &config.engine;
+    out.push_str(&format!(
+        "\n[engine]\nfuture_bound = {}\nseries_per_chunk = {}\nmax_points = {}\n",
+        engine.future_bound, engine.series_per_chunk, engine.max_points
+    ));
+    let counters = &config.counters;
+    out.push_str("\n[counters]\n");
+    if counters.is_empty() {
+        out.push_str(
+            "# no rule: a series is a gauge unless a write declares it a counter (kind)\n",
+        );
+    }
+    if !counters.names.is_empty() {
+        let names: Vec<String> = counters.names.iter().map(|n| format!("{n:?}")).collect();
+        out.push_str(&format!("names = [{}]\n", names.join(", ")));
+    }
+    if !counters.tags.is_empty() {
+        let tags: Vec<String> = (counters.tags.iter())
+            .map(|(k, v)| format!("{:?}", format!("{k}={v}")))
+            .collect();
+        out.push_str(&format!("tags = [{}]\n", tags.join(", ")));
     }
     print(&out)?;
     Ok(())

@@ -17,6 +17,7 @@ fn result(series: &str, display: Display, points: Vec<(Timestamp, Option<f64>)>)
         after: None,
         not_retained: None,
         partial_from: None,
+        note: None,
     }
 }
 
@@ -382,6 +383,7 @@ fn samples_for_eyes() {
                 after: None,
                 not_retained: None,
                 partial_from: None,
+                note: None,
             }
         })
         .collect();
@@ -400,6 +402,7 @@ fn samples_for_eyes() {
         after: None,
         not_retained: None,
         partial_from: None,
+        note: None,
     }];
     render(&days, &out("months.png"), "temperature change").unwrap();
 

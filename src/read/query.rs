@@ -185,6 +185,20 @@ pub struct QueryResult {
     /// every point has ended, and on the raw tier, whose points are exact.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partial_from: Option<Timestamp>,
+    /// What a person should know to read the values right: set when `per_sec` is asked of
+    /// a gauge, whose per-second figure is a rate only if each sample was an increase (a
+    /// counter sent over Graphite is a gauge unless a rule or the write says otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// The [`QueryResult::note`] of `per_sec` read of the gauge `series`.
+pub(crate) fn per_sec_of_gauge(series: &str) -> String {
+    format!(
+        "{series} is a gauge: per_sec is the sum of its samples per second of bucket, a rate \
+         only if each sample is an increase; if it is a counter (a running total), name it in \
+         the [counters] rules of tiers.toml or write it with kind=counter, and per_sec is its rate"
+    )
 }
 
 /// A span `[from, to)` of a query's range that the tier read no longer holds.
@@ -276,11 +290,12 @@ pub(super) fn query(reader: &Reader<'_>, query: &Query) -> Result<QueryResult> {
     let window = reader.window_start(tier, reader.now());
     let (first, buckets) = reader.merged_buckets(id, tier, query.from, query.to, step, window)?;
     let step_secs = step.secs() as i64;
+    let series = registry
+        .key(id)
+        .map(|k| k.to_string())
+        .unwrap_or_else(|| query.series.clone());
     Ok(QueryResult {
-        series: registry
-            .key(id)
-            .map(|k| k.to_string())
-            .unwrap_or_else(|| query.series.clone()),
+        series: series.clone(),
         tier: spec.name.clone(),
         display: query.display,
         step,
@@ -298,6 +313,9 @@ pub(super) fn query(reader: &Reader<'_>, query: &Query) -> Result<QueryResult> {
         after: None,
         not_retained: NotRetained::of(query.from, query.to, window),
         partial_from: still_filling(first, step_secs, buckets.len(), reader.now()),
+        note: (query.display == Display::PerSec
+            && reader.series_kind(id) == crate::counter::SeriesKind::Gauge)
+            .then(|| per_sec_of_gauge(&series)),
     })
 }
 
@@ -345,6 +363,7 @@ fn query_raw(reader: &Reader<'_>, query: &Query, id: SeriesId) -> Result<QueryRe
         not_retained: (reader.config().raw.as_ref())
             .and_then(|raw| NotRetained::of(query.from, query.to, raw.window_start(reader.now()))),
         partial_from: None,
+        note: None,
     })
 }
 

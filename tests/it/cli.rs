@@ -338,6 +338,33 @@ fn lookup_and_tiers() {
     );
     let out = tierdb(&["tiers"]);
     assert!(stdout(&out).contains("1825d"));
+    // The [engine] settings and [counters] rules in force are printed too (#31).
+    assert!(
+        stdout(&out)
+            .contains("[engine]\nfuture_bound = 1h\nseries_per_chunk = 256\nmax_points = 1500\n"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stdout(&out).contains("[counters]\n# no rule"),
+        "{}",
+        stdout(&out)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tiers.toml");
+    std::fs::write(
+        &file,
+        "[counters]\nnames = [\"*.requests.count\"]\ntags = [\"type=counter\"]\n\n[[tier]]\nname = \"1m\"\nresolution = \"1m\"\nperiod = \"1d\"\nretention = \"7d\"\n",
+    )
+    .unwrap();
+    let out = tierdb(&["tiers", "--tiers", file.to_str().unwrap()]);
+    assert!(
+        stdout(&out)
+            .contains("[counters]\nnames = [\"*.requests.count\"]\ntags = [\"type=counter\"]\n"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
     let _ = DAY;
 }
 

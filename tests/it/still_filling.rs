@@ -1,4 +1,5 @@
-//! The bucket still filling is marked in the answer (#31).
+//! What a read's answer says about its values (#31): the bucket still filling is marked,
+//! and per_sec of a gauge says it is a gauge.
 //!
 //! The bug: `tierdb aggregate http.requests --display per_sec --range 3h --tier 1h` printed
 //! `05:00 176.23` then `06:00 163.72` forty minutes into the hour, which reads as a drop in
@@ -131,4 +132,49 @@ fn the_command_line_marks_the_row_still_filling() {
     ))
     .unwrap();
     assert_eq!(json["partial_from"], json!(hour));
+}
+
+/// `per_sec` of a gauge passed for a rate without a word (#31): a running total sent over
+/// Graphite is a gauge unless a rule says otherwise, and its per_sec printed 1183 where the
+/// rate was 6/s. The answer now says the series is a gauge and what makes it a counter.
+#[test]
+fn per_sec_of_a_gauge_says_it_is_a_gauge_and_how_to_make_it_a_counter() {
+    let server = server_forty_minutes_into_the_hour();
+    let range = format!("tier=1h&from={}&to={NOW}", NOW - 2 * HOUR);
+    let answer = server.json(&format!(
+        "/api/v1/query?series=http.requests{{host=a}}&display=per_sec&{range}"
+    ));
+    let note = answer["note"].as_str().unwrap_or_default();
+    assert!(
+        note.starts_with("http.requests{host=a} is a gauge")
+            && note.contains("[counters]")
+            && note.contains("kind=counter"),
+        "{answer}"
+    );
+    // Other displays, and per_sec of a counter, need no note.
+    let avg = server.json(&format!(
+        "/api/v1/query?series=http.requests{{host=a}}&display=avg&{range}"
+    ));
+    assert_eq!(avg.get("note"), None);
+    server
+        .engine
+        .declare_kind(
+            server.engine.series("rate.counter").unwrap(),
+            tierdb::SeriesKind::Counter,
+        )
+        .unwrap();
+    server
+        .engine
+        .record("rate.counter", NOW - 120, 10.0)
+        .unwrap();
+    server
+        .engine
+        .record("rate.counter", NOW - 60, 70.0)
+        .unwrap();
+    server.engine.sync().unwrap();
+    let counter = server.json(&format!(
+        "/api/v1/query?series=rate.counter&display=per_sec&tier=1m&from={}&to={NOW}",
+        NOW - 180
+    ));
+    assert_eq!(counter.get("note"), None, "{counter}");
 }
