@@ -7,6 +7,9 @@ use crate::registry::{is_glob, Registry, Selector, SUGGESTIONS};
 
 /// Lists series whose name matches a glob (`*`, `?`, `[a-z]`).
 #[derive(Args, Debug)]
+#[command(mut_arg("tags", |arg| arg.help(
+    "Only series with this tag (k=v), or without it (k!=v); repeatable; the value may be a glob (host=web-*)"
+)))]
 #[command(
     after_help = "Examples:\n  tierdb series\n  tierdb series 'cpu.*'\n  tierdb series 'cpu.*' --tag host=web-1"
 )]
