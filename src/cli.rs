@@ -127,7 +127,7 @@ pub struct Window {
     /// A tier name or auto (the finest whose window covers the range within max_points).
     #[arg(long, default_value = "auto")]
     pub tier: String,
-    /// How far back from --to (or now): 1h, 6h, 7d, 30min, 1mon, -6h (the sign is
+    /// How far back from --to (or now): 1h, 6h, 7d, 30min, 1mo, -6h (the sign is
     /// optional).
     #[arg(long, conflicts_with = "from", allow_hyphen_values = true, value_parser = range_span)]
     pub range: Option<Span>,

@@ -33,7 +33,6 @@ use crate::storage::recovery::Recovery;
 use crate::storage::{Storage, OPEN_MARKER};
 use crate::time::Timestamp;
 pub(crate) use admission::accepted_times;
-#[cfg(feature = "server")]
 pub(crate) use admission::check_value_and_time;
 use admission::{Bounds, FilesNeeded, SampleLimits};
 use creator::ChunkCreator;
@@ -354,12 +353,21 @@ impl Engine {
     }
 
     /// Records one sample. It is buffered: it reaches the mapped files with the next
-    /// [`Engine::sync`], or when the buffer fills.
+    /// [`Engine::sync`], or when the buffer fills. A sample refused for its value or time is
+    /// refused before its name is looked up, so it does not register a new series.
     ///
     /// # Errors
     /// [`Error::Rejected`] with the reason when the sample is refused (also counted),
     /// [`Error::InvalidSeries`], [`Error::Poisoned`], [`Error::Io`].
     pub fn record(&self, series: &str, ts: Timestamp, value: f64) -> Result<()> {
+        let now = self.shared.clock.now();
+        // Before the name is looked up: a refused sample must not register its series.
+        if let Err(reason) =
+            check_value_and_time(value, ts, accepted_times(&self.shared.config, now))
+        {
+            self.shared.tally.rejected[reason.index()].fetch_add(1, Ordering::Relaxed);
+            return Err(Error::Rejected(reason));
+        }
         let id = match self.series(series) {
             Ok(id) => id,
             Err(e @ Error::InvalidSeries { .. }) => {
@@ -370,7 +378,7 @@ impl Engine {
             Err(e) => return Err(e),
         };
         let sample = Sample::new(id, ts, value);
-        if let Err(reason) = self.limits(self.shared.clock.now()).check(&sample) {
+        if let Err(reason) = self.limits(now).check(&sample) {
             self.shared.tally.rejected[reason.index()].fetch_add(1, Ordering::Relaxed);
             return Err(Error::Rejected(reason));
         }

@@ -36,4 +36,6 @@ pub mod prom_remote;
 pub(crate) mod report;
 pub mod rrd;
 pub mod statsd;
+#[cfg(feature = "server")]
+pub(crate) mod time_unit;
 pub mod whisper;

@@ -28,6 +28,8 @@ use std::sync::{OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard
 
 pub use key::SeriesKey;
 pub(crate) use key::{sort_tags_last_wins, split_graphite_tags, write_canonical};
+#[cfg(feature = "cli")]
+pub(crate) use selector::is_glob;
 pub use selector::{Selector, TagFilter};
 #[cfg(feature = "server")]
 pub(crate) use suggest::SUGGESTIONS;

@@ -15,8 +15,10 @@ pub(crate) mod error;
 pub(crate) mod graphite;
 pub(crate) mod http;
 mod http_conn;
+mod idle_slots;
 pub(crate) mod metrics;
 mod params;
+mod refusal_log;
 mod render_api;
 pub(crate) mod sink;
 pub(crate) mod stats;
@@ -48,6 +50,11 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 /// it does not spin.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 
+/// How long a connection that made room by closing the one idle longest waits for that one's
+/// slot. The closed one has nothing left to write but what it already received, so this is
+/// ample even on a loaded machine; one that waits longer is refused.
+const EVICTION_WAIT: Duration = Duration::from_secs(30);
+
 /// Connections the kernel queues on a TCP listener until they are accepted (the kernel caps
 /// it at `net.core.somaxconn`). std and tokio use 128, which a burst of clients connecting at
 /// once (collectors reconnecting after a restart) overflows while the accept loop waits for
@@ -77,7 +84,8 @@ pub struct Limits {
     /// while existing ones keep writing. `None`: no limit.
     pub max_series: Option<usize>,
     /// Open Graphite TCP connections at once (default 1024): each holds a file descriptor and
-    /// a task. One more is closed at once.
+    /// a task. One more takes the slot of the connection idle longest, which is closed
+    /// (counted as evicted), so idle sockets cannot lock a writing collector out.
     pub graphite_max_connections: usize,
     /// A Graphite TCP connection that sends nothing for this long is closed (default 5
     /// minutes; collectd sends every 10 s), so idle sockets cannot hold every slot.
@@ -140,20 +148,37 @@ impl Default for Limits {
     }
 }
 
+/// What an accept loop does with a connection that arrives at its connection limit.
+enum AtLimit<Refuse> {
+    /// Hands it to the function, which closes it.
+    Refuse(Refuse),
+    /// Closes the open connection idle longest to make room for it; refuses it (closing it)
+    /// only when every open connection is already closing.
+    EvictLongestIdle(Arc<idle_slots::IdleSlots>),
+}
+
 /// Accepts connections of `protocol` on `listener` until `shutdown` flips, at most `limit`
 /// open at once, each served by `serve` in a task of its own and counted as open while it
-/// runs. One over the limit is counted and handed to `refuse` (which closes it), never
-/// queued. Then waits for the open ones to finish.
+/// runs. With [`AtLimit::EvictLongestIdle`], each connection is registered there and `serve`
+/// gets its registration. One over the limit is handled as `at_limit` says (and counted),
+/// never queued. Then waits for the open ones to finish.
 async fn accept_loop<Served>(
     listener: TcpListener,
     stats: &Arc<ServerStats>,
     (protocol, limit): (stats::Protocol, usize),
     mut shutdown: tokio::sync::watch::Receiver<bool>,
-    refuse: impl Fn(tokio::net::TcpStream),
-    serve: impl Fn(tokio::net::TcpStream) -> Served,
+    at_limit: AtLimit<impl Fn(tokio::net::TcpStream)>,
+    serve: impl Fn(tokio::net::TcpStream, Option<idle_slots::SlotGuard>) -> Served,
 ) where
     Served: Future<Output = ()> + Send + 'static,
 {
+    /// Where a connection's slot comes from.
+    enum Slot {
+        /// Free when it was accepted.
+        Free(tokio::sync::OwnedSemaphorePermit),
+        /// Handed on by the connection closed to make room for it.
+        HandedOn(idle_slots::Successor),
+    }
     let permits = Arc::new(tokio::sync::Semaphore::new(limit));
     let mut connections = tokio::task::JoinSet::new();
     loop {
@@ -168,17 +193,55 @@ async fn accept_loop<Served>(
                         continue;
                     }
                 };
-                let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-                    tracing::debug!(protocol = protocol.as_str(), %peer, "connection refused: connection limit reached");
-                    stats.count_refused(protocol);
-                    refuse(stream);
-                    continue;
+                let slot = match (Arc::clone(&permits).try_acquire_owned(), &at_limit) {
+                    (Ok(permit), _) => Slot::Free(permit),
+                    (Err(_), AtLimit::EvictLongestIdle(slots)) => match slots.evict_longest_idle() {
+                        Some(successor) => {
+                            tracing::debug!(protocol = protocol.as_str(), %peer, "connection limit reached: closing the connection idle longest");
+                            stats.count_evicted(protocol);
+                            Slot::HandedOn(successor)
+                        }
+                        None => {
+                            tracing::debug!(protocol = protocol.as_str(), %peer, "connection refused: connection limit reached, every connection closing");
+                            stats.count_refused(protocol);
+                            continue;
+                        }
+                    },
+                    (Err(_), AtLimit::Refuse(refuse)) => {
+                        tracing::debug!(protocol = protocol.as_str(), %peer, "connection refused: connection limit reached");
+                        stats.count_refused(protocol);
+                        refuse(stream);
+                        continue;
+                    }
                 };
-                let open = stats.open_connection(protocol);
-                let served = serve(stream);
+                // Registered after the choice above, so a connection never makes room by
+                // closing itself.
+                let registration = match &at_limit {
+                    AtLimit::EvictLongestIdle(slots) => Some(slots.register()),
+                    AtLimit::Refuse(_) => None,
+                };
+                let handoff = registration.as_ref().map(idle_slots::SlotGuard::handoff);
+                let stats = Arc::clone(stats);
+                let served = serve(stream, registration);
                 connections.spawn(async move {
+                    let permit = match slot {
+                        Slot::Free(permit) => permit,
+                        Slot::HandedOn(successor) => match tokio::time::timeout(EVICTION_WAIT, successor).await {
+                            Ok(Ok(permit)) => permit,
+                            _ => {
+                                tracing::debug!(protocol = protocol.as_str(), %peer, "connection refused: the connection closed to make room did not close in time");
+                                stats.count_refused(protocol);
+                                return; // drops the stream unserved: closed
+                            }
+                        },
+                    };
+                    let open = stats.open_connection(protocol);
                     served.await;
-                    drop((open, permit));
+                    drop(open);
+                    match handoff {
+                        Some(handoff) => handoff.pass(permit),
+                        None => drop(permit),
+                    }
                 });
             }
             _ = shutdown.changed() => break,

@@ -19,15 +19,6 @@ pub type Timestamp = i64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Span(u64);
 
-/// Units accepted by [`Span::parse`], with their length in seconds.
-const PARSE_UNITS: [(char, u64); 5] = [
-    ('s', 1),
-    ('m', 60),
-    ('h', 3_600),
-    ('d', 86_400),
-    ('w', 604_800),
-];
-
 /// Units [`Span`]'s `Display` chooses from, largest first. Weeks are left out on purpose:
 /// "14d" reads better next to "1825d" than "2w" does.
 const DISPLAY_UNITS: [(&str, u64); 4] = [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)];
@@ -43,24 +34,34 @@ impl Span {
         self.0
     }
 
-    /// Parses "10s", "1m", "1h", "1d", "2w": one whole number followed by one unit out of
-    /// `s`, `m`, `h`, `d`, `w`, with no spaces or sign. "0s" parses to zero; whether zero is
-    /// acceptable is for the caller to decide (configuration validation refuses it).
+    /// Parses "10s", "1m", "1h", "1d", "2w", "1mo": one whole number followed by one unit,
+    /// with no spaces or sign. The units are those of every time in tierdb (the command
+    /// line's `--range`, the HTTP API's offsets, the dashboard's ranges): s, m or min, h, d,
+    /// w, mo or mon (30 days), y (365 days), and their words (`minutes`, `weeks`, ...). "0s"
+    /// parses to zero; whether zero is acceptable is for the caller to decide
+    /// (configuration validation refuses it).
     ///
     /// # Errors
     /// A message a person can act on when the text is not of that form, or when the span
     /// does not fit in an `i64` of seconds (it could not be added to a [`Timestamp`]).
     pub fn parse(text: &str) -> Result<Span, String> {
-        let Some(unit) = text.chars().last() else {
+        if text.is_empty() {
             return Err("a duration is needed, for example \"5m\", \"1h\" or \"7d\"".to_owned());
-        };
-        let digits = &text[..text.len() - unit.len_utf8()];
-        let Some(&(_, unit_secs)) = PARSE_UNITS.iter().find(|(u, _)| *u == unit) else {
+        }
+        let split = text.len()
+            - text
+                .bytes()
+                .rev()
+                .take_while(u8::is_ascii_alphabetic)
+                .count();
+        let (digits, unit) = text.split_at(split);
+        let Some(unit_secs) = parse::unit_seconds(unit) else {
             return Err(format!(
-                "{text:?} is not a duration: it must end in a unit, one of s, m, h, d, w \
-                 (for example \"5m\", \"1h\" or \"7d\")"
+                "{text:?} is not a duration: it must end in a unit, one of s, m (min), h, d, w, \
+                 mo (mon), y (for example \"5m\", \"1h\" or \"7d\")"
             ));
         };
+        let unit_secs = unit_secs as u64;
         if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
             return Err(format!(
                 "{text:?} is not a duration: it must be a whole number followed by a unit, \

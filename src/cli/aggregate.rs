@@ -10,6 +10,9 @@ use crate::read::aggregate::AggregateQuery;
 /// Folds many series into one line per group: sum, avg, min, max or count across every
 /// series a selector picks.
 #[derive(Args, Debug)]
+#[command(mut_arg("tags", |arg| arg.help(
+    "Only series with this tag (k=v), or without it (k!=v); repeatable; the value may be a glob (host=web-*)"
+)))]
 #[command(
     after_help = "Examples:\n  tierdb aggregate 'cpu.user' --agg avg --group-by dc --range 6h\n  tierdb aggregate 'http.requests{dc=eu,host!=db-1}' --display per_sec --range 7d --tier 1h\n  tierdb aggregate butterflies --tag scientist=perpetua --group-by location --display total --range 365d --whole-range"
 )]

@@ -7,13 +7,14 @@ use std::io::{BufRead, BufReader, IsTerminal, Read};
 use std::time::{Duration, Instant};
 
 use super::{engine_builder, print, Location};
-use crate::engine::Engine;
+use crate::engine::{accepted_times, check_value_and_time, Engine};
 use crate::error::Error;
 use crate::error::Result;
 use crate::ingest::batch::LineBatch;
 pub use crate::ingest::influx::Precision;
 use crate::ingest::name_cache::NameCache;
 use crate::ingest::report::IngestReport;
+use crate::ingest::time_unit::{self, Unit};
 use crate::ingest::{graphite, influx};
 use crate::registry::SeriesId;
 use crate::sample::Sample;
@@ -181,9 +182,6 @@ pub(super) fn run(args: ImportArgs) -> std::result::Result<(), Box<dyn std::erro
     Err(refusal.into())
 }
 
-/// The time refusals a timestamp in the wrong unit earns.
-const TIME_REASONS: [&str; 2] = ["too_old", "too_far_in_future"];
-
 /// The refusal of a directory a server holds: where to send the file instead, from the
 /// addresses the server wrote into the directory (its `SERVER` file), when it did.
 fn held_by_server(dir: &std::path::Path, holder: &str, file: &str) -> String {
@@ -249,37 +247,21 @@ impl ImportSummary {
     /// timestamp read in another unit is a recent time: a sentence naming that unit and the
     /// flag that reads it ("timestamps look like seconds: try --precision s").
     pub fn unit_hint(&self, precision: influx::Precision, now: Timestamp) -> Option<String> {
-        let report = &self.report;
-        let timed: u64 = TIME_REASONS
-            .iter()
-            .filter_map(|reason| report.rejected.get(reason))
-            .sum();
-        if report.accepted > 0 || timed == 0 || timed != report.rejected_total() {
+        if !time_unit::refused_only_for_time(&self.report) {
             return None;
         }
         let raw = self.first_ts?;
-        let units = [
-            (influx::Precision::Nanoseconds, "nanoseconds", "ns"),
-            (influx::Precision::Microseconds, "microseconds", "u"),
-            (influx::Precision::Milliseconds, "milliseconds", "ms"),
-            (influx::Precision::Seconds, "seconds", "s"),
-        ];
-        // Recent: within the ten years before now and the day after.
-        let recent = |ts: Timestamp| ts > now - 10 * 365 * 86_400 && ts < now + 86_400;
         let graphite = self.format == Some(Format::Graphite);
         let read_as = if graphite {
             influx::Precision::Seconds
         } else {
             precision
         };
-        let (_, unit, flag) = units
-            .into_iter()
-            .filter(|(unit, _, _)| *unit != read_as)
-            .find(|(unit, _, _)| unit.to_seconds(raw).is_some_and(recent))?;
+        let Unit {
+            name: unit, flag, ..
+        } = time_unit::looks_like(raw, read_as, now)?;
         let first = format_ts(read_as.to_seconds(raw).unwrap_or(raw));
-        let read_unit = (units.iter())
-            .find(|(unit, _, _)| *unit == read_as)
-            .map_or("minutes or hours", |(_, name, _)| *name);
+        let read_unit = time_unit::name_of(read_as);
         Some(if graphite {
             format!(
                 "its timestamps look like {unit} (the first, read as Graphite's seconds, is \
@@ -395,6 +377,9 @@ struct Parser<'a> {
     /// The first timestamp as written (see [`ImportSummary::first_ts`]).
     first_ts: Option<i64>,
     now: i64,
+    /// The first and last second a sample may have ([`accepted_times`]), taken again at
+    /// every batch sent.
+    bounds: (Timestamp, Timestamp),
 }
 
 impl<'a> Parser<'a> {
@@ -417,6 +402,7 @@ impl<'a> Parser<'a> {
             report: IngestReport::default(),
             first_ts: None,
             now: engine.now(),
+            bounds: accepted_times(engine.config(), engine.now()),
         }
     }
 
@@ -477,8 +463,7 @@ impl<'a> Parser<'a> {
                                 // The timestamp as written (before --precision): the line's
                                 // last field, when a number. Comments and blank lines have
                                 // no points, so they are not taken for one.
-                                self.first_ts = (text.trim_end().rsplit(' ').next())
-                                    .and_then(|field| field.parse().ok());
+                                self.first_ts = time_unit::written_ts(text);
                             }
                             for point in &points {
                                 self.push(
@@ -501,7 +486,13 @@ impl<'a> Parser<'a> {
         self.send()
     }
 
+    /// Queues one sample. One that is not finite or outside the tiers' windows is refused
+    /// before its name is looked up, so it registers no series.
     fn push(&mut self, series: &str, ts: i64, value: f64) -> Result<()> {
+        if let Err(reason) = check_value_and_time(value, ts, self.bounds) {
+            self.reject(reason.as_str(), || format!("sample refused: {reason}"));
+            return Ok(());
+        }
         let id = match self.ids.get(series) {
             Some(id) => id,
             None => match self.engine.series(series) {
@@ -527,6 +518,7 @@ impl<'a> Parser<'a> {
     }
 
     fn send(&mut self) -> Result<()> {
+        self.bounds = accepted_times(self.engine.config(), self.engine.now());
         if self.batch.is_empty() {
             return Ok(());
         }

@@ -14,7 +14,9 @@ pub fn json(result: &impl serde::Serialize) -> String {
 }
 
 /// A table for people: a heading naming the series, tier, display and window, then one
-/// row per point with its UTC start time, empty buckets left blank.
+/// row per point with its UTC start time, empty buckets left blank. The point whose bucket
+/// is still filling is marked so, and any later one as in the future, so a low last value
+/// does not read as a drop.
 pub fn table(result: &QueryResult) -> String {
     if result.step.secs() == 0 {
         return raw_table(result);
@@ -49,7 +51,12 @@ pub fn table(result: &QueryResult) -> String {
         result.display.as_str()
     );
     for ((ts, _), value) in result.points.iter().zip(&values) {
-        let _ = writeln!(out, "{:<20}  {:>width$}", format_ts(*ts), value);
+        let mark = match result.partial_from {
+            Some(from) if *ts == from => "  (still filling)",
+            Some(from) if *ts > from => "  (future)",
+            _ => "",
+        };
+        let _ = writeln!(out, "{:<20}  {:>width$}{mark}", format_ts(*ts), value);
     }
     out
 }
@@ -156,6 +163,8 @@ fn group_results(result: &AggregateResult) -> Vec<QueryResult> {
                 before: None,
                 after: None,
                 not_retained: None,
+                partial_from: result.partial_from,
+                note: None,
             }
         })
         .collect()
@@ -180,6 +189,8 @@ mod tests {
             before: None,
             after: None,
             not_retained: None,
+            partial_from: None,
+            note: None,
         }
     }
 

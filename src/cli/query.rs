@@ -31,6 +31,9 @@ pub(super) fn run(args: QueryArgs) -> Result<(), Box<dyn std::error::Error>> {
     query.step = args.points.step;
     let result = engine.query(&query)?;
     note_not_retained(&engine, &result);
+    if let Some(note) = &result.note {
+        eprintln!("tierdb: note: {note}");
+    }
     let text = match args.points.format {
         OutputFormat::Table => output::table(&result),
         OutputFormat::Csv => result.csv(),

@@ -79,7 +79,8 @@ pub struct ClusterArgs {
 /// [`Limits`] for why each exists.
 #[derive(Args, Debug, Clone)]
 pub struct ConnectionLimits {
-    /// Open Graphite TCP connections at once; one more is closed at once.
+    /// Open Graphite TCP connections at once; one more takes the slot of the one idle
+    /// longest, which is closed.
     #[arg(long, env = "TIERDB_GRAPHITE_MAX_CONNECTIONS", value_name = "N", default_value_t = Limits::GRAPHITE_MAX_CONNECTIONS, value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     pub graphite_max_connections: usize,
     /// Close a Graphite TCP connection that sends nothing for this long.
@@ -182,6 +183,27 @@ pub(super) fn until_shutdown(
     Ok(())
 }
 
+/// A bind failure's message with the flag that chose the address, and, when the address is
+/// taken, how to get a free one: `--http 127.0.0.1:0` takes any free port (printed once
+/// bound).
+fn with_flag(message: &str, listen: &Listen) -> String {
+    let flag = if message.contains(&format!("listen address {}", listen.http)) {
+        ("--http", listen.http)
+    } else {
+        ("--graphite", listen.graphite)
+    };
+    let (name, addr) = flag;
+    if message.to_ascii_lowercase().contains("in use") {
+        format!(
+            "{name}: {message}; choose another port with {name}, or port 0 for any free one \
+             ({name} {}:0; the port taken is printed)",
+            addr.ip()
+        )
+    } else {
+        format!("{name}: {message}")
+    }
+}
+
 /// The server's runtime and its bound sockets, each address printed (what tests and scripts
 /// read before `tierdb: ready`); the open-files limit raised first. A bind that fails while
 /// a live server announced itself in `dir` (its `SERVER` file) says so: the same ports are
@@ -209,7 +231,7 @@ fn bind_and_announce(
                 at.http,
                 at.graphite
             ),
-            None => e.to_string(),
+            None => with_flag(&e.to_string(), listen),
         })?;
     if let Some(addr) = listen.statsd {
         listeners.statsd = Some(runtime.block_on(StatsdListener::bind(addr, listen.statsd_flush))?);

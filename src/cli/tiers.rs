@@ -1,5 +1,6 @@
-//! `tierdb tiers`: a tiers file checked and its tiers printed as a table, or a tiers.toml
-//! made from carbon's storage-schemas.conf ([`crate::config::carbon`]).
+//! `tierdb tiers`: a tiers file checked, its tiers printed as a table, then its `[engine]`
+//! settings and `[counters]` rules; or a tiers.toml made from carbon's storage-schemas.conf
+//! ([`crate::config::carbon`]).
 
 use std::path::PathBuf;
 
@@ -36,8 +37,10 @@ pub struct TiersArgs {
     aggregation: Option<PathBuf>,
 }
 
-/// Prints one row per tier: name, resolution, period, retention, periods created ahead; or
-/// the tiers.toml made from storage-schemas.conf.
+/// Prints one row per tier (name, resolution, period, retention, periods created ahead),
+/// then the `[engine]` settings and the `[counters]` rules in force, defaults included, so
+/// what decides whether a series is a counter is in one place; or the tiers.toml made from
+/// storage-schemas.conf.
 pub(super) fn run(args: TiersArgs) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(schemas) = &args.from_storage_schemas {
         return from_storage_schemas(schemas, args.aggregation.as_deref());
@@ -56,6 +59,28 @@ pub(super) fn run(args: TiersArgs) -> Result<(), Box<dyn std::error::Error>> {
             t.retention.to_string(),
             t.create_ahead
         ));
+    }
+    let engine = &config.engine;
+    out.push_str(&format!(
+        "\n[engine]\nfuture_bound = {}\nseries_per_chunk = {}\nmax_points = {}\n",
+        engine.future_bound, engine.series_per_chunk, engine.max_points
+    ));
+    let counters = &config.counters;
+    out.push_str("\n[counters]\n");
+    if counters.is_empty() {
+        out.push_str(
+            "# no rule: a series is a gauge unless a write declares it a counter (kind)\n",
+        );
+    }
+    if !counters.names.is_empty() {
+        let names: Vec<String> = counters.names.iter().map(|n| format!("{n:?}")).collect();
+        out.push_str(&format!("names = [{}]\n", names.join(", ")));
+    }
+    if !counters.tags.is_empty() {
+        let tags: Vec<String> = (counters.tags.iter())
+            .map(|(k, v)| format!("{:?}", format!("{k}={v}")))
+            .collect();
+        out.push_str(&format!("tags = [{}]\n", tags.join(", ")));
     }
     print(&out)?;
     Ok(())

@@ -16,6 +16,8 @@ fn result(series: &str, display: Display, points: Vec<(Timestamp, Option<f64>)>)
         before: None,
         after: None,
         not_retained: None,
+        partial_from: None,
+        note: None,
     }
 }
 
@@ -380,6 +382,8 @@ fn samples_for_eyes() {
                 before: None,
                 after: None,
                 not_retained: None,
+                partial_from: None,
+                note: None,
             }
         })
         .collect();
@@ -397,6 +401,8 @@ fn samples_for_eyes() {
         before: None,
         after: None,
         not_retained: None,
+        partial_from: None,
+        note: None,
     }];
     render(&days, &out("months.png"), "temperature change").unwrap();
 

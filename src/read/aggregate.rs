@@ -43,7 +43,7 @@ use crate::config::{TierSpec, TiersConfig};
 use crate::error::Error;
 use crate::error::Result;
 use crate::read::budget::ReadBudget;
-use crate::read::query::{Display, PointGrid, MAX_QUERY_POINTS};
+use crate::read::query::{still_filling, Display, PointGrid, MAX_QUERY_POINTS};
 use crate::read::reader::Reader;
 use crate::read::tier_choice::TierChoice;
 use crate::registry::Selector;
@@ -197,6 +197,11 @@ pub struct AggregateResult {
     pub step: i64,
     /// Groups in order of their tag values.
     pub groups: Vec<Group>,
+    /// As [`QueryResult::partial_from`](crate::read::query::QueryResult::partial_from): the
+    /// start of the first point still filling at the asker's clock, absent when every point
+    /// has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial_from: Option<Timestamp>,
 }
 
 /// One group's result.
@@ -232,6 +237,9 @@ pub struct AggregatePlan {
     /// The points, as the asker's tier gives them; an owner whose tier gives another grid
     /// refuses the plan rather than answer on other points.
     grid: PointGrid,
+    /// The first point still filling at the asker's clock (the answer's `partial_from`).
+    #[serde(default)]
+    partial_from: Option<Timestamp>,
 }
 
 impl AggregatePlan {
@@ -251,6 +259,7 @@ impl AggregatePlan {
             .resolve(tiers, query.from, query.to, query.max_points, now)?;
         let spec = &tiers.tiers[tier];
         let step = (!query.whole_range).then(|| query.step.unwrap_or(spec.resolution));
+        let grid = AggregatePlan::grid_of(spec, query.from, query.to, step)?;
         Ok(AggregatePlan {
             selector: query.selector.clone(),
             group_by: query.group_by.clone(),
@@ -261,7 +270,8 @@ impl AggregatePlan {
             to: query.to,
             step,
             window: spec.window_start(now),
-            grid: AggregatePlan::grid_of(spec, query.from, query.to, step)?,
+            partial_from: still_filling(grid.first, grid.step, grid.points, now),
+            grid,
         })
     }
 
@@ -419,6 +429,7 @@ impl PartialAggregate {
             aggregation: plan.aggregation,
             step: grid.step,
             groups,
+            partial_from: plan.partial_from,
         })
     }
 

@@ -14,6 +14,9 @@ use crate::registry::SeriesId;
 use crate::storage::HeldPeriod;
 use crate::time::{Span, Timestamp};
 
+#[cfg(test)]
+mod tests;
+
 /// Most points one query may return; protects the process from a typo'd range.
 pub(crate) const MAX_QUERY_POINTS: u64 = 1_000_000;
 
@@ -177,6 +180,26 @@ pub struct QueryResult {
     /// Absent when the tier holds the whole range.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_retained: Option<NotRetained>,
+    /// The start of the first point whose end is still to come at the clock's now: its
+    /// bucket is still filling (it holds the samples so far, so a total, count or per-second
+    /// rate reads low until it ends), and any later point lies in the future. Absent when
+    /// every point has ended, and on the raw tier, whose points are exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial_from: Option<Timestamp>,
+    /// What a person should know to read the values right: set when `per_sec` is asked of
+    /// a gauge, whose per-second figure is a rate only if each sample was an increase (a
+    /// counter sent over Graphite is a gauge unless a rule or the write says otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// The [`QueryResult::note`] of `per_sec` read of the gauge `series`.
+pub(crate) fn per_sec_of_gauge(series: &str) -> String {
+    format!(
+        "{series} is a gauge: per_sec is the sum of its samples per second of bucket, a rate \
+         only if each sample is an increase; if it is a counter (a running total), name it in \
+         the [counters] rules of tiers.toml or write it with kind=counter, and per_sec is its rate"
+    )
 }
 
 /// A span `[from, to)` of a query's range that the tier read no longer holds.
@@ -196,6 +219,26 @@ impl NotRetained {
             to: window.min(to),
         })
     }
+}
+
+/// The start of the first of `points` points, `step` seconds wide from `first`, that ends
+/// after `now` ([`QueryResult::partial_from`]); `None` when all have ended.
+pub(crate) fn still_filling(
+    first: Timestamp,
+    step: i64,
+    points: usize,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    if points == 0 || step <= 0 {
+        return None;
+    }
+    // Points ending at or before `now`: those that start at or before `now - step`.
+    let ended = if now < first.saturating_add(step) {
+        0
+    } else {
+        (i128::from(now) - i128::from(first) - i128::from(step)) / i128::from(step) + 1
+    };
+    (ended < points as i128).then(|| (i128::from(first) + ended * i128::from(step)) as Timestamp)
 }
 
 /// The step of a [`QueryResult`] read from JSON, which does not carry it.
@@ -248,11 +291,12 @@ pub(super) fn query(reader: &Reader<'_>, query: &Query) -> Result<QueryResult> {
     let window = reader.window_start(tier, reader.now());
     let (first, buckets) = reader.merged_buckets(id, tier, query.from, query.to, step, window)?;
     let step_secs = step.secs() as i64;
+    let series = registry
+        .key(id)
+        .map(|k| k.to_string())
+        .unwrap_or_else(|| query.series.clone());
     Ok(QueryResult {
-        series: registry
-            .key(id)
-            .map(|k| k.to_string())
-            .unwrap_or_else(|| query.series.clone()),
+        series: series.clone(),
         tier: spec.name.clone(),
         display: query.display,
         step,
@@ -269,6 +313,10 @@ pub(super) fn query(reader: &Reader<'_>, query: &Query) -> Result<QueryResult> {
         before: None,
         after: None,
         not_retained: NotRetained::of(query.from, query.to, window),
+        partial_from: still_filling(first, step_secs, buckets.len(), reader.now()),
+        note: (query.display == Display::PerSec
+            && reader.series_kind(id) == crate::counter::SeriesKind::Gauge)
+            .then(|| per_sec_of_gauge(&series)),
     })
 }
 
@@ -315,6 +363,8 @@ fn query_raw(reader: &Reader<'_>, query: &Query, id: SeriesId) -> Result<QueryRe
         after: read.after,
         not_retained: (reader.config().raw.as_ref())
             .and_then(|raw| NotRetained::of(query.from, query.to, raw.window_start(reader.now()))),
+        partial_from: None,
+        note: None,
     })
 }
 

@@ -1,6 +1,6 @@
 //! Series selectors: a name glob plus tag filters, the way queries and listings name many
 //! series at once. Text form: `glob` or `glob{k=v,k!=v,...}`, e.g.
-//! `host*.cpu.load{location=1,host!=b}`.
+//! `host*.cpu.load{location=1,host!=b}`; a tag value may be a glob (`host=web-*`).
 
 use std::fmt;
 
@@ -10,14 +10,31 @@ use super::view::KeyView;
 use crate::error::Error;
 use crate::error::Result;
 
-/// One condition on a tag.
+/// One condition on a tag. A value holding a glob character (`*`, `?`, `[`) is a glob over
+/// the tag's value (`host=web-*`), as in `/render`'s tagged paths; any other value is
+/// compared as text.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum TagFilter {
-    /// The series carries tag `key` with exactly this value.
+    /// The series carries tag `key` with this value (or one the glob matches).
     Eq(String, String),
-    /// The series does not carry tag `key` with this value (a series without the tag
-    /// passes, as in Prometheus).
+    /// The series does not carry tag `key` with this value (or one the glob matches); a
+    /// series without the tag passes, as in Prometheus.
     NotEq(String, String),
+}
+
+/// True when the tag value `value` is what the filter's `wanted` names: the same text, or
+/// matched by it when it is a glob.
+fn value_matches(wanted: &str, value: Option<&str>) -> bool {
+    match value {
+        None => false,
+        Some(value) if is_glob(wanted) => glob_match(wanted, value),
+        Some(value) => value == wanted,
+    }
+}
+
+/// True when `text` holds a glob character.
+pub(crate) fn is_glob(text: &str) -> bool {
+    text.contains(['*', '?', '['])
 }
 
 impl TagFilter {
@@ -46,8 +63,8 @@ impl TagFilter {
     /// True when `key` passes.
     pub fn accepts(&self, key: KeyView<'_>) -> bool {
         match self {
-            TagFilter::Eq(k, v) => key.tag(k).as_deref() == Some(v.as_str()),
-            TagFilter::NotEq(k, v) => key.tag(k).as_deref() != Some(v.as_str()),
+            TagFilter::Eq(k, v) => value_matches(v, key.tag(k).as_deref()),
+            TagFilter::NotEq(k, v) => !value_matches(v, key.tag(k).as_deref()),
         }
     }
 }
@@ -182,6 +199,15 @@ mod tests {
         assert!(matches(&s, "m"));
         assert!(matches(&s, "m{host=a}"));
         assert!(!matches(&s, "m{host=b}"));
+        // Tag values take globs, as /render's tagged paths do.
+        let s = Selector::parse("cpu.user{host=web-*}").unwrap();
+        assert!(matches(&s, "cpu.user{host=web-1}"));
+        assert!(!matches(&s, "cpu.user{host=db-1}"));
+        assert!(!matches(&s, "cpu.user"));
+        let s = Selector::parse("cpu.user;host!=web-[12]").unwrap();
+        assert!(matches(&s, "cpu.user{host=web-3}"));
+        assert!(!matches(&s, "cpu.user{host=web-2}"));
+        assert!(matches(&s, "cpu.user"));
     }
 
     #[test]

@@ -131,11 +131,16 @@ impl Series {
     /// `time_range / step` points fit; else `k = ceil(points / max_points)` points into one,
     /// the start moved to the first multiple of `k * step` after it (graphite-web's nudge),
     /// the points before the one preceding the new start dropped, and the rest joined `k` at
-    /// a time ([`Series::consolidate`]). With one point allowed, every point into one.
+    /// a time ([`Series::consolidate`]; a counter's increases averaged,
+    /// [`Series::averaged`]). With one point allowed, every point into one.
     pub(crate) fn fit(self, max_points: u32, time_range: i64) -> Series {
         let len = self.values.len();
         if max_points == 1 {
-            return self.consolidate(len);
+            return if self.counter {
+                self.averaged(len)
+            } else {
+                self.consolidate(len)
+            };
         }
         let points = time_range as f64 / self.step as f64;
         if f64::from(max_points) >= points {
@@ -157,9 +162,35 @@ impl Series {
             buckets,
             ..self
         };
+        let consolidated = if kept.counter {
+            kept.averaged(k as usize)
+        } else {
+            kept.consolidate(k as usize)
+        };
         Series {
             start,
-            ..kept.consolidate(k as usize)
+            ..consolidated
+        }
+    }
+
+    /// Joins each `k` consecutive points into the average of their known values, as
+    /// graphite-web's json renderer consolidates by default. [`Series::fit`] does this for a
+    /// counter, whose points are increases: a point then stays the increase per original
+    /// step at every zoom, and the last point, whose window the range cuts short (or whose
+    /// bucket is still filling), does not read as a drop, as a sum of fewer increases would.
+    fn averaged(self, k: usize) -> Series {
+        let values = (self.values.chunks(k))
+            .map(|chunk| {
+                let known: Vec<f64> = chunk.iter().flatten().copied().collect();
+                (!known.is_empty()).then(|| known.iter().sum::<f64>() / known.len() as f64)
+            })
+            .collect();
+        Series {
+            step: self.step * k as i64,
+            values,
+            buckets: None,
+            counter: false,
+            ..self
         }
     }
 

@@ -502,8 +502,9 @@ fn consolidation_follows_graphite_webs_nudge() {
     };
     let out = render(&source, &request, &ReadBudget::default()).unwrap();
     // Windows of points 1-2, 3-4 and 5: gauge buckets merged (samples 3 / 1,3,10 / none),
-    // counter increases added (30 / -5,90,30 / 0), values without buckets averaged
-    // (2,3 / 5 / 6).
+    // counter increases averaged as graphite-web's default consolidation averages points
+    // (-,30 / -5,120 / 0: the last window, cut short, is no drop), values without buckets
+    // averaged (2,3 / 5 / 6).
     let ts = [T0 + 120, T0 + 240, T0 + 360];
     let points = |values: [Option<f64>; 3]| values.into_iter().zip(ts).collect::<Vec<_>>();
     assert_eq!(
@@ -512,7 +513,7 @@ fn consolidation_follows_graphite_webs_nudge() {
     );
     assert_eq!(
         out[1].datapoints,
-        points([Some(30.0), Some(115.0), Some(0.0)])
+        points([Some(30.0), Some(57.5), Some(0.0)])
     );
     assert_eq!(out[2].datapoints, points([Some(2.5), Some(5.0), Some(6.0)]));
     // Without maxDataPoints the server's default budget applies: 1000 points fit.

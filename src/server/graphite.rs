@@ -1,8 +1,11 @@
 //! Graphite plaintext over TCP and UDP: sockets and line splitting. Parsing is
 //! [`crate::ingest::graphite`]; a bad line is counted under its reason and the stream goes
 //! on; a connection is never dropped for its content, only for sending nothing for
-//! [`super::Limits::graphite_idle_timeout`].
+//! [`super::Limits::graphite_idle_timeout`], or at the connection limit for being the one idle
+//! longest when a new one arrives ([`super::idle_slots`]).
 
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,11 +13,14 @@ use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::watch;
 
+use super::idle_slots::{IdleSlots, SlotGuard};
+use super::refusal_log::RefusalLog;
 use super::sink::Sink;
 use super::stats::{Protocol, Timeout};
 use super::udp::{Datagram, UdpReader};
 use super::State;
 use crate::ingest::graphite::{parse_line, MAX_LINE};
+use crate::ingest::report::IngestReport;
 
 /// Bytes read from a socket at a time; also the largest UDP datagram taken.
 const READ_BUFFER: usize = 64 * 1024;
@@ -25,7 +31,8 @@ const DRAIN_TIME: Duration = Duration::from_secs(5);
 const DRAIN_PAUSE: Duration = Duration::from_millis(200);
 
 /// Accepts connections until `shutdown` flips, then waits for the open ones to drain. One
-/// over [`super::Limits::graphite_max_connections`] is closed at once.
+/// over [`super::Limits::graphite_max_connections`] takes the slot of the connection idle
+/// longest, which is closed.
 pub(crate) async fn serve_tcp(
     listener: TcpListener,
     state: Arc<State>,
@@ -37,10 +44,10 @@ pub(crate) async fn serve_tcp(
         &state.stats,
         limit,
         shutdown.clone(),
-        drop,
-        |stream| {
+        super::AtLimit::<fn(TcpStream)>::EvictLongestIdle(Arc::new(IdleSlots::new())),
+        |stream, slot| {
             let (state, shutdown) = (Arc::clone(&state), shutdown.clone());
-            async move { connection(stream, &state, shutdown).await }
+            async move { connection(stream, &state, shutdown, slot).await }
         },
     )
     .await;
@@ -48,13 +55,23 @@ pub(crate) async fn serve_tcp(
 
 /// One TCP stream: lines split on `\n` (a trailing `\r` is the parser's business), each
 /// parsed and queued, the batch written after every read. Closed when the client closes it,
-/// sends nothing for the idle timeout, or at shutdown once drained.
-async fn connection(mut stream: TcpStream, state: &State, mut shutdown: watch::Receiver<bool>) {
+/// sends nothing for the idle timeout, is the one idle longest when a connection arrives at
+/// the limit (`slot`), or at shutdown once drained.
+async fn connection(
+    mut stream: TcpStream,
+    state: &State,
+    mut shutdown: watch::Receiver<bool>,
+    slot: Option<SlotGuard>,
+) {
     let mut sink = state.sink();
     let mut lines = LineSplitter::default();
     let mut buf = vec![0u8; READ_BUFFER];
     let mut drain_until: Option<Instant> = None;
     let idle = state.limits.graphite_idle_timeout;
+    let mut refusals = stream
+        .peer_addr()
+        .ok()
+        .map(|peer| RefusalWatch::new(&state.stats.refusal_log, peer));
     loop {
         let n = match drain_until {
             // Shutting down: take what the client already sent, until it pauses or the
@@ -83,23 +100,99 @@ async fn connection(mut stream: TcpStream, state: &State, mut shutdown: watch::R
                     drain_until = Some(Instant::now() + DRAIN_TIME);
                     continue;
                 }
+                _ = evicted(slot.as_ref()) => {
+                    tracing::debug!("graphite connection idle longest at the connection limit: closing it");
+                    0
+                }
             },
         };
         if n == 0 {
             break;
         }
+        if let Some(slot) = &slot {
+            slot.touch();
+        }
         let now = sink.now();
         lines.feed(&buf[..n], |number, line| {
-            ingest_line(&mut *sink, number, line, now)
+            ingest_line(&mut *sink, number, line, now);
+            if let Some(watch) = &mut refusals {
+                watch.check(sink.report(), Some(line.unwrap_or(b"")));
+            }
         });
         if let Err(e) = sink.flush().await {
             tracing::error!(error = %e, "graphite write failed");
         }
+        if let Some(watch) = &mut refusals {
+            watch.check(sink.report(), None);
+        }
     }
     let now = sink.now();
     lines.finish(|number, line| ingest_line(&mut *sink, number, line, now));
-    if let Err(e) = sink.finish().await {
-        tracing::error!(error = %e, "graphite write failed");
+    match sink.finish().await {
+        Ok(report) => {
+            if let Some(watch) = &mut refusals {
+                watch.check(&report, None);
+            }
+        }
+        Err(e) => tracing::error!(error = %e, "graphite write failed"),
+    }
+}
+
+/// Bytes of a refused line a warning quotes.
+const EXAMPLE_BYTES: usize = 200;
+
+/// Notices the refusals a connection's report gains and hands each reason's new ones to the
+/// server's [`RefusalLog`], which warns at most once a minute per reason.
+struct RefusalWatch<'a> {
+    log: &'a RefusalLog,
+    peer: SocketAddr,
+    /// The report's refusals when last checked: in all, and per reason.
+    total: u64,
+    seen: BTreeMap<&'static str, u64>,
+}
+
+impl<'a> RefusalWatch<'a> {
+    fn new(log: &'a RefusalLog, peer: SocketAddr) -> Self {
+        RefusalWatch {
+            log,
+            peer,
+            total: 0,
+            seen: BTreeMap::new(),
+        }
+    }
+
+    /// Warns about the refusals `report` gained since the last check: `line` is the line
+    /// just read, the example when the refusal came from it; without one (refused when the
+    /// batch was written) the example is the report's first kept refusal of that reason.
+    fn check(&mut self, report: &IngestReport, line: Option<&[u8]>) {
+        let total = report.rejected_total();
+        if total == self.total {
+            return;
+        }
+        self.total = total;
+        for (&reason, &n) in &report.rejected {
+            let before = self.seen.insert(reason, n).unwrap_or(0);
+            if n <= before {
+                continue;
+            }
+            let example = match line {
+                Some(line) => {
+                    String::from_utf8_lossy(&line[..line.len().min(EXAMPLE_BYTES)]).into_owned()
+                }
+                None => (report.errors.iter())
+                    .find(|e| e.reason == reason)
+                    .map_or_else(String::new, |e| format!("line {}: {}", e.line, e.message)),
+            };
+            self.log.refused(reason, n - before, self.peer, &example);
+        }
+    }
+}
+
+/// Completes when `slot` was chosen to make room; never without a slot.
+async fn evicted(slot: Option<&SlotGuard>) {
+    match slot {
+        Some(slot) => slot.evicted().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -29,6 +29,7 @@ use crate::counter::SeriesKind;
 use crate::ingest::influx::{self, Precision};
 use crate::ingest::prom_remote;
 use crate::ingest::report::IngestReport;
+use crate::ingest::time_unit;
 use crate::read::aggregate::{AggregateQuery, Aggregation};
 use crate::read::budget::ReadBudget;
 use crate::read::query::{Display, Query};
@@ -127,12 +128,18 @@ fn same_secret(given: &[u8], expected: &[u8]) -> bool {
 /// When the server itself failed (a full disk) and nothing landed, 503 says a retry is safe;
 /// once anything landed, a retry would count it twice, so the answer stays 400.
 fn write_answer(report: IngestReport) -> Response {
-    body_answer(report, None)
+    body_answer(report, None, None)
 }
 
 /// [`write_answer`] for a body that could not be read to its end: `broken` is the status
-/// (400, 413) and what stopped the read, said before the counts of what landed.
-fn body_answer(report: IngestReport, broken: Option<(StatusCode, String)>) -> Response {
+/// (400, 413) and what stopped the read, said before the counts of what landed. A `hint`
+/// (what the refusals suggest, such as another timestamp unit) follows the counts and is
+/// given alone as `hint`.
+fn body_answer(
+    report: IngestReport,
+    broken: Option<(StatusCode, String)>,
+    hint: Option<String>,
+) -> Response {
     if report.rejected_total() == 0 && broken.is_none() {
         return StatusCode::NO_CONTENT.into_response();
     }
@@ -144,18 +151,24 @@ fn body_answer(report: IngestReport, broken: Option<(StatusCode, String)>) -> Re
         report.rejected_total(),
         report.accepted
     );
-    let (status, error) = match broken {
+    let (status, mut error) = match broken {
         Some((status, why)) => (status, format!("{why}; {counts}")),
         None if server_side && report.accepted == 0 => (StatusCode::SERVICE_UNAVAILABLE, counts),
         None => (StatusCode::BAD_REQUEST, counts),
     };
-    let body = serde_json::json!({
+    if let Some(hint) = &hint {
+        error = format!("{error}; {hint}");
+    }
+    let mut body = serde_json::json!({
         "error": error,
         "accepted": report.accepted,
         "rejected": report.rejected_total(),
         "rejected_by_reason": report.rejected,
         "errors": report.errors,
     });
+    if let Some(hint) = hint {
+        body["hint"] = hint.into();
+    }
     (status, Json(body)).into_response()
 }
 
@@ -208,6 +221,8 @@ async fn influx_write(
     let now = sink.now();
     let mut points = Vec::new();
     let mut skipped = Vec::new();
+    // The first timestamp as written, for the hint when every sample is refused for its time.
+    let mut first_ts = None;
     for (index, line) in body.split(|&b| b == b'\n').enumerate() {
         let number = index + 1;
         let Ok(line) = std::str::from_utf8(line) else {
@@ -218,6 +233,9 @@ async fn influx_write(
         skipped.clear();
         match influx::parse_line(line, precision, &mut points, &mut skipped) {
             Ok(()) => {
+                if first_ts.is_none() && !points.is_empty() {
+                    first_ts = time_unit::written_ts(line);
+                }
                 for point in &points {
                     let ts = point.ts.unwrap_or(now);
                     sink.push(&point.series, kind, ts, point.value, number)
@@ -230,7 +248,36 @@ async fn influx_write(
             Err(e) => sink.reject(number, e.as_str(), e.to_string()),
         }
     }
-    Ok(write_answer(sink.finish().await))
+    let report = sink.finish().await;
+    let hint = first_ts.and_then(|raw| unit_hint(&report, raw, precision, now));
+    Ok(body_answer(report, None, hint))
+}
+
+/// When every sample of an Influx write was refused for its time and its first timestamp,
+/// `raw` as written, is a recent time in another unit: a sentence naming that unit and the
+/// `precision` that reads it, as `tierdb import` says it.
+fn unit_hint(
+    report: &IngestReport,
+    raw: i64,
+    precision: Precision,
+    now: crate::time::Timestamp,
+) -> Option<String> {
+    if !time_unit::refused_only_for_time(report) {
+        return None;
+    }
+    let unit = time_unit::looks_like(raw, precision, now)?;
+    let first = crate::time::format_ts(precision.to_seconds(raw).unwrap_or(raw));
+    // InfluxDB 2.x spells microseconds `us`.
+    let flag = match unit.flag {
+        "u" => "u (us on /api/v2/write)",
+        flag => flag,
+    };
+    Some(format!(
+        "the timestamps look like {} (the first, read as {}, is {first}): add precision={flag} \
+         to the URL",
+        unit.name,
+        time_unit::name_of(precision),
+    ))
 }
 
 /// `POST /api/v1/prom/write`: Prometheus remote write.
@@ -440,7 +487,7 @@ async fn json_write(
             Ok(()) => {}
         }
     };
-    Ok(body_answer(sink.finish().await, broken))
+    Ok(body_answer(sink.finish().await, broken, None))
 }
 
 /// Writes every element `splitter` holds whole, `now` and `kind` as [`json_body::sample`]

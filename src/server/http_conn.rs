@@ -49,8 +49,8 @@ pub(crate) async fn serve(
         &state.stats,
         (Protocol::Http, limit),
         shutdown.clone(),
-        |stream| refuse(stream, limit),
-        |stream| {
+        super::AtLimit::Refuse(|stream| refuse(stream, limit)),
+        |stream, _| {
             let (app, state, shutdown) = (app.clone(), Arc::clone(&state), shutdown.clone());
             async move { connection(stream, app, &state, shutdown).await }
         },

@@ -67,8 +67,9 @@ fn raw_points(engine: &EngineStats) -> Family {
     family
 }
 
-/// Connections open, refused at the limit and closed by a timeout, per protocol.
-fn connections(server: &ServerStats) -> [Family; 3] {
+/// Connections open, refused at the limit, closed at the limit to make room and closed by a
+/// timeout, per protocol.
+fn connections(server: &ServerStats) -> [Family; 4] {
     let mut open = Family::new(
         "tierdb_connections_open",
         "gauge",
@@ -79,6 +80,12 @@ fn connections(server: &ServerStats) -> [Family; 3] {
         "counter",
         "Connections refused because the protocol's connection limit was reached.",
     );
+    let mut evicted = Family::new(
+        "tierdb_connections_evicted_total",
+        "counter",
+        "Connections closed at the protocol's connection limit to make room for a new one: \
+         the one idle longest (Graphite only).",
+    );
     let mut timed_out = Family::new(
         "tierdb_connections_timed_out_total",
         "counter",
@@ -88,6 +95,9 @@ fn connections(server: &ServerStats) -> [Family; 3] {
         let label = format!("protocol=\"{}\"", protocol.as_str());
         open = open.sample(format!("{{{label}}}"), server.open(protocol));
         refused = refused.sample(format!("{{{label}}}"), server.refused(protocol));
+        if protocol == Protocol::Graphite {
+            evicted = evicted.sample(format!("{{{label}}}"), server.evicted(protocol));
+        }
         for &timeout in protocol.timeouts() {
             timed_out = timed_out.sample(
                 format!("{{{label},timeout=\"{}\"}}", timeout.as_str()),
@@ -95,7 +105,7 @@ fn connections(server: &ServerStats) -> [Family; 3] {
             );
         }
     }
-    [open, refused, timed_out]
+    [open, refused, evicted, timed_out]
 }
 
 /// Renders every metric.

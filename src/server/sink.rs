@@ -17,7 +17,7 @@ use futures_util::future::BoxFuture;
 use super::stats::ServerStats;
 use super::Limits;
 use crate::counter::SeriesKind;
-use crate::engine::Engine;
+use crate::engine::{accepted_times, check_value_and_time, Engine};
 use crate::error::Error;
 use crate::error::Result;
 use crate::ingest::batch::{LineBatch, BATCH};
@@ -79,6 +79,9 @@ pub(crate) struct LocalSink {
     batch: Batch,
     cache: NameCache<SeriesId>,
     report: IngestReport,
+    /// The first and last second a sample may have ([`accepted_times`]), taken at the
+    /// batch's first sample.
+    bounds: Option<(Timestamp, Timestamp)>,
 }
 
 /// The samples queued since the last flush, with what must happen before they are written.
@@ -139,6 +142,7 @@ impl LocalSink {
                 ..Batch::default()
             },
             report: IngestReport::default(),
+            bounds: None,
         }
     }
 
@@ -175,6 +179,7 @@ impl LocalSink {
             }
         });
         self.batch.clear();
+        self.bounds = None;
         outcome
     }
 }
@@ -186,8 +191,10 @@ impl Sink for LocalSink {
     }
 
     /// The kind is declared ([`Engine::declare_kind`]) when the batch is flushed, before the
-    /// sample is written. A series the registry does not hold yet is registered at the flush too, off the async
-    /// threads; a refusal then (`series_limit`, `invalid_series`) names this sample's line.
+    /// sample is written. A series the registry does not hold yet is registered at the flush
+    /// too, off the async threads; a refusal then (`series_limit`, `invalid_series`) names
+    /// this sample's line. A sample that is not finite or outside the tiers' windows is
+    /// refused here, so it registers no series.
     fn push_declared(
         &mut self,
         series: &str,
@@ -196,6 +203,13 @@ impl Sink for LocalSink {
         value: f64,
         line: usize,
     ) -> bool {
+        let bounds = *self
+            .bounds
+            .get_or_insert_with(|| accepted_times(self.engine.config(), self.engine.now()));
+        if let Err(reason) = check_value_and_time(value, ts, bounds) {
+            self.reject(line, reason.as_str(), format!("sample refused: {reason}"));
+            return false;
+        }
         let batch = &mut self.batch;
         let position = batch.queued.len();
         let id = match self.cache.get(series) {

@@ -1,5 +1,5 @@
 //! The server's own counters, beyond the engine's: refusals by protocol-level reason, lines
-//! received, connections open, refused and timed out per protocol, reads refused over
+//! received, connections open, refused, evicted and timed out per protocol, reads refused over
 //! budget, the write batch latency histogram that `/metrics` exports, and what every
 //! connection's sink shares: the name caches' byte budget and the series limit's lock.
 
@@ -73,6 +73,8 @@ impl Timeout {
 struct ConnectionCounters {
     open: AtomicU64,
     refused: AtomicU64,
+    /// Closed at the limit to make room for a new connection.
+    evicted: AtomicU64,
     /// Indexed by `Timeout as usize`.
     timed_out: [AtomicU64; 3],
 }
@@ -106,6 +108,8 @@ pub struct ServerStats {
     /// What all connections' name caches hold together, within
     /// [`super::Limits::name_cache_bytes`].
     pub(crate) name_budget: Arc<NameBudget>,
+    /// When each reason of refused Graphite input was last logged.
+    pub(crate) refusal_log: super::refusal_log::RefusalLog,
     /// Held while a new series is checked against the series limit and registered, so
     /// connections registering at the same time cannot overshoot the limit.
     series_gate: Mutex<()>,
@@ -156,6 +160,19 @@ impl ServerStats {
         self.connections(protocol)
             .refused
             .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a connection closed, at `protocol`'s connection limit, to make room for a new
+    /// one.
+    pub fn count_evicted(&self, protocol: Protocol) {
+        self.connections(protocol)
+            .evicted
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Connections of `protocol` closed at the connection limit to make room for a new one.
+    pub fn evicted(&self, protocol: Protocol) -> u64 {
+        self.connections(protocol).evicted.load(Ordering::Relaxed)
     }
 
     /// Counts a connection closed by `timeout`.

@@ -59,7 +59,7 @@ pub fn parse_time(text: &str, now: Timestamp) -> Result<Timestamp, String> {
 
 /// Parses a positive interval, a whole number with a unit, into seconds: `30s`, `5min`,
 /// `1h`, `1d`. Units, as graphite-web has them: s/sec/second(s), m/min/minute(s) (Grafana
-/// sends `min`), h/hour(s), d/day(s), w/week(s), mon/month(s) (30 days), y/year(s) (365
+/// sends `min`), h/hour(s), d/day(s), w/week(s), mo/mon/month(s) (30 days), y/year(s) (365
 /// days).
 ///
 /// # Errors
@@ -135,14 +135,16 @@ fn offset(text: &str) -> Option<i64> {
     (!first).then_some(total)
 }
 
-fn unit_seconds(unit: &str) -> Option<i64> {
+/// Seconds in one `unit`, for every time and span tierdb reads: graphite-web's units, and
+/// `mo` (the dashboard's month) beside `mon`.
+pub(super) fn unit_seconds(unit: &str) -> Option<i64> {
     Some(match unit {
         "s" | "sec" | "secs" | "second" | "seconds" => 1,
         "m" | "min" | "mins" | "minute" | "minutes" => 60,
         "h" | "hour" | "hours" => 3_600,
         "d" | "day" | "days" => 86_400,
         "w" | "week" | "weeks" => 7 * 86_400,
-        "mon" | "month" | "months" => 30 * 86_400,
+        "mo" | "mon" | "month" | "months" => 30 * 86_400,
         "y" | "year" | "years" => 365 * 86_400,
         _ => return None,
     })

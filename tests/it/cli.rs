@@ -221,8 +221,23 @@ fn series_and_info() {
     assert_eq!(stdout(&out), "web.requests{host=a}\nload\n");
     let out = tierdb(&["series", "web.*", "--tag", "host=a", "--data-dir", &d]);
     assert_eq!(stdout(&out), "web.requests{host=a}\n");
+    // Tag values take globs, as in /render (#31); nothing matching fails and says what
+    // was near.
+    let out = tierdb(&["series", "web.requests{host=*}", "--data-dir", &d]);
+    assert_eq!(stdout(&out), "web.requests{host=a}\n");
+    let out = tierdb(&["series", "web.*;host=[ab]", "--data-dir", &d]);
+    assert_eq!(stdout(&out), "web.requests{host=a}\n");
     let out = tierdb(&["series", "nothing.*", "--data-dir", &d]);
-    assert_eq!(stdout(&out), "");
+    assert_eq!((stdout(&out).as_str(), out.status.code()), ("", Some(1)));
+    assert_stderr_has(&out, "no series match 'nothing.*'");
+    let out = tierdb(&["series", "web.requests{host=web-*}", "--data-dir", &d]);
+    assert!(!out.status.success());
+    assert_stderr_has(
+        &out,
+        "no series match 'web.requests{host=web-*}'; 1 series has a matching name but other tags: 'web.requests{host=a}'",
+    );
+    let out = tierdb(&["series", "web.request", "--data-dir", &d]);
+    assert_stderr_has(&out, "series with a near name: 'web.requests{host=a}'");
     let out = tierdb(&["info", "--data-dir", &d]);
     assert!(out.status.success(), "{}", stderr(&out));
     snapshot!(
@@ -323,6 +338,33 @@ fn lookup_and_tiers() {
     );
     let out = tierdb(&["tiers"]);
     assert!(stdout(&out).contains("1825d"));
+    // The [engine] settings and [counters] rules in force are printed too (#31).
+    assert!(
+        stdout(&out)
+            .contains("[engine]\nfuture_bound = 1h\nseries_per_chunk = 256\nmax_points = 1500\n"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stdout(&out).contains("[counters]\n# no rule"),
+        "{}",
+        stdout(&out)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tiers.toml");
+    std::fs::write(
+        &file,
+        "[counters]\nnames = [\"*.requests.count\"]\ntags = [\"type=counter\"]\n\n[[tier]]\nname = \"1m\"\nresolution = \"1m\"\nperiod = \"1d\"\nretention = \"7d\"\n",
+    )
+    .unwrap();
+    let out = tierdb(&["tiers", "--tiers", file.to_str().unwrap()]);
+    assert!(
+        stdout(&out)
+            .contains("[counters]\nnames = [\"*.requests.count\"]\ntags = [\"type=counter\"]\n"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
     let _ = DAY;
 }
 

@@ -95,10 +95,11 @@ fn open_files_for(needed: u64) {
     );
 }
 
-/// A collectd-style writer on one fresh connection: `hosts` series
-/// (`collectd.host<i>.load.shortterm`) get `rounds` samples each, 0 to rounds-1, sent a burst
-/// every 200 ms as collectd's write_graphite sends them. Then every sample must be readable.
-fn collector_lands_every_sample(server: &TestServer, hosts: usize, rounds: usize) {
+/// Sends `rounds` samples of each of `hosts` series (`collectd.host<i>.load.shortterm`, value
+/// = round) on one fresh connection, a burst every 200 ms as collectd's write_graphite sends
+/// them, and closes it. A write the server refuses ends the sending early: what was lost
+/// shows in [`samples_landed`]. Returns the series' names and their minute.
+fn collector_sends(server: &TestServer, hosts: usize, rounds: usize) -> (Vec<String>, i64) {
     let minute = NOW - NOW % 60 - 120;
     let series: Vec<String> = (0..hosts)
         .map(|i| format!("collectd.host{i}.load.shortterm"))
@@ -109,22 +110,70 @@ fn collector_lands_every_sample(server: &TestServer, hosts: usize, rounds: usize
         for name in &series {
             text.push_str(&format!("{name} {round} {}\n", minute + round as i64));
         }
-        stream.write_all(text.as_bytes()).unwrap();
+        if stream.write_all(text.as_bytes()).is_err() {
+            break;
+        }
         std::thread::sleep(Duration::from_millis(200));
     }
-    drop(stream);
-    let sum = (rounds * (rounds - 1) / 2) as f64;
-    for name in series {
-        let path = format!(
-            "/api/v1/query?series={name}&tier=1m&from={minute}&to={}&display=total",
-            minute + 60
-        );
-        wait_until(&format!("every sample of {name}"), || {
+    (series, minute)
+}
+
+/// Samples of `series` stored in the 1m bucket at `minute`, all together.
+fn samples_landed(server: &TestServer, series: &[String], minute: i64) -> u64 {
+    series
+        .iter()
+        .map(|name| {
+            let path = format!(
+                "/api/v1/query?series={name}&tier=1m&from={minute}&to={}&display=count",
+                minute + 60
+            );
             let (status, body) = server.get(&path);
             let answer: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-            status == 200 && answer["points"] == serde_json::json!([[minute, sum]])
-        });
+            if status != 200 {
+                return 0; // not a series yet
+            }
+            answer["points"][0][1].as_f64().unwrap_or(0.0) as u64
+        })
+        .sum()
+}
+
+/// Waits until the collector's `hosts * rounds` samples have landed, for at most
+/// [`PATIENCE`]; returns how many did.
+fn wait_for_samples(
+    server: &TestServer,
+    (series, minute): &(Vec<String>, i64),
+    rounds: usize,
+) -> usize {
+    let expected = series.len() * rounds;
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let landed = samples_landed(server, series, *minute) as usize;
+        if landed >= expected || Instant::now() > deadline {
+            return landed;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// A collector ([`collector_sends`]) on a fresh connection lands every sample.
+fn collector_lands_every_sample(server: &TestServer, hosts: usize, rounds: usize) {
+    let sent = collector_sends(server, hosts, rounds);
+    assert_eq!(
+        wait_for_samples(server, &sent, rounds),
+        hosts * rounds,
+        "samples landed"
+    );
+}
+
+/// True when the server has not closed `stream` (nothing to read, no end of stream).
+fn still_open(stream: &mut TcpStream) -> bool {
+    stream
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    matches!(
+        stream.read(&mut [0u8; 16]),
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
+    )
 }
 
 #[test]
@@ -133,47 +182,45 @@ fn idle_graphite_connections_are_closed_so_a_collector_gets_a_slot() {
         None,
         Limits {
             graphite_max_connections: 4,
-            graphite_idle_timeout: Duration::from_secs(1),
+            graphite_idle_timeout: Duration::from_secs(3),
             ..Limits::default()
         },
     );
-    let open = "tierdb_connections_open{protocol=\"graphite\"}";
+    let count = |key: &str| metric(server.http, &format!("tierdb_connections_{key}"));
+    let open = "open{protocol=\"graphite\"}";
     let mut idle: Vec<TcpStream> = (0..4)
         .map(|_| TcpStream::connect(server.graphite).unwrap())
         .collect();
-    wait_until("4 open graphite connections", || {
-        metric(server.http, open) == 4
+    wait_until("4 open graphite connections", || count(open) == 4);
+
+    // A fifth is over the cap: it takes the slot of the one idle longest, the first, which
+    // is closed and counted. Its line lands.
+    let mut fifth = TcpStream::connect(server.graphite).unwrap();
+    assert_eq!(read_until_closed(&mut idle.remove(0)), "");
+    assert_eq!(count("evicted_total{protocol=\"graphite\"}"), 1);
+    assert_eq!(count("refused_total{protocol=\"graphite\"}"), 0);
+    let minute = NOW - NOW % 60 - 60;
+    fifth
+        .write_all(format!("fifth.conn 7 {minute}\n").as_bytes())
+        .unwrap();
+    wait_until("the fifth's sample", || {
+        samples_landed(&server, &["fifth.conn".to_owned()], minute) == 1
     });
 
-    // A fifth is over the cap: closed at once, and counted.
-    let mut fifth = TcpStream::connect(server.graphite).unwrap();
-    read_until_closed(&mut fifth);
-    assert_eq!(
-        metric(
-            server.http,
-            "tierdb_connections_refused_total{protocol=\"graphite\"}"
-        ),
-        1
-    );
-
-    // The idle ones are closed by the server, which frees the slots.
-    for stream in &mut idle {
+    // The idle ones, and the fifth once it falls silent, are closed by the server, which
+    // frees the slots.
+    for stream in idle.iter_mut().chain([&mut fifth]) {
         read_until_closed(stream);
     }
     assert_eq!(
-        metric(
-            server.http,
-            "tierdb_connections_timed_out_total{protocol=\"graphite\",timeout=\"idle\"}"
-        ),
+        count("timed_out_total{protocol=\"graphite\",timeout=\"idle\"}"),
         4
     );
-    wait_until("no open graphite connections", || {
-        metric(server.http, open) == 0
-    });
+    wait_until("no open graphite connections", || count(open) == 0);
 
     // A collector writing for longer than the idle timeout, a burst every 200 ms, is not
     // idle: it keeps its connection and every sample lands.
-    collector_lands_every_sample(&server, 3, 12);
+    collector_lands_every_sample(&server, 3, 20);
 }
 
 /// Writes `request` to `stream` one byte per `pace` until the server closes it (or
@@ -275,24 +322,61 @@ fn http_clients_that_trickle_stall_or_idle_lose_their_slot_and_one_over_the_cap_
 }
 
 #[test]
-fn thousands_of_idle_and_slowloris_connections_do_not_lock_out_a_collector_or_a_query() {
-    const GRAPHITE_IDLE: usize = 2000;
+fn with_the_default_limits_1500_idle_graphite_sockets_do_not_lock_out_a_collector() {
+    const IDLE: usize = 1500;
+    const HOSTS: usize = 10;
+    const ROUNDS: usize = 10;
+    let cap = Limits::GRAPHITE_MAX_CONNECTIONS;
+    // The attack is larger than the default cap.
+    const { assert!(IDLE > Limits::GRAPHITE_MAX_CONNECTIONS) };
+    open_files_for(2 * IDLE as u64 + 1000);
+    let server = TestServer::start(None, Limits::default());
+    let count = |key: &str| metric(server.http, &format!("tierdb_connections_{key}"));
+    let mut idle: Vec<TcpStream> = (0..IDLE)
+        .map(|_| TcpStream::connect(server.graphite).unwrap())
+        .collect();
+    // The first `cap` take every slot; each one after them takes the slot of the one idle
+    // longest, which is closed and counted.
+    wait_until("every idle connection accepted", || {
+        count("open{protocol=\"graphite\"}") == cap as u64
+            && count("evicted_total{protocol=\"graphite\"}") == (IDLE - cap) as u64
+    });
+
+    // A collector on a fresh connection lands every sample.
+    let sent = collector_sends(&server, HOSTS, ROUNDS);
+    let landed = wait_for_samples(&server, &sent, ROUNDS);
+    assert_eq!(
+        landed,
+        HOSTS * ROUNDS,
+        "samples landed behind {IDLE} idle sockets"
+    );
+    assert_eq!(count("refused_total{protocol=\"graphite\"}"), 0);
+    assert_eq!(
+        count("evicted_total{protocol=\"graphite\"}"),
+        (IDLE - cap + 1) as u64,
+        "the collector's connection took the slot of one more idle one"
+    );
+    // The ones closed were the oldest; the newest still hold their slots.
+    assert_eq!(read_until_closed(&mut idle[0]), "");
+    assert_eq!(read_until_closed(&mut idle[IDLE - cap]), "");
+    assert!(still_open(&mut idle[IDLE - 1]));
+}
+
+#[test]
+fn a_thousand_slowloris_http_clients_do_not_lock_out_a_collector_or_a_query() {
     const SLOWLORIS: usize = 1000;
     // Both ends of every socket are in this process, plus the server's own files.
-    open_files_for(2 * (GRAPHITE_IDLE + SLOWLORIS) as u64 + 1000);
+    open_files_for(2 * SLOWLORIS as u64 + 1000);
+    // The default connection cap holds them all; the header timeout is shortened so the test
+    // does not wait out the default 30 s.
+    const { assert!(SLOWLORIS + 10 < Limits::HTTP_MAX_CONNECTIONS) };
     let server = TestServer::start(
         None,
         Limits {
-            graphite_max_connections: GRAPHITE_IDLE + 100,
-            graphite_idle_timeout: Duration::from_secs(5),
-            http_max_connections: SLOWLORIS + 100,
             http_header_timeout: Duration::from_secs(5),
             ..Limits::default()
         },
     );
-    let mut idle: Vec<TcpStream> = (0..GRAPHITE_IDLE)
-        .map(|_| TcpStream::connect(server.graphite).unwrap())
-        .collect();
     let mut slow: Vec<TcpStream> = (0..SLOWLORIS)
         .map(|_| TcpStream::connect(server.http).unwrap())
         .collect();
@@ -317,32 +401,23 @@ fn thousands_of_idle_and_slowloris_connections_do_not_lock_out_a_collector_or_a_
     };
 
     // The server holds them all and still answers HTTP.
-    wait_until("every hostile connection accepted", || {
-        metric(
-            server.http,
-            "tierdb_connections_open{protocol=\"graphite\"}",
-        ) == GRAPHITE_IDLE as u64
-            && metric(server.http, "tierdb_connections_open{protocol=\"http\"}") > SLOWLORIS as u64
+    wait_until("every slowloris connection accepted", || {
+        metric(server.http, "tierdb_connections_open{protocol=\"http\"}") > SLOWLORIS as u64
     });
     // Meanwhile a collector on a fresh connection lands every sample, and queries answer.
     collector_lands_every_sample(&server, 10, 10);
 
-    // Then the timeouts close every hostile connection, and say so in /metrics.
+    // Then the header timeout closes every one, and says so in /metrics.
     let count = |key: &str| metric(server.http, &format!("tierdb_connections_{key}"));
-    wait_until("every hostile connection timed out", || {
-        count("timed_out_total{protocol=\"graphite\",timeout=\"idle\"}") == GRAPHITE_IDLE as u64
-            && count("timed_out_total{protocol=\"http\",timeout=\"header\"}") == SLOWLORIS as u64
+    wait_until("every slowloris connection timed out", || {
+        count("timed_out_total{protocol=\"http\",timeout=\"header\"}") == SLOWLORIS as u64
     });
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     trickler.join().unwrap();
-    assert_eq!(count("open{protocol=\"graphite\"}"), 0);
-    assert_eq!(count("refused_total{protocol=\"graphite\"}"), 0);
     assert_eq!(count("refused_total{protocol=\"http\"}"), 0);
-    for streams in [&mut idle, &mut slow] {
-        let last = streams.len() - 1;
-        for i in [0, last] {
-            read_until_closed(&mut streams[i]);
-        }
+    let last = slow.len() - 1;
+    for i in [0, last] {
+        read_until_closed(&mut slow[i]);
     }
 }
 

@@ -472,18 +472,21 @@ fn counters_render_increases_and_rates_from_stored_increases() {
         answer[0]["datapoints"],
         json!([[null, START], [1200.0, START + 60], [1200.0, START + 120]])
     );
-    // Consolidated points add increases. Three points for 180 minutes after 09:00: sixty
-    // into one, stamped 10:00, 11:00 and 12:00, each window from the minute before its
-    // stamp (so 09:01 to 09:58 are dropped): m = 59..118, m = 119..178, then m = 179 with
-    // the unwritten 12:00. perSecond is taken before consolidating, as graphite-web does:
-    // 20/s a minute, averaged.
+    // Consolidated points average the increases, as graphite-web's json renderer averages
+    // points by default: each stays the increase a minute at every zoom. Three points for
+    // 180 minutes after 09:00: sixty into one, stamped 10:00, 11:00 and 12:00, each window
+    // from the minute before its stamp (so 09:01 to 09:58 are dropped): m = 59..118,
+    // m = 119..178, then m = 179 with the unwritten 12:00. The last window holds one
+    // minute: as a sum (72,000 ... 72,000, 1,200) it read as a drop; as graphite-web's
+    // average it is 1,200 like the others. perSecond is taken before consolidating, as
+    // graphite-web does: 20/s a minute, averaged.
     let hourly = |target: &str| {
         let body = format!("target={target}&from=-3h&until=now&maxDataPoints=3");
         render(&server, &body)[0]["datapoints"].clone()
     };
     let hours =
         |full: f64, last: f64| json!([[full, START + 3600], [full, START + 7200], [last, NOW]]);
-    assert_eq!(hourly("net.requests"), hours(72_000.0, 1200.0));
+    assert_eq!(hourly("net.requests"), hours(1200.0, 1200.0));
     assert_eq!(hourly("perSecond(net.requests)"), hours(20.0, 20.0));
     // summarize by sum keeps increases (59 minutes in the first hour after 10:00, and an
     // empty window for 12:00); a sum of counters too.

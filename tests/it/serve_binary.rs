@@ -141,3 +141,31 @@ fn a_busy_port_leaves_no_data_directory() {
         data.display()
     );
 }
+
+#[test]
+fn a_taken_port_is_refused_naming_the_flag_and_port_0() {
+    // #31: the error named the address only.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tierdb"))
+        .args([
+            "serve",
+            "--http",
+            &addr,
+            "--graphite",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
+        .arg(dir.path().join("data"))
+        .env_remove("TIERDB_DATA_DIR")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(&format!("--http: listen address {addr}"))
+            && stderr.contains("port 0 for any free one (--http 127.0.0.1:0"),
+        "{stderr}"
+    );
+}

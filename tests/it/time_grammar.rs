@@ -7,7 +7,7 @@ use std::process::Command;
 use serde_json::{json, Value};
 
 use crate::support::http::{get_json, request};
-use crate::support::process::Proc;
+use crate::support::process::{tierdb_ok, Proc};
 
 const HOUR: i64 = 3_600;
 const FIVE_MINUTES: i64 = 300;
@@ -75,4 +75,41 @@ fn cli_query_and_render_read_the_same_window_for_now_minus_7d() {
     assert_eq!(known, 168, "{cli}");
     assert_eq!(cli_points, render_points);
     server.terminate(std::time::Duration::from_secs(20));
+}
+
+/// The dashboard offers `1mo` and the command line refused it, asking for `1mon` (#31): every
+/// spelling of a month, and of the other units, now reads the same everywhere.
+#[test]
+fn a_month_is_spelled_the_same_way_on_every_surface() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let now = chrono::Utc::now().timestamp();
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, format!("disk.used 5 {}\n", now - 3 * 86_400)).unwrap();
+    let tierdb = |args: &[&str]| tierdb_ok(args, &data);
+    tierdb(&["import", input.to_str().unwrap()]);
+    let read = |range: &str, step: &str| {
+        tierdb(&[
+            "query",
+            "disk.used",
+            "--range",
+            range,
+            "--tier",
+            "1d",
+            "--step",
+            step,
+            "--format",
+            "json",
+        ])
+    };
+    let month = read("30d", "1d");
+    assert!(month.contains("5.0"), "{month}");
+    for (range, step) in [
+        ("1mo", "24h"),
+        ("1mon", "1day"),
+        ("1month", "1d"),
+        ("-1mo", "1d"),
+    ] {
+        assert_eq!(read(range, step), month, "--range {range} --step {step}");
+    }
 }

@@ -72,6 +72,30 @@ pub(crate) fn tierdb_command(subcommand: &str, data_dir: &Path) -> Command {
     command
 }
 
+/// Runs `tierdb <args> --data-dir <data_dir>` to its end, without the environment's
+/// `TIERDB_DATA_DIR` and `TIERDB_TIERS`.
+pub(crate) fn run_tierdb(args: &[&str], data_dir: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tierdb"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env_remove("TIERDB_DATA_DIR")
+        .env_remove("TIERDB_TIERS")
+        .output()
+        .expect("run tierdb")
+}
+
+/// [`run_tierdb`], which must succeed; returns its stdout.
+pub(crate) fn tierdb_ok(args: &[&str], data_dir: &Path) -> String {
+    let out = run_tierdb(args, data_dir);
+    assert!(
+        out.status.success(),
+        "tierdb {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A child process killed (SIGKILL) and reaped on drop, its whole process group with it when
 /// it leads one, so a failing test leaves nothing running; [`Proc::terminate`] is the
 /// graceful way.
