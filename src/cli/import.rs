@@ -54,6 +54,27 @@ pub fn detect(first_line: &str) -> Format {
     }
 }
 
+/// The archive format a path's name says: whisper for a directory or a `.wsp` file, rrd for
+/// a `.rrd` file; `None` otherwise (line input).
+fn format_of_path(path: &str) -> Option<Format> {
+    let path = std::path::Path::new(path);
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("wsp") => Some(Format::Whisper),
+        Some("rrd") => Some(Format::Rrd),
+        _ if path.is_dir() => Some(Format::Whisper),
+        _ => None,
+    }
+}
+
+/// The archive format of an import format, `None` for line input.
+fn archive_format(format: Format) -> Option<super::import_archives::ArchiveFormat> {
+    match format {
+        Format::Whisper => Some(super::import_archives::ArchiveFormat::Whisper),
+        Format::Rrd => Some(super::import_archives::ArchiveFormat::Rrd),
+        _ => None,
+    }
+}
+
 /// Imports Graphite plaintext or Influx lines from a file or stdin, or whisper and RRD files.
 ///
 /// The format is detected from the first line unless --format says (whisper for a directory
@@ -95,8 +116,8 @@ pub(super) fn run(args: ImportArgs) -> std::result::Result<(), Box<dyn std::erro
         location,
         name,
     } = args;
-    let format = format.or_else(|| super::import_archives::format_of_path(&files[0]));
-    if let Some(archives) = format.and_then(super::import_archives::archive_format) {
+    let format = format.or_else(|| format_of_path(&files[0]));
+    if let Some(archives) = format.and_then(archive_format) {
         return super::import_archives::run(archives, &files, name.as_deref(), &location);
     }
     if name.is_some() {
@@ -305,7 +326,7 @@ pub fn import(
     precision: influx::Precision,
     mut progress: impl FnMut(&ImportSummary),
 ) -> Result<ImportSummary> {
-    if let Some(archives) = format.and_then(super::import_archives::archive_format) {
+    if let Some(archives) = format.and_then(archive_format) {
         return Err(Error::InvalidQuery(format!(
             "{archives:?} files are whole files, not lines: import them with \
              import_archives::import_archives"

@@ -462,27 +462,6 @@ fn cells_of(
     }
 }
 
-/// The archive format a path's name says: whisper for a directory or a `.wsp` file, rrd for
-/// a `.rrd` file; `None` otherwise (line input).
-pub fn format_of_path(path: &str) -> Option<super::import::Format> {
-    let path = Path::new(path);
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("wsp") => Some(super::import::Format::Whisper),
-        Some("rrd") => Some(super::import::Format::Rrd),
-        _ if path.is_dir() => Some(super::import::Format::Whisper),
-        _ => None,
-    }
-}
-
-/// The archive format of an import format, `None` for line input.
-pub fn archive_format(format: super::import::Format) -> Option<ArchiveFormat> {
-    match format {
-        super::import::Format::Whisper => Some(ArchiveFormat::Whisper),
-        super::import::Format::Rrd => Some(ArchiveFormat::Rrd),
-        _ => None,
-    }
-}
-
 /// `tierdb import --format whisper|rrd PATH...`: lists the files, imports them with a
 /// progress bar over files and bytes on a terminal, closes the engine (the buckets are
 /// durable when the command returns) and prints the summary. Fails when files were given
