@@ -34,6 +34,8 @@ use crate::storage::{Storage, OPEN_MARKER};
 use crate::time::Timestamp;
 pub(crate) use admission::accepted_times;
 pub(crate) use admission::check_value_and_time;
+#[cfg(feature = "server")]
+pub(crate) use admission::SinkBounds;
 use admission::{Bounds, FilesNeeded, SampleLimits};
 use creator::ChunkCreator;
 pub use maintenance::MaintenanceReport;

@@ -18,7 +18,7 @@ use futures_util::future::BoxFuture;
 use super::node::Node;
 use super::{partition_of, wire, SampleBatch};
 use crate::counter::SeriesKind;
-use crate::engine::{accepted_times, check_value_and_time};
+use crate::engine::SinkBounds;
 use crate::error::Error;
 use crate::error::RejectReason;
 use crate::error::Result;
@@ -53,7 +53,7 @@ pub(crate) struct EdgeSink {
     /// Samples queued in all batches.
     queued: usize,
     /// First and last second accepted, fixed when the batch began.
-    bounds: Option<(Timestamp, Timestamp)>,
+    bounds: SinkBounds,
     /// Canonical keys already checked, with their partition: a key is parsed once per
     /// connection, not once per sample. Within the name caches' server-wide budget.
     known: NameCache<u32>,
@@ -69,7 +69,7 @@ impl EdgeSink {
             stats,
             batches: HashMap::new(),
             queued: 0,
-            bounds: None,
+            bounds: SinkBounds::default(),
             report: IngestReport::default(),
         }
     }
@@ -78,7 +78,7 @@ impl EdgeSink {
     async fn flush_queued(&mut self) -> Result<()> {
         // The bounds are taken afresh for the next samples even when none was queued: a
         // long-lived sink (a UDP socket's) must not keep a "now" from hours ago.
-        self.bounds = None;
+        self.bounds.reset();
         if self.queued == 0 {
             return Ok(());
         }
@@ -149,10 +149,8 @@ impl Sink for EdgeSink {
         value: f64,
         line: usize,
     ) -> bool {
-        let bounds = *self
-            .bounds
-            .get_or_insert_with(|| accepted_times(self.node.tiers(), self.node.now()));
-        if let Err(reason) = check_value_and_time(value, ts, bounds) {
+        let node = &self.node;
+        if let Err(reason) = (self.bounds).check(node.tiers(), || node.now(), value, ts) {
             self.reject(line, reason.as_str(), format!("sample refused: {reason}"));
             return false;
         }

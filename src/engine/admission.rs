@@ -172,6 +172,34 @@ pub(crate) fn check_value_and_time(
     }
 }
 
+/// The bounds a sink checks its samples against, taken at its first sample and again after
+/// each flush, so a long-lived sink (a UDP socket's) never keeps a "now" from hours ago. A
+/// server connection's sink and a cluster node's edge share it.
+#[cfg(feature = "server")]
+#[derive(Default)]
+pub(crate) struct SinkBounds(Option<(Timestamp, Timestamp)>);
+
+#[cfg(feature = "server")]
+impl SinkBounds {
+    /// [`check_value_and_time`] against the bounds of `tiers` at `now()`, taken once.
+    #[inline]
+    pub(crate) fn check(
+        &mut self,
+        tiers: &TiersConfig,
+        now: impl FnOnce() -> Timestamp,
+        value: f64,
+        ts: Timestamp,
+    ) -> std::result::Result<(), RejectReason> {
+        let bounds = *self.0.get_or_insert_with(|| accepted_times(tiers, now()));
+        check_value_and_time(value, ts, bounds)
+    }
+
+    /// Takes the bounds afresh at the next sample.
+    pub(crate) fn reset(&mut self) {
+        self.0 = None;
+    }
+}
+
 impl SampleLimits {
     #[inline]
     pub(super) fn check(&self, sample: &Sample) -> std::result::Result<(), RejectReason> {

@@ -17,7 +17,7 @@ use futures_util::future::BoxFuture;
 use super::stats::ServerStats;
 use super::Limits;
 use crate::counter::SeriesKind;
-use crate::engine::{accepted_times, check_value_and_time, Engine};
+use crate::engine::{Engine, SinkBounds};
 use crate::error::Error;
 use crate::error::Result;
 use crate::ingest::batch::{LineBatch, BATCH};
@@ -79,9 +79,8 @@ pub(crate) struct LocalSink {
     batch: Batch,
     cache: NameCache<SeriesId>,
     report: IngestReport,
-    /// The first and last second a sample may have ([`accepted_times`]), taken at the
-    /// batch's first sample.
-    bounds: Option<(Timestamp, Timestamp)>,
+    /// The first and last second a sample may have, taken at the batch's first sample.
+    bounds: SinkBounds,
 }
 
 /// The samples queued since the last flush, with what must happen before they are written.
@@ -142,7 +141,7 @@ impl LocalSink {
                 ..Batch::default()
             },
             report: IngestReport::default(),
-            bounds: None,
+            bounds: SinkBounds::default(),
         }
     }
 
@@ -179,7 +178,7 @@ impl LocalSink {
             }
         });
         self.batch.clear();
-        self.bounds = None;
+        self.bounds.reset();
         outcome
     }
 }
@@ -203,10 +202,8 @@ impl Sink for LocalSink {
         value: f64,
         line: usize,
     ) -> bool {
-        let bounds = *self
-            .bounds
-            .get_or_insert_with(|| accepted_times(self.engine.config(), self.engine.now()));
-        if let Err(reason) = check_value_and_time(value, ts, bounds) {
+        let engine = &self.engine;
+        if let Err(reason) = (self.bounds).check(engine.config(), || engine.now(), value, ts) {
             self.reject(line, reason.as_str(), format!("sample refused: {reason}"));
             return false;
         }

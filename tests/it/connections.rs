@@ -176,13 +176,16 @@ fn still_open(stream: &mut TcpStream) -> bool {
     )
 }
 
+/// At the cap, a new Graphite connection takes the slot of the one idle longest, with the
+/// default idle timeout (the default cap itself is exercised by
+/// `with_the_default_limits_1500_idle_graphite_sockets_do_not_lock_out_a_collector`; a cap of 4
+/// keeps this one small).
 #[test]
-fn idle_graphite_connections_are_closed_so_a_collector_gets_a_slot() {
+fn at_the_cap_a_new_graphite_connection_takes_the_slot_of_the_one_idle_longest() {
     let server = TestServer::start(
         None,
         Limits {
             graphite_max_connections: 4,
-            graphite_idle_timeout: Duration::from_secs(3),
             ..Limits::default()
         },
     );
@@ -206,10 +209,38 @@ fn idle_graphite_connections_are_closed_so_a_collector_gets_a_slot() {
     wait_until("the fifth's sample", || {
         samples_landed(&server, &["fifth.conn".to_owned()], minute) == 1
     });
+    // With the default idle timeout (5 minutes) the others keep their slots meanwhile.
+    for stream in &mut idle {
+        assert!(still_open(stream));
+    }
+    assert!(still_open(&mut fifth));
+}
 
-    // The idle ones, and the fifth once it falls silent, are closed by the server, which
-    // frees the slots.
-    for stream in idle.iter_mut().chain([&mut fifth]) {
+/// Idle Graphite connections are closed by the server once the idle timeout passes, which
+/// frees their slots, while a collector writing for longer than the timeout keeps its own.
+/// The default timeout is 5 minutes (`Limits::GRAPHITE_IDLE_TIMEOUT`, checked below); the
+/// test shortens it to 3 s so it does not wait 5 minutes: the timer is the same at any
+/// value.
+#[test]
+fn idle_graphite_connections_are_closed_at_the_idle_timeout_and_writers_keep_theirs() {
+    assert_eq!(
+        Limits::default().graphite_idle_timeout,
+        Duration::from_secs(300)
+    );
+    let server = TestServer::start(
+        None,
+        Limits {
+            graphite_idle_timeout: Duration::from_secs(3),
+            ..Limits::default()
+        },
+    );
+    let count = |key: &str| metric(server.http, &format!("tierdb_connections_{key}"));
+    let open = "open{protocol=\"graphite\"}";
+    let mut idle: Vec<TcpStream> = (0..4)
+        .map(|_| TcpStream::connect(server.graphite).unwrap())
+        .collect();
+    wait_until("4 open graphite connections", || count(open) == 4);
+    for stream in &mut idle {
         read_until_closed(stream);
     }
     assert_eq!(
