@@ -122,6 +122,8 @@ return {
   series_count: Number(document.getElementById('stat-series')?.dataset.value || '0'),
   rate: document.getElementById('stat-rate')?.dataset.value || null,
   time_error: document.getElementById('time-error').hidden ? null : document.getElementById('time-error').textContent,
+  time_from: document.getElementById('time-from').value,
+  updated: document.getElementById('updated').textContent,
   tooltip: document.getElementById('tooltip').hidden ? null : [...document.getElementById('tooltip').children].map((e) => e.textContent),
   rate_window: Number(document.getElementById('stat-rate')?.dataset.window || '0'),
   disk_rows: q('#stat-disk tr[data-tier]').length,
@@ -158,6 +160,10 @@ struct Snapshot {
     rate: Option<String>,
     /// `#time-error`'s text while it is shown.
     time_error: Option<String>,
+    /// What `#time-from` holds.
+    time_from: String,
+    /// The clock of the last full refresh (`#updated`).
+    updated: String,
     /// The hover readout's rows (the time, then a value per line) while it is shown.
     tooltip: Option<Vec<String>>,
     /// The seconds the ingest rate is averaged over.
@@ -786,6 +792,21 @@ async fn drive(client: &Client, page_url: &str, server: &mut Proc) -> Vec<u8> {
     // An absolute window (unix seconds are taken, as is YYYY-MM-DD HH:MM): the two hours
     // before the last one, read at the tier the auto rule picks for two hours (1m).
     type_into(client, "#time-from", "yesterday").await;
+    // The field loses focus (the user reaches for the button); a live refresh meanwhile
+    // keeps what was typed.
+    client
+        .execute("document.activeElement.blur()", Vec::new())
+        .await
+        .expect("blur the time field");
+    let before = snapshot(client).await.updated;
+    let refreshed = wait_for(client, server, "a live refresh after typing", |s| {
+        s.updated != before && s.updated.starts_with("updated")
+    })
+    .await;
+    assert_eq!(
+        refreshed.time_from, "yesterday",
+        "a live refresh overwrote what was typed"
+    );
     click(client, "#time-apply").await;
     wait_for(client, server, "an error for a bad time", |s| {
         s.time_error

@@ -1673,7 +1673,14 @@
     refreshSoon({ chartsOnly: true });
   }
 
-  function syncTimeControls() {
+  // What the user typed into the window inputs stays until they apply it or move the view
+  // themselves: a live refresh landing meanwhile does not overwrite it.
+  const editedTimes = new Set();
+  for (const input of [el.timeFrom, el.timeTo]) {
+    input.addEventListener('input', () => editedTimes.add(input));
+  }
+
+  function syncTimeControls({ fromRefresh = false } = {}) {
     const fixed = state.fixed;
     el.panFwd.disabled = !fixed;
     el.live.disabled = !fixed;
@@ -1687,8 +1694,15 @@
     const { from, to } = currentWindow();
     // A live window is shown to the minute; a fixed one as it is.
     const minute = (t) => (fixed ? t : Math.floor(t / 60) * 60);
-    if (document.activeElement !== el.timeFrom) el.timeFrom.value = fmtInput(minute(Math.floor(from)));
-    if (document.activeElement !== el.timeTo) el.timeTo.value = fmtInput(minute(Math.ceil(to)));
+    const shown = [
+      [el.timeFrom, minute(Math.floor(from))],
+      [el.timeTo, minute(Math.ceil(to))],
+    ];
+    for (const [input, t] of shown) {
+      if (document.activeElement === input || (fromRefresh && editedTimes.has(input))) continue;
+      input.value = fmtInput(t);
+      editedTimes.delete(input);
+    }
     el.viewInfo.dataset.mode = fixed ? 'fixed' : 'live';
     if (fixed) {
       el.viewInfo.textContent = `fixed window · ${auto ? 'auto tier' : fixed.tier}`;
@@ -1821,7 +1835,9 @@
       await Promise.all([...state.charts.values()].map((chart) => loadChart(chart, q, gen)));
       if (gen === state.gen) showChosenTier();
     }
-    if (gen === state.gen && !(state.fixed && state.fixed.tier === 'auto')) syncTimeControls();
+    if (gen === state.gen && !(state.fixed && state.fixed.tier === 'auto')) {
+      syncTimeControls({ fromRefresh: true });
+    }
     if (gen !== state.gen || !full) return;
     // The banner and the clock follow the full reads (chart errors show on their charts).
     showErrors(errors);
