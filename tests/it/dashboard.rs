@@ -39,6 +39,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fantoccini::actions::{InputSource, MouseActions, PointerAction, MOUSE_BUTTON_LEFT};
+use fantoccini::key::Key;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde::Deserialize;
 use serde_json::json;
@@ -1037,18 +1038,17 @@ async fn drive_raw(client: &Client, page_url: &str, server: &mut Proc) {
     .await;
 }
 
-/// Replaces the text of the input at `css` with `text`, as a user types it.
+/// Replaces what the input at `css` holds with `text`, as a user does: select all (Ctrl+A) in
+/// the focused field, then type. WebDriver's element clear would blur the field between the
+/// clearing and the typing, and a live refresh landing there refills it.
 async fn type_into(client: &Client, css: &str, text: &str) {
     let input = client
         .find(Locator::Css(css))
         .await
         .unwrap_or_else(|e| panic!("{css}: {e}"));
+    let control = char::from(Key::Control);
     input
-        .clear()
-        .await
-        .unwrap_or_else(|e| panic!("clear {css}: {e}"));
-    input
-        .send_keys(text)
+        .send_keys(&format!("{control}a{control}{text}"))
         .await
         .unwrap_or_else(|e| panic!("type into {css}: {e}"));
 }
