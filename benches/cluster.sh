@@ -16,7 +16,7 @@
 #
 # Environment: SERIES (default 1000), SAMPLES (default 360: one hour), CONNECTIONS (default 4),
 # QUERIES (default 200), TIERDB (default target/release/tierdb), NATS_SERVER (default
-# /usr/sbin/nats-server).
+# /usr/local/bin/nats-server, the 2.15.1 scripts/install-test-deps.sh installs).
 set -euo pipefail
 
 SERIES=${SERIES:-1000}
@@ -24,7 +24,7 @@ SAMPLES=${SAMPLES:-360}
 CONNECTIONS=${CONNECTIONS:-4}
 QUERIES=${QUERIES:-200}
 TIERDB=$(realpath "${TIERDB:-target/release/tierdb}")
-NATS_SERVER=${NATS_SERVER:-/usr/sbin/nats-server}
+NATS_SERVER=${NATS_SERVER:-/usr/local/bin/nats-server}
 
 WORK=$(mktemp -d /tmp/tierdb-cluster.XXXXXX)
 PIDS=()

