@@ -50,6 +50,10 @@ pub mod cluster {
     pub mod apply {
         pub use crate::cluster::apply::{PartitionStore, FAULT_KILL_MID_APPLY};
     }
+    /// A cluster node's fault hooks.
+    pub mod node {
+        pub use crate::cluster::node::FAULT_APPLY_PAUSE_MS;
+    }
     /// Leases and their table.
     pub mod ownership {
         pub use crate::cluster::ownership::{ClusterSettings, ClusterView, Ownership};

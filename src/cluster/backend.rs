@@ -64,10 +64,7 @@ impl Backend for NodeBackend {
     }
 
     fn query(&self, query: Query, read: ReadOptions) -> Answer<'_, QueryResult> {
-        Box::pin(async move {
-            let token = read.token.as_deref();
-            Ok(fanout::query(&self.node, query, read.strong, token).await?)
-        })
+        Box::pin(async move { Ok(fanout::query(&self.node, query, &read).await?) })
     }
 
     fn aggregate(
@@ -79,16 +76,12 @@ impl Backend for NodeBackend {
         Box::pin(async move {
             let node = &self.node;
             let plan = AggregatePlan::new(node.tiers(), node.now(), &query)?;
-            let token = read.token.as_deref();
-            Ok(fanout::aggregate(node, plan, read.strong, &budget, token).await?)
+            Ok(fanout::aggregate(node, plan, &budget, &read).await?)
         })
     }
 
     fn series(&self, selector: Selector, read: ReadOptions) -> Answer<'_, Vec<String>> {
-        Box::pin(async move {
-            let token = read.token.as_deref();
-            Ok(fanout::series(&self.node, selector, read.strong, token).await?)
-        })
+        Box::pin(async move { Ok(fanout::series(&self.node, selector, &read).await?) })
     }
 
     fn render(
@@ -101,8 +94,7 @@ impl Backend for NodeBackend {
             let source = RenderSource::new(
                 Arc::clone(&self.node),
                 tokio::runtime::Handle::current(),
-                read.strong,
-                read.token,
+                read,
             );
             let _turn = self.node.render_slot().await;
             blocking(move || render::render(&source, &request, &budget)).await
@@ -115,10 +107,7 @@ impl Backend for NodeBackend {
         budget: Arc<ReadBudget>,
         read: ReadOptions,
     ) -> Answer<'_, Vec<FindNode>> {
-        Box::pin(async move {
-            let token = read.token.as_deref();
-            Ok(fanout::find(&self.node, query, &budget, token).await?)
-        })
+        Box::pin(async move { Ok(fanout::find(&self.node, query, &budget, &read).await?) })
     }
 
     fn over_registry(

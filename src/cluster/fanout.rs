@@ -7,7 +7,10 @@
 //! longer holds them are asked of another holder, up to [`READ_ATTEMPTS`] times in all; then
 //! the read fails with 503 naming the last failure. `consistency=strong` makes each owner wait (up to
 //! [`STRONG_WAIT`]) until it has applied the partition's last log sequence as of the read's
-//! start, so a read sees every write acknowledged before it.
+//! start, so a read sees every write acknowledged before it. A default read does not wait: it
+//! asks the log for each partition's last sequence beside the owners, and each owner says how
+//! far it had applied, so the answer says which partitions were read from a replica behind
+//! the log ([`crate::server::read_report`]) rather than pass a short count for a whole one.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -26,6 +29,8 @@ use crate::read::budget::ReadBudget;
 use crate::read::query::{Query, QueryResult};
 use crate::registry::Selector;
 use crate::render::{Fetched, FindNode, PathPattern, RenderGrid, Source};
+use crate::server::backend::ReadOptions;
+use crate::server::read_report::{Behind, PartitionLag};
 use crate::time::{Span, Timestamp};
 
 /// How long an owner waits, for all the partitions of one request together, to have applied
@@ -87,6 +92,16 @@ pub(crate) enum PartialAnswer {
     RenderFetch(Vec<Fetched>),
 }
 
+/// An owner's answer and, per partition it answered for, the last log sequence it had
+/// applied when it read.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct OwnerAnswer {
+    /// Per partition, the applied sequence the answer includes.
+    pub applied: BTreeMap<u32, u64>,
+    /// The answer.
+    pub answer: PartialAnswer,
+}
+
 /// Answers `request` over this node's own stores of the partitions asked; waits first for
 /// what a strong read needs applied.
 ///
@@ -96,7 +111,7 @@ pub(crate) enum PartialAnswer {
 pub(crate) async fn answer_locally(
     node: &Arc<Node>,
     request: PartialRequest,
-) -> Result<PartialAnswer> {
+) -> Result<OwnerAnswer> {
     let mut stores = Vec::with_capacity(request.partitions.len());
     // One deadline for every partition's wait, below the asker's own timeout.
     let deadline = tokio::time::Instant::now() + STRONG_WAIT;
@@ -121,7 +136,13 @@ pub(crate) async fn answer_locally(
         }
         stores.push(store);
     }
-    tokio::task::spawn_blocking(move || {
+    // Taken before the read: a group applied while it runs may or may not be in it, so the
+    // answer claims only what it surely holds.
+    let applied = (request.partitions.iter())
+        .zip(&stores)
+        .map(|(&partition, store)| (partition, store.applied()))
+        .collect();
+    let answer = tokio::task::spawn_blocking(move || {
         let readers: Vec<_> = stores.iter().map(|s| s.engine().reader()).collect();
         let budget = ReadBudget::new(request.budget);
         Ok(match request.read {
@@ -154,7 +175,8 @@ pub(crate) async fn answer_locally(
         })
     })
     .await
-    .map_err(|e| Error::Poisoned(format!("read task failed: {e}")))?
+    .map_err(|e| Error::Poisoned(format!("read task failed: {e}")))??;
+    Ok(OwnerAnswer { applied, answer })
 }
 
 /// Times a read asks again, elsewhere, for the partitions whose owner failed.
@@ -221,9 +243,11 @@ fn route(
 }
 
 /// Sends `read` to one owner of each partition (or of `only`), in parallel, and returns
-/// their answers. `strong`: each owner first applies what the log held when the read began.
-/// The partitions of an owner that fails (unreachable, or no longer applying them) are
-/// asked of another holder, up to [`READ_ATTEMPTS`] times in all.
+/// their answers. `options.strong`: each owner first applies what the log held when the read
+/// began. Otherwise the log's last sequences are asked beside the owners, and the partitions
+/// read from a replica behind them are recorded in `options.report`. The partitions of an
+/// owner that fails (unreachable, or no longer applying them) are asked of another holder,
+/// up to [`READ_ATTEMPTS`] times in all.
 ///
 /// # Errors
 /// [`Error::Cluster`] when no owner of some partition answers (the last failure's message
@@ -232,19 +256,71 @@ pub(crate) async fn fan_out(
     node: &Arc<Node>,
     read: PartialRead,
     only: Option<u32>,
-    strong: bool,
     budget: u64,
-    token: Option<&str>,
+    options: &ReadOptions,
 ) -> Result<Vec<PartialAnswer>> {
-    let mut pending: Vec<u32> = match only {
+    let partitions: Vec<u32> = match only {
         Some(p) => vec![p],
         None => (0..node.partitions()).collect(),
     };
-    let applied_at_least = if strong {
-        node.log().last_sequences(&pending).await?
-    } else {
-        BTreeMap::new()
+    let token = options.token.as_deref();
+    if options.strong {
+        let applied_at_least = node.log().last_sequences(&partitions).await?;
+        let answers = ask_owners(node, read, partitions, &applied_at_least, budget, token).await?;
+        return Ok(answers.into_iter().map(|a| a.answer).collect());
+    }
+    let no_wait = BTreeMap::new();
+    let (log_tail, answers) = tokio::join!(
+        node.log().last_sequences(&partitions),
+        ask_owners(node, read, partitions.clone(), &no_wait, budget, token),
+    );
+    let answers = answers?;
+    options.report.record(behind_the_log(&answers, log_tail));
+    Ok(answers.into_iter().map(|a| a.answer).collect())
+}
+
+/// The partitions `answers` read from a replica that had not applied the log's last
+/// sequence (`log_tail`, or why the log could not be asked).
+fn behind_the_log(answers: &[OwnerAnswer], log_tail: Result<BTreeMap<u32, u64>>) -> Behind {
+    let log_tail = match log_tail {
+        Ok(tail) => tail,
+        Err(e) => {
+            return Behind {
+                partitions: Vec::new(),
+                unknown: Some(format!("the log's last sequences could not be read: {e}")),
+            }
+        }
     };
+    let mut partitions: Vec<PartitionLag> = answers
+        .iter()
+        .flat_map(|answer| &answer.applied)
+        .filter_map(|(&partition, &applied)| {
+            let log = log_tail.get(&partition).copied().unwrap_or(0);
+            (applied < log).then_some(PartitionLag {
+                partition,
+                applied,
+                log,
+            })
+        })
+        .collect();
+    partitions.sort_by_key(|lag| lag.partition);
+    Behind {
+        partitions,
+        unknown: None,
+    }
+}
+
+/// Asks one owner of each of `partitions` for `read`, in parallel, each first applying what
+/// `applied_at_least` names; the partitions of an owner that fails are asked of another
+/// holder, up to [`READ_ATTEMPTS`] times in all.
+async fn ask_owners(
+    node: &Arc<Node>,
+    read: PartialRead,
+    mut pending: Vec<u32>,
+    applied_at_least: &BTreeMap<u32, u64>,
+    budget: u64,
+    token: Option<&str>,
+) -> Result<Vec<OwnerAnswer>> {
     let mut excluded = BTreeSet::new();
     let mut answers = Vec::new();
     for attempt in 1..=READ_ATTEMPTS {
@@ -298,11 +374,11 @@ async fn ask_owner(
     addr: &str,
     request: PartialRequest,
     token: Option<&str>,
-) -> Result<PartialAnswer> {
+) -> Result<OwnerAnswer> {
     if owner == node.name() {
         return answer_locally(node, request).await;
     }
-    match peer::ask::<PartialAnswer>(addr, PARTIAL_PATH, &request, token, PEER_TIMEOUT).await? {
+    match peer::ask::<OwnerAnswer>(addr, PARTIAL_PATH, &request, token, PEER_TIMEOUT).await? {
         Ok(answer) => Ok(answer),
         // A one-series read of a series the owner does not have: the asker answers 404 too,
         // as a single node does. (Another 404, from a peer that is no cluster node, is the
@@ -352,8 +428,7 @@ fn other_kind() -> Error {
 pub(crate) async fn query(
     node: &Arc<Node>,
     query: Query,
-    strong: bool,
-    token: Option<&str>,
+    options: &ReadOptions,
 ) -> Result<QueryResult> {
     let key = crate::registry::SeriesKey::parse(&query.series)?;
     let partition = super::partition_of(key.as_str(), node.partitions());
@@ -362,9 +437,8 @@ pub(crate) async fn query(
         node,
         PartialRead::Query(query),
         Some(partition),
-        strong,
         u64::MAX,
-        token,
+        options,
     )
     .await?;
     let mut results = parts(answers, |answer| match answer {
@@ -381,18 +455,16 @@ pub(crate) async fn query(
 pub(crate) async fn aggregate(
     node: &Arc<Node>,
     plan: AggregatePlan,
-    strong: bool,
     budget: &ReadBudget,
-    token: Option<&str>,
+    options: &ReadOptions,
 ) -> Result<AggregateResult> {
     let owner_budget = partial::owner_budget(budget).limit();
     let answers = fan_out(
         node,
         PartialRead::Aggregate(plan.clone()),
         None,
-        strong,
         owner_budget,
-        token,
+        options,
     )
     .await?;
     let parts = parts(answers, |answer| match answer {
@@ -409,18 +481,9 @@ pub(crate) async fn aggregate(
 pub(crate) async fn series(
     node: &Arc<Node>,
     selector: Selector,
-    strong: bool,
-    token: Option<&str>,
+    options: &ReadOptions,
 ) -> Result<Vec<String>> {
-    let answers = fan_out(
-        node,
-        PartialRead::Series(selector),
-        None,
-        strong,
-        u64::MAX,
-        token,
-    )
-    .await?;
+    let answers = fan_out(node, PartialRead::Series(selector), None, u64::MAX, options).await?;
     let parts = parts(answers, |answer| match answer {
         PartialAnswer::Series(keys) => Some(Ok(keys)),
         _ => None,
@@ -436,18 +499,10 @@ pub(crate) async fn find(
     node: &Arc<Node>,
     query: String,
     budget: &ReadBudget,
-    token: Option<&str>,
+    options: &ReadOptions,
 ) -> Result<Vec<FindNode>> {
     let owner_budget = partial::owner_budget(budget).limit();
-    let answers = fan_out(
-        node,
-        PartialRead::Find(query),
-        None,
-        false,
-        owner_budget,
-        token,
-    )
-    .await?;
+    let answers = fan_out(node, PartialRead::Find(query), None, owner_budget, options).await?;
     let parts = parts(answers, |answer| match answer {
         PartialAnswer::Find(charged) => Some(charged.take(budget)),
         _ => None,
@@ -466,10 +521,8 @@ pub(crate) struct RenderSource {
     /// The runtime the fan-outs run on, from the request's handler: render calls the source
     /// synchronously, on the blocking pool.
     runtime: tokio::runtime::Handle,
-    /// Each owner first applies what the log held when the read began.
-    strong: bool,
-    /// The token this node presents to its peers.
-    token: Option<String>,
+    /// How the request asks to be read, and where the fan-outs record a lag.
+    options: ReadOptions,
 }
 
 impl RenderSource {
@@ -478,14 +531,12 @@ impl RenderSource {
     pub(crate) fn new(
         node: Arc<Node>,
         runtime: tokio::runtime::Handle,
-        strong: bool,
-        token: Option<String>,
+        options: ReadOptions,
     ) -> RenderSource {
         RenderSource {
             node,
             runtime,
-            strong,
-            token,
+            options,
         }
     }
 
@@ -498,14 +549,8 @@ impl RenderSource {
     /// on the runtime's workers; the asker's own partitions are read on another blocking-pool
     /// thread ([`answer_locally`]).
     fn fan_out(&self, read: PartialRead, budget: u64) -> Result<Vec<PartialAnswer>> {
-        self.runtime.block_on(fan_out(
-            &self.node,
-            read,
-            None,
-            self.strong,
-            budget,
-            self.token.as_deref(),
-        ))
+        self.runtime
+            .block_on(fan_out(&self.node, read, None, budget, &self.options))
     }
 
     /// The grid this node's tiers and clock give a fetch; `None` when the range holds no

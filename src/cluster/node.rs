@@ -43,6 +43,10 @@ const GROUP_MESSAGES: usize = 64;
 /// How long a partition's task waits for more messages before it applies what it has.
 const GROUP_WAIT: Duration = Duration::from_millis(5);
 
+/// The lag tests' fault hook: milliseconds a node waits before applying each group of
+/// messages, so its partitions fall behind the log while it still answers reads.
+pub const FAULT_APPLY_PAUSE_MS: &str = "TIERDB_FAULT_APPLY_PAUSE_MS";
+
 /// How long a task pauses after a failed read or apply before it tries again.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
 
@@ -133,6 +137,8 @@ pub(crate) struct Node {
     /// Partitions this node applied past the log's last sequence, as last checked: partition
     /// → (applied, the log's last sequence). See [`Node::check_log`].
     ahead_of_log: Mutex<BTreeMap<u32, (u64, u64)>>,
+    /// The pause before each group's apply that [`FAULT_APPLY_PAUSE_MS`] asks for, if set.
+    apply_pause: Option<Duration>,
 }
 
 /// A partition rebuilt from a live replica's files.
@@ -227,6 +233,10 @@ impl Node {
             copy_waits: Mutex::new(BTreeMap::new()),
             renders: tokio::sync::Semaphore::new(CONCURRENT_RENDERS),
             ahead_of_log: Mutex::new(BTreeMap::new()),
+            apply_pause: std::env::var(FAULT_APPLY_PAUSE_MS)
+                .ok()
+                .and_then(|ms| ms.parse().ok())
+                .map(Duration::from_millis),
         });
         let tasks = vec![
             tokio::spawn(Arc::clone(&node).follow_view()),
@@ -738,6 +748,9 @@ impl Node {
                         }
                     })
                     .collect();
+                if let Some(pause) = self.apply_pause {
+                    tokio::time::sleep(pause).await;
+                }
                 let apply_store = Arc::clone(&store);
                 let applied = tokio::task::spawn_blocking(move || apply_store.apply(&group))
                     .await

@@ -12,6 +12,7 @@ use axum::Router;
 use futures_util::future::BoxFuture;
 
 use super::error::{blocking, ApiError};
+use super::read_report::ReadReport;
 use super::sink::{LocalSink, Sink};
 use super::stats::ServerStats;
 use super::{Limits, State};
@@ -40,6 +41,8 @@ pub struct ReadOptions {
     pub strong: bool,
     /// The request's bearer token, passed on to the peers a cluster node asks.
     pub token: Option<String>,
+    /// Where a cluster node records that the read may lack acknowledged writes.
+    pub report: ReadReport,
 }
 
 /// Where writes go and reads come from: a single node's engine, or a cluster node.

@@ -625,17 +625,18 @@ async fn query(
         step: read.step,
         max_points: read.max_points,
     };
-    let result = state
-        .backend
-        .query(query, params.read_options(&state)?)
-        .await?;
+    let read = params.read_options(&state)?;
+    let report = read.report.clone();
+    let result = state.backend.query(query, read).await?;
     match params.get("format").unwrap_or("json") {
-        "json" => Ok(Json(result).into_response()),
-        "csv" => Ok((
-            [(header::CONTENT_TYPE, "text/csv; charset=utf-8")],
-            result.csv(),
-        )
-            .into_response()),
+        "json" => Ok(report.json(result)),
+        "csv" => Ok(report.mark(
+            (
+                [(header::CONTENT_TYPE, "text/csv; charset=utf-8")],
+                result.csv(),
+            )
+                .into_response(),
+        )),
         other => Err(ApiError::BadRequest(format!(
             "format: {other:?} is not json or csv"
         ))),
@@ -676,11 +677,12 @@ async fn aggregate(
     };
     let budget = Arc::new(ReadBudget::new(state.limits.max_read_values));
     let read = params.read_options(&state)?;
+    let report = read.report.clone();
     let result = (state.backend)
         .aggregate(query, Arc::clone(&budget), read)
         .await;
     let result = render_api::over_budget(&state, &budget, result)?;
-    Ok(Json(result).into_response())
+    Ok(report.json(result))
 }
 
 /// `GET /api/v1/series`: the names `match` and `tag` select, matched by a parallel registry
@@ -691,10 +693,10 @@ async fn series(
 ) -> Result<Response, ApiError> {
     let params = Params::query(raw.as_deref());
     let selector = selector_param(&params)?;
-    let names = (state.backend)
-        .series(selector, params.read_options(&state)?)
-        .await?;
-    Ok(Json(serde_json::json!({ "series": names })).into_response())
+    let read = params.read_options(&state)?;
+    let report = read.report.clone();
+    let names = (state.backend).series(selector, read).await?;
+    Ok(report.json(serde_json::json!({ "series": names })))
 }
 
 /// The engine's stats; on a cluster node, the partitions it applies, added up.

@@ -93,6 +93,7 @@ impl Params {
         Ok(ReadOptions {
             strong: self.either("consistency", "eventual", "strong")?,
             token: state.token.clone(),
+            report: Default::default(),
         })
     }
 

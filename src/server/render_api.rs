@@ -61,11 +61,12 @@ pub(super) async fn render(
     };
     let budget = Arc::new(ReadBudget::new(state.limits.max_read_values));
     let read = params.read_options(&state)?;
+    let report = read.report.clone();
     let series = (state.backend)
         .render(request, Arc::clone(&budget), read)
         .await;
     let series = over_budget(&state, &budget, series)?;
-    Ok(Json(series).into_response())
+    Ok(report.json(series))
 }
 
 /// `GET /functions`: graphite-web's list of render functions, exactly those tierdb
@@ -115,9 +116,10 @@ pub(super) async fn find(
         .to_owned();
     let budget = Arc::new(ReadBudget::new(state.limits.max_read_values));
     let read = params.read_options(&state)?;
+    let report = read.report.clone();
     let nodes = (state.backend).find(query, Arc::clone(&budget), read).await;
     let nodes = over_budget(&state, &budget, nodes)?;
-    Ok(Json(nodes).into_response())
+    Ok(report.json(nodes))
 }
 
 /// A read's answer, counted in `/metrics` when `budget` refused it, with the server flag

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::nats::NatsCluster;
 use crate::support::file;
-use crate::support::http::{get_json, percent_encode, request};
+use crate::support::http::{get_json, get_with_header, percent_encode, request};
 use crate::support::process::{tierdb_command, Addrs, Proc};
 
 /// How long the cluster may take to give every partition a caught-up owner, and a write to
@@ -32,6 +32,8 @@ struct Node {
     starts: usize,
     /// Flags beyond the cluster's.
     args: Vec<String>,
+    /// Environment variables beyond the test's.
+    env: Vec<(&'static str, String)>,
     proc: Option<Proc>,
     addrs: Option<Addrs>,
 }
@@ -49,6 +51,7 @@ impl Node {
             // free space than that ("insufficient storage").
             .args(["--log-max-bytes", "268435456"])
             .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", "tierdb=info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -86,6 +89,7 @@ fn nodes(count: usize, root: &Path) -> Vec<Node> {
             logs: root.to_path_buf(),
             starts: 0,
             args: Vec::new(),
+            env: Vec::new(),
             proc: None,
             addrs: None,
         })
@@ -1170,4 +1174,98 @@ fn a_node_refuses_a_nats_server_older_than_2_10_23() {
         "{stderr}"
     );
     assert!(stderr.contains("2.10.23 or newer"), "{stderr}");
+}
+
+/// A default read of a replica behind the log says so, and never passes a short count for a
+/// whole one: the node applies each group 4 s late (the fault hook), a sample written after
+/// another is acknowledged (in the log) before it is applied, and every default read in
+/// between either holds both samples or names the lagging partition, in a `behind` field
+/// and the `x-tierdb-behind` header (`/render` too, whose JSON is an array). A strong read
+/// waits for the apply and is whole; once applied, default reads carry no `behind`.
+#[test]
+fn a_default_read_of_a_replica_behind_the_log_says_so() {
+    use tierdb::testing::cluster::node::FAULT_APPLY_PAUSE_MS;
+
+    let mut setup = Setup::stopped(1, 1);
+    setup.cluster[0].env = vec![(FAULT_APPLY_PAUSE_MS, "4000".into())];
+    setup.cluster[0].start(&setup.urls);
+    wait_served(&setup.cluster);
+    let node = setup.cluster[0].http();
+    let start = hour_start();
+    let series = "lag.probe";
+    let query = format!(
+        "/api/v1/query?series={series}&tier=1m&display=count&from={start}&to={}",
+        start + 600
+    );
+    let count = |answer: &Value| -> f64 {
+        answer["points"]
+            .as_array()
+            .map(|points| points.iter().map(|p| p[1].as_f64().unwrap_or(0.0)).sum())
+            .unwrap_or(0.0)
+    };
+    assert_eq!(
+        send_json(node, &[(series.into(), vec![(start + 30, 1.0)])]),
+        204
+    );
+    // Served means leased; the node may still be opening its partitions' stores.
+    let strong = eventually("a strong read", || {
+        get_json(node, &format!("{query}&consistency=strong"))
+    });
+    assert_eq!(count(&strong), 1.0, "{strong}");
+    assert!(strong.get("behind").is_none(), "{strong}");
+
+    assert_eq!(
+        send_json(node, &[(series.into(), vec![(start + 90, 2.0)])]),
+        204
+    );
+    let render = format!(
+        "/render?target={series}&from={start}&until={}&format=json",
+        start + 600
+    );
+    let mut seen_behind = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, header, body) = get_with_header(node, &query, "x-tierdb-behind");
+        assert_eq!(status, 200, "{body}");
+        let answer: Value = serde_json::from_str(&body).unwrap();
+        let (_, render_header, render_body) = get_with_header(node, &render, "x-tierdb-behind");
+        if count(&answer) == 2.0 {
+            assert!(
+                answer.get("behind").is_none(),
+                "whole, yet said behind: {answer}"
+            );
+            assert!(header.is_none(), "{header:?}");
+            break;
+        }
+        assert_eq!(count(&answer), 1.0, "{answer}");
+        let lags = answer["behind"]["partitions"]
+            .as_array()
+            .unwrap_or_else(|| panic!("a short count without `behind`: {answer}"));
+        assert_eq!(lags.len(), 1, "{answer}");
+        assert!(
+            lags[0]["applied"].as_u64() < lags[0]["log"].as_u64(),
+            "{answer}"
+        );
+        let partition = lags[0]["partition"].as_u64().unwrap();
+        assert_eq!(
+            header.as_deref(),
+            Some(format!("partitions={partition}").as_str())
+        );
+        // The render read after the query: still behind, or already whole.
+        if render_header.is_none() {
+            assert!(render_body.contains("2.0"), "{render_body}");
+        }
+        seen_behind += 1;
+        assert!(
+            Instant::now() < deadline,
+            "the node never applied the sample"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        seen_behind > 0,
+        "no read ran while the node was behind: nothing was checked"
+    );
+    let strong = get_json(node, &format!("{query}&consistency=strong")).expect("strong read");
+    assert_eq!(count(&strong), 2.0, "{strong}");
 }

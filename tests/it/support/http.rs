@@ -23,15 +23,36 @@ pub(crate) fn request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> (u16, String) {
-    let (status, body) = exchange(addr, method, path, headers, body, REQUEST_TIMEOUT)
+    let (status, _, body) = exchange(addr, method, path, headers, body, REQUEST_TIMEOUT)
         .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
     (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// `GET path_and_query`: the status, the response header `name` (if sent) and the body.
+/// Panics on any I/O or framing error.
+pub(crate) fn get_with_header(
+    addr: SocketAddr,
+    path_and_query: &str,
+    name: &str,
+) -> (u16, Option<String>, String) {
+    let (status, head, body) = exchange(addr, "GET", path_and_query, &[], b"", REQUEST_TIMEOUT)
+        .unwrap_or_else(|e| panic!("GET {path_and_query}: {e}"));
+    let value = header_of(&head, name).map(str::to_owned);
+    (status, value, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// The value of header `name` in a response's `head` (status line first).
+fn header_of<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().skip(1).find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+    })
 }
 
 /// `GET path_and_query` as JSON. Any status but 200 is an error carrying the body, as is a
 /// body that is not JSON or a failed connection.
 pub(crate) fn get_json(addr: SocketAddr, path_and_query: &str) -> Result<Value, String> {
-    let (status, body) = exchange(
+    let (status, _, body) = exchange(
         addr,
         "GET",
         path_and_query,
@@ -65,7 +86,7 @@ fn exchange(
     headers: &[(&str, &str)],
     body: &[u8],
     timeout: Duration,
-) -> Result<(u16, Vec<u8>), String> {
+) -> Result<(u16, String, Vec<u8>), String> {
     let err = |e: std::io::Error| e.to_string();
     let mut stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(err)?;
     stream.set_read_timeout(Some(timeout)).map_err(err)?;
@@ -87,7 +108,7 @@ fn exchange(
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
         .ok_or_else(|| format!("no end of headers in {:?}", String::from_utf8_lossy(&raw)))?;
-    let head = String::from_utf8_lossy(&raw[..split]);
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
     let mut body = raw[split + 4..].to_vec();
     let status_line = head.lines().next().unwrap_or_default();
     let status = status_line
@@ -95,12 +116,7 @@ fn exchange(
         .nth(1)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| format!("bad status line {status_line:?}"))?;
-    let header = |name: &str| {
-        head.lines().skip(1).find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
-        })
-    };
+    let header = |name: &str| header_of(&head, name);
     if header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
         body = dechunk(&body)?;
     } else if let Some(length) = header("content-length") {
@@ -112,7 +128,7 @@ fn exchange(
         }
         body.truncate(length);
     }
-    Ok((status, body))
+    Ok((status, head, body))
 }
 
 fn dechunk(mut data: &[u8]) -> Result<Vec<u8>, String> {
