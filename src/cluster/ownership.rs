@@ -23,8 +23,11 @@
 //! the key dead after `lease_timeout` without a change. A key seen for the first time counts
 //! as just changed, so a node that joins waits a full timeout before it takes anything over.
 //! When the node's own heartbeat shows a gap of more than three heartbeats (a NATS election,
-//! a lost connection), the log stalled for everyone: every key then gets a fresh timeout
-//! rather than being found dead. And a node takes over an expired slot only on a heartbeat
+//! a lost connection), the log stalled for everyone: no key is found dead for it. Each gets
+//! until a grace after the stall (half the lease timeout, at least three heartbeats) to
+//! change again, or its full timeout, whichever ends later; so a node that died with the
+//! stall (its NATS server's death began it) is still found dead one lease timeout after it
+//! was last seen, unless the stall outlasted that. And a node takes over an expired slot only on a heartbeat
 //! whose own write went through, so it cannot act on a stall it has not noticed yet.
 //!
 //! # Leases

@@ -37,6 +37,9 @@ pub(super) struct Table {
     /// A gap this long between two sightings of this node's own heartbeat means the log
     /// stalled (a NATS election, a lost connection) rather than that the others died.
     stall: Duration,
+    /// After a stall, how long a key has to change again before its silence counts in full
+    /// ([`Table::own_heartbeat_seen`]).
+    stall_grace: Duration,
     nodes: BTreeMap<String, Seen<Heartbeat>>,
     leases: BTreeMap<(u32, u32), Seen<LeaseRecord>>,
     /// When this node's own heartbeat was last seen changing.
@@ -60,6 +63,7 @@ impl Table {
             replicas,
             lease_timeout,
             stall: heartbeat * 3,
+            stall_grace: stall_grace(heartbeat, lease_timeout),
             nodes: BTreeMap::new(),
             leases: BTreeMap::new(),
             own_seen_at: None,
@@ -146,22 +150,33 @@ impl Table {
         }
     }
 
-    /// After a stall of the log as seen here, every key gets a fresh lease timeout: the
-    /// others' renewals were held up like ours, and are not evidence of death. Returns
-    /// whether there was a stall.
+    /// After a stall of the log as seen here, no key is found dead for the stall: each
+    /// gets until `stall_grace` after its end to change again, or its full lease timeout,
+    /// whichever ends later. The others' renewals were held up like ours and are not
+    /// evidence of death, but a node that died with the stall (its server's death began it)
+    /// has been silent all along, and is found dead one lease timeout after it was last
+    /// seen (or one grace after the stall, when the stall outlasted the timeout), not one
+    /// full timeout after the stall. Returns whether there was a stall.
     fn own_heartbeat_seen(&mut self, now: Instant) -> bool {
         let mut stalled = false;
         if let Some(last) = self.own_seen_at {
             if now.saturating_duration_since(last) > self.stall {
                 tracing::info!(
                     gap = ?now.saturating_duration_since(last),
-                    "the cluster log stalled; every node and lease gets a fresh timeout"
+                    grace = ?self.stall_grace,
+                    "the cluster log stalled; every node and lease gets at least a grace to renew"
                 );
+                // Counted as changed `lease_timeout - stall_grace` ago: dead at `now +
+                // stall_grace` unless it changes. (`now` itself where the monotonic clock
+                // does not reach that far back.)
+                let renew_by = (now + self.stall_grace)
+                    .checked_sub(self.lease_timeout)
+                    .unwrap_or(now);
                 for seen in self.nodes.values_mut() {
-                    seen.changed_at = seen.changed_at.max(now);
+                    seen.changed_at = seen.changed_at.max(renew_by);
                 }
                 for seen in self.leases.values_mut() {
-                    seen.changed_at = seen.changed_at.max(now);
+                    seen.changed_at = seen.changed_at.max(renew_by);
                 }
                 stalled = true;
             }
@@ -249,4 +264,11 @@ impl Table {
             }
         }
     }
+}
+
+/// How long a key has after a stall of the log to change again: half the lease timeout, and
+/// at least three heartbeats (a live node renews every heartbeat, but its first write after
+/// the stall may wait out a request that the stall held up).
+fn stall_grace(heartbeat: Duration, lease_timeout: Duration) -> Duration {
+    (lease_timeout / 2).max(heartbeat * 3).min(lease_timeout)
 }

@@ -341,7 +341,7 @@ fn a_deleted_heartbeat_is_gone_and_a_deleted_lease_is_free_with_its_epoch() {
 }
 
 #[test]
-fn a_stalled_log_gives_every_key_a_fresh_timeout() {
+fn a_stalled_log_gives_every_key_a_grace_to_renew_but_no_fresh_timeout() {
     let t0 = Instant::now();
     let mut table = table();
     beat(&mut table, "a", 1, t0);
@@ -357,17 +357,41 @@ fn a_stalled_log_gives_every_key_a_fresh_timeout() {
     }
     assert!(!table.view(at).node("b").unwrap().alive);
 
-    // Our own heartbeat returns after a long gap: nobody's silence counts.
-    let mut table = self::table();
-    beat(&mut table, "a", 1, t0);
-    beat(&mut table, "b", 2, t0);
-    put_lease(&mut table, (0, 0), Some("b"), 1, 3, t0);
-    let resumed = t0 + TIMEOUT * 2;
-    beat(&mut table, "a", 4, resumed);
-    let view = table.view(resumed + TIMEOUT / 2);
+    // Our own heartbeat returns after a gap longer than the timeout: nobody's silence
+    // during it counts, but each key must change within the grace (half the timeout here)
+    // after it.
+    let stalled = |gap: Duration| {
+        let mut table = self::table();
+        beat(&mut table, "a", 1, t0);
+        beat(&mut table, "b", 2, t0);
+        put_lease(&mut table, (0, 0), Some("b"), 1, 3, t0);
+        let resumed = t0 + gap;
+        beat(&mut table, "a", 4, resumed);
+        (table, resumed)
+    };
+    let (mut table, resumed) = stalled(TIMEOUT * 2);
+    let view = table.view(resumed + TIMEOUT / 4);
     assert!(view.node("b").unwrap().alive);
     assert!(view.partitions[0].replicas[0].as_ref().unwrap().alive);
-    assert!(!table.view(resumed + TIMEOUT).node("b").unwrap().alive);
+    let view = table.view(resumed + TIMEOUT / 2);
+    assert!(!view.node("b").unwrap().alive);
+    assert!(!view.partitions[0].replicas[0].as_ref().unwrap().alive);
+    // A live node renews within the grace and stays alive.
+    let (mut table, resumed) = stalled(TIMEOUT * 2);
+    beat(&mut table, "b", 5, resumed + HEARTBEAT * 2);
+    assert!(table.view(resumed + TIMEOUT / 2).node("b").unwrap().alive);
+
+    // A stall shorter than the timeout does not delay finding b dead: a node that died as
+    // the stall began is dead one timeout after it was last seen, as without the stall.
+    let (mut table, _) = stalled(HEARTBEAT * 4);
+    assert!(
+        table
+            .view(t0 + TIMEOUT - HEARTBEAT)
+            .node("b")
+            .unwrap()
+            .alive
+    );
+    assert!(!table.view(t0 + TIMEOUT).node("b").unwrap().alive);
 }
 
 /// Node `a`'s decisions on `table` at `at`, with the given desired owners per partition.
@@ -642,7 +666,7 @@ fn only_news_asks_for_a_new_view() {
         t0 + HEARTBEAT * 2,
         &[(0, 1)]
     ));
-    // Our own heartbeat after a stall refreshes every key: news.
+    // Our own heartbeat after a stall gives every key a grace: news.
     assert!(beat_applied(
         &mut table,
         "a",
