@@ -21,12 +21,6 @@ use super::streams;
 use crate::error::Error;
 use crate::error::Result;
 
-/// How long one pull of a partition's reader waits for messages. The client's idle
-/// heartbeat follows it (half of it), and a reader that misses two heartbeats (its NATS
-/// server died, a stream leader moved) is recreated from the last sequence it delivered:
-/// the client's default (30 s, heartbeat 15 s) left a partition unapplied for up to 45 s
-/// after a NATS server's death, and strong reads of it refused all along.
-const PULL_EXPIRES: Duration = Duration::from_secs(2);
 
 /// Servers holding each message at most: more would slow every publish for no gain.
 const MAX_REPLICAS: usize = 3;
@@ -216,7 +210,6 @@ impl IngestLog {
             .create_consumer(consumer::pull::OrderedConfig {
                 filter_subject: subject(partition),
                 deliver_policy,
-                max_expires: PULL_EXPIRES,
                 ..Default::default()
             })
             .await

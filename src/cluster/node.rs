@@ -43,6 +43,15 @@ const GROUP_MESSAGES: usize = 64;
 /// How long a partition's task waits for more messages before it applies what it has.
 const GROUP_WAIT: Duration = Duration::from_millis(5);
 
+/// How long a partition's reader may deliver nothing before the log is asked whether it
+/// holds more. A reader whose NATS server died, or whose stream leader moved, delivers
+/// nothing until the client notices two missed idle heartbeats (15 s each by default): up to
+/// 45 s with the partition unapplied and its strong reads refused. When the log has more than
+/// was applied, the reader is replaced at once. The check is one direct get, and a new
+/// consumer is made only when the log answers: nothing piles onto a JetStream that is
+/// electing a leader.
+const READER_STALL_CHECK: Duration = Duration::from_secs(3);
+
 /// The lag tests' fault hook: milliseconds a node waits before applying each group of
 /// messages, so its partitions fall behind the log while it still answers reads.
 pub const FAULT_APPLY_PAUSE_MS: &str = "TIERDB_FAULT_APPLY_PAUSE_MS";
@@ -698,6 +707,15 @@ impl Node {
         }
     }
 
+    /// Whether the log holds messages of `partition` past `applied` (its reader, idle, then
+    /// delivers nothing of them). A log that does not answer says nothing.
+    async fn reader_stalled(&self, partition: u32, applied: u64) -> bool {
+        match self.log.last_sequences(&[partition]).await {
+            Ok(last) => last.get(&partition).is_some_and(|&last| last > applied),
+            Err(_) => false,
+        }
+    }
+
     /// Reads and applies `partition`'s log until told to stop.
     async fn apply_partition(
         self: Arc<Node>,
@@ -720,7 +738,14 @@ impl Node {
             loop {
                 let first = tokio::select! {
                     _ = stopped.changed() => return,
-                    first = reader.next() => first,
+                    first = tokio::time::timeout(READER_STALL_CHECK, reader.next()) => first,
+                };
+                let Ok(first) = first else {
+                    if self.reader_stalled(partition, store.applied()).await {
+                        tracing::warn!(partition, "the log holds more than its reader delivers; reading it again");
+                        continue 'read;
+                    }
+                    continue;
                 };
                 let mut messages = match first {
                     Some(Ok(message)) => vec![message],

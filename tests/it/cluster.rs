@@ -1285,7 +1285,7 @@ fn a_default_read_of_a_replica_behind_the_log_says_so() {
 /// lacks). How soon is printed: the target, the lease timeout plus 5 s, is measured over
 /// several runs by `benches/failover.sh` (a timed assertion would fail on a loaded machine);
 /// this test fails only past three lease timeouts, where a stalled reader of the log used
-/// to hold partitions for up to 53 s.
+/// to hold partitions unapplied for up to 53 s.
 #[test]
 fn failover_serves_exact_strong_reads_within_the_lease_timeout_plus_5_s() {
     const LEASE_TIMEOUT: Duration = Duration::from_secs(15);
