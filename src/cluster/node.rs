@@ -47,9 +47,9 @@ const GROUP_WAIT: Duration = Duration::from_millis(5);
 /// holds more. A reader whose NATS server died, or whose stream leader moved, delivers
 /// nothing until the client notices two missed idle heartbeats (15 s each by default): up to
 /// 45 s with the partition unapplied and its strong reads refused. When the log has more than
-/// was applied, the reader is replaced at once. The check is one direct get, and a new
-/// consumer is made only when the log answers: nothing piles onto a JetStream that is
-/// electing a leader.
+/// was applied, the reader is replaced at once. The check is a stream lookup and a read of
+/// the partition's last message, and a new consumer is made only when the log answers:
+/// nothing piles onto a JetStream that is electing a leader.
 const READER_STALL_CHECK: Duration = Duration::from_secs(3);
 
 /// The lag tests' fault hook: milliseconds a node waits before applying each group of
