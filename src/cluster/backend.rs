@@ -31,7 +31,7 @@ use crate::server::error::{blocking, ApiError};
 use crate::server::metrics::{write_families, Family};
 use crate::server::sink::Sink;
 use crate::server::stats::ServerStats;
-use crate::server::{Limits, State};
+use crate::server::{DeleteAnswer, Limits, State};
 use crate::time::Timestamp;
 
 /// A cluster node behind the server's handlers.
@@ -131,6 +131,16 @@ impl Backend for NodeBackend {
             Err(ApiError::Unavailable(format!(
                 "{endpoint} is answered by single nodes; a cluster node has no registry of its own"
             )))
+        })
+    }
+
+    fn delete(&self, _: Selector, _: bool) -> Answer<'_, DeleteAnswer> {
+        Box::pin(async move {
+            Err(ApiError::Unavailable(
+                "deleting series is not supported in cluster mode yet: it needs a delete entry \
+                 in the partitions' log, applied exactly once by every replica"
+                    .into(),
+            ))
         })
     }
 

@@ -314,6 +314,7 @@ fn every_subcommand_has_help_with_examples() {
         "query",
         "aggregate",
         "series",
+        "delete",
         "info",
         "plot",
         "tiers",

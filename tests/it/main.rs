@@ -14,6 +14,7 @@ mod counter_crash;
 mod counters;
 mod crash_recovery;
 mod dashboard;
+mod delete;
 mod engine_basics;
 mod full_disk;
 mod graphite_oracle;
