@@ -67,6 +67,11 @@ pub(crate) struct Shared {
     chunks_ready: AtomicU32,
     /// Failed maintenance passes, and the last failure.
     maintenance: MaintenanceHealth,
+    /// Set when the engine closes: a maintenance or chunk creator pass in progress stops at
+    /// its next file instead of finishing, so a close never waits on a whole pass of a
+    /// thread at the lowest CPU and I/O priority (under load, that took longer than a
+    /// service manager's stop timeout).
+    stopping: std::sync::atomic::AtomicBool,
     /// Held for a whole maintenance pass, so the background thread's, [`Engine::maintain`]'s
     /// and the open's never run at once: two compactions of one file would write the same
     /// temporary file, and two passes would pace creation twice.
@@ -114,12 +119,18 @@ impl Shared {
             tally: IngestTally::default(),
             counter_table,
             chunks_ready: AtomicU32::new(0),
+            stopping: std::sync::atomic::AtomicBool::new(false),
             maintenance: MaintenanceHealth::default(),
             pass_lock: Mutex::new(()),
             prefaulted: Mutex::new(std::collections::HashMap::new()),
             poison: OnceLock::new(),
             lock,
         }
+    }
+
+    /// Whether the engine is closing: background passes stop at their next file.
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
     }
 
     /// The first second each tier still holds at `now`: the start of the period that holds
@@ -688,6 +699,8 @@ impl Engine {
         if self.is_read_only() {
             return Ok(());
         }
+        // A pass in progress stops at its next file; what it left undone the next open does.
+        self.shared.stopping.store(true, Ordering::Release);
         drop(self.maintenance.take());
         drop(self.creator.take());
         let flushed = self.flush();

@@ -162,6 +162,7 @@ pub(super) fn until_shutdown(
     };
     announced.write(&dir)?;
     let companion = before_ready(&engine)?;
+    let stop = shutdown_signal(&runtime)?;
     println!("tierdb: dashboard at http://{http}/");
     println!("tierdb: ready");
     let state = Arc::new(State::new(
@@ -169,7 +170,7 @@ pub(super) fn until_shutdown(
         listen.limits(),
         listen.token.clone(),
     ));
-    let served = runtime.block_on(crate::server::run(state, listeners, shutdown_signal()));
+    let served = runtime.block_on(crate::server::run(state, listeners, stop));
     if let Some((stop, handle)) = companion {
         stop.store(true, Ordering::Relaxed);
         let _ = handle.join();
@@ -252,20 +253,27 @@ fn serving(dir: &Path) -> Option<Announced> {
     Announced::parse(&text).filter(|at| Path::new(&format!("/proc/{}", at.pid)).exists())
 }
 
-/// Completes on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = ctrl_c => {}
-                _ = term.recv() => {}
-            }
+/// Installs the SIGTERM and SIGINT (Ctrl-C) handlers now, and returns the future that
+/// completes on either. Called before `tierdb: ready` is printed: a handler installed only
+/// once the server's future first ran left a window after `ready` in which a SIGTERM killed
+/// the process unflushed (a stop sent as soon as `ready` was read ended by the signal 12
+/// times in 20).
+///
+/// # Errors
+/// When a handler cannot be installed.
+pub(super) fn shutdown_signal(
+    runtime: &tokio::runtime::Runtime,
+) -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let _context = runtime.enter();
+    let mut term = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = interrupt.recv() => {}
         }
-        Err(_) => {
-            let _ = ctrl_c.await;
-        }
-    }
+    })
 }
 
 #[cfg(test)]

@@ -94,12 +94,13 @@ pub(super) fn run(
         "tierdb: node {name} joined the cluster at {urls} ({} partitions)",
         node.partitions()
     );
+    let stop = shutdown_signal(&runtime)?;
     println!("tierdb: ready");
     let state = Arc::new(State::with_backend(
         Arc::new(NodeBackend::new(node)),
         listen.limits(),
         listen.token.clone(),
     ));
-    runtime.block_on(crate::server::run(state, listeners, shutdown_signal()))?;
+    runtime.block_on(crate::server::run(state, listeners, stop))?;
     Ok(())
 }
