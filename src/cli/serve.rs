@@ -139,7 +139,8 @@ pub(super) fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
 type Companion = (Arc<AtomicBool>, JoinHandle<()>);
 
 /// Binds the listeners, then opens the engine of `dir` with `open` (so a busy port leaves no
-/// data directory behind), writes the addresses into the directory's `SERVER` file
+/// data directory behind), prints the addresses (so a directory another process holds is
+/// refused before any is printed), writes them into the directory's `SERVER` file
 /// ([`crate::server::announce`]) and runs the server until SIGTERM or Ctrl-C; `before_ready`
 /// may start a companion (the demo agent). The file is removed at the end.
 pub(super) fn until_shutdown(
@@ -148,8 +149,9 @@ pub(super) fn until_shutdown(
     listen: &Listen,
     before_ready: impl FnOnce(&Arc<Engine>) -> crate::error::Result<Option<Companion>>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let (runtime, listeners) = bind_and_announce(listen, dir)?;
+    let (runtime, listeners) = bind(listen, dir)?;
     let engine = Arc::new(open()?);
+    announce_addresses(&listeners)?;
     let (http, graphite, _) = listeners.addrs()?;
     let dir = engine.dir().to_path_buf();
     let announced = Announced {
@@ -205,12 +207,12 @@ fn with_flag(message: &str, listen: &Listen) -> String {
     }
 }
 
-/// The server's runtime and its bound sockets, each address printed (what tests and scripts
-/// read before `tierdb: ready`); the open-files limit raised first. A bind that fails while
+/// The server's runtime and its bound sockets, the open-files limit raised first; nothing is
+/// printed (see [`announce_addresses`]). A bind that fails while
 /// a live server announced itself in `dir` (its `SERVER` file) says so: the same ports are
 /// usually taken by the server already serving the directory, and binding comes before the
 /// directory's lock, whose refusal would have named it.
-fn bind_and_announce(
+fn bind(
     listen: &Listen,
     dir: &Path,
 ) -> Result<(tokio::runtime::Runtime, Listeners), Box<dyn std::error::Error>> {
@@ -237,6 +239,16 @@ fn bind_and_announce(
     if let Some(addr) = listen.statsd {
         listeners.statsd = Some(runtime.block_on(StatsdListener::bind(addr, listen.statsd_flush))?);
     }
+    Ok((runtime, listeners))
+}
+
+/// Prints each address listened on (what tests and scripts read before `tierdb: ready`):
+/// only once the data directory is open, so a directory held by another process is refused
+/// before any listener announces itself.
+///
+/// # Errors
+/// When an address cannot be read back from its socket.
+pub(super) fn announce_addresses(listeners: &Listeners) -> std::io::Result<()> {
     let (http, tcp, udp) = listeners.addrs()?;
     println!("tierdb: http listening on {http}");
     println!("tierdb: graphite tcp listening on {tcp}");
@@ -244,7 +256,7 @@ fn bind_and_announce(
     if let Some(statsd) = &listeners.statsd {
         println!("tierdb: statsd udp listening on {}", statsd.local_addr()?);
     }
-    Ok((runtime, listeners))
+    Ok(())
 }
 
 /// The server `dir`'s `SERVER` file announces, when its process is alive.

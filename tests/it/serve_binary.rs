@@ -36,14 +36,21 @@ fn sigterm_drains_and_exits_cleanly_and_a_second_server_is_refused() {
     let data = tmp.path().join("data");
     let (mut server, addrs) = serve(tmp.path(), "first.stderr");
 
-    let second = tierdb_command("serve", &data).output().unwrap();
-    assert!(!second.status.success());
-    let stderr = String::from_utf8_lossy(&second.stderr);
-    assert!(
-        stderr.contains("in use by another tierdb process")
-            && stderr.contains(&format!("pid {}", server.id())),
-        "{stderr}"
-    );
+    // A second server, or a demo, on the held directory is refused before any of its
+    // listeners announces itself (#31 item 12): nothing on stdout a script could take for
+    // a server.
+    for subcommand in ["serve", "demo"] {
+        let second = tierdb_command(subcommand, &data).output().unwrap();
+        assert!(!second.status.success());
+        let stderr = String::from_utf8_lossy(&second.stderr);
+        assert!(
+            stderr.contains("in use by another tierdb process")
+                && stderr.contains(&format!("pid {}", server.id())),
+            "{subcommand}: {stderr}"
+        );
+        let stdout = String::from_utf8_lossy(&second.stdout);
+        assert!(!stdout.contains("listening"), "{subcommand}: {stdout}");
+    }
 
     // A second server on the same ports fails to bind, before the lock could name the
     // holder: the refusal names it from the SERVER file.
