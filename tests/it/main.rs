@@ -18,6 +18,7 @@ mod delete;
 mod engine_basics;
 mod full_disk;
 mod graphite_oracle;
+mod guides;
 mod hostile_writes;
 mod ingest_load;
 mod input_feedback;
