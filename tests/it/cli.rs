@@ -211,6 +211,12 @@ fn aggregate_prints_one_table_per_group() {
     let out = tierdb(&args);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), format!("group,ts,value\n\"\",{from},1\n"));
+    // per_sec of gauges says so (#31 item 3), as query does.
+    let mut args = vec!["aggregate", "web.*", "--display", "per_sec"];
+    args.extend(window);
+    let out = tierdb(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_stderr_has(&out, "tierdb: note: the series is a gauge: per_sec");
 }
 
 #[test]
