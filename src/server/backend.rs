@@ -70,8 +70,14 @@ pub trait Backend: Send + Sync {
     fn series(&self, selector: Selector, read: ReadOptions) -> Answer<'_, Vec<String>>;
 
     /// `DELETE /api/v1/series`: deletes the series `selector` selects (lists them only on a
-    /// `dry_run`); see `Engine::delete_series`.
-    fn delete(&self, selector: Selector, dry_run: bool) -> Answer<'_, DeleteAnswer>;
+    /// `dry_run`); see `Engine::delete_series`. A cluster node publishes the deletion to
+    /// every partition's log (`cluster/delete_entry.rs`) and answers once it is logged.
+    fn delete(
+        &self,
+        selector: Selector,
+        dry_run: bool,
+        read: ReadOptions,
+    ) -> Answer<'_, DeleteAnswer>;
 
     /// `/render`: Graphite targets within `budget`.
     fn render(
@@ -171,7 +177,12 @@ impl Backend for LocalBackend {
         Box::pin(blocking(move || Ok(engine.reader().series_keys(&selector))))
     }
 
-    fn delete(&self, selector: Selector, dry_run: bool) -> Answer<'_, DeleteAnswer> {
+    fn delete(
+        &self,
+        selector: Selector,
+        dry_run: bool,
+        _: ReadOptions,
+    ) -> Answer<'_, DeleteAnswer> {
         let engine = Arc::clone(&self.engine);
         Box::pin(blocking(move || {
             let picked = engine.select_series(&selector);
@@ -188,8 +199,8 @@ impl Backend for LocalBackend {
             Ok(DeleteAnswer {
                 dry_run,
                 series: deleted.series.iter().map(ToString::to_string).collect(),
-                cells_cleared: deleted.cells_cleared,
-                raw_points: deleted.raw_points,
+                cells_cleared: Some(deleted.cells_cleared),
+                raw_points: Some(deleted.raw_points),
             })
         }))
     }

@@ -24,10 +24,13 @@ pub struct DeleteAnswer {
     pub dry_run: bool,
     /// The series deleted (or that would be), as keys.
     pub series: Vec<String>,
-    /// Bucket cells that held data and were emptied.
-    pub cells_cleared: usize,
-    /// Raw-tier points given up.
-    pub raw_points: usize,
+    /// Bucket cells that held data and were emptied; absent on a cluster node, whose
+    /// partitions' owners delete after the answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cells_cleared: Option<usize>,
+    /// Raw-tier points given up; absent on a cluster node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw_points: Option<usize>,
 }
 
 /// `DELETE /api/v1/series`: `match` (required), `tag` (repeatable), `dry_run=true` to list
@@ -55,7 +58,11 @@ pub(super) async fn delete_series(
             "match: '{selector}' selects every series; add all=true to delete them all"
         )));
     }
-    let answer = state.backend.delete(selector.clone(), dry_run).await?;
+    let read = params.read_options(&state)?;
+    let answer = state
+        .backend
+        .delete(selector.clone(), dry_run, read)
+        .await?;
     if answer.series.is_empty() {
         return Err(ApiError::NotFound(format!("no series match '{selector}'")));
     }
