@@ -88,7 +88,17 @@ impl Engine {
         }
         write_intent(&shared.dir, &wanted)?;
         fault_point("before_commit");
-        let gone = shared.registry.delete(&wanted)?;
+        let gone = match shared.registry.delete(&wanted) {
+            Ok(gone) => gone,
+            Err(e) => {
+                // Nothing was deleted unless the rename was done (then the registry says so
+                // and is poisoned, and the intent is left for the next open to finish).
+                if !wanted.iter().any(|&id| shared.registry.is_deleted(id)) {
+                    let _ = remove_intent(&shared.dir);
+                }
+                return Err(e);
+            }
+        };
         let gone_ids: Vec<SeriesId> = gone.iter().map(|(id, _)| *id).collect();
         shared.refuse_deleted(&gone_ids);
         let (cells_cleared, raw_points) = shared.clear_slots(&gone_ids, true)?;
@@ -129,29 +139,37 @@ impl Shared {
     /// As [`crate::storage::Storage::overwrite_cells`].
     fn clear_slots(&self, ids: &[SeriesId], fault: bool) -> Result<(usize, usize)> {
         let slots = self.storage.slots();
+        // Chunk by chunk, so the cells listed at once are one chunk's (at most a file's worth
+        // of slots), not every deleted series' in every period.
+        let mut by_chunk: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+        for id in ids {
+            by_chunk.entry(id.0 / slots).or_default().push(id.0 % slots);
+        }
         let mut cleared = 0;
         for (tier, spec) in self.config.tiers.iter().enumerate() {
             let buckets = (spec.period.secs() / spec.resolution.secs()) as u32;
-            let mut cells = Vec::new();
-            for id in ids {
-                let (chunk, slot) = (id.0 / slots, id.0 % slots);
+            for (&chunk, chunk_slots) in &by_chunk {
                 let held =
                     self.storage
                         .files_of_chunk(tier, chunk, Timestamp::MIN, Timestamp::MAX)?;
+                let mut cells =
+                    Vec::with_capacity(held.len() * chunk_slots.len() * buckets as usize);
                 for (period_start, _) in held {
-                    cells.extend((0..buckets).map(|bucket| {
-                        let at = CellAt {
-                            tier,
-                            period_start,
-                            chunk,
-                            bucket,
-                            slot,
-                        };
-                        (at, Bucket::EMPTY)
-                    }));
+                    for &slot in chunk_slots {
+                        cells.extend((0..buckets).map(|bucket| {
+                            let at = CellAt {
+                                tier,
+                                period_start,
+                                chunk,
+                                bucket,
+                                slot,
+                            };
+                            (at, Bucket::EMPTY)
+                        }));
+                    }
                 }
+                cleared += self.storage.overwrite_cells(&cells)?;
             }
-            cleared += self.storage.overwrite_cells(&cells)?;
             if fault && tier == 0 {
                 fault_point("after_commit");
             }
