@@ -4,11 +4,13 @@
 //! an exit code.
 //!
 //! `serve` and `demo` own the data directory (they lock it). `query`, `aggregate`, `series`,
-//! `info` and `plot` open it read-only, so they work beside a running server. `import` needs
-//! the directory to itself: while a server holds it, send the file to the server instead.
+//! `info` and `plot` open it read-only, so they work beside a running server. `import` and
+//! `delete` need the directory to itself: while a server holds it, send the file (or the
+//! `DELETE /api/v1/series` request) to the server instead.
 
 pub mod aggregate;
 pub mod cluster;
+pub mod delete;
 pub mod demo;
 pub mod import;
 pub mod import_archives;
@@ -199,6 +201,7 @@ pub enum Command {
     Query(query::QueryArgs),
     Aggregate(aggregate::AggregateArgs),
     Series(series::SeriesArgs),
+    Delete(delete::DeleteArgs),
     Plot(plot::PlotArgs),
     Info(info::InfoArgs),
     Tiers(tiers::TiersArgs),
@@ -218,6 +221,7 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Query(args) => query::run(args),
         Command::Aggregate(args) => aggregate::run(args),
         Command::Series(args) => series::run(args),
+        Command::Delete(args) => delete::run(args),
         Command::Plot(args) => plot::run(args),
         Command::Info(args) => info::run(args),
         Command::Tiers(args) => tiers::run(args),

@@ -13,6 +13,7 @@
 pub(crate) mod apply;
 pub(crate) mod backend;
 pub(crate) mod batch;
+pub(crate) mod delete_entry;
 pub(crate) mod edge;
 pub(crate) mod fanout;
 pub(crate) mod log;

@@ -162,6 +162,8 @@ impl CounterTable {
         }
         let Inner { state, kinds, .. } = inner;
         registry.for_each_from(first, |id, key| {
+            // A deleted series' hole has no key and is never written: a gauge in its place.
+            kinds.resize(id.index(), SeriesKind::Gauge);
             kinds.push(self.kind_from(state.flags(id.index()), key));
         });
         if kinds[first..].contains(&SeriesKind::Counter) {

@@ -4,6 +4,7 @@
 
 mod admission;
 mod creator;
+mod delete;
 mod import_cells;
 mod maintenance;
 mod open;
@@ -38,6 +39,8 @@ pub(crate) use admission::check_value_and_time;
 pub(crate) use admission::SinkBounds;
 use admission::{Bounds, FilesNeeded, SampleLimits};
 use creator::ChunkCreator;
+pub use delete::Deleted;
+pub use delete::{DELETE_INTENT, FAULT_KILL_MID_DELETE};
 pub use maintenance::MaintenanceReport;
 use maintenance::{Horizon, MaintenanceHealth, MaintenanceThread};
 pub use open::EngineBuilder;
@@ -64,6 +67,11 @@ pub(crate) struct Shared {
     chunks_ready: AtomicU32,
     /// Failed maintenance passes, and the last failure.
     maintenance: MaintenanceHealth,
+    /// Set when the engine closes: a maintenance or chunk creator pass in progress stops at
+    /// its next file instead of finishing, so a close never waits on a whole pass of a
+    /// thread at the lowest CPU and I/O priority (under load, that took longer than a
+    /// service manager's stop timeout).
+    stopping: std::sync::atomic::AtomicBool,
     /// Held for a whole maintenance pass, so the background thread's, [`Engine::maintain`]'s
     /// and the open's never run at once: two compactions of one file would write the same
     /// temporary file, and two passes would pace creation twice.
@@ -72,6 +80,9 @@ pub(crate) struct Shared {
     /// done.
     prefaulted: Mutex<std::collections::HashMap<(usize, Timestamp, u32), usize>>,
     poison: OnceLock<String>,
+    /// Ids of deleted series, which batches refuse (see `engine/delete.rs`); replaced whole
+    /// by a deletion, read once per batch under the batch gate.
+    deleted: std::sync::RwLock<Arc<std::collections::BTreeSet<u32>>>,
     /// The directory lock; `None` for a read-only engine, which takes none.
     lock: Option<DirLock>,
 }
@@ -96,7 +107,9 @@ impl Shared {
         clock: Arc<dyn Clock>,
         lock: Option<DirLock>,
     ) -> Shared {
+        let deleted = registry.deleted().into_iter().map(|id| id.0).collect();
         Shared {
+            deleted: std::sync::RwLock::new(Arc::new(deleted)),
             dir,
             config,
             storage,
@@ -106,12 +119,18 @@ impl Shared {
             tally: IngestTally::default(),
             counter_table,
             chunks_ready: AtomicU32::new(0),
+            stopping: std::sync::atomic::AtomicBool::new(false),
             maintenance: MaintenanceHealth::default(),
             pass_lock: Mutex::new(()),
             prefaulted: Mutex::new(std::collections::HashMap::new()),
             poison: OnceLock::new(),
             lock,
         }
+    }
+
+    /// Whether the engine is closing: background passes stop at their next file.
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
     }
 
     /// The first second each tier still holds at `now`: the start of the period that holds
@@ -468,6 +487,7 @@ impl Engine {
         // batch stores into.
         let _gate = self.shared.storage.batch_gate();
         let bounds = self.bounds(self.shared.clock.now());
+        let deleted = self.shared.deleted_ids();
         let mut files = FilesNeeded::new(&self.shared);
         for sample in samples {
             if bounds.limits.check(sample).is_ok() {
@@ -481,6 +501,10 @@ impl Engine {
         let mut counter_step = self.shared.counter_table.for_batch(&self.shared.registry);
         for (position, sample) in samples.iter().enumerate() {
             match bounds.limits.check(sample) {
+                // An id resolved before its series was deleted.
+                Ok(()) if !deleted.is_empty() && deleted.contains(&sample.series.0) => {
+                    report.reject(position, RejectReason::UnknownSeries);
+                }
                 Ok(()) if !files.failed.is_empty() && files.blocked(sample, &bounds.windows) => {
                     report.reject(position, RejectReason::StorageUnavailable);
                 }
@@ -675,6 +699,8 @@ impl Engine {
         if self.is_read_only() {
             return Ok(());
         }
+        // A pass in progress stops at its next file; what it left undone the next open does.
+        self.shared.stopping.store(true, Ordering::Release);
         drop(self.maintenance.take());
         drop(self.creator.take());
         let flushed = self.flush();

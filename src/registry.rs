@@ -24,7 +24,8 @@ use std::fmt;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use key::SeriesKey;
 pub(crate) use key::{sort_tags_last_wins, split_graphite_tags, write_canonical};
@@ -64,12 +65,11 @@ impl fmt::Display for SeriesId {
 pub struct Registry {
     /// `dir/series.log`, for error messages.
     path: PathBuf,
-    /// The log, opened for appending (`None` when opened read-only). Appends happen under
-    /// the write lock of `inner`, which orders them; `sync` uses it without any lock so an
-    /// fsync never stalls lookups.
-    file: Option<File>,
-    /// The map itself and the log length it corresponds to.
+    /// The map itself, the log file and the log length it corresponds to.
     inner: RwLock<Inner>,
+    /// Deletions since open: name caches compare it with what they saw to drop ids that may
+    /// have become holes.
+    deletions: AtomicU64,
     /// Set when an append could not be undone or an fsync failed: the file's state is then
     /// unknown, so no more ids are handed out (existing ones still resolve).
     poisoned: OnceLock<String>,
@@ -81,6 +81,11 @@ struct Inner {
     keys: KeyStore,
     /// Length of the log's intact part; a failed append is truncated back to it.
     log_len: u64,
+    /// The log, opened for appending (`None` when opened read-only). Appends happen under
+    /// the write lock, which orders them; `sync` clones it under the read lock and fsyncs
+    /// without any lock, so an fsync never stalls lookups or creations. A deletion replaces
+    /// it with the rewritten log.
+    file: Option<Arc<File>>,
 }
 
 impl Registry {
@@ -129,11 +134,12 @@ impl Registry {
         })?;
         Ok(Registry {
             path,
-            file: loaded.file,
             inner: RwLock::new(Inner {
                 keys,
                 log_len: loaded.len,
+                file: loaded.file.map(Arc::new),
             }),
+            deletions: AtomicU64::new(0),
             poisoned: OnceLock::new(),
         })
     }
@@ -166,7 +172,7 @@ impl Registry {
         if let Some(reason) = self.poisoned.get() {
             return Err(Error::Poisoned(reason.clone()));
         }
-        let Some(file) = &self.file else {
+        let Some(file) = inner.file.clone() else {
             return Err(Error::ReadOnly(self.path.clone()));
         };
         let id =
@@ -232,6 +238,12 @@ impl Registry {
         self.read().keys.len()
     }
 
+    /// Number of series not deleted: [`Registry::len`] less the holes.
+    pub fn live_len(&self) -> usize {
+        let inner = self.read();
+        inner.keys.len() - inner.keys.hole_count()
+    }
+
     /// Whether no series exists yet.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -277,6 +289,86 @@ impl Registry {
         }
     }
 
+    /// Deletes the series `ids` (those that are holes already, or beyond the registry, are
+    /// passed over): their keys are no longer found or listed, their ids are never handed out
+    /// again, and a later series of the same name gets a new id. Durable when it returns: the
+    /// log is rewritten whole without their texts and renamed over the old one
+    /// (`registry/log.rs`), so a crash leaves every one of them registered or none. Returns the
+    /// ids deleted, with their keys. Lookups wait for the rewrite, which writes the whole log.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`] on a read-only registry, [`Error::Poisoned`] after an earlier
+    /// failure, [`Error::Io`] when the new log cannot be written or renamed (nothing is
+    /// deleted then, unless the rename was done and only reopening the new log failed:
+    /// the registry is then poisoned for new series).
+    pub(crate) fn delete(&self, ids: &[SeriesId]) -> Result<Vec<(SeriesId, SeriesKey)>> {
+        let mut inner = self.write();
+        if let Some(reason) = self.poisoned.get() {
+            return Err(Error::Poisoned(reason.clone()));
+        }
+        if inner.file.is_none() {
+            return Err(Error::ReadOnly(self.path.clone()));
+        }
+        let mut deleted: Vec<(SeriesId, SeriesKey)> = ids
+            .iter()
+            .filter_map(|&id| Some((id, inner.keys.view(id.index())?.to_key())))
+            .collect();
+        deleted.sort_unstable_by_key(|(id, _)| *id);
+        deleted.dedup_by_key(|(id, _)| *id);
+        if deleted.is_empty() {
+            return Ok(deleted);
+        }
+        let texts = inner.keys.log_texts().enumerate().map(|(id, text)| {
+            match deleted.binary_search_by_key(&(id as u32), |(d, _)| d.0) {
+                Ok(_) => "",
+                Err(_) => text,
+            }
+        });
+        let failed = match log::rewrite(&self.path, texts) {
+            Ok((file, len)) => {
+                inner.file = Some(Arc::new(file));
+                inner.log_len = len;
+                None
+            }
+            Err(log::Rewrite::NotDone(e)) => return Err(e),
+            Err(log::Rewrite::Done(e)) => {
+                // The new log is on disk, and appends to the old one's handle would be lost.
+                let _ = (self.poisoned).set(format!(
+                    "rewriting {} for a deletion failed after its rename ({e})",
+                    self.path.display()
+                ));
+                Some(e)
+            }
+        };
+        for (id, _) in &deleted {
+            inner.keys.remove(id.0);
+        }
+        self.deletions.fetch_add(1, Ordering::AcqRel);
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(deleted),
+        }
+    }
+
+    /// Whether `id` is a deleted series' hole.
+    pub(crate) fn is_deleted(&self, id: SeriesId) -> bool {
+        self.read().keys.is_hole(id.index())
+    }
+
+    /// The ids of deleted series, in id order.
+    pub(crate) fn deleted(&self) -> Vec<SeriesId> {
+        let mut holes: Vec<SeriesId> = self.read().keys.holes().map(SeriesId).collect();
+        holes.sort_unstable();
+        holes
+    }
+
+    /// How many deletions this registry has made since open: a cache of ids that saw
+    /// another count drops what it holds, since some of its ids may be holes now.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn deletions(&self) -> u64 {
+        self.deletions.load(Ordering::Acquire)
+    }
+
     /// Path of the log file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -294,7 +386,7 @@ impl Registry {
         if let Some(reason) = self.poisoned.get() {
             return Err(Error::Poisoned(reason.clone()));
         }
-        let Some(file) = &self.file else {
+        let Some(file) = self.read().file.clone() else {
             return Ok(());
         };
         file.sync_data().map_err(|e| {

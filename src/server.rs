@@ -11,6 +11,7 @@
 pub(crate) mod announce;
 pub(crate) mod backend;
 pub(crate) mod dashboard;
+mod delete_api;
 pub(crate) mod error;
 pub(crate) mod graphite;
 pub(crate) mod http;
@@ -38,6 +39,7 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::Result;
 pub use backend::{Backend, LocalBackend, ReadOptions};
+pub use delete_api::DeleteAnswer;
 pub use metrics::render as render_metrics;
 pub use read_report::{Behind, PartitionLag, ReadReport, BEHIND_HEADER};
 pub use sink::Sink;

@@ -663,7 +663,7 @@ impl Storage {
             return Ok(Vec::new());
         };
         let mut found = Vec::new();
-        let mut start = crate::time::align_down(from, store.spec.period).max(oldest);
+        let mut start = crate::time::align_down(from.max(oldest), store.spec.period);
         while start < to && start <= newest {
             match files.get(&(start, chunk)) {
                 Some(StoredPeriod::Hot(file)) => {

@@ -68,3 +68,8 @@ pub mod cluster {
 pub fn counter_state(engine: &crate::engine::Engine, id: crate::registry::SeriesId) -> [u64; 3] {
     engine.rewind().counter_state(id)
 }
+
+/// Deleting series: the crash tests' fault hook and the intent file's name.
+pub mod delete {
+    pub use crate::engine::{DELETE_INTENT, FAULT_KILL_MID_DELETE};
+}

@@ -55,6 +55,9 @@ pub(super) fn run(args: AggregateArgs) -> Result<(), Box<dyn std::error::Error>>
         whole_range: args.whole_range,
     };
     let result = engine.aggregate(&query)?;
+    if let Some(note) = &result.note {
+        eprintln!("tierdb: note: {note}");
+    }
     let text = match args.points.format {
         OutputFormat::Table => output::aggregate_table(&result),
         OutputFormat::Csv => output::aggregate_csv(&result),

@@ -33,7 +33,22 @@ const DAY: i64 = 86_400;
 /// backfills the last days and then writes live: open the printed address for a full
 /// dashboard. Data goes to a temporary directory unless --data-dir is given.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Examples:\n  tierdb demo\n  tierdb demo --http 127.0.0.1:9000 --days 7")]
+#[command(
+    after_help = "Examples:\n  tierdb demo\n  tierdb demo --http 127.0.0.1:9000 --days 7\n\nThe \
+                  server's tuning flags (series, read and connection limits, timeouts, the name \
+                  cache, the StatsD interval) are serve's (tierdb serve --help); the demo takes \
+                  them too but does not list them."
+)]
+#[command(mut_arg("statsd_flush", |arg| arg.hide(true)))]
+#[command(mut_arg("max_series", |arg| arg.hide(true)))]
+#[command(mut_arg("name_cache_bytes", |arg| arg.hide(true)))]
+#[command(mut_arg("max_read_values", |arg| arg.hide(true)))]
+#[command(mut_arg("graphite_max_connections", |arg| arg.hide(true)))]
+#[command(mut_arg("graphite_idle_timeout", |arg| arg.hide(true)))]
+#[command(mut_arg("http_max_connections", |arg| arg.hide(true)))]
+#[command(mut_arg("http_header_timeout", |arg| arg.hide(true)))]
+#[command(mut_arg("http_body_timeout", |arg| arg.hide(true)))]
+#[command(mut_arg("http_idle_timeout", |arg| arg.hide(true)))]
 pub struct DemoArgs {
     /// The data directory (default: a temporary one, removed at exit).
     #[arg(long, env = "TIERDB_DATA_DIR")]

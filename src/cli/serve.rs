@@ -139,7 +139,8 @@ pub(super) fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
 type Companion = (Arc<AtomicBool>, JoinHandle<()>);
 
 /// Binds the listeners, then opens the engine of `dir` with `open` (so a busy port leaves no
-/// data directory behind), writes the addresses into the directory's `SERVER` file
+/// data directory behind), prints the addresses (so a directory another process holds is
+/// refused before any is printed), writes them into the directory's `SERVER` file
 /// ([`crate::server::announce`]) and runs the server until SIGTERM or Ctrl-C; `before_ready`
 /// may start a companion (the demo agent). The file is removed at the end.
 pub(super) fn until_shutdown(
@@ -148,8 +149,9 @@ pub(super) fn until_shutdown(
     listen: &Listen,
     before_ready: impl FnOnce(&Arc<Engine>) -> crate::error::Result<Option<Companion>>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let (runtime, listeners) = bind_and_announce(listen, dir)?;
+    let (runtime, listeners) = bind(listen, dir)?;
     let engine = Arc::new(open()?);
+    announce_addresses(&listeners)?;
     let (http, graphite, _) = listeners.addrs()?;
     let dir = engine.dir().to_path_buf();
     let announced = Announced {
@@ -162,6 +164,7 @@ pub(super) fn until_shutdown(
     };
     announced.write(&dir)?;
     let companion = before_ready(&engine)?;
+    let stop = shutdown_signal(&runtime)?;
     println!("tierdb: dashboard at http://{http}/");
     println!("tierdb: ready");
     let state = Arc::new(State::new(
@@ -169,7 +172,7 @@ pub(super) fn until_shutdown(
         listen.limits(),
         listen.token.clone(),
     ));
-    let served = runtime.block_on(crate::server::run(state, listeners, shutdown_signal()));
+    let served = runtime.block_on(crate::server::run(state, listeners, stop));
     if let Some((stop, handle)) = companion {
         stop.store(true, Ordering::Relaxed);
         let _ = handle.join();
@@ -204,12 +207,12 @@ fn with_flag(message: &str, listen: &Listen) -> String {
     }
 }
 
-/// The server's runtime and its bound sockets, each address printed (what tests and scripts
-/// read before `tierdb: ready`); the open-files limit raised first. A bind that fails while
+/// The server's runtime and its bound sockets, the open-files limit raised first; nothing is
+/// printed (see [`announce_addresses`]). A bind that fails while
 /// a live server announced itself in `dir` (its `SERVER` file) says so: the same ports are
 /// usually taken by the server already serving the directory, and binding comes before the
 /// directory's lock, whose refusal would have named it.
-fn bind_and_announce(
+fn bind(
     listen: &Listen,
     dir: &Path,
 ) -> Result<(tokio::runtime::Runtime, Listeners), Box<dyn std::error::Error>> {
@@ -236,6 +239,16 @@ fn bind_and_announce(
     if let Some(addr) = listen.statsd {
         listeners.statsd = Some(runtime.block_on(StatsdListener::bind(addr, listen.statsd_flush))?);
     }
+    Ok((runtime, listeners))
+}
+
+/// Prints each address listened on (what tests and scripts read before `tierdb: ready`):
+/// only once the data directory is open, so a directory held by another process is refused
+/// before any listener announces itself.
+///
+/// # Errors
+/// When an address cannot be read back from its socket.
+pub(super) fn announce_addresses(listeners: &Listeners) -> std::io::Result<()> {
     let (http, tcp, udp) = listeners.addrs()?;
     println!("tierdb: http listening on {http}");
     println!("tierdb: graphite tcp listening on {tcp}");
@@ -243,7 +256,7 @@ fn bind_and_announce(
     if let Some(statsd) = &listeners.statsd {
         println!("tierdb: statsd udp listening on {}", statsd.local_addr()?);
     }
-    Ok((runtime, listeners))
+    Ok(())
 }
 
 /// The server `dir`'s `SERVER` file announces, when its process is alive.
@@ -252,20 +265,27 @@ fn serving(dir: &Path) -> Option<Announced> {
     Announced::parse(&text).filter(|at| Path::new(&format!("/proc/{}", at.pid)).exists())
 }
 
-/// Completes on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = ctrl_c => {}
-                _ = term.recv() => {}
-            }
+/// Installs the SIGTERM and SIGINT (Ctrl-C) handlers now, and returns the future that
+/// completes on either. Called before `tierdb: ready` is printed: a handler installed only
+/// once the server's future first ran left a window after `ready` in which a SIGTERM killed
+/// the process unflushed (a stop sent as soon as `ready` was read ended by the signal 12
+/// times in 20).
+///
+/// # Errors
+/// When a handler cannot be installed.
+pub(super) fn shutdown_signal(
+    runtime: &tokio::runtime::Runtime,
+) -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let _context = runtime.enter();
+    let mut term = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = interrupt.recv() => {}
         }
-        Err(_) => {
-            let _ = ctrl_c.await;
-        }
-    }
+    })
 }
 
 #[cfg(test)]

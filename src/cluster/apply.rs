@@ -63,13 +63,14 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
+use crate::cluster::delete_entry::LogEntry;
 use crate::cluster::SampleBatch;
 use crate::config::TiersConfig;
 use crate::engine::{Engine, EngineBuilder};
 use crate::error::Error;
 use crate::error::RejectReason;
 use crate::error::Result;
-use crate::registry::SeriesId;
+use crate::registry::{Selector, SeriesId};
 use crate::sample::{BatchReport, Sample};
 use crate::storage::cells::CellAt;
 use crate::storage::counter_journal::Undo;
@@ -273,6 +274,69 @@ impl PartitionStore {
         self.applied.store(last, Ordering::Release);
         report.applied = todo.len();
         Ok(report)
+    }
+
+    /// Applies the log's `entries` in order: each run of batches as one group
+    /// ([`PartitionStore::apply`]), each deletion alone ([`PartitionStore::apply_delete`]).
+    ///
+    /// # Errors
+    /// As those two; what came before the failing entry stays applied.
+    pub(crate) fn apply_entries(&self, entries: Vec<(u64, LogEntry)>) -> Result<()> {
+        let mut batches = Vec::new();
+        for (seq, entry) in entries {
+            match entry {
+                LogEntry::Batch(batch) => batches.push((seq, batch)),
+                LogEntry::Delete(selector) => {
+                    if !batches.is_empty() {
+                        self.apply(&std::mem::take(&mut batches))?;
+                    }
+                    self.apply_delete(seq, &selector)?;
+                }
+            }
+        }
+        if !batches.is_empty() {
+            self.apply(&batches)?;
+        }
+        Ok(())
+    }
+
+    /// Applies the deletion at stream sequence `seq` (see `cluster/delete_entry.rs`): the
+    /// series `selector` selects now are deleted ([`Engine::delete_series`], durable and
+    /// crash-safe on its own), then `seq` is recorded as applied. A deletion at or below the
+    /// applied sequence is skipped (a redelivery); one applied again after a crash between
+    /// the deletion and the record finds nothing more to delete, since the messages after it
+    /// are not applied yet. Returns how many series were deleted.
+    ///
+    /// # Errors
+    /// As [`Engine::delete_series`], and [`Error::Io`] when the applied sequence cannot be
+    /// recorded; the store is poisoned then, and reopening finishes the deletion.
+    pub fn apply_delete(&self, seq: u64, selector: &Selector) -> Result<usize> {
+        let mut inner = self.lock();
+        if let Some(why) = &inner.poisoned {
+            return Err(Error::Poisoned(why.clone()));
+        }
+        if seq <= inner.state.applied() {
+            return Ok(0);
+        }
+        let ids: Vec<SeriesId> = (self.engine.select_series(selector).into_iter())
+            .map(|(id, _)| id)
+            .collect();
+        let outcome = self
+            .engine
+            .delete_series(&ids)
+            .and_then(|deleted| inner.state.record(seq).map(|()| deleted.series.len()));
+        match outcome {
+            Ok(deleted) => {
+                self.applied.store(seq, Ordering::Release);
+                Ok(deleted)
+            }
+            Err(e) => {
+                inner.poisoned = Some(format!(
+                    "the deletion at stream sequence {seq} failed ({e}); reopen to finish it"
+                ));
+                Err(e)
+            }
+        }
     }
 
     /// Steps 2 to 4 of the module docs; any error leaves the undo record in force.

@@ -13,7 +13,8 @@ use axum::Router;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 
-use super::edge::EdgeSink;
+use super::delete_entry;
+use super::edge::{self, EdgeSink};
 use super::fanout::{self, PartialRequest, RenderSource};
 use super::node::Node;
 use super::peer::{PARTIAL_PATH, SNAPSHOT_PATH};
@@ -31,7 +32,7 @@ use crate::server::error::{blocking, ApiError};
 use crate::server::metrics::{write_families, Family};
 use crate::server::sink::Sink;
 use crate::server::stats::ServerStats;
-use crate::server::{Limits, State};
+use crate::server::{DeleteAnswer, Limits, State};
 use crate::time::Timestamp;
 
 /// A cluster node behind the server's handlers.
@@ -120,6 +121,49 @@ impl Backend for NodeBackend {
             Err(ApiError::Unavailable(format!(
                 "{endpoint} is answered by single nodes; a cluster node has no registry of its own"
             )))
+        })
+    }
+
+    /// Lists what `selector` selects across the partitions' owners; unless a dry run,
+    /// publishes the deletion to every partition's log (each publish retried with its id,
+    /// which JetStream stores once) and answers once every partition acknowledged it. The
+    /// owners delete when they apply it, in the partition's order: a read right after the
+    /// answer may still list the series, as it may miss a write just acknowledged.
+    fn delete(
+        &self,
+        selector: Selector,
+        dry_run: bool,
+        read: ReadOptions,
+    ) -> Answer<'_, DeleteAnswer> {
+        Box::pin(async move {
+            let series = fanout::series(&self.node, selector.clone(), &read).await?;
+            if dry_run || series.is_empty() {
+                return Ok(DeleteAnswer {
+                    dry_run,
+                    series,
+                    ..DeleteAnswer::default()
+                });
+            }
+            let payload = delete_entry::encode(&selector);
+            let publishes = (0..self.node.partitions()).map(|partition| {
+                let (node, payload) = (&self.node, payload.clone());
+                async move {
+                    let id = node.next_message_id();
+                    edge::publish(node, partition, &id, payload).await
+                }
+            });
+            for outcome in futures_util::future::join_all(publishes).await {
+                outcome.map_err(|e| {
+                    ApiError::Unavailable(format!(
+                        "the deletion was not logged in every partition ({e}); send it again"
+                    ))
+                })?;
+            }
+            Ok(DeleteAnswer {
+                dry_run,
+                series,
+                ..DeleteAnswer::default()
+            })
         })
     }
 

@@ -213,7 +213,12 @@ impl Sink for EdgeSink {
 }
 
 /// Publishes one message, retrying with the same id until JetStream acknowledges it.
-async fn publish(node: &Node, partition: u32, id: &str, payload: bytes::Bytes) -> Result<()> {
+pub(super) async fn publish(
+    node: &Node,
+    partition: u32,
+    id: &str,
+    payload: bytes::Bytes,
+) -> Result<()> {
     let mut last = None;
     for attempt in 0..PUBLISH_ATTEMPTS {
         if attempt > 0 {

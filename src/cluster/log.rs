@@ -21,7 +21,6 @@ use super::streams;
 use crate::error::Error;
 use crate::error::Result;
 
-
 /// Servers holding each message at most: more would slow every publish for no gain.
 const MAX_REPLICAS: usize = 3;
 

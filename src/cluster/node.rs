@@ -23,12 +23,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::apply::PartitionStore;
+use super::delete_entry::{self, LogEntry};
 use super::log::{IngestLog, LogRetention};
 use super::nats_version;
 use super::ownership::{ClusterSettings, ClusterView, Ownership};
 use super::peer;
 use super::snapshot::{self, SnapshotInfo};
-use super::wire;
 use crate::clock::{Clock, SystemClock};
 use crate::config::TiersConfig;
 use crate::engine::Engine;
@@ -742,7 +742,10 @@ impl Node {
                 };
                 let Ok(first) = first else {
                     if self.reader_stalled(partition, store.applied()).await {
-                        tracing::warn!(partition, "the log holds more than its reader delivers; reading it again");
+                        tracing::warn!(
+                            partition,
+                            "the log holds more than its reader delivers; reading it again"
+                        );
                         continue 'read;
                     }
                     continue;
@@ -762,14 +765,14 @@ impl Node {
                         _ => break,
                     }
                 }
-                let group: Vec<_> = messages
+                let entries: Vec<_> = messages
                     .into_iter()
-                    .map(|(seq, payload)| match wire::decode(&payload) {
-                        Ok(batch) => (seq, batch),
+                    .map(|(seq, payload)| match delete_entry::decode(&payload) {
+                        Ok(entry) => (seq, entry),
                         Err(e) => {
                             // Every owner skips the same message: the log is the same for all.
                             tracing::error!(partition, seq, error = %e, "skipping an undecodable message");
-                            (seq, Default::default())
+                            (seq, LogEntry::Batch(Default::default()))
                         }
                     })
                     .collect();
@@ -777,10 +780,11 @@ impl Node {
                     tokio::time::sleep(pause).await;
                 }
                 let apply_store = Arc::clone(&store);
-                let applied = tokio::task::spawn_blocking(move || apply_store.apply(&group))
-                    .await
-                    .map_err(|e| Error::Poisoned(format!("apply task failed: {e}")))
-                    .and_then(|r| r);
+                let applied =
+                    tokio::task::spawn_blocking(move || apply_store.apply_entries(entries))
+                        .await
+                        .map_err(|e| Error::Poisoned(format!("apply task failed: {e}")))
+                        .and_then(|r| r);
                 match applied {
                     Ok(_) => self.report_applied(partition, store.applied()),
                     Err(e) => {

@@ -103,6 +103,9 @@ impl Shared {
             self.prefault_next_blocks(now);
         }
         let mut first_error: Option<Error> = None;
+        if self.stopping() {
+            return Ok(report);
+        }
         match self.prepare_ahead_at(now, Horizon::Due) {
             Ok((created, pending)) => {
                 report.created = created;
@@ -134,6 +137,9 @@ impl Shared {
                     first_error.get_or_insert(e);
                 }
             }
+        }
+        if self.stopping() {
+            return first_error.map_or(Ok(report), Err);
         }
         match self.compact_closed(now) {
             Ok(n) => report.compacted = n,
@@ -177,6 +183,9 @@ impl Shared {
                 let files = self.storage.period_files(t, p.period_start);
                 let to = ((files.len() as f64 * share).ceil() as usize).clamp(from, files.len());
                 for file in &files[from..to] {
+                    if self.stopping() {
+                        return;
+                    }
                     file.prefault_block(p.bucket);
                 }
                 progress.push((key, to));
@@ -225,6 +234,10 @@ impl Shared {
                 {
                     continue;
                 }
+                // Closing: what is not created now, a batch or the next open creates.
+                if self.stopping() {
+                    return Ok((created, pending));
+                }
                 let urgent = start - now < period / 4;
                 let mut missing: Vec<u32> = (0..chunks)
                     .filter(|&chunk| self.storage.file(t, start, chunk).is_none())
@@ -269,7 +282,7 @@ impl Shared {
                 .storage
                 .quiet_closed_files(tier, now.saturating_sub(COMPACT_GRACE))
             {
-                if started.elapsed() >= COMPACT_BUDGET {
+                if started.elapsed() >= COMPACT_BUDGET || self.stopping() {
                     return first_error.map_or(Ok(compacted), Err);
                 }
                 if !synced {

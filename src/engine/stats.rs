@@ -15,7 +15,7 @@ use crate::time::{Span, Timestamp};
 pub struct EngineStats {
     /// The clock's reading when the stats were taken.
     pub now: Timestamp,
-    /// Series registered.
+    /// Series registered and not deleted.
     pub series: usize,
     /// Of those, counters (stored as increases).
     pub counters: usize,
@@ -161,7 +161,7 @@ impl Engine {
         }
         EngineStats {
             now,
-            series: shared.registry.len(),
+            series: shared.registry.live_len(),
             counters: shared.counter_table.count(&shared.registry),
             accepted: shared.tally.accepted.load(Ordering::Relaxed),
             rejected: RejectReason::ALL

@@ -136,12 +136,21 @@ impl<V: Copy> NameCache<V> {
         self.next = self.order.len();
     }
 
-    /// Empties the cache, freeing its memory, and gives its bytes back to the budget.
+    /// Empties the cache for want of room (counted in the budget's clears), freeing its
+    /// memory, and gives its bytes back to the budget.
     fn clear(&mut self) {
         if let Some((budget, _)) = &self.budget {
             if self.bytes > 0 {
                 budget.clears.fetch_add(1, Ordering::Relaxed);
             }
+        }
+        self.forget_all();
+    }
+
+    /// Empties the cache because what it resolved may have changed (a series deleted), not
+    /// counted as a clear for want of room; frees its memory and gives its bytes back.
+    pub(crate) fn forget_all(&mut self) {
+        if let Some((budget, _)) = &self.budget {
             budget.give_back(self.bytes);
         }
         self.index = Default::default();

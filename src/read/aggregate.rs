@@ -40,6 +40,7 @@ use rayon::prelude::*;
 
 use crate::bucket::{Bucket, ExactF64};
 use crate::config::{TierSpec, TiersConfig};
+use crate::counter::SeriesKind;
 use crate::error::Error;
 use crate::error::Result;
 use crate::read::budget::ReadBudget;
@@ -202,6 +203,10 @@ pub struct AggregateResult {
     /// has ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partial_from: Option<Timestamp>,
+    /// As [`QueryResult::note`](crate::read::query::QueryResult::note): set when `per_sec`
+    /// is asked of series of which some are gauges, saying how many.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// One group's result.
@@ -319,6 +324,10 @@ struct PartialGroup {
     tags: Vec<Option<String>>,
     /// Series selected into the group.
     series: usize,
+    /// Of them, the gauges, counted only for `per_sec` (for the answer's note); absent in a
+    /// partial from a node that does not count them.
+    #[serde(default)]
+    gauges: usize,
     /// One accumulator per point of the plan's grid.
     rows: Vec<Fold>,
 }
@@ -377,6 +386,7 @@ impl PartialAggregate {
                 std::cmp::Ordering::Equal => {
                     let (mut x, y) = (a.next().expect("peeked"), b.next().expect("peeked"));
                     x.series += y.series;
+                    x.gauges += y.gauges;
                     for (fold, other) in x.rows.iter_mut().zip(&y.rows) {
                         fold.merge(other);
                     }
@@ -404,6 +414,10 @@ impl PartialAggregate {
         let grid = plan.grid;
         check_cells(self.groups.len(), grid.points)?;
         let seconds = grid.step as u64;
+        let series: usize = self.groups.iter().map(|g| g.series).sum();
+        let gauges: usize = self.groups.iter().map(|g| g.gauges).sum();
+        let note = (plan.display == Display::PerSec && gauges > 0)
+            .then(|| per_sec_of_gauges(gauges, series));
         let groups = self
             .groups
             .into_iter()
@@ -430,6 +444,7 @@ impl PartialAggregate {
             step: grid.step,
             groups,
             partial_from: plan.partial_from,
+            note,
         })
     }
 
@@ -449,6 +464,22 @@ impl PartialAggregate {
             ))
         }
     }
+}
+
+/// The [`AggregateResult::note`] of `per_sec` over `series` series of which `gauges` are
+/// gauges.
+fn per_sec_of_gauges(gauges: usize, series: usize) -> String {
+    let which = match (gauges, series) {
+        (1, 1) => "the series is a gauge".to_owned(),
+        (g, s) if g == s => format!("all {s} series are gauges"),
+        (g, s) => format!("{g} of the {s} series are gauges"),
+    };
+    format!(
+        "{which}: per_sec of a gauge is the sum of its samples per second of bucket, a rate \
+         only if each sample is an increase; if they are counters (running totals), name them \
+         in the [counters] rules of tiers.toml or write them with kind=counter, and per_sec is \
+         their rate"
+    )
 }
 
 /// Refuses an answer of `groups` × `points` values over [`MAX_QUERY_POINTS`].
@@ -521,9 +552,14 @@ pub(super) fn aggregate_partial(
             (id, values)
         })
     });
-    let mut groups: BTreeMap<Vec<Option<String>>, (usize, usize)> = BTreeMap::new();
-    for (_, values) in &matched {
-        groups.entry(values.clone()).or_default().1 += 1;
+    // (index, series, gauges) of each group; gauges are looked up only for per_sec.
+    let mut groups: BTreeMap<Vec<Option<String>>, (usize, usize, usize)> = BTreeMap::new();
+    for (id, values) in &matched {
+        let group = groups.entry(values.clone()).or_default();
+        group.1 += 1;
+        if plan.display == Display::PerSec && reader.series_kind(*id) == SeriesKind::Gauge {
+            group.2 += 1;
+        }
     }
     for (index, entry) in groups.values_mut().enumerate() {
         entry.0 = index;
@@ -561,9 +597,10 @@ pub(super) fn aggregate_partial(
     let points = grid.points;
     let groups = groups
         .into_iter()
-        .map(|(tags, (index, series))| PartialGroup {
+        .map(|(tags, (index, series, gauges))| PartialGroup {
             tags,
             series,
+            gauges,
             rows: folded[index * points..(index + 1) * points].to_vec(),
         })
         .collect();

@@ -24,6 +24,12 @@
 //! A record is written with one `write` call. A crash can therefore leave at most one
 //! incomplete record, at the end; [`load`] drops it. Anything else that fails to decode
 //! is refused, because silently skipping a record would hand its id to another series.
+//!
+//! Version 2 is version 1 plus holes: a record with no key text holds the id of a deleted
+//! series, which is never handed out again (its slot stays empty). A log gets version 2 only
+//! when a deletion rewrites it whole ([`rewrite`]: a new file, fsynced, renamed over the old
+//! one), so a directory without deletions stays readable by a build that reads version 1,
+//! and one with deletions is refused there by its version, not misread.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -35,8 +41,10 @@ use crate::registry::SeriesId;
 
 /// Identifies a series log among the files in a data directory.
 pub(super) const MAGIC: [u8; 8] = *b"TIERDBSR";
-/// The only layout this build reads and writes.
+/// The layout of a log without holes: what a new log is written as.
 pub(super) const FORMAT_VERSION: u32 = 1;
+/// The layout of a log with holes (deleted series); written only by [`rewrite`].
+pub(super) const FORMAT_VERSION_WITH_HOLES: u32 = 2;
 
 const MAGIC_OFFSET: usize = 0;
 const VERSION_OFFSET: usize = MAGIC_OFFSET + MAGIC.len();
@@ -58,11 +66,16 @@ const TEXT_OFFSET: usize = ID_OFFSET + size_of::<u32>();
 /// and so that a torn tail is at most one record long.
 pub(super) const MAX_PAYLOAD: usize = 64 * 1024;
 
-/// The header every series log starts with.
+/// The header every new series log starts with.
 pub(super) fn header() -> [u8; HEADER_LEN] {
+    header_of(FORMAT_VERSION)
+}
+
+/// The header of a log of format `version`.
+fn header_of(version: u32) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
     h[MAGIC_OFFSET..VERSION_OFFSET].copy_from_slice(&MAGIC);
-    h[VERSION_OFFSET..RESERVED_OFFSET].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    h[VERSION_OFFSET..RESERVED_OFFSET].copy_from_slice(&version.to_le_bytes());
     // Reserved stays zero.
     h
 }
@@ -119,9 +132,9 @@ fn load_read_only(path: &Path) -> Result<Loaded> {
             "not a tierdb series log (shorter than its header)",
         ));
     }
-    check_header(path, &bytes[..HEADER_LEN])?;
+    let version = check_header(path, &bytes[..HEADER_LEN])?;
     // A torn tail here is most likely an append in flight: left out, not cut off.
-    let records = records(path, bytes)?;
+    let records = records(path, bytes, version)?;
     Ok(Loaded {
         len: records.end as u64,
         texts: records.texts,
@@ -141,6 +154,8 @@ pub(super) fn load(path: &Path, writable: bool) -> Result<Loaded> {
     if !writable {
         return load_read_only(path);
     }
+    // A rewrite a crash cut short before its rename: the log itself is whole.
+    let _ = std::fs::remove_file(path.with_extension("log.rewrite"));
     let mut file = OpenOptions::new()
         .read(true)
         .append(true)
@@ -184,14 +199,14 @@ pub(super) fn load(path: &Path, writable: bool) -> Result<Loaded> {
         });
     }
 
-    check_header(path, &bytes[..HEADER_LEN])?;
+    let version = check_header(path, &bytes[..HEADER_LEN])?;
     let file_len = bytes.len();
     let Records {
         texts,
         ends,
         end: pos,
         torn,
-    } = records(path, bytes)?;
+    } = records(path, bytes, version)?;
     if let Some(reason) = torn {
         tracing::warn!(
             path = %path.display(),
@@ -226,8 +241,8 @@ struct Records {
 /// Decodes the records after the header. Their texts are moved to the front of `bytes`,
 /// which becomes the arena of texts with no second copy of the file in memory. A damaged
 /// record other than a torn last one is refused: skipping a record would hand its id to
-/// another series.
-fn records(path: &Path, mut bytes: Vec<u8>) -> Result<Records> {
+/// another series. Only a log of version 2 may hold holes (records without text).
+fn records(path: &Path, mut bytes: Vec<u8>, version: u32) -> Result<Records> {
     let mut ends = Vec::new();
     // Bytes of text kept at the front; always behind `pos`, since every record's header
     // and id are dropped.
@@ -252,6 +267,11 @@ fn records(path: &Path, mut bytes: Vec<u8>) -> Result<Records> {
         let len = decode_payload(payload, count)
             .map_err(|reason| at(&reason))?
             .len();
+        if len == 0 && version < FORMAT_VERSION_WITH_HOLES {
+            return Err(at(&format!(
+                "no key text (a deleted series' hole) in a log of version {version}"
+            )));
+        }
         bytes.copy_within(next - len..next, kept);
         kept += len;
         ends.push(kept as u64);
@@ -271,16 +291,18 @@ fn records(path: &Path, mut bytes: Vec<u8>) -> Result<Records> {
     })
 }
 
-fn check_header(path: &Path, h: &[u8]) -> Result<()> {
+/// Checks the header and returns the log's format version.
+fn check_header(path: &Path, h: &[u8]) -> Result<u32> {
     if h[MAGIC_OFFSET..VERSION_OFFSET] != MAGIC {
         return Err(Error::corrupt(path, "not a tierdb series log (bad magic)"));
     }
     let version = read_u32(h, VERSION_OFFSET);
-    if version != FORMAT_VERSION {
+    if !(FORMAT_VERSION..=FORMAT_VERSION_WITH_HOLES).contains(&version) {
         return Err(Error::corrupt(
             path,
             format!(
-                "series log format version {version}; this build reads version {FORMAT_VERSION}"
+                "series log format version {version}; this build reads versions \
+                 {FORMAT_VERSION} to {FORMAT_VERSION_WITH_HOLES}"
             ),
         ));
     }
@@ -291,7 +313,7 @@ fn check_header(path: &Path, h: &[u8]) -> Result<()> {
             format!("reserved header field is {reserved:#x}, expected 0"),
         ));
     }
-    Ok(())
+    Ok(version)
 }
 
 /// Checks a framed payload's id against the one its position gives and returns its text.
@@ -346,6 +368,52 @@ fn is_torn_tail(bytes: &[u8], pos: usize) -> bool {
     // a plausible length needs the zero bytes of a real record header); only a real
     // record passes its checksum.
     (pos + 1..bytes.len()).all(|q| frame_at(bytes, q).is_err())
+}
+
+/// Replaces the log at `path` whole with one of version 2 holding `texts` in id order (an
+/// empty text is a hole), crash-safely: the new log is written beside it and fsynced, then
+/// renamed over it and the directory fsynced, so a crash leaves the old log or the new one,
+/// never a mix. Returns the new log opened for appending, and its length.
+///
+/// # Errors
+/// [`Rewrite::NotDone`] when the new log could not be written, synced or renamed (the old
+/// log is in place); [`Rewrite::Done`] when the rename was done and only syncing the
+/// directory or reopening the new log failed (the new log is the one on disk).
+pub(super) fn rewrite<'a>(
+    path: &Path,
+    texts: impl Iterator<Item = &'a str>,
+) -> std::result::Result<(File, u64), Rewrite> {
+    let temp = path.with_extension("log.rewrite");
+    let mut bytes = header_of(FORMAT_VERSION_WITH_HOLES).to_vec();
+    for (id, text) in texts.enumerate() {
+        bytes.extend_from_slice(&encode_record(SeriesId(id as u32), text));
+    }
+    let written = (|| {
+        let mut file = File::create(&temp)?;
+        file.write_all(&bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&temp);
+        return Err(Rewrite::NotDone(Error::io(&temp, e)));
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    crate::storage::disk::sync_dir(dir.unwrap_or(Path::new("."))).map_err(Rewrite::Done)?;
+    let file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| Rewrite::Done(Error::io(path, e)))?;
+    Ok((file, bytes.len() as u64))
+}
+
+/// Why [`rewrite`] failed, and whether the new log replaced the old one.
+pub(super) enum Rewrite {
+    /// The old log is in place, unchanged.
+    NotDone(Error),
+    /// The new log replaced the old one, but it could not be made durable or reopened.
+    Done(Error),
 }
 
 fn read_u32(bytes: &[u8], offset: usize) -> u32 {

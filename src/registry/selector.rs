@@ -144,6 +144,13 @@ impl Selector {
         Ok(self)
     }
 
+    /// True when this selector takes every series whatever its name: a name glob of only
+    /// `*` and `.` and no tag filter. A deletion asks for an explicit word (`--all`,
+    /// `all=true`) before it takes all.
+    pub fn takes_every_name(&self) -> bool {
+        self.filters.is_empty() && self.pattern.chars().all(|c| c == '*' || c == '.')
+    }
+
     /// True when `key` is selected.
     pub fn matches(&self, key: KeyView<'_>) -> bool {
         glob_match(&self.pattern, &key.name()) && self.filters.iter().all(|f| f.accepts(key))

@@ -1,6 +1,7 @@
 //! The registry's keys in memory: every canonical key text once, back to back in one arena,
 //! an end offset per id, and an index of bare ids hashed by their text. About 60 bytes per
 //! series for 40-byte keys, where a map of boxed strings plus parsed keys took over 400.
+//! A deleted series leaves a hole: its id keeps its place (ids index slots) but has no key.
 
 use std::hash::Hasher;
 
@@ -21,6 +22,9 @@ pub(super) struct KeyStore {
     /// Ids hashed by their text: a lookup hashes the text as received and compares it with
     /// the arena, and the table holds 4 bytes (plus a control byte) per slot.
     index: HashTable<u32>,
+    /// Ids of deleted series: not in `index`, no key. Read from the log as records without
+    /// text; a deletion since load leaves its text in `texts`, unreachable.
+    holes: rustc_hash::FxHashSet<u32>,
 }
 
 /// Why the keys read from the log were refused: the record (= id) and what is wrong.
@@ -43,11 +47,16 @@ impl KeyStore {
             texts,
             ends,
             index: HashTable::new(),
+            holes: Default::default(),
         };
         let len = store.len();
+        store.holes = (0..len)
+            .filter(|&id| store.text(id).is_empty())
+            .map(|id| id as u32)
+            .collect();
         if let Some(bad) = (0..len)
             .into_par_iter()
-            .find_first(|&id| !is_canonical(store.text(id)))
+            .find_first(|&id| !store.text(id).is_empty() && !is_canonical(store.text(id)))
         {
             return Err(Refusal::NotCanonical(bad, store.text(bad).to_owned()));
         }
@@ -55,10 +64,18 @@ impl KeyStore {
             .into_par_iter()
             .map(|id| hash(store.text(id)))
             .collect();
-        let KeyStore { texts, ends, index } = &mut store;
-        *index = HashTable::with_capacity(len);
+        let KeyStore {
+            texts,
+            ends,
+            index,
+            holes,
+        } = &mut store;
+        *index = HashTable::with_capacity(len - holes.len());
         for (id, h) in hashes.into_iter().enumerate() {
             let text = text_of(texts, ends, id);
+            if text.is_empty() {
+                continue;
+            }
             let found = index.find(h, |&other| text_of(texts, ends, other as usize) == text);
             if let Some(&first) = found {
                 return Err(Refusal::Duplicate(id, first));
@@ -78,7 +95,9 @@ impl KeyStore {
 
     /// The id of canonical `text`, if it is held.
     pub(super) fn get(&self, text: &str) -> Option<u32> {
-        let KeyStore { texts, ends, index } = self;
+        let KeyStore {
+            texts, ends, index, ..
+        } = self;
         index
             .find(hash(text), |&id| text_of(texts, ends, id as usize) == text)
             .copied()
@@ -88,7 +107,9 @@ impl KeyStore {
     /// not held yet and that the id fits in a u32.
     pub(super) fn push(&mut self, text: &str) {
         let id = self.len() as u32;
-        let KeyStore { texts, ends, index } = self;
+        let KeyStore {
+            texts, ends, index, ..
+        } = self;
         texts.push_str(text);
         ends.push(texts.len() as u64);
         index.insert_unique(hash(text), id, |&other| {
@@ -96,9 +117,52 @@ impl KeyStore {
         });
     }
 
-    /// The key of `id`, if it is held.
+    /// The key of `id`, if it is held (not a hole).
     pub(super) fn view(&self, id: usize) -> Option<KeyView<'_>> {
-        (id < self.len()).then(|| KeyView::new(self.text(id)))
+        (id < self.len() && !self.is_hole(id)).then(|| KeyView::new(self.text(id)))
+    }
+
+    /// Whether `id` is a deleted series' hole.
+    pub(super) fn is_hole(&self, id: usize) -> bool {
+        !self.holes.is_empty() && self.holes.contains(&(id as u32))
+    }
+
+    /// How many holes there are.
+    pub(super) fn hole_count(&self) -> usize {
+        self.holes.len()
+    }
+
+    /// The holes, in no order.
+    pub(super) fn holes(&self) -> impl Iterator<Item = u32> + '_ {
+        self.holes.iter().copied()
+    }
+
+    /// Makes `id` a hole: its key is no longer found, listed or viewed, and a later key of
+    /// the same text gets a new id. False when `id` is not a held key.
+    pub(super) fn remove(&mut self, id: u32) -> bool {
+        if id as usize >= self.len() || self.is_hole(id as usize) {
+            return false;
+        }
+        let KeyStore {
+            texts,
+            ends,
+            index,
+            holes,
+        } = self;
+        let text = text_of(texts, ends, id as usize);
+        if let Ok(entry) = index.find_entry(hash(text), |&other| other == id) {
+            entry.remove();
+        }
+        holes.insert(id);
+        true
+    }
+
+    /// Each id's text as the log stores it: its key, or nothing for a hole.
+    pub(super) fn log_texts(&self) -> impl Iterator<Item = &str> + '_ {
+        (0..self.len()).map(|id| match self.is_hole(id) {
+            true => "",
+            false => self.text(id),
+        })
     }
 
     /// The text of `id`, which must be held.

@@ -367,10 +367,10 @@ fn foreign_files_are_refused() {
     fs::write(&path, b"hello").unwrap();
     assert_corrupt(dir.path(), "not a tierdb series log");
 
-    let mut v2 = log::header();
-    v2[8] = 2;
-    fs::write(&path, v2).unwrap();
-    assert_corrupt(dir.path(), "version 2");
+    let mut v3 = log::header();
+    v3[8] = 3;
+    fs::write(&path, v3).unwrap();
+    assert_corrupt(dir.path(), "version 3");
 
     let mut reserved = log::header();
     reserved[12] = 1;
@@ -718,4 +718,65 @@ fn graphite_tagged_paths_parse_as_the_key_ingest_stores() {
     // A `;` without tags stays part of the name, as before.
     assert_eq!(SeriesKey::parse("a;b").unwrap().name(), "a;b");
     assert!(SeriesKey::parse("app;host=").is_err());
+}
+
+#[test]
+fn a_deleted_key_leaves_a_hole_that_survives_a_reopen_and_is_never_handed_out_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = create_all(dir.path(), &["a", "b{host=x}", "c"]);
+    let v1 = fs::read(log_path(dir.path())).unwrap();
+    assert_eq!(&v1[8..12], &1u32.to_le_bytes(), "no deletion, version 1");
+    let deleted = reg
+        .delete(&[SeriesId(1), SeriesId(1), SeriesId(7)])
+        .unwrap();
+    assert_eq!(deleted, vec![(SeriesId(1), key("b{host=x}"))]);
+    assert_eq!(
+        reg.delete(&[SeriesId(1)]).unwrap(),
+        vec![],
+        "a hole is deleted once"
+    );
+    assert_eq!(reg.deletions(), 1);
+    let check = |reg: &Registry| {
+        assert_eq!(reg.get("b{host=x}"), None);
+        assert_eq!(reg.key(SeriesId(1)), None);
+        assert!(reg.is_deleted(SeriesId(1)));
+        assert_eq!(reg.deleted(), vec![SeriesId(1)]);
+        assert_eq!(reg.len(), 3, "the hole keeps its id");
+        assert_eq!(
+            all(reg),
+            vec![(SeriesId(0), key("a")), (SeriesId(2), key("c"))]
+        );
+    };
+    check(&reg);
+    // The name again is a new series, appended after the rewrite.
+    assert_eq!(reg.resolve("b{host=x}").unwrap(), SeriesId(3));
+    drop(reg);
+    let log = fs::read(log_path(dir.path())).unwrap();
+    assert_eq!(&log[8..12], &2u32.to_le_bytes(), "holes, version 2");
+    assert!(
+        log.windows(9).filter(|w| w == b"b{host=x}").count() == 1,
+        "the deleted key's text is gone from the log; the new series' is there"
+    );
+    let reg = Registry::open(dir.path()).unwrap();
+    assert_eq!(reg.get("b{host=x}"), Some(SeriesId(3)));
+    assert_eq!(reg.len(), 4);
+    assert!(reg.is_deleted(SeriesId(1)));
+    assert_eq!(reg.resolve("d").unwrap(), SeriesId(4));
+}
+
+#[test]
+fn a_hole_in_a_version_1_log_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = log::header().to_vec();
+    bytes.extend_from_slice(&log::encode_record(SeriesId(0), "a"));
+    bytes.extend_from_slice(&log::encode_record(SeriesId(1), ""));
+    bytes.extend_from_slice(&log::encode_record(SeriesId(2), "c"));
+    fs::write(log_path(dir.path()), &bytes).unwrap();
+    assert_corrupt(dir.path(), "no key text");
+    // The same records under version 2 read as a hole.
+    bytes[8] = 2;
+    fs::write(log_path(dir.path()), &bytes).unwrap();
+    let reg = Registry::open(dir.path()).unwrap();
+    assert!(reg.is_deleted(SeriesId(1)));
+    assert_eq!(reg.get("c"), Some(SeriesId(2)));
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use axum::Router;
 use futures_util::future::BoxFuture;
 
+use super::delete_api::DeleteAnswer;
 use super::error::{blocking, ApiError};
 use super::read_report::ReadReport;
 use super::sink::{LocalSink, Sink};
@@ -70,6 +71,16 @@ pub trait Backend: Send + Sync {
 
     /// `/api/v1/series`: the names `selector` selects.
     fn series(&self, selector: Selector, read: ReadOptions) -> Answer<'_, Vec<String>>;
+
+    /// `DELETE /api/v1/series`: deletes the series `selector` selects (lists them only on a
+    /// `dry_run`); see `Engine::delete_series`. A cluster node publishes the deletion to
+    /// every partition's log (`cluster/delete_entry.rs`) and answers once it is logged.
+    fn delete(
+        &self,
+        selector: Selector,
+        dry_run: bool,
+        read: ReadOptions,
+    ) -> Answer<'_, DeleteAnswer>;
 
     /// `/render`: Graphite targets within `budget`.
     fn render(
@@ -167,6 +178,34 @@ impl Backend for LocalBackend {
     fn series(&self, selector: Selector, _: ReadOptions) -> Answer<'_, Vec<String>> {
         let engine = Arc::clone(&self.engine);
         Box::pin(blocking(move || Ok(engine.reader().series_keys(&selector))))
+    }
+
+    fn delete(
+        &self,
+        selector: Selector,
+        dry_run: bool,
+        _: ReadOptions,
+    ) -> Answer<'_, DeleteAnswer> {
+        let engine = Arc::clone(&self.engine);
+        Box::pin(blocking(move || {
+            let picked = engine.select_series(&selector);
+            if dry_run || picked.is_empty() {
+                let series = picked.into_iter().map(|(_, key)| key).collect();
+                return Ok(DeleteAnswer {
+                    dry_run,
+                    series,
+                    ..DeleteAnswer::default()
+                });
+            }
+            let ids: Vec<_> = picked.iter().map(|(id, _)| *id).collect();
+            let deleted = engine.delete_series(&ids)?;
+            Ok(DeleteAnswer {
+                dry_run,
+                series: deleted.series.iter().map(ToString::to_string).collect(),
+                cells_cleared: Some(deleted.cells_cleared),
+                raw_points: Some(deleted.raw_points),
+            })
+        }))
     }
 
     fn render(

@@ -199,7 +199,7 @@ async fn evicted(slot: Option<&SlotGuard>) {
 /// Datagrams until `shutdown` flips; each datagram holds whole lines. A task reads the
 /// socket into a bounded queue ([`UdpReader`]), so reading never waits for a write; this
 /// one writes what queued up. A line that says "now" (`-1`) gets the time its datagram
-/// arrived.
+/// arrived. Refused lines are warned about as on TCP, naming the datagram's sender.
 pub(crate) async fn serve_udp(
     socket: UdpSocket,
     state: Arc<State>,
@@ -208,21 +208,34 @@ pub(crate) async fn serve_udp(
     let mut reader = UdpReader::start(socket, Arc::clone(&state), shutdown, "graphite");
     let mut sink = state.sink();
     let mut taken = Vec::new();
+    let unknown = SocketAddr::from(([0, 0, 0, 0], 0));
+    let mut refusals = RefusalWatch::new(&state.stats.refusal_log, unknown);
     while reader.next(&mut taken).await {
-        for Datagram { arrived, bytes } in taken.drain(..) {
+        for Datagram {
+            arrived,
+            peer,
+            bytes,
+        } in taken.drain(..)
+        {
+            refusals.peer = peer;
             let mut lines = LineSplitter::default();
-            lines.feed(&bytes, |number, line| {
-                ingest_line(&mut *sink, number, line, arrived)
-            });
-            lines.finish(|number, line| ingest_line(&mut *sink, number, line, arrived));
+            let mut ingest = |number, line: Result<&[u8], ()>| {
+                ingest_line(&mut *sink, number, line, arrived);
+                refusals.check(sink.report(), Some(line.unwrap_or(b"")));
+            };
+            lines.feed(&bytes, &mut ingest);
+            lines.finish(&mut ingest);
         }
+        // Refusals at the write (the last datagram's sender named for them).
         if let Err(e) = sink.flush().await {
             tracing::error!(error = %e, "graphite write failed");
         }
+        refusals.check(sink.report(), None);
     }
     reader.finish().await;
-    if let Err(e) = sink.finish().await {
-        tracing::error!(error = %e, "graphite write failed");
+    match sink.finish().await {
+        Ok(report) => refusals.check(&report, None),
+        Err(e) => tracing::error!(error = %e, "graphite write failed"),
     }
 }
 

@@ -48,7 +48,10 @@ pub(crate) fn app(state: Arc<State>) -> Router {
         .route("/api/v1/prom/write", post(prom_write))
         .route("/api/v1/query", get(query))
         .route("/api/v1/aggregate", get(aggregate))
-        .route("/api/v1/series", get(series))
+        .route(
+            "/api/v1/series",
+            get(series).delete(super::delete_api::delete_series),
+        )
         .route("/api/v1/tiers", get(tiers))
         .route("/metrics", get(metrics))
         .route("/render", get(render_api::render).post(render_api::render))

@@ -78,6 +78,9 @@ pub(crate) struct LocalSink {
     max_series: Option<usize>,
     batch: Batch,
     cache: NameCache<SeriesId>,
+    /// The registry's deletions when `cache` was last checked: a deletion since may have
+    /// made a cached id a hole, so the cache is emptied.
+    deletions_seen: u64,
     report: IngestReport,
     /// The first and last second a sample may have, taken at the batch's first sample.
     bounds: SinkBounds,
@@ -133,6 +136,7 @@ impl LocalSink {
     pub(crate) fn new(engine: Arc<Engine>, stats: Arc<ServerStats>, limits: &Limits) -> LocalSink {
         LocalSink {
             cache: NameCache::bounded(Arc::clone(&stats.name_budget), limits.name_cache_bytes),
+            deletions_seen: engine.registry().deletions(),
             engine,
             stats,
             max_series: limits.max_series,
@@ -206,6 +210,11 @@ impl Sink for LocalSink {
         if let Err(reason) = (self.bounds).check(engine.config(), || engine.now(), value, ts) {
             self.reject(line, reason.as_str(), format!("sample refused: {reason}"));
             return false;
+        }
+        let deletions = engine.registry().deletions();
+        if deletions != self.deletions_seen {
+            self.cache.forget_all();
+            self.deletions_seen = deletions;
         }
         let batch = &mut self.batch;
         let position = batch.queued.len();
@@ -338,7 +347,7 @@ impl Writer {
                 let registry = self.engine.registry();
                 match registry.lookup(name) {
                     Ok(Some(id)) => Ok(id),
-                    Ok(None) if registry.len() >= max => {
+                    Ok(None) if registry.live_len() >= max => {
                         return Err((
                             "series_limit",
                             format!(

@@ -121,7 +121,7 @@ pub(crate) async fn serve(
                 if !more {
                     break;
                 }
-                for Datagram { arrived, bytes } in taken.drain(..) {
+                for Datagram { arrived, bytes, .. } in taken.drain(..) {
                     let now = arrived.max(checked);
                     if aggregator.ended(now) {
                         write_interval(&mut aggregator, &mut *sink).await;

@@ -4,6 +4,7 @@
 //! read inline, the kernel's socket buffer, a few hundred KiB, overflowed meanwhile and
 //! datagrams were lost without a count.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -29,9 +30,11 @@ const DATAGRAM: usize = 64 * 1024;
 /// last write, folded into the next one.
 const PER_WRITE: usize = 256;
 
-/// A datagram, with the time it arrived (a line without a time of its own gets it).
+/// A datagram, with the time it arrived (a line without a time of its own gets it) and its
+/// sender (named in the warnings about refused lines).
 pub(crate) struct Datagram {
     pub arrived: Timestamp,
+    pub peer: SocketAddr,
     pub bytes: Vec<u8>,
 }
 
@@ -140,9 +143,9 @@ async fn read(
 ) {
     let mut buf = vec![0u8; DATAGRAM];
     loop {
-        let n = tokio::select! {
+        let (n, peer) = tokio::select! {
             received = socket.recv_from(&mut buf) => match received {
-                Ok((n, _)) => n,
+                Ok(received) => received,
                 Err(e) => {
                     tracing::debug!(error = %e, "udp receive failed");
                     continue;
@@ -168,6 +171,7 @@ async fn read(
         }
         let datagram = Datagram {
             arrived: state.now(),
+            peer,
             bytes: bytes.to_vec(),
         };
         if sender.send(datagram).is_err() {

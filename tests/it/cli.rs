@@ -211,6 +211,12 @@ fn aggregate_prints_one_table_per_group() {
     let out = tierdb(&args);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), format!("group,ts,value\n\"\",{from},1\n"));
+    // per_sec of gauges says so (#31 item 3), as query does.
+    let mut args = vec!["aggregate", "web.*", "--display", "per_sec"];
+    args.extend(window);
+    let out = tierdb(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_stderr_has(&out, "tierdb: note: the series is a gauge: per_sec");
 }
 
 #[test]
@@ -314,6 +320,7 @@ fn every_subcommand_has_help_with_examples() {
         "query",
         "aggregate",
         "series",
+        "delete",
         "info",
         "plot",
         "tiers",
@@ -326,6 +333,41 @@ fn every_subcommand_has_help_with_examples() {
         assert!(text.contains("Examples:"), "{sub}: {text}");
         snapshot!(format!("help_{sub}"), text, format!("tierdb {sub} --help"));
     }
+}
+
+/// `demo --help` lists what a demo user needs (#31 item 12: it listed fifteen server
+/// tuning flags); the tuning flags are `serve`'s, and the demo still takes them.
+#[test]
+fn demo_help_lists_no_server_tuning_flags() {
+    let demo = stdout(&tierdb(&["demo", "--help"]));
+    let serve = stdout(&tierdb(&["serve", "--help"]));
+    for tuning in [
+        "--max-series",
+        "--name-cache",
+        "--max-read-values",
+        "--statsd-flush",
+        "--graphite-max-connections",
+        "--graphite-idle-timeout",
+        "--http-max-connections",
+        "--http-header-timeout",
+        "--http-body-timeout",
+        "--http-idle-timeout",
+    ] {
+        assert!(!demo.contains(tuning), "demo --help lists {tuning}");
+        assert!(serve.contains(tuning), "serve --help lacks {tuning}");
+    }
+    let options = demo
+        .lines()
+        .filter(|l| l.trim_start().starts_with("--"))
+        .count();
+    assert_eq!(
+        options, 7,
+        "data-dir, tiers, days, http, graphite, statsd, token: {demo}"
+    );
+    // Still taken: a bad value is refused by the flag's parser.
+    let out = tierdb(&["demo", "--http-idle-timeout", "0s"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_stderr_has(&out, "--http-idle-timeout");
 }
 
 #[test]

@@ -1392,3 +1392,109 @@ fn failover_serves_exact_strong_reads_within_the_lease_timeout_plus_5_s() {
         failed.len()
     );
 }
+
+/// Deleting series in cluster mode (#31 item 2): `DELETE /api/v1/series` on any node logs a
+/// deletion in every partition; every owner applies it once, in the partition's order, so
+/// the series leave every node's answers, a later sample of the name starts it anew, and a
+/// node restarted on its disk (reading the log from what it applied) does not delete or
+/// count anything twice.
+#[test]
+fn a_deletion_through_one_node_reaches_every_owner_once() {
+    let mut setup = Setup::start();
+    let now = chrono::Utc::now().timestamp();
+    let minute = now - now % 60 - 600;
+    let mut lines = String::new();
+    for i in 0..10 {
+        for host in ["old-1", "old-2", "web-1"] {
+            lines.push_str(&format!("del.cpu;host={host} 5 {}\n", minute + i * 60));
+        }
+    }
+    let mut stream = TcpStream::connect(setup.cluster[0].graphite()).unwrap();
+    stream.write_all(lines.as_bytes()).unwrap();
+    drop(stream);
+    let listing = |node: &Node| -> Result<Vec<String>, String> {
+        let body = get_json(node.http(), "/api/v1/series?match=del.*&consistency=strong")?;
+        let mut names: Vec<String> = (body["series"].as_array().ok_or("no series")?)
+            .iter()
+            .filter_map(|s| s.as_str().map(str::to_owned))
+            .collect();
+        names.sort();
+        Ok(names)
+    };
+    eventually("the three series listed", || {
+        let names = listing(&setup.cluster[1])?;
+        (names.len() == 3).then_some(()).ok_or(format!("{names:?}"))
+    });
+
+    let query = format!("match={}", percent_encode("del.cpu;host=old-*"));
+    let (status, body) = request(
+        setup.cluster[1].http(),
+        "DELETE",
+        &format!("/api/v1/series?{query}&dry_run=true"),
+        &[],
+        b"",
+    );
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["series"].as_array().unwrap().len(), 2, "{body}");
+    assert_eq!(
+        listing(&setup.cluster[2]).unwrap().len(),
+        3,
+        "a dry run deletes nothing"
+    );
+    let (status, body) = request(
+        setup.cluster[1].http(),
+        "DELETE",
+        &format!("/api/v1/series?{query}"),
+        &[],
+        b"",
+    );
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["dry_run"], false);
+    assert_eq!(answer["series"].as_array().unwrap().len(), 2, "{body}");
+    for node in &setup.cluster {
+        eventually("the deletion applied on every node's owners", || {
+            let names = listing(node)?;
+            (names == ["del.cpu{host=web-1}"])
+                .then_some(())
+                .ok_or(format!("{names:?}"))
+        });
+    }
+
+    // The name again, through another node: a new series with only the new sample.
+    let mut stream = TcpStream::connect(setup.cluster[2].graphite()).unwrap();
+    writeln!(stream, "del.cpu;host=old-1 9 {now}").unwrap();
+    drop(stream);
+    let count = |node: &Node, series: &str| -> Result<f64, String> {
+        let path = format!(
+            "/api/v1/query?series={}&tier=1m&from={minute}&to={}&display=count&consistency=strong",
+            percent_encode(series),
+            now + 60
+        );
+        let body = get_json(node.http(), &path)?;
+        Ok((body["points"].as_array().ok_or("no points")?)
+            .iter()
+            .filter_map(|p| p[1].as_f64())
+            .sum())
+    };
+    eventually("the new sample counted once", || {
+        let n = count(&setup.cluster[0], "del.cpu{host=old-1}")?;
+        (n == 1.0).then_some(()).ok_or(format!("count {n}"))
+    });
+
+    // A node restarted on its disk reads the log from what it applied: nothing twice.
+    setup.cluster[0].kill();
+    let urls = setup.urls.clone();
+    setup.cluster[0].start(&urls);
+    wait_served(&setup.cluster);
+    wait_caught_up(&setup.cluster);
+    for node in &setup.cluster {
+        assert_eq!(
+            listing(node).unwrap(),
+            ["del.cpu{host=old-1}", "del.cpu{host=web-1}"]
+        );
+        assert_eq!(count(node, "del.cpu{host=old-1}").unwrap(), 1.0);
+        assert_eq!(count(node, "del.cpu{host=web-1}").unwrap(), 10.0);
+    }
+}

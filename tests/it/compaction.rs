@@ -22,7 +22,7 @@ const DAY: i64 = 24 * HOUR;
 
 /// Tiers 1m/1h/1d with periods 1h/6h/7d and retentions 6h/3d/60d, 16 series per chunk:
 /// small files, and a few weeks cross dozens of period boundaries in every tier.
-fn config() -> TiersConfig {
+pub(crate) fn config() -> TiersConfig {
     let config = TiersConfig {
         engine: EngineSettings {
             future_bound: Span::from_secs(HOUR as u64),

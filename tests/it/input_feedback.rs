@@ -111,3 +111,46 @@ fn refused_graphite_input_is_logged_once_per_reason_a_minute_with_peer_and_examp
     assert!(old.contains("old.sample0 1 1000000"), "{old}");
     assert!(server.terminate(Duration::from_secs(60)).success());
 }
+
+/// The same over UDP: the warning names the datagram's sender and a refused line.
+#[test]
+fn refused_graphite_udp_input_is_logged_with_its_sender_and_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("serve.log");
+    let mut server = Proc::tierdb("serve", &dir.path().join("data"), log.clone());
+    let addrs = server.wait_ready();
+    let now = chrono::Utc::now().timestamp();
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let sender = socket.local_addr().unwrap();
+    for i in 0..20 {
+        let datagram = format!("udp.bad{i} notanumber {now}\nudp.good 1 {now}\n");
+        socket
+            .send_to(datagram.as_bytes(), addrs.graphite_udp)
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while lines_with(&log, "refused graphite input").is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "no warning logged:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        // Datagrams can be lost; send again until one is refused and warned about.
+        let datagram = format!("udp.bad0 notanumber {now}\n");
+        socket
+            .send_to(datagram.as_bytes(), addrs.graphite_udp)
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let warned = lines_with(&log, "refused graphite input");
+    assert_eq!(warned.len(), 1, "one line a minute per reason: {warned:#?}");
+    assert!(
+        warned[0].contains("invalid_value")
+            && warned[0].contains(&format!("peer={sender}"))
+            && warned[0].contains("notanumber"),
+        "{}",
+        warned[0]
+    );
+    assert!(server.terminate(Duration::from_secs(60)).success());
+}

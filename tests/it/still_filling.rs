@@ -177,4 +177,27 @@ fn per_sec_of_a_gauge_says_it_is_a_gauge_and_how_to_make_it_a_counter() {
         NOW - 180
     ));
     assert_eq!(counter.get("note"), None, "{counter}");
+
+    // An aggregate's per_sec says how many of its series are gauges.
+    let aggregate = |selector: &str| {
+        server.json(&format!(
+            "/api/v1/aggregate?match={selector}&agg=sum&display=per_sec&tier=1m&from={}&to={NOW}",
+            NOW - 180
+        ))
+    };
+    let gauges = aggregate("http.requests");
+    let note = gauges["note"].as_str().unwrap_or_default();
+    assert!(
+        note.starts_with("all 2 series are gauges") && note.contains("[counters]"),
+        "{gauges}"
+    );
+    let mixed = aggregate("*");
+    let note = mixed["note"].as_str().unwrap_or_default();
+    assert!(note.starts_with("2 of the 3 series are gauges"), "{mixed}");
+    assert_eq!(aggregate("rate.counter").get("note"), None);
+    let total = server.json(&format!(
+        "/api/v1/aggregate?match=http.requests&agg=sum&display=total&tier=1m&from={}&to={NOW}",
+        NOW - 180
+    ));
+    assert_eq!(total.get("note"), None, "{total}");
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{bind_and_announce, shutdown_signal, ClusterArgs};
+use super::{announce_addresses, bind, shutdown_signal, ClusterArgs};
 use crate::cli::{load_tiers, Listen, Location};
 use crate::cluster::backend::NodeBackend;
 use crate::cluster::log::LogRetention;
@@ -57,7 +57,7 @@ pub(super) fn run(
             .into_owned(),
     };
     let tiers = node_tiers(location)?;
-    let (runtime, listeners) = bind_and_announce(listen, &location.data_dir)?;
+    let (runtime, listeners) = bind(listen, &location.data_dir)?;
     let http = listeners.addrs()?.0;
     let advertised = match &args.advertise_http {
         Some(addr) => addr.clone(),
@@ -90,16 +90,18 @@ pub(super) fn run(
         token: listen.token.clone(),
     };
     let node = runtime.block_on(Node::start(settings, &advertised))?;
+    announce_addresses(&listeners)?;
     println!(
         "tierdb: node {name} joined the cluster at {urls} ({} partitions)",
         node.partitions()
     );
+    let stop = shutdown_signal(&runtime)?;
     println!("tierdb: ready");
     let state = Arc::new(State::with_backend(
         Arc::new(NodeBackend::new(node)),
         listen.limits(),
         listen.token.clone(),
     ));
-    runtime.block_on(crate::server::run(state, listeners, shutdown_signal()))?;
+    runtime.block_on(crate::server::run(state, listeners, stop))?;
     Ok(())
 }

@@ -827,3 +827,47 @@ fn a_raw_group_whose_older_page_was_lost_is_cut_back_and_applied_whole() {
     assert_eq!(read(store.engine()), read(clean.engine()));
     assert_same(clean.engine(), store.engine());
 }
+
+/// A deletion in the log is applied once: a redelivery is skipped, one applied again after a
+/// reopen finds nothing more, and the batch after it registers the name anew.
+#[test]
+fn a_deletion_is_applied_once_in_the_partitions_order() {
+    use crate::cluster::delete_entry::{self, LogEntry};
+    use crate::registry::Selector;
+    let dir = scratch();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let store = open(dir.path(), &clock);
+    let message: Message = vec![(0, None, -120, 1.0), (2, None, -120, 2.0)];
+    let selector = Selector::parse("s0").unwrap();
+    let LogEntry::Delete(logged) = delete_entry::decode(&delete_entry::encode(&selector))
+        .ok()
+        .unwrap()
+    else {
+        panic!("not a deletion")
+    };
+    store
+        .apply_entries(vec![
+            (1, LogEntry::Batch(batch(NOW, &message))),
+            (2, LogEntry::Delete(logged)),
+        ])
+        .unwrap();
+    assert_eq!(store.applied(), 2);
+    let registry = store.engine().registry();
+    assert_eq!(registry.lookup("s0").unwrap(), None);
+    assert_eq!(registry.lookup("s2").unwrap(), Some(SeriesId(1)));
+    assert_eq!(store.apply_delete(2, &selector).unwrap(), 0, "a redelivery");
+    store.close().unwrap();
+
+    let store = open(dir.path(), &clock);
+    assert_eq!(store.applied(), 2);
+    assert_eq!(store.apply_delete(2, &selector).unwrap(), 0);
+    // The name after the deletion: a new series with the new sample only.
+    let again: Message = vec![(0, None, -60, 7.0)];
+    store
+        .apply_entries(vec![(3, LogEntry::Batch(batch(NOW, &again)))])
+        .unwrap();
+    let id = store.engine().registry().lookup("s0").unwrap().unwrap();
+    assert_eq!(id, SeriesId(2), "the hole's id is not reused");
+    let report = store.engine().stats();
+    assert_eq!(report.series, 2);
+}

@@ -23,7 +23,6 @@ pub(crate) const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) struct Addrs {
     pub http: SocketAddr,
     pub graphite_tcp: SocketAddr,
-    #[allow(dead_code)]
     pub graphite_udp: SocketAddr,
     /// The StatsD address, when started with `--statsd`.
     pub statsd: Option<SocketAddr>,
