@@ -75,10 +75,14 @@ pub struct Listen {
     /// interval, stamped with its start (choose one that divides a minute).
     #[arg(long, env = "TIERDB_STATSD_FLUSH", value_name = "SPAN", default_value = "10s", value_parser = serve::positive_span)]
     pub statsd_flush: std::time::Duration,
-    /// Require `Authorization: Bearer <token>` on every API endpoint (the dashboard takes
-    /// it as `?token=`).
+    /// A token granting every role: every API endpoint then requires `Authorization: Bearer
+    /// <token>` (the dashboard takes it as `?token=`). On the command line it shows in `ps`:
+    /// prefer TIERDB_TOKEN, --token-file, or the tokens by role below.
     #[arg(long, env = "TIERDB_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Tokens by role, TLS and allowlists.
+    #[command(flatten)]
+    pub security: serve::SecurityArgs,
     /// Refuse new series beyond this many (existing series keep writing). Every 256 new
     /// series preallocate a chunk of files (8-16 MiB with the default tiers), and Graphite
     /// has no authentication, so the default keeps a stray or hostile sender from filling

@@ -9,6 +9,7 @@
 //! `127.0.0.1:0` and call it directly.
 
 pub(crate) mod announce;
+pub mod auth;
 pub(crate) mod backend;
 pub(crate) mod dashboard;
 pub(crate) mod error;
@@ -24,6 +25,7 @@ pub(crate) mod sink;
 pub(crate) mod stats;
 pub(crate) mod statsd;
 mod tags_api;
+pub mod tls;
 mod udp;
 
 use std::future::Future;
@@ -281,12 +283,16 @@ pub struct State {
     pub stats: Arc<ServerStats>,
     /// Size limits.
     pub limits: Limits,
-    /// When set, every endpoint requires `Authorization: Bearer <token>`.
-    pub token: Option<String>,
+    /// The tokens of each role; when any is set, every API endpoint requires one that
+    /// grants its role ([`auth`]).
+    pub credentials: auth::Credentials,
+    /// When set, the HTTP listener speaks only TLS ([`tls`]).
+    pub tls: Option<Arc<tls::ServerTls>>,
 }
 
 impl State {
-    /// A single node's state: `engine` behind the handlers.
+    /// A single node's state: `engine` behind the handlers; `token`, when set, grants every
+    /// role ([`State::with_credentials`] sets tokens by role).
     pub fn new(engine: Arc<Engine>, limits: Limits, token: Option<String>) -> State {
         State::with_backend(Arc::new(LocalBackend::new(engine)), limits, token)
     }
@@ -297,8 +303,21 @@ impl State {
             backend,
             stats: Default::default(),
             limits,
-            token,
+            credentials: auth::Credentials::all_roles(token),
+            tls: None,
         }
+    }
+
+    /// This state with its HTTP listener speaking TLS.
+    pub fn with_tls(mut self, tls: Option<Arc<tls::ServerTls>>) -> State {
+        self.tls = tls;
+        self
+    }
+
+    /// This state with `credentials` in place of the token it was made with.
+    pub fn with_credentials(mut self, credentials: auth::Credentials) -> State {
+        self.credentials = credentials;
+        self
     }
 
     /// A sink for one request or connection.
@@ -402,6 +421,7 @@ pub async fn run(
     let statsd = listeners
         .statsd
         .map(|listener| tokio::spawn(statsd::serve(listener, Arc::clone(&state), stopped.clone())));
+    let tls_watch = (state.tls.clone()).map(|tls| tokio::spawn(tls.watch(stopped.clone())));
     let http = tokio::spawn(http_conn::serve(
         listeners.http,
         http::app(Arc::clone(&state)),
@@ -416,6 +436,7 @@ pub async fn run(
     // leave below. (A TCP or HTTP connection's own task ends at its timeouts.)
     let mut tasks = vec![tcp.abort_handle(), udp.abort_handle(), http.abort_handle()];
     tasks.extend(statsd.as_ref().map(|task| task.abort_handle()));
+    tasks.extend(tls_watch.as_ref().map(|task| task.abort_handle()));
     let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
         let _ = tcp.await;
         let _ = udp.await;

@@ -11,6 +11,9 @@ use clap::builder::RangedU64ValueParser;
 use clap::Args;
 
 mod cluster;
+mod security;
+
+pub use security::SecurityArgs;
 
 use super::{engine_builder, Listen, Location};
 use crate::engine::Engine;
@@ -148,6 +151,8 @@ pub(super) fn until_shutdown(
     listen: &Listen,
     before_ready: impl FnOnce(&Arc<Engine>) -> crate::error::Result<Option<Companion>>,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    let credentials = listen.security.credentials(listen.token.as_deref())?;
+    let tls = listen.security.tls()?;
     let (runtime, listeners) = bind_and_announce(listen, dir)?;
     let engine = Arc::new(open()?);
     let (http, graphite, _) = listeners.addrs()?;
@@ -162,13 +167,16 @@ pub(super) fn until_shutdown(
     };
     announced.write(&dir)?;
     let companion = before_ready(&engine)?;
-    println!("tierdb: dashboard at http://{http}/");
+    println!(
+        "tierdb: dashboard at {}://{http}/",
+        listen.security.scheme()
+    );
     println!("tierdb: ready");
-    let state = Arc::new(State::new(
-        Arc::clone(&engine),
-        listen.limits(),
-        listen.token.clone(),
-    ));
+    let state = Arc::new(
+        State::new(Arc::clone(&engine), listen.limits(), None)
+            .with_credentials(credentials)
+            .with_tls(tls),
+    );
     let served = runtime.block_on(crate::server::run(state, listeners, shutdown_signal()));
     if let Some((stop, handle)) = companion {
         stop.store(true, Ordering::Relaxed);

@@ -33,6 +33,7 @@ mod refused_series;
 mod render;
 mod reopen;
 mod rolling;
+mod security;
 mod serve_binary;
 mod server;
 mod statsd;

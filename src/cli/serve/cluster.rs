@@ -57,6 +57,7 @@ pub(super) fn run(
             .into_owned(),
     };
     let tiers = node_tiers(location)?;
+    let credentials = listen.security.credentials(listen.token.as_deref())?;
     let (runtime, listeners) = bind_and_announce(listen, &location.data_dir)?;
     let http = listeners.addrs()?.0;
     let advertised = match &args.advertise_http {
@@ -87,7 +88,7 @@ pub(super) fn run(
             max_bytes: (args.log_max_bytes > 0).then_some(args.log_max_bytes),
             replicas: args.log_replicas.unwrap_or(0),
         },
-        token: listen.token.clone(),
+        token: credentials.internal_token(),
     };
     let node = runtime.block_on(Node::start(settings, &advertised))?;
     println!(
@@ -95,11 +96,10 @@ pub(super) fn run(
         node.partitions()
     );
     println!("tierdb: ready");
-    let state = Arc::new(State::with_backend(
-        Arc::new(NodeBackend::new(node)),
-        listen.limits(),
-        listen.token.clone(),
-    ));
+    let state = Arc::new(
+        State::with_backend(Arc::new(NodeBackend::new(node)), listen.limits(), None)
+            .with_credentials(credentials),
+    );
     runtime.block_on(crate::server::run(state, listeners, shutdown_signal()))?;
     Ok(())
 }
