@@ -197,7 +197,7 @@ pub enum OutputFormat {
 #[derive(Subcommand, Debug)]
 #[allow(missing_docs)]
 pub enum Command {
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     Demo(demo::DemoArgs),
     Import(import::ImportArgs),
     Query(query::QueryArgs),
@@ -216,7 +216,7 @@ pub enum Command {
 /// Whatever went wrong, as a one-line message.
 pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Demo(args) => demo::run(args),
         Command::Import(args) => import::run(args),
         Command::Query(args) => query::run(args),

@@ -16,6 +16,7 @@ pub(crate) mod batch;
 pub(crate) mod edge;
 pub(crate) mod fanout;
 pub(crate) mod log;
+pub(crate) mod nats_connect;
 pub(crate) mod node;
 pub(crate) mod ownership;
 pub(crate) mod partial;

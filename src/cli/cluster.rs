@@ -33,6 +33,12 @@ enum ClusterCommand {
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]
         format: StatusFormat,
+        /// The nodes serve HTTPS: trust the CAs of this PEM file (a node's --peer-ca).
+        #[arg(long, env = "TIERDB_PEER_CA", value_name = "FILE")]
+        peer_ca: Option<std::path::PathBuf>,
+        /// Credentials and TLS for NATS.
+        #[command(flatten)]
+        nats: super::serve::NatsArgs,
     },
 }
 
@@ -49,15 +55,22 @@ pub(super) fn run(args: ClusterArgs) -> Result<(), Box<dyn std::error::Error>> {
         urls,
         token,
         format,
+        peer_ca,
+        nats,
     } = args.command;
+    let nats = nats.auth()?;
+    let peer_tls = match &peer_ca {
+        Some(ca) => Some(std::sync::Arc::new(crate::server::tls::client_config(
+            ca, None,
+        )?)),
+        None => None,
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let status = runtime.block_on(async {
-        let client = async_nats::ConnectOptions::new()
-            .connect(urls.split(',').map(str::trim).collect::<Vec<_>>())
-            .await
-            .map_err(|e| format!("connecting to {urls}: {e}"))?;
+        let client =
+            crate::cluster::nats_connect::connect(&urls, "tierdb cluster", &nats, false).await?;
         let js = async_nats::jetstream::new(client);
         let nodes = node_addresses(&js, DEFAULT_BUCKET).await?;
         let mut failures = Vec::new();
@@ -66,6 +79,7 @@ pub(super) fn run(args: ClusterArgs) -> Result<(), Box<dyn std::error::Error>> {
                 addr,
                 "/api/v1/cluster",
                 token.as_deref(),
+                &peer_tls,
                 std::time::Duration::from_secs(10),
             )
             .await

@@ -13,7 +13,7 @@ use clap::Args;
 mod cluster;
 mod security;
 
-pub use security::SecurityArgs;
+pub use security::{NatsArgs, SecurityArgs};
 
 use super::{engine_builder, Listen, Location};
 use crate::engine::Engine;
@@ -76,6 +76,9 @@ pub struct ClusterArgs {
     /// cluster's servers as there are, up to 3).
     #[arg(long, env = "TIERDB_LOG_REPLICAS", value_parser = RangedU64ValueParser::<usize>::new().range(1..=3))]
     pub log_replicas: Option<usize>,
+    /// Credentials and TLS for NATS.
+    #[command(flatten)]
+    pub nats: NatsArgs,
 }
 
 /// Connection limits and timeouts of `serve` and `demo` (part of [`Listen`]); see

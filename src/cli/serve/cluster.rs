@@ -58,6 +58,9 @@ pub(super) fn run(
     };
     let tiers = node_tiers(location)?;
     let credentials = listen.security.credentials(listen.token.as_deref())?;
+    let nats = args.nats.auth()?;
+    let tls = listen.security.tls()?;
+    let peer_tls = listen.security.peer_tls()?;
     let (runtime, listeners) = bind_and_announce(listen, &location.data_dir)?;
     let http = listeners.addrs()?.0;
     let advertised = match &args.advertise_http {
@@ -73,6 +76,7 @@ pub(super) fn run(
     };
     let settings = NodeSettings {
         urls: urls.clone(),
+        nats,
         name: name.clone(),
         data_dir: location.data_dir.clone(),
         tiers,
@@ -89,6 +93,7 @@ pub(super) fn run(
             replicas: args.log_replicas.unwrap_or(0),
         },
         token: credentials.internal_token(),
+        peer_tls,
     };
     let node = runtime.block_on(Node::start(settings, &advertised))?;
     println!(
@@ -98,7 +103,8 @@ pub(super) fn run(
     println!("tierdb: ready");
     let state = Arc::new(
         State::with_backend(Arc::new(NodeBackend::new(node)), listen.limits(), None)
-            .with_credentials(credentials),
+            .with_credentials(credentials)
+            .with_tls(tls),
     );
     runtime.block_on(crate::server::run(state, listeners, shutdown_signal()))?;
     Ok(())

@@ -8,7 +8,8 @@ use clap::Args;
 
 use std::sync::Arc;
 
-use crate::error::Result;
+use crate::cluster::nats_connect::NatsAuth;
+use crate::error::{Error, Result};
 use crate::server::auth::{Credentials, Role};
 use crate::server::tls::{ServerTls, TlsFiles};
 
@@ -120,6 +121,31 @@ impl SecurityArgs {
         Ok(Some(Arc::new(ServerTls::load(files)?)))
     }
 
+    /// How a cluster node reaches its peers: TLS trusting --peer-ca, presenting --tls-cert
+    /// when the nodes require client certificates (--tls-client-ca).
+    ///
+    /// # Errors
+    /// [`Error::Security`] when the node serves HTTPS without --peer-ca, or naming the file
+    /// at fault.
+    pub(crate) fn peer_tls(&self) -> Result<crate::cluster::peer::PeerTls> {
+        let Some(ca) = &self.peer_ca else {
+            if self.tls_cert.is_some() {
+                return Err(Error::Security(
+                    "--tls-cert in cluster mode: the nodes reach each other over HTTPS, so say \
+                     with --peer-ca which CA signs their certificates"
+                        .into(),
+                ));
+            }
+            return Ok(None);
+        };
+        let identity = match (&self.tls_client_ca, &self.tls_cert, &self.tls_key) {
+            (Some(_), Some(cert), Some(key)) => Some((cert.as_path(), key.as_path())),
+            _ => None,
+        };
+        let config = crate::server::tls::client_config(ca, identity)?;
+        Ok(Some(Arc::new(config)))
+    }
+
     /// The scheme of the HTTP listener's URLs.
     pub fn scheme(&self) -> &'static str {
         if self.tls_cert.is_some() {
@@ -127,5 +153,95 @@ impl SecurityArgs {
         } else {
             "http"
         }
+    }
+}
+
+/// What the NATS servers of a cluster require: credentials and TLS. Secrets come from files
+/// or the environment, never from the command line.
+#[derive(Args, Debug, Clone, Default)]
+pub struct NatsArgs {
+    /// NATS user name; its password from --nats-password-file or TIERDB_NATS_PASSWORD.
+    #[arg(long, env = "TIERDB_NATS_USER", value_name = "NAME")]
+    pub nats_user: Option<String>,
+    /// A file holding the password of --nats-user.
+    #[arg(long, env = "TIERDB_NATS_PASSWORD_FILE", value_name = "FILE")]
+    pub nats_password_file: Option<PathBuf>,
+    /// A file holding the NATS token (or TIERDB_NATS_TOKEN).
+    #[arg(long, env = "TIERDB_NATS_TOKEN_FILE", value_name = "FILE")]
+    pub nats_token_file: Option<PathBuf>,
+    /// A file holding an nkey seed (SU...) whose public key the servers know (or
+    /// TIERDB_NATS_NKEY).
+    #[arg(long, env = "TIERDB_NATS_NKEY_FILE", value_name = "FILE")]
+    pub nats_nkey_file: Option<PathBuf>,
+    /// A NATS creds file (a user JWT and its seed, from `nsc`).
+    #[arg(long, env = "TIERDB_NATS_CREDS", value_name = "FILE")]
+    pub nats_creds: Option<PathBuf>,
+    /// Connect to NATS over TLS, trusting the CAs of this PEM file.
+    #[arg(long, env = "TIERDB_NATS_CA", value_name = "FILE")]
+    pub nats_ca: Option<PathBuf>,
+    /// A client certificate (PEM) for NATS servers that verify clients; needs --nats-key.
+    #[arg(
+        long,
+        env = "TIERDB_NATS_CERT",
+        value_name = "FILE",
+        requires = "nats_key"
+    )]
+    pub nats_cert: Option<PathBuf>,
+    /// The private key of --nats-cert.
+    #[arg(
+        long,
+        env = "TIERDB_NATS_KEY",
+        value_name = "FILE",
+        requires = "nats_cert"
+    )]
+    pub nats_key: Option<PathBuf>,
+    /// Refuse NATS servers that do not speak TLS (implied by --nats-ca and --nats-cert).
+    #[arg(long, env = "TIERDB_NATS_TLS")]
+    pub nats_tls: bool,
+}
+
+/// A secret from `file` (its content, trimmed) or else the variable `variable`.
+fn secret(file: &Option<PathBuf>, flag: &str, variable: &str) -> Result<Option<String>> {
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(Error::Security(format!(
+                "{flag} {}: the file is empty",
+                path.display()
+            )));
+        }
+        return Ok(Some(text.to_owned()));
+    }
+    Ok(std::env::var(variable)
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty()))
+}
+
+impl NatsArgs {
+    /// The credentials and TLS these flags give.
+    ///
+    /// # Errors
+    /// [`Error::Io`] or [`Error::Security`] naming the file at fault.
+    pub(crate) fn auth(&self) -> Result<NatsAuth> {
+        Ok(NatsAuth {
+            user: self.nats_user.clone(),
+            password: secret(
+                &self.nats_password_file,
+                "--nats-password-file",
+                "TIERDB_NATS_PASSWORD",
+            )?,
+            token: secret(
+                &self.nats_token_file,
+                "--nats-token-file",
+                "TIERDB_NATS_TOKEN",
+            )?,
+            nkey_seed: secret(&self.nats_nkey_file, "--nats-nkey-file", "TIERDB_NATS_NKEY")?,
+            creds: self.nats_creds.clone(),
+            ca: self.nats_ca.clone(),
+            client_cert: self.nats_cert.clone().zip(self.nats_key.clone()),
+            require_tls: self.nats_tls,
+        })
     }
 }
