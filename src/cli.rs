@@ -198,7 +198,7 @@ pub enum OutputFormat {
 #[allow(missing_docs)]
 pub enum Command {
     Serve(Box<serve::ServeArgs>),
-    Demo(demo::DemoArgs),
+    Demo(Box<demo::DemoArgs>),
     Import(import::ImportArgs),
     Query(query::QueryArgs),
     Aggregate(aggregate::AggregateArgs),
@@ -217,7 +217,7 @@ pub enum Command {
 pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     match cli.command {
         Command::Serve(args) => serve::run(*args),
-        Command::Demo(args) => demo::run(args),
+        Command::Demo(args) => demo::run(*args),
         Command::Import(args) => import::run(args),
         Command::Query(args) => query::run(args),
         Command::Aggregate(args) => aggregate::run(args),

@@ -8,6 +8,7 @@
 //! [`run`] takes already-bound [`Listeners`] and a shutdown future, so tests bind
 //! `127.0.0.1:0` and call it directly.
 
+pub mod allowlist;
 pub(crate) mod announce;
 pub mod auth;
 pub(crate) mod backend;
@@ -160,13 +161,14 @@ enum AtLimit<Refuse> {
 }
 
 /// Accepts connections of `protocol` on `listener` until `shutdown` flips, at most `limit`
-/// open at once, each served by `serve` in a task of its own and counted as open while it
+/// open at once (a peer outside the protocol's allowlist closed at once and counted), each
+/// served by `serve` in a task of its own and counted as open while it
 /// runs. With [`AtLimit::EvictLongestIdle`], each connection is registered there and `serve`
 /// gets its registration. One over the limit is handled as `at_limit` says (and counted),
 /// never queued. Then waits for the open ones to finish.
 async fn accept_loop<Served>(
     listener: TcpListener,
-    stats: &Arc<ServerStats>,
+    (stats, allowlists): (&Arc<ServerStats>, &allowlist::Allowlists),
     (protocol, limit): (stats::Protocol, usize),
     mut shutdown: tokio::sync::watch::Receiver<bool>,
     at_limit: AtLimit<impl Fn(tokio::net::TcpStream)>,
@@ -195,6 +197,14 @@ async fn accept_loop<Served>(
                         continue;
                     }
                 };
+                let guarded = match protocol {
+                    stats::Protocol::Graphite => allowlist::Listener::GraphiteTcp,
+                    stats::Protocol::Http => allowlist::Listener::Http,
+                };
+                if !allowlists.admits(guarded, peer.ip()) {
+                    drop(stream); // closed before anything is read
+                    continue;
+                }
                 let slot = match (Arc::clone(&permits).try_acquire_owned(), &at_limit) {
                     (Ok(permit), _) => Slot::Free(permit),
                     (Err(_), AtLimit::EvictLongestIdle(slots)) => match slots.evict_longest_idle() {
@@ -288,6 +298,8 @@ pub struct State {
     pub credentials: auth::Credentials,
     /// When set, the HTTP listener speaks only TLS ([`tls`]).
     pub tls: Option<Arc<tls::ServerTls>>,
+    /// The networks each listener admits ([`allowlist`]).
+    pub allowlists: allowlist::Allowlists,
 }
 
 impl State {
@@ -305,7 +317,14 @@ impl State {
             limits,
             credentials: auth::Credentials::all_roles(token),
             tls: None,
+            allowlists: Default::default(),
         }
+    }
+
+    /// This state with the listeners admitting only the networks of `allowlists`.
+    pub fn with_allowlists(mut self, allowlists: allowlist::Allowlists) -> State {
+        self.allowlists = allowlists;
+        self
     }
 
     /// This state with its HTTP listener speaking TLS.

@@ -156,6 +156,7 @@ pub(super) fn until_shutdown(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let credentials = listen.security.credentials(listen.token.as_deref())?;
     let tls = listen.security.tls()?;
+    let allowlists = listen.security.allowlists()?;
     let (runtime, listeners) = bind_and_announce(listen, dir)?;
     let engine = Arc::new(open()?);
     let (http, graphite, _) = listeners.addrs()?;
@@ -178,7 +179,8 @@ pub(super) fn until_shutdown(
     let state = Arc::new(
         State::new(Arc::clone(&engine), listen.limits(), None)
             .with_credentials(credentials)
-            .with_tls(tls),
+            .with_tls(tls)
+            .with_allowlists(allowlists),
     );
     let served = runtime.block_on(crate::server::run(state, listeners, shutdown_signal()));
     if let Some((stop, handle)) = companion {

@@ -716,7 +716,8 @@ async fn metrics(
             + &state.backend.metrics().await?
             + &(state.tls.as_ref())
                 .map(|tls| super::metrics::render_tls(&tls.counters))
-                .unwrap_or_default(),
+                .unwrap_or_default()
+            + &super::metrics::render_allowlists(&state.allowlists),
     )
         .into_response())
 }

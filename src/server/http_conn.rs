@@ -51,7 +51,7 @@ pub(crate) async fn serve(
     let limit = state.limits.http_max_connections;
     super::accept_loop(
         listener,
-        &state.stats,
+        (&state.stats, &state.allowlists),
         (Protocol::Http, limit),
         shutdown.clone(),
         super::AtLimit::Refuse(|stream| refuse(stream, limit)),

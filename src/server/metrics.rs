@@ -156,6 +156,27 @@ pub(crate) fn render_tls(tls: &crate::server::tls::TlsCounters) -> String {
     ])
 }
 
+/// Peers refused by each listener's allowlist; nothing when no listener has one.
+pub(crate) fn render_allowlists(allowlists: &crate::server::allowlist::Allowlists) -> String {
+    use crate::server::allowlist::Listener;
+    if !allowlists.any() {
+        return String::new();
+    }
+    let mut family = Family::new(
+        "tierdb_peers_refused_total",
+        "counter",
+        "TCP connections closed and UDP datagrams dropped because the peer's address is not in \
+         the listener's allowlist.",
+    );
+    for listener in Listener::ALL {
+        family = family.sample(
+            format!("{{listener=\"{}\"}}", listener.as_str()),
+            allowlists.refused(listener),
+        );
+    }
+    write_families([family])
+}
+
 /// Renders every metric.
 pub fn render(engine: &EngineStats, server: &ServerStats) -> String {
     let mut reasons: BTreeMap<&str, u64> = server.rejected();

@@ -358,3 +358,154 @@ mod tls {
         );
     }
 }
+
+mod allowlists {
+    use std::io::{Read, Write};
+    use std::net::{SocketAddr, TcpStream, UdpSocket};
+    use std::time::{Duration, Instant};
+
+    use super::serve;
+    use crate::support::http::request;
+
+    /// A loopback address other than 127.0.0.1 (Linux routes all of 127/8 to `lo`).
+    const OTHER: &str = "127.0.0.2";
+
+    /// A TCP connection to `to` from `from` (port chosen by the system).
+    fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+            let stream = socket.connect(to).await.unwrap();
+            let stream = stream.into_std().unwrap();
+            stream.set_nonblocking(false).unwrap();
+            stream
+        })
+    }
+
+    /// Whether the server closed `stream` without answering within 10 s.
+    fn closed_unanswered(mut stream: TcpStream) -> bool {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut buf = [0u8; 64];
+        match stream.read(&mut buf) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        }
+    }
+
+    fn udp_from(from: &str, to: SocketAddr, datagram: &str) {
+        let socket = UdpSocket::bind(format!("{from}:0")).unwrap();
+        socket.send_to(datagram.as_bytes(), to).unwrap();
+    }
+
+    #[test]
+    fn graphite_and_statsd_admit_only_their_networks_and_count_the_rest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let mut server = serve(
+            &dir,
+            &[
+                "--graphite-allow",
+                &format!("{OTHER}/32"),
+                "--statsd",
+                "127.0.0.1:0",
+                "--statsd-allow",
+                OTHER,
+                "--statsd-flush",
+                "1s",
+            ],
+            &[],
+        );
+        let addrs = server.wait_ready();
+        let statsd = addrs.statsd.unwrap();
+        let now = crate::support::unix_now();
+
+        let mut refused = connect_from("127.0.0.1", addrs.graphite_tcp);
+        let _ = refused.write_all(format!("refused.tcp 1 {now}\n").as_bytes());
+        assert!(closed_unanswered(refused), "a refused peer was not closed");
+        let mut admitted = connect_from(OTHER, addrs.graphite_tcp);
+        admitted
+            .write_all(format!("admitted.tcp 1 {now}\n").as_bytes())
+            .unwrap();
+        drop(admitted);
+        udp_from(
+            "127.0.0.1",
+            addrs.graphite_udp,
+            &format!("refused.udp 1 {now}\n"),
+        );
+        udp_from(
+            OTHER,
+            addrs.graphite_udp,
+            &format!("admitted.udp 1 {now}\n"),
+        );
+        udp_from("127.0.0.1", statsd, "refused.statsd:1|c");
+        udp_from(OTHER, statsd, "admitted.statsd:1|c");
+
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (_, listed) = request(addrs.http, "GET", "/api/v1/series?match=*", &[], b"");
+            let all = ["admitted.tcp", "admitted.udp", "admitted.statsd"];
+            if all.iter().all(|name| listed.contains(name)) {
+                assert!(!listed.contains("refused."), "{listed}");
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the admitted samples did not land: {listed}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let (_, metrics) = request(addrs.http, "GET", "/metrics", &[], b"");
+        for listener in ["graphite_tcp", "graphite_udp", "statsd"] {
+            let sample = format!("tierdb_peers_refused_total{{listener=\"{listener}\"}} 1\n");
+            assert!(metrics.contains(&sample), "no {sample:?} in\n{metrics}");
+        }
+        server.terminate(Duration::from_secs(30));
+    }
+
+    #[test]
+    fn http_admits_only_its_networks_and_a_bad_entry_is_refused_at_start() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut server = serve(&tmp.path().join("data"), &["--http-allow", OTHER], &[]);
+        let http = server.wait_ready().http;
+        let mut stream = connect_from("127.0.0.1", http);
+        let _ = stream.write_all(b"GET /api/v1/tiers HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(
+            closed_unanswered(stream),
+            "a refused HTTP peer was answered"
+        );
+        let mut stream = connect_from(OTHER, http);
+        stream
+            .write_all(b"GET /api/v1/tiers HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        drop(server);
+
+        let out = crate::support::process::run_tierdb(
+            &[
+                "serve",
+                "--http",
+                "127.0.0.1:0",
+                "--graphite",
+                "127.0.0.1:0",
+                "--graphite-allow",
+                "10.0.0.0/8,10.0.0.0/33",
+            ],
+            &tmp.path().join("other"),
+        );
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("--graphite-allow: \"10.0.0.0/33\": the prefix length must be 0 to 32"),
+            "{stderr}"
+        );
+    }
+}

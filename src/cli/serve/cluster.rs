@@ -61,6 +61,7 @@ pub(super) fn run(
     let nats = args.nats.auth()?;
     let tls = listen.security.tls()?;
     let peer_tls = listen.security.peer_tls()?;
+    let allowlists = listen.security.allowlists()?;
     let (runtime, listeners) = bind_and_announce(listen, &location.data_dir)?;
     let http = listeners.addrs()?.0;
     let advertised = match &args.advertise_http {
@@ -104,7 +105,8 @@ pub(super) fn run(
     let state = Arc::new(
         State::with_backend(Arc::new(NodeBackend::new(node)), listen.limits(), None)
             .with_credentials(credentials)
-            .with_tls(tls),
+            .with_tls(tls)
+            .with_allowlists(allowlists),
     );
     runtime.block_on(crate::server::run(state, listeners, shutdown_signal()))?;
     Ok(())

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::cluster::nats_connect::NatsAuth;
 use crate::error::{Error, Result};
+use crate::server::allowlist::{Allowlist, Allowlists};
 use crate::server::auth::{Credentials, Role};
 use crate::server::tls::{ServerTls, TlsFiles};
 
@@ -70,6 +71,33 @@ pub struct SecurityArgs {
     /// (needed when the nodes serve --tls-cert).
     #[arg(long, env = "TIERDB_PEER_CA", value_name = "FILE")]
     pub peer_ca: Option<PathBuf>,
+    /// Admit Graphite senders (TCP and UDP) only from these networks (CIDRs or addresses,
+    /// comma-separated: 10.0.0.0/8,192.168.1.7). Graphite has no authentication; without
+    /// this, anyone who reaches the port can write.
+    #[arg(
+        long,
+        env = "TIERDB_GRAPHITE_ALLOW",
+        value_name = "CIDRS",
+        value_delimiter = ','
+    )]
+    pub graphite_allow: Vec<String>,
+    /// Admit StatsD senders only from these networks (as --graphite-allow).
+    #[arg(
+        long,
+        env = "TIERDB_STATSD_ALLOW",
+        value_name = "CIDRS",
+        value_delimiter = ','
+    )]
+    pub statsd_allow: Vec<String>,
+    /// Admit HTTP clients only from these networks (as --graphite-allow), before TLS and
+    /// tokens.
+    #[arg(
+        long,
+        env = "TIERDB_HTTP_ALLOW",
+        value_name = "CIDRS",
+        value_delimiter = ','
+    )]
+    pub http_allow: Vec<String>,
 }
 
 impl SecurityArgs {
@@ -144,6 +172,23 @@ impl SecurityArgs {
         };
         let config = crate::server::tls::client_config(ca, identity)?;
         Ok(Some(Arc::new(config)))
+    }
+
+    /// The listeners' allowlists.
+    ///
+    /// # Errors
+    /// [`Error::Security`] naming the flag and the entry that is not a network.
+    pub fn allowlists(&self) -> Result<Allowlists> {
+        let list = |flag: &str, entries: &[String]| {
+            (!entries.is_empty())
+                .then(|| Allowlist::parse(flag, entries))
+                .transpose()
+        };
+        let mut allowlists = Allowlists::default();
+        allowlists.graphite = list("--graphite-allow", &self.graphite_allow)?;
+        allowlists.statsd = list("--statsd-allow", &self.statsd_allow)?;
+        allowlists.http = list("--http-allow", &self.http_allow)?;
+        Ok(allowlists)
     }
 
     /// The scheme of the HTTP listener's URLs.
