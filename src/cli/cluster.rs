@@ -36,6 +36,13 @@ enum ClusterCommand {
         /// The nodes serve HTTPS: trust the CAs of this PEM file (a node's --peer-ca).
         #[arg(long, env = "TIERDB_PEER_CA", value_name = "FILE")]
         peer_ca: Option<std::path::PathBuf>,
+        /// A client certificate (PEM) for nodes that require one (--tls-client-ca); needs
+        /// --client-key and --peer-ca.
+        #[arg(long, value_name = "FILE", requires_all = ["client_key", "peer_ca"])]
+        client_cert: Option<std::path::PathBuf>,
+        /// The private key of --client-cert.
+        #[arg(long, value_name = "FILE", requires = "client_cert")]
+        client_key: Option<std::path::PathBuf>,
         /// Credentials and TLS for NATS.
         #[command(flatten)]
         nats: super::serve::NatsArgs,
@@ -56,13 +63,17 @@ pub(super) fn run(args: ClusterArgs) -> Result<(), Box<dyn std::error::Error>> {
         token,
         format,
         peer_ca,
+        client_cert,
+        client_key,
         nats,
     } = args.command;
     let nats = nats.auth()?;
     let peer_tls = match &peer_ca {
-        Some(ca) => Some(std::sync::Arc::new(crate::server::tls::client_config(
-            ca, None,
-        )?)),
+        Some(ca) => {
+            let identity = client_cert.as_deref().zip(client_key.as_deref());
+            let config = crate::server::tls::client_config(ca, identity)?;
+            Some(std::sync::Arc::new(config))
+        }
         None => None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -219,6 +219,26 @@ fn an_authenticated_encrypted_cluster_writes_and_reads_and_refuses_bad_credentia
             .collect();
         assert_eq!(values, vec![7.0], "{answer}");
     }
+    // `tierdb cluster status` through the same NATS and HTTPS, with a client certificate.
+    let status_client = issued("status");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_tierdb"))
+        .args(["cluster", "status", "--cluster", &urls, "--format", "json"])
+        .args(["--nats-user", "tierdb", "--nats-password-file", &password])
+        .args(["--nats-ca", &ca_path, "--peer-ca", &ca_path])
+        .args(["--nats-cert", status_client.cert.to_str().unwrap()])
+        .args(["--nats-key", status_client.key.to_str().unwrap()])
+        .args(["--client-cert", status_client.cert.to_str().unwrap()])
+        .args(["--client-key", status_client.key.to_str().unwrap()])
+        .env("TIERDB_TOKEN", READ)
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.status.success() && shown.contains("node2"),
+        "{shown}{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+
     // A client without a certificate is refused by the nodes; a read token cannot write.
     let anonymous = client_config(&ca.cert, None);
     assert!(https(addrs[1], &anonymous, "GET", "/api/v1/tiers", &[], b"").is_err());
