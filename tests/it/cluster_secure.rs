@@ -11,13 +11,11 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use crate::cluster::eventually;
 use crate::nats::{NatsCluster, NatsSecurity};
 use crate::support::file;
 use crate::support::process::{tierdb_command, Proc};
 use crate::support::tls::{client_config, https, Issued, TestCa, Validity};
-
-/// How long the cluster may take to serve every partition and show a write everywhere.
-const SETTLE: Duration = Duration::from_secs(90);
 
 const READ: &str = "cluster-read-token";
 const WRITE: &str = "cluster-write-token";
@@ -44,18 +42,6 @@ fn node(root: &Path, name: &str, urls: &str, args: &[String]) -> Proc {
         .stdout(Stdio::piped())
         .stderr(file(&log));
     Proc::spawn(&format!("tierdb {name}"), &mut command, vec![log], false)
-}
-
-/// Polls `check` until it returns `Ok`, or panics with its last error after [`SETTLE`].
-fn eventually<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
-    let deadline = Instant::now() + SETTLE;
-    loop {
-        match check() {
-            Ok(value) => return value,
-            Err(e) if Instant::now() > deadline => panic!("{what}: not within {SETTLE:?}: {e}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(300)),
-        }
-    }
 }
 
 /// Waits for `proc` to exit (at most 60 s) and returns its log.

@@ -135,14 +135,7 @@ pub(crate) fn https(
         TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
     tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut stream = rustls::StreamOwned::new(connection, tcp);
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
+    let head = super::http::request_head(addr, method, path, headers, body.len());
     stream
         .write_all(head.as_bytes())
         .map_err(|e| e.to_string())?;
@@ -154,12 +147,6 @@ pub(crate) fn https(
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !answer.is_empty() => {}
         Err(e) => return Err(e.to_string()),
     }
-    let text = String::from_utf8_lossy(&answer);
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("no status line in {text:?}"))?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    Ok((status, body.to_string()))
+    let (status, body) = super::http::parse_answer(&answer)?;
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
 }
