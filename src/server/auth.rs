@@ -15,8 +15,9 @@
 //! hold several tokens (one per line of its file), so a token can be rotated without a gap.
 //!
 //! Tokens are compared in constant time ([`subtle`]), every configured token against the
-//! presented one without stopping at a match, so neither the match nor where two tokens
-//! first differ shows in the time taken. No token is ever logged or printed: [`Credentials`]'
+//! presented one without stopping at a match, so neither which token matched nor where two
+//! tokens first differ shows in the time taken (a token's length may: use long random
+//! tokens). No token is ever logged or printed: [`Credentials`]'
 //! `Debug` shows only how many tokens each role holds.
 
 use std::fmt;
