@@ -29,6 +29,11 @@ impl Drop for Server {
 /// Starts `tierdb serve` on a fresh data directory ([`super::support::bench_dir`]) and waits
 /// for `tierdb: ready`.
 pub(crate) fn start() -> Server {
+    start_with(&[])
+}
+
+/// [`start`] with more flags.
+pub(crate) fn start_with(args: &[&str]) -> Server {
     let dir = super::support::bench_dir();
     let mut child = Command::new(env!("CARGO_BIN_EXE_tierdb"))
         .args([
@@ -40,6 +45,7 @@ pub(crate) fn start() -> Server {
             "--data-dir",
         ])
         .arg(dir.path())
+        .args(args)
         .stdout(Stdio::piped())
         .spawn()
         .expect("start tierdb serve");

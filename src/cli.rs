@@ -77,10 +77,14 @@ pub struct Listen {
     /// interval, stamped with its start (choose one that divides a minute).
     #[arg(long, env = "TIERDB_STATSD_FLUSH", value_name = "SPAN", default_value = "10s", value_parser = serve::positive_span)]
     pub statsd_flush: std::time::Duration,
-    /// Require `Authorization: Bearer <token>` on every API endpoint (the dashboard takes
-    /// it as `?token=`).
+    /// A token granting every role: every API endpoint then requires `Authorization: Bearer
+    /// <token>` (the dashboard takes it as `?token=`). On the command line it shows in `ps`:
+    /// prefer TIERDB_TOKEN, --token-file, or the tokens by role below.
     #[arg(long, env = "TIERDB_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Tokens by role, TLS and allowlists.
+    #[command(flatten)]
+    pub security: serve::SecurityArgs,
     /// Refuse new series beyond this many (existing series keep writing). Every 256 new
     /// series preallocate a chunk of files (8-16 MiB with the default tiers), and Graphite
     /// has no authentication, so the default keeps a stray or hostile sender from filling
@@ -195,8 +199,8 @@ pub enum OutputFormat {
 #[derive(Subcommand, Debug)]
 #[allow(missing_docs)]
 pub enum Command {
-    Serve(serve::ServeArgs),
-    Demo(demo::DemoArgs),
+    Serve(Box<serve::ServeArgs>),
+    Demo(Box<demo::DemoArgs>),
     Import(import::ImportArgs),
     Query(query::QueryArgs),
     Aggregate(aggregate::AggregateArgs),
@@ -215,8 +219,8 @@ pub enum Command {
 /// Whatever went wrong, as a one-line message.
 pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     match cli.command {
-        Command::Serve(args) => serve::run(args),
-        Command::Demo(args) => demo::run(args),
+        Command::Serve(args) => serve::run(*args),
+        Command::Demo(args) => demo::run(*args),
         Command::Import(args) => import::run(args),
         Command::Query(args) => query::run(args),
         Command::Aggregate(args) => aggregate::run(args),

@@ -17,6 +17,7 @@ pub(crate) mod delete_entry;
 pub(crate) mod edge;
 pub(crate) mod fanout;
 pub(crate) mod log;
+pub(crate) mod nats_connect;
 pub(crate) mod nats_version;
 pub(crate) mod node;
 pub(crate) mod ownership;

@@ -101,6 +101,11 @@ pub enum Error {
     #[error("cluster: {0}")]
     Cluster(String),
 
+    /// A security setting was refused: a token, a certificate or key, a CA, an allowlist.
+    /// The message names the file or flag and what is wrong with it.
+    #[error("{0}")]
+    Security(String),
+
     /// An earlier write, msync or fsync failed, or a writer thread died; the engine refuses
     /// further writes rather than carry on with data it cannot vouch for.
     #[error("engine is poisoned by an earlier failure ({0}); reopen the data directory")]

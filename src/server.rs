@@ -8,7 +8,9 @@
 //! [`run`] takes already-bound [`Listeners`] and a shutdown future, so tests bind
 //! `127.0.0.1:0` and call it directly.
 
+pub mod allowlist;
 pub(crate) mod announce;
+pub mod auth;
 pub(crate) mod backend;
 pub(crate) mod dashboard;
 mod delete_api;
@@ -26,6 +28,7 @@ pub(crate) mod sink;
 pub(crate) mod stats;
 pub(crate) mod statsd;
 mod tags_api;
+pub mod tls;
 mod udp;
 
 use std::future::Future;
@@ -162,13 +165,14 @@ enum AtLimit<Refuse> {
 }
 
 /// Accepts connections of `protocol` on `listener` until `shutdown` flips, at most `limit`
-/// open at once, each served by `serve` in a task of its own and counted as open while it
+/// open at once (a peer outside the protocol's allowlist closed at once and counted), each
+/// served by `serve` in a task of its own and counted as open while it
 /// runs. With [`AtLimit::EvictLongestIdle`], each connection is registered there and `serve`
 /// gets its registration. One over the limit is handled as `at_limit` says (and counted),
 /// never queued. Then waits for the open ones to finish.
 async fn accept_loop<Served>(
     listener: TcpListener,
-    stats: &Arc<ServerStats>,
+    (stats, allowlists): (&Arc<ServerStats>, &allowlist::Allowlists),
     (protocol, limit): (stats::Protocol, usize),
     mut shutdown: tokio::sync::watch::Receiver<bool>,
     at_limit: AtLimit<impl Fn(tokio::net::TcpStream)>,
@@ -197,6 +201,14 @@ async fn accept_loop<Served>(
                         continue;
                     }
                 };
+                let guarded = match protocol {
+                    stats::Protocol::Graphite => allowlist::Listener::GraphiteTcp,
+                    stats::Protocol::Http => allowlist::Listener::Http,
+                };
+                if !allowlists.admits(guarded, peer.ip()) {
+                    drop(stream); // closed before anything is read
+                    continue;
+                }
                 let slot = match (Arc::clone(&permits).try_acquire_owned(), &at_limit) {
                     (Ok(permit), _) => Slot::Free(permit),
                     (Err(_), AtLimit::EvictLongestIdle(slots)) => match slots.evict_longest_idle() {
@@ -285,12 +297,18 @@ pub struct State {
     pub stats: Arc<ServerStats>,
     /// Size limits.
     pub limits: Limits,
-    /// When set, every endpoint requires `Authorization: Bearer <token>`.
-    pub token: Option<String>,
+    /// The tokens of each role; when any is set, every API endpoint requires one that
+    /// grants its role ([`auth`]).
+    pub credentials: auth::Credentials,
+    /// When set, the HTTP listener speaks only TLS ([`tls`]).
+    pub tls: Option<Arc<tls::ServerTls>>,
+    /// The networks each listener admits ([`allowlist`]).
+    pub allowlists: allowlist::Allowlists,
 }
 
 impl State {
-    /// A single node's state: `engine` behind the handlers.
+    /// A single node's state: `engine` behind the handlers; `token`, when set, grants every
+    /// role ([`State::with_credentials`] sets tokens by role).
     pub fn new(engine: Arc<Engine>, limits: Limits, token: Option<String>) -> State {
         State::with_backend(Arc::new(LocalBackend::new(engine)), limits, token)
     }
@@ -301,8 +319,28 @@ impl State {
             backend,
             stats: Default::default(),
             limits,
-            token,
+            credentials: auth::Credentials::all_roles(token),
+            tls: None,
+            allowlists: Default::default(),
         }
+    }
+
+    /// This state with the listeners admitting only the networks of `allowlists`.
+    pub fn with_allowlists(mut self, allowlists: allowlist::Allowlists) -> State {
+        self.allowlists = allowlists;
+        self
+    }
+
+    /// This state with its HTTP listener speaking TLS.
+    pub fn with_tls(mut self, tls: Option<Arc<tls::ServerTls>>) -> State {
+        self.tls = tls;
+        self
+    }
+
+    /// This state with `credentials` in place of the token it was made with.
+    pub fn with_credentials(mut self, credentials: auth::Credentials) -> State {
+        self.credentials = credentials;
+        self
     }
 
     /// A sink for one request or connection.
@@ -406,6 +444,7 @@ pub async fn run(
     let statsd = listeners
         .statsd
         .map(|listener| tokio::spawn(statsd::serve(listener, Arc::clone(&state), stopped.clone())));
+    let tls_watch = (state.tls.clone()).map(|tls| tokio::spawn(tls.watch(stopped.clone())));
     let http = tokio::spawn(http_conn::serve(
         listeners.http,
         http::app(Arc::clone(&state)),
@@ -420,6 +459,7 @@ pub async fn run(
     // leave below. (A TCP or HTTP connection's own task ends at its timeouts.)
     let mut tasks = vec![tcp.abort_handle(), udp.abort_handle(), http.abort_handle()];
     tasks.extend(statsd.as_ref().map(|task| task.abort_handle()));
+    tasks.extend(tls_watch.as_ref().map(|task| task.abort_handle()));
     let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
         let _ = tcp.await;
         let _ = udp.await;

@@ -33,6 +33,19 @@ enum ClusterCommand {
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]
         format: StatusFormat,
+        /// The nodes serve HTTPS: trust the CAs of this PEM file (a node's --peer-ca).
+        #[arg(long, env = "TIERDB_PEER_CA", value_name = "FILE")]
+        peer_ca: Option<std::path::PathBuf>,
+        /// A client certificate (PEM) for nodes that require one (--tls-client-ca); needs
+        /// --client-key and --peer-ca.
+        #[arg(long, value_name = "FILE", requires_all = ["client_key", "peer_ca"])]
+        client_cert: Option<std::path::PathBuf>,
+        /// The private key of --client-cert.
+        #[arg(long, value_name = "FILE", requires = "client_cert")]
+        client_key: Option<std::path::PathBuf>,
+        /// Credentials and TLS for NATS.
+        #[command(flatten)]
+        nats: super::serve::NatsArgs,
     },
 }
 
@@ -49,15 +62,26 @@ pub(super) fn run(args: ClusterArgs) -> Result<(), Box<dyn std::error::Error>> {
         urls,
         token,
         format,
+        peer_ca,
+        client_cert,
+        client_key,
+        nats,
     } = args.command;
+    let nats = nats.auth()?;
+    let peer_tls = match &peer_ca {
+        Some(ca) => {
+            let identity = client_cert.as_deref().zip(client_key.as_deref());
+            let config = crate::server::tls::client_config(ca, identity)?;
+            Some(std::sync::Arc::new(config))
+        }
+        None => None,
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let status = runtime.block_on(async {
-        let client = async_nats::ConnectOptions::new()
-            .connect(urls.split(',').map(str::trim).collect::<Vec<_>>())
-            .await
-            .map_err(|e| format!("connecting to {urls}: {e}"))?;
+        let client =
+            crate::cluster::nats_connect::connect(&urls, "tierdb cluster", &nats, false).await?;
         let js = async_nats::jetstream::new(client);
         let nodes = node_addresses(&js, DEFAULT_BUCKET).await?;
         let mut failures = Vec::new();
@@ -66,6 +90,7 @@ pub(super) fn run(args: ClusterArgs) -> Result<(), Box<dyn std::error::Error>> {
                 addr,
                 "/api/v1/cluster",
                 token.as_deref(),
+                &peer_tls,
                 std::time::Duration::from_secs(10),
             )
             .await

@@ -36,8 +36,9 @@ const DAY: i64 = 86_400;
 #[command(
     after_help = "Examples:\n  tierdb demo\n  tierdb demo --http 127.0.0.1:9000 --days 7\n\nThe \
                   server's tuning flags (series, read and connection limits, timeouts, the name \
-                  cache, the StatsD interval) are serve's (tierdb serve --help); the demo takes \
-                  them too but does not list them."
+                  cache, the StatsD interval) and its security flags (tokens by role, TLS, \
+                  allowlists) are serve's (tierdb serve --help); the demo takes them too but \
+                  does not list them."
 )]
 #[command(mut_arg("statsd_flush", |arg| arg.hide(true)))]
 #[command(mut_arg("max_series", |arg| arg.hide(true)))]
@@ -49,6 +50,17 @@ const DAY: i64 = 86_400;
 #[command(mut_arg("http_header_timeout", |arg| arg.hide(true)))]
 #[command(mut_arg("http_body_timeout", |arg| arg.hide(true)))]
 #[command(mut_arg("http_idle_timeout", |arg| arg.hide(true)))]
+#[command(mut_arg("token_file", |arg| arg.hide(true)))]
+#[command(mut_arg("read_token_file", |arg| arg.hide(true)))]
+#[command(mut_arg("write_token_file", |arg| arg.hide(true)))]
+#[command(mut_arg("admin_token_file", |arg| arg.hide(true)))]
+#[command(mut_arg("tls_cert", |arg| arg.hide(true)))]
+#[command(mut_arg("tls_key", |arg| arg.hide(true)))]
+#[command(mut_arg("tls_client_ca", |arg| arg.hide(true)))]
+#[command(mut_arg("peer_ca", |arg| arg.hide(true)))]
+#[command(mut_arg("graphite_allow", |arg| arg.hide(true)))]
+#[command(mut_arg("statsd_allow", |arg| arg.hide(true)))]
+#[command(mut_arg("http_allow", |arg| arg.hide(true)))]
 pub struct DemoArgs {
     /// The data directory (default: a temporary one, removed at exit).
     #[arg(long, env = "TIERDB_DATA_DIR")]

@@ -11,6 +11,9 @@ use clap::builder::RangedU64ValueParser;
 use clap::Args;
 
 mod cluster;
+mod security;
+
+pub use security::{NatsArgs, SecurityArgs};
 
 use super::{engine_builder, Listen, Location};
 use crate::engine::Engine;
@@ -73,6 +76,9 @@ pub struct ClusterArgs {
     /// cluster's servers as there are, up to 3).
     #[arg(long, env = "TIERDB_LOG_REPLICAS", value_parser = RangedU64ValueParser::<usize>::new().range(1..=3))]
     pub log_replicas: Option<usize>,
+    /// Credentials and TLS for NATS.
+    #[command(flatten)]
+    pub nats: NatsArgs,
 }
 
 /// Connection limits and timeouts of `serve` and `demo` (part of [`Listen`]); see
@@ -149,6 +155,9 @@ pub(super) fn until_shutdown(
     listen: &Listen,
     before_ready: impl FnOnce(&Arc<Engine>) -> crate::error::Result<Option<Companion>>,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    let credentials = listen.security.credentials(listen.token.as_deref())?;
+    let tls = listen.security.tls()?;
+    let allowlists = listen.security.allowlists()?;
     let (runtime, listeners) = bind(listen, dir)?;
     let engine = Arc::new(open()?);
     announce_addresses(&listeners)?;
@@ -165,13 +174,17 @@ pub(super) fn until_shutdown(
     announced.write(&dir)?;
     let companion = before_ready(&engine)?;
     let stop = shutdown_signal(&runtime)?;
-    println!("tierdb: dashboard at http://{http}/");
+    println!(
+        "tierdb: dashboard at {}://{http}/",
+        listen.security.scheme()
+    );
     println!("tierdb: ready");
-    let state = Arc::new(State::new(
-        Arc::clone(&engine),
-        listen.limits(),
-        listen.token.clone(),
-    ));
+    let state = Arc::new(
+        State::new(Arc::clone(&engine), listen.limits(), None)
+            .with_credentials(credentials)
+            .with_tls(tls)
+            .with_allowlists(allowlists),
+    );
     let served = runtime.block_on(crate::server::run(state, listeners, stop));
     if let Some((stop, handle)) = companion {
         stop.store(true, Ordering::Relaxed);

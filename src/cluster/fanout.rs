@@ -378,7 +378,16 @@ async fn ask_owner(
     if owner == node.name() {
         return answer_locally(node, request).await;
     }
-    match peer::ask::<OwnerAnswer>(addr, PARTIAL_PATH, &request, token, PEER_TIMEOUT).await? {
+    match peer::ask::<OwnerAnswer>(
+        addr,
+        PARTIAL_PATH,
+        &request,
+        token,
+        node.peer_tls(),
+        PEER_TIMEOUT,
+    )
+    .await?
+    {
         Ok(answer) => Ok(answer),
         // A one-series read of a series the owner does not have: the asker answers 404 too,
         // as a single node does. (Another 404, from a peer that is no cluster node, is the

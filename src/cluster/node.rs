@@ -100,6 +100,8 @@ fn retryable(e: &Error) -> bool {
 pub(crate) struct NodeSettings {
     /// NATS server URLs, comma-separated.
     pub urls: String,
+    /// The credentials and TLS the NATS servers require.
+    pub nats: super::nats_connect::NatsAuth,
     /// This node's name, unique in the cluster and stable across restarts.
     pub name: String,
     /// The node's data directory; partitions live under `partitions/`.
@@ -113,6 +115,8 @@ pub(crate) struct NodeSettings {
     /// The bearer token the nodes' HTTP APIs require (one for the cluster), for copying a
     /// replica's files from a peer.
     pub token: Option<String>,
+    /// How the node reaches its peers' HTTP: TLS when they serve it.
+    pub peer_tls: super::peer::PeerTls,
 }
 
 /// A running node. Shared by the server's handlers; [`Node::leave`] stops it.
@@ -136,6 +140,7 @@ pub(crate) struct Node {
     publish_prefix: String,
     publish_count: std::sync::atomic::AtomicU64,
     token: Option<String>,
+    peer_tls: super::peer::PeerTls,
     /// The partitions rebuilt from a peer's copy since this process started.
     rebuilds: Mutex<Vec<Rebuild>>,
     /// Partitions waiting for a copy the log cannot replace ([`COPY_PATIENCE`]), with when
@@ -186,12 +191,13 @@ impl Node {
         let partitions = settings.data_dir.join("partitions");
         std::fs::create_dir_all(&partitions).map_err(|e| Error::io(&partitions, e))?;
         remove_unfinished_copies(&partitions)?;
-        let client = async_nats::ConnectOptions::new()
-            .name(format!("tierdb {}", settings.name))
-            .retry_on_initial_connect()
-            .connect(settings.urls.split(',').map(str::trim).collect::<Vec<_>>())
-            .await
-            .map_err(|e| Error::Cluster(format!("connecting to {}: {e}", settings.urls)))?;
+        let client = super::nats_connect::connect(
+            &settings.urls,
+            &format!("tierdb {}", settings.name),
+            &settings.nats,
+            true,
+        )
+        .await?;
         let js = async_nats::jetstream::new(client);
         // NATS servers started together with the nodes elect JetStream's leader a few
         // seconds after they accept connections: wait for it rather than fail.
@@ -238,6 +244,7 @@ impl Node {
             publish_prefix: format!("{}.{started}", settings.name),
             publish_count: Default::default(),
             token: settings.token,
+            peer_tls: settings.peer_tls,
             rebuilds: Mutex::new(Vec::new()),
             copy_waits: Mutex::new(BTreeMap::new()),
             renders: tokio::sync::Semaphore::new(CONCURRENT_RENDERS),
@@ -273,6 +280,11 @@ impl Node {
     /// The node's clock.
     pub(crate) fn now(&self) -> Timestamp {
         self.clock.now()
+    }
+
+    /// How this node reaches its peers' HTTP.
+    pub(crate) fn peer_tls(&self) -> &super::peer::PeerTls {
+        &self.peer_tls
     }
 
     /// The ingest log.
@@ -615,7 +627,7 @@ impl Node {
         let fetched = peer::download(
             addr,
             &path,
-            self.token.as_deref(),
+            (self.token.as_deref(), &self.peer_tls),
             SNAPSHOT_TIMEOUT,
             &download,
         )

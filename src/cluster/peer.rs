@@ -1,7 +1,8 @@
 //! Asking another node: one HTTP/1.1 request with a JSON body to a peer's internal endpoint,
 //! answered with JSON, or a download of a partition's files into a local file. A fresh
 //! connection per request keeps it simple; peers are few and a fan-out sends one request to
-//! each.
+//! each. When the nodes serve HTTPS, the connection is TLS through the node's connector
+//! (trusting `--peer-ca`, presenting the node's certificate when peers require one).
 
 use std::path::Path;
 use std::time::Duration;
@@ -16,6 +17,9 @@ use tokio::net::TcpStream;
 
 use crate::error::Error;
 use crate::error::Result;
+
+/// How a node reaches its peers' HTTP: plain, or TLS with this client configuration.
+pub(crate) type PeerTls = Option<std::sync::Arc<rustls::ClientConfig>>;
 
 /// The internal endpoint every cluster node serves for its peers' fan-out reads.
 pub(crate) const PARTIAL_PATH: &str = "/internal/v1/partial";
@@ -45,11 +49,12 @@ pub(crate) async fn ask<T: DeserializeOwned>(
     path: &str,
     body: &impl Serialize,
     token: Option<&str>,
+    tls: &PeerTls,
     timeout: Duration,
 ) -> Result<std::result::Result<T, PeerRefusal>> {
     let payload = serde_json::to_vec(body)
         .map_err(|e| Error::Cluster(format!("encoding a request to {addr}: {e}")))?;
-    exchange(Method::POST, addr, path, payload, token, timeout).await
+    exchange(Method::POST, addr, path, payload, (token, tls), timeout).await
 }
 
 /// `GET path` on the node at `addr`, decoded as [`ask`] decodes.
@@ -60,9 +65,10 @@ pub(crate) async fn get<T: DeserializeOwned>(
     addr: &str,
     path: &str,
     token: Option<&str>,
+    tls: &PeerTls,
     timeout: Duration,
 ) -> Result<std::result::Result<T, PeerRefusal>> {
-    exchange(Method::GET, addr, path, Vec::new(), token, timeout).await
+    exchange(Method::GET, addr, path, Vec::new(), (token, tls), timeout).await
 }
 
 /// `GET path` on the node at `addr`, its body written to the file `dest` (created or
@@ -75,7 +81,7 @@ pub(crate) async fn get<T: DeserializeOwned>(
 pub(crate) async fn download(
     addr: &str,
     path: &str,
-    token: Option<&str>,
+    (token, tls): (Option<&str>, &PeerTls),
     timeout: Duration,
     dest: &Path,
 ) -> Result<std::result::Result<u64, PeerRefusal>> {
@@ -83,7 +89,7 @@ pub(crate) async fn download(
         .await
         .map_err(|e| Error::io(dest, e))?;
     let transfer = async {
-        let (response, _connection) = send(Method::GET, addr, path, Vec::new(), token)
+        let (response, _connection) = send(Method::GET, addr, path, Vec::new(), (token, tls))
             .await
             .map_err(|e| Error::Cluster(format!("asking the node at {addr}: {e}")))?;
         let status = response.status();
@@ -117,22 +123,49 @@ pub(crate) async fn download(
     })?
 }
 
-/// Opens a connection to `addr` and sends one request; the response, and the connection's
-/// task, which is aborted when dropped, so no socket to a hung peer outlives its request.
+/// The name a peer's certificate must carry: the host of `addr` (`host:port`, `[v6]:port`).
+fn server_name(addr: &str) -> std::io::Result<rustls::pki_types::ServerName<'static>> {
+    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    rustls::pki_types::ServerName::try_from(host.to_owned())
+        .map_err(|e| std::io::Error::other(format!("{host:?} is not a TLS server name: {e}")))
+}
+
+/// A hyper HTTP/1 client connection over `io`; its task is aborted when dropped.
+async fn client<S>(io: S) -> std::io::Result<(SendRequest, AbortOnDrop)>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let (sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io))
+            .await
+            .map_err(std::io::Error::other)?;
+    Ok((sender, AbortOnDrop(tokio::spawn(connection))))
+}
+
+/// The sending half of a peer connection.
+type SendRequest = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+/// Opens a connection to `addr` (TLS when `tls` is set) and sends one request; the
+/// response, and the connection's task, which is aborted when dropped, so no socket to a
+/// hung peer outlives its request.
 async fn send(
     method: Method,
     addr: &str,
     path: &str,
     payload: Vec<u8>,
-    token: Option<&str>,
+    (token, tls): (Option<&str>, &PeerTls),
 ) -> std::io::Result<(hyper::Response<hyper::body::Incoming>, AbortOnDrop)> {
     let stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .map_err(std::io::Error::other)?;
-    let connection = AbortOnDrop(tokio::spawn(connection));
+    let (mut sender, connection) = match tls {
+        Some(config) => {
+            let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::clone(config));
+            let stream = connector.connect(server_name(addr)?, stream).await?;
+            client(stream).await?
+        }
+        None => client(stream).await?,
+    };
     let mut request = Request::builder()
         .method(method)
         .uri(path)
@@ -156,11 +189,11 @@ async fn exchange<T: DeserializeOwned>(
     addr: &str,
     path: &str,
     payload: Vec<u8>,
-    token: Option<&str>,
+    access: (Option<&str>, &PeerTls),
     timeout: Duration,
 ) -> Result<std::result::Result<T, PeerRefusal>> {
     let exchange = async {
-        let (response, connection) = send(method, addr, path, payload, token).await?;
+        let (response, connection) = send(method, addr, path, payload, access).await?;
         let status = response.status();
         let bytes = response
             .into_body()

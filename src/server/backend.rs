@@ -40,7 +40,7 @@ pub(crate) type RegistryRead =
 pub struct ReadOptions {
     /// `consistency=strong`: read every partition from its leaseholder.
     pub strong: bool,
-    /// The request's bearer token, passed on to the peers a cluster node asks.
+    /// The bearer token a cluster node sends the peers it asks (its admin token).
     pub token: Option<String>,
     /// Where a cluster node records that the read may lack acknowledged writes.
     pub report: ReadReport,

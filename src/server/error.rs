@@ -16,8 +16,6 @@ pub enum ApiError {
     BadRequest(String),
     /// 404.
     NotFound(String),
-    /// 401.
-    Unauthorized,
     /// 500; the detail goes to the log only.
     Internal(String),
     /// 503: a cluster node could not get an answer from the owners it needed (or serves no
@@ -30,10 +28,6 @@ impl IntoResponse for ApiError {
         let (status, message) = match self {
             ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
             ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
-            ApiError::Unauthorized => (
-                StatusCode::UNAUTHORIZED,
-                "missing or wrong token: send Authorization: Bearer <token>".to_string(),
-            ),
             ApiError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, m),
             ApiError::Internal(detail) => {
                 tracing::error!(%detail, "internal error answering a request");

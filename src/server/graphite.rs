@@ -41,7 +41,7 @@ pub(crate) async fn serve_tcp(
     let limit = (Protocol::Graphite, state.limits.graphite_max_connections);
     super::accept_loop(
         listener,
-        &state.stats,
+        (&state.stats, &state.allowlists),
         limit,
         shutdown.clone(),
         super::AtLimit::<fn(TcpStream)>::EvictLongestIdle(Arc::new(IdleSlots::new())),
@@ -205,7 +205,12 @@ pub(crate) async fn serve_udp(
     state: Arc<State>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let mut reader = UdpReader::start(socket, Arc::clone(&state), shutdown, "graphite");
+    let mut reader = UdpReader::start(
+        socket,
+        Arc::clone(&state),
+        shutdown,
+        super::allowlist::Listener::GraphiteUdp,
+    );
     let mut sink = state.sink();
     let mut taken = Vec::new();
     let unknown = SocketAddr::from(([0, 0, 0, 0], 0));

@@ -38,8 +38,9 @@ use crate::registry::{Selector, SeriesKey, TagFilter};
 use crate::time::{parse_time, Span};
 use json_body::{ArraySplitter, Element};
 
-/// The router of every endpoint. The token check wraps the API and unknown paths; the
-/// dashboard's page and assets are served without it (its script sends the token).
+/// The router of every endpoint. The credential check wraps the API and unknown paths; the
+/// dashboard's page and assets are served without it (its script sends the token, and a
+/// read token is enough for it).
 pub(crate) fn app(state: Arc<State>) -> Router {
     let api = Router::new()
         .route("/write", post(influx_v1))
@@ -89,41 +90,30 @@ pub(crate) fn app(state: Arc<State>) -> Router {
             Arc::clone(&state),
             authorize,
         ));
-    // Merged into the dashboard, the API router keeps its fallback, token check included.
+    // Merged into the dashboard, the API router keeps its fallback, credential check included.
     super::dashboard::routes().merge(api).with_state(state)
 }
 
-/// Requires `Authorization: Bearer <token>` (or Influx's `Token <token>`) when a token is set.
+/// Serves a request only when its credential grants the role its route needs
+/// ([`super::auth`]); a refusal is answered 401 or 403 and counted.
 async fn authorize(
     AxumState(state): AxumState<Arc<State>>,
     request: Request,
     next: Next,
 ) -> Response {
-    if let Some(token) = &state.token {
-        let given = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("Token "))
-            });
-        if !given.is_some_and(|given| same_secret(given.as_bytes(), token.as_bytes())) {
-            return ApiError::Unauthorized.into_response();
-        }
+    let checked =
+        (state.credentials).check(request.method(), request.uri().path(), request.headers());
+    if let Err(denied) = checked {
+        state.stats.auth.count(denied);
+        tracing::debug!(
+            path = request.uri().path(),
+            needed = denied.needed.as_str(),
+            reason = denied.reason.as_str(),
+            "request refused"
+        );
+        return denied.into_response();
     }
     next.run(request).await
-}
-
-/// Compares a presented token with the configured one in time that does not depend on where
-/// they first differ.
-fn same_secret(given: &[u8], expected: &[u8]) -> bool {
-    given.len() == expected.len()
-        && given
-            .iter()
-            .zip(expected)
-            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
-            == 0
 }
 
 /// The answer to a write: 204 when everything landed, 400 with counts and the first reasons
@@ -727,7 +717,12 @@ async fn metrics(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        super::metrics::render(&stats, &state.stats) + &state.backend.metrics().await?,
+        super::metrics::render(&stats, &state.stats)
+            + &state.backend.metrics().await?
+            + &(state.tls.as_ref())
+                .map(|tls| super::metrics::render_tls(&tls.counters))
+                .unwrap_or_default()
+            + &super::metrics::render_allowlists(&state.allowlists),
     )
         .into_response())
 }

@@ -11,6 +11,10 @@
 //! - **body**: a request's body had not arrived in full [`Limits::http_body_timeout`] after its
 //!   head ([`TimedBody`]; the handler sees a body error and answers, then the connection
 //!   closes).
+//!
+//! With TLS ([`super::tls`]), the handshake must finish within the header timeout; a client
+//! that speaks plain HTTP to the TLS port is answered 400 in plain text, saying to use
+//! `https://`, and closed.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -32,6 +36,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 
 use super::stats::{Protocol, ServerStats, Timeout};
+use super::tls::ServerTls;
 use super::{Limits, State};
 
 /// Accepts HTTP connections until `shutdown` flips, then lets open ones finish their request
@@ -46,13 +51,22 @@ pub(crate) async fn serve(
     let limit = state.limits.http_max_connections;
     super::accept_loop(
         listener,
-        &state.stats,
+        (&state.stats, &state.allowlists),
         (Protocol::Http, limit),
         shutdown.clone(),
         super::AtLimit::Refuse(|stream| refuse(stream, limit)),
         |stream, _| {
             let (app, state, shutdown) = (app.clone(), Arc::clone(&state), shutdown.clone());
-            async move { connection(stream, app, &state, shutdown).await }
+            async move {
+                match state.tls.clone() {
+                    None => connection(stream, app, &state, shutdown).await,
+                    Some(tls) => {
+                        if let Some(stream) = handshake(stream, &tls, &state.limits).await {
+                            connection(stream, app, &state, shutdown).await;
+                        }
+                    }
+                }
+            }
         },
     )
     .await;
@@ -77,10 +91,61 @@ fn refuse(stream: TcpStream, limit: usize) {
     }
 }
 
+/// The TLS handshake on a new connection, within the header timeout; `None` (the connection
+/// closed, the failure counted) when it fails or the client speaks plain HTTP.
+async fn handshake(
+    stream: TcpStream,
+    tls: &ServerTls,
+    limits: &Limits,
+) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let counters = &tls.counters;
+    let accepted = tokio::time::timeout(limits.http_header_timeout, async {
+        // A TLS connection opens with a handshake record (content type 22); a letter is a
+        // plain HTTP request line.
+        let mut first = [0u8; 1];
+        match stream.peek(&mut first).await {
+            Ok(1) if first[0] != 0x16 => {
+                counters.plain_http.fetch_add(1, Ordering::Relaxed);
+                refuse_plain_http(stream).await;
+                return None;
+            }
+            Ok(1) => {}
+            _ => return None,
+        }
+        match tls.acceptor().accept(stream).await {
+            Ok(stream) => Some(stream),
+            Err(e) => {
+                counters.handshake_failed.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(error = %e, "TLS handshake failed");
+                None
+            }
+        }
+    })
+    .await;
+    accepted.unwrap_or_else(|_| {
+        counters.handshake_failed.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!("TLS handshake timed out");
+        None
+    })
+}
+
+/// Answers a plain HTTP request on the TLS port with a plain 400 saying so, and closes.
+async fn refuse_plain_http(mut stream: TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    let body = "{\"error\":\"this port speaks HTTPS (TLS): use https://\"}";
+    let answer = format!(
+        "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(answer.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
 /// Serves one connection until the client closes it, a timeout closes it, or shutdown has
 /// let its request in progress finish.
-async fn connection(
-    stream: TcpStream,
+async fn connection<S: AsyncRead + AsyncWrite + Send + Unpin + 'static>(
+    stream: S,
     app: Router,
     state: &State,
     mut shutdown: watch::Receiver<bool>,
@@ -243,13 +308,13 @@ impl Drop for Handling {
     }
 }
 
-/// A socket that stamps its connection's [`Activity`] on every byte moved.
-struct Watched {
-    inner: TcpStream,
+/// A socket (plain or TLS) that stamps its connection's [`Activity`] on every byte moved.
+struct Watched<S> {
+    inner: S,
     activity: Arc<Activity>,
 }
 
-impl AsyncRead for Watched {
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -264,7 +329,7 @@ impl AsyncRead for Watched {
     }
 }
 
-impl AsyncWrite for Watched {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

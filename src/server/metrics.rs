@@ -108,6 +108,75 @@ fn connections(server: &ServerStats) -> [Family; 4] {
     [open, refused, evicted, timed_out]
 }
 
+/// HTTP requests refused for their credential, by the role the endpoint needs and the
+/// reason ([`crate::server::auth`]).
+fn auth_refusals(server: &ServerStats) -> Family {
+    use crate::server::auth::{Refusal, Role};
+    let mut family = Family::new(
+        "tierdb_http_auth_refused_total",
+        "counter",
+        "HTTP requests refused: no credential or an unknown one (401), or a token without the \
+         endpoint's role (403), by the role needed.",
+    );
+    for role in Role::ALL {
+        for reason in Refusal::ALL {
+            family = family.sample(
+                format!(
+                    "{{role=\"{}\",reason=\"{}\"}}",
+                    role.as_str(),
+                    reason.as_str()
+                ),
+                server.auth.refused(role, reason),
+            );
+        }
+    }
+    family
+}
+
+/// The HTTP listener's TLS handshakes refused and certificate reloads.
+pub(crate) fn render_tls(tls: &crate::server::tls::TlsCounters) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    write_families([
+        Family::new(
+            "tierdb_tls_handshakes_refused_total",
+            "counter",
+            "TLS connections closed before a request: plain HTTP on the TLS port, or a failed \
+             or timed-out handshake (a client certificate refused, say).",
+        )
+        .sample("{reason=\"plain_http\"}", tls.plain_http.load(Relaxed))
+        .sample("{reason=\"handshake\"}", tls.handshake_failed.load(Relaxed)),
+        Family::new(
+            "tierdb_tls_reloads_total",
+            "counter",
+            "Certificate reloads (SIGHUP or a changed file), by result; a failed one keeps the \
+             certificate in force.",
+        )
+        .sample("{result=\"ok\"}", tls.reloads.load(Relaxed))
+        .sample("{result=\"failed\"}", tls.reload_failures.load(Relaxed)),
+    ])
+}
+
+/// Peers refused by each listener's allowlist; nothing when no listener has one.
+pub(crate) fn render_allowlists(allowlists: &crate::server::allowlist::Allowlists) -> String {
+    use crate::server::allowlist::Listener;
+    if !allowlists.any() {
+        return String::new();
+    }
+    let mut family = Family::new(
+        "tierdb_peers_refused_total",
+        "counter",
+        "TCP connections closed and UDP datagrams dropped because the peer's address is not in \
+         the listener's allowlist.",
+    );
+    for listener in Listener::ALL {
+        family = family.sample(
+            format!("{{listener=\"{}\"}}", listener.as_str()),
+            allowlists.refused(listener),
+        );
+    }
+    write_families([family])
+}
+
 /// Renders every metric.
 pub fn render(engine: &EngineStats, server: &ServerStats) -> String {
     let mut reasons: BTreeMap<&str, u64> = server.rejected();
@@ -221,6 +290,7 @@ pub fn render(engine: &EngineStats, server: &ServerStats) -> String {
         )
         .sample("", u8::from(engine.maintenance_error.is_some())),
         latency,
+        auth_refusals(server),
         Family::new(
             "tierdb_name_cache_bytes",
             "gauge",

@@ -87,12 +87,12 @@ impl Params {
 
     /// How the request asks to be read: `consistency=strong` (a cluster read waits until
     /// the owners have applied every write the log held when the read began) or `eventual`
-    /// (the default: what they applied; a single node is always strong), and its token for
-    /// the peers.
+    /// (the default: what they applied; a single node is always strong), and the token the
+    /// node sends its peers (an admin one: their internal endpoints need it).
     pub(super) fn read_options(&self, state: &State) -> Result<ReadOptions, ApiError> {
         Ok(ReadOptions {
             strong: self.either("consistency", "eventual", "strong")?,
-            token: state.token.clone(),
+            token: state.credentials.internal_token(),
             report: Default::default(),
         })
     }

@@ -113,6 +113,8 @@ pub struct ServerStats {
     /// Held while a new series is checked against the series limit and registered, so
     /// connections registering at the same time cannot overshoot the limit.
     series_gate: Mutex<()>,
+    /// HTTP requests refused for their credential, by role needed and reason.
+    pub auth: super::auth::AuthCounters,
 }
 
 /// A copy of the batch latency histogram.

@@ -103,7 +103,12 @@ pub(crate) async fn serve(
         socket,
         flush: every,
     } = listener;
-    let mut reader = UdpReader::start(socket, Arc::clone(&state), shutdown, "statsd");
+    let mut reader = UdpReader::start(
+        socket,
+        Arc::clone(&state),
+        shutdown,
+        super::allowlist::Listener::Statsd,
+    );
     let mut sink = state.sink();
     let mut aggregator = Aggregator::new(every);
     let mut taken = Vec::new();

@@ -12,6 +12,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use super::allowlist::Listener;
 use super::State;
 use crate::time::Timestamp;
 
@@ -44,8 +45,8 @@ pub(crate) struct UdpReader {
     queue: Arc<Queue>,
     task: JoinHandle<()>,
     state: Arc<State>,
-    /// The protocol named in the overflow warning.
-    protocol: &'static str,
+    /// The listener: named in the overflow warning, and whose allowlist applies.
+    listener: Listener,
 }
 
 /// What the reading task and the writer share.
@@ -58,13 +59,15 @@ struct Queue {
 }
 
 impl UdpReader {
-    /// Starts reading `socket` until `shutdown` flips.
+    /// Starts reading `socket` until `shutdown` flips, dropping datagrams from outside
+    /// `listener`'s allowlist.
     pub(crate) fn start(
         socket: UdpSocket,
         state: Arc<State>,
         shutdown: watch::Receiver<bool>,
-        protocol: &'static str,
+        listener: Listener,
     ) -> UdpReader {
+        let protocol = listener.as_str();
         if let Err(e) = rustix::net::sockopt::set_socket_recv_buffer_size(&socket, RECEIVE_BUFFER) {
             tracing::debug!(error = %e, protocol, "udp receive buffer not enlarged");
         }
@@ -74,7 +77,7 @@ impl UdpReader {
             socket,
             sender,
             Arc::clone(&queue),
-            Arc::clone(&state),
+            (Arc::clone(&state), listener),
             shutdown,
         ));
         UdpReader {
@@ -82,7 +85,7 @@ impl UdpReader {
             queue,
             task,
             state,
-            protocol,
+            listener,
         }
     }
 
@@ -120,7 +123,7 @@ impl UdpReader {
             self.state.stats.count_rejected("udp_overflow", dropped);
             tracing::warn!(
                 lines = dropped,
-                protocol = self.protocol,
+                protocol = self.listener.as_str(),
                 "udp datagrams dropped: the writes fell {QUEUE_BYTES} bytes behind"
             );
         }
@@ -132,20 +135,21 @@ fn charge(bytes: &[u8]) -> usize {
     bytes.len() + DATAGRAM_COST
 }
 
-/// Reads datagrams into `sender` until `shutdown` flips (then drops it, so the writer ends
-/// after what is queued).
+/// Reads datagrams into `sender` (those from peers `listener`'s allowlist admits) until
+/// `shutdown` flips (then drops it, so the writer ends after what is queued).
 async fn read(
     socket: UdpSocket,
     sender: mpsc::UnboundedSender<Datagram>,
     queue: Arc<Queue>,
-    state: Arc<State>,
+    (state, listener): (Arc<State>, Listener),
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut buf = vec![0u8; DATAGRAM];
     loop {
         let (n, peer) = tokio::select! {
             received = socket.recv_from(&mut buf) => match received {
-                Ok(received) => received,
+                Ok((n, peer)) if state.allowlists.admits(listener, peer.ip()) => (n, peer),
+                Ok(_) => continue,
                 Err(e) => {
                     tracing::debug!(error = %e, "udp receive failed");
                     continue;

@@ -205,7 +205,7 @@ fn wait_caught_up(cluster: &[Node]) {
 }
 
 /// Polls `check` until it returns `Ok`, or panics with its last error after [`SETTLE`].
-fn eventually<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
+pub(crate) fn eventually<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
     let deadline = Instant::now() + SETTLE;
     loop {
         match check() {

@@ -12,6 +12,10 @@
 //! cluster.restart(0).await;                     // same ports, same store dir
 //! ```
 //!
+//! [`NatsCluster::start_secured`] runs them from configuration files written here with
+//! authorization (users with passwords, nkeys) and TLS with client certificates
+//! ([`NatsSecurity`]); the harness's own client then authenticates too.
+//!
 //! When `nats-server` is missing, `scripts/install-test-deps.sh` installs it (Debian's
 //! `nats-server`; needs root or sudo), as the collectd test does for collectd.
 
@@ -41,8 +45,27 @@ const START_ATTEMPTS: usize = 5;
 pub(crate) struct NatsCluster {
     /// The servers, by index; the index is stable across kill and restart.
     servers: Vec<NatsServer>,
+    /// Authorization and TLS, when the servers require them.
+    security: Option<NatsSecurity>,
     /// Holds every store directory and log; removed last (fields drop in order).
     dir: tempfile::TempDir,
+}
+
+/// What secured servers require of their clients, and the harness's own credentials.
+#[derive(Clone, Debug)]
+pub(crate) struct NatsSecurity {
+    /// The servers' certificate chain and key (PEM), for 127.0.0.1.
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// The CA clients' certificates must chain to (`tls { verify: true }`).
+    pub ca: PathBuf,
+    /// Users and their passwords.
+    pub users: Vec<(String, String)>,
+    /// Public nkeys (`U...`) allowed in.
+    pub nkeys: Vec<String>,
+    /// The harness's client certificate and key, and one of `users`.
+    pub client_cert: (PathBuf, PathBuf),
+    pub client_user: (String, String),
 }
 
 /// One server's fixed identity (kept across restarts) and its process when running.
@@ -66,11 +89,21 @@ impl NatsCluster {
     /// When nats-server cannot be found or installed, or the cluster does not come up (the
     /// message carries the servers' logs).
     pub(crate) async fn start(n: usize) -> NatsCluster {
+        NatsCluster::start_with(n, None).await
+    }
+
+    /// [`NatsCluster::start`] with servers requiring `security` of every client.
+    pub(crate) async fn start_secured(n: usize, security: NatsSecurity) -> NatsCluster {
+        NatsCluster::start_with(n, Some(security)).await
+    }
+
+    async fn start_with(n: usize, security: Option<NatsSecurity>) -> NatsCluster {
         assert!(n >= 1, "a NATS cluster has at least one server");
         let program = nats_server_program();
         let mut last_failure = String::new();
         for _ in 0..START_ATTEMPTS {
             let mut cluster = NatsCluster::configure(n);
+            cluster.security = security.clone();
             match cluster.launch_all(&program).await {
                 Ok(()) => {
                     cluster.wait_jetstream().await;
@@ -88,9 +121,33 @@ impl NatsCluster {
         (0..self.servers.len()).map(|i| self.url(i)).collect()
     }
 
-    /// The client URL of server `i`.
+    /// The client URL of server `i` (`tls://` when secured).
     pub(crate) fn url(&self, i: usize) -> String {
-        format!("nats://{}", self.servers[i].client)
+        let scheme = if self.security.is_some() {
+            "tls"
+        } else {
+            "nats"
+        };
+        format!("{scheme}://{}", self.servers[i].client)
+    }
+
+    /// Connect options with the harness's credentials when the servers are secured.
+    fn options(&self) -> async_nats::ConnectOptions {
+        let options = async_nats::ConnectOptions::new();
+        match &self.security {
+            None => options,
+            Some(security) => {
+                // The test binary links two rustls providers; async-nats takes the default.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let (user, password) = security.client_user.clone();
+                let (cert, key) = security.client_cert.clone();
+                options
+                    .user_and_password(user, password)
+                    .add_root_certificates(security.ca.clone())
+                    .add_client_certificate(cert, key)
+                    .require_tls(true)
+            }
+        }
     }
 
     /// The server name of server `i` (`n0`, `n1`, ...), as JetStream reports leaders.
@@ -110,7 +167,7 @@ impl NatsCluster {
 
     /// A client that knows every server and reconnects to a live one when its server dies.
     pub(crate) async fn client(&self) -> async_nats::Client {
-        async_nats::ConnectOptions::new()
+        self.options()
             .retry_on_initial_connect()
             .connect(self.urls())
             .await
@@ -128,7 +185,8 @@ impl NatsCluster {
     pub(crate) async fn client_on(&self, i: usize) -> async_nats::Client {
         let n = self.servers.len();
         let urls: Vec<String> = (0..n).map(|k| self.url((i + k) % n)).collect();
-        let client = async_nats::ConnectOptions::new()
+        let client = self
+            .options()
             .retain_servers_order()
             .connect(urls.clone())
             .await
@@ -170,7 +228,7 @@ impl NatsCluster {
         let program = nats_server_program();
         let logs = self.dir.path().to_path_buf();
         let cluster = self.servers.len() > 1;
-        self.servers[i].launch(&program, &logs, cluster);
+        self.servers[i].launch(&program, &logs, cluster, self.security.as_ref());
         if let Err(failure) = self.servers[i].wait_listening().await {
             panic!("restart of server {i} failed:\n{failure}");
         }
@@ -218,7 +276,11 @@ impl NatsCluster {
                 }
             })
             .collect();
-        NatsCluster { servers, dir }
+        NatsCluster {
+            servers,
+            security: None,
+            dir,
+        }
     }
 
     /// Starts every server, then waits until each accepts connections.
@@ -226,7 +288,7 @@ impl NatsCluster {
         let logs = self.dir.path().to_path_buf();
         let cluster = self.servers.len() > 1;
         for server in &mut self.servers {
-            server.launch(program, &logs, cluster);
+            server.launch(program, &logs, cluster, self.security.as_ref());
         }
         for server in &mut self.servers {
             server.wait_listening().await?;
@@ -265,11 +327,71 @@ impl NatsCluster {
 }
 
 impl NatsServer {
-    /// Spawns the server; its stderr goes to a log file per start.
-    fn launch(&mut self, program: &Path, logs: &Path, cluster: bool) {
+    /// Spawns the server; its stderr goes to a log file per start. Secured, it runs from a
+    /// configuration file written beside its logs.
+    fn launch(
+        &mut self,
+        program: &Path,
+        logs: &Path,
+        cluster: bool,
+        security: Option<&NatsSecurity>,
+    ) {
         let log = logs.join(format!("{}.{}.log", self.name, self.starts));
         self.starts += 1;
         let mut command = Command::new(program);
+        if let Some(security) = security {
+            let config = logs.join(format!("{}.conf", self.name));
+            std::fs::write(&config, self.config(security, cluster)).expect("write nats config");
+            command.arg("-c").arg(&config);
+        } else {
+            self.plain_args(&mut command, cluster);
+        }
+        command
+            .stdin(Stdio::null())
+            .stdout(file(&logs.join(format!("{}.stdout", self.name))))
+            .stderr(file(&log));
+        self.process = Some(Proc::spawn(&self.name, &mut command, vec![log], false));
+    }
+
+    /// The configuration file of a secured server: authorization and TLS (clients must
+    /// present a certificate of the CA) on the client port; routes stay plain on loopback.
+    fn config(&self, security: &NatsSecurity, cluster: bool) -> String {
+        let mut users: Vec<String> = (security.users.iter())
+            .map(|(user, password)| format!("{{user: {user:?}, password: {password:?}}}"))
+            .collect();
+        users.extend(
+            security
+                .nkeys
+                .iter()
+                .map(|key| format!("{{nkey: {key:?}}}")),
+        );
+        let mut config = format!(
+            "server_name: {name:?}\nhost: \"127.0.0.1\"\nport: {port}\n\
+             jetstream {{ store_dir: {store:?} }}\n\
+             tls {{ cert_file: {cert:?}, key_file: {key:?}, ca_file: {ca:?}, verify: true, \
+             timeout: 5 }}\n\
+             authorization {{ users: [ {users} ] }}\n",
+            name = self.name,
+            port = self.client.port(),
+            store = self.store.display().to_string(),
+            cert = security.cert.display().to_string(),
+            key = security.key.display().to_string(),
+            ca = security.ca.display().to_string(),
+            users = users.join(", "),
+        );
+        if cluster {
+            let routes: Vec<String> = self.routes.split(',').map(|r| format!("{r:?}")).collect();
+            config.push_str(&format!(
+                "cluster {{ name: \"tierdb-test\", listen: \"{}\", routes: [ {} ] }}\n",
+                self.route,
+                routes.join(", ")
+            ));
+        }
+        config
+    }
+
+    /// The flags of a server without security.
+    fn plain_args(&self, command: &mut Command, cluster: bool) {
         command
             .args(["-a", "127.0.0.1", "-p"])
             .arg(self.client.port().to_string())
@@ -281,11 +403,6 @@ impl NatsServer {
                 .arg(format!("nats://{}", self.route))
                 .args(["--routes", &self.routes]);
         }
-        command
-            .stdin(Stdio::null())
-            .stdout(file(&logs.join(format!("{}.stdout", self.name))))
-            .stderr(file(&log));
-        self.process = Some(Proc::spawn(&self.name, &mut command, vec![log], false));
     }
 
     /// Waits until the client port accepts connections; an error (with the log) when the

@@ -4,6 +4,7 @@
 pub(crate) mod http;
 pub(crate) mod process;
 pub(crate) mod server;
+pub(crate) mod tls;
 
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};

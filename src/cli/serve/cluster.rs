@@ -57,6 +57,11 @@ pub(super) fn run(
             .into_owned(),
     };
     let tiers = node_tiers(location)?;
+    let credentials = listen.security.credentials(listen.token.as_deref())?;
+    let nats = args.nats.auth()?;
+    let tls = listen.security.tls()?;
+    let peer_tls = listen.security.peer_tls()?;
+    let allowlists = listen.security.allowlists()?;
     let (runtime, listeners) = bind(listen, &location.data_dir)?;
     let http = listeners.addrs()?.0;
     let advertised = match &args.advertise_http {
@@ -72,6 +77,7 @@ pub(super) fn run(
     };
     let settings = NodeSettings {
         urls: urls.clone(),
+        nats,
         name: name.clone(),
         data_dir: location.data_dir.clone(),
         tiers,
@@ -87,7 +93,8 @@ pub(super) fn run(
             max_bytes: (args.log_max_bytes > 0).then_some(args.log_max_bytes),
             replicas: args.log_replicas.unwrap_or(0),
         },
-        token: listen.token.clone(),
+        token: credentials.internal_token(),
+        peer_tls,
     };
     let node = runtime.block_on(Node::start(settings, &advertised))?;
     announce_addresses(&listeners)?;
@@ -97,11 +104,12 @@ pub(super) fn run(
     );
     let stop = shutdown_signal(&runtime)?;
     println!("tierdb: ready");
-    let state = Arc::new(State::with_backend(
-        Arc::new(NodeBackend::new(node)),
-        listen.limits(),
-        listen.token.clone(),
-    ));
+    let state = Arc::new(
+        State::with_backend(Arc::new(NodeBackend::new(node)), listen.limits(), None)
+            .with_credentials(credentials)
+            .with_tls(tls)
+            .with_allowlists(allowlists),
+    );
     runtime.block_on(crate::server::run(state, listeners, stop))?;
     Ok(())
 }

@@ -91,23 +91,39 @@ fn exchange(
     let mut stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(err)?;
     stream.set_read_timeout(Some(timeout)).map_err(err)?;
     stream.set_write_timeout(Some(timeout)).map_err(err)?;
+    let head = request_head(addr, method, path, headers, body.len());
+    stream.write_all(head.as_bytes()).map_err(err)?;
+    stream.write_all(body).map_err(err)?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).map_err(err)?;
+    parse_answer(&raw)
+}
+
+/// The head of a one-request connection (`Connection: close`, a `Content-Length` always).
+pub(crate) fn request_head(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body_len: usize,
+) -> String {
     let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {body_len}\r\n"
     );
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
     head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).map_err(err)?;
-    stream.write_all(body).map_err(err)?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).map_err(err)?;
+    head
+}
 
+/// The status, head (status line and headers) and body of an answer read to EOF: the body
+/// cut to `Content-Length` or de-chunked.
+pub(crate) fn parse_answer(raw: &[u8]) -> Result<(u16, String, Vec<u8>), String> {
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| format!("no end of headers in {:?}", String::from_utf8_lossy(&raw)))?;
+        .ok_or_else(|| format!("no end of headers in {:?}", String::from_utf8_lossy(raw)))?;
     let head = String::from_utf8_lossy(&raw[..split]).into_owned();
     let mut body = raw[split + 4..].to_vec();
     let status_line = head.lines().next().unwrap_or_default();

@@ -211,7 +211,8 @@ impl Proc {
             } else if let Some(url) = line.strip_prefix("tierdb: dashboard at ") {
                 let url = url.trim();
                 assert!(
-                    url.starts_with("http://127.0.0.1:") && url.ends_with('/'),
+                    (url.starts_with("http://127.0.0.1:") || url.starts_with("https://127.0.0.1:"))
+                        && url.ends_with('/'),
                     "{line:?}: not a local page address"
                 );
                 dashboard = Some(url.to_string());
