@@ -2,9 +2,8 @@
 //! selector is the one grammar of `GET /api/v1/series` and `tierdb series` (a name glob,
 //! `{k=v,k!=v}` with value globs, Graphite's `;k=v` form, `tag=` parameters).
 //!
-//! Who may call it is decided in one place, the API's token check (`http::authorize`, which
-//! wraps every API route): today the server's one token. With role tokens this is an admin
-//! action.
+//! Who may call it is decided in one place, the API's token check (`auth::required_role`: a
+//! `DELETE` needs the admin role, or the all-roles `--token`).
 
 use std::sync::Arc;
 
