@@ -79,6 +79,8 @@ fn render_vs_aggregate(c: &mut Criterion) {
         until: to - 60,
         max_data_points: Some(1_500),
         default_max_points: 1_500,
+        x_files_factor: 0.0,
+        now: 0,
     };
     // The same 1,440 points, the same sums.
     let want = engine.aggregate(&aggregate).expect("aggregate");
