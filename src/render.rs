@@ -2,13 +2,15 @@
 //! (`expr`), path patterns ([`PathPattern`]), `/metrics/find` ([`find`]) and `/render`
 //! evaluation ([`render`]) over series read through the [`Source`] trait. All of it is
 //! storage-independent except `stored`, the [`Source`] over an engine's [`crate::Reader`]
-//! and the grid ([`RenderGrid`]) it reads on, which a cluster node also hands its owners.
+//! and the grid ([`RenderGrid`]) it reads on, which a cluster node also hands its owners,
+//! and `cache`, which keeps what a single node's renders read for the next refresh.
 //!
 //! Series keep their stored buckets while their values are still the buckets' values, so
 //! rates of counters, summarize averages and extremes of gauges, and consolidation to
 //! `maxDataPoints` merge buckets exactly instead of re-averaging averages.
 
 mod aggfunc;
+pub mod cache;
 mod expr;
 mod find;
 mod functions;

@@ -10,6 +10,7 @@ use super::budget::ReadBudget;
 use super::query::Display;
 use super::query::{self, HeldFiles, PointGrid, Query, QueryResult};
 use super::tier_choice::{self, TierChoice};
+use super::write_log::WriteLog;
 use crate::bucket::Bucket;
 use crate::clock::Clock;
 use crate::config::TiersConfig;
@@ -31,6 +32,7 @@ pub struct Reader<'a> {
     registry: &'a Registry,
     kinds: &'a CounterTable,
     clock: &'a dyn Clock,
+    writes: &'a WriteLog,
 }
 
 impl<'a> Reader<'a> {
@@ -41,6 +43,7 @@ impl<'a> Reader<'a> {
         registry: &'a Registry,
         kinds: &'a CounterTable,
         clock: &'a dyn Clock,
+        writes: &'a WriteLog,
     ) -> Reader<'a> {
         Reader {
             config,
@@ -49,7 +52,13 @@ impl<'a> Reader<'a> {
             registry,
             kinds,
             clock,
+            writes,
         }
+    }
+
+    /// The engine's writes by generation: what may have changed since an earlier read.
+    pub(crate) fn writes(&self) -> &'a WriteLog {
+        self.writes
     }
 
     /// The tiers read.
