@@ -997,3 +997,60 @@ fn series_by_tag_and_the_tag_api() {
     let (status, text) = server.get("/metrics/find?query=seriesByTag('name=cpu.load')");
     assert_eq!(status, 400, "{text}");
 }
+
+/// A dashboard refresh answered through the render cache sees a sample written after the
+/// cached render, in the still-filling minute and an hour back, and `/metrics` shows the
+/// cache's memory and how its reads were answered.
+#[test]
+fn a_write_after_a_cached_render_is_seen() {
+    let server = server_with_data(None);
+    let panel = format!(
+        "target=sumSeries(servers.*.cpu)&from={}&until={NOW}",
+        NOW - 7200
+    );
+    let sum_at = |answer: &Value, at: i64| -> f64 {
+        (answer[0]["datapoints"].as_array().unwrap().iter())
+            .find(|p| p[1] == at)
+            .and_then(|p| p[0].as_f64())
+            .unwrap_or_else(|| panic!("no value at {at}: {answer}"))
+    };
+    let first = render(&server, &panel);
+    assert_eq!(render(&server, &panel), first);
+    let write = |ts: i64, value: f64| {
+        let body = json!([{"series": "servers.web2.cpu", "ts": ts, "value": value}]);
+        let body = serde_json::to_vec(&body).unwrap();
+        let (status, text) = server.request("POST", "/api/v1/write", &[], &body);
+        assert_eq!(status, 204, "{text}");
+    };
+    // The still-filling minute (the clock's, no sample yet): web2 alone is 1,000 there.
+    write(NOW, 1_000.0);
+    let now = render(&server, &panel);
+    assert_eq!(sum_at(&now, NOW), 1_000.0);
+    // A late sample, an hour back: web2's minute averages its two samples.
+    let late = NOW - 3600;
+    write(late, 1_000.0);
+    let after = render(&server, &panel);
+    assert_eq!(
+        sum_at(&after, late) - sum_at(&now, late),
+        (1_000.0 - sum_at_web2(late)) / 2.0
+    );
+    let metrics = server.get("/metrics").1;
+    for line in [
+        "tierdb_render_cache_capacity_bytes 67108864",
+        "tierdb_render_cache_entries 1",
+        "tierdb_render_cache_reads_total{answer=\"hit\"} 1",
+        "tierdb_render_cache_reads_total{answer=\"partial\"} 2",
+        "tierdb_render_cache_reads_total{answer=\"miss\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in:\n{metrics}");
+    }
+    assert!(
+        !metrics.contains("tierdb_render_cache_bytes 0\n"),
+        "{metrics}"
+    );
+}
+
+/// servers.web2.cpu's fixture value at `ts` (see [`FIXTURE`]).
+fn sum_at_web2(ts: i64) -> f64 {
+    (20 + ((ts - START) / 60) % 4) as f64
+}
