@@ -32,6 +32,8 @@ pub struct Reader<'a> {
     registry: &'a Registry,
     kinds: &'a CounterTable,
     clock: &'a dyn Clock,
+    /// Read by the render cache, which comes with the server.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     writes: &'a WriteLog,
 }
 
@@ -57,6 +59,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The engine's writes by generation: what may have changed since an earlier read.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn writes(&self) -> &'a WriteLog {
         self.writes
     }

@@ -28,6 +28,7 @@ struct Log {
 }
 
 /// What changed after a generation.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Changed {
     /// Nothing was written.
@@ -55,6 +56,7 @@ impl WriteLog {
 
     /// The generation now: everything noted up to it is stored, so a read begun after this
     /// call sees it.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn generation(&self) -> u64 {
         self.inner
             .lock()
@@ -63,6 +65,7 @@ impl WriteLog {
     }
 
     /// What was written after generation `since` (up to now).
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn changed_since(&self, since: u64) -> Changed {
         let log = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if since >= log.generation {
