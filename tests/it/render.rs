@@ -723,15 +723,15 @@ fn render_and_find_need_the_token_when_one_is_set() {
 }
 
 /// `/functions` lists exactly what `/render` dispatches: every listed name evaluates (at
-/// worst refusing its arguments, never as an unknown function), and a graphite-web function
-/// tierdb lacks is neither listed nor evaluated. `/version` answers 1.1.8, from which Grafana
-/// detects Graphite 1.1.
+/// worst refusing its arguments, never as an unknown function), all 151 of graphite-web
+/// 1.1's, and a name that is no function is neither listed nor evaluated. `/version` answers
+/// 1.1.8, from which Grafana detects Graphite 1.1.
 #[test]
 fn functions_list_what_render_dispatches() {
     let server = server_with_data(None);
     let listed = server.json("/functions");
     let listed = listed.as_object().expect("an object by name");
-    assert!(listed.len() > 100, "{}", listed.len());
+    assert_eq!(listed.len(), 151);
     for (name, entry) in listed {
         assert_eq!(entry["name"], json!(name));
         assert_eq!(entry["module"], json!("graphite.render.functions"));
@@ -749,11 +749,13 @@ fn functions_list_what_render_dispatches() {
         "movingAverage",
         "asPercent",
         "hitcount",
+        "events",
+        "aliasQuery",
+        "reduceSeries",
     ] {
         assert!(listed.contains_key(name), "{name}");
     }
-    // graphite-web's events and aliasQuery are not evaluated, so not listed.
-    for name in ["events", "aliasQuery", "nope"] {
+    for name in ["nope", "fooBar"] {
         assert!(!listed.contains_key(name), "{name}");
         let (status, text) = server.get(&format!("/render?target={name}('x')&from=-1h"));
         assert_eq!(status, 400, "{text}");
