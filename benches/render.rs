@@ -237,10 +237,17 @@ fn group_by_node_vs_group_by(c: &mut Criterion) {
         }
     }
 
+    // The control the earlier figures used: the same sum, not grouped.
+    let ungrouped =
+        AggregateQuery::new(Selector::new("host*.cpu*.load"), Aggregation::Sum, from, to)
+            .tier("1m");
     let mut group = c.benchmark_group("group_by_10k_series_24h_at_1m");
     group.sample_size(10);
     group.bench_function("aggregate_sum_group_by_host", |b| {
         b.iter(|| engine.aggregate(&aggregate).unwrap())
+    });
+    group.bench_function("aggregate_sum_ungrouped", |b| {
+        b.iter(|| engine.aggregate(&ungrouped).unwrap())
     });
     group.bench_function("group_by_node_sum_series", |b| b.iter(|| render(&by_node)));
     group.bench_function("group_by_tags_sum_series", |b| b.iter(|| render(&by_tags)));
