@@ -272,15 +272,17 @@ impl Series {
             None => values.collect(),
         };
         let xff = self.xff();
-        let values = if xff > 0.0 {
-            (values.into_iter().zip(self.values.chunks(k)))
+        let (values, buckets) = if xff > 0.0 {
+            // Values the xFilesFactor nulls are no longer their buckets'.
+            let values = (values.into_iter().zip(self.values.chunks(k)))
                 .map(|(v, chunk)| {
                     let known = chunk.iter().flatten().count();
                     v.filter(|_| enough_known(known, k as f64, xff))
                 })
-                .collect()
+                .collect();
+            (values, None)
         } else {
-            values
+            (values, buckets)
         };
         Series {
             step: self.step * k as i64,
