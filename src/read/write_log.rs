@@ -9,9 +9,10 @@ use std::sync::Mutex;
 
 use crate::time::Timestamp;
 
-/// How many recent writes are remembered; a reader whose moment is older than all of them
-/// is told that anything may have changed.
-const REMEMBERED: usize = 65_536;
+/// How many distinct steps of the earliest-time history are kept; beyond it, older
+/// neighbours are merged, which can only make an answer earlier (more read again), never
+/// later. The newest half is always exact.
+const REMEMBERED: usize = 4_096;
 
 /// The writes since open, by generation.
 #[derive(Debug, Default)]
@@ -23,8 +24,13 @@ pub(crate) struct WriteLog {
 struct Log {
     /// Generation of the last write noted; 0 before any.
     generation: u64,
-    /// `(generation, earliest time written)` of the last [`REMEMBERED`] writes, oldest first.
-    recent: VecDeque<(u64, Timestamp)>,
+    /// `(generation, time)`: the earliest time written by the writes after the previous
+    /// entry's generation up to this one's, for the writes of that generation and those
+    /// before it down to the previous entry. Times strictly increase from front to back, so
+    /// the earliest time written after a generation is the time of the first entry past it:
+    /// a write whose time is at or before an older entry's makes that entry redundant, and it
+    /// is dropped.
+    steps: VecDeque<(u64, Timestamp)>,
 }
 
 /// What changed after a generation.
@@ -36,8 +42,6 @@ pub(crate) enum Changed {
     /// Writes stored samples at this time and later only: buckets ending at or before it are
     /// as they were.
     From(Timestamp),
-    /// Too long ago to tell: anything may have changed.
-    Unknown,
 }
 
 impl WriteLog {
@@ -48,10 +52,23 @@ impl WriteLog {
         let mut log = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         log.generation += 1;
         let generation = log.generation;
-        if log.recent.len() == REMEMBERED {
-            log.recent.pop_front();
+        // Older steps at or after this time tell nothing this one does not.
+        while log.steps.back().is_some_and(|&(_, at)| at >= earliest) {
+            log.steps.pop_back();
         }
-        log.recent.push_back((generation, earliest));
+        log.steps.push_back((generation, earliest));
+        if log.steps.len() > REMEMBERED {
+            // Merge neighbours in the older half, keeping the later generation and the
+            // earlier time: a read after a generation inside a merged pair is told the
+            // earlier time. The newer half stays exact.
+            let half = log.steps.len() / 2;
+            let newer = log.steps.split_off(half);
+            let older: Vec<(u64, Timestamp)> = log.steps.drain(..).collect();
+            log.steps = (older.chunks(2))
+                .map(|pair| (pair[pair.len() - 1].0, pair[0].1))
+                .chain(newer)
+                .collect();
+        }
     }
 
     /// The generation now: everything noted up to it is stored, so a read begun after this
@@ -64,23 +81,22 @@ impl WriteLog {
             .generation
     }
 
-    /// What was written after generation `since` (up to now).
+    /// What was written after generation `since` (up to now): the earliest time, exact
+    /// within the newest half of [`REMEMBERED`] steps, earlier (never later) before them.
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn changed_since(&self, since: u64) -> Changed {
         let log = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if since >= log.generation {
             return Changed::Nothing;
         }
-        // Every generation after `since` must still be remembered.
-        match log.recent.front() {
-            Some(&(oldest, _)) if oldest <= since + 1 => {}
-            _ => return Changed::Unknown,
+        let first_after = log
+            .steps
+            .partition_point(|&(generation, _)| generation <= since);
+        match log.steps.get(first_after) {
+            Some(&(_, at)) => Changed::From(at),
+            // Unreachable while the last write is kept; said safely all the same.
+            None => Changed::From(Timestamp::MIN),
         }
-        let earliest = (log.recent.iter().rev())
-            .take_while(|&&(generation, _)| generation > since)
-            .map(|&(_, at)| at)
-            .min();
-        earliest.map_or(Changed::Nothing, Changed::From)
     }
 }
 
@@ -99,15 +115,34 @@ mod tests {
         log.note(300);
         log.note(1_000);
         assert_eq!(log.changed_since(moment), Changed::From(300));
+        assert_eq!(log.changed_since(moment + 1), Changed::From(300));
         assert_eq!(log.changed_since(moment + 2), Changed::From(1_000));
         assert_eq!(log.changed_since(0), Changed::From(300));
-        for _ in 0..REMEMBERED {
-            log.note(2_000);
+    }
+
+    /// Against the plain minimum over every write, for a long history with late writes:
+    /// exact over the recent steps, never later than the truth before them.
+    #[test]
+    fn a_long_history_is_never_told_later_than_it_was() {
+        let log = WriteLog::default();
+        let mut written = Vec::new();
+        for i in 0..(3 * REMEMBERED as i64) {
+            // Mostly the clock's time; every seventh write a late one.
+            let at = if i % 7 == 3 { i - 500 } else { i };
+            log.note(at);
+            written.push(at);
         }
-        assert_eq!(log.changed_since(moment), Changed::Unknown);
-        assert_eq!(
-            log.changed_since(log.generation() - 1),
-            Changed::From(2_000)
-        );
+        let len = written.len() as u64;
+        for since in (0..len).step_by(97).chain([len - 1, len - 2]) {
+            let truth = *written[since as usize..].iter().min().unwrap();
+            let Changed::From(told) = log.changed_since(since) else {
+                panic!("{since}: nothing");
+            };
+            assert!(told <= truth, "{since}: told {told}, truth {truth}");
+            if since + 1_000 > len {
+                assert_eq!(told, truth, "{since}");
+            }
+        }
+        assert!(log.inner.lock().unwrap().steps.len() <= REMEMBERED);
     }
 }

@@ -8,8 +8,8 @@
 //! keeps the entry's points that no write since can have touched (those before the bucket
 //! holding the earliest time written since) and that the new grid still covers, and reads
 //! the rest from storage: the still-filling bucket, any bucket a late sample touched, and the
-//! buckets the window slid onto. A series created since (the registry grew) or a write too
-//! old to tell invalidates the entry whole. So an answer from the cache is the answer
+//! buckets the window slid onto. A series created since (the registry grew) invalidates the
+//! entry whole. So an answer from the cache is the answer
 //! storage gives, never an older one.
 //!
 //! The entries' memory is bounded (`capacity` bytes; the least recently used go first) and
@@ -243,6 +243,10 @@ impl RenderCache {
         let data = match kept {
             Some((head, kept)) if kept == points => {
                 self.hits.fetch_add(1, Ordering::Relaxed);
+                if self.holds_grid(&key, grid) {
+                    // The entry is this very read: nothing to store again.
+                    return Ok(Some(head));
+                }
                 Some(head)
             }
             Some((head, kept)) => {
@@ -311,7 +315,6 @@ impl RenderCache {
         let valid_end = match reader.writes().changed_since(entry.as_of) {
             Changed::Nothing => cached_end,
             Changed::From(t) => cached_end.min(t.saturating_sub(t.rem_euclid(step))),
-            Changed::Unknown => return None,
         };
         let grid_end = grid.first + grid.points as i64 * step;
         let keep_end = valid_end.min(grid_end);
@@ -321,6 +324,11 @@ impl RenderCache {
         let skip = ((grid.first - cached.first) / step) as usize;
         let keep = ((keep_end - grid.first) / step) as usize;
         Some((entry.data.slice(skip, keep, grid.first)?, keep))
+    }
+
+    /// True when `key`'s entry is on `grid` exactly.
+    fn holds_grid(&self, key: &Key, grid: &RenderGrid) -> bool {
+        self.lock().map.get(key).is_some_and(|e| e.grid == *grid)
     }
 
     /// Keeps `data`, read on `grid` at generation `as_of` with `series` series registered,
