@@ -25,6 +25,7 @@ use crate::error::Result;
 use crate::read::aggregate::{AggregateQuery, AggregateResult};
 use crate::read::query::{Query, QueryResult};
 use crate::read::reader::Reader;
+use crate::read::write_log::WriteLog;
 use crate::registry::{Registry, SeriesId};
 use crate::sample::{BatchReport, RawCounts, Sample};
 use crate::storage::counter_journal::Undo;
@@ -63,6 +64,8 @@ pub(crate) struct Shared {
     pub(crate) tally: IngestTally,
     /// Series kinds and counters' last values.
     pub(crate) counter_table: CounterTable,
+    /// Every completed write by generation, for readers that cache answers.
+    pub(crate) write_log: WriteLog,
     /// Chunks created for the current and ahead periods of every tier so far.
     chunks_ready: AtomicU32,
     /// Failed maintenance passes, and the last failure.
@@ -118,6 +121,7 @@ impl Shared {
             clock,
             tally: IngestTally::default(),
             counter_table,
+            write_log: WriteLog::default(),
             chunks_ready: AtomicU32::new(0),
             stopping: std::sync::atomic::AtomicBool::new(false),
             maintenance: MaintenanceHealth::default(),
@@ -305,6 +309,7 @@ impl Engine {
             &shared.registry,
             &shared.counter_table,
             &*shared.clock,
+            &shared.write_log,
         )
     }
 
@@ -358,9 +363,10 @@ impl Engine {
     /// record it.
     pub fn declare_kind(&self, id: SeriesId, kind: SeriesKind) -> Result<()> {
         self.check_writable()?;
-        self.shared
-            .counter_table
-            .declare(id, kind, &self.shared.registry)
+        let declared = (self.shared.counter_table).declare(id, kind, &self.shared.registry);
+        // A series' kind decides how every one of its buckets reads.
+        self.shared.write_log.note(Timestamp::MIN);
+        declared
     }
 
     /// The engine clock's current time.
@@ -548,9 +554,14 @@ impl Engine {
                 counter.fetch_add(count, Ordering::Relaxed);
             }
         }
-        report.raw = self
-            .writers
-            .run(parts, &bounds.windows, bounds.raw_window)?;
+        let earliest = parts.iter().flatten().map(|s| s.ts).min();
+        let ran = self.writers.run(parts, &bounds.windows, bounds.raw_window);
+        if let Some(earliest) = earliest {
+            // Noted once stored (or once a writer failed, whatever it stored): a read begun
+            // after this sees the batch.
+            self.shared.write_log.note(earliest);
+        }
+        report.raw = ran?;
         if !report.raw.is_empty() {
             tally
                 .raw

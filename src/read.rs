@@ -7,7 +7,8 @@
 //!   and a clock alone, so a cluster node without an engine chooses as an engine would;
 //! - [`query`]: one series at a zoom level ([`query::Query`], [`query::PointGrid`]);
 //! - [`aggregate`]: reads across series, grouped by tag, mergeable across nodes;
-//! - [`budget`]: what one read request may read in all.
+//! - [`budget`]: what one read request may read in all;
+//! - [`write_log`]: which buckets may have changed since a moment, for caches of answers.
 //!
 //! The read side sits above storage, the registry and counters, and below the engine, which
 //! hands out a [`Reader`] ([`crate::Engine::reader`]) and offers its reads as shortcuts.
@@ -17,3 +18,4 @@ pub(crate) mod budget;
 pub(crate) mod query;
 pub(crate) mod reader;
 pub(crate) mod tier_choice;
+pub(crate) mod write_log;

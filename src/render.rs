@@ -2,13 +2,15 @@
 //! (`expr`), path patterns ([`PathPattern`]), `/metrics/find` ([`find`]) and `/render`
 //! evaluation ([`render`]) over series read through the [`Source`] trait. All of it is
 //! storage-independent except `stored`, the [`Source`] over an engine's [`crate::Reader`]
-//! and the grid ([`RenderGrid`]) it reads on, which a cluster node also hands its owners.
+//! and the grid ([`RenderGrid`]) it reads on, which a cluster node also hands its owners,
+//! and `cache`, which keeps what a single node's renders read for the next refresh.
 //!
 //! Series keep their stored buckets while their values are still the buckets' values, so
 //! rates of counters, summarize averages and extremes of gauges, and consolidation to
 //! `maxDataPoints` merge buckets exactly instead of re-averaging averages.
 
 mod aggfunc;
+pub mod cache;
 mod expr;
 mod find;
 mod functions;
@@ -180,6 +182,13 @@ pub struct RenderRequest {
     pub max_data_points: Option<u32>,
     /// The budget when the request gives none.
     pub default_max_points: u32,
+    /// graphite-web's `xFilesFactor` parameter: the share of a window's points that must be
+    /// known for consolidation and the functions that aggregate to give it a value (0, its
+    /// default, asks for one).
+    pub x_files_factor: f64,
+    /// The clock, unix seconds: `now` and relative times in function arguments
+    /// (`timeSlice(x, "-1h")`, `verticalLine("-5min")`) are counted from it.
+    pub now: i64,
 }
 
 /// One rendered series, serialized as graphite-web's json format:
@@ -237,12 +246,15 @@ pub fn render(
         .unwrap_or(request.default_max_points)
         .max(1);
     let stacks = functions::Stacks::default();
+    let x_files_factor = std::cell::Cell::new(request.x_files_factor);
     let cx = functions::Context {
         source,
         from: request.from,
         until: request.until,
         budget,
         stacks: &stacks,
+        x_files_factor: &x_files_factor,
+        now: request.now,
     };
     let targets: Vec<expr::Expr> = (request.targets.iter())
         .map(|target| expr::parse_target(target))

@@ -102,6 +102,9 @@ impl Engine {
         let gone_ids: Vec<SeriesId> = gone.iter().map(|(id, _)| *id).collect();
         shared.refuse_deleted(&gone_ids);
         let (cells_cleared, raw_points) = shared.clear_slots(&gone_ids, true)?;
+        // Every bucket of the deleted series changed: answers kept from before (the render
+        // cache) are read again.
+        shared.write_log.note(crate::time::Timestamp::MIN);
         self.flush()?;
         remove_intent(&shared.dir)?;
         Ok(Deleted {

@@ -51,7 +51,9 @@ impl Rewind<'_> {
     pub(crate) fn restore_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
         self.engine.check_writable()?;
         self.engine.shared.check_poison()?;
-        self.engine.shared.storage.overwrite_cells(cells)
+        let changed = self.engine.shared.storage.overwrite_cells(cells);
+        (self.engine.shared.write_log).note(crate::time::Timestamp::MIN);
+        changed
     }
 
     /// Series `id`'s counter state record (flags with the declared kind, a counter's last

@@ -10,6 +10,7 @@ use super::budget::ReadBudget;
 use super::query::Display;
 use super::query::{self, HeldFiles, PointGrid, Query, QueryResult};
 use super::tier_choice::{self, TierChoice};
+use super::write_log::WriteLog;
 use crate::bucket::Bucket;
 use crate::clock::Clock;
 use crate::config::TiersConfig;
@@ -31,6 +32,9 @@ pub struct Reader<'a> {
     registry: &'a Registry,
     kinds: &'a CounterTable,
     clock: &'a dyn Clock,
+    /// Read by the render cache, which comes with the server.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    writes: &'a WriteLog,
 }
 
 impl<'a> Reader<'a> {
@@ -41,6 +45,7 @@ impl<'a> Reader<'a> {
         registry: &'a Registry,
         kinds: &'a CounterTable,
         clock: &'a dyn Clock,
+        writes: &'a WriteLog,
     ) -> Reader<'a> {
         Reader {
             config,
@@ -49,7 +54,14 @@ impl<'a> Reader<'a> {
             registry,
             kinds,
             clock,
+            writes,
         }
+    }
+
+    /// The engine's writes by generation: what may have changed since an earlier read.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn writes(&self) -> &'a WriteLog {
+        self.writes
     }
 
     /// The tiers read.

@@ -1,5 +1,6 @@
-//! The target grammar: a path pattern, or `func(arg, ...)` whose arguments are nested
-//! targets, numbers, quoted strings or booleans. Errors name the column at fault.
+//! The target grammar: a path pattern, or `func(arg, ..., name=arg, ...)` whose arguments
+//! are nested targets, numbers, quoted strings or booleans, positional ones first and then
+//! keyword ones (graphite-web's `kwargs`). Errors name the column at fault.
 
 #[cfg(test)]
 mod tests;
@@ -16,10 +17,13 @@ const MAX_DEPTH: usize = 64;
 pub(crate) enum Expr {
     /// A path pattern, as written.
     Path(String),
-    /// `name(args)`; `text` is the call as written, for names such as `sumSeries(...)`.
+    /// `name(args, keyword=arg)`; `text` is the call as written, for names such as
+    /// `sumSeries(...)`.
     Call {
         name: String,
         args: Vec<Expr>,
+        /// The keyword arguments (`func="max"`), in the order written.
+        kwargs: Vec<(String, Expr)>,
         text: String,
     },
     /// A number written without a point or exponent, kept whole so names print it as
@@ -29,6 +33,13 @@ pub(crate) enum Expr {
     /// A quoted string with `\<quote>` unescaped and any other backslash kept (`\1`).
     Str(String),
     Bool(bool),
+    /// A parameter left to its default while a later one is given by keyword
+    /// (`summarize(x, "1h", alignToFrom=true)` leaves `func`): never written, only made when
+    /// keyword arguments are put in their places.
+    Absent,
+    /// Series already evaluated, handed to a function as an argument by `reduceSeries`
+    /// (graphite-web calls the reduce function on lists it holds); never parsed.
+    Evaluated(Vec<super::series::Series>),
 }
 
 impl Expr {
@@ -39,8 +50,16 @@ impl Expr {
             Expr::Path(path) => f(path),
             // A tag query selects series as a path does, and is charged as one.
             Expr::Call { name, text, .. } if name == "seriesByTag" => f(text),
-            Expr::Call { args, .. } => args.iter().try_for_each(|arg| arg.for_each_path(f)),
-            Expr::Int(_) | Expr::Number(_) | Expr::Str(_) | Expr::Bool(_) => Ok(()),
+            Expr::Call { args, kwargs, .. } => {
+                args.iter().try_for_each(|arg| arg.for_each_path(f))?;
+                kwargs.iter().try_for_each(|(_, arg)| arg.for_each_path(f))
+            }
+            Expr::Int(_)
+            | Expr::Number(_)
+            | Expr::Str(_)
+            | Expr::Bool(_)
+            | Expr::Absent
+            | Expr::Evaluated(_) => Ok(()),
         }
     }
 
@@ -52,6 +71,10 @@ impl Expr {
             Expr::Number(n) => n.to_string(),
             Expr::Str(s) => format!("{s:?}"),
             Expr::Bool(b) => b.to_string(),
+            Expr::Absent => "None".to_owned(),
+            Expr::Evaluated(list) => (list.iter().map(|s| s.name.as_str()))
+                .collect::<Vec<_>>()
+                .join(","),
         }
     }
 }
@@ -158,12 +181,28 @@ impl<'a> Parser<'a> {
         let name = name.to_owned();
         self.pos += 1; // `(`
         let mut args = Vec::new();
+        let mut kwargs: Vec<(String, Expr)> = Vec::new();
         self.skip_blanks();
         if self.peek() == Some(')') {
             self.pos += 1;
         } else {
             loop {
-                args.push(self.expr(depth + 1)?);
+                self.skip_blanks();
+                let at = self.pos;
+                match self.keyword() {
+                    Some(keyword) => {
+                        if kwargs.iter().any(|(k, _)| *k == keyword) {
+                            let what = format!("keyword argument `{keyword}` given twice");
+                            return Err(self.error(at, &what));
+                        }
+                        kwargs.push((keyword, self.expr(depth + 1)?));
+                    }
+                    None if !kwargs.is_empty() => {
+                        let what = "a positional argument after keyword arguments";
+                        return Err(self.error(at, what));
+                    }
+                    None => args.push(self.expr(depth + 1)?),
+                }
                 self.skip_blanks();
                 match self.peek() {
                     Some(',') => self.pos += 1,
@@ -183,7 +222,34 @@ impl<'a> Parser<'a> {
             }
         }
         let text = self.text[start..self.pos].to_owned();
-        Ok(Expr::Call { name, args, text })
+        Ok(Expr::Call {
+            name,
+            args,
+            kwargs,
+            text,
+        })
+    }
+
+    /// `name=` (blanks allowed around `=`) at the cursor, as graphite-web's grammar reads a
+    /// keyword argument: consumed and its name answered; `None`, the cursor unmoved, when
+    /// the argument is positional (a path such as `cpu;host=a` does not start with an
+    /// identifier and `=`).
+    fn keyword(&mut self) -> Option<String> {
+        let rest = &self.text[self.pos..];
+        let len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let name = &rest[..len];
+        if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+            return None;
+        }
+        let after = rest[len..].trim_start();
+        let value = after.strip_prefix('=')?;
+        if value.starts_with(['=', '~']) {
+            return None;
+        }
+        self.pos += rest.len() - value.len();
+        Some(name.to_owned())
     }
 
     /// A string in `quote`s: `\` before the quote escapes it; any other backslash is kept

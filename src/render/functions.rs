@@ -8,6 +8,7 @@ mod alias;
 mod calculate;
 mod combine;
 mod filter;
+mod mapreduce;
 mod special;
 pub(crate) mod table;
 #[cfg(test)]
@@ -36,6 +37,12 @@ pub(crate) struct Context<'a> {
     pub(crate) budget: &'a ReadBudget,
     /// `stacked`'s running totals, shared by the request's targets.
     pub(crate) stacks: &'a Stacks,
+    /// graphite-web's `requestContext['xFilesFactor']`: the request's, until
+    /// `setXFilesFactor` sets it for everything evaluated after it (later targets too, as
+    /// in graphite-web). Series take it when they are fetched or made.
+    pub(crate) x_files_factor: &'a std::cell::Cell<f64>,
+    /// The request's clock, for times in arguments (`timeSlice`, `verticalLine`).
+    pub(crate) now: i64,
 }
 
 impl Context<'_> {
@@ -61,20 +68,83 @@ pub(crate) fn eval(expr: &Expr, cx: &Context<'_>) -> Result<Vec<Series>> {
         Expr::Path(path) => {
             let pattern = PathPattern::parse(path)?;
             let fetched = cx.source.fetch(&pattern, cx.from, cx.until)?;
-            let series = |f| Series::fetched(f, path);
+            let xff = cx.x_files_factor.get();
+            let series = |f| Series {
+                x_files_factor: Some(xff),
+                ..Series::fetched(f, path)
+            };
             Ok(fetched.into_iter().map(series).collect())
         }
-        Expr::Call { name, args, text } => {
+        Expr::Call {
+            name,
+            args,
+            kwargs,
+            text,
+        } => {
             let function = table::function(name)
                 .ok_or_else(|| Error::InvalidQuery(format!("unknown function {name:?}")))?;
-            let a = Args::new(function, args, text)?;
-            (function.eval)(&a, cx)
+            let args = positional(function, args, kwargs)?;
+            let a = Args::new(function, &args, text, cx.x_files_factor)?;
+            let mut list = (function.eval)(&a, cx)?;
+            // What the function made anew takes the request's xFilesFactor as it is now.
+            let xff = cx.x_files_factor.get();
+            for s in &mut list {
+                s.x_files_factor.get_or_insert(xff);
+            }
+            Ok(list)
         }
         other => Err(Error::InvalidQuery(format!(
             "expected a path or a function call, found {}",
             other.text()
         ))),
     }
+}
+
+/// The arguments of a call with its keyword arguments put in the places of the parameters
+/// they name, as Python binds them; a parameter between the positional ones and a keyword
+/// one is [`Expr::Absent`] (its default). Borrowed when there are no keyword arguments.
+///
+/// # Errors
+///
+/// [`Error::InvalidQuery`] naming the function and the keyword when no parameter has its
+/// name, when it names a parameter already given by position, or a repeating one (`*nodes`,
+/// which Python takes by position only).
+fn positional<'e>(
+    function: &Function,
+    args: &'e [Expr],
+    kwargs: &[(String, Expr)],
+) -> Result<std::borrow::Cow<'e, [Expr]>> {
+    if kwargs.is_empty() {
+        return Ok(std::borrow::Cow::Borrowed(args));
+    }
+    let params = function.params();
+    let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+    let wrong = |what: String| Error::InvalidQuery(format!("{}: {what}", function.name));
+    let mut out = args.to_vec();
+    for (keyword, value) in kwargs {
+        let Some(at) = params.iter().position(|p| p.name == *keyword) else {
+            return Err(wrong(format!(
+                "has no parameter named {keyword:?} (its parameters: {})",
+                names.join(", ")
+            )));
+        };
+        if params[at].multiple {
+            return Err(wrong(format!(
+                "{keyword} repeats and is given by position only, not as {keyword}=..."
+            )));
+        }
+        if at < args.len() {
+            return Err(wrong(format!(
+                "argument {} ({keyword}) is given both by position and by keyword",
+                at + 1
+            )));
+        }
+        if out.len() <= at {
+            out.resize(at + 1, Expr::Absent);
+        }
+        out[at] = value.clone();
+    }
+    Ok(std::borrow::Cow::Owned(out))
 }
 
 /// The longest time offset or interval a function takes, seconds (400 years): far beyond any
@@ -97,21 +167,34 @@ pub(crate) struct Args<'a> {
     args: &'a [Expr],
     /// The call as written (`seriesByTag` selects by it, as a path).
     call: &'a str,
+    /// The request's xFilesFactor ([`Context::x_files_factor`]), read when a function
+    /// aggregates, after its arguments are evaluated.
+    x_files_factor: &'a std::cell::Cell<f64>,
 }
 
 impl<'a> Args<'a> {
     /// Checks the count of `args` against `function`'s signature.
-    fn new(function: &'a Function, args: &'a [Expr], call: &'a str) -> Result<Args<'a>> {
+    fn new(
+        function: &'a Function,
+        args: &'a [Expr],
+        call: &'a str,
+        x_files_factor: &'a std::cell::Cell<f64>,
+    ) -> Result<Args<'a>> {
         let params = function.params();
         let a = Args {
             name: function.name,
             params,
             args,
             call,
+            x_files_factor,
         };
         let required = a.params.iter().filter(|p| p.required).count();
         let multiple = a.params.last().is_some_and(|p| p.multiple);
         let n = args.len();
+        if let Some(i) = (0..n).find(|&i| a.params.get(i).is_some_and(|p| p.required) && !a.has(i))
+        {
+            return Err(a.wrong(i, "is required"));
+        }
         if n < required || (!multiple && n > a.params.len()) {
             let expected = match (multiple, required == a.params.len()) {
                 (true, _) => format!("at least {required}"),
@@ -127,12 +210,25 @@ impl<'a> Args<'a> {
         Ok(a)
     }
 
+    /// The request's xFilesFactor as it is now (graphite-web's
+    /// `requestContext.get('xFilesFactor')`).
+    fn request_xff(&self) -> f64 {
+        self.x_files_factor.get()
+    }
+
     fn len(&self) -> usize {
         self.args.len()
     }
 
+    /// True when argument `i` is given (by position or keyword).
     fn has(&self, i: usize) -> bool {
-        i < self.args.len()
+        self.arg(i).is_some()
+    }
+
+    /// Argument `i` when given; `None` when it is not, or is left to its default before a
+    /// keyword argument.
+    fn arg(&self, i: usize) -> Option<&'a Expr> {
+        self.args.get(i).filter(|e| !matches!(e, Expr::Absent))
     }
 
     fn invalid(&self, what: &str) -> Error {
@@ -161,6 +257,7 @@ impl<'a> Args<'a> {
     fn series(&self, i: usize, cx: &Context<'_>) -> Result<Vec<Series>> {
         match &self.args[i] {
             e @ (Expr::Path(_) | Expr::Call { .. }) => eval(e, cx),
+            Expr::Evaluated(list) => Ok(list.clone()),
             _ => Err(self.wrong(i, "must be a series list (a path or a function call)")),
         }
     }
@@ -235,7 +332,7 @@ impl<'a> Args<'a> {
     }
 
     fn boolean_or(&self, i: usize, default: bool) -> Result<bool> {
-        match self.args.get(i) {
+        match self.arg(i) {
             None => Ok(default),
             Some(Expr::Bool(b)) => Ok(*b),
             // graphite-web's grammar takes 0 and 1 where a boolean is expected.

@@ -113,3 +113,123 @@ fn scientific(digits: &str, exp: i32) -> String {
     let sign = if exp < 0 { '-' } else { '+' };
     format!("{first}{point}{rest}e{sign}{:02}", exp.unsigned_abs())
 }
+
+/// Python's `template % value` for one float, as aliasQuery names a series: conversions
+/// `%d`/`%i`/`%u` (the whole part), `%f`/`%F`, `%e`/`%E`, `%g`/`%G`, `%s`/`%r` (`str`), with
+/// the flags `-`, `+`, ` `, `0`, a width and a precision; `%%` is a percent sign.
+///
+/// # Errors
+///
+/// Python's complaint when the template does not take exactly one value, or names a
+/// conversion a float cannot take (`%x`, `%c`, `%(name)s`).
+pub(crate) fn percent_format(template: &str, value: f64) -> Result<String, String> {
+    let mut out = String::new();
+    let mut used = false;
+    let mut chars = template.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let mut flags = String::new();
+        while let Some(f) = chars.next_if(|c| "-+ 0#".contains(*c)) {
+            flags.push(f);
+        }
+        let mut width = String::new();
+        while let Some(d) = chars.next_if(char::is_ascii_digit) {
+            width.push(d);
+        }
+        let precision = match chars.next_if_eq(&'.') {
+            Some(_) => {
+                let mut digits = String::new();
+                while let Some(d) = chars.next_if(char::is_ascii_digit) {
+                    digits.push(d);
+                }
+                Some(digits.parse::<usize>().unwrap_or(0))
+            }
+            None => None,
+        };
+        let Some(kind) = chars.next() else {
+            return Err("incomplete format".into());
+        };
+        if kind == '%' {
+            out.push('%');
+            continue;
+        }
+        if used {
+            return Err("not enough arguments for format string".into());
+        }
+        used = true;
+        let body = match kind {
+            'd' | 'i' | 'u' if value.is_finite() => format!("{}", value.trunc() as i128),
+            'd' | 'i' | 'u' => return Err(format!("cannot convert float {value} to integer")),
+            'f' | 'F' => fixed(value, precision.unwrap_or(6)),
+            'e' | 'E' => exponent(value, precision.unwrap_or(6)),
+            'g' | 'G' if precision.is_none_or(|p| p == 6) => format_g(value),
+            'g' | 'G' => return Err("%g takes only its default precision here".into()),
+            's' | 'r' => {
+                let text = str_float(value);
+                match precision {
+                    Some(p) => text.chars().take(p).collect(),
+                    None => text,
+                }
+            }
+            other => {
+                return Err(format!(
+                    "unsupported format character '{other}' for a float (use %d, %f, %e, %g or %s)"
+                ))
+            }
+        };
+        let body = if kind.is_ascii_uppercase() {
+            body.to_uppercase()
+        } else {
+            body
+        };
+        let numeric = kind != 's' && kind != 'r';
+        let body = match (numeric && !body.starts_with('-'), &flags) {
+            (true, f) if f.contains('+') => format!("+{body}"),
+            (true, f) if f.contains(' ') => format!(" {body}"),
+            _ => body,
+        };
+        let width: usize = width.parse().unwrap_or(0);
+        let pad = width.saturating_sub(body.chars().count());
+        if flags.contains('-') {
+            out.push_str(&body);
+            out.push_str(&" ".repeat(pad));
+        } else if flags.contains('0') && numeric && value.is_finite() {
+            let (sign, digits) = match body.chars().next() {
+                Some(s @ ('-' | '+' | ' ')) => (s.to_string(), &body[1..]),
+                _ => (String::new(), body.as_str()),
+            };
+            out.push_str(&format!("{sign}{}{digits}", "0".repeat(pad)));
+        } else {
+            out.push_str(&" ".repeat(pad));
+            out.push_str(&body);
+        }
+    }
+    if !used {
+        return Err("not all arguments converted during string formatting".into());
+    }
+    Ok(out)
+}
+
+/// `%.<precision>f` of `x`, `inf` and `nan` as Python writes them.
+fn fixed(x: f64, precision: usize) -> String {
+    if x.is_finite() {
+        format!("{x:.precision$}")
+    } else {
+        str_float(x)
+    }
+}
+
+/// `%.<precision>e` of `x`: a signed exponent of at least two digits (`1.500000e+02`).
+fn exponent(x: f64, precision: usize) -> String {
+    if !x.is_finite() {
+        return str_float(x);
+    }
+    let rust = format!("{x:.precision$e}");
+    let (mantissa, exp) = rust.split_once('e').unwrap_or((&rust, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let sign = if exp < 0 { '-' } else { '+' };
+    format!("{mantissa}e{sign}{:02}", exp.abs())
+}

@@ -37,6 +37,17 @@ pub(crate) struct Series {
     /// `maxDataPoints`, or to a common step): `None` for the default, which merges buckets
     /// exactly while there are any and averages the values (sums a counter's) otherwise.
     pub(crate) consolidate_by: Option<AggFunc>,
+    /// graphite-web's `xFilesFactor` of the series: the share of a window's points that must
+    /// be known for consolidation (maxDataPoints, a common step), summarize and the moving
+    /// windows to give it a value. `None` until evaluation sets it to the request's (then
+    /// kept through the functions that copy the series, as graphite-web's `copy` keeps it).
+    pub(crate) x_files_factor: Option<f64>,
+}
+
+/// graphite-web's `xff(nonNull, total, xFilesFactor)`: whether `known` of `total` points are
+/// enough for a value (none known is never enough).
+pub(crate) fn enough_known(known: usize, total: f64, x_files_factor: f64) -> bool {
+    known > 0 && total > 0.0 && known as f64 / total >= x_files_factor
 }
 
 /// The value of a stored bucket: the average for a gauge, the increase for a counter.
@@ -68,6 +79,7 @@ impl Series {
             buckets: Some(fetched.buckets),
             counter,
             consolidate_by: None,
+            x_files_factor: None,
         }
     }
 
@@ -88,6 +100,7 @@ impl Series {
             buckets: None,
             counter: false,
             consolidate_by: None,
+            x_files_factor: None,
         }
     }
 
@@ -119,6 +132,11 @@ impl Series {
             counter: false,
             ..self
         }
+    }
+
+    /// The series' xFilesFactor: its own, else graphite-web's default of 0.
+    pub(crate) fn xff(&self) -> f64 {
+        self.x_files_factor.unwrap_or(0.0)
     }
 
     /// Timestamp of point `i`.
@@ -179,10 +197,12 @@ impl Series {
     /// step at every zoom, and the last point, whose window the range cuts short (or whose
     /// bucket is still filling), does not read as a drop, as a sum of fewer increases would.
     fn averaged(self, k: usize) -> Series {
+        let xff = self.xff();
         let values = (self.values.chunks(k))
             .map(|chunk| {
                 let known: Vec<f64> = chunk.iter().flatten().copied().collect();
-                (!known.is_empty()).then(|| known.iter().sum::<f64>() / known.len() as f64)
+                enough_known(known.len(), k as f64, xff)
+                    .then(|| known.iter().sum::<f64>() / known.len() as f64)
             })
             .collect();
         Series {
@@ -211,10 +231,14 @@ impl Series {
         if let Some(func) = self.consolidate_by {
             // graphite-web's consolidating generator: avg_zero counts nulls as zeros, every
             // other function sees the known values; nothing known is null.
-            let values = self
-                .values
-                .chunks(k)
-                .map(|chunk| func.reduce(chunk))
+            let xff = self.xff();
+            let values = (self.values.chunks(k))
+                .map(|chunk| {
+                    let known = chunk.iter().flatten().count();
+                    enough_known(known, k as f64, xff)
+                        .then(|| func.reduce(chunk))
+                        .flatten()
+                })
                 .collect();
             return Series {
                 step: self.step * k as i64,
@@ -243,9 +267,22 @@ impl Series {
                 })
                 .collect::<Vec<_>>()
         });
-        let values = match &buckets {
+        let values: Vec<Option<f64>> = match &buckets {
             Some(buckets) => buckets.iter().map(|b| bucket_value(b, counter)).collect(),
             None => values.collect(),
+        };
+        let xff = self.xff();
+        let (values, buckets) = if xff > 0.0 {
+            // Values the xFilesFactor nulls are no longer their buckets'.
+            let values = (values.into_iter().zip(self.values.chunks(k)))
+                .map(|(v, chunk)| {
+                    let known = chunk.iter().flatten().count();
+                    v.filter(|_| enough_known(known, k as f64, xff))
+                })
+                .collect();
+            (values, None)
+        } else {
+            (values, buckets)
         };
         Series {
             step: self.step * k as i64,

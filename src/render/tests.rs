@@ -95,6 +95,8 @@ fn run(targets: &[&str], max_data_points: Option<u32>) -> Result<Vec<RenderedSer
         until: T0 + 6 * STEP,
         max_data_points,
         default_max_points: 1000,
+        x_files_factor: 0.0,
+        now: 0,
     };
     render(&memory(), &request, &ReadBudget::default())
 }
@@ -366,6 +368,8 @@ fn unbounded_answers_are_refused() {
         until: 8_000_000_000,
         max_data_points: None,
         default_max_points: 1000,
+        x_files_factor: 0.0,
+        now: 0,
     };
     let err = render(
         &source,
@@ -475,6 +479,50 @@ fn argument_errors_name_the_function() {
         ),
         ("'text'", "expected a path or a function call"),
         ("sumSeries(a", "missing `)`"),
+        (
+            "alias(cpu.load, name='x')",
+            "alias: has no parameter named \"name\" (its parameters: seriesList, newName)",
+        ),
+        (
+            "alias(cpu.load, 'x', newName='y')",
+            "alias: argument 2 (newName) is given both by position and by keyword",
+        ),
+        (
+            "aliasByNode(cpu.load, nodes=1)",
+            "aliasByNode: nodes repeats and is given by position only",
+        ),
+        (
+            "summarize(cpu.load, func='max')",
+            "summarize: argument 2 (intervalString) is required",
+        ),
+        (
+            "aliasQuery(cpu.load, 'cpu', 'nothing', '%d')",
+            "aliasQuery: no series found with query \"nothing.load\"",
+        ),
+        (
+            "aliasQuery(cpu.load, 'cpu', 'cpu', 'x')",
+            "aliasQuery: argument 4 (newName) not all arguments converted",
+        ),
+        (
+            "reduceSeries(cpu.load, 'sumSeries', 5, 'load')",
+            "reduceSeries: argument 3 (reduceNode) is 5, beyond the 2 nodes of cpu.load",
+        ),
+        (
+            "reduceSeries(group(raw.count, cpu.load), 'diffSeries', 1, 'load', 'count')",
+            "reduceSeries: raw.reduce.diffSeries has no series whose node 1 is \"load\"",
+        ),
+        (
+            "cactiStyle(cpu.load, 'metric')",
+            "cactiStyle: argument 2 (system) is \"metric\", not a unit system (si or binary)",
+        ),
+        (
+            "timeSlice(cpu.load, 'yesterday')",
+            "timeSlice: argument 2 (startSliceAt) \"yesterday\" is not a time",
+        ),
+        (
+            "verticalLine('0')",
+            "verticalLine: argument 1 (ts) is 0, before the start of the range",
+        ),
     ];
     for (target, message) in cases {
         let err = error(target);
@@ -499,6 +547,8 @@ fn consolidation_follows_graphite_webs_nudge() {
         until: T0 + 360,
         max_data_points: Some(4),
         default_max_points: 1000,
+        x_files_factor: 0.0,
+        now: 0,
     };
     let out = render(&source, &request, &ReadBudget::default()).unwrap();
     // Windows of points 1-2, 3-4 and 5: gauge buckets merged (samples 3 / 1,3,10 / none),
@@ -562,6 +612,8 @@ proptest! {
             until: T0 + 300 * STEP,
             max_data_points: Some(max),
             default_max_points: 1000,
+            x_files_factor: 0.0,
+            now: 0,
         };
         for s in render(&source, &request, &ReadBudget::default()).unwrap() {
             prop_assert!(s.datapoints.len() <= max as usize);
@@ -579,6 +631,8 @@ fn every_target_and_path_of_a_request_shares_one_budget() {
         until: T0 + 6 * STEP,
         max_data_points: None,
         default_max_points: 1000,
+        x_files_factor: 0.0,
+        now: 0,
     };
     let two = request(&["cpu.load", "sumSeries(cpu.load)"]);
     assert!(render(&memory(), &two, &ReadBudget::new(36)).is_ok());
@@ -603,6 +657,74 @@ fn every_target_and_path_of_a_request_shares_one_budget() {
 /// kept through aliases; a renaming function's name after scale, perSecond, summarize and
 /// the like; paths that matched nothing left out), scale's factor is `%g`, and
 /// constantLine's value is `str(float)`.
+/// Keyword arguments bind as Python binds them: by name, the parameters between left to
+/// their defaults.
+#[test]
+fn keyword_arguments_bind_by_name() {
+    assert_eq!(
+        run(
+            &["summarize(cpu.load, '2min', func='max', alignToFrom=true)"],
+            None
+        )
+        .unwrap(),
+        run(&["summarize(cpu.load, '2min', 'max', true)"], None).unwrap()
+    );
+    assert_eq!(
+        one("summarize(raw.count, '2min', alignToFrom=true)").0,
+        "summarize(raw.count, \"2min\", \"sum\", true)"
+    );
+    assert_eq!(one("alias(raw.count, newName='x')").0, "x");
+}
+
+/// xFilesFactor: the share of a window's points that must be known, set by the request or
+/// by setXFilesFactor for what is evaluated after it.
+#[test]
+fn x_files_factor_governs_consolidation_and_aggregates() {
+    // cpu.load is 5, 3, -, 2, 10, -: pairs (5, 3), (-, 2), (10, -) at maxDataPoints=3 after
+    // the nudge drops the first point: (3, -), (2, 10), (-)...
+    let request = |targets: &[&str], xff: f64, max: Option<u32>| RenderRequest {
+        targets: targets.iter().map(|t| (*t).to_owned()).collect(),
+        from: T0,
+        until: T0 + 6 * STEP,
+        max_data_points: max,
+        default_max_points: 1000,
+        x_files_factor: xff,
+        now: T0 + 6 * STEP,
+    };
+    let points = |r: &RenderRequest| -> Vec<Vec<Option<f64>>> {
+        (render(&memory(), r, &ReadBudget::default())
+            .unwrap()
+            .into_iter())
+        .map(|s| s.datapoints.into_iter().map(|p| p.0).collect())
+        .collect()
+    };
+    let loose = points(&request(&["cpu.load"], 0.0, Some(3)));
+    let strict = points(&request(&["cpu.load"], 1.0, Some(3)));
+    let set = points(&request(&["xFilesFactor(cpu.load, 1)"], 0.0, Some(3)));
+    assert_eq!(strict, set);
+    assert_ne!(loose, strict);
+    for (l, s) in loose[0].iter().zip(&strict[0]) {
+        assert!(s.is_none() || s == l, "{loose:?} {strict:?}");
+    }
+    // sumSeries: a point needs every series known at xFilesFactor 1; the setting carries to
+    // the next target.
+    let sums = points(&request(
+        &[
+            "xFilesFactor(net.bytes, 1)",
+            "sumSeries(raw.count, cpu.load;host=a)",
+        ],
+        0.0,
+        None,
+    ));
+    assert_eq!(sums[1], [Some(101.0), Some(202.0), Some(53.0), N, N, N]);
+    let sums = points(&request(
+        &["sumSeries(raw.count, cpu.load;host=a)"],
+        0.0,
+        None,
+    ));
+    assert_eq!(sums[0], s(&[101.0, 202.0, 53.0, 300.0, 5.0, 6.0]));
+}
+
 #[test]
 fn names_follow_graphite_web() {
     let name = |target: &str| one(target).0;

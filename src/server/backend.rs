@@ -25,6 +25,7 @@ use crate::read::aggregate::{AggregateQuery, AggregateResult};
 use crate::read::budget::ReadBudget;
 use crate::read::query::{Query, QueryResult};
 use crate::registry::{Registry, Selector};
+use crate::render::cache::{CachedSource, RenderCache};
 use crate::render::{self, FindNode, Finder, RenderRequest, RenderedSeries};
 use crate::time::Timestamp;
 
@@ -125,12 +126,23 @@ pub trait Backend: Send + Sync {
 /// A single node: every read and write goes to its own engine.
 pub struct LocalBackend {
     engine: Arc<Engine>,
+    /// What renders read, kept for the next refresh of the same panel.
+    render_cache: Arc<RenderCache>,
 }
 
 impl LocalBackend {
-    /// The backend of `engine`.
+    /// The backend of `engine`, with a render cache of
+    /// [`DEFAULT_RENDER_CACHE_BYTES`](crate::render::cache::DEFAULT_RENDER_CACHE_BYTES).
     pub fn new(engine: Arc<Engine>) -> LocalBackend {
-        LocalBackend { engine }
+        Self::with_render_cache(engine, crate::render::cache::DEFAULT_RENDER_CACHE_BYTES)
+    }
+
+    /// The backend of `engine` with a render cache of at most `bytes` (0: none).
+    pub fn with_render_cache(engine: Arc<Engine>, bytes: usize) -> LocalBackend {
+        LocalBackend {
+            engine,
+            render_cache: Arc::new(RenderCache::new(bytes)),
+        }
     }
 }
 
@@ -215,8 +227,9 @@ impl Backend for LocalBackend {
         _: ReadOptions,
     ) -> Answer<'_, Vec<RenderedSeries>> {
         let engine = Arc::clone(&self.engine);
+        let cache = Arc::clone(&self.render_cache);
         Box::pin(blocking(move || {
-            let source = render::StoredSource::new(engine.reader());
+            let source = CachedSource::new(engine.reader(), &cache);
             render::render(&source, &request, &budget)
         }))
     }
@@ -253,7 +266,8 @@ impl Backend for LocalBackend {
     }
 
     fn metrics(&self) -> Answer<'_, String> {
-        Box::pin(async { Ok(String::new()) })
+        let stats = self.render_cache.stats();
+        Box::pin(async move { Ok(super::metrics::render_cache(&stats)) })
     }
 
     fn routes(&self) -> Router<Arc<State>> {

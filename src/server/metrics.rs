@@ -307,6 +307,46 @@ pub fn render(engine: &EngineStats, server: &ServerStats) -> String {
     write_families(families.into_iter().chain(connections(server)))
 }
 
+/// The render cache's lines: its memory, its bound, and how its reads were answered.
+pub(crate) fn render_cache(stats: &crate::render::cache::RenderCacheStats) -> String {
+    write_families([
+        Family::new(
+            "tierdb_render_cache_bytes",
+            "gauge",
+            "Bytes the render cache holds, within tierdb_render_cache_capacity_bytes.",
+        )
+        .sample("", stats.bytes),
+        Family::new(
+            "tierdb_render_cache_capacity_bytes",
+            "gauge",
+            "The bound on the render cache's memory (0: no cache).",
+        )
+        .sample("", stats.capacity),
+        Family::new(
+            "tierdb_render_cache_entries",
+            "gauge",
+            "Paths and one-pass aggregates the render cache holds, one per tier.",
+        )
+        .sample("", stats.entries),
+        Family::new(
+            "tierdb_render_cache_reads_total",
+            "counter",
+            "Render reads through the cache: answered from it alone (hit), partly from it with \
+             the buckets that may have changed read from storage (partial), or whole from \
+             storage (miss).",
+        )
+        .sample("{answer=\"hit\"}", stats.hits)
+        .sample("{answer=\"partial\"}", stats.partial_hits)
+        .sample("{answer=\"miss\"}", stats.misses),
+        Family::new(
+            "tierdb_render_cache_evictions_total",
+            "counter",
+            "Entries the render cache dropped to stay within its bound.",
+        )
+        .sample("", stats.evictions),
+    ])
+}
+
 /// The exposition text of `families`.
 pub(crate) fn write_families(families: impl IntoIterator<Item = Family>) -> String {
     let mut out = String::new();

@@ -18,7 +18,8 @@ use crate::read::budget::ReadBudget;
 use crate::render::{self, RenderRequest};
 
 /// `GET|POST /render`: `target` (repeatable), `from` (default `-24h`), `until` (default
-/// `now`), `format` (`json`, the default, is the only one), `maxDataPoints`, and on a cluster
+/// `now`), `format` (`json`, the default, is the only one), `maxDataPoints`, `xFilesFactor`
+/// (0 to 1, default 0: graphite-web's request default for consolidation), and on a cluster
 /// node `consistency` (as the other reads take it). Answers graphite-web's json: a bare array
 /// of `{"target", "datapoints": [[value, ts], ...]}`. Other parameters Grafana or graphite
 /// clients send (`noCache`, `cacheTimeout`, `_salt`, ...) are ignored.
@@ -48,6 +49,17 @@ pub(super) async fn render(
             }
         },
     };
+    let x_files_factor = match params.get("xFilesFactor") {
+        None => 0.0,
+        Some(text) => match text.trim().parse::<f64>() {
+            Ok(x) if (0.0..=1.0).contains(&x) => x,
+            _ => {
+                return Err(ApiError::BadRequest(format!(
+                    "xFilesFactor: {text:?} is not a number from 0 to 1"
+                )))
+            }
+        },
+    };
     let request = RenderRequest {
         // Blank targets (an emptied query row) select nothing rather than fail the panel.
         targets: (params.all("target"))
@@ -58,6 +70,8 @@ pub(super) async fn render(
         until,
         max_data_points,
         default_max_points: state.tiers().engine.max_points,
+        x_files_factor,
+        now,
     };
     let budget = Arc::new(ReadBudget::new(state.limits.max_read_values));
     let read = params.read_options(&state)?;

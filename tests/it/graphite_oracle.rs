@@ -383,6 +383,31 @@ const TARGETS: &[&str] = &[
     "groupByTags(seriesByTag('name=cpu.load'), 'max', 'name')",
     "groupByTags(seriesByTag('dc=x'), 'avg', 'dc')",
     "groupByTags(seriesByTag('name=~cpu|disk', 'host=a'), 'sumSeries', 'host', 'name')",
+    // Map and reduce.
+    "reduceSeries(mapSeries(servers.*.*, 1), \"asPercent\", 2, \"cpu\", \"mem\")",
+    "reduce(map(servers.*.*, 1), \"divideSeries\", 2, \"mem\", \"cpu\")",
+    "reduceSeries(mapSeries(servers.*.*, 1), \"sumSeries\", -1, \"mem\", \"cpu\")",
+    // aliasQuery: names from the last value of another series.
+    "aliasQuery(servers.web*.cpu, \"servers\\.(\\w+)\\.cpu\", \"servers.\\1.mem\", \"mem %d\")",
+    "aliasQuery(servers.db1.cpu, \"cpu\", \"mem\", \"%.2f MB\")",
+    // xFilesFactor: the request's share of known points, set for what follows.
+    "sumSeries(setXFilesFactor(servers.*.mem, 0.9))",
+    "aggregate(xFilesFactor(servers.*.cpu, 0.5), \"avg\")",
+    "movingAverage(setXFilesFactor(servers.db1.cpu, 0.7), 5)",
+    "summarize(xFilesFactor(servers.db1.cpu, 0.5), \"13min\", \"avg\")",
+    "smartSummarize(xFilesFactor(servers.db1.cpu, 0.8), \"10min\")",
+    // Keyword arguments.
+    "summarize(servers.db1.cpu, \"10min\", func=\"max\")",
+    "summarize(servers.web2.cpu, \"1h\", alignToFrom=true)",
+    "alias(servers.web1.cpu, newName=\"a\")",
+    "movingWindow(servers.db1.cpu, 5, xFilesFactor=0.5)",
+    "aggregate(servers.*.cpu, func = \"max\")",
+    // Unit systems.
+    "legendValue(servers.web1.mem, \"avg\", \"max\", \"si\")",
+    "legendValue(scale(servers.web1.mem, 1000), \"last\", \"nope\", \"binary\")",
+    "legendValue(scale(servers.web1.mem, 1000), \"si\", \"avg\")",
+    "cactiStyle(scale(servers.*.mem, 1500), \"si\")",
+    "cactiStyle(scale(servers.*.mem, 2048), \"binary\", \"B\")",
     // Empty series lists.
     "sumSeries(nothing.*)",
     "movingAverage(nothing.*, 5)",
@@ -427,7 +452,30 @@ const CONSOLIDATED: &[(&str, u32)] = &[
     ("cumulative(servers.web1.cpu)", 20),
     ("movingAverage(servers.db1.cpu, 5)", 40),
     ("sumSeries(servers.*.cpu)", 1),
+    ("xFilesFactor(servers.db1.cpu, 0.9)", 50),
+    ("hitcount(xFilesFactor(servers.db1.cpu, 0.5), \"7min\")", 10),
+    ("events(\"*\")", 100),
+    // One point a second, more than tierdb's default budget, all of them kept.
+    ("events(\"deploy\", \"release\")", 20_000),
 ];
+
+/// Targets over the 1m range with times in their arguments, as unix seconds (graphite-web
+/// counts relative times from its machine's clock, not the request's).
+fn dated_targets() -> Vec<String> {
+    let (_, from, until) = RANGES[0];
+    vec![
+        format!(
+            "timeSlice(servers.web1.cpu, \"{}\", \"{}\")",
+            from + 1800,
+            from + 5400
+        ),
+        format!(
+            "timeSlice(servers.db1.cpu, \"{}\", \"{until}\")",
+            from + 3600
+        ),
+        format!("verticalLine(\"{}\", \"deploy\", \"red\")", from + 3600),
+    ]
+}
 
 /// The tag API's requests, answered by both (graphite-web's `id` fields left out). `/tags/name`
 /// is not among them: every tierdb series has the tag `name`, graphite-web's untagged ones
@@ -639,6 +687,19 @@ fn render_functions_equal_graphite_webs() {
     for target in WITHOUT_NULLS {
         requests.push(one(&[target], (from, until - 2 * MINUTE), None));
     }
+    let dated = dated_targets();
+    for target in &dated {
+        requests.push(one(&[target], (from, until), None));
+    }
+    // setXFilesFactor in one target sets the request's for the targets after it.
+    requests.push(one(
+        &[
+            "xFilesFactor(servers.web1.cpu, 1)",
+            "sumSeries(servers.*.mem)",
+        ],
+        (from, until),
+        None,
+    ));
     // A panel of several targets, consolidated together; and stacked's totals carried from
     // one target to the next, as graphite-web carries them.
     requests.push(one(
@@ -719,6 +780,7 @@ fn render_functions_equal_graphite_webs() {
     let rendered: Vec<&str> = (TARGETS.iter().chain(EVERY_TIER).chain(WITHOUT_NULLS))
         .chain(CONSOLIDATED.iter().map(|c| &c.0))
         .copied()
+        .chain(dated.iter().map(String::as_str))
         .chain(["randomWalk(", "randomWalkFunction(", "stacked("])
         .collect();
     for (name, entry) in ours {
@@ -808,7 +870,12 @@ fn bounded_rule(
 /// - an untagged series takes part in seriesByTag as the tag `name` alone, where
 ///   graphite-web's tag database holds tagged series only;
 /// - groupByTags names the group of series without one of the tags with its empty value
-///   (`cpu.load;dc=`), where graphite-web fails.
+///   (`cpu.load;dc=`), where graphite-web fails;
+/// - `now` and relative times in timeSlice's arguments count from the request's clock, where
+///   graphite-web reads its machine's;
+/// - verticalLine without a label is named `None`, where graphite-web's JSON has a null name;
+/// - mapSeries alone renders its groups one after another, where graphite-web fails
+///   rendering a list of lists.
 #[test]
 fn deliberate_differences_follow_tierdbs_rules() {
     if !ensure_programs(
@@ -865,7 +932,13 @@ fn deliberate_differences_follow_tierdbs_rules() {
     let empty_tag = "groupByTags(seriesByTag('name=cpu.load'), 'avg', 'dc')";
     requests.push(request(empty_tag));
     requests.push(request("seriesByTag('name=servers.web1.cpu')"));
+    let sliced = format!("timeSlice(servers.db1.cpu, \"{}\")", from + HOUR);
+    let no_label = format!("verticalLine(\"{}\")", from + HOUR);
+    let mapped = "mapSeries(servers.*.*, 2)";
+    let tail = requests.len();
+    requests.extend([request(&sliced), request(&no_label), request(mapped)]);
     let theirs = graphite_web(&series, &requests, &[]);
+    let (theirs, tail_answers) = theirs.split_at(tail);
     let points = |body: &str| -> (String, Vec<(Option<f64>, i64)>) {
         let answer: Value = serde_json::from_str(body).unwrap();
         assert_eq!(answer.as_array().unwrap().len(), 1, "{answer}");
@@ -967,10 +1040,56 @@ fn deliberate_differences_follow_tierdbs_rules() {
     // graphite-web's tag database holds tagged series only.
     let (status, body) = theirs.last().unwrap();
     assert_eq!((*status, body.as_str()), (200, "[]"));
-    let (name, points) = ours(&request("seriesByTag('name=servers.web1.cpu')"));
+    let (name, tagged) = ours(&request("seriesByTag('name=servers.web1.cpu')"));
     let (_, plain) = ours(&request("servers.web1.cpu"));
     assert_eq!(name, "servers.web1.cpu");
-    assert_eq!(points, plain);
+    assert_eq!(tagged, plain);
+
+    // timeSlice's `now` is the request's clock; graphite-web's is its machine's, later than
+    // the test's clock, so the same points are kept and only the name's end differs.
+    let (status, body) = &tail_answers[0];
+    assert_eq!(*status, 200, "{body}");
+    let (name, sliced_theirs) = points(body);
+    let (our_name, sliced_ours) = ours(&request(&sliced));
+    assert_eq!(
+        our_name,
+        format!("timeSlice(servers.db1.cpu, {}, {NOW})", from + HOUR)
+    );
+    assert!(name.starts_with(&format!("timeSlice(servers.db1.cpu, {}, ", from + HOUR)));
+    assert_eq!(sliced_ours, sliced_theirs);
+    assert!(sliced_ours[..59].iter().all(|p| p.0.is_none()));
+
+    // verticalLine without a label: graphite-web's JSON names it null, tierdb `None`.
+    let (status, body) = &tail_answers[1];
+    assert_eq!(*status, 200, "{body}");
+    let answer: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(answer[0]["target"], Value::Null);
+    let (name, line) = ours(&request(&no_label));
+    assert_eq!(name, "None");
+    assert_eq!(line, [(Some(1.0), from + HOUR)]);
+    assert_eq!(answer[0]["datapoints"], json!([[1.0, from + HOUR]]));
+
+    // mapSeries alone: graphite-web fails rendering its list of lists; tierdb renders the
+    // groups (by node 2: cpu, then mem) one after another.
+    let (status, body) = &tail_answers[2];
+    assert_eq!(*status, 500, "{body}");
+    let (status, body) = tierdb(&server, &request(mapped));
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    let names: Vec<&str> = (answer.as_array().unwrap().iter())
+        .map(|s| s["target"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "servers.db1.cpu",
+            "servers.web1.cpu",
+            "servers.web2.cpu",
+            "servers.db1.mem",
+            "servers.web1.mem",
+            "servers.web2.mem"
+        ]
+    );
 
     // The bounded derivatives: graphite-web fails; tierdb answers by the rule.
     let grid: Vec<i64> = (from + MINUTE..=until).step_by(MINUTE as usize).collect();

@@ -723,15 +723,15 @@ fn render_and_find_need_the_token_when_one_is_set() {
 }
 
 /// `/functions` lists exactly what `/render` dispatches: every listed name evaluates (at
-/// worst refusing its arguments, never as an unknown function), and a graphite-web function
-/// tierdb lacks is neither listed nor evaluated. `/version` answers 1.1.8, from which Grafana
-/// detects Graphite 1.1.
+/// worst refusing its arguments, never as an unknown function), all 151 of graphite-web
+/// 1.1's, and a name that is no function is neither listed nor evaluated. `/version` answers
+/// 1.1.8, from which Grafana detects Graphite 1.1.
 #[test]
 fn functions_list_what_render_dispatches() {
     let server = server_with_data(None);
     let listed = server.json("/functions");
     let listed = listed.as_object().expect("an object by name");
-    assert!(listed.len() > 100, "{}", listed.len());
+    assert_eq!(listed.len(), 151);
     for (name, entry) in listed {
         assert_eq!(entry["name"], json!(name));
         assert_eq!(entry["module"], json!("graphite.render.functions"));
@@ -749,11 +749,13 @@ fn functions_list_what_render_dispatches() {
         "movingAverage",
         "asPercent",
         "hitcount",
+        "events",
+        "aliasQuery",
+        "reduceSeries",
     ] {
         assert!(listed.contains_key(name), "{name}");
     }
-    // graphite-web's events and aliasQuery are not evaluated, so not listed.
-    for name in ["events", "aliasQuery", "nope"] {
+    for name in ["nope", "fooBar"] {
         assert!(!listed.contains_key(name), "{name}");
         let (status, text) = server.get(&format!("/render?target={name}('x')&from=-1h"));
         assert_eq!(status, 400, "{text}");
@@ -996,4 +998,89 @@ fn series_by_tag_and_the_tag_api() {
     assert_eq!(status, 400, "{text}");
     let (status, text) = server.get("/metrics/find?query=seriesByTag('name=cpu.load')");
     assert_eq!(status, 400, "{text}");
+}
+
+/// A dashboard refresh answered through the render cache sees a sample written after the
+/// cached render, in the still-filling minute and an hour back, and `/metrics` shows the
+/// cache's memory and how its reads were answered.
+#[test]
+fn a_write_after_a_cached_render_is_seen() {
+    let server = server_with_data(None);
+    let panel = format!(
+        "target=sumSeries(servers.*.cpu)&from={}&until={NOW}",
+        NOW - 7200
+    );
+    let sum_at = |answer: &Value, at: i64| -> f64 {
+        (answer[0]["datapoints"].as_array().unwrap().iter())
+            .find(|p| p[1] == at)
+            .and_then(|p| p[0].as_f64())
+            .unwrap_or_else(|| panic!("no value at {at}: {answer}"))
+    };
+    let first = render(&server, &panel);
+    assert_eq!(render(&server, &panel), first);
+    let write = |ts: i64, value: f64| {
+        let body = json!([{"series": "servers.web2.cpu", "ts": ts, "value": value}]);
+        let body = serde_json::to_vec(&body).unwrap();
+        let (status, text) = server.request("POST", "/api/v1/write", &[], &body);
+        assert_eq!(status, 204, "{text}");
+    };
+    // The still-filling minute (the clock's, no sample yet): web2 alone is 1,000 there.
+    write(NOW, 1_000.0);
+    let now = render(&server, &panel);
+    assert_eq!(sum_at(&now, NOW), 1_000.0);
+    // A late sample, an hour back: web2's minute averages its two samples.
+    let late = NOW - 3600;
+    write(late, 1_000.0);
+    let after = render(&server, &panel);
+    assert_eq!(
+        sum_at(&after, late) - sum_at(&now, late),
+        (1_000.0 - sum_at_web2(late)) / 2.0
+    );
+    let metrics = server.get("/metrics").1;
+    for line in [
+        "tierdb_render_cache_capacity_bytes 67108864",
+        "tierdb_render_cache_entries 1",
+        "tierdb_render_cache_reads_total{answer=\"hit\"} 1",
+        "tierdb_render_cache_reads_total{answer=\"partial\"} 2",
+        "tierdb_render_cache_reads_total{answer=\"miss\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in:\n{metrics}");
+    }
+    assert!(
+        !metrics.contains("tierdb_render_cache_bytes 0\n"),
+        "{metrics}"
+    );
+}
+
+/// servers.web2.cpu's fixture value at `ts` (see [`FIXTURE`]).
+fn sum_at_web2(ts: i64) -> f64 {
+    (20 + ((ts - START) / 60) % 4) as f64
+}
+
+/// A series deleted after a cached render leaves the next refresh of the same panel: the
+/// deletion clears buckets the cache holds, and it is noted as a change of every bucket.
+#[test]
+fn a_series_deleted_after_a_cached_render_leaves_the_panel() {
+    let server = server_with_data(None);
+    let panel = format!("target=servers.*.cpu&from={}&until={NOW}", NOW - 7200);
+    let targets = |answer: &Value| -> Vec<String> {
+        (answer.as_array().unwrap().iter())
+            .map(|s| s["target"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let first = render(&server, &panel);
+    assert!(
+        targets(&first).contains(&"servers.web2.cpu".to_owned()),
+        "{first}"
+    );
+    assert_eq!(render(&server, &panel), first, "the cached refresh");
+    let (status, text) =
+        server.request("DELETE", "/api/v1/series?match=servers.web2.cpu", &[], b"");
+    assert_eq!(status, 200, "{text}");
+    let after = render(&server, &panel);
+    assert!(
+        !targets(&after).contains(&"servers.web2.cpu".to_owned()),
+        "a deleted series still rendered: {after}"
+    );
+    assert_eq!(targets(&after).len(), targets(&first).len() - 1, "{after}");
 }

@@ -572,6 +572,8 @@ proptest! {
                     until,
                     max_data_points: Some(max_points),
                     default_max_points: 1_500,
+                    x_files_factor: 0.0,
+                    now: 0,
                 };
                 let (single_budget, cluster_budget) =
                     (ReadBudget::unlimited(), ReadBudget::unlimited());
@@ -624,6 +626,8 @@ fn the_render_budget_holds_across_owners() {
         until: NOW,
         max_data_points: None,
         default_max_points: 1_500,
+        x_files_factor: 0.0,
+        now: 0,
     };
     // Two scans of 6 keys, then 2 + 2 series at 60 points: 252 values.
     for limit in [251, 252] {

@@ -51,6 +51,7 @@ fn nesting_numbers_strings_and_booleans() {
         name,
         args: inner,
         text,
+        ..
     } = &a[0]
     else {
         panic!("{a:?}")
@@ -105,4 +106,30 @@ fn errors_point_at_the_fault() {
     }
     let deep = format!("{}a{}", "f(".repeat(100), ")".repeat(100));
     assert!(error(&deep).contains("nested too deeply"));
+}
+
+#[test]
+fn keyword_arguments_follow_positional_ones() {
+    let Expr::Call {
+        args: positional,
+        kwargs,
+        ..
+    } = parse_target(r#"summarize(a.b, "1h", func = "max", alignToFrom=true)"#).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(positional, [path("a.b"), string("1h")]);
+    assert_eq!(
+        kwargs,
+        [
+            ("func".to_owned(), string("max")),
+            ("alignToFrom".to_owned(), Expr::Bool(true))
+        ]
+    );
+    // A tagged path is positional: it does not start with a name and `=`.
+    let (_, a) = args("sumSeries(cpu;host=a, x.y)");
+    assert_eq!(a, [path("cpu;host=a"), path("x.y")]);
+    assert!(error(r#"alias(newName="a", x.y)"#)
+        .contains("a positional argument after keyword arguments at column 20"));
+    assert!(error(r#"alias(x, n="a", n="b")"#).contains("keyword argument `n` given twice"));
 }

@@ -5,7 +5,7 @@
 use super::{agg_key, regex, replacement, Args, Context, Node};
 use crate::error::Result;
 use crate::render::aggfunc::AggFunc;
-use crate::render::python::str_float;
+use crate::render::python::{percent_format, str_float};
 use crate::render::series::Series;
 
 /// The series of argument 0 with each name rewritten by `rename`.
@@ -38,6 +38,33 @@ pub(super) fn alias_sub(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
             .replace_all(&s.name, replacement.as_str())
             .into_owned()
     })
+}
+
+/// `aliasQuery(seriesList, search, replace, newName)`: each series named by `newName`
+/// (Python `%` formatting, such as `"Channel %d MHz"`) of the last known value of the first
+/// series the target `search`/`replace` makes of its name selects, over the same range.
+pub(super) fn alias_query(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let search = regex(a, 1)?;
+    let replace = replacement(a.string(2)?);
+    let new_name = a.string(3)?;
+    let mut list = a.series(0, cx)?;
+    for s in &mut list {
+        let query = search.replace_all(&s.name, replace.as_str()).into_owned();
+        let target = crate::render::expr::parse_target(&query)
+            .map_err(|e| a.wrong(2, &format!("makes the query {query:?}, which fails: {e}")))?;
+        let found = super::eval(&target, cx)?;
+        let first = found
+            .first()
+            .ok_or_else(|| a.invalid(&format!("no series found with query {query:?}")))?;
+        let current = AggFunc::Last.reduce(&first.values).ok_or_else(|| {
+            a.invalid(&format!(
+                "cannot get the last value of {} (query {query:?}): it has none in the range",
+                first.name
+            ))
+        })?;
+        s.name = percent_format(new_name, current).map_err(|e| a.wrong(3, &e))?;
+    }
+    Ok(list)
 }
 
 /// `aliasByNode(seriesList, *nodes)` and `aliasByTags(seriesList, *tags)`: the name made of
@@ -98,44 +125,122 @@ fn py_value(agg: AggFunc, value: Option<f64>) -> String {
     }
 }
 
+/// A unit system of graphite-web's (`si`: powers of 1000, `binary`: of 1024), as legends
+/// write values in it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum UnitSystem {
+    Si,
+    Binary,
+}
+
+impl UnitSystem {
+    fn parse(text: &str) -> Option<UnitSystem> {
+        match text {
+            "si" => Some(UnitSystem::Si),
+            "binary" => Some(UnitSystem::Binary),
+            _ => None,
+        }
+    }
+
+    /// graphite-web's `format_units(v, system=...)`: `v` divided by the largest prefix's
+    /// size it reaches in absolute value, with that prefix (`k`, `M`, ... or `Ki`, `Mi`, ...),
+    /// whole when it is within 1e-11 above a whole number and `v` is above 1.
+    fn format(self, v: f64) -> (f64, &'static str) {
+        const SI: [(&str, f64); 5] = [("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)];
+        const BINARY: [(&str, f64); 5] = [
+            ("Pi", 1_125_899_906_842_624.0),
+            ("Ti", 1_099_511_627_776.0),
+            ("Gi", 1_073_741_824.0),
+            ("Mi", 1_048_576.0),
+            ("Ki", 1024.0),
+        ];
+        let prefixes = match self {
+            UnitSystem::Si => &SI,
+            UnitSystem::Binary => &BINARY,
+        };
+        let whole = |x: f64| {
+            if x - x.floor() < 1e-11 && v > 1.0 {
+                x.floor()
+            } else {
+                x
+            }
+        };
+        match prefixes.iter().find(|(_, size)| v.abs() >= *size) {
+            Some((prefix, size)) => (whole(v / size), prefix),
+            None => (whole(v), ""),
+        }
+    }
+}
+
 /// `legendValue(seriesList, *valueTypes)`: ` (type: value)` appended to each name per type;
-/// `(?)` for a type that is not an aggregation. The `si` and `binary` unit systems are
-/// refused.
+/// `(?)` for a type that is not an aggregation. When the last type is a unit system (`si`,
+/// `binary`), each type is instead appended in columns (`%-20s%-5s%-10s`), the value to two
+/// decimals in that system (`1.50k`), as graphite-web writes it.
 pub(super) fn legend_value(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    let types: Vec<&str> = (1..a.len()).map(|i| a.string(i)).collect::<Result<_>>()?;
-    if let Some(i) = types.iter().position(|t| matches!(*t, "si" | "binary")) {
-        return Err(a.wrong(
-            i + 1,
-            "is a unit system, which tierdb does not format legends in",
-        ));
+    let mut types: Vec<&str> = (1..a.len()).map(|i| a.string(i)).collect::<Result<_>>()?;
+    let system = types.last().and_then(|t| UnitSystem::parse(t));
+    if system.is_some() {
+        types.pop();
     }
     renamed(a, cx, |s| {
         let mut name = s.name.clone();
         for t in &types {
-            let value = match AggFunc::parse(t) {
-                Some(agg) => py_value(agg, agg.reduce(&s.values)),
-                None => "(?)".into(),
-            };
-            name.push_str(&format!(" ({t}: {value})"));
+            let agg = AggFunc::parse(t);
+            let value = agg.map(|agg| agg.reduce(&s.values));
+            match system {
+                None => {
+                    let value = match (agg, value) {
+                        (Some(agg), Some(value)) => py_value(agg, value),
+                        _ => "(?)".into(),
+                    };
+                    name.push_str(&format!(" ({t}: {value})"));
+                }
+                Some(system) => {
+                    let formatted = match value {
+                        None => "(?)".to_owned(),
+                        Some(None) => "None".to_owned(),
+                        Some(Some(v)) => {
+                            let (v, prefix) = system.format(v);
+                            format!("{v:.2}{prefix}")
+                        }
+                    };
+                    name = format!("{name:<20}{t:<5}{formatted:<10}");
+                }
+            }
         }
         name
     })
 }
 
 /// `cactiStyle(seriesList, system, units)`: names padded to columns with the current, max
-/// and min value to two decimals, and `units` after them. The `si` and `binary` systems
-/// are refused.
+/// and min value to two decimals, in the `si` or `binary` unit system when one is given
+/// (`1.50k`), and `units` after them.
 pub(super) fn cacti_style(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    if a.has(1) && !a.path_is_none(1) {
-        return Err(a.wrong(
-            1,
-            "is a unit system, which tierdb does not format legends in",
-        ));
-    }
-    let units = if a.has(2) { Some(a.string(2)?) } else { None };
-    let fmt = |x: f64| match units {
-        Some(u) => format!("{x:.2} {u}"),
-        None => format!("{x:.2}"),
+    let system =
+        if a.has(1) && !a.path_is_none(1) {
+            let text = a.string(1)?;
+            Some(UnitSystem::parse(text).ok_or_else(|| {
+                a.wrong(1, &format!("is {text:?}, not a unit system (si or binary)"))
+            })?)
+        } else {
+            None
+        };
+    let units = if a.has(2) && !a.path_is_none(2) {
+        Some(a.string(2)?)
+    } else {
+        None
+    };
+    let fmt = |x: f64| match (system, units) {
+        (Some(system), Some(u)) => {
+            let (v, prefix) = system.format(x);
+            format!("{v:.2} {prefix}{u}")
+        }
+        (Some(system), None) => {
+            let (v, prefix) = system.format(x);
+            format!("{v:.2}{prefix}")
+        }
+        (None, Some(u)) => format!("{x:.2} {u}"),
+        (None, None) => format!("{x:.2}"),
     };
     let list = a.series(0, cx)?;
     // graphite-web sizes each column by the whole parts of the values (3 when missing or 0).

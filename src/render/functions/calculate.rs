@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::render::aggfunc::AggFunc;
 use crate::render::expr::Expr;
 use crate::render::python::round_6;
-use crate::render::series::Series;
+use crate::render::series::{enough_known, Series};
 
 /// Python's `str.capitalize()`: the first letter upper case, the rest lower case.
 fn capitalize(text: &str) -> String {
@@ -69,7 +69,7 @@ pub(super) fn moving(
     xff_at: usize,
 ) -> Result<Vec<Series>> {
     let window = a.window(1)?;
-    let xff = a.opt_number(xff_at)?.unwrap_or(0.0);
+    let xff = a.opt_number(xff_at)?;
     let tag = format!("moving{}", capitalize(func_name));
     let (list, seconds) = preview(a, cx, &window)?;
     // Series by series on rayon's threads, each with its own buffer.
@@ -82,6 +82,7 @@ pub(super) fn moving(
                 ),
                 Window::Points(n) => (format!("{tag}({},{n})", s.name), *n as usize),
             };
+            let xff = xff.unwrap_or(s.xff());
             let values = moving_values(&s.values, points, agg, xff, known);
             Series {
                 start: s.start + seconds,
@@ -103,7 +104,7 @@ fn moving_values(
     xff: f64,
     known: &mut Vec<Option<f64>>,
 ) -> Vec<Option<f64>> {
-    let enough = |count: usize| count > 0 && count as f64 / points as f64 >= xff;
+    let enough = |count: usize| enough_known(count, points as f64, xff);
     (points..values.len().max(points))
         .map(|i| {
             let window = &values[i - points..i];

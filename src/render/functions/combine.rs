@@ -12,7 +12,7 @@ use crate::render::aggfunc::AggFunc;
 use crate::render::expr::{parse_target, Expr};
 use crate::render::path::PathPattern;
 use crate::render::python::format_g;
-use crate::render::series::Series;
+use crate::render::series::{enough_known, Series};
 
 /// The grid of a combined series: start, end and step.
 type Grid = (i64, i64, i64);
@@ -27,8 +27,11 @@ pub(super) fn series_function(
     a: &Args<'_>,
     cx: &Context<'_>,
 ) -> Result<Vec<Series>> {
-    if let Some(combined) = combine_stored(name, agg, a, cx)? {
-        return Ok(combined);
+    // The source's one pass knows no xFilesFactor.
+    if a.request_xff() == 0.0 {
+        if let Some(combined) = combine_stored(name, agg, a, cx)? {
+            return Ok(combined);
+        }
     }
     let list = a.series_from(0, cx)?;
     aggregate(name, agg, list, a)
@@ -38,8 +41,8 @@ pub(super) fn series_function(
 /// written with or without its `Series` suffix.
 pub(super) fn aggregate_call(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let (name, agg) = agg_named(a, 1)?;
-    let xff = a.opt_number(2)?.unwrap_or(0.0);
     let list = a.series(0, cx)?;
+    let xff = a.opt_number(2)?.unwrap_or(a.request_xff());
     aggregate_xff(&name, agg, list, a, xff)
 }
 
@@ -54,14 +57,15 @@ fn agg_named(a: &Args<'_>, i: usize) -> Result<(String, AggFunc)> {
 
 /// graphite-web's `aggregate` over `list`: nothing for no series, else one series named
 /// `name(path expressions)`. A counter only when every input is one and `agg` keeps
-/// increases (sum, average, max, min).
+/// increases (sum, average, max, min). The request's xFilesFactor decides how many of a
+/// point's series must be known.
 pub(super) fn aggregate(
     name: &str,
     agg: AggFunc,
     list: Vec<Series>,
     a: &Args<'_>,
 ) -> Result<Vec<Series>> {
-    aggregate_xff(name, agg, list, a, 0.0)
+    aggregate_xff(name, agg, list, a, a.request_xff())
 }
 
 /// [`aggregate`] where a point is null unless at least `xff` of its row (the share of the
@@ -84,7 +88,7 @@ fn aggregate_xff(
     let expressions = distinct(list.iter().map(|s| s.path_expression.as_str())).join(",");
     let (grid, values) = rows(list, a, |row| {
         let known = row.iter().flatten().count();
-        (known as f64 / row.len() as f64 >= xff)
+        (enough_known(known, row.len() as f64, xff))
             .then(|| agg.reduce(row))
             .flatten()
     })?;
@@ -408,6 +412,10 @@ fn group_by_node_stored(
     else {
         return Ok(None);
     };
+    // The source's one pass knows no xFilesFactor.
+    if a.request_xff() != 0.0 {
+        return Ok(None);
+    }
     let aggregation = match agg {
         AggFunc::Sum => Aggregation::Sum,
         AggFunc::Average => Aggregation::Avg,
@@ -560,17 +568,19 @@ pub(super) fn series_lists(
     a: &Args<'_>,
     cx: &Context<'_>,
 ) -> Result<Vec<Series>> {
-    series_lists_xff(name, agg, a, cx, 0.0)
+    series_lists_xff(name, agg, a, cx, None)
 }
 
+/// [`series_lists`] with an xFilesFactor, the request's when `None`.
 fn series_lists_xff(
     name: &str,
     agg: AggFunc,
     a: &Args<'_>,
     cx: &Context<'_>,
-    xff: f64,
+    xff: Option<f64>,
 ) -> Result<Vec<Series>> {
     let (xs, ys) = equal_lists(a, cx)?;
+    let xff = xff.unwrap_or(a.request_xff());
     let mut out = Vec::new();
     for (x, y) in xs.into_iter().zip(ys) {
         let pair_name = format!("{name}({},{})", x.name, y.name);
@@ -585,7 +595,7 @@ fn series_lists_xff(
 /// `aggregateSeriesLists(first, second, func, xFilesFactor)`.
 pub(super) fn aggregate_series_lists(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let (name, agg) = agg_named(a, 2)?;
-    let xff = a.opt_number(3)?.unwrap_or(0.0);
+    let xff = a.opt_number(3)?;
     series_lists_xff(&name, agg, a, cx, xff)
 }
 
@@ -620,7 +630,7 @@ pub(super) fn as_percent(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> 
         Values(Vec<Option<f64>>, String),
         Number(f64, String),
     }
-    let total = match a.args.get(1) {
+    let total = match a.arg(1) {
         Some(Expr::Int(_) | Expr::Number(_)) => Total::Number(a.number(1)?, a.py_str(1)),
         Some(_) if total_arg => {
             let mut totals = a.series(1, cx)?;

@@ -169,3 +169,65 @@ pub(super) fn stacked(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
         })
         .collect())
 }
+
+/// `verticalLine(ts, label, color)`: one point of 1 at `ts`, named by the label (`None`
+/// without one, as graphite-web's JSON has it); refused outside the request's range, as
+/// graphite-web refuses it.
+pub(super) fn vertical_line(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let at = super::transform::date(a, 0, cx)?;
+    if at < cx.from {
+        return Err(a.wrong(
+            0,
+            &format!("is {at}, before the start of the range ({})", cx.from),
+        ));
+    }
+    if at > cx.until {
+        return Err(a.wrong(
+            0,
+            &format!("is {at}, after the end of the range ({})", cx.until),
+        ));
+    }
+    let label = if a.has(1) && !a.path_is_none(1) {
+        a.string(1)?.to_owned()
+    } else {
+        "None".to_owned()
+    };
+    if a.has(2) && !a.path_is_none(2) {
+        a.string(2)?;
+    }
+    Ok(vec![Series::new(label, (at, at, 1), vec![Some(1.0); 2])])
+}
+
+/// `setXFilesFactor(seriesList, xFilesFactor)` (short form `xFilesFactor`): the series
+/// unchanged but for their xFilesFactor, which also becomes the request's for everything
+/// evaluated after it, later targets included, as in graphite-web.
+pub(super) fn set_x_files_factor(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let xff = a.number(1)?;
+    if !xff.is_finite() {
+        return Err(a.wrong(1, "must be a finite number (0 to 1)"));
+    }
+    let mut list = a.series(0, cx)?;
+    cx.x_files_factor.set(xff);
+    for s in &mut list {
+        s.x_files_factor = Some(xff);
+    }
+    Ok(list)
+}
+
+/// `events(*tags)`: the number of events at each second of the range, named
+/// `events("tag", ...)`, consolidated by sum. tierdb keeps no events, so every point is
+/// null: graphite-web's answer over an empty events table.
+pub(super) fn events(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let tags: Vec<&str> = (0..a.len()).map(|i| a.string(i)).collect::<Result<_>>()?;
+    let name = format!("events(\"{}\")", tags.join("\", \""));
+    let points = cx.until - cx.from;
+    if points as u64 > crate::read::query::MAX_QUERY_POINTS {
+        return Err(a.invalid(&format!(
+            "one point a second over {points}s; at most {} (a shorter range)",
+            crate::read::query::MAX_QUERY_POINTS
+        )));
+    }
+    let mut series = Series::new(name, (cx.from, cx.until, 1), vec![None; points as usize]);
+    series.consolidate_by = Some(crate::render::aggfunc::AggFunc::Sum);
+    Ok(vec![series])
+}

@@ -8,7 +8,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{alias, calculate, combine, filter, special, transform, Args, Context};
+use super::{alias, calculate, combine, filter, mapreduce, special, transform, Args, Context};
 use crate::error::Result;
 use crate::render::aggfunc::{AggFunc, AGG_FUNC_NAMES};
 use crate::render::series::Series;
@@ -188,6 +188,9 @@ functions! {
         "Names each series by nodes (or tags) of its path.", alias::alias_by_node;
     "aliasByTags", "Alias", "seriesList:seriesList!, tags:nodeOrTag!*",
         "Names each series by tags (or nodes) of its path.", alias::alias_by_node;
+    "aliasQuery", "Alias", "seriesList:seriesList!, search:string!, replace:string!, newName:string!",
+        "Names each series by a value of another: the last value of the series its name rewritten by the regex selects, through Python's % format.",
+        alias::alias_query;
     "aliasSub", "Alias", "seriesList:seriesList!, search:string!, replace:string!",
         "Renames by a regex replacement; \\1 refers to a group.", alias::alias_sub;
     "alpha", "Graph", "seriesList:seriesList!, alpha:float!",
@@ -218,7 +221,7 @@ functions! {
         "Short form of averageSeries.",
         |a, cx| combine::series_function("averageSeries", F::Average, a, cx);
     "cactiStyle", "Special", "seriesList:seriesList!, system:string[binary|si], units:string",
-        "Appends the current, max and min to each name. tierdb refuses the si and binary unit systems.",
+        "Appends the current, max and min to each name, in the si or binary unit system if given.",
         alias::cacti_style;
     "changed", "Special", "seriesList:seriesList!",
         "1 where the value changed, else 0.", transform::changed;
@@ -257,6 +260,9 @@ functions! {
     "drawAsInfinite", "Graph", "seriesList:seriesList!",
         "Graph styling: renamed drawAsInfinite(name), the data unchanged.",
         |a, cx| alias::styled(a, cx, "drawAsInfinite");
+    "events", "Special", "tags:string!*",
+        "Events per second. tierdb keeps no events: every point is null, as graphite-web answers with an empty events table.",
+        special::events;
     "exclude", "Filter Series", "seriesList:seriesList!, pattern:string!",
         "The series whose name does not match the regex.", |a, cx| filter::grep(a, cx, false);
     "exp", "Transform", "seriesList:seriesList!",
@@ -320,7 +326,7 @@ functions! {
     "keepLastValue", "Transform", "seriesList:seriesList!, limit:intOrInf=Infinity",
         "Fills gaps with the last value before them.", transform::keep_last_value;
     "legendValue", "Alias", "seriesList:seriesList!, valuesTypes:string*",
-        "Appends aggregates to each name. tierdb refuses the si and binary unit systems.",
+        "Appends aggregates to each name, in the si or binary unit system when the last type names one.",
         alias::legend_value;
     "limit", "Filter Series", "seriesList:seriesList!, n:integer!",
         "The first n series.", filter::limit;
@@ -341,6 +347,11 @@ functions! {
     "lowestCurrent", "Filter Series", "seriesList:seriesList!, n:integer!",
         "The n series of the lowest last value.",
         |a, cx| filter::extreme(a, cx, Some(F::Last), false);
+    "map", "Combine", "seriesList:seriesList!, mapNodes:nodeOrTag!*",
+        "Short form of mapSeries.", mapreduce::map_series;
+    "mapSeries", "Combine", "seriesList:seriesList!, mapNodes:nodeOrTag!*",
+        "Groups the series by nodes, for reduceSeries. tierdb keeps the groups in one list, one after another.",
+        mapreduce::map_series;
     "maxSeries", "Combine", "seriesLists:seriesList!*",
         "The maximum of the series at each point.",
         |a, cx| combine::series_function("maxSeries", F::Max, a, cx);
@@ -416,6 +427,11 @@ functions! {
     "rangeOfSeries", "Combine", "seriesLists:seriesList!*",
         "Max minus min of the series at each point.",
         |a, cx| combine::series_function("rangeOfSeries", F::Range, a, cx);
+    "reduce", "Combine", "seriesLists:seriesLists!, reduceFunction:string!, reduceNode:node!, reduceMatchers:string!*",
+        "Short form of reduceSeries.", mapreduce::reduce_series;
+    "reduceSeries", "Combine", "seriesLists:seriesLists!, reduceFunction:string!, reduceNode:node!, reduceMatchers:string!*",
+        "Calls a function on the series of each group that match the given node values, named by the group.",
+        mapreduce::reduce_series;
     "removeAbovePercentile", "Filter Data", "seriesList:seriesList!, n:float!",
         "Nulls the points above the n-th percentile.",
         |a, cx| filter::remove_percentile(a, cx, true);
@@ -444,6 +460,9 @@ functions! {
     "seriesByTag", "Special", "tagExpressions:string!*",
         "The series whose tags satisfy every expression: tag=value, tag!=value, tag=~regex, tag!=~regex (name for the name).",
         special::series_by_tag;
+    "setXFilesFactor", "Special", "seriesList:seriesList!, xFilesFactor:float!",
+        "The share of known points consolidation, summarize and the moving windows need, for these series and the rest of the request.",
+        special::set_x_files_factor;
     "sigmoid", "Transform", "seriesList:seriesList!",
         "1 / (1 + e^-x) of each point.", transform::sigmoid;
     "sin", "Transform", "name:string!, amplitude:integer=1, step:integer=60",
@@ -495,6 +514,8 @@ functions! {
         "Short form of timeFunction.", special::time_function;
     "timeFunction", "Transform", "name:string!, step:integer=60",
         "Each point's own timestamp.", special::time_function;
+    "timeSlice", "Transform", "seriesList:seriesList!, startSliceAt:date!, endSliceAt:date=\"now\"",
+        "Nulls the points outside a time span.", transform::time_slice;
     "timeShift", "Transform", "seriesList:seriesList!, timeShift:interval!, resetEnd:boolean=true, alignDst:boolean=false",
         "The series read from another time, stamped on this range.", transform::time_shift;
     "timeStack", "Transform", "seriesList:seriesList!, timeShiftUnit:interval=\"1d\", timeShiftStart:integer=0, timeShiftEnd:integer=7",
@@ -506,9 +527,13 @@ functions! {
     "useSeriesAbove", "Filter Series", "seriesList:seriesList!, value:float!, search:string!, replace:string!",
         "The series named by a replacement in the names of those whose maximum is above value.",
         filter::use_series_above;
+    "verticalLine", "Graph", "ts:date!, label:string, color:string",
+        "One point at a time, named by the label.", special::vertical_line;
     "weightedAverage", "Combine", "seriesListAvg:seriesList!, seriesListWeight:seriesList!, nodes:nodeOrTag*",
         "The average weighted by a second list, series paired by their nodes.",
         combine::weighted_average;
+    "xFilesFactor", "Special", "seriesList:seriesList!, xFilesFactor:float!",
+        "Short form of setXFilesFactor.", special::set_x_files_factor;
 }
 
 /// `multiplySeries(*seriesLists)`: one list of one series comes back unchanged, as in

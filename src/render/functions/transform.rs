@@ -9,7 +9,7 @@ use crate::read::query::MAX_QUERY_POINTS;
 use crate::render::aggfunc::AggFunc;
 use crate::render::python::{round_6, round_to};
 use crate::render::series::bucket_value;
-use crate::render::series::Series;
+use crate::render::series::{enough_known, Series};
 
 /// A function of each value alone, named `func(name)` or with an argument; the result keeps
 /// nothing of the buckets.
@@ -765,8 +765,16 @@ fn summarize(s: Series, interval: i64, agg: AggFunc, align: bool) -> Series {
             merged[w].merge(&buckets[i]);
         }
     }
+    // graphite-web's xFilesFactor: the window's known points against the points it spans.
+    let xff = s.xff();
+    let points_per_window = interval as f64 / s.step as f64;
+    let enough = |w: usize| {
+        let known = s.values[ranges[w].0..ranges[w].1].iter().flatten().count();
+        xff == 0.0 || enough_known(known, points_per_window, xff)
+    };
     let values = (0..count)
         .map(|w| match (merged.get(w), agg) {
+            _ if !enough(w) => None,
             (Some(bucket), AggFunc::Average | AggFunc::Max | AggFunc::Min) if bucket.is_empty() => {
                 None
             }
@@ -822,7 +830,7 @@ fn summarize_values(s: &Series, agg: AggFunc, interval: i64) -> (Vec<Option<f64>
             i += 1;
         }
         values.push(
-            (known > 0)
+            enough_known(known, interval as f64 / s.step as f64, s.xff())
                 .then(|| agg.reduce(&s.values[first..i]))
                 .flatten(),
         );
@@ -876,7 +884,7 @@ pub(super) fn smart_summarize(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Seri
     let (interval, text) = a.interval(1)?;
     let func = a.string_or(2, "sum")?;
     let agg = a.agg_or(2, AggFunc::Sum)?;
-    let list = match a.args.get(3) {
+    let list = match a.arg(3) {
         Some(crate::render::expr::Expr::Str(unit)) => {
             let from = align_start(a, 3, unit, cx.from)?;
             a.series(0, &cx.over(from, cx.until))?
@@ -901,4 +909,38 @@ pub(super) fn smart_summarize(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Seri
         });
     }
     Ok(out)
+}
+
+/// A `date` argument (graphite-web's `parseATTime`) in unix seconds, relative times counted
+/// from the request's clock, in the forms of [`crate::time::parse_time`].
+pub(super) fn date(a: &Args<'_>, i: usize, cx: &Context<'_>) -> Result<i64> {
+    let text = a.string(i)?;
+    let at = crate::time::parse_time(text, cx.now).map_err(|e| a.wrong(i, &e))?;
+    if !crate::render::RENDER_TIMES.contains(&at) {
+        return Err(a.wrong(i, &format!("is {text:?}, outside the years 0 to 9999")));
+    }
+    Ok(at)
+}
+
+/// `timeSlice(seriesList, startSliceAt, endSliceAt="now")`: the values outside
+/// `start..=end` nulled, named `timeSlice(name, start, end)`. As graphite-web does, point `i`
+/// is judged at the request's `from` plus `i` steps (not at its own stamp, one step later).
+pub(super) fn time_slice(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    let start = date(a, 1, cx)?;
+    let end = if a.has(2) { date(a, 2, cx)? } else { cx.now };
+    Ok((a.series(0, cx)?.into_iter())
+        .map(|s| {
+            let name = format!("timeSlice({}, {start}, {end})", s.name);
+            let (step, counter) = (s.step, s.counter);
+            let mut at = cx.from - step;
+            // A counter's increases stay increases where they are kept.
+            Series {
+                counter,
+                ..s.mapped(name, |v| {
+                    at += step;
+                    v.filter(|_| (start..=end).contains(&at))
+                })
+            }
+        })
+        .collect())
 }

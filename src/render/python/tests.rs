@@ -64,3 +64,40 @@ fn round_6_rounds_as_python_does() {
     }
     assert!(round_6(f64::NAN).is_nan());
 }
+
+#[test]
+fn percent_format_writes_what_python_writes() {
+    use super::percent_format;
+    // From CPython 3.11: `template % value`.
+    for (template, value, python) in [
+        ("Channel %d MHz", 2.7, "Channel 2 MHz"),
+        ("%s", 3.0, "3.0"),
+        ("%.2f", 2.675, "2.67"),
+        ("%5.1f|", -2.25, " -2.2|"),
+        ("%-6d|", 42.9, "42    |"),
+        ("%+d", 5.0, "+5"),
+        ("%e", 150.0, "1.500000e+02"),
+        ("%.3E", 0.000123, "1.230E-04"),
+        ("%g", 1234567.0, "1.23457e+06"),
+        ("%05.1f", -3.25, "-03.2"),
+        ("100%% %s", 0.1, "100% 0.1"),
+        ("% d", 7.0, " 7"),
+        ("%.1s", 12.5, "1"),
+        ("%i", -7.9, "-7"),
+    ] {
+        assert_eq!(
+            percent_format(template, value).unwrap(),
+            python,
+            "{template}"
+        );
+    }
+    for (template, error) in [
+        ("no conversion", "not all arguments converted"),
+        ("%d and %d", "not enough arguments"),
+        ("%x", "unsupported format character 'x'"),
+        ("%", "incomplete format"),
+    ] {
+        let got = percent_format(template, 1.0).unwrap_err();
+        assert!(got.contains(error), "{template}: {got}");
+    }
+}
