@@ -66,6 +66,7 @@ use std::sync::{Mutex, MutexGuard};
 use crate::cluster::delete_entry::LogEntry;
 use crate::cluster::SampleBatch;
 use crate::config::TiersConfig;
+use crate::engine::{accepted_times, check_value_and_time};
 use crate::engine::{Engine, EngineBuilder};
 use crate::error::Error;
 use crate::error::RejectReason;
@@ -367,19 +368,34 @@ impl PartitionStore {
         inner.state.record(group.last)
     }
 
-    /// Registers the series of `batch` by key; `None` for a key that is not a valid series
-    /// (its samples are refused as `invalid_series`).
+    /// Registers the series of `batch` by key, as a single node registers a series: only
+    /// when a sample of it can land. A series none of whose samples in this message is
+    /// finite and within the windows at the engine's clock (a replay of data every tier has
+    /// let go) is neither registered nor declared, its samples refused each for its own
+    /// reason. The rule reads the message alone, never what the registry holds, so a group
+    /// rolled back after registering a series is applied again as it was the first time. A
+    /// key that is not a valid series is refused as `invalid_series`.
     ///
     /// # Errors
     /// [`Error::Io`] or [`Error::Poisoned`] from the registry.
     fn resolve(&self, batch: &SampleBatch) -> Result<Vec<Resolved>> {
-        batch
-            .series
-            .iter()
-            .map(|series| match self.engine.series(&series.key) {
-                Ok(id) => Ok(Resolved::Id(id)),
-                Err(Error::InvalidSeries { .. }) => Ok(Resolved::Invalid),
-                Err(e) => Err(e),
+        let bounds = accepted_times(self.engine.config(), self.engine.now());
+        let mut lands = vec![false; batch.series.len()];
+        for sample in &batch.samples {
+            if let Some(lands) = lands.get_mut(sample.series as usize) {
+                *lands |= check_value_and_time(sample.value, sample.ts, bounds).is_ok();
+            }
+        }
+        (batch.series.iter().zip(lands))
+            .map(|(series, lands)| {
+                if !lands {
+                    return Ok(Resolved::Refused(bounds));
+                }
+                match self.engine.series(&series.key) {
+                    Ok(id) => Ok(Resolved::Id(id)),
+                    Err(Error::InvalidSeries { .. }) => Ok(Resolved::Invalid),
+                    Err(e) => Err(e),
+                }
             })
             .collect()
     }
@@ -402,7 +418,7 @@ impl PartitionStore {
             .flatten()
             .filter_map(|r| match r {
                 Resolved::Id(id) => Some(*id),
-                Resolved::Invalid => None,
+                Resolved::Invalid | Resolved::Refused(_) => None,
             })
             .collect();
         ids.sort_unstable();
@@ -452,6 +468,8 @@ impl PartitionStore {
         for (declared, resolved) in batch.series.iter().zip(series) {
             ids.push(match (*resolved, declared.kind) {
                 (Resolved::Invalid, _) => Err(RejectReason::InvalidSeries),
+                // Each sample's own reason is given below; this one stands for the series.
+                (Resolved::Refused(_), _) => Err(RejectReason::TooOld),
                 (Resolved::Id(id), None) => Ok(id),
                 (Resolved::Id(id), Some(kind)) => match self.engine.declare_kind(id, kind) {
                     Ok(()) => Ok(id),
@@ -472,7 +490,17 @@ impl PartitionStore {
                     samples.push(Sample::new(id, sample.ts, sample.value));
                     positions.push(offset + position);
                 }
-                Err(reason) => report.reject(offset + position, reason),
+                Err(reason) => {
+                    let reason = match series.get(sample.series as usize) {
+                        Some(Resolved::Refused(bounds)) => {
+                            check_value_and_time(sample.value, sample.ts, *bounds)
+                                .err()
+                                .unwrap_or(reason)
+                        }
+                        _ => reason,
+                    };
+                    report.reject(offset + position, reason);
+                }
             }
         }
         if samples.is_empty() {
@@ -514,12 +542,15 @@ struct Prepared<'a> {
     raw_tails: &'a [RawTail],
 }
 
-/// A series of a batch, registered.
+/// A series of a batch, registered, or why not.
 #[derive(Clone, Copy, Debug)]
 enum Resolved {
     Id(SeriesId),
     /// Not a valid series key.
     Invalid,
+    /// No sample of it in the message is within these bounds ([`accepted_times`]): not
+    /// registered, not declared.
+    Refused((Timestamp, Timestamp)),
 }
 
 /// Every bucket cell the samples of `todo` may change, each once, sorted: per sample with a

@@ -524,6 +524,11 @@ fn refusals_are_counted_never_errors_nor_panics() {
         ]
     );
     assert_eq!(store.applied(), 1);
+    // A new series none of whose samples landed is not registered, as on a single node;
+    // one that landed a sample is.
+    let registry = store.engine().registry();
+    assert!(registry.get(&key(2)).is_none(), "s2 registered");
+    assert!(registry.get(&key(0)).is_some());
 }
 
 #[test]
