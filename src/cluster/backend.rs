@@ -109,6 +109,22 @@ impl Backend for NodeBackend {
         })
     }
 
+    /// Not yet: PromQL needs its reads fanned out to the partitions' owners, which the
+    /// cluster's wire does not carry; answered as Prometheus' `execution` error, saying so.
+    fn prometheus(
+        &self,
+        _: crate::promql::Request,
+        _: crate::promql::QueryLimits,
+        _: ReadOptions,
+    ) -> BoxFuture<'_, std::result::Result<crate::promql::Reply, crate::promql::QueryError>> {
+        Box::pin(async {
+            Err(crate::promql::QueryError::execution(
+                "the Prometheus query API is answered by single nodes; a cluster node does not \
+                 evaluate PromQL yet",
+            ))
+        })
+    }
+
     fn find(
         &self,
         query: String,
