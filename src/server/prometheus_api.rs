@@ -132,6 +132,10 @@ pub(crate) fn parse_duration(text: &str) -> Result<i64, String> {
             "cannot parse {text:?} to a valid duration. It overflows int64"
         ));
     }
+    // The parser refuses a zero duration in PromQL; as a parameter, Prometheus takes it.
+    if text.starts_with('0') && text.chars().all(|c| c == '0' || "ywdhms".contains(c)) {
+        return Ok(0);
+    }
     promql_parser::util::parse_duration(text)
         .map(|d| d.as_millis() as i64)
         .map_err(|_| format!("cannot parse {text:?} to a valid duration"))

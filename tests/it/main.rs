@@ -27,6 +27,7 @@ mod model;
 mod nats;
 mod prom_remote;
 mod prometheus;
+mod promql_api;
 mod promql_oracle;
 mod raw;
 mod read_budget;
