@@ -28,7 +28,7 @@ use std::time::Instant;
 pub use error::{ErrorKind, QueryError};
 pub use labels::{key_labels, Labels, MatcherSet};
 pub use listing::Listing;
-pub use source::{Selected, Source, StoredSource};
+pub use source::{RawPoints, Selected, Source, StoredSource};
 pub use value::{Answer, ResultValue};
 
 use crate::read::budget::ReadBudget;

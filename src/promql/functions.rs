@@ -316,7 +316,9 @@ fn absent(arg: &Expr, grid: &Grid, empty: impl Fn(usize) -> bool) -> Value {
 /// `histogram_quantile(phi, buckets)`: the series grouped by their labels without `le`
 /// (and the name), each group's cumulative buckets interpolated as Prometheus does.
 fn histogram_quantile(phi: &[f64], series: Vec<Series>, steps: usize) -> Vec<Series> {
-    let mut groups: Vec<(Labels, Vec<(f64, Vec<Option<f64>>)>)> = Vec::new();
+    // Per group: its labels, and each bucket's upper bound and values.
+    type Buckets = Vec<(f64, Vec<Option<f64>>)>;
+    let mut groups: Vec<(Labels, Buckets)> = Vec::new();
     for s in series {
         let Ok(le) = parse_le(s.labels.get("le")) else {
             continue;

@@ -15,6 +15,9 @@ use crate::read::reader::Reader;
 use crate::registry::SeriesId;
 use crate::time::{Span, Timestamp};
 
+/// One series' raw points, `(unix seconds, value)` in time order.
+pub type RawPoints = Vec<(Timestamp, f64)>;
+
 /// A series a selector picked: where to read it, its labels and how it stores samples.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Selected {
@@ -68,7 +71,7 @@ pub trait Source: Sync {
         from: Timestamp,
         to: Timestamp,
         budget: &ReadBudget,
-    ) -> Result<Option<Vec<Vec<(Timestamp, f64)>>>>;
+    ) -> Result<Option<Vec<RawPoints>>>;
 }
 
 /// An engine's [`Reader`] as PromQL reads it.
@@ -164,7 +167,7 @@ impl Source for StoredSource<'_> {
         from: Timestamp,
         to: Timestamp,
         budget: &ReadBudget,
-    ) -> Result<Option<Vec<Vec<(Timestamp, f64)>>>> {
+    ) -> Result<Option<Vec<RawPoints>>> {
         let Some(spec) = &self.reader.config().raw else {
             return Ok(None);
         };

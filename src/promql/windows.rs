@@ -427,9 +427,10 @@ fn over_points(
                 "irate" | "idelta" if n < 2 => None,
                 "irate" | "idelta" => {
                     let (prev, last) = (w[n - 2], w[n - 1]);
-                    let change = if increases {
-                        last.1
-                    } else if name == "irate" && last.1 < prev.1 {
+                    // A counter's raw point is its increase; a drop in values is a reset
+                    // for irate (the value since it), a change for idelta.
+                    let reset = name == "irate" && last.1 < prev.1;
+                    let change = if increases || reset {
                         last.1
                     } else {
                         last.1 - prev.1

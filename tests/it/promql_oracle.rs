@@ -57,9 +57,12 @@ impl Lcg {
     }
 }
 
-/// The data both receive: labels and `(value, unix seconds)` samples per series.
+/// A series' labels, and its `(value, unix seconds)` samples.
+type SentSeries = (Vec<(String, String)>, Vec<(f64, i64)>);
+
+/// The data both receive.
 struct Data {
-    series: Vec<(Vec<(String, String)>, Vec<(f64, i64)>)>,
+    series: Vec<SentSeries>,
 }
 
 impl Data {
