@@ -18,6 +18,8 @@ mod functions;
 mod labels;
 mod listing;
 mod source;
+#[cfg(test)]
+mod tests;
 mod tier;
 mod value;
 mod windows;
