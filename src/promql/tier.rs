@@ -75,8 +75,8 @@ pub(crate) fn choose(
     let warning = grain_ms.map(|grain| {
         format!(
             "approximate: windows and steps of {} are not whole buckets of tier {} \
-             (resolution {}s) that holds the range; each window reads the buckets that start \
-             in it",
+             (resolution {}s) that holds the range; each window reads the buckets lying whole \
+             in it, or the ones it overlaps when it is narrower than a bucket",
             show_ms(grain),
             tiers.tiers[tier].name,
             tiers.tiers[tier].resolution.secs()

@@ -438,3 +438,47 @@ fn limits_refuse_whole_queries() {
     assert_eq!((status, kind.as_str()), (422, "execution"), "{message}");
     assert!(message.contains("--max-query-series"), "{message}");
 }
+
+#[test]
+fn a_raw_tier_makes_raw_only_functions_exact() {
+    let mut tiers = tierdb::TiersConfig::default();
+    tiers.raw = Some(tierdb::RawTierSpec {
+        name: "raw".to_string(),
+        period: tierdb::Span::from_secs(3600),
+        retention: tierdb::Span::from_secs(12 * 3600),
+        create_ahead: 1,
+        dedupe_unchanged: false,
+    });
+    let server = TestServer::with_tiers(tiers, None, Limits::default());
+    // A gauge at 10, 25 and 40 s into each of the last 20 minutes: 1, 5, 3.
+    for m in 0..20 {
+        for (s, v) in [(10, 1.0), (25, 5.0), (40, 3.0)] {
+            server
+                .engine
+                .record("g{host=a}", NOW - 1200 + 60 * m + s, v)
+                .unwrap();
+        }
+    }
+    server.engine.sync().unwrap();
+    let value = |query: &str| {
+        let path = format!(
+            "/prometheus/api/v1/query?query={}&time={}",
+            percent_encode(query),
+            NOW - 60
+        );
+        let answer = server.json(&path);
+        assert!(answer.get("warnings").is_none(), "{query}: {answer}");
+        answer["data"]["result"][0]["value"][1]
+            .as_str()
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+    };
+    // The last two samples (5 then 3, 15 s apart): a drop, read by irate as a reset.
+    assert_eq!(value("irate(g[2m])"), 0.2);
+    assert_eq!(value("idelta(g[2m])"), -2.0);
+    assert_eq!(value("changes(g[2m])"), 5.0);
+    assert_eq!(value("resets(g[2m])"), 3.0);
+    assert_eq!(value("last_over_time(g[2m])"), 3.0);
+    assert_eq!(value("quantile_over_time(0.5, g[2m])"), 3.0);
+}
