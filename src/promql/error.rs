@@ -12,6 +12,8 @@ pub enum ErrorKind {
     Execution,
     /// The query ran past the server's query timeout (HTTP 503).
     Timeout,
+    /// The server cannot answer this here (a cluster node, for now) (HTTP 503).
+    Unavailable,
     /// The server failed; the detail is logged (HTTP 500).
     Internal,
 }
@@ -23,6 +25,7 @@ impl ErrorKind {
             ErrorKind::BadData => "bad_data",
             ErrorKind::Execution => "execution",
             ErrorKind::Timeout => "timeout",
+            ErrorKind::Unavailable => "unavailable",
             ErrorKind::Internal => "internal",
         }
     }

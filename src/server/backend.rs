@@ -78,7 +78,7 @@ pub trait Backend: Send + Sync {
     ) -> Answer<'_, Vec<RenderedSeries>>;
 
     /// `/prometheus/api/v1/...`: a PromQL query or a listing of series, labels or metadata,
-    /// within `limits`. A cluster node answers `execution` until it can fan PromQL out.
+    /// within `limits`. A cluster node answers `unavailable` until it can fan PromQL out.
     fn prometheus(
         &self,
         request: promql::Request,

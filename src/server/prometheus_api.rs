@@ -60,7 +60,7 @@ impl IntoResponse for PromError {
         let status = match kind {
             ErrorKind::BadData => StatusCode::BAD_REQUEST,
             ErrorKind::Execution => StatusCode::UNPROCESSABLE_ENTITY,
-            ErrorKind::Timeout => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorKind::Timeout | ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let message = if kind == ErrorKind::Internal {
