@@ -403,9 +403,10 @@ impl<'a> Evaluator<'a> {
     ) -> Result<RangeInput, QueryError> {
         let times = self.shifted_times(grid, &sq.at, &sq.offset);
         let range_ms = sq.range.as_millis() as i64;
+        // Without a step, Prometheus' default evaluation interval: one minute.
         let step_ms = match sq.step {
             Some(step) if !step.is_zero() => step.as_millis() as i64,
-            _ => grid.step_ms.unwrap_or(60_000),
+            _ => 60_000,
         };
         let (lo, hi) = min_max(&times);
         // Prometheus' inner times: the multiples of the step in [lo - range, hi].

@@ -424,6 +424,7 @@ fn promql_matches_prometheus() {
         "sum_over_time(oracle_temperature[5m] offset 10m)".to_string(),
         format!("max_over_time(oracle_temperature[5m] @ {at})"),
         "max_over_time(avg_over_time(oracle_temperature[5m])[10m:5m])".to_string(),
+        "min_over_time(sum by (job) (max_over_time(oracle_temperature[2m]))[6m:])".to_string(),
         "label_replace(max_over_time(oracle_temperature[5m]), \"host\", \"h-$1\", \"instance\", \"(.*)\")".to_string(),
         "label_join(max_over_time(oracle_temperature[5m]), \"both\", \"/\", \"job\", \"instance\")".to_string(),
         "abs(-max_over_time(oracle_temperature[5m])) + ceil(avg_over_time(oracle_temperature[5m])) * 2".to_string(),
