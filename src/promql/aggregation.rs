@@ -129,6 +129,39 @@ pub(crate) fn aggregate(
                 }
             }
         }
+        ("sum" | "avg" | "count" | "group" | "min" | "max", _) => {
+            // One pass over each member's values into per-step accumulators.
+            for (labels, members) in groups {
+                let mut total = vec![0.0; steps];
+                let mut seen = vec![0u32; steps];
+                let mut extreme: Vec<f64> = vec![f64::NAN; steps];
+                for &i in &members {
+                    for (k, v) in series[i].values.iter().enumerate() {
+                        let Some(v) = *v else { continue };
+                        total[k] += v;
+                        seen[k] += 1;
+                        extreme[k] = match op.as_str() {
+                            // f64::min/max keep the number over a NaN, as Prometheus does.
+                            "min" => extreme[k].min(v),
+                            "max" => extreme[k].max(v),
+                            _ => extreme[k],
+                        };
+                    }
+                }
+                let values = (0..steps)
+                    .map(|k| {
+                        (seen[k] > 0).then(|| match op.as_str() {
+                            "sum" => total[k],
+                            "avg" => total[k] / f64::from(seen[k]),
+                            "count" => f64::from(seen[k]),
+                            "group" => 1.0,
+                            _ => extreme[k],
+                        })
+                    })
+                    .collect();
+                out.push(Series { labels, values });
+            }
+        }
         _ => {
             for (labels, members) in groups {
                 let values = (0..steps)
@@ -147,12 +180,6 @@ pub(crate) fn aggregate(
                             present.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / n
                         };
                         Ok(Some(match op.as_str() {
-                            "sum" => present.iter().sum(),
-                            "avg" => mean(),
-                            "count" => n,
-                            "group" => 1.0,
-                            "min" => extreme(&present, f64::min),
-                            "max" => extreme(&present, f64::max),
                             "stddev" => variance().sqrt(),
                             "stdvar" => variance(),
                             "quantile" => match &param {
@@ -179,11 +206,6 @@ enum Param {
     None,
     Number(Vec<f64>),
     Label(String),
-}
-
-/// `min`/`max` as Prometheus folds them: NaN only when every value is NaN.
-fn extreme(values: &[f64], pick: fn(f64, f64) -> f64) -> f64 {
-    values.iter().copied().reduce(pick).unwrap_or(f64::NAN)
 }
 
 fn nan_low(v: f64) -> f64 {

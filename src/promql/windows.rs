@@ -168,33 +168,44 @@ pub(crate) fn apply(
     param: Option<&[f64]>,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<Series>, QueryError> {
-    let mut out = Vec::with_capacity(input.series.len());
-    for (i, series) in input.series.iter().enumerate() {
-        let values = match &input.data {
-            WindowData::Buckets {
-                first_ms,
-                res_ms,
-                buckets,
-            } => over_buckets(
-                name,
-                series,
-                &buckets[i],
-                (*first_ms, *res_ms),
-                input,
-                param,
-                warnings,
-            )?,
-            WindowData::Points { increases, points } => {
-                let increases = *increases && series.counter;
-                over_points(name, series, &points[i], increases, input, param)?
-            }
-        };
-        let labels = if name == "last_over_time" {
-            series.labels.clone()
-        } else {
-            series.labels.clone().without_name()
-        };
-        out.push(Series { labels, values });
+    use rayon::prelude::*;
+    // Series by series in parallel, each with the warnings it gave.
+    let each: Vec<(Series, Vec<String>)> = (input.series.par_iter().enumerate())
+        .map(|(i, series)| {
+            let mut said = Vec::new();
+            let values = match &input.data {
+                WindowData::Buckets {
+                    first_ms,
+                    res_ms,
+                    buckets,
+                } => over_buckets(
+                    name,
+                    series,
+                    &buckets[i],
+                    (*first_ms, *res_ms),
+                    input,
+                    param,
+                    &mut said,
+                )?,
+                WindowData::Points { increases, points } => {
+                    let increases = *increases && series.counter;
+                    over_points(name, series, &points[i], increases, input, param)?
+                }
+            };
+            let labels = if name == "last_over_time" {
+                series.labels.clone()
+            } else {
+                series.labels.clone().without_name()
+            };
+            Ok((Series { labels, values }, said))
+        })
+        .collect::<Result<_, QueryError>>()?;
+    let mut out = Vec::with_capacity(each.len());
+    for (series, said) in each {
+        for warning in said {
+            push_once(warnings, warning);
+        }
+        out.push(series);
     }
     Ok(out)
 }
