@@ -441,14 +441,16 @@ fn limits_refuse_whole_queries() {
 
 #[test]
 fn a_raw_tier_makes_raw_only_functions_exact() {
-    let mut tiers = tierdb::TiersConfig::default();
-    tiers.raw = Some(tierdb::RawTierSpec {
-        name: "raw".to_string(),
-        period: tierdb::Span::from_secs(3600),
-        retention: tierdb::Span::from_secs(12 * 3600),
-        create_ahead: 1,
-        dedupe_unchanged: false,
-    });
+    let tiers = tierdb::TiersConfig {
+        raw: Some(tierdb::RawTierSpec {
+            name: "raw".to_string(),
+            period: tierdb::Span::from_secs(3600),
+            retention: tierdb::Span::from_secs(12 * 3600),
+            create_ahead: 1,
+            dedupe_unchanged: false,
+        }),
+        ..tierdb::TiersConfig::default()
+    };
     let server = TestServer::with_tiers(tiers, None, Limits::default());
     // A gauge at 10, 25 and 40 s into each of the last 20 minutes: 1, 5, 3.
     for m in 0..20 {
