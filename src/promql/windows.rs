@@ -292,6 +292,31 @@ fn over_buckets(
         _ => {}
     }
     let res_secs = res as f64 / 1000.0;
+    // The functions of count and total alone (the rate of every dashboard): a window's sums,
+    // without folding min and max.
+    let sums_only = matches!(
+        name,
+        "sum_over_time" | "count_over_time" | "avg_over_time" | "increase" | "rate"
+    );
+    if sums_only || (name == "delta" && counter) {
+        let values = (input.times.iter())
+            .map(|&t| {
+                let (lo, hi) = bucket_range(first, res, buckets.len(), t, input.range_ms);
+                let (mut total, mut count) = (0.0, 0);
+                for b in &buckets[lo..hi] {
+                    total += b.total;
+                    count += b.count;
+                }
+                (count > 0).then(|| match name {
+                    "count_over_time" => count as f64,
+                    "avg_over_time" => total / count as f64,
+                    "rate" => total / ((hi - lo) as f64 * res_secs),
+                    _ => total,
+                })
+            })
+            .collect();
+        return Ok(values);
+    }
     let mut values = Vec::with_capacity(input.times.len());
     for (k, &t) in input.times.iter().enumerate() {
         let (lo, hi) = bucket_range(first, res, buckets.len(), t, input.range_ms);
@@ -306,15 +331,9 @@ fn over_buckets(
         }
         let mid = |j: usize| (first + (lo + j) as i64 * res) as f64 / 1000.0 + res_secs / 2.0;
         let value = match name {
-            "sum_over_time" => merged.total,
-            "count_over_time" => merged.count as f64,
             "min_over_time" => merged.min,
             "max_over_time" => merged.max,
-            "avg_over_time" => merged.total / merged.count as f64,
             "present_over_time" => 1.0,
-            "increase" => merged.total,
-            "delta" if counter => merged.total,
-            "rate" => merged.total / (window.len() as f64 * res_secs),
             "irate" => {
                 let last = window.iter().rev().find(|b| b.count > 0);
                 last.map_or(0.0, |b| b.total / res_secs)
