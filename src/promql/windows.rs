@@ -169,6 +169,20 @@ pub(crate) fn apply(
     warnings: &mut Vec<String>,
 ) -> Result<Vec<Series>, QueryError> {
     use rayon::prelude::*;
+    // Every series' buckets share one grid: each time's window, computed once.
+    let windows: Vec<(usize, usize)> = match &input.data {
+        WindowData::Buckets {
+            first_ms,
+            res_ms,
+            buckets,
+        } => {
+            let len = buckets.first().map_or(0, Vec::len);
+            (input.times.iter())
+                .map(|&t| bucket_range(*first_ms, *res_ms, len, t, input.range_ms))
+                .collect()
+        }
+        WindowData::Points { .. } => Vec::new(),
+    };
     // Series by series in parallel, each with the warnings it gave.
     let each: Vec<(Series, Vec<String>)> = (input.series.par_iter().enumerate())
         .map(|(i, series)| {
@@ -183,7 +197,7 @@ pub(crate) fn apply(
                     series,
                     &buckets[i],
                     (*first_ms, *res_ms),
-                    input,
+                    (input, &windows),
                     param,
                     &mut said,
                 )?,
@@ -232,7 +246,7 @@ fn over_buckets(
     series: &RangeSeries,
     buckets: &[Bucket],
     (first, res): (i64, i64),
-    input: &RangeInput,
+    (input, windows): (&RangeInput, &[(usize, usize)]),
     param: Option<&[f64]>,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<Option<f64>>, QueryError> {
@@ -299,9 +313,10 @@ fn over_buckets(
         "sum_over_time" | "count_over_time" | "avg_over_time" | "increase" | "rate"
     );
     if sums_only || (name == "delta" && counter) {
-        let values = (input.times.iter())
-            .map(|&t| {
-                let (lo, hi) = bucket_range(first, res, buckets.len(), t, input.range_ms);
+        let values = (windows.iter())
+            .map(|&(lo, hi)| {
+                let hi = hi.min(buckets.len());
+                let lo = lo.min(hi);
                 let (mut total, mut count) = (0.0, 0);
                 for b in &buckets[lo..hi] {
                     total += b.total;
@@ -318,8 +333,9 @@ fn over_buckets(
         return Ok(values);
     }
     let mut values = Vec::with_capacity(input.times.len());
-    for (k, &t) in input.times.iter().enumerate() {
-        let (lo, hi) = bucket_range(first, res, buckets.len(), t, input.range_ms);
+    for (k, (&t, &(lo, hi))) in input.times.iter().zip(windows).enumerate() {
+        let hi = hi.min(buckets.len());
+        let lo = lo.min(hi);
         let window = &buckets[lo..hi];
         let mut merged = Bucket::EMPTY;
         for b in window {
