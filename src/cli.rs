@@ -110,6 +110,14 @@ pub struct Listen {
         default_value_t = crate::read::budget::DEFAULT_READ_VALUES
     )]
     pub max_read_values: u64,
+    /// Longest a PromQL query (`/prometheus/api/v1/query`, `query_range`) may evaluate; past
+    /// it the query answers Prometheus' `timeout` error.
+    #[arg(long, env = "TIERDB_QUERY_TIMEOUT", value_name = "SPAN", default_value = "2m", value_parser = serve::positive_span)]
+    pub query_timeout: std::time::Duration,
+    /// Series one PromQL query may select over all its selectors; past it the query answers
+    /// an `execution` error.
+    #[arg(long, env = "TIERDB_MAX_QUERY_SERIES", value_name = "N", default_value_t = crate::promql::DEFAULT_MAX_SERIES)]
+    pub max_query_series: usize,
     /// Connection limits and timeouts.
     #[command(flatten)]
     pub connections: serve::ConnectionLimits,
@@ -121,6 +129,8 @@ impl Listen {
         crate::server::Limits {
             max_series: (self.max_series > 0).then_some(self.max_series),
             max_read_values: self.max_read_values,
+            query_timeout: self.query_timeout,
+            max_query_series: self.max_query_series,
             name_cache_bytes: self.name_cache_bytes,
             ..self.connections.limits()
         }

@@ -61,6 +61,8 @@ mod error;
 pub mod ingest;
 #[cfg(feature = "plot")]
 mod plot;
+#[cfg(feature = "server")]
+pub mod promql;
 mod read;
 mod registry;
 #[cfg(feature = "server")]

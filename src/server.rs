@@ -21,6 +21,7 @@ mod http_conn;
 mod idle_slots;
 pub(crate) mod metrics;
 mod params;
+mod prometheus_api;
 pub(crate) mod read_report;
 mod refusal_log;
 mod render_api;
@@ -118,6 +119,12 @@ pub struct Limits {
     /// connection that finds the budget spent empties its own cache and, if that is not
     /// enough, looks names up in the registry without caching them.
     pub name_cache_bytes: usize,
+    /// Longest a PromQL query may evaluate (default 2 minutes, Prometheus' own); past it the
+    /// query answers Prometheus' `timeout` error. A request's `timeout` may only shorten it.
+    pub query_timeout: Duration,
+    /// Series one PromQL query may select over all its selectors (default
+    /// [`crate::promql::DEFAULT_MAX_SERIES`]); past it the query answers an `execution` error.
+    pub max_query_series: usize,
 }
 
 impl Limits {
@@ -133,6 +140,8 @@ impl Limits {
     pub const HTTP_BODY_TIMEOUT: Duration = Duration::from_secs(60);
     /// [`Limits::http_idle_timeout`]'s default.
     pub const HTTP_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+    /// [`Limits::query_timeout`]'s default.
+    pub const QUERY_TIMEOUT: Duration = Duration::from_secs(120);
 }
 
 /// The default of [`Limits::name_cache_bytes`].
@@ -151,6 +160,8 @@ impl Default for Limits {
             http_idle_timeout: Limits::HTTP_IDLE_TIMEOUT,
             max_read_values: crate::read::budget::DEFAULT_READ_VALUES,
             name_cache_bytes: DEFAULT_NAME_CACHE_BYTES,
+            query_timeout: Limits::QUERY_TIMEOUT,
+            max_query_series: crate::promql::DEFAULT_MAX_SERIES,
         }
     }
 }

@@ -44,6 +44,8 @@ const DAY: i64 = 86_400;
 #[command(mut_arg("max_series", |arg| arg.hide(true)))]
 #[command(mut_arg("name_cache_bytes", |arg| arg.hide(true)))]
 #[command(mut_arg("max_read_values", |arg| arg.hide(true)))]
+#[command(mut_arg("query_timeout", |arg| arg.hide(true)))]
+#[command(mut_arg("max_query_series", |arg| arg.hide(true)))]
 #[command(mut_arg("graphite_max_connections", |arg| arg.hide(true)))]
 #[command(mut_arg("graphite_idle_timeout", |arg| arg.hide(true)))]
 #[command(mut_arg("http_max_connections", |arg| arg.hide(true)))]

@@ -102,6 +102,24 @@ impl Backend for NodeBackend {
         })
     }
 
+    /// Not yet: PromQL needs its reads fanned out to the partitions' owners, which the
+    /// cluster's wire does not carry; answered as Prometheus' `unavailable` error, saying so.
+    fn prometheus(
+        &self,
+        _: crate::promql::Request,
+        _: crate::promql::QueryLimits,
+        _: ReadOptions,
+    ) -> BoxFuture<'_, std::result::Result<crate::promql::Reply, crate::promql::QueryError>> {
+        Box::pin(async {
+            Err(crate::promql::QueryError {
+                kind: crate::promql::ErrorKind::Unavailable,
+                message: "the Prometheus query API is answered by single nodes; a cluster node \
+                          does not evaluate PromQL yet"
+                    .into(),
+            })
+        })
+    }
+
     fn find(
         &self,
         query: String,

@@ -21,6 +21,7 @@ use crate::config::TiersConfig;
 use crate::engine::{Engine, EngineStats};
 use crate::error::Error;
 use crate::error::Result;
+use crate::promql;
 use crate::read::aggregate::{AggregateQuery, AggregateResult};
 use crate::read::budget::ReadBudget;
 use crate::read::query::{Query, QueryResult};
@@ -90,6 +91,15 @@ pub trait Backend: Send + Sync {
         budget: Arc<ReadBudget>,
         read: ReadOptions,
     ) -> Answer<'_, Vec<RenderedSeries>>;
+
+    /// `/prometheus/api/v1/...`: a PromQL query or a listing of series, labels or metadata,
+    /// within `limits`. A cluster node answers `unavailable` until it can fan PromQL out.
+    fn prometheus(
+        &self,
+        request: promql::Request,
+        limits: promql::QueryLimits,
+        read: ReadOptions,
+    ) -> BoxFuture<'_, std::result::Result<promql::Reply, promql::QueryError>>;
 
     /// `/metrics/find`: the next level of nodes under a path pattern, within `budget`.
     fn find(
@@ -232,6 +242,27 @@ impl Backend for LocalBackend {
             let source = CachedSource::new(engine.reader(), &cache);
             render::render(&source, &request, &budget)
         }))
+    }
+
+    fn prometheus(
+        &self,
+        request: promql::Request,
+        limits: promql::QueryLimits,
+        _: ReadOptions,
+    ) -> BoxFuture<'_, std::result::Result<promql::Reply, promql::QueryError>> {
+        let engine = Arc::clone(&self.engine);
+        Box::pin(async move {
+            let task = tokio::task::spawn_blocking(move || {
+                let source = promql::StoredSource::new(engine.reader());
+                promql::answer(&source, &request, &limits)
+            });
+            task.await.unwrap_or_else(|e| {
+                Err(promql::QueryError {
+                    kind: promql::ErrorKind::Internal,
+                    message: format!("query task failed: {e}"),
+                })
+            })
+        })
     }
 
     fn find(

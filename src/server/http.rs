@@ -84,6 +84,7 @@ pub(crate) fn app(state: Arc<State>) -> Router {
             "/metrics/find/",
             get(render_api::find).post(render_api::find),
         )
+        .merge(super::prometheus_api::routes())
         .merge(state.backend.routes())
         .layer(DefaultBodyLimit::max(state.limits.max_body))
         .layer(middleware::from_fn_with_state(

@@ -25,8 +25,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("read side", &["read"]),
     ("engine", &["engine"]),
     (
-        "ingest, Graphite render, charts",
-        &["ingest", "render", "plot"],
+        "ingest, Graphite render, PromQL, charts",
+        &["ingest", "render", "promql", "plot"],
     ),
     ("server", &["server"]),
     ("cluster", &["cluster"]),

@@ -30,6 +30,8 @@ mod model;
 mod nats;
 mod prom_remote;
 mod prometheus;
+mod promql_api;
+mod promql_oracle;
 mod raw;
 mod read_budget;
 mod refused_series;

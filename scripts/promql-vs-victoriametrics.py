@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""The same PromQL against tierdb and VictoriaMetrics, on the same data, in the same run.
+
+Starts `tierdb serve` (an optimised build: `cargo build --release`, or `--profile bench`,
+which shares `cargo bench`'s artifacts) and Debian's
+`victoria-metrics` on loopback ports, sends both the same Graphite plaintext over TCP
+(1,000 counter series `node_cpu_seconds_total;cpu=0;instance=hostNNN;mode=mK`, one sample
+every 30 s for 24 h), waits until both show the last sample, then times over HTTP, runs
+alternating, medians printed:
+
+- tierdb:  /prometheus/api/v1/query_range  sum by (instance) (rate(node_cpu_seconds_total[5m]))
+- tierdb:  /api/v1/aggregate               the sum by instance of the same minute buckets, per second
+- VictoriaMetrics: /api/v1/query_range     the same PromQL, from its rollup cache and with nocache=1
+
+24 h at a 60 s step. tierdb does not depend on VictoriaMetrics: this script is the only thing
+that runs it, and it stops when the binary is missing (`apt-get install victoria-metrics`).
+
+    python3 scripts/promql-vs-victoriametrics.py [--runs 7]
+"""
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+QUERY = "sum by (instance) (rate(node_cpu_seconds_total[5m]))"
+INSTANCES, MODES, BEAT, DAY = 100, 10, 30, 86400
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url):
+    with urllib.request.urlopen(url, timeout=120) as answer:
+        return answer.read()
+
+
+def timed(url):
+    started = time.perf_counter()
+    body = get(url)
+    return time.perf_counter() - started, body
+
+
+def wait(what, check, seconds=120):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            if check():
+                return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    sys.exit(f"{what} not ready after {seconds} s")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--tierdb", default=os.path.join(ROOT, "target/release/tierdb"))
+    parser.add_argument("--victoria-metrics", default=os.environ.get("VICTORIA_METRICS", "/usr/bin/victoria-metrics"))
+    args = parser.parse_args()
+    for path, hint in [(args.tierdb, "cargo build --release"), (args.victoria_metrics, "apt-get install victoria-metrics")]:
+        if not os.path.exists(path):
+            sys.exit(f"{path} is missing: {hint}")
+
+    tmp = tempfile.mkdtemp(prefix="promql-vs-vm-")
+    procs = []
+    try:
+        tiers = open(os.path.join(ROOT, "tiers.toml")).read()
+        tiers = re.sub(r"(?m)^names = \[\]", 'names = ["node_cpu_seconds_total"]', tiers)
+        with open(os.path.join(tmp, "tiers.toml"), "w") as f:
+            f.write(tiers)
+        tierdb = subprocess.Popen(
+            [args.tierdb, "serve", "--data-dir", os.path.join(tmp, "tierdb"), "--tiers", os.path.join(tmp, "tiers.toml"),
+             "--http", "127.0.0.1:0", "--graphite", "127.0.0.1:0"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        procs.append(tierdb)
+        addrs = {}
+        for line in tierdb.stdout:
+            m = re.match(r"tierdb: (.+?) listening on (\S+)", line)
+            if m:
+                addrs[m.group(1)] = m.group(2)
+            if line.startswith("tierdb: ready"):
+                break
+        tierdb_http = "http://" + addrs["http"]
+        tierdb_graphite = addrs["graphite tcp"]
+        vm_http, vm_graphite = free_port(), free_port()
+        vm = subprocess.Popen(
+            [args.victoria_metrics, f"-storageDataPath={tmp}/vm", f"-httpListenAddr=127.0.0.1:{vm_http}",
+             f"-graphiteListenAddr=127.0.0.1:{vm_graphite}", "-retentionPeriod=2"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(vm)
+        vm_url = f"http://127.0.0.1:{vm_http}"
+        wait("victoria-metrics", lambda: get(vm_url + "/health") == b"OK")
+
+        now = int(time.time()) // 60 * 60
+        start = now - DAY
+        print(f"sending {INSTANCES * MODES} series x {DAY // BEAT + 20} samples to both ...", flush=True)
+        lines = []
+        for step in range(DAY // BEAT + 20):
+            ts = start - 600 + step * BEAT
+            for i in range(INSTANCES * MODES):
+                value = step * (1 + i % 7) * 0.25
+                lines.append(f"node_cpu_seconds_total;cpu=0;instance=host{i // MODES:03d};mode=m{i % MODES} {value} {ts}\n")
+        data = "".join(lines).encode()
+        for host, port in [tierdb_graphite.rsplit(":", 1), ("127.0.0.1", vm_graphite)]:
+            with socket.create_connection((host, int(port))) as s:
+                s.sendall(data)
+        last = start - 600 + (DAY // BEAT + 19) * BEAT
+        probe = urllib.parse.quote('count(count_over_time(node_cpu_seconds_total[1m]))')
+        at = last + 30
+        wait("tierdb data", lambda: b'"1000"' in get(f"{tierdb_http}/prometheus/api/v1/query?query={probe}&time={at}"), 300)
+        wait("victoria-metrics data", lambda: b'"1000"' in get(f"{vm_url}/api/v1/query?query={probe}&time={at}&nocache=1"), 300)
+
+        q = urllib.parse.quote(QUERY)
+        range_args = f"start={start + 60}&end={now}&step=60"
+        urls = {
+            "tierdb PromQL": f"{tierdb_http}/prometheus/api/v1/query_range?query={q}&{range_args}",
+            "tierdb /api/v1/aggregate": f"{tierdb_http}/api/v1/aggregate?match=node_cpu_seconds_total&agg=sum&group_by=instance&display=per_sec&tier=1m&from={start}&to={now}",
+            "VictoriaMetrics (cache)": f"{vm_url}/api/v1/query_range?query={q}&{range_args}",
+            "VictoriaMetrics nocache=1": f"{vm_url}/api/v1/query_range?query={q}&{range_args}&nocache=1",
+        }
+        times = {name: [] for name in urls}
+        for name, url in urls.items():
+            timed(url)  # warm
+        for _ in range(args.runs):
+            for name, url in urls.items():
+                times[name].append(timed(url)[0])
+        for name, values in times.items():
+            print(f"{name:28s} median {statistics.median(values) * 1000:8.1f} ms  (min {min(values) * 1000:.1f}, max {max(values) * 1000:.1f}, {args.runs} runs)")
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+//! PromQL's aggregation operators (`sum`, `avg`, `min`, `max`, `count`, `group`, `stddev`,
+//! `stdvar`, `topk`, `bottomk`, `quantile`, `count_values`) with `by` and `without`, per
+//! evaluation time over the series present at it.
+
+use std::collections::HashMap;
+
+use promql_parser::parser::{AggregateExpr, Expr, LabelModifier};
+
+use super::error::QueryError;
+use super::eval::{strip_parens, Evaluator, Grid};
+use super::labels::{Labels, NAME};
+use super::value::{Series, Value};
+use super::windows::quantile;
+
+/// Evaluates `agg` over `grid`.
+///
+/// # Errors
+/// `bad_data` for a wrong parameter or an operator tierdb does not evaluate.
+pub(crate) fn aggregate(
+    ev: &mut Evaluator<'_>,
+    agg: &AggregateExpr,
+    grid: &Grid,
+) -> Result<Value, QueryError> {
+    let op = agg.op.to_string();
+    let param = match &agg.param {
+        Some(p) if op == "count_values" => match strip_parens(p) {
+            Expr::StringLiteral(s) => Param::Label(s.val.clone()),
+            _ => {
+                return Err(QueryError::bad_data(
+                    "count_values: expected a string parameter",
+                ))
+            }
+        },
+        Some(p) => match ev.eval(p, grid)? {
+            Value::Scalar(v) => Param::Number(v),
+            _ => {
+                return Err(QueryError::bad_data(format!(
+                    "{op}: expected a scalar parameter"
+                )))
+            }
+        },
+        None => Param::None,
+    };
+    let series = match ev.eval(&agg.expr, grid)? {
+        Value::Vector(series) => series,
+        _ => {
+            return Err(QueryError::bad_data(format!(
+                "{op}: expected an instant vector to aggregate"
+            )))
+        }
+    };
+    ev.check_deadline()?;
+    let group_of = |labels: &Labels| match &agg.modifier {
+        Some(LabelModifier::Include(by)) => labels.project(&by.labels, true),
+        Some(LabelModifier::Exclude(without)) => {
+            let mut names = without.labels.clone();
+            names.push(NAME.to_owned());
+            labels.project(&names, false)
+        }
+        None => Labels::default(),
+    };
+    let mut groups: Vec<(Labels, Vec<usize>)> = Vec::new();
+    let mut index: HashMap<Labels, usize> = HashMap::new();
+    for (i, s) in series.iter().enumerate() {
+        let key = group_of(&s.labels);
+        let at = *index.entry(key.clone()).or_insert_with(|| {
+            groups.push((key, Vec::new()));
+            groups.len() - 1
+        });
+        groups[at].1.push(i);
+    }
+    let steps = grid.len();
+    let mut out = Vec::new();
+    match (op.as_str(), &param) {
+        ("topk" | "bottomk", Param::Number(k)) => {
+            let mut kept: Vec<Vec<Option<f64>>> = vec![vec![None; steps]; series.len()];
+            for (_, members) in &groups {
+                for (step, kept_step) in (0..steps).zip(k.iter()) {
+                    let want = if kept_step.is_nan() {
+                        0
+                    } else {
+                        kept_step.max(0.0) as usize
+                    };
+                    let mut present: Vec<(usize, f64)> = (members.iter())
+                        .filter_map(|&i| series[i].values[step].map(|v| (i, v)))
+                        .collect();
+                    present.sort_by(|a, b| match op.as_str() {
+                        "topk" => nan_low(b.1).total_cmp(&nan_low(a.1)),
+                        _ => nan_high(a.1).total_cmp(&nan_high(b.1)),
+                    });
+                    for &(i, v) in present.iter().take(want) {
+                        kept[i][step] = Some(v);
+                    }
+                }
+            }
+            for (s, values) in series.into_iter().zip(kept) {
+                if values.iter().any(Option::is_some) {
+                    out.push(Series {
+                        labels: s.labels,
+                        values,
+                    });
+                }
+            }
+        }
+        ("count_values", Param::Label(label)) => {
+            for (labels, members) in &groups {
+                let mut by_value: Vec<(String, Vec<Option<f64>>)> = Vec::new();
+                for step in 0..steps {
+                    for &i in members {
+                        let Some(v) = series[i].values[step] else {
+                            continue;
+                        };
+                        let text = super::value::number_text(v);
+                        let at = match by_value.iter().position(|(t, _)| *t == text) {
+                            Some(at) => at,
+                            None => {
+                                by_value.push((text, vec![None; steps]));
+                                by_value.len() - 1
+                            }
+                        };
+                        let slot = &mut by_value[at].1[step];
+                        *slot = Some(slot.unwrap_or(0.0) + 1.0);
+                    }
+                }
+                for (text, values) in by_value {
+                    let mut labels = labels.clone();
+                    labels.set(label, text);
+                    out.push(Series { labels, values });
+                }
+            }
+        }
+        ("sum" | "avg" | "count" | "group" | "min" | "max", _) => {
+            // One pass over each member's values into per-step accumulators.
+            for (labels, members) in groups {
+                let mut total = vec![0.0; steps];
+                let mut seen = vec![0u32; steps];
+                let mut extreme: Vec<f64> = vec![f64::NAN; steps];
+                for &i in &members {
+                    for (k, v) in series[i].values.iter().enumerate() {
+                        let Some(v) = *v else { continue };
+                        total[k] += v;
+                        seen[k] += 1;
+                        extreme[k] = match op.as_str() {
+                            // f64::min/max keep the number over a NaN, as Prometheus does.
+                            "min" => extreme[k].min(v),
+                            "max" => extreme[k].max(v),
+                            _ => extreme[k],
+                        };
+                    }
+                }
+                let values = (0..steps)
+                    .map(|k| {
+                        (seen[k] > 0).then(|| match op.as_str() {
+                            "sum" => total[k],
+                            "avg" => total[k] / f64::from(seen[k]),
+                            "count" => f64::from(seen[k]),
+                            "group" => 1.0,
+                            _ => extreme[k],
+                        })
+                    })
+                    .collect();
+                out.push(Series { labels, values });
+            }
+        }
+        _ => {
+            for (labels, members) in groups {
+                let values = (0..steps)
+                    .map(|step| {
+                        let mut present: Vec<f64> = members
+                            .iter()
+                            .filter_map(|&i| series[i].values[step])
+                            .collect();
+                        if present.is_empty() {
+                            return Ok(None);
+                        }
+                        let n = present.len() as f64;
+                        let mean = || present.iter().sum::<f64>() / n;
+                        let variance = || {
+                            let m = mean();
+                            present.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / n
+                        };
+                        Ok(Some(match op.as_str() {
+                            "stddev" => variance().sqrt(),
+                            "stdvar" => variance(),
+                            "quantile" => match &param {
+                                Param::Number(phi) => quantile(phi[step], &mut present),
+                                _ => f64::NAN,
+                            },
+                            other => {
+                                return Err(QueryError::bad_data(format!(
+                                    "aggregation {other:?} is not supported by tierdb's PromQL"
+                                )))
+                            }
+                        }))
+                    })
+                    .collect::<Result<Vec<_>, QueryError>>()?;
+                out.push(Series { labels, values });
+            }
+        }
+    }
+    Ok(Value::Vector(out))
+}
+
+/// An aggregation's parameter.
+enum Param {
+    None,
+    Number(Vec<f64>),
+    Label(String),
+}
+
+fn nan_low(v: f64) -> f64 {
+    if v.is_nan() {
+        f64::NEG_INFINITY
+    } else {
+        v
+    }
+}
+
+fn nan_high(v: f64) -> f64 {
+    if v.is_nan() {
+        f64::INFINITY
+    } else {
+        v
+    }
+}

@@ -1,0 +1,483 @@
+//! The evaluator: an expression over the whole grid of evaluation times at once (a range
+//! query's steps, or one time), so a selector reads its buckets once for every step. Leaf
+//! reads go through the [`Source`]; functions, aggregations and binary operators have files
+//! of their own.
+//!
+//! An instant selector at time `t` answers the latest bucket that ends at or before `t` and
+//! within the lookback (5 minutes, or one bucket when buckets are wider): its average for a
+//! gauge, its increase (flagged) for a counter, whose running total is not stored.
+
+use std::time::Instant;
+
+use promql_parser::parser::{AtModifier, Expr, Offset, SubqueryExpr, VectorSelector};
+
+use super::error::{ErrorKind, QueryError};
+use super::labels::{selector_sets, Labels};
+use super::source::{Selected, Source};
+use super::tier;
+use super::value::{Answer, ResultValue, Series, Value};
+use super::windows::{RangeInput, RawNeed, WindowData};
+use super::{Query, QueryLimits, LOOKBACK_MS};
+use crate::time::Timestamp;
+
+/// Most evaluation times one query or subquery may have (Prometheus' 11,000 points per
+/// series).
+pub(crate) const MAX_STEPS: usize = 11_000;
+
+/// An evaluation in progress: the source, the limits, the query's own times for `@ start()`
+/// and `@ end()`, and what it has selected and warned so far.
+pub(crate) struct Evaluator<'a> {
+    pub source: &'a dyn Source,
+    limits: &'a QueryLimits,
+    start_ms: i64,
+    end_ms: i64,
+    selected: usize,
+    warnings: Vec<String>,
+}
+
+/// The evaluation times of an expression, unix milliseconds, and the step between them
+/// (`None` for one instant of an instant query).
+#[derive(Clone, Debug)]
+pub(crate) struct Grid {
+    pub times: Vec<i64>,
+    pub step_ms: Option<i64>,
+}
+
+impl Grid {
+    /// The times from `start` to `end` by `step`.
+    ///
+    /// # Errors
+    /// `bad_data` for more than [`MAX_STEPS`] times.
+    pub(crate) fn new(start: i64, end: i64, step: i64) -> Result<Grid, QueryError> {
+        let count = (end - start) / step + 1;
+        if count > MAX_STEPS as i64 {
+            return Err(QueryError::bad_data(format!(
+                "exceeded maximum resolution of {MAX_STEPS} points per timeseries: try \
+                 decreasing the query resolution (?step=XX)"
+            )));
+        }
+        Ok(Grid {
+            times: (0..count.max(0)).map(|i| start + i * step).collect(),
+            step_ms: Some(step),
+        })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.times.len()
+    }
+}
+
+/// Evaluates `expr` for `query` (see [`super::evaluate`]).
+pub(crate) fn evaluate(
+    source: &dyn Source,
+    expr: &Expr,
+    query: &Query,
+    limits: &QueryLimits,
+) -> Result<Answer, QueryError> {
+    let mut ev = Evaluator {
+        source,
+        limits,
+        start_ms: query.start_ms,
+        end_ms: query.end_ms,
+        selected: 0,
+        warnings: Vec::new(),
+    };
+    let result =
+        match query.step_ms {
+            None => ev.instant_answer(expr, query.start_ms)?,
+            Some(step) => {
+                if step <= 0 {
+                    return Err(QueryError::bad_data(
+                        "zero or negative query resolution step widths are not accepted; try a \
+                     positive integer",
+                    ));
+                }
+                if query.end_ms < query.start_ms {
+                    return Err(QueryError::bad_data(
+                        "end timestamp must not be before start time",
+                    ));
+                }
+                let grid = Grid::new(query.start_ms, query.end_ms, step)?;
+                match ev.eval(expr, &grid)? {
+                    Value::String(_) => return Err(QueryError::bad_data(
+                        "invalid expression type \"string\" for range query, must be Scalar or \
+                         instant Vector",
+                    )),
+                    Value::Scalar(values) => ResultValue::Matrix(vec![(
+                        Labels::default(),
+                        grid.times.iter().copied().zip(values).collect(),
+                    )]),
+                    Value::Vector(series) => ResultValue::Matrix(to_matrix(series, &grid)),
+                }
+            }
+        };
+    Ok(Answer {
+        result,
+        warnings: ev.warnings,
+    })
+}
+
+/// The points of each series that has any, sorted by labels.
+fn to_matrix(series: Vec<Series>, grid: &Grid) -> Vec<(Labels, Vec<(i64, f64)>)> {
+    let mut out: Vec<_> = (series.into_iter())
+        .map(|s| {
+            let points: Vec<_> = (grid.times.iter().zip(s.values))
+                .filter_map(|(&t, v)| v.map(|v| (t, v)))
+                .collect();
+            (s.labels, points)
+        })
+        .filter(|(_, points)| !points.is_empty())
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+impl<'a> Evaluator<'a> {
+    /// Records `warning` once.
+    pub(crate) fn warn(&mut self, warning: String) {
+        if !self.warnings.contains(&warning) {
+            self.warnings.push(warning);
+        }
+    }
+
+    /// Fails with `timeout` once the deadline has passed.
+    pub(crate) fn check_deadline(&self) -> Result<(), QueryError> {
+        if Instant::now() >= self.limits.deadline {
+            return Err(QueryError {
+                kind: ErrorKind::Timeout,
+                message: "query timed out in query execution; the server's limit is \
+                          --query-timeout"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The instant query's answer at `time`: a vector, scalar, string or (for a range
+    /// vector) matrix.
+    fn instant_answer(&mut self, expr: &Expr, time: i64) -> Result<ResultValue, QueryError> {
+        let grid = Grid {
+            times: vec![time],
+            step_ms: None,
+        };
+        let range = match strip_parens(expr) {
+            Expr::MatrixSelector(m) => Some(self.range_of_selector(
+                &m.vs,
+                m.range.as_millis() as i64,
+                &grid,
+                RawNeed::Never,
+            )?),
+            Expr::Subquery(sq) => Some(self.range_of_subquery(sq, &grid)?),
+            _ => None,
+        };
+        if let Some(input) = range {
+            let mut out: Vec<_> = (0..input.series.len())
+                .map(|i| (input.series[i].labels.clone(), input.points_in_window(i, 0)))
+                .filter(|(_, p)| !p.is_empty())
+                .collect();
+            out.sort_by(|a, b| a.0.cmp(&b.0));
+            return Ok(ResultValue::Matrix(out));
+        }
+        Ok(match self.eval(expr, &grid)? {
+            Value::Scalar(v) => ResultValue::Scalar(time, v[0]),
+            Value::String(s) => ResultValue::String(time, s),
+            Value::Vector(series) => {
+                let mut out: Vec<_> = (series.into_iter())
+                    .filter_map(|s| s.values[0].map(|v| (s.labels, time, v)))
+                    .collect();
+                // In label order, unless the expression asks for an order of its own.
+                let sorted =
+                    matches!(strip_parens(expr), Expr::Call(c) if c.func.name.starts_with("sort"));
+                if !sorted {
+                    out.sort_by(|a, b| a.0.cmp(&b.0));
+                }
+                ResultValue::Vector(out)
+            }
+        })
+    }
+
+    /// `expr`'s value over `grid`.
+    pub(crate) fn eval(&mut self, expr: &Expr, grid: &Grid) -> Result<Value, QueryError> {
+        self.check_deadline()?;
+        match expr {
+            Expr::NumberLiteral(n) => Ok(Value::Scalar(vec![n.val; grid.len()])),
+            Expr::StringLiteral(s) => Ok(Value::String(s.val.clone())),
+            Expr::Paren(p) => self.eval(&p.expr, grid),
+            Expr::Unary(u) => match self.eval(&u.expr, grid)? {
+                Value::Scalar(v) => Ok(Value::Scalar(v.into_iter().map(|x| -x).collect())),
+                Value::Vector(series) => Ok(Value::Vector(
+                    (series.into_iter())
+                        .map(|s| Series {
+                            labels: s.labels.without_name(),
+                            values: s.values.into_iter().map(|v| v.map(|x| -x)).collect(),
+                        })
+                        .collect(),
+                )),
+                Value::String(_) => Err(QueryError::bad_data("unary minus of a string")),
+            },
+            Expr::VectorSelector(vs) => self.instant_selector(vs, grid).map(Value::Vector),
+            Expr::MatrixSelector(_) | Expr::Subquery(_) => Err(QueryError::bad_data(
+                "a range vector is only allowed as a function's argument or as an instant \
+                 query's whole expression",
+            )),
+            Expr::Call(call) => super::functions::call(self, call, grid),
+            Expr::Aggregate(agg) => super::aggregation::aggregate(self, agg, grid),
+            Expr::Binary(bin) => super::binary::binary(self, bin, grid),
+            Expr::Extension(_) => Err(QueryError::bad_data(
+                "extension expressions are not supported",
+            )),
+        }
+    }
+
+    /// The evaluation times of a selector or subquery with `at` and `offset`: each time of
+    /// `grid` (or the `@` time for all), moved back by the offset.
+    fn shifted_times(
+        &self,
+        grid: &Grid,
+        at: &Option<AtModifier>,
+        offset: &Option<Offset>,
+    ) -> Vec<i64> {
+        let offset_ms = match offset {
+            Some(Offset::Pos(d)) => d.as_millis() as i64,
+            Some(Offset::Neg(d)) => -(d.as_millis() as i64),
+            None => 0,
+        };
+        let fixed = at.as_ref().map(|at| match at {
+            AtModifier::Start => self.start_ms,
+            AtModifier::End => self.end_ms,
+            AtModifier::At(time) => system_time_ms(*time),
+        });
+        (grid.times.iter())
+            .map(|&t| fixed.unwrap_or(t) - offset_ms)
+            .collect()
+    }
+
+    /// Selects the series of `vs`, counting them against the query's series cap.
+    pub(crate) fn select(&mut self, vs: &VectorSelector) -> Result<Vec<Selected>, QueryError> {
+        let sets = selector_sets(vs);
+        let found = self.source.select(&sets, &self.limits.budget)?;
+        self.selected += found.len();
+        if self.selected > self.limits.max_series {
+            return Err(QueryError::execution(format!(
+                "the query selects {} series or more (the selector {vs} adds {}); a query may \
+                 select at most {} (the server's --max-query-series)",
+                self.selected,
+                found.len(),
+                self.limits.max_series
+            )));
+        }
+        Ok(found)
+    }
+
+    /// An instant selector over `grid`: per time, the latest bucket ending at or before it
+    /// within the lookback.
+    fn instant_selector(
+        &mut self,
+        vs: &VectorSelector,
+        grid: &Grid,
+    ) -> Result<Vec<Series>, QueryError> {
+        let times = self.shifted_times(grid, &vs.at, &vs.offset);
+        let selected = self.select(vs)?;
+        if selected.is_empty() || times.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (lo, hi) = min_max(&times);
+        let step = if vs.at.is_some() { None } else { grid.step_ms };
+        let anchor = times[0];
+        let choice = tier::choose(
+            self.source.tiers(),
+            self.source.now(),
+            tier::grain(anchor, step, None),
+            floor_secs(lo - LOOKBACK_MS),
+        );
+        let spec = &self.source.tiers().tiers[choice.tier];
+        let res_ms = spec.resolution.secs() as i64 * 1000;
+        let lookback = LOOKBACK_MS.max(res_ms);
+        let from = floor_secs(lo - lookback);
+        let to = ceil_secs(hi);
+        let buckets = self
+            .source
+            .buckets(&selected, choice.tier, from, to, &self.limits.budget)?;
+        if selected.iter().any(|s| s.counter) {
+            let names = counter_names(&selected);
+            self.warn(format!(
+                "{names}: a counter is stored as increases, so its instant value is the \
+                 increase within the bucket read, not the running total; use rate() or \
+                 increase() over a range"
+            ));
+        }
+        let first_ms = from.div_euclid(res_ms / 1000) * res_ms;
+        let mut out = Vec::with_capacity(selected.len());
+        for (s, buckets) in selected.into_iter().zip(buckets) {
+            self.check_deadline()?;
+            let values = (times.iter())
+                .map(|&t| {
+                    // Buckets ending at or before t: index k ends at first + (k + 1) * res.
+                    let ends_by = (t - first_ms).div_euclid(res_ms);
+                    let mut k = ends_by - 1;
+                    while k >= 0 && first_ms + (k + 1) * res_ms > t - lookback {
+                        if let Some(b) = buckets.get(k as usize).filter(|b| b.count > 0) {
+                            return Some(if s.counter {
+                                b.total
+                            } else {
+                                b.total / b.count as f64
+                            });
+                        }
+                        k -= 1;
+                    }
+                    None
+                })
+                .collect();
+            out.push(Series {
+                labels: s.labels,
+                values,
+            });
+        }
+        Ok(out)
+    }
+
+    /// A range selector `vs[range]` as a function's argument over `grid`: the buckets of the
+    /// chosen tier, or the raw tier's points when `need` asks for them and it holds the range.
+    pub(crate) fn range_of_selector(
+        &mut self,
+        vs: &VectorSelector,
+        range_ms: i64,
+        grid: &Grid,
+        need: RawNeed,
+    ) -> Result<RangeInput, QueryError> {
+        let times = self.shifted_times(grid, &vs.at, &vs.offset);
+        let selected = self.select(vs)?;
+        let (lo, hi) = min_max(&times);
+        let from = floor_secs(lo - range_ms);
+        let to = ceil_secs(hi) + 1;
+        let series: Vec<_> = selected.iter().map(|s| s.labels.clone()).collect();
+        let counters: Vec<bool> = selected.iter().map(|s| s.counter).collect();
+        let mut input = RangeInput::new(series, counters, times.clone(), range_ms);
+        if selected.is_empty() {
+            return Ok(input);
+        }
+        let want_raw = match need {
+            RawNeed::Never => false,
+            RawNeed::ForGauges => selected.iter().any(|s| !s.counter),
+            RawNeed::Always => true,
+        };
+        if want_raw {
+            if let Some(points) = (self.source).raw(&selected, from, to, &self.limits.budget)? {
+                input.data = WindowData::Points {
+                    increases: true,
+                    points: (points.into_iter())
+                        .map(|p| p.into_iter().map(|(ts, v)| (ts * 1000, v)).collect())
+                        .collect(),
+                };
+                return Ok(input);
+            }
+        }
+        let step = if vs.at.is_some() { None } else { grid.step_ms };
+        let choice = tier::choose(
+            self.source.tiers(),
+            self.source.now(),
+            tier::grain(times[0], step, Some(range_ms)),
+            from,
+        );
+        if let Some(warning) = choice.warning {
+            self.warn(warning);
+        }
+        let res = self.source.tiers().tiers[choice.tier].resolution.secs() as i64;
+        let buckets = self
+            .source
+            .buckets(&selected, choice.tier, from, to, &self.limits.budget)?;
+        input.data = WindowData::Buckets {
+            first_ms: from.div_euclid(res) * res * 1000,
+            res_ms: res * 1000,
+            buckets,
+        };
+        Ok(input)
+    }
+
+    /// A subquery `expr[range:step]` over `grid`: the inner expression evaluated at every
+    /// multiple of its step in the windows, as points.
+    pub(crate) fn range_of_subquery(
+        &mut self,
+        sq: &SubqueryExpr,
+        grid: &Grid,
+    ) -> Result<RangeInput, QueryError> {
+        let times = self.shifted_times(grid, &sq.at, &sq.offset);
+        let range_ms = sq.range.as_millis() as i64;
+        // Without a step, Prometheus' default evaluation interval: one minute.
+        let step_ms = match sq.step {
+            Some(step) if !step.is_zero() => step.as_millis() as i64,
+            _ => 60_000,
+        };
+        let (lo, hi) = min_max(&times);
+        // Prometheus' inner times: the multiples of the step in [lo - range, hi].
+        let first = -(-(lo - range_ms)).div_euclid(step_ms) * step_ms;
+        let inner = Grid::new(first, hi.div_euclid(step_ms) * step_ms, step_ms)?;
+        let series = match self.eval(&sq.expr, &inner)? {
+            Value::Vector(series) => series,
+            Value::Scalar(values) => vec![Series {
+                labels: Labels::default(),
+                values: values.into_iter().map(Some).collect(),
+            }],
+            Value::String(_) => {
+                return Err(QueryError::bad_data("a subquery of a string"));
+            }
+        };
+        let labels = series.iter().map(|s| s.labels.clone()).collect();
+        let counters = vec![false; series.len()];
+        let mut input = RangeInput::new(labels, counters, times, range_ms);
+        input.data = WindowData::Points {
+            increases: false,
+            points: (series.into_iter())
+                .map(|s| {
+                    (inner.times.iter().zip(s.values))
+                        .filter_map(|(&t, v)| v.map(|v| (t, v)))
+                        .collect()
+                })
+                .collect(),
+        };
+        Ok(input)
+    }
+}
+
+/// `expr` without enclosing parentheses.
+pub(crate) fn strip_parens(expr: &Expr) -> &Expr {
+    match expr {
+        Expr::Paren(p) => strip_parens(&p.expr),
+        other => other,
+    }
+}
+
+/// The names of the counters among `selected`, for a warning.
+pub(crate) fn counter_names(selected: &[Selected]) -> String {
+    let mut names: Vec<&str> = (selected.iter())
+        .filter(|s| s.counter)
+        .map(|s| s.labels.get(super::labels::NAME))
+        .collect();
+    names.dedup();
+    names.truncate(3);
+    names.join(", ")
+}
+
+fn min_max(times: &[i64]) -> (i64, i64) {
+    let lo = times.iter().copied().min().unwrap_or(0);
+    let hi = times.iter().copied().max().unwrap_or(0);
+    (lo, hi)
+}
+
+/// Unix seconds of `ms`, rounded down.
+pub(crate) fn floor_secs(ms: i64) -> Timestamp {
+    ms.div_euclid(1000)
+}
+
+/// Unix seconds of `ms`, rounded up.
+pub(crate) fn ceil_secs(ms: i64) -> Timestamp {
+    -(-ms).div_euclid(1000)
+}
+
+/// Unix milliseconds of `time` (before the epoch too).
+pub(crate) fn system_time_ms(time: std::time::SystemTime) -> i64 {
+    match time.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => d.as_millis() as i64,
+        Err(e) => -(e.duration().as_millis() as i64),
+    }
+}

@@ -1,0 +1,404 @@
+//! PromQL function calls: the range functions go to [`super::windows`] with their input read
+//! (buckets, raw points or a subquery's values); the instant ones (`abs`, `clamp`,
+//! `histogram_quantile`, `label_replace`, `absent`, `sort`, ...) are here, evaluated point
+//! by point over the grid.
+
+use promql_parser::label::MatchOp;
+use promql_parser::parser::{Call, Expr};
+
+use super::error::QueryError;
+use super::eval::{strip_parens, Evaluator, Grid};
+use super::labels::{selector_sets, Labels, NAME};
+use super::value::{Series, Value};
+use super::windows::{self, RangeInput, RawNeed};
+
+/// Evaluates `call` over `grid`.
+///
+/// # Errors
+/// `bad_data` for a function tierdb does not evaluate (naming it), or a wrong argument.
+pub(crate) fn call(ev: &mut Evaluator<'_>, call: &Call, grid: &Grid) -> Result<Value, QueryError> {
+    let name = call.func.name;
+    let args: Vec<&Expr> = call.args.args.iter().map(|a| a.as_ref()).collect();
+    if let Some(need) = windows::raw_need(name) {
+        let (range_arg, param) = match name {
+            "quantile_over_time" => (args[1], Some(scalar_arg(ev, args[0], grid, name)?)),
+            "predict_linear" => (args[0], Some(scalar_arg(ev, args[1], grid, name)?)),
+            _ => (args[0], None),
+        };
+        let input = range_input(ev, range_arg, grid, need)?;
+        if name == "absent_over_time" {
+            return Ok(absent(range_arg, grid, |k| {
+                (0..input.series.len()).all(|i| input.points_in_window(i, k).is_empty())
+            }));
+        }
+        let mut warnings = Vec::new();
+        let out = windows::apply(name, &input, param.as_deref(), &mut warnings)?;
+        for warning in warnings {
+            ev.warn(warning);
+        }
+        return Ok(Value::Vector(out));
+    }
+    let math: Option<fn(f64) -> f64> = match name {
+        "abs" => Some(f64::abs),
+        "ceil" => Some(f64::ceil),
+        "floor" => Some(f64::floor),
+        "exp" => Some(f64::exp),
+        "ln" => Some(f64::ln),
+        "log2" => Some(f64::log2),
+        "log10" => Some(f64::log10),
+        "sqrt" => Some(f64::sqrt),
+        "sgn" => Some(|v: f64| {
+            if v == 0.0 || v.is_nan() {
+                v
+            } else {
+                v.signum()
+            }
+        }),
+        _ => None,
+    };
+    if let Some(f) = math {
+        let series = vector_arg(ev, args[0], grid, name)?;
+        return Ok(Value::Vector(map_values(series, |_, v| Some(f(v)))));
+    }
+    match name {
+        "round" => {
+            let series = vector_arg(ev, args[0], grid, name)?;
+            let to = match args.get(1) {
+                Some(arg) => scalar_arg(ev, arg, grid, name)?,
+                None => vec![1.0; grid.len()],
+            };
+            Ok(Value::Vector(map_values(series, |k, v| {
+                let inverse = 1.0 / to[k];
+                Some((v * inverse + 0.5).floor() / inverse)
+            })))
+        }
+        "clamp" | "clamp_min" | "clamp_max" => {
+            let series = vector_arg(ev, args[0], grid, name)?;
+            let first = scalar_arg(ev, args[1], grid, name)?;
+            let second = match args.get(2) {
+                Some(arg) => Some(scalar_arg(ev, arg, grid, name)?),
+                None => None,
+            };
+            Ok(Value::Vector(map_values(series, |k, v| match name {
+                "clamp_min" => Some(v.max(first[k])),
+                "clamp_max" => Some(v.min(first[k])),
+                _ => {
+                    let (lo, hi) = (first[k], second.as_ref().map_or(f64::NAN, |s| s[k]));
+                    (lo <= hi).then(|| v.max(lo).min(hi))
+                }
+            })))
+        }
+        "time" => Ok(Value::Scalar(
+            grid.times.iter().map(|&t| t as f64 / 1000.0).collect(),
+        )),
+        "vector" => {
+            let values = scalar_arg(ev, args[0], grid, name)?;
+            Ok(Value::Vector(vec![Series {
+                labels: Labels::default(),
+                values: values.into_iter().map(Some).collect(),
+            }]))
+        }
+        "scalar" => {
+            let series = vector_arg(ev, args[0], grid, name)?;
+            Ok(Value::Scalar(
+                (0..grid.len())
+                    .map(|k| {
+                        let mut present = series.iter().filter_map(|s| s.values[k]);
+                        match (present.next(), present.next()) {
+                            (Some(v), None) => v,
+                            _ => f64::NAN,
+                        }
+                    })
+                    .collect(),
+            ))
+        }
+        "absent" => {
+            let series = vector_arg(ev, args[0], grid, name)?;
+            Ok(absent(args[0], grid, |k| {
+                series.iter().all(|s| s.values[k].is_none())
+            }))
+        }
+        "sort" | "sort_desc" => {
+            let mut series = vector_arg(ev, args[0], grid, name)?;
+            let key = |s: &Series| s.values.first().copied().flatten().unwrap_or(f64::NAN);
+            series.sort_by(|a, b| {
+                let (a, b) = (key(a), key(b));
+                // NaN last either way, as Prometheus sorts.
+                match (a.is_nan(), b.is_nan()) {
+                    (true, true) => std::cmp::Ordering::Equal,
+                    (true, false) => std::cmp::Ordering::Greater,
+                    (false, true) => std::cmp::Ordering::Less,
+                    _ if name == "sort" => a.total_cmp(&b),
+                    _ => b.total_cmp(&a),
+                }
+            });
+            Ok(Value::Vector(series))
+        }
+        "label_replace" => {
+            let series = vector_arg(ev, args[0], grid, name)?;
+            let dst = string_arg(args[1], name)?;
+            let replacement = string_arg(args[2], name)?;
+            let src = string_arg(args[3], name)?;
+            let pattern = string_arg(args[4], name)?;
+            let regex = regex::Regex::new(&format!("^(?s:{pattern})$")).map_err(|e| {
+                QueryError::bad_data(format!(
+                    "label_replace: invalid regular expression {pattern:?}: {e}"
+                ))
+            })?;
+            check_label_name(&dst, name)?;
+            let out = (series.into_iter())
+                .map(|mut s| {
+                    let value = s.labels.get(&src).to_owned();
+                    if let Some(caps) = regex.captures(&value) {
+                        let mut expanded = String::new();
+                        caps.expand(&replacement, &mut expanded);
+                        s.labels.set(&dst, expanded);
+                    }
+                    s
+                })
+                .collect();
+            no_duplicates(out, name).map(Value::Vector)
+        }
+        "label_join" => {
+            let series = vector_arg(ev, args[0], grid, name)?;
+            let dst = string_arg(args[1], name)?;
+            let separator = string_arg(args[2], name)?;
+            let sources: Vec<String> = (args[3..].iter())
+                .map(|a| string_arg(a, name))
+                .collect::<Result<_, _>>()?;
+            check_label_name(&dst, name)?;
+            let out = (series.into_iter())
+                .map(|mut s| {
+                    let joined: Vec<&str> = sources.iter().map(|l| s.labels.get(l)).collect();
+                    let joined = joined.join(&separator);
+                    s.labels.set(&dst, joined);
+                    s
+                })
+                .collect();
+            no_duplicates(out, name).map(Value::Vector)
+        }
+        "histogram_quantile" => {
+            let phi = scalar_arg(ev, args[0], grid, name)?;
+            let series = vector_arg(ev, args[1], grid, name)?;
+            Ok(Value::Vector(histogram_quantile(&phi, series, grid.len())))
+        }
+        other => Err(QueryError::bad_data(format!(
+            "function {other:?} is not supported by tierdb's PromQL (see the README's PromQL \
+             section for the functions it evaluates)"
+        ))),
+    }
+}
+
+/// The range vector a range function reads: a range selector or a subquery.
+fn range_input(
+    ev: &mut Evaluator<'_>,
+    arg: &Expr,
+    grid: &Grid,
+    need: RawNeed,
+) -> Result<RangeInput, QueryError> {
+    match strip_parens(arg) {
+        Expr::MatrixSelector(m) => {
+            ev.range_of_selector(&m.vs, m.range.as_millis() as i64, grid, need)
+        }
+        Expr::Subquery(sq) => ev.range_of_subquery(sq, grid),
+        _ => Err(QueryError::bad_data("expected a range vector argument")),
+    }
+}
+
+/// A scalar argument's value per evaluation time.
+fn scalar_arg(
+    ev: &mut Evaluator<'_>,
+    arg: &Expr,
+    grid: &Grid,
+    function: &str,
+) -> Result<Vec<f64>, QueryError> {
+    match ev.eval(arg, grid)? {
+        Value::Scalar(v) => Ok(v),
+        _ => Err(QueryError::bad_data(format!(
+            "{function}: expected a scalar argument"
+        ))),
+    }
+}
+
+/// An instant-vector argument's series.
+fn vector_arg(
+    ev: &mut Evaluator<'_>,
+    arg: &Expr,
+    grid: &Grid,
+    function: &str,
+) -> Result<Vec<Series>, QueryError> {
+    match ev.eval(arg, grid)? {
+        Value::Vector(v) => Ok(v),
+        _ => Err(QueryError::bad_data(format!(
+            "{function}: expected an instant vector argument"
+        ))),
+    }
+}
+
+/// A string literal argument.
+fn string_arg(arg: &Expr, function: &str) -> Result<String, QueryError> {
+    match strip_parens(arg) {
+        Expr::StringLiteral(s) => Ok(s.val.clone()),
+        _ => Err(QueryError::bad_data(format!(
+            "{function}: expected a string argument"
+        ))),
+    }
+}
+
+fn check_label_name(label: &str, function: &str) -> Result<(), QueryError> {
+    let mut chars = label.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        Ok(())
+    } else {
+        Err(QueryError::bad_data(format!(
+            "{function}: invalid destination label name {label:?}"
+        )))
+    }
+}
+
+/// Refuses two series with the same labels, as Prometheus does after relabelling.
+fn no_duplicates(series: Vec<Series>, function: &str) -> Result<Vec<Series>, QueryError> {
+    let mut seen = std::collections::HashSet::new();
+    for s in &series {
+        if !seen.insert(&s.labels) {
+            return Err(QueryError::execution(format!(
+                "{function}: vector cannot contain metrics with the same labelset"
+            )));
+        }
+    }
+    Ok(series)
+}
+
+/// `f(k, value)` over every present value, labels without `__name__`.
+fn map_values(series: Vec<Series>, f: impl Fn(usize, f64) -> Option<f64>) -> Vec<Series> {
+    (series.into_iter())
+        .map(|s| Series {
+            labels: s.labels.without_name(),
+            values: (s.values.into_iter().enumerate())
+                .map(|(k, v)| v.and_then(|v| f(k, v)))
+                .collect(),
+        })
+        .collect()
+}
+
+/// `absent` and `absent_over_time`: 1 where `empty(k)`, labelled with the selector's
+/// equality matchers (other than the name) when the argument is a plain selector.
+fn absent(arg: &Expr, grid: &Grid, empty: impl Fn(usize) -> bool) -> Value {
+    let selector = match strip_parens(arg) {
+        Expr::VectorSelector(vs) => Some(vs),
+        Expr::MatrixSelector(m) => Some(&m.vs),
+        _ => None,
+    };
+    let mut labels = Labels::default();
+    if let Some(vs) = selector {
+        let sets = selector_sets(vs);
+        if let [set] = sets.as_slice() {
+            let mut seen = std::collections::HashMap::new();
+            for m in set.iter().filter(|m| m.name != NAME) {
+                *seen.entry(m.name.as_str()).or_insert(0) += 1;
+            }
+            for m in set {
+                if m.name != NAME && m.op == MatchOp::Equal && seen[m.name.as_str()] == 1 {
+                    labels.set(&m.name, m.value.clone());
+                }
+            }
+        }
+    }
+    Value::Vector(vec![Series {
+        labels,
+        values: (0..grid.len()).map(|k| empty(k).then_some(1.0)).collect(),
+    }])
+}
+
+/// `histogram_quantile(phi, buckets)`: the series grouped by their labels without `le`
+/// (and the name), each group's cumulative buckets interpolated as Prometheus does.
+fn histogram_quantile(phi: &[f64], series: Vec<Series>, steps: usize) -> Vec<Series> {
+    // Per group: its labels, and each bucket's upper bound and values.
+    type Buckets = Vec<(f64, Vec<Option<f64>>)>;
+    let mut groups: Vec<(Labels, Buckets)> = Vec::new();
+    for s in series {
+        let Ok(le) = parse_le(s.labels.get("le")) else {
+            continue;
+        };
+        let labels = s.labels.project(&["le".to_owned(), NAME.to_owned()], false);
+        match groups.iter_mut().find(|g| g.0 == labels) {
+            Some(group) => group.1.push((le, s.values)),
+            None => groups.push((labels, vec![(le, s.values)])),
+        }
+    }
+    (groups.into_iter())
+        .map(|(labels, buckets)| Series {
+            labels,
+            values: (0..steps)
+                .map(|k| {
+                    let mut at: Vec<(f64, f64)> = (buckets.iter())
+                        .filter_map(|(le, values)| values[k].map(|v| (*le, v)))
+                        .collect();
+                    (!at.is_empty()).then(|| bucket_quantile(phi[k], &mut at))
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+fn parse_le(text: &str) -> Result<f64, ()> {
+    match text {
+        "+Inf" | "Inf" | "+inf" | "inf" => Ok(f64::INFINITY),
+        _ => text.parse().map_err(|_| ()),
+    }
+}
+
+/// Prometheus' `bucketQuantile` over `(upper bound, cumulative count)`.
+fn bucket_quantile(phi: f64, buckets: &mut [(f64, f64)]) -> f64 {
+    if phi.is_nan() {
+        return f64::NAN;
+    }
+    if phi < 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if phi > 1.0 {
+        return f64::INFINITY;
+    }
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if buckets.last().is_none_or(|b| b.0 != f64::INFINITY) {
+        return f64::NAN;
+    }
+    // Coalesce equal bounds and make the counts monotonic, as Prometheus does.
+    let mut merged: Vec<(f64, f64)> = Vec::with_capacity(buckets.len());
+    for &(le, count) in buckets.iter() {
+        match merged.last_mut() {
+            Some(last) if last.0 == le => last.1 += count,
+            _ => merged.push((le, count)),
+        }
+    }
+    let mut max = f64::NEG_INFINITY;
+    for b in &mut merged {
+        max = max.max(b.1);
+        b.1 = max;
+    }
+    if merged.len() < 2 {
+        return f64::NAN;
+    }
+    let observations = merged[merged.len() - 1].1;
+    if observations == 0.0 {
+        return f64::NAN;
+    }
+    let mut rank = phi * observations;
+    let b = merged.partition_point(|x| x.1 < rank).min(merged.len() - 1);
+    if b == merged.len() - 1 {
+        return merged[merged.len() - 2].0;
+    }
+    if b == 0 && merged[0].0 <= 0.0 {
+        return merged[0].0;
+    }
+    let (mut start, end, mut count) = (0.0, merged[b].0, merged[b].1);
+    if b > 0 {
+        start = merged[b - 1].0;
+        count -= merged[b - 1].1;
+        rank -= merged[b - 1].1;
+    }
+    start + (end - start) * (rank / count)
+}

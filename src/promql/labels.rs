@@ -1,0 +1,133 @@
+//! Prometheus labels over tierdb's series keys, both ways: a key `name{k=v,...}` is the label
+//! set `{__name__="name", k="v", ...}` (a Graphite name with dots is just a `__name__` with
+//! dots, selected as `{__name__="a.b.c"}` or by regex), and a label set written by remote
+//! write becomes the same key (src/ingest/prom_remote.rs). A label with an empty value is
+//! absent, as in Prometheus, so `k=""` selects series without `k`.
+
+use promql_parser::label::{MatchOp, Matcher};
+use promql_parser::parser::{Expr, VectorSelector};
+
+use super::error::QueryError;
+use crate::registry::KeyView;
+
+/// The name Prometheus gives a series' metric name.
+pub(crate) const NAME: &str = "__name__";
+
+/// A series' labels, sorted by name, no two with the same name, no empty value.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Labels(Vec<(String, String)>);
+
+impl Labels {
+    /// The labels of `pairs`, sorted; a later pair of the same name wins; empty values are
+    /// dropped.
+    pub fn from_pairs(pairs: impl IntoIterator<Item = (String, String)>) -> Labels {
+        let mut labels = Labels::default();
+        for (name, value) in pairs {
+            labels.set(&name, value);
+        }
+        labels
+    }
+
+    /// The value of label `name`, `""` when absent (Prometheus' rule).
+    pub fn get(&self, name: &str) -> &str {
+        match self.0.binary_search_by(|(n, _)| n.as_str().cmp(name)) {
+            Ok(at) => &self.0[at].1,
+            Err(_) => "",
+        }
+    }
+
+    /// Sets `name` to `value`; an empty value removes it.
+    pub fn set(&mut self, name: &str, value: String) {
+        match self.0.binary_search_by(|(n, _)| n.as_str().cmp(name)) {
+            Ok(at) if value.is_empty() => {
+                self.0.remove(at);
+            }
+            Ok(at) => self.0[at].1 = value,
+            Err(_) if value.is_empty() => {}
+            Err(at) => self.0.insert(at, (name.to_owned(), value)),
+        }
+    }
+
+    /// These labels without `__name__`: what a function or operator that changes the value's
+    /// meaning returns.
+    pub fn without_name(mut self) -> Labels {
+        self.set(NAME, String::new());
+        self
+    }
+
+    /// The labels named in `names` only (`keep`) or all but them (`!keep`).
+    pub fn project(&self, names: &[String], keep: bool) -> Labels {
+        Labels(
+            (self.0.iter())
+                .filter(|(n, _)| names.iter().any(|k| k == n) == keep)
+                .cloned()
+                .collect(),
+        )
+    }
+
+    /// `(name, value)` pairs in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(n, v)| (n.as_str(), v.as_str()))
+    }
+
+    /// As Prometheus' JSON writes a `metric`: an object of names to values.
+    pub fn to_json(&self) -> serde_json::Value {
+        let map = (self.0.iter())
+            .map(|(n, v)| (n.clone(), serde_json::Value::String(v.clone())))
+            .collect();
+        serde_json::Value::Object(map)
+    }
+}
+
+/// The labels of a stored series' key: `__name__` and its tags.
+pub fn key_labels(key: &KeyView<'_>) -> Labels {
+    let mut pairs = vec![(NAME.to_owned(), key.name().into_owned())];
+    pairs.extend(key.tags().map(|(k, v)| (k.into_owned(), v.into_owned())));
+    Labels::from_pairs(pairs)
+}
+
+/// Matchers that must all hold for a series to be selected.
+pub type MatcherSet = Vec<Matcher>;
+
+/// Whether every matcher of `set` holds for the series `key` (an absent label reads `""`).
+pub(crate) fn key_matches(set: &MatcherSet, key: &KeyView<'_>) -> bool {
+    set.iter().all(|m| {
+        let value = if m.name == NAME {
+            Some(key.name())
+        } else {
+            key.tag(&m.name)
+        };
+        m.is_match(value.as_deref().unwrap_or(""))
+    })
+}
+
+/// The alternatives of a selector (`{a="1" or b="2"}` has two), each with the metric name
+/// as a `__name__` matcher.
+pub(crate) fn selector_sets(selector: &VectorSelector) -> Vec<MatcherSet> {
+    let matchers = &selector.matchers;
+    let mut sets: Vec<MatcherSet> = matchers.or_matchers.clone();
+    if !matchers.matchers.is_empty() || sets.is_empty() {
+        sets.push(matchers.matchers.clone());
+    }
+    if let Some(name) = &selector.name {
+        for set in &mut sets {
+            set.push(Matcher::new(MatchOp::Equal, NAME, name));
+        }
+    }
+    sets
+}
+
+/// The matcher sets of a `match[]` parameter: a PromQL series selector and nothing else.
+///
+/// # Errors
+/// `bad_data` naming the text when it does not parse, is not a plain selector, or has no
+/// matcher that excludes the empty value (Prometheus refuses `{a=~".*"}`).
+pub(crate) fn parse_match(text: &str) -> Result<Vec<MatcherSet>, QueryError> {
+    let bad = |why: String| QueryError::bad_data(format!("match[]: {text:?}: {why}"));
+    match promql_parser::parser::parse(text).map_err(bad)? {
+        Expr::VectorSelector(selector) if selector.offset.is_none() && selector.at.is_none() => {
+            Ok(selector_sets(&selector))
+        }
+        _ => Err(bad("not a series selector".into())),
+    }
+}

@@ -1,0 +1,189 @@
+//! Where PromQL reads series from: the [`Source`] trait (select by matchers, read a tier's
+//! buckets or the raw tier's points) and [`StoredSource`], the one over an engine's
+//! [`Reader`]. The evaluator never names the engine, so another storage side (a cluster
+//! node's fan-out) can answer the same calls.
+
+use rayon::prelude::*;
+
+use super::labels::{key_labels, key_matches, Labels, MatcherSet};
+use crate::bucket::Bucket;
+use crate::config::TiersConfig;
+use crate::counter::SeriesKind;
+use crate::error::{Error, Result};
+use crate::read::budget::ReadBudget;
+use crate::read::reader::Reader;
+use crate::registry::SeriesId;
+use crate::time::{Span, Timestamp};
+
+/// One series' raw points, `(unix seconds, value)` in time order.
+pub type RawPoints = Vec<(Timestamp, f64)>;
+
+/// A series a selector picked: where to read it, its labels and how it stores samples.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Selected {
+    /// The source's handle of the series (an engine's series id).
+    pub id: u32,
+    /// Its labels, `__name__` included.
+    pub labels: Labels,
+    /// True for a counter, stored as increases since the previous sample.
+    pub counter: bool,
+}
+
+/// A storage side PromQL reads through.
+pub trait Source: Sync {
+    /// The tiers the source holds.
+    fn tiers(&self) -> &TiersConfig;
+
+    /// The source clock's now, unix seconds.
+    fn now(&self) -> Timestamp;
+
+    /// Every series matching all matchers of at least one of `sets`, in label order,
+    /// charging the registry scan (a value per key) to `budget` first.
+    ///
+    /// # Errors
+    /// The budget's refusal.
+    fn select(&self, sets: &[MatcherSet], budget: &ReadBudget) -> Result<Vec<Selected>>;
+
+    /// The buckets of each of `series` in tier `tier`, one per resolution step from
+    /// `from` (aligned to the resolution) to before `to`, empty ones included, charging
+    /// series times buckets to `budget` before anything is read.
+    ///
+    /// # Errors
+    /// The budget's refusal; a period file that cannot be read.
+    fn buckets(
+        &self,
+        series: &[Selected],
+        tier: usize,
+        from: Timestamp,
+        to: Timestamp,
+        budget: &ReadBudget,
+    ) -> Result<Vec<Vec<Bucket>>>;
+
+    /// The raw tier's points of each of `series` in `[from, to)` (a counter's points are
+    /// its increases), charging each point to `budget`; `None` when there is no raw tier or
+    /// its window does not reach back to `from`.
+    ///
+    /// # Errors
+    /// The budget's refusal.
+    fn raw(
+        &self,
+        series: &[Selected],
+        from: Timestamp,
+        to: Timestamp,
+        budget: &ReadBudget,
+    ) -> Result<Option<Vec<RawPoints>>>;
+}
+
+/// An engine's [`Reader`] as PromQL reads it.
+#[derive(Clone, Copy)]
+pub struct StoredSource<'a> {
+    reader: Reader<'a>,
+}
+
+impl<'a> StoredSource<'a> {
+    /// PromQL's view of `reader`.
+    pub fn new(reader: Reader<'a>) -> StoredSource<'a> {
+        StoredSource { reader }
+    }
+}
+
+impl Source for StoredSource<'_> {
+    fn tiers(&self) -> &TiersConfig {
+        self.reader.config()
+    }
+
+    fn now(&self) -> Timestamp {
+        self.reader.now()
+    }
+
+    fn select(&self, sets: &[MatcherSet], budget: &ReadBudget) -> Result<Vec<Selected>> {
+        let registry = self.reader.registry();
+        budget.charge_scan(registry.len())?;
+        let mut found = registry.select(|id, key| {
+            (sets.iter().any(|set| key_matches(set, &key))).then(|| (id, key_labels(&key)))
+        });
+        found.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+        let ids: Vec<SeriesId> = found.iter().map(|f| f.0).collect();
+        let kinds = self.reader.series_kinds(&ids);
+        Ok((found.into_iter().zip(kinds))
+            .map(|((id, labels), kind)| Selected {
+                id: id.0,
+                labels,
+                counter: kind == SeriesKind::Counter,
+            })
+            .collect())
+    }
+
+    fn buckets(
+        &self,
+        series: &[Selected],
+        tier: usize,
+        from: Timestamp,
+        to: Timestamp,
+        budget: &ReadBudget,
+    ) -> Result<Vec<Vec<Bucket>>> {
+        let spec = &self.reader.config().tiers[tier];
+        let resolution = spec.resolution;
+        let step = resolution.secs() as i64;
+        let first = from.div_euclid(step) * step;
+        let points = ((to - first).max(0) as u64).div_ceil(step as u64);
+        if series.is_empty() || points == 0 {
+            return Ok(vec![Vec::new(); series.len()]);
+        }
+        budget.charge(u128::from(points) * series.len() as u128, || {
+            format!(
+                "{} series x {points} buckets of tier {}",
+                series.len(),
+                spec.name
+            )
+        })?;
+        let window = self.reader.window_start(tier, self.reader.now());
+        let end = first + points as i64 * step;
+        series
+            .par_iter()
+            .map(|s| {
+                let (start, buckets) = self.reader.merged_buckets(
+                    SeriesId(s.id),
+                    tier,
+                    first,
+                    end,
+                    Span::from_secs(step as u64),
+                    window,
+                )?;
+                if start != first {
+                    return Err(Error::InvalidQuery(format!(
+                        "tier {} read from {start}, not {first}",
+                        spec.name
+                    )));
+                }
+                Ok(buckets)
+            })
+            .collect()
+    }
+
+    fn raw(
+        &self,
+        series: &[Selected],
+        from: Timestamp,
+        to: Timestamp,
+        budget: &ReadBudget,
+    ) -> Result<Option<Vec<RawPoints>>> {
+        let Some(spec) = &self.reader.config().raw else {
+            return Ok(None);
+        };
+        if spec.window_start(self.reader.now()) > from {
+            return Ok(None);
+        }
+        let mut all = Vec::with_capacity(series.len());
+        for s in series {
+            let left = budget.limit().saturating_sub(budget.used()) as usize;
+            let Some(read) = self.reader.raw_points(SeriesId(s.id), from, to, left) else {
+                return Ok(None);
+            };
+            let name = || format!("the raw points of {}", s.labels.get(super::labels::NAME));
+            budget.charge(read.points.len() as u128, name)?;
+            all.push(read.points);
+        }
+        Ok(Some(all))
+    }
+}

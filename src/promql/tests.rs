@@ -1,0 +1,274 @@
+//! Evaluation through an in-memory [`Source`] holding samples as the engine stores them
+//! (a gauge's values, a counter's increases), folded into the default tiers' buckets and,
+//! when asked, served as raw points: the raw-only functions exact over raw points and
+//! refused or flagged over buckets, the tier a step and range choose, and
+//! `histogram_quantile`'s interpolation.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::labels::{key_matches, MatcherSet};
+use super::source::{RawPoints, Selected, Source};
+use super::{evaluate, ErrorKind, Labels, Query, QueryLimits, ResultValue};
+use crate::bucket::Bucket;
+use crate::config::TiersConfig;
+use crate::error::Result;
+use crate::read::budget::ReadBudget;
+use crate::registry::SeriesKey;
+use crate::time::Timestamp;
+
+/// Midnight, 2025-11-21.
+const NOW: Timestamp = 1_763_683_200;
+
+struct Memory {
+    tiers: TiersConfig,
+    /// Key, counter, stored samples (seconds, value or increase).
+    series: Vec<(SeriesKey, bool, RawPoints)>,
+    raw: bool,
+}
+
+impl Source for Memory {
+    fn tiers(&self) -> &TiersConfig {
+        &self.tiers
+    }
+
+    fn now(&self) -> Timestamp {
+        NOW
+    }
+
+    fn select(&self, sets: &[MatcherSet], _: &ReadBudget) -> Result<Vec<Selected>> {
+        Ok((self.series.iter().enumerate())
+            .filter(|(_, (key, _, _))| sets.iter().any(|set| key_matches(set, &key.view())))
+            .map(|(i, (key, counter, _))| Selected {
+                id: i as u32,
+                labels: super::key_labels(&key.view()),
+                counter: *counter,
+            })
+            .collect())
+    }
+
+    fn buckets(
+        &self,
+        series: &[Selected],
+        tier: usize,
+        from: Timestamp,
+        to: Timestamp,
+        budget: &ReadBudget,
+    ) -> Result<Vec<Vec<Bucket>>> {
+        let res = self.tiers.tiers[tier].resolution.secs() as i64;
+        let first = from.div_euclid(res) * res;
+        let n = (to - first + res - 1).div_euclid(res).max(0) as usize;
+        budget.charge((n * series.len()) as u128, || "buckets".into())?;
+        Ok((series.iter())
+            .map(|s| {
+                let mut buckets = vec![Bucket::EMPTY; n];
+                for &(ts, v) in &self.series[s.id as usize].2 {
+                    let k = (ts - first).div_euclid(res);
+                    if (0..n as i64).contains(&k) {
+                        buckets[k as usize].add(v);
+                    }
+                }
+                buckets
+            })
+            .collect())
+    }
+
+    fn raw(
+        &self,
+        series: &[Selected],
+        from: Timestamp,
+        to: Timestamp,
+        _: &ReadBudget,
+    ) -> Result<Option<Vec<RawPoints>>> {
+        Ok(self.raw.then(|| {
+            (series.iter())
+                .map(|s| {
+                    (self.series[s.id as usize].2.iter())
+                        .filter(|p| (from..to).contains(&p.0))
+                        .copied()
+                        .collect()
+                })
+                .collect()
+        }))
+    }
+}
+
+/// A gauge `g` sampled at 10, 25, 40 s into each minute of the last hour (values
+/// 1, 5, 3 repeating, then a drop), and a counter `c` whose increases are 2, 0, 4.
+fn memory(raw: bool) -> Memory {
+    let times: Vec<i64> = (0..60)
+        .flat_map(|m| [10, 25, 40].map(|s| NOW - 3600 + 60 * m + s))
+        .collect();
+    let gauge = (times.iter().enumerate())
+        .map(|(i, &t)| (t, [1.0, 5.0, 3.0][i % 3]))
+        .collect();
+    let counter = (times.iter().enumerate())
+        .map(|(i, &t)| (t, [2.0, 0.0, 4.0][i % 3]))
+        .collect();
+    Memory {
+        tiers: TiersConfig::default(),
+        series: vec![
+            (SeriesKey::parse("g{host=a}").unwrap(), false, gauge),
+            (SeriesKey::parse("c_total{host=a}").unwrap(), true, counter),
+        ],
+        raw,
+    }
+}
+
+fn limits() -> QueryLimits {
+    QueryLimits {
+        budget: Arc::new(ReadBudget::default()),
+        max_series: 100,
+        deadline: Instant::now() + Duration::from_secs(60),
+    }
+}
+
+/// The value of `text` at `at` (one series expected), and the warnings.
+fn instant(
+    source: &Memory,
+    text: &str,
+    at: Timestamp,
+) -> std::result::Result<(f64, Vec<String>), super::QueryError> {
+    let query = Query {
+        text: text.into(),
+        start_ms: at * 1000,
+        end_ms: at * 1000,
+        step_ms: None,
+    };
+    let answer = evaluate(source, &query, &limits())?;
+    match answer.result {
+        ResultValue::Vector(v) if v.len() == 1 => Ok((v[0].2, answer.warnings)),
+        ResultValue::Scalar(_, v) => Ok((v, answer.warnings)),
+        other => panic!("{text}: {other:?}"),
+    }
+}
+
+#[test]
+fn raw_only_functions_are_exact_over_raw_points() {
+    let source = memory(true);
+    let at = NOW - 600; // a minute boundary; the window [at - 2m, at] holds 6 samples.
+    let cases = [
+        // Gauge samples in the window: 1, 5, 3, 1, 5, 3 at 10, 25, 40, 70, 85, 100 s past.
+        // irate: the last sample dropped (5 to 3), read as a reset: 3 over 15 s.
+        ("irate(g[2m])", 3.0 / 15.0),
+        ("idelta(g[2m])", -2.0),
+        ("changes(g[2m])", 5.0),
+        ("resets(g[2m])", 3.0),
+        ("last_over_time(g[2m])", 3.0),
+        ("quantile_over_time(0.5, g[2m])", 3.0),
+        ("stdvar_over_time(g[2m])", 8.0 / 3.0),
+        ("delta(g[2m])", 2.0),
+        // Counter increases 2, 0, 4, 2, 0, 4: irate is the last over the time since the
+        // one before, changes counts the non-zero ones after the first (its running total
+        // 2, 2, 6, 8, 8, 12 changes three times).
+        ("irate(c_total[2m])", 4.0 / 15.0),
+        ("increase(c_total[2m])", 12.0),
+        ("changes(c_total[2m])", 3.0),
+    ];
+    for (text, expected) in cases {
+        let (value, warnings) =
+            instant(&source, text, at).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert!(
+            (value - expected).abs() < 1e-12,
+            "{text}: {value} != {expected}"
+        );
+        assert!(warnings.is_empty(), "{text}: {warnings:?}");
+    }
+    // resets of a counter: its increases do not show them.
+    let error = instant(&source, "resets(c_total[2m])", at).unwrap_err();
+    assert_eq!(error.kind, ErrorKind::BadData);
+}
+
+#[test]
+fn buckets_refuse_or_flag_what_needs_samples() {
+    let source = memory(false);
+    let at = NOW - 600;
+    for text in [
+        "idelta(g[2m])",
+        "changes(g[2m])",
+        "quantile_over_time(0.5, g[2m])",
+        "irate(g[2m])",
+        "rate(g[2m])",
+        "stddev_over_time(g[2m])",
+    ] {
+        let error = instant(&source, text, at).unwrap_err();
+        assert_eq!(error.kind, ErrorKind::BadData, "{text}");
+        assert!(
+            error.message.contains("raw tier"),
+            "{text}: {}",
+            error.message
+        );
+    }
+    // The last bucket's rate (its increases 2 + 0 + 4 over 60 s), flagged.
+    let (value, warnings) = instant(&source, "irate(c_total[2m])", at).unwrap();
+    assert_eq!(value, 0.1);
+    assert!(
+        warnings[0].starts_with("approximate: irate(c_total[...])"),
+        "{warnings:?}"
+    );
+    // Exact from buckets: no warning.
+    let (value, warnings) = instant(&source, "rate(c_total[2m])", at).unwrap();
+    assert_eq!((value, warnings.len()), (0.1, 0));
+    let (value, _) = instant(&source, "avg_over_time(g[2m])", at).unwrap();
+    assert_eq!(value, 3.0);
+}
+
+#[test]
+fn step_and_range_choose_the_tier() {
+    let source = memory(false);
+    let tier_of = |start: i64, end: i64, step: i64, text: &str| {
+        let query = Query {
+            text: text.into(),
+            start_ms: start * 1000,
+            end_ms: end * 1000,
+            step_ms: Some(step * 1000),
+        };
+        let limits = limits();
+        let answer = evaluate(&source, &query, &limits).unwrap();
+        (limits.budget.used(), answer.warnings)
+    };
+    // 1 hour at 1 minute, 5-minute windows: minute buckets, exact.
+    let (fine, warnings) = tier_of(NOW - 3600, NOW, 60, "sum_over_time(g[5m])");
+    assert!(warnings.is_empty());
+    // 1 hour at 5 minutes: 5-minute buckets, a fifth as many.
+    let (coarse, _) = tier_of(NOW - 3600, NOW, 300, "sum_over_time(g[5m])");
+    assert!(coarse < fine, "{coarse} vs {fine}");
+    // A 15-second step divides no tier: approximate, and said.
+    let (_, warnings) = tier_of(NOW - 3600, NOW, 15, "sum_over_time(g[5m])");
+    assert!(
+        warnings[0].starts_with("approximate: windows and steps of 15s"),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn histogram_quantile_interpolates_as_prometheus() {
+    let mut source = memory(false);
+    source.series.clear();
+    // Cumulative increases in one minute: 10 under 0.1, 50 under 0.5, 100 in all.
+    for (le, count) in [("0.1", 10.0), ("0.5", 50.0), ("+Inf", 100.0)] {
+        let key = SeriesKey::new("h_bucket", [("le", le)]).unwrap();
+        source.series.push((key, true, vec![(NOW - 90, count)]));
+    }
+    let (value, _) = instant(
+        &source,
+        "histogram_quantile(0.9, increase(h_bucket[1m]))",
+        NOW - 60,
+    )
+    .unwrap();
+    // Rank 90 lies in the +Inf bucket: the highest finite bound.
+    assert_eq!(value, 0.5);
+    let (value, _) = instant(
+        &source,
+        "histogram_quantile(0.3, increase(h_bucket[1m]))",
+        NOW - 60,
+    )
+    .unwrap();
+    // Rank 30: 20 of the 40 between 0.1 and 0.5.
+    assert!((value - 0.3).abs() < 1e-12, "{value}");
+    let labels = Labels::from_pairs([
+        ("le".to_owned(), "1".to_owned()),
+        ("a".to_owned(), String::new()),
+    ]);
+    assert_eq!(labels.iter().count(), 1, "an empty label is absent");
+}

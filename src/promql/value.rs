@@ -1,0 +1,101 @@
+//! What PromQL evaluates to: during evaluation, values over the whole step grid at once
+//! ([`Value`]); at the end, the answer in Prometheus' four result types ([`ResultValue`])
+//! with the warnings that flag an approximation, written as the HTTP API's `data`.
+
+use super::labels::Labels;
+
+/// One series of an instant vector over the grid: a value per evaluation time, `None`
+/// where the series has no sample.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Series {
+    pub labels: Labels,
+    pub values: Vec<Option<f64>>,
+}
+
+/// An expression's value over the grid.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Value {
+    /// A number per evaluation time.
+    Scalar(Vec<f64>),
+    /// A string literal.
+    String(String),
+    /// An instant vector: series with a value per evaluation time.
+    Vector(Vec<Series>),
+}
+
+/// A query's result in one of Prometheus' result types; times in unix milliseconds.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ResultValue {
+    /// `scalar`: time and value.
+    Scalar(i64, f64),
+    /// `string`: time and text.
+    String(i64, String),
+    /// `vector`: one sample per series at the query's time.
+    Vector(Vec<(Labels, i64, f64)>),
+    /// `matrix`: points per series (a range query, or an instant query of a range vector).
+    Matrix(Vec<(Labels, Vec<(i64, f64)>)>),
+}
+
+/// A query's answer: the result and what a person should know to read it right (a
+/// documented approximation taken).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer {
+    /// The result.
+    pub result: ResultValue,
+    /// Prometheus' `warnings`: each approximation the evaluation had to make, once.
+    pub warnings: Vec<String>,
+}
+
+impl Answer {
+    /// The `data` member of Prometheus' success envelope: `resultType` and `result`.
+    pub fn data_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        let (kind, result) = match &self.result {
+            ResultValue::Scalar(t, v) => ("scalar", json!([time_json(*t), number_text(*v)])),
+            ResultValue::String(t, s) => ("string", json!([time_json(*t), s])),
+            ResultValue::Vector(samples) => (
+                "vector",
+                (samples.iter())
+                    .map(|(labels, t, v)| {
+                        json!({"metric": labels.to_json(), "value": [time_json(*t), number_text(*v)]})
+                    })
+                    .collect(),
+            ),
+            ResultValue::Matrix(series) => (
+                "matrix",
+                (series.iter())
+                    .map(|(labels, points)| {
+                        let values: Vec<_> = (points.iter())
+                            .map(|(t, v)| json!([time_json(*t), number_text(*v)]))
+                            .collect();
+                        json!({"metric": labels.to_json(), "values": values})
+                    })
+                    .collect(),
+            ),
+        };
+        json!({"resultType": kind, "result": result})
+    }
+}
+
+/// A time as Prometheus writes it: unix seconds, with milliseconds only when there are any.
+pub(crate) fn time_json(ms: i64) -> serde_json::Value {
+    if ms % 1000 == 0 {
+        serde_json::Value::from(ms / 1000)
+    } else {
+        serde_json::Value::from(ms as f64 / 1000.0)
+    }
+}
+
+/// A value as Prometheus writes it: a string, Go's shortest decimal form, `NaN`, `+Inf`
+/// and `-Inf`.
+pub(crate) fn number_text(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v == f64::INFINITY {
+        "+Inf".into()
+    } else if v == f64::NEG_INFINITY {
+        "-Inf".into()
+    } else {
+        format!("{v}")
+    }
+}

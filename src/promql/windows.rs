@@ -1,0 +1,566 @@
+//! Range-vector functions (`rate`, `increase`, `*_over_time`, ...) over a window per
+//! evaluation time, from one of two inputs:
+//! - **buckets** of a rollup tier: a window at `t` of range `d` reads the buckets that lie
+//!   whole in `[t - d, t]` (exact when `t` and `d` are multiples of the resolution; a window
+//!   narrower than a bucket reads the buckets it overlaps, and the tier choice warns);
+//! - **points**: the raw tier's samples, or a subquery's values, in `[t - d, t]` as in
+//!   Prometheus 2.
+//!
+//! What each function reads from buckets: `sum`, `count`, `min`, `max`, `avg` and
+//! `present_over_time` merge count/total/min/max exactly; `increase`, `rate` and `delta`
+//! of a counter are the sum of its stored increases (no extrapolation), `rate` divided by
+//! the seconds the buckets cover. Functions that need the samples themselves read the raw
+//! tier when it holds the window; without it, `irate` (the last bucket's rate),
+//! `last_over_time` (the last bucket's average), `delta`, `deriv` and `predict_linear` of a
+//! gauge (bucket averages at bucket middles) are approximations named in the answer's
+//! warnings, and `idelta`, `changes`, `resets`, `quantile_over_time`, `stddev_over_time`,
+//! `stdvar_over_time` are refused with `bad_data`.
+//!
+//! A counter's raw points are its increases: `increase` sums them, `irate` divides the last
+//! by the time since the one before it, `changes` counts the non-zero ones; `resets` is
+//! refused, since a reset stores the count since it and leaves no other trace.
+
+use super::error::QueryError;
+use super::labels::Labels;
+use super::value::Series;
+use crate::bucket::Bucket;
+
+/// A range vector: per series, its labels and kind, and its data, with the evaluation times
+/// (after `@` and `offset`) and the range.
+pub(crate) struct RangeInput {
+    pub series: Vec<RangeSeries>,
+    pub times: Vec<i64>,
+    pub range_ms: i64,
+    pub data: WindowData,
+}
+
+/// One series of a range vector.
+pub(crate) struct RangeSeries {
+    pub labels: Labels,
+    /// Stored as increases (its points, if raw, are increases).
+    pub counter: bool,
+}
+
+/// Where the windows' values come from.
+pub(crate) enum WindowData {
+    /// A tier's buckets from `first_ms`, each `res_ms` wide, per series.
+    Buckets {
+        first_ms: i64,
+        res_ms: i64,
+        buckets: Vec<Vec<Bucket>>,
+    },
+    /// Points `(ms, value)` per series, in time order. `increases`: a counter series'
+    /// points are its increases (the raw tier), not its values (a subquery).
+    Points {
+        increases: bool,
+        points: Vec<Vec<(i64, f64)>>,
+    },
+}
+
+/// When a range function wants the raw tier rather than buckets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RawNeed {
+    /// Buckets answer it exactly.
+    Never,
+    /// Buckets answer counters exactly; gauges need raw points.
+    ForGauges,
+    /// It needs samples.
+    Always,
+}
+
+/// What the function `name` needs from storage, `None` for a name that is not a range
+/// function tierdb evaluates.
+pub(crate) fn raw_need(name: &str) -> Option<RawNeed> {
+    Some(match name {
+        "sum_over_time" | "count_over_time" | "min_over_time" | "max_over_time"
+        | "avg_over_time" | "present_over_time" | "absent_over_time" => RawNeed::Never,
+        "rate" | "increase" | "delta" => RawNeed::ForGauges,
+        "irate" | "idelta" | "changes" | "resets" | "quantile_over_time" | "last_over_time"
+        | "stddev_over_time" | "stdvar_over_time" | "deriv" | "predict_linear" => RawNeed::Always,
+        _ => return None,
+    })
+}
+
+impl RangeInput {
+    /// An input of `labels` with no data yet.
+    pub(crate) fn new(
+        labels: Vec<Labels>,
+        counters: Vec<bool>,
+        times: Vec<i64>,
+        range_ms: i64,
+    ) -> RangeInput {
+        RangeInput {
+            series: (labels.into_iter().zip(counters))
+                .map(|(labels, counter)| RangeSeries { labels, counter })
+                .collect(),
+            times,
+            range_ms,
+            data: WindowData::Points {
+                increases: false,
+                points: Vec::new(),
+            },
+        }
+    }
+
+    /// The samples of series `i` in the window of time `k`, as an instant query of a range
+    /// vector shows them: points as they are, buckets as (start, average) or, for a
+    /// counter, (start, increase).
+    pub(crate) fn points_in_window(&self, i: usize, k: usize) -> Vec<(i64, f64)> {
+        let t = self.times[k];
+        match &self.data {
+            WindowData::Points { points, .. } => {
+                window_points(&points[i], t, self.range_ms).to_vec()
+            }
+            WindowData::Buckets {
+                first_ms,
+                res_ms,
+                buckets,
+            } => {
+                let (lo, hi) = bucket_range(*first_ms, *res_ms, buckets[i].len(), t, self.range_ms);
+                (lo..hi)
+                    .filter(|&j| buckets[i][j].count > 0)
+                    .map(|j| {
+                        let b = &buckets[i][j];
+                        let v = if self.series[i].counter {
+                            b.total
+                        } else {
+                            b.total / b.count as f64
+                        };
+                        (first_ms + j as i64 * res_ms, v)
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+/// The points of `points` in `[t - range, t]` (Prometheus 2's closed range, which the
+/// version tierdb follows, 2.42, uses).
+fn window_points(points: &[(i64, f64)], t: i64, range: i64) -> &[(i64, f64)] {
+    let lo = points.partition_point(|p| p.0 < t - range);
+    let hi = points.partition_point(|p| p.0 <= t);
+    &points[lo..hi.max(lo)]
+}
+
+/// The buckets (indices `[lo, hi)`) of a window `[t - range, t]`: those lying whole in it,
+/// or when none does, those overlapping it.
+pub(crate) fn bucket_range(first: i64, res: i64, len: usize, t: i64, range: i64) -> (usize, usize) {
+    let clamp = |k: i64| k.clamp(0, len as i64) as usize;
+    let ceil_div = |a: i64, b: i64| -(-a).div_euclid(b);
+    let mut lo = ceil_div(t - range - first, res);
+    let mut hi = (t - first).div_euclid(res);
+    if lo >= hi {
+        lo = (t - range - first).div_euclid(res);
+        hi = ceil_div(t - first, res);
+    }
+    (clamp(lo), clamp(hi))
+}
+
+/// Applies the range function `name` (with `param`, per evaluation time, for
+/// `quantile_over_time` and `predict_linear`) to `input`. Approximations taken are pushed on
+/// `warnings`.
+///
+/// # Errors
+/// `bad_data` when the function needs samples the input does not have.
+pub(crate) fn apply(
+    name: &str,
+    input: &RangeInput,
+    param: Option<&[f64]>,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Series>, QueryError> {
+    use rayon::prelude::*;
+    // Every series' buckets share one grid: each time's window, computed once.
+    let windows: Vec<(usize, usize)> = match &input.data {
+        WindowData::Buckets {
+            first_ms,
+            res_ms,
+            buckets,
+        } => {
+            let len = buckets.first().map_or(0, Vec::len);
+            (input.times.iter())
+                .map(|&t| bucket_range(*first_ms, *res_ms, len, t, input.range_ms))
+                .collect()
+        }
+        WindowData::Points { .. } => Vec::new(),
+    };
+    // Series by series in parallel, each with the warnings it gave.
+    let each: Vec<(Series, Vec<String>)> = (input.series.par_iter().enumerate())
+        .map(|(i, series)| {
+            let mut said = Vec::new();
+            let values = match &input.data {
+                WindowData::Buckets {
+                    first_ms,
+                    res_ms,
+                    buckets,
+                } => over_buckets(
+                    name,
+                    series,
+                    &buckets[i],
+                    (*first_ms, *res_ms),
+                    (input, &windows),
+                    param,
+                    &mut said,
+                )?,
+                WindowData::Points { increases, points } => {
+                    let increases = *increases && series.counter;
+                    over_points(name, series, &points[i], increases, input, param)?
+                }
+            };
+            let labels = if name == "last_over_time" {
+                series.labels.clone()
+            } else {
+                series.labels.clone().without_name()
+            };
+            Ok((Series { labels, values }, said))
+        })
+        .collect::<Result<_, QueryError>>()?;
+    let mut out = Vec::with_capacity(each.len());
+    for (series, said) in each {
+        for warning in said {
+            push_once(warnings, warning);
+        }
+        out.push(series);
+    }
+    Ok(out)
+}
+
+/// The refusal of `name` over buckets.
+fn needs_raw(name: &str, series: &RangeSeries, why: &str) -> QueryError {
+    QueryError::bad_data(format!(
+        "{name}({}[...]): {why}; the rollup tiers keep only count, total, min and max per \
+         bucket and the raw tier does not hold this range (configure a `kind = \"raw\"` tier \
+         for exact samples, or use an *_over_time function, rate() or increase())",
+        series.labels.get(super::labels::NAME)
+    ))
+}
+
+fn push_once(warnings: &mut Vec<String>, warning: String) {
+    if !warnings.contains(&warning) {
+        warnings.push(warning);
+    }
+}
+
+/// `name` over the buckets of one series, per evaluation time.
+fn over_buckets(
+    name: &str,
+    series: &RangeSeries,
+    buckets: &[Bucket],
+    (first, res): (i64, i64),
+    (input, windows): (&RangeInput, &[(usize, usize)]),
+    param: Option<&[f64]>,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Option<f64>>, QueryError> {
+    let metric = series.labels.get(super::labels::NAME).to_owned();
+    let counter = series.counter;
+    let approx = |what: &str| {
+        format!("approximate: {name}({metric}[...]) {what}, from buckets (no raw samples for the range)")
+    };
+    match name {
+        "rate" | "increase" if !counter => {
+            return Err(needs_raw(
+                name,
+                series,
+                "a gauge's buckets do not say how its value moved within them",
+            ))
+        }
+        "predict_linear" if counter => {
+            return Err(needs_raw(
+                name,
+                series,
+                "a counter's running total is not stored",
+            ))
+        }
+        "last_over_time" if counter => {
+            return Err(needs_raw(
+                name,
+                series,
+                "a counter's running total is not stored",
+            ))
+        }
+        "idelta" | "changes" | "resets" | "quantile_over_time" | "stddev_over_time"
+        | "stdvar_over_time" => {
+            return Err(needs_raw(name, series, "it needs each sample"));
+        }
+        "irate" if !counter => {
+            return Err(needs_raw(name, series, "it needs each sample"));
+        }
+        "irate" => push_once(
+            warnings,
+            approx("is the rate over the last bucket with samples"),
+        ),
+        "last_over_time" => push_once(
+            warnings,
+            approx("is the average of the last bucket with samples"),
+        ),
+        "delta" if counter => {}
+        "delta" | "deriv" | "predict_linear" => {
+            push_once(warnings, approx("is fitted to bucket averages"))
+        }
+        _ if counter && name.ends_with("_over_time") && name != "present_over_time" => push_once(
+            warnings,
+            format!(
+                "{name}({metric}[...]): {metric} is a counter stored as increases; the \
+                     function reads its increases, not its running total"
+            ),
+        ),
+        _ => {}
+    }
+    let res_secs = res as f64 / 1000.0;
+    // The functions of count and total alone (the rate of every dashboard): a window's sums,
+    // without folding min and max.
+    let sums_only = matches!(
+        name,
+        "sum_over_time" | "count_over_time" | "avg_over_time" | "increase" | "rate"
+    );
+    if sums_only || (name == "delta" && counter) {
+        let values = (windows.iter())
+            .map(|&(lo, hi)| {
+                let hi = hi.min(buckets.len());
+                let lo = lo.min(hi);
+                let (mut total, mut count) = (0.0, 0);
+                for b in &buckets[lo..hi] {
+                    total += b.total;
+                    count += b.count;
+                }
+                (count > 0).then(|| match name {
+                    "count_over_time" => count as f64,
+                    "avg_over_time" => total / count as f64,
+                    "rate" => total / ((hi - lo) as f64 * res_secs),
+                    _ => total,
+                })
+            })
+            .collect();
+        return Ok(values);
+    }
+    let mut values = Vec::with_capacity(input.times.len());
+    for (k, (&t, &(lo, hi))) in input.times.iter().zip(windows).enumerate() {
+        let hi = hi.min(buckets.len());
+        let lo = lo.min(hi);
+        let window = &buckets[lo..hi];
+        let mut merged = Bucket::EMPTY;
+        for b in window {
+            merged.merge(b);
+        }
+        if merged.count == 0 {
+            values.push(None);
+            continue;
+        }
+        let mid = |j: usize| (first + (lo + j) as i64 * res) as f64 / 1000.0 + res_secs / 2.0;
+        let value = match name {
+            "min_over_time" => merged.min,
+            "max_over_time" => merged.max,
+            "present_over_time" => 1.0,
+            "irate" => {
+                let last = window.iter().rev().find(|b| b.count > 0);
+                last.map_or(0.0, |b| b.total / res_secs)
+            }
+            "last_over_time" => {
+                let last = window.iter().rev().find(|b| b.count > 0);
+                last.map_or(f64::NAN, |b| b.total / b.count as f64)
+            }
+            "delta" | "deriv" | "predict_linear" => {
+                let mut running = 0.0;
+                let points: Vec<(f64, f64)> = (window.iter().enumerate())
+                    .filter(|(_, b)| b.count > 0)
+                    .map(|(j, b)| {
+                        if counter {
+                            running += b.total;
+                            (mid(j) + res_secs / 2.0, running)
+                        } else {
+                            (mid(j), b.total / b.count as f64)
+                        }
+                    })
+                    .collect();
+                match name {
+                    "delta" => points[points.len() - 1].1 - points[0].1,
+                    "deriv" if points.len() < 2 => {
+                        values.push(None);
+                        continue;
+                    }
+                    "deriv" => linear_regression(&points, t as f64 / 1000.0).0,
+                    _ => {
+                        if points.len() < 2 {
+                            values.push(None);
+                            continue;
+                        }
+                        let (slope, intercept) = linear_regression(&points, t as f64 / 1000.0);
+                        let ahead = param.map_or(0.0, |p| p[k]);
+                        slope * ahead + intercept
+                    }
+                }
+            }
+            other => {
+                return Err(QueryError::bad_data(format!(
+                    "{other} is not a range function"
+                )))
+            }
+        };
+        values.push(Some(value));
+    }
+    Ok(values)
+}
+
+/// `name` over the points of one series, per evaluation time, as Prometheus computes it
+/// from samples, without extrapolation. `increases`: the points are a counter's increases.
+fn over_points(
+    name: &str,
+    series: &RangeSeries,
+    points: &[(i64, f64)],
+    increases: bool,
+    input: &RangeInput,
+    param: Option<&[f64]>,
+) -> Result<Vec<Option<f64>>, QueryError> {
+    if increases && matches!(name, "resets" | "predict_linear" | "last_over_time") {
+        return Err(QueryError::bad_data(format!(
+            "{name}({}[...]): a counter is stored as increases; its running total and its \
+             resets are not kept",
+            series.labels.get(super::labels::NAME)
+        )));
+    }
+    let range_secs = input.range_ms as f64 / 1000.0;
+    let mut values = Vec::with_capacity(input.times.len());
+    for (k, &t) in input.times.iter().enumerate() {
+        let w = window_points(points, t, input.range_ms);
+        let n = w.len();
+        let value = if n == 0 {
+            None
+        } else {
+            let vals = || w.iter().map(|p| p.1);
+            match name {
+                "sum_over_time" => Some(vals().sum()),
+                "count_over_time" => Some(n as f64),
+                "min_over_time" => vals().reduce(f64::min),
+                "max_over_time" => vals().reduce(f64::max),
+                "avg_over_time" => Some(vals().sum::<f64>() / n as f64),
+                "present_over_time" => Some(1.0),
+                "last_over_time" => Some(w[n - 1].1),
+                "quantile_over_time" => {
+                    let mut v: Vec<f64> = vals().collect();
+                    Some(quantile(param.map_or(f64::NAN, |p| p[k]), &mut v))
+                }
+                "stddev_over_time" | "stdvar_over_time" => {
+                    let mean = vals().sum::<f64>() / n as f64;
+                    let var = vals().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n as f64;
+                    Some(if name == "stddev_over_time" {
+                        var.sqrt()
+                    } else {
+                        var
+                    })
+                }
+                "increase" | "rate" | "delta" if increases => {
+                    let sum: f64 = vals().sum();
+                    Some(if name == "rate" {
+                        sum / range_secs
+                    } else {
+                        sum
+                    })
+                }
+                "increase" | "rate" | "delta" if n < 2 => None,
+                "delta" => Some(w[n - 1].1 - w[0].1),
+                "increase" | "rate" => {
+                    let mut total = w[n - 1].1 - w[0].1;
+                    for pair in w.windows(2) {
+                        if pair[1].1 < pair[0].1 {
+                            total += pair[0].1;
+                        }
+                    }
+                    Some(if name == "rate" {
+                        total / range_secs
+                    } else {
+                        total
+                    })
+                }
+                "irate" | "idelta" if n < 2 => None,
+                "irate" | "idelta" => {
+                    let (prev, last) = (w[n - 2], w[n - 1]);
+                    // A counter's raw point is its increase; a drop in values is a reset
+                    // for irate (the value since it), a change for idelta.
+                    let reset = name == "irate" && last.1 < prev.1;
+                    let change = if increases || reset {
+                        last.1
+                    } else {
+                        last.1 - prev.1
+                    };
+                    Some(if name == "irate" {
+                        change / ((last.0 - prev.0) as f64 / 1000.0)
+                    } else {
+                        change
+                    })
+                }
+                "changes" => Some(if increases {
+                    w[1..].iter().filter(|p| p.1 != 0.0).count() as f64
+                } else {
+                    w.windows(2).filter(|p| p[1].1 != p[0].1).count() as f64
+                }),
+                "resets" => Some(w.windows(2).filter(|p| p[1].1 < p[0].1).count() as f64),
+                "deriv" | "predict_linear" if n < 2 => None,
+                "deriv" | "predict_linear" => {
+                    let mut running = 0.0;
+                    let xy: Vec<(f64, f64)> = (w.iter())
+                        .map(|&(ts, v)| {
+                            running += v;
+                            (ts as f64 / 1000.0, if increases { running } else { v })
+                        })
+                        .collect();
+                    let (slope, intercept) = linear_regression(&xy, t as f64 / 1000.0);
+                    Some(if name == "deriv" {
+                        slope
+                    } else {
+                        slope * param.map_or(0.0, |p| p[k]) + intercept
+                    })
+                }
+                other => {
+                    return Err(QueryError::bad_data(format!(
+                        "{other} is not a range function"
+                    )))
+                }
+            }
+        };
+        values.push(value);
+    }
+    Ok(values)
+}
+
+/// Least-squares slope and the line's value at `at`, over `(x, y)` with x in seconds
+/// (Prometheus' `linearRegression`, with x taken relative to `at` for precision).
+fn linear_regression(points: &[(f64, f64)], at: f64) -> (f64, f64) {
+    let n = points.len() as f64;
+    let (mut sx, mut sy, mut sxy, mut sxx) = (0.0, 0.0, 0.0, 0.0);
+    let constant_y = points.iter().all(|p| p.1 == points[0].1);
+    for &(x, y) in points {
+        let x = x - at;
+        sx += x;
+        sy += y;
+        sxy += x * y;
+        sxx += x * x;
+    }
+    if constant_y {
+        return (0.0, points[0].1);
+    }
+    let cov = sxy - sx * sy / n;
+    let var = sxx - sx * sx / n;
+    let slope = cov / var;
+    let intercept = sy / n - slope * sx / n;
+    (slope, intercept)
+}
+
+/// Prometheus' `quantile`: the φ-quantile of `values` by linear interpolation between the
+/// closest ranks; -Inf below 0, +Inf above 1, NaN for NaN or no values.
+pub(crate) fn quantile(phi: f64, values: &mut [f64]) -> f64 {
+    if values.is_empty() || phi.is_nan() {
+        return f64::NAN;
+    }
+    if phi < 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if phi > 1.0 {
+        return f64::INFINITY;
+    }
+    values.sort_by(|a, b| a.total_cmp(b));
+    let n = values.len() as f64;
+    let rank = phi * (n - 1.0);
+    let lower = rank.floor().max(0.0);
+    let upper = (lower + 1.0).min(n - 1.0);
+    let weight = rank - rank.floor();
+    values[lower as usize] * (1.0 - weight) + values[upper as usize] * weight
+}

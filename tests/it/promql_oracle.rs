@@ -1,0 +1,541 @@
+//! PromQL against the real thing: Debian's Prometheus 2.42, started with
+//! `--web.enable-remote-write-receiver`, beside `tierdb serve`. Both receive the same remote
+//! write requests (gauges with a gap, counters, one with a reset, a histogram), every
+//! sample 7 seconds past a 15-second beat, so none lies on a bucket boundary. Then:
+//! - the label and series endpoints answer the same;
+//! - the `*_over_time` family, aggregations, binary operators with matching, offset, `@`,
+//!   subqueries and `label_replace` answer the same on windows that cover whole buckets;
+//! - `increase` and `rate` of a counter are the exact stored increase: checked against
+//!   Prometheus' own `c - c offset 5m` (the same increase, without `increase`'s
+//!   extrapolation) where no reset intervenes, and against a naive model of the rule
+//!   (each sample's increase since the one before, a drop counting as a reset) where one
+//!   does; `histogram_quantile` over increases likewise;
+//! - an instant selector answers the average of the latest minute bucket ending at or
+//!   before the time, checked against a naive model of that rule (tierdb differs from
+//!   Prometheus' last sample by design).
+//!
+//! Values are compared to a relative 1e-9: the two sum the same samples in a different
+//! order.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::prom_remote::{body, series};
+use crate::support::http::{percent_encode, request};
+use crate::support::process::{ensure_programs, tierdb_command, Proc};
+use crate::support::{file, unix_now};
+
+/// Seconds between samples, and where in the beat they fall.
+const BEAT: i64 = 15;
+const PHASE: i64 = 7;
+/// Samples per series.
+const SAMPLES: i64 = 200;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A small deterministic generator (so a failure reproduces).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+/// A series' labels, and its `(value, unix seconds)` samples.
+type SentSeries = (Vec<(String, String)>, Vec<(f64, i64)>);
+
+/// The data both receive.
+struct Data {
+    series: Vec<SentSeries>,
+}
+
+impl Data {
+    fn new(t0: i64) -> Data {
+        let mut rng = Lcg(42);
+        let mut out = Vec::new();
+        let labels = |name: &str, pairs: &[(&str, &str)]| {
+            let mut l = vec![("__name__".to_string(), name.to_string())];
+            l.extend(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+            l
+        };
+        let time = |i: i64| t0 + PHASE + BEAT * i;
+        for (instance, job, gap) in [
+            ("a", "lab", None),
+            ("b", "lab", Some(60..90)),
+            ("c", "other", None),
+        ] {
+            let samples = (0..SAMPLES)
+                .filter(|i| {
+                    !gap.clone()
+                        .is_some_and(|g: std::ops::Range<i64>| g.contains(i))
+                })
+                .map(|i| ((rng.next() % 10_000) as f64 / 100.0, time(i)))
+                .collect();
+            out.push((
+                labels(
+                    "oracle_temperature",
+                    &[("instance", instance), ("job", job)],
+                ),
+                samples,
+            ));
+        }
+        for (instance, reset) in [("a", Some(100)), ("b", None)] {
+            let mut total = 0.0;
+            let samples = (0..SAMPLES)
+                .map(|i| {
+                    if reset == Some(i) {
+                        total = 0.0;
+                    }
+                    total += (rng.next() % 20) as f64;
+                    (total, time(i))
+                })
+                .collect();
+            out.push((
+                labels(
+                    "oracle_requests_total",
+                    &[("instance", instance), ("job", "lab")],
+                ),
+                samples,
+            ));
+        }
+        // A histogram: each beat observes a few latencies.
+        let bounds = ["0.1", "0.5", "1", "+Inf"];
+        let mut counts = [0.0; 4];
+        let (mut sum, mut count) = (0.0, 0.0);
+        let mut per_bucket: Vec<Vec<(f64, i64)>> = vec![Vec::new(); 4];
+        let (mut sums, mut totals) = (Vec::new(), Vec::new());
+        for i in 0..SAMPLES {
+            for _ in 0..(rng.next() % 5) {
+                let latency = (rng.next() % 1500) as f64 / 1000.0;
+                for (b, bound) in bounds.iter().enumerate() {
+                    if *bound == "+Inf" || latency <= bound.parse::<f64>().unwrap() {
+                        counts[b] += 1.0;
+                    }
+                }
+                sum += latency;
+                count += 1.0;
+            }
+            for b in 0..4 {
+                per_bucket[b].push((counts[b], time(i)));
+            }
+            sums.push((sum, time(i)));
+            totals.push((count, time(i)));
+        }
+        for (b, samples) in per_bucket.into_iter().enumerate() {
+            out.push((
+                labels(
+                    "oracle_latency_seconds_bucket",
+                    &[("instance", "a"), ("job", "lab"), ("le", bounds[b])],
+                ),
+                samples,
+            ));
+        }
+        out.push((
+            labels(
+                "oracle_latency_seconds_sum",
+                &[("instance", "a"), ("job", "lab")],
+            ),
+            sums,
+        ));
+        out.push((
+            labels(
+                "oracle_latency_seconds_count",
+                &[("instance", "a"), ("job", "lab")],
+            ),
+            totals,
+        ));
+        Data { series: out }
+    }
+
+    /// The remote write body of every series.
+    fn body(&self) -> Vec<u8> {
+        body(
+            (self.series.iter())
+                .map(|(labels, samples)| {
+                    let labels: Vec<(&str, &str)> = labels
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .collect();
+                    let samples: Vec<(f64, i64)> =
+                        samples.iter().map(|&(v, ts)| (v, ts * 1000)).collect();
+                    series(&labels, &samples)
+                })
+                .collect(),
+        )
+    }
+
+    fn samples(&self, name: &str, instance: &str) -> &[(f64, i64)] {
+        let found = self.series.iter().find(|(labels, _)| {
+            labels.contains(&("__name__".into(), name.into()))
+                && labels.contains(&("instance".into(), instance.into()))
+        });
+        &found.unwrap().1
+    }
+}
+
+/// `GET path` as JSON, whatever the status.
+fn get(addr: SocketAddr, path: &str) -> (u16, Value) {
+    let (status, text) = request(addr, "GET", path, &[], b"");
+    let value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {path} -> {text}"));
+    (status, value)
+}
+
+/// A range query's answer, labels (as JSON text) -> points.
+fn range(
+    addr: SocketAddr,
+    prefix: &str,
+    query: &str,
+    start: i64,
+    end: i64,
+    step: i64,
+) -> BTreeMap<String, Vec<(f64, f64)>> {
+    let path = format!(
+        "{prefix}/api/v1/query_range?query={}&start={start}&end={end}&step={step}",
+        percent_encode(query)
+    );
+    let (status, body) = get(addr, &path);
+    assert_eq!(status, 200, "{path}: {body}");
+    assert_eq!(body["status"], "success", "{path}: {body}");
+    matrix(&body["data"])
+}
+
+fn matrix(data: &Value) -> BTreeMap<String, Vec<(f64, f64)>> {
+    let mut out = BTreeMap::new();
+    for s in data["result"].as_array().unwrap() {
+        let points = (s["values"].as_array().unwrap().iter())
+            .map(|p| {
+                (
+                    p[0].as_f64().unwrap(),
+                    p[1].as_str().unwrap().parse::<f64>().unwrap(),
+                )
+            })
+            .collect();
+        out.insert(s["metric"].to_string(), points);
+    }
+    out
+}
+
+fn close(a: f64, b: f64) -> bool {
+    a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()) || (a.is_nan() && b.is_nan())
+}
+
+fn assert_same(
+    what: &str,
+    ours: &BTreeMap<String, Vec<(f64, f64)>>,
+    theirs: &BTreeMap<String, Vec<(f64, f64)>>,
+) {
+    assert!(!theirs.is_empty(), "{what}: Prometheus answered nothing");
+    assert_eq!(
+        ours.keys().collect::<Vec<_>>(),
+        theirs.keys().collect::<Vec<_>>(),
+        "{what}: series differ"
+    );
+    for (labels, points) in theirs {
+        let mine = &ours[labels];
+        assert_eq!(
+            mine.iter().map(|p| p.0).collect::<Vec<_>>(),
+            points.iter().map(|p| p.0).collect::<Vec<_>>(),
+            "{what} {labels}: times differ\nours   {mine:?}\ntheirs {points:?}"
+        );
+        for (m, p) in mine.iter().zip(points) {
+            assert!(
+                close(m.1, p.1),
+                "{what} {labels} at {}: ours {} theirs {}",
+                p.0,
+                m.1,
+                p.1
+            );
+        }
+    }
+}
+
+#[test]
+fn promql_matches_prometheus() {
+    let prometheus = std::env::var_os("PROMETHEUS")
+        .map_or_else(|| PathBuf::from("/usr/bin/prometheus"), PathBuf::from);
+    if !ensure_programs(&[&prometheus], "prometheus") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let server_log = dir.join("server.stderr");
+    let mut server = Proc::spawn(
+        "tierdb serve",
+        tierdb_command("serve", &dir.join("data"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(file(&server_log)),
+        vec![server_log],
+        false,
+    );
+    let tierdb = server.wait_ready().http;
+
+    let port = free_port();
+    let config = dir.join("prometheus.yml");
+    std::fs::write(&config, "global:\n  scrape_interval: 1m\n").unwrap();
+    let prometheus_log = dir.join("prometheus.stderr");
+    let mut prom = Proc::spawn(
+        "prometheus",
+        Command::new(&prometheus)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("prom").display()
+            ))
+            .arg("--web.enable-remote-write-receiver")
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file(&prometheus_log)),
+        vec![prometheus_log],
+        false,
+    );
+    let prom_addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let started = Instant::now();
+    loop {
+        prom.assert_running();
+        if std::net::TcpStream::connect(prom_addr).is_ok()
+            && request(prom_addr, "GET", "/-/ready", &[], b"").0 == 200
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "prometheus never ready\n{}",
+            prom.diagnostics()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Data from about an hour ago, in 10-minute-aligned time.
+    let t0 = (unix_now() - 3600).div_euclid(600) * 600;
+    let data = Data::new(t0);
+    let body = data.body();
+    let headers = [
+        ("Content-Type", "application/x-protobuf"),
+        ("Content-Encoding", "snappy"),
+        ("X-Prometheus-Remote-Write-Version", "0.1.0"),
+    ];
+    let (status, text) = request(tierdb, "POST", "/api/v1/prom/write", &headers, &body);
+    assert_eq!(status, 204, "tierdb: {text}");
+    let (status, text) = request(prom_addr, "POST", "/api/v1/write", &headers, &body);
+    assert_eq!(status, 204, "prometheus: {text}");
+    // tierdb makes a write visible once its writers applied it; wait for the last sample.
+    let last = t0 + PHASE + BEAT * (SAMPLES - 1);
+    let started = Instant::now();
+    loop {
+        let path = format!("/prometheus/api/v1/query?query=count_over_time(oracle_temperature%7Binstance%3D%22c%22%7D%5B1m%5D)&time={}", last + 60 - (last + 60) % 60);
+        let (_, body) = get(tierdb, &path);
+        if body["data"]["result"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty())
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "tierdb never showed the data: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Label and series endpoints: equal, with and without a time range.
+    let (start, end) = (t0 + 900, t0 + 2700);
+    for path in [
+        "/api/v1/labels".to_string(),
+        format!("/api/v1/labels?start={start}&end={end}"),
+        "/api/v1/label/__name__/values".to_string(),
+        "/api/v1/label/instance/values".to_string(),
+        format!("/api/v1/label/job/values?match[]=oracle_temperature&start={start}&end={end}"),
+        format!(
+            "/api/v1/series?match[]=oracle_temperature&match[]={}",
+            percent_encode("oracle_requests_total{instance!=\"b\"}")
+        ),
+        format!(
+            "/api/v1/series?match[]={}&start={start}&end={end}",
+            percent_encode("{job=\"lab\",instance=~\"a|b\"}")
+        ),
+        format!(
+            "/api/v1/series?match[]={}",
+            percent_encode("{__name__=~\"oracle_latency.*\",le=\"\"}")
+        ),
+    ] {
+        let (s1, ours) = get(tierdb, &format!("/prometheus{path}"));
+        let (s2, theirs) = get(prom_addr, &path);
+        assert_eq!((s1, s2), (200, 200), "{path}: {ours} / {theirs}");
+        let sorted = |v: &Value| {
+            let mut items: Vec<String> = v["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(Value::to_string)
+                .collect();
+            items.sort();
+            items
+        };
+        assert_eq!(sorted(&ours), sorted(&theirs), "{path}");
+    }
+
+    // Same answers on whole-bucket windows.
+    let at = t0 + 1200;
+    for query in [
+        "sum_over_time(oracle_temperature[5m])".to_string(),
+        "count_over_time(oracle_temperature[5m])".to_string(),
+        "min_over_time(oracle_temperature[10m])".to_string(),
+        "max_over_time(oracle_temperature[5m])".to_string(),
+        "avg_over_time(oracle_temperature[5m])".to_string(),
+        "present_over_time(oracle_temperature[2m])".to_string(),
+        "sum by (job) (avg_over_time(oracle_temperature[5m]))".to_string(),
+        "max without (instance) (max_over_time(oracle_temperature[5m]))".to_string(),
+        "min(min_over_time(oracle_temperature[3m]))".to_string(),
+        "avg by (job) (sum_over_time(oracle_temperature[5m]))".to_string(),
+        "count(count_over_time(oracle_temperature[5m]))".to_string(),
+        "group by (job) (count_over_time(oracle_temperature[5m]))".to_string(),
+        "topk(1, max_over_time(oracle_temperature[5m]))".to_string(),
+        "bottomk(2, min_over_time(oracle_temperature[5m]))".to_string(),
+        "quantile(0.5, avg_over_time(oracle_temperature[5m]))".to_string(),
+        "stddev(sum_over_time(oracle_temperature[5m]))".to_string(),
+        "stdvar by (job) (sum_over_time(oracle_temperature[5m]))".to_string(),
+        "count_values(\"n\", count_over_time(oracle_temperature[5m]))".to_string(),
+        "max_over_time(oracle_temperature[5m]) > bool 50".to_string(),
+        "max_over_time(oracle_temperature[5m]) > 50".to_string(),
+        "sum_over_time(oracle_temperature[5m]) / ignoring(job) count_over_time(oracle_temperature[5m])".to_string(),
+        "max_over_time(oracle_temperature{job=\"lab\"}[5m]) and on(instance) count_over_time(oracle_temperature{instance!=\"b\"}[5m])".to_string(),
+        "max_over_time(oracle_temperature[5m]) unless on(instance) max_over_time(oracle_temperature{instance=\"a\"}[5m])".to_string(),
+        "min_over_time(oracle_temperature{instance=\"a\"}[5m]) or max_over_time(oracle_temperature[5m])".to_string(),
+        "max_over_time(oracle_temperature[5m]) - on(job) group_left sum by (job) (min_over_time(oracle_temperature[5m]))".to_string(),
+        "sum by (job) (min_over_time(oracle_temperature[5m])) / on(job) group_right max_over_time(oracle_temperature[5m])".to_string(),
+        "sum_over_time(oracle_temperature[5m] offset 10m)".to_string(),
+        format!("max_over_time(oracle_temperature[5m] @ {at})"),
+        "max_over_time(avg_over_time(oracle_temperature[5m])[10m:5m])".to_string(),
+        "min_over_time(sum by (job) (max_over_time(oracle_temperature[2m]))[6m:])".to_string(),
+        "label_replace(max_over_time(oracle_temperature[5m]), \"host\", \"h-$1\", \"instance\", \"(.*)\")".to_string(),
+        "label_join(max_over_time(oracle_temperature[5m]), \"both\", \"/\", \"job\", \"instance\")".to_string(),
+        "abs(-max_over_time(oracle_temperature[5m])) + ceil(avg_over_time(oracle_temperature[5m])) * 2".to_string(),
+        "clamp(avg_over_time(oracle_temperature[5m]), 20, 60)".to_string(),
+        "round(avg_over_time(oracle_temperature[5m]), 0.5)".to_string(),
+        "absent_over_time(oracle_temperature{instance=\"b\"}[2m])".to_string(),
+        "vector(1) + scalar(count(count_over_time(oracle_temperature[5m])))".to_string(),
+        "time() - 1".to_string(),
+        // The stored increase, against Prometheus' difference over the same span.
+        "increase(oracle_requests_total{instance=\"b\"}[5m])".to_string(),
+        "sum by (job) (rate(oracle_requests_total{instance=\"b\"}[5m]))".to_string(),
+        "histogram_quantile(0.9, sum by (le) (increase(oracle_latency_seconds_bucket[10m])))".to_string(),
+    ] {
+        let theirs_query = query
+            .replace(
+                "increase(oracle_requests_total{instance=\"b\"}[5m])",
+                "(oracle_requests_total{instance=\"b\"} - oracle_requests_total{instance=\"b\"} offset 5m)",
+            )
+            .replace(
+                "rate(oracle_requests_total{instance=\"b\"}[5m])",
+                "(oracle_requests_total{instance=\"b\"} - oracle_requests_total{instance=\"b\"} offset 5m) / 300",
+            )
+            .replace(
+                "increase(oracle_latency_seconds_bucket[10m])",
+                "(oracle_latency_seconds_bucket - oracle_latency_seconds_bucket offset 10m)",
+            );
+        let ours = range(tierdb, "/prometheus", &query, start, end, 60);
+        let theirs = range(prom_addr, "", &theirs_query, start, end, 60);
+        assert_same(&query, &ours, &theirs);
+    }
+
+    // An instant query: the same answer as Prometheus' at the same time.
+    let instant = format!(
+        "/api/v1/query?query={}&time={at}",
+        percent_encode("sort_desc(sum by (job) (sum_over_time(oracle_temperature[10m])))")
+    );
+    let (_, ours) = get(tierdb, &format!("/prometheus{instant}"));
+    let (_, theirs) = get(prom_addr, &instant);
+    assert_eq!(ours["data"]["resultType"], "vector");
+    assert_eq!(ours["data"], theirs["data"], "{instant}");
+
+    // Where tierdb differs by design: the naive model of its rules.
+    // The counter with a reset: the sum of each sample's increase in [t - 5m, t).
+    let counter = data.samples("oracle_requests_total", "a");
+    let ours = range(
+        tierdb,
+        "/prometheus",
+        "increase(oracle_requests_total{instance=\"a\"}[5m])",
+        start,
+        end,
+        60,
+    );
+    let points = &ours.values().next().expect("an increase")[..];
+    for &(t, value) in points {
+        let t = t as i64;
+        let model: f64 = (1..counter.len())
+            .filter(|&i| (t - 300..t).contains(&counter[i].1))
+            .map(|i| {
+                let (now, before) = (counter[i].0, counter[i - 1].0);
+                if now >= before {
+                    now - before
+                } else {
+                    now
+                }
+            })
+            .sum();
+        assert!(
+            close(value, model),
+            "increase at {t}: ours {value}, model {model}"
+        );
+    }
+    assert_eq!(points.len() as i64, (end - start) / 60 + 1);
+    // An instant selector: the average of the latest minute ending at or before t, within 5
+    // minutes (instance b has a gap of 7.5 minutes).
+    let ours = range(tierdb, "/prometheus", "oracle_temperature", start, end, 60);
+    for instance in ["a", "b", "c"] {
+        let samples = data.samples("oracle_temperature", instance);
+        let (key, points) = ours
+            .iter()
+            .find(|(k, _)| k.contains(&format!("\"instance\":\"{instance}\"")))
+            .unwrap();
+        let mut expected = Vec::new();
+        for t in (start..=end).step_by(60) {
+            let bucket = (1..=5).find_map(|back| {
+                let from = t - 60 * back;
+                let inside: Vec<f64> = samples
+                    .iter()
+                    .filter(|s| (from..from + 60).contains(&s.1))
+                    .map(|s| s.0)
+                    .collect();
+                (!inside.is_empty()).then(|| inside.iter().sum::<f64>() / inside.len() as f64)
+            });
+            if let Some(v) = bucket {
+                expected.push((t as f64, v));
+            }
+        }
+        assert_eq!(
+            points.len(),
+            expected.len(),
+            "{key}: {points:?} vs {expected:?}"
+        );
+        for (p, e) in points.iter().zip(&expected) {
+            assert!(
+                p.0 == e.0 && close(p.1, e.1),
+                "{key}: ours {p:?}, model {e:?}"
+            );
+        }
+    }
+
+    let status = prom.terminate(Duration::from_secs(30));
+    assert!(status.success(), "{status}\n{}", prom.diagnostics());
+    let status = server.terminate(Duration::from_secs(30));
+    assert!(status.success(), "{status}\n{}", server.diagnostics());
+}
