@@ -140,12 +140,16 @@ impl IngestLog {
 
     /// The sequence of each of `partitions`' last message, 0 for one with none: what an
     /// owner must have applied for a read to see every acknowledged write. The partitions
-    /// are asked all at once, in one round trip's time.
+    /// are asked all at once, in one round trip's time, without asking for the stream's
+    /// info first (every default read of a cluster node asks this).
     ///
     /// # Errors
     /// [`Error::Cluster`] when JetStream does not answer.
     pub(crate) async fn last_sequences(&self, partitions: &[u32]) -> Result<BTreeMap<u32, u64>> {
-        let stream = self.stream().await?;
+        let stream = (self.js)
+            .get_stream_no_info(STREAM)
+            .await
+            .map_err(|e| Error::Cluster(format!("stream {STREAM}: {e}")))?;
         let asked = partitions.iter().map(|&partition| {
             let stream = &stream;
             async move {
