@@ -505,6 +505,8 @@ impl Engine {
         let mut parts = self.writers.take_buffers();
         let n = parts.len();
         let mut counter_step = self.shared.counter_table.for_batch(&self.shared.registry);
+        // The earliest time handed to the writers, for the write log.
+        let mut earliest: Option<Timestamp> = None;
         for (position, sample) in samples.iter().enumerate() {
             match bounds.limits.check(sample) {
                 // An id resolved before its series was deleted.
@@ -531,6 +533,7 @@ impl Engine {
                         }
                     }
                     parts[writer::writer_of(sample.series, n)].push(stored);
+                    earliest = Some(earliest.map_or(stored.ts, |e| e.min(stored.ts)));
                     report.accepted += 1;
                 }
                 Err(reason) => report.reject(position, reason),
@@ -554,7 +557,6 @@ impl Engine {
                 counter.fetch_add(count, Ordering::Relaxed);
             }
         }
-        let earliest = parts.iter().flatten().map(|s| s.ts).min();
         let ran = self.writers.run(parts, &bounds.windows, bounds.raw_window);
         if let Some(earliest) = earliest {
             // Noted once stored (or once a writer failed, whatever it stored): a read begun
