@@ -371,28 +371,38 @@ pub(super) fn group_by_nodes(
     let groups = group_by(list, |s| agg_key(s, &nodes));
     let mut out = Vec::new();
     for (key, group) in groups {
-        let combined = match &callback {
-            Callback::Aggregate(name, agg) => aggregate(name, *agg, group, a)?,
-            Callback::Multiply if group.len() == 1 => group,
-            Callback::Multiply => aggregate("multiplySeries", AggFunc::Multiply, group, a)?,
-            Callback::Count => {
-                let count = group.len() as f64;
-                let expressions =
-                    distinct(group.iter().map(|s| s.path_expression.as_str())).join(",");
-                let (grid, values) = rows(group, a, |_| Some(count))?;
-                vec![Series::new(
-                    format!("countSeries({expressions})"),
-                    grid,
-                    values,
-                )]
-            }
-        };
-        out.extend(combined.into_iter().take(1).map(|mut s| {
+        let combined = combine_group(&callback, group, a, |group| {
+            let expressions = distinct(group.iter().map(|s| s.path_expression.as_str()));
+            format!("countSeries({})", expressions.join(","))
+        })?;
+        out.extend(combined.map(|mut s| {
             s.name = key.clone();
             s
         }));
     }
     Ok(out)
+}
+
+/// One group combined by `callback`: the first series of the result; a count is named by
+/// `count_name` of the group.
+fn combine_group(
+    callback: &Callback,
+    group: Vec<Series>,
+    a: &Args<'_>,
+    count_name: impl FnOnce(&[Series]) -> String,
+) -> Result<Option<Series>> {
+    let combined = match callback {
+        Callback::Aggregate(name, agg) => aggregate(name, *agg, group, a)?,
+        Callback::Multiply if group.len() == 1 => group,
+        Callback::Multiply => aggregate("multiplySeries", AggFunc::Multiply, group, a)?,
+        Callback::Count => {
+            let count = group.len() as f64;
+            let name = count_name(&group);
+            let (grid, values) = rows(group, a, |_| Some(count))?;
+            vec![Series::new(name, grid, values)]
+        }
+    };
+    Ok(combined.into_iter().next())
 }
 
 /// groupByNode by one name node over a plain path with sum, average, max or min, answered
@@ -994,17 +1004,8 @@ pub(super) fn group_by_tags(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series
     });
     let mut out = Vec::new();
     for (key, group) in groups {
-        let combined = match &callback {
-            Callback::Aggregate(name, agg) => aggregate(name, *agg, group, a)?,
-            Callback::Multiply if group.len() == 1 => group,
-            Callback::Multiply => aggregate("multiplySeries", AggFunc::Multiply, group, a)?,
-            Callback::Count => {
-                let count = group.len() as f64;
-                let (grid, values) = rows(group, a, |_| Some(count))?;
-                vec![Series::new(key.clone(), grid, values)]
-            }
-        };
-        out.extend(combined.into_iter().take(1).map(|mut s| {
+        let combined = combine_group(&callback, group, a, |_| key.clone())?;
+        out.extend(combined.map(|mut s| {
             s.name = key.clone();
             s.path_expression = key.clone();
             s
