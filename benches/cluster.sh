@@ -3,7 +3,11 @@
 # tierdb nodes), each beside a single `tierdb serve` fed the same lines in the same run:
 #   - ingest over Graphite TCP: SERIES series x SAMPLES samples at a 10 s cadence sent to one
 #     node over CONNECTIONS connections, timed until every sample is counted (a strong
-#     aggregate of the count over all series);
+#     aggregate of the count over all series); then the same samples as Influx line protocol
+#     over HTTP (bodies of INFLUX_BODY lines, default 5000), CONNECTIONS clients taking the
+#     three nodes in turn;
+#   - the CPU seconds (user + system, from /proc) per sample of the single node, and of all six
+#     cluster processes together;
 #   - bytes per sample on the log (the stream's bytes over the samples it holds);
 #   - one fan-out read's latency: a one-series 24h@1m query, and a sum over all series, each
 #     the median of QUERIES requests, against the single node;
@@ -15,7 +19,8 @@
 #   cargo build --release && benches/cluster.sh
 #
 # Environment: SERIES (default 1000), SAMPLES (default 360: one hour), CONNECTIONS (default 4),
-# QUERIES (default 200), TIERDB (default target/release/tierdb), NATS_SERVER (default
+# QUERIES (default 200), PERF_OUT (a file: `perf record -g` of the six cluster processes during
+# the cluster's ingest, when set), TIERDB (default target/release/tierdb), NATS_SERVER (default
 # /usr/local/bin/nats-server, the 2.15.1 scripts/install-test-deps.sh installs).
 set -euo pipefail
 
@@ -88,9 +93,28 @@ for i in 0 1 2; do
     NODES_HTTP+=("$http") NODES_GRAPHITE+=("$graphite") NODES_PID+=("$pid") PIDS+=("$pid")
 done
 
+NATS_PIDS="${PIDS[0]} ${PIDS[1]} ${PIDS[2]}"
+SINGLE_PID=${PIDS[3]}
 python3 - "$SERIES" "$SAMPLES" "$CONNECTIONS" "$QUERIES" "$SINGLE_HTTP" "$SINGLE_GRAPHITE" \
-    "${NODES_HTTP[0]}" "${NODES_GRAPHITE[0]}" "${NODES_HTTP[1]}" "$WORK" <<'PY'
+    "${NODES_HTTP[0]}" "${NODES_GRAPHITE[0]}" "${NODES_HTTP[1]}" "$WORK" "$SINGLE_PID" \
+    "$NATS_PIDS ${NODES_PID[*]}" "${NODES_HTTP[2]}" <<'PY'
 import json, socket, statistics, sys, threading, time, urllib.request, glob, os
+
+def cpu_of(pid):
+    """User and system CPU seconds so far of process `pid`, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+def cpu_seconds(pids):
+    """User and system CPU seconds so far of the processes `pids`, each and summed."""
+    each = [cpu_of(pid) for pid in pids]
+    return sum(u for u, _ in each), sum(s for _, s in each), each
+
+single_pids = [sys.argv[11]]
+cluster_pids = sys.argv[12].split()
+third_http = sys.argv[13]
 
 series, samples, connections, queries = map(int, sys.argv[1:5])
 single_http, single_graphite, node_http, node_graphite, other_http, work = sys.argv[5:11]
@@ -106,10 +130,10 @@ def get(addr, path):
     with urllib.request.urlopen(f"http://{addr}{path}", timeout=60) as r:
         return json.loads(r.read())
 
-def wait_all(addr, strong):
+def wait_all(addr, strong, prefix="bench"):
     # Gives up after 10 minutes, saying how far it got.
     deadline = time.time() + 600
-    path = (f"/api/v1/aggregate?match=bench.*&agg=sum&display=count&range=whole&tier=1h"
+    path = (f"/api/v1/aggregate?match={prefix}.*&agg=sum&display=count&range=whole&tier=1h"
             f"&from={start}&to={start + 3600 * (hours + 1)}" + ("&consistency=strong" if strong else ""))
     while True:
         try:
@@ -145,11 +169,61 @@ def send(addr):
     for t in threads: t.join()
     return t0
 
-def ingest(name, http, graphite, strong):
-    t0 = send(graphite)
-    counted = wait_all(http, strong)
+# The same samples as Influx line protocol, in bodies of INFLUX_BODY lines (Telegraf sends
+# 1,000 by default; collectors batching harder send more).
+influx_body = int(os.environ.get("INFLUX_BODY", "5000"))
+influx_lines = [f"benchhttp,host=h{s % 100:03d} m{s // 100:03d}={(s * 7 + i) % 1000 / 10} {start + i * 10}\n"
+                for i in range(samples) for s in range(series)]
+influx_bodies = ["".join(influx_lines[i:i + influx_body]).encode()
+                 for i in range(0, total, influx_body)]
+
+def send_influx(addrs):
+    """POSTs every body to /write, CONNECTIONS clients at once, each keeping its connection
+    and taking the nodes of `addrs` in turn; each body must be answered 204."""
+    import http.client
+    def one(k):
+        host, port = addrs[k % len(addrs)].rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=120)
+        for body in influx_bodies[k::connections]:
+            conn.request("POST", "/write?precision=s", body=body)
+            answer = conn.getresponse()
+            answer.read()
+            if answer.status != 204:
+                sys.exit(f"influx write answered {answer.status}")
+        conn.close()
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(connections)]
+    t0 = time.perf_counter()
+    for t in threads: t.start()
+    for t in threads: t.join()
+    return t0
+
+def ingest(name, http, graphite, strong, pids, influx_to=None):
+    """Sends every line (over Graphite TCP, or as Influx HTTP writes to `influx_to`), waits
+    until all are counted; returns CPU seconds per sample."""
+    user0, system0, each0 = cpu_seconds(pids)
+    perf = None
+    if os.environ.get("PERF_OUT") and len(pids) > 1:
+        import subprocess
+        perf = subprocess.Popen(["perf", "record", "-F", "499", "--call-graph", os.environ.get("PERF_CALL_GRAPH", "fp"), "-o", os.environ["PERF_OUT"],
+                                 "-p", ",".join(pids)], stderr=subprocess.DEVNULL)
+        time.sleep(1)
+    t0 = send_influx(influx_to) if influx_to else send(graphite)
+    sent = time.perf_counter() - t0
+    counted = wait_all(http, strong, "benchhttp" if influx_to else "bench")
     took = time.perf_counter() - t0
-    print(f"{name}: {total} lines in {took:.2f} s = {total / took / 1e6:.3f} M lines/s (counted {int(counted)})")
+    if perf:
+        perf.send_signal(2)
+        perf.wait()
+    user1, system1, each1 = cpu_seconds(pids)
+    user, system = user1 - user0, system1 - system0
+    if len(pids) > 1:
+        print("  CPU by process (user + system s): " + ", ".join(
+            f"{label} {b[0] - a[0]:.2f}+{b[1] - a[1]:.2f}"
+            for label, a, b in zip(["nats0", "nats1", "nats2", "node0", "node1", "node2"], each0, each1)))
+    per_sample = (user + system) / total
+    print(f"{name}: {total} lines in {took:.2f} s = {total / took / 1e6:.3f} M lines/s (sent in {sent:.2f} s, counted {int(counted)}); "
+          f"CPU {user:.2f} s user + {system:.2f} s system over {len(pids)} processes = {per_sample * 1e6:.3f} us/sample")
+    return per_sample
 
 def latency(name, http, path):
     times = []
@@ -160,8 +234,13 @@ def latency(name, http, path):
     print(f"{name}: median {statistics.median(times) * 1e3:.2f} ms, p90 {sorted(times)[int(len(times) * 0.9)] * 1e3:.2f} ms")
 
 wait_cluster_ready(node_http)
-ingest("single node, graphite tcp", single_http, single_graphite, False)
-ingest("3-node cluster, graphite tcp to one node", node_http, node_graphite, True)
+single_cpu = ingest("single node, graphite tcp", single_http, single_graphite, False, single_pids)
+cluster_cpu = ingest("3-node cluster, graphite tcp to one node", node_http, node_graphite, True, cluster_pids)
+print(f"CPU per sample, cluster (3 nats-servers + 3 nodes) over single node: {cluster_cpu / single_cpu:.1f}x")
+single_cpu = ingest("single node, influx http", single_http, None, False, single_pids, [single_http])
+cluster_cpu = ingest("3-node cluster, influx http to all three nodes", node_http, None, True, cluster_pids,
+                     [node_http, other_http, third_http])
+print(f"CPU per sample over influx http, cluster over single node: {cluster_cpu / single_cpu:.1f}x")
 
 stream_bytes = sum(os.path.getsize(f) for f in glob.glob(f"{work}/nats0/jetstream/**/TIERDB_INGEST/msgs/*.blk", recursive=True))
 print(f"log: {stream_bytes} bytes of message blocks on one server for {total} samples = {stream_bytes / total:.2f} bytes/sample (blocks include NATS's per-message headers)")

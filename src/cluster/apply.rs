@@ -104,6 +104,49 @@ struct Inner {
     /// Groups this store applied (or began to) since open: what the fault hook counts.
     groups: u64,
     fault: Option<Fault>,
+    checkpoints: Checkpoints,
+    /// The groups applied since the last checkpoint, and what their undo chain holds.
+    since_checkpoint: SinceCheckpoint,
+}
+
+/// When a store makes its applied sequence durable: at a checkpoint, once `interval` has
+/// passed since the first group after the last one, or `groups` groups were applied since,
+/// or the undo chain holds [`MAX_UNDO_ENTRIES`], whichever comes first; and before a
+/// deletion, a snapshot or a close. Until then a crash rolls every group since the last
+/// checkpoint back, and the log delivers them again.
+#[derive(Clone, Copy, Debug)]
+pub struct Checkpoints {
+    /// Longest time between the first group after a checkpoint and the next checkpoint.
+    pub interval: std::time::Duration,
+    /// Most groups between two checkpoints.
+    pub groups: u64,
+}
+
+impl Default for Checkpoints {
+    /// Every second: what a crash may have to apply again is a second of the log.
+    fn default() -> Checkpoints {
+        Checkpoints {
+            interval: std::time::Duration::from_secs(1),
+            groups: u64::MAX,
+        }
+    }
+}
+
+/// Pre-images one undo chain holds at most (64 bytes each on disk): past it, a checkpoint.
+const MAX_UNDO_ENTRIES: usize = 1 << 18;
+
+/// What was applied since the last checkpoint.
+#[derive(Default)]
+struct SinceCheckpoint {
+    /// When the first group after the checkpoint was applied; `None`: no group since.
+    first: Option<std::time::Instant>,
+    groups: u64,
+    /// The cells and series whose pre-images the undo chain holds: a later group of the
+    /// same chain needs none of them again.
+    cells: rustc_hash::FxHashSet<CellAt>,
+    series: rustc_hash::FxHashSet<SeriesId>,
+    /// Entries in the chain.
+    entries: usize,
 }
 
 /// What [`PartitionStore::apply`] did.
@@ -134,6 +177,26 @@ impl PartitionStore {
     }
 
     fn open_with(builder: EngineBuilder, fault: Option<Fault>) -> Result<PartitionStore> {
+        Self::open_checkpointing(builder, fault, Checkpoints::default())
+    }
+
+    /// [`PartitionStore::open`] with checkpoints other than the default's.
+    ///
+    /// # Errors
+    /// As [`PartitionStore::open`].
+    pub fn open_with_checkpoints(
+        builder: EngineBuilder,
+        checkpoints: Checkpoints,
+    ) -> Result<PartitionStore> {
+        Self::open_checkpointing(builder, Fault::from_env(), checkpoints)
+    }
+
+    /// [`PartitionStore::open`] with the fault hook `fault` and the checkpoints `checkpoints`.
+    fn open_checkpointing(
+        builder: EngineBuilder,
+        fault: Option<Fault>,
+        checkpoints: Checkpoints,
+    ) -> Result<PartitionStore> {
         let engine = builder.open()?;
         if engine.is_read_only() {
             return Err(Error::ReadOnly(engine.dir().to_path_buf()));
@@ -141,12 +204,16 @@ impl PartitionStore {
         let dir = engine.dir().to_path_buf();
         let state = AppliedFile::open(&dir)?;
         let mut undo = UndoFile::open(&dir)?;
-        if let Some(record) = undo.read()? {
-            if record.seq > state.applied() {
-                roll_back(&engine, &record, undo.path(), fault)?;
-                engine.flush()?;
-                undo.clear()?;
-            }
+        let chain = undo.read()?;
+        let in_force: Vec<&UndoRecord> = (chain.iter())
+            .filter(|record| record.seq > state.applied())
+            .collect();
+        if !in_force.is_empty() {
+            roll_back(&engine, &in_force, undo.path(), fault)?;
+            engine.flush()?;
+        }
+        if !chain.is_empty() {
+            undo.clear()?;
         }
         Ok(PartitionStore {
             applied: AtomicU64::new(state.applied()),
@@ -157,6 +224,8 @@ impl PartitionStore {
                 poisoned: None,
                 groups: 0,
                 fault,
+                checkpoints,
+                since_checkpoint: SinceCheckpoint::default(),
             }),
         })
     }
@@ -201,10 +270,11 @@ impl PartitionStore {
         out: &mut impl std::io::Write,
         out_path: &Path,
     ) -> Result<crate::cluster::snapshot::SnapshotInfo> {
-        let inner = self.lock();
+        let mut inner = self.lock();
         if let Some(why) = &inner.poisoned {
             return Err(Error::Poisoned(why.clone()));
         }
+        self.checkpoint_locked(&mut inner)?;
         let applied = inner.state.applied();
         self.engine.rewind().with_files_still(|dir| {
             crate::cluster::snapshot::write(dir, partition, applied, out, out_path)
@@ -212,8 +282,9 @@ impl PartitionStore {
     }
 
     /// Applies `group` in order, exactly once: messages at or below the applied sequence are
-    /// skipped; the rest are applied as one group (one undo record, one flush) and the
-    /// applied sequence becomes the last one's. Returns once that is durable.
+    /// skipped; the rest are applied as one group (one undo record) and the applied sequence
+    /// becomes the last one's. It is durable at the next checkpoint ([`Checkpoints`]), which
+    /// this call makes when one is due.
     ///
     /// # Errors
     /// [`Error::InvalidQuery`] when the sequences above the applied one do not increase
@@ -226,7 +297,7 @@ impl PartitionStore {
         if let Some(why) = &inner.poisoned {
             return Err(Error::Poisoned(why.clone()));
         }
-        let applied = inner.state.applied();
+        let applied = self.applied();
         let mut report = ApplyReport::default();
         let mut todo: Vec<&(u64, SampleBatch)> = Vec::with_capacity(group.len());
         let mut last = applied;
@@ -254,7 +325,7 @@ impl PartitionStore {
             .iter()
             .map(|(_, batch)| self.resolve(batch))
             .collect::<Result<Vec<_>>>()?;
-        let (entries, raw_tails) = self.pre_images(&todo, &resolved)?;
+        let (entries, raw_tails) = self.pre_images(&todo, &resolved, &inner.since_checkpoint)?;
         report.undo_entries = entries.len() + raw_tails.len();
         let prepared = Prepared {
             number: group_number,
@@ -274,7 +345,82 @@ impl PartitionStore {
         outcome?;
         self.applied.store(last, Ordering::Release);
         report.applied = todo.len();
+        let checkpoints = inner.checkpoints;
+        let since = &mut inner.since_checkpoint;
+        since.first.get_or_insert_with(std::time::Instant::now);
+        since.groups += 1;
+        since.entries += entries.len() + raw_tails.len();
+        for entry in &entries {
+            match *entry {
+                Undo::Cell {
+                    tier,
+                    period_start,
+                    chunk,
+                    bucket,
+                    slot,
+                    ..
+                } => {
+                    since.cells.insert(CellAt {
+                        tier,
+                        period_start,
+                        chunk,
+                        bucket,
+                        slot,
+                    });
+                }
+                Undo::State { id, .. } => {
+                    since.series.insert(SeriesId(id as u32));
+                }
+            }
+        }
+        let due = since.groups >= checkpoints.groups
+            || since.entries >= MAX_UNDO_ENTRIES
+            || (since.first).is_some_and(|first| first.elapsed() >= checkpoints.interval);
+        if due {
+            self.checkpoint_locked(&mut inner)?;
+        }
         Ok(report)
+    }
+
+    /// Makes every group applied so far durable now: the engine flushed, the applied
+    /// sequence recorded, the undo chain emptied. Nothing to do when no group came since
+    /// the last checkpoint.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] when a failed group awaits its roll-back; as [`Engine::flush`];
+    /// [`Error::Io`]. An error poisons the store (reopening rolls back to the last
+    /// checkpoint).
+    pub fn checkpoint(&self) -> Result<()> {
+        let mut inner = self.lock();
+        if let Some(why) = &inner.poisoned {
+            return Err(Error::Poisoned(why.clone()));
+        }
+        self.checkpoint_locked(&mut inner)
+    }
+
+    fn checkpoint_locked(&self, inner: &mut Inner) -> Result<()> {
+        if inner.since_checkpoint.first.is_none() {
+            return Ok(());
+        }
+        let applied = self.applied();
+        let outcome = self
+            .engine
+            .flush()
+            .and_then(|()| inner.fault_at(Step::Flushed, inner.groups))
+            .and_then(|()| inner.state.record(applied))
+            .and_then(|()| inner.undo.clear());
+        match outcome {
+            Ok(()) => {
+                inner.since_checkpoint = SinceCheckpoint::default();
+                Ok(())
+            }
+            Err(e) => {
+                inner.poisoned = Some(format!(
+                    "the checkpoint at stream sequence {applied} failed ({e}); reopen to roll                      back to the last one"
+                ));
+                Err(e)
+            }
+        }
     }
 
     /// Applies the log's `entries` in order: each run of batches as one group
@@ -316,9 +462,12 @@ impl PartitionStore {
         if let Some(why) = &inner.poisoned {
             return Err(Error::Poisoned(why.clone()));
         }
-        if seq <= inner.state.applied() {
+        if seq <= self.applied() {
             return Ok(0);
         }
+        // The deletion is durable on its own: the groups before it must be too, or a
+        // rollback after it would put their pre-images back over it.
+        self.checkpoint_locked(&mut inner)?;
         let ids: Vec<SeriesId> = (self.engine.select_series(selector).into_iter())
             .map(|(id, _)| id)
             .collect();
@@ -340,7 +489,7 @@ impl PartitionStore {
         }
     }
 
-    /// Steps 2 to 4 of the module docs; any error leaves the undo record in force.
+    /// Steps 2 and 3 of the module docs; any error leaves the undo chain in force.
     fn apply_group(
         &self,
         inner: &mut Inner,
@@ -351,21 +500,24 @@ impl PartitionStore {
             let layout = self.engine.config().layout_fingerprint();
             inner
                 .undo
-                .write(group.last, layout, group.entries, group.raw_tails)?;
+                .append(group.last, layout, group.entries, group.raw_tails)?;
         }
         inner.fault_at(Step::UndoWritten, group.number)?;
+        // The fault hook's mid-apply step needs a store between two messages.
+        let first_alone = inner.fault_armed(Step::MidApply, group.number);
+        let mut run = Run::default();
         let mut offset = 0;
         for (i, ((_, batch), series)) in group.messages.iter().zip(group.series).enumerate() {
-            self.apply_message(batch, series, offset, &mut report.samples)?;
+            self.add_message(batch, series, offset, &mut run, &mut report.samples)?;
             offset += batch.samples.len();
-            if i == 0 {
+            if i == 0 && first_alone {
+                self.store_run(&mut run, &mut report.samples)?;
                 inner.fault_at(Step::MidApply, group.number)?;
             }
         }
-        inner.fault_at(Step::Applied, group.number)?;
-        self.engine.flush()?;
-        inner.fault_at(Step::Flushed, group.number)?;
-        inner.state.record(group.last)
+        self.store_run(&mut run, &mut report.samples)?;
+        (report.samples.first_rejections).sort_by_key(|&(position, _)| position);
+        inner.fault_at(Step::Applied, group.number)
     }
 
     /// Registers the series of `batch` by key, as a single node registers a series: only
@@ -401,7 +553,8 @@ impl PartitionStore {
     }
 
     /// Step 1: the pre-images of every cell and counter state the messages may change, and
-    /// with a raw tier the raw tail of every series they name.
+    /// with a raw tier the raw tail of every series they name; but none the undo chain
+    /// already holds (`since`): those are the values before the chain's first group.
     ///
     /// # Errors
     /// As [`Engine::load_cells`].
@@ -409,9 +562,11 @@ impl PartitionStore {
         &self,
         todo: &[&(u64, SampleBatch)],
         resolved: &[Vec<Resolved>],
+        since: &SinceCheckpoint,
     ) -> Result<(Vec<Undo>, Vec<RawTail>)> {
         let config = self.engine.config();
-        let cells = cells_touched(config, todo, resolved);
+        let mut cells = cells_touched(config, todo, resolved);
+        cells.retain(|cell| !since.cells.contains(cell));
         let before = self.engine.rewind().load_cells(&cells)?;
         let mut ids: Vec<SeriesId> = resolved
             .iter()
@@ -423,6 +578,7 @@ impl PartitionStore {
             .collect();
         ids.sort_unstable();
         ids.dedup();
+        ids.retain(|id| !since.series.contains(id));
         let mut entries = Vec::with_capacity(cells.len() + ids.len());
         entries.extend(cells.iter().zip(before).map(|(cell, before)| Undo::Cell {
             tier: cell.tier,
@@ -450,18 +606,24 @@ impl PartitionStore {
         Ok((entries, raw_tails))
     }
 
-    /// Applies one message as a server applies one write: kinds declared, then one batch.
-    /// Refusals are counted in `report`, positions moved by `offset`.
+    /// Adds one message to `run`, as a server takes one write: its kinds declared, then its
+    /// samples queued. A message that declares a kind stores the run before it first, so
+    /// every declaration meets the series as the messages before it left them. Refusals are
+    /// counted in `report`, positions moved by `offset`.
     ///
     /// # Errors
-    /// A declaration or batch that fails for another reason than the data (I/O, poison).
-    fn apply_message(
+    /// A declaration or store that fails for another reason than the data (I/O, poison).
+    fn add_message(
         &self,
         batch: &SampleBatch,
         series: &[Resolved],
         offset: usize,
+        run: &mut Run,
         report: &mut BatchReport,
     ) -> Result<()> {
+        if batch.series.iter().any(|s| s.kind.is_some()) {
+            self.store_run(run, report)?;
+        }
         // Per series of the batch: its id, or the reason its samples are refused.
         let mut ids: Vec<std::result::Result<SeriesId, RejectReason>> =
             Vec::with_capacity(series.len());
@@ -478,8 +640,8 @@ impl PartitionStore {
                 },
             });
         }
-        let mut samples = Vec::with_capacity(batch.samples.len());
-        let mut positions = Vec::with_capacity(batch.samples.len());
+        run.samples.reserve(batch.samples.len());
+        run.positions.reserve(batch.samples.len());
         for (position, sample) in batch.samples.iter().enumerate() {
             let id = ids
                 .get(sample.series as usize)
@@ -487,8 +649,8 @@ impl PartitionStore {
                 .unwrap_or(Err(RejectReason::UnknownSeries));
             match id {
                 Ok(id) => {
-                    samples.push(Sample::new(id, sample.ts, sample.value));
-                    positions.push(offset + position);
+                    run.samples.push(Sample::new(id, sample.ts, sample.value));
+                    run.positions.push(offset + position);
                 }
                 Err(reason) => {
                     let reason = match series.get(sample.series as usize) {
@@ -503,14 +665,25 @@ impl PartitionStore {
                 }
             }
         }
-        if samples.is_empty() {
+        Ok(())
+    }
+
+    /// Stores the samples queued in `run` in one [`Engine::record_batch`] (one hand-over to
+    /// the writers for many messages), counting its refusals in `report`; empties it.
+    ///
+    /// # Errors
+    /// As [`Engine::record_batch`].
+    fn store_run(&self, run: &mut Run, report: &mut BatchReport) -> Result<()> {
+        if run.samples.is_empty() {
             return Ok(());
         }
-        let mut written = self.engine.record_batch(&samples)?;
+        let mut written = self.engine.record_batch(&run.samples)?;
         for rejection in &mut written.first_rejections {
-            rejection.0 = positions[rejection.0];
+            rejection.0 = run.positions[rejection.0];
         }
         report.absorb(&written, 0);
+        run.samples.clear();
+        run.positions.clear();
         Ok(())
     }
 
@@ -519,6 +692,9 @@ impl PartitionStore {
     /// # Errors
     /// As [`Engine::close`].
     pub fn close(self) -> Result<()> {
+        if self.lock().poisoned.is_none() {
+            self.checkpoint()?;
+        }
         self.engine.close()
     }
 
@@ -540,6 +716,14 @@ struct Prepared<'a> {
     series: &'a [Vec<Resolved>],
     entries: &'a [Undo],
     raw_tails: &'a [RawTail],
+}
+
+/// Samples of consecutive messages of a group, stored together.
+#[derive(Default)]
+struct Run {
+    samples: Vec<Sample>,
+    /// Each sample's position in the group, for its refusal.
+    positions: Vec<usize>,
 }
 
 /// A series of a batch, registered, or why not.
@@ -617,18 +801,23 @@ fn cells_touched(
     cells
 }
 
-/// Step 5: puts back every pre-image of `record` (see the module docs).
+/// Step 5: puts back every pre-image of `chain`, the records in force (see the module
+/// docs). The last record's are put back first, so were a cell in two records, the value
+/// before the chain would be what stays.
 ///
 /// # Errors
-/// [`Error::CorruptFile`] naming the undo file when the record was taken under another tiers
+/// [`Error::CorruptFile`] naming the undo file when a record was taken under another tiers
 /// layout or holds an entry outside the files; as [`Engine::restore_cells`].
 fn roll_back(
     engine: &Engine,
-    record: &UndoRecord,
+    chain: &[&UndoRecord],
     path: &Path,
     fault: Option<Fault>,
 ) -> Result<()> {
-    if record.layout != engine.config().layout_fingerprint() {
+    if chain
+        .iter()
+        .any(|record| record.layout != engine.config().layout_fingerprint())
+    {
         return Err(Error::corrupt(
             path,
             "holds the undo of an unfinished group written under another tiers \
@@ -638,7 +827,7 @@ fn roll_back(
     }
     let mut cells = Vec::new();
     let mut states = Vec::new();
-    for entry in &record.entries {
+    for entry in chain.iter().rev().flat_map(|record| &record.entries) {
         match *entry {
             Undo::Cell {
                 tier,
@@ -688,19 +877,21 @@ fn roll_back(
         engine.rewind().restore_counter_state(id, before)?;
     }
     let mut raw_points = 0;
-    for tail in &record.raw_tails {
+    for tail in chain.iter().rev().flat_map(|record| &record.raw_tails) {
         raw_points += engine
             .rewind()
             .truncate_raw_after(SeriesId(tail.id), tail.last)?;
     }
     tracing::warn!(
         dir = %engine.dir().display(),
-        seq = record.seq,
+        from_seq = chain.first().map_or(0, |record| record.seq),
+        to_seq = chain.last().map_or(0, |record| record.seq),
+        groups = chain.len(),
         cells = cells.len(),
         changed,
         raw_points,
-        "the last process stopped while applying a group of messages; rolled it back to be \
-         applied again"
+        "the last process stopped between two checkpoints; rolled the groups applied since \
+         back, to be applied again"
     );
     Ok(())
 }
@@ -799,6 +990,12 @@ impl Fault {
 }
 
 impl Inner {
+    /// True when the fault hook is armed for `step` of group `group`.
+    fn fault_armed(&self, step: Step, group: u64) -> bool {
+        self.fault
+            .is_some_and(|fault| fault.step == step && fault.group == group)
+    }
+
     /// Fires the fault hook when it is armed for `step` of group `group`.
     fn fault_at(&self, step: Step, group: u64) -> Result<()> {
         match self.fault {

@@ -64,6 +64,33 @@ impl SampleBatch {
         self.samples.push(BatchSample { series, ts, value });
     }
 
+    /// Appends `other`'s samples after this batch's, in their order; `index` is this
+    /// batch's key index, as [`SampleBatch::push`] takes it.
+    pub fn append(
+        &mut self,
+        index: &mut std::collections::HashMap<String, u32>,
+        other: SampleBatch,
+    ) {
+        let mut remap = Vec::with_capacity(other.series.len());
+        for series in other.series {
+            let i = match index.get(&series.key) {
+                Some(&i) if self.series[i as usize].kind == series.kind => i,
+                _ => {
+                    let i = self.series.len() as u32;
+                    index.insert(series.key.clone(), i);
+                    self.series.push(series);
+                    i
+                }
+            };
+            remap.push(i);
+        }
+        self.samples
+            .extend(other.samples.into_iter().map(|sample| BatchSample {
+                series: remap[sample.series as usize],
+                ..sample
+            }));
+    }
+
     /// True when there is no sample.
     pub fn is_empty(&self) -> bool {
         self.samples.is_empty()

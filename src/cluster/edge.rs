@@ -9,6 +9,7 @@
 //! batch, so a write answered 2xx is in the replicated log; a publish that fails is retried
 //! with the same message id, which JetStream stores once.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,7 +23,6 @@ use crate::engine::SinkBounds;
 use crate::error::Error;
 use crate::error::RejectReason;
 use crate::error::Result;
-use crate::ingest::batch::BATCH;
 use crate::ingest::name_cache::NameCache;
 use crate::ingest::report::IngestReport;
 use crate::registry::SeriesKey;
@@ -34,6 +34,12 @@ use crate::time::Timestamp;
 /// Samples per published message at most. A message is also kept under the server's
 /// payload limit (1 MiB by default): one that encodes larger, with long keys, is halved.
 pub(crate) const MESSAGE_SAMPLES: usize = 4096;
+
+/// Samples one sink queues before it publishes them: sixteen full messages, so a batch split
+/// over the default 16 partitions still makes messages of thousands of samples (every message
+/// costs a publish, an acknowledgement, three log copies and an apply on each owner, whatever
+/// its size). About 1.5 MB per connection, less than one HTTP body may hold.
+const EDGE_BATCH: usize = 16 * MESSAGE_SAMPLES;
 
 /// Room left under the server's payload limit for the message's headers (its id).
 const HEADER_ROOM: usize = 4096;
@@ -49,7 +55,7 @@ pub(crate) struct EdgeSink {
     node: Arc<Node>,
     stats: Arc<ServerStats>,
     /// Per partition, the batch being built and its key index.
-    batches: HashMap<u32, (SampleBatch, HashMap<String, u32>)>,
+    batches: Batches,
     /// Samples queued in all batches.
     queued: usize,
     /// First and last second accepted, fixed when the batch began.
@@ -58,9 +64,37 @@ pub(crate) struct EdgeSink {
     /// connection, not once per sample. Within the name caches' server-wide budget.
     known: NameCache<u32>,
     report: IngestReport,
+    /// Where handed-off samples wait for this sink's publisher.
+    handed: Arc<Handed>,
+}
+
+/// Per partition, a batch and its key index.
+type Batches = HashMap<u32, (SampleBatch, HashMap<String, u32>)>;
+
+/// The samples a sink handed off and its publisher has not taken yet, and what publishing
+/// came to. One publisher per sink takes everything waiting at once and publishes it, so
+/// what gathers while it waits on JetStream goes out as one set of large messages, and a
+/// sink's samples reach the log in the order they came, retries included.
+#[derive(Default)]
+struct Handed {
+    state: std::sync::Mutex<HandedState>,
+    /// Rung when the publisher took what waited, or went idle.
+    changed: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct HandedState {
+    waiting: Batches,
+    /// Samples in `waiting`.
+    queued: usize,
+    /// True while a publisher task runs.
+    publishing: bool,
+    /// Per message published since the sink last looked: its samples and the outcome.
+    outcomes: Vec<(u64, Result<()>)>,
 }
 
 impl EdgeSink {
+    /// A sink publishing through `node`, counting into `stats`, its key cache within
     /// `limits`' name cache budget.
     pub(crate) fn new(node: Arc<Node>, stats: Arc<ServerStats>, limits: &Limits) -> EdgeSink {
         EdgeSink {
@@ -71,52 +105,65 @@ impl EdgeSink {
             queued: 0,
             bounds: SinkBounds::default(),
             report: IngestReport::default(),
+            handed: Arc::default(),
         }
     }
 
-    /// are counted as `write_failed` (the others of the flush landed).
-    async fn flush_queued(&mut self) -> Result<()> {
+    /// Hands every queued sample to the publisher (starting it when idle), after waiting
+    /// while [`EDGE_BATCH`] samples already wait for it; returns without waiting for them
+    /// to be published. Counts what was published meanwhile.
+    ///
+    /// # Errors
+    /// [`Error::Cluster`] when a message published since the last call failed after
+    /// retries (its samples are counted as `write_failed`; the others landed).
+    async fn hand_off(&mut self) -> Result<()> {
         // The bounds are taken afresh for the next samples even when none was queued: a
         // long-lived sink (a UDP socket's) must not keep a "now" from hours ago.
         self.bounds.reset();
-        if self.queued == 0 {
-            return Ok(());
-        }
-        let started = Instant::now();
-        let queued = std::mem::take(&mut self.queued);
-        // Partitions are published at once; one partition's messages one after another, so
-        // they reach the log in the order they were written (a counter's samples must).
-        let mut publishes = Vec::new();
-        let max_bytes = self.node.log().max_payload().saturating_sub(HEADER_ROOM);
-        for (partition, (batch, _)) in self.batches.drain() {
-            let messages = match encode_messages(&batch, max_bytes) {
-                Ok(messages) => messages,
-                Err(e) => {
-                    self.report.refuse_many(
-                        &*self.stats,
-                        "write_failed",
-                        batch.samples.len() as u64,
-                    );
-                    tracing::error!(partition, error = %e, "encoding a batch failed");
-                    continue;
+        if self.queued > 0 {
+            loop {
+                let changed = self.handed.changed.notified();
+                {
+                    let state = self.handed.lock();
+                    if state.queued < EDGE_BATCH {
+                        break;
+                    }
                 }
-            };
-            let node = Arc::clone(&self.node);
-            publishes.push(async move {
-                let mut outcomes = Vec::with_capacity(messages.len());
-                for (samples, payload) in messages {
-                    let id = node.next_message_id();
-                    outcomes.push((samples, publish(&node, partition, &id, payload).await));
+                changed.await;
+            }
+            let mut state = self.handed.lock();
+            for (partition, (batch, index)) in self.batches.drain() {
+                match state.waiting.entry(partition) {
+                    Entry::Vacant(vacant) => {
+                        vacant.insert((batch, index));
+                    }
+                    Entry::Occupied(mut occupied) => {
+                        let (waiting, index) = occupied.get_mut();
+                        waiting.append(index, batch);
+                    }
                 }
-                outcomes
-            });
+            }
+            state.queued += std::mem::take(&mut self.queued);
+            if !state.publishing {
+                state.publishing = true;
+                tokio::spawn(publisher(
+                    Arc::clone(&self.node),
+                    Arc::clone(&self.stats),
+                    Arc::clone(&self.handed),
+                ));
+            }
         }
+        self.count_published()
+    }
+
+    /// Counts the messages published since the last look into the report.
+    ///
+    /// # Errors
+    /// As [`EdgeSink::hand_off`].
+    fn count_published(&mut self) -> Result<()> {
+        let outcomes = std::mem::take(&mut self.handed.lock().outcomes);
         let mut failure = None;
-        for (samples, outcome) in futures_util::future::join_all(publishes)
-            .await
-            .into_iter()
-            .flatten()
-        {
+        for (samples, outcome) in outcomes {
             match outcome {
                 Ok(()) => self.report.accepted += samples,
                 Err(e) => {
@@ -126,13 +173,89 @@ impl EdgeSink {
                 }
             }
         }
-        self.stats.observe_batch(started.elapsed(), queued);
         failure.map_or(Ok(()), Err)
+    }
+
+    /// Hands every queued sample off and waits until JetStream acknowledged them all.
+    ///
+    /// # Errors
+    /// As [`EdgeSink::hand_off`].
+    async fn flush_queued(&mut self) -> Result<()> {
+        let handed = self.hand_off().await;
+        loop {
+            let changed = self.handed.changed.notified();
+            if !self.handed.lock().publishing {
+                break;
+            }
+            changed.await;
+        }
+        handed.and(self.count_published())
     }
 }
 
+impl Handed {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HandedState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A sink's publisher: takes everything waiting and publishes it, a message per partition
+/// (more when one has over [`MESSAGE_SAMPLES`]), all partitions at once and one partition's
+/// messages one after another, until nothing waits.
+async fn publisher(node: Arc<Node>, stats: Arc<ServerStats>, handed: Arc<Handed>) {
+    loop {
+        let (batches, queued) = {
+            let mut state = handed.lock();
+            if state.queued == 0 {
+                state.publishing = false;
+                drop(state);
+                handed.changed.notify_waiters();
+                return;
+            }
+            let queued = std::mem::take(&mut state.queued);
+            (std::mem::take(&mut state.waiting), queued)
+        };
+        handed.changed.notify_waiters();
+        let started = Instant::now();
+        let outcomes = publish_batches(&node, batches).await;
+        stats.observe_batch(started.elapsed(), queued);
+        handed.lock().outcomes.extend(outcomes);
+    }
+}
+
+/// Publishes `batches`; per message, its samples and the outcome.
+async fn publish_batches(node: &Arc<Node>, batches: Batches) -> Vec<(u64, Result<()>)> {
+    let mut publishes = Vec::new();
+    let mut outcomes = Vec::new();
+    let max_bytes = node.log().max_payload().saturating_sub(HEADER_ROOM);
+    for (partition, (batch, _)) in batches {
+        let messages = match encode_messages(&batch, max_bytes) {
+            Ok(messages) => messages,
+            Err(e) => {
+                tracing::error!(partition, error = %e, "encoding a batch failed");
+                outcomes.push((batch.samples.len() as u64, Err(e)));
+                continue;
+            }
+        };
+        let node = Arc::clone(node);
+        publishes.push(async move {
+            let mut outcomes = Vec::with_capacity(messages.len());
+            for (samples, payload) in messages {
+                let id = node.next_message_id();
+                outcomes.push((samples, publish(&node, partition, &id, payload).await));
+            }
+            outcomes
+        });
+    }
+    outcomes.extend(
+        (futures_util::future::join_all(publishes).await)
+            .into_iter()
+            .flatten(),
+    );
+    outcomes
+}
+
 impl Sink for EdgeSink {
-    /// A sink publishing through `node`, counting into `stats`, its key cache within
     /// The node's clock, for samples that say "now".
     fn now(&self) -> Timestamp {
         self.node.now()
@@ -176,7 +299,7 @@ impl Sink for EdgeSink {
         let (batch, index) = self.batches.entry(partition).or_default();
         batch.push(index, key, kind, ts, value);
         self.queued += 1;
-        self.queued >= BATCH
+        self.queued >= EDGE_BATCH
     }
 
     /// Counts a refused line (or field) under `reason`.
@@ -184,11 +307,6 @@ impl Sink for EdgeSink {
         self.report.refuse(&*self.stats, line, reason, || message);
     }
 
-    /// Publishes every queued sample, a message per partition (more when one has over
-    /// [`MESSAGE_SAMPLES`]), all at once; returns when JetStream acknowledged them all.
-    ///
-    /// # Errors
-    /// [`Error::Cluster`] when a message could not be published after retries; its samples
     /// What was published so far.
     fn report(&self) -> &IngestReport {
         &self.report
@@ -197,18 +315,24 @@ impl Sink for EdgeSink {
     /// Flushes and hands back what was published.
     ///
     /// # Errors
+    /// As [`Sink::flush`].
     fn finish(mut self: Box<Self>) -> BoxFuture<'static, Result<IngestReport>> {
         Box::pin(async move {
             self.flush_queued().await?;
             Ok(std::mem::take(&mut self.report))
         })
     }
-    /// Publishes every queued sample, a message per partition (more when one has over
-    /// [`MESSAGE_SAMPLES`]), all at once; ends when JetStream acknowledged them all. When a
+
+    /// Publishes every queued sample; ends when JetStream acknowledged them all. When a
     /// message could not be published after retries ([`Error::Cluster`]), its samples are
     /// counted as `write_failed` (the others of the flush landed).
     fn flush(&mut self) -> BoxFuture<'_, Result<()>> {
         Box::pin(self.flush_queued())
+    }
+
+    /// See [`EdgeSink::hand_off`].
+    fn flush_behind(&mut self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.hand_off())
     }
 }
 

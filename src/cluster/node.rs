@@ -753,6 +753,17 @@ impl Node {
                     first = tokio::time::timeout(READER_STALL_CHECK, reader.next()) => first,
                 };
                 let Ok(first) = first else {
+                    // Idle: make what was applied durable now rather than at the next group.
+                    let idle_store = Arc::clone(&store);
+                    let checkpoint = tokio::task::spawn_blocking(move || idle_store.checkpoint())
+                        .await
+                        .map_err(|e| Error::Poisoned(format!("checkpoint task failed: {e}")))
+                        .and_then(|r| r);
+                    if let Err(e) = checkpoint {
+                        tracing::error!(partition, error = %e, "a checkpoint failed; reopening the partition");
+                        self.failed.notify_one();
+                        return;
+                    }
                     if self.reader_stalled(partition, store.applied()).await {
                         tracing::warn!(
                             partition,

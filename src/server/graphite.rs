@@ -119,7 +119,7 @@ async fn connection(
                 watch.check(sink.report(), Some(line.unwrap_or(b"")));
             }
         });
-        if let Err(e) = sink.flush().await {
+        if let Err(e) = sink.flush_behind().await {
             tracing::error!(error = %e, "graphite write failed");
         }
         if let Some(watch) = &mut refusals {
@@ -232,7 +232,7 @@ pub(crate) async fn serve_udp(
             lines.finish(&mut ingest);
         }
         // Refusals at the write (the last datagram's sender named for them).
-        if let Err(e) = sink.flush().await {
+        if let Err(e) = sink.flush_behind().await {
             tracing::error!(error = %e, "graphite write failed");
         }
         refusals.check(sink.report(), None);

@@ -64,6 +64,14 @@ pub trait Sink: Send {
     /// Writes (or publishes) what is queued; the future ends once it landed.
     fn flush(&mut self) -> BoxFuture<'_, Result<()>>;
 
+    /// Writes what is queued, for a caller that answers no one for it (a Graphite socket):
+    /// a sink whose writes wait on the network (the cluster's edge) may let one batch land
+    /// while the next gathers, and return at once. [`Sink::finish`] still waits for all.
+    /// By default, [`Sink::flush`].
+    fn flush_behind(&mut self) -> BoxFuture<'_, Result<()>> {
+        self.flush()
+    }
+
     /// Flushes and hands back what was ingested.
     fn finish(self: Box<Self>) -> BoxFuture<'static, Result<IngestReport>>;
 

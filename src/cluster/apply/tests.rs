@@ -5,7 +5,7 @@ use proptest::prelude::*;
 
 use super::applied::AppliedFile;
 use super::undo::{RawTail, UndoFile};
-use super::{Fault, FaultAction, PartitionStore, Step};
+use super::{Checkpoints, Fault, FaultAction, PartitionStore, Step};
 use crate::bucket::Bucket;
 use crate::clock::Clock;
 use crate::clock::ManualClock;
@@ -67,8 +67,20 @@ fn builder(dir: &std::path::Path, clock: &Arc<ManualClock>) -> EngineBuilder {
         .background_maintenance(false)
 }
 
+/// A store that checkpoints after every group, as the targeted tests below expect.
 fn open(dir: &std::path::Path, clock: &Arc<ManualClock>) -> PartitionStore {
-    PartitionStore::open_with(builder(dir, clock), None).expect("open partition store")
+    open_every(dir, clock, 1)
+}
+
+/// A store that checkpoints every `groups` groups (and before a deletion, a snapshot and a
+/// close), never by time.
+fn open_every(dir: &std::path::Path, clock: &Arc<ManualClock>, groups: u64) -> PartitionStore {
+    let checkpoints = Checkpoints {
+        interval: std::time::Duration::MAX,
+        groups,
+    };
+    PartitionStore::open_checkpointing(builder(dir, clock), None, checkpoints)
+        .expect("open partition store")
 }
 
 /// On tmpfs when there is one: what is tested does not depend on the file system.
@@ -242,18 +254,21 @@ fn crash() -> impl Strategy<Value = Option<Crash>> {
 /// Runs `ops` on a store that never crashes and on one that crashes where `crashes` say,
 /// reopening and re-delivering from its applied sequence after each crash, and compares the
 /// two after every step. Returns how many compacted periods the recoveries made hot again.
-fn run(ops: &[(Op, Option<Crash>)]) -> u64 {
+fn run(ops: &[(Op, Option<Crash>)], every: u64) -> u64 {
     let mut rehydrated = 0;
     let (clean_dir, crash_dir) = (scratch(), scratch());
     let clean_clock = Arc::new(ManualClock::new(NOW));
     let crash_clock = Arc::new(ManualClock::new(NOW));
     let clean = open(clean_dir.path(), &clean_clock);
-    let mut store = open(crash_dir.path(), &crash_clock);
+    let mut store = open_every(crash_dir.path(), &crash_clock, every);
     let mut delivered: Vec<(u64, SampleBatch)> = Vec::new();
     let mut seq = 0;
     for (op, crash) in ops {
         match op {
             Op::Advance(secs) => {
+                // A checkpoint comes at most a second after a group, and the clock moves
+                // minutes here: a replay after a crash must not meet a clock hours on.
+                store.checkpoint().unwrap();
                 for (clock, store) in [(&clean_clock, &clean), (&crash_clock, &store)] {
                     clock.advance(*secs);
                     store.engine().maintain().unwrap();
@@ -275,7 +290,9 @@ fn run(ops: &[(Op, Option<Crash>)]) -> u64 {
                 if let Some(crash) = crash {
                     let before = store.applied();
                     arm(&store, crash.step);
-                    let err = store.apply(&group).unwrap_err();
+                    // The flushed step comes in a checkpoint: one after the group, if it
+                    // did not make one itself.
+                    let err = (store.apply(&group).and_then(|_| store.checkpoint())).unwrap_err();
                     assert!(err.to_string().contains("fault hook"), "{err}");
                     assert!(matches!(store.apply(&group), Err(Error::Poisoned(_))));
                     if crash.compact_first {
@@ -297,15 +314,21 @@ fn run(ops: &[(Op, Option<Crash>)]) -> u64 {
                             drop(store);
                         }
                     }
-                    store = open(crash_dir.path(), &crash_clock);
+                    store = open_every(crash_dir.path(), &crash_clock, every);
                     rehydrated += (store.engine().stats().tiers.iter())
                         .map(|t| t.disk.rehydrations)
                         .sum::<u64>();
-                    assert_eq!(store.applied(), before, "the crashed group is not applied");
-                    // Redelivery from the start: everything applied is skipped.
+                    // Back to the last checkpoint: the groups since are applied again.
+                    let durable = store.applied();
+                    assert!(durable <= before, "the crashed group is not applied");
+                    if every == 1 {
+                        assert_eq!(durable, before, "every group was a checkpoint");
+                    }
+                    // Redelivery from the start: what the checkpoint holds is skipped.
                     let again = store.apply(&delivered).unwrap();
-                    assert_eq!(again.skipped, delivered.len());
-                    assert_eq!(again.applied, 0);
+                    let kept = delivered.iter().filter(|(seq, _)| *seq <= durable).count();
+                    assert_eq!(again.skipped, kept);
+                    assert_eq!(again.applied, delivered.len() - kept);
                 }
                 let report = store.apply(&group).unwrap();
                 assert_eq!(
@@ -322,7 +345,7 @@ fn run(ops: &[(Op, Option<Crash>)]) -> u64 {
     }
     store.close().unwrap();
     // A clean reopen changes nothing.
-    let store = open(crash_dir.path(), &crash_clock);
+    let store = open_every(crash_dir.path(), &crash_clock, every);
     assert_same(clean.engine(), store.engine());
     clean.close().unwrap();
     rehydrated
@@ -333,9 +356,10 @@ proptest! {
 
     #[test]
     fn a_crash_at_any_step_then_a_redelivery_equals_applying_once(
-        ops in prop::collection::vec((op(), crash()), 1..8)
+        ops in prop::collection::vec((op(), crash()), 1..8),
+        every in 1..4u64,
     ) {
-        run(&ops);
+        run(&ops, every);
     }
 }
 
@@ -357,27 +381,30 @@ fn late_samples_into_compacted_periods_are_rolled_back_and_reapplied_exactly() {
         Step::Applied,
         Step::Flushed,
     ] {
-        let rehydrated = run(&[
-            (Op::Group(vec![late.clone(), fresh.clone()]), None),
-            (Op::Advance(2 * HOUR), None),
-            (
-                Op::Group(vec![late.clone(), fresh.clone()]),
-                Some(Crash {
-                    step,
-                    compact_first: true,
-                    in_recovery: false,
-                }),
-            ),
-            (Op::Advance(HOUR), None),
-            (
-                Op::Group(vec![fresh.clone(), late.clone()]),
-                Some(Crash {
-                    step,
-                    compact_first: true,
-                    in_recovery: true,
-                }),
-            ),
-        ]);
+        let rehydrated = run(
+            &[
+                (Op::Group(vec![late.clone(), fresh.clone()]), None),
+                (Op::Advance(2 * HOUR), None),
+                (
+                    Op::Group(vec![late.clone(), fresh.clone()]),
+                    Some(Crash {
+                        step,
+                        compact_first: true,
+                        in_recovery: false,
+                    }),
+                ),
+                (Op::Advance(HOUR), None),
+                (
+                    Op::Group(vec![fresh.clone(), late.clone()]),
+                    Some(Crash {
+                        step,
+                        compact_first: true,
+                        in_recovery: true,
+                    }),
+                ),
+            ],
+            2,
+        );
         // Before the undo is written nothing changed, so nothing differs to put back.
         if step != Step::UndoWritten {
             assert!(
@@ -560,10 +587,10 @@ fn the_applied_sequence_survives_a_torn_slot_and_refuses_two() {
 }
 
 #[test]
-fn undo_records_round_trip_and_torn_or_damaged_ones_are_told_apart() {
+fn undo_chains_round_trip_and_torn_or_damaged_records_are_told_apart() {
     let dir = scratch();
     let mut undo = UndoFile::open(dir.path()).unwrap();
-    assert_eq!(undo.read().unwrap(), None);
+    assert_eq!(undo.read().unwrap(), vec![]);
     let entries: Vec<Undo> = (0..300u32)
         .map(|i| Undo::Cell {
             tier: 2,
@@ -595,44 +622,60 @@ fn undo_records_round_trip_and_torn_or_damaged_ones_are_told_apart() {
             last: Some(NOW),
         },
     ];
-    undo.write(99, 42, &entries, &raw_tails).unwrap();
-    let record = undo.read().unwrap().unwrap();
-    assert_eq!((record.seq, record.layout), (99, 42));
-    assert_eq!(record.entries.len(), entries.len());
-    for (a, b) in record.entries.iter().zip(&entries) {
+    undo.append(99, 42, &entries, &raw_tails).unwrap();
+    let chain = undo.read().unwrap();
+    assert_eq!(chain.len(), 1);
+    assert_eq!((chain[0].seq, chain[0].layout), (99, 42));
+    assert_eq!(chain[0].entries.len(), entries.len());
+    for (a, b) in chain[0].entries.iter().zip(&entries) {
         assert_eq!(a.encode(), b.encode());
     }
-    assert_eq!(record.raw_tails, raw_tails);
-    // A smaller record over a larger one: the leftover entries mean nothing.
-    undo.write(100, 42, &entries[..2], &[]).unwrap();
-    assert_eq!(
-        UndoFile::open(dir.path())
-            .unwrap()
-            .read()
-            .unwrap()
-            .unwrap()
-            .entries
-            .len(),
-        2
-    );
+    assert_eq!(chain[0].raw_tails, raw_tails);
+    // A second group's record follows the first; a reopened file appends after both.
+    undo.append(100, 42, &entries[..2], &[]).unwrap();
+    let mut reopened = UndoFile::open(dir.path()).unwrap();
+    let lens = |undo: &UndoFile| -> Vec<(u64, usize)> {
+        (undo.read().unwrap().iter())
+            .map(|r| (r.seq, r.entries.len()))
+            .collect()
+    };
+    assert_eq!(lens(&reopened), vec![(99, 301), (100, 2)]);
+    reopened.append(103, 42, &entries[..1], &[]).unwrap();
+    assert_eq!(lens(&undo), vec![(99, 301), (100, 2), (103, 1)]);
     undo.clear().unwrap();
-    assert_eq!(undo.read().unwrap(), None);
+    assert_eq!(undo.read().unwrap(), vec![]);
+    // After a clear, a short record over a longer old one ends the chain.
+    undo.append(104, 42, &entries[..1], &[]).unwrap();
+    assert_eq!(lens(&UndoFile::open(dir.path()).unwrap()), vec![(104, 1)]);
+    undo.clear().unwrap();
 
     let path = dir.path().join(UndoFile::FILE_NAME);
-    undo.write(101, 42, &entries, &raw_tails).unwrap();
+    undo.append(101, 42, &entries, &raw_tails).unwrap();
+    undo.append(102, 42, &entries[..3], &[]).unwrap();
     let whole = std::fs::read(&path).unwrap();
-    // Torn: a flipped byte anywhere in the record, or a control record naming more
-    // entries than the file holds, reads as no record.
-    let mut torn = whole.clone();
-    torn[4096 + 64 * 200 + 9] ^= 1;
-    std::fs::write(&path, &torn).unwrap();
-    assert_eq!(undo.read().unwrap(), None);
+    let second = 4096 + 64 * (1 + entries.len() + raw_tails.len());
+    // Torn: a flipped byte anywhere in a record, or a control record naming more entries
+    // than the file holds, ends the chain before that record.
+    for (at, left) in [(second + 64 + 9, 1), (4096 + 64 * 200 + 9, 0)] {
+        let mut torn = whole.clone();
+        torn[at] ^= 1;
+        std::fs::write(&path, &torn).unwrap();
+        assert_eq!(undo.read().unwrap().len(), left, "flipped byte {at}");
+    }
     let mut short = whole.clone();
     short[4096 + 8..4096 + 16].copy_from_slice(&1_000_000u64.to_le_bytes());
     std::fs::write(&path, &short).unwrap();
-    assert_eq!(undo.read().unwrap(), None);
+    assert_eq!(undo.read().unwrap(), vec![]);
+    // A record whose sequence does not follow its predecessor's ends the chain.
+    let mut disorder = whole.clone();
+    disorder[second..second + 8].copy_from_slice(&100u64.to_le_bytes());
+    std::fs::write(&path, &disorder).unwrap();
+    assert_eq!(undo.read().unwrap().len(), 1);
     // Whole but holding an entry of no known kind: refused by name.
-    undo.write(
+    std::fs::write(&path, &whole).unwrap();
+    let mut undo = UndoFile::open(dir.path()).unwrap();
+    undo.clear().unwrap();
+    undo.append(
         102,
         42,
         &[Undo::State {
@@ -713,6 +756,8 @@ fn maintenance_racing_the_applies_changes_nothing() {
     let (clean_dir, busy_dir) = (scratch(), scratch());
     let clock = Arc::new(ManualClock::new(NOW));
     let clean = open(clean_dir.path(), &clock);
+    // Every group the busy store was given, for the redelivery after a crash.
+    let mut delivered: Vec<(u64, SampleBatch)> = Vec::new();
     let compacted = AtomicUsize::new(0);
     // The crash ending each life but the last.
     let crashes = [Step::MidApply, Step::Applied, Step::Flushed];
@@ -721,7 +766,7 @@ fn maintenance_racing_the_applies_changes_nothing() {
     let mut crashed: Option<Vec<(u64, SampleBatch)>> = None;
     // Four lives of the store, each ended by a crash but the last.
     for life in 0..4 {
-        let busy = open(busy_dir.path(), &clock);
+        let busy = open_every(busy_dir.path(), &clock, 2);
         let stop = AtomicBool::new(false);
         std::thread::scope(|scope| {
             scope.spawn(|| {
@@ -751,13 +796,14 @@ fn maintenance_racing_the_applies_changes_nothing() {
                 clean.apply(&group).unwrap();
                 if let (5, Some(&step)) = (i, crashes.get(life)) {
                     arm(&busy, step);
-                    busy.apply(&group).unwrap_err();
+                    (busy.apply(&group).and_then(|_| busy.checkpoint())).unwrap_err();
                     crashed = Some(group);
                     // Passes over the half-applied state before the "crash".
                     std::thread::sleep(std::time::Duration::from_millis(5));
                     break;
                 }
                 busy.apply(&group).unwrap();
+                delivered.extend(group);
                 std::thread::sleep(std::time::Duration::from_millis(2));
             }
             stop.store(true, Ordering::Relaxed);
@@ -767,10 +813,13 @@ fn maintenance_racing_the_applies_changes_nothing() {
         }
         drop(busy);
         if let Some(group) = crashed.take() {
-            // Reopened (the rollback) and the crashed group delivered again.
-            let busy = open(busy_dir.path(), &clock);
+            // Reopened (the rollback to the last checkpoint) and the groups since
+            // delivered again.
+            let busy = open_every(busy_dir.path(), &clock, 2);
             assert!(busy.applied() < clean.applied());
+            busy.apply(&delivered).unwrap();
             busy.apply(&group).unwrap();
+            delivered.extend(group);
             assert_eq!(busy.applied(), clean.applied());
             assert_same(clean.engine(), busy.engine());
         }

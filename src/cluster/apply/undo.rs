@@ -1,34 +1,41 @@
-//! `apply.undo`: the undo record of the group of messages being applied: the group's last
-//! stream sequence and the absolute value, before the group, of everything the group may
-//! change that is not idempotent (bucket cells, counter state records). Written whole and
-//! fsynced before the group's first store; it is in force while its sequence is above the
-//! applied one in `apply.state`.
+//! `apply.undo`: the undo chain of the groups of messages applied since the last checkpoint.
+//! Each group appends one record: its last stream sequence and the absolute value, before
+//! the checkpoint's first group touched it, of everything the group may change that is not
+//! idempotent (bucket cells, counter state records) and that no earlier record of the chain
+//! holds. A record is written whole and fsynced before its group's first store; the chain is
+//! in force while its sequences are above the applied one in `apply.state`, and a checkpoint
+//! (every store flushed, the applied sequence recorded) ends its force and cuts the file
+//! back to an empty chain.
 //!
 //! Byte layout (little-endian):
 //! ```text
 //! header, 4096 bytes: the record_file.rs frame, magic "TIERDBAU", version 1, record size 64
-//! record 0, the control record:
-//!   0..8     the group's last stream sequence (0: no record)
-//!   8..16    entries n that follow
-//!   16..24   fingerprint of the tiers layout the cell entries' tier indexes refer to
-//!   24..28   CRC-32 of bytes 0..24 and of the n entries
-//!   28..64   zero
-//! records 1..=n: entries in the counters.journal encoding (storage/counter_journal.rs),
-//! then the raw tails (with a raw tier only):
-//!   cell:  w0 = 1 | tier << 8 (adds unused: 0), w1 = period start, w2 = chunk << 32 | bucket,
-//!          w3 = slot, w4..w8 = count, total, min, max before the group (f64 bits)
-//!   state: w0 = 2, w1 = series id, w2..w5 = flags, last time, last raw value before the group
-//!   raw:   w0 = 3, w1 = series id, w2 = 1 when the series had a raw point before the group
-//!          (else 0), w3 = that point's time (i64), w4..w8 = 0
+//! then records one after another, each:
+//!   a control entry:
+//!     0..8     the group's last stream sequence (0: the chain ends)
+//!     8..16    entries n that follow
+//!     16..24   fingerprint of the tiers layout the cell entries' tier indexes refer to
+//!     24..28   CRC-32 of bytes 0..24 and of the n entries
+//!     28..64   zero
+//!   n entries in the counters.journal encoding (storage/counter_journal.rs), then the raw
+//!   tails (with a raw tier only):
+//!     cell:  w0 = 1 | tier << 8 (adds unused: 0), w1 = period start, w2 = chunk << 32 | bucket,
+//!            w3 = slot, w4..w8 = count, total, min, max before the chain (f64 bits)
+//!     state: w0 = 2, w1 = series id, w2..w5 = flags, last time, last raw value before it
+//!     raw:   w0 = 3, w1 = series id, w2 = 1 when the series had a raw point before the chain
+//!            (else 0), w3 = that point's time (i64), w4..w8 = 0
 //! ```
+//! A chain of one record is the format this file had when it held one group's record, so a
+//! file written by an older binary reads the same. (An older binary reads only a chain's
+//! first record: after a crash, open the directory with this version before going back.)
 //! Raw appends are not undone by a pre-image: a group only appends after each series' last
 //! raw point, so putting the series back to the points up to the time its raw entry keeps
-//! ([`crate::storage::raw::RawStore::truncate_after`]) takes away exactly what the group
-//! appended. A binary older than the raw entries refuses the record by name, as an entry of
-//! no known kind; it also refused a raw tier in cluster mode, so it never meets one.
-//! Records past n are left over from a larger group and mean nothing. A record whose CRC
-//! fails was torn while being written, before anything of its group was stored (the group's
-//! stores wait for the fsync): it is ignored.
+//! ([`crate::storage::raw::RawStore::truncate_after`]) takes away exactly what the chain's
+//! groups appended. A binary older than the raw entries refuses the record by name, as an
+//! entry of no known kind; it also refused a raw tier in cluster mode, so it never meets one.
+//! The chain ends at the first record that is all zero, runs past the file, fails its CRC (it
+//! was torn while being written, before anything of its group was stored: the group's
+//! stores wait for the fsync) or does not follow its predecessor's sequence.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -50,7 +57,7 @@ const FRAME: Frame = Frame {
     what: "partition undo record",
 };
 
-/// A group's undo record as read back.
+/// One group's undo record as read back.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct UndoRecord {
     /// The group's last stream sequence.
@@ -107,6 +114,8 @@ pub(super) struct UndoFile {
     file: File,
     /// Reused between groups.
     buffer: Vec<u8>,
+    /// Where the next record goes: the end of the chain.
+    end: u64,
 }
 
 impl UndoFile {
@@ -120,11 +129,14 @@ impl UndoFile {
     pub(super) fn open(dir: &Path) -> Result<UndoFile> {
         let path = dir.join(Self::FILE_NAME);
         let (file, _) = FRAME.open_writable(&path, HEADER_SIZE + ENTRY_SIZE as u64)?;
-        Ok(UndoFile {
+        let mut undo = UndoFile {
             path,
             file,
             buffer: Vec::new(),
-        })
+            end: HEADER_SIZE,
+        };
+        undo.end = HEADER_SIZE + undo.chain_bytes()?;
+        Ok(undo)
     }
 
     /// The path, for messages.
@@ -132,45 +144,71 @@ impl UndoFile {
         &self.path
     }
 
-    /// The record the file holds; `None` when it holds none (never written, cleared, or torn
-    /// while being written).
+    /// The chain the file holds, first record first; empty when it holds none (never
+    /// written, cleared, or its first record torn while being written).
     ///
     /// # Errors
     /// [`Error::CorruptFile`] naming the file for a whole record (its CRC holds) with an
     /// entry of no known kind; [`Error::Io`].
-    pub(super) fn read(&self) -> Result<Option<UndoRecord>> {
+    pub(super) fn read(&self) -> Result<Vec<UndoRecord>> {
+        let mut chain = Vec::new();
+        let mut at = HEADER_SIZE;
+        while let Some((record, next)) = self.record_at(at, chain.last())? {
+            chain.push(record);
+            at = next;
+        }
+        Ok(chain)
+    }
+
+    /// The bytes the chain takes after the header.
+    fn chain_bytes(&self) -> Result<u64> {
+        let mut at = HEADER_SIZE;
+        let mut last = None;
+        while let Some((record, next)) = self.record_at(at, last.as_ref())? {
+            last = Some(record);
+            at = next;
+        }
+        Ok(at - HEADER_SIZE)
+    }
+
+    /// The record at byte `at` and the offset after it, when one follows `previous` there.
+    fn record_at(
+        &self,
+        at: u64,
+        previous: Option<&UndoRecord>,
+    ) -> Result<Option<(UndoRecord, u64)>> {
         let len = self
             .file
             .metadata()
             .map_err(|e| Error::io(&self.path, e))?
             .len();
         let mut control = [0u8; ENTRY_SIZE];
-        if len < HEADER_SIZE + ENTRY_SIZE as u64 {
+        if len < at + ENTRY_SIZE as u64 {
             return Ok(None);
         }
         self.file
-            .read_exact_at(&mut control, HEADER_SIZE)
+            .read_exact_at(&mut control, at)
             .map_err(|e| Error::io(&self.path, e))?;
         if control.iter().all(|&b| b == 0) {
             return Ok(None);
         }
         let word = |at: usize| u64::from_le_bytes(control[at..at + 8].try_into().expect("8"));
         let (seq, n, layout) = (word(0), word(8), word(16));
-        let room = (len - HEADER_SIZE) / ENTRY_SIZE as u64 - 1;
+        let room = (len - at) / ENTRY_SIZE as u64 - 1;
         if n > room {
             tracing::warn!(path = %self.path.display(), n, room, "ignoring an undo record cut short while being written (nothing of its group was stored)");
             return Ok(None);
         }
         let mut entries = vec![0u8; n as usize * ENTRY_SIZE];
         self.file
-            .read_exact_at(&mut entries, HEADER_SIZE + ENTRY_SIZE as u64)
+            .read_exact_at(&mut entries, at + ENTRY_SIZE as u64)
             .map_err(|e| Error::io(&self.path, e))?;
         let crc = u32::from_le_bytes(control[24..28].try_into().expect("4"));
         if crc != checksum(&control[..24], &entries) || control[28..].iter().any(|&b| b != 0) {
             tracing::warn!(path = %self.path.display(), "ignoring an undo record torn while being written (nothing of its group was stored)");
             return Ok(None);
         }
-        if seq == 0 {
+        if seq == 0 || previous.is_some_and(|p| p.seq >= seq || p.layout != layout) {
             return Ok(None);
         }
         let mut record = UndoRecord {
@@ -184,8 +222,12 @@ impl UndoFile {
             for (word, b) in w.iter_mut().zip(bytes.chunks_exact(8)) {
                 *word = u64::from_le_bytes(b.try_into().expect("8"));
             }
-            let unknown =
-                || Error::corrupt(&self.path, format!("entry {} is of no known kind", i + 1));
+            let unknown = || {
+                Error::corrupt(
+                    &self.path,
+                    format!("entry {} at byte {at} is of no known kind", i + 1),
+                )
+            };
             if w[0] & 0xff == KIND_RAW_TAIL {
                 record
                     .raw_tails
@@ -194,17 +236,17 @@ impl UndoFile {
                 record.entries.push(Undo::decode(w).ok_or_else(unknown)?);
             }
         }
-        Ok(Some(record))
+        Ok(Some((record, at + (n + 1) * ENTRY_SIZE as u64)))
     }
 
-    /// Writes the record of the group ending at `seq` whole and fsyncs it: once this returns,
-    /// the group may store.
+    /// Appends the record of the group ending at `seq` to the chain, whole, and fsyncs it:
+    /// once this returns, the group may store. `seq` is above the chain's last sequence.
     ///
     /// # Errors
-    /// [`Error::Io`] naming the file. The file may then hold a torn record (ignored at
-    /// open) or a whole one whose pre-images are what the files hold (restoring it changes
-    /// nothing).
-    pub(super) fn write(
+    /// [`Error::Io`] naming the file. The file may then end in a torn record (the chain
+    /// ends before it) or a whole one whose pre-images are what the files hold (restoring
+    /// it changes nothing).
+    pub(super) fn append(
         &mut self,
         seq: u64,
         layout: u64,
@@ -226,21 +268,34 @@ impl UndoFile {
         }
         let crc = checksum(&buffer[..24], &buffer[ENTRY_SIZE..]);
         buffer[24..28].copy_from_slice(&crc.to_le_bytes());
+        // A zero control entry after the record, in the same write, ends the chain there,
+        // whatever a failed earlier write left beyond it.
+        buffer.resize(buffer.len() + ENTRY_SIZE, 0);
         let written = self
             .file
-            .write_all_at(&buffer, HEADER_SIZE)
+            .write_all_at(&buffer, self.end)
             .and_then(|()| self.file.sync_data())
             .map_err(|e| Error::io(&self.path, e));
+        if written.is_ok() {
+            self.end += (buffer.len() - ENTRY_SIZE) as u64;
+        }
         self.buffer = buffer;
         written
     }
 
-    /// Replaces the record by none, durably: after a rollback, so it is not rolled back again.
+    /// Empties the chain, durably: after a checkpoint or a rollback, so it is not rolled
+    /// back again. The file is cut back to one zero control entry.
     ///
     /// # Errors
-    /// As [`UndoFile::write`].
+    /// [`Error::Io`] naming the file.
     pub(super) fn clear(&mut self) -> Result<()> {
-        self.write(0, 0, &[], &[])
+        self.file
+            .set_len(HEADER_SIZE)
+            .and_then(|()| self.file.write_all_at(&[0u8; ENTRY_SIZE], HEADER_SIZE))
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.end = HEADER_SIZE;
+        Ok(())
     }
 }
 
