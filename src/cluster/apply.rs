@@ -5,8 +5,9 @@
 //! (increasing, with gaps where other partitions' messages sit) and carries a
 //! [`SampleBatch`]. Bucket adds are not idempotent (`count += 1`, `total += v`), and a counter
 //! keeps its last raw value, so a crash between applying a message and recording its sequence
-//! must neither lose nor double-count anything. The store keeps an **undo record of absolute
-//! pre-images beside the applied sequence**:
+//! must neither lose nor double-count anything. The store keeps an **undo chain of absolute
+//! pre-images beside the applied sequence**, and makes the applied sequence durable at
+//! **checkpoints** ([`Checkpoints`]: every second by default), not after every group:
 //!
 //! 1. **Pre-images.** For a group of messages (sequences s1 < ... < sk, all above the applied
 //!    one), the store registers the group's series (idempotent: by canonical key) and lists
@@ -14,33 +15,39 @@
 //!    every tier (whatever the tier's window: a window can only hold more if the clock goes
 //!    back between this step and the write, and restoring a cell the group did not change
 //!    puts back what it holds), and the counter state record (declared kind, last time, last
-//!    raw value) of every series the group names. It reads their current values through the
-//!    storage, whichever form the period is in: hot (the mapping), compacted (its reader),
-//!    or no file (empty). With a raw tier, it also keeps the time of each named series' last
-//!    raw point: raw appends are not adds, and cutting a series back to that point undoes
-//!    them exactly (a group appends only after a series' last point).
-//! 2. **Undo record.** `apply.undo` gets the group's last sequence, the tiers layout
-//!    fingerprint and the pre-images, with a CRC, written whole and fsynced.
-//! 3. **Apply.** Each message goes through the engine's own write path, as a server's write
-//!    does: its series registered by key, the kinds it declares declared (a refusal of the
-//!    declaration refuses that series' samples as `kind_mismatch`), then one
-//!    `Engine::record_batch`, so the arithmetic is the single-node arithmetic, message by
-//!    message, in order.
-//! 4. **Durable, then recorded.** `Engine::flush` (registry fsync, msync of the changed
+//!    raw value) of every series the group names. Of those, it reads the ones no earlier
+//!    group since the last checkpoint listed, through the storage, whichever form the period
+//!    is in: hot (the mapping), compacted (its reader), or no file (empty). With a raw tier,
+//!    it also keeps the time of each such series' last raw point: raw appends are not adds,
+//!    and cutting a series back to that point undoes them exactly (a group appends only after
+//!    a series' last point).
+//! 2. **Undo record.** The group's last sequence, the tiers layout fingerprint and those new
+//!    pre-images, with a CRC, are appended whole to the chain in `apply.undo` and fsynced
+//!    (a group that touches nothing new appends nothing and syncs nothing).
+//! 3. **Apply.** The messages go through the engine's own write path, as a server's writes
+//!    do: each one's series registered by key and the kinds it declares declared (a refusal
+//!    of the declaration refuses that series' samples as `kind_mismatch`), and the samples of
+//!    consecutive messages stored by one `Engine::record_batch` (a message that declares a
+//!    kind starts a new one, so each declaration meets the series as the messages before it
+//!    left it): the arithmetic is the single-node arithmetic, in order.
+//! 4. **Checkpoint.** When one is due: `Engine::flush` (registry fsync, msync of the changed
 //!    period files and of the counter state), then `apply.state` records `applied = sk`
-//!    (one of two checksummed slots, fsynced). That one write ends the undo record's force:
-//!    a record is in force only while its sequence is above the applied one.
-//! 5. **Recovery at open.** An undo record whose sequence is above the applied one means the
-//!    process stopped between 2 and 4: every pre-image is put back (absolute values, so a
-//!    crash during the recovery just repeats it), a period compacted since is made hot again
-//!    first, the counter states and the kinds they imply are restored, each raw series is cut
-//!    back to its recorded last point, everything is flushed, and then the record is
-//!    cleared. The caller re-delivers from `applied + 1`, and the re-apply gives
-//!    bit-identical buckets and raw points.
+//!    (one of two checksummed slots, fsynced), then the chain is emptied. The record ends
+//!    the chain's force: a record is in force only while its sequence is above the applied
+//!    one. Between checkpoints, [`PartitionStore::applied`] is the last group applied in
+//!    memory, which reads see; what is durable is the last checkpoint's.
+//! 5. **Recovery at open.** Records in force mean the process stopped between a group's
+//!    step 2 and the next checkpoint: every pre-image of the chain is put back (absolute
+//!    values, the last record's first, so a crash during the recovery just repeats it), a
+//!    period compacted since is made hot again first, the counter states and the kinds they
+//!    imply are restored, each raw series is cut back to its recorded last point, everything
+//!    is flushed, and then the chain is emptied. The caller re-delivers from `applied + 1`,
+//!    the last checkpoint, and the re-apply gives bit-identical buckets and raw points.
 //!
 //! A torn undo record (its CRC fails) was cut short before anything of its group was stored;
-//! it is ignored. A torn `apply.state` slot leaves the other slot's older sequence, under
-//! which the group's undo record is in force again: the group is rolled back and re-applied.
+//! the chain ends before it. A torn `apply.state` slot leaves the other slot's older
+//! sequence, under which the chain is in force again: its groups are rolled back and
+//! re-applied. A deletion, a snapshot and a close each make a checkpoint first.
 //! Messages at or below the applied sequence are skipped (a redelivery). Refusals inside a
 //! batch (too old, too far in the future, counter out of order, kind mismatch, invalid series,
 //! a sample naming no series of its batch) are decided by the data, the tiers and the clock,
