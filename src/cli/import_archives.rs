@@ -16,7 +16,7 @@ use crate::counter::SeriesKind;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::Result;
-use crate::ingest::archive::{fill_tier, Fold, StepArchive};
+use crate::ingest::archive::{fill_tier, Fold, Prefer, StepArchive};
 use crate::ingest::{rrd, whisper};
 use crate::registry::SeriesId;
 use crate::storage::cells::CellAt;
@@ -351,7 +351,8 @@ fn convert_file(
             summary.points += read.points;
             summary.not_finite += read.not_finite;
             summary.widen(read.span);
-            cells_of(engine, id, &read.archives, &file.fold(), now, summary, out);
+            let rules = (&file.fold(), Prefer::Finest);
+            cells_of(engine, id, &read.archives, rules, now, summary, out);
             series_read += 1;
         }
         ArchiveFormat::Rrd => {
@@ -388,7 +389,8 @@ fn convert_file(
                         source.name
                     ));
                 }
-                cells_of(engine, id, &read.archives, &rrd::RrdFold, now, summary, out);
+                let rules = (&rrd::RrdFold, Prefer::Coarsest);
+                cells_of(engine, id, &read.archives, rules, now, summary, out);
                 series_read += 1;
             }
         }
@@ -427,12 +429,13 @@ fn series_id(
     Ok(Some(id))
 }
 
-/// Every tier's buckets of series `id` from its archives, as cells appended to `cells`.
+/// Every tier's buckets of series `id` from its archives, by the format's `(fold, prefer)`
+/// rules ([`fill_tier`]), as cells appended to `cells`.
 fn cells_of(
     engine: &Engine,
     id: SeriesId,
     archives: &[StepArchive],
-    fold: &impl Fold,
+    (fold, prefer): (&impl Fold, Prefer),
     now: Timestamp,
     summary: &mut ArchiveSummary,
     cells: &mut Vec<(CellAt, Bucket)>,
@@ -442,7 +445,8 @@ fn cells_of(
     let (chunk, slot) = (id.0 / slots, id.0 % slots);
     for (tier, spec) in config.tiers.iter().enumerate() {
         let resolution = spec.resolution.secs() as i64;
-        let fill = fill_tier(resolution, (spec.window_start(now), now), archives, fold);
+        let window = (spec.window_start(now), now);
+        let fill = fill_tier(resolution, window, archives, fold, prefer);
         summary.before_window += fill.before_window;
         summary.after_now += fill.after_now;
         summary.below_xff += fill.folded_away;

@@ -5,15 +5,30 @@
 //!
 //! # Which archive fills a tier
 //!
-//! A tier of resolution `R` is filled from the archives whose step divides `R`. Of those,
-//! the **coarsest** that covers a bucket's whole interval fills it; a finer archive fills only
-//! the buckets no coarser one covers. The coarser archive is the other tool's own rollup,
-//! made by its own rules step by step (whisper propagates 1m to 5m to 1h, applying the
-//! xFilesFactor at every step); rolling the finest points up again would give other values
-//! than the old tool shows (a mean of means is not the mean of the points once an interval
-//! has gaps), and the point of an import is to show what the old tool showed. A tier whose
-//! resolution equals an archive's step (the tiers `tierdb tiers --from-storage-schemas`
-//! writes) therefore holds exactly that archive.
+//! A tier of resolution `R` is filled from the archives whose step divides `R`. When several
+//! cover a bucket, the other tool's rule ([`Prefer`]) says which one fills it:
+//!
+//! - [`Prefer::Coarsest`] (RRDtool): the coarsest archive that covers the bucket's whole
+//!   interval fills it; a finer archive fills only the buckets no coarser one covers. Each RRD
+//!   archive is consolidated from the primary data points on its own, with its own
+//!   xFilesFactor, so its rows are the values `rrdtool fetch` shows; a finer archive rolled up
+//!   again would give others.
+//! - [`Prefer::Finest`] (whisper): the finest archive that covers the bucket's whole interval
+//!   and gives it a value fills it, rolled up to `R` through the steps of the coarser archives
+//!   between, as whisper propagates (1m to 5m to 1h, the file's method and xFilesFactor at
+//!   every step). At each step an interval takes the finer level's rollup when the finer
+//!   level covers it wholly and the rollup gives a value; otherwise (no known finer point,
+//!   or fewer than the xFilesFactor) the coarser archive's own point, if it has one: that is
+//!   whisper's own rule, which leaves the coarser point as it is when a propagation falls
+//!   under the xFilesFactor. On a file whisper wrote alone, the rollup is the value the
+//!   coarser archive holds (so `/render` shows what graphite-web shows), and the
+//!   importer's [`Fold`] may keep more of the finer points than one value (the true min and
+//!   max of an `average`). A coarser point written into its archive directly (a fill tool,
+//!   a clock ahead) where the finer archive holds enough points is not taken.
+//!
+//! A tier whose resolution equals an archive's step (the tiers `tierdb tiers
+//! --from-storage-schemas` writes) therefore holds exactly that archive under `Coarsest`,
+//! and that archive's values under `Finest` wherever whisper propagated them.
 //!
 //! An archive covers the interval from its oldest current point's start to now; a tier
 //! bucket older than that, or older than the tier's window, is not written.
@@ -22,9 +37,9 @@
 //!
 //! Each archive point arrives as a [`Bucket`] (the importer says how: a whisper point of
 //! value `v` is one sample, `{count 1, total v, min v, max v}`). Where the tier's resolution
-//! equals the archive's step, the bucket is stored as it is. Where the tier is coarser, the
-//! `k` known points of the `R / step` in the tier bucket are rolled up by the importer's
-//! [`Fold`], which returns `None` to leave the bucket empty (whisper's xFilesFactor).
+//! equals the archive's step, the bucket is stored as it is. Where an interval is rolled up,
+//! the `k` known buckets of the `step / finer step` in it are rolled up by the importer's
+//! [`Fold`], which returns `None` to leave the interval empty (the xFilesFactor).
 
 use crate::bucket::Bucket;
 use crate::time::Timestamp;
@@ -65,6 +80,17 @@ pub struct TierFill {
     pub folded_away: u64,
 }
 
+/// Which archive fills a tier bucket that several cover (see the module's doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prefer {
+    /// The coarsest archive covering the bucket (RRDtool's archives, each consolidated from
+    /// the primary points).
+    Coarsest,
+    /// The finest archive covering the bucket whose rollup gives it a value, rolled up
+    /// through the coarser archives' steps (whisper's propagation).
+    Finest,
+}
+
 /// The buckets a tier of `resolution` seconds whose window starts at `window_start` gets
 /// from `archives` (any order) at `now`, by the rules of this module.
 pub fn fill_tier(
@@ -72,68 +98,186 @@ pub fn fill_tier(
     (window_start, now): (Timestamp, Timestamp),
     archives: &[StepArchive],
     fold: &impl Fold,
+    prefer: Prefer,
 ) -> TierFill {
-    let mut fill = TierFill::default();
     let mut candidates: Vec<&StepArchive> = (archives.iter())
         .filter(|a| a.step > 0 && resolution % a.step == 0)
         .collect();
-    // Coarsest first: each claims the buckets from its coverage on that no coarser one has.
-    candidates.sort_by_key(|a| std::cmp::Reverse(a.step));
-    let mut claimed_from = Timestamp::MAX;
-    let mut parts: Vec<Vec<(Timestamp, Bucket)>> = Vec::new();
-    for archive in candidates {
-        // The first tier bucket wholly inside the archive's coverage.
-        let from = archive.covers_from
-            + (resolution - archive.covers_from.rem_euclid(resolution)) % resolution;
-        if from >= claimed_from {
-            continue;
+    let mut fill = TierFill::default();
+    let keep = |fill: &mut TierFill, start: Timestamp, bucket: Option<Bucket>| {
+        if start < window_start {
+            fill.before_window += 1;
+        } else if start > now {
+            fill.after_now += 1;
+        } else if let Some(bucket) = bucket {
+            fill.buckets.push((start, bucket));
+        } else {
+            fill.folded_away += 1;
         }
-        let until = claimed_from;
-        claimed_from = from;
-        let expected = (resolution / archive.step) as usize;
-        let mut part = Vec::new();
-        let mut known: Vec<Bucket> = Vec::with_capacity(expected);
-        let mut current: Option<Timestamp> = None;
-        let mut flush = |start: Option<Timestamp>, known: &mut Vec<Bucket>, fill: &mut TierFill| {
-            let Some(start) = start else { return };
-            if start < window_start {
-                fill.before_window += 1;
-            } else if start > now {
-                fill.after_now += 1;
-            } else if expected == 1 {
-                part.push((start, known[0]));
-            } else {
-                match fold.fold(known, expected, archive.xff) {
-                    Some(bucket) => part.push((start, bucket)),
-                    None => fill.folded_away += 1,
+    };
+    match prefer {
+        Prefer::Coarsest => {
+            // Coarsest first: each claims the buckets from its coverage on that no coarser
+            // one has.
+            candidates.sort_by_key(|a| std::cmp::Reverse(a.step));
+            let mut claimed_from = Timestamp::MAX;
+            let mut parts: Vec<TierFill> = Vec::new();
+            for archive in candidates {
+                let from = first_whole(archive.covers_from, resolution);
+                if from >= claimed_from {
+                    continue;
                 }
+                let mut part = TierFill::default();
+                roll_up(
+                    archive,
+                    (from, claimed_from),
+                    resolution,
+                    fold,
+                    |start, bucket| keep(&mut part, start, bucket),
+                );
+                claimed_from = from;
+                parts.push(part);
             }
-            known.clear();
-        };
-        for &(ts, bucket) in &archive.points {
-            if ts < from || ts >= until {
-                continue;
+            // Parts came newest first (coarsest archive, latest coverage); each is in time
+            // order.
+            for part in parts.into_iter().rev() {
+                fill.buckets.extend(part.buckets);
+                fill.before_window += part.before_window;
+                fill.after_now += part.after_now;
+                fill.folded_away += part.folded_away;
             }
-            let start = ts - ts.rem_euclid(resolution);
-            if current != Some(start) {
-                flush(current, &mut known, &mut fill);
-                current = Some(start);
-            }
-            known.push(bucket);
         }
-        flush(current, &mut known, &mut fill);
-        parts.push(part);
-    }
-    // Parts came newest first (coarsest archive, latest coverage); each is in time order.
-    for part in parts.into_iter().rev() {
-        fill.buckets.extend(part);
+        Prefer::Finest => {
+            candidates.sort_by_key(|a| a.step);
+            candidates.dedup_by_key(|a| a.step);
+            let Some((finest, coarser)) = candidates.split_first() else {
+                return fill;
+            };
+            // The finest archive, then each coarser archive's step in turn, then the tier's
+            // own step when no archive has it (with nothing to fall back on there).
+            let mut level: Option<StepArchive> = None;
+            let mut emptied = Vec::new();
+            let tier_step = (coarser.last().map_or(finest.step, |a| a.step) != resolution)
+                .then_some(resolution);
+            let steps = coarser.iter().map(|a| (a.step, Some(*a)));
+            for (step, archive) in steps.chain(tier_step.map(|r| (r, None))) {
+                let finer = level.as_ref().unwrap_or(finest);
+                let (next, left_empty) = propagate(finer, step, archive, fold);
+                level = Some(next);
+                emptied = left_empty;
+            }
+            for &(start, bucket) in &level.as_ref().unwrap_or(finest).points {
+                keep(&mut fill, start, Some(bucket));
+            }
+            // The intervals of the tier's step that the last rollup left empty.
+            for start in emptied {
+                keep(&mut fill, start, None);
+            }
+        }
     }
     fill
 }
 
+/// The first second from `covers_from` on that starts an interval of `step`.
+fn first_whole(covers_from: Timestamp, step: i64) -> Timestamp {
+    covers_from + (step - covers_from.rem_euclid(step)) % step
+}
+
+/// Rolls `archive`'s points in `[from, until)` up into intervals of `step` (a multiple of
+/// its step), in time order: `emit(interval start, bucket)` for each interval with a known
+/// point, the bucket `None` when `fold` leaves it empty. An interval of the archive's own
+/// step is its point as it is.
+fn roll_up(
+    archive: &StepArchive,
+    (from, until): (Timestamp, Timestamp),
+    step: i64,
+    fold: &impl Fold,
+    mut emit: impl FnMut(Timestamp, Option<Bucket>),
+) {
+    let expected = (step / archive.step) as usize;
+    let mut known: Vec<Bucket> = Vec::with_capacity(expected.min(1024));
+    let mut current: Option<Timestamp> = None;
+    let mut flush = |start: Option<Timestamp>, known: &mut Vec<Bucket>| {
+        let Some(start) = start else { return };
+        if expected == 1 {
+            emit(start, Some(known[0]));
+        } else {
+            emit(start, fold.fold(known, expected, archive.xff));
+        }
+        known.clear();
+    };
+    for &(ts, bucket) in &archive.points {
+        if ts < from || ts >= until {
+            continue;
+        }
+        let start = ts - ts.rem_euclid(step);
+        if current != Some(start) {
+            flush(current, &mut known);
+            current = Some(start);
+        }
+        known.push(bucket);
+    }
+    flush(current, &mut known);
+}
+
+/// One step of whisper's propagation: the level `finer` rolled up into intervals of `step`
+/// where it covers them wholly and the rollup gives a value, and elsewhere `coarser`'s own
+/// points (the archive of that step, if there is one). Also gives the intervals left empty:
+/// known finer points under the xFilesFactor and no point of `coarser`.
+fn propagate(
+    finer: &StepArchive,
+    step: i64,
+    coarser: Option<&StepArchive>,
+    fold: &impl Fold,
+) -> (StepArchive, Vec<Timestamp>) {
+    let from = first_whole(finer.covers_from, step);
+    let mut rolled: Vec<(Timestamp, Option<Bucket>)> = Vec::new();
+    roll_up(
+        finer,
+        (from, Timestamp::MAX),
+        step,
+        fold,
+        |start, bucket| {
+            rolled.push((start, bucket));
+        },
+    );
+    let own: &[(Timestamp, Bucket)] = coarser.map_or(&[], |a| &a.points);
+    let mut points = Vec::with_capacity(own.len() + rolled.len());
+    let mut emptied = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < rolled.len() || j < own.len() {
+        let rolled_at = rolled.get(i).map_or(Timestamp::MAX, |r| r.0);
+        let own_at = own.get(j).map_or(Timestamp::MAX, |o| o.0);
+        if own_at < rolled_at {
+            points.push(own[j]);
+            j += 1;
+            continue;
+        }
+        match (rolled[i].1, own_at == rolled_at) {
+            (Some(bucket), same) => {
+                points.push((rolled_at, bucket));
+                j += usize::from(same);
+            }
+            (None, true) => {
+                points.push(own[j]);
+                j += 1;
+            }
+            (None, false) => emptied.push(rolled_at),
+        }
+        i += 1;
+    }
+    let level = StepArchive {
+        step,
+        covers_from: coarser.map_or(from, |a| a.covers_from.min(from)),
+        points,
+        xff: coarser.map_or(finer.xff, |a| a.xff),
+    };
+    (level, emptied)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{fill_tier, Fold, StepArchive};
+    use super::{fill_tier, Fold, Prefer, StepArchive};
     use crate::bucket::Bucket;
 
     fn one(v: f64) -> Bucket {
@@ -184,11 +328,18 @@ mod tests {
             (0, i64::MAX),
             &[fine.clone(), coarse.clone()],
             &MergeAll,
+            Prefer::Coarsest,
         );
         let got: Vec<(i64, f64)> = fill.buckets.iter().map(|(t, b)| (*t, b.total)).collect();
         assert_eq!(got, [(0, 10.0), (300, 20.0), (600, 2.0), (900, 5.0)]);
         // The 60 s tier takes only the 60 s archive (a 300 s point cannot fill a minute).
-        let fill = fill_tier(60, (0, i64::MAX), &[coarse, fine], &MergeAll);
+        let fill = fill_tier(
+            60,
+            (0, i64::MAX),
+            &[coarse, fine],
+            &MergeAll,
+            Prefer::Coarsest,
+        );
         let got: Vec<(i64, f64)> = fill.buckets.iter().map(|(t, b)| (*t, b.total)).collect();
         assert_eq!(got, [(600, 1.0), (660, 3.0), (900, 5.0)]);
     }
@@ -198,7 +349,13 @@ mod tests {
         // 60 s covers 0.., 120 s covers 240.. (a shape whisper refuses, but the rule holds).
         let fine = archive(60, 0, &[(0, 1.0), (60, 2.0), (120, 4.0), (300, 8.0)]);
         let coarse = archive(120, 240, &[(240, 100.0)]);
-        let fill = fill_tier(240, (0, i64::MAX), &[fine, coarse], &MergeAll);
+        let fill = fill_tier(
+            240,
+            (0, i64::MAX),
+            &[fine, coarse],
+            &MergeAll,
+            Prefer::Coarsest,
+        );
         let got: Vec<(i64, u64, f64)> = fill
             .buckets
             .iter()
@@ -211,14 +368,26 @@ mod tests {
     #[test]
     fn the_fold_may_leave_a_bucket_empty_and_the_window_cuts_old_and_future_buckets() {
         let fine = archive(60, 0, &[(0, 1.0), (300, 1.0), (360, 1.0), (420, 1.0)]);
-        let fill = fill_tier(300, (0, i64::MAX), std::slice::from_ref(&fine), &Half);
+        let fill = fill_tier(
+            300,
+            (0, i64::MAX),
+            std::slice::from_ref(&fine),
+            &Half,
+            Prefer::Coarsest,
+        );
         assert_eq!(fill.buckets.len(), 1);
         assert_eq!(fill.buckets[0].0, 300);
         assert_eq!(fill.folded_away, 1);
-        let fill = fill_tier(300, (300, i64::MAX), std::slice::from_ref(&fine), &Half);
+        let fill = fill_tier(
+            300,
+            (300, i64::MAX),
+            std::slice::from_ref(&fine),
+            &Half,
+            Prefer::Coarsest,
+        );
         assert_eq!((fill.buckets.len(), fill.before_window), (1, 1));
         // A bucket starting after now (a clock ahead) is not stored either.
-        let fill = fill_tier(300, (0, 299), &[fine], &Half);
+        let fill = fill_tier(300, (0, 299), &[fine], &Half, Prefer::Coarsest);
         assert_eq!((fill.buckets.len(), fill.after_now), (0, 1));
     }
 
@@ -226,8 +395,93 @@ mod tests {
     fn a_bucket_only_partly_covered_is_not_filled_from_that_archive() {
         // Coverage starts mid-bucket: the 300 s bucket at 0 is not whole, so left out.
         let fine = archive(60, 120, &[(120, 1.0), (180, 1.0), (240, 1.0), (300, 2.0)]);
-        let fill = fill_tier(300, (0, i64::MAX), &[fine], &MergeAll);
+        let fill = fill_tier(300, (0, i64::MAX), &[fine], &MergeAll, Prefer::Coarsest);
         let got: Vec<i64> = fill.buckets.iter().map(|(t, _)| *t).collect();
         assert_eq!(got, [300]);
+    }
+
+    #[test]
+    fn finest_first_takes_the_finer_rollup_and_falls_back_to_the_coarser_point() {
+        // The 60 s archive covers 0..; the 300 s one from -600 on.
+        let fine = archive(
+            60,
+            0,
+            &[
+                // 0: 3 of 5 known, enough for Half's 0.5.
+                (0, 1.0),
+                (60, 2.0),
+                (120, 3.0),
+                // 300: 1 of 5, under the xFilesFactor.
+                (300, 4.0),
+                // 600: none. 900: 2 of 5, under, and no coarser point there.
+                (900, 5.0),
+                (960, 5.0),
+            ],
+        );
+        let coarse = archive(
+            300,
+            -600,
+            &[
+                (-600, 10.0),
+                (-300, 20.0),
+                (0, 99.0),
+                (300, 40.0),
+                (600, 60.0),
+            ],
+        );
+        let archives = [coarse, fine];
+        let fill = fill_tier(300, (-600, i64::MAX), &archives, &Half, Prefer::Finest);
+        let got: Vec<(i64, u64, f64)> = (fill.buckets.iter())
+            .map(|(t, b)| (*t, b.count, b.total))
+            .collect();
+        // -600 and -300: only the coarser archive covers them. 0: the finer rollup, not the
+        // coarser 99. 300 (under) and 600 (no finer point): the coarser archive's own points.
+        assert_eq!(
+            got,
+            [
+                (-600, 1, 10.0),
+                (-300, 1, 20.0),
+                (0, 3, 6.0),
+                (300, 1, 40.0),
+                (600, 1, 60.0)
+            ]
+        );
+        // 900: finer points under the xFilesFactor and nothing to fall back on.
+        assert_eq!(fill.folded_away, 1);
+        // The coarsest-first rule takes the coarser archive wherever it covers.
+        let fill = fill_tier(300, (-600, i64::MAX), &archives, &Half, Prefer::Coarsest);
+        let got: Vec<(i64, f64)> = fill.buckets.iter().map(|(t, b)| (*t, b.total)).collect();
+        assert_eq!(
+            got,
+            [
+                (-600, 10.0),
+                (-300, 20.0),
+                (0, 99.0),
+                (300, 40.0),
+                (600, 60.0)
+            ]
+        );
+    }
+
+    #[test]
+    fn finest_first_rolls_a_coarser_tier_up_through_the_steps_of_the_archives_between() {
+        // 60 s points over 0..600 (ten, all known), 300 s points before the 60 s coverage.
+        let points: Vec<(i64, f64)> = (0..10).map(|k| (k * 60, 1.0)).collect();
+        let fine = archive(60, 0, &points);
+        let coarse = archive(300, -600, &[(-600, 7.0), (-300, 8.0), (0, 50.0)]);
+        let fill = fill_tier(
+            600,
+            (-600, i64::MAX),
+            &[fine, coarse],
+            &Half,
+            Prefer::Finest,
+        );
+        let got: Vec<(i64, u64, f64)> = (fill.buckets.iter())
+            .map(|(t, b)| (*t, b.count, b.total))
+            .collect();
+        // -600: the two 300 s points. 0: the 300 s level made of the 60 s points (two
+        // buckets of five samples each, as Half merges them), not the coarser 50.
+        assert_eq!(got, [(-600, 2, 15.0), (0, 10, 10.0)]);
+        assert_eq!(fill.folded_away, 0);
     }
 }

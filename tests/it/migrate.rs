@@ -29,9 +29,9 @@ use crate::support::http::get_json;
 use crate::support::process::{ensure_programs, Proc};
 use crate::support::unix_now;
 
-const PYTHON: &str = "/usr/bin/python3";
-const GRAPHITE_WEB: &str = "/usr/lib/python3/dist-packages/graphite/render/views.py";
-const WHISPER_PY: &str = "/usr/lib/python3/dist-packages/whisper.py";
+pub(crate) const PYTHON: &str = "/usr/bin/python3";
+pub(crate) const GRAPHITE_WEB: &str = "/usr/lib/python3/dist-packages/graphite/render/views.py";
+pub(crate) const WHISPER_PY: &str = "/usr/lib/python3/dist-packages/whisper.py";
 const RRDTOOL: &str = "/usr/bin/rrdtool";
 
 /// The schema of every test whisper file: carbon's three-archive shape, shortened.
@@ -69,7 +69,7 @@ for method in methods:
 
 /// graphite-web's render of each query (argv[2:]) over the whisper tree argv[1], as JSON
 /// lines, through Django's test client on graphite-web's own settings.
-const GRAPHITE_RENDER: &str = r#"
+pub(crate) const GRAPHITE_RENDER: &str = r#"
 import json, os, sys, warnings
 warnings.simplefilter("ignore")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "graphite.settings")
@@ -88,7 +88,7 @@ for query in sys.argv[2:]:
     print(response.content.decode())
 "#;
 
-fn run(command: &mut Command) -> Output {
+pub(crate) fn run(command: &mut Command) -> Output {
     let output = command
         .output()
         .unwrap_or_else(|e| panic!("run {command:?}: {e}"));
@@ -101,18 +101,18 @@ fn run(command: &mut Command) -> Output {
     output
 }
 
-fn tierdb(args: &[&str]) -> Command {
+pub(crate) fn tierdb(args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_tierdb"));
     command.args(args);
     command
 }
 
-fn stdout(output: &Output) -> String {
+pub(crate) fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// `[(ts, value)]` of a render answer's only series (graphite-web's `[value, ts]` pairs).
-fn datapoints(answer: &Value, what: &str) -> Vec<(i64, Option<f64>)> {
+pub(crate) fn datapoints(answer: &Value, what: &str) -> Vec<(i64, Option<f64>)> {
     let series = answer
         .as_array()
         .unwrap_or_else(|| panic!("{what}: {answer}"));
@@ -271,7 +271,7 @@ fn rrd_fetch(file: &Path, cf: &str, step: i64, from: i64, until: i64) -> Vec<(i6
 }
 
 /// `tierdb query` of `series` on `tier` with `display`, `[from, until)`, as `ts -> value`.
-fn query(
+pub(crate) fn query(
     data: &Path,
     series: &str,
     tier: &str,
