@@ -16,7 +16,7 @@ use crate::counter::SeriesKind;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::Result;
-use crate::ingest::archive::{fill_tier, Fold, Prefer, StepArchive};
+use crate::ingest::archive::{self, fill_tier, Fold, StepArchive};
 use crate::ingest::{rrd, whisper};
 use crate::registry::SeriesId;
 use crate::storage::cells::CellAt;
@@ -351,8 +351,9 @@ fn convert_file(
             summary.points += read.points;
             summary.not_finite += read.not_finite;
             summary.widen(read.span);
-            let rules = (&file.fold(), Prefer::Finest);
-            cells_of(engine, id, &read.archives, rules, now, summary, out);
+            // Finer points first: whisper's propagation redone from the finest archive.
+            let levels = archive::propagate(read.archives, &file.fold());
+            cells_of(engine, id, &levels, &file.fold(), now, summary, out);
             series_read += 1;
         }
         ArchiveFormat::Rrd => {
@@ -389,8 +390,7 @@ fn convert_file(
                         source.name
                     ));
                 }
-                let rules = (&rrd::RrdFold, Prefer::Coarsest);
-                cells_of(engine, id, &read.archives, rules, now, summary, out);
+                cells_of(engine, id, &read.archives, &rrd::RrdFold, now, summary, out);
                 series_read += 1;
             }
         }
@@ -429,13 +429,12 @@ fn series_id(
     Ok(Some(id))
 }
 
-/// Every tier's buckets of series `id` from its archives, by the format's `(fold, prefer)`
-/// rules ([`fill_tier`]), as cells appended to `cells`.
+/// Every tier's buckets of series `id` from its archives, as cells appended to `cells`.
 fn cells_of(
     engine: &Engine,
     id: SeriesId,
     archives: &[StepArchive],
-    (fold, prefer): (&impl Fold, Prefer),
+    fold: &impl Fold,
     now: Timestamp,
     summary: &mut ArchiveSummary,
     cells: &mut Vec<(CellAt, Bucket)>,
@@ -445,8 +444,7 @@ fn cells_of(
     let (chunk, slot) = (id.0 / slots, id.0 % slots);
     for (tier, spec) in config.tiers.iter().enumerate() {
         let resolution = spec.resolution.secs() as i64;
-        let window = (spec.window_start(now), now);
-        let fill = fill_tier(resolution, window, archives, fold, prefer);
+        let fill = fill_tier(resolution, (spec.window_start(now), now), archives, fold);
         summary.before_window += fill.before_window;
         summary.after_now += fill.after_now;
         summary.below_xff += fill.folded_away;

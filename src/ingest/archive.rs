@@ -5,30 +5,32 @@
 //!
 //! # Which archive fills a tier
 //!
-//! A tier of resolution `R` is filled from the archives whose step divides `R`. When several
-//! cover a bucket, the other tool's rule ([`Prefer`]) says which one fills it:
+//! A tier of resolution `R` is filled from the archives whose step divides `R`. Of those,
+//! the **coarsest** that covers a bucket's whole interval fills it; a finer archive fills only
+//! the buckets no coarser one covers ([`fill_tier`]). A tier whose resolution equals an
+//! archive's step (the tiers `tierdb tiers --from-storage-schemas` writes) therefore holds
+//! exactly that archive. For RRDtool that is the whole rule: each RRD archive is consolidated
+//! from the primary data points on its own, with its own xFilesFactor, so its rows are the
+//! values `rrdtool fetch` shows, and a finer archive rolled up again would give others.
 //!
-//! - [`Prefer::Coarsest`] (RRDtool): the coarsest archive that covers the bucket's whole
-//!   interval fills it; a finer archive fills only the buckets no coarser one covers. Each RRD
-//!   archive is consolidated from the primary data points on its own, with its own
-//!   xFilesFactor, so its rows are the values `rrdtool fetch` shows; a finer archive rolled up
-//!   again would give others.
-//! - [`Prefer::Finest`] (whisper): the finest archive that covers the bucket's whole interval
-//!   and gives it a value fills it, rolled up to `R` through the steps of the coarser archives
-//!   between, as whisper propagates (1m to 5m to 1h, the file's method and xFilesFactor at
-//!   every step). At each step an interval takes the finer level's rollup when the finer
-//!   level covers it wholly and the rollup gives a value; otherwise (no known finer point,
-//!   or fewer than the xFilesFactor) the coarser archive's own point, if it has one: that is
-//!   whisper's own rule, which leaves the coarser point as it is when a propagation falls
-//!   under the xFilesFactor. On a file whisper wrote alone, the rollup is the value the
-//!   coarser archive holds (so `/render` shows what graphite-web shows), and the
-//!   importer's [`Fold`] may keep more of the finer points than one value (the true min and
-//!   max of an `average`). A coarser point written into its archive directly (a fill tool,
-//!   a clock ahead) where the finer archive holds enough points is not taken.
+//! # Whisper's archives, propagated first
 //!
-//! A tier whose resolution equals an archive's step (the tiers `tierdb tiers
-//! --from-storage-schemas` writes) therefore holds exactly that archive under `Coarsest`,
-//! and that archive's values under `Finest` wherever whisper propagated them.
+//! A whisper file's coarser archives are rollups of its finer ones, and the finer points say
+//! more (an hour's true min and max, not only its average). So the whisper importer first
+//! redoes whisper's propagation ([`propagate`]): from the finest archive on, each coarser
+//! archive's interval that the level just finer covers wholly takes that level's rollup (the
+//! importer's [`Fold`]: whisper's aggregationMethod and xFilesFactor), when the rollup gives
+//! a value; otherwise (no known finer point, or fewer than the xFilesFactor) it keeps the
+//! archive's own point, if it has one. That is whisper's own rule: a propagation under the
+//! xFilesFactor leaves the coarser point as it is, so such a point was written into its
+//! archive directly (a fill tool, a clock ahead), and graphite-web shows it. Where the rollup
+//! gives a value and the archive holds another, the rollup wins: whisper's next update of
+//! that interval would write it over the other. On a file whisper wrote alone, the rollup
+//! equals the archive's point, so renders still match graphite-web's, and the [`Fold`] may
+//! keep more of the finer points than one value (the true min and max of an `average`). The
+//! tiers are then filled from these levels by the rule above: a bucket takes the finest
+//! archive covering it, rolled up as whisper rolls up, and a coarser point only where no
+//! finer archive covers its time or gives it a value.
 //!
 //! An archive covers the interval from its oldest current point's start to now; a tier
 //! bucket older than that, or older than the tier's window, is not written.
@@ -57,6 +59,9 @@ pub struct StepArchive {
     /// The fraction of an interval's points that had to be known for the other tool to
     /// write a coarser point (whisper's and RRDtool's xFilesFactor), for [`Fold`].
     pub xff: f64,
+    /// Intervals that [`propagate`] left empty: known finer points under the xFilesFactor,
+    /// and no point of this archive. Counted where a tier takes this archive, never stored.
+    pub left_empty: Vec<Timestamp>,
 }
 
 /// How a coarser tier's bucket is rolled up from `known` archive buckets (in time order) of
@@ -80,17 +85,6 @@ pub struct TierFill {
     pub folded_away: u64,
 }
 
-/// Which archive fills a tier bucket that several cover (see the module's doc).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Prefer {
-    /// The coarsest archive covering the bucket (RRDtool's archives, each consolidated from
-    /// the primary points).
-    Coarsest,
-    /// The finest archive covering the bucket whose rollup gives it a value, rolled up
-    /// through the coarser archives' steps (whisper's propagation).
-    Finest,
-}
-
 /// The buckets a tier of `resolution` seconds whose window starts at `window_start` gets
 /// from `archives` (any order) at `now`, by the rules of this module.
 pub fn fill_tier(
@@ -98,84 +92,70 @@ pub fn fill_tier(
     (window_start, now): (Timestamp, Timestamp),
     archives: &[StepArchive],
     fold: &impl Fold,
-    prefer: Prefer,
 ) -> TierFill {
     let mut candidates: Vec<&StepArchive> = (archives.iter())
         .filter(|a| a.step > 0 && resolution % a.step == 0)
         .collect();
+    // Coarsest first: each claims the buckets from its coverage on that no coarser one has.
+    candidates.sort_by_key(|a| std::cmp::Reverse(a.step));
+    let mut claimed_from = Timestamp::MAX;
+    let mut parts: Vec<TierFill> = Vec::new();
+    for archive in candidates {
+        let from = first_whole(archive.covers_from, resolution);
+        if from >= claimed_from {
+            continue;
+        }
+        let until = claimed_from;
+        claimed_from = from;
+        let mut part = TierFill::default();
+        let mut keep = |start: Timestamp, bucket: Option<Bucket>| {
+            if start < window_start {
+                part.before_window += 1;
+            } else if start > now {
+                part.after_now += 1;
+            } else if let Some(bucket) = bucket {
+                part.buckets.push((start, bucket));
+            } else {
+                part.folded_away += 1;
+            }
+        };
+        roll_up(archive, (from, until), resolution, fold, &mut keep);
+        if archive.step == resolution {
+            (archive.left_empty.iter())
+                .filter(|&&start| start >= from && start < until)
+                .for_each(|&start| keep(start, None));
+        }
+        parts.push(part);
+    }
+    // Parts came newest first (coarsest archive, latest coverage); each is in time order.
     let mut fill = TierFill::default();
-    let keep = |fill: &mut TierFill, start: Timestamp, bucket: Option<Bucket>| {
-        if start < window_start {
-            fill.before_window += 1;
-        } else if start > now {
-            fill.after_now += 1;
-        } else if let Some(bucket) = bucket {
-            fill.buckets.push((start, bucket));
-        } else {
-            fill.folded_away += 1;
-        }
-    };
-    match prefer {
-        Prefer::Coarsest => {
-            // Coarsest first: each claims the buckets from its coverage on that no coarser
-            // one has.
-            candidates.sort_by_key(|a| std::cmp::Reverse(a.step));
-            let mut claimed_from = Timestamp::MAX;
-            let mut parts: Vec<TierFill> = Vec::new();
-            for archive in candidates {
-                let from = first_whole(archive.covers_from, resolution);
-                if from >= claimed_from {
-                    continue;
-                }
-                let mut part = TierFill::default();
-                roll_up(
-                    archive,
-                    (from, claimed_from),
-                    resolution,
-                    fold,
-                    |start, bucket| keep(&mut part, start, bucket),
-                );
-                claimed_from = from;
-                parts.push(part);
-            }
-            // Parts came newest first (coarsest archive, latest coverage); each is in time
-            // order.
-            for part in parts.into_iter().rev() {
-                fill.buckets.extend(part.buckets);
-                fill.before_window += part.before_window;
-                fill.after_now += part.after_now;
-                fill.folded_away += part.folded_away;
-            }
-        }
-        Prefer::Finest => {
-            candidates.sort_by_key(|a| a.step);
-            candidates.dedup_by_key(|a| a.step);
-            let Some((finest, coarser)) = candidates.split_first() else {
-                return fill;
-            };
-            // The finest archive, then each coarser archive's step in turn, then the tier's
-            // own step when no archive has it (with nothing to fall back on there).
-            let mut level: Option<StepArchive> = None;
-            let mut emptied = Vec::new();
-            let tier_step = (coarser.last().map_or(finest.step, |a| a.step) != resolution)
-                .then_some(resolution);
-            let steps = coarser.iter().map(|a| (a.step, Some(*a)));
-            for (step, archive) in steps.chain(tier_step.map(|r| (r, None))) {
-                let finer = level.as_ref().unwrap_or(finest);
-                let (next, left_empty) = propagate(finer, step, archive, fold);
-                level = Some(next);
-                emptied = left_empty;
-            }
-            for &(start, bucket) in &level.as_ref().unwrap_or(finest).points {
-                keep(&mut fill, start, Some(bucket));
-            }
-            // The intervals of the tier's step that the last rollup left empty.
-            for start in emptied {
-                keep(&mut fill, start, None);
-            }
-        }
+    for part in parts.into_iter().rev() {
+        fill.buckets.extend(part.buckets);
+        fill.before_window += part.before_window;
+        fill.after_now += part.after_now;
+        fill.folded_away += part.folded_away;
     }
     fill
+}
+
+/// `archives` (any order) as whisper's propagation leaves them, finest first (see the
+/// module's doc): each archive's intervals that the coarsest finer level whose step divides
+/// its step covers wholly take that level's rollup by `fold` where it gives a value, and
+/// keep the archive's own points elsewhere. The finest archive is kept as it is.
+pub fn propagate(mut archives: Vec<StepArchive>, fold: &impl Fold) -> Vec<StepArchive> {
+    archives.retain(|a| a.step > 0);
+    archives.sort_by_key(|a| a.step);
+    let mut levels: Vec<StepArchive> = Vec::with_capacity(archives.len());
+    for archive in archives {
+        let finer = (levels.iter().rev())
+            .find(|level| level.step < archive.step && archive.step % level.step == 0);
+        let level = match finer {
+            Some(finer) => propagate_into(finer, archive, fold),
+            None => archive,
+        };
+        levels.push(level);
+    }
+    levels
 }
 
 /// The first second from `covers_from` on that starts an interval of `step`.
@@ -220,30 +200,25 @@ fn roll_up(
     flush(current, &mut known);
 }
 
-/// One step of whisper's propagation: the level `finer` rolled up into intervals of `step`
-/// where it covers them wholly and the rollup gives a value, and elsewhere `coarser`'s own
-/// points (the archive of that step, if there is one). Also gives the intervals left empty:
-/// known finer points under the xFilesFactor and no point of `coarser`.
-fn propagate(
-    finer: &StepArchive,
-    step: i64,
-    coarser: Option<&StepArchive>,
-    fold: &impl Fold,
-) -> (StepArchive, Vec<Timestamp>) {
-    let from = first_whole(finer.covers_from, step);
+/// One step of whisper's propagation: the level `finer` rolled up into intervals of
+/// `coarser`'s step where it covers them wholly and the rollup gives a value, and elsewhere
+/// `coarser`'s own points; the intervals with known finer points under the xFilesFactor and
+/// no point of `coarser` noted as left empty.
+fn propagate_into(finer: &StepArchive, coarser: StepArchive, fold: &impl Fold) -> StepArchive {
+    let from = first_whole(finer.covers_from, coarser.step);
     let mut rolled: Vec<(Timestamp, Option<Bucket>)> = Vec::new();
     roll_up(
         finer,
         (from, Timestamp::MAX),
-        step,
+        coarser.step,
         fold,
         |start, bucket| {
             rolled.push((start, bucket));
         },
     );
-    let own: &[(Timestamp, Bucket)] = coarser.map_or(&[], |a| &a.points);
+    let own = &coarser.points;
     let mut points = Vec::with_capacity(own.len() + rolled.len());
-    let mut emptied = Vec::new();
+    let mut left_empty = Vec::new();
     let (mut i, mut j) = (0, 0);
     while i < rolled.len() || j < own.len() {
         let rolled_at = rolled.get(i).map_or(Timestamp::MAX, |r| r.0);
@@ -262,22 +237,21 @@ fn propagate(
                 points.push(own[j]);
                 j += 1;
             }
-            (None, false) => emptied.push(rolled_at),
+            (None, false) => left_empty.push(rolled_at),
         }
         i += 1;
     }
-    let level = StepArchive {
-        step,
-        covers_from: coarser.map_or(from, |a| a.covers_from.min(from)),
+    StepArchive {
+        covers_from: coarser.covers_from.min(from),
         points,
-        xff: coarser.map_or(finer.xff, |a| a.xff),
-    };
-    (level, emptied)
+        left_empty,
+        ..coarser
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{fill_tier, Fold, Prefer, StepArchive};
+    use super::{fill_tier, propagate, Fold, StepArchive};
     use crate::bucket::Bucket;
 
     fn one(v: f64) -> Bucket {
@@ -314,6 +288,7 @@ mod tests {
             covers_from,
             points: points.iter().map(|&(t, v)| (t, one(v))).collect(),
             xff: 0.5,
+            left_empty: Vec::new(),
         }
     }
 
@@ -328,18 +303,11 @@ mod tests {
             (0, i64::MAX),
             &[fine.clone(), coarse.clone()],
             &MergeAll,
-            Prefer::Coarsest,
         );
         let got: Vec<(i64, f64)> = fill.buckets.iter().map(|(t, b)| (*t, b.total)).collect();
         assert_eq!(got, [(0, 10.0), (300, 20.0), (600, 2.0), (900, 5.0)]);
         // The 60 s tier takes only the 60 s archive (a 300 s point cannot fill a minute).
-        let fill = fill_tier(
-            60,
-            (0, i64::MAX),
-            &[coarse, fine],
-            &MergeAll,
-            Prefer::Coarsest,
-        );
+        let fill = fill_tier(60, (0, i64::MAX), &[coarse, fine], &MergeAll);
         let got: Vec<(i64, f64)> = fill.buckets.iter().map(|(t, b)| (*t, b.total)).collect();
         assert_eq!(got, [(600, 1.0), (660, 3.0), (900, 5.0)]);
     }
@@ -349,13 +317,7 @@ mod tests {
         // 60 s covers 0.., 120 s covers 240.. (a shape whisper refuses, but the rule holds).
         let fine = archive(60, 0, &[(0, 1.0), (60, 2.0), (120, 4.0), (300, 8.0)]);
         let coarse = archive(120, 240, &[(240, 100.0)]);
-        let fill = fill_tier(
-            240,
-            (0, i64::MAX),
-            &[fine, coarse],
-            &MergeAll,
-            Prefer::Coarsest,
-        );
+        let fill = fill_tier(240, (0, i64::MAX), &[fine, coarse], &MergeAll);
         let got: Vec<(i64, u64, f64)> = fill
             .buckets
             .iter()
@@ -368,26 +330,14 @@ mod tests {
     #[test]
     fn the_fold_may_leave_a_bucket_empty_and_the_window_cuts_old_and_future_buckets() {
         let fine = archive(60, 0, &[(0, 1.0), (300, 1.0), (360, 1.0), (420, 1.0)]);
-        let fill = fill_tier(
-            300,
-            (0, i64::MAX),
-            std::slice::from_ref(&fine),
-            &Half,
-            Prefer::Coarsest,
-        );
+        let fill = fill_tier(300, (0, i64::MAX), std::slice::from_ref(&fine), &Half);
         assert_eq!(fill.buckets.len(), 1);
         assert_eq!(fill.buckets[0].0, 300);
         assert_eq!(fill.folded_away, 1);
-        let fill = fill_tier(
-            300,
-            (300, i64::MAX),
-            std::slice::from_ref(&fine),
-            &Half,
-            Prefer::Coarsest,
-        );
+        let fill = fill_tier(300, (300, i64::MAX), std::slice::from_ref(&fine), &Half);
         assert_eq!((fill.buckets.len(), fill.before_window), (1, 1));
         // A bucket starting after now (a clock ahead) is not stored either.
-        let fill = fill_tier(300, (0, 299), &[fine], &Half, Prefer::Coarsest);
+        let fill = fill_tier(300, (0, 299), &[fine], &Half);
         assert_eq!((fill.buckets.len(), fill.after_now), (0, 1));
     }
 
@@ -395,13 +345,13 @@ mod tests {
     fn a_bucket_only_partly_covered_is_not_filled_from_that_archive() {
         // Coverage starts mid-bucket: the 300 s bucket at 0 is not whole, so left out.
         let fine = archive(60, 120, &[(120, 1.0), (180, 1.0), (240, 1.0), (300, 2.0)]);
-        let fill = fill_tier(300, (0, i64::MAX), &[fine], &MergeAll, Prefer::Coarsest);
+        let fill = fill_tier(300, (0, i64::MAX), &[fine], &MergeAll);
         let got: Vec<i64> = fill.buckets.iter().map(|(t, _)| *t).collect();
         assert_eq!(got, [300]);
     }
 
     #[test]
-    fn finest_first_takes_the_finer_rollup_and_falls_back_to_the_coarser_point() {
+    fn propagated_archives_take_the_finer_rollup_and_fall_back_to_the_coarser_point() {
         // The 60 s archive covers 0..; the 300 s one from -600 on.
         let fine = archive(
             60,
@@ -429,8 +379,11 @@ mod tests {
                 (600, 60.0),
             ],
         );
-        let archives = [coarse, fine];
-        let fill = fill_tier(300, (-600, i64::MAX), &archives, &Half, Prefer::Finest);
+        let levels = propagate(vec![coarse.clone(), fine.clone()], &Half);
+        assert_eq!((levels[0].step, levels[1].step), (60, 300), "finest first");
+        assert_eq!(levels[0], fine, "the finest archive is kept as it is");
+        assert_eq!(levels[1].left_empty, [900]);
+        let fill = fill_tier(300, (-600, i64::MAX), &levels, &Half);
         let got: Vec<(i64, u64, f64)> = (fill.buckets.iter())
             .map(|(t, b)| (*t, b.count, b.total))
             .collect();
@@ -448,8 +401,8 @@ mod tests {
         );
         // 900: finer points under the xFilesFactor and nothing to fall back on.
         assert_eq!(fill.folded_away, 1);
-        // The coarsest-first rule takes the coarser archive wherever it covers.
-        let fill = fill_tier(300, (-600, i64::MAX), &archives, &Half, Prefer::Coarsest);
+        // Without the propagation, the coarser archive fills every bucket it covers.
+        let fill = fill_tier(300, (-600, i64::MAX), &[coarse, fine], &Half);
         let got: Vec<(i64, f64)> = fill.buckets.iter().map(|(t, b)| (*t, b.total)).collect();
         assert_eq!(
             got,
@@ -464,18 +417,13 @@ mod tests {
     }
 
     #[test]
-    fn finest_first_rolls_a_coarser_tier_up_through_the_steps_of_the_archives_between() {
+    fn a_tier_coarser_than_every_archive_rolls_up_the_propagated_levels() {
         // 60 s points over 0..600 (ten, all known), 300 s points before the 60 s coverage.
         let points: Vec<(i64, f64)> = (0..10).map(|k| (k * 60, 1.0)).collect();
         let fine = archive(60, 0, &points);
         let coarse = archive(300, -600, &[(-600, 7.0), (-300, 8.0), (0, 50.0)]);
-        let fill = fill_tier(
-            600,
-            (-600, i64::MAX),
-            &[fine, coarse],
-            &Half,
-            Prefer::Finest,
-        );
+        let levels = propagate(vec![fine, coarse], &Half);
+        let fill = fill_tier(600, (-600, i64::MAX), &levels, &Half);
         let got: Vec<(i64, u64, f64)> = (fill.buckets.iter())
             .map(|(t, b)| (*t, b.count, b.total))
             .collect();

@@ -23,17 +23,17 @@
 //!
 //! A tier bucket is built from the finest archive that covers its whole time span, rolled up
 //! as whisper itself rolls up ([`WhisperFold`]: the file's aggregationMethod and
-//! xFilesFactor, through the steps of the archives between, 1m to 5m to 1h); see
-//! [`Prefer::Finest`](crate::ingest::archive::Prefer::Finest). On a file whisper wrote alone
-//! this is the value of the coarser archive (graphite-web's render is kept), and an
-//! `average` bucket keeps the true min and max of the finest points under it. Where the
-//! finer archive covers the bucket but gives nothing there (no known point, or fewer than
-//! the xFilesFactor), the coarser archive's own point fills it, if it has one: whisper
-//! leaves a coarser point as it is when a propagation falls under the xFilesFactor, so such
-//! a point was written into that archive directly (a fill tool, a clock ahead), and
-//! graphite-web shows it. Where the finer archive gives a value and the coarser archive
-//! holds another, the finer wins: whisper's next update of that interval would write the
-//! rollup over it. Nothing there on either side leaves the bucket empty.
+//! xFilesFactor, through the steps of the archives between, 1m to 5m to 1h; see
+//! [`crate::ingest::archive::propagate`]). On a file whisper wrote alone this is the value
+//! of the coarser archive (graphite-web's render is kept), and an `average` bucket keeps the
+//! true min and max of the finest points under it. Where the finer archive covers the bucket
+//! but gives nothing there (no known point, or fewer than the xFilesFactor), the coarser
+//! archive's own point fills it, if it has one: whisper leaves a coarser point as it is when
+//! a propagation falls under the xFilesFactor, so such a point was written into that archive
+//! directly (a fill tool, a clock ahead), and graphite-web shows it. Where the finer archive
+//! gives a value and the coarser archive holds another, the finer wins: whisper's next
+//! update of that interval would write the rollup over it. Nothing on either side leaves the
+//! bucket empty.
 
 #[cfg(test)]
 mod tests;
@@ -410,18 +410,17 @@ impl WhisperFile {
     }
 }
 
-/// Whisper's own rollup of a coarser interval from the known points of a finer level (an
-/// archive's points, or a finer level already rolled up; see [`crate::ingest::archive`]'s
-/// [`Prefer::Finest`](crate::ingest::archive::Prefer::Finest)). Each finer bucket stands for
-/// whisper's value there, its mean (`total / count`): one sample of `v` is `v`, and a rolled-up
-/// bucket's mean is the value whisper wrote into that archive. Nothing when fewer than
-/// xFilesFactor of the interval's points are known. Else, for `average`, each known finer
-/// bucket is one sample of its mean, keeping its min and max: count k, the sum of the means,
-/// the smallest min and the largest max (the mean is whisper's average, and the min and max
-/// are those of the finest points under it, which whisper's averaged point lost); for
-/// `avg_zero`, the same with the unknown points as zeros (count = the interval's points); for
-/// the other methods one sample of whisper's aggregate (a `sum` shown as a mean would not be
-/// the sum).
+/// Whisper's own rollup of a coarser interval from the known buckets of a finer level (an
+/// archive's points, or a level already rolled up by [`crate::ingest::archive::propagate`]).
+/// Each finer bucket stands for whisper's value there, its mean (`total / count`): one sample
+/// of `v` is `v`, and a rolled-up bucket's mean is the value whisper wrote into that archive.
+/// Nothing when fewer than xFilesFactor of the interval's points are known. Else, for
+/// `average`, each known finer bucket is one sample of its mean, keeping its min and max:
+/// count k, the sum of the means, the smallest min and the largest max (the mean is whisper's
+/// average, and the min and max are those of the finest points under it, which whisper's
+/// averaged point lost); for `avg_zero`, the same with the unknown points as zeros (count =
+/// the interval's points); for the other methods one sample of whisper's aggregate (a `sum`
+/// shown as a mean would not be the sum).
 #[derive(Clone, Copy, Debug)]
 pub struct WhisperFold {
     /// The file's aggregation method.
@@ -525,6 +524,7 @@ impl WhisperFile {
                 covers_from,
                 points,
                 xff: f64::from(self.header.x_files_factor),
+                left_empty: Vec::new(),
             });
         }
         read

@@ -152,7 +152,7 @@ fn no_damage_or_cut_makes_the_reader_panic() {
 
 #[test]
 fn an_average_file_fills_each_tier_from_its_finest_archive_as_whisper_rolls_up() {
-    use crate::ingest::archive::{fill_tier, Prefer};
+    use crate::ingest::archive::{fill_tier, propagate};
     // 1m for 2 h, 5m for 4 h, 1h for a day; xFilesFactor 0.3: a 5m interval needs 2 of its 5
     // minutes, an hour 4 of its 12 five-minute points.
     let t: u32 = 1_000_800; // an hour boundary: now
@@ -188,15 +188,9 @@ fn an_average_file_fills_each_tier_from_its_finest_archive_as_whisper_rolls_up()
     );
     let file = WhisperFile::parse(bytes).unwrap();
     let now = i64::from(t);
-    let archives = file.archives(now).archives;
+    let levels = propagate(file.archives(now).archives, &file.fold());
     let tier = |resolution: i64| {
-        let fill = fill_tier(
-            resolution,
-            (0, now),
-            &archives,
-            &file.fold(),
-            Prefer::Finest,
-        );
+        let fill = fill_tier(resolution, (0, now), &levels, &file.fold());
         let buckets: Vec<(i64, u64, f64, f64, f64)> = (fill.buckets.iter())
             .map(|(ts, b)| (*ts - i64::from(h), b.count, b.total, b.min, b.max))
             .collect();
