@@ -17,15 +17,14 @@
 //!   (what whisper's next propagation of that interval would write again), not the other value.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
-use crate::migrate::{datapoints, query, run, stdout, tierdb, GRAPHITE_RENDER, PYTHON};
-use crate::migrate::{GRAPHITE_WEB, WHISPER_PY};
+use crate::migrate::{assert_same_render, datapoints, graphite_web, graphite_web_installed};
+use crate::migrate::{import_whisper, query, run, tiers_from_schemas, PYTHON};
 use crate::support::http::get_json;
-use crate::support::process::{ensure_programs, Proc};
+use crate::support::process::Proc;
 use crate::support::unix_now;
 
 const HOUR: i64 = 3600;
@@ -84,19 +83,6 @@ print(json.dumps({"xff_empty": xff_empty, "under_xff": under_xff, "conflict": co
                   "no_minutes": no_minutes}))
 "#;
 
-/// graphite-web's answers to `queries`, one per query.
-fn graphite_web(tree: &Path, queries: &[String]) -> Vec<Value> {
-    let rendered = run(Command::new(PYTHON)
-        .args(["-c", GRAPHITE_RENDER])
-        .arg(tree)
-        .args(queries));
-    let answers: Vec<Value> = (stdout(&rendered).lines())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(answers.len(), queries.len());
-    answers
-}
-
 /// `ts -> value` of an answer's only series, known values only.
 fn known(answer: &Value, what: &str) -> HashMap<i64, f64> {
     (datapoints(answer, what).into_iter())
@@ -106,12 +92,7 @@ fn known(answer: &Value, what: &str) -> HashMap<i64, f64> {
 
 #[test]
 fn finer_archives_fill_coarser_tiers_with_their_true_min_and_max() {
-    let programs = [
-        Path::new(PYTHON),
-        Path::new(GRAPHITE_WEB),
-        Path::new(WHISPER_PY),
-    ];
-    if !ensure_programs(&programs, "python3-whisper and graphite-web") {
+    if !graphite_web_installed() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -128,24 +109,12 @@ fn finer_archives_fill_coarser_tiers_with_their_true_min_and_max() {
     let (xff_empty, under_xff) = (made["xff_empty"], made["under_xff"]);
     let (conflict, no_minutes) = (made["conflict"], made["no_minutes"]);
 
-    let schemas = tmp.path().join("storage-schemas.conf");
-    std::fs::write(
-        &schemas,
+    let tiers = tiers_from_schemas(
+        tmp.path(),
         "[default]\npattern = .*\nretentions = 1m:1d,5m:2d,1h:30d\n",
-    )
-    .unwrap();
-    let tiers = tmp.path().join("tiers.toml");
-    let made_tiers = run(tierdb(&["tiers", "--from-storage-schemas"]).arg(&schemas));
-    std::fs::write(&tiers, &made_tiers.stdout).unwrap();
+    );
     let data = tmp.path().join("data");
-    let import = || {
-        stdout(&run(tierdb(&["import", "--format", "whisper"])
-            .arg(&tree)
-            .arg("--data-dir")
-            .arg(&data)
-            .arg("--tiers")
-            .arg(&tiers)))
-    };
+    let import = || import_whisper(&tree, &data, &tiers);
     let first = import();
     assert!(first.starts_with("imported 2 files"), "{first}");
     assert!(
@@ -282,28 +251,11 @@ fn finer_archives_fill_coarser_tiers_with_their_true_min_and_max() {
     for (k, (query, expected)) in queries.iter().zip(&graphite).enumerate() {
         let ours = get_json(addrs.http, &format!("/render?{query}"))
             .unwrap_or_else(|e| panic!("{query}: {e}"));
-        let (want, got) = (datapoints(expected, query), datapoints(&ours, query));
         let step = ranges[k % ranges.len()].0;
-        assert_eq!(got[1].0 - got[0].0, step, "{query}: another tier read");
-        assert_eq!(want[1].0 - want[0].0, step, "{query}: another archive read");
-        assert_eq!(got.len(), want.len(), "{query}");
         let by_design = |ts: i64| query.contains("override") && step > 60 && ts == conflict;
-        for (g, w) in got.iter().zip(&want) {
-            assert_eq!(g.0, w.0, "{query}");
-            if by_design(g.0) {
-                assert_ne!(
-                    g.1, w.1,
-                    "{query} at {}: graphite-web shows the other value",
-                    g.0
-                );
-                continue;
-            }
-            match (g.1, w.1) {
-                (Some(a), Some(b)) => assert_eq!(a.to_bits(), b.to_bits(), "{query} at {}", g.0),
-                (a, b) => assert_eq!(a, b, "{query} at {}", g.0),
-            }
-            points += usize::from(w.1.is_some());
-        }
+        let (got, known) = assert_same_render(&ours, expected, query, by_design);
+        assert_eq!(got[1].0 - got[0].0, step, "{query}: another tier read");
+        points += known;
         rendered.insert(query.clone(), got);
     }
     drop(server);
