@@ -206,41 +206,33 @@ fn roll_up(
 /// no point of `coarser` noted as left empty.
 fn propagate_into(finer: &StepArchive, coarser: StepArchive, fold: &impl Fold) -> StepArchive {
     let from = first_whole(finer.covers_from, coarser.step);
-    let mut rolled: Vec<(Timestamp, Option<Bucket>)> = Vec::new();
+    let own = &coarser.points;
+    let rolled_about = finer.points.len() / (coarser.step / finer.step) as usize + 1;
+    let mut points = Vec::with_capacity(own.len() + rolled_about);
+    let mut left_empty = Vec::new();
+    // The rollup comes in time order: the archive's own points before each rolled interval
+    // go first, and its point of that interval is taken only when the rollup gives none.
+    let mut j = 0;
     roll_up(
         finer,
         (from, Timestamp::MAX),
         coarser.step,
         fold,
         |start, bucket| {
-            rolled.push((start, bucket));
-        },
-    );
-    let own = &coarser.points;
-    let mut points = Vec::with_capacity(own.len() + rolled.len());
-    let mut left_empty = Vec::new();
-    let (mut i, mut j) = (0, 0);
-    while i < rolled.len() || j < own.len() {
-        let rolled_at = rolled.get(i).map_or(Timestamp::MAX, |r| r.0);
-        let own_at = own.get(j).map_or(Timestamp::MAX, |o| o.0);
-        if own_at < rolled_at {
-            points.push(own[j]);
-            j += 1;
-            continue;
-        }
-        match (rolled[i].1, own_at == rolled_at) {
-            (Some(bucket), same) => {
-                points.push((rolled_at, bucket));
-                j += usize::from(same);
-            }
-            (None, true) => {
+            while j < own.len() && own[j].0 < start {
                 points.push(own[j]);
                 j += 1;
             }
-            (None, false) => left_empty.push(rolled_at),
-        }
-        i += 1;
-    }
+            let own_there = j < own.len() && own[j].0 == start;
+            match (bucket, own_there) {
+                (Some(bucket), _) => points.push((start, bucket)),
+                (None, true) => points.push(own[j]),
+                (None, false) => left_empty.push(start),
+            }
+            j += usize::from(own_there);
+        },
+    );
+    points.extend_from_slice(&own[j..]);
     StepArchive {
         covers_from: coarser.covers_from.min(from),
         points,
