@@ -16,7 +16,7 @@ use crate::counter::SeriesKind;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::Result;
-use crate::ingest::archive::{fill_tier, Fold, StepArchive};
+use crate::ingest::archive::{self, fill_tier, Fold, StepArchive};
 use crate::ingest::{rrd, whisper};
 use crate::registry::SeriesId;
 use crate::storage::cells::CellAt;
@@ -351,7 +351,9 @@ fn convert_file(
             summary.points += read.points;
             summary.not_finite += read.not_finite;
             summary.widen(read.span);
-            cells_of(engine, id, &read.archives, &file.fold(), now, summary, out);
+            // Finer points first: whisper's propagation redone from the finest archive.
+            let levels = archive::propagate(read.archives, &file.fold());
+            cells_of(engine, id, &levels, &file.fold(), now, summary, out);
             series_read += 1;
         }
         ArchiveFormat::Rrd => {

@@ -7,13 +7,30 @@
 //!
 //! A tier of resolution `R` is filled from the archives whose step divides `R`. Of those,
 //! the **coarsest** that covers a bucket's whole interval fills it; a finer archive fills only
-//! the buckets no coarser one covers. The coarser archive is the other tool's own rollup,
-//! made by its own rules step by step (whisper propagates 1m to 5m to 1h, applying the
-//! xFilesFactor at every step); rolling the finest points up again would give other values
-//! than the old tool shows (a mean of means is not the mean of the points once an interval
-//! has gaps), and the point of an import is to show what the old tool showed. A tier whose
-//! resolution equals an archive's step (the tiers `tierdb tiers --from-storage-schemas`
-//! writes) therefore holds exactly that archive.
+//! the buckets no coarser one covers ([`fill_tier`]). A tier whose resolution equals an
+//! archive's step (the tiers `tierdb tiers --from-storage-schemas` writes) therefore holds
+//! exactly that archive. For RRDtool that is the whole rule: each RRD archive is consolidated
+//! from the primary data points on its own, with its own xFilesFactor, so its rows are the
+//! values `rrdtool fetch` shows, and a finer archive rolled up again would give others.
+//!
+//! # Whisper's archives, propagated first
+//!
+//! A whisper file's coarser archives are rollups of its finer ones, and the finer points say
+//! more (an hour's true min and max, not only its average). So the whisper importer first
+//! redoes whisper's propagation ([`propagate`]): from the finest archive on, each coarser
+//! archive's interval that the level just finer covers wholly takes that level's rollup (the
+//! importer's [`Fold`]: whisper's aggregationMethod and xFilesFactor), when the rollup gives
+//! a value; otherwise (no known finer point, or fewer than the xFilesFactor) it keeps the
+//! archive's own point, if it has one. That is whisper's own rule: a propagation under the
+//! xFilesFactor leaves the coarser point as it is, so such a point was written into its
+//! archive directly (a fill tool, a clock ahead), and graphite-web shows it. Where the rollup
+//! gives a value and the archive holds another, the rollup wins: whisper's next update of
+//! that interval would write it over the other. On a file whisper wrote alone, the rollup
+//! equals the archive's point, so renders still match graphite-web's, and the [`Fold`] may
+//! keep more of the finer points than one value (the true min and max of an `average`). The
+//! tiers are then filled from these levels by the rule above: a bucket takes the finest
+//! archive covering it, rolled up as whisper rolls up, and a coarser point only where no
+//! finer archive covers its time or gives it a value.
 //!
 //! An archive covers the interval from its oldest current point's start to now; a tier
 //! bucket older than that, or older than the tier's window, is not written.
@@ -22,9 +39,9 @@
 //!
 //! Each archive point arrives as a [`Bucket`] (the importer says how: a whisper point of
 //! value `v` is one sample, `{count 1, total v, min v, max v}`). Where the tier's resolution
-//! equals the archive's step, the bucket is stored as it is. Where the tier is coarser, the
-//! `k` known points of the `R / step` in the tier bucket are rolled up by the importer's
-//! [`Fold`], which returns `None` to leave the bucket empty (whisper's xFilesFactor).
+//! equals the archive's step, the bucket is stored as it is. Where an interval is rolled up,
+//! the `k` known buckets of the `step / finer step` in it are rolled up by the importer's
+//! [`Fold`], which returns `None` to leave the interval empty (the xFilesFactor).
 
 use crate::bucket::Bucket;
 use crate::time::Timestamp;
@@ -42,6 +59,9 @@ pub struct StepArchive {
     /// The fraction of an interval's points that had to be known for the other tool to
     /// write a coarser point (whisper's and RRDtool's xFilesFactor), for [`Fold`].
     pub xff: f64,
+    /// Intervals that [`propagate`] left empty: known finer points under the xFilesFactor,
+    /// and no point of this archive. Counted where a tier takes this archive, never stored.
+    pub left_empty: Vec<Timestamp>,
 }
 
 /// How a coarser tier's bucket is rolled up from `known` archive buckets (in time order) of
@@ -73,67 +93,157 @@ pub fn fill_tier(
     archives: &[StepArchive],
     fold: &impl Fold,
 ) -> TierFill {
-    let mut fill = TierFill::default();
     let mut candidates: Vec<&StepArchive> = (archives.iter())
         .filter(|a| a.step > 0 && resolution % a.step == 0)
         .collect();
     // Coarsest first: each claims the buckets from its coverage on that no coarser one has.
     candidates.sort_by_key(|a| std::cmp::Reverse(a.step));
     let mut claimed_from = Timestamp::MAX;
-    let mut parts: Vec<Vec<(Timestamp, Bucket)>> = Vec::new();
+    let mut parts: Vec<TierFill> = Vec::new();
     for archive in candidates {
-        // The first tier bucket wholly inside the archive's coverage.
-        let from = archive.covers_from
-            + (resolution - archive.covers_from.rem_euclid(resolution)) % resolution;
+        let from = first_whole(archive.covers_from, resolution);
         if from >= claimed_from {
             continue;
         }
         let until = claimed_from;
         claimed_from = from;
-        let expected = (resolution / archive.step) as usize;
-        let mut part = Vec::new();
-        let mut known: Vec<Bucket> = Vec::with_capacity(expected);
-        let mut current: Option<Timestamp> = None;
-        let mut flush = |start: Option<Timestamp>, known: &mut Vec<Bucket>, fill: &mut TierFill| {
-            let Some(start) = start else { return };
+        let mut part = TierFill::default();
+        let mut keep = |start: Timestamp, bucket: Option<Bucket>| {
             if start < window_start {
-                fill.before_window += 1;
+                part.before_window += 1;
             } else if start > now {
-                fill.after_now += 1;
-            } else if expected == 1 {
-                part.push((start, known[0]));
+                part.after_now += 1;
+            } else if let Some(bucket) = bucket {
+                part.buckets.push((start, bucket));
             } else {
-                match fold.fold(known, expected, archive.xff) {
-                    Some(bucket) => part.push((start, bucket)),
-                    None => fill.folded_away += 1,
-                }
+                part.folded_away += 1;
             }
-            known.clear();
         };
-        for &(ts, bucket) in &archive.points {
-            if ts < from || ts >= until {
-                continue;
-            }
-            let start = ts - ts.rem_euclid(resolution);
-            if current != Some(start) {
-                flush(current, &mut known, &mut fill);
-                current = Some(start);
-            }
-            known.push(bucket);
+        roll_up(archive, (from, until), resolution, fold, &mut keep);
+        if archive.step == resolution {
+            (archive.left_empty.iter())
+                .filter(|&&start| start >= from && start < until)
+                .for_each(|&start| keep(start, None));
         }
-        flush(current, &mut known, &mut fill);
         parts.push(part);
     }
     // Parts came newest first (coarsest archive, latest coverage); each is in time order.
+    let mut fill = TierFill::default();
     for part in parts.into_iter().rev() {
-        fill.buckets.extend(part);
+        fill.buckets.extend(part.buckets);
+        fill.before_window += part.before_window;
+        fill.after_now += part.after_now;
+        fill.folded_away += part.folded_away;
     }
     fill
 }
 
+/// `archives` (any order) as whisper's propagation leaves them, finest first (see the
+/// module's doc): each archive's intervals that the coarsest finer level whose step divides
+/// its step covers wholly take that level's rollup by `fold` where it gives a value, and
+/// keep the archive's own points elsewhere. The finest archive is kept as it is.
+pub fn propagate(mut archives: Vec<StepArchive>, fold: &impl Fold) -> Vec<StepArchive> {
+    archives.retain(|a| a.step > 0);
+    archives.sort_by_key(|a| a.step);
+    let mut levels: Vec<StepArchive> = Vec::with_capacity(archives.len());
+    for archive in archives {
+        let finer = (levels.iter().rev())
+            .find(|level| level.step < archive.step && archive.step % level.step == 0);
+        let level = match finer {
+            Some(finer) => propagate_into(finer, archive, fold),
+            None => archive,
+        };
+        levels.push(level);
+    }
+    levels
+}
+
+/// The first second from `covers_from` on that starts an interval of `step`.
+fn first_whole(covers_from: Timestamp, step: i64) -> Timestamp {
+    covers_from + (step - covers_from.rem_euclid(step)) % step
+}
+
+/// Rolls `archive`'s points in `[from, until)` up into intervals of `step` (a multiple of
+/// its step), in time order: `emit(interval start, bucket)` for each interval with a known
+/// point, the bucket `None` when `fold` leaves it empty. An interval of the archive's own
+/// step is its point as it is.
+fn roll_up(
+    archive: &StepArchive,
+    (from, until): (Timestamp, Timestamp),
+    step: i64,
+    fold: &impl Fold,
+    mut emit: impl FnMut(Timestamp, Option<Bucket>),
+) {
+    let expected = (step / archive.step) as usize;
+    let mut known: Vec<Bucket> = Vec::with_capacity(expected.min(1024));
+    let mut current: Option<Timestamp> = None;
+    let mut flush = |start: Option<Timestamp>, known: &mut Vec<Bucket>| {
+        let Some(start) = start else { return };
+        if expected == 1 {
+            emit(start, Some(known[0]));
+        } else {
+            emit(start, fold.fold(known, expected, archive.xff));
+        }
+        known.clear();
+    };
+    for &(ts, bucket) in &archive.points {
+        if ts < from || ts >= until {
+            continue;
+        }
+        let start = ts - ts.rem_euclid(step);
+        if current != Some(start) {
+            flush(current, &mut known);
+            current = Some(start);
+        }
+        known.push(bucket);
+    }
+    flush(current, &mut known);
+}
+
+/// One step of whisper's propagation: the level `finer` rolled up into intervals of
+/// `coarser`'s step where it covers them wholly and the rollup gives a value, and elsewhere
+/// `coarser`'s own points; the intervals with known finer points under the xFilesFactor and
+/// no point of `coarser` noted as left empty.
+fn propagate_into(finer: &StepArchive, coarser: StepArchive, fold: &impl Fold) -> StepArchive {
+    let from = first_whole(finer.covers_from, coarser.step);
+    let own = &coarser.points;
+    let rolled_about = finer.points.len() / (coarser.step / finer.step) as usize + 1;
+    let mut points = Vec::with_capacity(own.len() + rolled_about);
+    let mut left_empty = Vec::new();
+    // The rollup comes in time order: the archive's own points before each rolled interval
+    // go first, and its point of that interval is taken only when the rollup gives none.
+    let mut j = 0;
+    roll_up(
+        finer,
+        (from, Timestamp::MAX),
+        coarser.step,
+        fold,
+        |start, bucket| {
+            while j < own.len() && own[j].0 < start {
+                points.push(own[j]);
+                j += 1;
+            }
+            let own_there = j < own.len() && own[j].0 == start;
+            match (bucket, own_there) {
+                (Some(bucket), _) => points.push((start, bucket)),
+                (None, true) => points.push(own[j]),
+                (None, false) => left_empty.push(start),
+            }
+            j += usize::from(own_there);
+        },
+    );
+    points.extend_from_slice(&own[j..]);
+    StepArchive {
+        covers_from: coarser.covers_from.min(from),
+        points,
+        left_empty,
+        ..coarser
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{fill_tier, Fold, StepArchive};
+    use super::{fill_tier, propagate, Fold, StepArchive};
     use crate::bucket::Bucket;
 
     fn one(v: f64) -> Bucket {
@@ -170,6 +280,7 @@ mod tests {
             covers_from,
             points: points.iter().map(|&(t, v)| (t, one(v))).collect(),
             xff: 0.5,
+            left_empty: Vec::new(),
         }
     }
 
@@ -229,5 +340,88 @@ mod tests {
         let fill = fill_tier(300, (0, i64::MAX), &[fine], &MergeAll);
         let got: Vec<i64> = fill.buckets.iter().map(|(t, _)| *t).collect();
         assert_eq!(got, [300]);
+    }
+
+    #[test]
+    fn propagated_archives_take_the_finer_rollup_and_fall_back_to_the_coarser_point() {
+        // The 60 s archive covers 0..; the 300 s one from -600 on.
+        let fine = archive(
+            60,
+            0,
+            &[
+                // 0: 3 of 5 known, enough for Half's 0.5.
+                (0, 1.0),
+                (60, 2.0),
+                (120, 3.0),
+                // 300: 1 of 5, under the xFilesFactor.
+                (300, 4.0),
+                // 600: none. 900: 2 of 5, under, and no coarser point there.
+                (900, 5.0),
+                (960, 5.0),
+            ],
+        );
+        let coarse = archive(
+            300,
+            -600,
+            &[
+                (-600, 10.0),
+                (-300, 20.0),
+                (0, 99.0),
+                (300, 40.0),
+                (600, 60.0),
+            ],
+        );
+        let levels = propagate(vec![coarse.clone(), fine.clone()], &Half);
+        assert_eq!((levels[0].step, levels[1].step), (60, 300), "finest first");
+        assert_eq!(levels[0], fine, "the finest archive is kept as it is");
+        assert_eq!(levels[1].left_empty, [900]);
+        let fill = fill_tier(300, (-600, i64::MAX), &levels, &Half);
+        let got: Vec<(i64, u64, f64)> = (fill.buckets.iter())
+            .map(|(t, b)| (*t, b.count, b.total))
+            .collect();
+        // -600 and -300: only the coarser archive covers them. 0: the finer rollup, not the
+        // coarser 99. 300 (under) and 600 (no finer point): the coarser archive's own points.
+        assert_eq!(
+            got,
+            [
+                (-600, 1, 10.0),
+                (-300, 1, 20.0),
+                (0, 3, 6.0),
+                (300, 1, 40.0),
+                (600, 1, 60.0)
+            ]
+        );
+        // 900: finer points under the xFilesFactor and nothing to fall back on.
+        assert_eq!(fill.folded_away, 1);
+        // Without the propagation, the coarser archive fills every bucket it covers.
+        let fill = fill_tier(300, (-600, i64::MAX), &[coarse, fine], &Half);
+        let got: Vec<(i64, f64)> = fill.buckets.iter().map(|(t, b)| (*t, b.total)).collect();
+        assert_eq!(
+            got,
+            [
+                (-600, 10.0),
+                (-300, 20.0),
+                (0, 99.0),
+                (300, 40.0),
+                (600, 60.0)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_tier_coarser_than_every_archive_rolls_up_the_propagated_levels() {
+        // 60 s points over 0..600 (ten, all known), 300 s points before the 60 s coverage.
+        let points: Vec<(i64, f64)> = (0..10).map(|k| (k * 60, 1.0)).collect();
+        let fine = archive(60, 0, &points);
+        let coarse = archive(300, -600, &[(-600, 7.0), (-300, 8.0), (0, 50.0)]);
+        let levels = propagate(vec![fine, coarse], &Half);
+        let fill = fill_tier(600, (-600, i64::MAX), &levels, &Half);
+        let got: Vec<(i64, u64, f64)> = (fill.buckets.iter())
+            .map(|(t, b)| (*t, b.count, b.total))
+            .collect();
+        // -600: the two 300 s points. 0: the 300 s level made of the 60 s points (two
+        // buckets of five samples each, as Half merges them), not the coarser 50.
+        assert_eq!(got, [(-600, 2, 15.0), (0, 10, 10.0)]);
+        assert_eq!(fill.folded_away, 0);
     }
 }

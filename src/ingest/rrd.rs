@@ -444,6 +444,7 @@ impl RrdFile {
                 covers_from: main.covers_from(ds_count),
                 points,
                 xff: main.xff,
+                left_empty: Vec::new(),
             });
         }
         for r in self.rras.iter().filter(|r| r.consolidation.is_none()) {

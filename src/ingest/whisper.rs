@@ -18,6 +18,22 @@
 //! stamped with its start, and a slot not written since the ring came round holds an older
 //! stamp (or 0, never written). [`WhisperFile::points`] keeps only the points whose stamp
 //! lies in the archive's retention before a given `now`, as whisper's fetch does.
+//!
+//! # Which archive an import takes
+//!
+//! A tier bucket is built from the finest archive that covers its whole time span, rolled up
+//! as whisper itself rolls up ([`WhisperFold`]: the file's aggregationMethod and
+//! xFilesFactor, through the steps of the archives between, 1m to 5m to 1h; see
+//! [`crate::ingest::archive::propagate`]). On a file whisper wrote alone this is the value
+//! of the coarser archive (graphite-web's render is kept), and an `average` bucket keeps the
+//! true min and max of the finest points under it. Where the finer archive covers the bucket
+//! but gives nothing there (no known point, or fewer than the xFilesFactor), the coarser
+//! archive's own point fills it, if it has one: whisper leaves a coarser point as it is when
+//! a propagation falls under the xFilesFactor, so such a point was written into that archive
+//! directly (a fill tool, a clock ahead), and graphite-web shows it. Where the finer archive
+//! gives a value and the coarser archive holds another, the finer wins: whisper's next
+//! update of that interval would write the rollup over it. Nothing on either side leaves the
+//! bucket empty.
 
 #[cfg(test)]
 mod tests;
@@ -394,12 +410,17 @@ impl WhisperFile {
     }
 }
 
-/// Whisper's own rollup of a coarser interval, for a tier coarser than the archive that
-/// fills it (see [`crate::ingest::archive`]): nothing when fewer than xFilesFactor of the
-/// interval's points are known; else, for `average`, the known points as the samples of the
-/// bucket (count k, their sum, min and max: its mean is whisper's average); for `avg_zero`,
-/// those and the unknown points as zeros (count = the interval's points); for the other
-/// methods one sample of whisper's aggregate (a `sum` shown as a mean would not be the sum).
+/// Whisper's own rollup of a coarser interval from the known buckets of a finer level (an
+/// archive's points, or a level already rolled up by [`crate::ingest::archive::propagate`]).
+/// Each finer bucket stands for whisper's value there, its mean (`total / count`): one sample
+/// of `v` is `v`, and a rolled-up bucket's mean is the value whisper wrote into that archive.
+/// Nothing when fewer than xFilesFactor of the interval's points are known. Else, for
+/// `average`, each known finer bucket is one sample of its mean, keeping its min and max:
+/// count k, the sum of the means, the smallest min and the largest max (the mean is whisper's
+/// average, and the min and max are those of the finest points under it, which whisper's
+/// averaged point lost); for `avg_zero`, the same with the unknown points as zeros (count =
+/// the interval's points); for the other methods one sample of whisper's aggregate (a `sum`
+/// shown as a mean would not be the sum).
 #[derive(Clone, Copy, Debug)]
 pub struct WhisperFold {
     /// The file's aggregation method.
@@ -408,19 +429,44 @@ pub struct WhisperFold {
 
 impl crate::ingest::archive::Fold for WhisperFold {
     fn fold(&self, known: &[Bucket], expected: usize, xff: f64) -> Option<Bucket> {
-        let values: Vec<f64> = known.iter().map(|b| b.total).collect();
-        let value = self.aggregation.aggregate(&values, expected, xff)?;
-        let mut merged = Bucket::EMPTY;
-        known.iter().for_each(|b| merged.merge(b));
+        // Whisper's value of each finer bucket, on the stack for the usual ratios of steps
+        // (5, 12, 24): a fold runs for every interval of every file.
+        let (mut stack, mut heap) = ([0.0; 64], Vec::new());
+        let values: &mut [f64] = if known.len() <= stack.len() {
+            &mut stack[..known.len()]
+        } else {
+            heap.resize(known.len(), 0.0);
+            &mut heap
+        };
+        for (value, bucket) in values.iter_mut().zip(known) {
+            *value = bucket.total / bucket.count as f64;
+        }
+        let values: &[f64] = values;
+        let value = self.aggregation.aggregate(values, expected, xff)?;
+        let spread = || {
+            let total = values.iter().fold(0.0, |acc, v| acc + v);
+            let min = known.iter().map(|b| b.min).fold(f64::INFINITY, f64::min);
+            let max = known
+                .iter()
+                .map(|b| b.max)
+                .fold(f64::NEG_INFINITY, f64::max);
+            Bucket {
+                count: known.len() as u64,
+                total,
+                min,
+                max,
+            }
+        };
         Some(match self.aggregation {
-            Aggregation::Average => merged,
+            Aggregation::Average => spread(),
             Aggregation::AvgZero => {
+                let mut bucket = spread();
                 if known.len() < expected {
-                    merged.min = merged.min.min(0.0);
-                    merged.max = merged.max.max(0.0);
+                    bucket.min = bucket.min.min(0.0);
+                    bucket.max = bucket.max.max(0.0);
                 }
-                merged.count = expected as u64;
-                merged
+                bucket.count = expected as u64;
+                bucket
             }
             _ => one_sample(value),
         })
@@ -478,6 +524,7 @@ impl WhisperFile {
                 covers_from,
                 points,
                 xff: f64::from(self.header.x_files_factor),
+                left_empty: Vec::new(),
             });
         }
         read

@@ -26,6 +26,7 @@ mod input_feedback;
 mod install_deps;
 mod layers;
 mod migrate;
+mod migrate_rollup;
 mod model;
 mod nats;
 mod prom_remote;

@@ -29,7 +29,7 @@ use crate::support::http::get_json;
 use crate::support::process::{ensure_programs, Proc};
 use crate::support::unix_now;
 
-const PYTHON: &str = "/usr/bin/python3";
+pub(crate) const PYTHON: &str = "/usr/bin/python3";
 const GRAPHITE_WEB: &str = "/usr/lib/python3/dist-packages/graphite/render/views.py";
 const WHISPER_PY: &str = "/usr/lib/python3/dist-packages/whisper.py";
 const RRDTOOL: &str = "/usr/bin/rrdtool";
@@ -88,7 +88,7 @@ for query in sys.argv[2:]:
     print(response.content.decode())
 "#;
 
-fn run(command: &mut Command) -> Output {
+pub(crate) fn run(command: &mut Command) -> Output {
     let output = command
         .output()
         .unwrap_or_else(|e| panic!("run {command:?}: {e}"));
@@ -112,7 +112,7 @@ fn stdout(output: &Output) -> String {
 }
 
 /// `[(ts, value)]` of a render answer's only series (graphite-web's `[value, ts]` pairs).
-fn datapoints(answer: &Value, what: &str) -> Vec<(i64, Option<f64>)> {
+pub(crate) fn datapoints(answer: &Value, what: &str) -> Vec<(i64, Option<f64>)> {
     let series = answer
         .as_array()
         .unwrap_or_else(|| panic!("{what}: {answer}"));
@@ -122,14 +122,83 @@ fn datapoints(answer: &Value, what: &str) -> Vec<(i64, Option<f64>)> {
         .collect()
 }
 
-#[test]
-fn whisper_files_render_as_graphite_web_renders_them() {
+/// True when python3-whisper and graphite-web are here (the deps script runs when not).
+pub(crate) fn graphite_web_installed() -> bool {
     let programs = [
         Path::new(PYTHON),
         Path::new(GRAPHITE_WEB),
         Path::new(WHISPER_PY),
     ];
-    if !ensure_programs(&programs, "python3-whisper and graphite-web") {
+    ensure_programs(&programs, "python3-whisper and graphite-web")
+}
+
+/// `dir/tiers.toml`, made by `tierdb tiers --from-storage-schemas` from `schemas` (the text
+/// of a storage-schemas.conf).
+pub(crate) fn tiers_from_schemas(dir: &Path, schemas: &str) -> PathBuf {
+    let conf = dir.join("storage-schemas.conf");
+    std::fs::write(&conf, schemas).unwrap();
+    let tiers = dir.join("tiers.toml");
+    let made = run(tierdb(&["tiers", "--from-storage-schemas"]).arg(&conf));
+    std::fs::write(&tiers, &made.stdout).unwrap();
+    tiers
+}
+
+/// `tierdb import --format whisper TREE` into `data` with `tiers`: the summary it prints.
+pub(crate) fn import_whisper(tree: &Path, data: &Path, tiers: &Path) -> String {
+    stdout(&run(tierdb(&["import", "--format", "whisper"])
+        .arg(tree)
+        .arg("--data-dir")
+        .arg(data)
+        .arg("--tiers")
+        .arg(tiers)))
+}
+
+/// graphite-web's answers to render `queries` over the whisper tree `tree`, one per query.
+pub(crate) fn graphite_web(tree: &Path, queries: &[String]) -> Vec<Value> {
+    let rendered = run(Command::new(PYTHON)
+        .args(["-c", GRAPHITE_RENDER])
+        .arg(tree)
+        .args(queries));
+    let answers: Vec<Value> = (stdout(&rendered).lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(answers.len(), queries.len());
+    answers
+}
+
+/// Asserts that tierdb's render answer `ours` to `query` equals graphite-web's `expected`:
+/// the same step, times and values bit for bit, except at the times `by_design` names,
+/// where they must differ. Gives tierdb's points and how many known points were compared.
+pub(crate) fn assert_same_render(
+    ours: &Value,
+    expected: &Value,
+    query: &str,
+    by_design: impl Fn(i64) -> bool,
+) -> (Vec<(i64, Option<f64>)>, usize) {
+    let want = datapoints(expected, query);
+    let got = datapoints(ours, query);
+    let step = |points: &[(i64, Option<f64>)]| points[1].0 - points[0].0;
+    assert_eq!(step(&got), step(&want), "{query}: another archive read");
+    assert_eq!(got.len(), want.len(), "{query}");
+    let mut compared = 0;
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g.0, w.0, "{query}");
+        if by_design(g.0) {
+            assert_ne!(g.1, w.1, "{query} at {}: differs by design", g.0);
+            continue;
+        }
+        match (g.1, w.1) {
+            (Some(a), Some(b)) => assert_eq!(a.to_bits(), b.to_bits(), "{query} at {}", g.0),
+            (a, b) => assert_eq!(a, b, "{query} at {}", g.0),
+        }
+        compared += usize::from(w.1.is_some());
+    }
+    (got, compared)
+}
+
+#[test]
+fn whisper_files_render_as_graphite_web_renders_them() {
+    if !graphite_web_installed() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -157,21 +226,9 @@ fn whisper_files_render_as_graphite_web_renders_them() {
     )
     .unwrap();
 
-    let schemas = tmp.path().join("storage-schemas.conf");
-    std::fs::write(&schemas, SCHEMAS).unwrap();
-    let tiers = tmp.path().join("tiers.toml");
-    let made = run(tierdb(&["tiers", "--from-storage-schemas"]).arg(&schemas));
-    std::fs::write(&tiers, &made.stdout).unwrap();
-
+    let tiers = tiers_from_schemas(tmp.path(), SCHEMAS);
     let data = tmp.path().join("data");
-    let import = || {
-        stdout(&run(tierdb(&["import", "--format", "whisper"])
-            .arg(&tree)
-            .arg("--data-dir")
-            .arg(&data)
-            .arg("--tiers")
-            .arg(&tiers)))
-    };
+    let import = || import_whisper(&tree, &data, &tiers);
     let first = import();
     assert!(first.starts_with("imported 8 files"), "{first}");
     for (name, why) in [
@@ -209,14 +266,7 @@ fn whisper_files_render_as_graphite_web_renders_them() {
             ));
         }
     }
-    let rendered = run(Command::new(PYTHON)
-        .args(["-c", GRAPHITE_RENDER])
-        .arg(&tree)
-        .args(&queries));
-    let graphite: Vec<Value> = (stdout(&rendered).lines())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(graphite.len(), queries.len());
+    let graphite = graphite_web(&tree, &queries);
 
     let log = tmp.path().join("serve.log");
     let mut server = Proc::tierdb("serve", &data, log);
@@ -225,20 +275,8 @@ fn whisper_files_render_as_graphite_web_renders_them() {
     for (query, expected) in queries.iter().zip(&graphite) {
         let ours = get_json(addrs.http, &format!("/render?{query}"))
             .unwrap_or_else(|e| panic!("{query}: {e}"));
-        let want = datapoints(expected, query);
-        let got = datapoints(&ours, query);
-        let step = |points: &[(i64, Option<f64>)]| points[1].0 - points[0].0;
-        assert_eq!(step(&got), step(&want), "{query}: another archive read");
-        assert_eq!(got.len(), want.len(), "{query}");
-        for (g, w) in got.iter().zip(&want) {
-            assert_eq!(g.0, w.0, "{query}");
-            match (g.1, w.1) {
-                (Some(a), Some(b)) => assert_eq!(a.to_bits(), b.to_bits(), "{query} at {}", g.0),
-                (a, b) => assert_eq!(a, b, "{query} at {}", g.0),
-            }
-        }
-        let known = want.iter().filter(|p| p.1.is_some()).count();
-        assert!(known > want.len() / 3, "{query}: the range holds data");
+        let (got, known) = assert_same_render(&ours, expected, query, |_| false);
+        assert!(known > got.len() / 3, "{query}: the range holds data");
         compared += known;
     }
     // The first import's numbers, the second one's, and what was compared, for the log.
@@ -271,7 +309,7 @@ fn rrd_fetch(file: &Path, cf: &str, step: i64, from: i64, until: i64) -> Vec<(i6
 }
 
 /// `tierdb query` of `series` on `tier` with `display`, `[from, until)`, as `ts -> value`.
-fn query(
+pub(crate) fn query(
     data: &Path,
     series: &str,
     tier: &str,

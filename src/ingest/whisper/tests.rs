@@ -149,3 +149,71 @@ fn no_damage_or_cut_makes_the_reader_panic() {
         }
     }
 }
+
+#[test]
+fn an_average_file_fills_each_tier_from_its_finest_archive_as_whisper_rolls_up() {
+    use crate::ingest::archive::{fill_tier, propagate};
+    // 1m for 2 h, 5m for 4 h, 1h for a day; xFilesFactor 0.3: a 5m interval needs 2 of its 5
+    // minutes, an hour 4 of its 12 five-minute points.
+    let t: u32 = 1_000_800; // an hour boundary: now
+    let h = t - 3600; // the hour the 1m archive covers whole
+    let bytes = build(
+        1,
+        0.3,
+        &[(60, 120), (300, 48), (3600, 24)],
+        &[
+            // h: five minutes known, mean 3.
+            (0, h, 1.0),
+            (0, h + 60, 2.0),
+            (0, h + 120, 3.0),
+            (0, h + 180, 4.0),
+            (0, h + 240, 5.0),
+            // h+300: three, mean 20.
+            (0, h + 300, 10.0),
+            (0, h + 360, 20.0),
+            (0, h + 420, 30.0),
+            // h+600: one minute, under the xFilesFactor; the 5m archive holds 50 there.
+            (0, h + 600, 100.0),
+            (1, h + 600, 50.0),
+            // h+900: no minute; the 5m archive holds 7 there.
+            (1, h + 900, 7.0),
+            // h+1200: one minute and no 5m point: empty.
+            (0, h + 1200, 1000.0),
+            // Written into the coarser archives where the 1m archive has enough: not taken.
+            (1, h, 99.0),
+            (2, h, 999.0),
+            // Before the 1m archive's coverage: the 5m archive's own point.
+            (1, h - 3900, 42.0),
+        ],
+    );
+    let file = WhisperFile::parse(bytes).unwrap();
+    let now = i64::from(t);
+    let levels = propagate(file.archives(now).archives, &file.fold());
+    let tier = |resolution: i64| {
+        let fill = fill_tier(resolution, (0, now), &levels, &file.fold());
+        let buckets: Vec<(i64, u64, f64, f64, f64)> = (fill.buckets.iter())
+            .map(|(ts, b)| (*ts - i64::from(h), b.count, b.total, b.min, b.max))
+            .collect();
+        (buckets, fill.folded_away)
+    };
+    // 5m: the minutes' count, sum, min and max where they pass; the 5m archive's own point
+    // where they do not or there are none.
+    let (five, emptied) = tier(300);
+    assert_eq!(
+        five,
+        [
+            (-3900, 1, 42.0, 42.0, 42.0),
+            (0, 5, 15.0, 1.0, 5.0),
+            (300, 3, 60.0, 10.0, 30.0),
+            (600, 1, 50.0, 50.0, 50.0),
+            (900, 1, 7.0, 7.0, 7.0),
+        ]
+    );
+    assert_eq!(emptied, 1, "h+1200 is left empty by the xFilesFactor");
+    // 1h: whisper's average of the four 5m values (3, 20, 50, 7: 20), each one sample, with
+    // the min and max of the minutes under them (1 and 50), not the 999 written into the 1h
+    // archive. The hour before: its one 5m point (42) is under the xFilesFactor of 4 of 12.
+    let (hour, emptied) = tier(3600);
+    assert_eq!(hour, [(0, 4, 80.0, 1.0, 50.0)]);
+    assert_eq!(emptied, 1);
+}
