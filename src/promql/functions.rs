@@ -27,12 +27,14 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, call: &Call, grid: &Grid) -> Result<V
         };
         let input = range_input(ev, range_arg, grid, need)?;
         if name == "absent_over_time" {
+            let input = input.read(ev.source, ev.budget())?;
             return Ok(absent(range_arg, grid, |k| {
                 (0..input.series.len()).all(|i| input.points_in_window(i, k).is_empty())
             }));
         }
         let mut warnings = Vec::new();
-        let out = windows::apply(name, &input, param.as_deref(), &mut warnings)?;
+        let read = (ev.source, ev.budget());
+        let out = windows::apply(name, input, param.as_deref(), read, &mut warnings)?;
         for warning in warnings {
             ev.warn(warning);
         }
