@@ -12,6 +12,7 @@
 
 mod aggregation;
 mod binary;
+mod calendar;
 mod error;
 mod eval;
 mod functions;
