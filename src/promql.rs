@@ -92,8 +92,8 @@ pub enum Request {
 /// A successful answer: the envelope's `data` and `warnings`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reply {
-    /// The `data` member.
-    pub data: serde_json::Value,
+    /// The `data` member, as JSON text.
+    pub data: String,
     /// The `warnings` member (absent when empty).
     pub warnings: Vec<String>,
 }
@@ -107,15 +107,15 @@ pub fn answer(
     request: &Request,
     limits: &QueryLimits,
 ) -> Result<Reply, QueryError> {
-    let reply = |data| Reply {
-        data,
+    let reply = |data: serde_json::Value| Reply {
+        data: data.to_string(),
         warnings: Vec::new(),
     };
     match request {
         Request::Query(query) => {
             let answer = evaluate(source, query, limits)?;
             Ok(Reply {
-                data: answer.data_json(),
+                data: answer.data_text(),
                 warnings: answer.warnings,
             })
         }
