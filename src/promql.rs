@@ -32,7 +32,7 @@ pub use error::{ErrorKind, QueryError};
 pub use labels::{key_labels, Labels, MatcherSet};
 pub use listing::Listing;
 pub(crate) use source::charge_buckets;
-pub use source::{RawPoints, Selected, Source, StoredSource};
+pub use source::{BucketReduce, RawPoints, Selected, Source, StoredSource};
 pub use value::{Answer, ResultValue};
 
 use crate::read::budget::ReadBudget;

@@ -20,6 +20,10 @@ use crate::time::{Span, Timestamp};
 /// One series' raw points, `(unix seconds, value)` in time order.
 pub type RawPoints = Vec<(Timestamp, f64)>;
 
+/// What [`Source::map_buckets`] makes of one series' buckets (its index and buckets): a
+/// value per evaluation time.
+pub type BucketReduce<'a> = dyn Fn(usize, &[Bucket]) -> Vec<Option<f64>> + Sync + 'a;
+
 /// A series a selector picked: where to read it, its labels and how it stores samples.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Selected {
@@ -69,7 +73,6 @@ pub trait Source: Sync {
     ///
     /// # Errors
     /// As [`Source::buckets`].
-    #[allow(clippy::too_many_arguments)]
     fn map_buckets(
         &self,
         series: &[Selected],
@@ -77,7 +80,7 @@ pub trait Source: Sync {
         from: Timestamp,
         to: Timestamp,
         budget: &ReadBudget,
-        reduce: &(dyn Fn(usize, &[Bucket]) -> Vec<Option<f64>> + Sync),
+        reduce: &BucketReduce<'_>,
     ) -> Result<Vec<Vec<Option<f64>>>> {
         let all = self.buckets(series, tier, from, to, budget)?;
         Ok((all.iter().enumerate())
@@ -223,7 +226,7 @@ impl Source for StoredSource<'_> {
         from: Timestamp,
         to: Timestamp,
         budget: &ReadBudget,
-        reduce: &(dyn Fn(usize, &[Bucket]) -> Vec<Option<f64>> + Sync),
+        reduce: &BucketReduce<'_>,
     ) -> Result<Vec<Vec<Option<f64>>>> {
         let points = charge_buckets(self.reader.config(), series.len(), tier, from, to, budget)?;
         if series.is_empty() || points == 0 {
