@@ -6,7 +6,8 @@
 //! Both read every series' 1,440 minute buckets of the 1m tier: the aggregate folds them in
 //! its chunk-wise pass, PromQL reads each series' buckets, sums a 5-minute window per step
 //! and groups. Data: one sample a series every 30 s for 24 h, counters by a `[counters]`
-//! rule. `cargo bench --bench promql`.
+//! rule. Each also with its answer written as the JSON its HTTP endpoint sends (`..._as_json`).
+//! `cargo bench --bench promql`.
 
 #[path = "support.rs"]
 #[allow(dead_code)]
@@ -112,6 +113,20 @@ fn promql_vs_aggregate(c: &mut Criterion) {
                 .reader()
                 .aggregate_within(&aggregate, &budget)
                 .unwrap()
+        })
+    });
+    // What the HTTP answer adds: each answer written as the JSON its endpoint sends.
+    group.bench_function("promql_sum_by_instance_rate_5m_as_json", |b| {
+        b.iter(|| evaluate().data_text().len())
+    });
+    group.bench_function("aggregate_sum_by_instance_per_sec_as_json", |b| {
+        b.iter(|| {
+            let budget = ReadBudget::default();
+            let result = engine
+                .reader()
+                .aggregate_within(&aggregate, &budget)
+                .unwrap();
+            serde_json::to_vec(&result).unwrap().len()
         })
     });
     group.finish();

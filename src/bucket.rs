@@ -64,6 +64,7 @@ impl Bucket {
 /// `float_roundtrip` feature, which Cargo.toml turns on), the others as strings, since JSON
 /// has no number for them. Bucket floats need the strings: a sum can overflow to an
 /// infinity, and an empty bucket's min and max are whatever its cell holds.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct ExactF64(pub(crate) f64);
 
 impl serde::Serialize for ExactF64 {

@@ -12,6 +12,7 @@
 
 mod aggregation;
 mod binary;
+mod calendar;
 mod error;
 mod eval;
 mod functions;
@@ -30,7 +31,8 @@ use std::time::Instant;
 pub use error::{ErrorKind, QueryError};
 pub use labels::{key_labels, Labels, MatcherSet};
 pub use listing::Listing;
-pub use source::{RawPoints, Selected, Source, StoredSource};
+pub(crate) use source::charge_buckets;
+pub use source::{BucketReduce, RawPoints, Selected, Source, StoredSource};
 pub use value::{Answer, ResultValue};
 
 use crate::read::budget::ReadBudget;
@@ -90,8 +92,8 @@ pub enum Request {
 /// A successful answer: the envelope's `data` and `warnings`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reply {
-    /// The `data` member.
-    pub data: serde_json::Value,
+    /// The `data` member, as JSON text.
+    pub data: String,
     /// The `warnings` member (absent when empty).
     pub warnings: Vec<String>,
 }
@@ -105,15 +107,15 @@ pub fn answer(
     request: &Request,
     limits: &QueryLimits,
 ) -> Result<Reply, QueryError> {
-    let reply = |data| Reply {
-        data,
+    let reply = |data: serde_json::Value| Reply {
+        data: data.to_string(),
         warnings: Vec::new(),
     };
     match request {
         Request::Query(query) => {
             let answer = evaluate(source, query, limits)?;
             Ok(Reply {
-                data: answer.data_json(),
+                data: answer.data_text(),
                 warnings: answer.warnings,
             })
         }

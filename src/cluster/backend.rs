@@ -18,6 +18,7 @@ use super::edge::{self, EdgeSink};
 use super::fanout::{self, PartialRequest, RenderSource};
 use super::node::Node;
 use super::peer::{PARTIAL_PATH, SNAPSHOT_PATH};
+use super::promql_source::ClusterSource;
 use super::status::Status;
 use crate::config::TiersConfig;
 use crate::engine::EngineStats;
@@ -102,21 +103,28 @@ impl Backend for NodeBackend {
         })
     }
 
-    /// Not yet: PromQL needs its reads fanned out to the partitions' owners, which the
-    /// cluster's wire does not carry; answered as Prometheus' `unavailable` error, saying so.
+    /// The node evaluates the query; its leaf reads fan out to the partitions' owners
+    /// ([`ClusterSource`]), on the blocking pool after a render's turn (an evaluation, like a
+    /// render, holds a blocking thread while it waits for the owners).
     fn prometheus(
         &self,
-        _: crate::promql::Request,
-        _: crate::promql::QueryLimits,
-        _: ReadOptions,
+        request: crate::promql::Request,
+        limits: crate::promql::QueryLimits,
+        read: ReadOptions,
     ) -> BoxFuture<'_, std::result::Result<crate::promql::Reply, crate::promql::QueryError>> {
-        Box::pin(async {
-            Err(crate::promql::QueryError {
-                kind: crate::promql::ErrorKind::Unavailable,
-                message: "the Prometheus query API is answered by single nodes; a cluster node \
-                          does not evaluate PromQL yet"
-                    .into(),
-            })
+        Box::pin(async move {
+            let source = ClusterSource::new(
+                Arc::clone(&self.node),
+                tokio::runtime::Handle::current(),
+                read,
+            );
+            let _turn = self.node.render_slot().await;
+            tokio::task::spawn_blocking(move || crate::promql::answer(&source, &request, &limits))
+                .await
+                .map_err(|e| crate::promql::QueryError {
+                    kind: crate::promql::ErrorKind::Internal,
+                    message: format!("the evaluation task failed: {e}"),
+                })?
         })
     }
 

@@ -22,6 +22,7 @@ use super::node::Node;
 use super::ownership::NodeStatus;
 use super::partial::{self, Charged};
 use super::peer::{self, PARTIAL_PATH};
+use super::promql_source::{self, PromAnswer, PromRead};
 use crate::error::Error;
 use crate::error::Result;
 use crate::read::aggregate::{AggregatePlan, AggregateResult, PartialAggregate};
@@ -73,6 +74,8 @@ pub(crate) enum PartialRead {
         /// The tier, points and window the asker chose.
         grid: RenderGrid,
     },
+    /// A leaf read of a PromQL evaluation ([`super::promql_source`]).
+    Promql(PromRead),
 }
 
 /// An owner's answer, of the read's kind.
@@ -90,6 +93,8 @@ pub(crate) enum PartialAnswer {
     RenderCount(Charged<u64>),
     /// The series, sorted by Graphite path.
     RenderFetch(Vec<Fetched>),
+    /// A PromQL leaf read's part.
+    Promql(PromAnswer),
 }
 
 /// An owner's answer and, per partition it answered for, the last log sequence it had
@@ -142,6 +147,7 @@ pub(crate) async fn answer_locally(
         .zip(&stores)
         .map(|(&partition, store)| (partition, store.applied()))
         .collect();
+    let all = node.partitions();
     let answer = tokio::task::spawn_blocking(move || {
         let readers: Vec<_> = stores.iter().map(|s| s.engine().reader()).collect();
         let budget = ReadBudget::new(request.budget);
@@ -172,6 +178,13 @@ pub(crate) async fn answer_locally(
             PartialRead::RenderFetch { pattern, grid } => {
                 PartialAnswer::RenderFetch(partial::render_fetch_over(&readers, &pattern, &grid)?)
             }
+            PartialRead::Promql(read) => PartialAnswer::Promql(promql_source::answer_over(
+                &readers,
+                &request.partitions,
+                all,
+                read,
+                &budget,
+            )?),
         })
     })
     .await

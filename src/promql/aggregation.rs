@@ -130,22 +130,31 @@ pub(crate) fn aggregate(
             }
         }
         ("sum" | "avg" | "count" | "group" | "min" | "max", _) => {
-            // One pass over each member's values into per-step accumulators.
+            // One pass over each member's values into per-step accumulators; the operator
+            // is matched once, not per value. f64::min/max keep the number over a NaN, as
+            // Prometheus does.
+            let fold_extreme: Option<fn(f64, f64) -> f64> = match op.as_str() {
+                "min" => Some(f64::min),
+                "max" => Some(f64::max),
+                _ => None,
+            };
             for (labels, members) in groups {
                 let mut total = vec![0.0; steps];
                 let mut seen = vec![0u32; steps];
                 let mut extreme: Vec<f64> = vec![f64::NAN; steps];
                 for &i in &members {
-                    for (k, v) in series[i].values.iter().enumerate() {
+                    let values = series[i].values.iter().zip(&mut total).zip(&mut seen);
+                    for ((v, total), seen) in values {
                         let Some(v) = *v else { continue };
-                        total[k] += v;
-                        seen[k] += 1;
-                        extreme[k] = match op.as_str() {
-                            // f64::min/max keep the number over a NaN, as Prometheus does.
-                            "min" => extreme[k].min(v),
-                            "max" => extreme[k].max(v),
-                            _ => extreme[k],
-                        };
+                        *total += v;
+                        *seen += 1;
+                    }
+                    if let Some(fold) = fold_extreme {
+                        for (v, extreme) in series[i].values.iter().zip(&mut extreme) {
+                            if let Some(v) = *v {
+                                *extreme = fold(*extreme, v);
+                            }
+                        }
                     }
                 }
                 let values = (0..steps)

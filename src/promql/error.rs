@@ -12,7 +12,8 @@ pub enum ErrorKind {
     Execution,
     /// The query ran past the server's query timeout (HTTP 503).
     Timeout,
-    /// The server cannot answer this here (a cluster node, for now) (HTTP 503).
+    /// The server cannot answer now: a cluster node reaches no owner of some partition
+    /// (HTTP 503).
     Unavailable,
     /// The server failed; the detail is logged (HTTP 500).
     Internal,
@@ -65,8 +66,8 @@ impl std::fmt::Display for QueryError {
 }
 
 /// An engine error met while reading: a refused read budget is `execution` (the query is
-/// fine, the server's limit is not), a query the read side refuses is `bad_data`, anything
-/// else is internal.
+/// fine, the server's limit is not), a query the read side refuses is `bad_data`, a cluster
+/// that cannot reach an owner of some partition is `unavailable`, anything else is internal.
 impl From<Error> for QueryError {
     fn from(e: Error) -> QueryError {
         match e {
@@ -76,6 +77,10 @@ impl From<Error> for QueryError {
             Error::InvalidQuery(_) | Error::UnknownTier(_) | Error::InvalidSeries { .. } => {
                 QueryError::bad_data(e.to_string())
             }
+            Error::Cluster(m) => QueryError {
+                kind: ErrorKind::Unavailable,
+                message: m,
+            },
             other => QueryError {
                 kind: ErrorKind::Internal,
                 message: other.to_string(),

@@ -140,6 +140,11 @@ impl<'a> Evaluator<'a> {
         }
     }
 
+    /// The request's read budget.
+    pub(crate) fn budget(&self) -> &crate::read::budget::ReadBudget {
+        &self.limits.budget
+    }
+
     /// Fails with `timeout` once the deadline has passed.
     pub(crate) fn check_deadline(&self) -> Result<(), QueryError> {
         if Instant::now() >= self.limits.deadline {
@@ -171,6 +176,7 @@ impl<'a> Evaluator<'a> {
             _ => None,
         };
         if let Some(input) = range {
+            let input = input.read(self.source, &self.limits.budget)?;
             let mut out: Vec<_> = (0..input.series.len())
                 .map(|i| (input.series[i].labels.clone(), input.points_in_window(i, 0)))
                 .filter(|(_, p)| !p.is_empty())
@@ -337,7 +343,8 @@ impl<'a> Evaluator<'a> {
     }
 
     /// A range selector `vs[range]` as a function's argument over `grid`: the buckets of the
-    /// chosen tier, or the raw tier's points when `need` asks for them and it holds the range.
+    /// chosen tier (read when the function windows them, [`super::windows::apply`]), or the
+    /// raw tier's points when `need` asks for them and it holds the range.
     pub(crate) fn range_of_selector(
         &mut self,
         vs: &VectorSelector,
@@ -383,13 +390,13 @@ impl<'a> Evaluator<'a> {
             self.warn(warning);
         }
         let res = self.source.tiers().tiers[choice.tier].resolution.secs() as i64;
-        let buckets = self
-            .source
-            .buckets(&selected, choice.tier, from, to, &self.limits.budget)?;
-        input.data = WindowData::Buckets {
+        input.data = WindowData::Stored {
+            selected,
+            tier: choice.tier,
+            from,
+            to,
             first_ms: from.div_euclid(res) * res * 1000,
             res_ms: res * 1000,
-            buckets,
         };
         Ok(input)
     }

@@ -6,6 +6,7 @@
 use promql_parser::label::MatchOp;
 use promql_parser::parser::{Call, Expr};
 
+use super::calendar;
 use super::error::QueryError;
 use super::eval::{strip_parens, Evaluator, Grid};
 use super::labels::{selector_sets, Labels, NAME};
@@ -27,12 +28,14 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, call: &Call, grid: &Grid) -> Result<V
         };
         let input = range_input(ev, range_arg, grid, need)?;
         if name == "absent_over_time" {
+            let input = input.read(ev.source, ev.budget())?;
             return Ok(absent(range_arg, grid, |k| {
                 (0..input.series.len()).all(|i| input.points_in_window(i, k).is_empty())
             }));
         }
         let mut warnings = Vec::new();
-        let out = windows::apply(name, &input, param.as_deref(), &mut warnings)?;
+        let read = (ev.source, ev.budget());
+        let out = windows::apply(name, input, param.as_deref(), read, &mut warnings)?;
         for warning in warnings {
             ev.warn(warning);
         }
@@ -47,6 +50,20 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, call: &Call, grid: &Grid) -> Result<V
         "log2" => Some(f64::log2),
         "log10" => Some(f64::log10),
         "sqrt" => Some(f64::sqrt),
+        "sin" => Some(f64::sin),
+        "cos" => Some(f64::cos),
+        "tan" => Some(f64::tan),
+        "asin" => Some(f64::asin),
+        "acos" => Some(f64::acos),
+        "atan" => Some(f64::atan),
+        "sinh" => Some(f64::sinh),
+        "cosh" => Some(f64::cosh),
+        "tanh" => Some(f64::tanh),
+        "asinh" => Some(f64::asinh),
+        "acosh" => Some(f64::acosh),
+        "atanh" => Some(f64::atanh),
+        "deg" => Some(f64::to_degrees),
+        "rad" => Some(f64::to_radians),
         "sgn" => Some(|v: f64| {
             if v == 0.0 || v.is_nan() {
                 v
@@ -60,7 +77,36 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, call: &Call, grid: &Grid) -> Result<V
         let series = vector_arg(ev, args[0], grid, name)?;
         return Ok(Value::Vector(map_values(series, |_, v| Some(f(v)))));
     }
+    if let Some(field) = calendar::date_field(name) {
+        let Some(arg) = args.first() else {
+            let values = (grid.times.iter())
+                .map(|&t| Some(calendar::of_secs(field, (t / 1000) as f64)))
+                .collect();
+            return Ok(Value::Vector(vec![Series {
+                labels: Labels::default(),
+                values,
+            }]));
+        };
+        let series = vector_arg(ev, arg, grid, name)?;
+        return Ok(Value::Vector(map_values(series, |_, v| {
+            Some(calendar::of_secs(field, v))
+        })));
+    }
     match name {
+        "pi" => Ok(Value::Scalar(vec![std::f64::consts::PI; grid.len()])),
+        "timestamp" => {
+            if let Expr::VectorSelector(vs) = strip_parens(args[0]) {
+                return Err(QueryError::bad_data(format!(
+                    "timestamp({vs}): the rollup tiers do not keep when each sample was taken, \
+                     only which bucket it fell into; timestamp() of a computed vector (its \
+                     evaluation times) is answered"
+                )));
+            }
+            let series = vector_arg(ev, args[0], grid, name)?;
+            Ok(Value::Vector(map_values(series, |k, _| {
+                Some(grid.times[k] as f64 / 1000.0)
+            })))
+        }
         "round" => {
             let series = vector_arg(ev, args[0], grid, name)?;
             let to = match args.get(1) {

@@ -272,3 +272,42 @@ fn histogram_quantile_interpolates_as_prometheus() {
     ]);
     assert_eq!(labels.iter().count(), 1, "an empty label is absent");
 }
+
+#[test]
+fn the_answer_text_is_the_json_of_its_value() {
+    use super::value::Answer;
+    let labels = Labels::from_pairs([
+        ("__name__".to_string(), "a\"b".to_string()),
+        ("k".to_string(), "v\\u{1}".to_string()),
+    ]);
+    let results = [
+        ResultValue::Scalar(1_500, f64::NAN),
+        ResultValue::String(2_000, "say \"hi\"\n".into()),
+        ResultValue::Vector(vec![
+            (labels.clone(), 3_000, f64::INFINITY),
+            (Labels::default(), 3_001, -0.1),
+        ]),
+        ResultValue::Vector(Vec::new()),
+        ResultValue::Matrix(vec![
+            (
+                labels,
+                vec![
+                    (4_000, 1e21),
+                    (5_000, f64::NEG_INFINITY),
+                    (6_500, 1.0 / 3.0),
+                ],
+            ),
+            (Labels::default(), vec![(-1_000, 0.0)]),
+        ]),
+        ResultValue::Matrix(Vec::new()),
+    ];
+    for result in results {
+        let answer = Answer {
+            result,
+            warnings: Vec::new(),
+        };
+        let text: serde_json::Value = serde_json::from_str(&answer.data_text())
+            .unwrap_or_else(|e| panic!("{e}: {}", answer.data_text()));
+        assert_eq!(text, answer.data_json(), "{}", answer.data_text());
+    }
+}

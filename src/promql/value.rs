@@ -47,6 +47,71 @@ pub struct Answer {
 }
 
 impl Answer {
+    /// The `data` member of Prometheus' success envelope as JSON text, written directly:
+    /// a range query's answer holds a point per series and step (144,000 for 100 series over
+    /// a day at 60 s), and a `serde_json::Value` per point cost more than the evaluation.
+    /// The same text as [`Answer::data_json`]'s.
+    pub fn data_text(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let (kind, samples) = match &self.result {
+            ResultValue::Scalar(..) => ("scalar", 0),
+            ResultValue::String(..) => ("string", 0),
+            ResultValue::Vector(samples) => ("vector", samples.len()),
+            ResultValue::Matrix(series) => ("matrix", series.iter().map(|s| s.1.len()).sum()),
+        };
+        out.reserve(64 + samples * 24);
+        let _ = write!(out, "{{\"resultType\":\"{kind}\",\"result\":");
+        let point = |out: &mut String, t: i64, v: f64| {
+            out.push('[');
+            write_time(out, t);
+            out.push_str(",\"");
+            write_number(out, v);
+            out.push_str("\"]");
+        };
+        match &self.result {
+            ResultValue::Scalar(t, v) => point(&mut out, *t, *v),
+            ResultValue::String(t, text) => {
+                out.push('[');
+                write_time(&mut out, *t);
+                out.push(',');
+                out.push_str(&serde_json::Value::from(text.as_str()).to_string());
+                out.push(']');
+            }
+            ResultValue::Vector(samples) => {
+                out.push('[');
+                for (i, (labels, t, v)) in samples.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    let _ = write!(out, "{{\"metric\":{},\"value\":", labels.to_json());
+                    point(&mut out, *t, *v);
+                    out.push('}');
+                }
+                out.push(']');
+            }
+            ResultValue::Matrix(series) => {
+                out.push('[');
+                for (i, (labels, points)) in series.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    let _ = write!(out, "{{\"metric\":{},\"values\":[", labels.to_json());
+                    for (j, (t, v)) in points.iter().enumerate() {
+                        if j > 0 {
+                            out.push(',');
+                        }
+                        point(&mut out, *t, *v);
+                    }
+                    out.push_str("]}");
+                }
+                out.push(']');
+            }
+        }
+        out.push('}');
+        out
+    }
+
     /// The `data` member of Prometheus' success envelope: `resultType` and `result`.
     pub fn data_json(&self) -> serde_json::Value {
         use serde_json::json;
@@ -83,6 +148,26 @@ pub(crate) fn time_json(ms: i64) -> serde_json::Value {
         serde_json::Value::from(ms / 1000)
     } else {
         serde_json::Value::from(ms as f64 / 1000.0)
+    }
+}
+
+/// [`time_json`]'s text, appended to `out`.
+fn write_time(out: &mut String, ms: i64) {
+    use std::fmt::Write;
+    if ms % 1000 == 0 {
+        let _ = write!(out, "{}", ms / 1000);
+    } else {
+        out.push_str(&time_json(ms).to_string());
+    }
+}
+
+/// [`number_text`], appended to `out` without a string of its own.
+fn write_number(out: &mut String, v: f64) {
+    use std::fmt::Write;
+    if v.is_finite() {
+        let _ = write!(out, "{v}");
+    } else {
+        out.push_str(&number_text(v));
     }
 }
 

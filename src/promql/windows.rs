@@ -22,8 +22,11 @@
 
 use super::error::QueryError;
 use super::labels::Labels;
+use super::source::{Selected, Source};
 use super::value::Series;
 use crate::bucket::Bucket;
+use crate::read::budget::ReadBudget;
+use crate::time::Timestamp;
 
 /// A range vector: per series, its labels and kind, and its data, with the evaluation times
 /// (after `@` and `offset`) and the range.
@@ -48,6 +51,17 @@ pub(crate) enum WindowData {
         first_ms: i64,
         res_ms: i64,
         buckets: Vec<Vec<Bucket>>,
+    },
+    /// A tier's buckets of `selected` in `[from, to)`, from `first_ms`, each `res_ms` wide,
+    /// not read yet: [`apply`] reads them series by series as it windows them
+    /// ([`Source::map_buckets`]), [`RangeInput::read`] all at once.
+    Stored {
+        selected: Vec<Selected>,
+        tier: usize,
+        from: Timestamp,
+        to: Timestamp,
+        first_ms: i64,
+        res_ms: i64,
     },
     /// Points `(ms, value)` per series, in time order. `increases`: a counter series'
     /// points are its increases (the raw tier), not its values (a subquery).
@@ -102,6 +116,35 @@ impl RangeInput {
         }
     }
 
+    /// This input with a [`WindowData::Stored`] read whole, for the callers that look at
+    /// windows one by one ([`RangeInput::points_in_window`]).
+    ///
+    /// # Errors
+    /// The read's.
+    pub(crate) fn read(
+        mut self,
+        source: &dyn Source,
+        budget: &ReadBudget,
+    ) -> Result<RangeInput, QueryError> {
+        if let WindowData::Stored {
+            selected,
+            tier,
+            from,
+            to,
+            first_ms,
+            res_ms,
+        } = &self.data
+        {
+            let buckets = source.buckets(selected, *tier, *from, *to, budget)?;
+            self.data = WindowData::Buckets {
+                first_ms: *first_ms,
+                res_ms: *res_ms,
+                buckets,
+            };
+        }
+        Ok(self)
+    }
+
     /// The samples of series `i` in the window of time `k`, as an instant query of a range
     /// vector shows them: points as they are, buckets as (start, average) or, for a
     /// counter, (start, increase).
@@ -110,6 +153,11 @@ impl RangeInput {
         match &self.data {
             WindowData::Points { points, .. } => {
                 window_points(&points[i], t, self.range_ms).to_vec()
+            }
+            // Callers read a stored input first (`RangeInput::read`).
+            WindowData::Stored { .. } => {
+                debug_assert!(false, "points_in_window of buckets not read");
+                Vec::new()
             }
             WindowData::Buckets {
                 first_ms,
@@ -157,71 +205,113 @@ pub(crate) fn bucket_range(first: i64, res: i64, len: usize, t: i64, range: i64)
 }
 
 /// Applies the range function `name` (with `param`, per evaluation time, for
-/// `quantile_over_time` and `predict_linear`) to `input`. Approximations taken are pushed on
-/// `warnings`.
+/// `quantile_over_time` and `predict_linear`) to `input`, reading stored buckets through
+/// `source` within `budget`. Approximations taken are pushed on `warnings`.
 ///
 /// # Errors
-/// `bad_data` when the function needs samples the input does not have.
+/// `bad_data` when the function needs samples the input does not have; the read's errors.
 pub(crate) fn apply(
     name: &str,
-    input: &RangeInput,
+    input: RangeInput,
     param: Option<&[f64]>,
+    (source, budget): (&dyn Source, &ReadBudget),
     warnings: &mut Vec<String>,
 ) -> Result<Vec<Series>, QueryError> {
     use rayon::prelude::*;
-    // Every series' buckets share one grid: each time's window, computed once.
-    let windows: Vec<(usize, usize)> = match &input.data {
+    let RangeInput {
+        series,
+        times,
+        range_ms,
+        data,
+    } = input;
+    let values: Vec<Vec<Option<f64>>> = match &data {
+        WindowData::Stored {
+            selected,
+            tier,
+            from,
+            to,
+            first_ms,
+            res_ms,
+        } => {
+            for s in &series {
+                if let Some(warning) = bucket_rule(name, s)? {
+                    push_once(warnings, warning);
+                }
+            }
+            let len = stored_len(*from, *to, *res_ms);
+            let windows = bucket_windows(*first_ms, *res_ms, len, &times, range_ms);
+            let reduce = |i: usize, buckets: &[Bucket]| {
+                let at = (*first_ms, *res_ms);
+                over_buckets(
+                    name,
+                    series[i].counter,
+                    buckets,
+                    at,
+                    (&times, &windows),
+                    param,
+                )
+            };
+            source.map_buckets(selected, *tier, *from, *to, budget, &reduce)?
+        }
         WindowData::Buckets {
             first_ms,
             res_ms,
             buckets,
         } => {
+            for s in &series {
+                if let Some(warning) = bucket_rule(name, s)? {
+                    push_once(warnings, warning);
+                }
+            }
             let len = buckets.first().map_or(0, Vec::len);
-            (input.times.iter())
-                .map(|&t| bucket_range(*first_ms, *res_ms, len, t, input.range_ms))
+            let windows = bucket_windows(*first_ms, *res_ms, len, &times, range_ms);
+            (buckets.par_iter().zip(&series))
+                .map(|(buckets, s)| {
+                    let at = (*first_ms, *res_ms);
+                    over_buckets(name, s.counter, buckets, at, (&times, &windows), param)
+                })
                 .collect()
         }
-        WindowData::Points { .. } => Vec::new(),
+        WindowData::Points { increases, points } => (series.par_iter().zip(points))
+            .map(|(s, points)| {
+                let increases = *increases && s.counter;
+                over_points(name, s, points, increases, (&times, range_ms), param)
+            })
+            .collect::<Result<_, QueryError>>()?,
     };
-    // Series by series in parallel, each with the warnings it gave.
-    let each: Vec<(Series, Vec<String>)> = (input.series.par_iter().enumerate())
-        .map(|(i, series)| {
-            let mut said = Vec::new();
-            let values = match &input.data {
-                WindowData::Buckets {
-                    first_ms,
-                    res_ms,
-                    buckets,
-                } => over_buckets(
-                    name,
-                    series,
-                    &buckets[i],
-                    (*first_ms, *res_ms),
-                    (input, &windows),
-                    param,
-                    &mut said,
-                )?,
-                WindowData::Points { increases, points } => {
-                    let increases = *increases && series.counter;
-                    over_points(name, series, &points[i], increases, input, param)?
-                }
-            };
-            let labels = if name == "last_over_time" {
-                series.labels.clone()
+    let keep_name = name == "last_over_time";
+    Ok((series.into_iter().zip(values))
+        .map(|(s, values)| Series {
+            labels: if keep_name {
+                s.labels
             } else {
-                series.labels.clone().without_name()
-            };
-            Ok((Series { labels, values }, said))
+                s.labels.without_name()
+            },
+            values,
         })
-        .collect::<Result<_, QueryError>>()?;
-    let mut out = Vec::with_capacity(each.len());
-    for (series, said) in each {
-        for warning in said {
-            push_once(warnings, warning);
-        }
-        out.push(series);
-    }
-    Ok(out)
+        .collect())
+}
+
+/// The buckets a [`WindowData::Stored`] read of `[from, to)` gives each series, the first
+/// starting at `from` aligned down to the resolution.
+fn stored_len(from: Timestamp, to: Timestamp, res_ms: i64) -> usize {
+    let res = res_ms / 1000;
+    let first = from.div_euclid(res) * res;
+    ((to - first).max(0) as u64).div_ceil(res as u64) as usize
+}
+
+/// Each evaluation time's window over `len` buckets: every series' buckets share one grid,
+/// so the windows are computed once for all.
+fn bucket_windows(
+    first_ms: i64,
+    res_ms: i64,
+    len: usize,
+    times: &[i64],
+    range_ms: i64,
+) -> Vec<(usize, usize)> {
+    (times.iter())
+        .map(|&t| bucket_range(first_ms, res_ms, len, t, range_ms))
+        .collect()
 }
 
 /// The refusal of `name` over buckets.
@@ -240,22 +330,20 @@ fn push_once(warnings: &mut Vec<String>, warning: String) {
     }
 }
 
-/// `name` over the buckets of one series, per evaluation time.
-fn over_buckets(
-    name: &str,
-    series: &RangeSeries,
-    buckets: &[Bucket],
-    (first, res): (i64, i64),
-    (input, windows): (&RangeInput, &[(usize, usize)]),
-    param: Option<&[f64]>,
-    warnings: &mut Vec<String>,
-) -> Result<Vec<Option<f64>>, QueryError> {
-    let metric = series.labels.get(super::labels::NAME).to_owned();
+/// Whether `name` may read the buckets of `series`, and the warning it then gives.
+///
+/// # Errors
+/// `bad_data` when buckets cannot answer it, or `name` is not a range function.
+fn bucket_rule(name: &str, series: &RangeSeries) -> Result<Option<String>, QueryError> {
+    let metric = series.labels.get(super::labels::NAME);
     let counter = series.counter;
     let approx = |what: &str| {
-        format!("approximate: {name}({metric}[...]) {what}, from buckets (no raw samples for the range)")
+        Some(format!(
+            "approximate: {name}({metric}[...]) {what}, from buckets (no raw samples for the \
+             range)"
+        ))
     };
-    match name {
+    Ok(match name {
         "rate" | "increase" if !counter => {
             return Err(needs_raw(
                 name,
@@ -263,14 +351,7 @@ fn over_buckets(
                 "a gauge's buckets do not say how its value moved within them",
             ))
         }
-        "predict_linear" if counter => {
-            return Err(needs_raw(
-                name,
-                series,
-                "a counter's running total is not stored",
-            ))
-        }
-        "last_over_time" if counter => {
+        "predict_linear" | "last_over_time" if counter => {
             return Err(needs_raw(
                 name,
                 series,
@@ -284,27 +365,40 @@ fn over_buckets(
         "irate" if !counter => {
             return Err(needs_raw(name, series, "it needs each sample"));
         }
-        "irate" => push_once(
-            warnings,
-            approx("is the rate over the last bucket with samples"),
-        ),
-        "last_over_time" => push_once(
-            warnings,
-            approx("is the average of the last bucket with samples"),
-        ),
-        "delta" if counter => {}
-        "delta" | "deriv" | "predict_linear" => {
-            push_once(warnings, approx("is fitted to bucket averages"))
-        }
-        _ if counter && name.ends_with("_over_time") && name != "present_over_time" => push_once(
-            warnings,
-            format!(
+        "irate" => approx("is the rate over the last bucket with samples"),
+        "last_over_time" => approx("is the average of the last bucket with samples"),
+        "delta" if counter => None,
+        "delta" | "deriv" | "predict_linear" => approx("is fitted to bucket averages"),
+        "rate" | "increase" | "present_over_time" => None,
+        "sum_over_time" | "count_over_time" | "min_over_time" | "max_over_time"
+        | "avg_over_time"
+            if counter =>
+        {
+            Some(format!(
                 "{name}({metric}[...]): {metric} is a counter stored as increases; the \
-                     function reads its increases, not its running total"
-            ),
-        ),
-        _ => {}
-    }
+                 function reads its increases, not its running total"
+            ))
+        }
+        "sum_over_time" | "count_over_time" | "min_over_time" | "max_over_time"
+        | "avg_over_time" => None,
+        other => {
+            return Err(QueryError::bad_data(format!(
+                "{other} is not a range function"
+            )))
+        }
+    })
+}
+
+/// `name` over the buckets of one series (a counter's when `counter`), per evaluation time
+/// of `times` and its window of `windows`; [`bucket_rule`] said it may.
+fn over_buckets(
+    name: &str,
+    counter: bool,
+    buckets: &[Bucket],
+    (first, res): (i64, i64),
+    (times, windows): (&[i64], &[(usize, usize)]),
+    param: Option<&[f64]>,
+) -> Vec<Option<f64>> {
     let res_secs = res as f64 / 1000.0;
     // The functions of count and total alone (the rate of every dashboard): a window's sums,
     // without folding min and max.
@@ -313,7 +407,14 @@ fn over_buckets(
         "sum_over_time" | "count_over_time" | "avg_over_time" | "increase" | "rate"
     );
     if sums_only || (name == "delta" && counter) {
-        let values = (windows.iter())
+        // The name is matched once, not per window.
+        let of_sums: fn(f64, u64, f64) -> f64 = match name {
+            "count_over_time" => |_, count, _| count as f64,
+            "avg_over_time" => |total, count, _| total / count as f64,
+            "rate" => |total, _, seconds| total / seconds,
+            _ => |total, _, _| total,
+        };
+        return (windows.iter())
             .map(|&(lo, hi)| {
                 let hi = hi.min(buckets.len());
                 let lo = lo.min(hi);
@@ -322,18 +423,12 @@ fn over_buckets(
                     total += b.total;
                     count += b.count;
                 }
-                (count > 0).then(|| match name {
-                    "count_over_time" => count as f64,
-                    "avg_over_time" => total / count as f64,
-                    "rate" => total / ((hi - lo) as f64 * res_secs),
-                    _ => total,
-                })
+                (count > 0).then(|| of_sums(total, count, (hi - lo) as f64 * res_secs))
             })
             .collect();
-        return Ok(values);
     }
-    let mut values = Vec::with_capacity(input.times.len());
-    for (k, (&t, &(lo, hi))) in input.times.iter().zip(windows).enumerate() {
+    let mut values = Vec::with_capacity(times.len());
+    for (k, (&t, &(lo, hi))) in times.iter().zip(windows).enumerate() {
         let hi = hi.min(buckets.len());
         let lo = lo.min(hi);
         let window = &buckets[lo..hi];
@@ -347,16 +442,16 @@ fn over_buckets(
         }
         let mid = |j: usize| (first + (lo + j) as i64 * res) as f64 / 1000.0 + res_secs / 2.0;
         let value = match name {
-            "min_over_time" => merged.min,
-            "max_over_time" => merged.max,
-            "present_over_time" => 1.0,
+            "min_over_time" => Some(merged.min),
+            "max_over_time" => Some(merged.max),
+            "present_over_time" => Some(1.0),
             "irate" => {
                 let last = window.iter().rev().find(|b| b.count > 0);
-                last.map_or(0.0, |b| b.total / res_secs)
+                Some(last.map_or(0.0, |b| b.total / res_secs))
             }
             "last_over_time" => {
                 let last = window.iter().rev().find(|b| b.count > 0);
-                last.map_or(f64::NAN, |b| b.total / b.count as f64)
+                Some(last.map_or(f64::NAN, |b| b.total / b.count as f64))
             }
             "delta" | "deriv" | "predict_linear" => {
                 let mut running = 0.0;
@@ -372,32 +467,22 @@ fn over_buckets(
                     })
                     .collect();
                 match name {
-                    "delta" => points[points.len() - 1].1 - points[0].1,
-                    "deriv" if points.len() < 2 => {
-                        values.push(None);
-                        continue;
-                    }
-                    "deriv" => linear_regression(&points, t as f64 / 1000.0).0,
+                    "delta" => Some(points[points.len() - 1].1 - points[0].1),
+                    _ if points.len() < 2 => None,
+                    "deriv" => Some(linear_regression(&points, t as f64 / 1000.0).0),
                     _ => {
-                        if points.len() < 2 {
-                            values.push(None);
-                            continue;
-                        }
                         let (slope, intercept) = linear_regression(&points, t as f64 / 1000.0);
                         let ahead = param.map_or(0.0, |p| p[k]);
-                        slope * ahead + intercept
+                        Some(slope * ahead + intercept)
                     }
                 }
             }
-            other => {
-                return Err(QueryError::bad_data(format!(
-                    "{other} is not a range function"
-                )))
-            }
+            // Refused by `bucket_rule` before any read.
+            _ => None,
         };
-        values.push(Some(value));
+        values.push(value);
     }
-    Ok(values)
+    values
 }
 
 /// `name` over the points of one series, per evaluation time, as Prometheus computes it
@@ -407,7 +492,7 @@ fn over_points(
     series: &RangeSeries,
     points: &[(i64, f64)],
     increases: bool,
-    input: &RangeInput,
+    (times, range_ms): (&[i64], i64),
     param: Option<&[f64]>,
 ) -> Result<Vec<Option<f64>>, QueryError> {
     if increases && matches!(name, "resets" | "predict_linear" | "last_over_time") {
@@ -417,10 +502,10 @@ fn over_points(
             series.labels.get(super::labels::NAME)
         )));
     }
-    let range_secs = input.range_ms as f64 / 1000.0;
-    let mut values = Vec::with_capacity(input.times.len());
-    for (k, &t) in input.times.iter().enumerate() {
-        let w = window_points(points, t, input.range_ms);
+    let range_secs = range_ms as f64 / 1000.0;
+    let mut values = Vec::with_capacity(times.len());
+    for (k, &t) in times.iter().enumerate() {
+        let w = window_points(points, t, range_ms);
         let n = w.len();
         let value = if n == 0 {
             None

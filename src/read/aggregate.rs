@@ -713,7 +713,7 @@ pub(super) fn fold_series(
 
 /// Buckets of one series read before moving to the next series of the chunk: four 16-bucket
 /// blocks, so each span streams through four contiguous runs of the file.
-const SPAN_BUCKETS: i64 = 64;
+pub(crate) const SPAN_BUCKETS: i64 = 64;
 
 /// What one point of one group has seen so far: the merged buckets (for the exact
 /// aggregates) and the series' shown values (for the rest).

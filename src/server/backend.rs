@@ -93,7 +93,8 @@ pub trait Backend: Send + Sync {
     ) -> Answer<'_, Vec<RenderedSeries>>;
 
     /// `/prometheus/api/v1/...`: a PromQL query or a listing of series, labels or metadata,
-    /// within `limits`. A cluster node answers `unavailable` until it can fan PromQL out.
+    /// within `limits`. A cluster node evaluates it over its owners' reads, recording a read
+    /// from a replica behind the log in `read.report`.
     fn prometheus(
         &self,
         request: promql::Request,

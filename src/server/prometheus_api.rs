@@ -17,6 +17,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 
 use super::params::Params;
+use super::read_report::Behind;
 use super::State;
 use crate::promql::{self, ErrorKind, Listing, QueryError, QueryLimits, Request};
 use crate::read::budget::ReadBudget;
@@ -80,13 +81,21 @@ impl IntoResponse for PromError {
 
 type Answer = Result<Response, PromError>;
 
-/// Prometheus' success envelope.
+/// Prometheus' success envelope, around the `data` text as it is.
 fn success(reply: promql::Reply) -> Response {
-    let mut body = serde_json::json!({"status": "success", "data": reply.data});
+    let mut body = String::with_capacity(reply.data.len() + 64);
+    body.push_str("{\"status\":\"success\",\"data\":");
+    body.push_str(&reply.data);
     if !reply.warnings.is_empty() {
-        body["warnings"] = serde_json::json!(reply.warnings);
+        body.push_str(",\"warnings\":");
+        body.push_str(&serde_json::json!(reply.warnings).to_string());
     }
-    Json(body).into_response()
+    body.push('}');
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
 }
 
 /// The request's parameters, from the query string and a form body.
@@ -163,11 +172,11 @@ async fn run(state: &State, params: &Params, request: Request) -> Answer {
         max_series: state.limits.max_query_series,
         deadline: Instant::now() + timeout,
     };
-    let read = super::ReadOptions {
-        strong: false,
-        token: state.credentials.internal_token(),
-        report: Default::default(),
-    };
+    let read = params.read_options(state).map_err(|e| match e {
+        super::error::ApiError::BadRequest(why) => PromError(QueryError::bad_data(why)),
+        other => bad_param("consistency", format!("{other:?}")),
+    })?;
+    let report = read.report.clone();
     let answer = state.backend.prometheus(request, limits, read);
     let reply = match tokio::time::timeout(timeout, answer).await {
         Ok(reply) => reply,
@@ -183,7 +192,33 @@ async fn run(state: &State, params: &Params, request: Request) -> Answer {
     if budget.exceeded() {
         state.stats.count_over_budget();
     }
-    Ok(success(reply?))
+    let mut reply = reply?;
+    let behind = report.behind();
+    if !behind.is_complete() {
+        reply.warnings.push(behind_warning(&behind));
+    }
+    Ok(report.mark(success(reply)))
+}
+
+/// The `warnings` entry of an answer read from a replica behind the log (a cluster node's
+/// default read), as the other read endpoints' `behind` field says it.
+fn behind_warning(behind: &Behind) -> String {
+    let which = match &behind.unknown {
+        Some(why) if behind.partitions.is_empty() => {
+            return format!(
+                "incomplete: whether every acknowledged write was read is unknown ({why}); \
+                 consistency=strong waits for them"
+            )
+        }
+        _ => (behind.partitions.iter())
+            .map(|l| format!("{} (applied {} of {})", l.partition, l.applied, l.log))
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    format!(
+        "incomplete: partitions {which} were read from a replica behind the log, so the \
+         answer may lack acknowledged writes; consistency=strong waits for them"
+    )
 }
 
 /// `query`: `query`, `time` (default now), `timeout`.
@@ -339,7 +374,8 @@ async fn buildinfo() -> Response {
             "buildUser": "",
             "buildDate": "",
             "goVersion": "",
-        }),
+        })
+        .to_string(),
         warnings: Vec::new(),
     })
 }
@@ -352,7 +388,7 @@ async fn query_exemplars(RawQuery(raw): RawQuery, headers: HeaderMap, body: Byte
     promql_parser::parser::parse(text)
         .map_err(|e| bad_param("query", format!("invalid PromQL {text:?}: {e}")))?;
     Ok(success(promql::Reply {
-        data: serde_json::json!([]),
+        data: "[]".into(),
         warnings: Vec::new(),
     }))
 }

@@ -25,24 +25,24 @@ use crate::support::process::{tierdb_command, Addrs, Proc};
 const SETTLE: Duration = Duration::from_secs(90);
 
 /// One tierdb node: its process, addresses, name and data directory (kept across restarts).
-struct Node {
-    name: String,
+pub(crate) struct Node {
+    pub(crate) name: String,
     dir: PathBuf,
     logs: PathBuf,
     starts: usize,
     /// Flags beyond the cluster's.
-    args: Vec<String>,
+    pub(crate) args: Vec<String>,
     /// Environment variables beyond the test's.
-    env: Vec<(&'static str, String)>,
+    pub(crate) env: Vec<(&'static str, String)>,
     /// `--lease-timeout`: 3 s, so that most tests see failovers quickly; `None` runs the
     /// default.
-    lease_timeout: Option<&'static str>,
+    pub(crate) lease_timeout: Option<&'static str>,
     proc: Option<Proc>,
     addrs: Option<Addrs>,
 }
 
 impl Node {
-    fn start(&mut self, urls: &str) {
+    pub(crate) fn start(&mut self, urls: &str) {
         self.starts += 1;
         let log = self.logs.join(format!("{}-{}.log", self.name, self.starts));
         let mut command = tierdb_command("serve", &self.dir);
@@ -73,7 +73,7 @@ impl Node {
         self.proc = Some(proc);
     }
 
-    fn http(&self) -> SocketAddr {
+    pub(crate) fn http(&self) -> SocketAddr {
         self.addrs.as_ref().expect("node running").http
     }
 
@@ -106,12 +106,12 @@ fn nodes(count: usize, root: &Path) -> Vec<Node> {
 
 /// Three NATS servers and three nodes on them, every partition served. The fields drop in
 /// order: nodes first (killed by pid), then their directories, the servers, the runtime.
-struct Setup {
-    cluster: Vec<Node>,
-    root: tempfile::TempDir,
-    urls: String,
-    nats: NatsCluster,
-    runtime: tokio::runtime::Runtime,
+pub(crate) struct Setup {
+    pub(crate) cluster: Vec<Node>,
+    pub(crate) root: tempfile::TempDir,
+    pub(crate) urls: String,
+    pub(crate) nats: NatsCluster,
+    pub(crate) runtime: tokio::runtime::Runtime,
 }
 
 impl Setup {
@@ -135,7 +135,7 @@ impl Setup {
 
     /// `servers` NATS servers running, and `count` nodes not started yet (to be given their
     /// flags first).
-    fn stopped(servers: usize, count: usize) -> Setup {
+    pub(crate) fn stopped(servers: usize, count: usize) -> Setup {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let nats = runtime.block_on(NatsCluster::start(servers));
         let urls = nats.urls().join(",");
@@ -153,7 +153,7 @@ impl Setup {
 
 /// Writes a tiers.toml of the shipped tiers plus a raw tier (1h periods, kept a day) into
 /// `dir`; returns its path.
-fn with_raw_tier(dir: &Path) -> PathBuf {
+pub(crate) fn with_raw_tier(dir: &Path) -> PathBuf {
     let path = dir.join("tiers.toml");
     let shipped =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tiers.toml")).unwrap();
@@ -169,7 +169,7 @@ fn with_raw_tier(dir: &Path) -> PathBuf {
 }
 
 /// Waits until every node reads every partition from a live owner.
-fn wait_served(cluster: &[Node]) {
+pub(crate) fn wait_served(cluster: &[Node]) {
     for node in cluster {
         eventually("every partition served", || {
             let status = get_json(node.http(), "/api/v1/cluster")?;
@@ -217,7 +217,7 @@ pub(crate) fn eventually<T>(what: &str, mut check: impl FnMut() -> Result<T, Str
 }
 
 /// The last whole hour before now: inside every default tier's window.
-fn hour_start() -> i64 {
+pub(crate) fn hour_start() -> i64 {
     let now = chrono::Utc::now().timestamp();
     now - now % 3600 - 3600
 }
@@ -245,7 +245,7 @@ fn send_graphite(addr: SocketAddr, series: &[(String, Vec<(i64, f64)>)]) {
     stream.write_all(text.as_bytes()).expect("graphite write");
 }
 
-fn send_json(addr: SocketAddr, series: &[(String, Vec<(i64, f64)>)]) -> u16 {
+pub(crate) fn send_json(addr: SocketAddr, series: &[(String, Vec<(i64, f64)>)]) -> u16 {
     let body: Vec<Value> = series
         .iter()
         .flat_map(|(name, samples)| {

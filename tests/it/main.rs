@@ -5,6 +5,7 @@ mod cli;
 mod cluster;
 mod cluster_apply;
 mod cluster_ownership;
+mod cluster_promql;
 mod cluster_secure;
 mod collectd;
 mod common;

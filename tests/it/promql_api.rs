@@ -280,10 +280,16 @@ fn errors_answer_prometheus_envelopes() {
             "no_such_function",
         ),
         (
-            &query_path("timestamp(room_temperature_celsius)"),
+            &query_path("double_exponential_smoothing(room_temperature_celsius[10m], 0.5, 0.5)"),
             400,
             "bad_data",
             "not supported",
+        ),
+        (
+            &query_path("timestamp(room_temperature_celsius)"),
+            400,
+            "bad_data",
+            "do not keep when each sample was taken",
         ),
         (
             &query_path("irate(room_temperature_celsius[5m])"),

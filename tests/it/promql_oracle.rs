@@ -433,6 +433,17 @@ fn promql_matches_prometheus() {
         "absent_over_time(oracle_temperature{instance=\"b\"}[2m])".to_string(),
         "vector(1) + scalar(count(count_over_time(oracle_temperature[5m])))".to_string(),
         "time() - 1".to_string(),
+        // Date and trigonometric functions: of the evaluation time, of stored values, of
+        // the time of a computed vector.
+        "hour() * 100 + minute() + day_of_week() + day_of_month() + month() + year() + days_in_month() + day_of_year()".to_string(),
+        "day_of_week(vector(time() + 86400 * 3)) + days_in_month(vector(1709251199.5)) + year(vector(-0.5))".to_string(),
+        "minute(max_over_time(oracle_temperature[5m]) * 1000)".to_string(),
+        "timestamp(sum by (job) (max_over_time(oracle_temperature[5m])))".to_string(),
+        "sin(avg_over_time(oracle_temperature[5m])) + cos(max_over_time(oracle_temperature[5m])) * scalar(tan(vector(0.25)))".to_string(),
+        "scalar(asin(vector(0.5)) + acos(vector(0.25))) + atan(min_over_time(oracle_temperature[5m]))".to_string(),
+        "scalar(sinh(vector(1.5)) + cosh(vector(0.5))) + tanh(avg_over_time(oracle_temperature[5m]) / 100)".to_string(),
+        "asinh(max_over_time(oracle_temperature[5m])) + scalar(acosh(vector(2)) + atanh(vector(0.5)))".to_string(),
+        "deg(avg_over_time(oracle_temperature[5m])) - scalar(rad(vector(90))) * pi()".to_string(),
         // The stored increase, against Prometheus' difference over the same span.
         "increase(oracle_requests_total{instance=\"b\"}[5m])".to_string(),
         "sum by (job) (rate(oracle_requests_total{instance=\"b\"}[5m]))".to_string(),

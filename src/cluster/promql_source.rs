@@ -1,0 +1,406 @@
+//! PromQL on a cluster node: the evaluator's [`Source`] over the partitions' owners. The
+//! node evaluates the query itself, as a single node does; only the leaf reads fan out
+//! ([`super::fanout::fan_out`]): the series a selector picks (each owner lists the keys of
+//! its partitions' series that match, its registry scans charged), then their buckets or
+//! raw points (each owner reads the keys of its own partitions, on the tier and range the
+//! asker chose). The asker charges the request's budget as one engine would (the owners'
+//! scans as they report them, the series times the buckets before anything is read), so
+//! `--max-read-values`, `--max-query-series` and `--query-timeout` hold as on a single node.
+//! A read taken from a replica behind the log is recorded in the request's
+//! [`crate::server::read_report::ReadReport`], which the Prometheus handler turns into a
+//! `warnings` entry.
+//!
+//! A series is named on the wire by its canonical key (its id differs between engines);
+//! matchers travel as `(op, name, value)` with a regex's anchored source, since the parser's
+//! types do not deserialize.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use promql_parser::label::{MatchOp, Matcher};
+use serde::{Deserialize, Serialize};
+
+use super::fanout::{self, PartialAnswer, PartialRead};
+use super::node::Node;
+use super::partial::{self, Charged};
+use crate::bucket::{Bucket, ExactF64};
+use crate::config::TiersConfig;
+use crate::error::{Error, Result};
+use crate::promql::{self, key_labels, MatcherSet, RawPoints, Selected, Source, StoredSource};
+use crate::read::budget::ReadBudget;
+use crate::read::reader::Reader;
+use crate::registry::{SeriesId, SeriesKey};
+use crate::server::backend::ReadOptions;
+use crate::time::Timestamp;
+
+/// One matcher on the wire.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct WireMatcher {
+    /// `=`, `!=`, `=~` or `!~`.
+    op: String,
+    name: String,
+    /// The value as written (`=`, `!=`) or the regex's anchored source (`=~`, `!~`).
+    value: String,
+}
+
+impl WireMatcher {
+    fn of(matcher: &Matcher) -> WireMatcher {
+        let value = match &matcher.op {
+            MatchOp::Re(re) | MatchOp::NotRe(re) => re.as_str().to_owned(),
+            MatchOp::Equal | MatchOp::NotEqual => matcher.value.clone(),
+        };
+        WireMatcher {
+            op: matcher.op.to_string(),
+            name: matcher.name.clone(),
+            value,
+        }
+    }
+
+    fn matcher(&self) -> Result<Matcher> {
+        let regex = || {
+            regex::Regex::new(&self.value)
+                .map_err(|e| Error::InvalidQuery(format!("matcher {:?}: {e}", self.value)))
+        };
+        let op = match self.op.as_str() {
+            "=" => MatchOp::Equal,
+            "!=" => MatchOp::NotEqual,
+            "=~" => MatchOp::Re(regex()?),
+            "!~" => MatchOp::NotRe(regex()?),
+            other => {
+                return Err(Error::InvalidQuery(format!(
+                    "unknown matcher operator {other:?}"
+                )))
+            }
+        };
+        Ok(Matcher::new(op, &self.name, &self.value))
+    }
+}
+
+/// The PromQL reads an owner answers for its partitions.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) enum PromRead {
+    /// The series matching all matchers of at least one set.
+    Select(Vec<Vec<WireMatcher>>),
+    /// The buckets of those of `keys` in the owner's partitions, on tier `tier` from
+    /// `from` (aligned down to its resolution) to before `to`.
+    Buckets {
+        /// Canonical keys; an answer names each by its index here.
+        keys: Vec<String>,
+        /// The tier's name.
+        tier: String,
+        from: Timestamp,
+        to: Timestamp,
+    },
+    /// The raw tier's points of those of `keys` in the owner's partitions, in `[from, to)`.
+    Raw {
+        keys: Vec<String>,
+        from: Timestamp,
+        to: Timestamp,
+    },
+}
+
+/// An owner's answer to a [`PromRead`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) enum PromAnswer {
+    /// Canonical keys, each with whether it is a counter; the scans charged.
+    Selected(Charged<Vec<(String, bool)>>),
+    /// Per key found, its index and buckets.
+    Buckets(Vec<IndexedBuckets>),
+    /// Per key found, its index and points; `None` when the owner's raw tier does not hold
+    /// the range. The points charged.
+    Raw(Charged<Option<Vec<IndexedPoints>>>),
+}
+
+/// One series' buckets on the wire, bit for bit.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct IndexedBuckets {
+    index: u32,
+    #[serde(with = "crate::bucket::exact_buckets")]
+    buckets: Vec<Bucket>,
+}
+
+/// One series' raw points on the wire, bit for bit.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct IndexedPoints {
+    index: u32,
+    points: Vec<(Timestamp, ExactF64)>,
+}
+
+/// An owner's answer over `readers`, the engines of `partitions` (in that order), of a
+/// cluster of `all` partitions, within `budget`.
+///
+/// # Errors
+/// A matcher that does not compile, an unknown tier, the budget's refusal, a read's error.
+pub(crate) fn answer_over(
+    readers: &[Reader<'_>],
+    partitions: &[u32],
+    all: u32,
+    read: PromRead,
+    budget: &ReadBudget,
+) -> Result<PromAnswer> {
+    // The keys of `keys` each engine holds: per reader, (index in keys, selected).
+    let held = |keys: &[String]| -> Vec<Vec<(u32, Selected)>> {
+        let mut per_reader = vec![Vec::new(); readers.len()];
+        for (index, key) in keys.iter().enumerate() {
+            let partition = super::partition_of(key, all);
+            let Some(at) = partitions.iter().position(|&p| p == partition) else {
+                continue;
+            };
+            let reader = &readers[at];
+            let Some(id) = reader.registry().get(key) else {
+                continue;
+            };
+            let counter = reader.series_kind(id) == crate::counter::SeriesKind::Counter;
+            per_reader[at].push((
+                index as u32,
+                Selected {
+                    id: id.0,
+                    labels: promql::Labels::default(),
+                    counter,
+                },
+            ));
+        }
+        per_reader
+    };
+    Ok(match read {
+        PromRead::Select(sets) => {
+            let sets: Vec<MatcherSet> = (sets.iter())
+                .map(|set| set.iter().map(WireMatcher::matcher).collect())
+                .collect::<Result<_>>()?;
+            let mut found = Vec::new();
+            for reader in readers {
+                for s in StoredSource::new(*reader).select(&sets, budget)? {
+                    if let Some(key) = reader.registry().key(SeriesId(s.id)) {
+                        found.push((key.as_str().to_owned(), s.counter));
+                    }
+                }
+            }
+            PromAnswer::Selected(Charged::new(found, budget))
+        }
+        PromRead::Buckets {
+            keys,
+            tier,
+            from,
+            to,
+        } => {
+            let mut out = Vec::new();
+            for (reader, held) in readers.iter().zip(held(&keys)) {
+                let index = (reader.config().tier_index(&tier))
+                    .ok_or_else(|| Error::UnknownTier(tier.clone()))?;
+                let series: Vec<Selected> = held.iter().map(|(_, s)| s.clone()).collect();
+                let read = StoredSource::new(*reader).buckets(&series, index, from, to, budget)?;
+                out.extend(
+                    (held.iter().zip(read)).map(|((index, _), buckets)| IndexedBuckets {
+                        index: *index,
+                        buckets,
+                    }),
+                );
+            }
+            PromAnswer::Buckets(out)
+        }
+        PromRead::Raw { keys, from, to } => {
+            let mut out = Vec::new();
+            for (reader, held) in readers.iter().zip(held(&keys)) {
+                let series: Vec<Selected> = held.iter().map(|(_, s)| s.clone()).collect();
+                let Some(read) = StoredSource::new(*reader).raw(&series, from, to, budget)? else {
+                    return Ok(PromAnswer::Raw(Charged::new(None, budget)));
+                };
+                out.extend(
+                    (held.iter().zip(read)).map(|((index, _), points)| IndexedPoints {
+                        index: *index,
+                        points: points.into_iter().map(|(t, v)| (t, ExactF64(v))).collect(),
+                    }),
+                );
+            }
+            PromAnswer::Raw(Charged::new(Some(out), budget))
+        }
+    })
+}
+
+/// PromQL's [`Source`] on a cluster node: every read fans out to the partitions' owners.
+pub(crate) struct ClusterSource {
+    node: Arc<Node>,
+    /// The runtime the fan-outs run on, from the request's handler: the evaluator calls the
+    /// source synchronously, on the blocking pool (as render's source, see
+    /// [`fanout::RenderSource`]).
+    runtime: tokio::runtime::Handle,
+    /// How the request asks to be read, and where the fan-outs record a lag.
+    options: ReadOptions,
+    /// The canonical key of each series selected so far: a [`Selected`]'s id is its index.
+    keys: Mutex<Vec<String>>,
+}
+
+impl ClusterSource {
+    /// A source reading through `node`'s owners, fanning out on `runtime`.
+    pub(crate) fn new(
+        node: Arc<Node>,
+        runtime: tokio::runtime::Handle,
+        options: ReadOptions,
+    ) -> ClusterSource {
+        ClusterSource {
+            node,
+            runtime,
+            options,
+            keys: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Fans `read` out to every partition's owner within `budget` values, and waits.
+    fn fan_out(&self, read: PromRead, budget: u64) -> Result<Vec<PromAnswer>> {
+        let answers = self.runtime.block_on(fanout::fan_out(
+            &self.node,
+            PartialRead::Promql(read),
+            None,
+            budget,
+            &self.options,
+        ))?;
+        (answers.into_iter())
+            .map(|answer| match answer {
+                PartialAnswer::Promql(answer) => Ok(answer),
+                _ => Err(Error::Cluster(
+                    "an owner answered another kind of read".into(),
+                )),
+            })
+            .collect()
+    }
+
+    /// The keys of `series`, as this source named them.
+    fn keys_of(&self, series: &[Selected]) -> Result<Vec<String>> {
+        let keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        (series.iter())
+            .map(|s| {
+                keys.get(s.id as usize).cloned().ok_or_else(|| {
+                    Error::InvalidQuery(format!("series {} was not selected here", s.id))
+                })
+            })
+            .collect()
+    }
+}
+
+fn other_answer() -> Error {
+    Error::Cluster("an owner answered another PromQL read than asked".into())
+}
+
+impl Source for ClusterSource {
+    fn tiers(&self) -> &TiersConfig {
+        self.node.tiers()
+    }
+
+    fn now(&self) -> Timestamp {
+        self.node.now()
+    }
+
+    /// Each owner lists its matching keys, its scans charged to what the request may still
+    /// read; the asker charges their reports, labels them and sorts them by labels.
+    fn select(&self, sets: &[MatcherSet], budget: &ReadBudget) -> Result<Vec<Selected>> {
+        let wire = (sets.iter())
+            .map(|set| set.iter().map(WireMatcher::of).collect())
+            .collect();
+        let owner_budget = partial::owner_budget(budget).limit();
+        let mut found: Vec<(String, bool)> = Vec::new();
+        for answer in self.fan_out(PromRead::Select(wire), owner_budget)? {
+            let PromAnswer::Selected(charged) = answer else {
+                return Err(other_answer());
+            };
+            found.extend(charged.take(budget)?);
+        }
+        let mut labelled = (found.into_iter())
+            .map(|(key, counter)| {
+                let labels = key_labels(&SeriesKey::parse(&key)?.view());
+                Ok((labels, key, counter))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        labelled.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        // Partitions hold disjoint series; a key listed twice (an owner answered for a
+        // partition twice after a retry) is one series.
+        labelled.dedup_by(|a, b| a.1 == b.1);
+        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        Ok((labelled.into_iter())
+            .map(|(labels, key, counter)| {
+                keys.push(key);
+                Selected {
+                    id: (keys.len() - 1) as u32,
+                    labels,
+                    counter,
+                }
+            })
+            .collect())
+    }
+
+    /// Charged here as one engine charges (series times buckets, before anything is read);
+    /// the owners read without a budget of their own.
+    fn buckets(
+        &self,
+        series: &[Selected],
+        tier: usize,
+        from: Timestamp,
+        to: Timestamp,
+        budget: &ReadBudget,
+    ) -> Result<Vec<Vec<Bucket>>> {
+        let points = promql::charge_buckets(self.tiers(), series.len(), tier, from, to, budget)?;
+        if series.is_empty() || points == 0 {
+            return Ok(vec![Vec::new(); series.len()]);
+        }
+        let read = PromRead::Buckets {
+            keys: self.keys_of(series)?,
+            tier: self.tiers().tiers[tier].name.clone(),
+            from,
+            to,
+        };
+        let mut out = vec![vec![Bucket::EMPTY; points]; series.len()];
+        let mut seen = BTreeSet::new();
+        for answer in self.fan_out(read, u64::MAX)? {
+            let PromAnswer::Buckets(parts) = answer else {
+                return Err(other_answer());
+            };
+            for part in parts {
+                let slot = out.get_mut(part.index as usize).ok_or_else(other_answer)?;
+                if part.buckets.len() != points || !seen.insert(part.index) {
+                    return Err(Error::Cluster(format!(
+                        "an owner answered {} buckets of a series where {points} were asked",
+                        part.buckets.len()
+                    )));
+                }
+                *slot = part.buckets;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Each owner reads its series' points within what the request may still read; `None`
+    /// when any owner's raw tier does not hold the range.
+    fn raw(
+        &self,
+        series: &[Selected],
+        from: Timestamp,
+        to: Timestamp,
+        budget: &ReadBudget,
+    ) -> Result<Option<Vec<RawPoints>>> {
+        let Some(spec) = &self.tiers().raw else {
+            return Ok(None);
+        };
+        if spec.window_start(self.now()) > from {
+            return Ok(None);
+        }
+        let read = PromRead::Raw {
+            keys: self.keys_of(series)?,
+            from,
+            to,
+        };
+        let owner_budget = partial::owner_budget(budget).limit();
+        let mut out = vec![Vec::new(); series.len()];
+        for answer in self.fan_out(read, owner_budget)? {
+            let PromAnswer::Raw(charged) = answer else {
+                return Err(other_answer());
+            };
+            let Some(parts) = charged.take(budget)? else {
+                return Ok(None);
+            };
+            for part in parts {
+                let slot = out.get_mut(part.index as usize).ok_or_else(other_answer)?;
+                *slot = part.points.into_iter().map(|(t, v)| (t, v.0)).collect();
+            }
+        }
+        Ok(Some(out))
+    }
+}
