@@ -1,8 +1,9 @@
-//! Apply throughput of a cluster partition (`PartitionStore::apply`: pre-images read, undo
-//! record written and fsynced, the messages stored through `record_batch`, flush, applied
-//! sequence fsynced) against the same samples through plain `record_batch` in the same run
-//! (the control), and through `record_batch` plus one `Engine::flush` per group (the
-//! durability the apply needs anyway, so the difference to it is the undo's own cost).
+//! Apply throughput of a cluster partition (`PartitionStore::apply` with its default
+//! checkpoints: the pre-images a group is the first since the last checkpoint to touch, read
+//! and appended to the undo chain, fsynced; the messages stored through one `record_batch`;
+//! once a second, a flush and the applied sequence fsynced) against the same samples through
+//! plain `record_batch` in the same run (the control), and through `record_batch` plus one
+//! `Engine::flush` per group (what a durable commit of every group would cost).
 //!
 //! 1,000 gauge series, one message per 10 s instant holding a sample of each (1,000
 //! samples), groups of 10 and 100 messages (10k and 100k samples), default tiers, simulated
