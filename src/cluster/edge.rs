@@ -6,7 +6,8 @@
 //! `invalid_series`. What depends on a series' stored state (`kind_mismatch`,
 //! `counter_out_of_order`) is found when an owner applies the batch, and counted in that
 //! owner's `/metrics`. A flush returns once JetStream has acknowledged every message of the
-//! batch, so a write answered 2xx is in the replicated log; a publish that fails is retried
+//! batch, so a write answered 2xx is in the replicated log (a Graphite socket, which answers
+//! no one, hands its samples to the sink's publisher and reads on); a publish that fails is retried
 //! with the same message id, which JetStream stores once.
 
 use std::collections::hash_map::Entry;
@@ -35,8 +36,9 @@ use crate::time::Timestamp;
 /// payload limit (1 MiB by default): one that encodes larger, with long keys, is halved.
 pub(crate) const MESSAGE_SAMPLES: usize = 4096;
 
-/// Samples one sink queues before it publishes them: sixteen full messages, so a batch split
-/// over the default 16 partitions still makes messages of thousands of samples (every message
+/// Samples that may wait for one sink's publisher (then the sink waits), and that one sink
+/// queues before its caller is told to flush: sixteen full messages, so samples split over
+/// the default 16 partitions still make messages of thousands of samples (every message
 /// costs a publish, an acknowledgement, three log copies and an apply on each owner, whatever
 /// its size). About 1.5 MB per connection, less than one HTTP body may hold.
 const EDGE_BATCH: usize = 16 * MESSAGE_SAMPLES;
