@@ -1,7 +1,7 @@
 //! Influx line protocol parsing, as the HTTP write handler does it: a 5,000-line body split
 //! at `\n`, each line checked for UTF-8 and parsed into its points, the buffers kept across
-//! lines. The lines are those of `benches/cluster.sh` (1,000 series as 100 hosts × 10
-//! measurements' fields, one field a line, timestamps in seconds), plus a body of lines with
+//! lines. The lines are those of `benches/cluster.sh` (1,000 series: 100 hosts × 10 fields
+//! of one measurement, one field a line, timestamps in seconds), plus a body of lines with
 //! three tags and two fields, to cover the sorting and several fields a line.
 //!
 //! `cargo bench --bench influx_parse`. The end-to-end figure over HTTP is
@@ -52,17 +52,14 @@ fn tagged_body() -> Vec<u8> {
 /// Parses `body` line by line as `influx_write` does; returns the points, so nothing is
 /// optimised away.
 fn parse_body(body: &[u8]) -> usize {
-    let mut points = Vec::new();
-    let mut skipped = Vec::new();
+    let mut parser = influx::LineParser::default();
     let mut total = 0;
     for line in body.split(|&b| b == b'\n') {
         let Ok(line) = std::str::from_utf8(line) else {
             continue;
         };
-        points.clear();
-        skipped.clear();
-        if influx::parse_line(line, Precision::Seconds, &mut points, &mut skipped).is_ok() {
-            total += points.len();
+        if parser.parse(line, Precision::Seconds).is_ok() {
+            total += parser.points().count();
         }
     }
     total
