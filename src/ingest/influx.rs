@@ -247,8 +247,9 @@ pub struct LineParser {
     superseded: Vec<bool>,
     /// Field indexes sorted by key, to find repeated keys among many fields.
     order: Vec<u32>,
-    /// The canonical text of the measurement, then of the field key being printed.
+    /// The canonical text of the measurement.
     prefix: String,
+    /// The canonical text of the field key being printed.
     field: String,
     /// `x` and the canonical tag part `{k=v,...}` (empty without tags), as `SeriesKey`
     /// prints it after a one-character placeholder name.
