@@ -430,8 +430,7 @@ impl<'a> Parser<'a> {
     fn run(&mut self, input: impl Read) -> Result<()> {
         let mut reader = BufReader::with_capacity(READ_BUFFER, input);
         let mut line = Vec::with_capacity(4096);
-        let mut points = Vec::new();
-        let mut skipped = Vec::new();
+        let mut parser = influx::LineParser::default();
         self.batch = self
             .empty
             .recv()
@@ -476,24 +475,19 @@ impl<'a> Parser<'a> {
                         self.reject("invalid_utf8", || "the line is not UTF-8".into());
                         continue;
                     };
-                    points.clear();
-                    skipped.clear();
-                    match influx::parse_line(text, self.precision, &mut points, &mut skipped) {
+                    match parser.parse(text, self.precision) {
                         Ok(()) => {
-                            if self.first_ts.is_none() && !points.is_empty() {
+                            if self.first_ts.is_none() && parser.has_points() {
                                 // The timestamp as written (before --precision): the line's
                                 // last field, when a number. Comments and blank lines have
                                 // no points, so they are not taken for one.
                                 self.first_ts = time_unit::written_ts(text);
                             }
-                            for point in &points {
-                                self.push(
-                                    &point.series,
-                                    point.ts.unwrap_or(self.now),
-                                    point.value,
-                                )?;
+                            let ts = parser.ts().unwrap_or(self.now);
+                            for (series, value) in parser.points() {
+                                self.push(series, ts, value)?;
                             }
-                            for skip in &skipped {
+                            for skip in parser.skipped() {
                                 self.reject(skip.as_str(), || {
                                     format!("field skipped: {}", skip.as_str())
                                 });

@@ -22,9 +22,7 @@
 #[cfg(test)]
 mod tests;
 
-use std::borrow::Cow;
-
-use crate::registry::SeriesKey;
+use crate::registry::{write_canonical, SeriesKey};
 use crate::time::Timestamp;
 
 /// Longest line accepted, in bytes, not counting the line ending; longer lines are refused
@@ -205,13 +203,11 @@ impl SkippedField {
 }
 
 /// Parses one line given without its `\n` (a trailing `\r` is tolerated), with timestamps in
-/// `precision`.
+/// `precision`: [`LineParser::parse`] for a caller that parses one line, its points handed
+/// out as owned [`InfluxPoint`]s.
 ///
 /// Pushes one [`InfluxPoint`] per numeric field onto `points` and one [`SkippedField`] per
-/// string or boolean field onto `skipped`, both in line order; a line whose fields are all
-/// strings or booleans is accepted and pushes only its skips. Blank lines and comments (first
-/// non-blank character `#`) push nothing. Leading and trailing spaces and tabs are ignored,
-/// and sections may be separated by more than one space.
+/// string or boolean field onto `skipped`, both in line order.
 ///
 /// # Errors
 ///
@@ -222,37 +218,71 @@ pub fn parse_line(
     points: &mut Vec<InfluxPoint>,
     skipped: &mut Vec<SkippedField>,
 ) -> Result<(), InfluxError> {
-    let line = line.strip_suffix('\r').unwrap_or(line);
-    if line.len() > MAX_LINE {
-        return Err(InfluxError::LineTooLong);
-    }
-    let line = line.trim_matches(is_blank);
-    if line.is_empty() || line.starts_with('#') {
-        return Ok(());
-    }
-    let parsed = Line::parse(line, precision)?;
-    let (points_before, skipped_before) = (points.len(), skipped.len());
-    let emitted = parsed.emit(points, skipped);
-    if emitted.is_err() {
-        points.truncate(points_before);
-        skipped.truncate(skipped_before);
-    }
-    emitted
+    let mut parser = LineParser::default();
+    parser.parse(line, precision)?;
+    let ts = parser.ts();
+    points.extend(parser.points().map(|(series, value)| InfluxPoint {
+        series: series.to_owned(),
+        value,
+        ts,
+    }));
+    skipped.extend_from_slice(parser.skipped());
+    Ok(())
 }
 
-fn is_blank(c: char) -> bool {
-    c == ' ' || c == '\t'
-}
-
-/// A line taken apart, its elements unescaped but no series built yet.
-struct Line<'a> {
-    measurement: Cow<'a, str>,
-    tags: Vec<(Cow<'a, str>, Cow<'a, str>)>,
-    fields: Vec<(Cow<'a, str>, Value)>,
+/// Parses lines one after another into buffers it keeps, so a body of lines costs no
+/// allocation per line once the buffers have grown to its longest line: the parts of a line
+/// are kept as places in the line (or, when they held escapes, in one buffer of unescaped
+/// text), and the series texts of its points are printed one after another into one string.
+#[derive(Debug, Default)]
+pub struct LineParser {
+    /// The unescaped text of the elements that held a backslash.
+    unescaped: String,
+    /// The line's tags, in line order until checked, then sorted by key.
+    tags: Vec<(Text, Text)>,
+    /// The line's fields, in line order.
+    fields: Vec<(Text, Value)>,
+    /// For each field, whether a later field of the same key replaces it; empty when no key
+    /// repeats.
+    superseded: Vec<bool>,
+    /// Field indexes sorted by key, to find repeated keys among many fields.
+    order: Vec<u32>,
+    /// The canonical text of the measurement.
+    prefix: String,
+    /// The canonical text of the field key being printed.
+    field: String,
+    /// `x` and the canonical tag part `{k=v,...}` (empty without tags), as `SeriesKey`
+    /// prints it after a one-character placeholder name.
+    tag_part: String,
+    /// The series texts of the line's points, one after another.
+    series: String,
+    /// The line's points: (end of its series text in `series`, value).
+    points: Vec<(usize, f64)>,
+    /// The line's string and boolean fields.
+    skipped: Vec<SkippedField>,
+    /// The line's timestamp in seconds; `None`: none given.
     ts: Option<Timestamp>,
 }
 
+/// Where an element's unescaped text is: a range of the line (it held no backslash, the
+/// usual case) or of [`LineParser::unescaped`].
+#[derive(Debug, Clone, Copy)]
+enum Text {
+    Line(usize, usize),
+    Unescaped(usize, usize),
+}
+
+impl Text {
+    fn get<'a>(self, line: &'a str, unescaped: &'a str) -> &'a str {
+        match self {
+            Text::Line(start, end) => &line[start..end],
+            Text::Unescaped(start, end) => &unescaped[start..end],
+        }
+    }
+}
+
 /// A field value, reduced to what tierdb does with it.
+#[derive(Debug, Clone, Copy)]
 enum Value {
     Number(f64),
     Skipped(SkippedField),
@@ -262,35 +292,118 @@ enum Value {
 const MEASUREMENT_ESCAPES: &[u8] = b", ";
 /// The characters a backslash escapes in tag keys, tag values and field keys, besides `\`.
 const KEY_ESCAPES: &[u8] = b",= ";
+/// Fields a line may have before repeated keys are found by sorting rather than by
+/// comparing each field with the later ones.
+const FEW_FIELDS: usize = 16;
+/// Tags whose sorted pairs are gathered on the stack rather than in a vector.
+const FEW_TAGS: usize = 8;
 
-impl<'a> Line<'a> {
+impl LineParser {
+    /// Parses one line given without its `\n` (a trailing `\r` is tolerated), with
+    /// timestamps in `precision`, replacing what the last line left.
+    ///
+    /// Afterwards [`LineParser::points`] gives one point per numeric field and
+    /// [`LineParser::skipped`] one [`SkippedField`] per string or boolean field, both in
+    /// line order; a line whose fields are all strings or booleans is accepted with only its
+    /// skips. Blank lines and comments (first non-blank character `#`) give nothing. Leading
+    /// and trailing spaces and tabs are ignored, and sections may be separated by more than
+    /// one space.
+    ///
+    /// # Errors
+    ///
+    /// An [`InfluxError`] naming the first problem found; a refused line gives nothing.
+    pub fn parse(&mut self, line: &str, precision: Precision) -> Result<(), InfluxError> {
+        self.clear();
+        let parsed = self.parse_kept(line, precision);
+        if parsed.is_err() {
+            self.clear();
+        }
+        parsed
+    }
+
+    /// The last line's points: the canonical text of the series `measurement.field` with the
+    /// line's tags, and the field's value (integers beyond 2^53 lose precision).
+    pub fn points(&self) -> impl Iterator<Item = (&str, f64)> + '_ {
+        let mut start = 0;
+        self.points.iter().map(move |&(end, value)| {
+            let series = &self.series[start..end];
+            start = end;
+            (series, value)
+        })
+    }
+
+    /// Whether the last line gave points.
+    pub fn has_points(&self) -> bool {
+        !self.points.is_empty()
+    }
+
+    /// The last line's string and boolean fields, in line order.
+    pub fn skipped(&self) -> &[SkippedField] {
+        &self.skipped
+    }
+
+    /// The last line's timestamp in unix seconds (floored); `None` when it has none, which
+    /// means "now".
+    pub fn ts(&self) -> Option<Timestamp> {
+        self.ts
+    }
+
+    fn clear(&mut self) {
+        self.unescaped.clear();
+        self.tags.clear();
+        self.fields.clear();
+        self.superseded.clear();
+        self.series.clear();
+        self.points.clear();
+        self.skipped.clear();
+        self.ts = None;
+    }
+
+    fn parse_kept(&mut self, line: &str, precision: Precision) -> Result<(), InfluxError> {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.len() > MAX_LINE {
+            return Err(InfluxError::LineTooLong);
+        }
+        let line = line.trim_matches(is_blank);
+        if line.is_empty() || line.starts_with('#') {
+            return Ok(());
+        }
+        let measurement = self.take_apart(line, precision)?;
+        self.emit(line, measurement)
+    }
+
     /// Takes apart a line already stripped of surrounding blanks and known not to be a
-    /// comment.
-    fn parse(line: &'a str, precision: Precision) -> Result<Line<'a>, InfluxError> {
+    /// comment into `tags` (sorted by key), `fields` and `ts`; returns the measurement.
+    fn take_apart(&mut self, line: &str, precision: Precision) -> Result<Text, InfluxError> {
         let bytes = line.as_bytes();
         let end = scan(bytes, 0, b", ");
-        let measurement =
-            element(line, 0, end, MEASUREMENT_ESCAPES).ok_or(InfluxError::InvalidMeasurement)?;
+        let measurement = element(line, 0, end, MEASUREMENT_ESCAPES, &mut self.unescaped)
+            .ok_or(InfluxError::InvalidMeasurement)?;
         let mut pos = end;
 
-        let mut tags = Vec::new();
         while bytes.get(pos) == Some(&b',') {
             let key_end = scan(bytes, pos + 1, b",= ");
             if bytes.get(key_end) != Some(&b'=') {
                 return Err(InfluxError::InvalidTag);
             }
-            let key =
-                element(line, pos + 1, key_end, KEY_ESCAPES).ok_or(InfluxError::InvalidTag)?;
+            let key = element(line, pos + 1, key_end, KEY_ESCAPES, &mut self.unescaped)
+                .ok_or(InfluxError::InvalidTag)?;
             let value_end = scan(bytes, key_end + 1, b",= ");
             if bytes.get(value_end) == Some(&b'=') {
                 return Err(InfluxError::InvalidTag);
             }
-            let value = element(line, key_end + 1, value_end, KEY_ESCAPES)
-                .ok_or(InfluxError::InvalidTag)?;
-            tags.push((key, value));
+            let value = element(
+                line,
+                key_end + 1,
+                value_end,
+                KEY_ESCAPES,
+                &mut self.unescaped,
+            )
+            .ok_or(InfluxError::InvalidTag)?;
+            self.tags.push((key, value));
             pos = value_end;
         }
-        if has_repeated_key(&tags) {
+        if self.sort_tags_finding_repeats(line) {
             return Err(InfluxError::InvalidTag);
         }
 
@@ -298,15 +411,15 @@ impl<'a> Line<'a> {
         if pos == bytes.len() {
             return Err(InfluxError::MissingFields);
         }
-        let mut fields = Vec::new();
         loop {
             let key_end = scan(bytes, pos, b",= ");
             if bytes.get(key_end) != Some(&b'=') {
                 return Err(InfluxError::InvalidField);
             }
-            let key = element(line, pos, key_end, KEY_ESCAPES).ok_or(InfluxError::InvalidField)?;
+            let key = element(line, pos, key_end, KEY_ESCAPES, &mut self.unescaped)
+                .ok_or(InfluxError::InvalidField)?;
             let (value, value_end) = field_value(line, key_end + 1)?;
-            fields.push((key, value));
+            self.fields.push((key, value));
             pos = value_end;
             if bytes.get(pos) != Some(&b',') {
                 break;
@@ -317,93 +430,152 @@ impl<'a> Line<'a> {
         // A field value ends at a space or the end, so what is left is blanks and maybe a
         // timestamp (the line's trailing blanks are already gone).
         pos = skip_spaces(bytes, pos);
-        let ts = if pos == bytes.len() {
-            None
-        } else {
+        if pos < bytes.len() {
             let text = &line[pos..];
             let ts = integer(text, true)
                 .and_then(|digits| digits.parse::<i64>().ok())
                 .and_then(|ts| precision.to_seconds(ts))
                 .ok_or(InfluxError::InvalidTimestamp)?;
-            Some(ts)
-        };
-        Ok(Line {
-            measurement,
-            tags,
-            fields,
-            ts,
-        })
+            self.ts = Some(ts);
+        }
+        Ok(measurement)
     }
 
-    /// Pushes the line's points and skips; on error the caller truncates what was pushed.
-    fn emit(
-        self,
-        points: &mut Vec<InfluxPoint>,
-        skipped: &mut Vec<SkippedField>,
-    ) -> Result<(), InfluxError> {
-        let superseded = superseded(&self.fields);
+    /// Sorts `tags` by key; whether two share a key.
+    fn sort_tags_finding_repeats(&mut self, line: &str) -> bool {
+        let LineParser {
+            tags, unescaped, ..
+        } = self;
+        if tags.len() < 2 {
+            return false;
+        }
+        let unescaped: &str = unescaped;
+        let key = |tag: &(Text, Text)| tag.0.get(line, unescaped);
+        tags.sort_unstable_by(|a, b| key(a).cmp(key(b)));
+        tags.windows(2).any(|w| key(&w[0]) == key(&w[1]))
+    }
+
+    /// Prints the points of the taken-apart line and gathers its skips.
+    fn emit(&mut self, line: &str, measurement: Text) -> Result<(), InfluxError> {
+        self.find_superseded(line);
+        let LineParser {
+            unescaped,
+            tags,
+            fields,
+            superseded,
+            prefix,
+            field,
+            tag_part,
+            series,
+            points,
+            skipped,
+            ..
+        } = self;
+        let unescaped = unescaped.as_str();
         // Canonical text is escaped character by character, so the text of
         // `measurement.field{tags}` is the escaped measurement, `.`, the escaped field key
-        // and the tag part, each produced by `SeriesKey` itself, the first and last once.
-        let numeric = self
-            .fields
+        // and the tag part, each printed by `write_canonical`, the first and last once.
+        let numeric = fields
             .iter()
             .any(|(_, value)| matches!(value, Value::Number(_)));
-        let (prefix, tag_part) = if numeric {
-            (escaped(&self.measurement)?, self.tag_part()?)
-        } else {
-            (String::new(), String::new())
-        };
-        for (i, (key, value)) in self.fields.iter().enumerate() {
+        if numeric {
+            let measurement = measurement.get(line, unescaped);
+            write_canonical(measurement, NO_TAGS, prefix)
+                .map_err(|_| InfluxError::InvalidSeries)?;
+            write_tag_part(tags, line, unescaped, tag_part)?;
+        }
+        for (i, &(key, value)) in fields.iter().enumerate() {
             if superseded.get(i) == Some(&true) {
                 continue;
             }
-            let value = match *value {
+            let value = match value {
                 Value::Number(value) => value,
                 Value::Skipped(why) => {
                     skipped.push(why);
                     continue;
                 }
             };
-            let field = escaped(key)?;
-            let len = prefix.len() + 1 + field.len() + tag_part.len();
+            write_canonical(key.get(line, unescaped), NO_TAGS, field)
+                .map_err(|_| InfluxError::InvalidSeries)?;
+            let tags = &tag_part[1..];
+            let len = prefix.len() + 1 + field.len() + tags.len();
             if len > SeriesKey::MAX_LEN {
                 return Err(InfluxError::InvalidSeries);
             }
-            let mut series = String::with_capacity(len);
-            series.push_str(&prefix);
+            series.push_str(prefix);
             series.push('.');
-            series.push_str(&field);
-            series.push_str(&tag_part);
-            points.push(InfluxPoint {
-                series,
-                value,
-                ts: self.ts,
-            });
+            series.push_str(field);
+            series.push_str(tags);
+            points.push((series.len(), value));
         }
         Ok(())
     }
 
-    /// The canonical text's tag part, `{k=v,...}` sorted and escaped, or empty.
-    fn tag_part(&self) -> Result<String, InfluxError> {
-        if self.tags.is_empty() {
-            return Ok(String::new());
+    /// Marks in `superseded` each field a later field of the same key replaces (left empty
+    /// when no key repeats, the usual case).
+    fn find_superseded(&mut self, line: &str) {
+        let LineParser {
+            fields,
+            superseded,
+            order,
+            unescaped,
+            ..
+        } = self;
+        let (fields, unescaped): (&[(Text, Value)], &str) = (fields, unescaped);
+        let key = |i: usize| fields[i].0.get(line, unescaped);
+        let n = fields.len();
+        if n < 2 {
+            return;
         }
-        // A one-character placeholder name that needs no escaping; the rest is the tag part.
-        let tags = self.tags.iter().map(|(k, v)| (k.as_ref(), v.as_ref()));
-        let text = SeriesKey::new("x", tags)
-            .map_err(|_| InfluxError::InvalidSeries)?
-            .to_string();
-        Ok(text[1..].to_owned())
+        if n <= FEW_FIELDS {
+            for i in 0..n - 1 {
+                if (i + 1..n).any(|j| key(i) == key(j)) {
+                    superseded.resize(n, false);
+                    superseded[i] = true;
+                }
+            }
+            return;
+        }
+        order.clear();
+        order.extend(0..n as u32);
+        // Stable: equal keys stay in line order, so all but the last of a run are replaced.
+        order.sort_by(|&a, &b| key(a as usize).cmp(key(b as usize)));
+        for w in order.windows(2) {
+            if key(w[0] as usize) == key(w[1] as usize) {
+                superseded.resize(n, false);
+                superseded[w[0] as usize] = true;
+            }
+        }
     }
 }
 
-/// `part` as it appears in canonical text (syntax characters escaped), as `SeriesKey`
-/// writes it.
-fn escaped(part: &str) -> Result<String, InfluxError> {
-    SeriesKey::new(part, std::iter::empty::<(&str, &str)>())
-        .map(|key| key.to_string())
-        .map_err(|_| InfluxError::InvalidSeries)
+/// No tags, for `write_canonical` printing one part.
+const NO_TAGS: &[(&str, &str)] = &[];
+
+/// Prints `x` and the canonical tag part of `tags` (sorted by key) into `out`.
+fn write_tag_part(
+    tags: &[(Text, Text)],
+    line: &str,
+    unescaped: &str,
+    out: &mut String,
+) -> Result<(), InfluxError> {
+    let pair = |&(k, v): &(Text, Text)| (k.get(line, unescaped), v.get(line, unescaped));
+    // A one-character placeholder name that needs no escaping; the rest is the tag part.
+    let written = if tags.len() <= FEW_TAGS {
+        let mut pairs = [("", ""); FEW_TAGS];
+        for (slot, tag) in pairs.iter_mut().zip(tags) {
+            *slot = pair(tag);
+        }
+        write_canonical("x", &pairs[..tags.len()], out)
+    } else {
+        let pairs: Vec<(&str, &str)> = tags.iter().map(pair).collect();
+        write_canonical("x", &pairs, out)
+    };
+    written.map_err(|_| InfluxError::InvalidSeries)
+}
+
+fn is_blank(c: char) -> bool {
+    c == ' ' || c == '\t'
 }
 
 /// Index of the first byte at or after `start` that is one of `stops` and not escaped (a
@@ -428,22 +600,39 @@ fn skip_spaces(bytes: &[u8], mut pos: usize) -> usize {
 }
 
 /// The unescaped element `line[start..end]`, or `None` when it is empty or holds a control
-/// character. `start` and `end` sit on ASCII bytes or the line's end, so they are character
-/// boundaries.
-fn element<'a>(line: &'a str, start: usize, end: usize, escapes: &[u8]) -> Option<Cow<'a, str>> {
-    let raw = &line[start..end.min(line.len())];
-    if raw.is_empty() || raw.chars().any(char::is_control) {
+/// character; unescaped into `unescaped` when it holds a backslash. `start` and `end` sit on
+/// ASCII bytes or the line's end, so they are character boundaries.
+fn element(
+    line: &str,
+    start: usize,
+    end: usize,
+    escapes: &[u8],
+    unescaped: &mut String,
+) -> Option<Text> {
+    let end = end.min(line.len());
+    let raw = &line[start..end];
+    if raw.is_empty() || has_control(raw) {
         return None;
     }
-    Some(unescape(raw, escapes))
+    if !raw.contains('\\') {
+        return Some(Text::Line(start, end));
+    }
+    let from = unescaped.len();
+    unescape(raw, escapes, unescaped);
+    Some(Text::Unescaped(from, unescaped.len()))
 }
 
-/// Replaces `\c` by `c` for `c` in `escapes` or `c == '\'`; other backslashes stay.
-fn unescape<'a>(raw: &'a str, escapes: &[u8]) -> Cow<'a, str> {
-    if !raw.contains('\\') {
-        return Cow::Borrowed(raw);
+/// Whether `text` holds a control character; ASCII text is judged byte by byte.
+fn has_control(text: &str) -> bool {
+    if text.is_ascii() {
+        return text.bytes().any(|b| b.is_ascii_control());
     }
-    let mut out = String::with_capacity(raw.len());
+    text.chars().any(char::is_control)
+}
+
+/// Appends `raw` to `out` with `\c` replaced by `c` for `c` in `escapes` or `c == '\'`;
+/// other backslashes stay.
+fn unescape(raw: &str, escapes: &[u8], out: &mut String) {
     let mut chars = raw.chars();
     while let Some(c) = chars.next() {
         if c != '\\' {
@@ -459,38 +648,6 @@ fn unescape<'a>(raw: &'a str, escapes: &[u8]) -> Cow<'a, str> {
             _ => out.push('\\'),
         }
     }
-    Cow::Owned(out)
-}
-
-/// Whether two tags share a key.
-fn has_repeated_key(tags: &[(Cow<'_, str>, Cow<'_, str>)]) -> bool {
-    if tags.len() < 2 {
-        return false;
-    }
-    let mut keys: Vec<&str> = tags.iter().map(|(k, _)| k.as_ref()).collect();
-    keys.sort_unstable();
-    keys.windows(2).any(|w| w[0] == w[1])
-}
-
-/// For each field, whether a later field of the same key replaces it (empty when no key
-/// repeats, the usual case, which then costs no allocation beyond the check).
-fn superseded(fields: &[(Cow<'_, str>, Value)]) -> Vec<bool> {
-    if fields.len() < 2 {
-        return Vec::new();
-    }
-    let mut order: Vec<usize> = (0..fields.len()).collect();
-    // Stable: equal keys stay in line order, so all but the last of a run are replaced.
-    order.sort_by(|&a, &b| fields[a].0.cmp(&fields[b].0));
-    if order.windows(2).all(|w| fields[w[0]].0 != fields[w[1]].0) {
-        return Vec::new();
-    }
-    let mut superseded = vec![false; fields.len()];
-    for w in order.windows(2) {
-        if fields[w[0]].0 == fields[w[1]].0 {
-            superseded[w[0]] = true;
-        }
-    }
-    superseded
 }
 
 /// Parses the field value starting at `start`; returns it and the index just past it, which

@@ -213,8 +213,7 @@ async fn influx_write(
     let kind = kind_param(&params)?;
     let mut sink = BodySink::new(state.sink());
     let now = sink.now();
-    let mut points = Vec::new();
-    let mut skipped = Vec::new();
+    let mut parser = influx::LineParser::default();
     // The first timestamp as written, for the hint when every sample is refused for its time.
     let mut first_ts = None;
     for (index, line) in body.split(|&b| b == b'\n').enumerate() {
@@ -223,19 +222,16 @@ async fn influx_write(
             sink.reject(number, "invalid_utf8", "line is not UTF-8");
             continue;
         };
-        points.clear();
-        skipped.clear();
-        match influx::parse_line(line, precision, &mut points, &mut skipped) {
+        match parser.parse(line, precision) {
             Ok(()) => {
-                if first_ts.is_none() && !points.is_empty() {
+                if first_ts.is_none() && parser.has_points() {
                     first_ts = time_unit::written_ts(line);
                 }
-                for point in &points {
-                    let ts = point.ts.unwrap_or(now);
-                    sink.push(&point.series, kind, ts, point.value, number)
-                        .await;
+                let ts = parser.ts().unwrap_or(now);
+                for (series, value) in parser.points() {
+                    sink.push(series, kind, ts, value, number).await;
                 }
-                for skip in &skipped {
+                for skip in parser.skipped() {
                     state.stats.count_rejected(skip.as_str(), 1);
                 }
             }

@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 
-use super::{parse_line, InfluxError, InfluxPoint, Precision, SkippedField, MAX_LINE};
+use super::{parse_line, InfluxError, InfluxPoint, LineParser, Precision, SkippedField, MAX_LINE};
 use crate::registry::SeriesKey;
 
 /// Parses with nanosecond precision; the points and skips pushed.
@@ -531,6 +531,31 @@ disk,host=web\\ 1,path=/var\\,log,fstype=ext4 free=1024u,inodes_free=77i,readonl
     });
 }
 
+/// Lines with more fields and tags than the parser handles on its short paths: repeated
+/// field keys among many fields keep the last, many tags are sorted, a repeated tag among
+/// many is refused.
+#[test]
+fn many_fields_and_tags() {
+    let fields: Vec<String> = (0..20).map(|i| format!("f{:02}={i}", i % 7)).collect();
+    let line = format!("m {} 5", fields.join(","));
+    let got: Vec<(String, f64)> = points(&line)
+        .into_iter()
+        .map(|p| (p.series, p.value))
+        .collect();
+    // f00..f06 repeat every 7 fields; each keeps its last value, in the line order of it.
+    let want: Vec<(String, f64)> = (13..20)
+        .map(|i| (format!("m.f{:02}", i % 7), i as f64))
+        .collect();
+    assert_eq!(got, want);
+
+    let tags: Vec<String> = (0..12).rev().map(|i| format!("t{i:02}=v{i}")).collect();
+    let sorted: Vec<String> = (0..12).map(|i| format!("t{i:02}=v{i}")).collect();
+    let line = format!("m,{} a=1", tags.join(","));
+    assert_eq!(series(&line), format!("m.a{{{}}}", sorted.join(",")));
+    let line = format!("m,{},t05=again a=1", tags.join(","));
+    assert_eq!(err(&line), InfluxError::InvalidTag);
+}
+
 proptest! {
     #[test]
     fn arbitrary_text_never_panics(line in "[ -~\t\r\\\\\"é🍭]{0,60}") {
@@ -566,6 +591,30 @@ proptest! {
                 prop_assert!(points.is_empty());
                 prop_assert!(skipped.is_empty());
             }
+        }
+    }
+
+    /// One parser reused across lines gives for each what a fresh one gives: nothing of a
+    /// line, accepted or refused, is left for the next.
+    #[test]
+    fn a_reused_parser_forgets_the_last_line(
+        lines in proptest::collection::vec(
+            "[mkv\\\\ ,=]{1,6}(,[kt\\\\ ,=]{1,3}=[v\\\\ ,=]{1,3}){0,3} ([fg\\\\,=]{1,3}=(1|2i|\"s\"|t|x),){0,3}[fg]=3u( 7)?",
+            1..12,
+        ),
+    ) {
+        let mut parser = LineParser::default();
+        for line in &lines {
+            let (mut points, mut skipped) = (Vec::new(), Vec::new());
+            let fresh = parse_line(line, Precision::Seconds, &mut points, &mut skipped);
+            let reused = parser.parse(line, Precision::Seconds);
+            prop_assert_eq!(reused, fresh, "{:?}", line);
+            let got: Vec<InfluxPoint> = parser
+                .points()
+                .map(|(series, value)| p(series, value, parser.ts()))
+                .collect();
+            prop_assert_eq!(got, points, "{:?}", line);
+            prop_assert_eq!(parser.skipped(), &skipped[..], "{:?}", line);
         }
     }
 
