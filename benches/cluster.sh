@@ -19,8 +19,10 @@
 #   cargo build --release && benches/cluster.sh
 #
 # Environment: SERIES (default 1000), SAMPLES (default 360: one hour), CONNECTIONS (default 4),
-# QUERIES (default 200), PERF_OUT (a file: `perf record -g` of the six cluster processes during
-# the cluster's ingest, when set), TIERDB (default target/release/tierdb), NATS_SERVER (default
+# QUERIES (default 200), PERF_OUT (when set, `perf record` of the six cluster processes during
+# each cluster ingest, into PERF_OUT.graphite and PERF_OUT.influx; PERF_CALL_GRAPH, default
+# fp, is its --call-graph: dwarf,16384 unwinds through code built without frame pointers),
+# INFLUX_BODY (default 5000), TIERDB (default target/release/tierdb), NATS_SERVER (default
 # /usr/local/bin/nats-server, the 2.15.1 scripts/install-test-deps.sh installs).
 set -euo pipefail
 
@@ -204,7 +206,7 @@ def ingest(name, http, graphite, strong, pids, influx_to=None):
     perf = None
     if os.environ.get("PERF_OUT") and len(pids) > 1:
         import subprocess
-        perf = subprocess.Popen(["perf", "record", "-F", "499", "--call-graph", os.environ.get("PERF_CALL_GRAPH", "fp"), "-o", os.environ["PERF_OUT"],
+        perf = subprocess.Popen(["perf", "record", "-F", "499", "--call-graph", os.environ.get("PERF_CALL_GRAPH", "fp"), "-o", os.environ["PERF_OUT"] + (".influx" if influx_to else ".graphite"),
                                  "-p", ",".join(pids)], stderr=subprocess.DEVNULL)
         time.sleep(1)
     t0 = send_influx(influx_to) if influx_to else send(graphite)
