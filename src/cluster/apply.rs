@@ -332,7 +332,12 @@ impl PartitionStore {
             .iter()
             .map(|(_, batch)| self.resolve(batch))
             .collect::<Result<Vec<_>>>()?;
-        let (entries, raw_tails) = self.pre_images(&todo, &resolved, &inner.since_checkpoint)?;
+        let PreImages {
+            entries,
+            raw_tails,
+            cells,
+            series,
+        } = self.pre_images(&todo, &resolved, &inner.since_checkpoint)?;
         report.undo_entries = entries.len() + raw_tails.len();
         let prepared = Prepared {
             number: group_number,
@@ -356,30 +361,9 @@ impl PartitionStore {
         let since = &mut inner.since_checkpoint;
         since.first.get_or_insert_with(std::time::Instant::now);
         since.groups += 1;
-        since.entries += entries.len() + raw_tails.len();
-        for entry in &entries {
-            match *entry {
-                Undo::Cell {
-                    tier,
-                    period_start,
-                    chunk,
-                    bucket,
-                    slot,
-                    ..
-                } => {
-                    since.cells.insert(CellAt {
-                        tier,
-                        period_start,
-                        chunk,
-                        bucket,
-                        slot,
-                    });
-                }
-                Undo::State { id, .. } => {
-                    since.series.insert(SeriesId(id as u32));
-                }
-            }
-        }
+        since.entries += report.undo_entries;
+        since.cells.extend(cells);
+        since.series.extend(series);
         let due = since.groups >= checkpoints.groups
             || since.entries >= MAX_UNDO_ENTRIES
             || (since.first).is_some_and(|first| first.elapsed() >= checkpoints.interval);
@@ -570,7 +554,7 @@ impl PartitionStore {
         todo: &[&(u64, SampleBatch)],
         resolved: &[Vec<Resolved>],
         since: &SinceCheckpoint,
-    ) -> Result<(Vec<Undo>, Vec<RawTail>)> {
+    ) -> Result<PreImages> {
         let config = self.engine.config();
         let mut cells = cells_touched(config, todo, resolved);
         cells.retain(|cell| !since.cells.contains(cell));
@@ -610,7 +594,12 @@ impl PartitionStore {
         } else {
             Vec::new()
         };
-        Ok((entries, raw_tails))
+        Ok(PreImages {
+            entries,
+            raw_tails,
+            cells,
+            series: ids,
+        })
     }
 
     /// Adds one message to `run`, as a server takes one write: its kinds declared, then its
@@ -723,6 +712,15 @@ struct Prepared<'a> {
     series: &'a [Vec<Resolved>],
     entries: &'a [Undo],
     raw_tails: &'a [RawTail],
+}
+
+/// What [`PartitionStore::pre_images`] took for a group: the undo entries, and the cells and
+/// series they cover, for the chain's record of what it holds.
+struct PreImages {
+    entries: Vec<Undo>,
+    raw_tails: Vec<RawTail>,
+    cells: Vec<CellAt>,
+    series: Vec<SeriesId>,
 }
 
 /// Samples of consecutive messages of a group, stored together.

@@ -219,7 +219,6 @@ fn a_default_promql_read_of_a_replica_behind_the_log_warns() {
 
     let mut setup = Setup::stopped(1, 1);
     setup.cluster[0].env = vec![(FAULT_APPLY_PAUSE_MS, "4000".into())];
-    setup.cluster[0].lease_timeout = None;
     setup.cluster[0].start(&setup.urls);
     wait_served(&setup.cluster);
     let node = setup.cluster[0].http();

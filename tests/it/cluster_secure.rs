@@ -33,7 +33,7 @@ fn node(root: &Path, name: &str, urls: &str, args: &[String]) -> Proc {
     let log = root.join(format!("{name}.log"));
     let mut command = tierdb_command("serve", &root.join(name));
     command
-        .args(["--cluster", urls, "--node", name, "--lease-timeout", "3s"])
+        .args(["--cluster", urls, "--node", name])
         .args(["--log-max-bytes", "268435456"])
         .args(args)
         .env("RUST_LOG", "tierdb=info")
