@@ -14,7 +14,7 @@ use bytes::Bytes;
 use futures_util::future::BoxFuture;
 
 use super::delete_entry;
-use super::edge::{self, EdgeSink};
+use super::edge::{self, EdgeSink, Publisher};
 use super::fanout::{self, PartialRequest, RenderSource};
 use super::node::Node;
 use super::peer::{PARTIAL_PATH, SNAPSHOT_PATH};
@@ -39,12 +39,17 @@ use crate::time::Timestamp;
 /// A cluster node behind the server's handlers.
 pub(crate) struct NodeBackend {
     node: Arc<Node>,
+    /// The publisher every write's sink hands its samples to, made with the first sink.
+    publisher: std::sync::OnceLock<Arc<Publisher>>,
 }
 
 impl NodeBackend {
     /// The backend of `node`.
     pub(crate) fn new(node: Arc<Node>) -> NodeBackend {
-        NodeBackend { node }
+        NodeBackend {
+            node,
+            publisher: std::sync::OnceLock::new(),
+        }
     }
 }
 
@@ -58,8 +63,11 @@ impl Backend for NodeBackend {
     }
 
     fn sink(&self, stats: &Arc<ServerStats>, limits: &Limits) -> Box<dyn Sink> {
+        let publisher = self
+            .publisher
+            .get_or_init(|| Publisher::new(Arc::clone(&self.node), Arc::clone(stats)));
         Box::new(EdgeSink::new(
-            Arc::clone(&self.node),
+            Arc::clone(publisher),
             Arc::clone(stats),
             limits,
         ))

@@ -36,11 +36,9 @@ use crate::time::Timestamp;
 /// payload limit (1 MiB by default): one that encodes larger, with long keys, is halved.
 pub(crate) const MESSAGE_SAMPLES: usize = 4096;
 
-/// Samples that may wait for one sink's publisher (then the sink waits), and that one sink
-/// queues before its caller is told to flush: sixteen full messages, so samples split over
-/// the default 16 partitions still make messages of thousands of samples (every message
-/// costs a publish, an acknowledgement, three log copies and an apply on each owner, whatever
-/// its size). About 1.5 MB per connection, less than one HTTP body may hold.
+/// Samples one sink queues before its caller is told to flush: sixteen full messages, so
+/// samples split over the default 16 partitions still make messages of thousands of samples.
+/// About 1.5 MB per connection, less than one HTTP body may hold.
 const EDGE_BATCH: usize = 16 * MESSAGE_SAMPLES;
 
 /// Room left under the server's payload limit for the message's headers (its id).
@@ -51,6 +49,12 @@ const PUBLISH_ATTEMPTS: usize = 5;
 
 /// Pause between publish attempts (JetStream elects a new stream leader in 1-2 s).
 const PUBLISH_RETRY: Duration = Duration::from_millis(500);
+
+/// Samples that may wait for the node's publisher, of all its sinks together, before a sink
+/// handing more waits: four sinks' worth, so the connections and requests of one node share
+/// messages (a round's samples of one partition go out as one message, up to
+/// [`MESSAGE_SAMPLES`]), while what waits stays bounded, about 6 MB.
+const NODE_WAITING: usize = 4 * EDGE_BATCH;
 
 /// One connection's or request's samples on their way to the log.
 pub(crate) struct EdgeSink {
@@ -66,54 +70,230 @@ pub(crate) struct EdgeSink {
     /// connection, not once per sample. Within the name caches' server-wide budget.
     known: NameCache<u32>,
     report: IngestReport,
-    /// Where handed-off samples wait for this sink's publisher.
-    handed: Arc<Handed>,
+    /// The node's publisher, shared by all its sinks.
+    publisher: Arc<Publisher>,
+    /// What became of the samples this sink handed to the publisher.
+    tally: Arc<Tally>,
+    /// The publisher's round that took this sink's last hand-off.
+    last_round: Option<u64>,
 }
 
 /// Per partition, a batch and its key index.
 type Batches = HashMap<u32, (SampleBatch, HashMap<String, u32>)>;
 
-/// The samples a sink handed off and its publisher has not taken yet, and what publishing
-/// came to. One publisher per sink takes everything waiting at once and publishes it, so
-/// what gathers while it waits on JetStream goes out as one set of large messages, and a
-/// sink's samples reach the log in the order they came, retries included.
-#[derive(Default)]
-struct Handed {
-    state: std::sync::Mutex<HandedState>,
-    /// Rung when the publisher took what waited, or went idle.
+/// The node's publisher: every sink hands its samples here, and one task publishes them in
+/// rounds. A round takes everything waiting, so what the sinks of a node hand over while
+/// the previous round waits on JetStream goes out together, one message per partition (more
+/// past [`MESSAGE_SAMPLES`]): the node's connections and requests share messages, and every
+/// message costs a publish, an acknowledgement, three log copies and an apply on each owner
+/// whatever its size. A sink's samples reach the log in the order it handed them, retries
+/// included: a round starts when the one before ended, and a partition's messages of a
+/// round are published one after another.
+pub(crate) struct Publisher {
+    node: Arc<Node>,
+    stats: Arc<ServerStats>,
+    state: std::sync::Mutex<PublisherState>,
+    /// Rung when a round took what waited, or ended.
     changed: tokio::sync::Notify,
 }
 
 #[derive(Default)]
-struct HandedState {
+struct PublisherState {
     waiting: Batches,
+    /// Per partition, whose samples `waiting` holds, in their order: the sink's tally and
+    /// how many samples.
+    shares: HashMap<u32, Vec<(Arc<Tally>, u64)>>,
     /// Samples in `waiting`.
     queued: usize,
-    /// True while a publisher task runs.
+    /// True while the publishing task runs.
     publishing: bool,
-    /// Per message published since the sink last looked: its samples and the outcome.
-    outcomes: Vec<(u64, Result<()>)>,
+    /// The round that will take what waits now.
+    next_round: u64,
+    /// Rounds ended: every round below this one.
+    rounds_done: u64,
+}
+
+/// What became of one sink's handed samples since the sink last looked.
+#[derive(Default)]
+struct Tally {
+    state: std::sync::Mutex<TallyState>,
+}
+
+#[derive(Default)]
+struct TallyState {
+    accepted: u64,
+    failed: u64,
+    /// Why the last failed message failed.
+    error: Option<String>,
+}
+
+impl Tally {
+    fn lock(&self) -> std::sync::MutexGuard<'_, TallyState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Publisher {
+    /// The publisher of `node`'s sinks, timing its rounds into `stats`.
+    pub(crate) fn new(node: Arc<Node>, stats: Arc<ServerStats>) -> Arc<Publisher> {
+        Arc::new(Publisher {
+            node,
+            stats,
+            state: std::sync::Mutex::default(),
+            changed: tokio::sync::Notify::new(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PublisherState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds `batches` (`queued` samples of the sink counting into `tally`) to what waits,
+    /// after waiting while [`NODE_WAITING`] samples already wait, and starts the publishing
+    /// task when idle. Returns the round that will publish them.
+    async fn hand_off(
+        self: &Arc<Self>,
+        batches: Batches,
+        queued: usize,
+        tally: &Arc<Tally>,
+    ) -> u64 {
+        loop {
+            let changed = self.changed.notified();
+            if self.lock().queued < NODE_WAITING {
+                break;
+            }
+            changed.await;
+        }
+        let mut state = self.lock();
+        for (partition, (batch, index)) in batches {
+            state
+                .shares
+                .entry(partition)
+                .or_default()
+                .push((Arc::clone(tally), batch.samples.len() as u64));
+            match state.waiting.entry(partition) {
+                Entry::Vacant(vacant) => {
+                    vacant.insert((batch, index));
+                }
+                Entry::Occupied(mut occupied) => {
+                    let (waiting, index) = occupied.get_mut();
+                    waiting.append(index, batch);
+                }
+            }
+        }
+        state.queued += queued;
+        if !state.publishing {
+            state.publishing = true;
+            tokio::spawn(Arc::clone(self).publish_rounds());
+        }
+        state.next_round
+    }
+
+    /// Waits until `round` has ended.
+    async fn wait_for(&self, round: u64) {
+        loop {
+            let changed = self.changed.notified();
+            if self.lock().rounds_done > round {
+                return;
+            }
+            changed.await;
+        }
+    }
+
+    /// The publishing task: round after round, takes everything waiting and publishes it,
+    /// a message per partition (more when one has over [`MESSAGE_SAMPLES`]), all partitions
+    /// at once and one partition's messages one after another, until nothing waits; then
+    /// counts each message's samples to the sinks they came from.
+    async fn publish_rounds(self: Arc<Self>) {
+        loop {
+            let (batches, shares, queued) = {
+                let mut state = self.lock();
+                if state.queued == 0 {
+                    state.publishing = false;
+                    drop(state);
+                    self.changed.notify_waiters();
+                    return;
+                }
+                state.next_round += 1;
+                (
+                    std::mem::take(&mut state.waiting),
+                    std::mem::take(&mut state.shares),
+                    std::mem::take(&mut state.queued),
+                )
+            };
+            self.changed.notify_waiters();
+            let started = Instant::now();
+            let outcomes = publish_batches(&self.node, batches).await;
+            self.stats.observe_batch(started.elapsed(), queued);
+            count_to_sinks(outcomes, shares);
+            self.lock().rounds_done += 1;
+            self.changed.notify_waiters();
+        }
+    }
+}
+
+/// Counts each partition's message outcomes (samples, in order) to the sinks whose shares
+/// (samples, in the same order) they carried.
+fn count_to_sinks(
+    outcomes: Vec<(u32, Vec<(u64, Result<()>)>)>,
+    mut shares: HashMap<u32, Vec<(Arc<Tally>, u64)>>,
+) {
+    for (partition, messages) in outcomes {
+        let mut shares = shares.remove(&partition).unwrap_or_default().into_iter();
+        let mut share = shares.next();
+        for (mut samples, outcome) in messages {
+            while samples > 0 {
+                let Some((tally, left)) = share.as_mut() else {
+                    break;
+                };
+                let counted = samples.min(*left);
+                let mut tally = tally.lock();
+                match &outcome {
+                    Ok(()) => tally.accepted += counted,
+                    Err(e) => {
+                        tally.failed += counted;
+                        tally.error = Some(match e {
+                            Error::Cluster(message) => message.clone(),
+                            other => other.to_string(),
+                        });
+                    }
+                }
+                drop(tally);
+                samples -= counted;
+                *left -= counted;
+                if *left == 0 {
+                    share = shares.next();
+                }
+            }
+        }
+    }
 }
 
 impl EdgeSink {
-    /// A sink publishing through `node`, counting into `stats`, its key cache within
-    /// `limits`' name cache budget.
-    pub(crate) fn new(node: Arc<Node>, stats: Arc<ServerStats>, limits: &Limits) -> EdgeSink {
+    /// A sink of `publisher`'s node, counting into `stats`, its key cache within `limits`'
+    /// name cache budget.
+    pub(crate) fn new(
+        publisher: Arc<Publisher>,
+        stats: Arc<ServerStats>,
+        limits: &Limits,
+    ) -> EdgeSink {
         EdgeSink {
             known: NameCache::bounded(Arc::clone(&stats.name_budget), limits.name_cache_bytes),
-            node,
+            node: Arc::clone(&publisher.node),
             stats,
             batches: HashMap::new(),
             queued: 0,
             bounds: SinkBounds::default(),
             report: IngestReport::default(),
-            handed: Arc::default(),
+            publisher,
+            tally: Arc::default(),
+            last_round: None,
         }
     }
 
-    /// Hands every queued sample to the publisher (starting it when idle), after waiting
-    /// while [`EDGE_BATCH`] samples already wait for it; returns without waiting for them
-    /// to be published. Counts what was published meanwhile.
+    /// Hands every queued sample to the node's publisher, after waiting while
+    /// [`NODE_WAITING`] samples already wait for it; returns without waiting for them to be
+    /// published. Counts what was published meanwhile.
     ///
     /// # Errors
     /// [`Error::Cluster`] when a message published since the last call failed after
@@ -123,59 +303,26 @@ impl EdgeSink {
         // long-lived sink (a UDP socket's) must not keep a "now" from hours ago.
         self.bounds.reset();
         if self.queued > 0 {
-            loop {
-                let changed = self.handed.changed.notified();
-                {
-                    let state = self.handed.lock();
-                    if state.queued < EDGE_BATCH {
-                        break;
-                    }
-                }
-                changed.await;
-            }
-            let mut state = self.handed.lock();
-            for (partition, (batch, index)) in self.batches.drain() {
-                match state.waiting.entry(partition) {
-                    Entry::Vacant(vacant) => {
-                        vacant.insert((batch, index));
-                    }
-                    Entry::Occupied(mut occupied) => {
-                        let (waiting, index) = occupied.get_mut();
-                        waiting.append(index, batch);
-                    }
-                }
-            }
-            state.queued += std::mem::take(&mut self.queued);
-            if !state.publishing {
-                state.publishing = true;
-                tokio::spawn(publisher(
-                    Arc::clone(&self.node),
-                    Arc::clone(&self.stats),
-                    Arc::clone(&self.handed),
-                ));
-            }
+            let batches = std::mem::take(&mut self.batches);
+            let queued = std::mem::take(&mut self.queued);
+            let round = self.publisher.hand_off(batches, queued, &self.tally).await;
+            self.last_round = Some(round);
         }
         self.count_published()
     }
 
-    /// Counts the messages published since the last look into the report.
+    /// Counts the samples published since the last look into the report.
     ///
     /// # Errors
     /// As [`EdgeSink::hand_off`].
     fn count_published(&mut self) -> Result<()> {
-        let outcomes = std::mem::take(&mut self.handed.lock().outcomes);
-        let mut failure = None;
-        for (samples, outcome) in outcomes {
-            match outcome {
-                Ok(()) => self.report.accepted += samples,
-                Err(e) => {
-                    self.report
-                        .refuse_many(&*self.stats, "write_failed", samples);
-                    failure = Some(e);
-                }
-            }
+        let tally = std::mem::take(&mut *self.tally.lock());
+        self.report.accepted += tally.accepted;
+        if tally.failed > 0 {
+            self.report
+                .refuse_many(&*self.stats, "write_failed", tally.failed);
         }
-        failure.map_or(Ok(()), Err)
+        tally.error.map_or(Ok(()), |e| Err(Error::Cluster(e)))
     }
 
     /// Hands every queued sample off and waits until JetStream acknowledged them all.
@@ -184,77 +331,35 @@ impl EdgeSink {
     /// As [`EdgeSink::hand_off`].
     async fn flush_queued(&mut self) -> Result<()> {
         let handed = self.hand_off().await;
-        loop {
-            let changed = self.handed.changed.notified();
-            if !self.handed.lock().publishing {
-                break;
-            }
-            changed.await;
+        if let Some(round) = self.last_round {
+            self.publisher.wait_for(round).await;
         }
         handed.and(self.count_published())
     }
 }
 
-impl Handed {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HandedState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// A sink's publisher: takes everything waiting and publishes it, a message per partition
-/// (more when one has over [`MESSAGE_SAMPLES`]), all partitions at once and one partition's
-/// messages one after another, until nothing waits.
-async fn publisher(node: Arc<Node>, stats: Arc<ServerStats>, handed: Arc<Handed>) {
-    loop {
-        let (batches, queued) = {
-            let mut state = handed.lock();
-            if state.queued == 0 {
-                state.publishing = false;
-                drop(state);
-                handed.changed.notify_waiters();
-                return;
-            }
-            let queued = std::mem::take(&mut state.queued);
-            (std::mem::take(&mut state.waiting), queued)
-        };
-        handed.changed.notify_waiters();
-        let started = Instant::now();
-        let outcomes = publish_batches(&node, batches).await;
-        stats.observe_batch(started.elapsed(), queued);
-        handed.lock().outcomes.extend(outcomes);
-    }
-}
-
-/// Publishes `batches`; per message, its samples and the outcome.
-async fn publish_batches(node: &Arc<Node>, batches: Batches) -> Vec<(u64, Result<()>)> {
-    let mut publishes = Vec::new();
-    let mut outcomes = Vec::new();
+/// Publishes `batches`; per partition, per message, its samples and the outcome.
+async fn publish_batches(node: &Arc<Node>, batches: Batches) -> Vec<(u32, Vec<(u64, Result<()>)>)> {
     let max_bytes = node.log().max_payload().saturating_sub(HEADER_ROOM);
-    for (partition, (batch, _)) in batches {
-        let messages = match encode_messages(&batch, max_bytes) {
-            Ok(messages) => messages,
-            Err(e) => {
-                tracing::error!(partition, error = %e, "encoding a batch failed");
-                outcomes.push((batch.samples.len() as u64, Err(e)));
-                continue;
-            }
-        };
+    let publishes = batches.into_iter().map(|(partition, (batch, _))| {
         let node = Arc::clone(node);
-        publishes.push(async move {
+        async move {
+            let messages = match encode_messages(&batch, max_bytes) {
+                Ok(messages) => messages,
+                Err(e) => {
+                    tracing::error!(partition, error = %e, "encoding a batch failed");
+                    return (partition, vec![(batch.samples.len() as u64, Err(e))]);
+                }
+            };
             let mut outcomes = Vec::with_capacity(messages.len());
             for (samples, payload) in messages {
                 let id = node.next_message_id();
                 outcomes.push((samples, publish(&node, partition, &id, payload).await));
             }
-            outcomes
-        });
-    }
-    outcomes.extend(
-        (futures_util::future::join_all(publishes).await)
-            .into_iter()
-            .flatten(),
-    );
-    outcomes
+            (partition, outcomes)
+        }
+    });
+    futures_util::future::join_all(publishes).await
 }
 
 impl Sink for EdgeSink {
@@ -473,6 +578,39 @@ mod tests {
         assert_eq!(whole.len(), 4);
         assert_eq!(decoded(&messages), decoded(&whole));
         assert_eq!(decoded(&whole).len(), batch.samples.len());
+    }
+
+    #[test]
+    fn a_rounds_outcomes_are_counted_to_the_sinks_whose_samples_each_message_carried() {
+        let (a, b, c) = (
+            Arc::<Tally>::default(),
+            Arc::<Tally>::default(),
+            Arc::default(),
+        );
+        let failed = || {
+            Err(Error::Cluster(
+                "partition 1: JetStream did not acknowledge".into(),
+            ))
+        };
+        // Partition 1: a's 2 samples then b's 5, in messages of 3 (landed) and 4 (failed);
+        // partition 2: c's 6 in one message that landed, and b's 1 after them.
+        let outcomes = vec![
+            (1, vec![(3, Ok(())), (4, failed())]),
+            (2, vec![(7, Ok(()))]),
+        ];
+        let shares = HashMap::from([
+            (1, vec![(Arc::clone(&a), 2), (Arc::clone(&b), 5)]),
+            (2, vec![(Arc::clone(&c), 6), (Arc::clone(&b), 1)]),
+        ]);
+        count_to_sinks(outcomes, shares);
+        let counts = |t: &Tally| {
+            let t = t.lock();
+            (t.accepted, t.failed, t.error.clone())
+        };
+        assert_eq!(counts(&a), (2, 0, None));
+        let error = Some("partition 1: JetStream did not acknowledge".to_string());
+        assert_eq!(counts(&b), (2, 4, error));
+        assert_eq!(counts(&c), (6, 0, None));
     }
 
     #[test]
