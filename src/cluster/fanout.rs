@@ -7,7 +7,9 @@
 //! longer holds them are asked of another holder, up to [`READ_ATTEMPTS`] times in all; then
 //! the read fails with 503 naming the last failure. `consistency=strong` makes each owner wait (up to
 //! [`STRONG_WAIT`]) until it has applied the partition's last log sequence as of the read's
-//! start, so a read sees every write acknowledged before it. A default read does not wait: it
+//! start, so a read sees every write acknowledged before it; an owner that applies nothing
+//! of a partition for [`STRONG_STALL`] while another live holder has what the read needs
+//! gives up, and the read asks that holder. A default read does not wait: it
 //! asks the log for each partition's last sequence beside the owners, and each owner says how
 //! far it had applied, so the answer says which partitions were read from a replica behind
 //! the log ([`crate::server::read_report`]) rather than pass a short count for a whole one.
@@ -37,6 +39,11 @@ use crate::time::{Span, Timestamp};
 /// How long an owner waits, for all the partitions of one request together, to have applied
 /// what a strong read asks for (below [`PEER_TIMEOUT`]).
 pub(crate) const STRONG_WAIT: Duration = Duration::from_secs(10);
+
+/// How long an owner waiting for a strong read gives up early on a partition it applies
+/// nothing of, once another live holder reports what the read needs: the asker then asks
+/// that holder rather than wait out [`STRONG_WAIT`] on a stalled replica.
+const STRONG_STALL: Duration = Duration::from_secs(2);
 
 /// How long the asker waits for an owner's answer.
 pub(crate) const PEER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -128,13 +135,28 @@ pub(crate) async fn answer_locally(
             ))
         })?;
         if let Some(&needed) = request.applied_at_least.get(&partition) {
+            let mut moved = (store.applied(), tokio::time::Instant::now());
             while store.applied() < needed {
-                if tokio::time::Instant::now() > deadline {
+                let now = tokio::time::Instant::now();
+                if store.applied() != moved.0 {
+                    moved = (store.applied(), now);
+                }
+                if now > deadline {
                     return Err(Error::Cluster(format!(
                         "node {} applied partition {partition} up to {} of {needed} within {STRONG_WAIT:?}",
                         node.name(),
                         store.applied()
                     )));
+                }
+                if now - moved.1 > STRONG_STALL {
+                    if let Some(holder) = holder_with(node, partition, needed) {
+                        return Err(Error::Cluster(format!(
+                            "node {} applied nothing of partition {partition} for {STRONG_STALL:?} \
+                             (up to {} of {needed}); node {holder} has it",
+                            node.name(),
+                            store.applied()
+                        )));
+                    }
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
@@ -197,6 +219,20 @@ const READ_ATTEMPTS: usize = 3;
 
 /// Pause before asking again: long enough for a view that lagged to catch up.
 const READ_RETRY_PAUSE: Duration = Duration::from_millis(250);
+
+/// Another live holder of `partition` that reports having applied it up to `needed`, if any.
+fn holder_with(node: &Node, partition: u32, needed: u64) -> Option<String> {
+    let view = node.view();
+    let owners = view.partitions.get(partition as usize)?;
+    owners
+        .replicas
+        .iter()
+        .flatten()
+        .filter(|lease| lease.alive && lease.node != node.name())
+        .filter_map(|lease| view.node(&lease.node))
+        .find(|n| n.alive && n.applied.get(&partition).is_some_and(|&seq| seq >= needed))
+        .map(|n| n.name.clone())
+}
 
 /// Where a read of `partitions` goes: per owner node (by name), its HTTP address and the
 /// partitions it answers for. For each partition, a live lease holder not in `excluded`:

@@ -1244,15 +1244,14 @@ fn a_default_read_of_a_replica_behind_the_log_says_so() {
         assert_eq!(status, 200, "{body}");
         let answer: Value = serde_json::from_str(&body).unwrap();
         let (_, render_header, render_body) = get_with_header(node, &render, "x-tierdb-behind");
-        if count(&answer) == 2.0 {
-            assert!(
-                answer.get("behind").is_none(),
-                "whole, yet said behind: {answer}"
-            );
+        if count(&answer) == 2.0 && answer.get("behind").is_none() {
             assert!(header.is_none(), "{header:?}");
             break;
         }
-        assert_eq!(count(&answer), 1.0, "{answer}");
+        // A read that ran while the group was being applied may hold both samples while the
+        // owner, which takes its applied sequence before it reads, claims only the first: a
+        // `behind` that errs on the safe side, checked as any other below.
+        assert!([1.0, 2.0].contains(&count(&answer)), "{answer}");
         let lags = answer["behind"]["partitions"]
             .as_array()
             .unwrap_or_else(|| panic!("a short count without `behind`: {answer}"));
@@ -1283,6 +1282,53 @@ fn a_default_read_of_a_replica_behind_the_log_says_so() {
     );
     let strong = get_json(node, &format!("{query}&consistency=strong")).expect("strong read");
     assert_eq!(count(&strong), 2.0, "{strong}");
+}
+
+/// A strong read does not wait out its 10 s on a replica that applies nothing: node0 holds
+/// every partition but applies each group a minute late (the fault hook), node1 applies at
+/// once. A strong read asked of node0 right after each write either goes to node1, or
+/// node0 waits for its own copy, sees node1 has the write, and gives up after 2 s so the
+/// read asks node1; either way the count is whole well before the 10 s a stalled owner
+/// used to hold it (the bound below is that 10 s, with all the slack a loaded machine
+/// needs: only the old wait reaches it).
+#[test]
+fn a_strong_read_leaves_a_stalled_replica_for_one_that_has_the_write() {
+    use tierdb::testing::cluster::node::FAULT_APPLY_PAUSE_MS;
+
+    let mut setup = Setup::stopped(1, 2);
+    setup.cluster[0].env = vec![(FAULT_APPLY_PAUSE_MS, "60000".into())];
+    for node in &mut setup.cluster {
+        node.start(&setup.urls);
+    }
+    wait_served(&setup.cluster);
+    let (stalled, live) = (setup.cluster[0].http(), setup.cluster[1].http());
+    let start = hour_start();
+    let series = "stall.probe";
+    let query = format!(
+        "/api/v1/query?series={series}&tier=1m&display=count&from={start}&to={}&consistency=strong",
+        start + 600
+    );
+    let count = |answer: &Value| -> f64 {
+        answer["points"]
+            .as_array()
+            .map(|points| points.iter().map(|p| p[1].as_f64().unwrap_or(0.0)).sum())
+            .unwrap_or(0.0)
+    };
+    for written in 1..=3 {
+        let ts = start + 60 * written;
+        assert_eq!(send_json(live, &[(series.into(), vec![(ts, 1.0)])]), 204);
+        let asked = Instant::now();
+        let answer = eventually("a strong read on the stalled node", || {
+            get_json(stalled, &query)
+        });
+        let took = asked.elapsed();
+        assert_eq!(count(&answer), written as f64, "{answer}");
+        assert!(
+            took < Duration::from_secs(10),
+            "write {written}: the strong read took {took:?}, the stalled owner's full wait"
+        );
+        eprintln!("write {written}: a strong read on the stalled node answered in {took:?}");
+    }
 }
 
 /// Failover with the default lease timeout (15 s): under write load to two nodes, kill -9 of

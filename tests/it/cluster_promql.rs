@@ -260,11 +260,18 @@ fn a_default_promql_read_of_a_replica_behind_the_log_warns() {
             .filter_map(Value::as_str)
             .collect();
         if count(&answer).as_deref() == Some("2") {
-            assert!(warnings.is_empty(), "whole, yet warned: {answer}");
-            assert!(header.is_none(), "{header:?}");
-            break;
+            if warnings.is_empty() {
+                assert!(header.is_none(), "{header:?}");
+                break;
+            }
+            // A read that ran while the group was being applied may already see the sample
+            // though the owner, which takes its applied sequence before it reads, claims
+            // only the one before: a warning that errs on the safe side. The node must still
+            // come to answer whole without one before the deadline.
+            assert!(header.is_some(), "warned without the header: {answer}");
+        } else {
+            assert_eq!(count(&answer).as_deref(), Some("1"), "{answer}");
         }
-        assert_eq!(count(&answer).as_deref(), Some("1"), "{answer}");
         let partition = header
             .as_deref()
             .and_then(|h| h.strip_prefix("partitions="))
