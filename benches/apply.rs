@@ -10,7 +10,6 @@
 //! time inside the files created ahead. `cargo bench --bench apply`; `TIERDB_BENCH_DIR`
 //! chooses the file system (fsync costs differ widely: tmpfs makes them free).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,7 +19,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 mod support;
 
 use tierdb::testing::cluster::apply::PartitionStore;
-use tierdb::testing::cluster::SampleBatch;
+use tierdb::testing::cluster::{KeyIndex, SampleBatch};
 use tierdb::{Engine, EngineBuilder, ManualClock, Sample, SeriesId, TiersConfig};
 
 const SERIES: u32 = 1_000;
@@ -56,7 +55,7 @@ fn prepare(messages: usize, ids: &[SeriesId], start: i64) -> (Vec<WireGroup>, Ve
         let mut samples = Vec::new();
         for _ in 0..messages {
             let mut batch = SampleBatch::default();
-            let mut index = HashMap::new();
+            let mut index = KeyIndex::default();
             let mut message = Vec::with_capacity(SERIES as usize);
             for (i, &id) in ids.iter().enumerate() {
                 let value = ((ts / STEP) % 600) as f64 + i as f64 / 7.0;

@@ -18,12 +18,11 @@
 //! second of encoding and decoding (Graphite keys), over the CPU time of this thread (the
 //! machine is shared), then the same through criterion.
 
-use std::collections::HashMap;
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use tierdb::testing::cluster::wire::{decode, encode};
-use tierdb::testing::cluster::{partition_of, SampleBatch};
+use tierdb::testing::cluster::{partition_of, KeyIndex, SampleBatch};
 use tierdb::SeriesKey;
 
 #[path = "support.rs"]
@@ -122,7 +121,7 @@ fn keys(tagged: bool) -> Vec<String> {
 fn batch(keys: &[String], samples: usize, walk: Walk, seed: u64) -> SampleBatch {
     let mut rng = Rng(seed | 1);
     let mut b = SampleBatch::default();
-    let mut index = HashMap::new();
+    let mut index = KeyIndex::default();
     let mut last = vec![50.0; keys.len()];
     for t in 0..samples {
         for (k, key) in keys.iter().enumerate() {
@@ -135,7 +134,7 @@ fn batch(keys: &[String], samples: usize, walk: Walk, seed: u64) -> SampleBatch 
 
 /// `b` split into one batch per partition, as the publisher sends it.
 fn by_partition(b: &SampleBatch) -> Vec<SampleBatch> {
-    let mut parts: Vec<(SampleBatch, HashMap<String, u32>)> =
+    let mut parts: Vec<(SampleBatch, KeyIndex)> =
         (0..PARTITIONS).map(|_| Default::default()).collect();
     for s in &b.samples {
         let series = &b.series[s.series as usize];

@@ -29,8 +29,8 @@ pub(crate) mod status;
 mod streams;
 pub(crate) mod wire;
 
-pub use batch::SampleBatch;
 pub(crate) use batch::{BatchSample, BatchSeries};
+pub use batch::{KeyIndex, SampleBatch};
 
 /// The partition of the series whose canonical key is `key`, out of `partitions`: CRC-32
 /// (IEEE) of the key's bytes, modulo the count. Stable across versions, platforms and

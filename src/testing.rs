@@ -45,7 +45,7 @@ pub mod registry {
 /// The cluster's parts, without NATS: a partition's store and the log's wire format.
 #[cfg(feature = "server")]
 pub mod cluster {
-    pub use crate::cluster::{partition_of, SampleBatch};
+    pub use crate::cluster::{partition_of, KeyIndex, SampleBatch};
     /// A partition's engine, fed exactly once.
     pub mod apply {
         pub use crate::cluster::apply::{Checkpoints, PartitionStore, FAULT_KILL_MID_APPLY};

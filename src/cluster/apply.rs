@@ -754,13 +754,16 @@ fn cells_touched(
     let slots = config.engine.series_per_chunk;
     let tiers = &config.tiers;
     let mut cells = Vec::new();
-    // Per distinct timestamp in a row, the (period start, bucket) of every tier.
-    let mut placed: Vec<Option<(Timestamp, u32)>> = vec![None; tiers.len()];
-    let mut placed_ts = None;
+    // Per tier, the bucket the last sample fell in: (its first second, period start, bucket
+    // number). A message groups its samples by series, in time order, so most samples fall
+    // in the buckets of the one before and skip the arithmetic.
+    let mut placed: Vec<Option<(Timestamp, Timestamp, u32)>> = vec![None; tiers.len()];
     // Per series, the cells pushed last, so a series' run of samples in one bucket is pushed
-    // once (the sort and dedup below take care of the rest).
+    // once (the sort and dedup below take care of the rest); the map is asked only when the
+    // series changes.
     let mut last: rustc_hash::FxHashMap<SeriesId, Vec<Option<(Timestamp, u32)>>> =
         rustc_hash::FxHashMap::default();
+    let mut current: Option<(SeriesId, Vec<Option<(Timestamp, u32)>>)> = None;
     for ((_, batch), series) in todo.iter().zip(resolved) {
         for sample in &batch.samples {
             let Some(Resolved::Id(id)) = series.get(sample.series as usize) else {
@@ -769,22 +772,41 @@ fn cells_touched(
             if !sample.value.is_finite() {
                 continue;
             }
-            if placed_ts != Some(sample.ts) {
-                placed_ts = Some(sample.ts);
-                for (slot, spec) in placed.iter_mut().zip(tiers) {
-                    let period = spec.period.secs() as i64;
-                    *slot = sample
+            if current.as_ref().is_none_or(|(of, _)| of != id) {
+                if let Some((of, seen)) = current.take() {
+                    last.insert(of, seen);
+                }
+                let seen = last.remove(id).unwrap_or_else(|| vec![None; tiers.len()]);
+                current = Some((*id, seen));
+            }
+            let Some((_, seen)) = current.as_mut() else {
+                continue;
+            };
+            for (tier, ((place, seen), spec)) in placed
+                .iter_mut()
+                .zip(seen.iter_mut())
+                .zip(tiers)
+                .enumerate()
+            {
+                let (resolution, period) =
+                    (spec.resolution.secs() as i64, spec.period.secs() as i64);
+                // Inside the bucket, and inside its period (a period need not be a multiple
+                // of the resolution).
+                let inside = |&(first, start, _): &(Timestamp, Timestamp, u32)| {
+                    sample.ts >= first
+                        && sample.ts - first < resolution
+                        && sample.ts - start < period
+                };
+                if !place.as_ref().is_some_and(inside) {
+                    *place = sample
                         .ts
                         .checked_sub(sample.ts.rem_euclid(period))
                         .map(|start| {
-                            let bucket = (sample.ts - start) / spec.resolution.secs() as i64;
-                            (start, bucket as u32)
+                            let bucket = (sample.ts - start) / resolution;
+                            (start + bucket * resolution, start, bucket as u32)
                         });
                 }
-            }
-            let seen = last.entry(*id).or_insert_with(|| vec![None; tiers.len()]);
-            for (tier, (place, seen)) in placed.iter().zip(seen.iter_mut()).enumerate() {
-                let Some((period_start, bucket)) = *place else {
+                let Some((_, period_start, bucket)) = *place else {
                     continue;
                 };
                 if *seen == Some((period_start, bucket)) {

@@ -38,18 +38,29 @@ pub struct BatchSample {
     pub value: f64,
 }
 
+/// Where each key of a batch being built sits in its [`SampleBatch::series`].
+pub type KeyIndex = rustc_hash::FxHashMap<String, u32>;
+
 impl SampleBatch {
     /// Appends a sample of `key`, adding the series on its first sample. `index` maps keys
     /// to their place in [`SampleBatch::series`] for the batch being built.
     pub fn push(
         &mut self,
-        index: &mut std::collections::HashMap<String, u32>,
+        index: &mut KeyIndex,
         key: &str,
         kind: Option<SeriesKind>,
         ts: Timestamp,
         value: f64,
     ) {
-        let series = match index.get(key) {
+        let series = self.series_of(index, key, kind);
+        self.push_sample(series, ts, value);
+    }
+
+    /// The place in [`SampleBatch::series`] of `key` written with `kind`, added (and
+    /// indexed) when the batch has no such series yet: a key first written with another
+    /// kind gets a place of its own, which its later samples take.
+    pub fn series_of(&mut self, index: &mut KeyIndex, key: &str, kind: Option<SeriesKind>) -> u32 {
+        match index.get(key) {
             Some(&i) if self.series[i as usize].kind == kind => i,
             _ => {
                 let i = self.series.len() as u32;
@@ -60,17 +71,18 @@ impl SampleBatch {
                 index.insert(key.to_string(), i);
                 i
             }
-        };
+        }
+    }
+
+    /// Appends a sample of the series at `series` in [`SampleBatch::series`], a place
+    /// [`SampleBatch::series_of`] gave.
+    pub fn push_sample(&mut self, series: u32, ts: Timestamp, value: f64) {
         self.samples.push(BatchSample { series, ts, value });
     }
 
     /// Appends `other`'s samples after this batch's, in their order; `index` is this
     /// batch's key index, as [`SampleBatch::push`] takes it.
-    pub fn append(
-        &mut self,
-        index: &mut std::collections::HashMap<String, u32>,
-        other: SampleBatch,
-    ) {
+    pub fn append(&mut self, index: &mut KeyIndex, other: SampleBatch) {
         let mut remap = Vec::with_capacity(other.series.len());
         for series in other.series {
             let i = match index.get(&series.key) {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::BoxFuture;
 
 use super::node::Node;
-use super::{partition_of, wire, SampleBatch};
+use super::{partition_of, wire, KeyIndex, SampleBatch};
 use crate::counter::SeriesKind;
 use crate::engine::SinkBounds;
 use crate::error::Error;
@@ -56,6 +56,12 @@ const PUBLISH_RETRY: Duration = Duration::from_millis(500);
 /// [`MESSAGE_SAMPLES`]), while what waits stays bounded, about 6 MB.
 const NODE_WAITING: usize = 4 * EDGE_BATCH;
 
+/// How long a round about to start waits for sinks still gathering samples (a request
+/// being parsed, a connection between reads) to hand them over, so they share its
+/// messages: a message costs the same publish, acknowledgement, log copies and applies
+/// whatever its size. A write that is alone on the node is not held.
+const LINGER: Duration = Duration::from_millis(2);
+
 /// One connection's or request's samples on their way to the log.
 pub(crate) struct EdgeSink {
     node: Arc<Node>,
@@ -66,9 +72,13 @@ pub(crate) struct EdgeSink {
     queued: usize,
     /// First and last second accepted, fixed when the batch began.
     bounds: SinkBounds,
-    /// Canonical keys already checked, with their partition: a key is parsed once per
-    /// connection, not once per sample. Within the name caches' server-wide budget.
-    known: NameCache<u32>,
+    /// Canonical keys already checked, with their partition and place in the batch being
+    /// built: a key is parsed once per connection, and looked up once per sample. Within
+    /// the name caches' server-wide budget.
+    known: NameCache<KnownKey>,
+    /// Counts the batches handed off: a [`KnownKey`]'s place is good for the batch of its
+    /// generation only.
+    generation: u32,
     report: IngestReport,
     /// The node's publisher, shared by all its sinks.
     publisher: Arc<Publisher>,
@@ -79,7 +89,16 @@ pub(crate) struct EdgeSink {
 }
 
 /// Per partition, a batch and its key index.
-type Batches = HashMap<u32, (SampleBatch, HashMap<String, u32>)>;
+type Batches = rustc_hash::FxHashMap<u32, (SampleBatch, KeyIndex)>;
+
+/// What a sink knows of a canonical key it met.
+#[derive(Clone, Copy)]
+struct KnownKey {
+    partition: u32,
+    /// Its place in the partition's batch of [`KnownKey::generation`].
+    series: u32,
+    generation: u32,
+}
 
 /// The node's publisher: every sink hands its samples here, and one task publishes them in
 /// rounds. A round takes everything waiting, so what the sinks of a node hand over while
@@ -107,6 +126,9 @@ struct PublisherState {
     queued: usize,
     /// True while the publishing task runs.
     publishing: bool,
+    /// Sinks that queued samples they have not handed over yet: a round about to start
+    /// waits for them a little ([`LINGER`]).
+    filling: usize,
     /// The round that will take what waits now.
     next_round: u64,
     /// Rounds ended: every round below this one.
@@ -165,6 +187,7 @@ impl Publisher {
             changed.await;
         }
         let mut state = self.lock();
+        state.filling = state.filling.saturating_sub(1);
         for (partition, (batch, index)) in batches {
             state
                 .shares
@@ -186,7 +209,41 @@ impl Publisher {
             state.publishing = true;
             tokio::spawn(Arc::clone(self).publish_rounds());
         }
-        state.next_round
+        let round = state.next_round;
+        drop(state);
+        self.changed.notify_waiters();
+        round
+    }
+
+    /// Waits up to [`LINGER`] while sinks are still gathering samples and what waits
+    /// fills less than half of [`NODE_WAITING`].
+    async fn linger(&self) {
+        let until = tokio::time::Instant::now() + LINGER;
+        loop {
+            let changed = self.changed.notified();
+            {
+                let state = self.lock();
+                if state.filling == 0 || state.queued >= NODE_WAITING / 2 {
+                    return;
+                }
+            }
+            if tokio::time::timeout_at(until, changed).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Notes that a sink began queueing samples it will hand over.
+    fn began_filling(&self) {
+        self.lock().filling += 1;
+    }
+
+    /// Notes that a sink that was queueing samples left without handing them over.
+    fn stopped_filling(&self) {
+        let mut state = self.lock();
+        state.filling = state.filling.saturating_sub(1);
+        drop(state);
+        self.changed.notify_waiters();
     }
 
     /// Waits until `round` has ended.
@@ -206,6 +263,7 @@ impl Publisher {
     /// counts each message's samples to the sinks they came from.
     async fn publish_rounds(self: Arc<Self>) {
         loop {
+            self.linger().await;
             let (batches, shares, queued) = {
                 let mut state = self.lock();
                 if state.queued == 0 {
@@ -281,7 +339,8 @@ impl EdgeSink {
             known: NameCache::bounded(Arc::clone(&stats.name_budget), limits.name_cache_bytes),
             node: Arc::clone(&publisher.node),
             stats,
-            batches: HashMap::new(),
+            batches: Batches::default(),
+            generation: 0,
             queued: 0,
             bounds: SinkBounds::default(),
             report: IngestReport::default(),
@@ -303,6 +362,7 @@ impl EdgeSink {
         // long-lived sink (a UDP socket's) must not keep a "now" from hours ago.
         self.bounds.reset();
         if self.queued > 0 {
+            self.generation = self.generation.wrapping_add(1);
             let batches = std::mem::take(&mut self.batches);
             let queued = std::mem::take(&mut self.queued);
             let round = self.publisher.hand_off(batches, queued, &self.tally).await;
@@ -362,6 +422,16 @@ async fn publish_batches(node: &Arc<Node>, batches: Batches) -> Vec<(u32, Vec<(u
     futures_util::future::join_all(publishes).await
 }
 
+impl Drop for EdgeSink {
+    /// A sink dropped with samples queued (a request that failed part way) no longer keeps
+    /// a round waiting for them.
+    fn drop(&mut self) {
+        if self.queued > 0 {
+            self.publisher.stopped_filling();
+        }
+    }
+}
+
 impl Sink for EdgeSink {
     /// The node's clock, for samples that say "now".
     fn now(&self) -> Timestamp {
@@ -384,27 +454,41 @@ impl Sink for EdgeSink {
             self.reject(line, reason.as_str(), format!("sample refused: {reason}"));
             return false;
         }
-        let parsed;
-        let (key, partition) = match self.known.get(series) {
-            Some(partition) => (series, partition),
-            None => {
-                parsed = match SeriesKey::parse(series) {
-                    Ok(key) => key,
-                    Err(e) => {
-                        self.reject(line, RejectReason::InvalidSeries.as_str(), e.to_string());
-                        return false;
-                    }
-                };
-                let partition = partition_of(parsed.as_str(), self.node.partitions());
-                // Only a text that is its own canonical form stands for its key.
-                if parsed.as_str() == series {
-                    self.known.insert(series, partition);
-                }
-                (parsed.as_str(), partition)
+        let generation = self.generation;
+        if let Some(known) = self.known.get_mut(series) {
+            let (batch, index) = self.batches.entry(known.partition).or_default();
+            let current = known.generation == generation
+                && batch.series.get(known.series as usize).map(|s| s.kind) == Some(kind);
+            if !current {
+                known.series = batch.series_of(index, series, kind);
+                known.generation = generation;
             }
-        };
-        let (batch, index) = self.batches.entry(partition).or_default();
-        batch.push(index, key, kind, ts, value);
+            batch.push_sample(known.series, ts, value);
+        } else {
+            let parsed = match SeriesKey::parse(series) {
+                Ok(key) => key,
+                Err(e) => {
+                    self.reject(line, RejectReason::InvalidSeries.as_str(), e.to_string());
+                    return false;
+                }
+            };
+            let partition = partition_of(parsed.as_str(), self.node.partitions());
+            let (batch, index) = self.batches.entry(partition).or_default();
+            let place = batch.series_of(index, parsed.as_str(), kind);
+            batch.push_sample(place, ts, value);
+            // Only a text that is its own canonical form stands for its key.
+            if parsed.as_str() == series {
+                let known = KnownKey {
+                    partition,
+                    series: place,
+                    generation,
+                };
+                self.known.insert(series, known);
+            }
+        }
+        if self.queued == 0 {
+            self.publisher.began_filling();
+        }
         self.queued += 1;
         self.queued >= EDGE_BATCH
     }
@@ -510,7 +594,7 @@ fn encode_messages(batch: &SampleBatch, max_bytes: usize) -> Result<Vec<(u64, by
 /// The samples `range` of `batch`, with the series they name.
 fn sub_batch(batch: &SampleBatch, range: std::ops::Range<usize>) -> SampleBatch {
     let mut part = SampleBatch::default();
-    let mut index = HashMap::new();
+    let mut index = KeyIndex::default();
     for sample in &batch.samples[range] {
         let series = &batch.series[sample.series as usize];
         part.push(
@@ -532,7 +616,7 @@ mod tests {
     /// bytes, unlike enough that deflate cannot shrink them much.
     fn batch(n: usize, key_len: usize) -> SampleBatch {
         let mut batch = SampleBatch::default();
-        let mut index = HashMap::new();
+        let mut index = KeyIndex::default();
         for i in 0..n {
             let series = i % n.div_ceil(3);
             let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ series as u64;

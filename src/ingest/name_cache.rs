@@ -98,13 +98,19 @@ impl<V: Copy> NameCache<V> {
 
     /// What `name` resolves to, if cached.
     pub(crate) fn get(&mut self, name: &str) -> Option<V> {
+        self.get_mut(name).copied()
+    }
+
+    /// What `name` resolves to, if cached, for the caller to note more in (a cluster edge
+    /// keeps where the name sits in the batch being built).
+    pub(crate) fn get_mut(&mut self, name: &str) -> Option<&mut V> {
         let i = if self.next < self.order.len() && self.text(self.next) == name {
             self.next
         } else {
             *self.index.get(name)? as usize
         };
         self.next = i + 1;
-        Some(self.order[i].1)
+        Some(&mut self.order[i].1)
     }
 
     /// Remembers `name`. A bounded cache at its own limit ([`CACHE_BYTES`]), or one that

@@ -11,14 +11,13 @@
 //! stream re-delivered, and the whole compared. The store has a raw tier, so its appends
 //! are checked the same way: every point once, none of a rolled-back group left behind.
 
-use std::collections::HashMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use tierdb::testing::cluster::apply::{Checkpoints, PartitionStore, FAULT_KILL_MID_APPLY};
-use tierdb::testing::cluster::SampleBatch;
+use tierdb::testing::cluster::{KeyIndex, SampleBatch};
 use tierdb::time::{window_start, Span};
 use tierdb::{Engine, ManualClock, SeriesId, SeriesKind};
 use tierdb::{RawTierSpec, TiersConfig};
@@ -86,7 +85,7 @@ fn stream() -> Vec<Vec<(u64, SampleBatch)>> {
             (0..MESSAGES)
                 .map(|m| {
                     let mut batch = SampleBatch::default();
-                    let mut index = HashMap::new();
+                    let mut index = KeyIndex::default();
                     for k in 0..20 {
                         let series = (next(&mut rng) % SERIES) as usize;
                         let key = format!("node.s{series}{{dc=d{}}}", series % 3);

@@ -1,4 +1,3 @@
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -9,7 +8,7 @@ use super::{Checkpoints, Fault, FaultAction, PartitionStore, Step};
 use crate::bucket::Bucket;
 use crate::clock::Clock;
 use crate::clock::ManualClock;
-use crate::cluster::{BatchSample, BatchSeries, SampleBatch};
+use crate::cluster::{BatchSample, BatchSeries, KeyIndex, SampleBatch};
 use crate::config::{EngineSettings, RawTierSpec, TierSpec, TiersConfig};
 use crate::counter::SeriesKind;
 use crate::engine::Engine;
@@ -108,7 +107,7 @@ type Message = Vec<(usize, Option<SeriesKind>, i64, f64)>;
 
 fn batch(now: Timestamp, message: &Message) -> SampleBatch {
     let mut batch = SampleBatch::default();
-    let mut index = HashMap::new();
+    let mut index = KeyIndex::default();
     for &(series, kind, offset, value) in message {
         batch.push(&mut index, &key(series), kind, now + offset, value);
     }
@@ -360,6 +359,88 @@ proptest! {
         every in 1..4u64,
     ) {
         run(&ops, every);
+    }
+}
+
+/// The cells a group touches, as `cells_touched` finds them (skipping the arithmetic while
+/// samples stay in one bucket): every bucket of every tier of every finite sample of a
+/// registered series, each once, sorted, as computed sample by sample.
+fn cells_by_each_sample(
+    config: &TiersConfig,
+    todo: &[&(u64, SampleBatch)],
+    resolved: &[Vec<super::Resolved>],
+) -> Vec<crate::storage::cells::CellAt> {
+    let slots = config.engine.series_per_chunk;
+    let mut cells = Vec::new();
+    for ((_, batch), series) in todo.iter().zip(resolved) {
+        for sample in &batch.samples {
+            let Some(super::Resolved::Id(id)) = series.get(sample.series as usize) else {
+                continue;
+            };
+            if !sample.value.is_finite() {
+                continue;
+            }
+            for (tier, spec) in config.tiers.iter().enumerate() {
+                let start = sample.ts - sample.ts.rem_euclid(spec.period.secs() as i64);
+                cells.push(crate::storage::cells::CellAt {
+                    tier,
+                    period_start: start,
+                    chunk: id.0 / slots,
+                    bucket: ((sample.ts - start) / spec.resolution.secs() as i64) as u32,
+                    slot: id.0 % slots,
+                });
+            }
+        }
+    }
+    cells.sort_unstable();
+    cells.dedup();
+    cells
+}
+
+proptest! {
+    #[test]
+    fn a_groups_cells_are_every_samples_bucket_in_every_tier(
+        messages in prop::collection::vec(
+            prop::collection::vec((0..SERIES as u32, -3 * HOUR..3 * HOUR, any::<bool>()), 0..60),
+            1..4,
+        ),
+    ) {
+        let config = tiers();
+        let groups: Vec<(u64, SampleBatch)> = (messages.iter().enumerate())
+            .map(|(seq, samples)| {
+                let mut batch = SampleBatch::default();
+                batch.series = (0..SERIES)
+                    .map(|i| BatchSeries { key: key(i), kind: None })
+                    .collect();
+                // Each series' samples together, as the format delivers them.
+                let mut samples = samples.clone();
+                samples.sort_by_key(|&(series, _, _)| series);
+                batch.samples = (samples.iter())
+                    .map(|&(series, offset, finite)| BatchSample {
+                        series,
+                        ts: NOW + offset,
+                        value: if finite { 1.0 } else { f64::NAN },
+                    })
+                    .collect();
+                (seq as u64 + 1, batch)
+            })
+            .collect();
+        let todo: Vec<&(u64, SampleBatch)> = groups.iter().collect();
+        // Every fifth series invalid; ids spread over several chunks.
+        let resolved: Vec<Vec<super::Resolved>> = (0..groups.len())
+            .map(|_| {
+                (0..SERIES)
+                    .map(|i| match i % 5 {
+                        4 => super::Resolved::Invalid,
+                        _ => super::Resolved::Id(SeriesId(i as u32 * 7)),
+                    })
+                    .collect()
+            })
+            .collect();
+        prop_assert_eq!(
+            super::cells_touched(&config, &todo, &resolved),
+            cells_by_each_sample(&config, &todo, &resolved)
+        );
     }
 }
 

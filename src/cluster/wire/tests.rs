@@ -1,10 +1,8 @@
-use std::collections::HashMap;
-
 use proptest::prelude::*;
 
 use super::varint::{put_signed, put_varint};
 use super::*;
-use crate::cluster::{BatchSample, BatchSeries, SampleBatch};
+use crate::cluster::{BatchSample, BatchSeries, KeyIndex, SampleBatch};
 use crate::counter::SeriesKind;
 use crate::registry::SeriesKey;
 
@@ -53,7 +51,7 @@ fn round_trip(b: &SampleBatch) -> SampleBatch {
 /// irregular and a regular cadence, a key with two kinds.
 fn sample_batch() -> SampleBatch {
     let mut b = SampleBatch::default();
-    let mut index = HashMap::new();
+    let mut index = KeyIndex::default();
     for i in 0..6 {
         let t = 1_700_000_000 + i * 10;
         b.push(
@@ -156,7 +154,7 @@ fn awkward_values_and_timestamps_come_back_bit_for_bit() {
 #[test]
 fn samples_of_one_key_under_two_kinds_keep_their_interleaving() {
     let mut b = SampleBatch::default();
-    let mut index = HashMap::new();
+    let mut index = KeyIndex::default();
     let kinds = [
         None,
         Some(SeriesKind::Counter),
@@ -230,7 +228,7 @@ fn regular_backfill_fits_the_size_target() {
     // 60 samples at a 10 s cadence: a constant costs nothing per sample, an integer
     // random walk about one byte, a 2-decimal gauge about two.
     let mut b = SampleBatch::default();
-    let mut index = HashMap::new();
+    let mut index = KeyIndex::default();
     let mut walk = 500.0;
     let mut gauge = 5000i64;
     let mut x = 0x2545_f491_4f6c_dd1du64;
@@ -310,7 +308,7 @@ fn the_hand_built_message_helper_matches_the_encoder() {
 /// 40 series of a fleet, one sample each: a key section that is stored deflated.
 fn fleet_batch() -> SampleBatch {
     let mut b = SampleBatch::default();
-    let mut index = HashMap::new();
+    let mut index = KeyIndex::default();
     for host in 0..10 {
         for metric in ["cpu.user", "cpu.system", "memory.used", "load.shortterm"] {
             let key = format!("collectd.web-{host:02}_fra1.{metric}");
