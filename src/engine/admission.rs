@@ -51,6 +51,15 @@ impl<'a> FilesNeeded<'a> {
         if self.last_ts != Some(sample.ts) {
             self.last_ts = Some(sample.ts);
             for (tier, spec) in self.shared.config.tiers.iter().enumerate() {
+                // A batch grouped by series (a cluster message) changes timestamp at every
+                // sample but seldom leaves the period of the one before.
+                let same_period = self.current[tier].is_some_and(|i| {
+                    let start = self.periods[i].start;
+                    sample.ts >= start && sample.ts - start < spec.period.secs() as i64
+                });
+                if same_period && sample.ts >= windows[tier] {
+                    continue;
+                }
                 self.current[tier] = (sample.ts >= windows[tier]).then(|| {
                     let start = align_down(sample.ts, spec.period);
                     match self
