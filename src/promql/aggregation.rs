@@ -110,7 +110,7 @@ pub(crate) fn aggregate(
                         let Some(v) = series[i].values[step] else {
                             continue;
                         };
-                        let text = super::value::number_text(v);
+                        let text = super::number::fixed_text(v);
                         let at = match by_value.iter().position(|(t, _)| *t == text) {
                             Some(at) => at,
                             None => {
