@@ -113,9 +113,12 @@ fn promql_vs_aggregate(c: &mut Criterion) {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(41);
-    alternate("library calls", pairs, &mut || drop(evaluate()), &mut || {
-        drop(aggregate_once())
-    });
+    alternate(
+        "library calls",
+        pairs,
+        &mut || drop(evaluate()),
+        &mut || drop(aggregate_once()),
+    );
     alternate(
         "with the answer's JSON",
         pairs,
@@ -158,9 +161,9 @@ fn alternate(what: &str, pairs: usize, promql: &mut dyn FnMut(), aggregate: &mut
         v[v.len() / 2]
     };
     let ratios: Vec<f64> = runs.iter().map(|(p, a)| p / a).collect();
-    let (lowest, highest) = ratios.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &r| {
-        (lo.min(r), hi.max(r))
-    });
+    let (lowest, highest) = ratios
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
     println!(
         "{what}, {} alternating pairs: PromQL median {:.1} ms, aggregate median {:.1} ms, \
          ratio median {:.2}x (lowest {lowest:.2}x, highest {highest:.2}x)",
