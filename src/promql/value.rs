@@ -2,6 +2,8 @@
 //! ([`Value`]); at the end, the answer in Prometheus' four result types ([`ResultValue`])
 //! with the warnings that flag an approximation, written as the HTTP API's `data`.
 
+use rayon::prelude::*;
+
 use super::labels::Labels;
 use super::number::{push_time, push_value};
 
@@ -95,19 +97,28 @@ impl Answer {
                 out.push(']');
             }
             ResultValue::Matrix(series) => {
+                // Each series' text on its own, in parallel (a day of a hundred series is
+                // milliseconds of text), then joined in order.
+                let texts: Vec<String> = (series.par_iter())
+                    .map(|(labels, points)| {
+                        let mut text = String::with_capacity(64 + points.len() * 40);
+                        let _ = write!(text, "{{\"metric\":{},\"values\":[", labels.to_json());
+                        for (j, (t, v)) in points.iter().enumerate() {
+                            if j > 0 {
+                                text.push(',');
+                            }
+                            point(&mut text, *t, *v);
+                        }
+                        text.push_str("]}");
+                        text
+                    })
+                    .collect();
                 out.push('[');
-                for (i, (labels, points)) in series.iter().enumerate() {
+                for (i, text) in texts.iter().enumerate() {
                     if i > 0 {
                         out.push(',');
                     }
-                    let _ = write!(out, "{{\"metric\":{},\"values\":[", labels.to_json());
-                    for (j, (t, v)) in points.iter().enumerate() {
-                        if j > 0 {
-                            out.push(',');
-                        }
-                        point(&mut out, *t, *v);
-                    }
-                    out.push_str("]}");
+                    out.push_str(text);
                 }
                 out.push(']');
             }
