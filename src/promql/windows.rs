@@ -414,9 +414,16 @@ fn over_buckets(
             "rate" => |total, _, seconds| total / seconds,
             _ => |total, _, _| total,
         };
-        return (window_sums(buckets, windows).into_iter())
-            .map(|(total, count, width)| {
-                (count > 0).then(|| of_sums(total, count, width as f64 * res_secs))
+        return (windows.iter())
+            .map(|&(lo, hi)| {
+                let hi = hi.min(buckets.len());
+                let lo = lo.min(hi);
+                let (mut total, mut count) = (0.0, 0);
+                for b in &buckets[lo..hi] {
+                    total += b.total;
+                    count += b.count;
+                }
+                (count > 0).then(|| of_sums(total, count, (hi - lo) as f64 * res_secs))
             })
             .collect();
     }
@@ -476,70 +483,6 @@ fn over_buckets(
         values.push(value);
     }
     values
-}
-
-/// Each window's total and count over `buckets` (windows clipped to them) and its width in
-/// buckets. A window's total adds its buckets' totals in bucket order, starting from 0.0, so
-/// every window's sum is the same number a loop over it gives. When the windows are evenly
-/// spaced and equally wide (a range query's, unless clipped at the end), the sums run by
-/// bucket offset across all windows instead (every window's first bucket, then every
-/// window's second ...): the same additions in the same order per window, without a chain of
-/// dependent additions per window, over buckets' totals copied out into a contiguous run.
-fn window_sums(buckets: &[Bucket], windows: &[(usize, usize)]) -> Vec<(f64, u64, usize)> {
-    let clipped = |&(lo, hi): &(usize, usize)| {
-        let hi = hi.min(buckets.len());
-        (lo.min(hi), hi)
-    };
-    let n = windows.len();
-    let (lo0, hi0) = windows.first().map_or((0, 0), clipped);
-    let width = hi0 - lo0;
-    let stride = windows
-        .get(1)
-        .map_or(0, |w| clipped(w).0.saturating_sub(lo0));
-    let even = n >= 2
-        && width > 0
-        && stride > 0
-        && (windows.iter().enumerate())
-            .all(|(k, w)| clipped(w) == (lo0 + k * stride, lo0 + k * stride + width));
-    if !even {
-        return (windows.iter())
-            .map(|w| {
-                let (lo, hi) = clipped(w);
-                let (mut total, mut count) = (0.0, 0);
-                for b in &buckets[lo..hi] {
-                    total += b.total;
-                    count += b.count;
-                }
-                (total, count, hi - lo)
-            })
-            .collect();
-    }
-    // Every window lies within the buckets (clipping left them as they were), so the span
-    // from the first window's start to the last one's end does too.
-    let span = &buckets[lo0..lo0 + (n - 1) * stride + width];
-    let totals: Vec<f64> = span.iter().map(|b| b.total).collect();
-    let counts: Vec<u64> = span.iter().map(|b| b.count).collect();
-    let mut sums = vec![0.0; n];
-    let mut seen = vec![0u64; n];
-    for offset in 0..width {
-        if stride == 1 {
-            let column = totals[offset..].iter().zip(&counts[offset..]);
-            for ((sum, seen), (total, count)) in sums.iter_mut().zip(&mut seen).zip(column) {
-                *sum += total;
-                *seen += count;
-            }
-        } else {
-            let totals = totals[offset..].iter().step_by(stride);
-            let column = totals.zip(counts[offset..].iter().step_by(stride));
-            for ((sum, seen), (total, count)) in sums.iter_mut().zip(&mut seen).zip(column) {
-                *sum += total;
-                *seen += count;
-            }
-        }
-    }
-    (sums.into_iter().zip(seen))
-        .map(|(total, count)| (total, count, width))
-        .collect()
 }
 
 /// `name` over the points of one series, per evaluation time, as Prometheus computes it
@@ -705,84 +648,4 @@ pub(crate) fn quantile(phi: f64, values: &mut [f64]) -> f64 {
     let upper = (lower + 1.0).min(n - 1.0);
     let weight = rank - rank.floor();
     values[lower as usize] * (1.0 - weight) + values[upper as usize] * weight
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Each window summed by a plain loop over its buckets, as before the even-window path.
-    fn looped(buckets: &[Bucket], windows: &[(usize, usize)]) -> Vec<(u64, u64, usize)> {
-        (windows.iter())
-            .map(|&(lo, hi)| {
-                let hi = hi.min(buckets.len());
-                let lo = lo.min(hi);
-                let (mut total, mut count) = (0.0f64, 0);
-                for b in &buckets[lo..hi] {
-                    total += b.total;
-                    count += b.count;
-                }
-                (total.to_bits(), count, hi - lo)
-            })
-            .collect()
-    }
-
-    #[test]
-    fn window_sums_are_the_plain_loops_bit_for_bit() {
-        // Totals of every magnitude and sign, so the order of additions shows in the bits.
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        let buckets: Vec<Bucket> = (0..500)
-            .map(|_| {
-                let r = next();
-                let count = r % 4;
-                let total = (r >> 8) as f64
-                    * 10f64.powi((r % 40) as i32 - 20)
-                    * if r & 16 == 0 { 1.0 } else { -1.0 };
-                Bucket {
-                    count,
-                    total: if count == 0 { 0.0 } else { total },
-                    min: 0.0,
-                    max: 0.0,
-                }
-            })
-            .collect();
-        let evenly = |first: usize, n: usize, stride: usize, width: usize| -> Vec<_> {
-            (0..n)
-                .map(|k| (first + k * stride, first + k * stride + width))
-                .collect()
-        };
-        let cases: Vec<Vec<(usize, usize)>> = vec![
-            evenly(0, 400, 1, 5),
-            evenly(3, 90, 5, 5),
-            evenly(7, 60, 3, 10),
-            evenly(0, 100, 2, 1),
-            // Clipped at the end: uneven, the plain loop.
-            evenly(450, 20, 1, 60),
-            // Every window the same (an `@` time): stride 0.
-            vec![(10, 15); 30],
-            // Empty windows, and one window.
-            evenly(5, 10, 1, 0),
-            vec![(20, 40)],
-            vec![],
-            // Not evenly spaced.
-            vec![(0, 5), (1, 6), (3, 8), (4, 9)],
-        ];
-        for windows in &cases {
-            let fast: Vec<_> = (window_sums(&buckets, windows).into_iter())
-                .map(|(total, count, width)| (total.to_bits(), count, width))
-                .collect();
-            assert_eq!(fast, looped(&buckets, windows), "{windows:?}");
-        }
-        // No buckets at all (a series without data in the read).
-        assert_eq!(
-            window_sums(&[], &evenly(0, 10, 1, 5)),
-            vec![(0.0, 0, 0); 10]
-        );
-    }
 }
