@@ -16,7 +16,8 @@ alternating, medians printed:
 script prints the median (and range) of the rounds' ratios PromQL / aggregate, each of two
 requests a moment apart, so a change of the shared machine's load between rounds moves both.
 `--baseline PATH` serves the same data from a second tierdb build as well (another data
-directory, the same samples) and times its two URLs in the same rounds: a before/after pair.
+directory, the same samples), says whether the two builds' PromQL answers are the same bytes,
+and times its two URLs in the same rounds: a before/after pair.
 
 tierdb does not depend on VictoriaMetrics: this script is the only thing that runs it, and it
 stops when the binary is missing (`apt-get install victoria-metrics`).
@@ -151,8 +152,10 @@ def main():
         urls["VictoriaMetrics (cache)"] = f"{vm_url}/api/v1/query_range?query={q}&{range_args}"
         urls["VictoriaMetrics nocache=1"] = f"{vm_url}/api/v1/query_range?query={q}&{range_args}&nocache=1"
         times = {name: [] for name in urls}
-        for name, url in urls.items():
-            timed(url)  # warm
+        answers = {name: timed(url)[1] for name, url in urls.items()}  # and warm
+        if args.baseline:
+            same = answers["tierdb PromQL"] == answers["baseline PromQL"]
+            print(f"the two builds' PromQL answers are {'byte for byte the same' if same else 'DIFFERENT'}")
         for _ in range(args.runs):
             for name, url in urls.items():
                 times[name].append(timed(url)[0])
