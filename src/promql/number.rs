@@ -55,8 +55,8 @@ fn push_finite(out: &mut String, v: f64, exponent_form: bool) {
     let mut buffer = zmij::Buffer::new();
     let shortest = buffer.format_finite(v);
     // zmij writes `123.0` for an integer and `0.25` from 1e-5 to below 1e16, and `1.5e-7`
-    // or `1.5e22` outside: the digits are the shortest either way.
-    // An exponent (`e`, a sign, three digits at most) lies in the last five bytes.
+    // or `1.5e22` outside: the digits are the shortest either way. An exponent (`e`, a sign,
+    // three digits at most) lies in the last five bytes.
     let tail = shortest.len().saturating_sub(5);
     let exponent_at = shortest.as_bytes()[tail..].iter().position(|&b| b == b'e');
     let Some((mantissa, exponent)) = exponent_at.map(|at| shortest.split_at(tail + at)) else {
