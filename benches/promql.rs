@@ -7,7 +7,12 @@
 //! its chunk-wise pass, PromQL reads each series' buckets, sums a 5-minute window per step
 //! and groups. Data: one sample a series every 30 s for 24 h, counters by a `[counters]`
 //! rule. Each also with its answer written as the JSON its HTTP endpoint sends (`..._as_json`).
-//! `cargo bench --bench promql`.
+//!
+//! Criterion times one function's samples after the other's, so on a shared machine a change
+//! of load between them moves the ratio. Before criterion runs, the bench therefore times the
+//! two in alternation, pair by pair (`PROMQL_PAIRS` pairs, 41 by default), and prints the
+//! median time of each and the median, lowest and highest ratio of the pairs: the figure to
+//! quote. `cargo bench --bench promql`; `RAYON_NUM_THREADS=1` for one thread.
 
 #[path = "support.rs"]
 #[allow(dead_code)]
@@ -96,40 +101,77 @@ fn promql_vs_aggregate(c: &mut Criterion) {
     .tier("1m")
     .display(Display::PerSec)
     .group_by(["instance"]);
-    let budget = ReadBudget::default();
-    let reference = engine
-        .reader()
-        .aggregate_within(&aggregate, &budget)
-        .expect("aggregate");
-    assert_eq!(reference.groups.len(), INSTANCES as usize);
+    let aggregate_once = || {
+        let budget = ReadBudget::default();
+        (engine.reader())
+            .aggregate_within(&aggregate, &budget)
+            .expect("aggregate")
+    };
+    assert_eq!(aggregate_once().groups.len(), INSTANCES as usize);
+
+    let pairs = std::env::var("PROMQL_PAIRS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(41);
+    alternate(
+        "library calls",
+        pairs,
+        &mut || drop(evaluate()),
+        &mut || drop(aggregate_once()),
+    );
+    alternate(
+        "with the answer's JSON",
+        pairs,
+        &mut || drop(evaluate().data_text()),
+        &mut || drop(serde_json::to_vec(&aggregate_once()).unwrap()),
+    );
 
     let mut group = c.benchmark_group("promql_1000_series_24h_at_60s");
     group.sample_size(20);
     group.bench_function("promql_sum_by_instance_rate_5m", |b| b.iter(evaluate));
     group.bench_function("aggregate_sum_by_instance_per_sec", |b| {
-        b.iter(|| {
-            let budget = ReadBudget::default();
-            engine
-                .reader()
-                .aggregate_within(&aggregate, &budget)
-                .unwrap()
-        })
+        b.iter(aggregate_once)
     });
     // What the HTTP answer adds: each answer written as the JSON its endpoint sends.
     group.bench_function("promql_sum_by_instance_rate_5m_as_json", |b| {
         b.iter(|| evaluate().data_text().len())
     });
     group.bench_function("aggregate_sum_by_instance_per_sec_as_json", |b| {
-        b.iter(|| {
-            let budget = ReadBudget::default();
-            let result = engine
-                .reader()
-                .aggregate_within(&aggregate, &budget)
-                .unwrap();
-            serde_json::to_vec(&result).unwrap().len()
-        })
+        b.iter(|| serde_json::to_vec(&aggregate_once()).unwrap().len())
     });
     group.finish();
+}
+
+/// Times `promql` and `aggregate` in turn `pairs` times (after one warm-up each) and prints
+/// the median of each and the median, lowest and highest ratio PromQL / aggregate of the
+/// pairs: each ratio of two runs a moment apart, so a change of the machine's load moves both.
+fn alternate(what: &str, pairs: usize, promql: &mut dyn FnMut(), aggregate: &mut dyn FnMut()) {
+    let time = |f: &mut dyn FnMut()| {
+        let started = Instant::now();
+        f();
+        started.elapsed().as_secs_f64() * 1000.0
+    };
+    time(promql);
+    time(aggregate);
+    let runs: Vec<(f64, f64)> = (0..pairs.max(1))
+        .map(|_| (time(promql), time(aggregate)))
+        .collect();
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let ratios: Vec<f64> = runs.iter().map(|(p, a)| p / a).collect();
+    let (lowest, highest) = ratios
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+    println!(
+        "{what}, {} alternating pairs: PromQL median {:.1} ms, aggregate median {:.1} ms, \
+         ratio median {:.2}x (lowest {lowest:.2}x, highest {highest:.2}x)",
+        runs.len(),
+        median(runs.iter().map(|r| r.0).collect()),
+        median(runs.iter().map(|r| r.1).collect()),
+        median(ratios.clone()),
+    );
 }
 
 criterion_group!(benches, promql_vs_aggregate);

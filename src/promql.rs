@@ -18,6 +18,7 @@ mod eval;
 mod functions;
 mod labels;
 mod listing;
+mod number;
 mod source;
 #[cfg(test)]
 mod tests;

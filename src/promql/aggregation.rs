@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use promql_parser::parser::{AggregateExpr, Expr, LabelModifier};
+use rayon::prelude::*;
 
 use super::error::QueryError;
 use super::eval::{strip_parens, Evaluator, Grid};
@@ -110,7 +111,7 @@ pub(crate) fn aggregate(
                         let Some(v) = series[i].values[step] else {
                             continue;
                         };
-                        let text = super::value::number_text(v);
+                        let text = super::number::fixed_text(v);
                         let at = match by_value.iter().position(|(t, _)| *t == text) {
                             Some(at) => at,
                             None => {
@@ -138,38 +139,41 @@ pub(crate) fn aggregate(
                 "max" => Some(f64::max),
                 _ => None,
             };
-            for (labels, members) in groups {
-                let mut total = vec![0.0; steps];
-                let mut seen = vec![0u32; steps];
-                let mut extreme: Vec<f64> = vec![f64::NAN; steps];
-                for &i in &members {
-                    let values = series[i].values.iter().zip(&mut total).zip(&mut seen);
-                    for ((v, total), seen) in values {
-                        let Some(v) = *v else { continue };
-                        *total += v;
-                        *seen += 1;
-                    }
-                    if let Some(fold) = fold_extreme {
-                        for (v, extreme) in series[i].values.iter().zip(&mut extreme) {
-                            if let Some(v) = *v {
-                                *extreme = fold(*extreme, v);
+            // Groups in parallel (each its own accumulators), in the order they were found.
+            out = (groups.into_par_iter())
+                .map(|(labels, members)| {
+                    let mut total = vec![0.0; steps];
+                    let mut seen = vec![0u32; steps];
+                    let mut extreme: Vec<f64> = vec![f64::NAN; steps];
+                    for &i in &members {
+                        let values = series[i].values.iter().zip(&mut total).zip(&mut seen);
+                        for ((v, total), seen) in values {
+                            let Some(v) = *v else { continue };
+                            *total += v;
+                            *seen += 1;
+                        }
+                        if let Some(fold) = fold_extreme {
+                            for (v, extreme) in series[i].values.iter().zip(&mut extreme) {
+                                if let Some(v) = *v {
+                                    *extreme = fold(*extreme, v);
+                                }
                             }
                         }
                     }
-                }
-                let values = (0..steps)
-                    .map(|k| {
-                        (seen[k] > 0).then(|| match op.as_str() {
-                            "sum" => total[k],
-                            "avg" => total[k] / f64::from(seen[k]),
-                            "count" => f64::from(seen[k]),
-                            "group" => 1.0,
-                            _ => extreme[k],
+                    let values = (0..steps)
+                        .map(|k| {
+                            (seen[k] > 0).then(|| match op.as_str() {
+                                "sum" => total[k],
+                                "avg" => total[k] / f64::from(seen[k]),
+                                "count" => f64::from(seen[k]),
+                                "group" => 1.0,
+                                _ => extreme[k],
+                            })
                         })
-                    })
-                    .collect();
-                out.push(Series { labels, values });
-            }
+                        .collect();
+                    Series { labels, values }
+                })
+                .collect();
         }
         _ => {
             for (labels, members) in groups {

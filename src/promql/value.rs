@@ -2,7 +2,10 @@
 //! ([`Value`]); at the end, the answer in Prometheus' four result types ([`ResultValue`])
 //! with the warnings that flag an approximation, written as the HTTP API's `data`.
 
+use rayon::prelude::*;
+
 use super::labels::Labels;
+use super::number::{push_time, push_value};
 
 /// One series of an instant vector over the grid: a value per evaluation time, `None`
 /// where the series has no sample.
@@ -60,20 +63,23 @@ impl Answer {
             ResultValue::Vector(samples) => ("vector", samples.len()),
             ResultValue::Matrix(series) => ("matrix", series.iter().map(|s| s.1.len()).sum()),
         };
-        out.reserve(64 + samples * 24);
+        // A point is 34 bytes with a 16-digit value; room for most points and for the envelope
+        // the HTTP answer puts around the text in place, so that neither copies megabytes
+        // (what is reserved and not written is never touched).
+        out.reserve(128 + samples * 40);
         let _ = write!(out, "{{\"resultType\":\"{kind}\",\"result\":");
         let point = |out: &mut String, t: i64, v: f64| {
             out.push('[');
-            write_time(out, t);
+            push_time(out, t);
             out.push_str(",\"");
-            write_number(out, v);
+            push_value(out, v);
             out.push_str("\"]");
         };
         match &self.result {
             ResultValue::Scalar(t, v) => point(&mut out, *t, *v),
             ResultValue::String(t, text) => {
                 out.push('[');
-                write_time(&mut out, *t);
+                push_time(&mut out, *t);
                 out.push(',');
                 out.push_str(&serde_json::Value::from(text.as_str()).to_string());
                 out.push(']');
@@ -91,19 +97,28 @@ impl Answer {
                 out.push(']');
             }
             ResultValue::Matrix(series) => {
+                // Each series' text on its own, in parallel (a day of a hundred series is
+                // milliseconds of text), then joined in order.
+                let texts: Vec<String> = (series.par_iter())
+                    .map(|(labels, points)| {
+                        let mut text = String::with_capacity(64 + points.len() * 40);
+                        let _ = write!(text, "{{\"metric\":{},\"values\":[", labels.to_json());
+                        for (j, (t, v)) in points.iter().enumerate() {
+                            if j > 0 {
+                                text.push(',');
+                            }
+                            point(&mut text, *t, *v);
+                        }
+                        text.push_str("]}");
+                        text
+                    })
+                    .collect();
                 out.push('[');
-                for (i, (labels, points)) in series.iter().enumerate() {
+                for (i, text) in texts.iter().enumerate() {
                     if i > 0 {
                         out.push(',');
                     }
-                    let _ = write!(out, "{{\"metric\":{},\"values\":[", labels.to_json());
-                    for (j, (t, v)) in points.iter().enumerate() {
-                        if j > 0 {
-                            out.push(',');
-                        }
-                        point(&mut out, *t, *v);
-                    }
-                    out.push_str("]}");
+                    out.push_str(text);
                 }
                 out.push(']');
             }
@@ -151,36 +166,9 @@ pub(crate) fn time_json(ms: i64) -> serde_json::Value {
     }
 }
 
-/// [`time_json`]'s text, appended to `out`.
-fn write_time(out: &mut String, ms: i64) {
-    use std::fmt::Write;
-    if ms % 1000 == 0 {
-        let _ = write!(out, "{}", ms / 1000);
-    } else {
-        out.push_str(&time_json(ms).to_string());
-    }
-}
-
-/// [`number_text`], appended to `out` without a string of its own.
-fn write_number(out: &mut String, v: f64) {
-    use std::fmt::Write;
-    if v.is_finite() {
-        let _ = write!(out, "{v}");
-    } else {
-        out.push_str(&number_text(v));
-    }
-}
-
-/// A value as Prometheus writes it: a string, Go's shortest decimal form, `NaN`, `+Inf`
-/// and `-Inf`.
-pub(crate) fn number_text(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v == f64::INFINITY {
-        "+Inf".into()
-    } else if v == f64::NEG_INFINITY {
-        "-Inf".into()
-    } else {
-        format!("{v}")
-    }
+/// A value as Prometheus writes it (a string): see [`push_value`].
+fn number_text(v: f64) -> String {
+    let mut text = String::new();
+    push_value(&mut text, v);
+    text
 }

@@ -265,95 +265,141 @@ fn assert_same(
     }
 }
 
+/// `tierdb serve` and Debian's Prometheus (with its remote write receiver), side by side.
+struct Both {
+    server: Proc,
+    tierdb: SocketAddr,
+    prom: Proc,
+    prom_addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Both {
+    /// Both started and ready; `None` when Prometheus is not installed (as
+    /// `ensure_programs` allows).
+    fn start() -> Option<Both> {
+        let prometheus = std::env::var_os("PROMETHEUS")
+            .map_or_else(|| PathBuf::from("/usr/bin/prometheus"), PathBuf::from);
+        if !ensure_programs(&[&prometheus], "prometheus") {
+            return None;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let server_log = dir.join("server.stderr");
+        let mut server = Proc::spawn(
+            "tierdb serve",
+            tierdb_command("serve", &dir.join("data"))
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(file(&server_log)),
+            vec![server_log],
+            false,
+        );
+        let tierdb = server.wait_ready().http;
+
+        let port = free_port();
+        let config = dir.join("prometheus.yml");
+        std::fs::write(&config, "global:\n  scrape_interval: 1m\n").unwrap();
+        let prometheus_log = dir.join("prometheus.stderr");
+        let mut prom = Proc::spawn(
+            "prometheus",
+            Command::new(&prometheus)
+                .arg(format!("--config.file={}", config.display()))
+                .arg(format!(
+                    "--storage.tsdb.path={}",
+                    dir.join("prom").display()
+                ))
+                .arg("--web.enable-remote-write-receiver")
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(file(&prometheus_log)),
+            vec![prometheus_log],
+            false,
+        );
+        let prom_addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let started = Instant::now();
+        loop {
+            prom.assert_running();
+            if std::net::TcpStream::connect(prom_addr).is_ok()
+                && request(prom_addr, "GET", "/-/ready", &[], b"").0 == 200
+            {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "prometheus never ready\n{}",
+                prom.diagnostics()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Some(Both {
+            server,
+            tierdb,
+            prom,
+            prom_addr,
+            _dir: tmp,
+        })
+    }
+
+    /// Sends the remote write `body` to both, then waits until tierdb answers `probe` (an
+    /// instant query's path under `/prometheus`) with a series: a write is visible once
+    /// tierdb's writers applied it.
+    fn write(&self, body: &[u8], probe: &str) {
+        let headers = [
+            ("Content-Type", "application/x-protobuf"),
+            ("Content-Encoding", "snappy"),
+            ("X-Prometheus-Remote-Write-Version", "0.1.0"),
+        ];
+        let (status, text) = request(self.tierdb, "POST", "/api/v1/prom/write", &headers, body);
+        assert_eq!(status, 204, "tierdb: {text}");
+        let (status, text) = request(self.prom_addr, "POST", "/api/v1/write", &headers, body);
+        assert_eq!(status, 204, "prometheus: {text}");
+        let started = Instant::now();
+        loop {
+            let (_, answer) = get(self.tierdb, &format!("/prometheus{probe}"));
+            if answer["data"]["result"]
+                .as_array()
+                .is_some_and(|r| !r.is_empty())
+            {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "tierdb never showed the data: {answer}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Stops both, each of which must exit cleanly.
+    fn stop(mut self) {
+        let status = self.prom.terminate(Duration::from_secs(30));
+        assert!(status.success(), "{status}\n{}", self.prom.diagnostics());
+        let status = self.server.terminate(Duration::from_secs(30));
+        assert!(status.success(), "{status}\n{}", self.server.diagnostics());
+    }
+}
+
 #[test]
 fn promql_matches_prometheus() {
-    let prometheus = std::env::var_os("PROMETHEUS")
-        .map_or_else(|| PathBuf::from("/usr/bin/prometheus"), PathBuf::from);
-    if !ensure_programs(&[&prometheus], "prometheus") {
+    let Some(both) = Both::start() else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    let server_log = dir.join("server.stderr");
-    let mut server = Proc::spawn(
-        "tierdb serve",
-        tierdb_command("serve", &dir.join("data"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(file(&server_log)),
-        vec![server_log],
-        false,
-    );
-    let tierdb = server.wait_ready().http;
-
-    let port = free_port();
-    let config = dir.join("prometheus.yml");
-    std::fs::write(&config, "global:\n  scrape_interval: 1m\n").unwrap();
-    let prometheus_log = dir.join("prometheus.stderr");
-    let mut prom = Proc::spawn(
-        "prometheus",
-        Command::new(&prometheus)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("prom").display()
-            ))
-            .arg("--web.enable-remote-write-receiver")
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(file(&prometheus_log)),
-        vec![prometheus_log],
-        false,
-    );
-    let prom_addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let started = Instant::now();
-    loop {
-        prom.assert_running();
-        if std::net::TcpStream::connect(prom_addr).is_ok()
-            && request(prom_addr, "GET", "/-/ready", &[], b"").0 == 200
-        {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "prometheus never ready\n{}",
-            prom.diagnostics()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    };
+    let (tierdb, prom_addr) = (both.tierdb, both.prom_addr);
 
     // Data from about an hour ago, in 10-minute-aligned time.
     let t0 = (unix_now() - 3600).div_euclid(600) * 600;
     let data = Data::new(t0);
-    let body = data.body();
-    let headers = [
-        ("Content-Type", "application/x-protobuf"),
-        ("Content-Encoding", "snappy"),
-        ("X-Prometheus-Remote-Write-Version", "0.1.0"),
-    ];
-    let (status, text) = request(tierdb, "POST", "/api/v1/prom/write", &headers, &body);
-    assert_eq!(status, 204, "tierdb: {text}");
-    let (status, text) = request(prom_addr, "POST", "/api/v1/write", &headers, &body);
-    assert_eq!(status, 204, "prometheus: {text}");
-    // tierdb makes a write visible once its writers applied it; wait for the last sample.
+    // Visible once the last sample is.
     let last = t0 + PHASE + BEAT * (SAMPLES - 1);
-    let started = Instant::now();
-    loop {
-        let path = format!("/prometheus/api/v1/query?query=count_over_time(oracle_temperature%7Binstance%3D%22c%22%7D%5B1m%5D)&time={}", last + 60 - (last + 60) % 60);
-        let (_, body) = get(tierdb, &path);
-        if body["data"]["result"]
-            .as_array()
-            .is_some_and(|r| !r.is_empty())
-        {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "tierdb never showed the data: {body}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    both.write(
+        &data.body(),
+        &format!(
+            "/api/v1/query?query=count_over_time(oracle_temperature%7Binstance%3D%22c%22%7D%5B1m%5D)&time={}",
+            last + 60 - (last + 60) % 60
+        ),
+    );
 
     // Label and series endpoints: equal, with and without a time range.
     let (start, end) = (t0 + 900, t0 + 2700);
@@ -545,8 +591,84 @@ fn promql_matches_prometheus() {
         }
     }
 
-    let status = prom.terminate(Duration::from_secs(30));
-    assert!(status.success(), "{status}\n{}", prom.diagnostics());
-    let status = server.terminate(Duration::from_secs(30));
-    assert!(status.success(), "{status}\n{}", server.diagnostics());
+    both.stop();
+}
+
+/// Values are written as Prometheus writes them, text for text: Go's shortest digits, the
+/// even ones where two are equally close, `'e'` form below 1e-6 and from 1e21 on
+/// (src/promql/number.rs); `count_values` labels in `'f'` form. One sample a series, so
+/// tierdb's bucket average is the sample.
+#[test]
+fn values_are_written_as_prometheus_writes_them() {
+    let Some(both) = Both::start() else {
+        return;
+    };
+    // As decimal text: the first four are ties between two shortest digit strings.
+    let values: Vec<f64> = [
+        "1394865425023536.25",
+        "643371375338642.25",
+        "562949953421312.125",
+        "4503599627370495.5",
+        "36028797018963968",
+        "0.1",
+        "0.3333333333333333",
+        "0.2833333333333334",
+        "1e-7",
+        "1.5e-7",
+        "1e-6",
+        "9.99e-7",
+        "1.23e-6",
+        "1e16",
+        "9.99e20",
+        "1e21",
+        "1.2345678901234568e20",
+        "1.234e25",
+        "-2.5e30",
+        "-1e-7",
+        "5e-324",
+        "1.7976931348623157e308",
+        "123456789.125",
+    ]
+    .iter()
+    .map(|v| v.parse().unwrap())
+    .collect();
+    let t0 = (unix_now() - 3600).div_euclid(600) * 600;
+    let names: Vec<String> = (0..values.len()).map(|i| format!("{i:02}")).collect();
+    let body = body(
+        (values.iter().zip(&names))
+            .map(|(&v, i)| {
+                series(
+                    &[("__name__", "oracle_text"), ("i", i)],
+                    &[(v, (t0 + PHASE) * 1000)],
+                )
+            })
+            .collect(),
+    );
+    let at = t0 + 60;
+    let query = |q: &str| format!("/api/v1/query?query={}&time={at}", percent_encode(q));
+    both.write(
+        &body,
+        &query(&format!("oracle_text{{i=\"{}\"}}", names[names.len() - 1])),
+    );
+    let texts = |addr: SocketAddr, path: &str, label: &str| -> BTreeMap<String, String> {
+        let (status, answer) = get(addr, path);
+        assert_eq!(status, 200, "{path}: {answer}");
+        (answer["data"]["result"].as_array().unwrap().iter())
+            .map(|r| {
+                let key = r["metric"][label].as_str().unwrap().to_owned();
+                (key, r["value"][1].as_str().unwrap().to_owned())
+            })
+            .collect()
+    };
+    let path = query("oracle_text");
+    let ours = texts(both.tierdb, &format!("/prometheus{path}"), "i");
+    let theirs = texts(both.prom_addr, &path, "i");
+    assert_eq!(ours.len(), values.len(), "{ours:?}");
+    assert_eq!(ours, theirs);
+    let path = query("count_values(\"v\", oracle_text)");
+    let ours = texts(both.tierdb, &format!("/prometheus{path}"), "v");
+    let theirs = texts(both.prom_addr, &path, "v");
+    assert_eq!(ours.len(), values.len(), "{ours:?}");
+    assert_eq!(ours, theirs);
+    both.stop();
 }
