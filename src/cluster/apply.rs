@@ -742,6 +742,9 @@ enum Resolved {
     Refused((Timestamp, Timestamp)),
 }
 
+/// Per tier, the (period start, bucket) a series' samples were last placed in.
+type SeenCells = Vec<Option<(Timestamp, u32)>>;
+
 /// Every bucket cell the samples of `todo` may change, each once, sorted: per sample with a
 /// finite value and a registered series, its bucket in every tier (see the module docs on
 /// why windows are not consulted). A sample whose period start would not fit in a timestamp
@@ -761,9 +764,8 @@ fn cells_touched(
     // Per series, the cells pushed last, so a series' run of samples in one bucket is pushed
     // once (the sort and dedup below take care of the rest); the map is asked only when the
     // series changes.
-    let mut last: rustc_hash::FxHashMap<SeriesId, Vec<Option<(Timestamp, u32)>>> =
-        rustc_hash::FxHashMap::default();
-    let mut current: Option<(SeriesId, Vec<Option<(Timestamp, u32)>>)> = None;
+    let mut last: rustc_hash::FxHashMap<SeriesId, SeenCells> = rustc_hash::FxHashMap::default();
+    let mut current: Option<(SeriesId, SeenCells)> = None;
     for ((_, batch), series) in todo.iter().zip(resolved) {
         for sample in &batch.samples {
             let Some(Resolved::Id(id)) = series.get(sample.series as usize) else {

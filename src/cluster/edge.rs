@@ -77,8 +77,8 @@ pub(crate) struct EdgeSink {
     /// the name caches' server-wide budget.
     known: NameCache<KnownKey>,
     /// Counts the batches handed off: a [`KnownKey`]'s place is good for the batch of its
-    /// generation only.
-    generation: u32,
+    /// generation only (64 bits: never wraps back to a stale place).
+    generation: u64,
     report: IngestReport,
     /// The node's publisher, shared by all its sinks.
     publisher: Arc<Publisher>,
@@ -91,13 +91,16 @@ pub(crate) struct EdgeSink {
 /// Per partition, a batch and its key index.
 type Batches = rustc_hash::FxHashMap<u32, (SampleBatch, KeyIndex)>;
 
+/// Per partition, per message published in order: its samples and the outcome.
+type Outcomes = Vec<(u32, Vec<(u64, Result<()>)>)>;
+
 /// What a sink knows of a canonical key it met.
 #[derive(Clone, Copy)]
 struct KnownKey {
     partition: u32,
     /// Its place in the partition's batch of [`KnownKey::generation`].
     series: u32,
-    generation: u32,
+    generation: u64,
 }
 
 /// The node's publisher: every sink hands its samples here, and one task publishes them in
@@ -133,6 +136,14 @@ struct PublisherState {
     next_round: u64,
     /// Rounds ended: every round below this one.
     rounds_done: u64,
+}
+
+impl PublisherState {
+    /// One sink fewer gathering samples.
+    fn stop_filling(&mut self) {
+        debug_assert!(self.filling > 0, "a sink stopped filling twice");
+        self.filling = self.filling.saturating_sub(1);
+    }
 }
 
 /// What became of one sink's handed samples since the sink last looked.
@@ -179,6 +190,9 @@ impl Publisher {
         queued: usize,
         tally: &Arc<Tally>,
     ) -> u64 {
+        // No longer gathering, even while it waits for room below (and if it is dropped
+        // there): a round must not linger for it.
+        self.lock().stop_filling();
         loop {
             let changed = self.changed.notified();
             if self.lock().queued < NODE_WAITING {
@@ -187,7 +201,6 @@ impl Publisher {
             changed.await;
         }
         let mut state = self.lock();
-        state.filling = state.filling.saturating_sub(1);
         for (partition, (batch, index)) in batches {
             state
                 .shares
@@ -240,9 +253,7 @@ impl Publisher {
 
     /// Notes that a sink that was queueing samples left without handing them over.
     fn stopped_filling(&self) {
-        let mut state = self.lock();
-        state.filling = state.filling.saturating_sub(1);
-        drop(state);
+        self.lock().stop_filling();
         self.changed.notify_waiters();
     }
 
@@ -292,10 +303,7 @@ impl Publisher {
 
 /// Counts each partition's message outcomes (samples, in order) to the sinks whose shares
 /// (samples, in the same order) they carried.
-fn count_to_sinks(
-    outcomes: Vec<(u32, Vec<(u64, Result<()>)>)>,
-    mut shares: HashMap<u32, Vec<(Arc<Tally>, u64)>>,
-) {
+fn count_to_sinks(outcomes: Outcomes, mut shares: HashMap<u32, Vec<(Arc<Tally>, u64)>>) {
     for (partition, messages) in outcomes {
         let mut shares = shares.remove(&partition).unwrap_or_default().into_iter();
         let mut share = shares.next();
@@ -362,7 +370,7 @@ impl EdgeSink {
         // long-lived sink (a UDP socket's) must not keep a "now" from hours ago.
         self.bounds.reset();
         if self.queued > 0 {
-            self.generation = self.generation.wrapping_add(1);
+            self.generation += 1;
             let batches = std::mem::take(&mut self.batches);
             let queued = std::mem::take(&mut self.queued);
             let round = self.publisher.hand_off(batches, queued, &self.tally).await;

@@ -408,20 +408,21 @@ proptest! {
         let config = tiers();
         let groups: Vec<(u64, SampleBatch)> = (messages.iter().enumerate())
             .map(|(seq, samples)| {
-                let mut batch = SampleBatch::default();
-                batch.series = (0..SERIES)
-                    .map(|i| BatchSeries { key: key(i), kind: None })
-                    .collect();
                 // Each series' samples together, as the format delivers them.
                 let mut samples = samples.clone();
                 samples.sort_by_key(|&(series, _, _)| series);
-                batch.samples = (samples.iter())
-                    .map(|&(series, offset, finite)| BatchSample {
-                        series,
-                        ts: NOW + offset,
-                        value: if finite { 1.0 } else { f64::NAN },
-                    })
-                    .collect();
+                let batch = SampleBatch {
+                    series: (0..SERIES)
+                        .map(|i| BatchSeries { key: key(i), kind: None })
+                        .collect(),
+                    samples: (samples.iter())
+                        .map(|&(series, offset, finite)| BatchSample {
+                            series,
+                            ts: NOW + offset,
+                            value: if finite { 1.0 } else { f64::NAN },
+                        })
+                        .collect(),
+                };
                 (seq as u64 + 1, batch)
             })
             .collect();
