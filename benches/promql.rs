@@ -142,9 +142,10 @@ fn promql_vs_aggregate(c: &mut Criterion) {
     group.finish();
 }
 
-/// Times `promql` and `aggregate` in turn `pairs` times (after one warm-up each) and prints
-/// the median of each and the median, lowest and highest ratio PromQL / aggregate of the
-/// pairs: each ratio of two runs a moment apart, so a change of the machine's load moves both.
+/// Times `promql` and `aggregate` in turn `pairs` times (after one warm-up each), each
+/// first in every other pair, and prints the median of each and the median, lowest and
+/// highest ratio PromQL / aggregate of the pairs: each ratio of two runs a moment apart, so
+/// a change of the machine's load moves both.
 fn alternate(what: &str, pairs: usize, promql: &mut dyn FnMut(), aggregate: &mut dyn FnMut()) {
     let time = |f: &mut dyn FnMut()| {
         let started = Instant::now();
@@ -153,8 +154,18 @@ fn alternate(what: &str, pairs: usize, promql: &mut dyn FnMut(), aggregate: &mut
     };
     time(promql);
     time(aggregate);
+    // Each goes first in every other pair: what one leaves behind (freed memory, a cold
+    // cache) must not always fall on the other.
     let runs: Vec<(f64, f64)> = (0..pairs.max(1))
-        .map(|_| (time(promql), time(aggregate)))
+        .map(|pair| {
+            if pair % 2 == 0 {
+                let p = time(promql);
+                (p, time(aggregate))
+            } else {
+                let a = time(aggregate);
+                (time(promql), a)
+            }
+        })
         .collect();
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);

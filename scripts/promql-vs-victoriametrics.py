@@ -156,8 +156,11 @@ def main():
         if args.baseline:
             same = answers["tierdb PromQL"] == answers["baseline PromQL"]
             print(f"the two builds' PromQL answers are {'byte for byte the same' if same else 'DIFFERENT'}")
-        for _ in range(args.runs):
-            for name, url in urls.items():
+        # Every other round in the reverse order: what one request leaves behind in a server
+        # must not always fall on the same other one.
+        for round in range(args.runs):
+            order = list(urls.items())
+            for name, url in (order if round % 2 == 0 else reversed(order)):
                 times[name].append(timed(url)[0])
         with open("/proc/loadavg") as f:
             load = f.read().split()[0]
