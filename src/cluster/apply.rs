@@ -556,8 +556,7 @@ impl PartitionStore {
         since: &SinceCheckpoint,
     ) -> Result<PreImages> {
         let config = self.engine.config();
-        let mut cells = cells_touched(config, todo, resolved);
-        cells.retain(|cell| !since.cells.contains(cell));
+        let cells = cells_touched(config, todo, resolved, |cell| !since.cells.contains(cell));
         let before = self.engine.rewind().load_cells(&cells)?;
         let mut ids: Vec<SeriesId> = resolved
             .iter()
@@ -745,14 +744,16 @@ enum Resolved {
 /// Per tier, the (period start, bucket) a series' samples were last placed in.
 type SeenCells = Vec<Option<(Timestamp, u32)>>;
 
-/// Every bucket cell the samples of `todo` may change, each once, sorted: per sample with a
-/// finite value and a registered series, its bucket in every tier (see the module docs on
-/// why windows are not consulted). A sample whose period start would not fit in a timestamp
-/// lands nowhere (every window refuses it) and changes nothing.
+/// Every bucket cell the samples of `todo` may change that `keep` keeps, each once, sorted:
+/// per sample with a finite value and a registered series, its bucket in every tier (see the
+/// module docs on why windows are not consulted). A sample whose period start would not fit
+/// in a timestamp lands nowhere (every window refuses it) and changes nothing. `keep` is
+/// asked before the sort: most cells of a group are usually already in the undo chain.
 fn cells_touched(
     config: &TiersConfig,
     todo: &[&(u64, SampleBatch)],
     resolved: &[Vec<Resolved>],
+    keep: impl Fn(&CellAt) -> bool,
 ) -> Vec<CellAt> {
     let slots = config.engine.series_per_chunk;
     let tiers = &config.tiers;
@@ -825,6 +826,7 @@ fn cells_touched(
             }
         }
     }
+    cells.retain(keep);
     cells.sort_unstable();
     cells.dedup();
     cells
