@@ -161,16 +161,28 @@ pub struct Layout {
 /// refuse (zero resolution or period), as [`align_down`] does.
 #[inline]
 pub fn place(tier_index: usize, layout: impl Into<Layout>, ts: Timestamp) -> Placement {
+    checked_place(tier_index, layout, ts)
+        .unwrap_or_else(|| panic!("the period start of {ts} does not fit in a timestamp"))
+}
+
+/// [`place`], or `None` for a `ts` so near the earliest timestamp that its period start
+/// does not fit in one (a sample every tier's window refuses: a cluster owner meets such
+/// samples in a logged message before it checks them).
+#[inline]
+pub fn checked_place(
+    tier_index: usize,
+    layout: impl Into<Layout>,
+    ts: Timestamp,
+) -> Option<Placement> {
     let layout = layout.into();
-    let period_start = align_down(ts, layout.period);
-    let offset = ts - period_start;
-    let bucket = offset / step_secs(layout.resolution);
-    Placement {
+    let period_start = ts.checked_sub(ts.rem_euclid(step_secs(layout.period)))?;
+    let bucket = (ts - period_start) / step_secs(layout.resolution);
+    Some(Placement {
         tier: tier_index,
         period_start,
         // A validated tier has at most 10 million buckets per period, so this fits.
         bucket: bucket as u32,
-    }
+    })
 }
 
 /// THE lookup: for each tier, which period file and which bucket inside it a sample at `ts`

@@ -82,7 +82,7 @@ use crate::registry::{Selector, SeriesId};
 use crate::sample::{BatchReport, Sample};
 use crate::storage::cells::CellAt;
 use crate::storage::counter_journal::Undo;
-use crate::time::Timestamp;
+use crate::time::{checked_place, Placement, Timestamp};
 use applied::AppliedFile;
 use undo::{RawTail, UndoFile, UndoRecord};
 
@@ -758,10 +758,9 @@ fn cells_touched(
     let slots = config.engine.series_per_chunk;
     let tiers = &config.tiers;
     let mut cells = Vec::new();
-    // Per tier, the bucket the last sample fell in: (its first second, period start, bucket
-    // number). A message groups its samples by series, in time order, so most samples fall
-    // in the buckets of the one before and skip the arithmetic.
-    let mut placed: Vec<Option<(Timestamp, Timestamp, u32)>> = vec![None; tiers.len()];
+    // Per tier, where the last sample fell. A message groups its samples by series, in time
+    // order, so most samples fall in the buckets of the one before and skip the lookup.
+    let mut placed: Vec<Option<Placement>> = vec![None; tiers.len()];
     // Per series, the cells pushed last, so a series' run of samples in one bucket is pushed
     // once (the sort and dedup below take care of the rest); the map is asked only when the
     // series changes.
@@ -791,25 +790,22 @@ fn cells_touched(
                 .zip(tiers)
                 .enumerate()
             {
-                let (resolution, period) =
-                    (spec.resolution.secs() as i64, spec.period.secs() as i64);
-                // Inside the bucket, and inside its period (a period need not be a multiple
-                // of the resolution).
-                let inside = |&(first, start, _): &(Timestamp, Timestamp, u32)| {
-                    sample.ts >= first
-                        && sample.ts - first < resolution
-                        && sample.ts - start < period
+                let resolution = spec.resolution.secs() as i64;
+                // A period is a whole number of buckets: inside the bucket is inside its
+                // period too.
+                let inside = |p: &Placement| {
+                    let first = p.period_start + i64::from(p.bucket) * resolution;
+                    sample.ts >= first && sample.ts - first < resolution
                 };
                 if !place.as_ref().is_some_and(inside) {
-                    *place = sample
-                        .ts
-                        .checked_sub(sample.ts.rem_euclid(period))
-                        .map(|start| {
-                            let bucket = (sample.ts - start) / resolution;
-                            (start + bucket * resolution, start, bucket as u32)
-                        });
+                    *place = checked_place(tier, spec, sample.ts);
                 }
-                let Some((_, period_start, bucket)) = *place else {
+                let Some(Placement {
+                    period_start,
+                    bucket,
+                    ..
+                }) = *place
+                else {
                     continue;
                 };
                 if *seen == Some((period_start, bucket)) {

@@ -64,7 +64,6 @@ const LINGER: Duration = Duration::from_millis(2);
 
 /// One connection's or request's samples on their way to the log.
 pub(crate) struct EdgeSink {
-    node: Arc<Node>,
     stats: Arc<ServerStats>,
     /// Per partition, the batch being built and its key index.
     batches: Batches,
@@ -345,7 +344,6 @@ impl EdgeSink {
     ) -> EdgeSink {
         EdgeSink {
             known: NameCache::bounded(Arc::clone(&stats.name_budget), limits.name_cache_bytes),
-            node: Arc::clone(&publisher.node),
             stats,
             batches: Batches::default(),
             generation: 0,
@@ -443,7 +441,7 @@ impl Drop for EdgeSink {
 impl Sink for EdgeSink {
     /// The node's clock, for samples that say "now".
     fn now(&self) -> Timestamp {
-        self.node.now()
+        self.publisher.node.now()
     }
 
     /// Queues one sample of `series` (canonical text or any spelling the key grammar
@@ -457,7 +455,7 @@ impl Sink for EdgeSink {
         value: f64,
         line: usize,
     ) -> bool {
-        let node = &self.node;
+        let node = &self.publisher.node;
         if let Err(reason) = (self.bounds).check(node.tiers(), || node.now(), value, ts) {
             self.reject(line, reason.as_str(), format!("sample refused: {reason}"));
             return false;
@@ -480,7 +478,7 @@ impl Sink for EdgeSink {
                     return false;
                 }
             };
-            let partition = partition_of(parsed.as_str(), self.node.partitions());
+            let partition = partition_of(parsed.as_str(), self.publisher.node.partitions());
             let (batch, index) = self.batches.entry(partition).or_default();
             let place = batch.series_of(index, parsed.as_str(), kind);
             batch.push_sample(place, ts, value);

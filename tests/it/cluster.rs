@@ -24,10 +24,11 @@ use crate::support::process::{tierdb_command, Addrs, Proc};
 /// become readable everywhere (generous: six processes share two cores).
 const SETTLE: Duration = Duration::from_secs(90);
 
-/// `--lease-timeout` for the tests that kill nodes again and again: 3 s instead of the
-/// default 15 s keeps each takeover, and so the test, short. That takeovers happen within
-/// the default lease is what `failover_serves_exact_strong_reads_within_the_lease_timeout_plus_5_s`
-/// checks; every other test runs the default.
+/// `--lease-timeout` for the kill -9 loop alone, which kills nodes twenty times: 3 s instead
+/// of the default 15 s keeps each takeover, and so the loop, short. Every other test runs the
+/// default a user gets, the single kills of a node, of a NATS server and of a wiped node
+/// included, and `failover_serves_exact_strong_reads_within_the_lease_timeout_plus_5_s`
+/// checks takeovers within it.
 const SHORT_LEASE: Option<&str> = Some("3s");
 
 /// One tierdb node: its process, addresses, name and data directory (kept across restarts).
@@ -223,6 +224,15 @@ pub(crate) fn eventually<T>(what: &str, mut check: impl FnMut() -> Result<T, Str
     }
 }
 
+/// The sum of a `/api/v1/query` answer's point values (with `display=count`, the samples
+/// it counted).
+fn points_sum(answer: &Value) -> f64 {
+    answer["points"]
+        .as_array()
+        .map(|points| points.iter().map(|p| p[1].as_f64().unwrap_or(0.0)).sum())
+        .unwrap_or(0.0)
+}
+
 /// The last whole hour before now: inside every default tier's window.
 pub(crate) fn hour_start() -> i64 {
     let now = chrono::Utc::now().timestamp();
@@ -323,7 +333,7 @@ fn three_nodes_answer_like_one_and_a_killed_node_loses_nothing() {
         urls,
         root: _root,
         mut cluster,
-    } = Setup::start_with(false, SHORT_LEASE);
+    } = Setup::start();
 
     let start = hour_start();
     let series = workload(start);
@@ -663,7 +673,7 @@ fn a_nats_server_killed_under_load_and_a_wiped_node_lose_nothing() {
         urls,
         root: _root,
         mut cluster,
-    } = Setup::start_with(false, SHORT_LEASE);
+    } = Setup::start();
     let start = hour_start();
 
     // A NATS server dies under write load and comes back: nothing acknowledged is lost or
@@ -1212,12 +1222,6 @@ fn a_default_read_of_a_replica_behind_the_log_says_so() {
         "/api/v1/query?series={series}&tier=1m&display=count&from={start}&to={}",
         start + 600
     );
-    let count = |answer: &Value| -> f64 {
-        answer["points"]
-            .as_array()
-            .map(|points| points.iter().map(|p| p[1].as_f64().unwrap_or(0.0)).sum())
-            .unwrap_or(0.0)
-    };
     assert_eq!(
         send_json(node, &[(series.into(), vec![(start + 30, 1.0)])]),
         204
@@ -1226,7 +1230,7 @@ fn a_default_read_of_a_replica_behind_the_log_says_so() {
     let strong = eventually("a strong read", || {
         get_json(node, &format!("{query}&consistency=strong"))
     });
-    assert_eq!(count(&strong), 1.0, "{strong}");
+    assert_eq!(points_sum(&strong), 1.0, "{strong}");
     assert!(strong.get("behind").is_none(), "{strong}");
 
     assert_eq!(
@@ -1244,14 +1248,14 @@ fn a_default_read_of_a_replica_behind_the_log_says_so() {
         assert_eq!(status, 200, "{body}");
         let answer: Value = serde_json::from_str(&body).unwrap();
         let (_, render_header, render_body) = get_with_header(node, &render, "x-tierdb-behind");
-        if count(&answer) == 2.0 && answer.get("behind").is_none() {
+        if points_sum(&answer) == 2.0 && answer.get("behind").is_none() {
             assert!(header.is_none(), "{header:?}");
             break;
         }
         // A read that ran while the group was being applied may hold both samples while the
         // owner, which takes its applied sequence before it reads, claims only the first: a
         // `behind` that errs on the safe side, checked as any other below.
-        assert!([1.0, 2.0].contains(&count(&answer)), "{answer}");
+        assert!([1.0, 2.0].contains(&points_sum(&answer)), "{answer}");
         let lags = answer["behind"]["partitions"]
             .as_array()
             .unwrap_or_else(|| panic!("a short count without `behind`: {answer}"));
@@ -1281,7 +1285,7 @@ fn a_default_read_of_a_replica_behind_the_log_says_so() {
         "no read ran while the node was behind: nothing was checked"
     );
     let strong = get_json(node, &format!("{query}&consistency=strong")).expect("strong read");
-    assert_eq!(count(&strong), 2.0, "{strong}");
+    assert_eq!(points_sum(&strong), 2.0, "{strong}");
 }
 
 /// A strong read does not wait out its 10 s on a replica that applies nothing: node0 holds
@@ -1308,12 +1312,6 @@ fn a_strong_read_leaves_a_stalled_replica_for_one_that_has_the_write() {
         "/api/v1/query?series={series}&tier=1m&display=count&from={start}&to={}&consistency=strong",
         start + 600
     );
-    let count = |answer: &Value| -> f64 {
-        answer["points"]
-            .as_array()
-            .map(|points| points.iter().map(|p| p[1].as_f64().unwrap_or(0.0)).sum())
-            .unwrap_or(0.0)
-    };
     for written in 1..=3 {
         let ts = start + 60 * written;
         assert_eq!(send_json(live, &[(series.into(), vec![(ts, 1.0)])]), 204);
@@ -1322,7 +1320,7 @@ fn a_strong_read_leaves_a_stalled_replica_for_one_that_has_the_write() {
             get_json(stalled, &query)
         });
         let took = asked.elapsed();
-        assert_eq!(count(&answer), written as f64, "{answer}");
+        assert_eq!(points_sum(&answer), written as f64, "{answer}");
         assert!(
             took < Duration::from_secs(10),
             "write {written}: the strong read took {took:?}, the stalled owner's full wait"
