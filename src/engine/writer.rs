@@ -1,8 +1,11 @@
-//! The writer threads: each owns the series [`writer_of`] gives it (by page of a block), so
-//! every bucket has exactly one writer and the hot path takes no lock. Batches arrive over bounded
-//! crossbeam channels and are acknowledged once their samples are in the mapped files.
+//! The writers: each owns the series [`writer_of`] gives it (by page of a block), so every
+//! bucket has exactly one writer and the hot path takes no lock. A large batch is split among
+//! the writer threads over bounded crossbeam channels and acknowledged once its samples are in
+//! the mapped files. A small one is written by its caller, holding each writer's state in turn:
+//! handing a few hundred samples to a thread and waiting for its answer cost more than storing
+//! them (a cluster owner applies groups of a few hundred samples, hundreds of times a second).
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -20,6 +23,10 @@ use crate::time::{place, Timestamp};
 
 /// Jobs queued per writer before a caller waits; each job is a whole batch.
 const QUEUE_DEPTH: usize = 64;
+
+/// Batches of at most this many samples are written by their caller rather than handed to
+/// the writer threads ([`WriterPool::run`]).
+const WRITE_IN_CALLER: usize = 4096;
 
 /// How many samples ahead the writer prefetches bucket cells: enough to cover a cache miss
 /// with the work of the samples in between.
@@ -48,7 +55,6 @@ pub(crate) enum Job {
         /// The first second the raw tier holds.
         raw_window: Timestamp,
         reply: Sender<Reply>,
-        writer: usize,
     },
     /// Finish and exit.
     Close,
@@ -63,9 +69,12 @@ pub(crate) struct Reply {
     raw: RawCounts,
 }
 
-/// The writer threads and their queues.
+/// The writers, their threads and their queues.
 pub(crate) struct WriterPool {
     queues: Vec<Sender<Job>>,
+    /// Each writer's state: its thread holds it for a job, a caller for a batch it writes
+    /// itself. One holder at a time keeps each bucket to one writer.
+    writers: Vec<Arc<Mutex<Writer>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// Emptied per-writer buffers from earlier batches, so batches do not allocate.
     spare: Mutex<Vec<Vec<Vec<Sample>>>>,
@@ -75,6 +84,7 @@ impl WriterPool {
     /// Starts `n` named writer threads.
     pub(crate) fn start(shared: &Arc<Shared>, n: usize) -> Result<WriterPool> {
         let mut queues = Vec::with_capacity(n);
+        let mut writers = Vec::with_capacity(n);
         let mut threads = Vec::with_capacity(n);
         for index in 0..n {
             let (tx, rx) = crossbeam_channel::bounded(QUEUE_DEPTH);
@@ -82,16 +92,19 @@ impl WriterPool {
                 .storage
                 .writer_slot()?
                 .ok_or_else(|| Error::ReadOnly(shared.dir.clone()))?;
-            let writer = Writer::new(Arc::clone(shared), published, n);
+            let writer = Arc::new(Mutex::new(Writer::new(Arc::clone(shared), published, n)));
+            let served = Arc::clone(&writer);
             let handle = std::thread::Builder::new()
                 .name(format!("tierdb-writer-{index}"))
-                .spawn(move || writer.run(rx))
+                .spawn(move || serve(&served, &rx, index))
                 .map_err(|e| Error::io(&shared.dir, e))?;
             queues.push(tx);
+            writers.push(writer);
             threads.push(handle);
         }
         Ok(WriterPool {
             queues,
+            writers,
             threads: Mutex::new(threads),
             spare: Mutex::new(Vec::new()),
         })
@@ -103,14 +116,18 @@ impl WriterPool {
         spare.unwrap_or_else(|| vec![Vec::new(); self.queues.len()])
     }
 
-    /// Hands each non-empty buffer to its writer and waits until all have applied them;
-    /// returns what the raw tier did with them.
+    /// Has each non-empty buffer applied by its writer, in the caller's thread for a small
+    /// batch ([`WRITE_IN_CALLER`]) or by the writer threads, and waits until all have applied
+    /// them; returns what the raw tier did with them.
     pub(crate) fn run(
         &self,
         parts: Vec<Vec<Sample>>,
         windows: &Arc<[Timestamp]>,
         raw_window: Timestamp,
     ) -> Result<RawCounts> {
+        if parts.iter().map(Vec::len).sum::<usize>() <= WRITE_IN_CALLER {
+            return Ok(self.write_here(parts, windows, raw_window));
+        }
         let mut raw = RawCounts::default();
         let (reply_tx, reply_rx) = crossbeam_channel::bounded(parts.len());
         let mut returned: Vec<Vec<Sample>> = Vec::with_capacity(parts.len());
@@ -127,7 +144,6 @@ impl WriterPool {
                 windows: Arc::clone(windows),
                 raw_window,
                 reply: reply_tx.clone(),
-                writer,
             };
             if self.queues[writer].send(job).is_err() {
                 first_error.get_or_insert(Error::Poisoned(format!(
@@ -152,13 +168,37 @@ impl WriterPool {
                 }
             }
         }
-        if returned.iter().all(Vec::is_empty) && returned.len() == self.queues.len() {
+        self.give_back(returned);
+        first_error.map_or(Ok(raw), Err)
+    }
+
+    /// Writes `parts` in this thread, holding each writer's state in turn.
+    fn write_here(
+        &self,
+        mut parts: Vec<Vec<Sample>>,
+        windows: &[Timestamp],
+        raw_window: Timestamp,
+    ) -> RawCounts {
+        let mut raw = RawCounts::default();
+        for (writer, samples) in self.writers.iter().zip(&mut parts) {
+            if samples.is_empty() {
+                continue;
+            }
+            raw.add(&hold(writer).write(samples, windows, raw_window));
+            samples.clear();
+        }
+        self.give_back(parts);
+        raw
+    }
+
+    /// Keeps a batch's emptied buffers for the next batch, when every writer's came back.
+    fn give_back(&self, buffers: Vec<Vec<Sample>>) {
+        if buffers.iter().all(Vec::is_empty) && buffers.len() == self.queues.len() {
             self.spare
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .push(returned);
+                .push(buffers);
         }
-        first_error.map_or(Ok(raw), Err)
     }
 
     /// Asks every writer to finish and waits for it.
@@ -177,16 +217,38 @@ impl WriterPool {
     }
 }
 
-/// Poisons the engine if the writer thread unwinds, so callers stop trusting its files, and
-/// clears the writer's published cell however the thread ends: a dead writer holds no cell,
-/// so readers do not wait on an update-in-flight bit it left.
-struct PanicGuard(Arc<Shared>, WriterSlot);
+/// A writer's state, held for one batch or one idle eviction. Dropped, it clears the writer's
+/// published cell, and poisons the engine if the write unwound (in a writer thread or in a
+/// caller writing its own batch), so callers stop trusting its files: a dead write holds no
+/// cell, so readers do not wait on an update-in-flight bit it left.
+struct Held<'a>(MutexGuard<'a, Writer>);
 
-impl Drop for PanicGuard {
+/// Takes `writer`'s state (a write that unwound poisoned the engine, so its lock's poison
+/// adds nothing).
+fn hold(writer: &Mutex<Writer>) -> Held<'_> {
+    Held(writer.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+impl std::ops::Deref for Held<'_> {
+    type Target = Writer;
+    fn deref(&self) -> &Writer {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Held<'_> {
+    fn deref_mut(&mut self) -> &mut Writer {
+        &mut self.0
+    }
+}
+
+impl Drop for Held<'_> {
     fn drop(&mut self) {
-        self.1.clear();
+        self.0.published.clear();
         if std::thread::panicking() {
-            self.0.poison("a writer thread panicked".to_string());
+            self.0
+                .shared
+                .poison("a write panicked halfway through a batch".to_string());
         }
     }
 }
@@ -250,7 +312,7 @@ struct Writer {
     raw_window_seen: Timestamp,
 }
 
-/// The writer thread, of `writers`, that stores `series`: series go by page of a block
+/// The writer, of `writers`, that stores `series`: series go by page of a block
 /// ([`SLOTS_PER_PAGE`] of them share one), so each cell and each page has one writer. Split
 /// by id parity instead, both writers faulted on and locked every page of a new file.
 pub(crate) fn writer_of(series: SeriesId, writers: usize) -> usize {
@@ -302,41 +364,25 @@ impl Writer {
         }
     }
 
-    fn run(mut self, jobs: Receiver<Job>) {
-        let _guard = PanicGuard(Arc::clone(&self.shared), self.published.clone());
-        loop {
-            let job = match jobs.recv_timeout(IDLE_EVICTION) {
-                Ok(job) => job,
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                    let now = self.shared.clock.now();
-                    let windows = self.shared.window_starts(now);
-                    self.evict_expired(&windows);
-                    if let Some(raw) = &self.shared.config.raw {
-                        self.evict_expired_raw(raw.window_start(now));
-                    }
-                    continue;
-                }
-                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
-            };
-            match job {
-                Job::Write {
-                    mut samples,
-                    windows,
-                    raw_window,
-                    reply,
-                    writer,
-                } => {
-                    self.apply(&samples, &windows);
-                    let raw = self.store_raw(&samples, raw_window);
-                    samples.clear();
-                    let _ = reply.send(Reply {
-                        writer,
-                        samples,
-                        raw,
-                    });
-                }
-                Job::Close => break,
-            }
+    /// Stores a batch of this writer's samples: the rollups, then the raw tier; returns what
+    /// the raw tier did with them.
+    fn write(
+        &mut self,
+        samples: &[Sample],
+        windows: &[Timestamp],
+        raw_window: Timestamp,
+    ) -> RawCounts {
+        self.apply(samples, windows);
+        self.store_raw(samples, raw_window)
+    }
+
+    /// What an idle writer does once a second: lets go of files that left the window.
+    fn evict_idle(&mut self) {
+        let now = self.shared.clock.now();
+        let windows = self.shared.window_starts(now);
+        self.evict_expired(&windows);
+        if let Some(raw) = &self.shared.config.raw {
+            self.evict_expired_raw(raw.window_start(now));
         }
     }
 
@@ -663,6 +709,31 @@ mod tests {
                 let dense: Vec<usize> = (0..indexes.len()).collect();
                 assert_eq!(*indexes, dense, "writer {writer} of {writers}");
             }
+        }
+    }
+}
+
+/// A writer thread: applies the jobs of its queue, holding its writer's state for each, and
+/// evicts expired files when idle.
+fn serve(writer: &Mutex<Writer>, jobs: &Receiver<Job>, index: usize) {
+    loop {
+        match jobs.recv_timeout(IDLE_EVICTION) {
+            Ok(Job::Write {
+                mut samples,
+                windows,
+                raw_window,
+                reply,
+            }) => {
+                let raw = hold(writer).write(&samples, &windows, raw_window);
+                samples.clear();
+                let _ = reply.send(Reply {
+                    writer: index,
+                    samples,
+                    raw,
+                });
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => hold(writer).evict_idle(),
+            Ok(Job::Close) | Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
         }
     }
 }
