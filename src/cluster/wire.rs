@@ -72,6 +72,7 @@
 mod columns;
 mod decoder;
 mod encoder;
+mod memo;
 mod varint;
 
 #[cfg(test)]

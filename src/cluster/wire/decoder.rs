@@ -2,6 +2,7 @@
 //! every count capped by the bytes left and the limits before anything is allocated.
 
 use super::columns::{read_timestamps, read_values};
+use super::memo::SectionMemo;
 use super::varint::Reader;
 use super::*;
 use crate::cluster::{BatchSample, BatchSeries, SampleBatch};
@@ -146,21 +147,33 @@ fn read_deflated_keys(r: &mut Reader<'_>, count: usize) -> Result<Vec<String>, W
     let raw_len = r.varint_at_most(MAX_KEY_SECTION as u64, "the key section's length")?;
     let deflated_len = r.varint_at_most(r.remaining() as u64, "the deflated keys' length")?;
     let deflated = r.take(deflated_len, "the deflated keys")?;
-    let raw = miniz_oxide::inflate::decompress_to_vec_with_limit(deflated, raw_len)
-        .map_err(|_| WireError::BadDeflate { raw_len })?;
-    if raw.len() != raw_len {
-        return Err(WireError::BadDeflate { raw_len });
-    }
-    let mut keys = Reader::new(&raw);
-    let out = read_keys(&mut keys, count)?;
-    if keys.remaining() != 0 {
-        return Err(WireError::CountMismatch {
-            what: "keys",
-            claimed: count as u64,
-            found: format!("the key section holds {} bytes more", keys.remaining()),
-        });
-    }
-    Ok(out)
+    INFLATED.with_borrow_mut(|memo| {
+        // At most raw_len bytes: a memo's section inflated to another length fails the
+        // length check below, as the limit would have made it fail.
+        let raw = memo.get_or_make(deflated, |deflated| {
+            miniz_oxide::inflate::decompress_to_vec_with_limit(deflated, raw_len)
+                .map_err(|_| WireError::BadDeflate { raw_len })
+        })?;
+        if raw.len() != raw_len {
+            return Err(WireError::BadDeflate { raw_len });
+        }
+        let mut keys = Reader::new(&raw);
+        let out = read_keys(&mut keys, count)?;
+        if keys.remaining() != 0 {
+            return Err(WireError::CountMismatch {
+                what: "keys",
+                claimed: count as u64,
+                found: format!("the key section holds {} bytes more", keys.remaining()),
+            });
+        }
+        Ok(out)
+    })
+}
+
+thread_local! {
+    /// The key sections this thread inflated lately ([`SectionMemo`]).
+    static INFLATED: std::cell::RefCell<SectionMemo> =
+        const { std::cell::RefCell::new(SectionMemo::new()) };
 }
 
 /// Reads the key section. With deflated keys, error offsets are within the inflated

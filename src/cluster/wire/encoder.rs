@@ -3,6 +3,7 @@
 //! header and checksum last.
 
 use super::columns::{TsPlan, ValuePlan};
+use super::memo::SectionMemo;
 use super::varint::{put_varint, varint_len};
 use super::*;
 use crate::cluster::SampleBatch;
@@ -188,13 +189,21 @@ pub(crate) fn encode_to_vec(batch: &SampleBatch) -> Result<Vec<u8>, WireError> {
 /// Appends the key section, deflated when that is smaller; returns the header flags.
 fn put_key_section(out: &mut Vec<u8>, keys: &[u8]) -> u8 {
     if keys.len() >= MIN_DEFLATE {
-        let deflated = deflate(keys);
-        let len =
-            varint_len(keys.len() as u64) + varint_len(deflated.len() as u64) + deflated.len();
-        if len < keys.len() {
+        let deflated_put = DEFLATED.with_borrow_mut(|memo| {
+            let Ok(deflated) = memo.get_or_make(keys, |keys| {
+                Ok::<_, std::convert::Infallible>(deflate(keys))
+            });
+            let len =
+                varint_len(keys.len() as u64) + varint_len(deflated.len() as u64) + deflated.len();
+            if len >= keys.len() {
+                return false;
+            }
             put_varint(out, keys.len() as u64);
             put_varint(out, deflated.len() as u64);
             out.extend_from_slice(&deflated);
+            true
+        });
+        if deflated_put {
             return KEYS_DEFLATED;
         }
     }
@@ -203,6 +212,10 @@ fn put_key_section(out: &mut Vec<u8>, keys: &[u8]) -> u8 {
 }
 
 thread_local! {
+    /// The key sections this thread deflated lately ([`SectionMemo`]).
+    static DEFLATED: std::cell::RefCell<SectionMemo> =
+        const { std::cell::RefCell::new(SectionMemo::new()) };
+
     /// This thread's compressor, reset for each key section: a new one allocates and zeroes
     /// about 300 KB of tables, which the kernel maps and unmaps again per message (page
     /// faults and TLB shootdowns took a tenth of a cluster node's CPU).
