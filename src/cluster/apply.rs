@@ -332,12 +332,8 @@ impl PartitionStore {
             .iter()
             .map(|(_, batch)| self.resolve(batch))
             .collect::<Result<Vec<_>>>()?;
-        let PreImages {
-            entries,
-            raw_tails,
-            cells,
-            series,
-        } = self.pre_images(&todo, &resolved, &inner.since_checkpoint)?;
+        let PreImages { entries, raw_tails } =
+            self.pre_images(&todo, &resolved, &mut inner.since_checkpoint)?;
         report.undo_entries = entries.len() + raw_tails.len();
         let prepared = Prepared {
             number: group_number,
@@ -362,8 +358,6 @@ impl PartitionStore {
         since.first.get_or_insert_with(std::time::Instant::now);
         since.groups += 1;
         since.entries += report.undo_entries;
-        since.cells.extend(cells);
-        since.series.extend(series);
         let due = since.groups >= checkpoints.groups
             || since.entries >= MAX_UNDO_ENTRIES
             || (since.first).is_some_and(|first| first.elapsed() >= checkpoints.interval);
@@ -553,11 +547,21 @@ impl PartitionStore {
         &self,
         todo: &[&(u64, SampleBatch)],
         resolved: &[Vec<Resolved>],
-        since: &SinceCheckpoint,
+        since: &mut SinceCheckpoint,
     ) -> Result<PreImages> {
         let config = self.engine.config();
-        let cells = cells_touched(config, todo, resolved, |cell| !since.cells.contains(cell));
-        let before = self.engine.rewind().load_cells(&cells)?;
+        // Noted in `since` as they are found: a group whose pre-images cannot be taken is
+        // taken back out below; one that fails later poisons the store, `since` with it.
+        let cells = cells_touched(config, todo, resolved, |cell| since.cells.insert(*cell));
+        let before = match self.engine.rewind().load_cells(&cells) {
+            Ok(before) => before,
+            Err(e) => {
+                for cell in &cells {
+                    since.cells.remove(cell);
+                }
+                return Err(e);
+            }
+        };
         let mut ids: Vec<SeriesId> = resolved
             .iter()
             .flatten()
@@ -568,7 +572,7 @@ impl PartitionStore {
             .collect();
         ids.sort_unstable();
         ids.dedup();
-        ids.retain(|id| !since.series.contains(id));
+        ids.retain(|id| since.series.insert(*id));
         let mut entries = Vec::with_capacity(cells.len() + ids.len());
         entries.extend(cells.iter().zip(before).map(|(cell, before)| Undo::Cell {
             tier: cell.tier,
@@ -593,12 +597,7 @@ impl PartitionStore {
         } else {
             Vec::new()
         };
-        Ok(PreImages {
-            entries,
-            raw_tails,
-            cells,
-            series: ids,
-        })
+        Ok(PreImages { entries, raw_tails })
     }
 
     /// Adds one message to `run`, as a server takes one write: its kinds declared, then its
@@ -713,13 +712,10 @@ struct Prepared<'a> {
     raw_tails: &'a [RawTail],
 }
 
-/// What [`PartitionStore::pre_images`] took for a group: the undo entries, and the cells and
-/// series they cover, for the chain's record of what it holds.
+/// What [`PartitionStore::pre_images`] took for a group: the undo entries.
 struct PreImages {
     entries: Vec<Undo>,
     raw_tails: Vec<RawTail>,
-    cells: Vec<CellAt>,
-    series: Vec<SeriesId>,
 }
 
 /// Samples of consecutive messages of a group, stored together.
@@ -741,19 +737,20 @@ enum Resolved {
     Refused((Timestamp, Timestamp)),
 }
 
-/// Per tier, the (period start, bucket) a series' samples were last placed in.
+/// Per tier, the (period start, bucket) the current series' samples were last placed in.
 type SeenCells = Vec<Option<(Timestamp, u32)>>;
 
 /// Every bucket cell the samples of `todo` may change that `keep` keeps, each once, sorted:
 /// per sample with a finite value and a registered series, its bucket in every tier (see the
 /// module docs on why windows are not consulted). A sample whose period start would not fit
 /// in a timestamp lands nowhere (every window refuses it) and changes nothing. `keep` is
-/// asked before the sort: most cells of a group are usually already in the undo chain.
+/// asked before the sort, once per cell pushed (a series met again in a later message of the
+/// group may push a cell again): most cells of a group are usually in the undo chain already.
 fn cells_touched(
     config: &TiersConfig,
     todo: &[&(u64, SampleBatch)],
     resolved: &[Vec<Resolved>],
-    keep: impl Fn(&CellAt) -> bool,
+    keep: impl FnMut(&CellAt) -> bool,
 ) -> Vec<CellAt> {
     let slots = config.engine.series_per_chunk;
     let tiers = &config.tiers;
@@ -761,11 +758,11 @@ fn cells_touched(
     // Per tier, where the last sample fell. A message groups its samples by series, in time
     // order, so most samples fall in the buckets of the one before and skip the lookup.
     let mut placed: Vec<Option<Placement>> = vec![None; tiers.len()];
-    // Per series, the cells pushed last, so a series' run of samples in one bucket is pushed
-    // once (the sort and dedup below take care of the rest); the map is asked only when the
-    // series changes.
-    let mut last: rustc_hash::FxHashMap<SeriesId, SeenCells> = rustc_hash::FxHashMap::default();
-    let mut current: Option<(SeriesId, SeenCells)> = None;
+    // The current series' cells pushed last, so its run of samples in one bucket is pushed
+    // once. A message groups its samples by series, so a series comes back only in a later
+    // message of the group; the sort and dedup below take care of those.
+    let mut seen: SeenCells = vec![None; tiers.len()];
+    let mut current: Option<SeriesId> = None;
     for ((_, batch), series) in todo.iter().zip(resolved) {
         for sample in &batch.samples {
             let Some(Resolved::Id(id)) = series.get(sample.series as usize) else {
@@ -774,16 +771,10 @@ fn cells_touched(
             if !sample.value.is_finite() {
                 continue;
             }
-            if current.as_ref().is_none_or(|(of, _)| of != id) {
-                if let Some((of, seen)) = current.take() {
-                    last.insert(of, seen);
-                }
-                let seen = last.remove(id).unwrap_or_else(|| vec![None; tiers.len()]);
-                current = Some((*id, seen));
+            if current != Some(*id) {
+                current = Some(*id);
+                seen.fill(None);
             }
-            let Some((_, seen)) = current.as_mut() else {
-                continue;
-            };
             for (tier, ((place, seen), spec)) in placed
                 .iter_mut()
                 .zip(seen.iter_mut())

@@ -37,8 +37,8 @@
 //! was torn while being written, before anything of its group was stored: the group's
 //! stores wait for the fsync) or does not follow its predecessor's sequence.
 //!
-//! The file is grown ahead, by [`GROWTH`] bytes of zeros at a time, and a clear leaves its
-//! length (up to [`KEPT`]): an append overwrites blocks the file already has, so its fsync
+//! The file is grown ahead, doubling (by [`GROWTH`] bytes of zeros at least), and a clear
+//! leaves its length (up to [`KEPT`]): an append overwrites blocks the file already has, so its fsync
 //! writes the record alone, not the file's new size with it. What lies past the chain's end
 //! (zeros, or records of chains cleared before) is never read as part of it: each append
 //! writes a zero control entry after its record, and a record torn before that entry is
@@ -68,8 +68,8 @@ const FRAME: Frame = Frame {
 const GROWTH: u64 = 256 * 1024;
 
 /// A clear cuts a file longer than this back to it: a chain's usual room stays allocated, a
-/// burst's is given back.
-const KEPT: u64 = 1024 * 1024;
+/// burst's is given back. (A chain holds at most 16 MiB: `MAX_UNDO_ENTRIES` entries.)
+const KEPT: u64 = 4 * 1024 * 1024;
 
 /// One group's undo record as read back.
 #[derive(Clone, Debug, PartialEq)]
@@ -321,7 +321,7 @@ impl UndoFile {
         Ok(())
     }
 
-    /// Makes the file at least `needed` bytes long, growing it by [`GROWTH`] or more with
+    /// Makes the file at least `needed` bytes long, doubling it (by [`GROWTH`] at least) with
     /// zeros written and synced (a length set alone would leave a hole, whose blocks the
     /// append's own fsync would then have to allocate). The new bytes lie past the chain's
     /// end, so a crash while growing changes no chain.
@@ -329,7 +329,10 @@ impl UndoFile {
         if needed <= self.len {
             return Ok(());
         }
-        let target = needed.max(self.len + GROWTH).next_multiple_of(GROWTH);
+        let target = needed
+            .max(self.len * 2)
+            .max(GROWTH)
+            .next_multiple_of(GROWTH);
         let zeros = vec![0u8; (target - self.len) as usize];
         self.file.write_all_at(&zeros, self.len)?;
         self.file.sync_data()?;
