@@ -36,13 +36,6 @@
 //! The chain ends at the first record that is all zero, runs past the file, fails its CRC (it
 //! was torn while being written, before anything of its group was stored: the group's
 //! stores wait for the fsync) or does not follow its predecessor's sequence.
-//!
-//! The file is grown ahead, doubling (by [`GROWTH`] bytes of zeros at least), and a clear
-//! leaves its length (up to [`KEPT`]): an append overwrites blocks the file already has, so its fsync
-//! writes the record alone, not the file's new size with it. What lies past the chain's end
-//! (zeros, or records of chains cleared before) is never read as part of it: each append
-//! writes a zero control entry after its record, and a record torn before that entry is
-//! ended by its CRC or, when whole, by the older sequence of whatever follows it.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -63,13 +56,6 @@ const FRAME: Frame = Frame {
     record_size: ENTRY_SIZE as u32,
     what: "partition undo record",
 };
-
-/// The file grows by at least this many bytes at a time.
-const GROWTH: u64 = 256 * 1024;
-
-/// A clear cuts a file longer than this back to it: a chain's usual room stays allocated, a
-/// burst's is given back. (A chain holds at most 16 MiB: `MAX_UNDO_ENTRIES` entries.)
-const KEPT: u64 = 4 * 1024 * 1024;
 
 /// One group's undo record as read back.
 #[derive(Clone, Debug, PartialEq)]
@@ -130,8 +116,6 @@ pub(super) struct UndoFile {
     buffer: Vec<u8>,
     /// Where the next record goes: the end of the chain.
     end: u64,
-    /// The file's length: an append within it writes no new size.
-    len: u64,
 }
 
 impl UndoFile {
@@ -144,13 +128,12 @@ impl UndoFile {
     /// [`Error::CorruptFile`] naming the file when it is not this format's; [`Error::Io`].
     pub(super) fn open(dir: &Path) -> Result<UndoFile> {
         let path = dir.join(Self::FILE_NAME);
-        let (file, len) = FRAME.open_writable(&path, HEADER_SIZE + ENTRY_SIZE as u64)?;
+        let (file, _) = FRAME.open_writable(&path, HEADER_SIZE + ENTRY_SIZE as u64)?;
         let mut undo = UndoFile {
             path,
             file,
             buffer: Vec::new(),
             end: HEADER_SIZE,
-            len,
         };
         undo.end = HEADER_SIZE + undo.chain_bytes()?;
         Ok(undo)
@@ -289,8 +272,8 @@ impl UndoFile {
         // whatever a failed earlier write left beyond it.
         buffer.resize(buffer.len() + ENTRY_SIZE, 0);
         let written = self
-            .grow_to(self.end + buffer.len() as u64)
-            .and_then(|()| self.file.write_all_at(&buffer, self.end))
+            .file
+            .write_all_at(&buffer, self.end)
             .and_then(|()| self.file.sync_data())
             .map_err(|e| Error::io(&self.path, e));
         if written.is_ok() {
@@ -307,36 +290,11 @@ impl UndoFile {
     /// [`Error::Io`] naming the file.
     pub(super) fn clear(&mut self) -> Result<()> {
         self.file
-            .write_all_at(&[0u8; ENTRY_SIZE], HEADER_SIZE)
+            .set_len(HEADER_SIZE)
+            .and_then(|()| self.file.write_all_at(&[0u8; ENTRY_SIZE], HEADER_SIZE))
             .and_then(|()| self.file.sync_data())
             .map_err(|e| Error::io(&self.path, e))?;
         self.end = HEADER_SIZE;
-        if self.len > KEPT {
-            // Past the chain's end: a cut lost in a crash leaves the file longer, no more.
-            self.file
-                .set_len(KEPT)
-                .map_err(|e| Error::io(&self.path, e))?;
-            self.len = KEPT;
-        }
-        Ok(())
-    }
-
-    /// Makes the file at least `needed` bytes long, doubling it (by [`GROWTH`] at least) with
-    /// zeros written and synced (a length set alone would leave a hole, whose blocks the
-    /// append's own fsync would then have to allocate). The new bytes lie past the chain's
-    /// end, so a crash while growing changes no chain.
-    fn grow_to(&mut self, needed: u64) -> std::io::Result<()> {
-        if needed <= self.len {
-            return Ok(());
-        }
-        let target = needed
-            .max(self.len * 2)
-            .max(GROWTH)
-            .next_multiple_of(GROWTH);
-        let zeros = vec![0u8; (target - self.len) as usize];
-        self.file.write_all_at(&zeros, self.len)?;
-        self.file.sync_data()?;
-        self.len = target;
         Ok(())
     }
 }
