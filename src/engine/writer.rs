@@ -691,28 +691,6 @@ fn fetch<'a>(
     Some(files[chunk].insert(file))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Each writer's series get distinct indexes, and together they fill 0..n without gaps
-    /// (the raw tails are a vector indexed by them).
-    #[test]
-    fn each_writer_indexes_its_series_densely() {
-        for writers in 1..=5 {
-            let mut seen = vec![Vec::new(); writers];
-            for id in 0..10_000u32 {
-                seen[writer_of(SeriesId(id), writers)].push(index_in_writer(id, writers));
-            }
-            for (writer, indexes) in seen.iter_mut().enumerate() {
-                indexes.sort_unstable();
-                let dense: Vec<usize> = (0..indexes.len()).collect();
-                assert_eq!(*indexes, dense, "writer {writer} of {writers}");
-            }
-        }
-    }
-}
-
 /// A writer thread: applies the jobs of its queue, holding its writer's state for each, and
 /// evicts expired files when idle.
 fn serve(writer: &Mutex<Writer>, jobs: &Receiver<Job>, index: usize) {
@@ -734,6 +712,28 @@ fn serve(writer: &Mutex<Writer>, jobs: &Receiver<Job>, index: usize) {
             }
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => hold(writer).evict_idle(),
             Ok(Job::Close) | Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each writer's series get distinct indexes, and together they fill 0..n without gaps
+    /// (the raw tails are a vector indexed by them).
+    #[test]
+    fn each_writer_indexes_its_series_densely() {
+        for writers in 1..=5 {
+            let mut seen = vec![Vec::new(); writers];
+            for id in 0..10_000u32 {
+                seen[writer_of(SeriesId(id), writers)].push(index_in_writer(id, writers));
+            }
+            for (writer, indexes) in seen.iter_mut().enumerate() {
+                indexes.sort_unstable();
+                let dense: Vec<usize> = (0..indexes.len()).collect();
+                assert_eq!(*indexes, dense, "writer {writer} of {writers}");
+            }
         }
     }
 }

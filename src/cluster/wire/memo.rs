@@ -57,25 +57,25 @@ mod tests {
     fn a_section_is_made_once_while_kept_and_errors_and_large_ones_are_not_kept() {
         let mut memo = SectionMemo::new();
         let made = std::cell::Cell::new(0);
-        let mut reverse = |s: &[u8]| -> Result<Vec<u8>, ()> {
+        let reverse = |s: &[u8]| -> Result<Vec<u8>, ()> {
             made.set(made.get() + 1);
             Ok(s.iter().rev().copied().collect())
         };
-        assert_eq!(&*memo.get_or_make(b"abc", &mut reverse).unwrap(), b"cba");
-        assert_eq!(&*memo.get_or_make(b"abc", &mut reverse).unwrap(), b"cba");
-        assert_eq!(&*memo.get_or_make(b"abd", &mut reverse).unwrap(), b"dba");
+        assert_eq!(&*memo.get_or_make(b"abc", reverse).unwrap(), b"cba");
+        assert_eq!(&*memo.get_or_make(b"abc", reverse).unwrap(), b"cba");
+        assert_eq!(&*memo.get_or_make(b"abd", reverse).unwrap(), b"dba");
         assert_eq!(made.get(), 2);
         assert!(memo
             .get_or_make(b"bad", |_| Err::<Vec<u8>, _>("no"))
             .is_err());
-        assert_eq!(&*memo.get_or_make(b"bad", &mut reverse).unwrap(), b"dab");
+        assert_eq!(&*memo.get_or_make(b"bad", reverse).unwrap(), b"dab");
         let large = vec![7u8; SECTION_BYTES + 1];
-        memo.get_or_make(&large, &mut reverse).unwrap();
-        memo.get_or_make(&large, &mut reverse).unwrap();
+        memo.get_or_make(&large, reverse).unwrap();
+        memo.get_or_make(&large, reverse).unwrap();
         assert_eq!(made.get(), 5);
         // Past SECTIONS, the memo starts again rather than grow.
         for i in 0..SECTIONS as u32 + 1 {
-            memo.get_or_make(&i.to_le_bytes(), &mut reverse).unwrap();
+            memo.get_or_make(&i.to_le_bytes(), reverse).unwrap();
         }
         assert!(memo.results.len() <= SECTIONS);
         assert_eq!(made.get(), 5 + SECTIONS + 1);
