@@ -7,7 +7,11 @@
 #     over HTTP (bodies of INFLUX_BODY lines, default 5000), CONNECTIONS clients taking the
 #     three nodes in turn;
 #   - the CPU seconds (user + system, from /proc) per sample of the single node, and of all six
-#     cluster processes together;
+#     cluster processes together, from the first line sent until SETTLE seconds (default 6)
+#     after every sample is counted, so that the checkpoints that make the cluster's applied
+#     samples durable are in it, less what the processes spend idle over the SETTLE seconds
+#     after that (a single node's pages are written back by the kernel's flusher threads,
+#     which no process's CPU shows);
 #   - bytes per sample on the log (the stream's bytes over the samples it holds);
 #   - one fan-out read's latency: a one-series 24h@1m query, and a sum over all series, each
 #     the median of QUERIES requests, against the single node;
@@ -18,7 +22,8 @@
 #
 #   cargo build --release && benches/cluster.sh
 #
-# Environment: SERIES (default 1000), SAMPLES (default 360: one hour), CONNECTIONS (default 4),
+# Environment: SERIES (default 1000), SAMPLES (default 360: one hour), CONNECTIONS (default 4), SETTLE
+# (default 6),
 # QUERIES (default 200), PERF_OUT (when set, `perf record` of the six cluster processes during
 # each cluster ingest, into PERF_OUT.graphite and PERF_OUT.influx; PERF_CALL_GRAPH, default
 # fp, is its --call-graph: dwarf,16384 unwinds through code built without frame pointers),
@@ -119,6 +124,7 @@ cluster_pids = sys.argv[12].split()
 third_http = sys.argv[13]
 
 series, samples, connections, queries = map(int, sys.argv[1:5])
+settle = float(os.environ.get("SETTLE", "6"))
 single_http, single_graphite, node_http, node_graphite, other_http, work = sys.argv[5:11]
 now = int(time.time())
 # Whole hours back from the last one, long enough for every sample: all in the past.
@@ -213,11 +219,18 @@ def ingest(name, http, graphite, strong, pids, influx_to=None):
     sent = time.perf_counter() - t0
     counted = wait_all(http, strong, "benchhttp" if influx_to else "bench")
     took = time.perf_counter() - t0
+    # The CPU counted goes on SETTLE seconds more: a cluster node makes what it applied durable
+    # at its next checkpoint (every 5 s, or 3 s after its log goes quiet), after the count.
+    # What the processes spend idle over another SETTLE seconds is taken off again.
+    time.sleep(settle)
     if perf:
         perf.send_signal(2)
         perf.wait()
     user1, system1, each1 = cpu_seconds(pids)
-    user, system = user1 - user0, system1 - system0
+    time.sleep(settle)
+    user2, system2, each2 = cpu_seconds(pids)
+    user, system = (user1 - user0) - (user2 - user1), (system1 - system0) - (system2 - system1)
+    each1 = [(b[0] - (c[0] - b[0]), b[1] - (c[1] - b[1])) for b, c in zip(each1, each2)]
     if len(pids) > 1:
         print("  CPU by process (user + system s): " + ", ".join(
             f"{label} {b[0] - a[0]:.2f}+{b[1] - a[1]:.2f}"

@@ -133,7 +133,7 @@ impl Default for Checkpoints {
     /// Every five seconds: what a crash may have to apply again is five seconds of the log.
     /// A checkpoint writes back every page changed since the one before, and a bucket being
     /// filled changes the same pages again and again: with 100,000 series, checkpoints every
-    /// second cost the cluster's ingest a quarter more CPU per sample.
+    /// second cost the cluster's ingest up to a quarter more CPU per sample.
     fn default() -> Checkpoints {
         Checkpoints {
             interval: std::time::Duration::from_secs(5),
