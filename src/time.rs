@@ -124,6 +124,11 @@ pub fn align_down(ts: Timestamp, step: Span) -> Timestamp {
     ts - ts.rem_euclid(step)
 }
 
+/// [`align_down`], or `None` when the result would be before the earliest timestamp.
+pub fn checked_align_down(ts: Timestamp, step: Span) -> Option<Timestamp> {
+    ts.checked_sub(ts.rem_euclid(step_secs(step)))
+}
+
 /// `step` as the signed type timestamps use.
 fn step_secs(step: Span) -> i64 {
     match i64::try_from(step.secs()) {
@@ -175,7 +180,7 @@ pub fn checked_place(
     ts: Timestamp,
 ) -> Option<Placement> {
     let layout = layout.into();
-    let period_start = ts.checked_sub(ts.rem_euclid(step_secs(layout.period)))?;
+    let period_start = checked_align_down(ts, layout.period)?;
     let bucket = (ts - period_start) / step_secs(layout.resolution);
     Some(Placement {
         tier: tier_index,

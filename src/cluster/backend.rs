@@ -65,7 +65,7 @@ impl Backend for NodeBackend {
     fn sink(&self, stats: &Arc<ServerStats>, limits: &Limits) -> Box<dyn Sink> {
         let publisher = self
             .publisher
-            .get_or_init(|| Publisher::new(Arc::clone(&self.node), Arc::clone(stats)));
+            .get_or_init(|| Publisher::new(Arc::clone(&self.node), Arc::clone(stats), limits));
         Box::new(EdgeSink::new(
             Arc::clone(publisher),
             Arc::clone(stats),

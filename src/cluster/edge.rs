@@ -62,13 +62,6 @@ const NODE_WAITING: usize = 4 * EDGE_BATCH;
 /// whatever its size. A write that is alone on the node is not held.
 const LINGER: Duration = Duration::from_millis(2);
 
-/// Bytes the node's memo of canonical key texts holds at most, each text counted with
-/// [`CANONICAL_ENTRY_BYTES`] (about 90,000 keys of 60 bytes); past it, the memo starts again.
-const CANONICAL_KEY_BYTES: usize = 8 * 1024 * 1024;
-
-/// What a memo entry costs beyond its text: the map's slot.
-const CANONICAL_ENTRY_BYTES: usize = 32;
-
 /// One connection's or request's samples on their way to the log.
 pub(crate) struct EdgeSink {
     stats: Arc<ServerStats>,
@@ -123,30 +116,11 @@ pub(crate) struct Publisher {
     state: std::sync::Mutex<PublisherState>,
     /// Rung when a round took what waited, or ended.
     changed: tokio::sync::Notify,
-    canonical: std::sync::Mutex<CanonicalKeys>,
-}
-
-/// Key texts this node's sinks met that are their own canonical form, with their
-/// partitions. A sink's own cache lives as long as its connection or request, so without this
-/// every HTTP body parsed each of its keys again (a tenth of an Influx write's edge work).
-#[derive(Default)]
-struct CanonicalKeys {
-    partitions: rustc_hash::FxHashMap<Box<str>, u32>,
-    /// What `partitions` holds, counted as [`CANONICAL_KEY_BYTES`] counts it.
-    bytes: usize,
-}
-
-impl CanonicalKeys {
-    /// Notes `text` and its partition, starting again first when it would not fit.
-    fn remember(&mut self, text: &str, partition: u32) {
-        let cost = text.len() + CANONICAL_ENTRY_BYTES;
-        if self.bytes + cost > CANONICAL_KEY_BYTES {
-            *self = CanonicalKeys::default();
-        }
-        if self.partitions.insert(text.into(), partition).is_none() {
-            self.bytes += cost;
-        }
-    }
+    /// Key texts this node's sinks met that are their own canonical form, with their
+    /// partitions: a sink's own cache lives as long as its connection or request, so without
+    /// this every HTTP body parsed each of its keys again (a tenth of an Influx write's edge
+    /// work). A name cache like the sinks', within the same server-wide budget.
+    canonical: std::sync::Mutex<NameCache<u32>>,
 }
 
 #[derive(Default)]
@@ -197,26 +171,31 @@ impl Tally {
 }
 
 impl Publisher {
-    /// The publisher of `node`'s sinks, timing its rounds into `stats`.
-    pub(crate) fn new(node: Arc<Node>, stats: Arc<ServerStats>) -> Arc<Publisher> {
+    /// The publisher of `node`'s sinks, timing its rounds into `stats`, its memo of key
+    /// texts within `limits`' name cache budget.
+    pub(crate) fn new(node: Arc<Node>, stats: Arc<ServerStats>, limits: &Limits) -> Arc<Publisher> {
+        let canonical = NameCache::bounded(Arc::clone(&stats.name_budget), limits.name_cache_bytes);
         Arc::new(Publisher {
             node,
             stats,
             state: std::sync::Mutex::default(),
             changed: tokio::sync::Notify::new(),
-            canonical: std::sync::Mutex::default(),
+            canonical: std::sync::Mutex::new(canonical),
         })
+    }
+
+    fn canonical(&self) -> std::sync::MutexGuard<'_, NameCache<u32>> {
+        self.canonical.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The partition of `text` when a sink of this node met it as a canonical key text.
     fn canonical_partition(&self, text: &str) -> Option<u32> {
-        let canonical = self.canonical.lock().unwrap_or_else(|e| e.into_inner());
-        canonical.partitions.get(text).copied()
+        self.canonical().get(text)
     }
 
     /// Notes that `text` is a canonical key text, of `partition`.
     fn remember_canonical(&self, text: &str, partition: u32) {
-        (self.canonical.lock().unwrap_or_else(|e| e.into_inner())).remember(text, partition);
+        self.canonical().insert(text, partition);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, PublisherState> {
@@ -670,28 +649,6 @@ fn sub_batch(batch: &SampleBatch, range: std::ops::Range<usize>) -> SampleBatch 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_canonical_key_memo_stays_within_its_bytes() {
-        let mut memo = CanonicalKeys::default();
-        memo.remember("cpu;host=a", 3);
-        memo.remember("cpu;host=a", 3);
-        assert_eq!(memo.bytes, "cpu;host=a".len() + CANONICAL_ENTRY_BYTES);
-        let key = "k".repeat(1000);
-        let per_key = key.len() + 8 + CANONICAL_ENTRY_BYTES;
-        for i in 0..2 * CANONICAL_KEY_BYTES / per_key {
-            memo.remember(&format!("{key}{i:08}"), 1);
-            assert!(memo.bytes <= CANONICAL_KEY_BYTES);
-        }
-        assert!(memo.partitions.len() < CANONICAL_KEY_BYTES / per_key);
-        assert_eq!(
-            memo.partitions.get(&*format!(
-                "{key}{:08}",
-                2 * CANONICAL_KEY_BYTES / per_key - 1
-            )),
-            Some(&1)
-        );
-    }
 
     /// A batch of `n` samples, three per series, over series with keys of about `key_len`
     /// bytes, unlike enough that deflate cannot shrink them much.
