@@ -30,6 +30,23 @@ fn the_finest_tier_holding_from_whatever_the_point_count() {
 }
 
 #[test]
+fn the_tier_is_chosen_by_its_retention_as_whisper_chooses_the_archive() {
+    // Five hours into a 6 h period of the 1m tier, its window (whole periods) still holds
+    // what is 52 h old, but its 48 h retention does not: whisper reads the 5m archive.
+    let now = NOW + 5 * 3600;
+    let at = |from: i64| {
+        RenderGrid::choose(&TiersConfig::default(), from, now, now)
+            .unwrap()
+            .unwrap()
+            .tier
+    };
+    assert!(TiersConfig::default().tiers[0].window_start(now) <= now - 52 * 3600);
+    assert_eq!(at(now - 52 * 3600), "5m");
+    assert_eq!(at(now - 48 * 3600 - 1), "5m");
+    assert_eq!(at(now - 48 * 3600), "1m");
+}
+
+#[test]
 fn points_after_from_up_to_and_including_until() {
     // On minute boundaries: the minute after `from` first, `until`'s own minute last.
     let (from, until) = (NOW - 3600, NOW - 1800);
