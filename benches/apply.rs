@@ -1,7 +1,7 @@
 //! Apply throughput of a cluster partition (`PartitionStore::apply` with its default
 //! checkpoints: the pre-images a group is the first since the last checkpoint to touch, read
 //! and appended to the undo chain, fsynced; the messages stored through one `record_batch`;
-//! once a second, a flush and the applied sequence fsynced) against the same samples through
+//! at each checkpoint, a flush and the applied sequence fsynced) against the same samples through
 //! plain `record_batch` in the same run (the control), and through `record_batch` plus one
 //! `Engine::flush` per group (what a durable commit of every group would cost).
 //!

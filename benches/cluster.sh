@@ -17,13 +17,21 @@
 #     the median of QUERIES requests, against the single node;
 #   - a node's rebuild: node2 killed, its data directory deleted, started again, timed until
 #     it copied every partition it applies from the live replicas' files and caught up.
+# With LIVE_SECONDS set, the script measures live traffic instead, and only that: SERIES
+# series each sending one sample every 10 s at the current time (a tenth of them each
+# second), over Graphite TCP to the single node and to one cluster node at once, for
+# LIVE_SECONDS; the CPU per sample of each, from the first line until SETTLE seconds after
+# every sample is counted, less what the same processes spend idle over as long (measured
+# for 20 s before). The bulk figures above send hours of samples in seconds, so a
+# checkpoint's undo chain meets each bucket many times; live traffic meets each bucket of
+# the current interval about once per chain.
 # Everything lives under a temporary directory in /tmp, removed at the end; processes are
 # stopped by pid.
 #
 #   cargo build --release && benches/cluster.sh
 #
 # Environment: SERIES (default 1000), SAMPLES (default 360: one hour), CONNECTIONS (default 4), SETTLE
-# (default 6),
+# (default 6), LIVE_SECONDS (unset),
 # QUERIES (default 200), PERF_OUT (when set, `perf record` of the six cluster processes during
 # each cluster ingest, into PERF_OUT.graphite and PERF_OUT.influx; PERF_CALL_GRAPH, default
 # fp, is its --call-graph: dwarf,16384 unwinds through code built without frame pointers),
@@ -130,6 +138,9 @@ now = int(time.time())
 # Whole hours back from the last one, long enough for every sample: all in the past.
 hours = -(-samples * 10 // 3600)
 start = now - now % 3600 - 3600 * (hours + 1)
+live_seconds = int(os.environ.get("LIVE_SECONDS") or 0)
+# The bulk figures' samples (none when measuring live traffic).
+samples = 0 if live_seconds else samples
 lines = [f"bench.host{s % 100:03d}.metric{s // 100:03d} {(s * 7 + i) % 1000 / 10} {start + i * 10}\n"
          for i in range(samples) for s in range(series)]
 total = len(lines)
@@ -220,7 +231,7 @@ def ingest(name, http, graphite, strong, pids, influx_to=None):
     counted = wait_all(http, strong, "benchhttp" if influx_to else "bench")
     took = time.perf_counter() - t0
     # The CPU counted goes on SETTLE seconds more: a cluster node makes what it applied durable
-    # at its next checkpoint (every 5 s, or 3 s after its log goes quiet), after the count.
+    # at its next checkpoint (every 30 s, or 3 s after its log goes quiet), after the count.
     # What the processes spend idle over another SETTLE seconds is taken off again.
     time.sleep(settle)
     if perf:
@@ -248,7 +259,75 @@ def latency(name, http, path):
         times.append(time.perf_counter() - t0)
     print(f"{name}: median {statistics.median(times) * 1e3:.2f} ms, p90 {sorted(times)[int(len(times) * 0.9)] * 1e3:.2f} ms")
 
+def machine_busy():
+    """CPU seconds the whole machine spent busy so far (every process and kernel thread:
+    the flusher threads' writeback included), from /proc/stat."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal ...
+    return (sum(ticks[:8]) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+def live(seconds):
+    """The live traffic figure (see the header); exits when done."""
+    import math
+    pids = single_pids + cluster_pids
+    idle_for = 20.0
+    idle0, machine0 = cpu_seconds(pids)[2], machine_busy()
+    time.sleep(idle_for)
+    idle1, machine1 = cpu_seconds(pids)[2], machine_busy()
+    idle_rate = [(b[0] + b[1] - a[0] - a[1]) / idle_for for a, b in zip(idle0, idle1)]
+    machine_idle_rate = (machine1 - machine0) / idle_for
+    socks = []
+    for addr in (single_graphite, node_graphite):
+        host, port = addr.rsplit(":", 1)
+        socks.append(socket.create_connection((host, int(port))))
+    before, machine_before = cpu_seconds(pids)[2], machine_busy()
+    t0 = time.time()
+    first = math.ceil(t0)
+    sent = 0
+    for k in range(seconds):
+        at = first + k
+        time.sleep(max(0.0, at - time.time()))
+        lines = "".join(f"live.host{s % 100:03d}.metric{s // 100:04d} {(s * 7 + k) % 1000 / 10} {at}\n"
+                        for s in range(k % 10, series, 10)).encode()
+        for sock in socks:
+            sock.sendall(lines)
+        sent += len(range(k % 10, series, 10))
+    for sock in socks:
+        sock.close()
+    path = (f"/api/v1/aggregate?match=live.*&agg=sum&display=count&range=whole&tier=1m"
+            f"&from={first - 60}&to={first + seconds + 60}")
+    for addr, strong in ((single_http, ""), (node_http, "&consistency=strong")):
+        deadline = time.time() + 600
+        while True:
+            try:
+                counted = get(addr, path + strong)["groups"][0]["points"][0][1] or 0
+            except Exception:
+                counted = 0
+            if counted >= sent:
+                break
+            if time.time() > deadline:
+                sys.exit(f"only {counted} of {sent} live samples counted after 10 minutes")
+            time.sleep(0.2)
+    time.sleep(settle)
+    after, machine_after = cpu_seconds(pids)[2], machine_busy()
+    took = time.time() - t0
+    machine = machine_after - machine_before - machine_idle_rate * took
+    used = [b[0] + b[1] - a[0] - a[1] - rate * took for a, b, rate in zip(before, after, idle_rate)]
+    single = used[0] / sent
+    cluster = sum(used[1:]) / sent
+    print(f"live, {series} series every 10 s for {seconds} s ({sent} samples, {sent / seconds:.0f} a second), "
+          f"CPU over {took:.0f} s less idle: single node {single * 1e6:.2f} us/sample, "
+          f"cluster {cluster * 1e6:.2f} us/sample ({cluster / single:.1f}x)")
+    print(f"  the whole machine (both systems, the sender and the kernel's threads) less idle: "
+          f"{machine:.2f} s, {machine / sent * 1e6:.2f} us/sample")
+    print("  CPU by process less idle (s): " + ", ".join(
+        f"{label} {u:.2f}" for label, u in zip(["single", "nats0", "nats1", "nats2", "node0", "node1", "node2"], used)))
+
 wait_cluster_ready(node_http)
+if live_seconds:
+    live(live_seconds)
+    sys.exit(0)
 single_cpu = ingest("single node, graphite tcp", single_http, single_graphite, False, single_pids)
 cluster_cpu = ingest("3-node cluster, graphite tcp to one node", node_http, node_graphite, True, cluster_pids)
 print(f"CPU per sample, cluster (3 nats-servers + 3 nodes) over single node: {cluster_cpu / single_cpu:.1f}x")
@@ -268,6 +347,8 @@ latency("cluster (node1), one series 2h@1m", other_http, one)
 latency("single node, sum over all series 2h@1m", single_http, agg)
 latency("cluster, sum over all series 2h@1m (fan-out to all owners)", node_http, agg)
 PY
+
+[[ -n ${LIVE_SECONDS:-} ]] && exit 0
 
 # A wiped node's rebuild from the live replicas' files.
 kill -9 "${NODES_PID[2]}"
