@@ -78,7 +78,10 @@ impl RenderGrid {
         // As whisper does: `from` raised to the longest retention, then the finest tier
         // whose retention reaches back to it.
         let retained = |t: usize| now.saturating_sub(specs[t].retention.secs() as i64);
-        let reach = (0..specs.len()).map(retained).min().map_or(from, |r| from.max(r));
+        let reach = (0..specs.len())
+            .map(retained)
+            .min()
+            .map_or(from, |r| from.max(r));
         let Some(tier) = order.into_iter().find(|&t| retained(t) <= reach) else {
             return Ok(None);
         };
