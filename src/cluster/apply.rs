@@ -148,17 +148,77 @@ impl Default for Checkpoints {
 const MAX_UNDO_ENTRIES: usize = 1 << 18;
 
 /// What was applied since the last checkpoint.
-#[derive(Default)]
 struct SinceCheckpoint {
     /// When the first group after the checkpoint was applied; `None`: no group since.
     first: Option<std::time::Instant>,
     groups: u64,
     /// The cells and series whose pre-images the undo chain holds: a later group of the
     /// same chain needs none of them again.
-    cells: rustc_hash::FxHashSet<CellAt>,
+    cells: ChainCells,
     series: rustc_hash::FxHashSet<SeriesId>,
     /// Entries in the chain.
     entries: usize,
+}
+
+impl SinceCheckpoint {
+    /// Nothing applied yet, for an engine of `config`'s layout.
+    fn new(config: &TiersConfig) -> SinceCheckpoint {
+        SinceCheckpoint {
+            first: None,
+            groups: 0,
+            cells: ChainCells::new(config),
+            series: rustc_hash::FxHashSet::default(),
+            entries: 0,
+        }
+    }
+}
+
+/// The bucket cells whose pre-images an undo chain holds, with a memo in front of the set:
+/// per series and tier, the cell of it noted last. A series' samples come in time order, so
+/// most cells a group touches are the ones its series noted last; the memo answers for
+/// those with one array read where the set (a table as large as the chain) would miss the
+/// cache. Every cell the memo holds is in the set.
+struct ChainCells {
+    set: rustc_hash::FxHashSet<CellAt>,
+    /// At `(chunk × slots + slot) × tiers + tier`: (period start, bucket) of the cell noted
+    /// last, `None` before any.
+    last: Vec<Option<(Timestamp, u32)>>,
+    tiers: usize,
+    slots: u32,
+}
+
+impl ChainCells {
+    fn new(config: &TiersConfig) -> ChainCells {
+        ChainCells {
+            set: rustc_hash::FxHashSet::default(),
+            last: Vec::new(),
+            tiers: config.tiers.len(),
+            slots: config.engine.series_per_chunk,
+        }
+    }
+
+    /// Notes `cell` as held by the chain; true when it was not yet.
+    fn note(&mut self, cell: &CellAt) -> bool {
+        let series = cell.chunk as usize * self.slots as usize + cell.slot as usize;
+        let at = series * self.tiers + cell.tier;
+        if at >= self.last.len() {
+            self.last.resize(at + 1, None);
+        }
+        let here = Some((cell.period_start, cell.bucket));
+        if self.last[at] == here {
+            return false;
+        }
+        self.last[at] = here;
+        self.set.insert(*cell)
+    }
+
+    /// Takes `cells` back out: their pre-images could not be taken.
+    fn forget(&mut self, cells: &[CellAt]) {
+        for cell in cells {
+            self.set.remove(cell);
+        }
+        self.last.clear();
+    }
 }
 
 /// What [`PartitionStore::apply`] did.
@@ -227,6 +287,7 @@ impl PartitionStore {
         if !chain.is_empty() {
             undo.clear()?;
         }
+        let since_checkpoint = SinceCheckpoint::new(engine.config());
         Ok(PartitionStore {
             applied: AtomicU64::new(state.applied()),
             engine,
@@ -237,7 +298,7 @@ impl PartitionStore {
                 groups: 0,
                 fault,
                 checkpoints,
-                since_checkpoint: SinceCheckpoint::default(),
+                since_checkpoint,
             }),
         })
     }
@@ -401,7 +462,7 @@ impl PartitionStore {
             .and_then(|()| inner.undo.clear());
         match outcome {
             Ok(()) => {
-                inner.since_checkpoint = SinceCheckpoint::default();
+                inner.since_checkpoint = SinceCheckpoint::new(self.engine.config());
                 Ok(())
             }
             Err(e) => {
@@ -557,13 +618,11 @@ impl PartitionStore {
         let config = self.engine.config();
         // Noted in `since` as they are found: a group whose pre-images cannot be taken is
         // taken back out below; one that fails later poisons the store, `since` with it.
-        let cells = cells_touched(config, todo, resolved, |cell| since.cells.insert(*cell));
+        let cells = cells_touched(config, todo, resolved, |cell| since.cells.note(cell));
         let before = match self.engine.rewind().load_cells(&cells) {
             Ok(before) => before,
             Err(e) => {
-                for cell in &cells {
-                    since.cells.remove(cell);
-                }
+                since.cells.forget(&cells);
                 return Err(e);
             }
         };

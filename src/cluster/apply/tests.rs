@@ -448,6 +448,41 @@ proptest! {
             left
         );
     }
+
+    /// The chain's memo answers as the set alone would: a cell is new to the chain exactly
+    /// once, however the series' cells come back, and after a group is taken back out.
+    #[test]
+    fn a_chains_cells_are_new_once_whatever_order_they_come_in(
+        notes in prop::collection::vec((0..6u32, 0..3usize, 0..4u32, any::<bool>()), 1..200),
+    ) {
+        let config = tiers();
+        let slots = config.engine.series_per_chunk;
+        let mut chain = super::ChainCells::new(&config);
+        let mut plain = std::collections::HashSet::new();
+        let mut group = Vec::new();
+        for (series, tier, bucket, forget) in notes {
+            // Series spread over two chunks.
+            let id = series * (slots / 2 + 1);
+            let cell = crate::storage::cells::CellAt {
+                tier,
+                period_start: NOW - NOW.rem_euclid(DAY),
+                chunk: id / slots,
+                bucket,
+                slot: id % slots,
+            };
+            let new = plain.insert(cell);
+            prop_assert_eq!(chain.note(&cell), new, "{:?}", cell);
+            if new {
+                group.push(cell);
+            }
+            if forget {
+                chain.forget(&group);
+                for cell in group.drain(..) {
+                    plain.remove(&cell);
+                }
+            }
+        }
+    }
 }
 
 /// The cases the random ones must cover, spelled out: a late sample into a compacted period
