@@ -248,7 +248,7 @@ fn whisper_files_render_as_graphite_web_renders_them() {
     );
 
     // Ranges reading each archive: graphite-web picks the finest archive whose retention
-    // holds `from`, tierdb the finest tier whose window does.
+    // holds `from`, and tierdb's render the finest tier whose retention does.
     let ranges = [
         ("1m", now - 86_400 + 7, now - 3_600 + 11),
         ("5m", now - 8 * 86_400 + 13, now - 3 * 86_400),
