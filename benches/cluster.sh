@@ -23,8 +23,8 @@
 # LIVE_SECONDS; the CPU per sample of each, from the first line until SETTLE seconds after
 # every sample is counted, less what the same processes spend idle over as long (measured
 # for 20 s before). The bulk figures above send hours of samples in seconds, so a
-# checkpoint's undo chain meets each bucket many times; live traffic meets each bucket of
-# the current interval about once per chain.
+# checkpoint's undo chain meets each bucket many times; live traffic meets a series' current
+# buckets only as often as the series sends within one chain.
 # Everything lives under a temporary directory in /tmp, removed at the end; processes are
 # stopped by pid.
 #
@@ -348,7 +348,7 @@ latency("single node, sum over all series 2h@1m", single_http, agg)
 latency("cluster, sum over all series 2h@1m (fan-out to all owners)", node_http, agg)
 PY
 
-[[ -n ${LIVE_SECONDS:-} ]] && exit 0
+[[ ${LIVE_SECONDS:-0} != 0 ]] && exit 0
 
 # A wiped node's rebuild from the live replicas' files.
 kill -9 "${NODES_PID[2]}"
