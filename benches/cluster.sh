@@ -149,20 +149,24 @@ def get(addr, path):
     with urllib.request.urlopen(f"http://{addr}{path}", timeout=60) as r:
         return json.loads(r.read())
 
-def wait_all(addr, strong, prefix="bench"):
-    # Gives up after 10 minutes, saying how far it got.
+def wait_all(addr, strong, prefix="bench", expected=None, span=None, tier="1h"):
+    """Waits until `addr` counts `expected` samples (default: every bulk line) of the series
+    under `prefix` over `span` (default: the bulk lines' hours) on `tier`; gives up after 10
+    minutes, saying how far it got."""
+    expected = total if expected is None else expected
+    first, end = span or (start, start + 3600 * (hours + 1))
     deadline = time.time() + 600
-    path = (f"/api/v1/aggregate?match={prefix}.*&agg=sum&display=count&range=whole&tier=1h"
-            f"&from={start}&to={start + 3600 * (hours + 1)}" + ("&consistency=strong" if strong else ""))
+    path = (f"/api/v1/aggregate?match={prefix}.*&agg=sum&display=count&range=whole&tier={tier}"
+            f"&from={first}&to={end}" + ("&consistency=strong" if strong else ""))
     while True:
         try:
             counted = get(addr, path)["groups"][0]["points"][0][1] or 0
         except Exception:
             counted = 0
-        if counted >= total:
+        if counted >= expected:
             return counted
         if time.time() > deadline:
-            sys.exit(f"only {counted} of {total} samples counted after 10 minutes")
+            sys.exit(f"only {counted} of {expected} samples counted after 10 minutes")
         time.sleep(0.05)
 
 def wait_cluster_ready(addr):
@@ -295,20 +299,8 @@ def live(seconds):
         sent += len(range(k % 10, series, 10))
     for sock in socks:
         sock.close()
-    path = (f"/api/v1/aggregate?match=live.*&agg=sum&display=count&range=whole&tier=1m"
-            f"&from={first - 60}&to={first + seconds + 60}")
-    for addr, strong in ((single_http, ""), (node_http, "&consistency=strong")):
-        deadline = time.time() + 600
-        while True:
-            try:
-                counted = get(addr, path + strong)["groups"][0]["points"][0][1] or 0
-            except Exception:
-                counted = 0
-            if counted >= sent:
-                break
-            if time.time() > deadline:
-                sys.exit(f"only {counted} of {sent} live samples counted after 10 minutes")
-            time.sleep(0.2)
+    for addr, strong in ((single_http, False), (node_http, True)):
+        wait_all(addr, strong, "live", sent, (first - 60, first + seconds + 60), "1m")
     time.sleep(settle)
     after, machine_after = cpu_seconds(pids)[2], machine_busy()
     took = time.time() - t0

@@ -468,7 +468,8 @@ impl PartitionStore {
             }
             Err(e) => {
                 inner.poisoned = Some(format!(
-                    "the checkpoint at stream sequence {applied} failed ({e}); reopen to roll                      back to the last one"
+                    "the checkpoint at stream sequence {applied} failed ({e}); reopen to roll \
+                     back to the last one"
                 ));
                 Err(e)
             }

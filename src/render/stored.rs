@@ -48,12 +48,13 @@ impl RenderGrid {
     /// The grid of a render over `from`..`until` with `tiers` at `now`, by whisper's rules
     /// (graphite-web reads whisper files): nothing (`None`) when `from` is after `now` or
     /// `until` before every tier's window; else `from` raised to the oldest window and
-    /// `until` lowered to `now`, the finest tier whose retention reaches back to `from`, and
-    /// its buckets stamped after `from` up to and including the one holding `until` (the
-    /// bucket after `from`'s when that leaves none). Whisper picks the archive by its
-    /// retention: a tier's window, whole periods, may reach further back, and choosing by
-    /// it would read a finer tier than graphite-web for part of each period. Consolidation to `maxDataPoints` comes later,
-    /// on the rendered series (see [`crate::render::render`]), as graphite-web does it.
+    /// `until` lowered to `now`, the finest tier whose retention reaches back to `from` (else
+    /// the one reaching furthest), and its buckets stamped after `from` up to and including
+    /// the one holding `until` (the bucket after `from`'s when that leaves none). Whisper
+    /// picks the archive by its retention: a tier's window, whole periods, may reach further
+    /// back, and choosing by it would read a finer tier than graphite-web for part of each
+    /// period. Consolidation to `maxDataPoints` comes later, on the rendered series (see
+    /// [`crate::render::render`]), as graphite-web does it.
     ///
     /// # Errors
     /// [`Error::InvalidQuery`] when the grid has more than [`MAX_QUERY_POINTS`] points (a
@@ -75,14 +76,10 @@ impl RenderGrid {
         let (from, until) = (from.max(oldest), until.min(now));
         let mut order: Vec<usize> = (0..specs.len()).collect();
         order.sort_by_key(|&t| specs[t].resolution);
-        // As whisper does: `from` raised to the longest retention, then the finest tier
-        // whose retention reaches back to it.
         let retained = |t: usize| now.saturating_sub(specs[t].retention.secs() as i64);
-        let reach = (0..specs.len())
-            .map(retained)
-            .min()
-            .map_or(from, |r| from.max(r));
-        let Some(tier) = order.into_iter().find(|&t| retained(t) <= reach) else {
+        let reaching = order.iter().copied().find(|&t| retained(t) <= from);
+        let Some(tier) = reaching.or_else(|| order.iter().copied().min_by_key(|&t| retained(t)))
+        else {
             return Ok(None);
         };
         let resolution = specs[tier].resolution.secs() as i64;
