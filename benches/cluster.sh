@@ -12,7 +12,9 @@
 #     samples durable are in it, less what the processes spend idle over the SETTLE seconds
 #     after that (a single node's pages are written back by the kernel's flusher threads,
 #     which no process's CPU shows);
-#   - bytes per sample on the log (the stream's bytes over the samples it holds);
+#   - bytes per sample on the log (the stream's bytes over the samples it holds), and how
+#     many messages each cluster ingest made (samples per message: what a message costs the
+#     nats-servers and the owners hardly depends on its size);
 #   - one fan-out read's latency: a one-series 24h@1m query, and a sum over all series, each
 #     the median of QUERIES requests, against the single node;
 #   - a node's rebuild: node2 killed, its data directory deleted, started again, timed until
@@ -33,7 +35,7 @@
 # Environment: SERIES (default 1000), SAMPLES (default 360: one hour), CONNECTIONS (default 4), SETTLE
 # (default 6), LIVE_SECONDS (unset),
 # QUERIES (default 200), PERF_OUT (when set, `perf record` of the six cluster processes during
-# each cluster ingest, into PERF_OUT.graphite and PERF_OUT.influx; PERF_CALL_GRAPH, default
+# each cluster ingest, into PERF_OUT.graphite and PERF_OUT.influx, or PERF_OUT.live; PERF_CALL_GRAPH, default
 # fp, is its --call-graph: dwarf,16384 unwinds through code built without frame pointers),
 # INFLUX_BODY (default 5000), TIERDB (default target/release/tierdb), NATS_SERVER (default
 # /usr/local/bin/nats-server, the 2.15.1 scripts/install-test-deps.sh installs).
@@ -220,16 +222,30 @@ def send_influx(addrs):
     for t in threads: t.join()
     return t0
 
+def log_messages(addr):
+    """How many messages the cluster's log numbered so far: the highest of its partitions'
+    last sequences, from a node's /metrics."""
+    with urllib.request.urlopen(f"http://{addr}/metrics", timeout=60) as r:
+        return max((int(float(line.rsplit(None, 1)[1])) for line in r.read().decode().splitlines()
+                    if line.startswith("tierdb_cluster_log_last_sequence{")), default=0)
+
+def start_perf(pids, suffix):
+    """`perf record` of `pids` into PERF_OUT + suffix when PERF_OUT is set (stopped with
+    SIGINT by the caller), else None."""
+    if not os.environ.get("PERF_OUT"):
+        return None
+    import subprocess
+    perf = subprocess.Popen(["perf", "record", "-F", "499", "--call-graph", os.environ.get("PERF_CALL_GRAPH", "fp"),
+                             "-o", os.environ["PERF_OUT"] + suffix, "-p", ",".join(pids)], stderr=subprocess.DEVNULL)
+    time.sleep(1)
+    return perf
+
 def ingest(name, http, graphite, strong, pids, influx_to=None):
     """Sends every line (over Graphite TCP, or as Influx HTTP writes to `influx_to`), waits
     until all are counted; returns CPU seconds per sample."""
+    messages0 = log_messages(http) if len(pids) > 1 else 0
     user0, system0, each0 = cpu_seconds(pids)
-    perf = None
-    if os.environ.get("PERF_OUT") and len(pids) > 1:
-        import subprocess
-        perf = subprocess.Popen(["perf", "record", "-F", "499", "--call-graph", os.environ.get("PERF_CALL_GRAPH", "fp"), "-o", os.environ["PERF_OUT"] + (".influx" if influx_to else ".graphite"),
-                                 "-p", ",".join(pids)], stderr=subprocess.DEVNULL)
-        time.sleep(1)
+    perf = start_perf(pids, ".influx" if influx_to else ".graphite") if len(pids) > 1 else None
     t0 = send_influx(influx_to) if influx_to else send(graphite)
     sent = time.perf_counter() - t0
     counted = wait_all(http, strong, "benchhttp" if influx_to else "bench")
@@ -247,6 +263,8 @@ def ingest(name, http, graphite, strong, pids, influx_to=None):
     user, system = (user1 - user0) - (user2 - user1), (system1 - system0) - (system2 - system1)
     each1 = [(b[0] - (c[0] - b[0]), b[1] - (c[1] - b[1])) for b, c in zip(each1, each2)]
     if len(pids) > 1:
+        messages = log_messages(http) - messages0
+        print(f"  log: {messages} messages, {total / max(messages, 1):.0f} samples per message")
         print("  CPU by process (user + system s): " + ", ".join(
             f"{label} {b[0] - a[0]:.2f}+{b[1] - a[1]:.2f}"
             for label, a, b in zip(["nats0", "nats1", "nats2", "node0", "node1", "node2"], each0, each1)))
@@ -285,6 +303,7 @@ def live(seconds):
     for addr in (single_graphite, node_graphite):
         host, port = addr.rsplit(":", 1)
         socks.append(socket.create_connection((host, int(port))))
+    perf = start_perf(cluster_pids, ".live")
     before, machine_before = cpu_seconds(pids)[2], machine_busy()
     t0 = time.time()
     first = math.ceil(t0)
@@ -303,6 +322,9 @@ def live(seconds):
         wait_all(addr, strong, "live", sent, (first - 60, first + seconds + 60), "1m")
     time.sleep(settle)
     after, machine_after = cpu_seconds(pids)[2], machine_busy()
+    if perf:
+        perf.send_signal(2)
+        perf.wait()
     took = time.time() - t0
     machine = machine_after - machine_before - machine_idle_rate * took
     used = [b[0] + b[1] - a[0] - a[1] - rate * took for a, b, rate in zip(before, after, idle_rate)]
