@@ -7,7 +7,8 @@
 //! keeps its last raw value, so a crash between applying a message and recording its sequence
 //! must neither lose nor double-count anything. The store keeps an **undo chain of absolute
 //! pre-images beside the applied sequence**, and makes the applied sequence durable at
-//! **checkpoints** ([`Checkpoints`]: every thirty seconds by default), not after every group:
+//! **checkpoints** ([`Checkpoints`]: every two minutes or 1,048,576 samples by default), not
+//! after every group:
 //!
 //! 1. **Pre-images.** For a group of messages (sequences s1 < ... < sk, all above the applied
 //!    one), the store registers the group's series (idempotent: by canonical key) and lists
@@ -117,9 +118,9 @@ struct Inner {
 }
 
 /// When a store makes its applied sequence durable: at a checkpoint, once `interval` has
-/// passed since the first group after the last one, or `groups` groups were applied since,
-/// or the undo chain holds [`MAX_UNDO_ENTRIES`], whichever comes first; and before a
-/// deletion, a snapshot or a close. Until then a crash rolls every group since the last
+/// passed since the first group after the last one, or `groups` groups or `samples` samples
+/// were applied since, or the undo chain holds [`MAX_UNDO_ENTRIES`], whichever comes first;
+/// and before a deletion, a snapshot or a close. Until then a crash rolls every group since the last
 /// checkpoint back, and the log delivers them again.
 #[derive(Clone, Copy, Debug)]
 pub struct Checkpoints {
@@ -127,20 +128,26 @@ pub struct Checkpoints {
     pub interval: std::time::Duration,
     /// Most groups between two checkpoints.
     pub groups: u64,
+    /// Most samples between two checkpoints: it bounds what a crash makes a partition apply
+    /// again whatever the interval.
+    pub samples: usize,
 }
 
 impl Default for Checkpoints {
-    /// Every thirty seconds: what a crash may have to apply again is thirty seconds of the
-    /// log. A chain takes a pre-image of each cell and series state the first time it meets
-    /// it, and a checkpoint writes back every page changed since the one before; live series
-    /// sending every 10 s meet their current buckets again only in a chain longer than 10 s.
-    /// With 100,000 such series for three minutes, the cluster spent 13.7 µs of CPU per sample
-    /// with a checkpoint every five seconds, 7.3 µs with one every thirty
-    /// (`SERIES=100000 LIVE_SECONDS=180 benches/cluster.sh`).
+    /// Every two minutes or 1,048,576 samples, whichever comes first: what a crash may have
+    /// to apply again is at most that much of the log (about a fifth of a second of
+    /// `benches/apply.rs`'s rate per partition, whatever the traffic). A chain takes a
+    /// pre-image of each cell and series state the first time it meets it, and a checkpoint
+    /// writes back every page changed since the one before; live series sending every 10 s
+    /// meet their current buckets again only in a chain longer than 10 s. With 100,000 such
+    /// series for four minutes, the cluster spent 5.0-5.1 µs of CPU per sample with a
+    /// checkpoint every thirty seconds and 3.3-4.2 µs with one every two minutes
+    /// (`SERIES=100000 LIVE_SECONDS=240 benches/cluster.sh`, alternating).
     fn default() -> Checkpoints {
         Checkpoints {
-            interval: std::time::Duration::from_secs(30),
+            interval: std::time::Duration::from_secs(120),
             groups: u64::MAX,
+            samples: 1 << 20,
         }
     }
 }
@@ -159,6 +166,8 @@ struct SinceCheckpoint {
     series: rustc_hash::FxHashSet<SeriesId>,
     /// Entries in the chain.
     entries: usize,
+    /// Samples in the groups since the checkpoint.
+    samples: usize,
 }
 
 impl SinceCheckpoint {
@@ -170,6 +179,7 @@ impl SinceCheckpoint {
             cells: ChainCells::new(config),
             series: rustc_hash::FxHashSet::default(),
             entries: 0,
+            samples: 0,
         }
     }
 }
@@ -425,8 +435,13 @@ impl PartitionStore {
         since.first.get_or_insert_with(std::time::Instant::now);
         since.groups += 1;
         since.entries += report.undo_entries;
+        since.samples += todo
+            .iter()
+            .map(|(_, batch)| batch.samples.len())
+            .sum::<usize>();
         let due = since.groups >= checkpoints.groups
             || since.entries >= MAX_UNDO_ENTRIES
+            || since.samples >= checkpoints.samples
             || (since.first).is_some_and(|first| first.elapsed() >= checkpoints.interval);
         if due {
             self.checkpoint_locked(&mut inner)?;

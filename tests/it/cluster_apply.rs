@@ -58,6 +58,7 @@ fn open(dir: &Path) -> PartitionStore {
         Checkpoints {
             interval: std::time::Duration::MAX,
             groups: 2,
+            ..Checkpoints::default()
         },
     )
     .expect("open partition store")

@@ -77,6 +77,7 @@ fn open_every(dir: &std::path::Path, clock: &Arc<ManualClock>, groups: u64) -> P
     let checkpoints = Checkpoints {
         interval: std::time::Duration::MAX,
         groups,
+        ..Checkpoints::default()
     };
     PartitionStore::open_checkpointing(builder(dir, clock), None, checkpoints)
         .expect("open partition store")
@@ -620,6 +621,40 @@ fn redeliveries_are_skipped_and_disorder_is_refused_before_anything_lands() {
     assert_eq!(store.applied(), 12);
     store.close().unwrap();
     assert_eq!(open(dir.path(), &clock).applied(), 12);
+}
+
+#[test]
+fn a_chain_holding_the_most_samples_is_checkpointed_whatever_the_interval() {
+    let dir = scratch();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let checkpoints = Checkpoints {
+        interval: std::time::Duration::MAX,
+        groups: u64::MAX,
+        samples: 10,
+    };
+    let store =
+        PartitionStore::open_checkpointing(builder(dir.path(), &clock), None, checkpoints).unwrap();
+    let four = batch(NOW, &(0..4).map(|i| (i, None, 0, 1.0)).collect());
+    let durable = |store: &PartitionStore| store.lock().state.applied();
+    store.apply(&[(1, four.clone())]).unwrap();
+    store.apply(&[(2, four.clone())]).unwrap();
+    assert_eq!(
+        (store.applied(), durable(&store)),
+        (2, 0),
+        "8 samples: no checkpoint"
+    );
+    store.apply(&[(3, four.clone())]).unwrap();
+    assert_eq!(
+        (store.applied(), durable(&store)),
+        (3, 3),
+        "12 samples: a checkpoint"
+    );
+    store.apply(&[(4, four.clone())]).unwrap();
+    assert_eq!(
+        durable(&store),
+        3,
+        "the count starts again after a checkpoint"
+    );
 }
 
 #[test]
