@@ -35,8 +35,10 @@
 # Environment: SERIES (default 1000), SAMPLES (default 360: one hour), CONNECTIONS (default 4), SETTLE
 # (default 6), LIVE_SECONDS (unset),
 # QUERIES (default 200), PERF_OUT (when set, `perf record` of the six cluster processes during
-# each cluster ingest, into PERF_OUT.graphite and PERF_OUT.influx, or PERF_OUT.live; PERF_CALL_GRAPH, default
-# fp, is its --call-graph: dwarf,16384 unwinds through code built without frame pointers),
+# each cluster ingest, into PERF_OUT.graphite and PERF_OUT.influx, or PERF_OUT.live;
+# PERF_CALL_GRAPH, default fp, is its --call-graph: dwarf,16384 unwinds through code built
+# without frame pointers; perf's own cost then weighs on the cluster's figures: they are for
+# the profile, not for comparison),
 # INFLUX_BODY (default 5000), TIERDB (default target/release/tierdb), NATS_SERVER (default
 # /usr/local/bin/nats-server, the 2.15.1 scripts/install-test-deps.sh installs).
 set -euo pipefail
@@ -226,8 +228,11 @@ def log_messages(addr):
     """How many messages the cluster's log numbered so far: the highest of its partitions'
     last sequences, from a node's /metrics."""
     with urllib.request.urlopen(f"http://{addr}/metrics", timeout=60) as r:
-        return max((int(float(line.rsplit(None, 1)[1])) for line in r.read().decode().splitlines()
-                    if line.startswith("tierdb_cluster_log_last_sequence{")), default=0)
+        last = [int(float(line.rsplit(None, 1)[1])) for line in r.read().decode().splitlines()
+                if line.startswith("tierdb_cluster_log_last_sequence{")]
+    if not last:
+        sys.exit(f"no tierdb_cluster_log_last_sequence in {addr}/metrics")
+    return max(last)
 
 def start_perf(pids, suffix):
     """`perf record` of `pids` into PERF_OUT + suffix when PERF_OUT is set (stopped with
@@ -244,14 +249,15 @@ def ingest(name, http, graphite, strong, pids, influx_to=None):
     """Sends every line (over Graphite TCP, or as Influx HTTP writes to `influx_to`), waits
     until all are counted; returns CPU seconds per sample."""
     messages0 = log_messages(http) if len(pids) > 1 else 0
-    user0, system0, each0 = cpu_seconds(pids)
     perf = start_perf(pids, ".influx" if influx_to else ".graphite") if len(pids) > 1 else None
+    user0, system0, each0 = cpu_seconds(pids)
     t0 = send_influx(influx_to) if influx_to else send(graphite)
     sent = time.perf_counter() - t0
     counted = wait_all(http, strong, "benchhttp" if influx_to else "bench")
     took = time.perf_counter() - t0
     # The CPU counted goes on SETTLE seconds more: a cluster node makes what it applied durable
-    # at its next checkpoint (every 30 s, or 3 s after its log goes quiet), after the count.
+    # at its next checkpoint (every two minutes or 4,194,304 samples per partition, or 3 s
+    # after its log goes quiet), after the count.
     # What the processes spend idle over another SETTLE seconds is taken off again.
     time.sleep(settle)
     if perf:

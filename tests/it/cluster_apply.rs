@@ -58,7 +58,7 @@ fn open(dir: &Path) -> PartitionStore {
         Checkpoints {
             interval: std::time::Duration::MAX,
             groups: 2,
-            ..Checkpoints::default()
+            samples: usize::MAX,
         },
     )
     .expect("open partition store")

@@ -77,7 +77,7 @@ fn open_every(dir: &std::path::Path, clock: &Arc<ManualClock>, groups: u64) -> P
     let checkpoints = Checkpoints {
         interval: std::time::Duration::MAX,
         groups,
-        ..Checkpoints::default()
+        samples: usize::MAX,
     };
     PartitionStore::open_checkpointing(builder(dir, clock), None, checkpoints)
         .expect("open partition store")
