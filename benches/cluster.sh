@@ -224,6 +224,9 @@ def send_influx(addrs):
     for t in threads: t.join()
     return t0
 
+# The cluster's processes, in the order of `cluster_pids`.
+CLUSTER_LABELS = ["nats0", "nats1", "nats2", "node0", "node1", "node2"]
+
 def log_messages(addr):
     """How many messages the cluster's log numbered so far: the highest of its partitions'
     last sequences, from a node's /metrics."""
@@ -273,7 +276,7 @@ def ingest(name, http, graphite, strong, pids, influx_to=None):
         print(f"  log: {messages} messages, {total / max(messages, 1):.0f} samples per message")
         print("  CPU by process (user + system s): " + ", ".join(
             f"{label} {b[0] - a[0]:.2f}+{b[1] - a[1]:.2f}"
-            for label, a, b in zip(["nats0", "nats1", "nats2", "node0", "node1", "node2"], each0, each1)))
+            for label, a, b in zip(CLUSTER_LABELS, each0, each1)))
     per_sample = (user + system) / total
     print(f"{name}: {total} lines in {took:.2f} s = {total / took / 1e6:.3f} M lines/s (sent in {sent:.2f} s, counted {int(counted)}); "
           f"CPU {user:.2f} s user + {system:.2f} s system over {len(pids)} processes = {per_sample * 1e6:.3f} us/sample")
@@ -317,11 +320,13 @@ def live(seconds):
     for k in range(seconds):
         at = first + k
         time.sleep(max(0.0, at - time.time()))
-        lines = "".join(f"live.host{s % 100:03d}.metric{s // 100:04d} {(s * 7 + k) % 1000 / 10} {at}\n"
-                        for s in range(k % 10, series, 10)).encode()
+        # A tenth of the series each second, so each sends every 10 s.
+        members = range(k % 10, series, 10)
+        body = "".join(f"live.host{s % 100:03d}.metric{s // 100:04d} {(s * 7 + k) % 1000 / 10} {at}\n"
+                       for s in members).encode()
         for sock in socks:
-            sock.sendall(lines)
-        sent += len(range(k % 10, series, 10))
+            sock.sendall(body)
+        sent += len(members)
     for sock in socks:
         sock.close()
     for addr, strong in ((single_http, False), (node_http, True)):
@@ -342,7 +347,7 @@ def live(seconds):
     print(f"  the whole machine (both systems, the sender and the kernel's threads) less idle: "
           f"{machine:.2f} s, {machine / sent * 1e6:.2f} us/sample")
     print("  CPU by process less idle (s): " + ", ".join(
-        f"{label} {u:.2f}" for label, u in zip(["single", "nats0", "nats1", "nats2", "node0", "node1", "node2"], used)))
+        f"{label} {u:.2f}" for label, u in zip(["single"] + CLUSTER_LABELS, used)))
 
 wait_cluster_ready(node_http)
 if live_seconds:
