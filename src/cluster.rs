@@ -15,6 +15,7 @@ pub(crate) mod backend;
 pub(crate) mod batch;
 pub(crate) mod delete_entry;
 pub(crate) mod edge;
+pub(crate) mod envelope;
 pub(crate) mod fanout;
 pub(crate) mod log;
 pub(crate) mod nats_connect;

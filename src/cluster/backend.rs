@@ -159,8 +159,8 @@ impl Backend for NodeBackend {
     }
 
     /// Lists what `selector` selects across the partitions' owners; unless a dry run,
-    /// publishes the deletion to every partition's log (each publish retried with its id,
-    /// which JetStream stores once) and answers once every partition acknowledged it. The
+    /// publishes the deletion as one message holding every partition (retried with its id,
+    /// which JetStream stores once) and answers once JetStream acknowledged it. The
     /// owners delete when they apply it, in the partition's order: a read right after the
     /// answer may still list the series, as it may miss a write just acknowledged.
     fn delete(
@@ -179,20 +179,15 @@ impl Backend for NodeBackend {
                 });
             }
             let payload = delete_entry::encode(&selector);
-            let publishes = (0..self.node.partitions()).map(|partition| {
-                let (node, payload) = (&self.node, payload.clone());
-                async move {
-                    let id = node.next_message_id();
-                    edge::publish(node, partition, &id, payload).await
-                }
-            });
-            for outcome in futures_util::future::join_all(publishes).await {
-                outcome.map_err(|e| {
+            let partitions: Vec<u32> = (0..self.node.partitions()).collect();
+            let id = self.node.next_message_id();
+            edge::publish(&self.node, &partitions, &id, payload)
+                .await
+                .map_err(|e| {
                     ApiError::Unavailable(format!(
-                        "the deletion was not logged in every partition ({e}); send it again"
+                        "the deletion was not logged ({e}); send it again"
                     ))
                 })?;
-            }
             Ok(DeleteAnswer {
                 dry_run,
                 series,

@@ -1,6 +1,7 @@
 //! A deletion in the ingest log. Series are deleted in cluster mode by publishing this entry
-//! to every partition's subject: each owner of a partition meets it at the same place in the
-//! partition's order as every other owner, deletes what the selector selects in its store
+//! as one message that holds every partition (its whole payload is the entry of each): each
+//! owner of a partition meets it at the same place in the partition's order as every other
+//! owner, deletes what the selector selects in its store
 //! then, and records the entry's sequence as applied, so it is applied exactly once
 //! ([`crate::cluster::apply::PartitionStore::apply_delete`]); samples before it are deleted
 //! with the series, samples after it start the series anew.

@@ -11,14 +11,14 @@
 //! with the same message id, which JetStream stores once.
 
 use std::collections::hash_map::Entry;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 
 use super::node::Node;
-use super::{partition_of, wire, KeyIndex, SampleBatch};
+use super::{envelope, partition_of, wire, KeyIndex, SampleBatch};
 use crate::counter::SeriesKind;
 use crate::engine::SinkBounds;
 use crate::error::Error;
@@ -90,8 +90,9 @@ pub(crate) struct EdgeSink {
 /// Per partition, a batch and its key index.
 type Batches = rustc_hash::FxHashMap<u32, (SampleBatch, KeyIndex)>;
 
-/// Per partition, per message published in order: its samples and the outcome.
-type Outcomes = Vec<(u32, Vec<(u64, Result<()>)>)>;
+/// Per partition, per message that carried its samples, in order: how many and the outcome
+/// (why the message failed, if it did).
+type Outcomes = Vec<(u32, Vec<(u64, std::result::Result<(), String>)>)>;
 
 /// What a sink knows of a canonical key it met.
 #[derive(Clone, Copy)]
@@ -104,7 +105,7 @@ struct KnownKey {
 
 /// The node's publisher: every sink hands its samples here, and one task publishes them in
 /// rounds. A round takes everything waiting, so what the sinks of a node hand over while
-/// the previous round waits on JetStream goes out together, one message per partition (more
+/// the previous round waits on JetStream goes out together, a batch per partition (more
 /// past [`MESSAGE_SAMPLES`]): the node's connections and requests share messages, and every
 /// message costs a publish, an acknowledgement, three log copies and an apply on each owner
 /// whatever its size. A sink's samples reach the log in the order it handed them, retries
@@ -290,8 +291,8 @@ impl Publisher {
     }
 
     /// The publishing task: round after round, takes everything waiting and publishes it,
-    /// a message per partition (more when one has over [`MESSAGE_SAMPLES`]), all partitions
-    /// at once and one partition's messages one after another, until nothing waits; then
+    /// a batch per partition (more when one has over [`MESSAGE_SAMPLES`]) in messages shared
+    /// by the partitions the same nodes apply ([`publish_batches`]), until nothing waits; then
     /// counts each message's samples to the sinks they came from.
     async fn publish_rounds(self: Arc<Self>) {
         loop {
@@ -339,10 +340,7 @@ fn count_to_sinks(outcomes: Outcomes, mut shares: HashMap<u32, Vec<(Arc<Tally>, 
                     Ok(()) => tally.accepted += counted,
                     Err(e) => {
                         tally.failed += counted;
-                        tally.error = Some(match e {
-                            Error::Cluster(message) => message.clone(),
-                            other => other.to_string(),
-                        });
+                        tally.error = Some(e.clone());
                     }
                 }
                 drop(tally);
@@ -426,28 +424,122 @@ impl EdgeSink {
     }
 }
 
-/// Publishes `batches`; per partition, per message, its samples and the outcome.
-async fn publish_batches(node: &Arc<Node>, batches: Batches) -> Vec<(u32, Vec<(u64, Result<()>)>)> {
+/// Publishes `batches`. The partitions that the same nodes apply, as this node's view of
+/// the leases has it, go out together: a message holds a part of each ([`pack`]). A
+/// group's messages are published one after another, the groups at once. A stale view
+/// costs messages, never correctness: each partition's readers filter on its own token.
+async fn publish_batches(node: &Arc<Node>, batches: Batches) -> Outcomes {
     let max_bytes = node.log().max_payload().saturating_sub(HEADER_ROOM);
-    let publishes = batches.into_iter().map(|(partition, (batch, _))| {
+    let view = node.view();
+    let mut outcomes = Outcomes::new();
+    let mut groups: BTreeMap<BTreeSet<&str>, Vec<PartitionParts>> = BTreeMap::new();
+    for (partition, (batch, _)) in batches {
+        match encode_messages(&batch, max_bytes) {
+            Ok(parts) => groups
+                .entry(view.appliers(partition))
+                .or_default()
+                .push((partition, parts)),
+            Err(e) => {
+                tracing::error!(partition, error = %e, "encoding a batch failed");
+                let samples = batch.samples.len() as u64;
+                outcomes.push((partition, vec![(samples, Err(failure(&e)))]));
+            }
+        }
+    }
+    let publishes = groups.into_values().map(|group| {
         let node = Arc::clone(node);
         async move {
-            let messages = match encode_messages(&batch, max_bytes) {
-                Ok(messages) => messages,
-                Err(e) => {
-                    tracing::error!(partition, error = %e, "encoding a batch failed");
-                    return (partition, vec![(batch.samples.len() as u64, Err(e))]);
-                }
-            };
-            let mut outcomes = Vec::with_capacity(messages.len());
-            for (samples, payload) in messages {
+            let mut outcomes: BTreeMap<u32, Vec<_>> = BTreeMap::new();
+            for message in pack(group, max_bytes) {
                 let id = node.next_message_id();
-                outcomes.push((samples, publish(&node, partition, &id, payload).await));
+                let partitions: Vec<u32> = message.sections.iter().map(|&(p, _)| p).collect();
+                let outcome = publish(&node, &partitions, &id, message.payload)
+                    .await
+                    .map_err(|e| failure(&e));
+                for (partition, samples) in message.sections {
+                    let carried = outcomes.entry(partition).or_default();
+                    carried.push((samples, outcome.clone()));
+                }
             }
-            (partition, outcomes)
+            outcomes
         }
     });
-    futures_util::future::join_all(publishes).await
+    for group in futures_util::future::join_all(publishes).await {
+        outcomes.extend(group);
+    }
+    outcomes
+}
+
+/// Why a publish failed, as a sink reports it.
+fn failure(e: &Error) -> String {
+    match e {
+        Error::Cluster(message) => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A partition's round of samples as encoded messages, in order, with their sample counts.
+type PartitionParts = (u32, Vec<(u64, bytes::Bytes)>);
+
+/// One message of a round: the partitions it holds with the samples of each, in partition
+/// order, and its payload.
+struct Packed {
+    sections: Vec<(u32, u64)>,
+    payload: bytes::Bytes,
+}
+
+/// The messages that carry `group`'s parts: each holds at most one part of a partition, and
+/// a partition's parts go in the order they came, in messages of at most `max_bytes` bytes.
+/// A message of one part is that part alone; one of several, an envelope of them.
+fn pack(mut group: Vec<PartitionParts>, max_bytes: usize) -> Vec<Packed> {
+    group.sort_unstable_by_key(|&(partition, _)| partition);
+    let rounds = group
+        .iter()
+        .map(|(_, parts)| parts.len())
+        .max()
+        .unwrap_or(0);
+    let mut left: Vec<_> = group
+        .into_iter()
+        .map(|(partition, parts)| (partition, parts.into_iter()))
+        .collect();
+    let mut messages = Vec::new();
+    let mut open: Vec<(u32, u64, bytes::Bytes)> = Vec::new();
+    let mut open_bytes = 0;
+    for _ in 0..rounds {
+        for (partition, parts) in &mut left {
+            let Some((samples, part)) = parts.next() else {
+                continue;
+            };
+            let fits = open_bytes + part.len() + envelope::overhead(open.len() + 1) <= max_bytes;
+            let holds = open.iter().any(|(held, ..)| held == partition);
+            if !open.is_empty() && (holds || !fits) {
+                messages.push(seal(std::mem::take(&mut open)));
+                open_bytes = 0;
+            }
+            open_bytes += part.len();
+            open.push((*partition, samples, part));
+        }
+    }
+    if !open.is_empty() {
+        messages.push(seal(open));
+    }
+    messages
+}
+
+/// The message of `parts` (at most one per partition).
+fn seal(mut parts: Vec<(u32, u64, bytes::Bytes)>) -> Packed {
+    parts.sort_unstable_by_key(|&(partition, ..)| partition);
+    let sections = parts.iter().map(|&(p, samples, _)| (p, samples)).collect();
+    let payload = match parts.as_slice() {
+        [(_, _, part)] => part.clone(),
+        _ => envelope::encode(
+            &parts
+                .into_iter()
+                .map(|(p, _, part)| (p, part))
+                .collect::<Vec<_>>(),
+        ),
+    };
+    Packed { sections, payload }
 }
 
 impl Drop for EdgeSink {
@@ -565,10 +657,11 @@ impl Sink for EdgeSink {
     }
 }
 
-/// Publishes one message, retrying with the same id until JetStream acknowledges it.
+/// Publishes one message holding `partitions`, retrying with the same id until JetStream
+/// acknowledges it.
 pub(super) async fn publish(
     node: &Node,
-    partition: u32,
+    partitions: &[u32],
     id: &str,
     payload: bytes::Bytes,
 ) -> Result<()> {
@@ -577,10 +670,10 @@ pub(super) async fn publish(
         if attempt > 0 {
             tokio::time::sleep(PUBLISH_RETRY).await;
         }
-        match node.log().publish(partition, id, payload.clone()).await {
+        match node.log().publish(partitions, id, payload.clone()).await {
             Ok(_) => return Ok(()),
             Err(e) => {
-                tracing::warn!(partition, attempt, error = %e, "publish failed; retrying");
+                tracing::warn!(?partitions, attempt, error = %e, "publish failed; retrying");
                 last = Some(e);
             }
         }
@@ -709,11 +802,7 @@ mod tests {
             Arc::<Tally>::default(),
             Arc::default(),
         );
-        let failed = || {
-            Err(Error::Cluster(
-                "partition 1: JetStream did not acknowledge".into(),
-            ))
-        };
+        let failed = || Err("partition 1: JetStream did not acknowledge".to_string());
         // Partition 1: a's 2 samples then b's 5, in messages of 3 (landed) and 4 (failed);
         // partition 2: c's 6 in one message that landed, and b's 1 after them.
         let outcomes = vec![
@@ -733,6 +822,39 @@ mod tests {
         let error = Some("partition 1: JetStream did not acknowledge".to_string());
         assert_eq!(counts(&b), (2, 4, error));
         assert_eq!(counts(&c), (6, 0, None));
+    }
+
+    #[test]
+    fn a_groups_parts_share_messages_in_order_and_under_the_limit() {
+        // Partition 7: three parts; 2: one; 5: two, the second too large to share.
+        let part = |tag: u8, len: usize| (len as u64, bytes::Bytes::from(vec![tag; len]));
+        let group = vec![
+            (7, vec![part(70, 300), part(71, 300), part(72, 50)]),
+            (2, vec![part(20, 200)]),
+            (5, vec![part(50, 100), part(51, 900)]),
+        ];
+        let limit = 1000;
+        let messages = pack(group.clone(), limit);
+        let held: Vec<Vec<u32>> = messages
+            .iter()
+            .map(|m| m.sections.iter().map(|&(p, _)| p).collect())
+            .collect();
+        assert_eq!(held, [vec![2, 5, 7], vec![5], vec![7], vec![7]]);
+        let mut carried: BTreeMap<u32, Vec<bytes::Bytes>> = BTreeMap::new();
+        for message in &messages {
+            assert!(message.payload.len() <= limit, "{}", message.payload.len());
+            for &(partition, samples) in &message.sections {
+                let entry = envelope::section(&message.payload, partition).unwrap();
+                assert_eq!(entry.len() as u64, samples);
+                carried.entry(partition).or_default().push(entry);
+            }
+        }
+        // A message of one part is the part itself, without an envelope.
+        assert_eq!(messages[1].payload, vec![51; 900]);
+        for (partition, parts) in group {
+            let parts: Vec<_> = parts.into_iter().map(|(_, part)| part).collect();
+            assert_eq!(carried[&partition], parts, "partition {partition}");
+        }
     }
 
     #[test]

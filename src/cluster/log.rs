@@ -1,11 +1,21 @@
-//! The cluster's ingest log: one JetStream stream, one subject per partition.
+//! The cluster's ingest log: one JetStream stream, whose subjects name the partitions each
+//! message holds.
 //!
-//! Every published batch goes to `tierdb.ingest.<partition>` of the stream `TIERDB_INGEST`
-//! (file storage, replicated on up to three servers). JetStream gives each message a stream
-//! sequence; a partition's messages are the stream's messages on its subject, in sequence
-//! order, and an owner reads them from the sequence after the last one it applied. One
+//! A message may hold entries of several partitions ([`super::envelope`]): the edge puts
+//! the partitions that the same nodes apply into one message, since a message costs a
+//! publish, an acknowledgement and three log copies whatever its size. Its subject in the
+//! stream `TIERDB_INGEST` (file storage, replicated on up to three servers) has one token
+//! per partition of the cluster, `1` for each partition it holds and `0` for the others:
+//! `tierdb.ingest.p.0.1.1.0` holds partitions 1 and 2 of four. A partition's readers filter
+//! on its token (`tierdb.ingest.p.*.1.*.*` for partition 1), so each reads exactly the
+//! messages that hold it, in stream order, from the sequence after the last one it applied.
+//! JetStream gives each message a stream sequence, shared by the partitions it holds. One
 //! stream rather than one per partition keeps the number of replicated groups at one on a
-//! small cluster; the partition subjects keep the owners' reads apart.
+//! small cluster.
+//!
+//! Builds before this scheme published one partition per message, on `tierdb.ingest.<p>`;
+//! readers read those subjects too, so a log written by them is applied whole after an
+//! upgrade.
 //!
 //! Publishing carries a message id (`Nats-Msg-Id`), so a publish retried after a lost
 //! acknowledgement is stored once within the stream's duplicate window.
@@ -31,10 +41,40 @@ pub(crate) const STREAM: &str = "TIERDB_INGEST";
 /// publish, shorter than the memory it costs.
 pub(crate) const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 
-/// The subject of `partition`'s messages.
-pub(crate) fn subject(partition: u32) -> String {
+/// What every subject of a message of the current scheme starts with.
+const SUBJECT_PREFIX: &str = "tierdb.ingest.p";
+
+/// The subject of a message holding `partitions` (sorted, each below `count`): a token per
+/// partition of the cluster, `1` for those it holds.
+fn subject(partitions: &[u32], count: u32) -> String {
+    let mut subject = String::with_capacity(SUBJECT_PREFIX.len() + 2 * count as usize);
+    subject.push_str(SUBJECT_PREFIX);
+    let mut held = partitions.iter().peekable();
+    for partition in 0..count {
+        let holds = held.next_if_eq(&&partition).is_some();
+        subject.push_str(if holds { ".1" } else { ".0" });
+    }
+    subject
+}
+
+/// The filter that selects the messages holding `partition` of `count`.
+fn partition_filter(partition: u32, count: u32) -> String {
+    let mut filter = String::with_capacity(SUBJECT_PREFIX.len() + 2 * count as usize);
+    filter.push_str(SUBJECT_PREFIX);
+    for other in 0..count {
+        filter.push_str(if other == partition { ".1" } else { ".*" });
+    }
+    filter
+}
+
+/// The subject earlier builds published `partition`'s messages on, one partition each.
+fn legacy_subject(partition: u32) -> String {
     format!("tierdb.ingest.{partition}")
 }
+
+/// Selects every message of earlier builds: their subjects have one token after `ingest`,
+/// the current scheme's at least two.
+const LEGACY_SUBJECTS: &str = "tierdb.ingest.*";
 
 /// How long the stream keeps messages. It must cover a replica's rebuild (a node that comes
 /// back after being down this long, or a new replica, reads the whole log tail), not the
@@ -65,20 +105,44 @@ impl Default for LogRetention {
 #[derive(Clone)]
 pub(crate) struct IngestLog {
     js: Context,
+    /// The cluster's partition count: a subject has a token for each.
+    partitions: u32,
+    /// Whether the stream held messages of earlier builds when this node opened it: only
+    /// then does [`IngestLog::last_sequences`] look on their subjects too.
+    legacy: bool,
 }
 
 impl IngestLog {
     /// Creates the stream if the cluster has none yet, else opens it as it is (its first
-    /// creator's retention stands; a change is a JetStream admin task).
+    /// creator's retention stands; a change is a JetStream admin task). `partitions` is the
+    /// cluster's partition count.
     ///
     /// # Errors
     /// [`Error::Cluster`] when JetStream refuses or does not answer.
-    pub(crate) async fn open(js: Context, retention: &LogRetention) -> Result<IngestLog> {
+    pub(crate) async fn open(
+        js: Context,
+        retention: &LogRetention,
+        partitions: u32,
+    ) -> Result<IngestLog> {
         let fail = |what: &str, e: &dyn std::fmt::Display| {
             Error::Cluster(format!("{what} the stream {STREAM}: {e}"))
         };
         match js.get_stream(STREAM).await {
-            Ok(_) => return Ok(IngestLog { js }),
+            Ok(stream) => {
+                let legacy = match stream
+                    .get_last_raw_message_by_subject(LEGACY_SUBJECTS)
+                    .await
+                {
+                    Ok(_) => true,
+                    Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => false,
+                    Err(e) => return Err(fail("reading", &e)),
+                };
+                return Ok(IngestLog {
+                    js,
+                    partitions,
+                    legacy,
+                });
+            }
             Err(e) if !streams::is_not_found(&e) => return Err(fail("looking up", &e)),
             Err(_) => {}
         }
@@ -88,7 +152,7 @@ impl IngestLog {
         };
         let config = |replicas| stream::Config {
             name: STREAM.to_string(),
-            description: Some("tierdb cluster: sample batches, a subject per partition".into()),
+            description: Some("tierdb cluster: sample batches, a token per partition".into()),
             subjects: vec!["tierdb.ingest.>".to_string()],
             storage: stream::StorageType::File,
             num_replicas: replicas,
@@ -104,30 +168,40 @@ impl IngestLog {
             .await
             .map_err(|e| fail("creating", &e))?;
         tracing::info!(?replicas, "opened the ingest log");
-        Ok(IngestLog { js })
+        Ok(IngestLog {
+            js,
+            partitions,
+            legacy: false,
+        })
     }
 
-    /// Publishes one encoded batch of `partition` under the message id `id`; returns its
-    /// stream sequence once JetStream has stored it (on a majority of its replicas). A
-    /// duplicate id within the window is acknowledged with the first copy's sequence and
-    /// stored once.
+    /// Publishes one message holding `partitions` (sorted, distinct), its payload a single
+    /// entry or an envelope of their entries ([`super::envelope`]), under the message id
+    /// `id`; returns its stream sequence once JetStream has stored it (on a majority of its
+    /// replicas). A duplicate id within the window is acknowledged with the first copy's
+    /// sequence and stored once.
     ///
     /// # Errors
     /// [`Error::Cluster`] when the publish or its acknowledgement fails (the caller may retry
     /// with the same id).
-    pub(crate) async fn publish(&self, partition: u32, id: &str, payload: Bytes) -> Result<u64> {
+    pub(crate) async fn publish(
+        &self,
+        partitions: &[u32],
+        id: &str,
+        payload: Bytes,
+    ) -> Result<u64> {
         let message = jetstream::message::PublishMessage::build()
             .payload(payload)
             .message_id(id);
         let ack = self
             .js
-            .send_publish(subject(partition), message)
+            .send_publish(subject(partitions, self.partitions), message)
             .await
-            .map_err(|e| Error::Cluster(format!("publishing to partition {partition}: {e}")))?
+            .map_err(|e| Error::Cluster(format!("publishing to partitions {partitions:?}: {e}")))?
             .await
             .map_err(|e| {
                 Error::Cluster(format!(
-                    "partition {partition}: JetStream did not acknowledge: {e}"
+                    "partitions {partitions:?}: JetStream did not acknowledge: {e}"
                 ))
             })?;
         Ok(ack.sequence)
@@ -150,10 +224,9 @@ impl IngestLog {
             .get_stream_no_info(STREAM)
             .await
             .map_err(|e| Error::Cluster(format!("stream {STREAM}: {e}")))?;
-        let asked = partitions.iter().map(|&partition| {
+        let last_on = |partition: u32, subject: String| {
             let stream = &stream;
             async move {
-                let subject = subject(partition);
                 match stream.get_last_raw_message_by_subject(&subject).await {
                     Ok(message) => Ok((partition, message.sequence)),
                     Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {
@@ -164,10 +237,23 @@ impl IngestLog {
                     ))),
                 }
             }
-        });
-        futures_util::future::try_join_all(asked)
-            .await
-            .map(|pairs| pairs.into_iter().collect())
+        };
+        let mut asked = Vec::with_capacity(partitions.len());
+        for &partition in partitions {
+            asked.push(last_on(
+                partition,
+                partition_filter(partition, self.partitions),
+            ));
+            if self.legacy {
+                asked.push(last_on(partition, legacy_subject(partition)));
+            }
+        }
+        let mut last = BTreeMap::new();
+        for (partition, seq) in futures_util::future::try_join_all(asked).await? {
+            let at = last.entry(partition).or_insert(0);
+            *at = seq.max(*at);
+        }
+        Ok(last)
     }
 
     /// The stream's first sequence still held (messages before it were dropped by
@@ -193,8 +279,8 @@ impl IngestLog {
             .map_err(|e| Error::Cluster(format!("stream {STREAM}: {e}")))
     }
 
-    /// Reads `partition`'s messages from the one after `applied`, in sequence order, as
-    /// (sequence, payload). An ordered consumer: ephemeral, unacknowledged, recreated by the
+    /// Reads the messages holding `partition` (earlier builds' included) from the one after
+    /// `applied`, in sequence order, as (sequence, payload). An ordered consumer: ephemeral, unacknowledged, recreated by the
     /// client from the last sequence it delivered if it is lost (a server restart, a leader
     /// change), so nothing is skipped or repeated.
     ///
@@ -211,7 +297,10 @@ impl IngestLog {
         };
         let consumer = stream
             .create_consumer(consumer::pull::OrderedConfig {
-                filter_subject: subject(partition),
+                filter_subjects: vec![
+                    partition_filter(partition, self.partitions),
+                    legacy_subject(partition),
+                ],
                 deliver_policy,
                 ..Default::default()
             })
@@ -257,5 +346,19 @@ impl PartitionReader {
     /// The next message if one arrives within `wait`.
     pub(crate) async fn next_within(&mut self, wait: Duration) -> Option<Result<(u64, Bytes)>> {
         tokio::time::timeout(wait, self.next()).await.ok().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_subject_has_a_token_per_partition_and_a_filter_selects_one() {
+        assert_eq!(subject(&[1, 2], 4), "tierdb.ingest.p.0.1.1.0");
+        assert_eq!(subject(&[0], 1), "tierdb.ingest.p.1");
+        assert_eq!(partition_filter(1, 4), "tierdb.ingest.p.*.1.*.*");
+        assert_eq!(partition_filter(0, 1), "tierdb.ingest.p.1");
+        assert_eq!(legacy_subject(3), "tierdb.ingest.3");
     }
 }

@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 
 use super::apply::PartitionStore;
 use super::delete_entry::{self, LogEntry};
+use super::envelope;
 use super::log::{IngestLog, LogRetention};
 use super::nats_version;
 use super::ownership::{ClusterSettings, ClusterView, Ownership};
@@ -205,7 +206,9 @@ impl Node {
         let (log, ownership) = loop {
             let joined = async {
                 nats_version::check(&js.client().server_info())?;
-                let log = IngestLog::open(js.clone(), &settings.log).await?;
+                // The count the node asks for: joining refuses a cluster that has another.
+                let partitions = settings.ownership.partitions;
+                let log = IngestLog::open(js.clone(), &settings.log, partitions).await?;
                 let ownership = Ownership::join(
                     js.clone(),
                     &settings.name,
@@ -790,7 +793,9 @@ impl Node {
                 }
                 let entries: Vec<_> = messages
                     .into_iter()
-                    .map(|(seq, payload)| match delete_entry::decode(&payload) {
+                    .map(|(seq, payload)| match envelope::section(&payload, partition)
+                        .and_then(|entry| delete_entry::decode(&entry))
+                    {
                         Ok(entry) => (seq, entry),
                         Err(e) => {
                             // Every owner skips the same message: the log is the same for all.

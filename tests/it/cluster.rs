@@ -1548,3 +1548,84 @@ fn a_deletion_through_one_node_reaches_every_owner_once() {
         assert_eq!(count(node, "del.cpu{host=web-1}").unwrap(), 10.0);
     }
 }
+
+/// A log written by builds that published one partition per message, on
+/// `tierdb.ingest.<partition>`, is applied whole by a node of this build: its readers read
+/// those subjects beside the current ones, and a strong read waits for them too. The same
+/// series then take new samples through the node, in the current scheme.
+#[test]
+fn a_log_of_one_partition_per_message_is_applied_after_an_upgrade() {
+    use tierdb::testing::cluster::{partition_of, wire, KeyIndex, SampleBatch};
+    let mut setup = Setup::stopped(1, 1);
+    let minute = hour_start();
+    let names: Vec<String> = (0..40).map(|i| format!("legacy.s{i:02}.value")).collect();
+    let legacy_last = setup.runtime.block_on(async {
+        let mut last = BTreeMap::new();
+        let js = setup.nats.jetstream().await;
+        js.create_stream(async_nats::jetstream::stream::Config {
+            name: "TIERDB_INGEST".into(),
+            subjects: vec!["tierdb.ingest.>".into()],
+            storage: async_nats::jetstream::stream::StorageType::File,
+            max_bytes: 256 << 20,
+            ..Default::default()
+        })
+        .await
+        .expect("the earlier build's log");
+        // Two messages per partition, as an earlier build published them: ten samples of
+        // each series, in two halves.
+        for half in 0..2 {
+            let mut batches: BTreeMap<u32, (SampleBatch, KeyIndex)> = BTreeMap::new();
+            for (i, name) in names.iter().enumerate() {
+                let (batch, index) = batches.entry(partition_of(name, 16)).or_default();
+                for j in half * 5..half * 5 + 5 {
+                    batch.push(index, name, None, minute + j * 60, (i + 1) as f64);
+                }
+            }
+            for (partition, (batch, _)) in batches {
+                let mut payload = Vec::new();
+                wire::encode(&batch, &mut payload).unwrap();
+                let ack = js
+                    .publish(format!("tierdb.ingest.{partition}"), payload.into())
+                    .await
+                    .unwrap()
+                    .await
+                    .expect("stored");
+                last.insert(partition, ack.sequence);
+            }
+        }
+        last
+    });
+    setup.cluster[0].start(&setup.urls);
+    wait_served(&setup.cluster);
+    let node = setup.cluster[0].http();
+    // The log's end of each partition counts the earlier build's messages.
+    let status = get_json(node, "/api/v1/cluster").unwrap();
+    for line in status["partitions"].as_array().unwrap() {
+        let partition = line["partition"].as_u64().unwrap() as u32;
+        let expected = legacy_last.get(&partition).copied().unwrap_or(0);
+        assert_eq!(line["last_sequence"], expected, "{line}");
+    }
+    let mut lines = String::new();
+    for (i, name) in names.iter().enumerate() {
+        lines.push_str(&format!("{name} {} {}\n", (i + 1) * 100, minute + 10 * 60));
+    }
+    let mut stream = TcpStream::connect(setup.cluster[0].graphite()).unwrap();
+    stream.write_all(lines.as_bytes()).unwrap();
+    drop(stream);
+    for (i, name) in names.iter().enumerate() {
+        let path = format!(
+            "/api/v1/query?series={name}&tier=1m&from={minute}&to={}&display=total&consistency=strong",
+            minute + 11 * 60
+        );
+        let expected = 10.0 * (i + 1) as f64 + ((i + 1) * 100) as f64;
+        eventually(
+            &format!("{name}: the old log's samples and the new one"),
+            || {
+                let total = points_sum(&get_json(node, &path)?);
+                (total == expected)
+                    .then_some(())
+                    .ok_or(format!("total {total}, expected {expected}"))
+            },
+        );
+    }
+}

@@ -73,6 +73,23 @@ impl ClusterView {
             .collect()
     }
 
+    /// The nodes that apply `partition`, by name: its slots' holders and its desired owners
+    /// (each applies it, as [`ClusterView::to_apply`] says), so the nodes its log messages
+    /// reach. Empty for a partition the view does not know.
+    pub fn appliers(&self, partition: u32) -> BTreeSet<&str> {
+        let Some(owners) = self.partitions.get(partition as usize) else {
+            return BTreeSet::new();
+        };
+        let holders = owners
+            .replicas
+            .iter()
+            .flatten()
+            .map(|lease| lease.node.as_str());
+        holders
+            .chain(owners.desired.iter().map(String::as_str))
+            .collect()
+    }
+
     /// A node to read `partition` from: a live lease holder with a live heartbeat; `prefer`
     /// (usually the asking node) when it is one, else the one that applied furthest. `None`
     /// when no holder is live (or no such partition).
