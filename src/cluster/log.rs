@@ -21,6 +21,7 @@
 //! acknowledgement is stored once within the stream's duplicate window.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream, Context};
@@ -107,9 +108,9 @@ pub(crate) struct IngestLog {
     js: Context,
     /// The cluster's partition count: a subject has a token for each.
     partitions: u32,
-    /// Whether the stream held messages of earlier builds when this node opened it: only
-    /// then does [`IngestLog::last_sequences`] look on their subjects too.
-    legacy: bool,
+    /// Whether the stream holds messages of earlier builds, once the log answered: only
+    /// then does [`IngestLog::last_sequences`] look on their subjects too (and while unset).
+    legacy: Arc<OnceLock<bool>>,
 }
 
 impl IngestLog {
@@ -128,20 +129,12 @@ impl IngestLog {
             Error::Cluster(format!("{what} the stream {STREAM}: {e}"))
         };
         match js.get_stream(STREAM).await {
-            Ok(stream) => {
-                let legacy = match stream
-                    .get_last_raw_message_by_subject(LEGACY_SUBJECTS)
-                    .await
-                {
-                    Ok(_) => true,
-                    Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => false,
-                    Err(e) => return Err(fail("reading", &e)),
-                };
+            Ok(_) => {
                 return Ok(IngestLog {
                     js,
                     partitions,
-                    legacy,
-                });
+                    legacy: Arc::default(),
+                })
             }
             Err(e) if !streams::is_not_found(&e) => return Err(fail("looking up", &e)),
             Err(_) => {}
@@ -171,7 +164,7 @@ impl IngestLog {
         Ok(IngestLog {
             js,
             partitions,
-            legacy: false,
+            legacy: Arc::new(OnceLock::from(false)),
         })
     }
 
@@ -238,13 +231,27 @@ impl IngestLog {
                 }
             }
         };
+        let legacy = match self.legacy.get() {
+            Some(&legacy) => legacy,
+            None => match stream
+                .get_last_raw_message_by_subject(LEGACY_SUBJECTS)
+                .await
+            {
+                Ok(_) => *self.legacy.get_or_init(|| true),
+                Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {
+                    *self.legacy.get_or_init(|| false)
+                }
+                // Asked again next time; meanwhile, look.
+                Err(_) => true,
+            },
+        };
         let mut asked = Vec::with_capacity(partitions.len());
         for &partition in partitions {
             asked.push(last_on(
                 partition,
                 partition_filter(partition, self.partitions),
             ));
-            if self.legacy {
+            if legacy {
                 asked.push(last_on(partition, legacy_subject(partition)));
             }
         }
@@ -279,14 +286,18 @@ impl IngestLog {
             .map_err(|e| Error::Cluster(format!("stream {STREAM}: {e}")))
     }
 
-    /// Reads the messages holding `partition` (earlier builds' included) from the one after
-    /// `applied`, in sequence order, as (sequence, payload). An ordered consumer: ephemeral, unacknowledged, recreated by the
-    /// client from the last sequence it delivered if it is lost (a server restart, a leader
-    /// change), so nothing is skipped or repeated.
+    /// Reads the messages holding any of `partitions` (earlier builds' included) from the one
+    /// after `applied`, in sequence order, each once however many of them it holds. An
+    /// ordered consumer: ephemeral, unacknowledged, recreated by the client from the last
+    /// sequence it delivered if it is lost (a server restart, a leader change), so nothing
+    /// is skipped or repeated.
     ///
     /// # Errors
     /// [`Error::Cluster`] when the consumer cannot be created.
-    pub(crate) async fn read_from(&self, partition: u32, applied: u64) -> Result<PartitionReader> {
+    pub(crate) async fn read_from(&self, partitions: &[u32], applied: u64) -> Result<LogReader> {
+        let fail = |e: &dyn std::fmt::Display| {
+            Error::Cluster(format!("reading partitions {partitions:?}: {e}"))
+        };
         let stream = self.stream().await?;
         let deliver_policy = if applied == 0 {
             consumer::DeliverPolicy::All
@@ -295,57 +306,68 @@ impl IngestLog {
                 start_sequence: applied + 1,
             }
         };
+        let filter_subjects = partitions
+            .iter()
+            .flat_map(|&p| [partition_filter(p, self.partitions), legacy_subject(p)])
+            .collect();
         let consumer = stream
             .create_consumer(consumer::pull::OrderedConfig {
-                filter_subjects: vec![
-                    partition_filter(partition, self.partitions),
-                    legacy_subject(partition),
-                ],
+                filter_subjects,
                 deliver_policy,
                 ..Default::default()
             })
             .await
-            .map_err(|e| Error::Cluster(format!("reading partition {partition}: {e}")))?;
-        let messages = consumer
-            .messages()
-            .await
-            .map_err(|e| Error::Cluster(format!("reading partition {partition}: {e}")))?;
-        Ok(PartitionReader {
-            partition,
-            messages,
-        })
+            .map_err(|e| fail(&e))?;
+        let messages = consumer.messages().await.map_err(|e| fail(&e))?;
+        Ok(LogReader { messages })
     }
 }
 
-/// One partition's messages in order; see [`IngestLog::read_from`].
-pub(crate) struct PartitionReader {
-    partition: u32,
+/// The partitions a message on `subject` holds, in order: the tokens set to `1` of the
+/// current scheme, or an earlier build's one partition. Empty for a subject of neither.
+fn held_partitions(subject: &str) -> Vec<u32> {
+    if let Some(tokens) = subject.strip_prefix(SUBJECT_PREFIX) {
+        return (0u32..)
+            .zip(tokens.split('.').skip(1))
+            .filter(|&(_, token)| token == "1")
+            .map(|(partition, _)| partition)
+            .collect();
+    }
+    let legacy = subject.strip_prefix("tierdb.ingest.");
+    legacy.and_then(|p| p.parse().ok()).into_iter().collect()
+}
+
+/// One message of the log, as a [`LogReader`] delivers it.
+pub(crate) struct LogMessage {
+    /// Its stream sequence.
+    pub seq: u64,
+    /// The partitions it holds, in order.
+    pub partitions: Vec<u32>,
+    /// An entry, or an envelope of entries ([`super::envelope`]).
+    pub payload: Bytes,
+}
+
+/// The messages of some partitions in order; see [`IngestLog::read_from`].
+pub(crate) struct LogReader {
     messages: consumer::pull::Ordered,
 }
 
-impl PartitionReader {
+impl LogReader {
     /// The next message, waiting for one; `None` when the consumer ended.
     ///
     /// # Errors
     /// [`Error::Cluster`] on a delivery error the client could not recover from.
-    pub(crate) async fn next(&mut self) -> Option<Result<(u64, Bytes)>> {
+    pub(crate) async fn next(&mut self) -> Option<Result<LogMessage>> {
         let message = self.messages.next().await?;
-        Some(
-            message
-                .map_err(|e| Error::Cluster(format!("partition {}: {e}", self.partition)))
-                .and_then(|message| {
-                    let seq = message
-                        .info()
-                        .map_err(|e| Error::Cluster(format!("partition {}: {e}", self.partition)))?
-                        .stream_sequence;
-                    Ok((seq, message.payload.clone()))
-                }),
-        )
-    }
-
-    /// The next message if one arrives within `wait`.
-    pub(crate) async fn next_within(&mut self, wait: Duration) -> Option<Result<(u64, Bytes)>> {
-        tokio::time::timeout(wait, self.next()).await.ok().flatten()
+        let fail = |e: &dyn std::fmt::Display| Error::Cluster(format!("reading the log: {e}"));
+        Some(message.map_err(|e| fail(&e)).and_then(|message| {
+            let seq = message.info().map_err(|e| fail(&e))?.stream_sequence;
+            Ok(LogMessage {
+                seq,
+                partitions: held_partitions(&message.subject),
+                payload: message.payload.clone(),
+            })
+        }))
     }
 }
 
@@ -360,5 +382,14 @@ mod tests {
         assert_eq!(partition_filter(1, 4), "tierdb.ingest.p.*.1.*.*");
         assert_eq!(partition_filter(0, 1), "tierdb.ingest.p.1");
         assert_eq!(legacy_subject(3), "tierdb.ingest.3");
+    }
+
+    #[test]
+    fn a_messages_partitions_are_read_from_its_subject() {
+        assert_eq!(held_partitions(&subject(&[1, 2], 4)), [1, 2]);
+        assert_eq!(held_partitions(&subject(&[0, 3], 4)), [0, 3]);
+        assert_eq!(held_partitions(&legacy_subject(7)), [7]);
+        assert!(held_partitions("tierdb.ingest.x").is_empty());
+        assert!(held_partitions("other").is_empty());
     }
 }

@@ -26,6 +26,7 @@ use super::apply::PartitionStore;
 use super::delete_entry::{self, LogEntry};
 use super::envelope;
 use super::log::{IngestLog, LogRetention};
+use super::log_feed::LogFeed;
 use super::nats_version;
 use super::ownership::{ClusterSettings, ClusterView, Ownership};
 use super::peer;
@@ -44,14 +45,9 @@ const GROUP_MESSAGES: usize = 64;
 /// How long a partition's task waits for more messages before it applies what it has.
 const GROUP_WAIT: Duration = Duration::from_millis(5);
 
-/// How long a partition's reader may deliver nothing before the log is asked whether it
-/// holds more. A reader whose NATS server died, or whose stream leader moved, delivers
-/// nothing until the client notices two missed idle heartbeats (15 s each by default): up to
-/// 45 s with the partition unapplied and its strong reads refused. When the log has more than
-/// was applied, the reader is replaced at once. The check is a stream lookup and a read of
-/// the partition's last message, and a new consumer is made only when the log answers:
-/// nothing piles onto a JetStream that is electing a leader.
-const READER_STALL_CHECK: Duration = Duration::from_secs(3);
+/// How long a partition's task may be given nothing before it makes what it applied durable
+/// (a checkpoint) rather than wait for the next group.
+const IDLE_CHECKPOINT: Duration = Duration::from_secs(3);
 
 /// The lag tests' fault hook: milliseconds a node waits before applying each group of
 /// messages, so its partitions fall behind the log while it still answers reads.
@@ -127,6 +123,8 @@ pub(crate) struct Node {
     tiers: TiersConfig,
     clock: Arc<dyn Clock>,
     log: IngestLog,
+    /// The one reader of the log, feeding every partition applied here.
+    feed: Arc<LogFeed>,
     ownership: Mutex<Option<Ownership>>,
     view: watch::Receiver<Arc<ClusterView>>,
     partitions: u32,
@@ -237,6 +235,7 @@ impl Node {
             data_dir: settings.data_dir,
             tiers: settings.tiers,
             clock: Arc::new(SystemClock),
+            feed: LogFeed::new(log.clone()),
             log,
             partitions: ownership.partitions(),
             ownership: Mutex::new(Some(ownership)),
@@ -258,6 +257,7 @@ impl Node {
                 .map(Duration::from_millis),
         });
         let tasks = vec![
+            tokio::spawn(Arc::clone(&node.feed).run()),
             tokio::spawn(Arc::clone(&node).follow_view()),
             tokio::spawn(Arc::clone(&node).check_log()),
         ];
@@ -410,6 +410,7 @@ impl Node {
         };
         let _ = applying.stop.send(true);
         let _ = applying.task.await;
+        self.feed.unsubscribe(partition);
         if let Some(ownership) = self
             .ownership
             .lock()
@@ -722,76 +723,49 @@ impl Node {
         }
     }
 
-    /// Whether the log holds messages of `partition` past `applied` (its reader, idle, then
-    /// delivers nothing of them). A log that does not answer says nothing.
-    async fn reader_stalled(&self, partition: u32, applied: u64) -> bool {
-        match self.log.last_sequences(&[partition]).await {
-            Ok(last) => last.get(&partition).is_some_and(|&last| last > applied),
-            Err(_) => false,
-        }
-    }
-
-    /// Reads and applies `partition`'s log until told to stop.
+    /// Applies the messages the node's feed gives `partition` until told to stop.
     async fn apply_partition(
         self: Arc<Node>,
         partition: u32,
         store: Arc<PartitionStore>,
         mut stopped: watch::Receiver<bool>,
     ) {
-        'read: loop {
+        let mut feed = self.feed.subscribe(partition, store.applied());
+        loop {
             if *stopped.borrow() {
                 return;
             }
-            let mut reader = match self.log.read_from(partition, store.applied()).await {
-                Ok(reader) => reader,
-                Err(e) => {
-                    tracing::warn!(partition, error = %e, "reading the log; retrying");
-                    tokio::time::sleep(RETRY_PAUSE).await;
-                    continue;
-                }
+            let first = tokio::select! {
+                _ = stopped.changed() => return,
+                first = tokio::time::timeout(IDLE_CHECKPOINT, feed.recv()) => first,
             };
-            loop {
-                let first = tokio::select! {
-                    _ = stopped.changed() => return,
-                    first = tokio::time::timeout(READER_STALL_CHECK, reader.next()) => first,
-                };
-                let Ok(first) = first else {
-                    // Idle: make what was applied durable now rather than at the next group.
-                    let idle_store = Arc::clone(&store);
-                    let checkpoint = tokio::task::spawn_blocking(move || idle_store.checkpoint())
-                        .await
-                        .map_err(|e| Error::Poisoned(format!("checkpoint task failed: {e}")))
-                        .and_then(|r| r);
-                    if let Err(e) = checkpoint {
-                        tracing::error!(partition, error = %e, "a checkpoint failed; reopening the partition");
-                        self.failed.notify_one();
-                        return;
-                    }
-                    if self.reader_stalled(partition, store.applied()).await {
-                        tracing::warn!(
-                            partition,
-                            "the log holds more than its reader delivers; reading it again"
-                        );
-                        continue 'read;
-                    }
-                    continue;
-                };
-                let mut messages = match first {
-                    Some(Ok(message)) => vec![message],
-                    Some(Err(e)) => {
-                        tracing::warn!(partition, error = %e, "reading the log; reopening");
-                        tokio::time::sleep(RETRY_PAUSE).await;
-                        continue 'read;
-                    }
-                    None => continue 'read,
-                };
-                while messages.len() < GROUP_MESSAGES {
-                    match reader.next_within(GROUP_WAIT).await {
-                        Some(Ok(message)) => messages.push(message),
-                        _ => break,
-                    }
+            let Ok(first) = first else {
+                // Idle: make what was applied durable now rather than at the next group.
+                let idle_store = Arc::clone(&store);
+                let checkpoint = tokio::task::spawn_blocking(move || idle_store.checkpoint())
+                    .await
+                    .map_err(|e| Error::Poisoned(format!("checkpoint task failed: {e}")))
+                    .and_then(|r| r);
+                if let Err(e) = checkpoint {
+                    tracing::error!(partition, error = %e, "a checkpoint failed; reopening the partition");
+                    self.failed.notify_one();
+                    return;
                 }
-                let entries: Vec<_> = messages
+                continue;
+            };
+            let Some(first) = first else {
+                // The feed dropped this queue (another took its place): ask again.
+                feed = self.feed.subscribe(partition, store.applied());
+                continue;
+            };
+            let mut messages = vec![first];
+            while messages.len() < GROUP_MESSAGES {
+                match tokio::time::timeout(GROUP_WAIT, feed.recv()).await {
+                    Ok(Some(message)) => messages.push(message),
+                    _ => break,
+                }
+            }
+            let entries: Vec<_> = messages
                     .into_iter()
                     .map(|(seq, payload)| match envelope::section(&payload, partition)
                         .and_then(|entry| delete_entry::decode(&entry))
@@ -804,25 +778,23 @@ impl Node {
                         }
                     })
                     .collect();
-                if let Some(pause) = self.apply_pause {
-                    tokio::time::sleep(pause).await;
-                }
-                let apply_store = Arc::clone(&store);
-                let applied =
-                    tokio::task::spawn_blocking(move || apply_store.apply_entries(entries))
-                        .await
-                        .map_err(|e| Error::Poisoned(format!("apply task failed: {e}")))
-                        .and_then(|r| r);
-                match applied {
-                    Ok(_) => self.report_applied(partition, store.applied()),
-                    Err(e) => {
-                        // A group that failed part way (a full disk, a panic) is rolled back
-                        // only by opening the store again: end here and let the manager
-                        // close and reopen it, then read again from the applied sequence.
-                        tracing::error!(partition, error = %e, "applying failed; reopening the partition");
-                        self.failed.notify_one();
-                        return;
-                    }
+            if let Some(pause) = self.apply_pause {
+                tokio::time::sleep(pause).await;
+            }
+            let apply_store = Arc::clone(&store);
+            let applied = tokio::task::spawn_blocking(move || apply_store.apply_entries(entries))
+                .await
+                .map_err(|e| Error::Poisoned(format!("apply task failed: {e}")))
+                .and_then(|r| r);
+            match applied {
+                Ok(_) => self.report_applied(partition, store.applied()),
+                Err(e) => {
+                    // A group that failed part way (a full disk, a panic) is rolled back
+                    // only by opening the store again: end here and let the manager
+                    // close and reopen it, then read again from the applied sequence.
+                    tracing::error!(partition, error = %e, "applying failed; reopening the partition");
+                    self.failed.notify_one();
+                    return;
                 }
             }
         }

@@ -1,0 +1,174 @@
+//! A node's one reader of the ingest log, feeding each partition it applies the messages
+//! that hold it.
+//!
+//! A message holds the partitions that the same nodes apply ([`super::envelope`]), so one
+//! consumer over all of a node's partitions receives it once, where a consumer per partition
+//! would receive it once per partition: each delivery costs the servers and the node about
+//! the same whatever its size. The feed hands each partition's task the message (its bytes
+//! shared) with its sequence, in stream order, and only those past what the task said it
+//! applied.
+//!
+//! The consumer is made again, from the lowest position any partition needs, whenever the
+//! set of partitions or a partition's position changes (a partition taken, given up, or
+//! reopened after a failed apply and so rolled back to its checkpoint); a partition already
+//! past a message skips it. A partition whose task is slow holds the others back (its queue
+//! is bounded), which bounds what the feed keeps in memory.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, watch};
+
+use super::log::{IngestLog, LogMessage};
+
+/// Messages queued for one partition's task at most: a full group and as many more.
+const QUEUED_MESSAGES: usize = 128;
+
+/// How long the feed may receive nothing before the log is asked whether it holds more for
+/// the partitions it feeds. A consumer whose NATS server died, or whose stream leader
+/// moved, delivers nothing until the client notices two missed idle heartbeats (15 s each by
+/// default): up to 45 s with the partitions unapplied and their strong reads refused. When
+/// the log has more than was delivered, the consumer is replaced at once. The check is a read
+/// of each partition's last message, and a new consumer is made only when the log answers:
+/// nothing piles onto a JetStream that is electing a leader.
+const STALL_CHECK: Duration = Duration::from_secs(3);
+
+/// How long the feed pauses after a failed read before it makes its consumer again.
+const RETRY_PAUSE: Duration = Duration::from_secs(1);
+
+/// A partition's messages as the feed hands them: (stream sequence, payload).
+pub(crate) type FedMessage = (u64, Bytes);
+
+/// The node's reader of the log; see the module docs.
+pub(crate) struct LogFeed {
+    log: IngestLog,
+    feeds: Mutex<BTreeMap<u32, Feed>>,
+    /// Bumped whenever `feeds` changes in a way the consumer must follow.
+    changed: watch::Sender<u64>,
+}
+
+/// One partition's queue.
+struct Feed {
+    queue: mpsc::Sender<FedMessage>,
+    /// The lowest sequence the partition still needs.
+    next: u64,
+}
+
+impl LogFeed {
+    /// A feed reading `log`; [`LogFeed::run`] reads it.
+    pub(crate) fn new(log: IngestLog) -> Arc<LogFeed> {
+        Arc::new(LogFeed {
+            log,
+            feeds: Mutex::new(BTreeMap::new()),
+            changed: watch::Sender::new(0),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<u32, Feed>> {
+        self.feeds.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|version| *version += 1);
+    }
+
+    /// The messages holding `partition` after `applied`, in order; replaces the partition's
+    /// earlier queue, if any.
+    pub(crate) fn subscribe(&self, partition: u32, applied: u64) -> mpsc::Receiver<FedMessage> {
+        let (queue, messages) = mpsc::channel(QUEUED_MESSAGES);
+        let next = applied + 1;
+        self.lock().insert(partition, Feed { queue, next });
+        self.bump();
+        messages
+    }
+
+    /// Stops feeding `partition`.
+    pub(crate) fn unsubscribe(&self, partition: u32) {
+        if self.lock().remove(&partition).is_some() {
+            self.bump();
+        }
+    }
+
+    /// Reads the log for the partitions subscribed, until the node stops the task.
+    pub(crate) async fn run(self: Arc<Self>) {
+        let mut changed = self.changed.subscribe();
+        loop {
+            changed.borrow_and_update();
+            let (partitions, from) = {
+                let feeds = self.lock();
+                let from = feeds.values().map(|f| f.next).min();
+                (feeds.keys().copied().collect::<Vec<u32>>(), from)
+            };
+            let Some(from) = from else {
+                if changed.changed().await.is_err() {
+                    return;
+                }
+                continue;
+            };
+            let mut reader = match self.log.read_from(&partitions, from - 1).await {
+                Ok(reader) => reader,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading the log; retrying");
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                    continue;
+                }
+            };
+            loop {
+                let next = tokio::select! {
+                    _ = changed.changed() => break,
+                    next = tokio::time::timeout(STALL_CHECK, reader.next()) => next,
+                };
+                match next {
+                    Err(_) => {
+                        if self.stalled(&partitions).await {
+                            tracing::warn!(
+                                "the log holds more than its reader delivers; reading it again"
+                            );
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Ok(Some(Err(e))) => {
+                        tracing::warn!(error = %e, "reading the log; reading it again");
+                        tokio::time::sleep(RETRY_PAUSE).await;
+                        break;
+                    }
+                    Ok(Some(Ok(message))) => self.hand_out(message).await,
+                }
+            }
+        }
+    }
+
+    /// Queues `message` for each partition it holds that needs it.
+    async fn hand_out(&self, message: LogMessage) {
+        for partition in message.partitions {
+            let queue = {
+                let mut feeds = self.lock();
+                match feeds.get_mut(&partition) {
+                    Some(feed) if feed.next <= message.seq => {
+                        feed.next = message.seq + 1;
+                        feed.queue.clone()
+                    }
+                    _ => continue,
+                }
+            };
+            // A task that ended (its partition stopped or failed) left its queue: the
+            // partition subscribes again from its own position when it starts over.
+            let _ = queue.send((message.seq, message.payload.clone())).await;
+        }
+    }
+
+    /// Whether the log holds messages of `partitions` that were not handed out (the
+    /// consumer, idle, then delivers nothing of them). A log that does not answer says
+    /// nothing.
+    async fn stalled(&self, partitions: &[u32]) -> bool {
+        let Ok(last) = self.log.last_sequences(partitions).await else {
+            return false;
+        };
+        let feeds = self.lock();
+        last.iter()
+            .any(|(p, &last)| feeds.get(p).is_some_and(|feed| last >= feed.next))
+    }
+}
