@@ -18,7 +18,7 @@ pub(crate) mod edge;
 pub(crate) mod envelope;
 pub(crate) mod fanout;
 pub(crate) mod log;
-mod log_feed;
+pub(crate) mod log_feed;
 pub(crate) mod nats_connect;
 pub(crate) mod nats_version;
 pub(crate) mod node;

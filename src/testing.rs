@@ -42,7 +42,7 @@ pub mod registry {
     pub use crate::registry::Registry;
 }
 
-/// The cluster's parts, without NATS: a partition's store and the log's wire format.
+/// The cluster's parts: a partition's store, the log, and the log's wire format.
 #[cfg(feature = "server")]
 pub mod cluster {
     pub use crate::cluster::{partition_of, KeyIndex, SampleBatch};
@@ -57,6 +57,11 @@ pub mod cluster {
     /// Leases and their table.
     pub mod ownership {
         pub use crate::cluster::ownership::{ClusterSettings, ClusterView, Ownership};
+    }
+    /// The ingest log and a node's reader of it.
+    pub mod log {
+        pub use crate::cluster::log::{IngestLog, LogRetention};
+        pub use crate::cluster::log_feed::{FedMessage, LogFeed};
     }
     /// The log's payload.
     pub mod wire {

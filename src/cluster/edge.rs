@@ -427,7 +427,7 @@ impl EdgeSink {
 /// Publishes `batches`. The partitions that the same nodes apply, as this node's view of
 /// the leases has it, go out together: a message holds a part of each ([`pack`]). A
 /// group's messages are published one after another, the groups at once. A stale view
-/// costs messages, never correctness: each partition's readers filter on its own token.
+/// costs messages, never correctness: each partition is read by its own token.
 async fn publish_batches(node: &Arc<Node>, batches: Batches) -> Outcomes {
     let max_bytes = node.log().max_payload().saturating_sub(HEADER_ROOM);
     let view = node.view();

@@ -6,9 +6,10 @@
 //! publish, an acknowledgement and three log copies whatever its size. Its subject in the
 //! stream `TIERDB_INGEST` (file storage, replicated on up to three servers) has one token
 //! per partition of the cluster, `1` for each partition it holds and `0` for the others:
-//! `tierdb.ingest.p.0.1.1.0` holds partitions 1 and 2 of four. A partition's readers filter
-//! on its token (`tierdb.ingest.p.*.1.*.*` for partition 1), so each reads exactly the
-//! messages that hold it, in stream order, from the sequence after the last one it applied.
+//! `tierdb.ingest.p.0.1.1.0` holds partitions 1 and 2 of four. A partition's filter is its
+//! token (`tierdb.ingest.p.*.1.*.*` for partition 1); a node reads the messages that hold
+//! any of its partitions through one consumer over their filters ([`super::log_feed`]), in
+//! stream order, each once.
 //! JetStream gives each message a stream sequence, shared by the partitions it holds. One
 //! stream rather than one per partition keeps the number of replicated groups at one on a
 //! small cluster.
@@ -81,7 +82,7 @@ const LEGACY_SUBJECTS: &str = "tierdb.ingest.*";
 /// back after being down this long, or a new replica, reads the whole log tail), not the
 /// tiers' retention: applied messages live on in the owners' files.
 #[derive(Clone, Debug)]
-pub(crate) struct LogRetention {
+pub struct LogRetention {
     /// Oldest message kept (default 24 hours).
     pub max_age: Duration,
     /// Bytes kept, `None` for no bound (default 1 GiB). JetStream reserves this much on each
@@ -104,7 +105,7 @@ impl Default for LogRetention {
 
 /// The ingest stream, opened (created on first use).
 #[derive(Clone)]
-pub(crate) struct IngestLog {
+pub struct IngestLog {
     js: Context,
     /// The cluster's partition count: a subject has a token for each.
     partitions: u32,
@@ -120,11 +121,7 @@ impl IngestLog {
     ///
     /// # Errors
     /// [`Error::Cluster`] when JetStream refuses or does not answer.
-    pub(crate) async fn open(
-        js: Context,
-        retention: &LogRetention,
-        partitions: u32,
-    ) -> Result<IngestLog> {
+    pub async fn open(js: Context, retention: &LogRetention, partitions: u32) -> Result<IngestLog> {
         let fail = |what: &str, e: &dyn std::fmt::Display| {
             Error::Cluster(format!("{what} the stream {STREAM}: {e}"))
         };
@@ -177,12 +174,7 @@ impl IngestLog {
     /// # Errors
     /// [`Error::Cluster`] when the publish or its acknowledgement fails (the caller may retry
     /// with the same id).
-    pub(crate) async fn publish(
-        &self,
-        partitions: &[u32],
-        id: &str,
-        payload: Bytes,
-    ) -> Result<u64> {
+    pub async fn publish(&self, partitions: &[u32], id: &str, payload: Bytes) -> Result<u64> {
         let message = jetstream::message::PublishMessage::build()
             .payload(payload)
             .message_id(id);

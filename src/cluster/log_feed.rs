@@ -39,10 +39,10 @@ const STALL_CHECK: Duration = Duration::from_secs(3);
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
 
 /// A partition's messages as the feed hands them: (stream sequence, payload).
-pub(crate) type FedMessage = (u64, Bytes);
+pub type FedMessage = (u64, Bytes);
 
 /// The node's reader of the log; see the module docs.
-pub(crate) struct LogFeed {
+pub struct LogFeed {
     log: IngestLog,
     feeds: Mutex<BTreeMap<u32, Feed>>,
     /// Bumped whenever `feeds` changes in a way the consumer must follow.
@@ -54,11 +54,16 @@ struct Feed {
     queue: mpsc::Sender<FedMessage>,
     /// The lowest sequence the partition still needs.
     next: u64,
+    /// The consumer that reads for it: the one made from a position at or before `next`
+    /// after the partition subscribed. 0 until one is: a message from an earlier consumer
+    /// may lie past what the partition still needs, and handing it over would skip the
+    /// messages in between.
+    consumer: u64,
 }
 
 impl LogFeed {
     /// A feed reading `log`; [`LogFeed::run`] reads it.
-    pub(crate) fn new(log: IngestLog) -> Arc<LogFeed> {
+    pub fn new(log: IngestLog) -> Arc<LogFeed> {
         Arc::new(LogFeed {
             log,
             feeds: Mutex::new(BTreeMap::new()),
@@ -76,10 +81,15 @@ impl LogFeed {
 
     /// The messages holding `partition` after `applied`, in order; replaces the partition's
     /// earlier queue, if any.
-    pub(crate) fn subscribe(&self, partition: u32, applied: u64) -> mpsc::Receiver<FedMessage> {
+    pub fn subscribe(&self, partition: u32, applied: u64) -> mpsc::Receiver<FedMessage> {
         let (queue, messages) = mpsc::channel(QUEUED_MESSAGES);
         let next = applied + 1;
-        self.lock().insert(partition, Feed { queue, next });
+        let feed = Feed {
+            queue,
+            next,
+            consumer: 0,
+        };
+        self.lock().insert(partition, feed);
         self.bump();
         messages
     }
@@ -92,13 +102,18 @@ impl LogFeed {
     }
 
     /// Reads the log for the partitions subscribed, until the node stops the task.
-    pub(crate) async fn run(self: Arc<Self>) {
+    pub async fn run(self: Arc<Self>) {
         let mut changed = self.changed.subscribe();
+        let mut consumer = 0;
         loop {
             changed.borrow_and_update();
+            consumer += 1;
             let (partitions, from) = {
-                let feeds = self.lock();
+                let mut feeds = self.lock();
                 let from = feeds.values().map(|f| f.next).min();
+                for feed in feeds.values_mut() {
+                    feed.consumer = consumer;
+                }
                 (feeds.keys().copied().collect::<Vec<u32>>(), from)
             };
             let Some(from) = from else {
@@ -135,19 +150,20 @@ impl LogFeed {
                         tokio::time::sleep(RETRY_PAUSE).await;
                         break;
                     }
-                    Ok(Some(Ok(message))) => self.hand_out(message).await,
+                    Ok(Some(Ok(message))) => self.hand_out(message, consumer).await,
                 }
             }
         }
     }
 
-    /// Queues `message` for each partition it holds that needs it.
-    async fn hand_out(&self, message: LogMessage) {
+    /// Queues `message`, read by `consumer`, for each partition it holds that `consumer`
+    /// reads for and that needs it.
+    async fn hand_out(&self, message: LogMessage, consumer: u64) {
         for partition in message.partitions {
             let queue = {
                 let mut feeds = self.lock();
                 match feeds.get_mut(&partition) {
-                    Some(feed) if feed.next <= message.seq => {
+                    Some(feed) if feed.consumer == consumer && feed.next <= message.seq => {
                         feed.next = message.seq + 1;
                         feed.queue.clone()
                     }

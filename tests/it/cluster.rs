@@ -1629,3 +1629,59 @@ fn a_log_of_one_partition_per_message_is_applied_after_an_upgrade() {
         );
     }
 }
+
+/// A partition that a node's log reader takes on while the reader is positioned past what
+/// the partition needs gets every message holding it, from its own position, in order: the
+/// message the reader holds when the partition subscribes (it holds both partitions, and
+/// the reader is blocked handing it to the first) is not handed to the new partition, whose
+/// next message is far earlier.
+#[test]
+fn a_partition_taken_on_by_a_busy_log_reader_misses_nothing() {
+    use tierdb::testing::cluster::log::{FedMessage, IngestLog, LogFeed, LogRetention};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let nats = runtime.block_on(NatsCluster::start(1));
+    runtime.block_on(async {
+        let js = nats.jetstream().await;
+        let retention = LogRetention {
+            max_bytes: Some(64 << 20),
+            ..LogRetention::default()
+        };
+        let log = IngestLog::open(js, &retention, 4).await.expect("the log");
+        let total = 300;
+        for i in 0..total {
+            let id = format!("feed-test.{i}");
+            log.publish(&[0, 1], &id, format!("message {i}").into())
+                .await
+                .expect("published");
+        }
+        let feed = LogFeed::new(log);
+        let mut first = feed.subscribe(0, 0);
+        tokio::spawn(std::sync::Arc::clone(&feed).run());
+        // Partition 0's queue fills, and the reader waits to hand it the next message.
+        let wait = Duration::from_secs(30);
+        let head = tokio::time::timeout(wait, first.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(head.0, 1);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let second = feed.subscribe(1, 0);
+        // Both drained at once: a partition whose queue is full holds the reader back.
+        let drain = |mut queue: tokio::sync::mpsc::Receiver<FedMessage>,
+                     mut seen: Vec<u64>| async move {
+            while seen.len() < total {
+                let (seq, payload) = tokio::time::timeout(wait, queue.recv())
+                    .await
+                    .expect("a message within 30 s")
+                    .expect("the queue open");
+                assert_eq!(payload, format!("message {}", seq - 1).as_bytes());
+                seen.push(seq);
+            }
+            seen
+        };
+        let (first, second) = tokio::join!(drain(first, vec![head.0]), drain(second, Vec::new()));
+        let all: Vec<u64> = (1..=total as u64).collect();
+        assert_eq!(first, all, "the partition that was fed all along");
+        assert_eq!(second, all, "the partition taken on");
+    });
+}
