@@ -1,8 +1,8 @@
 //! A deletion in the ingest log. Series are deleted in cluster mode by publishing this entry
 //! as one message that holds every partition (its whole payload is the entry of each): each
 //! owner of a partition meets it at the same place in the partition's order as every other
-//! owner, deletes what the selector selects in its store
-//! then, and records the entry's sequence as applied, so it is applied exactly once
+//! owner, deletes what the selector selects in its store then, and records the entry's
+//! sequence as applied, so it is applied exactly once
 //! ([`crate::cluster::apply::PartitionStore::apply_delete`]); samples before it are deleted
 //! with the series, samples after it start the series anew.
 //!
@@ -77,9 +77,7 @@ pub(crate) fn decode(payload: &[u8]) -> Result<LogEntry, String> {
         ));
     }
     let text = &payload[TEXT_OFFSET..];
-    let mut crc = [0u8; 4];
-    crc.copy_from_slice(&payload[CRC_OFFSET..TEXT_OFFSET]);
-    if crc32fast::hash(text) != u32::from_le_bytes(crc) {
+    if crc32fast::hash(text) != wire::u32_at(payload, CRC_OFFSET) {
         return Err("a deletion whose checksum does not match".into());
     }
     serde_json::from_slice::<Selector>(text)

@@ -504,19 +504,17 @@ fn pack(mut group: Vec<PartitionParts>, max_bytes: usize) -> Vec<Packed> {
         .collect();
     let mut messages = Vec::new();
     let mut open: Vec<(u32, u64, bytes::Bytes)> = Vec::new();
-    let mut open_bytes = 0;
     for _ in 0..rounds {
         for (partition, parts) in &mut left {
             let Some((samples, part)) = parts.next() else {
                 continue;
             };
+            let open_bytes: usize = open.iter().map(|(.., held)| held.len()).sum();
             let fits = open_bytes + part.len() + envelope::overhead(open.len() + 1) <= max_bytes;
             let holds = open.iter().any(|(held, ..)| held == partition);
             if !open.is_empty() && (holds || !fits) {
                 messages.push(seal(std::mem::take(&mut open)));
-                open_bytes = 0;
             }
-            open_bytes += part.len();
             open.push((*partition, samples, part));
         }
     }

@@ -25,7 +25,9 @@
 
 use bytes::Bytes;
 
+use super::delete_entry::{self, LogEntry};
 use super::ownership::MAX_PARTITIONS;
+use super::wire::u32_at;
 
 /// Identifies an envelope among the log's messages.
 const MAGIC: [u8; 4] = *b"TDBM";
@@ -69,6 +71,15 @@ pub(crate) fn encode(sections: &[(u32, Bytes)]) -> Bytes {
         out.extend_from_slice(entry);
     }
     Bytes::from(out)
+}
+
+/// `partition`'s entry in the log message `payload`, decoded: a batch of samples or a
+/// deletion.
+///
+/// # Errors
+/// Why the message holds no entry of `partition` that can be read.
+pub(crate) fn entry(payload: &Bytes, partition: u32) -> Result<LogEntry, String> {
+    section(payload, partition).and_then(|entry| delete_entry::decode(&entry))
 }
 
 /// `partition`'s entry in the log message `payload`: its section when the payload is an
@@ -137,12 +148,6 @@ pub(crate) fn section(payload: &Bytes, partition: u32) -> Result<Bytes, String> 
     found
         .map(|range| payload.slice(range))
         .ok_or_else(|| format!("an envelope without a section of partition {partition}"))
-}
-
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    let mut word = [0u8; 4];
-    word.copy_from_slice(&bytes[at..at + 4]);
-    u32::from_le_bytes(word)
 }
 
 #[cfg(test)]

@@ -9,10 +9,9 @@
 //! `tierdb.ingest.p.0.1.1.0` holds partitions 1 and 2 of four. A partition's filter is its
 //! token (`tierdb.ingest.p.*.1.*.*` for partition 1); a node reads the messages that hold
 //! any of its partitions through one consumer over their filters ([`super::log_feed`]), in
-//! stream order, each once.
-//! JetStream gives each message a stream sequence, shared by the partitions it holds. One
-//! stream rather than one per partition keeps the number of replicated groups at one on a
-//! small cluster.
+//! stream order, each once. JetStream gives each message a stream sequence, shared by the
+//! partitions it holds. One stream rather than one per partition keeps the number of
+//! replicated groups at one on a small cluster.
 //!
 //! Builds before this scheme published one partition per message, on `tierdb.ingest.<p>`;
 //! readers read those subjects too, so a log written by them is applied whole after an
@@ -46,27 +45,29 @@ pub(crate) const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 /// What every subject of a message of the current scheme starts with.
 const SUBJECT_PREFIX: &str = "tierdb.ingest.p";
 
-/// The subject of a message holding `partitions` (sorted, each below `count`): a token per
-/// partition of the cluster, `1` for those it holds.
-fn subject(partitions: &[u32], count: u32) -> String {
+/// [`SUBJECT_PREFIX`], then `token(p)` for each partition `p` of `count`.
+fn tokens(count: u32, token: impl Fn(u32) -> &'static str) -> String {
     let mut subject = String::with_capacity(SUBJECT_PREFIX.len() + 2 * count as usize);
     subject.push_str(SUBJECT_PREFIX);
-    let mut held = partitions.iter().peekable();
     for partition in 0..count {
-        let holds = held.next_if_eq(&&partition).is_some();
-        subject.push_str(if holds { ".1" } else { ".0" });
+        subject.push('.');
+        subject.push_str(token(partition));
     }
     subject
 }
 
+/// The subject of a message holding `partitions` (sorted, each below `count`): `1` for
+/// those it holds, `0` for the others.
+fn subject(partitions: &[u32], count: u32) -> String {
+    tokens(count, |p| match partitions.binary_search(&p) {
+        Ok(_) => "1",
+        Err(_) => "0",
+    })
+}
+
 /// The filter that selects the messages holding `partition` of `count`.
 fn partition_filter(partition: u32, count: u32) -> String {
-    let mut filter = String::with_capacity(SUBJECT_PREFIX.len() + 2 * count as usize);
-    filter.push_str(SUBJECT_PREFIX);
-    for other in 0..count {
-        filter.push_str(if other == partition { ".1" } else { ".*" });
-    }
-    filter
+    tokens(count, |p| if p == partition { "1" } else { "*" })
 }
 
 /// The subject earlier builds published `partition`'s messages on, one partition each.

@@ -23,7 +23,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::apply::PartitionStore;
-use super::delete_entry::{self, LogEntry};
+use super::delete_entry::LogEntry;
 use super::envelope;
 use super::log::{IngestLog, LogRetention};
 use super::log_feed::LogFeed;
@@ -766,18 +766,23 @@ impl Node {
                 }
             }
             let entries: Vec<_> = messages
-                    .into_iter()
-                    .map(|(seq, payload)| match envelope::section(&payload, partition)
-                        .and_then(|entry| delete_entry::decode(&entry))
-                    {
+                .into_iter()
+                .map(
+                    |(seq, payload)| match envelope::entry(&payload, partition) {
                         Ok(entry) => (seq, entry),
                         Err(e) => {
                             // Every owner skips the same message: the log is the same for all.
-                            tracing::error!(partition, seq, error = %e, "skipping an undecodable message");
+                            tracing::error!(
+                                partition,
+                                seq,
+                                error = %e,
+                                "skipping an undecodable message"
+                            );
                             (seq, LogEntry::Batch(Default::default()))
                         }
-                    })
-                    .collect();
+                    },
+                )
+                .collect();
             if let Some(pause) = self.apply_pause {
                 tokio::time::sleep(pause).await;
             }

@@ -297,6 +297,12 @@ fn too_many(what: &'static str, count: usize, max: usize) -> WireError {
     }
 }
 
+/// The little-endian u32 at `offset` of `bytes` (the caller checked the length): the log's
+/// messages and their envelopes read their headers with it.
+pub(crate) fn u32_at(bytes: &[u8], offset: usize) -> u32 {
+    u32::from_le_bytes(bytes[offset..offset + 4].try_into().expect("4 bytes"))
+}
+
 /// CRC-32 of a whole message but its CRC field.
 fn checksum(message: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();

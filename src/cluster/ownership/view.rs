@@ -68,25 +68,18 @@ impl ClusterView {
     pub fn to_apply(&self, node: &str) -> BTreeSet<u32> {
         (0u32..)
             .zip(&self.partitions)
-            .filter(|(_, owners)| owners.holds(node) || owners.desired.iter().any(|d| d == node))
+            .filter(|(_, owners)| owners.appliers().any(|n| n == node))
             .map(|(p, _)| p)
             .collect()
     }
 
-    /// The nodes that apply `partition`, by name: its slots' holders and its desired owners
-    /// (each applies it, as [`ClusterView::to_apply`] says), so the nodes its log messages
-    /// reach. Empty for a partition the view does not know.
+    /// The nodes that apply `partition` ([`PartitionOwners::appliers`]), by name: the nodes
+    /// its log messages reach. Empty for a partition the view does not know.
     pub fn appliers(&self, partition: u32) -> BTreeSet<&str> {
-        let Some(owners) = self.partitions.get(partition as usize) else {
-            return BTreeSet::new();
-        };
-        let holders = owners
-            .replicas
-            .iter()
-            .flatten()
-            .map(|lease| lease.node.as_str());
-        holders
-            .chain(owners.desired.iter().map(String::as_str))
+        let owners = self.partitions.get(partition as usize);
+        owners
+            .into_iter()
+            .flat_map(PartitionOwners::appliers)
             .collect()
     }
 
@@ -122,6 +115,17 @@ impl ClusterView {
 }
 
 impl PartitionOwners {
+    /// The nodes that apply the partition, a node possibly more than once: its slots'
+    /// holders, and its desired owners, which apply it while they wait for a slot.
+    pub fn appliers(&self) -> impl Iterator<Item = &str> {
+        let holders = self
+            .replicas
+            .iter()
+            .flatten()
+            .map(|lease| lease.node.as_str());
+        holders.chain(self.desired.iter().map(String::as_str))
+    }
+
     /// Whether `node` holds one of the slots (live or not).
     pub fn holds(&self, node: &str) -> bool {
         self.replicas

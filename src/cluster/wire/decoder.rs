@@ -8,10 +8,6 @@ use super::*;
 use crate::cluster::{BatchSample, BatchSeries, SampleBatch};
 use crate::registry::SeriesKey;
 
-fn u32_at(bytes: &[u8], offset: usize) -> u32 {
-    u32::from_le_bytes(bytes[offset..offset + 4].try_into().expect("4 bytes"))
-}
-
 /// The batch a message holds.
 ///
 /// What comes back is the encoded batch up to a stable grouping by key: `series` lists the
