@@ -254,7 +254,8 @@ impl EngineBuilder {
     /// [`Error::Config`] for an invalid configuration, [`Error::CorruptFile`] naming a damaged
     /// stored tiers file or a refused period file, [`Error::TiersConflict`] for given tiers the
     /// directory's files cannot take, [`Error::Locked`] when another process holds the
-    /// directory, [`Error::Io`].
+    /// directory (or another engine of this process: refused after a second, the lock being
+    /// shared for an instant with each child this process starts), [`Error::Io`].
     pub fn open(mut self) -> Result<Engine> {
         self.tiers.validate()?;
         if self.read_only {

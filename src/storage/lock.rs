@@ -3,6 +3,7 @@
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use crate::error::Error;
 use crate::error::Result;
@@ -18,7 +19,15 @@ impl DirLock {
     /// Lock file name inside the data directory.
     pub(crate) const FILE_NAME: &'static str = "LOCK";
 
-    /// Takes the lock without waiting.
+    /// How long a lock this process holds by its own record is waited for: longer than a
+    /// child started on a loaded machine takes from its fork to its exec.
+    const CHILD_WAIT: Duration = Duration::from_secs(1);
+
+    /// Takes the lock without waiting, except on this process itself: a lock the file says
+    /// this process holds is retried for up to [`DirLock::CHILD_WAIT`], since a child this
+    /// process is starting shares the lock from its fork until its exec (an engine closed
+    /// and opened again while another thread spawns a process). Another engine of this
+    /// process that holds the directory is refused once that wait is over.
     ///
     /// # Errors
     /// [`Error::Locked`] naming the holder when another process (or another engine in this
@@ -32,26 +41,26 @@ impl DirLock {
             .truncate(false)
             .open(&path)
             .map_err(|e| Error::io(&path, e))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                let mut holder = String::new();
-                let _ = file.read_to_string(&mut holder);
-                let holder = holder.trim();
-                return Err(Error::Locked {
-                    path,
-                    holder: if holder.is_empty() {
-                        "unknown holder".to_string()
-                    } else {
-                        holder.to_string()
-                    },
-                });
+        let me = format!("pid {}", std::process::id());
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(TryLockError::WouldBlock) => {
+                    let holder = holder(&mut file);
+                    if holder == me && started.elapsed() < Self::CHILD_WAIT {
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(Duration::from_millis(50));
+                        continue;
+                    }
+                    return Err(Error::Locked { path, holder });
+                }
+                Err(TryLockError::Error(e)) => return Err(Error::io(&path, e)),
             }
-            Err(TryLockError::Error(e)) => return Err(Error::io(&path, e)),
         }
         // The holder's pid is for the refusal message of the next process only: a full disk
         // that keeps it from being written must not stop an engine that holds the lock.
-        let me = format!("pid {}", std::process::id());
         if let Err(e) = file
             .set_len(0)
             .and_then(|()| file.seek(SeekFrom::Start(0)))
@@ -60,5 +69,17 @@ impl DirLock {
             tracing::warn!(path = %path.display(), error = %e, "cannot record this process as the lock holder");
         }
         Ok(DirLock { _file: file })
+    }
+}
+
+/// What the lock file says of its holder, read from its start.
+fn holder(file: &mut File) -> String {
+    let mut holder = String::new();
+    let _ = file
+        .seek(SeekFrom::Start(0))
+        .and_then(|_| file.read_to_string(&mut holder));
+    match holder.trim() {
+        "" => "unknown holder".to_string(),
+        holder => holder.to_string(),
     }
 }

@@ -716,3 +716,39 @@ fn crash_losing_the_registration_of_c() -> (tempfile::TempDir, tempfile::TempDir
     engine.close().unwrap();
     (dir, crashed, clock)
 }
+
+/// The regression: an engine closed and opened again in one process was refused as
+/// `Locked` by its own pid while another thread started a process, since the child shares
+/// the lock from its fork until its exec. A third of the opens were refused this way.
+#[test]
+fn a_directory_closed_and_opened_again_while_processes_start_is_not_refused() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (dir, clock) = written_dir();
+    let stop = Arc::new(AtomicBool::new(false));
+    let spawner = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut started = 0;
+            while !stop.load(Ordering::Relaxed) {
+                std::process::Command::new("true").status().unwrap();
+                started += 1;
+            }
+            started
+        })
+    };
+    let mut refused = 0;
+    for _ in 0..200 {
+        match try_open(dir.path(), &clock, "open again") {
+            Ok(engine) => engine.close().unwrap(),
+            Err(Error::Locked { .. }) => refused += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let started = spawner.join().unwrap();
+    assert!(started > 0);
+    assert_eq!(
+        refused, 0,
+        "{refused} of 200 opens refused while {started} processes started"
+    );
+}
