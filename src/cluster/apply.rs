@@ -97,6 +97,9 @@ pub const FAULT_KILL_MID_APPLY: &str = "TIERDB_FAULT_KILL_MID_APPLY";
 /// One partition's engine, fed exactly once from its log; see the module docs.
 pub struct PartitionStore {
     engine: Engine,
+    /// The engine's tiers layout, as each undo record names it (computed once: it formats
+    /// the whole configuration).
+    layout: u64,
     /// The last stream sequence applied, for lock-free reads of [`PartitionStore::applied`].
     applied: AtomicU64,
     inner: Mutex<Inner>,
@@ -309,6 +312,7 @@ impl PartitionStore {
         let since_checkpoint = SinceCheckpoint::new(engine.config());
         Ok(PartitionStore {
             applied: AtomicU64::new(state.applied()),
+            layout: engine.config().layout_fingerprint(),
             engine,
             inner: Mutex::new(Inner {
                 state,
@@ -573,10 +577,9 @@ impl PartitionStore {
         report: &mut ApplyReport,
     ) -> Result<()> {
         if !group.entries.is_empty() || !group.raw_tails.is_empty() {
-            let layout = self.engine.config().layout_fingerprint();
             inner
                 .undo
-                .append(group.last, layout, group.entries, group.raw_tails)?;
+                .append(group.last, self.layout, group.entries, group.raw_tails)?;
         }
         inner.fault_at(Step::UndoWritten, group.number)?;
         // The fault hook's mid-apply step needs a store between two messages.
