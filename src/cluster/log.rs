@@ -8,8 +8,8 @@
 //! per partition of the cluster, `1` for each partition it holds and `0` for the others:
 //! `tierdb.ingest.p.0.1.1.0` holds partitions 1 and 2 of four. A partition's filter is its
 //! token (`tierdb.ingest.p.*.1.*.*` for partition 1); a node reads the messages that hold
-//! any of its partitions through one consumer over their filters ([`super::log_feed`]), in
-//! stream order, each once. JetStream gives each message a stream sequence, shared by the
+//! any of its partitions through one consumer ([`super::log_feed`]), in stream order, each
+//! once, over filters that each message matches once ([`reader_filters`]). JetStream gives each message a stream sequence, shared by the
 //! partitions it holds. One stream rather than one per partition keeps the number of
 //! replicated groups at one on a small cluster.
 //!
@@ -69,6 +69,44 @@ fn subject(partitions: &[u32], count: u32) -> String {
 fn partition_filter(partition: u32, count: u32) -> String {
     tokens(count, |p| if p == partition { "1" } else { "*" })
 }
+
+/// What a reader of `partitions` (sorted, each below `count`) filters on: one filter per
+/// partition, the filter of each selecting the messages that hold it and none of the
+/// partitions before it, so that each message matches one filter only (nats-server 2.10 to
+/// 2.12.4 refuse a consumer whose filters can match one subject twice), plus each
+/// partition's subject of earlier builds. A reader of every partition, or of so many that
+/// the filters would pass [`MAX_FILTER_BYTES`], reads the whole stream instead, the feed
+/// passing over what it does not apply.
+fn reader_filters(partitions: &[u32], count: u32) -> Vec<String> {
+    let bytes = partitions.len() * (SUBJECT_PREFIX.len() + 2 * count as usize + 24);
+    if partitions.len() >= count as usize || bytes > MAX_FILTER_BYTES {
+        return vec![ALL_SUBJECTS.to_string()];
+    }
+    let mut filters = Vec::with_capacity(2 * partitions.len());
+    for (i, &partition) in partitions.iter().enumerate() {
+        let before = &partitions[..i];
+        filters.push(tokens(count, |p| {
+            if p == partition {
+                "1"
+            } else if before.binary_search(&p).is_ok() {
+                "0"
+            } else {
+                "*"
+            }
+        }));
+        filters.push(legacy_subject(partition));
+    }
+    filters
+}
+
+/// The most a reader's filters may take: they travel in the request that makes its
+/// consumer, under the servers' payload limit (1 MiB by default), and the server matches
+/// each message against them. At 16 partitions a filter takes about 50 bytes; at 1,024,
+/// about 2 KiB.
+const MAX_FILTER_BYTES: usize = 64 * 1024;
+
+/// Every subject of the stream.
+const ALL_SUBJECTS: &str = "tierdb.ingest.>";
 
 /// The subject earlier builds published `partition`'s messages on, one partition each.
 fn legacy_subject(partition: u32) -> String {
@@ -144,7 +182,7 @@ impl IngestLog {
         let config = |replicas| stream::Config {
             name: STREAM.to_string(),
             description: Some("tierdb cluster: sample batches, a token per partition".into()),
-            subjects: vec!["tierdb.ingest.>".to_string()],
+            subjects: vec![ALL_SUBJECTS.to_string()],
             storage: stream::StorageType::File,
             num_replicas: replicas,
             duplicate_window: DUPLICATE_WINDOW,
@@ -279,17 +317,23 @@ impl IngestLog {
             .map_err(|e| Error::Cluster(format!("stream {STREAM}: {e}")))
     }
 
-    /// Reads the messages holding any of `partitions` (earlier builds' included) from the one
-    /// after `applied`, in sequence order, each once however many of them it holds. An
+    /// Reads the messages holding any of `partitions` (sorted; earlier builds' messages
+    /// included) from the one after `applied`, in sequence order, each once however many of
+    /// them it holds; with many partitions, other messages too ([`reader_filters`]). An
     /// ordered consumer: ephemeral, unacknowledged, recreated by the client from the last
     /// sequence it delivered if it is lost (a server restart, a leader change), so nothing
-    /// is skipped or repeated.
+    /// is skipped or repeated. A consumer lost before it delivered anything the client
+    /// makes again from the stream's start: the reader then fails at its first message
+    /// rather than read the log again from there.
     ///
     /// # Errors
     /// [`Error::Cluster`] when the consumer cannot be created.
     pub(crate) async fn read_from(&self, partitions: &[u32], applied: u64) -> Result<LogReader> {
         let fail = |e: &dyn std::fmt::Display| {
-            Error::Cluster(format!("reading partitions {partitions:?}: {e}"))
+            Error::Cluster(format!(
+                "reading the log for {} partitions: {e}",
+                partitions.len()
+            ))
         };
         let stream = self.stream().await?;
         let deliver_policy = if applied == 0 {
@@ -299,10 +343,7 @@ impl IngestLog {
                 start_sequence: applied + 1,
             }
         };
-        let filter_subjects = partitions
-            .iter()
-            .flat_map(|&p| [partition_filter(p, self.partitions), legacy_subject(p)])
-            .collect();
+        let filter_subjects = reader_filters(partitions, self.partitions);
         let consumer = stream
             .create_consumer(consumer::pull::OrderedConfig {
                 filter_subjects,
@@ -312,7 +353,10 @@ impl IngestLog {
             .await
             .map_err(|e| fail(&e))?;
         let messages = consumer.messages().await.map_err(|e| fail(&e))?;
-        Ok(LogReader { messages })
+        Ok(LogReader {
+            messages,
+            start: applied + 1,
+        })
     }
 }
 
@@ -343,18 +387,28 @@ pub(crate) struct LogMessage {
 /// The messages of some partitions in order; see [`IngestLog::read_from`].
 pub(crate) struct LogReader {
     messages: consumer::pull::Ordered,
+    /// The first sequence asked for.
+    start: u64,
 }
 
 impl LogReader {
     /// The next message, waiting for one; `None` when the consumer ended.
     ///
     /// # Errors
-    /// [`Error::Cluster`] on a delivery error the client could not recover from.
+    /// [`Error::Cluster`] on a delivery error the client could not recover from, or a
+    /// message before the first one asked for (see [`IngestLog::read_from`]).
     pub(crate) async fn next(&mut self) -> Option<Result<LogMessage>> {
         let message = self.messages.next().await?;
         let fail = |e: &dyn std::fmt::Display| Error::Cluster(format!("reading the log: {e}"));
         Some(message.map_err(|e| fail(&e)).and_then(|message| {
             let seq = message.info().map_err(|e| fail(&e))?.stream_sequence;
+            if seq < self.start {
+                return Err(fail(&format!(
+                    "the consumer was made again from the stream's start (sequence {seq}, \
+                     asked from {})",
+                    self.start
+                )));
+            }
             Ok(LogMessage {
                 seq,
                 partitions: held_partitions(&message.subject),
@@ -375,6 +429,59 @@ mod tests {
         assert_eq!(partition_filter(1, 4), "tierdb.ingest.p.*.1.*.*");
         assert_eq!(partition_filter(0, 1), "tierdb.ingest.p.1");
         assert_eq!(legacy_subject(3), "tierdb.ingest.3");
+    }
+
+    /// Whether `subject` matches NATS filter `filter` (`*` one token, `>` the rest).
+    fn matches(filter: &str, subject: &str) -> bool {
+        let (mut f, mut s) = (filter.split('.'), subject.split('.'));
+        loop {
+            match (f.next(), s.next()) {
+                (Some(">"), Some(_)) => return true,
+                (Some(a), Some(b)) if a == "*" || a == b => {}
+                (None, None) => return true,
+                _ => return false,
+            }
+        }
+    }
+
+    #[test]
+    fn a_readers_filters_select_each_message_of_its_partitions_once() {
+        let count = 5;
+        let reader = [0, 2, 3];
+        let filters = reader_filters(&reader, count);
+        assert_eq!(
+            filters,
+            [
+                "tierdb.ingest.p.1.*.*.*.*",
+                "tierdb.ingest.0",
+                "tierdb.ingest.p.0.*.1.*.*",
+                "tierdb.ingest.2",
+                "tierdb.ingest.p.0.*.0.1.*",
+                "tierdb.ingest.3",
+            ]
+        );
+        let mut subjects: Vec<(String, Vec<u32>)> = (1u32..1 << count)
+            .map(|set| {
+                let held: Vec<u32> = (0..count).filter(|p| set & (1 << p) != 0).collect();
+                (subject(&held, count), held)
+            })
+            .collect();
+        subjects.extend((0..count).map(|p| (legacy_subject(p), vec![p])));
+        for (subject, held) in subjects {
+            let matched = filters.iter().filter(|f| matches(f, &subject)).count();
+            let wanted = usize::from(held.iter().any(|p| reader.contains(p)));
+            assert_eq!(matched, wanted, "{subject}");
+        }
+    }
+
+    #[test]
+    fn a_reader_of_every_partition_or_of_too_many_reads_the_whole_stream() {
+        assert_eq!(reader_filters(&[0, 1, 2, 3], 4), [ALL_SUBJECTS]);
+        let many: Vec<u32> = (0..40).collect();
+        assert_eq!(reader_filters(&many, 1024), [ALL_SUBJECTS]);
+        assert_eq!(reader_filters(&many[..20], 1024).len(), 40);
+        assert!(matches(ALL_SUBJECTS, &subject(&[7], 1024)));
+        assert!(matches(ALL_SUBJECTS, &legacy_subject(7)));
     }
 
     #[test]

@@ -95,7 +95,7 @@ impl LogFeed {
     }
 
     /// Stops feeding `partition`.
-    pub(crate) fn unsubscribe(&self, partition: u32) {
+    pub fn unsubscribe(&self, partition: u32) {
         if self.lock().remove(&partition).is_some() {
             self.bump();
         }
@@ -130,9 +130,9 @@ impl LogFeed {
                     continue;
                 }
             };
-            loop {
+            let failed = loop {
                 let next = tokio::select! {
-                    _ = changed.changed() => break,
+                    _ = changed.changed() => break false,
                     next = tokio::time::timeout(STALL_CHECK, reader.next()) => next,
                 };
                 match next {
@@ -141,17 +141,21 @@ impl LogFeed {
                             tracing::warn!(
                                 "the log holds more than its reader delivers; reading it again"
                             );
-                            break;
+                            break false;
                         }
                     }
-                    Ok(None) => break,
+                    Ok(None) => break true,
                     Ok(Some(Err(e))) => {
                         tracing::warn!(error = %e, "reading the log; reading it again");
-                        tokio::time::sleep(RETRY_PAUSE).await;
-                        break;
+                        break true;
                     }
                     Ok(Some(Ok(message))) => self.hand_out(message, consumer).await,
                 }
+            };
+            // Dropped first, so that it pulls nothing more meanwhile.
+            drop(reader);
+            if failed {
+                tokio::time::sleep(RETRY_PAUSE).await;
             }
         }
     }

