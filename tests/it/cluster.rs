@@ -1630,6 +1630,18 @@ fn a_log_of_one_partition_per_message_is_applied_after_an_upgrade() {
     }
 }
 
+/// An ingest log of `partitions` on `nats`, holding up to 64 MiB.
+async fn test_log(nats: &NatsCluster, partitions: u32) -> tierdb::testing::cluster::log::IngestLog {
+    use tierdb::testing::cluster::log::{IngestLog, LogRetention};
+    let retention = LogRetention {
+        max_bytes: Some(64 << 20),
+        ..LogRetention::default()
+    };
+    IngestLog::open(nats.jetstream().await, &retention, partitions)
+        .await
+        .expect("the log")
+}
+
 /// A partition that a node's log reader takes on while the reader is positioned past what
 /// the partition needs gets every message holding it, from its own position, in order: the
 /// message the reader holds when the partition subscribes (it holds both partitions, and
@@ -1637,16 +1649,11 @@ fn a_log_of_one_partition_per_message_is_applied_after_an_upgrade() {
 /// next message is far earlier.
 #[test]
 fn a_partition_taken_on_by_a_busy_log_reader_misses_nothing() {
-    use tierdb::testing::cluster::log::{FedMessage, IngestLog, LogFeed, LogRetention};
+    use tierdb::testing::cluster::log::{FedMessage, LogFeed};
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let nats = runtime.block_on(NatsCluster::start(1));
     runtime.block_on(async {
-        let js = nats.jetstream().await;
-        let retention = LogRetention {
-            max_bytes: Some(64 << 20),
-            ..LogRetention::default()
-        };
-        let log = IngestLog::open(js, &retention, 4).await.expect("the log");
+        let log = test_log(&nats, 4).await;
         let total = 300;
         for i in 0..total {
             let id = format!("feed-test.{i}");
@@ -1696,20 +1703,13 @@ async fn fed_by_one_reader(
     messages: &[Vec<u32>],
     wait: Duration,
 ) -> BTreeMap<u32, Vec<u64>> {
-    use tierdb::testing::cluster::log::{IngestLog, LogFeed, LogRetention};
+    use tierdb::testing::cluster::log::LogFeed;
     // The feed's warnings (why it cannot read) show with a failure.
     let _ = tracing_subscriber::fmt()
         .with_env_filter("tierdb=warn")
         .with_test_writer()
         .try_init();
-    let js = nats.jetstream().await;
-    let retention = LogRetention {
-        max_bytes: Some(64 << 20),
-        ..LogRetention::default()
-    };
-    let log = IngestLog::open(js, &retention, count)
-        .await
-        .expect("the log");
+    let log = test_log(nats, count).await;
     for (i, holds) in messages.iter().enumerate() {
         log.publish(holds, &format!("feed.{i}"), format!("m{i}").into())
             .await
@@ -1740,8 +1740,7 @@ async fn fed_by_one_reader(
 /// A node applying two partitions reads them through one consumer. Filters of one token
 /// per partition (`tierdb.ingest.p.1.*.*.*` and `tierdb.ingest.p.*.1.*.*`) would both match
 /// a message holding both, and nats-server 2.10 to 2.12.4 refuse such a consumer: the
-/// node then applied nothing. `.ci/run` runs this test on the oldest server tierdb accepts
-/// as well.
+/// node then applied nothing. `.ci/run` runs this test on nats-server 2.10.26 as well.
 #[test]
 fn one_consumer_feeds_partitions_whose_messages_hold_several() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -1790,19 +1789,13 @@ fn one_consumer_feeds_600_partitions_of_1024() {
 #[test]
 fn a_consumer_lost_before_it_delivered_does_not_read_the_log_again() {
     use futures_util::StreamExt;
-    use tierdb::testing::cluster::log::{IngestLog, LogFeed, LogRetention};
+    use tierdb::testing::cluster::log::LogFeed;
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let nats = runtime.block_on(NatsCluster::start(1));
     let total = 2_000u64;
     runtime.block_on(async {
         let js = nats.jetstream().await;
-        let retention = LogRetention {
-            max_bytes: Some(64 << 20),
-            ..LogRetention::default()
-        };
-        let log = IngestLog::open(js.clone(), &retention, 4)
-            .await
-            .expect("the log");
+        let log = test_log(&nats, 4).await;
         for i in 0..total {
             log.publish(&[0], &format!("feed-lost.{i}"), "m".into())
                 .await
@@ -1875,16 +1868,11 @@ fn a_consumer_lost_before_it_delivered_does_not_read_the_log_again() {
 /// asked for, in order, on every subscription. `FEED_SEED` varies the run.
 #[test]
 fn partitions_that_come_and_go_get_every_message_once() {
-    use tierdb::testing::cluster::log::{IngestLog, LogFeed, LogRetention};
+    use tierdb::testing::cluster::log::LogFeed;
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let nats = runtime.block_on(NatsCluster::start(1));
     runtime.block_on(async {
-        let js = nats.jetstream().await;
-        let retention = LogRetention {
-            max_bytes: Some(64 << 20),
-            ..LogRetention::default()
-        };
-        let log = IngestLog::open(js, &retention, 4).await.expect("the log");
+        let log = test_log(&nats, 4).await;
         let base: u64 = std::env::var("FEED_SEED")
             .ok()
             .and_then(|s| s.parse().ok())
