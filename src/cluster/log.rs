@@ -9,9 +9,9 @@
 //! `tierdb.ingest.p.0.1.1.0` holds partitions 1 and 2 of four. A partition's filter is its
 //! token (`tierdb.ingest.p.*.1.*.*` for partition 1); a node reads the messages that hold
 //! any of its partitions through one consumer ([`super::log_feed`]), in stream order, each
-//! once, over filters that each message matches once ([`reader_filters`]). JetStream gives each message a stream sequence, shared by the
-//! partitions it holds. One stream rather than one per partition keeps the number of
-//! replicated groups at one on a small cluster.
+//! once, over filters that each message matches once ([`reader_filters`]). JetStream gives
+//! each message a stream sequence, shared by the partitions it holds. One stream rather than
+//! one per partition keeps the number of replicated groups at one on a small cluster.
 //!
 //! Builds before this scheme published one partition per message, on `tierdb.ingest.<p>`;
 //! readers read those subjects too, so a log written by them is applied whole after an

@@ -59,8 +59,9 @@ impl DirLock {
                 Err(TryLockError::Error(e)) => return Err(Error::io(&path, e)),
             }
         }
-        // The holder's pid is for the refusal message of the next process only: a full disk
-        // that keeps it from being written must not stop an engine that holds the lock.
+        // The holder's pid names it in the next opener's refusal, and tells an opener in this
+        // process that the lock is its own: best effort, since a full disk that keeps it from
+        // being written must not stop an engine that holds the lock.
         if let Err(e) = file
             .set_len(0)
             .and_then(|()| file.seek(SeekFrom::Start(0)))
