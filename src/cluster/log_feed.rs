@@ -137,7 +137,7 @@ impl LogFeed {
                 };
                 match next {
                     Err(_) => {
-                        if self.stalled(&partitions).await {
+                        if self.stalled(&partitions, consumer).await {
                             tracing::warn!(
                                 "the log holds more than its reader delivers; reading it again"
                             );
@@ -180,15 +180,19 @@ impl LogFeed {
         }
     }
 
-    /// Whether the log holds messages of `partitions` that were not handed out (the
-    /// consumer, idle, then delivers nothing of them). A log that does not answer says
-    /// nothing.
-    async fn stalled(&self, partitions: &[u32]) -> bool {
+    /// Whether the log holds messages of `partitions` that `consumer` reads for and did not
+    /// hand out (the consumer, idle, then delivers nothing of them). A partition subscribed
+    /// since is not counted: the change makes the consumer again anyway. A log that does
+    /// not answer says nothing.
+    async fn stalled(&self, partitions: &[u32], consumer: u64) -> bool {
         let Ok(last) = self.log.last_sequences(partitions).await else {
             return false;
         };
         let feeds = self.lock();
-        last.iter()
-            .any(|(p, &last)| feeds.get(p).is_some_and(|feed| last >= feed.next))
+        last.iter().any(|(p, &last)| {
+            feeds
+                .get(p)
+                .is_some_and(|feed| feed.consumer == consumer && last >= feed.next)
+        })
     }
 }
