@@ -296,6 +296,7 @@ impl PartitionStore {
             return Err(Error::ReadOnly(engine.dir().to_path_buf()));
         }
         let dir = engine.dir().to_path_buf();
+        let layout = engine.config().layout_fingerprint();
         let state = AppliedFile::open(&dir)?;
         let mut undo = UndoFile::open(&dir)?;
         let chain = undo.read()?;
@@ -303,7 +304,7 @@ impl PartitionStore {
             .filter(|record| record.seq > state.applied())
             .collect();
         if !in_force.is_empty() {
-            roll_back(&engine, &in_force, undo.path(), fault)?;
+            roll_back(&engine, layout, &in_force, undo.path(), fault)?;
             engine.flush()?;
         }
         if !chain.is_empty() {
@@ -312,7 +313,7 @@ impl PartitionStore {
         let since_checkpoint = SinceCheckpoint::new(engine.config());
         Ok(PartitionStore {
             applied: AtomicU64::new(state.applied()),
-            layout: engine.config().layout_fingerprint(),
+            layout,
             engine,
             inner: Mutex::new(Inner {
                 state,
@@ -920,14 +921,12 @@ fn cells_touched(
 /// layout or holds an entry outside the files; as [`Engine::restore_cells`].
 fn roll_back(
     engine: &Engine,
+    layout: u64,
     chain: &[&UndoRecord],
     path: &Path,
     fault: Option<Fault>,
 ) -> Result<()> {
-    if chain
-        .iter()
-        .any(|record| record.layout != engine.config().layout_fingerprint())
-    {
+    if chain.iter().any(|record| record.layout != layout) {
         return Err(Error::corrupt(
             path,
             "holds the undo of an unfinished group written under another tiers \

@@ -78,6 +78,8 @@ fn partition_filter(partition: u32, count: u32) -> String {
 /// the filters would pass [`MAX_FILTER_BYTES`], reads the whole stream instead, the feed
 /// passing over what it does not apply.
 fn reader_filters(partitions: &[u32], count: u32) -> Vec<String> {
+    // Per partition: its filter, and its earlier builds' subject with the request's quoting
+    // (at most 24 bytes).
     let bytes = partitions.len() * (SUBJECT_PREFIX.len() + 2 * count as usize + 24);
     if partitions.len() >= count as usize || bytes > MAX_FILTER_BYTES {
         return vec![ALL_SUBJECTS.to_string()];

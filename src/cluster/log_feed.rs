@@ -61,6 +61,14 @@ struct Feed {
     consumer: u64,
 }
 
+impl Feed {
+    /// Whether the message at `seq`, read by `consumer`, is one this partition still needs
+    /// from it.
+    fn needs(&self, consumer: u64, seq: u64) -> bool {
+        self.consumer == consumer && self.next <= seq
+    }
+}
+
 impl LogFeed {
     /// A feed reading `log`; [`LogFeed::run`] reads it.
     pub fn new(log: IngestLog) -> Arc<LogFeed> {
@@ -167,7 +175,7 @@ impl LogFeed {
             let queue = {
                 let mut feeds = self.lock();
                 match feeds.get_mut(&partition) {
-                    Some(feed) if feed.consumer == consumer && feed.next <= message.seq => {
+                    Some(feed) if feed.needs(consumer, message.seq) => {
                         feed.next = message.seq + 1;
                         feed.queue.clone()
                     }
@@ -189,10 +197,7 @@ impl LogFeed {
             return false;
         };
         let feeds = self.lock();
-        last.iter().any(|(p, &last)| {
-            feeds
-                .get(p)
-                .is_some_and(|feed| feed.consumer == consumer && last >= feed.next)
-        })
+        last.iter()
+            .any(|(p, &last)| feeds.get(p).is_some_and(|feed| feed.needs(consumer, last)))
     }
 }

@@ -5,9 +5,9 @@
 //! A partition's task takes the messages holding the partition from the node's one reader
 //! of the log ([`super::log_feed`]), from the one after its applied sequence, applies them
 //! in groups ([`PartitionStore::apply`], exactly once) and reports the new applied sequence
-//! to the ownership table, which tells readers how far each owner is. When the partition leaves the set this node applies, the task stops and the engine
-//! is closed; its directory stays, so taking the partition back later only reads the log
-//! from where it stopped.
+//! to the ownership table, which tells readers how far each owner is. When the partition
+//! leaves the set this node applies, the task stops and the engine is closed; its directory
+//! stays, so taking the partition back later only reads the log from where it stopped.
 //!
 //! A partition this node has nothing of (a new node, or one back with an empty disk), or
 //! less than the log still holds (away for longer than the log keeps messages), is first
