@@ -77,6 +77,10 @@ pub(crate) struct Storage {
     retirements: AtomicU64,
     /// Compacted files kept open between reads.
     readers: readers::Readers,
+    /// Where [`Storage::compact`] waits twice right after its swap, when set: the test of a
+    /// late write landing there.
+    #[cfg(test)]
+    after_swap: Mutex<Option<Arc<std::sync::Barrier>>>,
 }
 
 /// One (tier, period, chunk) as the storage holds it.
@@ -250,6 +254,8 @@ impl Storage {
             batch_gate: RwLock::new(()),
             retirements: AtomicU64::new(0),
             readers: readers::Readers::new(),
+            #[cfg(test)]
+            after_swap: Mutex::new(None),
         })
     }
 
@@ -378,17 +384,20 @@ impl Storage {
             Some(source) => PeriodFile::create_from(&store.dir, &meta, &self.writers, source)?,
             None => PeriodFile::create(&store.dir, &meta, &self.writers)?,
         });
-        store
-            .files
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert((period_start, chunk), StoredPeriod::Hot(Arc::clone(&file)));
+        {
+            let mut files = store.files.write().unwrap_or_else(|e| e.into_inner());
+            files.insert((period_start, chunk), StoredPeriod::Hot(Arc::clone(&file)));
+            if let Some(source) = &compacted {
+                // The hot file holds all the compacted one did; a crash before this unlink
+                // leaves both, and the open keeps the hot one. Unlinked under the map's
+                // lock: a compaction of the new hot file, which writes a file of the
+                // compacted one's name, starts only once the map shows it, and so after.
+                remove_file_logged(source.path());
+            }
+        }
         if let Some(source) = compacted {
-            // The hot file holds all the compacted one did; a crash before this unlink
-            // leaves both, and the open keeps the hot one.
             store.rehydrated.fetch_add(1, Ordering::Relaxed);
             self.readers.forget(&source);
-            remove_file_logged(source.path());
             tracing::debug!(path = %file.path().display(), "made a compacted period hot for a late write");
         } else {
             match why {
@@ -420,10 +429,10 @@ impl Storage {
             .collect()
     }
 
-    /// Replaces the hot `file` of `tier` by its compacted form: written whole beside it, then
-    /// swapped in under the batch gate if no batch stored into the file meanwhile, then the
-    /// hot file deleted. Returns false (and leaves the hot file) when a write came in between;
-    /// a later pass tries again.
+    /// Replaces the hot `file` of `tier` by its compacted form: written whole beside it,
+    /// then, under the batch gate and if no batch stored into the file meanwhile, swapped in
+    /// and the hot file deleted. Returns false (and leaves the hot file) when a write came in
+    /// between; a later pass tries again.
     ///
     /// # Errors
     /// [`Error::Io`] naming the file that could not be written.
@@ -443,15 +452,23 @@ impl Storage {
                 files.insert(key, StoredPeriod::Compacted(Arc::new(compacted)));
                 file.retire();
                 self.retirements.fetch_add(1, Ordering::AcqRel);
+                // Before the map is seen compacted: a late write then makes the period hot
+                // again in a new file of this name, which an unlink after the lock would
+                // take with all it holds.
+                remove_file_logged(file.path());
                 true
             } else {
                 remove_file_logged(compacted.path());
                 false
             }
         };
+        #[cfg(test)]
+        if let Some(pause) = self.after_swap.lock().unwrap().clone() {
+            pause.wait();
+            pause.wait();
+        }
         if swapped {
             store.compacted.fetch_add(1, Ordering::Relaxed);
-            remove_file_logged(file.path());
             disk::sync_dir(&store.dir)?;
         }
         Ok(swapped)

@@ -172,3 +172,51 @@ fn a_read_only_storage_follows_a_compacted_period_made_hot_again_or_dropped() {
     writer_storage.drop_before(0, DAY_START + period).unwrap();
     assert!(read(&reader_storage).is_empty());
 }
+
+/// A late write makes a period hot again right after its compaction swapped it in: the new
+/// hot file takes the old one's name, and the compaction's unlink of the old file must not
+/// take it, or the period's data is gone at the next open.
+#[test]
+fn a_period_made_hot_again_right_after_its_compaction_keeps_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let tiers = TiersConfig::default().tiers;
+    {
+        let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
+        let writer = storage
+            .writer_slot()
+            .unwrap()
+            .expect("a writable storage has writers");
+        let (hot, _) = storage
+            .get_or_create(0, DAY_START, 0, Creation::Ahead)
+            .unwrap();
+        let file = storage.writable_file(0, DAY_START, 0).unwrap();
+        file.add(5, 3, 2.5, writer.publisher());
+        let pause = Arc::new(std::sync::Barrier::new(2));
+        *storage.after_swap.lock().unwrap() = Some(Arc::clone(&pause));
+        std::thread::scope(|scope| {
+            let compaction = scope.spawn(|| storage.compact(0, &hot));
+            // Swapped: the period is compacted.
+            pause.wait();
+            let (_, created) = storage
+                .get_or_create(0, DAY_START, 0, Creation::OnDemand)
+                .unwrap();
+            assert!(created, "made hot again");
+            (storage.writable_file(0, DAY_START, 0).unwrap()).add(5, 3, 1.5, writer.publisher());
+            pause.wait();
+            assert!(compaction.join().unwrap().unwrap(), "compacted");
+        });
+    }
+    let storage = Storage::open(dir.path(), &tiers, SLOTS, false).unwrap();
+    let file = storage
+        .file(0, DAY_START, 0)
+        .expect("the hot file made for the late write is on disk");
+    assert_eq!(
+        file.load(5, 3),
+        Bucket {
+            count: 2,
+            total: 4.0,
+            min: 1.5,
+            max: 2.5
+        }
+    );
+}
