@@ -35,6 +35,13 @@ const QUEUED_MESSAGES: usize = 128;
 /// nothing piles onto a JetStream that is electing a leader.
 const STALL_CHECK: Duration = Duration::from_secs(3);
 
+/// Longest wait for a consumer's first delivery before the stall check replaces it. Each
+/// consumer replaced in a row without having delivered anything waits twice as long as the
+/// one before, from [`STALL_CHECK`]: a server that needs longer to start delivering (a
+/// filtered scan from an old position of a big stream, a leader still catching up) would
+/// otherwise see every new consumer replaced before its first message, forever.
+const STALL_PATIENCE_MAX: Duration = Duration::from_secs(24);
+
 /// How long the feed pauses after a failed read before it makes its consumer again.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
 
@@ -113,6 +120,8 @@ impl LogFeed {
     pub async fn run(self: Arc<Self>) {
         let mut changed = self.changed.subscribe();
         let mut consumer = 0;
+        // How long the current consumer may deliver nothing (see STALL_PATIENCE_MAX).
+        let mut patience = STALL_CHECK;
         loop {
             changed.borrow_and_update();
             consumer += 1;
@@ -138,17 +147,22 @@ impl LogFeed {
                     continue;
                 }
             };
+            let mut delivered = false;
             let failed = loop {
                 let next = tokio::select! {
                     _ = changed.changed() => break false,
-                    next = tokio::time::timeout(STALL_CHECK, reader.next()) => next,
+                    next = tokio::time::timeout(patience, reader.next()) => next,
                 };
                 match next {
                     Err(_) => {
                         if self.stalled(&partitions, consumer).await {
                             tracing::warn!(
+                                waited_s = patience.as_secs(),
                                 "the log holds more than its reader delivers; reading it again"
                             );
+                            if !delivered {
+                                patience = (patience * 2).min(STALL_PATIENCE_MAX);
+                            }
                             break false;
                         }
                     }
@@ -157,7 +171,11 @@ impl LogFeed {
                         tracing::warn!(error = %e, "reading the log; reading it again");
                         break true;
                     }
-                    Ok(Some(Ok(message))) => self.hand_out(message, consumer).await,
+                    Ok(Some(Ok(message))) => {
+                        delivered = true;
+                        patience = STALL_CHECK;
+                        self.hand_out(message, consumer).await;
+                    }
                 }
             };
             // Dropped first, so that it pulls nothing more meanwhile.

@@ -56,6 +56,9 @@ pub const FAULT_APPLY_PAUSE_MS: &str = "TIERDB_FAULT_APPLY_PAUSE_MS";
 /// How long a task pauses after a failed read or apply before it tries again.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
 
+/// How long a node's task that panicked waits before it is started again.
+const RESTART_PAUSE: Duration = Duration::from_secs(1);
+
 /// How long copying a replica's files may take.
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -256,10 +259,14 @@ impl Node {
                 .and_then(|ms| ms.parse().ok())
                 .map(Duration::from_millis),
         });
+        let feed = Arc::clone(&node.feed);
+        let (viewer, checker) = (Arc::clone(&node), Arc::clone(&node));
         let tasks = vec![
-            tokio::spawn(Arc::clone(&node.feed).run()),
-            tokio::spawn(Arc::clone(&node).follow_view()),
-            tokio::spawn(Arc::clone(&node).check_log()),
+            supervised("the log feed", move || Arc::clone(&feed).run()),
+            supervised("the view follower", move || {
+                Arc::clone(&viewer).follow_view()
+            }),
+            supervised("the log check", move || Arc::clone(&checker).check_log()),
         ];
         *node.tasks.lock().unwrap_or_else(|e| e.into_inner()) = tasks;
         Ok(node)
@@ -856,3 +863,29 @@ fn remove_unfinished_copies(partitions: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+/// Runs the node's long-lived task `name`, made by `make`, until it ends or is aborted; one
+/// that panics is logged and made again after [`RESTART_PAUSE`]. Without it, a panic in the
+/// log feed would leave every partition unapplied, and one in the view follower the node
+/// deaf to the ownership table, with nothing said. Aborting the handle drops the task too:
+/// it runs inside the supervising task, not beside it.
+fn supervised<F, Fut>(name: &'static str, make: F) -> JoinHandle<()>
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    use futures_util::FutureExt;
+    tokio::spawn(async move {
+        while std::panic::AssertUnwindSafe(make())
+            .catch_unwind()
+            .await
+            .is_err()
+        {
+            tracing::error!(task = name, "a node task panicked; starting it again");
+            tokio::time::sleep(RESTART_PAUSE).await;
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests;
