@@ -72,8 +72,9 @@ pub struct ClusterArgs {
     /// reads. Default: the bound --http address; required when that is 0.0.0.0 or [::].
     #[arg(long, env = "TIERDB_ADVERTISE_HTTP", value_name = "HOST:PORT")]
     pub advertise_http: Option<String>,
-    /// NATS servers holding each log message and lease (at most 3; default: as many of the
-    /// cluster's servers as there are, up to 3).
+    /// NATS servers holding each log message (at most 3): exactly that many, or the node that
+    /// creates the log does not start. Default: as many of the cluster's servers as there
+    /// are, up to 3. The leases are kept on as many as there are, up to 3.
     #[arg(long, env = "TIERDB_LOG_REPLICAS", value_parser = RangedU64ValueParser::<usize>::new().range(1..=3))]
     pub log_replicas: Option<usize>,
     /// Credentials and TLS for NATS.

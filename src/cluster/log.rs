@@ -28,7 +28,7 @@ use async_nats::jetstream::{self, consumer, stream, Context};
 use bytes::Bytes;
 use futures_util::StreamExt;
 
-use super::streams;
+use super::streams::{self, Copies};
 use crate::error::Error;
 use crate::error::Result;
 
@@ -129,8 +129,8 @@ pub struct LogRetention {
     /// Bytes kept, `None` for no bound (default 1 GiB). JetStream reserves this much on each
     /// server holding a copy, and refuses the stream where the disk has less free.
     pub max_bytes: Option<u64>,
-    /// Servers holding each message, at most 3; 0 (the default): as many as the NATS
-    /// cluster has, up to 3.
+    /// Servers holding each message, at most 3: exactly that many, or the stream is not
+    /// made; 0 (the default): as many as the NATS cluster has, up to 3.
     pub replicas: usize,
 }
 
@@ -177,9 +177,9 @@ impl IngestLog {
             Err(e) if !streams::is_not_found(&e) => return Err(fail("looking up", &e)),
             Err(_) => {}
         }
-        let max_replicas = match retention.replicas {
-            0 => MAX_REPLICAS,
-            n => n.min(MAX_REPLICAS),
+        let copies = match retention.replicas {
+            0 => Copies::UpTo(MAX_REPLICAS),
+            n => Copies::Exactly(n.min(MAX_REPLICAS)),
         };
         let config = |replicas| stream::Config {
             name: STREAM.to_string(),
@@ -195,7 +195,7 @@ impl IngestLog {
             discard: stream::DiscardPolicy::Old,
             ..Default::default()
         };
-        let replicas = streams::create_replicated(&js, max_replicas, config)
+        let replicas = streams::create_replicated(&js, copies, config)
             .await
             .map_err(|e| fail("creating", &e))?;
         tracing::info!(?replicas, "opened the ingest log");

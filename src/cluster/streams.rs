@@ -2,29 +2,73 @@
 //! replicated on as many servers as the NATS cluster has, up to a bound: the count is found
 //! by asking, since a server refuses a stream with more replicas than it has peers.
 
+use std::time::Duration;
+
 use async_nats::jetstream::{self, context, stream};
 
-/// Creates the stream `config(replicas)` with the most replicas from `max` down to 1 that
-/// the servers accept. Returns the count used, or `None` when the stream already existed
-/// (another node created it meanwhile; it stands as it is).
+/// How long a refusal for want of peers is taken for a NATS cluster still forming and the
+/// same count asked again, before fewer copies are taken. Servers started together know
+/// each other only after their routes form and each reported to the meta leader: until
+/// then a stream of three is refused as if the cluster had fewer servers (nats-server
+/// 2.10.26 on a loaded 2-core machine refused it for over a minute at times), and a stream
+/// made with fewer copies then would keep fewer for good.
+const FORMING_WAIT: Duration = Duration::from_secs(30);
+
+/// Pause between two asks while the cluster forms.
+const FORMING_RETRY: Duration = Duration::from_millis(500);
+
+/// How many servers should keep a copy of a stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Copies {
+    /// As many as the NATS cluster has, up to this many.
+    UpTo(usize),
+    /// This many, or the stream is not made.
+    Exactly(usize),
+}
+
+/// Creates the stream `config(replicas)`: with [`Copies::UpTo`], with the most replicas from
+/// the bound down to 1 that the servers accept; with [`Copies::Exactly`], with that count
+/// only. A refusal for want of peers is asked again for [`FORMING_WAIT`] first. Returns the
+/// count used, or `None` when the stream already existed (another node created it
+/// meanwhile; it stands as it is).
 ///
 /// # Errors
 /// The server's refusal when no count is accepted, or any other failure.
 pub(crate) async fn create_replicated(
     js: &jetstream::Context,
-    max: usize,
+    copies: Copies,
     config: impl Fn(usize) -> stream::Config,
 ) -> Result<Option<usize>, context::CreateStreamError> {
-    let mut last_refusal = None;
-    for replicas in (1..=max.max(1)).rev() {
-        match js.create_stream(config(replicas)).await {
+    let (mut replicas, exact) = match copies {
+        Copies::UpTo(n) => (n.max(1), false),
+        Copies::Exactly(n) => (n.max(1), true),
+    };
+    let forming_until = tokio::time::Instant::now() + FORMING_WAIT;
+    loop {
+        let refusal = match js.create_stream(config(replicas)).await {
             Ok(_) => return Ok(Some(replicas)),
-            Err(e) if refused_for_peers(&e) => last_refusal = Some(e),
             Err(e) if already_exists(&e) => return Ok(None),
+            Err(e) if refused_for_peers(&e) => e,
             Err(e) => return Err(e),
+        };
+        let forming =
+            jetstream_code(&refusal.kind()) == Some(jetstream::ErrorCode::CLUSTER_NO_PEERS);
+        if forming && tokio::time::Instant::now() < forming_until {
+            tokio::time::sleep(FORMING_RETRY).await;
+            continue;
         }
+        if exact || replicas == 1 {
+            return Err(refusal);
+        }
+        tracing::warn!(
+            stream = %config(replicas).name,
+            replicas,
+            error = %refusal,
+            "the NATS cluster refuses this many copies; trying one fewer (--log-replicas \
+             requires a count)"
+        );
+        replicas -= 1;
     }
-    Err(last_refusal.expect("at least one attempt"))
 }
 
 fn jetstream_code(kind: &context::CreateStreamErrorKind) -> Option<jetstream::ErrorCode> {

@@ -212,6 +212,31 @@ fn wait_caught_up(cluster: &[Node]) {
     });
 }
 
+/// Three NATS servers and three nodes started together, as a user brings a new cluster up:
+/// nothing waits for JetStream first. The log and the ownership bucket still get three
+/// copies: a forming NATS cluster refuses three for want of peers until its servers know
+/// each other, and a stream made with fewer then would stay on fewer servers for good.
+#[test]
+fn nodes_started_with_their_nats_servers_keep_the_log_on_three() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let nats = runtime.block_on(NatsCluster::start_unsettled(3));
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = nodes(3, root.path());
+    let urls = nats.urls().join(",");
+    for node in &mut cluster {
+        node.start(&urls);
+    }
+    wait_served(&cluster);
+    runtime.block_on(async {
+        let js = nats.jetstream().await;
+        for stream in ["TIERDB_INGEST", "KV_tierdb_cluster"] {
+            let mut stream_handle = js.get_stream(stream).await.unwrap();
+            let info = stream_handle.info().await.unwrap();
+            assert_eq!(info.config.num_replicas, 3, "{stream}");
+        }
+    });
+}
+
 /// Polls `check` until it returns `Ok`, or panics with its last error after [`SETTLE`].
 pub(crate) fn eventually<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
     let deadline = Instant::now() + SETTLE;

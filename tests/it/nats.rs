@@ -97,7 +97,21 @@ impl NatsCluster {
         NatsCluster::start_with(n, Some(security)).await
     }
 
+    /// [`NatsCluster::start`], but returns as soon as every server accepts connections, as
+    /// a user's servers started beside the nodes are: JetStream may have no meta leader yet,
+    /// nor know every server.
+    pub(crate) async fn start_unsettled(n: usize) -> NatsCluster {
+        NatsCluster::launch(n, None).await
+    }
+
     async fn start_with(n: usize, security: Option<NatsSecurity>) -> NatsCluster {
+        let cluster = NatsCluster::launch(n, security).await;
+        cluster.wait_jetstream().await;
+        cluster
+    }
+
+    /// Servers launched on free ports, each accepting connections.
+    async fn launch(n: usize, security: Option<NatsSecurity>) -> NatsCluster {
         assert!(n >= 1, "a NATS cluster has at least one server");
         let program = nats_server_program();
         let mut last_failure = String::new();
@@ -105,10 +119,7 @@ impl NatsCluster {
             let mut cluster = NatsCluster::configure(n);
             cluster.security = security.clone();
             match cluster.launch_all(&program).await {
-                Ok(()) => {
-                    cluster.wait_jetstream().await;
-                    return cluster;
-                }
+                Ok(()) => return cluster,
                 // A port was taken under us: try again on other ports.
                 Err(failure) => last_failure = failure,
             }

@@ -8,7 +8,7 @@
 
 use async_nats::jetstream::{self, kv, stream};
 
-use crate::cluster::streams;
+use crate::cluster::streams::{self, Copies};
 use crate::error::Error;
 use crate::error::Result;
 
@@ -43,7 +43,7 @@ pub(super) async fn open_bucket(js: &jetstream::Context, bucket: &str) -> Result
         Err(e) if !streams::is_not_found(&e) => return Err(fail("look up", &e)),
         Err(_) => {}
     }
-    let replicas = streams::create_replicated(js, MAX_BUCKET_REPLICAS, |replicas| {
+    let replicas = streams::create_replicated(js, Copies::UpTo(MAX_BUCKET_REPLICAS), |replicas| {
         bucket_stream(bucket, replicas)
     })
     .await
