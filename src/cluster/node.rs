@@ -90,6 +90,8 @@ fn retryable(e: &Error) -> bool {
         "unavailable",
         "not ready",
         "leader",
+        // A bucket another node made a moment ago, not yet found by a read of a key.
+        "no stream found",
     ]
     .iter()
     .any(|sign| text.contains(sign))
@@ -427,11 +429,20 @@ impl Node {
             ownership.forget_applied(partition);
         }
         tracing::info!(partition, "no longer applying partition");
-        if let Ok(store) = Arc::try_unwrap(applying.store) {
-            let closed = tokio::task::spawn_blocking(move || store.close()).await;
-            if let Ok(Err(e)) = closed {
-                tracing::error!(partition, error = %e, "closing partition");
+        match Arc::try_unwrap(applying.store) {
+            Ok(store) => {
+                let closed = tokio::task::spawn_blocking(move || store.close()).await;
+                if let Ok(Err(e)) = closed {
+                    tracing::error!(partition, error = %e, "closing partition");
+                }
             }
+            // Its directory stays locked until then: opening it again, or putting a
+            // replica's copy in its place, is refused and tried again.
+            Err(_) => tracing::info!(
+                partition,
+                "the partition's store is still in use (a read, or a copy for a peer); it \
+                 closes when that ends"
+            ),
         }
     }
 
@@ -633,7 +644,6 @@ impl Node {
     async fn rebuild_from(&self, partition: u32, dir: &Path, addr: &str) -> Result<SnapshotInfo> {
         let partitions = self.data_dir.join("partitions");
         let download = partitions.join(format!("{partition:03}.snapshot"));
-        let incoming = partitions.join(format!("{partition:03}.incoming"));
         let path = format!("{}/{partition}", peer::SNAPSHOT_PATH);
         let fetched = peer::download(
             addr,
@@ -651,20 +661,10 @@ impl Node {
             ))),
             Err(e) => Err(e),
         };
-        let (dir, partition_dir) = (dir.to_path_buf(), partitions.clone());
+        let dir = dir.to_path_buf();
         let placed = tokio::task::spawn_blocking(move || {
-            let placed = fetched.and_then(|_| {
-                remove_dir_if_any(&incoming)?;
-                let info = snapshot::read(&download, partition, &incoming)?;
-                remove_dir_if_any(&dir)?;
-                std::fs::rename(&incoming, &dir).map_err(|e| Error::io(&dir, e))?;
-                crate::storage::disk::sync_dir(&partition_dir)?;
-                Ok(info)
-            });
+            let placed = fetched.and_then(|_| snapshot::place(&download, partition, &dir));
             let _ = std::fs::remove_file(&download);
-            if placed.is_err() {
-                let _ = std::fs::remove_dir_all(&incoming);
-            }
             placed
         })
         .await
@@ -842,14 +842,6 @@ impl Node {
     }
 }
 
-/// Removes `dir` and what it holds, if it exists.
-fn remove_dir_if_any(dir: &Path) -> Result<()> {
-    match std::fs::remove_dir_all(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(dir, e)),
-        _ => Ok(()),
-    }
-}
-
 /// Removes what a rebuild that stopped part way left in `partitions`: a downloaded copy
 /// (`<p>.snapshot`) and a copy being read into place (`<p>.incoming/`).
 fn remove_unfinished_copies(partitions: &Path) -> Result<()> {
@@ -857,7 +849,7 @@ fn remove_unfinished_copies(partitions: &Path) -> Result<()> {
         let path = entry.map_err(|e| Error::io(partitions, e))?.path();
         match path.extension().and_then(|e| e.to_str()) {
             Some("snapshot") => std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?,
-            Some("incoming") => remove_dir_if_any(&path)?,
+            Some("incoming") => snapshot::remove_dir_if_any(&path)?,
             _ => {}
         }
     }

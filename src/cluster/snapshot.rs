@@ -61,6 +61,48 @@ pub struct SnapshotInfo {
     pub bytes: u64,
 }
 
+/// Puts the snapshot in `source` in place of the partition directory `dir`: read into
+/// `<dir>.incoming` beside it ([`read`]), then, while holding `dir`'s lock, `dir` removed
+/// and the copy renamed into its place. An engine that still has `dir` open (in this
+/// process: a read or a copy for a peer held the partition's store past its stop) refuses
+/// it: it would go on compacting, creating and unlinking files by name in the copy, and
+/// take the copy's open marker at its close. What was read into `<dir>.incoming` is removed
+/// on any failure.
+///
+/// # Errors
+/// [`Error::Locked`] while an engine holds `dir`; as [`read`]; [`Error::Io`].
+pub(crate) fn place(source: &Path, partition: u32, dir: &Path) -> Result<SnapshotInfo> {
+    let mut incoming = dir.as_os_str().to_owned();
+    incoming.push(".incoming");
+    let incoming = PathBuf::from(incoming);
+    let placed = remove_dir_if_any(&incoming)
+        .and_then(|()| read(source, partition, &incoming))
+        .and_then(|info| {
+            let _no_engine = match dir.is_dir() {
+                true => Some(crate::storage::lock::DirLock::acquire(dir)?),
+                false => None,
+            };
+            remove_dir_if_any(dir)?;
+            std::fs::rename(&incoming, dir).map_err(|e| Error::io(dir, e))?;
+            if let Some(parent) = dir.parent() {
+                disk::sync_dir(parent)?;
+            }
+            Ok(info)
+        });
+    if placed.is_err() {
+        let _ = std::fs::remove_dir_all(&incoming);
+    }
+    placed
+}
+
+/// Removes `dir` and what it holds, if it exists.
+pub(crate) fn remove_dir_if_any(dir: &Path) -> Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(dir, e)),
+        _ => Ok(()),
+    }
+}
+
 /// Writes the snapshot of the engine directory `dir` (every file below it but the lock),
 /// holding partition `partition` up to `applied`, to `out`. The caller keeps the files still
 /// meanwhile.

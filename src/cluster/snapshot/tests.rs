@@ -148,3 +148,38 @@ fn paths_that_climb_out_or_name_the_lock_are_refused() {
         assert!(!root.path().join("x").exists());
     }
 }
+
+/// A copy is not put in place of a directory an engine still has open (a store that a read
+/// held past its stop): that engine would go on compacting, creating and unlinking files by
+/// name in the copy. Nothing is changed, nothing is left beside it, and once the engine is
+/// closed the copy goes in.
+#[test]
+fn a_copy_is_not_put_in_place_of_a_directory_an_engine_has_open() {
+    use crate::engine::Engine;
+    use crate::sample::Sample;
+    let root = tempfile::tempdir().unwrap();
+    let partitions = root.path().join("partitions");
+    std::fs::create_dir_all(&partitions).unwrap();
+    let dir = partitions.join("007");
+    let engine = Engine::builder(&dir)
+        .background_maintenance(false)
+        .open()
+        .unwrap();
+    let id = engine.series("s0").unwrap();
+    engine
+        .record_batch(&[Sample::new(id, engine.now() - 60, 1.0)])
+        .unwrap();
+    engine.flush().unwrap();
+    let file = root.path().join("007.snapshot");
+    snapshot_of(&dir, &file);
+    let before = contents(&dir);
+
+    let refused = place(&file, 3, &dir).unwrap_err();
+    assert!(matches!(refused, Error::Locked { .. }), "{refused}");
+    assert_eq!(contents(&dir), before, "the open directory is untouched");
+    assert!(!partitions.join("007.incoming").exists());
+
+    engine.close().unwrap();
+    assert_eq!(place(&file, 3, &dir).unwrap().applied, 4242);
+    assert_eq!(contents(&dir), before, "the copy in place");
+}
