@@ -81,6 +81,10 @@ pub(crate) struct Storage {
     /// late write landing there.
     #[cfg(test)]
     after_swap: Mutex<Option<Arc<std::sync::Barrier>>>,
+    /// Where [`Storage::drop_before`] waits twice, when set: after the expired periods left
+    /// the map, before their files are unlinked (the test of a creation landing there).
+    #[cfg(test)]
+    after_forget: Mutex<Option<Arc<std::sync::Barrier>>>,
 }
 
 /// One (tier, period, chunk) as the storage holds it.
@@ -124,8 +128,8 @@ struct TierStore {
     spec: TierSpec,
     dir: PathBuf,
     files: RwLock<BTreeMap<(Timestamp, u32), StoredPeriod>>,
-    /// Serialises creation so two writers needing the same new file create it once; readers
-    /// and writers of existing files never wait on it.
+    /// Serialises creation so two writers needing the same new file create it once, and
+    /// against an expiry's unlinks; readers and writers of existing files never wait on it.
     create_lock: Mutex<()>,
     created_ahead: AtomicU64,
     created_on_demand: AtomicU64,
@@ -256,6 +260,8 @@ impl Storage {
             readers: readers::Readers::new(),
             #[cfg(test)]
             after_swap: Mutex::new(None),
+            #[cfg(test)]
+            after_forget: Mutex::new(None),
         })
     }
 
@@ -618,15 +624,19 @@ impl Storage {
     }
 
     /// Removes every file of `tier` whose period starts before `window_start` (so its end is
-    /// older than now minus the retention): forgotten first, then unlinked. A query in flight
-    /// keeps its `Arc` and so its mapping, which stays valid after the unlink; nothing
-    /// reopens a file by path. Returns how many files went.
+    /// older than now minus the retention): forgotten first, then unlinked, all under the
+    /// tier's creation lock, so that a late write making the period's file anew (a batch
+    /// whose windows were taken before this pass's clock) makes it after the unlink, not
+    /// before it to lose it. Reads and stores of existing files do not wait on that lock.
+    /// A query in flight keeps its `Arc` and so its mapping, which stays valid after the
+    /// unlink; nothing reopens a file by path. Returns how many files went.
     ///
     /// # Errors
     /// [`Error::Io`] naming the file that could not be unlinked (it is forgotten all the
     /// same and removed by the next open's maintenance).
     pub(crate) fn drop_before(&self, tier: usize, window_start: Timestamp) -> Result<usize> {
         let store = &self.tiers[tier];
+        let no_creation = store.create_lock.lock().unwrap_or_else(|e| e.into_inner());
         let expired: Vec<StoredPeriod> = {
             let mut files = store.files.write().unwrap_or_else(|e| e.into_inner());
             let keep = files.split_off(&(window_start, 0));
@@ -634,6 +644,11 @@ impl Storage {
         };
         if expired.is_empty() {
             return Ok(0);
+        }
+        #[cfg(test)]
+        if let Some(pause) = self.after_forget.lock().unwrap().clone() {
+            pause.wait();
+            pause.wait();
         }
         let mut first_error = None;
         for file in &expired {
@@ -649,6 +664,7 @@ impl Storage {
                 }
             }
         }
+        drop(no_creation);
         store
             .dropped
             .fetch_add(expired.len() as u64, Ordering::Relaxed);

@@ -78,6 +78,10 @@ pub(crate) struct RawStore {
     created_ahead: AtomicU64,
     created_on_demand: AtomicU64,
     dropped: AtomicU64,
+    /// Where [`RawStore::drop_before`] waits twice, when set: after the expired periods left
+    /// the map (the test of a claim landing right after).
+    #[cfg(test)]
+    after_forget: Mutex<Option<Arc<std::sync::Barrier>>>,
 }
 
 /// What a read of one series returns: the points in `[from, to)` and the neighbours just
@@ -206,6 +210,8 @@ impl RawStore {
             created_ahead: AtomicU64::new(0),
             created_on_demand: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            #[cfg(test)]
+            after_forget: Mutex::new(None),
         })
     }
 
@@ -333,12 +339,28 @@ impl RawStore {
     /// # Errors
     /// [`Error::Io`] naming a file that could not be unlinked (forgotten all the same).
     pub(crate) fn drop_before(&self, window_start: Timestamp) -> Result<usize> {
+        let mut first_error = None;
+        let mut n = 0;
         let expired: Vec<RawPeriod> = {
             let mut periods = self.periods.lock().unwrap_or_else(|e| e.into_inner());
             let keep = periods.split_off(&window_start);
-            std::mem::replace(&mut *periods, keep)
+            let expired: Vec<RawPeriod> = std::mem::replace(&mut *periods, keep)
                 .into_values()
-                .collect()
+                .collect();
+            // Unlinked under the lock every claim takes: after it, a late claim (a batch
+            // whose windows were taken before this pass's clock) makes the period's files
+            // anew from number 0, which an unlink after the lock would take. A period's
+            // files last number first: a crash part way leaves numbers 0..k, which an open
+            // accepts, rather than a gap, which it refuses.
+            for file in expired.iter().flat_map(|p| p.files.iter().rev()) {
+                n += 1;
+                if self.writable {
+                    if let Err(e) = std::fs::remove_file(file.path()) {
+                        first_error.get_or_insert(Error::io(file.path(), e));
+                    }
+                }
+            }
+            expired
         };
         if expired.is_empty() {
             return Ok(0);
@@ -350,17 +372,10 @@ impl RawStore {
                 chain.drain(..gone);
             }
         }
-        let mut first_error = None;
-        let mut n = 0;
-        // A period's files last number first: a crash part way leaves numbers 0..k, which an
-        // open accepts, rather than a gap, which it refuses.
-        for file in expired.iter().flat_map(|p| p.files.iter().rev()) {
-            n += 1;
-            if self.writable {
-                if let Err(e) = std::fs::remove_file(file.path()) {
-                    first_error.get_or_insert(Error::io(file.path(), e));
-                }
-            }
+        #[cfg(test)]
+        if let Some(pause) = self.after_forget.lock().unwrap().clone() {
+            pause.wait();
+            pause.wait();
         }
         self.dropped.fetch_add(n as u64, Ordering::Relaxed);
         if self.writable {

@@ -220,3 +220,52 @@ fn a_period_made_hot_again_right_after_its_compaction_keeps_its_file() {
         }
     );
 }
+
+/// A write that needs a file for a period right after an expiry took the period out of the
+/// map (a batch whose window was taken before the maintenance pass's clock reading) makes a
+/// new file of the same name; the expiry's unlink must not take it: while the map holds a
+/// hot file for a period, that file is on disk.
+#[test]
+fn a_file_made_right_after_an_expiry_forgot_its_period_stays_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let tiers = TiersConfig::default().tiers;
+    let period = tiers[0].period.secs() as i64;
+    let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
+    let writer = storage
+        .writer_slot()
+        .unwrap()
+        .expect("a writable storage has writers");
+    storage
+        .get_or_create(0, DAY_START, 0, Creation::Ahead)
+        .unwrap();
+    let file = storage.writable_file(0, DAY_START, 0).unwrap();
+    file.add(5, 3, 2.5, writer.publisher());
+    let path = file.file().path().to_path_buf();
+    drop(file);
+    let pause = Arc::new(std::sync::Barrier::new(2));
+    *storage.after_forget.lock().unwrap() = Some(Arc::clone(&pause));
+    let storage = &storage;
+    std::thread::scope(|scope| {
+        let expiry = scope.spawn(|| storage.drop_before(0, DAY_START + period));
+        // The period has left the map; its file is not unlinked yet.
+        pause.wait();
+        let (done, finished) = std::sync::mpsc::channel();
+        let creation = scope.spawn(move || {
+            let made = storage.get_or_create(0, DAY_START, 0, Creation::OnDemand);
+            let _ = done.send(());
+            made
+        });
+        // A creation nothing holds back is made before the expiry goes on.
+        let _ = finished.recv_timeout(std::time::Duration::from_millis(500));
+        pause.wait();
+        expiry.join().unwrap().unwrap();
+        let (_, created) = creation.join().unwrap().unwrap();
+        assert!(created, "made anew");
+    });
+    (storage.writable_file(0, DAY_START, 0).unwrap()).add(5, 3, 1.5, writer.publisher());
+    assert!(
+        path.exists(),
+        "the storage holds a hot file for the period, but the expiry unlinked it: what was \
+         stored into it is gone at the next open"
+    );
+}

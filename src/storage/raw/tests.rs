@@ -234,3 +234,34 @@ fn a_series_cut_back_keeps_exactly_its_points_up_to_the_time() {
     assert!(read_all(&store, 1).points.is_empty());
     assert_eq!(store.truncate_after(5, None), 0, "a series with no chain");
 }
+
+/// Claims for a period right after an expiry took it out of the map (writers whose raw
+/// window was taken before the maintenance pass's clock reading) make its files anew, from
+/// number 0: an expiry that unlinked after its lock would take the new file 0 and leave the
+/// new file 1, and the next open would refuse the directory ("has no file 0 before it").
+#[test]
+fn claims_right_after_an_expiry_forgot_their_period_leave_the_directory_openable() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = align_down(NOW, spec().period);
+    {
+        let store = RawStore::open(dir.path(), &spec(), true, 1_000).unwrap();
+        store.claim(0, start + 10, None).unwrap();
+        let pause = Arc::new(std::sync::Barrier::new(2));
+        *store.after_forget.lock().unwrap() = Some(Arc::clone(&pause));
+        std::thread::scope(|scope| {
+            let expiry = scope.spawn(|| store.drop_before(start + HOUR));
+            // The period has left the map.
+            pause.wait();
+            for series in 1..=SEGMENTS_PER_FILE + 1 {
+                if store.claim(series, start + 20, None).is_err() {
+                    break;
+                }
+            }
+            pause.wait();
+            expiry.join().unwrap().unwrap();
+        });
+    }
+    if let Err(e) = RawStore::open(dir.path(), &spec(), true, 1_000) {
+        panic!("the directory no longer opens: {e}");
+    }
+}
