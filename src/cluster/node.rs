@@ -194,7 +194,7 @@ impl Node {
     pub(crate) async fn start(settings: NodeSettings, http_addr: &str) -> Result<Arc<Node>> {
         let partitions = settings.data_dir.join("partitions");
         std::fs::create_dir_all(&partitions).map_err(|e| Error::io(&partitions, e))?;
-        remove_unfinished_copies(&partitions)?;
+        snapshot::tidy_unfinished(&partitions)?;
         let client = super::nats_connect::connect(
             &settings.urls,
             &format!("tierdb {}", settings.name),
@@ -643,7 +643,7 @@ impl Node {
     /// `dir`: into a fresh directory beside it first, checked and synced, then renamed.
     async fn rebuild_from(&self, partition: u32, dir: &Path, addr: &str) -> Result<SnapshotInfo> {
         let partitions = self.data_dir.join("partitions");
-        let download = partitions.join(format!("{partition:03}.snapshot"));
+        let download = partitions.join(format!("{partition:03}.{}", snapshot::DOWNLOAD));
         let path = format!("{}/{partition}", peer::SNAPSHOT_PATH);
         let fetched = peer::download(
             addr,
@@ -840,20 +840,6 @@ impl Node {
             None => Ok(()),
         }
     }
-}
-
-/// Removes what a rebuild that stopped part way left in `partitions`: a downloaded copy
-/// (`<p>.snapshot`) and a copy being read into place (`<p>.incoming/`).
-fn remove_unfinished_copies(partitions: &Path) -> Result<()> {
-    for entry in std::fs::read_dir(partitions).map_err(|e| Error::io(partitions, e))? {
-        let path = entry.map_err(|e| Error::io(partitions, e))?.path();
-        match path.extension().and_then(|e| e.to_str()) {
-            Some("snapshot") => std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?,
-            Some("incoming") => snapshot::remove_dir_if_any(&path)?,
-            _ => {}
-        }
-    }
-    Ok(())
 }
 
 /// Runs the node's long-lived task `name`, made by `make`, until it ends or is aborted; one

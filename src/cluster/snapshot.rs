@@ -62,19 +62,19 @@ pub struct SnapshotInfo {
 }
 
 /// Puts the snapshot in `source` in place of the partition directory `dir`: read into
-/// `<dir>.incoming` beside it ([`read`]), then, while holding `dir`'s lock, `dir` removed
-/// and the copy renamed into its place. An engine that still has `dir` open (in this
-/// process: a read or a copy for a peer held the partition's store past its stop) refuses
-/// it: it would go on compacting, creating and unlinking files by name in the copy, and
-/// take the copy's open marker at its close. What was read into `<dir>.incoming` is removed
-/// on any failure.
+/// `<dir>.incoming` beside it ([`read`]), then, while holding `dir`'s lock, `dir` renamed
+/// aside to `<dir>.old`, the copy renamed into its place, and the old one removed. An engine
+/// that still has `dir` open (in this process: a read or a copy for a peer held the
+/// partition's store past its stop) refuses it: it would go on compacting, creating and
+/// unlinking files by name in the copy, and take the copy's open marker at its close. A
+/// crash leaves a whole directory at `dir` or at `<dir>.old`, never one half removed
+/// ([`tidy_unfinished`] puts it back). What was read into `<dir>.incoming` is removed on
+/// any failure.
 ///
 /// # Errors
 /// [`Error::Locked`] while an engine holds `dir`; as [`read`]; [`Error::Io`].
 pub(crate) fn place(source: &Path, partition: u32, dir: &Path) -> Result<SnapshotInfo> {
-    let mut incoming = dir.as_os_str().to_owned();
-    incoming.push(".incoming");
-    let incoming = PathBuf::from(incoming);
+    let (incoming, aside) = (beside(dir, INCOMING), beside(dir, ASIDE));
     let placed = remove_dir_if_any(&incoming)
         .and_then(|()| read(source, partition, &incoming))
         .and_then(|info| {
@@ -82,7 +82,10 @@ pub(crate) fn place(source: &Path, partition: u32, dir: &Path) -> Result<Snapsho
                 true => Some(crate::storage::lock::DirLock::acquire(dir)?),
                 false => None,
             };
-            remove_dir_if_any(dir)?;
+            remove_dir_if_any(&aside)?;
+            if dir.is_dir() {
+                std::fs::rename(dir, &aside).map_err(|e| Error::io(dir, e))?;
+            }
             std::fs::rename(&incoming, dir).map_err(|e| Error::io(dir, e))?;
             if let Some(parent) = dir.parent() {
                 disk::sync_dir(parent)?;
@@ -92,7 +95,56 @@ pub(crate) fn place(source: &Path, partition: u32, dir: &Path) -> Result<Snapsho
     if placed.is_err() {
         let _ = std::fs::remove_dir_all(&incoming);
     }
-    placed
+    let info = placed?;
+    // The copy is in place: the old files are only tidied away (the next start removes
+    // them if this fails).
+    if let Err(e) = remove_dir_if_any(&aside) {
+        tracing::warn!(error = %e, "could not remove a partition's replaced directory");
+    }
+    Ok(info)
+}
+
+/// What a rebuild that stopped part way left in `partitions` (a node's directory of
+/// partition directories): a downloaded copy (`<p>.snapshot`) and a copy being read
+/// (`<p>.incoming/`) are removed; a directory renamed aside (`<p>.old/`) is removed when
+/// `<p>` is in place, and put back when the crash came before the copy took its place.
+///
+/// # Errors
+/// [`Error::Io`] naming what could not be listed, removed or renamed.
+pub(crate) fn tidy_unfinished(partitions: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(partitions).map_err(|e| Error::io(partitions, e))? {
+        let path = entry.map_err(|e| Error::io(partitions, e))?.path();
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(DOWNLOAD) => std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?,
+            Some(INCOMING) => remove_dir_if_any(&path)?,
+            Some(ASIDE) => {
+                let dir = path.with_extension("");
+                if dir.exists() {
+                    remove_dir_if_any(&path)?;
+                } else {
+                    std::fs::rename(&path, &dir).map_err(|e| Error::io(&dir, e))?;
+                    disk::sync_dir(partitions)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The extension of a downloaded copy beside the partition directories.
+pub(crate) const DOWNLOAD: &str = "snapshot";
+/// The extension of a copy being read beside its partition directory.
+const INCOMING: &str = "incoming";
+/// The extension of a partition directory renamed aside while a copy takes its place.
+const ASIDE: &str = "old";
+
+/// `dir` with `.extension` added to its last component.
+fn beside(dir: &Path, extension: &str) -> PathBuf {
+    let mut name = dir.as_os_str().to_owned();
+    name.push(".");
+    name.push(extension);
+    PathBuf::from(name)
 }
 
 /// Removes `dir` and what it holds, if it exists.

@@ -183,3 +183,28 @@ fn a_copy_is_not_put_in_place_of_a_directory_an_engine_has_open() {
     assert_eq!(place(&file, 3, &dir).unwrap().applied, 4242);
     assert_eq!(contents(&dir), before, "the copy in place");
 }
+
+/// A rebuild cut short by a crash: the directory renamed aside comes back when the copy had
+/// not taken its place yet, and is removed when it had; downloads and copies being read go.
+#[test]
+fn a_rebuild_cut_short_leaves_a_whole_partition_directory() {
+    let root = tempfile::tempdir().unwrap();
+    let partitions = root.path();
+    // Partition 1: stopped between the two renames.
+    engine_like(&partitions.join("001.old"));
+    engine_like(&partitions.join("001.incoming"));
+    let old = contents(&partitions.join("001.old"));
+    // Partition 2: stopped after the copy took its place, the old one half removed.
+    engine_like(&partitions.join("002"));
+    std::fs::create_dir_all(partitions.join("002.old/tiers")).unwrap();
+    std::fs::write(partitions.join("003.snapshot"), b"cut short").unwrap();
+
+    tidy_unfinished(partitions).unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(partitions)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["001", "002"]);
+    assert_eq!(contents(&partitions.join("001")), old);
+}
