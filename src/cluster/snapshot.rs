@@ -28,7 +28,9 @@
 //!   files      u32    entries before it
 //!   bytes      u64    their lengths added up
 //! ```
-//! The directory's lock file is not copied: the receiver takes its own. The open marker is,
+//! The directory's lock file is not copied: the receiver takes its own; nor is a file being
+//! created (`*.tmp`: the engine's chunk creator runs during the copy, and may rename it
+//! before it is read; an open removes such files anyway). The open marker is copied,
 //! so the receiver's open checks the files as after a crash, which the copy is, in effect.
 //!
 //! [`PartitionStore::snapshot`]: super::apply::PartitionStore::snapshot
@@ -40,6 +42,7 @@ use std::path::{Path, PathBuf};
 use crate::error::Error;
 use crate::error::Result;
 use crate::storage::disk;
+use crate::storage::format::TEMP_SUFFIX;
 
 const MAGIC: &[u8; 8] = b"TDBSNAP1";
 const FILE_TAG: u8 = b'F';
@@ -236,7 +239,10 @@ fn list_files(dir: &Path, prefix: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
         let kind = entry.file_type().map_err(|e| Error::io(entry.path(), e))?;
         if kind.is_dir() {
             list_files(dir, &relative, out)?;
-        } else if kind.is_file() && relative != Path::new(LOCK_FILE) {
+        } else if kind.is_file()
+            && relative != Path::new(LOCK_FILE)
+            && !entry.file_name().to_string_lossy().ends_with(TEMP_SUFFIX)
+        {
             out.push(relative);
         }
     }

@@ -104,7 +104,9 @@ impl Rewind<'_> {
     }
 
     /// Runs `copy` on the engine's directory while no maintenance pass runs and no batch
-    /// stores anything, so no file is created, swapped, dropped or written meanwhile. The
+    /// stores anything, so no file is swapped, dropped or written meanwhile (the chunk
+    /// creator may still make an empty file for new series: whole, under a temporary name
+    /// first, so a copy that leaves out `*.tmp` files sees it whole or not at all). The
     /// caller stops its own writes first: a cluster partition's store copies its files
     /// this way between two groups of messages ([`crate::cluster::snapshot`]).
     pub(crate) fn with_files_still<R>(&self, copy: impl FnOnce(&Path) -> R) -> R {
