@@ -150,7 +150,12 @@ impl LogFeed {
             let mut delivered = false;
             let failed = loop {
                 let next = tokio::select! {
-                    _ = changed.changed() => break false,
+                    _ = changed.changed() => {
+                        // Made again for the change, not for a stall: the next one gets the
+                        // first wait.
+                        patience = STALL_CHECK;
+                        break false;
+                    }
                     next = tokio::time::timeout(patience, reader.next()) => next,
                 };
                 match next {
@@ -166,9 +171,13 @@ impl LogFeed {
                             break false;
                         }
                     }
-                    Ok(None) => break true,
+                    Ok(None) => {
+                        patience = STALL_CHECK;
+                        break true;
+                    }
                     Ok(Some(Err(e))) => {
                         tracing::warn!(error = %e, "reading the log; reading it again");
+                        patience = STALL_CHECK;
                         break true;
                     }
                     Ok(Some(Ok(message))) => {

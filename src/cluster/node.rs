@@ -642,6 +642,12 @@ impl Node {
     /// Downloads `partition`'s files from the node at `addr` and puts them in place of
     /// `dir`: into a fresh directory beside it first, checked and synced, then renamed.
     async fn rebuild_from(&self, partition: u32, dir: &Path, addr: &str) -> Result<SnapshotInfo> {
+        let held = dir.to_path_buf();
+        tokio::task::spawn_blocking(move || snapshot::check_not_open(&held))
+            .await
+            .map_err(|e| {
+                Error::Poisoned(format!("checking a partition's directory failed: {e}"))
+            })??;
         let partitions = self.data_dir.join("partitions");
         let download = partitions.join(format!("{partition:03}.{}", snapshot::DOWNLOAD));
         let path = format!("{}/{partition}", peer::SNAPSHOT_PATH);
@@ -854,12 +860,15 @@ where
 {
     use futures_util::FutureExt;
     tokio::spawn(async move {
-        while std::panic::AssertUnwindSafe(make())
-            .catch_unwind()
-            .await
-            .is_err()
-        {
-            tracing::error!(task = name, "a node task panicked; starting it again");
+        while let Err(panic) = std::panic::AssertUnwindSafe(make()).catch_unwind().await {
+            let why = (panic.downcast_ref::<&str>().copied())
+                .or(panic.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("(no message)");
+            tracing::error!(
+                task = name,
+                panic = why,
+                "a node task panicked; starting it again"
+            );
             tokio::time::sleep(RESTART_PAUSE).await;
         }
     })

@@ -66,11 +66,11 @@ pub struct SnapshotInfo {
 
 /// Puts the snapshot in `source` in place of the partition directory `dir`: read into
 /// `<dir>.incoming` beside it ([`read`]), then, while holding `dir`'s lock, `dir` renamed
-/// aside to `<dir>.old`, the copy renamed into its place, and the old one removed. An engine
+/// aside to `<dir>.replaced`, the copy renamed into its place, and the old one removed. An engine
 /// that still has `dir` open (in this process: a read or a copy for a peer held the
 /// partition's store past its stop) refuses it: it would go on compacting, creating and
 /// unlinking files by name in the copy, and take the copy's open marker at its close. A
-/// crash leaves a whole directory at `dir` or at `<dir>.old`, never one half removed
+/// crash leaves a whole directory at `dir` or at `<dir>.replaced`, never one half removed
 /// ([`tidy_unfinished`] puts it back). What was read into `<dir>.incoming` is removed on
 /// any failure.
 ///
@@ -86,10 +86,17 @@ pub(crate) fn place(source: &Path, partition: u32, dir: &Path) -> Result<Snapsho
                 false => None,
             };
             remove_dir_if_any(&aside)?;
-            if dir.is_dir() {
+            let had_one = dir.is_dir();
+            if had_one {
                 std::fs::rename(dir, &aside).map_err(|e| Error::io(dir, e))?;
             }
-            std::fs::rename(&incoming, dir).map_err(|e| Error::io(dir, e))?;
+            if let Err(e) = std::fs::rename(&incoming, dir) {
+                if had_one {
+                    // Back in place, or the next start puts it back.
+                    let _ = std::fs::rename(&aside, dir);
+                }
+                return Err(Error::io(dir, e));
+            }
             if let Some(parent) = dir.parent() {
                 disk::sync_dir(parent)?;
             }
@@ -109,8 +116,9 @@ pub(crate) fn place(source: &Path, partition: u32, dir: &Path) -> Result<Snapsho
 
 /// What a rebuild that stopped part way left in `partitions` (a node's directory of
 /// partition directories): a downloaded copy (`<p>.snapshot`) and a copy being read
-/// (`<p>.incoming/`) are removed; a directory renamed aside (`<p>.old/`) is removed when
-/// `<p>` is in place, and put back when the crash came before the copy took its place.
+/// (`<p>.incoming/`) are removed; a directory renamed aside (`<p>.replaced/`, a name no
+/// one gives by hand) is removed when `<p>` is in place, and put back when the crash came
+/// before the copy took its place.
 ///
 /// # Errors
 /// [`Error::Io`] naming what could not be listed, removed or renamed.
@@ -125,6 +133,11 @@ pub(crate) fn tidy_unfinished(partitions: &Path) -> Result<()> {
                 if dir.exists() {
                     remove_dir_if_any(&path)?;
                 } else {
+                    tracing::warn!(
+                        dir = %dir.display(),
+                        "a rebuild stopped before its copy took the partition's place; the \
+                         partition's own directory is put back"
+                    );
                     std::fs::rename(&path, &dir).map_err(|e| Error::io(&dir, e))?;
                     disk::sync_dir(partitions)?;
                 }
@@ -140,7 +153,19 @@ pub(crate) const DOWNLOAD: &str = "snapshot";
 /// The extension of a copy being read beside its partition directory.
 const INCOMING: &str = "incoming";
 /// The extension of a partition directory renamed aside while a copy takes its place.
-const ASIDE: &str = "old";
+const ASIDE: &str = "replaced";
+
+/// Fails at once when an engine of this process still has the partition directory `dir`
+/// open (see [`place`]), so that a rebuild does not download a copy that cannot go in.
+///
+/// # Errors
+/// [`Error::Locked`] naming the holder; [`Error::Io`].
+pub(crate) fn check_not_open(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        crate::storage::lock::DirLock::acquire(dir)?;
+    }
+    Ok(())
+}
 
 /// `dir` with `.extension` added to its last component.
 fn beside(dir: &Path, extension: &str) -> PathBuf {
@@ -158,9 +183,9 @@ pub(crate) fn remove_dir_if_any(dir: &Path) -> Result<()> {
     }
 }
 
-/// Writes the snapshot of the engine directory `dir` (every file below it but the lock),
-/// holding partition `partition` up to `applied`, to `out`. The caller keeps the files still
-/// meanwhile.
+/// Writes the snapshot of the engine directory `dir` (every file below it but the lock and
+/// files being created), holding partition `partition` up to `applied`, to `out`. The
+/// caller keeps the files still meanwhile.
 ///
 /// # Errors
 /// [`Error::Io`] naming the file that could not be read or written.
@@ -230,7 +255,8 @@ fn header(partition: u32, applied: u64) -> [u8; 24] {
     bytes
 }
 
-/// Every file below `dir` (relative to the walk's root, in `prefix`), the lock file left out.
+/// Every file below `dir` (relative to the walk's root, in `prefix`), the lock file and files
+/// being created (`*.tmp`) left out.
 fn list_files(dir: &Path, prefix: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     let here = dir.join(prefix);
     for entry in std::fs::read_dir(&here).map_err(|e| Error::io(&here, e))? {

@@ -11,7 +11,8 @@ use async_nats::jetstream::{self, context, stream};
 /// each other only after their routes form and each reported to the meta leader: until
 /// then a stream of three is refused as if the cluster had fewer servers (nats-server
 /// 2.10.26 on a loaded 2-core machine refused it for over a minute at times), and a stream
-/// made with fewer copies then would keep fewer for good.
+/// made with fewer copies then would keep fewer for good. A two-server cluster refuses
+/// three the same way for good, so its first node waits this long for each stream.
 const FORMING_WAIT: Duration = Duration::from_secs(30);
 
 /// Pause between two asks while the cluster forms.
@@ -64,8 +65,7 @@ pub(crate) async fn create_replicated(
             stream = %config(replicas).name,
             replicas,
             error = %refusal,
-            "the NATS cluster refuses this many copies; trying one fewer (--log-replicas \
-             requires a count)"
+            "the NATS cluster refuses this many copies; trying one fewer"
         );
         replicas -= 1;
     }

@@ -194,12 +194,12 @@ fn a_rebuild_cut_short_leaves_a_whole_partition_directory() {
     let root = tempfile::tempdir().unwrap();
     let partitions = root.path();
     // Partition 1: stopped between the two renames.
-    engine_like(&partitions.join("001.old"));
+    engine_like(&partitions.join("001.replaced"));
     engine_like(&partitions.join("001.incoming"));
-    let old = contents(&partitions.join("001.old"));
+    let old = contents(&partitions.join("001.replaced"));
     // Partition 2: stopped after the copy took its place, the old one half removed.
     engine_like(&partitions.join("002"));
-    std::fs::create_dir_all(partitions.join("002.old/tiers")).unwrap();
+    std::fs::create_dir_all(partitions.join("002.replaced/tiers")).unwrap();
     std::fs::write(partitions.join("003.snapshot"), b"cut short").unwrap();
 
     tidy_unfinished(partitions).unwrap();
