@@ -640,7 +640,8 @@ impl Node {
     }
 
     /// Downloads `partition`'s files from the node at `addr` and puts them in place of
-    /// `dir`: into a fresh directory beside it first, checked and synced, then renamed.
+    /// `dir` ([`snapshot::place`]); refused before the download while an engine of this
+    /// process still has `dir` open.
     async fn rebuild_from(&self, partition: u32, dir: &Path, addr: &str) -> Result<SnapshotInfo> {
         let held = dir.to_path_buf();
         tokio::task::spawn_blocking(move || snapshot::check_not_open(&held))

@@ -66,8 +66,8 @@ pub struct SnapshotInfo {
 
 /// Puts the snapshot in `source` in place of the partition directory `dir`: read into
 /// `<dir>.incoming` beside it ([`read`]), then, while holding `dir`'s lock, `dir` renamed
-/// aside to `<dir>.replaced`, the copy renamed into its place, and the old one removed. An engine
-/// that still has `dir` open (in this process: a read or a copy for a peer held the
+/// aside to `<dir>.replaced`, the copy renamed into its place, and the old one removed. An
+/// engine that still has `dir` open (in this process: a read or a copy for a peer held the
 /// partition's store past its stop) refuses it: it would go on compacting, creating and
 /// unlinking files by name in the copy, and take the copy's open marker at its close. A
 /// crash leaves a whole directory at `dir` or at `<dir>.replaced`, never one half removed
