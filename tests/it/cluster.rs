@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::nats::NatsCluster;
 use crate::support::file;
 use crate::support::http::{get_json, get_with_header, percent_encode, request};
-use crate::support::process::{tierdb_command, Addrs, Proc};
+use crate::support::process::{tierdb_command, Addrs, Proc, STARTUP_TIMEOUT};
 
 /// How long the cluster may take to give every partition a caught-up owner, and a write to
 /// become readable everywhere (generous: six processes share two cores).
@@ -43,6 +43,9 @@ pub(crate) struct Node {
     pub(crate) env: Vec<(&'static str, String)>,
     /// `--lease-timeout`; `None` (what [`nodes`] gives) runs the default a user gets.
     pub(crate) lease_timeout: Option<&'static str>,
+    /// How long a start may take ([`STARTUP_TIMEOUT`] from [`nodes`]): a node waits up to
+    /// two minutes for JetStream, and longer for servers still forming.
+    pub(crate) ready_within: Duration,
     proc: Option<Proc>,
     addrs: Option<Addrs>,
 }
@@ -75,7 +78,7 @@ impl Node {
             vec![log],
             false,
         );
-        self.addrs = Some(proc.wait_ready());
+        self.addrs = Some(proc.wait_ready_within(self.ready_within));
         self.proc = Some(proc);
     }
 
@@ -104,6 +107,7 @@ fn nodes(count: usize, root: &Path) -> Vec<Node> {
             args: Vec::new(),
             env: Vec::new(),
             lease_timeout: None,
+            ready_within: STARTUP_TIMEOUT,
             proc: None,
             addrs: None,
         })
@@ -224,6 +228,9 @@ fn nodes_started_with_their_nats_servers_keep_the_log_on_three() {
     let mut cluster = nodes(3, root.path());
     let urls = nats.urls().join(",");
     for node in &mut cluster {
+        // The first waits for JetStream, then for the servers to know each other (30 s at
+        // most before it takes fewer copies, which the check below refuses).
+        node.ready_within = Duration::from_secs(180);
         node.start(&urls);
     }
     wait_served(&cluster);

@@ -188,7 +188,12 @@ impl Proc {
     /// Reads stdout until `tierdb: ready` (at most [`STARTUP_TIMEOUT`]), taking the addresses
     /// announced before it.
     pub(crate) fn wait_ready(&mut self) -> Addrs {
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        self.wait_ready_within(STARTUP_TIMEOUT)
+    }
+
+    /// [`Proc::wait_ready`], waiting at most `timeout`.
+    pub(crate) fn wait_ready_within(&mut self, timeout: Duration) -> Addrs {
+        let deadline = Instant::now() + timeout;
         let (mut http, mut tcp, mut udp, mut dashboard) = (None, None, None, None);
         let mut statsd = None;
         loop {
