@@ -28,6 +28,8 @@ pub(crate) mod format;
 pub(crate) mod lock;
 mod mmap;
 mod parallel;
+#[cfg(test)]
+mod pause;
 pub(crate) mod period_file;
 pub(crate) mod raw;
 pub(crate) mod readers;
@@ -77,14 +79,13 @@ pub(crate) struct Storage {
     retirements: AtomicU64,
     /// Compacted files kept open between reads.
     readers: readers::Readers,
-    /// Where [`Storage::compact`] waits twice right after its swap, when set: the test of a
-    /// late write landing there.
+    /// Right after [`Storage::compact`]'s swap: the test of a late write landing there.
     #[cfg(test)]
-    after_swap: Mutex<Option<Arc<std::sync::Barrier>>>,
-    /// Where [`Storage::drop_before`] waits twice, when set: after the expired periods left
-    /// the map, before their files are unlinked (the test of a creation landing there).
+    after_swap: pause::PausePoint,
+    /// In [`Storage::drop_before`], after the expired periods left the map, before their
+    /// files are unlinked: the test of a creation landing there.
     #[cfg(test)]
-    after_forget: Mutex<Option<Arc<std::sync::Barrier>>>,
+    after_forget: pause::PausePoint,
 }
 
 /// One (tier, period, chunk) as the storage holds it.
@@ -259,9 +260,9 @@ impl Storage {
             retirements: AtomicU64::new(0),
             readers: readers::Readers::new(),
             #[cfg(test)]
-            after_swap: Mutex::new(None),
+            after_swap: pause::PausePoint::default(),
             #[cfg(test)]
-            after_forget: Mutex::new(None),
+            after_forget: pause::PausePoint::default(),
         })
     }
 
@@ -469,10 +470,7 @@ impl Storage {
             }
         };
         #[cfg(test)]
-        if let Some(pause) = self.after_swap.lock().unwrap().clone() {
-            pause.wait();
-            pause.wait();
-        }
+        self.after_swap.pass();
         if swapped {
             store.compacted.fetch_add(1, Ordering::Relaxed);
             disk::sync_dir(&store.dir)?;
@@ -646,10 +644,7 @@ impl Storage {
             return Ok(0);
         }
         #[cfg(test)]
-        if let Some(pause) = self.after_forget.lock().unwrap().clone() {
-            pause.wait();
-            pause.wait();
-        }
+        self.after_forget.pass();
         let mut first_error = None;
         for file in &expired {
             if let StoredPeriod::Compacted(compacted) = file {

@@ -45,6 +45,17 @@ const STALL_PATIENCE_MAX: Duration = Duration::from_secs(24);
 /// How long the feed pauses after a failed read before it makes its consumer again.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
 
+/// Why the feed stopped reading through a consumer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// The partitions or their positions changed.
+    Changed,
+    /// The read failed, or the consumer ended.
+    Failed,
+    /// The stall check found the log holding more than it delivered.
+    Stalled { delivered: bool },
+}
+
 /// A partition's messages as the feed hands them: (stream sequence, payload).
 pub type FedMessage = (u64, Bytes);
 
@@ -120,8 +131,8 @@ impl LogFeed {
     pub async fn run(self: Arc<Self>) {
         let mut changed = self.changed.subscribe();
         let mut consumer = 0;
-        // How long the current consumer may deliver nothing (see STALL_PATIENCE_MAX).
-        let mut patience = STALL_CHECK;
+        // Consumers in a row the stall check replaced before their first delivery.
+        let mut fruitless = 0u32;
         loop {
             changed.borrow_and_update();
             consumer += 1;
@@ -147,49 +158,42 @@ impl LogFeed {
                     continue;
                 }
             };
+            let first_wait = (STALL_CHECK * 2u32.pow(fruitless.min(8))).min(STALL_PATIENCE_MAX);
             let mut delivered = false;
-            let failed = loop {
+            let ended = loop {
+                let wait = if delivered { STALL_CHECK } else { first_wait };
                 let next = tokio::select! {
-                    _ = changed.changed() => {
-                        // Made again for the change, not for a stall: the next one gets the
-                        // first wait.
-                        patience = STALL_CHECK;
-                        break false;
-                    }
-                    next = tokio::time::timeout(patience, reader.next()) => next,
+                    _ = changed.changed() => break Ended::Changed,
+                    next = tokio::time::timeout(wait, reader.next()) => next,
                 };
                 match next {
                     Err(_) => {
                         if self.stalled(&partitions, consumer).await {
                             tracing::warn!(
-                                waited_s = patience.as_secs(),
+                                waited_s = wait.as_secs(),
                                 "the log holds more than its reader delivers; reading it again"
                             );
-                            if !delivered {
-                                patience = (patience * 2).min(STALL_PATIENCE_MAX);
-                            }
-                            break false;
+                            break Ended::Stalled { delivered };
                         }
                     }
-                    Ok(None) => {
-                        patience = STALL_CHECK;
-                        break true;
-                    }
+                    Ok(None) => break Ended::Failed,
                     Ok(Some(Err(e))) => {
                         tracing::warn!(error = %e, "reading the log; reading it again");
-                        patience = STALL_CHECK;
-                        break true;
+                        break Ended::Failed;
                     }
                     Ok(Some(Ok(message))) => {
                         delivered = true;
-                        patience = STALL_CHECK;
                         self.hand_out(message, consumer).await;
                     }
                 }
             };
             // Dropped first, so that it pulls nothing more meanwhile.
             drop(reader);
-            if failed {
+            fruitless = match ended {
+                Ended::Stalled { delivered: false } => fruitless + 1,
+                _ => 0,
+            };
+            if ended == Ended::Failed {
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
         }

@@ -644,13 +644,12 @@ impl Node {
     /// process still has `dir` open.
     async fn rebuild_from(&self, partition: u32, dir: &Path, addr: &str) -> Result<SnapshotInfo> {
         let held = dir.to_path_buf();
-        tokio::task::spawn_blocking(move || snapshot::check_not_open(&held))
+        tokio::task::spawn_blocking(move || snapshot::lock_if_present(&held).map(drop))
             .await
             .map_err(|e| {
                 Error::Poisoned(format!("checking a partition's directory failed: {e}"))
             })??;
-        let partitions = self.data_dir.join("partitions");
-        let download = partitions.join(format!("{partition:03}.{}", snapshot::DOWNLOAD));
+        let download = dir.with_extension(snapshot::DOWNLOAD);
         let path = format!("{}/{partition}", peer::SNAPSHOT_PATH);
         let fetched = peer::download(
             addr,

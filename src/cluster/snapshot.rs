@@ -77,31 +77,10 @@ pub struct SnapshotInfo {
 /// # Errors
 /// [`Error::Locked`] while an engine holds `dir`; as [`read`]; [`Error::Io`].
 pub(crate) fn place(source: &Path, partition: u32, dir: &Path) -> Result<SnapshotInfo> {
-    let (incoming, aside) = (beside(dir, INCOMING), beside(dir, ASIDE));
+    let (incoming, aside) = (dir.with_extension(INCOMING), dir.with_extension(ASIDE));
     let placed = remove_dir_if_any(&incoming)
         .and_then(|()| read(source, partition, &incoming))
-        .and_then(|info| {
-            let _no_engine = match dir.is_dir() {
-                true => Some(crate::storage::lock::DirLock::acquire(dir)?),
-                false => None,
-            };
-            remove_dir_if_any(&aside)?;
-            let had_one = dir.is_dir();
-            if had_one {
-                std::fs::rename(dir, &aside).map_err(|e| Error::io(dir, e))?;
-            }
-            if let Err(e) = std::fs::rename(&incoming, dir) {
-                if had_one {
-                    // Back in place, or the next start puts it back.
-                    let _ = std::fs::rename(&aside, dir);
-                }
-                return Err(Error::io(dir, e));
-            }
-            if let Some(parent) = dir.parent() {
-                disk::sync_dir(parent)?;
-            }
-            Ok(info)
-        });
+        .and_then(|info| swap_in(&incoming, &aside, dir).map(|()| info));
     if placed.is_err() {
         let _ = std::fs::remove_dir_all(&incoming);
     }
@@ -112,6 +91,27 @@ pub(crate) fn place(source: &Path, partition: u32, dir: &Path) -> Result<Snapsho
         tracing::warn!(error = %e, "could not remove a partition's replaced directory");
     }
     Ok(info)
+}
+
+/// [`place`]'s swap, under `dir`'s lock: `dir` (if any) renamed to `aside`, `incoming` to
+/// `dir`; a failure of the second rename puts `dir` back.
+fn swap_in(incoming: &Path, aside: &Path, dir: &Path) -> Result<()> {
+    let held = lock_if_present(dir)?;
+    remove_dir_if_any(aside)?;
+    if held.is_some() {
+        std::fs::rename(dir, aside).map_err(|e| Error::io(dir, e))?;
+    }
+    if let Err(e) = std::fs::rename(incoming, dir) {
+        if held.is_some() {
+            // Back in place, or the next start puts it back.
+            let _ = std::fs::rename(aside, dir);
+        }
+        return Err(Error::io(dir, e));
+    }
+    match dir.parent() {
+        Some(parent) => disk::sync_dir(parent),
+        None => Ok(()),
+    }
 }
 
 /// What a rebuild that stopped part way left in `partitions` (a node's directory of
@@ -155,24 +155,17 @@ const INCOMING: &str = "incoming";
 /// The extension of a partition directory renamed aside while a copy takes its place.
 const ASIDE: &str = "replaced";
 
-/// Fails at once when an engine of this process still has the partition directory `dir`
-/// open (see [`place`]), so that a rebuild does not download a copy that cannot go in.
+/// The lock of the partition directory `dir`, when there is one: refused ([`Error::Locked`])
+/// while an engine of this process still has it open (see [`place`]). A rebuild asks it
+/// before downloading a copy that could not go in.
 ///
 /// # Errors
 /// [`Error::Locked`] naming the holder; [`Error::Io`].
-pub(crate) fn check_not_open(dir: &Path) -> Result<()> {
-    if dir.is_dir() {
-        crate::storage::lock::DirLock::acquire(dir)?;
+pub(crate) fn lock_if_present(dir: &Path) -> Result<Option<crate::storage::lock::DirLock>> {
+    match dir.is_dir() {
+        true => crate::storage::lock::DirLock::acquire(dir).map(Some),
+        false => Ok(None),
     }
-    Ok(())
-}
-
-/// `dir` with `.extension` added to its last component.
-fn beside(dir: &Path, extension: &str) -> PathBuf {
-    let mut name = dir.as_os_str().to_owned();
-    name.push(".");
-    name.push(extension);
-    PathBuf::from(name)
 }
 
 /// Removes `dir` and what it holds, if it exists.

@@ -78,10 +78,10 @@ pub(crate) struct RawStore {
     created_ahead: AtomicU64,
     created_on_demand: AtomicU64,
     dropped: AtomicU64,
-    /// Where [`RawStore::drop_before`] waits twice, when set: after the expired periods left
-    /// the map (the test of a claim landing right after).
+    /// In [`RawStore::drop_before`], after the expired periods left the map: the test of a
+    /// claim landing right after.
     #[cfg(test)]
-    after_forget: Mutex<Option<Arc<std::sync::Barrier>>>,
+    after_forget: super::pause::PausePoint,
 }
 
 /// What a read of one series returns: the points in `[from, to)` and the neighbours just
@@ -211,7 +211,7 @@ impl RawStore {
             created_on_demand: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             #[cfg(test)]
-            after_forget: Mutex::new(None),
+            after_forget: super::pause::PausePoint::default(),
         })
     }
 
@@ -373,10 +373,7 @@ impl RawStore {
             }
         }
         #[cfg(test)]
-        if let Some(pause) = self.after_forget.lock().unwrap().clone() {
-            pause.wait();
-            pause.wait();
-        }
+        self.after_forget.pass();
         self.dropped.fetch_add(n as u64, Ordering::Relaxed);
         if self.writable {
             disk::sync_dir(&self.dir)?;

@@ -89,6 +89,22 @@ fn a_group_creates_the_missing_files_of_a_period() {
     );
 }
 
+/// A writable storage in `dir` of the default tiers, one sample (2.5) stored in bucket 5 of
+/// slot 3 of the first tier's period at [`DAY_START`], chunk 0; with its writer slot and
+/// that hot file.
+fn one_sample_stored(dir: &std::path::Path) -> (Storage, WriterSlot, Arc<PeriodFile>) {
+    let storage = Storage::open(dir, &TiersConfig::default().tiers, SLOTS, true).unwrap();
+    let writer = storage
+        .writer_slot()
+        .unwrap()
+        .expect("a writable storage has writers");
+    let (hot, _) = storage
+        .get_or_create(0, DAY_START, 0, Creation::Ahead)
+        .unwrap();
+    (storage.writable_file(0, DAY_START, 0).unwrap()).add(5, 3, 2.5, writer.publisher());
+    (storage, writer, hot)
+}
+
 /// A read-only storage (a CLI query beside a server) lists a period as compacted; the writing
 /// process then makes it hot again for a late sample, and later drops it. The reads find the
 /// hot file, then nothing, never an error.
@@ -97,16 +113,7 @@ fn a_read_only_storage_follows_a_compacted_period_made_hot_again_or_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let tiers = TiersConfig::default().tiers;
     let period = tiers[0].period.secs() as i64;
-    let writer_storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
-    let writer = writer_storage
-        .writer_slot()
-        .unwrap()
-        .expect("a writable storage has writers");
-    let (hot, _) = writer_storage
-        .get_or_create(0, DAY_START, 0, Creation::Ahead)
-        .unwrap();
-    let file = writer_storage.writable_file(0, DAY_START, 0).unwrap();
-    file.add(5, 3, 2.5, writer.publisher());
+    let (writer_storage, writer, hot) = one_sample_stored(dir.path());
     assert!(writer_storage.compact(0, &hot).unwrap(), "compacted");
 
     let reader_storage = Storage::open(dir.path(), &tiers, SLOTS, false).unwrap();
@@ -181,18 +188,8 @@ fn a_period_made_hot_again_right_after_its_compaction_keeps_its_file() {
     let dir = tempfile::tempdir().unwrap();
     let tiers = TiersConfig::default().tiers;
     {
-        let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
-        let writer = storage
-            .writer_slot()
-            .unwrap()
-            .expect("a writable storage has writers");
-        let (hot, _) = storage
-            .get_or_create(0, DAY_START, 0, Creation::Ahead)
-            .unwrap();
-        let file = storage.writable_file(0, DAY_START, 0).unwrap();
-        file.add(5, 3, 2.5, writer.publisher());
-        let pause = Arc::new(std::sync::Barrier::new(2));
-        *storage.after_swap.lock().unwrap() = Some(Arc::clone(&pause));
+        let (storage, writer, hot) = one_sample_stored(dir.path());
+        let pause = storage.after_swap.arm();
         std::thread::scope(|scope| {
             let compaction = scope.spawn(|| storage.compact(0, &hot));
             // Swapped: the period is compacted.
@@ -230,20 +227,9 @@ fn a_file_made_right_after_an_expiry_forgot_its_period_stays_on_disk() {
     let dir = tempfile::tempdir().unwrap();
     let tiers = TiersConfig::default().tiers;
     let period = tiers[0].period.secs() as i64;
-    let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
-    let writer = storage
-        .writer_slot()
-        .unwrap()
-        .expect("a writable storage has writers");
-    storage
-        .get_or_create(0, DAY_START, 0, Creation::Ahead)
-        .unwrap();
-    let file = storage.writable_file(0, DAY_START, 0).unwrap();
-    file.add(5, 3, 2.5, writer.publisher());
-    let path = file.file().path().to_path_buf();
-    drop(file);
-    let pause = Arc::new(std::sync::Barrier::new(2));
-    *storage.after_forget.lock().unwrap() = Some(Arc::clone(&pause));
+    let (storage, writer, hot) = one_sample_stored(dir.path());
+    let path = hot.path().to_path_buf();
+    let pause = storage.after_forget.arm();
     let storage = &storage;
     std::thread::scope(|scope| {
         let expiry = scope.spawn(|| storage.drop_before(0, DAY_START + period));

@@ -246,8 +246,7 @@ fn claims_right_after_an_expiry_forgot_their_period_leave_the_directory_openable
     {
         let store = RawStore::open(dir.path(), &spec(), true, 1_000).unwrap();
         store.claim(0, start + 10, None).unwrap();
-        let pause = Arc::new(std::sync::Barrier::new(2));
-        *store.after_forget.lock().unwrap() = Some(Arc::clone(&pause));
+        let pause = store.after_forget.arm();
         std::thread::scope(|scope| {
             let expiry = scope.spawn(|| store.drop_before(start + HOUR));
             // The period has left the map.
