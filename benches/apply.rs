@@ -6,7 +6,8 @@
 //! `Engine::flush` per group (what a durable commit of every group would cost).
 //!
 //! 1,000 gauge series, one message per 10 s instant holding a sample of each (1,000
-//! samples), groups of 10 and 100 messages (10k and 100k samples), default tiers, simulated
+//! samples), groups of 1, 10 and 100 messages (1k, 10k and 100k samples; a cluster node
+//! applies groups of about the first size under load), default tiers, simulated
 //! time inside the files created ahead. `cargo bench --bench apply`; `TIERDB_BENCH_DIR`
 //! chooses the file system (fsync costs differ widely: tmpfs makes them free).
 
@@ -95,7 +96,7 @@ fn apply(c: &mut Criterion) {
     group.sample_size(10);
     group.warm_up_time(Duration::from_secs(1));
     group.measurement_time(Duration::from_secs(10));
-    for messages in [10usize, 100] {
+    for messages in [1usize, 10, 100] {
         let samples = messages as u64 * u64::from(SERIES);
         let (mut wire, batches) = prepare(messages, &ids, start);
         group.throughput(Throughput::Elements(samples));
