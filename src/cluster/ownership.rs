@@ -68,6 +68,7 @@
 mod agent;
 mod balance;
 mod bucket;
+pub(crate) use bucket::stream_name as bucket_stream;
 mod decide;
 mod records;
 mod table;

@@ -1,10 +1,15 @@
 //! Creating the cluster's JetStream streams (the ingest log and the KV bucket's stream)
 //! replicated on as many servers as the NATS cluster has, up to a bound: the count is found
-//! by asking, since a server refuses a stream with more replicas than it has peers.
+//! by asking, since a server refuses a stream with more replicas than it has peers. A stream
+//! made with fewer copies than meant (a server down, or the cluster still forming) records
+//! the count meant in its metadata, and is raised to it once the servers accept it
+//! ([`raise_copies`]).
 
 use std::time::Duration;
 
 use async_nats::jetstream::{self, context, stream};
+
+use crate::error::{Error, Result};
 
 /// How long a refusal for want of peers is taken for a NATS cluster still forming and the
 /// same count asked again, before fewer copies are taken. Servers started together know
@@ -17,6 +22,9 @@ const FORMING_WAIT: Duration = Duration::from_secs(30);
 
 /// Pause between two asks while the cluster forms.
 const FORMING_RETRY: Duration = Duration::from_millis(500);
+
+/// The stream metadata key holding how many copies the stream is meant to have.
+const COPIES_MEANT: &str = "tierdb_copies_meant";
 
 /// How many servers should keep a copy of a stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +52,12 @@ pub(crate) async fn create_replicated(
         Copies::UpTo(n) => (n.max(1), false),
         Copies::Exactly(n) => (n.max(1), true),
     };
+    let meant = replicas;
+    let config = |replicas| {
+        let mut config = config(replicas);
+        (config.metadata).insert(COPIES_MEANT.to_string(), meant.to_string());
+        config
+    };
     let forming_until = tokio::time::Instant::now() + FORMING_WAIT;
     loop {
         let refusal = match js.create_stream(config(replicas)).await {
@@ -68,6 +82,38 @@ pub(crate) async fn create_replicated(
             "the NATS cluster refuses this many copies; trying one fewer"
         );
         replicas -= 1;
+    }
+}
+
+/// Raises the stream `name` to the copies its metadata says it is meant to have, when it
+/// has fewer and the servers now accept that many. Returns the count it was raised to;
+/// `None` when nothing changed: as many copies as meant, no count meant (a stream an earlier
+/// build made, or one made by hand), or still too few servers.
+///
+/// # Errors
+/// [`Error::Cluster`] when the stream cannot be read or the servers refuse the change for
+/// another reason.
+pub(crate) async fn raise_copies(js: &jetstream::Context, name: &str) -> Result<Option<usize>> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        Error::Cluster(format!("{what} the stream {name}: {e}"))
+    };
+    let mut stream = js.get_stream(name).await.map_err(|e| fail("reading", &e))?;
+    let mut config = stream
+        .info()
+        .await
+        .map_err(|e| fail("reading", &e))?
+        .config
+        .clone();
+    let meant = (config.metadata.get(COPIES_MEANT)).and_then(|n| n.parse::<usize>().ok());
+    let Some(meant) = meant.filter(|&meant| meant > config.num_replicas) else {
+        return Ok(None);
+    };
+    config.num_replicas = meant;
+    match js.update_stream(&config).await {
+        // A server may take the change but keep fewer (a single server keeps one).
+        Ok(info) => Ok((info.config.num_replicas == meant).then_some(meant)),
+        Err(e) if refused_for_peers(&e) => Ok(None),
+        Err(e) => Err(fail("raising the copies of", &e)),
     }
 }
 

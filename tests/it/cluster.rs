@@ -244,6 +244,56 @@ fn nodes_started_with_their_nats_servers_keep_the_log_on_three() {
     });
 }
 
+/// A log and a bucket made while the third of three NATS servers had not joined yet keep
+/// two copies only until it joins: a node raises them to the three they were meant to have
+/// (checked every minute). Without that, they would keep two for good. (A server down in a
+/// cluster that knew it does not make this: JetStream places the third copy on it.)
+#[test]
+fn streams_made_before_a_third_server_joined_get_their_third_copy_once_it_does() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let mut nats = runtime.block_on(NatsCluster::start_partly(3, 2));
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = nodes(1, root.path());
+    // Three copies are asked for 30 s per stream before two are taken.
+    cluster[0].ready_within = Duration::from_secs(180);
+    cluster[0].start(&nats.urls().join(","));
+    let copies = |js: async_nats::jetstream::Context| async move {
+        let mut copies = Vec::new();
+        for stream in ["TIERDB_INGEST", "KV_tierdb_cluster"] {
+            let mut handle = js.get_stream(stream).await.unwrap();
+            copies.push(handle.info().await.unwrap().config.num_replicas);
+        }
+        copies
+    };
+    let js = runtime.block_on(nats.jetstream());
+    assert_eq!(runtime.block_on(copies(js.clone())), vec![2, 2]);
+    runtime.block_on(nats.restart(2));
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let now = runtime.block_on(copies(js.clone()));
+        if now == vec![3, 3] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "copies after the server came back: {now:?}"
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    // The node still takes writes and answers reads exactly.
+    let start = hour_start();
+    let series = vec![(
+        "copies.check".to_string(),
+        vec![(start, 1.5), (start + 60, 2.5)],
+    )];
+    send_graphite(cluster[0].graphite(), &series);
+    eventually("the samples read back", || {
+        let points = minute_points(cluster[0].http(), "copies.check", start, "count")?;
+        let count = points_sum(&serde_json::json!({ "points": points }));
+        (count == 2.0).then_some(()).ok_or(format!("count {count}"))
+    });
+}
+
 /// Polls `check` until it returns `Ok`, or panics with its last error after [`SETTLE`].
 pub(crate) fn eventually<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
     let deadline = Instant::now() + SETTLE;

@@ -104,6 +104,15 @@ impl NatsCluster {
         NatsCluster::launch(n, None).await
     }
 
+    /// A cluster of `n` servers of which only the first `up` are started, returned once
+    /// those form JetStream: it knows only them, as a cluster whose other servers have not
+    /// joined yet. The others start with [`NatsCluster::restart`].
+    pub(crate) async fn start_partly(n: usize, up: usize) -> NatsCluster {
+        let cluster = NatsCluster::launch_some(n, up, None).await;
+        cluster.wait_jetstream().await;
+        cluster
+    }
+
     async fn start_with(n: usize, security: Option<NatsSecurity>) -> NatsCluster {
         let cluster = NatsCluster::launch(n, security).await;
         cluster.wait_jetstream().await;
@@ -112,13 +121,19 @@ impl NatsCluster {
 
     /// Servers launched on free ports, each accepting connections.
     async fn launch(n: usize, security: Option<NatsSecurity>) -> NatsCluster {
+        NatsCluster::launch_some(n, n, security).await
+    }
+
+    /// `n` servers configured on free ports, the first `up` launched and accepting
+    /// connections.
+    async fn launch_some(n: usize, up: usize, security: Option<NatsSecurity>) -> NatsCluster {
         assert!(n >= 1, "a NATS cluster has at least one server");
         let program = nats_server_program();
         let mut last_failure = String::new();
         for _ in 0..START_ATTEMPTS {
             let mut cluster = NatsCluster::configure(n);
             cluster.security = security.clone();
-            match cluster.launch_all(&program).await {
+            match cluster.launch_first(up, &program).await {
                 Ok(()) => return cluster,
                 // A port was taken under us: try again on other ports.
                 Err(failure) => last_failure = failure,
@@ -295,23 +310,24 @@ impl NatsCluster {
     }
 
     /// Starts every server, then waits until each accepts connections.
-    async fn launch_all(&mut self, program: &Path) -> Result<(), String> {
+    async fn launch_first(&mut self, up: usize, program: &Path) -> Result<(), String> {
         let logs = self.dir.path().to_path_buf();
         let cluster = self.servers.len() > 1;
-        for server in &mut self.servers {
+        for server in &mut self.servers[..up] {
             server.launch(program, &logs, cluster, self.security.as_ref());
         }
-        for server in &mut self.servers {
+        for server in &mut self.servers[..up] {
             server.wait_listening().await?;
         }
         Ok(())
     }
 
-    /// Creates and deletes a probe stream replicated on `min(3, n)` servers until that
-    /// works: then a meta leader is elected and enough servers joined JetStream.
+    /// Creates and deletes a probe stream replicated on `min(3, n)` of the `n` running
+    /// servers until that works: then a meta leader is elected and they joined JetStream.
     async fn wait_jetstream(&self) {
         let js = self.jetstream().await;
-        let replicas = self.servers.len().min(3);
+        let running = self.servers.iter().filter(|s| s.process.is_some()).count();
+        let replicas = running.min(3);
         let started = Instant::now();
         let mut last_error = String::new();
         while started.elapsed() < JETSTREAM_TIMEOUT {

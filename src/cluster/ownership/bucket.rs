@@ -37,8 +37,7 @@ pub(super) async fn open_bucket(js: &jetstream::Context, bucket: &str) -> Result
     let fail = |what: &str, e: &dyn std::fmt::Display| {
         Error::Cluster(format!("{what} KV bucket {bucket} at {at}: {e}"))
     };
-    let stream_name = format!("KV_{bucket}");
-    match js.get_stream(&stream_name).await {
+    match js.get_stream(stream_name(bucket)).await {
         Ok(_) => return js.get_key_value(bucket).await.map_err(|e| fail("open", &e)),
         Err(e) if !streams::is_not_found(&e) => return Err(fail("look up", &e)),
         Err(_) => {}
@@ -52,11 +51,16 @@ pub(super) async fn open_bucket(js: &jetstream::Context, bucket: &str) -> Result
     js.get_key_value(bucket).await.map_err(|e| fail("open", &e))
 }
 
+/// The name of the stream behind KV bucket `bucket`.
+pub(crate) fn stream_name(bucket: &str) -> String {
+    format!("KV_{bucket}")
+}
+
 /// The stream behind KV bucket `bucket`, configured as async-nats configures a bucket with
 /// one value per key (leases and heartbeats need only their latest), but without direct gets.
 fn bucket_stream(bucket: &str, replicas: usize) -> stream::Config {
     stream::Config {
-        name: format!("KV_{bucket}"),
+        name: stream_name(bucket),
         description: Some("tierdb cluster: settings, node heartbeats, partition leases".into()),
         subjects: vec![format!("$KV.{bucket}.>")],
         max_messages_per_subject: 1,
