@@ -247,7 +247,7 @@ impl Node {
             name: settings.name.clone(),
             streams: [
                 super::log::STREAM.to_string(),
-                ownership::bucket_stream(&settings.ownership.bucket),
+                ownership::bucket_stream_name(&settings.ownership.bucket),
             ],
             js,
             data_dir: settings.data_dir,
@@ -518,9 +518,9 @@ impl Node {
     }
 
     /// Every [`COPIES_CHECK`], raises the log and the bucket to the copies they are meant
-    /// to have when either was made with fewer: a server was down, or the NATS cluster
-    /// still forming, when the first node made it ([`streams::raise_copies`]). Every node
-    /// checks; the servers take the change once.
+    /// to have when either was made with fewer: a server had not joined, or the NATS
+    /// cluster was still forming, when the first node made it ([`streams::raise_copies`]).
+    /// Every node checks; the servers take the change once.
     async fn keep_copies(self: Arc<Node>) {
         let mut ticker = tokio::time::interval(COPIES_CHECK);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

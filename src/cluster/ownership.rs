@@ -68,7 +68,7 @@
 mod agent;
 mod balance;
 mod bucket;
-pub(crate) use bucket::stream_name as bucket_stream;
+pub(crate) use bucket::stream_name as bucket_stream_name;
 mod decide;
 mod records;
 mod table;

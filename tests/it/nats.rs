@@ -309,7 +309,7 @@ impl NatsCluster {
         }
     }
 
-    /// Starts every server, then waits until each accepts connections.
+    /// Starts the first `up` servers, then waits until each accepts connections.
     async fn launch_first(&mut self, up: usize, program: &Path) -> Result<(), String> {
         let logs = self.dir.path().to_path_buf();
         let cluster = self.servers.len() > 1;

@@ -215,7 +215,10 @@ fn segment_and_period_edges(models: &[Model]) -> Vec<(Timestamp, Timestamp)> {
     if let Some(model) = models.first() {
         for chunk in model.points.chunks(SEGMENT_POINTS) {
             let (first, last) = (chunk[0].0, chunk[chunk.len() - 1].0);
-            edges.push((first, last));
+            // A segment of one point has no range short of its last point.
+            if last > first {
+                edges.push((first, last));
+            }
             edges.push((first, last + 1));
             edges.push((last, last + 1));
             edges.push((first + 1, first + 2));
