@@ -49,7 +49,7 @@ use crate::error::Result;
 use crate::time::Timestamp;
 use bucket::{WriterSlot, Writers};
 use compact::{CompactFile, CompactReader, COMPACT_SUFFIX};
-use format::{PeriodMeta, FILE_SUFFIX, TEMP_SUFFIX};
+use format::{PeriodMeta, FILE_SUFFIX};
 use period_file::{PeriodFile, WritableFile};
 
 /// Directory under the data directory that holds one directory per tier.
@@ -784,7 +784,7 @@ impl TierStore {
                 tracing::warn!(path = %path.display(), "ignoring a file whose name is not UTF-8");
                 continue;
             };
-            if name.ends_with(TEMP_SUFFIX) {
+            if disk::is_temp(&name) {
                 if writable {
                     tracing::warn!(path = %path.display(), "removing a period file whose creation was cut short");
                     std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;

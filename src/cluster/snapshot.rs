@@ -42,7 +42,6 @@ use std::path::{Path, PathBuf};
 use crate::error::Error;
 use crate::error::Result;
 use crate::storage::disk;
-use crate::storage::format::TEMP_SUFFIX;
 
 const MAGIC: &[u8; 8] = b"TDBSNAP1";
 const FILE_TAG: u8 = b'F';
@@ -169,7 +168,7 @@ pub(crate) fn lock_if_present(dir: &Path) -> Result<Option<crate::storage::lock:
 }
 
 /// Removes `dir` and what it holds, if it exists.
-pub(crate) fn remove_dir_if_any(dir: &Path) -> Result<()> {
+fn remove_dir_if_any(dir: &Path) -> Result<()> {
     match std::fs::remove_dir_all(dir) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(dir, e)),
         _ => Ok(()),
@@ -260,7 +259,7 @@ fn list_files(dir: &Path, prefix: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
             list_files(dir, &relative, out)?;
         } else if kind.is_file()
             && relative != Path::new(LOCK_FILE)
-            && !entry.file_name().to_string_lossy().ends_with(TEMP_SUFFIX)
+            && !disk::is_temp(entry.file_name())
         {
             out.push(relative);
         }

@@ -1,9 +1,8 @@
 //! Creating the cluster's JetStream streams (the ingest log and the KV bucket's stream)
 //! replicated on as many servers as the NATS cluster has, up to a bound: the count is found
 //! by asking, since a server refuses a stream with more replicas than it has peers. A stream
-//! made with fewer copies than meant (a server not joined yet, or the cluster still forming) records
-//! the count meant in its metadata, and is raised to it once the servers accept it
-//! ([`raise_copies`]).
+//! records the count meant in its metadata: made with fewer (a server not joined yet, or the
+//! cluster still forming), it is raised to it once the servers accept it ([`raise_copies`]).
 
 use std::time::Duration;
 

@@ -53,6 +53,11 @@ pub(crate) fn temp_path(path: &Path) -> std::path::PathBuf {
     std::path::PathBuf::from(name)
 }
 
+/// Whether the file name `name` is one [`temp_path`] gives: a file still being created.
+pub(crate) fn is_temp(name: impl AsRef<std::ffi::OsStr>) -> bool {
+    (name.as_ref().as_encoded_bytes()).ends_with(super::format::TEMP_SUFFIX.as_bytes())
+}
+
 /// Replaces `path` with `bytes` so a crash leaves the old content or the new one, never a
 /// mix: written under `<path>.tmp`, synced, renamed over `path`, the directory synced.
 ///

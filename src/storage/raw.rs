@@ -78,8 +78,8 @@ pub(crate) struct RawStore {
     created_ahead: AtomicU64,
     created_on_demand: AtomicU64,
     dropped: AtomicU64,
-    /// In [`RawStore::drop_before`], after the expired periods left the map: the test of a
-    /// claim landing right after.
+    /// In [`RawStore::drop_before`], after the expired periods left the map and their files
+    /// were unlinked, the lock let go: the test of a claim landing right after.
     #[cfg(test)]
     after_forget: super::pause::PausePoint,
 }
@@ -129,7 +129,7 @@ impl RawStore {
                 .file_name()
                 .and_then(|n| n.to_str())
                 .unwrap_or_default();
-            if name.ends_with(super::format::TEMP_SUFFIX) {
+            if disk::is_temp(name) {
                 if writable {
                     tracing::warn!(path = %path.display(), "removing a raw file a crash left half-created");
                     std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;

@@ -234,14 +234,25 @@ fn nodes_started_with_their_nats_servers_keep_the_log_on_three() {
         node.start(&urls);
     }
     wait_served(&cluster);
-    runtime.block_on(async {
-        let js = nats.jetstream().await;
-        for stream in ["TIERDB_INGEST", "KV_tierdb_cluster"] {
-            let mut stream_handle = js.get_stream(stream).await.unwrap();
-            let info = stream_handle.info().await.unwrap();
-            assert_eq!(info.config.num_replicas, 3, "{stream}");
-        }
-    });
+    let js = runtime.block_on(nats.jetstream());
+    assert_eq!(
+        runtime.block_on(stream_copies(&js)),
+        [3, 3],
+        "the log's and the bucket's copies"
+    );
+}
+
+/// How many copies the log and the bucket have, in that order.
+async fn stream_copies(js: &async_nats::jetstream::Context) -> [usize; 2] {
+    let mut copies = [0; 2];
+    for (copies, stream) in copies
+        .iter_mut()
+        .zip(["TIERDB_INGEST", "KV_tierdb_cluster"])
+    {
+        let mut handle = js.get_stream(stream).await.unwrap();
+        *copies = handle.info().await.unwrap().config.num_replicas;
+    }
+    copies
 }
 
 /// A log and a bucket made while the third of three NATS servers had not joined yet keep
@@ -257,21 +268,13 @@ fn streams_made_before_a_third_server_joined_get_their_third_copy_once_it_does()
     // Three copies are asked for 30 s per stream before two are taken.
     cluster[0].ready_within = Duration::from_secs(180);
     cluster[0].start(&nats.urls().join(","));
-    let copies = |js: async_nats::jetstream::Context| async move {
-        let mut copies = Vec::new();
-        for stream in ["TIERDB_INGEST", "KV_tierdb_cluster"] {
-            let mut handle = js.get_stream(stream).await.unwrap();
-            copies.push(handle.info().await.unwrap().config.num_replicas);
-        }
-        copies
-    };
     let js = runtime.block_on(nats.jetstream());
-    assert_eq!(runtime.block_on(copies(js.clone())), vec![2, 2]);
+    assert_eq!(runtime.block_on(stream_copies(&js)), [2, 2]);
     runtime.block_on(nats.restart(2));
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
-        let now = runtime.block_on(copies(js.clone()));
-        if now == vec![3, 3] {
+        let now = runtime.block_on(stream_copies(&js));
+        if now == [3, 3] {
             break;
         }
         assert!(
@@ -287,9 +290,12 @@ fn streams_made_before_a_third_server_joined_get_their_third_copy_once_it_does()
         vec![(start, 1.5), (start + 60, 2.5)],
     )];
     send_graphite(cluster[0].graphite(), &series);
+    let path = format!(
+        "/api/v1/query?series=copies.check&tier=1m&display=count&from={start}&to={}&consistency=strong",
+        start + 3600
+    );
     eventually("the samples read back", || {
-        let points = minute_points(cluster[0].http(), "copies.check", start, "count")?;
-        let count = points_sum(&serde_json::json!({ "points": points }));
+        let count = points_sum(&get_json(cluster[0].http(), &path)?);
         (count == 2.0).then_some(()).ok_or(format!("count {count}"))
     });
 }

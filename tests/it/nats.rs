@@ -101,32 +101,27 @@ impl NatsCluster {
     /// a user's servers started beside the nodes are: JetStream may have no meta leader yet,
     /// nor know every server.
     pub(crate) async fn start_unsettled(n: usize) -> NatsCluster {
-        NatsCluster::launch(n, None).await
+        NatsCluster::launch(n, n, None).await
     }
 
     /// A cluster of `n` servers of which only the first `up` are started, returned once
     /// those form JetStream: it knows only them, as a cluster whose other servers have not
     /// joined yet. The others start with [`NatsCluster::restart`].
     pub(crate) async fn start_partly(n: usize, up: usize) -> NatsCluster {
-        let cluster = NatsCluster::launch_some(n, up, None).await;
+        let cluster = NatsCluster::launch(n, up, None).await;
         cluster.wait_jetstream().await;
         cluster
     }
 
     async fn start_with(n: usize, security: Option<NatsSecurity>) -> NatsCluster {
-        let cluster = NatsCluster::launch(n, security).await;
+        let cluster = NatsCluster::launch(n, n, security).await;
         cluster.wait_jetstream().await;
         cluster
     }
 
-    /// Servers launched on free ports, each accepting connections.
-    async fn launch(n: usize, security: Option<NatsSecurity>) -> NatsCluster {
-        NatsCluster::launch_some(n, n, security).await
-    }
-
     /// `n` servers configured on free ports, the first `up` launched and accepting
     /// connections.
-    async fn launch_some(n: usize, up: usize, security: Option<NatsSecurity>) -> NatsCluster {
+    async fn launch(n: usize, up: usize, security: Option<NatsSecurity>) -> NatsCluster {
         assert!(n >= 1, "a NATS cluster has at least one server");
         let program = nats_server_program();
         let mut last_failure = String::new();
