@@ -53,7 +53,7 @@ pub(crate) struct Node {
 impl Node {
     pub(crate) fn start(&mut self, urls: &str) {
         self.starts += 1;
-        let log = self.logs.join(format!("{}-{}.log", self.name, self.starts));
+        let log = self.log_path();
         let mut command = tierdb_command("serve", &self.dir);
         command
             .args(["--cluster", urls, "--node", &self.name])
@@ -80,6 +80,11 @@ impl Node {
         );
         self.addrs = Some(proc.wait_ready_within(self.ready_within));
         self.proc = Some(proc);
+    }
+
+    /// The log of the node's latest start.
+    fn log_path(&self) -> PathBuf {
+        self.logs.join(format!("{}-{}.log", self.name, self.starts))
     }
 
     pub(crate) fn http(&self) -> SocketAddr {
@@ -240,6 +245,11 @@ fn nodes_started_with_their_nats_servers_keep_the_log_on_three() {
         [3, 3],
         "the log's and the bucket's copies"
     );
+    // Made with three, not made with fewer and raised since (streams_made_before_...).
+    for node in &cluster {
+        let log = std::fs::read_to_string(node.log_path()).unwrap_or_default();
+        assert!(!log.contains("trying one fewer"), "{}:\n{log}", node.name);
+    }
 }
 
 /// How many copies the log and the bucket have, in that order.
