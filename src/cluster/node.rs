@@ -46,8 +46,8 @@ const GROUP_MESSAGES: usize = 64;
 /// How long a partition's task waits for one more message before it applies what it has.
 /// Under load a partition's messages come a few milliseconds apart, in bursts: waiting out
 /// the gaps within a burst makes one group (one undo record and its fdatasync) of what would
-/// be several. With three nodes and 16 partitions, 25 ms rather than 5 ms took the cluster's
-/// fdatasyncs over `benches/cluster.sh` from 3,300-4,000 to 450-600.
+/// be several. With three nodes and 16 partitions, 25 ms rather than 5 ms (and the bound
+/// below) took the cluster's fdatasyncs over `benches/cluster.sh` from 2,200-4,000 to 500-650.
 const GROUP_WAIT: Duration = Duration::from_millis(25);
 
 /// How long a partition's task gathers one group at most, from its first message: what the
