@@ -130,16 +130,9 @@ pub(crate) struct NodeSettings {
     pub peer_tls: super::peer::PeerTls,
 }
 
-/// How often a node checks that the log and the bucket keep the copies they are meant to
-/// have ([`Node::keep_copies`]).
-const COPIES_CHECK: Duration = Duration::from_secs(60);
-
 /// A running node. Shared by the server's handlers; [`Node::leave`] stops it.
 pub(crate) struct Node {
     name: String,
-    js: async_nats::jetstream::Context,
-    /// The streams the cluster keeps: the log's and the bucket's.
-    streams: [String; 2],
     data_dir: PathBuf,
     tiers: TiersConfig,
     clock: Arc<dyn Clock>,
@@ -251,13 +244,12 @@ impl Node {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
             .as_nanos();
+        let kept_streams = [
+            super::log::STREAM.to_string(),
+            ownership::bucket_stream_name(&settings.ownership.bucket),
+        ];
         let node = Arc::new(Node {
             name: settings.name.clone(),
-            streams: [
-                super::log::STREAM.to_string(),
-                ownership::bucket_stream_name(&settings.ownership.bucket),
-            ],
-            js,
             data_dir: settings.data_dir,
             tiers: settings.tiers,
             clock: Arc::new(SystemClock),
@@ -283,7 +275,7 @@ impl Node {
                 .map(Duration::from_millis),
         });
         let feed = Arc::clone(&node.feed);
-        let (viewer, checker, keeper) = (Arc::clone(&node), Arc::clone(&node), Arc::clone(&node));
+        let (viewer, checker) = (Arc::clone(&node), Arc::clone(&node));
         let tasks = vec![
             supervised("the log feed", move || Arc::clone(&feed).run()),
             supervised("the view follower", move || {
@@ -291,7 +283,7 @@ impl Node {
             }),
             supervised("the log check", move || Arc::clone(&checker).check_log()),
             supervised("the streams' copies", move || {
-                Arc::clone(&keeper).keep_copies()
+                streams::keep_copies(js.clone(), kept_streams.clone())
             }),
         ];
         *node.tasks.lock().unwrap_or_else(|e| e.into_inner()) = tasks;
@@ -520,31 +512,6 @@ impl Node {
                         );
                     }
                     ahead.insert(partition, (applied, last));
-                }
-            }
-        }
-    }
-
-    /// Every [`COPIES_CHECK`], raises the log and the bucket to the copies they are meant
-    /// to have when either was made with fewer: a server had not joined, or the NATS
-    /// cluster was still forming, when the first node made it ([`streams::raise_copies`]).
-    /// Every node checks; the servers take the change once.
-    async fn keep_copies(self: Arc<Node>) {
-        let mut ticker = tokio::time::interval(COPIES_CHECK);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticker.tick().await;
-            for stream in &self.streams {
-                match streams::raise_copies(&self.js, stream).await {
-                    Ok(Some(copies)) => {
-                        tracing::warn!(
-                            stream,
-                            copies,
-                            "a stream made with fewer copies than meant now has them"
-                        );
-                    }
-                    Ok(None) => {}
-                    Err(e) => tracing::debug!(error = %e, "checking a stream's copies"),
                 }
             }
         }

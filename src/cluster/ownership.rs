@@ -68,7 +68,6 @@
 mod agent;
 mod balance;
 mod bucket;
-pub(crate) use bucket::stream_name as bucket_stream_name;
 mod decide;
 mod records;
 mod table;
@@ -81,6 +80,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{oneshot, watch};
 
+pub(crate) use bucket::stream_name as bucket_stream_name;
 pub use view::ClusterView;
 pub(crate) use view::NodeStatus;
 

@@ -25,6 +25,10 @@ const FORMING_RETRY: Duration = Duration::from_millis(500);
 /// The stream metadata key holding how many copies the stream is meant to have.
 const COPIES_MEANT: &str = "tierdb_copies_meant";
 
+/// How often a node checks that the streams keep the copies they are meant to have
+/// ([`keep_copies`]).
+const COPIES_CHECK: Duration = Duration::from_secs(60);
+
 /// How many servers should keep a copy of a stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Copies {
@@ -92,17 +96,12 @@ pub(crate) async fn create_replicated(
 /// # Errors
 /// [`Error::Cluster`] when the stream cannot be read or the servers refuse the change for
 /// another reason.
-pub(crate) async fn raise_copies(js: &jetstream::Context, name: &str) -> Result<Option<usize>> {
+async fn raise_copies(js: &jetstream::Context, name: &str) -> Result<Option<usize>> {
     let fail = |what: &str, e: &dyn std::fmt::Display| {
         Error::Cluster(format!("{what} the stream {name}: {e}"))
     };
-    let mut stream = js.get_stream(name).await.map_err(|e| fail("reading", &e))?;
-    let mut config = stream
-        .info()
-        .await
-        .map_err(|e| fail("reading", &e))?
-        .config
-        .clone();
+    let stream = js.get_stream(name).await.map_err(|e| fail("reading", &e))?;
+    let mut config = stream.cached_info().config.clone();
     let meant = (config.metadata.get(COPIES_MEANT)).and_then(|n| n.parse::<usize>().ok());
     let Some(meant) = meant.filter(|&meant| meant > config.num_replicas) else {
         return Ok(None);
@@ -113,6 +112,29 @@ pub(crate) async fn raise_copies(js: &jetstream::Context, name: &str) -> Result<
         Ok(info) => Ok((info.config.num_replicas == meant).then_some(meant)),
         Err(e) if refused_for_peers(&e) => Ok(None),
         Err(e) => Err(fail("raising the copies of", &e)),
+    }
+}
+
+/// Every [`COPIES_CHECK`], raises each of the streams `names` to the copies it is meant to
+/// have when it was made with fewer: a server had not joined, or the NATS cluster was still
+/// forming, when the first node made it ([`raise_copies`]). Every node checks; the servers
+/// take the change once.
+pub(crate) async fn keep_copies(js: jetstream::Context, names: [String; 2]) {
+    let mut ticker = tokio::time::interval(COPIES_CHECK);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        for stream in &names {
+            match raise_copies(&js, stream).await {
+                Ok(Some(copies)) => tracing::warn!(
+                    stream,
+                    copies,
+                    "a stream made with fewer copies than meant now has them"
+                ),
+                Ok(None) => {}
+                Err(e) => tracing::debug!(error = %e, "checking a stream's copies"),
+            }
+        }
     }
 }
 

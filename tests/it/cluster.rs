@@ -259,8 +259,8 @@ async fn stream_copies(js: &async_nats::jetstream::Context) -> [usize; 2] {
         .iter_mut()
         .zip(["TIERDB_INGEST", "KV_tierdb_cluster"])
     {
-        let mut handle = js.get_stream(stream).await.unwrap();
-        *copies = handle.info().await.unwrap().config.num_replicas;
+        let handle = js.get_stream(stream).await.unwrap();
+        *copies = handle.cached_info().config.num_replicas;
     }
     copies
 }
