@@ -62,6 +62,15 @@ const NODE_WAITING: usize = 4 * EDGE_BATCH;
 /// whatever its size. A write that is alone on the node is not held.
 const LINGER: Duration = Duration::from_millis(2);
 
+/// Encoded bytes up to which a publishing round goes out in messages shared by all its
+/// partitions, whatever nodes apply them; a larger round goes out in a message per set of
+/// partitions that the same nodes apply. A message costs a publish, an acknowledgement,
+/// three log copies and a delivery to each node that reads it whatever its size, while a
+/// node skips the sections of partitions it does not apply at little cost. Past this size,
+/// the bytes that a large cluster's nodes would read and skip (a node applies 2 of every N
+/// partitions) would outweigh the messages saved.
+const SHARED_ROUND_BYTES: usize = 256 * 1024;
+
 /// One connection's or request's samples on their way to the log.
 pub(crate) struct EdgeSink {
     stats: Arc<ServerStats>,
@@ -292,7 +301,7 @@ impl Publisher {
 
     /// The publishing task: round after round, takes everything waiting and publishes it,
     /// a batch per partition (more when one has over [`MESSAGE_SAMPLES`]) in messages shared
-    /// by the partitions the same nodes apply ([`publish_batches`]), until nothing waits; then
+    /// by its partitions ([`publish_batches`]), until nothing waits; then
     /// counts each message's samples to the sinks they came from.
     async fn publish_rounds(self: Arc<Self>) {
         loop {
@@ -424,21 +433,19 @@ impl EdgeSink {
     }
 }
 
-/// Publishes `batches`. The partitions that the same nodes apply, as this node's view of
-/// the leases has it, go out together: a message holds a part of each ([`pack`]). A
-/// group's messages are published one after another, the groups at once. A stale view
-/// costs messages, never correctness: each partition is read by its own token.
+/// Publishes `batches`. A round that encodes to at most [`SHARED_ROUND_BYTES`] goes out in
+/// messages shared by all its partitions; a larger one in messages shared by the
+/// partitions that the same nodes apply, as this node's view of the leases has it. A
+/// message holds a part of each partition of its group ([`pack`]). A group's messages are
+/// published one after another, the groups at once. A stale view costs messages, never
+/// correctness: each partition is read by its own token.
 async fn publish_batches(node: &Arc<Node>, batches: Batches) -> Outcomes {
     let max_bytes = node.log().max_payload().saturating_sub(HEADER_ROOM);
-    let view = node.view();
     let mut outcomes = Outcomes::new();
-    let mut groups: BTreeMap<BTreeSet<&str>, Vec<PartitionParts>> = BTreeMap::new();
+    let mut encoded: Vec<PartitionParts> = Vec::with_capacity(batches.len());
     for (partition, (batch, _)) in batches {
         match encode_messages(&batch, max_bytes) {
-            Ok(parts) => groups
-                .entry(view.appliers(partition))
-                .or_default()
-                .push((partition, parts)),
+            Ok(parts) => encoded.push((partition, parts)),
             Err(e) => {
                 tracing::error!(partition, error = %e, "encoding a batch failed");
                 let samples = batch.samples.len() as u64;
@@ -446,7 +453,9 @@ async fn publish_batches(node: &Arc<Node>, batches: Batches) -> Outcomes {
             }
         }
     }
-    let publishes = groups.into_values().map(|group| {
+    let view = node.view();
+    let groups = group_round(encoded, |partition| view.appliers(partition));
+    let publishes = groups.into_iter().map(|group| {
         let node = Arc::clone(node);
         async move {
             let mut outcomes: BTreeMap<u32, Vec<_>> = BTreeMap::new();
@@ -468,6 +477,31 @@ async fn publish_batches(node: &Arc<Node>, batches: Batches) -> Outcomes {
         outcomes.extend(group);
     }
     outcomes
+}
+
+/// The groups whose parts share messages: the whole round when it encodes to at most
+/// [`SHARED_ROUND_BYTES`], else a group per set of nodes that apply its partitions
+/// (`appliers`).
+fn group_round<'a>(
+    encoded: Vec<PartitionParts>,
+    appliers: impl Fn(u32) -> BTreeSet<&'a str>,
+) -> Vec<Vec<PartitionParts>> {
+    let round_bytes: usize = encoded
+        .iter()
+        .flat_map(|(_, parts)| parts)
+        .map(|(_, part)| part.len())
+        .sum();
+    if round_bytes <= SHARED_ROUND_BYTES {
+        return vec![encoded];
+    }
+    let mut groups: BTreeMap<BTreeSet<&str>, Vec<PartitionParts>> = BTreeMap::new();
+    for (partition, parts) in encoded {
+        groups
+            .entry(appliers(partition))
+            .or_default()
+            .push((partition, parts));
+    }
+    groups.into_values().collect()
 }
 
 /// Why a publish failed, as a sink reports it.
@@ -853,6 +887,34 @@ mod tests {
             let parts: Vec<_> = parts.into_iter().map(|(_, part)| part).collect();
             assert_eq!(carried[&partition], parts, "partition {partition}");
         }
+    }
+
+    #[test]
+    fn a_small_round_shares_messages_and_a_large_one_goes_by_the_nodes_applying_it() {
+        let part = |len: usize| (1, bytes::Bytes::from(vec![0; len]));
+        let round = |len: usize| -> Vec<PartitionParts> {
+            (0..4)
+                .map(|partition| (partition, vec![part(len)]))
+                .collect()
+        };
+        // Partitions 0 and 2 on nodes a and b, 1 and 3 on b and c.
+        let appliers = |partition: u32| -> BTreeSet<&'static str> {
+            if partition % 2 == 0 {
+                ["a", "b"].into()
+            } else {
+                ["b", "c"].into()
+            }
+        };
+        let held = |groups: Vec<Vec<PartitionParts>>| -> Vec<Vec<u32>> {
+            groups
+                .into_iter()
+                .map(|group| group.into_iter().map(|(p, _)| p).collect())
+                .collect()
+        };
+        let small = round(SHARED_ROUND_BYTES / 4);
+        assert_eq!(held(group_round(small, appliers)), [vec![0, 1, 2, 3]]);
+        let large = round(SHARED_ROUND_BYTES / 4 + 1);
+        assert_eq!(held(group_round(large, appliers)), [vec![0, 2], vec![1, 3]]);
     }
 
     #[test]

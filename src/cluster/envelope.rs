@@ -1,7 +1,8 @@
-//! One log message carrying the entries of several partitions: the edge publishes a message
-//! per set of partitions that the same nodes apply, rather than one per partition, because a
-//! message costs a publish, an acknowledgement, three log copies and a delivery to each
-//! owner whatever its size. Each partition's reader takes its own section and applies it as
+//! One log message carrying the entries of several partitions: the edge publishes a round's
+//! partitions together (a large round, a message per set of partitions that the same nodes
+//! apply) rather than a message per partition, because a message costs a publish, an
+//! acknowledgement, three log copies and a delivery to each node that reads it whatever its
+//! size. Each partition's reader takes its own section and applies it as
 //! it would a message of its own; the stream sequence is the message's, shared by its
 //! sections. A message that holds one partition's entry, or one entry for all the
 //! partitions it names (a deletion), is that entry alone, without an envelope.

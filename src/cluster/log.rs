@@ -2,8 +2,9 @@
 //! message holds.
 //!
 //! A message may hold entries of several partitions ([`super::envelope`]): the edge puts
-//! the partitions that the same nodes apply into one message, since a message costs a
-//! publish, an acknowledgement and three log copies whatever its size. Its subject in the
+//! a round's partitions into one message (those of a large round by the nodes that apply
+//! them), since a message costs a publish, an acknowledgement and three log copies whatever
+//! its size. Its subject in the
 //! stream `TIERDB_INGEST` (file storage, replicated on up to three servers) has one token
 //! per partition of the cluster, `1` for each partition it holds and `0` for the others:
 //! `tierdb.ingest.p.0.1.1.0` holds partitions 1 and 2 of four. A partition's filter is its

@@ -1,12 +1,12 @@
 //! A node's one reader of the ingest log, feeding each partition it applies the messages
 //! that hold it.
 //!
-//! A message holds the partitions that the same nodes apply ([`super::envelope`]), so one
-//! consumer over all of a node's partitions receives it once, where a consumer per partition
-//! would receive it once per partition: each delivery costs the servers and the node about
-//! the same whatever its size. The feed hands each partition's task the message (its bytes
-//! shared) with its sequence, in stream order, and only those past what the task said it
-//! applied.
+//! A message holds several partitions ([`super::envelope`]), so one consumer over all of a
+//! node's partitions receives it once, where a consumer per partition would receive it once
+//! per partition: each delivery costs the servers and the node about the same whatever its
+//! size. The feed hands each partition's task the message (its bytes shared) with its
+//! sequence, in stream order, and only those past what the task said it applied; the
+//! sections of partitions the node does not apply are skipped.
 //!
 //! The consumer is made again, from the lowest position any partition needs, whenever the
 //! set of partitions or a partition's position changes (a partition taken, given up, or
