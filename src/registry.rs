@@ -31,6 +31,7 @@ pub use key::SeriesKey;
 pub(crate) use key::{sort_tags_last_wins, split_graphite_tags, write_canonical};
 #[cfg(feature = "cli")]
 pub(crate) use selector::is_glob;
+pub(crate) use store::text_hash;
 pub use selector::{Selector, TagFilter};
 #[cfg(feature = "server")]
 pub(crate) use suggest::SUGGESTIONS;

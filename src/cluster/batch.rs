@@ -2,7 +2,11 @@
 //! out by canonical key (a node's series ids mean nothing on another node), and the kind a
 //! write declared where it declared one.
 
+use hashbrown::hash_table::Entry;
+use hashbrown::HashTable;
+
 use crate::counter::SeriesKind;
+use crate::registry::text_hash;
 use crate::time::Timestamp;
 
 /// Samples of one partition, as published by the node that took the write and applied by
@@ -38,8 +42,10 @@ pub struct BatchSample {
     pub value: f64,
 }
 
-/// Where each key of a batch being built sits in its [`SampleBatch::series`].
-pub type KeyIndex = rustc_hash::FxHashMap<String, u32>;
+/// Where each key of a batch being built sits in its [`SampleBatch::series`]: the places,
+/// hashed by key text, which the batch's series hold once.
+#[derive(Clone, Debug, Default)]
+pub struct KeyIndex(HashTable<u32>);
 
 impl SampleBatch {
     /// Appends a sample of `key`, adding the series on its first sample. `index` maps keys
@@ -60,18 +66,44 @@ impl SampleBatch {
     /// indexed) when the batch has no such series yet: a key first written with another
     /// kind gets a place of its own, which its later samples take.
     pub fn series_of(&mut self, index: &mut KeyIndex, key: &str, kind: Option<SeriesKind>) -> u32 {
-        match index.get(key) {
-            Some(&i) if self.series[i as usize].kind == kind => i,
-            _ => {
-                let i = self.series.len() as u32;
-                self.series.push(BatchSeries {
-                    key: key.to_string(),
-                    kind,
-                });
-                index.insert(key.to_string(), i);
-                i
+        if let Some(place) = self.index_place(index, key, kind) {
+            return place;
+        }
+        self.series.push(BatchSeries {
+            key: key.to_string(),
+            kind,
+        });
+        self.series.len() as u32 - 1
+    }
+
+    /// The place of `key` written with `kind`, if the batch has it; else indexes `key` at
+    /// the place the caller pushes next (the end of [`SampleBatch::series`]).
+    fn index_place(
+        &self,
+        index: &mut KeyIndex,
+        key: &str,
+        kind: Option<SeriesKind>,
+    ) -> Option<u32> {
+        let series = &self.series;
+        let next = series.len() as u32;
+        let entry = index.0.entry(
+            text_hash(key),
+            |&i| series[i as usize].key == key,
+            |&i| text_hash(&series[i as usize].key),
+        );
+        match entry {
+            Entry::Occupied(mut found) => {
+                let place = *found.get();
+                if series[place as usize].kind == kind {
+                    return Some(place);
+                }
+                *found.get_mut() = next;
+            }
+            Entry::Vacant(vacant) => {
+                vacant.insert(next);
             }
         }
+        None
     }
 
     /// Appends a sample of the series at `series` in [`SampleBatch::series`], a place
@@ -85,16 +117,11 @@ impl SampleBatch {
     pub fn append(&mut self, index: &mut KeyIndex, other: SampleBatch) {
         let mut remap = Vec::with_capacity(other.series.len());
         for series in other.series {
-            let i = match index.get(&series.key) {
-                Some(&i) if self.series[i as usize].kind == series.kind => i,
-                _ => {
-                    let i = self.series.len() as u32;
-                    index.insert(series.key.clone(), i);
-                    self.series.push(series);
-                    i
-                }
-            };
-            remap.push(i);
+            let place = self.index_place(index, &series.key, series.kind);
+            remap.push(place.unwrap_or_else(|| {
+                self.series.push(series);
+                self.series.len() as u32 - 1
+            }));
         }
         self.samples
             .extend(other.samples.into_iter().map(|sample| BatchSample {

@@ -13,6 +13,10 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use hashbrown::HashTable;
+
+use crate::registry::text_hash;
+
 /// Bytes of names one connection may cache, however much of the shared budget is free, so a
 /// few connections cannot take all of it.
 pub(crate) const CACHE_BYTES: usize = 8 * 1024 * 1024;
@@ -55,8 +59,8 @@ impl NameBudget {
 
 /// Series names met, each with what it resolves to, in the order first met.
 pub(crate) struct NameCache<V> {
-    /// Index into `order` by name.
-    index: rustc_hash::FxHashMap<Box<str>, u32>,
+    /// Index into `order`, hashed by the entry's text: the texts are kept once, in `texts`.
+    index: HashTable<u32>,
     /// Names in the order first met: (end of its text in `texts`, value).
     order: Vec<(usize, V)>,
     /// The texts of `order`, one after another.
@@ -82,7 +86,7 @@ impl<V: Copy> NameCache<V> {
 
     fn new(budget: Option<(Arc<NameBudget>, usize)>) -> NameCache<V> {
         NameCache {
-            index: Default::default(),
+            index: HashTable::new(),
             order: Vec::new(),
             texts: String::new(),
             next: 0,
@@ -92,8 +96,16 @@ impl<V: Copy> NameCache<V> {
     }
 
     fn text(&self, i: usize) -> &str {
-        let start = if i == 0 { 0 } else { self.order[i - 1].0 };
-        &self.texts[start..self.order[i].0]
+        text_at(&self.texts, &self.order, i)
+    }
+
+    /// The entry of `order` named `name`.
+    fn find(&self, name: &str) -> Option<usize> {
+        let (texts, order) = (&self.texts, &self.order);
+        let found = self.index.find(text_hash(name), |&i| {
+            text_at(texts, order, i as usize) == name
+        });
+        found.map(|&i| i as usize)
     }
 
     /// What `name` resolves to, if cached.
@@ -107,7 +119,7 @@ impl<V: Copy> NameCache<V> {
         let i = if self.next < self.order.len() && self.text(self.next) == name {
             self.next
         } else {
-            *self.index.get(name)? as usize
+            self.find(name)?
         };
         self.next = i + 1;
         Some(&mut self.order[i].1)
@@ -117,7 +129,7 @@ impl<V: Copy> NameCache<V> {
     /// finds the shared budget spent, starts over; if the budget is still spent by the
     /// others, the name is not cached (lookups then go to the registry).
     pub(crate) fn insert(&mut self, name: &str, value: V) {
-        if self.index.contains_key(name) {
+        if self.find(name).is_some() {
             return;
         }
         if let Some((budget, limit)) = self.budget.clone() {
@@ -136,9 +148,13 @@ impl<V: Copy> NameCache<V> {
             }
             self.bytes += cost;
         }
-        self.index.insert(name.into(), self.order.len() as u32);
+        let i = self.order.len() as u32;
         self.texts.push_str(name);
         self.order.push((self.texts.len(), value));
+        let (texts, order) = (&self.texts, &self.order);
+        self.index.insert_unique(text_hash(name), i, |&other| {
+            text_hash(text_at(texts, order, other as usize))
+        });
         self.next = self.order.len();
     }
 
@@ -159,12 +175,18 @@ impl<V: Copy> NameCache<V> {
         if let Some((budget, _)) = &self.budget {
             budget.give_back(self.bytes);
         }
-        self.index = Default::default();
+        self.index = HashTable::new();
         self.order = Vec::new();
         self.texts = String::new();
         self.next = 0;
         self.bytes = 0;
     }
+}
+
+/// The text of entry `i` of `order`, whose texts lie one after another in `texts`.
+fn text_at<'a, V>(texts: &'a str, order: &[(usize, V)], i: usize) -> &'a str {
+    let start = if i == 0 { 0 } else { order[i - 1].0 };
+    &texts[start..order[i].0]
 }
 
 impl<V> Drop for NameCache<V> {

@@ -62,7 +62,7 @@ impl KeyStore {
         }
         let hashes: Vec<u64> = (0..len)
             .into_par_iter()
-            .map(|id| hash(store.text(id)))
+            .map(|id| text_hash(store.text(id)))
             .collect();
         let KeyStore {
             texts,
@@ -82,7 +82,7 @@ impl KeyStore {
             }
             // Ids come from record positions, which the log caps below 2^32 records.
             index.insert_unique(h, id as u32, |&other| {
-                hash(text_of(texts, ends, other as usize))
+                text_hash(text_of(texts, ends, other as usize))
             });
         }
         Ok(store)
@@ -99,7 +99,7 @@ impl KeyStore {
             texts, ends, index, ..
         } = self;
         index
-            .find(hash(text), |&id| text_of(texts, ends, id as usize) == text)
+            .find(text_hash(text), |&id| text_of(texts, ends, id as usize) == text)
             .copied()
     }
 
@@ -112,8 +112,8 @@ impl KeyStore {
         } = self;
         texts.push_str(text);
         ends.push(texts.len() as u64);
-        index.insert_unique(hash(text), id, |&other| {
-            hash(text_of(texts, ends, other as usize))
+        index.insert_unique(text_hash(text), id, |&other| {
+            text_hash(text_of(texts, ends, other as usize))
         });
     }
 
@@ -150,7 +150,7 @@ impl KeyStore {
             holes,
         } = self;
         let text = text_of(texts, ends, id as usize);
-        if let Ok(entry) = index.find_entry(hash(text), |&other| other == id) {
+        if let Ok(entry) = index.find_entry(text_hash(text), |&other| other == id) {
             entry.remove();
         }
         holes.insert(id);
@@ -190,8 +190,9 @@ fn text_of<'a>(texts: &'a str, ends: &[u64], id: usize) -> &'a str {
     &texts[start..ends[id] as usize]
 }
 
-/// The index's hash of a canonical text.
-fn hash(text: &str) -> u64 {
+/// The hash of a series name or canonical text in the crate's tables of bare indexes (this
+/// index, the ingest name caches): one function, so a text hashes alike in all of them.
+pub(crate) fn text_hash(text: &str) -> u64 {
     let mut hasher = FxHasher::default();
     hasher.write(text.as_bytes());
     hasher.finish()
