@@ -899,7 +899,7 @@ mod tests {
         };
         // Partitions 0 and 2 on nodes a and b, 1 and 3 on b and c.
         let appliers = |partition: u32| -> BTreeSet<&'static str> {
-            if partition % 2 == 0 {
+            if partition.is_multiple_of(2) {
                 ["a", "b"].into()
             } else {
                 ["b", "c"].into()
