@@ -2,7 +2,10 @@
 //! at `\n`, each line checked for UTF-8 and parsed into its points, the buffers kept across
 //! lines. The lines are those of `benches/cluster.sh` (1,000 series: 100 hosts × 10 fields
 //! of one measurement, one field a line, timestamps in seconds), plus a body of lines with
-//! three tags and two fields, to cover the sorting and several fields a line.
+//! three tags and two fields, to cover the sorting and several fields a line, and a body of
+//! 50,000 lines of as many series, more than a thread's memo of series parts holds (the
+//! other bodies' series are met again at every iteration, as an agent's are at every
+//! interval).
 //!
 //! `cargo bench --bench influx_parse`. The end-to-end figure over HTTP is
 //! `scripts/influx-http-bench.py`.
@@ -49,6 +52,18 @@ fn tagged_body() -> Vec<u8> {
     body.into_bytes()
 }
 
+/// Lines of [`many_series_body`]: each a series of its own.
+const MANY_SERIES: usize = 50_000;
+
+/// `MANY_SERIES` lines of the cluster bench's shape, each with a host of its own.
+fn many_series_body() -> Vec<u8> {
+    let mut body = String::new();
+    for n in 0..MANY_SERIES {
+        body.push_str(&format!("benchhttp,host=h{n:05} m000={n}.5 {START}\n"));
+    }
+    body.into_bytes()
+}
+
 /// Parses `body` line by line as `influx_write` does; returns the points, so nothing is
 /// optimised away.
 fn parse_body(body: &[u8]) -> usize {
@@ -67,11 +82,12 @@ fn parse_body(body: &[u8]) -> usize {
 
 fn parse(c: &mut Criterion) {
     let mut group = c.benchmark_group("influx_parse");
-    group.throughput(Throughput::Elements(BODY_LINES as u64));
-    for (name, body, points) in [
-        ("simple_body", simple_body(), BODY_LINES),
-        ("tagged_body", tagged_body(), 2 * BODY_LINES),
+    for (name, body, lines, points) in [
+        ("simple_body", simple_body(), BODY_LINES, BODY_LINES),
+        ("tagged_body", tagged_body(), BODY_LINES, 2 * BODY_LINES),
+        ("many_series", many_series_body(), MANY_SERIES, MANY_SERIES),
     ] {
+        group.throughput(Throughput::Elements(lines as u64));
         assert_eq!(parse_body(&body), points, "{name}: every line parses");
         group.bench_function(name, |b| b.iter(|| parse_body(std::hint::black_box(&body))));
     }

@@ -19,6 +19,7 @@
 //! control character (what [`SeriesKey`] refuses), or when a tag key repeats (as InfluxDB
 //! does). A repeated field key keeps its last value (later fields win, as in InfluxDB).
 
+mod series_memo;
 #[cfg(test)]
 mod tests;
 
@@ -281,6 +282,17 @@ impl Text {
     }
 }
 
+/// A line's measurement and tags, as [`LineParser::take_apart`] found them.
+#[derive(Debug, Clone, Copy)]
+enum SeriesPart {
+    /// Taken apart: the measurement, and the tags in [`LineParser::tags`], which end at
+    /// `written` in the line.
+    Parsed { measurement: Text, written: usize },
+    /// From this thread's memo: their canonical texts are in [`LineParser::prefix`] and
+    /// [`LineParser::tag_part`] already.
+    Recalled,
+}
+
 /// A field value, reduced to what tierdb does with it.
 #[derive(Debug, Clone, Copy)]
 enum Value {
@@ -368,13 +380,70 @@ impl LineParser {
         if line.is_empty() || line.starts_with('#') {
             return Ok(());
         }
-        let measurement = self.take_apart(line, precision)?;
-        self.emit(line, measurement)
+        let series = self.take_apart(line, precision)?;
+        self.emit(line, series)
     }
 
     /// Takes apart a line already stripped of surrounding blanks and known not to be a
-    /// comment into `tags` (sorted by key), `fields` and `ts`; returns the measurement.
-    fn take_apart(&mut self, line: &str, precision: Precision) -> Result<Text, InfluxError> {
+    /// comment into `tags` (sorted by key), `fields` and `ts`; returns its series part.
+    /// When this thread's memo knows the series part as written, it is not taken apart:
+    /// `prefix` and `tag_part` are set from the memo instead.
+    fn take_apart(&mut self, line: &str, precision: Precision) -> Result<SeriesPart, InfluxError> {
+        let bytes = line.as_bytes();
+        // The measurement and tags as written: up to the first unescaped space.
+        let written = &line[..scan(bytes, 0, b" ")];
+        let series = if series_memo::recall(written, &mut self.prefix, &mut self.tag_part) {
+            SeriesPart::Recalled
+        } else {
+            let (measurement, end) = self.take_series_apart(line)?;
+            debug_assert_eq!(
+                end,
+                written.len(),
+                "the tags end at the first unescaped space"
+            );
+            SeriesPart::Parsed {
+                measurement,
+                written: end,
+            }
+        };
+        let mut pos = skip_spaces(bytes, written.len());
+        if pos == bytes.len() {
+            return Err(InfluxError::MissingFields);
+        }
+        loop {
+            let key_end = scan(bytes, pos, b",= ");
+            if bytes.get(key_end) != Some(&b'=') {
+                return Err(InfluxError::InvalidField);
+            }
+            let key = element(line, pos, key_end, KEY_ESCAPES, &mut self.unescaped)
+                .ok_or(InfluxError::InvalidField)?;
+            let (value, value_end) = field_value(line, key_end + 1)?;
+            self.fields.push((key, value));
+            pos = value_end;
+            if bytes.get(pos) != Some(&b',') {
+                break;
+            }
+            pos += 1;
+        }
+
+        // A field value ends at a space or the end, so what is left is blanks and maybe a
+        // timestamp (the line's trailing blanks are already gone).
+        pos = skip_spaces(bytes, pos);
+        if pos < bytes.len() {
+            let text = &line[pos..];
+            let ts = integer(text, true)
+                .and_then(|digits| digits.parse::<i64>().ok())
+                .and_then(|ts| precision.to_seconds(ts))
+                .ok_or(InfluxError::InvalidTimestamp)?;
+            self.ts = Some(ts);
+        }
+        Ok(series)
+    }
+
+    /// Takes apart the measurement and tags at the start of `line` into `tags` (sorted by
+    /// key); returns the measurement and where the tags end (the first unescaped space, or
+    /// the line's end).
+    fn take_series_apart(&mut self, line: &str) -> Result<(Text, usize), InfluxError> {
         let bytes = line.as_bytes();
         let end = scan(bytes, 0, b", ");
         let measurement = element(line, 0, end, MEASUREMENT_ESCAPES, &mut self.unescaped)
@@ -407,38 +476,7 @@ impl LineParser {
             return Err(InfluxError::InvalidTag);
         }
 
-        pos = skip_spaces(bytes, pos);
-        if pos == bytes.len() {
-            return Err(InfluxError::MissingFields);
-        }
-        loop {
-            let key_end = scan(bytes, pos, b",= ");
-            if bytes.get(key_end) != Some(&b'=') {
-                return Err(InfluxError::InvalidField);
-            }
-            let key = element(line, pos, key_end, KEY_ESCAPES, &mut self.unescaped)
-                .ok_or(InfluxError::InvalidField)?;
-            let (value, value_end) = field_value(line, key_end + 1)?;
-            self.fields.push((key, value));
-            pos = value_end;
-            if bytes.get(pos) != Some(&b',') {
-                break;
-            }
-            pos += 1;
-        }
-
-        // A field value ends at a space or the end, so what is left is blanks and maybe a
-        // timestamp (the line's trailing blanks are already gone).
-        pos = skip_spaces(bytes, pos);
-        if pos < bytes.len() {
-            let text = &line[pos..];
-            let ts = integer(text, true)
-                .and_then(|digits| digits.parse::<i64>().ok())
-                .and_then(|ts| precision.to_seconds(ts))
-                .ok_or(InfluxError::InvalidTimestamp)?;
-            self.ts = Some(ts);
-        }
-        Ok(measurement)
+        Ok((measurement, pos))
     }
 
     /// Sorts `tags` by key; whether two share a key.
@@ -456,7 +494,7 @@ impl LineParser {
     }
 
     /// Prints the points of the taken-apart line and gathers its skips.
-    fn emit(&mut self, line: &str, measurement: Text) -> Result<(), InfluxError> {
+    fn emit(&mut self, line: &str, part: SeriesPart) -> Result<(), InfluxError> {
         self.find_superseded(line);
         let LineParser {
             unescaped,
@@ -478,11 +516,19 @@ impl LineParser {
         let numeric = fields
             .iter()
             .any(|(_, value)| matches!(value, Value::Number(_)));
-        if numeric {
+        if let (
+            true,
+            SeriesPart::Parsed {
+                measurement,
+                written,
+            },
+        ) = (numeric, part)
+        {
             let measurement = measurement.get(line, unescaped);
             write_canonical(measurement, NO_TAGS, prefix)
                 .map_err(|_| InfluxError::InvalidSeries)?;
             write_tag_part(tags, line, unescaped, tag_part)?;
+            series_memo::remember(&line[..written], prefix, tag_part);
         }
         for (i, &(key, value)) in fields.iter().enumerate() {
             if superseded.get(i) == Some(&true) {

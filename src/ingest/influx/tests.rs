@@ -618,6 +618,27 @@ proptest! {
         }
     }
 
+    /// The thread's memo of series parts changes nothing: each line, parsed where its
+    /// series part may be remembered (lines of the same series part and other fields, good
+    /// or bad, came before), gives what it gives on a thread that never parsed a line.
+    #[test]
+    fn the_series_memo_gives_what_parsing_gives(
+        series in proptest::collection::vec(
+            "[mkv\\\\ ,=]{1,6}(,[kt\\\\ ,=]{1,3}=[v\\\\ ,=]{1,3}){0,3}", 1..4),
+        rests in proptest::collection::vec(
+            " ([fg\\\\,=]{1,3}=(1|2i|\"s\"|t|x),){0,3}[fg]=3u( 7)?", 1..4),
+    ) {
+        let on_a_new_thread = |line: String| std::thread::spawn(move || parse(&line)).join().unwrap();
+        for series in &series {
+            for rest in &rests {
+                let line = format!("{series}{rest}");
+                let cold = on_a_new_thread(line.clone());
+                prop_assert_eq!(parse(&line), cold.clone(), "{:?}", line);
+                prop_assert_eq!(parse(&line), cold, "{:?}, again", line);
+            }
+        }
+    }
+
     /// A line written with the protocol's escapes parses back to its parts.
     #[test]
     fn escaped_lines_round_trip(
