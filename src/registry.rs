@@ -31,8 +31,8 @@ pub use key::SeriesKey;
 pub(crate) use key::{sort_tags_last_wins, split_graphite_tags, write_canonical};
 #[cfg(feature = "cli")]
 pub(crate) use selector::is_glob;
-pub(crate) use store::text_hash;
 pub use selector::{Selector, TagFilter};
+pub(crate) use store::text_hash;
 #[cfg(feature = "server")]
 pub(crate) use suggest::SUGGESTIONS;
 pub use view::KeyView;

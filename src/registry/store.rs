@@ -99,7 +99,9 @@ impl KeyStore {
             texts, ends, index, ..
         } = self;
         index
-            .find(text_hash(text), |&id| text_of(texts, ends, id as usize) == text)
+            .find(text_hash(text), |&id| {
+                text_of(texts, ends, id as usize) == text
+            })
             .copied()
     }
 
