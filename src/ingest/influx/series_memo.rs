@@ -3,7 +3,8 @@
 //! measurement and of the tag part. An agent sends the same series at every interval, and
 //! taking a line's tags apart, sorting them and printing them canonically was about half of
 //! parsing a line. What the memo keeps is a pure function of the written bytes, and it is
-//! kept only for a line that parsed, so what it gives back is what parsing would give.
+//! kept only for a series part that parsed, so what it gives back is what parsing would
+//! give.
 //!
 //! Direct-mapped: a written part has one slot, chosen by its hash, and takes the slot over
 //! when it misses there twice in a row (a series met again before another series of the
@@ -20,7 +21,8 @@ use crate::registry::text_hash;
 const SLOTS: usize = 16384;
 
 /// Longest text a slot keeps (written part, measurement or tag part), so the memo holds at
-/// most 3 × `SLOTS` × this many bytes per thread; longer series are parsed every time.
+/// most 3 × `SLOTS` × this many bytes of text per thread, beside its slots (about 1.4 MB);
+/// longer series are parsed every time.
 const TEXT_BYTES: usize = 256;
 
 thread_local! {
