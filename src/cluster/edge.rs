@@ -66,8 +66,10 @@ const LINGER: Duration = Duration::from_millis(2);
 /// partitions, whatever nodes apply them; a larger round goes out in a message per set of
 /// partitions that the same nodes apply. A message costs a publish, an acknowledgement,
 /// three log copies and a delivery to each node that reads it whatever its size, while a
-/// node skips the sections of partitions it does not apply at little cost. Past this size,
-/// the bytes that a large cluster's nodes would read and skip (a node applies 2 of every N
+/// node skips the sections of partitions it does not apply at little cost (in
+/// `benches/cluster.sh`, a third of the messages took a Graphite sample's CPU from
+/// 0.94-1.10 to 0.85-1.04 µs; an Influx sample's did not move). Past this size, the bytes
+/// that a large cluster's nodes would read and skip (a node applies 2 of every N
 /// partitions) would outweigh the messages saved.
 const SHARED_ROUND_BYTES: usize = 256 * 1024;
 

@@ -286,8 +286,12 @@ impl Text {
 #[derive(Debug, Clone, Copy)]
 enum SeriesPart {
     /// Taken apart: the measurement, and the tags in [`LineParser::tags`], which end at
-    /// `written` in the line.
-    Parsed { measurement: Text, written: usize },
+    /// `written` in the line; `place` is where the memo keeps that part.
+    Parsed {
+        measurement: Text,
+        written: usize,
+        place: series_memo::Place,
+    },
     /// From this thread's memo: their canonical texts are in [`LineParser::prefix`] and
     /// [`LineParser::tag_part`] already.
     Recalled,
@@ -392,7 +396,8 @@ impl LineParser {
         let bytes = line.as_bytes();
         // The measurement and tags as written: up to the first unescaped space.
         let written = &line[..scan(bytes, 0, b" ")];
-        let series = if series_memo::recall(written, &mut self.prefix, &mut self.tag_part) {
+        let place = series_memo::Place::of(written);
+        let series = if series_memo::recall(place, written, &mut self.prefix, &mut self.tag_part) {
             SeriesPart::Recalled
         } else {
             let (measurement, end) = self.take_series_apart(line)?;
@@ -404,6 +409,7 @@ impl LineParser {
             SeriesPart::Parsed {
                 measurement,
                 written: end,
+                place,
             }
         };
         let mut pos = skip_spaces(bytes, written.len());
@@ -521,6 +527,7 @@ impl LineParser {
             SeriesPart::Parsed {
                 measurement,
                 written,
+                place,
             },
         ) = (numeric, part)
         {
@@ -528,7 +535,7 @@ impl LineParser {
             write_canonical(measurement, NO_TAGS, prefix)
                 .map_err(|_| InfluxError::InvalidSeries)?;
             write_tag_part(tags, line, unescaped, tag_part)?;
-            series_memo::remember(&line[..written], prefix, tag_part);
+            series_memo::remember(place, &line[..written], prefix, tag_part);
         }
         for (i, &(key, value)) in fields.iter().enumerate() {
             if superseded.get(i) == Some(&true) {

@@ -99,12 +99,12 @@ impl<V: Copy> NameCache<V> {
         text_at(&self.texts, &self.order, i)
     }
 
-    /// The entry of `order` named `name`.
-    fn find(&self, name: &str) -> Option<usize> {
+    /// The entry of `order` named `name`, whose [`text_hash`] is `hash`.
+    fn find(&self, hash: u64, name: &str) -> Option<usize> {
         let (texts, order) = (&self.texts, &self.order);
-        let found = self.index.find(text_hash(name), |&i| {
-            text_at(texts, order, i as usize) == name
-        });
+        let found = self
+            .index
+            .find(hash, |&i| text_at(texts, order, i as usize) == name);
         found.map(|&i| i as usize)
     }
 
@@ -119,7 +119,7 @@ impl<V: Copy> NameCache<V> {
         let i = if self.next < self.order.len() && self.text(self.next) == name {
             self.next
         } else {
-            self.find(name)?
+            self.find(text_hash(name), name)?
         };
         self.next = i + 1;
         Some(&mut self.order[i].1)
@@ -129,7 +129,8 @@ impl<V: Copy> NameCache<V> {
     /// finds the shared budget spent, starts over; if the budget is still spent by the
     /// others, the name is not cached (lookups then go to the registry).
     pub(crate) fn insert(&mut self, name: &str, value: V) {
-        if self.find(name).is_some() {
+        let hash = text_hash(name);
+        if self.find(hash, name).is_some() {
             return;
         }
         if let Some((budget, limit)) = self.budget.clone() {
@@ -152,7 +153,7 @@ impl<V: Copy> NameCache<V> {
         self.texts.push_str(name);
         self.order.push((self.texts.len(), value));
         let (texts, order) = (&self.texts, &self.order);
-        self.index.insert_unique(text_hash(name), i, |&other| {
+        self.index.insert_unique(hash, i, |&other| {
             text_hash(text_at(texts, order, other as usize))
         });
         self.next = self.order.len();

@@ -192,8 +192,9 @@ fn text_of<'a>(texts: &'a str, ends: &[u64], id: usize) -> &'a str {
     &texts[start..ends[id] as usize]
 }
 
-/// The hash of a series name or canonical text in the crate's tables of bare indexes (this
-/// index, the ingest name caches): one function, so a text hashes alike in all of them.
+/// The hash of a series name or canonical text wherever the crate keys a table of bare
+/// indexes by text they point at (this index, the ingest name caches, a cluster batch's key
+/// index) or memoizes by text (the Influx series memo): one function for all of them.
 pub(crate) fn text_hash(text: &str) -> u64 {
     let mut hasher = FxHasher::default();
     hasher.write(text.as_bytes());

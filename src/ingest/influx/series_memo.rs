@@ -53,24 +53,37 @@ struct Slot {
     tag_part: String,
 }
 
-/// The hash of `written`, never 0 (which marks an empty entry), and its slot: the top bits
-/// of the hash (FxHash mixes into the high bits).
-fn hash_and_slot(written: &str) -> (u64, usize) {
-    let hash = text_hash(written).max(1);
-    (
-        hash,
-        (hash >> (u64::BITS - SLOTS.trailing_zeros())) as usize,
-    )
+/// Where a written series part sits in the memo, found once per line for [`recall`] and,
+/// after a miss, [`remember`].
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Place {
+    /// The part's hash, never 0 (which marks an empty entry).
+    hash: u64,
+    /// Its slot: the top bits of the hash (FxHash mixes into the high bits).
+    at: usize,
 }
 
-/// Copies the canonical measurement and tag part of the series part `written` into
-/// `measurement` and `tag_part` (replacing what they held) when this thread's memo has them;
-/// false, and both untouched, when it has not.
-pub(super) fn recall(written: &str, measurement: &mut String, tag_part: &mut String) -> bool {
+impl Place {
+    pub(super) fn of(written: &str) -> Place {
+        let hash = text_hash(written).max(1);
+        let at = (hash >> (u64::BITS - SLOTS.trailing_zeros())) as usize;
+        Place { hash, at }
+    }
+}
+
+/// Copies the canonical measurement and tag part of the series part `written` (at `place`)
+/// into `measurement` and `tag_part` (replacing what they held) when this thread's memo has
+/// them; false, and both untouched, when it has not.
+pub(super) fn recall(
+    place: Place,
+    written: &str,
+    measurement: &mut String,
+    tag_part: &mut String,
+) -> bool {
     if written.len() > TEXT_BYTES {
         return false;
     }
-    let (hash, at) = hash_and_slot(written);
+    let Place { hash, at } = place;
     MEMO.with_borrow(|memo| {
         if memo.held.get(at) != Some(&hash) || memo.slots[at].written != written {
             return false;
@@ -82,17 +95,17 @@ pub(super) fn recall(written: &str, measurement: &mut String, tag_part: &mut Str
     })
 }
 
-/// Notes in this thread's memo that the series part `written`, of a line that parsed, has
-/// the canonical `measurement` and `tag_part`: kept when `written` missed its slot the last
-/// time too (see the module docs).
-pub(super) fn remember(written: &str, measurement: &str, tag_part: &str) {
+/// Notes in this thread's memo that the series part `written` (at `place`), which parsed,
+/// has the canonical `measurement` and `tag_part`: kept when `written` missed its slot the
+/// last time too (see the module docs).
+pub(super) fn remember(place: Place, written: &str, measurement: &str, tag_part: &str) {
     if [written, measurement, tag_part]
         .iter()
         .any(|text| text.len() > TEXT_BYTES)
     {
         return;
     }
-    let (hash, at) = hash_and_slot(written);
+    let Place { hash, at } = place;
     MEMO.with_borrow_mut(|memo| {
         if memo.slots.is_empty() {
             memo.held = vec![0; SLOTS];
@@ -120,37 +133,45 @@ pub(super) fn remember(written: &str, measurement: &str, tag_part: &str) {
 mod tests {
     use super::*;
 
+    fn recalled(written: &str, measurement: &mut String, tag_part: &mut String) -> bool {
+        recall(Place::of(written), written, measurement, tag_part)
+    }
+
+    fn kept(written: &str, measurement: &str, tag_part: &str) {
+        remember(Place::of(written), written, measurement, tag_part);
+    }
+
     #[test]
     fn a_series_part_is_recalled_as_remembered_until_another_takes_its_slot() {
         let (mut measurement, mut tag_part) = (String::from("old"), String::from("old"));
-        assert!(!recall("cpu,host=a", &mut measurement, &mut tag_part));
+        assert!(!recalled("cpu,host=a", &mut measurement, &mut tag_part));
         assert_eq!((measurement.as_str(), tag_part.as_str()), ("old", "old"));
         // Kept at its second miss in a row.
-        remember("cpu,host=a", "cpu", "x{host=a}");
-        assert!(!recall("cpu,host=a", &mut measurement, &mut tag_part));
-        remember("cpu,host=a", "cpu", "x{host=a}");
-        assert!(recall("cpu,host=a", &mut measurement, &mut tag_part));
+        kept("cpu,host=a", "cpu", "x{host=a}");
+        assert!(!recalled("cpu,host=a", &mut measurement, &mut tag_part));
+        kept("cpu,host=a", "cpu", "x{host=a}");
+        assert!(recalled("cpu,host=a", &mut measurement, &mut tag_part));
         assert_eq!(
             (measurement.as_str(), tag_part.as_str()),
             ("cpu", "x{host=a}")
         );
-        assert!(!recall("cpu,host=b", &mut measurement, &mut tag_part));
+        assert!(!recalled("cpu,host=b", &mut measurement, &mut tag_part));
         // A part of the same slot replaces it at its second miss in a row, not at a miss
         // between two of another part.
-        let slot_of = |written: &str| hash_and_slot(written).1;
+        let slot_of = |written: &str| Place::of(written).at;
         let rivals: Vec<String> = (0..)
             .map(|i| format!("m{i},host=a"))
             .filter(|w| slot_of(w) == slot_of("cpu,host=a"))
             .take(2)
             .collect();
         let rival = &rivals[0];
-        remember(rival, "rival", "x");
-        remember(&rivals[1], "other", "x");
-        remember(rival, "rival", "x");
-        assert!(recall("cpu,host=a", &mut measurement, &mut tag_part));
-        remember(rival, "rival", "x");
-        assert!(!recall("cpu,host=a", &mut measurement, &mut tag_part));
-        assert!(recall(rival, &mut measurement, &mut tag_part));
+        kept(rival, "rival", "x");
+        kept(&rivals[1], "other", "x");
+        kept(rival, "rival", "x");
+        assert!(recalled("cpu,host=a", &mut measurement, &mut tag_part));
+        kept(rival, "rival", "x");
+        assert!(!recalled("cpu,host=a", &mut measurement, &mut tag_part));
+        assert!(recalled(rival, &mut measurement, &mut tag_part));
         assert_eq!(measurement, "rival");
     }
 
@@ -159,10 +180,10 @@ mod tests {
         let long = "m".repeat(TEXT_BYTES + 1);
         let (mut measurement, mut tag_part) = (String::new(), String::new());
         for _ in 0..2 {
-            remember(&long, "m", "x");
-            remember("short,a=b", &long, "x");
+            kept(&long, "m", "x");
+            kept("short,a=b", &long, "x");
         }
-        assert!(!recall(&long, &mut measurement, &mut tag_part));
-        assert!(!recall("short,a=b", &mut measurement, &mut tag_part));
+        assert!(!recalled(&long, &mut measurement, &mut tag_part));
+        assert!(!recalled("short,a=b", &mut measurement, &mut tag_part));
     }
 }
