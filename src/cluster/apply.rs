@@ -16,9 +16,10 @@
 //!    every tier (whatever the tier's window: a window can only hold more if the clock goes
 //!    back between this step and the write, and restoring a cell the group did not change
 //!    puts back what it holds), and the counter state record (declared kind, last time, last
-//!    raw value) of every series the group names. Of those, it reads the ones no earlier
-//!    group since the last checkpoint listed, through the storage, whichever form the period
-//!    is in: hot (the mapping), compacted (its reader), or no file (empty). With a raw tier,
+//!    raw value) of every series the group names. Of those, it reads the ones the undo chain
+//!    does not hold (the cells and states earlier groups since the last checkpoint took,
+//!    but for a cell a series comes back to from a later one, taken again: [`ChainCells`]),
+//!    through the storage, whichever form the period is in: hot (the mapping), compacted (its reader), or no file (empty). With a raw tier,
 //!    it also keeps the time of each such series' last raw point: raw appends are not adds,
 //!    and cutting a series back to that point undoes them exactly (a group appends only after
 //!    a series' last point).
@@ -39,7 +40,8 @@
 //!    memory, which reads see; what is durable is the last checkpoint's.
 //! 5. **Recovery at open.** Records in force mean the process stopped between a group's
 //!    step 2 and the next checkpoint: every pre-image of the chain is put back (absolute
-//!    values, the last record's first, so a crash during the recovery just repeats it), a
+//!    values, so a crash during the recovery just repeats it; a cell in several records
+//!    gets the first record's, the value before the chain), a
 //!    period compacted since is made hot again first, the counter states and the kinds they
 //!    imply are restored, each raw series is cut back to its recorded last point, everything
 //!    is flushed, and then the chain is emptied. The caller re-delivers from `applied + 1`,
@@ -174,7 +176,8 @@ struct SinceCheckpoint {
     /// The cells and series whose pre-images the undo chain holds: a later group of the
     /// same chain needs none of them again.
     cells: ChainCells,
-    series: rustc_hash::FxHashSet<SeriesId>,
+    /// At a series' id: whether the chain holds its counter state.
+    series: Vec<bool>,
     /// Entries in the chain.
     entries: usize,
     /// Samples in the groups since the checkpoint.
@@ -188,58 +191,77 @@ impl SinceCheckpoint {
             first: None,
             groups: 0,
             cells: ChainCells::new(config),
-            series: rustc_hash::FxHashSet::default(),
+            series: Vec::new(),
             entries: 0,
             samples: 0,
         }
     }
 }
 
-/// The bucket cells whose pre-images an undo chain holds, with a memo in front of the set:
-/// per series and tier, the cell of it noted last. A series' samples come in time order, so
-/// most cells a group touches are the ones its series noted last; the memo answers for
-/// those with one array read where the set (a table as large as the chain) would miss the
-/// cache. Every cell the memo holds is in the set.
+/// Which bucket cells a group may skip taking pre-images of, because the undo chain holds
+/// them: per series and tier, the cell noted last and the latest in time; and the cells
+/// noted behind their series' latest (late samples), in a set. A series' samples come in
+/// time order, so a group's cells are mostly the ones their series noted last, and the new
+/// ones are past the latest: neither touches the set, which a set of every cell the chain
+/// holds would (an insertion per cell, in a table as large as the chain). A cell that was
+/// a series' latest and that it comes back to from a later one is taken a second time, and
+/// then kept in the set: the recovery puts the first pre-image back ([`roll_back`]).
 struct ChainCells {
-    set: rustc_hash::FxHashSet<CellAt>,
-    /// At `(chunk × slots + slot) × tiers + tier`: (period start, bucket) of the cell noted
-    /// last, `None` before any.
-    last: Vec<Option<(Timestamp, u32)>>,
+    /// At `series × tiers + tier`: that series' cells in that tier, `None` before any.
+    noted: Vec<Option<NotedCells>>,
+    /// `(series × tiers + tier, bucket start)` of the cells noted behind their series'
+    /// latest.
+    behind: rustc_hash::FxHashSet<(usize, Timestamp)>,
     tiers: usize,
-    slots: u32,
+}
+
+/// One series' cells in one tier that a chain holds, by their buckets' start: a cell's
+/// bucket start names it within its tier.
+#[derive(Clone, Copy)]
+struct NotedCells {
+    last: Timestamp,
+    latest: Timestamp,
 }
 
 impl ChainCells {
     fn new(config: &TiersConfig) -> ChainCells {
         ChainCells {
-            set: rustc_hash::FxHashSet::default(),
-            last: Vec::new(),
+            noted: Vec::new(),
+            behind: rustc_hash::FxHashSet::default(),
             tiers: config.tiers.len(),
-            slots: config.engine.series_per_chunk,
         }
     }
 
-    /// Notes `cell` as held by the chain; true when it was not yet.
-    fn note(&mut self, cell: &CellAt) -> bool {
-        let series = cell.chunk as usize * self.slots as usize + cell.slot as usize;
-        let at = series * self.tiers + cell.tier;
-        if at >= self.last.len() {
-            self.last.resize(at + 1, None);
+    /// Notes the cell of `series` in `tier` whose bucket starts at `cell`; true when its
+    /// pre-image is to be taken.
+    fn note(&mut self, series: SeriesId, tier: usize, cell: Timestamp) -> bool {
+        let at = series.index() * self.tiers + tier;
+        if at >= self.noted.len() {
+            self.noted.resize(at + 1, None);
         }
-        let here = Some((cell.period_start, cell.bucket));
-        if self.last[at] == here {
+        let Some(noted) = &mut self.noted[at] else {
+            self.noted[at] = Some(NotedCells {
+                last: cell,
+                latest: cell,
+            });
+            return true;
+        };
+        if noted.last == cell {
             return false;
         }
-        self.last[at] = here;
-        self.set.insert(*cell)
+        noted.last = cell;
+        if cell > noted.latest {
+            noted.latest = cell;
+            return true;
+        }
+        cell != noted.latest && self.behind.insert((at, cell))
     }
 
-    /// Takes `cells` back out: their pre-images could not be taken.
-    fn forget(&mut self, cells: &[CellAt]) {
-        for cell in cells {
-            self.set.remove(cell);
-        }
-        self.last.clear();
+    /// Forgets every cell: a group's pre-images could not be taken, so the cells it noted
+    /// are not in the chain.
+    fn forget(&mut self) {
+        self.noted.clear();
+        self.behind.clear();
     }
 }
 
@@ -647,25 +669,26 @@ impl PartitionStore {
         let config = self.engine.config();
         // Noted in `since` as they are found: a group whose pre-images cannot be taken is
         // taken back out below; one that fails later poisons the store, `since` with it.
-        let cells = cells_touched(config, todo, resolved, |cell| since.cells.note(cell));
+        let cells = cells_touched(config, todo, resolved, &mut since.cells);
         let before = match self.engine.rewind().load_cells(&cells) {
             Ok(before) => before,
             Err(e) => {
-                since.cells.forget(&cells);
+                since.cells.forget();
                 return Err(e);
             }
         };
-        let mut ids: Vec<SeriesId> = resolved
-            .iter()
-            .flatten()
-            .filter_map(|r| match r {
-                Resolved::Id(id) => Some(*id),
-                Resolved::Invalid | Resolved::Refused(_) => None,
-            })
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids.retain(|id| since.series.insert(*id));
+        let mut ids: Vec<SeriesId> = Vec::new();
+        for id in resolved.iter().flatten().filter_map(|r| match r {
+            Resolved::Id(id) => Some(*id),
+            Resolved::Invalid | Resolved::Refused(_) => None,
+        }) {
+            if id.index() >= since.series.len() {
+                since.series.resize(id.index() + 1, false);
+            }
+            if !std::mem::replace(&mut since.series[id.index()], true) {
+                ids.push(id);
+            }
+        }
         let mut entries = Vec::with_capacity(cells.len() + ids.len());
         entries.extend(cells.iter().zip(before).map(|(cell, before)| Undo::Cell {
             tier: cell.tier,
@@ -830,32 +853,25 @@ enum Resolved {
     Refused((Timestamp, Timestamp)),
 }
 
-/// Per tier, the (period start, bucket) the current series' samples were last placed in.
-type SeenCells = Vec<Option<(Timestamp, u32)>>;
-
-/// Every bucket cell the samples of `todo` may change that `keep` keeps, each once, sorted:
-/// per sample with a finite value and a registered series, its bucket in every tier (see the
-/// module docs on why windows are not consulted). A sample whose period start would not fit
-/// in a timestamp lands nowhere (every window refuses it) and changes nothing. `keep` is
-/// asked before the sort, once per cell pushed (a series met again in a later message of the
-/// group may push a cell again): most cells of a group are usually in the undo chain already.
+/// Every bucket cell the samples of `todo` may change whose pre-image `chain` does not spare
+/// ([`ChainCells::note`]), in the order met: per sample with a finite value and a registered
+/// series, its bucket in every tier (see the module docs on why windows are not consulted).
+/// A sample whose period start would not fit in a timestamp lands nowhere (every window
+/// refuses it) and changes nothing. A cell comes twice only when its series left it and came
+/// back within the group; the pre-image is the same both times.
 fn cells_touched(
     config: &TiersConfig,
     todo: &[&(u64, SampleBatch)],
     resolved: &[Vec<Resolved>],
-    keep: impl FnMut(&CellAt) -> bool,
+    chain: &mut ChainCells,
 ) -> Vec<CellAt> {
     let slots = config.engine.series_per_chunk;
     let tiers = &config.tiers;
     let mut cells = Vec::new();
-    // Per tier, where the last sample fell. A message groups its samples by series, in time
-    // order, so most samples fall in the buckets of the one before and skip the lookup.
+    // Per tier, where the last sample fell. A message's samples are grouped by series, in
+    // time order, or hold one instant of many series: either way most samples fall in the
+    // buckets of the one before and skip the lookup.
     let mut placed: Vec<Option<Placement>> = vec![None; tiers.len()];
-    // The current series' cells pushed last, so its run of samples in one bucket is pushed
-    // once. A message groups its samples by series, so a series comes back only in a later
-    // message of the group; the sort and dedup below take care of those.
-    let mut seen: SeenCells = vec![None; tiers.len()];
-    let mut current: Option<SeriesId> = None;
     for ((_, batch), series) in todo.iter().zip(resolved) {
         for sample in &batch.samples {
             let Some(Resolved::Id(id)) = series.get(sample.series as usize) else {
@@ -864,16 +880,7 @@ fn cells_touched(
             if !sample.value.is_finite() {
                 continue;
             }
-            if current != Some(*id) {
-                current = Some(*id);
-                seen.fill(None);
-            }
-            for (tier, ((place, seen), spec)) in placed
-                .iter_mut()
-                .zip(seen.iter_mut())
-                .zip(tiers)
-                .enumerate()
-            {
+            for (tier, (place, spec)) in placed.iter_mut().zip(tiers).enumerate() {
                 let resolution = spec.resolution.secs() as i64;
                 // A period is a whole number of buckets: inside the bucket is inside its
                 // period too.
@@ -892,29 +899,25 @@ fn cells_touched(
                 else {
                     continue;
                 };
-                if *seen == Some((period_start, bucket)) {
-                    continue;
+                let bucket_start = period_start + i64::from(bucket) * resolution;
+                if chain.note(*id, tier, bucket_start) {
+                    cells.push(CellAt {
+                        tier,
+                        period_start,
+                        chunk: id.0 / slots,
+                        bucket,
+                        slot: id.0 % slots,
+                    });
                 }
-                *seen = Some((period_start, bucket));
-                cells.push(CellAt {
-                    tier,
-                    period_start,
-                    chunk: id.0 / slots,
-                    bucket,
-                    slot: id.0 % slots,
-                });
             }
         }
     }
-    cells.retain(keep);
-    cells.sort_unstable();
-    cells.dedup();
     cells
 }
 
 /// Step 5: puts back every pre-image of `chain`, the records in force (see the module
-/// docs). The last record's are put back first, so were a cell in two records, the value
-/// before the chain would be what stays.
+/// docs). A cell or series state in several records (a series that left a bucket and came
+/// back to it within the chain) gets the first record's: the value before the chain.
 ///
 /// # Errors
 /// [`Error::CorruptFile`] naming the undo file when a record was taken under another tiers
@@ -936,7 +939,7 @@ fn roll_back(
     }
     let mut cells = Vec::new();
     let mut states = Vec::new();
-    for entry in chain.iter().rev().flat_map(|record| &record.entries) {
+    for entry in chain.iter().flat_map(|record| &record.entries) {
         match *entry {
             Undo::Cell {
                 tier,
@@ -964,6 +967,11 @@ fn roll_back(
             }
         }
     }
+    // A stable sort keeps each cell's and state's entries in chain order: the first stays.
+    cells.sort_by_key(|&(cell, _)| cell);
+    cells.dedup_by_key(|&mut (cell, _)| cell);
+    states.sort_by_key(|&(id, _)| id);
+    states.dedup_by_key(|&mut (id, _)| id);
     let in_file = |e: Error| match e {
         Error::InvalidQuery(why) => Error::corrupt(path, why),
         e => e,

@@ -365,7 +365,7 @@ proptest! {
 
 /// The cells a group touches, as `cells_touched` must find them (it skips the arithmetic
 /// while samples stay in one bucket): every bucket of every tier of every finite sample of a
-/// registered series, each once, sorted, as computed sample by sample.
+/// registered series, in the order met, as computed sample by sample.
 fn cells_by_each_sample(
     config: &TiersConfig,
     todo: &[&(u64, SampleBatch)],
@@ -393,8 +393,6 @@ fn cells_by_each_sample(
             }
         }
     }
-    cells.sort_unstable();
-    cells.dedup();
     cells
 }
 
@@ -439,48 +437,76 @@ proptest! {
                     .collect()
             })
             .collect();
-        let all = cells_by_each_sample(&config, &todo, &resolved);
-        prop_assert_eq!(super::cells_touched(&config, &todo, &resolved, |_| true), all.clone());
-        // What an undo chain already holds is left out (here: every other cell).
-        let held: std::collections::HashSet<_> = all.iter().step_by(2).copied().collect();
-        let left: Vec<_> = all.iter().filter(|c| !held.contains(c)).copied().collect();
-        prop_assert_eq!(
-            super::cells_touched(&config, &todo, &resolved, |c| !held.contains(c)),
-            left
-        );
+        // On a new chain, the whole group, then each message again: every cell touched
+        // and not yet taken is taken, nothing else is, and no cell more than twice.
+        let mut chain = super::ChainCells::new(&config);
+        let mut held: std::collections::HashMap<_, usize> = std::collections::HashMap::new();
+        let whole = std::iter::once((todo.clone(), resolved.clone()));
+        let each = (todo.iter().zip(&resolved)).map(|(m, s)| (vec![*m], vec![s.clone()]));
+        for (group, series) in whole.chain(each) {
+            let touched = cells_by_each_sample(&config, &group, &series);
+            let taken = super::cells_touched(&config, &group, &series, &mut chain);
+            for cell in &touched {
+                prop_assert!(held.contains_key(cell) || taken.contains(cell), "{:?}", cell);
+            }
+            for cell in &taken {
+                prop_assert!(touched.contains(cell), "{:?}", cell);
+                let times = held.entry(*cell).or_default();
+                *times += 1;
+                prop_assert!(*times <= 2, "{:?} taken {} times", cell, times);
+            }
+        }
     }
 
-    /// The chain's memo answers as the set alone would: a cell is new to the chain exactly
-    /// once, however the series' cells come back, and after a group is taken back out.
+    /// Samples in time order per series, as agents send them, never take a cell twice.
     #[test]
-    fn a_chains_cells_are_new_once_whatever_order_they_come_in(
+    fn samples_in_time_order_take_each_cell_once(
+        steps in prop::collection::vec((0..SERIES as u32, 0..400i64), 1..300),
+    ) {
+        let config = tiers();
+        let mut chain = super::ChainCells::new(&config);
+        let mut at = [NOW - 3 * HOUR; SERIES];
+        let mut taken = std::collections::HashSet::new();
+        for (series, step) in steps {
+            at[series as usize] += step;
+            let batch = SampleBatch {
+                series: vec![BatchSeries { key: key(series as usize), kind: None }],
+                samples: vec![BatchSample { series: 0, ts: at[series as usize], value: 1.0 }],
+            };
+            let group = [(1, batch)];
+            let todo: Vec<&(u64, SampleBatch)> = group.iter().collect();
+            let resolved = vec![vec![super::Resolved::Id(SeriesId(series * 5))]];
+            for cell in super::cells_touched(&config, &todo, &resolved, &mut chain) {
+                prop_assert!(taken.insert(cell), "{:?} taken twice", cell);
+            }
+        }
+    }
+
+    /// The chain spares the pre-image of a cell only while it holds it: after its series
+    /// noted it, until the chain is forgotten; and it spares it while the series stays in it.
+    #[test]
+    fn a_chain_spares_only_cells_it_holds(
         notes in prop::collection::vec((0..6u32, 0..3usize, 0..4u32, any::<bool>()), 1..200),
     ) {
         let config = tiers();
-        let slots = config.engine.series_per_chunk;
         let mut chain = super::ChainCells::new(&config);
-        let mut plain = std::collections::HashSet::new();
-        let mut group = Vec::new();
+        let mut held = std::collections::HashSet::new();
+        let mut last = std::collections::HashMap::new();
         for (series, tier, bucket, forget) in notes {
-            // Series spread over two chunks.
-            let id = series * (slots / 2 + 1);
-            let cell = crate::storage::cells::CellAt {
-                tier,
-                period_start: NOW - NOW.rem_euclid(DAY),
-                chunk: id / slots,
-                bucket,
-                slot: id % slots,
-            };
-            let new = plain.insert(cell);
-            prop_assert_eq!(chain.note(&cell), new, "{:?}", cell);
-            if new {
-                group.push(cell);
+            let id = SeriesId(series * 7);
+            let taken = chain.note(id, tier, NOW + i64::from(bucket) * MINUTE);
+            if !taken {
+                prop_assert!(held.contains(&(id, tier, bucket)), "{:?}", (id, tier, bucket));
             }
+            if last.get(&(id, tier)) == Some(&bucket) {
+                prop_assert!(!taken, "{:?}", (id, tier, bucket));
+            }
+            held.insert((id, tier, bucket));
+            last.insert((id, tier), bucket);
             if forget {
-                chain.forget(&group);
-                for cell in group.drain(..) {
-                    plain.remove(&cell);
-                }
+                chain.forget();
+                held.clear();
+                last.clear();
             }
         }
     }
