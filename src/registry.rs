@@ -151,6 +151,18 @@ impl Registry {
         self.read().keys.get(canonical).map(SeriesId)
     }
 
+    /// [`Registry::get`] of each key, under one read lock: a batch of keys pays the lock's
+    /// two atomic operations once, where they cost a lookup by key as much as the lookup.
+    pub fn get_each<'a>(
+        &self,
+        canonical: impl IntoIterator<Item = &'a str>,
+    ) -> Vec<Option<SeriesId>> {
+        let inner = self.read();
+        (canonical.into_iter())
+            .map(|key| inner.keys.get(key).map(SeriesId))
+            .collect()
+    }
+
     /// Returns the id of `key`, creating it if new; the second element is true when this
     /// call created it. A new id is appended to the log with one write call before it is
     /// returned. Racing creators of the same key get the same id and one record is written.

@@ -623,7 +623,8 @@ impl PartitionStore {
     }
 
     /// Registers the series of `batch` by key, as a single node registers a series: only
-    /// when a sample of it can land. A series none of whose samples in this message is
+    /// when a sample of it can land. The keys registered already are found under one read
+    /// lock of the registry. A series none of whose samples in this message is
     /// finite and within the windows at the engine's clock (a replay of data every tier has
     /// let go) is neither registered nor declared, its samples refused each for its own
     /// reason. The rule reads the message alone, never what the registry holds, so a group
@@ -640,10 +641,14 @@ impl PartitionStore {
                 *lands |= check_value_and_time(sample.value, sample.ts, bounds).is_ok();
             }
         }
-        (batch.series.iter().zip(lands))
-            .map(|(series, lands)| {
+        let known = (self.engine.registry()).get_each(batch.series.iter().map(|s| s.key.as_str()));
+        (batch.series.iter().zip(lands).zip(known))
+            .map(|((series, lands), known)| {
                 if !lands {
                     return Ok(Resolved::Refused(bounds));
+                }
+                if let Some(id) = known {
+                    return Ok(Resolved::Id(id));
                 }
                 match self.engine.series(&series.key) {
                     Ok(id) => Ok(Resolved::Id(id)),
