@@ -18,7 +18,7 @@
 //!    puts back what it holds), and the counter state record (declared kind, last time, last
 //!    raw value) of every series the group names. Of those, it reads the ones the undo chain
 //!    does not hold (the cells and states earlier groups since the last checkpoint took,
-//!    but for a cell a series comes back to from a later one, taken again: [`ChainCells`]),
+//!    but for a cell a series comes back to from far past it, taken again: [`ChainCells`]),
 //!    through the storage, whichever form the period is in: hot (the mapping), compacted (its reader), or no file (empty). With a raw tier,
 //!    it also keeps the time of each such series' last raw point: raw appends are not adds,
 //!    and cutting a series back to that point undoes them exactly (a group appends only after
@@ -199,28 +199,34 @@ impl SinceCheckpoint {
 }
 
 /// Which bucket cells a group may skip taking pre-images of, because the undo chain holds
-/// them: per series and tier, the cell noted last and the latest in time; and the cells
-/// noted behind their series' latest (late samples), in a set. A series' samples come in
-/// time order, so a group's cells are mostly the ones their series noted last, and the new
-/// ones are past the latest: neither touches the set, which a set of every cell the chain
-/// holds would (an insertion per cell, in a table as large as the chain). A cell that was
-/// a series' latest and that it comes back to from a later one is taken a second time, and
-/// then kept in the set: the recovery puts the first pre-image back ([`roll_back`]).
+/// them: per series and tier, the latest bucket noted and which of the 64 buckets before it
+/// were; and the cells noted further behind, in a set. A series' samples come in time
+/// order, or nearly (writes taken at once may reach the log out of order), so a group's
+/// cells are mostly its series' latest, past it, or a few buckets behind: none of those
+/// touches the set, which a set of every cell the chain holds would (an insertion per
+/// cell, in a table as large as the chain). A cell that falls more than 64 buckets behind
+/// its series' latest and is met again is taken a second time, and then kept in the set:
+/// the recovery puts the first pre-image back ([`roll_back`]).
 struct ChainCells {
     /// At `series × tiers + tier`: that series' cells in that tier, `None` before any.
     noted: Vec<Option<NotedCells>>,
-    /// `(series × tiers + tier, bucket start)` of the cells noted behind their series'
-    /// latest.
+    /// `(series × tiers + tier, bucket start)` of the cells noted more than
+    /// [`NOTED_BEHIND`] buckets behind their series' latest.
     behind: rustc_hash::FxHashSet<(usize, Timestamp)>,
-    tiers: usize,
+    /// Each tier's resolution in seconds.
+    resolutions: Vec<i64>,
 }
 
-/// One series' cells in one tier that a chain holds, by their buckets' start: a cell's
-/// bucket start names it within its tier.
+/// How many buckets behind its latest a series' noted cells are kept in [`NotedCells`].
+const NOTED_BEHIND: i64 = 64;
+
+/// One series' cells in one tier that a chain holds, by their buckets' start (which names a
+/// cell within its tier).
 #[derive(Clone, Copy)]
 struct NotedCells {
-    last: Timestamp,
     latest: Timestamp,
+    /// Bit `i`: the bucket `i + 1` resolutions before `latest` is held.
+    before: u64,
 }
 
 impl ChainCells {
@@ -228,33 +234,49 @@ impl ChainCells {
         ChainCells {
             noted: Vec::new(),
             behind: rustc_hash::FxHashSet::default(),
-            tiers: config.tiers.len(),
+            resolutions: (config.tiers.iter())
+                .map(|tier| tier.resolution.secs() as i64)
+                .collect(),
         }
     }
 
     /// Notes the cell of `series` in `tier` whose bucket starts at `cell`; true when its
     /// pre-image is to be taken.
     fn note(&mut self, series: SeriesId, tier: usize, cell: Timestamp) -> bool {
-        let at = series.index() * self.tiers + tier;
+        let at = series.index() * self.resolutions.len() + tier;
         if at >= self.noted.len() {
             self.noted.resize(at + 1, None);
         }
         let Some(noted) = &mut self.noted[at] else {
             self.noted[at] = Some(NotedCells {
-                last: cell,
                 latest: cell,
+                before: 0,
             });
             return true;
         };
-        if noted.last == cell {
-            return false;
-        }
-        noted.last = cell;
+        let resolution = self.resolutions[tier];
+        // Buckets from one to the other, or none when too far to tell apart (an i64 apart).
+        let buckets = |from: Timestamp, to: Timestamp| to.checked_sub(from).map(|d| d / resolution);
         if cell > noted.latest {
+            noted.before = match buckets(noted.latest, cell) {
+                Some(ahead) if ahead <= NOTED_BEHIND => {
+                    (noted.before.checked_shl(ahead as u32).unwrap_or(0)) | 1 << (ahead - 1)
+                }
+                _ => 0,
+            };
             noted.latest = cell;
             return true;
         }
-        cell != noted.latest && self.behind.insert((at, cell))
+        match buckets(cell, noted.latest) {
+            Some(0) => false,
+            Some(back) if back <= NOTED_BEHIND => {
+                let bit = 1 << (back - 1);
+                let held = noted.before & bit != 0;
+                noted.before |= bit;
+                !held
+            }
+            _ => self.behind.insert((at, cell)),
+        }
     }
 
     /// Forgets every cell: a group's pre-images could not be taken, so the cells it noted

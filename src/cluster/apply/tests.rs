@@ -483,23 +483,35 @@ proptest! {
     }
 
     /// The chain spares the pre-image of a cell only while it holds it: after its series
-    /// noted it, until the chain is forgotten; and it spares it while the series stays in it.
+    /// noted it, until the chain is forgotten; it spares it while the series stays in it,
+    /// and whenever the series' cells so far lie within 64 buckets.
     #[test]
     fn a_chain_spares_only_cells_it_holds(
-        notes in prop::collection::vec((0..6u32, 0..3usize, 0..4u32, any::<bool>()), 1..200),
+        notes in prop::collection::vec(
+            (0..6u32, 0..3usize, prop_oneof![0..4u32, 0..200u32], any::<bool>()),
+            1..300,
+        ),
     ) {
         let config = tiers();
         let mut chain = super::ChainCells::new(&config);
         let mut held = std::collections::HashSet::new();
         let mut last = std::collections::HashMap::new();
+        let mut spans = std::collections::HashMap::new();
         for (series, tier, bucket, forget) in notes {
             let id = SeriesId(series * 7);
-            let taken = chain.note(id, tier, NOW + i64::from(bucket) * MINUTE);
+            let resolution = config.tiers[tier].resolution.secs() as i64;
+            let taken = chain.note(id, tier, NOW + i64::from(bucket) * resolution);
             if !taken {
                 prop_assert!(held.contains(&(id, tier, bucket)), "{:?}", (id, tier, bucket));
             }
             if last.get(&(id, tier)) == Some(&bucket) {
                 prop_assert!(!taken, "{:?}", (id, tier, bucket));
+            }
+            // Within 64 buckets of each other, a series' cells are each taken once.
+            let span = spans.entry((id, tier)).or_insert((bucket, bucket));
+            *span = (span.0.min(bucket), span.1.max(bucket));
+            if span.1 - span.0 <= 64 && held.contains(&(id, tier, bucket)) {
+                prop_assert!(!taken, "{:?} taken twice", (id, tier, bucket));
             }
             held.insert((id, tier, bucket));
             last.insert((id, tier), bucket);
@@ -507,6 +519,7 @@ proptest! {
                 chain.forget();
                 held.clear();
                 last.clear();
+                spans.clear();
             }
         }
     }
