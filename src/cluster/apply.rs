@@ -19,10 +19,10 @@
 //!    raw value) of every series the group names. Of those, it reads the ones the undo chain
 //!    does not hold (the cells and states earlier groups since the last checkpoint took,
 //!    but for a cell a series comes back to from far past it, taken again: [`ChainCells`]),
-//!    through the storage, whichever form the period is in: hot (the mapping), compacted (its reader), or no file (empty). With a raw tier,
-//!    it also keeps the time of each such series' last raw point: raw appends are not adds,
-//!    and cutting a series back to that point undoes them exactly (a group appends only after
-//!    a series' last point).
+//!    through the storage, whichever form the period is in: hot (the mapping), compacted
+//!    (its reader), or no file (empty). With a raw tier, it also keeps the time of each
+//!    such series' last raw point: raw appends are not adds, and cutting a series back to
+//!    that point undoes them exactly (a group appends only after a series' last point).
 //! 2. **Undo record.** The group's last sequence, the tiers layout fingerprint and those new
 //!    pre-images, with a CRC, are appended whole to the chain in `apply.undo` and fsynced
 //!    (a group that touches nothing new appends nothing and syncs nothing).
@@ -884,8 +884,8 @@ enum Resolved {
 /// ([`ChainCells::note`]), in the order met: per sample with a finite value and a registered
 /// series, its bucket in every tier (see the module docs on why windows are not consulted).
 /// A sample whose period start would not fit in a timestamp lands nowhere (every window
-/// refuses it) and changes nothing. A cell comes twice only when its series left it and came
-/// back within the group; the pre-image is the same both times.
+/// refuses it) and changes nothing. A cell comes twice only when its series came back to it
+/// from more than 64 buckets past it within the group; the pre-image is the same both times.
 fn cells_touched(
     config: &TiersConfig,
     todo: &[&(u64, SampleBatch)],
@@ -943,8 +943,9 @@ fn cells_touched(
 }
 
 /// Step 5: puts back every pre-image of `chain`, the records in force (see the module
-/// docs). A cell or series state in several records (a series that left a bucket and came
-/// back to it within the chain) gets the first record's: the value before the chain.
+/// docs). A cell in several records (one a series came back to from more than 64 buckets
+/// past it, or after a group whose pre-images could not be read) gets the first record's:
+/// the value before the chain. Series states are deduplicated the same way.
 ///
 /// # Errors
 /// [`Error::CorruptFile`] naming the undo file when a record was taken under another tiers
