@@ -895,10 +895,10 @@ fn cells_touched(
     let slots = config.engine.series_per_chunk;
     let tiers = &config.tiers;
     let mut cells = Vec::new();
-    // Per tier, where the last sample fell. A message's samples are grouped by series, in
-    // time order, or hold one instant of many series: either way most samples fall in the
-    // buckets of the one before and skip the lookup.
-    let mut placed: Vec<Option<Placement>> = vec![None; tiers.len()];
+    // Per tier, where the last sample fell, with its bucket's start. A message's samples are
+    // grouped by series, in time order, or hold one instant of many series: either way most
+    // samples fall in the buckets of the one before and skip the lookup.
+    let mut placed: Vec<Option<(Placement, Timestamp)>> = vec![None; tiers.len()];
     for ((_, batch), series) in todo.iter().zip(resolved) {
         for sample in &batch.samples {
             let Some(Resolved::Id(id)) = series.get(sample.series as usize) else {
@@ -911,22 +911,24 @@ fn cells_touched(
                 let resolution = spec.resolution.secs() as i64;
                 // A period is a whole number of buckets: inside the bucket is inside its
                 // period too.
-                let inside = |p: &Placement| {
-                    let first = p.period_start + i64::from(p.bucket) * resolution;
-                    sample.ts >= first && sample.ts - first < resolution
+                let inside = |&(_, start): &(Placement, Timestamp)| {
+                    sample.ts >= start && sample.ts - start < resolution
                 };
                 if !place.as_ref().is_some_and(inside) {
-                    *place = checked_place(tier, spec, sample.ts);
+                    *place = checked_place(tier, spec, sample.ts)
+                        .map(|p| (p, p.period_start + i64::from(p.bucket) * resolution));
                 }
-                let Some(Placement {
-                    period_start,
-                    bucket,
-                    ..
-                }) = *place
+                let Some((
+                    Placement {
+                        period_start,
+                        bucket,
+                        ..
+                    },
+                    bucket_start,
+                )) = *place
                 else {
                     continue;
                 };
-                let bucket_start = period_start + i64::from(bucket) * resolution;
                 if chain.note(*id, tier, bucket_start) {
                     cells.push(CellAt {
                         tier,
@@ -945,7 +947,7 @@ fn cells_touched(
 /// Step 5: puts back every pre-image of `chain`, the records in force (see the module
 /// docs). A cell in several records (one a series came back to from more than 64 buckets
 /// past it, or after a group whose pre-images could not be read) gets the first record's:
-/// the value before the chain. Series states are deduplicated the same way.
+/// the value before the chain.
 ///
 /// # Errors
 /// [`Error::CorruptFile`] naming the undo file when a record was taken under another tiers
@@ -995,11 +997,10 @@ fn roll_back(
             }
         }
     }
-    // A stable sort keeps each cell's and state's entries in chain order: the first stays.
+    // A stable sort keeps each cell's entries in chain order: the first stays. (A series'
+    // state is taken once per chain.)
     cells.sort_by_key(|&(cell, _)| cell);
     cells.dedup_by_key(|&mut (cell, _)| cell);
-    states.sort_by_key(|&(id, _)| id);
-    states.dedup_by_key(|&mut (id, _)| id);
     let in_file = |e: Error| match e {
         Error::InvalidQuery(why) => Error::corrupt(path, why),
         e => e,
