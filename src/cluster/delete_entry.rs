@@ -42,6 +42,16 @@ pub(crate) enum LogEntry {
     Delete(Selector),
 }
 
+impl LogEntry {
+    /// The samples it holds: none for a deletion.
+    pub(crate) fn samples(&self) -> usize {
+        match self {
+            LogEntry::Batch(batch) => batch.samples.len(),
+            LogEntry::Delete(_) => 0,
+        }
+    }
+}
+
 /// The payload of a deletion of what `selector` selects.
 pub(crate) fn encode(selector: &Selector) -> Bytes {
     // A selector is strings and a list of them: it always serializes.

@@ -26,7 +26,7 @@ use super::apply::PartitionStore;
 use super::delete_entry::LogEntry;
 use super::envelope;
 use super::log::{IngestLog, LogRetention};
-use super::log_feed::LogFeed;
+use super::log_feed::{self, LogFeed};
 use super::nats_version;
 use super::ownership::{self, ClusterSettings, ClusterView, Ownership};
 use super::peer;
@@ -42,6 +42,13 @@ use crate::time::Timestamp;
 
 /// Messages applied together at most: one undo record and one flush per group.
 const GROUP_MESSAGES: usize = 64;
+
+/// Samples after which a partition's task stops gathering its group. What a group's apply
+/// holds (its decoded messages, the samples queued for the writers, the pre-images and
+/// their undo record) grows with it, on each partition applying at once: a bound keeps
+/// that memory, and the fresh pages the kernel must zero to back it, small, while a group
+/// stays large enough that its undo record and flush are spread over many samples.
+const GROUP_SAMPLES: usize = 16_384;
 
 /// How long a partition's task waits for one more message before it applies what it has.
 /// Under load a partition's messages come a few milliseconds apart, in bursts: waiting out
@@ -787,33 +794,20 @@ impl Node {
                 feed = self.feed.subscribe(partition, store.applied());
                 continue;
             };
-            let mut messages = vec![first];
+            let mut entries = vec![log_entry(partition, first)];
+            let mut samples = entries[0].1.samples();
             let span_end = tokio::time::Instant::now() + GROUP_SPAN;
-            while messages.len() < GROUP_MESSAGES {
+            while entries.len() < GROUP_MESSAGES && samples < GROUP_SAMPLES {
                 let wait_end = (tokio::time::Instant::now() + GROUP_WAIT).min(span_end);
                 match tokio::time::timeout_at(wait_end, feed.recv()).await {
-                    Ok(Some(message)) => messages.push(message),
+                    Ok(Some(message)) => {
+                        let entry = log_entry(partition, message);
+                        samples += entry.1.samples();
+                        entries.push(entry);
+                    }
                     _ => break,
                 }
             }
-            let entries: Vec<_> = messages
-                .into_iter()
-                .map(
-                    |(seq, payload)| match envelope::entry(&payload, partition) {
-                        Ok(entry) => (seq, entry),
-                        Err(e) => {
-                            // Every owner skips the same message: the log is the same for all.
-                            tracing::error!(
-                                partition,
-                                seq,
-                                error = %e,
-                                "skipping an undecodable message"
-                            );
-                            (seq, LogEntry::Batch(Default::default()))
-                        }
-                    },
-                )
-                .collect();
             if let Some(pause) = self.apply_pause {
                 tokio::time::sleep(pause).await;
             }
@@ -871,6 +865,19 @@ impl Node {
 /// log feed would leave every partition unapplied, and one in the view follower the node
 /// deaf to the ownership table, with nothing said. Aborting the handle drops the task too:
 /// it runs inside the supervising task, not beside it.
+/// `partition`'s entry in a message of the log, with its sequence. A message that cannot be
+/// read is skipped by every owner alike (the log is the same for all): it stands as an empty
+/// batch.
+fn log_entry(partition: u32, (seq, payload): log_feed::FedMessage) -> (u64, LogEntry) {
+    match envelope::entry(&payload, partition) {
+        Ok(entry) => (seq, entry),
+        Err(e) => {
+            tracing::error!(partition, seq, error = %e, "skipping an undecodable message");
+            (seq, LogEntry::Batch(Default::default()))
+        }
+    }
+}
+
 fn supervised<F, Fut>(name: &'static str, make: F) -> JoinHandle<()>
 where
     F: Fn() -> Fut + Send + 'static,
