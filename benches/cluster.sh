@@ -11,7 +11,8 @@
 #     after every sample is counted, so that the checkpoints that make the cluster's applied
 #     samples durable are in it, less what the processes spend idle over the SETTLE seconds
 #     after that (a single node's pages are written back by the kernel's flusher threads,
-#     which no process's CPU shows);
+#     which no process's CPU shows), and each process's minor page faults over the same span
+#     (fresh pages of memory the kernel zeroes, and pages of files first touched);
 #   - bytes per sample on the log (the stream's bytes over the samples it holds), and how
 #     many messages each cluster ingest made (samples per message: what a message costs the
 #     nats-servers and the owners hardly depends on its size);
@@ -125,6 +126,12 @@ def cpu_of(pid):
         fields = f.read().rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / tick, int(fields[12]) / tick
+
+def faults_of(pid):
+    """Minor page faults so far of process `pid` (a fresh page of memory or of a file
+    mapping, each taken in the kernel, zeroed or read), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
 
 def cpu_seconds(pids):
     """User and system CPU seconds so far of the processes `pids`, each and summed."""
@@ -254,6 +261,7 @@ def ingest(name, http, graphite, strong, pids, influx_to=None):
     messages0 = log_messages(http) if len(pids) > 1 else 0
     perf = start_perf(pids, ".influx" if influx_to else ".graphite") if len(pids) > 1 else None
     user0, system0, each0 = cpu_seconds(pids)
+    faults0 = [faults_of(pid) for pid in pids]
     t0 = send_influx(influx_to) if influx_to else send(graphite)
     sent = time.perf_counter() - t0
     counted = wait_all(http, strong, "benchhttp" if influx_to else "bench")
@@ -267,6 +275,7 @@ def ingest(name, http, graphite, strong, pids, influx_to=None):
         perf.send_signal(2)
         perf.wait()
     user1, system1, each1 = cpu_seconds(pids)
+    faults = [faults_of(pid) - f for pid, f in zip(pids, faults0)]
     time.sleep(settle)
     user2, system2, each2 = cpu_seconds(pids)
     user, system = (user1 - user0) - (user2 - user1), (system1 - system0) - (system2 - system1)
@@ -277,6 +286,10 @@ def ingest(name, http, graphite, strong, pids, influx_to=None):
         print("  CPU by process (user + system s): " + ", ".join(
             f"{label} {b[0] - a[0]:.2f}+{b[1] - a[1]:.2f}"
             for label, a, b in zip(CLUSTER_LABELS, each0, each1)))
+        print("  minor page faults by process: " + ", ".join(
+            f"{label} {n}" for label, n in zip(CLUSTER_LABELS, faults)))
+    else:
+        print(f"  minor page faults: {faults[0]}")
     per_sample = (user + system) / total
     print(f"{name}: {total} lines in {took:.2f} s = {total / took / 1e6:.3f} M lines/s (sent in {sent:.2f} s, counted {int(counted)}); "
           f"CPU {user:.2f} s user + {system:.2f} s system over {len(pids)} processes = {per_sample * 1e6:.3f} us/sample")
