@@ -860,11 +860,6 @@ impl Node {
     }
 }
 
-/// Runs the node's long-lived task `name`, made by `make`, until it ends or is aborted; one
-/// that panics is logged and made again after [`RESTART_PAUSE`]. Without it, a panic in the
-/// log feed would leave every partition unapplied, and one in the view follower the node
-/// deaf to the ownership table, with nothing said. Aborting the handle drops the task too:
-/// it runs inside the supervising task, not beside it.
 /// `partition`'s entry in a message of the log, with its sequence. A message that cannot be
 /// read is skipped by every owner alike (the log is the same for all): it stands as an empty
 /// batch.
@@ -878,6 +873,11 @@ fn log_entry(partition: u32, (seq, payload): log_feed::FedMessage) -> (u64, LogE
     }
 }
 
+/// Runs the node's long-lived task `name`, made by `make`, until it ends or is aborted; one
+/// that panics is logged and made again after [`RESTART_PAUSE`]. Without it, a panic in the
+/// log feed would leave every partition unapplied, and one in the view follower the node
+/// deaf to the ownership table, with nothing said. Aborting the handle drops the task too:
+/// it runs inside the supervising task, not beside it.
 fn supervised<F, Fut>(name: &'static str, make: F) -> JoinHandle<()>
 where
     F: Fn() -> Fut + Send + 'static,
