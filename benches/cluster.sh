@@ -120,18 +120,21 @@ python3 - "$SERIES" "$SAMPLES" "$CONNECTIONS" "$QUERIES" "$SINGLE_HTTP" "$SINGLE
     "$NATS_PIDS ${NODES_PID[*]}" "${NODES_HTTP[2]}" <<'PY'
 import json, socket, statistics, sys, threading, time, urllib.request, glob, os
 
+def stat_of(pid):
+    """The fields of /proc/`pid`/stat after the command's name, from the state on."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
 def cpu_of(pid):
     """User and system CPU seconds so far of process `pid`, from /proc."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+    fields = stat_of(pid)
     tick = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / tick, int(fields[12]) / tick
 
 def faults_of(pid):
     """Minor page faults so far of process `pid` (a fresh page of memory or of a file
     mapping, each taken in the kernel, zeroed or read), from /proc."""
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[7])
+    return int(stat_of(pid)[7])
 
 def cpu_seconds(pids):
     """User and system CPU seconds so far of the processes `pids`, each and summed."""

@@ -794,8 +794,9 @@ impl Node {
                 feed = self.feed.subscribe(partition, store.applied());
                 continue;
             };
-            let mut entries = vec![log_entry(partition, first)];
-            let mut samples = entries[0].1.samples();
+            let first = log_entry(partition, first);
+            let mut samples = first.1.samples();
+            let mut entries = vec![first];
             let span_end = tokio::time::Instant::now() + GROUP_SPAN;
             while entries.len() < GROUP_MESSAGES && samples < GROUP_SAMPLES {
                 let wait_end = (tokio::time::Instant::now() + GROUP_WAIT).min(span_end);
