@@ -165,7 +165,8 @@ impl Default for Checkpoints {
     }
 }
 
-/// Pre-images one undo chain holds at most (64 bytes each on disk): past it, a checkpoint.
+/// Pre-images one undo chain holds at most (64 bytes each on disk, or up to 256 empty cells
+/// in 64: `undo.rs`'s empty blocks): past it, a checkpoint.
 const MAX_UNDO_ENTRIES: usize = 1 << 18;
 
 /// What was applied since the last checkpoint.

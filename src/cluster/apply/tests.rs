@@ -916,6 +916,93 @@ fn undo_chains_round_trip_and_torn_or_damaged_records_are_told_apart() {
     }
 }
 
+/// Cells empty before the chain are written in blocks of 16 buckets by 16 slots, 64 bytes a
+/// block, and read back as the cell entries they stand for, whether a group's cells come a
+/// series at a time or an instant at a time; a cell holding anything but zeros (even a count
+/// of 0 beside a `-0.0`) keeps an entry of its own, and a malformed block is refused by name.
+#[test]
+fn empty_cells_are_written_in_blocks_and_read_back_as_cells() {
+    let dir = scratch();
+    let mut undo = UndoFile::open(dir.path()).unwrap();
+    let cell = |tier, bucket, slot, before| Undo::Cell {
+        tier,
+        period_start: NOW - DAY,
+        chunk: 2,
+        bucket,
+        slot,
+        adds: 0,
+        before,
+    };
+    let full = Bucket {
+        count: 2,
+        total: 3.0,
+        min: 1.0,
+        max: 2.0,
+    };
+    let zero_but_signed = Bucket {
+        min: -0.0,
+        ..Bucket::EMPTY
+    };
+    // A series at a time, each sample's tiers in turn: 32 slots × 32 buckets in two tiers,
+    // 8 blocks.
+    let mut entries = Vec::new();
+    for slot in 0..32 {
+        for bucket in 0..32 {
+            for tier in 0..2 {
+                entries.push(cell(tier, bucket, slot, Bucket::EMPTY));
+            }
+        }
+    }
+    entries.insert(100, cell(0, 99, 7, full));
+    entries.insert(500, cell(1, 99, 7, zero_but_signed));
+    // Then an instant at a time in a third tier: 40 slots of 3 buckets, in 3 more blocks.
+    for bucket in 0..3 {
+        for slot in 0..40 {
+            entries.push(cell(2, bucket, slot, Bucket::EMPTY));
+        }
+    }
+    entries.push(Undo::State {
+        id: 3,
+        before: [0; 3],
+    });
+    undo.append(7, 42, &entries, &[]).unwrap();
+    let path = dir.path().join(UndoFile::FILE_NAME);
+    let written = std::fs::read(&path).unwrap();
+    // After the header, the control entry, 2 cells, the state and 11 blocks, then the zero
+    // entry that ends the chain.
+    assert_eq!(written.len(), 4096 + 64 * (1 + 2 + 11 + 1) + 64);
+    let chain = undo.read().unwrap();
+    let sorted = |entries: &[Undo]| {
+        let mut words: Vec<_> = entries.iter().map(Undo::encode).collect();
+        words.sort_unstable();
+        words
+    };
+    assert_eq!(sorted(&chain[0].entries), sorted(&entries));
+    // Entry 4, the first block (blocks follow the other entries): one whose first slot or
+    // bucket is not a multiple of 16, that marks no cell, or whose kind word has stray bits,
+    // is refused by name.
+    let block = 4096 + 64 * 4;
+    let chunk_and = |bucket: u64| 2 << 32 | bucket;
+    for (word, value) in [(3, 5u64), (2, chunk_and(7)), (4, 0), (0, 4 | 1 << 40)] {
+        let mut bytes = written.clone();
+        let at = block + 8 * word;
+        bytes[at..at + 8].copy_from_slice(&value.to_le_bytes());
+        if word == 4 {
+            bytes[at + 8..at + 32].fill(0);
+        }
+        let mut h = crc32fast::Hasher::new();
+        h.update(&bytes[4096..4096 + 24]);
+        h.update(&bytes[4096 + 64..4096 + 64 * 15]);
+        bytes[4096 + 24..4096 + 28].copy_from_slice(&h.finalize().to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let err = undo.read().unwrap_err().to_string();
+        assert!(
+            err.contains("apply.undo") && err.contains("entry 4"),
+            "{err}"
+        );
+    }
+}
+
 #[test]
 fn an_undo_record_of_another_tiers_layout_is_refused_by_name() {
     let dir = scratch();

@@ -17,14 +17,25 @@
 //!     16..24   fingerprint of the tiers layout the cell entries' tier indexes refer to
 //!     24..28   CRC-32 of bytes 0..24 and of the n entries
 //!     28..64   zero
-//!   n entries in the counters.journal encoding (storage/counter_journal.rs), then the raw
-//!   tails (with a raw tier only):
+//!   n entries: cells and states in the counters.journal encoding
+//!   (storage/counter_journal.rs), then empty blocks, then the raw tails (with a raw tier
+//!   only):
 //!     cell:  w0 = 1 | tier << 8 (adds unused: 0), w1 = period start, w2 = chunk << 32 | bucket,
 //!            w3 = slot, w4..w8 = count, total, min, max before the chain (f64 bits)
 //!     state: w0 = 2, w1 = series id, w2..w5 = flags, last time, last raw value before it
 //!     raw:   w0 = 3, w1 = series id, w2 = 1 when the series had a raw point before the chain
 //!            (else 0), w3 = that point's time (i64), w4..w8 = 0
+//!     empty block: w0 = 4 | tier << 8, w1 = period start, w2 = chunk << 32 | first
+//!            bucket, w3 = first slot (both multiples of 16), w4..w8 = 256 bits: bit
+//!            16 × b + s (bit i % 64 of w[4 + i / 64]) set when the cell of bucket
+//!            first + b and slot first + s was empty before the chain (all four fields
+//!            zero, as a cell no sample reached)
 //! ```
+//! A cell entry for an empty cell would take 64 bytes to say "zero": in a bulk load or under
+//! live traffic nearly every pre-image is of a bucket no sample reached yet. A group's
+//! cells come a series at a time (its buckets in time order) or an instant at a time (one
+//! bucket of many series); either way most of them fall in a few blocks of 16 buckets by
+//! 16 slots, which an empty block entry holds whole.
 //! A chain of one record is the format this file had when it held one group's record, so a
 //! file written by an older binary reads the same. (An older binary reads only a chain's
 //! first record: after a crash, open the directory with this version before going back.)
@@ -33,6 +44,8 @@
 //! ([`crate::storage::raw::RawStore::truncate_after`]) takes away exactly what the chain's
 //! groups appended. A binary older than the raw entries refuses the record by name, as an
 //! entry of no known kind; it also refused a raw tier in cluster mode, so it never meets one.
+//! A binary older than the empty blocks refuses a chain holding one the same way: open the
+//! directory with this version first, to roll it back.
 //! The chain ends at the first record that is all zero, runs past the file, fails its CRC (it
 //! was torn while being written, before anything of its group was stored: the group's
 //! stores wait for the fsync) or does not follow its predecessor's sequence.
@@ -41,6 +54,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::bucket::Bucket;
 use crate::error::Error;
 use crate::error::Result;
 use crate::storage::counter_journal::{Undo, ENTRY_SIZE, WORDS};
@@ -49,6 +63,12 @@ use crate::time::Timestamp;
 
 /// The kind word of a raw tail entry (the counters journal's kinds are 1 and 2).
 const KIND_RAW_TAIL: u64 = 3;
+
+/// The kind of an empty block entry.
+const KIND_EMPTY_BLOCK: u64 = 4;
+
+/// Buckets, and slots, one empty block spans.
+const BLOCK_SIDE: u32 = 16;
 
 const FRAME: Frame = Frame {
     magic: b"TIERDBAU",
@@ -105,6 +125,132 @@ impl RawTail {
             id: u32::try_from(w[1]).ok()?,
             last: (w[2] == 1).then_some(w[3] as Timestamp),
         })
+    }
+}
+
+/// Cells empty before the chain, in one block of [`BLOCK_SIDE`] buckets by as many slots of
+/// one tier, period and chunk, from `first_bucket` and `first_slot` (multiples of the side).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct EmptyBlock {
+    tier: usize,
+    period_start: Timestamp,
+    chunk: u32,
+    first_bucket: u32,
+    first_slot: u32,
+    /// Bit `i % 64` of word `i / 64`, for `i` = side × (bucket - first) + (slot - first).
+    cells: [u64; 4],
+}
+
+impl EmptyBlock {
+    /// The block holding `entry` alone, when it is a cell empty before the chain, bit for bit
+    /// ([`Bucket::EMPTY`]), with no adds: a restore writes exactly that back.
+    fn of(entry: &Undo) -> Option<EmptyBlock> {
+        let Undo::Cell {
+            tier,
+            period_start,
+            chunk,
+            bucket,
+            slot,
+            adds: 0,
+            before,
+        } = *entry
+        else {
+            return None;
+        };
+        let bits = [
+            before.count,
+            before.total.to_bits(),
+            before.min.to_bits(),
+            before.max.to_bits(),
+        ];
+        if bits != [0; 4] {
+            return None;
+        }
+        let i = (bucket % BLOCK_SIDE) * BLOCK_SIDE + slot % BLOCK_SIDE;
+        let mut cells = [0u64; 4];
+        cells[(i / 64) as usize] = 1 << (i % 64);
+        Some(EmptyBlock {
+            tier,
+            period_start,
+            chunk,
+            first_bucket: bucket - bucket % BLOCK_SIDE,
+            first_slot: slot - slot % BLOCK_SIDE,
+            cells,
+        })
+    }
+
+    /// Which block it is: tier, period start, chunk, first bucket, first slot.
+    fn place(&self) -> (usize, Timestamp, u32, u32, u32) {
+        let b = self;
+        (
+            b.tier,
+            b.period_start,
+            b.chunk,
+            b.first_bucket,
+            b.first_slot,
+        )
+    }
+
+    /// Adds `other`'s cells when it is the same block; false (and nothing added) when not.
+    fn merge(&mut self, other: &EmptyBlock) -> bool {
+        let same = self.place() == other.place();
+        if same {
+            for (mine, theirs) in self.cells.iter_mut().zip(other.cells) {
+                *mine |= theirs;
+            }
+        }
+        same
+    }
+
+    fn encode(&self) -> [u64; WORDS] {
+        let [a, b, c, d] = self.cells;
+        [
+            KIND_EMPTY_BLOCK | (self.tier as u64) << 8,
+            self.period_start as u64,
+            u64::from(self.chunk) << 32 | u64::from(self.first_bucket),
+            u64::from(self.first_slot),
+            a,
+            b,
+            c,
+            d,
+        ]
+    }
+
+    /// `None` when `w` is no empty block entry, or not one this format writes.
+    fn decode(w: &[u64; WORDS]) -> Option<EmptyBlock> {
+        let first_bucket = w[2] as u32;
+        let first_slot = u32::try_from(w[3]).ok()?;
+        let aligned = |first: u32| {
+            first.is_multiple_of(BLOCK_SIDE) && first.checked_add(BLOCK_SIDE - 1).is_some()
+        };
+        let well_formed = w[0] & 0xff == KIND_EMPTY_BLOCK
+            && w[0] >> 32 == 0
+            && aligned(first_bucket)
+            && aligned(first_slot)
+            && w[4..].iter().any(|&x| x != 0);
+        well_formed.then(|| EmptyBlock {
+            tier: ((w[0] >> 8) & 0xff_ffff) as usize,
+            period_start: w[1] as Timestamp,
+            chunk: (w[2] >> 32) as u32,
+            first_bucket,
+            first_slot,
+            cells: [w[4], w[5], w[6], w[7]],
+        })
+    }
+
+    /// The block's cells, as the cell entries they stand for.
+    fn undo_entries(self) -> impl Iterator<Item = Undo> {
+        (0..BLOCK_SIDE * BLOCK_SIDE)
+            .filter(move |i| self.cells[(i / 64) as usize] & 1 << (i % 64) != 0)
+            .map(move |i| Undo::Cell {
+                tier: self.tier,
+                period_start: self.period_start,
+                chunk: self.chunk,
+                bucket: self.first_bucket + i / BLOCK_SIDE,
+                slot: self.first_slot + i % BLOCK_SIDE,
+                adds: 0,
+                before: Bucket::EMPTY,
+            })
     }
 }
 
@@ -228,12 +374,11 @@ impl UndoFile {
                     format!("entry {} at byte {at} is of no known kind", i + 1),
                 )
             };
-            if w[0] & 0xff == KIND_RAW_TAIL {
-                record
-                    .raw_tails
-                    .push(RawTail::decode(&w).ok_or_else(unknown)?);
-            } else {
-                record.entries.push(Undo::decode(w).ok_or_else(unknown)?);
+            match w[0] & 0xff {
+                KIND_RAW_TAIL => (record.raw_tails).push(RawTail::decode(&w).ok_or_else(unknown)?),
+                KIND_EMPTY_BLOCK => (record.entries)
+                    .extend(EmptyBlock::decode(&w).ok_or_else(unknown)?.undo_entries()),
+                _ => record.entries.push(Undo::decode(w).ok_or_else(unknown)?),
             }
         }
         Ok(Some((record, at + (n + 1) * ENTRY_SIZE as u64)))
@@ -241,11 +386,9 @@ impl UndoFile {
 
     /// Appends the record of the group ending at `seq` to the chain, whole, and fsyncs it:
     /// once this returns, the group may store. `seq` is above the chain's last sequence.
-    ///
-    /// # Errors
-    /// [`Error::Io`] naming the file. The file may then end in a torn record (the chain
-    /// ends before it) or a whole one whose pre-images are what the files hold (restoring
-    /// it changes nothing).
+    /// Empty cells go in empty blocks, written after the other entries. A tier's next cell
+    /// is most often in the block its last one went in (the same series' next bucket, or the
+    /// same bucket's next series), which is tried before the table of every block.
     pub(super) fn append(
         &mut self,
         seq: u64,
@@ -254,18 +397,47 @@ impl UndoFile {
         raw_tails: &[RawTail],
     ) -> Result<()> {
         let mut buffer = std::mem::take(&mut self.buffer);
-        let n = entries.len() + raw_tails.len();
         buffer.clear();
-        buffer.resize((n + 1) * ENTRY_SIZE, 0);
+        buffer.resize(ENTRY_SIZE, 0);
+        let push = |buffer: &mut Vec<u8>, words: [u64; WORDS]| {
+            buffer.extend(words.iter().flat_map(|word| word.to_le_bytes()));
+        };
+        let mut blocks: Vec<EmptyBlock> = Vec::new();
+        let mut block_at = rustc_hash::FxHashMap::default();
+        // At a tier's index: the block its last empty cell went in.
+        let mut last_block: Vec<Option<usize>> = Vec::new();
+        for entry in entries {
+            let Some(block) = EmptyBlock::of(entry) else {
+                push(&mut buffer, entry.encode());
+                continue;
+            };
+            if last_block.len() <= block.tier {
+                last_block.resize(block.tier + 1, None);
+            }
+            let last = &mut last_block[block.tier];
+            if last.is_some_and(|i| blocks[i].merge(&block)) {
+                continue;
+            }
+            let i = *block_at.entry(block.place()).or_insert_with(|| {
+                blocks.push(EmptyBlock {
+                    cells: [0; 4],
+                    ..block
+                });
+                blocks.len() - 1
+            });
+            blocks[i].merge(&block);
+            *last = Some(i);
+        }
+        for block in &blocks {
+            push(&mut buffer, block.encode());
+        }
+        for tail in raw_tails {
+            push(&mut buffer, tail.encode());
+        }
+        let n = buffer.len() / ENTRY_SIZE - 1;
         buffer[0..8].copy_from_slice(&seq.to_le_bytes());
         buffer[8..16].copy_from_slice(&(n as u64).to_le_bytes());
         buffer[16..24].copy_from_slice(&layout.to_le_bytes());
-        let words = (entries.iter().map(Undo::encode)).chain(raw_tails.iter().map(RawTail::encode));
-        for (words, bytes) in words.zip(buffer[ENTRY_SIZE..].chunks_exact_mut(ENTRY_SIZE)) {
-            for (word, b) in words.iter().zip(bytes.chunks_exact_mut(8)) {
-                b.copy_from_slice(&word.to_le_bytes());
-            }
-        }
         let crc = checksum(&buffer[..24], &buffer[ENTRY_SIZE..]);
         buffer[24..28].copy_from_slice(&crc.to_le_bytes());
         // A zero control entry after the record, in the same write, ends the chain there,
