@@ -20,7 +20,9 @@
 //!    does not hold (the cells and states earlier groups since the last checkpoint took,
 //!    but for a cell a series comes back to from far past it, taken again: [`ChainCells`]),
 //!    through the storage, whichever form the period is in: hot (the mapping), compacted
-//!    (its reader), or no file (empty). With a raw tier, it also keeps the time of each
+//!    (its reader), or no file (empty); but not the cells [`KnownEmpty`] knows are empty
+//!    (of series registered since open, past their groups' cells). With a raw tier, it also
+//!    keeps the time of each
 //!    such series' last raw point: raw appends are not adds, and cutting a series back to
 //!    that point undoes them exactly (a group appends only after a series' last point).
 //! 2. **Undo record.** The group's last sequence, the tiers layout fingerprint and those new
@@ -73,6 +75,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
+use crate::bucket::Bucket;
 use crate::cluster::delete_entry::LogEntry;
 use crate::cluster::SampleBatch;
 use crate::config::TiersConfig;
@@ -120,6 +123,8 @@ struct Inner {
     checkpoints: Checkpoints,
     /// The groups applied since the last checkpoint, and what their undo chain holds.
     since_checkpoint: SinceCheckpoint,
+    /// The cells whose pre-images need no read: empty, as the store knows.
+    known_empty: KnownEmpty,
 }
 
 /// When a store makes its applied sequence durable: at a checkpoint, once `interval` has
@@ -288,6 +293,60 @@ impl ChainCells {
     }
 }
 
+/// Which bucket cells hold nothing, known without reading them: those of the series
+/// registered since the store opened, in the buckets after every one its groups may have
+/// changed. Series ids are handed out in order and never reused, and the store is its
+/// engine's only writer, so a series registered since open had no cell when it was; from
+/// then on, only the groups change its cells, and each group moves the series' mark past
+/// the cells it may change before it stores. A roll-back or a deletion only empties
+/// cells, and a sample that lands in fewer tiers than listed leaves more of them empty:
+/// the marks stay true. The series the store opened with are not known: their pre-images
+/// are read. In a bulk load of new series, or under live traffic after the first minutes,
+/// nearly every pre-image is then of a known empty cell.
+struct KnownEmpty {
+    /// The registry's length at open: the first id registered since.
+    first_new: usize,
+    /// At `(series - first_new) × tiers + tier`: the start of the first bucket from which on
+    /// every cell of that series in that tier is empty (`Timestamp::MIN` beyond the vector:
+    /// a series none of whose cells a group listed yet).
+    empty_from: Vec<Timestamp>,
+    /// Each tier's resolution in seconds.
+    resolutions: Vec<i64>,
+    series_per_chunk: usize,
+}
+
+impl KnownEmpty {
+    fn new(config: &TiersConfig, registered: usize) -> KnownEmpty {
+        KnownEmpty {
+            first_new: registered,
+            empty_from: Vec::new(),
+            resolutions: (config.tiers.iter())
+                .map(|tier| tier.resolution.secs() as i64)
+                .collect(),
+            series_per_chunk: config.engine.series_per_chunk as usize,
+        }
+    }
+
+    /// Whether `cell` is known to be empty before a group that may change it; notes that
+    /// it may no longer be.
+    fn take(&mut self, cell: &CellAt) -> bool {
+        let series = cell.chunk as usize * self.series_per_chunk + cell.slot as usize;
+        let Some(new) = series.checked_sub(self.first_new) else {
+            return false;
+        };
+        let resolution = self.resolutions[cell.tier];
+        let at = new * self.resolutions.len() + cell.tier;
+        if at >= self.empty_from.len() {
+            self.empty_from.resize(at + 1, Timestamp::MIN);
+        }
+        // The placement that named the cell computed its start without overflow.
+        let start = cell.period_start + i64::from(cell.bucket) * resolution;
+        let empty = start >= self.empty_from[at];
+        self.empty_from[at] = self.empty_from[at].max(start.saturating_add(resolution));
+        empty
+    }
+}
+
 /// What [`PartitionStore::apply`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ApplyReport {
@@ -356,6 +415,7 @@ impl PartitionStore {
             undo.clear()?;
         }
         let since_checkpoint = SinceCheckpoint::new(engine.config());
+        let known_empty = KnownEmpty::new(engine.config(), engine.registry().len());
         Ok(PartitionStore {
             applied: AtomicU64::new(state.applied()),
             layout,
@@ -368,6 +428,7 @@ impl PartitionStore {
                 fault,
                 checkpoints,
                 since_checkpoint,
+                known_empty,
             }),
         })
     }
@@ -467,8 +528,14 @@ impl PartitionStore {
             .iter()
             .map(|(_, batch)| self.resolve(batch))
             .collect::<Result<Vec<_>>>()?;
-        let PreImages { entries, raw_tails } =
-            self.pre_images(&todo, &resolved, &mut inner.since_checkpoint)?;
+        let PreImages { entries, raw_tails } = {
+            let Inner {
+                since_checkpoint,
+                known_empty,
+                ..
+            } = &mut *inner;
+            self.pre_images(&todo, &resolved, since_checkpoint, known_empty)?
+        };
         report.undo_entries = entries.len() + raw_tails.len();
         let prepared = Prepared {
             number: group_number,
@@ -684,7 +751,8 @@ impl PartitionStore {
 
     /// Step 1: the pre-images of every cell and counter state the messages may change, and
     /// with a raw tier the raw tail of every series they name; but none the undo chain
-    /// already holds (`since`): those are the values before the chain's first group.
+    /// already holds (`since`): those are the values before the chain's first group. Cells
+    /// `known_empty` knows are empty are not read.
     ///
     /// # Errors
     /// As [`Engine::load_cells`].
@@ -693,11 +761,14 @@ impl PartitionStore {
         todo: &[&(u64, SampleBatch)],
         resolved: &[Vec<Resolved>],
         since: &mut SinceCheckpoint,
+        known_empty: &mut KnownEmpty,
     ) -> Result<PreImages> {
         let config = self.engine.config();
         // Noted in `since` as they are found: a group whose pre-images cannot be taken is
         // taken back out below; one that fails later poisons the store, `since` with it.
-        let cells = cells_touched(config, todo, resolved, &mut since.cells);
+        let (empty, cells): (Vec<CellAt>, Vec<CellAt>) =
+            (cells_touched(config, todo, resolved, &mut since.cells).into_iter())
+                .partition(|cell| known_empty.take(cell));
         let before = match self.engine.rewind().load_cells(&cells) {
             Ok(before) => before,
             Err(e) => {
@@ -717,16 +788,21 @@ impl PartitionStore {
                 ids.push(id);
             }
         }
-        let mut entries = Vec::with_capacity(cells.len() + ids.len());
-        entries.extend(cells.iter().zip(before).map(|(cell, before)| Undo::Cell {
-            tier: cell.tier,
-            period_start: cell.period_start,
-            chunk: cell.chunk,
-            bucket: cell.bucket,
-            slot: cell.slot,
-            adds: 0,
-            before,
-        }));
+        let mut entries = Vec::with_capacity(empty.len() + cells.len() + ids.len());
+        let empty = empty.iter().map(|cell| (cell, Bucket::EMPTY));
+        entries.extend(
+            empty
+                .chain(cells.iter().zip(before))
+                .map(|(cell, before)| Undo::Cell {
+                    tier: cell.tier,
+                    period_start: cell.period_start,
+                    chunk: cell.chunk,
+                    bucket: cell.bucket,
+                    slot: cell.slot,
+                    adds: 0,
+                    before,
+                }),
+        );
         entries.extend(ids.iter().map(|&id| Undo::State {
             id: id.index(),
             before: self.engine.rewind().counter_state(id),
