@@ -181,14 +181,15 @@ impl EmptyBlock {
 
     /// Which block it is: tier, period start, chunk, first bucket, first slot.
     fn place(&self) -> (usize, Timestamp, u32, u32, u32) {
-        let b = self;
-        (
-            b.tier,
-            b.period_start,
-            b.chunk,
-            b.first_bucket,
-            b.first_slot,
-        )
+        let EmptyBlock {
+            tier,
+            period_start,
+            chunk,
+            first_bucket,
+            first_slot,
+            cells: _,
+        } = *self;
+        (tier, period_start, chunk, first_bucket, first_slot)
     }
 
     /// Adds `other`'s cells when it is the same block; false (and nothing added) when not.
