@@ -310,37 +310,31 @@ struct KnownEmpty {
     /// every cell of that series in that tier is empty (`Timestamp::MIN` beyond the vector:
     /// a series none of whose cells a group listed yet).
     empty_from: Vec<Timestamp>,
-    /// Each tier's resolution in seconds.
-    resolutions: Vec<i64>,
-    series_per_chunk: usize,
+    tiers: usize,
 }
 
 impl KnownEmpty {
+    /// Nothing known yet, for an engine of `config`'s tiers whose registry held `registered`
+    /// series at open.
     fn new(config: &TiersConfig, registered: usize) -> KnownEmpty {
         KnownEmpty {
             first_new: registered,
             empty_from: Vec::new(),
-            resolutions: (config.tiers.iter())
-                .map(|tier| tier.resolution.secs() as i64)
-                .collect(),
-            series_per_chunk: config.engine.series_per_chunk as usize,
+            tiers: config.tiers.len(),
         }
     }
 
-    /// Whether `cell` is known to be empty before a group that may change it; notes that
-    /// it may no longer be.
-    fn take(&mut self, cell: &CellAt) -> bool {
-        let series = cell.chunk as usize * self.series_per_chunk + cell.slot as usize;
-        let Some(new) = series.checked_sub(self.first_new) else {
+    /// Whether the cell of `series` in `tier` whose bucket starts at `start` (and lasts
+    /// `resolution`) is known to be empty before a group that may change it; notes that it
+    /// may no longer be.
+    fn take(&mut self, series: SeriesId, tier: usize, start: Timestamp, resolution: i64) -> bool {
+        let Some(new) = series.index().checked_sub(self.first_new) else {
             return false;
         };
-        let resolution = self.resolutions[cell.tier];
-        let at = new * self.resolutions.len() + cell.tier;
+        let at = new * self.tiers + tier;
         if at >= self.empty_from.len() {
             self.empty_from.resize(at + 1, Timestamp::MIN);
         }
-        // The placement that named the cell computed its start without overflow.
-        let start = cell.period_start + i64::from(cell.bucket) * resolution;
         let empty = start >= self.empty_from[at];
         self.empty_from[at] = self.empty_from[at].max(start.saturating_add(resolution));
         empty
@@ -766,9 +760,8 @@ impl PartitionStore {
         let config = self.engine.config();
         // Noted in `since` as they are found: a group whose pre-images cannot be taken is
         // taken back out below; one that fails later poisons the store, `since` with it.
-        let (empty, cells): (Vec<CellAt>, Vec<CellAt>) =
-            (cells_touched(config, todo, resolved, &mut since.cells).into_iter())
-                .partition(|cell| known_empty.take(cell));
+        let Touched { cells, empty } =
+            cells_touched(config, todo, resolved, &mut since.cells, known_empty);
         let before = match self.engine.rewind().load_cells(&cells) {
             Ok(before) => before,
             Err(e) => {
@@ -789,9 +782,9 @@ impl PartitionStore {
             }
         }
         let mut entries = Vec::with_capacity(empty.len() + cells.len() + ids.len());
-        let empty = empty.iter().map(|cell| (cell, Bucket::EMPTY));
+        let empties = empty.iter().map(|cell| (cell, Bucket::EMPTY));
         entries.extend(
-            empty
+            empties
                 .chain(cells.iter().zip(before))
                 .map(|(cell, before)| Undo::Cell {
                     tier: cell.tier,
@@ -957,21 +950,34 @@ enum Resolved {
     Refused((Timestamp, Timestamp)),
 }
 
+/// The cells [`cells_touched`] lists, by whether their pre-image is to be read.
+struct Touched {
+    /// To be read.
+    cells: Vec<CellAt>,
+    /// Known to be empty ([`KnownEmpty`]).
+    empty: Vec<CellAt>,
+}
+
 /// Every bucket cell the samples of `todo` may change whose pre-image `chain` does not spare
 /// ([`ChainCells::note`]), in the order met: per sample with a finite value and a registered
 /// series, its bucket in every tier (see the module docs on why windows are not consulted).
 /// A sample whose period start would not fit in a timestamp lands nowhere (every window
 /// refuses it) and changes nothing. A cell comes twice only when its series came back to it
 /// from more than 64 buckets past it within the group; the pre-image is the same both times.
+/// The cells `known` knows are empty are listed apart.
 fn cells_touched(
     config: &TiersConfig,
     todo: &[&(u64, SampleBatch)],
     resolved: &[Vec<Resolved>],
     chain: &mut ChainCells,
-) -> Vec<CellAt> {
+    known: &mut KnownEmpty,
+) -> Touched {
     let slots = config.engine.series_per_chunk;
     let tiers = &config.tiers;
-    let mut cells = Vec::new();
+    let mut touched = Touched {
+        cells: Vec::new(),
+        empty: Vec::new(),
+    };
     // Per tier, where the last sample fell, with its bucket's start. A message's samples are
     // grouped by series, in time order, or hold one instant of many series: either way most
     // samples fall in the buckets of the one before and skip the lookup.
@@ -1007,18 +1013,23 @@ fn cells_touched(
                     continue;
                 };
                 if chain.note(*id, tier, bucket_start) {
-                    cells.push(CellAt {
+                    let cell = CellAt {
                         tier,
                         period_start,
                         chunk: id.0 / slots,
                         bucket,
                         slot: id.0 % slots,
-                    });
+                    };
+                    if known.take(*id, tier, bucket_start, resolution) {
+                        touched.empty.push(cell);
+                    } else {
+                        touched.cells.push(cell);
+                    }
                 }
             }
         }
     }
-    cells
+    touched
 }
 
 /// Step 5: puts back every pre-image of `chain`, the records in force (see the module

@@ -57,6 +57,7 @@ use std::path::{Path, PathBuf};
 use crate::bucket::Bucket;
 use crate::error::Error;
 use crate::error::Result;
+use crate::storage::cells::same_bits;
 use crate::storage::counter_journal::{Undo, ENTRY_SIZE, WORDS};
 use crate::storage::record_file::{Frame, HEADER_SIZE};
 use crate::time::Timestamp;
@@ -157,13 +158,7 @@ impl EmptyBlock {
         else {
             return None;
         };
-        let bits = [
-            before.count,
-            before.total.to_bits(),
-            before.min.to_bits(),
-            before.max.to_bits(),
-        ];
-        if bits != [0; 4] {
+        if !same_bits(&before, &Bucket::EMPTY) {
             return None;
         }
         let i = (bucket % BLOCK_SIDE) * BLOCK_SIDE + slot % BLOCK_SIDE;
@@ -419,14 +414,12 @@ impl UndoFile {
             if last.is_some_and(|i| blocks[i].merge(&block)) {
                 continue;
             }
-            let i = *block_at.entry(block.place()).or_insert_with(|| {
-                blocks.push(EmptyBlock {
-                    cells: [0; 4],
-                    ..block
-                });
-                blocks.len() - 1
-            });
-            blocks[i].merge(&block);
+            let i = *block_at.entry(block.place()).or_insert(blocks.len());
+            if i == blocks.len() {
+                blocks.push(block);
+            } else {
+                blocks[i].merge(&block);
+            }
             *last = Some(i);
         }
         for block in &blocks {
