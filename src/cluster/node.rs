@@ -45,8 +45,8 @@ const GROUP_MESSAGES: usize = 64;
 
 /// Samples after which a partition's task stops gathering its group. What a group's apply
 /// holds (its decoded messages, the samples queued for the writers, the pre-images and
-/// their undo record) grows with it, on each partition applying at once: a bound keeps
-/// that memory, and the fresh pages the kernel must zero to back it, small, while a group
+/// their undo record) grows with it, on each group applying at once (one per core, see
+/// [`Node::apply_partition`]): a bound keeps that memory, and the fresh pages the kernel must zero to back it, small, while a group
 /// stays large enough that its undo record and flush are spread over many samples.
 const GROUP_SAMPLES: usize = 16_384;
 
@@ -168,6 +168,8 @@ pub(crate) struct Node {
     copy_waits: Mutex<BTreeMap<u32, Instant>>,
     /// Renders running at once (see [`Node::render_slot`]).
     renders: tokio::sync::Semaphore,
+    /// Groups applying at once: one per core (see [`Node::apply_partition`]).
+    applies: tokio::sync::Semaphore,
     /// Partitions this node applied past the log's last sequence, as last checked: partition
     /// → (applied, the log's last sequence). See [`Node::check_log`].
     ahead_of_log: Mutex<BTreeMap<u32, (u64, u64)>>,
@@ -275,6 +277,9 @@ impl Node {
             rebuilds: Mutex::new(Vec::new()),
             copy_waits: Mutex::new(BTreeMap::new()),
             renders: tokio::sync::Semaphore::new(CONCURRENT_RENDERS),
+            applies: tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+            ),
             ahead_of_log: Mutex::new(BTreeMap::new()),
             apply_pause: std::env::var(FAULT_APPLY_PAUSE_MS)
                 .ok()
@@ -812,6 +817,15 @@ impl Node {
             if let Some(pause) = self.apply_pause {
                 tokio::time::sleep(pause).await;
             }
+            // A group past one per core gains no CPU by starting, and each group applying
+            // holds its memory (`GROUP_SAMPLES`): with every partition applying at once, a
+            // burst had a node back ten groups at a time with fresh pages. So it waits its
+            // turn here, on the async side.
+            let _turn = self
+                .applies
+                .acquire()
+                .await
+                .expect("the apply semaphore is never closed");
             let apply_store = Arc::clone(&store);
             let applied = tokio::task::spawn_blocking(move || apply_store.apply_entries(entries))
                 .await
