@@ -24,8 +24,10 @@
 # series each sending one sample every 10 s at the current time (a tenth of them each
 # second), over Graphite TCP to the single node and to one cluster node at once, for
 # LIVE_SECONDS; the CPU per sample of each, from the first line until SETTLE seconds after
-# every sample is counted, less what the same processes spend idle over as long (measured
-# for 20 s before). The bulk figures above send hours of samples in seconds, so a
+# every sample is counted, less what the same processes spend idle over as long: each
+# process's idle rate is measured for 20 s before the traffic and 20 s after it, and the
+# lower of the two is taken off (a node still settling in the window before, its leases and
+# partitions just taken, had made the rate too high and the cluster's figure too low). The bulk figures above send hours of samples in seconds, so a
 # checkpoint's undo chain meets each bucket many times; live traffic meets a series' current
 # buckets only as often as the series sends within one chain.
 # Everything lives under a temporary directory in /tmp, removed at the end; processes are
@@ -319,11 +321,17 @@ def live(seconds):
     import math
     pids = single_pids + cluster_pids
     idle_for = 20.0
-    idle0, machine0 = cpu_seconds(pids)[2], machine_busy()
-    time.sleep(idle_for)
-    idle1, machine1 = cpu_seconds(pids)[2], machine_busy()
-    idle_rate = [(b[0] + b[1] - a[0] - a[1]) / idle_for for a, b in zip(idle0, idle1)]
-    machine_idle_rate = (machine1 - machine0) / idle_for
+
+    def idle_rates():
+        """Each process's CPU a second over `idle_for` seconds of no traffic, and the
+        machine's."""
+        each0, machine0 = cpu_seconds(pids)[2], machine_busy()
+        time.sleep(idle_for)
+        each1, machine1 = cpu_seconds(pids)[2], machine_busy()
+        return ([(b[0] + b[1] - a[0] - a[1]) / idle_for for a, b in zip(each0, each1)],
+                (machine1 - machine0) / idle_for)
+
+    idle_before, machine_idle_before = idle_rates()
     socks = []
     for addr in (single_graphite, node_graphite):
         host, port = addr.rsplit(":", 1)
@@ -353,6 +361,9 @@ def live(seconds):
         perf.send_signal(2)
         perf.wait()
     took = time.time() - t0
+    idle_after, machine_idle_after = idle_rates()
+    idle_rate = [min(a, b) for a, b in zip(idle_before, idle_after)]
+    machine_idle_rate = min(machine_idle_before, machine_idle_after)
     machine = machine_after - machine_before - machine_idle_rate * took
     used = [b[0] + b[1] - a[0] - a[1] - rate * took for a, b, rate in zip(before, after, idle_rate)]
     single = used[0] / sent
@@ -364,6 +375,10 @@ def live(seconds):
           f"{machine:.2f} s, {machine / sent * 1e6:.2f} us/sample")
     print("  CPU by process less idle (s): " + ", ".join(
         f"{label} {u:.2f}" for label, u in zip(["single"] + CLUSTER_LABELS, used)))
+    print("  idle CPU a second before / after the traffic (the lower taken off): " + ", ".join(
+        f"{label} {b * 1e3:.1f}/{a * 1e3:.1f} ms" for label, b, a
+        in zip(["single"] + CLUSTER_LABELS + ["machine"], idle_before + [machine_idle_before],
+               idle_after + [machine_idle_after])))
 
 wait_cluster_ready(node_http)
 if live_seconds:
