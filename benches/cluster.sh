@@ -27,9 +27,10 @@
 # every sample is counted, less what the same processes spend idle over as long: each
 # process's idle rate is measured for 20 s before the traffic and 20 s after it, and the
 # lower of the two is taken off (a node still settling in the window before, its leases and
-# partitions just taken, had made the rate too high and the cluster's figure too low). The bulk figures above send hours of samples in seconds, so a
-# checkpoint's undo chain meets each bucket many times; live traffic meets a series' current
-# buckets only as often as the series sends within one chain.
+# partitions just taken, had made the rate too high and the cluster's figure too low). The
+# bulk figures above send hours of samples in seconds, so a checkpoint's undo chain meets
+# each bucket many times; live traffic meets a series' current buckets only as often as the
+# series sends within one chain.
 # Everything lives under a temporary directory in /tmp, removed at the end; processes are
 # stopped by pid.
 #

@@ -46,8 +46,9 @@ const GROUP_MESSAGES: usize = 64;
 /// Samples after which a partition's task stops gathering its group. What a group's apply
 /// holds (its decoded messages, the samples queued for the writers, the pre-images and
 /// their undo record) grows with it, on each group applying at once (one per core, see
-/// [`Node::apply_partition`]): a bound keeps that memory, and the fresh pages the kernel must zero to back it, small, while a group
-/// stays large enough that its undo record and flush are spread over many samples.
+/// [`Node::apply_partition`]): a bound keeps that memory, and the fresh pages the kernel
+/// must zero to back it, small, while a group stays large enough that its undo record and
+/// flush are spread over many samples.
 const GROUP_SAMPLES: usize = 16_384;
 
 /// How long a partition's task waits for one more message before it applies what it has.
