@@ -310,6 +310,7 @@ struct KnownEmpty {
     /// every cell of that series in that tier is empty (`Timestamp::MIN` beyond the vector:
     /// a series none of whose cells a group listed yet).
     empty_from: Vec<Timestamp>,
+    /// Tiers per series in `empty_from`.
     tiers: usize,
 }
 
