@@ -806,27 +806,33 @@ impl Node {
             let span_end = tokio::time::Instant::now() + GROUP_SPAN;
             while entries.len() < GROUP_MESSAGES && samples < GROUP_SAMPLES {
                 let wait_end = (tokio::time::Instant::now() + GROUP_WAIT).min(span_end);
-                match tokio::time::timeout_at(wait_end, feed.recv()).await {
-                    Ok(Some(message)) => {
-                        let entry = log_entry(partition, message);
-                        samples += entry.1.samples();
-                        entries.push(entry);
-                    }
-                    _ => break,
+                tokio::select! {
+                    _ = stopped.changed() => return,
+                    message = tokio::time::timeout_at(wait_end, feed.recv()) => match message {
+                        Ok(Some(message)) => {
+                            let entry = log_entry(partition, message);
+                            samples += entry.1.samples();
+                            entries.push(entry);
+                        }
+                        _ => break,
+                    },
                 }
             }
             if let Some(pause) = self.apply_pause {
-                tokio::time::sleep(pause).await;
+                tokio::select! {
+                    _ = stopped.changed() => return,
+                    () = tokio::time::sleep(pause) => {}
+                }
             }
             // A group past one per core gains no CPU by starting, and each group applying
             // holds its memory (`GROUP_SAMPLES`): with every partition applying at once, a
             // burst had a node back ten groups at a time with fresh pages. So it waits its
-            // turn here, on the async side.
-            let _turn = self
-                .applies
-                .acquire()
-                .await
-                .expect("the apply semaphore is never closed");
+            // turn here, on the async side; a stop ends the wait (the group's messages are
+            // read again by whoever applies the partition next).
+            let _turn = tokio::select! {
+                _ = stopped.changed() => return,
+                turn = self.applies.acquire() => turn.expect("the apply semaphore is never closed"),
+            };
             let apply_store = Arc::clone(&store);
             let applied = tokio::task::spawn_blocking(move || apply_store.apply_entries(entries))
                 .await
