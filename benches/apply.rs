@@ -3,7 +3,9 @@
 //! and appended to the undo chain, fsynced; the messages stored through one `record_batch`;
 //! at each checkpoint, a flush and the applied sequence fsynced) against the same samples through
 //! plain `record_batch` in the same run (the control), and through `record_batch` plus one
-//! `Engine::flush` per group (what a durable commit of every group would cost).
+//! `Engine::flush` per group (what a durable commit of every group would cost). The
+//! partition's engine has the writers a node opens it with (`PARTITION_WRITERS`: one, so the
+//! applying thread stores the samples itself); the control, a single node's (one per core).
 //!
 //! 1,000 gauge series, one message per 10 s instant holding a sample of each (1,000
 //! samples), groups of 1, 10 and 100 messages (1k, 10k and 100k samples; a cluster node
@@ -19,7 +21,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 #[allow(dead_code)]
 mod support;
 
-use tierdb::testing::cluster::apply::PartitionStore;
+use tierdb::testing::cluster::apply::{PartitionStore, PARTITION_WRITERS};
 use tierdb::testing::cluster::{KeyIndex, SampleBatch};
 use tierdb::{Engine, EngineBuilder, ManualClock, Sample, SeriesId, TiersConfig};
 
@@ -81,7 +83,10 @@ fn apply(c: &mut Criterion) {
     let plain = builder(plain_dir.path(), &plain_clock)
         .open()
         .expect("open");
-    let store = PartitionStore::open(builder(store_dir.path(), &store_clock)).expect("open");
+    let store = PartitionStore::open(
+        builder(store_dir.path(), &store_clock).writer_threads(PARTITION_WRITERS),
+    )
+    .expect("open");
     let ids: Vec<SeriesId> = (0..SERIES)
         .map(|i| plain.series(&key(i)).expect("series"))
         .collect();

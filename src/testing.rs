@@ -48,7 +48,9 @@ pub mod cluster {
     pub use crate::cluster::{partition_of, KeyIndex, SampleBatch};
     /// A partition's engine, fed exactly once.
     pub mod apply {
-        pub use crate::cluster::apply::{Checkpoints, PartitionStore, FAULT_KILL_MID_APPLY};
+        pub use crate::cluster::apply::{
+            Checkpoints, PartitionStore, FAULT_KILL_MID_APPLY, PARTITION_WRITERS,
+        };
     }
     /// A cluster node's fault hooks.
     pub mod node {

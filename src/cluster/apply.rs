@@ -143,6 +143,12 @@ pub struct Checkpoints {
     pub samples: usize,
 }
 
+/// Writer threads of a partition's engine, as a node opens it. A node applies one group per
+/// core at once, so its cores are already shared among its partitions' groups: a second
+/// writer would only hand a group's samples to another thread and wait for it. With one,
+/// the applying thread writes them itself (`engine::writer`).
+pub const PARTITION_WRITERS: usize = 1;
+
 /// [`Checkpoints::default`]'s interval.
 const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(120);
 

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::apply::PartitionStore;
+use super::apply::{self, PartitionStore};
 use super::delete_entry::LogEntry;
 use super::envelope;
 use super::log::{IngestLog, LogRetention};
@@ -426,7 +426,11 @@ impl Node {
         self.rebuild_if_needed(partition, &dir).await?;
         let tiers = self.tiers.clone();
         let store = tokio::task::spawn_blocking(move || {
-            PartitionStore::open(Engine::builder(dir).tiers(tiers))
+            PartitionStore::open(
+                Engine::builder(dir)
+                    .tiers(tiers)
+                    .writer_threads(apply::PARTITION_WRITERS),
+            )
         })
         .await
         .map_err(|e| Error::Poisoned(format!("opening a partition failed: {e}")))??;

@@ -4,6 +4,7 @@
 //! the mapped files. A small one is written by its caller, holding each writer's state in turn:
 //! handing a few hundred samples to a thread and waiting for its answer cost more than storing
 //! them (a cluster owner applies groups of a few hundred samples, hundreds of times a second).
+//! So is every batch of an engine with one writer: its thread then only lets go of idle files.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -117,15 +118,16 @@ impl WriterPool {
     }
 
     /// Has each non-empty buffer applied by its writer, in the caller's thread for a small
-    /// batch ([`WRITE_IN_CALLER`]) or by the writer threads, and waits until all have applied
-    /// them; returns what the raw tier did with them.
+    /// batch ([`WRITE_IN_CALLER`]) or when there is one writer (handing the batch to its
+    /// thread would only add a wait), else by the writer threads, and waits until all have
+    /// applied them; returns what the raw tier did with them.
     pub(crate) fn run(
         &self,
         parts: Vec<Vec<Sample>>,
         windows: &Arc<[Timestamp]>,
         raw_window: Timestamp,
     ) -> Result<RawCounts> {
-        if parts.iter().map(Vec::len).sum::<usize>() <= WRITE_IN_CALLER {
+        if self.queues.len() == 1 || parts.iter().map(Vec::len).sum::<usize>() <= WRITE_IN_CALLER {
             return Ok(self.write_here(parts, windows, raw_window));
         }
         let mut raw = RawCounts::default();
