@@ -104,7 +104,7 @@ impl TierSpec {
 }
 
 /// The raw tier (`kind = "raw"`): the exact `(ts, value)` of each series' samples, kept in
-/// 4 KiB segments of whole-period files beside the rollups (see [`crate::storage::raw`]).
+/// 4 KiB segments of whole-period files beside the rollups (see `crate::storage::raw`).
 /// It has no resolution; every sample still folds into every rollup tier.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct RawTierSpec {
@@ -144,7 +144,7 @@ pub struct EngineSettings {
 }
 
 impl Default for EngineSettings {
-    /// [`DEFAULT_FUTURE_BOUND`], [`DEFAULT_SERIES_PER_CHUNK`], [`DEFAULT_MAX_POINTS`].
+    /// `DEFAULT_FUTURE_BOUND`, `DEFAULT_SERIES_PER_CHUNK`, `DEFAULT_MAX_POINTS`.
     fn default() -> Self {
         EngineSettings {
             future_bound: DEFAULT_FUTURE_BOUND,
@@ -256,12 +256,12 @@ impl TiersConfig {
     }
 
     /// Checks a configuration built in code against the same rules as parsing: at least one
-    /// tier; names non-empty, unique, at most 32 bytes and made of `[A-Za-z0-9_.-]`; non-zero spans that fit in
-    /// a timestamp; a resolution that divides the period evenly; a retention of at least one
-    /// period; at most [`MAX_BUCKETS_PER_PERIOD`] buckets per period; a power-of-two
-    /// `series_per_chunk` in 16..=65536; `max_points` >= 1; a non-zero `future_bound`; a raw
-    /// tier, if any, named like a tier and unlike every rollup tier, with non-zero spans and
-    /// a retention of at least one period.
+    /// tier; names non-empty, unique, at most 32 bytes and made of `[A-Za-z0-9_.-]`;
+    /// non-zero spans that fit in a timestamp; a resolution that divides the period evenly;
+    /// a retention of at least one period; at most `MAX_BUCKETS_PER_PERIOD` buckets per
+    /// period; a power-of-two `series_per_chunk` in 16..=65536; `max_points` >= 1; a
+    /// non-zero `future_bound`; a raw tier, if any, named like a tier and unlike every
+    /// rollup tier, with non-zero spans and a retention of at least one period.
     ///
     /// # Errors
     /// [`Error::Config`] for the first rule broken, with file `<builder>` and no line.

@@ -293,7 +293,7 @@ impl Engine {
     }
 
     /// What the repair at open did, when the last process had not closed the data
-    /// directory cleanly (see [`crate::storage::recovery`]); `None` after a clean close and
+    /// directory cleanly (see `crate::storage::recovery`); `None` after a clean close and
     /// for a read-only engine.
     pub fn recovery(&self) -> Option<&Recovery> {
         self.recovery.as_ref()

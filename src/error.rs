@@ -156,7 +156,7 @@ pub enum RejectReason {
     /// landed in no tier.
     StorageUnavailable,
     /// A counter sample not newer than the counter's last sample: its increase cannot be
-    /// known without rewriting what was stored (see [`crate::counter`]).
+    /// known without rewriting what was stored (see `crate::counter`).
     CounterOutOfOrder,
     /// The write declared a kind (gauge or counter) other than the one an earlier write
     /// fixed for the series.

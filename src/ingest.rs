@@ -15,9 +15,9 @@
 //!
 //! Beside the parsers, with the `server` feature, what every ingest path (a server connection
 //! or request, a cluster node's edge, an import) shares:
-//! - [`report`]: what an ingest did, refusals by reason and the first ones by line;
-//! - [`name_cache`]: series name to id (or partition), once per connection;
-//! - [`batch`]: samples with their input lines, written into an engine whole.
+//! - `report`: what an ingest did, refusals by reason and the first ones by line;
+//! - `name_cache`: series name to id (or partition), once per connection;
+//! - `batch`: samples with their input lines, written into an engine whole.
 //!
 //! Each parser gives a series as its canonical text (see [`crate::SeriesKey`]), a value as `f64` and a
 //! timestamp in unix seconds, `None` meaning "now". Each refusal carries a stable snake_case

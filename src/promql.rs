@@ -1,10 +1,10 @@
 //! PromQL over the tiers: what the Prometheus HTTP API (`/prometheus/api/v1/...`,
 //! src/server/prometheus_api.rs) evaluates. The text is parsed by the `promql-parser` crate;
-//! everything after the parse is here: the evaluator over a step grid ([`eval`]), the
-//! functions ([`functions`]) and the range-window rules over stored buckets and raw points
-//! ([`windows`]), aggregations ([`aggregation`]), binary operators with vector matching
-//! ([`binary`]), the tier a selector reads ([`tier`]) and the labels <-> tags mapping
-//! ([`labels`]). Series are read through the [`Source`] trait, as render reads through its
+//! everything after the parse is here: the evaluator over a step grid (`eval`), the
+//! functions (`functions`) and the range-window rules over stored buckets and raw points
+//! (`windows`), aggregations (`aggregation`), binary operators with vector matching
+//! (`binary`), the tier a selector reads (`tier`) and the labels <-> tags mapping
+//! (`labels`). Series are read through the [`Source`] trait, as render reads through its
 //! own; [`StoredSource`] is the one over an engine's [`crate::read::reader::Reader`].
 //!
 //! The rules that make PromQL exact over rollups, and the places where it cannot be, are

@@ -112,7 +112,8 @@ pub struct Limits {
     /// answer. Longer than Telegraf's 10 s and Prometheus's 15 s intervals, so their
     /// connections are reused.
     pub http_idle_timeout: Duration,
-    /// Values one read request may read in all (default [`crate::read::budget::DEFAULT_READ_VALUES`]).
+    /// Values one read request may read in all (default
+    /// `crate::read::budget::DEFAULT_READ_VALUES`).
     pub max_read_values: u64,
     /// Bytes of series names all connections together may cache (default 64 MiB,
     /// [`DEFAULT_NAME_CACHE_BYTES`]); one connection caches at most 8 MiB of them. A

@@ -69,7 +69,7 @@ pub struct ClusterArgs {
     #[arg(long, env = "TIERDB_LOG_MAX_BYTES", value_name = "BYTES", default_value_t = 1 << 30)]
     pub log_max_bytes: u64,
     /// The address other nodes reach this node's HTTP at (host:port), for their fan-out
-    /// reads. Default: the bound --http address; required when that is 0.0.0.0 or [::].
+    /// reads. Default: the bound --http address; required when that is `0.0.0.0` or `[::]`.
     #[arg(long, env = "TIERDB_ADVERTISE_HTTP", value_name = "HOST:PORT")]
     pub advertise_http: Option<String>,
     /// NATS servers holding each log message (at most 3): exactly that many, or the node that

@@ -1,6 +1,6 @@
 //! `tierdb tiers`: a tiers file checked, its tiers printed as a table, then its `[engine]`
 //! settings and `[counters]` rules; or a tiers.toml made from carbon's storage-schemas.conf
-//! ([`crate::config::carbon`]).
+//! (`crate::config::carbon`).
 
 use std::path::PathBuf;
 

@@ -129,7 +129,7 @@ struct Inner {
 
 /// When a store makes its applied sequence durable: at a checkpoint, once `interval` has
 /// passed since the first group after the last one, or `groups` groups or `samples` samples
-/// were applied since, or the undo chain holds [`MAX_UNDO_ENTRIES`], whichever comes first;
+/// were applied since, or the undo chain holds `MAX_UNDO_ENTRIES`, whichever comes first;
 /// and before a deletion, a snapshot or a close. Until then a crash rolls every group since
 /// the last checkpoint back, and the log delivers them again.
 #[derive(Clone, Copy, Debug)]

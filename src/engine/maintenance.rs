@@ -28,7 +28,7 @@ pub struct MaintenanceReport {
     /// Files dropped because their period left the retention window.
     pub dropped: usize,
     /// Files of future periods not created yet because creation is paced; later passes
-    /// create them (see [`AHEAD_FILES_PER_PASS`]).
+    /// create them (see `AHEAD_FILES_PER_PASS`).
     pub pending: usize,
     /// Hot files of closed periods replaced by their compacted form.
     pub compacted: usize,

@@ -189,7 +189,7 @@ impl EngineBuilder {
     }
 
     /// Runs background maintenance every `interval` instead of the interval derived from the
-    /// tiers ([`maintenance_interval`]); for simulations that run time faster than the wall
+    /// tiers (`maintenance_interval`); for simulations that run time faster than the wall
     /// clock.
     pub fn maintenance_every(mut self, interval: std::time::Duration) -> Self {
         self.maintenance_every = Some(interval);

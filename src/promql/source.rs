@@ -217,7 +217,7 @@ impl Source for StoredSource<'_> {
 
     /// One pass per run of series: their buckets folded into a buffer each worker reuses
     /// and reduced there, while they are in cache. Series go in file order, in runs of at
-    /// most [`RUN_SERIES`] of one chunk file, whose period files are looked up once per run
+    /// most `RUN_SERIES` of one chunk file, whose period files are looked up once per run
     /// and read span by span across the run, as the aggregate reads a chunk.
     fn map_buckets(
         &self,

@@ -358,7 +358,7 @@ impl PartialAggregate {
     /// # Errors
     /// [`Error::InvalidQuery`] when `other` answers another plan, or a group's rows do not
     /// match the plan's points (a partial garbled on its way), and `self` is unchanged then;
-    /// or when the merged groups × points exceed [`MAX_QUERY_POINTS`].
+    /// or when the merged groups × points exceed `MAX_QUERY_POINTS`.
     pub fn merge(&mut self, other: PartialAggregate) -> Result<()> {
         if other.plan != self.plan {
             return Err(Error::InvalidQuery(
@@ -405,7 +405,7 @@ impl PartialAggregate {
     /// aggregation.
     ///
     /// # Errors
-    /// [`Error::InvalidQuery`] when groups × points exceeds [`MAX_QUERY_POINTS`] (the merged
+    /// [`Error::InvalidQuery`] when groups × points exceeds `MAX_QUERY_POINTS` (the merged
     /// groups of many partitions can, where each partition's did not), or the partial is
     /// garbled (see [`PartialAggregate::merge`]).
     pub fn finish(self) -> Result<AggregateResult> {

@@ -110,7 +110,7 @@ impl ReadBudget {
 }
 
 impl Default for ReadBudget {
-    /// [`DEFAULT_READ_VALUES`].
+    /// `DEFAULT_READ_VALUES`.
     fn default() -> Self {
         ReadBudget::new(DEFAULT_READ_VALUES)
     }

@@ -105,7 +105,7 @@ impl<'a> Reader<'a> {
     /// The points of series `id` in `[from, to)` in the raw tier, with the neighbours
     /// just outside; `None` without a raw tier. Points before the tier's window at the
     /// clock's now are not shown (their period is about to be dropped). With more than
-    /// `limit` points in the range, it stops at `limit + 1` ([`RawStore::read`]).
+    /// `limit` points in the range, it stops at `limit + 1` (`RawStore::read`).
     pub fn raw_points(
         &self,
         id: SeriesId,
@@ -180,7 +180,7 @@ impl<'a> Reader<'a> {
     ///
     /// # Errors
     /// [`crate::Error::InvalidQuery`] when `from >= to`, `step` is not a multiple of the tier's
-    /// resolution, or the answer would exceed [`query::MAX_QUERY_POINTS`].
+    /// resolution, or the answer would exceed `query::MAX_QUERY_POINTS`.
     pub fn read_buckets(
         &self,
         id: SeriesId,
@@ -228,9 +228,9 @@ impl<'a> Reader<'a> {
     /// Answers `query`, however many cells it reads.
     ///
     /// # Errors
-    /// [`crate::Error::UnknownTier`], or [`crate::Error::InvalidQuery`] for an empty range, a step that
-    /// is not a multiple of the tier's resolution, or groups × points over
-    /// [`query::MAX_QUERY_POINTS`].
+    /// [`crate::Error::UnknownTier`], or [`crate::Error::InvalidQuery`] for an empty range,
+    /// a step that is not a multiple of the tier's resolution, or groups × points over
+    /// `query::MAX_QUERY_POINTS`.
     pub fn aggregate(&self, query: &AggregateQuery) -> Result<AggregateResult> {
         aggregate::aggregate(self, query)
     }
@@ -256,8 +256,9 @@ impl<'a> Reader<'a> {
     /// with the plan reads that grid, whatever its own clock says.
     ///
     /// # Errors
-    /// [`crate::Error::UnknownTier`], or [`crate::Error::InvalidQuery`] for an empty range, a step that is
-    /// not a multiple of the tier's resolution, or more than [`query::MAX_QUERY_POINTS`] points.
+    /// [`crate::Error::UnknownTier`], or [`crate::Error::InvalidQuery`] for an empty range,
+    /// a step that is not a multiple of the tier's resolution, or more than
+    /// `query::MAX_QUERY_POINTS` points.
     pub fn plan_aggregate(&self, query: &AggregateQuery) -> Result<AggregatePlan> {
         aggregate::plan_aggregate(self, query)
     }
@@ -270,8 +271,9 @@ impl<'a> Reader<'a> {
     /// # Errors
     /// [`crate::Error::UnknownTier`] when this engine has no tier of the plan's name,
     /// [`crate::Error::InvalidQuery`] when that tier's layout differs from the plan's, when
-    /// groups × points exceeds [`query::MAX_QUERY_POINTS`] or `budget` refuses the read;
-    /// [`crate::Error::CorruptFile`] or [`crate::Error::Io`] for a compacted file that cannot be read.
+    /// groups × points exceeds `query::MAX_QUERY_POINTS` or `budget` refuses the read;
+    /// [`crate::Error::CorruptFile`] or [`crate::Error::Io`] for a compacted file that
+    /// cannot be read.
     pub fn aggregate_partial(
         &self,
         plan: &AggregatePlan,

@@ -51,7 +51,7 @@ impl TierChoice {
     }
 
     /// The tier a read of `[from, to)` uses: the one named, or for `auto` the one
-    /// [`auto_tier`] picks at `now` (`max_points` defaulting to the engine's).
+    /// `auto_tier` picks at `now` (`max_points` defaulting to the engine's).
     ///
     /// # Errors
     /// [`Error::UnknownTier`] for a name no tier has.

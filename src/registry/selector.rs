@@ -79,7 +79,7 @@ impl fmt::Display for TagFilter {
 }
 
 /// Which series a query or listing covers: a name glob (`*`, `?`, `[a-z]`, `[!a-z]`; see
-/// [`glob_match`]) and tag filters that must all pass.
+/// `glob_match`) and tag filters that must all pass.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Selector {
     /// Glob over the metric name.

@@ -4,7 +4,7 @@
 //! reads only what may have changed.
 //!
 //! An entry holds the points of one grid (tier, first bucket, count) as they were at a
-//! generation of the engine's [`WriteLog`]. The next read of the same path on the same tier
+//! generation of the engine's `WriteLog`. The next read of the same path on the same tier
 //! keeps the entry's points that no write since can have touched (those before the bucket
 //! holding the earliest time written since) and that the new grid still covers, and reads
 //! the rest from storage: the still-filling bucket, any bucket a late sample touched, and the

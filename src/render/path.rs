@@ -54,7 +54,7 @@ pub fn parse_graphite_path(path: &str) -> Result<SeriesKey> {
 /// for "no such tag", as in Graphite: `k=` keeps series without `k`, `k!=` those with it.
 ///
 /// A pattern is also graphite-web's `seriesByTag('tag=value', ...)` call, as written: the
-/// series whose tags (`name` for the name) satisfy every expression ([`TagQuery`]).
+/// series whose tags (`name` for the name) satisfy every expression (`TagQuery`).
 #[derive(Clone, Debug)]
 pub struct PathPattern {
     /// The text as given; names results such as `sumSeries(...)` and error messages.

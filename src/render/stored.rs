@@ -57,7 +57,7 @@ impl RenderGrid {
     /// [`crate::render::render`]), as graphite-web does it.
     ///
     /// # Errors
-    /// [`Error::InvalidQuery`] when the grid has more than [`MAX_QUERY_POINTS`] points (a
+    /// [`Error::InvalidQuery`] when the grid has more than `MAX_QUERY_POINTS` points (a
     /// tier whose retention holds that many buckets).
     pub fn choose(
         tiers: &TiersConfig,
@@ -215,7 +215,7 @@ impl<'a> StoredSource<'a> {
 
     /// `aggregation` of the shown values of every series the `patterns` match (a series
     /// matched by two patterns counts twice, as graphite-web fetches it twice), point by
-    /// point on `grid`, in the aggregate's one chunk-wise pass ([`Reader::fold_series`]).
+    /// point on `grid`, in the aggregate's one chunk-wise pass (`Reader::fold_series`).
     /// `None` when the series mix counters and gauges, whose values are shown differently.
     ///
     /// # Errors

@@ -88,7 +88,7 @@ impl Behind {
 
 /// Shared by a request's handler and the backend that reads for it: the backend records
 /// what it found ([`ReadReport::record`]); the handler puts it into the answer
-/// ([`ReadReport::json`], [`ReadReport::mark`]). Clones share one record.
+/// (`ReadReport::json`, `ReadReport::mark`). Clones share one record.
 #[derive(Clone, Debug, Default)]
 pub struct ReadReport(Arc<Mutex<Behind>>);
 

@@ -34,7 +34,7 @@ const NEW_NAME_BYTES: usize = 1024 * 1024;
 const KEPT_ROOM: usize = 256;
 
 /// Where one connection's or request's samples go: into this server's engine
-/// ([`LocalSink`]), or, on a cluster node, into the cluster's log (`crate::cluster::edge`).
+/// (`LocalSink`), or, on a cluster node, into the cluster's log (`crate::cluster::edge`).
 /// A [`super::Backend`] hands one out per connection or request.
 pub trait Sink: Send {
     /// The clock samples that say "now" take.

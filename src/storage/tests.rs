@@ -13,16 +13,7 @@ fn read_only_storage_yields_no_writable_file() {
     let dir = tempfile::tempdir().unwrap();
     let tiers = TiersConfig::default().tiers;
     {
-        let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
-        storage
-            .get_or_create(0, DAY_START, 0, Creation::Ahead)
-            .unwrap();
-        let file = storage.writable_file(0, DAY_START, 0).expect("writable");
-        let writer = storage
-            .writer_slot()
-            .unwrap()
-            .expect("a writable storage has writers");
-        file.add(5, 3, 2.5, writer.publisher());
+        let (storage, _writer, _) = one_sample_stored(dir.path());
         assert_eq!(storage.writable_files().len(), 1);
     }
     let storage = Storage::open(dir.path(), &tiers, SLOTS, false).unwrap();

@@ -19,11 +19,11 @@ use crate::registry::SeriesKey;
 /// from a decoded batch gives that batch again.
 ///
 /// # Errors
-/// A [`WireError`] saying what is wrong: a foreign payload ([`WireError::BadMagic`]),
+/// A `WireError` saying what is wrong: a foreign payload (`WireError::BadMagic`),
 /// another version, a truncated or overlong message, a checksum mismatch, or (behind a
 /// valid checksum, so only from a faulty encoder) a body that does not decode. Decoding
-/// never panics, and allocates at most what the limits ([`MAX_SAMPLES`], [`MAX_SERIES`],
-/// [`MAX_KEY_BYTES`]) allow, whatever the header claims.
+/// never panics, and allocates at most what the limits (`MAX_SAMPLES`, `MAX_SERIES`,
+/// `MAX_KEY_BYTES`) allow, whatever the header claims.
 pub fn decode(bytes: &[u8]) -> Result<SampleBatch, WireError> {
     if let Some(found) = bytes.get(MAGIC_OFFSET..VERSION_OFFSET) {
         if found != MAGIC {

@@ -47,9 +47,9 @@ fn check_encodable(batch: &SampleBatch) -> Result<(), WireError> {
 /// group; what comes back from [`decode`] is described there.
 ///
 /// # Errors
-/// [`WireError::SeriesIndexOutOfRange`] when a sample's series index is not in
-/// `batch.series`, and [`WireError::TooMany`] when the batch is over [`MAX_SAMPLES`],
-/// [`MAX_SERIES`], [`MAX_KEY_BYTES`] or has a key over `SeriesKey::MAX_LEN`. `out` is
+/// `WireError::SeriesIndexOutOfRange` when a sample's series index is not in
+/// `batch.series`, and `WireError::TooMany` when the batch is over `MAX_SAMPLES`,
+/// `MAX_SERIES`, `MAX_KEY_BYTES` or has a key over `SeriesKey::MAX_LEN`. `out` is
 /// unchanged then.
 pub fn encode(batch: &SampleBatch, out: &mut Vec<u8>) -> Result<(), WireError> {
     check_encodable(batch)?;
