@@ -1388,6 +1388,66 @@ fn a_default_read_of_a_replica_behind_the_log_says_so() {
     assert_eq!(points_sum(&strong), 2.0, "{strong}");
 }
 
+/// A node told to stop (SIGTERM) while a partition's group waits to be applied stops at
+/// once, and loses nothing: the group's messages stay in the log for whoever applies the
+/// partition next. The wait here is the fault hook's minute-long pause before each group; a
+/// group waiting for its turn (one group per core at once) or still gathering stops the same
+/// way. The node used to wait the pause out before it left.
+#[test]
+fn a_node_stops_at_once_while_a_group_waits_and_loses_nothing() {
+    use tierdb::testing::cluster::node::FAULT_APPLY_PAUSE_MS;
+
+    let mut setup = Setup::stopped(1, 1);
+    setup.cluster[0].env = vec![(FAULT_APPLY_PAUSE_MS, "60000".into())];
+    setup.cluster[0].start(&setup.urls);
+    wait_served(&setup.cluster);
+    let node = setup.cluster[0].http();
+    let start = hour_start();
+    let series = "stop.probe";
+    let query = format!(
+        "/api/v1/query?series={series}&tier=1m&display=count&from={start}&to={}",
+        start + 600
+    );
+    assert_eq!(
+        send_json(node, &[(series.into(), vec![(start + 30, 1.0)])]),
+        204
+    );
+    // The write is in the log and not applied: its partition's group is in the pause (a
+    // default read of the series answers 404 meanwhile: no owner has registered it yet).
+    eventually("the write in the log, not applied", || {
+        let status = get_json(node, "/api/v1/cluster")?;
+        let behind = status["partitions"]
+            .as_array()
+            .ok_or("no partitions")?
+            .iter()
+            .flat_map(|p| p["replicas"].as_array().into_iter().flatten())
+            .any(|r| r["lag"].as_u64() > Some(0));
+        behind.then_some(()).ok_or(format!("no lag: {status}"))
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let asked = Instant::now();
+    let status = setup.cluster[0]
+        .proc
+        .as_mut()
+        .expect("node running")
+        .terminate(Duration::from_secs(30));
+    let took = asked.elapsed();
+    assert!(status.success(), "{status:?}");
+    eprintln!("the node stopped {took:?} after SIGTERM");
+    setup.cluster[0].kill();
+
+    setup.cluster[0].env.clear();
+    setup.cluster[0].start(&setup.urls);
+    wait_served(&setup.cluster);
+    let strong = eventually("a strong read after the restart", || {
+        get_json(
+            setup.cluster[0].http(),
+            &format!("{query}&consistency=strong"),
+        )
+    });
+    assert_eq!(points_sum(&strong), 1.0, "{strong}");
+}
+
 /// A strong read does not wait out its 10 s on a replica that applies nothing: node0 holds
 /// every partition but applies each group a minute late (the fault hook), node1 applies at
 /// once. A strong read asked of node0 right after each write either goes to node1, or
