@@ -78,6 +78,21 @@ pub enum Error {
     #[error("unknown series {0:?}")]
     UnknownSeries(String),
 
+    /// A cluster's default read named a series the owner it asked does not have, while it
+    /// cannot tell that the series was never written: the partition's replicas were behind
+    /// the log, or the log could not be asked (`why`). Answered 404 like
+    /// [`Error::UnknownSeries`], saying so.
+    #[error(
+        "unknown series {series:?} as yet: {why}, so a write of it may not be applied yet; \
+         consistency=strong waits for it"
+    )]
+    UnknownSeriesAsYet {
+        /// The series as named.
+        series: String,
+        /// Why the answer may be behind.
+        why: String,
+    },
+
     /// A query named a tier that is not configured.
     #[error("unknown tier {0:?}")]
     UnknownTier(String),

@@ -21,7 +21,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::node::Node;
-use super::ownership::NodeStatus;
+use super::ownership::{ClusterView, NodeStatus};
 use super::partial::{self, Charged};
 use super::peer::{self, PARTIAL_PATH};
 use super::promql_source::{self, PromAnswer, PromRead};
@@ -249,35 +249,7 @@ fn route(
     let view = node.view();
     let mut routes: BTreeMap<String, (String, Vec<u32>)> = BTreeMap::new();
     for &partition in partitions {
-        let applied = |n: &NodeStatus| n.applied.get(&partition).copied().unwrap_or(0);
-        let holders = view
-            .partitions
-            .get(partition as usize)
-            .into_iter()
-            .flat_map(|owners| owners.replicas.iter().flatten())
-            .filter(|lease| lease.alive && !excluded.contains(&lease.node))
-            .filter_map(|lease| view.node(&lease.node))
-            .filter(|n| n.alive);
-        let mut best: Option<&NodeStatus> = None;
-        let mut mine = None;
-        for holder in holders {
-            if holder.name == node.name() {
-                // A holder that has not opened the partition yet (just started) cannot answer.
-                if let Some(store) = node.local(partition) {
-                    mine = Some((holder, store.applied()));
-                }
-            } else if best.is_none_or(|b| applied(holder) > applied(b)) {
-                best = Some(holder);
-            }
-        }
-        // This node answers in process unless another holder applied further (this one is
-        // catching up after a restart): reads go to a caught-up copy.
-        if let Some((holder, applied_here)) = mine {
-            if best.is_none_or(|b| applied_here >= applied(b)) {
-                best = Some(holder);
-            }
-        }
-        let owner = best.ok_or_else(|| {
+        let (owner, _) = best_holder(node, &view, partition, excluded).ok_or_else(|| {
             Error::Cluster(format!(
                 "no live node serves partition {partition} yet; try again shortly"
             ))
@@ -289,6 +261,46 @@ fn route(
             .push(partition);
     }
     Ok(routes)
+}
+
+/// The live lease holder of `partition` (outside `excluded`) a read goes to, with the
+/// sequence it applied: this node when it has the partition open and applied as far as any
+/// other holder reports (its own store's sequence), else the holder that applied furthest
+/// (as its heartbeat last said).
+fn best_holder<'v>(
+    node: &Node,
+    view: &'v ClusterView,
+    partition: u32,
+    excluded: &BTreeSet<String>,
+) -> Option<(&'v NodeStatus, u64)> {
+    let applied = |n: &NodeStatus| n.applied.get(&partition).copied().unwrap_or(0);
+    let holders = view
+        .partitions
+        .get(partition as usize)
+        .into_iter()
+        .flat_map(|owners| owners.replicas.iter().flatten())
+        .filter(|lease| lease.alive && !excluded.contains(&lease.node))
+        .filter_map(|lease| view.node(&lease.node))
+        .filter(|n| n.alive);
+    let mut best: Option<(&NodeStatus, u64)> = None;
+    let mut mine = None;
+    for holder in holders {
+        if holder.name == node.name() {
+            // A holder that has not opened the partition yet (just started) cannot answer.
+            if let Some(store) = node.local(partition) {
+                mine = Some((holder, store.applied()));
+            }
+        } else if best.is_none_or(|(_, b)| applied(holder) > b) {
+            best = Some((holder, applied(holder)));
+        }
+    }
+    // This node answers in process unless another holder applied further (this one is
+    // catching up after a restart): reads go to a caught-up copy.
+    match (mine, best) {
+        (Some(here), Some((_, there))) if here.1 >= there => Some(here),
+        (Some(here), None) => Some(here),
+        (_, best) => best,
+    }
 }
 
 /// Sends `read` to one owner of each partition (or of `only`), in parallel, and returns
@@ -491,19 +503,63 @@ pub(crate) async fn query(
     let key = crate::registry::SeriesKey::parse(&query.series)?;
     let partition = super::partition_of(key.as_str(), node.partitions());
     let query = partial::pinned_query(node.tiers(), node.now(), &query)?;
-    let answers = fan_out(
+    // Taken before the read, and the log's end after it, so a race between them errs towards
+    // saying an unknown series may be behind.
+    let applied_before = best_holder(node, &node.view(), partition, &BTreeSet::new())
+        .map_or(0, |(_, applied)| applied);
+    let answers = match fan_out(
         node,
         PartialRead::Query(query),
         Some(partition),
         u64::MAX,
         options,
     )
-    .await?;
+    .await
+    {
+        Err(Error::UnknownSeries(series)) if !options.strong => {
+            return Err(unknown_unless_behind(node, series, partition, applied_before).await)
+        }
+        answers => answers?,
+    };
     let mut results = parts(answers, |answer| match answer {
         PartialAnswer::Query(result, step) => Some(Ok(QueryResult { step, ..result })),
         _ => None,
     })?;
     results.pop().ok_or_else(other_kind)
+}
+
+/// What a default read answers for `series`, which the owner of `partition` it asked does
+/// not have: [`Error::UnknownSeries`], unless the partition's most caught-up live replica
+/// had applied (`applied`, as of before the read) less than the log holds of it now, or the
+/// log could not be asked. Then a write of the series may be acknowledged and not applied
+/// yet, and the answer says so ([`Error::UnknownSeriesAsYet`]) rather than claim the series
+/// was never written.
+async fn unknown_unless_behind(
+    node: &Arc<Node>,
+    series: String,
+    partition: u32,
+    applied: u64,
+) -> Error {
+    let log = match node.log().last_sequences(&[partition]).await {
+        Ok(tail) => tail.get(&partition).copied().unwrap_or(0),
+        Err(e) => {
+            return Error::UnknownSeriesAsYet {
+                series,
+                why: format!("the log's last sequences could not be read ({e})"),
+            }
+        }
+    };
+    if applied < log {
+        Error::UnknownSeriesAsYet {
+            series,
+            why: format!(
+                "partition {partition}'s most caught-up replica is behind the log (applied \
+                 sequence {applied} of {log})"
+            ),
+        }
+    } else {
+        Error::UnknownSeries(series)
+    }
 }
 
 /// An aggregate over every partition.

@@ -44,7 +44,9 @@ impl IntoResponse for ApiError {
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
         match e {
-            Error::UnknownSeries(_) => ApiError::NotFound(e.to_string()),
+            Error::UnknownSeries(_) | Error::UnknownSeriesAsYet { .. } => {
+                ApiError::NotFound(e.to_string())
+            }
             Error::UnknownTier(_) => ApiError::BadRequest(format!("tier: {e}")),
             Error::InvalidQuery(_) | Error::InvalidSeries { .. } => {
                 ApiError::BadRequest(e.to_string())

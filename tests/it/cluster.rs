@@ -1392,7 +1392,9 @@ fn a_default_read_of_a_replica_behind_the_log_says_so() {
 /// once, and loses nothing: the group's messages stay in the log for whoever applies the
 /// partition next. The wait here is the fault hook's minute-long pause before each group; a
 /// group waiting for its turn (one group per core at once) or still gathering stops the same
-/// way. The node used to wait the pause out before it left.
+/// way. The node used to wait the pause out before it left. Meanwhile a default read of the
+/// series answers 404 saying the replica is behind the log (it said "unknown series", as of
+/// a series never written).
 #[test]
 fn a_node_stops_at_once_while_a_group_waits_and_loses_nothing() {
     use tierdb::testing::cluster::node::FAULT_APPLY_PAUSE_MS;
@@ -1412,8 +1414,7 @@ fn a_node_stops_at_once_while_a_group_waits_and_loses_nothing() {
         send_json(node, &[(series.into(), vec![(start + 30, 1.0)])]),
         204
     );
-    // The write is in the log and not applied: its partition's group is in the pause (a
-    // default read of the series answers 404 meanwhile: no owner has registered it yet).
+    // The write is in the log and not applied: its partition's group is in the pause.
     eventually("the write in the log, not applied", || {
         let status = get_json(node, "/api/v1/cluster")?;
         let behind = status["partitions"]
@@ -1424,6 +1425,20 @@ fn a_node_stops_at_once_while_a_group_waits_and_loses_nothing() {
             .any(|r| r["lag"].as_u64() > Some(0));
         behind.then_some(()).ok_or(format!("no lag: {status}"))
     });
+    // A default read meanwhile (503 until the node has opened the partition): no owner has
+    // the series yet, and the 404 says it may be behind, not that it was never written.
+    let (status, body) = eventually("an answer", || {
+        let (status, body) = request(node, "GET", &query, &[], b"");
+        (status != 503)
+            .then_some((status, body.clone()))
+            .ok_or(body)
+    });
+    assert_eq!(status, 404, "{body}");
+    assert!(
+        body.contains("unknown series \\\"stop.probe\\\" as yet")
+            && body.contains("behind the log"),
+        "{body}"
+    );
     std::thread::sleep(Duration::from_secs(3));
     let asked = Instant::now();
     let status = setup.cluster[0]
