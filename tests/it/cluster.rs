@@ -185,6 +185,19 @@ pub(crate) fn with_raw_tier(dir: &Path) -> PathBuf {
     path
 }
 
+/// One NATS server and one node, every partition served, the node waiting `pause_ms` before
+/// it applies each group (the fault hook): its partitions stay behind the log meanwhile,
+/// while it answers reads.
+pub(crate) fn node_pausing_each_group(pause_ms: &str) -> Setup {
+    use tierdb::testing::cluster::node::FAULT_APPLY_PAUSE_MS;
+
+    let mut setup = Setup::stopped(1, 1);
+    setup.cluster[0].env = vec![(FAULT_APPLY_PAUSE_MS, pause_ms.into())];
+    setup.cluster[0].start(&setup.urls);
+    wait_served(&setup.cluster);
+    setup
+}
+
 /// Waits until every node reads every partition from a live owner.
 pub(crate) fn wait_served(cluster: &[Node]) {
     for node in cluster {
@@ -1309,12 +1322,7 @@ fn a_node_refuses_a_nats_server_older_than_2_11_0() {
 /// waits for the apply and is whole; once applied, default reads carry no `behind`.
 #[test]
 fn a_default_read_of_a_replica_behind_the_log_says_so() {
-    use tierdb::testing::cluster::node::FAULT_APPLY_PAUSE_MS;
-
-    let mut setup = Setup::stopped(1, 1);
-    setup.cluster[0].env = vec![(FAULT_APPLY_PAUSE_MS, "4000".into())];
-    setup.cluster[0].start(&setup.urls);
-    wait_served(&setup.cluster);
+    let setup = node_pausing_each_group("4000");
     let node = setup.cluster[0].http();
     let start = hour_start();
     let series = "lag.probe";
@@ -1397,12 +1405,7 @@ fn a_default_read_of_a_replica_behind_the_log_says_so() {
 /// a series never written).
 #[test]
 fn a_node_stops_at_once_while_a_group_waits_and_loses_nothing() {
-    use tierdb::testing::cluster::node::FAULT_APPLY_PAUSE_MS;
-
-    let mut setup = Setup::stopped(1, 1);
-    setup.cluster[0].env = vec![(FAULT_APPLY_PAUSE_MS, "60000".into())];
-    setup.cluster[0].start(&setup.urls);
-    wait_served(&setup.cluster);
+    let mut setup = node_pausing_each_group("60000");
     let node = setup.cluster[0].http();
     let start = hour_start();
     let series = "stop.probe";

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::cluster::{eventually, hour_start, send_json, wait_served, with_raw_tier, Setup};
+use crate::cluster::{
+    eventually, hour_start, node_pausing_each_group, send_json, wait_served, with_raw_tier, Setup,
+};
 use crate::support::file;
 use crate::support::http::{get_with_header, percent_encode};
 use crate::support::process::{tierdb_command, Proc};
@@ -215,12 +217,7 @@ fn promql_through_either_cluster_node_answers_as_one_engine() {
 
 #[test]
 fn a_default_promql_read_of_a_replica_behind_the_log_warns() {
-    use tierdb::testing::cluster::node::FAULT_APPLY_PAUSE_MS;
-
-    let mut setup = Setup::stopped(1, 1);
-    setup.cluster[0].env = vec![(FAULT_APPLY_PAUSE_MS, "4000".into())];
-    setup.cluster[0].start(&setup.urls);
-    wait_served(&setup.cluster);
+    let setup = node_pausing_each_group("4000");
     let node = setup.cluster[0].http();
     let start = hour_start();
     let series = "lag_probe";
