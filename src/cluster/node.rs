@@ -781,9 +781,9 @@ impl Node {
             if *stopped.borrow() {
                 return;
             }
-            let first = tokio::select! {
-                _ = stopped.changed() => return,
-                first = tokio::time::timeout(IDLE_CHECKPOINT, feed.recv()) => first,
+            let waited = tokio::time::timeout(IDLE_CHECKPOINT, feed.recv());
+            let Some(first) = unless_stopped(&mut stopped, waited).await else {
+                return;
             };
             let Ok(first) = first else {
                 // Idle: make what was applied durable now rather than at the next group.
@@ -810,22 +810,23 @@ impl Node {
             let span_end = tokio::time::Instant::now() + GROUP_SPAN;
             while entries.len() < GROUP_MESSAGES && samples < GROUP_SAMPLES {
                 let wait_end = (tokio::time::Instant::now() + GROUP_WAIT).min(span_end);
-                tokio::select! {
-                    _ = stopped.changed() => return,
-                    message = tokio::time::timeout_at(wait_end, feed.recv()) => match message {
-                        Ok(Some(message)) => {
-                            let entry = log_entry(partition, message);
-                            samples += entry.1.samples();
-                            entries.push(entry);
-                        }
-                        _ => break,
-                    },
+                let waited = tokio::time::timeout_at(wait_end, feed.recv());
+                match unless_stopped(&mut stopped, waited).await {
+                    None => return,
+                    Some(Ok(Some(message))) => {
+                        let entry = log_entry(partition, message);
+                        samples += entry.1.samples();
+                        entries.push(entry);
+                    }
+                    Some(_) => break,
                 }
             }
             if let Some(pause) = self.apply_pause {
-                tokio::select! {
-                    _ = stopped.changed() => return,
-                    () = tokio::time::sleep(pause) => {}
+                if unless_stopped(&mut stopped, tokio::time::sleep(pause))
+                    .await
+                    .is_none()
+                {
+                    return;
                 }
             }
             // A group past one per core gains no CPU by starting, and each group applying
@@ -833,10 +834,10 @@ impl Node {
             // burst had a node back ten groups at a time with fresh pages. So it waits its
             // turn here, on the async side; a stop ends the wait (the group's messages are
             // read again by whoever applies the partition next).
-            let _turn = tokio::select! {
-                _ = stopped.changed() => return,
-                turn = self.applies.acquire() => turn.expect("the apply semaphore is never closed"),
+            let Some(turn) = unless_stopped(&mut stopped, self.applies.acquire()).await else {
+                return;
             };
+            let _turn = turn.expect("the apply semaphore is never closed");
             let apply_store = Arc::clone(&store);
             let applied = tokio::task::spawn_blocking(move || apply_store.apply_entries(entries))
                 .await
@@ -883,6 +884,18 @@ impl Node {
             Some(ownership) => ownership.leave().await,
             None => Ok(()),
         }
+    }
+}
+
+/// What `work` gives, or `None` when `stopped` changes first (a partition's task is told to
+/// stop, or whoever could tell it is gone): every wait of the task ends at a stop.
+async fn unless_stopped<T>(
+    stopped: &mut watch::Receiver<bool>,
+    work: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    tokio::select! {
+        _ = stopped.changed() => None,
+        done = work => Some(done),
     }
 }
 
