@@ -16,8 +16,10 @@
 #   - bytes per sample on the log (the stream's bytes over the samples it holds), and how
 #     many messages each cluster ingest made (samples per message: what a message costs the
 #     nats-servers and the owners hardly depends on its size);
-#   - one fan-out read's latency: a one-series 24h@1m query, and a sum over all series, each
-#     the median of QUERIES requests, against the single node;
+#   - one fan-out read's latency: a one-series 2h@1m query, and a sum over all series, each
+#     the median of QUERIES requests, against the single node, and the CPU a request took
+#     of the single node, or of all six cluster processes (the log's check of what each
+#     partition holds included);
 #   - a node's rebuild: node2 killed, its data directory deleted, started again, timed until
 #     it copied every partition it applies from the live replicas' files and caught up.
 # With LIVE_SECONDS set, the script measures live traffic instead, and only that: SERIES
@@ -301,13 +303,19 @@ def ingest(name, http, graphite, strong, pids, influx_to=None):
           f"CPU {user:.2f} s user + {system:.2f} s system over {len(pids)} processes = {per_sample * 1e6:.3f} us/sample")
     return per_sample
 
-def latency(name, http, path):
+def latency(name, http, path, pids):
+    """The median and p90 of QUERIES requests of `path`, and the CPU they took of the
+    processes `pids` (the single node's, or all six of the cluster's), per request."""
     times = []
+    user0, system0, _ = cpu_seconds(pids)
     for _ in range(queries):
         t0 = time.perf_counter()
         get(http, path)
         times.append(time.perf_counter() - t0)
-    print(f"{name}: median {statistics.median(times) * 1e3:.2f} ms, p90 {sorted(times)[int(len(times) * 0.9)] * 1e3:.2f} ms")
+    user1, system1, _ = cpu_seconds(pids)
+    cpu = (user1 - user0 + system1 - system0) / queries
+    print(f"{name}: median {statistics.median(times) * 1e3:.2f} ms, p90 {sorted(times)[int(len(times) * 0.9)] * 1e3:.2f} ms, "
+          f"CPU {cpu * 1e3:.2f} ms a request over {len(pids)} processes")
 
 def machine_busy():
     """CPU seconds the whole machine spent busy so far (every process and kernel thread:
@@ -398,11 +406,11 @@ print(f"log: {stream_bytes} bytes of message blocks on one server for {total} sa
 
 one = f"/api/v1/query?series=bench.host001.metric000&tier=1m&from={start}&to={start + 7200}"
 agg = f"/api/v1/aggregate?match=bench.*&agg=sum&tier=1m&from={start}&to={start + 7200}"
-latency("single node, one series 2h@1m", single_http, one)
-latency("cluster (node0), one series 2h@1m", node_http, one)
-latency("cluster (node1), one series 2h@1m", other_http, one)
-latency("single node, sum over all series 2h@1m", single_http, agg)
-latency("cluster, sum over all series 2h@1m (fan-out to all owners)", node_http, agg)
+latency("single node, one series 2h@1m", single_http, one, single_pids)
+latency("cluster (node0), one series 2h@1m", node_http, one, cluster_pids)
+latency("cluster (node1), one series 2h@1m", other_http, one, cluster_pids)
+latency("single node, sum over all series 2h@1m", single_http, agg, single_pids)
+latency("cluster, sum over all series 2h@1m (fan-out to all owners)", node_http, agg, cluster_pids)
 PY
 
 [[ ${LIVE_SECONDS:-0} != 0 ]] && exit 0

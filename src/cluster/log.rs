@@ -240,13 +240,19 @@ impl IngestLog {
     }
 
     /// The sequence of each of `partitions`' last message, 0 for one with none: what an
-    /// owner must have applied for a read to see every acknowledged write. The partitions
-    /// are asked all at once, in one round trip's time, without asking for the stream's
-    /// info first (every default read of a cluster node asks this).
+    /// owner must have applied for a read to see every acknowledged write (every default
+    /// read of a cluster node asks this).
+    ///
+    /// Each question costs the servers a copy of the message that answers it, the whole
+    /// payload, a round's samples. So for several partitions the stream's last message is
+    /// asked first: its sequence is the last of every partition it holds, since nothing
+    /// comes after it, and a round's message usually holds them all. Only the partitions it
+    /// does not hold are then asked one by one, all at once; each answer is at least what
+    /// the log held when the call began.
     ///
     /// # Errors
     /// [`Error::Cluster`] when JetStream does not answer.
-    pub(crate) async fn last_sequences(&self, partitions: &[u32]) -> Result<BTreeMap<u32, u64>> {
+    pub async fn last_sequences(&self, partitions: &[u32]) -> Result<BTreeMap<u32, u64>> {
         let stream = (self.js)
             .get_stream_no_info(STREAM)
             .await
@@ -279,17 +285,40 @@ impl IngestLog {
                 Err(_) => true,
             },
         };
+        let mut last = BTreeMap::new();
+        let mut rest = partitions.to_vec();
+        if partitions.len() > 1 {
+            let newest = tokens(self.partitions, |_| "*");
+            match stream.get_last_raw_message_by_subject(&newest).await {
+                Ok(message) => {
+                    let held = held_partitions(&message.subject);
+                    rest.retain(|&partition| {
+                        let answered = held.binary_search(&partition).is_ok();
+                        if answered {
+                            last.insert(partition, message.sequence);
+                        }
+                        !answered
+                    });
+                }
+                Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {
+                    last.extend(partitions.iter().map(|&partition| (partition, 0)));
+                    rest.clear();
+                }
+                Err(e) => return Err(Error::Cluster(format!("last message of the log: {e}"))),
+            }
+        }
         let mut asked = Vec::with_capacity(partitions.len());
-        for &partition in partitions {
+        for &partition in &rest {
             asked.push(last_on(
                 partition,
                 partition_filter(partition, self.partitions),
             ));
-            if legacy {
+        }
+        if legacy {
+            for &partition in partitions {
                 asked.push(last_on(partition, legacy_subject(partition)));
             }
         }
-        let mut last = BTreeMap::new();
         for (partition, seq) in futures_util::future::try_join_all(asked).await? {
             let at = last.entry(partition).or_insert(0);
             *at = seq.max(*at);

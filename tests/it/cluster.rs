@@ -1808,6 +1808,42 @@ fn a_log_of_one_partition_per_message_is_applied_after_an_upgrade() {
     }
 }
 
+/// The log's last sequence of each partition, asked for many partitions at once (the
+/// stream's last message first, then each partition it does not hold), is each partition's
+/// own last message, an earlier build's included.
+#[test]
+fn the_logs_last_sequences_are_each_partitions_own() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let nats = runtime.block_on(NatsCluster::start(1));
+    runtime.block_on(async {
+        let empty = test_log(&nats, 16).await;
+        let every: Vec<u32> = (0..16).collect();
+        let none = empty.last_sequences(&every).await.expect("asked");
+        assert_eq!(none, every.iter().map(|&p| (p, 0)).collect());
+        // An earlier build's message of partition 13, then four of this build's.
+        let js = nats.jetstream().await;
+        let ack = (js.publish("tierdb.ingest.13", "x".into()).await.unwrap())
+            .await
+            .expect("stored");
+        let mut expected: BTreeMap<u32, u64> = every.iter().map(|&p| (p, 0)).collect();
+        expected.insert(13, ack.sequence);
+        let sets: [&[u32]; 4] = [&every[..12], &[0, 1], &[5], &[1, 7, 9]];
+        for (i, set) in sets.iter().enumerate() {
+            let seq = (empty.publish(set, &format!("last-test.{i}"), "x".into()))
+                .await
+                .expect("published");
+            expected.extend(set.iter().map(|&p| (p, seq)));
+        }
+        // A log opened now looks on the earlier build's subjects too.
+        let log = test_log(&nats, 16).await;
+        assert_eq!(log.last_sequences(&every).await.expect("asked"), expected);
+        let some = log.last_sequences(&[2, 5, 9, 13]).await.expect("asked");
+        assert_eq!(some, [2, 5, 9, 13].map(|p| (p, expected[&p])).into());
+        let one = log.last_sequences(&[0]).await.expect("asked");
+        assert_eq!(one, [(0, expected[&0])].into());
+    });
+}
+
 /// An ingest log of `partitions` on `nats`, holding up to 64 MiB.
 async fn test_log(nats: &NatsCluster, partitions: u32) -> tierdb::testing::cluster::log::IngestLog {
     use tierdb::testing::cluster::log::{IngestLog, LogRetention};
