@@ -42,6 +42,12 @@ use store::{KeyStore, Refusal};
 use crate::error::Error;
 use crate::error::Result;
 
+/// Keys from which [`Registry::select`] spreads its scan over rayon's pool. Handing work to
+/// the pool wakes its threads, which then spin for more before they sleep; below this a
+/// scan takes a few tens of microseconds on the caller's thread. A cluster node reads each
+/// partition's registry on its own, and a partition holds a few hundred series.
+const SELECT_IN_PARALLEL: usize = 1024;
+
 /// Dense id of a series; indexes slots in the period files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub struct SeriesId(pub u32);
@@ -262,24 +268,27 @@ impl Registry {
         self.len() == 0
     }
 
-    /// Runs `pick` on every (id, key) under one read lock, in parallel, and keeps what it
-    /// returns, in id order. Cross-series reads and listings use it to match every key
-    /// where it is stored, copying only what `pick` returns.
+    /// Runs `pick` on every (id, key) under one read lock, in parallel from
+    /// [`SELECT_IN_PARALLEL`] keys on, and keeps what it returns, in id order. Cross-series
+    /// reads and listings use it to match every key where it is stored, copying only what
+    /// `pick` returns.
     pub fn select<T: Send>(
         &self,
         pick: impl Fn(SeriesId, KeyView<'_>) -> Option<T> + Sync,
     ) -> Vec<T> {
         use rayon::prelude::*;
         let inner = self.read();
-        (0..inner.keys.len())
-            .into_par_iter()
-            .filter_map(|i| {
-                inner
-                    .keys
-                    .view(i)
-                    .and_then(|key| pick(SeriesId(i as u32), key))
-            })
-            .collect()
+        let picked = |i: usize| {
+            inner
+                .keys
+                .view(i)
+                .and_then(|key| pick(SeriesId(i as u32), key))
+        };
+        let keys = 0..inner.keys.len();
+        if keys.len() < SELECT_IN_PARALLEL {
+            return keys.filter_map(picked).collect();
+        }
+        keys.into_par_iter().filter_map(picked).collect()
     }
 
     /// Calls `f` on every (id, key) from id `first` on, in id order, under one read lock.

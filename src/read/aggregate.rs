@@ -612,7 +612,9 @@ pub(super) fn aggregate_partial(
 
 /// Reads every member (sorted by id, so one chunk's members are adjacent) and folds it
 /// into its group's row; rows are `grid.points` long. Chunks are spread over rayon's
-/// pool, each worker folding into rows of its own that are merged at the end.
+/// pool, each worker folding into rows of its own that are merged at the end; members of
+/// one chunk only (a cluster partition's, a small selection's) are folded on the caller's
+/// thread, since the pool would run them as one job anyway, its threads then spinning idle.
 ///
 /// Within a chunk the read goes span by span ([`SPAN_BUCKETS`] buckets), every member
 /// per span: a span's cells of consecutive slots are adjacent in the file, so the read
@@ -634,52 +636,52 @@ fn fold_members(
     let points = grid.points;
     let seconds = grid.step as u64;
     let runs: Vec<&[Member]> = members.chunk_by(|a, b| a.chunk == b.chunk).collect();
+    let empty = || (vec![Fold::EMPTY; groups * points], Vec::new());
+    let fold_run = |(mut rows, mut buckets): (Vec<Fold>, Vec<Bucket>), run: &&[Member]| {
+        let held = reader.files_for(tier, grid, run[0].chunk, window)?;
+        if held.is_empty() {
+            return Ok((rows, buckets));
+        }
+        // A compacted period decodes a slot whole per read: read each member's
+        // range in one piece instead of span by span.
+        let (tile, span) = if held.has_compacted() {
+            (points, i64::MAX)
+        } else {
+            (
+                (SPAN_BUCKETS / grid.buckets_per_point()).max(1) as usize,
+                SPAN_BUCKETS * grid.resolution(),
+            )
+        };
+        for first in (0..points).step_by(tile) {
+            let n = tile.min(points - first);
+            buckets.clear();
+            buckets.resize(run.len() * n, Bucket::EMPTY);
+            let (start, end) = (grid.boundary(first), grid.boundary(first + n));
+            let mut from = start;
+            while from < end {
+                let to = end.min(from.saturating_add(span));
+                for (i, (member, out)) in run.iter().zip(buckets.chunks_exact_mut(n)).enumerate() {
+                    if let Some(next) = run.get(i + 2) {
+                        grid.prefetch_span(&held, next.slot, from..to);
+                    }
+                    grid.fold_span(&held, member.slot, from..to, first, out)?;
+                }
+                from = to;
+            }
+            for (member, got) in run.iter().zip(buckets.chunks_exact(n)) {
+                let row = &mut rows[member.group * points + first..][..n];
+                for (fold, bucket) in row.iter_mut().zip(got) {
+                    fold.add(bucket, display, seconds);
+                }
+            }
+        }
+        Ok((rows, buckets))
+    };
+    if runs.len() <= 1 {
+        return (runs.iter().try_fold(empty(), fold_run)).map(|(rows, _)| rows);
+    }
     runs.par_iter()
-        .try_fold(
-            || (vec![Fold::EMPTY; groups * points], Vec::new()),
-            |(mut rows, mut buckets): (Vec<Fold>, Vec<Bucket>), run| {
-                let held = reader.files_for(tier, grid, run[0].chunk, window)?;
-                if held.is_empty() {
-                    return Ok((rows, buckets));
-                }
-                // A compacted period decodes a slot whole per read: read each member's
-                // range in one piece instead of span by span.
-                let (tile, span) = if held.has_compacted() {
-                    (points, i64::MAX)
-                } else {
-                    (
-                        (SPAN_BUCKETS / grid.buckets_per_point()).max(1) as usize,
-                        SPAN_BUCKETS * grid.resolution(),
-                    )
-                };
-                for first in (0..points).step_by(tile) {
-                    let n = tile.min(points - first);
-                    buckets.clear();
-                    buckets.resize(run.len() * n, Bucket::EMPTY);
-                    let (start, end) = (grid.boundary(first), grid.boundary(first + n));
-                    let mut from = start;
-                    while from < end {
-                        let to = end.min(from.saturating_add(span));
-                        for (i, (member, out)) in
-                            run.iter().zip(buckets.chunks_exact_mut(n)).enumerate()
-                        {
-                            if let Some(next) = run.get(i + 2) {
-                                grid.prefetch_span(&held, next.slot, from..to);
-                            }
-                            grid.fold_span(&held, member.slot, from..to, first, out)?;
-                        }
-                        from = to;
-                    }
-                    for (member, got) in run.iter().zip(buckets.chunks_exact(n)) {
-                        let row = &mut rows[member.group * points + first..][..n];
-                        for (fold, bucket) in row.iter_mut().zip(got) {
-                            fold.add(bucket, display, seconds);
-                        }
-                    }
-                }
-                Ok((rows, buckets))
-            },
-        )
+        .try_fold(empty, fold_run)
         .map(|folded| folded.map(|(rows, _)| rows))
         .try_reduce_with(|mut a, b| {
             for (x, y) in a.iter_mut().zip(&b) {

@@ -560,6 +560,27 @@ fn selectors_match_the_stored_text() {
         });
         assert_eq!(walked, want, "{selector}");
     }
+    // Fewer keys than `SELECT_IN_PARALLEL`: scanned on the caller's thread, to the same end.
+    let small_dir = tempfile::tempdir().unwrap();
+    let small_texts = [&all_texts[..40], &all_texts[100..140], &all_texts[3000..]].concat();
+    let small = create_all(small_dir.path(), &small_texts);
+    assert!(small.len() < super::SELECT_IN_PARALLEL && reg.len() >= super::SELECT_IN_PARALLEL);
+    for selector in [
+        "*",
+        "host0000[1-3].*",
+        "*.m1{dc=d1}",
+        r"esc*{dc=d\,1}",
+        "bare",
+    ] {
+        let selector = Selector::parse(selector).unwrap();
+        let got: Vec<SeriesId> = small.select(|id, key| selector.matches(key).then_some(id));
+        let want: Vec<SeriesId> = (small_texts.iter().enumerate())
+            .filter(|(_, text)| selector.matches(key(text).view()))
+            .map(|(i, _)| SeriesId(i as u32))
+            .collect();
+        assert!(!want.is_empty(), "{selector}");
+        assert_eq!(got, want, "{selector}");
+    }
     let mut tail = Vec::new();
     reg.for_each_from(3000, |id, key| tail.push((id, key.to_string())));
     assert_eq!(
