@@ -503,23 +503,26 @@ pub(crate) async fn query(
     let key = crate::registry::SeriesKey::parse(&query.series)?;
     let partition = super::partition_of(key.as_str(), node.partitions());
     let query = partial::pinned_query(node.tiers(), node.now(), &query)?;
-    // Taken before the read, and the log's end after it, so a race between them errs towards
-    // saying an unknown series may be behind.
-    let applied_before = best_holder(node, &node.view(), partition, &BTreeSet::new())
-        .map_or(0, |(_, applied)| applied);
-    let answers = match fan_out(
+    // A default read's 404 compares this, taken before the read, with the log's end after
+    // it, so a race between them errs towards saying an unknown series may be behind. A
+    // strong read has applied the log first and needs neither.
+    let applied_before = (!options.strong).then(|| {
+        best_holder(node, &node.view(), partition, &BTreeSet::new())
+            .map_or(0, |(_, applied)| applied)
+    });
+    let asked = fan_out(
         node,
         PartialRead::Query(query),
         Some(partition),
         u64::MAX,
         options,
     )
-    .await
-    {
-        Err(Error::UnknownSeries(series)) if !options.strong => {
-            return Err(unknown_unless_behind(node, series, partition, applied_before).await)
+    .await;
+    let answers = match (asked, applied_before) {
+        (Err(Error::UnknownSeries(series)), Some(applied)) => {
+            return Err(unknown_unless_behind(node, series, partition, applied).await)
         }
-        answers => answers?,
+        (asked, _) => asked?,
     };
     let mut results = parts(answers, |answer| match answer {
         PartialAnswer::Query(result, step) => Some(Ok(QueryResult { step, ..result })),

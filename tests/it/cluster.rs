@@ -198,6 +198,15 @@ pub(crate) fn node_pausing_each_group(pause_ms: &str) -> Setup {
     setup
 }
 
+/// The path of a one-series read of `series`'s counts per minute over the ten minutes from
+/// `start`, as a default read.
+fn ten_minute_counts(series: &str, start: i64) -> String {
+    format!(
+        "/api/v1/query?series={series}&tier=1m&display=count&from={start}&to={}",
+        start + 600
+    )
+}
+
 /// Waits until every node reads every partition from a live owner.
 pub(crate) fn wait_served(cluster: &[Node]) {
     for node in cluster {
@@ -1326,10 +1335,7 @@ fn a_default_read_of_a_replica_behind_the_log_says_so() {
     let node = setup.cluster[0].http();
     let start = hour_start();
     let series = "lag.probe";
-    let query = format!(
-        "/api/v1/query?series={series}&tier=1m&display=count&from={start}&to={}",
-        start + 600
-    );
+    let query = ten_minute_counts(series, start);
     assert_eq!(
         send_json(node, &[(series.into(), vec![(start + 30, 1.0)])]),
         204
@@ -1409,10 +1415,7 @@ fn a_node_stops_at_once_while_a_group_waits_and_loses_nothing() {
     let node = setup.cluster[0].http();
     let start = hour_start();
     let series = "stop.probe";
-    let query = format!(
-        "/api/v1/query?series={series}&tier=1m&display=count&from={start}&to={}",
-        start + 600
-    );
+    let query = ten_minute_counts(series, start);
     assert_eq!(
         send_json(node, &[(series.into(), vec![(start + 30, 1.0)])]),
         204
@@ -1486,10 +1489,7 @@ fn a_strong_read_leaves_a_stalled_replica_for_one_that_has_the_write() {
     let (stalled, live) = (setup.cluster[0].http(), setup.cluster[1].http());
     let start = hour_start();
     let series = "stall.probe";
-    let query = format!(
-        "/api/v1/query?series={series}&tier=1m&display=count&from={start}&to={}&consistency=strong",
-        start + 600
-    );
+    let query = format!("{}&consistency=strong", ten_minute_counts(series, start));
     for written in 1..=3 {
         let ts = start + 60 * written;
         assert_eq!(send_json(live, &[(series.into(), vec![(ts, 1.0)])]), 204);
