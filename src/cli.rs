@@ -9,6 +9,7 @@
 //! `DELETE /api/v1/series` request) to the server instead.
 
 pub mod aggregate;
+#[cfg(feature = "cluster")]
 pub mod cluster;
 pub mod delete;
 pub mod demo;
@@ -220,6 +221,7 @@ pub enum Command {
     Info(info::InfoArgs),
     Tiers(tiers::TiersArgs),
     Lookup(lookup::LookupArgs),
+    #[cfg(feature = "cluster")]
     Cluster(cluster::ClusterArgs),
 }
 
@@ -240,6 +242,7 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Info(args) => info::run(args),
         Command::Tiers(args) => tiers::run(args),
         Command::Lookup(args) => lookup::run(args),
+        #[cfg(feature = "cluster")]
         Command::Cluster(args) => cluster::run(args),
     }
 }

@@ -41,7 +41,7 @@ pub(crate) use admission::SinkBounds;
 use admission::{Bounds, FilesNeeded, SampleLimits};
 use creator::ChunkCreator;
 pub use delete::Deleted;
-pub use delete::{DELETE_INTENT, FAULT_KILL_MID_DELETE};
+pub use delete::DELETE_INTENT;
 pub use maintenance::MaintenanceReport;
 use maintenance::{Horizon, MaintenanceHealth, MaintenanceThread};
 pub use open::EngineBuilder;

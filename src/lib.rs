@@ -42,10 +42,10 @@
 //! - [`ingest`]: the Graphite, Influx, StatsD (and with `server`, Prometheus remote write)
 //!   parsers, pure functions from bytes to samples.
 //!
-//! Behind default-on Cargo features: [`render`] (the Graphite render API) and [`server`]
-//! (`tierdb serve`, [`server::run`]) with `server`, [`cli`] (the command line and
-//! [`cli::import::import`]) with `cli`, and charts with `plot`; `default-features = false`
-//! builds the engine alone. Everything else is private to the crate; ARCHITECTURE.md maps it.
+//! Behind default-on Cargo features: [`render`] (the Graphite render API), [`promql`] and
+//! [`server`] (`tierdb serve`, [`server::run`]) with `server`, cluster mode (NATS JetStream)
+//! with `cluster`, [`cli`] (the command line and [`cli::import::import`]) with `cli`, and
+//! charts with `plot`; `default-features = false` builds the engine alone. Everything else is private to the crate; ARCHITECTURE.md maps it.
 #![warn(missing_docs)]
 // The links above to the default features' items resolve only with those features; the
 // default build (and CI's `cargo doc`) checks every link.
@@ -58,12 +58,13 @@ mod bucket;
 #[cfg(feature = "cli")]
 pub mod cli;
 mod clock;
-#[cfg(feature = "server")]
+#[cfg(feature = "cluster")]
 mod cluster;
 mod config;
 mod counter;
 mod engine;
 mod error;
+mod fault;
 pub mod ingest;
 #[cfg(feature = "plot")]
 mod plot;

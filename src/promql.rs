@@ -32,6 +32,7 @@ use std::time::Instant;
 pub use error::{ErrorKind, QueryError};
 pub use labels::{key_labels, Labels, MatcherSet};
 pub use listing::Listing;
+#[cfg(feature = "cluster")]
 pub(crate) use source::charge_buckets;
 pub use source::{BucketReduce, RawPoints, Selected, Source, StoredSource};
 pub use value::{Answer, ResultValue};

@@ -24,6 +24,7 @@ mod tests;
 
 pub use find::{find, merge_nodes, FindNode, Finder};
 pub use path::{graphite_path, parse_graphite_path, PathPattern};
+#[cfg(feature = "cluster")]
 pub(crate) use stored::charge_points;
 pub use stored::{RenderGrid, StoredSource};
 

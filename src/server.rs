@@ -9,6 +9,7 @@
 //! `127.0.0.1:0` and call it directly.
 
 pub mod allowlist;
+#[cfg(feature = "cli")]
 pub(crate) mod announce;
 pub mod auth;
 pub(crate) mod backend;

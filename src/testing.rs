@@ -43,18 +43,12 @@ pub mod registry {
 }
 
 /// The cluster's parts: a partition's store, the log, and the log's wire format.
-#[cfg(feature = "server")]
+#[cfg(feature = "cluster")]
 pub mod cluster {
     pub use crate::cluster::{partition_of, KeyIndex, SampleBatch};
     /// A partition's engine, fed exactly once.
     pub mod apply {
-        pub use crate::cluster::apply::{
-            Checkpoints, PartitionStore, FAULT_KILL_MID_APPLY, PARTITION_WRITERS,
-        };
-    }
-    /// A cluster node's fault hooks.
-    pub mod node {
-        pub use crate::cluster::node::FAULT_APPLY_PAUSE_MS;
+        pub use crate::cluster::apply::{Checkpoints, PartitionStore, PARTITION_WRITERS};
     }
     /// Leases and their table.
     pub mod ownership {
@@ -76,7 +70,14 @@ pub fn counter_state(engine: &crate::engine::Engine, id: crate::registry::Series
     engine.rewind().counter_state(id)
 }
 
-/// Deleting series: the crash tests' fault hook and the intent file's name.
+/// Deleting series: the intent file's name.
 pub mod delete {
-    pub use crate::engine::{DELETE_INTENT, FAULT_KILL_MID_DELETE};
+    pub use crate::engine::DELETE_INTENT;
+}
+
+/// The crash tests' fault hooks: the environment variables that arm them, in a process built
+/// with the `fault-injection` feature (as the test suite builds it).
+#[cfg(feature = "fault-injection")]
+pub mod fault {
+    pub use crate::fault::variables::*;
 }

@@ -10,10 +10,13 @@ use std::time::Duration;
 use clap::builder::RangedU64ValueParser;
 use clap::Args;
 
+#[cfg(feature = "cluster")]
 mod cluster;
 mod security;
 
-pub use security::{NatsArgs, SecurityArgs};
+#[cfg(feature = "cluster")]
+pub use security::NatsArgs;
+pub use security::SecurityArgs;
 
 use super::{engine_builder, Listen, Location};
 use crate::engine::Engine;
@@ -36,11 +39,13 @@ pub struct ServeArgs {
     location: Location,
     #[command(flatten)]
     listen: Listen,
+    #[cfg(feature = "cluster")]
     #[command(flatten)]
     cluster: ClusterArgs,
 }
 
 /// Cluster mode: the flags of a node sharing a NATS JetStream with others (docs/cluster.md).
+#[cfg(feature = "cluster")]
 #[derive(Args, Debug, Clone)]
 pub struct ClusterArgs {
     /// Run as a cluster node on these NATS servers (comma-separated URLs, for example
@@ -134,6 +139,7 @@ pub(super) fn positive_span(text: &str) -> Result<Duration, String> {
 /// Binds the listeners, then opens the data directory (locking it) and serves it until
 /// stopped. Binding first means a busy port fails before the directory is created.
 pub(super) fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    #[cfg(feature = "cluster")]
     if args.cluster.urls.is_some() {
         return cluster::run(&args.location, &args.listen, &args.cluster);
     }

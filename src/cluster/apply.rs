@@ -84,6 +84,7 @@ use crate::engine::{Engine, EngineBuilder};
 use crate::error::Error;
 use crate::error::RejectReason;
 use crate::error::Result;
+use crate::fault::{self, Hook};
 use crate::registry::{Selector, SeriesId};
 use crate::sample::{BatchReport, Sample};
 use crate::storage::cells::CellAt;
@@ -91,13 +92,6 @@ use crate::storage::counter_journal::Undo;
 use crate::time::{checked_place, Placement, Timestamp};
 use applied::AppliedFile;
 use undo::{RawTail, UndoFile, UndoRecord};
-
-/// The crash tests' fault hook: `<step>` or `<step>:<n>` kills the process (SIGKILL, as
-/// `kill -9`) at that step of the `n`-th group this process applies (default the first);
-/// `mid-restore` kills it halfway through the recovery at open. Steps: `undo-written`,
-/// `mid-apply` (after the group's first message), `applied` (every message stored, nothing
-/// flushed), `flushed` (durable, the applied sequence not yet recorded), `mid-restore`.
-pub const FAULT_KILL_MID_APPLY: &str = "TIERDB_FAULT_KILL_MID_APPLY";
 
 /// One partition's engine, fed exactly once from its log; see the module docs.
 pub struct PartitionStore {
@@ -1164,7 +1158,10 @@ impl Step {
     }
 }
 
-/// The fault hook (see [`FAULT_KILL_MID_APPLY`]).
+/// The fault hook ([`Hook::KillMidApply`]): `<step>` or `<step>:<n>`; `mid-restore` kills
+/// the process halfway through the recovery at open. Steps: `undo-written`, `mid-apply`
+/// (after the group's first message), `applied` (every message stored, nothing flushed),
+/// `flushed` (durable, the applied sequence not yet recorded), `mid-restore`.
 #[derive(Clone, Copy, Debug)]
 struct Fault {
     step: Step,
@@ -1185,10 +1182,10 @@ enum FaultAction {
 }
 
 impl Fault {
-    /// The hook [`FAULT_KILL_MID_APPLY`] arms, if set; a value that names no step is logged
+    /// The hook [`Hook::KillMidApply`] arms, if set; a value that names no step is logged
     /// and ignored.
     fn from_env() -> Option<Fault> {
-        let value = std::env::var(FAULT_KILL_MID_APPLY).ok()?;
+        let value = Hook::KillMidApply.armed()?;
         let (name, group) = match value.split_once(':') {
             Some((name, n)) => (name, n.parse().ok()),
             None => (value.as_str(), Some(1)),
@@ -1201,7 +1198,7 @@ impl Fault {
                 action: FaultAction::Kill,
             }),
             _ => {
-                tracing::error!(value, "{FAULT_KILL_MID_APPLY} names no step (undo-written, mid-apply, applied, flushed, mid-restore, with an optional :<group>); ignored");
+                tracing::error!(value, "the apply's fault hook names no step (undo-written, mid-apply, applied, flushed, mid-restore, with an optional :<group>); ignored");
                 None
             }
         }
@@ -1215,11 +1212,7 @@ impl Fault {
         match self.action {
             FaultAction::Kill => {
                 tracing::error!("fault hook: killing this process at {}", step.name());
-                let _ = rustix::process::kill_process(
-                    rustix::process::getpid(),
-                    rustix::process::Signal::KILL,
-                );
-                std::process::abort()
+                fault::kill_self()
             }
             #[cfg(test)]
             FaultAction::Stop => Err(Error::Poisoned(format!(

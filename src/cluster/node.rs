@@ -38,6 +38,7 @@ use crate::engine::Engine;
 use crate::engine::EngineStats;
 use crate::error::Error;
 use crate::error::Result;
+use crate::fault::Hook;
 use crate::time::Timestamp;
 
 /// Messages applied together at most: one undo record and one flush per group.
@@ -65,10 +66,6 @@ const GROUP_SPAN: Duration = Duration::from_millis(250);
 /// How long a partition's task may be given nothing before it makes what it applied durable
 /// (a checkpoint) rather than wait for the next group.
 const IDLE_CHECKPOINT: Duration = Duration::from_secs(3);
-
-/// The lag tests' fault hook: milliseconds a node waits before applying each group of
-/// messages, so its partitions fall behind the log while it still answers reads.
-pub const FAULT_APPLY_PAUSE_MS: &str = "TIERDB_FAULT_APPLY_PAUSE_MS";
 
 /// How long a task pauses after a failed read or apply before it tries again.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
@@ -174,7 +171,8 @@ pub(crate) struct Node {
     /// Partitions this node applied past the log's last sequence, as last checked: partition
     /// → (applied, the log's last sequence). See [`Node::check_log`].
     ahead_of_log: Mutex<BTreeMap<u32, (u64, u64)>>,
-    /// The pause before each group's apply that [`FAULT_APPLY_PAUSE_MS`] asks for, if set.
+    /// The pause before each group's apply that [`Hook::ApplyPauseMs`] asks for, if set: the
+    /// lag tests' way to let partitions fall behind the log while the node answers reads.
     apply_pause: Option<Duration>,
 }
 
@@ -282,8 +280,8 @@ impl Node {
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
             ),
             ahead_of_log: Mutex::new(BTreeMap::new()),
-            apply_pause: std::env::var(FAULT_APPLY_PAUSE_MS)
-                .ok()
+            apply_pause: Hook::ApplyPauseMs
+                .armed()
                 .and_then(|ms| ms.parse().ok())
                 .map(Duration::from_millis),
         });

@@ -28,17 +28,13 @@ use super::{Engine, Shared};
 use crate::bucket::Bucket;
 use crate::error::Error;
 use crate::error::Result;
+use crate::fault::{self, Hook};
 use crate::registry::{Selector, SeriesId, SeriesKey};
 use crate::storage::cells::CellAt;
 use crate::time::Timestamp;
 
 /// The intent file in the data directory: the ids a deletion is clearing.
 pub const DELETE_INTENT: &str = "DELETING";
-
-/// The crash tests' fault hook: `before_commit` kills the process (SIGKILL) after the intent
-/// is written and before the registry's rewrite, `after_commit` once the first tier's cells
-/// are cleared. Read at each deletion.
-pub const FAULT_KILL_MID_DELETE: &str = "TIERDB_FAULT_KILL_MID_DELETE";
 
 /// The first line of the intent file.
 const INTENT_HEADER: &str = "tierdb delete intent v1";
@@ -136,7 +132,7 @@ impl Shared {
 
     /// Empties the slots of `ids` in every period file of every tier, gives up their raw
     /// points and zeroes their counter states; durable with the next flush. Returns (cells
-    /// that held data, raw points). `fault` arms [`FAULT_KILL_MID_DELETE`]'s `after_commit`.
+    /// that held data, raw points). `fault` arms [`Hook::KillMidDelete`]'s `after_commit`.
     ///
     /// # Errors
     /// As [`crate::storage::Storage::overwrite_cells`].
@@ -276,11 +272,9 @@ fn parse_intent(path: &Path, text: &str) -> Result<Vec<SeriesId>> {
         .collect()
 }
 
-/// Kills the process when [`FAULT_KILL_MID_DELETE`] names `stage`.
+/// Kills the process when [`Hook::KillMidDelete`] names `stage` (read at each deletion).
 fn fault_point(stage: &str) {
-    if std::env::var(FAULT_KILL_MID_DELETE).as_deref() == Ok(stage) {
-        let _ =
-            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
-        std::process::abort();
+    if Hook::KillMidDelete.armed().as_deref() == Some(stage) {
+        fault::kill_self();
     }
 }

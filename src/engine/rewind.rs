@@ -30,7 +30,7 @@ impl Engine {
 
 // Only cluster mode (the `server` feature) undoes groups; the engine alone reads counter
 // states for the tests.
-#[cfg_attr(not(feature = "server"), allow(dead_code))]
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
 impl Rewind<'_> {
     /// The buckets of `cells` as they stand, whichever form their periods are in (see
     /// [`Storage::load_cells`]): the pre-images an undo keeps before a change.

@@ -14,6 +14,7 @@ use crossbeam_channel::{Receiver, Sender};
 use super::Shared;
 use crate::error::Error;
 use crate::error::Result;
+use crate::fault::Hook;
 use crate::registry::SeriesId;
 use crate::sample::{RawCounts, Sample};
 use crate::storage::bucket::WriterSlot;
@@ -32,16 +33,6 @@ const WRITE_IN_CALLER: usize = 4096;
 /// How many samples ahead the writer prefetches bucket cells: enough to cover a cache miss
 /// with the work of the samples in between.
 const PREFETCH_DISTANCE: usize = 8;
-
-/// The crash tests' fault hook: set to a series id, the writer owning that series kills its
-/// process (SIGKILL) halfway through that series' first bucket update. Read once per writer
-/// thread; the hot loop never looks at it.
-pub(crate) const FAULT_KILL_MID_UPDATE: &str = "TIERDB_FAULT_KILL_MID_UPDATE";
-
-/// The crash tests' fault hook for the raw tier: `<series id>:<n>`; the writer owning that
-/// series stores `n` of its raw points, then kills its process (SIGKILL) after storing the
-/// next one's time and value, before publishing it. Read once per writer thread.
-pub(crate) const FAULT_KILL_MID_RAW_APPEND: &str = "TIERDB_FAULT_KILL_MID_RAW_APPEND";
 
 /// An idle writer lets go of files that left the window after this long, so dropped files
 /// are unmapped and their disk space freed even when no batch arrives.
@@ -301,14 +292,15 @@ struct Writer {
     /// The storage's retirement count when this writer last dropped retired (compacted)
     /// files from its cache.
     retirements_seen: u64,
-    /// The series whose first update kills the process ([`FAULT_KILL_MID_UPDATE`]).
+    /// The series whose first update kills the process ([`Hook::KillMidUpdate`], read once
+    /// per writer thread; the hot loop never looks at it).
     fault: Option<u32>,
     /// The raw tier's state of this writer's series, indexed by [`index_in_writer`].
     raw_tails: Vec<Option<RawTail>>,
     /// Writer threads: this writer owns the ids [`writer_of`] gives its index.
     writers: usize,
     /// The series whose raw append kills the process, and how many of its points to store
-    /// first ([`FAULT_KILL_MID_RAW_APPEND`]).
+    /// first ([`Hook::KillMidRawAppend`]).
     raw_fault: Option<(u32, u64)>,
     /// The raw tier's window start at the last sweep of `raw_tails` ([`Writer::evict_expired_raw`]).
     raw_window_seen: Timestamp,
@@ -353,13 +345,11 @@ impl Writer {
             placements: vec![None; tiers],
             slot_bits,
             retirements_seen: 0,
-            fault: std::env::var(FAULT_KILL_MID_UPDATE)
-                .ok()
-                .and_then(|v| v.parse().ok()),
+            fault: Hook::KillMidUpdate.armed().and_then(|v| v.parse().ok()),
             raw_tails: Vec::new(),
             raw_window_seen: Timestamp::MIN,
             writers,
-            raw_fault: std::env::var(FAULT_KILL_MID_RAW_APPEND).ok().and_then(|v| {
+            raw_fault: Hook::KillMidRawAppend.armed().and_then(|v| {
                 let (series, after) = v.split_once(':')?;
                 Some((series.parse().ok()?, after.parse().ok()?))
             }),

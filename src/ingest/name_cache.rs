@@ -80,6 +80,7 @@ impl<V: Copy> NameCache<V> {
     }
 
     /// A cache without a budget (an import, which holds one cache).
+    #[cfg(any(feature = "cli", test))]
     pub(crate) fn unbounded() -> NameCache<V> {
         NameCache::new(None)
     }

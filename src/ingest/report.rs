@@ -69,7 +69,9 @@ impl IngestReport {
         self.reject(line, reason, message);
     }
 
-    /// Adds `other`'s counts and first refusals (kept in line order) to this report.
+    /// Adds `other`'s counts and first refusals (kept in line order) to this report (an
+    /// import's files, read in parallel).
+    #[cfg(feature = "cli")]
     pub(crate) fn absorb(&mut self, other: IngestReport) {
         self.accepted += other.accepted;
         for (reason, n) in other.rejected {

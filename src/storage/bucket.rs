@@ -107,9 +107,7 @@ impl BucketCell {
         self.count.store(count | BUSY, Ordering::Release);
         let total = f64::from_bits(self.total.load(Ordering::Relaxed)) + value;
         self.total.store(total.to_bits(), Ordering::Relaxed);
-        let _ =
-            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
-        std::process::abort()
+        crate::fault::kill_self()
     }
 
     /// One attempt at a consistent snapshot: `None` while an update is in flight or when the

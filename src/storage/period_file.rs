@@ -495,7 +495,7 @@ impl WritableFile {
 
     /// As [`WritableFile::add`], but the process is killed (SIGKILL, as `kill -9`) halfway
     /// through the update: the crash tests' fault hook (see the writer's
-    /// `TIERDB_FAULT_KILL_MID_UPDATE`).
+    /// `crate::fault::Hook::KillMidUpdate`).
     #[cold]
     pub(crate) fn add_and_die(
         &self,

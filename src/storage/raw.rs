@@ -430,7 +430,7 @@ impl RawStore {
 
     /// The time of the series' last raw point; `None` when it has none. What a cluster
     /// partition's undo record keeps of the raw tier ([`RawStore::truncate_after`]).
-    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     pub(crate) fn last_time(&self, series: u32) -> Option<Timestamp> {
         let tail = self.tail(series)?;
         let seg = tail.segment();

@@ -189,10 +189,10 @@ pub(crate) fn with_raw_tier(dir: &Path) -> PathBuf {
 /// it applies each group (the fault hook): its partitions stay behind the log meanwhile,
 /// while it answers reads.
 pub(crate) fn node_pausing_each_group(pause_ms: &str) -> Setup {
-    use tierdb::testing::cluster::node::FAULT_APPLY_PAUSE_MS;
+    use tierdb::testing::fault::APPLY_PAUSE_MS;
 
     let mut setup = Setup::stopped(1, 1);
-    setup.cluster[0].env = vec![(FAULT_APPLY_PAUSE_MS, pause_ms.into())];
+    setup.cluster[0].env = vec![(APPLY_PAUSE_MS, pause_ms.into())];
     setup.cluster[0].start(&setup.urls);
     wait_served(&setup.cluster);
     setup
@@ -1478,10 +1478,10 @@ fn a_node_stops_at_once_while_a_group_waits_and_loses_nothing() {
 /// needs: only the old wait reaches it).
 #[test]
 fn a_strong_read_leaves_a_stalled_replica_for_one_that_has_the_write() {
-    use tierdb::testing::cluster::node::FAULT_APPLY_PAUSE_MS;
+    use tierdb::testing::fault::APPLY_PAUSE_MS;
 
     let mut setup = Setup::stopped(1, 2);
-    setup.cluster[0].env = vec![(FAULT_APPLY_PAUSE_MS, "60000".into())];
+    setup.cluster[0].env = vec![(APPLY_PAUSE_MS, "60000".into())];
     for node in &mut setup.cluster {
         node.start(&setup.urls);
     }

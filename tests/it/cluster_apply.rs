@@ -16,8 +16,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use tierdb::testing::cluster::apply::{Checkpoints, PartitionStore, FAULT_KILL_MID_APPLY};
+use tierdb::testing::cluster::apply::{Checkpoints, PartitionStore};
 use tierdb::testing::cluster::{KeyIndex, SampleBatch};
+use tierdb::testing::fault::{KILL_MID_APPLY, KILL_MID_UPDATE};
 use tierdb::time::{window_start, Span};
 use tierdb::{Engine, ManualClock, SeriesId, SeriesKind};
 use tierdb::{RawTierSpec, TiersConfig};
@@ -130,8 +131,8 @@ fn run_child(dir: &Path, env: &[(&str, String)]) -> std::process::Child {
     command
         .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_DIR, dir)
-        .env_remove(FAULT_KILL_MID_APPLY)
-        .env_remove("TIERDB_FAULT_KILL_MID_UPDATE")
+        .env_remove(KILL_MID_APPLY)
+        .env_remove(KILL_MID_UPDATE)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -264,7 +265,7 @@ fn a_partition_killed_at_any_step_applies_every_message_exactly_once() {
         }
     };
 
-    let mid_apply = |step: &str| vec![(FAULT_KILL_MID_APPLY, step.to_string())];
+    let mid_apply = |step: &str| vec![(KILL_MID_APPLY, step.to_string())];
     let mut runs: Vec<(String, Vec<(&str, String)>)> = Vec::new();
     for step in [
         "undo-written:2",
@@ -279,7 +280,7 @@ fn a_partition_killed_at_any_step_applies_every_message_exactly_once() {
     runs.push(("mid-restore".into(), mid_apply("mid-restore")));
     runs.push((
         "mid-update".into(),
-        vec![("TIERDB_FAULT_KILL_MID_UPDATE", "5".to_string())],
+        vec![(KILL_MID_UPDATE, "5".to_string())],
     ));
     runs.push(("applied:1".into(), mid_apply("applied:1")));
 

@@ -64,7 +64,7 @@ fn kill_a_writer_mid_update(dir: &Path, total: f64) {
         TEST,
         &[
             (CHILD_DIR, dir.as_os_str()),
-            ("TIERDB_FAULT_KILL_MID_UPDATE", victim.as_ref()),
+            (tierdb::testing::fault::KILL_MID_UPDATE, victim.as_ref()),
         ],
     );
     assert_eq!(

@@ -12,7 +12,8 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tierdb::testing::delete::{DELETE_INTENT, FAULT_KILL_MID_DELETE};
+use tierdb::testing::delete::DELETE_INTENT;
+use tierdb::testing::fault::KILL_MID_DELETE;
 use tierdb::{
     Bucket, ManualClock, RawTierSpec, RejectReason, Sample, Selector, SeriesId, Span, TiersConfig,
     Timestamp,
@@ -249,7 +250,7 @@ fn crash_at(
         test,
         &[
             (CHILD_DIR, dir.path().as_os_str()),
-            (FAULT_KILL_MID_DELETE, stage.as_ref()),
+            (KILL_MID_DELETE, stage.as_ref()),
         ],
     );
     assert!(

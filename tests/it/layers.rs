@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 /// The layers, lowest first: a module may import modules of lower layers only.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("errors", &["error"]),
+    ("errors and the crash tests' hooks", &["error", "fault"]),
     ("time", &["time"]),
     ("clock and bucket value", &["clock", "bucket"]),
     ("configuration", &["config"]),
@@ -251,4 +251,36 @@ fn an_upward_import_is_found_with_its_line() {
         Some("engine")
     );
     assert!(layer_of("engine") > layer_of("storage"));
+}
+
+/// The features say what they bring: the HTTP server alone (`--no-default-features
+/// --features server`) depends on no NATS client, which only `cluster` brings.
+#[test]
+fn the_server_feature_brings_no_nats_client() {
+    let dependencies = |features: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO"))
+            .args(["tree", "--offline", "--edges", "normal", "--prefix", "none"])
+            .args(features)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let has_nats = |tree: &str| tree.lines().any(|line| line.starts_with("async-nats "));
+    let server = dependencies(&["--no-default-features", "--features", "server"]);
+    assert!(
+        server.lines().any(|line| line.starts_with("axum ")),
+        "{server}"
+    );
+    assert!(
+        !has_nats(&server),
+        "the server feature brings async-nats:\n{server}"
+    );
+    let cluster = dependencies(&["--no-default-features", "--features", "cluster"]);
+    assert!(has_nats(&cluster), "{cluster}");
 }

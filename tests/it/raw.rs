@@ -326,7 +326,7 @@ fn a_writer_killed_mid_append_leaves_no_torn_point() {
         CRASH_TEST,
         &[
             (CHILD_DIR, dir.as_os_str()),
-            ("TIERDB_FAULT_KILL_MID_RAW_APPEND", fault.as_ref()),
+            (tierdb::testing::fault::KILL_MID_RAW_APPEND, fault.as_ref()),
         ],
     );
     // The torn point's time is on disk, unpublished.

@@ -8,8 +8,11 @@ use clap::Args;
 
 use std::sync::Arc;
 
+#[cfg(feature = "cluster")]
 use crate::cluster::nats_connect::NatsAuth;
-use crate::error::{Error, Result};
+#[cfg(feature = "cluster")]
+use crate::error::Error;
+use crate::error::Result;
 use crate::server::allowlist::{Allowlist, Allowlists};
 use crate::server::auth::{Credentials, Role};
 use crate::server::tls::{ServerTls, TlsFiles};
@@ -155,6 +158,7 @@ impl SecurityArgs {
     /// # Errors
     /// [`Error::Security`] when the node serves HTTPS without --peer-ca, or naming the file
     /// at fault.
+    #[cfg(feature = "cluster")]
     pub(crate) fn peer_tls(&self) -> Result<crate::cluster::peer::PeerTls> {
         let Some(ca) = &self.peer_ca else {
             if self.tls_cert.is_some() {
@@ -177,7 +181,7 @@ impl SecurityArgs {
     /// The listeners' allowlists.
     ///
     /// # Errors
-    /// [`Error::Security`] naming the flag and the entry that is not a network.
+    /// [`crate::error::Error::Security`] naming the flag and the entry that is not a network.
     pub fn allowlists(&self) -> Result<Allowlists> {
         let list = |flag: &str, entries: &[String]| {
             (!entries.is_empty())
@@ -203,6 +207,7 @@ impl SecurityArgs {
 
 /// What the NATS servers of a cluster require: credentials and TLS. Secrets come from files
 /// or the environment, never from the command line.
+#[cfg(feature = "cluster")]
 #[derive(Args, Debug, Clone, Default)]
 pub struct NatsArgs {
     /// NATS user name; its password from --nats-password-file or TIERDB_NATS_PASSWORD.
@@ -246,6 +251,7 @@ pub struct NatsArgs {
 }
 
 /// A secret from `file` (its content, trimmed) or else the variable `variable`.
+#[cfg(feature = "cluster")]
 fn secret(file: &Option<PathBuf>, flag: &str, variable: &str) -> Result<Option<String>> {
     if let Some(path) = file {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
@@ -264,6 +270,7 @@ fn secret(file: &Option<PathBuf>, flag: &str, variable: &str) -> Result<Option<S
         .filter(|v| !v.is_empty()))
 }
 
+#[cfg(feature = "cluster")]
 impl NatsArgs {
     /// The credentials and TLS these flags give.
     ///

@@ -302,9 +302,7 @@ impl Segment<'_> {
     pub(crate) fn append_and_die(&self, at: usize, ts: Timestamp, value: f64) -> ! {
         self.0[TIMES + at].store(ts as u64, Ordering::Relaxed);
         self.0[VALUES + at].store(value.to_bits(), Ordering::Relaxed);
-        let _ =
-            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
-        std::process::abort()
+        crate::fault::kill_self()
     }
 
     /// Gives up a segment whose owner the registry no longer knows (a registration lost in
