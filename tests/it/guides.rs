@@ -1,7 +1,8 @@
 //! The guides in docs/ run as written (#31 item 11): the systemd unit passes
 //! `systemd-analyze verify` and its `ExecStart` serves and stops cleanly; the storage-schemas
 //! example's command prints the tiers.toml the guide shows; a stopped server's directory
-//! copied with `cp -a` serves every sample from the copy.
+//! copied with `cp -a` serves every sample from the copy; and the README's first screen runs as
+//! written (#56 item 13).
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -214,4 +215,140 @@ fn a_stopped_servers_directory_copied_with_cp_serves_every_sample_from_the_copy(
     assert!(restored.terminate(STOP_TIMEOUT).success());
     let listed = run_tierdb(&["series"], &copy);
     assert_eq!(String::from_utf8_lossy(&listed.stdout).lines().count(), 20);
+}
+
+/// The words of a shell command line as the README writes them: a trailing `# comment`
+/// dropped, words split at spaces, single quotes kept together (the README quotes series
+/// with braces that way, and uses no other shell syntax on its first screen).
+fn shell_words(line: &str) -> Vec<String> {
+    let (mut words, mut word, mut quoted, mut in_word) = (Vec::new(), String::new(), false, false);
+    for c in line.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                in_word = true;
+            }
+            '#' if !quoted && !in_word => break,
+            c if c.is_whitespace() && !quoted => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                }
+                in_word = false;
+            }
+            c => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    assert!(!quoted, "an unclosed quote in {line:?}");
+    if in_word {
+        words.push(word);
+    }
+    words
+}
+
+/// `text` with every number (timestamps and values) as `N` and runs of spaces as one: the
+/// shape of a table whose times and values change from run to run.
+fn shape(text: &str) -> Vec<String> {
+    // A run of the characters of numbers and RFC 3339 times that holds a digit is a number.
+    let numeric = |c: char| c.is_ascii_digit() || "-:.TZ".contains(c);
+    let mut lines = Vec::new();
+    for line in text.lines() {
+        let (mut out, mut run) = (String::new(), String::new());
+        for c in line.chars().chain(std::iter::once('\n')) {
+            if numeric(c) {
+                run.push(c);
+                continue;
+            }
+            if run.chars().any(|c| c.is_ascii_digit()) {
+                out.push('N');
+            } else {
+                out.push_str(&run);
+            }
+            run.clear();
+            out.push(c);
+        }
+        let words: Vec<&str> = out.split_whitespace().collect();
+        if !words.is_empty() {
+            lines.push(words.join(" "));
+        }
+    }
+    lines
+}
+
+/// #56 item 13: the README's first screen, run as written. The demo command (after
+/// `cargo run --release --`) runs in a fresh directory, so its `demo-data` is the test's;
+/// the only change is ports picked by the system, since the README's defaults (8080, 2003)
+/// may be taken on a shared machine. While it runs, each command of the next block runs
+/// with `./target/release/tierdb` as this build's binary: each must succeed without a
+/// word on stderr, and the first must print a table of the shape the README shows.
+#[test]
+fn the_readmes_first_screen_runs_as_written() {
+    let readme = doc("README.md");
+    let commands = block_after(&readme, "first screen: the two commands");
+    let lines: Vec<&str> = commands.lines().collect();
+    assert_eq!(lines.len(), 2, "the two commands: {commands}");
+
+    // The test command: a script that CI runs too.
+    let test_command = shell_words(lines[1]);
+    assert_eq!(test_command, ["scripts/test.sh"], "{commands}");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(&test_command[0]);
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&script).unwrap().permissions());
+    assert!(mode & 0o111 != 0, "{} is not executable", script.display());
+    assert!(
+        doc(".ci/run")
+            .lines()
+            .any(|line| line.trim() == test_command[0]),
+        ".ci/run does not run the README's test command"
+    );
+
+    // The demo, as written.
+    let demo = shell_words(lines[0]);
+    let args = demo
+        .strip_prefix(&["cargo", "run", "--release", "--"].map(String::from)[..])
+        .unwrap_or_else(|| panic!("not `cargo run --release -- ...`: {demo:?}"));
+    assert_eq!(args[0], "demo", "{demo:?}");
+    let work = tempfile::tempdir().unwrap();
+    let log = work.path().join("demo.log");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tierdb"));
+    command
+        .args(args)
+        .args(["--http", "127.0.0.1:0", "--graphite", "127.0.0.1:0"])
+        .current_dir(work.path())
+        .env_remove("TIERDB_DATA_DIR")
+        .env_remove("TIERDB_TIERS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut server = Proc::spawn("the README's demo", &mut command, vec![log], false);
+    server.wait_ready();
+    assert!(work.path().join("demo-data").is_dir(), "no demo-data/");
+
+    // The commands asked of it.
+    let asked = block_after(&readme, "first screen: ask the demo");
+    let mut outputs = Vec::new();
+    for line in asked.lines().filter(|line| !line.trim().is_empty()) {
+        let words = shell_words(line);
+        assert_eq!(words[0], "./target/release/tierdb", "{line}");
+        let out = Command::new(env!("CARGO_BIN_EXE_tierdb"))
+            .args(&words[1..])
+            .current_dir(work.path())
+            .env_remove("TIERDB_DATA_DIR")
+            .env_remove("TIERDB_TIERS")
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        assert!(out.status.success(), "{line}: {stderr}");
+        assert!(stderr.is_empty(), "{line} said on stderr: {stderr}");
+        outputs.push(stdout);
+    }
+    assert_eq!(outputs.len(), 3, "{asked}");
+    let sample = block_after(&readme, "first screen: sample output");
+    assert_eq!(shape(&outputs[0]), shape(&sample), "{}", outputs[0]);
+    assert!(server.terminate(STOP_TIMEOUT).success());
 }
