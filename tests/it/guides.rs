@@ -352,3 +352,36 @@ fn the_readmes_first_screen_runs_as_written() {
     assert_eq!(shape(&outputs[0]), shape(&sample), "{}", outputs[0]);
     assert!(server.terminate(STOP_TIMEOUT).success());
 }
+
+/// #56 item 13: the README's command-line list names every subcommand `tierdb --help` lists
+/// (it once left out `delete`, `tiers`, `lookup` and `cluster`).
+#[test]
+fn the_readmes_command_line_lists_every_subcommand() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tierdb"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout).into_owned();
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|line| line.trim() != "Commands:")
+        .skip(1)
+        .take_while(|line| !line.trim().is_empty())
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .collect();
+    assert!(commands.len() >= 12, "{help}");
+    let listed = block_after(&doc("README.md"), "command line");
+    let named: Vec<String> = listed
+        .lines()
+        .filter_map(|line| shell_words(line).get(1).cloned())
+        .collect();
+    let missing: Vec<&&str> = commands
+        .iter()
+        .filter(|name| !named.iter().any(|n| n == *name))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the README's command line omits {missing:?}"
+    );
+}
