@@ -2,7 +2,7 @@
 //! `systemd-analyze verify` and its `ExecStart` serves and stops cleanly; the storage-schemas
 //! example's command prints the tiers.toml the guide shows; a stopped server's directory
 //! copied with `cp -a` serves every sample from the copy; and the README's first screen runs as
-//! written (#56 item 13).
+//! written, and its first hour's serve, send and read back (#56 item 13).
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -384,4 +384,83 @@ fn the_readmes_command_line_lists_every_subcommand() {
         missing.is_empty(),
         "the README's command line omits {missing:?}"
     );
+}
+
+/// The README's first hour, steps 1 and 2, as written but for the places a test must move:
+/// the data directory (`/var/lib/tierdb`) is the test's and the ports are the system's
+/// pick. Each command runs in bash with this build's `tierdb` first on the PATH; the sample
+/// sent over Graphite and the one over Influx are read back by the next two commands
+/// (asked again for a while, since a Graphite line lands after its connection is read).
+#[test]
+fn the_readmes_first_hour_sends_and_reads_back_as_written() {
+    let readme = doc("README.md");
+    let work = tempfile::tempdir().unwrap();
+    let data = work.path().join("data");
+    let data = data.to_str().unwrap();
+    let serve = shell_words(block_after(&readme, "first hour: serve").trim());
+    assert_eq!(serve[..2], ["tierdb", "serve"], "{serve:?}");
+    let log = work.path().join("serve.log");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tierdb"));
+    command
+        .args(
+            serve[1..]
+                .iter()
+                .map(|w| w.replace("/var/lib/tierdb", data)),
+        )
+        .args(["--http", "127.0.0.1:0", "--graphite", "127.0.0.1:0"])
+        .env_remove("TIERDB_DATA_DIR")
+        .env_remove("TIERDB_TIERS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut server = Proc::spawn("the README's serve", &mut command, vec![log], false);
+    let addrs = server.wait_ready();
+
+    let bin = Path::new(env!("CARGO_BIN_EXE_tierdb")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let steps = block_after(&readme, "first hour: send and read");
+    let lines: Vec<&str> = steps.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 4, "{steps}");
+    // What each command's output must hold: nothing for the two writes, then each sample.
+    let expect = ["", "", "[[", "12.5"];
+    for (line, expect) in lines.iter().zip(expect) {
+        let line = line
+            .replace("127.0.0.1:8080", &addrs.http.to_string())
+            .replace(
+                "/dev/tcp/127.0.0.1/2003",
+                &format!("/dev/tcp/127.0.0.1/{}", addrs.graphite_tcp.port()),
+            )
+            .replace("/var/lib/tierdb", data);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = Command::new("bash")
+                .args(["-c", &line])
+                .env("PATH", &path)
+                .env_remove("TIERDB_DATA_DIR")
+                .env_remove("TIERDB_TIERS")
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            let landed = match expect {
+                "[[" => stdout.contains(",42.0]") || stdout.contains(",42]"),
+                "" => true,
+                value => stdout.contains(value),
+            };
+            if out.status.success() && landed {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{line}: {}\n{stdout}\n{stderr}",
+                out.status
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    assert!(server.terminate(STOP_TIMEOUT).success());
 }
