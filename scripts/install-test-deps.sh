@@ -33,8 +33,9 @@
 # none), plus `fonts-liberation` (Arial/Helvetica/Times metrics) and `fonts-dejavu-core`, so
 # the screenshot the test takes shows readable text rather than missing glyphs.
 #
-# Idempotent, and safe to run several times at once (the collectd and dashboard tests each
-# run it when their program is missing, and `cargo test` runs them in parallel): runs hold an
+# Run by scripts/test.sh (the test command) before `cargo test`; the tests themselves never
+# run it. Idempotent, and safe to run several times at once (two test commands started
+# together): runs hold an
 # exclusive lock (flock on $TIERDB_DEPS_LOCK, default /tmp/tierdb-install-test-deps.lock)
 # from the check of what is missing to the end of the install, so a second run waits, then
 # finds everything installed; apt itself also waits up to 10 minutes for the dpkg lock that

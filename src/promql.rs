@@ -8,7 +8,7 @@
 //! own; [`StoredSource`] is the one over an engine's [`crate::read::reader::Reader`].
 //!
 //! The rules that make PromQL exact over rollups, and the places where it cannot be, are
-//! stated once in the README's "PromQL" section; each function's doc says which applies.
+//! stated once in docs/promql.md; each function's doc says which applies.
 
 mod aggregation;
 mod binary;

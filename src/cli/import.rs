@@ -79,11 +79,10 @@ fn archive_format(format: Format) -> Option<super::import_archives::ArchiveForma
 ///
 /// The format is detected from the first line unless --format says (whisper for a directory
 /// or a .wsp file, rrd for a .rrd file). Whisper and RRD archives are set into the tiers they
-/// fill, so importing the same files twice changes nothing; see the README's "Moving from
-/// Graphite" and "Moving from RRDtool". Shows progress on a terminal and a summary at the
-/// end, with the first refused lines; fails when no sample landed. Needs the data directory
-/// to itself: while a server holds it, send the file to the server (the refusal names its
-/// addresses).
+/// fill, so importing the same files twice changes nothing; see docs/migration.md. Shows
+/// progress on a terminal and a summary at the end, with the first refused lines; fails
+/// when no sample landed. Needs the data directory to itself: while a server holds it, send
+/// the file to the server (the refusal names its addresses).
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Examples:\n  tierdb import metrics.txt\n  zcat history.lp.gz | tierdb import - --format influx --precision s\n  tierdb import --format whisper /var/lib/graphite/whisper\n  tierdb import --format rrd /var/lib/collectd/rrd/host/load/load.rrd"

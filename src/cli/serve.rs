@@ -25,8 +25,16 @@ use crate::server::statsd::StatsdListener;
 use crate::server::{Limits, Listeners, State};
 use crate::time::Span;
 
-/// Runs the server: Graphite plaintext on TCP and UDP, the HTTP API (Influx line
-/// protocol and JSON writes, queries, /metrics) and the dashboard at /.
+/// Runs the server: takes Graphite plaintext, StatsD, InfluxDB line protocol, JSON and
+/// Prometheus remote write; answers queries, Graphite's render API, PromQL and the dashboard.
+///
+/// Writes: Graphite plaintext on TCP and UDP (--graphite), StatsD on UDP (--statsd, off
+/// unless given), and over HTTP (--http) InfluxDB line protocol (/write, /api/v2/write), JSON
+/// (/api/v1/write) and Prometheus remote write (/api/v1/prom/write). Reads over HTTP: the
+/// query and aggregate API (/api/v1/...), Graphite's /render, /metrics/find and tag API for
+/// Grafana, the Prometheus HTTP API with PromQL under /prometheus, /metrics, and the
+/// dashboard at /. With --cluster, a node of a cluster on NATS JetStream. To bring whisper or
+/// RRD files along, see `tierdb import --format whisper|rrd`.
 ///
 /// Prints each address it listens on, then `tierdb: ready`. SIGTERM or Ctrl-C stops it
 /// gracefully: no new connections, what was received is written, files are flushed.

@@ -229,8 +229,8 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, call: &Call, grid: &Grid) -> Result<V
             Ok(Value::Vector(histogram_quantile(&phi, series, grid.len())))
         }
         other => Err(QueryError::bad_data(format!(
-            "function {other:?} is not supported by tierdb's PromQL (see the README's PromQL \
-             section for the functions it evaluates)"
+            "function {other:?} is not supported by tierdb's PromQL (docs/promql.md lists the \
+             functions it evaluates)"
         ))),
     }
 }

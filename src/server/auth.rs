@@ -290,13 +290,22 @@ impl IntoResponse for Denied {
                 StatusCode::UNAUTHORIZED,
                 format!("the token sent is not one this server knows; this endpoint needs {token}"),
             ),
-            Refusal::WrongRole => (
-                StatusCode::FORBIDDEN,
-                format!(
-                    "the token sent does not grant {role}: this endpoint needs {token} (or the \
-                     admin token)"
-                ),
-            ),
+            Refusal::WrongRole => {
+                // An admin token grants every role, so it is the other way in, unless the
+                // endpoint needs admin itself.
+                let or_admin = if self.needed == Role::Admin {
+                    ""
+                } else {
+                    " or an admin token"
+                };
+                (
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "the token sent does not grant {role}: this endpoint needs \
+                         {token}{or_admin}"
+                    ),
+                )
+            }
         };
         let mut response = (status, Json(serde_json::json!({ "error": message }))).into_response();
         if status == StatusCode::UNAUTHORIZED {

@@ -2,12 +2,10 @@
 //! load samples over Graphite plaintext TCP to `tierdb serve` on 127.0.0.1, and the samples
 //! are read back through the HTTP API.
 //!
-//! Needs `/usr/sbin/collectd` with the cpu, memory, load and write_graphite plugins. When it
-//! is missing, the test runs `scripts/install-test-deps.sh` (Debian's `collectd-core`; needs
-//! root or sudo), so plain `cargo test` works on a fresh machine; CI's `.ci/run` runs the
-//! script before `cargo test` as well. If collectd still cannot be had, the test fails, so
-//! CI cannot pass without running it; set `TIERDB_SKIP_E2E=1` to skip it on a machine that
-//! cannot install collectd (CI never sets it).
+//! Needs `/usr/sbin/collectd` with the cpu, memory, load and write_graphite plugins (Debian's
+//! `collectd-core`, which `scripts/test.sh` installs). When it is missing the test fails,
+//! naming the install script, so CI cannot pass without running it; set `TIERDB_SKIP_E2E=1`
+//! to skip it on a machine that cannot install collectd (CI never sets it).
 //!
 //! With the configuration below, collectd 5.12 sends lines such as (each ending in `\r\n`)
 //! ```text

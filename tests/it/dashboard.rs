@@ -15,12 +15,10 @@
 //! A screenshot of the first page is saved as `target/e2e/dashboard.png`; with
 //! `TIERDB_UPDATE_SCREENSHOT=1` also as `docs/dashboard.png`, the README's picture.
 //!
-//! Needs `/usr/bin/chromium` and `/usr/bin/chromedriver`. When either is missing, the test runs
-//! `scripts/install-test-deps.sh` (Debian's `chromium` and `chromium-driver`; needs root or
-//! sudo), so plain `cargo test` works on a fresh machine; CI's `.ci/run` runs the script
-//! before `cargo test` as well. If they still cannot be had, the test fails, so CI cannot pass
-//! without running it; set `TIERDB_SKIP_E2E=1` to skip it on a machine that cannot install
-//! them (CI never sets it).
+//! Needs `/usr/bin/chromium` and `/usr/bin/chromedriver` (Debian's `chromium` and
+//! `chromium-driver`, which `scripts/test.sh` installs). When either is missing the test
+//! fails, naming the install script, so CI cannot pass without running it; set
+//! `TIERDB_SKIP_E2E=1` to skip it on a machine that cannot install them (CI never sets it).
 //!
 //! The page's DOM contract is documented at the top of src/server/dashboard/app.js: among
 //! others `#resolution`, `#range`, `#display`, `#series-search`, `#series-list >
@@ -44,7 +42,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::support::process::{tierdb_command, Proc};
+use crate::support::process::{ensure_programs, tierdb_command, Proc};
 use crate::support::{file, unix_now};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -252,28 +250,11 @@ impl Snapshot {
 
 #[test]
 fn dashboard_in_headless_chromium() {
-    let skip = std::env::var("TIERDB_SKIP_E2E").as_deref() == Ok("1");
-    let present = || Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists();
-    if !present() && !skip {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-test-deps.sh");
-        let status = Command::new("bash").arg(&script).status();
-        eprintln!(
-            "chromium or chromedriver was missing; ran {}: {status:?}",
-            script.display()
-        );
-    }
-    if !present() {
-        if skip {
-            eprintln!(
-                "dashboard e2e test skipped: TIERDB_SKIP_E2E=1 and {CHROMIUM} or {CHROMEDRIVER} is missing"
-            );
-            return;
-        }
-        panic!(
-            "{CHROMIUM} or {CHROMEDRIVER} not found: run `bash scripts/install-test-deps.sh` to \
-             install Debian's chromium and chromium-driver (or set TIERDB_SKIP_E2E=1 to skip this \
-             end-to-end test)"
-        );
+    if !ensure_programs(
+        &[Path::new(CHROMIUM), Path::new(CHROMEDRIVER)],
+        "Debian's chromium and chromium-driver",
+    ) {
+        return;
     }
     let started = Instant::now();
     let tmp = tempfile::tempdir().expect("temp dir");

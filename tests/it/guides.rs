@@ -1,7 +1,8 @@
 //! The guides in docs/ run as written (#31 item 11): the systemd unit passes
 //! `systemd-analyze verify` and its `ExecStart` serves and stops cleanly; the storage-schemas
 //! example's command prints the tiers.toml the guide shows; a stopped server's directory
-//! copied with `cp -a` serves every sample from the copy.
+//! copied with `cp -a` serves every sample from the copy; and the README's first screen runs as
+//! written, and its first hour's serve, send and read back (#56 item 13).
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -214,4 +215,252 @@ fn a_stopped_servers_directory_copied_with_cp_serves_every_sample_from_the_copy(
     assert!(restored.terminate(STOP_TIMEOUT).success());
     let listed = run_tierdb(&["series"], &copy);
     assert_eq!(String::from_utf8_lossy(&listed.stdout).lines().count(), 20);
+}
+
+/// The words of a shell command line as the README writes them: a trailing `# comment`
+/// dropped, words split at spaces, single quotes kept together (the README quotes series
+/// with braces that way, and uses no other shell syntax on its first screen).
+fn shell_words(line: &str) -> Vec<String> {
+    let (mut words, mut word, mut quoted, mut in_word) = (Vec::new(), String::new(), false, false);
+    for c in line.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                in_word = true;
+            }
+            '#' if !quoted && !in_word => break,
+            c if c.is_whitespace() && !quoted => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                }
+                in_word = false;
+            }
+            c => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    assert!(!quoted, "an unclosed quote in {line:?}");
+    if in_word {
+        words.push(word);
+    }
+    words
+}
+
+/// `text` with every number (timestamps and values) as `N` and runs of spaces as one: the
+/// shape of a table whose times and values change from run to run.
+fn shape(text: &str) -> Vec<String> {
+    // A run of the characters of numbers and RFC 3339 times that holds a digit is a number.
+    let numeric = |c: char| c.is_ascii_digit() || "-:.TZ".contains(c);
+    let mut lines = Vec::new();
+    for line in text.lines() {
+        let (mut out, mut run) = (String::new(), String::new());
+        for c in line.chars().chain(std::iter::once('\n')) {
+            if numeric(c) {
+                run.push(c);
+                continue;
+            }
+            if run.chars().any(|c| c.is_ascii_digit()) {
+                out.push('N');
+            } else {
+                out.push_str(&run);
+            }
+            run.clear();
+            out.push(c);
+        }
+        let words: Vec<&str> = out.split_whitespace().collect();
+        if !words.is_empty() {
+            lines.push(words.join(" "));
+        }
+    }
+    lines
+}
+
+/// #56 item 13: the README's first screen, run as written. The demo command (after
+/// `cargo run --release --`) runs in a fresh directory, so its `demo-data` is the test's;
+/// the only change is ports picked by the system, since the README's defaults (8080, 2003)
+/// may be taken on a shared machine. While it runs, each command of the next block runs
+/// with `./target/release/tierdb` as this build's binary: each must succeed without a
+/// word on stderr, and the first must print a table of the shape the README shows.
+#[test]
+fn the_readmes_first_screen_runs_as_written() {
+    let readme = doc("README.md");
+    let commands = block_after(&readme, "first screen: the two commands");
+    let lines: Vec<&str> = commands.lines().collect();
+    assert_eq!(lines.len(), 2, "the two commands: {commands}");
+
+    // The test command: a script that CI runs too.
+    let test_command = shell_words(lines[1]);
+    assert_eq!(test_command, ["scripts/test.sh"], "{commands}");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(&test_command[0]);
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&script).unwrap().permissions());
+    assert!(mode & 0o111 != 0, "{} is not executable", script.display());
+    assert!(
+        doc(".ci/run")
+            .lines()
+            .any(|line| line.trim() == test_command[0]),
+        ".ci/run does not run the README's test command"
+    );
+
+    // The demo, as written.
+    let demo = shell_words(lines[0]);
+    let args = demo
+        .strip_prefix(&["cargo", "run", "--release", "--"].map(String::from)[..])
+        .unwrap_or_else(|| panic!("not `cargo run --release -- ...`: {demo:?}"));
+    assert_eq!(args[0], "demo", "{demo:?}");
+    let work = tempfile::tempdir().unwrap();
+    let log = work.path().join("demo.log");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tierdb"));
+    command
+        .args(args)
+        .args(["--http", "127.0.0.1:0", "--graphite", "127.0.0.1:0"])
+        .current_dir(work.path())
+        .env_remove("TIERDB_DATA_DIR")
+        .env_remove("TIERDB_TIERS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut server = Proc::spawn("the README's demo", &mut command, vec![log], false);
+    server.wait_ready();
+    assert!(work.path().join("demo-data").is_dir(), "no demo-data/");
+
+    // The commands asked of it.
+    let asked = block_after(&readme, "first screen: ask the demo");
+    let mut outputs = Vec::new();
+    for line in asked.lines().filter(|line| !line.trim().is_empty()) {
+        let words = shell_words(line);
+        assert_eq!(words[0], "./target/release/tierdb", "{line}");
+        let out = Command::new(env!("CARGO_BIN_EXE_tierdb"))
+            .args(&words[1..])
+            .current_dir(work.path())
+            .env_remove("TIERDB_DATA_DIR")
+            .env_remove("TIERDB_TIERS")
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        assert!(out.status.success(), "{line}: {stderr}");
+        assert!(stderr.is_empty(), "{line} said on stderr: {stderr}");
+        outputs.push(stdout);
+    }
+    assert_eq!(outputs.len(), 3, "{asked}");
+    let sample = block_after(&readme, "first screen: sample output");
+    assert_eq!(shape(&outputs[0]), shape(&sample), "{}", outputs[0]);
+    assert!(server.terminate(STOP_TIMEOUT).success());
+}
+
+/// #56 item 13: the README's command-line list names every subcommand `tierdb --help` lists
+/// (it once left out `delete`, `tiers`, `lookup` and `cluster`).
+#[test]
+fn the_readmes_command_line_lists_every_subcommand() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tierdb"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout).into_owned();
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|line| line.trim() != "Commands:")
+        .skip(1)
+        .take_while(|line| !line.trim().is_empty())
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .collect();
+    assert!(commands.len() >= 12, "{help}");
+    let listed = block_after(&doc("README.md"), "command line");
+    let named: Vec<String> = listed
+        .lines()
+        .filter_map(|line| shell_words(line).get(1).cloned())
+        .collect();
+    let missing: Vec<&&str> = commands
+        .iter()
+        .filter(|name| !named.iter().any(|n| n == *name))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the README's command line omits {missing:?}"
+    );
+}
+
+/// The README's first hour, steps 1 and 2, as written but for the places a test must move:
+/// the data directory (`/var/lib/tierdb`) is the test's and the ports are the system's
+/// pick. Each command runs in bash with this build's `tierdb` first on the PATH; the sample
+/// sent over Graphite and the one over Influx are read back by the next two commands
+/// (asked again for a while, since a Graphite line lands after its connection is read).
+#[test]
+fn the_readmes_first_hour_sends_and_reads_back_as_written() {
+    let readme = doc("README.md");
+    let work = tempfile::tempdir().unwrap();
+    let data = work.path().join("data");
+    let data = data.to_str().unwrap();
+    let serve = shell_words(block_after(&readme, "first hour: serve").trim());
+    assert_eq!(serve[..2], ["tierdb", "serve"], "{serve:?}");
+    let log = work.path().join("serve.log");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tierdb"));
+    command
+        .args(
+            serve[1..]
+                .iter()
+                .map(|w| w.replace("/var/lib/tierdb", data)),
+        )
+        .args(["--http", "127.0.0.1:0", "--graphite", "127.0.0.1:0"])
+        .env_remove("TIERDB_DATA_DIR")
+        .env_remove("TIERDB_TIERS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut server = Proc::spawn("the README's serve", &mut command, vec![log], false);
+    let addrs = server.wait_ready();
+
+    let bin = Path::new(env!("CARGO_BIN_EXE_tierdb")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let steps = block_after(&readme, "first hour: send and read");
+    let lines: Vec<&str> = steps.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 4, "{steps}");
+    // What each command's output must hold: nothing for the two writes, then each sample.
+    let expect = ["", "", "[[", "12.5"];
+    for (line, expect) in lines.iter().zip(expect) {
+        let line = line
+            .replace("127.0.0.1:8080", &addrs.http.to_string())
+            .replace(
+                "/dev/tcp/127.0.0.1/2003",
+                &format!("/dev/tcp/127.0.0.1/{}", addrs.graphite_tcp.port()),
+            )
+            .replace("/var/lib/tierdb", data);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = Command::new("bash")
+                .args(["-c", &line])
+                .env("PATH", &path)
+                .env_remove("TIERDB_DATA_DIR")
+                .env_remove("TIERDB_TIERS")
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            let landed = match expect {
+                "[[" => stdout.contains(",42.0]") || stdout.contains(",42]"),
+                "" => true,
+                value => stdout.contains(value),
+            };
+            if out.status.success() && landed {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{line}: {}\n{stdout}\n{stderr}",
+                out.status
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    assert!(server.terminate(STOP_TIMEOUT).success());
 }

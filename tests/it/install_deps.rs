@@ -1,5 +1,5 @@
-//! `scripts/install-test-deps.sh` run twice at once, as `cargo test` does when the collectd and
-//! dashboard tests both find their programs missing on a fresh machine. The regression: the
+//! `scripts/install-test-deps.sh` run twice at once (two test commands started together on a
+//! fresh machine, or a user running it beside `scripts/test.sh`). The regression: the
 //! second `apt-get` failed on the dpkg lock ("Could not get lock
 //! /var/lib/dpkg/lock-frontend ... held by process ... (apt-get)").
 //!

@@ -17,8 +17,8 @@
 //!   rate, stored as rate x step and read back as per_sec, to 1e-12 relative, since
 //!   `(r * s) / s` may round.
 //!
-//! Needs /usr/bin/python3 with the whisper and graphite modules and /usr/bin/rrdtool; when
-//! missing, the test runs `scripts/install-test-deps.sh`.
+//! Needs /usr/bin/python3 with the whisper and graphite modules and /usr/bin/rrdtool, which
+//! `scripts/test.sh` installs; when missing, the test fails naming the install script.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

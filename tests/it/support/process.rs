@@ -30,22 +30,15 @@ pub(crate) struct Addrs {
     pub dashboard: Option<String>,
 }
 
-/// Makes sure the programs at `paths` exist for an end-to-end test of `what`: when one is
-/// missing, runs `scripts/install-test-deps.sh` (root or sudo needed). Returns false when
-/// they are still missing and `TIERDB_SKIP_E2E=1` says to skip the test; panics when they
-/// are missing otherwise, so CI cannot pass without running it.
+/// Checks that the programs at `paths` exist for an end-to-end test of `what`. `cargo test`
+/// installs nothing (the test command, `scripts/test.sh`, installs them first), so a missing
+/// one fails the test with the way to install it, unless `TIERDB_SKIP_E2E=1` says to skip
+/// the test: then this says so and returns false. CI cannot pass without running it.
 pub(crate) fn ensure_programs(paths: &[&Path], what: &str) -> bool {
-    let skip = std::env::var("TIERDB_SKIP_E2E").as_deref() == Ok("1");
-    let missing = || paths.iter().find(|path| !path.exists());
-    if missing().is_some() && !skip {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install-test-deps.sh");
-        let status = Command::new("bash").arg(&script).status();
-        eprintln!("{what} was missing; ran {}: {status:?}", script.display());
-    }
-    let Some(path) = missing() else {
+    let Some(path) = paths.iter().find(|path| !path.exists()) else {
         return true;
     };
-    if skip {
+    if std::env::var("TIERDB_SKIP_E2E").as_deref() == Ok("1") {
         eprintln!(
             "{what} e2e test skipped: TIERDB_SKIP_E2E=1 and {} is missing",
             path.display()
@@ -53,10 +46,20 @@ pub(crate) fn ensure_programs(paths: &[&Path], what: &str) -> bool {
         return false;
     }
     panic!(
-        "{} not found: run `bash scripts/install-test-deps.sh` to install {what} (or set \
-         TIERDB_SKIP_E2E=1 to skip this end-to-end test)",
-        path.display()
+        "{}, or set TIERDB_SKIP_E2E=1 to skip the collectd, Prometheus, graphite-web and \
+         Chromium tests",
+        missing_program(path, what)
     );
+}
+
+/// The failure of a test whose program is missing: what is missing and how to install it.
+pub(crate) fn missing_program(path: &Path, what: &str) -> String {
+    format!(
+        "{} not found: this end-to-end test needs {what}. Run the tests with `scripts/test.sh`, \
+         or install the test programs once with `bash scripts/install-test-deps.sh` (as root or \
+         with sudo)",
+        path.display()
+    )
 }
 
 /// The command line of `tierdb <subcommand>` (`serve` or `demo`) on `data_dir`, listening on
