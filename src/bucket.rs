@@ -1,7 +1,7 @@
 //! The bucket value: the rollup of the samples that fell into one interval, its exact
 //! merge, and its exact JSON form for the cluster's partial answers (`ExactF64`,
 //! `exact_buckets`). Storage keeps it in mapped cells
-//! ([`crate::storage::bucket::BucketCell`]); reads, aggregates and the render API fold it
+//! ([`crate::storage::mapped_cell::BucketCell`]); reads, aggregates and the render API fold it
 //! without depending on storage.
 
 /// The rollup of every sample that fell into one bucket: enough to answer avg, avg/sec, total,

@@ -17,7 +17,7 @@ pub(crate) mod delete_entry;
 pub(crate) mod edge;
 pub(crate) mod envelope;
 pub(crate) mod fanout;
-pub(crate) mod log;
+pub(crate) mod ingest_log;
 pub(crate) mod log_feed;
 pub(crate) mod nats_connect;
 pub(crate) mod nats_version;

@@ -2,7 +2,7 @@
 //! slots in the period files.
 //!
 //! Ids are handed out in order (0, 1, 2, ...) and each one is appended to `series.log`
-//! (byte layout at the top of `registry/log.rs`) before it is returned, so a process crash
+//! (byte layout at the top of `registry/series_log.rs`) before it is returned, so a process crash
 //! never loses an id that data may already use. Power loss is covered by
 //! [`Registry::sync`], which the engine's flush calls before it makes data durable.
 //!
@@ -12,8 +12,8 @@
 
 pub(crate) mod glob;
 mod key;
-mod log;
 mod selector;
+mod series_log;
 mod store;
 mod suggest;
 #[cfg(test)]
@@ -125,7 +125,7 @@ impl Registry {
 
     fn load(dir: &Path, writable: bool) -> Result<Registry> {
         let path = dir.join(Self::FILE_NAME);
-        let loaded = log::load(&path, writable)?;
+        let loaded = series_log::load(&path, writable)?;
         let keys = KeyStore::from_texts(loaded.texts, loaded.ends).map_err(|refusal| {
             let (record, reason) = match refusal {
                 // The parse says what is wrong, when something is; else only the form is.
@@ -201,7 +201,7 @@ impl Registry {
                     input: text.to_owned(),
                     reason: "the registry already holds the maximum number of series".to_owned(),
                 })?;
-        let record = log::encode_record(id, text);
+        let record = series_log::encode_record(id, text);
         if let Err(e) = (&*file).write_all(&record) {
             // A partial record would sit in front of the next one and make the log refuse
             // to open; cut it off, or stop appending if that fails too.
@@ -315,7 +315,7 @@ impl Registry {
     /// passed over): their keys are no longer found or listed, their ids are never handed out
     /// again, and a later series of the same name gets a new id. Durable when it returns: the
     /// log is rewritten whole without their texts and renamed over the old one
-    /// (`registry/log.rs`), so a crash leaves every one of them registered or none. Returns the
+    /// (`registry/series_log.rs`), so a crash leaves every one of them registered or none. Returns the
     /// ids deleted, with their keys. Lookups wait for the rewrite, which writes the whole log.
     ///
     /// # Errors
@@ -346,14 +346,14 @@ impl Registry {
                 Err(_) => text,
             }
         });
-        let failed = match log::rewrite(&self.path, texts) {
+        let failed = match series_log::rewrite(&self.path, texts) {
             Ok((file, len)) => {
                 inner.file = Some(Arc::new(file));
                 inner.log_len = len;
                 None
             }
-            Err(log::Rewrite::NotDone(e)) => return Err(e),
-            Err(log::Rewrite::Done(e)) => {
+            Err(series_log::Rewrite::NotDone(e)) => return Err(e),
+            Err(series_log::Rewrite::Done(e)) => {
                 // The new log is on disk, and appends to the old one's handle would be lost.
                 let _ = (self.poisoned).set(format!(
                     "rewriting {} for a deletion failed after its rename ({e})",

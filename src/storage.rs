@@ -17,7 +17,6 @@
 //! deleting the hot one (or back, for a late sample) leaves both, and then the hot one wins:
 //! it holds everything the other does.
 
-pub(crate) mod bucket;
 pub(crate) mod cells;
 pub(crate) mod compact;
 pub(crate) mod counter_journal;
@@ -26,6 +25,7 @@ pub(crate) mod create;
 pub(crate) mod disk;
 pub(crate) mod format;
 pub(crate) mod lock;
+pub(crate) mod mapped_cell;
 mod mmap;
 mod parallel;
 #[cfg(test)]
@@ -47,9 +47,9 @@ use crate::config::TierSpec;
 use crate::error::Error;
 use crate::error::Result;
 use crate::time::Timestamp;
-use bucket::{WriterSlot, Writers};
 use compact::{CompactFile, CompactReader, COMPACT_SUFFIX};
 use format::{PeriodMeta, FILE_SUFFIX};
+use mapped_cell::{WriterSlot, Writers};
 use period_file::{PeriodFile, WritableFile};
 
 /// Directory under the data directory that holds one directory per tier.
@@ -58,7 +58,7 @@ pub(crate) const TIERS_DIR: &str = "tiers";
 /// Marks a data directory as open for writing, with the writer's pid inside. Found at open, it
 /// means the last process died without closing, so bucket cells may carry a stale
 /// update-in-flight bit to clear; found by a read-only process's read, naming a live pid, it
-/// means a writer may be mid-update on a cell (see [`bucket::BucketCell`]).
+/// means a writer may be mid-update on a cell (see [`mapped_cell::BucketCell`]).
 pub(crate) const OPEN_MARKER: &str = "OPEN";
 
 /// All tiers' files.
@@ -500,7 +500,7 @@ impl Storage {
     }
 
     /// A slot for a new writer thread to publish the cell it updates in (see
-    /// [`bucket::BucketCell`]); `Ok(None)` when read-only.
+    /// [`mapped_cell::BucketCell`]); `Ok(None)` when read-only.
     ///
     /// # Errors
     /// [`Error::Io`] naming `writers.state` when it cannot grow.

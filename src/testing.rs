@@ -24,8 +24,8 @@ pub mod storage {
         }
     }
     /// Bucket cells in a mapping.
-    pub mod bucket {
-        pub use crate::storage::bucket::STALE_AFTER;
+    pub mod mapped_cell {
+        pub use crate::storage::mapped_cell::STALE_AFTER;
     }
     /// `writers.state`.
     pub mod writer_state {
@@ -55,8 +55,8 @@ pub mod cluster {
         pub use crate::cluster::ownership::{ClusterSettings, ClusterView, Ownership};
     }
     /// The ingest log and a node's reader of it.
-    pub mod log {
-        pub use crate::cluster::log::{IngestLog, LogRetention};
+    pub mod ingest_log {
+        pub use crate::cluster::ingest_log::{IngestLog, LogRetention};
         pub use crate::cluster::log_feed::{FedMessage, LogFeed};
     }
     /// The log's payload.

@@ -21,7 +21,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 
-use super::log::{IngestLog, LogMessage};
+use super::ingest_log::{IngestLog, LogMessage};
 
 /// Messages queued for one partition's task at most: a full group and as many more.
 const QUEUED_MESSAGES: usize = 128;

@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 use super::apply::{self, PartitionStore};
 use super::delete_entry::LogEntry;
 use super::envelope;
-use super::log::{IngestLog, LogRetention};
+use super::ingest_log::{IngestLog, LogRetention};
 use super::log_feed::{self, LogFeed};
 use super::nats_version;
 use super::ownership::{self, ClusterSettings, ClusterView, Ownership};
@@ -253,7 +253,7 @@ impl Node {
             .unwrap_or_default()
             .as_nanos();
         let kept_streams = [
-            super::log::STREAM.to_string(),
+            super::ingest_log::STREAM.to_string(),
             ownership::bucket_stream_name(&settings.ownership.bucket),
         ];
         let node = Arc::new(Node {

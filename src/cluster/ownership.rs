@@ -67,8 +67,8 @@
 
 mod agent;
 mod balance;
-mod bucket;
 mod decide;
+mod kv_store;
 mod records;
 mod table;
 mod view;
@@ -80,7 +80,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{oneshot, watch};
 
-pub(crate) use bucket::stream_name as bucket_stream_name;
+pub(crate) use kv_store::stream_name as bucket_stream_name;
 pub use view::ClusterView;
 pub(crate) use view::NodeStatus;
 
@@ -203,9 +203,9 @@ impl Ownership {
                 "node name {node:?}: use letters, digits, '-', '_' and inner dots, at most 128 bytes"
             )));
         }
-        let store = bucket::open_bucket(&js, &settings.bucket).await?;
-        let at = bucket::server_label(&js);
-        bucket::fix_count(
+        let store = kv_store::open_bucket(&js, &settings.bucket).await?;
+        let at = kv_store::server_label(&js);
+        kv_store::fix_count(
             &store,
             records::CONFIG_PARTITIONS,
             settings.partitions,
@@ -213,7 +213,7 @@ impl Ownership {
             |stored, wanted| format!("has {stored} partitions; this node asked for {wanted}"),
         )
         .await?;
-        bucket::fix_count(
+        kv_store::fix_count(
             &store,
             records::CONFIG_REPLICAS,
             settings.replicas,
@@ -331,7 +331,7 @@ pub(crate) async fn node_addresses(
     let fail = |e: &dyn std::fmt::Display| {
         Error::Cluster(format!(
             "KV bucket {bucket} at {}: {e} (has any node joined this cluster?)",
-            bucket::server_label(js)
+            kv_store::server_label(js)
         ))
     };
     let store = js.get_key_value(bucket).await.map_err(|e| fail(&e))?;

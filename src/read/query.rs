@@ -1,6 +1,6 @@
 //! Reads: one series at a zoom level (a named tier or `auto`), over a range, in one of the MMS
 //! displays, with an optional coarser step that merges buckets exactly. Reads take no lock on
-//! bucket memory and never see a torn bucket (see [`crate::storage::bucket::BucketCell`]).
+//! bucket memory and never see a torn bucket (see [`crate::storage::mapped_cell::BucketCell`]).
 
 use std::str::FromStr;
 

@@ -11,7 +11,7 @@ use std::sync::Barrier;
 
 use proptest::prelude::*;
 
-use super::log::{self, HEADER_LEN, RECORD_HEADER_LEN};
+use super::series_log::{self, HEADER_LEN, RECORD_HEADER_LEN};
 use super::view::is_canonical;
 use super::{Registry, Selector, SeriesId, SeriesKey};
 use crate::error::Error;
@@ -220,7 +220,7 @@ fn new_file_has_only_the_header() {
     assert_eq!(reg.path(), log_path(dir.path()));
     drop(reg);
     let bytes = fs::read(log_path(dir.path())).unwrap();
-    assert_eq!(bytes, log::header());
+    assert_eq!(bytes, series_log::header());
     assert_eq!(&bytes[..8], b"TIERDBSR");
     assert_eq!(bytes[8..12], 1u32.to_le_bytes());
     assert_eq!(bytes[12..16], [0; 4]);
@@ -228,7 +228,7 @@ fn new_file_has_only_the_header() {
 
 #[test]
 fn record_layout_is_as_documented() {
-    let rec = log::encode_record(SeriesId(7), "m{a=b}");
+    let rec = series_log::encode_record(SeriesId(7), "m{a=b}");
     assert_eq!(rec.len(), RECORD_HEADER_LEN + 4 + 6);
     assert_eq!(rec[0..4], 10u32.to_le_bytes());
     assert_eq!(rec[4..8], crc32fast::hash(&rec[8..]).to_le_bytes());
@@ -265,10 +265,10 @@ fn garbage_half_record_is_dropped() {
     let good = fs::read(&path).unwrap();
 
     // A record header claiming more payload than follows.
-    let mut half = log::encode_record(SeriesId(2), "a.long.series.name");
+    let mut half = series_log::encode_record(SeriesId(2), "a.long.series.name");
     half.truncate(half.len() / 2);
     // A whole-length record whose checksum does not match (payload never reached disk).
-    let mut bad_crc = log::encode_record(SeriesId(2), "c");
+    let mut bad_crc = series_log::encode_record(SeriesId(2), "c");
     let last = bad_crc.len() - 1;
     bad_crc[last] ^= 0xff;
     let tails: [&[u8]; 5] = [&half, &bad_crc, &[0x5a; 5], &[0; 40], &[0xff; 30]];
@@ -319,20 +319,23 @@ fn intact_but_wrong_records_are_refused() {
     let path = log_path(dir.path());
     let header = fs::read(&path).unwrap();
     let cases: [(Vec<Vec<u8>>, &str); 4] = [
-        (vec![log::encode_record(SeriesId(1), "a")], "expected"),
         (
-            vec![log::encode_record(SeriesId(0), "m{b=1,a=2}")],
+            vec![series_log::encode_record(SeriesId(1), "a")],
+            "expected",
+        ),
+        (
+            vec![series_log::encode_record(SeriesId(0), "m{b=1,a=2}")],
             "canonical",
         ),
         (
             vec![
-                log::encode_record(SeriesId(0), "a"),
-                log::encode_record(SeriesId(1), "a"),
+                series_log::encode_record(SeriesId(0), "a"),
+                series_log::encode_record(SeriesId(1), "a"),
             ],
             "duplicates",
         ),
         (
-            vec![log::encode_record(SeriesId(0), "m{")],
+            vec![series_log::encode_record(SeriesId(0), "m{")],
             "invalid series",
         ),
     ];
@@ -367,12 +370,12 @@ fn foreign_files_are_refused() {
     fs::write(&path, b"hello").unwrap();
     assert_corrupt(dir.path(), "not a tierdb series log");
 
-    let mut v3 = log::header();
+    let mut v3 = series_log::header();
     v3[8] = 3;
     fs::write(&path, v3).unwrap();
     assert_corrupt(dir.path(), "version 3");
 
-    let mut reserved = log::header();
+    let mut reserved = series_log::header();
     reserved[12] = 1;
     fs::write(&path, reserved).unwrap();
     assert_corrupt(dir.path(), "reserved");
@@ -382,10 +385,10 @@ fn foreign_files_are_refused() {
 fn torn_header_of_a_new_file_is_rewritten() {
     let dir = tempfile::tempdir().unwrap();
     let path = log_path(dir.path());
-    fs::write(&path, &log::header()[..5]).unwrap();
+    fs::write(&path, &series_log::header()[..5]).unwrap();
     let reg = Registry::open(dir.path()).unwrap();
     assert!(reg.is_empty());
-    assert_eq!(fs::read(&path).unwrap(), log::header());
+    assert_eq!(fs::read(&path).unwrap(), series_log::header());
 }
 
 #[test]
@@ -788,10 +791,10 @@ fn a_deleted_key_leaves_a_hole_that_survives_a_reopen_and_is_never_handed_out_ag
 #[test]
 fn a_hole_in_a_version_1_log_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let mut bytes = log::header().to_vec();
-    bytes.extend_from_slice(&log::encode_record(SeriesId(0), "a"));
-    bytes.extend_from_slice(&log::encode_record(SeriesId(1), ""));
-    bytes.extend_from_slice(&log::encode_record(SeriesId(2), "c"));
+    let mut bytes = series_log::header().to_vec();
+    bytes.extend_from_slice(&series_log::encode_record(SeriesId(0), "a"));
+    bytes.extend_from_slice(&series_log::encode_record(SeriesId(1), ""));
+    bytes.extend_from_slice(&series_log::encode_record(SeriesId(2), "c"));
     fs::write(log_path(dir.path()), &bytes).unwrap();
     assert_corrupt(dir.path(), "no key text");
     // The same records under version 2 read as a hole.

@@ -29,8 +29,8 @@ use std::path::Path;
 
 use memmap2::{Advice, MmapOptions, MmapRaw};
 
-use super::bucket::BucketCell;
 use super::format::RECORD_SIZE;
+use super::mapped_cell::BucketCell;
 use crate::error::Error;
 use crate::error::Result;
 

@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::bucket::{BucketCell, Stuck, Writers};
 use super::compact::CompactFile;
 use super::disk;
 use super::format::{cell_index, PeriodMeta, HEADER_LEN};
+use super::mapped_cell::{BucketCell, Stuck, Writers};
 use super::mmap::MappedCells;
 use super::writer_state::{Publication, Publisher};
 use crate::bucket::Bucket;

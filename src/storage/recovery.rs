@@ -4,7 +4,7 @@
 //! process died, not with the size of the data directory.
 //!
 //! What a crash can leave, and how each is found:
-//! - An update in flight: a cell with its `BUSY` bit set (see [`super::bucket::BucketCell`]).
+//! - An update in flight: a cell with its `BUSY` bit set (see [`super::mapped_cell::BucketCell`]).
 //!   A writer publishes a cell's name before it sets the bit and moves on only after
 //!   clearing it, so the last name each writer published is the only cell it can have left
 //!   busy. After a process crash (`kill -9`, OOM, panic) the page cache holds both the bit

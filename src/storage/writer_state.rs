@@ -2,7 +2,7 @@
 //! a mapped file, so a publication outlives a killed process (the page cache keeps it), and
 //! the next open repairs the few cells named there instead of scanning every period file.
 //! The same words tell this process's readers whether a live writer holds a cell's
-//! update-in-flight bit (see [`super::bucket`]).
+//! update-in-flight bit (see [`super::mapped_cell`]).
 //!
 //! Byte layout (little-endian):
 //! ```text

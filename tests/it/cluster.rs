@@ -1845,8 +1845,11 @@ fn the_logs_last_sequences_are_each_partitions_own() {
 }
 
 /// An ingest log of `partitions` on `nats`, holding up to 64 MiB.
-async fn test_log(nats: &NatsCluster, partitions: u32) -> tierdb::testing::cluster::log::IngestLog {
-    use tierdb::testing::cluster::log::{IngestLog, LogRetention};
+async fn test_log(
+    nats: &NatsCluster,
+    partitions: u32,
+) -> tierdb::testing::cluster::ingest_log::IngestLog {
+    use tierdb::testing::cluster::ingest_log::{IngestLog, LogRetention};
     let retention = LogRetention {
         max_bytes: Some(64 << 20),
         ..LogRetention::default()
@@ -1863,7 +1866,7 @@ async fn test_log(nats: &NatsCluster, partitions: u32) -> tierdb::testing::clust
 /// next message is far earlier.
 #[test]
 fn a_partition_taken_on_by_a_busy_log_reader_misses_nothing() {
-    use tierdb::testing::cluster::log::{FedMessage, LogFeed};
+    use tierdb::testing::cluster::ingest_log::{FedMessage, LogFeed};
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let nats = runtime.block_on(NatsCluster::start(1));
     runtime.block_on(async {
@@ -1917,7 +1920,7 @@ async fn fed_by_one_reader(
     messages: &[Vec<u32>],
     wait: Duration,
 ) -> BTreeMap<u32, Vec<u64>> {
-    use tierdb::testing::cluster::log::LogFeed;
+    use tierdb::testing::cluster::ingest_log::LogFeed;
     // The feed's warnings (why it cannot read) show with a failure.
     let _ = tracing_subscriber::fmt()
         .with_env_filter("tierdb=warn")
@@ -2003,7 +2006,7 @@ fn one_consumer_feeds_600_partitions_of_1024() {
 #[test]
 fn a_consumer_lost_before_it_delivered_does_not_read_the_log_again() {
     use futures_util::StreamExt;
-    use tierdb::testing::cluster::log::LogFeed;
+    use tierdb::testing::cluster::ingest_log::LogFeed;
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let nats = runtime.block_on(NatsCluster::start(1));
     let total = 2_000u64;
@@ -2082,7 +2085,7 @@ fn a_consumer_lost_before_it_delivered_does_not_read_the_log_again() {
 /// asked for, in order, on every subscription. `FEED_SEED` varies the run.
 #[test]
 fn partitions_that_come_and_go_get_every_message_once() {
-    use tierdb::testing::cluster::log::LogFeed;
+    use tierdb::testing::cluster::ingest_log::LogFeed;
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let nats = runtime.block_on(NatsCluster::start(1));
     runtime.block_on(async {

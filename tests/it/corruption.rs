@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tierdb::testing::storage::bucket::STALE_AFTER;
 use tierdb::testing::storage::format::RECORD_SIZE;
 use tierdb::testing::storage::format::{cell_index, file_name, HEADER_LEN};
+use tierdb::testing::storage::mapped_cell::STALE_AFTER;
 use tierdb::time::align_down;
 use tierdb::{
     Bucket, Engine, Error, ManualClock, Result, Sample, SeriesId, Span, TiersConfig, Timestamp,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::{announce_addresses, bind, shutdown_signal, ClusterArgs};
 use crate::cli::{load_tiers, Listen, Location};
 use crate::cluster::backend::NodeBackend;
-use crate::cluster::log::LogRetention;
+use crate::cluster::ingest_log::LogRetention;
 use crate::cluster::node::{Node, NodeSettings};
 use crate::cluster::ownership::ClusterSettings;
 use crate::server::State;
