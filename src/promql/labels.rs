@@ -79,6 +79,14 @@ impl Labels {
     }
 }
 
+/// As Prometheus prints a label set in an error: `{job="api", instance="a"}`.
+impl std::fmt::Display for Labels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pairs: Vec<String> = self.iter().map(|(n, v)| format!("{n}={v:?}")).collect();
+        write!(f, "{{{}}}", pairs.join(", "))
+    }
+}
+
 /// The labels of a stored series' key: `__name__` and its tags.
 pub fn key_labels(key: &KeyView<'_>) -> Labels {
     let mut pairs = vec![(NAME.to_owned(), key.name().into_owned())];
