@@ -318,3 +318,27 @@ fn the_answer_text_is_the_json_of_its_value() {
         assert_eq!(text, answer.data_json(), "{}", answer.data_text());
     }
 }
+
+#[test]
+fn dotted_names_get_a_hint_that_parses() {
+    use super::labels::dotted_name_hint;
+    let hint = |text: &str| dotted_name_hint(text).unwrap_or_default();
+    assert!(
+        hint("rate(cpu.usage_user[5m])")
+            .ends_with(r#"as in rate({__name__="cpu.usage_user"}[5m])"#),
+        "{}",
+        hint("rate(cpu.usage_user[5m])")
+    );
+    assert!(hint(r#"sum by (host) (cpu.usage_user{host=~"a.b"}) > 1.5"#)
+        .ends_with(r#"as in sum by (host) ({__name__="cpu.usage_user", host=~"a.b"}) > 1.5"#));
+    assert!(
+        hint("max_over_time(a.b{ }[1m])").ends_with(r#"as in max_over_time({__name__="a.b"}[1m])"#)
+    );
+    // Dots in strings and numbers, and a Graphite glob, are not names.
+    assert_eq!(
+        dotted_name_hint(r#"label_replace(x, "a.b", "c", "d", "e.f") +"#),
+        None
+    );
+    assert_eq!(dotted_name_hint("x * 1.5e3 +"), None);
+    assert_eq!(dotted_name_hint("servers.*.cpu"), None);
+}
