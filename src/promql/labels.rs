@@ -230,7 +230,11 @@ fn literal_end(text: &str, quote: char) -> usize {
 /// matcher that excludes the empty value (Prometheus refuses `{a=~".*"}`).
 pub(crate) fn parse_match(text: &str) -> Result<Vec<MatcherSet>, QueryError> {
     let bad = |why: String| QueryError::bad_data(format!("match[]: {text:?}: {why}"));
-    match promql_parser::parser::parse(text).map_err(bad)? {
+    let parsed = promql_parser::parser::parse(text).map_err(|e| match dotted_name_hint(text) {
+        Some(hint) => bad(format!("{e}; {hint}")),
+        None => bad(e),
+    });
+    match parsed? {
         Expr::VectorSelector(selector) if selector.offset.is_none() && selector.at.is_none() => {
             Ok(selector_sets(&selector))
         }

@@ -341,4 +341,13 @@ fn dotted_names_get_a_hint_that_parses() {
     );
     assert_eq!(dotted_name_hint("x * 1.5e3 +"), None);
     assert_eq!(dotted_name_hint("servers.*.cpu"), None);
+    // A `match[]` parameter too.
+    let error = super::labels::parse_match(r#"cpu.usage_user{host="h"}"#).unwrap_err();
+    assert!(
+        error
+            .message
+            .contains(r#"as in {__name__="cpu.usage_user", host="h"}"#),
+        "{}",
+        error.message
+    );
 }
