@@ -157,8 +157,11 @@ pub fn evaluate(
     query: &Query,
     limits: &QueryLimits,
 ) -> Result<Answer, QueryError> {
-    let expr = promql_parser::parser::parse(&query.text)
-        .map_err(|e| QueryError::bad_data(format!("invalid PromQL {:?}: {e}", query.text)))?;
+    let expr = promql_parser::parser::parse(&query.text).map_err(|e| {
+        let hint =
+            labels::dotted_name_hint(&query.text).map_or_else(String::new, |h| format!("; {h}"));
+        QueryError::bad_data(format!("invalid PromQL {:?}: {e}{hint}", query.text))
+    })?;
     eval::evaluate(source, &expr, query, limits)
 }
 

@@ -74,14 +74,24 @@ pub(crate) fn aggregate(
     let mut out = Vec::new();
     match (op.as_str(), &param) {
         ("topk" | "bottomk", Param::Number(k)) => {
+            // Prometheus 2.42 takes k as an int64 at every step, series or not.
+            let want: Vec<usize> = (k.iter())
+                .map(|&k| {
+                    if !(k >= i64::MIN as f64 && k <= i64::MAX as f64) {
+                        return Err(QueryError::execution(format!(
+                            "Scalar value {} overflows int64",
+                            go_float(k)
+                        )));
+                    }
+                    Ok(k.max(0.0) as usize)
+                })
+                .collect::<Result<_, _>>()?;
             let mut kept: Vec<Vec<Option<f64>>> = vec![vec![None; steps]; series.len()];
+            // An instant query answers in Prometheus' order: group by group (in the order
+            // the groups were met), each ranked by value.
+            let mut ranked: Vec<usize> = Vec::new();
             for (_, members) in &groups {
-                for (step, kept_step) in (0..steps).zip(k.iter()) {
-                    let want = if kept_step.is_nan() {
-                        0
-                    } else {
-                        kept_step.max(0.0) as usize
-                    };
+                for (step, &want) in want.iter().enumerate() {
                     let mut present: Vec<(usize, f64)> = (members.iter())
                         .filter_map(|&i| series[i].values[step].map(|v| (i, v)))
                         .collect();
@@ -91,11 +101,22 @@ pub(crate) fn aggregate(
                     });
                     for &(i, v) in present.iter().take(want) {
                         kept[i][step] = Some(v);
+                        if steps == 1 {
+                            ranked.push(i);
+                        }
                     }
                 }
             }
-            for (s, values) in series.into_iter().zip(kept) {
-                if values.iter().any(Option::is_some) {
+            if steps != 1 {
+                ranked = (0..series.len()).collect();
+            }
+            let mut series: Vec<Option<Series>> = series.into_iter().map(Some).collect();
+            for i in ranked {
+                let values = std::mem::take(&mut kept[i]);
+                if let Some(s) = series[i]
+                    .take()
+                    .filter(|_| values.iter().any(Option::is_some))
+                {
                     out.push(Series {
                         labels: s.labels,
                         values,
@@ -219,6 +240,24 @@ enum Param {
     None,
     Number(Vec<f64>),
     Label(String),
+}
+
+/// `v` as Go's `%v` writes it (Prometheus' error text): `NaN`, `+Inf`, `-Inf`, or, for
+/// the magnitudes past an int64 this is used for, the shortest digits in `e` form
+/// (`1e+19`).
+fn go_float(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        (if v > 0.0 { "+Inf" } else { "-Inf" }).into()
+    } else {
+        let text = format!("{v:e}");
+        match text.split_once('e') {
+            Some((digits, exp)) if !exp.starts_with('-') => format!("{digits}e+{exp:0>2}"),
+            Some((digits, exp)) => format!("{digits}e-{:0>2}", &exp[1..]),
+            None => text,
+        }
+    }
 }
 
 fn nan_low(v: f64) -> f64 {

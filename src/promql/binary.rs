@@ -277,7 +277,7 @@ fn vectors(
                             "found duplicate series for the match group {} on the left hand-side \
                              of the operation: many-to-one matching must be explicit \
                              (group_left/group_right)",
-                            show(sig)
+                            sig
                         )));
                     }
                 }
@@ -304,7 +304,7 @@ fn vectors(
                         "found duplicate series for the match group {} on the {side} hand-side \
                          of the operation: many-to-many matching not allowed: matching labels \
                          must be unique on one side",
-                        show(&sig)
+                        sig
                     )));
                 }
             }
@@ -349,10 +349,4 @@ fn vectors(
         }
     }
     Ok(out)
-}
-
-/// Labels as Prometheus prints a match group.
-fn show(labels: &Labels) -> String {
-    let pairs: Vec<String> = labels.iter().map(|(n, v)| format!("{n}={v:?}")).collect();
-    format!("{{{}}}", pairs.join(", "))
 }

@@ -12,10 +12,10 @@ use std::time::Instant;
 use promql_parser::parser::{AtModifier, Expr, Offset, SubqueryExpr, VectorSelector};
 
 use super::error::{ErrorKind, QueryError};
-use super::labels::{selector_sets, Labels};
+use super::labels::{selector_sets, Labels, MatcherSet, NAME};
 use super::source::{Selected, Source};
 use super::tier;
-use super::value::{Answer, ResultValue, Series, Value};
+use super::value::{unique_over_range, unique_per_step, Answer, ResultValue, Series, Value};
 use super::windows::{RangeInput, RawNeed, WindowData};
 use super::{Query, QueryLimits, LOOKBACK_MS};
 use crate::time::Timestamp;
@@ -191,9 +191,13 @@ impl<'a> Evaluator<'a> {
                 let mut out: Vec<_> = (series.into_iter())
                     .filter_map(|s| s.values[0].map(|v| (s.labels, time, v)))
                     .collect();
-                // In label order, unless the expression asks for an order of its own.
-                let sorted =
-                    matches!(strip_parens(expr), Expr::Call(c) if c.func.name.starts_with("sort"));
+                // In label order, unless the expression asks for an order of its own (`sort`,
+                // and `topk`/`bottomk`, whose answer Prometheus ranks).
+                let sorted = match strip_parens(expr) {
+                    Expr::Call(c) => c.func.name.starts_with("sort"),
+                    Expr::Aggregate(a) => matches!(a.op.to_string().as_str(), "topk" | "bottomk"),
+                    _ => false,
+                };
                 if !sorted {
                     out.sort_by(|a, b| a.0.cmp(&b.0));
                 }
@@ -211,14 +215,15 @@ impl<'a> Evaluator<'a> {
             Expr::Paren(p) => self.eval(&p.expr, grid),
             Expr::Unary(u) => match self.eval(&u.expr, grid)? {
                 Value::Scalar(v) => Ok(Value::Scalar(v.into_iter().map(|x| -x).collect())),
-                Value::Vector(series) => Ok(Value::Vector(
+                Value::Vector(series) => unique_over_range(
                     (series.into_iter())
                         .map(|s| Series {
                             labels: s.labels.without_name(),
                             values: s.values.into_iter().map(|v| v.map(|x| -x)).collect(),
                         })
                         .collect(),
-                )),
+                )
+                .map(Value::Vector),
                 Value::String(_) => Err(QueryError::bad_data("unary minus of a string")),
             },
             Expr::VectorSelector(vs) => self.instant_selector(vs, grid).map(Value::Vector),
@@ -226,9 +231,16 @@ impl<'a> Evaluator<'a> {
                 "a range vector is only allowed as a function's argument or as an instant \
                  query's whole expression",
             )),
-            Expr::Call(call) => super::functions::call(self, call, grid),
-            Expr::Aggregate(agg) => super::aggregation::aggregate(self, agg, grid),
-            Expr::Binary(bin) => super::binary::binary(self, bin, grid),
+            // Series that share labels: Prometheus checks a range function's result over
+            // the whole evaluation, what it evaluates step by step per step.
+            Expr::Call(call) => match super::functions::call(self, call, grid)? {
+                Value::Vector(series) if super::windows::raw_need(call.func.name).is_some() => {
+                    unique_over_range(series).map(Value::Vector)
+                }
+                value => per_step(value),
+            },
+            Expr::Aggregate(agg) => per_step(super::aggregation::aggregate(self, agg, grid)?),
+            Expr::Binary(bin) => per_step(super::binary::binary(self, bin, grid)?),
             Expr::Extension(_) => Err(QueryError::bad_data(
                 "extension expressions are not supported",
             )),
@@ -262,6 +274,9 @@ impl<'a> Evaluator<'a> {
     pub(crate) fn select(&mut self, vs: &VectorSelector) -> Result<Vec<Selected>, QueryError> {
         let sets = selector_sets(vs);
         let found = self.source.select(&sets, &self.limits.budget)?;
+        if found.is_empty() {
+            self.hint_dotted_names(vs, &sets);
+        }
         self.selected += found.len();
         if self.selected > self.limits.max_series {
             return Err(QueryError::execution(format!(
@@ -273,6 +288,34 @@ impl<'a> Evaluator<'a> {
             )));
         }
         Ok(found)
+    }
+
+    /// Warns, for a selector that found nothing, of the series it would find with dots for
+    /// some of its name's underscores (`cpu_usage_user` for Influx's `cpu.usage_user`),
+    /// naming the matcher that selects them. The look-up is one more registry scan; past
+    /// the read budget there is no hint.
+    fn hint_dotted_names(&mut self, vs: &VectorSelector, sets: &[MatcherSet]) {
+        let Some(variants) = super::labels::dotted_variants(sets) else {
+            return;
+        };
+        let Ok(found) = self.source.select(&variants, &self.limits.budget) else {
+            return;
+        };
+        let mut names: Vec<&str> = found.iter().map(|s| s.labels.get(NAME)).collect();
+        names.sort_unstable();
+        names.dedup();
+        if names.is_empty() {
+            return;
+        }
+        let more = if names.len() > 3 { ", ..." } else { "" };
+        let shown: Vec<String> = (names.iter().take(3))
+            .map(|n| format!("{{__name__={n:?}}}"))
+            .collect();
+        self.warn(format!(
+            "{vs} selects no series, but {}{more} does: a name with dots (a Graphite path, an \
+             Influx measurement.field) is selected by label",
+            shown.join(", ")
+        ));
     }
 
     /// An instant selector over `grid`: per time, the latest bucket ending at or before it
@@ -443,6 +486,14 @@ impl<'a> Evaluator<'a> {
                 .collect(),
         };
         Ok(input)
+    }
+}
+
+/// A vector evaluated step by step, under [`unique_per_step`].
+fn per_step(value: Value) -> Result<Value, QueryError> {
+    match value {
+        Value::Vector(series) => unique_per_step(series).map(Value::Vector),
+        other => Ok(other),
     }
 }
 

@@ -203,7 +203,7 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, call: &Call, grid: &Grid) -> Result<V
                     s
                 })
                 .collect();
-            no_duplicates(out, name).map(Value::Vector)
+            Ok(Value::Vector(out))
         }
         "label_join" => {
             let series = vector_arg(ev, args[0], grid, name)?;
@@ -221,7 +221,7 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, call: &Call, grid: &Grid) -> Result<V
                     s
                 })
                 .collect();
-            no_duplicates(out, name).map(Value::Vector)
+            Ok(Value::Vector(out))
         }
         "histogram_quantile" => {
             let phi = scalar_arg(ev, args[0], grid, name)?;
@@ -303,19 +303,6 @@ fn check_label_name(label: &str, function: &str) -> Result<(), QueryError> {
             "{function}: invalid destination label name {label:?}"
         )))
     }
-}
-
-/// Refuses two series with the same labels, as Prometheus does after relabelling.
-fn no_duplicates(series: Vec<Series>, function: &str) -> Result<Vec<Series>, QueryError> {
-    let mut seen = std::collections::HashSet::new();
-    for s in &series {
-        if !seen.insert(&s.labels) {
-            return Err(QueryError::execution(format!(
-                "{function}: vector cannot contain metrics with the same labelset"
-            )));
-        }
-    }
-    Ok(series)
 }
 
 /// `f(k, value)` over every present value, labels without `__name__`.

@@ -79,6 +79,14 @@ impl Labels {
     }
 }
 
+/// As Prometheus prints a label set in an error: `{job="api", instance="a"}`.
+impl std::fmt::Display for Labels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pairs: Vec<String> = self.iter().map(|(n, v)| format!("{n}={v:?}")).collect();
+        write!(f, "{{{}}}", pairs.join(", "))
+    }
+}
+
 /// The labels of a stored series' key: `__name__` and its tags.
 pub fn key_labels(key: &KeyView<'_>) -> Labels {
     let mut pairs = vec![(NAME.to_owned(), key.name().into_owned())];
@@ -117,6 +125,104 @@ pub(crate) fn selector_sets(selector: &VectorSelector) -> Vec<MatcherSet> {
     sets
 }
 
+/// The sets of a selector that found nothing, each `__name__="a_b_c"` matcher widened to
+/// let every `_` be a `.` as well: Graphite paths and Influx `measurement.field` names keep
+/// their dots, and a user who writes them PromQL's way (`cpu_usage_user`) gets a hint
+/// instead of an empty answer. `None` when no set names a metric with a `_`.
+pub(crate) fn dotted_variants(sets: &[MatcherSet]) -> Option<Vec<MatcherSet>> {
+    let mut widened = false;
+    let variants = (sets.iter())
+        .map(|set| {
+            (set.iter())
+                .map(|m| match m.op {
+                    MatchOp::Equal if m.name == NAME && m.value.contains('_') => {
+                        let parts: Vec<String> = m.value.split('_').map(regex::escape).collect();
+                        let pattern = format!("^(?:{})$", parts.join("[._]"));
+                        widened = true;
+                        regex::Regex::new(&pattern).map_or_else(
+                            |_| m.clone(),
+                            |re| Matcher::new(MatchOp::Re(re), NAME, ""),
+                        )
+                    }
+                    _ => m.clone(),
+                })
+                .collect()
+        })
+        .collect();
+    widened.then_some(variants)
+}
+
+/// For a query that does not parse, the hint for each Graphite-style dotted name in it
+/// (`cpu.usage_user`), which PromQL's grammar cannot take as a metric name: the query with
+/// each written as a `__name__` matcher, when that parses. `None` when the text has none.
+pub(crate) fn dotted_name_hint(text: &str) -> Option<String> {
+    let mut rewritten = String::with_capacity(text.len() + 32);
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        // String literals are copied whole.
+        if matches!(c, '"' | '\'' | '`') {
+            let end = literal_end(rest, c);
+            rewritten.push_str(&rest[..end]);
+            rest = &rest[end..];
+            continue;
+        }
+        let after_word = rewritten
+            .chars()
+            .next_back()
+            .is_some_and(|p| p.is_ascii_alphanumeric() || matches!(p, '_' | ':' | '.'));
+        if (c.is_ascii_alphabetic() || matches!(c, '_' | ':')) && !after_word {
+            let len = rest
+                .find(|ch: char| !(ch.is_ascii_alphanumeric() || matches!(ch, '_' | ':' | '.')))
+                .unwrap_or(rest.len());
+            let word = &rest[..len];
+            rest = &rest[len..];
+            if !word.contains('.') || word.split('.').any(str::is_empty) {
+                rewritten.push_str(word);
+                continue;
+            }
+            names.push(word);
+            let name = format!("__name__={word:?}");
+            match rest.strip_prefix('{') {
+                Some(inner) if inner.trim_start().starts_with('}') => {
+                    rewritten.push_str(&format!("{{{name}}}"));
+                    rest = &inner.trim_start()[1..];
+                }
+                Some(inner) => {
+                    rewritten.push_str(&format!("{{{name}, "));
+                    rest = inner;
+                }
+                None => rewritten.push_str(&format!("{{{name}}}")),
+            }
+            continue;
+        }
+        rewritten.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    let first = names.first()?;
+    let example = match promql_parser::parser::parse(&rewritten) {
+        Ok(_) => format!(", as in {rewritten}"),
+        Err(_) => String::new(),
+    };
+    Some(format!(
+        "{first:?} is not a PromQL metric name (a name with dots, as Graphite paths and Influx \
+         fields are stored): select it by label, {{__name__={first:?}}}{example}"
+    ))
+}
+
+/// The length of the string literal `text` starts with (quoted by `quote`), the closing
+/// quote included, or all of `text` when it is not closed.
+fn literal_end(text: &str, quote: char) -> usize {
+    let mut escaped = false;
+    for (i, c) in text.char_indices().skip(1) {
+        if c == quote && !escaped {
+            return i + 1;
+        }
+        escaped = c == '\\' && !escaped && quote != '`';
+    }
+    text.len()
+}
+
 /// The matcher sets of a `match[]` parameter: a PromQL series selector and nothing else.
 ///
 /// # Errors
@@ -124,7 +230,11 @@ pub(crate) fn selector_sets(selector: &VectorSelector) -> Vec<MatcherSet> {
 /// matcher that excludes the empty value (Prometheus refuses `{a=~".*"}`).
 pub(crate) fn parse_match(text: &str) -> Result<Vec<MatcherSet>, QueryError> {
     let bad = |why: String| QueryError::bad_data(format!("match[]: {text:?}: {why}"));
-    match promql_parser::parser::parse(text).map_err(bad)? {
+    let parsed = promql_parser::parser::parse(text).map_err(|e| match dotted_name_hint(text) {
+        Some(hint) => bad(format!("{e}; {hint}")),
+        None => bad(e),
+    });
+    match parsed? {
         Expr::VectorSelector(selector) if selector.offset.is_none() && selector.at.is_none() => {
             Ok(selector_sets(&selector))
         }

@@ -188,7 +188,6 @@ fn buckets_refuse_or_flag_what_needs_samples() {
         "changes(g[2m])",
         "quantile_over_time(0.5, g[2m])",
         "irate(g[2m])",
-        "rate(g[2m])",
         "stddev_over_time(g[2m])",
     ] {
         let error = instant(&source, text, at).unwrap_err();
@@ -199,6 +198,14 @@ fn buckets_refuse_or_flag_what_needs_samples() {
             error.message
         );
     }
+    // rate() of a gauge (a StatsD counter is one) names what answers instead, not rate().
+    let error = instant(&source, "rate(g[2m])", at).unwrap_err();
+    assert_eq!(error.kind, ErrorKind::BadData);
+    assert!(
+        error.message.contains("sum_over_time(g[2m]) / 120") && !error.message.contains("use rate"),
+        "{}",
+        error.message
+    );
     // The last bucket's rate (its increases 2 + 0 + 4 over 60 s), flagged.
     let (value, warnings) = instant(&source, "irate(c_total[2m])", at).unwrap();
     assert_eq!(value, 0.1);
@@ -310,4 +317,37 @@ fn the_answer_text_is_the_json_of_its_value() {
             .unwrap_or_else(|e| panic!("{e}: {}", answer.data_text()));
         assert_eq!(text, answer.data_json(), "{}", answer.data_text());
     }
+}
+
+#[test]
+fn dotted_names_get_a_hint_that_parses() {
+    use super::labels::dotted_name_hint;
+    let hint = |text: &str| dotted_name_hint(text).unwrap_or_default();
+    assert!(
+        hint("rate(cpu.usage_user[5m])")
+            .ends_with(r#"as in rate({__name__="cpu.usage_user"}[5m])"#),
+        "{}",
+        hint("rate(cpu.usage_user[5m])")
+    );
+    assert!(hint(r#"sum by (host) (cpu.usage_user{host=~"a.b"}) > 1.5"#)
+        .ends_with(r#"as in sum by (host) ({__name__="cpu.usage_user", host=~"a.b"}) > 1.5"#));
+    assert!(
+        hint("max_over_time(a.b{ }[1m])").ends_with(r#"as in max_over_time({__name__="a.b"}[1m])"#)
+    );
+    // Dots in strings and numbers, and a Graphite glob, are not names.
+    assert_eq!(
+        dotted_name_hint(r#"label_replace(x, "a.b", "c", "d", "e.f") +"#),
+        None
+    );
+    assert_eq!(dotted_name_hint("x * 1.5e3 +"), None);
+    assert_eq!(dotted_name_hint("servers.*.cpu"), None);
+    // A `match[]` parameter too.
+    let error = super::labels::parse_match(r#"cpu.usage_user{host="h"}"#).unwrap_err();
+    assert!(
+        error
+            .message
+            .contains(r#"as in {__name__="cpu.usage_user", host="h"}"#),
+        "{}",
+        error.message
+    );
 }

@@ -2,8 +2,11 @@
 //! ([`Value`]); at the end, the answer in Prometheus' four result types ([`ResultValue`])
 //! with the warnings that flag an approximation, written as the HTTP API's `data`.
 
+use std::collections::HashMap;
+
 use rayon::prelude::*;
 
+use super::error::QueryError;
 use super::labels::Labels;
 use super::number::{push_time, push_value};
 
@@ -13,6 +16,65 @@ use super::number::{push_time, push_value};
 pub(crate) struct Series {
     pub labels: Labels,
     pub values: Vec<Option<f64>>,
+}
+
+/// Prometheus' rule for what it evaluates step by step (a function without a range
+/// argument, an aggregation, a binary operator): no two series may share a label set at one
+/// evaluation time, and series that share one at different times are one series (as
+/// `-a or -b` is one `{}`).
+///
+/// # Errors
+/// `execution` for two series with the same labels at one time.
+pub(crate) fn unique_per_step(series: Vec<Series>) -> Result<Vec<Series>, QueryError> {
+    if first_shared(&series).is_none() {
+        return Ok(series);
+    }
+    let mut out: Vec<Series> = Vec::with_capacity(series.len());
+    let mut index: HashMap<Labels, usize> = HashMap::with_capacity(series.len());
+    for s in series {
+        let Some(&at) = index.get(&s.labels) else {
+            index.insert(s.labels.clone(), out.len());
+            out.push(s);
+            continue;
+        };
+        let into = &mut out[at];
+        for (mine, theirs) in into.values.iter_mut().zip(s.values) {
+            if let Some(v) = theirs {
+                if mine.is_some() {
+                    return Err(same_labelset(&s.labels));
+                }
+                *mine = Some(v);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Prometheus' rule for a range function's result and a unary minus, which it checks over
+/// the whole evaluation rather than per step: no two series with values may share a label
+/// set. Series without a value are dropped.
+///
+/// # Errors
+/// `execution` for two series with values and the same labels.
+pub(crate) fn unique_over_range(mut series: Vec<Series>) -> Result<Vec<Series>, QueryError> {
+    series.retain(|s| s.values.iter().any(Option::is_some));
+    match first_shared(&series) {
+        Some(labels) => Err(same_labelset(labels)),
+        None => Ok(series),
+    }
+}
+
+/// The first label set two of `series` share.
+fn first_shared(series: &[Series]) -> Option<&Labels> {
+    let mut seen = std::collections::HashSet::with_capacity(series.len());
+    series.iter().map(|s| &s.labels).find(|l| !seen.insert(*l))
+}
+
+/// Prometheus' error for two series with one label set, naming the set.
+fn same_labelset(labels: &Labels) -> QueryError {
+    QueryError::execution(format!(
+        "vector cannot contain metrics with the same labelset (two series would be {labels})"
+    ))
 }
 
 /// An expression's value over the grid.

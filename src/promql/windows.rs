@@ -234,7 +234,7 @@ pub(crate) fn apply(
             res_ms,
         } => {
             for s in &series {
-                if let Some(warning) = bucket_rule(name, s)? {
+                if let Some(warning) = bucket_rule(name, s, range_ms)? {
                     push_once(warnings, warning);
                 }
             }
@@ -259,7 +259,7 @@ pub(crate) fn apply(
             buckets,
         } => {
             for s in &series {
-                if let Some(warning) = bucket_rule(name, s)? {
+                if let Some(warning) = bucket_rule(name, s, range_ms)? {
                     push_once(warnings, warning);
                 }
             }
@@ -314,13 +314,43 @@ fn bucket_windows(
         .collect()
 }
 
-/// The refusal of `name` over buckets.
+/// The refusal of `name` over buckets, with what answers instead: an `*_over_time`
+/// function for a gauge, `rate()` or `increase()` for a counter.
 fn needs_raw(name: &str, series: &RangeSeries, why: &str) -> QueryError {
+    let instead = if series.counter {
+        "rate() or increase()"
+    } else {
+        "an *_over_time function"
+    };
     QueryError::bad_data(format!(
         "{name}({}[...]): {why}; the rollup tiers keep only count, total, min and max per \
          bucket and the raw tier does not hold this range (configure a `kind = \"raw\"` tier \
-         for exact samples, or use an *_over_time function, rate() or increase())",
+         for exact samples, or use {instead})",
         series.labels.get(super::labels::NAME)
+    ))
+}
+
+/// The refusal of `rate` or `increase` of a gauge over buckets. StatsD counters land here:
+/// they are stored as gauges of their count per flush interval, so what the user wants is
+/// their sum over the window.
+fn gauge_rate(name: &str, series: &RangeSeries, range_ms: i64) -> QueryError {
+    let metric = series.labels.get(super::labels::NAME);
+    let range = promql_parser::util::duration::display_duration(&std::time::Duration::from_millis(
+        range_ms.max(0) as u64,
+    ));
+    let selector = if metric.contains('.') {
+        format!("{{__name__={metric:?}}}[{range}]")
+    } else {
+        format!("{metric}[{range}]")
+    };
+    let seconds = range_ms as f64 / 1000.0;
+    QueryError::bad_data(format!(
+        "{name}({metric}[...]): {metric} is stored as a gauge (its values as they came), and \
+         the rollup tiers do not hold a gauge's samples for {name}() to treat as a running \
+         total. If its values are counts per interval (a StatsD counter is stored so), \
+         sum_over_time({selector}) is its increase and sum_over_time({selector}) / {seconds} \
+         its per-second rate; a running total is stored as a counter when written with \
+         \"kind\": \"counter\" or matched by a [counters] rule in tiers.toml"
     ))
 }
 
@@ -334,7 +364,11 @@ fn push_once(warnings: &mut Vec<String>, warning: String) {
 ///
 /// # Errors
 /// `bad_data` when buckets cannot answer it, or `name` is not a range function.
-fn bucket_rule(name: &str, series: &RangeSeries) -> Result<Option<String>, QueryError> {
+fn bucket_rule(
+    name: &str,
+    series: &RangeSeries,
+    range_ms: i64,
+) -> Result<Option<String>, QueryError> {
     let metric = series.labels.get(super::labels::NAME);
     let counter = series.counter;
     let approx = |what: &str| {
@@ -344,13 +378,7 @@ fn bucket_rule(name: &str, series: &RangeSeries) -> Result<Option<String>, Query
         ))
     };
     Ok(match name {
-        "rate" | "increase" if !counter => {
-            return Err(needs_raw(
-                name,
-                series,
-                "a gauge's buckets do not say how its value moved within them",
-            ))
-        }
+        "rate" | "increase" if !counter => return Err(gauge_rate(name, series, range_ms)),
         "predict_linear" | "last_over_time" if counter => {
             return Err(needs_raw(
                 name,

@@ -215,6 +215,8 @@ fn range(
     matrix(&body["data"])
 }
 
+/// A matrix's series by labels (as JSON text), each label set at most once: one series
+/// split in two is a wrong answer.
 fn matrix(data: &Value) -> BTreeMap<String, Vec<(f64, f64)>> {
     let mut out = BTreeMap::new();
     for s in data["result"].as_array().unwrap() {
@@ -226,7 +228,11 @@ fn matrix(data: &Value) -> BTreeMap<String, Vec<(f64, f64)>> {
                 )
             })
             .collect();
-        out.insert(s["metric"].to_string(), points);
+        let labels = s["metric"].to_string();
+        assert!(
+            out.insert(labels.clone(), points).is_none(),
+            "{labels} twice in {data}"
+        );
     }
     out
 }
@@ -670,5 +676,198 @@ fn values_are_written_as_prometheus_writes_them() {
     let theirs = texts(both.prom_addr, &path, "v");
     assert_eq!(ours.len(), values.len(), "{ours:?}");
     assert_eq!(ours, theirs);
+    both.stop();
+}
+
+/// Where two series come to share a label set, and the order and errors of `topk`: the
+/// answers of Prometheus 2.42 exactly, which checks a function without a range argument,
+/// an aggregation and a binary operator per evaluation step (series sharing labels at
+/// different steps are one series), and a range function's result and a unary minus over
+/// the whole range. Then the hints for a Graphite-style dotted name, which Prometheus answers
+/// with a parse error and an empty result.
+#[test]
+fn same_labelsets_topk_and_dotted_names_as_prometheus() {
+    let Some(both) = Both::start() else {
+        return;
+    };
+    let t0 = (unix_now() - 3600).div_euclid(600) * 600;
+    // One sample a minute, 7 s past it: an instant selector at a whole minute then answers
+    // the sample Prometheus answers.
+    let minute = |i: i64| (t0 + PHASE + 60 * i) * 1000;
+    let samples = |range: std::ops::Range<i64>, f: &dyn Fn(i64) -> f64| -> Vec<(f64, i64)> {
+        range.map(|i| (f(i), minute(i))).collect()
+    };
+    let api = [("job", "api"), ("instance", "x")];
+    let web = [("job", "web"), ("instance", "y")];
+    let mut all = vec![
+        // dup_a and dup_b share their labels but never a step: the last dup_a sample is
+        // visible until minute 24, the first dup_b one from minute 31.
+        series(
+            &[&[("__name__", "dup_a")][..], &api].concat(),
+            &samples(0..20, &|i| 10.0 + i as f64),
+        ),
+        series(
+            &[&[("__name__", "dup_b")][..], &api].concat(),
+            &samples(30..50, &|i| 100.0 + i as f64),
+        ),
+        // dup_c and dup_d share their labels at every step.
+        series(
+            &[&[("__name__", "dup_c")][..], &web].concat(),
+            &samples(0..50, &|i| 2.0 * i as f64),
+        ),
+        series(
+            &[&[("__name__", "dup_d")][..], &web].concat(),
+            &samples(0..50, &|i| 3.0 * i as f64),
+        ),
+        series(
+            &[("__name__", "cpu.usage_user"), ("host", "h")],
+            &samples(0..50, &|i| (i % 7) as f64 + 0.5),
+        ),
+    ];
+    for (k, (instance, job)) in [
+        ("1", "alpha"),
+        ("2", "alpha"),
+        ("3", "beta"),
+        ("4", "beta"),
+        ("5", "beta"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let k = k as i64;
+        all.push(series(
+            &[("__name__", "rank"), ("instance", instance), ("job", job)],
+            &samples(0..50, &|i| ((i * 7 + k * 13) % 50) as f64 + k as f64 / 10.0),
+        ));
+    }
+    let at = t0 + 600;
+    both.write(
+        &body(all),
+        &format!("/api/v1/query?query=rank&time={}", t0 + 50 * 60),
+    );
+    let (tierdb, prom) = (both.tierdb, both.prom_addr);
+    let (start, end) = (t0 + 60, t0 + 3000);
+
+    // Range queries both answer, the same.
+    for query in [
+        // Item 5: relabelled to one label set at different times.
+        r#"label_replace({__name__=~"dup_a|dup_b"}, "__name__", "same", "__name__", ".*")"#,
+        r#"label_join({__name__=~"dup_a|dup_b"}, "__name__", "-", "job", "instance")"#,
+        // Item 6: the name dropped, at different times.
+        r#"ceil({__name__=~"dup_a|dup_b"})"#,
+        r#"{__name__=~"dup_a|dup_b"} * 2"#,
+        // Item 7: one series, not two.
+        "-dup_a or -dup_b",
+        "sum by (job) (dup_a) or sum by (job) (dup_b)",
+        "rank",
+    ] {
+        let ours = range(tierdb, "/prometheus", query, start, end, 60);
+        let theirs = range(prom, "", query, start, end, 60);
+        assert_same(query, &ours, &theirs);
+    }
+
+    // Errors both give: the same status, type and text (ours may say more after it).
+    let error = |addr: SocketAddr, path: &str| {
+        let (status, body) = get(addr, path);
+        (
+            status,
+            body["errorType"].clone(),
+            body["error"].as_str().unwrap_or("").to_owned(),
+            body,
+        )
+    };
+    let range_path = |q: &str| {
+        format!(
+            "/api/v1/query_range?query={}&start={start}&end={end}&step=60",
+            percent_encode(q)
+        )
+    };
+    let instant_path = |q: &str| format!("/api/v1/query?query={}&time={at}", percent_encode(q));
+    for path in [
+        // Items 5 and 6: one label set at one step.
+        range_path(
+            r#"label_replace({__name__=~"dup_c|dup_d"}, "__name__", "same", "__name__", ".*")"#,
+        ),
+        instant_path(r#"label_join({__name__=~"dup_c|dup_d"}, "__name__", "", "job")"#),
+        range_path(r#"ceil({__name__=~"dup_c|dup_d"})"#),
+        instant_path(r#"ceil({__name__=~"dup_c|dup_d"})"#),
+        range_path(r#"{__name__=~"dup_c|dup_d"} + 1"#),
+        range_path(r#"max_over_time({__name__=~"dup_c|dup_d"}[5m])"#),
+        // A unary minus and a range function: over the whole range, in Prometheus 2.42.
+        range_path(r#"-{job="api"}"#),
+        range_path(r#"-{job="web"}"#),
+        range_path(r#"max_over_time({job="api"}[5m])"#),
+        // Item 8: k must be an int64 at every step, series or not.
+        instant_path("topk(NaN, non_existent)"),
+        range_path("bottomk(NaN, non_existent)"),
+        instant_path("topk(1e19, rank)"),
+        instant_path("topk(-Inf, rank)"),
+    ] {
+        let (s1, kind1, text1, ours) = error(tierdb, &format!("/prometheus{path}"));
+        let (s2, kind2, text2, theirs) = error(prom, &path);
+        assert_eq!(s2, 422, "{path}: Prometheus answered {theirs}");
+        assert_eq!(
+            (s1, &kind1),
+            (s2, &kind2),
+            "{path}: ours {ours}, theirs {theirs}"
+        );
+        assert!(
+            text1.starts_with(&text2),
+            "{path}: ours {ours}, theirs {theirs}"
+        );
+    }
+
+    // Instant answers in Prometheus' order: topk and bottomk ranked by value.
+    for query in [
+        r#"-{job="api"}"#,
+        "topk(10, rank)",
+        "bottomk(10, rank)",
+        "topk(3, rank)",
+        "bottomk(2, rank)",
+        "topk by (job) (2, rank)",
+        "bottomk without (instance) (10, rank)",
+        "(topk(5, rank))",
+    ] {
+        let path = instant_path(query);
+        let (s1, ours) = get(tierdb, &format!("/prometheus{path}"));
+        let (s2, theirs) = get(prom, &path);
+        assert_eq!(
+            (s1, s2),
+            (200, 200),
+            "{query}: ours {ours}, theirs {theirs}"
+        );
+        assert!(
+            !theirs["data"]["result"].as_array().unwrap().is_empty(),
+            "{query}"
+        );
+        assert_eq!(ours["data"], theirs["data"], "{query}");
+    }
+
+    // Item 13: a dotted name is a parse error in both; ours names the matcher that works,
+    // and that matcher answers as Prometheus does.
+    let path = instant_path("rate(cpu.usage_user[5m])");
+    let (s1, kind1, text1, ours) = error(tierdb, &format!("/prometheus{path}"));
+    let (s2, kind2, _, theirs) = error(prom, &path);
+    assert_eq!((s1, &kind1), (s2, &kind2), "ours {ours}, theirs {theirs}");
+    assert!(
+        text1.contains(r#"as in rate({__name__="cpu.usage_user"}[5m])"#),
+        "{ours}"
+    );
+    let query = r#"max_over_time({__name__="cpu.usage_user"}[5m])"#;
+    let ours = range(tierdb, "/prometheus", query, start, end, 60);
+    let theirs = range(prom, "", query, start, end, 60);
+    assert_same(query, &ours, &theirs);
+    // The name PromQL users try finds nothing in both; ours says what it would find.
+    let path = instant_path(r#"cpu_usage_user{host="h"}"#);
+    let (_, ours) = get(tierdb, &format!("/prometheus{path}"));
+    let (_, theirs) = get(prom, &path);
+    assert_eq!(ours["data"], theirs["data"]);
+    assert!(
+        ours["warnings"]
+            .to_string()
+            .contains(r#"{__name__=\"cpu.usage_user\"}"#),
+        "{ours}"
+    );
+
     both.stop();
 }

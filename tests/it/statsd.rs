@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use tierdb::{Display, SeriesKind, TiersConfig};
 
 use crate::common::NOW;
+use crate::support::http::percent_encode;
 use crate::support::server::TestServer;
 
 /// How long a datagram may take to be received and written, on a loaded machine.
@@ -120,6 +121,33 @@ fn statsd_lines_aggregate_per_interval_into_buckets() {
 
     let id = server.engine.registry().get("page.views").unwrap();
     assert_eq!(server.engine.series_kind(id), SeriesKind::Gauge);
+
+    // PromQL: rate() of a counter stored as counts per interval is refused with the query
+    // that answers it (not with advice to use rate()), and that query gives 55 per minute.
+    let query = |text: &str| {
+        let path = format!(
+            "/prometheus/api/v1/query?query={}&time={}",
+            percent_encode(text),
+            NOW + 60
+        );
+        server.get(&path)
+    };
+    let (status, body) = query("rate({__name__=\"page.views\"}[1m])");
+    assert_eq!(status, 400, "{body}");
+    let suggested = "sum_over_time({__name__=\"page.views\"}[1m]) / 60";
+    assert!(
+        body.contains(&suggested.replace('"', "\\\"")) && !body.contains("use rate"),
+        "{body}"
+    );
+    let (status, body) = query(suggested);
+    assert_eq!(status, 200, "{body}");
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let rate: f64 = answer["data"]["result"][0]["value"][1]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(rate, 55.0 / 60.0, "{body}");
 
     // Bad lines are counted by reason; the rest landed.
     let (status, metrics) = server.get("/metrics");
