@@ -32,8 +32,10 @@
 //! archive covering it, rolled up as whisper rolls up, and a coarser point only where no
 //! finer archive covers its time or gives it a value.
 //!
-//! An archive covers the interval from its oldest current point's start to now; a tier
-//! bucket older than that, or older than the tier's window, is not written.
+//! An archive covers the interval from its oldest current point's start to now, less the
+//! intervals it no longer holds ([`StepArchive::not_held`]: a whisper slot written over by a
+//! point after now); a tier bucket older than that, or older than the tier's window, is not
+//! written.
 //!
 //! # What a point becomes
 //!
@@ -62,6 +64,11 @@ pub struct StepArchive {
     /// Intervals that [`propagate`] left empty: known finer points under the xFilesFactor,
     /// and no point of this archive. Counted where a tier takes this archive, never stored.
     pub left_empty: Vec<Timestamp>,
+    /// Intervals, in time order, whose point the other tool had when it rolled up a coarser
+    /// archive and this import does not: a whisper slot written over by a point after now (a
+    /// clock ahead), and that point, left out. [`propagate`] does not roll up a coarser
+    /// interval over one of them: it is not wholly covered.
+    pub not_held: Vec<Timestamp>,
 }
 
 /// How a coarser tier's bucket is rolled up from `known` archive buckets (in time order) of
@@ -201,7 +208,8 @@ fn roll_up(
 }
 
 /// One step of whisper's propagation: the level `finer` rolled up into intervals of
-/// `coarser`'s step where it covers them wholly and the rollup gives a value, and elsewhere
+/// `coarser`'s step where it covers them wholly (from its coverage on, none of its intervals
+/// there [`StepArchive::not_held`]) and the rollup gives a value, and elsewhere
 /// `coarser`'s own points; the intervals with known finer points under the xFilesFactor and
 /// no point of `coarser` noted as left empty.
 fn propagate_into(finer: &StepArchive, coarser: StepArchive, fold: &impl Fold) -> StepArchive {
@@ -224,10 +232,18 @@ fn propagate_into(finer: &StepArchive, coarser: StepArchive, fold: &impl Fold) -
                 j += 1;
             }
             let own_there = j < own.len() && own[j].0 == start;
+            let short = finer.not_held.partition_point(|&t| t < start);
+            let whole = finer
+                .not_held
+                .get(short)
+                .is_none_or(|&t| t >= start + coarser.step);
             match (bucket, own_there) {
-                (Some(bucket), _) => points.push((start, bucket)),
-                (None, true) => points.push(own[j]),
-                (None, false) => left_empty.push(start),
+                (Some(bucket), _) if whole => points.push((start, bucket)),
+                (_, true) => points.push(own[j]),
+                (None, false) if whole => left_empty.push(start),
+                // Not wholly covered, and no point of the coarser archive: nothing, as
+                // whisper's fetch of that archive gives.
+                _ => {}
             }
             j += usize::from(own_there);
         },
@@ -281,6 +297,7 @@ mod tests {
             points: points.iter().map(|&(t, v)| (t, one(v))).collect(),
             xff: 0.5,
             left_empty: Vec::new(),
+            not_held: Vec::new(),
         }
     }
 
@@ -406,6 +423,25 @@ mod tests {
                 (600, 60.0)
             ]
         );
+    }
+
+    #[test]
+    fn an_interval_the_finer_archive_no_longer_wholly_holds_takes_the_coarser_point() {
+        // 60 s from 0 on, every minute known but 120's slot written over (not held) and 660
+        // not held either; the 300 s archive holds 0 only.
+        let points: Vec<(i64, f64)> = (0..15).map(|k| (k * 60, 1.0)).collect();
+        let mut fine = archive(60, 0, &points);
+        fine.points.retain(|&(t, _)| t != 120);
+        fine.not_held = vec![120, 660];
+        let coarse = archive(300, 0, &[(0, 50.0)]);
+        let levels = propagate(vec![fine, coarse], &Half);
+        let got: Vec<(i64, f64)> = (levels[1].points.iter())
+            .map(|(t, b)| (*t, b.total))
+            .collect();
+        // 0: four of five minutes, over Half's 0.5, yet the coarser point; 300: the rollup;
+        // 600: not wholly held and no coarser point: nothing, and not counted as left empty.
+        assert_eq!(got, [(0, 50.0), (300, 5.0)]);
+        assert!(levels[1].left_empty.is_empty());
     }
 
     #[test]

@@ -445,6 +445,8 @@ impl RrdFile {
                 points,
                 xff: main.xff,
                 left_empty: Vec::new(),
+                // Rows carry no stamps: each is the interval its place in the ring says.
+                not_held: Vec::new(),
             });
         }
         for r in self.rras.iter().filter(|r| r.consolidation.is_none()) {

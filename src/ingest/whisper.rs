@@ -34,6 +34,12 @@
 //! gives a value and the coarser archive holds another, the finer wins: whisper's next
 //! update of that interval would write the rollup over it. Nothing on either side leaves the
 //! bucket empty.
+//!
+//! "Covers" counts what the finer archive still holds, not its nominal retention: a slot
+//! stamped after `now` (a clock ahead; carbon's `update_many` takes such points) is left
+//! out, and it was written over the interval a retention before it, which `now` still
+//! counts inside the retention. Whisper rolled the coarser intervals over both up when it
+//! held them, so those take the coarser archive's point, as graphite-web shows.
 
 #[cfg(test)]
 mod tests;
@@ -384,29 +390,44 @@ impl WhisperFile {
     /// # Panics
     /// If `index` is not an archive of the header.
     pub fn points(&self, index: usize, now: Timestamp) -> Vec<(Timestamp, f64)> {
+        self.ring(index, now).0
+    }
+
+    /// [`WhisperFile::points`], and the intervals the ring no longer holds for an import at
+    /// `now`, in time order: a slot stamped after `now` (a clock ahead) holds a point left
+    /// out, and was written over the interval a whole number of retentions before it that
+    /// lies inside the retention (whisper rolled that interval up when it still held it).
+    fn ring(&self, index: usize, now: Timestamp) -> (Vec<(Timestamp, f64)>, Vec<Timestamp>) {
         let archive = self.header.archives[index];
         let step = i64::from(archive.seconds_per_point);
         let slots = i64::from(archive.points);
-        let oldest = now - archive.retention() as i64;
+        let retention = archive.retention() as i64;
+        let oldest = now - retention;
         let start = archive.offset as usize;
         let stamp = |slot: usize| i64::from(be_u32(&self.bytes, start + slot * POINT_LEN));
         // Whisper places a point at slot (ts - base) / step mod slots, where base is the
         // stamp in slot 0 when the first point was written: every current point agrees.
         let base = stamp(0);
+        let mut not_held = Vec::new();
         let mut points: Vec<(Timestamp, f64)> = (0..archive.points as usize)
             .filter_map(|slot| {
                 let ts = stamp(slot);
-                let current = ts != 0
+                let placed = ts != 0
                     && ts % step == 0
-                    && ts > oldest
-                    && ts <= now
                     && (base == 0 || ((ts - base) / step).rem_euclid(slots) == slot as i64);
+                if placed && ts > now {
+                    let rounds = (ts - now - 1).div_euclid(retention) + 1;
+                    not_held.extend([ts - rounds * retention, ts]);
+                }
+                let current = placed && ts > oldest && ts <= now;
                 current.then(|| (ts, be_f64(&self.bytes, start + slot * POINT_LEN + 4)))
             })
             .collect();
         points.sort_unstable_by_key(|p| p.0);
         points.dedup_by_key(|p| p.0);
-        points
+        not_held.sort_unstable();
+        not_held.dedup();
+        (points, not_held)
     }
 }
 
@@ -507,7 +528,8 @@ impl WhisperFile {
             // The first step-aligned second after `now - retention`: whisper's fromInterval.
             let covers_from = oldest - oldest.rem_euclid(step) + step;
             let mut points = Vec::new();
-            for (ts, v) in self.points(index, now) {
+            let (current, not_held) = self.ring(index, now);
+            for (ts, v) in current {
                 if !v.is_finite() {
                     read.not_finite += 1;
                     continue;
@@ -525,6 +547,7 @@ impl WhisperFile {
                 points,
                 xff: f64::from(self.header.x_files_factor),
                 left_empty: Vec::new(),
+                not_held,
             });
         }
         read

@@ -210,19 +210,24 @@ fn ten_minute_counts(series: &str, start: i64) -> String {
 /// Waits until every node reads every partition from a live owner.
 pub(crate) fn wait_served(cluster: &[Node]) {
     for node in cluster {
-        eventually("every partition served", || {
-            let status = get_json(node.http(), "/api/v1/cluster")?;
-            let served = status["partitions"]
-                .as_array()
-                .ok_or("no partitions")?
-                .iter()
-                .filter(|p| p["serving"].as_str().is_some())
-                .count();
-            (served == 16)
-                .then_some(())
-                .ok_or(format!("{served} of 16 served: {status}"))
-        });
+        wait_served_at(node.http());
     }
+}
+
+/// Waits until the node answering HTTP at `http` reads every partition from a live owner.
+pub(crate) fn wait_served_at(http: SocketAddr) {
+    eventually("every partition served", || {
+        let status = get_json(http, "/api/v1/cluster")?;
+        let served = status["partitions"]
+            .as_array()
+            .ok_or("no partitions")?
+            .iter()
+            .filter(|p| p["serving"].as_str().is_some())
+            .count();
+        (served == 16)
+            .then_some(())
+            .ok_or(format!("{served} of 16 served: {status}"))
+    });
 }
 
 /// Waits until every lease holder of every partition applied the log to its end.

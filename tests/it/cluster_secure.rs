@@ -5,15 +5,23 @@
 //! and asking each other over TLS with the admin token. A write through one node is read
 //! through the others; a node with a wrong password, or without the CA, is refused at start
 //! with an error saying why.
+//!
+//! Then each other way a node logs in to NATS, one server each, over TLS with only the CA
+//! given (`--nats-ca`, servers that ask for no client certificate): a token
+//! (`--nats-token-file`), an nkey seed (`--nats-nkey-file`) and a creds file
+//! (`--nats-creds`, operator mode with JWTs made here by [`NatsOperator`]). A node so logged
+//! in takes a write and reads it back; one with another token, seed or account's creds is
+//! refused at start, saying so.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::cluster::eventually;
-use crate::nats::{NatsCluster, NatsSecurity};
+use crate::cluster::{eventually, wait_served_at};
+use crate::nats::{NatsAuthorization, NatsCluster, NatsLogin, NatsOperator, NatsSecurity};
 use crate::support::file;
+use crate::support::http::{get_json, request};
 use crate::support::process::{tierdb_command, Proc};
 use crate::support::tls::{client_config, https, Issued, TestCa, Validity};
 
@@ -74,13 +82,15 @@ fn an_authenticated_encrypted_cluster_writes_and_reads_and_refuses_bad_credentia
         cert: server.cert.clone(),
         key: server.key.clone(),
         ca: ca.cert.clone(),
-        users: vec![
-            ("harness".into(), "harness-password".into()),
-            ("tierdb".into(), node_password.into()),
-        ],
-        nkeys: vec![nkey.public_key()],
-        client_cert: (harness.cert.clone(), harness.key.clone()),
-        client_user: ("harness".into(), "harness-password".into()),
+        authorization: NatsAuthorization::Users {
+            users: vec![
+                ("harness".into(), "harness-password".into()),
+                ("tierdb".into(), node_password.into()),
+            ],
+            nkeys: vec![nkey.public_key()],
+        },
+        client_cert: Some((harness.cert.clone(), harness.key.clone())),
+        client_login: NatsLogin::Password("harness".into(), "harness-password".into()),
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let nats = runtime.block_on(NatsCluster::start_secured(3, security));
@@ -261,4 +271,123 @@ fn an_authenticated_encrypted_cluster_writes_and_reads_and_refuses_bad_credentia
 
     drop(nodes);
     drop(nats);
+}
+
+/// One NATS server requiring `authorization` over TLS and asking for no client certificate,
+/// the harness logged in with `harness`. A node started with `login` (and `--nats-ca`) takes
+/// a write and reads it back; one started with `refused` instead is refused at start,
+/// saying its credentials were.
+fn a_node_logs_in(
+    dir: &Path,
+    authorization: NatsAuthorization,
+    harness: NatsLogin,
+    login: Vec<String>,
+    refused: Vec<String>,
+) {
+    let ca = TestCa::new(dir, "nats");
+    let server = ca.issue("nats-server", Validity::Current);
+    let security = NatsSecurity {
+        cert: server.cert,
+        key: server.key,
+        ca: ca.cert.clone(),
+        authorization,
+        client_cert: None,
+        client_login: harness,
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let nats = runtime.block_on(NatsCluster::start_secured(1, security));
+    let urls = nats.urls().join(",");
+    let with_ca = |mut args: Vec<String>| {
+        args.extend(["--nats-ca".into(), ca.cert.display().to_string()]);
+        args
+    };
+    let mut logged_in = node(dir, "node0", &urls, &with_ca(login));
+    let http = logged_in.wait_ready().http;
+    wait_served_at(http);
+    let now = crate::support::unix_now();
+    let line = format!("login value=7 {now}\n");
+    let (status, text) = request(http, "POST", "/write?precision=s", &[], line.as_bytes());
+    assert_eq!(status, 204, "{text}");
+    let path = format!(
+        "/api/v1/query?series=login.value&tier=1m&from={}&to={}",
+        now - 60,
+        now + 60
+    );
+    eventually("the write read back", || {
+        let answer = get_json(http, &path)?;
+        let values: Vec<f64> = (answer["points"].as_array().ok_or("no points")?.iter())
+            .filter_map(|p| p[1].as_f64())
+            .collect();
+        (values == [7.0]).then_some(()).ok_or(format!("{answer}"))
+    });
+
+    let log = refused_at_start(
+        node(dir, "refused", &urls, &with_ca(refused)),
+        &dir.join("refused.log"),
+    );
+    assert!(log.contains("refused this node's credentials"), "{log}");
+    drop(logged_in);
+    drop(nats);
+}
+
+#[test]
+fn a_node_logs_in_to_nats_with_a_token() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path();
+    let token = "nats-token-56";
+    let (good, other) = (
+        write(dir, "nats.token", &format!("{token}\n")),
+        write(dir, "other.token", "not-the-token"),
+    );
+    a_node_logs_in(
+        dir,
+        NatsAuthorization::Token(token.into()),
+        NatsLogin::Token(token.into()),
+        vec!["--nats-token-file".into(), good],
+        vec!["--nats-token-file".into(), other],
+    );
+}
+
+#[test]
+fn a_node_logs_in_to_nats_with_an_nkey_seed() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path();
+    let (nkey, stranger) = (nkeys::KeyPair::new_user(), nkeys::KeyPair::new_user());
+    let (good, other) = (
+        write(dir, "nats.nkey", &nkey.seed().unwrap()),
+        write(dir, "other.nkey", &stranger.seed().unwrap()),
+    );
+    a_node_logs_in(
+        dir,
+        NatsAuthorization::Users {
+            users: vec![("harness".into(), "harness-password".into())],
+            nkeys: vec![nkey.public_key()],
+        },
+        NatsLogin::Password("harness".into(), "harness-password".into()),
+        vec!["--nats-nkey-file".into(), good],
+        vec!["--nats-nkey-file".into(), other],
+    );
+}
+
+#[test]
+fn a_node_logs_in_to_nats_with_a_creds_file() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path();
+    let (operator, stranger) = (NatsOperator::new(), NatsOperator::new());
+    let (harness, good, other) = (
+        dir.join("harness.creds"),
+        dir.join("node.creds"),
+        dir.join("other.creds"),
+    );
+    operator.creds(&harness, "harness");
+    operator.creds(&good, "node");
+    // A user of an account the servers do not know, under an operator they do not trust.
+    stranger.creds(&other, "stranger");
+    a_node_logs_in(
+        dir,
+        NatsAuthorization::Operator(operator),
+        NatsLogin::Creds(harness),
+        vec!["--nats-creds".into(), good.display().to_string()],
+        vec!["--nats-creds".into(), other.display().to_string()],
+    );
 }

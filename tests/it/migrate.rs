@@ -7,6 +7,9 @@
 //!   in python through Django's test client), over ranges that read each archive, value for
 //!   value; a second import changes nothing and renders the same; corrupt, truncated and
 //!   foreign files in the tree are refused by name while the rest imports;
+//! - files written as carbon writes them, one minute at a time, by a clock ahead of the
+//!   importer's: a 7-day `/render` equals graphite-web's at the 1m archive's retention edge,
+//!   where the newest minutes wrote over minutes the importer's clock still counts (#56);
 //! - a tier no archive has (5m over files of 1m and 1h archives) holds, for each method,
 //!   exactly what whisper itself writes into a 5m archive from the same 1m points, under the
 //!   same xFilesFactor (python3-whisper's fetch of that archive of a twin file);
@@ -15,7 +18,8 @@
 //!   series equals librrd's fetch of the same archive (`rrdtool fetch`, through
 //!   python3-rrdtool, since the command prints 11 digits): gauges bit for bit; a counter's
 //!   rate, stored as rate x step and read back as per_sec, to 1e-12 relative, since
-//!   `(r * s) / s` may round.
+//!   `(r * s) / s` may round; at the 1m archives' retention edge too (their oldest rows, and
+//!   the 5m tier across it).
 //!
 //! Needs /usr/bin/python3 with the whisper and graphite modules and /usr/bin/rrdtool, which
 //! `scripts/test.sh` installs; when missing, the test fails naming the install script.
@@ -285,6 +289,92 @@ fn whisper_files_render_as_graphite_web_renders_them() {
     drop(server);
 }
 
+/// Writes `edge/<method>.wsp` (1m:1d, 10m:30d, xFilesFactor 0.5) for `average` and `last` as
+/// carbon writes them, one `update_many` a minute at that minute, for the eight days up to
+/// argv[2]: a clock ahead of the test's, so the last minutes written over the first minutes
+/// of the 1m ring that the test's clock still counts as current.
+const WRITE_AHEAD: &str = r#"
+import random, sys, whisper
+tree, newest = sys.argv[1], int(sys.argv[2])
+random.seed(56)
+for method in ["average", "last"]:
+    path = f"{tree}/edge/{method}.wsp"
+    whisper.create(path, [(60, 1440), (600, 30 * 144)], xFilesFactor=0.5,
+                   aggregationMethod=method)
+    t = newest - 8 * 86400
+    while t <= newest:
+        value = round(random.uniform(-50, 150), random.choice([0, 1, 3, 7]))
+        whisper.update_many(path, [(t, value)], now=t)
+        t += 60
+"#;
+
+/// A regression test (issue #56, item 5): a Graphite host whose clock ran a few minutes ahead
+/// (or clients stamping points ahead, which carbon's `update_many` takes) leaves whisper
+/// files whose newest minutes lie after the importer's now. Each of them was written over
+/// the slot of a minute one retention earlier, which the importer's clock still counts as
+/// inside the 1m archive's retention. The import built the 10m bucket over such a minute
+/// from the minutes left (and the bucket holding now from the minutes up to now), where
+/// graphite-web shows the 10m archive's point, rolled up when all the minutes were there:
+/// 1 point of the 1,008 of a 7-day render differed. The rule now counts only what the 1m
+/// archive still holds, and the render equals graphite-web's everywhere.
+#[test]
+fn whisper_files_from_a_clock_ahead_render_as_graphite_web_at_the_retention_edge() {
+    if !graphite_web_installed() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("whisper");
+    std::fs::create_dir_all(tree.join("edge")).unwrap();
+    let now = unix_now();
+    // The writer's clock: 3 to 13 minutes ahead, at 2 minutes into a 10m interval, so that
+    // the three minutes it wrote over in the 1m ring open a 10m interval wholly inside the
+    // 1m archive's retention by the importer's clock, whose other seven (over the
+    // xFilesFactor) are still held.
+    let mut newest = (now + 180) / 60 * 60 + 60;
+    while newest % 600 != 120 {
+        newest += 60;
+    }
+    run(Command::new(PYTHON)
+        .args(["-c", WRITE_AHEAD])
+        .arg(&tree)
+        .arg(newest.to_string()));
+    let tiers = tiers_from_schemas(
+        tmp.path(),
+        "[default]\npattern = .*\nretentions = 1m:1d,10m:30d\n",
+    );
+    let data = tmp.path().join("data");
+    let summary = import_whisper(&tree, &data, &tiers);
+    assert!(summary.starts_with("imported 2 files"), "{summary}");
+    let edge = newest - 120 - 86_400;
+    assert!(
+        unix_now() < edge + 86_400,
+        "the import ran after the 10m interval at {edge} left the 1m archive's retention"
+    );
+
+    let queries: Vec<String> = ["average", "last"]
+        .iter()
+        .map(|method| {
+            format!(
+                "target=edge.{method}&format=json&from={}&until={now}",
+                now - 7 * 86_400
+            )
+        })
+        .collect();
+    let graphite = graphite_web(&tree, &queries);
+    let log = tmp.path().join("serve.log");
+    let mut server = Proc::tierdb("serve", &data, log);
+    let addrs = server.wait_ready();
+    for (query, expected) in queries.iter().zip(&graphite) {
+        let ours = get_json(addrs.http, &format!("/render?{query}"))
+            .unwrap_or_else(|e| panic!("{query}: {e}"));
+        let (got, known) = assert_same_render(&ours, expected, query, |_| false);
+        assert_eq!(got.len(), 1_008, "{query}");
+        assert!(got.iter().any(|p| p.0 == edge), "{query}: {edge} rendered");
+        assert!(known > 1_000, "{query}: {known} points compared");
+    }
+    drop(server);
+}
+
 /// librrd's fetch (`rrdtool fetch FILE CF -r STEP -s FROM -e UNTIL`, through python3-rrdtool
 /// for exact floats) as `(row end, [value per DS])`, NaN for unknown.
 fn rrd_fetch(file: &Path, cf: &str, step: i64, from: i64, until: i64) -> Vec<(i64, Vec<f64>)> {
@@ -402,8 +492,35 @@ fn rrd_files_query_as_rrdtool_fetches_them() {
     let second = import();
     assert!(second.contains(", 0 of them changed"), "{second}");
 
+    // The end of the 1m RRAs' oldest row: their retention edge, where the 5m RRAs alone
+    // cover what came before (RRDtool consolidates each RRA from the primary points on its
+    // own, so no finer RRA's rows are rolled up there, and the rows carry no stamps that a
+    // clock ahead could make disagree with their place in the ring).
+    let first = stdout(&run(Command::new(RRDTOOL)
+        .arg("first")
+        .arg(&file)
+        .args(["--rraindex", "0"])));
+    let first: i64 = first.trim().parse().unwrap();
     // (tier, step, from, until, [(CF, gauge display, counter display)])
     let checks = [
+        (
+            "1m",
+            60,
+            first - 60,
+            first + 2 * 3600,
+            vec![
+                ("AVERAGE", "avg", "per_sec"),
+                ("MIN", "min", "min"),
+                ("MAX", "max", "max"),
+            ],
+        ),
+        (
+            "5m",
+            300,
+            first - 2 * 3600,
+            first + 2 * 3600,
+            vec![("AVERAGE", "avg", "per_sec"), ("MAX", "max", "max")],
+        ),
         (
             "1m",
             60,

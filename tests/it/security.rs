@@ -2,7 +2,7 @@
 //! environment, 401 and 403 counted in `/metrics` and the secrets never logged; TLS on the
 //! HTTP port with certificates made here (a client trusting only the test CA), plain HTTP
 //! refused on it, wrong and expired certificates refused, and a reload picked up; CIDR
-//! allowlists on the Graphite and StatsD listeners.
+//! allowlists on the Graphite, StatsD and HTTP listeners, the HTTPS one included.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -372,6 +372,7 @@ mod allowlists {
 
     use super::serve;
     use crate::support::http::request;
+    use crate::support::tls::{client_config, https_over, TestCa, Validity};
 
     /// A loopback address other than 127.0.0.1 (Linux routes all of 127/8 to `lo`).
     const OTHER: &str = "127.0.0.2";
@@ -513,5 +514,50 @@ mod allowlists {
             stderr.contains("--graphite-allow: \"10.0.0.0/33\": the prefix length must be 0 to 32"),
             "{stderr}"
         );
+    }
+
+    /// `--http-allow` on a TLS port: a refused peer is closed before the handshake (and
+    /// before the plain-HTTP answer the TLS port gives), an admitted one is served.
+    #[test]
+    fn https_admits_only_its_networks_before_the_handshake() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ca = TestCa::new(tmp.path(), "allow");
+        let issued = ca.issue("server", Validity::Current);
+        let (cert, key) = (issued.cert.to_str().unwrap(), issued.key.to_str().unwrap());
+        let args = ["--tls-cert", cert, "--tls-key", key, "--http-allow", OTHER];
+        let mut server = serve(&tmp.path().join("data"), &args, &[]);
+        let http = server.wait_ready().http;
+        let client = client_config(&ca.cert, None);
+        let get = |from: &str, path: &str| {
+            https_over(
+                connect_from(from, http),
+                http,
+                &client,
+                "GET",
+                path,
+                &[],
+                b"",
+            )
+        };
+
+        let refused = get("127.0.0.1", "/api/v1/tiers");
+        assert!(refused.is_err(), "a refused peer was served: {refused:?}");
+        let mut plain = connect_from("127.0.0.1", http);
+        let _ = plain.write_all(b"GET /api/v1/tiers HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(closed_unanswered(plain), "a refused peer was answered");
+        let (status, text) = get(OTHER, "/api/v1/tiers").unwrap();
+        assert_eq!(status, 200, "{text}");
+
+        // Both refusals are the allowlist's: no handshake was tried, no plain HTTP answered.
+        let (status, metrics) = get(OTHER, "/metrics").unwrap();
+        assert_eq!(status, 200, "{metrics}");
+        for sample in [
+            "tierdb_peers_refused_total{listener=\"http\"} 2\n",
+            "tierdb_tls_handshakes_refused_total{reason=\"handshake\"} 0\n",
+            "tierdb_tls_handshakes_refused_total{reason=\"plain_http\"} 0\n",
+        ] {
+            assert!(metrics.contains(sample), "no {sample:?} in\n{metrics}");
+        }
+        server.terminate(Duration::from_secs(30));
     }
 }

@@ -217,3 +217,45 @@ fn an_average_file_fills_each_tier_from_its_finest_archive_as_whisper_rolls_up()
     assert_eq!(hour, [(0, 4, 80.0, 1.0, 50.0)]);
     assert_eq!(emptied, 1);
 }
+
+#[test]
+fn points_after_now_and_the_minutes_they_wrote_over_are_not_rolled_up() {
+    use crate::ingest::archive::{fill_tier, propagate};
+    // 1m x 10 and 5m x 10, `average`, xFilesFactor 0.5; now is 3 minutes into a 5m interval.
+    // After the ten minutes up to now, a clock ahead wrote 1_000_440 and 1_000_560, over
+    // 999_840 and 999_960.
+    let now: u32 = 1_000_380;
+    let mut points: Vec<(usize, u32, f64)> = (0..10)
+        .map(|k| (0, 999_840 + 60 * k, f64::from(k + 1)))
+        .collect();
+    points.extend([
+        (0, 1_000_440, 100.0),
+        (0, 1_000_560, 200.0),
+        // What whisper rolled up into the 5m archive when it held those intervals' minutes.
+        (1, 999_900, 55.0),
+        (1, 1_000_200, 77.0),
+    ]);
+    let file = WhisperFile::parse(build(1, 0.5, &[(60, 10), (300, 10)], &points)).unwrap();
+    let now = i64::from(now);
+    let minutes: Vec<i64> = file.points(0, now).iter().map(|p| p.0).collect();
+    let held: Vec<i64> = (1..10)
+        .map(|k| 999_840 + 60 * k)
+        .filter(|&t| t != 999_960)
+        .collect();
+    assert_eq!(minutes, held);
+    let read = file.archives(now);
+    assert_eq!(
+        read.archives[0].not_held,
+        [999_840, 999_960, 1_000_440, 1_000_560]
+    );
+    assert!(read.archives[1].not_held.is_empty());
+    // 999_900 holds four of its five minutes, 1_000_200 the four up to now of its five: both
+    // over the xFilesFactor, yet both take the 5m archive's point, as graphite-web shows it.
+    let levels = propagate(read.archives, &file.fold());
+    let fill = fill_tier(300, (0, now), &levels, &file.fold());
+    let got: Vec<(i64, u64, f64)> = (fill.buckets.iter())
+        .map(|(t, b)| (*t, b.count, b.total))
+        .collect();
+    assert_eq!(got, [(999_900, 1, 55.0), (1_000_200, 1, 77.0)]);
+    assert_eq!(fill.folded_away, 0);
+}

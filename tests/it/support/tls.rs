@@ -128,11 +128,25 @@ pub(crate) fn https(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Result<(u16, String), String> {
+    let tcp =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+    https_over(tcp, addr, config, method, path, headers, body)
+}
+
+/// [`https`] over `tcp`, a connection to `addr` already open (from another local address,
+/// say).
+pub(crate) fn https_over(
+    tcp: TcpStream,
+    addr: SocketAddr,
+    config: &Arc<rustls::ClientConfig>,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<(u16, String), String> {
     let name = ServerName::IpAddress(addr.ip().into());
     let connection =
         rustls::ClientConnection::new(Arc::clone(config), name).map_err(|e| e.to_string())?;
-    let tcp =
-        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
     tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut stream = rustls::StreamOwned::new(connection, tcp);
     let head = super::http::request_head(addr, method, path, headers, body.len());
