@@ -260,12 +260,7 @@ pub fn render(
         .map(|target| expr::parse_target(target))
         .collect::<Result<_>>()?;
     for target in &targets {
-        target.for_each_path(&mut |path| match PathPattern::parse(path) {
-            Ok(pattern) => source.charge(&pattern, cx.from, cx.until, budget),
-            // Not a path after all (a bare word where a function takes a string): evaluation
-            // says what is wrong with it.
-            Err(_) => Ok(()),
-        })?;
+        functions::charge_paths(target, &cx, cx.from, cx.until)?;
     }
     let mut evaluated = Vec::new();
     for target in &targets {
@@ -274,7 +269,7 @@ pub fn render(
     // graphite-web sizes every series' consolidation by the span of all of them.
     let start = evaluated.iter().map(|s| s.start).min().unwrap_or(0);
     let end = evaluated.iter().map(|s| s.end).max().unwrap_or(0);
-    Ok((evaluated.into_iter())
-        .map(|series| series.fit(max_points, end - start).rendered())
-        .collect())
+    (evaluated.into_iter())
+        .map(|series| Ok(series.fit(max_points, end - start)?.rendered()))
+        .collect()
 }
