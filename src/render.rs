@@ -13,6 +13,7 @@ mod aggfunc;
 pub mod cache;
 mod expr;
 mod find;
+mod format;
 mod functions;
 mod path;
 mod python;
@@ -23,6 +24,7 @@ pub mod tags;
 mod tests;
 
 pub use find::{find, merge_nodes, FindNode, Finder};
+pub use format::Format;
 pub use path::{graphite_path, parse_graphite_path, PathPattern};
 pub(crate) use stored::charge_points;
 pub use stored::{RenderGrid, StoredSource};
@@ -199,6 +201,26 @@ pub struct RenderedSeries {
     pub target: String,
     /// `(value, timestamp)` pairs; the value is never NaN or infinite (those become null).
     pub datapoints: Vec<(Option<f64>, i64)>,
+    /// graphite-web's `start`, `end` and `step` of the series, which the raw and pickle
+    /// formats write ([`Format`]); not in json.
+    #[serde(skip)]
+    pub start: i64,
+    /// See [`RenderedSeries::start`].
+    #[serde(skip)]
+    pub end: i64,
+    /// See [`RenderedSeries::start`].
+    #[serde(skip)]
+    pub step: i64,
+    /// graphite-web's `pathExpression`, for the pickle format.
+    #[serde(skip)]
+    pub path_expression: String,
+    /// graphite-web's `consolidationFunc` (`average`, or what `consolidateBy` named), for the
+    /// pickle format.
+    #[serde(skip)]
+    pub consolidation: String,
+    /// The series' xFilesFactor, for the pickle format.
+    #[serde(skip)]
+    pub x_files_factor: f64,
 }
 
 /// Evaluates every target and returns their series in target order.

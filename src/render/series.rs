@@ -345,6 +345,13 @@ impl Series {
                 .map(|(i, v)| (v.filter(|v| v.is_finite()), self.at(i)))
                 .take_while(|&(_, at)| at <= self.end)
                 .collect(),
+            start: self.start,
+            end: self.end,
+            step: self.step,
+            path_expression: self.path_expression.clone(),
+            consolidation: (self.consolidate_by.as_ref())
+                .map_or_else(|| "average".to_owned(), |by| by.name.clone()),
+            x_files_factor: self.xff(),
         }
     }
 }

@@ -647,6 +647,12 @@ fn json_is_graphite_webs() {
     let series = RenderedSeries {
         target: "a.b".into(),
         datapoints: vec![(Some(1.5), 60), (None, 120)],
+        start: 60,
+        end: 180,
+        step: 60,
+        path_expression: "a.*".into(),
+        consolidation: "average".into(),
+        x_files_factor: 0.0,
     };
     let json = serde_json::to_string(&series).unwrap();
     assert_eq!(
