@@ -13,6 +13,7 @@ mod aggfunc;
 pub mod cache;
 mod expr;
 mod find;
+mod format;
 mod functions;
 mod path;
 mod python;
@@ -23,6 +24,7 @@ pub mod tags;
 mod tests;
 
 pub use find::{find, merge_nodes, FindNode, Finder};
+pub use format::Format;
 pub use path::{graphite_path, parse_graphite_path, PathPattern};
 #[cfg(feature = "cluster")]
 pub(crate) use stored::charge_points;
@@ -200,6 +202,26 @@ pub struct RenderedSeries {
     pub target: String,
     /// `(value, timestamp)` pairs; the value is never NaN or infinite (those become null).
     pub datapoints: Vec<(Option<f64>, i64)>,
+    /// graphite-web's `start`, `end` and `step` of the series, which the raw and pickle
+    /// formats write ([`Format`]); not in json.
+    #[serde(skip)]
+    pub start: i64,
+    /// See [`RenderedSeries::start`].
+    #[serde(skip)]
+    pub end: i64,
+    /// See [`RenderedSeries::start`].
+    #[serde(skip)]
+    pub step: i64,
+    /// graphite-web's `pathExpression`, for the pickle format.
+    #[serde(skip)]
+    pub path_expression: String,
+    /// graphite-web's `consolidationFunc` (`average`, or what `consolidateBy` named), for the
+    /// pickle format.
+    #[serde(skip)]
+    pub consolidation: String,
+    /// The series' xFilesFactor, for the pickle format.
+    #[serde(skip)]
+    pub x_files_factor: f64,
 }
 
 /// Evaluates every target and returns their series in target order.
@@ -261,12 +283,7 @@ pub fn render(
         .map(|target| expr::parse_target(target))
         .collect::<Result<_>>()?;
     for target in &targets {
-        target.for_each_path(&mut |path| match PathPattern::parse(path) {
-            Ok(pattern) => source.charge(&pattern, cx.from, cx.until, budget),
-            // Not a path after all (a bare word where a function takes a string): evaluation
-            // says what is wrong with it.
-            Err(_) => Ok(()),
-        })?;
+        functions::charge_paths(target, &cx, cx.from, cx.until)?;
     }
     let mut evaluated = Vec::new();
     for target in &targets {
@@ -275,7 +292,7 @@ pub fn render(
     // graphite-web sizes every series' consolidation by the span of all of them.
     let start = evaluated.iter().map(|s| s.start).min().unwrap_or(0);
     let end = evaluated.iter().map(|s| s.end).max().unwrap_or(0);
-    Ok((evaluated.into_iter())
-        .map(|series| series.fit(max_points, end - start).rendered())
-        .collect())
+    (evaluated.into_iter())
+        .map(|series| Ok(series.fit(max_points, end - start)?.rendered()))
+        .collect()
 }

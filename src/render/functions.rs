@@ -100,6 +100,22 @@ pub(crate) fn eval(expr: &Expr, cx: &Context<'_>) -> Result<Vec<Series>> {
     }
 }
 
+/// Charges to the request's budget what reading every path in `expr` over `from`..`until`
+/// would read ([`Source::charge`]): for the request's range before anything is read, and for
+/// another range before a function reads its argument over it.
+///
+/// # Errors
+///
+/// The budget's refusal.
+pub(crate) fn charge_paths(expr: &Expr, cx: &Context<'_>, from: i64, until: i64) -> Result<()> {
+    expr.for_each_path(&mut |path| match PathPattern::parse(path) {
+        Ok(pattern) => cx.source.charge(&pattern, from, until, cx.budget),
+        // Not a path after all (a bare word where a function takes a string): evaluation
+        // says what is wrong with it.
+        Err(_) => Ok(()),
+    })
+}
+
 /// The arguments of a call with its keyword arguments put in the places of the parameters
 /// they name, as Python binds them; a parameter between the positional ones and a keyword
 /// one is [`Expr::Absent`] (its default). Borrowed when there are no keyword arguments.
@@ -271,10 +287,16 @@ impl<'a> Args<'a> {
         Ok(list)
     }
 
+    /// A number (`float` parameter): as graphite-web's `float()` validator takes it, a quoted
+    /// number (`'2'`, as a dashboard's template variable often writes it) and a boolean
+    /// (`true` is 1) too.
     fn number(&self, i: usize) -> Result<f64> {
-        match self.args[i] {
-            Expr::Number(n) => Ok(n),
-            Expr::Int(n) => Ok(n as f64),
+        match &self.args[i] {
+            Expr::Number(n) => Ok(*n),
+            Expr::Int(n) => Ok(*n as f64),
+            Expr::Bool(b) => Ok(f64::from(u8::from(*b))),
+            Expr::Str(text) => python_float(text)
+                .ok_or_else(|| self.wrong(i, &format!("is {text:?}, which is not a number"))),
             _ => Err(self.wrong(i, "must be a number")),
         }
     }
@@ -300,10 +322,15 @@ impl<'a> Args<'a> {
         matches!(self.args.get(i), Some(Expr::Path(p)) if p == "None")
     }
 
+    /// A whole number (`integer` and `node` parameters): as graphite-web's `int()` validator
+    /// takes it, a quoted one (`'2'`) and a boolean (`true` is 1) too.
     fn int(&self, i: usize) -> Result<i64> {
-        match self.args[i] {
-            Expr::Int(n) => Ok(n),
-            Expr::Number(n) if n.fract() == 0.0 && n.abs() < 9e15 => Ok(n as i64),
+        match &self.args[i] {
+            Expr::Int(n) => Ok(*n),
+            Expr::Number(n) if n.fract() == 0.0 && n.abs() < 9e15 => Ok(*n as i64),
+            Expr::Bool(b) => Ok(i64::from(*b)),
+            Expr::Str(text) => (text.trim().parse::<i64>().ok())
+                .ok_or_else(|| self.wrong(i, &format!("is {text:?}, not a whole number"))),
             _ => Err(self.wrong(i, "must be a whole number")),
         }
     }
@@ -331,13 +358,41 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// A boolean as graphite-web (with its default `ENFORCE_INPUT_VALIDATION = False`) reads
+    /// one: `true`/`false`, the strings `'true'`/`'false'` in any case, 0 and 1; any other
+    /// value by Python's truth (a non-empty string or a non-zero number is true, `None` is
+    /// false), since graphite-web then hands the value to the function unconverted, which
+    /// tests it with `if`. Dashboards rely on it (`sortByName(x, 'true')`).
     fn boolean_or(&self, i: usize, default: bool) -> Result<bool> {
+        if self.path_is_none(i) {
+            return Ok(false);
+        }
         match self.arg(i) {
             None => Ok(default),
             Some(Expr::Bool(b)) => Ok(*b),
-            // graphite-web's grammar takes 0 and 1 where a boolean is expected.
-            Some(Expr::Int(n @ (0 | 1))) => Ok(*n == 1),
+            Some(Expr::Int(n)) => Ok(*n != 0),
+            Some(Expr::Number(n)) => Ok(*n != 0.0),
+            Some(Expr::Str(text)) => Ok(match text.to_ascii_lowercase().as_str() {
+                "true" => true,
+                "false" => false,
+                other => !other.is_empty(),
+            }),
             Some(_) => Err(self.wrong(i, "must be true or false")),
+        }
+    }
+
+    /// The `reverse` of graphite-web's sorts, which Python's `list.sort` takes only as a whole
+    /// number: the booleans of [`Args::boolean_or`]'s first rule and any whole number (true
+    /// when not 0); another value is refused, as graphite-web fails on it.
+    fn sort_reverse_or(&self, i: usize, default: bool) -> Result<bool> {
+        match self.arg(i) {
+            None => Ok(default),
+            Some(Expr::Bool(b)) => Ok(*b),
+            Some(Expr::Int(n)) => Ok(*n != 0),
+            Some(Expr::Number(n)) if *n == 0.0 || *n == 1.0 => Ok(*n == 1.0),
+            Some(Expr::Str(text)) if text.eq_ignore_ascii_case("true") => Ok(true),
+            Some(Expr::Str(text)) if text.eq_ignore_ascii_case("false") => Ok(false),
+            Some(_) => Err(self.wrong(i, "must be true, false or a whole number")),
         }
     }
 
@@ -554,6 +609,20 @@ fn lcm(a: i64, b: i64) -> Option<i64> {
         a
     };
     (a / gcd(a, b)).checked_mul(b)
+}
+
+/// Python's `float()` of a string: blanks around it ignored; `inf` and `nan` in any case
+/// included, as Python reads them.
+fn python_float(text: &str) -> Option<f64> {
+    let text = text.trim();
+    let lower = text.to_ascii_lowercase();
+    let word = lower.trim_start_matches(['+', '-']);
+    let numeric = text
+        .bytes()
+        .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b));
+    (numeric || matches!(word, "inf" | "infinity" | "nan"))
+        .then(|| text.parse().ok())
+        .flatten()
 }
 
 /// `%g` of a number, as graphite-web names `scale(a,2)` and kin.

@@ -4,6 +4,7 @@
 use super::aggfunc::AggFunc;
 use super::{Fetched, RenderedSeries};
 use crate::bucket::Bucket;
+use crate::error::{Error, Result};
 
 /// One series during evaluation.
 #[derive(Clone, Debug, PartialEq)]
@@ -36,12 +37,23 @@ pub(crate) struct Series {
     /// What `consolidateBy` chose for joining points when the series is consolidated (to
     /// `maxDataPoints`, or to a common step): `None` for the default, which merges buckets
     /// exactly while there are any and averages the values (sums a counter's) otherwise.
-    pub(crate) consolidate_by: Option<AggFunc>,
+    pub(crate) consolidate_by: Option<ConsolidateBy>,
     /// graphite-web's `xFilesFactor` of the series: the share of a window's points that must
     /// be known for consolidation (maxDataPoints, a common step), summarize and the moving
     /// windows to give it a value. `None` until evaluation sets it to the request's (then
     /// kept through the functions that copy the series, as graphite-web's `copy` keeps it).
     pub(crate) x_files_factor: Option<f64>,
+}
+
+/// A `consolidateBy` choice: graphite-web's `consolidationFunc`, which takes any name and
+/// fails only when a series so named has to be consolidated.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ConsolidateBy {
+    /// The name as given (`avg`, `sum`, or one that names nothing, such as Ceph's dashboards'
+    /// `maxSeries`); the pickle format writes it.
+    pub(crate) name: String,
+    /// The function it names; `None` for a name that names none.
+    pub(crate) func: Option<AggFunc>,
 }
 
 /// graphite-web's `xff(nonNull, total, xFilesFactor)`: whether `known` of `total` points are
@@ -151,18 +163,24 @@ impl Series {
     /// the points before the one preceding the new start dropped, and the rest joined `k` at
     /// a time ([`Series::consolidate`]; a counter's increases averaged,
     /// [`Series::averaged`]). With one point allowed, every point into one.
-    pub(crate) fn fit(self, max_points: u32, time_range: i64) -> Series {
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidQuery`] when the series must be consolidated and `consolidateBy` gave
+    /// it a name that names no function, where graphite-web fails too.
+    pub(crate) fn fit(self, max_points: u32, time_range: i64) -> Result<Series> {
         let len = self.values.len();
         if max_points == 1 {
             return if self.counter {
-                self.averaged(len)
+                self.check_consolidation(len)?;
+                Ok(self.averaged(len))
             } else {
                 self.consolidate(len)
             };
         }
         let points = time_range as f64 / self.step as f64;
         if f64::from(max_points) >= points {
-            return self;
+            return Ok(self);
         }
         let k = (points / f64::from(max_points)).ceil() as i64;
         let wide = k.saturating_mul(self.step);
@@ -181,13 +199,28 @@ impl Series {
             ..self
         };
         let consolidated = if kept.counter {
+            kept.check_consolidation(k as usize)?;
             kept.averaged(k as usize)
         } else {
-            kept.consolidate(k as usize)
+            kept.consolidate(k as usize)?
         };
-        Series {
+        Ok(Series {
             start,
             ..consolidated
+        })
+    }
+
+    /// Refuses joining `k > 1` points of a series whose `consolidateBy` names no function,
+    /// with graphite-web's list of the names it does consolidate by.
+    fn check_consolidation(&self, k: usize) -> Result<()> {
+        match &self.consolidate_by {
+            Some(ConsolidateBy { name, func: None }) if k > 1 => Err(Error::InvalidQuery(format!(
+                "{}: cannot join {k} points into one by {name:?}, which is not a consolidation \
+                 function (average, avg, avg_zero, sum, max, min, first, last); graphite-web \
+                 fails here too",
+                self.name
+            ))),
+            _ => Ok(()),
         }
     }
 
@@ -215,7 +248,11 @@ impl Series {
     }
 
     /// The series consolidated to `step`, a multiple of its own ([`Series::consolidate`]).
-    pub(crate) fn consolidate_to(self, step: i64) -> Series {
+    ///
+    /// # Errors
+    ///
+    /// As [`Series::consolidate`].
+    pub(crate) fn consolidate_to(self, step: i64) -> Result<Series> {
         let k = (step / self.step).max(1) as usize;
         self.consolidate(k)
     }
@@ -224,11 +261,17 @@ impl Series {
     /// graphite-web joins series of different steps for sumSeries and kin): buckets
     /// merged exactly while present, otherwise the sum of the known values for a counter (the
     /// increase within the wider point) and their average for a gauge.
-    pub(crate) fn consolidate(self, k: usize) -> Series {
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidQuery`] when `consolidateBy` named no function
+    /// ([`Series::check_consolidation`]).
+    pub(crate) fn consolidate(self, k: usize) -> Result<Series> {
         if k <= 1 {
-            return self;
+            return Ok(self);
         }
-        if let Some(func) = self.consolidate_by {
+        self.check_consolidation(k)?;
+        if let Some(func) = self.consolidate_by.as_ref().and_then(|by| by.func) {
             // graphite-web's consolidating generator: avg_zero counts nulls as zeros, every
             // other function sees the known values; nothing known is null.
             let xff = self.xff();
@@ -240,12 +283,12 @@ impl Series {
                         .flatten()
                 })
                 .collect();
-            return Series {
+            return Ok(Series {
                 step: self.step * k as i64,
                 values,
                 buckets: None,
                 ..self
-            };
+            });
         }
         let counter = self.counter;
         let values = self.values.chunks(k).map(|chunk| {
@@ -284,12 +327,12 @@ impl Series {
         } else {
             (values, buckets)
         };
-        Series {
+        Ok(Series {
             step: self.step * k as i64,
             values,
             buckets,
             ..self
-        }
+        })
     }
 
     /// The series as rendered: `[value, timestamp]` pairs up to the stamp of
@@ -302,6 +345,13 @@ impl Series {
                 .map(|(i, v)| (v.filter(|v| v.is_finite()), self.at(i)))
                 .take_while(|&(_, at)| at <= self.end)
                 .collect(),
+            start: self.start,
+            end: self.end,
+            step: self.step,
+            path_expression: self.path_expression.clone(),
+            consolidation: (self.consolidate_by.as_ref())
+                .map_or_else(|| "average".to_owned(), |by| by.name.clone()),
+            x_files_factor: self.xff(),
         }
     }
 }

@@ -416,6 +416,67 @@ fn unbounded_answers_are_refused() {
     );
 }
 
+/// graphite-web's leniency (`ENFORCE_INPUT_VALIDATION = False`, its default), on which real
+/// dashboards rely: what it accepts renders as it renders there.
+#[test]
+fn arguments_graphite_web_takes_in_other_forms() {
+    let same = |lenient: &str, strict: &str| {
+        let (mut a, b) = (
+            run(&[lenient], None).unwrap(),
+            run(&[strict], None).unwrap(),
+        );
+        assert!(!b.is_empty(), "{strict}");
+        for s in &mut a {
+            s.target = s.target.replace(lenient, strict);
+        }
+        assert_eq!(a, b, "{lenient} against {strict}");
+    };
+    // Booleans: 'true'/'false' in any case, 0 and 1, else Python's truth.
+    same("sortByName(cpu.*, 'true')", "sortByName(cpu.*, true)");
+    same(
+        "sortByName(cpu.*, 'FALSE', 1)",
+        "sortByName(cpu.*, false, true)",
+    );
+    same("sortBy(cpu.*, 'max', 2)", "sortBy(cpu.*, 'max', true)");
+    same(
+        "percentileOfSeries(cpu.*, 50, 'yes')",
+        "percentileOfSeries(cpu.*, 50, true)",
+    );
+    same(
+        "percentileOfSeries(cpu.*, 50, None)",
+        "percentileOfSeries(cpu.*, 50, false)",
+    );
+    assert_eq!(
+        one("summarize(cpu.load;host=a, '2min', 'sum', 'yes')").0,
+        "summarize(cpu.load;host=a, \"2min\", \"sum\", true)"
+    );
+    // Numbers quoted, as template variables write them, and booleans as numbers.
+    assert_eq!(
+        values("scale(cpu.load;host=a, '2')"),
+        values("scale(cpu.load;host=a, 2)")
+    );
+    assert_eq!(
+        values("scale(cpu.load;host=a, true)"),
+        values("cpu.load;host=a")
+    );
+    same("limit(cpu.*, ' 2 ')", "limit(cpu.*, 2)");
+    // A consolidation name that names nothing: kept in the name, harmless unless the series
+    // has to be consolidated.
+    let (name, _, _, points) = one("consolidateBy(cpu.load;host=b, 'maxSeries')");
+    assert_eq!(name, "consolidateBy(cpu.load;host=b,\"maxSeries\")");
+    assert_eq!(points, values("cpu.load;host=b"));
+    let under = run(
+        &["maxSeries(consolidateBy(cpu.load;host=b, 'maxSeries'))"],
+        Some(2),
+    );
+    assert!(under.is_ok(), "{under:?}");
+    let consolidated = run(&["consolidateBy(cpu.load;host=b, 'maxSeries')"], Some(2));
+    assert!(consolidated
+        .unwrap_err()
+        .to_string()
+        .contains("not a consolidation function"));
+}
+
 #[test]
 fn argument_errors_name_the_function() {
     let cases = [
@@ -426,16 +487,16 @@ fn argument_errors_name_the_function() {
             "scale: takes 2 arguments (seriesList, factor), got 1",
         ),
         (
-            "scale(cpu.load, '2')",
-            "scale: argument 2 (factor) must be a number",
+            "scale(cpu.load, 'two')",
+            "scale: argument 2 (factor) is \"two\", which is not a number",
         ),
         (
             "alias(1, 'x')",
             "alias: argument 1 (seriesList) must be a series list",
         ),
         (
-            "summarize(cpu.load, '1h', 'sum', 'yes')",
-            "summarize: argument 4 (alignToFrom) must be true or false",
+            "sortBy(cpu.load, 'max', 'yes')",
+            "sortBy: argument 3 (reverse) must be true, false or a whole number",
         ),
         (
             "sumSeries()",
@@ -516,8 +577,8 @@ fn argument_errors_name_the_function() {
             "cactiStyle: argument 2 (system) is \"metric\", not a unit system (si or binary)",
         ),
         (
-            "timeSlice(cpu.load, 'yesterday')",
-            "timeSlice: argument 2 (startSliceAt) \"yesterday\" is not a time",
+            "timeSlice(cpu.load, 'someday')",
+            "timeSlice: argument 2 (startSliceAt) \"someday\" is not a time",
         ),
         (
             "verticalLine('0')",
@@ -586,6 +647,12 @@ fn json_is_graphite_webs() {
     let series = RenderedSeries {
         target: "a.b".into(),
         datapoints: vec![(Some(1.5), 60), (None, 120)],
+        start: 60,
+        end: 180,
+        step: 60,
+        path_expression: "a.*".into(),
+        consolidation: "average".into(),
+        x_files_factor: 0.0,
     };
     let json = serde_json::to_string(&series).unwrap();
     assert_eq!(

@@ -18,11 +18,13 @@ use crate::read::budget::ReadBudget;
 use crate::render::{self, RenderRequest};
 
 /// `GET|POST /render`: `target` (repeatable), `from` (default `-24h`), `until` (default
-/// `now`), `format` (`json`, the default, is the only one), `maxDataPoints`, `xFilesFactor`
-/// (0 to 1, default 0: graphite-web's request default for consolidation), and on a cluster
-/// node `consistency` (as the other reads take it). Answers graphite-web's json: a bare array
-/// of `{"target", "datapoints": [[value, ts], ...]}`. Other parameters Grafana or graphite
-/// clients send (`noCache`, `cacheTimeout`, `_salt`, ...) are ignored.
+/// `now`), `format` (`json`, the default, `csv`, `raw` or `pickle`; graphite-web's `rawData`
+/// and `pickle` flags ask for the last two), `maxDataPoints` (json only, as in graphite-web),
+/// `xFilesFactor` (0 to 1, default 0: graphite-web's request default for consolidation), and
+/// on a cluster node `consistency` (as the other reads take it). Answers graphite-web's
+/// json, a bare array of `{"target", "datapoints": [[value, ts], ...]}`, or its other
+/// formats byte for byte ([`render::Format`]). Other parameters Grafana or graphite clients
+/// send (`noCache`, `cacheTimeout`, `local`, `_salt`, ...) are ignored.
 pub(super) async fn render(
     AxumState(state): AxumState<Arc<State>>,
     RawQuery(raw): RawQuery,
@@ -30,7 +32,7 @@ pub(super) async fn render(
     body: Bytes,
 ) -> std::result::Result<Response, ApiError> {
     let params = Params::query_and_form(raw.as_deref(), &headers, &body)?;
-    params.require_format("json")?;
+    let format = render_format(&params)?;
     let now = state.now();
     let time = |key: &str, default: &str| {
         let text = params.get(key).unwrap_or(default);
@@ -68,8 +70,13 @@ pub(super) async fn render(
             .collect(),
         from,
         until,
-        max_data_points,
-        default_max_points: state.tiers().engine.max_points,
+        // graphite-web consolidates to maxDataPoints in json only: the other formats get
+        // every point, which no series exceeds.
+        max_data_points: max_data_points.filter(|_| format.consolidates()),
+        default_max_points: match format.consolidates() {
+            true => state.tiers().engine.max_points,
+            false => u32::MAX,
+        },
         x_files_factor,
         now,
     };
@@ -80,7 +87,33 @@ pub(super) async fn render(
         .render(request, Arc::clone(&budget), read)
         .await;
     let series = over_budget(&state, &budget, series)?;
-    Ok(report.json(series))
+    if format == render::Format::Json {
+        return Ok(report.json(series));
+    }
+    let content_type = [(axum::http::header::CONTENT_TYPE, format.content_type())];
+    Ok(report.mark((content_type, format.write(&series)).into_response()))
+}
+
+/// The answer format a render asks for, as graphite-web reads it: `format`, else `rawData`
+/// or `pickle` present, else json.
+///
+/// # Errors
+/// [`ApiError::BadRequest`] naming the formats tierdb writes, for another (`png` and `svg`
+/// included: tierdb draws charts with `tierdb plot`, not through `/render`).
+fn render_format(params: &Params) -> std::result::Result<render::Format, ApiError> {
+    let flag = |key: &str| params.all(key).next().is_some();
+    let name = match params.get("format") {
+        Some(name) => name,
+        None if flag("rawData") => "raw",
+        None if flag("pickle") => "pickle",
+        None => "json",
+    };
+    render::Format::parse(name).ok_or_else(|| {
+        ApiError::BadRequest(format!(
+            "format: {name:?} is not supported; use json, csv, raw or pickle (tierdb draws \
+             charts with `tierdb plot`, not through /render)"
+        ))
+    })
 }
 
 /// `GET /functions`: graphite-web's list of render functions, exactly those tierdb

@@ -18,7 +18,11 @@ use super::Timestamp;
 ///   [`parse_interval`];
 /// - RFC 3339 (`2025-11-21T12:00:00Z`, `2025-11-21T13:00:00+01:00`);
 /// - a date and time without a zone, read as UTC: `2025-11-21T12:00:00`,
-///   `2025-11-21 12:00`, `2025-11-21` (midnight), Graphite's `12:00_20251121`.
+///   `2025-11-21 12:00`, `2025-11-21` (midnight), Graphite's `12:00_20251121`;
+/// - graphite-web's words (its `attime` grammar, in UTC): a day (`today`, `yesterday`,
+///   `tomorrow`, `monday`, `jan1`, `01/31/2025`), a time of day (`midnight`, `noon`,
+///   `teatime`, `6pm`, `14:30`), or both (`noon yesterday`), each followed by an offset if
+///   wanted (`yesterday-6h`); see [`graphite_words`].
 ///
 /// A bare negative number (`-6`) is refused rather than read as a second before 1970: it is
 /// almost always an offset missing its unit.
@@ -29,8 +33,9 @@ pub fn parse_time(text: &str, now: Timestamp) -> Result<Timestamp, String> {
     let invalid = || {
         format!(
             "{text:?} is not a time: use now, unix seconds, an offset such as -6h, now-7d or \
-             -1d-6h, RFC 3339 (2025-11-21T12:00:00Z), or a UTC date such as 2025-11-21, \
-             '2025-11-21 12:00', 20251121 or 12:00_20251121"
+             -1d-6h, RFC 3339 (2025-11-21T12:00:00Z), a UTC date such as 2025-11-21, \
+             '2025-11-21 12:00', 20251121 or 12:00_20251121, or graphite-web's words such \
+             as yesterday, midnight, noon today, monday or jan1"
         )
     };
     let t = text.trim();
@@ -54,7 +59,112 @@ pub fn parse_time(text: &str, now: Timestamp) -> Result<Timestamp, String> {
     }
     zoneless(t)
         .map(|time| time.and_utc().timestamp())
+        .or_else(|| graphite_words(t, now))
         .ok_or_else(invalid)
+}
+
+/// Months and weekdays as graphite-web's `attime` knows them: by their first three letters.
+const MONTHS: [&str; 12] = [
+    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+];
+const WEEKDAYS: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
+
+/// graphite-web's `parseATTime` (1.1.8) for the forms the other rules leave, in UTC: blanks,
+/// `_` and `,` dropped and case ignored; the text split at its first `+` (else its first
+/// `-`) into a reference and an offset ([`offset`]). The reference is `now`, or a time of
+/// day (`HH:MM` with `am`/`pm` if wanted, `6am`, `6pm`, `noon`, `midnight`, `teatime`;
+/// midnight when absent) then a day (`today`, `yesterday`, `tomorrow`, `MM/DD/YY[YY]`,
+/// `YYYYMMDD`, a month's name and a day such as `jan1`, or the last such weekday, today
+/// included, as `monday`; today when absent). graphite-web's quirks are kept, so that a
+/// dashboard's time means the same on both: `12am` is noon, and a two-digit year before 70 is
+/// in the 2000s.
+fn graphite_words(text: &str, now: Timestamp) -> Option<Timestamp> {
+    let s: String = (text.chars())
+        .filter(|c| !matches!(c, ' ' | '_' | ','))
+        .collect::<String>()
+        .to_lowercase();
+    if s.is_empty() {
+        return None;
+    }
+    let (reference, shift) = match s.find('+').or_else(|| s.find('-')) {
+        Some(at) => (&s[..at], offset(&s[at..])?),
+        None => (s.as_str(), 0),
+    };
+    reference_time(reference, now)?.checked_add(shift)
+}
+
+/// The reference part of [`graphite_words`]: the time it names, to the minute.
+fn reference_time(reference: &str, now: Timestamp) -> Option<Timestamp> {
+    if reference.is_empty() || reference == "now" {
+        return Some(now);
+    }
+    let today = chrono::DateTime::from_timestamp(now, 0)?.date_naive();
+    let mut rest = reference;
+    let (mut hour, mut minute) = (0u32, 0u32);
+    // A number before the marker at byte 1 or 2 (graphite-web's `0 < i < 3`).
+    let before = |rest: &str, marker: &str| rest.find(marker).filter(|&i| 0 < i && i < 3);
+    if let Some(i) = before(rest, ":") {
+        hour = rest[..i].parse().ok()?;
+        let end = (i + 3).min(rest.len());
+        minute = rest.get(i + 1..end)?.parse().ok()?;
+        rest = &rest[end..];
+        if let Some(after) = rest.strip_prefix("am") {
+            rest = after;
+        } else if let Some(after) = rest.strip_prefix("pm") {
+            hour = (hour + 12) % 24;
+            rest = after;
+        }
+    }
+    if let Some(i) = before(rest, "am") {
+        hour = rest[..i].parse().ok()?;
+        rest = &rest[i + 2..];
+    }
+    if let Some(i) = before(rest, "pm") {
+        hour = (rest[..i].parse::<u32>().ok()? + 12) % 24;
+        rest = &rest[i + 2..];
+    }
+    for (word, at) in [("noon", 12), ("midnight", 0), ("teatime", 16)] {
+        if let Some(after) = rest.strip_prefix(word) {
+            (hour, minute, rest) = (at, 0, after);
+            break;
+        }
+    }
+    let prefix = rest.get(..3).unwrap_or(rest);
+    let day = match rest {
+        "" | "today" => today,
+        "yesterday" => today.pred_opt()?,
+        "tomorrow" => today.succ_opt()?,
+        _ if rest.matches('/').count() == 2 => {
+            let mut parts = rest.split('/').map(|p| p.parse::<i32>().ok());
+            let (month, day, mut year) = (parts.next()??, parts.next()??, parts.next()??);
+            if year < 1900 {
+                year += 1900;
+            }
+            if year < 1970 {
+                year += 100;
+            }
+            NaiveDate::from_ymd_opt(year, u32::try_from(month).ok()?, u32::try_from(day).ok()?)?
+        }
+        _ if rest.len() == 8 && rest.bytes().all(|b| b.is_ascii_digit()) => compact_date(rest)?,
+        _ if MONTHS.contains(&prefix) => {
+            let digits = rest
+                .bytes()
+                .rev()
+                .take_while(u8::is_ascii_digit)
+                .count()
+                .min(2);
+            let day = rest[rest.len() - digits..].parse().ok()?;
+            let month = MONTHS.iter().position(|m| *m == prefix)? as u32 + 1;
+            NaiveDate::from_ymd_opt(today.year(), month, day)?
+        }
+        _ if WEEKDAYS.contains(&prefix) => {
+            let wanted = WEEKDAYS.iter().position(|d| *d == prefix)? as i64;
+            let back = (i64::from(today.weekday().num_days_from_sunday()) - wanted).rem_euclid(7);
+            today.checked_sub_days(chrono::Days::new(back as u64))?
+        }
+        _ => return None,
+    };
+    Some(day.and_hms_opt(hour, minute, 0)?.and_utc().timestamp())
 }
 
 /// Parses a positive interval, a whole number with a unit, into seconds: `30s`, `5min`,

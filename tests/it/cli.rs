@@ -269,7 +269,7 @@ fn user_errors_exit_non_zero_with_one_line() {
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["query", "nope", "--data-dir", &d], "unknown series"),
         (
-            vec!["query", "load", "--from", "yesterday", "--data-dir", &d],
+            vec!["query", "load", "--from", "someday", "--data-dir", &d],
             "--from",
         ),
         (

@@ -4,14 +4,16 @@ Usage: /usr/bin/python3 graphite_oracle.py SPEC.json ANSWERS.json
 
 SPEC holds `dir` (an empty temporary directory), `now` (the clock, unix seconds),
 `archives` (whisper retentions as [seconds per point, points] pairs), `series` (name ->
-[[timestamp, value], ...]) and `requests` (each with `targets`, `from`, `until` and an
-optional `maxDataPoints`, or with `path` and `params` for another endpoint). Writes one
+[[timestamp, value], ...]) and `requests` (each with `targets`, `from`, `until` (unix
+seconds, or graphite-web's time words) and an optional `maxDataPoints` and `format`, or with
+`path` and `params` for another endpoint). Writes one
 whisper file per series under DIR/whisper with python3-whisper (average aggregation, an
 xFilesFactor of 0, so every archive holds the average of what it has); a tagged series
 (`name;k=v`, tags sorted) goes where graphite-web's finder looks for it and into its tag
 database (sqlite in DIR). Then answers every request through graphite-web's own Django app
 in this process, with the settings module written below (no web server, no service,
-nothing outside DIR). ANSWERS gets one {"status", "body"} per request, in order.
+nothing outside DIR). ANSWERS gets one {"status", "body", "type"} per request, in order
+(`type` the Content-Type); a pickle's body is what it unpickles to, as JSON.
 
 The clock is the spec's, not the machine's: whisper chooses its archive and graphite-web
 its `now` from it, as tierdb's test server does from its manual clock.
@@ -20,6 +22,7 @@ its `now` from it, as tierdb's test server does from its manual clock.
 import inspect
 import json
 import os
+import pickle
 import sys
 import time
 
@@ -92,13 +95,19 @@ for request in spec["requests"]:
             "target": request["targets"],
             "from": request["from"],
             "until": request["until"],
-            "format": "json",
+            "format": request.get("format") or "json",
             "now": NOW,
         }
         if request.get("maxDataPoints"):
             params["maxDataPoints"] = request["maxDataPoints"]
         response = client.get("/render", params)
-    answers.append({"status": response.status_code, "body": response.content.decode()})
+    if response.get("Content-Type") == "application/pickle" and response.status_code == 200:
+        body = json.dumps(pickle.loads(response.content))
+    else:
+        body = response.content.decode()
+    answers.append(
+        {"status": response.status_code, "body": body, "type": response.get("Content-Type")}
+    )
 
 with open(answers_path, "w") as f:
     json.dump(answers, f)

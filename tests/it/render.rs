@@ -551,9 +551,13 @@ fn render_errors_answer_400_naming_the_problem() {
             assert!(error.contains(needle), "{body}: {error:?} lacks {needle:?}");
         }
     }
-    let (status, text) = server.get("/render?target=servers.web1.cpu&format=csv");
+    // graphite-web's image formats: tierdb draws charts with `tierdb plot`, and says so.
+    let (status, text) = server.get("/render?target=servers.web1.cpu&format=svg");
     assert_eq!(status, 400, "{text}");
-    assert!(text.contains("csv"), "{text}");
+    assert!(
+        text.contains("svg") && text.contains("tierdb plot"),
+        "{text}"
+    );
     let json_body = [("Content-Type", "application/json")];
     let (status, text) = server.request("POST", "/render", &json_body, b"{\"target\":\"x\"}");
     assert_eq!(status, 400, "{text}");

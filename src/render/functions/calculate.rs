@@ -5,7 +5,7 @@
 use rayon::prelude::*;
 
 use super::combine::percentile;
-use super::transform::window_seconds;
+use super::transform::{self, window_seconds};
 use super::{g, Args, Context, Window};
 use crate::error::Result;
 use crate::render::aggfunc::AggFunc;
@@ -267,43 +267,73 @@ pub(super) fn stdev(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
         .collect())
 }
 
-/// `linearRegression(seriesList)`: the least-squares line through each series' known
-/// values, over its own points. A source range (`startSourceAt`, `endSourceAt`) is refused.
+/// `linearRegression(seriesList, startSourceAt, endSourceAt)`: the least-squares line through
+/// the known values of each series read over the source range (the request's `from` and
+/// `until` where not given; times in the forms of [`transform::date`]), drawn on the points
+/// of the series at the same position in the list over the request's range, as graphite-web
+/// pairs them. A source whose values fit no line (fewer than two known) gives no series.
 pub(super) fn linear_regression(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    if a.has(1) {
-        return Err(a.wrong(
-            1,
-            "is not supported: tierdb fits the line over the rendered range only",
-        ));
+    let from = match a.has(1) {
+        true => transform::date(a, 1, cx)?,
+        false => cx.from,
+    };
+    let until = match a.has(2) {
+        true => transform::date(a, 2, cx)?,
+        false => cx.until,
+    };
+    if from >= until {
+        return Err(a.invalid(&format!(
+            "the source range must not be empty: startSourceAt ({}) is not before \
+             endSourceAt ({})",
+            crate::time::format_ts(from),
+            crate::time::format_ts(until)
+        )));
     }
+    let list = a.series(0, cx)?;
+    let sources = if (from, until) == (cx.from, cx.until) {
+        list.clone()
+    } else {
+        super::charge_paths(a.expr(0), cx, from, until)?;
+        a.series(0, &cx.over(from, until))?
+    };
     let mut out = Vec::new();
-    for s in a.series(0, cx)? {
-        let (mut n, mut sum_i, mut sum_ii) = (0i128, 0i128, 0i128);
-        let (mut sum_v, mut sum_iv) = (0.0, 0.0);
-        for (i, v) in s.values.iter().enumerate() {
-            if let Some(v) = v {
-                let i = i as i128;
-                n += 1;
-                sum_i += i;
-                sum_ii += i * i;
-                sum_v += v;
-                sum_iv += i as f64 * v;
-            }
-        }
-        let denominator = (n * sum_ii - sum_i * sum_i) as f64;
-        if denominator == 0.0 {
+    for (source, s) in sources.iter().zip(list) {
+        let Some((factor, offset)) = least_squares(source) else {
             continue;
-        }
-        let factor = (n as f64 * sum_iv - sum_i as f64 * sum_v) / denominator / s.step as f64;
-        let offset =
-            (sum_ii as f64 * sum_v - sum_iv * sum_i as f64) / denominator - factor * s.start as f64;
-        let name = format!("linearRegression({}, {}, {})", s.name, cx.from, cx.until);
+        };
+        let name = format!("linearRegression({}, {from}, {until})", s.name);
         let values = (0..s.values.len())
-            .map(|i| Some(offset + (s.start + i as i64 * s.step) as f64 * factor))
+            .map(|i| Some(offset + s.at(i) as f64 * factor))
             .collect();
         out.push(s.derived(name, values));
     }
     Ok(out)
+}
+
+/// graphite-web's `_linearRegressionAnalysis`: the slope per second and the value at time 0
+/// of the least-squares line through the known values of `s` (the sums over point indexes
+/// kept exact, as Python's integers are); `None` when they fit no line.
+fn least_squares(s: &Series) -> Option<(f64, f64)> {
+    let (mut n, mut sum_i, mut sum_ii) = (0i128, 0i128, 0i128);
+    let (mut sum_v, mut sum_iv) = (0.0, 0.0);
+    for (i, v) in s.values.iter().enumerate() {
+        if let Some(v) = v {
+            let i = i as i128;
+            n += 1;
+            sum_i += i;
+            sum_ii += i * i;
+            sum_v += v;
+            sum_iv += i as f64 * v;
+        }
+    }
+    let denominator = (n * sum_ii - sum_i * sum_i) as f64;
+    if denominator == 0.0 {
+        return None;
+    }
+    let factor = (n as f64 * sum_iv - sum_i as f64 * sum_v) / denominator / s.step as f64;
+    let offset =
+        (sum_ii as f64 * sum_v - sum_iv * sum_i as f64) / denominator - factor * s.start as f64;
+    Some((factor, offset))
 }
 
 /// `aggregateLine(seriesList, func="average", keepStep=false)`: a constant line at `func`

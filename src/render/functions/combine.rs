@@ -110,7 +110,9 @@ fn rows(
         .ok_or_else(|| {
             a.invalid("the series' steps have no common multiple that fits in 64 bits")
         })?;
-    let list: Vec<Series> = (list.into_iter()).map(|s| s.consolidate_to(step)).collect();
+    let list: Vec<Series> = (list.into_iter())
+        .map(|s| s.consolidate_to(step))
+        .collect::<Result<_>>()?;
     let start = list.iter().map(|s| s.start).min().unwrap_or(0);
     let end = list.iter().map(|s| s.end).max().unwrap_or(start);
     let last = (list.iter())
@@ -499,7 +501,7 @@ fn zip_pair(
     let step = lcm(x.step, y.step).ok_or_else(|| {
         a.invalid("the series' steps have no common multiple that fits in 64 bits")
     })?;
-    let (x, y) = (x.consolidate_to(step), y.consolidate_to(step));
+    let (x, y) = (x.consolidate_to(step)?, y.consolidate_to(step)?);
     let start = x.start.min(y.start);
     let end = x.end.max(y.end);
     let len = x.values.len().max(y.values.len());
@@ -664,8 +666,10 @@ pub(super) fn as_percent(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> 
                 .ok_or_else(|| a.invalid("steps have no common multiple in 64 bits"))?;
             let total = totals.remove(0);
             let name = total.name.clone();
-            let total = total.consolidate_to(step);
-            let list = (list.into_iter()).map(|s| s.consolidate_to(step)).collect();
+            let total = total.consolidate_to(step)?;
+            let list = (list.into_iter())
+                .map(|s| s.consolidate_to(step))
+                .collect::<Result<_>>()?;
             return Ok(against(list, &total.values, &name));
         }
         _ => {

@@ -233,7 +233,7 @@ pub(super) fn most_deviant(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>
 /// `sortBy(seriesList, func="average", reverse=false)`.
 pub(super) fn sort_by(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let agg = a.agg_or(1, AggFunc::Average)?;
-    let reverse = a.boolean_or(2, false)?;
+    let reverse = a.sort_reverse_or(2, false)?;
     let mut list = a.series(0, cx)?;
     sort_by_agg(&mut list, agg, reverse);
     Ok(list)
@@ -258,7 +258,7 @@ pub(super) fn sort_by_minima(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Serie
 /// numbers when `natural`.
 pub(super) fn sort_by_name(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let natural = a.boolean_or(1, false)?;
-    let reverse = a.boolean_or(2, false)?;
+    let reverse = a.sort_reverse_or(2, false)?;
     let mut list = a.series(0, cx)?;
     let digits = regex::Regex::new(r"\d+").expect("a valid regex");
     let natural_key = |name: &str| {

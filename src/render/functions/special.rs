@@ -228,6 +228,9 @@ pub(super) fn events(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
         )));
     }
     let mut series = Series::new(name, (cx.from, cx.until, 1), vec![None; points as usize]);
-    series.consolidate_by = Some(crate::render::aggfunc::AggFunc::Sum);
+    series.consolidate_by = Some(crate::render::series::ConsolidateBy {
+        name: "sum".to_owned(),
+        func: Some(crate::render::aggfunc::AggFunc::Sum),
+    });
     Ok(vec![series])
 }

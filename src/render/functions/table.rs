@@ -333,7 +333,7 @@ functions! {
     "lineWidth", "Graph", "seriesList:seriesList!, width:float!",
         "Graph styling: the data is unchanged.", alias::unchanged;
     "linearRegression", "Calculate", "seriesList:seriesList!, startSourceAt:date, endSourceAt:date",
-        "The least-squares line. tierdb fits it over the rendered range only and refuses a source range.",
+        "The least-squares line through the values of a source range (the rendered range by default).",
         calculate::linear_regression;
     "log", "Transform", "seriesList:seriesList!, base:integer=10",
         "The logarithm of each point; null for zero or less.", transform::log;

@@ -9,7 +9,7 @@ use crate::read::query::MAX_QUERY_POINTS;
 use crate::render::aggfunc::AggFunc;
 use crate::render::python::{round_6, round_to};
 use crate::render::series::bucket_value;
-use crate::render::series::{enough_known, Series};
+use crate::render::series::{enough_known, ConsolidateBy, Series};
 
 /// A function of each value alone, named `func(name)` or with an argument; the result keeps
 /// nothing of the buckets.
@@ -552,34 +552,32 @@ pub(super) fn time_stack(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> 
 /// `consolidateBy(seriesList, consolidationFunc)`: how the series' points are joined when
 /// it is consolidated to `maxDataPoints` (or to a common step).
 pub(super) fn consolidate_by(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
+    // graphite-web takes any name here and fails only if the series must be consolidated
+    // ([`Series::fit`]); Ceph's dashboards pass "maxSeries" under a series function that
+    // does not keep it.
     let func_name = a.string(1)?;
-    let func = AggFunc::parse_consolidation(func_name).ok_or_else(|| {
-        a.wrong(
-            1,
-            &format!(
-                "is {func_name:?}, not one of average, avg, avg_zero, sum, max, min, first, last"
-            ),
-        )
-    })?;
-    consolidated(a, cx, func, func_name)
+    consolidated(a, cx, AggFunc::parse_consolidation(func_name), func_name)
 }
 
 /// `cumulative(seriesList)`: consolidateBy `sum`.
 pub(super) fn cumulative(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    consolidated(a, cx, AggFunc::Sum, "sum")
+    consolidated(a, cx, Some(AggFunc::Sum), "sum")
 }
 
 fn consolidated(
     a: &Args<'_>,
     cx: &Context<'_>,
-    func: AggFunc,
+    func: Option<AggFunc>,
     func_name: &str,
 ) -> Result<Vec<Series>> {
     Ok((a.series(0, cx)?.into_iter())
         .map(|mut s| {
             s.name = format!("consolidateBy({},\"{func_name}\")", s.name);
             s.path_expression = s.name.clone();
-            s.consolidate_by = Some(func);
+            s.consolidate_by = Some(ConsolidateBy {
+                name: func_name.to_owned(),
+                func,
+            });
             s
         })
         .collect())

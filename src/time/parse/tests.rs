@@ -68,11 +68,66 @@ fn relative_offsets_in_every_unit() {
     }
 }
 
+/// graphite-web's words, each with the time graphite-web 1.1.8's `parseATTime` gives at NOW
+/// (Tuesday 2023-11-14 22:13:20 UTC) in UTC, quirks included (`12am` is noon, `mar2025` is
+/// March 25th, `1/2/24` is in 2024).
+#[test]
+fn graphite_web_words_as_graphite_web_reads_them() {
+    let cases = [
+        ("yesterday", 1_699_833_600),
+        ("today", 1_699_920_000),
+        ("tomorrow", 1_700_006_400),
+        ("midnight", 1_699_920_000),
+        ("noon", 1_699_963_200),
+        ("teatime", 1_699_977_600),
+        ("noon yesterday", 1_699_876_800),
+        ("6pm", 1_699_984_800),
+        ("6am", 1_699_941_600),
+        ("12am", 1_699_963_200),
+        ("12pm", 1_699_920_000),
+        ("13pm", 1_699_923_600),
+        ("14:30", 1_699_972_200),
+        ("2:30pm", 1_699_972_200),
+        ("2:30am", 1_699_929_000),
+        ("3:5", 1_699_931_100),
+        ("monday", 1_699_833_600),
+        ("tuesday", 1_699_920_000),
+        ("wed", 1_699_401_600),
+        ("sunday", 1_699_747_200),
+        ("jan1", 1_672_531_200),
+        ("january5", 1_672_876_800),
+        ("dec25", 1_703_462_400),
+        ("mar2025", 1_679_702_400),
+        ("01/31/2025", 1_738_281_600),
+        ("1/2/24", 1_704_153_600),
+        ("1/2/70", 86_400),
+        ("12/31/99", 946_598_400),
+        ("yesterday-6h", 1_699_812_000),
+        ("midnight+1d", 1_700_006_400),
+        ("today-1mon", 1_697_328_000),
+        ("noon_tomorrow", 1_700_049_600),
+        ("YESTERDAY", 1_699_833_600),
+        ("Noon, Tomorrow", 1_700_049_600),
+        ("6pmyesterday", 1_699_898_400),
+        ("16:00today", 1_699_977_600),
+        ("noonmonday", 1_699_876_800),
+        ("midnight monday", 1_699_833_600),
+        ("00:00 20231114", 1_699_920_000),
+    ];
+    for (text, at) in cases {
+        assert_eq!(t(text), at, "{text}");
+    }
+    // What graphite-web refuses too.
+    for bad in ["feb30", "jan", "25:00", "bogus", "1:3am", "someday"] {
+        assert!(parse_time(bad, NOW).is_err(), "{bad}");
+    }
+}
+
 #[test]
 fn refusals_name_the_text() {
     for bad in [
         "",
-        "yesterday",
+        "yesterday-6",
         "-6",
         "-6x",
         "6h",

@@ -28,6 +28,15 @@ pub(crate) fn request(
     (status, String::from_utf8_lossy(&body).into_owned())
 }
 
+/// `GET path_and_query`: the status, the `Content-Type` (if sent) and the body's bytes.
+/// Panics on any I/O or framing error.
+pub(crate) fn get_bytes(addr: SocketAddr, path_and_query: &str) -> (u16, Option<String>, Vec<u8>) {
+    let (status, head, body) = exchange(addr, "GET", path_and_query, &[], b"", REQUEST_TIMEOUT)
+        .unwrap_or_else(|e| panic!("GET {path_and_query}: {e}"));
+    let kind = header_of(&head, "Content-Type").map(str::to_owned);
+    (status, kind, body)
+}
+
 /// `GET path_and_query`: the status, the response header `name` (if sent) and the body.
 /// Panics on any I/O or framing error.
 pub(crate) fn get_with_header(
