@@ -26,6 +26,8 @@
 #   home; no root needed), for the package test in tests/it/deb.rs, which builds the Debian
 #   package with `cargo deb` and installs it with dpkg. Checked with `cargo deb --version`,
 #   so another version installed is replaced. Building it takes about 90 s of CPU time.
+#   Debian's `dpkg-dev` beside it, whose dpkg-shlibdeps gives the package its dependencies
+#   on shared libraries (cargo-deb leaves them out, with a warning, without it).
 #
 # Debian's `collectd-core` alone is enough: it ships /usr/sbin/collectd and the cpu, memory,
 # load and write_graphite plugins, which link only against libc. The `collectd` package would
@@ -66,6 +68,7 @@ NODE_EXPORTER=${NODE_EXPORTER:-/usr/bin/prometheus-node-exporter}
 POLICY=${POLICY_RC_D:-/usr/sbin/policy-rc.d}
 WHISPER_FETCH=${WHISPER_FETCH:-/usr/bin/whisper-fetch}
 RRDTOOL=${RRDTOOL:-/usr/bin/rrdtool}
+DPKG_SHLIBDEPS=${DPKG_SHLIBDEPS:-/usr/bin/dpkg-shlibdeps}
 PYTHON_MODULES=${PYTHON_MODULES:-/usr/lib/python3/dist-packages}
 GRAPHITE_WEB=${GRAPHITE_WEB:-/usr/lib/python3/dist-packages/graphite/render/views.py}
 CARGO_DEB_VERSION=3.8.0
@@ -93,6 +96,7 @@ have_rrdtool() { [ -x "$RRDTOOL" ]; }
 have_python_rrdtool() { compgen -G "$PYTHON_MODULES/rrdtool*.so" >/dev/null; }
 have_graphite_web() { [ -f "$GRAPHITE_WEB" ]; }
 have_prometheus() { [ -x "$PROMETHEUS" ] && [ -x "$NODE_EXPORTER" ]; }
+have_dpkg_dev() { [ -x "$DPKG_SHLIBDEPS" ]; }
 have_cargo_deb() { cargo deb --version 2>/dev/null | grep -qx "cargo-deb $CARGO_DEB_VERSION"; }
 
 PACKAGES=()
@@ -177,6 +181,11 @@ if have_rrdtool; then
 else
     PACKAGES+=(rrdtool)
 fi
+if have_dpkg_dev; then
+    echo "install-test-deps: dpkg-dev already installed ($DPKG_SHLIBDEPS)"
+else
+    PACKAGES+=(dpkg-dev)
+fi
 if have_python_rrdtool; then
     echo "install-test-deps: python3-rrdtool already installed ($PYTHON_MODULES)"
 else
@@ -187,7 +196,7 @@ if [ "${#PACKAGES[@]}" -eq 0 ]; then
 fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-test-deps: no apt-get here; install by hand: collectd (with its cpu, memory, load and write_graphite plugins), chromium and a matching chromedriver, prometheus and prometheus-node-exporter, python3-whisper, graphite-web, rrdtool and python3-rrdtool" >&2
+    echo "install-test-deps: no apt-get here; install by hand: collectd (with its cpu, memory, load and write_graphite plugins), chromium and a matching chromedriver, prometheus and prometheus-node-exporter, python3-whisper, graphite-web, rrdtool, python3-rrdtool and dpkg-dev" >&2
     exit 1
 fi
 
@@ -302,6 +311,9 @@ fi
 if [[ " ${PACKAGES[*]} " == *" python3-rrdtool "* ]] && ! have_python_rrdtool; then
     echo "install-test-deps: python3-rrdtool's module missing after install" >&2
     exit 1
+fi
+if [[ " ${PACKAGES[*]} " == *" dpkg-dev "* ]]; then
+    must_exist "$DPKG_SHLIBDEPS"
 fi
 if [[ " ${PACKAGES[*]} " == *" rrdtool "* ]]; then
     must_exist "$RRDTOOL"

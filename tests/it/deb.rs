@@ -10,8 +10,9 @@
 //! release build would add many minutes to CI. `cargo deb` alone builds the release package
 //! from the same metadata (docs/install.md).
 //!
-//! Needs root (dpkg), Debian's dpkg and cargo-deb 3.8.0 (`scripts/install-test-deps.sh`
-//! installs it; the test runs the script when it is missing). It refuses to run when a
+//! Needs root (dpkg), Debian's dpkg and dpkg-dev, and cargo-deb 3.8.0
+//! (`scripts/install-test-deps.sh` installs them; the test runs the script when one is
+//! missing). It refuses to run when a
 //! tierdb package, /var/lib/tierdb or /etc/tierdb is already on the machine (it would replace
 //! or delete them), and undoes everything it did when it fails: the package purged, the
 //! directories and the `tierdb` user removed when it created them. It holds the lock of
@@ -184,14 +185,25 @@ fn build_package(scratch: &Path) -> PathBuf {
         "cargo deb: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let deb = out_dir.join(format!("tierdb_{}-1_amd64.deb", env!("CARGO_PKG_VERSION")));
-    assert!(deb.exists(), "{}", String::from_utf8_lossy(&out.stdout));
+    let made: Vec<PathBuf> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    let [deb] = &made[..] else {
+        panic!("cargo deb made {made:?}, not one package")
+    };
+    let name = deb.file_name().unwrap().to_string_lossy();
+    let version = format!("tierdb_{}-1_", env!("CARGO_PKG_VERSION"));
+    assert!(
+        name.starts_with(&version) && name.ends_with(".deb"),
+        "{name}"
+    );
     eprintln!(
         "cargo deb: {} bytes in {:?}",
-        std::fs::metadata(&deb).unwrap().len(),
+        std::fs::metadata(deb).unwrap().len(),
         started.elapsed()
     );
-    deb
+    deb.clone()
 }
 
 /// `tierdb serve` as the unit's `ExecStart` has it, as the unit's `User=` and `Group=`, from
@@ -250,12 +262,14 @@ fn the_package_installs_serves_as_its_user_and_purges_cleanly() {
         return;
     }
     let cargo_deb = cargo_deb();
+    // dpkg-shlibdeps (dpkg-dev) gives the package its libc6 dependency.
     let programs = [
         Path::new("/usr/bin/dpkg"),
+        Path::new("/usr/bin/dpkg-shlibdeps"),
         Path::new("/usr/bin/setpriv"),
         &cargo_deb,
     ];
-    if !ensure_programs(&programs, "dpkg and cargo-deb") {
+    if !ensure_programs(&programs, "dpkg, dpkg-dev and cargo-deb") {
         return;
     }
     let _lock = lock_installs();

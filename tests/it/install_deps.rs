@@ -67,6 +67,8 @@ for arg in "$@"; do
             mkdir -p "$(dirname "$GRAPHITE_WEB")"; touch "$GRAPHITE_WEB" ;;
         python3-rrdtool)
             mkdir -p "$PYTHON_MODULES"; touch "$PYTHON_MODULES/rrdtool.stub.so" ;;
+        dpkg-dev)
+            printf '#!/bin/sh\n' > "$DPKG_SHLIBDEPS"; chmod +x "$DPKG_SHLIBDEPS" ;;
         rrdtool)
             printf '#!/bin/sh\necho "RRDtool 1.7.2 (stub)"\n' > "$RRDTOOL"; chmod +x "$RRDTOOL" ;;
         fonts-*) touch "$STUB_ROOT/installed/$arg" ;;
@@ -130,6 +132,7 @@ chmod +x "$target/bin/nats-server""#,
             .env("NODE_EXPORTER", installed.join("node_exporter"))
             .env("WHISPER_FETCH", installed.join("whisper-fetch"))
             .env("RRDTOOL", installed.join("rrdtool"))
+            .env("DPKG_SHLIBDEPS", installed.join("dpkg-shlibdeps"))
             .env("PYTHON_MODULES", installed.join("python"))
             .env("GRAPHITE_WEB", installed.join("graphite/render/views.py"))
             .env("POLICY_RC_D", root.join("policy-rc.d"))
@@ -163,6 +166,7 @@ chmod +x "$target/bin/nats-server""#,
         "graphite-web",
         "rrdtool",
         "python3-rrdtool",
+        "dpkg-dev",
     ] {
         assert!(log.contains(package), "{log}");
     }
