@@ -12,14 +12,13 @@
 //!
 //! Needs root (dpkg), Debian's dpkg and dpkg-dev, and cargo-deb 3.8.0
 //! (`scripts/install-test-deps.sh` installs them; the test runs the script when one is
-//! missing). It refuses to run when a
-//! tierdb package, /var/lib/tierdb or /etc/tierdb is already on the machine (it would replace
-//! or delete them), and undoes everything it did when it fails: the package purged, the
-//! directories and the `tierdb` user removed when it created them. It holds the lock of
-//! `scripts/install-test-deps.sh` throughout, so no other package install runs meanwhile, nor
-//! this test from another checkout. Where systemd runs, a policy-rc.d keeps the package's
-//! service from starting (the test serves on the same directory itself); in a container
-//! without systemd the postinst skips the start anyway.
+//! missing). It refuses to run when a tierdb package, /var/lib/tierdb or /etc/tierdb is
+//! already on the machine (it would replace or delete them), and undoes what it did when it
+//! fails: the package purged, the directories and the `tierdb` user removed when it created
+//! them. It holds the lock of `scripts/install-test-deps.sh` throughout, so the script
+//! installs nothing meanwhile, and this test from another checkout waits. Where systemd runs,
+//! a policy-rc.d keeps the package's service from starting (the test serves on the same
+//! directory itself); in a container without systemd the postinst skips the start anyway.
 
 use std::ffi::OsString;
 use std::io::Write;
