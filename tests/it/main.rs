@@ -16,6 +16,7 @@ mod counter_crash;
 mod counters;
 mod crash_recovery;
 mod dashboard;
+mod deb;
 mod delete;
 mod engine_basics;
 mod full_disk;
