@@ -19,6 +19,7 @@ pub(crate) mod graphite;
 pub(crate) mod http;
 mod http_conn;
 mod idle_slots;
+mod influx_api;
 pub(crate) mod metrics;
 mod params;
 mod prometheus_api;

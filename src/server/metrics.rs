@@ -1,5 +1,8 @@
 //! `/metrics` in the Prometheus text exposition format: the engine's counters and per-tier
-//! disk use, and the server's refusals, connections and batch latency.
+//! disk use, the server's refusals, connections and batch latency, and the process's own
+//! figures and build ([`process`]).
+
+mod process;
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -131,6 +134,18 @@ fn auth_refusals(server: &ServerStats) -> Family {
         }
     }
     family
+}
+
+/// The build (`tierdb_build_info{version="..."} 1`, the convention that lets a query join
+/// the version onto any other figure) and the process's CPU, memory, files and start time.
+pub(crate) fn render_process() -> String {
+    let build = Family::new(
+        "tierdb_build_info",
+        "gauge",
+        "Always 1; the labels say which build of tierdb this is.",
+    )
+    .sample(format!("{{version=\"{}\"}}", env!("CARGO_PKG_VERSION")), 1);
+    write_families(std::iter::once(build).chain(process::families()))
 }
 
 /// The HTTP listener's TLS handshakes refused and certificate reloads.
