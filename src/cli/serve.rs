@@ -93,7 +93,9 @@ pub struct ConnectionLimits {
     /// Close a Graphite TCP connection that sends nothing for this long.
     #[arg(long, env = "TIERDB_GRAPHITE_IDLE_TIMEOUT", value_name = "SPAN", default_value = "5m", value_parser = positive_span)]
     pub graphite_idle_timeout: Duration,
-    /// Open HTTP connections at once; one more is answered 503 and closed.
+    /// Open HTTP connections at once; one more takes the slot of the one idle longest
+    /// (clients that never sent an accepted token first), and is answered 503 only when every
+    /// one is handling a request.
     #[arg(long, env = "TIERDB_HTTP_MAX_CONNECTIONS", value_name = "N", default_value_t = Limits::HTTP_MAX_CONNECTIONS, value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     pub http_max_connections: usize,
     /// Close a connection whose request headers take longer than this from their first byte.

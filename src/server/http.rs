@@ -108,7 +108,8 @@ pub(crate) fn app(state: Arc<State>) -> Router {
 }
 
 /// Serves a request only when its credential grants the role its route needs
-/// ([`super::auth`]); a refusal is answered 401 or 403 and counted.
+/// ([`super::auth`]); a refusal is answered 401 or 403 and counted. An accepted token marks
+/// its connection trusted ([`super::idle_slots`]).
 async fn authorize(
     AxumState(state): AxumState<Arc<State>>,
     request: Request,
@@ -116,6 +117,13 @@ async fn authorize(
 ) -> Response {
     let checked =
         (state.credentials).check(request.method(), request.uri().path(), request.headers());
+    if checked.is_ok() && state.credentials.enabled() {
+        // A token the server knows: at the connection limit, its connection is closed only
+        // once no connection without one is idle.
+        if let Some(slot) = request.extensions().get::<super::idle_slots::SlotHandle>() {
+            slot.trust();
+        }
+    }
     if let Err(denied) = checked {
         state.stats.auth.count(denied);
         tracing::debug!(

@@ -87,7 +87,7 @@ fn connections(server: &ServerStats) -> [Family; 4] {
         "tierdb_connections_evicted_total",
         "counter",
         "Connections closed at the protocol's connection limit to make room for a new one: \
-         the one idle longest (Graphite only).",
+         the one idle longest.",
     );
     let mut timed_out = Family::new(
         "tierdb_connections_timed_out_total",
@@ -98,9 +98,7 @@ fn connections(server: &ServerStats) -> [Family; 4] {
         let label = format!("protocol=\"{}\"", protocol.as_str());
         open = open.sample(format!("{{{label}}}"), server.open(protocol));
         refused = refused.sample(format!("{{{label}}}"), server.refused(protocol));
-        if protocol == Protocol::Graphite {
-            evicted = evicted.sample(format!("{{{label}}}"), server.evicted(protocol));
-        }
+        evicted = evicted.sample(format!("{{{label}}}"), server.evicted(protocol));
         for &timeout in protocol.timeouts() {
             timed_out = timed_out.sample(
                 format!("{{{label},timeout=\"{}\"}}", timeout.as_str()),
