@@ -20,6 +20,7 @@ pub(crate) mod graphite;
 pub(crate) mod http;
 mod http_conn;
 mod idle_slots;
+mod influx_api;
 pub(crate) mod metrics;
 mod params;
 mod prometheus_api;
@@ -99,8 +100,11 @@ pub struct Limits {
     /// A Graphite TCP connection that sends nothing for this long is closed (default 5
     /// minutes; collectd sends every 10 s), so idle sockets cannot hold every slot.
     pub graphite_idle_timeout: Duration,
-    /// Open HTTP connections at once (default 1024). One more is answered 503 and closed,
-    /// never queued.
+    /// Open HTTP connections at once (default 1024). One more takes the slot of the
+    /// connection idle longest (not handling a request; one that never presented an accepted
+    /// token before one that did), which is closed: clients holding slots without a request,
+    /// or trickling a head, cannot lock others out. Only when every connection is handling a
+    /// request is one more answered 503 and closed, never queued.
     pub http_max_connections: usize,
     /// A request's headers must arrive within this from their first byte (default 30 s), so
     /// a client trickling them (slowloris) cannot hold a slot.
@@ -168,28 +172,21 @@ impl Default for Limits {
     }
 }
 
-/// What an accept loop does with a connection that arrives at its connection limit.
-enum AtLimit<Refuse> {
-    /// Hands it to the function, which closes it.
-    Refuse(Refuse),
-    /// Closes the open connection idle longest to make room for it; refuses it (closing it)
-    /// only when every open connection is already closing.
-    EvictLongestIdle(Arc<idle_slots::IdleSlots>),
-}
-
 /// Accepts connections of `protocol` on `listener` until `shutdown` flips, at most `limit`
 /// open at once (a peer outside the protocol's allowlist closed at once and counted), each
-/// served by `serve` in a task of its own and counted as open while it
-/// runs. With [`AtLimit::EvictLongestIdle`], each connection is registered there and `serve`
-/// gets its registration. One over the limit is handled as `at_limit` says (and counted),
-/// never queued. Then waits for the open ones to finish.
+/// registered in the listener's [`idle_slots::IdleSlots`] and served by `serve` (with its
+/// registration) in a task of its own, counted as open while it runs. One over the limit
+/// takes the slot of the open connection idle longest, which is closed (counted as evicted);
+/// when none can be chosen (every one closing, or handling a request) it is handed to
+/// `refuse`, which closes it (counted as refused), never queued. Then waits for the open
+/// ones to finish.
 async fn accept_loop<Served>(
     listener: TcpListener,
     (stats, allowlists): (&Arc<ServerStats>, &allowlist::Allowlists),
     (protocol, limit): (stats::Protocol, usize),
     mut shutdown: tokio::sync::watch::Receiver<bool>,
-    at_limit: AtLimit<impl Fn(tokio::net::TcpStream)>,
-    serve: impl Fn(tokio::net::TcpStream, Option<idle_slots::SlotGuard>) -> Served,
+    refuse: impl Fn(tokio::net::TcpStream),
+    serve: impl Fn(tokio::net::TcpStream, idle_slots::SlotGuard) -> Served,
 ) where
     Served: Future<Output = ()> + Send + 'static,
 {
@@ -201,6 +198,7 @@ async fn accept_loop<Served>(
         HandedOn(idle_slots::Successor),
     }
     let permits = Arc::new(tokio::sync::Semaphore::new(limit));
+    let slots = Arc::new(idle_slots::IdleSlots::new());
     let mut connections = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
@@ -222,34 +220,26 @@ async fn accept_loop<Served>(
                     drop(stream); // closed before anything is read
                     continue;
                 }
-                let slot = match (Arc::clone(&permits).try_acquire_owned(), &at_limit) {
-                    (Ok(permit), _) => Slot::Free(permit),
-                    (Err(_), AtLimit::EvictLongestIdle(slots)) => match slots.evict_longest_idle() {
+                let slot = match Arc::clone(&permits).try_acquire_owned() {
+                    Ok(permit) => Slot::Free(permit),
+                    Err(_) => match slots.evict_longest_idle() {
                         Some(successor) => {
                             tracing::debug!(protocol = protocol.as_str(), %peer, "connection limit reached: closing the connection idle longest");
                             stats.count_evicted(protocol);
                             Slot::HandedOn(successor)
                         }
                         None => {
-                            tracing::debug!(protocol = protocol.as_str(), %peer, "connection refused: connection limit reached, every connection closing");
+                            tracing::debug!(protocol = protocol.as_str(), %peer, "connection refused: connection limit reached, no connection idle");
                             stats.count_refused(protocol);
+                            refuse(stream);
                             continue;
                         }
                     },
-                    (Err(_), AtLimit::Refuse(refuse)) => {
-                        tracing::debug!(protocol = protocol.as_str(), %peer, "connection refused: connection limit reached");
-                        stats.count_refused(protocol);
-                        refuse(stream);
-                        continue;
-                    }
                 };
                 // Registered after the choice above, so a connection never makes room by
                 // closing itself.
-                let registration = match &at_limit {
-                    AtLimit::EvictLongestIdle(slots) => Some(slots.register()),
-                    AtLimit::Refuse(_) => None,
-                };
-                let handoff = registration.as_ref().map(idle_slots::SlotGuard::handoff);
+                let registration = slots.register();
+                let handoff = registration.handoff();
                 let stats = Arc::clone(stats);
                 let served = serve(stream, registration);
                 connections.spawn(async move {
@@ -267,10 +257,7 @@ async fn accept_loop<Served>(
                     let open = stats.open_connection(protocol);
                     served.await;
                     drop(open);
-                    match handoff {
-                        Some(handoff) => handoff.pass(permit),
-                        None => drop(permit),
-                    }
+                    handoff.pass(permit);
                 });
             }
             _ = shutdown.changed() => break,

@@ -3,9 +3,9 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::builder::RangedU64ValueParser;
 use clap::Args;
@@ -106,7 +106,9 @@ pub struct ConnectionLimits {
     /// Close a Graphite TCP connection that sends nothing for this long.
     #[arg(long, env = "TIERDB_GRAPHITE_IDLE_TIMEOUT", value_name = "SPAN", default_value = "5m", value_parser = positive_span)]
     pub graphite_idle_timeout: Duration,
-    /// Open HTTP connections at once; one more is answered 503 and closed.
+    /// Open HTTP connections at once; one more takes the slot of the one idle longest
+    /// (clients that never sent an accepted token first), and is answered 503 only when every
+    /// one is handling a request.
     #[arg(long, env = "TIERDB_HTTP_MAX_CONNECTIONS", value_name = "N", default_value_t = Limits::HTTP_MAX_CONNECTIONS, value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     pub http_max_connections: usize,
     /// Close a connection whose request headers take longer than this from their first byte.
@@ -175,8 +177,9 @@ pub(super) fn until_shutdown(
     let allowlists = listen.security.allowlists()?;
     let (runtime, listeners) = bind(listen, dir)?;
     let engine = Arc::new(open()?);
-    announce_addresses(&listeners)?;
+    announce_addresses(&listeners, listen.security.scheme())?;
     let (http, graphite, _) = listeners.addrs()?;
+    warn(listen.security.startup_warnings(http, &credentials));
     let dir = engine.dir().to_path_buf();
     let announced = Announced {
         pid: std::process::id(),
@@ -188,7 +191,7 @@ pub(super) fn until_shutdown(
     };
     announced.write(&dir)?;
     let companion = before_ready(&engine)?;
-    let stop = shutdown_signal(&runtime)?;
+    let (stop, clock) = shutdown_signal(&runtime)?;
     println!(
         "tierdb: dashboard at {}://{http}/",
         listen.security.scheme()
@@ -211,6 +214,7 @@ pub(super) fn until_shutdown(
     if let Ok(engine) = Arc::try_unwrap(engine) {
         engine.close()?;
     }
+    clock.stopped();
     Ok(())
 }
 
@@ -270,15 +274,15 @@ fn bind(
     Ok((runtime, listeners))
 }
 
-/// Prints each address listened on (what tests and scripts read before `tierdb: ready`):
-/// only once the data directory is open, so a directory held by another process is refused
-/// before any listener announces itself.
+/// Prints each address listened on (what tests and scripts read before `tierdb: ready`), the
+/// HTTP one under its `scheme` (`https` with TLS): only once the data directory is open, so a
+/// directory held by another process is refused before any listener announces itself.
 ///
 /// # Errors
 /// When an address cannot be read back from its socket.
-pub(super) fn announce_addresses(listeners: &Listeners) -> std::io::Result<()> {
+pub(super) fn announce_addresses(listeners: &Listeners, scheme: &str) -> std::io::Result<()> {
     let (http, tcp, udp) = listeners.addrs()?;
-    println!("tierdb: http listening on {http}");
+    println!("tierdb: {scheme} listening on {http}");
     println!("tierdb: graphite tcp listening on {tcp}");
     println!("tierdb: graphite udp listening on {udp}");
     if let Some(statsd) = &listeners.statsd {
@@ -294,26 +298,57 @@ fn serving(dir: &Path) -> Option<Announced> {
 }
 
 /// Installs the SIGTERM and SIGINT (Ctrl-C) handlers now, and returns the future that
-/// completes on either. Called before `tierdb: ready` is printed: a handler installed only
-/// once the server's future first ran left a window after `ready` in which a SIGTERM killed
-/// the process unflushed (a stop sent as soon as `ready` was read ended by the signal 12
-/// times in 20).
+/// completes on either (saying so on stdout) and the clock that then says when the stop
+/// ended. Called before `tierdb: ready` is printed: a handler installed only once the
+/// server's future first ran left a window after `ready` in which a SIGTERM killed the
+/// process unflushed (a stop sent as soon as `ready` was read ended by the signal 12 times
+/// in 20).
 ///
 /// # Errors
 /// When a handler cannot be installed.
 pub(super) fn shutdown_signal(
     runtime: &tokio::runtime::Runtime,
-) -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+) -> std::io::Result<(
+    impl std::future::Future<Output = ()> + Send + 'static,
+    StopClock,
+)> {
     use tokio::signal::unix::{signal, SignalKind};
     let _context = runtime.enter();
     let mut term = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = interrupt.recv() => {}
-        }
-    })
+    let clock = StopClock::default();
+    let started = clock.clone();
+    let stop = async move {
+        let signal = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = interrupt.recv() => "SIGINT",
+        };
+        let _ = started.0.set(Instant::now());
+        println!(
+            "tierdb: {signal}: stopping (no new connections; what was received is written, \
+             then the files are flushed)"
+        );
+    };
+    Ok((stop, clock))
+}
+
+/// Prints each of `warnings` on stderr, one line each.
+pub(super) fn warn(warnings: Vec<String>) {
+    for warning in warnings {
+        eprintln!("tierdb: warning: {warning}");
+    }
+}
+
+/// When the stop signal came, so the last line of a clean stop says how long it took.
+#[derive(Clone, Default)]
+pub(super) struct StopClock(Arc<OnceLock<Instant>>);
+
+impl StopClock {
+    /// Says the server stopped, and how long after the signal.
+    pub(super) fn stopped(&self) {
+        let since = self.0.get().map_or(0.0, |at| at.elapsed().as_secs_f64());
+        println!("tierdb: stopped ({since:.1}s after the signal)");
+    }
 }
 
 #[cfg(test)]

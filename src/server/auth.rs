@@ -4,15 +4,16 @@
 //!
 //! - **read**: queries, aggregates, listings, Graphite's render and find, PromQL under
 //!   `/prometheus`, `/metrics` and the dashboard's API calls.
-//! - **write**: every ingest endpoint.
+//! - **write**: every ingest endpoint, and InfluxDB's `/query` (only `CREATE DATABASE`).
 //! - **admin**: every `DELETE`, and the cluster's internal endpoints (`/internal/...`). An
 //!   admin token also reads and writes: it is the operator's key and the one cluster nodes use
 //!   between themselves.
 //!
 //! Once any token is configured, every API endpoint needs a credential that grants its role
-//! (the dashboard's page and assets stay open; they hold no data). A role without a token of
-//! its own is reached only with the admin or the all-roles (`--token`) token. Each role may
-//! hold several tokens (one per line of its file), so a token can be rotated without a gap.
+//! (the dashboard's page and assets, `/ping` and `/health` stay open; they hold no data). A
+//! role without a token of its own is reached only with the admin or the all-roles
+//! (`--token`) token. Each role may hold several tokens (one per line of its file), so a
+//! token can be rotated without a gap.
 //!
 //! Tokens are compared in constant time ([`subtle`]), every configured token against the
 //! presented one without stopping at a match, so neither which token matched nor where two
@@ -66,8 +67,11 @@ impl Role {
 }
 
 /// Paths that take writes (any method: a route answers 405 for a method it does not serve).
+/// `/query` is among them: it answers only `CREATE DATABASE`, which Telegraf sends with its
+/// write credential before writing.
 const WRITE_PATHS: &[&str] = &[
     "/write",
+    "/query",
     "/api/v2/write",
     "/api/v1/write",
     "/api/v1/prom/write",
@@ -257,13 +261,15 @@ impl Credentials {
 }
 
 /// The token a request presents: `Authorization: Bearer <token>`, or InfluxDB's
-/// `Token <token>`.
+/// `Token <token>`. The scheme's case does not matter (RFC 9110: `bearer` is `Bearer`), and
+/// any run of spaces or tabs may separate it from the token.
 fn presented(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    value
-        .strip_prefix("Bearer ")
-        .or_else(|| value.strip_prefix("Token "))
-        .map(str::trim)
+    let (scheme, token) = value.trim_start().split_once([' ', '\t'])?;
+    let known = ["Bearer", "Token"]
+        .iter()
+        .any(|known| scheme.eq_ignore_ascii_case(known));
+    known.then(|| token.trim())
 }
 
 /// A refused request: the role it needed and why it was refused.
@@ -356,6 +362,7 @@ mod tests {
     #[test]
     fn routes_are_classified_by_role() {
         assert_eq!(required_role(&Method::POST, "/write"), Role::Write);
+        assert_eq!(required_role(&Method::POST, "/query"), Role::Write);
         assert_eq!(
             required_role(&Method::POST, "/api/v1/prom/write"),
             Role::Write
@@ -421,6 +428,28 @@ mod tests {
             check(Method::GET, "/render", Some("r-1x")),
             Err(Refusal::Unknown)
         );
+        // The scheme is case-insensitive (RFC 9110); only the token itself must match.
+        for value in ["bearer r-1", "BEARER  r-1", "token r-1", "Bearer\tr-1"] {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, value.parse().unwrap());
+            assert_eq!(
+                credentials
+                    .check(&Method::GET, "/render", &headers)
+                    .map_err(|d| d.reason),
+                Ok(()),
+                "{value}"
+            );
+        }
+        for value in ["Basic r-1", "Bearerr-1", "bearer R-1", "r-1"] {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, value.parse().unwrap());
+            assert!(
+                credentials
+                    .check(&Method::GET, "/render", &headers)
+                    .is_err(),
+                "{value} accepted"
+            );
+        }
         assert_eq!(credentials.internal_token().as_deref(), Some("a"));
         let shown = format!("{credentials:?}");
         assert!(

@@ -13,7 +13,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::watch;
 
-use super::idle_slots::{IdleSlots, SlotGuard};
+use super::idle_slots::SlotGuard;
 use super::refusal_log::RefusalLog;
 use super::sink::Sink;
 use super::stats::{Protocol, Timeout};
@@ -44,7 +44,7 @@ pub(crate) async fn serve_tcp(
         (&state.stats, &state.allowlists),
         limit,
         shutdown.clone(),
-        super::AtLimit::<fn(TcpStream)>::EvictLongestIdle(Arc::new(IdleSlots::new())),
+        drop,
         |stream, slot| {
             let (state, shutdown) = (Arc::clone(&state), shutdown.clone());
             async move { connection(stream, &state, shutdown, slot).await }
@@ -61,7 +61,7 @@ async fn connection(
     mut stream: TcpStream,
     state: &State,
     mut shutdown: watch::Receiver<bool>,
-    slot: Option<SlotGuard>,
+    slot: SlotGuard,
 ) {
     let mut sink = state.sink();
     let mut lines = LineSplitter::default();
@@ -100,7 +100,7 @@ async fn connection(
                     drain_until = Some(Instant::now() + DRAIN_TIME);
                     continue;
                 }
-                _ = evicted(slot.as_ref()) => {
+                _ = slot.evicted() => {
                     tracing::debug!("graphite connection idle longest at the connection limit: closing it");
                     0
                 }
@@ -109,9 +109,7 @@ async fn connection(
         if n == 0 {
             break;
         }
-        if let Some(slot) = &slot {
-            slot.touch();
-        }
+        slot.touch();
         let now = sink.now();
         lines.feed(&buf[..n], |number, line| {
             ingest_line(&mut *sink, number, line, now);
@@ -185,14 +183,6 @@ impl<'a> RefusalWatch<'a> {
             };
             self.log.refused(reason, n - before, self.peer, &example);
         }
-    }
-}
-
-/// Completes when `slot` was chosen to make room; never without a slot.
-async fn evicted(slot: Option<&SlotGuard>) {
-    match slot {
-        Some(slot) => slot.evicted().await,
-        None => std::future::pending().await,
     }
 }
 

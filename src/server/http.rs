@@ -1,6 +1,7 @@
 //! The HTTP API: Influx line protocol, JSON and Prometheus remote writes, queries, series and
-//! tier listings, Graphite's `/render` and `/metrics/find` (handled in `render_api.rs`), and
-//! the server's own metrics. `app(state)` is a plain router, so tests can drive it directly or over a real
+//! tier listings, Graphite's `/render` and `/metrics/find` (handled in `render_api.rs`),
+//! InfluxDB's `/ping`, `/health` and `/query` (`influx_api.rs`), and the server's own
+//! metrics. `app(state)` is a plain router, so tests can drive it directly or over a real
 //! socket.
 
 #[cfg(test)]
@@ -54,6 +55,10 @@ pub(crate) fn app(state: Arc<State>) -> Router {
             get(series).delete(super::delete_api::delete_series),
         )
         .route("/api/v1/tiers", get(tiers))
+        .route(
+            "/query",
+            get(super::influx_api::query).post(super::influx_api::query),
+        )
         .route("/metrics", get(metrics))
         .route("/render", get(render_api::render).post(render_api::render))
         .route("/functions", get(render_api::functions))
@@ -91,12 +96,20 @@ pub(crate) fn app(state: Arc<State>) -> Router {
             Arc::clone(&state),
             authorize,
         ));
+    // Probes carry no token (InfluxDB leaves them open too); they answer nothing stored.
+    let probes = Router::new()
+        .route("/ping", get(super::influx_api::ping))
+        .route("/health", get(super::influx_api::health));
     // Merged into the dashboard, the API router keeps its fallback, credential check included.
-    super::dashboard::routes().merge(api).with_state(state)
+    super::dashboard::routes()
+        .merge(probes)
+        .merge(api)
+        .with_state(state)
 }
 
 /// Serves a request only when its credential grants the role its route needs
-/// ([`super::auth`]); a refusal is answered 401 or 403 and counted.
+/// ([`super::auth`]); a refusal is answered 401 or 403 and counted. An accepted token marks
+/// its connection trusted ([`super::idle_slots`]).
 async fn authorize(
     AxumState(state): AxumState<Arc<State>>,
     request: Request,
@@ -104,6 +117,13 @@ async fn authorize(
 ) -> Response {
     let checked =
         (state.credentials).check(request.method(), request.uri().path(), request.headers());
+    if checked.is_ok() && state.credentials.enabled() {
+        // A token the server knows: at the connection limit, its connection is closed only
+        // once no connection without one is idle.
+        if let Some(slot) = request.extensions().get::<super::idle_slots::SlotHandle>() {
+            slot.trust();
+        }
+    }
     if let Err(denied) = checked {
         state.stats.auth.count(denied);
         tracing::debug!(
@@ -719,7 +739,8 @@ async fn metrics(
             + &(state.tls.as_ref())
                 .map(|tls| super::metrics::render_tls(&tls.counters))
                 .unwrap_or_default()
-            + &super::metrics::render_allowlists(&state.allowlists),
+            + &super::metrics::render_allowlists(&state.allowlists)
+            + &super::metrics::render_process(),
     )
         .into_response())
 }

@@ -10,7 +10,10 @@
 //!   [`Limits::http_header_timeout`] (a client trickling headers one byte at a time);
 //! - **body**: a request's body had not arrived in full [`Limits::http_body_timeout`] after its
 //!   head ([`TimedBody`]; the handler sees a body error and answers, then the connection
-//!   closes).
+//!   closes);
+//! - **evicted**: at [`Limits::http_max_connections`] a new connection took its slot, it
+//!   being the one idle longest ([`super::idle_slots`]: not handling a request, and without an
+//!   accepted token before one with). A request that began meanwhile is answered first.
 //!
 //! With TLS ([`super::tls`]), the handshake must finish within the header timeout; a client
 //! that speaks plain HTTP to the TLS port is answered 400 in plain text, saying to use
@@ -35,13 +38,15 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 
+use super::idle_slots::SlotGuard;
 use super::stats::{Protocol, ServerStats, Timeout};
 use super::tls::ServerTls;
 use super::{Limits, State};
 
 /// Accepts HTTP connections until `shutdown` flips, then lets open ones finish their request
 /// in progress (idle ones close at once) and waits for them. One over
-/// [`Limits::http_max_connections`] is answered 503 and closed.
+/// [`Limits::http_max_connections`] takes the slot of the one idle longest; only when every
+/// one is handling a request is it answered 503 and closed.
 pub(crate) async fn serve(
     listener: TcpListener,
     app: Router,
@@ -54,15 +59,19 @@ pub(crate) async fn serve(
         (&state.stats, &state.allowlists),
         (Protocol::Http, limit),
         shutdown.clone(),
-        super::AtLimit::Refuse(|stream| refuse(stream, limit)),
-        |stream, _| {
+        |stream| refuse(stream, limit),
+        |stream, slot| {
             let (app, state, shutdown) = (app.clone(), Arc::clone(&state), shutdown.clone());
             async move {
                 match state.tls.clone() {
-                    None => connection(stream, app, &state, shutdown).await,
+                    None => connection(stream, app, &state, shutdown, slot).await,
                     Some(tls) => {
-                        if let Some(stream) = handshake(stream, &tls, &state.limits).await {
-                            connection(stream, app, &state, shutdown).await;
+                        let shaken = tokio::select! {
+                            shaken = handshake(stream, &tls, &state.limits) => shaken,
+                            _ = slot.evicted() => None,
+                        };
+                        if let Some(stream) = shaken {
+                            connection(stream, app, &state, shutdown, slot).await;
                         }
                     }
                 }
@@ -72,8 +81,8 @@ pub(crate) async fn serve(
     .await;
 }
 
-/// Answers 503 on a connection over the limit, as far as the socket takes it without
-/// waiting, and closes it. The write goes straight to the socket: tokio's `try_write` would
+/// Answers 503 on a connection over the limit (every open one handling a request), as far
+/// as the socket takes it without waiting, and closes it. The write goes straight to the socket: tokio's `try_write` would
 /// refuse until the reactor has seen the new socket writable.
 fn refuse(stream: TcpStream, limit: usize) {
     let body = format!(
@@ -142,13 +151,16 @@ async fn refuse_plain_http(mut stream: TcpStream) {
     let _ = stream.shutdown().await;
 }
 
-/// Serves one connection until the client closes it, a timeout closes it, or shutdown has
-/// let its request in progress finish.
+/// Serves one connection until the client closes it, a timeout closes it, or shutdown or
+/// its eviction (`slot`) has let its request in progress finish. Each request carries the
+/// slot's [`super::idle_slots::SlotHandle`], through which the credential check marks the
+/// connection trusted.
 async fn connection<S: AsyncRead + AsyncWrite + Send + Unpin + 'static>(
     stream: S,
     app: Router,
     state: &State,
     mut shutdown: watch::Receiver<bool>,
+    slot: SlotGuard,
 ) {
     let limits = &state.limits;
     let activity = Arc::new(Activity::new());
@@ -161,10 +173,12 @@ async fn connection<S: AsyncRead + AsyncWrite + Send + Unpin + 'static>(
         let activity = Arc::clone(&activity);
         let stats = Arc::clone(&state.stats);
         let body_timeout = limits.http_body_timeout;
+        let handle = slot.handle();
         service_fn(move |request: hyper::Request<Incoming>| {
-            let handling = activity.handling();
-            let request =
+            let handling = (activity.handling(), handle.busy());
+            let mut request =
                 request.map(|body| TimedBody::new(body, body_timeout, Arc::clone(&stats)));
+            request.extensions_mut().insert(handle.clone());
             let answer = hyper::service::Service::call(&router, request);
             async move {
                 let answer: Result<_, Infallible> = answer.await;
@@ -186,6 +200,15 @@ async fn connection<S: AsyncRead + AsyncWrite + Send + Unpin + 'static>(
                 return;
             }
             _ = shutdown.changed(), if !stopping => {
+                stopping = true;
+                conn.as_mut().graceful_shutdown();
+            }
+            _ = slot.evicted(), if !stopping => {
+                tracing::debug!("http connection idle longest at the connection limit: closing it");
+                if activity.handlers.load(Ordering::Relaxed) == 0 {
+                    return;
+                }
+                // A request began since it was chosen: answer it, then close.
                 stopping = true;
                 conn.as_mut().graceful_shutdown();
             }

@@ -2,17 +2,24 @@
 //! limit a new connection takes the slot of the one idle longest instead of being refused.
 //!
 //! Without it, the first `limit` connections to arrive kept their slots until their idle
-//! timeout (5 minutes for Graphite): 1,500 idle sockets locked every real collector out for
-//! that long. A collector that writes is never the one idle longest while idle sockets
-//! exist, so it keeps its slot; an attacker must now keep every one of its sockets busier
-//! than the real writers to hold them.
+//! timeout (5 minutes for Graphite, the 30 s header timeout for HTTP): 1,500 idle sockets
+//! locked every real collector out for that long. A collector that writes is never the one
+//! idle longest while idle sockets exist, so it keeps its slot; an attacker must now keep
+//! every one of its sockets busier than the real writers to hold them.
+//!
+//! What counts as activity is the listener's: Graphite marks every read ([`SlotGuard::touch`]).
+//! HTTP marks the end of each request and holds a connection whose request is being
+//! handled out of reach ([`SlotHandle::busy`]); bytes of a head still arriving do not count,
+//! so a client trickling one never looks busy. A connection whose request presented a token
+//! the server accepted ([`SlotHandle::trust`]) is chosen only once no other is idle, so
+//! clients without a token cannot push out the ones with one.
 //!
 //! The closed connection hands its slot (its semaphore permit) straight to the one that made
 //! room: released into the semaphore instead, the permit could go to a connection accepted
 //! in between, and the one that made room would find none.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -33,9 +40,13 @@ pub(crate) struct IdleSlots {
 
 /// One connection's entry.
 struct Slot {
-    /// Nanoseconds since [`IdleSlots::epoch`] when the connection last received bytes (or was
+    /// Nanoseconds since [`IdleSlots::epoch`] when the connection was last active (or was
     /// registered).
     last_active: AtomicU64,
+    /// Requests being handled on the connection: while any is, it is not chosen.
+    busy: AtomicUsize,
+    /// A request on it presented a token the server accepted.
+    trusted: AtomicBool,
     /// Notified once when the connection is chosen to make room.
     evict: Notify,
     /// Where the connection's permit goes when it closes, once it was chosen.
@@ -77,6 +88,8 @@ impl IdleSlots {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let slot = Arc::new(Slot {
             last_active: AtomicU64::new(self.now()),
+            busy: AtomicUsize::new(0),
+            trusted: AtomicBool::new(false),
             evict: Notify::new(),
             successor: Mutex::new(None),
         });
@@ -88,14 +101,22 @@ impl IdleSlots {
         }
     }
 
-    /// Tells the connection idle longest (the earliest accepted among equals) to close, and
-    /// forgets it, so the next call picks another. Returns where its permit will arrive once
-    /// it has closed; `None` when no connection is registered (every one was already told).
+    /// Tells the connection idle longest (untrusted ones first, the earliest accepted among
+    /// equals) to close, and forgets it, so the next call picks another. Returns where its
+    /// permit will arrive once it has closed; `None` when no connection can be chosen (every
+    /// one was already told, or is handling a request).
     pub(crate) fn evict_longest_idle(&self) -> Option<Successor> {
         let mut open = self.open();
         let victim = open
             .iter()
-            .min_by_key(|(id, slot)| (slot.last_active.load(Ordering::Relaxed), **id))
+            .filter(|(_, slot)| slot.busy.load(Ordering::Relaxed) == 0)
+            .min_by_key(|(id, slot)| {
+                (
+                    slot.trusted.load(Ordering::Relaxed),
+                    slot.last_active.load(Ordering::Relaxed),
+                    **id,
+                )
+            })
             .map(|(id, _)| *id)?;
         let slot = open.remove(&victim)?;
         // Set while the map's lock is held: the victim unregisters (under that lock) before it
@@ -127,6 +148,14 @@ impl SlotGuard {
         self.slot.evict.notified().await;
     }
 
+    /// What the connection's requests mark it through.
+    pub(crate) fn handle(&self) -> SlotHandle {
+        SlotHandle {
+            slots: Arc::clone(&self.slots),
+            slot: Arc::clone(&self.slot),
+        }
+    }
+
     /// What passes the connection's permit on once it has closed (after this guard is
     /// dropped).
     pub(crate) fn handoff(&self) -> Handoff {
@@ -141,6 +170,39 @@ impl Handoff {
             // A successor that gave up waiting drops the permit here: released.
             let _ = successor.send(permit);
         }
+    }
+}
+
+/// A connection's slot as its requests see it (an HTTP request carries one).
+#[derive(Clone)]
+pub(crate) struct SlotHandle {
+    slots: Arc<IdleSlots>,
+    slot: Arc<Slot>,
+}
+
+impl SlotHandle {
+    /// A request is being handled: the connection is not chosen to close until the guard
+    /// drops, and is then active as of that moment.
+    pub(crate) fn busy(&self) -> Busy {
+        self.slot.busy.fetch_add(1, Ordering::Relaxed);
+        Busy(self.clone())
+    }
+
+    /// A request presented a token the server accepted: the connection is chosen only once
+    /// no untrusted one is idle.
+    pub(crate) fn trust(&self) {
+        self.slot.trusted.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A request being handled ([`SlotHandle::busy`]).
+pub(crate) struct Busy(SlotHandle);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let SlotHandle { slots, slot } = &self.0;
+        slot.last_active.store(slots.now(), Ordering::Relaxed);
+        slot.busy.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -203,5 +265,23 @@ mod tests {
             slots.evict_longest_idle().is_none(),
             "nothing left to close"
         );
+    }
+
+    #[test]
+    fn a_connection_handling_a_request_is_never_chosen_and_trusted_ones_go_last() {
+        let slots = Arc::new(IdleSlots::new());
+        let (trusted, busy, fresh) = (slots.register(), slots.register(), slots.register());
+        trusted.handle().trust();
+        let request = busy.handle().busy();
+        // The trusted one is the oldest, the busy one next: the newest goes first.
+        drop(slots.evict_longest_idle().expect("one to close"));
+        assert!(!slots.open().contains_key(&fresh.id));
+        // Then the trusted one: the busy one is out of reach until its request ends.
+        drop(slots.evict_longest_idle().expect("one to close"));
+        assert!(!slots.open().contains_key(&trusted.id));
+        assert!(slots.evict_longest_idle().is_none(), "only a busy one left");
+        drop(request);
+        drop(slots.evict_longest_idle().expect("idle again"));
+        assert!(!slots.open().contains_key(&busy.id));
     }
 }

@@ -1,5 +1,8 @@
 //! `/metrics` in the Prometheus text exposition format: the engine's counters and per-tier
-//! disk use, and the server's refusals, connections and batch latency.
+//! disk use, the server's refusals, connections and batch latency, and the process's own
+//! figures and build ([`process`]).
+
+mod process;
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -84,7 +87,7 @@ fn connections(server: &ServerStats) -> [Family; 4] {
         "tierdb_connections_evicted_total",
         "counter",
         "Connections closed at the protocol's connection limit to make room for a new one: \
-         the one idle longest (Graphite only).",
+         the one idle longest.",
     );
     let mut timed_out = Family::new(
         "tierdb_connections_timed_out_total",
@@ -95,9 +98,7 @@ fn connections(server: &ServerStats) -> [Family; 4] {
         let label = format!("protocol=\"{}\"", protocol.as_str());
         open = open.sample(format!("{{{label}}}"), server.open(protocol));
         refused = refused.sample(format!("{{{label}}}"), server.refused(protocol));
-        if protocol == Protocol::Graphite {
-            evicted = evicted.sample(format!("{{{label}}}"), server.evicted(protocol));
-        }
+        evicted = evicted.sample(format!("{{{label}}}"), server.evicted(protocol));
         for &timeout in protocol.timeouts() {
             timed_out = timed_out.sample(
                 format!("{{{label},timeout=\"{}\"}}", timeout.as_str()),
@@ -131,6 +132,18 @@ fn auth_refusals(server: &ServerStats) -> Family {
         }
     }
     family
+}
+
+/// The build (`tierdb_build_info{version="..."} 1`, the convention that lets a query join
+/// the version onto any other figure) and the process's CPU, memory, files and start time.
+pub(crate) fn render_process() -> String {
+    let build = Family::new(
+        "tierdb_build_info",
+        "gauge",
+        "Always 1; the labels say which build of tierdb this is.",
+    )
+    .sample(format!("{{version=\"{}\"}}", env!("CARGO_PKG_VERSION")), 1);
+    write_families(std::iter::once(build).chain(process::families()))
 }
 
 /// The HTTP listener's TLS handshakes refused and certificate reloads.

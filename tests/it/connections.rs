@@ -281,7 +281,7 @@ fn trickle(mut stream: TcpStream, request: &[u8], pace: Duration) -> usize {
 }
 
 #[test]
-fn http_clients_that_trickle_stall_or_idle_lose_their_slot_and_one_over_the_cap_is_refused() {
+fn http_clients_that_trickle_stall_or_idle_lose_their_slot() {
     let server = TestServer::start(
         None,
         Limits {
@@ -314,14 +314,6 @@ fn http_clients_that_trickle_stall_or_idle_lose_their_slot_and_one_over_the_cap_
         )
     });
 
-    // A fifth connection is over the cap: answered 503 at once and closed, not queued.
-    // (It sends nothing, so the answer is not lost to a reset.)
-    let refused = read_until_closed(&mut TcpStream::connect(addr).unwrap());
-    assert!(
-        refused.starts_with("HTTP/1.1 503") && refused.contains("--http-max-connections"),
-        "{refused}"
-    );
-
     // The server closes all four, each for its own reason.
     let stalled = read_until_closed(&mut stalled);
     assert!(stalled.contains("--http-body-timeout"), "{stalled}");
@@ -336,7 +328,7 @@ fn http_clients_that_trickle_stall_or_idle_lose_their_slot_and_one_over_the_cap_
 
     // And counts them; the freed slots serve again.
     let count = |key: &str| metric(addr, &format!("tierdb_connections_{key}"));
-    assert_eq!(count("refused_total{protocol=\"http\"}"), 1);
+    assert_eq!(count("refused_total{protocol=\"http\"}"), 0);
     assert_eq!(
         count("timed_out_total{protocol=\"http\",timeout=\"header\"}"),
         1
@@ -390,7 +382,25 @@ fn with_the_default_limits_1500_idle_graphite_sockets_do_not_lock_out_a_collecto
     // The ones closed were the oldest; the newest still hold their slots.
     assert_eq!(read_until_closed(&mut idle[0]), "");
     assert_eq!(read_until_closed(&mut idle[IDLE - cap]), "");
-    assert!(still_open(&mut idle[IDLE - 1]));
+    if !still_open(&mut idle[IDLE - 1]) {
+        // Seen once in a full `cargo test` on a loaded machine (issue 56 item 14), cause
+        // unknown: say which of the server's counters moved and which sockets closed, so the
+        // next failure names the path that closed it.
+        let closed: Vec<usize> = (IDLE - cap + 1..IDLE)
+            .filter(|&i| !still_open(&mut idle[i]))
+            .collect();
+        let counters = ["open", "evicted_total", "refused_total"].map(|key| {
+            format!(
+                "{key} {}",
+                count(&format!("{key}{{protocol=\"graphite\"}}"))
+            )
+        });
+        let timed_out = count("timed_out_total{protocol=\"graphite\",timeout=\"idle\"}");
+        panic!(
+            "the newest idle socket was closed; {counters:?}, idle timeouts {timed_out}; the \
+             sockets after the collector's victim that are closed: {closed:?}"
+        );
+    }
 }
 
 #[test]
@@ -452,6 +462,136 @@ fn a_thousand_slowloris_http_clients_do_not_lock_out_a_collector_or_a_query() {
     }
 }
 
+/// A connection to `addr` whose request is being handled: its body never comes, and the
+/// handler waits for it (until the body timeout, or until this end closes). Returns once
+/// the server says so: its `100 Continue`, sent when the handler first reads the body.
+fn stalled_request(addr: SocketAddr) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .write_all(
+            b"POST /api/v1/write HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\
+              Expect: 100-continue\r\n\r\n",
+        )
+        .unwrap();
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 256];
+    while !got.ends_with(b"\r\n\r\n") {
+        let n = stream.read(&mut buf).expect("100 Continue");
+        assert!(n > 0, "closed before its 100 Continue");
+        got.extend_from_slice(&buf[..n]);
+    }
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.starts_with("HTTP/1.1 100"), "{got}");
+    stream
+}
+
+/// At the HTTP cap, a new connection takes the slot of the one idle longest; only when every
+/// one is handling a request is it answered 503, at once and never queued.
+#[test]
+fn at_the_http_cap_the_one_idle_longest_makes_room_and_503_comes_only_when_all_are_busy() {
+    let server = TestServer::start(
+        None,
+        Limits {
+            http_max_connections: 2,
+            ..Limits::default()
+        },
+    );
+    let addr = server.http;
+    let busy = stalled_request(addr);
+    let mut silent = TcpStream::connect(addr).unwrap();
+    // A third connection: the silent one, not handling a request, makes room; the busy one,
+    // though it arrived first, keeps its slot.
+    let mut third = TcpStream::connect(addr).unwrap();
+    assert_eq!(read_until_closed(&mut silent), "");
+    third
+        .write_all(b"GET /api/v1/tiers HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    assert!(read_until_closed(&mut third).starts_with("HTTP/1.1 200"));
+    // Both slots busy: a new connection is answered 503 and closed.
+    let other = stalled_request(addr);
+    let refused = read_until_closed(&mut TcpStream::connect(addr).unwrap());
+    assert!(
+        refused.starts_with("HTTP/1.1 503") && refused.contains("--http-max-connections"),
+        "{refused}"
+    );
+    // Their bodies sent, both requests are answered and the slots idle again; the counts
+    // show the connection closed to make room and the one refused.
+    for mut stalled in [busy, other] {
+        stalled.write_all(&[b' '; 100]).unwrap();
+        let answer = first_answer(&mut stalled);
+        assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    }
+    let count = |key: &str| metric(addr, &format!("tierdb_connections_{key}"));
+    assert!(count("evicted_total{protocol=\"http\"}") >= 1);
+    assert_eq!(count("refused_total{protocol=\"http\"}"), 1);
+}
+
+/// Issue 56 item 9: with tokens set, 1,024 clients without one could hold every HTTP slot
+/// for the 30 s header timeout (sending part of a head, or nothing), and a real user was
+/// answered 503 meanwhile. With the default limits, clients sending a head without a token
+/// now lose their slots to new connections, the longest idle first, while a connection that
+/// presented an accepted token keeps its slot.
+#[test]
+fn with_the_default_limits_1100_clients_without_a_token_do_not_lock_out_a_user() {
+    const ATTACK: usize = 1100;
+    const { assert!(ATTACK > Limits::HTTP_MAX_CONNECTIONS) };
+    open_files_for(2 * ATTACK as u64 + 1000);
+    let server = TestServer::start(Some("s3cret"), Limits::default());
+    let addr = server.http;
+    let auth = [("Authorization", "Bearer s3cret")];
+    let count = |key: &str| {
+        let (status, text) = http::request(addr, "GET", "/metrics", &auth, b"");
+        assert_eq!(status, 200, "{text}");
+        let key = format!("tierdb_connections_{key} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(&key))
+            .unwrap_or_else(|| panic!("no {key} in\n{text}"))
+            .parse::<u64>()
+            .unwrap()
+    };
+    // A user's keep-alive connection that presented its token.
+    let tiers = b"GET /api/v1/tiers HTTP/1.1\r\nHost: user\r\nAuthorization: Bearer s3cret\r\n\r\n";
+    let mut user = TcpStream::connect(addr).unwrap();
+    let keep_alive_answer = |user: &mut TcpStream| {
+        user.write_all(tiers).unwrap();
+        user.set_read_timeout(Some(PATIENCE)).unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&got).contains("\"tiers\"") {
+            let n = user.read(&mut buf).expect("the user's connection answers");
+            assert!(n > 0, "the user's connection was closed");
+            got.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    };
+    assert!(keep_alive_answer(&mut user).starts_with("HTTP/1.1 200"));
+
+    // More clients than the cap, each sending part of a head without a token.
+    let mut attack: Vec<TcpStream> = (0..ATTACK)
+        .map(|_| {
+            let mut stream = TcpStream::connect(addr).unwrap();
+            stream
+                .write_all(b"GET /api/v1/tiers HTTP/1.1\r\nHost: attacker\r\n")
+                .unwrap();
+            stream
+        })
+        .collect();
+    wait_until("the cap reached and the oldest attackers closed", || {
+        count("evicted_total{protocol=\"http\"}")
+            >= (ATTACK + 1 - Limits::HTTP_MAX_CONNECTIONS) as u64
+    });
+
+    // A user's new connection is answered (before, 503 until a header timeout freed a slot);
+    // the keep-alive one that presented its token was not the one closed.
+    let (status, body) = http::request(addr, "GET", "/api/v1/tiers", &auth, b"");
+    assert_eq!(status, 200, "{body}");
+    assert!(keep_alive_answer(&mut user).starts_with("HTTP/1.1 200"));
+    assert_eq!(count("refused_total{protocol=\"http\"}"), 0);
+    assert_eq!(read_until_closed(&mut attack[0]), "");
+    assert!(still_open(&mut attack[ATTACK - 1]));
+}
+
 /// Reads the soft and hard "Max open files" of process `pid`.
 fn open_files_limits(pid: u32) -> (String, String) {
     let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
@@ -509,15 +649,14 @@ fn the_binary_raises_its_open_files_limit_and_takes_its_limits_from_flags() {
     read_until_closed(&mut TcpStream::connect(addrs.graphite_tcp).unwrap());
     let key = "tierdb_connections_timed_out_total{protocol=\"graphite\",timeout=\"idle\"}";
     wait_until("the idle timeout counted", || metric(addrs.http, key) == 1);
-    // --http-max-connections 1: a second connection is refused while one is open. The one
-    // slot may still be taken by the /metrics request just answered (its close not yet seen
-    // by the server), and then the connection meant to hold it is the one refused: so a try
-    // holds a connection, checks that a second one is refused, and starts over otherwise.
-    wait_until("a second connection refused while one is held", || {
-        let held = TcpStream::connect(addrs.http).unwrap();
+    // --http-max-connections 1: a second connection is refused while the one slot handles a
+    // request (here one whose body never comes); an idle one would have made room instead.
+    // Closing the held one ends its request.
+    wait_until("a second connection refused while one is busy", || {
+        let mut held = stalled_request(addrs.http);
         let refused = first_answer(&mut TcpStream::connect(addrs.http).unwrap());
-        let kept = first_answer(&mut held.try_clone().unwrap()).is_empty();
-        refused.starts_with("HTTP/1.1 503") && kept
+        let kept = first_answer(&mut held).is_empty();
+        refused.starts_with("HTTP/1.1 503") && refused.contains("--http-max-connections") && kept
     });
     assert!(server.terminate(PATIENCE).success());
 }

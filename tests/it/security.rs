@@ -5,7 +5,7 @@
 //! allowlists on the Graphite, StatsD and HTTP listeners, the HTTPS one included.
 
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 
 use crate::support::file;
 use crate::support::http::request;
@@ -17,8 +17,19 @@ const ADMIN: &str = "admin-token-xyz";
 
 /// `tierdb serve` on `dir` with `args` and `env`, its log at debug level in `<dir>.log`.
 fn serve(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Proc {
+    serve_with(tierdb_command("serve", dir), dir, args, env)
+}
+
+/// [`serve`] with HTTP on `http`.
+fn serve_on(http: &str, dir: &Path, args: &[&str]) -> Proc {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tierdb"));
+    command.arg("serve").arg("--data-dir").arg(dir);
+    command.args(["--http", http, "--graphite", "127.0.0.1:0"]);
+    serve_with(command, dir, args, &[])
+}
+
+fn serve_with(mut command: Command, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Proc {
     let log = dir.with_extension("log");
-    let mut command = tierdb_command("serve", dir);
     command
         .args(args)
         .env("RUST_LOG", "debug")
@@ -96,6 +107,10 @@ fn each_roles_token_reaches_only_its_endpoints() {
             assert_eq!(status, 200, "{path} with {token}: {text}");
         }
     }
+    // The scheme's case does not matter (RFC 9110): `bearer` is `Bearer`.
+    let lower = format!("bearer {}", READ[0]);
+    let (status, text) = request(addr, "GET", "/metrics", &[("Authorization", &lower)], b"");
+    assert_eq!(status, 200, "{text}");
     let (status, text) = call("GET", "/api/v1/series?match=*", Some(WRITE), b"");
     assert_eq!(status, 403, "{text}");
     assert!(text.contains("does not grant read"), "{text}");
@@ -175,6 +190,63 @@ fn a_token_file_without_a_token_is_refused_at_start_naming_it() {
     );
 }
 
+/// Issue 56 items 6 and 7: `--http 0.0.0.0:...` without a token started in silence though
+/// every endpoint, deletes included, was open to the network; tokens over plain HTTP to
+/// other machines, and a token file anyone could read, went unsaid too. The open port here
+/// admits only 127.0.0.1 (`--http-allow`), so nothing else can reach it meanwhile.
+#[test]
+fn an_open_port_clear_text_tokens_and_a_token_file_anyone_can_read_are_warned_about() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let warnings = |dir: &Path, http: &str, args: &[&str]| {
+        let mut server = serve_on(http, dir, args);
+        // Not `wait_ready`, which takes only loopback addresses.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while server.next_line(deadline, "`tierdb: ready`") != "tierdb: ready" {}
+        assert!(server
+            .terminate(std::time::Duration::from_secs(30))
+            .success());
+        let log = std::fs::read_to_string(dir.with_extension("log")).unwrap();
+        log.lines()
+            .filter(|l| l.starts_with("tierdb: warning: "))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let local_only = ["--http-allow", "127.0.0.1/32"];
+
+    let open = warnings(&tmp.path().join("open"), "0.0.0.0:0", &local_only);
+    assert_eq!(open.len(), 1, "{open:?}");
+    for part in ["--http 0.0.0.0:", "no token", "delete", "--token-file"] {
+        assert!(open[0].contains(part), "{part:?} not in {}", open[0]);
+    }
+
+    let token = tmp.path().join("write.token");
+    std::fs::write(&token, format!("{WRITE}\n")).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut args = local_only.to_vec();
+    args.extend(["--write-token-file", token.to_str().unwrap()]);
+    let clear = warnings(&tmp.path().join("clear"), "0.0.0.0:0", &args);
+    assert_eq!(clear.len(), 2, "{clear:?}");
+    assert!(
+        clear[0].contains("clear text") && clear[0].contains("--tls-cert"),
+        "{}",
+        clear[0]
+    );
+    assert!(
+        clear[1].contains(&format!("--write-token-file {}", token.display()))
+            && clear[1].contains("mode 0644")
+            && clear[1].contains("chmod 600"),
+        "{}",
+        clear[1]
+    );
+
+    // On loopback, with the file private: nothing to warn about.
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let args = ["--write-token-file", token.to_str().unwrap()];
+    let quiet = warnings(&tmp.path().join("quiet"), "127.0.0.1:0", &args);
+    assert!(quiet.is_empty(), "{quiet:?}");
+}
+
 mod tls {
     use std::time::{Duration, Instant};
 
@@ -220,6 +292,9 @@ mod tls {
         let addrs = server.wait_ready();
         let addr = addrs.http;
         assert!(addrs.dashboard.unwrap().starts_with("https://"));
+        // The TLS listener announces itself as https (issue 56 item 10).
+        let announced = format!("tierdb: https listening on {addr}");
+        assert!(server.seen().contains(&announced), "{:?}", server.seen());
         let (trusts_first, trusts_second) = (
             client_config(&ca.cert, None),
             client_config(&other_ca.cert, None),

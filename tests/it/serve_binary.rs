@@ -201,3 +201,62 @@ fn a_taken_port_is_refused_naming_the_flag_and_port_0() {
         "{stderr}"
     );
 }
+
+/// The value of the sample `name` (a whole name, labels included) in `/metrics` text.
+fn sample(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name} in\n{metrics}"))
+        .parse()
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// Issue 56 item 10: `/metrics` had no `process_*` figures and no build, and a SIGTERM ended
+/// the server without a word. The figures are this server process's own (it runs as a
+/// child here), under the names Prometheus client libraries give them.
+#[test]
+fn metrics_show_the_process_and_its_build_and_a_stop_says_when_it_began_and_ended() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut server, addrs) = serve(tmp.path(), "serve.stderr");
+    let metrics = get(addrs.http, "/metrics");
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(
+        sample(
+            &metrics,
+            &format!("tierdb_build_info{{version=\"{version}\"}}")
+        ),
+        1.0
+    );
+    let now = chrono::Utc::now().timestamp() as f64;
+    let started = sample(&metrics, "process_start_time_seconds");
+    assert!(
+        (now - 600.0..=now + 5.0).contains(&started),
+        "started at {started}, now {now}"
+    );
+    assert!(sample(&metrics, "process_resident_memory_bytes") > 1e6);
+    assert!(sample(&metrics, "process_virtual_memory_bytes") > 1e6);
+    assert!(sample(&metrics, "process_cpu_seconds_total") >= 0.0);
+    let (open, max) = (
+        sample(&metrics, "process_open_fds"),
+        sample(&metrics, "process_max_fds"),
+    );
+    assert!(open >= 5.0 && open < max, "{open} open of {max}");
+    for family in [
+        "process_cpu_seconds_total counter",
+        "tierdb_build_info gauge",
+    ] {
+        assert!(metrics.contains(&format!("# TYPE {family}\n")), "{family}");
+    }
+
+    let status = server.terminate(STOP_TIMEOUT);
+    assert!(status.success(), "exit status {status}");
+    let deadline = std::time::Instant::now() + STOP_TIMEOUT;
+    let stopping = server.next_line(deadline, "the stop's first line");
+    assert!(
+        stopping.starts_with("tierdb: SIGTERM: stopping"),
+        "{stopping}"
+    );
+    let stopped = server.next_line(deadline, "the stop's last line");
+    assert!(stopped.starts_with("tierdb: stopped ("), "{stopped}");
+}

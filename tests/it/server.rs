@@ -382,3 +382,111 @@ fn limits_refuse_new_series_and_oversized_bodies() {
     let big = vec![b'x'; 4096];
     assert_eq!(server.request("POST", "/write", &[], &big).0, 413);
 }
+
+/// Sends `raw` (a whole HTTP/1.1 request, `Connection: close`) and reads the answer to EOF:
+/// the status, the head and the body.
+fn raw_exchange(addr: std::net::SocketAddr, raw: &[u8]) -> (u16, String, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream.write_all(raw).unwrap();
+    let mut answer = Vec::new();
+    std::io::Read::read_to_end(&mut stream, &mut answer).unwrap();
+    let (status, head, body) = crate::support::http::parse_answer(&answer).unwrap();
+    (status, head, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// Telegraf's InfluxDB (v1) output, byte for byte as its Go client sends them
+/// (plugins/outputs/influxdb/http.go): at start `CREATE DATABASE "telegraf"` as a form POST
+/// to `/query`, then each flush a chunked POST to `/write?db=telegraf`. Its token goes in
+/// `http_headers = {"Authorization" = "Bearer ..."}`. Load balancers and clients probe
+/// `/ping` and `/health` without one.
+#[test]
+fn telegrafs_influxdb_output_starts_cleanly_and_probes_need_no_token() {
+    let server = TestServer::start(Some("s3cret"), Limits::default());
+    let addr = server.http;
+    let host = format!("Host: {addr}\r\nUser-Agent: Telegraf/1.28.5 Go/1.21.3\r\n");
+
+    // Probes: no token, InfluxDB's answers.
+    for method in ["GET", "HEAD"] {
+        let (status, head, body) = raw_exchange(
+            addr,
+            format!("{method} /ping HTTP/1.1\r\n{host}Connection: close\r\n\r\n").as_bytes(),
+        );
+        assert_eq!(status, 204, "{method} /ping: {head}\n{body}");
+        assert!(
+            head.to_ascii_lowercase().contains("x-influxdb-version: 1."),
+            "{head}"
+        );
+    }
+    let (status, _, body) = raw_exchange(
+        addr,
+        format!("GET /ping?verbose=true HTTP/1.1\r\n{host}Connection: close\r\n\r\n").as_bytes(),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()["version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("1.")),
+        "{body}"
+    );
+    let (status, _, body) = raw_exchange(
+        addr,
+        format!("GET /health HTTP/1.1\r\n{host}Connection: close\r\n\r\n").as_bytes(),
+    );
+    assert_eq!(status, 200, "{body}");
+    let health: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(health["status"], "pass", "{body}");
+
+    // CREATE DATABASE, as for a database that exists: 200 and a result without an error.
+    let form = "q=CREATE+DATABASE+%22telegraf%22";
+    let create = |auth: &str| {
+        raw_exchange(
+            addr,
+            format!(
+                "POST /query HTTP/1.1\r\n{host}Content-Length: {}\r\n{auth}\
+                 Content-Type: application/x-www-form-urlencoded\r\nAccept-Encoding: gzip\r\n\
+                 Connection: close\r\n\r\n{form}",
+                form.len()
+            )
+            .as_bytes(),
+        )
+    };
+    let (status, _, body) = create("Authorization: Bearer s3cret\r\n");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&body).unwrap(),
+        serde_json::json!({"results": [{"statement_id": 0}]})
+    );
+    assert_eq!(create("").0, 401, "/query without a token");
+
+    // The first flush lands.
+    let minute = NOW - NOW % 60 - 60;
+    let lines = format!("cpu,host=web1 usage_idle=97.5 {}\n", minute * 1_000_000_000);
+    let (status, _, body) = raw_exchange(
+        addr,
+        format!(
+            "POST /write?db=telegraf HTTP/1.1\r\n{host}Transfer-Encoding: chunked\r\n\
+             Authorization: Bearer s3cret\r\nContent-Type: text/plain; charset=utf-8\r\n\
+             Accept-Encoding: gzip\r\nConnection: close\r\n\r\n{:x}\r\n{lines}\r\n0\r\n\r\n",
+            lines.len()
+        )
+        .as_bytes(),
+    );
+    assert_eq!(status, 204, "{body}");
+    assert_eq!(
+        server.minute("cpu.usage_idle{host=web1}", minute, tierdb::Display::Avg),
+        Some(97.5)
+    );
+
+    // Any other statement is refused, saying where reads go.
+    let (status, body) = server.request(
+        "GET",
+        "/query?q=SHOW+DATABASES",
+        &[("Authorization", "Bearer s3cret")],
+        b"",
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("only CREATE DATABASE"), "{body}");
+}

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{announce_addresses, bind, shutdown_signal, ClusterArgs};
+use super::{announce_addresses, bind, shutdown_signal, warn, ClusterArgs};
 use crate::cli::{load_tiers, Listen, Location};
 use crate::cluster::backend::NodeBackend;
 use crate::cluster::ingest_log::LogRetention;
@@ -97,12 +97,15 @@ pub(super) fn run(
         peer_tls,
     };
     let node = runtime.block_on(Node::start(settings, &advertised))?;
-    announce_addresses(&listeners)?;
+    announce_addresses(&listeners, listen.security.scheme())?;
+    let mut warnings = listen.security.startup_warnings(http, &credentials);
+    warnings.extend(args.nats.file_warnings());
+    warn(warnings);
     println!(
         "tierdb: node {name} joined the cluster at {urls} ({} partitions)",
         node.partitions()
     );
-    let stop = shutdown_signal(&runtime)?;
+    let (stop, clock) = shutdown_signal(&runtime)?;
     println!("tierdb: ready");
     let state = Arc::new(
         State::with_backend(Arc::new(NodeBackend::new(node)), listen.limits(), None)
@@ -111,5 +114,6 @@ pub(super) fn run(
             .with_allowlists(allowlists),
     );
     runtime.block_on(crate::server::run(state, listeners, stop))?;
+    clock.stopped();
     Ok(())
 }

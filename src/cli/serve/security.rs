@@ -2,7 +2,11 @@
 //! read from files or the environment so they never show in `ps`, and what they make of
 //! them for the server.
 
-use std::path::PathBuf;
+#[cfg(test)]
+mod tests;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
@@ -195,6 +199,49 @@ impl SecurityArgs {
         Ok(allowlists)
     }
 
+    /// What to warn about at start, in plain words, each naming the flag that fixes it: an
+    /// HTTP listener (`http`, as bound) that other machines can reach with no token, or with
+    /// tokens but no TLS (they cross the network in clear text); and a token file or TLS key
+    /// every user of the machine can read ([`readable_by_all`]).
+    pub fn startup_warnings(&self, http: SocketAddr, credentials: &Credentials) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if !http.ip().is_loopback() {
+            let who = if self.http_allow.is_empty() {
+                "anyone who reaches it"
+            } else {
+                "anyone in the networks --http-allow admits"
+            };
+            let local = format!("--http 127.0.0.1:{}", http.port());
+            if !credentials.enabled() {
+                warnings.push(format!(
+                    "--http {http} is reachable from other machines and no token is set: \
+                     {who} can read, write and delete every series. Set tokens with \
+                     --token-file (or --read-token-file, --write-token-file and \
+                     --admin-token-file, or TIERDB_TOKEN), or listen only here with {local}"
+                ));
+            } else if self.tls_cert.is_none() {
+                warnings.push(format!(
+                    "--http {http} is reachable from other machines over plain HTTP: the \
+                     tokens cross the network in clear text, for anyone on the way to copy. \
+                     Serve HTTPS with --tls-cert and --tls-key, or listen only here with \
+                     {local} behind a TLS proxy"
+                ));
+            }
+        }
+        let files = [
+            ("--token-file", &self.token_file),
+            ("--read-token-file", &self.read_token_file),
+            ("--write-token-file", &self.write_token_file),
+            ("--admin-token-file", &self.admin_token_file),
+            ("--tls-key", &self.tls_key),
+        ];
+        let files = files
+            .into_iter()
+            .filter_map(|(flag, path)| Some((flag, path.as_ref()?)));
+        warnings.extend(files.filter_map(|(flag, path)| readable_by_all(flag, path)));
+        warnings
+    }
+
     /// The scheme of the HTTP listener's URLs.
     pub fn scheme(&self) -> &'static str {
         if self.tls_cert.is_some() {
@@ -250,6 +297,23 @@ pub struct NatsArgs {
     pub nats_tls: bool,
 }
 
+/// A warning when the secret file `path` (given with `flag`) can be read by every user of
+/// the machine (mode `o+r`, such as 0644): whoever reads it holds the secret. ssh and
+/// PostgreSQL refuse such key files; a warning lets a running setup start while saying what
+/// to fix. A file readable by its group (0640) is the usual way to share it with the server's
+/// group, and is not warned about.
+pub(crate) fn readable_by_all(flag: &str, path: &Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o7777;
+    (mode & 0o004 != 0).then(|| {
+        format!(
+            "{flag} {}: every user of this machine can read it (mode {mode:04o}); make it \
+             private with chmod 600 (or 640, owned by a group the server runs in)",
+            path.display()
+        )
+    })
+}
+
 /// A secret from `file` (its content, trimmed) or else the variable `variable`.
 #[cfg(feature = "cluster")]
 fn secret(file: &Option<PathBuf>, flag: &str, variable: &str) -> Result<Option<String>> {
@@ -272,6 +336,22 @@ fn secret(file: &Option<PathBuf>, flag: &str, variable: &str) -> Result<Option<S
 
 #[cfg(feature = "cluster")]
 impl NatsArgs {
+    /// The secret files of these flags that every user of the machine can read
+    /// ([`readable_by_all`]).
+    pub(crate) fn file_warnings(&self) -> Vec<String> {
+        let files = [
+            ("--nats-password-file", &self.nats_password_file),
+            ("--nats-token-file", &self.nats_token_file),
+            ("--nats-nkey-file", &self.nats_nkey_file),
+            ("--nats-creds", &self.nats_creds),
+            ("--nats-key", &self.nats_key),
+        ];
+        files
+            .into_iter()
+            .filter_map(|(flag, path)| readable_by_all(flag, path.as_ref()?))
+            .collect()
+    }
+
     /// The credentials and TLS these flags give.
     ///
     /// # Errors

@@ -171,6 +171,11 @@ impl Proc {
         self.child.id()
     }
 
+    /// The stdout lines read so far ([`Proc::next_line`], [`Proc::wait_ready`]).
+    pub(crate) fn seen(&self) -> &[String] {
+        &self.seen
+    }
+
     /// The next stdout line, or a panic past `deadline`.
     pub(crate) fn next_line(&mut self, deadline: Instant, waiting_for: &str) -> String {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -208,7 +213,9 @@ impl Proc {
                         .unwrap_or_else(|e| panic!("{line:?}: bad address: {e}"))
                 })
             };
-            if let Some(a) = addr("tierdb: http listening on ") {
+            if let Some(a) =
+                addr("tierdb: http listening on ").or_else(|| addr("tierdb: https listening on "))
+            {
                 http = Some(a);
             } else if let Some(a) = addr("tierdb: graphite tcp listening on ") {
                 tcp = Some(a);
