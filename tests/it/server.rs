@@ -480,6 +480,48 @@ fn telegrafs_influxdb_output_starts_cleanly_and_probes_need_no_token() {
         Some(97.5)
     );
 
+    // Telegraf's default `content_encoding = "gzip"`: the body inflated, bounded by the
+    // default body limit once inflated; another encoding or a body that is not gzip refused.
+    let gzip = |bytes: &[u8]| {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(bytes).unwrap();
+        encoder.finish().unwrap()
+    };
+    let write = |encoding: &str, body: &[u8]| {
+        let mut request = format!(
+            "POST /write?db=telegraf HTTP/1.1\r\n{host}Content-Length: {}\r\n\
+             Authorization: Bearer s3cret\r\nContent-Encoding: {encoding}\r\n\
+             Content-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        request.extend_from_slice(body);
+        raw_exchange(addr, &request)
+    };
+    let lines = format!(
+        "cpu,host=web2 usage_idle=91.5 {0}\nmem,host=web2 used=7 {0}\n",
+        minute * 1_000_000_000
+    );
+    let (status, _, body) = write("gzip", &gzip(lines.as_bytes()));
+    assert_eq!(status, 204, "{body}");
+    assert_eq!(
+        server.minute("cpu.usage_idle{host=web2}", minute, tierdb::Display::Avg),
+        Some(91.5)
+    );
+    assert_eq!(
+        server.minute("mem.used{host=web2}", minute, tierdb::Display::Avg),
+        Some(7.0)
+    );
+    let (status, _, body) = write("gzip", lines.as_bytes());
+    assert_eq!(status, 400, "plain text sent as gzip: {body}");
+    assert!(body.contains("gzip"), "{body}");
+    let (status, _, body) = write("br", lines.as_bytes());
+    assert_eq!(status, 415, "{body}");
+    let bomb = gzip(&vec![b'\n'; Limits::default().max_body + 1]);
+    assert!(bomb.len() < 1 << 20, "{}", bomb.len());
+    let (status, _, body) = write("gzip", &bomb);
+    assert_eq!(status, 413, "a body past the limit once inflated: {body}");
+
     // Any other statement is refused, saying where reads go.
     let (status, body) = server.request(
         "GET",
