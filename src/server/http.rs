@@ -193,10 +193,7 @@ async fn influx_v1(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let body = match decoded(&headers, body, state.limits.max_body) {
-        Ok(body) => body,
-        Err(refusal) => return Ok(refusal),
-    };
+    let body = decoded(&headers, body, state.limits.max_body)?;
     influx_write(&state, raw.as_deref(), Precision::parse_v1, &body).await
 }
 
@@ -208,10 +205,7 @@ async fn influx_v2(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let body = match decoded(&headers, body, state.limits.max_body) {
-        Ok(body) => body,
-        Err(refusal) => return Ok(refusal),
-    };
+    let body = decoded(&headers, body, state.limits.max_body)?;
     influx_write(&state, raw.as_deref(), Precision::parse_v2, &body).await
 }
 
@@ -220,9 +214,9 @@ async fn influx_v2(
 /// bytes as a plain one, so a small bomb cannot make the server grow.
 ///
 /// # Errors
-/// The refusal to answer: 415 for another encoding, 400 for a body that is not gzip, 413 past
-/// `max_body`.
-fn decoded(headers: &HeaderMap, body: Bytes, max_body: usize) -> Result<Bytes, Response> {
+/// [`ApiError::UnsupportedMediaType`] for another encoding, [`ApiError::BadRequest`] for a
+/// body that is not gzip, [`ApiError::PayloadTooLarge`] past `max_body`.
+fn decoded(headers: &HeaderMap, body: Bytes, max_body: usize) -> Result<Bytes, ApiError> {
     let Some(encoding) = headers.get(header::CONTENT_ENCODING) else {
         return Ok(body);
     };
@@ -240,20 +234,17 @@ fn decoded(headers: &HeaderMap, body: Bytes, max_body: usize) -> Result<Bytes, R
                 .read_to_end(&mut inflated)
                 .map_err(|e| {
                     ApiError::BadRequest(format!("body: Content-Encoding is gzip, but {e}"))
-                        .into_response()
                 })?;
             if inflated.len() > max_body {
-                return Err(too_large(max_body));
+                return Err(ApiError::PayloadTooLarge(format!(
+                    "body: larger than the limit of {max_body} bytes"
+                )));
             }
             Ok(Bytes::from(inflated))
         }
-        other => Err((
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Json(serde_json::json!({
-                "error": format!("Content-Encoding {other:?}: only gzip (or none) is read")
-            })),
-        )
-            .into_response()),
+        other => Err(ApiError::UnsupportedMediaType(format!(
+            "Content-Encoding {other:?}: only gzip (or none) is read"
+        ))),
     }
 }
 
@@ -577,11 +568,7 @@ async fn write_elements(
 
 /// 413 for a body whose declared length is over `max_body` bytes: nothing of it is read.
 fn too_large(max_body: usize) -> Response {
-    let message = format!("body: larger than the limit of {max_body} bytes");
-    (
-        StatusCode::PAYLOAD_TOO_LARGE,
-        Json(serde_json::json!({ "error": message })),
-    )
+    ApiError::PayloadTooLarge(format!("body: larger than the limit of {max_body} bytes"))
         .into_response()
 }
 

@@ -13,7 +13,8 @@
 //!   closes);
 //! - **evicted**: at [`Limits::http_max_connections`] a new connection took its slot, it
 //!   being the one idle longest ([`super::idle_slots`]: not handling a request, and without an
-//!   accepted token before one with). A request that began meanwhile is answered first.
+//!   accepted token before one with). An answer still being written, or a request that began
+//!   meanwhile, is finished first.
 //!
 //! With TLS ([`super::tls`]), the handshake must finish within the header timeout; a client
 //! that speaks plain HTTP to the TLS port is answered 400 in plain text, saying to use
@@ -205,10 +206,9 @@ async fn connection<S: AsyncRead + AsyncWrite + Send + Unpin + 'static>(
             }
             _ = slot.evicted(), if !stopping => {
                 tracing::debug!("http connection idle longest at the connection limit: closing it");
-                if activity.handlers.load(Ordering::Relaxed) == 0 {
-                    return;
-                }
-                // A request began since it was chosen: answer it, then close.
+                // hyper closes a connection waiting for a request head at once, and one still
+                // writing an answer (its handler may have returned: the body is sent after)
+                // once the answer is out, so no answer is cut short.
                 stopping = true;
                 conn.as_mut().graceful_shutdown();
             }

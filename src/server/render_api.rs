@@ -90,6 +90,16 @@ pub(super) async fn render(
     if format == render::Format::Json {
         return Ok(report.json(series));
     }
+    let bound = format.upper_bound_bytes(&series);
+    if bound > render::MAX_ANSWER_BYTES {
+        return Err(ApiError::PayloadTooLarge(format!(
+            "format={}: the answer would take up to {bound} bytes, over the server's limit of \
+             {} for answers that are not consolidated; ask for a shorter range or fewer \
+             series, or for json with maxDataPoints",
+            format.name(),
+            render::MAX_ANSWER_BYTES
+        )));
+    }
     let content_type = [(axum::http::header::CONTENT_TYPE, format.content_type())];
     Ok(report.mark((content_type, format.write(&series)).into_response()))
 }

@@ -562,6 +562,21 @@ fn render_errors_answer_400_naming_the_problem() {
     let (status, text) = server.request("POST", "/render", &json_body, b"{\"target\":\"x\"}");
     assert_eq!(status, 400, "{text}");
     assert!(text.contains("application/json"), "{text}");
+
+    // csv repeats the name on every point and is not consolidated: a long alias over about
+    // 950,000 generated points would build over half a gigabyte, so it is refused before
+    // anything is written; the same target as json (consolidated) answers.
+    let name = "x".repeat(300);
+    let huge = format!("target=alias(timeFunction(\"t\",1),\"{name}\")&from=-11d&format=csv");
+    let (status, text) = server.request("POST", "/render", FORM, huge.as_bytes());
+    assert_eq!(status, 413, "{}", &text[..text.len().min(300)]);
+    assert!(
+        text.contains("format=csv") && text.contains("maxDataPoints"),
+        "{text}"
+    );
+    let json = huge.replace("format=csv", "format=json");
+    let (status, text) = server.request("POST", "/render", FORM, json.as_bytes());
+    assert_eq!(status, 200, "{}", &text[..text.len().min(300)]);
 }
 
 #[test]

@@ -60,3 +60,32 @@ fn pickle_opcodes() {
     assert_eq!(Format::parse("png"), None);
     assert!(!Format::Csv.consolidates());
 }
+
+#[test]
+fn the_bound_is_at_least_what_each_format_writes() {
+    let mut many = series();
+    many[0].datapoints = (0..1000)
+        .map(|i| {
+            (
+                Some(-1.234_567_890_123_456_7e-300 * f64::from(i)),
+                60 * i64::from(i),
+            )
+        })
+        .collect();
+    many[0].target = "\"".repeat(50);
+    for format in [Format::Csv, Format::Raw, Format::Pickle] {
+        for data in [series(), many.clone()] {
+            let written = format.write(&data).len();
+            let bound = format.upper_bound_bytes(&data);
+            assert!(
+                bound >= written,
+                "{format:?}: bound {bound} under {written} written"
+            );
+            assert!(
+                bound <= 4 * written + 1024,
+                "{format:?}: bound {bound} far over {written}"
+            );
+        }
+    }
+    assert_eq!(Format::Json.upper_bound_bytes(&series()), 0);
+}
