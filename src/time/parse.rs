@@ -22,7 +22,7 @@ use super::Timestamp;
 /// - graphite-web's words (its `attime` grammar, in UTC): a day (`today`, `yesterday`,
 ///   `tomorrow`, `monday`, `jan1`, `01/31/2025`), a time of day (`midnight`, `noon`,
 ///   `teatime`, `6pm`, `14:30`), or both (`noon yesterday`), each followed by an offset if
-///   wanted (`yesterday-6h`); see [`graphite_words`].
+///   wanted (`yesterday-6h`); see `graphite_words`.
 ///
 /// A bare negative number (`-6`) is refused rather than read as a second before 1970: it is
 /// almost always an offset missing its unit.

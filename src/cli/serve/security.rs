@@ -202,7 +202,7 @@ impl SecurityArgs {
     /// What to warn about at start, in plain words, each naming the flag that fixes it: an
     /// HTTP listener (`http`, as bound) that other machines can reach with no token, or with
     /// tokens but no TLS (they cross the network in clear text); and a token file or TLS key
-    /// every user of the machine can read ([`readable_by_all`]).
+    /// every user of the machine can read (`readable_by_all`).
     pub fn startup_warnings(&self, http: SocketAddr, credentials: &Credentials) -> Vec<String> {
         let mut warnings = Vec::new();
         if !http.ip().is_loopback() {
