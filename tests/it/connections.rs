@@ -487,7 +487,10 @@ fn stalled_request(addr: SocketAddr) -> TcpStream {
 }
 
 /// At the HTTP cap, a new connection takes the slot of the one idle longest; only when every
-/// one is handling a request is it answered 503, at once and never queued.
+/// one is handling a request is it answered 503, at once and never queued. A cap of 2 lets the
+/// test hold every slot busy; the rule itself is the default limits' too, which
+/// `with_the_default_limits_1100_clients_without_a_token_do_not_lock_out_a_user` checks at
+/// the default cap of 1,024.
 #[test]
 fn at_the_http_cap_the_one_idle_longest_makes_room_and_503_comes_only_when_all_are_busy() {
     let server = TestServer::start(

@@ -235,10 +235,7 @@ impl SecurityArgs {
             ("--admin-token-file", &self.admin_token_file),
             ("--tls-key", &self.tls_key),
         ];
-        let files = files
-            .into_iter()
-            .filter_map(|(flag, path)| Some((flag, path.as_ref()?)));
-        warnings.extend(files.filter_map(|(flag, path)| readable_by_all(flag, path)));
+        warnings.extend(readable_by_all_of(&files));
         warnings
     }
 
@@ -314,6 +311,14 @@ pub(crate) fn readable_by_all(flag: &str, path: &Path) -> Option<String> {
     })
 }
 
+/// [`readable_by_all`]'s warnings for those of `files` (each with its flag) that are given.
+fn readable_by_all_of(files: &[(&str, &Option<PathBuf>)]) -> Vec<String> {
+    files
+        .iter()
+        .filter_map(|(flag, path)| readable_by_all(flag, path.as_ref()?))
+        .collect()
+}
+
 /// A secret from `file` (its content, trimmed) or else the variable `variable`.
 #[cfg(feature = "cluster")]
 fn secret(file: &Option<PathBuf>, flag: &str, variable: &str) -> Result<Option<String>> {
@@ -346,10 +351,7 @@ impl NatsArgs {
             ("--nats-creds", &self.nats_creds),
             ("--nats-key", &self.nats_key),
         ];
-        files
-            .into_iter()
-            .filter_map(|(flag, path)| readable_by_all(flag, path.as_ref()?))
-            .collect()
+        readable_by_all_of(&files)
     }
 
     /// The credentials and TLS these flags give.
