@@ -27,8 +27,9 @@ use crate::read::aggregate::{AggregatePlan, AggregateQuery, AggregateResult};
 use crate::read::budget::ReadBudget;
 use crate::read::query::{Query, QueryResult};
 use crate::registry::Selector;
+use crate::render::tags::TagRead;
 use crate::render::{self, FindNode, RenderRequest, RenderedSeries};
-use crate::server::backend::{Answer, Backend, ReadOptions, RegistryRead};
+use crate::server::backend::{Answer, Backend, ReadOptions};
 use crate::server::error::{blocking, ApiError};
 use crate::server::metrics::{write_families, Family};
 use crate::server::sink::Sink;
@@ -145,17 +146,13 @@ impl Backend for NodeBackend {
         Box::pin(async move { Ok(fanout::find(&self.node, query, &budget, &read).await?) })
     }
 
-    fn over_registry(
+    fn tags(
         &self,
-        endpoint: &'static str,
-        _: Arc<ReadBudget>,
-        _: RegistryRead,
+        read: TagRead,
+        budget: Arc<ReadBudget>,
+        options: ReadOptions,
     ) -> Answer<'_, serde_json::Value> {
-        Box::pin(async move {
-            Err(ApiError::Unavailable(format!(
-                "{endpoint} is answered by single nodes; a cluster node has no registry of its own"
-            )))
-        })
+        Box::pin(async move { Ok(fanout::tags(&self.node, read, &budget, &options).await?) })
     }
 
     /// Lists what `selector` selects across the partitions' owners; unless a dry run,
@@ -201,8 +198,15 @@ impl Backend for NodeBackend {
         Box::pin(blocking(move || Ok(node.stats())))
     }
 
+    /// The cluster's families, and the render cache of the partitions this node applies.
     fn metrics(&self) -> Answer<'_, String> {
-        Box::pin(async move { Ok(render_metrics(&Status::of(&self.node).await?)) })
+        Box::pin(async move {
+            let mut text = render_metrics(&Status::of(&self.node).await?);
+            text.push_str(&crate::server::metrics::render_cache(
+                &self.node.render_cache().stats(),
+            ));
+            Ok(text)
+        })
     }
 
     fn routes(&self) -> Router<Arc<State>> {

@@ -31,6 +31,7 @@ use crate::read::aggregate::{AggregatePlan, AggregateResult, PartialAggregate};
 use crate::read::budget::ReadBudget;
 use crate::read::query::{Query, QueryResult};
 use crate::registry::Selector;
+use crate::render::tags::{TagPart, TagRead};
 use crate::render::{Fetched, FindNode, PathPattern, RenderGrid, Source};
 use crate::server::backend::ReadOptions;
 use crate::server::read_report::{Behind, PartitionLag};
@@ -83,6 +84,8 @@ pub(crate) enum PartialRead {
     },
     /// A leaf read of a PromQL evaluation ([`super::promql_source`]).
     Promql(PromRead),
+    /// A question of graphite-web's tag API.
+    Tags(TagRead),
 }
 
 /// An owner's answer, of the read's kind.
@@ -102,6 +105,8 @@ pub(crate) enum PartialAnswer {
     RenderFetch(Vec<Fetched>),
     /// A PromQL leaf read's part.
     Promql(PromAnswer),
+    /// The owner's part of a tag API answer.
+    Tags(Charged<TagPart>),
 }
 
 /// An owner's answer and, per partition it answered for, the last log sequence it had
@@ -170,6 +175,7 @@ pub(crate) async fn answer_locally(
         .map(|(&partition, store)| (partition, store.applied()))
         .collect();
     let all = node.partitions();
+    let cache = node.render_cache();
     let answer = tokio::task::spawn_blocking(move || {
         let readers: Vec<_> = stores.iter().map(|s| s.engine().reader()).collect();
         let budget = ReadBudget::new(request.budget);
@@ -198,8 +204,13 @@ pub(crate) async fn answer_locally(
                 &budget,
             )),
             PartialRead::RenderFetch { pattern, grid } => {
-                PartialAnswer::RenderFetch(partial::render_fetch_over(&readers, &pattern, &grid)?)
+                let fetched = partial::render_fetch_over(&readers, &pattern, &grid, &cache)?;
+                PartialAnswer::RenderFetch(fetched)
             }
+            PartialRead::Tags(read) => PartialAnswer::Tags(Charged::new(
+                partial::tags_over(&readers, &read, &budget)?,
+                &budget,
+            )),
             PartialRead::Promql(read) => PartialAnswer::Promql(promql_source::answer_over(
                 &readers,
                 &request.partitions,
@@ -625,6 +636,28 @@ pub(crate) async fn find(
         _ => None,
     })?;
     Ok(partial::merge_find(parts))
+}
+
+/// graphite-web's tag API over every partition: each owner answers its part over its
+/// partitions' registries, and the parts merge into the answer one registry holding every
+/// series gives.
+///
+/// # Errors
+/// As [`fan_out`]; the budget's refusal.
+pub(crate) async fn tags(
+    node: &Arc<Node>,
+    read: TagRead,
+    budget: &ReadBudget,
+    options: &ReadOptions,
+) -> Result<serde_json::Value> {
+    let owner_budget = partial::owner_budget(budget).limit();
+    let request = PartialRead::Tags(read.clone());
+    let answers = fan_out(node, request, None, owner_budget, options).await?;
+    let parts = parts(answers, |answer| match answer {
+        PartialAnswer::Tags(charged) => Some(charged.take(budget)),
+        _ => None,
+    })?;
+    Ok(read.answer(parts))
 }
 
 /// Graphite's `/render` on a cluster node: render's [`Source`] over every partition. Each

@@ -39,6 +39,7 @@ use crate::engine::EngineStats;
 use crate::error::Error;
 use crate::error::Result;
 use crate::fault::Hook;
+use crate::render::cache::{RenderCache, DEFAULT_RENDER_CACHE_BYTES};
 use crate::time::Timestamp;
 
 /// Messages applied together at most: one undo record and one flush per group.
@@ -166,6 +167,9 @@ pub(crate) struct Node {
     copy_waits: Mutex<BTreeMap<u32, Instant>>,
     /// Renders running at once (see [`Node::render_slot`]).
     renders: tokio::sync::Semaphore,
+    /// What this node's partitions gave the renders that read them (through any node),
+    /// kept for the next refresh of the same panel.
+    render_cache: Arc<RenderCache>,
     /// Groups applying at once: one per core (see [`Node::apply_partition`]).
     applies: tokio::sync::Semaphore,
     /// Partitions this node applied past the log's last sequence, as last checked: partition
@@ -276,6 +280,7 @@ impl Node {
             rebuilds: Mutex::new(Vec::new()),
             copy_waits: Mutex::new(BTreeMap::new()),
             renders: tokio::sync::Semaphore::new(CONCURRENT_RENDERS),
+            render_cache: Arc::new(RenderCache::new(DEFAULT_RENDER_CACHE_BYTES)),
             applies: tokio::sync::Semaphore::new(
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
             ),
@@ -342,6 +347,11 @@ impl Node {
             .publish_count
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         format!("{}.{n}", self.publish_prefix)
+    }
+
+    /// The render cache of this node's partitions.
+    pub(crate) fn render_cache(&self) -> Arc<RenderCache> {
+        Arc::clone(&self.render_cache)
     }
 
     /// The engine of `partition` if this node applies it.

@@ -3,7 +3,7 @@
 //! merges the parts into the answer one engine holding every series would give.
 //!
 //! A series lives in exactly one partition, so partitions hold disjoint series and each
-//! answer covers its own. Three reads fan out:
+//! answer covers its own. These reads fan out:
 //! - aggregates: the asker fixes the tier, the grid and the tier's window from its own clock
 //!   ([`crate::Reader::plan_aggregate`]); each owner folds its series on that plan
 //!   ([`aggregate_over`]); the asker merges the [`PartialAggregate`]s and finishes them
@@ -41,6 +41,8 @@ use crate::read::query::Query;
 use crate::read::reader::Reader;
 use crate::read::tier_choice::TierChoice;
 use crate::registry::Selector;
+use crate::render::cache::RenderCache;
+use crate::render::tags::{TagPart, TagRead};
 use crate::render::{graphite_path, merge_nodes, Fetched, FindNode, Finder, PathPattern};
 use crate::render::{RenderGrid, StoredSource};
 use crate::time::Timestamp;
@@ -173,6 +175,23 @@ pub(crate) fn merge_find(parts: impl IntoIterator<Item = Vec<FindNode>>) -> Vec<
     merge_nodes(parts)
 }
 
+/// An owner's part of a tag API answer: `read` over every engine's registry in `readers`,
+/// each scan charged to `budget` as one engine's is.
+///
+/// # Errors
+/// As [`TagRead::part`].
+pub(crate) fn tags_over(
+    readers: &[Reader<'_>],
+    read: &TagRead,
+    budget: &ReadBudget,
+) -> Result<TagPart> {
+    let mut merged = TagPart::default();
+    for reader in readers {
+        merged.merge(read.part(reader.registry(), budget)?);
+    }
+    Ok(merged)
+}
+
 /// An owner's part of the series listing: the keys `selector` picks in every engine in
 /// `readers`, sorted.
 pub(crate) fn series_over(readers: &[Reader<'_>], selector: &Selector) -> Vec<String> {
@@ -212,7 +231,8 @@ pub(crate) fn render_count_over(
 }
 
 /// An owner's part of a render path: every series `pattern` matches in every engine in
-/// `readers`, read on the asker's `grid`, sorted by Graphite path.
+/// `readers`, read on the asker's `grid` through the node's render `cache`, sorted by
+/// Graphite path.
 ///
 /// # Errors
 /// As [`StoredSource::fetch_on`] on any engine (an engine whose tier does not fit the
@@ -221,10 +241,11 @@ pub(crate) fn render_fetch_over(
     readers: &[Reader<'_>],
     pattern: &PathPattern,
     grid: &RenderGrid,
+    cache: &RenderCache,
 ) -> Result<Vec<Fetched>> {
     let mut parts = Vec::with_capacity(readers.len());
     for reader in readers {
-        parts.push(StoredSource::new(*reader).fetch_on(pattern, grid)?);
+        parts.push(cache.fetch_on(*reader, pattern, grid)?);
     }
     Ok(merge_fetched(parts))
 }

@@ -15,9 +15,23 @@ use crate::time::Timestamp;
 const REMEMBERED: usize = 4_096;
 
 /// The writes since open, by generation.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct WriteLog {
+    /// Unique among the write logs of this process: generations count from 0 in each, so a
+    /// cache that reads several engines, or an engine reopened in its place (a cluster
+    /// partition rebuilt from a peer's copy), tells their generations apart by it.
+    id: u64,
     inner: Mutex<Log>,
+}
+
+impl Default for WriteLog {
+    fn default() -> WriteLog {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        WriteLog {
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            inner: Mutex::default(),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -69,6 +83,12 @@ impl WriteLog {
                 .chain(newer)
                 .collect();
         }
+    }
+
+    /// This log's id, unique in the process.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// The generation now: everything noted up to it is stored, so a read begun after this

@@ -12,6 +12,9 @@
 //! entry whole. So an answer from the cache is the answer
 //! storage gives, never an older one.
 //!
+//! One cache serves every engine it is read through (a cluster node's partitions): an entry
+//! is keyed by its engine's `WriteLog` id too, whose generations are that engine's alone.
+//!
 //! The entries' memory is bounded (`capacity` bytes; the least recently used go first) and
 //! shown in `/metrics` with the hits, partial hits and misses.
 
@@ -157,9 +160,12 @@ struct Entry {
     used: u64,
 }
 
+/// An entry's key: what it was read for, from which engine (its write log's id).
+type EntryKey = (u64, Key);
+
 #[derive(Default)]
 struct Entries {
-    map: HashMap<Key, Entry>,
+    map: HashMap<EntryKey, Entry>,
     bytes: usize,
     tick: u64,
 }
@@ -235,6 +241,7 @@ impl RenderCache {
         grid: &RenderGrid,
         read: impl Fn(&RenderGrid) -> Result<Option<Data>>,
     ) -> Result<Option<Data>> {
+        let key = (reader.writes().id(), key);
         // Both taken before reading, so that the data stored is at least this fresh.
         let as_of = reader.writes().generation();
         let series = reader.registry().len();
@@ -291,7 +298,7 @@ impl RenderCache {
     fn keep(
         &self,
         reader: &Reader<'_>,
-        key: &Key,
+        key: &EntryKey,
         grid: &RenderGrid,
         series: usize,
     ) -> Option<(Data, usize)> {
@@ -327,13 +334,37 @@ impl RenderCache {
     }
 
     /// True when `key`'s entry is on `grid` exactly.
-    fn holds_grid(&self, key: &Key, grid: &RenderGrid) -> bool {
+    /// Every series of `reader`'s engine that `pattern` matches, on `grid`
+    /// ([`StoredSource::fetch_on`]), through the cache: a single node's render, and a
+    /// cluster owner's part of one (its grid chosen by the asking node).
+    ///
+    /// # Errors
+    /// As [`StoredSource::fetch_on`].
+    pub fn fetch_on(
+        &self,
+        reader: Reader<'_>,
+        pattern: &PathPattern,
+        grid: &RenderGrid,
+    ) -> Result<Vec<Fetched>> {
+        let stored = StoredSource::new(reader);
+        let key = Key::Fetch {
+            pattern: pattern.as_str().to_owned(),
+            tier: grid.tier.clone(),
+        };
+        let read = |grid: &RenderGrid| Ok(Some(Data::Fetched(stored.fetch_on(pattern, grid)?)));
+        match self.through(&reader, key, grid, read)? {
+            Some(Data::Fetched(list)) => Ok(list),
+            _ => stored.fetch_on(pattern, grid),
+        }
+    }
+
+    fn holds_grid(&self, key: &EntryKey, grid: &RenderGrid) -> bool {
         self.lock().map.get(key).is_some_and(|e| e.grid == *grid)
     }
 
     /// Keeps `data`, read on `grid` at generation `as_of` with `series` series registered,
     /// as `key`'s entry, dropping the least recently used entries beyond the bound.
-    fn store(&self, key: Key, grid: &RenderGrid, data: Data, as_of: u64, series: usize) {
+    fn store(&self, key: EntryKey, grid: &RenderGrid, data: Data, as_of: u64, series: usize) {
         let bytes = data.bytes() + std::mem::size_of::<Entry>();
         let mut entries = self.lock();
         if let Some(old) = entries.map.remove(&key) {
@@ -368,7 +399,7 @@ impl RenderCache {
         entries.map.insert(key, entry);
     }
 
-    fn remove(&self, key: &Key) {
+    fn remove(&self, key: &EntryKey) {
         let mut entries = self.lock();
         if let Some(old) = entries.map.remove(key) {
             entries.bytes -= old.bytes;
@@ -411,16 +442,7 @@ impl Source for CachedSource<'_> {
         let Some(grid) = self.stored.grid(from, until)? else {
             return Ok(Vec::new());
         };
-        let key = Key::Fetch {
-            pattern: pattern.as_str().to_owned(),
-            tier: grid.tier.clone(),
-        };
-        let read =
-            |grid: &RenderGrid| Ok(Some(Data::Fetched(self.stored.fetch_on(pattern, grid)?)));
-        match self.cache.through(&self.reader, key, &grid, read)? {
-            Some(Data::Fetched(list)) => Ok(list),
-            _ => self.stored.fetch_on(pattern, &grid),
-        }
+        self.cache.fetch_on(self.reader, pattern, &grid)
     }
 
     fn combine(

@@ -3,6 +3,10 @@
 //! expressions selects (`/tags/findSeries`), and the completions of tags and values
 //! (`/tags/autoComplete/tags`, `/tags/autoComplete/values`). Every series takes part, its name
 //! as the tag `name`; graphite-web's answers are sorted and cut at `limit` the same way.
+//!
+//! Each question is a [`TagRead`]: every registry holding some of the series answers its
+//! [`TagPart`], and the parts merge into the answer, so a single node (one registry) and a
+//! cluster node (its owners' partitions) answer through the same code, with the same bytes.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,13 +16,13 @@ use super::{graphite_path, PathPattern};
 use crate::error::Error;
 use crate::error::Result;
 use crate::read::budget::ReadBudget;
-use crate::registry::Registry;
+use crate::registry::{KeyView, Registry};
 
 /// graphite-web's default for the completions' `limit` (`TAGDB_AUTOCOMPLETE_LIMIT`).
 pub const AUTOCOMPLETE_LIMIT: usize = 100;
 
 /// Every `(tag, value)` of `key`, the name as `name` first.
-fn tags_of(key: crate::registry::KeyView<'_>) -> Vec<(String, String)> {
+fn tags_of(key: KeyView<'_>) -> Vec<(String, String)> {
     let mut tags = vec![("name".to_owned(), key.name().into_owned())];
     tags.extend(key.tags().map(|(k, v)| (k.to_string(), v.to_string())));
     tags
@@ -42,160 +46,334 @@ fn query(exprs: &[String]) -> Result<PathPattern> {
     PathPattern::series_by_tag(&format!("seriesByTag({})", quoted.join(",")))
 }
 
-/// Charges a scan of the registry (a value per key) to `budget`.
-fn scan(registry: &Registry, budget: &ReadBudget) -> Result<()> {
-    budget.charge_scan(registry.len())
+/// One question of the tag API, answered over one registry or over several holding
+/// disjoint series (a cluster's partitions): each registry gives its [`TagPart`], and the
+/// parts merged give the answer one registry holding every series gives.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum TagRead {
+    /// `/tags`: the tags matching `filter`.
+    Tags {
+        /// A regex anchored at the start.
+        filter: Option<String>,
+        /// The most tags answered (default: all).
+        limit: Option<usize>,
+    },
+    /// `/tags/<tag>`: the values of `tag` matching `filter`, with their series counts.
+    Values {
+        /// The tag (`name` for the series' names).
+        tag: String,
+        /// A regex anchored at the start.
+        filter: Option<String>,
+        /// The most values answered (default: all).
+        limit: Option<usize>,
+    },
+    /// `/tags/findSeries`: the paths of the series the expressions select.
+    FindSeries {
+        /// `seriesByTag`'s expressions (`tag=value`, `tag!=~regex`, ...).
+        exprs: Vec<String>,
+    },
+    /// `/tags/autoComplete/tags`: the tags starting with `prefix` of the series the
+    /// expressions select (every series without expressions).
+    CompleteTags {
+        /// `seriesByTag`'s expressions.
+        exprs: Vec<String>,
+        /// The start every tag answered has.
+        prefix: Option<String>,
+        /// The most tags answered (default [`AUTOCOMPLETE_LIMIT`]).
+        limit: Option<usize>,
+    },
+    /// `/tags/autoComplete/values`: the values of `tag` starting with `prefix` among the
+    /// series the expressions select (every series without expressions).
+    CompleteValues {
+        /// `seriesByTag`'s expressions.
+        exprs: Vec<String>,
+        /// The tag whose values are completed.
+        tag: String,
+        /// The start every value answered has.
+        prefix: Option<String>,
+        /// The most values answered (default [`AUTOCOMPLETE_LIMIT`]).
+        limit: Option<usize>,
+    },
 }
 
-/// `/tags`: `[{"tag": ...}, ...]`, sorted, those matching `filter` (a regex anchored at the
-/// start), at most `limit`.
-///
-/// # Errors
-/// [`Error::InvalidQuery`] for a bad filter; the budget's refusal of the scan.
-pub fn list_tags(
-    registry: &Registry,
-    filter: Option<&str>,
-    limit: Option<usize>,
-    budget: &ReadBudget,
-) -> Result<Value> {
-    let filter = filter.filter(|f| !f.is_empty()).map(anchored).transpose()?;
-    scan(registry, budget)?;
-    let names: BTreeSet<String> = (registry.select(|_, key| Some(tags_of(key))).into_iter())
-        .flatten()
-        .map(|(tag, _)| tag)
-        .filter(|tag| filter.as_ref().is_none_or(|f| f.is_match(tag)))
-        .collect();
-    let limit = limit.unwrap_or(usize::MAX);
-    Ok(Value::Array(
-        names
-            .into_iter()
-            .take(limit)
-            .map(|tag| json!({"tag": tag}))
-            .collect(),
-    ))
+/// What some registries answer of a [`TagRead`]: texts (tags, values or paths) and, for
+/// `/tags/<tag>`, each value's series count. A part is cut at the read's limit, which keeps
+/// merging exact: a text among the first `limit` of all registries together is among the
+/// first `limit` of every registry holding it.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TagPart {
+    /// The texts found, sorted.
+    texts: BTreeSet<String>,
+    /// Per value of `/tags/<tag>`, its series.
+    counts: BTreeMap<String, u64>,
+    /// True when a series has the tag of `/tags/<tag>`, even if no value passed the filter
+    /// (graphite-web answers `null` only when none has it).
+    has_tag: bool,
 }
 
-/// `/tags/<tag>`: `{"tag", "values": [{"value", "count"}, ...]}` with each value's number of
-/// series, sorted by value, those matching `filter`, at most `limit`; `null` when no series
-/// has the tag.
-///
-/// # Errors
-/// As [`list_tags`].
-pub fn tag_values(
-    registry: &Registry,
-    tag: &str,
-    filter: Option<&str>,
-    limit: Option<usize>,
-    budget: &ReadBudget,
-) -> Result<Value> {
-    let filter = filter.filter(|f| !f.is_empty()).map(anchored).transpose()?;
-    scan(registry, budget)?;
-    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-    let values = registry.select(|_, key| {
-        (tags_of(key).into_iter())
-            .find(|(k, _)| k == tag)
-            .map(|(_, v)| v)
-    });
-    if values.is_empty() {
-        return Ok(Value::Null);
+impl TagPart {
+    /// Adds `other`, a part of registries holding other series.
+    pub fn merge(&mut self, other: TagPart) {
+        self.texts.extend(other.texts);
+        for (value, count) in other.counts {
+            *self.counts.entry(value).or_default() += count;
+        }
+        self.has_tag |= other.has_tag;
     }
-    for value in values {
-        if filter.as_ref().is_none_or(|f| f.is_match(&value)) {
-            *counts.entry(value).or_default() += 1;
+
+    /// The part cut to its first `limit` texts and counts.
+    fn cut(mut self, limit: usize) -> TagPart {
+        if self.texts.len() > limit {
+            self.texts = self.texts.into_iter().take(limit).collect();
+        }
+        if self.counts.len() > limit {
+            self.counts = self.counts.into_iter().take(limit).collect();
+        }
+        self
+    }
+}
+
+impl TagRead {
+    /// The endpoint asking it, for messages.
+    pub fn endpoint(&self) -> &'static str {
+        match self {
+            TagRead::Tags { .. } => "/tags",
+            TagRead::Values { .. } => "/tags/<tag>",
+            TagRead::FindSeries { .. } => "/tags/findSeries",
+            TagRead::CompleteTags { .. } => "/tags/autoComplete/tags",
+            TagRead::CompleteValues { .. } => "/tags/autoComplete/values",
         }
     }
-    let limit = limit.unwrap_or(usize::MAX);
-    let values: Vec<Value> = (counts.into_iter())
-        .take(limit)
-        .map(|(value, count)| json!({"value": value, "count": count}))
-        .collect();
-    Ok(json!({"tag": tag, "values": values}))
-}
 
-/// The tagged paths (`name;k=v`) of the series `exprs` select, sorted.
-fn find_paths(registry: &Registry, exprs: &[String], budget: &ReadBudget) -> Result<Vec<String>> {
-    let pattern = query(exprs)?;
-    scan(registry, budget)?;
-    let mut paths = registry.select(|_, key| pattern.matches(key).then(|| graphite_path(key)));
-    paths.sort_unstable();
-    paths.dedup();
-    Ok(paths)
-}
-
-/// `/tags/findSeries`: the paths of the series the expressions select, sorted.
-///
-/// # Errors
-/// [`Error::InvalidQuery`] for no expression or a bad one (as `seriesByTag` refuses it); the
-/// budget's refusal of the scan.
-pub fn find_series(registry: &Registry, exprs: &[String], budget: &ReadBudget) -> Result<Value> {
-    if exprs.is_empty() {
-        return Err(Error::InvalidQuery(
-            "expr: no tag expressions specified (expr=name=cpu.load)".into(),
-        ));
-    }
-    Ok(json!(find_paths(registry, exprs, budget)?))
-}
-
-/// `/tags/autoComplete/tags`: the tags, sorted, starting with `prefix`, of the series the
-/// expressions select (of every series without expressions), less the tags the expressions
-/// name; at most `limit` (100 by default).
-///
-/// # Errors
-/// As [`find_series`], an empty list of expressions aside.
-pub fn complete_tags(
-    registry: &Registry,
-    exprs: &[String],
-    prefix: Option<&str>,
-    limit: Option<usize>,
-    budget: &ReadBudget,
-) -> Result<Value> {
-    let prefix = prefix.unwrap_or("");
-    let pattern = (!exprs.is_empty()).then(|| query(exprs)).transpose()?;
-    let searched: BTreeSet<&str> = (exprs.iter())
-        .map(|e| e.split(['!', '=']).next().unwrap_or(""))
-        .collect();
-    scan(registry, budget)?;
-    let tags: BTreeSet<String> = (registry.select(|_, key| {
-        let selected = pattern.as_ref().is_none_or(|p| p.matches(key));
-        selected.then(|| tags_of(key))
-    }))
-    .into_iter()
-    .flatten()
-    .map(|(tag, _)| tag)
-    .filter(|tag| tag.starts_with(prefix) && !searched.contains(tag.as_str()))
-    .collect();
-    let limit = limit.unwrap_or(AUTOCOMPLETE_LIMIT);
-    Ok(json!(tags.into_iter().take(limit).collect::<Vec<_>>()))
-}
-
-/// `/tags/autoComplete/values`: the values of `tag`, sorted, starting with `prefix`, among
-/// the series the expressions select (every series without expressions); at most `limit`
-/// (100 by default).
-///
-/// # Errors
-/// As [`complete_tags`].
-pub fn complete_values(
-    registry: &Registry,
-    exprs: &[String],
-    tag: &str,
-    prefix: Option<&str>,
-    limit: Option<usize>,
-    budget: &ReadBudget,
-) -> Result<Value> {
-    let prefix = prefix.unwrap_or("");
-    let pattern = (!exprs.is_empty()).then(|| query(exprs)).transpose()?;
-    scan(registry, budget)?;
-    let values: BTreeSet<String> = (registry.select(|_, key| {
-        if !pattern.as_ref().is_none_or(|p| p.matches(key)) {
-            return None;
+    /// The most texts the answer holds: graphite-web's default for the completions
+    /// ([`AUTOCOMPLETE_LIMIT`]), no bound for the listings.
+    fn limit(&self) -> usize {
+        match self {
+            TagRead::Tags { limit, .. } | TagRead::Values { limit, .. } => {
+                limit.unwrap_or(usize::MAX)
+            }
+            TagRead::FindSeries { .. } => usize::MAX,
+            TagRead::CompleteTags { limit, .. } | TagRead::CompleteValues { limit, .. } => {
+                limit.unwrap_or(AUTOCOMPLETE_LIMIT)
+            }
         }
-        (tags_of(key).into_iter())
-            .find(|(k, _)| k == tag)
-            .map(|(_, v)| v)
-    }))
-    .into_iter()
-    .filter(|v| v.starts_with(prefix))
-    .collect();
-    let limit = limit.unwrap_or(AUTOCOMPLETE_LIMIT);
-    Ok(json!(values.into_iter().take(limit).collect::<Vec<_>>()))
+    }
+
+    /// The filter regex of a listing, if any.
+    fn filter(&self) -> Result<Option<regex::Regex>> {
+        match self {
+            TagRead::Tags { filter, .. } | TagRead::Values { filter, .. } => filter
+                .as_deref()
+                .filter(|f| !f.is_empty())
+                .map(anchored)
+                .transpose(),
+            _ => Ok(None),
+        }
+    }
+
+    /// The `seriesByTag` query of the expressions, if any.
+    fn pattern(&self) -> Result<Option<PathPattern>> {
+        match self {
+            TagRead::FindSeries { exprs } if exprs.is_empty() => Err(Error::InvalidQuery(
+                "expr: no tag expressions specified (expr=name=cpu.load)".into(),
+            )),
+            TagRead::FindSeries { exprs }
+            | TagRead::CompleteTags { exprs, .. }
+            | TagRead::CompleteValues { exprs, .. } => {
+                (!exprs.is_empty()).then(|| query(exprs)).transpose()
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Checks the read's filter and expressions, so a bad one is refused before any
+    /// registry is read (or any owner asked).
+    ///
+    /// # Errors
+    /// [`Error::InvalidQuery`] for a bad filter, no expression for findSeries, or a bad one.
+    pub fn check(&self) -> Result<()> {
+        self.filter()?;
+        self.pattern()?;
+        Ok(())
+    }
+
+    /// `registry`'s part of the answer, its scan (a value per key) charged to `budget`.
+    ///
+    /// # Errors
+    /// As [`TagRead::check`]; the budget's refusal of the scan.
+    pub fn part(&self, registry: &Registry, budget: &ReadBudget) -> Result<TagPart> {
+        let filter = self.filter()?;
+        let pattern = self.pattern()?;
+        budget.charge_scan(registry.len())?;
+        let selected = |key: KeyView<'_>| pattern.as_ref().is_none_or(|p| p.matches(key));
+        let passes = |text: &str| filter.as_ref().is_none_or(|f| f.is_match(text));
+        let mut part = TagPart::default();
+        match self {
+            TagRead::Tags { .. } => {
+                let tags = registry.select(|_, key| Some(tags_of(key)));
+                part.texts = (tags.into_iter().flatten())
+                    .map(|(tag, _)| tag)
+                    .filter(|tag| passes(tag))
+                    .collect();
+            }
+            TagRead::Values { tag, .. } => {
+                let values = registry.select(|_, key| value_of(key, tag));
+                part.has_tag = !values.is_empty();
+                for value in values.into_iter().filter(|v| passes(v)) {
+                    *part.counts.entry(value).or_default() += 1;
+                }
+            }
+            TagRead::FindSeries { .. } => {
+                let paths = registry.select(|_, key| selected(key).then(|| graphite_path(key)));
+                part.texts = paths.into_iter().collect();
+            }
+            TagRead::CompleteTags { exprs, prefix, .. } => {
+                let prefix = prefix.as_deref().unwrap_or("");
+                let searched: BTreeSet<&str> = (exprs.iter())
+                    .map(|e| e.split(['!', '=']).next().unwrap_or(""))
+                    .collect();
+                let tags = registry.select(|_, key| selected(key).then(|| tags_of(key)));
+                part.texts = (tags.into_iter().flatten())
+                    .map(|(tag, _)| tag)
+                    .filter(|tag| tag.starts_with(prefix) && !searched.contains(tag.as_str()))
+                    .collect();
+            }
+            TagRead::CompleteValues { tag, prefix, .. } => {
+                let prefix = prefix.as_deref().unwrap_or("");
+                let values =
+                    registry.select(|_, key| selected(key).then(|| value_of(key, tag)).flatten());
+                part.texts = values
+                    .into_iter()
+                    .filter(|v| v.starts_with(prefix))
+                    .collect();
+            }
+        }
+        Ok(part.cut(self.limit()))
+    }
+
+    /// The answer, as graphite-web writes it, from the parts of registries holding disjoint
+    /// series:
+    /// - `/tags`: `[{"tag": ...}, ...]`, sorted, at most `limit`;
+    /// - `/tags/<tag>`: `{"tag", "values": [{"value", "count"}, ...]}`, sorted by value, at
+    ///   most `limit`; `null` when no series has the tag;
+    /// - `/tags/findSeries`: the paths (`name;k=v`), sorted;
+    /// - the completions: the tags (less those the expressions name) or values, sorted, at
+    ///   most `limit` (100 by default).
+    pub fn answer(&self, parts: impl IntoIterator<Item = TagPart>) -> Value {
+        let mut all = TagPart::default();
+        for part in parts {
+            all.merge(part);
+        }
+        let all = all.cut(self.limit());
+        match self {
+            TagRead::Tags { .. } => Value::Array(
+                (all.texts.into_iter())
+                    .map(|tag| json!({"tag": tag}))
+                    .collect(),
+            ),
+            TagRead::Values { .. } if !all.has_tag => Value::Null,
+            TagRead::Values { tag, .. } => {
+                let values: Vec<Value> = (all.counts.into_iter())
+                    .map(|(value, count)| json!({"value": value, "count": count}))
+                    .collect();
+                json!({"tag": tag, "values": values})
+            }
+            TagRead::FindSeries { .. }
+            | TagRead::CompleteTags { .. }
+            | TagRead::CompleteValues { .. } => json!(all.texts.into_iter().collect::<Vec<_>>()),
+        }
+    }
+}
+
+/// The value of `tag` in `key` (`name` is the series' name).
+fn value_of(key: KeyView<'_>, tag: &str) -> Option<String> {
+    (tags_of(key).into_iter())
+        .find(|(k, _)| k == tag)
+        .map(|(_, v)| v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A registry holding `keys`.
+    fn registry(dir: &std::path::Path, keys: &[&str]) -> Registry {
+        std::fs::create_dir_all(dir).unwrap();
+        let registry = Registry::open(dir).unwrap();
+        for key in keys {
+            registry.resolve(key).unwrap();
+        }
+        registry
+    }
+
+    /// Every read's answer over two registries holding halves of the series is the answer
+    /// over one registry holding all of them, limits included.
+    #[test]
+    fn parts_of_disjoint_registries_merge_into_the_answer_of_one() {
+        let keys = [
+            "cpu;dc=east;host=a",
+            "cpu;dc=west;host=b",
+            "cpu;dc=east;host=c",
+            "mem;dc=west;host=a;rack=r1",
+            "disk;dc=north;host=d",
+            "plain.path.one",
+            "cpu;dc=south;host=e",
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let whole = registry(&dir.path().join("whole"), &keys);
+        let left = registry(&dir.path().join("left"), &keys[..3]);
+        let right = registry(&dir.path().join("right"), &keys[3..]);
+        let exprs = |e: &[&str]| e.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let reads = [
+            TagRead::Tags {
+                filter: None,
+                limit: None,
+            },
+            TagRead::Tags {
+                filter: Some("d|h".into()),
+                limit: Some(2),
+            },
+            TagRead::Values {
+                tag: "dc".into(),
+                filter: None,
+                limit: Some(3),
+            },
+            TagRead::Values {
+                tag: "dc".into(),
+                filter: Some("^zz".into()),
+                limit: None,
+            },
+            TagRead::Values {
+                tag: "nothing".into(),
+                filter: None,
+                limit: None,
+            },
+            TagRead::FindSeries {
+                exprs: exprs(&["name=cpu", "dc!=west"]),
+            },
+            TagRead::CompleteTags {
+                exprs: exprs(&["dc=west"]),
+                prefix: None,
+                limit: None,
+            },
+            TagRead::CompleteTags {
+                exprs: vec![],
+                prefix: Some("r".into()),
+                limit: Some(1),
+            },
+            TagRead::CompleteValues {
+                exprs: exprs(&["name=cpu"]),
+                tag: "host".into(),
+                prefix: None,
+                limit: Some(2),
+            },
+        ];
+        for read in reads {
+            let budget = ReadBudget::new(u64::MAX);
+            let one = read.answer([read.part(&whole, &budget).unwrap()]);
+            let parts = [&left, &right].map(|r| read.part(r, &budget).unwrap());
+            assert_eq!(read.answer(parts), one, "{read:?}");
+            assert_ne!(one, json!([]), "{read:?} finds something");
+        }
+    }
 }

@@ -25,17 +25,14 @@ use crate::promql;
 use crate::read::aggregate::{AggregateQuery, AggregateResult};
 use crate::read::budget::ReadBudget;
 use crate::read::query::{Query, QueryResult};
-use crate::registry::{Registry, Selector};
+use crate::registry::Selector;
 use crate::render::cache::{CachedSource, RenderCache};
+use crate::render::tags::TagRead;
 use crate::render::{self, FindNode, Finder, RenderRequest, RenderedSeries};
 use crate::time::Timestamp;
 
 /// An answer of a backend's read, as the handler returns it.
 pub(crate) type Answer<'a, T> = BoxFuture<'a, std::result::Result<T, ApiError>>;
-
-/// A read of the series registry, run where the registry is.
-pub(crate) type RegistryRead =
-    Box<dyn FnOnce(&Registry, &ReadBudget) -> Result<serde_json::Value> + Send + 'static>;
 
 /// How a request asks to be read, beyond what it reads: only a cluster node heeds it.
 #[derive(Clone, Debug, Default)]
@@ -110,14 +107,12 @@ pub trait Backend: Send + Sync {
         read: ReadOptions,
     ) -> Answer<'_, Vec<FindNode>>;
 
-    /// `answer` over the series registry within `budget`, for graphite-web's tag API
-    /// (`endpoint` names it in a refusal). A cluster node has no registry of its own and
-    /// answers 503.
-    fn over_registry(
+    /// graphite-web's tag API: `read` over every series, within `budget`.
+    fn tags(
         &self,
-        endpoint: &'static str,
+        read: TagRead,
         budget: Arc<ReadBudget>,
-        answer: RegistryRead,
+        options: ReadOptions,
     ) -> Answer<'_, serde_json::Value>;
 
     /// The engine's stats (a cluster node: the partitions it applies, added up).
@@ -280,14 +275,16 @@ impl Backend for LocalBackend {
         }))
     }
 
-    fn over_registry(
+    fn tags(
         &self,
-        _: &'static str,
+        read: TagRead,
         budget: Arc<ReadBudget>,
-        answer: RegistryRead,
+        _: ReadOptions,
     ) -> Answer<'_, serde_json::Value> {
         let engine = Arc::clone(&self.engine);
-        Box::pin(blocking(move || answer(engine.registry(), &budget)))
+        Box::pin(blocking(move || {
+            Ok(read.answer([read.part(engine.registry(), &budget)?]))
+        }))
     }
 
     /// Taken on the blocking pool: the stats wait for the counter table's lock, which a

@@ -1,25 +1,21 @@
 //! graphite-web's tag API (`/tags`, `/tags/<tag>`, `/tags/findSeries`,
 //! `/tags/autoComplete/tags`, `/tags/autoComplete/values`), as Grafana's tag editor calls it,
-//! answered by [`crate::render::tags`] over the registry, through the server's
-//! [`super::Backend`]. A cluster node, which has no registry of its own, answers 503 naming
-//! the endpoint.
+//! answered by [`crate::render::tags`] through the server's [`super::Backend`]: over a single
+//! node's registry, or over a cluster's owners, with the same answer for the same series.
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State as AxumState};
 use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::response::Response;
 
 use super::error::ApiError;
 use super::params::Params;
 use super::render_api::over_budget;
 use super::State;
-use crate::error::Error;
 use crate::read::budget::ReadBudget;
-use crate::registry::Registry;
-use crate::render::tags;
+use crate::render::tags::TagRead;
 
 /// The request's parameters: the query string, and a form body for the POSTs graphite-web
 /// also takes.
@@ -48,19 +44,18 @@ fn exprs(params: &Params) -> Vec<String> {
     }
 }
 
-/// Runs `answer` over the engine's registry on the blocking pool, within the request's read
-/// budget; 503 on a cluster node.
-async fn over_registry(
-    state: Arc<State>,
-    endpoint: &'static str,
-    answer: impl FnOnce(&Registry, &ReadBudget) -> Result<serde_json::Value, Error> + Send + 'static,
-) -> Result<Response, ApiError> {
+/// Answers `read` through the backend (a single node's registry, or a cluster's owners),
+/// within the request's read budget, read as `params` asks (`consistency`).
+async fn answer(state: Arc<State>, params: &Params, read: TagRead) -> Result<Response, ApiError> {
+    read.check()?;
     let budget = Arc::new(ReadBudget::new(state.limits.max_read_values));
+    let options = params.read_options(&state)?;
+    let report = options.report.clone();
     let value = (state.backend)
-        .over_registry(endpoint, Arc::clone(&budget), Box::new(answer))
+        .tags(read, Arc::clone(&budget), options)
         .await;
     let value = over_budget(&state, &budget, value)?;
-    Ok(Json(value).into_response())
+    Ok(report.json(value))
 }
 
 /// `GET /tags`: `filter` (a regex anchored at the start), `limit`.
@@ -73,10 +68,7 @@ pub(super) async fn list(
     let params = params(raw.as_deref(), &headers, &body)?;
     let filter = params.get("filter").map(str::to_owned);
     let limit = limit(&params)?;
-    over_registry(state, "/tags", move |registry, budget| {
-        tags::list_tags(registry, filter.as_deref(), limit, budget)
-    })
-    .await
+    answer(state, &params, TagRead::Tags { filter, limit }).await
 }
 
 /// `GET /tags/<tag>`: `filter`, `limit`.
@@ -90,10 +82,7 @@ pub(super) async fn values(
     let params = params(raw.as_deref(), &headers, &body)?;
     let filter = params.get("filter").map(str::to_owned);
     let limit = limit(&params)?;
-    over_registry(state, "/tags/<tag>", move |registry, budget| {
-        tags::tag_values(registry, &tag, filter.as_deref(), limit, budget)
-    })
-    .await
+    answer(state, &params, TagRead::Values { tag, filter, limit }).await
 }
 
 /// `GET|POST /tags/findSeries`: `expr` (repeatable).
@@ -105,10 +94,7 @@ pub(super) async fn find_series(
 ) -> Result<Response, ApiError> {
     let params = params(raw.as_deref(), &headers, &body)?;
     let exprs = exprs(&params);
-    over_registry(state, "/tags/findSeries", move |registry, budget| {
-        tags::find_series(registry, &exprs, budget)
-    })
-    .await
+    answer(state, &params, TagRead::FindSeries { exprs }).await
 }
 
 /// `GET|POST /tags/autoComplete/tags`: `expr` (repeatable), `tagPrefix`, `limit`.
@@ -122,9 +108,15 @@ pub(super) async fn complete_tags(
     let exprs = exprs(&params);
     let prefix = params.get("tagPrefix").map(str::to_owned);
     let limit = limit(&params)?;
-    over_registry(state, "/tags/autoComplete/tags", move |registry, budget| {
-        tags::complete_tags(registry, &exprs, prefix.as_deref(), limit, budget)
-    })
+    answer(
+        state,
+        &params,
+        TagRead::CompleteTags {
+            exprs,
+            prefix,
+            limit,
+        },
+    )
     .await
 }
 
@@ -147,11 +139,14 @@ pub(super) async fn complete_values(
     };
     let prefix = params.get("valuePrefix").map(str::to_owned);
     let limit = limit(&params)?;
-    over_registry(
+    answer(
         state,
-        "/tags/autoComplete/values",
-        move |registry, budget| {
-            tags::complete_values(registry, &exprs, &tag, prefix.as_deref(), limit, budget)
+        &params,
+        TagRead::CompleteValues {
+            exprs,
+            tag,
+            prefix,
+            limit,
         },
     )
     .await

@@ -4,6 +4,7 @@ mod aggregate;
 mod cli;
 mod cluster;
 mod cluster_apply;
+mod cluster_graphite;
 mod cluster_ownership;
 mod cluster_promql;
 mod cluster_secure;

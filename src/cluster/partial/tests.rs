@@ -18,6 +18,7 @@ use crate::engine::Engine;
 use crate::read::aggregate::AggregateQuery;
 use crate::read::aggregate::Aggregation;
 use crate::read::query::Display;
+use crate::render::cache::DEFAULT_RENDER_CACHE_BYTES;
 use crate::sample::Sample;
 use crate::time::{Span, Timestamp};
 
@@ -441,6 +442,9 @@ struct InProcess<'a> {
     owners: Vec<Vec<Reader<'a>>>,
     asker: Reader<'a>,
     order: &'a [u32],
+    /// The owners' render cache (one for all, as a node's serves all its partitions): the
+    /// ranges of a case, read one after another, are answered partly from it.
+    cache: RenderCache,
 }
 
 impl crate::render::Source for InProcess<'_> {
@@ -478,7 +482,7 @@ impl crate::render::Source for InProcess<'_> {
         let pattern = over_the_wire(pattern);
         let parts = (self.owners.iter())
             .map(|readers| {
-                let part = render_fetch_over(readers, &pattern, &grid)?;
+                let part = render_fetch_over(readers, &pattern, &grid, &self.cache)?;
                 Ok(wire_fetched(&part))
             })
             .collect::<Result<Vec<_>>>()?;
@@ -555,7 +559,7 @@ proptest! {
             cluster.age(age);
         }
         let single = StoredSource::new(cluster.single.reader());
-        let source = InProcess { owners: cluster.owners(&owner_of), asker: cluster.single.reader(), order: &order };
+        let source = InProcess { owners: cluster.owners(&owner_of), asker: cluster.single.reader(), order: &order, cache: RenderCache::new(DEFAULT_RENDER_CACHE_BYTES) };
         for (from, until, max_points) in ranges {
             for path in RENDER_PATHS {
                 let pattern = PathPattern::parse(path).unwrap();
@@ -619,6 +623,7 @@ fn the_render_budget_holds_across_owners() {
         owners: cluster.owners(&[0, 1, 2]),
         asker: cluster.single.reader(),
         order: &order,
+        cache: RenderCache::new(DEFAULT_RENDER_CACHE_BYTES),
     };
     let request = RenderRequest {
         targets: vec!["*".into(), "servers.*.*".into()],
@@ -686,7 +691,7 @@ fn owners_read_renders_on_the_askers_window_whatever_their_clock() {
     assert_eq!(grid.tier, "1m");
     cluster.clock.set(NOW + DAY);
     let owner = [cluster.parts[0].reader()];
-    let got = render_fetch_over(&owner, &pattern, &grid).unwrap();
+    let got = render_fetch_over(&owner, &pattern, &grid, &RenderCache::new(0)).unwrap();
     cluster.clock.set(NOW);
     assert!(want[0].buckets.iter().any(|b| !b.is_empty()));
     assert_eq!(exact_text(&got), exact_text(&want));
