@@ -17,7 +17,9 @@
 //! or request, a cluster node's edge, an import) shares:
 //! - `report`: what an ingest did, refusals by reason and the first ones by line;
 //! - `name_cache`: series name to id (or partition), once per connection;
-//! - `batch`: samples with their input lines, written into an engine whole.
+//! - `batch`: samples with their input lines, written into an engine whole;
+//! - `local`: the one way samples reach this process's engine: checked, resolved and
+//!   queued beside the parser, registered and written where waiting is allowed.
 //!
 //! Each parser gives a series as its canonical text (see [`crate::SeriesKey`]), a value as `f64` and a
 //! timestamp in unix seconds, `None` meaning "now". Each refusal carries a stable snake_case
@@ -28,6 +30,8 @@ pub mod archive;
 pub(crate) mod batch;
 pub mod graphite;
 pub mod influx;
+#[cfg(feature = "server")]
+pub(crate) mod local;
 #[cfg(feature = "server")]
 pub(crate) mod name_cache;
 #[cfg(feature = "server")]

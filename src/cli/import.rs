@@ -1,23 +1,22 @@
 //! `tierdb import`: Graphite plaintext or Influx line protocol from a file or stdin into a
 //! data directory (whisper trees and RRD files go to [`super::import_archives`]). Reading
-//! and parsing run on one thread, writing on the engine's writers, with whole batches
-//! handed between them, so the two overlap.
+//! and parsing run on one thread, registering new series and writing on another, through
+//! the local write path a server's connections take ([`crate::ingest::local`]), with whole
+//! batches handed between them, so the two overlap.
 
 use std::io::{BufRead, BufReader, IsTerminal, Read};
 use std::time::{Duration, Instant};
 
 use super::{engine_builder, print, Location};
-use crate::engine::{accepted_times, check_value_and_time, Engine};
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::Result;
-use crate::ingest::batch::LineBatch;
 pub use crate::ingest::influx::Precision;
+use crate::ingest::local::{self, LocalBatch, LocalQueue};
 use crate::ingest::name_cache::NameCache;
-use crate::ingest::report::IngestReport;
+use crate::ingest::report::{IngestReport, NoTotals};
 use crate::ingest::time_unit::{self, Unit};
 use crate::ingest::{graphite, influx};
-use crate::registry::SeriesId;
-use crate::sample::Sample;
 use crate::server::announce::Announced;
 use crate::time::{format_ts, Timestamp};
 
@@ -332,10 +331,11 @@ pub fn import(
         )));
     }
     let started = Instant::now();
-    let (full_tx, full_rx) = crossbeam_channel::bounded::<LineBatch>(2);
-    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<LineBatch>(3);
-    for _ in 0..3 {
-        let _ = empty_tx.send(LineBatch::with_room(BATCH));
+    let (full_tx, full_rx) = crossbeam_channel::bounded::<LocalBatch>(2);
+    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<LocalBatch>(3);
+    // With the parser's own, three batches go round: one filling, one writing, one waiting.
+    for _ in 0..2 {
+        let _ = empty_tx.send(LocalBatch::with_room(BATCH));
     }
     let mut summary = ImportSummary::default();
     let parsed = std::thread::scope(|scope| {
@@ -355,11 +355,11 @@ pub fn import(
         let mut failure = None;
         for mut batch in full_rx.iter() {
             if failure.is_none() {
-                if let Err(e) = batch.write(engine, &mut summary.report) {
+                let report = &mut summary.report;
+                if let Err(e) = local::write(engine, &mut batch, report, &NoTotals, None) {
                     failure = Some(e);
                 }
             }
-            batch.clear();
             let _ = empty_tx.send(batch);
             summary.elapsed = started.elapsed();
             progress(&summary);
@@ -387,19 +387,15 @@ struct Parser<'a> {
     engine: &'a Engine,
     format: Option<Format>,
     precision: influx::Precision,
-    full: crossbeam_channel::Sender<LineBatch>,
-    empty: crossbeam_channel::Receiver<LineBatch>,
-    batch: LineBatch,
-    ids: NameCache<SeriesId>,
+    full: crossbeam_channel::Sender<LocalBatch>,
+    empty: crossbeam_channel::Receiver<LocalBatch>,
+    queue: LocalQueue,
     lines: u64,
     /// Lines and fields refused while parsing.
     report: IngestReport,
     /// The first timestamp as written (see [`ImportSummary::first_ts`]).
     first_ts: Option<i64>,
     now: i64,
-    /// The first and last second a sample may have ([`accepted_times`]), taken again at
-    /// every batch sent.
-    bounds: (Timestamp, Timestamp),
 }
 
 impl<'a> Parser<'a> {
@@ -407,22 +403,20 @@ impl<'a> Parser<'a> {
         engine: &'a Engine,
         format: Option<Format>,
         precision: influx::Precision,
-        full: crossbeam_channel::Sender<LineBatch>,
-        empty: crossbeam_channel::Receiver<LineBatch>,
+        full: crossbeam_channel::Sender<LocalBatch>,
+        empty: crossbeam_channel::Receiver<LocalBatch>,
     ) -> Parser<'a> {
         Parser {
             engine,
             format,
             precision,
-            batch: LineBatch::with_room(BATCH),
             full,
             empty,
-            ids: NameCache::unbounded(),
+            queue: LocalQueue::new(engine, NameCache::unbounded(), BATCH),
             lines: 0,
             report: IngestReport::default(),
             first_ts: None,
             now: engine.now(),
-            bounds: accepted_times(engine.config(), engine.now()),
         }
     }
 
@@ -430,10 +424,6 @@ impl<'a> Parser<'a> {
         let mut reader = BufReader::with_capacity(READ_BUFFER, input);
         let mut line = Vec::with_capacity(4096);
         let mut parser = influx::LineParser::default();
-        self.batch = self
-            .empty
-            .recv()
-            .unwrap_or_else(|_| LineBatch::with_room(BATCH));
         loop {
             line.clear();
             let n = reader
@@ -500,44 +490,28 @@ impl<'a> Parser<'a> {
         self.send()
     }
 
-    /// Queues one sample. One that is not finite or outside the tiers' windows is refused
-    /// before its name is looked up, so it registers no series.
+    /// Queues one sample ([`LocalQueue::push`]); sends the batch once full.
     fn push(&mut self, series: &str, ts: i64, value: f64) -> Result<()> {
-        if let Err(reason) = check_value_and_time(value, ts, self.bounds) {
-            self.reject(reason.as_str(), || format!("sample refused: {reason}"));
-            return Ok(());
+        let line = self.lines as usize;
+        match (self.queue).push(self.engine, series, None, ts, value, line) {
+            Ok(false) => Ok(()),
+            Ok(true) => self.send(),
+            Err(reason) => {
+                self.reject(reason.as_str(), || format!("sample refused: {reason}"));
+                Ok(())
+            }
         }
-        let id = match self.ids.get(series) {
-            Some(id) => id,
-            None => match self.engine.series(series) {
-                Ok(id) => {
-                    self.ids.insert(series, id);
-                    id
-                }
-                Err(e @ Error::InvalidSeries { .. }) => {
-                    self.reject("invalid_series", || e.to_string());
-                    return Ok(());
-                }
-                Err(e) => return Err(e),
-            },
-        };
-        if (self.batch).push(Sample::new(id, ts, value), self.lines as usize) {
-            self.send()?;
-            self.batch = self
-                .empty
-                .recv()
-                .unwrap_or_else(|_| LineBatch::with_room(BATCH));
-        }
-        Ok(())
     }
 
+    /// Hands the queued batch to the writer, taking an empty one back.
     fn send(&mut self) -> Result<()> {
-        self.bounds = accepted_times(self.engine.config(), self.engine.now());
-        if self.batch.is_empty() {
+        if self.queue.len() == 0 {
             return Ok(());
         }
+        let empty = (self.empty.recv()).unwrap_or_else(|_| LocalBatch::with_room(BATCH));
+        let batch = self.queue.swap(self.engine, empty);
         self.full
-            .send(std::mem::take(&mut self.batch))
+            .send(batch)
             .map_err(|_| Error::Poisoned("the import writer stopped".into()))
     }
 

@@ -17,6 +17,13 @@ pub(crate) trait Tally: Send + Sync {
     fn count_rejected(&self, reason: &'static str, n: u64);
 }
 
+/// No totals beyond the report's own: an import's, which has no server to count in.
+pub(crate) struct NoTotals;
+
+impl Tally for NoTotals {
+    fn count_rejected(&self, _: &'static str, _: u64) {}
+}
+
 /// One refused line, for the client.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct LineError {

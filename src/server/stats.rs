@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::ingest::name_cache::NameBudget;
@@ -231,10 +231,9 @@ impl ServerStats {
     }
 
     /// The series limit's lock: held from the check of the limit until the new series is
-    /// registered.
-    pub fn series_gate(&self) -> MutexGuard<'_, ()> {
-        // It guards no data: a panic while it was held leaves nothing half-done.
-        self.series_gate.lock().unwrap_or_else(|e| e.into_inner())
+    /// registered ([`crate::ingest::local::SeriesLimit`]).
+    pub(crate) fn series_gate_lock(&self) -> &Mutex<()> {
+        &self.series_gate
     }
 
     /// Protocol-level refusals by reason.
