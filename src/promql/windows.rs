@@ -285,7 +285,7 @@ pub(crate) fn apply(
             labels: if keep_name {
                 s.labels
             } else {
-                s.labels.without_name()
+                s.labels.name_dropped()
             },
             values,
         })
