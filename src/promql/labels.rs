@@ -67,7 +67,7 @@ impl Labels {
     /// without `__name__`, as Prometheus drops it, except a name PromQL cannot write as a
     /// metric name (a Graphite path, an Influx `measurement.field`), which stays. Such series
     /// often carry no other label, and the name is then all that tells them apart
-    /// (docs/promql.md, "Labels and tags").
+    /// (docs/promql.md, "Graphite paths and Influx fields").
     pub fn name_dropped(self) -> Labels {
         if is_promql_name(self.get(NAME)) {
             self.without_name()

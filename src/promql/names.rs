@@ -1,4 +1,5 @@
-//! What PromQL calls series whose names it cannot write (docs/promql.md, "Labels and tags"):
+//! What PromQL calls series whose names it cannot write (docs/promql.md, "Graphite paths and
+//! Influx fields"):
 //! a Graphite path or an Influx `measurement.field` keeps its name where Prometheus drops it
 //! ([`super::Labels::name_dropped`]), and is also reachable by its PromQL form, each
 //! character PromQL does not allow in a metric name read as `_` (`cpu.usage_user` as

@@ -388,7 +388,10 @@ fn vector(source: &Memory, text: &str, at: Timestamp) -> Result<Vec<(String, f64
         end_ms: at * 1000,
         step_ms: None,
     };
-    match evaluate(source, &query, &limits()).map_err(|e| e.message)?.result {
+    match evaluate(source, &query, &limits())
+        .map_err(|e| e.message)?
+        .result
+    {
         ResultValue::Vector(v) => Ok(v.into_iter().map(|(l, _, x)| (l.to_string(), x)).collect()),
         other => panic!("{text}: {other:?}"),
     }
@@ -439,9 +442,18 @@ fn graphite_globs_select_by_the_pseudo_label() {
     };
     let cpu = |host: &str| format!(r#"{{__name__="servers.{host}.cpu"}}"#);
     // Render's rules: a `*` stays within a segment, braces give alternatives.
-    assert_eq!(names(r#"{__graphite__="servers.*.cpu"}"#), [cpu("web1"), cpu("web2")]);
-    assert_eq!(names(r#"{__graphite__="servers.{web2,web3}.cpu"}"#), [cpu("web2")]);
-    assert_eq!(names(r#"{__graphite__="servers.web[12].c?u"}"#), [cpu("web1"), cpu("web2")]);
+    assert_eq!(
+        names(r#"{__graphite__="servers.*.cpu"}"#),
+        [cpu("web1"), cpu("web2")]
+    );
+    assert_eq!(
+        names(r#"{__graphite__="servers.{web2,web3}.cpu"}"#),
+        [cpu("web2")]
+    );
+    assert_eq!(
+        names(r#"{__graphite__="servers.web[12].c?u"}"#),
+        [cpu("web1"), cpu("web2")]
+    );
     assert_eq!(
         names(r#"{__graphite__="servers.*.*", __graphite__!="*.*.cpu"}"#),
         [r#"{__name__="servers.web1.mem"}"#]
@@ -454,7 +466,10 @@ fn graphite_globs_select_by_the_pseudo_label() {
     // A regex, or a tag in the glob, is refused with what to write instead.
     for (text, says) in [
         (r#"{__graphite__=~"servers.*"}"#, "not a regex"),
-        (r#"{__graphite__="servers.*.cpu;dc=east"}"#, "matchers of their own"),
+        (
+            r#"{__graphite__="servers.*.cpu;dc=east"}"#,
+            "matchers of their own",
+        ),
     ] {
         let error = vector(&source, text, at).unwrap_err();
         assert!(error.contains(says), "{text}: {error}");
@@ -469,8 +484,14 @@ fn influx_fields_answer_to_measurement_underscore_field() {
     // function drops the name, as Prometheus drops a name it can write.
     for (text, expected) in [
         ("cpu_usage_user", r#"{__name__="cpu_usage_user", host="a"}"#),
-        (r#"cpu_usage_user{host="a"}"#, r#"{__name__="cpu_usage_user", host="a"}"#),
-        (r#"{__name__="cpu_usage_user"}"#, r#"{__name__="cpu_usage_user", host="a"}"#),
+        (
+            r#"cpu_usage_user{host="a"}"#,
+            r#"{__name__="cpu_usage_user", host="a"}"#,
+        ),
+        (
+            r#"{__name__="cpu_usage_user"}"#,
+            r#"{__name__="cpu_usage_user", host="a"}"#,
+        ),
         ("avg_over_time(cpu_usage_user[5m])", r#"{host="a"}"#),
     ] {
         assert_eq!(
@@ -482,11 +503,17 @@ fn influx_fields_answer_to_measurement_underscore_field() {
     // When a series is stored under the name as written, that name means it alone.
     assert_eq!(
         vector(&source, "disk_used", at),
-        Ok(vec![(r#"{__name__="disk_used", host="b"}"#.to_owned(), 7.0)])
+        Ok(vec![(
+            r#"{__name__="disk_used", host="b"}"#.to_owned(),
+            7.0
+        )])
     );
     assert_eq!(
         vector(&source, r#"disk_used{host="a"}"#, at),
-        Ok(vec![(r#"{__name__="disk_used", host="a"}"#.to_owned(), 6.0)])
+        Ok(vec![(
+            r#"{__name__="disk_used", host="a"}"#.to_owned(),
+            6.0
+        )])
     );
     // A name with no such series stays empty.
     assert_eq!(vector(&source, "cpu_usage_system", at), Ok(vec![]));

@@ -260,7 +260,10 @@ fn influx_fields_and_graphite_paths_by_promql_names() {
         .engine
         .record("servers.web2.cpu;dc=west", NOW - 90, 40.0)
         .unwrap();
-    server.engine.record("servers.web1.mem", NOW - 90, 3.0).unwrap();
+    server
+        .engine
+        .record("servers.web1.mem", NOW - 90, 3.0)
+        .unwrap();
     server.engine.sync().unwrap();
     server.wait_for_series("cpu.usage_user{host=b}");
     let query = |q: &str| {
