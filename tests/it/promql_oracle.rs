@@ -872,7 +872,10 @@ fn same_labelsets_topk_and_dotted_names_as_prometheus() {
     // no such rule and answers nothing), with the value Prometheus gives the field.
     let path = instant_path(r#"cpu_usage_user{host="h"}"#);
     let (_, ours) = get(tierdb, &format!("/prometheus{path}"));
-    let (_, theirs) = get(prom, &instant_path(r#"{__name__="cpu.usage_user", host="h"}"#));
+    let (_, theirs) = get(
+        prom,
+        &instant_path(r#"{__name__="cpu.usage_user", host="h"}"#),
+    );
     let field = &theirs["data"]["result"][0];
     assert!(field["value"].is_array(), "{theirs}");
     assert_eq!(
