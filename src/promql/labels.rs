@@ -229,7 +229,8 @@ pub(crate) fn selector_sets(selector: &VectorSelector) -> Vec<MatcherSet> {
 
 /// For a query that does not parse, the hint for each Graphite-style dotted name in it
 /// (`cpu.usage_user`), which PromQL's grammar cannot take as a metric name: the query with
-/// each written as a `__name__` matcher, when that parses. `None` when the text has none.
+/// each written as a `__name__` matcher (a Graphite glob such as `servers.*.cpu` as a
+/// `__graphite__` one), when that parses. `None` when the text has none.
 pub(crate) fn dotted_name_hint(text: &str) -> Option<String> {
     let mut rewritten = String::with_capacity(text.len() + 32);
     let mut names = Vec::new();
@@ -247,17 +248,24 @@ pub(crate) fn dotted_name_hint(text: &str) -> Option<String> {
             .next_back()
             .is_some_and(|p| p.is_ascii_alphanumeric() || matches!(p, '_' | ':' | '.'));
         if (c.is_ascii_alphabetic() || matches!(c, '_' | ':')) && !after_word {
-            let len = rest
-                .find(|ch: char| !(ch.is_ascii_alphanumeric() || matches!(ch, '_' | ':' | '.')))
-                .unwrap_or(rest.len());
+            let word_len = |glob: bool| {
+                rest.find(|ch: char| {
+                    !(ch.is_ascii_alphanumeric()
+                        || matches!(ch, '_' | ':' | '.')
+                        || glob && matches!(ch, '*' | '?'))
+                })
+                .unwrap_or(rest.len())
+            };
+            let glob = is_glob_word(&rest[..word_len(true)]);
+            let len = word_len(glob);
             let word = &rest[..len];
             rest = &rest[len..];
             if !word.contains('.') || word.split('.').any(str::is_empty) {
                 rewritten.push_str(word);
                 continue;
             }
-            names.push(word);
-            let name = format!("__name__={word:?}");
+            names.push((word, glob));
+            let name = format!("{}={word:?}", if glob { GRAPHITE } else { NAME });
             match rest.strip_prefix('{') {
                 Some(inner) if inner.trim_start().starts_with('}') => {
                     rewritten.push_str(&format!("{{{name}}}"));
@@ -274,16 +282,41 @@ pub(crate) fn dotted_name_hint(text: &str) -> Option<String> {
         rewritten.push(c);
         rest = &rest[c.len_utf8()..];
     }
-    let first = names.first()?;
+    let &(first, glob) = names.first()?;
     let example = match promql_parser::parser::parse(&rewritten) {
         Ok(_) => format!(", as in {rewritten}"),
         Err(_) => String::new(),
     };
-    Some(format!(
-        "{first:?} is not a PromQL metric name (a name with dots, as Graphite paths and Influx \
-         fields are stored): select it by label, {{__name__={first:?}}} or \
-         {{{GRAPHITE}={first:?}}}{example}"
-    ))
+    Some(if glob {
+        format!(
+            "{first:?} is a Graphite glob, not PromQL: select the paths it matches with \
+             {{{GRAPHITE}={first:?}}}{example}"
+        )
+    } else {
+        format!(
+            "{first:?} is not a PromQL metric name (a name with dots, as Graphite paths and \
+             Influx fields are stored): select it by label, {{__name__={first:?}}} or \
+             {{{GRAPHITE}={first:?}}}{example}"
+        )
+    })
+}
+
+/// True when `word` reads as a Graphite glob rather than a name times something: it has
+/// dots and wildcards, and each `*` or `?` stands beside a dot or an end of a segment's
+/// text (`servers.*.cpu`, `servers.web*.cpu`, `cpu.*`), not between two characters of a
+/// name (`a.b*2` is `a.b` times 2).
+fn is_glob_word(word: &str) -> bool {
+    let bytes = word.as_bytes();
+    let wild = |b: u8| matches!(b, b'*' | b'?');
+    let edge = |i: Option<usize>| {
+        i.and_then(|i| bytes.get(i))
+            .is_none_or(|&b| b == b'.' || wild(b))
+    };
+    word.contains('.')
+        && bytes.iter().any(|&b| wild(b))
+        && (bytes.iter().enumerate())
+            .filter(|(_, &b)| wild(b))
+            .all(|(i, _)| edge(i.checked_sub(1)) || edge(Some(i + 1)))
 }
 
 /// The length of the string literal `text` starts with (quoted by `quote`), the closing

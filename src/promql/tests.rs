@@ -342,7 +342,17 @@ fn dotted_names_get_a_hint_that_parses() {
         None
     );
     assert_eq!(dotted_name_hint("x * 1.5e3 +"), None);
-    assert_eq!(dotted_name_hint("servers.*.cpu"), None);
+    // A Graphite glob, by its pseudo-label; a product of a dotted name is not one.
+    assert!(
+        hint("max_over_time(servers.*.cpu[5m])").ends_with(
+            r#"with {__graphite__="servers.*.cpu"}, as in max_over_time({__graphite__="servers.*.cpu"}[5m])"#
+        ),
+        "{}",
+        hint("max_over_time(servers.*.cpu[5m])")
+    );
+    assert!(hint(r#"servers.web?.cpu{dc="east"}"#)
+        .ends_with(r#"as in {__graphite__="servers.web?.cpu", dc="east"}"#));
+    assert!(hint("a.b*2").ends_with(r#"as in {__name__="a.b"}*2"#));
     // A `match[]` parameter too.
     let error = super::labels::parse_match(r#"cpu.usage_user{host="h"}"#).unwrap_err();
     assert!(
