@@ -192,11 +192,42 @@ fn graphite_matcher(m: &Matcher) -> Result<KeyMatcher, String> {
             m.value
         ));
     }
-    let segments = (m.value.split('.'))
+    let glob = braced(&m.value);
+    let segments = (glob.split('.'))
         .map(Glob::parse)
         .collect::<Result<_, _>>()
         .map_err(|why| format!("{GRAPHITE}={:?}: {why}", m.value))?;
     Ok(KeyMatcher::Graphite { segments, negate })
+}
+
+/// `glob` with each regex alternation `(a|b)` written as Graphite's `{a,b}`, as
+/// VictoriaMetrics reads `__graphite__`: Grafana writes a multi-value template variable so
+/// (`servers.$host.cpu` becomes `servers.(web1|web2).cpu`). A group without `|`, or with
+/// parentheses inside, stays as written.
+fn braced(glob: &str) -> std::borrow::Cow<'_, str> {
+    if !glob.contains('(') {
+        return std::borrow::Cow::Borrowed(glob);
+    }
+    let mut out = String::with_capacity(glob.len());
+    let mut rest = glob;
+    while let Some(open) = rest.find('(') {
+        out.push_str(&rest[..open]);
+        let group = &rest[open + 1..];
+        match group.find([')', '(']) {
+            Some(close) if group.as_bytes()[close] == b')' && group[..close].contains('|') => {
+                out.push('{');
+                out.push_str(&group[..close].replace('|', ","));
+                out.push('}');
+                rest = &group[close + 1..];
+            }
+            _ => {
+                out.push('(');
+                rest = group;
+            }
+        }
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
 }
 
 /// Refuses the `__graphite__` matchers of `sets` that cannot select (a regex, a `;`, a glob

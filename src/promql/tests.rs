@@ -460,6 +460,11 @@ fn graphite_globs_select_by_the_pseudo_label() {
         names(r#"{__graphite__="servers.{web2,web3}.cpu"}"#),
         [cpu("web2")]
     );
+    // Grafana's multi-value variable, `(a|b)`, is Graphite's `{a,b}`.
+    assert_eq!(
+        names(r#"{__graphite__="servers.(web1|web2).cpu"}"#),
+        [cpu("web1"), cpu("web2")]
+    );
     assert_eq!(
         names(r#"{__graphite__="servers.web[12].c?u"}"#),
         [cpu("web1"), cpu("web2")]
