@@ -21,7 +21,7 @@ fn name_char(c: char) -> bool {
 }
 
 /// True when `name` is a metric name PromQL can write bare (`[a-zA-Z_:][a-zA-Z0-9_:]*`), as
-/// every name Prometheus itself stores is.
+/// every name Prometheus scrapes is.
 pub(crate) fn is_promql_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars
