@@ -6,6 +6,10 @@
 //!   or, when no write declared its kind, when a `[counters]` rule in tiers.toml matches it.
 //!   The first declaration fixes the kind; a later write declaring the other kind is
 //!   refused (`kind_mismatch`).
+//! - A delta counter (a StatsD counter) is a counter whose writes are increases already:
+//!   each is stored as it comes, in any order, and the series reads as any counter. A
+//!   series already fixed as a gauge stays one when a write declares it a delta counter
+//!   (its values are stored alike, and nothing is reinterpreted).
 //! - A counter's first sample sets its baseline and stores nothing. Each later sample stores
 //!   the increase since the previous one in the bucket of its own timestamp; a drop is a
 //!   reset and stores the new value (the count since the reset), never a negative spike.
@@ -28,7 +32,9 @@ use crate::registry::glob::glob_match;
 use crate::registry::{KeyView, Registry, SeriesId};
 use crate::sample::Sample;
 use crate::storage::counter_journal::{CounterJournal, Undo};
-use crate::storage::counter_state::{CounterStateFile, DECLARED_COUNTER, DECLARED_GAUGE};
+use crate::storage::counter_state::{
+    CounterStateFile, DECLARED_COUNTER, DECLARED_DELTA, DECLARED_GAUGE,
+};
 use crate::storage::Storage;
 use crate::time::Timestamp;
 
@@ -40,14 +46,28 @@ pub enum SeriesKind {
     Gauge,
     /// Samples are running totals; the increase since the previous sample is stored.
     Counter,
+    /// Samples are increases already (a StatsD counter's count per flush interval): each is
+    /// stored as it comes, and the series reads as a [`SeriesKind::Counter`], whose stored
+    /// values are increases too. Only a write declares it (StatsD's); reads never see it.
+    #[serde(skip_deserializing)]
+    DeltaCounter,
 }
 
 impl SeriesKind {
-    /// The name used in APIs: `gauge` or `counter`.
+    /// The name used in APIs: `gauge`, `counter` or `delta_counter`.
     pub fn as_str(self) -> &'static str {
         match self {
             SeriesKind::Gauge => "gauge",
             SeriesKind::Counter => "counter",
+            SeriesKind::DeltaCounter => "delta_counter",
+        }
+    }
+
+    /// The kind reads see: a delta counter's stored increases read as a counter's.
+    fn read(self) -> SeriesKind {
+        match self {
+            SeriesKind::DeltaCounter => SeriesKind::Counter,
+            kind => kind,
         }
     }
 }
@@ -71,7 +91,8 @@ impl std::str::FromStr for SeriesKind {
 /// computed in the order batches are accepted, whatever thread sends them.
 pub(crate) struct CounterTable {
     rules: CounterRules,
-    /// False while no series is a counter: batches then skip every counter step.
+    /// False while no series is a counter of running totals: batches then skip every
+    /// counter step (a delta counter's samples are stored as they come).
     any: AtomicBool,
     inner: Mutex<Inner>,
 }
@@ -80,7 +101,8 @@ struct Inner {
     state: CounterStateFile,
     /// The undo record of the batch being applied; `None` when read-only.
     journal: Option<CounterJournal>,
-    /// The kind of each id evaluated so far (ids past the end are evaluated on first need).
+    /// The kind of each id evaluated so far (ids past the end are evaluated on first need);
+    /// `DeltaCounter` for a delta counter, which reads as a counter.
     kinds: Vec<SeriesKind>,
     /// The tiers layout's fingerprint, recorded with each journaled batch.
     layout: u64,
@@ -174,7 +196,9 @@ impl CounterTable {
     /// The kind a series has with state `flags` and key `key`: the kind a write declared,
     /// else the `[counters]` rules'.
     fn kind_from(&self, flags: u64, key: crate::registry::KeyView<'_>) -> SeriesKind {
-        if flags & DECLARED_COUNTER != 0 {
+        if flags & DECLARED_DELTA != 0 {
+            SeriesKind::DeltaCounter
+        } else if flags & DECLARED_COUNTER != 0 {
             SeriesKind::Counter
         } else if flags & DECLARED_GAUGE != 0 || !matches_rules(&self.rules, key) {
             SeriesKind::Gauge
@@ -211,26 +235,22 @@ impl CounterTable {
         }
     }
 
-    /// The kind of series `id`.
+    /// The kind of series `id`, as reads see it (gauge or counter).
     pub(crate) fn kind(&self, id: SeriesId, registry: &Registry) -> SeriesKind {
         let mut inner = self.lock();
         self.refresh(&mut inner, registry);
-        inner
-            .kinds
-            .get(id.index())
-            .copied()
-            .unwrap_or(SeriesKind::Gauge)
+        (inner.kinds.get(id.index()).copied()).map_or(SeriesKind::Gauge, SeriesKind::read)
     }
 
-    /// The kind of each series of `ids`, in order, under one lock: a read of many series
-    /// (a render glob) takes the table's lock once, not once per series.
+    /// The kind of each series of `ids` as reads see it, in order, under one lock: a read of
+    /// many series (a render glob) takes the table's lock once, not once per series.
     pub(crate) fn kinds(&self, ids: &[SeriesId], registry: &Registry) -> Vec<SeriesKind> {
         let mut inner = self.lock();
         self.refresh(&mut inner, registry);
         (ids.iter())
             .map(|id| {
                 let kind = inner.kinds.get(id.index()).copied();
-                kind.unwrap_or(SeriesKind::Gauge)
+                kind.map_or(SeriesKind::Gauge, SeriesKind::read)
             })
             .collect()
     }
@@ -242,16 +262,18 @@ impl CounterTable {
         inner
             .kinds
             .iter()
-            .filter(|&&k| k == SeriesKind::Counter)
+            .filter(|&&k| k != SeriesKind::Gauge)
             .count()
     }
 
-    /// Fixes series `id`'s kind to `kind` the first time a write declares one.
+    /// Fixes series `id`'s kind to `kind` the first time a write declares one. A delta
+    /// counter declared of a series already fixed as a gauge leaves it a gauge: both store
+    /// their samples as they come, so the write lands and nothing is read anew.
     ///
     /// # Errors
     /// [`Error::Rejected`] with [`RejectReason::KindMismatch`] when an earlier write declared
-    /// the other kind; [`Error::ReadOnly`] or [`Error::Io`] when the declaration cannot be
-    /// recorded.
+    /// another kind (a counter of running totals and a delta counter are two);
+    /// [`Error::ReadOnly`] or [`Error::Io`] when the declaration cannot be recorded.
     pub(crate) fn declare(
         &self,
         id: SeriesId,
@@ -260,15 +282,19 @@ impl CounterTable {
     ) -> Result<()> {
         let mut inner = self.lock();
         self.refresh(&mut inner, registry);
-        let (want, other) = match kind {
-            SeriesKind::Counter => (DECLARED_COUNTER, DECLARED_GAUGE),
-            SeriesKind::Gauge => (DECLARED_GAUGE, DECLARED_COUNTER),
-        };
         let flags = inner.state.flags(id.index());
-        if flags & other != 0 {
+        let delta = DECLARED_COUNTER | DECLARED_DELTA;
+        let want = match kind {
+            SeriesKind::DeltaCounter if flags & DECLARED_GAUGE != 0 => return Ok(()),
+            SeriesKind::DeltaCounter => delta,
+            SeriesKind::Counter => DECLARED_COUNTER,
+            SeriesKind::Gauge => DECLARED_GAUGE,
+        };
+        let declared = flags & (delta | DECLARED_GAUGE);
+        if declared != 0 && declared != want {
             return Err(Error::Rejected(RejectReason::KindMismatch));
         }
-        if flags & want == 0 {
+        if declared == 0 {
             inner.state.add_flags(id.index(), want)?;
         }
         if let Some(slot) = inner.kinds.get_mut(id.index()) {
@@ -319,10 +345,11 @@ pub(crate) struct BatchCounters<'a> {
 }
 
 impl BatchCounters<'_> {
-    /// What `sample` stores: its value for a gauge; for a counter, the increase since the
-    /// counter's previous sample (`None` for its first sample ever, which only sets the
-    /// baseline), after which `sample` is the counter's last in this batch. States change
-    /// only at [`BatchCounters::commit`], after the increases are stored.
+    /// What `sample` stores: its value for a gauge or a delta counter; for a counter, the
+    /// increase since the counter's previous sample (`None` for its first sample ever,
+    /// which only sets the baseline), after which `sample` is the counter's last in this
+    /// batch. States change only at [`BatchCounters::commit`], after the increases are
+    /// stored.
     ///
     /// # Errors
     /// [`RejectReason::CounterOutOfOrder`] for a counter sample not newer than the last one
@@ -335,6 +362,7 @@ impl BatchCounters<'_> {
     ) -> std::result::Result<Option<f64>, RejectReason> {
         let id = sample.series.index();
         if self.inner.kinds.get(id) != Some(&SeriesKind::Counter) {
+            // A delta counter's value is its increase, whenever it was taken.
             return Ok(Some(sample.value));
         }
         let last = (self.updates.get(&id).copied()).or_else(|| self.inner.state.last(id));

@@ -4,7 +4,8 @@
 //! functions (`functions`) and the range-window rules over stored buckets and raw points
 //! (`windows`), aggregations (`aggregation`), binary operators with vector matching
 //! (`binary`), the tier a selector reads (`tier`) and the labels <-> tags mapping
-//! (`labels`). Series are read through the [`Source`] trait, as render reads through its
+//! (`labels`) and the names of series PromQL cannot name bare, Graphite paths and Influx
+//! fields (`names`). Series are read through the [`Source`] trait, as render reads through its
 //! own; [`StoredSource`] is the one over an engine's [`crate::read::reader::Reader`].
 //!
 //! The rules that make PromQL exact over rollups, and the places where it cannot be, are
@@ -18,6 +19,7 @@ mod eval;
 mod functions;
 mod labels;
 mod listing;
+mod names;
 mod number;
 mod source;
 #[cfg(test)]

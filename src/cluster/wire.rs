@@ -50,9 +50,11 @@
 //! |                 | entries), bit 2 `TS_SAME_START`, bit 3 `TS_REGULAR`, bit 4   |
 //! |                 | `VALUES_EQUAL`, bits 5-6 value mode (0 XOR, 1 decimal        |
 //! |                 | deltas, 2 decimal deltas of deltas), bit 7 must be 0         |
-//! | (kind 3)        | varint `entries` (at least 2), then one kind byte (0-2) each |
+//! | (kind 3)        | varint `entries` (at least 2; 1 for kind 3), then one kind   |
+//! |                 | byte each (0-2 as above, 3 delta counter)                    |
 //! | varint          | `n`: samples of this key                                     |
-//! | (kind 3, n > 0) | varint `runs`, then `runs` × (varint entry, varint length    |
+//! | (entries ≥ 2,   | varint `runs`, then `runs` × (varint entry, varint length    |
+//! |  n > 0)         |                                                              |
 //! |                 | ≥ 1): the entry of each sample, in order; lengths sum to `n` |
 //! | (n > 0)         | timestamps, then values, as below                            |
 //!
@@ -272,6 +274,7 @@ fn kind_code(kind: Option<SeriesKind>) -> u8 {
         None => 0,
         Some(SeriesKind::Gauge) => 1,
         Some(SeriesKind::Counter) => 2,
+        Some(SeriesKind::DeltaCounter) => 3,
     }
 }
 
@@ -280,10 +283,11 @@ fn kind_of_code(code: u8, offset: usize) -> Result<Option<SeriesKind>, WireError
         0 => Ok(None),
         1 => Ok(Some(SeriesKind::Gauge)),
         2 => Ok(Some(SeriesKind::Counter)),
+        3 => Ok(Some(SeriesKind::DeltaCounter)),
         _ => Err(WireError::OutOfRange {
             what: "series kind",
             value: code.into(),
-            max: 2,
+            max: 3,
             offset,
         }),
     }

@@ -152,7 +152,7 @@ fn with_scalar(
             });
         }
         let labels = if drops_name(op, return_bool) {
-            s.labels.without_name()
+            s.labels.name_dropped()
         } else {
             s.labels
         };
@@ -325,7 +325,7 @@ fn vectors(
                 continue;
             }
             let mut labels = if drops_name(op, return_bool) {
-                m.labels.clone().without_name()
+                m.labels.clone().name_dropped()
             } else {
                 m.labels.clone()
             };

@@ -12,7 +12,7 @@ use std::time::Instant;
 use promql_parser::parser::{AtModifier, Expr, Offset, SubqueryExpr, VectorSelector};
 
 use super::error::{ErrorKind, QueryError};
-use super::labels::{selector_sets, Labels, MatcherSet, NAME};
+use super::labels::{check_graphite, selector_sets, Labels};
 use super::source::{Selected, Source};
 use super::tier;
 use super::value::{unique_over_range, unique_per_step, Answer, ResultValue, Series, Value};
@@ -218,7 +218,7 @@ impl<'a> Evaluator<'a> {
                 Value::Vector(series) => unique_over_range(
                     (series.into_iter())
                         .map(|s| Series {
-                            labels: s.labels.without_name(),
+                            labels: s.labels.name_dropped(),
                             values: s.values.into_iter().map(|v| v.map(|x| -x)).collect(),
                         })
                         .collect(),
@@ -270,13 +270,12 @@ impl<'a> Evaluator<'a> {
             .collect()
     }
 
-    /// Selects the series of `vs`, counting them against the query's series cap.
+    /// Selects the series of `vs` (by their PromQL names too, [`super::names::select`]),
+    /// counting them against the query's series cap.
     pub(crate) fn select(&mut self, vs: &VectorSelector) -> Result<Vec<Selected>, QueryError> {
         let sets = selector_sets(vs);
-        let found = self.source.select(&sets, &self.limits.budget)?;
-        if found.is_empty() {
-            self.hint_dotted_names(vs, &sets);
-        }
+        check_graphite(&sets)?;
+        let found = super::names::select(self.source, &sets, &self.limits.budget)?;
         self.selected += found.len();
         if self.selected > self.limits.max_series {
             return Err(QueryError::execution(format!(
@@ -288,34 +287,6 @@ impl<'a> Evaluator<'a> {
             )));
         }
         Ok(found)
-    }
-
-    /// Warns, for a selector that found nothing, of the series it would find with dots for
-    /// some of its name's underscores (`cpu_usage_user` for Influx's `cpu.usage_user`),
-    /// naming the matcher that selects them. The look-up is one more registry scan; past
-    /// the read budget there is no hint.
-    fn hint_dotted_names(&mut self, vs: &VectorSelector, sets: &[MatcherSet]) {
-        let Some(variants) = super::labels::dotted_variants(sets) else {
-            return;
-        };
-        let Ok(found) = self.source.select(&variants, &self.limits.budget) else {
-            return;
-        };
-        let mut names: Vec<&str> = found.iter().map(|s| s.labels.get(NAME)).collect();
-        names.sort_unstable();
-        names.dedup();
-        if names.is_empty() {
-            return;
-        }
-        let more = if names.len() > 3 { ", ..." } else { "" };
-        let shown: Vec<String> = (names.iter().take(3))
-            .map(|n| format!("{{__name__={n:?}}}"))
-            .collect();
-        self.warn(format!(
-            "{vs} selects no series, but {}{more} does: a name with dots (a Graphite path, an \
-             Influx measurement.field) is selected by label",
-            shown.join(", ")
-        ));
     }
 
     /// An instant selector over `grid`: per time, the latest bucket ending at or before it

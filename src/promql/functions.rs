@@ -3,13 +3,13 @@
 //! `histogram_quantile`, `label_replace`, `absent`, `sort`, ...) are here, evaluated point
 //! by point over the grid.
 
-use promql_parser::label::MatchOp;
+use promql_parser::label::{MatchOp, Matcher};
 use promql_parser::parser::{Call, Expr};
 
 use super::calendar;
 use super::error::QueryError;
 use super::eval::{strip_parens, Evaluator, Grid};
-use super::labels::{selector_sets, Labels, NAME};
+use super::labels::{selector_sets, Labels, GRAPHITE, NAME};
 use super::value::{Series, Value};
 use super::windows::{self, RangeInput, RawNeed};
 
@@ -309,7 +309,7 @@ fn check_label_name(label: &str, function: &str) -> Result<(), QueryError> {
 fn map_values(series: Vec<Series>, f: impl Fn(usize, f64) -> Option<f64>) -> Vec<Series> {
     (series.into_iter())
         .map(|s| Series {
-            labels: s.labels.without_name(),
+            labels: s.labels.name_dropped(),
             values: (s.values.into_iter().enumerate())
                 .map(|(k, v)| v.and_then(|v| f(k, v)))
                 .collect(),
@@ -318,7 +318,8 @@ fn map_values(series: Vec<Series>, f: impl Fn(usize, f64) -> Option<f64>) -> Vec
 }
 
 /// `absent` and `absent_over_time`: 1 where `empty(k)`, labelled with the selector's
-/// equality matchers (other than the name) when the argument is a plain selector.
+/// equality matchers (other than the name and a Graphite glob) when the argument is a plain
+/// selector.
 fn absent(arg: &Expr, grid: &Grid, empty: impl Fn(usize) -> bool) -> Value {
     let selector = match strip_parens(arg) {
         Expr::VectorSelector(vs) => Some(vs),
@@ -330,11 +331,12 @@ fn absent(arg: &Expr, grid: &Grid, empty: impl Fn(usize) -> bool) -> Value {
         let sets = selector_sets(vs);
         if let [set] = sets.as_slice() {
             let mut seen = std::collections::HashMap::new();
-            for m in set.iter().filter(|m| m.name != NAME) {
+            let labelled = |m: &&Matcher| m.name != NAME && m.name != GRAPHITE;
+            for m in set.iter().filter(labelled) {
                 *seen.entry(m.name.as_str()).or_insert(0) += 1;
             }
-            for m in set {
-                if m.name != NAME && m.op == MatchOp::Equal && seen[m.name.as_str()] == 1 {
+            for m in set.iter().filter(labelled) {
+                if m.op == MatchOp::Equal && seen[m.name.as_str()] == 1 {
                     labels.set(&m.name, m.value.clone());
                 }
             }

@@ -1,17 +1,26 @@
 //! Prometheus labels over tierdb's series keys, both ways: a key `name{k=v,...}` is the label
 //! set `{__name__="name", k="v", ...}` (a Graphite name with dots is just a `__name__` with
-//! dots, selected as `{__name__="a.b.c"}` or by regex), and a label set written by remote
-//! write becomes the same key (src/ingest/prom_remote.rs). A label with an empty value is
-//! absent, as in Prometheus, so `k=""` selects series without `k`.
+//! dots, selected as `{__name__="a.b.c"}`, by regex, or by Graphite glob with the
+//! `__graphite__` pseudo-label), and a label set written by remote write becomes the same
+//! key (src/ingest/prom_remote.rs). A label with an empty value is absent, as in Prometheus,
+//! so `k=""` selects series without `k`.
 
 use promql_parser::label::{MatchOp, Matcher};
 use promql_parser::parser::{Expr, VectorSelector};
 
 use super::error::QueryError;
+use super::names::is_promql_name;
+use crate::error::Error;
+use crate::registry::glob::{segments_match, Glob};
 use crate::registry::KeyView;
 
 /// The name Prometheus gives a series' metric name.
 pub(crate) const NAME: &str = "__name__";
+
+/// The pseudo-label that selects series by Graphite glob (VictoriaMetrics' convention):
+/// `{__graphite__="servers.*.cpu"}` selects the names render's `servers.*.cpu` selects. It is
+/// never a label of an answer.
+pub(crate) const GRAPHITE: &str = "__graphite__";
 
 /// A series' labels, sorted by name, no two with the same name, no empty value.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -48,11 +57,23 @@ impl Labels {
         }
     }
 
-    /// These labels without `__name__`: what a function or operator that changes the value's
-    /// meaning returns.
+    /// These labels without `__name__`: what two series are matched on.
     pub fn without_name(mut self) -> Labels {
         self.set(NAME, String::new());
         self
+    }
+
+    /// What a function or operator that changes the value's meaning returns: these labels
+    /// without `__name__`, as Prometheus drops it, except a name PromQL cannot write as a
+    /// metric name (a Graphite path, an Influx `measurement.field`), which stays. Such series
+    /// often carry no other label, and the name is then all that tells them apart
+    /// (docs/promql.md, "Graphite paths and Influx fields").
+    pub fn name_dropped(self) -> Labels {
+        if is_promql_name(self.get(NAME)) {
+            self.without_name()
+        } else {
+            self
+        }
     }
 
     /// The labels named in `names` only (`keep`) or all but them (`!keep`).
@@ -97,16 +118,128 @@ pub fn key_labels(key: &KeyView<'_>) -> Labels {
 /// Matchers that must all hold for a series to be selected.
 pub type MatcherSet = Vec<Matcher>;
 
-/// Whether every matcher of `set` holds for the series `key` (an absent label reads `""`).
-pub(crate) fn key_matches(set: &MatcherSet, key: &KeyView<'_>) -> bool {
-    set.iter().all(|m| {
-        let value = if m.name == NAME {
-            Some(key.name())
-        } else {
-            key.tag(&m.name)
-        };
-        m.is_match(value.as_deref().unwrap_or(""))
-    })
+/// The matcher sets of one selection, ready to test keys with: each `__graphite__` glob
+/// parsed once, not once per key.
+pub(crate) struct KeyFilter {
+    sets: Vec<Vec<KeyMatcher>>,
+}
+
+enum KeyMatcher {
+    /// A label's (or `__name__`'s) matcher.
+    Label(Matcher),
+    /// `__graphite__="glob"` (or `!=`): the name's segments against the glob's.
+    Graphite { segments: Vec<Glob>, negate: bool },
+}
+
+impl KeyFilter {
+    /// The filter of `sets`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQuery`] for a `__graphite__` matcher that is a regex, holds a `;` or
+    /// whose glob is refused (see [`check_graphite`]).
+    pub(crate) fn new(sets: &[MatcherSet]) -> Result<KeyFilter, Error> {
+        let sets = (sets.iter())
+            .map(|set| {
+                (set.iter())
+                    .map(|m| match m.name.as_str() {
+                        GRAPHITE => graphite_matcher(m).map_err(Error::InvalidQuery),
+                        _ => Ok(KeyMatcher::Label(m.clone())),
+                    })
+                    .collect()
+            })
+            .collect::<Result<_, Error>>()?;
+        Ok(KeyFilter { sets })
+    }
+
+    /// Whether every matcher of at least one set holds for the series `key` (an absent label
+    /// reads `""`).
+    pub(crate) fn matches(&self, key: &KeyView<'_>) -> bool {
+        self.sets.iter().any(|set| {
+            set.iter().all(|m| match m {
+                KeyMatcher::Graphite { segments, negate } => {
+                    segments_match(segments, &key.name()) != *negate
+                }
+                KeyMatcher::Label(m) => {
+                    let value = if m.name == NAME {
+                        Some(key.name())
+                    } else {
+                        key.tag(&m.name)
+                    };
+                    m.is_match(value.as_deref().unwrap_or(""))
+                }
+            })
+        })
+    }
+}
+
+/// The glob of a `__graphite__` matcher, or why it is refused.
+fn graphite_matcher(m: &Matcher) -> Result<KeyMatcher, String> {
+    let negate = match m.op {
+        MatchOp::Equal => false,
+        MatchOp::NotEqual => true,
+        MatchOp::Re(_) | MatchOp::NotRe(_) => {
+            return Err(format!(
+                "{GRAPHITE} takes a Graphite glob with = or != (such as \
+                 {{{GRAPHITE}=\"servers.*.cpu\"}}), not a regex: match the name by regex with \
+                 __name__=~"
+            ))
+        }
+    };
+    if m.value.contains(';') {
+        return Err(format!(
+            "{GRAPHITE}={:?}: the glob selects names; select tags with matchers of their own \
+             ({{{GRAPHITE}=\"servers.*.cpu\", dc=\"east\"}})",
+            m.value
+        ));
+    }
+    let glob = braced(&m.value);
+    let segments = (glob.split('.'))
+        .map(Glob::parse)
+        .collect::<Result<_, _>>()
+        .map_err(|why| format!("{GRAPHITE}={:?}: {why}", m.value))?;
+    Ok(KeyMatcher::Graphite { segments, negate })
+}
+
+/// `glob` with each regex alternation `(a|b)` written as Graphite's `{a,b}`, as
+/// VictoriaMetrics reads `__graphite__`: Grafana writes a multi-value template variable so
+/// (`servers.$host.cpu` becomes `servers.(web1|web2).cpu`). A group without `|`, or with
+/// parentheses inside, stays as written.
+fn braced(glob: &str) -> std::borrow::Cow<'_, str> {
+    if !glob.contains('(') {
+        return std::borrow::Cow::Borrowed(glob);
+    }
+    let mut out = String::with_capacity(glob.len());
+    let mut rest = glob;
+    while let Some(open) = rest.find('(') {
+        out.push_str(&rest[..open]);
+        let group = &rest[open + 1..];
+        match group.find([')', '(']) {
+            Some(close) if group.as_bytes()[close] == b')' && group[..close].contains('|') => {
+                out.push('{');
+                out.push_str(&group[..close].replace('|', ","));
+                out.push('}');
+                rest = &group[close + 1..];
+            }
+            _ => {
+                out.push('(');
+                rest = group;
+            }
+        }
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
+/// Refuses the `__graphite__` matchers of `sets` that cannot select (a regex, a `;`, a glob
+/// with too many braces), before any read.
+///
+/// # Errors
+/// `bad_data` saying why.
+pub(crate) fn check_graphite(sets: &[MatcherSet]) -> Result<(), QueryError> {
+    for m in sets.iter().flatten().filter(|m| m.name == GRAPHITE) {
+        graphite_matcher(m).map_err(QueryError::bad_data)?;
+    }
+    Ok(())
 }
 
 /// The alternatives of a selector (`{a="1" or b="2"}` has two), each with the metric name
@@ -125,36 +258,10 @@ pub(crate) fn selector_sets(selector: &VectorSelector) -> Vec<MatcherSet> {
     sets
 }
 
-/// The sets of a selector that found nothing, each `__name__="a_b_c"` matcher widened to
-/// let every `_` be a `.` as well: Graphite paths and Influx `measurement.field` names keep
-/// their dots, and a user who writes them PromQL's way (`cpu_usage_user`) gets a hint
-/// instead of an empty answer. `None` when no set names a metric with a `_`.
-pub(crate) fn dotted_variants(sets: &[MatcherSet]) -> Option<Vec<MatcherSet>> {
-    let mut widened = false;
-    let variants = (sets.iter())
-        .map(|set| {
-            (set.iter())
-                .map(|m| match m.op {
-                    MatchOp::Equal if m.name == NAME && m.value.contains('_') => {
-                        let parts: Vec<String> = m.value.split('_').map(regex::escape).collect();
-                        let pattern = format!("^(?:{})$", parts.join("[._]"));
-                        widened = true;
-                        regex::Regex::new(&pattern).map_or_else(
-                            |_| m.clone(),
-                            |re| Matcher::new(MatchOp::Re(re), NAME, ""),
-                        )
-                    }
-                    _ => m.clone(),
-                })
-                .collect()
-        })
-        .collect();
-    widened.then_some(variants)
-}
-
 /// For a query that does not parse, the hint for each Graphite-style dotted name in it
 /// (`cpu.usage_user`), which PromQL's grammar cannot take as a metric name: the query with
-/// each written as a `__name__` matcher, when that parses. `None` when the text has none.
+/// each written as a `__name__` matcher (a Graphite glob such as `servers.*.cpu` as a
+/// `__graphite__` one), when that parses. `None` when the text has none.
 pub(crate) fn dotted_name_hint(text: &str) -> Option<String> {
     let mut rewritten = String::with_capacity(text.len() + 32);
     let mut names = Vec::new();
@@ -172,17 +279,24 @@ pub(crate) fn dotted_name_hint(text: &str) -> Option<String> {
             .next_back()
             .is_some_and(|p| p.is_ascii_alphanumeric() || matches!(p, '_' | ':' | '.'));
         if (c.is_ascii_alphabetic() || matches!(c, '_' | ':')) && !after_word {
-            let len = rest
-                .find(|ch: char| !(ch.is_ascii_alphanumeric() || matches!(ch, '_' | ':' | '.')))
-                .unwrap_or(rest.len());
+            let word_len = |glob: bool| {
+                rest.find(|ch: char| {
+                    !(ch.is_ascii_alphanumeric()
+                        || matches!(ch, '_' | ':' | '.')
+                        || glob && matches!(ch, '*' | '?'))
+                })
+                .unwrap_or(rest.len())
+            };
+            let glob = is_glob_word(&rest[..word_len(true)]);
+            let len = word_len(glob);
             let word = &rest[..len];
             rest = &rest[len..];
             if !word.contains('.') || word.split('.').any(str::is_empty) {
                 rewritten.push_str(word);
                 continue;
             }
-            names.push(word);
-            let name = format!("__name__={word:?}");
+            names.push((word, glob));
+            let name = format!("{}={word:?}", if glob { GRAPHITE } else { NAME });
             match rest.strip_prefix('{') {
                 Some(inner) if inner.trim_start().starts_with('}') => {
                     rewritten.push_str(&format!("{{{name}}}"));
@@ -199,15 +313,41 @@ pub(crate) fn dotted_name_hint(text: &str) -> Option<String> {
         rewritten.push(c);
         rest = &rest[c.len_utf8()..];
     }
-    let first = names.first()?;
+    let &(first, glob) = names.first()?;
     let example = match promql_parser::parser::parse(&rewritten) {
         Ok(_) => format!(", as in {rewritten}"),
         Err(_) => String::new(),
     };
-    Some(format!(
-        "{first:?} is not a PromQL metric name (a name with dots, as Graphite paths and Influx \
-         fields are stored): select it by label, {{__name__={first:?}}}{example}"
-    ))
+    Some(if glob {
+        format!(
+            "{first:?} is a Graphite glob, not PromQL: select the paths it matches with \
+             {{{GRAPHITE}={first:?}}}{example}"
+        )
+    } else {
+        format!(
+            "{first:?} is not a PromQL metric name (a name with dots, as Graphite paths and \
+             Influx fields are stored): select it by label, {{__name__={first:?}}} or \
+             {{{GRAPHITE}={first:?}}}{example}"
+        )
+    })
+}
+
+/// True when `word` reads as a Graphite glob rather than a name times something: it has
+/// dots and wildcards, and each `*` or `?` stands beside a dot or an end of a segment's
+/// text (`servers.*.cpu`, `servers.web*.cpu`, `cpu.*`), not between two characters of a
+/// name (`a.b*2` is `a.b` times 2).
+fn is_glob_word(word: &str) -> bool {
+    let bytes = word.as_bytes();
+    let wild = |b: u8| matches!(b, b'*' | b'?');
+    let edge = |i: Option<usize>| {
+        i.and_then(|i| bytes.get(i))
+            .is_none_or(|&b| b == b'.' || wild(b))
+    };
+    word.contains('.')
+        && bytes.iter().any(|&b| wild(b))
+        && (bytes.iter().enumerate())
+            .filter(|(_, &b)| wild(b))
+            .all(|(i, _)| edge(i.checked_sub(1)) || edge(Some(i + 1)))
 }
 
 /// The length of the string literal `text` starts with (quoted by `quote`), the closing
@@ -236,7 +376,9 @@ pub(crate) fn parse_match(text: &str) -> Result<Vec<MatcherSet>, QueryError> {
     });
     match parsed? {
         Expr::VectorSelector(selector) if selector.offset.is_none() && selector.at.is_none() => {
-            Ok(selector_sets(&selector))
+            let sets = selector_sets(&selector);
+            check_graphite(&sets).map_err(|e| bad(e.message))?;
+            Ok(sets)
         }
         _ => Err(bad("not a series selector".into())),
     }

@@ -35,17 +35,25 @@ pub(crate) fn listed(
     listing: &Listing,
     limits: &QueryLimits,
 ) -> Result<Vec<Selected>, QueryError> {
-    let sets: Vec<MatcherSet> = if listing.matches.is_empty() {
+    let selected = if listing.matches.is_empty() {
         let any = Matcher::new(
             MatchOp::Re(regex::Regex::new("^(?:.+)$").unwrap()),
             NAME,
             ".+",
         );
-        vec![vec![any]]
+        source.select(&[vec![any]], &limits.budget)?
     } else {
-        listing.matches.iter().flatten().cloned().collect()
+        // Each `match[]` on its own, as a query's selector reads (its series by their
+        // PromQL names too when it finds none under the names as written).
+        let mut all: Vec<Selected> = Vec::new();
+        for sets in &listing.matches {
+            all.extend(super::names::select(source, sets, &limits.budget)?);
+        }
+        all.sort_by(|a, b| a.labels.cmp(&b.labels));
+        let mut ids = std::collections::HashSet::new();
+        all.retain(|s| ids.insert(s.id));
+        all
     };
-    let selected = source.select(&sets, &limits.budget)?;
     if selected.len() > limits.max_series {
         return Err(QueryError::execution(format!(
             "the match[] selectors pick {} series; a request may list at most {} (the \

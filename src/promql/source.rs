@@ -5,7 +5,7 @@
 
 use rayon::prelude::*;
 
-use super::labels::{key_labels, key_matches, Labels, MatcherSet};
+use super::labels::{key_labels, KeyFilter, Labels, MatcherSet};
 use crate::bucket::Bucket;
 use crate::config::TiersConfig;
 use crate::counter::SeriesKind;
@@ -159,11 +159,11 @@ impl Source for StoredSource<'_> {
     }
 
     fn select(&self, sets: &[MatcherSet], budget: &ReadBudget) -> Result<Vec<Selected>> {
+        let filter = KeyFilter::new(sets)?;
         let registry = self.reader.registry();
         budget.charge_scan(registry.len())?;
-        let mut found = registry.select(|id, key| {
-            (sets.iter().any(|set| key_matches(set, &key))).then(|| (id, key_labels(&key)))
-        });
+        let mut found =
+            registry.select(|id, key| filter.matches(&key).then(|| (id, key_labels(&key))));
         found.sort_unstable_by(|a, b| a.1.cmp(&b.1));
         let ids: Vec<SeriesId> = found.iter().map(|f| f.0).collect();
         let kinds = self.reader.series_kinds(&ids);

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::labels::{key_matches, MatcherSet};
+use super::labels::{KeyFilter, MatcherSet};
 use super::source::{RawPoints, Selected, Source};
 use super::{evaluate, ErrorKind, Labels, Query, QueryLimits, ResultValue};
 use crate::bucket::Bucket;
@@ -37,8 +37,9 @@ impl Source for Memory {
     }
 
     fn select(&self, sets: &[MatcherSet], _: &ReadBudget) -> Result<Vec<Selected>> {
+        let filter = KeyFilter::new(sets)?;
         Ok((self.series.iter().enumerate())
-            .filter(|(_, (key, _, _))| sets.iter().any(|set| key_matches(set, &key.view())))
+            .filter(|(_, (key, _, _))| filter.matches(&key.view()))
             .map(|(i, (key, counter, _))| Selected {
                 id: i as u32,
                 labels: super::key_labels(&key.view()),
@@ -324,8 +325,9 @@ fn dotted_names_get_a_hint_that_parses() {
     use super::labels::dotted_name_hint;
     let hint = |text: &str| dotted_name_hint(text).unwrap_or_default();
     assert!(
-        hint("rate(cpu.usage_user[5m])")
-            .ends_with(r#"as in rate({__name__="cpu.usage_user"}[5m])"#),
+        hint("rate(cpu.usage_user[5m])").contains(
+            r#"{__name__="cpu.usage_user"} or {__graphite__="cpu.usage_user"}, as in rate({__name__="cpu.usage_user"}[5m])"#
+        ),
         "{}",
         hint("rate(cpu.usage_user[5m])")
     );
@@ -340,7 +342,17 @@ fn dotted_names_get_a_hint_that_parses() {
         None
     );
     assert_eq!(dotted_name_hint("x * 1.5e3 +"), None);
-    assert_eq!(dotted_name_hint("servers.*.cpu"), None);
+    // A Graphite glob, by its pseudo-label; a product of a dotted name is not one.
+    assert!(
+        hint("max_over_time(servers.*.cpu[5m])").ends_with(
+            r#"with {__graphite__="servers.*.cpu"}, as in max_over_time({__graphite__="servers.*.cpu"}[5m])"#
+        ),
+        "{}",
+        hint("max_over_time(servers.*.cpu[5m])")
+    );
+    assert!(hint(r#"servers.web?.cpu{dc="east"}"#)
+        .ends_with(r#"as in {__graphite__="servers.web?.cpu", dc="east"}"#));
+    assert!(hint("a.b*2").ends_with(r#"as in {__name__="a.b"}*2"#));
     // A `match[]` parameter too.
     let error = super::labels::parse_match(r#"cpu.usage_user{host="h"}"#).unwrap_err();
     assert!(
@@ -350,4 +362,174 @@ fn dotted_names_get_a_hint_that_parses() {
         "{}",
         error.message
     );
+}
+
+/// Graphite paths (`servers.web1.cpu`, ...), an Influx field (`cpu.usage_user`, tagged) and
+/// one whose PromQL form is also a series of its own (`disk.used` beside `disk_used`), each
+/// a gauge of `value` every minute of the last hour.
+fn named() -> Memory {
+    let series = [
+        ("servers.web1.cpu", 1.0),
+        ("servers.web2.cpu", 2.0),
+        ("servers.web1.mem", 3.0),
+        ("servers.web1.cpu.idle", 4.0),
+        ("cpu.usage_user{host=a}", 5.0),
+        ("disk.used{host=a}", 6.0),
+        ("disk_used{host=b}", 7.0),
+    ];
+    Memory {
+        tiers: TiersConfig::default(),
+        series: (series.iter())
+            .map(|&(key, value)| {
+                let points = (0..60).map(|m| (NOW - 3600 + 60 * m + 30, value)).collect();
+                (SeriesKey::parse(key).unwrap(), false, points)
+            })
+            .collect(),
+        raw: false,
+    }
+}
+
+/// The instant vector `text` answers at `at`: each series' labels (as `{...}` text) and
+/// value, in answer order.
+fn vector(source: &Memory, text: &str, at: Timestamp) -> Result<Vec<(String, f64)>, String> {
+    let query = Query {
+        text: text.into(),
+        start_ms: at * 1000,
+        end_ms: at * 1000,
+        step_ms: None,
+    };
+    match evaluate(source, &query, &limits())
+        .map_err(|e| e.message)?
+        .result
+    {
+        ResultValue::Vector(v) => Ok(v.into_iter().map(|(l, _, x)| (l.to_string(), x)).collect()),
+        other => panic!("{text}: {other:?}"),
+    }
+}
+
+#[test]
+fn graphite_paths_keep_their_name_where_prometheus_drops_it() {
+    let source = named();
+    let at = NOW - 600;
+    let both = vec![
+        (r#"{__name__="servers.web1.cpu"}"#.to_owned(), 1.0),
+        (r#"{__name__="servers.web2.cpu"}"#.to_owned(), 2.0),
+    ];
+    let negated = vec![
+        (r#"{__name__="servers.web1.cpu"}"#.to_owned(), -1.0),
+        (r#"{__name__="servers.web2.cpu"}"#.to_owned(), -2.0),
+    ];
+    let cpus = r#"{__name__=~"servers\\.[^.]+\\.cpu"}"#;
+    for (text, expected) in [
+        // A range function, a function, an operator with a scalar, unary minus: Prometheus
+        // drops the name, and two paths with no other label would be one label set.
+        (format!("max_over_time({cpus}[5m])"), &both),
+        (format!("abs({cpus})"), &both),
+        (format!("{cpus} * 1"), &both),
+        (format!("-{cpus}"), &negated),
+    ] {
+        assert_eq!(vector(&source, &text, at).as_ref(), Ok(expected), "{text}");
+    }
+    // A name PromQL can write is dropped as Prometheus drops it, and an aggregation groups
+    // as Prometheus groups.
+    assert_eq!(
+        vector(&source, r#"max_over_time(disk_used[5m])"#, at),
+        Ok(vec![(r#"{host="b"}"#.to_owned(), 7.0)])
+    );
+    assert_eq!(
+        vector(&source, &format!("sum({cpus})"), at),
+        Ok(vec![("{}".to_owned(), 3.0)])
+    );
+}
+
+#[test]
+fn graphite_globs_select_by_the_pseudo_label() {
+    let source = named();
+    let at = NOW - 600;
+    let names = |text: &str| -> Vec<String> {
+        let found = vector(&source, text, at).unwrap_or_else(|e| panic!("{text}: {e}"));
+        found.into_iter().map(|(labels, _)| labels).collect()
+    };
+    let cpu = |host: &str| format!(r#"{{__name__="servers.{host}.cpu"}}"#);
+    // Render's rules: a `*` stays within a segment, braces give alternatives.
+    assert_eq!(
+        names(r#"{__graphite__="servers.*.cpu"}"#),
+        [cpu("web1"), cpu("web2")]
+    );
+    assert_eq!(
+        names(r#"{__graphite__="servers.{web2,web3}.cpu"}"#),
+        [cpu("web2")]
+    );
+    // Grafana's multi-value variable, `(a|b)`, is Graphite's `{a,b}`.
+    assert_eq!(
+        names(r#"{__graphite__="servers.(web1|web2).cpu"}"#),
+        [cpu("web1"), cpu("web2")]
+    );
+    assert_eq!(
+        names(r#"{__graphite__="servers.web[12].c?u"}"#),
+        [cpu("web1"), cpu("web2")]
+    );
+    assert_eq!(
+        names(r#"{__graphite__="servers.*.*", __graphite__!="*.*.cpu"}"#),
+        [r#"{__name__="servers.web1.mem"}"#]
+    );
+    // With the other matchers, and within a function.
+    assert_eq!(
+        names(r#"max_over_time({__graphite__="*.usage_user", host="a"}[5m])"#),
+        [r#"{__name__="cpu.usage_user", host="a"}"#]
+    );
+    // A regex, or a tag in the glob, is refused with what to write instead.
+    for (text, says) in [
+        (r#"{__graphite__=~"servers.*"}"#, "not a regex"),
+        (
+            r#"{__graphite__="servers.*.cpu;dc=east"}"#,
+            "matchers of their own",
+        ),
+    ] {
+        let error = vector(&source, text, at).unwrap_err();
+        assert!(error.contains(says), "{text}: {error}");
+    }
+}
+
+#[test]
+fn influx_fields_answer_to_measurement_underscore_field() {
+    let source = named();
+    let at = NOW - 600;
+    // The PromQL form of `cpu.usage_user`, bare, with matchers and in functions; a
+    // function drops the name, as Prometheus drops a name it can write.
+    for (text, expected) in [
+        ("cpu_usage_user", r#"{__name__="cpu_usage_user", host="a"}"#),
+        (
+            r#"cpu_usage_user{host="a"}"#,
+            r#"{__name__="cpu_usage_user", host="a"}"#,
+        ),
+        (
+            r#"{__name__="cpu_usage_user"}"#,
+            r#"{__name__="cpu_usage_user", host="a"}"#,
+        ),
+        ("avg_over_time(cpu_usage_user[5m])", r#"{host="a"}"#),
+    ] {
+        assert_eq!(
+            vector(&source, text, at),
+            Ok(vec![(expected.to_owned(), 5.0)]),
+            "{text}"
+        );
+    }
+    // When a series is stored under the name as written, that name means it alone.
+    assert_eq!(
+        vector(&source, "disk_used", at),
+        Ok(vec![(
+            r#"{__name__="disk_used", host="b"}"#.to_owned(),
+            7.0
+        )])
+    );
+    assert_eq!(
+        vector(&source, r#"disk_used{host="a"}"#, at),
+        Ok(vec![(
+            r#"{__name__="disk_used", host="a"}"#.to_owned(),
+            6.0
+        )])
+    );
+    // A name with no such series stays empty.
+    assert_eq!(vector(&source, "cpu_usage_system", at), Ok(vec![]));
 }

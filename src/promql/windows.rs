@@ -285,7 +285,7 @@ pub(crate) fn apply(
             labels: if keep_name {
                 s.labels
             } else {
-                s.labels.without_name()
+                s.labels.name_dropped()
             },
             values,
         })
@@ -330,9 +330,9 @@ fn needs_raw(name: &str, series: &RangeSeries, why: &str) -> QueryError {
     ))
 }
 
-/// The refusal of `rate` or `increase` of a gauge over buckets. StatsD counters land here:
-/// they are stored as gauges of their count per flush interval, so what the user wants is
-/// their sum over the window.
+/// The refusal of `rate` or `increase` of a gauge over buckets. A gauge of counts per
+/// interval (a StatsD counter an earlier build stored) lands here, and what the user wants
+/// is its sum over the window.
 fn gauge_rate(name: &str, series: &RangeSeries, range_ms: i64) -> QueryError {
     let metric = series.labels.get(super::labels::NAME);
     let range = promql_parser::util::duration::display_duration(&std::time::Duration::from_millis(
@@ -347,7 +347,8 @@ fn gauge_rate(name: &str, series: &RangeSeries, range_ms: i64) -> QueryError {
     QueryError::bad_data(format!(
         "{name}({metric}[...]): {metric} is stored as a gauge (its values as they came), and \
          the rollup tiers do not hold a gauge's samples for {name}() to treat as a running \
-         total. If its values are counts per interval (a StatsD counter is stored so), \
+         total. If its values are counts per interval (as earlier builds stored StatsD \
+         counters), \
          sum_over_time({selector}) is its increase and sum_over_time({selector}) / {seconds} \
          its per-second rate; a running total is stored as a counter when written with \
          \"kind\": \"counter\" or matched by a [counters] rule in tiers.toml"

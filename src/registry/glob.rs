@@ -1,5 +1,6 @@
 //! Shell-style globs over series names: `*` any run, `?` one character, `[abc]`, `[a-z]`,
-//! `[!a-c]` one of (or none of) a set. Used to list series by name.
+//! `[!a-c]` one of (or none of) a set. Used to list series by name. [`Glob`] adds Graphite's
+//! braces (`{a,b}`), and [`segments_match`] its paths, whose globs match dot by dot.
 
 /// True when `text` matches `pattern`.
 pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
@@ -77,6 +78,114 @@ fn class_match(pattern: &[u8], c: u8) -> Option<(bool, usize)> {
         }
     }
     Some((found != negate, close + 1))
+}
+
+/// Most brace alternatives one glob may expand to; bounds the work of a pattern such as
+/// `{a,b}{a,b}{a,b}...`, which doubles with each group.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+const MAX_ALTERNATIVES: usize = 1024;
+
+/// Most `{` one glob may hold. Expansion recurses once per group and per nesting level, so
+/// this bounds its depth and time: `{a}{a}{a}...` never grows past one alternative, and ten
+/// thousand of them would otherwise overflow the thread's stack.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+const MAX_BRACES: usize = 32;
+
+/// One glob over a whole segment or tag value, held as its brace-free alternatives
+/// (`{a,b*}c` is `ac` or `b*c`), each matched by [`glob_match`]. That glob
+/// works on bytes, so `?` and classes match one byte: exact for the ASCII names Graphite
+/// clients send.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+#[derive(Clone, Debug)]
+pub(crate) struct Glob {
+    alternatives: Vec<String>,
+    /// No wildcard at all: the one alternative is compared as text.
+    literal: bool,
+}
+
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+impl Glob {
+    /// Refused, with the reason, when it holds more than [`MAX_BRACES`] `{` or its braces
+    /// expand to more than [`MAX_ALTERNATIVES`].
+    pub(crate) fn parse(text: &str) -> std::result::Result<Glob, String> {
+        let braces = text.matches('{').count();
+        if braces > MAX_BRACES {
+            return Err(format!(
+                "{braces} `{{` in one segment or tag value; at most {MAX_BRACES}"
+            ));
+        }
+        let alternatives = expand(text)
+            .ok_or_else(|| format!("braces expand to more than {MAX_ALTERNATIVES} alternatives"))?;
+        Ok(Glob {
+            alternatives,
+            literal: !text.contains(['*', '?', '[', '{']),
+        })
+    }
+
+    pub(crate) fn matches(&self, text: &str) -> bool {
+        match self.literal {
+            true => self.alternatives[0] == text,
+            false => self.alternatives.iter().any(|a| glob_match(a, text)),
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.literal && self.alternatives[0].is_empty()
+    }
+}
+
+/// The brace-free alternatives of `text`, outermost braces first, nested ones recursively.
+/// A `{` without its `}` is a literal character.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+fn expand(text: &str) -> Option<Vec<String>> {
+    let Some(open) = text.find('{') else {
+        return Some(vec![text.to_owned()]);
+    };
+    let (mut depth, mut close, mut commas) = (0, None, vec![]);
+    for (i, c) in text[open..].char_indices().skip(1) {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                close = Some(open + i);
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => commas.push(open + i),
+            _ => {}
+        }
+    }
+    let Some(close) = close else {
+        return Some(vec![text.to_owned()]);
+    };
+    let bounds = std::iter::once(open)
+        .chain(commas)
+        .chain([close])
+        .collect::<Vec<_>>();
+    let suffixes = expand(&text[close + 1..])?;
+    let mut out = Vec::new();
+    for pair in bounds.windows(2) {
+        for choice in expand(&text[pair[0] + 1..pair[1]])? {
+            for suffix in &suffixes {
+                if out.len() == MAX_ALTERNATIVES {
+                    return None;
+                }
+                out.push(format!("{}{choice}{suffix}", &text[..open]));
+            }
+        }
+    }
+    Some(out)
+}
+
+/// True when the Graphite path `name` has one segment (split at `.`) per glob of `segments`
+/// and each matches its glob: a `*` never crosses a dot. Render's targets and PromQL's
+/// `{__graphite__="..."}` select by this one rule.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) fn segments_match(segments: &[Glob], name: &str) -> bool {
+    let mut parts = name.split('.');
+    segments
+        .iter()
+        .all(|glob| parts.next().is_some_and(|s| glob.matches(s)))
+        && parts.next().is_none()
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use crate::error::Error;
 use crate::error::Result;
-use crate::registry::glob::glob_match;
+use crate::registry::glob::{segments_match, Glob};
 use crate::registry::KeyView;
 use crate::registry::SeriesKey;
 
@@ -261,13 +261,7 @@ impl PathPattern {
                 tag => q.op.holds(key.tag(tag).as_deref().unwrap_or("")),
             });
         }
-        let name = key.name();
-        let mut segments = name.split('.');
-        self.segments
-            .iter()
-            .all(|glob| segments.next().is_some_and(|s| glob.matches(s)))
-            && segments.next().is_none()
-            && self.matches_tags(key)
+        segments_match(&self.segments, &key.name()) && self.matches_tags(key)
     }
 
     /// The pattern with name segment `index` replaced by the literal `value`: the series it
@@ -320,95 +314,4 @@ impl PathPattern {
             hit != f.negate
         })
     }
-}
-
-/// Most brace alternatives one glob may expand to; bounds the work of a pattern such as
-/// `{a,b}{a,b}{a,b}...`, which doubles with each group.
-const MAX_ALTERNATIVES: usize = 1024;
-
-/// Most `{` one glob may hold. Expansion recurses once per group and per nesting level, so
-/// this bounds its depth and time: `{a}{a}{a}...` never grows past one alternative, and ten
-/// thousand of them would otherwise overflow the thread's stack.
-const MAX_BRACES: usize = 32;
-
-/// One glob over a whole segment or tag value, held as its brace-free alternatives
-/// (`{a,b*}c` is `ac` or `b*c`), each matched by the registry's [`glob_match`]. That glob
-/// works on bytes, so `?` and classes match one byte: exact for the ASCII names Graphite
-/// clients send.
-#[derive(Clone, Debug)]
-struct Glob {
-    alternatives: Vec<String>,
-    /// No wildcard at all: the one alternative is compared as text.
-    literal: bool,
-}
-
-impl Glob {
-    /// Refused, with the reason, when it holds more than [`MAX_BRACES`] `{` or its braces
-    /// expand to more than [`MAX_ALTERNATIVES`].
-    fn parse(text: &str) -> std::result::Result<Glob, String> {
-        let braces = text.matches('{').count();
-        if braces > MAX_BRACES {
-            return Err(format!(
-                "{braces} `{{` in one segment or tag value; at most {MAX_BRACES}"
-            ));
-        }
-        let alternatives = expand(text)
-            .ok_or_else(|| format!("braces expand to more than {MAX_ALTERNATIVES} alternatives"))?;
-        Ok(Glob {
-            alternatives,
-            literal: !text.contains(['*', '?', '[', '{']),
-        })
-    }
-
-    fn matches(&self, text: &str) -> bool {
-        match self.literal {
-            true => self.alternatives[0] == text,
-            false => self.alternatives.iter().any(|a| glob_match(a, text)),
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.literal && self.alternatives[0].is_empty()
-    }
-}
-
-/// The brace-free alternatives of `text`, outermost braces first, nested ones recursively.
-/// A `{` without its `}` is a literal character.
-fn expand(text: &str) -> Option<Vec<String>> {
-    let Some(open) = text.find('{') else {
-        return Some(vec![text.to_owned()]);
-    };
-    let (mut depth, mut close, mut commas) = (0, None, vec![]);
-    for (i, c) in text[open..].char_indices().skip(1) {
-        match c {
-            '{' => depth += 1,
-            '}' if depth == 0 => {
-                close = Some(open + i);
-                break;
-            }
-            '}' => depth -= 1,
-            ',' if depth == 0 => commas.push(open + i),
-            _ => {}
-        }
-    }
-    let Some(close) = close else {
-        return Some(vec![text.to_owned()]);
-    };
-    let bounds = std::iter::once(open)
-        .chain(commas)
-        .chain([close])
-        .collect::<Vec<_>>();
-    let suffixes = expand(&text[close + 1..])?;
-    let mut out = Vec::new();
-    for pair in bounds.windows(2) {
-        for choice in expand(&text[pair[0] + 1..pair[1]])? {
-            for suffix in &suffixes {
-                if out.len() == MAX_ALTERNATIVES {
-                    return None;
-                }
-                out.push(format!("{}{choice}{suffix}", &text[..open]));
-            }
-        }
-    }
-    Some(out)
 }

@@ -171,7 +171,7 @@ impl Series {
     pub(crate) fn fit(self, max_points: u32, time_range: i64) -> Result<Series> {
         let len = self.values.len();
         if max_points == 1 {
-            return if self.counter {
+            return if self.counter && len > 1 {
                 self.check_consolidation(len)?;
                 Ok(self.averaged(len))
             } else {

@@ -18,9 +18,10 @@
 //! - Timers and histograms: every value is a sample at the second it arrived, so the
 //!   buckets' count, total, min and max are the timer's.
 //!
-//! Every series is declared a gauge when written: its samples are stored as they come (a
-//! `[counters]` rule matching a StatsD name would otherwise store differences of
-//! increments).
+//! Each series' kind is declared when written, whatever `[counters]` rules say: a counter's
+//! is [`SeriesKind::DeltaCounter`], so its counts (increases already) are stored as they
+//! come and it reads as a counter (`rate()`, `increase()` and `per_sec` exact); every other
+//! series is a gauge. A series an earlier build fixed as a gauge stays one.
 //!
 //! Bounds: at most [`MAX_SERIES`] counters, gauges and sets held at once (a line of a new
 //! one past it is refused as `statsd_series_limit`), and [`MAX_SET_MEMBERS`] members of all
@@ -195,8 +196,8 @@ async fn write_interval(aggregator: &mut Aggregator, sink: &mut dyn Sink) {
     let Some((start, samples)) = aggregator.take() else {
         return;
     };
-    for (series, value) in samples {
-        if sink.push_declared(&series, Some(SeriesKind::Gauge), start, value, 0) {
+    for (series, kind, value) in samples {
+        if sink.push_declared(&series, Some(kind), start, value, 0) {
             flush(sink).await;
         }
     }
@@ -217,8 +218,8 @@ struct Gauge {
     seen: Timestamp,
 }
 
-/// An ended interval: its start and its samples (series, value).
-type Interval = (Timestamp, Vec<(Box<str>, f64)>);
+/// An ended interval: its start and its samples (series, the kind it declares, value).
+type Interval = (Timestamp, Vec<(Box<str>, SeriesKind, f64)>);
 
 /// Set members are hashed with std's SipHash under fixed keys, so an interval's count does
 /// not depend on the process.
@@ -341,16 +342,17 @@ impl Aggregator {
     /// for [`GAUGE_MEMORY`] are forgotten.
     fn take(&mut self) -> Option<Interval> {
         let start = self.start.take()?;
-        let mut samples: Vec<(Box<str>, f64)> = self.counters.drain().collect();
+        let mut samples: Vec<(Box<str>, SeriesKind, f64)> = (self.counters.drain())
+            .map(|(series, sum)| (series, SeriesKind::DeltaCounter, sum))
+            .collect();
         samples.extend(
-            self.sets
-                .drain()
-                .map(|(series, members)| (series, members.len() as f64)),
+            (self.sets.drain())
+                .map(|(series, members)| (series, SeriesKind::Gauge, members.len() as f64)),
         );
         self.members = 0;
         for (series, gauge) in &mut self.gauges {
             if std::mem::take(&mut gauge.touched) {
-                samples.push((series.clone(), gauge.value));
+                samples.push((series.clone(), SeriesKind::Gauge, gauge.value));
             }
         }
         self.gauges

@@ -44,6 +44,9 @@ pub(crate) const DECLARED_COUNTER: u64 = 1;
 /// Flag bits of a record.
 pub(crate) const DECLARED_GAUGE: u64 = 2;
 const HAS_LAST: u64 = 4;
+/// Flag bits of a record, beside [`DECLARED_COUNTER`]: the counter's writes are increases
+/// already ([`crate::counter::SeriesKind::DeltaCounter`]).
+pub(crate) const DECLARED_DELTA: u64 = 8;
 
 /// The mapped state file.
 pub(crate) struct CounterStateFile {

@@ -1059,6 +1059,19 @@ fn remote_write_and_statsd_land_through_a_cluster_node() {
     assert_eq!(eventually("the gauge", || total("cl_temp", minute)), 21.5);
     let views = eventually("the statsd counter", || total("cl.views", minute));
     assert_eq!(views, 5.0);
+    // A counter on the partition's owner too: PromQL's increase() reads its counts.
+    let increase = eventually("the statsd counter's increase", || {
+        let path = format!(
+            "/prometheus/api/v1/query?query={}&time={}&consistency=strong",
+            percent_encode("sum(increase(cl_views[5m]))"),
+            minute + 240
+        );
+        let body = get_json(node.http(), &path)?;
+        (body["data"]["result"][0]["value"][1].as_str())
+            .map(str::to_owned)
+            .ok_or(format!("no value: {body}"))
+    });
+    assert_eq!(increase, "5");
 }
 
 /// A raw tier in a cluster: points written through one node are read back exactly, with

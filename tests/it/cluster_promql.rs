@@ -35,17 +35,23 @@ fn limit_flags(tiers: &Path) -> Vec<String> {
     .to_vec()
 }
 
-/// Eight `cpu_load` gauges over two `dc`s, four `mem_used` and four `disk_free` gauges, one
-/// sample every 20 s (never on a minute boundary) for 90 minutes from `t0`.
+/// Eight `cpu_load` gauges over two `dc`s, four `mem_used` and four `disk_free` gauges, and
+/// three names PromQL cannot write (two Graphite paths, an Influx field `net.bytes_recv`),
+/// one sample every 20 s (never on a minute boundary) for 90 minutes from `t0`.
 fn workload(t0: i64) -> Vec<(String, Vec<(i64, f64)>)> {
     let mut series = Vec::new();
-    for i in 0..16_i64 {
-        let (name, dc) = match i {
-            0..8 => ("cpu_load", if i % 2 == 0 { "east" } else { "west" }),
-            8..12 => ("mem_used", "east"),
-            _ => ("disk_free", "west"),
+    for i in 0..19_i64 {
+        let key = match i {
+            0..8 => format!(
+                "cpu_load{{dc={},host=h{i:02}}}",
+                if i % 2 == 0 { "east" } else { "west" }
+            ),
+            8..12 => format!("mem_used{{dc=east,host=h{i:02}}}"),
+            12..16 => format!("disk_free{{dc=west,host=h{i:02}}}"),
+            16 => "servers.web1.cpu".to_owned(),
+            17 => "servers.web2.cpu".to_owned(),
+            _ => "net.bytes_recv{host=h18}".to_owned(),
         };
-        let key = format!("{name}{{dc={dc},host=h{i:02}}}");
         let samples = (0..270)
             .map(|j| {
                 (
@@ -132,6 +138,8 @@ fn promql_through_either_cluster_node_answers_as_one_engine() {
         "cpu_load",
         "avg(cpu_load) by (dc) / on(dc) group_left sum(mem_used) by (dc)",
         "absent(nothing_here)",
+        "max_over_time({__graphite__=\"servers.*.cpu\"}[5m])",
+        "-net_bytes_recv",
     ]
     .iter()
     .map(|q| range_path(q, start, end, 60))

@@ -1,6 +1,7 @@
 //! Counters: stored as increases, so every tier's total is the increase within the bucket
 //! and per_sec the rate; resets count from zero; the last raw value survives a restart;
-//! out-of-order counter samples are refused; kinds come from rules or from writes.
+//! out-of-order counter samples are refused; kinds come from rules or from writes; a delta
+//! counter (StatsD's) stores its increases as they come and reads as a counter.
 
 use std::sync::Arc;
 
@@ -221,6 +222,83 @@ fn out_of_order_counter_samples_are_refused_with_their_reason() {
         Display::Total,
     );
     assert_eq!(total.iter().filter_map(|p| p.1).sum::<f64>(), 8.0);
+}
+
+/// A delta counter's samples are increases already (StatsD's counts per flush interval):
+/// stored as they come, in any order (two processes around a restart may write one
+/// interval twice), so its rate is exact from its first sample; it reads as a counter,
+/// across a restart too. A series already fixed as a gauge stays one; a counter of running
+/// totals is another kind.
+#[test]
+fn a_delta_counter_stores_its_increases_as_they_come() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let config = counters_config(&["page.*"], &[]);
+    let t = NOW - NOW % HOUR - HOUR;
+    let engine = open(dir.path(), &clock, config.clone());
+    let views = engine.series("page.views").unwrap();
+    engine
+        .declare_kind(views, SeriesKind::DeltaCounter)
+        .unwrap();
+    assert_eq!(engine.series_kind(views), SeriesKind::Counter);
+    let report = engine
+        .record_batch(&[
+            Sample::new(views, t, 50.0),
+            Sample::new(views, t + 10, 5.0),
+            Sample::new(views, t + 70, 3.0),
+            Sample::new(views, t + 10, 2.0),
+        ])
+        .unwrap();
+    assert_eq!(report.accepted, 4);
+    engine.close().unwrap();
+    let engine = open(dir.path(), &clock, config);
+    assert_eq!(engine.series_kind(views), SeriesKind::Counter);
+    engine
+        .declare_kind(views, SeriesKind::DeltaCounter)
+        .unwrap();
+    engine.record("page.views", t + 70, 1.0).unwrap();
+    engine.sync().unwrap();
+    assert_eq!(
+        points(&engine, "page.views", "1m", t, t + 120, Display::Total),
+        vec![(t, Some(57.0)), (t + 60, Some(4.0))]
+    );
+    assert_eq!(
+        points(&engine, "page.views", "1m", t, t + 120, Display::PerSec),
+        vec![(t, Some(57.0 / 60.0)), (t + 60, Some(4.0 / 60.0))]
+    );
+    for (series, fixed, outcome) in [
+        ("old.statsd.count", SeriesKind::Gauge, Ok(SeriesKind::Gauge)),
+        ("bytes.sent", SeriesKind::Counter, Err(())),
+    ] {
+        let id = engine.series(series).unwrap();
+        engine.declare_kind(id, fixed).unwrap();
+        let declared = engine.declare_kind(id, SeriesKind::DeltaCounter);
+        match outcome {
+            Ok(kind) => {
+                declared.unwrap();
+                assert_eq!(engine.series_kind(id), kind, "{series}");
+            }
+            Err(()) => assert!(
+                matches!(
+                    declared,
+                    Err(tierdb::Error::Rejected(RejectReason::KindMismatch))
+                ),
+                "{series}: {declared:?}"
+            ),
+        }
+    }
+    // And the other way: a delta counter declared a counter of running totals, or a gauge.
+    for other in [SeriesKind::Counter, SeriesKind::Gauge] {
+        assert!(
+            matches!(
+                engine.declare_kind(views, other),
+                Err(tierdb::Error::Rejected(RejectReason::KindMismatch))
+            ),
+            "{other:?}"
+        );
+    }
+    // page.views and bytes.sent.
+    assert_eq!(engine.stats().counters, 2);
 }
 
 #[test]

@@ -242,6 +242,84 @@ fn graphite_names_and_tags_are_labels() {
     }
 }
 
+/// Series PromQL cannot name bare, as the protocols write them: Influx fields (`cpu`'s
+/// `usage_user`, stored `cpu.usage_user`) answer to `cpu_usage_user`, Graphite paths are
+/// selected by glob with `__graphite__` and keep their paths through functions, and a dotted
+/// name in the query text is refused with the selectors that take it.
+#[test]
+fn influx_fields_and_graphite_paths_by_promql_names() {
+    let server = server_with_data(Limits::default());
+    let at = NOW - 30;
+    let lines = format!(
+        "cpu,host=a usage_user=12.5,usage_system=3 {t}\ncpu,host=b usage_user=7 {t}\n",
+        t = NOW - 90
+    );
+    let (status, text) = server.request("POST", "/write?precision=s", &[], lines.as_bytes());
+    assert_eq!(status, 204, "{text}");
+    server
+        .engine
+        .record("servers.web2.cpu;dc=west", NOW - 90, 40.0)
+        .unwrap();
+    server
+        .engine
+        .record("servers.web1.mem", NOW - 90, 3.0)
+        .unwrap();
+    server.engine.sync().unwrap();
+    server.wait_for_series("cpu.usage_user{host=b}");
+    let query = |q: &str| {
+        let path = format!(
+            "/prometheus/api/v1/query?query={}&time={at}",
+            percent_encode(q)
+        );
+        let (status, answer) = grafana(&server, "GET", &path, "");
+        assert_eq!(status, 200, "{q}: {answer}");
+        answer["data"]["result"].clone()
+    };
+    assert_eq!(
+        query(r#"sort(cpu_usage_user)"#),
+        serde_json::json!([
+            {"metric": {"__name__": "cpu_usage_user", "host": "b"}, "value": [at, "7"]},
+            {"metric": {"__name__": "cpu_usage_user", "host": "a"}, "value": [at, "12.5"]},
+        ])
+    );
+    assert_eq!(
+        query(r#"max_over_time(cpu_usage_user{host="a"}[5m])"#),
+        serde_json::json!([{"metric": {"host": "a"}, "value": [at, "12.5"]}])
+    );
+    assert_eq!(
+        query(r#"max_over_time({__graphite__="servers.*.cpu"}[5m])"#),
+        serde_json::json!([
+            {"metric": {"__name__": "servers.web1.cpu", "dc": "east"}, "value": [at, "42"]},
+            {"metric": {"__name__": "servers.web2.cpu", "dc": "west"}, "value": [at, "40"]},
+        ])
+    );
+    // The listings take the same selectors.
+    let (status, listed) = grafana(
+        &server,
+        "GET",
+        &format!(
+            "/prometheus/api/v1/series?match[]={}",
+            percent_encode(r#"{__graphite__="servers.web1.*"}"#)
+        ),
+        "",
+    );
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(
+        listed["data"],
+        serde_json::json!([
+            {"__name__": "servers.web1.cpu", "dc": "east"},
+            {"__name__": "servers.web1.mem"},
+        ])
+    );
+    let (status, kind, message) = error(&server, &query_path("rate(cpu.usage_user[5m])"));
+    assert_eq!((status, kind.as_str()), (400, "bad_data"), "{message}");
+    assert!(
+        message.contains(r#"{__graphite__="cpu.usage_user"}"#)
+            && message.contains(r#"rate({__name__="cpu.usage_user"}[5m])"#),
+        "{message}"
+    );
+}
+
 /// The error envelope of `GET path`: status, `errorType` and the message.
 fn error(server: &TestServer, path: &str) -> (u16, String, String) {
     let (status, text) = server.get(path);

@@ -683,8 +683,9 @@ fn values_are_written_as_prometheus_writes_them() {
 /// answers of Prometheus 2.42 exactly, which checks a function without a range argument,
 /// an aggregation and a binary operator per evaluation step (series sharing labels at
 /// different steps are one series), and a range function's result and a unary minus over
-/// the whole range. Then the hints for a Graphite-style dotted name, which Prometheus answers
-/// with a parse error and an empty result.
+/// the whole range. Then a Graphite-style dotted name: the hint for it in query text, which
+/// Prometheus answers with a parse error, and tierdb's rules for such names (kept by
+/// functions, reached as `measurement_field`) over Prometheus' values.
 #[test]
 fn same_labelsets_topk_and_dotted_names_as_prometheus() {
     let Some(both) = Both::start() else {
@@ -843,29 +844,46 @@ fn same_labelsets_topk_and_dotted_names_as_prometheus() {
         assert_eq!(ours["data"], theirs["data"], "{query}");
     }
 
-    // Item 13: a dotted name is a parse error in both; ours names the matcher that works,
-    // and that matcher answers as Prometheus does.
+    // Item 13: a dotted name is a parse error in both; ours names the matchers that work.
     let path = instant_path("rate(cpu.usage_user[5m])");
     let (s1, kind1, text1, ours) = error(tierdb, &format!("/prometheus{path}"));
     let (s2, kind2, _, theirs) = error(prom, &path);
     assert_eq!((s1, &kind1), (s2, &kind2), "ours {ours}, theirs {theirs}");
     assert!(
-        text1.contains(r#"as in rate({__name__="cpu.usage_user"}[5m])"#),
+        text1.contains(r#"as in rate({__name__="cpu.usage_user"}[5m])"#)
+            && text1.contains(r#"{__graphite__="cpu.usage_user"}"#),
         "{ours}"
     );
+    // Item 12, tierdb's documented rule (docs/promql.md, "Graphite paths and Influx
+    // fields"): a name PromQL cannot write stays where Prometheus drops it; the values are
+    // Prometheus'.
     let query = r#"max_over_time({__name__="cpu.usage_user"}[5m])"#;
-    let ours = range(tierdb, "/prometheus", query, start, end, 60);
+    let ours: BTreeMap<String, _> = range(tierdb, "/prometheus", query, start, end, 60)
+        .into_iter()
+        .map(|(labels, points)| {
+            let kept = r#"{"__name__":"cpu.usage_user","#;
+            assert!(labels.starts_with(kept), "{query}: {labels}");
+            (labels.replacen(kept, "{", 1), points)
+        })
+        .collect();
     let theirs = range(prom, "", query, start, end, 60);
     assert_same(query, &ours, &theirs);
-    // The name PromQL users try finds nothing in both; ours says what it would find.
+    // And the name PromQL users try, `measurement_field`, finds the field (Prometheus has
+    // no such rule and answers nothing), with the value Prometheus gives the field.
     let path = instant_path(r#"cpu_usage_user{host="h"}"#);
     let (_, ours) = get(tierdb, &format!("/prometheus{path}"));
-    let (_, theirs) = get(prom, &path);
-    assert_eq!(ours["data"], theirs["data"]);
-    assert!(
-        ours["warnings"]
-            .to_string()
-            .contains(r#"{__name__=\"cpu.usage_user\"}"#),
+    let (_, theirs) = get(
+        prom,
+        &instant_path(r#"{__name__="cpu.usage_user", host="h"}"#),
+    );
+    let field = &theirs["data"]["result"][0];
+    assert!(field["value"].is_array(), "{theirs}");
+    assert_eq!(
+        ours["data"]["result"],
+        serde_json::json!([{
+            "metric": {"__name__": "cpu_usage_user", "host": "h"},
+            "value": field["value"],
+        }]),
         "{ours}"
     );
 

@@ -229,15 +229,21 @@ fn read_groups(
         if tag & KIND_MASK == KIND_SEVERAL {
             let offset = r.offset();
             let n = r.varint_at_most((counts.series - series.len()) as u64, "a key's entries")?;
-            if n < 2 {
+            let mut first = 0;
+            for i in 0..n {
+                let offset = r.offset();
+                let code = r.u8("an entry's kind")?;
+                kinds.push(kind_of_code(code, offset)?);
+                if i == 0 {
+                    first = code;
+                }
+            }
+            // One entry is listed only when the tag's two bits cannot hold its kind.
+            if n == 0 || n == 1 && first < KIND_SEVERAL {
                 return Err(WireError::Malformed {
                     what: "a key marked as having several entries lists fewer than two",
                     offset,
                 });
-            }
-            for _ in 0..n {
-                let offset = r.offset();
-                kinds.push(kind_of_code(r.u8("an entry's kind")?, offset)?);
             }
         } else {
             kinds.push(kind_of_code(tag & KIND_MASK, offset)?);

@@ -128,10 +128,10 @@ pub fn encode(batch: &SampleBatch, out: &mut Vec<u8>) -> Result<(), WireError> {
             values.push(s.value);
             entries.push(entry_of[s.series as usize]);
         }
-        let kind = if members.len() == 1 {
-            kind_code(series[members[0] as usize].kind)
-        } else {
-            KIND_SEVERAL
+        // A lone entry whose kind the tag's two bits cannot hold is listed as several are.
+        let kind = match members {
+            [one] => kind_code(series[*one as usize].kind).min(KIND_SEVERAL),
+            _ => KIND_SEVERAL,
         };
         let plans = (!samples.is_empty()).then(|| {
             (
@@ -149,7 +149,7 @@ pub fn encode(batch: &SampleBatch, out: &mut Vec<u8>) -> Result<(), WireError> {
         let Some((ts_plan, value_plan)) = plans else {
             continue;
         };
-        if kind == KIND_SEVERAL {
+        if members.len() > 1 {
             put_runs(out, &entries);
         }
         ts_plan.write(out, &ts, prev_start);

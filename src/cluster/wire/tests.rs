@@ -94,6 +94,34 @@ fn a_batch_comes_back_grouped_by_key_with_every_bit() {
     assert_eq!(bits(&round_trip(&b)), bits(&regrouped(&b)));
 }
 
+/// A delta counter's kind does not fit the tag's two bits: alone, its key lists its one
+/// entry; beside another kind, as any two.
+#[test]
+fn a_delta_counter_comes_back_alone_or_beside_another_kind() {
+    let mut b = SampleBatch::default();
+    let mut index = KeyIndex::default();
+    for i in 0..3 {
+        let t = 1_700_000_000 + i * 10;
+        b.push(
+            &mut index,
+            "page.views",
+            Some(SeriesKind::DeltaCounter),
+            t,
+            2.0,
+        );
+        b.push(&mut index, "temp", Some(SeriesKind::Gauge), t, 20.5);
+        b.push(
+            &mut index,
+            "temp",
+            Some(SeriesKind::DeltaCounter),
+            t + 1,
+            1.0,
+        );
+    }
+    let bytes = encode_to_vec(&b).unwrap();
+    assert_eq!(bits(&decode(&bytes).unwrap()), bits(&regrouped(&b)));
+}
+
 #[test]
 fn awkward_values_and_timestamps_come_back_bit_for_bit() {
     let awkward = [
@@ -644,10 +672,11 @@ fn a_damaged_body_behind_a_valid_checksum_is_an_error() {
         (vec![0, 1, 0xff, 0, 0], "KeyNotUtf8"),
         // Reserved tag bit.
         (vec![0, 1, b'k', 0x80, 0], "OutOfRange"),
-        // Kind 3 with one entry.
+        // Kind 3 with one entry the tag could hold, or none.
         (vec![0, 1, b'k', 3, 1, 0, 0], "Malformed"),
+        (vec![0, 1, b'k', 3, 0, 0], "Malformed"),
         // Unknown kind byte of an entry.
-        (vec![0, 1, b'k', 3, 2, 0, 7, 0], "OutOfRange"),
+        (vec![0, 1, b'k', 3, 2, 0, 4, 0], "OutOfRange"),
         // Value mode 3.
         (vec![0, 1, b'k', 3 << 5, 1, 0, 0], "OutOfRange"),
         // Decimal places past 18.
@@ -757,13 +786,18 @@ fn timestamp() -> impl Strategy<Value = i64> {
 }
 
 fn batch() -> impl Strategy<Value = SampleBatch> {
-    let series = prop::collection::vec(("[ab]{0,3}", 0u8..3), 0..8);
+    let series = prop::collection::vec(("[ab]{0,3}", 0u8..4), 0..8);
     series.prop_flat_map(|series| {
         let series: Vec<BatchSeries> = series
             .into_iter()
             .map(|(key, kind)| BatchSeries {
                 key,
-                kind: [None, Some(SeriesKind::Gauge), Some(SeriesKind::Counter)][kind as usize],
+                kind: [
+                    None,
+                    Some(SeriesKind::Gauge),
+                    Some(SeriesKind::Counter),
+                    Some(SeriesKind::DeltaCounter),
+                ][kind as usize],
             })
             .collect();
         let n = series.len() as u32;

@@ -23,7 +23,7 @@ fn take(aggregator: &mut Aggregator) -> (i64, Vec<(String, f64)>) {
     let (start, samples) = aggregator.take().expect("an interval");
     let mut samples: Vec<(String, f64)> = samples
         .into_iter()
-        .map(|(series, value)| (series.into(), value))
+        .map(|(series, _, value)| (series.into(), value))
         .collect();
     samples.sort_by(|a, b| a.0.cmp(&b.0));
     (start, samples)
