@@ -503,11 +503,13 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// Hands the queued batch to the writer, taking an empty one back.
+    /// Registers the queued batch's new series and hands the batch to the writer, taking an
+    /// empty one back.
     fn send(&mut self) -> Result<()> {
         if self.queue.len() == 0 {
             return Ok(());
         }
+        self.queue.register_queued(self.engine, &mut self.report);
         let empty = (self.empty.recv()).unwrap_or_else(|_| LocalBatch::with_room(BATCH));
         let batch = self.queue.swap(self.engine, empty);
         self.full

@@ -11,14 +11,15 @@
 //!   (within the series limit), declares the kinds, and writes the batch, every refusal
 //!   counted by reason with the line it came from.
 //!
-//! Registering off the parser keeps the parser from waiting on the registry's write lock or
-//! on a new chunk's files.
+//! A server registers off its async threads, in [`write`]. An import, whose parser has a
+//! thread of its own, registers a batch's new names as it hands the batch over
+//! ([`LocalQueue::register_queued`]), so the names are known to the next batch.
 
 use std::collections::HashMap;
 
 use super::batch::LineBatch;
 use super::name_cache::NameCache;
-use super::report::{IngestReport, Tally};
+use super::report::{IngestReport, NoTotals, Tally};
 use crate::counter::SeriesKind;
 use crate::engine::{Engine, SinkBounds};
 use crate::error::{Error, RejectReason, Result};
@@ -47,7 +48,10 @@ pub(crate) struct LocalBatch {
     unresolved: Vec<(usize, u32)>,
     /// (position in `samples`, kind) of each sample whose write declares its series' kind.
     declared: Vec<(usize, SeriesKind)>,
-    /// The names [`write`] registered, for the queue's cache.
+    /// Per sample, true when refused after it was queued (its name, its kind); empty while
+    /// none may have been.
+    refused: Vec<bool>,
+    /// The names [`LocalBatch::register_new`] registered, for the queue's cache.
     registered: Vec<(Box<str>, SeriesId)>,
 }
 
@@ -77,8 +81,50 @@ impl LocalBatch {
         self.unresolved.shrink_to(KEPT_ROOM);
         self.declared.clear();
         self.declared.shrink_to(KEPT_ROOM);
+        self.refused.clear();
         self.registered.clear();
         self.registered.shrink_to(KEPT_ROOM);
+    }
+
+    /// Registers the batch's new names (in order of first appearance, within `limit`) and
+    /// gives their samples the ids; a sample whose name is refused (`series_limit`,
+    /// `invalid_series`) is marked, and counted in `report` and `tally` with its line. A
+    /// batch without new names is left as it is.
+    fn register_new(
+        &mut self,
+        engine: &Engine,
+        report: &mut IngestReport,
+        tally: &dyn Tally,
+        limit: Option<SeriesLimit<'_>>,
+    ) {
+        if self.new_names.is_empty() {
+            return;
+        }
+        let mut names: Vec<(u32, Box<str>)> = (self.new_names.drain())
+            .map(|(name, index)| (index, name))
+            .collect();
+        names.sort_unstable_by_key(|(index, _)| *index);
+        let ids: Vec<_> = (names.iter())
+            .map(|(_, name)| register(engine, name, limit))
+            .collect();
+        if self.refused.is_empty() {
+            self.refused.resize(self.queued.len(), false);
+        }
+        for &(position, index) in &self.unresolved {
+            match &ids[index as usize] {
+                Ok(id) => self.queued.samples[position].series = *id,
+                Err((reason, message)) => {
+                    self.refused[position] = true;
+                    let line = self.queued.lines[position];
+                    report.refuse(tally, line, reason, || message.clone());
+                }
+            }
+        }
+        self.unresolved.clear();
+        self.new_name_bytes = 0;
+        let registered =
+            (names.into_iter().zip(ids)).filter_map(|((_, name), id)| Some((name, id.ok()?)));
+        self.registered.extend(registered);
     }
 }
 
@@ -163,6 +209,18 @@ impl LocalQueue {
         self.batch.len()
     }
 
+    /// Registers the queued batch's new names now, on the caller's thread, and learns their
+    /// ids, for a caller that may wait on the registry and its files (an import's parser):
+    /// the names then meet the cache in the next batch rather than being queued as new
+    /// again while the writer registers them. Refusals are counted in `report` with their
+    /// lines.
+    pub(crate) fn register_queued(&mut self, engine: &Engine, report: &mut IngestReport) {
+        (self.batch).register_new(engine, report, &NoTotals, None);
+        for (name, id) in self.batch.registered.drain(..) {
+            self.cache.insert(&name, id);
+        }
+    }
+
     /// The batch queued, handed over for [`write`] in place of `empty` (a batch written
     /// before, whose registered names the cache learns now, unless a series of `engine` was
     /// deleted since). The bounds are taken afresh at the next sample.
@@ -191,7 +249,7 @@ pub(crate) struct SeriesLimit<'a> {
     pub(crate) gate: &'a std::sync::Mutex<()>,
 }
 
-/// Registers `batch`'s new names (in order of first appearance, within `limit`), declares
+/// Registers `batch`'s new names ([`LocalBatch::register_new`], if not done yet), declares
 /// the kinds its samples name (in line order), drops the samples refused on the way, and
 /// writes the rest into `engine`. Every refusal is counted in `report` (and in `tally`,
 /// the server's totals) with its line. The names registered stay in the batch for the
@@ -206,32 +264,13 @@ pub(crate) fn write(
     tally: &dyn Tally,
     limit: Option<SeriesLimit<'_>>,
 ) -> Result<()> {
-    let mut names: Vec<(u32, Box<str>)> = batch
-        .new_names
-        .drain()
-        .map(|(name, index)| (index, name))
-        .collect();
-    names.sort_unstable_by_key(|(index, _)| *index);
-    let ids: Vec<_> = (names.iter())
-        .map(|(_, name)| register(engine, name, limit))
-        .collect();
-    let mut refused = Vec::new();
-    if !batch.unresolved.is_empty() || !batch.declared.is_empty() {
-        refused.resize(batch.queued.len(), false);
-    }
-    for &(position, index) in &batch.unresolved {
-        match &ids[index as usize] {
-            Ok(id) => batch.queued.samples[position].series = *id,
-            Err((reason, message)) => {
-                refused[position] = true;
-                let line = batch.queued.lines[position];
-                report.refuse(tally, line, reason, || message.clone());
-            }
-        }
+    batch.register_new(engine, report, tally, limit);
+    if !batch.declared.is_empty() && batch.refused.is_empty() {
+        batch.refused.resize(batch.queued.len(), false);
     }
     let mut declared = HashMap::new();
     for &(position, kind) in &batch.declared {
-        if refused[position] {
+        if batch.refused[position] {
             continue;
         }
         let id = batch.queued.samples[position].series;
@@ -239,17 +278,14 @@ pub(crate) fn write(
             .entry((id, kind))
             .or_insert_with(|| declare(engine, id, kind));
         if let Err((reason, message)) = outcome {
-            refused[position] = true;
+            batch.refused[position] = true;
             let line = batch.queued.lines[position];
             report.refuse(tally, line, reason, || message.clone());
         }
     }
-    if refused.contains(&true) {
-        batch.queued.drop_refused(&refused);
+    if batch.refused.contains(&true) {
+        batch.queued.drop_refused(&batch.refused);
     }
-    batch.registered = (names.into_iter().zip(ids))
-        .filter_map(|((_, name), id)| Some((name, id.ok()?)))
-        .collect();
     if batch.queued.is_empty() {
         return Ok(());
     }
