@@ -19,7 +19,7 @@ use crate::time::{Layout, Span};
 #[cfg(feature = "cli")]
 pub(crate) mod carbon;
 mod stored;
-pub(crate) use stored::{check_given, differences};
+pub(crate) use stored::{check_given, differences, rule_lists, Difference};
 
 /// Default for [`EngineSettings::future_bound`]: one hour.
 pub(crate) const DEFAULT_FUTURE_BOUND: Span = Span::from_secs(3_600);
