@@ -704,3 +704,155 @@ fn a_range_past_the_tiers_retention_is_said() {
     assert!(json.get("not_retained").is_none(), "{json}");
     assert_eq!(stderr(&out), "");
 }
+
+/// Issue #54 item 3: an edited `./tiers.toml` beside the data directory was ignored without
+/// a word on a restart without `--tiers` (`info` kept `2d` while `tierdb tiers` showed
+/// `12h`), and `tierdb tiers --data-dir DIR` was refused. Now a reader says what differs and
+/// what applies it, a writing command applies what the files allow and refuses the rest with
+/// each difference, and `tiers --data-dir` prints the stored tiers.
+#[test]
+fn an_edited_tiers_file_beside_the_directory_is_never_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let custom = dir.path().join("custom.toml");
+    std::fs::write(&custom, CUSTOM_TIERS).unwrap();
+    let now = chrono::Utc::now().timestamp();
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, format!("cpu 1 {}\n", now - now % 10 - 60)).unwrap();
+    let d = data(dir.path());
+    let import = |extra: &[&str]| {
+        let mut args = vec!["import", input.to_str().unwrap(), "--data-dir", &d];
+        args.extend(extra);
+        tierdb(&args)
+    };
+    let out = import(&["--tiers", custom.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stored_tiers = || {
+        let out = tierdb(&["tiers", "--data-dir", &d]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        (stdout(&out), stderr(&out))
+    };
+    let (printed, note) = stored_tiers();
+    assert!(
+        printed.contains("\n10s ") && printed.contains(" 1d "),
+        "{printed}"
+    );
+    assert_eq!(note, "", "nothing beside the directory yet");
+
+    // The file beside the data directory shortens a retention: a reader keeps the stored
+    // tiers and says so; a writing command applies it.
+    let beside = dir.path().join("tiers.toml");
+    std::fs::write(
+        &beside,
+        CUSTOM_TIERS.replacen("retention = \"1d\"", "retention = \"12h\"", 1),
+    )
+    .unwrap();
+    let change = r#"tier "10s" retention: 1d in the directory, 12h given"#;
+    let out = tierdb(&["info", "--data-dir", &d]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_stderr_has(&out, change);
+    assert_stderr_has(
+        &out,
+        "a command that writes applies them (`tierdb serve --data-dir",
+    );
+    let (printed, note) = stored_tiers();
+    assert!(printed.contains(" 1d "), "{printed}");
+    assert!(note.contains(change), "{note}");
+    let out = import(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_stderr_has(&out, "differs from the tiers stored in");
+    let (printed, note) = stored_tiers();
+    assert!(
+        printed.contains(" 12h ") && !printed.contains(" 1d "),
+        "{printed}"
+    );
+    assert_eq!(note, "", "applied: the file and the directory agree");
+
+    // A change the files cannot take is refused by a writer, each difference named, and a
+    // reader says it cannot be applied.
+    std::fs::write(
+        &beside,
+        CUSTOM_TIERS.replacen("period = \"1h\"", "period = \"2h\"", 1),
+    )
+    .unwrap();
+    let out = import(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_stderr_has(&out, r#"tier "10s" period: 1h in the directory, 2h given"#);
+    assert_stderr_has(&out, "start a new --data-dir");
+    let out = tierdb(&["info", "--data-dir", &d]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_stderr_has(&out, "cannot be applied");
+    let (printed, _) = stored_tiers();
+    assert!(printed.contains(" 12h "), "nothing changed: {printed}");
+}
+
+/// Issue #54 item 1, through the command line: a `[counters]` rule added to the tiers of an
+/// existing directory changes no stored minute, and the writing command says in plain words
+/// (not a Rust debug print) which existing series it leaves as they were.
+#[test]
+fn a_new_counters_rule_names_the_series_it_leaves_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = chrono::Utc::now().timestamp();
+    let t = now - now % 3600 - 3600;
+    let lines: String = (0..30)
+        .map(|i| format!("servers.web2.nginx.requests {} {}\n", 6 + i % 3, t + i * 10))
+        .collect();
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, lines).unwrap();
+    let d = data(dir.path());
+    let out = tierdb(&["import", input.to_str().unwrap(), "--data-dir", &d]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (from, to) = (t.to_string(), (t + 300).to_string());
+    let per_sec = || {
+        let out = tierdb(&[
+            "query",
+            "servers.web2.nginx.requests",
+            "--tier",
+            "1m",
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--display",
+            "per_sec",
+            "--format",
+            "csv",
+            "--data-dir",
+            &d,
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let before = per_sec();
+    assert!(before.contains(",0.7\n"), "{before}");
+    let rules = dir.path().join("rules.toml");
+    let shipped = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tiers.toml"));
+    std::fs::write(
+        &rules,
+        shipped
+            .unwrap()
+            .replacen("names = []", "names = [\"*.nginx.requests\"]", 1),
+    )
+    .unwrap();
+    let other = dir.path().join("other.txt");
+    std::fs::write(&other, format!("servers.web3.load 5 {}\n", t + 600)).unwrap();
+    let out = tierdb(&[
+        "import",
+        other.to_str().unwrap(),
+        "--data-dir",
+        &d,
+        "--tiers",
+        rules.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(r#"the [counters] rules changed (names [] before, ["*.nginx.requests"] now)"#),
+        "{err}"
+    );
+    assert!(
+        err.contains("1 existing series keep the kind they were created with, which the new rules would have changed: servers.web2.nginx.requests (a gauge; the new rules would make it a counter)"),
+        "{err}"
+    );
+    assert!(!err.contains("CounterRules"), "a debug print: {err}");
+    assert_eq!(per_sec(), before);
+}
