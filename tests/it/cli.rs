@@ -856,3 +856,76 @@ fn a_new_counters_rule_names_the_series_it_leaves_alone() {
     assert!(!err.contains("CounterRules"), "a debug print: {err}");
     assert_eq!(per_sec(), before);
 }
+
+/// Issue #54 item 2: a second `tierdb demo` into the same `--data-dir` wrote its three days of
+/// backfill again: `aggregate http.requests --display per_sec` went from 875.80 to 1751.60,
+/// while averages did not move. The agent now resumes after the last sample the directory
+/// holds: the stored minutes read the same after a second run, and the minutes the demo was
+/// stopped for are filled once.
+#[test]
+fn a_second_demo_run_adds_only_what_is_new() {
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    use tierdb::cli::demo;
+    use tierdb::{AggregateQuery, Aggregation, Display, Engine, ManualClock, Selector};
+
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1_763_726_400 + 25; // Mid-minute, off the agent's 10 s grid.
+    let clock = Arc::new(ManualClock::new(now));
+    let run = || {
+        let engine = Arc::new(
+            Engine::builder(dir.path())
+                .clock(clock.clone())
+                .writer_threads(2)
+                .background_maintenance(false)
+                .open()
+                .unwrap(),
+        );
+        let (stop, agent) = demo::start(&engine, 3).unwrap();
+        stop.store(true, Ordering::Relaxed);
+        agent.join().unwrap();
+        Arc::into_inner(engine).unwrap().close().unwrap();
+    };
+    let read = |to: i64, tier: &str| {
+        let engine = (Engine::builder(dir.path()).clock(clock.clone()))
+            .read_only()
+            .open()
+            .unwrap();
+        let query = AggregateQuery::new(
+            Selector::new("http.requests"),
+            Aggregation::Sum,
+            now - DAY,
+            to,
+        )
+        .tier(tier)
+        .display(Display::PerSec);
+        engine.aggregate(&query).unwrap().groups[0].points.clone()
+    };
+    run();
+    // Every minute that ended before now: the live agent's first sample lands in the last.
+    let ended = now - now % 60;
+    let first = read(ended, "1m");
+    let empty: Vec<_> = first.iter().filter(|(_, v)| v.is_none()).collect();
+    assert!(empty.is_empty(), "a full backfill: {} empty of {}, first {:?}, from {}", empty.len(), first.len(), empty.first(), now - DAY);
+    let hours = read(ended - ended % 3600, "1h");
+    // Stopped for an hour and a half, then run again on the same directory.
+    clock.advance(5400);
+    run();
+    assert_eq!(read(ended, "1m"), first, "no minute written twice");
+    assert_eq!(read(ended - ended % 3600, "1h"), hours);
+    let later = now + 5400;
+    let filled = read(later - later % 60, "1m");
+    assert!(
+        filled.iter().all(|(_, v)| v.is_some()),
+        "the stopped minutes are filled"
+    );
+    // Each of them holds its six samples once: the rate of a full minute is the sum of the
+    // hosts' requests over it, over 60 s, never twice that.
+    let gap = &filled[filled.len() - 60..];
+    let ts = gap[0].0;
+    let want: f64 = (0..6)
+        .flat_map(|i| (0..4).map(move |h| demo::value("http.requests", h, ts + i * 10)))
+        .sum::<f64>()
+        / 60.0;
+    assert!((gap[0].1.unwrap() - want).abs() < 1e-9, "{:?} against {want}", gap[0]);
+}
