@@ -190,7 +190,10 @@ impl Agent {
                 Err(Error::UnknownSeries(_)) => return Ok(from),
                 Err(e) => return Err(e),
             };
-            let last = points.iter().rev().find(|(_, n)| n.is_some_and(|n| n > 0.0));
+            let last = points
+                .iter()
+                .rev()
+                .find(|(_, n)| n.is_some_and(|n| n > 0.0));
             if let Some(&(start, Some(n))) = last {
                 let next = (start + n as i64 * CADENCE).min(start + res);
                 return Ok(next.max(from));

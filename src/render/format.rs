@@ -115,7 +115,12 @@ impl Format {
 /// `renderViewJson` without consolidation (done before): `[{"target": ..., "datapoints":
 /// [[value, ts], ...]}, ...]`, NaN already null, an infinity as `1e9999` or `-1e9999`.
 fn json(series: &[RenderedSeries]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64 + series.iter().map(|s| 24 * s.datapoints.len()).sum::<usize>());
+    let mut out = Vec::with_capacity(
+        64 + series
+            .iter()
+            .map(|s| 24 * s.datapoints.len())
+            .sum::<usize>(),
+    );
     out.push(b'[');
     for (i, s) in series.iter().enumerate() {
         if i > 0 {

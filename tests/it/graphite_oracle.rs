@@ -1355,9 +1355,7 @@ fn formats_and_time_words_equal_graphite_webs() {
         }
         let difference =
             match request.format {
-                Some("pickle") => {
-                    pickle_difference(&python_json(body), &unpickle(&ours))
-                }
+                Some("pickle") => pickle_difference(&python_json(body), &unpickle(&ours)),
                 Some(format) => {
                     let ours = String::from_utf8(ours).unwrap();
                     let wanted = if format == "csv" {

@@ -564,7 +564,9 @@ fn an_overflowed_sum_reads_as_infinity_on_every_read_path() {
         query["points"],
         serde_json::json!([[minute, "+Inf"], [minute + 60, null]])
     );
-    let neg = server.json(&format!("/api/v1/query?series=ovf_neg&display=avg&{window}"));
+    let neg = server.json(&format!(
+        "/api/v1/query?series=ovf_neg&display=avg&{window}"
+    ));
     assert_eq!(neg["points"], serde_json::json!([[minute, "-Inf"]]));
     let (status, csv) = server.get(&format!(
         "/api/v1/query?series=ovf_both&display=total&{window}&format=csv"
@@ -579,7 +581,10 @@ fn an_overflowed_sum_reads_as_infinity_on_every_read_path() {
     let sum = server.json(&format!(
         "/api/v1/aggregate?match=ovf_?&agg=sum&display=total&{window}"
     ));
-    assert_eq!(sum["groups"][0]["points"], serde_json::json!([[minute, "+Inf"]]));
+    assert_eq!(
+        sum["groups"][0]["points"],
+        serde_json::json!([[minute, "+Inf"]])
+    );
 
     // Graphite's /render, as graphite-web writes an infinity in each format.
     let render = |format: &str| {
