@@ -353,12 +353,12 @@ pub fn load_tiers(path: Option<&Path>) -> crate::error::Result<TiersConfig> {
 /// none, so the open uses the tiers stored in the directory; for a directory without them,
 /// [`load_tiers`]'s choice.
 ///
-/// # Errors
-/// The tiers file's refusal, naming file, line and field.
-///
 /// A directory that stores its tiers, opened without `--tiers` beside a `tiers.toml` that
 /// differs from them ([`edited_tiers`]), is opened with that file: an edit is applied where
 /// the files allow it and refused with each difference where not, never ignored.
+///
+/// # Errors
+/// The tiers file's refusal, naming file, line and field.
 pub fn engine_builder(
     data_dir: &Path,
     tiers: Option<&Path>,
@@ -368,9 +368,11 @@ pub fn engine_builder(
         return Ok(match edited_tiers(data_dir)? {
             Some(edited) => {
                 eprintln!(
-                    "tierdb: note: {} differs from the tiers stored in {}; applying it",
+                    "tierdb: note: {} differs from the tiers stored in {} ({}): applying it \
+                     where the files allow",
                     edited.path.display(),
-                    data_dir.display()
+                    data_dir.display(),
+                    edited.listed()
                 );
                 builder.tiers(edited.config)
             }
@@ -413,7 +415,6 @@ impl EditedTiers {
     /// Why these tiers are not in force for a command that stores nothing, each difference,
     /// and the command that applies them (or why none can).
     pub(crate) fn not_applied(&self, dir: &Path) -> String {
-        let all: Vec<String> = self.differences.iter().map(|d| d.to_string()).collect();
         let layout = self.differences.iter().any(|d| d.layout);
         let what = if layout {
             format!(
@@ -435,8 +436,28 @@ impl EditedTiers {
             "{} differs from the tiers stored in {}: {}; {what}",
             self.path.display(),
             dir.display(),
-            all.join("; ")
+            self.listed()
         )
+    }
+
+    /// Every difference, `; ` between them.
+    fn listed(&self) -> String {
+        let all: Vec<String> = self.differences.iter().map(|d| d.to_string()).collect();
+        all.join("; ")
+    }
+
+    /// The tiers file at `path` compared with `stored`; `None` when they agree.
+    ///
+    /// # Errors
+    /// The file's refusal, naming file, line and field.
+    pub(crate) fn compare(path: &Path, stored: &TiersConfig) -> crate::error::Result<Option<Self>> {
+        let config = TiersConfig::load(path)?;
+        let differences = crate::config::differences(stored, &config);
+        Ok((!differences.is_empty()).then(|| EditedTiers {
+            path: path.to_path_buf(),
+            config,
+            differences,
+        }))
     }
 }
 
@@ -454,13 +475,7 @@ pub(crate) fn edited_tiers(data_dir: &Path) -> crate::error::Result<Option<Edite
     let Some(stored) = crate::storage::stored_tiers::read_stored(data_dir)? else {
         return Ok(None);
     };
-    let config = TiersConfig::load(&path)?;
-    let differences = crate::config::differences(&stored, &config);
-    Ok((!differences.is_empty()).then_some(EditedTiers {
-        path,
-        config,
-        differences,
-    }))
+    EditedTiers::compare(&path, &stored)
 }
 
 /// The path of the `tiers.toml` beside `data_dir`.

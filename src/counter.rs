@@ -119,7 +119,7 @@ impl CounterTable {
         layout: u64,
         writable: bool,
     ) -> Result<CounterTable> {
-        let state = CounterStateFile::open(dir, writable)?;
+        let mut state = CounterStateFile::open(dir, writable)?;
         let journal = if writable {
             let journal = CounterJournal::open(dir)?;
             if let Some((recorded, undo)) = journal.unfinished()? {
@@ -150,7 +150,6 @@ impl CounterTable {
                 );
             }
         }
-        let mut state = state;
         let rules = match stored {
             Some(stored) if stored != rules && writable => {
                 keep_kinds(&mut state, &stored, &rules, registry)?;

@@ -187,7 +187,9 @@ impl Agent {
                 .display(Display::Count);
             let points = match engine.query(&query) {
                 Ok(result) => result.points,
-                Err(Error::UnknownSeries(_)) => return Ok(from),
+                // More points than one answer holds (`--days` in the years): a coarser tier
+                // answers.
+                Err(Error::InvalidQuery(_)) => continue,
                 Err(e) => return Err(e),
             };
             let last = points

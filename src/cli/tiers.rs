@@ -109,15 +109,7 @@ fn stored(dir: &Path, given: Option<&Path>) -> Result<TiersConfig, Box<dyn std::
         .into());
     };
     let edited = match given {
-        Some(path) => {
-            let config = TiersConfig::load(path)?;
-            let differences = crate::config::differences(&stored, &config);
-            (!differences.is_empty()).then(|| EditedTiers {
-                path: path.to_path_buf(),
-                config,
-                differences,
-            })
-        }
+        Some(path) => EditedTiers::compare(path, &stored)?,
         None => edited_tiers(dir)?,
     };
     if let Some(edited) = edited {

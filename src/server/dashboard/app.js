@@ -1282,8 +1282,8 @@
     const head = `${tierName} · ${displayName} · ${fmtWindow(from, to, raw ? 60 : step)} ${Z.name()} · `;
     const count = raw ? `${drawn} points` : `${drawn} of ${lines.reduce((a, l) => a + l.points.length, 0)} buckets`;
     const groups = data.groups > lines.length ? ` · ${lines.length} of ${data.groups} groups` : '';
-    const over = overflows ? ` · ${overflows} overflowed (±Inf, not drawn)` : '';
-    sub.textContent = truncate(head + count + over + groups, subChars);
+    const over = overflows ? `${overflows} overflowed (±Inf, not drawn) · ` : '';
+    sub.textContent = truncate(head + over + count + groups, subChars);
 
     // The legend, under the subtitle, when there is more than one line or an aggregate.
     const legend = multi ? legendLayout(lines.map((l) => (l.error ? `${l.name} (failed)` : l.name)), W, 56) : { items: [], rows: 0 };
