@@ -28,7 +28,9 @@ pub struct TiersArgs {
     /// Print the tiers this data directory stores (those it was created with, and the
     /// changes accepted since), and on stderr how --tiers, or the tiers.toml beside the
     /// directory, differs from them.
-    #[arg(long, env = "TIERDB_DATA_DIR", conflicts_with = "from_storage_schemas")]
+    // Not read from TIERDB_DATA_DIR: `tierdb tiers --tiers FILE` checks the file wherever
+    // it runs.
+    #[arg(long, conflicts_with = "from_storage_schemas")]
     data_dir: Option<PathBuf>,
     /// Print a tiers.toml with the archives of carbon's storage-schemas.conf as tiers. When
     /// its sections differ, the file says at its top what one set of tiers cannot keep, and
