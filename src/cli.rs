@@ -353,6 +353,10 @@ pub fn load_tiers(path: Option<&Path>) -> crate::error::Result<TiersConfig> {
 /// none, so the open uses the tiers stored in the directory; for a directory without them,
 /// [`load_tiers`]'s choice.
 ///
+/// A directory that stores its tiers, opened without `--tiers` beside a `tiers.toml` that
+/// differs from them ([`edited_tiers`]), is opened with that file: an edit is applied where
+/// the files allow it and refused with each difference where not, never ignored.
+///
 /// # Errors
 /// The tiers file's refusal, naming file, line and field.
 pub fn engine_builder(
@@ -361,19 +365,123 @@ pub fn engine_builder(
 ) -> crate::error::Result<EngineBuilder> {
     let builder = Engine::builder(data_dir);
     if tiers.is_none() && crate::storage::stored_tiers::stored_path(data_dir).exists() {
-        return Ok(builder);
+        return Ok(match edited_tiers(data_dir)? {
+            Some(edited) => {
+                eprintln!(
+                    "tierdb: note: {} differs from the tiers stored in {} ({}): applying it \
+                     where the files allow",
+                    edited.path.display(),
+                    data_dir.display(),
+                    edited.listed()
+                );
+                builder.tiers(edited.config)
+            }
+            None => builder,
+        });
     }
     Ok(builder.tiers(load_tiers(tiers)?))
 }
 
-/// The data directory opened read-only (works beside a running server).
+/// The data directory opened read-only (works beside a running server). A read-only open
+/// stores nothing, so an edited `tiers.toml` beside the directory ([`edited_tiers`]) is not
+/// applied: the stored tiers are read, and stderr says what differs and what applies it.
 ///
 /// # Errors
 /// A missing directory or a refused file, named.
 pub fn open_reader(location: &Location) -> crate::error::Result<Engine> {
-    engine_builder(&location.data_dir, location.tiers.as_deref())?
+    let dir = &location.data_dir;
+    if location.tiers.is_none() && crate::storage::stored_tiers::stored_path(dir).exists() {
+        if let Some(edited) = edited_tiers(dir)? {
+            eprintln!("tierdb: note: {}", edited.not_applied(dir));
+        }
+        return Engine::builder(dir).read_only().open();
+    }
+    engine_builder(dir, location.tiers.as_deref())?
         .read_only()
         .open()
+}
+
+/// A `tiers.toml` beside a data directory that differs from the tiers the directory stores.
+pub(crate) struct EditedTiers {
+    /// The file.
+    pub(crate) path: PathBuf,
+    /// What it configures.
+    pub(crate) config: TiersConfig,
+    /// Each field in which it differs from the stored tiers.
+    pub(crate) differences: Vec<crate::config::Difference>,
+}
+
+impl EditedTiers {
+    /// Why these tiers are not in force for a command that stores nothing, each difference,
+    /// and the command that applies them (or why none can).
+    pub(crate) fn not_applied(&self, dir: &Path) -> String {
+        let layout = self.differences.iter().any(|d| d.layout);
+        let what = if layout {
+            format!(
+                "it changes how the directory's files are laid out, which cannot be applied to \
+                 them: keep the stored values in {} (`tierdb tiers --data-dir {}` prints \
+                 them), or start a new --data-dir with it",
+                self.path.display(),
+                dir.display()
+            )
+        } else {
+            format!(
+                "this command reads the stored tiers; a command that writes applies them \
+                 (`tierdb serve --data-dir {} --tiers {}`)",
+                dir.display(),
+                self.path.display()
+            )
+        };
+        format!(
+            "{} differs from the tiers stored in {}: {}; {what}",
+            self.path.display(),
+            dir.display(),
+            self.listed()
+        )
+    }
+
+    /// Every difference, `; ` between them.
+    fn listed(&self) -> String {
+        let all: Vec<String> = self.differences.iter().map(|d| d.to_string()).collect();
+        all.join("; ")
+    }
+
+    /// The tiers file at `path` compared with `stored`; `None` when they agree.
+    ///
+    /// # Errors
+    /// The file's refusal, naming file, line and field.
+    pub(crate) fn compare(path: &Path, stored: &TiersConfig) -> crate::error::Result<Option<Self>> {
+        let config = TiersConfig::load(path)?;
+        let differences = crate::config::differences(stored, &config);
+        Ok((!differences.is_empty()).then(|| EditedTiers {
+            path: path.to_path_buf(),
+            config,
+            differences,
+        }))
+    }
+}
+
+/// The `tiers.toml` beside `data_dir` (in its parent: `./tiers.toml` for the default
+/// `./data`) when it differs from the tiers `data_dir` stores; `None` when there is no such
+/// file, the directory stores no tiers, or the two agree.
+///
+/// # Errors
+/// The file's refusal, naming file, line and field; a damaged stored file.
+pub(crate) fn edited_tiers(data_dir: &Path) -> crate::error::Result<Option<EditedTiers>> {
+    let path = beside(data_dir);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let Some(stored) = crate::storage::stored_tiers::read_stored(data_dir)? else {
+        return Ok(None);
+    };
+    EditedTiers::compare(&path, &stored)
+}
+
+/// The path of the `tiers.toml` beside `data_dir`.
+fn beside(data_dir: &Path) -> PathBuf {
+    let parent = data_dir.parent().unwrap_or(Path::new(""));
+    parent.join("tiers.toml")
 }
 
 /// Says on stderr which part of a query's range its tier no longer holds (the JSON

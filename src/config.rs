@@ -19,7 +19,9 @@ use crate::time::{Layout, Span};
 #[cfg(feature = "cli")]
 pub(crate) mod carbon;
 mod stored;
-pub(crate) use stored::{check_given, differences};
+#[cfg(feature = "cli")]
+pub(crate) use stored::Difference;
+pub(crate) use stored::{check_given, differences, rule_lists};
 
 /// Default for [`EngineSettings::future_bound`]: one hour.
 pub(crate) const DEFAULT_FUTURE_BOUND: Span = Span::from_secs(3_600);

@@ -3,9 +3,14 @@
 //! tier's `total` is the increase within the bucket and `per_sec` a true rate.
 //!
 //! - A series is a counter when a write declared it one (JSON `"kind"`, Influx `?kind=`),
-//!   or, when no write declared its kind, when a `[counters]` rule in tiers.toml matches it.
-//!   The first declaration fixes the kind; a later write declaring the other kind is
-//!   refused (`kind_mismatch`).
+//!   or, when no write declared its kind, when the `[counters]` rules in force when the
+//!   series was created matched it. The first declaration fixes the kind; a later write
+//!   declaring the other kind is refused (`kind_mismatch`).
+//! - A kind is never reinterpreted: changed rules apply to new series only. The rules in
+//!   force are the ones the data directory stores (its `tiers.toml`), so a series whose
+//!   state records no kind has the stored rules' kind; an open that changes the rules first
+//!   records, for every existing series the new rules would change, the kind it has
+//!   (`RULED_*` in `counters.state`), and says which series those are.
 //! - A delta counter (a StatsD counter) is a counter whose writes are increases already:
 //!   each is stored as it comes, in any order, and the series reads as any counter. A
 //!   series already fixed as a gauge stays one when a write declares it a delta counter
@@ -33,7 +38,8 @@ use crate::registry::{KeyView, Registry, SeriesId};
 use crate::sample::Sample;
 use crate::storage::counter_journal::{CounterJournal, Undo};
 use crate::storage::counter_state::{
-    CounterStateFile, DECLARED_COUNTER, DECLARED_DELTA, DECLARED_GAUGE,
+    CounterStateFile, DECLARED_COUNTER, DECLARED_DELTA, DECLARED_GAUGE, RULED_COUNTER,
+    RULED_GAUGE, RULED_MASK,
 };
 use crate::storage::Storage;
 use crate::time::Timestamp;
@@ -115,18 +121,26 @@ impl CounterTable {
     /// unfinished (see [`CounterJournal`]); `layout` fingerprints the tiers, so a journal
     /// written under another tiers.toml is refused rather than applied to the wrong cells.
     ///
+    /// `stored` are the rules the directory stores (`None` for a directory that stores no
+    /// tiers): the rules every series without a recorded kind was created under. When
+    /// `rules` differ, a writable open records the kind of each existing series they would
+    /// change before taking them (see [`keep_kinds`]); a read-only open keeps `stored`,
+    /// since it records nothing.
+    ///
     /// # Errors
     /// As [`CounterStateFile::open`] and [`CounterJournal::open`]; [`Error::CorruptFile`]
-    /// naming the journal when its unfinished batch does not fit the files.
+    /// naming the journal when its unfinished batch does not fit the files; [`Error::Io`]
+    /// when the kinds kept from changed rules cannot be recorded.
     pub(crate) fn open(
         dir: &Path,
         rules: CounterRules,
+        stored: Option<CounterRules>,
         registry: &Registry,
         storage: &Storage,
         layout: u64,
         writable: bool,
     ) -> Result<CounterTable> {
-        let state = CounterStateFile::open(dir, writable)?;
+        let mut state = CounterStateFile::open(dir, writable)?;
         let journal = if writable {
             let journal = CounterJournal::open(dir)?;
             if let Some((recorded, undo)) = journal.unfinished()? {
@@ -157,6 +171,14 @@ impl CounterTable {
                 );
             }
         }
+        let rules = match stored {
+            Some(stored) if stored != rules && writable => {
+                keep_kinds(&mut state, &stored, &rules, registry)?;
+                rules
+            }
+            Some(stored) => stored,
+            None => rules,
+        };
         let table = CounterTable {
             rules,
             any: AtomicBool::new(false),
@@ -194,13 +216,17 @@ impl CounterTable {
     }
 
     /// The kind a series has with state `flags` and key `key`: the kind a write declared,
-    /// else the `[counters]` rules'.
+    /// else the kind recorded when rules changed, else the `[counters]` rules'.
     fn kind_from(&self, flags: u64, key: crate::registry::KeyView<'_>) -> SeriesKind {
         if flags & DECLARED_DELTA != 0 {
             SeriesKind::DeltaCounter
         } else if flags & DECLARED_COUNTER != 0 {
             SeriesKind::Counter
-        } else if flags & DECLARED_GAUGE != 0 || !matches_rules(&self.rules, key) {
+        } else if flags & DECLARED_GAUGE != 0 {
+            SeriesKind::Gauge
+        } else if flags & RULED_MASK == RULED_COUNTER {
+            SeriesKind::Counter
+        } else if flags & RULED_MASK != 0 || !matches_rules(&self.rules, key) {
             SeriesKind::Gauge
         } else {
             SeriesKind::Counter
@@ -503,6 +529,85 @@ fn roll_back(
         "the last process stopped while storing a batch of counter samples; rolled it back, so counters and their stored increases agree (the batch was not acknowledged)"
     );
     Ok(())
+}
+
+/// How many existing series' kinds [`keep_kinds`] names in its message; the rest are
+/// counted.
+const KEPT_NAMED: usize = 5;
+
+/// Before `rules` replace `stored`: records the kind of every existing series without a
+/// declared or recorded kind whose kind `rules` would change (the kind `stored` give it,
+/// which it has had since it was created), syncs the records, and says in the log which
+/// series those are (how many, and the first [`KEPT_NAMED`]).
+///
+/// # Errors
+/// [`Error::Io`] when the state file cannot grow or be synced; the stored rules are then
+/// not replaced (the open fails before it stores the tiers).
+fn keep_kinds(
+    state: &mut CounterStateFile,
+    stored: &CounterRules,
+    rules: &CounterRules,
+    registry: &Registry,
+) -> Result<()> {
+    let mut kept: Vec<(usize, bool)> = Vec::new();
+    let mut named: Vec<String> = Vec::new();
+    registry.for_each_from(0, |id, key| {
+        if state.flags(id.index()) & (DECLARED_COUNTER | DECLARED_GAUGE | RULED_MASK) != 0 {
+            return;
+        }
+        let counter = matches_rules(stored, key);
+        if counter != matches_rules(rules, key) {
+            kept.push((id.index(), counter));
+            if named.len() < KEPT_NAMED {
+                let (was, would) = if counter {
+                    ("counter", "gauge")
+                } else {
+                    ("gauge", "counter")
+                };
+                named.push(format!(
+                    "{} (a {was}; the new rules would make it a {would})",
+                    key.as_str()
+                ));
+            }
+        }
+    });
+    for &(id, counter) in &kept {
+        state.add_flags(id, if counter { RULED_COUNTER } else { RULED_GAUGE })?;
+    }
+    state.flush()?;
+    let changed = describe_rules_change(stored, rules);
+    if kept.is_empty() {
+        tracing::info!("the [counters] rules changed ({changed}); they apply to series created from now on, and no existing series would have changed kind");
+        return Ok(());
+    }
+    let more = kept.len() - named.len();
+    let more = if more > 0 {
+        format!(", and {more} more")
+    } else {
+        String::new()
+    };
+    tracing::warn!(
+        "the [counters] rules changed ({changed}); they apply to series created from now on. {} existing series keep the kind they were created with, which the new rules would have changed: {}{more}",
+        kept.len(),
+        named.join(", ")
+    );
+    Ok(())
+}
+
+/// `names` and `tags` before and after, as a person reads them: `names [] before,
+/// ["*.nginx.requests"] now`.
+fn describe_rules_change(stored: &CounterRules, rules: &CounterRules) -> String {
+    let mut parts = Vec::new();
+    let (before, now) = (
+        crate::config::rule_lists(stored),
+        crate::config::rule_lists(rules),
+    );
+    for ((what, old), (_, new)) in before.into_iter().zip(now) {
+        if old != new {
+            parts.push(format!("{what} {old} before, {new} now"));
+        }
+    }
+    parts.join("; ")
 }
 
 /// The increase from `previous` to `value`: the difference, or after a reset (a drop) the

@@ -36,8 +36,10 @@ pub enum Error {
     /// configuration given to open it differ where the files depend on it.
     #[error(
         "{path} records the tiers this data directory was created with, and the given \
-         configuration differs where its files depend on it: {differences} (leave out \
-         --tiers to use the stored tiers, or use another --data-dir)"
+         configuration differs where its files depend on it: {differences}. That cannot be \
+         applied to the files the directory holds: open it with its stored tiers (`tierdb \
+         tiers --data-dir DIR` prints them; leave out --tiers, and keep their values in a \
+         tiers.toml beside the directory), or start a new --data-dir with the new tiers"
     )]
     TiersConflict {
         /// The stored configuration.

@@ -8,7 +8,8 @@
 //! - [`query`]: one series at a zoom level ([`query::Query`], [`query::PointGrid`]);
 //! - [`aggregate`]: reads across series, grouped by tag, mergeable across nodes;
 //! - [`budget`]: what one read request may read in all;
-//! - [`write_log`]: which buckets may have changed since a moment, for caches of answers.
+//! - [`write_log`]: which buckets may have changed since a moment, for caches of answers;
+//! - [`value_text`]: how answers write a value that overflowed (`+Inf`, `-Inf`).
 //!
 //! The read side sits above storage, the registry and counters, and below the engine, which
 //! hands out a [`Reader`] ([`crate::Engine::reader`]) and offers its reads as shortcuts.
@@ -18,4 +19,5 @@ pub(crate) mod budget;
 pub(crate) mod query;
 pub(crate) mod reader;
 pub(crate) mod tier_choice;
+pub(crate) mod value_text;
 pub(crate) mod write_log;

@@ -194,33 +194,28 @@ pub struct RenderRequest {
     pub now: i64,
 }
 
-/// One rendered series, serialized as graphite-web's json format:
+/// One rendered series, written as graphite-web's json format by [`Format::write`]:
 /// `{"target": "name", "datapoints": [[value or null, timestamp], ...]}`.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RenderedSeries {
     /// The series name (a path, or a function's name for it such as `sumSeries(a.*)`).
     pub target: String,
-    /// `(value, timestamp)` pairs; the value is never NaN or infinite (those become null).
+    /// `(value, timestamp)` pairs; the value is never NaN (graphite-web's null), and may be
+    /// infinite (an overflowed sum), which each format writes as graphite-web does.
     pub datapoints: Vec<(Option<f64>, i64)>,
     /// graphite-web's `start`, `end` and `step` of the series, which the raw and pickle
     /// formats write ([`Format`]); not in json.
-    #[serde(skip)]
     pub start: i64,
     /// See [`RenderedSeries::start`].
-    #[serde(skip)]
     pub end: i64,
     /// See [`RenderedSeries::start`].
-    #[serde(skip)]
     pub step: i64,
     /// graphite-web's `pathExpression`, for the pickle format.
-    #[serde(skip)]
     pub path_expression: String,
     /// graphite-web's `consolidationFunc` (`average`, or what `consolidateBy` named), for the
     /// pickle format.
-    #[serde(skip)]
     pub consolidation: String,
     /// The series' xFilesFactor, for the pickle format.
-    #[serde(skip)]
     pub x_files_factor: f64,
 }
 

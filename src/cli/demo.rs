@@ -1,6 +1,8 @@
 //! `tierdb demo`: a server with a simulated agent writing into it. The agent sends a few
 //! hosts' cpu, memory, load and request counts with daily shapes, backfilled over the last
 //! days and then written live every ten seconds, so a newcomer sees a full dashboard at once.
+//! Run again on the same `--data-dir`, it writes only what is new: its backfill resumes after
+//! the last sample the directory holds ([`Agent::resume_at`]), so no bucket is counted twice.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,7 +12,8 @@ use std::time::Duration;
 use super::serve::until_shutdown;
 use super::{engine_builder, Listen};
 use crate::engine::Engine;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::read::query::{Display, Query};
 use crate::registry::SeriesId;
 use crate::sample::Sample;
 use crate::time::Timestamp;
@@ -157,10 +160,55 @@ impl Agent {
         }
     }
 
-    /// Writes the fleet's samples every [`CADENCE`] seconds of wall time until `stop` is set.
-    pub fn run_live(&self, engine: &Engine, stop: &AtomicBool) {
+    /// The first instant of `[from, to)`, on the [`CADENCE`] grid, that the agent has not
+    /// written into `engine`: `from` for a directory without its series, else the instant
+    /// after the last sample an earlier run wrote (at or after `to` when that run wrote up to
+    /// now or later).
+    ///
+    /// The last sample is found in the finest tier that holds any of the first series: its
+    /// last bucket with samples, starting at `b` and holding `n` of them, was written from `b`
+    /// on every [`CADENCE`] (every run writes a gapless run of instants on that grid), so the
+    /// next instant is `b + n × CADENCE`, at most the bucket's end.
+    ///
+    /// # Errors
+    /// The engine's, from reading the series.
+    pub fn resume_at(&self, engine: &Engine, from: Timestamp, to: Timestamp) -> Result<Timestamp> {
+        let name = format!("{}{{host={}}}", METRICS[0], HOSTS[0]);
+        let mut tiers: Vec<_> = engine.config().tiers.iter().collect();
+        tiers.sort_by_key(|t| t.resolution);
+        for tier in tiers {
+            let res = tier.resolution.secs() as i64;
+            // Through the bucket holding `to`, and one past it, so a run that wrote past
+            // `to` (a clock set back since) is seen.
+            let end = to - to.rem_euclid(res) + 2 * res;
+            // From the start of the bucket holding `from`, which may hold the last sample.
+            let query = Query::new(name.as_str(), from - from.rem_euclid(res), end)
+                .tier(&tier.name)
+                .display(Display::Count);
+            let points = match engine.query(&query) {
+                Ok(result) => result.points,
+                // More points than one answer holds (`--days` in the years): a coarser tier
+                // answers.
+                Err(Error::InvalidQuery(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            let last = points
+                .iter()
+                .rev()
+                .find(|(_, n)| n.is_some_and(|n| n > 0.0));
+            if let Some(&(start, Some(n))) = last {
+                let next = (start + n as i64 * CADENCE).min(start + res);
+                return Ok(next.max(from));
+            }
+        }
+        Ok(from)
+    }
+
+    /// Writes the fleet's samples every [`CADENCE`] seconds of wall time, from `first` on,
+    /// until `stop` is set.
+    pub fn run_live(&self, engine: &Engine, first: Timestamp, stop: &AtomicBool) {
         let mut batch = Vec::new();
-        let mut next = engine.now() - engine.now().rem_euclid(CADENCE);
+        let mut next = first - first.rem_euclid(CADENCE);
         while !stop.load(Ordering::Relaxed) {
             let now = engine.now();
             if now >= next {
@@ -178,23 +226,28 @@ impl Agent {
     }
 }
 
-/// Starts the agent: backfills `days` and then writes live on a thread until the returned
-/// flag is set.
+/// Starts the agent: backfills what `engine` lacks of the last `days` ([`Agent::resume_at`])
+/// and then writes live on a thread until the returned flag is set.
 ///
 /// # Errors
-/// The engine's, from registration and the backfill.
+/// The engine's, from registration, the read of what is there and the backfill.
 pub fn start(
     engine: &Arc<Engine>,
     days: i64,
 ) -> Result<(Arc<AtomicBool>, std::thread::JoinHandle<()>)> {
     let agent = Agent::new(engine)?;
     let now = engine.now();
-    agent.backfill(engine, now - days * DAY, now - now.rem_euclid(CADENCE))?;
+    let to = now - now.rem_euclid(CADENCE);
+    let from = agent.resume_at(engine, now - days * DAY, to)?;
+    if from < to {
+        agent.backfill(engine, from, to)?;
+    }
+    let first = from.max(to);
     let stop = Arc::new(AtomicBool::new(false));
     let (engine, flag) = (Arc::clone(engine), Arc::clone(&stop));
     let handle = std::thread::Builder::new()
         .name("tierdb-demo-agent".into())
-        .spawn(move || agent.run_live(&engine, &flag))
+        .spawn(move || agent.run_live(&engine, first, &flag))
         .map_err(|e| crate::error::Error::io("demo agent thread", e))?;
     Ok((stop, handle))
 }

@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use crate::read::aggregate::{AggregateResult, Group};
 use crate::read::query::QueryResult;
+use crate::read::value_text::{csv_value, non_finite};
 use crate::time::{format_ts, Span};
 
 /// The HTTP API's JSON of a query or aggregate result.
@@ -90,6 +91,9 @@ fn raw_table(result: &QueryResult) -> String {
 
 /// Up to six significant decimals, no trailing zeros, no exponent for everyday magnitudes.
 pub fn format_value(v: f64) -> String {
+    if let Some(text) = non_finite(v) {
+        return text.to_owned();
+    }
     if v != 0.0 && (v.abs() >= 1e15 || v.abs() < 1e-6) {
         return format!("{v:e}");
     }
@@ -121,7 +125,7 @@ pub fn aggregate_csv(result: &AggregateResult) -> String {
     for group in &result.groups {
         let label = group_tags(group).join(",").replace('"', "\"\"");
         for (ts, value) in &group.points {
-            let value = value.map(|v| v.to_string()).unwrap_or_default();
+            let value = value.map(csv_value).unwrap_or_default();
             let _ = writeln!(out, "\"{label}\",{ts},{value}");
         }
     }
@@ -205,6 +209,8 @@ mod tests {
 
     #[test]
     fn values_read_naturally() {
+        assert_eq!(format_value(f64::INFINITY), "+Inf", "an overflowed total");
+        assert_eq!(format_value(f64::NEG_INFINITY), "-Inf");
         assert_eq!(format_value(2.0), "2");
         assert_eq!(format_value(0.125), "0.125");
         assert_eq!(format_value(-0.0), "0");

@@ -1,14 +1,16 @@
 //! `tierdb tiers`: a tiers file checked, its tiers printed as a table, then its `[engine]`
-//! settings and `[counters]` rules; or a tiers.toml made from carbon's storage-schemas.conf
-//! (`crate::config::carbon`).
+//! settings and `[counters]` rules; with `--data-dir`, the tiers a data directory stores and
+//! how a given or edited file differs from them; or a tiers.toml made from carbon's
+//! storage-schemas.conf (`crate::config::carbon`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::{load_tiers, print};
+use super::{edited_tiers, load_tiers, print, EditedTiers};
 use crate::config::carbon;
 use crate::config::TiersConfig;
+use crate::storage::stored_tiers::read_stored;
 
 /// Checks a tiers file and prints its tiers, or makes one from carbon's storage-schemas.conf.
 ///
@@ -19,9 +21,17 @@ use crate::config::TiersConfig;
     after_help = "Examples:\n  tierdb tiers\n  tierdb tiers --tiers ./tiers.toml\n  tierdb tiers --from-storage-schemas /etc/carbon/storage-schemas.conf > tiers.toml"
 )]
 pub struct TiersArgs {
-    /// The tiers file (default: ./tiers.toml when present, else the built-in default).
+    /// The tiers file (default: ./tiers.toml when present, else the built-in default). With
+    /// --data-dir: the file compared with the stored tiers.
     #[arg(long, env = "TIERDB_TIERS", conflicts_with = "from_storage_schemas")]
     tiers: Option<PathBuf>,
+    /// Print the tiers this data directory stores (those it was created with, and the
+    /// changes accepted since), and on stderr how --tiers, or the tiers.toml beside the
+    /// directory, differs from them.
+    // Not read from TIERDB_DATA_DIR: `tierdb tiers --tiers FILE` checks the file wherever
+    // it runs.
+    #[arg(long, conflicts_with = "from_storage_schemas")]
+    data_dir: Option<PathBuf>,
     /// Print a tiers.toml with the archives of carbon's storage-schemas.conf as tiers. When
     /// its sections differ, the file says at its top what one set of tiers cannot keep, and
     /// a note on stderr says so too.
@@ -45,7 +55,10 @@ pub(super) fn run(args: TiersArgs) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(schemas) = &args.from_storage_schemas {
         return from_storage_schemas(schemas, args.aggregation.as_deref());
     }
-    let config = load_tiers(args.tiers.as_deref())?;
+    let config = match &args.data_dir {
+        Some(dir) => stored(dir, args.tiers.as_deref())?,
+        None => load_tiers(args.tiers.as_deref())?,
+    };
     let mut out = format!(
         "{:<8} {:>10} {:>8} {:>10} {:>12}\n",
         "tier", "resolution", "period", "retention", "create_ahead"
@@ -84,6 +97,27 @@ pub(super) fn run(args: TiersArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     print(&out)?;
     Ok(())
+}
+
+/// The tiers `dir` stores; notes on stderr how `given` (else the tiers.toml beside `dir`)
+/// differs from them, and what applies the difference.
+fn stored(dir: &Path, given: Option<&Path>) -> Result<TiersConfig, Box<dyn std::error::Error>> {
+    let Some(stored) = read_stored(dir)? else {
+        return Err(format!(
+            "{} stores no tiers (no tiers.toml in it): not a data directory, or one that no \
+             writing command of this version has opened yet",
+            dir.display()
+        )
+        .into());
+    };
+    let edited = match given {
+        Some(path) => EditedTiers::compare(path, &stored)?,
+        None => edited_tiers(dir)?,
+    };
+    if let Some(edited) = edited {
+        eprintln!("tierdb: note: {}", edited.not_applied(dir));
+    }
+    Ok(stored)
 }
 
 /// Reads the carbon files, prints the tiers.toml (checked as any tiers file is), and notes

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::TiersConfig;
+use super::{CounterRules, TiersConfig};
 use crate::error::Error;
 use crate::error::Result;
 
@@ -71,12 +71,12 @@ pub(crate) fn differences(stored: &TiersConfig, given: &TiersConfig) -> Vec<Diff
     for (what, x, y, layout) in engine {
         field(format!("engine.{what}"), x, y, layout);
     }
-    field(
-        "counters".into(),
-        format!("{:?}", stored.counters),
-        format!("{:?}", given.counters),
-        false,
-    );
+    for ((what, old), (_, new)) in rule_lists(&stored.counters)
+        .into_iter()
+        .zip(rule_lists(&given.counters))
+    {
+        field(format!("counters.{what}"), old, new, false);
+    }
     let absent = || "absent".to_owned();
     for old in &stored.tiers {
         let name = &old.name;
@@ -166,6 +166,22 @@ pub(crate) fn differences(stored: &TiersConfig, given: &TiersConfig) -> Vec<Diff
     out
 }
 
+/// `[counters]`' two lists as tiers.toml writes them, `names = ["*_total"]` and
+/// `tags = ["type=counter"]`: how messages show rules.
+pub(crate) fn rule_lists(rules: &CounterRules) -> [(&'static str, String); 2] {
+    let tags = rules.tags.iter().map(|(k, v)| format!("{k}={v}"));
+    [
+        ("names", toml_list(rules.names.iter().cloned())),
+        ("tags", toml_list(tags)),
+    ]
+}
+
+/// `items` as a TOML array of strings.
+fn toml_list(items: impl Iterator<Item = String>) -> String {
+    let quoted: Vec<String> = items.map(|s| toml::Value::String(s).to_string()).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
 /// Checks a given configuration against the one stored at `path`: the error names the file
 /// and spells out every difference the files depend on.
 ///
@@ -192,10 +208,6 @@ impl TiersConfig {
     /// key written, tiers in order, the raw tier last. What a data directory stores.
     pub fn to_toml(&self) -> String {
         let quote = |text: &str| toml::Value::String(text.to_owned()).to_string();
-        let list = |items: Vec<String>| {
-            let quoted: Vec<String> = items.iter().map(|s| quote(s)).collect();
-            format!("[{}]", quoted.join(", "))
-        };
         let mut out = String::from(
             "# The tiers of this data directory, written by tierdb when it was created. Opening\n\
              # it without --tiers uses them; a --tiers that changes a tier's resolution or\n\
@@ -209,13 +221,8 @@ impl TiersConfig {
             "[engine]\nfuture_bound = \"{}\"\nseries_per_chunk = {}\nmax_points = {}\n\n",
             e.future_bound, e.series_per_chunk, e.max_points
         );
-        let tags = self.counters.tags.iter().map(|(k, v)| format!("{k}={v}"));
-        let _ = write!(
-            out,
-            "[counters]\nnames = {}\ntags = {}\n",
-            list(self.counters.names.clone()),
-            list(tags.collect())
-        );
+        let [(_, names), (_, tags)] = rule_lists(&self.counters);
+        let _ = write!(out, "[counters]\nnames = {names}\ntags = {tags}\n");
         for tier in &self.tiers {
             let _ = write!(
                 out,

@@ -71,6 +71,9 @@ pub struct EngineBuilder {
     /// Whether [`EngineBuilder::tiers`] was called: without it, the configuration stored in
     /// the directory is used when there is one.
     tiers_given: bool,
+    /// The `[counters]` rules the directory stores, once settled: the rules its series
+    /// without a recorded kind were created under (`None` when it stores no tiers).
+    stored_counters: Option<crate::config::CounterRules>,
     clock: Arc<dyn Clock>,
     writer_threads: usize,
     background_maintenance: bool,
@@ -86,6 +89,7 @@ impl EngineBuilder {
             dir: dir.to_path_buf(),
             tiers: TiersConfig::default(),
             tiers_given: false,
+            stored_counters: None,
             clock: Arc::new(SystemClock),
             writer_threads: std::thread::available_parallelism()
                 .map(|n| n.get())
@@ -101,7 +105,8 @@ impl EngineBuilder {
     /// [`TiersConfig::default`] for a directory that has none. Given tiers that differ from
     /// the stored ones where the files depend on it are refused ([`Error::TiersConflict`]);
     /// other differences (retention, create_ahead, tiers added, removed or reordered, counter
-    /// rules) are logged at warn, accepted, and stored by a writable open.
+    /// rules) are logged at warn, accepted, and stored by a writable open. Changed counter
+    /// rules apply to series created from then on; existing series keep their kind.
     pub fn tiers(mut self, tiers: TiersConfig) -> Self {
         self.tiers = tiers;
         self.tiers_given = true;
@@ -116,6 +121,7 @@ impl EngineBuilder {
         let Some(stored) = crate::storage::stored_tiers::read_stored(&self.dir)? else {
             return Ok(true);
         };
+        self.stored_counters = Some(stored.counters.clone());
         if !self.tiers_given {
             self.tiers = stored;
             return Ok(false);
@@ -125,8 +131,8 @@ impl EngineBuilder {
             &stored,
             &self.tiers,
         )?;
-        // Said at warn: a removed tier's files stay on disk unread, and changed counter rules
-        // change what existing series' samples mean from now on.
+        // Said at warn: a removed tier's files stay on disk unread. Changed counter rules
+        // apply to new series; the counter table says which existing ones they leave alone.
         for change in crate::config::differences(&stored, &self.tiers) {
             tracing::warn!(dir = %self.dir.display(), %change, "the given tiers change the stored ones");
         }
@@ -217,6 +223,7 @@ impl EngineBuilder {
         let counter_table = CounterTable::open(
             &self.dir,
             self.tiers.counters.clone(),
+            self.stored_counters.clone(),
             &registry,
             &storage,
             self.tiers.layout_fingerprint(),

@@ -216,7 +216,9 @@ pub struct Group {
     pub tags: BTreeMap<String, Option<String>>,
     /// Series the selector picked into this group.
     pub series: usize,
-    /// `(start, value)`; `None` where no series of the group had a sample.
+    /// `(start, value)`; `None` where no series of the group had a sample. In JSON, a value
+    /// that is not finite is a string, as in [`crate::read::query::QueryResult::points`].
+    #[serde(with = "super::value_text::points")]
     pub points: Vec<(Timestamp, Option<f64>)>,
 }
 

@@ -166,7 +166,9 @@ pub struct QueryResult {
     #[serde(skip, default = "no_step")]
     pub step: Span,
     /// `(start, value)`, value `None` for a bucket without samples. From the raw tier: the
-    /// exact points in `[from, to)`, each `(ts, Some(value))`.
+    /// exact points in `[from, to)`, each `(ts, Some(value))`. In JSON, a value that is not
+    /// finite (an overflowed total) is `"+Inf"`, `"-Inf"` or `"NaN"` ([`super::value_text`]).
+    #[serde(with = "super::value_text::points")]
     pub points: Vec<(Timestamp, Option<f64>)>,
     /// Raw tier only: the last point before `from`, outside the range, so a chart draws its
     /// line to the left edge.
@@ -265,7 +267,7 @@ impl QueryResult {
         let tail = if outside { "," } else { "" };
         for (ts, value) in &self.points {
             let _ = match value {
-                Some(v) => writeln!(out, "{ts},{v}{tail}"),
+                Some(v) => writeln!(out, "{ts},{}{tail}", super::value_text::csv_value(*v)),
                 None => writeln!(out, "{ts},{tail}"),
             };
         }

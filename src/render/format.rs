@@ -4,8 +4,11 @@
 //! `maxDataPoints`: graphite-web consolidates in its json renderer only.
 //!
 //! Values are floats (graphite-web writes a value that a function made a Python integer,
-//! such as `transformNull`'s default 0, as `0` where tierdb writes `0.0`), and a value that
-//! is not finite is null, as in tierdb's json.
+//! such as `transformNull`'s default 0, as `0` where tierdb writes `0.0`). NaN is null in
+//! every format. An infinity (a sum that overflowed) is written as graphite-web writes it:
+//! `1e9999` and `-1e9999` in json (`renderViewJson` replaces Python's `Infinity` so; JSON
+//! parsers of JavaScript and Python read it back as an infinity), `inf` and `-inf` in csv and
+//! raw (`repr`), a float infinity in pickle.
 
 #[cfg(test)]
 mod tests;
@@ -99,18 +102,55 @@ impl Format {
     }
 
     /// The answer's body.
-    ///
-    /// # Panics
-    ///
-    /// Never: serializing rendered series to json cannot fail.
     pub fn write(self, series: &[RenderedSeries]) -> Vec<u8> {
         match self {
-            Format::Json => serde_json::to_vec(series).expect("rendered series serialize"),
+            Format::Json => json(series),
             Format::Csv => csv(series).into_bytes(),
             Format::Raw => raw(series).into_bytes(),
             Format::Pickle => pickle(series),
         }
     }
+}
+
+/// `renderViewJson` without consolidation (done before): `[{"target": ..., "datapoints":
+/// [[value, ts], ...]}, ...]`, NaN already null, an infinity as `1e9999` or `-1e9999`.
+fn json(series: &[RenderedSeries]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(
+        64 + series
+            .iter()
+            .map(|s| 24 * s.datapoints.len())
+            .sum::<usize>(),
+    );
+    out.push(b'[');
+    for (i, s) in series.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"target\":");
+        // Writing to a Vec cannot fail, and a string always serializes.
+        let _ = serde_json::to_writer(&mut out, &s.target);
+        out.extend_from_slice(b",\"datapoints\":[");
+        for (j, &(value, at)) in s.datapoints.iter().enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            out.push(b'[');
+            match value {
+                None => out.extend_from_slice(b"null"),
+                Some(v) if v == f64::INFINITY => out.extend_from_slice(b"1e9999"),
+                Some(v) if v == f64::NEG_INFINITY => out.extend_from_slice(b"-1e9999"),
+                Some(v) => {
+                    let _ = serde_json::to_writer(&mut out, &v);
+                }
+            }
+            out.push(b',');
+            out.extend_from_slice(itoa::Buffer::new().format(at).as_bytes());
+            out.push(b']');
+        }
+        out.extend_from_slice(b"]}");
+    }
+    out.push(b']');
+    out
 }
 
 /// `renderViewCsv`: Python's `csv.writer` (Excel dialect: `\r\n` line ends, a field quoted

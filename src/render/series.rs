@@ -337,12 +337,13 @@ impl Series {
 
     /// The series as rendered: `[value, timestamp]` pairs up to the stamp of
     /// [`Series::end`] (graphite-web zips the values with the stamps from start to end,
-    /// inclusive), non-finite values as null.
+    /// inclusive), NaN as null (graphite-web's json writes NaN so); an infinity stays, each
+    /// format writes it as graphite-web does.
     pub(crate) fn rendered(&self) -> RenderedSeries {
         RenderedSeries {
             target: self.name.clone(),
             datapoints: (self.values.iter().enumerate())
-                .map(|(i, v)| (v.filter(|v| v.is_finite()), self.at(i)))
+                .map(|(i, v)| (v.filter(|v| !v.is_nan()), self.at(i)))
                 .take_while(|&(_, at)| at <= self.end)
                 .collect(),
             start: self.start,

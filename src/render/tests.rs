@@ -221,8 +221,12 @@ fn scale() {
         [Some(2.0), Some(4.0), Some(6.0), N, Some(10.0), Some(12.0)]
     );
     assert_eq!(values("scale(cpu.load;host=b, -0.5)")[0], Some(-5.0));
-    // Overflow to infinity renders as null.
-    assert_eq!(values("scale(cpu.load;host=b, 1e308)")[0], N);
+    // Overflow is an infinity, as in graphite-web (whose json writes it `1e9999`), never
+    // the null of a missing value.
+    assert_eq!(
+        values("scale(cpu.load;host=b, 1e308)")[0],
+        Some(f64::INFINITY)
+    );
 }
 
 #[test]
@@ -646,18 +650,19 @@ fn consolidation_follows_graphite_webs_nudge() {
 fn json_is_graphite_webs() {
     let series = RenderedSeries {
         target: "a.b".into(),
-        datapoints: vec![(Some(1.5), 60), (None, 120)],
+        datapoints: vec![(Some(1.5), 60), (None, 120), (Some(f64::INFINITY), 180)],
         start: 60,
-        end: 180,
+        end: 240,
         step: 60,
         path_expression: "a.*".into(),
         consolidation: "average".into(),
         x_files_factor: 0.0,
     };
-    let json = serde_json::to_string(&series).unwrap();
+    let json = String::from_utf8(crate::render::Format::Json.write(&[series])).unwrap();
+    // An overflowed value as graphite-web's renderViewJson writes it (`Infinity` replaced).
     assert_eq!(
         json,
-        r#"{"target":"a.b","datapoints":[[1.5,60],[null,120]]}"#
+        r#"[{"target":"a.b","datapoints":[[1.5,60],[null,120],[1e9999,180]]}]"#
     );
 }
 

@@ -87,9 +87,6 @@ pub(super) async fn render(
         .render(request, Arc::clone(&budget), read)
         .await;
     let series = over_budget(&state, &budget, series)?;
-    if format == render::Format::Json {
-        return Ok(report.json(series));
-    }
     let bound = format.upper_bound_bytes(&series);
     if bound > render::MAX_ANSWER_BYTES {
         return Err(ApiError::PayloadTooLarge(format!(

@@ -11,7 +11,10 @@
 //!   16..20   CRC-32 of bytes 0..16
 //!   20..4096 zero
 //! records from 4096, one per series id, 32 bytes each:
-//!   0..8     flags: bit 0 declared counter, bit 1 declared gauge, bit 2 has a last value
+//!   0..8     flags: bit 0 declared counter, bit 1 declared gauge, bit 2 has a last value,
+//!            bit 3 (with bit 0) declared delta counter, bits 4..7 the kind the [counters]
+//!            rules gave the series when it was created,
+//!            once recorded (0 not recorded, 1 gauge, 2 counter, others reserved)
 //!   8..16    last sample's timestamp (i64)
 //!   16..24   last sample's raw value (f64 bits)
 //!   24..32   zero
@@ -47,6 +50,14 @@ const HAS_LAST: u64 = 4;
 /// Flag bits of a record, beside [`DECLARED_COUNTER`]: the counter's writes are increases
 /// already ([`crate::counter::SeriesKind::DeltaCounter`]).
 pub(crate) const DECLARED_DELTA: u64 = 8;
+/// Where the recorded kind by rule sits in the flags (see [`RULED_GAUGE`]).
+pub(crate) const RULED_MASK: u64 = 0b111 << 4;
+/// Recorded kind by rule: the rules in force when the series was created made it a gauge.
+/// Recorded only when a later rule would say otherwise; 0 in these bits means "what the
+/// stored rules say". Three bits leave room for kinds to come (a distribution).
+pub(crate) const RULED_GAUGE: u64 = 1 << 4;
+/// Recorded kind by rule: a counter (see [`RULED_GAUGE`]).
+pub(crate) const RULED_COUNTER: u64 = 2 << 4;
 
 /// The mapped state file.
 pub(crate) struct CounterStateFile {

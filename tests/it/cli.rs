@@ -704,3 +704,249 @@ fn a_range_past_the_tiers_retention_is_said() {
     assert!(json.get("not_retained").is_none(), "{json}");
     assert_eq!(stderr(&out), "");
 }
+
+/// Issue #54 item 3: an edited `./tiers.toml` beside the data directory was ignored without
+/// a word on a restart without `--tiers` (`info` kept `2d` while `tierdb tiers` showed
+/// `12h`), and `tierdb tiers --data-dir DIR` was refused. Now a reader says what differs and
+/// what applies it, a writing command applies what the files allow and refuses the rest with
+/// each difference, and `tiers --data-dir` prints the stored tiers.
+#[test]
+fn an_edited_tiers_file_beside_the_directory_is_never_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let custom = dir.path().join("custom.toml");
+    std::fs::write(&custom, CUSTOM_TIERS).unwrap();
+    let now = chrono::Utc::now().timestamp();
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, format!("cpu 1 {}\n", now - now % 10 - 60)).unwrap();
+    let d = data(dir.path());
+    let import = |extra: &[&str]| {
+        let mut args = vec!["import", input.to_str().unwrap(), "--data-dir", &d];
+        args.extend(extra);
+        tierdb(&args)
+    };
+    let out = import(&["--tiers", custom.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stored_tiers = || {
+        let out = tierdb(&["tiers", "--data-dir", &d]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        (stdout(&out), stderr(&out))
+    };
+    let (printed, note) = stored_tiers();
+    assert!(
+        printed.contains("\n10s ") && printed.contains(" 1d "),
+        "{printed}"
+    );
+    assert_eq!(note, "", "nothing beside the directory yet");
+
+    // The file beside the data directory shortens a retention: a reader keeps the stored
+    // tiers and says so; a writing command applies it.
+    let beside = dir.path().join("tiers.toml");
+    std::fs::write(
+        &beside,
+        CUSTOM_TIERS.replacen("retention = \"1d\"", "retention = \"12h\"", 1),
+    )
+    .unwrap();
+    let change = r#"tier "10s" retention: 1d in the directory, 12h given"#;
+    let out = tierdb(&["info", "--data-dir", &d]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_stderr_has(&out, change);
+    assert_stderr_has(
+        &out,
+        "a command that writes applies them (`tierdb serve --data-dir",
+    );
+    let (printed, note) = stored_tiers();
+    assert!(printed.contains(" 1d "), "{printed}");
+    assert!(note.contains(change), "{note}");
+    let out = import(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_stderr_has(&out, "differs from the tiers stored in");
+    let (printed, note) = stored_tiers();
+    assert!(
+        printed.contains(" 12h ") && !printed.contains(" 1d "),
+        "{printed}"
+    );
+    assert_eq!(note, "", "applied: the file and the directory agree");
+
+    // A change the files cannot take is refused by a writer, each difference named, and a
+    // reader says it cannot be applied.
+    std::fs::write(
+        &beside,
+        CUSTOM_TIERS.replacen("period = \"1h\"", "period = \"2h\"", 1),
+    )
+    .unwrap();
+    let out = import(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_stderr_has(&out, r#"tier "10s" period: 1h in the directory, 2h given"#);
+    assert_stderr_has(&out, "start a new --data-dir");
+    let out = tierdb(&["info", "--data-dir", &d]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_stderr_has(&out, "cannot be applied");
+    let (printed, _) = stored_tiers();
+    assert!(printed.contains(" 12h "), "nothing changed: {printed}");
+}
+
+/// Issue #54 item 1, through the command line: a `[counters]` rule added to the tiers of an
+/// existing directory changes no stored minute, and the writing command says in plain words
+/// (not a Rust debug print) which existing series it leaves as they were.
+#[test]
+fn a_new_counters_rule_names_the_series_it_leaves_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = chrono::Utc::now().timestamp();
+    let t = now - now % 3600 - 3600;
+    let lines: String = (0..30)
+        .map(|i| format!("servers.web2.nginx.requests {} {}\n", 6 + i % 3, t + i * 10))
+        .collect();
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, lines).unwrap();
+    let d = data(dir.path());
+    let out = tierdb(&["import", input.to_str().unwrap(), "--data-dir", &d]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (from, to) = (t.to_string(), (t + 300).to_string());
+    let per_sec = || {
+        let out = tierdb(&[
+            "query",
+            "servers.web2.nginx.requests",
+            "--tier",
+            "1m",
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--display",
+            "per_sec",
+            "--format",
+            "csv",
+            "--data-dir",
+            &d,
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let before = per_sec();
+    assert!(before.contains(",0.7\n"), "{before}");
+    let rules = dir.path().join("rules.toml");
+    let shipped = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tiers.toml"));
+    std::fs::write(
+        &rules,
+        shipped
+            .unwrap()
+            .replacen("names = []", "names = [\"*.nginx.requests\"]", 1),
+    )
+    .unwrap();
+    let other = dir.path().join("other.txt");
+    std::fs::write(&other, format!("servers.web3.load 5 {}\n", t + 600)).unwrap();
+    let out = tierdb(&[
+        "import",
+        other.to_str().unwrap(),
+        "--data-dir",
+        &d,
+        "--tiers",
+        rules.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(r#"the [counters] rules changed (names [] before, ["*.nginx.requests"] now)"#),
+        "{err}"
+    );
+    assert!(
+        err.contains("1 existing series keep the kind they were created with, which the new rules would have changed: servers.web2.nginx.requests (a gauge; the new rules would make it a counter)"),
+        "{err}"
+    );
+    assert!(!err.contains("CounterRules"), "a debug print: {err}");
+    assert_eq!(per_sec(), before);
+}
+
+/// Issue #54 item 2: a second `tierdb demo` into the same `--data-dir` wrote its three days of
+/// backfill again: `aggregate http.requests --display per_sec` went from 875.80 to 1751.60,
+/// while averages did not move. The agent now resumes after the last sample the directory
+/// holds: the stored minutes read the same after a second run, and the minutes the demo was
+/// stopped for are filled once.
+#[test]
+fn a_second_demo_run_adds_only_what_is_new() {
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    use tierdb::cli::demo;
+    use tierdb::{AggregateQuery, Aggregation, Display, Engine, ManualClock, Selector};
+
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1_763_726_400 + 25; // Mid-minute, off the agent's 10 s grid.
+    let clock = Arc::new(ManualClock::new(now));
+    let run = || {
+        let engine = Arc::new(
+            Engine::builder(dir.path())
+                .clock(clock.clone())
+                .writer_threads(2)
+                .background_maintenance(false)
+                .open()
+                .unwrap(),
+        );
+        let (stop, agent) = demo::start(&engine, 3).unwrap();
+        stop.store(true, Ordering::Relaxed);
+        agent.join().unwrap();
+        Arc::into_inner(engine).unwrap().close().unwrap();
+    };
+    let read = |to: i64, tier: &str| {
+        let engine = (Engine::builder(dir.path()).clock(clock.clone()))
+            .read_only()
+            .open()
+            .unwrap();
+        let query = AggregateQuery::new(
+            Selector::new("http.requests"),
+            Aggregation::Sum,
+            now - DAY,
+            to,
+        )
+        .tier(tier)
+        .display(Display::PerSec);
+        engine.aggregate(&query).unwrap().groups[0].points.clone()
+    };
+    run();
+    // Every minute that ended before now: the live agent's first sample lands in the last.
+    let ended = now - now % 60;
+    let first = read(ended, "1m");
+    let empty: Vec<_> = first.iter().filter(|(_, v)| v.is_none()).collect();
+    assert!(
+        empty.is_empty(),
+        "a full backfill: {} empty of {}, first {:?}, from {}",
+        empty.len(),
+        first.len(),
+        empty.first(),
+        now - DAY
+    );
+    let hours = read(ended - ended % 3600, "1h");
+    // Stopped for an hour and a half, then run again on the same directory.
+    clock.advance(5400);
+    run();
+    let again = read(ended, "1m");
+    let changed = (first.iter().zip(&again)).filter(|(a, b)| a != b).count();
+    assert_eq!(
+        changed,
+        0,
+        "minutes written twice, first {:?}",
+        first.iter().zip(&again).find(|(a, b)| a != b)
+    );
+    assert!(
+        read(ended - ended % 3600, "1h") == hours,
+        "hours written twice"
+    );
+    let later = now + 5400;
+    let filled = read(later - later % 60, "1m");
+    assert!(
+        filled.iter().all(|(_, v)| v.is_some()),
+        "the stopped minutes are filled"
+    );
+    // Each of them holds its six samples once: the rate of a full minute is the sum of the
+    // hosts' requests over it, over 60 s, never twice that.
+    let gap = &filled[filled.len() - 60..];
+    let ts = gap[0].0;
+    let want: f64 = (0..6)
+        .flat_map(|i| (0..4).map(move |h| demo::value("http.requests", h, ts + i * 10)))
+        .sum::<f64>()
+        / 60.0;
+    assert!(
+        (gap[0].1.unwrap() - want).abs() < 1e-9,
+        "{:?} against {want}",
+        gap[0]
+    );
+}

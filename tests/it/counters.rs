@@ -482,3 +482,50 @@ fn an_unfinished_counter_journal_that_does_not_fit_is_refused_by_name() {
         "{err}"
     );
 }
+
+/// Issue #54 item 1: a `[counters]` rule added after a series existed reinterpreted its
+/// stored buckets as increases: perSecond of a gauge read 0.7/s, then 230/s once the rule
+/// was added and the server restarted. A series' kind is now fixed when it is created;
+/// changed rules apply to series created after them, and existing ones keep their kind
+/// through later restarts too.
+#[test]
+fn a_counters_rule_added_later_applies_to_new_series_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let name = "servers.web2.nginx.requests";
+    let t = NOW - NOW % HOUR - HOUR;
+    let before = {
+        let engine = open(dir.path(), &clock, TiersConfig::default());
+        let id = engine.series(name).unwrap();
+        // Requests per 10 s, as a gauge: about 7 each, so about 0.7 per second.
+        let samples: Vec<Sample> = (0..60)
+            .map(|i| Sample::new(id, t + i * 10, 6.0 + (i % 3) as f64))
+            .collect();
+        assert_eq!(engine.record_batch(&samples).unwrap().accepted, 60);
+        let before = points(&engine, name, "1m", t, t + 600, Display::PerSec);
+        engine.close().unwrap();
+        before
+    };
+    assert_eq!(before[0], (t, Some(42.0 / 60.0)));
+    let rules = counters_config(&["*.nginx.requests"], &[]);
+    for round in 0..2 {
+        let engine = open(dir.path(), &clock, rules.clone());
+        let id = engine.series(name).unwrap();
+        assert_eq!(engine.series_kind(id), SeriesKind::Gauge, "round {round}");
+        assert_eq!(
+            points(&engine, name, "1m", t, t + 600, Display::PerSec),
+            before,
+            "the stored minutes keep their meaning (round {round})"
+        );
+        // A series created under the new rule is a counter.
+        let new = engine.series("servers.web3.nginx.requests").unwrap();
+        assert_eq!(engine.series_kind(new), SeriesKind::Counter);
+        engine.close().unwrap();
+    }
+    // Without the rule again, the series created under it stays a counter.
+    let engine = open(dir.path(), &clock, TiersConfig::default());
+    let new = engine.series("servers.web3.nginx.requests").unwrap();
+    assert_eq!(engine.series_kind(new), SeriesKind::Counter);
+    let old = engine.series(name).unwrap();
+    assert_eq!(engine.series_kind(old), SeriesKind::Gauge);
+}

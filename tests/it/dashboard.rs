@@ -12,6 +12,8 @@
 //! refresh. A second demo, whose tiers add a raw tier (issue #16), is opened in the same
 //! browser: "raw" is offered, its charts draw the exact points with lines to the edges from
 //! the neighbours outside the window, and the displays that make no sense there are disabled.
+//! Last, on the first demo, a series whose minute overflowed (two samples of 1e308, issue #54)
+//! is charted: its subtitle counts the overflowed point, never an empty bucket.
 //! A screenshot of the first page is saved as `target/e2e/dashboard.png`; with
 //! `TIERDB_UPDATE_SCREENSHOT=1` also as `docs/dashboard.png`, the README's picture.
 //!
@@ -26,7 +28,7 @@
 //! `#agg-form`, `#pan-back`, `#zoom-back`, `#live`, `#tz`, `#view-info[data-mode]`,
 //! `#charts > svg.chart[data-kind][data-series][data-points][data-lines][data-tier]
 //! [data-window][data-display][data-unit][data-y0][data-filled][data-partial][data-before]
-//! [data-after]` with `.legend-item[data-name]` and `.partial[data-ts]`, `#status`
+//! [data-after][data-overflowed]` with `.legend-item[data-name]` and `.partial[data-ts]`, `#status`
 //! (`#stat-rate[data-window]`), `#error`.
 //!
 //! chromedriver runs in a process group of its own and picks its port itself (`--port=0`);
@@ -103,6 +105,7 @@ return {
     partial_marks: [...c.querySelectorAll('.partial')].map((m) => m.dataset.ts || ''),
     before: c.dataset.before === '1',
     after: c.dataset.after === '1',
+    overflowed: Number(c.dataset.overflowed || '0'),
     filtered: c.classList.contains('filtered-out'),
     legend: [...c.querySelectorAll('.legend-item')].map((i) => i.dataset.name),
     subtitle: c.querySelector('.chart-sub')?.textContent || '',
@@ -197,6 +200,8 @@ struct Chart {
     /// A raw chart drew its line to the left / right edge from the neighbour outside.
     before: bool,
     after: bool,
+    /// Points whose value overflowed (`+Inf`, `-Inf`), not drawn.
+    overflowed: u64,
     /// Hidden by the filter.
     filtered: bool,
     /// The legend's names, in order.
@@ -325,6 +330,7 @@ fn dashboard_in_headless_chromium() {
         let shot = drive(&client, &page_url, &mut server).await;
         // The same browser, on the server with a raw tier.
         drive_raw(&client, &raw_url, &mut raw_server).await;
+        drive_overflow(&client, &page_url, &mut server).await;
         client.close().await.expect("close the WebDriver session");
         shot
     });
@@ -916,6 +922,51 @@ async fn wait_for(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// A minute whose total overflowed (two samples of 1e308) is charted as overflowed: counted
+/// in the subtitle, not taken for an empty bucket (issue #54).
+async fn drive_overflow(client: &Client, page_url: &str, server: &mut Proc) {
+    let addr: std::net::SocketAddr = page_url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()
+        .expect("the dashboard's address");
+    let minute = unix_now() - unix_now() % 60 - 120;
+    let body = json!([
+        {"series": "overflow.total", "ts": minute, "value": 1e308},
+        {"series": "overflow.total", "ts": minute + 10, "value": 1e308},
+    ]);
+    let (status, text) = crate::support::http::request(
+        addr,
+        "POST",
+        "/api/v1/write",
+        &[],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(status, 204, "{text}");
+    // A fresh page lists the new series.
+    client.goto(page_url).await.expect("reload the dashboard");
+    wait_for(client, server, "the series list", |s| {
+        s.listed.iter().any(|n| n == "overflow.total")
+    })
+    .await;
+    click_series(client, "overflow.total").await;
+    let snap = wait_for(client, server, "the overflowed chart", |s| {
+        s.charts
+            .iter()
+            .any(|c| c.series == "overflow.total" && c.overflowed > 0)
+    })
+    .await;
+    let chart = (snap.charts.iter())
+        .find(|c| c.series == "overflow.total")
+        .unwrap();
+    assert_eq!(chart.overflowed, 1, "{chart:#?}");
+    assert!(
+        chart.subtitle.contains("1 overflowed (±Inf, not drawn)"),
+        "{}",
+        chart.subtitle
+    );
 }
 
 /// Picks `value` in the `<select>` at `css`, as a user would (a click on the option).

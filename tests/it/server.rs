@@ -532,3 +532,81 @@ fn telegrafs_influxdb_output_starts_cleanly_and_probes_need_no_token() {
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("only CREATE DATABASE"), "{body}");
 }
+
+/// Issue #54 item 4: after two samples of 1e308, `sumSeries` and `/api/v1/aggregate`
+/// answered `null`, the mark of a bucket without samples, while PromQL answered `+Inf`. A
+/// sum that overflows now reads as an infinity on every read path, spelled as each protocol
+/// spells it: tierdb's own JSON and CSV and PromQL `+Inf` (JSON strings, as Prometheus
+/// writes every value), Graphite's json `1e9999` and its csv and raw `inf` (graphite-web's
+/// own output).
+#[test]
+fn an_overflowed_sum_reads_as_infinity_on_every_read_path() {
+    let server = TestServer::start(None, Limits::default());
+    let minute = NOW - NOW % 60 - 60;
+    let body = serde_json::json!([
+        {"series": "ovf_a", "ts": minute, "value": 1e308},
+        {"series": "ovf_b", "ts": minute, "value": 1e308},
+        {"series": "ovf_both", "ts": minute, "value": 1e308},
+        {"series": "ovf_both", "ts": minute + 10, "value": 1e308},
+        {"series": "ovf_neg", "ts": minute, "value": -1e308},
+        {"series": "ovf_neg", "ts": minute + 10, "value": -1e308},
+    ]);
+    let (status, text) = server.request("POST", "/api/v1/write", &[], body.to_string().as_bytes());
+    assert_eq!(status, 204, "{text}");
+    let window = format!("tier=1m&from={minute}&to={}", minute + 60);
+
+    // The native query: JSON and CSV; an empty bucket stays null.
+    let to = minute + 120;
+    let query = server.json(&format!(
+        "/api/v1/query?series=ovf_both&display=total&tier=1m&from={minute}&to={to}"
+    ));
+    assert_eq!(
+        query["points"],
+        serde_json::json!([[minute, "+Inf"], [minute + 60, null]])
+    );
+    let neg = server.json(&format!(
+        "/api/v1/query?series=ovf_neg&display=avg&{window}"
+    ));
+    assert_eq!(neg["points"], serde_json::json!([[minute, "-Inf"]]));
+    let (status, csv) = server.get(&format!(
+        "/api/v1/query?series=ovf_both&display=total&{window}&format=csv"
+    ));
+    assert_eq!(status, 200, "{csv}");
+    assert_eq!(csv, format!("ts,value\n{minute},+Inf\n"));
+    // The library's own answer reads back from that JSON exactly.
+    let read: tierdb::QueryResult = serde_json::from_value(query).unwrap();
+    assert_eq!(read.points[0], (minute, Some(f64::INFINITY)));
+
+    // The aggregate across series.
+    let sum = server.json(&format!(
+        "/api/v1/aggregate?match=ovf_?&agg=sum&display=total&{window}"
+    ));
+    assert_eq!(
+        sum["groups"][0]["points"],
+        serde_json::json!([[minute, "+Inf"]])
+    );
+
+    // Graphite's /render, as graphite-web writes an infinity in each format.
+    let render = |format: &str| {
+        let (status, body) = server.get(&format!(
+            "/render?target=sumSeries(ovf_%3F)&from={}&until={}&format={format}",
+            minute - 60,
+            minute + 60
+        ));
+        assert_eq!(status, 200, "{format}: {body}");
+        body
+    };
+    let json = render("json");
+    assert!(json.contains("[1e9999,"), "{json}");
+    let csv = render("csv");
+    assert!(csv.contains(",inf\r\n"), "{csv}");
+    let raw = render("raw");
+    assert!(raw.contains("|inf") || raw.contains(",inf"), "{raw}");
+
+    // PromQL.
+    let promql = server.json(&format!(
+        "/prometheus/api/v1/query?query=sum(%7B__name__%3D~%22ovf_.%22%7D)&time={}",
+        minute + 60
+    ));
+    assert_eq!(promql["data"]["result"][0]["value"][1], "+Inf", "{promql}");
+}

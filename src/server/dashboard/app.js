@@ -16,7 +16,7 @@
 //       comma-separated), submitted (#agg-add) adds an aggregate chart
 //   #charts > svg.chart[data-kind="series"|"multi"|"aggregate"][data-key][data-series]
 //       [data-points][data-lines][data-tier][data-window="FROM..TO"][data-display][data-unit]
-//       [data-y0][data-filled][data-partial][data-before][data-after]
+//       [data-y0][data-filled][data-partial][data-before][data-after][data-overflowed]
 //       data-series: the one series of a "series" chart; data-points: non-null points drawn,
 //       over all lines; data-lines: lines with at least one point; data-window: unix seconds
 //       of the window shown; data-unit: the y axis' unit ("%", "B", "/s", "B/s" or "");
@@ -24,7 +24,9 @@
 //       filled (one line of buckets: then data-y0 is at most 0); data-partial: the start of
 //       the last bucket when its period has not ended (drawn hollow, dashed, not filled),
 //       else ""; data-before / data-after: "1" when a raw chart drew its lines to the edge
-//       from the neighbour outside the window
+//       from the neighbour outside the window; data-overflowed: points whose value
+//       overflowed (+Inf or -Inf in the API's JSON), not drawn, counted in the subtitle and
+//       read as "+Inf"/"-Inf" in the hover readout
 //     > g.legend > g.legend-item[data-name] (charts of more than one line), .chart-close
 //       (removes the chart), .partial (the still-filling bucket's mark)
 //   Time: #pan-back / #pan-fwd move the window by half its span; #zoom-back undoes the last
@@ -991,7 +993,7 @@
         const body = await api('api/v1/aggregate?match=' + enc(view.match) + '&agg=' + enc(view.agg) +
           (by.length ? '&group_by=' + enc(by.join(',')) : '') + '&tier=' + enc(q.tier) + timeParams(q) +
           '&display=' + enc(q.display));
-        const groups = (body.groups || []).map((g) => ({ name: groupLabel(g.tags, by), points: g.points || [], series: g.series }));
+        const groups = (body.groups || []).map((g) => ({ name: groupLabel(g.tags, by), points: decodePoints(g.points), series: g.series }));
         groups.sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
         data = { tier: body.tier, display: body.display, step: body.step, lines: groups.slice(0, MAX_LINES), groups: groups.length };
       } else {
@@ -1004,7 +1006,7 @@
           tier: ok.value.tier,
           display: ok.value.display,
           lines: answers.map((a, i) => (a.status === 'fulfilled'
-            ? { name: view.names[i], points: a.value.points || [], before: a.value.before, after: a.value.after }
+            ? { name: view.names[i], points: decodePoints(a.value.points), before: a.value.before, after: a.value.after }
             : { name: view.names[i], points: [], error: a.reason })),
         };
       }
@@ -1112,6 +1114,14 @@
   }
 
   const finite = (v) => v !== null && v !== undefined && isFinite(v);
+  const overflowed = (v) => v === Infinity || v === -Infinity;
+
+  // The API writes a value JSON has no number for as a string ("+Inf", "-Inf", "NaN": an
+  // overflowed sum); as numbers, such points read as what they are, never as empty buckets.
+  const NON_FINITE = { '+Inf': Infinity, '-Inf': -Infinity, NaN: NaN };
+  function decodePoints(points) {
+    return (points || []).map((p) => (typeof p[1] === 'string' && p[1] in NON_FINITE ? [p[0], NON_FINITE[p[1]]] : p));
+  }
 
   // The legend's items laid out in rows from (12, top): [{name, color, x, y}], rows.
   function legendLayout(names, W, top) {
@@ -1164,7 +1174,7 @@
     svgEl('rect', { x: W - 30, y: 6, width: 24, height: 24, rx: 5 }, close);
     svgEl('text', { x: W - 18, y: 23 }, close).textContent = '×';
     const setData = (d) => {
-      for (const k of ['points', 'lines', 'tier', 'window', 'display', 'unit', 'y0', 'filled', 'partial', 'before', 'after']) {
+      for (const k of ['points', 'lines', 'tier', 'window', 'display', 'unit', 'y0', 'filled', 'partial', 'before', 'after', 'overflowed']) {
         svg.dataset[k] = d[k] === undefined ? '' : String(d[k]);
       }
     };
@@ -1222,6 +1232,7 @@
     let lo = Infinity;
     let hi = -Infinity;
     let drawn = 0;
+    let overflows = 0;
     let withPoints = 0;
     const see = (v) => {
       if (v < lo) lo = v;
@@ -1233,6 +1244,8 @@
         if (finite(v)) {
           see(v);
           n += 1;
+        } else if (overflowed(v)) {
+          overflows += 1;
         }
       }
       // Raw lines run to the window's edges from the neighbours outside it.
@@ -1269,7 +1282,8 @@
     const head = `${tierName} · ${displayName} · ${fmtWindow(from, to, raw ? 60 : step)} ${Z.name()} · `;
     const count = raw ? `${drawn} points` : `${drawn} of ${lines.reduce((a, l) => a + l.points.length, 0)} buckets`;
     const groups = data.groups > lines.length ? ` · ${lines.length} of ${data.groups} groups` : '';
-    sub.textContent = truncate(head + count + groups, subChars);
+    const over = overflows ? `${overflows} overflowed (±Inf, not drawn) · ` : '';
+    sub.textContent = truncate(head + over + count + groups, subChars);
 
     // The legend, under the subtitle, when there is more than one line or an aggregate.
     const legend = multi ? legendLayout(lines.map((l) => (l.error ? `${l.name} (failed)` : l.name)), W, 56) : { items: [], rows: 0 };
@@ -1311,6 +1325,7 @@
       partial: partialTs === null ? '' : partialTs,
       before: raw ? 0 : '',
       after: raw ? 0 : '',
+      overflowed: overflows,
     });
 
     const grid = svgEl('g', { class: 'grid' }, svg);
@@ -1477,7 +1492,9 @@
       L.lines.forEach((l, i) => {
         const p = near[i];
         // Buckets share one grid; raw points each have their own time: the nearest is shown.
-        const has = p && (L.raw || p[0] === ts) && finite(p[1]);
+        const here = p && (L.raw || p[0] === ts);
+        const has = here && finite(p[1]);
+        const over = here && overflowed(p[1]);
         const dot = chart.hoverDots[i];
         dot.setAttribute('visibility', has ? 'visible' : 'hidden');
         if (has) {
@@ -1485,8 +1502,8 @@
           dot.setAttribute('cy', L.sy(p[1]).toFixed(1));
         }
         const what = document.createElement('div');
-        what.className = has ? 'tip-value' : 'tip-value empty';
-        const value = has ? fmtSI(p[1], L.unit) : 'no samples';
+        what.className = has || over ? 'tip-value' : 'tip-value empty';
+        const value = has ? fmtSI(p[1], L.unit) : over ? `${p[1] > 0 ? '+Inf' : '-Inf'} (overflowed)` : 'no samples';
         what.textContent = L.lines.length > 1 ? `${l.name}: ${value}` : value;
         if (L.lines.length > 1) what.style.setProperty('--series', `var(--c${l.color})`);
         if (L.lines.length > 1) what.classList.add('tip-line');
