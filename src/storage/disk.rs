@@ -57,7 +57,13 @@ pub(crate) fn reserve_range(file: &File, path: &Path, offset: u64, len: u64) -> 
 pub(crate) fn is_tmpfs(file: &File) -> bool {
     /// `TMPFS_MAGIC` of `statfs(2)`.
     const TMPFS_MAGIC: i64 = 0x0102_1994;
-    rustix::fs::fstatfs(file).is_ok_and(|fs| fs.f_type as i64 == TMPFS_MAGIC)
+    let Ok(fs) = rustix::fs::fstatfs(file) else {
+        return false;
+    };
+    // `f_type`'s type differs between targets (i64, u32, i32).
+    #[allow(clippy::unnecessary_cast)]
+    let kind = fs.f_type as i64;
+    kind == TMPFS_MAGIC
 }
 
 /// fsync of a directory, so a file created, renamed or unlinked in it survives power loss.

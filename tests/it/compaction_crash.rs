@@ -30,12 +30,15 @@ fn open(dir: &Path, now: Timestamp) -> Engine {
 }
 
 /// Every series' buckets of the hour in the 1m and 1h tiers: (count, total) per point.
-fn buckets(engine: &Engine) -> Vec<(Option<f64>, Option<f64>)> {
+/// Per point of every series' reads: (count, total).
+type Points = Vec<(Option<f64>, Option<f64>)>;
+
+fn buckets(engine: &Engine) -> Points {
     let mut all = Vec::new();
     for series in 0..SERIES {
         for tier in ["1m", "1h"] {
             let read = |display| {
-                let query = Query::new(&format!("s{series}"), START, START + HOUR)
+                let query = Query::new(format!("s{series}"), START, START + HOUR)
                     .tier(tier)
                     .display(display);
                 engine.query(&query).unwrap().points
@@ -56,7 +59,7 @@ fn child_compacts(dir: &Path) {
     panic!("the compaction hook did not fire");
 }
 
-fn crash_at(stage: &str, test: &str) -> (tempfile::TempDir, Vec<(Option<f64>, Option<f64>)>) {
+fn crash_at(stage: &str, test: &str) -> (tempfile::TempDir, Points) {
     let dir = scratch_dir();
     let before = {
         let engine = open(dir.path(), START + HOUR - 1);

@@ -29,7 +29,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 fn minutes(engine: &Engine, series: u32, from: Timestamp, to: Timestamp) -> Vec<Option<f64>> {
-    let query = Query::new(&format!("fixture.s{series}"), from, to)
+    let query = Query::new(format!("fixture.s{series}"), from, to)
         .tier("1m")
         .display(Display::Total);
     let points = engine.query(&query).unwrap().points;
