@@ -86,6 +86,7 @@ def main():
     parser.add_argument("--tierdb", default=os.path.join(ROOT, "target/release/tierdb"))
     parser.add_argument("--baseline", help="a second tierdb build, fed the same data in the same run")
     parser.add_argument("--tiers", default=os.path.join(ROOT, "tiers.toml"), help="the tiers both tierdb builds use")
+    parser.add_argument("--keep", action="store_true", help="leave the data directories in place and print where")
     parser.add_argument("--also-tiers", help="a third tierdb run, of --tierdb with these tiers, in the same run")
     parser.add_argument("--victoria-metrics", default=os.environ.get("VICTORIA_METRICS", "/usr/bin/victoria-metrics"))
     args = parser.parse_args()
@@ -162,7 +163,10 @@ def main():
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-        subprocess.run(["rm", "-rf", tmp])
+        if args.keep:
+            print(f"data directories kept under {tmp}")
+        else:
+            subprocess.run(["rm", "-rf", tmp])
 
 
 if __name__ == "__main__":

@@ -182,7 +182,7 @@ impl<'a> FilesNeeded<'a> {
                 self.failed.push((
                     tier,
                     start..start.saturating_add(period),
-                    chunk * slots..(chunk + 1) * slots,
+                    chunk * slots..(chunk * slots).saturating_add(slots),
                 ));
             }
         }
@@ -216,8 +216,11 @@ impl<'a> FilesNeeded<'a> {
                     if let Err(e) = file.reserve_slots(need.bucket, slot, SLOTS_PER_PAGE) {
                         tracing::error!(error = %e, "cannot reserve disk for a period file's page; refusing the samples that need it");
                         let id = chunk * slots + slot;
-                        self.failed
-                            .push((need.tier, need.span.clone(), id..id + SLOTS_PER_PAGE));
+                        self.failed.push((
+                            need.tier,
+                            need.span.clone(),
+                            id..id.saturating_add(SLOTS_PER_PAGE),
+                        ));
                     }
                 }
             }
