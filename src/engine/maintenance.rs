@@ -169,9 +169,9 @@ impl Shared {
     /// Prefaults the bucket blocks writers are about to touch, so their first stores do not
     /// take page faults: in every tier, the block being written at `now`, and a share of the
     /// next block (which may lie in the next period's files) that grows with the progress
-    /// through the second half of the current one, complete by three quarters. Only the pages of slots written in
-    /// the current block are touched (and, in the next block, reserved first): the pages of
-    /// series that send nothing stay holes. Spreading the next block out matters: for 100k
+    /// through the second half of the current one, complete by three quarters. Only the
+    /// pages of slots written in the current block are touched (and, in the next block,
+    /// reserved first): the pages of series that send nothing stay holes. Spreading the next block out matters: for 100k
     /// series it is ~100 MB of pages per tier to zero, and all tiers' blocks start together
     /// at a period boundary. Progress is remembered per block, so pages are walked once
     /// (chunk files added later are picked up). A page that cannot get its space (a full
