@@ -49,7 +49,8 @@ pub(crate) struct PeriodFile {
     /// One bit per page of the record area, set once its disk space is known reserved (see
     /// [`PeriodFile::reserve`]). The record area is sparse: a page gets its space when a
     /// slot of it is first written, so a file takes disk for the series and times it holds.
-    /// Starts clear at every open; reserving a page that has its space again is a no-op.
+    /// At open, the pages the filesystem reports as data are set (so a restart prefaults the
+    /// blocks being written as before); reserving a page that has its space again is a no-op.
     reserved: Box<[AtomicU64]>,
 }
 
@@ -283,9 +284,12 @@ impl PeriodFile {
             meta.chunk,
             0,
         );
-        let reserved = (0..meta.pages().div_ceil(64))
+        let reserved: Box<[AtomicU64]> = (0..meta.pages().div_ceil(64))
             .map(|_| AtomicU64::new(0))
             .collect();
+        if writable {
+            note_written_pages(&file, &reserved, meta.pages());
+        }
         Ok(PeriodFile {
             path: path.to_path_buf(),
             meta,
@@ -770,4 +774,32 @@ fn page_runs(pages: impl Iterator<Item = usize>) -> Vec<(usize, usize)> {
         }
     }
     runs
+}
+
+/// Sets the bits of `reserved` for the pages of the record area that `file` holds as data
+/// (`SEEK_DATA`/`SEEK_HOLE`): their blocks exist, so stores into them need no reservation,
+/// and maintenance prefaults them after a restart. Best effort: a page not reported (a hole,
+/// an extent reserved but never written, a filesystem without the seeks) is reserved again
+/// before its first store, which is a no-op where it has its blocks.
+fn note_written_pages(file: &File, reserved: &[AtomicU64], pages: usize) {
+    use rustix::fs::{seek, SeekFrom};
+    let start = HEADER_LEN as u64;
+    let end = start + (pages * PAGE_LEN) as u64;
+    let mut at = start;
+    while at < end {
+        let Ok(data) = seek(file, SeekFrom::Data(at)) else {
+            return;
+        };
+        let hole = seek(file, SeekFrom::Hole(data)).unwrap_or(end).min(end);
+        if data >= end || hole <= data {
+            return;
+        }
+        // Pages wholly inside the data.
+        let first = (data - start).div_ceil(PAGE_LEN as u64) as usize;
+        let last = ((hole - start) / PAGE_LEN as u64) as usize;
+        for page in first..last {
+            reserved[page / 64].fetch_or(1 << (page % 64), Ordering::Relaxed);
+        }
+        at = hole;
+    }
 }

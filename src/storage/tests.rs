@@ -261,3 +261,38 @@ fn a_file_made_right_after_an_expiry_forgot_its_period_stays_on_disk() {
          stored into it is gone at the next open"
     );
 }
+
+/// A period file takes disk only for the pages written (on a disk filesystem; tmpfs files
+/// are written whole), and a writable open learns which pages hold data, so they need no
+/// reservation again and are prefaulted after a restart.
+#[test]
+fn a_period_file_is_sparse_and_its_written_pages_are_known_again_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let tiers = TiersConfig::default().tiers;
+    let (path, sparse) = {
+        let (storage, _writer, hot) = one_sample_stored(dir.path());
+        storage.flush().unwrap();
+        let file = std::fs::File::open(hot.path()).unwrap();
+        (hot.path().to_path_buf(), !super::disk::is_tmpfs(&file))
+    };
+    let allocated = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&path).unwrap().blocks() * 512
+    };
+    let length = std::fs::metadata(&path).unwrap().len();
+    if sparse {
+        assert!(
+            allocated <= 2 * super::format::PAGE_LEN as u64,
+            "{allocated} bytes allocated of {length}: the header and one page"
+        );
+    }
+    let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
+    let file = storage.file(0, DAY_START, 0).unwrap();
+    let written = super::format::cell_index(5, 3, SLOTS) / super::format::RECORDS_PER_PAGE;
+    assert!(
+        file.is_reserved(written),
+        "the written page is known at open"
+    );
+    let other = file.meta().pages() - 1;
+    assert_eq!(file.is_reserved(other), !sparse, "a hole is not");
+}
