@@ -508,7 +508,7 @@ fn roll_back(
                 // No writer runs yet, so a bit the crash left mid-update reads at once.
                 let now = file.file().load(bucket, slot).count;
                 if (before.count..=last).contains(&now) {
-                    file.restore(bucket, slot, &before);
+                    file.restore(bucket, slot, &before)?;
                     file.mark_dirty();
                     restored.push(file);
                     cells += 1;

@@ -19,6 +19,10 @@ pub(crate) enum Hook {
     /// any series is cut; `after_commit` after the registry is cut and one tier's slots of
     /// the first chunk cleared.
     KillMidDelete,
+    /// `after_write` kills the process once a compaction's `.tdc` is in place, beside the
+    /// `.tdb` it replaces; `after_swap` once the `.tdb` is unlinked, before the directory is
+    /// synced.
+    KillMidCompaction,
     /// `<step>` or `<step>:<n>`: a cluster partition's store kills its process at that step
     /// of the `n`-th group this process applies (default the first).
     #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
@@ -48,6 +52,7 @@ impl Hook {
             Hook::KillMidUpdate => variables::KILL_MID_UPDATE,
             Hook::KillMidRawAppend => variables::KILL_MID_RAW_APPEND,
             Hook::KillMidDelete => variables::KILL_MID_DELETE,
+            Hook::KillMidCompaction => variables::KILL_MID_COMPACTION,
             Hook::KillMidApply => variables::KILL_MID_APPLY,
             Hook::ApplyPauseMs => variables::APPLY_PAUSE_MS,
         }
@@ -69,6 +74,8 @@ pub(crate) mod variables {
     pub const KILL_MID_RAW_APPEND: &str = "TIERDB_FAULT_KILL_MID_RAW_APPEND";
     /// [`super::Hook::KillMidDelete`].
     pub const KILL_MID_DELETE: &str = "TIERDB_FAULT_KILL_MID_DELETE";
+    /// [`super::Hook::KillMidCompaction`].
+    pub const KILL_MID_COMPACTION: &str = "TIERDB_FAULT_KILL_MID_COMPACTION";
     /// [`super::Hook::KillMidApply`].
     pub const KILL_MID_APPLY: &str = "TIERDB_FAULT_KILL_MID_APPLY";
     /// [`super::Hook::ApplyPauseMs`].

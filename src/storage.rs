@@ -418,22 +418,22 @@ impl Storage {
     }
 
     /// The hot files of `tier` whose period ended at or before `ended_by` and that had no
-    /// write since the previous call looked at them: the ones to compact.
+    /// write since the previous call looked at them: the ones to compact; and how many such
+    /// closed files were written since (to look at again soon).
     pub(crate) fn quiet_closed_files(
         &self,
         tier: usize,
         ended_by: Timestamp,
-    ) -> Vec<Arc<PeriodFile>> {
+    ) -> (Vec<Arc<PeriodFile>>, usize) {
         let store = &self.tiers[tier];
         let period = store.spec.period.secs() as i64;
         let files = store.files.read().unwrap_or_else(|e| e.into_inner());
-        files
+        let (quiet, written): (Vec<_>, Vec<_>) = files
             .iter()
             .take_while(|((start, _), _)| start.saturating_add(period) <= ended_by)
             .filter_map(|(_, stored)| stored.hot())
-            .filter(|file| file.quiet_since_last_look())
-            .cloned()
-            .collect()
+            .partition(|file| file.quiet_since_last_look());
+        (quiet.into_iter().cloned().collect(), written.len())
     }
 
     /// Replaces the hot `file` of `tier` by its compacted form: written whole beside it,
@@ -449,6 +449,7 @@ impl Storage {
         let before = file.generation();
         let compacted =
             CompactFile::create(&store.dir, &meta, &|bucket, slot| file.load(bucket, slot))?;
+        die_if_armed("after_write");
         let key = (meta.period_start, meta.chunk);
         let swapped = {
             let _no_batch = self.hold_batches();
@@ -472,6 +473,7 @@ impl Storage {
         #[cfg(test)]
         self.after_swap.pass();
         if swapped {
+            die_if_armed("after_swap");
             store.compacted.fetch_add(1, Ordering::Relaxed);
             disk::sync_dir(&store.dir)?;
         }
@@ -861,6 +863,13 @@ const FLUSH_THREADS: usize = 8;
 
 /// Unlinks a file whose removal is tidying, not correctness (a superseded form of a period):
 /// a failure is logged, and the next open removes it.
+/// Kills the process when [`crate::fault::Hook::KillMidCompaction`] names `stage` (the crash tests').
+fn die_if_armed(stage: &str) {
+    if crate::fault::Hook::KillMidCompaction.armed().as_deref() == Some(stage) {
+        crate::fault::kill_self();
+    }
+}
+
 fn remove_file_logged(path: &Path) {
     if let Err(e) = std::fs::remove_file(path) {
         tracing::warn!(path = %path.display(), error = %e, "could not remove a superseded period file");

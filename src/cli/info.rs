@@ -88,11 +88,10 @@ fn info_table(engine: &Engine) -> String {
     let total: u64 = stats.tiers.iter().map(|t| t.disk.bytes).sum();
     out.push_str(&format!(
         "\nspace: {} in period files. A hot file holds one period of one chunk of {slots} \
-         series slots (series_per_chunk), preallocated whole: {} series use {chunks} \
-         chunk{} ({free} slots free), and a chunk costs the same with 1 series or {slots}. \
-         Ended periods are compacted to a few bytes per bucket written; for a handful of \
-         series, a directory created with a smaller series_per_chunk (tiers.toml [engine], \
-         16 at least) reserves less.\n",
+         series slots (series_per_chunk), and takes disk only for what was written: 4 KiB \
+         per 8 series per 16 buckets, plus a 4 KiB header. {} series use {chunks} \
+         chunk{} ({free} slots free). Ended periods are compacted to a few bytes per bucket \
+         written.\n",
         human_bytes(total),
         stats.series,
         if chunks == 1 { "" } else { "s" },

@@ -32,6 +32,11 @@ pub struct MaintenanceReport {
     pub pending: usize,
     /// Hot files of closed periods replaced by their compacted form.
     pub compacted: usize,
+    /// Hot files of closed periods left for a later pass: written since the previous pass
+    /// looked (an import of history, a backfill), or past the pass's time budget. The
+    /// background thread then runs its next pass after [`SETTLE_RECHECK`] rather than a
+    /// whole interval, so history takes its compact form seconds after the writes stop.
+    pub unsettled: usize,
 }
 
 /// How maintenance has been going: passes that failed since open, and the last failure while
@@ -142,7 +147,10 @@ impl Shared {
             return first_error.map_or(Ok(report), Err);
         }
         match self.compact_closed(now) {
-            Ok(n) => report.compacted = n,
+            Ok((n, unsettled)) => {
+                report.compacted = n;
+                report.unsettled = unsettled;
+            }
             Err(e) => {
                 first_error.get_or_insert(e);
             }
@@ -159,34 +167,53 @@ impl Shared {
     }
 
     /// Prefaults the bucket blocks writers are about to touch, so their first stores do not
-    /// take page faults: in every tier, all of the block being written at `now`, and a share
-    /// of the next block (which may lie in the next period's files) that grows with the
-    /// progress through the current one, complete by its middle. Spreading the next block
-    /// out matters: for 100k series it is ~100 MB of pages per tier to zero, and all tiers'
-    /// blocks start together at a period boundary. Progress is remembered per block, so
-    /// pages are walked once (chunk files added later are picked up).
+    /// take page faults: in every tier, the block being written at `now`, and a share of the
+    /// next block (which may lie in the next period's files) that grows with the progress
+    /// through the second half of the current one, complete by three quarters. Only the
+    /// pages of slots written in the current block are touched (and, in the next block,
+    /// reserved first): the pages of series that send nothing stay holes. Spreading the next block out matters: for 100k
+    /// series it is ~100 MB of pages per tier to zero, and all tiers' blocks start together
+    /// at a period boundary. Progress is remembered per block, so pages are walked once
+    /// (chunk files added later are picked up). A page that cannot get its space (a full
+    /// disk) is left to the batch that first writes it, which refuses its samples.
     fn prefault_next_blocks(&self, now: Timestamp) {
         let mut done = self.prefaulted.lock().unwrap_or_else(|e| e.into_inner());
         let mut progress = Vec::with_capacity(self.config.tiers.len() * 2);
         for (t, spec) in self.config.tiers.iter().enumerate() {
             let block = spec.resolution.secs() as i64 * i64::from(BUCKET_BLOCK);
+            let current = place(t, spec, now);
             let block_start = align_down(now, spec.resolution)
-                - (place(t, spec, now).bucket % BUCKET_BLOCK) as i64
-                    * spec.resolution.secs() as i64;
-            // Share of the next block to have prefaulted by now: twice the share of the
-            // current block gone by, plus an eighth so the first pass starts it.
-            let share = (2.0 * (now - block_start) as f64 / block as f64 + 0.125).min(1.0);
+                - (current.bucket % BUCKET_BLOCK) as i64 * spec.resolution.secs() as i64;
+            // Share of the next block to have prefaulted by now: none in the first half of
+            // the current block (its pages would take disk a whole block early, 16 days in
+            // a 1d tier), then four times the share gone by past the middle, plus an eighth,
+            // so it starts in the pass before the middle and is complete by three quarters.
+            let gone = (now - block_start) as f64 / block as f64;
+            let share = (4.0 * (gone - 0.5) + 0.125).clamp(0.0, 1.0);
+            let written_now = self.storage.period_files(t, current.period_start);
             for (ts, share) in [(now, 1.0), (block_start + block, share)] {
                 let p = place(t, spec, ts);
                 let key = (t, p.period_start, p.bucket / BUCKET_BLOCK);
                 let from = done.get(&key).copied().unwrap_or(0);
-                let files = self.storage.period_files(t, p.period_start);
+                let files = match p.period_start == current.period_start {
+                    true => written_now.clone(),
+                    false => self.storage.period_files(t, p.period_start),
+                };
                 let to = ((files.len() as f64 * share).ceil() as usize).clamp(from, files.len());
                 for file in &files[from..to] {
                     if self.stopping() {
                         return;
                     }
-                    file.prefault_block(p.bucket);
+                    let chunk = file.meta().chunk;
+                    // `period_files` lists a period's files in chunk order.
+                    let Ok(like) = written_now.binary_search_by_key(&chunk, |f| f.meta().chunk)
+                    else {
+                        continue;
+                    };
+                    let like = &written_now[like];
+                    if let Err(e) = file.prefault_block(p.bucket, like, current.bucket) {
+                        tracing::debug!(error = %e, "reserving the next block's pages ahead failed");
+                    }
                 }
                 progress.push((key, to));
             }
@@ -266,30 +293,34 @@ impl Shared {
 impl Shared {
     /// Compacts the hot files of periods that ended at least [`COMPACT_GRACE`] ago and had
     /// no write since the previous pass looked, oldest first, until [`COMPACT_BUDGET`] is
-    /// spent (the next pass goes on). Returns how many were compacted.
+    /// spent (the next pass goes on). Returns how many were compacted, and how many closed
+    /// periods are left hot for a later pass (written since the last look, or past the
+    /// budget).
     ///
     /// # Errors
     /// The first file that could not be compacted; the others are still tried.
-    fn compact_closed(&self, now: Timestamp) -> Result<usize> {
+    fn compact_closed(&self, now: Timestamp) -> Result<(usize, usize)> {
         let started = std::time::Instant::now();
         // The ids in a compacted file must be durable first: the repair after power loss
         // clears the slots of ids the registry lost, but only in hot files.
         let mut synced = false;
-        let mut compacted = 0;
+        let (mut compacted, mut unsettled) = (0, 0);
         let mut first_error = None;
         for tier in 0..self.config.tiers.len() {
-            for file in self
+            let (quiet, written) = self
                 .storage
-                .quiet_closed_files(tier, now.saturating_sub(COMPACT_GRACE))
-            {
+                .quiet_closed_files(tier, now.saturating_sub(COMPACT_GRACE));
+            unsettled += written;
+            for (at, file) in quiet.iter().enumerate() {
                 if started.elapsed() >= COMPACT_BUDGET || self.stopping() {
-                    return first_error.map_or(Ok(compacted), Err);
+                    unsettled += quiet.len() - at;
+                    return first_error.map_or(Ok((compacted, unsettled)), Err);
                 }
                 if !synced {
                     self.registry.sync()?;
                     synced = true;
                 }
-                match self.storage.compact(tier, &file) {
+                match self.storage.compact(tier, file) {
                     Ok(true) => compacted += 1,
                     Ok(false) => {}
                     Err(e) => {
@@ -299,7 +330,7 @@ impl Shared {
                 }
             }
         }
-        first_error.map_or(Ok(compacted), Err)
+        first_error.map_or(Ok((compacted, unsettled)), Err)
     }
 }
 
@@ -307,6 +338,12 @@ impl Shared {
 /// its last buckets (an agent's flush delay, a queue draining) still find the hot file.
 /// A sample later than that still lands: its period is made hot again.
 pub(crate) const COMPACT_GRACE: i64 = 600;
+
+/// The wait before the next background pass while closed periods are still being written
+/// (see [`MaintenanceReport::unsettled`]): a pass compacts a closed period once a whole
+/// pass went by without writes, so history written at once (an import, a backfill over
+/// Graphite) is compacted within two of these after the writes stop, not two intervals.
+pub(crate) const SETTLE_RECHECK: Duration = Duration::from_secs(10);
 
 /// Time one pass spends compacting at most; the rest waits for the next pass, so the
 /// prefaulting and creation that the pass also does stay on time.
@@ -379,10 +416,14 @@ impl MaintenanceThread {
                 // The open's pass did not prefault; this one does, at once.
                 let mut wait = Duration::ZERO;
                 while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(wait) {
-                    wait = interval;
-                    if let Err(e) = shared_for_thread.maintain() {
-                        tracing::warn!(error = %e, "maintenance pass failed; retrying next interval");
-                    }
+                    wait = match shared_for_thread.maintain() {
+                        Ok(report) if report.unsettled > 0 => SETTLE_RECHECK.min(interval),
+                        Ok(_) => interval,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "maintenance pass failed; retrying next interval");
+                            interval
+                        }
+                    };
                 }
             })
             .map_err(|e| Error::io(&shared.dir, e))?;

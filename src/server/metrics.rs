@@ -249,8 +249,8 @@ pub fn render(engine: &EngineStats, server: &ServerStats) -> String {
         Family::new(
             "tierdb_tier_bytes",
             "gauge",
-            "Bytes of period files on disk per tier (hot files preallocated whole, compacted \
-             ones as allocated).",
+            "Bytes of period files allocated on disk per tier (hot files are sparse: the \
+             pages written and their headers).",
         )
         .per_tier(engine, |t| t.disk.bytes),
         Family::new(

@@ -142,10 +142,13 @@ impl Storage {
             let Some(file) = WritableFile::new(file) else {
                 return Err(Error::ReadOnly(self.root.clone()));
             };
-            for (cell, want) in &differ {
-                file.restore(cell.bucket, cell.slot, want);
-            }
+            // Marked dirty even when a page cannot get its space: the cells set before it
+            // must reach the disk at the next flush.
+            let restored = differ
+                .iter()
+                .try_for_each(|(cell, want)| file.restore(cell.bucket, cell.slot, want));
             file.mark_dirty();
+            restored?;
             changed += differ.len();
         }
         Ok(changed)
@@ -209,19 +212,24 @@ impl Storage {
                 return Err(Error::ReadOnly(self.root.clone()));
             };
             let mut differ = 0;
+            let mut restored = Ok(());
             for (cell, want) in group {
                 let now = match new {
                     true => Bucket::EMPTY,
                     false => file.file().load(cell.bucket, cell.slot),
                 };
                 if !same_bits(&now, want) {
-                    file.restore(cell.bucket, cell.slot, want);
+                    restored = file.restore(cell.bucket, cell.slot, want);
+                    if restored.is_err() {
+                        break;
+                    }
                     differ += 1;
                 }
             }
             if differ > 0 {
                 file.mark_dirty();
             }
+            restored?;
             changed += differ;
         }
         Ok(changed)

@@ -35,6 +35,37 @@ pub(crate) fn reserve_space(file: &mut File, path: &Path, len: u64) -> Result<()
     file.rewind().map_err(io)
 }
 
+/// Reserves disk for bytes `offset..offset + len` of `file` without changing its length: a
+/// page of a sparse hot file, before the first store into it through the mapping (a store
+/// into a hole on a full disk would raise SIGBUS instead of returning an error). `Ok(false)`
+/// where the filesystem has no `fallocate`.
+///
+/// # Errors
+/// [`Error::Io`] naming `path` (ENOSPC included).
+pub(crate) fn reserve_range(file: &File, path: &Path, offset: u64, len: u64) -> Result<bool> {
+    use rustix::fs::{fallocate, FallocateFlags};
+    match fallocate(file, FallocateFlags::KEEP_SIZE, offset, len) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::OPNOTSUPP) => Ok(false),
+        Err(e) => Err(Error::io(path, e.into())),
+    }
+}
+
+/// Whether `file` lives on tmpfs (memory): there a read through a shared mapping of a hole
+/// allocates a page like a write does, and raises SIGBUS when the filesystem is full, so
+/// period files there are not made sparse.
+pub(crate) fn is_tmpfs(file: &File) -> bool {
+    /// `TMPFS_MAGIC` of `statfs(2)`.
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    let Ok(fs) = rustix::fs::fstatfs(file) else {
+        return false;
+    };
+    // `f_type`'s type differs between targets (i64, u32, i32).
+    #[allow(clippy::unnecessary_cast)]
+    let kind = fs.f_type as i64;
+    kind == TMPFS_MAGIC
+}
+
 /// fsync of a directory, so a file created, renamed or unlinked in it survives power loss.
 ///
 /// # Errors

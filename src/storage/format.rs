@@ -47,7 +47,12 @@ pub const HEADER_LEN: usize = 4096;
 pub(crate) const BUCKET_BLOCK: u32 = 16;
 /// Series slots whose runs share one 4 KiB page of a block (8: a run is 512 bytes): a batch
 /// gives them all to one writer thread (`engine::writer::writer_of`).
-pub(crate) const SLOTS_PER_PAGE: u32 = 4096 / (BUCKET_BLOCK * RECORD_SIZE as u32);
+pub(crate) const SLOTS_PER_PAGE: u32 = PAGE_LEN as u32 / (BUCKET_BLOCK * RECORD_SIZE as u32);
+/// The unit disk space is reserved in: a hot file's record area is sparse, and a page is
+/// reserved (`fallocate`) before the first store into it (see `PeriodFile::reserve`).
+pub(crate) const PAGE_LEN: usize = 4096;
+/// Records in one page.
+pub(crate) const RECORDS_PER_PAGE: usize = PAGE_LEN / RECORD_SIZE;
 
 const MAGIC_OFFSET: usize = 0;
 const VERSION_OFFSET: usize = MAGIC_OFFSET + 8;
@@ -92,6 +97,16 @@ impl PeriodMeta {
     pub fn cells(&self) -> usize {
         let blocks = self.buckets().div_ceil(BUCKET_BLOCK) as usize;
         blocks * BUCKET_BLOCK as usize * self.slots as usize
+    }
+
+    /// Pages of the record area: the unit space is reserved in.
+    pub(crate) fn pages(&self) -> usize {
+        self.cells().div_ceil(RECORDS_PER_PAGE)
+    }
+
+    /// Pages one block of buckets spans: one per [`SLOTS_PER_PAGE`] slots.
+    pub(crate) fn pages_per_block(&self) -> usize {
+        self.slots.div_ceil(SLOTS_PER_PAGE) as usize
     }
 
     /// Whole file length.

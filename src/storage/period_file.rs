@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::compact::CompactFile;
 use super::disk;
-use super::format::{cell_index, PeriodMeta, HEADER_LEN};
+use super::format::{cell_index, PeriodMeta, HEADER_LEN, PAGE_LEN, RECORDS_PER_PAGE};
 use super::mapped_cell::{BucketCell, Stuck, Writers};
 use super::mmap::MappedCells;
 use super::writer_state::{Publication, Publisher};
@@ -46,6 +46,12 @@ pub(crate) struct PeriodFile {
     /// The name of the file's first cell as writers publish it (`writers.state`): a cell's
     /// name is this with its record index added.
     name: Publication,
+    /// One bit per page of the record area, set once its disk space is known reserved (see
+    /// [`PeriodFile::reserve`]). The record area is sparse: a page gets its space when a
+    /// slot of it is first written, so a file takes disk for the series and times it holds.
+    /// At open, the pages the filesystem reports as data are set (so a restart prefaults the
+    /// blocks being written as before); reserving a page that has its space again is a no-op.
+    reserved: Box<[AtomicU64]>,
 }
 
 /// A period file mapped writable: the one way to store into cells (`add`, and `repair` at
@@ -70,10 +76,12 @@ const OLD_DEFAULT_PERIODS_HINT: &str = "; the default periods changed from 1d/7d
      tiers.toml, and later opens need no --tiers";
 
 impl PeriodFile {
-    /// Creates the file for `meta` in `dir`: header written, the whole length reserved on disk
-    /// (so a full disk fails here, never as SIGBUS on a later store), synced, then renamed
-    /// into place, so a crash leaves either no file or a complete one (plus a `.tmp` that the
-    /// next open removes).
+    /// Creates the file for `meta` in `dir`: header written, the record area sparse (its pages
+    /// get disk space as they are first written, [`PeriodFile::reserve`]), synced, then
+    /// renamed into place, so a crash leaves either no file or a complete one (plus a `.tmp`
+    /// that the next open removes). On a filesystem without `fallocate` the whole length is
+    /// written out instead, so no store can meet a hole; on tmpfs too, where even a read of
+    /// a hole through the mapping takes a page, and raises SIGBUS when the filesystem is full.
     ///
     /// # Errors
     /// [`Error::Io`] naming the file when any step fails (ENOSPC included).
@@ -155,9 +163,15 @@ impl PeriodFile {
             .truncate(true)
             .open(temp)
             .map_err(|e| Error::io(temp, e))?;
-        disk::reserve_space(&mut file, temp, meta.file_len())?;
         file.write_all(&meta.encode())
             .map_err(|e| Error::io(temp, e))?;
+        // The header's page answers whether the filesystem can reserve pages later.
+        if disk::reserve_range(&file, temp, 0, HEADER_LEN as u64)? && !disk::is_tmpfs(&file) {
+            file.set_len(meta.file_len())
+                .map_err(|e| Error::io(temp, e))?;
+        } else {
+            disk::reserve_space(&mut file, temp, meta.file_len())?;
+        }
         if let Some(source) = source {
             Self::write_cells(&file, temp, meta, source)?;
         }
@@ -270,6 +284,12 @@ impl PeriodFile {
             meta.chunk,
             0,
         );
+        let reserved: Box<[AtomicU64]> = (0..meta.pages().div_ceil(64))
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        if writable {
+            note_written_pages(&file, &reserved, meta.pages());
+        }
         Ok(PeriodFile {
             path: path.to_path_buf(),
             meta,
@@ -281,6 +301,7 @@ impl PeriodFile {
             retired: AtomicBool::new(false),
             stale_logged: AtomicBool::new(false),
             name,
+            reserved,
         })
     }
 
@@ -398,16 +419,121 @@ impl PeriodFile {
         super::mmap::prefetch(self.cell(bucket, slot));
     }
 
-    /// Faults in the pages of the block of buckets holding `bucket` for every slot: the
-    /// pages the writers will touch next (see [`super::format`] for the layout).
-    pub(crate) fn prefault_block(&self, bucket: u32) {
-        if !self.writers.in_process() || bucket >= self.meta.buckets() {
-            return;
+    /// Faults in the pages of the block of buckets holding `bucket` that the writers will
+    /// touch next: those of the slots with a reserved page in the block of `like` holding
+    /// `like_bucket` (the block being written now, in this file or the previous period's of
+    /// the same chunk; `self` and `bucket` themselves for the current block). Their space is
+    /// reserved first, so the slots written now have their next block's disk before it
+    /// starts, and the pages of slots never written stay holes (see [`super::format`] for
+    /// the layout).
+    ///
+    /// # Errors
+    /// As [`PeriodFile::reserve`]; nothing is faulted in then.
+    pub(crate) fn prefault_block(
+        &self,
+        bucket: u32,
+        like: &PeriodFile,
+        like_bucket: u32,
+    ) -> Result<()> {
+        if !self.writers.in_process()
+            || bucket >= self.meta.buckets()
+            || like_bucket >= like.meta.buckets()
+            || like.meta.slots != self.meta.slots
+        {
+            return Ok(());
         }
-        let block_start = bucket - bucket % super::format::BUCKET_BLOCK;
-        let first = cell_index(block_start, 0, self.meta.slots);
-        let len = self.meta.slots as usize * super::format::BUCKET_BLOCK as usize;
-        self.cells.populate(first, len);
+        let per_block = self.meta.pages_per_block();
+        let block = (bucket / super::format::BUCKET_BLOCK) as usize * per_block;
+        let like_block = (like_bucket / super::format::BUCKET_BLOCK) as usize * per_block;
+        let runs = page_runs((0..per_block).filter(|k| like.is_reserved(like_block + k)))
+            .into_iter()
+            .map(|(first, n)| (block + first, n))
+            .collect::<Vec<_>>();
+        self.reserve_runs(&runs)?;
+        for (first, n) in runs {
+            self.cells
+                .populate(first * RECORDS_PER_PAGE, n * RECORDS_PER_PAGE);
+        }
+        Ok(())
+    }
+
+    /// Whether page `page` of the record area has its disk space reserved, as far as this
+    /// process knows.
+    #[inline]
+    pub(crate) fn is_reserved(&self, page: usize) -> bool {
+        self.reserved
+            .get(page / 64)
+            .is_some_and(|word| word.load(Ordering::Acquire) & (1 << (page % 64)) != 0)
+    }
+
+    /// Reserves disk for the pages `first..first + n` of the record area that are not known
+    /// reserved yet (`fallocate`), before anything is stored into them through the mapping:
+    /// a store into a hole on a full disk would raise SIGBUS, where this returns ENOSPC and
+    /// the samples bound for those pages are refused. Two callers may reserve one page at
+    /// once; the second call is a no-op.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file (ENOSPC included); the pages stay unreserved, and a later
+    /// call tries again.
+    pub(crate) fn reserve(&self, first: usize, n: usize) -> Result<()> {
+        self.reserve_runs(&[(first, n)])
+    }
+
+    /// [`PeriodFile::reserve`] of several runs of pages `(first, n)`.
+    fn reserve_runs(&self, runs: &[(usize, usize)]) -> Result<()> {
+        let missing: Vec<(usize, usize)> = runs
+            .iter()
+            .flat_map(|&(first, n)| page_runs((first..first + n).filter(|&p| !self.is_reserved(p))))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let pages = self.meta.pages();
+        if missing.iter().any(|&(first, n)| first + n > pages) {
+            return Err(Error::io(
+                &self.path,
+                std::io::Error::other("page outside the file"),
+            ));
+        }
+        let file = OpenOptions::new()
+            .write(true)
+            .open(&self.path)
+            .map_err(|e| Error::io(&self.path, e))?;
+        for (first, n) in missing {
+            let at = (HEADER_LEN + first * PAGE_LEN) as u64;
+            if !disk::reserve_range(&file, &self.path, at, (n * PAGE_LEN) as u64)? {
+                return self.reserved_whole(&file);
+            }
+            for page in first..first + n {
+                self.reserved[page / 64].fetch_or(1 << (page % 64), Ordering::AcqRel);
+            }
+        }
+        Ok(())
+    }
+
+    /// On a filesystem without `fallocate`: the file was written out whole at creation (an
+    /// older build preallocated it whole too), so every page has its space; a sparse file
+    /// there is refused, since a store into its holes could fault.
+    #[cold]
+    fn reserved_whole(&self, file: &File) -> Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let allocated = file
+            .metadata()
+            .map_err(|e| Error::io(&self.path, e))?
+            .blocks()
+            * 512;
+        if allocated < self.meta.file_len() {
+            return Err(Error::io(
+                &self.path,
+                std::io::Error::other(
+                    "the filesystem cannot reserve space (no fallocate) and the file is sparse",
+                ),
+            ));
+        }
+        for word in self.reserved.iter() {
+            word.store(u64::MAX, Ordering::Release);
+        }
+        Ok(())
     }
 
     /// msync when stores happened since the last flush.
@@ -441,9 +567,11 @@ impl PeriodFile {
         self.dirty.load(Ordering::Acquire)
     }
 
-    /// Bytes the file takes on disk (all reserved at creation).
+    /// Bytes the file takes on disk: its allocated blocks (the record area is sparse), or
+    /// its length when they cannot be read.
     pub(crate) fn disk_bytes(&self) -> u64 {
-        self.meta.file_len()
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&self.path).map_or(self.meta.file_len(), |m| m.blocks() * 512)
     }
 
     /// Batches that stored into the file so far (see the field).
@@ -490,7 +618,26 @@ impl WritableFile {
         let file = &*self.0;
         debug_assert!(bucket < file.meta.buckets() && slot < file.meta.slots);
         let index = cell_index(bucket, slot, file.meta.slots);
+        debug_assert!(
+            file.is_reserved(index / RECORDS_PER_PAGE),
+            "a store into a page whose space was not reserved: {}",
+            file.path.display()
+        );
         file.cells.cells()[index].add(value, writer, file.name(index));
+    }
+
+    /// [`WritableFile::add`] after reserving the cell's page, as a batch would: for tests
+    /// that store into a file directly.
+    #[cfg(test)]
+    pub(crate) fn reserve_and_add(
+        &self,
+        bucket: u32,
+        slot: u32,
+        value: f64,
+        writer: Publisher<'_>,
+    ) {
+        self.reserve_slots(bucket, slot, 1).unwrap();
+        self.add(bucket, slot, value, writer);
     }
 
     /// As [`WritableFile::add`], but the process is killed (SIGKILL, as `kill -9`) halfway
@@ -509,10 +656,29 @@ impl WritableFile {
         file.cells.cells()[index].add_and_die(value, writer, file.name(index))
     }
 
-    /// Puts back what a cell held before a batch that did not finish (the counter journal's
-    /// undo). Only valid before any writer starts.
-    pub(crate) fn restore(&self, bucket: u32, slot: u32, before: &Bucket) {
+    /// Sets a cell to `before`, its page's space reserved first: the counter journal's undo,
+    /// the cluster's rewind and imported rollups. Only valid while no writer stores into it.
+    ///
+    /// # Errors
+    /// As [`PeriodFile::reserve`]; the cell is left as it was.
+    pub(crate) fn restore(&self, bucket: u32, slot: u32, before: &Bucket) -> Result<()> {
+        let index = cell_index(bucket, slot, self.0.meta.slots);
+        self.0.reserve(index / RECORDS_PER_PAGE, 1)?;
         self.0.cell(bucket, slot).restore(before);
+        Ok(())
+    }
+
+    /// Reserves the disk of the pages that slots `first_slot..first_slot + slots` use in the
+    /// block holding `bucket` (see [`PeriodFile::reserve`]): what a batch does before its
+    /// writers store into them.
+    ///
+    /// # Errors
+    /// As [`PeriodFile::reserve`].
+    pub(crate) fn reserve_slots(&self, bucket: u32, first_slot: u32, slots: u32) -> Result<()> {
+        let file = &*self.0;
+        let first = cell_index(bucket, first_slot, file.meta.slots) / RECORDS_PER_PAGE;
+        let last = cell_index(bucket, first_slot + slots - 1, file.meta.slots) / RECORDS_PER_PAGE;
+        file.reserve(first, last + 1 - first)
     }
 
     /// Notes that stores happened. Writers call it after their stores, once per batch.
@@ -595,5 +761,45 @@ impl WritableFile {
             }
         }
         (interrupted, cleared)
+    }
+}
+
+/// Runs of consecutive page numbers in `pages` (ascending), as (first, count).
+fn page_runs(pages: impl Iterator<Item = usize>) -> Vec<(usize, usize)> {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for page in pages {
+        match runs.last_mut() {
+            Some((first, n)) if *first + *n == page => *n += 1,
+            _ => runs.push((page, 1)),
+        }
+    }
+    runs
+}
+
+/// Sets the bits of `reserved` for the pages of the record area that `file` holds as data
+/// (`SEEK_DATA`/`SEEK_HOLE`): their blocks exist, so stores into them need no reservation,
+/// and maintenance prefaults them after a restart. Best effort: a page not reported (a hole,
+/// an extent reserved but never written, a filesystem without the seeks) is reserved again
+/// before its first store, which is a no-op where it has its blocks.
+fn note_written_pages(file: &File, reserved: &[AtomicU64], pages: usize) {
+    use rustix::fs::{seek, SeekFrom};
+    let start = HEADER_LEN as u64;
+    let end = start + (pages * PAGE_LEN) as u64;
+    let mut at = start;
+    while at < end {
+        let Ok(data) = seek(file, SeekFrom::Data(at)) else {
+            return;
+        };
+        let hole = seek(file, SeekFrom::Hole(data)).unwrap_or(end).min(end);
+        if data >= end || hole <= data {
+            return;
+        }
+        // Pages wholly inside the data.
+        let first = (data - start).div_ceil(PAGE_LEN as u64) as usize;
+        let last = ((hole - start) / PAGE_LEN as u64) as usize;
+        for page in first..last {
+            reserved[page / 64].fetch_or(1 << (page % 64), Ordering::Relaxed);
+        }
+        at = hole;
     }
 }

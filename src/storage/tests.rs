@@ -92,7 +92,12 @@ fn one_sample_stored(dir: &std::path::Path) -> (Storage, WriterSlot, Arc<PeriodF
     let (hot, _) = storage
         .get_or_create(0, DAY_START, 0, Creation::Ahead)
         .unwrap();
-    (storage.writable_file(0, DAY_START, 0).unwrap()).add(5, 3, 2.5, writer.publisher());
+    (storage.writable_file(0, DAY_START, 0).unwrap()).reserve_and_add(
+        5,
+        3,
+        2.5,
+        writer.publisher(),
+    );
     (storage, writer, hot)
 }
 
@@ -141,7 +146,7 @@ fn a_read_only_storage_follows_a_compacted_period_made_hot_again_or_dropped() {
     writer_storage
         .writable_file(0, DAY_START, 0)
         .unwrap()
-        .add(5, 3, 1.5, writer.publisher());
+        .reserve_and_add(5, 3, 1.5, writer.publisher());
     assert_eq!(again.load(5, 3).count, 2);
     // A reader that had not opened the compacted file yet finds the hot one.
     let fresh_reader = Storage::open(dir.path(), &tiers, SLOTS, false).unwrap();
@@ -189,7 +194,12 @@ fn a_period_made_hot_again_right_after_its_compaction_keeps_its_file() {
                 .get_or_create(0, DAY_START, 0, Creation::OnDemand)
                 .unwrap();
             assert!(created, "made hot again");
-            (storage.writable_file(0, DAY_START, 0).unwrap()).add(5, 3, 1.5, writer.publisher());
+            (storage.writable_file(0, DAY_START, 0).unwrap()).reserve_and_add(
+                5,
+                3,
+                1.5,
+                writer.publisher(),
+            );
             pause.wait();
             assert!(compaction.join().unwrap().unwrap(), "compacted");
         });
@@ -239,10 +249,50 @@ fn a_file_made_right_after_an_expiry_forgot_its_period_stays_on_disk() {
         let (_, created) = creation.join().unwrap().unwrap();
         assert!(created, "made anew");
     });
-    (storage.writable_file(0, DAY_START, 0).unwrap()).add(5, 3, 1.5, writer.publisher());
+    (storage.writable_file(0, DAY_START, 0).unwrap()).reserve_and_add(
+        5,
+        3,
+        1.5,
+        writer.publisher(),
+    );
     assert!(
         path.exists(),
         "the storage holds a hot file for the period, but the expiry unlinked it: what was \
          stored into it is gone at the next open"
     );
+}
+
+/// A period file takes disk only for the pages written (on a disk filesystem; tmpfs files
+/// are written whole), and a writable open learns which pages hold data, so they need no
+/// reservation again and are prefaulted after a restart.
+#[test]
+fn a_period_file_is_sparse_and_its_written_pages_are_known_again_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let tiers = TiersConfig::default().tiers;
+    let (path, sparse) = {
+        let (storage, _writer, hot) = one_sample_stored(dir.path());
+        storage.flush().unwrap();
+        let file = std::fs::File::open(hot.path()).unwrap();
+        (hot.path().to_path_buf(), !super::disk::is_tmpfs(&file))
+    };
+    let allocated = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&path).unwrap().blocks() * 512
+    };
+    let length = std::fs::metadata(&path).unwrap().len();
+    if sparse {
+        assert!(
+            allocated <= 2 * super::format::PAGE_LEN as u64,
+            "{allocated} bytes allocated of {length}: the header and one page"
+        );
+    }
+    let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
+    let file = storage.file(0, DAY_START, 0).unwrap();
+    let written = super::format::cell_index(5, 3, SLOTS) / super::format::RECORDS_PER_PAGE;
+    assert!(
+        file.is_reserved(written),
+        "the written page is known at open"
+    );
+    let other = file.meta().pages() - 1;
+    assert_eq!(file.is_reserved(other), !sparse, "a hole is not");
 }

@@ -638,7 +638,7 @@ fn a_hot_period_file_compacts_through_its_load() {
     let writer = storage.writer_slot().unwrap().expect("writable");
     let file = storage.writable_file(0, DAY_START, 0).unwrap();
     for (bucket, slot, value) in [(0, 0, 1.25), (0, 0, -3.5), (17, 5, 0.1), (359, 7, -0.0)] {
-        file.add(bucket, slot, value, writer.publisher());
+        file.reserve_and_add(bucket, slot, value, writer.publisher());
     }
     let out = tempfile::tempdir().unwrap();
     let compact = CompactFile::create(out.path(), hot.meta(), &|b, s| hot.load(b, s)).unwrap();

@@ -35,7 +35,7 @@ fn only_slots_past_the_registry_are_read_and_cleared() {
                 .unwrap();
             let file = storage.writable_file(0, DAY_START, chunk).unwrap();
             for slot in 0..SLOTS {
-                file.add(100, slot, 1.0, writer.publisher());
+                file.reserve_and_add(100, slot, 1.0, writer.publisher());
             }
         }
         writer.clear();
