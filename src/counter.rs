@@ -38,8 +38,8 @@ use crate::registry::{KeyView, Registry, SeriesId};
 use crate::sample::Sample;
 use crate::storage::counter_journal::{CounterJournal, Undo};
 use crate::storage::counter_state::{
-    CounterStateFile, DECLARED_COUNTER, DECLARED_DELTA, DECLARED_GAUGE, RULED_COUNTER,
-    RULED_GAUGE, RULED_MASK,
+    CounterStateFile, DECLARED_COUNTER, DECLARED_DELTA, DECLARED_GAUGE, RULED_COUNTER, RULED_GAUGE,
+    RULED_MASK,
 };
 use crate::storage::Storage;
 use crate::time::Timestamp;
