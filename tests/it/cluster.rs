@@ -168,6 +168,22 @@ impl Setup {
     }
 }
 
+/// A single-node `tierdb serve` in `root/single` with `args`, its log `root/single.log`, for
+/// a comparison with a cluster fed the same samples; its process (stopped when dropped) and
+/// HTTP address.
+pub(crate) fn single_node(root: &Path, args: &[String]) -> (Proc, SocketAddr) {
+    let log = root.join("single.log");
+    let mut command = tierdb_command("serve", &root.join("single"));
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(file(&log));
+    let mut single = Proc::spawn("tierdb single", &mut command, vec![log], false);
+    let http = single.wait_ready().http;
+    (single, http)
+}
+
 /// Writes a tiers.toml of the shipped tiers plus a raw tier (1h periods, kept a day) into
 /// `dir`; returns its path.
 pub(crate) fn with_raw_tier(dir: &Path) -> PathBuf {

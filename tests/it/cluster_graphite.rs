@@ -7,12 +7,9 @@
 //! next answer: the cache never hides a write.
 
 use std::net::SocketAddr;
-use std::process::Stdio;
 
-use crate::cluster::{eventually, hour_start, send_json, wait_served, Setup};
-use crate::support::file;
+use crate::cluster::{eventually, hour_start, send_json, single_node, wait_served, Setup};
 use crate::support::http::{get_with_header, percent_encode};
-use crate::support::process::{tierdb_command, Proc};
 
 /// Tagged series over two names and three data centres, and two plain Graphite paths: one
 /// sample every 30 s for an hour from `t0`.
@@ -85,19 +82,7 @@ fn tags_and_repeated_renders_through_a_cluster_node_answer_as_one_node() {
         node.start(&urls);
     }
     wait_served(&cluster);
-    let single_dir = root.path().join("single");
-    let mut command = tierdb_command("serve", &single_dir);
-    command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(file(&root.path().join("single.log")));
-    let mut single = Proc::spawn(
-        "tierdb single",
-        &mut command,
-        vec![root.path().join("single.log")],
-        false,
-    );
-    let single = single.wait_ready().http;
+    let (_single, single) = single_node(root.path(), &[]);
     let nodes: Vec<SocketAddr> = cluster.iter().map(|n| n.http()).collect();
 
     let t0 = hour_start() - 3600;

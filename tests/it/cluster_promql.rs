@@ -8,17 +8,15 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::cluster::{
-    eventually, hour_start, node_pausing_each_group, send_json, wait_served, with_raw_tier, Setup,
+    eventually, hour_start, node_pausing_each_group, send_json, single_node, wait_served,
+    with_raw_tier, Setup,
 };
-use crate::support::file;
 use crate::support::http::{get_with_header, percent_encode};
-use crate::support::process::{tierdb_command, Proc};
 
 /// The flags every server of the comparison runs with: the raw tier's tiers, and limits low
 /// enough for the test's refusals to be met.
@@ -107,20 +105,7 @@ fn promql_through_either_cluster_node_answers_as_one_engine() {
         node.start(&urls);
     }
     wait_served(&cluster);
-    let single_dir = root.path().join("single");
-    let mut command = tierdb_command("serve", &single_dir);
-    command
-        .args(limit_flags(&tiers))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(file(&root.path().join("single.log")));
-    let mut single = Proc::spawn(
-        "tierdb single",
-        &mut command,
-        vec![root.path().join("single.log")],
-        false,
-    );
-    let single = single.wait_ready().http;
+    let (_single, single) = single_node(root.path(), &limit_flags(&tiers));
 
     let t0 = hour_start() - 3600;
     let data = workload(t0);
