@@ -55,6 +55,7 @@
 )]
 
 mod bucket;
+pub mod histogram;
 #[cfg(feature = "cli")]
 pub mod cli;
 mod clock;
