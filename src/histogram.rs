@@ -409,7 +409,8 @@ impl Histogram {
     /// `threshold` as the zero threshold.
     fn widen_zero(&mut self, threshold: f64) {
         for list in [&mut self.positive, &mut self.negative] {
-            let inside = list.partition_point(|&(index, _)| upper_bound(index, self.scale) <= threshold);
+            let inside =
+                list.partition_point(|&(index, _)| upper_bound(index, self.scale) <= threshold);
             for &(_, count) in &list[..inside] {
                 self.zero_count = self.zero_count.saturating_add(count);
             }

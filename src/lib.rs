@@ -55,7 +55,6 @@
 )]
 
 mod bucket;
-pub mod histogram;
 #[cfg(feature = "cli")]
 pub mod cli;
 mod clock;
@@ -66,6 +65,7 @@ mod counter;
 mod engine;
 mod error;
 mod fault;
+pub mod histogram;
 pub mod ingest;
 #[cfg(feature = "plot")]
 mod plot;
@@ -93,6 +93,7 @@ pub use read::aggregate::{
     AggregatePlan, AggregateQuery, AggregateResult, Aggregation, Group, PartialAggregate,
 };
 pub use read::budget::ReadBudget;
+pub use read::distribution::DistributionPoint;
 pub use read::query::{Display, Query, QueryResult};
 pub use read::reader::Reader;
 pub use read::tier_choice::TierChoice;

@@ -27,7 +27,11 @@ fn index_and_bounds_agree() {
             if upper == 0.0 || upper.is_infinite() {
                 continue;
             }
-            assert_eq!(bucket_index(upper, scale), index, "upper of {index} at {scale}");
+            assert_eq!(
+                bucket_index(upper, scale),
+                index,
+                "upper of {index} at {scale}"
+            );
             let above = f64::from_bits(upper.to_bits() + 1);
             assert_eq!(bucket_index(above, scale), index + 1, "just above {index}");
         }
@@ -72,7 +76,10 @@ fn quantiles_within_the_stated_error() {
         let want = exact(&values, q);
         let got = h.quantile(q, extremes).expect("not empty");
         let err = (got - want).abs() / want;
-        assert!(err <= relative_error(DEFAULT_SCALE), "q {q}: {got} vs {want}");
+        assert!(
+            err <= relative_error(DEFAULT_SCALE),
+            "q {q}: {got} vs {want}"
+        );
     }
     assert_eq!(h.count(), 100_000);
 }

@@ -192,6 +192,23 @@ impl<'a> Reader<'a> {
         query::read_buckets(self, id, tier, from, to, step)
     }
 
+    /// The points of distribution series `id` in tier `tier`: per `step`-aligned interval
+    /// whose start lies in `[from, to)`, the merged bucket and histogram, from which
+    /// quantiles are taken ([`crate::read::distribution::DistributionPoint::quantile`]).
+    ///
+    /// # Errors
+    /// As [`Reader::read_buckets`], and a compacted file that cannot be read.
+    pub fn distribution(
+        &self,
+        id: SeriesId,
+        tier: usize,
+        from: Timestamp,
+        to: Timestamp,
+        step: Span,
+    ) -> Result<Vec<super::distribution::DistributionPoint>> {
+        super::distribution::read(self, id, tier, from, to, step)
+    }
+
     /// [`Reader::read_buckets`] without the timestamps, seeing the tier from `window` on
     /// (the first second its window holds at the clock of whoever chose the read; nothing
     /// older is read): the first point's start and the merged buckets, one per step.
