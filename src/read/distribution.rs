@@ -15,7 +15,7 @@ use super::tier_choice::TierChoice;
 use crate::bucket::Bucket;
 use crate::counter::SeriesKind;
 use crate::error::{Error, Result};
-use crate::histogram::{lower_bound, upper_bound, Histogram};
+use crate::histogram::{lower_bound, upper_bound, Accumulator, Histogram};
 use crate::registry::{Selector, SeriesId};
 use crate::storage::HeldPeriod;
 use crate::time::{Span, Timestamp};
@@ -70,18 +70,52 @@ pub(super) fn read(
 ) -> Result<Vec<DistributionPoint>> {
     let spec = &reader.config().tiers[tier];
     let grid = PointGrid::new(spec, from, to, step)?;
-    let mut points = empty_points(&grid);
+    let mut points = vec![PointSum::default(); grid.points];
     let window = spec.window_start(reader.now());
     fold_series(reader, id, tier, &grid, window, &mut points)?;
-    Ok(points)
+    Ok(finish(&grid, &points))
 }
 
-fn empty_points(grid: &PointGrid) -> Vec<DistributionPoint> {
-    (0..grid.points)
-        .map(|i| DistributionPoint {
-            ts: grid.start_of(i),
+/// One point's sum while a read folds into it: the merged bucket and the histograms added
+/// into dense counts.
+#[derive(Clone, Debug)]
+struct PointSum {
+    bucket: Bucket,
+    histograms: Accumulator,
+    /// Set when a histogram could not be added whole (a damaged cell): the point then
+    /// answers no quantile.
+    damaged: bool,
+}
+
+impl Default for PointSum {
+    fn default() -> PointSum {
+        PointSum {
             bucket: Bucket::EMPTY,
-            histogram: None,
+            histograms: Accumulator::default(),
+            damaged: false,
+        }
+    }
+}
+
+impl PointSum {
+    fn merge(&mut self, other: &PointSum) {
+        self.bucket.merge(&other.bucket);
+        if !other.histograms.is_empty() {
+            self.histograms.add(&other.histograms.to_histogram());
+        }
+        self.damaged |= other.damaged;
+    }
+}
+
+/// The points of `sums`, on `grid`.
+fn finish(grid: &PointGrid, sums: &[PointSum]) -> Vec<DistributionPoint> {
+    sums.iter()
+        .enumerate()
+        .map(|(i, sum)| DistributionPoint {
+            ts: grid.start_of(i),
+            bucket: sum.bucket,
+            histogram: (!sum.histograms.is_empty() && !sum.damaged)
+                .then(|| sum.histograms.to_histogram()),
         })
         .collect()
 }
@@ -94,7 +128,7 @@ fn fold_series(
     tier: usize,
     grid: &PointGrid,
     window: Timestamp,
-    points: &mut [DistributionPoint],
+    points: &mut [PointSum],
 ) -> Result<()> {
     let spec = &reader.config().tiers[tier];
     let read_from = grid.first.max(window);
@@ -119,35 +153,21 @@ fn fold_series(
             if ts < read_from || ts >= grid.end {
                 continue;
             }
-            let (bucket, histogram) = match &held {
-                HeldPeriod::Hot(file) => file.load_distribution(b, slot),
-                HeldPeriod::Compacted(_) => (compacted[(b - first) as usize], None),
-            };
-            if bucket.count == 0 {
-                continue;
+            let point = &mut points[((ts - grid.first) / grid.step) as usize];
+            match &held {
+                HeldPeriod::Hot(file) => file.load_distribution_with(b, slot, |bucket, body| {
+                    if bucket.count > 0 {
+                        point.bucket.merge(&bucket);
+                        if let Some(body) = body {
+                            point.damaged |= point.histograms.add_encoded(body).is_err();
+                        }
+                    }
+                }),
+                HeldPeriod::Compacted(_) => point.bucket.merge(&compacted[(b - first) as usize]),
             }
-            points[((ts - grid.first) / grid.step) as usize].fold(&bucket, histogram.as_ref());
         }
     }
     Ok(())
-}
-
-impl DistributionPoint {
-    /// Folds a bucket and its histogram (if any) in.
-    fn fold(&mut self, bucket: &Bucket, histogram: Option<&Histogram>) {
-        self.bucket.merge(bucket);
-        if let Some(histogram) = histogram {
-            match &mut self.histogram {
-                Some(merged) => merged.merge(histogram),
-                None => self.histogram = Some(histogram.clone()),
-            }
-        }
-    }
-
-    /// Folds another point of the same interval in.
-    fn merge(&mut self, other: &DistributionPoint) {
-        self.fold(&other.bucket, other.histogram.as_ref());
-    }
 }
 
 /// What a distribution read shows of each point.
@@ -427,9 +447,9 @@ pub(super) fn answer(
         .par_iter()
         .try_fold(
             || vec![Vec::new(); n],
-            |mut rows: Vec<Vec<DistributionPoint>>, &(id, group)| -> Result<_> {
+            |mut rows: Vec<Vec<PointSum>>, &(id, group)| -> Result<_> {
                 if rows[group].is_empty() {
-                    rows[group] = empty_points(&grid);
+                    rows[group] = vec![PointSum::default(); grid.points];
                 }
                 fold_series(reader, id, tier, &grid, window, &mut rows[group])?;
                 Ok(rows)
@@ -454,11 +474,7 @@ pub(super) fn answer(
         .into_iter()
         .zip(rows)
         .map(|((values, (_, series)), row)| {
-            let row = if row.is_empty() {
-                empty_points(&grid)
-            } else {
-                row
-            };
+            let row = finish(&grid, &row);
             for point in &row {
                 if point.bucket.count > 0 && !point.is_complete() {
                     incomplete += 1;
