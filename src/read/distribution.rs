@@ -247,6 +247,9 @@ pub struct DistributionQuery {
 /// The answer of a [`DistributionQuery`].
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct DistributionResult {
+    /// The series read, in canonical form, for a single series' read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub series: Option<String>,
     /// The tier read.
     pub tier: String,
     /// What the points show: `p99`, `hist`, ...
@@ -267,6 +270,62 @@ pub struct DistributionResult {
     /// `null`, never a guess.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+/// A single series' [`DistributionResult`] shaped as the query API answers a series: its
+/// one group's points (or histograms) beside the series, as a bucket display's answer has
+/// them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SeriesDistribution {
+    /// The series, in canonical form.
+    pub series: String,
+    /// The tier read.
+    pub tier: String,
+    /// What the points show.
+    pub display: String,
+    /// Width of each point in seconds.
+    pub step: i64,
+    /// As [`DistributionResult::relative_error`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relative_error: Option<f64>,
+    /// As [`DistributionGroup::points`].
+    #[serde(skip_serializing_if = "Option::is_none", with = "quantile_points")]
+    pub points: Option<Vec<(Timestamp, Option<f64>)>>,
+    /// As [`DistributionGroup::histograms`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub histograms: Option<Vec<(Timestamp, Option<HistogramShown>)>>,
+    /// As [`DistributionResult::partial_from`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partial_from: Option<Timestamp>,
+    /// As [`DistributionResult::note`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl DistributionResult {
+    /// The answer of a single series' read as a [`SeriesDistribution`]; the answer itself,
+    /// back, for a read of a selector.
+    ///
+    /// # Errors
+    /// `self` when it is not a single series' answer.
+    pub fn into_series(self) -> std::result::Result<SeriesDistribution, DistributionResult> {
+        let Some(series) = self.series.clone() else {
+            return Err(self);
+        };
+        let group = self.groups.into_iter().next();
+        let (points, histograms) = group.map_or((None, None), |g| (g.points, g.histograms));
+        Ok(SeriesDistribution {
+            series,
+            tier: self.tier,
+            display: self.display,
+            step: self.step,
+            relative_error: self.relative_error,
+            points,
+            histograms,
+            partial_from: self.partial_from,
+            note: self.note,
+        })
+    }
 }
 
 /// One group of a [`DistributionResult`].
@@ -380,6 +439,7 @@ pub(super) fn answer(
     };
     let window = spec.window_start(now);
     // (id, group values) of every series read.
+    let mut series = None;
     let (matched, group_by): (Vec<(SeriesId, Vec<Option<String>>)>, &[String]) = match &query.target
     {
         DistributionTarget::Series(key) => {
@@ -387,6 +447,7 @@ pub(super) fn answer(
                 .registry()
                 .lookup(key)?
                 .ok_or_else(|| Error::UnknownSeries(key.clone()))?;
+            series = reader.registry().key(id).map(|k| k.as_str().to_string());
             (vec![(id, Vec::new())], &[])
         }
         DistributionTarget::Select { selector, group_by } => {
@@ -512,6 +573,7 @@ pub(super) fn answer(
         ));
     }
     Ok(DistributionResult {
+        series,
         tier: spec.name.clone(),
         display: match query.shown {
             Shown::Quantile(q) => format!("p{}", q * 100.0),
