@@ -7,7 +7,9 @@
 //!
 //! Series keep their stored buckets while their values are still the buckets' values, so
 //! rates of counters, summarize averages and extremes of gauges, and consolidation to
-//! `maxDataPoints` merge buckets exactly instead of re-averaging averages.
+//! `maxDataPoints` merge buckets exactly instead of re-averaging averages. A single node
+//! also answers StatsD timer paths (`svc.time.upper_90`, `stats.timers.svc.time.mean`) from
+//! distribution series (`timer_paths`), whose points merge histograms when consolidated.
 
 mod aggfunc;
 pub mod cache;
@@ -22,6 +24,7 @@ mod stored;
 pub mod tags;
 #[cfg(test)]
 mod tests;
+mod timer_paths;
 
 pub use find::{find, merge_nodes, FindNode, Finder};
 pub use format::{Format, MAX_ANSWER_BYTES};
@@ -29,6 +32,7 @@ pub use path::{graphite_path, parse_graphite_path, PathPattern};
 #[cfg(feature = "cluster")]
 pub(crate) use stored::charge_points;
 pub use stored::{RenderGrid, StoredSource};
+pub(crate) use timer_paths::add_to_finder as add_timer_paths;
 
 use crate::bucket::Bucket;
 use crate::error::Error;
@@ -69,6 +73,10 @@ pub struct Fetched {
     /// True when samples are increases since the previous sample: a point's value is then the
     /// bucket total (the increase within it), not the average.
     pub counter: bool,
+    /// For a StatsD timer path (`timer_paths`), its stat and the distribution points behind
+    /// `buckets`. Never on the wire: a cluster's owners answer stored series only.
+    #[serde(skip)]
+    pub(crate) timer: Option<timer_paths::TimerPoints>,
 }
 
 /// What a source answers for sumSeries and kin over plain paths when it can fold the series

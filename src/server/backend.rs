@@ -311,6 +311,7 @@ impl Backend for LocalBackend {
         Box::pin(blocking(move || {
             let mut finder = Finder::new(&query)?;
             finder.add_registry(engine.registry(), &budget)?;
+            render::add_timer_paths(&engine.reader(), &mut finder, &budget)?;
             Ok(finder.nodes())
         }))
     }
