@@ -95,7 +95,7 @@ pub use read::aggregate::{
 pub use read::budget::ReadBudget;
 pub use read::distribution::{
     DistributionGroup, DistributionPoint, DistributionQuery, DistributionResult,
-    DistributionTarget, HistogramShown, Shown,
+    DistributionTarget, HistogramShown, SeriesDistribution, Shown,
 };
 pub use read::query::{Display, Query, QueryResult};
 pub use read::reader::Reader;

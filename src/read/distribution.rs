@@ -15,7 +15,7 @@ use super::tier_choice::TierChoice;
 use crate::bucket::Bucket;
 use crate::counter::SeriesKind;
 use crate::error::{Error, Result};
-use crate::histogram::{lower_bound, upper_bound, Histogram};
+use crate::histogram::{lower_bound, upper_bound, Accumulator, Histogram};
 use crate::registry::{Selector, SeriesId};
 use crate::storage::HeldPeriod;
 use crate::time::{Span, Timestamp};
@@ -55,6 +55,17 @@ impl DistributionPoint {
     /// The largest relative error of the point's quantiles: its histogram's scale's.
     pub fn relative_error(&self) -> Option<f64> {
         self.histogram.as_ref().map(Histogram::relative_error)
+    }
+
+    /// Folds another point of the same interval in: buckets and histograms merge exactly.
+    pub(crate) fn merge(&mut self, other: &DistributionPoint) {
+        self.bucket.merge(&other.bucket);
+        if let Some(histogram) = &other.histogram {
+            match &mut self.histogram {
+                Some(merged) => merged.merge(histogram),
+                None => self.histogram = Some(histogram.clone()),
+            }
+        }
     }
 
     /// The sample of `rank` (1-based) in ascending order: exact for the first and the last
@@ -132,17 +143,51 @@ pub(super) fn read_on(
     grid: &PointGrid,
     window: Timestamp,
 ) -> Result<Vec<DistributionPoint>> {
-    let mut points = empty_points(grid);
+    let mut points = vec![PointSum::default(); grid.points];
     fold_series(reader, id, tier, grid, window, &mut points)?;
-    Ok(points)
+    Ok(finish(grid, &points))
 }
 
-fn empty_points(grid: &PointGrid) -> Vec<DistributionPoint> {
-    (0..grid.points)
-        .map(|i| DistributionPoint {
-            ts: grid.start_of(i),
+/// One point's sum while a read folds into it: the merged bucket and the histograms added
+/// into dense counts.
+#[derive(Clone, Debug)]
+struct PointSum {
+    bucket: Bucket,
+    histograms: Accumulator,
+    /// Set when a histogram could not be added whole (a damaged cell): the point then
+    /// answers no quantile.
+    damaged: bool,
+}
+
+impl Default for PointSum {
+    fn default() -> PointSum {
+        PointSum {
             bucket: Bucket::EMPTY,
-            histogram: None,
+            histograms: Accumulator::default(),
+            damaged: false,
+        }
+    }
+}
+
+impl PointSum {
+    fn merge(&mut self, other: &PointSum) {
+        self.bucket.merge(&other.bucket);
+        if !other.histograms.is_empty() {
+            self.histograms.add(&other.histograms.to_histogram());
+        }
+        self.damaged |= other.damaged;
+    }
+}
+
+/// The points of `sums`, on `grid`.
+fn finish(grid: &PointGrid, sums: &[PointSum]) -> Vec<DistributionPoint> {
+    sums.iter()
+        .enumerate()
+        .map(|(i, sum)| DistributionPoint {
+            ts: grid.start_of(i),
+            bucket: sum.bucket,
+            histogram: (!sum.histograms.is_empty() && !sum.damaged)
+                .then(|| sum.histograms.to_histogram()),
         })
         .collect()
 }
@@ -155,7 +200,7 @@ fn fold_series(
     tier: usize,
     grid: &PointGrid,
     window: Timestamp,
-    points: &mut [DistributionPoint],
+    points: &mut [PointSum],
 ) -> Result<()> {
     let spec = &reader.config().tiers[tier];
     let read_from = grid.first.max(window);
@@ -180,35 +225,21 @@ fn fold_series(
             if ts < read_from || ts >= grid.end {
                 continue;
             }
-            let (bucket, histogram) = match &held {
-                HeldPeriod::Hot(file) => file.load_distribution(b, slot),
-                HeldPeriod::Compacted(_) => (compacted[(b - first) as usize], None),
-            };
-            if bucket.count == 0 {
-                continue;
+            let point = &mut points[((ts - grid.first) / grid.step) as usize];
+            match &held {
+                HeldPeriod::Hot(file) => file.load_distribution_with(b, slot, |bucket, body| {
+                    if bucket.count > 0 {
+                        point.bucket.merge(&bucket);
+                        if let Some(body) = body {
+                            point.damaged |= point.histograms.add_encoded(body).is_err();
+                        }
+                    }
+                }),
+                HeldPeriod::Compacted(_) => point.bucket.merge(&compacted[(b - first) as usize]),
             }
-            points[((ts - grid.first) / grid.step) as usize].fold(&bucket, histogram.as_ref());
         }
     }
     Ok(())
-}
-
-impl DistributionPoint {
-    /// Folds a bucket and its histogram (if any) in.
-    fn fold(&mut self, bucket: &Bucket, histogram: Option<&Histogram>) {
-        self.bucket.merge(bucket);
-        if let Some(histogram) = histogram {
-            match &mut self.histogram {
-                Some(merged) => merged.merge(histogram),
-                None => self.histogram = Some(histogram.clone()),
-            }
-        }
-    }
-
-    /// Folds another point of the same interval in: buckets and histograms merge exactly.
-    pub(crate) fn merge(&mut self, other: &DistributionPoint) {
-        self.fold(&other.bucket, other.histogram.as_ref());
-    }
 }
 
 /// What a distribution read shows of each point.
@@ -288,6 +319,9 @@ pub struct DistributionQuery {
 /// The answer of a [`DistributionQuery`].
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct DistributionResult {
+    /// The series read, in canonical form, for a single series' read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub series: Option<String>,
     /// The tier read.
     pub tier: String,
     /// What the points show: `p99`, `hist`, ...
@@ -308,6 +342,62 @@ pub struct DistributionResult {
     /// `null`, never a guess.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+/// A single series' [`DistributionResult`] shaped as the query API answers a series: its
+/// one group's points (or histograms) beside the series, as a bucket display's answer has
+/// them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SeriesDistribution {
+    /// The series, in canonical form.
+    pub series: String,
+    /// The tier read.
+    pub tier: String,
+    /// What the points show.
+    pub display: String,
+    /// Width of each point in seconds.
+    pub step: i64,
+    /// As [`DistributionResult::relative_error`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relative_error: Option<f64>,
+    /// As [`DistributionGroup::points`].
+    #[serde(skip_serializing_if = "Option::is_none", with = "quantile_points")]
+    pub points: Option<Vec<(Timestamp, Option<f64>)>>,
+    /// As [`DistributionGroup::histograms`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub histograms: Option<Vec<(Timestamp, Option<HistogramShown>)>>,
+    /// As [`DistributionResult::partial_from`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partial_from: Option<Timestamp>,
+    /// As [`DistributionResult::note`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl DistributionResult {
+    /// The answer of a single series' read as a [`SeriesDistribution`]; the answer itself,
+    /// back, for a read of a selector.
+    ///
+    /// # Errors
+    /// `self` when it is not a single series' answer.
+    pub fn into_series(self) -> std::result::Result<SeriesDistribution, DistributionResult> {
+        let Some(series) = self.series.clone() else {
+            return Err(self);
+        };
+        let group = self.groups.into_iter().next();
+        let (points, histograms) = group.map_or((None, None), |g| (g.points, g.histograms));
+        Ok(SeriesDistribution {
+            series,
+            tier: self.tier,
+            display: self.display,
+            step: self.step,
+            relative_error: self.relative_error,
+            points,
+            histograms,
+            partial_from: self.partial_from,
+            note: self.note,
+        })
+    }
 }
 
 /// One group of a [`DistributionResult`].
@@ -397,9 +487,6 @@ impl HistogramShown {
     }
 }
 
-/// A series read and its values of the `group_by` tags.
-type Member = (SeriesId, Vec<Option<String>>);
-
 /// [`Reader::distribution_query`]'s work.
 pub(super) fn answer(
     reader: &Reader<'_>,
@@ -423,12 +510,16 @@ pub(super) fn answer(
         )?
     };
     let window = spec.window_start(now);
-    let (matched, group_by): (Vec<Member>, &[String]) = match &query.target {
+    // (id, group values) of every series read.
+    let mut series = None;
+    let (matched, group_by): (Vec<(SeriesId, Vec<Option<String>>)>, &[String]) = match &query.target
+    {
         DistributionTarget::Series(key) => {
             let id = reader
                 .registry()
                 .lookup(key)?
                 .ok_or_else(|| Error::UnknownSeries(key.clone()))?;
+            series = reader.registry().key(id).map(|k| k.as_str().to_string());
             (vec![(id, Vec::new())], &[])
         }
         DistributionTarget::Select { selector, group_by } => {
@@ -489,9 +580,9 @@ pub(super) fn answer(
         .par_iter()
         .try_fold(
             || vec![Vec::new(); n],
-            |mut rows: Vec<Vec<DistributionPoint>>, &(id, group)| -> Result<_> {
+            |mut rows: Vec<Vec<PointSum>>, &(id, group)| -> Result<_> {
                 if rows[group].is_empty() {
-                    rows[group] = empty_points(&grid);
+                    rows[group] = vec![PointSum::default(); grid.points];
                 }
                 fold_series(reader, id, tier, &grid, window, &mut rows[group])?;
                 Ok(rows)
@@ -516,11 +607,7 @@ pub(super) fn answer(
         .into_iter()
         .zip(rows)
         .map(|((values, (_, series)), row)| {
-            let row = if row.is_empty() {
-                empty_points(&grid)
-            } else {
-                row
-            };
+            let row = finish(&grid, &row);
             for point in &row {
                 if point.bucket.count > 0 && !point.is_complete() {
                     incomplete += 1;
@@ -558,6 +645,7 @@ pub(super) fn answer(
         ));
     }
     Ok(DistributionResult {
+        series,
         tier: spec.name.clone(),
         display: match query.shown {
             Shown::Quantile(q) => format!("p{}", q * 100.0),

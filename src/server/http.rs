@@ -793,7 +793,11 @@ async fn distribution(
         .distribution(query, Arc::clone(&budget), options)
         .await;
     let result = render_api::over_budget(state, &budget, result)?;
-    Ok(report.json(result))
+    // A single series answers as a bucket display's query does: its points beside it.
+    Ok(match result.into_series() {
+        Ok(series) => report.json(series),
+        Err(result) => report.json(result),
+    })
 }
 
 /// `GET /api/v1/series`: the names `match` and `tag` select, matched by a parallel registry

@@ -20,7 +20,6 @@ use super::writer_state::{Publication, Publisher, WriterSlot};
 use crate::bucket::Bucket;
 use crate::error::Error;
 use crate::error::Result;
-use crate::histogram::Histogram;
 
 /// A mapped period file of one tier and one chunk of series, as readers see it: loads only.
 pub(crate) struct PeriodFile {
@@ -428,18 +427,25 @@ impl PeriodFile {
     }
 
     /// The bucket `bucket` of series slot `slot` with its histogram, read as one snapshot:
-    /// `None` for the histogram when the bucket has none (not a distribution series, or a
-    /// file without the area). A cell whose words do not decode (damage) is logged and read
-    /// as none, so the answer says the histogram is missing rather than guess.
-    pub(crate) fn load_distribution(&self, bucket: u32, slot: u32) -> (Bucket, Option<Histogram>) {
+    /// `f` gets the bucket and the histogram's encoding, for a caller that adds it straight
+    /// into an [`crate::histogram::Accumulator`]. The encoding is `None` when the bucket
+    /// has none (not a distribution series, or a file without the area), or when the cell is
+    /// damaged (logged): the answer then says the histogram is missing rather than guess.
+    #[inline]
+    pub(crate) fn load_distribution_with<R>(
+        &self,
+        bucket: u32,
+        slot: u32,
+        f: impl FnOnce(Bucket, Option<&[u8]>) -> R,
+    ) -> R {
         let index = cell_index(bucket, slot, self.meta.slots);
         let Some(hist) = self.histogram_cell(index) else {
-            return (self.load(bucket, slot), None);
+            return f(self.load(bucket, slot), None);
         };
         let mut words = [0u64; histogram_cell::MAX_WORDS];
-        let words = &mut words[..hist.len()];
         let cell = self.cell(bucket, slot);
-        let mut read = || cell.read_with(|| histogram_cell::load(hist, words));
+        let mut used = 0;
+        let mut read = || cell.read_with(|| used = histogram_cell::load_used(hist, &mut words));
         let found = match (0..64).find_map(|_| {
             let found = read();
             std::hint::spin_loop();
@@ -453,18 +459,19 @@ impl PeriodFile {
                 match read() {
                     Some(found) => found,
                     None => {
-                        histogram_cell::load(hist, words);
+                        used = histogram_cell::load_used(hist, &mut words);
                         waited
                     }
                 }
             }
         };
-        match histogram_cell::decode(words) {
-            Ok(histogram) => (found, histogram),
+        let mut bytes = [0u8; histogram_cell::MAX_WORDS * 8];
+        match histogram_cell::body(&words[..used], &mut bytes) {
+            Ok(body) => f(found, body),
             Err(e) => {
                 tracing::error!(path = %self.path.display(), bucket, slot, error = %e,
                     "a histogram cell does not decode; its bucket is read without it");
-                (found, None)
+                f(found, None)
             }
         }
     }

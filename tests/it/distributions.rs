@@ -379,7 +379,8 @@ fn statsd_timers_answer_percentiles_over_http() {
         ));
         let stated = answer["relative_error"].as_f64().expect("stated");
         assert!(stated < 0.0055, "{answer}");
-        let points = answer["groups"][0]["points"].as_array().unwrap();
+        assert_eq!(answer["series"], "svc.h07.time", "{answer}");
+        let points = answer["points"].as_array().unwrap();
         assert_eq!(points.len(), MINUTES as usize, "{answer}");
         for (minute, point) in points.iter().enumerate() {
             let want = exact(&mut values[7][minute].clone(), f64::from(q) / 100.0);
@@ -409,7 +410,7 @@ fn statsd_timers_answer_percentiles_over_http() {
         "/api/v1/query?series=svc.h07.time&display=hist&tier=5m&range=whole&from={start}&to={}",
         start + 300
     ));
-    let shown = &hist["groups"][0]["histograms"][0][1];
+    let shown = &hist["histograms"][0][1];
     let counted: u64 = shown["buckets"]
         .as_array()
         .unwrap()
