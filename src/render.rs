@@ -254,6 +254,30 @@ pub fn render(
     request: &RenderRequest,
     budget: &ReadBudget,
 ) -> Result<Vec<RenderedSeries>> {
+    render_stated(source, request, budget).map(|rendered| rendered.series)
+}
+
+/// A render's answer with what it states of its exactness.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rendered {
+    /// The series, in target order.
+    pub series: Vec<RenderedSeries>,
+    /// Set when values fetched for the answer are estimates (a StatsD timer path's
+    /// `median`, `upper_NN`, `sum_NN`, ...): the largest relative error of the histograms
+    /// behind them, each estimate within it of the stat it stands for, before any function
+    /// applied to it. `None` when every value fetched is exact.
+    pub relative_error: Option<f64>,
+}
+
+/// [`render`], with the relative error of the estimates it fetched.
+///
+/// # Errors
+/// As [`render`].
+pub fn render_stated(
+    source: &dyn Source,
+    request: &RenderRequest,
+    budget: &ReadBudget,
+) -> Result<Rendered> {
     for (name, time) in [("from", request.from), ("until", request.until)] {
         if !RENDER_TIMES.contains(&time) {
             return Err(Error::InvalidQuery(format!(
@@ -273,6 +297,7 @@ pub fn render(
         .max(1);
     let stacks = functions::Stacks::default();
     let x_files_factor = std::cell::Cell::new(request.x_files_factor);
+    let relative_error = std::cell::Cell::new(None);
     let cx = functions::Context {
         source,
         from: request.from,
@@ -281,6 +306,7 @@ pub fn render(
         stacks: &stacks,
         x_files_factor: &x_files_factor,
         now: request.now,
+        relative_error: &relative_error,
     };
     let targets: Vec<expr::Expr> = (request.targets.iter())
         .map(|target| expr::parse_target(target))
@@ -295,7 +321,11 @@ pub fn render(
     // graphite-web sizes every series' consolidation by the span of all of them.
     let start = evaluated.iter().map(|s| s.start).min().unwrap_or(0);
     let end = evaluated.iter().map(|s| s.end).max().unwrap_or(0);
-    (evaluated.into_iter())
+    let series = (evaluated.into_iter())
         .map(|series| Ok(series.fit(max_points, end - start)?.rendered()))
-        .collect()
+        .collect::<Result<_>>()?;
+    Ok(Rendered {
+        series,
+        relative_error: relative_error.get(),
+    })
 }

@@ -217,6 +217,17 @@ impl Stat {
         stats
     }
 
+    /// True for the stats taken from the histogram (`median`, `upper_NN`, `lower_topNN`,
+    /// `sum_NN`, `mean_NN`, ...), which are within its relative error of statsd's; false for
+    /// those the bucket's count, total, min and max answer exactly.
+    pub(crate) fn estimates(self) -> bool {
+        match self {
+            Stat::Median => true,
+            Stat::Threshold(part, _) => part != Part::Count,
+            _ => false,
+        }
+    }
+
     /// The stat of `point`, `step` seconds wide; `None` for an empty point, and for a stat
     /// that needs the histogram where the point has none for some of its samples.
     pub(crate) fn value(self, point: &DistributionPoint, step: i64) -> Option<f64> {
@@ -270,6 +281,18 @@ impl TimerPoints {
         (self.points.iter())
             .map(|p| self.stat.value(p, step))
             .collect()
+    }
+
+    /// The largest relative error of the histograms behind the values, for a stat that
+    /// estimates ([`Stat::estimates`]); `None` when every value is exact. Merging keeps the
+    /// coarser scale of its inputs, so this bounds consolidated points too.
+    pub(crate) fn relative_error(&self) -> Option<f64> {
+        if !self.stat.estimates() {
+            return None;
+        }
+        (self.points.iter())
+            .filter_map(DistributionPoint::relative_error)
+            .reduce(f64::max)
     }
 
     /// Each `k` consecutive points merged into one.
