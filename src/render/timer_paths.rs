@@ -405,6 +405,26 @@ pub(crate) fn names(reader: &Reader<'_>, pattern: &PathPattern) -> Vec<String> {
         .collect()
 }
 
+/// The keys of the timer paths `pattern` selects, or without one every timer path find
+/// lists (statsd's default thresholds), but those a stored series holds: what the tag API
+/// adds to the registry's keys.
+pub(crate) fn keys(reader: &Reader<'_>, pattern: Option<&PathPattern>) -> Vec<SeriesKey> {
+    if let Some(pattern) = pattern {
+        return select(reader, pattern).into_iter().map(|s| s.key).collect();
+    }
+    let registry = reader.registry();
+    let stats = Stat::listed();
+    let mut keys = Vec::new();
+    for (_, key) in distributions(reader, |_| true) {
+        keys.extend(
+            (paths_of(&key, &stats).into_iter())
+                .filter(|(_, timer, _)| registry.get(timer.as_str()).is_none())
+                .map(|(_, timer, _)| timer),
+        );
+    }
+    keys
+}
+
 /// `fetched` (the stored series `pattern` matches, read on `grid`) with the timer paths it
 /// selects read on the same grid, sorted by Graphite path then key as a fetch is. Each
 /// distribution series is read once, whatever number of its stats are selected.

@@ -330,7 +330,9 @@ impl Backend for LocalBackend {
     ) -> Answer<'_, serde_json::Value> {
         let engine = Arc::clone(&self.engine);
         Box::pin(blocking(move || {
-            Ok(read.answer([read.part(engine.registry(), &budget)?]))
+            let timer_paths = read.timer_paths(&engine.reader())?;
+            let part = read.part_with(engine.registry(), &timer_paths, &budget)?;
+            Ok(read.answer([part]))
         }))
     }
 
