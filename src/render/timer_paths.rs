@@ -28,8 +28,10 @@
 //! Find and globs list the thresholds of statsd's default `percentThreshold` (90); any other
 //! `NN` (`upper_99`, `upper_99_9`) is answered where a path names it.
 //!
-//! A cluster node keeps no histograms in its fan-out answers, so only a single node answers
-//! these paths.
+//! A render fetching estimates states their bound ([`super::Rendered::relative_error`],
+//! the server's `x-tierdb-relative-error` header). Find ([`add_to_finder`]) and the tag API
+//! ([`keys`]) list the paths beside stored series. A cluster node keeps no histograms in
+//! its fan-out answers, so only a single node answers these paths.
 
 #[cfg(test)]
 mod tests;

@@ -124,13 +124,19 @@ impl ReadReport {
     /// Records that the answer holds estimates within `relative_error` of what they stand
     /// for (the largest recorded is stated).
     pub fn estimated(&self, relative_error: f64) {
-        let mut stated = self.relative_error.lock().unwrap_or_else(|e| e.into_inner());
+        let mut stated = self
+            .relative_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         *stated = Some(stated.map_or(relative_error, |r| r.max(relative_error)));
     }
 
     /// The relative error recorded, if the answer holds estimates.
     pub fn relative_error(&self) -> Option<f64> {
-        *self.relative_error.lock().unwrap_or_else(|e| e.into_inner())
+        *self
+            .relative_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// `body` as JSON with a `behind` field when the read may lack acknowledged writes (a

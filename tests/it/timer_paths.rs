@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
 use tierdb::histogram::{relative_error, DEFAULT_SCALE};
-use tierdb::{Display, Sample, SeriesKind, Timestamp, TiersConfig};
+use tierdb::{Display, Sample, SeriesKind, TiersConfig, Timestamp};
 
 use crate::common::NOW;
 use crate::support::http::get_with_header;
@@ -233,7 +233,10 @@ fn timer_paths_answer_statsd_stats_at_every_tier_and_zoom() {
     // Every stat of every point with samples: 20 minutes, 15 five-minute buckets, 46
     // hours, 4 days, 10 windows (one of each may fall outside the range's edge).
     let n = STATS.len();
-    assert!(minute >= n * 19 && day >= n * 14 && hours >= n * 45, "{minute} {day} {hours}");
+    assert!(
+        minute >= n * 19 && day >= n * 14 && hours >= n * 45,
+        "{minute} {day} {hours}"
+    );
     assert!(days >= n * 4 && zoomed >= n * 9, "{days} {zoomed}");
 
     // statsd's default namespace answers the same points under its own name.
@@ -302,7 +305,9 @@ fn timer_paths_answer_statsd_stats_at_every_tier_and_zoom() {
         .filter_map(|p| p.0)
         .fold(f64::MIN, f64::max);
     assert_eq!(
-        (max.points.iter()).filter_map(|p| p.0).fold(f64::MIN, f64::max),
+        (max.points.iter())
+            .filter_map(|p| p.0)
+            .fold(f64::MIN, f64::max),
         largest
     );
 
@@ -339,13 +344,16 @@ fn timer_paths_answer_statsd_stats_at_every_tier_and_zoom() {
 
     // The tag API lists them as series of their own: those the expressions select, any
     // threshold a name names, and the completions of names.
-    let strings = |path: &str| -> Vec<String> { serde_json::from_value(server.json(path)).unwrap() };
+    let strings =
+        |path: &str| -> Vec<String> { serde_json::from_value(server.json(path)).unwrap() };
     assert_eq!(
         strings(&format!("/tags/findSeries?expr=name=~{TIMER}.")),
         listed
     );
     assert_eq!(
-        strings(&format!("/tags/findSeries?expr=name=stats.timers.{TIMER}.upper_99_9")),
+        strings(&format!(
+            "/tags/findSeries?expr=name=stats.timers.{TIMER}.upper_99_9"
+        )),
         [format!("stats.timers.{TIMER}.upper_99_9")]
     );
     assert_eq!(
@@ -355,7 +363,11 @@ fn timer_paths_answer_statsd_stats_at_every_tier_and_zoom() {
         [format!("{TIMER}.upper"), format!("{TIMER}.upper_90")]
     );
     let names = server.json("/tags/name?filter=svc");
-    assert_eq!(names["values"].as_array().unwrap().len(), 1 + STATS.len(), "{names}");
+    assert_eq!(
+        names["values"].as_array().unwrap().len(),
+        1 + STATS.len(),
+        "{names}"
+    );
 
     // A stored series whose key is a timer path wins.
     let gauge = server.engine.series(&format!("{TIMER}.upper")).unwrap();

@@ -241,3 +241,64 @@ fn merged_points_give_the_stat_of_all_samples() {
     let count_ps = Stat::CountPs.value(&merged.points[0], 120).unwrap();
     assert_eq!(count_ps, 110.0 / 120.0);
 }
+
+/// The stats answered from the bucket state no error; those taken from the histogram state
+/// the largest of their points' histograms' (a coarser one merged in raises it).
+#[test]
+fn estimates_state_their_histograms_error() {
+    let values: Vec<f64> = (1..=50).map(|i| 3.0 * f64::from(i)).collect();
+    let mut coarse = point(&values);
+    if let Some(h) = coarse.histogram.as_mut() {
+        h.reduce_to(DEFAULT_SCALE - 2);
+    }
+    let points = vec![point(&values), coarse];
+    for name in [
+        "count",
+        "count_ps",
+        "sum",
+        "mean",
+        "upper",
+        "lower",
+        "count_90",
+        "count_top5",
+    ] {
+        let stat = Stat::parse(name).unwrap();
+        assert!(!stat.estimates(), "{name}");
+        let timer = TimerPoints {
+            stat,
+            points: points.clone(),
+        };
+        assert_eq!(timer.relative_error(), None, "{name}");
+    }
+    for name in [
+        "median",
+        "upper_90",
+        "sum_90",
+        "mean_90",
+        "upper_99_9",
+        "lower_top5",
+        "mean_top5",
+    ] {
+        let stat = Stat::parse(name).unwrap();
+        assert!(stat.estimates(), "{name}");
+        let one = TimerPoints {
+            stat,
+            points: points[..1].to_vec(),
+        };
+        assert_eq!(one.relative_error(), Some(relative_error(DEFAULT_SCALE)));
+        let both = TimerPoints {
+            stat,
+            points: points.clone(),
+        };
+        assert_eq!(
+            both.relative_error(),
+            Some(relative_error(DEFAULT_SCALE - 2)),
+            "{name}"
+        );
+        assert_eq!(
+            both.merged(2).relative_error(),
+            both.relative_error(),
+            "{name}: the merge keeps the coarser scale"
+        );
+    }
+}
