@@ -379,10 +379,10 @@ impl DistributionResult {
     /// back, for a read of a selector.
     ///
     /// # Errors
-    /// `self` when it is not a single series' answer.
-    pub fn into_series(self) -> std::result::Result<SeriesDistribution, DistributionResult> {
+    /// `self` (boxed, it is large) when it is not a single series' answer.
+    pub fn into_series(self) -> std::result::Result<SeriesDistribution, Box<DistributionResult>> {
         let Some(series) = self.series.clone() else {
-            return Err(self);
+            return Err(Box::new(self));
         };
         let group = self.groups.into_iter().next();
         let (points, histograms) = group.map_or((None, None), |g| (g.points, g.histograms));
@@ -487,6 +487,9 @@ impl HistogramShown {
     }
 }
 
+/// A series read and its values of the `group_by` tags.
+type Member = (SeriesId, Vec<Option<String>>);
+
 /// [`Reader::distribution_query`]'s work.
 pub(super) fn answer(
     reader: &Reader<'_>,
@@ -510,10 +513,8 @@ pub(super) fn answer(
         )?
     };
     let window = spec.window_start(now);
-    // (id, group values) of every series read.
     let mut series = None;
-    let (matched, group_by): (Vec<(SeriesId, Vec<Option<String>>)>, &[String]) = match &query.target
-    {
+    let (matched, group_by): (Vec<Member>, &[String]) = match &query.target {
         DistributionTarget::Series(key) => {
             let id = reader
                 .registry()
