@@ -57,7 +57,9 @@ impl DistributionPoint {
         self.histogram.as_ref().map(Histogram::relative_error)
     }
 
-    /// Folds another point of the same interval in: buckets and histograms merge exactly.
+    /// Folds another point of the same interval in: buckets and histograms merge exactly
+    /// (render's consolidation of a timer path's points).
+    #[cfg(feature = "server")]
     pub(crate) fn merge(&mut self, other: &DistributionPoint) {
         self.bucket.merge(&other.bucket);
         if let Some(histogram) = &other.histogram {
