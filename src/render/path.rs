@@ -286,6 +286,12 @@ impl PathPattern {
         }
     }
 
+    /// False when no name whose last segment is `text` can match: the last glob rejects it.
+    /// Always true for a `seriesByTag` call, whose name may be matched by a regex.
+    pub(super) fn last_segment_may_be(&self, text: &str) -> bool {
+        self.query.is_some() || (self.segments.last()).is_some_and(|g| g.matches(text))
+    }
+
     /// The pattern with name segment `index` replaced by the literal `value`: the series it
     /// matches that have `value` there. `None` for a `seriesByTag` call, an index past the
     /// segments, or a value that reads as a glob.

@@ -378,7 +378,14 @@ fn select(reader: &Reader<'_>, pattern: &PathPattern) -> Vec<Selected> {
     let fits = |segments: usize| {
         by_tags || (PREFIXES.iter()).any(|p| prefix_depth(p) + segments + 1 == depth)
     };
-    let stats = candidates(pattern);
+    // Only the stats the last segment can be: none for most stored paths (`a.*.cpu`),
+    // which then cost no registry scan.
+    let stats: Vec<Stat> = (candidates(pattern).into_iter())
+        .filter(|s| pattern.last_segment_may_be(&s.name()))
+        .collect();
+    if stats.is_empty() {
+        return Vec::new();
+    }
     let registry = reader.registry();
     let mut selected = Vec::new();
     for (id, key) in distributions(reader, fits) {
