@@ -382,4 +382,38 @@ fn timer_paths_answer_statsd_stats_at_every_tier_and_zoom() {
         "the stored series"
     );
     assert_eq!(points.iter().filter(|p| p.0.is_some()).count(), 1);
+
+    // DogStatsD tags follow the path, as statsd's Graphite backend writes them.
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let lines =
+        "svc.db.time:4|ms|#env:prod\nsvc.db.time:8|ms|#env:prod\nsvc.db.time:6|ms|#env:prod";
+    socket
+        .send_to(lines.as_bytes(), server.statsd.unwrap())
+        .unwrap();
+    let key = "svc.db.time{env=prod}";
+    let started = Instant::now();
+    while server.engine.registry().get(key).is_none()
+        || server.minute(key, NOW - NOW % 60, Display::Count) != Some(3.0)
+    {
+        assert!(started.elapsed() < Duration::from_secs(30), "never landed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for (stat, want) in [("upper", 8.0), ("count", 3.0), ("median", 6.0)] {
+        let path = format!("stats.timers.svc.db.time.{stat};env=prod");
+        let answer = render(&server, &path, (NOW - 120, NOW), None);
+        assert_eq!(answer.name, path);
+        let &(got, stamp) = answer.points.last().unwrap();
+        assert_eq!(stamp, NOW);
+        // The median an estimate within the stated error, the others exact.
+        let bound = answer.stated.unwrap_or(0.0) * want;
+        assert!((got.unwrap() - want).abs() <= bound, "{path}: {got:?}");
+        assert_eq!(answer.stated.is_some(), stat == "median", "{path}");
+    }
+    assert_eq!(
+        strings("/tags/findSeries?expr=env=prod&expr=name=~svc.db.time.upper"),
+        [
+            "svc.db.time.upper;env=prod",
+            "svc.db.time.upper_90;env=prod"
+        ]
+    );
 }
