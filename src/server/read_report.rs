@@ -206,6 +206,20 @@ mod tests {
     }
 
     #[test]
+    fn estimates_state_the_largest_error_recorded() {
+        let report = ReadReport::default();
+        let exact = report.mark(Json(serde_json::json!([])).into_response());
+        assert!(exact.headers().get(RELATIVE_ERROR_HEADER).is_none());
+        report.estimated(0.0054);
+        report.clone().estimated(0.011);
+        report.estimated(0.002);
+        assert_eq!(report.relative_error(), Some(0.011));
+        let marked = report.mark(Json(serde_json::json!([])).into_response());
+        assert_eq!(marked.headers()[RELATIVE_ERROR_HEADER], "0.011");
+        assert!(marked.headers().get(BEHIND_HEADER).is_none());
+    }
+
+    #[test]
     fn an_unanswered_log_is_said_and_a_complete_answer_is_left_alone() {
         let report = ReadReport::default();
         let plain = report.json(serde_json::json!({"series": ["a"]}));
