@@ -293,6 +293,16 @@ impl Histogram {
             return None;
         }
         let rank = ((q * count as f64).ceil() as u64).clamp(1, count);
+        self.value_at_rank(rank, extremes)
+    }
+
+    /// The estimate of the observation of `rank` (1-based) in ascending order: its bucket's
+    /// geometric middle (so within [`relative_error`] of it), clamped to `[min, max]` when
+    /// the exact extremes are known. `None` for rank 0 or a rank past the count.
+    pub fn value_at_rank(&self, rank: u64, extremes: Option<(f64, f64)>) -> Option<f64> {
+        if rank == 0 || rank > self.count() {
+            return None;
+        }
         let estimate = self.value_of_rank(rank);
         Some(match extremes {
             Some((min, max)) if min <= max => estimate.clamp(min, max),
@@ -304,25 +314,57 @@ impl Histogram {
     /// the most negative bucket up.
     fn value_of_rank(&self, rank: u64) -> f64 {
         let mut seen = 0u64;
-        for &(index, count) in self.negative.iter().rev() {
+        let mut last = 0.0;
+        for (estimate, count) in self.ascending() {
             seen = seen.saturating_add(count);
+            last = estimate;
             if seen >= rank {
-                return -middle(index, self.scale);
+                break;
             }
         }
-        seen = seen.saturating_add(self.zero_count);
-        if seen >= rank {
-            return 0.0;
+        last
+    }
+
+    /// The estimated sum of the observations of ranks `first..=last` (1-based, ascending),
+    /// each taken as its bucket's geometric middle clamped to `[min, max]` when the exact
+    /// extremes are known: within [`relative_error`] × the sum of their magnitudes of the
+    /// true sum. `None` when the ranks are empty or past the count.
+    pub fn sum_of_ranks(
+        &self,
+        (first, last): (u64, u64),
+        extremes: Option<(f64, f64)>,
+    ) -> Option<f64> {
+        if first == 0 || first > last || last > self.count() {
+            return None;
         }
-        for &(index, count) in &self.positive {
+        let clamp = |v: f64| match extremes {
+            Some((min, max)) if min <= max => v.clamp(min, max),
+            _ => v,
+        };
+        let (mut seen, mut sum) = (0u64, 0.0);
+        for (estimate, count) in self.ascending() {
+            // This bucket holds ranks seen+1 ..= seen+count.
+            let from = first.max(seen + 1);
+            let to = last.min(seen.saturating_add(count));
+            if from <= to {
+                sum += (to - from + 1) as f64 * clamp(estimate);
+            }
             seen = seen.saturating_add(count);
-            if seen >= rank {
-                return middle(index, self.scale);
+            if seen >= last {
+                break;
             }
         }
-        self.positive
-            .last()
-            .map_or(0.0, |&(index, _)| middle(index, self.scale))
+        Some(sum)
+    }
+
+    /// Every populated bucket in ascending order of value, the zero bucket in its place:
+    /// `(estimate, count)`, the estimate being the bucket's geometric middle (0 for zero).
+    fn ascending(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
+        let scale = self.scale;
+        let negative = (self.negative.iter().rev()).map(move |&(i, c)| (-middle(i, scale), c));
+        let zero = (self.zero_count > 0).then_some((0.0, self.zero_count));
+        let positive = (self.positive.iter()).map(move |&(i, c)| (middle(i, scale), c));
+        negative.chain(zero).chain(positive)
     }
 
     /// The largest relative error of this histogram's quantile estimates.

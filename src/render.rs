@@ -7,7 +7,9 @@
 //!
 //! Series keep their stored buckets while their values are still the buckets' values, so
 //! rates of counters, summarize averages and extremes of gauges, and consolidation to
-//! `maxDataPoints` merge buckets exactly instead of re-averaging averages.
+//! `maxDataPoints` merge buckets exactly instead of re-averaging averages. A single node
+//! also answers StatsD timer paths (`svc.time.upper_90`, `stats.timers.svc.time.mean`) from
+//! distribution series (`timer_paths`), whose points merge histograms when consolidated.
 
 mod aggfunc;
 pub mod cache;
@@ -22,6 +24,7 @@ mod stored;
 pub mod tags;
 #[cfg(test)]
 mod tests;
+mod timer_paths;
 
 pub use find::{find, merge_nodes, FindNode, Finder};
 pub use format::{Format, MAX_ANSWER_BYTES};
@@ -29,6 +32,7 @@ pub use path::{graphite_path, parse_graphite_path, PathPattern};
 #[cfg(feature = "cluster")]
 pub(crate) use stored::charge_points;
 pub use stored::{RenderGrid, StoredSource};
+pub(crate) use timer_paths::add_to_finder as add_timer_paths;
 
 use crate::bucket::Bucket;
 use crate::error::Error;
@@ -69,6 +73,10 @@ pub struct Fetched {
     /// True when samples are increases since the previous sample: a point's value is then the
     /// bucket total (the increase within it), not the average.
     pub counter: bool,
+    /// For a StatsD timer path (`timer_paths`), its stat and the distribution points behind
+    /// `buckets`. Never on the wire: a cluster's owners answer stored series only.
+    #[serde(skip)]
+    pub(crate) timer: Option<timer_paths::TimerPoints>,
 }
 
 /// What a source answers for sumSeries and kin over plain paths when it can fold the series
@@ -246,6 +254,30 @@ pub fn render(
     request: &RenderRequest,
     budget: &ReadBudget,
 ) -> Result<Vec<RenderedSeries>> {
+    render_stated(source, request, budget).map(|rendered| rendered.series)
+}
+
+/// A render's answer with what it states of its exactness.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rendered {
+    /// The series, in target order.
+    pub series: Vec<RenderedSeries>,
+    /// Set when values fetched for the answer are estimates (a StatsD timer path's
+    /// `median`, `upper_NN`, `sum_NN`, ...): the largest relative error of the histograms
+    /// behind them, each estimate within it of the stat it stands for, before any function
+    /// applied to it. `None` when every value fetched is exact.
+    pub relative_error: Option<f64>,
+}
+
+/// [`render`], with the relative error of the estimates it fetched.
+///
+/// # Errors
+/// As [`render`].
+pub fn render_stated(
+    source: &dyn Source,
+    request: &RenderRequest,
+    budget: &ReadBudget,
+) -> Result<Rendered> {
     for (name, time) in [("from", request.from), ("until", request.until)] {
         if !RENDER_TIMES.contains(&time) {
             return Err(Error::InvalidQuery(format!(
@@ -265,6 +297,7 @@ pub fn render(
         .max(1);
     let stacks = functions::Stacks::default();
     let x_files_factor = std::cell::Cell::new(request.x_files_factor);
+    let relative_error = std::cell::Cell::new(None);
     let cx = functions::Context {
         source,
         from: request.from,
@@ -273,6 +306,7 @@ pub fn render(
         stacks: &stacks,
         x_files_factor: &x_files_factor,
         now: request.now,
+        relative_error: &relative_error,
     };
     let targets: Vec<expr::Expr> = (request.targets.iter())
         .map(|target| expr::parse_target(target))
@@ -287,7 +321,11 @@ pub fn render(
     // graphite-web sizes every series' consolidation by the span of all of them.
     let start = evaluated.iter().map(|s| s.start).min().unwrap_or(0);
     let end = evaluated.iter().map(|s| s.end).max().unwrap_or(0);
-    (evaluated.into_iter())
+    let series = (evaluated.into_iter())
         .map(|series| Ok(series.fit(max_points, end - start)?.rendered()))
-        .collect()
+        .collect::<Result<_>>()?;
+    Ok(Rendered {
+        series,
+        relative_error: relative_error.get(),
+    })
 }

@@ -47,7 +47,7 @@ use crate::error::Result;
 pub use backend::{Backend, LocalBackend, ReadOptions};
 pub use delete_api::DeleteAnswer;
 pub use metrics::render as render_metrics;
-pub use read_report::{Behind, PartitionLag, ReadReport, BEHIND_HEADER};
+pub use read_report::{Behind, PartitionLag, ReadReport, BEHIND_HEADER, RELATIVE_ERROR_HEADER};
 pub use sink::Sink;
 pub use stats::ServerStats;
 pub use statsd::StatsdListener;

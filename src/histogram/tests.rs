@@ -84,6 +84,45 @@ fn quantiles_within_the_stated_error() {
     assert_eq!(h.count(), 100_000);
 }
 
+/// The sum of any run of ranks is within the stated error times the sum of the magnitudes
+/// it covers, negative values and zeros included; a rank's value is the quantile's.
+#[test]
+fn sums_of_ranks_within_the_stated_error() {
+    let mut values = latencies(11, 20_000);
+    values.extend([-3.0, -250.0, 0.0, 0.0]);
+    let mut h = Histogram::default();
+    for &v in &values {
+        h.record(v);
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len() as u64;
+    let e = relative_error(DEFAULT_SCALE);
+    for (first, last) in [
+        (1, n),
+        (1, 1),
+        (1, n * 9 / 10),
+        (n / 2, n / 2 + 7),
+        (n - 3, n),
+    ] {
+        let inside = &values[(first - 1) as usize..last as usize];
+        let want: f64 = inside.iter().sum();
+        let bound: f64 = e * inside.iter().map(|v| v.abs()).sum::<f64>();
+        let got = h.sum_of_ranks((first, last), None).expect("in range");
+        assert!(
+            (got - want).abs() <= bound + 1e-9,
+            "ranks {first}..={last}: {got} vs {want} (bound {bound})"
+        );
+        let at = h.value_at_rank(last, None).expect("in range");
+        let exact = values[(last - 1) as usize];
+        assert!((at - exact).abs() <= e * exact.abs(), "rank {last}");
+    }
+    assert_eq!(h.sum_of_ranks((0, 3), None), None);
+    assert_eq!(h.sum_of_ranks((5, 4), None), None);
+    assert_eq!(h.sum_of_ranks((1, n + 1), None), None);
+    assert_eq!(h.value_at_rank(n + 1, None), None);
+    assert_eq!(h.value_at_rank(0, None), None);
+}
+
 #[test]
 fn merge_is_exact_and_order_free() {
     let a = latencies(1, 5000);

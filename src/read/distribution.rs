@@ -56,6 +56,69 @@ impl DistributionPoint {
     pub fn relative_error(&self) -> Option<f64> {
         self.histogram.as_ref().map(Histogram::relative_error)
     }
+
+    /// Folds another point of the same interval in: buckets and histograms merge exactly
+    /// (render's consolidation of a timer path's points).
+    #[cfg(feature = "server")]
+    pub(crate) fn merge(&mut self, other: &DistributionPoint) {
+        self.bucket.merge(&other.bucket);
+        if let Some(histogram) = &other.histogram {
+            match &mut self.histogram {
+                Some(merged) => merged.merge(histogram),
+                None => self.histogram = Some(histogram.clone()),
+            }
+        }
+    }
+
+    /// The sample of `rank` (1-based) in ascending order: exact for the first and the last
+    /// (the bucket's min and max), else within [`DistributionPoint::relative_error`] of it;
+    /// `None` for a rank outside `1..=count`, or between them in an incomplete point.
+    pub fn value_at_rank(&self, rank: u64) -> Option<f64> {
+        let (count, min, max) = (self.bucket.count, self.bucket.min, self.bucket.max);
+        match rank {
+            _ if rank == 0 || rank > count => None,
+            1 => Some(min),
+            _ if rank == count => Some(max),
+            _ if !self.is_complete() => None,
+            _ => self
+                .histogram
+                .as_ref()?
+                .value_at_rank(rank, Some((min, max))),
+        }
+    }
+
+    /// The sum of the samples of ranks `first..=last` (1-based, ascending): exact when they
+    /// are all of them (the bucket's total), the first and the last sample exact, every other
+    /// one its bucket's geometric middle, so within `relative_error` × the sum of their
+    /// magnitudes; `None` for ranks outside `1..=count`, or short of all of them in an
+    /// incomplete point.
+    pub fn sum_of_ranks(&self, first: u64, last: u64) -> Option<f64> {
+        let count = self.bucket.count;
+        if first == 0 || first > last || last > count {
+            return None;
+        }
+        if (first, last) == (1, count) {
+            return Some(self.bucket.total);
+        }
+        if !self.is_complete() {
+            return None;
+        }
+        let extremes = Some((self.bucket.min, self.bucket.max));
+        let mut sum = 0.0;
+        let (mut inner_first, mut inner_last) = (first, last);
+        if first == 1 {
+            sum += self.bucket.min;
+            inner_first = 2;
+        }
+        if last == count {
+            sum += self.bucket.max;
+            inner_last = count - 1;
+        }
+        if inner_first <= inner_last {
+            sum += (self.histogram.as_ref()?).sum_of_ranks((inner_first, inner_last), extremes)?;
+        }
+        Some(sum)
+    }
 }
 
 /// [`Reader::distribution`]'s work: the points of series `id` in tier `tier`, one per
@@ -70,10 +133,21 @@ pub(super) fn read(
 ) -> Result<Vec<DistributionPoint>> {
     let spec = &reader.config().tiers[tier];
     let grid = PointGrid::new(spec, from, to, step)?;
+    read_on(reader, id, tier, &grid, spec.window_start(reader.now()))
+}
+
+/// [`Reader::distribution_on`]'s work: the points of series `id` in tier `tier` on a grid
+/// and a window someone else chose (a render's), one per point of `grid`.
+pub(super) fn read_on(
+    reader: &Reader<'_>,
+    id: SeriesId,
+    tier: usize,
+    grid: &PointGrid,
+    window: Timestamp,
+) -> Result<Vec<DistributionPoint>> {
     let mut points = vec![PointSum::default(); grid.points];
-    let window = spec.window_start(reader.now());
-    fold_series(reader, id, tier, &grid, window, &mut points)?;
-    Ok(finish(&grid, &points))
+    fold_series(reader, id, tier, grid, window, &mut points)?;
+    Ok(finish(grid, &points))
 }
 
 /// One point's sum while a read folds into it: the merged bucket and the histograms added
@@ -307,7 +381,7 @@ impl DistributionResult {
     /// back, for a read of a selector.
     ///
     /// # Errors
-    /// `self` when it is not a single series' answer.
+    /// `self` (boxed, it is large) when it is not a single series' answer.
     pub fn into_series(self) -> std::result::Result<SeriesDistribution, Box<DistributionResult>> {
         let Some(series) = self.series.clone() else {
             return Err(Box::new(self));
@@ -415,8 +489,8 @@ impl HistogramShown {
     }
 }
 
-/// A series read by a distribution query, with the values of its group's tags.
-type SeriesGroups = (SeriesId, Vec<Option<String>>);
+/// A series read and its values of the `group_by` tags.
+type Member = (SeriesId, Vec<Option<String>>);
 
 /// [`Reader::distribution_query`]'s work.
 pub(super) fn answer(
@@ -441,9 +515,8 @@ pub(super) fn answer(
         )?
     };
     let window = spec.window_start(now);
-    // Every series read, with its group's values.
     let mut series = None;
-    let (matched, group_by): (Vec<SeriesGroups>, &[String]) = match &query.target {
+    let (matched, group_by): (Vec<Member>, &[String]) = match &query.target {
         DistributionTarget::Series(key) => {
             let id = reader
                 .registry()

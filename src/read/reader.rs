@@ -209,6 +209,22 @@ impl<'a> Reader<'a> {
         super::distribution::read(self, id, tier, from, to, step)
     }
 
+    /// [`Reader::distribution`] on `grid` (a render's), seeing the tier from `window` on
+    /// (the first second its window holds at the clock of whoever chose the grid).
+    ///
+    /// # Errors
+    /// A compacted file that cannot be read.
+    #[cfg(feature = "server")]
+    pub(crate) fn distribution_on(
+        &self,
+        id: SeriesId,
+        tier: usize,
+        grid: &PointGrid,
+        window: Timestamp,
+    ) -> Result<Vec<super::distribution::DistributionPoint>> {
+        super::distribution::read_on(self, id, tier, grid, window)
+    }
+
     /// Answers a distribution read: quantiles (or histograms) per point, of one series or of
     /// the series a selector picks merged per group, within `budget`.
     ///

@@ -132,6 +132,14 @@ impl Glob {
     pub(crate) fn is_empty(&self) -> bool {
         self.literal && self.alternatives[0].is_empty()
     }
+
+    /// The brace-free alternatives that hold no wildcard: the texts this glob names outright.
+    pub(crate) fn literal_alternatives(&self) -> Vec<&str> {
+        (self.alternatives.iter())
+            .filter(|a| !a.contains(['*', '?', '[']))
+            .map(String::as_str)
+            .collect()
+    }
 }
 
 /// The brace-free alternatives of `text`, outermost braces first, nested ones recursively.

@@ -90,6 +90,8 @@ impl Data {
                         step: f.step,
                         buckets: buckets.to_vec(),
                         counter: f.counter,
+                        // The cache holds stored series only (timer paths are read anew).
+                        timer: None,
                     });
                 }
                 Some(Data::Fetched(out))
@@ -438,11 +440,14 @@ impl Source for CachedSource<'_> {
         self.stored.charge(pattern, from, until, budget)
     }
 
+    /// The stored series through the cache, then the timer paths read from storage (the
+    /// cache keeps no histograms).
     fn fetch(&self, pattern: &PathPattern, from: i64, until: i64) -> Result<Vec<Fetched>> {
         let Some(grid) = self.stored.grid(from, until)? else {
             return Ok(Vec::new());
         };
-        self.cache.fetch_on(self.reader, pattern, &grid)
+        let stored = self.cache.fetch_on(self.reader, pattern, &grid)?;
+        super::timer_paths::with_timer_paths(&self.reader, pattern, &grid, stored)
     }
 
     fn combine(
@@ -452,6 +457,9 @@ impl Source for CachedSource<'_> {
         from: i64,
         until: i64,
     ) -> Result<Option<Combined>> {
+        if (patterns.iter()).any(|p| super::timer_paths::count(&self.reader, p) > 0) {
+            return Ok(None);
+        }
         let Some(grid) = self.stored.grid(from, until)? else {
             return Ok(Some(Combined::nothing(patterns.len())));
         };

@@ -129,6 +129,11 @@ impl Finder {
         charged
     }
 
+    /// The query's pattern.
+    pub(super) fn pattern(&self) -> &PathPattern {
+        &self.pattern
+    }
+
     /// The nodes found, sorted by id, a branch before a leaf of the same id.
     pub fn nodes(self) -> Vec<FindNode> {
         tree_nodes(self.nodes)

@@ -43,9 +43,23 @@ pub(crate) struct Context<'a> {
     pub(crate) x_files_factor: &'a std::cell::Cell<f64>,
     /// The request's clock, for times in arguments (`timeSlice`, `verticalLine`).
     pub(crate) now: i64,
+    /// The largest relative error of the values fetched that are estimates (StatsD timer
+    /// paths' percentiles and threshold sums, `super::timer_paths`); `None` while every
+    /// value fetched is exact. What the answer states of its approximation.
+    pub(crate) relative_error: &'a std::cell::Cell<Option<f64>>,
 }
 
 impl Context<'_> {
+    /// Takes the relative error of the estimates among `fetched` into the request's.
+    fn note_estimates(&self, fetched: &[super::Fetched]) {
+        for timer in fetched.iter().filter_map(|f| f.timer.as_ref()) {
+            if let Some(e) = timer.relative_error() {
+                let stated = self.relative_error.get().map_or(e, |r| r.max(e));
+                self.relative_error.set(Some(stated));
+            }
+        }
+    }
+
     /// The context over another range, as graphite-web's functions that read more than the
     /// request's range (moving windows, timeShift) evaluate their argument again.
     fn over(&self, from: i64, until: i64) -> Context<'_> {
@@ -69,6 +83,7 @@ pub(crate) fn eval(expr: &Expr, cx: &Context<'_>) -> Result<Vec<Series>> {
             let pattern = PathPattern::parse(path)?;
             let fetched = cx.source.fetch(&pattern, cx.from, cx.until)?;
             let xff = cx.x_files_factor.get();
+            cx.note_estimates(&fetched);
             let series = |f| Series {
                 x_files_factor: Some(xff),
                 ..Series::fetched(f, path)

@@ -255,13 +255,41 @@ impl PathPattern {
     /// True when `key` is selected: the name matches segment by segment and every tag
     /// expression holds.
     pub fn matches(&self, key: KeyView<'_>) -> bool {
+        self.matches_as(&key.name(), key)
+    }
+
+    /// True when `key` named `name` instead of its own name would be selected: how a path
+    /// that is not a stored key but is made from one (a timer's stat path) is matched.
+    pub(super) fn matches_as(&self, name: &str, key: KeyView<'_>) -> bool {
         if let Some(query) = &self.query {
             return query.iter().all(|q| match q.key.as_str() {
-                "name" => q.op.holds(&key.name()),
+                "name" => q.op.holds(name),
                 tag => q.op.holds(key.tag(tag).as_deref().unwrap_or("")),
             });
         }
-        segments_match(&self.segments, &key.name()) && self.matches_tags(key)
+        segments_match(&self.segments, name) && self.matches_tags(key)
+    }
+
+    /// The texts without wildcards that the last name segment can be: each brace-free
+    /// alternative of the last glob that has no `*`, `?` or `[` (`upper_95` of `a.upper_95`,
+    /// both of `a.{upper_95,mean_95}`), or for a `seriesByTag` call the last segment of each
+    /// `name=` value. What a pattern names that no listing would offer.
+    pub(super) fn last_segment_literals(&self) -> Vec<&str> {
+        match &self.query {
+            Some(query) => (query.iter())
+                .filter_map(|q| match (&q.op, q.key.as_str()) {
+                    (TagOp::Eq(value), "name") => value.rsplit('.').next(),
+                    _ => None,
+                })
+                .collect(),
+            None => (self.segments.last()).map_or_else(Vec::new, |g| g.literal_alternatives()),
+        }
+    }
+
+    /// False when no name whose last segment is `text` can match: the last glob rejects it.
+    /// Always true for a `seriesByTag` call, whose name may be matched by a regex.
+    pub(super) fn last_segment_may_be(&self, text: &str) -> bool {
+        self.query.is_some() || (self.segments.last()).is_some_and(|g| g.matches(text))
     }
 
     /// The pattern with name segment `index` replaced by the literal `value`: the series it

@@ -2,6 +2,7 @@
 //! while they still describe the values exactly, so that later steps can merge them exactly.
 
 use super::aggfunc::AggFunc;
+use super::timer_paths::TimerPoints;
 use super::{Fetched, RenderedSeries};
 use crate::bucket::Bucket;
 use crate::error::{Error, Result};
@@ -29,6 +30,11 @@ pub(crate) struct Series {
     /// value (fetched, renamed, or consolidated by exact merges); `None` once a function
     /// changed the values, after which only the values count.
     pub(crate) buckets: Option<Vec<Bucket>>,
+    /// For a StatsD timer path, its stat and the distribution point behind each value, while
+    /// each value is still that stat of its point (kept and dropped with `buckets`, which a
+    /// timer path does not have): consolidating then merges points, histograms and all, and
+    /// takes the stat of the merge, so a percentile is never averaged.
+    pub(crate) timer: Option<TimerPoints>,
     /// True while each value is an increase within its point (a counter as stored, or after
     /// functions that keep that meaning: renames, scale, series aggregates of counters,
     /// summarize by sum). Rates then come from the value itself, not from the difference of
@@ -77,18 +83,24 @@ impl Series {
     pub(crate) fn fetched(fetched: Fetched, path_expression: &str) -> Series {
         let counter = fetched.counter;
         let step = fetched.step.max(1);
+        let (values, buckets) = match &fetched.timer {
+            Some(timer) => (timer.values(step), None),
+            None => {
+                let values = (fetched.buckets.iter())
+                    .map(|b| bucket_value(b, counter))
+                    .collect();
+                (values, Some(fetched.buckets))
+            }
+        };
         Series {
             name: super::graphite_path(fetched.key.view()),
             path_expression: path_expression.to_owned(),
             start: fetched.start,
-            end: fetched.start + fetched.buckets.len() as i64 * step,
+            end: fetched.start + values.len() as i64 * step,
             step,
-            values: fetched
-                .buckets
-                .iter()
-                .map(|b| bucket_value(b, counter))
-                .collect(),
-            buckets: Some(fetched.buckets),
+            values,
+            buckets,
+            timer: fetched.timer,
             counter,
             consolidate_by: None,
             x_files_factor: None,
@@ -110,6 +122,7 @@ impl Series {
             step: step.max(1),
             values,
             buckets: None,
+            timer: None,
             counter: false,
             consolidate_by: None,
             x_files_factor: None,
@@ -124,6 +137,7 @@ impl Series {
             name,
             values,
             buckets: None,
+            timer: None,
             counter: false,
             ..self
         }
@@ -141,6 +155,7 @@ impl Series {
             path_expression: name.clone(),
             name,
             buckets: None,
+            timer: None,
             counter: false,
             ..self
         }
@@ -193,9 +208,14 @@ impl Series {
             buckets.drain(..lose);
             buckets
         });
+        let timer = self.timer.map(|mut timer| {
+            timer.points.drain(..lose);
+            timer
+        });
         let kept = Series {
             values,
             buckets,
+            timer,
             ..self
         };
         let consolidated = if kept.counter {
@@ -242,6 +262,7 @@ impl Series {
             step: self.step * k as i64,
             values,
             buckets: None,
+            timer: None,
             counter: false,
             ..self
         }
@@ -271,7 +292,15 @@ impl Series {
             return Ok(self);
         }
         self.check_consolidation(k)?;
-        if let Some(func) = self.consolidate_by.as_ref().and_then(|by| by.func) {
+        let named = self.consolidate_by.as_ref().and_then(|by| by.func);
+        // A timer path merges its points where an average was asked for (the default):
+        // that is what averaging a percentile means to say. max, min, sum, first and last
+        // of its values are answered as named (the worst minute's p90 is a question too).
+        let averaged = named.is_none_or(|f| matches!(f, AggFunc::Average | AggFunc::AvgZero));
+        if self.timer.is_some() && averaged {
+            return Ok(self.merged(k));
+        }
+        if let Some(func) = named {
             // graphite-web's consolidating generator: avg_zero counts nulls as zeros, every
             // other function sees the known values; nothing known is null.
             let xff = self.xff();
@@ -287,6 +316,7 @@ impl Series {
                 step: self.step * k as i64,
                 values,
                 buckets: None,
+                timer: None,
                 ..self
             });
         }
@@ -333,6 +363,37 @@ impl Series {
             buckets,
             ..self
         })
+    }
+
+    /// A timer path's points joined `k` at a time: each the merge of its points (counts and
+    /// histograms add), its value the stat of the merge, so a percentile of a wider point is
+    /// the percentile of all its samples, never an average of percentiles. The xFilesFactor
+    /// nulls a window with too few known points, as [`Series::consolidate`] does.
+    fn merged(self, k: usize) -> Series {
+        let Some(timer) = &self.timer else {
+            return self;
+        };
+        let step = self.step * k as i64;
+        let timer = timer.merged(k);
+        let values = timer.values(step);
+        let xff = self.xff();
+        let (values, timer) = if xff > 0.0 {
+            let values = (values.into_iter().zip(self.values.chunks(k)))
+                .map(|(v, chunk)| {
+                    let known = chunk.iter().flatten().count();
+                    v.filter(|_| enough_known(known, k as f64, xff))
+                })
+                .collect();
+            (values, None)
+        } else {
+            (values, Some(timer))
+        };
+        Series {
+            step,
+            values,
+            timer,
+            ..self
+        }
     }
 
     /// The series as rendered: `[value, timestamp]` pairs up to the stamp of

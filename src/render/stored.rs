@@ -14,7 +14,7 @@ mod tests;
 
 use rayon::prelude::*;
 
-use super::{graphite_path, Combined, Fetched, PathPattern, Source};
+use super::{graphite_path, timer_paths, Combined, Fetched, PathPattern, Source};
 use crate::config::TiersConfig;
 use crate::counter::SeriesKind;
 use crate::error::Error;
@@ -111,7 +111,7 @@ impl RenderGrid {
     /// # Errors
     /// [`Error::UnknownTier`] when `tiers` has no tier of the grid's name;
     /// [`Error::InvalidQuery`] when its tier of that name has another resolution.
-    fn on(&self, tiers: &TiersConfig) -> Result<(usize, PointGrid)> {
+    pub(super) fn on(&self, tiers: &TiersConfig) -> Result<(usize, PointGrid)> {
         let tier =
             (tiers.tier_index(&self.tier)).ok_or_else(|| Error::UnknownTier(self.tier.clone()))?;
         let spec = &tiers.tiers[tier];
@@ -167,9 +167,10 @@ impl<'a> StoredSource<'a> {
             .len())
     }
 
-    /// Every series matching `pattern`, read on `grid`, sorted by Graphite path as
+    /// Every stored series matching `pattern`, read on `grid`, sorted by Graphite path as
     /// graphite-web's finders list them (then by key). A series matched but without data in
-    /// range has only empty buckets (null points).
+    /// range has only empty buckets (null points). No timer paths: what a cluster's owners
+    /// answer, and what the render cache keeps.
     ///
     /// # Errors
     /// [`Error::UnknownTier`] when this engine has no tier of the grid's name;
@@ -208,6 +209,7 @@ impl<'a> StoredSource<'a> {
                     step: grid.resolution,
                     buckets,
                     counter: kind == SeriesKind::Counter,
+                    timer: None,
                 })
             })
             .collect()
@@ -266,11 +268,14 @@ impl<'a> StoredSource<'a> {
     }
 }
 
-/// The engine's read view as render's source. Every fetch of a render reads one tier on one
-/// grid, so all the series it returns share start and step, which functions combining series
-/// rely on.
+/// The engine's read view as a single node's render source: its stored series and the
+/// StatsD timer paths of its distribution series (`super::timer_paths`), which a cluster's
+/// owners, answering through [`StoredSource::fetch_on`], do not add. Every fetch of a render
+/// reads one tier on one grid, so all the series it returns share start and step, which
+/// functions combining series rely on.
 impl Source for StoredSource<'_> {
-    /// Charges the registry scan, then the series `pattern` matches at the grid's points.
+    /// Charges the registry scan, then the series and timer paths `pattern` matches at the
+    /// grid's points.
     fn charge(
         &self,
         pattern: &PathPattern,
@@ -281,14 +286,17 @@ impl Source for StoredSource<'_> {
         let Some(grid) = self.grid(from, until)? else {
             return Ok(());
         };
-        let series = self.count(pattern, budget)?;
+        let series = self.count(pattern, budget)? + timer_paths::count(&self.reader, pattern);
         charge_points(budget, pattern, series, grid.points)
     }
 
-    /// [`StoredSource::fetch_on`] on [`StoredSource::grid`].
+    /// [`StoredSource::fetch_on`] on [`StoredSource::grid`], timer paths added.
     fn fetch(&self, pattern: &PathPattern, from: i64, until: i64) -> Result<Vec<Fetched>> {
         match self.grid(from, until)? {
-            Some(grid) => self.fetch_on(pattern, &grid),
+            Some(grid) => {
+                let stored = self.fetch_on(pattern, &grid)?;
+                timer_paths::with_timer_paths(&self.reader, pattern, &grid, stored)
+            }
             None => Ok(Vec::new()),
         }
     }
@@ -298,15 +306,17 @@ impl Source for StoredSource<'_> {
         Ok(Some(self.grid(from, until)?.map(|grid| grid.resolution)))
     }
 
-    /// The matched keys' Graphite paths, from one registry scan.
+    /// The matched keys' Graphite paths, from one registry scan, and the timer paths'.
     fn names(&self, pattern: &PathPattern) -> Result<Option<Vec<String>>> {
         let mut names = (self.reader.registry())
             .select(|_, key| pattern.matches(key).then(|| graphite_path(key)));
+        names.extend(timer_paths::names(&self.reader, pattern));
         names.sort_unstable();
         Ok(Some(names))
     }
 
-    /// [`StoredSource::combine_on`] on [`StoredSource::grid`].
+    /// [`StoredSource::combine_on`] on [`StoredSource::grid`]; `None` (fetch and combine)
+    /// when a pattern selects timer paths, which the one pass does not read.
     fn combine(
         &self,
         patterns: &[PathPattern],
@@ -314,6 +324,9 @@ impl Source for StoredSource<'_> {
         from: i64,
         until: i64,
     ) -> Result<Option<Combined>> {
+        if (patterns.iter()).any(|p| timer_paths::count(&self.reader, p) > 0) {
+            return Ok(None);
+        }
         match self.grid(from, until)? {
             Some(grid) => self.combine_on(patterns, aggregation, &grid),
             None => Ok(Some(Combined::nothing(patterns.len()))),

@@ -7,6 +7,10 @@
 //! Each question is a [`TagRead`]: every registry holding some of the series answers its
 //! [`TagPart`], and the parts merge into the answer, so a single node (one registry) and a
 //! cluster node (its owners' partitions) answer through the same code, with the same bytes.
+//!
+//! A single node's StatsD timer paths (`super::timer_paths`) take part as series of their
+//! own ([`TagRead::timer_paths`]), but in the values of a tag other than `name`, whose
+//! counts stay those of stored series.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,7 +20,8 @@ use super::{graphite_path, PathPattern};
 use crate::error::Error;
 use crate::error::Result;
 use crate::read::budget::ReadBudget;
-use crate::registry::{KeyView, Registry};
+use crate::read::reader::Reader;
+use crate::registry::{KeyView, Registry, SeriesKey};
 
 /// graphite-web's default for the completions' `limit` (`TAGDB_AUTOCOMPLETE_LIMIT`).
 pub const AUTOCOMPLETE_LIMIT: usize = 100;
@@ -202,48 +207,75 @@ impl TagRead {
     /// # Errors
     /// As [`TagRead::check`]; the budget's refusal of the scan.
     pub fn part(&self, registry: &Registry, budget: &ReadBudget) -> Result<TagPart> {
+        self.part_with(registry, &[], budget)
+    }
+
+    /// The keys of the timer paths of `reader`'s distribution series that take part in
+    /// the read: those its expressions select (any threshold a `name=` names), or every one
+    /// find lists; none for the values of a tag other than `name`.
+    ///
+    /// # Errors
+    /// As [`TagRead::check`].
+    pub(crate) fn timer_paths(&self, reader: &Reader<'_>) -> Result<Vec<SeriesKey>> {
+        if matches!(self, TagRead::Values { tag, .. } if tag != "name") {
+            return Ok(Vec::new());
+        }
+        let pattern = self.pattern()?;
+        Ok(super::timer_paths::keys(reader, pattern.as_ref()))
+    }
+
+    /// [`TagRead::part`] of `registry`'s keys and `extra` ones (a single node's timer paths,
+    /// [`TagRead::timer_paths`]), the scan of both charged to `budget`.
+    ///
+    /// # Errors
+    /// As [`TagRead::part`].
+    pub(crate) fn part_with(
+        &self,
+        registry: &Registry,
+        extra: &[SeriesKey],
+        budget: &ReadBudget,
+    ) -> Result<TagPart> {
         let filter = self.filter()?;
         let pattern = self.pattern()?;
-        budget.charge_scan(registry.len())?;
+        budget.charge_scan(registry.len() + extra.len())?;
+        // `pick` of every key, the registry's then `extra`'s.
+        let each = |pick: &(dyn Fn(KeyView<'_>) -> Option<Vec<String>> + Sync)| {
+            let mut out = registry.select(|_, key| pick(key));
+            out.extend(extra.iter().filter_map(|k| pick(k.view())));
+            out.into_iter().flatten()
+        };
         let selected = |key: KeyView<'_>| pattern.as_ref().is_none_or(|p| p.matches(key));
         let passes = |text: &str| filter.as_ref().is_none_or(|f| f.is_match(text));
+        let tags = |key: KeyView<'_>| tags_of(key).into_iter().map(|(tag, _)| tag).collect();
         let mut part = TagPart::default();
         match self {
             TagRead::Tags { .. } => {
-                let tags = registry.select(|_, key| Some(tags_of(key)));
-                part.texts = (tags.into_iter().flatten())
-                    .map(|(tag, _)| tag)
-                    .filter(|tag| passes(tag))
-                    .collect();
+                part.texts = each(&|key| Some(tags(key))).filter(|t| passes(t)).collect();
             }
             TagRead::Values { tag, .. } => {
-                let values = registry.select(|_, key| value_of(key, tag));
+                let values: Vec<String> =
+                    each(&|key| value_of(key, tag).map(|v| vec![v])).collect();
                 part.has_tag = !values.is_empty();
                 for value in values.into_iter().filter(|v| passes(v)) {
                     *part.counts.entry(value).or_default() += 1;
                 }
             }
             TagRead::FindSeries { .. } => {
-                let paths = registry.select(|_, key| selected(key).then(|| graphite_path(key)));
-                part.texts = paths.into_iter().collect();
+                part.texts = each(&|key| selected(key).then(|| vec![graphite_path(key)])).collect();
             }
             TagRead::CompleteTags { exprs, prefix, .. } => {
                 let prefix = prefix.as_deref().unwrap_or("");
                 let searched: BTreeSet<&str> = (exprs.iter())
                     .map(|e| e.split(['!', '=']).next().unwrap_or(""))
                     .collect();
-                let tags = registry.select(|_, key| selected(key).then(|| tags_of(key)));
-                part.texts = (tags.into_iter().flatten())
-                    .map(|(tag, _)| tag)
+                part.texts = each(&|key| selected(key).then(|| tags(key)))
                     .filter(|tag| tag.starts_with(prefix) && !searched.contains(tag.as_str()))
                     .collect();
             }
             TagRead::CompleteValues { tag, prefix, .. } => {
                 let prefix = prefix.as_deref().unwrap_or("");
-                let values =
-                    registry.select(|_, key| selected(key).then(|| value_of(key, tag)).flatten());
-                part.texts = values
-                    .into_iter()
+                let value = |key: KeyView<'_>| selected(key).then(|| value_of(key, tag)).flatten();
+                part.texts = each(&|key| value(key).map(|v| vec![v]))
                     .filter(|v| v.starts_with(prefix))
                     .collect();
             }

@@ -51,6 +51,7 @@ fn series(path: &str, counter: bool, points: &[&[f64]]) -> Fetched {
         step: STEP,
         buckets: points.iter().map(bucket).collect(),
         counter,
+        timer: None,
     }
 }
 
@@ -355,6 +356,7 @@ fn unbounded_answers_are_refused() {
         step,
         buckets: vec![Bucket::EMPTY; 2],
         counter: false,
+        timer: None,
     };
     let source = Memory {
         series: [

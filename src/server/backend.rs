@@ -42,7 +42,8 @@ pub struct ReadOptions {
     pub strong: bool,
     /// The bearer token a cluster node sends the peers it asks (its admin token).
     pub token: Option<String>,
-    /// Where a cluster node records that the read may lack acknowledged writes.
+    /// Where a cluster node records that the read may lack acknowledged writes, and a
+    /// render that its answer holds estimates.
     pub report: ReadReport,
 }
 
@@ -101,7 +102,8 @@ pub trait Backend: Send + Sync {
         read: ReadOptions,
     ) -> Answer<'_, DeleteAnswer>;
 
-    /// `/render`: Graphite targets within `budget`.
+    /// `/render`: Graphite targets within `budget`; the relative error of estimates in the
+    /// answer (StatsD timer paths' percentiles) recorded in `read.report`.
     fn render(
         &self,
         request: RenderRequest,
@@ -270,13 +272,17 @@ impl Backend for LocalBackend {
         &self,
         request: RenderRequest,
         budget: Arc<ReadBudget>,
-        _: ReadOptions,
+        read: ReadOptions,
     ) -> Answer<'_, Vec<RenderedSeries>> {
         let engine = Arc::clone(&self.engine);
         let cache = Arc::clone(&self.render_cache);
         Box::pin(blocking(move || {
             let source = CachedSource::new(engine.reader(), &cache);
-            render::render(&source, &request, &budget)
+            let rendered = render::render_stated(&source, &request, &budget)?;
+            if let Some(e) = rendered.relative_error {
+                read.report.estimated(e);
+            }
+            Ok(rendered.series)
         }))
     }
 
@@ -311,6 +317,7 @@ impl Backend for LocalBackend {
         Box::pin(blocking(move || {
             let mut finder = Finder::new(&query)?;
             finder.add_registry(engine.registry(), &budget)?;
+            render::add_timer_paths(&engine.reader(), &mut finder, &budget)?;
             Ok(finder.nodes())
         }))
     }
@@ -323,7 +330,9 @@ impl Backend for LocalBackend {
     ) -> Answer<'_, serde_json::Value> {
         let engine = Arc::clone(&self.engine);
         Box::pin(blocking(move || {
-            Ok(read.answer([read.part(engine.registry(), &budget)?]))
+            let timer_paths = read.timer_paths(&engine.reader())?;
+            let part = read.part_with(engine.registry(), &timer_paths, &budget)?;
+            Ok(read.answer([part]))
         }))
     }
 

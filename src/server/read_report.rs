@@ -5,6 +5,10 @@
 //! the answer then says so, so that a short count never passes for a dip that did not
 //! happen. JSON objects get a `behind` field; every read answer gets the
 //! [`BEHIND_HEADER`] header (Graphite's `/render` included, whose JSON is an array).
+//!
+//! A read whose answer holds estimates (a `/render` of StatsD timer paths' percentiles,
+//! taken from histograms) says so too: the [`RELATIVE_ERROR_HEADER`] header states their
+//! bound, as a distribution query's `relative_error` field does.
 
 use std::sync::{Arc, Mutex};
 
@@ -15,6 +19,11 @@ use serde::Serialize;
 /// The response header of a read that may lack acknowledged writes: `partitions=3,7` (the
 /// partitions read from a replica behind the log) or `unknown` (the log could not be asked).
 pub const BEHIND_HEADER: &str = "x-tierdb-behind";
+
+/// The response header of an answer holding estimates: the largest relative error of the
+/// histograms they were taken from (`0.0054...`), each estimate within it of what it stands
+/// for.
+pub const RELATIVE_ERROR_HEADER: &str = "x-tierdb-relative-error";
 
 /// One partition read from a replica that had not applied the log's last message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -90,13 +99,17 @@ impl Behind {
 /// what it found ([`ReadReport::record`]); the handler puts it into the answer
 /// (`ReadReport::json`, `ReadReport::mark`). Clones share one record.
 #[derive(Clone, Debug, Default)]
-pub struct ReadReport(Arc<Mutex<Behind>>);
+pub struct ReadReport {
+    behind: Arc<Mutex<Behind>>,
+    /// The largest relative error of the estimates in the answer, if it holds any.
+    relative_error: Arc<Mutex<Option<f64>>>,
+}
 
 impl ReadReport {
     /// Adds what one fan-out found.
     pub fn record(&self, behind: Behind) {
         if !behind.is_complete() {
-            self.0
+            self.behind
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .merge(behind);
@@ -105,7 +118,25 @@ impl ReadReport {
 
     /// What was recorded.
     pub fn behind(&self) -> Behind {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        (self.behind.lock().unwrap_or_else(|e| e.into_inner())).clone()
+    }
+
+    /// Records that the answer holds estimates within `relative_error` of what they stand
+    /// for (the largest recorded is stated).
+    pub fn estimated(&self, relative_error: f64) {
+        let mut stated = self
+            .relative_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *stated = Some(stated.map_or(relative_error, |r| r.max(relative_error)));
+    }
+
+    /// The relative error recorded, if the answer holds estimates.
+    pub fn relative_error(&self) -> Option<f64> {
+        *self
+            .relative_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// `body` as JSON with a `behind` field when the read may lack acknowledged writes (a
@@ -122,8 +153,16 @@ impl ReadReport {
         self.mark(Json(value).into_response())
     }
 
-    /// `response` with the header when the read may lack acknowledged writes.
+    /// `response` with the [`BEHIND_HEADER`] when the read may lack acknowledged writes, and
+    /// the [`RELATIVE_ERROR_HEADER`] when it holds estimates.
     pub(crate) fn mark(&self, mut response: Response) -> Response {
+        if let Some(e) = self.relative_error() {
+            if let Ok(value) = HeaderValue::from_str(&e.to_string()) {
+                response
+                    .headers_mut()
+                    .insert(HeaderName::from_static(RELATIVE_ERROR_HEADER), value);
+            }
+        }
         let behind = self.behind();
         if !behind.is_complete() {
             if let Ok(value) = HeaderValue::from_str(&behind.header_value()) {
@@ -164,6 +203,20 @@ mod tests {
         let behind = report.behind();
         assert_eq!(behind.partitions, vec![lag(3, 5, 9), lag(7, 10, 20)]);
         assert_eq!(behind.header_value(), "partitions=3,7");
+    }
+
+    #[test]
+    fn estimates_state_the_largest_error_recorded() {
+        let report = ReadReport::default();
+        let exact = report.mark(Json(serde_json::json!([])).into_response());
+        assert!(exact.headers().get(RELATIVE_ERROR_HEADER).is_none());
+        report.estimated(0.0054);
+        report.clone().estimated(0.011);
+        report.estimated(0.002);
+        assert_eq!(report.relative_error(), Some(0.011));
+        let marked = report.mark(Json(serde_json::json!([])).into_response());
+        assert_eq!(marked.headers()[RELATIVE_ERROR_HEADER], "0.011");
+        assert!(marked.headers().get(BEHIND_HEADER).is_none());
     }
 
     #[test]

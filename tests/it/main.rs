@@ -53,3 +53,4 @@ mod still_filling;
 mod stress;
 mod support;
 mod time_grammar;
+mod timer_paths;

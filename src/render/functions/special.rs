@@ -135,6 +135,7 @@ pub(super) fn random_walk(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>>
 pub(super) fn series_by_tag(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let pattern = crate::render::PathPattern::series_by_tag(a.call)?;
     let fetched = cx.source.fetch(&pattern, cx.from, cx.until)?;
+    cx.note_estimates(&fetched);
     Ok((fetched.into_iter())
         .map(|f| Series::fetched(f, a.call))
         .collect())

@@ -788,6 +788,7 @@ fn summarize(s: Series, interval: i64, agg: AggFunc, align: bool) -> Series {
         step: interval,
         values,
         buckets: None,
+        timer: None,
         counter: s.counter && agg == AggFunc::Sum,
         ..s
     }

@@ -1,0 +1,504 @@
+//! StatsD timer paths: the Graphite paths statsd's graphite backend writes for a timer
+//! (`stats.timers.<name>.upper_90`, ...), answered for every distribution series from its
+//! buckets and histograms instead of being stored. A point of any width, at any tier,
+//! carries the merged bucket and histogram of its samples, so a wider point (a coarser tier,
+//! `maxDataPoints`, a common step) shows the stat of all its samples: a percentile is taken
+//! from merged histograms, never averaged.
+//!
+//! Paths of a distribution series `<name>` (tags kept as `;k=v`), under two prefixes: none
+//! (`<name>.<stat>`) and statsd's default `stats.timers.` (`stats.timers.<name>.<stat>`,
+//! what its default `legacyNamespace`, and `globalPrefix = "stats"` with `prefixTimer =
+//! "timers"` without it, both give). A stored series whose key is a timer path wins: that
+//! path reads the stored series.
+//!
+//! Stats, as statsd's `lib/process_metrics.js` defines them for one flush, here for one
+//! point (`n = round(NN/100 × count)`, every sample for a count of 1):
+//! - exact (the bucket's count, total, min and max): `count`, `count_ps` (count per second
+//!   of the point's width), `sum`, `mean`, `upper`, `lower`, `count_NN`;
+//! - within the histogram's relative error (0.55% at the default scale): `median` (the
+//!   middle sample, or the mean of the middle two), `upper_NN` (the sample of rank `n`),
+//!   `lower_topNN` (rank `count - n + 1`); the first and last rank are exact;
+//! - estimates, each sample counted at its bucket's geometric middle (the first and last
+//!   rank exact), so within the relative error times the sum of the magnitudes summed (of
+//!   the sum itself for samples of one sign): `sum_NN`, `mean_NN`, `sum_topNN`,
+//!   `mean_topNN`; exact when `n` is every sample.
+//!
+//! `std`, `sum_squares` and `sum_squares_NN` need the sum of squares, which no bucket
+//! keeps, and `histogram.bin_*` needs statsd's configured bins: none of them is answered.
+//! Find and globs list the thresholds of statsd's default `percentThreshold` (90); any other
+//! `NN` (`upper_99`, `upper_99_9`) is answered where a path names it.
+//!
+//! A render fetching estimates states their bound ([`super::Rendered::relative_error`],
+//! the server's `x-tierdb-relative-error` header). Find ([`add_to_finder`]) and the tag API
+//! ([`keys`]) list the paths beside stored series. A cluster node keeps no histograms in
+//! its fan-out answers, so only a single node answers these paths.
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
+use rayon::prelude::*;
+
+use super::{graphite_path, Fetched, Finder, PathPattern, RenderGrid};
+use crate::counter::SeriesKind;
+use crate::error::Result;
+use crate::read::budget::ReadBudget;
+use crate::read::distribution::DistributionPoint;
+use crate::read::reader::Reader;
+use crate::registry::{SeriesId, SeriesKey};
+
+/// What goes before a timer's name in its paths: nothing, and statsd's default namespace.
+pub(crate) const PREFIXES: [&str; 2] = ["", "stats.timers."];
+
+/// The percent thresholds whose stats find and globs list: statsd's default
+/// `percentThreshold`.
+pub(crate) const LISTED_THRESHOLDS: [f64; 1] = [90.0];
+
+/// One stat of a timer, the last segment of its path.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Stat {
+    /// `count`: samples in the point.
+    Count,
+    /// `count_ps`: samples per second of the point's width.
+    CountPs,
+    /// `sum`: their total.
+    Sum,
+    /// `mean`: total over count.
+    Mean,
+    /// `upper`: the largest sample.
+    Upper,
+    /// `lower`: the smallest sample.
+    Lower,
+    /// `median`: the middle sample, or the mean of the middle two.
+    Median,
+    /// A stat of the samples within a percent threshold (`upper_90`, `mean_top10`, ...).
+    Threshold(Part, Threshold),
+}
+
+/// Which stat of the samples within a threshold.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Part {
+    /// `count_NN`: how many.
+    Count,
+    /// `sum_NN`: their sum.
+    Sum,
+    /// `mean_NN`: their mean.
+    Mean,
+    /// `upper_NN` (the largest of the lowest `NN`%) or `lower_topNN` (the smallest of the
+    /// highest).
+    Bound,
+}
+
+/// statsd's percent threshold: the lowest `percent`% of the samples, or with `top` (a
+/// negative `percentThreshold`, named `topNN`) the highest.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Threshold {
+    percent: f64,
+    top: bool,
+}
+
+impl Threshold {
+    /// statsd's `numInThreshold` of `count` samples: every one for a single sample, else
+    /// JavaScript's `Math.round(percent / 100 × count)`; `None` when that is none (statsd
+    /// then writes no stat).
+    fn samples(self, count: u64) -> Option<u64> {
+        let n = match count {
+            0 => 0,
+            1 => 1,
+            _ => (self.percent / 100.0 * count as f64 + 0.5).floor() as u64,
+        };
+        (n > 0).then_some(n.min(count))
+    }
+
+    /// The ranks (1-based, ascending) of the samples within the threshold.
+    fn ranks(self, count: u64) -> Option<(u64, u64)> {
+        let n = self.samples(count)?;
+        Some(match self.top {
+            true => (count - n + 1, count),
+            false => (1, n),
+        })
+    }
+
+    /// statsd's `clean_pct`: `90`, `99_9`, `top10`.
+    fn text(self) -> String {
+        let number = self.percent.to_string().replacen('.', "_", 1);
+        match self.top {
+            true => format!("top{number}"),
+            false => number,
+        }
+    }
+}
+
+impl Stat {
+    /// The stat a path's last segment names, in statsd's spelling only (`upper_90`, not
+    /// `upper_090`); `None` for anything else, the stats not answered included.
+    pub(crate) fn parse(text: &str) -> Option<Stat> {
+        let plain = match text {
+            "count" => Some(Stat::Count),
+            "count_ps" => Some(Stat::CountPs),
+            "sum" => Some(Stat::Sum),
+            "mean" => Some(Stat::Mean),
+            "upper" => Some(Stat::Upper),
+            "lower" => Some(Stat::Lower),
+            "median" => Some(Stat::Median),
+            _ => None,
+        };
+        if plain.is_some() {
+            return plain;
+        }
+        let (part, threshold) = text.split_once('_')?;
+        let part = match part {
+            "count" => Part::Count,
+            "sum" => Part::Sum,
+            "mean" => Part::Mean,
+            "upper" | "lower" => Part::Bound,
+            _ => return None,
+        };
+        let (top, number) = match threshold.strip_prefix("top") {
+            Some(number) => (true, number),
+            None => (false, threshold),
+        };
+        if !number.bytes().all(|b| b.is_ascii_digit() || b == b'_') {
+            return None;
+        }
+        let percent: f64 = number.replacen('_', ".", 1).parse().ok()?;
+        if !(percent > 0.0 && percent <= 100.0) {
+            return None;
+        }
+        let stat = Stat::Threshold(part, Threshold { percent, top });
+        // One spelling per stat (`upper_top10` and `lower_90` are not statsd's).
+        (stat.name() == text).then_some(stat)
+    }
+
+    /// The stat's path segment, as statsd names it.
+    pub(crate) fn name(self) -> String {
+        match self {
+            Stat::Count => "count".into(),
+            Stat::CountPs => "count_ps".into(),
+            Stat::Sum => "sum".into(),
+            Stat::Mean => "mean".into(),
+            Stat::Upper => "upper".into(),
+            Stat::Lower => "lower".into(),
+            Stat::Median => "median".into(),
+            Stat::Threshold(part, t) => {
+                let part = match part {
+                    Part::Count => "count",
+                    Part::Sum => "sum",
+                    Part::Mean => "mean",
+                    Part::Bound if t.top => "lower",
+                    Part::Bound => "upper",
+                };
+                format!("{part}_{}", t.text())
+            }
+        }
+    }
+
+    /// The stats find and globs offer: every stat answered, thresholds of
+    /// [`LISTED_THRESHOLDS`].
+    fn listed() -> Vec<Stat> {
+        let mut stats = vec![
+            Stat::Count,
+            Stat::CountPs,
+            Stat::Sum,
+            Stat::Mean,
+            Stat::Upper,
+            Stat::Lower,
+            Stat::Median,
+        ];
+        for percent in LISTED_THRESHOLDS {
+            let t = Threshold {
+                percent,
+                top: false,
+            };
+            stats.extend(
+                [Part::Count, Part::Sum, Part::Mean, Part::Bound]
+                    .map(|part| Stat::Threshold(part, t)),
+            );
+        }
+        stats
+    }
+
+    /// True for the stats taken from the histogram (`median`, `upper_NN`, `lower_topNN`,
+    /// `sum_NN`, `mean_NN`, ...), which are within its relative error of statsd's; false for
+    /// those the bucket's count, total, min and max answer exactly.
+    pub(crate) fn estimates(self) -> bool {
+        match self {
+            Stat::Median => true,
+            Stat::Threshold(part, _) => part != Part::Count,
+            _ => false,
+        }
+    }
+
+    /// The stat of `point`, `step` seconds wide; `None` for an empty point, and for a stat
+    /// that needs the histogram where the point has none for some of its samples.
+    pub(crate) fn value(self, point: &DistributionPoint, step: i64) -> Option<f64> {
+        let bucket = &point.bucket;
+        let count = bucket.count;
+        if count == 0 {
+            return None;
+        }
+        match self {
+            Stat::Count => Some(count as f64),
+            Stat::CountPs => Some(count as f64 / step.max(1) as f64),
+            Stat::Sum => Some(bucket.total),
+            Stat::Mean => Some(bucket.total / count as f64),
+            Stat::Upper => Some(bucket.max),
+            Stat::Lower => Some(bucket.min),
+            Stat::Median => {
+                let mid = count / 2;
+                match count % 2 {
+                    1 => point.value_at_rank(mid + 1),
+                    _ => Some((point.value_at_rank(mid)? + point.value_at_rank(mid + 1)?) / 2.0),
+                }
+            }
+            Stat::Threshold(part, t) => {
+                let (first, last) = t.ranks(count)?;
+                let n = last - first + 1;
+                match part {
+                    Part::Count => Some(n as f64),
+                    Part::Bound if t.top => point.value_at_rank(first),
+                    Part::Bound => point.value_at_rank(last),
+                    Part::Sum => point.sum_of_ranks(first, last),
+                    Part::Mean => Some(point.sum_of_ranks(first, last)? / n as f64),
+                }
+            }
+        }
+    }
+}
+
+/// A timer path's points while its values are still the stat of each point: what lets a
+/// render merge points (histograms and all) and take the stat of the merge.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct TimerPoints {
+    /// The stat shown.
+    pub(crate) stat: Stat,
+    /// One point per value.
+    pub(crate) points: Vec<DistributionPoint>,
+}
+
+impl TimerPoints {
+    /// The stat of every point, `step` seconds wide.
+    pub(crate) fn values(&self, step: i64) -> Vec<Option<f64>> {
+        (self.points.iter())
+            .map(|p| self.stat.value(p, step))
+            .collect()
+    }
+
+    /// The largest relative error of the histograms behind the values, for a stat that
+    /// estimates ([`Stat::estimates`]); `None` when every value is exact. Merging keeps the
+    /// coarser scale of its inputs, so this bounds consolidated points too.
+    pub(crate) fn relative_error(&self) -> Option<f64> {
+        if !self.stat.estimates() {
+            return None;
+        }
+        (self.points.iter())
+            .filter_map(DistributionPoint::relative_error)
+            .reduce(f64::max)
+    }
+
+    /// Each `k` consecutive points merged into one.
+    pub(crate) fn merged(&self, k: usize) -> TimerPoints {
+        let points = (self.points.chunks(k.max(1)))
+            .map(|chunk| {
+                let mut merged = chunk[0].clone();
+                chunk[1..].iter().for_each(|p| merged.merge(p));
+                merged
+            })
+            .collect();
+        TimerPoints {
+            stat: self.stat,
+            points,
+        }
+    }
+}
+
+/// One timer path a pattern selects.
+struct Selected {
+    /// The distribution series behind it.
+    id: SeriesId,
+    /// The path as a key: the series' tags, the path as the name.
+    key: SeriesKey,
+    stat: Stat,
+}
+
+/// Segments a prefix adds before the name.
+fn prefix_depth(prefix: &str) -> usize {
+    prefix.matches('.').count()
+}
+
+/// The stats worth trying against `pattern`: the listed ones, and those its last segment
+/// names outright (`upper_99`).
+fn candidates(pattern: &PathPattern) -> Vec<Stat> {
+    let mut stats = Stat::listed();
+    for text in pattern.last_segment_literals() {
+        if let Some(stat) = Stat::parse(text).filter(|s| !stats.contains(s)) {
+            stats.push(stat);
+        }
+    }
+    stats
+}
+
+/// The ids of the distribution series among those `keep` picks, from one registry scan.
+fn distributions(
+    reader: &Reader<'_>,
+    keep: impl Fn(usize) -> bool + Sync,
+) -> Vec<(SeriesId, SeriesKey)> {
+    let picked = (reader.registry())
+        .select(|id, key| keep(key.name().split('.').count()).then(|| (id, key.to_key())));
+    let ids: Vec<SeriesId> = picked.iter().map(|(id, _)| *id).collect();
+    let kinds = reader.series_kinds(&ids);
+    (picked.into_iter().zip(kinds))
+        .filter(|(_, kind)| *kind == SeriesKind::Distribution)
+        .map(|(picked, _)| picked)
+        .collect()
+}
+
+/// The timer paths of `key` for `stats`, each as its path and its key.
+fn paths_of(key: &SeriesKey, stats: &[Stat]) -> Vec<(String, SeriesKey, Stat)> {
+    let name = key.name();
+    let mut out = Vec::with_capacity(PREFIXES.len() * stats.len());
+    for prefix in PREFIXES {
+        for &stat in stats {
+            let path = format!("{prefix}{name}.{}", stat.name());
+            // A path past the longest key is no path.
+            if let Ok(timer) = SeriesKey::new(path.clone(), key.tags()) {
+                out.push((path, timer, stat));
+            }
+        }
+    }
+    out
+}
+
+/// Every timer path `pattern` selects among `reader`'s distribution series, but those a
+/// stored series holds.
+fn select(reader: &Reader<'_>, pattern: &PathPattern) -> Vec<Selected> {
+    let depth = pattern.depth();
+    let by_tags = pattern.is_tag_query();
+    let fits = |segments: usize| {
+        by_tags || (PREFIXES.iter()).any(|p| prefix_depth(p) + segments + 1 == depth)
+    };
+    // Only the stats the last segment can be: none for most stored paths (`a.*.cpu`),
+    // which then cost no registry scan.
+    let stats: Vec<Stat> = (candidates(pattern).into_iter())
+        .filter(|s| pattern.last_segment_may_be(&s.name()))
+        .collect();
+    if stats.is_empty() {
+        return Vec::new();
+    }
+    let registry = reader.registry();
+    let mut selected = Vec::new();
+    for (id, key) in distributions(reader, fits) {
+        for (path, timer, stat) in paths_of(&key, &stats) {
+            if pattern.matches_as(&path, key.view()) && registry.get(timer.as_str()).is_none() {
+                selected.push(Selected {
+                    id,
+                    key: timer,
+                    stat,
+                });
+            }
+        }
+    }
+    selected
+}
+
+/// How many timer paths `pattern` selects, for the render's budget.
+pub(crate) fn count(reader: &Reader<'_>, pattern: &PathPattern) -> usize {
+    select(reader, pattern).len()
+}
+
+/// The Graphite paths of the timer paths `pattern` selects.
+pub(crate) fn names(reader: &Reader<'_>, pattern: &PathPattern) -> Vec<String> {
+    (select(reader, pattern).into_iter())
+        .map(|s| graphite_path(s.key.view()))
+        .collect()
+}
+
+/// The keys of the timer paths `pattern` selects, or without one every timer path find
+/// lists (statsd's default thresholds), but those a stored series holds: what the tag API
+/// adds to the registry's keys.
+pub(crate) fn keys(reader: &Reader<'_>, pattern: Option<&PathPattern>) -> Vec<SeriesKey> {
+    if let Some(pattern) = pattern {
+        return select(reader, pattern).into_iter().map(|s| s.key).collect();
+    }
+    let registry = reader.registry();
+    let stats = Stat::listed();
+    let mut keys = Vec::new();
+    for (_, key) in distributions(reader, |_| true) {
+        keys.extend(
+            (paths_of(&key, &stats).into_iter())
+                .filter(|(_, timer, _)| registry.get(timer.as_str()).is_none())
+                .map(|(_, timer, _)| timer),
+        );
+    }
+    keys
+}
+
+/// `fetched` (the stored series `pattern` matches, read on `grid`) with the timer paths it
+/// selects read on the same grid, sorted by Graphite path then key as a fetch is. Each
+/// distribution series is read once, whatever number of its stats are selected.
+///
+/// # Errors
+/// As [`super::StoredSource::fetch_on`].
+pub(crate) fn with_timer_paths(
+    reader: &Reader<'_>,
+    pattern: &PathPattern,
+    grid: &RenderGrid,
+    mut fetched: Vec<Fetched>,
+) -> Result<Vec<Fetched>> {
+    let selected = select(reader, pattern);
+    if selected.is_empty() {
+        return Ok(fetched);
+    }
+    let (tier, points) = grid.on(reader.config())?;
+    let mut ids: Vec<SeriesId> = selected.iter().map(|s| s.id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let read: BTreeMap<SeriesId, Vec<DistributionPoint>> = (ids.into_par_iter())
+        .map(|id| Ok((id, reader.distribution_on(id, tier, &points, grid.window)?)))
+        .collect::<Result<_>>()?;
+    for s in selected {
+        let points = read[&s.id].clone();
+        fetched.push(Fetched {
+            key: s.key,
+            start: grid.first,
+            step: grid.resolution,
+            buckets: points.iter().map(|p| p.bucket).collect(),
+            counter: false,
+            timer: Some(TimerPoints {
+                stat: s.stat,
+                points,
+            }),
+        });
+    }
+    let mut keyed: Vec<(String, Fetched)> = (fetched.into_iter())
+        .map(|f| (graphite_path(f.key.view()), f))
+        .collect();
+    keyed.sort_unstable_by(|a, b| (&a.0, &a.1.key).cmp(&(&b.0, &b.1.key)));
+    Ok(keyed.into_iter().map(|(_, f)| f).collect())
+}
+
+/// Adds to `finder` the nodes of the timer paths of `reader`'s distribution series, each
+/// new node charged to `budget` as [`Finder::add_registry`] charges one.
+///
+/// # Errors
+/// [`crate::Error::InvalidQuery`] when `budget` refuses a node.
+pub(crate) fn add_to_finder(
+    reader: &Reader<'_>,
+    finder: &mut Finder,
+    budget: &ReadBudget,
+) -> Result<()> {
+    let depth = finder.pattern().depth();
+    let stats = candidates(finder.pattern());
+    let fits = |segments: usize| (PREFIXES.iter()).any(|p| prefix_depth(p) + segments + 1 >= depth);
+    for (_, key) in distributions(reader, fits) {
+        for (_, timer, _) in paths_of(&key, &stats) {
+            if finder.add(timer.view()) {
+                budget.charge(1, || {
+                    format!("{:?} has more nodes than that", finder.pattern().as_str())
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
