@@ -84,8 +84,7 @@ pub(super) fn read(
         }
         let mut compacted = Vec::new();
         if let HeldPeriod::Compacted(file) = &held {
-            compacted = vec![Bucket::EMPTY; (last - first) as usize];
-            file.read_slot(slot, first..last, &mut compacted)?;
+            compacted = file.read_slot_distributions(slot, first..last)?;
         }
         for b in first..last {
             let ts = period_start + i64::from(b) * res;
@@ -94,7 +93,9 @@ pub(super) fn read(
             }
             let (bucket, histogram) = match &held {
                 HeldPeriod::Hot(file) => file.load_distribution(b, slot),
-                HeldPeriod::Compacted(_) => (compacted[(b - first) as usize], None),
+                HeldPeriod::Compacted(_) => {
+                    std::mem::replace(&mut compacted[(b - first) as usize], (Bucket::EMPTY, None))
+                }
             };
             if bucket.count == 0 {
                 continue;
