@@ -344,65 +344,17 @@ impl Histogram {
     /// # Errors
     /// A [`DecodeError`] naming what is wrong and where; nothing panics on any input.
     pub fn decode(bytes: &[u8]) -> Result<(Histogram, usize), DecodeError> {
-        let mut at = 0usize;
-        let flags = *bytes.get(at).ok_or(DecodeError::Truncated(at))?;
-        if flags & !1 != 0 {
-            return Err(DecodeError::Flags(flags));
-        }
-        at += 1;
-        let scale = *bytes.get(at).ok_or(DecodeError::Truncated(at))? as i8;
-        if !(MIN_SCALE..=MAX_SCALE).contains(&scale) {
-            return Err(DecodeError::Scale(scale));
-        }
-        at += 1;
-        let mut zero_threshold = 0.0;
-        if flags & 1 != 0 {
-            let word = bytes.get(at..at + 8).ok_or(DecodeError::Truncated(at))?;
-            zero_threshold = f64::from_bits(u64::from_le_bytes(word.try_into().expect("8")));
-            if !zero_threshold.is_finite() || zero_threshold <= 0.0 {
-                return Err(DecodeError::Malformed(at));
+        let mut histogram = Histogram::new(DEFAULT_SCALE);
+        let used = visit(bytes, |event| match event {
+            Event::Head(head) => {
+                histogram.scale = head.scale;
+                histogram.zero_threshold = head.zero_threshold;
+                histogram.zero_count = head.zero_count;
             }
-            at += 8;
-        }
-        let zero_count = get_varint(bytes, &mut at)?;
-        let mut lists = [Vec::new(), Vec::new()];
-        for list in &mut lists {
-            let len = get_varint(bytes, &mut at)?;
-            // Each bucket takes at least two bytes: a length past that is damage.
-            if len > (bytes.len().saturating_sub(at) / 2) as u64 {
-                return Err(DecodeError::Malformed(at));
-            }
-            let mut previous: Option<i64> = None;
-            for _ in 0..len {
-                let field = at;
-                let raw = get_varint(bytes, &mut at)?;
-                let index = match previous {
-                    None => unzigzag(raw),
-                    Some(p) => p
-                        .checked_add(1)
-                        .and_then(|n| n.checked_add(i64::try_from(raw).ok()?))
-                        .ok_or(DecodeError::Malformed(field))?,
-                };
-                let index = i32::try_from(index).map_err(|_| DecodeError::Malformed(field))?;
-                let count = get_varint(bytes, &mut at)?;
-                if count == 0 {
-                    return Err(DecodeError::Malformed(field));
-                }
-                list.push((index, count));
-                previous = Some(i64::from(index));
-            }
-        }
-        let [positive, negative] = lists;
-        Ok((
-            Histogram {
-                scale,
-                zero_threshold,
-                zero_count,
-                positive,
-                negative,
-            },
-            at,
-        ))
+            Event::Bucket(true, index, count) => histogram.negative.push((index, count)),
+            Event::Bucket(false, index, count) => histogram.positive.push((index, count)),
+        })?;
+        Ok((histogram, used))
     }
 
     /// Moves every bucket that lies wholly within `threshold` to the zero bucket and takes
@@ -417,6 +369,254 @@ impl Histogram {
             list.drain(..inside);
         }
         self.zero_threshold = threshold;
+    }
+}
+
+/// What an encoding says before its buckets.
+#[derive(Clone, Copy, Debug)]
+struct Head {
+    scale: i8,
+    zero_threshold: f64,
+    zero_count: u64,
+}
+
+/// What [`visit`] reads, in order: the head, then each bucket.
+enum Event {
+    Head(Head),
+    /// (negative, index, count): the positive buckets first, each list by ascending index.
+    Bucket(bool, i32, u64),
+}
+
+/// Reads one encoding (see [`Histogram::encode`]) from the start of `bytes`, handing `on` its
+/// head, then each bucket; returns the bytes it took. The one decoder: a
+/// [`Histogram`] and an [`Accumulator`] are both built through it.
+fn visit(bytes: &[u8], mut on: impl FnMut(Event)) -> Result<usize, DecodeError> {
+    let mut at = 0usize;
+    let flags = *bytes.get(at).ok_or(DecodeError::Truncated(at))?;
+    if flags & !1 != 0 {
+        return Err(DecodeError::Flags(flags));
+    }
+    at += 1;
+    let scale = *bytes.get(at).ok_or(DecodeError::Truncated(at))? as i8;
+    if !(MIN_SCALE..=MAX_SCALE).contains(&scale) {
+        return Err(DecodeError::Scale(scale));
+    }
+    at += 1;
+    let mut zero_threshold = 0.0;
+    if flags & 1 != 0 {
+        let word = bytes.get(at..at + 8).ok_or(DecodeError::Truncated(at))?;
+        zero_threshold = f64::from_bits(u64::from_le_bytes(word.try_into().expect("8")));
+        if !zero_threshold.is_finite() || zero_threshold <= 0.0 {
+            return Err(DecodeError::Malformed(at));
+        }
+        at += 8;
+    }
+    let zero_count = get_varint(bytes, &mut at)?;
+    on(Event::Head(Head {
+        scale,
+        zero_threshold,
+        zero_count,
+    }));
+    for negative in [false, true] {
+        let len = get_varint(bytes, &mut at)?;
+        // Each bucket takes at least two bytes: a length past that is damage.
+        if len > (bytes.len().saturating_sub(at) / 2) as u64 {
+            return Err(DecodeError::Malformed(at));
+        }
+        let mut previous: Option<i64> = None;
+        for _ in 0..len {
+            let field = at;
+            let raw = get_varint(bytes, &mut at)?;
+            let index = match previous {
+                None => unzigzag(raw),
+                Some(p) => p
+                    .checked_add(1)
+                    .and_then(|n| n.checked_add(i64::try_from(raw).ok()?))
+                    .ok_or(DecodeError::Malformed(field))?,
+            };
+            let index = i32::try_from(index).map_err(|_| DecodeError::Malformed(field))?;
+            let count = get_varint(bytes, &mut at)?;
+            if count == 0 {
+                return Err(DecodeError::Malformed(field));
+            }
+            on(Event::Bucket(negative, index, count));
+            previous = Some(i64::from(index));
+        }
+    }
+    Ok(at)
+}
+
+/// Merges many histograms fast, into dense counts: what a read across series and buckets
+/// folds into, one per point, instead of a sparse [`Histogram`] per merge. Encoded
+/// histograms are added straight from their bytes, without building one.
+#[derive(Clone, Debug, Default)]
+pub struct Accumulator {
+    /// `None` until the first histogram: its scale and threshold are taken as they come.
+    head: Option<(i8, f64)>,
+    zero_count: u64,
+    positive: Dense,
+    negative: Dense,
+}
+
+/// Counts by index from `offset`, growing either way.
+#[derive(Clone, Debug, Default)]
+struct Dense {
+    offset: i32,
+    counts: Vec<u64>,
+}
+
+/// The widest a dense list may grow before the accumulator coarsens its scale: 4,096
+/// buckets (32 KiB) span 64 octaves at scale 6.
+const MAX_DENSE: usize = 4096;
+
+impl Dense {
+    #[inline]
+    fn add(&mut self, index: i32, count: u64) {
+        if self.counts.is_empty() {
+            self.offset = index;
+            self.counts.push(count);
+            return;
+        }
+        if index < self.offset {
+            let grow = (self.offset - index) as usize;
+            self.counts.splice(0..0, std::iter::repeat_n(0, grow));
+            self.offset = index;
+        }
+        let at = (index - self.offset) as usize;
+        if at >= self.counts.len() {
+            self.counts.resize(at + 1, 0);
+        }
+        self.counts[at] = self.counts[at].saturating_add(count);
+    }
+
+    /// The width the list would have with `index` in it.
+    #[inline]
+    fn width_with(&self, index: i32) -> usize {
+        if self.counts.is_empty() {
+            return 1;
+        }
+        let low = self.offset.min(index);
+        let high = (self.offset + self.counts.len() as i32 - 1).max(index);
+        (i64::from(high) - i64::from(low) + 1) as usize
+    }
+
+    fn reduce(&mut self, delta: u32) {
+        if self.counts.is_empty() || delta == 0 {
+            return;
+        }
+        let mut out = Dense::default();
+        for (i, &count) in self.counts.iter().enumerate() {
+            if count > 0 {
+                out.add(reduced_index(self.offset + i as i32, delta), count);
+            }
+        }
+        *self = out;
+    }
+
+    fn populated(&self) -> impl Iterator<Item = (i32, u64)> + '_ {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| (self.offset + i as i32, c))
+    }
+}
+
+impl Accumulator {
+    /// True when nothing was added.
+    pub fn is_empty(&self) -> bool {
+        self.head.is_none()
+    }
+
+    /// Adds an encoded histogram (see [`Histogram::encode`]).
+    ///
+    /// # Errors
+    /// As [`Histogram::decode`]; what was added before the damage stays added, so a caller
+    /// that goes on must treat the accumulator as incomplete.
+    pub fn add_encoded(&mut self, bytes: &[u8]) -> Result<(), DecodeError> {
+        let mut delta = 0u32;
+        visit(bytes, |event| match event {
+            Event::Head(head) => delta = self.take_head(head),
+            Event::Bucket(negative, index, count) => self.add_bucket(negative, index, count, delta),
+        })
+        .map(|_| ())
+    }
+
+    /// Adds a histogram.
+    pub fn add(&mut self, histogram: &Histogram) {
+        let delta = self.take_head(Head {
+            scale: histogram.scale,
+            zero_threshold: histogram.zero_threshold,
+            zero_count: histogram.zero_count,
+        });
+        for &(index, count) in &histogram.positive {
+            self.add_bucket(false, index, count, delta);
+        }
+        for &(index, count) in &histogram.negative {
+            self.add_bucket(true, index, count, delta);
+        }
+    }
+
+    /// Takes an input's head: the coarser scale and the wider threshold win. Returns how
+    /// many scales the input's indexes drop by.
+    fn take_head(&mut self, head: Head) -> u32 {
+        let (scale, threshold) = match self.head {
+            None => (head.scale, head.zero_threshold),
+            Some((scale, threshold)) => {
+                if head.scale < scale {
+                    let delta = (scale - head.scale) as u32;
+                    self.positive.reduce(delta);
+                    self.negative.reduce(delta);
+                }
+                (scale.min(head.scale), threshold)
+            }
+        };
+        self.head = Some((scale, threshold));
+        if head.zero_threshold > threshold {
+            // Rare (thresholds differ only between sources): go through the sparse form.
+            let mut merged = self.to_histogram();
+            merged.widen_zero(head.zero_threshold);
+            *self = Accumulator::default();
+            self.add(&merged);
+        }
+        self.zero_count = self.zero_count.saturating_add(head.zero_count);
+        (head.scale - self.head.map_or(head.scale, |(s, _)| s)) as u32
+    }
+
+    #[inline]
+    fn add_bucket(&mut self, negative: bool, index: i32, count: u64, delta: u32) {
+        let Some((scale, threshold)) = self.head else {
+            return;
+        };
+        let index = reduced_index(index, delta);
+        if threshold > 0.0 && upper_bound(index, scale) <= threshold {
+            self.zero_count = self.zero_count.saturating_add(count);
+            return;
+        }
+        let list = if negative {
+            &mut self.negative
+        } else {
+            &mut self.positive
+        };
+        if list.width_with(index) > MAX_DENSE && scale > MIN_SCALE {
+            self.positive.reduce(1);
+            self.negative.reduce(1);
+            self.head = Some((scale - 1, threshold));
+            return self.add_bucket(negative, index, count, 1);
+        }
+        list.add(index, count);
+    }
+
+    /// The sum as a [`Histogram`].
+    pub fn to_histogram(&self) -> Histogram {
+        let (scale, zero_threshold) = self.head.unwrap_or((DEFAULT_SCALE, 0.0));
+        Histogram {
+            scale,
+            zero_threshold,
+            zero_count: self.zero_count,
+            positive: self.positive.populated().collect(),
+            negative: self.negative.populated().collect(),
+        }
     }
 }
 

@@ -93,7 +93,10 @@ pub use read::aggregate::{
     AggregatePlan, AggregateQuery, AggregateResult, Aggregation, Group, PartialAggregate,
 };
 pub use read::budget::ReadBudget;
-pub use read::distribution::DistributionPoint;
+pub use read::distribution::{
+    DistributionGroup, DistributionPoint, DistributionQuery, DistributionResult,
+    DistributionTarget, HistogramShown, SeriesDistribution, Shown,
+};
 pub use read::query::{Display, Query, QueryResult};
 pub use read::reader::Reader;
 pub use read::tier_choice::TierChoice;

@@ -237,3 +237,40 @@ proptest! {
         prop_assert_eq!(h, direct);
     }
 }
+
+#[test]
+fn an_accumulator_sums_as_merge_does() {
+    let mut merged = Histogram::default();
+    let mut acc = Accumulator::default();
+    for (seed, scale) in [(11, 6), (12, 3), (13, 8), (14, 6)] {
+        let mut h = Histogram::new(scale);
+        latencies(seed, 500).iter().for_each(|&v| h.record(v));
+        h.record(-7.0);
+        h.record(0.0);
+        merged.merge(&h);
+        let mut bytes = vec![];
+        h.encode(&mut bytes);
+        if seed % 2 == 0 {
+            acc.add_encoded(&bytes).expect("decodes");
+        } else {
+            acc.add(&h);
+        }
+    }
+    assert_eq!(acc.to_histogram(), merged);
+}
+
+#[test]
+fn an_accumulator_coarsens_past_its_width() {
+    let mut acc = Accumulator::default();
+    let mut h = Histogram::default();
+    h.record(1e-200);
+    h.record(1e200);
+    acc.add(&h);
+    let sum = acc.to_histogram();
+    assert_eq!(sum.count(), 2);
+    assert!(sum.scale() < DEFAULT_SCALE);
+    let mut direct = Histogram::new(sum.scale());
+    direct.record(1e-200);
+    direct.record(1e200);
+    assert_eq!(sum, direct);
+}

@@ -209,6 +209,21 @@ impl<'a> Reader<'a> {
         super::distribution::read(self, id, tier, from, to, step)
     }
 
+    /// Answers a distribution read: quantiles (or histograms) per point, of one series or of
+    /// the series a selector picks merged per group, within `budget`.
+    ///
+    /// # Errors
+    /// [`crate::Error::UnknownSeries`] for a single series not registered,
+    /// [`crate::Error::UnknownTier`], [`crate::Error::InvalidQuery`] as for
+    /// [`Reader::aggregate`], and a read over `budget`.
+    pub fn distribution_query(
+        &self,
+        query: &super::distribution::DistributionQuery,
+        budget: &ReadBudget,
+    ) -> Result<super::distribution::DistributionResult> {
+        super::distribution::answer(self, query, budget)
+    }
+
     /// [`Reader::read_buckets`] without the timestamps, seeing the tier from `window` on
     /// (the first second its window holds at the clock of whoever chose the read; nothing
     /// older is read): the first point's start and the merged buckets, one per step.

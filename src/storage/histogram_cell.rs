@@ -31,21 +31,58 @@ pub(super) fn store(cell: &[AtomicU64], words: &[u64]) {
     }
 }
 
+/// Copies the words of a cell that hold its histogram (the length word, then as many as the
+/// length says, at most the cell's) into `out`; returns how many. `Relaxed` loads: the
+/// record's seqlock orders them, and a length torn by a concurrent update only makes the
+/// copy the wrong length for a snapshot the seqlock then discards.
+#[inline]
+pub(super) fn load_used(cell: &[AtomicU64], out: &mut [u64]) -> usize {
+    let Some(first) = cell.first() else {
+        return 0;
+    };
+    out[0] = first.load(Ordering::Relaxed);
+    let len = (out[0] & 0xffff) as usize;
+    let words = (2 + len).div_ceil(8).clamp(1, cell.len().min(out.len()));
+    load(&cell[1..words], &mut out[1..words]);
+    words
+}
+
+/// The encoding a cell's words (`words`, as [`load_used`] copied them) hold, laid out in
+/// `bytes`; `Ok(None)` for an empty cell.
+///
+/// # Errors
+/// [`DecodeError::Truncated`] when the length says more than the words hold.
+pub(crate) fn body<'a>(
+    words: &[u64],
+    bytes: &'a mut [u8],
+) -> Result<Option<&'a [u8]>, DecodeError> {
+    let Some(&first) = words.first() else {
+        return Ok(None);
+    };
+    let len = (first & 0xffff) as usize;
+    if len == 0 {
+        return Ok(None);
+    }
+    if 2 + len > words.len() * 8 || 2 + len > bytes.len() {
+        return Err(DecodeError::Truncated(words.len() * 8));
+    }
+    for (chunk, word) in bytes.chunks_exact_mut(8).zip(words) {
+        chunk.copy_from_slice(&word.to_le_bytes());
+    }
+    Ok(Some(&bytes[2..2 + len]))
+}
+
 /// The histogram a cell's words hold; `Ok(None)` for an empty cell.
 ///
 /// # Errors
 /// A [`DecodeError`] when the words are not a histogram (a damaged cell).
 pub(crate) fn decode(words: &[u64]) -> Result<Option<Histogram>, DecodeError> {
-    let bytes = to_bytes(words);
-    let len = usize::from(u16::from_le_bytes([bytes[0], bytes[1]]));
-    if len == 0 {
+    let mut bytes = [0u8; MAX_WORDS * 8];
+    let Some(body) = body(words, &mut bytes)? else {
         return Ok(None);
-    }
-    let body = bytes
-        .get(2..2 + len)
-        .ok_or(DecodeError::Truncated(bytes.len()))?;
+    };
     let (histogram, used) = Histogram::decode(body)?;
-    if used != len {
+    if used != body.len() {
         return Err(DecodeError::Malformed(used));
     }
     Ok(Some(histogram))
@@ -64,10 +101,6 @@ pub(crate) fn encode(histogram: &mut Histogram, words: &mut [u64]) -> Option<()>
         *w = u64::from_le_bytes(b.try_into().expect("8 bytes"));
     }
     Some(())
-}
-
-fn to_bytes(words: &[u64]) -> Vec<u8> {
-    words.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
 #[cfg(test)]

@@ -213,7 +213,7 @@ impl PeriodFile {
                 return;
             }
             for (first, chunk) in histograms.chunks(block).enumerate() {
-                if chunk.iter().all(Option::is_none) || true {
+                if chunk.iter().all(Option::is_none) {
                     continue;
                 }
                 hist_run.fill(0);
@@ -465,18 +465,25 @@ impl PeriodFile {
     }
 
     /// The bucket `bucket` of series slot `slot` with its histogram, read as one snapshot:
-    /// `None` for the histogram when the bucket has none (not a distribution series, or a
-    /// file without the area). A cell whose words do not decode (damage) is logged and read
-    /// as none, so the answer says the histogram is missing rather than guess.
-    pub(crate) fn load_distribution(&self, bucket: u32, slot: u32) -> (Bucket, Option<Histogram>) {
+    /// `f` gets the bucket and the histogram's encoding, for a caller that adds it straight
+    /// into an [`crate::histogram::Accumulator`]. The encoding is `None` when the bucket
+    /// has none (not a distribution series, or a file without the area), or when the cell is
+    /// damaged (logged): the answer then says the histogram is missing rather than guess.
+    #[inline]
+    pub(crate) fn load_distribution_with<R>(
+        &self,
+        bucket: u32,
+        slot: u32,
+        f: impl FnOnce(Bucket, Option<&[u8]>) -> R,
+    ) -> R {
         let index = cell_index(bucket, slot, self.meta.slots);
         let Some(hist) = self.histogram_cell(index) else {
-            return (self.load(bucket, slot), None);
+            return f(self.load(bucket, slot), None);
         };
         let mut words = [0u64; histogram_cell::MAX_WORDS];
-        let words = &mut words[..hist.len()];
         let cell = self.cell(bucket, slot);
-        let mut read = || cell.read_with(|| histogram_cell::load(hist, words));
+        let mut used = 0;
+        let mut read = || cell.read_with(|| used = histogram_cell::load_used(hist, &mut words));
         let found = match (0..64).find_map(|_| {
             let found = read();
             std::hint::spin_loop();
@@ -490,33 +497,52 @@ impl PeriodFile {
                 match read() {
                     Some(found) => found,
                     None => {
-                        histogram_cell::load(hist, words);
+                        used = histogram_cell::load_used(hist, &mut words);
                         waited
                     }
                 }
             }
         };
-        match histogram_cell::decode(words) {
-            Ok(histogram) => (found, histogram),
+        let mut bytes = [0u8; histogram_cell::MAX_WORDS * 8];
+        match histogram_cell::body(&words[..used], &mut bytes) {
+            Ok(body) => f(found, body),
             Err(e) => {
                 tracing::error!(path = %self.path.display(), bucket, slot, error = %e,
                     "a histogram cell does not decode; its bucket is read without it");
-                (found, None)
+                f(found, None)
             }
         }
     }
 
     /// The bucket `bucket` of series slot `slot` with its histogram, as
-    /// [`PeriodFile::load_distribution`] reads them, for compaction: the histogram cell is
-    /// read only where its page has disk (see `histograms_reserved`), so a file of gauges is
-    /// compacted without touching its histogram area, which on tmpfs a read would allocate.
+    /// [`PeriodFile::load_distribution_with`] reads them (one snapshot), for compaction: the
+    /// histogram cell is read only where its page has disk (see `histograms_reserved`), so a
+    /// file of gauges is compacted without touching its histogram area, which on tmpfs a read
+    /// would allocate. A cell that does not decode is logged and left out, as a read leaves
+    /// it out: its bucket then answers no quantile, hot or compacted.
     pub(crate) fn load_closed(&self, bucket: u32, slot: u32) -> (Bucket, Option<Histogram>) {
         let index = cell_index(bucket, slot, self.meta.slots);
         let page = index * self.meta.histogram_cell_len() / PAGE_LEN;
         if self.writers.in_process() && !self.histogram_page_reserved(page) {
             return (self.load(bucket, slot), None);
         }
-        self.load_distribution(bucket, slot)
+        self.load_distribution_with(bucket, slot, |found, body| {
+            let histogram = body.and_then(|body| match Histogram::decode(body) {
+                Ok((histogram, used)) if used == body.len() => Some(histogram),
+                Ok((_, used)) => {
+                    tracing::error!(path = %self.path.display(), bucket, slot,
+                        "a histogram cell holds {} bytes after its histogram; its bucket is \
+                         compacted without it", body.len() - used);
+                    None
+                }
+                Err(e) => {
+                    tracing::error!(path = %self.path.display(), bucket, slot, error = %e,
+                        "a histogram cell does not decode; its bucket is compacted without it");
+                    None
+                }
+            });
+            (found, histogram)
+        })
     }
 
     /// Whether page `page` of the histogram area has its disk space, as far as this process
@@ -828,7 +854,7 @@ impl WritableFile {
         let index = cell_index(bucket, slot, self.0.meta.slots);
         self.0.reserve(index / RECORDS_PER_PAGE, 1)?;
         let page = index * self.0.meta.histogram_cell_len() / PAGE_LEN;
-        if false && super::cells::same_bits(before, &Bucket::EMPTY) && self.0.histogram_page_reserved(page) {
+        if super::cells::same_bits(before, &Bucket::EMPTY) && self.0.histogram_page_reserved(page) {
             self.clear_histograms(index);
         }
         self.0.cell(bucket, slot).restore(before);

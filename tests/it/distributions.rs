@@ -488,3 +488,117 @@ fn a_histogram_torn_by_a_kill_is_put_back() {
     assert_eq!(healed.bucket.count, 51);
     assert!(healed.is_complete());
 }
+
+/// StatsD timers over real UDP into a server, read back over HTTP: every `p50`, `p90` and
+/// `p99` of one series per minute, and of all series merged over the whole range, within
+/// the relative error the answer states of the exact nearest-rank quantile; `hist` holds
+/// every sample.
+#[test]
+fn statsd_timers_answer_percentiles_over_http() {
+    use crate::support::server::TestServer;
+    use std::net::UdpSocket;
+    use std::time::{Duration, Instant};
+
+    const TIMERS: usize = 20;
+    const PER_MINUTE: usize = 30;
+    const MINUTES: i64 = 3;
+    let server = TestServer::with_statsd(tierdb::TiersConfig::default(), Duration::from_secs(10));
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+    let latency = LogNormal::new(3.0, 1.05).expect("valid");
+    // values[timer][minute]
+    let mut values = vec![vec![Vec::new(); MINUTES as usize]; TIMERS];
+    let start = NOW - NOW % 60;
+    for minute in 0..MINUTES {
+        server.clock.set(start + minute * 60);
+        for (t, timer) in values.iter_mut().enumerate() {
+            let lines: Vec<String> = (0..PER_MINUTE)
+                .map(|_| {
+                    // Whole microseconds, as a client's millisecond timer with 3 decimals.
+                    let v: f64 =
+                        (Distribution::<f64>::sample(&latency, &mut rng) * 1000.0).round() / 1000.0;
+                    timer[minute as usize].push(v);
+                    format!("svc.h{t:02}.time:{v}|ms")
+                })
+                .collect();
+            socket
+                .send_to(lines.join("\n").as_bytes(), server.statsd.unwrap())
+                .unwrap();
+        }
+        // Every value of the minute lands before the clock moves on.
+        let started = Instant::now();
+        while (0..TIMERS).any(|t| {
+            server
+                .engine
+                .registry()
+                .get(&format!("svc.h{t:02}.time"))
+                .is_none()
+                || server.minute(
+                    &format!("svc.h{t:02}.time"),
+                    start + minute * 60,
+                    tierdb::Display::Count,
+                ) != Some(PER_MINUTE as f64)
+        }) {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "timer values never landed"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    server.clock.set(start + MINUTES * 60);
+    let id = server.engine.registry().get("svc.h07.time").unwrap();
+    assert_eq!(server.engine.series_kind(id), SeriesKind::Distribution);
+
+    for q in [50, 90, 99] {
+        let answer = server.json(&format!(
+            "/api/v1/query?series=svc.h07.time&display=p{q}&tier=1m&from={start}&to={}",
+            start + MINUTES * 60
+        ));
+        let stated = answer["relative_error"].as_f64().expect("stated");
+        assert!(stated < 0.0055, "{answer}");
+        assert_eq!(answer["series"], "svc.h07.time", "{answer}");
+        let points = answer["points"].as_array().unwrap();
+        assert_eq!(points.len(), MINUTES as usize, "{answer}");
+        for (minute, point) in points.iter().enumerate() {
+            let want = exact(&mut values[7][minute].clone(), f64::from(q) / 100.0);
+            let got = point[1].as_f64().unwrap();
+            assert!(
+                (got - want).abs() / want <= stated,
+                "p{q} minute {minute}: {got} vs {want}"
+            );
+        }
+        // All timers merged, the whole range in one point, from the 1h tier.
+        let answer = server.json(&format!(
+            "/api/v1/aggregate?match=svc.*.time&display=p{q}&tier=1h&range=whole&from={}&to={}",
+            start - start % 3600,
+            start - start % 3600 + 3600
+        ));
+        let stated = answer["relative_error"].as_f64().expect("stated");
+        let mut all: Vec<f64> = values.iter().flatten().flatten().copied().collect();
+        let want = exact(&mut all, f64::from(q) / 100.0);
+        let got = answer["groups"][0]["points"][0][1].as_f64().unwrap();
+        assert_eq!(answer["groups"][0]["series"], TIMERS, "{answer}");
+        assert!(
+            (got - want).abs() / want <= stated,
+            "all p{q}: {got} vs {want} ({answer})"
+        );
+    }
+    let hist = server.json(&format!(
+        "/api/v1/query?series=svc.h07.time&display=hist&tier=5m&range=whole&from={start}&to={}",
+        start + 300
+    ));
+    let shown = &hist["histograms"][0][1];
+    let counted: u64 = shown["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b[2].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, (PER_MINUTE as u64) * MINUTES as u64, "{hist}");
+    assert_eq!(shown["count"], counted, "{hist}");
+    // Bad displays are refused with the rule.
+    let (status, body) = server.get("/api/v1/query?series=svc.h07.time&display=p101");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("pNN"), "{body}");
+}
