@@ -438,10 +438,9 @@ impl Storage {
     }
 
     /// Replaces the hot `file` of `tier` by its compacted form, histograms included: written
-    /// whole beside it,
-    /// then, under the batch gate and if no batch stored into the file meanwhile, swapped in
-    /// and the hot file deleted. Returns false (and leaves the hot file) when a write came in
-    /// between; a later pass tries again.
+    /// whole beside it, then, under the batch gate and if no batch stored into the file
+    /// meanwhile, swapped in and the hot file deleted. Returns false (and leaves the hot
+    /// file) when a write came in between; a later pass tries again.
     ///
     /// # Errors
     /// [`Error::Io`] naming the file that could not be written.

@@ -126,7 +126,7 @@ const HISTOGRAMS_MARKED: u8 = 1;
 const MAX_HISTOGRAM_LEN: usize = 32 + crate::histogram::MAX_POPULATED * 15;
 
 /// A bucket and its histogram, if it has one: what compaction reads of a hot cell (one
-/// snapshot, [`super::period_file::PeriodFile::load_distribution`]) and what
+/// snapshot, [`super::period_file::PeriodFile::load_closed`]) and what
 /// [`CompactReader::read_slot_distributions`] gives back.
 pub type Loaded = (Bucket, Option<Histogram>);
 

@@ -163,18 +163,51 @@ fn quantiles_hold_at_every_tier_through_a_reopen_and_maintenance() {
     assert!(minute[0].relative_error().unwrap() < 0.0055);
 
     // The 1m period that closed at 12:00 is past its grace after 12:20: maintenance
-    // compacts it, histograms and all.
+    // compacts it, histograms and all, and every point reads as it did hot.
+    let hot = closed_period_points(&engine, &ids);
     clock.set(NOW + 1800);
     engine.maintain().unwrap();
     clock.set(NOW + 1900);
     engine.maintain().unwrap();
     assert_eq!(tier_files(dir.path(), "1m", CLOSED), [".tdc"], "compacted");
+    assert_same_points(&closed_period_points(&engine, &ids), &hot);
     check_all(&engine, &ids, &raw);
     engine.close().unwrap();
     let engine = open(dir.path(), &clock, tierdb::TiersConfig::default());
     assert_eq!(engine.series_kind(ids[0]), SeriesKind::Distribution);
     assert_eq!(tier_files(dir.path(), "1m", CLOSED), [".tdc"]);
+    assert_same_points(&closed_period_points(&engine, &ids), &hot);
     check_all(&engine, &ids, &raw);
+}
+
+/// Every series' points over the 1m tier's period that closes at [`NOW`], a minute and an
+/// hour wide.
+fn closed_period_points(engine: &Engine, ids: &[SeriesId]) -> Vec<Vec<DistributionPoint>> {
+    ids.iter()
+        .flat_map(|&id| [60, 3600].map(|step| read(engine, id, "1m", CLOSED, NOW, step)))
+        .collect()
+}
+
+/// The points of `found` are those of `want`: buckets, histograms and quantiles exactly.
+fn assert_same_points(found: &[Vec<DistributionPoint>], want: &[Vec<DistributionPoint>]) {
+    assert_eq!(found.len(), want.len());
+    for (f, w) in found.iter().flatten().zip(want.iter().flatten()) {
+        assert!(
+            w.is_complete(),
+            "every point holds its histogram at {}",
+            w.ts
+        );
+        assert_eq!(f, w, "the point at {}", w.ts);
+        for q in [0.5, 0.9, 0.99, 0.999] {
+            assert_eq!(
+                f.quantile(q).map(f64::to_bits),
+                w.quantile(q).map(f64::to_bits),
+                "p{} at {}",
+                q * 100.0,
+                w.ts
+            );
+        }
+    }
 }
 
 /// Start of the 1m tier's period (6 h) that closes at [`NOW`]: the one the feed fills.
