@@ -40,8 +40,13 @@
 //!     bitmap (form 1 only) ceil(kept / 8) bytes: bit k % 8 of byte k / 8 is set when the
 //!            k-th kept bucket, in bucket order, has a histogram; bits past the last kept
 //!            bucket are zero
-//!     the histograms of those buckets in bucket order, each crate::histogram's encoding
-//!            (self-delimiting), back to back to the end of the slot's data
+//!     then seven columns over the m histograms of those buckets, in bucket order, each a
+//!            u32 length and pco standalone data: scale (i64, m), zero threshold (f64, m;
+//!            0 for none), zero count (u64, m), list lengths (u64, 2m: every positive
+//!            list's, then every negative list's), first index of each non-empty list
+//!            (i64), each later index's gap from the one before less one (u64), every
+//!            bucket's count (u64, above 0); the last three in histogram order, positive
+//!            list before negative; nothing follows them
 //! slot data of version 2 (still read, no longer written): as version 3 without the
 //! histogram section. Version 1: the ghosts as above, then four columns: count (u64, one
 //! per bucket), then total, min and max (f64, one per kept bucket).
@@ -120,10 +125,10 @@ const GHOST_LIST_OFFSET: usize = GHOSTS_OFFSET + 4;
 const HISTOGRAMS_EVERY: u8 = 0;
 /// Histogram section form: a bitmap over the kept buckets says which have one.
 const HISTOGRAMS_MARKED: u8 = 1;
-/// The most one histogram's encoding takes: [`crate::histogram::MAX_POPULATED`] buckets of
-/// a 5-byte index and a 10-byte count, and the fixed fields. A bound on a slot's data, not
-/// a limit the writer checks (its histograms come from hot cells of at most 1 KiB).
-const MAX_HISTOGRAM_LEN: usize = 32 + crate::histogram::MAX_POPULATED * 15;
+/// The most populated buckets one histogram of a slot holds: what the largest hot cell
+/// (1 KiB, at least 2 bytes a bucket) can hold. A bound on a slot's data, not a limit the
+/// writer checks (its histograms come from those cells).
+const MAX_CELL_BUCKETS: usize = super::histogram_cell::MAX_WORDS * 8 / 2;
 
 /// A bucket and its histogram, if it has one: what compaction reads of a hot cell (one
 /// snapshot, [`super::period_file::PeriodFile::load_closed`]) and what
@@ -522,18 +527,25 @@ fn encode_slot(
         }
     }
     push_column(&mut out, &column);
-    push_histograms(&mut out, &kept, histograms);
+    push_histograms(&mut out, &kept, histograms)?;
     Ok(out)
 }
 
 /// The histogram section of the kept buckets `kept` (see the layout above); nothing when
 /// none of them has a histogram.
-fn push_histograms(out: &mut Vec<u8>, kept: &[usize], histograms: &[Option<Histogram>]) {
-    let marked = kept.iter().filter(|&&i| histograms[i].is_some()).count();
-    if marked == 0 {
-        return;
+fn push_histograms(
+    out: &mut Vec<u8>,
+    kept: &[usize],
+    histograms: &[Option<Histogram>],
+) -> pco::errors::PcoResult<()> {
+    let marked: Vec<&Histogram> = kept
+        .iter()
+        .filter_map(|&i| histograms[i].as_ref())
+        .collect();
+    if marked.is_empty() {
+        return Ok(());
     }
-    if marked == kept.len() {
+    if marked.len() == kept.len() {
         out.push(HISTOGRAMS_EVERY);
     } else {
         out.push(HISTOGRAMS_MARKED);
@@ -545,8 +557,145 @@ fn push_histograms(out: &mut Vec<u8>, kept: &[usize], histograms: &[Option<Histo
         }
         out.extend_from_slice(&bitmap);
     }
-    for histogram in kept.iter().filter_map(|&i| histograms[i].as_ref()) {
-        histogram.encode(out);
+    let columns = HistogramColumns::of(&marked);
+    let config = pco::ChunkConfig::default();
+    let compress_i64 = |v: &[i64]| pco::standalone::simple_compress(v, &config);
+    let compress_u64 = |v: &[u64]| pco::standalone::simple_compress(v, &config);
+    push_column(out, &compress_i64(&columns.scales)?);
+    push_column(
+        out,
+        &pco::standalone::simple_compress(&columns.thresholds, &config)?,
+    );
+    push_column(out, &compress_u64(&columns.zero_counts)?);
+    push_column(out, &compress_u64(&columns.lengths)?);
+    push_column(out, &compress_i64(&columns.firsts)?);
+    push_column(out, &compress_u64(&columns.gaps)?);
+    push_column(out, &compress_u64(&columns.counts)?);
+    Ok(())
+}
+
+/// The histograms of a slot's section as columns (see the layout above): a histogram's
+/// fields apart, each column holding one kind of number for pco to bin, so a bucket of a
+/// timer costs well under the 2 bytes (gap and count) of the histogram's own encoding.
+#[derive(Debug, Default, PartialEq)]
+struct HistogramColumns {
+    /// Per histogram: its scale.
+    scales: Vec<i64>,
+    /// Per histogram: its zero threshold (0 for none).
+    thresholds: Vec<f64>,
+    /// Per histogram: its zero count.
+    zero_counts: Vec<u64>,
+    /// The positive lists' lengths, one per histogram, then the negative lists'.
+    lengths: Vec<u64>,
+    /// The first index of each non-empty list, in histogram order, positive before negative.
+    firsts: Vec<i64>,
+    /// In the same order, each later index's gap from the one before, less one.
+    gaps: Vec<u64>,
+    /// Every bucket's count, in the same order, first indexes included.
+    counts: Vec<u64>,
+}
+
+impl HistogramColumns {
+    fn of(histograms: &[&Histogram]) -> HistogramColumns {
+        let mut c = HistogramColumns::default();
+        for h in histograms {
+            c.scales.push(i64::from(h.scale()));
+            c.thresholds.push(h.zero_threshold());
+            c.zero_counts.push(h.zero_count());
+        }
+        c.lengths
+            .extend(histograms.iter().map(|h| h.positive().len() as u64));
+        c.lengths
+            .extend(histograms.iter().map(|h| h.negative().len() as u64));
+        for h in histograms {
+            for list in [h.positive(), h.negative()] {
+                let mut previous = None;
+                for &(index, count) in list {
+                    match previous {
+                        None => c.firsts.push(i64::from(index)),
+                        Some(p) => c.gaps.push((i64::from(index) - i64::from(p) - 1) as u64),
+                    }
+                    c.counts.push(count);
+                    previous = Some(index);
+                }
+            }
+        }
+        c
+    }
+
+    /// The `m` histograms the columns hold, in order; `Err` naming what does not fit
+    /// (`bucket_of(k)` names the bucket of the `k`-th, for the message).
+    fn histograms(
+        &self,
+        m: usize,
+        bucket_of: impl Fn(usize) -> usize,
+    ) -> std::result::Result<Vec<Histogram>, String> {
+        let heads = [
+            self.scales.len(),
+            self.thresholds.len(),
+            self.zero_counts.len(),
+        ];
+        if heads != [m; 3] || self.lengths.len() != 2 * m {
+            return Err(format!(
+                "histogram columns hold {heads:?} heads and {} lengths for {m} histograms",
+                self.lengths.len()
+            ));
+        }
+        let (mut firsts, mut gaps, mut counts) =
+            (self.firsts.iter(), self.gaps.iter(), self.counts.iter());
+        let mut out = Vec::with_capacity(m);
+        for k in 0..m {
+            let bucket = bucket_of(k);
+            let bad = |what: String| format!("histogram of bucket {bucket}: {what}");
+            let scale = i8::try_from(self.scales[k])
+                .ok()
+                .filter(|s| (crate::histogram::MIN_SCALE..=crate::histogram::MAX_SCALE).contains(s))
+                .ok_or_else(|| bad(format!("scale {} outside -4..=8", self.scales[k])))?;
+            let threshold = self.thresholds[k];
+            if threshold.to_bits() != 0 && !(threshold.is_finite() && threshold > 0.0) {
+                return Err(bad(format!("zero threshold {threshold}")));
+            }
+            let mut lists = [Vec::new(), Vec::new()];
+            for (list, len) in lists.iter_mut().zip([self.lengths[k], self.lengths[m + k]]) {
+                let mut previous: Option<i64> = None;
+                for _ in 0..len {
+                    let index = match previous {
+                        None => *firsts
+                            .next()
+                            .ok_or_else(|| bad("the first indexes run out".into()))?,
+                        Some(p) => {
+                            let gap = *gaps.next().ok_or_else(|| bad("the gaps run out".into()))?;
+                            i64::try_from(gap)
+                                .ok()
+                                .and_then(|g| p.checked_add(1)?.checked_add(g))
+                                .ok_or_else(|| bad(format!("gap {gap} overflows")))?
+                        }
+                    };
+                    let index = i32::try_from(index)
+                        .map_err(|_| bad(format!("index {index} out of range")))?;
+                    let count = *counts.next().ok_or_else(|| bad("the counts run out".into()))?;
+                    if count == 0 {
+                        return Err(bad(format!("a count of 0 at index {index}")));
+                    }
+                    list.push((index, count));
+                    previous = Some(i64::from(index));
+                }
+            }
+            let [positive, negative] = lists;
+            let histogram = Histogram::from_parts(
+                scale,
+                threshold,
+                self.zero_counts[k],
+                positive,
+                negative,
+            )
+            .ok_or_else(|| bad("not a histogram".into()))?;
+            out.push(histogram);
+        }
+        if firsts.next().is_some() || gaps.next().is_some() || counts.next().is_some() {
+            return Err("histogram columns hold values past the last histogram".into());
+        }
+        Ok(out)
     }
 }
 
@@ -568,7 +717,12 @@ fn max_slot_len(buckets: u32) -> u64 {
     // Two lists of at most n entries, then version 1's four columns or version 2's two,
     // then version 3's histogram section.
     let lists = 2 * (4 + 4 * n);
-    let histograms = 1 + n.div_ceil(8) + n * MAX_HISTOGRAM_LEN;
+    let bound = |values: usize| 4 + file_size::<u64>(values, &paging).unwrap_or(usize::MAX / 16);
+    let histograms = 1
+        + n.div_ceil(8)
+        + 3 * bound(n)
+        + 2 * bound(2 * n)
+        + 2 * bound(n * MAX_CELL_BUCKETS);
     (lists + (4 * (4 + column)).max(4 + column + 4 + values) + histograms) as u64
 }
 
@@ -735,14 +889,24 @@ fn take_histograms(
         }
         other => return Err(format!("histogram section of unknown form {other}")),
     };
-    for i in marked {
-        let (histogram, used) =
-            Histogram::decode(rest).map_err(|e| format!("histogram of bucket {i}: {e}"))?;
-        rest = &rest[used..];
-        out[i] = Some(histogram);
-    }
+    let columns = HistogramColumns {
+        scales: take_column(&mut rest, "histogram scale")?,
+        thresholds: take_column(&mut rest, "histogram zero threshold")?,
+        zero_counts: take_column(&mut rest, "histogram zero count")?,
+        lengths: take_column(&mut rest, "histogram length")?,
+        firsts: take_column(&mut rest, "histogram first index")?,
+        gaps: take_column(&mut rest, "histogram gap")?,
+        counts: take_column(&mut rest, "histogram count")?,
+    };
     if !rest.is_empty() {
-        return Err(format!("{} bytes after the last histogram", rest.len()));
+        return Err(format!(
+            "{} bytes after the histogram columns",
+            rest.len()
+        ));
+    }
+    let histograms = columns.histograms(marked.len(), |k| marked[k])?;
+    for (i, histogram) in marked.into_iter().zip(histograms) {
+        out[i] = Some(histogram);
     }
     Ok(out)
 }

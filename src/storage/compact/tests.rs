@@ -975,19 +975,102 @@ fn damage_to_the_histogram_section_refuses_that_slot_by_name() {
         ),
         (
             0,
-            "histogram of bucket",
+            "histogram count column cut short",
             Box::new(move |d| {
                 d.truncate(d.len() - 1);
             }),
         ),
-        (0, "after the last histogram", Box::new(|d| d.push(0))),
+        (0, "1 bytes after the histogram columns", Box::new(|d| d.push(0))),
+    ];
+    // Columns that decode but do not make histograms: slot 0's, each changed in one way.
+    let histograms: Vec<&Histogram> = expected[0].iter().filter_map(|(_, h)| h.as_ref()).collect();
+    let columns = || HistogramColumns::of(&histograms);
+    let first_bucket = (0..n as usize).find(|&i| expected[0][i].1.is_some()).unwrap();
+    let changed: Vec<(String, HistogramColumns)> = vec![
         (
-            0,
-            "histogram of bucket 0",
-            Box::new(move |d| d[every + 2] = 99),
+            format!("histogram of bucket {first_bucket}: a count of 0"),
+            HistogramColumns {
+                counts: [vec![0], columns().counts[1..].to_vec()].concat(),
+                ..columns()
+            },
+        ),
+        (
+            "scale 9 outside -4..=8".into(),
+            HistogramColumns {
+                scales: [vec![9], columns().scales[1..].to_vec()].concat(),
+                ..columns()
+            },
+        ),
+        (
+            "zero threshold -1".into(),
+            HistogramColumns {
+                thresholds: [vec![-1.0], columns().thresholds[1..].to_vec()].concat(),
+                ..columns()
+            },
+        ),
+        (
+            "out of range".into(),
+            HistogramColumns {
+                firsts: [vec![i64::MAX], columns().firsts[1..].to_vec()].concat(),
+                ..columns()
+            },
+        ),
+        (
+            "overflows".into(),
+            HistogramColumns {
+                gaps: [vec![u64::MAX], columns().gaps[1..].to_vec()].concat(),
+                ..columns()
+            },
+        ),
+        (
+            "the gaps run out".into(),
+            HistogramColumns {
+                gaps: Vec::new(),
+                ..columns()
+            },
+        ),
+        (
+            "the counts run out".into(),
+            HistogramColumns {
+                counts: columns().counts[1..].to_vec(),
+                ..columns()
+            },
+        ),
+        (
+            "values past the last histogram".into(),
+            HistogramColumns {
+                counts: [columns().counts, vec![1]].concat(),
+                ..columns()
+            },
+        ),
+        (
+            "heads and".into(),
+            HistogramColumns {
+                scales: columns().scales[1..].to_vec(),
+                ..columns()
+            },
         ),
     ];
+    let mut cases = cases;
+    let reasons: Vec<String> = changed.iter().map(|(r, _)| r.clone()).collect();
+    for (_, c) in changed {
+        let bytes = column_bytes(&c);
+        cases.push((
+            0,
+            "",
+            Box::new(move |d: &mut Vec<u8>| {
+                d.truncate(every + 1);
+                d.extend_from_slice(&bytes);
+            }),
+        ));
+    }
+    let mut crafted = reasons.iter();
     for (slot, reason, damage) in cases {
+        let reason = if reason.is_empty() {
+            crafted.next().unwrap().as_str()
+        } else {
+            reason
+        };
         std::fs::write(file.path(), &original).unwrap();
         rewrite_slot(file.path(), slot, damage);
         assert_refused(
@@ -1162,4 +1245,47 @@ fn distribution_buckets_compact_rehydrate_and_clear_exactly() {
     );
     assert_loaded_eq(&[again.load_closed(8, 3)], &[before[3][8].clone()], "kept");
     assert_loaded_eq(&[again.load_closed(7, 4)], &[before[4][7].clone()], "kept");
+}
+
+/// Columns as a slot's histogram section holds them after its form and bitmap.
+fn column_bytes(c: &HistogramColumns) -> Vec<u8> {
+    let config = pco::ChunkConfig::default();
+    let mut out = Vec::new();
+    push_column(&mut out, &pco::standalone::simple_compress(&c.scales, &config).unwrap());
+    push_column(&mut out, &pco::standalone::simple_compress(&c.thresholds, &config).unwrap());
+    for column in [&c.zero_counts, &c.lengths] {
+        push_column(&mut out, &pco::standalone::simple_compress(column, &config).unwrap());
+    }
+    push_column(&mut out, &pco::standalone::simple_compress(&c.firsts, &config).unwrap());
+    for column in [&c.gaps, &c.counts] {
+        push_column(&mut out, &pco::standalone::simple_compress(column, &config).unwrap());
+    }
+    out
+}
+
+#[test]
+fn histogram_columns_round_trip_every_shape() {
+    let mut shapes = vec![Histogram::default()];
+    let mut h = Histogram::new(crate::histogram::MIN_SCALE);
+    h.record(1e300);
+    h.record(-1e-300);
+    shapes.push(h);
+    let mut h = Histogram::from_parts(3, 0.5, 7, [(-4, 1), (2, 9)], [(i32::MAX, 2)]).unwrap();
+    h.record(0.25);
+    shapes.push(h);
+    let mut h = Histogram::default();
+    for v in [0.0, 1.0, 1.0, 2.5, 1000.0, -3.0] {
+        h.record(v);
+    }
+    shapes.push(h);
+    let refs: Vec<&Histogram> = shapes.iter().collect();
+    let columns = HistogramColumns::of(&refs);
+    let back = columns.histograms(shapes.len(), |k| k).unwrap();
+    assert_eq!(back, shapes);
+    // Through the bytes too.
+    let mut section = vec![HISTOGRAMS_EVERY];
+    section.extend(column_bytes(&columns));
+    let kept: Vec<usize> = (0..shapes.len()).collect();
+    let found = take_histograms(&section, &kept, shapes.len()).unwrap();
+    assert_eq!(found, shapes.into_iter().map(Some).collect::<Vec<_>>());
 }
