@@ -135,6 +135,9 @@ const MAX_CELL_BUCKETS: usize = super::histogram_cell::MAX_WORDS * 8 / 2;
 /// [`CompactReader::read_slot_distributions`] gives back.
 pub type Loaded = (Bucket, Option<Histogram>);
 
+/// What [`CompactFile::for_each_slot`] calls: `(slot, all its buckets, their histograms)`.
+pub type SlotVisitor<'a> = dyn FnMut(u32, &[Bucket], &[Option<Histogram>]) + 'a;
+
 /// A compacted period file: a handle that does no I/O until read, so a data directory with
 /// hundreds of thousands of them opens by listing names only; nothing stays open or mapped.
 #[derive(Clone, Debug)]
@@ -263,7 +266,7 @@ impl CompactFile {
     /// header says, or an index whose entries do not tile the data.
     pub fn for_each_slot(
         &self,
-        f: &mut dyn FnMut(u32, &[Bucket], &[Option<Histogram>]),
+        f: &mut SlotVisitor<'_>,
     ) -> Result<()> {
         let bytes = std::fs::read(&self.path).map_err(|e| Error::io(&self.path, e))?;
         let head_len = self.head_len();
@@ -673,7 +676,9 @@ impl HistogramColumns {
                     };
                     let index = i32::try_from(index)
                         .map_err(|_| bad(format!("index {index} out of range")))?;
-                    let count = *counts.next().ok_or_else(|| bad("the counts run out".into()))?;
+                    let count = *counts
+                        .next()
+                        .ok_or_else(|| bad("the counts run out".into()))?;
                     if count == 0 {
                         return Err(bad(format!("a count of 0 at index {index}")));
                     }
@@ -682,14 +687,9 @@ impl HistogramColumns {
                 }
             }
             let [positive, negative] = lists;
-            let histogram = Histogram::from_parts(
-                scale,
-                threshold,
-                self.zero_counts[k],
-                positive,
-                negative,
-            )
-            .ok_or_else(|| bad("not a histogram".into()))?;
+            let histogram =
+                Histogram::from_parts(scale, threshold, self.zero_counts[k], positive, negative)
+                    .ok_or_else(|| bad("not a histogram".into()))?;
             out.push(histogram);
         }
         if firsts.next().is_some() || gaps.next().is_some() || counts.next().is_some() {
@@ -718,11 +718,8 @@ fn max_slot_len(buckets: u32) -> u64 {
     // then version 3's histogram section.
     let lists = 2 * (4 + 4 * n);
     let bound = |values: usize| 4 + file_size::<u64>(values, &paging).unwrap_or(usize::MAX / 16);
-    let histograms = 1
-        + n.div_ceil(8)
-        + 3 * bound(n)
-        + 2 * bound(2 * n)
-        + 2 * bound(n * MAX_CELL_BUCKETS);
+    let histograms =
+        1 + n.div_ceil(8) + 3 * bound(n) + 2 * bound(2 * n) + 2 * bound(n * MAX_CELL_BUCKETS);
     (lists + (4 * (4 + column)).max(4 + column + 4 + values) + histograms) as u64
 }
 
@@ -899,10 +896,7 @@ fn take_histograms(
         counts: take_column(&mut rest, "histogram count")?,
     };
     if !rest.is_empty() {
-        return Err(format!(
-            "{} bytes after the histogram columns",
-            rest.len()
-        ));
+        return Err(format!("{} bytes after the histogram columns", rest.len()));
     }
     let histograms = columns.histograms(marked.len(), |k| marked[k])?;
     for (i, histogram) in marked.into_iter().zip(histograms) {

@@ -980,12 +980,18 @@ fn damage_to_the_histogram_section_refuses_that_slot_by_name() {
                 d.truncate(d.len() - 1);
             }),
         ),
-        (0, "1 bytes after the histogram columns", Box::new(|d| d.push(0))),
+        (
+            0,
+            "1 bytes after the histogram columns",
+            Box::new(|d| d.push(0)),
+        ),
     ];
     // Columns that decode but do not make histograms: slot 0's, each changed in one way.
     let histograms: Vec<&Histogram> = expected[0].iter().filter_map(|(_, h)| h.as_ref()).collect();
     let columns = || HistogramColumns::of(&histograms);
-    let first_bucket = (0..n as usize).find(|&i| expected[0][i].1.is_some()).unwrap();
+    let first_bucket = (0..n as usize)
+        .find(|&i| expected[0][i].1.is_some())
+        .unwrap();
     let changed: Vec<(String, HistogramColumns)> = vec![
         (
             format!("histogram of bucket {first_bucket}: a count of 0"),
@@ -1251,14 +1257,29 @@ fn distribution_buckets_compact_rehydrate_and_clear_exactly() {
 fn column_bytes(c: &HistogramColumns) -> Vec<u8> {
     let config = pco::ChunkConfig::default();
     let mut out = Vec::new();
-    push_column(&mut out, &pco::standalone::simple_compress(&c.scales, &config).unwrap());
-    push_column(&mut out, &pco::standalone::simple_compress(&c.thresholds, &config).unwrap());
+    push_column(
+        &mut out,
+        &pco::standalone::simple_compress(&c.scales, &config).unwrap(),
+    );
+    push_column(
+        &mut out,
+        &pco::standalone::simple_compress(&c.thresholds, &config).unwrap(),
+    );
     for column in [&c.zero_counts, &c.lengths] {
-        push_column(&mut out, &pco::standalone::simple_compress(column, &config).unwrap());
+        push_column(
+            &mut out,
+            &pco::standalone::simple_compress(column, &config).unwrap(),
+        );
     }
-    push_column(&mut out, &pco::standalone::simple_compress(&c.firsts, &config).unwrap());
+    push_column(
+        &mut out,
+        &pco::standalone::simple_compress(&c.firsts, &config).unwrap(),
+    );
     for column in [&c.gaps, &c.counts] {
-        push_column(&mut out, &pco::standalone::simple_compress(column, &config).unwrap());
+        push_column(
+            &mut out,
+            &pco::standalone::simple_compress(column, &config).unwrap(),
+        );
     }
     out
 }
