@@ -136,7 +136,7 @@ const MAX_CELL_BUCKETS: usize = super::histogram_cell::MAX_WORDS * 8 / 2;
 pub type Loaded = (Bucket, Option<Histogram>);
 
 /// What [`CompactFile::for_each_slot`] calls: `(slot, all its buckets, their histograms)`.
-pub type SlotVisitor<'a> = dyn FnMut(u32, &[Bucket], &[Option<Histogram>]) + 'a;
+pub(crate) type SlotVisitor<'a> = dyn FnMut(u32, &[Bucket], &[Option<Histogram>]) + 'a;
 
 /// A compacted period file: a handle that does no I/O until read, so a data directory with
 /// hundreds of thousands of them opens by listing names only; nothing stays open or mapped.
@@ -264,10 +264,7 @@ impl CompactFile {
     /// # Errors
     /// As [`CompactFile::open_reader`] and [`CompactReader::read_slot`], for any slot; also a file longer or shorter than its
     /// header says, or an index whose entries do not tile the data.
-    pub fn for_each_slot(
-        &self,
-        f: &mut SlotVisitor<'_>,
-    ) -> Result<()> {
+    pub fn for_each_slot(&self, f: &mut SlotVisitor<'_>) -> Result<()> {
         let bytes = std::fs::read(&self.path).map_err(|e| Error::io(&self.path, e))?;
         let head_len = self.head_len();
         if bytes.len() < head_len {

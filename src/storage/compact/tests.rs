@@ -932,6 +932,9 @@ fn rewrite_slot(path: &Path, slot: u32, f: impl FnOnce(&mut Vec<u8>)) {
     std::fs::write(path, out).unwrap();
 }
 
+/// A change made to a slot's data.
+type Damage = Box<dyn Fn(&mut Vec<u8>)>;
+
 #[test]
 fn damage_to_the_histogram_section_refuses_that_slot_by_name() {
     let dir = tempfile::tempdir().unwrap();
@@ -951,7 +954,7 @@ fn damage_to_the_histogram_section_refuses_that_slot_by_name() {
     // Not a multiple of 8, so the bitmap's last byte has bits past the kept buckets.
     let kept = slots[1].iter().filter(|(b, _)| !is_zero(b)).count();
     assert_eq!(kept % 8, 7);
-    let cases: Vec<(u32, &str, Box<dyn Fn(&mut Vec<u8>)>)> = vec![
+    let cases: Vec<(u32, &str, Damage)> = vec![
         (0, "unknown form", Box::new(move |d| d[every] = 7)),
         (
             1,
