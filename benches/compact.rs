@@ -75,7 +75,7 @@ fn meta(resolution: u64, period: u64, slots: u32) -> PeriodMeta {
 }
 
 fn create(dir: &Path, meta: &PeriodMeta, slots: &[Vec<Bucket>]) -> CompactFile {
-    CompactFile::create(dir, meta, &|b, s| slots[s as usize][b as usize]).expect("create")
+    CompactFile::create(dir, meta, &|b, s| (slots[s as usize][b as usize], None)).expect("create")
 }
 
 /// Prints bytes per row of each kind, for 1440- and 168-bucket periods, 64 series each.

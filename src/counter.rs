@@ -362,18 +362,6 @@ impl CounterTable {
         Ok(())
     }
 
-    /// The ids of the distribution series.
-    pub(crate) fn distributions(&self, registry: &Registry) -> Vec<u32> {
-        if !self.any_distribution.load(Ordering::Acquire) {
-            return Vec::new();
-        }
-        let mut inner = self.lock();
-        self.refresh(&mut inner, registry);
-        (0..inner.kinds.len() as u32)
-            .filter(|&id| inner.kinds[id as usize] == SeriesKind::Distribution)
-            .collect()
-    }
-
     /// The counter step of one batch, holding the table's lock for it; `None` when no series
     /// is a counter (the common case costs one atomic load, or a registry length check when
     /// naming rules are set).

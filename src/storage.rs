@@ -420,13 +420,11 @@ impl Storage {
 
     /// The hot files of `tier` whose period ended at or before `ended_by` and that had no
     /// write since the previous call looked at them: the ones to compact; and how many such
-    /// closed files were written since (to look at again soon). Files of chunks for which
-    /// `keep_hot` is true are neither: they stay hot.
+    /// closed files were written since (to look at again soon).
     pub(crate) fn quiet_closed_files(
         &self,
         tier: usize,
         ended_by: Timestamp,
-        keep_hot: &dyn Fn(u32) -> bool,
     ) -> (Vec<Arc<PeriodFile>>, usize) {
         let store = &self.tiers[tier];
         let period = store.spec.period.secs() as i64;
@@ -435,15 +433,14 @@ impl Storage {
             .iter()
             .take_while(|((start, _), _)| start.saturating_add(period) <= ended_by)
             .filter_map(|(_, stored)| stored.hot())
-            .filter(|file| !keep_hot(file.meta().chunk))
             .partition(|file| file.quiet_since_last_look());
         (quiet.into_iter().cloned().collect(), written.len())
     }
 
-    /// Replaces the hot `file` of `tier` by its compacted form: written whole beside it,
-    /// then, under the batch gate and if no batch stored into the file meanwhile, swapped in
-    /// and the hot file deleted. Returns false (and leaves the hot file) when a write came in
-    /// between; a later pass tries again.
+    /// Replaces the hot `file` of `tier` by its compacted form, histograms included: written
+    /// whole beside it, then, under the batch gate and if no batch stored into the file
+    /// meanwhile, swapped in and the hot file deleted. Returns false (and leaves the hot
+    /// file) when a write came in between; a later pass tries again.
     ///
     /// # Errors
     /// [`Error::Io`] naming the file that could not be written.
@@ -451,8 +448,9 @@ impl Storage {
         let store = &self.tiers[tier];
         let meta = file.meta().clone();
         let before = file.generation();
-        let compacted =
-            CompactFile::create(&store.dir, &meta, &|bucket, slot| file.load(bucket, slot))?;
+        let compacted = CompactFile::create(&store.dir, &meta, &|bucket, slot| {
+            file.load_closed(bucket, slot)
+        })?;
         die_if_armed("after_write");
         let key = (meta.period_start, meta.chunk);
         let swapped = {

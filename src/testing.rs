@@ -13,7 +13,9 @@ pub mod storage {
     }
     /// Compacted period files.
     pub mod compact {
-        pub use crate::storage::compact::{CompactFile, CompactReader, ENTRY_LEN, HEADER_LEN};
+        pub use crate::storage::compact::{
+            CompactFile, CompactReader, Loaded, ENTRY_LEN, HEADER_LEN,
+        };
     }
     /// The raw tier's segment files.
     pub mod raw {

@@ -219,8 +219,7 @@ fn fold_series(
         }
         let mut compacted = Vec::new();
         if let HeldPeriod::Compacted(file) = &held {
-            compacted = vec![Bucket::EMPTY; (last - first) as usize];
-            file.read_slot(slot, first..last, &mut compacted)?;
+            compacted = file.read_slot_distributions(slot, first..last)?;
         }
         for b in first..last {
             let ts = period_start + i64::from(b) * res;
@@ -237,7 +236,15 @@ fn fold_series(
                         }
                     }
                 }),
-                HeldPeriod::Compacted(_) => point.bucket.merge(&compacted[(b - first) as usize]),
+                HeldPeriod::Compacted(_) => {
+                    let (bucket, histogram) = &compacted[(b - first) as usize];
+                    if bucket.count > 0 {
+                        point.bucket.merge(bucket);
+                        if let Some(histogram) = histogram {
+                            point.histograms.add(histogram);
+                        }
+                    }
+                }
             }
         }
     }

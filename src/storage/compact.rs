@@ -22,7 +22,7 @@
 //!   ENTRY_DATA_LEN        8  u32      its length; 0 for a slot whose buckets are all empty
 //!   ENTRY_CRC            12  u32      crc32 of those bytes
 //! data (from HEADER_LEN + slots * ENTRY_LEN): the slots' data back to back, in slot order
-//! slot data (format version 2; version 1 below)
+//! slot data (format version 3; versions 1 and 2 below)
 //!   GHOSTS_OFFSET         0  u32      ghosts: kept buckets whose count is 0 (see below)
 //!   GHOST_LIST_OFFSET     4  [u32]    their bucket indices, ascending
 //!   then                     u32      exceptions: buckets of count 1 that are not plain
@@ -33,8 +33,23 @@
 //!            buckets that are not plain singles, in bucket order; then their maxes. In
 //!            one pco chunk, or in two (the totals; the mins and maxes), whichever the
 //!            encoder found smaller: the reader takes any number of chunks.
-//! slot data of version 1 (still read, no longer written): the ghosts as above, then four
-//! columns: count (u64, one per bucket), then total, min and max (f64, one per kept bucket).
+//!   then the histogram section, only when a kept bucket has a histogram (nothing at all,
+//!   not even a length, when none has):
+//!     form   u8: HISTOGRAMS_EVERY (0) every kept bucket has one; HISTOGRAMS_MARKED (1) a
+//!            bitmap follows
+//!     bitmap (form 1 only) ceil(kept / 8) bytes: bit k % 8 of byte k / 8 is set when the
+//!            k-th kept bucket, in bucket order, has a histogram; bits past the last kept
+//!            bucket are zero
+//!     then seven columns over the m histograms of those buckets, in bucket order, each a
+//!            u32 length and pco standalone data: scale (i64, m), zero threshold (f64, m;
+//!            0 for none), zero count (u64, m), list lengths (u64, 2m: every positive
+//!            list's, then every negative list's), first index of each non-empty list
+//!            (i64), each later index's gap from the one before less one (u64), every
+//!            bucket's count (u64, above 0); the last three in histogram order, positive
+//!            list before negative; nothing follows them
+//! slot data of version 2 (still read, no longer written): as version 3 without the
+//! histogram section. Version 1: the ghosts as above, then four columns: count (u64, one
+//! per bucket), then total, min and max (f64, one per kept bucket).
 //! ```
 //! A bucket is kept when it is not all zero bits: its count is non-zero, or (a ghost) its
 //! count is zero but a field is not +0.0, which a hot file can hold after a repaired
@@ -44,6 +59,10 @@
 //! them: only its total is stored, and a series sampled once a bucket costs one float a
 //! bucket instead of three. A count-1 bucket whose min or max differs (a cell overwritten
 //! with other bits, say) is listed as an exception and stored whole.
+//!
+//! A distribution's histograms ride in the same slot data: the index entry's CRC covers
+//! them, and a bucket and its histogram come from one snapshot of the hot cell. A histogram
+//! beside a record of all zero bits counts no sample and is not kept.
 
 #[cfg(test)]
 mod tests;
@@ -58,17 +77,19 @@ use crate::bucket::Bucket;
 use crate::config::TIER_NAME_MAX;
 use crate::error::Error;
 use crate::error::Result;
+use crate::histogram::Histogram;
 
 /// Compacted period files end in this (hot period files end in [`FILE_SUFFIX`]).
 pub(crate) const COMPACT_SUFFIX: &str = ".tdc";
 /// File magic: "tierdb period, compacted".
 pub(crate) const MAGIC: [u8; 8] = *b"TIERDBPC";
 /// The version this build writes; bumped on any incompatible change. Version 2 stores a
-/// slot's floats in one column and leaves out the min and max of plain singles.
-pub(crate) const FORMAT_VERSION: u32 = 2;
-/// The oldest version this build still reads: version 1 files (four columns a slot) stay
-/// readable as they are, and are replaced by version 2 only if a late write recompacts
-/// their period. Files of other versions are refused.
+/// slot's floats in one column and leaves out the min and max of plain singles; version 3
+/// adds the histogram section of distribution series.
+pub(crate) const FORMAT_VERSION: u32 = 3;
+/// The oldest version this build still reads: version 1 files (four columns a slot) and
+/// version 2 files (no histograms) stay readable as they are, and are replaced by version 3
+/// only if a late write recompacts their period. Files of other versions are refused.
 pub(crate) const OLDEST_VERSION: u32 = 1;
 /// The only codec so far: the slot's columns in pco's standalone format. Stored so another
 /// codec can come without a new layout.
@@ -99,6 +120,23 @@ pub const ENTRY_LEN: usize = ENTRY_CRC + 4;
 
 const GHOSTS_OFFSET: usize = 0;
 const GHOST_LIST_OFFSET: usize = GHOSTS_OFFSET + 4;
+
+/// Histogram section form: every kept bucket has a histogram (a distribution's usual slot).
+const HISTOGRAMS_EVERY: u8 = 0;
+/// Histogram section form: a bitmap over the kept buckets says which have one.
+const HISTOGRAMS_MARKED: u8 = 1;
+/// The most populated buckets one histogram of a slot holds: what the largest hot cell
+/// (1 KiB, at least 2 bytes a bucket) can hold. A bound on a slot's data, not a limit the
+/// writer checks (its histograms come from those cells).
+const MAX_CELL_BUCKETS: usize = super::histogram_cell::MAX_WORDS * 8 / 2;
+
+/// A bucket and its histogram, if it has one: what compaction reads of a hot cell (one
+/// snapshot, [`super::period_file::PeriodFile::load_closed`]) and what
+/// [`CompactReader::read_slot_distributions`] gives back.
+pub type Loaded = (Bucket, Option<Histogram>);
+
+/// What [`CompactFile::for_each_slot`] calls: `(slot, all its buckets, their histograms)`.
+pub(crate) type SlotVisitor<'a> = dyn FnMut(u32, &[Bucket], &[Option<Histogram>]) + 'a;
 
 /// A compacted period file: a handle that does no I/O until read, so a data directory with
 /// hundreds of thousands of them opens by listing names only; nothing stays open or mapped.
@@ -176,9 +214,9 @@ impl CompactFile {
     /// Writes the compacted form of a period into `dir`, whole ([`super::disk::write_atomic`]:
     /// under `<name>.tmp`, which the storage open removes when a crash left it, fsynced,
     /// renamed into place, the directory fsynced). `load(bucket, slot)`
-    /// gives every bucket (slot < meta.slots, bucket < meta.buckets()); it is called on this
-    /// thread, slot after slot. Slots whose buckets are all empty (count 0
-    /// and all fields zero) take no space beyond their index entry.
+    /// gives every bucket with its histogram, if any (slot < meta.slots, bucket <
+    /// meta.buckets()); it is called on this thread, slot after slot. Slots whose buckets
+    /// are all empty (count 0 and all fields zero) take no space beyond their index entry.
     ///
     /// # Errors
     /// [`Error::Io`] naming the file (`ENOSPC` included). The temporary file is removed on
@@ -186,7 +224,7 @@ impl CompactFile {
     pub fn create(
         dir: &Path,
         meta: &PeriodMeta,
-        load: &dyn Fn(u32, u32) -> Bucket,
+        load: &dyn Fn(u32, u32) -> Loaded,
     ) -> Result<CompactFile> {
         let path = dir.join(Self::file_name(meta));
         let bytes = encode_file(meta, load, &path)?;
@@ -217,15 +255,16 @@ impl CompactFile {
         })
     }
 
-    /// Every slot with any non-empty bucket, in slot order: `f(slot, all its buckets)`. For
-    /// turning a compacted period back into a hot file when a late sample arrives. Reads the
+    /// Every slot with any non-empty bucket, in slot order: `f(slot, all its buckets, their
+    /// histograms)` (one entry a bucket, `None` for a bucket without one). For turning a
+    /// compacted period back into a hot file when a late sample arrives. Reads the
     /// file once, sequentially, and checks all of it before the first call of `f`, so a
     /// damaged file calls `f` for nothing.
     ///
     /// # Errors
     /// As [`CompactFile::open_reader`] and [`CompactReader::read_slot`], for any slot; also a file longer or shorter than its
     /// header says, or an index whose entries do not tile the data.
-    pub fn for_each_slot(&self, f: &mut dyn FnMut(u32, &[Bucket])) -> Result<()> {
+    pub fn for_each_slot(&self, f: &mut SlotVisitor<'_>) -> Result<()> {
         let bytes = std::fs::read(&self.path).map_err(|e| Error::io(&self.path, e))?;
         let head_len = self.head_len();
         if bytes.len() < head_len {
@@ -259,14 +298,14 @@ impl CompactFile {
             }
             if entry.len > 0 {
                 let data = &bytes[entry.offset as usize..next as usize];
-                slots.push((slot, self.decode_slot(slot, entry, data, version)?));
+                slots.push((slot, self.decode_slot(slot, entry, data, version, true)?));
             }
         }
         if next != expected {
             return Err(self.corrupt("index entries do not cover the data"));
         }
-        for (slot, buckets) in &slots {
-            f(*slot, buckets);
+        for (slot, decoded) in &slots {
+            f(*slot, &decoded.buckets, &decoded.histograms);
         }
         Ok(())
     }
@@ -330,14 +369,16 @@ impl CompactFile {
         Ok((get_u64(head, DATA_LEN_OFFSET), version))
     }
 
-    /// The whole period of `slot` from its checked-out `data`.
+    /// The whole period of `slot` from its checked-out `data`, with its histograms when
+    /// `histograms` is set.
     fn decode_slot(
         &self,
         slot: u32,
         entry: Entry,
         data: &[u8],
         version: u32,
-    ) -> Result<Vec<Bucket>> {
+        histograms: bool,
+    ) -> Result<Slot> {
         let computed = crc32fast::hash(data);
         if computed != entry.crc {
             return Err(self.corrupt(format!(
@@ -345,7 +386,7 @@ impl CompactFile {
                 entry.crc
             )));
         }
-        decode_slot(data, self.meta.buckets(), version)
+        decode_slot(data, self.meta.buckets(), version, histograms)
             .map_err(|reason| self.corrupt(format!("slot {slot}: {reason}")))
     }
 
@@ -376,7 +417,7 @@ impl CompactFile {
 /// The whole file's bytes: header, index, then every non-empty slot's data.
 fn encode_file(
     meta: &PeriodMeta,
-    load: &dyn Fn(u32, u32) -> Bucket,
+    load: &dyn Fn(u32, u32) -> Loaded,
     path: &Path,
 ) -> Result<Vec<u8>> {
     // On the calling thread, one slot after another: compaction is background work, done by
@@ -384,8 +425,10 @@ fn encode_file(
     // that queries use at normal priority.
     let slots: Vec<Vec<u8>> = (0..meta.slots)
         .map(|slot| {
-            let buckets: Vec<Bucket> = (0..meta.buckets()).map(|b| load(b, slot)).collect();
-            encode_slot(&buckets).map_err(|e| Error::io(path, std::io::Error::other(e)))
+            let (buckets, histograms): (Vec<Bucket>, Vec<Option<Histogram>>) =
+                (0..meta.buckets()).map(|b| load(b, slot)).unzip();
+            encode_slot(&buckets, &histograms)
+                .map_err(|e| Error::io(path, std::io::Error::other(e)))
         })
         .collect::<Result<_>>()?;
     let head_len = HEADER_LEN + slots.len() * ENTRY_LEN;
@@ -424,9 +467,13 @@ fn encode_file(
     Ok(bytes)
 }
 
-/// A slot's data in the current format (see the layout above); empty when every bucket is
-/// all zero bits.
-fn encode_slot(buckets: &[Bucket]) -> pco::errors::PcoResult<Vec<u8>> {
+/// A slot's data in the current format (see the layout above) from its buckets and their
+/// histograms (one entry a bucket); empty when every bucket is all zero bits.
+fn encode_slot(
+    buckets: &[Bucket],
+    histograms: &[Option<Histogram>],
+) -> pco::errors::PcoResult<Vec<u8>> {
+    debug_assert_eq!(buckets.len(), histograms.len());
     let kept: Vec<usize> = (0..buckets.len())
         .filter(|&i| !is_zero(&buckets[i]))
         .collect();
@@ -480,7 +527,173 @@ fn encode_slot(buckets: &[Bucket]) -> pco::errors::PcoResult<Vec<u8>> {
         }
     }
     push_column(&mut out, &column);
+    push_histograms(&mut out, &kept, histograms)?;
     Ok(out)
+}
+
+/// The histogram section of the kept buckets `kept` (see the layout above); nothing when
+/// none of them has a histogram.
+fn push_histograms(
+    out: &mut Vec<u8>,
+    kept: &[usize],
+    histograms: &[Option<Histogram>],
+) -> pco::errors::PcoResult<()> {
+    let marked: Vec<&Histogram> = kept
+        .iter()
+        .filter_map(|&i| histograms[i].as_ref())
+        .collect();
+    if marked.is_empty() {
+        return Ok(());
+    }
+    if marked.len() == kept.len() {
+        out.push(HISTOGRAMS_EVERY);
+    } else {
+        out.push(HISTOGRAMS_MARKED);
+        let mut bitmap = vec![0u8; kept.len().div_ceil(8)];
+        for (k, &i) in kept.iter().enumerate() {
+            if histograms[i].is_some() {
+                bitmap[k / 8] |= 1 << (k % 8);
+            }
+        }
+        out.extend_from_slice(&bitmap);
+    }
+    let columns = HistogramColumns::of(&marked);
+    let config = pco::ChunkConfig::default();
+    let compress_i64 = |v: &[i64]| pco::standalone::simple_compress(v, &config);
+    let compress_u64 = |v: &[u64]| pco::standalone::simple_compress(v, &config);
+    push_column(out, &compress_i64(&columns.scales)?);
+    push_column(
+        out,
+        &pco::standalone::simple_compress(&columns.thresholds, &config)?,
+    );
+    push_column(out, &compress_u64(&columns.zero_counts)?);
+    push_column(out, &compress_u64(&columns.lengths)?);
+    push_column(out, &compress_i64(&columns.firsts)?);
+    push_column(out, &compress_u64(&columns.gaps)?);
+    push_column(out, &compress_u64(&columns.counts)?);
+    Ok(())
+}
+
+/// The histograms of a slot's section as columns (see the layout above): a histogram's
+/// fields apart, each column holding one kind of number for pco to bin, so a bucket of a
+/// timer costs well under the 2 bytes (gap and count) of the histogram's own encoding.
+#[derive(Debug, Default, PartialEq)]
+struct HistogramColumns {
+    /// Per histogram: its scale.
+    scales: Vec<i64>,
+    /// Per histogram: its zero threshold (0 for none).
+    thresholds: Vec<f64>,
+    /// Per histogram: its zero count.
+    zero_counts: Vec<u64>,
+    /// The positive lists' lengths, one per histogram, then the negative lists'.
+    lengths: Vec<u64>,
+    /// The first index of each non-empty list, in histogram order, positive before negative.
+    firsts: Vec<i64>,
+    /// In the same order, each later index's gap from the one before, less one.
+    gaps: Vec<u64>,
+    /// Every bucket's count, in the same order, first indexes included.
+    counts: Vec<u64>,
+}
+
+impl HistogramColumns {
+    fn of(histograms: &[&Histogram]) -> HistogramColumns {
+        let mut c = HistogramColumns::default();
+        for h in histograms {
+            c.scales.push(i64::from(h.scale()));
+            c.thresholds.push(h.zero_threshold());
+            c.zero_counts.push(h.zero_count());
+        }
+        c.lengths
+            .extend(histograms.iter().map(|h| h.positive().len() as u64));
+        c.lengths
+            .extend(histograms.iter().map(|h| h.negative().len() as u64));
+        for h in histograms {
+            for list in [h.positive(), h.negative()] {
+                let mut previous = None;
+                for &(index, count) in list {
+                    match previous {
+                        None => c.firsts.push(i64::from(index)),
+                        Some(p) => c.gaps.push((i64::from(index) - i64::from(p) - 1) as u64),
+                    }
+                    c.counts.push(count);
+                    previous = Some(index);
+                }
+            }
+        }
+        c
+    }
+
+    /// The `m` histograms the columns hold, in order; `Err` naming what does not fit
+    /// (`bucket_of(k)` names the bucket of the `k`-th, for the message).
+    fn histograms(
+        &self,
+        m: usize,
+        bucket_of: impl Fn(usize) -> usize,
+    ) -> std::result::Result<Vec<Histogram>, String> {
+        let heads = [
+            self.scales.len(),
+            self.thresholds.len(),
+            self.zero_counts.len(),
+        ];
+        if heads != [m; 3] || self.lengths.len() != 2 * m {
+            return Err(format!(
+                "histogram columns hold {heads:?} heads and {} lengths for {m} histograms",
+                self.lengths.len()
+            ));
+        }
+        let (mut firsts, mut gaps, mut counts) =
+            (self.firsts.iter(), self.gaps.iter(), self.counts.iter());
+        let mut out = Vec::with_capacity(m);
+        for k in 0..m {
+            let bucket = bucket_of(k);
+            let bad = |what: String| format!("histogram of bucket {bucket}: {what}");
+            let scale = i8::try_from(self.scales[k])
+                .ok()
+                .filter(|s| (crate::histogram::MIN_SCALE..=crate::histogram::MAX_SCALE).contains(s))
+                .ok_or_else(|| bad(format!("scale {} outside -4..=8", self.scales[k])))?;
+            let threshold = self.thresholds[k];
+            if threshold.to_bits() != 0 && !(threshold.is_finite() && threshold > 0.0) {
+                return Err(bad(format!("zero threshold {threshold}")));
+            }
+            let mut lists = [Vec::new(), Vec::new()];
+            for (list, len) in lists.iter_mut().zip([self.lengths[k], self.lengths[m + k]]) {
+                let mut previous: Option<i64> = None;
+                for _ in 0..len {
+                    let index = match previous {
+                        None => *firsts
+                            .next()
+                            .ok_or_else(|| bad("the first indexes run out".into()))?,
+                        Some(p) => {
+                            let gap = *gaps.next().ok_or_else(|| bad("the gaps run out".into()))?;
+                            i64::try_from(gap)
+                                .ok()
+                                .and_then(|g| p.checked_add(1)?.checked_add(g))
+                                .ok_or_else(|| bad(format!("gap {gap} overflows")))?
+                        }
+                    };
+                    let index = i32::try_from(index)
+                        .map_err(|_| bad(format!("index {index} out of range")))?;
+                    let count = *counts
+                        .next()
+                        .ok_or_else(|| bad("the counts run out".into()))?;
+                    if count == 0 {
+                        return Err(bad(format!("a count of 0 at index {index}")));
+                    }
+                    list.push((index, count));
+                    previous = Some(i64::from(index));
+                }
+            }
+            let [positive, negative] = lists;
+            let histogram =
+                Histogram::from_parts(scale, threshold, self.zero_counts[k], positive, negative)
+                    .ok_or_else(|| bad("not a histogram".into()))?;
+            out.push(histogram);
+        }
+        if firsts.next().is_some() || gaps.next().is_some() || counts.next().is_some() {
+            return Err("histogram columns hold values past the last histogram".into());
+        }
+        Ok(out)
+    }
 }
 
 fn push_column(out: &mut Vec<u8>, column: &[u8]) {
@@ -498,9 +711,13 @@ fn max_slot_len(buckets: u32) -> u64 {
     let column = file_size::<u64>(n, &paging).unwrap_or(usize::MAX / 8);
     let values =
         file_size::<u64>(3 * n, &pco::PagingSpec::Exact(vec![n, 2 * n])).unwrap_or(usize::MAX / 8);
-    // Two lists of at most n entries, then version 1's four columns or version 2's two.
+    // Two lists of at most n entries, then version 1's four columns or version 2's two,
+    // then version 3's histogram section.
     let lists = 2 * (4 + 4 * n);
-    (lists + (4 * (4 + column)).max(4 + column + 4 + values)) as u64
+    let bound = |values: usize| 4 + file_size::<u64>(values, &paging).unwrap_or(usize::MAX / 16);
+    let histograms =
+        1 + n.div_ceil(8) + 3 * bound(n) + 2 * bound(2 * n) + 2 * bound(n * MAX_CELL_BUCKETS);
+    (lists + (4 * (4 + column)).max(4 + column + 4 + values) + histograms) as u64
 }
 
 /// True when every bit of the bucket is zero: the buckets a slot's data leaves out.
@@ -515,13 +732,22 @@ fn is_plain_single(b: &Bucket) -> bool {
     b.count == 1 && b.min.to_bits() == total && b.max.to_bits() == total
 }
 
+/// A slot's decoded data: every bucket of its period, and, when asked for, every bucket's
+/// histogram (else empty).
+struct Slot {
+    buckets: Vec<Bucket>,
+    histograms: Vec<Option<Histogram>>,
+}
+
 /// Decodes a slot's data, laid out as format `version` has it, into all `buckets` of its
-/// period, or says why it cannot.
+/// period, with their histograms when `histograms` is set (a read of the buckets alone
+/// leaves the histogram section unparsed: the slot's CRC covers it), or says why it cannot.
 fn decode_slot(
     data: &[u8],
     buckets: u32,
     version: u32,
-) -> std::result::Result<Vec<Bucket>, String> {
+    histograms: bool,
+) -> std::result::Result<Slot, String> {
     let mut rest = data;
     let ghost_list = take_list(&mut rest, buckets, "ghost")?;
     let exception_list = if version == 1 {
@@ -592,8 +818,16 @@ fn decode_slot(
         let mins = values.split_off(kept.len());
         (values, mins, maxes)
     };
-    if !rest.is_empty() {
-        return Err(format!("{} bytes after the last column", rest.len()));
+    let mut hists = Vec::new();
+    if version < 3 {
+        if !rest.is_empty() {
+            return Err(format!("{} bytes after the last column", rest.len()));
+        }
+        if histograms {
+            hists = vec![None; buckets as usize];
+        }
+    } else if histograms {
+        hists = take_histograms(rest, &kept, buckets as usize)?;
     }
     for (k, &i) in kept.iter().enumerate() {
         out[i] = Bucket {
@@ -606,6 +840,64 @@ fn decode_slot(
     for (w, &i) in whole.iter().enumerate() {
         out[i].min = mins[w];
         out[i].max = maxes[w];
+    }
+    Ok(Slot {
+        buckets: out,
+        histograms: hists,
+    })
+}
+
+/// The histogram section `rest` (all that follows the value column) of a slot whose kept
+/// buckets are `kept`: one entry per bucket of the period, `None` for a bucket without a
+/// histogram.
+fn take_histograms(
+    rest: &[u8],
+    kept: &[usize],
+    buckets: usize,
+) -> std::result::Result<Vec<Option<Histogram>>, String> {
+    let mut out = vec![None; buckets];
+    let Some((&form, mut rest)) = rest.split_first() else {
+        return Ok(out);
+    };
+    let marked: Vec<usize> = match form {
+        HISTOGRAMS_EVERY => kept.to_vec(),
+        HISTOGRAMS_MARKED => {
+            let len = kept.len().div_ceil(8);
+            if rest.len() < len {
+                return Err("histogram bitmap cut short".into());
+            }
+            let (bitmap, tail) = rest.split_at(len);
+            rest = tail;
+            let bit = |k: usize| bitmap[k / 8] & (1 << (k % 8)) != 0;
+            if (kept.len()..len * 8).any(bit) {
+                return Err("histogram bitmap marks a bucket past the kept ones".into());
+            }
+            let marked: Vec<usize> = (0..kept.len())
+                .filter(|&k| bit(k))
+                .map(|k| kept[k])
+                .collect();
+            if marked.is_empty() {
+                return Err("histogram bitmap marks no bucket".into());
+            }
+            marked
+        }
+        other => return Err(format!("histogram section of unknown form {other}")),
+    };
+    let columns = HistogramColumns {
+        scales: take_column(&mut rest, "histogram scale")?,
+        thresholds: take_column(&mut rest, "histogram zero threshold")?,
+        zero_counts: take_column(&mut rest, "histogram zero count")?,
+        lengths: take_column(&mut rest, "histogram length")?,
+        firsts: take_column(&mut rest, "histogram first index")?,
+        gaps: take_column(&mut rest, "histogram gap")?,
+        counts: take_column(&mut rest, "histogram count")?,
+    };
+    if !rest.is_empty() {
+        return Err(format!("{} bytes after the histogram columns", rest.len()));
+    }
+    let histograms = columns.histograms(marked.len(), |k| marked[k])?;
+    for (i, histogram) in marked.into_iter().zip(histograms) {
+        out[i] = Some(histogram);
     }
     Ok(out)
 }
@@ -694,17 +986,54 @@ impl CompactReader {
     /// # Panics
     /// When `slot` or `buckets` lie outside the period, or `out.len() != buckets.len()`.
     pub fn read_slot(&self, slot: u32, buckets: Range<u32>, out: &mut [Bucket]) -> Result<()> {
+        assert_eq!(out.len(), buckets.len(), "output length");
+        match self.read_decoded(slot, &buckets, false)? {
+            None => out.fill(Bucket::EMPTY),
+            Some(all) => {
+                out.copy_from_slice(&all.buckets[buckets.start as usize..buckets.end as usize])
+            }
+        }
+        Ok(())
+    }
+
+    /// Buckets `buckets` of `slot`, as [`CompactReader::read_slot`] reads them, each with its
+    /// histogram (`None` for a bucket without one, and for every bucket of a file of format
+    /// version 1 or 2): a distribution series' read. The histogram section is checked whole.
+    ///
+    /// # Errors
+    /// As [`CompactReader::read_slot`], and a histogram section that does not decode.
+    ///
+    /// # Panics
+    /// When `slot` or `buckets` lie outside the period.
+    pub fn read_slot_distributions(&self, slot: u32, buckets: Range<u32>) -> Result<Vec<Loaded>> {
+        let range = buckets.start as usize..buckets.end as usize;
+        Ok(match self.read_decoded(slot, &buckets, true)? {
+            None => vec![(Bucket::EMPTY, None); range.len()],
+            Some(mut all) => all.buckets[range.clone()]
+                .iter()
+                .copied()
+                .zip(all.histograms.drain(range))
+                .collect(),
+        })
+    }
+
+    /// The whole of `slot`, read with one pread and decoded (with its histograms when
+    /// `histograms` is set); `None` for a slot with no data.
+    fn read_decoded(
+        &self,
+        slot: u32,
+        buckets: &Range<u32>,
+        histograms: bool,
+    ) -> Result<Option<Slot>> {
         let compact = &self.compact;
         assert!(slot < compact.meta.slots, "slot {slot} out of range");
         assert!(
             buckets.start <= buckets.end && buckets.end <= compact.meta.buckets(),
             "buckets {buckets:?} out of range"
         );
-        assert_eq!(out.len(), buckets.len(), "output length");
         let entry = entry(&self.head, slot);
         if entry.len == 0 {
-            out.fill(Bucket::EMPTY);
-            return Ok(());
+            return Ok(None);
         }
         let data_start = compact.head_len() as u64;
         let end = entry.offset.checked_add(u64::from(entry.len));
@@ -719,9 +1048,9 @@ impl CompactReader {
         }
         let mut data = vec![0u8; entry.len as usize];
         compact.read_at(&self.file, &mut data, entry.offset)?;
-        let all = compact.decode_slot(slot, entry, &data, self.version)?;
-        out.copy_from_slice(&all[buckets.start as usize..buckets.end as usize]);
-        Ok(())
+        compact
+            .decode_slot(slot, entry, &data, self.version, histograms)
+            .map(Some)
     }
 }
 

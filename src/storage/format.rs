@@ -123,7 +123,7 @@ impl PeriodMeta {
     /// Bytes of one histogram cell: 256 for tiers finer than an hour (a minute's samples
     /// populate few buckets), 1024 from an hour up (few buckets per period, each of many
     /// samples). Both multiples of the record size, so the area maps as records do.
-    pub(crate) fn histogram_cell_len(&self) -> usize {
+    pub fn histogram_cell_len(&self) -> usize {
         if self.resolution.secs() < 3600 {
             256
         } else {
@@ -132,7 +132,7 @@ impl PeriodMeta {
     }
 
     /// Where the histogram area starts: the first page boundary at or after the records.
-    pub(crate) fn histogram_offset(&self) -> u64 {
+    pub fn histogram_offset(&self) -> u64 {
         self.file_len().next_multiple_of(PAGE_LEN as u64)
     }
 

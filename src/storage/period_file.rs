@@ -20,7 +20,7 @@ use super::writer_state::{Publication, Publisher, WriterSlot};
 use crate::bucket::Bucket;
 use crate::error::Error;
 use crate::error::Result;
-use crate::histogram::Observed;
+use crate::histogram::{Histogram, Observed};
 
 /// A mapped period file of one tier and one chunk of series, as readers see it: loads only.
 pub(crate) struct PeriodFile {
@@ -58,7 +58,9 @@ pub(crate) struct PeriodFile {
     /// older build made, opened read-only (a writable open extends the file first).
     histograms: Option<MappedCells>,
     /// One bit per page of the histogram area, as `reserved` for the records: only
-    /// distribution series' pages get disk.
+    /// distribution series' pages get disk. At open, the pages the filesystem reports as
+    /// data are set too: a page written before (a restart, a period made hot again) is then
+    /// never written with zeros again, and compaction skips the cells of the others.
     histograms_reserved: Box<[AtomicU64]>,
 }
 
@@ -198,8 +200,9 @@ impl PeriodFile {
         file.sync_all().map_err(|e| Error::io(temp, e))
     }
 
-    /// Writes every non-empty bucket of `source` into `file` at its record's place, one
-    /// 16-bucket run per write.
+    /// Writes every non-empty bucket of `source` into `file` at its record's place, and
+    /// every histogram into its cell, one 16-bucket run per write (a run's cells are
+    /// contiguous in both areas).
     fn write_cells(
         file: &File,
         temp: &Path,
@@ -208,10 +211,40 @@ impl PeriodFile {
     ) -> Result<()> {
         let block = super::format::BUCKET_BLOCK as usize;
         let mut run = vec![0u8; block * super::format::RECORD_SIZE];
+        let cell_len = meta.histogram_cell_len();
+        let mut hist_run = vec![0u8; block * cell_len];
+        let mut words = vec![0u64; cell_len / 8];
         let mut failed = None;
-        source.for_each_slot(&mut |slot, buckets| {
+        source.for_each_slot(&mut |slot, buckets, histograms| {
             if failed.is_some() {
                 return;
+            }
+            for (first, chunk) in histograms.chunks(block).enumerate() {
+                if chunk.iter().all(Option::is_none) {
+                    continue;
+                }
+                hist_run.fill(0);
+                for (cell, histogram) in hist_run.chunks_exact_mut(cell_len).zip(chunk) {
+                    let Some(histogram) = histogram else {
+                        continue;
+                    };
+                    // It came from a cell of this size, so it fits as it is.
+                    if histogram_cell::encode(&mut histogram.clone(), &mut words).is_none() {
+                        tracing::error!(path = %temp.display(), slot,
+                            "a compacted histogram does not fit its cell; its bucket is \
+                             made hot again without it");
+                        continue;
+                    }
+                    for (bytes, word) in cell.chunks_exact_mut(8).zip(&words) {
+                        bytes.copy_from_slice(&word.to_le_bytes());
+                    }
+                }
+                let cell = cell_index((first * block) as u32, slot, meta.slots);
+                let at = meta.histogram_offset() + (cell * cell_len) as u64;
+                if let Err(e) = file.write_all_at(&hist_run[..chunk.len() * cell_len], at) {
+                    failed = Some(Error::io(temp, e));
+                    return;
+                }
             }
             for (first, chunk) in buckets.chunks(block).enumerate() {
                 run.fill(0);
@@ -308,12 +341,16 @@ impl PeriodFile {
             .map(|_| AtomicU64::new(0))
             .collect();
         if writable {
-            note_written_pages(&file, &reserved, meta.pages());
+            note_written_pages(&file, &reserved, HEADER_LEN as u64, meta.pages());
         }
         let histograms = Self::map_histograms(&file, path, &meta, writable)?;
         let histograms_reserved: Box<[AtomicU64]> = (0..meta.histogram_pages().div_ceil(64))
             .map(|_| AtomicU64::new(0))
             .collect();
+        if writable {
+            let (at, pages) = (meta.histogram_offset(), meta.histogram_pages());
+            note_written_pages(&file, &histograms_reserved, at, pages);
+        }
         Ok(PeriodFile {
             path: path.to_path_buf(),
             meta,
@@ -484,6 +521,45 @@ impl PeriodFile {
         }
     }
 
+    /// The bucket `bucket` of series slot `slot` with its histogram, as
+    /// [`PeriodFile::load_distribution_with`] reads them (one snapshot), for compaction: the
+    /// histogram cell is read only where its page has disk (see `histograms_reserved`), so a
+    /// file of gauges is compacted without touching its histogram area, which on tmpfs a read
+    /// would allocate. A cell that does not decode is logged and left out, as a read leaves
+    /// it out: its bucket then answers no quantile, hot or compacted.
+    pub(crate) fn load_closed(&self, bucket: u32, slot: u32) -> (Bucket, Option<Histogram>) {
+        let index = cell_index(bucket, slot, self.meta.slots);
+        let page = index * self.meta.histogram_cell_len() / PAGE_LEN;
+        if self.writers.in_process() && !self.histogram_page_reserved(page) {
+            return (self.load(bucket, slot), None);
+        }
+        self.load_distribution_with(bucket, slot, |found, body| {
+            let histogram = body.and_then(|body| match Histogram::decode(body) {
+                Ok((histogram, used)) if used == body.len() => Some(histogram),
+                Ok((_, used)) => {
+                    tracing::error!(path = %self.path.display(), bucket, slot,
+                        "a histogram cell holds {} bytes after its histogram; its bucket is \
+                         compacted without it", body.len() - used);
+                    None
+                }
+                Err(e) => {
+                    tracing::error!(path = %self.path.display(), bucket, slot, error = %e,
+                        "a histogram cell does not decode; its bucket is compacted without it");
+                    None
+                }
+            });
+            (found, histogram)
+        })
+    }
+
+    /// Whether page `page` of the histogram area has its disk space, as far as this process
+    /// knows.
+    fn histogram_page_reserved(&self, page: usize) -> bool {
+        self.histograms_reserved
+            .get(page / 64)
+            .is_some_and(|word| word.load(Ordering::Acquire) & (1 << (page % 64)) != 0)
+    }
+
     /// The rare path of [`PeriodFile::load`]: the cell stayed mid-update past the spins.
     /// `None` once the update finished (read it again).
     #[cold]
@@ -649,7 +725,18 @@ impl PeriodFile {
     /// [`Error::Io`] naming the file when msync fails.
     pub(crate) fn flush(&self) -> Result<()> {
         if self.dirty.swap(false, Ordering::AcqRel) {
-            if let Err(e) = self.cells.flush() {
+            // The histograms too, once any page of them has disk (a distribution's cells are
+            // written in both areas); a file of gauges costs no second msync.
+            let histograms = self.histograms.as_ref().filter(|_| {
+                self.histograms_reserved
+                    .iter()
+                    .any(|w| w.load(Ordering::Acquire) != 0)
+            });
+            let flushed = self
+                .cells
+                .flush()
+                .and_then(|()| histograms.map_or(Ok(()), MappedCells::flush));
+            if let Err(e) = flushed {
                 self.dirty.store(true, Ordering::Relaxed);
                 return Err(Error::io(&self.path, e));
             }
@@ -764,13 +851,19 @@ impl WritableFile {
     }
 
     /// Sets a cell to `before`, its page's space reserved first: the counter journal's undo,
-    /// the cluster's rewind and imported rollups. Only valid while no writer stores into it.
+    /// the cluster's rewind, imported rollups and a deletion. A cell set to all zero bits
+    /// (no sample) loses its histogram too, first, so a crash between the two leaves the
+    /// record to be emptied again. Only valid while no writer stores into it.
     ///
     /// # Errors
     /// As [`PeriodFile::reserve`]; the cell is left as it was.
     pub(crate) fn restore(&self, bucket: u32, slot: u32, before: &Bucket) -> Result<()> {
         let index = cell_index(bucket, slot, self.0.meta.slots);
         self.0.reserve(index / RECORDS_PER_PAGE, 1)?;
+        let page = index * self.0.meta.histogram_cell_len() / PAGE_LEN;
+        if super::cells::same_bits(before, &Bucket::EMPTY) && self.0.histogram_page_reserved(page) {
+            self.clear_histograms(index);
+        }
         self.0.cell(bucket, slot).restore(before);
         Ok(())
     }
@@ -812,9 +905,7 @@ impl WritableFile {
         let first = cell_index(bucket, first_slot, file.meta.slots) * cell / PAGE_LEN;
         let last = (cell_index(bucket, first_slot + slots - 1, file.meta.slots) + 1) * cell;
         let pages: Vec<usize> = (first..last.div_ceil(PAGE_LEN))
-            .filter(|&p| {
-                file.histograms_reserved[p / 64].load(Ordering::Acquire) & (1 << (p % 64)) == 0
-            })
+            .filter(|&p| !file.histogram_page_reserved(p))
             .collect();
         if pages.is_empty() {
             return Ok(());
@@ -1079,9 +1170,8 @@ fn page_runs(pages: impl Iterator<Item = usize>) -> Vec<(usize, usize)> {
 /// and maintenance prefaults them after a restart. Best effort: a page not reported (a hole,
 /// an extent reserved but never written, a filesystem without the seeks) is reserved again
 /// before its first store, which is a no-op where it has its blocks.
-fn note_written_pages(file: &File, reserved: &[AtomicU64], pages: usize) {
+fn note_written_pages(file: &File, reserved: &[AtomicU64], start: u64, pages: usize) {
     use rustix::fs::{seek, SeekFrom};
-    let start = HEADER_LEN as u64;
     let end = start + (pages * PAGE_LEN) as u64;
     let mut at = start;
     while at < end {

@@ -162,16 +162,227 @@ fn quantiles_hold_at_every_tier_through_a_reopen_and_maintenance() {
     let minute = read(&engine, ids[0], "1m", NOW - 60, NOW, 60);
     assert!(minute[0].relative_error().unwrap() < 0.0055);
 
-    // The 1m period that closed at 12:00 is past its grace after 12:20: maintenance would
-    // compact it, and the histograms must stay.
+    // The 1m period that closed at 12:00 is past its grace after 12:20: maintenance
+    // compacts it, histograms and all, and every point reads as it did hot.
+    let hot = closed_period_points(&engine, &ids);
     clock.set(NOW + 1800);
     engine.maintain().unwrap();
     clock.set(NOW + 1900);
     engine.maintain().unwrap();
+    assert_eq!(tier_files(dir.path(), "1m", CLOSED), [".tdc"], "compacted");
+    assert_same_points(&closed_period_points(&engine, &ids), &hot);
+    check_all(&engine, &ids, &raw);
     engine.close().unwrap();
     let engine = open(dir.path(), &clock, tierdb::TiersConfig::default());
     assert_eq!(engine.series_kind(ids[0]), SeriesKind::Distribution);
+    assert_eq!(tier_files(dir.path(), "1m", CLOSED), [".tdc"]);
+    assert_same_points(&closed_period_points(&engine, &ids), &hot);
     check_all(&engine, &ids, &raw);
+}
+
+/// Every series' points over the 1m tier's period that closes at [`NOW`], a minute and an
+/// hour wide.
+fn closed_period_points(engine: &Engine, ids: &[SeriesId]) -> Vec<Vec<DistributionPoint>> {
+    ids.iter()
+        .flat_map(|&id| [60, 3600].map(|step| read(engine, id, "1m", CLOSED, NOW, step)))
+        .collect()
+}
+
+/// The points of `found` are those of `want`: buckets, histograms and quantiles exactly.
+fn assert_same_points(found: &[Vec<DistributionPoint>], want: &[Vec<DistributionPoint>]) {
+    assert_eq!(found.len(), want.len());
+    for (f, w) in found.iter().flatten().zip(want.iter().flatten()) {
+        assert!(
+            w.is_complete(),
+            "every point holds its histogram at {}",
+            w.ts
+        );
+        assert_eq!(f, w, "the point at {}", w.ts);
+        for q in [0.5, 0.9, 0.99, 0.999] {
+            assert_eq!(
+                f.quantile(q).map(f64::to_bits),
+                w.quantile(q).map(f64::to_bits),
+                "p{} at {}",
+                q * 100.0,
+                w.ts
+            );
+        }
+    }
+}
+
+/// Start of the 1m tier's period (6 h) that closes at [`NOW`]: the one the feed fills.
+const CLOSED: Timestamp = FROM;
+
+/// The suffixes of the files of tier `tier` for the period starting at `start`, chunk 0.
+fn tier_files(dir: &std::path::Path, tier: &str, start: Timestamp) -> Vec<String> {
+    let stem = tierdb::testing::storage::format::file_name(start, 0);
+    let stem = stem.strip_suffix(".tdb").expect("a hot file name");
+    let mut found: Vec<String> = std::fs::read_dir(dir.join("tiers").join(tier))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            Some(name.strip_prefix(stem)?.to_string())
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// A late sample into a compacted period makes it hot again with every histogram, and it
+/// compacts again with them; quantiles hold at every step, and after a reopen.
+#[test]
+fn a_late_sample_into_a_compacted_period_keeps_every_histogram() {
+    let (dir, engine, clock) = engine_at(NOW);
+    let (ids, mut raw) = feed(&engine);
+    clock.set(NOW + 1800);
+    engine.maintain().unwrap();
+    engine.maintain().unwrap();
+    assert_eq!(tier_files(dir.path(), "1m", CLOSED), [".tdc"], "compacted");
+
+    let late = NOW - 90;
+    let report = engine
+        .record_batch(&[Sample::new(ids[7], late, 4321.0)])
+        .unwrap();
+    assert_eq!(report.rejected_total(), 0, "{report:?}");
+    raw[7].push((late, 4321.0));
+    assert_eq!(tier_files(dir.path(), "1m", CLOSED), [".tdb"], "hot again");
+    check_all(&engine, &ids, &raw);
+
+    clock.set(NOW + 3600);
+    engine.maintain().unwrap();
+    engine.maintain().unwrap();
+    assert_eq!(
+        tier_files(dir.path(), "1m", CLOSED),
+        [".tdc"],
+        "compacted again"
+    );
+    check_all(&engine, &ids, &raw);
+    engine.close().unwrap();
+    let engine = open(dir.path(), &clock, tierdb::TiersConfig::default());
+    check_all(&engine, &ids, &raw);
+}
+
+/// The histogram cells of `slot` in the hot file of tier `tier` for the period starting at
+/// `start` (chunk 0), read from the file's bytes: each cell's words, whether zero or not.
+fn histogram_cells(
+    engine: &Engine,
+    dir: &std::path::Path,
+    tier: &str,
+    start: Timestamp,
+    slot: u32,
+) -> Vec<bool> {
+    use tierdb::testing::storage::format::{cell_index, PeriodMeta};
+    let spec = engine
+        .config()
+        .tiers
+        .iter()
+        .find(|t| t.name == tier)
+        .unwrap();
+    let meta = PeriodMeta {
+        tier: tier.to_string(),
+        resolution: spec.resolution,
+        period: spec.period,
+        period_start: start,
+        slots: engine.config().engine.series_per_chunk,
+        chunk: 0,
+    };
+    let bytes = std::fs::read(dir.join("tiers").join(tier).join(meta.file_name())).unwrap();
+    let len = meta.histogram_cell_len();
+    (0..meta.buckets())
+        .map(|b| {
+            let at = meta.histogram_offset() as usize + cell_index(b, slot, meta.slots) * len;
+            bytes[at..at + len].iter().any(|&x| x != 0)
+        })
+        .collect()
+}
+
+/// Deleting a distribution empties its histogram cells in hot files, and in a compacted
+/// period (made hot again to clear it, as its records are, and compacted again without
+/// them); the other series keep theirs.
+#[test]
+fn deleting_a_distribution_empties_its_histograms_hot_and_compacted() {
+    let (dir, engine, clock) = engine_at(NOW);
+    let (ids, raw) = feed(&engine);
+    clock.set(NOW + 1800);
+    engine.maintain().unwrap();
+    engine.maintain().unwrap();
+    assert_eq!(tier_files(dir.path(), "1m", CLOSED), [".tdc"], "compacted");
+    let day = NOW - NOW % 86_400;
+    let (victim, kept) = (ids[3].0, ids[4].0);
+    assert!(histogram_cells(&engine, dir.path(), "5m", day, victim).contains(&true));
+
+    let deleted = engine.delete_series(&[ids[3]]).unwrap();
+    assert_eq!(deleted.series.len(), 1);
+    for tier in ["5m", "1h", "1d"] {
+        let start = match tier {
+            "5m" => day,
+            _ => {
+                let period = engine
+                    .config()
+                    .tiers
+                    .iter()
+                    .find(|t| t.name == tier)
+                    .unwrap()
+                    .period
+                    .secs() as i64;
+                NOW - NOW.rem_euclid(period)
+            }
+        };
+        assert!(
+            !histogram_cells(&engine, dir.path(), tier, start, victim).contains(&true),
+            "{tier}: the deleted series' histograms are zero"
+        );
+        assert!(
+            histogram_cells(&engine, dir.path(), tier, start, kept).contains(&true),
+            "{tier}: the others keep theirs"
+        );
+    }
+    // The compacted period was made hot again to clear the slot.
+    assert_eq!(tier_files(dir.path(), "1m", CLOSED), [".tdb"]);
+    assert!(!histogram_cells(&engine, dir.path(), "1m", CLOSED, victim).contains(&true));
+    assert!(histogram_cells(&engine, dir.path(), "1m", CLOSED, kept).contains(&true));
+
+    // Compacted again: the slot holds nothing, the others their histograms.
+    clock.set(NOW + 3600);
+    engine.maintain().unwrap();
+    engine.maintain().unwrap();
+    assert_eq!(
+        tier_files(dir.path(), "1m", CLOSED),
+        [".tdc"],
+        "compacted again"
+    );
+    let spec = &engine.config().tiers[0];
+    let meta = tierdb::testing::storage::format::PeriodMeta {
+        tier: "1m".to_string(),
+        resolution: spec.resolution,
+        period: spec.period,
+        period_start: CLOSED,
+        slots: engine.config().engine.series_per_chunk,
+        chunk: 0,
+    };
+    let name = tierdb::testing::storage::compact::CompactFile::file_name(&meta);
+    let path = dir.path().join("tiers").join("1m").join(name);
+    let compacted = tierdb::testing::storage::compact::CompactFile::new(path, meta.clone());
+    let reader = compacted.open_reader().unwrap();
+    let gone = reader
+        .read_slot_distributions(victim, 0..meta.buckets())
+        .unwrap();
+    assert!(gone.iter().all(|(b, h)| b.is_empty() && h.is_none()));
+    let other = reader
+        .read_slot_distributions(kept, 0..meta.buckets())
+        .unwrap();
+    assert!(other
+        .iter()
+        .any(|(b, h)| b.count > 0 && h.as_ref().map(Histogram::count) == Some(b.count)));
+    let rest: Vec<SeriesId> = ids.iter().copied().filter(|&id| id != ids[3]).collect();
+    let rest_raw: Vec<Vec<(Timestamp, f64)>> = raw
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != 3)
+        .map(|(_, r)| r.clone())
+        .collect();
+    check_all(&engine, &rest, &rest_raw);
 }
 
 #[test]

@@ -157,7 +157,7 @@ fn v1_kinds(n: u32) -> Vec<(&'static str, Vec<Bucket>)> {
 /// Writes `slots` (one `Vec` of every bucket per slot) as a compacted file in `dir`.
 fn create(dir: &Path, meta: &PeriodMeta, slots: &[Vec<Bucket>]) -> CompactFile {
     CompactFile::create(dir, meta, &|bucket, slot| {
-        slots[slot as usize][bucket as usize]
+        (slots[slot as usize][bucket as usize], None)
     })
     .expect("create")
 }
@@ -192,7 +192,7 @@ fn check_round_trip(file: &CompactFile, slots: &[Vec<Bucket>]) {
         }
     }
     let mut seen = Vec::new();
-    file.for_each_slot(&mut |slot, buckets| {
+    file.for_each_slot(&mut |slot, buckets, _| {
         assert_bits_eq(
             buckets,
             &slots[slot as usize],
@@ -246,7 +246,7 @@ fn creation_names_the_file_and_leaves_no_temporary() {
 fn all_empty_slots_take_only_their_index_entry() {
     let dir = tempfile::tempdir().unwrap();
     let m = meta(256);
-    let file = CompactFile::create(dir.path(), &m, &|_, _| Bucket::EMPTY).unwrap();
+    let file = CompactFile::create(dir.path(), &m, &|_, _| (Bucket::EMPTY, None)).unwrap();
     let len = std::fs::metadata(file.path()).unwrap().len();
     assert_eq!(len, (HEADER_LEN + 256 * ENTRY_LEN) as u64);
     assert_bits_eq(
@@ -255,7 +255,7 @@ fn all_empty_slots_take_only_their_index_entry() {
         "empty",
     );
     let mut calls = 0;
-    file.for_each_slot(&mut |_, _| calls += 1).unwrap();
+    file.for_each_slot(&mut |_, _, _| calls += 1).unwrap();
     assert_eq!(calls, 0);
 }
 
@@ -266,7 +266,7 @@ fn a_handle_does_no_io_and_a_missing_file_is_an_io_error_naming_it() {
     let file = CompactFile::new(path.clone(), meta(SLOTS));
     for err in [
         read(&file, 0, 0..10).unwrap_err(),
-        file.for_each_slot(&mut |_, _| {}).unwrap_err(),
+        file.for_each_slot(&mut |_, _, _| {}).unwrap_err(),
         file.disk_bytes().unwrap_err(),
     ] {
         assert!(
@@ -326,7 +326,7 @@ fn every_flipped_header_or_index_byte_is_refused() {
             "index checksum"
         };
         assert_refused(read(&file, 1, 0..1440), file.path(), expected);
-        assert_refused(file.for_each_slot(&mut |_, _| {}), file.path(), expected);
+        assert_refused(file.for_each_slot(&mut |_, _, _| {}), file.path(), expected);
     }
 }
 
@@ -344,7 +344,7 @@ fn a_flipped_data_byte_refuses_that_slot_and_the_others_still_read() {
         file.path(),
         "data checksum mismatch in slot 2",
     );
-    assert_refused(file.for_each_slot(&mut |_, _| {}), file.path(), "slot 2");
+    assert_refused(file.for_each_slot(&mut |_, _, _| {}), file.path(), "slot 2");
     for slot in (0..SLOTS).filter(|&s| s != 2) {
         let found = read(&file, slot, 0..1440).unwrap();
         assert_bits_eq(&found, &slots[slot as usize], &format!("slot {slot}"));
@@ -426,7 +426,7 @@ fn a_version_1_file_still_reads_bit_for_bit() {
     // Its slots decode as version 1 only: read as version 2 they are refused.
     let e = entry(&bytes, 1);
     let data = &bytes[e.offset as usize..(e.offset + u64::from(e.len)) as usize];
-    assert!(decode_slot(data, file.meta().buckets(), 2).is_err());
+    assert!(decode_slot(data, file.meta().buckets(), 2, true).is_err());
 }
 
 #[test]
@@ -440,7 +440,7 @@ fn plain_singles_store_only_their_total() {
     assert_eq!(exceptions, [2, 7, 12, 17, 37]);
     // All but the exceptions, the count-2 bucket, the ghost and the empty one.
     assert_eq!(plain, 1440 - exceptions.len() - 3);
-    let data = encode_slot(slot).unwrap();
+    let data = encode_slot(slot, &vec![None; slot.len()]).unwrap();
     let mut rest = &data[..];
     assert_eq!(take_list(&mut rest, 1440, "ghost").unwrap(), [47]);
     assert_eq!(take_list(&mut rest, 1440, "exception").unwrap(), exceptions);
@@ -449,7 +449,11 @@ fn plain_singles_store_only_their_total() {
     let values: Vec<f64> = take_column(&mut rest, "value").unwrap();
     assert_eq!(values.len(), kept + 2 * (kept - plain));
     assert!(rest.is_empty());
-    assert_bits_eq(&decode_slot(&data, 1440, 2).unwrap(), slot, "decoded");
+    assert_bits_eq(
+        &decode_slot(&data, 1440, 3, true).unwrap().buckets,
+        slot,
+        "decoded",
+    );
 }
 
 #[test]
@@ -462,21 +466,29 @@ fn truncation_is_refused() {
     for len in [0, 7, HEADER_LEN - 1, HEADER_LEN, head_len - 1] {
         std::fs::write(file.path(), &original[..len]).unwrap();
         assert_refused(read(&file, 0, 0..1440), file.path(), "truncated");
-        assert_refused(file.for_each_slot(&mut |_, _| {}), file.path(), "truncated");
+        assert_refused(
+            file.for_each_slot(&mut |_, _, _| {}),
+            file.path(),
+            "truncated",
+        );
     }
     // Cut inside the last slot's data: that slot and the whole-file walk are refused, the
     // slots before it still read.
     let cut = last.offset as usize + last.len as usize / 2;
     std::fs::write(file.path(), &original[..cut]).unwrap();
     assert_refused(read(&file, SLOTS - 1, 0..1440), file.path(), "truncated");
-    assert_refused(file.for_each_slot(&mut |_, _| {}), file.path(), "truncated");
+    assert_refused(
+        file.for_each_slot(&mut |_, _, _| {}),
+        file.path(),
+        "truncated",
+    );
     assert_bits_eq(&read(&file, 0, 0..1440).unwrap(), &slots[0], "slot 0");
     // Bytes appended are refused by the whole-file walk.
     let mut longer = original.clone();
     longer.push(0);
     std::fs::write(file.path(), &longer).unwrap();
     assert_refused(
-        file.for_each_slot(&mut |_, _| {}),
+        file.for_each_slot(&mut |_, _, _| {}),
         file.path(),
         "header promises",
     );
@@ -492,13 +504,13 @@ fn foreign_files_are_refused() {
     let random: Vec<u8> = (0..100_000).map(|_| rng.next() as u8).collect();
     std::fs::write(&path, &random).unwrap();
     assert_refused(read(&file, 0, 0..1440), &path, "bad magic");
-    assert_refused(file.for_each_slot(&mut |_, _| {}), &path, "bad magic");
+    assert_refused(file.for_each_slot(&mut |_, _, _| {}), &path, "bad magic");
     // A hot period file's header, renamed .tdc.
     let mut hot = m.encode().to_vec();
     hot.resize(hot.len() + 64 * 1024, 0);
     std::fs::write(&path, &hot).unwrap();
     assert_refused(read(&file, 0, 0..1440), &path, "bad magic");
-    assert_refused(file.for_each_slot(&mut |_, _| {}), &path, "bad magic");
+    assert_refused(file.for_each_slot(&mut |_, _, _| {}), &path, "bad magic");
 }
 
 #[test]
@@ -509,8 +521,8 @@ fn another_format_version_or_codec_is_refused_by_name() {
     let path = file.path().to_path_buf();
     assert_eq!(
         get_u32(&original, VERSION_OFFSET),
-        2,
-        "files are written as version 2"
+        3,
+        "files are written as version 3"
     );
     for version in [0, FORMAT_VERSION + 1, u32::MAX] {
         std::fs::write(&path, &original).unwrap();
@@ -521,10 +533,10 @@ fn another_format_version_or_codec_is_refused_by_name() {
         assert_refused(
             read(&file, 0, 0..1440),
             &path,
-            &format!("compacted format version {version}, this build reads versions 1 to 2"),
+            &format!("compacted format version {version}, this build reads versions 1 to 3"),
         );
         assert_refused(
-            file.for_each_slot(&mut |_, _| {}),
+            file.for_each_slot(&mut |_, _, _| {}),
             &path,
             &format!("compacted format version {version}"),
         );
@@ -567,7 +579,7 @@ fn a_header_that_disagrees_with_the_expected_meta_is_refused() {
         let wrong = CompactFile::new(file.path().to_path_buf(), other);
         assert_refused(read(&wrong, 0, 0..1), file.path(), "header holds");
         assert_refused(
-            wrong.for_each_slot(&mut |_, _| {}),
+            wrong.for_each_slot(&mut |_, _, _| {}),
             file.path(),
             "header holds",
         );
@@ -641,7 +653,8 @@ fn a_hot_period_file_compacts_through_its_load() {
         file.reserve_and_add(bucket, slot, value, writer.publisher());
     }
     let out = tempfile::tempdir().unwrap();
-    let compact = CompactFile::create(out.path(), hot.meta(), &|b, s| hot.load(b, s)).unwrap();
+    let compact =
+        CompactFile::create(out.path(), hot.meta(), &|b, s| hot.load_closed(b, s)).unwrap();
     let n = hot.meta().buckets();
     let expected: Vec<Vec<Bucket>> = (0..HOT_SLOTS)
         .map(|s| (0..n).map(|b| hot.load(b, s)).collect())
@@ -656,12 +669,12 @@ fn creation_replaces_a_leftover_temporary_and_names_the_file_when_it_fails() {
     let m = meta(SLOTS);
     let name = CompactFile::file_name(&m);
     std::fs::write(dir.path().join(format!("{name}.tmp")), b"left by a crash").unwrap();
-    let file = CompactFile::create(dir.path(), &m, &|_, _| Bucket::EMPTY).unwrap();
+    let file = CompactFile::create(dir.path(), &m, &|_, _| (Bucket::EMPTY, None)).unwrap();
     assert!(!dir.path().join(format!("{name}.tmp")).exists());
     assert!(file.path().exists());
 
     let missing = dir.path().join("no such directory");
-    let err = CompactFile::create(&missing, &m, &|_, _| Bucket::EMPTY).unwrap_err();
+    let err = CompactFile::create(&missing, &m, &|_, _| (Bucket::EMPTY, None)).unwrap_err();
     assert!(
         matches!(&err, Error::Io { path, .. } if path.starts_with(&missing)),
         "{err}"
@@ -686,5 +699,617 @@ fn an_index_entry_past_any_slot_size_is_refused_before_reading() {
         file.path(),
         "points outside the data",
     );
-    assert_refused(file.for_each_slot(&mut |_, _| {}), file.path(), "");
+    assert_refused(file.for_each_slot(&mut |_, _, _| {}), file.path(), "");
+}
+
+/// A distribution slot's buckets and histograms over `n` buckets: `per` log-normal samples
+/// (three decades wide) in each bucket `keep` says to fill.
+fn distribution(rng: &mut Rng, n: u32, per: u32, keep: impl Fn(u32) -> bool) -> Vec<Loaded> {
+    (0..n)
+        .map(|i| {
+            if !keep(i) {
+                return (Bucket::EMPTY, None);
+            }
+            let mut bucket = Bucket::EMPTY;
+            let mut histogram = Histogram::default();
+            for _ in 0..per {
+                // Box-Muller from two uniforms in (0, 1].
+                let (u, v) = ((rng.unit() + 1.0) / 2.0, (rng.unit() + 1.0) / 2.0);
+                let normal = (-2.0 * (1.0 - u).max(1e-300).ln()).sqrt()
+                    * (2.0 * std::f64::consts::PI * v).cos();
+                let value = (3.0 + 1.2 * normal).exp();
+                bucket.add(value);
+                histogram.record(value);
+            }
+            (bucket, Some(histogram))
+        })
+        .collect()
+}
+
+/// Slots with histograms: one on every kept bucket; one on some (a bitmap), with a ghost
+/// holding one and a bucket holding one beside an all-zero record (not kept); and gauges.
+fn distribution_slots(n: u32) -> Vec<Vec<Loaded>> {
+    let mut rng = Rng(0x51_7cc1_b727_220a);
+    let every = distribution(&mut rng, n, 5, |i| i % 7 != 3);
+    let mut some = distribution(&mut rng, n, 3, |i| i % 3 != 0);
+    for (i, (bucket, histogram)) in some.iter_mut().enumerate() {
+        if i % 5 == 1 {
+            // Samples written before the series became a distribution.
+            *histogram = None;
+        }
+        if i % 3 == 0 {
+            *bucket = Bucket {
+                count: 1,
+                total: 2.5,
+                min: 2.5,
+                max: 2.5,
+            };
+        }
+    }
+    // A histogram beside a record of zero bits (no sample): not kept.
+    let mut stray = Histogram::default();
+    stray.record(1.0);
+    some[n as usize - 1] = (Bucket::EMPTY, Some(stray));
+    some[9] = (
+        Bucket {
+            count: 0,
+            total: 1.5,
+            min: 0.0,
+            max: 0.0,
+        },
+        Some(Histogram::default()),
+    );
+    let mut gauges: Vec<Vec<Loaded>> = kinds(n)
+        .into_iter()
+        .map(|(_, b)| b.into_iter().map(|b| (b, None)).collect())
+        .collect();
+    gauges.truncate(3);
+    let mut slots = vec![every, some];
+    slots.extend(gauges);
+    slots
+}
+
+/// What a compacted file gives back for `slots`: a histogram beside an all-zero record is
+/// not kept.
+fn kept_form(slots: &[Vec<Loaded>]) -> Vec<Vec<Loaded>> {
+    slots
+        .iter()
+        .map(|slot| {
+            slot.iter()
+                .map(|(b, h)| (*b, if is_zero(b) { None } else { h.clone() }))
+                .collect()
+        })
+        .collect()
+}
+
+fn create_distributions(dir: &Path, meta: &PeriodMeta, slots: &[Vec<Loaded>]) -> CompactFile {
+    CompactFile::create(dir, meta, &|bucket, slot| {
+        slots[slot as usize][bucket as usize].clone()
+    })
+    .expect("create")
+}
+
+fn read_distributions(file: &CompactFile, slot: u32, buckets: Range<u32>) -> Result<Vec<Loaded>> {
+    file.open_reader()?.read_slot_distributions(slot, buckets)
+}
+
+fn assert_loaded_eq(found: &[Loaded], expected: &[Loaded], what: &str) {
+    assert_eq!(found.len(), expected.len(), "{what}: length");
+    for (i, (f, e)) in found.iter().zip(expected).enumerate() {
+        assert_eq!(bits(&f.0), bits(&e.0), "{what}: bucket {i}");
+        assert_eq!(f.1, e.1, "{what}: histogram of bucket {i}");
+    }
+}
+
+#[test]
+fn histograms_round_trip_beside_their_buckets() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = meta(5);
+    let n = m.buckets();
+    let slots = distribution_slots(n);
+    let file = create_distributions(dir.path(), &m, &slots);
+    let expected = kept_form(&slots);
+    let last = n as usize - 1;
+    assert!(slots[1][last].1.is_some() && expected[1][last].1.is_none());
+    for (slot, want) in expected.iter().enumerate() {
+        let slot = slot as u32;
+        for range in [0..n, 0..1, n - 1..n, 5..5, n / 3..n / 2] {
+            let what = format!("slot {slot} {range:?}");
+            let found = read_distributions(&file, slot, range.clone()).unwrap();
+            let want = &want[range.start as usize..range.end as usize];
+            assert_loaded_eq(&found, want, &what);
+            let buckets: Vec<Bucket> = want.iter().map(|(b, _)| *b).collect();
+            assert_bits_eq(&read(&file, slot, range).unwrap(), &buckets, &what);
+        }
+    }
+    let mut seen = 0;
+    file.for_each_slot(&mut |slot, buckets, histograms| {
+        let found: Vec<Loaded> = buckets
+            .iter()
+            .copied()
+            .zip(histograms.iter().cloned())
+            .collect();
+        assert_loaded_eq(
+            &found,
+            &expected[slot as usize],
+            &format!("for_each_slot {slot}"),
+        );
+        seen += 1;
+    })
+    .unwrap();
+    assert_eq!(seen, 5);
+    // The forms: every kept bucket of slot 0 has one; slot 1 marks them; gauges have none.
+    let bytes = std::fs::read(file.path()).unwrap();
+    let section = |slot: u32| {
+        let e = entry(&bytes, slot);
+        let data = &bytes[e.offset as usize..(e.offset + u64::from(e.len)) as usize];
+        let buckets: Vec<Bucket> = slots[slot as usize].iter().map(|(b, _)| *b).collect();
+        let without = encode_slot(&buckets, &vec![None; buckets.len()]).unwrap();
+        data[without.len()..].to_vec()
+    };
+    assert_eq!(section(0)[0], HISTOGRAMS_EVERY);
+    assert_eq!(section(1)[0], HISTOGRAMS_MARKED);
+    assert!(
+        section(2).is_empty(),
+        "a slot without histograms costs nothing"
+    );
+}
+
+/// Slots of the version 2 fixture: one for each of [`kinds`].
+const V2_SLOTS: u32 = SLOTS;
+
+/// The version 2 fixture, `tests/fixtures/compact-v2/20251121T000000Z-c00003.tdc`, copied
+/// into `dir`, and the buckets it holds: [`kinds`] over a 1m/6h period. Written by the
+/// version 2 code (commit 9a172d2), before version 3 existed.
+fn v2_fixture(dir: &Path) -> (CompactFile, Vec<Vec<Bucket>>) {
+    let m = PeriodMeta {
+        period: Span::from_secs(6 * 3_600),
+        ..meta(V2_SLOTS)
+    };
+    let name = CompactFile::file_name(&m);
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/compact-v2")
+        .join(&name);
+    std::fs::copy(&fixture, dir.join(&name)).expect("the version 2 fixture");
+    let slots = kinds(m.buckets()).into_iter().map(|(_, b)| b).collect();
+    (CompactFile::new(dir.join(name), m), slots)
+}
+
+#[test]
+fn a_version_2_file_still_reads_bit_for_bit_without_histograms() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, slots) = v2_fixture(dir.path());
+    let bytes = std::fs::read(file.path()).unwrap();
+    assert_eq!(
+        get_u32(&bytes, VERSION_OFFSET),
+        2,
+        "the fixture is version 2"
+    );
+    check_round_trip(&file, &slots);
+    let n = file.meta().buckets();
+    for (slot, want) in slots.iter().enumerate() {
+        let found = read_distributions(&file, slot as u32, 0..n).unwrap();
+        let want: Vec<Loaded> = want.iter().map(|b| (*b, None)).collect();
+        assert_loaded_eq(&found, &want, &format!("slot {slot}"));
+    }
+    // Version 2 slot data has nothing after its columns: a byte more is refused.
+    let e = entry(&bytes, 1);
+    let mut data = bytes[e.offset as usize..(e.offset + u64::from(e.len)) as usize].to_vec();
+    assert!(decode_slot(&data, n, 2, false).is_ok());
+    data.push(HISTOGRAMS_EVERY);
+    assert!(decode_slot(&data, n, 2, false).is_err());
+    damage_behind_valid_checksums(&file, 2);
+}
+
+/// Rewrites slot `slot`'s data of the file at `path` with `f`, the index entry's CRC, the
+/// data offsets after it, the index CRC and the header made to match: damage only the
+/// decoder can see.
+fn rewrite_slot(path: &Path, slot: u32, f: impl FnOnce(&mut Vec<u8>)) {
+    let bytes = std::fs::read(path).unwrap();
+    let slots = get_u32(&bytes, SLOTS_OFFSET);
+    let head_len = HEADER_LEN + slots as usize * ENTRY_LEN;
+    let mut datas: Vec<Vec<u8>> = (0..slots)
+        .map(|s| {
+            let e = entry(&bytes, s);
+            bytes[e.offset as usize..(e.offset + u64::from(e.len)) as usize].to_vec()
+        })
+        .collect();
+    f(&mut datas[slot as usize]);
+    let mut out = bytes[..head_len].to_vec();
+    for (s, data) in datas.iter().enumerate() {
+        let at = HEADER_LEN + s * ENTRY_LEN;
+        let offset = out.len() as u64;
+        put_u64(&mut out, at + ENTRY_DATA_OFFSET, offset);
+        put_u32(&mut out, at + ENTRY_DATA_LEN, data.len() as u32);
+        put_u32(&mut out, at + ENTRY_CRC, crc32fast::hash(data));
+        out.extend_from_slice(data);
+    }
+    let data_len = (out.len() - head_len) as u64;
+    put_u64(&mut out, DATA_LEN_OFFSET, data_len);
+    let index_crc = crc32fast::hash(&out[HEADER_LEN..head_len]);
+    put_u32(&mut out, INDEX_CRC_OFFSET, index_crc);
+    reseal_header(&mut out);
+    std::fs::write(path, out).unwrap();
+}
+
+/// A change made to a slot's data.
+type Damage = Box<dyn Fn(&mut Vec<u8>)>;
+
+#[test]
+fn damage_to_the_histogram_section_refuses_that_slot_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = meta(5);
+    let n = m.buckets();
+    let slots = distribution_slots(n);
+    let file = create_distributions(dir.path(), &m, &slots);
+    let expected = kept_form(&slots);
+    let original = std::fs::read(file.path()).unwrap();
+    let section_at = |slot: u32| {
+        let buckets: Vec<Bucket> = slots[slot as usize].iter().map(|(b, _)| *b).collect();
+        encode_slot(&buckets, &vec![None; buckets.len()])
+            .unwrap()
+            .len()
+    };
+    let (every, marked) = (section_at(0), section_at(1));
+    // Not a multiple of 8, so the bitmap's last byte has bits past the kept buckets.
+    let kept = slots[1].iter().filter(|(b, _)| !is_zero(b)).count();
+    assert_eq!(kept % 8, 7);
+    let cases: Vec<(u32, &str, Damage)> = vec![
+        (0, "unknown form", Box::new(move |d| d[every] = 7)),
+        (
+            1,
+            "past the kept ones",
+            Box::new(move |d| {
+                d[marked + kept.div_ceil(8)] |= 0x80;
+            }),
+        ),
+        (
+            1,
+            "marks no bucket",
+            Box::new(move |d| {
+                d.truncate(marked + 1);
+                d.extend(std::iter::repeat_n(0, kept.div_ceil(8)));
+            }),
+        ),
+        (
+            1,
+            "bitmap cut short",
+            Box::new(move |d| d.truncate(marked + 2)),
+        ),
+        (
+            0,
+            "histogram count column cut short",
+            Box::new(move |d| {
+                d.truncate(d.len() - 1);
+            }),
+        ),
+        (
+            0,
+            "1 bytes after the histogram columns",
+            Box::new(|d| d.push(0)),
+        ),
+    ];
+    // Columns that decode but do not make histograms: slot 0's, each changed in one way.
+    let histograms: Vec<&Histogram> = expected[0].iter().filter_map(|(_, h)| h.as_ref()).collect();
+    let columns = || HistogramColumns::of(&histograms);
+    let first_bucket = (0..n as usize)
+        .find(|&i| expected[0][i].1.is_some())
+        .unwrap();
+    let changed: Vec<(String, HistogramColumns)> = vec![
+        (
+            format!("histogram of bucket {first_bucket}: a count of 0"),
+            HistogramColumns {
+                counts: [vec![0], columns().counts[1..].to_vec()].concat(),
+                ..columns()
+            },
+        ),
+        (
+            "scale 9 outside -4..=8".into(),
+            HistogramColumns {
+                scales: [vec![9], columns().scales[1..].to_vec()].concat(),
+                ..columns()
+            },
+        ),
+        (
+            "zero threshold -1".into(),
+            HistogramColumns {
+                thresholds: [vec![-1.0], columns().thresholds[1..].to_vec()].concat(),
+                ..columns()
+            },
+        ),
+        (
+            "out of range".into(),
+            HistogramColumns {
+                firsts: [vec![i64::MAX], columns().firsts[1..].to_vec()].concat(),
+                ..columns()
+            },
+        ),
+        (
+            "overflows".into(),
+            HistogramColumns {
+                gaps: [vec![u64::MAX], columns().gaps[1..].to_vec()].concat(),
+                ..columns()
+            },
+        ),
+        (
+            "the gaps run out".into(),
+            HistogramColumns {
+                gaps: Vec::new(),
+                ..columns()
+            },
+        ),
+        (
+            "the counts run out".into(),
+            HistogramColumns {
+                counts: columns().counts[1..].to_vec(),
+                ..columns()
+            },
+        ),
+        (
+            "values past the last histogram".into(),
+            HistogramColumns {
+                counts: [columns().counts, vec![1]].concat(),
+                ..columns()
+            },
+        ),
+        (
+            "heads and".into(),
+            HistogramColumns {
+                scales: columns().scales[1..].to_vec(),
+                ..columns()
+            },
+        ),
+    ];
+    let mut cases = cases;
+    let reasons: Vec<String> = changed.iter().map(|(r, _)| r.clone()).collect();
+    for (_, c) in changed {
+        let bytes = column_bytes(&c);
+        cases.push((
+            0,
+            "",
+            Box::new(move |d: &mut Vec<u8>| {
+                d.truncate(every + 1);
+                d.extend_from_slice(&bytes);
+            }),
+        ));
+    }
+    let mut crafted = reasons.iter();
+    for (slot, reason, damage) in cases {
+        let reason = if reason.is_empty() {
+            crafted.next().unwrap().as_str()
+        } else {
+            reason
+        };
+        std::fs::write(file.path(), &original).unwrap();
+        rewrite_slot(file.path(), slot, damage);
+        assert_refused(
+            read_distributions(&file, slot, 0..n),
+            file.path(),
+            &format!("slot {slot}: "),
+        );
+        match read_distributions(&file, slot, 0..n) {
+            Err(Error::CorruptFile { reason: r, .. }) => assert!(r.contains(reason), "{r}"),
+            other => panic!("{reason}: {other:?}"),
+        }
+        assert_refused(file.for_each_slot(&mut |_, _, _| {}), file.path(), reason);
+        // The other slots read as before.
+        for other in (0..5).filter(|&s| s != slot) {
+            let found = read_distributions(&file, other, 0..n).unwrap();
+            assert_loaded_eq(
+                &found,
+                &expected[other as usize],
+                &format!("{reason}: {other}"),
+            );
+        }
+    }
+    // Flipped bytes of the section behind valid checksums: refused or read, never a panic;
+    // one behind the stored checksum: refused by it, for the buckets too.
+    std::fs::write(file.path(), &original).unwrap();
+    for at in (every..every + 300).step_by(3) {
+        std::fs::write(file.path(), &original).unwrap();
+        rewrite_slot(file.path(), 0, |d| {
+            if at < d.len() {
+                d[at] ^= 0x5a;
+            }
+        });
+        if let Err(e) = read_distributions(&file, 0, 0..n) {
+            assert_refused::<()>(Err(e), file.path(), "slot 0: ");
+        }
+    }
+    std::fs::write(file.path(), &original).unwrap();
+    let e = entry(&original, 0);
+    patch(&file.path().to_path_buf(), |b| {
+        b[e.offset as usize + every + 4] ^= 1;
+    });
+    assert_refused(
+        read(&file, 0, 0..n),
+        file.path(),
+        "data checksum mismatch in slot 0",
+    );
+    assert_refused(
+        read_distributions(&file, 0, 0..n),
+        file.path(),
+        "data checksum mismatch in slot 0",
+    );
+}
+
+/// The issue's test distribution, in a hot file of the default first tier (1m, 6 h periods,
+/// 360 buckets) through the write path: 100 StatsD timers of a 128-slot chunk, each minute
+/// of each holding 10 to 100 (uniform) seeded log-normal latencies, median e^3 = 20 ms,
+/// sigma 1.05 (three decades between the 0.1st and 99.9th percentiles). The period is
+/// compacted, read back, made hot again and one bucket emptied as a deletion does; every
+/// step keeps every bucket and histogram exactly. Prints the bytes per bucket hot and
+/// compacted (`cargo test --lib distribution_buckets -- --nocapture`).
+#[test]
+fn distribution_buckets_compact_rehydrate_and_clear_exactly() {
+    use crate::config::TiersConfig;
+    use crate::storage::{Creation, HeldPeriod, Storage};
+    use std::os::unix::fs::MetadataExt;
+    const SLOTS: u32 = 128;
+    const SERIES: u32 = 100;
+    let dir = tempfile::tempdir().unwrap();
+    let tiers = TiersConfig::default().tiers;
+    assert_eq!(
+        (tiers[0].resolution.secs(), tiers[0].period.secs()),
+        (60, 6 * 3_600)
+    );
+    let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
+    let (hot, _) = storage
+        .get_or_create(0, DAY_START, 0, Creation::Ahead)
+        .unwrap();
+    let writer = storage.writer_slot().unwrap().expect("writable");
+    let file = storage.writable_file(0, DAY_START, 0).unwrap();
+    let n = hot.meta().buckets();
+    let mut rng = Rng(0x7e57_d157_2026_1206);
+    let mut samples = 0u64;
+    for slot in 0..SERIES {
+        for bucket in 0..n {
+            file.reserve_slots(bucket, slot, 1).unwrap();
+            file.reserve_histograms(bucket, slot, 1).unwrap();
+            let per = 10 + rng.next() % 91;
+            for _ in 0..per {
+                // Box-Muller from two uniforms in (0, 1].
+                let (u, v) = ((rng.unit() + 1.0) / 2.0, (rng.unit() + 1.0) / 2.0);
+                let normal = (-2.0 * (1.0 - u).max(1e-300).ln()).sqrt()
+                    * (2.0 * std::f64::consts::PI * v).cos();
+                assert!(file.add_distribution(bucket, slot, (3.0 + 1.05 * normal).exp(), &writer));
+            }
+            samples += per;
+        }
+    }
+    file.mark_dirty();
+    let load_all = |hot: &crate::storage::period_file::PeriodFile| -> Vec<Vec<Loaded>> {
+        (0..SLOTS)
+            .map(|s| (0..n).map(|b| hot.load_closed(b, s)).collect())
+            .collect()
+    };
+    let before = load_all(&hot);
+    assert!(before[..SERIES as usize]
+        .iter()
+        .flatten()
+        .all(|(b, h)| b.count > 0 && h.as_ref().map(Histogram::count) == Some(b.count)));
+    let hot_bytes = std::fs::metadata(hot.path()).unwrap().blocks() * 512;
+
+    assert!(storage.compact(0, &hot).unwrap(), "compacted");
+    let Some(crate::storage::StoredPeriod::Compacted(compact)) = storage.stored(0, DAY_START, 0)
+    else {
+        panic!("the period is compacted");
+    };
+    let compact_len = std::fs::metadata(compact.path()).unwrap().len();
+    let reader = compact.open_reader().unwrap();
+    for (slot, want) in before.iter().enumerate() {
+        let found = reader.read_slot_distributions(slot as u32, 0..n).unwrap();
+        assert_loaded_eq(&found, want, &format!("compacted slot {slot}"));
+    }
+    // The histogram section's share: each slot encoded again without its histograms.
+    let mut sections = 0;
+    for slot in &before {
+        let (buckets, histograms): (Vec<Bucket>, Vec<Option<Histogram>>) =
+            slot.iter().cloned().unzip();
+        let without = encode_slot(&buckets, &vec![None; buckets.len()])
+            .unwrap()
+            .len();
+        sections += encode_slot(&buckets, &histograms).unwrap().len() - without;
+    }
+    let filled = f64::from(SERIES * n);
+    let head = (HEADER_LEN + SLOTS as usize * ENTRY_LEN) as u64;
+    eprintln!(
+        "{SERIES} timers at 1m, {:.1} samples a bucket on average: hot {} B a bucket by \
+         layout ({} B record + {} B histogram cell), {:.1} B a filled bucket allocated \
+         (the whole file); compacted {:.1} B a bucket ({:.1} B of it histograms, {:.1} B \
+         the rest of the slot data; header and index {} B)",
+        samples as f64 / filled,
+        crate::storage::format::RECORD_SIZE + hot.meta().histogram_cell_len(),
+        crate::storage::format::RECORD_SIZE,
+        hot.meta().histogram_cell_len(),
+        hot_bytes as f64 / filled,
+        (compact_len - head) as f64 / filled,
+        sections as f64 / filled,
+        (compact_len - head - sections as u64) as f64 / filled,
+        head,
+    );
+
+    // A late write makes the period hot again: every histogram is back in its cell.
+    let (again, _) = storage
+        .get_or_create(0, DAY_START, 0, Creation::OnDemand)
+        .unwrap();
+    assert!(matches!(
+        storage
+            .files_of_chunk(0, 0, DAY_START, DAY_START + 1)
+            .unwrap()[0]
+            .1,
+        HeldPeriod::Hot(_)
+    ));
+    let rehydrated = load_all(&again);
+    for (slot, want) in before.iter().enumerate() {
+        assert_loaded_eq(&rehydrated[slot], want, &format!("rehydrated slot {slot}"));
+    }
+    // A deletion sets the cell empty: its histogram goes with it, the neighbours stay.
+    let file = storage.writable_file(0, DAY_START, 0).unwrap();
+    file.restore(7, 3, &Bucket::EMPTY).unwrap();
+    assert_loaded_eq(
+        &[again.load_closed(7, 3)],
+        &[(Bucket::EMPTY, None)],
+        "cleared",
+    );
+    assert_loaded_eq(&[again.load_closed(8, 3)], &[before[3][8].clone()], "kept");
+    assert_loaded_eq(&[again.load_closed(7, 4)], &[before[4][7].clone()], "kept");
+}
+
+/// Columns as a slot's histogram section holds them after its form and bitmap.
+fn column_bytes(c: &HistogramColumns) -> Vec<u8> {
+    let config = pco::ChunkConfig::default();
+    let mut out = Vec::new();
+    push_column(
+        &mut out,
+        &pco::standalone::simple_compress(&c.scales, &config).unwrap(),
+    );
+    push_column(
+        &mut out,
+        &pco::standalone::simple_compress(&c.thresholds, &config).unwrap(),
+    );
+    for column in [&c.zero_counts, &c.lengths] {
+        push_column(
+            &mut out,
+            &pco::standalone::simple_compress(column, &config).unwrap(),
+        );
+    }
+    push_column(
+        &mut out,
+        &pco::standalone::simple_compress(&c.firsts, &config).unwrap(),
+    );
+    for column in [&c.gaps, &c.counts] {
+        push_column(
+            &mut out,
+            &pco::standalone::simple_compress(column, &config).unwrap(),
+        );
+    }
+    out
+}
+
+#[test]
+fn histogram_columns_round_trip_every_shape() {
+    let mut shapes = vec![Histogram::default()];
+    let mut h = Histogram::new(crate::histogram::MIN_SCALE);
+    h.record(1e300);
+    h.record(-1e-300);
+    shapes.push(h);
+    let mut h = Histogram::from_parts(3, 0.5, 7, [(-4, 1), (2, 9)], [(i32::MAX, 2)]).unwrap();
+    h.record(0.25);
+    shapes.push(h);
+    let mut h = Histogram::default();
+    for v in [0.0, 1.0, 1.0, 2.5, 1000.0, -3.0] {
+        h.record(v);
+    }
+    shapes.push(h);
+    let refs: Vec<&Histogram> = shapes.iter().collect();
+    let columns = HistogramColumns::of(&refs);
+    let back = columns.histograms(shapes.len(), |k| k).unwrap();
+    assert_eq!(back, shapes);
+    // Through the bytes too.
+    let mut section = vec![HISTOGRAMS_EVERY];
+    section.extend(column_bytes(&columns));
+    let kept: Vec<usize> = (0..shapes.len()).collect();
+    let found = take_histograms(&section, &kept, shapes.len()).unwrap();
+    assert_eq!(found, shapes.into_iter().map(Some).collect::<Vec<_>>());
 }

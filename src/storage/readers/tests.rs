@@ -17,14 +17,17 @@ fn meta(chunk: u32) -> PeriodMeta {
 fn one_bucket(dir: &std::path::Path, chunk: u32, value: f64) -> CompactFile {
     CompactFile::create(dir, &meta(chunk), &|bucket, slot| {
         if bucket == 0 && slot == 0 {
-            Bucket {
-                count: 1,
-                total: value,
-                min: value,
-                max: value,
-            }
+            (
+                Bucket {
+                    count: 1,
+                    total: value,
+                    min: value,
+                    max: value,
+                },
+                None,
+            )
         } else {
-            Bucket::EMPTY
+            (Bucket::EMPTY, None)
         }
     })
     .expect("create")
