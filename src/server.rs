@@ -22,6 +22,7 @@ mod http_conn;
 mod idle_slots;
 mod influx_api;
 pub(crate) mod metrics;
+mod otlp_api;
 mod params;
 mod prometheus_api;
 pub(crate) mod read_report;
