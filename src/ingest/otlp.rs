@@ -114,6 +114,11 @@ pub fn decode(body: &[u8], encoding: Encoding) -> Result<ExportMetricsServiceReq
                 .map_err(|e| BodyError::Protobuf(e.to_string()))
         }
         Encoding::Json => {
+            // serde would read a struct from an array too; OTLP/JSON's request is an object.
+            let first = body.iter().find(|b| !b.is_ascii_whitespace());
+            if first.is_some_and(|&b| b != b'{') {
+                return Err(BodyError::Json("expected a JSON object".into()));
+            }
             if json::values(body) > MAX_ENTRIES {
                 return Err(BodyError::TooManyEntries { limit: MAX_ENTRIES });
             }

@@ -9,6 +9,11 @@ use std::fmt;
 use base64::Engine as _;
 use serde::de::{self, Deserialize, Deserializer, Visitor};
 
+use super::proto::{
+    ArrayValue, Data, ExponentialHistogram, Gauge, Histogram, KeyValueList, NumberValue, Sum,
+    Summary, Value,
+};
+
 /// A JSON scalar as written, before it is read as the field's type.
 enum Raw<'a> {
     Null,
@@ -217,4 +222,114 @@ pub(super) fn values(text: &[u8]) -> usize {
         }
     }
     count
+}
+
+/// A protobuf `oneof` in JSON: at most one of its fields' keys, each read as its field's
+/// type (a malformed one is an error, not an absent value); two set is an error.
+fn one_of<T, E: de::Error>(set: Vec<Option<T>>, what: &str) -> Result<Option<T>, E> {
+    let mut set = set.into_iter().flatten();
+    let first = set.next();
+    if set.next().is_some() {
+        return Err(E::custom(format!(
+            "{what}: more than one of its fields is set"
+        )));
+    }
+    Ok(first)
+}
+
+/// A field read with one of the functions above, for the `oneof` structs below.
+macro_rules! with {
+    ($name:ident, $ty:ty, $read:ident) => {
+        fn $name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<$ty>, D::Error> {
+            $read(d).map(Some)
+        }
+    };
+}
+
+with!(some_f64, f64, f64);
+with!(some_i64, i64, i64);
+with!(some_bool, bool, bool);
+with!(some_string, String, string);
+with!(some_bytes, Vec<u8>, bytes);
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DataFields {
+    gauge: Option<Gauge>,
+    sum: Option<Sum>,
+    histogram: Option<Histogram>,
+    exponential_histogram: Option<ExponentialHistogram>,
+    summary: Option<Summary>,
+}
+
+/// `Metric.data`: `gauge`, `sum`, `histogram`, `exponentialHistogram` or `summary`.
+pub(super) fn data<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Data>, D::Error> {
+    let f = DataFields::deserialize(d)?;
+    one_of(
+        vec![
+            f.gauge.map(Data::Gauge),
+            f.sum.map(Data::Sum),
+            f.histogram.map(Data::Histogram),
+            f.exponential_histogram.map(Data::ExponentialHistogram),
+            f.summary.map(Data::Summary),
+        ],
+        "metric data",
+    )
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NumberFields {
+    #[serde(default, deserialize_with = "some_f64")]
+    as_double: Option<f64>,
+    #[serde(default, deserialize_with = "some_i64")]
+    as_int: Option<i64>,
+}
+
+/// `NumberDataPoint.value`: `asDouble` or `asInt`.
+pub(super) fn number_value<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<NumberValue>, D::Error> {
+    let f = NumberFields::deserialize(d)?;
+    one_of(
+        vec![
+            f.as_double.map(NumberValue::AsDouble),
+            f.as_int.map(NumberValue::AsInt),
+        ],
+        "data point value",
+    )
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ValueFields {
+    #[serde(default, deserialize_with = "some_string")]
+    string_value: Option<String>,
+    #[serde(default, deserialize_with = "some_bool")]
+    bool_value: Option<bool>,
+    #[serde(default, deserialize_with = "some_i64")]
+    int_value: Option<i64>,
+    #[serde(default, deserialize_with = "some_f64")]
+    double_value: Option<f64>,
+    array_value: Option<ArrayValue>,
+    kvlist_value: Option<KeyValueList>,
+    #[serde(default, deserialize_with = "some_bytes")]
+    bytes_value: Option<Vec<u8>>,
+}
+
+/// `AnyValue.value`: one of its seven kinds.
+pub(super) fn any_value<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    let f = ValueFields::deserialize(d)?;
+    one_of(
+        vec![
+            f.string_value.map(Value::StringValue),
+            f.bool_value.map(Value::BoolValue),
+            f.int_value.map(Value::IntValue),
+            f.double_value.map(Value::DoubleValue),
+            f.array_value.map(Value::ArrayValue),
+            f.kvlist_value.map(Value::KvlistValue),
+            f.bytes_value.map(Value::BytesValue),
+        ],
+        "attribute value",
+    )
 }

@@ -114,13 +114,12 @@ pub struct Metric {
     pub unit: String,
     /// Its points, by type.
     #[prost(oneof = "Data", tags = "5, 7, 9, 10, 11")]
-    #[serde(flatten)]
+    #[serde(flatten, deserialize_with = "de::data")]
     pub data: Option<Data>,
 }
 
 /// `Metric.data`.
-#[derive(Clone, PartialEq, Oneof, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, PartialEq, Oneof)]
 pub enum Data {
     /// Gauge points.
     #[prost(message, tag = "5")]
@@ -226,7 +225,7 @@ pub struct NumberDataPoint {
     pub time_unix_nano: u64,
     /// The value.
     #[prost(oneof = "NumberValue", tags = "4, 6")]
-    #[serde(flatten)]
+    #[serde(flatten, deserialize_with = "de::number_value")]
     pub value: Option<NumberValue>,
     /// [`NO_RECORDED_VALUE`] marks a point without a value.
     #[prost(uint32, tag = "8")]
@@ -235,16 +234,13 @@ pub struct NumberDataPoint {
 }
 
 /// `NumberDataPoint.value`.
-#[derive(Clone, PartialEq, Oneof, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, PartialEq, Oneof)]
 pub enum NumberValue {
     /// A float.
     #[prost(double, tag = "4")]
-    #[serde(deserialize_with = "de::f64")]
     AsDouble(f64),
     /// An integer.
     #[prost(sfixed64, tag = "6")]
-    #[serde(deserialize_with = "de::i64")]
     AsInt(i64),
 }
 
@@ -422,29 +418,24 @@ pub struct KeyValue {
 pub struct AnyValue {
     /// The value; `None` for an empty one.
     #[prost(oneof = "Value", tags = "1, 2, 3, 4, 5, 6, 7")]
-    #[serde(flatten)]
+    #[serde(flatten, deserialize_with = "de::any_value")]
     pub value: Option<Value>,
 }
 
 /// `AnyValue.value`.
-#[derive(Clone, PartialEq, Oneof, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, PartialEq, Oneof)]
 pub enum Value {
     /// Text.
     #[prost(string, tag = "1")]
-    #[serde(deserialize_with = "de::string")]
     StringValue(String),
     /// A boolean.
     #[prost(bool, tag = "2")]
-    #[serde(deserialize_with = "de::bool")]
     BoolValue(bool),
     /// An integer.
     #[prost(int64, tag = "3")]
-    #[serde(deserialize_with = "de::i64")]
     IntValue(i64),
     /// A float.
     #[prost(double, tag = "4")]
-    #[serde(deserialize_with = "de::f64")]
     DoubleValue(f64),
     /// A list.
     #[prost(message, tag = "5")]
@@ -454,7 +445,6 @@ pub enum Value {
     KvlistValue(KeyValueList),
     /// Bytes (base64 in JSON).
     #[prost(bytes = "vec", tag = "7")]
-    #[serde(deserialize_with = "de::bytes")]
     BytesValue(Vec<u8>),
 }
 
