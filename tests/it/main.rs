@@ -33,6 +33,7 @@ mod migrate;
 mod migrate_rollup;
 mod model;
 mod nats;
+mod otlp;
 mod preallocated_dir;
 mod prom_remote;
 mod prometheus;

@@ -1,0 +1,169 @@
+"""Sends metrics to a tierdb server with the OpenTelemetry Python SDK's OTLP/HTTP exporter
+(tests/it/otlp.rs starts the server and reads the metrics back).
+
+Usage: python3 otlp_sdk.py http://127.0.0.1:PORT
+
+- A cumulative provider (protobuf): a gauge, a cumulative counter and an explicit-bucket
+  histogram.
+- A delta provider (protobuf, gzip): a delta counter and an exponential histogram.
+- A summary, which the SDK has no instrument for: an ExportMetricsServiceRequest built
+  with the opentelemetry-proto classes the exporter uses, posted as the exporter posts.
+
+Prints one JSON line: whether each provider's export succeeded, and the summary's answer.
+"""
+
+import json
+import sys
+import time
+
+import requests
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
+from opentelemetry.proto.common.v1 import common_pb2
+from opentelemetry.proto.metrics.v1 import metrics_pb2
+from opentelemetry.proto.resource.v1 import resource_pb2
+from opentelemetry.sdk.metrics import (
+    Counter,
+    Histogram,
+    MeterProvider,
+    ObservableCounter,
+    ObservableGauge,
+    ObservableUpDownCounter,
+    UpDownCounter,
+)
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    PeriodicExportingMetricReader,
+)
+from opentelemetry.sdk.metrics.view import ExponentialBucketHistogramAggregation, View
+from opentelemetry.sdk.resources import Resource
+
+base = sys.argv[1]
+endpoint = base + "/v1/metrics"
+resource = Resource.create(
+    {"service.name": "otlp-test", "service.instance.id": "i-1", "deployment.environment": "ci"}
+)
+HOUR = 3_600_000
+
+
+def provider(temporality, compression, views=()):
+    exporter = OTLPMetricExporter(
+        endpoint=endpoint,
+        compression=compression,
+        preferred_temporality={
+            kind: temporality
+            for kind in (
+                Counter,
+                UpDownCounter,
+                Histogram,
+                ObservableCounter,
+                ObservableUpDownCounter,
+                ObservableGauge,
+            )
+        },
+    )
+    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=HOUR)
+    # No export at exit: the test reads what the flushes below sent.
+    return MeterProvider(
+        metric_readers=[reader], resource=resource, views=list(views), shutdown_on_exit=False
+    )
+
+
+cumulative = provider(AggregationTemporality.CUMULATIVE, Compression.NoCompression)
+meter = cumulative.get_meter("tierdb.test")
+meter.create_gauge("queue.depth", unit="{item}").set(7.5, {"queue": "main"})
+counter = meter.create_counter("jobs.done", unit="{job}")
+counter.add(3, {"queue": "main"})
+latency = meter.create_histogram("request.duration", unit="ms")
+for value in (5, 50, 500):
+    latency.record(value, {"route": "/a"})
+cumulative_ok = cumulative.force_flush()
+# A cumulative counter's first point is its baseline: a second export, in a later second
+# (tierdb keeps seconds), carries the increase (2).
+time.sleep(1.2)
+counter.add(2, {"queue": "main"})
+cumulative_ok = cumulative.force_flush() and cumulative_ok
+
+delta = provider(
+    AggregationTemporality.DELTA,
+    Compression.Gzip,
+    [View(instrument_name="payload.size", aggregation=ExponentialBucketHistogramAggregation())],
+)
+meter = delta.get_meter("tierdb.test")
+meter.create_counter("bytes.out", unit="By").add(100, {"peer": "b"})
+size = meter.create_histogram("payload.size", unit="By")
+for value in (10, 20, 4000):
+    size.record(value)
+delta_ok = delta.force_flush()
+
+
+def attribute(key, value):
+    return common_pb2.KeyValue(key=key, value=common_pb2.AnyValue(string_value=value))
+
+
+def summary(now, count, total):
+    return metrics_service_pb2.ExportMetricsServiceRequest(
+        resource_metrics=[
+            metrics_pb2.ResourceMetrics(
+                resource=resource_pb2.Resource(
+                    attributes=[attribute("service.name", "otlp-test"), attribute("service.instance.id", "i-1")]
+                ),
+                scope_metrics=[
+                    metrics_pb2.ScopeMetrics(
+                        metrics=[
+                            metrics_pb2.Metric(
+                                name="rpc.latency",
+                                unit="s",
+                                summary=metrics_pb2.Summary(
+                                    data_points=[
+                                        metrics_pb2.SummaryDataPoint(
+                                            time_unix_nano=now,
+                                            count=count,
+                                            sum=total,
+                                            quantile_values=[
+                                                metrics_pb2.SummaryDataPoint.ValueAtQuantile(
+                                                    quantile=0.5, value=0.5
+                                                ),
+                                                metrics_pb2.SummaryDataPoint.ValueAtQuantile(
+                                                    quantile=0.99, value=1.25
+                                                ),
+                                            ],
+                                        )
+                                    ]
+                                ),
+                            )
+                        ]
+                    )
+                ],
+            )
+        ]
+    )
+
+
+def post(request):
+    return requests.post(
+        endpoint,
+        data=request.SerializeToString(),
+        headers={"Content-Type": "application/x-protobuf"},
+        timeout=30,
+    )
+
+
+# Twice, a second apart: `_count` and `_sum` are cumulative counters (increases 6 and 5.5).
+post(summary(time.time_ns(), 4, 2.5))
+time.sleep(1.2)
+answer = post(summary(time.time_ns(), 10, 8.0))
+response = metrics_service_pb2.ExportMetricsServiceResponse()
+response.ParseFromString(answer.content)
+print(
+    json.dumps(
+        {
+            "cumulative_ok": cumulative_ok,
+            "delta_ok": delta_ok,
+            "summary_status": answer.status_code,
+            "summary_content_type": answer.headers.get("Content-Type"),
+            "summary_partial": response.HasField("partial_success"),
+        }
+    )
+)
