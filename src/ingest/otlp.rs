@@ -758,5 +758,5 @@ fn tags_of(attributes: &[KeyValue], tags: &mut BTreeMap<String, String>) {
 /// A point's unix second: its nanoseconds floored; `None` ("now") for 0, which OTLP uses for
 /// a time not given.
 pub fn seconds(time_unix_nano: u64) -> Option<Timestamp> {
-    (time_unix_nano != 0).then(|| (time_unix_nano / 1_000_000_000) as Timestamp)
+    (time_unix_nano != 0).then_some((time_unix_nano / 1_000_000_000) as Timestamp)
 }
