@@ -1,8 +1,8 @@
 //! The HTTP API: Influx line protocol, JSON and Prometheus remote writes, OTLP metrics
 //! (`otlp_api.rs`), queries, series and tier listings, Graphite's `/render` and
 //! `/metrics/find` (handled in `render_api.rs`), InfluxDB's `/ping`, `/health` and `/query`
-//! (`influx_api.rs`), and the server's own metrics. `app(state)` is a plain router, so tests can drive it directly or over a real
-//! socket.
+//! (`influx_api.rs`), and the server's own metrics. `app(state)` is a plain router, so
+//! tests can drive it directly or over a real socket.
 
 #[cfg(test)]
 mod tests;
