@@ -192,6 +192,25 @@ fn gauge_request(value: f64, ts: i64) -> ExportMetricsServiceRequest {
     }
 }
 
+/// An OTLP/JSON request of one monotonic delta sum `name` in `unit` from service `cl`, with
+/// `(unix second, value)` points: what the cluster test sends.
+pub(crate) fn delta_sum_json(name: &str, unit: &str, points: &[(i64, i64)]) -> String {
+    let points: Vec<String> = (points.iter())
+        .map(|(ts, value)| {
+            format!(
+                r#"{{"timeUnixNano":"{}","asInt":"{value}"}}"#,
+                ts * 1_000_000_000
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"resourceMetrics":[{{"resource":{{"attributes":[{{"key":"service.name","value":{{"stringValue":"cl"}}}}]}},
+        "scopeMetrics":[{{"metrics":[{{"name":"{name}","unit":"{unit}","sum":{{"aggregationTemporality":1,
+        "isMonotonic":true,"dataPoints":[{}]}}}}]}}]}}]}}"#,
+        points.join(",")
+    )
+}
+
 const TOKEN: &str = "otlp-token";
 
 fn post(
