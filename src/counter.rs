@@ -38,8 +38,8 @@ use crate::registry::{KeyView, Registry, SeriesId};
 use crate::sample::Sample;
 use crate::storage::counter_journal::{CounterJournal, Undo};
 use crate::storage::counter_state::{
-    CounterStateFile, DECLARED_COUNTER, DECLARED_DELTA, DECLARED_GAUGE, RULED_COUNTER, RULED_GAUGE,
-    RULED_MASK,
+    CounterStateFile, DECLARED_COUNTER, DECLARED_DELTA, DECLARED_DISTRIBUTION, DECLARED_GAUGE,
+    RULED_COUNTER, RULED_GAUGE, RULED_MASK,
 };
 use crate::storage::Storage;
 use crate::time::Timestamp;
@@ -57,15 +57,21 @@ pub enum SeriesKind {
     /// values are increases too. Only a write declares it (StatsD's); reads never see it.
     #[serde(skip_deserializing)]
     DeltaCounter,
+    /// Each sample is one observation of a distribution (a StatsD timer's latency): every
+    /// bucket keeps a histogram of them beside count, total, min and max, so quantiles are
+    /// answered at every tier. Only a write declares it.
+    #[serde(skip_deserializing)]
+    Distribution,
 }
 
 impl SeriesKind {
-    /// The name used in APIs: `gauge`, `counter` or `delta_counter`.
+    /// The name used in APIs: `gauge`, `counter`, `delta_counter` or `distribution`.
     pub fn as_str(self) -> &'static str {
         match self {
             SeriesKind::Gauge => "gauge",
             SeriesKind::Counter => "counter",
             SeriesKind::DeltaCounter => "delta_counter",
+            SeriesKind::Distribution => "distribution",
         }
     }
 
@@ -100,6 +106,8 @@ pub(crate) struct CounterTable {
     /// False while no series is a counter of running totals: batches then skip every
     /// counter step (a delta counter's samples are stored as they come).
     any: AtomicBool,
+    /// False while no series is a distribution: batches then look up no kind for it.
+    any_distribution: AtomicBool,
     inner: Mutex<Inner>,
 }
 
@@ -182,6 +190,7 @@ impl CounterTable {
         let table = CounterTable {
             rules,
             any: AtomicBool::new(false),
+            any_distribution: AtomicBool::new(false),
             inner: Mutex::new(Inner {
                 state,
                 journal,
@@ -213,12 +222,17 @@ impl CounterTable {
         if kinds[first..].contains(&SeriesKind::Counter) {
             self.any.store(true, Ordering::Release);
         }
+        if kinds[first..].contains(&SeriesKind::Distribution) {
+            self.any_distribution.store(true, Ordering::Release);
+        }
     }
 
     /// The kind a series has with state `flags` and key `key`: the kind a write declared,
     /// else the kind recorded when rules changed, else the `[counters]` rules'.
     fn kind_from(&self, flags: u64, key: crate::registry::KeyView<'_>) -> SeriesKind {
-        if flags & DECLARED_DELTA != 0 {
+        if flags & DECLARED_DISTRIBUTION != 0 {
+            SeriesKind::Distribution
+        } else if flags & DECLARED_DELTA != 0 {
             SeriesKind::DeltaCounter
         } else if flags & DECLARED_COUNTER != 0 {
             SeriesKind::Counter
@@ -311,12 +325,25 @@ impl CounterTable {
         let flags = inner.state.flags(id.index());
         let delta = DECLARED_COUNTER | DECLARED_DELTA;
         let want = match kind {
-            SeriesKind::DeltaCounter if flags & DECLARED_GAUGE != 0 => return Ok(()),
+            // A series an earlier build fixed as a gauge (StatsD counters and timers were
+            // declared gauges) stays one.
+            SeriesKind::DeltaCounter | SeriesKind::Distribution if flags & DECLARED_GAUGE != 0 => {
+                return Ok(())
+            }
             SeriesKind::DeltaCounter => delta,
             SeriesKind::Counter => DECLARED_COUNTER,
             SeriesKind::Gauge => DECLARED_GAUGE,
+            SeriesKind::Distribution => DECLARED_DISTRIBUTION,
         };
-        let declared = flags & (delta | DECLARED_GAUGE);
+        let declared = flags & (delta | DECLARED_GAUGE | DECLARED_DISTRIBUTION);
+        // A series that already holds samples keeps its kind: a distribution's histograms
+        // must hold every sample its buckets count.
+        if declared == 0
+            && kind == SeriesKind::Distribution
+            && inner.kinds.get(id.index()) != Some(&SeriesKind::Gauge)
+        {
+            return Err(Error::Rejected(RejectReason::KindMismatch));
+        }
         if declared != 0 && declared != want {
             return Err(Error::Rejected(RejectReason::KindMismatch));
         }
@@ -329,23 +356,42 @@ impl CounterTable {
         if kind == SeriesKind::Counter {
             self.any.store(true, Ordering::Release);
         }
+        if kind == SeriesKind::Distribution {
+            self.any_distribution.store(true, Ordering::Release);
+        }
         Ok(())
+    }
+
+    /// The ids of the distribution series.
+    pub(crate) fn distributions(&self, registry: &Registry) -> Vec<u32> {
+        if !self.any_distribution.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        let mut inner = self.lock();
+        self.refresh(&mut inner, registry);
+        (0..inner.kinds.len() as u32)
+            .filter(|&id| inner.kinds[id as usize] == SeriesKind::Distribution)
+            .collect()
     }
 
     /// The counter step of one batch, holding the table's lock for it; `None` when no series
     /// is a counter (the common case costs one atomic load, or a registry length check when
     /// naming rules are set).
     pub(crate) fn for_batch(&self, registry: &Registry) -> Option<BatchCounters<'_>> {
-        if self.rules.is_empty() && !self.any.load(Ordering::Acquire) {
+        if self.rules.is_empty()
+            && !self.any.load(Ordering::Acquire)
+            && !self.any_distribution.load(Ordering::Acquire)
+        {
             return None;
         }
         let mut inner = self.lock();
         self.refresh(&mut inner, registry);
-        self.any.load(Ordering::Acquire).then_some(BatchCounters {
-            inner,
-            updates: rustc_hash::FxHashMap::default(),
-            stored: Vec::new(),
-        })
+        (self.any.load(Ordering::Acquire) || self.any_distribution.load(Ordering::Acquire))
+            .then_some(BatchCounters {
+                inner,
+                updates: rustc_hash::FxHashMap::default(),
+                stored: Vec::new(),
+            })
     }
 
     /// msync of the state file.
@@ -408,6 +454,13 @@ impl BatchCounters<'_> {
                 .push(Sample::new(sample.series, sample.ts, stored));
             stored
         }))
+    }
+
+    /// True when `series` is a distribution: its samples go into histograms
+    /// (`WriterPool::write_distributions`), not through [`BatchCounters::apply`].
+    #[inline]
+    pub(crate) fn is_distribution(&self, series: SeriesId) -> bool {
+        self.inner.kinds.get(series.index()) == Some(&SeriesKind::Distribution)
     }
 
     /// True when the batch holds a counter sample (one stored, or a counter's first, which

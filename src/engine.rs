@@ -507,6 +507,9 @@ impl Engine {
         let mut counter_step = self.shared.counter_table.for_batch(&self.shared.registry);
         // The earliest time handed to the writers, for the write log.
         let mut earliest: Option<Timestamp> = None;
+        // Samples of distribution series, with their positions: their histograms' pages are
+        // reserved below before they are counted.
+        let mut distributions: Vec<(usize, Sample)> = Vec::new();
         for (position, sample) in samples.iter().enumerate() {
             match bounds.limits.check(sample) {
                 // An id resolved before its series was deleted.
@@ -519,6 +522,10 @@ impl Engine {
                 Ok(()) => {
                     let mut stored = *sample;
                     if let Some(counters) = &mut counter_step {
+                        if counters.is_distribution(sample.series) {
+                            distributions.push((position, *sample));
+                            continue;
+                        }
                         match counters.apply(sample) {
                             Ok(Some(value)) => stored.value = value,
                             // A counter's first sample: its baseline, nothing to store.
@@ -550,6 +557,10 @@ impl Engine {
             let undo = self.counter_undo(counters.stored(), &bounds.windows);
             counters.begin(undo)?;
         }
+        let distributions = self.reserve_histograms(&distributions, &bounds.windows, &mut report);
+        if let Some(first) = distributions.iter().map(|s| s.ts).min() {
+            earliest = Some(earliest.map_or(first, |e| e.min(first)));
+        }
         let tally = &self.shared.tally;
         tally.accepted.fetch_add(report.accepted, Ordering::Relaxed);
         for (counter, count) in tally.rejected.iter().zip(report.rejected) {
@@ -557,7 +568,19 @@ impl Engine {
                 counter.fetch_add(count, Ordering::Relaxed);
             }
         }
-        let ran = self.writers.run(parts, &bounds.windows, bounds.raw_window);
+        let ran = self
+            .writers
+            .run(parts, &bounds.windows, bounds.raw_window)
+            .map(|mut raw| {
+                if !distributions.is_empty() {
+                    raw.add(&self.writers.write_distributions(
+                        &distributions,
+                        &bounds.windows,
+                        bounds.raw_window,
+                    ));
+                }
+                raw
+            });
         if let Some(earliest) = earliest {
             // Noted once stored (or once a writer failed, whatever it stored): a read begun
             // after this sees the batch.
@@ -575,6 +598,42 @@ impl Engine {
             counters.commit();
         }
         Ok(report)
+    }
+
+    /// Reserves the histogram pages the distribution samples `distributions` store into,
+    /// in every tier whose window holds them; returns the samples whose pages all have
+    /// their space, counted accepted, and refuses the others whole as `storage_unavailable`
+    /// (a full disk), as the batch does for record pages.
+    fn reserve_histograms(
+        &self,
+        distributions: &[(usize, Sample)],
+        windows: &[Timestamp],
+        report: &mut BatchReport,
+    ) -> Vec<Sample> {
+        let shared = &self.shared;
+        let slots = shared.storage.slots();
+        let mut ready = Vec::with_capacity(distributions.len());
+        'samples: for &(position, sample) in distributions {
+            let (chunk, slot) = (sample.series.0 / slots, sample.series.0 % slots);
+            for (tier, spec) in shared.config.tiers.iter().enumerate() {
+                if sample.ts < windows[tier] {
+                    continue;
+                }
+                let p = crate::time::place(tier, spec, sample.ts);
+                // The writers skip a file that is not there (its period was dropped).
+                let Some(file) = shared.storage.writable_file(tier, p.period_start, chunk) else {
+                    continue;
+                };
+                if let Err(e) = file.reserve_histograms(p.bucket, slot, 1) {
+                    tracing::error!(error = %e, "cannot reserve disk for a histogram's page; refusing the sample");
+                    report.reject(position, RejectReason::StorageUnavailable);
+                    continue 'samples;
+                }
+            }
+            report.accepted += 1;
+            ready.push(sample);
+        }
+        ready
     }
 
     /// The bucket cells `samples` (counter samples about to be stored) change, each as it is

@@ -65,6 +65,7 @@ mod counter;
 mod engine;
 mod error;
 mod fault;
+pub mod histogram;
 pub mod ingest;
 #[cfg(feature = "plot")]
 mod plot;
@@ -92,6 +93,10 @@ pub use read::aggregate::{
     AggregatePlan, AggregateQuery, AggregateResult, Aggregation, Group, PartialAggregate,
 };
 pub use read::budget::ReadBudget;
+pub use read::distribution::{
+    DistributionGroup, DistributionPoint, DistributionQuery, DistributionResult,
+    DistributionTarget, HistogramShown, SeriesDistribution, Shown,
+};
 pub use read::query::{Display, Query, QueryResult};
 pub use read::reader::Reader;
 pub use read::tier_choice::TierChoice;

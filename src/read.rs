@@ -16,6 +16,7 @@
 
 pub(crate) mod aggregate;
 pub(crate) mod budget;
+pub(crate) mod distribution;
 pub(crate) mod query;
 pub(crate) mod reader;
 pub(crate) mod tier_choice;

@@ -24,6 +24,7 @@ pub(crate) mod counter_state;
 pub(crate) mod create;
 pub(crate) mod disk;
 pub(crate) mod format;
+pub(crate) mod histogram_cell;
 pub(crate) mod lock;
 pub(crate) mod mapped_cell;
 mod mmap;
@@ -419,11 +420,13 @@ impl Storage {
 
     /// The hot files of `tier` whose period ended at or before `ended_by` and that had no
     /// write since the previous call looked at them: the ones to compact; and how many such
-    /// closed files were written since (to look at again soon).
+    /// closed files were written since (to look at again soon). Files of chunks for which
+    /// `keep_hot` is true are neither: they stay hot.
     pub(crate) fn quiet_closed_files(
         &self,
         tier: usize,
         ended_by: Timestamp,
+        keep_hot: &dyn Fn(u32) -> bool,
     ) -> (Vec<Arc<PeriodFile>>, usize) {
         let store = &self.tiers[tier];
         let period = store.spec.period.secs() as i64;
@@ -432,6 +435,7 @@ impl Storage {
             .iter()
             .take_while(|((start, _), _)| start.saturating_add(period) <= ended_by)
             .filter_map(|(_, stored)| stored.hot())
+            .filter(|file| !keep_hot(file.meta().chunk))
             .partition(|file| file.quiet_since_last_look());
         (quiet.into_iter().cloned().collect(), written.len())
     }

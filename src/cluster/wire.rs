@@ -271,7 +271,10 @@ pub enum WireError {
 
 fn kind_code(kind: Option<SeriesKind>) -> u8 {
     match kind {
-        None => 0,
+        // The cluster's apply does not carry histograms through its undo chain yet, so a
+        // distribution is sent undeclared: the partition stores its samples as a gauge's
+        // (count, total, min and max), exactly once, as every build before did.
+        None | Some(SeriesKind::Distribution) => 0,
         Some(SeriesKind::Gauge) => 1,
         Some(SeriesKind::Counter) => 2,
         Some(SeriesKind::DeltaCounter) => 3,

@@ -306,10 +306,20 @@ impl Shared {
         let mut synced = false;
         let (mut compacted, mut unsettled) = (0, 0);
         let mut first_error = None;
+        // Compacted files do not carry histograms yet: the chunks holding a distribution
+        // series stay hot, and are dropped whole when they leave the window.
+        let slots = self.storage.slots();
+        let kept: std::collections::BTreeSet<u32> = self
+            .counter_table
+            .distributions(&self.registry)
+            .into_iter()
+            .map(|id| id / slots)
+            .collect();
+        let keep_hot = |chunk: u32| kept.contains(&chunk);
         for tier in 0..self.config.tiers.len() {
-            let (quiet, written) = self
-                .storage
-                .quiet_closed_files(tier, now.saturating_sub(COMPACT_GRACE));
+            let (quiet, written) =
+                self.storage
+                    .quiet_closed_files(tier, now.saturating_sub(COMPACT_GRACE), &keep_hot);
             unsettled += written;
             for (at, file) in quiet.iter().enumerate() {
                 if started.elapsed() >= COMPACT_BUDGET || self.stopping() {

@@ -184,6 +184,29 @@ impl WriterPool {
         raw
     }
 
+    /// Writes samples of distribution series in this thread, holding each sample's writer's
+    /// state in turn (so each cell keeps one writer); returns what the raw tier did with
+    /// them. StatsD timers and histograms come at a pace a caller's thread keeps up with.
+    pub(crate) fn write_distributions(
+        &self,
+        samples: &[Sample],
+        windows: &[Timestamp],
+        raw_window: Timestamp,
+    ) -> RawCounts {
+        let n = self.writers.len();
+        let mut parts: Vec<Vec<Sample>> = vec![Vec::new(); n];
+        for sample in samples {
+            parts[writer_of(sample.series, n)].push(*sample);
+        }
+        let mut raw = RawCounts::default();
+        for (writer, part) in self.writers.iter().zip(&parts) {
+            if !part.is_empty() {
+                raw.add(&hold(writer).write_distributions(part, windows, raw_window));
+            }
+        }
+        raw
+    }
+
     /// Keeps a batch's emptied buffers for the next batch, when every writer's came back.
     fn give_back(&self, buffers: Vec<Vec<Sample>>) {
         if buffers.iter().all(Vec::is_empty) && buffers.len() == self.queues.len() {
@@ -364,7 +387,19 @@ impl Writer {
         windows: &[Timestamp],
         raw_window: Timestamp,
     ) -> RawCounts {
-        self.apply(samples, windows);
+        self.apply::<false>(samples, windows);
+        self.store_raw(samples, raw_window)
+    }
+
+    /// [`Writer::write`] for samples of distribution series: each goes into its buckets'
+    /// records and histograms.
+    fn write_distributions(
+        &mut self,
+        samples: &[Sample],
+        windows: &[Timestamp],
+        raw_window: Timestamp,
+    ) -> RawCounts {
+        self.apply::<true>(samples, windows);
         self.store_raw(samples, raw_window)
     }
 
@@ -381,18 +416,18 @@ impl Writer {
     /// Folds every sample into every tier whose window holds it, then marks the files it
     /// wrote dirty for the next flush (after the stores, so a flush that clears the mark
     /// either sees them or leaves the mark set for the next one).
-    fn apply(&mut self, samples: &[Sample], windows: &[Timestamp]) {
+    fn apply<const DISTRIBUTION: bool>(&mut self, samples: &[Sample], windows: &[Timestamp]) {
         self.evict_expired(windows);
         self.evict_retired();
         let mut rest = samples;
         if let Some(victim) = self.fault {
             if let Some(at) = samples.iter().position(|s| s.series.0 == victim) {
-                self.store(&samples[..at], windows);
-                self.die_updating(&samples[at], windows);
+                self.store::<DISTRIBUTION>(&samples[..at], windows);
+                self.die_updating::<DISTRIBUTION>(&samples[at], windows);
                 rest = &samples[at..];
             }
         }
-        self.store(rest, windows);
+        self.store::<DISTRIBUTION>(rest, windows);
         // Release: the batch's last cell is finished for a reader that sees the slot empty.
         self.published.clear();
         for cache in &mut self.tiers {
@@ -408,7 +443,7 @@ impl Writer {
     /// The fault hook: kills the process halfway through `sample`'s update of the first tier
     /// whose window holds it (returns when none does).
     #[cold]
-    fn die_updating(&mut self, sample: &Sample, windows: &[Timestamp]) {
+    fn die_updating<const DISTRIBUTION: bool>(&mut self, sample: &Sample, windows: &[Timestamp]) {
         self.locate(sample.ts, windows);
         let chunk = (sample.series.0 >> self.slot_bits) as usize;
         let slot = sample.series.0 & ((1u32 << self.slot_bits) - 1);
@@ -418,14 +453,17 @@ impl Writer {
             };
             let cached = &mut self.tiers[tier].periods[period];
             if let Some(file) = fetch(&self.shared, tier, cached.start, chunk, &mut cached.files) {
+                if DISTRIBUTION {
+                    file.add_distribution_and_die(bucket, slot, sample.value, &self.published);
+                }
                 file.add_and_die(bucket, slot, sample.value, self.published.publisher());
             }
         }
     }
 
     /// The hot loop of [`Writer::apply`]: folds each sample into every tier whose window
-    /// holds it.
-    fn store(&mut self, samples: &[Sample], windows: &[Timestamp]) {
+    /// holds it; with `DISTRIBUTION`, into the buckets' histograms too.
+    fn store<const DISTRIBUTION: bool>(&mut self, samples: &[Sample], windows: &[Timestamp]) {
         let mut last_ts = None;
         let slot_mask = (1u32 << self.slot_bits) - 1;
         // A local handle: the hot loop publishes through a pointer held in a register instead
@@ -458,7 +496,11 @@ impl Writer {
                         None => continue,
                     },
                 };
-                file.add(bucket, slot, sample.value, publisher);
+                if DISTRIBUTION {
+                    file.add_distribution(bucket, slot, sample.value, &published);
+                } else {
+                    file.add(bucket, slot, sample.value, publisher);
+                }
             }
         }
     }

@@ -192,6 +192,38 @@ impl<'a> Reader<'a> {
         query::read_buckets(self, id, tier, from, to, step)
     }
 
+    /// The points of distribution series `id` in tier `tier`: per `step`-aligned interval
+    /// whose start lies in `[from, to)`, the merged bucket and histogram, from which
+    /// quantiles are taken ([`crate::read::distribution::DistributionPoint::quantile`]).
+    ///
+    /// # Errors
+    /// As [`Reader::read_buckets`], and a compacted file that cannot be read.
+    pub fn distribution(
+        &self,
+        id: SeriesId,
+        tier: usize,
+        from: Timestamp,
+        to: Timestamp,
+        step: Span,
+    ) -> Result<Vec<super::distribution::DistributionPoint>> {
+        super::distribution::read(self, id, tier, from, to, step)
+    }
+
+    /// Answers a distribution read: quantiles (or histograms) per point, of one series or of
+    /// the series a selector picks merged per group, within `budget`.
+    ///
+    /// # Errors
+    /// [`crate::Error::UnknownSeries`] for a single series not registered,
+    /// [`crate::Error::UnknownTier`], [`crate::Error::InvalidQuery`] as for
+    /// [`Reader::aggregate`], and a read over `budget`.
+    pub fn distribution_query(
+        &self,
+        query: &super::distribution::DistributionQuery,
+        budget: &ReadBudget,
+    ) -> Result<super::distribution::DistributionResult> {
+        super::distribution::answer(self, query, budget)
+    }
+
     /// [`Reader::read_buckets`] without the timestamps, seeing the tier from `window` on
     /// (the first second its window holds at the clock of whoever chose the read; nothing
     /// older is read): the first point's start and the merged buckets, one per step.

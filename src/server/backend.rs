@@ -24,6 +24,7 @@ use crate::error::Result;
 use crate::promql;
 use crate::read::aggregate::{AggregateQuery, AggregateResult};
 use crate::read::budget::ReadBudget;
+use crate::read::distribution::{DistributionQuery, DistributionResult};
 use crate::read::query::{Query, QueryResult};
 use crate::registry::Selector;
 use crate::render::cache::{CachedSource, RenderCache};
@@ -67,6 +68,25 @@ pub trait Backend: Send + Sync {
         budget: Arc<ReadBudget>,
         read: ReadOptions,
     ) -> Answer<'_, AggregateResult>;
+
+    /// `/api/v1/query` and `/api/v1/aggregate` with a quantile or `hist` display: reads of
+    /// distribution series within `budget`. A cluster keeps no histograms yet (its
+    /// partitions store timers as gauges), so it refuses the read and says why.
+    fn distribution(
+        &self,
+        query: DistributionQuery,
+        budget: Arc<ReadBudget>,
+        read: ReadOptions,
+    ) -> Answer<'_, DistributionResult> {
+        let _ = (query, budget, read);
+        Box::pin(async {
+            Err(ApiError::BadRequest(
+                "quantile and hist displays read distributions, which a cluster does not keep \
+                 yet: its timers are stored as gauges (count, total, min and max)"
+                    .to_string(),
+            ))
+        })
+    }
 
     /// `/api/v1/series`: the names `selector` selects.
     fn series(&self, selector: Selector, read: ReadOptions) -> Answer<'_, Vec<String>>;
@@ -191,6 +211,26 @@ impl Backend for LocalBackend {
         Box::pin(blocking(move || {
             engine.reader().aggregate_within(&query, &budget)
         }))
+    }
+
+    fn distribution(
+        &self,
+        query: DistributionQuery,
+        budget: Arc<ReadBudget>,
+        _: ReadOptions,
+    ) -> Answer<'_, DistributionResult> {
+        let engine = Arc::clone(&self.engine);
+        Box::pin(async move {
+            let answer =
+                blocking(
+                    move || match engine.reader().distribution_query(&query, &budget) {
+                        Err(Error::UnknownSeries(key)) => Ok(Err(unknown_series(&engine, key))),
+                        other => other.map(Ok),
+                    },
+                )
+                .await?;
+            answer.map_err(ApiError::NotFound)
+        })
     }
 
     fn series(&self, selector: Selector, _: ReadOptions) -> Answer<'_, Vec<String>> {

@@ -33,6 +33,7 @@ use crate::ingest::report::IngestReport;
 use crate::ingest::time_unit;
 use crate::read::aggregate::{AggregateQuery, Aggregation};
 use crate::read::budget::ReadBudget;
+use crate::read::distribution::{DistributionQuery, DistributionTarget, Shown};
 use crate::read::query::{Display, Query};
 use crate::read::tier_choice::TierChoice;
 use crate::registry::{Selector, SeriesKey, TagFilter};
@@ -637,10 +638,12 @@ fn read_params(state: &State, params: &Params) -> Result<ReadParams, ApiError> {
     let tier = TierChoice::parse(state.tiers(), params.get("tier").unwrap_or("auto"))
         .map_err(|e| ApiError::BadRequest(format!("tier: {e}")))?;
     let display = match params.get("display") {
-        Some(display) => display
+        // A quantile or `hist` display is a distribution read's, which its handler takes
+        // first (`distribution_display`); its bucket display is then unused.
+        Some(display) if !Shown::is_distribution_display(display) => display
             .parse::<Display>()
             .map_err(|e| ApiError::BadRequest(format!("display: {e}")))?,
-        None => Display::Avg,
+        _ => Display::Avg,
     };
     let step = params
         .get("step")
@@ -669,6 +672,10 @@ async fn query(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let params = Params::query(raw.as_deref());
+    if let Some(shown) = distribution_display(&params)? {
+        let target = DistributionTarget::Series(series_param(&params)?);
+        return distribution(&state, &params, target, shown, false).await;
+    }
     let read = read_params(&state, &params)?;
     let query = Query {
         series: series_param(&params)?,
@@ -705,6 +712,14 @@ async fn aggregate(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let params = Params::query(raw.as_deref());
+    if let Some(shown) = distribution_display(&params)? {
+        let whole_range = params.either("range", "points", "whole")?;
+        let target = DistributionTarget::Select {
+            selector: selector_param(&params)?,
+            group_by: group_by_param(&params),
+        };
+        return distribution(&state, &params, target, shown, whole_range).await;
+    }
     let read = read_params(&state, &params)?;
     let aggregation = params
         .get("agg")
@@ -714,12 +729,7 @@ async fn aggregate(
     let whole_range = params.either("range", "points", "whole")?;
     let query = AggregateQuery {
         selector: selector_param(&params)?,
-        group_by: params
-            .all("group_by")
-            .flat_map(|v| v.split(','))
-            .filter(|k| !k.is_empty())
-            .map(str::to_owned)
-            .collect(),
+        group_by: group_by_param(&params),
         aggregation,
         display: read.display,
         tier: read.tier,
@@ -737,6 +747,62 @@ async fn aggregate(
         .await;
     let result = render_api::over_budget(&state, &budget, result)?;
     Ok(report.json(result))
+}
+
+/// The `group_by` tags: comma-separated or repeated.
+fn group_by_param(params: &Params) -> Vec<String> {
+    params
+        .all("group_by")
+        .flat_map(|v| v.split(','))
+        .filter(|k| !k.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A `display` that reads distributions: `pNN` (a quantile) or `hist`; `None` for the
+/// bucket displays.
+fn distribution_display(params: &Params) -> Result<Option<Shown>, ApiError> {
+    match params.get("display") {
+        Some(text) if Shown::is_distribution_display(text) => text
+            .parse()
+            .map(Some)
+            .map_err(|e| ApiError::BadRequest(format!("display: {e}"))),
+        _ => Ok(None),
+    }
+}
+
+/// A quantile or `hist` read of `target` (see [`Backend::distribution`]): the query and
+/// aggregate APIs' shared half. An aggregate needs no `agg`: histograms merge.
+async fn distribution(
+    state: &Arc<State>,
+    params: &Params,
+    target: DistributionTarget,
+    shown: Shown,
+    whole_range: bool,
+) -> Result<Response, ApiError> {
+    let read_params = read_params(state, params)?;
+    let query = DistributionQuery {
+        target,
+        shown,
+        tier: read_params.tier,
+        from: read_params.from,
+        to: read_params.to,
+        step: read_params.step,
+        max_points: read_params.max_points,
+        whole_range,
+    };
+    let budget = Arc::new(ReadBudget::new(state.limits.max_read_values));
+    let options = params.read_options(state)?;
+    let report = options.report.clone();
+    let result = (state.backend)
+        .distribution(query, Arc::clone(&budget), options)
+        .await;
+    let result = render_api::over_budget(state, &budget, result)?;
+    // A single series answers as a bucket display's query does: its points beside it.
+    Ok(match result.into_series() {
+        Ok(series) => report.json(series),
+        Err(result) => report.json(result),
+    })
 }
 
 /// `GET /api/v1/series`: the names `match` and `tag` select, matched by a parallel registry

@@ -15,13 +15,16 @@
 //!   updates (`+3`, `-2`) move the last value, which is kept across intervals (from 0 for a
 //!   gauge not seen before), and forgotten once untouched for [`GAUGE_MEMORY`].
 //! - Sets: the number of distinct members seen in the interval.
-//! - Timers and histograms: every value is a sample at the second it arrived, so the
-//!   buckets' count, total, min and max are the timer's.
+//! - Timers and histograms: every value is a sample at the second it arrived, of a
+//!   distribution series ([`SeriesKind::Distribution`]): the buckets keep the timer's count,
+//!   total, min and max, and a histogram of its values, so its percentiles are answered at
+//!   every tier.
 //!
 //! Each series' kind is declared when written, whatever `[counters]` rules say: a counter's
 //! is [`SeriesKind::DeltaCounter`], so its counts (increases already) are stored as they
-//! come and it reads as a counter (`rate()`, `increase()` and `per_sec` exact); every other
-//! series is a gauge. A series an earlier build fixed as a gauge stays one.
+//! come and it reads as a counter (`rate()`, `increase()` and `per_sec` exact); a timer's is
+//! a distribution; every other series is a gauge. A series an earlier build fixed as a gauge
+//! stays one.
 //!
 //! Bounds: at most [`MAX_SERIES`] counters, gauges and sets held at once (a line of a new
 //! one past it is refused as `statsd_series_limit`), and [`MAX_SET_MEMBERS`] members of all
@@ -172,7 +175,7 @@ async fn datagram(bytes: &[u8], now: Timestamp, aggregator: &mut Aggregator, sin
                 if let StatsdValue::Number(v) = value {
                     let full = sink.push_declared(
                         &parsed.series,
-                        Some(SeriesKind::Gauge),
+                        Some(SeriesKind::Distribution),
                         now,
                         *v,
                         number,

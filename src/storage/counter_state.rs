@@ -50,6 +50,9 @@ const HAS_LAST: u64 = 4;
 /// Flag bits of a record, beside [`DECLARED_COUNTER`]: the counter's writes are increases
 /// already ([`crate::counter::SeriesKind::DeltaCounter`]).
 pub(crate) const DECLARED_DELTA: u64 = 8;
+/// Flag bits of a record: the series is a distribution (a StatsD timer, a histogram): its
+/// buckets keep a histogram beside count, total, min and max. Only a write declares it.
+pub(crate) const DECLARED_DISTRIBUTION: u64 = 1 << 8;
 /// Where the recorded kind by rule sits in the flags (see [`RULED_GAUGE`]).
 pub(crate) const RULED_MASK: u64 = 0b111 << 4;
 /// Recorded kind by rule: the rules in force when the series was created made it a gauge.

@@ -21,6 +21,12 @@
 //!   BUCKET_BLOCK consecutive buckets per series slot. Record i of (bucket, slot) is
 //!   (bucket / BLOCK) * slots * BLOCK + slot * BLOCK + bucket % BLOCK, 32 bytes each:
 //!   count u64 (top bit: update in flight), total f64, min f64, max f64.
+//! histograms (from the first page boundary at or after the records' end, to the end of the
+//!   file): one cell per record, in the records' order, histogram_cell_len() bytes each
+//!   (256 below an hour's resolution, 1024 from an hour up): u16 length, then that many
+//!   bytes of crate::histogram's encoding; all zero for a bucket without one. Sparse: only
+//!   distribution series write there. A file shorter than that (one an older build made) is
+//!   extended by a writable open; an older build reads the records and ignores the rest.
 //! ```
 //! The blocked layout keeps both sides local: a one-series read of a day walks 90 runs of 512
 //! contiguous bytes, while the writes of one instant across all series stay within one block.
@@ -112,6 +118,32 @@ impl PeriodMeta {
     /// Whole file length.
     pub fn file_len(&self) -> u64 {
         (HEADER_LEN + self.cells() * RECORD_SIZE) as u64
+    }
+
+    /// Bytes of one histogram cell: 256 for tiers finer than an hour (a minute's samples
+    /// populate few buckets), 1024 from an hour up (few buckets per period, each of many
+    /// samples). Both multiples of the record size, so the area maps as records do.
+    pub(crate) fn histogram_cell_len(&self) -> usize {
+        if self.resolution.secs() < 3600 {
+            256
+        } else {
+            1024
+        }
+    }
+
+    /// Where the histogram area starts: the first page boundary at or after the records.
+    pub(crate) fn histogram_offset(&self) -> u64 {
+        self.file_len().next_multiple_of(PAGE_LEN as u64)
+    }
+
+    /// Pages of the histogram area.
+    pub(crate) fn histogram_pages(&self) -> usize {
+        (self.cells() * self.histogram_cell_len()).div_ceil(PAGE_LEN)
+    }
+
+    /// Whole file length with the histogram area.
+    pub(crate) fn file_len_with_histograms(&self) -> u64 {
+        self.histogram_offset() + (self.histogram_pages() * PAGE_LEN) as u64
     }
 
     /// The header bytes for this file.

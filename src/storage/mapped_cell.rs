@@ -75,6 +75,21 @@ impl BucketCell {
     /// from its value before the interrupted update, as the repair at an unclean open does.
     #[inline]
     pub(super) fn add(&self, value: f64, writer: Publisher<'_>, name: Publication) {
+        self.add_with(value, writer, name, || {});
+    }
+
+    /// [`BucketCell::add`], running `between` while the update-in-flight bit is set, before
+    /// the fields are stored: a distribution cell stores its histogram there, so a reader
+    /// that sees the new count sees the new histogram, and the repair after a crash finds the
+    /// bit set whenever the histogram may be half stored.
+    #[inline]
+    pub(super) fn add_with(
+        &self,
+        value: f64,
+        writer: Publisher<'_>,
+        name: Publication,
+        between: impl FnOnce(),
+    ) {
         // Release: a reader that sees this publication (or a later one) also sees the
         // writer's previous cell finished. The BUSY store below is Release so that a reader
         // that sees BUSY also sees this publication; program order alone puts it in the page
@@ -84,6 +99,7 @@ impl BucketCell {
         self.count.store(count | BUSY, Ordering::Release);
         // Orders the BUSY store before the field stores for any reader that sees a new field.
         fence(Ordering::Release);
+        between();
         let mut bucket = Bucket {
             count,
             total: f64::from_bits(self.total.load(Ordering::Relaxed)),
@@ -102,9 +118,24 @@ impl BucketCell {
     /// with SIGKILL, as `kill -9` would, leaving the cell torn for the next open to repair.
     #[cold]
     pub(super) fn add_and_die(&self, value: f64, writer: Publisher<'_>, name: Publication) -> ! {
+        self.add_with_and_die(value, writer, name, || {})
+    }
+
+    /// [`BucketCell::add_and_die`], running `between` once the update-in-flight bit is set
+    /// (as [`BucketCell::add_with`] does), before the kill.
+    #[cold]
+    pub(super) fn add_with_and_die(
+        &self,
+        value: f64,
+        writer: Publisher<'_>,
+        name: Publication,
+        between: impl FnOnce(),
+    ) -> ! {
         writer.publish(name);
         let count = self.count.load(Ordering::Relaxed) & !BUSY;
         self.count.store(count | BUSY, Ordering::Release);
+        fence(Ordering::Release);
+        between();
         let total = f64::from_bits(self.total.load(Ordering::Relaxed)) + value;
         self.total.store(total.to_bits(), Ordering::Relaxed);
         crate::fault::kill_self()
@@ -117,6 +148,15 @@ impl BucketCell {
     /// read-only mapping.
     #[inline(always)]
     fn read(&self) -> Option<Bucket> {
+        self.read_with(|| {})
+    }
+
+    /// [`BucketCell::read`], running `between` after the first load of `count` and before the
+    /// second: what it reads of memory the writer stores between the same two (a
+    /// distribution cell's histogram, see [`BucketCell::add_with`]) belongs to the snapshot
+    /// when this returns `Some`.
+    #[inline(always)]
+    pub(super) fn read_with(&self, between: impl FnOnce()) -> Option<Bucket> {
         let before = self.count.load(Ordering::Relaxed);
         // With the Relaxed load above, the seqlock reader's load-acquire: the fields read next
         // are at least as new as the update whose final count was read.
@@ -127,6 +167,7 @@ impl BucketCell {
         let total = self.total.load(Ordering::Relaxed);
         let min = self.min.load(Ordering::Relaxed);
         let max = self.max.load(Ordering::Relaxed);
+        between();
         fence(Ordering::Acquire);
         (self.count.load(Ordering::Relaxed) == before).then(|| Bucket {
             count: before,

@@ -13,9 +13,10 @@ use std::sync::Arc;
 use super::compact::CompactFile;
 use super::disk;
 use super::format::{cell_index, PeriodMeta, HEADER_LEN, PAGE_LEN, RECORDS_PER_PAGE};
+use super::histogram_cell;
 use super::mapped_cell::{BucketCell, Stuck, Writers};
 use super::mmap::MappedCells;
-use super::writer_state::{Publication, Publisher};
+use super::writer_state::{Publication, Publisher, WriterSlot};
 use crate::bucket::Bucket;
 use crate::error::Error;
 use crate::error::Result;
@@ -52,6 +53,12 @@ pub(crate) struct PeriodFile {
     /// At open, the pages the filesystem reports as data are set (so a restart prefaults the
     /// blocks being written as before); reserving a page that has its space again is a no-op.
     reserved: Box<[AtomicU64]>,
+    /// The histogram area (see [`super::format`]), one cell per record; `None` in a file an
+    /// older build made, opened read-only (a writable open extends the file first).
+    histograms: Option<MappedCells>,
+    /// One bit per page of the histogram area, as `reserved` for the records: only
+    /// distribution series' pages get disk.
+    histograms_reserved: Box<[AtomicU64]>,
 }
 
 /// A period file mapped writable: the one way to store into cells (`add`, and `repair` at
@@ -167,10 +174,15 @@ impl PeriodFile {
             .map_err(|e| Error::io(temp, e))?;
         // The header's page answers whether the filesystem can reserve pages later.
         if disk::reserve_range(&file, temp, 0, HEADER_LEN as u64)? && !disk::is_tmpfs(&file) {
-            file.set_len(meta.file_len())
+            file.set_len(meta.file_len_with_histograms())
                 .map_err(|e| Error::io(temp, e))?;
         } else {
+            // The histogram area stays a hole even here: its pages are written with zeros
+            // before their first store instead (`reserve_histograms`), since only
+            // distribution series use it.
             disk::reserve_space(&mut file, temp, meta.file_len())?;
+            file.set_len(meta.file_len_with_histograms())
+                .map_err(|e| Error::io(temp, e))?;
         }
         if let Some(source) = source {
             Self::write_cells(&file, temp, meta, source)?;
@@ -290,6 +302,10 @@ impl PeriodFile {
         if writable {
             note_written_pages(&file, &reserved, meta.pages());
         }
+        let histograms = Self::map_histograms(&file, path, &meta, writable)?;
+        let histograms_reserved: Box<[AtomicU64]> = (0..meta.histogram_pages().div_ceil(64))
+            .map(|_| AtomicU64::new(0))
+            .collect();
         Ok(PeriodFile {
             path: path.to_path_buf(),
             meta,
@@ -302,7 +318,30 @@ impl PeriodFile {
             stale_logged: AtomicBool::new(false),
             name,
             reserved,
+            histograms,
+            histograms_reserved,
         })
+    }
+
+    /// Maps the histogram area; a writable open first extends a file an older build made
+    /// (the area is a hole until written, so this costs no disk). `None` for such a file
+    /// opened read-only: it holds no histogram.
+    fn map_histograms(
+        file: &File,
+        path: &Path,
+        meta: &PeriodMeta,
+        writable: bool,
+    ) -> Result<Option<MappedCells>> {
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        let want = meta.file_len_with_histograms();
+        if len < want {
+            if !writable {
+                return Ok(None);
+            }
+            file.set_len(want).map_err(|e| Error::io(path, e))?;
+        }
+        let cells = meta.cells() * meta.histogram_cell_len() / super::format::RECORD_SIZE;
+        MappedCells::map(file, path, meta.histogram_offset(), cells, writable).map(Some)
     }
 
     /// Opens a file taking its header's word for the layout (only the header's own checks
@@ -373,6 +412,66 @@ impl PeriodFile {
             }
             if let Some(bucket) = self.load_waiting(bucket, slot) {
                 return bucket;
+            }
+        }
+    }
+
+    /// The words of the histogram cell at record `index`; `None` when the file has no
+    /// histogram area.
+    #[inline]
+    fn histogram_cell(&self, index: usize) -> Option<&[AtomicU64]> {
+        let words = self.meta.histogram_cell_len() / 8;
+        self.histograms
+            .as_ref()
+            .map(|area| &area.words()[index * words..(index + 1) * words])
+    }
+
+    /// The bucket `bucket` of series slot `slot` with its histogram, read as one snapshot:
+    /// `f` gets the bucket and the histogram's encoding, for a caller that adds it straight
+    /// into an [`crate::histogram::Accumulator`]. The encoding is `None` when the bucket
+    /// has none (not a distribution series, or a file without the area), or when the cell is
+    /// damaged (logged): the answer then says the histogram is missing rather than guess.
+    #[inline]
+    pub(crate) fn load_distribution_with<R>(
+        &self,
+        bucket: u32,
+        slot: u32,
+        f: impl FnOnce(Bucket, Option<&[u8]>) -> R,
+    ) -> R {
+        let index = cell_index(bucket, slot, self.meta.slots);
+        let Some(hist) = self.histogram_cell(index) else {
+            return f(self.load(bucket, slot), None);
+        };
+        let mut words = [0u64; histogram_cell::MAX_WORDS];
+        let cell = self.cell(bucket, slot);
+        let mut used = 0;
+        let mut read = || cell.read_with(|| used = histogram_cell::load_used(hist, &mut words));
+        let found = match (0..64).find_map(|_| {
+            let found = read();
+            std::hint::spin_loop();
+            found
+        }) {
+            Some(found) => found,
+            // The rare path: `load` waits out a live writer, or returns at once for a
+            // crash's leftover, whose histogram is then taken as it stands.
+            None => {
+                let waited = self.load(bucket, slot);
+                match read() {
+                    Some(found) => found,
+                    None => {
+                        used = histogram_cell::load_used(hist, &mut words);
+                        waited
+                    }
+                }
+            }
+        };
+        let mut bytes = [0u8; histogram_cell::MAX_WORDS * 8];
+        match histogram_cell::body(&words[..used], &mut bytes) {
+            Ok(body) => f(found, body),
+            Err(e) => {
+                tracing::error!(path = %self.path.display(), bucket, slot, error = %e,
+                    "a histogram cell does not decode; its bucket is read without it");
+                f(found, None)
             }
         }
     }
@@ -681,6 +780,157 @@ impl WritableFile {
         file.reserve(first, last + 1 - first)
     }
 
+    /// Reserves the disk of the histogram cells of slots `first_slot..first_slot + slots` in
+    /// the block holding `bucket`: what a batch does before its writers store a distribution
+    /// sample there (see [`PeriodFile::reserve`]). Where the filesystem cannot reserve
+    /// (`fallocate`), the pages are written with zeros instead, which allocates them.
+    ///
+    /// # Errors
+    /// As [`PeriodFile::reserve`]; [`Error::Io`] when the file has no histogram area.
+    pub(crate) fn reserve_histograms(
+        &self,
+        bucket: u32,
+        first_slot: u32,
+        slots: u32,
+    ) -> Result<()> {
+        let file = &*self.0;
+        if file.histograms.is_none() {
+            return Err(Error::io(
+                &file.path,
+                std::io::Error::other("no histogram area"),
+            ));
+        }
+        let cell = file.meta.histogram_cell_len();
+        let first = cell_index(bucket, first_slot, file.meta.slots) * cell / PAGE_LEN;
+        let last = (cell_index(bucket, first_slot + slots - 1, file.meta.slots) + 1) * cell;
+        let pages: Vec<usize> = (first..last.div_ceil(PAGE_LEN))
+            .filter(|&p| {
+                file.histograms_reserved[p / 64].load(Ordering::Acquire) & (1 << (p % 64)) == 0
+            })
+            .collect();
+        if pages.is_empty() {
+            return Ok(());
+        }
+        let handle = OpenOptions::new()
+            .write(true)
+            .open(&file.path)
+            .map_err(|e| Error::io(&file.path, e))?;
+        for (first, n) in page_runs(pages.into_iter()) {
+            let at = file.meta.histogram_offset() + (first * PAGE_LEN) as u64;
+            let len = (n * PAGE_LEN) as u64;
+            if !disk::reserve_range(&handle, &file.path, at, len)? {
+                handle
+                    .write_all_at(&vec![0u8; len as usize], at)
+                    .map_err(|e| Error::io(&file.path, e))?;
+            }
+            for page in first..first + n {
+                file.histograms_reserved[page / 64].fetch_or(1 << (page % 64), Ordering::AcqRel);
+            }
+        }
+        Ok(())
+    }
+
+    /// Records `value` in the distribution bucket `bucket` of slot `slot`: its record as
+    /// [`WritableFile::add`] does and its histogram, as one update under the record's
+    /// update-in-flight bit, with the histogram as it was held in `writer`'s image first, so
+    /// the repair after a crash mid-update puts it back. Returns false, storing nothing,
+    /// when the histogram cannot hold the value even at the coarsest scale, or the file has
+    /// no histogram area.
+    pub(crate) fn add_distribution(
+        &self,
+        bucket: u32,
+        slot: u32,
+        value: f64,
+        writer: &WriterSlot,
+    ) -> bool {
+        self.distribution_update(bucket, slot, value, writer, false)
+    }
+
+    /// As [`WritableFile::add_distribution`], but the process is killed (SIGKILL) halfway
+    /// through storing the new histogram: the crash tests' fault hook.
+    #[cold]
+    pub(crate) fn add_distribution_and_die(
+        &self,
+        bucket: u32,
+        slot: u32,
+        value: f64,
+        writer: &WriterSlot,
+    ) {
+        self.distribution_update(bucket, slot, value, writer, true);
+    }
+
+    fn distribution_update(
+        &self,
+        bucket: u32,
+        slot: u32,
+        value: f64,
+        writer: &WriterSlot,
+        die: bool,
+    ) -> bool {
+        let file = &*self.0;
+        let index = cell_index(bucket, slot, file.meta.slots);
+        let Some(hist) = file.histogram_cell(index) else {
+            return false;
+        };
+        let mut before = [0u64; histogram_cell::MAX_WORDS];
+        let before = &mut before[..hist.len()];
+        histogram_cell::load(hist, before);
+        let mut histogram = match histogram_cell::decode(before) {
+            Ok(found) => found.unwrap_or_default(),
+            Err(e) => {
+                tracing::error!(path = %file.path.display(), bucket, slot, error = %e,
+                    "a histogram cell does not decode; the sample is not stored");
+                return false;
+            }
+        };
+        histogram.record(value);
+        let mut after = [0u64; histogram_cell::MAX_WORDS];
+        let after = &mut after[..hist.len()];
+        if histogram_cell::encode(&mut histogram, after).is_none() {
+            tracing::error!(path = %file.path.display(), bucket, slot, value,
+                "a histogram cell cannot hold the value even at the coarsest scale; \
+                 the sample is not stored");
+            return false;
+        }
+        let name = file.name(index);
+        writer.hold_image(name, before);
+        let cell = &file.cells.cells()[index];
+        if die {
+            let half = after.len() / 2;
+            cell.add_with_and_die(value, writer.publisher(), name, || {
+                histogram_cell::store(&hist[..half], &after[..half])
+            });
+        }
+        cell.add_with(value, writer.publisher(), name, || {
+            histogram_cell::store(hist, after)
+        });
+        true
+    }
+
+    /// Puts back the histogram image `words` of the cell at record `index`: the repair of
+    /// an update a crash interrupted (its record's bit was set). Only valid before any writer
+    /// starts.
+    pub(crate) fn restore_histogram(&self, index: u32, words: &[u64]) {
+        if let Some(hist) = self.0.histogram_cell(index as usize) {
+            if words.len() == hist.len() {
+                histogram_cell::store(hist, words);
+            }
+        }
+    }
+
+    /// Zeroes the histogram cell of record `index` when any word is set; returns whether one
+    /// was. Only valid before any writer starts.
+    fn clear_histograms(&self, index: usize) -> bool {
+        let Some(hist) = self.0.histogram_cell(index) else {
+            return false;
+        };
+        if hist.iter().all(|w| w.load(Ordering::Relaxed) == 0) {
+            return false;
+        }
+        histogram_cell::store(hist, &vec![0u64; hist.len()]);
+        true
+    }
+
     /// Notes that stores happened. Writers call it after their stores, once per batch.
     pub(crate) fn mark_dirty(&self) {
         self.0.dirty.store(true, Ordering::Release);
@@ -708,13 +958,16 @@ impl WritableFile {
         let cells = self.0.cells.cells();
         let (mut cleared, mut read) = (0, 0);
         // Per block of buckets, the runs of the unknown slots are one contiguous range.
-        for run in cells.chunks_exact(slots * block) {
-            for cell in &run[first_unknown * block..] {
+        for (b, run) in cells.chunks_exact(slots * block).enumerate() {
+            for (i, cell) in run.iter().enumerate().skip(first_unknown * block) {
                 read += 1;
                 if !cell.is_pristine() {
                     cell.clear();
                     cleared += 1;
                 }
+                // A histogram of an unknown slot goes too (its pages are holes but for a
+                // distribution series' id, so reading them costs no disk).
+                self.clear_histograms(b * slots * block + i);
             }
         }
         (cleared, read)
@@ -754,9 +1007,12 @@ impl WritableFile {
                 if cell.repair() {
                     interrupted += 1;
                 }
-                if slot >= first_unknown && !cell.is_pristine() {
-                    cell.clear();
-                    cleared += 1;
+                if slot >= first_unknown {
+                    self.clear_histograms(cell_index(bucket, slot, self.0.meta.slots));
+                    if !cell.is_pristine() {
+                        cell.clear();
+                        cleared += 1;
+                    }
                 }
             }
         }

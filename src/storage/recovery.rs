@@ -95,12 +95,12 @@ impl Storage {
     /// The repair when `writers.state` names the cells that were being written.
     fn repair_published(
         &self,
-        publications: &[super::writer_state::Publication],
+        publications: &[(super::writer_state::Publication, Option<Vec<u64>>)],
         known_series: usize,
     ) -> Result<Recovery> {
         let mut recovery = Recovery::default();
         let mut touched: BTreeSet<(usize, Timestamp, u32)> = BTreeSet::new();
-        for publication in publications {
+        for (publication, image) in publications {
             let Some((tier, start, chunk, index)) = publication.decode() else {
                 continue;
             };
@@ -109,12 +109,16 @@ impl Storage {
                 .then(|| self.writable_file(tier, start, chunk))
                 .flatten();
             // A file gone since (dropped as expired) needs nothing.
-            match file.and_then(|f| f.repair_cell(index)) {
-                Some(true) => {
+            match file.and_then(|f| Some((f.repair_cell(index)?, f))) {
+                Some((true, file)) => {
+                    // A distribution cell's histogram goes back to its image too.
+                    if let Some(image) = image {
+                        file.restore_histogram(index, image);
+                    }
                     recovery.interrupted += 1;
                     touched.insert((tier, start, chunk));
                 }
-                Some(false) => {}
+                Some((false, _)) => {}
                 None => tracing::debug!(
                     tier,
                     start,

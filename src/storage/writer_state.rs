@@ -8,21 +8,28 @@
 //! ```text
 //! header, 4096 bytes (the frame of record_file.rs):
 //!   0..8     magic "TIERDBWS"
-//!   8..12    format version (1)
-//!   12..16   record size (128)
+//!   8..12    format version (2)
+//!   12..16   record size (1152)
 //!   16..20   CRC-32 of bytes 0..16
 //!   20..4096 zero
-//! record 0, the control record, from 4096 (128 bytes):
+//! record 0, the control record, from 4096 (1152 bytes):
 //!   0..8     fingerprint of the tiers layout the publications' tier indexes refer to
 //!   8..16    1 once the fingerprint is written, else 0
-//!   16..128  zero
-//! records 1.., 128 bytes each, one per writer thread of the process that has the directory
+//!   16..1152 zero
+//! records 1.., 1152 bytes each, one per writer thread of the process that has the directory
 //! open:
 //!   0..8     period start << 16 | (tier index + 1); 0 while the writer updates no cell
 //!   8..16    chunk << 32 | index of the cell among the period file's records
-//!   16..128  zero (a record spans two cache lines, so writers publishing side by side share
-//!            none)
+//!   16..24   words of the histogram image below (0: none held)
+//!   24..40   the name (as words 0..16) of the cell whose histogram the image holds
+//!   40..128  zero (the words above span two cache lines, so writers publishing side by
+//!            side share none)
+//!   128..1152 the image: a distribution cell's histogram words as they were before the
+//!            update of that cell, written before the update sets the cell's
+//!            update-in-flight bit, so the repair puts them back (IMAGE_WORDS words at most)
 //! ```
+//! Version 1 (128-byte records without the image) is replaced at open like a file that is
+//! not whole: the repair then scans every period file.
 //! The file grows by [`GROWTH`] records when more writer threads start than it has records.
 
 use std::fs::File;
@@ -39,7 +46,11 @@ use crate::error::Result;
 use crate::time::Timestamp;
 
 /// Bytes per record: two cache lines.
-const RECORD_BYTES: usize = 128;
+const RECORD_BYTES: usize = 1152;
+/// Where a record's histogram image starts, in words.
+const IMAGE_AT: usize = 16;
+/// The largest histogram cell an image holds, in words: the period files' largest cell.
+pub(crate) const IMAGE_WORDS: usize = (RECORD_BYTES / 8) - IMAGE_AT;
 /// 8-byte words per record.
 const WORDS: usize = RECORD_BYTES / 8;
 /// 32-byte mapped cells per record.
@@ -49,7 +60,7 @@ pub(crate) const GROWTH: usize = 32;
 
 const FRAME: Frame = Frame {
     magic: b"TIERDBWS",
-    version: 1,
+    version: 2,
     record_size: RECORD_BYTES as u32,
     what: "writer state file",
 };
@@ -138,6 +149,23 @@ impl WriterSlot {
     }
 
     /// Whether the record names `name` now.
+    /// Keeps `words`, the histogram of the cell named `name` as it is before this writer
+    /// updates it: called before the update sets the cell's update-in-flight bit, so a crash
+    /// after that finds the image for the repair (see the layout above). The image's length
+    /// is stored last, so a crash while it is written leaves the previous image's name.
+    #[inline]
+    pub(super) fn hold_image(&self, name: Publication, words: &[u64]) {
+        debug_assert!(words.len() <= IMAGE_WORDS);
+        let record = &self.map.words()[self.at..self.at + WORDS];
+        record[2].store(0, Ordering::Relaxed);
+        for (slot, &word) in record[IMAGE_AT..].iter().zip(words) {
+            slot.store(word, Ordering::Relaxed);
+        }
+        record[3].store(name.file, Ordering::Relaxed);
+        record[4].store(name.cell, Ordering::Relaxed);
+        record[2].store(words.len() as u64, Ordering::Release);
+    }
+
     pub(super) fn names(&self, name: Publication) -> bool {
         let words = self.words();
         words[0].load(Ordering::Acquire) == name.file
@@ -221,15 +249,33 @@ impl WriterStateFile {
     }
 
     /// The cells the writers of the last process had published and not cleared: at most one
-    /// per writer thread, the one it may have left mid-update.
-    pub fn publications(&self) -> Vec<Publication> {
+    /// per writer thread, the one it may have left mid-update, each with the histogram image
+    /// its writer held for that very cell, if any.
+    pub fn publications(&self) -> Vec<(Publication, Option<Vec<u64>>)> {
         let words = self.map.words();
         (1..self.records)
-            .map(|r| Publication {
-                file: words[r * WORDS].load(Ordering::Relaxed),
-                cell: words[r * WORDS + 1].load(Ordering::Relaxed),
+            .filter_map(|r| {
+                let record = &words[r * WORDS..(r + 1) * WORDS];
+                let name = Publication {
+                    file: record[0].load(Ordering::Relaxed),
+                    cell: record[1].load(Ordering::Relaxed),
+                };
+                if name.file == 0 {
+                    return None;
+                }
+                let len = (record[2].load(Ordering::Acquire) as usize).min(IMAGE_WORDS);
+                let imaged = Publication {
+                    file: record[3].load(Ordering::Relaxed),
+                    cell: record[4].load(Ordering::Relaxed),
+                };
+                let image = (len > 0 && imaged == name).then(|| {
+                    record[IMAGE_AT..IMAGE_AT + len]
+                        .iter()
+                        .map(|w| w.load(Ordering::Relaxed))
+                        .collect()
+                });
+                Some((name, image))
             })
-            .filter(|p| p.file != 0)
             .collect()
     }
 

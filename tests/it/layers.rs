@@ -16,7 +16,10 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     ("errors and the crash tests' hooks", &["error", "fault"]),
     ("time", &["time"]),
-    ("clock and bucket value", &["clock", "bucket"]),
+    (
+        "clock, bucket value and distribution value",
+        &["clock", "bucket", "histogram"],
+    ),
     ("configuration", &["config"]),
     ("storage", &["storage"]),
     ("registry", &["registry"]),

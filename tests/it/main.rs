@@ -20,6 +20,7 @@ mod crash_recovery;
 mod dashboard;
 mod deb;
 mod delete;
+mod distributions;
 mod engine_basics;
 mod full_disk;
 mod graphite_oracle;

@@ -123,7 +123,7 @@ fn statsd_lines_aggregate_per_interval_into_buckets() {
     for (series, kind) in [
         ("page.views", SeriesKind::Counter),
         ("temp", SeriesKind::Gauge),
-        ("req.time", SeriesKind::Gauge),
+        ("req.time", SeriesKind::Distribution),
         ("users", SeriesKind::Gauge),
     ] {
         let id = server.engine.registry().get(series).unwrap();

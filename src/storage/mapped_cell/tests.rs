@@ -271,7 +271,7 @@ fn a_publication_names_the_cell_a_killed_writer_left_busy() {
     begin_update(&cell, &slot);
     cell.total.store(10.0f64.to_bits(), Ordering::Relaxed);
     let state = writers.state().unwrap();
-    assert_eq!(state.publications(), vec![CELL]);
+    assert_eq!(state.publications(), vec![(CELL, None)]);
     assert!(cell.repair(), "the bit was set");
     assert_eq!(cell.count.load(Ordering::Relaxed), 3);
     assert!(!cell.repair(), "repaired once");

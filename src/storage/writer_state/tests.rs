@@ -12,6 +12,7 @@ fn publications_outlive_the_process_until_reset() {
     let a = state.next_slot().unwrap();
     let b = state.next_slot().unwrap();
     let name = Publication::new(Some(2), 1_763_683_200, 7, 123_456);
+    a.hold_image(name, &[7, 8, 9]);
     a.publisher().publish(name);
     b.publisher().publish(Publication::new(Some(0), 0, 0, 0));
     b.clear();
@@ -20,11 +21,25 @@ fn publications_outlive_the_process_until_reset() {
 
     let mut state = WriterStateFile::open(dir.path()).unwrap();
     assert_eq!(state.fingerprint(), Some(42));
-    assert_eq!(state.publications(), vec![name]);
+    assert_eq!(state.publications(), vec![(name, Some(vec![7, 8, 9]))]);
     assert_eq!(name.decode(), Some((2, 1_763_683_200, 7, 123_456)));
     state.reset(43).unwrap();
     assert!(state.publications().is_empty());
     assert_eq!(state.fingerprint(), Some(43));
+}
+
+#[test]
+fn an_image_of_another_cell_is_not_offered() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = WriterStateFile::open(dir.path()).unwrap();
+    state.reset(1).unwrap();
+    let a = state.next_slot().unwrap();
+    a.hold_image(Publication::new(Some(0), 0, 0, 5), &[1, 2]);
+    let later = Publication::new(Some(0), 0, 0, 6);
+    a.publisher().publish(later);
+    drop((a, state));
+    let state = WriterStateFile::open(dir.path()).unwrap();
+    assert_eq!(state.publications(), vec![(later, None)]);
 }
 
 #[test]

@@ -1,0 +1,162 @@
+//! Distributions beside scalars, in the same run (issue #53's figures):
+//! - ingest: 1,000 timers × 60 samples each (one minute at 1 a second, log-normal values),
+//!   through `record_batch` into the default tiers, beside the same samples into 1,000
+//!   gauges: each sample into four tiers, the timers' into four histograms too;
+//! - read: the p99 over 1,000 timers × 24 h at 1m (one merged histogram per minute), beside
+//!   the `sum` aggregate over the same series and buckets as gauges.
+//!
+//! Data for the reads: one sample a series a minute for 24 h (1,440 buckets a series), so
+//! each timer bucket's histogram holds one value and the merge of 1,000 holds 1,000.
+//! `cargo bench --bench distribution`.
+
+#[path = "support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::sync::Arc;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use rand::SeedableRng;
+use rand_distr::{Distribution, LogNormal};
+use tierdb::{
+    AggregateQuery, Aggregation, DistributionQuery, DistributionTarget, Engine, ManualClock,
+    ReadBudget, Sample, Selector, SeriesId, SeriesKind, Shown, TierChoice, TiersConfig,
+};
+
+/// 2025-11-21T12:00:00Z.
+const NOW: i64 = 1_763_726_400;
+const SERIES: u32 = 1_000;
+
+fn engine(dir: &std::path::Path, clock: &Arc<ManualClock>) -> Engine {
+    Engine::builder(dir)
+        .tiers(TiersConfig::default())
+        .clock(clock.clone())
+        .background_maintenance(false)
+        .open()
+        .expect("open")
+}
+
+/// `SERIES` series named `prefix.hNNNN`, declared `kind`.
+fn series(engine: &Engine, prefix: &str, kind: SeriesKind) -> Vec<SeriesId> {
+    (0..SERIES)
+        .map(|i| {
+            let id = engine.series(&format!("{prefix}.h{i:04}")).expect("series");
+            engine.declare_kind(id, kind).expect("declare");
+            id
+        })
+        .collect()
+}
+
+fn values(n: usize, seed: u64) -> Vec<f64> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let latency = LogNormal::new(3.0, 1.05).expect("valid");
+    (0..n).map(|_| latency.sample(&mut rng)).collect()
+}
+
+/// One minute of samples, one a second, for every id.
+fn minute(ids: &[SeriesId], start: i64, values: &[f64]) -> Vec<Sample> {
+    let mut batch = Vec::with_capacity(ids.len() * 60);
+    for s in 0..60 {
+        for (i, &id) in ids.iter().enumerate() {
+            batch.push(Sample::new(
+                id,
+                start + s,
+                values[(s as usize * ids.len() + i) % values.len()],
+            ));
+        }
+    }
+    batch
+}
+
+fn ingest(c: &mut Criterion) {
+    let dir = support::bench_dir();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let engine = engine(dir.path(), &clock);
+    let timers = series(&engine, "req.time", SeriesKind::Distribution);
+    let gauges = series(&engine, "req.gauge", SeriesKind::Gauge);
+    let values = values(60 * SERIES as usize, 1);
+    let mut group = c.benchmark_group("ingest_1000_series_x_60_samples");
+    group.throughput(criterion::Throughput::Elements(60 * u64::from(SERIES)));
+    // Each iteration writes a minute not written before, so a bucket's histogram grows as
+    // a live timer's does; the minutes walk back from NOW inside the 1m tier's window.
+    let mut at = NOW - 60;
+    group.bench_function("gauges", |b| {
+        b.iter_batched(
+            || {
+                at -= 60;
+                minute(&gauges, at, &values)
+            },
+            |batch| engine.record_batch(&batch).unwrap(),
+            BatchSize::LargeInput,
+        )
+    });
+    let mut at = NOW - 60;
+    group.bench_function("timers", |b| {
+        b.iter_batched(
+            || {
+                at -= 60;
+                minute(&timers, at, &values)
+            },
+            |batch| engine.record_batch(&batch).unwrap(),
+            BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+}
+
+fn read(c: &mut Criterion) {
+    let dir = support::bench_dir();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let engine = engine(dir.path(), &clock);
+    let timers = series(&engine, "req.time", SeriesKind::Distribution);
+    let gauges = series(&engine, "req.gauge", SeriesKind::Gauge);
+    let values = values(1 << 16, 2);
+    let from = NOW - NOW % 3600 - 24 * 3600;
+    let to = from + 24 * 3600;
+    for m in 0..24 * 60 {
+        let ts = from + m * 60;
+        let batch: Vec<Sample> = timers
+            .iter()
+            .chain(&gauges)
+            .enumerate()
+            .map(|(i, &id)| Sample::new(id, ts, values[(m as usize * 2000 + i) % values.len()]))
+            .collect();
+        engine.record_batch(&batch).expect("write");
+    }
+    let sum =
+        AggregateQuery::new(Selector::new("req.gauge.*"), Aggregation::Sum, from, to).tier("1m");
+    let p99 = DistributionQuery {
+        target: DistributionTarget::Select {
+            selector: Selector::new("req.time.*"),
+            group_by: Vec::new(),
+        },
+        shown: Shown::Quantile(0.99),
+        tier: TierChoice::parse(engine.config(), "1m").unwrap(),
+        from,
+        to,
+        step: None,
+        max_points: None,
+        whole_range: false,
+    };
+    let budget = ReadBudget::unlimited();
+    let answer = engine.reader().distribution_query(&p99, &budget).unwrap();
+    assert_eq!(answer.groups[0].series, SERIES as usize);
+    assert!(answer.groups[0]
+        .points
+        .as_ref()
+        .unwrap()
+        .iter()
+        .all(|p| p.1.is_some()));
+    let mut group = c.benchmark_group("aggregate_1000_series_24h_at_1m");
+    group.sample_size(10);
+    group.bench_function("sum_of_gauges", |b| {
+        b.iter(|| engine.aggregate(&sum).unwrap())
+    });
+    group.bench_function("p99_of_timers", |b| {
+        b.iter(|| engine.reader().distribution_query(&p99, &budget).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, ingest, read);
+criterion_main!(benches);

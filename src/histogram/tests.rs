@@ -1,0 +1,276 @@
+use proptest::prelude::*;
+use rand::SeedableRng;
+use rand_distr::{Distribution, LogNormal};
+
+use super::*;
+
+/// The nearest-rank quantile of `sorted`: the value of rank `max(1, ceil(q n))`.
+fn exact(sorted: &[f64], q: f64) -> f64 {
+    let n = sorted.len();
+    let rank = ((q * n as f64).ceil() as usize).clamp(1, n);
+    sorted[rank - 1]
+}
+
+/// Seeded latencies spread over three decades (log-normal, sigma such that the middle
+/// 99.9% spans a factor of about 1000).
+fn latencies(seed: u64, n: usize) -> Vec<f64> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let dist = LogNormal::new(3.0, 1.05).expect("valid");
+    (0..n).map(|_| dist.sample(&mut rng)).collect()
+}
+
+#[test]
+fn index_and_bounds_agree() {
+    for scale in MIN_SCALE..=MAX_SCALE {
+        for index in [-2000, -65, -64, -1, 0, 1, 2, 63, 64, 65, 1000] {
+            let upper = upper_bound(index, scale);
+            if upper == 0.0 || upper.is_infinite() {
+                continue;
+            }
+            assert_eq!(
+                bucket_index(upper, scale),
+                index,
+                "upper of {index} at {scale}"
+            );
+            let above = f64::from_bits(upper.to_bits() + 1);
+            assert_eq!(bucket_index(above, scale), index + 1, "just above {index}");
+        }
+    }
+}
+
+#[test]
+fn prometheus_numbering() {
+    // Scale 0: bucket 1 holds (1, 2], bucket 0 holds (0.5, 1].
+    assert_eq!(bucket_index(1.0, 0), 0);
+    assert_eq!(bucket_index(1.5, 0), 1);
+    assert_eq!(bucket_index(2.0, 0), 1);
+    assert_eq!(bucket_index(2.1, 0), 2);
+    // Scale 1: base sqrt(2); 1.2 is in (1, 1.414] = bucket 1.
+    assert_eq!(bucket_index(1.2, 1), 1);
+    assert_eq!(bucket_index(1.5, 1), 2);
+    // Scale -1: base 4; 3 is in (1, 4] = bucket 1.
+    assert_eq!(bucket_index(3.0, -1), 1);
+    assert_eq!(bucket_index(4.0, -1), 1);
+    assert_eq!(bucket_index(5.0, -1), 2);
+    // Subnormals and the largest finite value have buckets.
+    assert!(bucket_index(f64::MIN_POSITIVE / 8.0, 6) < bucket_index(f64::MIN_POSITIVE, 6));
+    assert!(upper_bound(bucket_index(f64::MAX, 6), 6) >= f64::MAX);
+}
+
+#[test]
+fn relative_error_by_scale() {
+    assert!((relative_error(6) - 0.00543).abs() < 1e-4);
+    assert!((relative_error(5) - 0.01089).abs() < 1e-4);
+}
+
+#[test]
+fn quantiles_within_the_stated_error() {
+    let mut values = latencies(7, 100_000);
+    let mut h = Histogram::default();
+    for &v in &values {
+        h.record(v);
+    }
+    values.sort_by(f64::total_cmp);
+    let extremes = Some((values[0], values[values.len() - 1]));
+    for q in [0.0, 0.001, 0.5, 0.9, 0.99, 0.999, 1.0] {
+        let want = exact(&values, q);
+        let got = h.quantile(q, extremes).expect("not empty");
+        let err = (got - want).abs() / want;
+        assert!(
+            err <= relative_error(DEFAULT_SCALE),
+            "q {q}: {got} vs {want}"
+        );
+    }
+    assert_eq!(h.count(), 100_000);
+}
+
+#[test]
+fn merge_is_exact_and_order_free() {
+    let a = latencies(1, 5000);
+    let b = latencies(2, 5000);
+    let mut ha = Histogram::default();
+    let mut hb = Histogram::default();
+    let mut both = Histogram::default();
+    a.iter().for_each(|&v| ha.record(v));
+    b.iter().for_each(|&v| hb.record(v));
+    a.iter().chain(&b).for_each(|&v| both.record(v));
+    let mut ab = ha.clone();
+    ab.merge(&hb);
+    let mut ba = hb.clone();
+    ba.merge(&ha);
+    assert_eq!(ab, both);
+    assert_eq!(ba, both);
+}
+
+#[test]
+fn merge_reduces_the_finer_input() {
+    let values = latencies(3, 2000);
+    let mut fine = Histogram::new(6);
+    let mut coarse = Histogram::new(3);
+    values.iter().for_each(|&v| fine.record(v));
+    values.iter().for_each(|&v| coarse.record(v));
+    let mut merged = coarse.clone();
+    merged.merge(&fine);
+    let mut doubled = Histogram::new(3);
+    values.iter().for_each(|&v| doubled.record_n(v, 2));
+    assert_eq!(merged, doubled);
+    // And the other way round: the coarser input sets the scale.
+    let mut merged = fine.clone();
+    merged.merge(&coarse);
+    assert_eq!(merged, doubled);
+}
+
+#[test]
+fn an_empty_histogram_takes_the_other_as_it_is() {
+    let mut fine = Histogram::new(8);
+    fine.record(3.0);
+    let mut total = Histogram::default();
+    total.merge(&fine);
+    assert_eq!(total, fine);
+}
+
+#[test]
+fn limit_reduces_until_it_fits() {
+    let values = latencies(4, 50_000);
+    let mut h = Histogram::default();
+    values.iter().for_each(|&v| h.record(v));
+    assert!(h.populated() > MAX_POPULATED);
+    let count = h.count();
+    h.limit(MAX_POPULATED);
+    assert!(h.populated() <= MAX_POPULATED);
+    assert!(h.scale() < DEFAULT_SCALE);
+    assert_eq!(h.count(), count);
+}
+
+#[test]
+fn zero_and_negative_values() {
+    let mut h = Histogram::default();
+    for v in [-4.0, -1.0, 0.0, 0.0, 1.0, 4.0] {
+        h.record(v);
+    }
+    assert_eq!(h.zero_count(), 2);
+    assert_eq!(h.count(), 6);
+    assert_eq!(h.quantile(0.5, None), Some(0.0));
+    let low = h.quantile(0.0, None).expect("some");
+    assert!((low + 4.0).abs() / 4.0 <= relative_error(6));
+    let high = h.quantile(1.0, None).expect("some");
+    assert!((high - 4.0).abs() / 4.0 <= relative_error(6));
+    assert_eq!(h.quantile(1.5, None), None);
+    assert_eq!(Histogram::default().quantile(0.5, None), None);
+}
+
+#[test]
+fn a_wider_zero_threshold_takes_the_buckets_inside_it() {
+    let mut h = Histogram::default();
+    h.record(0.001);
+    h.record(10.0);
+    let wide = Histogram::from_parts(6, 0.01, 1, [], []).expect("valid");
+    h.merge(&wide);
+    assert_eq!(h.zero_count(), 2);
+    assert_eq!(h.zero_threshold(), 0.01);
+    assert_eq!(h.count(), 3);
+}
+
+#[test]
+fn encoding_round_trips() {
+    let mut h = Histogram::default();
+    latencies(5, 300).iter().for_each(|&v| h.record(v));
+    h.record(-2.5);
+    h.record(0.0);
+    let mut out = vec![];
+    h.encode(&mut out);
+    assert_eq!(out.len(), h.encoded_len());
+    let (back, used) = Histogram::decode(&out).expect("decodes");
+    assert_eq!(back, h);
+    assert_eq!(used, out.len());
+    let t = Histogram::from_parts(3, 1e-9, 4, [(5, 1)], []).expect("valid");
+    let mut out = vec![];
+    t.encode(&mut out);
+    assert_eq!(Histogram::decode(&out).expect("decodes").0, t);
+}
+
+#[test]
+fn encode_within_reduces_the_scale() {
+    let mut h = Histogram::default();
+    latencies(6, 20_000).iter().for_each(|&v| h.record(v));
+    let count = h.count();
+    let mut out = vec![];
+    h.encode_within(248, &mut out).expect("fits");
+    assert!(out.len() <= 248);
+    assert!(h.scale() < DEFAULT_SCALE);
+    assert_eq!(Histogram::decode(&out).expect("decodes").0.count(), count);
+}
+
+#[test]
+fn damaged_bytes_are_errors() {
+    let mut h = Histogram::default();
+    latencies(8, 50).iter().for_each(|&v| h.record(v));
+    let mut out = vec![];
+    h.encode(&mut out);
+    for cut in 0..out.len() {
+        assert!(Histogram::decode(&out[..cut]).is_err(), "cut at {cut}");
+    }
+    assert_eq!(Histogram::decode(&[2, 6]), Err(DecodeError::Flags(2)));
+    assert_eq!(Histogram::decode(&[0, 9]), Err(DecodeError::Scale(9)));
+}
+
+proptest! {
+    #[test]
+    fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let _ = Histogram::decode(&bytes);
+    }
+
+    #[test]
+    fn index_brackets_the_value(v in 1e-300f64..1e300, scale in MIN_SCALE..=MAX_SCALE) {
+        let index = bucket_index(v, scale);
+        prop_assert!(lower_bound(index, scale) < v);
+        prop_assert!(v <= upper_bound(index, scale));
+    }
+
+    #[test]
+    fn reduction_keeps_every_value_in_its_bucket(v in 1e-30f64..1e30, from in 0i8..=8, by in 1i8..4) {
+        let mut h = Histogram::new(from);
+        h.record(v);
+        h.reduce_to(from - by);
+        let mut direct = Histogram::new(from - by);
+        direct.record(v);
+        prop_assert_eq!(h, direct);
+    }
+}
+
+#[test]
+fn an_accumulator_sums_as_merge_does() {
+    let mut merged = Histogram::default();
+    let mut acc = Accumulator::default();
+    for (seed, scale) in [(11, 6), (12, 3), (13, 8), (14, 6)] {
+        let mut h = Histogram::new(scale);
+        latencies(seed, 500).iter().for_each(|&v| h.record(v));
+        h.record(-7.0);
+        h.record(0.0);
+        merged.merge(&h);
+        let mut bytes = vec![];
+        h.encode(&mut bytes);
+        if seed % 2 == 0 {
+            acc.add_encoded(&bytes).expect("decodes");
+        } else {
+            acc.add(&h);
+        }
+    }
+    assert_eq!(acc.to_histogram(), merged);
+}
+
+#[test]
+fn an_accumulator_coarsens_past_its_width() {
+    let mut acc = Accumulator::default();
+    let mut h = Histogram::default();
+    h.record(1e-200);
+    h.record(1e200);
+    acc.add(&h);
+    let sum = acc.to_histogram();
+    assert_eq!(sum.count(), 2);
+    assert!(sum.scale() < DEFAULT_SCALE);
+    let mut direct = Histogram::new(sum.scale());
+    direct.record(1e-200);
+    direct.record(1e200);
+    assert_eq!(sum, direct);
+}

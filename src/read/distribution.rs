@@ -1,0 +1,588 @@
+//! Reads of distribution series: per point, the merged bucket and the merged histogram of
+//! the tier's buckets inside it, and the quantiles taken from them. Histograms merge exactly
+//! (counts add), so a point of any width, in any tier, answers a quantile within the
+//! relative error its histogram's scale states.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use rayon::prelude::*;
+
+use super::budget::ReadBudget;
+use super::query::{still_filling, PointGrid};
+use super::reader::Reader;
+use super::tier_choice::TierChoice;
+use crate::bucket::Bucket;
+use crate::counter::SeriesKind;
+use crate::error::{Error, Result};
+use crate::histogram::{lower_bound, upper_bound, Accumulator, Histogram};
+use crate::registry::{Selector, SeriesId};
+use crate::storage::HeldPeriod;
+use crate::time::{Span, Timestamp};
+
+/// One point of a distribution read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DistributionPoint {
+    /// Start of the point.
+    pub ts: Timestamp,
+    /// Count, total, min and max of every sample in it.
+    pub bucket: Bucket,
+    /// The merged histogram of its samples; `None` when none of its buckets holds one.
+    pub histogram: Option<Histogram>,
+}
+
+impl DistributionPoint {
+    /// True when the histogram holds every sample the bucket counts: only then is a
+    /// quantile answered. A bucket without one holds samples written before the series
+    /// became a distribution, or in a file an older build compacted.
+    pub fn is_complete(&self) -> bool {
+        self.bucket.count > 0
+            && self.histogram.as_ref().map(Histogram::count) == Some(self.bucket.count)
+    }
+
+    /// The `q` quantile of the point's samples (nearest rank, within
+    /// [`DistributionPoint::relative_error`] of the sample it stands for, and within the
+    /// exact min and max); `None` for an empty or incomplete point or a `q` outside `[0, 1]`.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        if !self.is_complete() {
+            return None;
+        }
+        self.histogram
+            .as_ref()?
+            .quantile(q, Some((self.bucket.min, self.bucket.max)))
+    }
+
+    /// The largest relative error of the point's quantiles: its histogram's scale's.
+    pub fn relative_error(&self) -> Option<f64> {
+        self.histogram.as_ref().map(Histogram::relative_error)
+    }
+}
+
+/// [`Reader::distribution`]'s work: the points of series `id` in tier `tier`, one per
+/// `step`-aligned interval whose start lies in `[from, to)`.
+pub(super) fn read(
+    reader: &Reader<'_>,
+    id: SeriesId,
+    tier: usize,
+    from: Timestamp,
+    to: Timestamp,
+    step: Span,
+) -> Result<Vec<DistributionPoint>> {
+    let spec = &reader.config().tiers[tier];
+    let grid = PointGrid::new(spec, from, to, step)?;
+    let mut points = vec![PointSum::default(); grid.points];
+    let window = spec.window_start(reader.now());
+    fold_series(reader, id, tier, &grid, window, &mut points)?;
+    Ok(finish(&grid, &points))
+}
+
+/// One point's sum while a read folds into it: the merged bucket and the histograms added
+/// into dense counts.
+#[derive(Clone, Debug)]
+struct PointSum {
+    bucket: Bucket,
+    histograms: Accumulator,
+    /// Set when a histogram could not be added whole (a damaged cell): the point then
+    /// answers no quantile.
+    damaged: bool,
+}
+
+impl Default for PointSum {
+    fn default() -> PointSum {
+        PointSum {
+            bucket: Bucket::EMPTY,
+            histograms: Accumulator::default(),
+            damaged: false,
+        }
+    }
+}
+
+impl PointSum {
+    fn merge(&mut self, other: &PointSum) {
+        self.bucket.merge(&other.bucket);
+        if !other.histograms.is_empty() {
+            self.histograms.add(&other.histograms.to_histogram());
+        }
+        self.damaged |= other.damaged;
+    }
+}
+
+/// The points of `sums`, on `grid`.
+fn finish(grid: &PointGrid, sums: &[PointSum]) -> Vec<DistributionPoint> {
+    sums.iter()
+        .enumerate()
+        .map(|(i, sum)| DistributionPoint {
+            ts: grid.start_of(i),
+            bucket: sum.bucket,
+            histogram: (!sum.histograms.is_empty() && !sum.damaged)
+                .then(|| sum.histograms.to_histogram()),
+        })
+        .collect()
+}
+
+/// Folds series `id`'s buckets of `tier` on `grid`, from `window` on, into `points` (one
+/// per point of the grid): buckets merge, histograms merge.
+fn fold_series(
+    reader: &Reader<'_>,
+    id: SeriesId,
+    tier: usize,
+    grid: &PointGrid,
+    window: Timestamp,
+    points: &mut [PointSum],
+) -> Result<()> {
+    let spec = &reader.config().tiers[tier];
+    let read_from = grid.first.max(window);
+    let slots = reader.slots();
+    let (chunk, slot) = (id.0 / slots, id.0 % slots);
+    let res = spec.resolution.secs() as i64;
+    let buckets = (spec.period.secs() as i64 / res) as u32;
+    for (period_start, held) in reader.period_files(tier, chunk, read_from..grid.end)? {
+        let first = ((read_from - period_start).max(0) / res) as u32;
+        let last =
+            (((grid.end - period_start) + res - 1) / res).clamp(0, i64::from(buckets)) as u32;
+        if first >= last {
+            continue;
+        }
+        let mut compacted = Vec::new();
+        if let HeldPeriod::Compacted(file) = &held {
+            compacted = vec![Bucket::EMPTY; (last - first) as usize];
+            file.read_slot(slot, first..last, &mut compacted)?;
+        }
+        for b in first..last {
+            let ts = period_start + i64::from(b) * res;
+            if ts < read_from || ts >= grid.end {
+                continue;
+            }
+            let point = &mut points[((ts - grid.first) / grid.step) as usize];
+            match &held {
+                HeldPeriod::Hot(file) => file.load_distribution_with(b, slot, |bucket, body| {
+                    if bucket.count > 0 {
+                        point.bucket.merge(&bucket);
+                        if let Some(body) = body {
+                            point.damaged |= point.histograms.add_encoded(body).is_err();
+                        }
+                    }
+                }),
+                HeldPeriod::Compacted(_) => point.bucket.merge(&compacted[(b - first) as usize]),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What a distribution read shows of each point.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Shown {
+    /// A quantile, 0 to 1 (`p99` is 0.99).
+    Quantile(f64),
+    /// The merged histogram itself (`hist`).
+    Histogram,
+}
+
+impl std::str::FromStr for Shown {
+    type Err = Error;
+
+    /// `pNN` with NN a percentage from 0 to 100 (`p50`, `p99`, `p99.9`), or `hist`.
+    fn from_str(s: &str) -> Result<Shown> {
+        if s == "hist" {
+            return Ok(Shown::Histogram);
+        }
+        s.strip_prefix('p')
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+            .and_then(|n| n.parse::<f64>().ok())
+            .filter(|p| (0.0..=100.0).contains(p))
+            .map(|p| Shown::Quantile(p / 100.0))
+            .ok_or_else(|| {
+                Error::InvalidQuery(format!(
+                    "unknown distribution display {s:?} (expected pNN, NN from 0 to 100, such as p50, p99 or p99.9, or hist)"
+                ))
+            })
+    }
+}
+
+impl Shown {
+    /// True for the names this type parses: what tells a distribution read from a plain one.
+    pub fn is_distribution_display(text: &str) -> bool {
+        text == "hist" || text.starts_with('p') && text != "per_sec"
+    }
+}
+
+/// Which series a distribution read covers.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DistributionTarget {
+    /// One series, by its key.
+    Series(String),
+    /// Every distribution series a selector picks, merged into one group per distinct value
+    /// of the `group_by` tags.
+    Select {
+        /// Which series take part.
+        selector: Selector,
+        /// Tag keys whose values split them into groups; empty for one group.
+        group_by: Vec<String>,
+    },
+}
+
+/// A read of distribution series: per point, a quantile of (or the histogram of) every
+/// sample of the series it covers, their histograms merged exactly.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DistributionQuery {
+    /// The series.
+    pub target: DistributionTarget,
+    /// What each point shows.
+    pub shown: Shown,
+    /// The tier to read.
+    pub tier: TierChoice,
+    /// First second of the range (inclusive).
+    pub from: Timestamp,
+    /// End of the range (exclusive).
+    pub to: Timestamp,
+    /// Width of one point; `None` for the tier's resolution. Ignored by a whole-range read.
+    pub step: Option<Span>,
+    /// Point budget for `auto`; `None` for the configured `max_points`.
+    pub max_points: Option<u32>,
+    /// Fold the whole range into one point per group.
+    pub whole_range: bool,
+}
+
+/// The answer of a [`DistributionQuery`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct DistributionResult {
+    /// The series read, in canonical form, for a single series' read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub series: Option<String>,
+    /// The tier read.
+    pub tier: String,
+    /// What the points show: `p99`, `hist`, ...
+    pub display: String,
+    /// Width of each point in seconds.
+    pub step: i64,
+    /// The largest relative error of the quantiles answered (each point's histogram states
+    /// its own: `2^(2^-scale / 2) - 1`); absent when none was answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relative_error: Option<f64>,
+    /// One line per group (one for a single series).
+    pub groups: Vec<DistributionGroup>,
+    /// The start of the first point still filling at the reader's clock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partial_from: Option<Timestamp>,
+    /// Set when selected series are not distributions, or points hold samples without a
+    /// histogram (written before the series became a distribution): those points are
+    /// `null`, never a guess.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// A single series' [`DistributionResult`] shaped as the query API answers a series: its
+/// one group's points (or histograms) beside the series, as a bucket display's answer has
+/// them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SeriesDistribution {
+    /// The series, in canonical form.
+    pub series: String,
+    /// The tier read.
+    pub tier: String,
+    /// What the points show.
+    pub display: String,
+    /// Width of each point in seconds.
+    pub step: i64,
+    /// As [`DistributionResult::relative_error`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relative_error: Option<f64>,
+    /// As [`DistributionGroup::points`].
+    #[serde(skip_serializing_if = "Option::is_none", with = "quantile_points")]
+    pub points: Option<Vec<(Timestamp, Option<f64>)>>,
+    /// As [`DistributionGroup::histograms`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub histograms: Option<Vec<(Timestamp, Option<HistogramShown>)>>,
+    /// As [`DistributionResult::partial_from`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partial_from: Option<Timestamp>,
+    /// As [`DistributionResult::note`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl DistributionResult {
+    /// The answer of a single series' read as a [`SeriesDistribution`]; the answer itself,
+    /// back, for a read of a selector.
+    ///
+    /// # Errors
+    /// `self` when it is not a single series' answer.
+    pub fn into_series(self) -> std::result::Result<SeriesDistribution, DistributionResult> {
+        let Some(series) = self.series.clone() else {
+            return Err(self);
+        };
+        let group = self.groups.into_iter().next();
+        let (points, histograms) = group.map_or((None, None), |g| (g.points, g.histograms));
+        Ok(SeriesDistribution {
+            series,
+            tier: self.tier,
+            display: self.display,
+            step: self.step,
+            relative_error: self.relative_error,
+            points,
+            histograms,
+            partial_from: self.partial_from,
+            note: self.note,
+        })
+    }
+}
+
+/// One group of a [`DistributionResult`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct DistributionGroup {
+    /// The group's value of each `group_by` tag; `None` for series without it.
+    pub tags: BTreeMap<String, Option<String>>,
+    /// Distribution series in the group.
+    pub series: usize,
+    /// `(start, quantile)` for a quantile display; `None` where the point is empty or
+    /// incomplete.
+    #[serde(skip_serializing_if = "Option::is_none", with = "quantile_points")]
+    pub points: Option<Vec<(Timestamp, Option<f64>)>>,
+    /// `(start, histogram)` for `hist`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub histograms: Option<Vec<(Timestamp, Option<HistogramShown>)>>,
+}
+
+/// Quantile points in JSON as [`super::value_text::points`] writes values.
+mod quantile_points {
+    type Points = Option<Vec<(crate::time::Timestamp, Option<f64>)>>;
+
+    pub(super) fn serialize<S: serde::Serializer>(
+        points: &Points,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match points {
+            Some(points) => super::super::value_text::points::serialize(points, s),
+            None => s.serialize_none(),
+        }
+    }
+}
+
+/// A point's merged histogram as the HTTP API shows it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct HistogramShown {
+    /// Samples in the point.
+    pub count: u64,
+    /// Their sum.
+    pub sum: f64,
+    /// The smallest and largest sample, exact.
+    pub min: f64,
+    /// See `min`.
+    pub max: f64,
+    /// The scale: bucket `i` holds `(base^(i-1), base^i]` with `base = 2^(2^-scale)`.
+    pub scale: i8,
+    /// The largest relative error of a quantile taken from it.
+    pub relative_error: f64,
+    /// Samples whose magnitude is at most `zero_threshold`.
+    pub zero_count: u64,
+    /// See `zero_count`.
+    pub zero_threshold: f64,
+    /// The populated buckets, ascending: `[lower, upper, count]`, negative values first
+    /// (their bounds negative), then positive ones.
+    pub buckets: Vec<(f64, f64, u64)>,
+}
+
+impl HistogramShown {
+    fn of(point: &DistributionPoint) -> Option<HistogramShown> {
+        if !point.is_complete() {
+            return None;
+        }
+        let h = point.histogram.as_ref()?;
+        let scale = h.scale();
+        let mut buckets: Vec<(f64, f64, u64)> = h
+            .negative()
+            .iter()
+            .rev()
+            .map(|&(i, c)| (-upper_bound(i, scale), -lower_bound(i, scale), c))
+            .collect();
+        buckets.extend(
+            h.positive()
+                .iter()
+                .map(|&(i, c)| (lower_bound(i, scale), upper_bound(i, scale), c)),
+        );
+        Some(HistogramShown {
+            count: point.bucket.count,
+            sum: point.bucket.total,
+            min: point.bucket.min,
+            max: point.bucket.max,
+            scale,
+            relative_error: h.relative_error(),
+            zero_count: h.zero_count(),
+            zero_threshold: h.zero_threshold(),
+            buckets,
+        })
+    }
+}
+
+/// [`Reader::distribution_query`]'s work.
+pub(super) fn answer(
+    reader: &Reader<'_>,
+    query: &DistributionQuery,
+    budget: &ReadBudget,
+) -> Result<DistributionResult> {
+    let config = reader.config();
+    let now = reader.now();
+    let tier = query
+        .tier
+        .resolve(config, query.from, query.to, query.max_points, now)?;
+    let spec = &config.tiers[tier];
+    let grid = if query.whole_range {
+        PointGrid::whole(spec, query.from, query.to)?
+    } else {
+        PointGrid::new(
+            spec,
+            query.from,
+            query.to,
+            query.step.unwrap_or(spec.resolution),
+        )?
+    };
+    let window = spec.window_start(now);
+    // (id, group values) of every series read.
+    let mut series = None;
+    let (matched, group_by): (Vec<(SeriesId, Vec<Option<String>>)>, &[String]) = match &query.target
+    {
+        DistributionTarget::Series(key) => {
+            let id = reader
+                .registry()
+                .lookup(key)?
+                .ok_or_else(|| Error::UnknownSeries(key.clone()))?;
+            series = reader.registry().key(id).map(|k| k.as_str().to_string());
+            (vec![(id, Vec::new())], &[])
+        }
+        DistributionTarget::Select { selector, group_by } => {
+            budget.charge_scan(reader.registry().len())?;
+            let matched = reader.registry().select(|id, key| {
+                selector.matches(key).then(|| {
+                    let values = group_by
+                        .iter()
+                        .map(|k| key.tag(k).map(Cow::into_owned))
+                        .collect();
+                    (id, values)
+                })
+            });
+            (matched, group_by.as_slice())
+        }
+    };
+    let kinds = reader.series_kinds(&matched.iter().map(|(id, _)| *id).collect::<Vec<_>>());
+    let not_distributions = kinds
+        .iter()
+        .filter(|&&k| k != SeriesKind::Distribution)
+        .count();
+    let mut groups: BTreeMap<Vec<Option<String>>, (usize, usize)> = BTreeMap::new();
+    let members: Vec<(SeriesId, &Vec<Option<String>>)> = matched
+        .iter()
+        .zip(&kinds)
+        .filter(|(_, &k)| k == SeriesKind::Distribution)
+        .map(|((id, values), _)| (*id, values))
+        .collect();
+    for (_, values) in &members {
+        groups.entry((*values).clone()).or_default().1 += 1;
+    }
+    for (index, entry) in groups.values_mut().enumerate() {
+        entry.0 = index;
+    }
+    let buckets = PointGrid::span(
+        grid.first.max(window),
+        grid.end,
+        i128::from(grid.resolution()),
+    )
+    .1;
+    budget.charge(
+        buckets.max(0).unsigned_abs() * members.len() as u128,
+        || {
+            format!(
+                "{} series x {} buckets of {}",
+                members.len(),
+                buckets.max(0),
+                spec.name
+            )
+        },
+    )?;
+    let indexed: Vec<(SeriesId, usize)> = members
+        .iter()
+        .map(|(id, values)| (*id, groups[*values].0))
+        .collect();
+    let n = groups.len();
+    let rows = indexed
+        .par_iter()
+        .try_fold(
+            || vec![Vec::new(); n],
+            |mut rows: Vec<Vec<PointSum>>, &(id, group)| -> Result<_> {
+                if rows[group].is_empty() {
+                    rows[group] = vec![PointSum::default(); grid.points];
+                }
+                fold_series(reader, id, tier, &grid, window, &mut rows[group])?;
+                Ok(rows)
+            },
+        )
+        .try_reduce(
+            || vec![Vec::new(); n],
+            |mut a, b| {
+                for (a, b) in a.iter_mut().zip(b) {
+                    if a.is_empty() {
+                        *a = b;
+                    } else if !b.is_empty() {
+                        a.iter_mut().zip(&b).for_each(|(a, b)| a.merge(b));
+                    }
+                }
+                Ok(a)
+            },
+        )?;
+    let mut relative_error: Option<f64> = None;
+    let mut incomplete = 0usize;
+    let groups = groups
+        .into_iter()
+        .zip(rows)
+        .map(|((values, (_, series)), row)| {
+            let row = finish(&grid, &row);
+            for point in &row {
+                if point.bucket.count > 0 && !point.is_complete() {
+                    incomplete += 1;
+                } else if let Some(e) = point.relative_error() {
+                    relative_error = Some(relative_error.map_or(e, |r: f64| r.max(e)));
+                }
+            }
+            let (points, histograms) = match query.shown {
+                Shown::Quantile(q) => (
+                    Some(row.iter().map(|p| (p.ts, p.quantile(q))).collect()),
+                    None,
+                ),
+                Shown::Histogram => (
+                    None,
+                    Some(row.iter().map(|p| (p.ts, HistogramShown::of(p))).collect()),
+                ),
+            };
+            DistributionGroup {
+                tags: group_by.iter().cloned().zip(values).collect(),
+                series,
+                points,
+                histograms,
+            }
+        })
+        .collect();
+    let mut notes = Vec::new();
+    if not_distributions > 0 {
+        notes.push(format!(
+            "{not_distributions} selected series are not distributions (no histograms) and are left out"
+        ));
+    }
+    if incomplete > 0 {
+        notes.push(format!(
+            "{incomplete} points hold samples without a histogram (written before the series was a distribution) and are null"
+        ));
+    }
+    Ok(DistributionResult {
+        series,
+        tier: spec.name.clone(),
+        display: match query.shown {
+            Shown::Quantile(q) => format!("p{}", q * 100.0),
+            Shown::Histogram => "hist".to_string(),
+        },
+        step: grid.step,
+        relative_error,
+        groups,
+        partial_from: still_filling(grid.first, grid.step, grid.points, now),
+        note: (!notes.is_empty()).then(|| notes.join("; ")),
+    })
+}

@@ -1,0 +1,143 @@
+//! A distribution bucket's histogram in a period file's histogram area (see
+//! [`super::format`]): a fixed-size cell of atomic words beside the bucket's record, holding
+//! a `u16` length and that many bytes of [`crate::histogram::Histogram::encode`], so a
+//! cell of all zeros is a bucket without one. The record's seqlock covers the cell: the
+//! writer stores it while the record's update-in-flight bit is set
+//! ([`super::mapped_cell::BucketCell::add_with`]), and readers copy it inside the record's
+//! read ([`super::mapped_cell::BucketCell::read_with`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::histogram::{DecodeError, Histogram};
+
+/// The largest cell in words (1024 bytes): what a writer's image in `writers.state` holds.
+pub(crate) const MAX_WORDS: usize = 128;
+const _: () = assert!(MAX_WORDS == super::writer_state::IMAGE_WORDS);
+
+/// Copies a cell's words out (`Relaxed` loads: the record's seqlock orders them).
+#[inline]
+pub(super) fn load(cell: &[AtomicU64], out: &mut [u64]) {
+    for (o, w) in out.iter_mut().zip(cell) {
+        *o = w.load(Ordering::Relaxed);
+    }
+}
+
+/// Stores words into a cell. Only its writer calls this, between the record's update-in-flight
+/// stores, or while no writer runs (repair, restore).
+#[inline]
+pub(super) fn store(cell: &[AtomicU64], words: &[u64]) {
+    for (w, &v) in cell.iter().zip(words) {
+        w.store(v, Ordering::Relaxed);
+    }
+}
+
+/// Copies the words of a cell that hold its histogram (the length word, then as many as the
+/// length says, at most the cell's) into `out`; returns how many. `Relaxed` loads: the
+/// record's seqlock orders them, and a length torn by a concurrent update only makes the
+/// copy the wrong length for a snapshot the seqlock then discards.
+#[inline]
+pub(super) fn load_used(cell: &[AtomicU64], out: &mut [u64]) -> usize {
+    let Some(first) = cell.first() else {
+        return 0;
+    };
+    out[0] = first.load(Ordering::Relaxed);
+    let len = (out[0] & 0xffff) as usize;
+    let words = (2 + len).div_ceil(8).clamp(1, cell.len().min(out.len()));
+    load(&cell[1..words], &mut out[1..words]);
+    words
+}
+
+/// The encoding a cell's words (`words`, as [`load_used`] copied them) hold, laid out in
+/// `bytes`; `Ok(None)` for an empty cell.
+///
+/// # Errors
+/// [`DecodeError::Truncated`] when the length says more than the words hold.
+pub(crate) fn body<'a>(
+    words: &[u64],
+    bytes: &'a mut [u8],
+) -> Result<Option<&'a [u8]>, DecodeError> {
+    let Some(&first) = words.first() else {
+        return Ok(None);
+    };
+    let len = (first & 0xffff) as usize;
+    if len == 0 {
+        return Ok(None);
+    }
+    if 2 + len > words.len() * 8 || 2 + len > bytes.len() {
+        return Err(DecodeError::Truncated(words.len() * 8));
+    }
+    for (chunk, word) in bytes.chunks_exact_mut(8).zip(words) {
+        chunk.copy_from_slice(&word.to_le_bytes());
+    }
+    Ok(Some(&bytes[2..2 + len]))
+}
+
+/// The histogram a cell's words hold; `Ok(None)` for an empty cell.
+///
+/// # Errors
+/// A [`DecodeError`] when the words are not a histogram (a damaged cell).
+pub(crate) fn decode(words: &[u64]) -> Result<Option<Histogram>, DecodeError> {
+    let mut bytes = [0u8; MAX_WORDS * 8];
+    let Some(body) = body(words, &mut bytes)? else {
+        return Ok(None);
+    };
+    let (histogram, used) = Histogram::decode(body)?;
+    if used != body.len() {
+        return Err(DecodeError::Malformed(used));
+    }
+    Ok(Some(histogram))
+}
+
+/// Encodes `histogram` into `words` (the cell's size), reducing its scale until it fits;
+/// `None`, with `words` untouched, when it cannot fit at the coarsest scale.
+pub(crate) fn encode(histogram: &mut Histogram, words: &mut [u64]) -> Option<()> {
+    let capacity = words.len() * 8 - 2;
+    let mut body = Vec::with_capacity(capacity);
+    histogram.encode_within(capacity, &mut body)?;
+    let mut bytes = vec![0u8; words.len() * 8];
+    bytes[..2].copy_from_slice(&(body.len() as u16).to_le_bytes());
+    bytes[2..2 + body.len()].copy_from_slice(&body);
+    for (w, b) in words.iter_mut().zip(bytes.chunks_exact(8)) {
+        *w = u64::from_le_bytes(b.try_into().expect("8 bytes"));
+    }
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_round_trip_and_zero_is_empty() {
+        let mut words = [0u64; 32];
+        assert_eq!(decode(&words), Ok(None));
+        let mut h = Histogram::default();
+        for v in [1.0, 2.5, 2.5, 1000.0, -3.0, 0.0] {
+            h.record(v);
+        }
+        encode(&mut h, &mut words).expect("fits");
+        assert_eq!(decode(&words), Ok(Some(h)));
+    }
+
+    #[test]
+    fn a_full_cell_reduces_the_scale_and_keeps_the_count() {
+        let mut words = [0u64; 32];
+        let mut h = Histogram::default();
+        for i in 0..5000 {
+            h.record(1.0 + f64::from(i) * 0.37);
+        }
+        encode(&mut h, &mut words).expect("fits");
+        let back = decode(&words).expect("decodes").expect("not empty");
+        assert_eq!(back.count(), 5000);
+        assert!(back.scale() < crate::histogram::DEFAULT_SCALE);
+    }
+
+    #[test]
+    fn damaged_cells_are_errors() {
+        let mut words = [0u64; 32];
+        words[0] = 250; // a length with nothing behind it
+        assert!(decode(&words).is_err());
+        words[0] = 300 | (1 << 16); // longer than the cell
+        assert!(decode(&words).is_err());
+    }
+}

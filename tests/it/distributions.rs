@@ -1,0 +1,426 @@
+//! Distribution series end to end on a real data directory: seeded log-normal latencies
+//! (three decades wide) into 100 series, and every p50, p90 and p99 at 1m, 5m, 1h and 1d,
+//! for one series and merged over all, within the relative error the answer states of the
+//! exact nearest-rank quantile of the raw values; through a reopen and maintenance passes.
+
+use rand::SeedableRng;
+use rand_distr::{Distribution, LogNormal};
+use tierdb::histogram::Histogram;
+use tierdb::{DistributionPoint, Engine, Sample, SeriesId, SeriesKind, Span, Timestamp};
+
+use crate::common::{engine_at, open, NOW};
+
+const SERIES: usize = 100;
+/// Samples per series per minute.
+const PER_MINUTE: i64 = 5;
+/// Six hours of history up to NOW.
+const FROM: Timestamp = NOW - 6 * 3600;
+
+/// Every series' raw values with their times.
+fn feed(engine: &Engine) -> (Vec<SeriesId>, Vec<Vec<(Timestamp, f64)>>) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(53);
+    let latency = LogNormal::new(3.0, 1.05).expect("valid");
+    let ids: Vec<SeriesId> = (0..SERIES)
+        .map(|i| {
+            let id = engine.series(&format!("req.time{{host=h{i:03}}}")).unwrap();
+            engine.declare_kind(id, SeriesKind::Distribution).unwrap();
+            id
+        })
+        .collect();
+    let mut raw = vec![Vec::new(); SERIES];
+    let mut batch = Vec::new();
+    for minute in 0..(NOW - FROM) / 60 {
+        for (s, &id) in ids.iter().enumerate() {
+            for k in 0..PER_MINUTE {
+                let ts = FROM + minute * 60 + k * (60 / PER_MINUTE);
+                let v: f64 = latency.sample(&mut rng);
+                raw[s].push((ts, v));
+                batch.push(Sample::new(id, ts, v));
+            }
+        }
+        if batch.len() > 20_000 {
+            let report = engine.record_batch(&batch).unwrap();
+            assert_eq!(report.rejected_total(), 0, "{report:?}");
+            batch.clear();
+        }
+    }
+    let report = engine.record_batch(&batch).unwrap();
+    assert_eq!(report.rejected_total(), 0, "{report:?}");
+    (ids, raw)
+}
+
+/// The nearest-rank quantile: the value of rank max(1, ceil(q n)).
+fn exact(values: &mut [f64], q: f64) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
+    values[rank - 1]
+}
+
+/// Checks every point of `points` against the raw values inside it; returns the worst
+/// relative error seen and the largest bound stated.
+fn check(points: &[DistributionPoint], raw: &[(Timestamp, f64)], step: i64) -> (f64, f64) {
+    let (mut worst, mut bound) = (0f64, 0f64);
+    for point in points {
+        let mut inside: Vec<f64> = raw
+            .iter()
+            .filter(|(ts, _)| (point.ts..point.ts + step).contains(ts))
+            .map(|&(_, v)| v)
+            .collect();
+        assert_eq!(
+            point.bucket.count as usize,
+            inside.len(),
+            "count at {}",
+            point.ts
+        );
+        if inside.is_empty() {
+            continue;
+        }
+        assert!(
+            point.is_complete(),
+            "histogram holds every sample at {}",
+            point.ts
+        );
+        let stated = point.relative_error().expect("a histogram");
+        bound = bound.max(stated);
+        for q in [0.5, 0.9, 0.99] {
+            let want = exact(&mut inside, q);
+            let got = point.quantile(q).expect("answered");
+            let err = (got - want).abs() / want;
+            worst = worst.max(err);
+            assert!(
+                err <= stated + 1e-12,
+                "p{} at {} step {step}: {got} vs exact {want} ({err:.5} > {stated:.5})",
+                q * 100.0,
+                point.ts
+            );
+        }
+    }
+    (worst, bound)
+}
+
+fn read(
+    engine: &Engine,
+    id: SeriesId,
+    tier: &str,
+    from: Timestamp,
+    to: Timestamp,
+    step: i64,
+) -> Vec<DistributionPoint> {
+    let reader = engine.reader();
+    let tier = engine
+        .config()
+        .tiers
+        .iter()
+        .position(|t| t.name == tier)
+        .unwrap();
+    reader
+        .distribution(id, tier, from, to, Span::from_secs(step as u64))
+        .unwrap()
+}
+
+/// Every tier, one series and all merged.
+fn check_all(engine: &Engine, ids: &[SeriesId], raw: &[Vec<(Timestamp, f64)>]) {
+    let day = NOW - NOW % 86_400;
+    let reads = [
+        ("1m", NOW - 1800, NOW, 60),
+        ("5m", FROM, NOW, 300),
+        ("1h", FROM, NOW, 3600),
+        ("1d", day, day + 86_400, 86_400),
+    ];
+    for (tier, from, to, step) in reads {
+        let (worst, bound) = check(&read(engine, ids[7], tier, from, to, step), &raw[7], step);
+        eprintln!("one series, {tier}: worst relative error {worst:.5}, bound {bound:.5}");
+        // Merged over all series, as an aggregate merges them.
+        let mut merged: Vec<DistributionPoint> = Vec::new();
+        for &id in ids {
+            for (i, point) in read(engine, id, tier, from, to, step)
+                .into_iter()
+                .enumerate()
+            {
+                match merged.get_mut(i) {
+                    None => merged.push(point),
+                    Some(m) => {
+                        m.bucket.merge(&point.bucket);
+                        let h = point.histogram.unwrap_or_default();
+                        m.histogram.get_or_insert_with(Histogram::default).merge(&h);
+                    }
+                }
+            }
+        }
+        let all: Vec<(Timestamp, f64)> = raw.iter().flatten().copied().collect();
+        let (worst, bound) = check(&merged, &all, step);
+        eprintln!("all series, {tier}: worst relative error {worst:.5}, bound {bound:.5}");
+    }
+}
+
+#[test]
+fn quantiles_hold_at_every_tier_through_a_reopen_and_maintenance() {
+    let (dir, engine, clock) = engine_at(NOW);
+    let (ids, raw) = feed(&engine);
+    check_all(&engine, &ids, &raw);
+    // A minute's point holds a few samples: the histogram keeps the default scale.
+    let minute = read(&engine, ids[0], "1m", NOW - 60, NOW, 60);
+    assert!(minute[0].relative_error().unwrap() < 0.0055);
+
+    // The 1m period that closed at 12:00 is past its grace after 12:20: maintenance would
+    // compact it, and the histograms must stay.
+    clock.set(NOW + 1800);
+    engine.maintain().unwrap();
+    clock.set(NOW + 1900);
+    engine.maintain().unwrap();
+    engine.close().unwrap();
+    let engine = open(dir.path(), &clock, tierdb::TiersConfig::default());
+    assert_eq!(engine.series_kind(ids[0]), SeriesKind::Distribution);
+    check_all(&engine, &ids, &raw);
+}
+
+#[test]
+fn kinds_stay_fixed() {
+    let (_dir, engine, _clock) = engine_at(NOW);
+    let gauge = engine.series("temp{room=a}").unwrap();
+    engine.declare_kind(gauge, SeriesKind::Gauge).unwrap();
+    // A series fixed as a gauge stays one (StatsD timers were declared gauges before).
+    engine
+        .declare_kind(gauge, SeriesKind::Distribution)
+        .unwrap();
+    assert_eq!(engine.series_kind(gauge), SeriesKind::Gauge);
+    let counter = engine.series("hits").unwrap();
+    engine.declare_kind(counter, SeriesKind::Counter).unwrap();
+    assert!(engine
+        .declare_kind(counter, SeriesKind::Distribution)
+        .is_err());
+    let timer = engine.series("req.time").unwrap();
+    engine
+        .declare_kind(timer, SeriesKind::Distribution)
+        .unwrap();
+    assert!(engine.declare_kind(timer, SeriesKind::Gauge).is_err());
+
+    // A gauge's buckets hold no histogram; a distribution's every sample.
+    engine
+        .record_batch(&[
+            Sample::new(gauge, NOW - 30, 1.0),
+            Sample::new(timer, NOW - 30, 250.0),
+        ])
+        .unwrap();
+    let g = read(&engine, gauge, "1m", NOW - 60, NOW, 60);
+    assert_eq!((g[0].bucket.count, g[0].histogram.is_none()), (1, true));
+    let t = read(&engine, timer, "1m", NOW - 60, NOW, 60);
+    assert!(t[0].is_complete());
+    let p99 = t[0].quantile(0.99).unwrap();
+    assert_eq!(p99, 250.0, "clamped to the exact min and max of one sample");
+}
+
+/// Set to the data directory, the crash test runs as the child that gets killed.
+const CHILD_DIR: &str = "TIERDB_IT_DISTRIBUTION_CRASH_CHILD_DIR";
+/// The crash test's name, for the child to run it alone.
+const CRASH_TEST: &str = "distributions::a_histogram_torn_by_a_kill_is_put_back";
+/// The timer whose update is interrupted.
+const VICTIM: u32 = 5;
+
+fn open_quiet(dir: &std::path::Path) -> Engine {
+    Engine::builder(dir)
+        .tiers(crate::common::small_tiers())
+        .clock(std::sync::Arc::new(tierdb::ManualClock::new(NOW)))
+        .writer_threads(2)
+        .background_maintenance(false)
+        .open()
+        .expect("open engine")
+}
+
+/// A writer killed halfway through storing a timer's histogram (the record's
+/// update-in-flight bit set, half the new histogram's words stored): the next open puts the
+/// histogram back from the image its writer held in `writers.state`, so the bucket and its
+/// histogram agree again, as before the unacknowledged sample.
+#[test]
+fn a_histogram_torn_by_a_kill_is_put_back() {
+    let minute = NOW - NOW % 60 - 600;
+    if let Some(dir) = std::env::var_os(CHILD_DIR) {
+        let engine = open_quiet(std::path::Path::new(&dir));
+        let _ = engine.record_batch(&[Sample::new(SeriesId(VICTIM), minute + 59, 12345.0)]);
+        unreachable!("the fault hook kills the process in the writer");
+    }
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path();
+    let point = |engine: &Engine| {
+        let tier = engine
+            .config()
+            .tiers
+            .iter()
+            .position(|t| t.name == "1m")
+            .unwrap();
+        engine
+            .reader()
+            .distribution(
+                SeriesId(VICTIM),
+                tier,
+                minute,
+                minute + 60,
+                Span::from_secs(60),
+            )
+            .unwrap()
+            .remove(0)
+    };
+    let before = {
+        let engine = open_quiet(dir);
+        for s in 0..16 {
+            engine.series(&format!("svc{s}.time")).unwrap();
+        }
+        engine
+            .declare_kind(SeriesId(VICTIM), SeriesKind::Distribution)
+            .unwrap();
+        let samples: Vec<Sample> = (0..50)
+            .map(|i| {
+                Sample::new(
+                    SeriesId(VICTIM),
+                    minute + i,
+                    1.0 + f64::from(i as u32).powi(3),
+                )
+            })
+            .collect();
+        assert_eq!(engine.record_batch(&samples).unwrap().accepted, 50);
+        let before = point(&engine);
+        assert!(before.is_complete());
+        engine.close().unwrap();
+        before
+    };
+    let victim = VICTIM.to_string();
+    crate::support::process::run_child_until_it_kills_itself(
+        CRASH_TEST,
+        &[
+            (CHILD_DIR, dir.as_os_str()),
+            (tierdb::testing::fault::KILL_MID_UPDATE, victim.as_ref()),
+        ],
+    );
+    let engine = open_quiet(dir);
+    let recovery = engine.recovery().expect("an unclean open").clone();
+    assert_eq!(recovery.full_scan, None, "{recovery:?}");
+    assert_eq!(recovery.interrupted, 1, "{recovery:?}");
+    let after = point(&engine);
+    assert_eq!(after.bucket.count, 50, "the count as before the sample");
+    assert_eq!(
+        after.histogram, before.histogram,
+        "the histogram put back whole"
+    );
+    assert!(after.is_complete());
+    // The next write heals the rest: the bucket takes it, histogram and all.
+    engine
+        .record_batch(&[Sample::new(SeriesId(VICTIM), minute + 59, 7.0)])
+        .unwrap();
+    let healed = point(&engine);
+    assert_eq!(healed.bucket.count, 51);
+    assert!(healed.is_complete());
+}
+
+/// StatsD timers over real UDP into a server, read back over HTTP: every `p50`, `p90` and
+/// `p99` of one series per minute, and of all series merged over the whole range, within
+/// the relative error the answer states of the exact nearest-rank quantile; `hist` holds
+/// every sample.
+#[test]
+fn statsd_timers_answer_percentiles_over_http() {
+    use crate::support::server::TestServer;
+    use std::net::UdpSocket;
+    use std::time::{Duration, Instant};
+
+    const TIMERS: usize = 20;
+    const PER_MINUTE: usize = 30;
+    const MINUTES: i64 = 3;
+    let server = TestServer::with_statsd(tierdb::TiersConfig::default(), Duration::from_secs(10));
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+    let latency = LogNormal::new(3.0, 1.05).expect("valid");
+    // values[timer][minute]
+    let mut values = vec![vec![Vec::new(); MINUTES as usize]; TIMERS];
+    let start = NOW - NOW % 60;
+    for minute in 0..MINUTES {
+        server.clock.set(start + minute * 60);
+        for (t, timer) in values.iter_mut().enumerate() {
+            let lines: Vec<String> = (0..PER_MINUTE)
+                .map(|_| {
+                    // Whole microseconds, as a client's millisecond timer with 3 decimals.
+                    let v: f64 =
+                        (Distribution::<f64>::sample(&latency, &mut rng) * 1000.0).round() / 1000.0;
+                    timer[minute as usize].push(v);
+                    format!("svc.h{t:02}.time:{v}|ms")
+                })
+                .collect();
+            socket
+                .send_to(lines.join("\n").as_bytes(), server.statsd.unwrap())
+                .unwrap();
+        }
+        // Every value of the minute lands before the clock moves on.
+        let started = Instant::now();
+        while (0..TIMERS).any(|t| {
+            server
+                .engine
+                .registry()
+                .get(&format!("svc.h{t:02}.time"))
+                .is_none()
+                || server.minute(
+                    &format!("svc.h{t:02}.time"),
+                    start + minute * 60,
+                    tierdb::Display::Count,
+                ) != Some(PER_MINUTE as f64)
+        }) {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "timer values never landed"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    server.clock.set(start + MINUTES * 60);
+    let id = server.engine.registry().get("svc.h07.time").unwrap();
+    assert_eq!(server.engine.series_kind(id), SeriesKind::Distribution);
+
+    for q in [50, 90, 99] {
+        let answer = server.json(&format!(
+            "/api/v1/query?series=svc.h07.time&display=p{q}&tier=1m&from={start}&to={}",
+            start + MINUTES * 60
+        ));
+        let stated = answer["relative_error"].as_f64().expect("stated");
+        assert!(stated < 0.0055, "{answer}");
+        assert_eq!(answer["series"], "svc.h07.time", "{answer}");
+        let points = answer["points"].as_array().unwrap();
+        assert_eq!(points.len(), MINUTES as usize, "{answer}");
+        for (minute, point) in points.iter().enumerate() {
+            let want = exact(&mut values[7][minute].clone(), f64::from(q) / 100.0);
+            let got = point[1].as_f64().unwrap();
+            assert!(
+                (got - want).abs() / want <= stated,
+                "p{q} minute {minute}: {got} vs {want}"
+            );
+        }
+        // All timers merged, the whole range in one point, from the 1h tier.
+        let answer = server.json(&format!(
+            "/api/v1/aggregate?match=svc.*.time&display=p{q}&tier=1h&range=whole&from={}&to={}",
+            start - start % 3600,
+            start - start % 3600 + 3600
+        ));
+        let stated = answer["relative_error"].as_f64().expect("stated");
+        let mut all: Vec<f64> = values.iter().flatten().flatten().copied().collect();
+        let want = exact(&mut all, f64::from(q) / 100.0);
+        let got = answer["groups"][0]["points"][0][1].as_f64().unwrap();
+        assert_eq!(answer["groups"][0]["series"], TIMERS, "{answer}");
+        assert!(
+            (got - want).abs() / want <= stated,
+            "all p{q}: {got} vs {want} ({answer})"
+        );
+    }
+    let hist = server.json(&format!(
+        "/api/v1/query?series=svc.h07.time&display=hist&tier=5m&range=whole&from={start}&to={}",
+        start + 300
+    ));
+    let shown = &hist["histograms"][0][1];
+    let counted: u64 = shown["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b[2].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, (PER_MINUTE as u64) * MINUTES as u64, "{hist}");
+    assert_eq!(shown["count"], counted, "{hist}");
+    // Bad displays are refused with the rule.
+    let (status, body) = server.get("/api/v1/query?series=svc.h07.time&display=p101");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("pNN"), "{body}");
+}
