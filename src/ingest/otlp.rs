@@ -12,17 +12,21 @@
 //! - Kinds: a gauge and a non-monotonic cumulative sum are gauges, a monotonic cumulative
 //!   sum a counter (stored as increases), a delta sum a delta counter (its values are
 //!   increases already); a summary is a gauge per quantile (tag `quantile`) and the counters
-//!   `_sum` and `_count`. Histograms are read whole ([`histogram`]) but not stored yet.
+//!   `_sum` and `_count`. A histogram, explicit or exponential, is a distribution: read whole
+//!   and checked ([`histogram`]), made a [`distribution::Observed`] ([`distribution`]), a
+//!   cumulative one's increase since its stream's last point ([`streams`]).
 //! - Time: `time_unix_nano` floored to the second; 0 (not said) is "now".
 //! - A point flagged `NO_RECORDED_VALUE` is skipped (it says the series went away).
 //!
 //! Every data point of the request has a number, from 1 in request order (resources, scopes,
 //! metrics, points): refusals name it as other protocols name a line.
 
+pub mod distribution;
 pub mod histogram;
 mod json;
 mod names;
 pub mod proto;
+pub mod streams;
 #[cfg(test)]
 mod tests;
 
@@ -31,7 +35,9 @@ use std::ops::Range;
 
 use prost::Message;
 
+pub use distribution::{Counts, Observed};
 pub use histogram::{Distribution, ExponentialBuckets, HistogramError, Layout, Temporality};
+pub use streams::{Streams, MAX_STREAM_BYTES};
 pub use names::{label_name, metric_name, NameKind};
 use proto::{Data, ExportMetricsServiceRequest, KeyValue, Metric, NumberValue};
 
@@ -260,7 +266,8 @@ pub enum What {
         /// The value (not checked: the write path refuses what is not finite).
         value: f64,
     },
-    /// A histogram point, read whole, which nothing stores yet.
+    /// A histogram point, read whole and checked: a distribution sample once
+    /// [`Streams::observe`] made it one.
     Histogram {
         /// Unix seconds; `None` for "now".
         ts: Option<Timestamp>,

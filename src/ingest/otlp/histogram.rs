@@ -1,7 +1,5 @@
 //! OTLP's histogram points read whole into plain structs, checked against the data model's
-//! rules: what a distribution store takes. tierdb does not store them yet (they are refused
-//! as `otlp_histogram_unsupported`, docs/otlp.md); the parse is complete so that the store
-//! can take [`Distribution`] as it is.
+//! rules; [`super::distribution`] turns a checked point into tierdb's distribution value.
 
 use super::proto::{Buckets, ExponentialHistogramDataPoint, HistogramDataPoint, CUMULATIVE, DELTA};
 
@@ -82,10 +80,14 @@ pub struct Distribution {
     pub max: Option<f64>,
     /// Delta or cumulative counts.
     pub temporality: Temporality,
+    /// `start_time_unix_nano`: when a cumulative point's counts began (0 when not said).
+    pub start: u64,
+    /// `time_unix_nano`: when the point was taken (0 when not said).
+    pub time: u64,
 }
 
-/// Why a histogram point breaks the data model's rules; all count as
-/// `otlp_invalid_histogram`.
+/// Why a histogram point is refused: most break the data model's rules and count as
+/// `otlp_invalid_histogram`; the rest name what tierdb cannot store ([`HistogramError::as_str`]).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum HistogramError {
     /// The buckets' counts do not add up to the point's count.
@@ -129,12 +131,53 @@ pub enum HistogramError {
         /// The maximum.
         max: f64,
     },
+    /// A populated bucket no finite value fits in (its lower bound past f64's largest, or
+    /// its upper bound below its smallest).
+    #[error("bucket {index} at scale {scale} holds no finite value")]
+    BucketRange {
+        /// The bucket's index, in OTLP's numbering.
+        index: i64,
+        /// The point's scale.
+        scale: i32,
+    },
+    /// An exponential point coarser than tierdb keeps (`otlp_histogram_scale`).
+    #[error(
+        "scale {0} is coarser than the coarsest tierdb keeps ({min}): configure the \
+         exporter's histogram with more buckets or a smaller range",
+        min = crate::histogram::MIN_SCALE
+    )]
+    ScaleTooCoarse(i32),
+    /// Values counted without their sum (`otlp_histogram_missing_sum`): a distribution keeps
+    /// the exact total of its values.
+    #[error("the point counts {0} values but gives no sum")]
+    MissingSum(u64),
+    /// An explicit point whose values have no finite bound to be placed at
+    /// (`otlp_histogram_no_bounds`): count and sum only, or one bucket from -inf to +inf.
+    #[error("the point counts {0} values in no bucket with a finite bound")]
+    NoBounds(u64),
+    /// A cumulative point not later than the last point of its stream
+    /// (`otlp_histogram_out_of_order`): its increase cannot be told.
+    #[error(
+        "cumulative point at {time} ns is not later than its stream's last, at {last} ns"
+    )]
+    OutOfOrder {
+        /// The point's `time_unix_nano`.
+        time: u64,
+        /// The stream's last point's.
+        last: u64,
+    },
 }
 
 impl HistogramError {
     /// The reason's stable snake_case name.
     pub fn as_str(&self) -> &'static str {
-        "otlp_invalid_histogram"
+        match self {
+            HistogramError::ScaleTooCoarse(_) => "otlp_histogram_scale",
+            HistogramError::MissingSum(_) => "otlp_histogram_missing_sum",
+            HistogramError::NoBounds(_) => "otlp_histogram_no_bounds",
+            HistogramError::OutOfOrder { .. } => "otlp_histogram_out_of_order",
+            _ => "otlp_invalid_histogram",
+        }
     }
 }
 
@@ -210,6 +253,8 @@ pub fn exponential(
         min: point.min,
         max: point.max,
         temporality,
+        start: point.start_time_unix_nano,
+        time: point.time_unix_nano,
     })
 }
 
@@ -248,5 +293,7 @@ pub fn explicit(
         min: point.min,
         max: point.max,
         temporality,
+        start: point.start_time_unix_nano,
+        time: point.time_unix_nano,
     })
 }

@@ -252,6 +252,11 @@ pub struct HistogramDataPoint {
     #[prost(message, repeated, tag = "9")]
     #[serde(default, deserialize_with = "de::vec")]
     pub attributes: Vec<KeyValue>,
+    /// When the counts began, in nanoseconds since the epoch (0 when not said): a cumulative
+    /// point's counts are since then, so a new start is a reset.
+    #[prost(fixed64, tag = "2")]
+    #[serde(default, deserialize_with = "de::u64")]
+    pub start_time_unix_nano: u64,
     /// When the point was taken, in nanoseconds since the epoch.
     #[prost(fixed64, tag = "3")]
     #[serde(default, deserialize_with = "de::u64")]
@@ -294,6 +299,11 @@ pub struct ExponentialHistogramDataPoint {
     #[prost(message, repeated, tag = "1")]
     #[serde(default, deserialize_with = "de::vec")]
     pub attributes: Vec<KeyValue>,
+    /// When the counts began, in nanoseconds since the epoch (0 when not said): a cumulative
+    /// point's counts are since then, so a new start is a reset.
+    #[prost(fixed64, tag = "2")]
+    #[serde(default, deserialize_with = "de::u64")]
+    pub start_time_unix_nano: u64,
     /// When the point was taken, in nanoseconds since the epoch.
     #[prost(fixed64, tag = "3")]
     #[serde(default, deserialize_with = "de::u64")]

@@ -266,6 +266,7 @@ fn every_kind() -> (ExportMetricsServiceRequest, Vec<(usize, String, What)>) {
             Data::Histogram(Histogram {
                 data_points: vec![HistogramDataPoint {
                     attributes: vec![],
+                    start_time_unix_nano: NS - 60_000_000_000,
                     time_unix_nano: NS,
                     count: 6,
                     sum: Some(123.0),
@@ -284,6 +285,7 @@ fn every_kind() -> (ExportMetricsServiceRequest, Vec<(usize, String, What)>) {
             Data::ExponentialHistogram(ExponentialHistogram {
                 data_points: vec![ExponentialHistogramDataPoint {
                     attributes: vec![],
+                    start_time_unix_nano: NS - 60_000_000_000,
                     time_unix_nano: NS,
                     count: 7,
                     sum: Some(20.0),
@@ -369,6 +371,8 @@ fn every_kind() -> (ExportMetricsServiceRequest, Vec<(usize, String, What)>) {
                     min: Some(1.0),
                     max: Some(150.0),
                     temporality: Temporality::Cumulative,
+                    start: NS - 60_000_000_000,
+                    time: NS,
                 },
             },
         ),
@@ -396,6 +400,8 @@ fn every_kind() -> (ExportMetricsServiceRequest, Vec<(usize, String, What)>) {
                     min: Some(-2.0),
                     max: Some(9.0),
                     temporality: Temporality::Delta,
+                    start: NS - 60_000_000_000,
+                    time: NS,
                 },
             },
         ),
@@ -418,6 +424,7 @@ fn every_kind_translates_from_protobuf() {
 #[test]
 fn every_kind_translates_from_json() {
     let (_, expected) = every_kind();
+    const START: u64 = NS - 60_000_000_000;
     let json = format!(
         r#"{{"resourceMetrics":[{{"resource":{{"attributes":[
             {{"key":"service.name","value":{{"stringValue":"checkout"}}}},
@@ -445,10 +452,10 @@ fn every_kind_translates_from_json() {
               "count":"10","sum":4.5,"quantileValues":[{{"quantile":0.5,"value":0.3}},
               {{"quantile":0.99,"value":1.2}}]}}]}}}},
             {{"name":"http.duration","unit":"ms","histogram":{{"aggregationTemporality":2,"dataPoints":[
-              {{"timeUnixNano":"{NS}","count":"6","sum":123,"bucketCounts":["1","2",3],
+              {{"startTimeUnixNano":"{START}","timeUnixNano":"{NS}","count":"6","sum":123,"bucketCounts":["1","2",3],
                 "explicitBounds":[10,100.0],"min":1,"max":150}}]}}}},
             {{"name":"http.duration.exp","unit":"ms","exponentialHistogram":{{"aggregationTemporality":1,
-              "dataPoints":[{{"timeUnixNano":"{NS}","count":"7","sum":20,"scale":3,"zeroCount":"1",
+              "dataPoints":[{{"startTimeUnixNano":{START},"timeUnixNano":"{NS}","count":"7","sum":20,"scale":3,"zeroCount":"1",
                 "positive":{{"offset":-2,"bucketCounts":["2","0","3"]}},
                 "negative":{{"offset":1,"bucketCounts":["1"]}},"min":-2,"max":9}}]}}}}
           ]}}]}}]}}"#
