@@ -13,7 +13,7 @@
 //!   sum a counter (stored as increases), a delta sum a delta counter (its values are
 //!   increases already); a summary is a gauge per quantile (tag `quantile`) and the counters
 //!   `_sum` and `_count`. A histogram, explicit or exponential, is a distribution: read whole
-//!   and checked ([`histogram`]), made a [`distribution::Observed`] ([`distribution`]), a
+//!   and checked ([`histogram`]), made a [`crate::histogram::Observed`] ([`distribution`]), a
 //!   cumulative one's increase since its stream's last point ([`streams`]).
 //! - Time: `time_unix_nano` floored to the second; 0 (not said) is "now".
 //! - A point flagged `NO_RECORDED_VALUE` is skipped (it says the series went away).
@@ -35,11 +35,11 @@ use std::ops::Range;
 
 use prost::Message;
 
-pub use distribution::{Counts, Observed};
+pub use distribution::Counts;
 pub use histogram::{Distribution, ExponentialBuckets, HistogramError, Layout, Temporality};
-pub use streams::{Streams, MAX_STREAM_BYTES};
 pub use names::{label_name, metric_name, NameKind};
 use proto::{Data, ExportMetricsServiceRequest, KeyValue, Metric, NumberValue};
+pub use streams::{Streams, MAX_STREAM_BYTES};
 
 use crate::counter::SeriesKind;
 use crate::registry::write_canonical;

@@ -461,6 +461,23 @@ impl BodySink {
         }
     }
 
+    /// Queues observations that arrived as a histogram ([`Sink::push_histogram`]), writing
+    /// the batch once it is full.
+    pub(super) async fn push_histogram(
+        &mut self,
+        series: &str,
+        ts: crate::time::Timestamp,
+        observed: crate::histogram::Observed,
+        line: usize,
+    ) {
+        if self.failed {
+            let why = "not written: an earlier batch of this request failed on the server";
+            self.sink.reject(line, "write_failed", why.into());
+        } else if self.sink.push_histogram(series, ts, observed, line) {
+            self.flush().await;
+        }
+    }
+
     pub(super) fn reject(&mut self, line: usize, reason: &'static str, message: impl Into<String>) {
         self.sink.reject(line, reason, message.into());
     }

@@ -91,11 +91,21 @@ async fn write(
                     let ts = ts.unwrap_or(now);
                     (sink.push(batch.series(entry), Some(*kind), ts, *value, entry.point)).await;
                 }
-                What::Histogram { .. } => sink.reject(
-                    entry.point,
-                    "otlp_histogram_unsupported",
-                    "histogram points are not stored yet: gauges, sums and summaries are",
-                ),
+                What::Histogram { ts, distribution } => {
+                    let series = batch.series(entry);
+                    let observed = (state.otlp_streams.lock())
+                        .unwrap_or_else(|e| e.into_inner())
+                        .observe(series, distribution, now);
+                    match observed {
+                        Ok(Some(observed)) => {
+                            let ts = ts.unwrap_or(now);
+                            (sink.push_histogram(series, ts, observed, entry.point)).await;
+                        }
+                        // A cumulative series' baseline, or a point that adds nothing.
+                        Ok(None) => {}
+                        Err(e) => sink.reject(entry.point, e.as_str(), e.to_string()),
+                    }
+                }
                 What::Refused { reason, message } => {
                     sink.reject(entry.point, reason, message.clone())
                 }

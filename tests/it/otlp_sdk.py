@@ -3,17 +3,20 @@
 
 Usage: python3 otlp_sdk.py http://127.0.0.1:PORT
 
-- A cumulative provider (protobuf): a gauge, a cumulative counter and an explicit-bucket
-  histogram.
-- A delta provider (protobuf, gzip): a delta counter and an exponential histogram.
+- A cumulative provider (protobuf): a gauge, a cumulative counter, an explicit-bucket
+  histogram and an exponential histogram, exported twice.
+- A delta provider (protobuf, gzip): a delta counter, an exponential histogram and an
+  explicit-bucket histogram, exported twice.
 - A summary, which the SDK has no instrument for: an ExportMetricsServiceRequest built
   with the opentelemetry-proto classes the exporter uses, posted as the exporter posts.
 
-Prints one JSON line: the result of each of the exporter's exports, and the summary's
-answer.
+The histograms record seeded log-normal latencies in whole units (so every sum is exact).
+Prints one JSON line: the result of each of the exporter's exports, the summary's answer,
+every value each histogram recorded and the explicit histograms' bounds.
 """
 
 import json
+import random
 import sys
 import time
 
@@ -37,7 +40,11 @@ from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
     PeriodicExportingMetricReader,
 )
-from opentelemetry.sdk.metrics.view import ExponentialBucketHistogramAggregation, View
+from opentelemetry.sdk.metrics.view import (
+    ExplicitBucketHistogramAggregation,
+    ExponentialBucketHistogramAggregation,
+    View,
+)
 from opentelemetry.sdk.resources import Resource
 
 base = sys.argv[1]
@@ -83,31 +90,73 @@ def provider(temporality, compression, views=()):
     )
 
 
-cumulative = provider(AggregationTemporality.CUMULATIVE, Compression.NoCompression)
+rng = random.Random(53)
+# Every value each histogram recorded, by instrument name.
+recorded = {"request.duration": [], "queue.wait": [], "payload.size": [], "batch.size": []}
+
+
+def record(histogram, name, n, attributes=None):
+    """Records n seeded log-normal values (whole units, 1 to tens of thousands)."""
+    for _ in range(n):
+        value = int(rng.lognormvariate(4.0, 1.3)) + 1
+        histogram.record(value, attributes)
+        recorded[name].append(value)
+
+
+def exponential(name):
+    return View(instrument_name=name, aggregation=ExponentialBucketHistogramAggregation())
+
+
+# The explicit histograms' bounds: the SDK's default ones for request.duration, and others
+# for batch.size.
+bounds = {
+    "request.duration": [0, 5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000],
+    "batch.size": [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000],
+}
+
+
+def explicit(name):
+    aggregation = ExplicitBucketHistogramAggregation(boundaries=bounds[name])
+    return View(instrument_name=name, aggregation=aggregation)
+
+
+cumulative = provider(
+    AggregationTemporality.CUMULATIVE,
+    Compression.NoCompression,
+    [exponential("queue.wait"), explicit("request.duration")],
+)
 meter = cumulative.get_meter("tierdb.test")
 meter.create_gauge("queue.depth", unit="{item}").set(7.5, {"queue": "main"})
 counter = meter.create_counter("jobs.done", unit="{job}")
 counter.add(3, {"queue": "main"})
 latency = meter.create_histogram("request.duration", unit="ms")
-for value in (5, 50, 500):
-    latency.record(value, {"route": "/a"})
+wait = meter.create_histogram("queue.wait", unit="ms")
+record(latency, "request.duration", 150, {"route": "/a"})
+record(wait, "queue.wait", 150)
 cumulative.force_flush()
 # A cumulative counter's first point is its baseline: a second export, in a later second
-# (tierdb keeps seconds), carries the increase (2).
+# (tierdb keeps seconds), carries the increase (2). The histograms' first points are
+# counted whole (their streams started after the server), the second ones' increases.
 time.sleep(1.2)
 counter.add(2, {"queue": "main"})
+record(latency, "request.duration", 150, {"route": "/a"})
+record(wait, "queue.wait", 150)
 cumulative.force_flush()
 
 delta = provider(
     AggregationTemporality.DELTA,
     Compression.Gzip,
-    [View(instrument_name="payload.size", aggregation=ExponentialBucketHistogramAggregation())],
+    [exponential("payload.size"), explicit("batch.size")],
 )
 meter = delta.get_meter("tierdb.test")
 meter.create_counter("bytes.out", unit="By").add(100, {"peer": "b"})
 size = meter.create_histogram("payload.size", unit="By")
-for value in (10, 20, 4000):
-    size.record(value)
+batch = meter.create_histogram("batch.size", unit="{item}")
+record(size, "payload.size", 150)
+record(batch, "batch.size", 150)
+delta.force_flush()
+record(size, "payload.size", 150)
+record(batch, "batch.size", 150)
 delta.force_flush()
 
 
@@ -176,6 +225,8 @@ print(
             "summary_status": answer.status_code,
             "summary_content_type": answer.headers.get("Content-Type"),
             "summary_partial": response.HasField("partial_success"),
+            "recorded": recorded,
+            "bounds": bounds,
         }
     )
 )

@@ -12,21 +12,12 @@
 //!   else at `b0` and `bN`. The values are recorded at [`MAX_SCALE`], so a quantile is within
 //!   the explicit bucket's width of the sample (half of it between two bounds), plus
 //!   [`MAX_SCALE`]'s error.
+//! - Extremes: the values' own min and max where known; else the outer bounds of the
+//!   populated buckets (an explicit histogram's own bounds, not those of the scale-8 buckets
+//!   its values were placed in), which hold every value.
 
 use super::histogram::{Distribution, ExponentialBuckets, HistogramError, Layout};
-use crate::histogram::{lower_bound, upper_bound, Histogram, MAX_SCALE, MIN_SCALE};
-
-/// One distribution sample: a histogram with its values' exact sum and, when known, their
-/// exact least and greatest value.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Observed {
-    /// The values' buckets; its count is the values counted.
-    pub histogram: Histogram,
-    /// Their sum.
-    pub sum: f64,
-    /// Their least and greatest value, when known.
-    pub extremes: Option<(f64, f64)>,
-}
+use crate::histogram::{lower_bound, upper_bound, Histogram, Observed, MAX_SCALE, MIN_SCALE};
 
 /// A point's bucket counts, in the form a cumulative stream subtracts
 /// ([`Counts::increase_since`]) and [`observed`] places.
@@ -203,46 +194,84 @@ fn subtracted(now: &[(i32, u64)], then: &[(i32, u64)]) -> Option<Vec<(i32, u64)>
     then.next().is_none().then_some(out)
 }
 
+/// The least and greatest of some values, each when known.
+pub type Extremes = (Option<f64>, Option<f64>);
+
 /// The sample `counts` writes, with the values' `sum`: an exponential histogram as it is, an
-/// explicit one placed ([`placed`]) using the point's `min` and `max`. `extremes` says
-/// whether `min` and `max` are these values' own (a delta point's, or a cumulative point
-/// counted whole) rather than a cumulative stream's since its start: only then does the
-/// sample carry them.
-pub fn observed(
-    counts: &Counts,
-    sum: f64,
-    min: Option<f64>,
-    max: Option<f64>,
-    extremes: bool,
-) -> Observed {
-    let histogram = match counts {
-        Counts::Exponential(histogram) => histogram.clone(),
-        Counts::Explicit { bounds, counts } => placed(bounds, counts, min, max),
+/// explicit one placed ([`placed`]) using `placing`, the point's min and max (a cumulative
+/// point's are since its start). `exact` are these values' own least and greatest where
+/// known (a delta point's min and max; a cumulative point's new least or greatest since its
+/// previous point): the sample carries them, and in their place the outer bounds of the
+/// populated buckets, which hold every value (for an explicit histogram its buckets'
+/// bounds, the open ones' as placed).
+pub fn observed(counts: &Counts, sum: f64, placing: Extremes, exact: Extremes) -> Observed {
+    let (histogram, outer) = match counts {
+        Counts::Exponential(histogram) => {
+            let bare = Observed {
+                histogram: histogram.clone(),
+                sum,
+                extremes: None,
+            };
+            let outer = bare.extremes();
+            (bare.histogram, outer)
+        }
+        Counts::Explicit { bounds, counts } => (
+            placed(bounds, counts, placing),
+            explicit_outer(bounds, counts, placing),
+        ),
     };
-    let extremes = match (min, max) {
-        (Some(min), Some(max)) if extremes && !histogram.is_empty() => Some((min, max)),
-        _ => None,
+    let extremes = match (exact, outer) {
+        ((Some(min), Some(max)), _) => Some((min, max)),
+        ((min, max), Some((low, high))) => Some((min.unwrap_or(low), max.unwrap_or(high))),
+        (_, None) => None,
     };
     Observed {
+        extremes: extremes.filter(|_| !histogram.is_empty()),
         histogram,
         sum,
-        extremes,
     }
 }
 
+/// Where an explicit histogram's first and last buckets are placed: the point's min when
+/// given and not above `b0`, else `b0`; its max when given and above `bN`, else `bN`.
+fn open_ends(bounds: &[f64], (min, max): Extremes) -> Option<(f64, f64)> {
+    let (&first, &last) = (bounds.first()?, bounds.last()?);
+    Some((
+        min.filter(|&m| m <= first).unwrap_or(first),
+        max.filter(|&m| m > last).unwrap_or(last),
+    ))
+}
+
+/// The outer bounds of an explicit histogram's populated buckets, the open ones' as placed.
+fn explicit_outer(bounds: &[f64], counts: &[u64], placing: Extremes) -> Option<(f64, f64)> {
+    let (low_end, high_end) = open_ends(bounds, placing)?;
+    let lowest = counts.iter().position(|&c| c > 0)?;
+    let highest = counts.iter().rposition(|&c| c > 0)?;
+    let low = if lowest == 0 {
+        low_end
+    } else {
+        bounds[lowest - 1]
+    };
+    let high = if highest == bounds.len() {
+        high_end
+    } else {
+        bounds[highest]
+    };
+    Some((low, high))
+}
+
 /// An explicit histogram's counts recorded at [`MAX_SCALE`], each bucket's at one value
-/// inside it: the midpoint between two bounds; for the first bucket `min` when the point
-/// gives one inside it, else `b0`; for the last `max` when given inside it, else `bN`.
-fn placed(bounds: &[f64], counts: &[u64], min: Option<f64>, max: Option<f64>) -> Histogram {
+/// inside it: the midpoint between two bounds, the open ones at [`open_ends`].
+fn placed(bounds: &[f64], counts: &[u64], placing: Extremes) -> Histogram {
     let mut histogram = Histogram::new(MAX_SCALE);
-    let (Some(&first), Some(&last)) = (bounds.first(), bounds.last()) else {
+    let Some((low_end, high_end)) = open_ends(bounds, placing) else {
         return histogram;
     };
     for (k, &count) in counts.iter().enumerate() {
         let value = if k == 0 {
-            min.filter(|&m| m <= first).unwrap_or(first)
+            low_end
         } else if k == bounds.len() {
-            max.filter(|&m| m > last).unwrap_or(last)
+            high_end
         } else {
             bounds[k - 1] / 2.0 + bounds[k] / 2.0
         };

@@ -157,9 +157,7 @@ pub enum HistogramError {
     NoBounds(u64),
     /// A cumulative point not later than the last point of its stream
     /// (`otlp_histogram_out_of_order`): its increase cannot be told.
-    #[error(
-        "cumulative point at {time} ns is not later than its stream's last, at {last} ns"
-    )]
+    #[error("cumulative point at {time} ns is not later than its stream's last, at {last} ns")]
     OutOfOrder {
         /// The point's `time_unix_nano`.
         time: u64,

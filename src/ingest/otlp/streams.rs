@@ -12,16 +12,20 @@
 //!   a baseline that writes nothing, so no value is counted twice; the values between the
 //!   stream's last point before and its first point after are lost.
 //! - A point not later than its stream's last is refused, since its increase cannot be told.
+//! - A cumulative point's min and max are since its start: an increase carries one only
+//!   when it is new (a lower min or higher max than the last point's is the increase's).
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::distribution::{observed, Counts, Observed};
+use super::distribution::{observed, Counts, Extremes};
 use super::histogram::{Distribution, HistogramError, Temporality};
+use crate::histogram::Observed;
 use crate::time::Timestamp;
 
 /// Bytes of stream state kept at most: a stream of a 20-bucket explicit histogram with a
-/// 200-byte series takes about 650 bytes, so 64 MiB keep some 100,000 streams, more than a
-/// node's histogram series usually are.
+/// 200-byte series takes about 900 bytes, one of a 160-bucket exponential histogram about
+/// 3,100, so 64 MiB keep some 70,000 or 20,000 streams: more than one server's histogram
+/// series usually are.
 pub const MAX_STREAM_BYTES: usize = 64 << 20;
 
 /// What one stream's entry costs beside its series text and counts: the map's and the
@@ -37,6 +41,9 @@ struct Last {
     time: u64,
     counts: Counts,
     sum: f64,
+    /// Its min and max (since the start): a later point's lower min or higher max is a
+    /// value of its increase.
+    extremes: Extremes,
     /// When it was written, in [`Streams::tick`]s: its key in [`Streams::by_use`].
     used: u64,
 }
@@ -98,9 +105,8 @@ impl Streams {
             None if point.count == 0 => 0.0,
             None => return Err(HistogramError::MissingSum(point.count)),
         };
-        let whole = |counts: &Counts| {
-            (counts.count() > 0).then(|| observed(counts, sum, point.min, point.max, true))
-        };
+        let own = (point.min, point.max);
+        let whole = |counts: &Counts| (counts.count() > 0).then(|| observed(counts, sum, own, own));
         if point.temporality == Temporality::Delta {
             return Ok(whole(&counts));
         }
@@ -113,7 +119,15 @@ impl Streams {
             }
             Some(last) if last.start == point.start => match counts.increase_since(&last.counts) {
                 Some(increase) => (increase.count() > 0).then(|| {
-                    observed(&increase, sum - last.sum, point.min, point.max, false)
+                    let new = (
+                        point
+                            .min
+                            .filter(|&min| last.extremes.0.is_some_and(|m| min < m)),
+                        point
+                            .max
+                            .filter(|&max| last.extremes.1.is_some_and(|m| max > m)),
+                    );
+                    observed(&increase, sum - last.sum, own, new)
                 }),
                 None => whole(&counts),
             },
@@ -129,7 +143,14 @@ impl Streams {
 
     /// Keeps `point` as the last of `stream`, then forgets the least recently written
     /// streams while the state is over its bytes.
-    fn keep(&mut self, stream: &str, point: &Distribution, counts: Counts, sum: f64, now: Timestamp) {
+    fn keep(
+        &mut self,
+        stream: &str,
+        point: &Distribution,
+        counts: Counts,
+        sum: f64,
+        now: Timestamp,
+    ) {
         self.tick += 1;
         let used = self.tick;
         let size = ENTRY_BYTES + 2 * stream.len() + counts.heap_bytes();
@@ -138,6 +159,7 @@ impl Streams {
             time: point.time,
             counts,
             sum,
+            extremes: (point.min, point.max),
             used,
         };
         if let Some(old) = self.last.insert(stream.to_string(), entry) {

@@ -83,7 +83,12 @@ fn a_finer_scale_is_reduced_to_the_finest_kept_as_reduce_to_does() {
     for scale in [9, 12, 20] {
         let offset = -(1 << (scale - 4));
         let counts: Vec<u64> = (1..=40).collect();
-        let point = exponential(scale, (1, 0.0), (offset, counts.clone()), (7, vec![4, 0, 5]));
+        let point = exponential(
+            scale,
+            (1, 0.0),
+            (offset, counts.clone()),
+            (7, vec![4, 0, 5]),
+        );
         let h = histogram_of(Counts::of(&point).unwrap());
         assert_eq!(h.scale(), MAX_SCALE);
         assert_eq!(h.count(), point.count);
@@ -114,7 +119,12 @@ fn a_finer_scale_is_reduced_to_the_finest_kept_as_reduce_to_does() {
 fn a_scale_coarser_than_kept_is_refused_with_its_reason() {
     let ok = exponential(i32::from(MIN_SCALE), (0, 0.0), (0, vec![1]), (0, vec![]));
     assert!(Counts::of(&ok).is_ok());
-    let coarse = exponential(i32::from(MIN_SCALE) - 1, (0, 0.0), (0, vec![1]), (0, vec![]));
+    let coarse = exponential(
+        i32::from(MIN_SCALE) - 1,
+        (0, 0.0),
+        (0, vec![1]),
+        (0, vec![]),
+    );
     let e = Counts::of(&coarse).unwrap_err();
     assert_eq!(e, HistogramError::ScaleTooCoarse(i32::from(MIN_SCALE) - 1));
     assert_eq!(e.as_str(), "otlp_histogram_scale");
@@ -144,12 +154,17 @@ fn zero_bucket_and_threshold_are_kept() {
     assert_eq!(h.zero_count(), 4);
     assert_eq!(h.zero_threshold(), 0.001);
     assert_eq!(h.count(), 7);
-    let o = observed(&Counts::of(&point).unwrap(), 1.5, Some(-3.0), Some(2.0), true);
+    let exact = (Some(-3.0), Some(2.0));
+    let o = observed(&Counts::of(&point).unwrap(), 1.5, exact, exact);
     assert_eq!(o.histogram, h);
     assert_eq!(o.sum, 1.5);
     assert_eq!(o.extremes, Some((-3.0, 2.0)));
-    let o = observed(&Counts::of(&point).unwrap(), 1.5, Some(-3.0), Some(2.0), false);
-    assert_eq!(o.extremes, None, "a cumulative increase's extremes are not its own");
+    // Extremes not known: the outer bounds of the populated buckets, OTLP's negative
+    // bucket 3 (our 4) and positive -1 (our 0) at scale 2.
+    let o = observed(&Counts::of(&point).unwrap(), 1.5, exact, (None, None));
+    assert_eq!(o.extremes, Some((-2.0, 1.0)));
+    let o = observed(&Counts::of(&point).unwrap(), 1.5, exact, (None, Some(0.75)));
+    assert_eq!(o.extremes, Some((-2.0, 0.75)));
 }
 
 #[test]
@@ -160,7 +175,8 @@ fn explicit_buckets_are_placed_at_their_midpoint_or_the_given_extremes() {
     expected.record_n(1.0, 1);
     expected.record_n(55.0, 2);
     expected.record_n(5000.0, 3);
-    let o = observed(&counts, 0.0, Some(1.0), Some(5000.0), true);
+    let given = (Some(1.0), Some(5000.0));
+    let o = observed(&counts, 0.0, given, given);
     assert_eq!(o.histogram, expected);
     assert_eq!(o.histogram.count(), 6);
     assert_eq!(o.extremes, Some((1.0, 5000.0)));
@@ -170,9 +186,32 @@ fn explicit_buckets_are_placed_at_their_midpoint_or_the_given_extremes() {
     bounds_only.record_n(10.0, 1);
     bounds_only.record_n(55.0, 2);
     bounds_only.record_n(1000.0, 3);
-    assert_eq!(observed(&counts, 0.0, None, None, true).histogram, bounds_only);
-    let o = observed(&counts, 0.0, Some(20.0), Some(900.0), true);
+    let none = (None, None);
+    let o = observed(&counts, 0.0, none, none);
     assert_eq!(o.histogram, bounds_only);
+    assert_eq!(o.extremes, Some((10.0, 1000.0)));
+    let o = observed(&counts, 0.0, (Some(20.0), Some(900.0)), none);
+    assert_eq!(o.histogram, bounds_only);
+    assert_eq!(o.extremes, Some((10.0, 1000.0)));
+
+    // Extremes not the values' own (a cumulative increase): the explicit buckets' bounds,
+    // not the placed values' scale-8 buckets; an exact one where known.
+    let increase = Counts::Explicit {
+        bounds: vec![10.0, 100.0, 1000.0],
+        counts: vec![0, 2, 1, 0],
+    };
+    let o = observed(&increase, 0.0, given, none);
+    assert_eq!(o.extremes, Some((10.0, 1000.0)));
+    let o = observed(&increase, 0.0, given, (None, Some(700.0)));
+    assert_eq!(o.extremes, Some((10.0, 700.0)));
+    let open = Counts::Explicit {
+        bounds: vec![10.0, 100.0, 1000.0],
+        counts: vec![1, 0, 0, 1],
+    };
+    assert_eq!(
+        observed(&open, 0.0, given, none).extremes,
+        Some((1.0, 5000.0))
+    );
 
     // Negative and zero-straddling bounds.
     let point = explicit(vec![-5.0, 5.0], vec![1, 1, 1]);
@@ -180,7 +219,12 @@ fn explicit_buckets_are_placed_at_their_midpoint_or_the_given_extremes() {
     expected.record_n(-5.0, 1);
     expected.record_n(0.0, 1);
     expected.record_n(5.0, 1);
-    let o = observed(&Counts::of(&point).unwrap(), 0.0, None, None, true);
+    let o = observed(
+        &Counts::of(&point).unwrap(),
+        0.0,
+        (None, None),
+        (None, None),
+    );
     assert_eq!(o.histogram, expected);
 }
 
@@ -188,7 +232,9 @@ fn explicit_buckets_are_placed_at_their_midpoint_or_the_given_extremes() {
 fn explicit_quantiles_are_within_the_bucket_width_plus_the_scale_error() {
     // Raw values, bucketed as an SDK does, placed, and every percentile compared with the
     // nearest-rank sample.
-    let bounds = vec![0.0, 5.0, 10.0, 25.0, 50.0, 75.0, 100.0, 250.0, 500.0, 1000.0];
+    let bounds = vec![
+        0.0, 5.0, 10.0, 25.0, 50.0, 75.0, 100.0, 250.0, 500.0, 1000.0,
+    ];
     let raw: Vec<f64> = (0..500).map(|k| 0.3 + (k as f64 * 7.77) % 1400.0).collect();
     let mut counts = vec![0u64; bounds.len() + 1];
     for &v in &raw {
@@ -199,9 +245,8 @@ fn explicit_quantiles_are_within_the_bucket_width_plus_the_scale_error() {
     let o = observed(
         &Counts::of(&explicit(bounds.clone(), counts)).unwrap(),
         raw.iter().sum(),
-        Some(min),
-        Some(max),
-        true,
+        (Some(min), Some(max)),
+        (Some(min), Some(max)),
     );
     let mut sorted = raw.clone();
     sorted.sort_by(f64::total_cmp);
@@ -212,9 +257,10 @@ fn explicit_quantiles_are_within_the_bucket_width_plus_the_scale_error() {
         let k = bounds.partition_point(|&b| b < exact);
         let low = if k == 0 { min } else { bounds[k - 1] };
         let high = if k == bounds.len() { max } else { bounds[k] };
-        let width = high - low;
+        let open = k == 0 || k == bounds.len();
+        let width = if open { high - low } else { (high - low) / 2.0 };
         let estimate = o.histogram.quantile(q, o.extremes).unwrap();
-        let bound = width + o.histogram.relative_error() * exact.abs().max(estimate.abs());
+        let bound = width + o.histogram.relative_error() * high.abs().max(low.abs());
         assert!(
             (estimate - exact).abs() <= bound,
             "p{p}: {estimate} vs {exact} (bucket {low}..{high})"
@@ -233,13 +279,21 @@ fn explicit_points_without_bounds_are_refused_unless_empty() {
     }
     let empty = Counts::of(&explicit(vec![], vec![])).unwrap();
     assert_eq!(empty.count(), 0);
-    assert!(observed(&empty, 0.0, None, None, true).histogram.is_empty());
+    let o = observed(&empty, 0.0, (Some(1.0), Some(2.0)), (Some(1.0), Some(2.0)));
+    assert!(o.histogram.is_empty());
+    assert_eq!(o.extremes, None);
 }
 
 #[test]
 fn increases_subtract_bucket_by_bucket() {
     let then = Counts::of(&exponential(3, (1, 0.0), (-2, vec![1, 0, 2]), (0, vec![1]))).unwrap();
-    let now = Counts::of(&exponential(3, (3, 0.0), (-3, vec![4, 1, 0, 5]), (0, vec![1, 2]))).unwrap();
+    let now = Counts::of(&exponential(
+        3,
+        (3, 0.0),
+        (-3, vec![4, 1, 0, 5]),
+        (0, vec![1, 2]),
+    ))
+    .unwrap();
     let increase = histogram_of(now.increase_since(&then).unwrap());
     let expected = Histogram::from_parts(3, 0.0, 2, [(-2, 4), (1, 3)], [(2, 2)]).unwrap();
     assert_eq!(increase, expected);
@@ -247,9 +301,11 @@ fn increases_subtract_bucket_by_bucket() {
     // Any count lower: a reset.
     let lower = Counts::of(&exponential(3, (1, 0.0), (-2, vec![1, 0, 1]), (0, vec![1]))).unwrap();
     assert_eq!(lower.increase_since(&then), None);
-    let fewer_zeros = Counts::of(&exponential(3, (0, 0.0), (-2, vec![1, 0, 2]), (0, vec![1]))).unwrap();
+    let fewer_zeros =
+        Counts::of(&exponential(3, (0, 0.0), (-2, vec![1, 0, 2]), (0, vec![1]))).unwrap();
     assert_eq!(fewer_zeros.increase_since(&then), None);
-    let bucket_gone = Counts::of(&exponential(3, (1, 0.0), (-2, vec![1, 0, 3]), (0, vec![]))).unwrap();
+    let bucket_gone =
+        Counts::of(&exponential(3, (1, 0.0), (-2, vec![1, 0, 3]), (0, vec![]))).unwrap();
     assert_eq!(bucket_gone.increase_since(&then), None);
 
     // Explicit: same bounds subtract; other bounds or kinds are a reset.
@@ -277,7 +333,10 @@ fn increases_across_a_coarsened_scale_or_a_wider_zero_bucket() {
     let mut then = Histogram::new(4);
     values_then.iter().for_each(|&v| then.record(v));
     let mut now = Histogram::new(2);
-    values_then.iter().chain(&values_added).for_each(|&v| now.record(v));
+    values_then
+        .iter()
+        .chain(&values_added)
+        .for_each(|&v| now.record(v));
     let increase = Counts::Exponential(now)
         .increase_since(&Counts::Exponential(then))
         .unwrap();
@@ -289,7 +348,9 @@ fn increases_across_a_coarsened_scale_or_a_wider_zero_bucket() {
     let mut then = Histogram::from_parts(4, 0.0, 0, [], []).unwrap();
     [0.1, 0.2, 3.0].iter().for_each(|&v| then.record(v));
     let mut now = Histogram::from_parts(4, 0.5, 0, [], []).unwrap();
-    [0.1, 0.2, 3.0, 0.4, 3.0].iter().for_each(|&v| now.record(v));
+    [0.1, 0.2, 3.0, 0.4, 3.0]
+        .iter()
+        .for_each(|&v| now.record(v));
     let increase = Counts::Exponential(now)
         .increase_since(&Counts::Exponential(then))
         .unwrap();

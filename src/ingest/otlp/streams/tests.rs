@@ -1,5 +1,5 @@
 use super::*;
-use crate::histogram::{Histogram, MAX_SCALE};
+use crate::histogram::{Histogram, Observed, MAX_SCALE};
 use crate::ingest::otlp::histogram::{ExponentialBuckets, Layout};
 
 const SECOND: u64 = 1_000_000_000;
@@ -63,22 +63,38 @@ fn a_delta_point_is_written_as_it_is() {
 fn cumulative_points_write_their_increases() {
     let mut s = streams();
     let start = STARTED + 10;
-    let first = s.observe("h", &point(start, start + 5, [1, 0, 0], 0.5), NOW).unwrap();
+    let first = s
+        .observe("h", &point(start, start + 5, [1, 0, 0], 0.5), NOW)
+        .unwrap();
     let first = first.expect("a stream started after the process is counted whole");
     assert_eq!(first.histogram, placed([1, 0, 0]));
     assert_eq!(first.extremes, Some((0.5, 20.0)));
 
-    let second = s.observe("h", &point(start, start + 15, [1, 2, 1], 20.5), NOW).unwrap();
+    let second = s
+        .observe("h", &point(start, start + 15, [1, 2, 1], 20.5), NOW)
+        .unwrap();
     let second = second.unwrap();
     assert_eq!(second.histogram, placed([0, 2, 1]));
     assert_eq!(second.sum, 20.0);
-    assert_eq!(second.extremes, None, "min and max are since the start");
+    // The point's min and max are since the start: the increase's are its buckets' bounds.
+    assert_eq!(second.extremes, Some((1.0, 20.0)));
 
     // Nothing new: nothing written.
-    let third = s.observe("h", &point(start, start + 25, [1, 2, 1], 20.5), NOW).unwrap();
+    let third = s
+        .observe("h", &point(start, start + 25, [1, 2, 1], 20.5), NOW)
+        .unwrap();
     assert_eq!(third, None);
-    let fourth = s.observe("h", &point(start, start + 35, [1, 2, 4], 80.5), NOW).unwrap();
-    assert_eq!(fourth.unwrap().histogram, placed([0, 0, 3]));
+    let fourth = s
+        .observe("h", &point(start, start + 35, [1, 2, 4], 80.5), NOW)
+        .unwrap();
+    let fourth = fourth.unwrap();
+    assert_eq!(fourth.histogram, placed([0, 0, 3]));
+    assert_eq!(fourth.extremes, Some((10.0, 20.0)));
+    // A greater max than before is a value of the increase: exact.
+    let mut fifth = point(start, start + 45, [1, 2, 5], 110.5);
+    fifth.max = Some(30.0);
+    let fifth = s.observe("h", &fifth, NOW).unwrap().unwrap();
+    assert_eq!(fifth.extremes, Some((10.0, 30.0)));
     assert_eq!(s.len(), 1);
 }
 
@@ -86,7 +102,8 @@ fn cumulative_points_write_their_increases() {
 fn a_reset_has_the_point_counted_whole() {
     let mut s = streams();
     let start = STARTED + 10;
-    s.observe("h", &point(start, start + 5, [1, 2, 3], 60.0), NOW).unwrap();
+    s.observe("h", &point(start, start + 5, [1, 2, 3], 60.0), NOW)
+        .unwrap();
     // A new start time, even with higher counts.
     let restarted = point(start + 100, start + 105, [2, 2, 3], 61.0);
     let o = s.observe("h", &restarted, NOW).unwrap().unwrap();
@@ -103,7 +120,14 @@ fn a_reset_has_the_point_counted_whole() {
         bounds: vec![1.0, 20.0],
         counts: vec![3, 1, 3],
     };
-    assert_eq!(s.observe("h", &rebucketed, NOW).unwrap().unwrap().histogram.count(), 7);
+    assert_eq!(
+        s.observe("h", &rebucketed, NOW)
+            .unwrap()
+            .unwrap()
+            .histogram
+            .count(),
+        7
+    );
 }
 
 #[test]
@@ -111,23 +135,40 @@ fn a_first_point_that_may_have_been_counted_is_a_baseline() {
     let mut s = streams();
     // Started before this process: counted (in part) by a process before it.
     let before = STARTED - 3600;
-    assert_eq!(s.observe("h", &point(before, NOW - 10, [5, 5, 5], 100.0), NOW).unwrap(), None);
-    let o = s.observe("h", &point(before, NOW, [5, 6, 5], 105.5), NOW).unwrap().unwrap();
+    assert_eq!(
+        s.observe("h", &point(before, NOW - 10, [5, 5, 5], 100.0), NOW)
+            .unwrap(),
+        None
+    );
+    let o = s
+        .observe("h", &point(before, NOW, [5, 6, 5], 105.5), NOW)
+        .unwrap()
+        .unwrap();
     assert_eq!(o.histogram, placed([0, 1, 0]));
     assert_eq!(o.sum, 5.5);
     // No start time: a baseline too.
-    assert_eq!(s.observe("g", &point(0, NOW, [1, 0, 0], 0.5), NOW).unwrap(), None);
+    assert_eq!(
+        s.observe("g", &point(0, NOW, [1, 0, 0], 0.5), NOW).unwrap(),
+        None
+    );
     // In the very second the process started: a baseline.
-    assert_eq!(s.observe("f", &point(STARTED, NOW, [1, 0, 0], 0.5), NOW).unwrap(), None);
+    assert_eq!(
+        s.observe("f", &point(STARTED, NOW, [1, 0, 0], 0.5), NOW)
+            .unwrap(),
+        None
+    );
 }
 
 #[test]
 fn points_not_later_than_the_last_are_refused() {
     let mut s = streams();
     let start = STARTED + 10;
-    s.observe("h", &point(start, start + 20, [1, 0, 0], 0.5), NOW).unwrap();
+    s.observe("h", &point(start, start + 20, [1, 0, 0], 0.5), NOW)
+        .unwrap();
     for at in [start + 20, start + 19] {
-        let e = s.observe("h", &point(start, at, [1, 1, 0], 6.0), NOW).unwrap_err();
+        let e = s
+            .observe("h", &point(start, at, [1, 1, 0], 6.0), NOW)
+            .unwrap_err();
         assert_eq!(e.as_str(), "otlp_histogram_out_of_order");
         assert_eq!(
             e,
@@ -138,7 +179,9 @@ fn points_not_later_than_the_last_are_refused() {
         );
     }
     // The refused points left the state as it was.
-    let o = s.observe("h", &point(start, start + 30, [1, 1, 0], 6.0), NOW).unwrap();
+    let o = s
+        .observe("h", &point(start, start + 30, [1, 1, 0], 6.0), NOW)
+        .unwrap();
     assert_eq!(o.unwrap().histogram, placed([0, 1, 0]));
 }
 
@@ -165,7 +208,10 @@ fn exponential_cumulative_points_subtract_in_our_numbering() {
             scale: 10,
             zero_count: 0,
             zero_threshold: 0.0,
-            positive: ExponentialBuckets { offset: 1024, counts },
+            positive: ExponentialBuckets {
+                offset: 1024,
+                counts,
+            },
             negative: ExponentialBuckets::default(),
         },
         sum: Some(sum),
@@ -175,21 +221,32 @@ fn exponential_cumulative_points_subtract_in_our_numbering() {
         start: ns(start),
         time: ns(at),
     };
-    s.observe("e", &exp(start + 1, vec![1, 0, 0, 0, 2], 10.0), NOW).unwrap();
-    let o = s.observe("e", &exp(start + 2, vec![1, 0, 0, 0, 3, 0, 0, 0, 1], 14.0), NOW);
+    s.observe("e", &exp(start + 1, vec![1, 0, 0, 0, 2], 10.0), NOW)
+        .unwrap();
+    let o = s.observe(
+        "e",
+        &exp(start + 2, vec![1, 0, 0, 0, 3, 0, 0, 0, 1], 14.0),
+        NOW,
+    );
     let o = o.unwrap().unwrap();
     // Scale 10 reduced to 8: OTLP indexes 1024..=1032 become ours 257 (1024..1027), 258, 259.
     assert_eq!(o.histogram.scale(), 8);
     assert_eq!(o.histogram.positive(), &[(258, 1), (259, 1)]);
     assert_eq!(o.sum, 4.0);
-    assert_eq!(o.extremes, None);
+    // No min or max sent: the outer bounds of the buckets.
+    let bare = Observed {
+        extremes: None,
+        ..o.clone()
+    };
+    assert_eq!(o.extremes, bare.extremes());
 }
 
 #[test]
 fn state_is_bounded_and_a_forgotten_stream_starts_again_with_a_baseline() {
     let one = {
         let mut s = streams();
-        s.observe("h000", &point(STARTED + 10, NOW, [1, 0, 0], 0.5), NOW).unwrap();
+        s.observe("h000", &point(STARTED + 10, NOW, [1, 0, 0], 0.5), NOW)
+            .unwrap();
         s.bytes
     };
     let mut s = Streams::new(STARTED, one * 10);
@@ -198,7 +255,10 @@ fn state_is_bounded_and_a_forgotten_stream_starts_again_with_a_baseline() {
     for k in 0..100 {
         let p = point(start(k), start(k) + 1, [1, 0, 0], 0.5);
         let o = s.observe(&format!("h{k:03}"), &p, start(k) + 1);
-        assert!(o.unwrap().is_some(), "stream {k} started after the last was forgotten");
+        assert!(
+            o.unwrap().is_some(),
+            "stream {k} started after the last was forgotten"
+        );
     }
     assert!(s.len() <= 10, "{} streams kept", s.len());
     assert!(s.bytes <= one * 10);
