@@ -81,9 +81,9 @@ impl Encoding {
 /// ([`super::prom_remote::MAX_ENTRIES`]): an OTLP exporter sends batches of thousands of
 /// points (the Collector's `batch` processor 8,192 by default), each with its attributes at
 /// about four entries apiece: up to a few hundred thousand entries. A decoded entry takes
-/// at most 176 bytes (an empty exponential histogram point; an attribute 56 plus its text),
+/// at most 184 bytes (an empty exponential histogram point; an attribute 56 plus its text),
 /// so a million bound what a body of tiny entries makes the decoder allocate to about
-/// 180 MB, twice that while a list grows.
+/// 190 MB, twice that while a list grows.
 pub const MAX_ENTRIES: usize = 1_000_000;
 
 /// Deepest nesting of messages read (list and map attributes nest): as prost's own limit.

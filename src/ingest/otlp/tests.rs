@@ -824,3 +824,9 @@ proptest! {
         }
     }
 }
+
+/// MAX_ENTRIES' bound on what decoding allocates takes the largest entry's size from here.
+#[test]
+fn the_largest_entry_has_the_size_max_entries_names() {
+    assert_eq!(std::mem::size_of::<ExponentialHistogramDataPoint>(), 184);
+}
