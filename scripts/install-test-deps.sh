@@ -22,6 +22,13 @@
 #   where `rrdtool fetch` prints 11 digits), and graphite-web with python3-whisper for the
 #   render oracle in tests/it/graphite_oracle.rs, which renders the same samples through
 #   graphite-web's Django app in-process with its own settings.
+# - the OpenTelemetry Python SDK 1.45.2 with its OTLP/HTTP exporter, from PyPI, for the
+#   OTLP test in tests/it/otlp.rs, which runs tests/it/otlp_sdk.py with PYTHONPATH set to
+#   $OTEL_PYTHONPATH (default /usr/local/lib/tierdb-test-deps/opentelemetry-1.45.2): every
+#   package pinned (the list below, what pip resolves for the two named), installed with
+#   `pip --target --no-deps` into a fresh directory that is moved into place whole, so no
+#   global site-packages changes and a run that stops half-way leaves nothing half-written.
+#   The directory's OTEL_PINS file says which pins it holds: other pins are installed anew;
 # - cargo-deb 3.8.0, from crates.io (`cargo install --locked`, into the invoking user's cargo
 #   home; no root needed), for the package test in tests/it/deb.rs, which builds the Debian
 #   package with `cargo deb` and installs it with dpkg. Checked with `cargo deb --version`,
@@ -73,6 +80,14 @@ DPKG_SHLIBDEPS=${DPKG_SHLIBDEPS:-/usr/bin/dpkg-shlibdeps}
 PYTHON_MODULES=${PYTHON_MODULES:-/usr/lib/python3/dist-packages}
 GRAPHITE_WEB=${GRAPHITE_WEB:-/usr/lib/python3/dist-packages/graphite/render/views.py}
 CARGO_DEB_VERSION=3.8.0
+OTEL_PYTHONPATH=${OTEL_PYTHONPATH:-/usr/local/lib/tierdb-test-deps/opentelemetry-1.45.2}
+# opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http, and what they need.
+OTEL_PINS="opentelemetry-api==1.45.2 opentelemetry-sdk==1.45.2 opentelemetry-proto==1.45.2
+opentelemetry-semantic-conventions==0.66b2 opentelemetry-exporter-otlp-proto-common==1.45.2
+opentelemetry-exporter-otlp-proto-http==1.45.2 opentelemetry-exporter-otlp-common==0.66b2
+opentelemetry-exporter-http-transport==0.66b2 protobuf==7.36.2
+googleapis-common-protos==1.76.0 requests==2.34.2 urllib3==2.8.0 idna==3.21
+charset-normalizer==3.5.3 certifi==2026.10.19.post1 typing-extensions==4.16.0"
 LOCK=${TIERDB_DEPS_LOCK:-/tmp/tierdb-install-test-deps.lock}
 
 if command -v flock >/dev/null 2>&1; then
@@ -98,6 +113,7 @@ have_python_rrdtool() { compgen -G "$PYTHON_MODULES/rrdtool*.so" >/dev/null; }
 have_graphite_web() { [ -f "$GRAPHITE_WEB" ]; }
 have_prometheus() { [ -x "$PROMETHEUS" ] && [ -x "$NODE_EXPORTER" ]; }
 have_dpkg_dev() { [ -x "$DPKG_SHLIBDEPS" ]; }
+have_otel() { [ "$(cat "$OTEL_PYTHONPATH/OTEL_PINS" 2>/dev/null)" = "$OTEL_PINS" ]; }
 have_cargo_deb() { cargo deb --version 2>/dev/null | grep -qx "cargo-deb $CARGO_DEB_VERSION"; }
 
 PACKAGES=()
@@ -144,6 +160,38 @@ install_nats() {
 }
 install_nats "$NATS_SERVER" "$NATS_VERSION"
 install_nats "$NATS_SERVER_OLDEST" "$NATS_OLDEST_VERSION"
+if have_otel; then
+    echo "install-test-deps: OpenTelemetry Python SDK already installed ($OTEL_PYTHONPATH)"
+else
+    echo "install-test-deps: pip install --target $OTEL_PYTHONPATH opentelemetry-sdk==1.45.2 opentelemetry-exporter-otlp-proto-http==1.45.2 (all pinned)"
+    otel_tmp="$(mktemp -d /tmp/install-test-deps-otel.XXXXXX)"
+    # shellcheck disable=SC2086 # the pins are words
+    if ! python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$otel_tmp/pkgs" \
+        $OTEL_PINS >"$otel_tmp.log" 2>&1; then
+        echo "install-test-deps: failed: pip install of the OpenTelemetry Python SDK" >&2
+        cat "$otel_tmp.log" >&2
+        exit 1
+    fi
+    printf '%s' "$OTEL_PINS" > "$otel_tmp/pkgs/OTEL_PINS"
+    otel_as=()
+    if [ "$(id -u)" -ne 0 ] && [ ! -w "$(dirname "$OTEL_PYTHONPATH")" ]; then
+        otel_as=(sudo)
+    fi
+    "${otel_as[@]}" mkdir -p "$(dirname "$OTEL_PYTHONPATH")"
+    "${otel_as[@]}" rm -rf "$OTEL_PYTHONPATH.old"
+    if [ -e "$OTEL_PYTHONPATH" ]; then
+        "${otel_as[@]}" mv "$OTEL_PYTHONPATH" "$OTEL_PYTHONPATH.old"
+    fi
+    "${otel_as[@]}" cp -r "$otel_tmp/pkgs" "$OTEL_PYTHONPATH.installing"
+    "${otel_as[@]}" mv "$OTEL_PYTHONPATH.installing" "$OTEL_PYTHONPATH"
+    "${otel_as[@]}" rm -rf "$OTEL_PYTHONPATH.old"
+    rm -rf "$otel_tmp" "$otel_tmp.log"
+    if ! have_otel; then
+        echo "install-test-deps: $OTEL_PYTHONPATH does not hold the pinned packages after install" >&2
+        exit 1
+    fi
+    echo "install-test-deps: OpenTelemetry Python SDK 1.45.2 in $OTEL_PYTHONPATH"
+fi
 if have_cargo_deb; then
     echo "install-test-deps: cargo-deb $CARGO_DEB_VERSION already installed"
 else

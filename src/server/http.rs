@@ -1,8 +1,8 @@
-//! The HTTP API: Influx line protocol, JSON and Prometheus remote writes, queries, series and
-//! tier listings, Graphite's `/render` and `/metrics/find` (handled in `render_api.rs`),
-//! InfluxDB's `/ping`, `/health` and `/query` (`influx_api.rs`), and the server's own
-//! metrics. `app(state)` is a plain router, so tests can drive it directly or over a real
-//! socket.
+//! The HTTP API: Influx line protocol, JSON and Prometheus remote writes, OTLP metrics
+//! (`otlp_api.rs`), queries, series and tier listings, Graphite's `/render` and
+//! `/metrics/find` (handled in `render_api.rs`), InfluxDB's `/ping`, `/health` and `/query`
+//! (`influx_api.rs`), and the server's own metrics. `app(state)` is a plain router, so
+//! tests can drive it directly or over a real socket.
 
 #[cfg(test)]
 mod tests;
@@ -49,6 +49,7 @@ pub(crate) fn app(state: Arc<State>) -> Router {
         .route("/api/v2/write", post(influx_v2))
         .route("/api/v1/write", post(api_v1_write))
         .route("/api/v1/prom/write", post(prom_write))
+        .route("/v1/metrics", post(super::otlp_api::metrics))
         .route("/api/v1/query", get(query))
         .route("/api/v1/aggregate", get(aggregate))
         .route(
@@ -217,7 +218,11 @@ async fn influx_v2(
 /// # Errors
 /// [`ApiError::UnsupportedMediaType`] for another encoding, [`ApiError::BadRequest`] for a
 /// body that is not gzip, [`ApiError::PayloadTooLarge`] past `max_body`.
-fn decoded(headers: &HeaderMap, body: Bytes, max_body: usize) -> Result<Bytes, ApiError> {
+pub(super) fn decoded(
+    headers: &HeaderMap,
+    body: Bytes,
+    max_body: usize,
+) -> Result<Bytes, ApiError> {
     let Some(encoding) = headers.get(header::CONTENT_ENCODING) else {
         return Ok(body);
     };
@@ -421,26 +426,26 @@ async fn remote_write(state: &State, body: &[u8]) -> Result<Response, ApiError> 
 /// the batch and every later sample of the body are refused as `write_failed`, and the
 /// answer says what landed before. A retry then resends only what did not land; failing the
 /// whole request would make it resend earlier batches too, and count them twice.
-struct BodySink {
+pub(super) struct BodySink {
     sink: Box<dyn Sink>,
     /// A batch of this request failed; the rest of it is refused without trying.
     failed: bool,
 }
 
 impl BodySink {
-    fn new(sink: Box<dyn Sink>) -> BodySink {
+    pub(super) fn new(sink: Box<dyn Sink>) -> BodySink {
         BodySink {
             sink,
             failed: false,
         }
     }
 
-    fn now(&self) -> crate::time::Timestamp {
+    pub(super) fn now(&self) -> crate::time::Timestamp {
         self.sink.now()
     }
 
     /// Queues one sample ([`Sink::push_declared`]), writing the batch once it is full.
-    async fn push(
+    pub(super) async fn push(
         &mut self,
         series: &str,
         kind: Option<SeriesKind>,
@@ -456,7 +461,24 @@ impl BodySink {
         }
     }
 
-    fn reject(&mut self, line: usize, reason: &'static str, message: impl Into<String>) {
+    /// Queues observations that arrived as a histogram ([`Sink::push_histogram`]), writing
+    /// the batch once it is full.
+    pub(super) async fn push_histogram(
+        &mut self,
+        series: &str,
+        ts: crate::time::Timestamp,
+        observed: crate::histogram::Observed,
+        line: usize,
+    ) {
+        if self.failed {
+            let why = "not written: an earlier batch of this request failed on the server";
+            self.sink.reject(line, "write_failed", why.into());
+        } else if self.sink.push_histogram(series, ts, observed, line) {
+            self.flush().await;
+        }
+    }
+
+    pub(super) fn reject(&mut self, line: usize, reason: &'static str, message: impl Into<String>) {
         self.sink.reject(line, reason, message.into());
     }
 
@@ -468,7 +490,7 @@ impl BodySink {
     }
 
     /// Writes what is queued and hands back what landed and what was refused.
-    async fn finish(mut self) -> IngestReport {
+    pub(super) async fn finish(mut self) -> IngestReport {
         self.flush().await;
         self.sink.report().clone()
     }

@@ -1001,11 +1001,12 @@ fn kill_nine_at_random_moments_loses_and_doubles_nothing() {
     }
 }
 
-/// Prometheus remote write and StatsD on a cluster node (one NATS server, one node): both go
-/// through the node's edge into the log, and read back from the partitions' owner as on a
-/// single node, the remote-written counter stored as increases.
+/// Prometheus remote write, OTLP and StatsD on a cluster node (one NATS server, one node):
+/// all go through the node's edge into the log, and read back from the partitions' owner as
+/// on a single node, the remote-written counter stored as increases, OTLP's delta sum as the
+/// increases it carries.
 #[test]
-fn remote_write_and_statsd_land_through_a_cluster_node() {
+fn remote_write_otlp_and_statsd_land_through_a_cluster_node() {
     // Every field bound (one left out would be dropped at once), in this order so that they
     // drop as Setup's do: the nodes first, the runtime last.
     let Setup {
@@ -1040,6 +1041,14 @@ fn remote_write_and_statsd_land_through_a_cluster_node() {
         &body,
     );
     assert_eq!(status, 204, "{answer}");
+    let (status, answer) = request(
+        node.http(),
+        "POST",
+        "/v1/metrics",
+        &[("Content-Type", "application/json")],
+        crate::otlp::delta_sum_json("cl.bytes", "By", &[(minute, 7), (minute + 10, 3)]).as_bytes(),
+    );
+    assert_eq!((status, answer.as_str()), (200, "{}"));
 
     let statsd = node
         .addrs
@@ -1073,6 +1082,10 @@ fn remote_write_and_statsd_land_through_a_cluster_node() {
     });
     assert_eq!(counter, 15.0);
     assert_eq!(eventually("the gauge", || total("cl_temp", minute)), 21.5);
+    let otlp = eventually("the OTLP delta sum", || {
+        total("cl_bytes_total{job=cl}", minute)
+    });
+    assert_eq!(otlp, 10.0);
     let views = eventually("the statsd counter", || total("cl.views", minute));
     assert_eq!(views, 5.0);
     // A counter on the partition's owner too: PromQL's increase() reads its counts.

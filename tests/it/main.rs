@@ -34,6 +34,8 @@ mod migrate;
 mod migrate_rollup;
 mod model;
 mod nats;
+mod otlp;
+mod otlp_histograms;
 mod preallocated_dir;
 mod prom_remote;
 mod prometheus;

@@ -28,6 +28,21 @@ pub(crate) fn request(
     (status, String::from_utf8_lossy(&body).into_owned())
 }
 
+/// Sends `method path` with `headers` and `body`: the status, the `Content-Type` (if sent)
+/// and the body's bytes. Panics on any I/O or framing error.
+pub(crate) fn request_bytes(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Option<String>, Vec<u8>) {
+    let (status, head, body) = exchange(addr, method, path, headers, body, REQUEST_TIMEOUT)
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+    let kind = header_of(&head, "Content-Type").map(str::to_owned);
+    (status, kind, body)
+}
+
 /// `GET path_and_query`: the status, the `Content-Type` (if sent) and the body's bytes.
 /// Panics on any I/O or framing error.
 pub(crate) fn get_bytes(addr: SocketAddr, path_and_query: &str) -> (u16, Option<String>, Vec<u8>) {
