@@ -44,6 +44,7 @@ use tokio::net::{TcpListener, TcpSocket, UdpSocket};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::Result;
+use crate::ingest::cumulative::HistogramCounters;
 pub use backend::{Backend, LocalBackend, ReadOptions};
 pub use delete_api::DeleteAnswer;
 pub use metrics::render as render_metrics;
@@ -304,6 +305,9 @@ pub struct State {
     pub tls: Option<Arc<tls::ServerTls>>,
     /// The networks each listener admits ([`allowlist`]).
     pub allowlists: allowlist::Allowlists,
+    /// Each Prometheus counter histogram series' last histogram, so that remote write stores
+    /// its increases (kept in memory: see [`crate::ingest::cumulative`]).
+    pub(crate) histogram_counters: HistogramCounters,
 }
 
 impl State {
@@ -322,6 +326,7 @@ impl State {
             credentials: auth::Credentials::all_roles(token),
             tls: None,
             allowlists: Default::default(),
+            histogram_counters: HistogramCounters::default(),
         }
     }
 
