@@ -306,15 +306,22 @@ pub struct State {
     /// The networks each listener admits ([`allowlist`]).
     pub allowlists: allowlist::Allowlists,
     /// Each Prometheus counter histogram series' last histogram, so that remote write stores
-    /// its increases (kept in memory: see [`crate::ingest::cumulative`]).
+    /// its increases ([`crate::ingest::cumulative`]).
     pub(crate) histogram_counters: HistogramCounters,
+    /// Where a clean shutdown saves `histogram_counters` for the next start: the data
+    /// directory of a single node (a cluster node keeps them in memory only).
+    histogram_counters_dir: Option<std::path::PathBuf>,
 }
 
 impl State {
     /// A single node's state: `engine` behind the handlers; `token`, when set, grants every
     /// role ([`State::with_credentials`] sets tokens by role).
     pub fn new(engine: Arc<Engine>, limits: Limits, token: Option<String>) -> State {
-        State::with_backend(Arc::new(LocalBackend::new(engine)), limits, token)
+        let dir = engine.dir().to_path_buf();
+        let mut state = State::with_backend(Arc::new(LocalBackend::new(engine)), limits, token);
+        state.histogram_counters = HistogramCounters::take_saved(&dir);
+        state.histogram_counters_dir = Some(dir);
+        state
     }
 
     /// The state of a server over `backend`.
@@ -327,6 +334,7 @@ impl State {
             tls: None,
             allowlists: Default::default(),
             histogram_counters: HistogramCounters::default(),
+            histogram_counters_dir: None,
         }
     }
 
@@ -483,5 +491,11 @@ pub async fn run(
             task.abort();
         }
     }
-    state.backend.close().await
+    state.backend.close().await?;
+    if let Some(dir) = &state.histogram_counters_dir {
+        if !state.histogram_counters.is_empty() {
+            state.histogram_counters.save(dir)?;
+        }
+    }
+    Ok(())
 }

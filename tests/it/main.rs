@@ -35,6 +35,7 @@ mod migrate_rollup;
 mod model;
 mod nats;
 mod preallocated_dir;
+mod prom_native;
 mod prom_remote;
 mod prometheus;
 mod promql_api;

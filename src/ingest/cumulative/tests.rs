@@ -159,3 +159,52 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_saved_table_is_taken_back_once_and_damage_gives_an_empty_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = HistogramCounters::default();
+    let first = Histogram::from_parts(3, 1e-9, 2, [(1, 2), (4, 1)], [(-3, 5)]).unwrap();
+    table.step("a{job=x}", 1000, first, 12.5, false).unwrap();
+    table
+        .step("b", 7, hist(0, 1, &[], &[]), 0.0, false)
+        .unwrap();
+    table.save(dir.path()).unwrap();
+
+    let taken = HistogramCounters::take_saved(dir.path());
+    assert_eq!(taken.len(), 2);
+    // The file is gone: a crash from here on starts empty.
+    assert!(!dir.path().join(FILE_NAME).exists());
+    assert!(HistogramCounters::take_saved(dir.path()).is_empty());
+    // The series continues where it was.
+    let grown = Histogram::from_parts(3, 1e-9, 3, [(1, 2), (4, 4)], [(-3, 5)]).unwrap();
+    let stored = taken
+        .step("a{job=x}", 2000, grown, 20.0, false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.histogram,
+        Histogram::from_parts(3, 1e-9, 1, [(4, 3)], []).unwrap()
+    );
+    assert_eq!(stored.sum, 7.5);
+    assert_eq!(
+        taken.step("b", 7, hist(0, 2, &[], &[]), 0.0, false),
+        Err(CumulativeError::OutOfOrder)
+    );
+
+    // Any flipped byte or a cut: an empty table, the file removed.
+    taken.save(dir.path()).unwrap();
+    let bytes = std::fs::read(dir.path().join(FILE_NAME)).unwrap();
+    for at in [0, 9, bytes.len() / 2, bytes.len() - 1] {
+        let mut damaged = bytes.clone();
+        damaged[at] ^= 0x40;
+        std::fs::write(dir.path().join(FILE_NAME), &damaged).unwrap();
+        assert!(
+            HistogramCounters::take_saved(dir.path()).is_empty(),
+            "byte {at}"
+        );
+        assert!(!dir.path().join(FILE_NAME).exists());
+    }
+    std::fs::write(dir.path().join(FILE_NAME), &bytes[..bytes.len() - 3]).unwrap();
+    assert!(HistogramCounters::take_saved(dir.path()).is_empty());
+}

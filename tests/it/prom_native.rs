@@ -1,0 +1,401 @@
+//! Prometheus native histograms over remote write, into a server in the test process: a
+//! counter histogram (with a client restart mid-way), a float counter histogram and a gauge
+//! histogram, sent every 15 s as Prometheus sends them (spans and deltas, snappy), then read
+//! back per minute over HTTP with `display=hist` and `display=p90`: counts, sums, the zero
+//! bucket and every bucket exact (the observations between two scrapes land in the minute of
+//! the later one; the first scrape is a baseline), p90 within the stated error of the exact
+//! nearest-rank p90 of the observations. Refused histograms are counted by reason.
+
+use prost::Message;
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, LogNormal};
+use serde_json::Value;
+use tierdb::histogram::{lower_bound, upper_bound, Histogram};
+use tierdb::ingest::prom_remote::native::{BucketSpan, NativeHistogram, RESET_GAUGE};
+use tierdb::ingest::prom_remote::{Label, TimeSeries, WriteRequest};
+use tierdb::server::Limits;
+use tierdb::SeriesKind;
+
+use crate::common::NOW;
+use crate::support::server::TestServer;
+
+/// The scale the clients record at (Prometheus' client default is 3).
+const SCALE: i8 = 3;
+/// Scrape interval, seconds.
+const INTERVAL: i64 = 15;
+/// Minutes checked.
+const MINUTES: i64 = 3;
+/// First minute checked.
+const START: i64 = NOW - MINUTES * 60;
+
+/// A client library's native histogram: what it has observed since it (re)started.
+#[derive(Clone)]
+pub(crate) struct Client {
+    pub histogram: Histogram,
+    pub sum: f64,
+}
+
+impl Client {
+    pub(crate) fn new() -> Client {
+        Client {
+            histogram: Histogram::from_parts(SCALE, 2f64.powi(-128), 0, [], []).unwrap(),
+            sum: 0.0,
+        }
+    }
+
+    pub(crate) fn observe(&mut self, v: f64) {
+        self.histogram.record(v);
+        self.sum += v;
+    }
+}
+
+/// Dyadic latencies (multiples of 1/256, so every sum is exact in f64), some zero, some
+/// negative.
+pub(crate) fn observation(rng: &mut rand::rngs::StdRng) -> f64 {
+    let latency = LogNormal::new(2.0, 1.2).expect("valid");
+    let v = (latency.sample(rng) * 256.0).round() / 256.0;
+    match rng.gen_range(0..20) {
+        0 => 0.0,
+        1 => -v,
+        _ => v,
+    }
+}
+
+/// Spans and deltas as Prometheus encodes them: a gap of up to two empty buckets stays in
+/// the span as zero counts, a longer one starts a new span.
+fn spans_and_deltas(buckets: &[(i32, u64)]) -> (Vec<BucketSpan>, Vec<i64>) {
+    let (mut spans, mut deltas) = (Vec::<BucketSpan>::new(), Vec::new());
+    let (mut next, mut previous) = (0i32, 0i64);
+    for &(index, count) in buckets {
+        let gap = index - next;
+        if spans.is_empty() || gap > 2 {
+            let offset = if spans.is_empty() { index } else { gap };
+            spans.push(BucketSpan { offset, length: 0 });
+        } else {
+            for _ in 0..gap {
+                spans.last_mut().unwrap().length += 1;
+                deltas.push(-previous);
+                previous = 0;
+            }
+        }
+        spans.last_mut().unwrap().length += 1;
+        deltas.push(count as i64 - previous);
+        previous = count as i64;
+        next = index + 1;
+    }
+    (spans, deltas)
+}
+
+/// `h` as an integer native histogram at `ms`.
+pub(crate) fn integer(h: &Histogram, sum: f64, ms: i64, reset_hint: i32) -> NativeHistogram {
+    let (positive_spans, positive_deltas) = spans_and_deltas(h.positive());
+    let (negative_spans, negative_deltas) = spans_and_deltas(h.negative());
+    NativeHistogram {
+        count_int: Some(h.count()),
+        sum,
+        schema: i32::from(h.scale()),
+        zero_threshold: h.zero_threshold(),
+        zero_count_int: Some(h.zero_count()),
+        positive_spans,
+        positive_deltas,
+        negative_spans,
+        negative_deltas,
+        reset_hint,
+        timestamp: ms,
+        ..Default::default()
+    }
+}
+
+/// `h` as a float native histogram (absolute counts) at `ms`.
+fn float(h: &Histogram, sum: f64, ms: i64) -> NativeHistogram {
+    let spans = |list: &[(i32, u64)]| spans_and_deltas(list).0;
+    NativeHistogram {
+        count_float: Some(h.count() as f64),
+        sum,
+        schema: i32::from(h.scale()),
+        zero_threshold: h.zero_threshold(),
+        zero_count_float: Some(h.zero_count() as f64),
+        positive_spans: spans(h.positive()),
+        positive_counts: absolute(h.positive()),
+        negative_spans: spans(h.negative()),
+        negative_counts: absolute(h.negative()),
+        timestamp: ms,
+        ..Default::default()
+    }
+}
+
+/// Every count the spans of `list` lay out, gaps included, as floats.
+fn absolute(list: &[(i32, u64)]) -> Vec<f64> {
+    let mut out = Vec::new();
+    let mut next: Option<i32> = None;
+    for &(index, count) in list {
+        if let Some(n) = next {
+            if index - n <= 2 {
+                out.extend(std::iter::repeat_n(0.0, (index - n) as usize));
+            }
+        }
+        out.push(count as f64);
+        next = Some(index + 1);
+    }
+    out
+}
+
+pub(crate) fn labels(pairs: &[(&str, &str)]) -> Vec<Label> {
+    pairs
+        .iter()
+        .map(|(k, v)| Label {
+            name: k.as_bytes().to_vec().into(),
+            value: v.as_bytes().to_vec().into(),
+        })
+        .collect()
+}
+
+pub(crate) fn body(timeseries: Vec<TimeSeries>) -> Vec<u8> {
+    let request = WriteRequest {
+        timeseries,
+        metadata: vec![],
+    };
+    snap::raw::Encoder::new()
+        .compress_vec(&request.encode_to_vec())
+        .unwrap()
+}
+
+fn post(server: &TestServer, body: &[u8]) -> (u16, String) {
+    server.request(
+        "POST",
+        "/api/v1/write",
+        &[
+            ("Content-Type", "application/x-protobuf"),
+            ("Content-Encoding", "snappy"),
+            ("X-Prometheus-Remote-Write-Version", "0.1.0"),
+        ],
+        body,
+    )
+}
+
+/// What one series should hold in one minute.
+#[derive(Clone)]
+struct Expected {
+    histogram: Histogram,
+    sum: f64,
+    values: Vec<f64>,
+}
+
+impl Expected {
+    fn new() -> Expected {
+        Expected {
+            histogram: Client::new().histogram,
+            sum: 0.0,
+            values: Vec::new(),
+        }
+    }
+}
+
+/// The buckets `h` shows over HTTP, `[lower, upper, count]`, negative ones first.
+fn shown(h: &Histogram) -> Vec<(f64, f64, u64)> {
+    let scale = h.scale();
+    let mut out: Vec<(f64, f64, u64)> = (h.negative().iter().rev())
+        .map(|&(i, c)| (-upper_bound(i, scale), -lower_bound(i, scale), c))
+        .collect();
+    out.extend(
+        (h.positive().iter()).map(|&(i, c)| (lower_bound(i, scale), upper_bound(i, scale), c)),
+    );
+    out
+}
+
+fn check_minutes(server: &TestServer, key: &str, expected: &[Expected]) {
+    let hist = server.json(&format!(
+        "/api/v1/query?series={}&display=hist&tier=1m&from={START}&to={NOW}",
+        crate::support::http::percent_encode(key)
+    ));
+    let p90 = server.json(&format!(
+        "/api/v1/query?series={}&display=p90&tier=1m&from={START}&to={NOW}",
+        crate::support::http::percent_encode(key)
+    ));
+    let stated = p90["relative_error"].as_f64().expect("an error bound");
+    for (minute, want) in expected.iter().enumerate() {
+        let got: &Value = &hist["histograms"][minute][1];
+        assert_eq!(
+            got["count"],
+            want.histogram.count(),
+            "{key} minute {minute}: {got}"
+        );
+        assert_eq!(got["sum"].as_f64(), Some(want.sum), "{key} minute {minute}");
+        let scale = got["scale"].as_i64().unwrap() as i8;
+        let mut reduced = want.histogram.clone();
+        reduced.reduce_to(scale);
+        assert_eq!(
+            got["zero_count"],
+            reduced.zero_count(),
+            "{key} minute {minute}"
+        );
+        let buckets: Vec<(f64, f64, u64)> = (got["buckets"].as_array().unwrap().iter())
+            .map(|b| {
+                (
+                    b[0].as_f64().unwrap(),
+                    b[1].as_f64().unwrap(),
+                    b[2].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(buckets, shown(&reduced), "{key} minute {minute}");
+        // p90 within the stated error of the exact nearest-rank p90.
+        let mut values = want.values.clone();
+        values.sort_by(f64::total_cmp);
+        let rank = ((0.9 * values.len() as f64).ceil() as usize).clamp(1, values.len());
+        let exact = values[rank - 1];
+        let answered = p90["points"][minute][1].as_f64().expect("a p90");
+        assert!(
+            (answered - exact).abs() <= exact.abs() * stated,
+            "{key} minute {minute}: p90 {answered}, exact {exact}, error bound {stated}"
+        );
+    }
+}
+
+#[test]
+fn native_histograms_land_as_distributions_with_exact_counts_and_sums() {
+    let server = TestServer::start(None, Limits::default());
+    let mut rng = rand::rngs::StdRng::seed_from_u64(53);
+    let counter = [("__name__", "rpc_duration_seconds"), ("job", "api")];
+    let floats = [("__name__", "rpc_size_bytes"), ("job", "api")];
+    let gauge = [("__name__", "queue_wait_seconds"), ("job", "api")];
+    let (mut a, mut f) = (Client::new(), Client::new());
+    let mut want_a = vec![Expected::new(); MINUTES as usize];
+    let mut want_f = vec![Expected::new(); MINUTES as usize];
+    let mut want_g = vec![Expected::new(); MINUTES as usize];
+    // The first scrape, before the first minute, is a baseline; the client restarts after
+    // the scrape at START + 75.
+    for t in (START - INTERVAL..NOW).step_by(INTERVAL as usize) {
+        let minute = (t - START).div_euclid(60);
+        if t == START + 90 {
+            a = Client::new();
+        }
+        let mut g = Client::new();
+        for _ in 0..rng.gen_range(10..40) {
+            let (va, vf, vg) = (
+                observation(&mut rng),
+                observation(&mut rng),
+                observation(&mut rng),
+            );
+            a.observe(va);
+            f.observe(vf);
+            g.observe(vg);
+            if minute >= 0 {
+                let m = minute as usize;
+                for (want, v) in [(&mut want_a, va), (&mut want_f, vf), (&mut want_g, vg)] {
+                    want[m].histogram.record(v);
+                    want[m].sum += v;
+                    want[m].values.push(v);
+                }
+            }
+        }
+        if minute < 0 {
+            // The gauge histogram of the baseline scrape is stored too: not sent.
+            g = Client::new();
+        }
+        let ms = t * 1000 + 250;
+        let mut sent = vec![
+            TimeSeries {
+                labels: labels(&counter),
+                samples: vec![],
+                histograms: vec![integer(&a.histogram, a.sum, ms, 0)],
+            },
+            TimeSeries {
+                labels: labels(&floats),
+                samples: vec![],
+                histograms: vec![float(&f.histogram, f.sum, ms)],
+            },
+        ];
+        if !g.histogram.is_empty() {
+            sent.push(TimeSeries {
+                labels: labels(&gauge),
+                samples: vec![],
+                histograms: vec![integer(&g.histogram, g.sum, ms, RESET_GAUGE)],
+            });
+        }
+        let (status, answer) = post(&server, &body(sent));
+        assert_eq!(status, 204, "scrape at {t}: {answer}");
+    }
+    for (key, want) in [
+        ("rpc_duration_seconds{job=api}", &want_a),
+        ("rpc_size_bytes{job=api}", &want_f),
+        ("queue_wait_seconds{job=api}", &want_g),
+    ] {
+        let id = server.engine.registry().get(key).expect(key);
+        assert_eq!(
+            server.engine.series_kind(id),
+            SeriesKind::Distribution,
+            "{key}"
+        );
+        check_minutes(&server, key, want);
+    }
+}
+
+#[test]
+fn refused_native_histograms_are_counted_by_reason_and_the_rest_lands() {
+    let server = TestServer::start(None, Limits::default());
+    let mut client = Client::new();
+    client.observe(1.5);
+    let good = integer(
+        &client.histogram,
+        client.sum,
+        (NOW - 30) * 1000,
+        RESET_GAUGE,
+    );
+    let custom = NativeHistogram {
+        schema: -53,
+        custom_values: vec![0.1, 1.0],
+        ..good.clone()
+    };
+    let fractional = NativeHistogram {
+        count_float: Some(0.5),
+        zero_count_float: Some(0.5),
+        count_int: None,
+        zero_count_int: None,
+        positive_spans: vec![],
+        positive_deltas: vec![],
+        ..good.clone()
+    };
+    let finer = NativeHistogram {
+        schema: 9,
+        ..good.clone()
+    };
+    let series = |name: &str, h: NativeHistogram| TimeSeries {
+        labels: labels(&[("__name__", name)]),
+        samples: vec![],
+        histograms: vec![h],
+    };
+    let (status, answer) = post(
+        &server,
+        &body(vec![
+            series("custom", custom),
+            series("fractional", fractional),
+            series("finer", finer),
+            series("good", good),
+        ]),
+    );
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer.contains("3 line(s) or sample(s) refused"),
+        "{answer}"
+    );
+    let (_, metrics) = server.get("/metrics");
+    for reason in [
+        "native_histogram_custom_buckets",
+        "native_histogram_fractional_count",
+        "native_histogram_schema",
+    ] {
+        assert!(
+            metrics.contains(&format!(
+                "tierdb_samples_rejected_total{{reason=\"{reason}\"}} 1"
+            )),
+            "{reason}: {metrics}"
+        );
+    }
+    let hist = server.json(&format!(
+        "/api/v1/query?series=good&display=hist&tier=1m&from={}&to={NOW}",
+        NOW - 60
+    ));
+    assert_eq!(hist["histograms"][0][1]["count"], 1, "{hist}");
+    assert_eq!(hist["histograms"][0][1]["sum"], 1.5, "{hist}");
+}
