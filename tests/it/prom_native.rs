@@ -53,7 +53,7 @@ impl Client {
 /// negative.
 pub(crate) fn observation(rng: &mut rand::rngs::StdRng) -> f64 {
     let latency = LogNormal::new(2.0, 1.2).expect("valid");
-    let v = (latency.sample(rng) * 256.0).round() / 256.0;
+    let v: f64 = (Distribution::<f64>::sample(&latency, rng) * 256.0).round() / 256.0;
     match rng.gen_range(0..20) {
         0 => 0.0,
         1 => -v,
@@ -398,4 +398,191 @@ fn refused_native_histograms_are_counted_by_reason_and_the_rest_lands() {
     ));
     assert_eq!(hist["histograms"][0][1]["count"], 1, "{hist}");
     assert_eq!(hist["histograms"][0][1]["sum"], 1.5, "{hist}");
+}
+
+/// `GET path` on `addr` as JSON, `None` unless it answers 200.
+fn get_json(addr: std::net::SocketAddr, path: &str) -> Option<Value> {
+    let (status, body) = crate::support::http::request(addr, "GET", path, &[], b"");
+    (status == 200).then(|| serde_json::from_str(&body).unwrap())
+}
+
+/// The only result of the instant PromQL `query` at `time`.
+fn promql(addr: std::net::SocketAddr, query: &str, time: i64) -> Value {
+    let path = format!(
+        "/api/v1/query?query={}&time={time}",
+        crate::support::http::percent_encode(query)
+    );
+    let answer = get_json(addr, &path).unwrap_or_else(|| panic!("{query}: no answer"));
+    let result = &answer["data"]["result"];
+    assert_eq!(result.as_array().map(Vec::len), Some(1), "{query}: {answer}");
+    result[0].clone()
+}
+
+/// The real Prometheus 2.42 (TSDB, native histograms and the remote write receiver on)
+/// receives the same remote write requests as tierdb: two counter histograms, one of them
+/// restarting mid-way, sampled every 15 s from 15 s before a 5-minute window. Prometheus'
+/// `increase(x[5m])` at the window's last sample (first sample on the range's start, so no
+/// extrapolation) equals the histogram tierdb stores for those 5 minutes: count, sum and
+/// every bucket, exactly, and both equal what the client observed.
+#[test]
+fn prometheus_agrees_on_native_histogram_increases() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use crate::support::file;
+    use crate::support::process::{ensure_programs, Proc};
+
+    let prometheus = std::env::var_os("PROMETHEUS")
+        .map_or_else(|| "/usr/bin/prometheus".into(), std::path::PathBuf::from);
+    if !ensure_programs(&[&prometheus], "prometheus") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("prometheus.yml");
+    std::fs::write(&config, "global:\n  scrape_interval: 1m\n").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let log = tmp.path().join("prometheus.stderr");
+    let mut process = Proc::spawn(
+        "prometheus",
+        Command::new(&prometheus)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                tmp.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--enable-feature=native-histograms")
+            .arg("--web.enable-remote-write-receiver")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file(&log)),
+        vec![log],
+        false,
+    );
+    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let started = Instant::now();
+    while std::net::TcpStream::connect(addr).is_err()
+        || crate::support::http::request(addr, "GET", "/-/ready", &[], b"").0 != 200
+    {
+        process.assert_running();
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "prometheus never became ready\n{}",
+            process.diagnostics()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let server = TestServer::start(None, Limits::default());
+    let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+    let names = ["rpc_duration_seconds", "rpc_wait_seconds"];
+    let mut clients = [Client::new(), Client::new()];
+    let mut wants = [Expected::new(), Expected::new()];
+    // The window [window, window + 300) in tierdb; Prometheus' range [window - 15, window + 285].
+    let window = NOW - 600;
+    for t in (window - INTERVAL..window + 300).step_by(INTERVAL as usize) {
+        // The second client restarts once, in the middle of the window.
+        if t == window + 150 {
+            clients[1] = Client::new();
+        }
+        let mut sent = Vec::new();
+        for (s, client) in clients.iter_mut().enumerate() {
+            for _ in 0..rng.gen_range(5..30) {
+                let v = observation(&mut rng);
+                client.observe(v);
+                if t >= window {
+                    wants[s].histogram.record(v);
+                    wants[s].sum += v;
+                }
+            }
+            sent.push(TimeSeries {
+                labels: labels(&[("__name__", names[s]), ("job", "api")]),
+                samples: vec![],
+                histograms: vec![integer(&client.histogram, client.sum, t * 1000, 0)],
+            });
+        }
+        let sent = body(sent);
+        let (status, answer) = post(&server, &sent);
+        assert_eq!(status, 204, "tierdb, scrape at {t}: {answer}");
+        let (status, answer) = crate::support::http::request(
+            addr,
+            "POST",
+            "/api/v1/write",
+            &[
+                ("Content-Type", "application/x-protobuf"),
+                ("Content-Encoding", "snappy"),
+                ("X-Prometheus-Remote-Write-Version", "0.1.0"),
+            ],
+            &sent,
+        );
+        assert_eq!(status, 204, "prometheus, scrape at {t}: {answer}");
+    }
+
+    let at = window + 300 - INTERVAL;
+    for (name, want) in names.iter().zip(&wants) {
+        let key = format!("{name}{{job=api}}");
+        let ours = server.json(&format!(
+            "/api/v1/query?series={}&display=hist&tier=1m&range=whole&from={window}&to={}",
+            crate::support::http::percent_encode(&key),
+            window + 300
+        ));
+        let ours = &ours["histograms"][0][1];
+        let theirs = promql(addr, &format!("increase({name}[5m])"), at);
+        let theirs = &theirs["histogram"][1];
+        let number = |v: &Value| -> f64 { v.as_str().unwrap().parse().unwrap() };
+        // Both hold what the client observed in the window.
+        assert_eq!(ours["count"], want.histogram.count(), "{name}: {ours}");
+        assert_eq!(ours["sum"].as_f64(), Some(want.sum), "{name}: {ours}");
+        assert_eq!(number(&theirs["count"]), want.histogram.count() as f64, "{name}: {theirs}");
+        assert_eq!(number(&theirs["sum"]), want.sum, "{name}: {theirs}");
+        for (function, value) in [
+            ("histogram_count", want.histogram.count() as f64),
+            ("histogram_sum", want.sum),
+        ] {
+            let answer = promql(addr, &format!("{function}(increase({name}[5m]))"), at);
+            assert_eq!(number(&answer["value"][1]), value, "{function}: {answer}");
+        }
+        // Bucket by bucket: Prometheus lists `[boundary rule, lower, upper, count]`, the zero
+        // bucket as `[-threshold, threshold]`.
+        assert_eq!(ours["scale"], SCALE, "{name}: stored coarser than sent: {ours}");
+        let all: Vec<(f64, f64, u64)> = (theirs["buckets"].as_array().unwrap().iter())
+            .map(|b| (number(&b[1]), number(&b[2]), number(&b[3]) as u64))
+            .filter(|&(_, _, count)| count > 0)
+            .collect();
+        let zero: u64 = (all.iter())
+            .filter(|&&(lower, upper, _)| lower == -upper)
+            .map(|b| b.2)
+            .sum();
+        assert_eq!(ours["zero_count"], zero, "{name}: ours {ours}, Prometheus {theirs}");
+        assert_eq!(zero, want.histogram.zero_count(), "{name}");
+        let mut listed: Vec<(f64, f64, u64)> = (all.into_iter())
+            .filter(|&(lower, upper, _)| lower != -upper)
+            .collect();
+        listed.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let stored: Vec<(f64, f64, u64)> = (ours["buckets"].as_array().unwrap().iter())
+            .map(|b| {
+                (
+                    b[0].as_f64().unwrap(),
+                    b[1].as_f64().unwrap(),
+                    b[2].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        // Prometheus computes bounds its own way: they agree to the last bit or two.
+        let near = |a: f64, b: f64| (a - b).abs() <= a.abs().max(b.abs()) * 1e-12;
+        assert_eq!(stored.len(), listed.len(), "{name}: ours {ours}, Prometheus {theirs}");
+        for (s, l) in stored.iter().zip(&listed) {
+            assert!(
+                near(s.0, l.0) && near(s.1, l.1) && s.2 == l.2,
+                "{name}: bucket {s:?} ours, {l:?} Prometheus"
+            );
+        }
+        assert_eq!(stored, shown(&want.histogram), "{name}");
+    }
+    let status = process.terminate(Duration::from_secs(30));
+    assert!(status.success(), "{status}\n{}", process.diagnostics());
 }
