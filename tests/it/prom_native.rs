@@ -586,3 +586,99 @@ fn prometheus_agrees_on_native_histogram_increases() {
     let status = process.terminate(Duration::from_secs(30));
     assert!(status.success(), "{status}\n{}", process.diagnostics());
 }
+
+/// A counter histogram across restarts of a real `tierdb serve`: a clean stop (SIGTERM)
+/// saves each series' last histogram and the next start continues from it, so every
+/// observation after the first scrape is stored; after a kill (SIGKILL) the next scrape only
+/// sets a baseline, so exactly the observations between the last scrape before the kill and
+/// the first after it are missing, and nothing is counted twice.
+#[test]
+fn counter_histograms_continue_across_a_clean_restart_and_restart_from_a_baseline_after_a_kill() {
+    use std::time::Duration;
+
+    use rustix::process::Signal;
+    use tierdb::ingest::cumulative::FILE_NAME;
+
+    use crate::support::process::Proc;
+    use crate::support::unix_now;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let start = |n: usize| {
+        let mut server = Proc::tierdb("serve", &data, tmp.path().join(format!("serve{n}.log")));
+        let http = server.wait_ready().http;
+        (server, http)
+    };
+    let send = |http, client: &Client, t: i64| {
+        let sent = body(vec![TimeSeries {
+            labels: labels(&[("__name__", "rpc_duration_seconds"), ("job", "api")]),
+            samples: vec![],
+            histograms: vec![integer(&client.histogram, client.sum, t * 1000, 0)],
+        }]);
+        let (status, answer) = crate::support::http::request(
+            http,
+            "POST",
+            "/api/v1/prom/write",
+            &[("Content-Type", "application/x-protobuf")],
+            &sent,
+        );
+        assert_eq!(status, 204, "scrape at {t}: {answer}");
+    };
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut client = Client::new();
+    let mut want = Expected::new();
+    let t0 = unix_now() / 60 * 60 - 600;
+    // Observations made before the scrape at `t`; counted when `stored`.
+    let mut scrape = |http, t: i64, stored: bool| {
+        for _ in 0..rng.gen_range(5..30) {
+            let v = observation(&mut rng);
+            client.observe(v);
+            if stored {
+                want.histogram.record(v);
+                want.sum += v;
+            }
+        }
+        send(http, &client, t);
+    };
+
+    let (mut server, http) = start(0);
+    scrape(http, t0 - INTERVAL, false);
+    for k in 0..3 {
+        scrape(http, t0 + k * INTERVAL, true);
+    }
+    let status = server.terminate(Duration::from_secs(30));
+    assert!(status.success(), "{status}\n{}", server.diagnostics());
+    assert!(data.join(FILE_NAME).exists(), "a clean stop saves the table");
+
+    let (mut server, http) = start(1);
+    for k in 3..6 {
+        scrape(http, t0 + k * INTERVAL, true);
+    }
+    assert!(!data.join(FILE_NAME).exists(), "the start removed the table");
+    server.signal(Signal::KILL);
+    let _ = server.terminate(Duration::from_secs(30));
+
+    let (mut server, http) = start(2);
+    // The kill lost the table: this scrape is a baseline.
+    scrape(http, t0 + 6 * INTERVAL, false);
+    scrape(http, t0 + 7 * INTERVAL, true);
+    let (status, answer) = crate::support::http::request(
+        http,
+        "GET",
+        &format!(
+            "/api/v1/query?series={}&display=hist&tier=1m&range=whole&from={t0}&to={}",
+            crate::support::http::percent_encode("rpc_duration_seconds{job=api}"),
+            t0 + 300
+        ),
+        &[],
+        b"",
+    );
+    assert_eq!(status, 200, "{answer}");
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    let stored = &answer["histograms"][0][1];
+    assert_eq!(stored["count"], want.histogram.count(), "{answer}");
+    assert_eq!(stored["sum"].as_f64(), Some(want.sum), "{answer}");
+    assert_eq!(stored["zero_count"], want.histogram.zero_count(), "{answer}");
+    let status = server.terminate(Duration::from_secs(30));
+    assert!(status.success(), "{status}\n{}", server.diagnostics());
+}
