@@ -27,7 +27,7 @@ use crate::read::query::{Query, QueryResult};
 use crate::read::reader::Reader;
 use crate::read::write_log::WriteLog;
 use crate::registry::{Registry, SeriesId};
-use crate::sample::{BatchReport, RawCounts, Sample};
+use crate::sample::{BatchReport, ObservedSample, RawCounts, Sample};
 use crate::storage::counter_journal::Undo;
 use crate::storage::lock::DirLock;
 use crate::storage::raw::RawStore;
@@ -557,7 +557,11 @@ impl Engine {
             let undo = self.counter_undo(counters.stored(), &bounds.windows);
             counters.begin(undo)?;
         }
-        let distributions = self.reserve_histograms(&distributions, &bounds.windows, &mut report);
+        let distributions: Vec<Sample> = self
+            .reserve_histograms(&distributions, &bounds.windows, &mut report)
+            .into_iter()
+            .map(|(_, sample)| sample)
+            .collect();
         if let Some(first) = distributions.iter().map(|s| s.ts).min() {
             earliest = Some(earliest.map_or(first, |e| e.min(first)));
         }
@@ -600,16 +604,88 @@ impl Engine {
         Ok(report)
     }
 
+    /// Writes observations that arrived bucketed (Prometheus native histograms, OTLP
+    /// histogram points) into their distribution series: each bucket that holds a sample's
+    /// time takes its count, sum and extremes into its record and merges its histogram.
+    /// Histograms keep their own scale, or a coarser one where a bucket's merge needs it
+    /// (a coarser input, or more than [`crate::histogram::MAX_POPULATED`] buckets, or
+    /// more than its cell holds). The raw tier keeps no point for them.
+    ///
+    /// A sample is refused, counted by reason, when its series is not a distribution
+    /// (`kind_mismatch`; declare it with [`Engine::declare_kind`] first), when its sum or
+    /// extremes are not finite (`not_finite`), or as [`Engine::record_batch`] refuses one
+    /// for its time; the rest land.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] after an earlier durability failure or a dead writer thread.
+    pub fn record_observed(&self, samples: &[ObservedSample]) -> Result<BatchReport> {
+        self.check_writable()?;
+        self.shared.check_poison()?;
+        let _gate = self.shared.storage.batch_gate();
+        let bounds = self.bounds(self.shared.clock.now());
+        let deleted = self.shared.deleted_ids();
+        let mut report = BatchReport::default();
+        let mut files = FilesNeeded::new(&self.shared);
+        let mut admitted = Vec::with_capacity(samples.len());
+        for (position, observed) in samples.iter().enumerate() {
+            let sample = observed.as_sample();
+            let extremes_finite = observed
+                .observed
+                .extremes()
+                .is_none_or(|(min, max)| min.is_finite() && max.is_finite());
+            let checked = bounds.limits.check(&sample).and_then(|()| {
+                if !extremes_finite {
+                    Err(RejectReason::NotFinite)
+                } else if deleted.contains(&sample.series.0) {
+                    Err(RejectReason::UnknownSeries)
+                } else if self.series_kind(sample.series) != SeriesKind::Distribution {
+                    Err(RejectReason::KindMismatch)
+                } else {
+                    Ok(())
+                }
+            });
+            match checked {
+                Ok(()) => {
+                    files.note(&sample, &bounds.windows);
+                    admitted.push((position, sample));
+                }
+                Err(reason) => report.reject(position, reason),
+            }
+        }
+        files.create_missing();
+        admitted.retain(|(position, sample)| {
+            let blocked = !files.failed.is_empty() && files.blocked(sample, &bounds.windows);
+            if blocked {
+                report.reject(*position, RejectReason::StorageUnavailable);
+            }
+            !blocked
+        });
+        let ready = self.reserve_histograms(&admitted, &bounds.windows, &mut report);
+        let tally = &self.shared.tally;
+        tally.accepted.fetch_add(report.accepted, Ordering::Relaxed);
+        for (counter, count) in tally.rejected.iter().zip(report.rejected) {
+            if count > 0 {
+                counter.fetch_add(count, Ordering::Relaxed);
+            }
+        }
+        let ready: Vec<&ObservedSample> = ready.iter().map(|&(at, _)| &samples[at]).collect();
+        self.writers.write_observed(&ready, &bounds.windows);
+        if let Some(earliest) = ready.iter().map(|s| s.ts).min() {
+            self.shared.write_log.note(earliest);
+        }
+        Ok(report)
+    }
+
     /// Reserves the histogram pages the distribution samples `distributions` store into,
     /// in every tier whose window holds them; returns the samples whose pages all have
-    /// their space, counted accepted, and refuses the others whole as `storage_unavailable`
+    /// their space, with their positions, counted accepted, and refuses the others whole as `storage_unavailable`
     /// (a full disk), as the batch does for record pages.
     fn reserve_histograms(
         &self,
         distributions: &[(usize, Sample)],
         windows: &[Timestamp],
         report: &mut BatchReport,
-    ) -> Vec<Sample> {
+    ) -> Vec<(usize, Sample)> {
         let shared = &self.shared;
         let slots = shared.storage.slots();
         let mut ready = Vec::with_capacity(distributions.len());
@@ -631,7 +707,7 @@ impl Engine {
                 }
             }
             report.accepted += 1;
-            ready.push(sample);
+            ready.push((position, sample));
         }
         ready
     }

@@ -38,6 +38,48 @@ pub struct Histogram {
     negative: Vec<(i32, u64)>,
 }
 
+/// Observations that arrive already bucketed (a Prometheus native histogram's or an OTLP
+/// point's): the buckets, the sum, and the extremes when the source knows them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observed {
+    /// The buckets; their count is the observations'.
+    pub histogram: Histogram,
+    /// The sum of the observations.
+    pub sum: f64,
+    /// `(min, max)` of the observations, when the source sends them (OTLP may; Prometheus
+    /// does not).
+    pub extremes: Option<(f64, f64)>,
+}
+
+impl Observed {
+    /// The observations' `(min, max)`: as sent, or else the outer bounds of the lowest and
+    /// highest populated buckets, which hold every observation (a bucket's min then reads
+    /// at most one bucket width low, its max at most one high). `None` when empty.
+    pub fn extremes(&self) -> Option<(f64, f64)> {
+        if self.histogram.is_empty() {
+            return None;
+        }
+        if let Some(extremes) = self.extremes {
+            return Some(extremes);
+        }
+        let h = &self.histogram;
+        let zero = (h.zero_count > 0).then_some(h.zero_threshold);
+        let low = h
+            .negative
+            .last()
+            .map(|&(index, _)| -upper_bound(index, h.scale))
+            .or(zero.map(|t| -t))
+            .or_else(|| h.positive.first().map(|&(i, _)| lower_bound(i, h.scale)));
+        let high = h
+            .positive
+            .last()
+            .map(|&(index, _)| upper_bound(index, h.scale))
+            .or(zero)
+            .or_else(|| h.negative.first().map(|&(i, _)| -lower_bound(i, h.scale)));
+        low.zip(high)
+    }
+}
+
 /// Why bytes did not decode as a histogram (a damaged cell or column).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {

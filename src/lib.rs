@@ -101,5 +101,5 @@ pub use read::query::{Display, Query, QueryResult};
 pub use read::reader::Reader;
 pub use read::tier_choice::TierChoice;
 pub use registry::{KeyView, Selector, SeriesId, SeriesKey, TagFilter};
-pub use sample::{BatchReport, RawCounts, Sample};
+pub use sample::{BatchReport, ObservedSample, RawCounts, Sample};
 pub use time::{locate, Placement, Span, Timestamp};

@@ -2,6 +2,7 @@
 //! samples it refused, counted by [`RejectReason`]).
 
 use crate::error::RejectReason;
+use crate::histogram::Observed;
 use crate::registry::SeriesId;
 use crate::time::Timestamp;
 
@@ -20,6 +21,26 @@ impl Sample {
     /// A sample of `series` at `ts`.
     pub fn new(series: SeriesId, ts: Timestamp, value: f64) -> Sample {
         Sample { series, ts, value }
+    }
+}
+
+/// Observations of one distribution series that arrived bucketed (a Prometheus native
+/// histogram's increase, an OTLP histogram point), stored as one update of each bucket
+/// that holds `ts`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObservedSample {
+    /// The series, a distribution ([`crate::SeriesKind::Distribution`]).
+    pub series: SeriesId,
+    /// Unix seconds.
+    pub ts: Timestamp,
+    /// The observations.
+    pub observed: Observed,
+}
+
+impl ObservedSample {
+    /// The sample's scalar face, what the checks of a [`Sample`] read: its time and its sum.
+    pub(crate) fn as_sample(&self) -> Sample {
+        Sample::new(self.series, self.ts, self.observed.sum)
     }
 }
 

@@ -16,7 +16,7 @@ use crate::error::Error;
 use crate::error::Result;
 use crate::fault::Hook;
 use crate::registry::SeriesId;
-use crate::sample::{RawCounts, Sample};
+use crate::sample::{ObservedSample, RawCounts, Sample};
 use crate::storage::format::SLOTS_PER_PAGE;
 use crate::storage::mapped_cell::WriterSlot;
 use crate::storage::period_file::WritableFile;
@@ -205,6 +205,22 @@ impl WriterPool {
             }
         }
         raw
+    }
+
+    /// Writes observations that arrived bucketed into their distribution series' buckets,
+    /// in this thread, as [`WriterPool::write_distributions`] does values. The raw tier keeps
+    /// no point for them: they carry no single value.
+    pub(crate) fn write_observed(&self, samples: &[&ObservedSample], windows: &[Timestamp]) {
+        let n = self.writers.len();
+        let mut parts: Vec<Vec<&ObservedSample>> = vec![Vec::new(); n];
+        for sample in samples {
+            parts[writer_of(sample.series, n)].push(sample);
+        }
+        for (writer, part) in self.writers.iter().zip(&parts) {
+            if !part.is_empty() {
+                hold(writer).write_observed(part, windows);
+            }
+        }
     }
 
     /// Keeps a batch's emptied buffers for the next batch, when every writer's came back.
@@ -403,6 +419,35 @@ impl Writer {
         self.store_raw(samples, raw_window)
     }
 
+    /// [`Writer::write_distributions`] for observations that arrived bucketed.
+    fn write_observed(&mut self, samples: &[&ObservedSample], windows: &[Timestamp]) {
+        self.evict_expired(windows);
+        self.evict_retired();
+        let mut last_ts = None;
+        let slot_mask = (1u32 << self.slot_bits) - 1;
+        let published = self.published.clone();
+        for sample in samples {
+            if last_ts != Some(sample.ts) {
+                self.locate(sample.ts, windows);
+                last_ts = Some(sample.ts);
+            }
+            let chunk = (sample.series.0 >> self.slot_bits) as usize;
+            let slot = sample.series.0 & slot_mask;
+            for (tier, placement) in self.placements.iter().enumerate() {
+                let Some((period, bucket)) = *placement else {
+                    continue;
+                };
+                let cached = &mut self.tiers[tier].periods[period];
+                if let Some(file) =
+                    fetch(&self.shared, tier, cached.start, chunk, &mut cached.files)
+                {
+                    file.add_observed(bucket, slot, &sample.observed, &published);
+                }
+            }
+        }
+        self.finish_stores();
+    }
+
     /// What an idle writer does once a second: lets go of files that left the window.
     fn evict_idle(&mut self) {
         let now = self.shared.clock.now();
@@ -413,9 +458,8 @@ impl Writer {
         }
     }
 
-    /// Folds every sample into every tier whose window holds it, then marks the files it
-    /// wrote dirty for the next flush (after the stores, so a flush that clears the mark
-    /// either sees them or leaves the mark set for the next one).
+    /// Folds every sample into every tier whose window holds it, then finishes the batch
+    /// ([`Writer::finish_stores`]).
     fn apply<const DISTRIBUTION: bool>(&mut self, samples: &[Sample], windows: &[Timestamp]) {
         self.evict_expired(windows);
         self.evict_retired();
@@ -428,6 +472,13 @@ impl Writer {
             }
         }
         self.store::<DISTRIBUTION>(rest, windows);
+        self.finish_stores();
+    }
+
+    /// The end of a batch's stores: the published cell cleared, the files written marked
+    /// dirty for the next flush (after the stores, so a flush that clears the mark either
+    /// sees them or leaves the mark set for the next one).
+    fn finish_stores(&mut self) {
         // Release: the batch's last cell is finished for a reader that sees the slot empty.
         self.published.clear();
         for cache in &mut self.tiers {

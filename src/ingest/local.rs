@@ -23,6 +23,7 @@ use super::report::{IngestReport, NoTotals, Tally};
 use crate::counter::SeriesKind;
 use crate::engine::{Engine, SinkBounds};
 use crate::error::{Error, RejectReason, Result};
+use crate::histogram::Observed;
 use crate::registry::SeriesId;
 use crate::sample::Sample;
 use crate::time::Timestamp;
@@ -167,6 +168,46 @@ impl LocalQueue {
         value: f64,
         line: usize,
     ) -> std::result::Result<bool, RejectReason> {
+        self.enqueue(
+            engine,
+            series,
+            kind,
+            Sample::new(SeriesId(0), ts, value),
+            None,
+            line,
+        )
+    }
+
+    /// [`LocalQueue::push`] for observations that arrived as a histogram: their series is
+    /// declared a distribution, and they are checked as a sample of their sum.
+    ///
+    /// # Errors
+    /// The reason they are refused.
+    pub(crate) fn push_observed(
+        &mut self,
+        engine: &Engine,
+        series: &str,
+        ts: Timestamp,
+        observed: Observed,
+        line: usize,
+    ) -> std::result::Result<bool, RejectReason> {
+        let sample = Sample::new(SeriesId(0), ts, observed.sum);
+        let kind = Some(SeriesKind::Distribution);
+        self.enqueue(engine, series, kind, sample, Some(observed), line)
+    }
+
+    /// Queues `sample` (its series to be resolved from `series`), with what arrived as a
+    /// histogram, if it did.
+    fn enqueue(
+        &mut self,
+        engine: &Engine,
+        series: &str,
+        kind: Option<SeriesKind>,
+        sample: Sample,
+        observed: Option<Observed>,
+        line: usize,
+    ) -> std::result::Result<bool, RejectReason> {
+        let (ts, value) = (sample.ts, sample.value);
         (self.bounds).check(engine.config(), || engine.now(), value, ts)?;
         let deletions = engine.registry().deletions();
         if deletions != self.deletions_seen {
@@ -200,8 +241,12 @@ impl LocalQueue {
         if let Some(kind) = kind {
             batch.declared.push((position, kind));
         }
-        Ok(batch.queued.push(Sample::new(id, ts, value), line)
-            || batch.new_name_bytes >= NEW_NAME_BYTES)
+        let sample = Sample::new(id, ts, value);
+        let full = match observed {
+            None => batch.queued.push(sample, line),
+            Some(observed) => batch.queued.push_observed(sample, observed, line),
+        };
+        Ok(full || batch.new_name_bytes >= NEW_NAME_BYTES)
     }
 
     /// Samples queued.

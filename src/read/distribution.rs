@@ -308,9 +308,9 @@ impl DistributionResult {
     ///
     /// # Errors
     /// `self` when it is not a single series' answer.
-    pub fn into_series(self) -> std::result::Result<SeriesDistribution, DistributionResult> {
+    pub fn into_series(self) -> std::result::Result<SeriesDistribution, Box<DistributionResult>> {
         let Some(series) = self.series.clone() else {
-            return Err(self);
+            return Err(Box::new(self));
         };
         let group = self.groups.into_iter().next();
         let (points, histograms) = group.map_or((None, None), |g| (g.points, g.histograms));
@@ -415,6 +415,9 @@ impl HistogramShown {
     }
 }
 
+/// A series read by a distribution query, with the values of its group's tags.
+type SeriesGroups = (SeriesId, Vec<Option<String>>);
+
 /// [`Reader::distribution_query`]'s work.
 pub(super) fn answer(
     reader: &Reader<'_>,
@@ -438,10 +441,9 @@ pub(super) fn answer(
         )?
     };
     let window = spec.window_start(now);
-    // (id, group values) of every series read.
+    // Every series read, with its group's values.
     let mut series = None;
-    let (matched, group_by): (Vec<(SeriesId, Vec<Option<String>>)>, &[String]) = match &query.target
-    {
+    let (matched, group_by): (Vec<SeriesGroups>, &[String]) = match &query.target {
         DistributionTarget::Series(key) => {
             let id = reader
                 .registry()

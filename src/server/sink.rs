@@ -19,6 +19,7 @@ use crate::counter::SeriesKind;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::Result;
+use crate::histogram::Observed;
 use crate::ingest::batch::BATCH;
 use crate::ingest::local::{self, LocalBatch, LocalQueue, SeriesLimit};
 use crate::ingest::name_cache::NameCache;
@@ -49,6 +50,27 @@ pub trait Sink: Send {
         value: f64,
         line: usize,
     ) -> bool;
+
+    /// Queues observations that arrived as a histogram (a Prometheus native histogram's
+    /// increase, an OTLP histogram point) for the series named `series`, which is declared
+    /// a distribution. Returns true when the batch is full and should be flushed. By
+    /// default (a cluster node, which keeps no histograms) they are refused as
+    /// `histogram_unsupported`.
+    fn push_histogram(
+        &mut self,
+        series: &str,
+        ts: Timestamp,
+        observed: Observed,
+        line: usize,
+    ) -> bool {
+        let _ = (ts, observed);
+        self.reject(
+            line,
+            "histogram_unsupported",
+            format!("histogram of {series} refused: a cluster node keeps no histograms"),
+        );
+        false
+    }
 
     /// Counts a refused line (or field) under `reason`.
     fn reject(&mut self, line: usize, reason: &'static str, message: String);
@@ -160,6 +182,29 @@ impl Sink for LocalSink {
             Ok(full) => full,
             Err(reason) => {
                 self.reject(line, reason.as_str(), format!("sample refused: {reason}"));
+                false
+            }
+        }
+    }
+
+    /// The series is declared a distribution when the batch is flushed, as
+    /// [`Sink::push_declared`] declares a kind; the observations are checked as a sample of
+    /// their sum.
+    fn push_histogram(
+        &mut self,
+        series: &str,
+        ts: Timestamp,
+        observed: Observed,
+        line: usize,
+    ) -> bool {
+        match (self.queue).push_observed(&self.engine, series, ts, observed, line) {
+            Ok(full) => full,
+            Err(reason) => {
+                self.reject(
+                    line,
+                    reason.as_str(),
+                    format!("histogram refused: {reason}"),
+                );
                 false
             }
         }

@@ -75,17 +75,31 @@ impl BucketCell {
     /// from its value before the interrupted update, as the repair at an unclean open does.
     #[inline]
     pub(super) fn add(&self, value: f64, writer: Publisher<'_>, name: Publication) {
-        self.add_with(value, writer, name, || {});
+        self.update(|bucket| bucket.add(value), writer, name, || {});
     }
 
-    /// [`BucketCell::add`], running `between` while the update-in-flight bit is set, before
-    /// the fields are stored: a distribution cell stores its histogram there, so a reader
-    /// that sees the new count sees the new histogram, and the repair after a crash finds the
-    /// bit set whenever the histogram may be half stored.
+    /// Folds `delta` (a distribution's update) into the cell as [`BucketCell::add`] does a
+    /// value, running `between` while the update-in-flight bit is set, before the fields are
+    /// stored: a distribution cell stores its histogram there, so a reader that sees the new
+    /// count sees the new histogram, and the repair after a crash finds the bit set whenever
+    /// the histogram may be half stored.
     #[inline]
-    pub(super) fn add_with(
+    pub(super) fn merge_with(
         &self,
-        value: f64,
+        delta: &Bucket,
+        writer: Publisher<'_>,
+        name: Publication,
+        between: impl FnOnce(),
+    ) {
+        self.update(|bucket| bucket.merge(delta), writer, name, between);
+    }
+
+    /// One update: publish, set the update-in-flight bit, run `between`, fold with `fold`,
+    /// store the fields and clear the bit.
+    #[inline(always)]
+    fn update(
+        &self,
+        fold: impl FnOnce(&mut Bucket),
         writer: Publisher<'_>,
         name: Publication,
         between: impl FnOnce(),
@@ -106,7 +120,7 @@ impl BucketCell {
             min: f64::from_bits(self.min.load(Ordering::Relaxed)),
             max: f64::from_bits(self.max.load(Ordering::Relaxed)),
         };
-        bucket.add(value);
+        fold(&mut bucket);
         self.total.store(bucket.total.to_bits(), Ordering::Relaxed);
         self.min.store(bucket.min.to_bits(), Ordering::Relaxed);
         self.max.store(bucket.max.to_bits(), Ordering::Relaxed);
@@ -122,7 +136,7 @@ impl BucketCell {
     }
 
     /// [`BucketCell::add_and_die`], running `between` once the update-in-flight bit is set
-    /// (as [`BucketCell::add_with`] does), before the kill.
+    /// (as [`BucketCell::merge_with`] does), before the kill.
     #[cold]
     pub(super) fn add_with_and_die(
         &self,
@@ -153,7 +167,7 @@ impl BucketCell {
 
     /// [`BucketCell::read`], running `between` after the first load of `count` and before the
     /// second: what it reads of memory the writer stores between the same two (a
-    /// distribution cell's histogram, see [`BucketCell::add_with`]) belongs to the snapshot
+    /// distribution cell's histogram, see [`BucketCell::merge_with`]) belongs to the snapshot
     /// when this returns `Some`.
     #[inline(always)]
     pub(super) fn read_with(&self, between: impl FnOnce()) -> Option<Bucket> {

@@ -20,6 +20,7 @@ use super::writer_state::{Publication, Publisher, WriterSlot};
 use crate::bucket::Bucket;
 use crate::error::Error;
 use crate::error::Result;
+use crate::histogram::Observed;
 
 /// A mapped period file of one tier and one chunk of series, as readers see it: loads only.
 pub(crate) struct PeriodFile {
@@ -72,6 +73,13 @@ pub(crate) struct PeriodFile {
 /// nothing of `storage` is reachable at all.
 #[derive(Clone)]
 pub(crate) struct WritableFile(Arc<PeriodFile>);
+
+/// What a distribution update adds to its bucket: one value, or observations that arrived
+/// bucketed.
+enum Addition<'a> {
+    Value(f64),
+    Observed(&'a Observed),
+}
 
 /// Added to a refusal for a changed period: the default periods changed (issue #13), and a
 /// directory created with the old defaults, before directories stored their tiers, meets
@@ -843,7 +851,20 @@ impl WritableFile {
         value: f64,
         writer: &WriterSlot,
     ) -> bool {
-        self.distribution_update(bucket, slot, value, writer, false)
+        self.distribution_update(bucket, slot, Addition::Value(value), writer, false)
+    }
+
+    /// As [`WritableFile::add_distribution`] for observations that arrived bucketed: the
+    /// record takes their count, sum and extremes ([`Observed::extremes`]), the histogram
+    /// merges theirs.
+    pub(crate) fn add_observed(
+        &self,
+        bucket: u32,
+        slot: u32,
+        observed: &Observed,
+        writer: &WriterSlot,
+    ) -> bool {
+        self.distribution_update(bucket, slot, Addition::Observed(observed), writer, false)
     }
 
     /// As [`WritableFile::add_distribution`], but the process is killed (SIGKILL) halfway
@@ -856,14 +877,14 @@ impl WritableFile {
         value: f64,
         writer: &WriterSlot,
     ) {
-        self.distribution_update(bucket, slot, value, writer, true);
+        self.distribution_update(bucket, slot, Addition::Value(value), writer, true);
     }
 
     fn distribution_update(
         &self,
         bucket: u32,
         slot: u32,
-        value: f64,
+        addition: Addition<'_>,
         writer: &WriterSlot,
         die: bool,
     ) -> bool {
@@ -883,13 +904,34 @@ impl WritableFile {
                 return false;
             }
         };
-        histogram.record(value);
+        let delta = match addition {
+            Addition::Value(value) => {
+                histogram.record(value);
+                let mut delta = Bucket::EMPTY;
+                delta.add(value);
+                delta
+            }
+            Addition::Observed(observed) => {
+                histogram.merge(&observed.histogram);
+                histogram.limit(crate::histogram::MAX_POPULATED);
+                let (min, max) = observed.extremes().unwrap_or((0.0, 0.0));
+                Bucket {
+                    count: observed.histogram.count(),
+                    total: observed.sum,
+                    min,
+                    max,
+                }
+            }
+        };
+        if delta.count == 0 {
+            return true;
+        }
         let mut after = [0u64; histogram_cell::MAX_WORDS];
         let after = &mut after[..hist.len()];
         if histogram_cell::encode(&mut histogram, after).is_none() {
-            tracing::error!(path = %file.path.display(), bucket, slot, value,
-                "a histogram cell cannot hold the value even at the coarsest scale; \
-                 the sample is not stored");
+            tracing::error!(path = %file.path.display(), bucket, slot, count = delta.count,
+                "a histogram cell cannot hold the observations even at the coarsest scale; \
+                 they are not stored");
             return false;
         }
         let name = file.name(index);
@@ -897,11 +939,11 @@ impl WritableFile {
         let cell = &file.cells.cells()[index];
         if die {
             let half = after.len() / 2;
-            cell.add_with_and_die(value, writer.publisher(), name, || {
+            cell.add_with_and_die(delta.total, writer.publisher(), name, || {
                 histogram_cell::store(&hist[..half], &after[..half])
             });
         }
-        cell.add_with(value, writer.publisher(), name, || {
+        cell.merge_with(&delta, writer.publisher(), name, || {
             histogram_cell::store(hist, after)
         });
         true

@@ -424,3 +424,96 @@ fn statsd_timers_answer_percentiles_over_http() {
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("pNN"), "{body}");
 }
+
+/// Observations that arrive bucketed (as a native histogram or an OTLP point does) at their
+/// own scales: every tier's count and sum are exact, its histogram the exact merge of
+/// what arrived (at the coarsest scale among them), its quantiles within that scale's
+/// error of the raw values; min and max are the bucket bounds that hold every value when
+/// the source sends none. A series that is not a distribution refuses them, counted.
+#[test]
+fn bucketed_observations_merge_exactly_at_their_own_scale() {
+    use tierdb::histogram::Observed;
+    use tierdb::ObservedSample;
+    let (dir, engine, clock) = engine_at(NOW);
+    let id = engine.series("rpc.seconds{job=api}").unwrap();
+    engine.declare_kind(id, SeriesKind::Distribution).unwrap();
+    let gauge = engine.series("temp").unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(77);
+    let latency = LogNormal::new(-3.0, 1.05).expect("valid");
+    let mut raw: Vec<(Timestamp, f64)> = Vec::new();
+    let mut samples = Vec::new();
+    // One histogram every 15 s for two hours, alternately at scale 3 and 8 (the finer one
+    // is reduced as it merges), half of them with the sender's exact extremes.
+    for (k, ts) in (NOW - 7200..NOW).step_by(15).enumerate() {
+        let values: Vec<f64> = (0..40).map(|_| latency.sample(&mut rng)).collect();
+        let mut histogram = Histogram::new(if k % 2 == 0 { 3 } else { 8 });
+        values.iter().for_each(|&v| histogram.record(v));
+        let extremes = (k % 4 < 2).then(|| {
+            let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+            (min, values.iter().copied().fold(0.0, f64::max))
+        });
+        raw.extend(values.iter().map(|&v| (ts, v)));
+        let sum = values.iter().sum();
+        let observed = Observed {
+            histogram,
+            sum,
+            extremes,
+        };
+        samples.push(ObservedSample {
+            series: id,
+            ts,
+            observed,
+        });
+    }
+    samples.push(ObservedSample {
+        series: gauge,
+        ts: NOW - 60,
+        observed: samples[0].observed.clone(),
+    });
+    let report = engine.record_observed(&samples).unwrap();
+    assert_eq!(report.accepted as usize, samples.len() - 1, "{report:?}");
+    assert_eq!(report.rejected_total(), 1, "{report:?}");
+    assert_eq!(report.rejected(tierdb::RejectReason::KindMismatch), 1);
+
+    let check_tiers = |engine: &Engine| {
+        for (tier, step) in [("1m", 60), ("5m", 300), ("1h", 3600)] {
+            let points = read(engine, id, tier, NOW - 7200, NOW, step);
+            for point in &points {
+                let mut inside: Vec<f64> = (raw.iter())
+                    .filter(|(ts, _)| (point.ts..point.ts + step).contains(ts))
+                    .map(|&(_, v)| v)
+                    .collect();
+                assert_eq!(
+                    point.bucket.count as usize,
+                    inside.len(),
+                    "{tier} {}",
+                    point.ts
+                );
+                let sum: f64 = inside.iter().sum();
+                assert!((point.bucket.total - sum).abs() <= 1e-9 * sum, "{tier} sum");
+                assert!(point.is_complete());
+                let h = point.histogram.as_ref().unwrap();
+                assert_eq!(h.scale(), 3, "the coarsest scale that arrived");
+                let (min, max) = (point.bucket.min, point.bucket.max);
+                let lowest = inside.iter().copied().fold(f64::INFINITY, f64::min);
+                let highest = inside.iter().copied().fold(0.0, f64::max);
+                assert!(
+                    min <= lowest && max >= highest,
+                    "{tier}: bounds hold every value"
+                );
+                let stated = point.relative_error().unwrap();
+                assert!(stated <= tierdb::histogram::relative_error(3) + 1e-12);
+                for q in [0.5, 0.9, 0.99] {
+                    let want = exact(&mut inside, q);
+                    let got = point.quantile(q).unwrap();
+                    let err = (got - want).abs() / want;
+                    assert!(err <= stated + 1e-12, "{tier} p{q}: {got} vs {want}");
+                }
+            }
+        }
+    };
+    check_tiers(&engine);
+    engine.close().unwrap();
+    let engine = open(dir.path(), &clock, tierdb::TiersConfig::default());
+    check_tiers(&engine);
+}
