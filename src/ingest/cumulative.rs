@@ -24,7 +24,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use crate::error::{Error, Result};
-use crate::histogram::Histogram;
+use crate::histogram::{Histogram, Observed};
 use crate::storage::disk::{sync_dir, write_atomic};
 
 /// The file a clean shutdown leaves the table in, in the data directory: the magic
@@ -39,15 +39,6 @@ const MAGIC: &[u8; 8] = b"TDBHCS01";
 /// The most series whose last histogram is kept: past it a new series' histograms are
 /// refused (`histogram_counter_limit`) rather than grow memory without end.
 pub const MAX_TRACKED: usize = 100_000;
-
-/// What one cumulative histogram stores.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Increase {
-    /// The observations since the previous histogram, by bucket.
-    pub histogram: Histogram,
-    /// Their sum.
-    pub sum: f64,
-}
 
 /// Why a cumulative histogram is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -87,8 +78,9 @@ pub struct HistogramCounters {
 
 impl HistogramCounters {
     /// Takes series `series`' cumulative `histogram` and `sum` at `timestamp` (any unit, the
-    /// same for every call): what it stores, `None` for the series' first (a baseline) or
-    /// for one that adds no observation.
+    /// same for every call): the observations it stores (without extremes: a cumulative
+    /// histogram does not say which observations are new), `None` for the series' first (a
+    /// baseline) or for one that adds no observation.
     ///
     /// # Errors
     /// A [`CumulativeError`]; the state is then unchanged.
@@ -99,7 +91,7 @@ impl HistogramCounters {
         histogram: Histogram,
         sum: f64,
         reset: bool,
-    ) -> Result<Option<Increase>, CumulativeError> {
+    ) -> std::result::Result<Option<Observed>, CumulativeError> {
         let mut table = self.last.lock().unwrap_or_else(|e| e.into_inner());
         let len = table.len();
         let next = Last {
@@ -118,13 +110,15 @@ impl HistogramCounters {
             return Err(CumulativeError::OutOfOrder);
         }
         let increase = match (reset, increase(&last.histogram, &next.histogram)) {
-            (false, Some(histogram)) => Increase {
+            (false, Some(histogram)) => Observed {
                 histogram,
                 sum: next.sum - last.sum,
+                extremes: None,
             },
-            _ => Increase {
+            _ => Observed {
                 histogram: next.histogram.clone(),
                 sum: next.sum,
+                extremes: None,
             },
         };
         *last = next;

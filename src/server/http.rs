@@ -27,7 +27,7 @@ use super::sink::Sink;
 use super::tags_api;
 use super::State;
 use crate::counter::SeriesKind;
-use crate::ingest::cumulative::Increase;
+use crate::histogram::Observed;
 use crate::ingest::influx::{self, Precision};
 use crate::ingest::prom_remote;
 use crate::ingest::prom_remote::native::{decode_native, NativeHistogram, Temporality};
@@ -436,9 +436,10 @@ async fn remote_histogram(
     let observed = match sample.temporality {
         Temporality::Gauge => {
             state.histogram_counters.forget(key);
-            Increase {
+            Observed {
                 histogram: sample.histogram,
                 sum: sample.sum,
+                extremes: None,
             }
         }
         Temporality::Cumulative { reset } => {
@@ -503,20 +504,15 @@ impl BodySink {
         &mut self,
         series: &str,
         ts: crate::time::Timestamp,
-        increase: Increase,
+        observed: Observed,
         line: usize,
     ) {
         if self.failed {
             let why = "not written: an earlier batch of this request failed on the server";
             self.sink.reject(line, "write_failed", why.into());
-            return;
+        } else if self.sink.push_histogram(series, ts, observed, line) {
+            self.flush().await;
         }
-        let _ = (series, ts, increase);
-        self.sink.reject(
-            line,
-            "native_histogram",
-            "pending: the engine entry point".into(),
-        );
     }
 
     fn reject(&mut self, line: usize, reason: &'static str, message: impl Into<String>) {

@@ -414,7 +414,11 @@ fn promql(addr: std::net::SocketAddr, query: &str, time: i64) -> Value {
     );
     let answer = get_json(addr, &path).unwrap_or_else(|| panic!("{query}: no answer"));
     let result = &answer["data"]["result"];
-    assert_eq!(result.as_array().map(Vec::len), Some(1), "{query}: {answer}");
+    assert_eq!(
+        result.as_array().map(Vec::len),
+        Some(1),
+        "{query}: {answer}"
+    );
     result[0].clone()
 }
 
@@ -482,7 +486,8 @@ fn prometheus_agrees_on_native_histogram_increases() {
     let names = ["rpc_duration_seconds", "rpc_wait_seconds"];
     let mut clients = [Client::new(), Client::new()];
     let mut wants = [Expected::new(), Expected::new()];
-    // The window [window, window + 300) in tierdb; Prometheus' range [window - 15, window + 285].
+    // The window [window, window + 300), one 5m bucket in tierdb; Prometheus' range
+    // [window - 15, window + 285].
     let window = NOW - 600;
     for t in (window - INTERVAL..window + 300).step_by(INTERVAL as usize) {
         // The second client restarts once, in the middle of the window.
@@ -526,7 +531,7 @@ fn prometheus_agrees_on_native_histogram_increases() {
     for (name, want) in names.iter().zip(&wants) {
         let key = format!("{name}{{job=api}}");
         let ours = server.json(&format!(
-            "/api/v1/query?series={}&display=hist&tier=1m&range=whole&from={window}&to={}",
+            "/api/v1/query?series={}&display=hist&tier=5m&from={window}&to={}",
             crate::support::http::percent_encode(&key),
             window + 300
         ));
@@ -537,7 +542,11 @@ fn prometheus_agrees_on_native_histogram_increases() {
         // Both hold what the client observed in the window.
         assert_eq!(ours["count"], want.histogram.count(), "{name}: {ours}");
         assert_eq!(ours["sum"].as_f64(), Some(want.sum), "{name}: {ours}");
-        assert_eq!(number(&theirs["count"]), want.histogram.count() as f64, "{name}: {theirs}");
+        assert_eq!(
+            number(&theirs["count"]),
+            want.histogram.count() as f64,
+            "{name}: {theirs}"
+        );
         assert_eq!(number(&theirs["sum"]), want.sum, "{name}: {theirs}");
         for (function, value) in [
             ("histogram_count", want.histogram.count() as f64),
@@ -548,7 +557,10 @@ fn prometheus_agrees_on_native_histogram_increases() {
         }
         // Bucket by bucket: Prometheus lists `[boundary rule, lower, upper, count]`, the zero
         // bucket as `[-threshold, threshold]`.
-        assert_eq!(ours["scale"], SCALE, "{name}: stored coarser than sent: {ours}");
+        assert_eq!(
+            ours["scale"], SCALE,
+            "{name}: stored coarser than sent: {ours}"
+        );
         let all: Vec<(f64, f64, u64)> = (theirs["buckets"].as_array().unwrap().iter())
             .map(|b| (number(&b[1]), number(&b[2]), number(&b[3]) as u64))
             .filter(|&(_, _, count)| count > 0)
@@ -557,7 +569,10 @@ fn prometheus_agrees_on_native_histogram_increases() {
             .filter(|&&(lower, upper, _)| lower == -upper)
             .map(|b| b.2)
             .sum();
-        assert_eq!(ours["zero_count"], zero, "{name}: ours {ours}, Prometheus {theirs}");
+        assert_eq!(
+            ours["zero_count"], zero,
+            "{name}: ours {ours}, Prometheus {theirs}"
+        );
         assert_eq!(zero, want.histogram.zero_count(), "{name}");
         let mut listed: Vec<(f64, f64, u64)> = (all.into_iter())
             .filter(|&(lower, upper, _)| lower != -upper)
@@ -574,7 +589,11 @@ fn prometheus_agrees_on_native_histogram_increases() {
             .collect();
         // Prometheus computes bounds its own way: they agree to the last bit or two.
         let near = |a: f64, b: f64| (a - b).abs() <= a.abs().max(b.abs()) * 1e-12;
-        assert_eq!(stored.len(), listed.len(), "{name}: ours {ours}, Prometheus {theirs}");
+        assert_eq!(
+            stored.len(),
+            listed.len(),
+            "{name}: ours {ours}, Prometheus {theirs}"
+        );
         for (s, l) in stored.iter().zip(&listed) {
             assert!(
                 near(s.0, l.0) && near(s.1, l.1) && s.2 == l.2,
@@ -627,7 +646,8 @@ fn counter_histograms_continue_across_a_clean_restart_and_restart_from_a_baselin
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let mut client = Client::new();
     let mut want = Expected::new();
-    let t0 = unix_now() / 60 * 60 - 600;
+    // A 5-minute bucket, read whole.
+    let t0 = unix_now() / 300 * 300 - 600;
     // Observations made before the scrape at `t`; counted when `stored`.
     let mut scrape = |http, t: i64, stored: bool| {
         for _ in 0..rng.gen_range(5..30) {
@@ -648,13 +668,19 @@ fn counter_histograms_continue_across_a_clean_restart_and_restart_from_a_baselin
     }
     let status = server.terminate(Duration::from_secs(30));
     assert!(status.success(), "{status}\n{}", server.diagnostics());
-    assert!(data.join(FILE_NAME).exists(), "a clean stop saves the table");
+    assert!(
+        data.join(FILE_NAME).exists(),
+        "a clean stop saves the table"
+    );
 
     let (mut server, http) = start(1);
     for k in 3..6 {
         scrape(http, t0 + k * INTERVAL, true);
     }
-    assert!(!data.join(FILE_NAME).exists(), "the start removed the table");
+    assert!(
+        !data.join(FILE_NAME).exists(),
+        "the start removed the table"
+    );
     server.signal(Signal::KILL);
     let _ = server.terminate(Duration::from_secs(30));
 
@@ -666,7 +692,7 @@ fn counter_histograms_continue_across_a_clean_restart_and_restart_from_a_baselin
         http,
         "GET",
         &format!(
-            "/api/v1/query?series={}&display=hist&tier=1m&range=whole&from={t0}&to={}",
+            "/api/v1/query?series={}&display=hist&tier=5m&from={t0}&to={}",
             crate::support::http::percent_encode("rpc_duration_seconds{job=api}"),
             t0 + 300
         ),
@@ -678,7 +704,11 @@ fn counter_histograms_continue_across_a_clean_restart_and_restart_from_a_baselin
     let stored = &answer["histograms"][0][1];
     assert_eq!(stored["count"], want.histogram.count(), "{answer}");
     assert_eq!(stored["sum"].as_f64(), Some(want.sum), "{answer}");
-    assert_eq!(stored["zero_count"], want.histogram.zero_count(), "{answer}");
+    assert_eq!(
+        stored["zero_count"],
+        want.histogram.zero_count(),
+        "{answer}"
+    );
     let status = server.terminate(Duration::from_secs(30));
     assert!(status.success(), "{status}\n{}", server.diagnostics());
 }
