@@ -9,7 +9,8 @@
 //!   types its family `counter` (Prometheus sends metadata in requests of their own, so in
 //!   practice the suffix decides). Other series are left to the rules.
 //! - A NaN with the bits of Prometheus' staleness marker is not a sample: it says the series
-//!   went away. It is skipped and counted under its own reason ([`Skipped`]).
+//!   went away. It is skipped and counted under its own reason ([`Skipped`]), as a sample's
+//!   value or a native histogram's sum.
 //! - A native histogram ([`native`]) makes its series a distribution: a counter histogram's
 //!   increases are stored ([`crate::ingest::cumulative`]), a gauge histogram as it comes.
 //!

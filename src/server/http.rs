@@ -378,7 +378,7 @@ async fn api_v1_write(
 /// the request's sink, answered as every write is ([`write_answer`]: 204 once landed, 5xx
 /// only when nothing landed, which Prometheus retries). A refused series is counted once per
 /// sample and histogram, with its 1-based position in the request as its "line". Staleness
-/// markers are counted in the server's totals, not refused.
+/// markers (samples' and histograms') are counted in the server's totals, not refused.
 async fn remote_write(state: &State, body: &[u8]) -> Result<Response, ApiError> {
     let request = prom_remote::decode(body, state.limits.max_body)
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
@@ -407,6 +407,11 @@ async fn remote_write(state: &State, body: &[u8]) -> Result<Response, ApiError> 
             sink.push(&key, kind, ts, sample.value, number).await;
         }
         for native in &series.histograms {
+            // A staleness marker for a histogram series is a histogram whose sum is one.
+            if prom_remote::is_stale(native.sum) {
+                stale += 1;
+                continue;
+            }
             remote_histogram(state, &mut sink, &key, native, number).await;
         }
     }
@@ -436,6 +441,10 @@ async fn remote_histogram(
     let observed = match sample.temporality {
         Temporality::Gauge => {
             state.histogram_counters.forget(key);
+            if sample.histogram.is_empty() {
+                // No observation: nothing to add.
+                return;
+            }
             Observed {
                 histogram: sample.histogram,
                 sum: sample.sum,

@@ -12,7 +12,7 @@ use rand_distr::{Distribution, LogNormal};
 use serde_json::Value;
 use tierdb::histogram::{lower_bound, upper_bound, Histogram};
 use tierdb::ingest::prom_remote::native::{BucketSpan, NativeHistogram, RESET_GAUGE};
-use tierdb::ingest::prom_remote::{Label, TimeSeries, WriteRequest};
+use tierdb::ingest::prom_remote::{Label, TimeSeries, WriteRequest, STALE_NAN};
 use tierdb::server::Limits;
 use tierdb::SeriesKind;
 
@@ -360,6 +360,12 @@ fn refused_native_histograms_are_counted_by_reason_and_the_rest_lands() {
         schema: 9,
         ..good.clone()
     };
+    // A staleness marker: skipped and counted, not refused.
+    let stale = NativeHistogram {
+        sum: f64::from_bits(STALE_NAN),
+        timestamp: (NOW - 20) * 1000,
+        ..Default::default()
+    };
     let series = |name: &str, h: NativeHistogram| TimeSeries {
         labels: labels(&[("__name__", name)]),
         samples: vec![],
@@ -371,6 +377,7 @@ fn refused_native_histograms_are_counted_by_reason_and_the_rest_lands() {
             series("custom", custom),
             series("fractional", fractional),
             series("finer", finer),
+            series("gone", stale),
             series("good", good),
         ]),
     );
@@ -384,6 +391,7 @@ fn refused_native_histograms_are_counted_by_reason_and_the_rest_lands() {
         "native_histogram_custom_buckets",
         "native_histogram_fractional_count",
         "native_histogram_schema",
+        "stale_marker",
     ] {
         assert!(
             metrics.contains(&format!(
@@ -398,6 +406,7 @@ fn refused_native_histograms_are_counted_by_reason_and_the_rest_lands() {
     ));
     assert_eq!(hist["histograms"][0][1]["count"], 1, "{hist}");
     assert_eq!(hist["histograms"][0][1]["sum"], 1.5, "{hist}");
+    assert!(server.engine.registry().get("gone").is_none());
 }
 
 /// `GET path` on `addr` as JSON, `None` unless it answers 200.
