@@ -18,6 +18,7 @@ pub mod import_archives;
 pub mod info;
 pub mod lookup;
 pub mod output;
+mod percentile;
 pub mod plot;
 pub mod query;
 pub mod series;
@@ -156,7 +157,8 @@ pub struct Window {
     /// End (exclusive), same forms; default now.
     #[arg(long, allow_hyphen_values = true)]
     pub to: Option<String>,
-    /// avg, per_sec, total, max, min or count.
+    /// avg, per_sec, total, max, min or count; for distributions (StatsD timers,
+    /// histograms) also pNN, any quantile (p50, p99, p99.9), and hist (with --format json).
     #[arg(long, default_value = "avg")]
     pub display: String,
 }

@@ -4,8 +4,12 @@
 use crate::read::tier_choice::TierChoice;
 use clap::Args;
 
-use super::{open_reader, output, print, window_range, Location, OutputFormat, Points, TagFilters};
+use super::{
+    open_reader, output, percentile, print, window_range, Location, OutputFormat, Points,
+    TagFilters,
+};
 use crate::read::aggregate::AggregateQuery;
+use crate::read::distribution::DistributionTarget;
 
 /// Folds many series into one line per group: sum, avg, min, max or count across every
 /// series a selector picks.
@@ -14,7 +18,7 @@ use crate::read::aggregate::AggregateQuery;
     "Only series with this tag (k=v), or without it (k!=v); repeatable; the value may be a glob (host=web-*)"
 )))]
 #[command(
-    after_help = "Examples:\n  tierdb aggregate 'cpu.user' --agg avg --group-by dc --range 6h\n  tierdb aggregate 'http.requests{dc=eu,host!=db-1}' --display per_sec --range 7d --tier 1h\n  tierdb aggregate butterflies --tag scientist=perpetua --group-by location --display total --range 365d --whole-range"
+    after_help = "Examples:\n  tierdb aggregate 'cpu.user' --agg avg --group-by dc --range 6h\n  tierdb aggregate 'http.requests{dc=eu,host!=db-1}' --display per_sec --range 7d --tier 1h\n  tierdb aggregate butterflies --tag scientist=perpetua --group-by location --display total --range 365d --whole-range\n  tierdb aggregate 'api.*.time' --group-by host --display p90 --range 365d --whole-range"
 )]
 pub struct AggregateArgs {
     /// A name glob with optional tag filters: `cpu.*{dc=eu,host!=db-1}`.
@@ -40,6 +44,11 @@ pub struct AggregateArgs {
 pub(super) fn run(args: AggregateArgs) -> Result<(), Box<dyn std::error::Error>> {
     let engine = open_reader(&args.location)?;
     let selector = args.filters.selector(&args.selector)?;
+    if let Some(shown) = percentile::shown(&args.points)? {
+        let group_by = args.group_by;
+        let target = DistributionTarget::Select { selector, group_by };
+        return percentile::run(&engine, target, shown, &args.points, args.whole_range);
+    }
     let (from, to) = window_range(&engine, &args.points.window)?;
     let query = AggregateQuery {
         selector,

@@ -2,9 +2,10 @@
 //! blank) and to scripts (CSV, or JSON in exactly the HTTP API's shape). One series' CSV is
 //! [`QueryResult::csv`], the same writer as the HTTP API's.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::read::aggregate::{AggregateResult, Group};
+use crate::read::aggregate::AggregateResult;
 use crate::read::query::QueryResult;
 use crate::read::value_text::{csv_value, non_finite};
 use crate::time::{format_ts, Span};
@@ -123,7 +124,7 @@ pub fn aggregate_table(result: &AggregateResult) -> String {
 pub fn aggregate_csv(result: &AggregateResult) -> String {
     let mut out = String::from("group,ts,value\n");
     for group in &result.groups {
-        let label = group_tags(group).join(",").replace('"', "\"\"");
+        let label = group_tags(&group.tags).join(",").replace('"', "\"\"");
         for (ts, value) in &group.points {
             let value = value.map(csv_value).unwrap_or_default();
             let _ = writeln!(out, "\"{label}\",{ts},{value}");
@@ -133,10 +134,8 @@ pub fn aggregate_csv(result: &AggregateResult) -> String {
 }
 
 /// A group's `k=v` pairs, `(none)` for series without the tag.
-fn group_tags(group: &Group) -> Vec<String> {
-    group
-        .tags
-        .iter()
+pub(super) fn group_tags(tags: &BTreeMap<String, Option<String>>) -> Vec<String> {
+    tags.iter()
         .map(|(k, v)| format!("{k}={}", v.as_deref().unwrap_or("(none)")))
         .collect()
 }
@@ -147,7 +146,7 @@ fn group_results(result: &AggregateResult) -> Vec<QueryResult> {
         .groups
         .iter()
         .map(|group| {
-            let tags = group_tags(group);
+            let tags = group_tags(&group.tags);
             let label = if tags.is_empty() {
                 format!("{} of {} series", result.aggregation.as_str(), group.series)
             } else {

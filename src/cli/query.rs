@@ -3,14 +3,15 @@
 use clap::Args;
 
 use super::{
-    build_query, note_not_retained, open_reader, output, print, Location, OutputFormat, Points,
-    TagFilters,
+    build_query, note_not_retained, open_reader, output, percentile, print, resolve_series,
+    Location, OutputFormat, Points, TagFilters,
 };
+use crate::read::distribution::DistributionTarget;
 
 /// Queries one series at a zoom level.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  tierdb query 'cpu.user{host=web-1}' --range 6h\n  tierdb query 'cpu.user;host=web-1' --from -6h\n  tierdb query cpu.user --tag host=web-1 --tier 1h --range 7d --display max --format csv\n  tierdb query 'http.requests{host=web-1}' --from 2025-11-20 --to now --display per_sec --step 1h"
+    after_help = "Examples:\n  tierdb query 'cpu.user{host=web-1}' --range 6h\n  tierdb query 'cpu.user;host=web-1' --from -6h\n  tierdb query cpu.user --tag host=web-1 --tier 1h --range 7d --display max --format csv\n  tierdb query 'http.requests{host=web-1}' --from 2025-11-20 --to now --display per_sec --step 1h\n  tierdb query req.time --display p99 --range 6h"
 )]
 pub struct QueryArgs {
     /// The series: `name`, `name{k=v,...}` or Graphite's `name;k=v;...`. A name (with some
@@ -27,6 +28,11 @@ pub struct QueryArgs {
 /// Prints the series over the window in the chosen format.
 pub(super) fn run(args: QueryArgs) -> Result<(), Box<dyn std::error::Error>> {
     let engine = open_reader(&args.location)?;
+    if let Some(shown) = percentile::shown(&args.points)? {
+        let series = resolve_series(&engine, &args.series, &args.filters)?;
+        let target = DistributionTarget::Series(series);
+        return percentile::run(&engine, target, shown, &args.points, false);
+    }
     let mut query = build_query(&engine, &args.series, &args.filters, &args.points.window)?;
     query.step = args.points.step;
     let result = engine.query(&query)?;

@@ -950,3 +950,120 @@ fn a_second_demo_run_adds_only_what_is_new() {
         gap[0]
     );
 }
+
+/// `--display pNN` on query and aggregate reads distribution series (as StatsD timers are):
+/// a table with the error bound, CSV, and the HTTP API's JSON; `hist` only as JSON.
+#[test]
+fn query_and_aggregate_show_percentiles_of_distributions() {
+    use tierdb::{Engine, Sample, SeriesKind};
+    let dir = tempfile::tempdir().unwrap();
+    let now = chrono::Utc::now().timestamp();
+    let minute = now - now % 60 - 600;
+    {
+        let engine = Engine::open(dir.path().join("data")).unwrap();
+        let mut samples = Vec::new();
+        for (h, host) in ["a", "b"].iter().enumerate() {
+            let id = engine.series(&format!("req.time{{host={host}}}")).unwrap();
+            engine.declare_kind(id, SeriesKind::Distribution).unwrap();
+            // host a: 1..=100 ms in the minute, host b: 101..=200.
+            for v in 1..=100 {
+                let value = f64::from(v + 100 * h as u32);
+                samples.push(Sample::new(id, minute + i64::from(v % 60), value));
+            }
+        }
+        let report = engine.record_batch(&samples).unwrap();
+        assert_eq!(report.rejected_total(), 0, "{report:?}");
+        engine.close().unwrap();
+    }
+    let d = data(dir.path());
+    let (from, to) = (minute.to_string(), (minute + 60).to_string());
+    let window = [
+        "--tier",
+        "1m",
+        "--from",
+        &from,
+        "--to",
+        &to,
+        "--data-dir",
+        &d,
+    ];
+    let run = |head: &[&str], tail: &[&str]| {
+        let mut args = head.to_vec();
+        args.extend(window);
+        args.extend(tail);
+        let out = tierdb(&args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        stdout(&out)
+    };
+    let within = |got: f64, want: f64| (got - want).abs() / want <= 0.0055;
+
+    let table = run(&["query", "req.time{host=a}", "--display", "p90"], &[]);
+    assert!(
+        table.contains("p90") && table.contains("within 0.5"),
+        "{table}"
+    );
+    let csv = run(
+        &["query", "req.time{host=a}", "--display", "p90"],
+        &["--format", "csv"],
+    );
+    let row = csv.lines().nth(1).expect("one point");
+    let value: f64 = row.split(',').nth(1).unwrap().parse().unwrap();
+    assert!(within(value, 90.0), "{csv}");
+
+    let json = run(
+        &["query", "req.time{host=a}", "--display", "p50"],
+        &["--format", "json"],
+    );
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["series"], "req.time{host=a}", "{json}");
+    assert!(
+        within(json["points"][0][1].as_f64().unwrap(), 50.0),
+        "{json}"
+    );
+
+    // Merged over both hosts: the p99 of 1..=200 is 198; per host, 99 and 199.
+    let all = run(
+        &["aggregate", "req.time", "--display", "p99"],
+        &["--format", "csv"],
+    );
+    let value: f64 = all
+        .lines()
+        .nth(1)
+        .unwrap()
+        .rsplit(',')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(within(value, 198.0), "{all}");
+    let per_host = run(
+        &[
+            "aggregate",
+            "req.time",
+            "--group-by",
+            "host",
+            "--display",
+            "p99",
+        ],
+        &[],
+    );
+    assert!(
+        per_host.contains("{host=a}") && per_host.contains("{host=b}"),
+        "{per_host}"
+    );
+
+    let hist = run(
+        &["query", "req.time{host=b}", "--display", "hist"],
+        &["--format", "json"],
+    );
+    let hist: serde_json::Value = serde_json::from_str(&hist).unwrap();
+    assert_eq!(hist["histograms"][0][1]["count"], 100, "{hist}");
+    let mut args = vec!["query", "req.time{host=b}", "--display", "hist"];
+    args.extend(window);
+    let out = tierdb(&args);
+    assert!(!out.status.success());
+    assert_stderr_has(&out, "--format json");
+    let mut args = vec!["query", "req.time{host=b}", "--display", "p101"];
+    args.extend(window);
+    assert_stderr_has(&tierdb(&args), "distribution display");
+}
