@@ -10,7 +10,8 @@
 //!   brought to the new layout before the two are compared, as Prometheus does.
 //! - A histogram not newer than the series' last one is refused (`counter_out_of_order`).
 //! - The last histogram of each series lives in memory. A clean shutdown saves the table in
-//!   the data directory ([`FILE_NAME`]) once every write has landed, and the next start
+//!   the data directory ([`FILE_NAME`]) once its connections are drained and the engine
+//!   flushed, and the next start
 //!   takes it back and removes the file before taking any write: a clean restart continues
 //!   where each series was. After a crash (or when the file cannot be read or removed) each
 //!   series' first histogram sets its baseline again, so the observations between the last
@@ -28,7 +29,7 @@ use crate::histogram::{Histogram, Observed};
 use crate::storage::disk::{sync_dir, write_atomic};
 
 /// The file a clean shutdown leaves the table in, in the data directory: the magic
-/// [`MAGIC`], then per series its key's length (u32) and bytes, the last histogram's
+/// `TDBHCS01`, then per series its key's length (u32) and bytes, the last histogram's
 /// timestamp (i64, milliseconds), its sum (f64 bits) and the histogram
 /// ([`Histogram::encode`]), then a CRC-32 of everything before it (u32); little-endian.
 pub const FILE_NAME: &str = "histogram_counters.state";
