@@ -20,6 +20,8 @@
 //! - `report`: what an ingest did, refusals by reason and the first ones by line;
 //! - `name_cache`: series name to id (or partition), once per connection;
 //! - `batch`: samples with their input lines, written into an engine whole;
+//! - [`cumulative`]: cumulative histograms (Prometheus counter histograms) into the
+//!   increases a distribution stores, with each series' last histogram;
 //! - `local`: the one way samples reach this process's engine: checked, resolved and
 //!   queued beside the parser, registered and written where waiting is allowed.
 //!
@@ -30,6 +32,8 @@
 pub mod archive;
 #[cfg(feature = "server")]
 pub(crate) mod batch;
+#[cfg(feature = "server")]
+pub mod cumulative;
 pub mod graphite;
 pub mod influx;
 #[cfg(feature = "server")]

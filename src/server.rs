@@ -46,6 +46,7 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::Result;
 use crate::ingest::otlp::{Streams, MAX_STREAM_BYTES};
+use crate::ingest::cumulative::HistogramCounters;
 pub use backend::{Backend, LocalBackend, ReadOptions};
 pub use delete_api::DeleteAnswer;
 pub use metrics::render as render_metrics;
@@ -309,13 +310,23 @@ pub struct State {
     /// Each cumulative OTLP histogram series' last point, so that the next writes its
     /// increase (docs/otlp.md); in memory, bounded.
     pub otlp_streams: std::sync::Mutex<Streams>,
+    /// Each Prometheus counter histogram series' last histogram, so that remote write stores
+    /// its increases ([`crate::ingest::cumulative`]).
+    pub(crate) histogram_counters: HistogramCounters,
+    /// Where a clean shutdown saves `histogram_counters` for the next start: the data
+    /// directory of a single node (a cluster node keeps them in memory only).
+    histogram_counters_dir: Option<std::path::PathBuf>,
 }
 
 impl State {
     /// A single node's state: `engine` behind the handlers; `token`, when set, grants every
     /// role ([`State::with_credentials`] sets tokens by role).
     pub fn new(engine: Arc<Engine>, limits: Limits, token: Option<String>) -> State {
-        State::with_backend(Arc::new(LocalBackend::new(engine)), limits, token)
+        let dir = engine.dir().to_path_buf();
+        let mut state = State::with_backend(Arc::new(LocalBackend::new(engine)), limits, token);
+        state.histogram_counters = HistogramCounters::take_saved(&dir);
+        state.histogram_counters_dir = Some(dir);
+        state
     }
 
     /// The state of a server over `backend`.
@@ -329,6 +340,8 @@ impl State {
             credentials: auth::Credentials::all_roles(token),
             tls: None,
             allowlists: Default::default(),
+            histogram_counters: HistogramCounters::default(),
+            histogram_counters_dir: None,
         }
     }
 
@@ -485,5 +498,11 @@ pub async fn run(
             task.abort();
         }
     }
-    state.backend.close().await
+    state.backend.close().await?;
+    if let Some(dir) = &state.histogram_counters_dir {
+        if !state.histogram_counters.is_empty() {
+            state.histogram_counters.save(dir)?;
+        }
+    }
+    Ok(())
 }

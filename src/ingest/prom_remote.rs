@@ -9,14 +9,17 @@
 //!   types its family `counter` (Prometheus sends metadata in requests of their own, so in
 //!   practice the suffix decides). Other series are left to the rules.
 //! - A NaN with the bits of Prometheus' staleness marker is not a sample: it says the series
-//!   went away. Native histograms have no place in a bucket of count, total, min and max.
-//!   Both are skipped and counted under their own reasons ([`Skipped`]).
+//!   went away. It is skipped and counted under its own reason ([`Skipped`]), as a sample's
+//!   value or a native histogram's sum.
+//! - A native histogram ([`native`]) makes its series a distribution: a counter histogram's
+//!   increases are stored ([`crate::ingest::cumulative`]), a gauge histogram as it comes.
 //!
 //! The messages below are the subset of `prompb/remote.proto` and `types.proto` this reads,
 //! derived by hand with prost's macros; fields not declared (exemplars) are skipped by the
 //! decoder. Label texts are decoded as byte slices of the decompressed body (no copy) and
 //! checked for UTF-8 here.
 
+pub mod native;
 #[cfg(test)]
 mod tests;
 
@@ -49,9 +52,9 @@ pub struct TimeSeries {
     /// Samples, oldest first.
     #[prost(message, repeated, tag = "2")]
     pub samples: Vec<PromSample>,
-    /// Native histograms, kept as their encoded bytes only to be counted as skipped.
-    #[prost(bytes = "vec", repeated, tag = "4")]
-    pub histograms: Vec<Vec<u8>>,
+    /// Native histogram samples, oldest first.
+    #[prost(message, repeated, tag = "4")]
+    pub histograms: Vec<native::NativeHistogram>,
 }
 
 /// `prometheus.Label`: protobuf strings, read as bytes so they borrow the body.
@@ -162,8 +165,6 @@ impl SeriesError {
 pub enum Skipped {
     /// A staleness marker ([`STALE_NAN`]).
     StaleMarker,
-    /// A native histogram sample.
-    NativeHistogram,
 }
 
 impl Skipped {
@@ -171,7 +172,6 @@ impl Skipped {
     pub fn as_str(self) -> &'static str {
         match self {
             Skipped::StaleMarker => "stale_marker",
-            Skipped::NativeHistogram => "native_histogram",
         }
     }
 }

@@ -27,8 +27,10 @@ use super::sink::Sink;
 use super::tags_api;
 use super::State;
 use crate::counter::SeriesKind;
+use crate::histogram::Observed;
 use crate::ingest::influx::{self, Precision};
 use crate::ingest::prom_remote;
+use crate::ingest::prom_remote::native::{decode_native, NativeHistogram, Temporality};
 use crate::ingest::report::IngestReport;
 use crate::ingest::time_unit;
 use crate::read::aggregate::{AggregateQuery, Aggregation};
@@ -377,25 +379,24 @@ async fn api_v1_write(
 }
 
 /// A remote write request's body (see [`prom_remote`]): 400 for a body that is not one
-/// (Prometheus does not retry it), else every series' samples through the request's sink,
-/// answered as every write is ([`write_answer`]: 204 once landed, 5xx only when nothing
-/// landed, which Prometheus retries). A refused series is counted once per sample, with its
-/// 1-based position in the request as its "line". Staleness markers and native histograms
-/// are counted in the server's totals, not refused.
+/// (Prometheus does not retry it), else every series' samples and native histograms through
+/// the request's sink, answered as every write is ([`write_answer`]: 204 once landed, 5xx
+/// only when nothing landed, which Prometheus retries). A refused series is counted once per
+/// sample and histogram, with its 1-based position in the request as its "line". Staleness
+/// markers (samples' and histograms') are counted in the server's totals, not refused.
 async fn remote_write(state: &State, body: &[u8]) -> Result<Response, ApiError> {
     let request = prom_remote::decode(body, state.limits.max_body)
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let counters = prom_remote::counter_families(&request);
     let mut sink = BodySink::new(state.sink());
     let (mut tags, mut key) = (Vec::new(), String::new());
-    let (mut stale, mut histograms) = (0, 0);
+    let mut stale = 0;
     for (index, series) in request.timeseries.iter().enumerate() {
         let number = index + 1;
-        histograms += series.histograms.len() as u64;
         let name = match prom_remote::series_key(&series.labels, &mut tags, &mut key) {
             Ok(name) => name,
             Err(e) => {
-                for _ in &series.samples {
+                for _ in 0..series.samples.len() + series.histograms.len() {
                     sink.reject(number, e.as_str(), e.to_string());
                 }
                 continue;
@@ -410,16 +411,67 @@ async fn remote_write(state: &State, body: &[u8]) -> Result<Response, ApiError> 
             let ts = prom_remote::seconds(sample.timestamp);
             sink.push(&key, kind, ts, sample.value, number).await;
         }
-    }
-    for (skipped, n) in [
-        (prom_remote::Skipped::StaleMarker, stale),
-        (prom_remote::Skipped::NativeHistogram, histograms),
-    ] {
-        if n > 0 {
-            state.stats.count_rejected(skipped.as_str(), n);
+        for native in &series.histograms {
+            // A staleness marker for a histogram series is a histogram whose sum is one.
+            if prom_remote::is_stale(native.sum) {
+                stale += 1;
+                continue;
+            }
+            remote_histogram(state, &mut sink, &key, native, number).await;
         }
     }
+    if stale > 0 {
+        let reason = prom_remote::Skipped::StaleMarker.as_str();
+        state.stats.count_rejected(reason, stale);
+    }
     Ok(write_answer(sink.finish().await))
+}
+
+/// One native histogram of series `key` into the sink: a gauge histogram as it comes, a
+/// counter histogram's increase since the series' previous one
+/// ([`crate::ingest::cumulative::HistogramCounters`]);
+/// refused with its reason when it does not decode or comes out of order.
+async fn remote_histogram(
+    state: &State,
+    sink: &mut BodySink,
+    key: &str,
+    native: &NativeHistogram,
+    line: usize,
+) {
+    let sample = match decode_native(native) {
+        Ok(sample) => sample,
+        Err(e) => return sink.reject(line, e.as_str(), e.to_string()),
+    };
+    let ts = prom_remote::seconds(sample.timestamp);
+    let observed = match sample.temporality {
+        Temporality::Gauge => {
+            state.histogram_counters.forget(key);
+            if sample.histogram.is_empty() {
+                // No observation: nothing to add.
+                return;
+            }
+            Observed {
+                histogram: sample.histogram,
+                sum: sample.sum,
+                extremes: None,
+            }
+        }
+        Temporality::Cumulative { reset } => {
+            let step = state.histogram_counters.step(
+                key,
+                sample.timestamp,
+                sample.histogram,
+                sample.sum,
+                reset,
+            );
+            match step {
+                Ok(Some(increase)) => increase,
+                Ok(None) => return,
+                Err(e) => return sink.reject(line, e.as_str(), e.to_string()),
+            }
+        }
+    };
+    sink.push_histogram(key, ts, observed, line).await;
 }
 
 /// A request's [`Sink`] that keeps going when a batch cannot be written (a poisoned engine):

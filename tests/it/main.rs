@@ -37,6 +37,7 @@ mod nats;
 mod otlp;
 mod otlp_histograms;
 mod preallocated_dir;
+mod prom_native;
 mod prom_remote;
 mod prometheus;
 mod promql_api;
