@@ -743,7 +743,8 @@ async fn query(
     let params = Params::query(raw.as_deref());
     if let Some(shown) = distribution_display(&params)? {
         let target = DistributionTarget::Series(series_param(&params)?);
-        return distribution(&state, &params, target, shown, false).await;
+        let whole_range = params.either("range", "points", "whole")?;
+        return distribution(&state, &params, target, shown, whole_range).await;
     }
     let read = read_params(&state, &params)?;
     let query = Query {
