@@ -124,8 +124,9 @@ impl Histogram {
 
     /// A histogram from bucket lists as a native histogram or an OTLP point carries them,
     /// already in this module's numbering; lists in any order, repeated indexes add, zero
-    /// counts are dropped. `None` when the scale is outside `MIN_SCALE..=MAX_SCALE` or the
-    /// threshold is negative or not finite.
+    /// counts are dropped. `None` when the scale is outside `MIN_SCALE..=MAX_SCALE`, the
+    /// threshold is negative or not finite, or a populated bucket holds no finite value
+    /// above zero (its bounds underflow to 0 or overflow to infinity).
     pub fn from_parts(
         scale: i8,
         zero_threshold: f64,
@@ -139,12 +140,21 @@ impl Histogram {
         {
             return None;
         }
+        let (positive, negative) = (normalized(positive), normalized(negative));
+        // A bucket no finite value above zero fits in stands for nothing a source measured,
+        // and would stretch every merge it meets across the whole index range.
+        let holds_values = |&(index, _): &(i32, u64)| {
+            upper_bound(index, scale) > 0.0 && lower_bound(index, scale).is_finite()
+        };
+        if !positive.iter().chain(&negative).all(holds_values) {
+            return None;
+        }
         Some(Histogram {
             scale,
             zero_threshold,
             zero_count,
-            positive: normalized(positive),
-            negative: normalized(negative),
+            positive,
+            negative,
         })
     }
 
@@ -618,32 +628,34 @@ impl Accumulator {
     /// As [`Histogram::decode`]; what was added before the damage stays added, so a caller
     /// that goes on must treat the accumulator as incomplete.
     pub fn add_encoded(&mut self, bytes: &[u8]) -> Result<(), DecodeError> {
-        let mut delta = 0u32;
+        let mut scale = DEFAULT_SCALE;
         visit(bytes, |event| match event {
-            Event::Head(head) => delta = self.take_head(head),
-            Event::Bucket(negative, index, count) => self.add_bucket(negative, index, count, delta),
+            Event::Head(head) => {
+                scale = head.scale;
+                self.take_head(head);
+            }
+            Event::Bucket(negative, index, count) => self.add_bucket(negative, index, count, scale),
         })
         .map(|_| ())
     }
 
     /// Adds a histogram.
     pub fn add(&mut self, histogram: &Histogram) {
-        let delta = self.take_head(Head {
+        self.take_head(Head {
             scale: histogram.scale,
             zero_threshold: histogram.zero_threshold,
             zero_count: histogram.zero_count,
         });
         for &(index, count) in &histogram.positive {
-            self.add_bucket(false, index, count, delta);
+            self.add_bucket(false, index, count, histogram.scale);
         }
         for &(index, count) in &histogram.negative {
-            self.add_bucket(true, index, count, delta);
+            self.add_bucket(true, index, count, histogram.scale);
         }
     }
 
-    /// Takes an input's head: the coarser scale and the wider threshold win. Returns how
-    /// many scales the input's indexes drop by.
-    fn take_head(&mut self, head: Head) -> u32 {
+    /// Takes an input's head: the coarser scale and the wider threshold win.
+    fn take_head(&mut self, head: Head) {
         let (scale, threshold) = match self.head {
             None => (head.scale, head.zero_threshold),
             Some((scale, threshold)) => {
@@ -664,15 +676,16 @@ impl Accumulator {
             self.add(&merged);
         }
         self.zero_count = self.zero_count.saturating_add(head.zero_count);
-        (head.scale - self.head.map_or(head.scale, |(s, _)| s)) as u32
     }
 
+    /// Adds bucket `index` of an input at `input_scale`, reduced to the accumulator's scale
+    /// as it stands (it may coarsen between two buckets of one input).
     #[inline]
-    fn add_bucket(&mut self, negative: bool, index: i32, count: u64, delta: u32) {
+    fn add_bucket(&mut self, negative: bool, input_index: i32, count: u64, input_scale: i8) {
         let Some((scale, threshold)) = self.head else {
             return;
         };
-        let index = reduced_index(index, delta);
+        let index = reduced_index(input_index, (input_scale - scale).max(0) as u32);
         if threshold > 0.0 && upper_bound(index, scale) <= threshold {
             self.zero_count = self.zero_count.saturating_add(count);
             return;
@@ -686,7 +699,7 @@ impl Accumulator {
             self.positive.reduce(1);
             self.negative.reduce(1);
             self.head = Some((scale - 1, threshold));
-            return self.add_bucket(negative, index, count, 1);
+            return self.add_bucket(negative, input_index, count, input_scale);
         }
         list.add(index, count);
     }

@@ -515,6 +515,9 @@ impl Writer {
     /// The hot loop of [`Writer::apply`]: folds each sample into every tier whose window
     /// holds it; with `DISTRIBUTION`, into the buckets' histograms too.
     fn store<const DISTRIBUTION: bool>(&mut self, samples: &[Sample], windows: &[Timestamp]) {
+        if DISTRIBUTION {
+            return self.store_distributions(samples, windows);
+        }
         let mut last_ts = None;
         let slot_mask = (1u32 << self.slot_bits) - 1;
         // A local handle: the hot loop publishes through a pointer held in a register instead
@@ -547,10 +550,60 @@ impl Writer {
                         None => continue,
                     },
                 };
-                if DISTRIBUTION {
-                    file.add_distribution(bucket, slot, sample.value, &published);
-                } else {
-                    file.add(bucket, slot, sample.value, publisher);
+                file.add(bucket, slot, sample.value, publisher);
+            }
+        }
+    }
+
+    /// [`Writer::store`] for distribution samples: each series' samples that land in the
+    /// same bucket of every tier are one update of it (its histogram decoded and encoded
+    /// once), in arrival order.
+    fn store_distributions(&mut self, samples: &[Sample], windows: &[Timestamp]) {
+        let shared = Arc::clone(&self.shared);
+        let tiers = &shared.config.tiers;
+        // Where a time lands in every tier, by period start rather than by the period's
+        // place in the cache, which a later period's arrival may move.
+        let landing = |ts: Timestamp| -> Vec<Option<(Timestamp, u32)>> {
+            (tiers.iter().enumerate())
+                .map(|(tier, spec)| {
+                    (ts >= windows[tier]).then(|| {
+                        let p = place(tier, spec, ts);
+                        (p.period_start, p.bucket)
+                    })
+                })
+                .collect()
+        };
+        let mut order: Vec<usize> = (0..samples.len()).collect();
+        order.sort_by_key(|&i| samples[i].series.0);
+        let slot_mask = (1u32 << self.slot_bits) - 1;
+        let published = self.published.clone();
+        let mut values = Vec::new();
+        let mut at = 0;
+        while at < order.len() {
+            let first = samples[order[at]];
+            let lands = landing(first.ts);
+            let mut end = at + 1;
+            while end < order.len()
+                && samples[order[end]].series == first.series
+                && landing(samples[order[end]].ts) == lands
+            {
+                end += 1;
+            }
+            values.clear();
+            values.extend(order[at..end].iter().map(|&i| samples[i].value));
+            at = end;
+            self.locate(first.ts, windows);
+            let chunk = (first.series.0 >> self.slot_bits) as usize;
+            let slot = first.series.0 & slot_mask;
+            for (tier, placement) in self.placements.iter().enumerate() {
+                let Some((period, bucket)) = *placement else {
+                    continue;
+                };
+                let cached = &mut self.tiers[tier].periods[period];
+                if let Some(file) =
+                    fetch(&self.shared, tier, cached.start, chunk, &mut cached.files)
+                {
+                    file.add_distribution(bucket, slot, &values, &published);
                 }
             }
         }

@@ -313,3 +313,36 @@ fn an_accumulator_coarsens_past_its_width() {
     direct.record(1e200);
     assert_eq!(sum, direct);
 }
+
+/// Buckets of one input after the accumulator coarsened partway through it land at the
+/// coarser scale too, encoded or not: the sum is the histogram the values make at its scale.
+#[test]
+fn an_accumulator_coarsening_mid_input_places_the_rest_at_its_scale() {
+    let values = [1e-200, 3.0, 1e200, 1e201, -5.0, -1e150];
+    let mut h = Histogram::new(MAX_SCALE);
+    values.iter().for_each(|&v| h.record(v));
+    let mut encoded = Vec::new();
+    h.encode(&mut encoded);
+    for via_bytes in [false, true] {
+        let mut acc = Accumulator::default();
+        if via_bytes {
+            acc.add_encoded(&encoded).unwrap();
+        } else {
+            acc.add(&h);
+        }
+        let sum = acc.to_histogram();
+        assert!(sum.scale() < MAX_SCALE);
+        let mut direct = Histogram::new(sum.scale());
+        values.iter().for_each(|&v| direct.record(v));
+        assert_eq!(sum, direct, "via bytes: {via_bytes}");
+    }
+}
+
+/// A bucket no finite value fits in is refused whole.
+#[test]
+fn parts_out_of_the_value_range_are_refused() {
+    assert!(Histogram::from_parts(8, 0.0, 0, [(8000, 1)], []).is_some());
+    assert!(Histogram::from_parts(8, 0.0, 0, [(i32::MAX, 1)], []).is_none());
+    assert!(Histogram::from_parts(-4, 0.0, 0, [], [(-2_147_483_647, 1)]).is_none());
+    assert!(Histogram::from_parts(0, 0.0, 0, [(1025, 1)], []).is_none());
+}

@@ -3,7 +3,7 @@
 //! a `u16` length and that many bytes of [`crate::histogram::Histogram::encode`], so a
 //! cell of all zeros is a bucket without one. The record's seqlock covers the cell: the
 //! writer stores it while the record's update-in-flight bit is set
-//! ([`super::mapped_cell::BucketCell::merge_with`]), and readers copy it inside the record's
+//! ([`super::mapped_cell::BucketCell::update_with`]), and readers copy it inside the record's
 //! read ([`super::mapped_cell::BucketCell::read_with`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};

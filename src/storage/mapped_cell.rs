@@ -78,20 +78,20 @@ impl BucketCell {
         self.update(|bucket| bucket.add(value), writer, name, || {});
     }
 
-    /// Folds `delta` (a distribution's update) into the cell as [`BucketCell::add`] does a
-    /// value, running `between` while the update-in-flight bit is set, before the fields are
-    /// stored: a distribution cell stores its histogram there, so a reader that sees the new
-    /// count sees the new histogram, and the repair after a crash finds the bit set whenever
-    /// the histogram may be half stored.
+    /// Folds a distribution's update into the cell with `fold`, as [`BucketCell::add`] does
+    /// a value, running `between` while the update-in-flight bit is set, before the fields
+    /// are stored: a distribution cell stores its histogram there, so a reader that sees the
+    /// new count sees the new histogram, and the repair after a crash finds the bit set
+    /// whenever the histogram may be half stored.
     #[inline]
-    pub(super) fn merge_with(
+    pub(super) fn update_with(
         &self,
-        delta: &Bucket,
+        fold: impl FnOnce(&mut Bucket),
         writer: Publisher<'_>,
         name: Publication,
         between: impl FnOnce(),
     ) {
-        self.update(|bucket| bucket.merge(delta), writer, name, between);
+        self.update(fold, writer, name, between);
     }
 
     /// One update: publish, set the update-in-flight bit, run `between`, fold with `fold`,
@@ -136,7 +136,7 @@ impl BucketCell {
     }
 
     /// [`BucketCell::add_and_die`], running `between` once the update-in-flight bit is set
-    /// (as [`BucketCell::merge_with`] does), before the kill.
+    /// (as [`BucketCell::update_with`] does), before the kill.
     #[cold]
     pub(super) fn add_with_and_die(
         &self,
@@ -167,7 +167,7 @@ impl BucketCell {
 
     /// [`BucketCell::read`], running `between` after the first load of `count` and before the
     /// second: what it reads of memory the writer stores between the same two (a
-    /// distribution cell's histogram, see [`BucketCell::merge_with`]) belongs to the snapshot
+    /// distribution cell's histogram, see [`BucketCell::update_with`]) belongs to the snapshot
     /// when this returns `Some`.
     #[inline(always)]
     pub(super) fn read_with(&self, between: impl FnOnce()) -> Option<Bucket> {

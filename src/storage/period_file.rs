@@ -76,10 +76,12 @@ pub(crate) struct PeriodFile {
 #[derive(Clone)]
 pub(crate) struct WritableFile(Arc<PeriodFile>);
 
-/// What a distribution update adds to its bucket: one value, or observations that arrived
+/// What a distribution update adds to its bucket: values, or observations that arrived
 /// bucketed.
+#[derive(Clone, Copy)]
 enum Addition<'a> {
-    Value(f64),
+    /// Values, in arrival order.
+    Values(&'a [f64]),
     Observed(&'a Observed),
 }
 
@@ -929,8 +931,9 @@ impl WritableFile {
         Ok(())
     }
 
-    /// Records `value` in the distribution bucket `bucket` of slot `slot`: its record as
-    /// [`WritableFile::add`] does and its histogram, as one update under the record's
+    /// Records `values` (in arrival order) in the distribution bucket `bucket` of slot
+    /// `slot`: its record as [`WritableFile::add`] does each and its histogram, as one
+    /// update under the record's
     /// update-in-flight bit, with the histogram as it was held in `writer`'s image first, so
     /// the repair after a crash mid-update puts it back. Returns false, storing nothing,
     /// when the histogram cannot hold the value even at the coarsest scale, or the file has
@@ -939,10 +942,10 @@ impl WritableFile {
         &self,
         bucket: u32,
         slot: u32,
-        value: f64,
+        values: &[f64],
         writer: &WriterSlot,
     ) -> bool {
-        self.distribution_update(bucket, slot, Addition::Value(value), writer, false)
+        self.distribution_update(bucket, slot, Addition::Values(values), writer, false)
     }
 
     /// As [`WritableFile::add_distribution`] for observations that arrived bucketed: the
@@ -968,7 +971,8 @@ impl WritableFile {
         value: f64,
         writer: &WriterSlot,
     ) {
-        self.distribution_update(bucket, slot, Addition::Value(value), writer, true);
+        let values = [value];
+        self.distribution_update(bucket, slot, Addition::Values(&values), writer, true);
     }
 
     fn distribution_update(
@@ -995,32 +999,35 @@ impl WritableFile {
                 return false;
             }
         };
-        let delta = match addition {
-            Addition::Value(value) => {
-                histogram.record(value);
-                let mut delta = Bucket::EMPTY;
-                delta.add(value);
-                delta
+        let (count, delta) = match addition {
+            Addition::Values(values) => {
+                values.iter().for_each(|&v| histogram.record(v));
+                (values.len() as u64, None)
             }
             Addition::Observed(observed) => {
                 histogram.merge(&observed.histogram);
                 histogram.limit(crate::histogram::MAX_POPULATED);
                 let (min, max) = observed.extremes().unwrap_or((0.0, 0.0));
-                Bucket {
-                    count: observed.histogram.count(),
-                    total: observed.sum,
-                    min,
-                    max,
-                }
+                let count = observed.histogram.count();
+                let total = observed.sum;
+                (
+                    count,
+                    Some(Bucket {
+                        count,
+                        total,
+                        min,
+                        max,
+                    }),
+                )
             }
         };
-        if delta.count == 0 {
+        if count == 0 {
             return true;
         }
         let mut after = [0u64; histogram_cell::MAX_WORDS];
         let after = &mut after[..hist.len()];
         if histogram_cell::encode(&mut histogram, after).is_none() {
-            tracing::error!(path = %file.path.display(), bucket, slot, count = delta.count,
+            tracing::error!(path = %file.path.display(), bucket, slot, count,
                 "a histogram cell cannot hold the observations even at the coarsest scale; \
                  they are not stored");
             return false;
@@ -1030,11 +1037,20 @@ impl WritableFile {
         let cell = &file.cells.cells()[index];
         if die {
             let half = after.len() / 2;
-            cell.add_with_and_die(delta.total, writer.publisher(), name, || {
+            let first = match addition {
+                Addition::Values(values) => values[0],
+                Addition::Observed(observed) => observed.sum,
+            };
+            cell.add_with_and_die(first, writer.publisher(), name, || {
                 histogram_cell::store(&hist[..half], &after[..half])
             });
         }
-        cell.merge_with(&delta, writer.publisher(), name, || {
+        // Values add one by one, in arrival order, as a gauge's do: the same total.
+        let fold = |bucket: &mut Bucket| match addition {
+            Addition::Values(values) => values.iter().for_each(|&v| bucket.add(v)),
+            Addition::Observed(_) => delta.iter().for_each(|delta| bucket.merge(delta)),
+        };
+        cell.update_with(fold, writer.publisher(), name, || {
             histogram_cell::store(hist, after)
         });
         true

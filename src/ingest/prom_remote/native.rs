@@ -195,12 +195,18 @@ pub fn decode_native(native: &NativeHistogram) -> Result<NativeSample, NativeErr
     };
     let histogram =
         Histogram::from_parts(scale, native.zero_threshold, zero_count, positive, negative).ok_or(
-            NativeError::Malformed("zero threshold negative or not finite"),
+            NativeError::Malformed(
+                "zero threshold negative or not finite, or a bucket no finite value fits in",
+            ),
         )?;
     let buckets = histogram.count();
     if buckets != count {
         return Err(NativeError::CountMismatch { count, buckets });
     }
+    // Bounded as every stored histogram is, before a counter's state keeps it: a request's
+    // one histogram of millions of buckets must not stay in memory per series.
+    let mut histogram = histogram;
+    histogram.limit(crate::histogram::MAX_POPULATED);
     let temporality = match native.reset_hint {
         RESET_GAUGE => Temporality::Gauge,
         hint => Temporality::Cumulative {
