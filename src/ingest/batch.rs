@@ -2,7 +2,7 @@
 //! found when the batch is written still names its line. A server connection and an import
 //! both fill one and write it whole.
 
-use super::report::IngestReport;
+use super::report::{IngestReport, Tally};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::histogram::Observed;
@@ -108,10 +108,21 @@ impl LineBatch {
     /// line, to `report`.
     ///
     /// # Errors
-    /// The engine's error (poisoned, I/O); nothing is added to `report` then.
-    pub(crate) fn write(&self, engine: &Engine, report: &mut IngestReport) -> Result<()> {
+    /// The engine's error (poisoned, I/O); the samples it did not take are then counted
+    /// in `report` (and `tally`) as `write_failed`, and none twice.
+    pub(crate) fn write(
+        &self,
+        engine: &Engine,
+        report: &mut IngestReport,
+        tally: &dyn Tally,
+    ) -> Result<()> {
+        let failed = |report: &mut IngestReport, n: usize| {
+            report.refuse_many(tally, "write_failed", n as u64);
+        };
         if self.observed.is_empty() {
-            let written = engine.record_batch(&self.samples)?;
+            let written = engine
+                .record_batch(&self.samples)
+                .inspect_err(|_| failed(report, self.samples.len()))?;
             report.add_written(&written, &self.lines);
             return Ok(());
         }
@@ -128,7 +139,9 @@ impl LineBatch {
             lines.push(line);
         }
         if !samples.is_empty() {
-            let written = engine.record_batch(&samples)?;
+            let written = engine
+                .record_batch(&samples)
+                .inspect_err(|_| failed(report, self.samples.len()))?;
             report.add_written(&written, &lines);
         }
         let observed: Vec<ObservedSample> = (self.observed.iter())
@@ -143,7 +156,9 @@ impl LineBatch {
             .iter()
             .map(|&(at, _)| self.lines[at])
             .collect();
-        let written = engine.record_observed(&observed)?;
+        let written = engine
+            .record_observed(&observed)
+            .inspect_err(|_| failed(report, observed.len()))?;
         report.add_written(&written, &lines);
         Ok(())
     }

@@ -334,10 +334,7 @@ pub(crate) fn write(
     if batch.queued.is_empty() {
         return Ok(());
     }
-    batch.queued.write(engine, report).inspect_err(|_| {
-        let n = batch.queued.len() as u64;
-        report.refuse_many(tally, "write_failed", n);
-    })
+    batch.queued.write(engine, report, tally)
 }
 
 /// The id of the new series `name`, registering it within `limit`.
