@@ -157,8 +157,8 @@ pub struct Window {
     /// End (exclusive), same forms; default now.
     #[arg(long, allow_hyphen_values = true)]
     pub to: Option<String>,
-    /// avg, per_sec, total, max, min or count; for distributions (StatsD timers,
-    /// histograms) also pNN, any quantile (p50, p99, p99.9), and hist (with --format json).
+    /// avg, per_sec, total, max, min or count; query and aggregate take pNN (any quantile:
+    /// p50, p99, p99.9) and hist (with --format json) of distributions (timers, histograms).
     #[arg(long, default_value = "avg")]
     pub display: String,
 }
