@@ -25,8 +25,9 @@
 //!   file): one cell per record, in the records' order, histogram_cell_len() bytes each
 //!   (256 below an hour's resolution, 1024 from an hour up): u16 length, then that many
 //!   bytes of crate::histogram's encoding; all zero for a bucket without one. Sparse: only
-//!   distribution series write there. A file shorter than that (one an older build made) is
-//!   extended by a writable open; an older build reads the records and ignores the rest.
+//!   distribution series write there. A file that ends with its records (one an older build
+//!   made) is extended by a writable open, any other shorter one refused as truncated; an
+//!   older build reads the records and ignores the rest.
 //! ```
 //! The blocked layout keeps both sides local: a one-series read of a day walks 90 runs of 512
 //! contiguous bytes, while the writes of one instant across all series stay within one block.

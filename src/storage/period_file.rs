@@ -372,7 +372,7 @@ impl PeriodFile {
 
     /// Maps the histogram area; a writable open first extends a file an older build made
     /// (the area is a hole until written, so this costs no disk). `None` for such a file
-    /// opened read-only: it holds no histogram.
+    /// opened read-only: it holds no histogram. A length that is neither is damage.
     fn map_histograms(
         file: &File,
         path: &Path,
@@ -381,6 +381,16 @@ impl PeriodFile {
     ) -> Result<Option<MappedCells>> {
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
         let want = meta.file_len_with_histograms();
+        if len < want && len != meta.file_len() {
+            return Err(Error::corrupt(
+                path,
+                format!(
+                    "truncated: {len} bytes, expected {want} (or {}, records only, as an older \
+                     build wrote it)",
+                    meta.file_len()
+                ),
+            ));
+        }
         if len < want {
             if !writable {
                 return Ok(None);

@@ -212,10 +212,12 @@ def post(request):
     )
 
 
-# Twice, a second apart: `_count` and `_sum` are cumulative counters (increases 6 and 5.5).
-post(summary(time.time_ns(), 4, 2.5))
-time.sleep(1.2)
-answer = post(summary(time.time_ns(), 10, 8.0))
+# Twice, a second apart inside the minute before this one, so both land in one 1m bucket
+# whatever the clock: `_count` and `_sum` are cumulative counters (increases 6 and 5.5).
+MINUTE = 60_000_000_000
+previous_minute = time.time_ns() // MINUTE * MINUTE - MINUTE
+post(summary(previous_minute + 10_000_000_000, 4, 2.5))
+answer = post(summary(previous_minute + 11_000_000_000, 10, 8.0))
 response = metrics_service_pb2.ExportMetricsServiceResponse()
 response.ParseFromString(answer.content)
 print(
