@@ -561,17 +561,15 @@ impl Writer {
     fn store_distributions(&mut self, samples: &[Sample], windows: &[Timestamp]) {
         let shared = Arc::clone(&self.shared);
         let tiers = &shared.config.tiers;
-        // Where a time lands in every tier, by period start rather than by the period's
-        // place in the cache, which a later period's arrival may move.
-        let landing = |ts: Timestamp| -> Vec<Option<(Timestamp, u32)>> {
-            (tiers.iter().enumerate())
-                .map(|(tier, spec)| {
-                    (ts >= windows[tier]).then(|| {
-                        let p = place(tier, spec, ts);
-                        (p.period_start, p.bucket)
-                    })
-                })
-                .collect()
+        // Whether two times land in the same bucket of every tier, by period start rather
+        // than by the period's place in the cache, which a later period's arrival may move.
+        let same_buckets = |a: Timestamp, b: Timestamp| {
+            (tiers.iter().enumerate()).all(|(tier, spec)| {
+                let (held_a, held_b) = (a >= windows[tier], b >= windows[tier]);
+                let (pa, pb) = (place(tier, spec, a), place(tier, spec, b));
+                held_a == held_b
+                    && (!held_a || (pa.period_start, pa.bucket) == (pb.period_start, pb.bucket))
+            })
         };
         let mut order: Vec<usize> = (0..samples.len()).collect();
         order.sort_by_key(|&i| samples[i].series.0);
@@ -581,11 +579,10 @@ impl Writer {
         let mut at = 0;
         while at < order.len() {
             let first = samples[order[at]];
-            let lands = landing(first.ts);
             let mut end = at + 1;
             while end < order.len()
                 && samples[order[end]].series == first.series
-                && landing(samples[order[end]].ts) == lands
+                && same_buckets(first.ts, samples[order[end]].ts)
             {
                 end += 1;
             }
