@@ -764,7 +764,7 @@ fn middle(index: i32, scale: i8) -> f64 {
 
 /// The index a bucket takes when the scale drops by `delta`: buckets `2j-1` and `2j` become
 /// `j`, once per step.
-fn reduced_index(index: i32, delta: u32) -> i32 {
+pub fn reduced_index(index: i32, delta: u32) -> i32 {
     if delta == 0 {
         return index;
     }

@@ -17,6 +17,7 @@ mod calendar;
 mod error;
 mod eval;
 mod functions;
+mod histograms;
 mod labels;
 mod listing;
 mod names;
@@ -32,11 +33,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 pub use error::{ErrorKind, QueryError};
+pub use histograms::FloatHistogram;
 pub use labels::{key_labels, Labels, MatcherSet};
 pub use listing::Listing;
 #[cfg(feature = "cluster")]
 pub(crate) use source::charge_buckets;
-pub use source::{BucketReduce, RawPoints, Selected, Source, StoredSource};
+pub use source::{BucketHistogram, BucketReduce, RawPoints, Selected, Source, StoredSource};
 pub use value::{Answer, ResultValue};
 
 use crate::read::budget::ReadBudget;

@@ -157,6 +157,7 @@ pub(crate) fn answer_over(
                     id: id.0,
                     labels: promql::Labels::default(),
                     counter,
+                    distribution: false,
                 },
             ));
         }
@@ -322,6 +323,7 @@ impl Source for ClusterSource {
                     id: (keys.len() - 1) as u32,
                     labels,
                     counter,
+                    distribution: false,
                 }
             })
             .collect())

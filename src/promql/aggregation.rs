@@ -9,6 +9,7 @@ use rayon::prelude::*;
 
 use super::error::QueryError;
 use super::eval::{strip_parens, Evaluator, Grid};
+use super::histograms;
 use super::labels::{Labels, NAME};
 use super::value::{Series, Value};
 use super::windows::quantile;
@@ -44,6 +45,11 @@ pub(crate) fn aggregate(
     };
     let series = match ev.eval(&agg.expr, grid)? {
         Value::Vector(series) => series,
+        Value::Histograms(series) => {
+            ev.check_deadline()?;
+            let groups = groups(series.iter().map(|s| &s.labels), agg.modifier.as_ref());
+            return histograms::aggregate(&op, groups, &series, grid.len()).map(Value::Histograms);
+        }
         _ => {
             return Err(QueryError::bad_data(format!(
                 "{op}: expected an instant vector to aggregate"
@@ -51,25 +57,7 @@ pub(crate) fn aggregate(
         }
     };
     ev.check_deadline()?;
-    let group_of = |labels: &Labels| match &agg.modifier {
-        Some(LabelModifier::Include(by)) => labels.project(&by.labels, true),
-        Some(LabelModifier::Exclude(without)) => {
-            let mut names = without.labels.clone();
-            names.push(NAME.to_owned());
-            labels.project(&names, false)
-        }
-        None => Labels::default(),
-    };
-    let mut groups: Vec<(Labels, Vec<usize>)> = Vec::new();
-    let mut index: HashMap<Labels, usize> = HashMap::new();
-    for (i, s) in series.iter().enumerate() {
-        let key = group_of(&s.labels);
-        let at = *index.entry(key.clone()).or_insert_with(|| {
-            groups.push((key, Vec::new()));
-            groups.len() - 1
-        });
-        groups[at].1.push(i);
-    }
+    let groups = groups(series.iter().map(|s| &s.labels), agg.modifier.as_ref());
     let steps = grid.len();
     let mut out = Vec::new();
     match (op.as_str(), &param) {
@@ -233,6 +221,34 @@ pub(crate) fn aggregate(
         }
     }
     Ok(Value::Vector(out))
+}
+
+/// The groups of `by` or `without` (`modifier`) over series with `labels`: each group's
+/// labels and its members' indexes, in the order groups are met.
+fn groups<'a>(
+    labels: impl Iterator<Item = &'a Labels>,
+    modifier: Option<&LabelModifier>,
+) -> Vec<(Labels, Vec<usize>)> {
+    let group_of = |labels: &Labels| match modifier {
+        Some(LabelModifier::Include(by)) => labels.project(&by.labels, true),
+        Some(LabelModifier::Exclude(without)) => {
+            let mut names = without.labels.clone();
+            names.push(NAME.to_owned());
+            labels.project(&names, false)
+        }
+        None => Labels::default(),
+    };
+    let mut groups: Vec<(Labels, Vec<usize>)> = Vec::new();
+    let mut index: HashMap<Labels, usize> = HashMap::new();
+    for (i, labels) in labels.enumerate() {
+        let key = group_of(labels);
+        let at = *index.entry(key.clone()).or_insert_with(|| {
+            groups.push((key, Vec::new()));
+            groups.len() - 1
+        });
+        groups[at].1.push(i);
+    }
+    groups
 }
 
 /// An aggregation's parameter.

@@ -53,6 +53,13 @@ pub(crate) fn binary(
                 _ => vectors(&op, l, r, &matching, &card, return_bool).map(Value::Vector),
             }
         }
+        (Value::Histograms(_), _) | (_, Value::Histograms(_)) => {
+            Err(QueryError::bad_data(format!(
+                "operator {op:?} of histograms (distribution series) is not evaluated by tierdb's \
+             PromQL; histogram_quantile, histogram_count, histogram_sum, histogram_avg and \
+             histogram_fraction turn them into numbers first"
+            )))
+        }
         _ => Err(QueryError::bad_data(format!(
             "operator {op:?} is not defined between a string and another value"
         ))),

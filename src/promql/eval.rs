@@ -12,10 +12,13 @@ use std::time::Instant;
 use promql_parser::parser::{AtModifier, Expr, Offset, SubqueryExpr, VectorSelector};
 
 use super::error::{ErrorKind, QueryError};
+use super::histograms::{FloatHistogram, HistogramSeries};
 use super::labels::{check_graphite, selector_sets, Labels};
 use super::source::{Selected, Source};
 use super::tier;
-use super::value::{unique_over_range, unique_per_step, Answer, ResultValue, Series, Value};
+use super::value::{
+    unique_histograms, unique_over_range, unique_per_step, Answer, ResultValue, Series, Value,
+};
 use super::windows::{RangeInput, RawNeed, WindowData};
 use super::{Query, QueryLimits, LOOKBACK_MS};
 use crate::time::Timestamp;
@@ -107,7 +110,14 @@ pub(crate) fn evaluate(
                         Labels::default(),
                         grid.times.iter().copied().zip(values).collect(),
                     )]),
-                    Value::Vector(series) => ResultValue::Matrix(to_matrix(series, &grid)),
+                    Value::Vector(series) => ResultValue::Matrix(to_matrix(
+                        series.into_iter().map(|s| (s.labels, s.values)),
+                        &grid,
+                    )),
+                    Value::Histograms(series) => ResultValue::HistogramMatrix(to_matrix(
+                        series.into_iter().map(|s| (s.labels, s.values)),
+                        &grid,
+                    )),
                 }
             }
         };
@@ -117,14 +127,18 @@ pub(crate) fn evaluate(
     })
 }
 
-/// The points of each series that has any, sorted by labels.
-fn to_matrix(series: Vec<Series>, grid: &Grid) -> Vec<(Labels, Vec<(i64, f64)>)> {
-    let mut out: Vec<_> = (series.into_iter())
-        .map(|s| {
-            let points: Vec<_> = (grid.times.iter().zip(s.values))
+/// The points of each series (labels and a value per time of `grid`) that has any, sorted
+/// by labels.
+fn to_matrix<T>(
+    series: impl Iterator<Item = (Labels, Vec<Option<T>>)>,
+    grid: &Grid,
+) -> Vec<(Labels, Vec<(i64, T)>)> {
+    let mut out: Vec<_> = series
+        .map(|(labels, values)| {
+            let points: Vec<_> = (grid.times.iter().zip(values))
                 .filter_map(|(&t, v)| v.map(|v| (t, v)))
                 .collect();
-            (s.labels, points)
+            (labels, points)
         })
         .filter(|(_, points)| !points.is_empty())
         .collect();
@@ -171,6 +185,7 @@ impl<'a> Evaluator<'a> {
                 m.range.as_millis() as i64,
                 &grid,
                 RawNeed::Never,
+                false,
             )?),
             Expr::Subquery(sq) => Some(self.range_of_subquery(sq, &grid)?),
             _ => None,
@@ -203,6 +218,13 @@ impl<'a> Evaluator<'a> {
                 }
                 ResultValue::Vector(out)
             }
+            Value::Histograms(series) => {
+                let mut out: Vec<_> = (series.into_iter())
+                    .filter_map(|mut s| s.values[0].take().map(|h| (s.labels, time, h)))
+                    .collect();
+                out.sort_by(|a, b| a.0.cmp(&b.0));
+                ResultValue::HistogramVector(out)
+            }
         })
     }
 
@@ -225,8 +247,11 @@ impl<'a> Evaluator<'a> {
                 )
                 .map(Value::Vector),
                 Value::String(_) => Err(QueryError::bad_data("unary minus of a string")),
+                Value::Histograms(_) => Err(QueryError::bad_data(
+                    "unary minus of histograms is not evaluated by tierdb's PromQL",
+                )),
             },
-            Expr::VectorSelector(vs) => self.instant_selector(vs, grid).map(Value::Vector),
+            Expr::VectorSelector(vs) => self.instant_selector(vs, grid),
             Expr::MatrixSelector(_) | Expr::Subquery(_) => Err(QueryError::bad_data(
                 "a range vector is only allowed as a function's argument or as an instant \
                  query's whole expression",
@@ -237,6 +262,7 @@ impl<'a> Evaluator<'a> {
                 Value::Vector(series) if super::windows::raw_need(call.func.name).is_some() => {
                     unique_over_range(series).map(Value::Vector)
                 }
+                Value::Histograms(series) => unique_histograms(series).map(Value::Histograms),
                 value => per_step(value),
             },
             Expr::Aggregate(agg) => per_step(super::aggregation::aggregate(self, agg, grid)?),
@@ -290,16 +316,14 @@ impl<'a> Evaluator<'a> {
     }
 
     /// An instant selector over `grid`: per time, the latest bucket ending at or before it
-    /// within the lookback.
-    fn instant_selector(
-        &mut self,
-        vs: &VectorSelector,
-        grid: &Grid,
-    ) -> Result<Vec<Series>, QueryError> {
+    /// within the lookback. Distribution series answer their histograms when the selector
+    /// picks nothing else, and are left out (with a warning) when it does.
+    fn instant_selector(&mut self, vs: &VectorSelector, grid: &Grid) -> Result<Value, QueryError> {
         let times = self.shifted_times(grid, &vs.at, &vs.offset);
-        let selected = self.select(vs)?;
+        let mut selected = self.select(vs)?;
+        let histograms = self.keep_one_kind(&mut selected, vs);
         if selected.is_empty() || times.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Value::Vector(Vec::new()));
         }
         let (lo, hi) = min_max(&times);
         let step = if vs.at.is_some() { None } else { grid.step_ms };
@@ -315,37 +339,66 @@ impl<'a> Evaluator<'a> {
         let lookback = LOOKBACK_MS.max(res_ms);
         let from = floor_secs(lo - lookback);
         let to = ceil_secs(hi);
+        let first_ms = from.div_euclid(res_ms / 1000) * res_ms;
+        // The latest of `len` buckets ending at or before t, within the lookback, that
+        // `holds` data: index k ends at first + (k + 1) * res.
+        let latest = |t: i64, len: usize, holds: &dyn Fn(usize) -> bool| {
+            let mut k = (t - first_ms).div_euclid(res_ms) - 1;
+            while k >= 0 && first_ms + (k + 1) * res_ms > t - lookback {
+                if (k as usize) < len && holds(k as usize) {
+                    return Some(k as usize);
+                }
+                k -= 1;
+            }
+            None
+        };
+        if histograms {
+            let names = kind_names(&selected, |s| s.distribution);
+            self.warn(format!(
+                "{names}: a distribution keeps the observations of each bucket, so its instant \
+                 value is the histogram of the bucket read (the increase within it), not the \
+                 running total; use rate() or increase() over a range"
+            ));
+            let read = (self.source).histograms(&selected, choice.tier, from, to, self.budget())?;
+            let mut out = Vec::with_capacity(selected.len());
+            for (s, buckets) in selected.into_iter().zip(read) {
+                self.check_deadline()?;
+                let values = (times.iter())
+                    .map(|&t| {
+                        let k = latest(t, buckets.len(), &|k| buckets[k].is_some())?;
+                        (buckets[k].as_ref()).map(|b| FloatHistogram::scaled(b, 1.0))
+                    })
+                    .collect();
+                out.push(HistogramSeries {
+                    labels: s.labels,
+                    values,
+                });
+            }
+            return Ok(Value::Histograms(out));
+        }
         let buckets = self
             .source
             .buckets(&selected, choice.tier, from, to, &self.limits.budget)?;
         if selected.iter().any(|s| s.counter) {
-            let names = counter_names(&selected);
+            let names = kind_names(&selected, |s| s.counter);
             self.warn(format!(
                 "{names}: a counter is stored as increases, so its instant value is the \
                  increase within the bucket read, not the running total; use rate() or \
                  increase() over a range"
             ));
         }
-        let first_ms = from.div_euclid(res_ms / 1000) * res_ms;
         let mut out = Vec::with_capacity(selected.len());
         for (s, buckets) in selected.into_iter().zip(buckets) {
             self.check_deadline()?;
             let values = (times.iter())
                 .map(|&t| {
-                    // Buckets ending at or before t: index k ends at first + (k + 1) * res.
-                    let ends_by = (t - first_ms).div_euclid(res_ms);
-                    let mut k = ends_by - 1;
-                    while k >= 0 && first_ms + (k + 1) * res_ms > t - lookback {
-                        if let Some(b) = buckets.get(k as usize).filter(|b| b.count > 0) {
-                            return Some(if s.counter {
-                                b.total
-                            } else {
-                                b.total / b.count as f64
-                            });
-                        }
-                        k -= 1;
-                    }
-                    None
+                    let k = latest(t, buckets.len(), &|k| buckets[k].count > 0)?;
+                    let b = &buckets[k];
+                    Some(if s.counter {
+                        b.total
+                    } else {
+                        b.total / b.count as f64
+                    })
                 })
                 .collect();
             out.push(Series {
@@ -353,7 +406,27 @@ impl<'a> Evaluator<'a> {
                 values,
             });
         }
-        Ok(out)
+        Ok(Value::Vector(out))
+    }
+
+    /// True when `selected` are all distributions (read as histograms); when they are a
+    /// mix, the distributions are left out with a warning, since one vector holds floats or
+    /// histograms, not both.
+    fn keep_one_kind(&mut self, selected: &mut Vec<Selected>, vs: &VectorSelector) -> bool {
+        let distributions = selected.iter().filter(|s| s.distribution).count();
+        if distributions == 0 {
+            return false;
+        }
+        if distributions == selected.len() {
+            return true;
+        }
+        let names = kind_names(selected, |s| s.distribution);
+        self.warn(format!(
+            "{vs} picks distribution series ({names}) and others: the distributions are left \
+             out, since one vector holds floats or histograms (select them on their own)"
+        ));
+        selected.retain(|s| !s.distribution);
+        false
     }
 
     /// A range selector `vs[range]` as a function's argument over `grid`: the buckets of the
@@ -365,23 +438,29 @@ impl<'a> Evaluator<'a> {
         range_ms: i64,
         grid: &Grid,
         need: RawNeed,
+        takes_histograms: bool,
     ) -> Result<RangeInput, QueryError> {
         let times = self.shifted_times(grid, &vs.at, &vs.offset);
-        let selected = self.select(vs)?;
+        let mut selected = self.select(vs)?;
+        // A function that takes histograms reads a distribution's; any other reads its
+        // buckets' count, total, min and max, as a gauge's.
+        let histograms = takes_histograms && self.keep_one_kind(&mut selected, vs);
         let (lo, hi) = min_max(&times);
         let from = floor_secs(lo - range_ms);
         let to = ceil_secs(hi) + 1;
         let series: Vec<_> = selected.iter().map(|s| s.labels.clone()).collect();
         let counters: Vec<bool> = selected.iter().map(|s| s.counter).collect();
         let mut input = RangeInput::new(series, counters, times.clone(), range_ms);
+        input.histograms = histograms;
         if selected.is_empty() {
             return Ok(input);
         }
-        let want_raw = match need {
-            RawNeed::Never => false,
-            RawNeed::ForGauges => selected.iter().any(|s| !s.counter),
-            RawNeed::Always => true,
-        };
+        let want_raw = !histograms
+            && match need {
+                RawNeed::Never => false,
+                RawNeed::ForGauges => selected.iter().any(|s| !s.counter),
+                RawNeed::Always => true,
+            };
         if want_raw {
             if let Some(points) = (self.source).raw(&selected, from, to, &self.limits.budget)? {
                 input.data = WindowData::Points {
@@ -442,6 +521,11 @@ impl<'a> Evaluator<'a> {
             Value::String(_) => {
                 return Err(QueryError::bad_data("a subquery of a string"));
             }
+            Value::Histograms(_) => {
+                return Err(QueryError::bad_data(
+                    "a subquery of histograms is not evaluated by tierdb's PromQL",
+                ));
+            }
         };
         let labels = series.iter().map(|s| s.labels.clone()).collect();
         let counters = vec![false; series.len()];
@@ -476,10 +560,10 @@ pub(crate) fn strip_parens(expr: &Expr) -> &Expr {
     }
 }
 
-/// The names of the counters among `selected`, for a warning.
-pub(crate) fn counter_names(selected: &[Selected]) -> String {
+/// The names of the series among `selected` that are `of_kind`, for a warning.
+pub(crate) fn kind_names(selected: &[Selected], of_kind: impl Fn(&Selected) -> bool) -> String {
     let mut names: Vec<&str> = (selected.iter())
-        .filter(|s| s.counter)
+        .filter(|s| of_kind(s))
         .map(|s| s.labels.get(super::labels::NAME))
         .collect();
     names.dedup();

@@ -9,6 +9,7 @@ use promql_parser::parser::{Call, Expr};
 use super::calendar;
 use super::error::QueryError;
 use super::eval::{strip_parens, Evaluator, Grid};
+use super::histograms::{self, HistogramSeries};
 use super::labels::{selector_sets, Labels, GRAPHITE, NAME};
 use super::value::{Series, Value};
 use super::windows::{self, RangeInput, RawNeed};
@@ -26,7 +27,12 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, call: &Call, grid: &Grid) -> Result<V
             "predict_linear" => (args[0], Some(scalar_arg(ev, args[1], grid, name)?)),
             _ => (args[0], None),
         };
-        let input = range_input(ev, range_arg, grid, need)?;
+        let takes_histograms = matches!(name, "rate" | "increase");
+        let input = range_input(ev, range_arg, grid, need, takes_histograms)?;
+        if input.histograms {
+            let read = histograms::over_windows(name, input, ev.source, ev.budget())?;
+            return Ok(Value::Histograms(read));
+        }
         if name == "absent_over_time" {
             let input = input.read(ev.source, ev.budget())?;
             return Ok(absent(range_arg, grid, |k| {
@@ -225,8 +231,35 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, call: &Call, grid: &Grid) -> Result<V
         }
         "histogram_quantile" => {
             let phi = scalar_arg(ev, args[0], grid, name)?;
-            let series = vector_arg(ev, args[1], grid, name)?;
-            Ok(Value::Vector(histogram_quantile(&phi, series, grid.len())))
+            match ev.eval(args[1], grid)? {
+                Value::Vector(series) => {
+                    Ok(Value::Vector(histogram_quantile(&phi, series, grid.len())))
+                }
+                Value::Histograms(series) => Ok(of_histograms(name, series, &[phi])),
+                _ => Err(QueryError::bad_data(format!(
+                    "{name}: expected an instant vector argument"
+                ))),
+            }
+        }
+        "histogram_count" | "histogram_sum" | "histogram_avg" | "histogram_fraction" => {
+            let (params, arg) = match name {
+                "histogram_fraction" => (
+                    vec![
+                        scalar_arg(ev, args[0], grid, name)?,
+                        scalar_arg(ev, args[1], grid, name)?,
+                    ],
+                    args[2],
+                ),
+                _ => (Vec::new(), args[0]),
+            };
+            match ev.eval(arg, grid)? {
+                Value::Histograms(series) => Ok(of_histograms(name, series, &params)),
+                // As Prometheus: a float sample has no histogram to read.
+                Value::Vector(_) => Ok(Value::Vector(Vec::new())),
+                _ => Err(QueryError::bad_data(format!(
+                    "{name}: expected an instant vector argument"
+                ))),
+            }
         }
         other => Err(QueryError::bad_data(format!(
             "function {other:?} is not supported by tierdb's PromQL (docs/promql.md lists the \
@@ -235,17 +268,41 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, call: &Call, grid: &Grid) -> Result<V
     }
 }
 
-/// The range vector a range function reads: a range selector or a subquery.
+/// The float values the `histogram_*` function `name` takes of each histogram of `series`,
+/// with its scalar arguments per evaluation time (`params`).
+fn of_histograms(name: &str, series: Vec<HistogramSeries>, params: &[Vec<f64>]) -> Value {
+    Value::Vector(
+        (series.into_iter())
+            .map(|s| Series {
+                labels: s.labels.name_dropped(),
+                values: (s.values.iter().enumerate())
+                    .map(|(k, h)| {
+                        let args: Vec<f64> = params.iter().map(|p| p[k]).collect();
+                        histograms::function(name, h.as_ref()?, &args)
+                    })
+                    .collect(),
+            })
+            .collect(),
+    )
+}
+
+/// The range vector a range function reads: a range selector (its distributions read as
+/// histograms when the function `takes_histograms`) or a subquery.
 fn range_input(
     ev: &mut Evaluator<'_>,
     arg: &Expr,
     grid: &Grid,
     need: RawNeed,
+    takes_histograms: bool,
 ) -> Result<RangeInput, QueryError> {
     match strip_parens(arg) {
-        Expr::MatrixSelector(m) => {
-            ev.range_of_selector(&m.vs, m.range.as_millis() as i64, grid, need)
-        }
+        Expr::MatrixSelector(m) => ev.range_of_selector(
+            &m.vs,
+            m.range.as_millis() as i64,
+            grid,
+            need,
+            takes_histograms,
+        ),
         Expr::Subquery(sq) => ev.range_of_subquery(sq, grid),
         _ => Err(QueryError::bad_data("expected a range vector argument")),
     }
@@ -275,6 +332,11 @@ fn vector_arg(
 ) -> Result<Vec<Series>, QueryError> {
     match ev.eval(arg, grid)? {
         Value::Vector(v) => Ok(v),
+        Value::Histograms(_) => Err(QueryError::bad_data(format!(
+            "{function}: histograms (distribution series) are not evaluated by this function; \
+             histogram_quantile, histogram_count, histogram_sum, histogram_avg and \
+             histogram_fraction read them"
+        ))),
         _ => Err(QueryError::bad_data(format!(
             "{function}: expected an instant vector argument"
         ))),

@@ -10,6 +10,7 @@ use crate::bucket::Bucket;
 use crate::config::TiersConfig;
 use crate::counter::SeriesKind;
 use crate::error::{Error, Result};
+use crate::histogram::Histogram;
 use crate::read::aggregate::SPAN_BUCKETS;
 use crate::read::budget::ReadBudget;
 use crate::read::query::PointGrid;
@@ -33,6 +34,19 @@ pub struct Selected {
     pub labels: Labels,
     /// True for a counter, stored as increases since the previous sample.
     pub counter: bool,
+    /// True for a distribution: each bucket keeps the histogram of the observations in it
+    /// (a native histogram's increases), read through [`Source::histograms`].
+    pub distribution: bool,
+}
+
+/// One bucket of a distribution series as PromQL reads it: the histogram of its
+/// observations and their sum.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BucketHistogram {
+    /// The observations' buckets.
+    pub histogram: Histogram,
+    /// The observations' sum.
+    pub sum: f64,
 }
 
 /// A storage side PromQL reads through.
@@ -86,6 +100,33 @@ pub trait Source: Sync {
         Ok((all.iter().enumerate())
             .map(|(i, b)| reduce(i, b))
             .collect())
+    }
+
+    /// The histograms of each of `series` (distributions) in tier `tier`, one per bucket as
+    /// [`Source::buckets`] reads them, `None` for a bucket without observations or whose
+    /// histogram does not hold every one of them (samples written before the series became
+    /// a distribution). Charged as [`Source::buckets`]. This default is for a source that
+    /// keeps no histograms (a cluster node).
+    ///
+    /// # Errors
+    /// `InvalidQuery` from this default; otherwise as [`Source::buckets`].
+    fn histograms(
+        &self,
+        series: &[Selected],
+        tier: usize,
+        from: Timestamp,
+        to: Timestamp,
+        budget: &ReadBudget,
+    ) -> Result<Vec<Vec<Option<BucketHistogram>>>> {
+        let _ = (tier, from, to, budget);
+        if series.is_empty() {
+            return Ok(Vec::new());
+        }
+        Err(Error::InvalidQuery(
+            "this server keeps no histograms (a cluster node stores none), so PromQL \
+             cannot read a distribution's"
+                .into(),
+        ))
     }
 
     /// The raw tier's points of each of `series` in `[from, to)` (a counter's points are
@@ -172,6 +213,7 @@ impl Source for StoredSource<'_> {
                 id: id.0,
                 labels,
                 counter: kind == SeriesKind::Counter,
+                distribution: kind == SeriesKind::Distribution,
             })
             .collect())
     }
@@ -281,6 +323,48 @@ impl Source for StoredSource<'_> {
             out[i] = values;
         }
         Ok(out)
+    }
+
+    fn histograms(
+        &self,
+        series: &[Selected],
+        tier: usize,
+        from: Timestamp,
+        to: Timestamp,
+        budget: &ReadBudget,
+    ) -> Result<Vec<Vec<Option<BucketHistogram>>>> {
+        let points = charge_buckets(self.reader.config(), series.len(), tier, from, to, budget)?;
+        let step = self.reader.config().tiers[tier].resolution.secs() as i64;
+        let first = from.div_euclid(step) * step;
+        let end = first + points as i64 * step;
+        (series.par_iter())
+            .map(|s| {
+                let mut out = vec![None; points];
+                if points == 0 {
+                    return Ok(out);
+                }
+                let read = (self.reader).distribution(
+                    SeriesId(s.id),
+                    tier,
+                    first,
+                    end,
+                    Span::from_secs(step as u64),
+                )?;
+                for point in read.into_iter().filter(|p| p.is_complete()) {
+                    let at = (point.ts - first).div_euclid(step);
+                    if let (Some(slot), Some(histogram)) = (
+                        usize::try_from(at).ok().and_then(|at| out.get_mut(at)),
+                        point.histogram,
+                    ) {
+                        *slot = Some(BucketHistogram {
+                            histogram,
+                            sum: point.bucket.total,
+                        });
+                    }
+                }
+                Ok(out)
+            })
+            .collect()
     }
 
     fn raw(

@@ -44,6 +44,7 @@ impl Source for Memory {
                 id: i as u32,
                 labels: super::key_labels(&key.view()),
                 counter: *counter,
+                distribution: false,
             })
             .collect())
     }

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 
 use super::error::QueryError;
+use super::histograms::{FloatHistogram, HistogramSeries};
 use super::labels::Labels;
 use super::number::{push_time, push_value};
 
@@ -66,8 +67,26 @@ pub(crate) fn unique_over_range(mut series: Vec<Series>) -> Result<Vec<Series>, 
 
 /// The first label set two of `series` share.
 fn first_shared(series: &[Series]) -> Option<&Labels> {
-    let mut seen = std::collections::HashSet::with_capacity(series.len());
-    series.iter().map(|s| &s.labels).find(|l| !seen.insert(*l))
+    first_shared_of(series.iter().map(|s| &s.labels))
+}
+
+/// The first label set `labels` lists twice.
+fn first_shared_of<'a>(labels: impl ExactSizeIterator<Item = &'a Labels>) -> Option<&'a Labels> {
+    let mut seen = std::collections::HashSet::with_capacity(labels.len());
+    labels.into_iter().find(|l| !seen.insert(*l))
+}
+
+/// [`unique_over_range`] for histograms (a range function's result).
+///
+/// # Errors
+/// `execution` for two series with the same labels.
+pub(crate) fn unique_histograms(
+    series: Vec<HistogramSeries>,
+) -> Result<Vec<HistogramSeries>, QueryError> {
+    match first_shared_of(series.iter().map(|s| &s.labels)) {
+        Some(labels) => Err(same_labelset(labels)),
+        None => Ok(series),
+    }
 }
 
 /// Prometheus' error for two series with one label set, naming the set.
@@ -86,6 +105,9 @@ pub(crate) enum Value {
     String(String),
     /// An instant vector: series with a value per evaluation time.
     Vector(Vec<Series>),
+    /// An instant vector of histograms (distribution series, and what `rate`, `sum` and
+    /// the like make of them).
+    Histograms(Vec<HistogramSeries>),
 }
 
 /// A query's result in one of Prometheus' result types; times in unix milliseconds.
@@ -99,6 +121,11 @@ pub enum ResultValue {
     Vector(Vec<(Labels, i64, f64)>),
     /// `matrix`: points per series (a range query, or an instant query of a range vector).
     Matrix(Vec<(Labels, Vec<(i64, f64)>)>),
+    /// `vector` of histograms: one per series at the query's time, written in each
+    /// sample's `histogram` member.
+    HistogramVector(Vec<(Labels, i64, FloatHistogram)>),
+    /// `matrix` of histograms: points per series, written in each series' `histograms`.
+    HistogramMatrix(Vec<(Labels, Vec<(i64, FloatHistogram)>)>),
 }
 
 /// A query's answer: the result and what a person should know to read it right (a
@@ -124,6 +151,10 @@ impl Answer {
             ResultValue::String(..) => ("string", 0),
             ResultValue::Vector(samples) => ("vector", samples.len()),
             ResultValue::Matrix(series) => ("matrix", series.iter().map(|s| s.1.len()).sum()),
+            ResultValue::HistogramVector(samples) => ("vector", samples.len() * 8),
+            ResultValue::HistogramMatrix(series) => {
+                ("matrix", series.iter().map(|s| s.1.len() * 8).sum())
+            }
         };
         // A point is 34 bytes with a 16-digit value; room for most points and for the envelope
         // the HTTP answer puts around the text in place, so that neither copies megabytes
@@ -184,6 +215,41 @@ impl Answer {
                 }
                 out.push(']');
             }
+            ResultValue::HistogramVector(samples) => {
+                out.push('[');
+                for (i, (labels, t, h)) in samples.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    let _ = write!(out, "{{\"metric\":{},\"histogram\":[", labels.to_json());
+                    push_time(&mut out, *t);
+                    out.push(',');
+                    h.push_json(&mut out);
+                    out.push_str("]}");
+                }
+                out.push(']');
+            }
+            ResultValue::HistogramMatrix(series) => {
+                out.push('[');
+                for (i, (labels, points)) in series.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    let _ = write!(out, "{{\"metric\":{},\"histograms\":[", labels.to_json());
+                    for (j, (t, h)) in points.iter().enumerate() {
+                        if j > 0 {
+                            out.push(',');
+                        }
+                        out.push('[');
+                        push_time(&mut out, *t);
+                        out.push(',');
+                        h.push_json(&mut out);
+                        out.push(']');
+                    }
+                    out.push_str("]}");
+                }
+                out.push(']');
+            }
         }
         out.push('}');
         out
@@ -214,6 +280,25 @@ impl Answer {
                     })
                     .collect(),
             ),
+            ResultValue::HistogramVector(samples) => (
+                "vector",
+                (samples.iter())
+                    .map(|(labels, t, h)| {
+                        json!({"metric": labels.to_json(), "histogram": [time_json(*t), histogram_json(h)]})
+                    })
+                    .collect(),
+            ),
+            ResultValue::HistogramMatrix(series) => (
+                "matrix",
+                (series.iter())
+                    .map(|(labels, points)| {
+                        let points: Vec<_> = (points.iter())
+                            .map(|(t, h)| json!([time_json(*t), histogram_json(h)]))
+                            .collect();
+                        json!({"metric": labels.to_json(), "histograms": points})
+                    })
+                    .collect(),
+            ),
         };
         json!({"resultType": kind, "result": result})
     }
@@ -226,6 +311,13 @@ pub(crate) fn time_json(ms: i64) -> serde_json::Value {
     } else {
         serde_json::Value::from(ms as f64 / 1000.0)
     }
+}
+
+/// A histogram as Prometheus writes it ([`FloatHistogram::push_json`]'s text, parsed).
+fn histogram_json(h: &FloatHistogram) -> serde_json::Value {
+    let mut text = String::new();
+    h.push_json(&mut text);
+    serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
 }
 
 /// A value as Prometheus writes it (a string): see [`push_value`].

@@ -35,6 +35,9 @@ pub(crate) struct RangeInput {
     pub times: Vec<i64>,
     pub range_ms: i64,
     pub data: WindowData,
+    /// The series are distributions, read as histograms
+    /// ([`super::histograms::over_windows`]).
+    pub histograms: bool,
 }
 
 /// One series of a range vector.
@@ -113,6 +116,7 @@ impl RangeInput {
                 increases: false,
                 points: Vec::new(),
             },
+            histograms: false,
         }
     }
 
@@ -223,6 +227,7 @@ pub(crate) fn apply(
         times,
         range_ms,
         data,
+        ..
     } = input;
     let values: Vec<Vec<Option<f64>>> = match &data {
         WindowData::Stored {

@@ -492,7 +492,8 @@ fn prometheus_agrees_on_native_histogram_increases() {
 
     let server = TestServer::start(None, Limits::default());
     let mut rng = rand::rngs::StdRng::seed_from_u64(42);
-    let names = ["rpc_duration_seconds", "rpc_wait_seconds"];
+    // Two instances of one histogram.
+    let names = ["api1", "api2"];
     let mut clients = [Client::new(), Client::new()];
     let mut wants = [Expected::new(), Expected::new()];
     // The window [window, window + 300), one 5m bucket in tierdb; Prometheus' range
@@ -514,7 +515,11 @@ fn prometheus_agrees_on_native_histogram_increases() {
                 }
             }
             sent.push(TimeSeries {
-                labels: labels(&[("__name__", names[s]), ("job", "api")]),
+                labels: labels(&[
+                    ("__name__", "rpc_duration_seconds"),
+                    ("instance", names[s]),
+                    ("job", "api"),
+                ]),
                 samples: vec![],
                 histograms: vec![integer(&client.histogram, client.sum, t * 1000, 0)],
             });
@@ -538,14 +543,15 @@ fn prometheus_agrees_on_native_histogram_increases() {
 
     let at = window + 300 - INTERVAL;
     for (name, want) in names.iter().zip(&wants) {
-        let key = format!("{name}{{job=api}}");
+        let key = format!("rpc_duration_seconds{{instance={name},job=api}}");
         let ours = server.json(&format!(
             "/api/v1/query?series={}&display=hist&tier=5m&from={window}&to={}",
             crate::support::http::percent_encode(&key),
             window + 300
         ));
         let ours = &ours["histograms"][0][1];
-        let theirs = promql(addr, &format!("increase({name}[5m])"), at);
+        let selector = format!("rpc_duration_seconds{{instance=\"{name}\"}}");
+        let theirs = promql(addr, &format!("increase({selector}[5m])"), at);
         let theirs = &theirs["histogram"][1];
         let number = |v: &Value| -> f64 { v.as_str().unwrap().parse().unwrap() };
         // Both hold what the client observed in the window.
@@ -561,7 +567,7 @@ fn prometheus_agrees_on_native_histogram_increases() {
             ("histogram_count", want.histogram.count() as f64),
             ("histogram_sum", want.sum),
         ] {
-            let answer = promql(addr, &format!("{function}(increase({name}[5m]))"), at);
+            let answer = promql(addr, &format!("{function}(increase({selector}[5m]))"), at);
             assert_eq!(number(&answer["value"][1]), value, "{function}: {answer}");
         }
         // Bucket by bucket: Prometheus lists `[boundary rule, lower, upper, count]`, the zero
@@ -611,8 +617,102 @@ fn prometheus_agrees_on_native_histogram_increases() {
         }
         assert_eq!(stored, shown(&want.histogram), "{name}");
     }
+    promql_agrees_with_prometheus(&server, addr, window, &wants);
     let status = process.terminate(Duration::from_secs(30));
     assert!(status.success(), "{status}\n{}", process.diagnostics());
+}
+
+/// tierdb's PromQL over the histograms `prometheus_agrees_on_native_histogram_increases`
+/// sent both (observations `wants` in the 5 minutes from `window`), beside Prometheus at
+/// `addr`: each query over the window's whole buckets, at its end for tierdb and at its last
+/// sample for Prometheus (whose range then starts at its first sample: no extrapolation).
+/// Counts, sums and every bucket are exact; quantiles and fractions follow Prometheus' rule
+/// (linear within a bucket), so they agree but for the last bits of the bucket bounds.
+fn promql_agrees_with_prometheus(
+    server: &TestServer,
+    addr: std::net::SocketAddr,
+    window: i64,
+    wants: &[Expected],
+) {
+    let ours = |query: &str| -> Value {
+        let answer = server.json(&format!(
+            "/prometheus/api/v1/query?query={}&time={}",
+            crate::support::http::percent_encode(query),
+            window + 300
+        ));
+        let result = &answer["data"]["result"];
+        assert_eq!(
+            result.as_array().map(Vec::len),
+            Some(1),
+            "{query}: {answer}"
+        );
+        result[0].clone()
+    };
+    let number = |v: &Value| -> f64 { v.as_str().unwrap().parse().unwrap() };
+    let near = |a: f64, b: f64| (a - b).abs() <= a.abs().max(b.abs()) * 1e-9;
+    let both = "rpc_duration_seconds";
+    let count: u64 = wants.iter().map(|w| w.histogram.count()).sum();
+    let sum: f64 = wants.iter().map(|w| w.sum).sum();
+    // The merged histogram: the same buckets and counts, the same sum.
+    let merged = format!("sum by (job) (increase({both}[5m]))");
+    let (mine, theirs) = (ours(&merged), promql(addr, &merged, window + 285));
+    assert_eq!(mine["metric"], serde_json::json!({"job": "api"}), "{mine}");
+    let (mine, theirs) = (&mine["histogram"][1], &theirs["histogram"][1]);
+    assert_eq!(number(&mine["count"]), count as f64, "{mine}");
+    assert_eq!(number(&theirs["count"]), count as f64, "{theirs}");
+    assert!(near(number(&mine["sum"]), sum), "{mine}");
+    assert!(
+        near(number(&mine["sum"]), number(&theirs["sum"])),
+        "{mine} {theirs}"
+    );
+    let buckets = |h: &Value| -> Vec<(u64, f64, f64, f64)> {
+        (h["buckets"].as_array().unwrap().iter())
+            .map(|b| {
+                (
+                    b[0].as_u64().unwrap(),
+                    number(&b[1]),
+                    number(&b[2]),
+                    number(&b[3]),
+                )
+            })
+            .filter(|b| b.3 > 0.0)
+            .collect()
+    };
+    let (a, b) = (buckets(mine), buckets(theirs));
+    assert_eq!(a.len(), b.len(), "{mine}\n{theirs}");
+    for (a, b) in a.iter().zip(&b) {
+        assert!(
+            a.0 == b.0 && near(a.1, b.1) && near(a.2, b.2) && a.3 == b.3,
+            "bucket {a:?} ours, {b:?} Prometheus"
+        );
+    }
+    // Numbers of the merged rate, from both.
+    let rate = format!("sum by (job) (rate({both}[5m]))");
+    for query in [
+        format!("histogram_quantile(0.9, {rate})"),
+        format!("histogram_quantile(0.5, {rate})"),
+        format!("histogram_quantile(0.99, {rate})"),
+        format!("histogram_count({rate})"),
+        format!("histogram_sum({rate})"),
+        format!("histogram_fraction(0, 0.05, {rate})"),
+        format!("histogram_fraction(0.01, 1, {rate})"),
+        r#"histogram_quantile(0.9, rate(rpc_duration_seconds{instance="api2"}[5m]))"#.to_owned(),
+        r#"histogram_count(increase(rpc_duration_seconds{instance="api1"}[5m]))"#.to_owned(),
+    ] {
+        let mine = number(&ours(&query)["value"][1]);
+        let theirs = number(&promql(addr, &query, window + 285)["value"][1]);
+        assert!(
+            near(mine, theirs),
+            "{query}: ours {mine}, Prometheus {theirs}"
+        );
+    }
+    assert_eq!(
+        number(&ours(&format!("histogram_count({rate})"))["value"][1]),
+        count as f64 / 300.0
+    );
+    // histogram_avg (Prometheus 2.50 and later): the sum over the count.
+    let avg = number(&ours(&format!("histogram_avg({rate})"))["value"][1]);
+    assert!(near(avg, sum / count as f64), "histogram_avg {avg}");
 }
 
 /// A counter histogram across restarts of a real `tierdb serve`: a clean stop (SIGTERM)

@@ -1,0 +1,447 @@
+//! PromQL's histogram values: what a distribution series (a native histogram's, a StatsD
+//! timer's) evaluates to, and what reads them: `rate` and `increase` over its buckets, `sum`
+//! and `avg` across series, and `histogram_quantile`, `histogram_count`, `histogram_sum`,
+//! `histogram_avg` and `histogram_fraction`, each following Prometheus 2.42's rules.
+//!
+//! A stored bucket keeps the histogram of the observations in it (a counter histogram's
+//! increase), with integer counts that merge exactly. Evaluation turns a window's merge into
+//! a [`FloatHistogram`] (counts divided by seconds for `rate`), as Prometheus' engine does.
+
+use super::error::QueryError;
+use super::labels::Labels;
+use super::number::push_value;
+use super::source::{BucketHistogram, Source};
+use super::windows::{bucket_range, RangeInput, WindowData};
+use crate::histogram::{lower_bound, reduced_index, upper_bound};
+use crate::read::budget::ReadBudget;
+
+/// A histogram with float counts: Prometheus' `FloatHistogram` in the numbering of
+/// [`crate::histogram`] (bucket `i` of a positive value holds `(base^(i-1), base^i]`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FloatHistogram {
+    /// Base `2^(2^-schema)`.
+    pub schema: i8,
+    /// Observations at most this far from zero count in the zero bucket.
+    pub zero_threshold: f64,
+    /// The zero bucket's count.
+    pub zero_count: f64,
+    /// Observations in all buckets.
+    pub count: f64,
+    /// Their sum.
+    pub sum: f64,
+    /// Positive buckets, `(index, count)` by ascending index, none empty.
+    pub positive: Vec<(i32, f64)>,
+    /// Negative buckets, by ascending index of the magnitude, none empty.
+    pub negative: Vec<(i32, f64)>,
+}
+
+/// One bucket in ascending order of value, with Prometheus' bounds and their inclusion.
+struct Span {
+    lower: f64,
+    upper: f64,
+    count: f64,
+    /// Prometheus' `boundary_rule` in the HTTP API: 0 open left, 1 open right, 3 closed.
+    rule: u8,
+}
+
+impl FloatHistogram {
+    /// The merged observations `stored`, every count and the sum multiplied by `factor`
+    /// (`1 / seconds` for a rate).
+    pub(crate) fn scaled(stored: &BucketHistogram, factor: f64) -> FloatHistogram {
+        let h = &stored.histogram;
+        let scale =
+            |list: &[(i32, u64)]| list.iter().map(|&(i, c)| (i, c as f64 * factor)).collect();
+        FloatHistogram {
+            schema: h.scale(),
+            zero_threshold: h.zero_threshold(),
+            zero_count: h.zero_count() as f64 * factor,
+            count: h.count() as f64 * factor,
+            sum: stored.sum * factor,
+            positive: scale(h.positive()),
+            negative: scale(h.negative()),
+        }
+    }
+
+    /// Adds `other` as Prometheus' `FloatHistogram.Add` does: the result takes the coarser
+    /// schema and the wider zero threshold (a bucket wholly inside it moves to the zero
+    /// bucket), and counts and sums add.
+    pub(crate) fn add(&mut self, other: &FloatHistogram) {
+        let schema = self.schema.min(other.schema);
+        let threshold = self.zero_threshold.max(other.zero_threshold);
+        self.count += other.count;
+        self.sum += other.sum;
+        self.zero_count += other.zero_count;
+        let mut zero = 0.0;
+        for (mine, theirs) in [
+            (&mut self.positive, &other.positive),
+            (&mut self.negative, &other.negative),
+        ] {
+            let mut all: Vec<(i32, f64)> = Vec::with_capacity(mine.len() + theirs.len());
+            for (list, from) in [(&*mine, self.schema), (theirs, other.schema)] {
+                let delta = (from - schema) as u32;
+                all.extend(list.iter().map(|&(i, c)| (reduced_index(i, delta), c)));
+            }
+            all.sort_by_key(|b| b.0);
+            mine.clear();
+            for (index, count) in all {
+                if upper_bound(index, schema) <= threshold {
+                    zero += count;
+                    continue;
+                }
+                match mine.last_mut() {
+                    Some((last, c)) if *last == index => *c += count,
+                    _ => mine.push((index, count)),
+                }
+            }
+        }
+        self.zero_count += zero;
+        self.schema = schema;
+        self.zero_threshold = threshold;
+    }
+
+    /// Every populated bucket in ascending order of value, the zero bucket in its place
+    /// (Prometheus' `AllBucketIterator`).
+    fn ascending(&self) -> impl Iterator<Item = Span> + '_ {
+        let schema = self.schema;
+        let negative = (self.negative.iter().rev()).map(move |&(i, count)| Span {
+            lower: -upper_bound(i, schema),
+            upper: -lower_bound(i, schema),
+            count,
+            rule: 1,
+        });
+        let zero = (self.zero_count > 0.0).then_some(Span {
+            lower: -self.zero_threshold,
+            upper: self.zero_threshold,
+            count: self.zero_count,
+            rule: 3,
+        });
+        let positive = (self.positive.iter()).map(move |&(i, count)| Span {
+            lower: lower_bound(i, schema),
+            upper: upper_bound(i, schema),
+            count,
+            rule: 0,
+        });
+        negative.chain(zero).chain(positive)
+    }
+
+    /// The zero bucket's bounds as Prometheus takes them for an estimate: from 0 when every
+    /// other bucket is positive, to 0 when every other one is negative.
+    fn estimate_bounds(&self, span: &Span) -> (f64, f64) {
+        if span.lower < 0.0 && span.upper > 0.0 {
+            if self.negative.is_empty() && !self.positive.is_empty() {
+                return (0.0, span.upper);
+            }
+            if self.positive.is_empty() && !self.negative.is_empty() {
+                return (span.lower, 0.0);
+            }
+        }
+        (span.lower, span.upper)
+    }
+
+    /// `histogram_quantile(q, h)` as Prometheus 2.42 answers it: the bucket where the rank
+    /// `q × count` falls, interpolated linearly within it; NaN without observations or for a
+    /// NaN `q`, -Inf below 0, +Inf above 1.
+    pub(crate) fn quantile(&self, q: f64) -> f64 {
+        if q < 0.0 {
+            return f64::NEG_INFINITY;
+        }
+        if q > 1.0 {
+            return f64::INFINITY;
+        }
+        if self.count == 0.0 || q.is_nan() {
+            return f64::NAN;
+        }
+        let rank = q * self.count;
+        let mut seen = 0.0;
+        let mut found = None;
+        for span in self.ascending() {
+            seen += span.count;
+            let reached = seen >= rank;
+            found = Some(span);
+            if reached {
+                break;
+            }
+        }
+        let Some(span) = found else {
+            return f64::NAN;
+        };
+        let (lower, upper) = self.estimate_bounds(&span);
+        let seen = seen.min(self.count);
+        if seen < rank {
+            return upper;
+        }
+        let rank = rank - (seen - span.count);
+        lower + (upper - lower) * (rank / span.count)
+    }
+
+    /// `histogram_fraction(lower, upper, h)` as Prometheus 2.42 answers it: the share of
+    /// observations between the bounds, interpolated linearly within the buckets they cut.
+    pub(crate) fn fraction(&self, lower: f64, upper: f64) -> f64 {
+        if self.count == 0.0 || lower.is_nan() || upper.is_nan() {
+            return f64::NAN;
+        }
+        if lower >= upper {
+            return 0.0;
+        }
+        let (mut rank, mut lower_rank, mut upper_rank) = (0.0, None, None);
+        for span in self.ascending() {
+            let (b_lower, b_upper) = self.estimate_bounds(&span);
+            if lower_rank.is_none() && b_lower >= lower {
+                lower_rank = Some(rank);
+            }
+            if upper_rank.is_none() && b_lower >= upper {
+                upper_rank = Some(rank);
+            }
+            let within = |v: f64| rank + span.count * (v - b_lower) / (b_upper - b_lower);
+            if lower_rank.is_none() && b_lower < lower && b_upper > lower {
+                lower_rank = Some(within(lower));
+            }
+            if upper_rank.is_none() && b_lower < upper && b_upper > upper {
+                upper_rank = Some(within(upper));
+            }
+            if lower_rank.is_some() && upper_rank.is_some() {
+                break;
+            }
+            rank += span.count;
+        }
+        let lower_rank = lower_rank.unwrap_or(self.count).min(self.count);
+        let upper_rank = upper_rank.unwrap_or(self.count).min(self.count);
+        (upper_rank - lower_rank) / self.count
+    }
+
+    /// The histogram as Prometheus' HTTP API writes it: `{"count", "sum", "buckets"}`, each
+    /// bucket `[boundary_rule, lower, upper, count]`, numbers as strings.
+    pub(crate) fn push_json(&self, out: &mut String) {
+        out.push_str("{\"count\":\"");
+        push_value(out, self.count);
+        out.push_str("\",\"sum\":\"");
+        push_value(out, self.sum);
+        out.push('"');
+        let mut first = true;
+        for span in self.ascending() {
+            out.push_str(if first { ",\"buckets\":[[" } else { ",[" });
+            first = false;
+            out.push(char::from(b'0' + span.rule));
+            for v in [span.lower, span.upper, span.count] {
+                out.push_str(",\"");
+                push_value(out, v);
+                out.push('"');
+            }
+            out.push(']');
+        }
+        if !first {
+            out.push(']');
+        }
+        out.push('}');
+    }
+}
+
+/// One series of an instant vector of histograms over the grid.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct HistogramSeries {
+    pub labels: Labels,
+    pub values: Vec<Option<FloatHistogram>>,
+}
+
+/// `rate` or `increase` (`name`) of distribution series over their stored buckets: per
+/// evaluation time, the merge of the buckets lying whole in the window (as for a counter:
+/// exact when the times and the range are multiples of the resolution, no extrapolation),
+/// divided by the seconds they cover for `rate`.
+///
+/// # Errors
+/// `bad_data` for an input that is not a stored selection; the read's errors.
+pub(crate) fn over_windows(
+    name: &str,
+    input: RangeInput,
+    source: &dyn Source,
+    budget: &ReadBudget,
+) -> Result<Vec<HistogramSeries>, QueryError> {
+    let RangeInput {
+        series,
+        times,
+        range_ms,
+        data,
+        ..
+    } = input;
+    let WindowData::Stored {
+        selected,
+        tier,
+        from,
+        to,
+        first_ms,
+        res_ms,
+    } = data
+    else {
+        return Err(QueryError::bad_data(format!(
+            "{name}() of histograms reads a selector's stored buckets"
+        )));
+    };
+    let stored = source.histograms(&selected, tier, from, to, budget)?;
+    let res_secs = res_ms as f64 / 1000.0;
+    Ok((series.into_iter().zip(stored))
+        .map(|(s, buckets)| {
+            let values = (times.iter())
+                .map(|&t| {
+                    let (lo, hi) = bucket_range(first_ms, res_ms, buckets.len(), t, range_ms);
+                    let mut merged: Option<BucketHistogram> = None;
+                    for b in buckets[lo..hi].iter().flatten() {
+                        match &mut merged {
+                            Some(m) => {
+                                m.histogram.merge(&b.histogram);
+                                m.sum += b.sum;
+                            }
+                            None => merged = Some(b.clone()),
+                        }
+                    }
+                    let factor = match name {
+                        "rate" => 1.0 / ((hi - lo) as f64 * res_secs),
+                        _ => 1.0,
+                    };
+                    merged.map(|m| FloatHistogram::scaled(&m, factor))
+                })
+                .collect();
+            HistogramSeries {
+                labels: s.labels.name_dropped(),
+                values,
+            }
+        })
+        .filter(|s| s.values.iter().any(Option::is_some))
+        .collect())
+}
+
+/// The aggregation `op` (`sum` or `avg`) of histogram series per group (`groups`: each
+/// group's labels and members), per evaluation time over the members present at it.
+///
+/// # Errors
+/// `bad_data` for another operator: Prometheus 2.42 aggregates histograms with these two.
+pub(crate) fn aggregate(
+    op: &str,
+    groups: Vec<(Labels, Vec<usize>)>,
+    series: &[HistogramSeries],
+    steps: usize,
+) -> Result<Vec<HistogramSeries>, QueryError> {
+    if !matches!(op, "sum" | "avg") {
+        return Err(QueryError::bad_data(format!(
+            "{op}: histograms are aggregated by sum and avg only (as in Prometheus 2.42)"
+        )));
+    }
+    Ok((groups.into_iter())
+        .map(|(labels, members)| {
+            let values = (0..steps)
+                .map(|step| {
+                    let mut merged: Option<FloatHistogram> = None;
+                    let mut present = 0.0;
+                    for h in members
+                        .iter()
+                        .filter_map(|&i| series[i].values[step].as_ref())
+                    {
+                        present += 1.0;
+                        match &mut merged {
+                            Some(m) => m.add(h),
+                            None => merged = Some(h.clone()),
+                        }
+                    }
+                    let mut merged = merged?;
+                    if op == "avg" {
+                        merged.divide(present);
+                    }
+                    Some(merged)
+                })
+                .collect();
+            HistogramSeries { labels, values }
+        })
+        .filter(|s| s.values.iter().any(Option::is_some))
+        .collect())
+}
+
+impl FloatHistogram {
+    /// Every count and the sum divided by `n`.
+    fn divide(&mut self, n: f64) {
+        self.count /= n;
+        self.sum /= n;
+        self.zero_count /= n;
+        for (_, c) in self.positive.iter_mut().chain(self.negative.iter_mut()) {
+            *c /= n;
+        }
+    }
+}
+
+/// The `histogram_*` function `name` of one histogram, with its scalar arguments at that
+/// time (`histogram_quantile`'s q, `histogram_fraction`'s bounds); `None` for a name that is
+/// not one.
+pub(crate) fn function(name: &str, h: &FloatHistogram, args: &[f64]) -> Option<f64> {
+    Some(match name {
+        "histogram_count" => h.count,
+        "histogram_sum" => h.sum,
+        "histogram_avg" => h.sum / h.count,
+        "histogram_quantile" => h.quantile(args[0]),
+        "histogram_fraction" => h.fraction(args[0], args[1]),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::histogram::Histogram;
+
+    fn stored(values: &[f64], scale: i8) -> BucketHistogram {
+        let mut histogram = Histogram::new(scale);
+        for &v in values {
+            histogram.record(v);
+        }
+        BucketHistogram {
+            histogram,
+            sum: values.iter().sum(),
+        }
+    }
+
+    #[test]
+    fn a_quantile_interpolates_linearly_in_its_bucket_as_prometheus_does() {
+        // Scale 0: buckets (0.5, 1], (1, 2], (2, 4], (4, 8].
+        let h = FloatHistogram::scaled(&stored(&[1.0, 1.5, 3.0, 3.5, 6.0], 0), 1.0);
+        assert_eq!(h.count, 5.0);
+        // Rank 2.5 of 5: the bucket (2, 4] holds ranks 2 < r ≤ 4, so 2 + 2 × 0.5/2.
+        assert_eq!(h.quantile(0.5), 2.5);
+        // Rank 5 falls at the top of (4, 8].
+        assert_eq!(h.quantile(1.0), 8.0);
+        // Rank 0: the first bucket's lower bound.
+        assert_eq!(h.quantile(0.0), 0.5);
+        assert!(h.quantile(f64::NAN).is_nan());
+        assert_eq!(h.quantile(-1.0), f64::NEG_INFINITY);
+        assert_eq!(h.quantile(2.0), f64::INFINITY);
+    }
+
+    #[test]
+    fn a_fraction_cuts_buckets_linearly() {
+        let h = FloatHistogram::scaled(&stored(&[1.5, 3.0, 3.5, 6.0], 0), 1.0);
+        // Up to 3: all of (1, 2] and half of (2, 4]: 1 + 1 of 4.
+        assert_eq!(h.fraction(f64::NEG_INFINITY, 3.0), 0.5);
+        assert_eq!(h.fraction(0.0, f64::INFINITY), 1.0);
+        assert_eq!(h.fraction(4.0, 8.0), 0.25);
+        assert_eq!(h.fraction(5.0, 5.0), 0.0);
+    }
+
+    #[test]
+    fn adding_takes_the_coarser_schema_and_keeps_every_count() {
+        let mut a = FloatHistogram::scaled(&stored(&[1.1, 1.3, 3.0], 2), 1.0);
+        let b = FloatHistogram::scaled(&stored(&[1.2, 5.0], 0), 0.5);
+        a.add(&b);
+        assert_eq!(a.schema, 0);
+        assert_eq!(a.count, 4.0);
+        assert_eq!(a.positive, vec![(1, 2.5), (2, 1.0), (3, 0.5)]);
+        assert_eq!(a.sum, 1.1 + 1.3 + 3.0 + (1.2 + 5.0) / 2.0);
+    }
+
+    #[test]
+    fn the_json_lists_buckets_with_prometheus_boundary_rules() {
+        let h = FloatHistogram::scaled(&stored(&[-1.5, 0.0, 3.0], 0), 1.0);
+        let mut text = String::new();
+        h.push_json(&mut text);
+        assert_eq!(
+            text,
+            "{\"count\":\"3\",\"sum\":\"1.5\",\"buckets\":[[1,\"-2\",\"-1\",\"1\"],\
+             [3,\"-0\",\"0\",\"1\"],[0,\"2\",\"4\",\"1\"]]}"
+        );
+    }
+}
