@@ -8,11 +8,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::labels::{KeyFilter, MatcherSet};
-use super::source::{RawPoints, Selected, Source};
+use super::source::{BucketHistogram, RawPoints, Selected, Source};
 use super::{evaluate, ErrorKind, Labels, Query, QueryLimits, ResultValue};
 use crate::bucket::Bucket;
 use crate::config::TiersConfig;
 use crate::error::Result;
+use crate::histogram::Histogram;
 use crate::read::budget::ReadBudget;
 use crate::registry::SeriesKey;
 use crate::time::Timestamp;
@@ -25,6 +26,9 @@ struct Memory {
     /// Key, counter, stored samples (seconds, value or increase).
     series: Vec<(SeriesKey, bool, RawPoints)>,
     raw: bool,
+    /// The series (by index) that are distributions: each bucket also keeps the histogram
+    /// of its samples.
+    distributions: Vec<usize>,
 }
 
 impl Source for Memory {
@@ -44,7 +48,7 @@ impl Source for Memory {
                 id: i as u32,
                 labels: super::key_labels(&key.view()),
                 counter: *counter,
-                distribution: false,
+                distribution: self.distributions.contains(&i),
             })
             .collect())
     }
@@ -71,6 +75,37 @@ impl Source for Memory {
                     }
                 }
                 buckets
+            })
+            .collect())
+    }
+
+    fn histograms(
+        &self,
+        series: &[Selected],
+        tier: usize,
+        from: Timestamp,
+        to: Timestamp,
+        budget: &ReadBudget,
+    ) -> Result<Vec<Vec<Option<BucketHistogram>>>> {
+        let res = self.tiers.tiers[tier].resolution.secs() as i64;
+        let first = from.div_euclid(res) * res;
+        let buckets = self.buckets(series, tier, from, to, budget)?;
+        Ok((series.iter().zip(buckets))
+            .map(|(s, buckets)| {
+                let mut out: Vec<Option<BucketHistogram>> = vec![None; buckets.len()];
+                for &(ts, v) in &self.series[s.id as usize].2 {
+                    let k = (ts - first).div_euclid(res);
+                    let Some(slot) = usize::try_from(k).ok().and_then(|k| out.get_mut(k)) else {
+                        continue;
+                    };
+                    let bucket = slot.get_or_insert_with(|| BucketHistogram {
+                        histogram: Histogram::default(),
+                        sum: 0.0,
+                    });
+                    bucket.histogram.record(v);
+                    bucket.sum += v;
+                }
+                out
             })
             .collect())
     }
@@ -114,6 +149,7 @@ fn memory(raw: bool) -> Memory {
             (SeriesKey::parse("c_total{host=a}").unwrap(), true, counter),
         ],
         raw,
+        distributions: Vec::new(),
     }
 }
 
@@ -387,6 +423,7 @@ fn named() -> Memory {
             })
             .collect(),
         raw: false,
+        distributions: Vec::new(),
     }
 }
 
@@ -533,4 +570,129 @@ fn influx_fields_answer_to_measurement_underscore_field() {
     );
     // A name with no such series stays empty.
     assert_eq!(vector(&source, "cpu_usage_system", at), Ok(vec![]));
+}
+
+/// [`memory`] with a distribution `latency{host=a}` beside the gauge and the counter: per
+/// minute of the last hour, the latencies 0.1, 0.2, ..., 1.2 (12 observations).
+fn with_latencies() -> Memory {
+    let mut source = memory(false);
+    let points = (0..60)
+        .flat_map(|m| {
+            (1..=12).map(move |i| (NOW - 3600 + 60 * m + 2 * i, f64::from(i as u8) / 10.0))
+        })
+        .collect();
+    source
+        .series
+        .push((SeriesKey::parse("latency{host=a}").unwrap(), false, points));
+    source.distributions.push(2);
+    source
+}
+
+#[test]
+fn distributions_evaluate_as_native_histograms() {
+    let source = with_latencies();
+    let at = NOW - 600;
+    // Five whole minutes: 60 observations summing to 5 × 7.8.
+    let cases = [
+        ("histogram_count(increase(latency[5m]))", 60.0),
+        ("histogram_sum(increase(latency[5m]))", 39.0),
+        ("histogram_count(rate(latency[5m]))", 0.2),
+        ("histogram_avg(rate(latency[5m]))", 0.65),
+        ("histogram_count(sum(rate(latency[5m])))", 0.2),
+        (
+            "histogram_count(avg by (host) (increase(latency[5m])))",
+            60.0,
+        ),
+        ("histogram_fraction(0, 2, increase(latency[5m]))", 1.0),
+    ];
+    for (text, expected) in cases {
+        let (value, _) = instant(&source, text, at).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert!(
+            (value - expected).abs() < 1e-9,
+            "{text}: {value} != {expected}"
+        );
+    }
+    // A quantile lies in the bucket of the observation it stands for (scale 6: 1.1% wide).
+    // Ranks inside a bucket's run: at a run's last rank, the float division of the rate
+    // may carry the rank into the next bucket, in Prometheus as here.
+    for (q, sample) in [(0.55, 0.7), (0.9, 1.1), (0.24, 0.3)] {
+        let text = format!("histogram_quantile({q}, rate(latency[5m]))");
+        let (value, _) = instant(&source, &text, at).unwrap();
+        assert!(
+            (value / sample - 1.0).abs() < 0.011,
+            "{text}: {value}, sample {sample}"
+        );
+    }
+    // histogram_* of floats answers nothing, as in Prometheus.
+    assert_eq!(vector(&source, "histogram_count(g)", at).unwrap(), vec![]);
+}
+
+#[test]
+fn histograms_are_answered_in_prometheus_fields_and_refused_where_not_evaluated() {
+    let source = with_latencies();
+    let at = NOW - 600;
+    let answer = |text: &str, step: Option<i64>| {
+        let query = Query {
+            text: text.into(),
+            start_ms: (at - 120) * 1000,
+            end_ms: at * 1000,
+            step_ms: step,
+        };
+        evaluate(&source, &query, &limits())
+    };
+    // An instant selector: the last whole minute's histogram, flagged as an increase.
+    let instant_answer = answer("latency", None).unwrap();
+    let ResultValue::HistogramVector(samples) = &instant_answer.result else {
+        panic!("{:?}", instant_answer.result);
+    };
+    assert_eq!(samples.len(), 1);
+    assert_eq!(samples[0].2.count, 12.0);
+    assert!(
+        instant_answer.warnings[0].contains("latency: a distribution"),
+        "{instant_answer:?}"
+    );
+    // A range query: a histogram per step, in each series' `histograms`.
+    let range = answer("sum(increase(latency[1m]))", Some(60_000)).unwrap();
+    let ResultValue::HistogramMatrix(series) = &range.result else {
+        panic!("{:?}", range.result);
+    };
+    assert_eq!(series[0].1.len(), 3);
+    assert!(series[0].1.iter().all(|(_, h)| h.count == 12.0));
+    for answer in [instant_answer, range] {
+        let text: serde_json::Value = serde_json::from_str(&answer.data_text()).unwrap();
+        assert_eq!(text, answer.data_json(), "{}", answer.data_text());
+        assert!(
+            answer.data_text().contains("\"buckets\":[[0,\""),
+            "{}",
+            answer.data_text()
+        );
+    }
+    // A selector of both kinds answers the floats and names the distributions it left out.
+    let mixed = answer(r#"{host="a"}"#, None).unwrap();
+    let ResultValue::Vector(floats) = &mixed.result else {
+        panic!("{:?}", mixed.result);
+    };
+    assert_eq!(floats.len(), 2);
+    assert!(
+        mixed
+            .warnings
+            .iter()
+            .any(|w| w.contains("(latency) and others")),
+        "{mixed:?}"
+    );
+    // What does not evaluate histograms says which functions do.
+    for text in [
+        "abs(latency)",
+        "latency + 1",
+        "max(rate(latency[5m]))",
+        "-latency",
+    ] {
+        let error = answer(text, None).unwrap_err();
+        assert_eq!(error.kind, ErrorKind::BadData, "{text}");
+        assert!(
+            error.message.contains("histogram"),
+            "{text}: {}",
+            error.message
+        );
+    }
 }
