@@ -38,7 +38,9 @@ pub use labels::{key_labels, Labels, MatcherSet};
 pub use listing::Listing;
 #[cfg(feature = "cluster")]
 pub(crate) use source::charge_buckets;
-pub use source::{BucketHistogram, BucketReduce, RawPoints, Selected, Source, StoredSource};
+pub use source::{
+    BucketHistogram, BucketReduce, HistogramVisit, RawPoints, Selected, Source, StoredSource,
+};
 pub use value::{Answer, ResultValue};
 
 use crate::read::budget::ReadBudget;

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use promql_parser::parser::{AggregateExpr, Expr, LabelModifier};
+use promql_parser::parser::{AggregateExpr, Expr, LabelModifier, MatrixSelector};
 use rayon::prelude::*;
 
 use super::error::QueryError;
@@ -12,6 +12,7 @@ use super::eval::{strip_parens, Evaluator, Grid};
 use super::histograms;
 use super::labels::{Labels, NAME};
 use super::value::{Series, Value};
+use super::windows;
 use super::windows::quantile;
 
 /// Evaluates `agg` over `grid`.
@@ -43,7 +44,25 @@ pub(crate) fn aggregate(
         },
         None => Param::None,
     };
-    let series = match ev.eval(&agg.expr, grid)? {
+    let value = match rate_of_selector(&agg.expr) {
+        // `sum by (...) (rate(x[5m]))` of distributions: folded as each series is read.
+        Some((name, m)) if matches!(op.as_str(), "sum" | "avg") => {
+            let range_ms = m.range.as_millis() as i64;
+            let need = windows::raw_need(name).unwrap_or(windows::RawNeed::Never);
+            let input = ev.range_of_selector(&m.vs, range_ms, grid, need, true)?;
+            if input.histograms {
+                let modifier = agg.modifier.as_ref();
+                let group_of = |labels: &Labels| group_key(labels, modifier);
+                let (source, budget) = (ev.source, ev.budget());
+                let folded =
+                    histograms::aggregate_windows(&op, name, input, &group_of, source, budget)?;
+                return Ok(Value::Histograms(folded));
+            }
+            super::functions::apply_range(ev, name, input, None)?
+        }
+        _ => ev.eval(&agg.expr, grid)?,
+    };
+    let series = match value {
         Value::Vector(series) => series,
         Value::Histograms(series) => {
             ev.check_deadline()?;
@@ -223,13 +242,10 @@ pub(crate) fn aggregate(
     Ok(Value::Vector(out))
 }
 
-/// The groups of `by` or `without` (`modifier`) over series with `labels`: each group's
-/// labels and its members' indexes, in the order groups are met.
-fn groups<'a>(
-    labels: impl Iterator<Item = &'a Labels>,
-    modifier: Option<&LabelModifier>,
-) -> Vec<(Labels, Vec<usize>)> {
-    let group_of = |labels: &Labels| match modifier {
+/// The group of a series with `labels` under `by` or `without` (`modifier`): the labels
+/// kept.
+fn group_key(labels: &Labels, modifier: Option<&LabelModifier>) -> Labels {
+    match modifier {
         Some(LabelModifier::Include(by)) => labels.project(&by.labels, true),
         Some(LabelModifier::Exclude(without)) => {
             let mut names = without.labels.clone();
@@ -237,11 +253,35 @@ fn groups<'a>(
             labels.project(&names, false)
         }
         None => Labels::default(),
+    }
+}
+
+/// `rate(x[d])` or `increase(x[d])` (in parentheses or not): the function's name and its
+/// range selector.
+fn rate_of_selector(expr: &Expr) -> Option<(&'static str, &MatrixSelector)> {
+    let Expr::Call(call) = strip_parens(expr) else {
+        return None;
     };
+    let name = call.func.name;
+    if !matches!(name, "rate" | "increase") {
+        return None;
+    }
+    match call.args.args.first().map(|a| strip_parens(a)) {
+        Some(Expr::MatrixSelector(m)) => Some((name, m)),
+        _ => None,
+    }
+}
+
+/// The groups of `by` or `without` (`modifier`) over series with `labels`: each group's
+/// labels and its members' indexes, in the order groups are met.
+fn groups<'a>(
+    labels: impl Iterator<Item = &'a Labels>,
+    modifier: Option<&LabelModifier>,
+) -> Vec<(Labels, Vec<usize>)> {
     let mut groups: Vec<(Labels, Vec<usize>)> = Vec::new();
     let mut index: HashMap<Labels, usize> = HashMap::new();
     for (i, labels) in labels.enumerate() {
-        let key = group_of(labels);
+        let key = group_key(labels, modifier);
         let at = *index.entry(key.clone()).or_insert_with(|| {
             groups.push((key, Vec::new()));
             groups.len() - 1

@@ -7,18 +7,17 @@
 //! within the lookback (5 minutes, or one bucket when buckets are wider): its average for a
 //! gauge, its increase (flagged) for a counter, whose running total is not stored.
 
+use std::sync::Mutex;
 use std::time::Instant;
 
 use promql_parser::parser::{AtModifier, Expr, Offset, SubqueryExpr, VectorSelector};
 
 use super::error::{ErrorKind, QueryError};
-use super::histograms::{FloatHistogram, HistogramSeries};
+use super::histograms::{charge_kept, FloatHistogram, HistogramSeries};
 use super::labels::{check_graphite, selector_sets, Labels};
-use super::source::{Selected, Source};
+use super::source::{BucketHistogram, Selected, Source};
 use super::tier;
-use super::value::{
-    unique_histograms, unique_over_range, unique_per_step, Answer, ResultValue, Series, Value,
-};
+use super::value::{unique_over_range, unique_per_step, Answer, ResultValue, Series, Value};
 use super::windows::{RangeInput, RawNeed, WindowData};
 use super::{Query, QueryLimits, LOOKBACK_MS};
 use crate::time::Timestamp;
@@ -258,11 +257,9 @@ impl<'a> Evaluator<'a> {
             )),
             // Series that share labels: Prometheus checks a range function's result over
             // the whole evaluation, what it evaluates step by step per step.
+            // A range function's result is checked over the whole range (`apply_range`).
             Expr::Call(call) => match super::functions::call(self, call, grid)? {
-                Value::Vector(series) if super::windows::raw_need(call.func.name).is_some() => {
-                    unique_over_range(series).map(Value::Vector)
-                }
-                Value::Histograms(series) => unique_histograms(series).map(Value::Histograms),
+                value if super::windows::raw_need(call.func.name).is_some() => Ok(value),
                 value => per_step(value),
             },
             Expr::Aggregate(agg) => per_step(super::aggregation::aggregate(self, agg, grid)?),
@@ -359,21 +356,32 @@ impl<'a> Evaluator<'a> {
                  value is the histogram of the bucket read (the increase within it), not the \
                  running total; use rate() or increase() over a range"
             ));
-            let read = (self.source).histograms(&selected, choice.tier, from, to, self.budget())?;
-            let mut out = Vec::with_capacity(selected.len());
-            for (s, buckets) in selected.into_iter().zip(read) {
-                self.check_deadline()?;
-                let values = (times.iter())
+            let budget = self.budget();
+            let kept: Vec<Mutex<Vec<Option<FloatHistogram>>>> =
+                selected.iter().map(|_| Mutex::new(Vec::new())).collect();
+            let refused = Mutex::new(None);
+            let visit = |i: usize, buckets: &[Option<BucketHistogram>]| {
+                let values: Vec<_> = (times.iter())
                     .map(|&t| {
                         let k = latest(t, buckets.len(), &|k| buckets[k].is_some())?;
                         (buckets[k].as_ref()).map(|b| FloatHistogram::scaled(b, 1.0))
                     })
                     .collect();
-                out.push(HistogramSeries {
-                    labels: s.labels,
-                    values,
-                });
+                match charge_kept(budget, &values) {
+                    Ok(()) => *kept[i].lock().unwrap_or_else(|e| e.into_inner()) = values,
+                    Err(e) => *refused.lock().unwrap_or_else(|e| e.into_inner()) = Some(e),
+                }
+            };
+            (self.source).visit_histograms(&selected, choice.tier, from, to, budget, &visit)?;
+            if let Some(e) = refused.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                return Err(e.into());
             }
+            let out = (selected.into_iter().zip(kept))
+                .map(|(s, values)| HistogramSeries {
+                    labels: s.labels,
+                    values: values.into_inner().unwrap_or_else(|e| e.into_inner()),
+                })
+                .collect();
             return Ok(Value::Histograms(out));
         }
         let buckets = self

@@ -11,7 +11,7 @@ use super::error::QueryError;
 use super::eval::{strip_parens, Evaluator, Grid};
 use super::histograms::{self, HistogramSeries};
 use super::labels::{selector_sets, Labels, GRAPHITE, NAME};
-use super::value::{Series, Value};
+use super::value::{unique_histograms, unique_over_range, Series, Value};
 use super::windows::{self, RangeInput, RawNeed};
 
 /// Evaluates `call` over `grid`.
@@ -29,23 +29,13 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, call: &Call, grid: &Grid) -> Result<V
         };
         let takes_histograms = matches!(name, "rate" | "increase");
         let input = range_input(ev, range_arg, grid, need, takes_histograms)?;
-        if input.histograms {
-            let read = histograms::over_windows(name, input, ev.source, ev.budget())?;
-            return Ok(Value::Histograms(read));
-        }
         if name == "absent_over_time" {
             let input = input.read(ev.source, ev.budget())?;
             return Ok(absent(range_arg, grid, |k| {
                 (0..input.series.len()).all(|i| input.points_in_window(i, k).is_empty())
             }));
         }
-        let mut warnings = Vec::new();
-        let read = (ev.source, ev.budget());
-        let out = windows::apply(name, input, param.as_deref(), read, &mut warnings)?;
-        for warning in warnings {
-            ev.warn(warning);
-        }
-        return Ok(Value::Vector(out));
+        return apply_range(ev, name, input, param.as_deref());
     }
     let math: Option<fn(f64) -> f64> = match name {
         "abs" => Some(f64::abs),
@@ -266,6 +256,32 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, call: &Call, grid: &Grid) -> Result<V
              functions it evaluates)"
         ))),
     }
+}
+
+/// The range function `name` (with `param` per evaluation time, for `quantile_over_time`
+/// and `predict_linear`) over `input`, read: histograms for distributions read as such,
+/// else floats, under Prometheus' rule for a range function's result.
+///
+/// # Errors
+/// What [`windows::apply`] and [`histograms::over_windows`] refuse; two result series with
+/// one label set.
+pub(crate) fn apply_range(
+    ev: &mut Evaluator<'_>,
+    name: &str,
+    input: RangeInput,
+    param: Option<&[f64]>,
+) -> Result<Value, QueryError> {
+    if input.histograms {
+        let read = histograms::over_windows(name, input, ev.source, ev.budget())?;
+        return unique_histograms(read).map(Value::Histograms);
+    }
+    let mut warnings = Vec::new();
+    let read = (ev.source, ev.budget());
+    let out = windows::apply(name, input, param, read, &mut warnings)?;
+    for warning in warnings {
+        ev.warn(warning);
+    }
+    unique_over_range(out).map(Value::Vector)
 }
 
 /// The float values the `histogram_*` function `name` takes of each histogram of `series`,

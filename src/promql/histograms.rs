@@ -7,10 +7,14 @@
 //! increase), with integer counts that merge exactly. Evaluation turns a window's merge into
 //! a [`FloatHistogram`] (counts divided by seconds for `rate`), as Prometheus' engine does.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
 use super::error::QueryError;
 use super::labels::Labels;
 use super::number::push_value;
-use super::source::{BucketHistogram, Source};
+use super::source::{BucketHistogram, HistogramVisit, Source};
+use super::value::{first_shared_of, same_labelset};
 use super::windows::{bucket_range, RangeInput, WindowData};
 use crate::histogram::{lower_bound, reduced_index, upper_bound};
 use crate::read::budget::ReadBudget;
@@ -246,16 +250,146 @@ pub(crate) struct HistogramSeries {
 /// `rate` or `increase` (`name`) of distribution series over their stored buckets: per
 /// evaluation time, the merge of the buckets lying whole in the window (as for a counter:
 /// exact when the times and the range are multiples of the resolution, no extrapolation),
-/// divided by the seconds they cover for `rate`.
+/// divided by the seconds they cover for `rate`. Each series' histograms kept for the
+/// answer are charged to `budget` (a value per bucket), since they outlive the read.
 ///
 /// # Errors
-/// `bad_data` for an input that is not a stored selection; the read's errors.
+/// `bad_data` for an input that is not a stored selection; the read's and the budget's.
 pub(crate) fn over_windows(
     name: &str,
     input: RangeInput,
     source: &dyn Source,
     budget: &ReadBudget,
 ) -> Result<Vec<HistogramSeries>, QueryError> {
+    let (stored, labels) = stored_windows(name, input)?;
+    let out: Vec<Mutex<Vec<Option<FloatHistogram>>>> =
+        labels.iter().map(|_| Mutex::new(Vec::new())).collect();
+    let refused = Mutex::new(None);
+    let visit = |i: usize, buckets: &[Option<BucketHistogram>]| {
+        let values = stored.windows(name, buckets);
+        if let Err(e) = charge_kept(budget, &values) {
+            *lock(&refused) = Some(e);
+            return;
+        }
+        *lock(&out[i]) = values;
+    };
+    stored.read(source, budget, &visit)?;
+    if let Some(e) = lock(&refused).take() {
+        return Err(e.into());
+    }
+    Ok((labels.into_iter().zip(out))
+        .map(|(labels, values)| HistogramSeries {
+            labels,
+            values: values.into_inner().unwrap_or_else(|e| e.into_inner()),
+        })
+        .filter(|s| s.values.iter().any(Option::is_some))
+        .collect())
+}
+
+/// `sum` or `avg` (`op`) per group of `rate` or `increase` (`name`) of distribution
+/// series, folded as each series is read, so that only the groups' histograms are held
+/// (`sum by (job) (rate(x[5m]))` over a day of a thousand series keeps a histogram per
+/// group and step, not per series and step). `group_of` gives a series' group from its
+/// labels (the function's result's: its name dropped). As Prometheus, two series with values
+/// whose results share labels are refused.
+///
+/// # Errors
+/// As [`over_windows`] and [`unique_histograms`]'s.
+pub(crate) fn aggregate_windows(
+    op: &str,
+    name: &str,
+    input: RangeInput,
+    group_of: &(dyn Fn(&Labels) -> Labels + Sync),
+    source: &dyn Source,
+    budget: &ReadBudget,
+) -> Result<Vec<HistogramSeries>, QueryError> {
+    let steps = input.times.len();
+    let (stored, labels) = stored_windows(name, input)?;
+    let mut groups: Vec<Labels> = Vec::new();
+    let mut group_index: std::collections::HashMap<Labels, usize> = Default::default();
+    let member_of: Vec<usize> = (labels.iter())
+        .map(|l| {
+            let key = group_of(l);
+            *group_index.entry(key.clone()).or_insert_with(|| {
+                groups.push(key);
+                groups.len() - 1
+            })
+        })
+        .collect();
+    // Per group and step, the sum so far and the series present in it.
+    let sums: Vec<Mutex<Vec<GroupSum>>> = groups
+        .iter()
+        .map(|_| Mutex::new(vec![None; steps]))
+        .collect();
+    let with_values: Vec<AtomicBool> = labels.iter().map(|_| AtomicBool::new(false)).collect();
+    let visit = |i: usize, buckets: &[Option<BucketHistogram>]| {
+        let values = stored.windows(name, buckets);
+        if values.iter().all(Option::is_none) {
+            return;
+        }
+        with_values[i].store(true, Ordering::Relaxed);
+        let mut group = lock(&sums[member_of[i]]);
+        for (sum, h) in group.iter_mut().zip(values) {
+            let Some(h) = h else { continue };
+            match sum {
+                Some((sum, present)) => {
+                    sum.add(&h);
+                    *present += 1.0;
+                }
+                None => *sum = Some((h, 1.0)),
+            }
+        }
+    };
+    stored.read(source, budget, &visit)?;
+    let present: Vec<Labels> = (labels.into_iter().zip(&with_values))
+        .filter(|(_, with)| with.load(Ordering::Relaxed))
+        .map(|(labels, _)| labels)
+        .collect();
+    if let Some(labels) = first_shared_of(present.iter()) {
+        return Err(same_labelset(labels));
+    }
+    Ok((groups.into_iter().zip(sums))
+        .map(|(labels, sums)| {
+            let sums = sums.into_inner().unwrap_or_else(|e| e.into_inner());
+            let values = (sums.into_iter())
+                .map(|sum| {
+                    let (mut h, present) = sum?;
+                    if op == "avg" {
+                        h.divide(present);
+                    }
+                    Some(h)
+                })
+                .collect();
+            HistogramSeries { labels, values }
+        })
+        .filter(|s| s.values.iter().any(Option::is_some))
+        .collect())
+}
+
+/// One group's sum at one step, and how many series were present in it (for `avg`).
+type GroupSum = Option<(FloatHistogram, f64)>;
+
+/// A [`WindowData::Stored`] input's read and windows, and its series' result labels (their
+/// names dropped, as a range function's).
+struct StoredWindows {
+    selected: Vec<super::source::Selected>,
+    tier: usize,
+    from: crate::time::Timestamp,
+    to: crate::time::Timestamp,
+    first_ms: i64,
+    res_ms: i64,
+    times: Vec<i64>,
+    range_ms: i64,
+}
+
+/// `input` as a stored selection to window, and its series' result labels.
+///
+/// # Errors
+/// `bad_data` for an input that is not a stored selection.
+fn stored_windows(
+    name: &str,
+    input: RangeInput,
+) -> Result<(StoredWindows, Vec<Labels>), QueryError> {
     let RangeInput {
         series,
         times,
@@ -276,37 +410,89 @@ pub(crate) fn over_windows(
             "{name}() of histograms reads a selector's stored buckets"
         )));
     };
-    let stored = source.histograms(&selected, tier, from, to, budget)?;
-    let res_secs = res_ms as f64 / 1000.0;
-    Ok((series.into_iter().zip(stored))
-        .map(|(s, buckets)| {
-            let values = (times.iter())
-                .map(|&t| {
-                    let (lo, hi) = bucket_range(first_ms, res_ms, buckets.len(), t, range_ms);
-                    let mut merged: Option<BucketHistogram> = None;
-                    for b in buckets[lo..hi].iter().flatten() {
-                        match &mut merged {
-                            Some(m) => {
-                                m.histogram.merge(&b.histogram);
-                                m.sum += b.sum;
-                            }
-                            None => merged = Some(b.clone()),
+    let labels = series
+        .into_iter()
+        .map(|s| s.labels.name_dropped())
+        .collect();
+    let stored = StoredWindows {
+        selected,
+        tier,
+        from,
+        to,
+        first_ms,
+        res_ms,
+        times,
+        range_ms,
+    };
+    Ok((stored, labels))
+}
+
+impl StoredWindows {
+    /// Reads every series, handing each to `visit`.
+    fn read(
+        &self,
+        source: &dyn Source,
+        budget: &ReadBudget,
+        visit: &HistogramVisit<'_>,
+    ) -> Result<(), QueryError> {
+        let (selected, tier, from, to) = (&self.selected, self.tier, self.from, self.to);
+        source.visit_histograms(selected, tier, from, to, budget, visit)?;
+        Ok(())
+    }
+
+    /// One series' `rate` or `increase` (`name`) per evaluation time from its bucket
+    /// histograms.
+    fn windows(
+        &self,
+        name: &str,
+        buckets: &[Option<BucketHistogram>],
+    ) -> Vec<Option<FloatHistogram>> {
+        let res_secs = self.res_ms as f64 / 1000.0;
+        (self.times.iter())
+            .map(|&t| {
+                let (lo, hi) =
+                    bucket_range(self.first_ms, self.res_ms, buckets.len(), t, self.range_ms);
+                let mut merged: Option<BucketHistogram> = None;
+                for b in buckets[lo..hi].iter().flatten() {
+                    match &mut merged {
+                        Some(m) => {
+                            m.histogram.merge(&b.histogram);
+                            m.sum += b.sum;
                         }
+                        None => merged = Some(b.clone()),
                     }
-                    let factor = match name {
-                        "rate" => 1.0 / ((hi - lo) as f64 * res_secs),
-                        _ => 1.0,
-                    };
-                    merged.map(|m| FloatHistogram::scaled(&m, factor))
-                })
-                .collect();
-            HistogramSeries {
-                labels: s.labels.name_dropped(),
-                values,
-            }
-        })
-        .filter(|s| s.values.iter().any(Option::is_some))
-        .collect())
+                }
+                let factor = match name {
+                    "rate" => 1.0 / ((hi - lo) as f64 * res_secs),
+                    _ => 1.0,
+                };
+                merged.map(|m| FloatHistogram::scaled(&m, factor))
+            })
+            .collect()
+    }
+}
+
+/// Charges histograms an answer keeps to `budget`: a value per bucket, the zero bucket's
+/// included, since a kept histogram outlives the read that made it.
+///
+/// # Errors
+/// The budget's refusal.
+pub(crate) fn charge_kept(
+    budget: &ReadBudget,
+    kept: &[Option<FloatHistogram>],
+) -> crate::error::Result<()> {
+    let buckets: usize = kept.iter().flatten().map(|h| h.populated() + 1).sum();
+    budget.charge(buckets as u128, || {
+        format!(
+            "{} histograms kept per series, of {buckets} buckets",
+            kept.len()
+        )
+    })
+}
+
+/// `mutex`'s value, whether or not a holder panicked.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The aggregation `op` (`sum` or `avg`) of histogram series per group (`groups`: each
@@ -355,6 +541,11 @@ pub(crate) fn aggregate(
 }
 
 impl FloatHistogram {
+    /// Populated buckets, the zero bucket not counted.
+    fn populated(&self) -> usize {
+        self.positive.len() + self.negative.len()
+    }
+
     /// Every count and the sum divided by `n`.
     fn divide(&mut self, n: f64) {
         self.count /= n;

@@ -25,6 +25,10 @@ pub type RawPoints = Vec<(Timestamp, f64)>;
 /// value per evaluation time.
 pub type BucketReduce<'a> = dyn Fn(usize, &[Bucket]) -> Vec<Option<f64>> + Sync + 'a;
 
+/// What [`Source::visit_histograms`] does with one series' bucket histograms (its index
+/// and the histograms, one per bucket).
+pub type HistogramVisit<'a> = dyn Fn(usize, &[Option<BucketHistogram>]) + Sync + 'a;
+
 /// A series a selector picked: where to read it, its labels and how it stores samples.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Selected {
@@ -35,7 +39,7 @@ pub struct Selected {
     /// True for a counter, stored as increases since the previous sample.
     pub counter: bool,
     /// True for a distribution: each bucket keeps the histogram of the observations in it
-    /// (a native histogram's increases), read through [`Source::histograms`].
+    /// (a native histogram's increases), read through [`Source::visit_histograms`].
     pub distribution: bool,
 }
 
@@ -103,24 +107,27 @@ pub trait Source: Sync {
     }
 
     /// The histograms of each of `series` (distributions) in tier `tier`, one per bucket as
-    /// [`Source::buckets`] reads them, `None` for a bucket without observations or whose
-    /// histogram does not hold every one of them (samples written before the series became
-    /// a distribution). Charged as [`Source::buckets`]. This default is for a source that
-    /// keeps no histograms (a cluster node).
+    /// [`Source::buckets`] reads them, handed to `visit` one series at a time (its index in
+    /// `series` and its histograms) so that no series' histograms outlive its windows: `None`
+    /// for a bucket without observations or whose histogram does not hold every one of them
+    /// (samples written before the series became a distribution). Charged as
+    /// [`Source::buckets`]. This default is for a source that keeps no histograms (a cluster
+    /// node).
     ///
     /// # Errors
     /// `InvalidQuery` from this default; otherwise as [`Source::buckets`].
-    fn histograms(
+    fn visit_histograms(
         &self,
         series: &[Selected],
         tier: usize,
         from: Timestamp,
         to: Timestamp,
         budget: &ReadBudget,
-    ) -> Result<Vec<Vec<Option<BucketHistogram>>>> {
-        let _ = (tier, from, to, budget);
+        visit: &HistogramVisit<'_>,
+    ) -> Result<()> {
+        let _ = (tier, from, to, budget, visit);
         if series.is_empty() {
-            return Ok(Vec::new());
+            return Ok(());
         }
         Err(Error::InvalidQuery(
             "this server keeps no histograms (a cluster node stores none), so PromQL \
@@ -169,6 +176,46 @@ pub(crate) fn charge_buckets(
         format!("{series} series x {points} buckets of tier {}", spec.name)
     })?;
     Ok(points as usize)
+}
+
+impl StoredSource<'_> {
+    /// The histograms of `series`' `points` buckets of tier `tier` from `from` (aligned down
+    /// to the resolution), complete ones only ([`Source::visit_histograms`]).
+    fn series_histograms(
+        &self,
+        series: &Selected,
+        tier: usize,
+        from: Timestamp,
+        points: usize,
+    ) -> Result<Vec<Option<BucketHistogram>>> {
+        let mut out = vec![None; points];
+        if points == 0 {
+            return Ok(out);
+        }
+        let step = self.reader.config().tiers[tier].resolution.secs() as i64;
+        let first = from.div_euclid(step) * step;
+        let end = first + points as i64 * step;
+        let read = (self.reader).distribution(
+            SeriesId(series.id),
+            tier,
+            first,
+            end,
+            Span::from_secs(step as u64),
+        )?;
+        for point in read.into_iter().filter(|p| p.is_complete()) {
+            let at = (point.ts - first).div_euclid(step);
+            if let (Some(slot), Some(histogram)) = (
+                usize::try_from(at).ok().and_then(|at| out.get_mut(at)),
+                point.histogram,
+            ) {
+                *slot = Some(BucketHistogram {
+                    histogram,
+                    sum: point.bucket.total,
+                });
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// Series of one chunk file [`StoredSource::map_buckets`] reads as one task: enough to share
@@ -325,46 +372,20 @@ impl Source for StoredSource<'_> {
         Ok(out)
     }
 
-    fn histograms(
+    fn visit_histograms(
         &self,
         series: &[Selected],
         tier: usize,
         from: Timestamp,
         to: Timestamp,
         budget: &ReadBudget,
-    ) -> Result<Vec<Vec<Option<BucketHistogram>>>> {
+        visit: &HistogramVisit<'_>,
+    ) -> Result<()> {
         let points = charge_buckets(self.reader.config(), series.len(), tier, from, to, budget)?;
-        let step = self.reader.config().tiers[tier].resolution.secs() as i64;
-        let first = from.div_euclid(step) * step;
-        let end = first + points as i64 * step;
-        (series.par_iter())
-            .map(|s| {
-                let mut out = vec![None; points];
-                if points == 0 {
-                    return Ok(out);
-                }
-                let read = (self.reader).distribution(
-                    SeriesId(s.id),
-                    tier,
-                    first,
-                    end,
-                    Span::from_secs(step as u64),
-                )?;
-                for point in read.into_iter().filter(|p| p.is_complete()) {
-                    let at = (point.ts - first).div_euclid(step);
-                    if let (Some(slot), Some(histogram)) = (
-                        usize::try_from(at).ok().and_then(|at| out.get_mut(at)),
-                        point.histogram,
-                    ) {
-                        *slot = Some(BucketHistogram {
-                            histogram,
-                            sum: point.bucket.total,
-                        });
-                    }
-                }
-                Ok(out)
-            })
-            .collect()
+        (series.par_iter().enumerate()).try_for_each(|(i, s)| {
+            visit(i, &self.series_histograms(s, tier, from, points)?);
+            Ok(())
+        })
     }
 
     fn raw(

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::labels::{KeyFilter, MatcherSet};
-use super::source::{BucketHistogram, RawPoints, Selected, Source};
+use super::source::{BucketHistogram, HistogramVisit, RawPoints, Selected, Source};
 use super::{evaluate, ErrorKind, Labels, Query, QueryLimits, ResultValue};
 use crate::bucket::Bucket;
 use crate::config::TiersConfig;
@@ -79,35 +79,38 @@ impl Source for Memory {
             .collect())
     }
 
-    fn histograms(
+    fn visit_histograms(
         &self,
         series: &[Selected],
         tier: usize,
         from: Timestamp,
         to: Timestamp,
         budget: &ReadBudget,
-    ) -> Result<Vec<Vec<Option<BucketHistogram>>>> {
+        visit: &HistogramVisit<'_>,
+    ) -> Result<()> {
         let res = self.tiers.tiers[tier].resolution.secs() as i64;
         let first = from.div_euclid(res) * res;
         let buckets = self.buckets(series, tier, from, to, budget)?;
-        Ok((series.iter().zip(buckets))
-            .map(|(s, buckets)| {
-                let mut out: Vec<Option<BucketHistogram>> = vec![None; buckets.len()];
-                for &(ts, v) in &self.series[s.id as usize].2 {
-                    let k = (ts - first).div_euclid(res);
-                    let Some(slot) = usize::try_from(k).ok().and_then(|k| out.get_mut(k)) else {
-                        continue;
-                    };
-                    let bucket = slot.get_or_insert_with(|| BucketHistogram {
-                        histogram: Histogram::default(),
-                        sum: 0.0,
-                    });
-                    bucket.histogram.record(v);
-                    bucket.sum += v;
-                }
-                out
-            })
-            .collect())
+        let all = (series.iter().zip(buckets)).map(|(s, buckets)| {
+            let mut out: Vec<Option<BucketHistogram>> = vec![None; buckets.len()];
+            for &(ts, v) in &self.series[s.id as usize].2 {
+                let k = (ts - first).div_euclid(res);
+                let Some(slot) = usize::try_from(k).ok().and_then(|k| out.get_mut(k)) else {
+                    continue;
+                };
+                let bucket = slot.get_or_insert_with(|| BucketHistogram {
+                    histogram: Histogram::default(),
+                    sum: 0.0,
+                });
+                bucket.histogram.record(v);
+                bucket.sum += v;
+            }
+            out
+        });
+        for (i, histograms) in all.enumerate() {
+            visit(i, &histograms);
+        }
+        Ok(())
     }
 
     fn raw(
@@ -691,6 +694,74 @@ fn histograms_are_answered_in_prometheus_fields_and_refused_where_not_evaluated(
         assert_eq!(error.kind, ErrorKind::BadData, "{text}");
         assert!(
             error.message.contains("histogram"),
+            "{text}: {}",
+            error.message
+        );
+    }
+}
+
+#[test]
+fn histograms_kept_for_an_answer_are_charged_and_sums_fold_as_they_read() {
+    let mut source = with_latencies();
+    // A second host of the same latencies.
+    let again = source.series[2].2.clone();
+    (source.series).push((SeriesKey::parse("latency{host=b}").unwrap(), false, again));
+    source.distributions.push(3);
+    let at = NOW - 600;
+    let query = |source: &Memory, text: &str, budget: u64| {
+        let query = Query {
+            text: text.into(),
+            start_ms: (at - 3000) * 1000,
+            end_ms: at * 1000,
+            step_ms: Some(60_000),
+        };
+        let limits = QueryLimits {
+            budget: Arc::new(ReadBudget::new(budget)),
+            ..limits()
+        };
+        evaluate(source, &query, &limits)
+    };
+    // Per series, 51 steps of 12 buckets each (13 values a histogram with the zero bucket)
+    // are kept besides the 2 × 56 buckets read: over a budget that holds the read alone.
+    let per_series = "histogram_count(rate(latency[5m]))";
+    let error = query(&source, per_series, 1_000).unwrap_err();
+    assert!(
+        error.message.contains("histograms kept"),
+        "{}",
+        error.message
+    );
+    assert!(query(&source, per_series, 10_000).is_ok());
+    // The sum keeps a histogram per step only, whatever the series: within the same budget.
+    let summed = query(
+        &source,
+        "histogram_count(sum without (host) (rate(latency[5m])))",
+        1_000,
+    );
+    let answer = summed.unwrap_or_else(|e| panic!("{}", e.message));
+    let ResultValue::Matrix(series) = answer.result else {
+        panic!("{:?}", answer.result);
+    };
+    assert_eq!(series.len(), 1);
+    // Two hosts of 12 latencies a minute: 0.4 a second once the window is full.
+    assert!(
+        series[0].1[4..]
+            .iter()
+            .all(|&(_, v)| (v - 0.4).abs() < 1e-12),
+        "{series:?}"
+    );
+    // As Prometheus: rates that come to share labels (their names dropped) are refused,
+    // folded or not.
+    let again = source.series[2].2.clone();
+    (source.series).push((SeriesKey::parse("delay{host=a}").unwrap(), false, again));
+    source.distributions.push(4);
+    for text in [
+        r#"sum(rate({__name__=~"latency|delay"}[5m]))"#,
+        r#"histogram_count(rate({__name__=~"latency|delay"}[5m]))"#,
+    ] {
+        let error = query(&source, text, 100_000).unwrap_err();
+        assert_eq!(error.kind, ErrorKind::Execution, "{text}");
+        assert!(
+            error.message.contains("same labelset"),
             "{text}: {}",
             error.message
         );

@@ -71,7 +71,9 @@ fn first_shared(series: &[Series]) -> Option<&Labels> {
 }
 
 /// The first label set `labels` lists twice.
-fn first_shared_of<'a>(labels: impl ExactSizeIterator<Item = &'a Labels>) -> Option<&'a Labels> {
+pub(crate) fn first_shared_of<'a>(
+    labels: impl ExactSizeIterator<Item = &'a Labels>,
+) -> Option<&'a Labels> {
     let mut seen = std::collections::HashSet::with_capacity(labels.len());
     labels.into_iter().find(|l| !seen.insert(*l))
 }
@@ -90,7 +92,7 @@ pub(crate) fn unique_histograms(
 }
 
 /// Prometheus' error for two series with one label set, naming the set.
-fn same_labelset(labels: &Labels) -> QueryError {
+pub(crate) fn same_labelset(labels: &Labels) -> QueryError {
     QueryError::execution(format!(
         "vector cannot contain metrics with the same labelset (two series would be {labels})"
     ))
