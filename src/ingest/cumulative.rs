@@ -70,6 +70,25 @@ struct Last {
     sum: f64,
 }
 
+/// The steps [`HistogramCounters::step`] took whose increases are not yet known written:
+/// each series' state before its step, so that [`HistogramCounters::undo`] puts it back when
+/// the write fails. The series' next histogram then carries the increase the failed one did,
+/// and nothing is lost.
+#[derive(Debug, Default)]
+pub struct Unwritten(Vec<(String, i64, Last)>);
+
+impl Unwritten {
+    /// The steps' increases landed: they stay taken.
+    pub fn landed(&mut self) {
+        self.0.clear();
+    }
+
+    /// True when no step waits for its write.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// Every counter histogram series' last histogram, by series key; one lock orders the
 /// updates.
 #[derive(Debug, Default)]
@@ -83,15 +102,18 @@ impl HistogramCounters {
     /// histogram does not say which observations are new), `None` for the series' first (a
     /// baseline) or for one that adds no observation.
     ///
+    /// The step is noted in `unwritten` until the caller knows the increase landed
+    /// ([`Unwritten::landed`]) or failed ([`HistogramCounters::undo`]).
+    ///
     /// # Errors
     /// A [`CumulativeError`]; the state is then unchanged.
     pub fn step(
         &self,
         series: &str,
         timestamp: i64,
-        histogram: Histogram,
-        sum: f64,
+        (histogram, sum): (Histogram, f64),
         reset: bool,
+        unwritten: &mut Unwritten,
     ) -> std::result::Result<Option<Observed>, CumulativeError> {
         let mut table = self.last.lock().unwrap_or_else(|e| e.into_inner());
         let len = table.len();
@@ -104,6 +126,7 @@ impl HistogramCounters {
             if len >= MAX_TRACKED {
                 return Err(CumulativeError::Limit);
             }
+            // A baseline writes nothing, so no failed write can take it back.
             table.insert(series.to_owned(), next);
             return Ok(None);
         };
@@ -122,8 +145,22 @@ impl HistogramCounters {
                 extremes: None,
             },
         };
-        *last = next;
+        let previous = std::mem::replace(last, next);
+        unwritten.0.push((series.to_owned(), timestamp, previous));
         Ok((!increase.histogram.is_empty()).then_some(increase))
+    }
+
+    /// Takes back the steps of `unwritten`, latest first, whose writes failed: each series
+    /// returns to its state before them, unless a later step (another request's) moved it
+    /// on since, which then stands.
+    pub fn undo(&self, unwritten: &mut Unwritten) {
+        let mut table = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        for (series, timestamp, previous) in unwritten.0.drain(..).rev() {
+            if table.get(&series).map(|last| last.timestamp) != Some(timestamp) {
+                continue;
+            }
+            table.insert(series, previous);
+        }
     }
 
     /// Forgets series `series` (it became a gauge histogram): a later counter histogram

@@ -28,6 +28,7 @@ use super::tags_api;
 use super::State;
 use crate::counter::SeriesKind;
 use crate::histogram::Observed;
+use crate::ingest::cumulative::Unwritten;
 use crate::ingest::influx::{self, Precision};
 use crate::ingest::prom_remote;
 use crate::ingest::prom_remote::native::{decode_native, NativeHistogram, Temporality};
@@ -389,6 +390,8 @@ async fn remote_write(state: &State, body: &[u8]) -> Result<Response, ApiError> 
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let counters = prom_remote::counter_families(&request);
     let mut sink = BodySink::new(state.sink());
+    // Counter histograms' steps until their batch lands, undone if it fails.
+    let mut unwritten = Unwritten::default();
     let (mut tags, mut key) = (Vec::new(), String::new());
     let mut stale = 0;
     for (index, series) in request.timeseries.iter().enumerate() {
@@ -409,7 +412,9 @@ async fn remote_write(state: &State, body: &[u8]) -> Result<Response, ApiError> 
                 continue;
             }
             let ts = prom_remote::seconds(sample.timestamp);
+            let written = sink.batches_written();
             sink.push(&key, kind, ts, sample.value, number).await;
+            settle(state, &sink, written, &mut unwritten);
         }
         for native in &series.histograms {
             // A staleness marker for a histogram series is a histogram whose sum is one.
@@ -417,14 +422,31 @@ async fn remote_write(state: &State, body: &[u8]) -> Result<Response, ApiError> 
                 stale += 1;
                 continue;
             }
-            remote_histogram(state, &mut sink, &key, native, number).await;
+            let written = sink.batches_written();
+            remote_histogram(state, &mut sink, &key, native, number, &mut unwritten).await;
+            settle(state, &sink, written, &mut unwritten);
         }
     }
     if stale > 0 {
         let reason = prom_remote::Skipped::StaleMarker.as_str();
         state.stats.count_rejected(reason, stale);
     }
+    let written = sink.batches_written();
+    sink.flush().await;
+    settle(state, &sink, written, &mut unwritten);
     Ok(write_answer(sink.finish().await))
+}
+
+/// After a push or a flush of `sink` (which had written `written` batches before it): the
+/// counter histograms' steps `unwritten` are taken back when a batch failed (each series'
+/// next histogram then carries the increase), and kept once a batch landed (a batch writes
+/// everything queued).
+fn settle(state: &State, sink: &BodySink, written: u64, unwritten: &mut Unwritten) {
+    if sink.has_failed() {
+        state.histogram_counters.undo(unwritten);
+    } else if sink.batches_written() > written {
+        unwritten.landed();
+    }
 }
 
 /// One native histogram of series `key` into the sink: a gauge histogram as it comes, a
@@ -437,7 +459,13 @@ async fn remote_histogram(
     key: &str,
     native: &NativeHistogram,
     line: usize,
+    unwritten: &mut Unwritten,
 ) {
+    if sink.has_failed() {
+        // Refused unread: a step now would be taken for a histogram that is not written.
+        let why = "not written: an earlier batch of this request failed on the server";
+        return sink.reject(line, "write_failed", why);
+    }
     let sample = match decode_native(native) {
         Ok(sample) => sample,
         Err(e) => return sink.reject(line, e.as_str(), e.to_string()),
@@ -460,9 +488,9 @@ async fn remote_histogram(
             let step = state.histogram_counters.step(
                 key,
                 sample.timestamp,
-                sample.histogram,
-                sample.sum,
+                (sample.histogram, sample.sum),
                 reset,
+                unwritten,
             );
             match step {
                 Ok(Some(increase)) => increase,
@@ -482,6 +510,8 @@ pub(super) struct BodySink {
     sink: Box<dyn Sink>,
     /// A batch of this request failed; the rest of it is refused without trying.
     failed: bool,
+    /// Batches written whole.
+    written: u64,
 }
 
 impl BodySink {
@@ -489,7 +519,18 @@ impl BodySink {
         BodySink {
             sink,
             failed: false,
+            written: 0,
         }
+    }
+
+    /// True once a batch of this request failed.
+    pub(super) fn has_failed(&self) -> bool {
+        self.failed
+    }
+
+    /// The batches written whole so far: one more after each flush that landed.
+    pub(super) fn batches_written(&self) -> u64 {
+        self.written
     }
 
     pub(super) fn now(&self) -> crate::time::Timestamp {
@@ -534,10 +575,17 @@ impl BodySink {
         self.sink.reject(line, reason, message.into());
     }
 
-    async fn flush(&mut self) {
-        if let Err(e) = self.sink.flush().await {
-            tracing::error!(error = %e, "a write batch failed; refusing the rest of the request");
-            self.failed = true;
+    /// Writes what is queued; a failure refuses the rest of the request.
+    pub(super) async fn flush(&mut self) {
+        if self.failed {
+            return;
+        }
+        match self.sink.flush().await {
+            Ok(()) => self.written += 1,
+            Err(e) => {
+                tracing::error!(error = %e, "a write batch failed; refusing the rest of the request");
+                self.failed = true;
+            }
         }
     }
 

@@ -7,6 +7,19 @@ use proptest::prelude::*;
 
 use super::*;
 
+/// [`HistogramCounters::step`] of a write that lands.
+fn step(
+    table: &HistogramCounters,
+    series: &str,
+    timestamp: i64,
+    histogram: Histogram,
+    sum: f64,
+    reset: bool,
+) -> Result<Option<Observed>, CumulativeError> {
+    let mut unwritten = Unwritten::default();
+    table.step(series, timestamp, (histogram, sum), reset, &mut unwritten)
+}
+
 fn hist(scale: i8, zero: u64, positive: &[(i32, u64)], negative: &[(i32, u64)]) -> Histogram {
     Histogram::from_parts(
         scale,
@@ -22,14 +35,16 @@ fn hist(scale: i8, zero: u64, positive: &[(i32, u64)], negative: &[(i32, u64)]) 
 fn the_first_histogram_is_a_baseline_and_later_ones_store_increases() {
     let table = HistogramCounters::default();
     let first = hist(3, 1, &[(1, 2), (4, 1)], &[(2, 1)]);
-    assert_eq!(table.step("h", 1000, first, 10.0, false), Ok(None));
+    assert_eq!(step(&table, "h", 1000, first, 10.0, false), Ok(None));
     let second = hist(3, 1, &[(1, 5), (3, 2), (4, 1)], &[(2, 3)]);
-    let stored = table.step("h", 2000, second, 25.5, false).unwrap().unwrap();
+    let stored = step(&table, "h", 2000, second, 25.5, false)
+        .unwrap()
+        .unwrap();
     assert_eq!(stored.histogram, hist(3, 0, &[(1, 3), (3, 2)], &[(2, 2)]));
     assert_eq!(stored.sum, 15.5);
     // Nothing new: nothing stored.
     let same = hist(3, 1, &[(1, 5), (3, 2), (4, 1)], &[(2, 3)]);
-    assert_eq!(table.step("h", 3000, same, 25.5, false), Ok(None));
+    assert_eq!(step(&table, "h", 3000, same, 25.5, false), Ok(None));
 }
 
 #[test]
@@ -49,9 +64,8 @@ fn resets_store_the_new_histogram_whole() {
     ];
     for (n, after) in drops.into_iter().enumerate() {
         let table = HistogramCounters::default();
-        table.step("h", 1, before.clone(), 100.0, false).unwrap();
-        let stored = table
-            .step("h", 2, after.clone(), 7.0, false)
+        step(&table, "h", 1, before.clone(), 100.0, false).unwrap();
+        let stored = step(&table, "h", 2, after.clone(), 7.0, false)
             .unwrap()
             .unwrap();
         assert_eq!(stored.histogram, after, "case {n}");
@@ -59,10 +73,9 @@ fn resets_store_the_new_histogram_whole() {
     }
     // The sender's hint, with nothing dropping.
     let table = HistogramCounters::default();
-    table.step("h", 1, before.clone(), 1.0, false).unwrap();
+    step(&table, "h", 1, before.clone(), 1.0, false).unwrap();
     let grown = hist(2, 5, &[(1, 5), (2, 5)], &[(1, 1)]);
-    let stored = table
-        .step("h", 2, grown.clone(), 2.0, true)
+    let stored = step(&table, "h", 2, grown.clone(), 2.0, true)
         .unwrap()
         .unwrap();
     assert_eq!(stored.histogram, grown);
@@ -92,18 +105,16 @@ fn a_coarser_scale_or_a_wider_zero_threshold_is_no_reset() {
 #[test]
 fn out_of_order_histograms_are_refused_and_change_nothing() {
     let table = HistogramCounters::default();
-    table
-        .step("h", 10, hist(0, 1, &[], &[]), 0.0, false)
-        .unwrap();
+    step(&table, "h", 10, hist(0, 1, &[], &[]), 0.0, false).unwrap();
     for ts in [10, 9] {
-        let refused = table.step("h", ts, hist(0, 9, &[], &[]), 0.0, false);
+        let refused = step(&table, "h", ts, hist(0, 9, &[], &[]), 0.0, false);
         assert_eq!(refused, Err(CumulativeError::OutOfOrder));
     }
-    let stored = table.step("h", 11, hist(0, 3, &[], &[]), 0.0, false);
+    let stored = step(&table, "h", 11, hist(0, 3, &[], &[]), 0.0, false);
     assert_eq!(stored.unwrap().unwrap().histogram, hist(0, 2, &[], &[]));
     // Series are apart.
     assert_eq!(
-        table.step("other", 1, hist(0, 1, &[], &[]), 0.0, false),
+        step(&table, "other", 1, hist(0, 1, &[], &[]), 0.0, false),
         Ok(None)
     );
 }
@@ -111,12 +122,10 @@ fn out_of_order_histograms_are_refused_and_change_nothing() {
 #[test]
 fn forgetting_a_series_makes_the_next_histogram_a_baseline() {
     let table = HistogramCounters::default();
-    table
-        .step("h", 1, hist(0, 1, &[], &[]), 0.0, false)
-        .unwrap();
+    step(&table, "h", 1, hist(0, 1, &[], &[]), 0.0, false).unwrap();
     table.forget("h");
     assert_eq!(
-        table.step("h", 2, hist(0, 5, &[], &[]), 0.0, false),
+        step(&table, "h", 2, hist(0, 5, &[], &[]), 0.0, false),
         Ok(None)
     );
 }
@@ -143,7 +152,7 @@ proptest! {
                 resets += 1;
             }
             running.merge(&hist(2, zero, &positive, &negative));
-            let stored = table.step("h", n as i64, running.clone(), 0.0, false).unwrap();
+            let stored = step(&table, "h", n as i64, running.clone(), 0.0, false).unwrap();
             if first.is_none() {
                 first = Some(running.clone());
                 prop_assert_eq!(&stored, &None);
@@ -165,10 +174,8 @@ fn a_saved_table_is_taken_back_once_and_damage_gives_an_empty_one() {
     let dir = tempfile::tempdir().unwrap();
     let table = HistogramCounters::default();
     let first = Histogram::from_parts(3, 1e-9, 2, [(1, 2), (4, 1)], [(-3, 5)]).unwrap();
-    table.step("a{job=x}", 1000, first, 12.5, false).unwrap();
-    table
-        .step("b", 7, hist(0, 1, &[], &[]), 0.0, false)
-        .unwrap();
+    step(&table, "a{job=x}", 1000, first, 12.5, false).unwrap();
+    step(&table, "b", 7, hist(0, 1, &[], &[]), 0.0, false).unwrap();
     table.save(dir.path()).unwrap();
 
     let taken = HistogramCounters::take_saved(dir.path());
@@ -178,8 +185,7 @@ fn a_saved_table_is_taken_back_once_and_damage_gives_an_empty_one() {
     assert!(HistogramCounters::take_saved(dir.path()).is_empty());
     // The series continues where it was.
     let grown = Histogram::from_parts(3, 1e-9, 3, [(1, 2), (4, 4)], [(-3, 5)]).unwrap();
-    let stored = taken
-        .step("a{job=x}", 2000, grown, 20.0, false)
+    let stored = step(&taken, "a{job=x}", 2000, grown, 20.0, false)
         .unwrap()
         .unwrap();
     assert_eq!(
@@ -188,7 +194,7 @@ fn a_saved_table_is_taken_back_once_and_damage_gives_an_empty_one() {
     );
     assert_eq!(stored.sum, 7.5);
     assert_eq!(
-        taken.step("b", 7, hist(0, 2, &[], &[]), 0.0, false),
+        step(&taken, "b", 7, hist(0, 2, &[], &[]), 0.0, false),
         Err(CumulativeError::OutOfOrder)
     );
 
@@ -207,4 +213,33 @@ fn a_saved_table_is_taken_back_once_and_damage_gives_an_empty_one() {
     }
     std::fs::write(dir.path().join(FILE_NAME), &bytes[..bytes.len() - 3]).unwrap();
     assert!(HistogramCounters::take_saved(dir.path()).is_empty());
+}
+
+#[test]
+fn a_failed_write_is_undone_so_the_next_histogram_carries_its_increase() {
+    let table = HistogramCounters::default();
+    step(&table, "h", 1, hist(0, 2, &[], &[]), 0.0, false).unwrap();
+    // Two steps of one request whose batch failed, then taken back.
+    let mut unwritten = Unwritten::default();
+    for (ts, zero) in [(2, 5), (3, 9)] {
+        let grown = (hist(0, zero, &[], &[]), 0.0);
+        table.step("h", ts, grown, false, &mut unwritten).unwrap();
+    }
+    table.undo(&mut unwritten);
+    assert!(unwritten.is_empty());
+    // The retry lands the whole increase since the last written histogram.
+    let stored = step(&table, "h", 3, hist(0, 9, &[], &[]), 0.0, false);
+    assert_eq!(stored.unwrap().unwrap().histogram.zero_count(), 7);
+    // A baseline writes nothing, so a failed request keeps it.
+    let mut unwritten = Unwritten::default();
+    (table.step("new", 1, (hist(0, 1, &[], &[]), 0.0), false, &mut unwritten)).unwrap();
+    table.undo(&mut unwritten);
+    assert_eq!(table.len(), 2);
+    // A step another request took since stands.
+    let mut unwritten = Unwritten::default();
+    (table.step("h", 4, (hist(0, 10, &[], &[]), 0.0), false, &mut unwritten)).unwrap();
+    step(&table, "h", 5, hist(0, 12, &[], &[]), 0.0, false).unwrap();
+    table.undo(&mut unwritten);
+    let stored = step(&table, "h", 6, hist(0, 13, &[], &[]), 0.0, false);
+    assert_eq!(stored.unwrap().unwrap().histogram.zero_count(), 1);
 }
