@@ -70,14 +70,20 @@ struct Last {
     sum: f64,
 }
 
-/// The steps [`HistogramCounters::step`] took whose increases are not yet known written:
-/// each series' state before its step, so that [`HistogramCounters::undo`] puts it back when
-/// the write fails. The series' next histogram then carries the increase the failed one did,
-/// and nothing is lost.
-#[derive(Debug, Default)]
-pub struct Unwritten(Vec<(String, i64, Last)>);
+/// The steps a table of cumulative series took whose increases are not yet known written
+/// (one request's): each series' key and its state before the step (`T`, the table's own),
+/// so that the table's `undo` puts it back when the write fails. The series' next histogram
+/// then carries the increase the failed one did, and nothing is lost.
+#[derive(Debug)]
+pub struct Unwritten<T>(Vec<(String, T)>);
 
-impl Unwritten {
+impl<T> Default for Unwritten<T> {
+    fn default() -> Unwritten<T> {
+        Unwritten(Vec::new())
+    }
+}
+
+impl<T> Unwritten<T> {
     /// The steps' increases landed: they stay taken.
     pub fn landed(&mut self) {
         self.0.clear();
@@ -87,6 +93,24 @@ impl Unwritten {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// Notes a step of series `key`, whose state before it was `before`.
+    pub(crate) fn note(&mut self, key: &str, before: T) {
+        self.0.push((key.to_owned(), before));
+    }
+
+    /// The steps noted, latest first, for an undo; none are left.
+    pub(crate) fn latest_first(&mut self) -> impl Iterator<Item = (String, T)> + '_ {
+        self.0.drain(..).rev()
+    }
+}
+
+/// A counter histogram series' state before a step of [`HistogramCounters::step`], and the
+/// timestamp the step set.
+#[derive(Debug)]
+pub struct Step {
+    taken_at: i64,
+    before: Last,
 }
 
 /// Every counter histogram series' last histogram, by series key; one lock orders the
@@ -113,7 +137,7 @@ impl HistogramCounters {
         timestamp: i64,
         (histogram, sum): (Histogram, f64),
         reset: bool,
-        unwritten: &mut Unwritten,
+        unwritten: &mut Unwritten<Step>,
     ) -> std::result::Result<Option<Observed>, CumulativeError> {
         let mut table = self.last.lock().unwrap_or_else(|e| e.into_inner());
         let len = table.len();
@@ -145,21 +169,21 @@ impl HistogramCounters {
                 extremes: None,
             },
         };
-        let previous = std::mem::replace(last, next);
-        unwritten.0.push((series.to_owned(), timestamp, previous));
+        let before = std::mem::replace(last, next);
+        let taken_at = timestamp;
+        unwritten.note(series, Step { taken_at, before });
         Ok((!increase.histogram.is_empty()).then_some(increase))
     }
 
     /// Takes back the steps of `unwritten`, latest first, whose writes failed: each series
     /// returns to its state before them, unless a later step (another request's) moved it
     /// on since, which then stands.
-    pub fn undo(&self, unwritten: &mut Unwritten) {
+    pub fn undo(&self, unwritten: &mut Unwritten<Step>) {
         let mut table = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        for (series, timestamp, previous) in unwritten.0.drain(..).rev() {
-            if table.get(&series).map(|last| last.timestamp) != Some(timestamp) {
-                continue;
+        for (series, step) in unwritten.latest_first() {
+            if table.get(&series).map(|last| last.timestamp) == Some(step.taken_at) {
+                table.insert(series, step.before);
             }
-            table.insert(series, previous);
         }
     }
 

@@ -28,7 +28,7 @@ use super::tags_api;
 use super::State;
 use crate::counter::SeriesKind;
 use crate::histogram::Observed;
-use crate::ingest::cumulative::Unwritten;
+use crate::ingest::cumulative::{Step, Unwritten};
 use crate::ingest::influx::{self, Precision};
 use crate::ingest::prom_remote;
 use crate::ingest::prom_remote::native::{decode_native, NativeHistogram, Temporality};
@@ -391,7 +391,7 @@ async fn remote_write(state: &State, body: &[u8]) -> Result<Response, ApiError> 
     let counters = prom_remote::counter_families(&request);
     let mut sink = BodySink::new(state.sink());
     // Counter histograms' steps until their batch lands, undone if it fails.
-    let mut unwritten = Unwritten::default();
+    let mut unwritten: Unwritten<Step> = Unwritten::default();
     let (mut tags, mut key) = (Vec::new(), String::new());
     let mut stale = 0;
     for (index, series) in request.timeseries.iter().enumerate() {
@@ -414,7 +414,9 @@ async fn remote_write(state: &State, body: &[u8]) -> Result<Response, ApiError> 
             let ts = prom_remote::seconds(sample.timestamp);
             let written = sink.batches_written();
             sink.push(&key, kind, ts, sample.value, number).await;
-            settle(state, &sink, written, &mut unwritten);
+            settle(&sink, written, &mut unwritten, |u| {
+                state.histogram_counters.undo(u)
+            });
         }
         for native in &series.histograms {
             // A staleness marker for a histogram series is a histogram whose sum is one.
@@ -424,7 +426,9 @@ async fn remote_write(state: &State, body: &[u8]) -> Result<Response, ApiError> 
             }
             let written = sink.batches_written();
             remote_histogram(state, &mut sink, &key, native, number, &mut unwritten).await;
-            settle(state, &sink, written, &mut unwritten);
+            settle(&sink, written, &mut unwritten, |u| {
+                state.histogram_counters.undo(u)
+            });
         }
     }
     if stale > 0 {
@@ -433,17 +437,27 @@ async fn remote_write(state: &State, body: &[u8]) -> Result<Response, ApiError> 
     }
     let written = sink.batches_written();
     sink.flush().await;
-    settle(state, &sink, written, &mut unwritten);
+    settle(&sink, written, &mut unwritten, |u| {
+        state.histogram_counters.undo(u)
+    });
     Ok(write_answer(sink.finish().await))
 }
 
 /// After a push or a flush of `sink` (which had written `written` batches before it): the
-/// counter histograms' steps `unwritten` are taken back when a batch failed (each series'
-/// next histogram then carries the increase), and kept once a batch landed (a batch writes
-/// everything queued).
-fn settle(state: &State, sink: &BodySink, written: u64, unwritten: &mut Unwritten) {
+/// cumulative histograms' steps `unwritten` are taken back by `undo` when a batch failed
+/// (each series' next histogram then carries the increase), and kept once a batch landed (a
+/// batch writes everything queued).
+pub(super) fn settle<T>(
+    sink: &BodySink,
+    written: u64,
+    unwritten: &mut Unwritten<T>,
+    undo: impl FnOnce(&mut Unwritten<T>),
+) {
+    if unwritten.is_empty() {
+        return;
+    }
     if sink.has_failed() {
-        state.histogram_counters.undo(unwritten);
+        undo(unwritten);
     } else if sink.batches_written() > written {
         unwritten.landed();
     }
@@ -459,7 +473,7 @@ async fn remote_histogram(
     key: &str,
     native: &NativeHistogram,
     line: usize,
-    unwritten: &mut Unwritten,
+    unwritten: &mut Unwritten<Step>,
 ) {
     if sink.has_failed() {
         // Refused unread: a step now would be taken for a histogram that is not written.

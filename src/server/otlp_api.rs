@@ -16,11 +16,13 @@ use axum::response::{IntoResponse, Response};
 use prost::Message;
 
 use super::error::ApiError;
-use super::http::{decoded, BodySink};
+use super::http::{decoded, settle, BodySink};
 use super::State;
+use crate::ingest::cumulative::Unwritten;
 use crate::ingest::otlp::proto::{
     ExportMetricsPartialSuccess, ExportMetricsServiceResponse, Status,
 };
+use crate::ingest::otlp::streams::StreamStep;
 use crate::ingest::otlp::{self, Batch, Encoding, Translator, What};
 use crate::ingest::report::IngestReport;
 
@@ -81,6 +83,12 @@ async fn write(
     let request = otlp::decode(&body, encoding).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let mut sink = BodySink::new(state.sink());
     let now = sink.now();
+    // Cumulative streams' steps until their batch lands, undone if it fails.
+    let mut unwritten = Unwritten::default();
+    let undo = |unwritten: &mut Unwritten<StreamStep>| {
+        let mut streams = state.otlp_streams.lock().unwrap_or_else(|e| e.into_inner());
+        streams.undo(unwritten);
+    };
     let mut translator = Translator::new(&request);
     let mut batch = Batch::default();
     let mut skipped = std::collections::BTreeMap::<&'static str, u64>::new();
@@ -89,17 +97,26 @@ async fn write(
             match &entry.what {
                 What::Sample { kind, ts, value } => {
                     let ts = ts.unwrap_or(now);
+                    let written = sink.batches_written();
                     (sink.push(batch.series(entry), Some(*kind), ts, *value, entry.point)).await;
+                    settle(&sink, written, &mut unwritten, undo);
+                }
+                What::Histogram { .. } if sink.has_failed() => {
+                    // Refused unread: a step now would be taken for a point not written.
+                    let why = "not written: an earlier batch of this request failed on the server";
+                    sink.reject(entry.point, "write_failed", why);
                 }
                 What::Histogram { ts, distribution } => {
                     let series = batch.series(entry);
                     let observed = (state.otlp_streams.lock())
                         .unwrap_or_else(|e| e.into_inner())
-                        .observe(series, distribution, now);
+                        .observe(series, distribution, now, &mut unwritten);
                     match observed {
                         Ok(Some(observed)) => {
                             let ts = ts.unwrap_or(now);
+                            let written = sink.batches_written();
                             (sink.push_histogram(series, ts, observed, entry.point)).await;
+                            settle(&sink, written, &mut unwritten, undo);
                         }
                         // A cumulative series' baseline, or a point that adds nothing.
                         Ok(None) => {}
@@ -116,6 +133,9 @@ async fn write(
     for (reason, n) in skipped {
         state.stats.count_rejected(reason, n);
     }
+    let written = sink.batches_written();
+    sink.flush().await;
+    settle(&sink, written, &mut unwritten, undo);
     Ok(sink.finish().await)
 }
 

@@ -16,7 +16,7 @@ fn step(
     sum: f64,
     reset: bool,
 ) -> Result<Option<Observed>, CumulativeError> {
-    let mut unwritten = Unwritten::default();
+    let mut unwritten: Unwritten<Step> = Unwritten::default();
     table.step(series, timestamp, (histogram, sum), reset, &mut unwritten)
 }
 
@@ -220,7 +220,7 @@ fn a_failed_write_is_undone_so_the_next_histogram_carries_its_increase() {
     let table = HistogramCounters::default();
     step(&table, "h", 1, hist(0, 2, &[], &[]), 0.0, false).unwrap();
     // Two steps of one request whose batch failed, then taken back.
-    let mut unwritten = Unwritten::default();
+    let mut unwritten: Unwritten<Step> = Unwritten::default();
     for (ts, zero) in [(2, 5), (3, 9)] {
         let grown = (hist(0, zero, &[], &[]), 0.0);
         table.step("h", ts, grown, false, &mut unwritten).unwrap();
@@ -231,12 +231,12 @@ fn a_failed_write_is_undone_so_the_next_histogram_carries_its_increase() {
     let stored = step(&table, "h", 3, hist(0, 9, &[], &[]), 0.0, false);
     assert_eq!(stored.unwrap().unwrap().histogram.zero_count(), 7);
     // A baseline writes nothing, so a failed request keeps it.
-    let mut unwritten = Unwritten::default();
+    let mut unwritten: Unwritten<Step> = Unwritten::default();
     (table.step("new", 1, (hist(0, 1, &[], &[]), 0.0), false, &mut unwritten)).unwrap();
     table.undo(&mut unwritten);
     assert_eq!(table.len(), 2);
     // A step another request took since stands.
-    let mut unwritten = Unwritten::default();
+    let mut unwritten: Unwritten<Step> = Unwritten::default();
     (table.step("h", 4, (hist(0, 10, &[], &[]), 0.0), false, &mut unwritten)).unwrap();
     step(&table, "h", 5, hist(0, 12, &[], &[]), 0.0, false).unwrap();
     table.undo(&mut unwritten);

@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::distribution::{observed, Counts, Extremes};
 use super::histogram::{Distribution, HistogramError, Temporality};
 use crate::histogram::Observed;
+use crate::ingest::cumulative::Unwritten;
 use crate::time::Timestamp;
 
 /// Bytes of stream state kept at most: a stream of a 20-bucket explicit histogram with a
@@ -33,7 +34,7 @@ pub const MAX_STREAM_BYTES: usize = 64 << 20;
 const ENTRY_BYTES: usize = 160;
 
 /// The last point of one cumulative stream.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Last {
     /// Its `start_time_unix_nano`.
     start: u64,
@@ -46,6 +47,14 @@ struct Last {
     extremes: Extremes,
     /// When it was written, in [`Streams::tick`]s: its key in [`Streams::by_use`].
     used: u64,
+}
+
+/// A cumulative stream's last point before a step of [`Streams::observe`] (none for a
+/// stream first seen), and the time the step set.
+#[derive(Debug)]
+pub struct StreamStep {
+    taken_at: u64,
+    before: Option<Last>,
 }
 
 /// The cumulative streams seen, bounded by bytes.
@@ -90,6 +99,9 @@ impl Streams {
     /// reset); `None` when there is nothing to write (a baseline, or no new value). `now`
     /// (unix seconds) is when a stream forgotten now was last possibly counted.
     ///
+    /// A step that writes is noted in `unwritten` until the caller knows it landed
+    /// ([`Unwritten::landed`]) or failed ([`Streams::undo`]).
+    ///
     /// # Errors
     /// The point's [`HistogramError`]: a sum missing, a scale too coarse, no bounds, or a
     /// cumulative point not later than its stream's last.
@@ -98,6 +110,7 @@ impl Streams {
         stream: &str,
         point: &Distribution,
         now: Timestamp,
+        unwritten: &mut Unwritten<StreamStep>,
     ) -> Result<Option<Observed>, HistogramError> {
         let counts = Counts::of(point)?;
         let sum = match point.sum {
@@ -137,8 +150,33 @@ impl Streams {
             }
             None => None,
         };
+        if taken.is_some() {
+            let before = self.last.get(stream).cloned();
+            let taken_at = point.time;
+            unwritten.note(stream, StreamStep { taken_at, before });
+        }
         self.keep(stream, point, counts, sum, now);
         Ok(taken)
+    }
+
+    /// Takes back the steps of `unwritten`, latest first, whose writes failed: each stream
+    /// returns to its last point before them (or to none), unless a later point moved it on
+    /// since, which then stands.
+    pub fn undo(&mut self, unwritten: &mut Unwritten<StreamStep>) {
+        for (stream, step) in unwritten.latest_first() {
+            if self.last.get(&stream).map(|last| last.time) != Some(step.taken_at) {
+                continue;
+            }
+            if let Some(gone) = self.last.remove(&stream) {
+                self.by_use.remove(&gone.used);
+                self.bytes -= ENTRY_BYTES + 2 * stream.len() + gone.counts.heap_bytes();
+            }
+            if let Some(before) = step.before {
+                self.bytes += ENTRY_BYTES + 2 * stream.len() + before.counts.heap_bytes();
+                self.by_use.insert(before.used, stream.clone());
+                self.last.insert(stream, before);
+            }
+        }
     }
 
     /// Keeps `point` as the last of `stream`, then forgets the least recently written
