@@ -18,7 +18,7 @@ use crate::read::budget::ReadBudget;
 use crate::render::{self, RenderRequest};
 
 /// `GET|POST /render`: `target` (repeatable), `from` (default `-24h`), `until` (default
-/// `now`), `format` (`json`, the default, `csv`, `raw` or `pickle`; graphite-web's `rawData`
+/// `now`; the two swapped when `until` is the earlier, as graphite-web takes them), `format` (`json`, the default, `csv`, `raw` or `pickle`; graphite-web's `rawData`
 /// and `pickle` flags ask for the last two), `maxDataPoints` (json only, as in graphite-web),
 /// `xFilesFactor` (0 to 1, default 0: graphite-web's request default for consolidation), and
 /// on a cluster node `consistency` (as the other reads take it). Answers graphite-web's
@@ -38,8 +38,10 @@ pub(super) async fn render(
         let text = params.get(key).unwrap_or(default);
         crate::time::parse_time(text, now).map_err(|e| ApiError::BadRequest(format!("{key}: {e}")))
     };
-    let from = time("from", "-24h")?;
-    let until = time("until", "now")?;
+    let (from, until) = (time("from", "-24h")?, time("until", "now")?);
+    // graphite-web renders from the earlier of the two to the later, so `from=teatime` read
+    // in the morning is the range from now to 16:00.
+    let (from, until) = (from.min(until), from.max(until));
     let max_data_points = match params.get("maxDataPoints") {
         None => None,
         Some(text) => match text.trim().parse::<u32>() {

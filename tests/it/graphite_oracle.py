@@ -16,7 +16,8 @@ nothing outside DIR). ANSWERS gets one {"status", "body", "type"} per request, i
 (`type` the Content-Type); a pickle's body is what it unpickles to, as JSON.
 
 The clock is the spec's, not the machine's: whisper chooses its archive and graphite-web
-its `now` from it, as tierdb's test server does from its manual clock.
+its `now` (the request's, and that of times in functions' arguments) from it, as tierdb's
+test server does from its manual clock.
 """
 
 import inspect
@@ -63,6 +64,19 @@ import whisper  # noqa: E402
 import django  # noqa: E402
 
 django.setup()
+import graphite.render.attime as attime  # noqa: E402
+
+
+class SpecClock(attime.datetime):
+    """The spec's clock for the times in functions' arguments (`linearRegression(x, '-3h')`),
+    which graphite-web reads from `datetime.now`, not from the request's `now`."""
+
+    @classmethod
+    def now(cls, tz=None):
+        return attime.datetime.fromtimestamp(NOW, tz)
+
+
+attime.datetime = SpecClock
 from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
 from graphite.storage import STORE  # noqa: E402

@@ -265,9 +265,7 @@ fn limit(a: &Args<'_>, i: usize) -> Result<f64> {
         return Ok(f64::INFINITY);
     }
     match a.expr(i) {
-        crate::render::expr::Expr::Path(p) if matches!(p.as_str(), "inf" | "INF" | "Infinity") => {
-            Ok(f64::INFINITY)
-        }
+        crate::render::expr::Expr::Path(p) if p == "Infinity" => Ok(f64::INFINITY),
         crate::render::expr::Expr::Str(s) if s == "Infinity" => Ok(f64::INFINITY),
         _ => a.number(i),
     }
