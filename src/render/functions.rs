@@ -354,14 +354,14 @@ impl<'a> Args<'a> {
 
     /// An optional number: absent or `None` is `None`.
     fn opt_number(&self, i: usize) -> Result<Option<f64>> {
-        if !self.has(i) || self.path_is_none(i) {
+        if !self.has(i) || self.is_none_arg(i) {
             return Ok(None);
         }
         self.number(i).map(Some)
     }
 
     /// True when argument `i` is Python's `None` (written as the bare word).
-    fn path_is_none(&self, i: usize) -> bool {
+    fn is_none_arg(&self, i: usize) -> bool {
         matches!(self.args.get(i), Some(Expr::None))
     }
 
@@ -412,7 +412,7 @@ impl<'a> Args<'a> {
     /// type ([`Args::refused`]): `'false'` is then true. Dashboards rely on it
     /// (`sortByName(x, 'true')`).
     fn boolean_or(&self, i: usize, default: bool) -> Result<bool> {
-        if self.path_is_none(i) {
+        if self.is_none_arg(i) {
             return Ok(false);
         }
         match self.arg(i) {

@@ -566,6 +566,7 @@ fn dated_targets() -> Vec<String> {
         "linearRegression(servers.db1.mem, \"noon yesterday\", \"midnight\")".to_owned(),
         "linearRegression(servers.web2.mem, \"-1d6h\", \"-1h30min\")".to_owned(),
         "timeSlice(servers.web1.cpu, \"-2h\", \"-1h\")".to_owned(),
+        "linearRegression(servers.web1.cpu, None, \"-1h\")".to_owned(),
     ]
 }
 

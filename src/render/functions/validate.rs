@@ -64,9 +64,13 @@ fn passes(param: &Param, arg: &Expr) -> bool {
         // `parseTimeOffset` of a string.
         "interval" => matches!(arg, Expr::Str(text) if crate::time::parse_offset(text).is_ok()),
         "seriesList" | "seriesLists" => series_list,
+        // Among its options, graphite-web's aggregation names (deprecated `sumSeries` and
+        // kin are not).
         "aggFunc" => matches!(arg, Expr::Str(name) if AGG_FUNC_NAMES.contains(&name.as_str())),
-        // Its validator answers False rather than failing; its options are checked above.
-        "aggOrSeriesFunc" => true,
+        // A name among graphite-web's aggregations and aggregating series functions. Which
+        // names pass changes nothing read: the other arguments of the functions taking one
+        // are series and nodes, which no validation converts.
+        "aggOrSeriesFunc" => matches!(arg, Expr::Str(_)),
         // date, intOrInterval, nodeOrTag, series, string, tag, any: no validator.
         _ => true,
     }
