@@ -5,7 +5,8 @@ Usage: /usr/bin/python3 graphite_oracle.py SPEC.json ANSWERS.json
 SPEC holds `dir` (an empty temporary directory), `now` (the clock, unix seconds),
 `archives` (whisper retentions as [seconds per point, points] pairs), `series` (name ->
 [[timestamp, value], ...]) and `requests` (each with `targets`, `from`, `until` (unix
-seconds, or graphite-web's time words) and an optional `maxDataPoints` and `format`, or with
+seconds, or graphite-web's time words) and an optional `maxDataPoints`, `format` and `now`
+(graphite-web's parameter; the spec's clock when absent), or with
 `path` and `params` for another endpoint). Writes one
 whisper file per series under DIR/whisper with python3-whisper (average aggregation, an
 xFilesFactor of 0, so every archive holds the average of what it has); a tagged series
@@ -110,7 +111,7 @@ for request in spec["requests"]:
             "from": request["from"],
             "until": request["until"],
             "format": request.get("format") or "json",
-            "now": NOW,
+            "now": request.get("now") or NOW,
         }
         if request.get("maxDataPoints"):
             params["maxDataPoints"] = request["maxDataPoints"]

@@ -160,6 +160,8 @@ struct Request {
     format: Option<&'static str>,
     /// `from` and `until` as graphite-web's time words, in place of `from` and `until`.
     words: Option<(&'static str, &'static str)>,
+    /// graphite-web's `now` parameter, the time `from` and `until` are counted from.
+    now: Option<&'static str>,
 }
 
 impl Request {
@@ -626,6 +628,7 @@ fn graphite_web(
                 "until": until,
                 "maxDataPoints": r.max_data_points,
                 "format": r.format,
+                "now": r.now,
             })
         })
         .collect();
@@ -772,6 +775,7 @@ fn render_functions_equal_graphite_webs() {
         max_data_points: max,
         format: None,
         words: None,
+        now: None,
     };
     let (_, from, until) = RANGES[0];
     for target in TARGETS.iter().chain(LENIENT) {
@@ -1010,6 +1014,7 @@ fn deliberate_differences_follow_tierdbs_rules() {
         max_data_points: None,
         format: None,
         words: None,
+        now: None,
     };
     let bounded = [
         (
@@ -1266,6 +1271,16 @@ const WORDS: &[(&str, &str)] = &[
     ("-1d2h", "-4hrs"),
 ];
 
+/// `from`, `until` and graphite-web's `now` parameter, which both count the first two from.
+/// The ranges stay in the last 46 hours: graphite-web also has whisper choose its archive by
+/// `now`, and an archive too fine for the real clock holds nothing that far back (tierdb
+/// reads the finest tier holding `from` by its own clock).
+const WORDS_AT: &[(&str, &str, &str)] = &[
+    ("-6h", "now", "-1d"),
+    ("yesterday+18h", "midnight", "-1d"),
+    ("-3h", "-1h", "11/20/2025"),
+];
+
 /// Python's unpickling of `bytes`, as JSON.
 fn unpickle(bytes: &[u8]) -> Value {
     use std::io::Write;
@@ -1357,6 +1372,7 @@ fn formats_and_time_words_equal_graphite_webs() {
         max_data_points: Some(50),
         format: None,
         words: None,
+        now: None,
     };
     let mut requests = Vec::new();
     for format in ["csv", "raw", "pickle"] {
@@ -1374,6 +1390,14 @@ fn formats_and_time_words_equal_graphite_webs() {
             words: Some(*words),
             max_data_points: None,
             ..request("servers.web1.cpu", RANGES[0])
+        });
+    }
+    for (from, until, now) in WORDS_AT {
+        requests.push(Request {
+            words: Some((from, until)),
+            now: Some(now),
+            max_data_points: None,
+            ..request("servers.web2.mem", RANGES[0])
         });
     }
     let theirs = graphite_web(&series, &requests, &[]);
@@ -1397,6 +1421,9 @@ fn formats_and_time_words_equal_graphite_webs() {
         }
         if let Some(format) = request.format {
             path.push_str(&format!("&format={format}"));
+        }
+        if let Some(now) = request.now {
+            path.push_str(&format!("&now={}", encode(now)));
         }
         let (our_status, kind, ours) = crate::support::http::get_bytes(server.http, &path);
         if *status != 200 || our_status != 200 {
