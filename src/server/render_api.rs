@@ -19,8 +19,9 @@ use crate::render::{self, RenderRequest};
 
 /// `GET|POST /render`: `target` (repeatable), `from` (default `-24h`), `until` (default
 /// `now`; the two swapped when `until` is the earlier, as graphite-web takes them), `now`
-/// (the time `from` and `until` are counted from, default the server's clock), `format` (`json`, the default, `csv`, `raw` or `pickle`; graphite-web's `rawData`
-/// and `pickle` flags ask for the last two), `maxDataPoints` (json only, as in graphite-web),
+/// (the time `from` and `until` are counted from, default the server's clock), `format`
+/// (`json`, the default, `csv`, `raw` or `pickle`; graphite-web's `rawData` and `pickle`
+/// flags ask for the last two), `maxDataPoints` (json only, as in graphite-web),
 /// `xFilesFactor` (0 to 1, default 0: graphite-web's request default for consolidation), and
 /// on a cluster node `consistency` (as the other reads take it). Answers graphite-web's
 /// json, a bare array of `{"target", "datapoints": [[value, ts], ...]}`, or its other

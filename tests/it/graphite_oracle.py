@@ -65,6 +65,10 @@ import whisper  # noqa: E402
 import django  # noqa: E402
 
 django.setup()
+from django.core.management import call_command  # noqa: E402
+from django.test import Client  # noqa: E402
+from graphite.storage import STORE  # noqa: E402
+from graphite.tags.utils import TaggedSeries  # noqa: E402
 import graphite.render.attime as attime  # noqa: E402
 
 
@@ -78,10 +82,6 @@ class SpecClock(attime.datetime):
 
 
 attime.datetime = SpecClock
-from django.core.management import call_command  # noqa: E402
-from django.test import Client  # noqa: E402
-from graphite.storage import STORE  # noqa: E402
-from graphite.tags.utils import TaggedSeries  # noqa: E402
 
 # The tag database (sqlite in DIR), which seriesByTag and /tags read.
 call_command("migrate", verbosity=0, interactive=False)
