@@ -1,5 +1,6 @@
 //! The target grammar: a path pattern, or `func(arg, ..., name=arg, ...)` whose arguments
-//! are nested targets, numbers, quoted strings or booleans, positional ones first and then
+//! are nested targets, numbers, quoted strings, `true`/`false`, `none` or `inf` (the last
+//! three in any case, as graphite-web's grammar has them), positional ones first and then
 //! keyword ones (graphite-web's `kwargs`). Errors name the column at fault.
 
 #[cfg(test)]
@@ -32,7 +33,11 @@ pub(crate) enum Expr {
     Number(f64),
     /// A quoted string with `\<quote>` unescaped and any other backslash kept (`\1`).
     Str(String),
+    /// `true` or `false`, in any case (graphite-web's grammar).
     Bool(bool),
+    /// Python's `None`: the bare word `none` in any case (graphite-web's grammar), which
+    /// graphite-web hands to the function (not the parameter's default).
+    None,
     /// A parameter left to its default while a later one is given by keyword
     /// (`summarize(x, "1h", alignToFrom=true)` leaves `func`): never written, only made when
     /// keyword arguments are put in their places.
@@ -58,6 +63,7 @@ impl Expr {
             | Expr::Number(_)
             | Expr::Str(_)
             | Expr::Bool(_)
+            | Expr::None
             | Expr::Absent
             | Expr::Evaluated(_) => Ok(()),
         }
@@ -71,7 +77,7 @@ impl Expr {
             Expr::Number(n) => n.to_string(),
             Expr::Str(s) => format!("{s:?}"),
             Expr::Bool(b) => b.to_string(),
-            Expr::Absent => "None".to_owned(),
+            Expr::None | Expr::Absent => "None".to_owned(),
             Expr::Evaluated(list) => (list.iter().map(|s| s.name.as_str()))
                 .collect::<Vec<_>>()
                 .join(","),
@@ -145,8 +151,14 @@ impl<'a> Parser<'a> {
                 Expr::Int(word.parse().unwrap_or_default())
             }
             (_, Ok(n)) if numeric => Expr::Number(n),
-            ("true", _) => Expr::Bool(true),
-            ("false", _) => Expr::Bool(false),
+            // graphite-web's keywords, in any case: in an argument they come before paths in
+            // its grammar; a target is a path or a call.
+            (word, _) if depth > 0 && word.eq_ignore_ascii_case("true") => Expr::Bool(true),
+            (word, _) if depth > 0 && word.eq_ignore_ascii_case("false") => Expr::Bool(false),
+            (word, _) if depth > 0 && word.eq_ignore_ascii_case("none") => Expr::None,
+            (word, _) if depth > 0 && word.eq_ignore_ascii_case("inf") => {
+                Expr::Number(f64::INFINITY)
+            }
             (path, _) => Expr::Path(path.to_owned()),
         })
     }

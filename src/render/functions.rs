@@ -14,6 +14,7 @@ pub(crate) mod table;
 #[cfg(test)]
 mod tests;
 mod transform;
+mod validate;
 
 use super::aggfunc::AggFunc;
 use super::expr::Expr;
@@ -201,6 +202,9 @@ pub(crate) struct Args<'a> {
     /// The request's xFilesFactor ([`Context::x_files_factor`]), read when a function
     /// aggregates, after its arguments are evaluated.
     x_files_factor: &'a std::cell::Cell<f64>,
+    /// The first argument not of its declared type ([`validate::first_refused`]); when there
+    /// is one, graphite-web converts no argument of the call, and each is read as written.
+    refused: Option<usize>,
 }
 
 impl<'a> Args<'a> {
@@ -212,12 +216,14 @@ impl<'a> Args<'a> {
         x_files_factor: &'a std::cell::Cell<f64>,
     ) -> Result<Args<'a>> {
         let params = function.params();
+        let refused = validate::first_refused(&params, args);
         let a = Args {
             name: function.name,
             params,
             args,
             call,
             x_files_factor,
+            refused,
         };
         let required = a.params.iter().filter(|p| p.required).count();
         let multiple = a.params.last().is_some_and(|p| p.multiple);
@@ -304,15 +310,37 @@ impl<'a> Args<'a> {
 
     /// A number (`float` parameter): as graphite-web's `float()` validator takes it, a quoted
     /// number (`'2'`, as a dashboard's template variable often writes it) and a boolean
-    /// (`true` is 1) too.
+    /// (`true` is 1) too; a quoted number only when the call's arguments are converted
+    /// ([`Args::refused`]), as graphite-web otherwise hands the function the string.
     fn number(&self, i: usize) -> Result<f64> {
         match &self.args[i] {
             Expr::Number(n) => Ok(*n),
             Expr::Int(n) => Ok(*n as f64),
             Expr::Bool(b) => Ok(f64::from(u8::from(*b))),
-            Expr::Str(text) => python_float(text)
-                .ok_or_else(|| self.wrong(i, &format!("is {text:?}, which is not a number"))),
+            Expr::Str(text) => {
+                self.converted(i, text)?;
+                python_float(text)
+                    .ok_or_else(|| self.wrong(i, &format!("is {text:?}, which is not a number")))
+            }
             _ => Err(self.wrong(i, "must be a number")),
+        }
+    }
+
+    /// Refuses string `text`, given as argument `i` where a number is read, when graphite-web
+    /// would hand it to the function unconverted (another argument is not of its type), on
+    /// which the function fails.
+    fn converted(&self, i: usize, text: &str) -> Result<()> {
+        match self.refused {
+            Some(j) if j != i => Err(self.wrong(
+                i,
+                &format!(
+                    "is {text:?}, a string: graphite-web reads it as a number only when every \
+                     argument is of its type, and argument {} ({}) is not",
+                    j + 1,
+                    self.param_name(j)
+                ),
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -326,15 +354,15 @@ impl<'a> Args<'a> {
 
     /// An optional number: absent or `None` is `None`.
     fn opt_number(&self, i: usize) -> Result<Option<f64>> {
-        if !self.has(i) || self.path_is_none(i) {
+        if !self.has(i) || self.is_none_arg(i) {
             return Ok(None);
         }
         self.number(i).map(Some)
     }
 
     /// True when argument `i` is Python's `None` (written as the bare word).
-    fn path_is_none(&self, i: usize) -> bool {
-        matches!(self.args.get(i), Some(Expr::Path(p)) if p == "None")
+    fn is_none_arg(&self, i: usize) -> bool {
+        matches!(self.args.get(i), Some(Expr::None))
     }
 
     /// A whole number (`integer` and `node` parameters): as graphite-web's `int()` validator
@@ -344,8 +372,11 @@ impl<'a> Args<'a> {
             Expr::Int(n) => Ok(*n),
             Expr::Number(n) if n.fract() == 0.0 && n.abs() < 9e15 => Ok(*n as i64),
             Expr::Bool(b) => Ok(i64::from(*b)),
-            Expr::Str(text) => (text.trim().parse::<i64>().ok())
-                .ok_or_else(|| self.wrong(i, &format!("is {text:?}, not a whole number"))),
+            Expr::Str(text) => {
+                self.converted(i, text)?;
+                (text.trim().parse::<i64>().ok())
+                    .ok_or_else(|| self.wrong(i, &format!("is {text:?}, not a whole number")))
+            }
             _ => Err(self.wrong(i, "must be a whole number")),
         }
     }
@@ -377,9 +408,11 @@ impl<'a> Args<'a> {
     /// one: `true`/`false`, the strings `'true'`/`'false'` in any case, 0 and 1; any other
     /// value by Python's truth (a non-empty string or a non-zero number is true, `None` is
     /// false), since graphite-web then hands the value to the function unconverted, which
-    /// tests it with `if`. Dashboards rely on it (`sortByName(x, 'true')`).
+    /// tests it with `if`. So is every value when another argument of the call is not of its
+    /// type ([`Args::refused`]): `'false'` is then true. Dashboards rely on it
+    /// (`sortByName(x, 'true')`).
     fn boolean_or(&self, i: usize, default: bool) -> Result<bool> {
-        if self.path_is_none(i) {
+        if self.is_none_arg(i) {
             return Ok(false);
         }
         match self.arg(i) {
@@ -387,6 +420,7 @@ impl<'a> Args<'a> {
             Some(Expr::Bool(b)) => Ok(*b),
             Some(Expr::Int(n)) => Ok(*n != 0),
             Some(Expr::Number(n)) => Ok(*n != 0.0),
+            Some(Expr::Str(text)) if self.refused.is_some() => Ok(!text.is_empty()),
             Some(Expr::Str(text)) => Ok(match text.to_ascii_lowercase().as_str() {
                 "true" => true,
                 "false" => false,
@@ -397,16 +431,18 @@ impl<'a> Args<'a> {
     }
 
     /// The `reverse` of graphite-web's sorts, which Python's `list.sort` takes only as a whole
-    /// number: the booleans of [`Args::boolean_or`]'s first rule and any whole number (true
-    /// when not 0); another value is refused, as graphite-web fails on it.
+    /// number: the booleans of [`Args::boolean_or`]'s first rule (the strings only when the
+    /// call's arguments are converted, [`Args::refused`]) and any whole number (true when not
+    /// 0); another value is refused, as graphite-web fails on it.
     fn sort_reverse_or(&self, i: usize, default: bool) -> Result<bool> {
+        let converted = self.refused.is_none();
         match self.arg(i) {
             None => Ok(default),
             Some(Expr::Bool(b)) => Ok(*b),
             Some(Expr::Int(n)) => Ok(*n != 0),
             Some(Expr::Number(n)) if *n == 0.0 || *n == 1.0 => Ok(*n == 1.0),
-            Some(Expr::Str(text)) if text.eq_ignore_ascii_case("true") => Ok(true),
-            Some(Expr::Str(text)) if text.eq_ignore_ascii_case("false") => Ok(false),
+            Some(Expr::Str(text)) if converted && text.eq_ignore_ascii_case("true") => Ok(true),
+            Some(Expr::Str(text)) if converted && text.eq_ignore_ascii_case("false") => Ok(false),
             Some(_) => Err(self.wrong(i, "must be true, false or a whole number")),
         }
     }

@@ -466,6 +466,25 @@ fn arguments_graphite_web_takes_in_other_forms() {
         values("cpu.load;host=a")
     );
     same("limit(cpu.*, ' 2 ')", "limit(cpu.*, 2)");
+    // graphite-web's keywords in any case.
+    same("sortByName(cpu.*, True)", "sortByName(cpu.*, true)");
+    same("keepLastValue(cpu.load, INF)", "keepLastValue(cpu.load)");
+    same(
+        "percentileOfSeries(cpu.*, 50, NONE)",
+        "percentileOfSeries(cpu.*, 50, false)",
+    );
+    // One argument not of its type, and graphite-web converts none of the call's (see
+    // functions' tests): a quoted number stays a string, on which its function fails.
+    for (target, wrong) in [
+        (
+            "percentileOfSeries(cpu.*, '50', 'yes')",
+            "argument 2 (n) is \"50\", a string",
+        ),
+        ("sortByName(cpu.*, 'yes', 'false')", "argument 3 (reverse)"),
+    ] {
+        let message = error(target);
+        assert!(message.contains(wrong), "{target}: {message}");
+    }
     // A consolidation name that names nothing: kept in the name, harmless unless the series
     // has to be consolidated.
     let (name, _, _, points) = one("consolidateBy(cpu.load;host=b, 'maxSeries')");

@@ -21,9 +21,14 @@ use super::params::Params;
 /// 2.x API; tierdb's own version goes in `X-Tierdb-Version`.
 pub(crate) const INFLUX_VERSION: &str = "1.8.10";
 
-/// The headers InfluxDB puts on every answer that say what it is, with tierdb's version.
-fn version_headers() -> [(HeaderName, HeaderValue); 2] {
+/// The headers InfluxDB 1.x puts on every answer that say what it is (its build, `OSS`, and
+/// version, which client libraries read from `/ping`), with tierdb's version.
+fn version_headers() -> [(HeaderName, HeaderValue); 3] {
     [
+        (
+            HeaderName::from_static("x-influxdb-build"),
+            HeaderValue::from_static("OSS"),
+        ),
         (
             HeaderName::from_static("x-influxdb-version"),
             HeaderValue::from_static(INFLUX_VERSION),

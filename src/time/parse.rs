@@ -14,8 +14,8 @@ use super::Timestamp;
 /// - `now`;
 /// - unix seconds (`1700000000`), except that eight digits reading as a date after 1900
 ///   are that date (`20251121`, as in graphite-web);
-/// - an offset from now: `-6h`, `now-7d`, `+30min`, `-1d-6h`, in the units of
-///   [`parse_interval`];
+/// - an offset from now: `-6h`, `now-7d`, `+30min`, `-1d-6h`, `-1d6h`, in the units of
+///   [`parse_interval`]; blanks and case as graphite-web ignores them (`now - 6H`);
 /// - RFC 3339 (`2025-11-21T12:00:00Z`, `2025-11-21T13:00:00+01:00`);
 /// - a date and time without a zone, read as UTC: `2025-11-21T12:00:00`,
 ///   `2025-11-21 12:00`, `2025-11-21` (midnight), Graphite's `12:00_20251121`;
@@ -50,9 +50,11 @@ pub fn parse_time(text: &str, now: Timestamp) -> Result<Timestamp, String> {
     }
     let relative = t.strip_prefix("now").unwrap_or(t);
     if relative.starts_with(['+', '-']) {
-        return offset(relative)
-            .and_then(|o| now.checked_add(o))
-            .ok_or_else(invalid);
+        // Otherwise read as graphite-web reads it, blanks dropped and case ignored (`-1D`,
+        // `now - 6h`), by `graphite_words`.
+        if let Some(time) = offset(relative).and_then(|o| now.checked_add(o)) {
+            return Ok(time);
+        }
     }
     if let Ok(time) = chrono::DateTime::parse_from_rfc3339(t) {
         return Ok(time.timestamp());
@@ -167,10 +169,11 @@ fn reference_time(reference: &str, now: Timestamp) -> Option<Timestamp> {
     Some(day.and_hms_opt(hour, minute, 0)?.and_utc().timestamp())
 }
 
-/// Parses a positive interval, a whole number with a unit, into seconds: `30s`, `5min`,
-/// `1h`, `1d`. Units, as graphite-web has them: s/sec/second(s), m/min/minute(s) (Grafana
-/// sends `min`), h/hour(s), d/day(s), w/week(s), mo/mon/month(s) (30 days), y/year(s) (365
-/// days).
+/// Parses a positive interval, whole numbers with units, into seconds: `30s`, `5min`,
+/// `1h`, `1d`, `1h30min`. Units, as graphite-web has them: s/sec/second(s), m/min/minute(s)
+/// (Grafana sends `min`), h/hour(s), d/day(s), w/week(s), mo/mon/month(s) (30 days),
+/// y/year(s) (365 days), and any other word graphite-web reads by its start (`hr`, `wk`,
+/// `yr`; see `offset_unit_seconds`).
 ///
 /// # Errors
 /// A message quoting the text when it is not of that form, or not positive.
@@ -180,8 +183,9 @@ pub fn parse_interval(text: &str) -> Result<i64, String> {
     })
 }
 
-/// Parses a signed offset, one or more terms such as `-1d`, `+6h`, `2w` or `-1d-6h` (the
-/// first term's sign optional, as graphite-web's parseTimeOffset takes it), into seconds.
+/// Parses a signed offset, one or more terms such as `-1d`, `+6h`, `2w`, `-1d6h` or `-1d-6h`
+/// (a term's sign optional, the one before it then applying, as graphite-web's
+/// parseTimeOffset takes it), into seconds.
 ///
 /// # Errors
 /// A message quoting the text when it is not of that form.
@@ -220,16 +224,24 @@ fn compact_date(text: &str) -> Option<NaiveDate> {
     NaiveDate::from_ymd_opt(field(0..4)? as i32, field(4..6)?, field(6..8)?)
 }
 
-/// The sum of terms `[+-]<digits><unit>` in seconds (the first term's sign is optional);
-/// `None` when malformed or out of range.
+/// The sum of terms `[+-]<digits><unit>` in seconds; `None` when malformed or out of range.
+/// A term without a sign takes the sign before it (the first term's is `+`), as
+/// graphite-web's parseTimeOffset applies its one sign to every term (`-1d6h` is 30 hours
+/// back, `1h30min` 90 minutes); a sign between terms (`-1d+6h`) is tierdb's own. Units as
+/// [`offset_unit_seconds`] reads them.
 fn offset(text: &str) -> Option<i64> {
-    let (mut rest, mut total, mut first) = (text, 0i64, true);
+    let (mut rest, mut total, mut sign, mut first) = (text, 0i64, 1, true);
     while !rest.is_empty() {
-        let (sign, body) = match rest.as_bytes()[0] {
-            b'+' => (1, &rest[1..]),
-            b'-' => (-1, &rest[1..]),
-            _ if first => (1, rest),
-            _ => return None,
+        let body = match rest.as_bytes()[0] {
+            b'+' => {
+                sign = 1;
+                &rest[1..]
+            }
+            b'-' => {
+                sign = -1;
+                &rest[1..]
+            }
+            _ => rest,
         };
         let digits = body.bytes().take_while(u8::is_ascii_digit).count();
         let letters = body[digits..]
@@ -237,12 +249,31 @@ fn offset(text: &str) -> Option<i64> {
             .take_while(u8::is_ascii_alphabetic)
             .count();
         let count: i64 = body[..digits].parse().ok()?;
-        let unit = unit_seconds(&body[digits..digits + letters])?;
+        let unit = offset_unit_seconds(&body[digits..digits + letters])?;
         total = total.checked_add(sign * count.checked_mul(unit)?)?;
         rest = &body[digits + letters..];
         first = false;
     }
     (!first).then_some(total)
+}
+
+/// Seconds in one unit of an offset or interval: [`unit_seconds`]'s units, else any word
+/// graphite-web's `getUnitString` takes by its start (`s...` seconds, `min...`, `h...` as in
+/// `hr` and `hrs`, `d...`, `w...` as in `wk`, `mon...` 30 days, `y...` as in `yr` 365 days).
+fn offset_unit_seconds(unit: &str) -> Option<i64> {
+    unit_seconds(unit).or_else(|| {
+        let starts = |prefix: &str| unit.starts_with(prefix);
+        Some(match () {
+            _ if starts("s") => 1,
+            _ if starts("min") => 60,
+            _ if starts("h") => 3_600,
+            _ if starts("d") => 86_400,
+            _ if starts("w") => 7 * 86_400,
+            _ if starts("mon") => 30 * 86_400,
+            _ if starts("y") => 365 * 86_400,
+            _ => return None,
+        })
+    })
 }
 
 /// Seconds in one `unit`, for every time and span tierdb reads: graphite-web's units, and

@@ -5,7 +5,8 @@ Usage: /usr/bin/python3 graphite_oracle.py SPEC.json ANSWERS.json
 SPEC holds `dir` (an empty temporary directory), `now` (the clock, unix seconds),
 `archives` (whisper retentions as [seconds per point, points] pairs), `series` (name ->
 [[timestamp, value], ...]) and `requests` (each with `targets`, `from`, `until` (unix
-seconds, or graphite-web's time words) and an optional `maxDataPoints` and `format`, or with
+seconds, or graphite-web's time words) and an optional `maxDataPoints`, `format` and `now`
+(graphite-web's parameter; the spec's clock when absent), or with
 `path` and `params` for another endpoint). Writes one
 whisper file per series under DIR/whisper with python3-whisper (average aggregation, an
 xFilesFactor of 0, so every archive holds the average of what it has); a tagged series
@@ -16,7 +17,8 @@ nothing outside DIR). ANSWERS gets one {"status", "body", "type"} per request, i
 (`type` the Content-Type); a pickle's body is what it unpickles to, as JSON.
 
 The clock is the spec's, not the machine's: whisper chooses its archive and graphite-web
-its `now` from it, as tierdb's test server does from its manual clock.
+its `now` (the request's, and that of times in functions' arguments) from it, as tierdb's
+test server does from its manual clock.
 """
 
 import inspect
@@ -67,6 +69,19 @@ from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
 from graphite.storage import STORE  # noqa: E402
 from graphite.tags.utils import TaggedSeries  # noqa: E402
+import graphite.render.attime as attime  # noqa: E402
+
+
+class SpecClock(attime.datetime):
+    """The spec's clock for the times in functions' arguments (`linearRegression(x, '-3h')`),
+    which graphite-web reads from `datetime.now`, not from the request's `now`."""
+
+    @classmethod
+    def now(cls, tz=None):
+        return attime.datetime.fromtimestamp(NOW, tz)
+
+
+attime.datetime = SpecClock
 
 # The tag database (sqlite in DIR), which seriesByTag and /tags read.
 call_command("migrate", verbosity=0, interactive=False)
@@ -96,7 +111,7 @@ for request in spec["requests"]:
             "from": request["from"],
             "until": request["until"],
             "format": request.get("format") or "json",
-            "now": NOW,
+            "now": request.get("now") or NOW,
         }
         if request.get("maxDataPoints"):
             params["maxDataPoints"] = request["maxDataPoints"]

@@ -160,6 +160,8 @@ struct Request {
     format: Option<&'static str>,
     /// `from` and `until` as graphite-web's time words, in place of `from` and `until`.
     words: Option<(&'static str, &'static str)>,
+    /// graphite-web's `now` parameter, the time `from` and `until` are counted from.
+    now: Option<&'static str>,
 }
 
 impl Request {
@@ -484,6 +486,32 @@ const LENIENT: &[&str] = &[
     "keepLastValue(servers.db1.cpu, '2')",
     "movingAverage(servers.db1.cpu, 5, '0.5')",
     "round(scale(servers.web1.cpu, 0.3), '1')",
+    // graphite-web's keywords in any case.
+    "sortByName(servers.*.*, True)",
+    "keepLastValue(servers.db1.cpu, INF)",
+    "percentileOfSeries(servers.*.cpu, 50, NONE)",
+    "timeShift(servers.web1.cpu, \"1h\", none)",
+    // One argument not of its type and graphite-web converts none of the call's: 'false' is
+    // then a non-empty string, true (resetEnd drops what a shift forward moves past the end).
+    "timeShift(servers.web1.cpu, \"+30min\", 'false', 'yes')",
+    "timeShift(servers.web1.cpu, \"+30min\", 'false')",
+    "timeShift(servers.web1.cpu, \"+30min\", 'False', False)",
+    "sortByName(servers.*.*, 'yes', 0)",
+    "summarize(servers.db1.cpu, \"10min\", 'sum', 'FALSE')",
+    // Intervals in graphite-web's units by their start, one sign for every term.
+    "movingAverage(servers.db1.cpu, \"1hr\")",
+    "summarize(servers.db1.cpu, \"1h30min\", \"max\")",
+    "hitcount(servers.web1.cpu, \"2hrs\")",
+    "timeShift(servers.web2.cpu, \"-1h30min\")",
+];
+
+/// Targets both refuse (graphite-web fails with a 500, tierdb answers 400 saying why): a
+/// quoted number or boolean that graphite-web hands its function as a string, since another
+/// argument of the call is not of its type.
+const REFUSED: &[&str] = &[
+    "percentileOfSeries(servers.*.cpu, '50', 'yes')",
+    "sortByName(servers.*.*, 'yes', 'false')",
+    "substr(servers.web1.cpu, '1', 'x')",
 ];
 
 /// Requests with consolidation to maxDataPoints: graphite-web's nudge and `consolidateBy`.
@@ -508,8 +536,8 @@ const CONSOLIDATED: &[(&str, u32)] = &[
     ("events(\"deploy\", \"release\")", 20_000),
 ];
 
-/// Targets over the 1m range with times in their arguments, as unix seconds (graphite-web
-/// counts relative times from its machine's clock, not the request's).
+/// Targets over the 1m range with times in their arguments: unix seconds, offsets and words
+/// (graphite-web reads the last two from the clock graphite_oracle.py sets, the test's).
 fn dated_targets() -> Vec<String> {
     let (_, from, until) = RANGES[0];
     vec![
@@ -533,6 +561,14 @@ fn dated_targets() -> Vec<String> {
             from - 5 * HOUR,
             from - HOUR
         ),
+        // startSourceAt and endSourceAt as dashboards write them.
+        "linearRegression(servers.web1.mem, \"-3h\")".to_owned(),
+        "linearRegression(servers.web1.mem, '-5h')".to_owned(),
+        "linearRegression(servers.*.cpu, \"-6h\", \"-2h\")".to_owned(),
+        "linearRegression(servers.db1.mem, \"noon yesterday\", \"midnight\")".to_owned(),
+        "linearRegression(servers.web2.mem, \"-1d6h\", \"-1h30min\")".to_owned(),
+        "timeSlice(servers.web1.cpu, \"-2h\", \"-1h\")".to_owned(),
+        "linearRegression(servers.web1.cpu, None, \"-1h\")".to_owned(),
     ]
 }
 
@@ -592,6 +628,7 @@ fn graphite_web(
                 "until": until,
                 "maxDataPoints": r.max_data_points,
                 "format": r.format,
+                "now": r.now,
             })
         })
         .collect();
@@ -738,6 +775,7 @@ fn render_functions_equal_graphite_webs() {
         max_data_points: max,
         format: None,
         words: None,
+        now: None,
     };
     let (_, from, until) = RANGES[0];
     for target in TARGETS.iter().chain(LENIENT) {
@@ -783,6 +821,10 @@ fn render_functions_equal_graphite_webs() {
         (from, until),
         None,
     ));
+    let refused_from = requests.len();
+    for target in REFUSED {
+        requests.push(one(&[target], (from, until), None));
+    }
     let mut paths = vec!["/functions"];
     paths.extend(TAG_API);
     let mut theirs = graphite_web(&series, &requests, &paths);
@@ -791,12 +833,22 @@ fn render_functions_equal_graphite_webs() {
     assert_eq!(status, 200, "graphite-web's /functions: {functions}");
     let mut failures = Vec::new();
     let mut compared = 0;
-    for (request, (status, body)) in requests.iter().zip(&theirs) {
+    for (index, (request, (status, body))) in requests.iter().zip(&theirs).enumerate() {
         let (our_status, our_body) = tierdb(&server, request);
         let what = format!(
             "{:?} from {} until {} maxDataPoints {:?}",
             request.targets, request.from, request.until, request.max_data_points
         );
+        if index >= refused_from {
+            if *status == 200 || our_status != 400 {
+                failures.push(format!(
+                    "{what}: refused by both? graphite-web {status}, tierdb {our_status}: \
+                     {our_body}"
+                ));
+            }
+            compared += 1;
+            continue;
+        }
         if *status != 200 || our_status != 200 {
             failures.push(format!(
                 "{what}: status graphite-web {status}, tierdb {our_status}: {}",
@@ -962,6 +1014,7 @@ fn deliberate_differences_follow_tierdbs_rules() {
         max_data_points: None,
         format: None,
         words: None,
+        now: None,
     };
     let bounded = [
         (
@@ -1211,6 +1264,21 @@ const WORDS: &[(&str, &str)] = &[
     ("midnight", "now"),
     ("yesterday+6h", "today-30min"),
     ("11/19/2025", "20251120"),
+    ("teatime yesterday", "tomorrow"),
+    // Given the later first, graphite-web renders from the earlier to the later.
+    ("now", "-6h"),
+    ("-1D", "now - 1H"),
+    ("-1d2h", "-4hrs"),
+];
+
+/// `from`, `until` and graphite-web's `now` parameter, which both count the first two from.
+/// The ranges stay in the last 46 hours: graphite-web also has whisper choose its archive by
+/// `now`, and an archive too fine for the real clock holds nothing that far back (tierdb
+/// reads the finest tier holding `from` by its own clock).
+const WORDS_AT: &[(&str, &str, &str)] = &[
+    ("-6h", "now", "-1d"),
+    ("yesterday+18h", "midnight", "-1d"),
+    ("-3h", "-1h", "11/20/2025"),
 ];
 
 /// Python's unpickling of `bytes`, as JSON.
@@ -1304,6 +1372,7 @@ fn formats_and_time_words_equal_graphite_webs() {
         max_data_points: Some(50),
         format: None,
         words: None,
+        now: None,
     };
     let mut requests = Vec::new();
     for format in ["csv", "raw", "pickle"] {
@@ -1321,6 +1390,14 @@ fn formats_and_time_words_equal_graphite_webs() {
             words: Some(*words),
             max_data_points: None,
             ..request("servers.web1.cpu", RANGES[0])
+        });
+    }
+    for (from, until, now) in WORDS_AT {
+        requests.push(Request {
+            words: Some((from, until)),
+            now: Some(now),
+            max_data_points: None,
+            ..request("servers.web2.mem", RANGES[0])
         });
     }
     let theirs = graphite_web(&series, &requests, &[]);
@@ -1344,6 +1421,9 @@ fn formats_and_time_words_equal_graphite_webs() {
         }
         if let Some(format) = request.format {
             path.push_str(&format!("&format={format}"));
+        }
+        if let Some(now) = request.now {
+            path.push_str(&format!("&now={}", encode(now)));
         }
         let (our_status, kind, ours) = crate::support::http::get_bytes(server.http, &path);
         if *status != 200 || our_status != 200 {

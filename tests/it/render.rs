@@ -527,8 +527,9 @@ fn render_errors_answer_400_naming_the_problem() {
             "target=servers.web1.cpu&maxDataPoints=0",
             &["maxDataPoints"],
         ),
+        // An empty range, which graphite-web refuses too ("Invalid empty time range").
         (
-            "target=servers.web1.cpu&from=-1h&until=-2h",
+            "target=servers.web1.cpu&from=-1h&until=-60min",
             &["from", "until"],
         ),
         (

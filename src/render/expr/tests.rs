@@ -78,7 +78,23 @@ fn nesting_numbers_strings_and_booleans() {
         args(r"f('a\\b', '\d+')").1,
         [string(r"a\\b"), string(r"\d+")]
     );
-    assert_eq!(args("f(1.2.3, inf)").1, [path("1.2.3"), path("inf")]);
+    assert_eq!(
+        args("f(1.2.3, inf, INF, None, NONE, True, FALSE, info, nonesuch)").1,
+        [
+            path("1.2.3"),
+            Expr::Number(f64::INFINITY),
+            Expr::Number(f64::INFINITY),
+            Expr::None,
+            Expr::None,
+            Expr::Bool(true),
+            Expr::Bool(false),
+            path("info"),
+            path("nonesuch"),
+        ]
+    );
+    // A target is a path or a call, whatever its name.
+    assert_eq!(parse_target("none").unwrap(), path("none"));
+    assert_eq!(parse_target("true").unwrap(), path("true"));
 }
 
 #[test]

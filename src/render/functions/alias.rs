@@ -217,7 +217,7 @@ pub(super) fn legend_value(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>
 /// (`1.50k`), and `units` after them.
 pub(super) fn cacti_style(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let system =
-        if a.has(1) && !a.path_is_none(1) {
+        if a.has(1) && !a.is_none_arg(1) {
             let text = a.string(1)?;
             Some(UnitSystem::parse(text).ok_or_else(|| {
                 a.wrong(1, &format!("is {text:?}, not a unit system (si or binary)"))
@@ -225,7 +225,7 @@ pub(super) fn cacti_style(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>>
         } else {
             None
         };
-    let units = if a.has(2) && !a.path_is_none(2) {
+    let units = if a.has(2) && !a.is_none_arg(2) {
         Some(a.string(2)?)
     } else {
         None

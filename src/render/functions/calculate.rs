@@ -271,13 +271,15 @@ pub(super) fn stdev(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
 /// the known values of each series read over the source range (the request's `from` and
 /// `until` where not given; times in the forms of [`transform::date`]), drawn on the points
 /// of the series at the same position in the list over the request's range, as graphite-web
-/// pairs them. A source whose values fit no line (fewer than two known) gives no series.
+/// pairs them (`None` for either time is the request's, as there). A source whose values fit
+/// no line (fewer than two known) gives no series.
 pub(super) fn linear_regression(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    let from = match a.has(1) {
+    let given = |i| a.has(i) && !a.is_none_arg(i);
+    let from = match given(1) {
         true => transform::date(a, 1, cx)?,
         false => cx.from,
     };
-    let until = match a.has(2) {
+    let until = match given(2) {
         true => transform::date(a, 2, cx)?,
         false => cx.until,
     };

@@ -626,7 +626,7 @@ fn percent(value: Option<f64>, total: Option<f64>) -> Option<f64> {
 /// name); with nodes, of the total of the series sharing those nodes.
 pub(super) fn as_percent(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let list = a.series(0, cx)?;
-    let total_arg = a.has(1) && !a.path_is_none(1);
+    let total_arg = a.has(1) && !a.is_none_arg(1);
     if a.len() > 2 {
         let nodes = a.nodes_from(2)?;
         let totals = match total_arg {

@@ -34,10 +34,10 @@ pub(super) fn constant_line(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series
 /// `threshold(value, label, color)`: a constant line named `label` when given.
 pub(super) fn threshold(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let mut line = constant(a.number(0)?, cx);
-    if a.has(1) && !a.path_is_none(1) {
+    if a.has(1) && !a.is_none_arg(1) {
         line.name = a.string(1)?.to_owned();
     }
-    if a.has(2) && !a.path_is_none(2) {
+    if a.has(2) && !a.is_none_arg(2) {
         a.string(2)?;
     }
     Ok(vec![line])
@@ -188,12 +188,12 @@ pub(super) fn vertical_line(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series
             &format!("is {at}, after the end of the range ({})", cx.until),
         ));
     }
-    let label = if a.has(1) && !a.path_is_none(1) {
+    let label = if a.has(1) && !a.is_none_arg(1) {
         a.string(1)?.to_owned()
     } else {
         "None".to_owned()
     };
-    if a.has(2) && !a.path_is_none(2) {
+    if a.has(2) && !a.is_none_arg(2) {
         a.string(2)?;
     }
     Ok(vec![Series::new(label, (at, at, 1), vec![Some(1.0); 2])])

@@ -220,7 +220,7 @@ pub(super) fn changed(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
 /// reference list, only where some reference series has a value.
 pub(super) fn transform_null(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let default = a.number_or(1, 0.0)?;
-    let reference = match a.has(2) && !a.path_is_none(2) {
+    let reference = match a.has(2) && !a.is_none_arg(2) {
         true => Some(a.series(2, cx)?),
         false => None,
     };
@@ -261,13 +261,11 @@ pub(super) fn transform_null(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Serie
 
 /// A `limit` argument that may be absent (unbounded) or a number of points.
 fn limit(a: &Args<'_>, i: usize) -> Result<f64> {
-    if !a.has(i) || a.path_is_none(i) {
+    if !a.has(i) || a.is_none_arg(i) {
         return Ok(f64::INFINITY);
     }
     match a.expr(i) {
-        crate::render::expr::Expr::Path(p) if matches!(p.as_str(), "inf" | "INF" | "Infinity") => {
-            Ok(f64::INFINITY)
-        }
+        crate::render::expr::Expr::Path(p) if p == "Infinity" => Ok(f64::INFINITY),
         crate::render::expr::Expr::Str(s) if s == "Infinity" => Ok(f64::INFINITY),
         _ => a.number(i),
     }

@@ -62,6 +62,19 @@ fn relative_offsets_in_every_unit() {
         ("now-6h", -21_600),
         ("now+30s", 30),
         ("-1d-6h", -108_000),
+        // graphite-web's parseTimeOffset: one sign for every term, units by their start.
+        ("-1d6h", -108_000),
+        ("-1h30min", -5_400),
+        ("-1d+6h", -64_800),
+        ("-2hr", -7_200),
+        ("-2hrs", -7_200),
+        ("-1wk", -604_800),
+        ("-1yr", -31_536_000),
+        ("-3mins", -180),
+        // Blanks and case, which graphite-web drops from from/until.
+        ("-1D", -86_400),
+        ("now - 6H", -21_600),
+        ("NOW-1d", -86_400),
     ];
     for (text, offset) in cases {
         assert_eq!(t(text), NOW + offset, "{text}");
@@ -150,7 +163,10 @@ fn intervals() {
     assert_eq!(parse_interval("5min").unwrap(), 300);
     assert_eq!(parse_interval("30s").unwrap(), 30);
     assert_eq!(parse_interval("1d").unwrap(), 86_400);
-    for bad in ["0h", "-1h", "h", "1", ""] {
+    assert_eq!(parse_interval("1h30min").unwrap(), 5_400);
+    assert_eq!(parse_interval("2hrs").unwrap(), 7_200);
+    // graphite-web's getUnitString refuses these too.
+    for bad in ["0h", "-1h", "h", "1", "", "1mth", "5ms", "1x", "1H"] {
         assert!(parse_interval(bad).is_err(), "{bad}");
     }
 }
