@@ -17,8 +17,9 @@
 //! percentiles (issue #53): with p99 chosen, the demo's timer is drawn from the p99 the query
 //! API answers for it (read by the test, bucket by bucket, from the drawn line), with the
 //! relative error the answer states; a series that is not a distribution says in its chart
-//! that it has no percentiles; an aggregate of every series merges the timers' histograms
-//! per host and notes the series left out; and a reload keeps p99.
+//! that it has no percentiles (and, combined with the timer, is left out and named so); an
+//! aggregate of every series merges the timers' histograms per host and notes the series
+//! left out; and a reload keeps p99.
 //! A screenshot of the first page is saved as `target/e2e/dashboard.png`; with
 //! `TIERDB_UPDATE_SCREENSHOT=1` also as `docs/dashboard.png`, the README's picture.
 //!
@@ -132,6 +133,7 @@ return {
     overflowed: Number(c.dataset.overflowed || '0'),
     filtered: c.classList.contains('filtered-out'),
     legend: [...c.querySelectorAll('.legend-item')].map((i) => i.dataset.name),
+    legend_labels: [...c.querySelectorAll('.legend-text')].map((t) => t.textContent),
     subtitle: c.querySelector('.chart-sub')?.textContent || '',
     // [leftmost, rightmost] x of the first line drawn, [left, right] of the plot.
     line_span: (() => {
@@ -246,6 +248,8 @@ struct Chart {
     filtered: bool,
     /// The legend's names, in order.
     legend: Vec<String>,
+    /// The legend's labels, as shown.
+    legend_labels: Vec<String>,
     subtitle: String,
     /// The first line's leftmost and rightmost x, and the plot's left and right edges.
     line_span: Option<[f64; 4]>,
@@ -1165,7 +1169,10 @@ async fn drive_percentiles(client: &Client, page_url: &str, server: &mut Proc) {
     assert!(
         chart.points == 0
             && chart.no_percentiles_message
-            && chart.message.contains("not a distribution: no percentiles"),
+            && chart.message.contains("not a distribution: no percentiles")
+            && chart
+                .subtitle
+                .contains("no percentiles (not a distribution)"),
         "the gauge's chart says it has no percentiles: {chart:?}"
     );
 
@@ -1205,6 +1212,22 @@ async fn drive_percentiles(client: &Client, page_url: &str, server: &mut Proc) {
                 .any(|c| c.series == gauge && c.no_percentiles_message)
     })
     .await;
+
+    // Combined, the timer's line is drawn and the gauge's left out, named as such.
+    click(client, "#series-combine").await;
+    let snap = wait_for(client, server, "a combined p99 chart", |s| {
+        s.charts
+            .iter()
+            .any(|c| c.kind == "multi" && c.points > 0 && c.no_percentiles == "1")
+    })
+    .await;
+    let multi = snap.charts.iter().find(|c| c.kind == "multi").unwrap();
+    assert!(
+        multi.lines == 1
+            && multi.legend == [timer, gauge]
+            && multi.legend_labels == [timer.to_string(), format!("{gauge} (no percentiles)")],
+        "the gauge's line is left out, and the legend says why: {multi:?}"
+    );
 }
 
 /// Picks `value` in the `<select>` at `css`, as a user would (a click on the option).

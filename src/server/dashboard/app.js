@@ -1337,8 +1337,10 @@
     const groups = data.groups > lines.length ? ` · ${lines.length} of ${data.groups} groups` : '';
     const over = overflows ? `${overflows} overflowed (±Inf, not drawn) · ` : '';
     const noPct = data.noPercentiles || 0;
-    const without = multi && noPct ? ` · ${noPct} not distributions (no percentiles)` : '';
-    sub.textContent = truncate(head + over + count + groups + without, subChars);
+    const none = quantile && lines.length > 0 && noPct === lines.length;
+    const without = !none && noPct ? ` · no percentiles for ${noPct} (not ${noPct === 1 ? 'a distribution' : 'distributions'})` : '';
+    const counted = none ? `no percentiles (not ${lines.length === 1 ? 'a distribution' : 'distributions'})` : count;
+    sub.textContent = truncate(head + over + counted + groups + without, subChars);
 
     // The legend, under the subtitle, when there is more than one line or an aggregate.
     const legendName = (l) => (l.error ? `${l.name} (failed)` : l.noPercentiles ? `${l.name} (no percentiles)` : l.name);
@@ -1492,7 +1494,7 @@
       // its emptiness is not a lack of samples.
       let message = 'no samples in this window';
       let cls = 'chart-message';
-      if (quantile && lines.length && noPct === lines.length) {
+      if (none) {
         message = lines.length === 1
           ? 'not a distribution: no percentiles (only timers and histograms keep them)'
           : 'none of these series is a distribution: no percentiles';
