@@ -294,10 +294,12 @@ pub fn latency(host: usize, ts: Timestamp, index: usize) -> f64 {
     let hour = ts.rem_euclid(DAY) as f64 / 3600.0;
     let daily = 0.5 - 0.5 * ((hour - 3.0) / 24.0 * std::f64::consts::TAU).cos();
     let median = 20.0 + 60.0 * daily + host as f64 * 5.0;
+    // Three draws per latency, seeds apart from every other latency's.
     let seed = (ts as u64)
         .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        .wrapping_add((host as u64) << 32 | index as u64);
-    let (u1, u2, u3) = (uniform(seed), uniform(seed ^ 1), uniform(seed ^ 2));
+        .wrapping_add((host as u64) << 32 | (index as u64) << 2);
+    let draw = |k: u64| uniform(seed.wrapping_add(k));
+    let (u1, u2, u3) = (draw(0), draw(1), draw(2));
     // Box-Muller: a standard normal from two uniforms (u1 > 0).
     let normal = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
     let slow = if u3 < 0.02 { 8.0 } else { 1.0 };
