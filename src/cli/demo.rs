@@ -1,6 +1,8 @@
 //! `tierdb demo`: a server with a simulated agent writing into it. The agent sends a few
-//! hosts' cpu, memory, load and request counts with daily shapes, backfilled over the last
-//! days and then written live every ten seconds, so a newcomer sees a full dashboard at once.
+//! hosts' cpu, memory, load and request counts with daily shapes, and each host's request
+//! latencies as a timer (a distribution series, so percentiles can be read), backfilled over
+//! the last days and then written live every ten seconds, so a newcomer sees a full
+//! dashboard at once.
 //! Run again on the same `--data-dir`, it writes only what is new: its backfill resumes after
 //! the last sample the directory holds ([`Agent::resume_at`]), so no bucket is counted twice.
 
@@ -11,6 +13,7 @@ use std::time::Duration;
 
 use super::serve::until_shutdown;
 use super::{engine_builder, Listen};
+use crate::counter::SeriesKind;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::read::query::{Display, Query};
@@ -28,13 +31,18 @@ pub const METRICS: [&str; 5] = [
     "load.shortterm",
     "http.requests",
 ];
+/// Timers per host: distribution series (as a StatsD `|ms` timer is), each interval
+/// sending [`TIMER_VALUES`] latencies in milliseconds, so p50, p90 and p99 can be read.
+pub const TIMERS: [&str; 1] = ["req.time"];
+/// Latencies each timer sends per interval.
+pub const TIMER_VALUES: usize = 6;
 /// Seconds between samples, as a typical agent's interval.
 pub const CADENCE: i64 = 10;
 const DAY: i64 = 86_400;
 
-/// A server plus a simulated agent (a few hosts' cpu, memory, load and requests) that
-/// backfills the last days and then writes live: open the printed address for a full
-/// dashboard. Data goes to a temporary directory unless --data-dir is given.
+/// A server plus a simulated agent (a few hosts' cpu, memory, load, requests and request
+/// latencies) that backfills the last days and then writes live: open the printed address
+/// for a full dashboard. Data goes to a temporary directory unless --data-dir is given.
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Examples:\n  tierdb demo\n  tierdb demo --http 127.0.0.1:9000 --days 7\n\nThe \
@@ -110,15 +118,18 @@ pub(super) fn run(args: DemoArgs) -> std::result::Result<(), Box<dyn std::error:
 /// The simulated fleet's series.
 pub struct Agent {
     series: Vec<(SeriesId, &'static str, usize)>,
+    /// The timers: (series, host number).
+    timers: Vec<(SeriesId, usize)>,
 }
 
 impl Agent {
-    /// Registers the series in `engine`.
+    /// Registers the series in `engine`, the timers as distributions.
     ///
     /// # Errors
-    /// The engine's, when a series cannot be registered.
+    /// The engine's, when a series cannot be registered or a timer's kind fixed.
     pub fn new(engine: &Engine) -> Result<Agent> {
         let mut series = Vec::new();
+        let mut timers = Vec::new();
         for (h, host) in HOSTS.iter().enumerate() {
             for metric in METRICS {
                 series.push((
@@ -127,8 +138,13 @@ impl Agent {
                     h,
                 ));
             }
+            for timer in TIMERS {
+                let id = engine.series(&format!("{timer}{{host={host}}}"))?;
+                engine.declare_kind(id, SeriesKind::Distribution)?;
+                timers.push((id, h));
+            }
         }
-        Ok(Agent { series })
+        Ok(Agent { series, timers })
     }
 
     /// Writes every interval of `[from, to)`, an hour per batch.
@@ -153,10 +169,13 @@ impl Agent {
         Ok(written)
     }
 
-    /// The fleet's samples at `ts`.
+    /// The fleet's samples at `ts`: a value per metric, [`TIMER_VALUES`] per timer.
     pub fn samples_at(&self, ts: Timestamp, out: &mut Vec<Sample>) {
         for &(id, metric, host) in &self.series {
             out.push(Sample::new(id, ts, value(metric, host, ts)));
+        }
+        for &(id, host) in &self.timers {
+            out.extend((0..TIMER_VALUES).map(|i| Sample::new(id, ts, latency(host, ts, i))));
         }
     }
 
@@ -266,4 +285,32 @@ pub fn value(metric: &str, host: usize, ts: Timestamp) -> f64 {
         "load.shortterm" => (0.1 + 3.0 * daily + 0.8 * jitter) * (1.0 + h * 0.3),
         _ => (150.0 + 1700.0 * daily * (1.0 + h * 0.2) + 120.0 * jitter).round(),
     }
+}
+
+/// The `index`th request latency, in milliseconds, that host number `host` times at `ts`:
+/// log-normal around a median that follows the daily load, with one request in fifty
+/// about eight times slower, so p99 stands well above p50.
+pub fn latency(host: usize, ts: Timestamp, index: usize) -> f64 {
+    let hour = ts.rem_euclid(DAY) as f64 / 3600.0;
+    let daily = 0.5 - 0.5 * ((hour - 3.0) / 24.0 * std::f64::consts::TAU).cos();
+    let median = 20.0 + 60.0 * daily + host as f64 * 5.0;
+    // Three draws per latency, seeds apart from every other latency's.
+    let seed = (ts as u64)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add((host as u64) << 32 | (index as u64) << 2);
+    let draw = |k: u64| uniform(seed.wrapping_add(k));
+    let (u1, u2, u3) = (draw(0), draw(1), draw(2));
+    // Box-Muller: a standard normal from two uniforms (u1 > 0).
+    let normal = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+    let slow = if u3 < 0.02 { 8.0 } else { 1.0 };
+    (median * (0.5 * normal).exp() * slow * 100.0).round() / 100.0
+}
+
+/// A number in (0, 1) from `seed` (splitmix64's mix): the demo's noise, the same every run.
+fn uniform(seed: u64) -> f64 {
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    ((z >> 11) as f64 + 0.5) / (1u64 << 53) as f64
 }

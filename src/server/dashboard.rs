@@ -4,7 +4,9 @@
 //! The page works like the MMS chart controls: a resolution (one of the configured tiers,
 //! finest first, and "raw" last when a raw tier is configured), a range that follows the
 //! resolution (from about 24 to 1500 buckets, within the tier's retention), and a display
-//! (avg/sec, total, avg, max, min, count). It draws a chart per selected series, charts of
+//! (avg/sec, total, avg, max, min, count, and p50, p90, p99 of distribution series, with the
+//! relative error each answer states; a series that is not a distribution says it has no
+//! percentiles). It draws a chart per selected series, charts of
 //! several series combined (one line each, with a legend) from `/api/v1/query`, and
 //! aggregate charts (a line per group) from `/api/v1/aggregate`; refreshes every 5 s; zooms
 //! into a dragged span with the `auto` tier, pans, and takes an absolute window; and shows
@@ -193,6 +195,9 @@ mod tests {
             r#"value="max""#,
             r#"value="min""#,
             r#"value="count""#,
+            r#"value="p50""#,
+            r#"value="p90""#,
+            r#"value="p99""#,
             r#"src="assets/app.js""#,
             r#"href="assets/style.css""#,
         ] {
@@ -217,6 +222,8 @@ mod tests {
             "data-window",
             "api/v1/query",
             "api/v1/aggregate",
+            "relative_error",
+            "no-percentiles",
             "api/v1/series",
             "api/v1/tiers",
             "tierdb_samples_accepted_total",

@@ -12,8 +12,14 @@
 //! refresh. A second demo, whose tiers add a raw tier (issue #16), is opened in the same
 //! browser: "raw" is offered, its charts draw the exact points with lines to the edges from
 //! the neighbours outside the window, and the displays that make no sense there are disabled.
-//! Last, on the first demo, a series whose minute overflowed (two samples of 1e308, issue #54)
-//! is charted: its subtitle counts the overflowed point, never an empty bucket.
+//! Then, on the first demo, a series whose minute overflowed (two samples of 1e308, issue #54)
+//! is charted: its subtitle counts the overflowed point, never an empty bucket. Last, the
+//! percentiles (issue #53): with p99 chosen, the demo's timer is drawn from the p99 the query
+//! API answers for it (read by the test, bucket by bucket, from the drawn line), with the
+//! relative error the answer states; a series that is not a distribution says in its chart
+//! that it has no percentiles (and, combined with the timer, is left out and named so); an
+//! aggregate of every series merges the timers' histograms per host and notes the series
+//! left out; and a reload keeps p99.
 //! A screenshot of the first page is saved as `target/e2e/dashboard.png`; with
 //! `TIERDB_UPDATE_SCREENSHOT=1` also as `docs/dashboard.png`, the README's picture.
 //!
@@ -27,8 +33,10 @@
 //! .series-item[data-series]` (a click toggles the series' chart), `#series-combine`,
 //! `#agg-form`, `#pan-back`, `#zoom-back`, `#live`, `#tz`, `#view-info[data-mode]`,
 //! `#charts > svg.chart[data-kind][data-series][data-points][data-lines][data-tier]
-//! [data-window][data-display][data-unit][data-y0][data-filled][data-partial][data-before]
-//! [data-after][data-overflowed]` with `.legend-item[data-name]` and `.partial[data-ts]`, `#status`
+//! [data-window][data-display][data-unit][data-y0][data-y1][data-filled][data-partial]
+//! [data-before][data-after][data-overflowed][data-relative-error][data-no-percentiles]` with
+//! `.legend-item[data-name]`, `.partial[data-ts]`, `.chart-note` and
+//! `.chart-message.no-percentiles`, `#status`
 //! (`#stat-rate[data-window]`), `#error`.
 //!
 //! chromedriver runs in a process group of its own and picks its port itself (`--port=0`);
@@ -100,6 +108,23 @@ return {
     display: c.dataset.display || '',
     unit: c.dataset.unit || '',
     y0: c.dataset.y0 ? Number(c.dataset.y0) : null,
+    y1: c.dataset.y1 ? Number(c.dataset.y1) : null,
+    relative_error: c.dataset.relativeError || '',
+    no_percentiles: c.dataset.noPercentiles || '',
+    message: c.querySelector('.chart-message')?.textContent || '',
+    no_percentiles_message: !!c.querySelector('.chart-message.no-percentiles'),
+    notes: [...c.querySelectorAll('.chart-note')].map((n) => n.textContent),
+    // Every point drawn, [x, y]: the lines' vertices and the lone buckets' dots (not the
+    // partial bucket's mark); and the plot's [left, top, right, bottom].
+    drawn: [...c.querySelectorAll('path.line')]
+      .flatMap((p) => [...p.getAttribute('d').matchAll(/[ML](-?[\d.]+),(-?[\d.]+)/g)].map((m) => [Number(m[1]), Number(m[2])]))
+      .concat([...c.querySelectorAll('circle.dot')].map((d) => [Number(d.getAttribute('cx')), Number(d.getAttribute('cy'))])),
+    plot: (() => {
+      const r = c.querySelector('clipPath rect');
+      if (!r) return null;
+      const [x, y, w, h] = ['x', 'y', 'width', 'height'].map((a) => Number(r.getAttribute(a)));
+      return [x, y + 2, x + w, y + h - 2];
+    })(),
     filled: c.dataset.filled === '1',
     partial: c.dataset.partial || '',
     partial_marks: [...c.querySelectorAll('.partial')].map((m) => m.dataset.ts || ''),
@@ -108,6 +133,7 @@ return {
     overflowed: Number(c.dataset.overflowed || '0'),
     filtered: c.classList.contains('filtered-out'),
     legend: [...c.querySelectorAll('.legend-item')].map((i) => i.dataset.name),
+    legend_labels: [...c.querySelectorAll('.legend-text')].map((t) => t.textContent),
     subtitle: c.querySelector('.chart-sub')?.textContent || '',
     // [leftmost, rightmost] x of the first line drawn, [left, right] of the plot.
     line_span: (() => {
@@ -191,6 +217,22 @@ struct Chart {
     unit: String,
     /// The y axis' lowest value, once drawn.
     y0: Option<f64>,
+    /// The y axis' highest value, once drawn.
+    y1: Option<f64>,
+    /// With a percentile display, the relative error the answers state.
+    relative_error: String,
+    /// With a percentile display, the chart's series that are not distributions.
+    no_percentiles: String,
+    /// The text in the plot when nothing is drawn.
+    message: String,
+    /// The plot says the chart's series have no percentiles.
+    no_percentiles_message: bool,
+    /// A percentile answer's notes shown under the subtitle.
+    notes: Vec<String>,
+    /// Every point drawn, `[x, y]` in chart units.
+    drawn: Vec<[f64; 2]>,
+    /// The plot's `[left, top, right, bottom]`.
+    plot: Option<[f64; 4]>,
     /// The area under the line is filled.
     filled: bool,
     /// The start of the still-filling last bucket, when there is one.
@@ -206,6 +248,8 @@ struct Chart {
     filtered: bool,
     /// The legend's names, in order.
     legend: Vec<String>,
+    /// The legend's labels, as shown.
+    legend_labels: Vec<String>,
     subtitle: String,
     /// The first line's leftmost and rightmost x, and the plot's left and right edges.
     line_span: Option<[f64; 4]>,
@@ -331,6 +375,7 @@ fn dashboard_in_headless_chromium() {
         // The same browser, on the server with a raw tier.
         drive_raw(&client, &raw_url, &mut raw_server).await;
         drive_overflow(&client, &page_url, &mut server).await;
+        drive_percentiles(&client, &page_url, &mut server).await;
         client.close().await.expect("close the WebDriver session");
         shot
     });
@@ -418,7 +463,7 @@ async fn drive(client: &Client, page_url: &str, server: &mut Proc) -> Vec<u8> {
     .await;
     assert_eq!(
         snap.displays,
-        ["per_sec", "total", "avg", "max", "min", "count"],
+        ["per_sec", "total", "avg", "max", "min", "count", "p50", "p90", "p99"],
         "#display options"
     );
     // The shipped tiers.toml (the demo runs in the crate's directory) is the default.
@@ -969,6 +1014,222 @@ async fn drive_overflow(client: &Client, page_url: &str, server: &mut Proc) {
     );
 }
 
+/// Percentiles (issue #53) on the first demo, whose agent times each host's requests
+/// (`req.time`, a distribution): with p99 chosen at 1m over an hour, the timer's chart is drawn
+/// from the query API's p99 answer for it, bucket by bucket (read back from the drawn line and
+/// the axis), and states the answer's relative error; `cpu.user`, not a distribution, says in
+/// its chart that it has no percentiles, as the API answers it no points; an aggregate of
+/// every series merges the timers per host and shows the server's note on the series left
+/// out; a reload keeps p99.
+async fn drive_percentiles(client: &Client, page_url: &str, server: &mut Proc) {
+    let addr: std::net::SocketAddr = page_url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()
+        .expect("the dashboard's address");
+    let timer = "req.time{host=web-1}";
+    let gauge = "cpu.user{host=web-1}";
+    client.goto(page_url).await.expect("load the dashboard");
+    wait_for(client, server, "the timer and the gauge listed", |s| {
+        [timer, gauge]
+            .iter()
+            .all(|n| s.listed.iter().any(|l| l == n))
+    })
+    .await;
+    click(client, "#series-clear").await;
+    select(client, "#resolution", "1m").await;
+    select(client, "#range", "1h").await;
+    select(client, "#display", "p99").await;
+    click_series(client, timer).await;
+    click_series(client, gauge).await;
+    let snap = wait_for(
+        client,
+        server,
+        "p99 charts of the timer and the gauge",
+        |s| {
+            s.display == "p99"
+                && s.charts.len() == 2
+                && s.charts
+                    .iter()
+                    .all(|c| c.tier == "1m" && c.display == "p99")
+                && s.charts.iter().any(|c| c.series == timer && c.points > 0)
+                && s.charts
+                    .iter()
+                    .any(|c| c.series == gauge && c.no_percentiles == "1")
+        },
+    )
+    .await;
+    let chart = snap.charts.iter().find(|c| c.series == timer).unwrap();
+    let (from, to) = chart.window().expect("a window");
+
+    // What the query API answers for the same series and window, as p99 and as avg.
+    let ask = |series: &str, display: &str| {
+        crate::support::http::get_json(
+            addr,
+            &format!(
+                "/api/v1/query?series={}&display={display}&tier=1m&from={from}&to={to}",
+                crate::support::http::percent_encode(series)
+            ),
+        )
+        .unwrap_or_else(|e| panic!("{series} as {display}: {e}"))
+    };
+    let p99 = ask(timer, "p99");
+    let avg = ask(timer, "avg");
+    let values = |answer: &serde_json::Value| -> std::collections::BTreeMap<i64, f64> {
+        (answer["points"].as_array())
+            .unwrap_or_else(|| panic!("no points in {answer}"))
+            .iter()
+            .filter_map(|p| Some((p[0].as_i64()?, p[1].as_f64()?)))
+            .collect()
+    };
+    let (want, avgs) = (values(&p99), values(&avg));
+    assert_eq!(p99["display"], "p99", "{p99}");
+    // The still-filling bucket moves between the page's read and the test's: left out.
+    let partial: Option<i64> = chart.partial.parse().ok();
+    let complete: Vec<(i64, f64)> = (want.iter())
+        .filter(|(ts, _)| Some(**ts) != partial && **ts + 60 <= to)
+        .map(|(ts, v)| (*ts, *v))
+        .collect();
+    assert!(complete.len() >= 50, "an hour of p99s at 1m: {p99}");
+    // Each point drawn, read back through the axes: its bucket and its value.
+    let [left, top, right, bottom] = chart.plot.expect("a plot");
+    let (lo, hi) = (chart.y0.unwrap(), chart.y1.expect("data-y1"));
+    let tolerance = (hi - lo) * 0.003;
+    let mut read: Vec<(i64, f64)> = (chart.drawn.iter())
+        .map(|&[x, y]| {
+            let t = from as f64 + (x - left) / (right - left) * (to - from) as f64 - 30.0;
+            let ts = (t / 60.0).round() as i64 * 60;
+            (ts, lo + (bottom - y) / (bottom - top) * (hi - lo))
+        })
+        .collect();
+    read.sort_by_key(|(ts, _)| *ts);
+    read.dedup_by_key(|(ts, _)| *ts);
+    assert_eq!(
+        read.iter().map(|(ts, _)| *ts).collect::<Vec<_>>(),
+        complete.iter().map(|(ts, _)| *ts).collect::<Vec<_>>(),
+        "the chart draws a point for each bucket the API answers a p99 for: {chart:?}"
+    );
+    for ((ts, drawn), (_, answered)) in read.iter().zip(&complete) {
+        assert!(
+            (drawn - answered).abs() <= tolerance,
+            "bucket {ts}: drawn {drawn}, the API's p99 {answered} (±{tolerance}): {chart:?}"
+        );
+    }
+    // The comparison tells p99 from the bucket's average: somewhere they differ by far more.
+    assert!(
+        complete.iter().any(|(ts, v)| avgs
+            .get(ts)
+            .is_some_and(|a| (v - a).abs() > 10.0 * tolerance)),
+        "p99 and avg are too close to tell apart: {p99} {avg}"
+    );
+    // The error the answer states, in the chart's data and its subtitle.
+    let stated = p99["relative_error"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no relative_error in {p99}"));
+    let shown: f64 = chart
+        .relative_error
+        .parse()
+        .unwrap_or_else(|e| panic!("data-relative-error {:?}: {e}", chart.relative_error));
+    assert!(
+        (shown - stated).abs() <= stated * 1e-9,
+        "stated {stated}, shown {shown}"
+    );
+    assert!(
+        chart.subtitle.contains("p99 ±"),
+        "the subtitle states the error: {:?}",
+        chart.subtitle
+    );
+    // Hovering reads the p99 out, with the error stated.
+    hover(
+        client,
+        &format!("#charts svg.chart[data-series='{timer}']"),
+        0.5,
+    )
+    .await;
+    let snap = wait_for(client, server, "a readout of the p99", |s| {
+        s.tooltip.as_ref().is_some_and(|t| t.len() == 3)
+    })
+    .await;
+    let rows = snap.tooltip.unwrap();
+    assert!(
+        rows[2].starts_with("p99 within ±"),
+        "the readout states the error: {rows:?}"
+    );
+
+    // The gauge: the API answers no points (it keeps no histograms), and its chart says so.
+    let answer = ask(gauge, "p99");
+    assert!(
+        answer.get("points").is_none()
+            && answer["note"]
+                .as_str()
+                .is_some_and(|n| n.contains("not distributions")),
+        "a gauge has no p99: {answer}"
+    );
+    let chart = snap.charts.iter().find(|c| c.series == gauge).unwrap();
+    assert!(
+        chart.points == 0
+            && chart.no_percentiles_message
+            && chart.message.contains("not a distribution: no percentiles")
+            && chart
+                .subtitle
+                .contains("no percentiles (not a distribution)"),
+        "the gauge's chart says it has no percentiles: {chart:?}"
+    );
+
+    // An aggregate of every series by host: the timers' histograms merged per host, the
+    // other series left out, and the server's note on them shown.
+    type_into(client, "#agg-match", "*").await;
+    type_into(client, "#agg-by", "host").await;
+    click(client, "#agg-add").await;
+    let snap = wait_for(client, server, "a p99 aggregate of every series", |s| {
+        s.charts
+            .iter()
+            .any(|c| c.kind == "aggregate" && c.lines == 4 && c.display == "p99")
+    })
+    .await;
+    let agg = snap.charts.iter().find(|c| c.kind == "aggregate").unwrap();
+    assert_eq!(
+        agg.legend,
+        ["host=cache-1", "host=db-1", "host=web-1", "host=web-2"],
+        "{agg:?}"
+    );
+    assert!(
+        !agg.relative_error.is_empty()
+            && agg.notes.len() == 1
+            && agg.notes[0].contains("not distributions")
+            && agg.notes[0].contains("left out"),
+        "the aggregate states its error and notes the series left out: {agg:?}"
+    );
+
+    // The address keeps the display: a reload shows the same p99 charts.
+    client.refresh().await.expect("reload the page");
+    wait_for(client, server, "p99 after a reload", |s| {
+        s.display == "p99"
+            && s.charts.len() == 3
+            && s.charts.iter().any(|c| c.series == timer && c.points > 0)
+            && s.charts
+                .iter()
+                .any(|c| c.series == gauge && c.no_percentiles_message)
+    })
+    .await;
+
+    // Combined, the timer's line is drawn and the gauge's left out, named as such.
+    click(client, "#series-combine").await;
+    let snap = wait_for(client, server, "a combined p99 chart", |s| {
+        s.charts
+            .iter()
+            .any(|c| c.kind == "multi" && c.points > 0 && c.no_percentiles == "1")
+    })
+    .await;
+    let multi = snap.charts.iter().find(|c| c.kind == "multi").unwrap();
+    assert!(
+        multi.lines == 1
+            && multi.legend == [timer, gauge]
+            && multi.legend_labels == [timer.to_string(), format!("{gauge} (no percentiles)")],
+        "the gauge's line is left out, and the legend says why: {multi:?}"
+    );
+}
+
 /// Picks `value` in the `<select>` at `css`, as a user would (a click on the option).
 async fn select(client: &Client, css: &str, value: &str) {
     client
@@ -1011,7 +1272,7 @@ async fn drive_raw(client: &Client, page_url: &str, server: &mut Proc) {
     assert_eq!(snap.display, "avg", "raw points are shown as their values");
     assert_eq!(
         snap.displays_disabled,
-        ["per_sec", "total", "max", "min", "count"],
+        ["per_sec", "total", "max", "min", "count", "p50", "p90", "p99"],
         "displays that do not apply to raw points are disabled"
     );
     let now = unix_now();

@@ -6,8 +6,10 @@
 //       tier (kind "raw", exact points) comes last. While zoomed with the auto rule it shows
 //       the tier the server chose and carries the class "auto".
 //   #range       ranges for the chosen tier (value = span sent as from=-VALUE, data-seconds)
-//   #display     per_sec (avg/sec), total, avg, max, min, count; at the raw tier every option
-//       but avg ("value") is disabled: raw points are not buckets
+//   #display     per_sec (avg/sec), total, avg, max, min, count, and the percentiles p50, p90,
+//       p99 (of distribution series: StatsD timers, Prometheus native and OTLP histograms,
+//       read as `display=pNN`); at the raw tier every option but avg ("value") is disabled:
+//       raw points are not buckets
 //   #series-search  filters the list and the charts: a chart none of whose series (or, for an
 //       aggregate, its selector) matches gets the class "filtered-out" and is not shown
 //   #series-list > li.series-item[data-series=<canonical name>] (.selected: it has a chart of
@@ -16,18 +18,26 @@
 //       comma-separated), submitted (#agg-add) adds an aggregate chart
 //   #charts > svg.chart[data-kind="series"|"multi"|"aggregate"][data-key][data-series]
 //       [data-points][data-lines][data-tier][data-window="FROM..TO"][data-display][data-unit]
-//       [data-y0][data-filled][data-partial][data-before][data-after][data-overflowed]
+//       [data-y0][data-y1][data-filled][data-partial][data-before][data-after]
+//       [data-overflowed][data-relative-error][data-no-percentiles]
 //       data-series: the one series of a "series" chart; data-points: non-null points drawn,
 //       over all lines; data-lines: lines with at least one point; data-window: unix seconds
 //       of the window shown; data-unit: the y axis' unit ("%", "B", "/s", "B/s" or "");
-//       data-y0: the y axis' lowest value; data-filled: "1" when the area under the line is
+//       data-y0 / data-y1: the y axis' lowest / highest value; data-filled: "1" when the area under the line is
 //       filled (one line of buckets: then data-y0 is at most 0); data-partial: the start of
 //       the last bucket when its period has not ended (drawn hollow, dashed, not filled),
 //       else ""; data-before / data-after: "1" when a raw chart drew its lines to the edge
 //       from the neighbour outside the window; data-overflowed: points whose value
 //       overflowed (+Inf or -Inf in the API's JSON), not drawn, counted in the subtitle and
-//       read as "+Inf"/"-Inf" in the hover readout
-//     > g.legend > g.legend-item[data-name] (charts of more than one line), .chart-close
+//       read as "+Inf"/"-Inf" in the hover readout; data-relative-error: with a percentile
+//       display, the largest relative error the answers state for their quantiles (shown as
+//       "p99 ±0.55%" in the subtitle and the readout), else ""; data-no-percentiles: with a
+//       percentile display, the chart's series that are not distributions (no histograms,
+//       so no percentiles): left out, named "(no percentiles)" in the legend, and a chart
+//       with none left says so in its plot (text.chart-message.no-percentiles)
+//     > g.legend > g.legend-item[data-name] (charts of more than one line), text.chart-note
+//       (a percentile answer's note: series left out of an aggregate, points without a
+//       histogram), .chart-close
 //       (removes the chart), .partial (the still-filling bucket's mark)
 //   Time: #pan-back / #pan-fwd move the window by half its span; #zoom-back undoes the last
 //     zoom, pan or picked range; #live returns to the range ending now. A drag across a chart
@@ -359,6 +369,16 @@
     return base;
   }
 
+  // A percentile display (p50, p90, p99): read from distribution series' histograms.
+  function isQuantile(display) {
+    return /^p\d/.test(display || '');
+  }
+
+  // A relative error as the subtitle and readout show it: "±0.55%".
+  function fmtRelativeError(e) {
+    return '±' + Number((e * 100).toPrecision(2)) + '%';
+  }
+
   function withUnit(text, unit) {
     if (!unit) return text;
     // "12 %", "1.5 GB", "3 k/s": a space before a unit that starts with a letter or %, none
@@ -621,7 +641,9 @@
     for (const opt of el.display.options) {
       const off = raw && opt.value !== 'avg';
       opt.disabled = off;
-      opt.title = off ? 'raw points are exact values, not buckets: no totals, rates or extremes per bucket' : '';
+      opt.title = !off ? '' : isQuantile(opt.value)
+        ? 'raw points are exact values, not buckets: no histogram per bucket, so no percentiles'
+        : 'raw points are exact values, not buckets: no totals, rates or extremes per bucket';
     }
     if (raw && el.display.value !== 'avg') {
       state.displayBeforeRaw = el.display.value;
@@ -996,6 +1018,13 @@
         const groups = (body.groups || []).map((g) => ({ name: groupLabel(g.tags, by), points: decodePoints(g.points), series: g.series }));
         groups.sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
         data = { tier: body.tier, display: body.display, step: body.step, lines: groups.slice(0, MAX_LINES), groups: groups.length };
+        if (isQuantile(q.display)) {
+          // Histograms merge: `agg` does not apply. Series that are not distributions are
+          // left out by the server, which says so in its note.
+          data.relativeError = body.relative_error;
+          data.notes = body.note ? [body.note] : [];
+          data.noPercentiles = 0;
+        }
       } else {
         // One query per series; a series that fails leaves its line out, named in the legend.
         const answers = await Promise.allSettled(view.names.map((name) => api('api/v1/query?series=' + enc(name) +
@@ -1009,6 +1038,24 @@
             ? { name: view.names[i], points: decodePoints(a.value.points), before: a.value.before, after: a.value.after }
             : { name: view.names[i], points: [], error: a.reason })),
         };
+        if (isQuantile(q.display)) {
+          // A series that is not a distribution is answered without points: it has no
+          // percentiles, and its line says so rather than reading as empty buckets.
+          data.notes = [];
+          data.relativeError = undefined;
+          answers.forEach((a, i) => {
+            if (a.status !== 'fulfilled') return;
+            const line = data.lines[i];
+            if (!Array.isArray(a.value.points)) {
+              line.noPercentiles = true;
+              return;
+            }
+            const e = a.value.relative_error;
+            if (Number.isFinite(e)) data.relativeError = Math.max(e, data.relativeError || 0);
+            if (a.value.note) data.notes.push(view.names.length > 1 ? `${line.name}: ${a.value.note}` : a.value.note);
+          });
+          data.noPercentiles = data.lines.filter((l) => l.noPercentiles).length;
+        }
       }
       const tier = tierByName(data.tier);
       data.raw = !!(tier && tier.raw);
@@ -1141,8 +1188,12 @@
     return { items, rows: names.length ? row + 1 : 0 };
   }
 
-  function chartTitle(view) {
-    if (view.kind === 'aggregate') return `${view.agg} of ${view.match}${view.by ? ' by ' + view.by : ''}`;
+  function chartTitle(view, display) {
+    if (view.kind === 'aggregate') {
+      // A percentile of an aggregate is taken of the merged histograms, whatever `agg` says.
+      const how = isQuantile(display) ? `${display} of merged` : `${view.agg} of`;
+      return `${how} ${view.match}${view.by ? ' by ' + view.by : ''}`;
+    }
     if (view.kind === 'series') return view.names[0];
     const bases = new Set(view.names.map((n) => n.split('{')[0]));
     return bases.size === 1 ? `${[...bases][0]} · ${view.names.length} series` : view.names.join(' · ');
@@ -1163,7 +1214,7 @@
     let { W, H } = chartSize(svg);
     svg.textContent = '';
     svg.classList.toggle('chart-error', !!chart.error);
-    const title = chartTitle(view);
+    const title = chartTitle(view, data ? data.display : req.display || el.display.value);
     svg.setAttribute('aria-label', title);
     svgEl('title', {}, svg).textContent = title;
     const maxChars = Math.floor((W - 48) / 7.6);
@@ -1174,8 +1225,8 @@
     svgEl('rect', { x: W - 30, y: 6, width: 24, height: 24, rx: 5 }, close);
     svgEl('text', { x: W - 18, y: 23 }, close).textContent = '×';
     const setData = (d) => {
-      for (const k of ['points', 'lines', 'tier', 'window', 'display', 'unit', 'y0', 'filled', 'partial', 'before', 'after', 'overflowed']) {
-        svg.dataset[k] = d[k] === undefined ? '' : String(d[k]);
+      for (const k of ['points', 'lines', 'tier', 'window', 'display', 'unit', 'y0', 'y1', 'filled', 'partial', 'before', 'after', 'overflowed', 'relativeError', 'noPercentiles']) {
+        svg.dataset[k] = d[k] === undefined || d[k] === null ? '' : String(d[k]);
       }
     };
 
@@ -1276,18 +1327,29 @@
       if (hi < 0 && -hi < hi - lo) hi = 0;
     }
 
-    const displayName = raw ? 'exact points' : data.display === 'per_sec' ? 'avg/sec' : data.display;
+    const quantile = isQuantile(data.display);
+    const stated = quantile && Number.isFinite(data.relativeError) ? ' ' + fmtRelativeError(data.relativeError) : '';
+    const displayName = (raw ? 'exact points' : data.display === 'per_sec' ? 'avg/sec' : data.display) + stated;
     const tierName = req.tier === 'auto' ? `${data.tier} (auto)` : data.tier;
     const subChars = Math.floor((W - 24) / 6.3);
     const head = `${tierName} · ${displayName} · ${fmtWindow(from, to, raw ? 60 : step)} ${Z.name()} · `;
     const count = raw ? `${drawn} points` : `${drawn} of ${lines.reduce((a, l) => a + l.points.length, 0)} buckets`;
     const groups = data.groups > lines.length ? ` · ${lines.length} of ${data.groups} groups` : '';
     const over = overflows ? `${overflows} overflowed (±Inf, not drawn) · ` : '';
-    sub.textContent = truncate(head + over + count + groups, subChars);
+    const noPct = data.noPercentiles || 0;
+    const none = quantile && lines.length > 0 && noPct === lines.length;
+    const without = !none && noPct ? ` · no percentiles for ${noPct} (not ${noPct === 1 ? 'a distribution' : 'distributions'})` : '';
+    const counted = none ? `no percentiles (not ${lines.length === 1 ? 'a distribution' : 'distributions'})` : count;
+    sub.textContent = truncate(head + over + counted + groups + without, subChars);
 
     // The legend, under the subtitle, when there is more than one line or an aggregate.
-    const legend = multi ? legendLayout(lines.map((l) => (l.error ? `${l.name} (failed)` : l.name)), W, 56) : { items: [], rows: 0 };
-    H += legend.rows * 16;
+    const legendName = (l) => (l.error ? `${l.name} (failed)` : l.noPercentiles ? `${l.name} (no percentiles)` : l.name);
+    const legend = multi ? legendLayout(lines.map(legendName), W, 56) : { items: [], rows: 0 };
+    // A percentile answer's notes (series left out, points without a histogram), a row each
+    // under the legend.
+    const notes = (data.notes || []).slice(0, 3);
+    const top = 56 + legend.rows * 16 + notes.length * 16; // the plot's top
+    H += legend.rows * 16 + notes.length * 16;
     svg.setAttribute('viewBox', `0 0 ${W} ${H}`); // CSS: width 100%, height from the ratio
     if (legend.rows) {
       const g = svgEl('g', { class: 'legend' }, svg);
@@ -1299,17 +1361,23 @@
         const text = svgEl('text', { class: 'legend-text', x: item.x + 16, y: item.y - 4 }, li);
         text.textContent = item.label;
         if (lines[i].error) svgEl('title', {}, li).textContent = lines[i].error.describe ? lines[i].error.describe() : String(lines[i].error);
+        if (lines[i].noPercentiles) svgEl('title', {}, li).textContent = 'not a distribution: it keeps no histograms, so it has no percentiles';
       });
     }
+    notes.forEach((note, i) => {
+      const text = svgEl('text', { class: 'chart-note', x: 12, y: 56 + legend.rows * 16 + i * 16 - 4 }, svg);
+      text.textContent = truncate(note, subChars);
+      svgEl('title', {}, text).textContent = note;
+    });
 
-    const plotH = H - 56 - legend.rows * 16 - 26;
+    const plotH = H - top - 26;
     const y = niceScale(lo, hi, plotH < 140 ? 4 : 5);
     const fmtTick = tickFormatter(y.lo, y.hi, y.step, unit);
     const labels = y.ticks.map(fmtTick);
     const ML = Math.max(34, 10 + 6.6 * Math.max(...labels.map((l) => l.length)));
     const x0 = ML;
     const x1 = W - 14;
-    const y0 = 56 + legend.rows * 16;
+    const y0 = top;
     const y1 = H - 26;
     const sx = (t) => x0 + ((t - from) / (to - from)) * (x1 - x0);
     const sy = (v) => y1 - ((v - y.lo) / (y.hi - y.lo)) * (y1 - y0);
@@ -1321,11 +1389,14 @@
       display: data.display,
       unit,
       y0: y.lo,
+      y1: y.hi,
       filled: filled ? 1 : 0,
       partial: partialTs === null ? '' : partialTs,
       before: raw ? 0 : '',
       after: raw ? 0 : '',
       overflowed: overflows,
+      relativeError: quantile && Number.isFinite(data.relativeError) ? data.relativeError : '',
+      noPercentiles: quantile ? noPct : '',
     });
 
     const grid = svgEl('g', { class: 'grid' }, svg);
@@ -1397,7 +1468,7 @@
             if (!finite(v)) break;
             // Hollow, and for values comparable with a full bucket's (avg, max, min) joined
             // by a dashed segment; totals, rates and counts only so far are not joined.
-            if (prev && ['avg', 'max', 'min'].includes(data.display)) {
+            if (prev && (['avg', 'max', 'min'].includes(data.display) || quantile)) {
               svgEl('path', { class: 'partial-line' + cls, d: `M${xy(prev[0] + half, prev[1]).join(',')}L${xy(t + half, v).join(',')}` }, plot);
             }
             const mark = svgEl('circle', { class: 'partial' + cls, cx: sx(t + half).toFixed(1), cy: sy(v).toFixed(1), r: 3.5 }, plot);
@@ -1419,8 +1490,21 @@
       if (line) svgEl('path', { class: 'line' + cls, d: line }, plot);
     }
     if (!withPoints) {
-      svgEl('text', { class: 'chart-message', x: (x0 + x1) / 2, y: (y0 + y1) / 2 + 4 }, svg).textContent =
-        'no samples in this window';
+      // With a percentile display, a chart none of whose series is a distribution says so:
+      // its emptiness is not a lack of samples.
+      let message = 'no samples in this window';
+      let cls = 'chart-message';
+      if (none) {
+        message = lines.length === 1
+          ? 'not a distribution: no percentiles (only timers and histograms keep them)'
+          : 'none of these series is a distribution: no percentiles';
+        cls += ' no-percentiles';
+      } else if (quantile && view.kind === 'aggregate' && !lines.length && notes.length) {
+        message = 'no distribution among the series selected: no percentiles';
+        cls += ' no-percentiles';
+      }
+      svgEl('text', { class: cls, x: (x0 + x1) / 2, y: (y0 + y1) / 2 + 4 }, svg).textContent =
+        truncate(message, Math.floor((x1 - x0) / 6.6));
     }
 
     const hover = svgEl('g', { class: 'hover', visibility: 'hidden' }, svg);
@@ -1430,7 +1514,8 @@
     chart.selection = svgEl('rect', { class: 'zoom-selection', x: 0, y: y0, width: 0, height: Math.max(0, y1 - y0), visibility: 'hidden' }, svg);
     chart.hit = svgEl('rect', { class: 'hit', x: x0, y: y0, width: Math.max(0, x1 - x0), height: Math.max(0, y1 - y0) }, svg);
     const tipUnit = data.display === 'count' && !raw ? 'samples' : unit;
-    chart.layout = { W, H, from, to, step, raw, x0, x1, sx, sy, lines, unit: tipUnit, partialTs };
+    const errorNote = stated ? `${data.display} within${stated} (the error the server states)` : '';
+    chart.layout = { W, H, from, to, step, raw, x0, x1, sx, sy, lines, unit: tipUnit, partialTs, errorNote };
     if (chart.replayHover) chart.replayHover();
   }
 
@@ -1503,12 +1588,19 @@
         }
         const what = document.createElement('div');
         what.className = has || over ? 'tip-value' : 'tip-value empty';
-        const value = has ? fmtSI(p[1], L.unit) : over ? `${p[1] > 0 ? '+Inf' : '-Inf'} (overflowed)` : 'no samples';
+        const value = l.noPercentiles ? 'not a distribution: no percentiles'
+          : has ? fmtSI(p[1], L.unit) : over ? `${p[1] > 0 ? '+Inf' : '-Inf'} (overflowed)` : 'no samples';
         what.textContent = L.lines.length > 1 ? `${l.name}: ${value}` : value;
         if (L.lines.length > 1) what.style.setProperty('--series', `var(--c${l.color})`);
         if (L.lines.length > 1) what.classList.add('tip-line');
         tip.append(what);
       });
+      if (L.errorNote) {
+        const bound = document.createElement('div');
+        bound.className = 'tip-note';
+        bound.textContent = L.errorNote;
+        tip.append(bound);
+      }
       chart.hover.setAttribute('visibility', 'visible');
       tip.hidden = false;
       const tw = tip.offsetWidth;
