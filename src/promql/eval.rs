@@ -184,12 +184,16 @@ impl<'a> Evaluator<'a> {
                 m.range.as_millis() as i64,
                 &grid,
                 RawNeed::Never,
-                false,
+                true,
             )?),
             Expr::Subquery(sq) => Some(self.range_of_subquery(sq, &grid)?),
             _ => None,
         };
         if let Some(input) = range {
+            if input.histograms {
+                let read = super::histograms::points_in_window(input, self.source, self.budget())?;
+                return Ok(ResultValue::HistogramMatrix(read));
+            }
             let input = input.read(self.source, &self.limits.budget)?;
             let mut out: Vec<_> = (0..input.series.len())
                 .map(|i| (input.series[i].labels.clone(), input.points_in_window(i, 0)))

@@ -240,6 +240,9 @@ impl FloatHistogram {
     }
 }
 
+/// Per series, its labels and its histograms stamped in unix milliseconds: a matrix.
+pub(crate) type HistogramPoints = Vec<(Labels, Vec<(i64, FloatHistogram)>)>;
+
 /// One series of an instant vector of histograms over the grid.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct HistogramSeries {
@@ -262,6 +265,7 @@ pub(crate) fn over_windows(
     budget: &ReadBudget,
 ) -> Result<Vec<HistogramSeries>, QueryError> {
     let (stored, labels) = stored_windows(name, input)?;
+    let labels: Vec<Labels> = labels.into_iter().map(Labels::name_dropped).collect();
     let out: Vec<Mutex<Vec<Option<FloatHistogram>>>> =
         labels.iter().map(|_| Mutex::new(Vec::new())).collect();
     let refused = Mutex::new(None);
@@ -305,6 +309,7 @@ pub(crate) fn aggregate_windows(
 ) -> Result<Vec<HistogramSeries>, QueryError> {
     let steps = input.times.len();
     let (stored, labels) = stored_windows(name, input)?;
+    let labels: Vec<Labels> = labels.into_iter().map(Labels::name_dropped).collect();
     let mut groups: Vec<Labels> = Vec::new();
     let mut group_index: std::collections::HashMap<Labels, usize> = Default::default();
     let member_of: Vec<usize> = (labels.iter())
@@ -369,8 +374,7 @@ pub(crate) fn aggregate_windows(
 /// One group's sum at one step, and how many series were present in it (for `avg`).
 type GroupSum = Option<(FloatHistogram, f64)>;
 
-/// A [`WindowData::Stored`] input's read and windows, and its series' result labels (their
-/// names dropped, as a range function's).
+/// A [`WindowData::Stored`] input's read and windows.
 struct StoredWindows {
     selected: Vec<super::source::Selected>,
     tier: usize,
@@ -382,7 +386,7 @@ struct StoredWindows {
     range_ms: i64,
 }
 
-/// `input` as a stored selection to window, and its series' result labels.
+/// `input` as a stored selection to window, and its series' labels.
 ///
 /// # Errors
 /// `bad_data` for an input that is not a stored selection.
@@ -410,10 +414,7 @@ fn stored_windows(
             "{name}() of histograms reads a selector's stored buckets"
         )));
     };
-    let labels = series
-        .into_iter()
-        .map(|s| s.labels.name_dropped())
-        .collect();
+    let labels = series.into_iter().map(|s| s.labels).collect();
     let stored = StoredWindows {
         selected,
         tier,
@@ -470,6 +471,60 @@ impl StoredWindows {
             })
             .collect()
     }
+}
+
+/// An instant query of a range selector of distributions (`x[5m]`): per series, the
+/// histogram of each bucket in the window at the one evaluation time, stamped with the
+/// bucket's start (as the floats of a range vector are), in label order.
+///
+/// # Errors
+/// As [`over_windows`].
+pub(crate) fn points_in_window(
+    input: RangeInput,
+    source: &dyn Source,
+    budget: &ReadBudget,
+) -> Result<HistogramPoints, QueryError> {
+    let (stored, labels) = stored_windows("a range selector", input)?;
+    let out: Vec<Mutex<Vec<(i64, FloatHistogram)>>> =
+        labels.iter().map(|_| Mutex::new(Vec::new())).collect();
+    let refused = Mutex::new(None);
+    let visit = |i: usize, buckets: &[Option<BucketHistogram>]| {
+        let Some(&t) = stored.times.first() else {
+            return;
+        };
+        let (lo, hi) = bucket_range(
+            stored.first_ms,
+            stored.res_ms,
+            buckets.len(),
+            t,
+            stored.range_ms,
+        );
+        let kept: Vec<Option<FloatHistogram>> = (buckets[lo..hi].iter())
+            .map(|b| b.as_ref().map(|b| FloatHistogram::scaled(b, 1.0)))
+            .collect();
+        if let Err(e) = charge_kept(budget, &kept) {
+            *lock(&refused) = Some(e);
+            return;
+        }
+        *lock(&out[i]) = (kept.into_iter().enumerate())
+            .filter_map(|(j, h)| Some((stored.first_ms + (lo + j) as i64 * stored.res_ms, h?)))
+            .collect();
+    };
+    stored.read(source, budget, &visit)?;
+    if let Some(e) = lock(&refused).take() {
+        return Err(e.into());
+    }
+    let mut series: Vec<_> = (labels.into_iter().zip(out))
+        .map(|(labels, points)| {
+            (
+                labels,
+                points.into_inner().unwrap_or_else(|e| e.into_inner()),
+            )
+        })
+        .filter(|(_, points)| !points.is_empty())
+        .collect();
+    series.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(series)
 }
 
 /// Charges histograms an answer keeps to `budget`: a value per bucket, the zero bucket's

@@ -670,6 +670,16 @@ fn histograms_are_answered_in_prometheus_fields_and_refused_where_not_evaluated(
             answer.data_text()
         );
     }
+    // An instant query (at `at - 120`) of a range selector: each bucket's histogram at its
+    // start.
+    let window = answer("latency[3m]", None).unwrap();
+    let ResultValue::HistogramMatrix(series) = &window.result else {
+        panic!("{:?}", window.result);
+    };
+    assert_eq!(series[0].0.get("__name__"), "latency");
+    let starts: Vec<i64> = series[0].1.iter().map(|p| p.0 / 1000).collect();
+    assert_eq!(starts, vec![at - 300, at - 240, at - 180]);
+    assert!(series[0].1.iter().all(|(_, h)| h.count == 12.0));
     // A selector of both kinds answers the floats and names the distributions it left out.
     let mixed = answer(r#"{host="a"}"#, None).unwrap();
     let ResultValue::Vector(floats) = &mixed.result else {
