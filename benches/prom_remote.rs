@@ -213,10 +213,7 @@ fn main() {
 
     // In process: what decoding one request costs (no engine, no HTTP).
     let rounds: u32 = std::env::var("TIERDB_BENCH_ROUNDS").map_or(2000, |r| r.parse().unwrap());
-    for (kind, fleet) in [
-        (Kind::Floats, &fleet),
-        (Kind::Histograms, &histogram_fleet),
-    ] {
+    for (kind, fleet) in [(Kind::Floats, &fleet), (Kind::Histograms, &histogram_fleet)] {
         let body = request(fleet, kind, 0, 1, chrono::Utc::now().timestamp());
         let mut key = String::new();
         let began = Instant::now();
@@ -251,10 +248,7 @@ fn main() {
     run(server.http, &histogram_fleet, Kind::Histograms, 0..1, t0);
     for r in 0..RUNS as i64 {
         let steps = 1 + r * SCRAPES..1 + (r + 1) * SCRAPES;
-        for (kind, fleet) in [
-            (Kind::Floats, &fleet),
-            (Kind::Histograms, &histogram_fleet),
-        ] {
+        for (kind, fleet) in [(Kind::Floats, &fleet), (Kind::Histograms, &histogram_fleet)] {
             let took = run(server.http, fleet, kind, steps.clone(), t0);
             let samples = SERIES as f64 * SCRAPES as f64;
             println!(
