@@ -590,8 +590,9 @@ struct Dense {
 /// buckets (32 KiB) span 64 octaves at scale 6.
 const MAX_DENSE: usize = 4096;
 
-/// The room a dense list starts with: two octaves at scale 6.
-const DENSE_ROOM: i64 = 128;
+/// The room a dense list starts with: eight octaves at scale 6, so a merge of latencies
+/// grows it once or not at all.
+const DENSE_ROOM: i64 = 512;
 
 impl Dense {
     #[inline]
