@@ -203,10 +203,9 @@ impl PointSum {
             }
         }
     }
-}
 
-impl PointSum {
-    /// The point starting at `ts`: the sum's histogram made sparse, its dense counts freed.
+    /// The point starting at `ts`: the sum's histogram made sparse (the dense counts go
+    /// when the sum is dropped).
     fn finish(&self, ts: Timestamp) -> DistributionPoint {
         DistributionPoint {
             ts,
@@ -225,10 +224,10 @@ struct Member {
     group: usize,
 }
 
-/// Buckets a tile of points covers: one block of the file's layout (16 buckets of a slot
-/// side by side, then the next slot's), so a tile read for every member of a chunk walks
-/// the file in order, and the tile's accumulators stay in cache while every member adds to
-/// them.
+/// Buckets a tile of points covers (at most; at least one point): as many as a block of
+/// the file's layout holds (16 buckets of a slot side by side, then the next slot's), so
+/// a tile read for every member of a chunk walks the file in order, and the tile's
+/// accumulators stay in cache while every member adds to them.
 const TILE_BUCKETS: i64 = 16;
 
 /// The points of the buckets of `tier` on `grid`, from `window` on, of every member (sorted
