@@ -321,18 +321,18 @@ impl Histogram {
     }
 
     /// The estimate of the observation of `rank` (1-based, at most the count), walking from
-    /// the most negative bucket up.
+    /// the most negative bucket up; only the bucket found is estimated.
     fn value_of_rank(&self, rank: u64) -> f64 {
         let mut seen = 0u64;
-        let mut last = 0.0;
-        for (estimate, count) in self.ascending() {
+        let mut last = Place::Zero;
+        for (place, count) in self.ascending_places() {
             seen = seen.saturating_add(count);
-            last = estimate;
+            last = place;
             if seen >= rank {
                 break;
             }
         }
-        last
+        self.estimate(last)
     }
 
     /// The estimated sum of the observations of ranks `first..=last` (1-based, ascending),
@@ -370,11 +370,24 @@ impl Histogram {
     /// Every populated bucket in ascending order of value, the zero bucket in its place:
     /// `(estimate, count)`, the estimate being the bucket's geometric middle (0 for zero).
     fn ascending(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
-        let scale = self.scale;
-        let negative = (self.negative.iter().rev()).map(move |&(i, c)| (-middle(i, scale), c));
-        let zero = (self.zero_count > 0).then_some((0.0, self.zero_count));
-        let positive = (self.positive.iter()).map(move |&(i, c)| (middle(i, scale), c));
+        (self.ascending_places()).map(|(place, count)| (self.estimate(place), count))
+    }
+
+    /// [`Histogram::ascending`] without the estimates: `(bucket, count)`.
+    fn ascending_places(&self) -> impl Iterator<Item = (Place, u64)> + '_ {
+        let negative = (self.negative.iter().rev()).map(|&(i, c)| (Place::Negative(i), c));
+        let zero = (self.zero_count > 0).then_some((Place::Zero, self.zero_count));
+        let positive = (self.positive.iter()).map(|&(i, c)| (Place::Positive(i), c));
         negative.chain(zero).chain(positive)
+    }
+
+    /// The estimate of a bucket's values: its geometric middle, 0 for the zero bucket.
+    fn estimate(&self, place: Place) -> f64 {
+        match place {
+            Place::Negative(index) => -middle(index, self.scale),
+            Place::Zero => 0.0,
+            Place::Positive(index) => middle(index, self.scale),
+        }
     }
 
     /// The largest relative error of this histogram's quantile estimates.
@@ -466,6 +479,15 @@ impl Histogram {
     }
 }
 
+/// A bucket of a histogram, in value order: a negative one by the index of its magnitude,
+/// the zero bucket, or a positive one.
+#[derive(Clone, Copy, Debug)]
+enum Place {
+    Negative(i32),
+    Zero,
+    Positive(i32),
+}
+
 /// What an encoding says before its buckets.
 #[derive(Clone, Copy, Debug)]
 struct Head {
@@ -552,35 +574,75 @@ pub struct Accumulator {
     negative: Dense,
 }
 
-/// Counts by index from `offset`, growing either way.
+/// Counts by index from `offset`, growing either way. The vector keeps room past the
+/// populated range (zeros), so a merge of many inputs grows it a few times, not once per
+/// new index: `low` and `high` say what is populated.
 #[derive(Clone, Debug, Default)]
 struct Dense {
     offset: i32,
     counts: Vec<u64>,
+    /// The lowest and highest index added (meaningless while `counts` is empty).
+    low: i32,
+    high: i32,
 }
 
 /// The widest a dense list may grow before the accumulator coarsens its scale: 4,096
 /// buckets (32 KiB) span 64 octaves at scale 6.
 const MAX_DENSE: usize = 4096;
 
+/// The room a dense list starts with: eight octaves at scale 6, so a merge of latencies
+/// grows it once or not at all.
+const DENSE_ROOM: i64 = 512;
+
 impl Dense {
     #[inline]
     fn add(&mut self, index: i32, count: u64) {
-        if self.counts.is_empty() {
-            self.offset = index;
-            self.counts.push(count);
-            return;
+        let at = i64::from(index) - i64::from(self.offset);
+        if self.counts.is_empty() || at < 0 || at >= self.counts.len() as i64 {
+            self.grow_to(index);
         }
-        if index < self.offset {
-            let grow = (self.offset - index) as usize;
-            self.counts.splice(0..0, std::iter::repeat_n(0, grow));
-            self.offset = index;
-        }
-        let at = (index - self.offset) as usize;
-        if at >= self.counts.len() {
-            self.counts.resize(at + 1, 0);
-        }
+        let at = (i64::from(index) - i64::from(self.offset)) as usize;
         self.counts[at] = self.counts[at].saturating_add(count);
+        self.low = self.low.min(index);
+        self.high = self.high.max(index);
+    }
+
+    /// Reallocates so that `index` fits, with as much room again as the populated width on
+    /// the side it grows (at least [`DENSE_ROOM`]).
+    #[cold]
+    fn grow_to(&mut self, index: i32) {
+        let (low, high) = if self.counts.is_empty() {
+            (i64::from(index), i64::from(index))
+        } else {
+            (
+                i64::from(self.low.min(index)),
+                i64::from(self.high.max(index)),
+            )
+        };
+        let width = high - low + 1;
+        let len = (2 * width).max(DENSE_ROOM);
+        let room = len - width;
+        let offset = if self.counts.is_empty() {
+            low - room / 2
+        } else if index < self.offset {
+            low - room
+        } else {
+            low
+        };
+        // Keep every index of the list inside i32.
+        let offset = offset.clamp(i64::from(i32::MIN), i64::from(i32::MAX) - len + 1) as i32;
+        let mut counts = vec![0u64; len as usize];
+        if !self.counts.is_empty() {
+            let from = (self.low - self.offset) as usize..=(self.high - self.offset) as usize;
+            let to = (i64::from(self.low) - i64::from(offset)) as usize;
+            let populated = &self.counts[from];
+            counts[to..to + populated.len()].copy_from_slice(populated);
+        } else {
+            self.low = index;
+            self.high = index;
+        }
+        self.offset = offset;
+        self.counts = counts;
     }
 
     /// The width the list would have with `index` in it.
@@ -589,8 +651,8 @@ impl Dense {
         if self.counts.is_empty() {
             return 1;
         }
-        let low = self.offset.min(index);
-        let high = (self.offset + self.counts.len() as i32 - 1).max(index);
+        let low = self.low.min(index);
+        let high = self.high.max(index);
         (i64::from(high) - i64::from(low) + 1) as usize
     }
 
@@ -599,20 +661,23 @@ impl Dense {
             return;
         }
         let mut out = Dense::default();
-        for (i, &count) in self.counts.iter().enumerate() {
-            if count > 0 {
-                out.add(reduced_index(self.offset + i as i32, delta), count);
-            }
+        for (index, count) in self.populated() {
+            out.add(reduced_index(index, delta), count);
         }
         *self = out;
     }
 
     fn populated(&self) -> impl Iterator<Item = (i32, u64)> + '_ {
-        self.counts
+        let range = if self.counts.is_empty() {
+            0..0
+        } else {
+            (self.low - self.offset) as usize..(self.high - self.offset) as usize + 1
+        };
+        self.counts[range.clone()]
             .iter()
-            .enumerate()
-            .filter(|(_, &c)| c > 0)
-            .map(|(i, &c)| (self.offset + i as i32, c))
+            .zip(range)
+            .filter(|(&c, _)| c > 0)
+            .map(|(&c, i)| (self.offset + i as i32, c))
     }
 }
 
@@ -639,6 +704,23 @@ impl Accumulator {
         .map(|_| ())
     }
 
+    /// Adds another accumulator's sum, as [`Accumulator::add`] adds its histogram.
+    pub fn merge(&mut self, other: &Accumulator) {
+        let Some((scale, zero_threshold)) = other.head else {
+            return;
+        };
+        self.take_head(Head {
+            scale,
+            zero_threshold,
+            zero_count: other.zero_count,
+        });
+        for (negative, list) in [(false, &other.positive), (true, &other.negative)] {
+            for (index, count) in list.populated() {
+                self.add_bucket(negative, index, count, scale);
+            }
+        }
+    }
+
     /// Adds a histogram.
     pub fn add(&mut self, histogram: &Histogram) {
         self.take_head(Head {
@@ -655,7 +737,15 @@ impl Accumulator {
     }
 
     /// Takes an input's head: the coarser scale and the wider threshold win.
+    #[inline]
     fn take_head(&mut self, head: Head) {
+        // The common case, many inputs of one source: nothing but the zero count changes.
+        if let Some((scale, threshold)) = self.head {
+            if head.scale >= scale && head.zero_threshold <= threshold {
+                self.zero_count = self.zero_count.saturating_add(head.zero_count);
+                return;
+            }
+        }
         let (scale, threshold) = match self.head {
             None => (head.scale, head.zero_threshold),
             Some((scale, threshold)) => {

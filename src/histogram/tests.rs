@@ -346,3 +346,31 @@ fn parts_out_of_the_value_range_are_refused() {
     assert!(Histogram::from_parts(-4, 0.0, 0, [], [(-2_147_483_647, 1)]).is_none());
     assert!(Histogram::from_parts(0, 0.0, 0, [(1025, 1)], []).is_none());
 }
+
+proptest! {
+    /// An accumulator fed one value at a time, in any order (so its dense lists grow down as
+    /// well as up, past their room), and two accumulators merged, both sum as
+    /// [`Histogram::merge`] does.
+    #[test]
+    fn accumulators_grow_either_way_and_merge_as_histograms_do(
+        values in proptest::collection::vec(
+            prop_oneof![1e-3f64..1e4, -1e4f64..-1e-3, Just(0.0)], 1..300),
+        split in 0usize..300,
+        scale in 0i8..=8,
+    ) {
+        let split = split.min(values.len());
+        let mut merged = Histogram::new(scale);
+        let (mut first, mut second) = (Accumulator::default(), Accumulator::default());
+        for (i, &v) in values.iter().enumerate() {
+            let mut one = Histogram::new(scale);
+            one.record(v);
+            merged.merge(&one);
+            let mut bytes = Vec::new();
+            one.encode(&mut bytes);
+            let acc = if i < split { &mut first } else { &mut second };
+            acc.add_encoded(&bytes).expect("decodes");
+        }
+        first.merge(&second);
+        prop_assert_eq!(first.to_histogram(), merged);
+    }
+}

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 
 use super::budget::ReadBudget;
-use super::query::{still_filling, PointGrid};
+use super::query::{still_filling, HeldFiles, PointGrid};
 use super::reader::Reader;
 use super::tier_choice::TierChoice;
 use crate::bucket::Bucket;
@@ -17,6 +17,7 @@ use crate::counter::SeriesKind;
 use crate::error::{Error, Result};
 use crate::histogram::{lower_bound, upper_bound, Accumulator, Histogram};
 use crate::registry::{Selector, SeriesId};
+use crate::storage::histogram_cell::CellBuffer;
 use crate::storage::HeldPeriod;
 use crate::time::{Span, Timestamp};
 
@@ -145,9 +146,13 @@ pub(super) fn read_on(
     grid: &PointGrid,
     window: Timestamp,
 ) -> Result<Vec<DistributionPoint>> {
-    let mut points = vec![PointSum::default(); grid.points];
-    fold_series(reader, id, tier, grid, window, &mut points)?;
-    Ok(finish(grid, &points))
+    let slots = reader.slots();
+    let member = Member {
+        chunk: id.0 / slots,
+        slot: id.0 % slots,
+        group: 0,
+    };
+    fold_members(reader, tier, grid, window, &[member], 1)
 }
 
 /// One point's sum while a read folds into it: the merged bucket and the histograms added
@@ -174,74 +179,184 @@ impl Default for PointSum {
 impl PointSum {
     fn merge(&mut self, other: &PointSum) {
         self.bucket.merge(&other.bucket);
-        if !other.histograms.is_empty() {
-            self.histograms.add(&other.histograms.to_histogram());
-        }
+        self.histograms.merge(&other.histograms);
         self.damaged |= other.damaged;
+    }
+
+    /// Adds a hot bucket and its histogram's encoding.
+    #[inline]
+    fn add_encoded(&mut self, bucket: &Bucket, histogram: Option<&[u8]>) {
+        if bucket.count > 0 {
+            self.bucket.merge(bucket);
+            if let Some(body) = histogram {
+                self.damaged |= self.histograms.add_encoded(body).is_err();
+            }
+        }
+    }
+
+    /// Adds a compacted bucket and its histogram.
+    fn add(&mut self, bucket: &Bucket, histogram: Option<&Histogram>) {
+        if bucket.count > 0 {
+            self.bucket.merge(bucket);
+            if let Some(histogram) = histogram {
+                self.histograms.add(histogram);
+            }
+        }
+    }
+
+    /// The point starting at `ts`: the sum's histogram made sparse (the dense counts go
+    /// when the sum is dropped).
+    fn finish(&self, ts: Timestamp) -> DistributionPoint {
+        DistributionPoint {
+            ts,
+            bucket: self.bucket,
+            histogram: (!self.histograms.is_empty() && !self.damaged)
+                .then(|| self.histograms.to_histogram()),
+        }
     }
 }
 
-/// The points of `sums`, on `grid`.
-fn finish(grid: &PointGrid, sums: &[PointSum]) -> Vec<DistributionPoint> {
-    sums.iter()
-        .enumerate()
-        .map(|(i, sum)| DistributionPoint {
-            ts: grid.start_of(i),
-            bucket: sum.bucket,
-            histogram: (!sum.histograms.is_empty() && !sum.damaged)
-                .then(|| sum.histograms.to_histogram()),
-        })
-        .collect()
+/// A distribution series a read folds: where it lives and the group it folds into.
+#[derive(Clone, Copy, Debug)]
+struct Member {
+    chunk: u32,
+    slot: u32,
+    group: usize,
 }
 
-/// Folds series `id`'s buckets of `tier` on `grid`, from `window` on, into `points` (one
-/// per point of the grid): buckets merge, histograms merge.
-fn fold_series(
+/// Buckets a tile of points covers (at most; at least one point): as many as a block of
+/// the file's layout holds (16 buckets of a slot side by side, then the next slot's), so
+/// a tile read for every member of a chunk walks the file in order, and the tile's
+/// accumulators stay in cache while every member adds to them.
+const TILE_BUCKETS: i64 = 16;
+
+/// The points of the buckets of `tier` on `grid`, from `window` on, of every member (sorted
+/// by chunk and slot), one row per group: `groups` rows of `grid.points`, one after another.
+/// Buckets merge, histograms merge into dense counts, made sparse once a point is whole.
+///
+/// The work is split by points, not by series: tile after tile of [`TILE_BUCKETS`], each
+/// folding every member and finishing its points, the tiles spread over rayon's pool. Each
+/// point is then folded by one worker only and no histogram is merged twice; folding
+/// series by series instead spread one point's sum over every worker, merged at the end,
+/// and walked a whole day of accumulators (megabytes) per series. Where a period is
+/// compacted (a slot decodes whole per read) or the grid has one tile, the members are
+/// spread instead, each read whole, and the workers' sums merged.
+fn fold_members(
     reader: &Reader<'_>,
-    id: SeriesId,
     tier: usize,
     grid: &PointGrid,
     window: Timestamp,
-    points: &mut [PointSum],
-) -> Result<()> {
-    let spec = &reader.config().tiers[tier];
-    let read_from = grid.first.max(window);
-    let slots = reader.slots();
-    let (chunk, slot) = (id.0 / slots, id.0 % slots);
-    let res = spec.resolution.secs() as i64;
-    let buckets = (spec.period.secs() as i64 / res) as u32;
-    for (period_start, held) in reader.period_files(tier, chunk, read_from..grid.end)? {
-        let first = ((read_from - period_start).max(0) / res) as u32;
-        let last =
-            (((grid.end - period_start) + res - 1) / res).clamp(0, i64::from(buckets)) as u32;
-        if first >= last {
-            continue;
-        }
-        let mut compacted = Vec::new();
-        if let HeldPeriod::Compacted(file) = &held {
-            compacted = file.read_slot_distributions(slot, first..last)?;
-        }
-        for b in first..last {
-            let ts = period_start + i64::from(b) * res;
-            if ts < read_from || ts >= grid.end {
-                continue;
+    members: &[Member],
+    groups: usize,
+) -> Result<Vec<DistributionPoint>> {
+    let points = grid.points;
+    let runs = members
+        .chunk_by(|a, b| a.chunk == b.chunk)
+        .map(|run| Ok((run, reader.files_for(tier, grid, run[0].chunk, window)?)))
+        .collect::<Result<Vec<(&[Member], HeldFiles)>>>()?;
+    let compacted = runs.iter().any(|(_, held)| held.has_compacted());
+    let tile = if compacted {
+        points.max(1)
+    } else {
+        (TILE_BUCKETS / grid.buckets_per_point()).max(1) as usize
+    };
+    let tiles: Vec<std::ops::Range<usize>> = (0..points)
+        .step_by(tile)
+        .map(|first| first..(first + tile).min(points))
+        .collect();
+    if tiles.len() > 1 {
+        let runs: Vec<(&[Member], &HeldFiles)> =
+            runs.iter().map(|(run, held)| (*run, held)).collect();
+        let mut folded = tiles
+            .par_iter()
+            .map_init(CellBuffer::default, |buffer, tile| {
+                let n = tile.len();
+                let mut sums = vec![PointSum::default(); groups * n];
+                fold_tile(grid, tile, &runs, &mut sums, buffer)?;
+                Ok((sums.iter().enumerate())
+                    .map(|(k, sum)| sum.finish(grid.start_of(tile.start + k % n)))
+                    .collect::<Vec<_>>())
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // Each tile's points are group after group: the first `n` left are the next group's.
+        let mut rows = Vec::with_capacity(groups * points);
+        for _ in 0..groups {
+            for (tile, folded) in tiles.iter().zip(&mut folded) {
+                rows.extend(folded.drain(..tile.len()));
             }
-            let point = &mut points[((ts - grid.first) / grid.step) as usize];
-            match &held {
-                HeldPeriod::Hot(file) => file.load_distribution_with(b, slot, |bucket, body| {
-                    if bucket.count > 0 {
-                        point.bucket.merge(&bucket);
-                        if let Some(body) = body {
-                            point.damaged |= point.histograms.add_encoded(body).is_err();
+        }
+        return Ok(rows);
+    }
+    let empty = || vec![PointSum::default(); groups * points];
+    let Some(tile) = tiles.first() else {
+        return Ok(Vec::new());
+    };
+    let each: Vec<(&[Member], &HeldFiles)> = runs
+        .iter()
+        .flat_map(|(run, held)| run.chunks(1).map(move |member| (member, held)))
+        .collect();
+    let fold = |(mut sums, mut buffer): (Vec<PointSum>, Box<CellBuffer>),
+                &(member, held): &(&[Member], &HeldFiles)| {
+        fold_tile(grid, tile, &[(member, held)], &mut sums, &mut buffer)?;
+        Ok((sums, buffer))
+    };
+    let sums = if each.len() <= 1 {
+        (each.iter().try_fold((empty(), Box::default()), fold)).map(|(sums, _)| sums)?
+    } else {
+        each.par_iter()
+            .try_fold(|| (empty(), Box::default()), fold)
+            .map(|folded| folded.map(|(sums, _)| sums))
+            .try_reduce_with(|mut a, b| {
+                a.iter_mut().zip(&b).for_each(|(a, b)| a.merge(b));
+                Ok(a)
+            })
+            .unwrap_or_else(|| Ok(empty()))?
+    };
+    Ok((sums.par_iter().enumerate())
+        .map(|(k, sum)| sum.finish(grid.start_of(k % points)))
+        .collect())
+}
+
+/// Folds the points `tile` of every member of `runs` (each run one chunk's members, with
+/// its files) into `rows`: `groups` rows of `tile.len()` points, one after another.
+fn fold_tile(
+    grid: &PointGrid,
+    tile: &std::ops::Range<usize>,
+    runs: &[(&[Member], &HeldFiles)],
+    rows: &mut [PointSum],
+    buffer: &mut CellBuffer,
+) -> Result<()> {
+    let n = tile.len();
+    let span = grid.boundary(tile.start)..grid.boundary(tile.end);
+    let per_point = grid.buckets_per_point();
+    for (run, held) in runs {
+        for (i, member) in run.iter().enumerate() {
+            // The member two ahead's cells start loading while this one's are added.
+            if let Some(ahead) = run.get(i + 2) {
+                for (stored, buckets, _) in grid.periods_in(held, span.clone()) {
+                    if let HeldPeriod::Hot(file) = stored {
+                        buckets.for_each(|b| file.prefetch_distribution(b, ahead.slot));
+                    }
+                }
+            }
+            let row = &mut rows[member.group * n..][..n];
+            for (stored, buckets, global) in grid.periods_in(held, span.clone()) {
+                let first = buckets.start;
+                let point =
+                    |b: u32| ((global + i64::from(b - first)) / per_point) as usize - tile.start;
+                match stored {
+                    HeldPeriod::Hot(file) => {
+                        for b in buckets {
+                            let sum = &mut row[point(b)];
+                            file.load_distribution_into(b, member.slot, buffer, |bucket, body| {
+                                sum.add_encoded(&bucket, body)
+                            });
                         }
                     }
-                }),
-                HeldPeriod::Compacted(_) => {
-                    let (bucket, histogram) = &compacted[(b - first) as usize];
-                    if bucket.count > 0 {
-                        point.bucket.merge(bucket);
-                        if let Some(histogram) = histogram {
-                            point.histograms.add(histogram);
+                    HeldPeriod::Compacted(file) => {
+                        let loaded = file.read_slot_distributions(member.slot, buckets.clone())?;
+                        for (b, (bucket, histogram)) in buckets.zip(&loaded) {
+                            row[point(b)].add(bucket, histogram.as_ref());
                         }
                     }
                 }
@@ -497,7 +612,7 @@ impl HistogramShown {
 }
 
 /// A series read and its values of the `group_by` tags.
-type Member = (SeriesId, Vec<Option<String>>);
+type Matched = (SeriesId, Vec<Option<String>>);
 
 /// [`Reader::distribution_query`]'s work.
 pub(super) fn answer(
@@ -523,7 +638,7 @@ pub(super) fn answer(
     };
     let window = spec.window_start(now);
     let mut series = None;
-    let (matched, group_by): (Vec<Member>, &[String]) = match &query.target {
+    let (matched, group_by): (Vec<Matched>, &[String]) = match &query.target {
         DistributionTarget::Series(key) => {
             let id = reader
                 .registry()
@@ -581,44 +696,25 @@ pub(super) fn answer(
             )
         },
     )?;
-    let indexed: Vec<(SeriesId, usize)> = members
+    let slots = reader.slots();
+    let mut indexed: Vec<Member> = members
         .iter()
-        .map(|(id, values)| (*id, groups[*values].0))
+        .map(|(id, values)| Member {
+            chunk: id.0 / slots,
+            slot: id.0 % slots,
+            group: groups[*values].0,
+        })
         .collect();
-    let n = groups.len();
-    let rows = indexed
-        .par_iter()
-        .try_fold(
-            || vec![Vec::new(); n],
-            |mut rows: Vec<Vec<PointSum>>, &(id, group)| -> Result<_> {
-                if rows[group].is_empty() {
-                    rows[group] = vec![PointSum::default(); grid.points];
-                }
-                fold_series(reader, id, tier, &grid, window, &mut rows[group])?;
-                Ok(rows)
-            },
-        )
-        .try_reduce(
-            || vec![Vec::new(); n],
-            |mut a, b| {
-                for (a, b) in a.iter_mut().zip(b) {
-                    if a.is_empty() {
-                        *a = b;
-                    } else if !b.is_empty() {
-                        a.iter_mut().zip(&b).for_each(|(a, b)| a.merge(b));
-                    }
-                }
-                Ok(a)
-            },
-        )?;
+    indexed.sort_unstable_by_key(|m| (m.chunk, m.slot));
+    let folded = fold_members(reader, tier, &grid, window, &indexed, groups.len())?;
+    let rows = (0..groups.len()).map(|group| &folded[group * grid.points..][..grid.points]);
     let mut relative_error: Option<f64> = None;
     let mut incomplete = 0usize;
     let groups = groups
         .into_iter()
         .zip(rows)
         .map(|((values, (_, series)), row)| {
-            let row = finish(&grid, &row);
-            for point in &row {
+            for point in row {
                 if point.bucket.count > 0 && !point.is_complete() {
                     incomplete += 1;
                 } else if let Some(e) = point.relative_error() {

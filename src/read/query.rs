@@ -602,16 +602,7 @@ impl PointGrid {
         out: &mut [Bucket],
     ) -> Result<()> {
         let mut decoded = Vec::new();
-        for (period_start, stored) in &held.files {
-            let period_start = *period_start;
-            let lo = held.read_from.max(period_start).max(span.start);
-            let hi = span.end.min(period_start.saturating_add(self.period));
-            if lo >= hi {
-                continue;
-            }
-            let global = (lo - self.first) / self.res;
-            let buckets =
-                ((lo - period_start) / self.res) as u32..((hi - period_start) / self.res) as u32;
+        for (stored, buckets, global) in self.periods_in(held, span) {
             match stored {
                 HeldPeriod::Hot(file) => {
                     self.fold_buckets(global, first_point, buckets, out, |b| file.load(b, slot));
@@ -628,6 +619,28 @@ impl PointGrid {
             }
         }
         Ok(())
+    }
+
+    /// The periods of `held` with buckets starting in `span` (bucket-aligned) that the read
+    /// sees: each file, those buckets of it, and the grid's bucket index of the first (its
+    /// point is that over [`PointGrid::buckets_per_point`]).
+    pub(crate) fn periods_in<'a>(
+        &'a self,
+        held: &'a HeldFiles,
+        span: std::ops::Range<Timestamp>,
+    ) -> impl Iterator<Item = (&'a HeldPeriod, std::ops::Range<u32>, i64)> + 'a {
+        held.files.iter().filter_map(move |(period_start, stored)| {
+            let period_start = *period_start;
+            let lo = held.read_from.max(period_start).max(span.start);
+            let hi = span.end.min(period_start.saturating_add(self.period));
+            if lo >= hi {
+                return None;
+            }
+            let global = (lo - self.first) / self.res;
+            let buckets =
+                ((lo - period_start) / self.res) as u32..((hi - period_start) / self.res) as u32;
+            Some((stored, buckets, global))
+        })
     }
 
     /// Folds `buckets` of one period (the first of which is the grid's bucket `global`) into

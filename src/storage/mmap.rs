@@ -169,16 +169,17 @@ pub(crate) fn start_writeback(file: &File) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Asks the CPU to start loading `cell`'s cache line. The write path calls it a few samples
-/// ahead, so the cache and TLB misses of scattered buckets overlap instead of queueing.
+/// Asks the CPU to start loading `cell`'s cache line (a record's, or a histogram cell's
+/// word). The write path calls it a few samples ahead, so the cache and TLB misses of
+/// scattered buckets overlap instead of queueing.
 #[inline(always)]
-pub(crate) fn prefetch(cell: &BucketCell) {
+pub(crate) fn prefetch<T>(cell: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch never faults and reads nothing architecturally; SSE, which the
     // instruction needs, is part of the x86_64 baseline.
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(cell as *const BucketCell as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(cell as *const T as *const i8);
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = cell;
