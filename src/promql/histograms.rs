@@ -335,13 +335,8 @@ pub(crate) fn aggregate_windows(
         with_values[i].store(true, Ordering::Relaxed);
         let mut group = lock(&sums[member_of[i]]);
         for (sum, h) in group.iter_mut().zip(values) {
-            let Some(h) = h else { continue };
-            match sum {
-                Some((sum, present)) => {
-                    sum.add(&h);
-                    *present += 1.0;
-                }
-                None => *sum = Some((h, 1.0)),
+            if let Some(h) = h {
+                add_into(sum, h);
             }
         }
     };
@@ -354,21 +349,43 @@ pub(crate) fn aggregate_windows(
         return Err(same_labelset(labels));
     }
     Ok((groups.into_iter().zip(sums))
-        .map(|(labels, sums)| {
-            let sums = sums.into_inner().unwrap_or_else(|e| e.into_inner());
-            let values = (sums.into_iter())
-                .map(|sum| {
-                    let (mut h, present) = sum?;
-                    if op == "avg" {
-                        h.divide(present);
-                    }
-                    Some(h)
-                })
-                .collect();
-            HistogramSeries { labels, values }
+        .filter_map(|(labels, sums)| {
+            finished(
+                op,
+                labels,
+                sums.into_inner().unwrap_or_else(|e| e.into_inner()),
+            )
         })
-        .filter(|s| s.values.iter().any(Option::is_some))
         .collect())
+}
+
+/// Adds `h` into one group's sum at one step, counting the series present.
+fn add_into(sum: &mut GroupSum, h: FloatHistogram) {
+    match sum {
+        Some((sum, present)) => {
+            sum.add(&h);
+            *present += 1.0;
+        }
+        None => *sum = Some((h, 1.0)),
+    }
+}
+
+/// A group's sums per step as `op` answers them (`sum`, or `avg`: divided by the series
+/// present); `None` for a group with none.
+fn finished(op: &str, labels: Labels, sums: Vec<GroupSum>) -> Option<HistogramSeries> {
+    let values: Vec<_> = (sums.into_iter())
+        .map(|sum| {
+            let (mut h, present) = sum?;
+            if op == "avg" {
+                h.divide(present);
+            }
+            Some(h)
+        })
+        .collect();
+    values
+        .iter()
+        .any(Option::is_some)
+        .then_some(HistogramSeries { labels, values })
 }
 
 /// One group's sum at one step, and how many series were present in it (for `avg`).
@@ -567,31 +584,17 @@ pub(crate) fn aggregate(
         )));
     }
     Ok((groups.into_iter())
-        .map(|(labels, members)| {
-            let values = (0..steps)
-                .map(|step| {
-                    let mut merged: Option<FloatHistogram> = None;
-                    let mut present = 0.0;
-                    for h in members
-                        .iter()
-                        .filter_map(|&i| series[i].values[step].as_ref())
-                    {
-                        present += 1.0;
-                        match &mut merged {
-                            Some(m) => m.add(h),
-                            None => merged = Some(h.clone()),
-                        }
+        .filter_map(|(labels, members)| {
+            let mut sums: Vec<GroupSum> = vec![None; steps];
+            for &i in &members {
+                for (sum, h) in sums.iter_mut().zip(&series[i].values) {
+                    if let Some(h) = h {
+                        add_into(sum, h.clone());
                     }
-                    let mut merged = merged?;
-                    if op == "avg" {
-                        merged.divide(present);
-                    }
-                    Some(merged)
-                })
-                .collect();
-            HistogramSeries { labels, values }
+                }
+            }
+            finished(op, labels, sums)
         })
-        .filter(|s| s.values.iter().any(Option::is_some))
         .collect())
 }
 
