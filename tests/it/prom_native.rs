@@ -422,6 +422,11 @@ fn promql(addr: std::net::SocketAddr, query: &str, time: i64) -> Value {
         crate::support::http::percent_encode(query)
     );
     let answer = get_json(addr, &path).unwrap_or_else(|| panic!("{query}: no answer"));
+    only_result(&answer, query)
+}
+
+/// The only result of a PromQL `answer` to `query`.
+fn only_result(answer: &Value, query: &str) -> Value {
     let result = &answer["data"]["result"];
     assert_eq!(
         result.as_array().map(Vec::len),
@@ -640,13 +645,7 @@ fn promql_agrees_with_prometheus(
             crate::support::http::percent_encode(query),
             window + 300
         ));
-        let result = &answer["data"]["result"];
-        assert_eq!(
-            result.as_array().map(Vec::len),
-            Some(1),
-            "{query}: {answer}"
-        );
-        result[0].clone()
+        only_result(&answer, query)
     };
     let number = |v: &Value| -> f64 { v.as_str().unwrap().parse().unwrap() };
     let near = |a: f64, b: f64| (a - b).abs() <= a.abs().max(b.abs()) * 1e-9;
