@@ -55,6 +55,12 @@ mod a_failure_mid_body {
 
     impl Served {
         fn start(engine: &Arc<Engine>) -> Served {
+            let state = Arc::new(State::new(Arc::clone(engine), Limits::default(), None));
+            Served::over(state)
+        }
+
+        /// The server over `state`.
+        fn over(state: Arc<State>) -> Served {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
@@ -65,7 +71,6 @@ mod a_failure_mid_body {
                 .block_on(Listeners::bind(loopback, loopback))
                 .unwrap();
             let http = listeners.addrs().unwrap().0;
-            let state = Arc::new(State::new(Arc::clone(engine), Limits::default(), None));
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let thread = std::thread::spawn(move || {
                 let stopped = async move {
@@ -177,5 +182,100 @@ mod a_failure_mid_body {
         let (status, body) = answer(&mut stream);
         assert_eq!(status, 503, "{body}");
         assert_eq!(body["rejected_by_reason"]["write_failed"], 1, "{body}");
+    }
+
+    /// A remote write request of one integer counter histogram of `rpc_seconds{job=api}` at
+    /// `ms`: `count` observations in bucket 1 (schema 0), snappy-framed.
+    fn native_request(ms: i64, count: u64) -> Vec<u8> {
+        use prost::Message;
+
+        use crate::ingest::prom_remote::native::{BucketSpan, NativeHistogram};
+        use crate::ingest::prom_remote::{Label, TimeSeries, WriteRequest};
+        let label = |name: &'static str, value: &'static str| Label {
+            name: name.into(),
+            value: value.into(),
+        };
+        let histogram = NativeHistogram {
+            count_int: Some(count),
+            sum: count as f64 * 1.5,
+            positive_spans: vec![BucketSpan {
+                offset: 1,
+                length: 1,
+            }],
+            positive_deltas: vec![count as i64],
+            zero_count_int: Some(0),
+            timestamp: ms,
+            ..NativeHistogram::default()
+        };
+        let request = WriteRequest {
+            timeseries: vec![TimeSeries {
+                labels: vec![label("__name__", "rpc_seconds"), label("job", "api")],
+                samples: Vec::new(),
+                histograms: vec![histogram],
+            }],
+            metadata: Vec::new(),
+        };
+        snap::raw::Encoder::new()
+            .compress_vec(&request.encode_to_vec())
+            .unwrap()
+    }
+
+    /// A counter histogram whose write fails is taken back: the series' state is its last
+    /// written histogram again, so its next histogram (the retry) carries the increase. Before,
+    /// the state had moved on, the retry was refused as out of order, and the interval was lost.
+    #[test]
+    fn a_counter_histogram_whose_write_fails_leaves_its_increase_to_the_next() {
+        use crate::histogram::Histogram;
+        use crate::ingest::cumulative::Unwritten;
+
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Arc::new(
+            Engine::builder(dir.path())
+                .background_maintenance(false)
+                .open()
+                .unwrap(),
+        );
+        let state = Arc::new(State::new(Arc::clone(&engine), Limits::default(), None));
+        let server = Served::over(Arc::clone(&state));
+        let ms = (engine.now() - 600) * 1000;
+        let send = |body: Vec<u8>| {
+            let mut stream = TcpStream::connect(server.http).unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(60)))
+                .unwrap();
+            write!(
+                stream,
+                "POST /api/v1/prom/write HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+                 Content-Type: application/x-protobuf\r\nContent-Encoding: snappy\r\n\
+                 Content-Length: {}\r\n\r\n",
+                body.len()
+            )
+            .unwrap();
+            stream.write_all(&body).unwrap();
+            let mut raw = String::new();
+            stream.read_to_string(&mut raw).unwrap();
+            raw[9..12].parse::<u16>().unwrap()
+        };
+        // The baseline, then an increase of 3 that lands.
+        assert_eq!(send(native_request(ms, 2)), 204);
+        assert_eq!(send(native_request(ms + 15_000, 5)), 204);
+        engine.shared.poison("injected by the test".into());
+        // An increase of 4 whose batch fails: nothing landed, 503.
+        assert_eq!(send(native_request(ms + 30_000, 9)), 503);
+        // The series' state is the last histogram written (5 observations).
+        let mut next = Histogram::new(0);
+        next.record_n(1.5, 9);
+        let step = (state.histogram_counters).step(
+            "rpc_seconds{job=api}",
+            ms + 30_000,
+            (next, 13.5),
+            false,
+            &mut Unwritten::default(),
+        );
+        let increase = step
+            .expect("the retry is not refused")
+            .expect("an increase");
+        assert_eq!(increase.histogram.count(), 4);
+        assert_eq!(increase.sum, 6.0);
     }
 }
