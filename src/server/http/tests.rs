@@ -1,5 +1,6 @@
 //! Tests of how `/api/v1/query` names its one series from `series` and `tag` parameters, and
-//! of what a write answers when the server fails partway through its body.
+//! of what a write answers when the server fails partway through its body, and what a failed
+//! write leaves of a cumulative histogram's state.
 
 use super::series_param;
 use crate::server::error::ApiError;
@@ -277,5 +278,87 @@ mod a_failure_mid_body {
             .expect("an increase");
         assert_eq!(increase.histogram.count(), 4);
         assert_eq!(increase.sum, 6.0);
+    }
+
+    /// The OTLP/JSON export of one cumulative explicit histogram `http.duration` (bounds 10
+    /// and 100) that started at `start` (ns), taken at `time` (ns), with `counts`.
+    fn otlp_request(start: u64, time: u64, counts: [u64; 3]) -> Vec<u8> {
+        let count: u64 = counts.iter().sum();
+        format!(
+            r#"{{"resourceMetrics":[{{"scopeMetrics":[{{"metrics":[{{"name":"http.duration",
+            "histogram":{{"aggregationTemporality":2,"dataPoints":[{{"startTimeUnixNano":"{start}",
+            "timeUnixNano":"{time}","count":"{count}","sum":{count},"bucketCounts":["{}","{}","{}"],
+            "explicitBounds":[10,100]}}]}}}}]}}]}}]}}"#,
+            counts[0], counts[1], counts[2]
+        )
+        .into_bytes()
+    }
+
+    /// A cumulative OTLP histogram whose write fails is taken back, as a counter histogram
+    /// over remote write is: the stream's last point is its last written again, so the
+    /// retry writes the increase instead of being refused as out of order.
+    #[test]
+    fn a_cumulative_otlp_histogram_whose_write_fails_leaves_its_increase_to_the_next() {
+        use crate::ingest::cumulative::Unwritten;
+        use crate::ingest::otlp::histogram::{Distribution, Layout, Temporality};
+
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Arc::new(
+            Engine::builder(dir.path())
+                .background_maintenance(false)
+                .open()
+                .unwrap(),
+        );
+        let state = Arc::new(State::new(Arc::clone(&engine), Limits::default(), None));
+        let server = Served::over(Arc::clone(&state));
+        let second = 1_000_000_000u64;
+        let now = engine.now() as u64 * second;
+        // Started before the server: its first point is a baseline.
+        let start = now - 3_600 * second;
+        let send = |body: Vec<u8>| {
+            let mut stream = TcpStream::connect(server.http).unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(60)))
+                .unwrap();
+            write!(
+                stream,
+                "POST /v1/metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            )
+            .unwrap();
+            stream.write_all(&body).unwrap();
+            let mut raw = String::new();
+            stream.read_to_string(&mut raw).unwrap();
+            raw[9..12].parse::<u16>().unwrap()
+        };
+        assert_eq!(send(otlp_request(start, now - 60 * second, [1, 0, 0])), 200);
+        assert_eq!(send(otlp_request(start, now - 45 * second, [1, 2, 0])), 200);
+        let series: Vec<String> = engine.registry().select(|_, key| Some(key.to_string()));
+        assert_eq!(series.len(), 1, "{series:?}");
+        engine.shared.poison("injected by the test".into());
+        // An increase of 3 whose batch fails: nothing landed, 503.
+        let failed_at = now - 30 * second;
+        assert_eq!(send(otlp_request(start, failed_at, [1, 4, 1])), 503);
+        // The stream's last point is the last one written (3 values): the retry's increase.
+        let retry = Distribution {
+            layout: Layout::Explicit {
+                bounds: vec![10.0, 100.0],
+                counts: vec![1, 4, 1],
+            },
+            count: 6,
+            sum: Some(6.0),
+            min: None,
+            max: None,
+            temporality: Temporality::Cumulative,
+            start,
+            time: failed_at,
+        };
+        let mut streams = state.otlp_streams.lock().unwrap();
+        let increase = streams.observe(&series[0], &retry, engine.now(), &mut Unwritten::default());
+        let increase = increase
+            .expect("the retry is not refused")
+            .expect("an increase");
+        assert_eq!(increase.histogram.count(), 3);
     }
 }
