@@ -7,13 +7,12 @@
 //! within the lookback (5 minutes, or one bucket when buckets are wider): its average for a
 //! gauge, its increase (flagged) for a counter, whose running total is not stored.
 
-use std::sync::Mutex;
 use std::time::Instant;
 
 use promql_parser::parser::{AtModifier, Expr, Offset, SubqueryExpr, VectorSelector};
 
 use super::error::{ErrorKind, QueryError};
-use super::histograms::{charge_kept, FloatHistogram, HistogramSeries};
+use super::histograms::{kept_per_series, FloatHistogram, HistogramSeries};
 use super::labels::{check_graphite, selector_sets, Labels};
 use super::source::{BucketHistogram, Selected, Source};
 use super::tier;
@@ -260,8 +259,8 @@ impl<'a> Evaluator<'a> {
                  query's whole expression",
             )),
             // Series that share labels: Prometheus checks a range function's result over
-            // the whole evaluation, what it evaluates step by step per step.
-            // A range function's result is checked over the whole range (`apply_range`).
+            // the whole evaluation (`functions::apply_range`), what it evaluates step by step
+            // per step.
             Expr::Call(call) => match super::functions::call(self, call, grid)? {
                 value if super::windows::raw_need(call.func.name).is_some() => Ok(value),
                 value => per_step(value),
@@ -360,30 +359,20 @@ impl<'a> Evaluator<'a> {
                  value is the histogram of the bucket read (the increase within it), not the \
                  running total; use rate() or increase() over a range"
             ));
-            let budget = self.budget();
-            let kept: Vec<Mutex<Vec<Option<FloatHistogram>>>> =
-                selected.iter().map(|_| Mutex::new(Vec::new())).collect();
-            let refused = Mutex::new(None);
-            let visit = |i: usize, buckets: &[Option<BucketHistogram>]| {
-                let values: Vec<_> = (times.iter())
+            let latest_histograms = |buckets: &[Option<BucketHistogram>]| {
+                (times.iter())
                     .map(|&t| {
                         let k = latest(t, buckets.len(), &|k| buckets[k].is_some())?;
                         (buckets[k].as_ref()).map(|b| FloatHistogram::scaled(b, 1.0))
                     })
-                    .collect();
-                match charge_kept(budget, &values) {
-                    Ok(()) => *kept[i].lock().unwrap_or_else(|e| e.into_inner()) = values,
-                    Err(e) => *refused.lock().unwrap_or_else(|e| e.into_inner()) = Some(e),
-                }
+                    .collect()
             };
-            (self.source).visit_histograms(&selected, choice.tier, from, to, budget, &visit)?;
-            if let Some(e) = refused.into_inner().unwrap_or_else(|e| e.into_inner()) {
-                return Err(e.into());
-            }
+            let read = (&selected[..], choice.tier, from, to);
+            let kept = kept_per_series(self.source, read, self.budget(), &latest_histograms)?;
             let out = (selected.into_iter().zip(kept))
                 .map(|(s, values)| HistogramSeries {
                     labels: s.labels,
-                    values: values.into_inner().unwrap_or_else(|e| e.into_inner()),
+                    values,
                 })
                 .collect();
             return Ok(Value::Histograms(out));

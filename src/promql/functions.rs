@@ -293,7 +293,10 @@ fn of_histograms(name: &str, series: Vec<HistogramSeries>, params: &[Vec<f64>]) 
                 labels: s.labels.name_dropped(),
                 values: (s.values.iter().enumerate())
                     .map(|(k, h)| {
-                        let args: Vec<f64> = params.iter().map(|p| p[k]).collect();
+                        let mut args = [0.0; 2];
+                        for (arg, param) in args.iter_mut().zip(params) {
+                            *arg = param[k];
+                        }
                         histograms::function(name, h.as_ref()?, &args)
                     })
                     .collect(),

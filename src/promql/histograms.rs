@@ -13,11 +13,12 @@ use std::sync::Mutex;
 use super::error::QueryError;
 use super::labels::Labels;
 use super::number::push_value;
-use super::source::{BucketHistogram, HistogramVisit, Source};
+use super::source::{BucketHistogram, HistogramVisit, Selected, Source};
 use super::value::{first_shared_of, same_labelset};
 use super::windows::{bucket_range, RangeInput, WindowData};
 use crate::histogram::{lower_bound, reduced_index, upper_bound};
 use crate::read::budget::ReadBudget;
+use crate::time::Timestamp;
 
 /// A histogram with float counts: Prometheus' `FloatHistogram` in the numbering of
 /// [`crate::histogram`] (bucket `i` of a positive value holds `(base^(i-1), base^i]`).
@@ -265,26 +266,11 @@ pub(crate) fn over_windows(
     budget: &ReadBudget,
 ) -> Result<Vec<HistogramSeries>, QueryError> {
     let (stored, labels) = stored_windows(name, input)?;
-    let labels: Vec<Labels> = labels.into_iter().map(Labels::name_dropped).collect();
-    let out: Vec<Mutex<Vec<Option<FloatHistogram>>>> =
-        labels.iter().map(|_| Mutex::new(Vec::new())).collect();
-    let refused = Mutex::new(None);
-    let visit = |i: usize, buckets: &[Option<BucketHistogram>]| {
-        let values = stored.windows(name, buckets);
-        if let Err(e) = charge_kept(budget, &values) {
-            *lock(&refused) = Some(e);
-            return;
-        }
-        *lock(&out[i]) = values;
-    };
-    stored.read(source, budget, &visit)?;
-    if let Some(e) = lock(&refused).take() {
-        return Err(e.into());
-    }
-    Ok((labels.into_iter().zip(out))
+    let kept = stored.keep(source, budget, &|buckets| stored.windows(name, buckets))?;
+    Ok((labels.into_iter().zip(kept))
         .map(|(labels, values)| HistogramSeries {
-            labels,
-            values: values.into_inner().unwrap_or_else(|e| e.into_inner()),
+            labels: labels.name_dropped(),
+            values,
         })
         .filter(|s| s.values.iter().any(Option::is_some))
         .collect())
@@ -393,10 +379,10 @@ type GroupSum = Option<(FloatHistogram, f64)>;
 
 /// A [`WindowData::Stored`] input's read and windows.
 struct StoredWindows {
-    selected: Vec<super::source::Selected>,
+    selected: Vec<Selected>,
     tier: usize,
-    from: crate::time::Timestamp,
-    to: crate::time::Timestamp,
+    from: Timestamp,
+    to: Timestamp,
     first_ms: i64,
     res_ms: i64,
     times: Vec<i64>,
@@ -446,6 +432,18 @@ fn stored_windows(
 }
 
 impl StoredWindows {
+    /// What `keep` makes of each series' histograms, kept for the answer
+    /// ([`kept_per_series`]).
+    fn keep(
+        &self,
+        source: &dyn Source,
+        budget: &ReadBudget,
+        keep: &KeepHistograms<'_>,
+    ) -> Result<Vec<Vec<Option<FloatHistogram>>>, QueryError> {
+        let read = (&self.selected[..], self.tier, self.from, self.to);
+        kept_per_series(source, read, budget, keep)
+    }
+
     /// Reads every series, handing each to `visit`.
     fn read(
         &self,
@@ -502,13 +500,11 @@ pub(crate) fn points_in_window(
     budget: &ReadBudget,
 ) -> Result<HistogramPoints, QueryError> {
     let (stored, labels) = stored_windows("a range selector", input)?;
-    let out: Vec<Mutex<Vec<(i64, FloatHistogram)>>> =
-        labels.iter().map(|_| Mutex::new(Vec::new())).collect();
-    let refused = Mutex::new(None);
-    let visit = |i: usize, buckets: &[Option<BucketHistogram>]| {
-        let Some(&t) = stored.times.first() else {
-            return;
-        };
+    let Some(&t) = stored.times.first() else {
+        return Ok(Vec::new());
+    };
+    // Each bucket's histogram in the window, none outside it.
+    let in_window = |buckets: &[Option<BucketHistogram>]| {
         let (lo, hi) = bucket_range(
             stored.first_ms,
             stored.res_ms,
@@ -516,50 +512,70 @@ pub(crate) fn points_in_window(
             t,
             stored.range_ms,
         );
-        let kept: Vec<Option<FloatHistogram>> = (buckets[lo..hi].iter())
-            .map(|b| b.as_ref().map(|b| FloatHistogram::scaled(b, 1.0)))
-            .collect();
-        if let Err(e) = charge_kept(budget, &kept) {
-            *lock(&refused) = Some(e);
-            return;
-        }
-        *lock(&out[i]) = (kept.into_iter().enumerate())
-            .filter_map(|(j, h)| Some((stored.first_ms + (lo + j) as i64 * stored.res_ms, h?)))
-            .collect();
+        (buckets.iter().enumerate())
+            .map(|(j, b)| {
+                let b = b.as_ref().filter(|_| (lo..hi).contains(&j))?;
+                Some(FloatHistogram::scaled(b, 1.0))
+            })
+            .collect()
     };
-    stored.read(source, budget, &visit)?;
-    if let Some(e) = lock(&refused).take() {
-        return Err(e.into());
-    }
-    let mut series: Vec<_> = (labels.into_iter().zip(out))
-        .map(|(labels, points)| {
-            (
-                labels,
-                points.into_inner().unwrap_or_else(|e| e.into_inner()),
-            )
+    let kept = stored.keep(source, budget, &in_window)?;
+    let stamp = |j: usize| stored.first_ms + j as i64 * stored.res_ms;
+    let mut series: HistogramPoints = (labels.into_iter().zip(kept))
+        .map(|(labels, kept)| {
+            let points = (kept.into_iter().enumerate())
+                .filter_map(|(j, h)| Some((stamp(j), h?)))
+                .collect();
+            (labels, points)
         })
-        .filter(|(_, points)| !points.is_empty())
+        .filter(|(_, points): &(Labels, Vec<_>)| !points.is_empty())
         .collect();
     series.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(series)
 }
 
-/// Charges histograms an answer keeps to `budget`: a value per bucket, the zero bucket's
-/// included, since a kept histogram outlives the read that made it.
+/// What an answer keeps of one series' bucket histograms: a histogram per evaluation time,
+/// or per bucket.
+pub(crate) type KeepHistograms<'a> =
+    dyn Fn(&[Option<BucketHistogram>]) -> Vec<Option<FloatHistogram>> + Sync + 'a;
+
+/// The histograms an answer keeps of each of `selected`, read in tier `tier` over
+/// `[from, to)`: what `keep` makes of each series' bucket histograms, one list per series in
+/// order. Each list is charged to `budget` as it is kept, a value per bucket (the zero
+/// bucket's included), since it outlives the read.
 ///
 /// # Errors
-/// The budget's refusal.
-pub(crate) fn charge_kept(
+/// The read's; the budget's refusal.
+pub(crate) fn kept_per_series(
+    source: &dyn Source,
+    (selected, tier, from, to): (&[Selected], usize, Timestamp, Timestamp),
     budget: &ReadBudget,
-    kept: &[Option<FloatHistogram>],
-) -> crate::error::Result<()> {
-    let buckets: usize = kept.iter().flatten().map(|h| h.populated() + 1).sum();
-    budget.charge(buckets as u128, || {
-        format!(
-            "{} histograms kept per series, of {buckets} buckets",
-            kept.len()
-        )
-    })
+    keep: &KeepHistograms<'_>,
+) -> Result<Vec<Vec<Option<FloatHistogram>>>, QueryError> {
+    let kept: Vec<Mutex<Vec<Option<FloatHistogram>>>> =
+        selected.iter().map(|_| Mutex::new(Vec::new())).collect();
+    let refused = Mutex::new(None);
+    let visit = |i: usize, buckets: &[Option<BucketHistogram>]| {
+        let values = keep(buckets);
+        let size: usize = values.iter().flatten().map(|h| h.populated() + 1).sum();
+        let charged = budget.charge(size as u128, || {
+            format!(
+                "{} histograms kept per series, of {size} buckets",
+                values.len()
+            )
+        });
+        match charged {
+            Ok(()) => *lock(&kept[i]) = values,
+            Err(e) => *lock(&refused) = Some(e),
+        }
+    };
+    source.visit_histograms(selected, tier, from, to, budget, &visit)?;
+    if let Some(e) = lock(&refused).take() {
+        return Err(e.into());
+    }
+    Ok((kept.into_iter())
+        .map(|values| values.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .collect())
 }
 
 /// `mutex`'s value, whether or not a holder panicked.

@@ -412,11 +412,8 @@ async fn remote_write(state: &State, body: &[u8]) -> Result<Response, ApiError> 
                 continue;
             }
             let ts = prom_remote::seconds(sample.timestamp);
-            let written = sink.batches_written();
             sink.push(&key, kind, ts, sample.value, number).await;
-            settle(&sink, written, &mut unwritten, |u| {
-                state.histogram_counters.undo(u)
-            });
+            sink.settle(&mut unwritten, |u| state.histogram_counters.undo(u));
         }
         for native in &series.histograms {
             // A staleness marker for a histogram series is a histogram whose sum is one.
@@ -424,43 +421,17 @@ async fn remote_write(state: &State, body: &[u8]) -> Result<Response, ApiError> 
                 stale += 1;
                 continue;
             }
-            let written = sink.batches_written();
             remote_histogram(state, &mut sink, &key, native, number, &mut unwritten).await;
-            settle(&sink, written, &mut unwritten, |u| {
-                state.histogram_counters.undo(u)
-            });
+            sink.settle(&mut unwritten, |u| state.histogram_counters.undo(u));
         }
     }
     if stale > 0 {
         let reason = prom_remote::Skipped::StaleMarker.as_str();
         state.stats.count_rejected(reason, stale);
     }
-    let written = sink.batches_written();
     sink.flush().await;
-    settle(&sink, written, &mut unwritten, |u| {
-        state.histogram_counters.undo(u)
-    });
+    sink.settle(&mut unwritten, |u| state.histogram_counters.undo(u));
     Ok(write_answer(sink.finish().await))
-}
-
-/// After a push or a flush of `sink` (which had written `written` batches before it): the
-/// cumulative histograms' steps `unwritten` are taken back by `undo` when a batch failed
-/// (each series' next histogram then carries the increase), and kept once a batch landed (a
-/// batch writes everything queued).
-pub(super) fn settle<T>(
-    sink: &BodySink,
-    written: u64,
-    unwritten: &mut Unwritten<T>,
-    undo: impl FnOnce(&mut Unwritten<T>),
-) {
-    if unwritten.is_empty() {
-        return;
-    }
-    if sink.has_failed() {
-        undo(unwritten);
-    } else if sink.batches_written() > written {
-        unwritten.landed();
-    }
 }
 
 /// One native histogram of series `key` into the sink: a gauge histogram as it comes, a
@@ -526,6 +497,8 @@ pub(super) struct BodySink {
     failed: bool,
     /// Batches written whole.
     written: u64,
+    /// `written` at the last [`BodySink::settle`].
+    settled: u64,
 }
 
 impl BodySink {
@@ -534,6 +507,7 @@ impl BodySink {
             sink,
             failed: false,
             written: 0,
+            settled: 0,
         }
     }
 
@@ -542,9 +516,25 @@ impl BodySink {
         self.failed
     }
 
-    /// The batches written whole so far: one more after each flush that landed.
-    pub(super) fn batches_written(&self) -> u64 {
-        self.written
+    /// After a push or a flush: the cumulative histograms' steps `unwritten` are taken back
+    /// by `undo` when a batch failed (each series' next histogram then carries the
+    /// increase), and kept once a batch landed since the last call (a batch writes
+    /// everything queued).
+    pub(super) fn settle<T>(
+        &mut self,
+        unwritten: &mut Unwritten<T>,
+        undo: impl FnOnce(&mut Unwritten<T>),
+    ) {
+        let landed = self.written > self.settled;
+        self.settled = self.written;
+        if unwritten.is_empty() {
+            return;
+        }
+        if self.failed {
+            undo(unwritten);
+        } else if landed {
+            unwritten.landed();
+        }
     }
 
     pub(super) fn now(&self) -> crate::time::Timestamp {

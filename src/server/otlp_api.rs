@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use prost::Message;
 
 use super::error::ApiError;
-use super::http::{decoded, settle, BodySink};
+use super::http::{decoded, BodySink};
 use super::State;
 use crate::ingest::cumulative::Unwritten;
 use crate::ingest::otlp::proto::{
@@ -97,9 +97,8 @@ async fn write(
             match &entry.what {
                 What::Sample { kind, ts, value } => {
                     let ts = ts.unwrap_or(now);
-                    let written = sink.batches_written();
                     (sink.push(batch.series(entry), Some(*kind), ts, *value, entry.point)).await;
-                    settle(&sink, written, &mut unwritten, undo);
+                    sink.settle(&mut unwritten, undo);
                 }
                 What::Histogram { .. } if sink.has_failed() => {
                     // Refused unread: a step now would be taken for a point not written.
@@ -114,9 +113,8 @@ async fn write(
                     match observed {
                         Ok(Some(observed)) => {
                             let ts = ts.unwrap_or(now);
-                            let written = sink.batches_written();
                             (sink.push_histogram(series, ts, observed, entry.point)).await;
-                            settle(&sink, written, &mut unwritten, undo);
+                            sink.settle(&mut unwritten, undo);
                         }
                         // A cumulative series' baseline, or a point that adds nothing.
                         Ok(None) => {}
@@ -133,9 +131,8 @@ async fn write(
     for (reason, n) in skipped {
         state.stats.count_rejected(reason, n);
     }
-    let written = sink.batches_written();
     sink.flush().await;
-    settle(&sink, written, &mut unwritten, undo);
+    sink.settle(&mut unwritten, undo);
     Ok(sink.finish().await)
 }
 

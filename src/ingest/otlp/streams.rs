@@ -34,7 +34,7 @@ pub const MAX_STREAM_BYTES: usize = 64 << 20;
 const ENTRY_BYTES: usize = 160;
 
 /// The last point of one cumulative stream.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 struct Last {
     /// Its `start_time_unix_nano`.
     start: u64,
@@ -150,12 +150,11 @@ impl Streams {
             }
             None => None,
         };
+        let before = self.keep(stream, point, counts, sum, now);
         if taken.is_some() {
-            let before = self.last.get(stream).cloned();
             let taken_at = point.time;
             unwritten.note(stream, StreamStep { taken_at, before });
         }
-        self.keep(stream, point, counts, sum, now);
         Ok(taken)
     }
 
@@ -167,12 +166,9 @@ impl Streams {
             if self.last.get(&stream).map(|last| last.time) != Some(step.taken_at) {
                 continue;
             }
-            if let Some(gone) = self.last.remove(&stream) {
-                self.by_use.remove(&gone.used);
-                self.bytes -= ENTRY_BYTES + 2 * stream.len() + gone.counts.heap_bytes();
-            }
+            self.forget(&stream);
             if let Some(before) = step.before {
-                self.bytes += ENTRY_BYTES + 2 * stream.len() + before.counts.heap_bytes();
+                self.bytes += entry_bytes(&stream, &before.counts);
                 self.by_use.insert(before.used, stream.clone());
                 self.last.insert(stream, before);
             }
@@ -180,7 +176,8 @@ impl Streams {
     }
 
     /// Keeps `point` as the last of `stream`, then forgets the least recently written
-    /// streams while the state is over its bytes.
+    /// streams while the state is over its bytes. Returns the stream's point before, kept
+    /// by the caller for an undo ([`Streams::undo`]).
     fn keep(
         &mut self,
         stream: &str,
@@ -188,10 +185,11 @@ impl Streams {
         counts: Counts,
         sum: f64,
         now: Timestamp,
-    ) {
+    ) -> Option<Last> {
         self.tick += 1;
         let used = self.tick;
-        let size = ENTRY_BYTES + 2 * stream.len() + counts.heap_bytes();
+        let before = self.forget(stream);
+        self.bytes += entry_bytes(stream, &counts);
         let entry = Last {
             start: point.start,
             time: point.time,
@@ -200,22 +198,32 @@ impl Streams {
             extremes: (point.min, point.max),
             used,
         };
-        if let Some(old) = self.last.insert(stream.to_string(), entry) {
-            self.by_use.remove(&old.used);
-            self.bytes -= ENTRY_BYTES + 2 * stream.len() + old.counts.heap_bytes();
-        }
+        self.last.insert(stream.to_string(), entry);
         self.by_use.insert(used, stream.to_string());
-        self.bytes += size;
         while self.bytes > self.max_bytes {
-            let Some((_, oldest)) = self.by_use.pop_first() else {
+            let Some((_, oldest)) = self.by_use.first_key_value() else {
                 break;
             };
-            if let Some(gone) = self.last.remove(&oldest) {
-                self.bytes -= ENTRY_BYTES + 2 * oldest.len() + gone.counts.heap_bytes();
-            }
+            let oldest = oldest.clone();
+            self.forget(&oldest);
             self.whole_after = self.whole_after.max(now);
         }
+        before
     }
+
+    /// Forgets `stream`'s last point, and returns it.
+    fn forget(&mut self, stream: &str) -> Option<Last> {
+        let gone = self.last.remove(stream)?;
+        self.by_use.remove(&gone.used);
+        self.bytes -= entry_bytes(stream, &gone.counts);
+        Some(gone)
+    }
+}
+
+/// What one stream's entry costs: its series text (in the map and in the use order), its
+/// counts and the entries themselves.
+fn entry_bytes(stream: &str, counts: &Counts) -> usize {
+    ENTRY_BYTES + 2 * stream.len() + counts.heap_bytes()
 }
 
 /// True when `start_unix_nano` lies in a later second than `after` (unix seconds).

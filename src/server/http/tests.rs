@@ -121,16 +121,28 @@ mod a_failure_mid_body {
     }
 
     fn post(addr: SocketAddr, path: &str, length: usize) -> TcpStream {
+        post_with(addr, path, "", length)
+    }
+
+    /// [`post`] with more header lines (`headers`, each ending in CRLF).
+    fn post_with(addr: SocketAddr, path: &str, headers: &str, length: usize) -> TcpStream {
         let mut stream = TcpStream::connect(addr).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(60)))
             .unwrap();
         write!(
             stream,
-            "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {length}\r\n\r\n"
+            "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{headers}Content-Length: {length}\r\n\r\n"
         )
         .unwrap();
         stream
+    }
+
+    /// The status of `body` posted whole to `path` with `headers`.
+    fn status_of(addr: SocketAddr, path: &str, headers: &str, body: &[u8]) -> u16 {
+        let mut stream = post_with(addr, path, headers, body.len());
+        stream.write_all(body).unwrap();
+        answer(&mut stream).0
     }
 
     #[test]
@@ -239,30 +251,14 @@ mod a_failure_mid_body {
         let state = Arc::new(State::new(Arc::clone(&engine), Limits::default(), None));
         let server = Served::over(Arc::clone(&state));
         let ms = (engine.now() - 600) * 1000;
-        let send = |body: Vec<u8>| {
-            let mut stream = TcpStream::connect(server.http).unwrap();
-            stream
-                .set_read_timeout(Some(Duration::from_secs(60)))
-                .unwrap();
-            write!(
-                stream,
-                "POST /api/v1/prom/write HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
-                 Content-Type: application/x-protobuf\r\nContent-Encoding: snappy\r\n\
-                 Content-Length: {}\r\n\r\n",
-                body.len()
-            )
-            .unwrap();
-            stream.write_all(&body).unwrap();
-            let mut raw = String::new();
-            stream.read_to_string(&mut raw).unwrap();
-            raw[9..12].parse::<u16>().unwrap()
-        };
+        let headers = "Content-Type: application/x-protobuf\r\nContent-Encoding: snappy\r\n";
+        let send = |body: &[u8]| status_of(server.http, "/api/v1/prom/write", headers, body);
         // The baseline, then an increase of 3 that lands.
-        assert_eq!(send(native_request(ms, 2)), 204);
-        assert_eq!(send(native_request(ms + 15_000, 5)), 204);
+        assert_eq!(send(&native_request(ms, 2)), 204);
+        assert_eq!(send(&native_request(ms + 15_000, 5)), 204);
         engine.shared.poison("injected by the test".into());
         // An increase of 4 whose batch fails: nothing landed, 503.
-        assert_eq!(send(native_request(ms + 30_000, 9)), 503);
+        assert_eq!(send(&native_request(ms + 30_000, 9)), 503);
         // The series' state is the last histogram written (5 observations).
         let mut next = Histogram::new(0);
         next.record_n(1.5, 9);
@@ -315,31 +311,22 @@ mod a_failure_mid_body {
         let now = engine.now() as u64 * second;
         // Started before the server: its first point is a baseline.
         let start = now - 3_600 * second;
-        let send = |body: Vec<u8>| {
-            let mut stream = TcpStream::connect(server.http).unwrap();
-            stream
-                .set_read_timeout(Some(Duration::from_secs(60)))
-                .unwrap();
-            write!(
-                stream,
-                "POST /v1/metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
-                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-                body.len()
-            )
-            .unwrap();
-            stream.write_all(&body).unwrap();
-            let mut raw = String::new();
-            stream.read_to_string(&mut raw).unwrap();
-            raw[9..12].parse::<u16>().unwrap()
-        };
-        assert_eq!(send(otlp_request(start, now - 60 * second, [1, 0, 0])), 200);
-        assert_eq!(send(otlp_request(start, now - 45 * second, [1, 2, 0])), 200);
+        let headers = "Content-Type: application/json\r\n";
+        let send = |body: &[u8]| status_of(server.http, "/v1/metrics", headers, body);
+        assert_eq!(
+            send(&otlp_request(start, now - 60 * second, [1, 0, 0])),
+            200
+        );
+        assert_eq!(
+            send(&otlp_request(start, now - 45 * second, [1, 2, 0])),
+            200
+        );
         let series: Vec<String> = engine.registry().select(|_, key| Some(key.to_string()));
         assert_eq!(series.len(), 1, "{series:?}");
         engine.shared.poison("injected by the test".into());
         // An increase of 3 whose batch fails: nothing landed, 503.
         let failed_at = now - 30 * second;
-        assert_eq!(send(otlp_request(start, failed_at, [1, 4, 1])), 503);
+        assert_eq!(send(&otlp_request(start, failed_at, [1, 4, 1])), 503);
         // The stream's last point is the last one written (3 values): the retry's increase.
         let retry = Distribution {
             layout: Layout::Explicit {
