@@ -197,6 +197,21 @@ mod a_failure_mid_body {
         assert_eq!(body["rejected_by_reason"]["write_failed"], 1, "{body}");
     }
 
+    /// A server over a fresh engine, its state at hand: the directory, the engine, the state
+    /// and the server.
+    fn served_state() -> (tempfile::TempDir, Arc<Engine>, Arc<State>, Served) {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Arc::new(
+            Engine::builder(dir.path())
+                .background_maintenance(false)
+                .open()
+                .unwrap(),
+        );
+        let state = Arc::new(State::new(Arc::clone(&engine), Limits::default(), None));
+        let server = Served::over(Arc::clone(&state));
+        (dir, engine, state, server)
+    }
+
     /// A remote write request of one integer counter histogram of `rpc_seconds{job=api}` at
     /// `ms`: `count` observations in bucket 1 (schema 0), snappy-framed.
     fn native_request(ms: i64, count: u64) -> Vec<u8> {
@@ -241,15 +256,7 @@ mod a_failure_mid_body {
         use crate::histogram::Histogram;
         use crate::ingest::cumulative::Unwritten;
 
-        let dir = tempfile::tempdir().unwrap();
-        let engine = Arc::new(
-            Engine::builder(dir.path())
-                .background_maintenance(false)
-                .open()
-                .unwrap(),
-        );
-        let state = Arc::new(State::new(Arc::clone(&engine), Limits::default(), None));
-        let server = Served::over(Arc::clone(&state));
+        let (_dir, engine, state, server) = served_state();
         let ms = (engine.now() - 600) * 1000;
         let headers = "Content-Type: application/x-protobuf\r\nContent-Encoding: snappy\r\n";
         let send = |body: &[u8]| status_of(server.http, "/api/v1/prom/write", headers, body);
@@ -298,15 +305,7 @@ mod a_failure_mid_body {
         use crate::ingest::cumulative::Unwritten;
         use crate::ingest::otlp::histogram::{Distribution, Layout, Temporality};
 
-        let dir = tempfile::tempdir().unwrap();
-        let engine = Arc::new(
-            Engine::builder(dir.path())
-                .background_maintenance(false)
-                .open()
-                .unwrap(),
-        );
-        let state = Arc::new(State::new(Arc::clone(&engine), Limits::default(), None));
-        let server = Served::over(Arc::clone(&state));
+        let (_dir, engine, state, server) = served_state();
         let second = 1_000_000_000u64;
         let now = engine.now() as u64 * second;
         // Started before the server: its first point is a baseline.
