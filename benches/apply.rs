@@ -1,4 +1,4 @@
-//! Apply throughput of a cluster partition (`PartitionStore::apply` with its default
+//! Apply throughput of an engine fed a log, as a cluster partition is (`Engine::apply` with its default
 //! checkpoints: the pre-images a group is the first since the last checkpoint to touch, read
 //! and appended to the undo chain, fsynced; the messages stored through one `record_batch`;
 //! at each checkpoint, a flush and the applied sequence fsynced) against the same samples through
@@ -21,9 +21,10 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 #[allow(dead_code)]
 mod support;
 
-use tierdb::testing::cluster::apply::{PartitionStore, PARTITION_WRITERS};
-use tierdb::testing::cluster::{KeyIndex, SampleBatch};
-use tierdb::{Engine, EngineBuilder, ManualClock, Sample, SeriesId, TiersConfig};
+use tierdb::testing::cluster::apply::PARTITION_WRITERS;
+use tierdb::{
+    Engine, EngineBuilder, KeyIndex, ManualClock, Sample, SampleBatch, SeriesId, TiersConfig,
+};
 
 const SERIES: u32 = 1_000;
 const STEP: i64 = 10;
@@ -42,7 +43,7 @@ fn builder(dir: &std::path::Path, clock: &Arc<ManualClock>) -> EngineBuilder {
         .clock(clock.clone())
 }
 
-/// One group as the partition store takes it: messages with their stream sequences.
+/// One group as `Engine::apply` takes it: messages with their stream sequences.
 type WireGroup = Vec<(u64, SampleBatch)>;
 /// The same group as the control writes it: one batch of resolved samples per message.
 type PlainGroup = Vec<Vec<Sample>>;
@@ -83,17 +84,16 @@ fn apply(c: &mut Criterion) {
     let plain = builder(plain_dir.path(), &plain_clock)
         .open()
         .expect("open");
-    let store = PartitionStore::open(
-        builder(store_dir.path(), &store_clock).writer_threads(PARTITION_WRITERS),
-    )
-    .expect("open");
+    let store = (builder(store_dir.path(), &store_clock).writer_threads(PARTITION_WRITERS))
+        .open()
+        .expect("open");
     let ids: Vec<SeriesId> = (0..SERIES)
         .map(|i| plain.series(&key(i)).expect("series"))
         .collect();
     for i in 0..SERIES {
-        store.engine().series(&key(i)).expect("series");
+        store.series(&key(i)).expect("series");
     }
-    for engine in [&plain, store.engine()] {
+    for engine in [&plain, &store] {
         while engine.maintain().expect("maintenance").pending > 0 {}
     }
     let mut seq = 0u64;

@@ -21,9 +21,10 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use tierdb::testing::cluster::partition_of;
 use tierdb::testing::cluster::wire::{decode, encode};
-use tierdb::testing::cluster::{partition_of, KeyIndex, SampleBatch};
 use tierdb::SeriesKey;
+use tierdb::{KeyIndex, SampleBatch};
 
 #[path = "support.rs"]
 #[allow(dead_code)]

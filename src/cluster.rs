@@ -12,7 +12,6 @@
 
 pub(crate) mod apply;
 pub(crate) mod backend;
-pub(crate) mod batch;
 pub(crate) mod delete_entry;
 pub(crate) mod edge;
 pub(crate) mod envelope;
@@ -30,9 +29,6 @@ pub(crate) mod snapshot;
 pub(crate) mod status;
 mod streams;
 pub(crate) mod wire;
-
-pub(crate) use batch::{BatchSample, BatchSeries};
-pub use batch::{KeyIndex, SampleBatch};
 
 /// The partition of the series whose canonical key is `key`, out of `partitions`: CRC-32
 /// (IEEE) of the key's bytes, modulo the count. Stable across versions, platforms and

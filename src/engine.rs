@@ -3,12 +3,14 @@
 //! [`Engine::reader`] ([`crate::read::reader`], [`crate::read::query`], [`crate::read::aggregate`]).
 
 mod admission;
+mod apply;
+#[cfg(feature = "cluster")]
+mod copy;
 mod creator;
 mod delete;
 mod import_cells;
 mod maintenance;
 mod open;
-mod rewind;
 mod stats;
 mod writer;
 
@@ -39,6 +41,10 @@ pub(crate) use admission::check_value_and_time;
 #[cfg(feature = "server")]
 pub(crate) use admission::SinkBounds;
 use admission::{Bounds, FilesNeeded, SampleLimits};
+use apply::ApplyLog;
+pub use apply::{ApplyReport, BatchSample, BatchSeries, Checkpoints, KeyIndex, SampleBatch};
+#[cfg(feature = "cluster")]
+pub(crate) use copy::{CopiedFile, DirectoryHeld, StillFiles};
 use creator::ChunkCreator;
 pub use delete::Deleted;
 pub use delete::DELETE_INTENT;
@@ -190,6 +196,8 @@ pub struct Engine {
     closed: bool,
     /// What the repair at open did, when the last process had not closed the directory.
     recovery: Option<Recovery>,
+    /// The applied sequence and undo chain of a log fed through [`Engine::apply`].
+    apply_log: ApplyLog,
 }
 
 impl Engine {
@@ -830,12 +838,16 @@ impl Engine {
         self.shared.maintain()
     }
 
-    /// Stops the writers, flushes and unlocks, reporting any failure (dropping the engine does
-    /// the same but can only log failures).
+    /// Makes what [`Engine::apply`] applied durable ([`Engine::checkpoint`]), stops the
+    /// writers, flushes and unlocks, reporting any failure (dropping the engine does the same
+    /// but for the checkpoint, and can only log failures).
     ///
     /// # Errors
-    /// As [`Engine::flush`], or a writer thread's failure.
+    /// As [`Engine::checkpoint`] and [`Engine::flush`], or a writer thread's failure.
     pub fn close(mut self) -> Result<()> {
+        if !self.is_read_only() {
+            self.checkpoint_before_close()?;
+        }
         self.shutdown()
     }
 

@@ -87,7 +87,10 @@ pub use bucket::Bucket;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{EngineSettings, RawTierSpec, TierSpec, TiersConfig};
 pub use counter::SeriesKind;
-pub use engine::{Deleted, Engine, EngineBuilder, EngineStats, MaintenanceReport, TierStats};
+pub use engine::{
+    ApplyReport, BatchSample, BatchSeries, Checkpoints, Deleted, Engine, EngineBuilder,
+    EngineStats, KeyIndex, MaintenanceReport, SampleBatch, TierStats,
+};
 pub use error::{Error, RejectReason, Result};
 pub use read::aggregate::{
     AggregatePlan, AggregateQuery, AggregateResult, Aggregation, Group, PartialAggregate,

@@ -47,10 +47,10 @@ pub mod registry {
 /// The cluster's parts: a partition's store, the log, and the log's wire format.
 #[cfg(feature = "cluster")]
 pub mod cluster {
-    pub use crate::cluster::{partition_of, KeyIndex, SampleBatch};
-    /// A partition's engine, fed exactly once.
+    pub use crate::cluster::partition_of;
+    /// How a node opens a partition's engine.
     pub mod apply {
-        pub use crate::cluster::apply::{Checkpoints, PartitionStore, PARTITION_WRITERS};
+        pub use crate::cluster::apply::PARTITION_WRITERS;
     }
     /// Leases and their table.
     pub mod ownership {
@@ -69,7 +69,7 @@ pub mod cluster {
 
 /// Series `id`'s counter state record in `engine` (see the engine's undo surface).
 pub fn counter_state(engine: &crate::engine::Engine, id: crate::registry::SeriesId) -> [u64; 3] {
-    engine.rewind().counter_state(id)
+    engine.shared.counter_table.snapshot(id)
 }
 
 /// Deleting series: the intent file's name.

@@ -3,7 +3,7 @@
 //! owner of a partition meets it at the same place in the partition's order as every other
 //! owner, deletes what the selector selects in its store then, and records the entry's
 //! sequence as applied, so it is applied exactly once
-//! ([`crate::cluster::apply::PartitionStore::apply_delete`]); samples before it are deleted
+//! ([`crate::engine::Engine::apply_delete`]); samples before it are deleted
 //! with the series, samples after it start the series anew.
 //!
 //! Byte layout (a message's whole payload), little-endian:
@@ -22,7 +22,7 @@
 use bytes::Bytes;
 
 use super::wire;
-use super::SampleBatch;
+use crate::engine::SampleBatch;
 use crate::registry::Selector;
 
 /// Identifies a deletion among the log's messages.

@@ -18,9 +18,10 @@ use std::time::{Duration, Instant};
 use futures_util::future::BoxFuture;
 
 use super::node::Node;
-use super::{envelope, partition_of, wire, KeyIndex, SampleBatch};
+use super::{envelope, partition_of, wire};
 use crate::counter::SeriesKind;
 use crate::engine::SinkBounds;
+use crate::engine::{KeyIndex, SampleBatch};
 use crate::error::Error;
 use crate::error::RejectReason;
 use crate::error::Result;

@@ -129,28 +129,28 @@ pub(crate) async fn answer_locally(
     node: &Arc<Node>,
     request: PartialRequest,
 ) -> Result<OwnerAnswer> {
-    let mut stores = Vec::with_capacity(request.partitions.len());
+    let mut engines = Vec::with_capacity(request.partitions.len());
     // One deadline for every partition's wait, below the asker's own timeout.
     let deadline = tokio::time::Instant::now() + STRONG_WAIT;
     for &partition in &request.partitions {
-        let store = node.local(partition).ok_or_else(|| {
+        let engine = node.local(partition).ok_or_else(|| {
             Error::Cluster(format!(
                 "node {} does not hold partition {partition}",
                 node.name()
             ))
         })?;
         if let Some(&needed) = request.applied_at_least.get(&partition) {
-            let mut moved = (store.applied(), tokio::time::Instant::now());
-            while store.applied() < needed {
+            let mut moved = (engine.applied(), tokio::time::Instant::now());
+            while engine.applied() < needed {
                 let now = tokio::time::Instant::now();
-                if store.applied() != moved.0 {
-                    moved = (store.applied(), now);
+                if engine.applied() != moved.0 {
+                    moved = (engine.applied(), now);
                 }
                 if now > deadline {
                     return Err(Error::Cluster(format!(
                         "node {} applied partition {partition} up to {} of {needed} within {STRONG_WAIT:?}",
                         node.name(),
-                        store.applied()
+                        engine.applied()
                     )));
                 }
                 if now - moved.1 > STRONG_STALL {
@@ -159,25 +159,25 @@ pub(crate) async fn answer_locally(
                             "node {} applied nothing of partition {partition} for {STRONG_STALL:?} \
                              (up to {} of {needed}); node {holder} has it",
                             node.name(),
-                            store.applied()
+                            engine.applied()
                         )));
                     }
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
-        stores.push(store);
+        engines.push(engine);
     }
     // Taken before the read: a group applied while it runs may or may not be in it, so the
     // answer claims only what it surely holds.
     let applied = (request.partitions.iter())
-        .zip(&stores)
-        .map(|(&partition, store)| (partition, store.applied()))
+        .zip(&engines)
+        .map(|(&partition, engine)| (partition, engine.applied()))
         .collect();
     let all = node.partitions();
     let cache = node.render_cache();
     let answer = tokio::task::spawn_blocking(move || {
-        let readers: Vec<_> = stores.iter().map(|s| s.engine().reader()).collect();
+        let readers: Vec<_> = engines.iter().map(|e| e.reader()).collect();
         let budget = ReadBudget::new(request.budget);
         Ok(match request.read {
             PartialRead::Query(query) => {
@@ -298,8 +298,8 @@ fn best_holder<'v>(
     for holder in holders {
         if holder.name == node.name() {
             // A holder that has not opened the partition yet (just started) cannot answer.
-            if let Some(store) = node.local(partition) {
-                mine = Some((holder, store.applied()));
+            if let Some(engine) = node.local(partition) {
+                mine = Some((holder, engine.applied()));
             }
         } else if best.is_none_or(|(_, b)| applied(holder) > b) {
             best = Some((holder, applied(holder)));

@@ -4,7 +4,7 @@
 //!
 //! A partition's task takes the messages holding the partition from the node's one reader
 //! of the log ([`super::log_feed`]), from the one after its applied sequence, applies them
-//! in groups ([`PartitionStore::apply`], exactly once) and reports the new applied sequence
+//! in groups ([`Engine::apply`], exactly once) and reports the new applied sequence
 //! to the ownership table, which tells readers how far each owner is. When the partition
 //! leaves the set this node applies, the task stops and the engine is closed; its directory
 //! stays, so taking the partition back later only reads the log from where it stopped.
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::apply::{self, PartitionStore};
+use super::apply;
 use super::delete_entry::LogEntry;
 use super::envelope;
 use super::ingest_log::{IngestLog, LogRetention};
@@ -148,7 +148,7 @@ pub(crate) struct Node {
     ownership: Mutex<Option<Ownership>>,
     view: watch::Receiver<Arc<ClusterView>>,
     partitions: u32,
-    /// The partitions this node applies, each with its store and task.
+    /// The partitions this node applies, each with its engine and task.
     applying: Mutex<BTreeMap<u32, Applying>>,
     /// The background tasks: the manager that follows the view, and the log check.
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -199,7 +199,7 @@ pub(crate) struct Rebuild {
 
 /// A partition being applied here.
 struct Applying {
-    store: Arc<PartitionStore>,
+    engine: Arc<Engine>,
     task: JoinHandle<()>,
     stop: watch::Sender<bool>,
 }
@@ -355,31 +355,31 @@ impl Node {
     }
 
     /// The engine of `partition` if this node applies it.
-    pub(crate) fn local(&self, partition: u32) -> Option<Arc<PartitionStore>> {
+    pub(crate) fn local(&self, partition: u32) -> Option<Arc<Engine>> {
         self.lock_applying()
             .get(&partition)
-            .map(|a| Arc::clone(&a.store))
+            .map(|a| Arc::clone(&a.engine))
     }
 
     /// The partitions this node applies, with their applied sequences.
     pub(crate) fn applied(&self) -> BTreeMap<u32, u64> {
         self.lock_applying()
             .iter()
-            .map(|(&p, a)| (p, a.store.applied()))
+            .map(|(&p, a)| (p, a.engine.applied()))
             .collect()
     }
 
     /// What the engines of the partitions applied here hold and counted, added up (each
     /// partition counted by every node that applies it).
     pub(crate) fn stats(&self) -> EngineStats {
-        let stores: Vec<_> = self
+        let engines: Vec<_> = self
             .lock_applying()
             .values()
-            .map(|a| Arc::clone(&a.store))
+            .map(|a| Arc::clone(&a.engine))
             .collect();
         let mut stats = EngineStats::empty(&self.tiers, self.now());
-        for store in stores {
-            stats.absorb(&store.engine().stats());
+        for engine in engines {
+            stats.absorb(&engine.stats());
         }
         stats
     }
@@ -402,7 +402,7 @@ impl Node {
                 .map(|(&p, a)| (p, a.task.is_finished()))
                 .collect();
             for (partition, ended) in held {
-                // A task ends by itself only after a failed apply: its store is reopened.
+                // A task ends by itself only after a failed apply: its engine is reopened.
                 if ended || !wanted.contains(&partition) {
                     self.stop_applying(partition).await;
                 }
@@ -427,29 +427,28 @@ impl Node {
         }
     }
 
-    /// Opens `partition`'s store (rolling back an interrupted group), after a rebuild from a
+    /// Opens `partition`'s engine (rolling back an interrupted group), after a rebuild from a
     /// replica's files when it needs one, and starts its task.
     async fn start_applying(self: &Arc<Node>, partition: u32) -> Result<()> {
         let dir = self.partition_dir(partition);
         self.rebuild_if_needed(partition, &dir).await?;
         let tiers = self.tiers.clone();
-        let store = tokio::task::spawn_blocking(move || {
-            PartitionStore::open(
-                Engine::builder(dir)
-                    .tiers(tiers)
-                    .writer_threads(apply::PARTITION_WRITERS),
-            )
+        let engine = tokio::task::spawn_blocking(move || {
+            Engine::builder(dir)
+                .tiers(tiers)
+                .writer_threads(apply::PARTITION_WRITERS)
+                .open()
         })
         .await
         .map_err(|e| Error::Poisoned(format!("opening a partition failed: {e}")))??;
-        let store = Arc::new(store);
-        self.report_applied(partition, store.applied());
+        let engine = Arc::new(engine);
+        self.report_applied(partition, engine.applied());
         let (stop, stopped) = watch::channel(false);
         let task =
-            tokio::spawn(Arc::clone(self).apply_partition(partition, Arc::clone(&store), stopped));
-        tracing::info!(partition, applied = store.applied(), "applying partition");
+            tokio::spawn(Arc::clone(self).apply_partition(partition, Arc::clone(&engine), stopped));
+        tracing::info!(partition, applied = engine.applied(), "applying partition");
         self.lock_applying()
-            .insert(partition, Applying { store, task, stop });
+            .insert(partition, Applying { engine, task, stop });
         Ok(())
     }
 
@@ -470,9 +469,9 @@ impl Node {
             ownership.forget_applied(partition);
         }
         tracing::info!(partition, "no longer applying partition");
-        match Arc::try_unwrap(applying.store) {
-            Ok(store) => {
-                let closed = tokio::task::spawn_blocking(move || store.close()).await;
+        match Arc::try_unwrap(applying.engine) {
+            Ok(engine) => {
+                let closed = tokio::task::spawn_blocking(move || engine.close()).await;
                 if let Ok(Err(e)) = closed {
                     tracing::error!(partition, error = %e, "closing partition");
                 }
@@ -481,7 +480,7 @@ impl Node {
             // replica's copy in its place, is refused and tried again.
             Err(_) => tracing::info!(
                 partition,
-                "the partition's store is still in use (a read, or a copy for a peer); it \
+                "the partition's engine is still in use (a read, or a copy for a peer); it \
                  closes when that ends"
             ),
         }
@@ -562,12 +561,11 @@ impl Node {
     /// [`Error::Cluster`] while waiting for a copy the trimmed log cannot replace.
     async fn rebuild_if_needed(self: &Arc<Node>, partition: u32, dir: &Path) -> Result<()> {
         let peek = dir.to_path_buf();
-        let local =
-            match tokio::task::spawn_blocking(move || PartitionStore::applied_in(&peek)).await {
-                Ok(Ok(applied)) => applied,
-                // Opening it reports what is wrong, by name.
-                _ => return Ok(()),
-            };
+        let local = match tokio::task::spawn_blocking(move || Engine::applied_in(&peek)).await {
+            Ok(Ok(applied)) => applied,
+            // Opening it reports what is wrong, by name.
+            _ => return Ok(()),
+        };
         let first = self.log.bounds().await.ok().map(|(first, _)| first);
         let trimmed = first.is_some_and(|first| local + 1 < first);
         if local > 0 && !trimmed {
@@ -726,7 +724,7 @@ impl Node {
     /// # Errors
     /// [`Error::Cluster`] when this node does not apply the partition; [`Error::Io`].
     pub(crate) async fn snapshot(&self, partition: u32) -> Result<(std::fs::File, SnapshotInfo)> {
-        let store = self.local(partition).ok_or_else(|| {
+        let engine = self.local(partition).ok_or_else(|| {
             Error::Cluster(format!(
                 "node {} does not apply partition {partition}",
                 self.name
@@ -749,7 +747,9 @@ impl Node {
                 .map_err(|e| Error::io(&path, e))?;
             std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
             let mut out = std::io::BufWriter::with_capacity(1 << 20, &mut file);
-            let info = store.snapshot(partition, &mut out, &path)?;
+            let info = engine.with_files_still(|still| {
+                super::snapshot::write(still, partition, &mut out, &path)
+            })??;
             out.flush().map_err(|e| Error::io(&path, e))?;
             drop(out);
             file.rewind().map_err(|e| Error::io(&path, e))?;
@@ -781,10 +781,10 @@ impl Node {
     async fn apply_partition(
         self: Arc<Node>,
         partition: u32,
-        store: Arc<PartitionStore>,
+        engine: Arc<Engine>,
         mut stopped: watch::Receiver<bool>,
     ) {
-        let mut feed = self.feed.subscribe(partition, store.applied());
+        let mut feed = self.feed.subscribe(partition, engine.applied());
         loop {
             if *stopped.borrow() {
                 return;
@@ -795,8 +795,8 @@ impl Node {
             };
             let Ok(first) = first else {
                 // Idle: make what was applied durable now rather than at the next group.
-                let idle_store = Arc::clone(&store);
-                let checkpoint = tokio::task::spawn_blocking(move || idle_store.checkpoint())
+                let idle = Arc::clone(&engine);
+                let checkpoint = tokio::task::spawn_blocking(move || idle.checkpoint())
                     .await
                     .map_err(|e| Error::Poisoned(format!("checkpoint task failed: {e}")))
                     .and_then(|r| r);
@@ -809,7 +809,7 @@ impl Node {
             };
             let Some(first) = first else {
                 // The feed dropped this queue (another took its place): ask again.
-                feed = self.feed.subscribe(partition, store.applied());
+                feed = self.feed.subscribe(partition, engine.applied());
                 continue;
             };
             let first = log_entry(partition, first);
@@ -846,16 +846,17 @@ impl Node {
                 return;
             };
             let _turn = turn.expect("the apply semaphore is never closed");
-            let apply_store = Arc::clone(&store);
-            let applied = tokio::task::spawn_blocking(move || apply_store.apply_entries(entries))
-                .await
-                .map_err(|e| Error::Poisoned(format!("apply task failed: {e}")))
-                .and_then(|r| r);
+            let applying = Arc::clone(&engine);
+            let applied =
+                tokio::task::spawn_blocking(move || apply::apply_entries(&applying, entries))
+                    .await
+                    .map_err(|e| Error::Poisoned(format!("apply task failed: {e}")))
+                    .and_then(|r| r);
             match applied {
-                Ok(_) => self.report_applied(partition, store.applied()),
+                Ok(()) => self.report_applied(partition, engine.applied()),
                 Err(e) => {
                     // A group that failed part way (a full disk, a panic) is rolled back
-                    // only by opening the store again: end here and let the manager
+                    // only by opening the engine again: end here and let the manager
                     // close and reopen it, then read again from the applied sequence.
                     tracing::error!(partition, error = %e, "applying failed; reopening the partition");
                     self.failed.notify_one();

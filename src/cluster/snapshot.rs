@@ -3,7 +3,7 @@
 //! With it, the log's retention need only cover a rebuild, not the tiers' retention: the new
 //! replica starts from the copy's applied sequence and reads only the log's tail.
 //!
-//! The holder takes the copy between two groups of messages ([`PartitionStore::snapshot`]:
+//! The holder takes the copy between two groups of messages ([`Engine::with_files_still`]:
 //! no apply, no maintenance pass, no batch runs meanwhile), so the files agree with the
 //! applied sequence in `apply.state`, which travels with them. The copy is written to a local
 //! file first, so the holder's apply pauses only for a local copy, then sent over HTTP. The
@@ -33,16 +33,16 @@
 //! before it is read; an open removes such files anyway). The open marker is copied,
 //! so the receiver's open checks the files as after a crash, which the copy is, in effect.
 //!
-//! [`PartitionStore::snapshot`]: super::apply::PartitionStore::snapshot
+//! [`Engine::with_files_still`]: crate::engine::Engine::with_files_still
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use crate::engine::{CopiedFile, DirectoryHeld, Engine, StillFiles};
 use crate::error::Error;
 use crate::error::Result;
 use crate::storage::disk;
-use crate::storage::format;
 
 const MAGIC: &[u8; 8] = b"TDBSNAP1";
 const FILE_TAG: u8 = b'F';
@@ -53,15 +53,15 @@ const LOCK_FILE: &str = "LOCK";
 
 /// What a snapshot held.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SnapshotInfo {
+pub(crate) struct SnapshotInfo {
     /// The partition it is of.
-    pub partition: u32,
+    pub(crate) partition: u32,
     /// The log sequence its files hold.
-    pub applied: u64,
+    pub(crate) applied: u64,
     /// Files copied.
-    pub files: u32,
+    pub(crate) files: u32,
     /// Their bytes, added up.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
 }
 
 /// Puts the snapshot in `source` in place of the partition directory `dir`: read into
@@ -161,11 +161,8 @@ const ASIDE: &str = "replaced";
 ///
 /// # Errors
 /// [`Error::Locked`] naming the holder; [`Error::Io`].
-pub(crate) fn lock_if_present(dir: &Path) -> Result<Option<crate::storage::lock::DirLock>> {
-    match dir.is_dir() {
-        true => crate::storage::lock::DirLock::acquire(dir).map(Some),
-        false => Ok(None),
-    }
+pub(crate) fn lock_if_present(dir: &Path) -> Result<Option<DirectoryHeld>> {
+    Engine::lock_if_present(dir)
 }
 
 /// Removes `dir` and what it holds, if it exists.
@@ -176,19 +173,18 @@ fn remove_dir_if_any(dir: &Path) -> Result<()> {
     }
 }
 
-/// Writes the snapshot of the engine directory `dir` (every file below it but the lock and
-/// files being created), holding partition `partition` up to `applied`, to `out`. The
-/// caller keeps the files still meanwhile.
+/// Writes the snapshot of the engine directory `still` holds (the files a copy takes:
+/// [`StillFiles::files`]), partition `partition` up to what it applied, to `out`.
 ///
 /// # Errors
 /// [`Error::Io`] naming the file that could not be read or written.
 pub(crate) fn write(
-    dir: &Path,
+    still: &StillFiles<'_>,
     partition: u32,
-    applied: u64,
     out: &mut impl Write,
     out_path: &Path,
 ) -> Result<SnapshotInfo> {
+    let (dir, applied) = (still.dir, still.applied);
     let fail = |e: std::io::Error| Error::io(out_path, e);
     out.write_all(&header(partition, applied)).map_err(fail)?;
     let mut info = SnapshotInfo {
@@ -197,16 +193,12 @@ pub(crate) fn write(
         files: 0,
         bytes: 0,
     };
-    let mut files = Vec::new();
-    list_files(dir, Path::new(""), &mut files)?;
-    files.sort();
     let mut buffer = vec![0u8; 1 << 16];
-    for relative in files {
+    for CopiedFile { relative, len } in still.files()? {
         let path = dir.join(&relative);
         let text = relative_text(&relative)
             .ok_or_else(|| Error::corrupt(&path, "a file name a snapshot cannot carry"))?;
         let mut file = File::open(&path).map_err(|e| Error::io(&path, e))?;
-        let len = carried_len(&file, &path)?;
         let mut crc = crc32fast::Hasher::new();
         out.write_all(&[FILE_TAG]).map_err(fail)?;
         for part in [
@@ -237,33 +229,6 @@ pub(crate) fn write(
     Ok(info)
 }
 
-/// The bytes of `file` a snapshot carries: all of them, but for a period file only its
-/// header and records. Its histogram area is empty on a cluster node, which keeps no
-/// histograms, and would only carry the area's holes as zeros (8 to 32 times the records);
-/// the receiver's open extends the file again, as it does a file an older build made.
-///
-/// # Errors
-/// [`Error::Io`]; a period file whose header does not decode is carried whole (the
-/// receiver's open refuses it by name).
-fn carried_len(file: &File, path: &Path) -> Result<u64> {
-    use std::os::unix::fs::FileExt;
-    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
-    let is_period_file = path
-        .file_name()
-        .and_then(|name| name.to_str())
-        .is_some_and(|name| name.ends_with(format::FILE_SUFFIX));
-    if !is_period_file || len < format::HEADER_LEN as u64 {
-        return Ok(len);
-    }
-    let mut head = vec![0u8; format::HEADER_LEN];
-    file.read_exact_at(&mut head, 0)
-        .map_err(|e| Error::io(path, e))?;
-    Ok(match format::PeriodMeta::decode(&head, path) {
-        Ok(meta) => len.min(meta.file_len()),
-        Err(_) => len,
-    })
-}
-
 /// The stream's first 24 bytes.
 fn header(partition: u32, applied: u64) -> [u8; 24] {
     let mut bytes = [0u8; 24];
@@ -273,26 +238,6 @@ fn header(partition: u32, applied: u64) -> [u8; 24] {
     let crc = crc32fast::hash(&bytes[..20]);
     bytes[20..].copy_from_slice(&crc.to_le_bytes());
     bytes
-}
-
-/// Every file below `dir` (relative to the walk's root, in `prefix`), the lock file and files
-/// being created (`*.tmp`) left out.
-fn list_files(dir: &Path, prefix: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let here = dir.join(prefix);
-    for entry in std::fs::read_dir(&here).map_err(|e| Error::io(&here, e))? {
-        let entry = entry.map_err(|e| Error::io(&here, e))?;
-        let relative = prefix.join(entry.file_name());
-        let kind = entry.file_type().map_err(|e| Error::io(entry.path(), e))?;
-        if kind.is_dir() {
-            list_files(dir, &relative, out)?;
-        } else if kind.is_file()
-            && relative != Path::new(LOCK_FILE)
-            && !disk::is_temp(entry.file_name())
-        {
-            out.push(relative);
-        }
-    }
-    Ok(())
 }
 
 /// `relative` as the stream writes it, when every component is one a snapshot may carry.

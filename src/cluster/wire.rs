@@ -1,5 +1,5 @@
-//! The bytes of one published batch: a [`SampleBatch`](crate::cluster::SampleBatch) encoded compactly, exactly and under
-//! a checksum, as the payload of one JetStream message.
+//! The bytes of one published batch: a [`SampleBatch`](crate::engine::SampleBatch) encoded
+//! compactly, exactly and under a checksum, as the payload of one JetStream message.
 //!
 //! The log keeps every message for as long as the stream's retention says, and every owner
 //! of the partition reads each one, so bytes per sample matter; decoding must never trust

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use super::creator::ChunkCreator;
 use super::maintenance::{maintenance_interval, MaintenanceThread, Prefault};
 use super::writer::WriterPool;
-use super::{Engine, Pending, Shared};
+use super::{ApplyLog, Checkpoints, Engine, Pending, Shared};
 use crate::clock::{Clock, SystemClock};
 use crate::config::TiersConfig;
 use crate::counter::CounterTable;
@@ -79,6 +79,10 @@ pub struct EngineBuilder {
     background_maintenance: bool,
     maintenance_every: Option<std::time::Duration>,
     read_only: bool,
+    checkpoints: Checkpoints,
+    /// The apply's fault hook, set by the tests in place of the environment's.
+    #[cfg(test)]
+    apply_fault: Option<super::apply::Fault>,
 }
 
 impl EngineBuilder {
@@ -97,6 +101,9 @@ impl EngineBuilder {
             background_maintenance: true,
             maintenance_every: None,
             read_only: false,
+            checkpoints: Checkpoints::default(),
+            #[cfg(test)]
+            apply_fault: None,
         }
     }
 
@@ -182,6 +189,7 @@ impl EngineBuilder {
         self.settle_tiers()?;
         let storage = self.open_storage(false)?;
         let registry = Registry::open_read_only(&self.dir)?;
+        let apply_log = self.apply_log();
         let shared = self.into_shared(storage, registry, None)?;
         Ok(Engine {
             writers: WriterPool::start(&shared, 0)?,
@@ -191,6 +199,7 @@ impl EngineBuilder {
             pending: Mutex::new(Pending::default()),
             closed: false,
             recovery: None,
+            apply_log,
         })
     }
 
@@ -203,6 +212,29 @@ impl EngineBuilder {
     }
 
     /// Maps the period files of every configured tier (writable or not).
+    /// When [`Engine::apply`] makes what it applied durable; [`Checkpoints::default`]
+    /// without this call.
+    pub fn checkpoints(mut self, checkpoints: Checkpoints) -> Self {
+        self.checkpoints = checkpoints;
+        self
+    }
+
+    /// Arms the apply's fault hook in place of the environment's.
+    #[cfg(test)]
+    pub(super) fn apply_fault(mut self, fault: super::apply::Fault) -> Self {
+        self.apply_fault = Some(fault);
+        self
+    }
+
+    /// The apply state for the settled tiers: nothing applied until
+    /// [`Engine::recover_applied`] opens the files a directory holds.
+    fn apply_log(&self) -> ApplyLog {
+        let log = ApplyLog::new(&self.tiers, self.checkpoints);
+        #[cfg(test)]
+        let log = log.with_fault(self.apply_fault);
+        log
+    }
+
     fn open_storage(&self, writable: bool) -> Result<Storage> {
         Storage::open(
             &self.dir,
@@ -253,8 +285,9 @@ impl EngineBuilder {
     /// the registry, opens the counter and raw files, stores the tiers once all of them have
     /// accepted them (when the directory had none, or they changed), runs one maintenance
     /// pass (drops what expired while the directory was closed, creates the current and
-    /// ahead periods, but not the gap), and starts the writers and the maintenance thread.
-    /// A pass that fails (a full disk) does not fail the open: see
+    /// ahead periods, but not the gap), starts the writers and the maintenance thread, and
+    /// rolls back the groups [`Engine::apply`] left between their undo record and a
+    /// checkpoint. A pass that fails (a full disk) does not fail the open: see
     /// [`super::EngineStats::maintenance_error`].
     ///
     /// # Errors
@@ -302,6 +335,7 @@ impl EngineBuilder {
         let writer_threads = self.writer_threads;
         let background_maintenance = self.background_maintenance;
         let maintenance_every = self.maintenance_every;
+        let apply_log = self.apply_log();
         let shared = self.into_shared(storage, registry, Some(lock))?;
         // Only now, with the period, raw and counter files checked against the
         // configuration: a directory from before tiers were stored gets the tiers its files
@@ -335,7 +369,7 @@ impl EngineBuilder {
         } else {
             (None, None)
         };
-        Ok(Engine {
+        let engine = Engine {
             shared,
             writers,
             maintenance,
@@ -343,6 +377,9 @@ impl EngineBuilder {
             pending: Mutex::new(Pending::default()),
             closed: false,
             recovery,
-        })
+            apply_log,
+        };
+        engine.recover_applied()?;
+        Ok(engine)
     }
 }

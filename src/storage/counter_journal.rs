@@ -44,7 +44,7 @@ use crate::time::Timestamp;
 
 /// Bytes per entry: eight words.
 pub(crate) const ENTRY_SIZE: usize = 64;
-/// Words per entry; the apply's undo record (`cluster/apply/undo.rs`) stores its entries in
+/// Words per entry; the apply's undo record (`engine/apply/undo.rs`) stores its entries in
 /// this encoding too.
 pub(crate) const WORDS: usize = ENTRY_SIZE / 8;
 /// Entries added at a time when a batch needs more (256 KiB).

@@ -1780,7 +1780,8 @@ fn a_deletion_through_one_node_reaches_every_owner_once() {
 /// series then take new samples through the node, in the current scheme.
 #[test]
 fn a_log_of_one_partition_per_message_is_applied_after_an_upgrade() {
-    use tierdb::testing::cluster::{partition_of, wire, KeyIndex, SampleBatch};
+    use tierdb::testing::cluster::{partition_of, wire};
+    use tierdb::{KeyIndex, SampleBatch};
     let mut setup = Setup::stopped(1, 1);
     let minute = hour_start();
     let names: Vec<String> = (0..40).map(|i| format!("legacy.s{i:02}.value")).collect();

@@ -235,6 +235,48 @@ fn every_import_runs_down_the_layers() {
     );
 }
 
+/// What the cluster may name of the storage below the engine: its file helpers (a
+/// directory's fsync, atomic writes), nothing of how a store keeps its data. Exactly-once
+/// apply, its undo chain and the copy of a partition's files are the engine's
+/// (`Engine::apply`, `Engine::with_files_still`).
+const CLUSTER_MAY_NAME_OF_STORAGE: &[&str] = &["disk"];
+
+#[test]
+fn the_cluster_reaches_no_storage_internals() {
+    let mut wrong = Vec::new();
+    for (path, module) in library_files() {
+        if module != "cluster" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let code: String = code_lines(&text)
+            .into_iter()
+            .map(|(_, line)| line + "\n")
+            .collect();
+        for (at, _) in code.match_indices("crate::storage") {
+            let rest = &code[at + "crate::storage".len()..];
+            let named: String = rest
+                .trim_start_matches("::")
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !CLUSTER_MAY_NAME_OF_STORAGE.contains(&named.as_str()) {
+                wrong.push(format!(
+                    "{}: names `crate::storage::{named}`",
+                    path.strip_prefix(src().parent().unwrap())
+                        .unwrap()
+                        .display()
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the cluster reaches into the storage (go through the engine):\n{}",
+        wrong.join("\n")
+    );
+}
+
 /// The check itself finds an upward import, in a group across lines and through a
 /// re-export, and names its line.
 #[test]

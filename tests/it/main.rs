@@ -1,9 +1,9 @@
 //! Integration tests, one binary so the suite links once.
 
 mod aggregate;
+mod apply_crash;
 mod cli;
 mod cluster;
-mod cluster_apply;
 mod cluster_graphite;
 mod cluster_ownership;
 mod cluster_promql;

@@ -1,6 +1,7 @@
 use std::path::Path;
 
 use super::*;
+use crate::storage::format;
 
 /// A directory shaped like an engine's: files at the top and in nested directories, the
 /// lock file among them.
@@ -16,20 +17,18 @@ fn engine_like(dir: &Path) {
 
 fn snapshot_of(dir: &Path, file: &Path) -> SnapshotInfo {
     let mut out = std::io::BufWriter::new(File::create(file).unwrap());
-    write(dir, 3, 4242, &mut out, file).unwrap()
+    write(&StillFiles { dir, applied: 4242 }, 3, &mut out, file).unwrap()
 }
 
 /// Every file below `dir`, with its bytes.
 fn contents(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut files = Vec::new();
-    list_files(dir, Path::new(""), &mut files).unwrap();
-    files.sort();
+    let files = StillFiles { dir, applied: 0 }.files().unwrap();
     files
         .into_iter()
         .map(|f| {
             (
-                relative_text(&f).unwrap(),
-                std::fs::read(dir.join(&f)).unwrap(),
+                relative_text(&f.relative).unwrap(),
+                std::fs::read(dir.join(&f.relative)).unwrap(),
             )
         })
         .collect()

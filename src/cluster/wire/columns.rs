@@ -12,7 +12,7 @@
 
 use super::varint::{put_signed, varint_len, zigzag, Reader};
 use super::WireError;
-use crate::cluster::BatchSample;
+use crate::engine::BatchSample;
 
 /// Most decimal places a value column may scale by.
 pub(super) const MAX_DECIMALS: u8 = 18;

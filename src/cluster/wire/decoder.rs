@@ -5,7 +5,7 @@ use super::columns::{read_timestamps, read_values};
 use super::memo::SectionMemo;
 use super::varint::Reader;
 use super::*;
-use crate::cluster::{BatchSample, BatchSeries, SampleBatch};
+use crate::engine::{BatchSample, BatchSeries, SampleBatch};
 use crate::registry::SeriesKey;
 
 /// The batch a message holds.

@@ -6,7 +6,7 @@ use super::columns::{TsPlan, ValuePlan};
 use super::memo::SectionMemo;
 use super::varint::{put_varint, varint_len};
 use super::*;
-use crate::cluster::SampleBatch;
+use crate::engine::SampleBatch;
 use crate::registry::SeriesKey;
 use miniz_oxide::deflate::core::{
     compress, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush, TDEFLStatus,

@@ -2,8 +2,8 @@ use proptest::prelude::*;
 
 use super::varint::{put_signed, put_varint};
 use super::*;
-use crate::cluster::{BatchSample, BatchSeries, KeyIndex, SampleBatch};
 use crate::counter::SeriesKind;
+use crate::engine::{BatchSample, BatchSeries, KeyIndex, SampleBatch};
 use crate::registry::SeriesKey;
 
 /// A batch as comparable bits: NaN payloads and -0.0 compare as what they are.

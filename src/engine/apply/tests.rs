@@ -4,15 +4,15 @@ use proptest::prelude::*;
 
 use super::applied::AppliedFile;
 use super::undo::{RawTail, UndoFile};
-use super::{Checkpoints, Fault, FaultAction, PartitionStore, Step};
+use super::{Checkpoints, Fault, FaultAction, Step};
 use crate::bucket::Bucket;
 use crate::clock::Clock;
 use crate::clock::ManualClock;
-use crate::cluster::{BatchSample, BatchSeries, KeyIndex, SampleBatch};
 use crate::config::{EngineSettings, RawTierSpec, TierSpec, TiersConfig};
 use crate::counter::SeriesKind;
 use crate::engine::Engine;
 use crate::engine::EngineBuilder;
+use crate::engine::{BatchSample, BatchSeries, KeyIndex, SampleBatch};
 use crate::error::Error;
 use crate::error::RejectReason;
 use crate::registry::SeriesId;
@@ -66,21 +66,23 @@ fn builder(dir: &std::path::Path, clock: &Arc<ManualClock>) -> EngineBuilder {
         .background_maintenance(false)
 }
 
-/// A store that checkpoints after every group, as the targeted tests below expect.
-fn open(dir: &std::path::Path, clock: &Arc<ManualClock>) -> PartitionStore {
+/// An engine that checkpoints after every group, as the targeted tests below expect.
+fn open(dir: &std::path::Path, clock: &Arc<ManualClock>) -> Engine {
     open_every(dir, clock, 1)
 }
 
-/// A store that checkpoints every `groups` groups (and before a deletion, a snapshot and a
+/// An engine that checkpoints every `groups` groups (and before a deletion, a snapshot and a
 /// close), never by time.
-fn open_every(dir: &std::path::Path, clock: &Arc<ManualClock>, groups: u64) -> PartitionStore {
+fn open_every(dir: &std::path::Path, clock: &Arc<ManualClock>, groups: u64) -> Engine {
     let checkpoints = Checkpoints {
         interval: std::time::Duration::MAX,
         groups,
         samples: usize::MAX,
     };
-    PartitionStore::open_checkpointing(builder(dir, clock), None, checkpoints)
-        .expect("open partition store")
+    builder(dir, clock)
+        .checkpoints(checkpoints)
+        .open()
+        .expect("open an engine")
 }
 
 /// On tmpfs when there is one: what is tested does not depend on the file system.
@@ -116,8 +118,9 @@ fn batch(now: Timestamp, message: &Message) -> SampleBatch {
 }
 
 /// Sets the fault hook to stop at `step` of the store's next group.
-fn arm(store: &PartitionStore, step: Step) {
-    let mut inner = store.lock();
+fn arm(store: &Engine, step: Step) {
+    let mut guard = store.apply_log.lock();
+    let inner = store.opened(&mut guard).unwrap();
     inner.fault = Some(Fault {
         step,
         group: inner.groups + 1,
@@ -271,8 +274,8 @@ fn run(ops: &[(Op, Option<Crash>)], every: u64) -> u64 {
                 store.checkpoint().unwrap();
                 for (clock, store) in [(&clean_clock, &clean), (&crash_clock, &store)] {
                     clock.advance(*secs);
-                    store.engine().maintain().unwrap();
-                    store.engine().maintain().unwrap();
+                    store.maintain().unwrap();
+                    store.maintain().unwrap();
                 }
             }
             Op::Group(messages) => {
@@ -296,8 +299,8 @@ fn run(ops: &[(Op, Option<Crash>)], every: u64) -> u64 {
                     assert!(err.to_string().contains("fault hook"), "{err}");
                     assert!(matches!(store.apply(&group), Err(Error::Poisoned(_))));
                     if crash.compact_first {
-                        store.engine().maintain().unwrap();
-                        store.engine().maintain().unwrap();
+                        store.maintain().unwrap();
+                        store.maintain().unwrap();
                     }
                     drop(store);
                     if crash.in_recovery {
@@ -307,15 +310,15 @@ fn run(ops: &[(Op, Option<Crash>)], every: u64) -> u64 {
                             action: FaultAction::Stop,
                         };
                         // No undo record in force (a group naming no series) opens at once.
-                        if let Ok(store) = PartitionStore::open_with(
-                            builder(crash_dir.path(), &crash_clock),
-                            Some(fault),
-                        ) {
+                        if let Ok(store) = builder(crash_dir.path(), &crash_clock)
+                            .apply_fault(fault)
+                            .open()
+                        {
                             drop(store);
                         }
                     }
                     store = open_every(crash_dir.path(), &crash_clock, every);
-                    rehydrated += (store.engine().stats().tiers.iter())
+                    rehydrated += (store.stats().tiers.iter())
                         .map(|t| t.disk.rehydrations)
                         .sum::<u64>();
                     // Back to the last checkpoint: the groups since are applied again.
@@ -341,12 +344,12 @@ fn run(ops: &[(Op, Option<Crash>)], every: u64) -> u64 {
             }
         }
         assert_eq!(store.applied(), clean.applied());
-        assert_same(clean.engine(), store.engine());
+        assert_same(&clean, &store);
     }
     store.close().unwrap();
     // A clean reopen changes nothing.
     let store = open_every(crash_dir.path(), &crash_clock, every);
-    assert_same(clean.engine(), store.engine());
+    assert_same(&clean, &store);
     clean.close().unwrap();
     rehydrated
 }
@@ -606,17 +609,16 @@ fn a_declaration_rolled_back_takes_the_series_kind_back_with_it() {
     ];
     arm(&store, Step::Flushed);
     store.apply(&group).unwrap_err();
-    let x = store.engine().series(&key(0)).unwrap();
-    assert_eq!(store.engine().series_kind(x), SeriesKind::Counter);
+    let x = store.series(&key(0)).unwrap();
+    assert_eq!(store.series_kind(x), SeriesKind::Counter);
     drop(store);
     let store = open(dir.path(), &clock);
     assert_eq!(store.applied(), 0);
-    assert_eq!(store.engine().series_kind(x), SeriesKind::Gauge);
-    assert_eq!(store.engine().rewind().counter_state(x), [0, 0, 0]);
+    assert_eq!(store.series_kind(x), SeriesKind::Gauge);
+    assert_eq!(store.rewind().counter_state(x), [0, 0, 0]);
     store.apply(&group).unwrap();
     assert_eq!(store.applied(), 9);
     let minute = store
-        .engine()
         .reader()
         .read_buckets(x, 1, NOW - MINUTE, NOW + MINUTE, Span::from_secs(60))
         .unwrap();
@@ -645,13 +647,12 @@ fn redeliveries_are_skipped_and_disorder_is_refused_before_anything_lands() {
         .apply(&[(10, one.clone()), (9, one.clone())])
         .unwrap_err();
     assert!(matches!(err, Error::InvalidQuery(_)), "{err}");
-    assert!(err.to_string().contains("stream order"), "{err}");
+    assert!(err.to_string().contains("log's order"), "{err}");
     assert_eq!(store.applied(), 8);
-    // The store is not poisoned by a refused group.
+    // The apply is not poisoned by a refused group.
     store.apply(&[(9, one.clone())]).unwrap();
-    let id = store.engine().series(&key(0)).unwrap();
+    let id = store.series(&key(0)).unwrap();
     let buckets = store
-        .engine()
         .reader()
         .read_buckets(id, 0, NOW, NOW + 10, Span::from_secs(10))
         .unwrap();
@@ -674,10 +675,12 @@ fn a_chain_holding_the_most_samples_is_checkpointed_whatever_the_interval() {
         groups: u64::MAX,
         samples: 10,
     };
-    let store =
-        PartitionStore::open_checkpointing(builder(dir.path(), &clock), None, checkpoints).unwrap();
+    let store = builder(dir.path(), &clock)
+        .checkpoints(checkpoints)
+        .open()
+        .unwrap();
     let four = batch(NOW, &(0..4).map(|i| (i, None, 0, 1.0)).collect());
-    let durable = |store: &PartitionStore| store.lock().state.applied();
+    let durable = |store: &Engine| store.apply_log.lock().as_ref().unwrap().state.applied();
     store.apply(&[(1, four.clone())]).unwrap();
     store.apply(&[(2, four.clone())]).unwrap();
     assert_eq!(
@@ -752,7 +755,7 @@ fn refusals_are_counted_never_errors_nor_panics() {
     assert_eq!(store.applied(), 1);
     // A new series none of whose samples landed is not registered, as on a single node;
     // one that landed a sample is.
-    let registry = store.engine().registry();
+    let registry = store.registry();
     assert!(registry.get(&key(2)).is_none(), "s2 registered");
     assert!(registry.get(&key(0)).is_some());
 }
@@ -1019,23 +1022,20 @@ fn an_undo_record_of_another_tiers_layout_is_refused_by_name() {
     let mut other = tiers();
     other.tiers[0].retention = Span::from_secs(2 * HOUR as u64);
     other.tiers.truncate(2);
-    let err = PartitionStore::open_with(
-        Engine::builder(dir.path())
-            .tiers(other)
-            .clock(clock.clone())
-            .background_maintenance(false),
-        None,
-    )
-    .err()
-    .unwrap()
-    .to_string();
+    let err = Engine::builder(dir.path())
+        .tiers(other)
+        .clock(clock.clone())
+        .background_maintenance(false)
+        .open()
+        .err()
+        .unwrap()
+        .to_string();
     assert!(err.contains("apply.undo") && err.contains("tiers"), "{err}");
     // With the tiers it was written under, it rolls back.
     let store = open(dir.path(), &clock);
     assert_eq!(store.applied(), 0);
-    let id = store.engine().series(&key(0)).unwrap();
+    let id = store.series(&key(0)).unwrap();
     let buckets = store
-        .engine()
         .reader()
         .read_buckets(id, 0, NOW, NOW + 10, Span::from_secs(10))
         .unwrap();
@@ -1069,7 +1069,7 @@ fn maintenance_racing_the_applies_changes_nothing() {
         std::thread::scope(|scope| {
             scope.spawn(|| {
                 while !stop.load(Ordering::Relaxed) {
-                    let report = busy.engine().maintain().unwrap();
+                    let report = busy.maintain().unwrap();
                     compacted.fetch_add(report.compacted, Ordering::Relaxed);
                 }
             });
@@ -1107,7 +1107,7 @@ fn maintenance_racing_the_applies_changes_nothing() {
             stop.store(true, Ordering::Relaxed);
         });
         if life == 3 {
-            assert_same(clean.engine(), busy.engine());
+            assert_same(&clean, &busy);
         }
         drop(busy);
         if let Some(group) = crashed.take() {
@@ -1119,7 +1119,7 @@ fn maintenance_racing_the_applies_changes_nothing() {
             busy.apply(&group).unwrap();
             delivered.extend(group);
             assert_eq!(busy.applied(), clean.applied());
-            assert_same(clean.engine(), busy.engine());
+            assert_same(&clean, &busy);
         }
     }
     // Not an assertion on timing: the number only tells whether the race happened this run.
@@ -1175,36 +1175,25 @@ fn a_raw_group_whose_older_page_was_lost_is_cut_back_and_applied_whole() {
             .unwrap()
             .points
     };
-    assert_eq!(read(store.engine()).len(), 300);
-    assert_eq!(read(store.engine()), read(clean.engine()));
-    assert_same(clean.engine(), store.engine());
+    assert_eq!(read(&store).len(), 300);
+    assert_eq!(read(&store), read(&clean));
+    assert_same(&clean, &store);
 }
 
 /// A deletion in the log is applied once: a redelivery is skipped, one applied again after a
 /// reopen finds nothing more, and the batch after it registers the name anew.
 #[test]
-fn a_deletion_is_applied_once_in_the_partitions_order() {
-    use crate::cluster::delete_entry::{self, LogEntry};
+fn a_deletion_is_applied_once_in_the_logs_order() {
     use crate::registry::Selector;
     let dir = scratch();
     let clock = Arc::new(ManualClock::new(NOW));
     let store = open(dir.path(), &clock);
     let message: Message = vec![(0, None, -120, 1.0), (2, None, -120, 2.0)];
     let selector = Selector::parse("s0").unwrap();
-    let LogEntry::Delete(logged) = delete_entry::decode(&delete_entry::encode(&selector))
-        .ok()
-        .unwrap()
-    else {
-        panic!("not a deletion")
-    };
-    store
-        .apply_entries(vec![
-            (1, LogEntry::Batch(batch(NOW, &message))),
-            (2, LogEntry::Delete(logged)),
-        ])
-        .unwrap();
+    store.apply(&[(1, batch(NOW, &message))]).unwrap();
+    assert_eq!(store.apply_delete(2, &selector).unwrap(), 1);
     assert_eq!(store.applied(), 2);
-    let registry = store.engine().registry();
+    let registry = store.registry();
     assert_eq!(registry.lookup("s0").unwrap(), None);
     assert_eq!(registry.lookup("s2").unwrap(), Some(SeriesId(1)));
     assert_eq!(store.apply_delete(2, &selector).unwrap(), 0, "a redelivery");
@@ -1215,11 +1204,9 @@ fn a_deletion_is_applied_once_in_the_partitions_order() {
     assert_eq!(store.apply_delete(2, &selector).unwrap(), 0);
     // The name after the deletion: a new series with the new sample only.
     let again: Message = vec![(0, None, -60, 7.0)];
-    store
-        .apply_entries(vec![(3, LogEntry::Batch(batch(NOW, &again)))])
-        .unwrap();
-    let id = store.engine().registry().lookup("s0").unwrap().unwrap();
+    store.apply(&[(3, batch(NOW, &again))]).unwrap();
+    let id = store.registry().lookup("s0").unwrap().unwrap();
     assert_eq!(id, SeriesId(2), "the hole's id is not reused");
-    let report = store.engine().stats();
+    let report = store.stats();
     assert_eq!(report.series, 2);
 }

@@ -1,14 +1,14 @@
-//! A partition store killed with SIGKILL while applying its log, and the exactly-once
-//! guarantee across the restarts. A child process (this test binary, run again for one test)
-//! opens the partition directory and applies a fixed stream of groups from its applied
+//! An engine killed with SIGKILL while applying a log ([`Engine::apply`], as a cluster
+//! partition applies its log), and the exactly-once guarantee across the restarts. A child
+//! process (this test binary, run again for one test) opens the engine's directory and applies a fixed stream of groups from its applied
 //! sequence on; it is killed at chosen steps (the fault hook `TIERDB_FAULT_KILL_MID_APPLY`:
 //! after the undo record, after the first message, after every store, after a checkpoint's
 //! flush, and
 //! halfway through the recovery at open), halfway through a bucket update (the writer's
 //! `TIERDB_FAULT_KILL_MID_UPDATE`) and at random times. After each kill, a copy of the
-//! directory is opened and must equal, bit for bit, a store that applied the same prefix of
+//! directory is opened and must equal, bit for bit, an engine that applied the same prefix of
 //! the stream without crashing; at the end the directory itself is opened, the rest of the
-//! stream re-delivered, and the whole compared. The store has a raw tier, so its appends
+//! stream re-delivered, and the whole compared. The engine has a raw tier, so its appends
 //! are checked the same way: every point once, none of a rolled-back group left behind.
 
 use std::os::unix::process::ExitStatusExt;
@@ -16,19 +16,16 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use tierdb::testing::cluster::apply::{Checkpoints, PartitionStore};
-use tierdb::testing::cluster::{KeyIndex, SampleBatch};
 use tierdb::testing::fault::{KILL_MID_APPLY, KILL_MID_UPDATE};
 use tierdb::time::{window_start, Span};
-use tierdb::{Engine, ManualClock, SeriesId, SeriesKind};
+use tierdb::{Checkpoints, Engine, KeyIndex, ManualClock, SampleBatch, SeriesId, SeriesKind};
 use tierdb::{RawTierSpec, TiersConfig};
 
 use crate::common::{scratch_dir, small_tiers, NOW};
 
 /// Set to the partition directory, the test runs as the child that gets killed.
 const CHILD_DIR: &str = "TIERDB_IT_APPLY_CHILD_DIR";
-const TEST: &str =
-    "cluster_apply::a_partition_killed_at_any_step_applies_every_message_exactly_once";
+const TEST: &str = "apply_crash::an_engine_killed_at_any_step_applies_every_message_exactly_once";
 /// Enough that a child killed at a random time is usually still applying.
 const GROUPS: u64 = 600;
 const MESSAGES: u64 = 3;
@@ -47,22 +44,21 @@ fn tiers() -> TiersConfig {
     tiers
 }
 
-/// The store checkpoints every second group (never by time, so the kill steps fall where
+/// The engine checkpoints every second group (never by time, so the kill steps fall where
 /// the runs below name them): a crash rolls back one or two groups.
-fn open(dir: &Path) -> PartitionStore {
-    PartitionStore::open_with_checkpoints(
-        Engine::builder(dir)
-            .tiers(tiers())
-            .clock(Arc::new(ManualClock::new(NOW)))
-            .writer_threads(2)
-            .background_maintenance(false),
-        Checkpoints {
+fn open(dir: &Path) -> Engine {
+    Engine::builder(dir)
+        .tiers(tiers())
+        .clock(Arc::new(ManualClock::new(NOW)))
+        .writer_threads(2)
+        .background_maintenance(false)
+        .checkpoints(Checkpoints {
             interval: std::time::Duration::MAX,
             groups: 2,
             samples: usize::MAX,
-        },
-    )
-    .expect("open partition store")
+        })
+        .open()
+        .expect("open an engine")
 }
 
 /// splitmix64: the stream is the same in the parent and in every child.
@@ -120,7 +116,7 @@ fn stream() -> Vec<Vec<(u64, SampleBatch)>> {
 
 /// The child: applies the whole stream (what is applied already is skipped), one group per
 /// call, as a consumer would after a restart.
-fn apply_all(store: &PartitionStore, stream: &[Vec<(u64, SampleBatch)>]) {
+fn apply_all(store: &Engine, stream: &[Vec<(u64, SampleBatch)>]) {
     for group in stream {
         store.apply(group).expect("apply");
     }
@@ -244,7 +240,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 #[test]
-fn a_partition_killed_at_any_step_applies_every_message_exactly_once() {
+fn an_engine_killed_at_any_step_applies_every_message_exactly_once() {
     let stream = stream();
     if let Some(dir) = std::env::var_os(CHILD_DIR) {
         let store = open(Path::new(&dir));
@@ -253,10 +249,10 @@ fn a_partition_killed_at_any_step_applies_every_message_exactly_once() {
         return;
     }
     let work = scratch_dir();
-    let dir = work.path().join("partition");
+    let dir = work.path().join("applied");
     let clean_dir = work.path().join("clean");
     let clean = open(&clean_dir);
-    // Applies to the clean store every group the killed one recorded as applied.
+    // Applies to the clean engine every group the killed one recorded as applied.
     let catch_up = |applied: u64| {
         for group in &stream {
             if group.last().unwrap().0 <= applied {
@@ -293,7 +289,7 @@ fn a_partition_killed_at_any_step_applies_every_message_exactly_once() {
         let store = open(&copy);
         catch_up(store.applied());
         assert_eq!(store.applied(), clean.applied(), "{what}");
-        assert_same(clean.engine(), store.engine(), what);
+        assert_same(&clean, &store, what);
         store.close().unwrap();
         std::fs::remove_dir_all(&copy).unwrap();
     };
@@ -325,7 +321,7 @@ fn a_partition_killed_at_any_step_applies_every_message_exactly_once() {
     catch_up(u64::MAX);
     let last = stream.last().unwrap().last().unwrap().0;
     assert_eq!((store.applied(), clean.applied()), (last, last));
-    assert_same(clean.engine(), store.engine(), "the whole stream");
+    assert_same(&clean, &store, "the whole stream");
     store.close().unwrap();
     clean.close().unwrap();
 }

@@ -1,14 +1,12 @@
 //! The undo surface: what an undo of a partly applied group needs of an engine, and nothing
-//! else. A cluster partition (src/cluster/apply.rs) takes the pre-images of the cells, the
-//! counter states and the raw tails a group will change, and puts them back after a crash
-//! before the group is applied again; it copies a partition's files while they stand still.
-//! Every method that puts something back is only valid while no batch runs: at open,
-//! before the engine is handed out.
+//! else. [`Engine::apply`] takes the pre-images of the cells, the counter states and the raw
+//! tails a group will change, and puts them back after a crash before the group is applied
+//! again; [`Engine::with_files_still`] copies the files while they stand still. Every method
+//! that puts something back is only valid while no batch runs: at open, before the engine is
+//! handed out.
 
-use std::path::Path;
-
-use super::Engine;
 use crate::bucket::Bucket;
+use crate::engine::Engine;
 use crate::error::Result;
 use crate::registry::SeriesId;
 use crate::storage::cells::CellAt;
@@ -16,28 +14,25 @@ use crate::time::Timestamp;
 
 /// An engine's undo surface; get it with [`Engine::rewind`].
 #[derive(Clone, Copy)]
-pub(crate) struct Rewind<'a> {
+pub(super) struct Rewind<'a> {
     engine: &'a Engine,
 }
 
 impl Engine {
     /// The undo surface of this engine: pre-images of cells, counter states and raw tails,
     /// and putting them back (see [`Rewind`]).
-    pub(crate) fn rewind(&self) -> Rewind<'_> {
+    pub(super) fn rewind(&self) -> Rewind<'_> {
         Rewind { engine: self }
     }
 }
 
-// Only cluster mode (the `server` feature) undoes groups; the engine alone reads counter
-// states for the tests.
-#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
 impl Rewind<'_> {
     /// The buckets of `cells` as they stand, whichever form their periods are in (see
     /// [`Storage::load_cells`]): the pre-images an undo keeps before a change.
     ///
     /// # Errors
     /// As [`Storage::load_cells`].
-    pub(crate) fn load_cells(&self, cells: &[CellAt]) -> Result<Vec<Bucket>> {
+    pub(super) fn load_cells(&self, cells: &[CellAt]) -> Result<Vec<Bucket>> {
         self.engine.shared.storage.load_cells(cells)
     }
 
@@ -48,7 +43,7 @@ impl Rewind<'_> {
     ///
     /// # Errors
     /// [`Error::ReadOnly`], [`Error::Poisoned`], and as [`Storage::overwrite_cells`].
-    pub(crate) fn restore_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
+    pub(super) fn restore_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
         self.engine.check_writable()?;
         self.engine.shared.check_poison()?;
         let changed = self.engine.shared.storage.overwrite_cells(cells);
@@ -58,7 +53,7 @@ impl Rewind<'_> {
 
     /// Series `id`'s counter state record (flags with the declared kind, a counter's last
     /// time and raw value as bits; zeros when never written), for an undo to put back.
-    pub(crate) fn counter_state(&self, id: SeriesId) -> [u64; 3] {
+    pub(super) fn counter_state(&self, id: SeriesId) -> [u64; 3] {
         self.engine.shared.counter_table.snapshot(id)
     }
 
@@ -67,7 +62,7 @@ impl Rewind<'_> {
     ///
     /// # Errors
     /// [`Error::ReadOnly`].
-    pub(crate) fn restore_counter_state(&self, id: SeriesId, record: [u64; 3]) -> Result<()> {
+    pub(super) fn restore_counter_state(&self, id: SeriesId, record: [u64; 3]) -> Result<()> {
         self.engine.check_writable()?;
         self.engine
             .shared
@@ -78,7 +73,7 @@ impl Rewind<'_> {
 
     /// The time of series `id`'s last raw point: `None` without a raw tier or without a
     /// point. What an undo keeps of the raw tier ([`Rewind::truncate_raw_after`]).
-    pub(crate) fn raw_last_time(&self, id: SeriesId) -> Option<Timestamp> {
+    pub(super) fn raw_last_time(&self, id: SeriesId) -> Option<Timestamp> {
         self.engine.shared.raw.as_ref()?.last_time(id.0)
     }
 
@@ -89,7 +84,7 @@ impl Rewind<'_> {
     ///
     /// # Errors
     /// [`Error::ReadOnly`].
-    pub(crate) fn truncate_raw_after(
+    pub(super) fn truncate_raw_after(
         &self,
         id: SeriesId,
         last: Option<Timestamp>,
@@ -107,9 +102,10 @@ impl Rewind<'_> {
     /// stores anything, so no file is swapped, dropped or written meanwhile (the chunk
     /// creator may still make an empty file for new series: whole, under a temporary name
     /// first, so a copy that leaves out `*.tmp` files sees it whole or not at all). The
-    /// caller stops its own writes first: a cluster partition's store copies its files
-    /// this way between two groups of messages ([`crate::cluster::snapshot`]).
-    pub(crate) fn with_files_still<R>(&self, copy: impl FnOnce(&Path) -> R) -> R {
+    /// caller stops its own writes first ([`Engine::with_files_still`] holds the apply
+    /// lock).
+    #[cfg(feature = "cluster")]
+    pub(super) fn with_files_still<R>(&self, copy: impl FnOnce(&std::path::Path) -> R) -> R {
         // The order a maintenance pass takes them in: its lock, then the batch gate.
         let _no_pass = self
             .engine

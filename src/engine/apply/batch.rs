@@ -1,6 +1,7 @@
-//! What one published message carries: samples of one partition with their series written
-//! out by canonical key (a node's series ids mean nothing on another node), and the kind a
-//! write declared where it declared one.
+//! What one message of a log carries for [`crate::engine::Engine::apply`]: samples with
+//! their series written out by canonical key (an engine's series ids mean nothing to another
+//! engine, nor to a log), and the kind a write declared where it declared one. A cluster
+//! publishes one per partition and write.
 
 use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
@@ -9,8 +10,9 @@ use crate::counter::SeriesKind;
 use crate::registry::text_hash;
 use crate::time::Timestamp;
 
-/// Samples of one partition, as published by the node that took the write and applied by
-/// the partition's owners. Each key's samples keep the order they were written in (the
+/// Samples by series key, as a log carries them: in a cluster, one partition's samples,
+/// published by the node that took the write and applied by the partition's owners. Each
+/// key's samples keep the order they were written in (the
 /// wire format groups samples by key, which changes nothing: different keys never share a
 /// bucket or a counter), so every owner applying the same message gets the same buckets,
 /// bit for bit.
