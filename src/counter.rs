@@ -36,11 +36,12 @@ use crate::error::Result;
 use crate::registry::glob::glob_match;
 use crate::registry::{KeyView, Registry, SeriesId};
 use crate::sample::Sample;
-use crate::storage::counter_journal::{CounterJournal, Undo};
+use crate::storage::counter_journal::CounterJournal;
 use crate::storage::counter_state::{
     CounterStateFile, DECLARED_COUNTER, DECLARED_DELTA, DECLARED_DISTRIBUTION, DECLARED_GAUGE,
     RULED_COUNTER, RULED_GAUGE, RULED_MASK,
 };
+use crate::storage::undo_entry::Undo;
 use crate::storage::Storage;
 use crate::time::Timestamp;
 

@@ -37,6 +37,7 @@ pub(crate) mod readers;
 pub(crate) mod record_file;
 pub(crate) mod recovery;
 pub(crate) mod stored_tiers;
+pub(crate) mod undo_entry;
 pub(crate) mod writer_state;
 
 use std::collections::BTreeMap;

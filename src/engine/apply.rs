@@ -74,7 +74,7 @@
 mod applied;
 mod batch;
 mod rewind;
-mod undo;
+mod undo_chain;
 
 #[cfg(test)]
 mod tests;
@@ -95,11 +95,11 @@ use crate::fault::{self, Hook};
 use crate::registry::{Selector, SeriesId};
 use crate::sample::{BatchReport, Sample};
 use crate::storage::cells::CellAt;
-use crate::storage::counter_journal::Undo;
+use crate::storage::undo_entry::Undo;
 use crate::time::{checked_place, Placement, Timestamp};
 use applied::AppliedFile;
 pub use batch::{BatchSample, BatchSeries, KeyIndex, SampleBatch};
-use undo::{RawTail, UndoFile, UndoRecord};
+use undo_chain::{RawTail, UndoFile, UndoRecord};
 
 /// What an engine keeps to apply a log exactly once: its settings, the applied sequence,
 /// and, once a first apply made them (or the open found them), the files and the chain.
@@ -212,7 +212,7 @@ impl Default for Checkpoints {
 }
 
 /// Pre-images one undo chain holds at most (64 bytes each on disk, or up to 256 empty cells
-/// in 64: `undo.rs`'s empty blocks): past it, a checkpoint.
+/// in 64: `undo_chain.rs`'s empty blocks): past it, a checkpoint.
 const MAX_UNDO_ENTRIES: usize = 1 << 18;
 
 /// What was applied since the last checkpoint.

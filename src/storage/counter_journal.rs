@@ -22,11 +22,7 @@
 //!   0..8     1 while a batch is being applied, else 0
 //!   8..16    entries of that batch (after this one)
 //!   16..24   fingerprint of the tiers layout the entries' tier indexes refer to
-//! entries 1.., 64 bytes each, eight u64 words:
-//!   cell:  w0 = 1 | tier << 8 | adds << 32, w1 = period start (i64), w2 = chunk << 32 | bucket,
-//!          w3 = slot, w4..w8 = count, total, min, max before the batch (f64 bits)
-//!   state: w0 = 2, w1 = series id, w2..w5 = the counter state record's flags, last time and
-//!          last raw value before the batch, w5..w8 zero
+//! entries 1.., 64 bytes each: cells and states as `undo_entry.rs` encodes them
 //! ```
 //! The file grows in steps of [`GROWTH`] entries when a batch needs more.
 
@@ -37,16 +33,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::disk;
 use super::mmap::MappedCells;
 use super::record_file::{Frame, HEADER_SIZE};
-use crate::bucket::Bucket;
+use super::undo_entry::{Undo, ENTRY_SIZE, WORDS};
 use crate::error::Error;
 use crate::error::Result;
-use crate::time::Timestamp;
 
-/// Bytes per entry: eight words.
-pub(crate) const ENTRY_SIZE: usize = 64;
-/// Words per entry; the apply's undo record (`engine/apply/undo.rs`) stores its entries in
-/// this encoding too.
-pub(crate) const WORDS: usize = ENTRY_SIZE / 8;
 /// Entries added at a time when a batch needs more (256 KiB).
 pub(crate) const GROWTH: usize = 4096;
 
@@ -56,92 +46,6 @@ const FRAME: Frame = Frame {
     record_size: ENTRY_SIZE as u32,
     what: "counter journal",
 };
-
-const KIND_CELL: u64 = 1;
-const KIND_STATE: u64 = 2;
-
-/// One thing a batch changes, as it was before the batch.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum Undo {
-    /// A bucket cell: where it is, how many samples the batch adds to it, its content before.
-    Cell {
-        /// Tier index.
-        tier: usize,
-        /// Start of the period file's period.
-        period_start: Timestamp,
-        /// Chunk of the file.
-        chunk: u32,
-        /// Bucket in the period.
-        bucket: u32,
-        /// Series slot in the chunk.
-        slot: u32,
-        /// Samples the batch adds to this cell.
-        adds: u32,
-        /// The cell before the batch.
-        before: Bucket,
-    },
-    /// A counter state record (see `counter_state.rs`): its three words before the batch.
-    State {
-        /// Series id.
-        id: usize,
-        /// Flags, last time, last raw value (bits).
-        before: [u64; 3],
-    },
-}
-
-impl Undo {
-    /// The entry's eight words, as the journal stores them.
-    pub(crate) fn encode(&self) -> [u64; WORDS] {
-        match *self {
-            Undo::Cell {
-                tier,
-                period_start,
-                chunk,
-                bucket,
-                slot,
-                adds,
-                before,
-            } => [
-                KIND_CELL | (tier as u64) << 8 | u64::from(adds) << 32,
-                period_start as u64,
-                u64::from(chunk) << 32 | u64::from(bucket),
-                u64::from(slot),
-                before.count,
-                before.total.to_bits(),
-                before.min.to_bits(),
-                before.max.to_bits(),
-            ],
-            Undo::State { id, before } => [
-                KIND_STATE, id as u64, before[0], before[1], before[2], 0, 0, 0,
-            ],
-        }
-    }
-
-    /// The entry `w` encodes; `None` when its kind is none this format writes.
-    pub(crate) fn decode(w: [u64; WORDS]) -> Option<Undo> {
-        match w[0] & 0xff {
-            KIND_CELL => Some(Undo::Cell {
-                tier: ((w[0] >> 8) & 0xff_ffff) as usize,
-                adds: (w[0] >> 32) as u32,
-                period_start: w[1] as Timestamp,
-                chunk: (w[2] >> 32) as u32,
-                bucket: w[2] as u32,
-                slot: w[3] as u32,
-                before: Bucket {
-                    count: w[4],
-                    total: f64::from_bits(w[5]),
-                    min: f64::from_bits(w[6]),
-                    max: f64::from_bits(w[7]),
-                },
-            }),
-            KIND_STATE => Some(Undo::State {
-                id: w[1] as usize,
-                before: [w[2], w[3], w[4]],
-            }),
-            _ => None,
-        }
-    }
-}
 
 /// The mapped journal.
 pub(crate) struct CounterJournal {
@@ -289,6 +193,7 @@ impl CounterJournal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bucket::Bucket;
 
     #[test]
     fn a_batch_left_active_is_read_back_and_an_ended_one_is_not() {

@@ -3,7 +3,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::applied::AppliedFile;
-use super::undo::{RawTail, UndoFile};
+use super::undo_chain::{RawTail, UndoFile};
 use super::{Checkpoints, Fault, FaultAction, Step};
 use crate::bucket::Bucket;
 use crate::clock::Clock;
@@ -16,7 +16,7 @@ use crate::engine::{BatchSample, BatchSeries, KeyIndex, SampleBatch};
 use crate::error::Error;
 use crate::error::RejectReason;
 use crate::registry::SeriesId;
-use crate::storage::counter_journal::Undo;
+use crate::storage::undo_entry::Undo;
 use crate::time::{Span, Timestamp};
 
 /// 2025-11-21T12:00:00Z.

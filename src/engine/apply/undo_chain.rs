@@ -17,8 +17,8 @@
 //!     16..24   fingerprint of the tiers layout the cell entries' tier indexes refer to
 //!     24..28   CRC-32 of bytes 0..24 and of the n entries
 //!     28..64   zero
-//!   n entries: cells and states in the counters.journal encoding
-//!   (storage/counter_journal.rs), then empty blocks, then the raw tails (with a raw tier
+//!   n entries: cells and states as storage/undo_entry.rs encodes them (the encoding
+//!   counters.journal shares), then empty blocks, then the raw tails (with a raw tier
 //!   only):
 //!     cell:  w0 = 1 | tier << 8 (adds unused: 0), w1 = period start, w2 = chunk << 32 | bucket,
 //!            w3 = slot, w4..w8 = count, total, min, max before the chain (f64 bits)
@@ -58,8 +58,8 @@ use crate::bucket::Bucket;
 use crate::error::Error;
 use crate::error::Result;
 use crate::storage::cells::same_bits;
-use crate::storage::counter_journal::{Undo, ENTRY_SIZE, WORDS};
 use crate::storage::record_file::{Frame, HEADER_SIZE};
+use crate::storage::undo_entry::{Undo, ENTRY_SIZE, WORDS};
 use crate::time::Timestamp;
 
 /// The kind word of a raw tail entry (the counters journal's kinds are 1 and 2).
