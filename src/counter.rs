@@ -36,6 +36,7 @@ use crate::error::Result;
 use crate::registry::glob::glob_match;
 use crate::registry::{KeyView, Registry, SeriesId};
 use crate::sample::Sample;
+use crate::storage::cells::CellAt;
 use crate::storage::counter_journal::CounterJournal;
 use crate::storage::counter_state::{
     CounterStateFile, DECLARED_COUNTER, DECLARED_DELTA, DECLARED_DISTRIBUTION, DECLARED_GAUGE,
@@ -524,11 +525,14 @@ fn roll_back(
     for entry in undo {
         match *entry {
             Undo::Cell {
-                tier,
-                period_start,
-                chunk,
-                bucket,
-                slot,
+                at:
+                    CellAt {
+                        tier,
+                        period_start,
+                        chunk,
+                        bucket,
+                        slot,
+                    },
                 adds,
                 before,
             } => {

@@ -30,6 +30,7 @@ use crate::read::reader::Reader;
 use crate::read::write_log::WriteLog;
 use crate::registry::{Registry, SeriesId};
 use crate::sample::{BatchReport, ObservedSample, RawCounts, Sample};
+use crate::storage::cells::CellAt;
 use crate::storage::lock::DirLock;
 use crate::storage::raw::RawStore;
 use crate::storage::recovery::Recovery;
@@ -754,11 +755,13 @@ impl Engine {
                 if let Some(file) = shared.storage.file(tier, p.period_start, chunk) {
                     cells[tier] = (start, undo.len());
                     undo.push(Undo::Cell {
-                        tier,
-                        period_start: p.period_start,
-                        chunk,
-                        bucket: p.bucket,
-                        slot,
+                        at: CellAt {
+                            tier,
+                            period_start: p.period_start,
+                            chunk,
+                            bucket: p.bucket,
+                            slot,
+                        },
                         adds: 1,
                         before: file.load(p.bucket, slot),
                     });

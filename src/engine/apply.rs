@@ -811,12 +811,8 @@ impl Applier<'_> {
         entries.extend(
             empties
                 .chain(cells.iter().zip(before))
-                .map(|(cell, before)| Undo::Cell {
-                    tier: cell.tier,
-                    period_start: cell.period_start,
-                    chunk: cell.chunk,
-                    bucket: cell.bucket,
-                    slot: cell.slot,
+                .map(|(&at, before)| Undo::Cell {
+                    at,
                     adds: 0,
                     before,
                 }),
@@ -1067,24 +1063,7 @@ fn roll_back(
     let mut states = Vec::new();
     for entry in chain.iter().flat_map(|record| &record.entries) {
         match *entry {
-            Undo::Cell {
-                tier,
-                period_start,
-                chunk,
-                bucket,
-                slot,
-                before,
-                ..
-            } => cells.push((
-                CellAt {
-                    tier,
-                    period_start,
-                    chunk,
-                    bucket,
-                    slot,
-                },
-                before,
-            )),
+            Undo::Cell { at, before, .. } => cells.push((at, before)),
             Undo::State { id, before } => {
                 let id = u32::try_from(id).map_err(|_| {
                     Error::corrupt(path, format!("series id {id} is beyond any registry"))

@@ -202,11 +202,13 @@ mod tests {
         assert_eq!(journal.unfinished().unwrap(), None);
         let undo: Vec<Undo> = (0..GROWTH as u32 + 10)
             .map(|i| Undo::Cell {
-                tier: 3,
-                period_start: -86_400,
-                chunk: i,
-                bucket: 1439,
-                slot: 255,
+                at: crate::storage::cells::CellAt {
+                    tier: 3,
+                    period_start: -86_400,
+                    chunk: i,
+                    bucket: 1439,
+                    slot: 255,
+                },
                 adds: 6,
                 before: Bucket {
                     count: 2,

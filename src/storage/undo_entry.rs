@@ -11,6 +11,7 @@
 //!        last raw value before the change, w5..w8 zero
 //! ```
 
+use super::cells::CellAt;
 use crate::bucket::Bucket;
 use crate::time::Timestamp;
 
@@ -27,16 +28,8 @@ const KIND_STATE: u64 = 2;
 pub(crate) enum Undo {
     /// A bucket cell: where it is, how many samples the batch adds to it, its content before.
     Cell {
-        /// Tier index.
-        tier: usize,
-        /// Start of the period file's period.
-        period_start: Timestamp,
-        /// Chunk of the file.
-        chunk: u32,
-        /// Bucket in the period.
-        bucket: u32,
-        /// Series slot in the chunk.
-        slot: u32,
+        /// Where it is.
+        at: CellAt,
         /// Samples the batch adds to this cell.
         adds: u32,
         /// The cell before the batch.
@@ -56,11 +49,14 @@ impl Undo {
     pub(crate) fn encode(&self) -> [u64; WORDS] {
         match *self {
             Undo::Cell {
-                tier,
-                period_start,
-                chunk,
-                bucket,
-                slot,
+                at:
+                    CellAt {
+                        tier,
+                        period_start,
+                        chunk,
+                        bucket,
+                        slot,
+                    },
                 adds,
                 before,
             } => [
@@ -83,12 +79,14 @@ impl Undo {
     pub(crate) fn decode(w: [u64; WORDS]) -> Option<Undo> {
         match w[0] & 0xff {
             KIND_CELL => Some(Undo::Cell {
-                tier: ((w[0] >> 8) & 0xff_ffff) as usize,
+                at: CellAt {
+                    tier: ((w[0] >> 8) & 0xff_ffff) as usize,
+                    period_start: w[1] as Timestamp,
+                    chunk: (w[2] >> 32) as u32,
+                    bucket: w[2] as u32,
+                    slot: w[3] as u32,
+                },
                 adds: (w[0] >> 32) as u32,
-                period_start: w[1] as Timestamp,
-                chunk: (w[2] >> 32) as u32,
-                bucket: w[2] as u32,
-                slot: w[3] as u32,
                 before: Bucket {
                     count: w[4],
                     total: f64::from_bits(w[5]),

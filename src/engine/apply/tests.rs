@@ -16,6 +16,7 @@ use crate::engine::{BatchSample, BatchSeries, KeyIndex, SampleBatch};
 use crate::error::Error;
 use crate::error::RejectReason;
 use crate::registry::SeriesId;
+use crate::storage::cells::CellAt;
 use crate::storage::undo_entry::Undo;
 use crate::time::{Span, Timestamp};
 
@@ -795,11 +796,13 @@ fn undo_chains_round_trip_and_torn_or_damaged_records_are_told_apart() {
     assert_eq!(undo.read().unwrap(), vec![]);
     let entries: Vec<Undo> = (0..300u32)
         .map(|i| Undo::Cell {
-            tier: 2,
-            period_start: NOW - DAY,
-            chunk: i,
-            bucket: 7,
-            slot: 15,
+            at: CellAt {
+                tier: 2,
+                period_start: NOW - DAY,
+                chunk: i,
+                bucket: 7,
+                slot: 15,
+            },
             adds: 0,
             before: Bucket {
                 count: 3,
@@ -931,11 +934,13 @@ fn empty_cells_are_written_in_blocks_and_read_back_as_cells() {
     let dir = scratch();
     let mut undo = UndoFile::open(dir.path()).unwrap();
     let cell = |tier, bucket, slot, before| Undo::Cell {
-        tier,
-        period_start: NOW - DAY,
-        chunk: 2,
-        bucket,
-        slot,
+        at: CellAt {
+            tier,
+            period_start: NOW - DAY,
+            chunk: 2,
+            bucket,
+            slot,
+        },
         adds: 0,
         before,
     };

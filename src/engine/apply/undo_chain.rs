@@ -57,7 +57,7 @@ use std::path::{Path, PathBuf};
 use crate::bucket::Bucket;
 use crate::error::Error;
 use crate::error::Result;
-use crate::storage::cells::same_bits;
+use crate::storage::cells::{same_bits, CellAt};
 use crate::storage::record_file::{Frame, HEADER_SIZE};
 use crate::storage::undo_entry::{Undo, ENTRY_SIZE, WORDS};
 use crate::time::Timestamp;
@@ -147,11 +147,14 @@ impl EmptyBlock {
     /// ([`Bucket::EMPTY`]), with no adds: a restore writes exactly that back.
     fn of(entry: &Undo) -> Option<EmptyBlock> {
         let Undo::Cell {
-            tier,
-            period_start,
-            chunk,
-            bucket,
-            slot,
+            at:
+                CellAt {
+                    tier,
+                    period_start,
+                    chunk,
+                    bucket,
+                    slot,
+                },
             adds: 0,
             before,
         } = *entry
@@ -239,11 +242,13 @@ impl EmptyBlock {
         (0..BLOCK_SIDE * BLOCK_SIDE)
             .filter(move |i| self.cells[(i / 64) as usize] & 1 << (i % 64) != 0)
             .map(move |i| Undo::Cell {
-                tier: self.tier,
-                period_start: self.period_start,
-                chunk: self.chunk,
-                bucket: self.first_bucket + i / BLOCK_SIDE,
-                slot: self.first_slot + i % BLOCK_SIDE,
+                at: CellAt {
+                    tier: self.tier,
+                    period_start: self.period_start,
+                    chunk: self.chunk,
+                    bucket: self.first_bucket + i / BLOCK_SIDE,
+                    slot: self.first_slot + i % BLOCK_SIDE,
+                },
                 adds: 0,
                 before: Bucket::EMPTY,
             })
