@@ -229,6 +229,14 @@ pub(crate) fn apply(
         data,
         ..
     } = input;
+    // Buckets, stored or already read, answer by one rule; points answer everything.
+    if !matches!(data, WindowData::Points { .. }) {
+        for s in &series {
+            if let Some(warning) = bucket_rule(name, s, range_ms)? {
+                push_once(warnings, warning);
+            }
+        }
+    }
     let values: Vec<Vec<Option<f64>>> = match &data {
         WindowData::Stored {
             selected,
@@ -238,11 +246,6 @@ pub(crate) fn apply(
             first_ms,
             res_ms,
         } => {
-            for s in &series {
-                if let Some(warning) = bucket_rule(name, s, range_ms)? {
-                    push_once(warnings, warning);
-                }
-            }
             let len = stored_len(*from, *to, *res_ms);
             let windows = bucket_windows(*first_ms, *res_ms, len, &times, range_ms);
             let reduce = |i: usize, buckets: &[Bucket]| {
@@ -263,11 +266,6 @@ pub(crate) fn apply(
             res_ms,
             buckets,
         } => {
-            for s in &series {
-                if let Some(warning) = bucket_rule(name, s, range_ms)? {
-                    push_once(warnings, warning);
-                }
-            }
             let len = buckets.first().map_or(0, Vec::len);
             let windows = bucket_windows(*first_ms, *res_ms, len, &times, range_ms);
             (buckets.par_iter().zip(&series))
