@@ -260,7 +260,14 @@ pub(crate) fn apply(
                     param,
                 )
             };
-            source.map_buckets(&read.selected, read.tier, read.from, read.to, budget, &reduce)?
+            source.map_buckets(
+                &read.selected,
+                read.tier,
+                read.from,
+                read.to,
+                budget,
+                &reduce,
+            )?
         }
         WindowData::Buckets {
             first_ms,

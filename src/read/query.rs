@@ -589,7 +589,9 @@ impl PointGrid {
         series: usize,
         tier: &str,
     ) -> Result<()> {
-        let buckets = PointGrid::span(held.0, held.1, i128::from(self.resolution())).1.max(0);
+        let buckets = PointGrid::span(held.0, held.1, i128::from(self.resolution()))
+            .1
+            .max(0);
         budget.charge(buckets.unsigned_abs() * series as u128, || {
             format!("{series} series x {buckets} buckets of {tier}")
         })

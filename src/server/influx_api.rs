@@ -70,9 +70,7 @@ pub(super) async fn health() -> Response {
 /// `GET|POST /query`: `q` from the query string or a form body (Telegraf POSTs it as a form),
 /// one statement or several separated by `;`. Every one must be a `CREATE DATABASE`, each
 /// answered `{"statement_id": i}`; anything else is refused with 400 naming the statement.
-pub(super) async fn query(
-    FormParams(params, _): FormParams,
-) -> Result<Response, ApiError> {
+pub(super) async fn query(FormParams(params, _): FormParams) -> Result<Response, ApiError> {
     let q = params
         .get("q")
         .ok_or_else(|| ApiError::BadRequest("q: missing (q=CREATE DATABASE name)".into()))?;

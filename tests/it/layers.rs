@@ -47,11 +47,14 @@ fn layer_of(module: &str) -> Option<usize> {
         .position(|(_, modules)| modules.contains(&module))
 }
 
+/// A layer: what it holds, and its modules (or a module's files).
+type Layer = (&'static str, &'static [&'static str]);
+
 /// The layers inside a module, lowest first: a file of the module may import its sibling
 /// files of lower layers only. `read/`: `Reader` and what a read sees
 /// sit below the reads, which are its methods written beside their work, so the reader
 /// never imports a read.
-const INNER_LAYERS: &[(&str, &[(&str, &[&str])])] = &[(
+const INNER_LAYERS: &[(&str, &[Layer])] = &[(
     "read",
     &[
         (
@@ -67,7 +70,7 @@ const INNER_LAYERS: &[(&str, &[(&str, &[&str])])] = &[(
     ],
 )];
 
-fn inner_layer_of(layers: &[(&str, &[&str])], file: &str) -> Option<usize> {
+fn inner_layer_of(layers: &[Layer], file: &str) -> Option<usize> {
     layers.iter().position(|(_, files)| files.contains(&file))
 }
 
@@ -289,7 +292,10 @@ fn every_import_inside_a_module_runs_down_its_layers() {
             .to_string_lossy()
             .trim_end_matches(".rs")
             .to_owned();
-        let shown = path.strip_prefix(src().parent().unwrap()).unwrap().display();
+        let shown = path
+            .strip_prefix(src().parent().unwrap())
+            .unwrap()
+            .display();
         let Some(own) = inner_layer_of(layers, &file) else {
             wrong.push(format!(
                 "{shown}: `{module}/{file}` is in no layer of INNER_LAYERS in tests/it/layers.rs"
@@ -314,7 +320,10 @@ fn every_import_inside_a_module_runs_down_its_layers() {
             }
         }
     }
-    assert!(checked > 5, "the files of INNER_LAYERS were not found: {checked}");
+    assert!(
+        checked > 5,
+        "the files of INNER_LAYERS were not found: {checked}"
+    );
     assert!(
         wrong.is_empty(),
         "imports against the layers inside a module:\n{}",
@@ -341,7 +350,8 @@ fn an_upward_import_is_found_with_its_line() {
         Some("engine")
     );
     assert!(layer_of("engine") > layer_of("storage"));
-    let inner = "use super::{query::PointGrid, reader::Reader};\nuse crate::read::aggregate::Fold;\n";
+    let inner =
+        "use super::{query::PointGrid, reader::Reader};\nuse crate::read::aggregate::Fold;\n";
     let lines = code_lines(inner);
     assert_eq!(
         paths_after(&lines, "super::"),
