@@ -483,7 +483,7 @@ fn per_sec_of_gauges(gauges: usize, series: usize) -> String {
     )
 }
 
-/// Refuses an answer of `groups` × `points` values over [`MAX_QUERY_POINTS`].
+/// Refuses an answer of `groups` × `points` values over `MAX_QUERY_POINTS`.
 fn check_cells(groups: usize, points: usize) -> Result<()> {
     let cells = groups.saturating_mul(points);
     if cells as u64 > MAX_QUERY_POINTS {
@@ -501,7 +501,7 @@ impl Reader<'_> {
     ///
     /// # Errors
     /// [`Error::UnknownTier`], or [`Error::InvalidQuery`] for an empty range, a step that is
-    /// not a multiple of the tier's resolution, or groups × points over [`MAX_QUERY_POINTS`].
+    /// not a multiple of the tier's resolution, or groups × points over `MAX_QUERY_POINTS`.
     pub fn aggregate(&self, query: &AggregateQuery) -> Result<AggregateResult> {
         self.aggregate_within(query, &ReadBudget::unlimited())
     }
@@ -529,7 +529,7 @@ impl Reader<'_> {
     ///
     /// # Errors
     /// [`Error::UnknownTier`], or [`Error::InvalidQuery`] for an empty range, a step that is
-    /// not a multiple of the tier's resolution, or more than [`MAX_QUERY_POINTS`] points.
+    /// not a multiple of the tier's resolution, or more than `MAX_QUERY_POINTS` points.
     pub fn plan_aggregate(&self, query: &AggregateQuery) -> Result<AggregatePlan> {
         AggregatePlan::new(self.config(), self.now(), query)
     }
@@ -542,7 +542,7 @@ impl Reader<'_> {
     /// # Errors
     /// [`Error::UnknownTier`] when this engine has no tier of the plan's name,
     /// [`Error::InvalidQuery`] when that tier's layout differs from the plan's, when groups ×
-    /// points exceeds [`MAX_QUERY_POINTS`] or `budget` refuses the read;
+    /// points exceeds `MAX_QUERY_POINTS` or `budget` refuses the read;
     /// [`Error::CorruptFile`] or [`Error::Io`] for a compacted file that cannot be read.
     pub fn aggregate_partial(
         &self,

@@ -336,7 +336,7 @@ impl Reader<'_> {
     ///
     /// # Errors
     /// [`crate::error::Error::InvalidQuery`] when `from >= to`, `step` is not a multiple of the
-    /// tier's resolution, or the answer would exceed [`MAX_QUERY_POINTS`].
+    /// tier's resolution, or the answer would exceed `MAX_QUERY_POINTS`.
     pub fn read_buckets(
         &self,
         id: SeriesId,
@@ -489,7 +489,7 @@ impl PointGrid {
     ///
     /// # Errors
     /// [`Error::InvalidQuery`] when `from >= to`, `step` is not a multiple of the tier's
-    /// resolution, or the answer would exceed [`MAX_QUERY_POINTS`].
+    /// resolution, or the answer would exceed `MAX_QUERY_POINTS`.
     pub(crate) fn new(
         spec: &TierSpec,
         from: Timestamp,

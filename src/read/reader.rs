@@ -1,6 +1,7 @@
 //! The read side of an open data directory: [`Reader`] and what a read sees through it,
-//! the tiers, the clock, the registry, series kinds, raw points and the period files of a
-//! chunk, and nothing of the write path, so reads never reach into the engine's internals.
+//! the tiers, the clock, the registry (and a selection of it grouped by tags), series
+//! kinds, raw points, a series' chunk and slot, and the period files of a chunk; nothing of
+//! the write path, so reads never reach into the engine's internals.
 //!
 //! The reads themselves are methods of [`Reader`] written beside their work, in the files
 //! above this one, which import it and are not imported by it: one-series reads in
