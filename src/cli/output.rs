@@ -8,7 +8,7 @@ use std::fmt::Write;
 use crate::read::aggregate::AggregateResult;
 use crate::read::query::QueryResult;
 use crate::read::value_text::{csv_value, non_finite};
-use crate::time::{format_ts, Span};
+use crate::time::{format_ts, Span, Timestamp};
 
 /// The HTTP API's JSON of a query or aggregate result.
 pub fn json(result: &impl serde::Serialize) -> String {
@@ -23,12 +23,6 @@ pub fn table(result: &QueryResult) -> String {
     if result.step.secs() == 0 {
         return raw_table(result);
     }
-    let values: Vec<String> = result
-        .points
-        .iter()
-        .map(|(_, v)| v.map(format_value).unwrap_or_default())
-        .collect();
-    let width = values.iter().map(String::len).max().unwrap_or(0).max(5);
     let mut out = String::new();
     let window = match (result.points.first(), result.points.last()) {
         (Some((first, _)), Some((last, _))) => format!(
@@ -46,21 +40,38 @@ pub fn table(result: &QueryResult) -> String {
         Span::from_secs(result.step.secs()),
         result.display.as_str()
     );
-    let _ = writeln!(
-        out,
-        "{:<20}  {:>width$}",
-        "time (UTC)",
-        result.display.as_str()
+    point_rows(
+        &mut out,
+        result.display.as_str(),
+        &result.points,
+        result.partial_from,
     );
-    for ((ts, _), value) in result.points.iter().zip(&values) {
-        let mark = match result.partial_from {
+    out
+}
+
+/// A table's rows of points under a `time (UTC)` heading over `label`: each point's UTC
+/// start and value, empty ones blank. The point starting at `partial_from` is marked as
+/// still filling and any later one as in the future, so a low last value does not read as
+/// a drop.
+pub(super) fn point_rows(
+    out: &mut String,
+    label: &str,
+    points: &[(Timestamp, Option<f64>)],
+    partial_from: Option<Timestamp>,
+) {
+    let values: Vec<String> = (points.iter())
+        .map(|(_, v)| v.map(format_value).unwrap_or_default())
+        .collect();
+    let width = values.iter().map(String::len).max().unwrap_or(0).max(5);
+    let _ = writeln!(out, "{:<20}  {:>width$}", "time (UTC)", label);
+    for ((ts, _), value) in points.iter().zip(&values) {
+        let mark = match partial_from {
             Some(from) if *ts == from => "  (still filling)",
             Some(from) if *ts > from => "  (future)",
             _ => "",
         };
         let _ = writeln!(out, "{:<20}  {:>width$}{mark}", format_ts(*ts), value);
     }
-    out
 }
 
 /// A raw read's table: its exact points, with the neighbours outside the range marked.

@@ -4,14 +4,14 @@
 
 use std::fmt::Write;
 
-use super::output::{format_value, group_tags, json};
+use super::output::{format_value, group_tags, json, point_rows};
 use super::{print, window_range, OutputFormat, Points};
 use crate::engine::Engine;
 use crate::read::budget::ReadBudget;
 use crate::read::distribution::{DistributionQuery, DistributionResult, DistributionTarget, Shown};
 use crate::read::tier_choice::TierChoice;
 use crate::read::value_text::csv_value;
-use crate::time::{format_ts, Span};
+use crate::time::Span;
 
 /// The distribution display `--display` names, if it names one.
 ///
@@ -93,10 +93,6 @@ fn table(result: &DistributionResult) -> String {
     let mut out = String::new();
     for (g, group) in result.groups.iter().enumerate() {
         let points = group.points.as_deref().unwrap_or_default();
-        let values: Vec<String> = (points.iter())
-            .map(|(_, v)| v.map(format_value).unwrap_or_default())
-            .collect();
-        let width = values.iter().map(String::len).max().unwrap_or(0).max(5);
         if g > 0 {
             out.push('\n');
         }
@@ -108,15 +104,7 @@ fn table(result: &DistributionResult) -> String {
             result.tier,
             result.display
         );
-        let _ = writeln!(out, "{:<20}  {:>width$}", "time (UTC)", result.display);
-        for ((ts, _), value) in points.iter().zip(&values) {
-            let mark = match result.partial_from {
-                Some(from) if *ts == from => "  (still filling)",
-                Some(from) if *ts > from => "  (future)",
-                _ => "",
-            };
-            let _ = writeln!(out, "{:<20}  {:>width$}{mark}", format_ts(*ts), value);
-        }
+        point_rows(&mut out, &result.display, points, result.partial_from);
     }
     out
 }

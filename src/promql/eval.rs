@@ -17,7 +17,7 @@ use super::labels::{check_graphite, selector_sets, Labels};
 use super::source::{BucketHistogram, Selected, Source};
 use super::tier;
 use super::value::{unique_over_range, unique_per_step, Answer, ResultValue, Series, Value};
-use super::windows::{RangeInput, RawNeed, WindowData};
+use super::windows::{RangeInput, RawNeed, StoredRead, WindowData};
 use super::{Query, QueryLimits, LOOKBACK_MS};
 use crate::time::Timestamp;
 
@@ -484,14 +484,14 @@ impl<'a> Evaluator<'a> {
             self.warn(warning);
         }
         let res = self.source.tiers().tiers[choice.tier].resolution.secs() as i64;
-        input.data = WindowData::Stored {
+        input.data = WindowData::Stored(StoredRead {
             selected,
             tier: choice.tier,
             from,
             to,
             first_ms: from.div_euclid(res) * res * 1000,
             res_ms: res * 1000,
-        };
+        });
         Ok(input)
     }
 

@@ -15,7 +15,7 @@ use super::labels::Labels;
 use super::number::push_value;
 use super::source::{BucketHistogram, HistogramVisit, Selected, Source};
 use super::value::{first_shared_of, same_labelset};
-use super::windows::{bucket_range, RangeInput, WindowData};
+use super::windows::{bucket_range, RangeInput, StoredRead, WindowData};
 use crate::histogram::{lower_bound, reduced_index, upper_bound};
 use crate::read::budget::ReadBudget;
 use crate::time::Timestamp;
@@ -379,12 +379,7 @@ type GroupSum = Option<(FloatHistogram, f64)>;
 
 /// A [`WindowData::Stored`] input's read and windows.
 struct StoredWindows {
-    selected: Vec<Selected>,
-    tier: usize,
-    from: Timestamp,
-    to: Timestamp,
-    first_ms: i64,
-    res_ms: i64,
+    read: StoredRead,
     times: Vec<i64>,
     range_ms: i64,
 }
@@ -404,27 +399,14 @@ fn stored_windows(
         data,
         ..
     } = input;
-    let WindowData::Stored {
-        selected,
-        tier,
-        from,
-        to,
-        first_ms,
-        res_ms,
-    } = data
-    else {
+    let WindowData::Stored(read) = data else {
         return Err(QueryError::bad_data(format!(
             "{name}() of histograms reads a selector's stored buckets"
         )));
     };
     let labels = series.into_iter().map(|s| s.labels).collect();
     let stored = StoredWindows {
-        selected,
-        tier,
-        from,
-        to,
-        first_ms,
-        res_ms,
+        read,
         times,
         range_ms,
     };
@@ -440,7 +422,8 @@ impl StoredWindows {
         budget: &ReadBudget,
         keep: &KeepHistograms<'_>,
     ) -> Result<Vec<Vec<Option<FloatHistogram>>>, QueryError> {
-        let read = (&self.selected[..], self.tier, self.from, self.to);
+        let read = &self.read;
+        let read = (&read.selected[..], read.tier, read.from, read.to);
         kept_per_series(source, read, budget, keep)
     }
 
@@ -451,8 +434,14 @@ impl StoredWindows {
         budget: &ReadBudget,
         visit: &HistogramVisit<'_>,
     ) -> Result<(), QueryError> {
-        let (selected, tier, from, to) = (&self.selected, self.tier, self.from, self.to);
-        source.visit_histograms(selected, tier, from, to, budget, visit)?;
+        let StoredRead {
+            selected,
+            tier,
+            from,
+            to,
+            ..
+        } = &self.read;
+        source.visit_histograms(selected, *tier, *from, *to, budget, visit)?;
         Ok(())
     }
 
@@ -463,11 +452,11 @@ impl StoredWindows {
         name: &str,
         buckets: &[Option<BucketHistogram>],
     ) -> Vec<Option<FloatHistogram>> {
-        let res_secs = self.res_ms as f64 / 1000.0;
+        let (first_ms, res_ms) = (self.read.first_ms, self.read.res_ms);
+        let res_secs = res_ms as f64 / 1000.0;
         (self.times.iter())
             .map(|&t| {
-                let (lo, hi) =
-                    bucket_range(self.first_ms, self.res_ms, buckets.len(), t, self.range_ms);
+                let (lo, hi) = bucket_range(first_ms, res_ms, buckets.len(), t, self.range_ms);
                 let mut merged: Option<BucketHistogram> = None;
                 for b in buckets[lo..hi].iter().flatten() {
                     match &mut merged {
@@ -506,8 +495,8 @@ pub(crate) fn points_in_window(
     // Each bucket's histogram in the window, none outside it.
     let in_window = |buckets: &[Option<BucketHistogram>]| {
         let (lo, hi) = bucket_range(
-            stored.first_ms,
-            stored.res_ms,
+            stored.read.first_ms,
+            stored.read.res_ms,
             buckets.len(),
             t,
             stored.range_ms,
@@ -520,7 +509,7 @@ pub(crate) fn points_in_window(
             .collect()
     };
     let kept = stored.keep(source, budget, &in_window)?;
-    let stamp = |j: usize| stored.first_ms + j as i64 * stored.res_ms;
+    let stamp = |j: usize| stored.read.first_ms + j as i64 * stored.read.res_ms;
     let mut series: HistogramPoints = (labels.into_iter().zip(kept))
         .map(|(labels, kept)| {
             let points = (kept.into_iter().enumerate())

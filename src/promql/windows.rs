@@ -55,23 +55,40 @@ pub(crate) enum WindowData {
         res_ms: i64,
         buckets: Vec<Vec<Bucket>>,
     },
-    /// A tier's buckets of `selected` in `[from, to)`, from `first_ms`, each `res_ms` wide,
-    /// not read yet: [`apply`] reads them series by series as it windows them
-    /// ([`Source::map_buckets`]), [`RangeInput::read`] all at once.
-    Stored {
-        selected: Vec<Selected>,
-        tier: usize,
-        from: Timestamp,
-        to: Timestamp,
-        first_ms: i64,
-        res_ms: i64,
-    },
+    /// A tier's buckets not read yet: [`apply`] reads them series by series as it windows
+    /// them ([`Source::map_buckets`]), [`RangeInput::read`] all at once.
+    Stored(StoredRead),
     /// Points `(ms, value)` per series, in time order. `increases`: a counter series'
     /// points are its increases (the raw tier), not its values (a subquery).
     Points {
         increases: bool,
         points: Vec<Vec<(i64, f64)>>,
     },
+}
+
+/// A read of a tier's buckets of `selected` in `[from, to)`, from `first_ms`, each `res_ms`
+/// wide: what a range selector over stored series reads, fixed before it is read.
+pub(crate) struct StoredRead {
+    pub(crate) selected: Vec<Selected>,
+    pub(crate) tier: usize,
+    pub(crate) from: Timestamp,
+    pub(crate) to: Timestamp,
+    pub(crate) first_ms: i64,
+    pub(crate) res_ms: i64,
+}
+
+impl StoredRead {
+    /// Every series' buckets, charged to `budget` ([`Source::buckets`]).
+    ///
+    /// # Errors
+    /// The read's.
+    pub(crate) fn buckets(
+        &self,
+        source: &dyn Source,
+        budget: &ReadBudget,
+    ) -> Result<Vec<Vec<Bucket>>, QueryError> {
+        Ok(source.buckets(&self.selected, self.tier, self.from, self.to, budget)?)
+    }
 }
 
 /// When a range function wants the raw tier rather than buckets.
@@ -130,20 +147,11 @@ impl RangeInput {
         source: &dyn Source,
         budget: &ReadBudget,
     ) -> Result<RangeInput, QueryError> {
-        if let WindowData::Stored {
-            selected,
-            tier,
-            from,
-            to,
-            first_ms,
-            res_ms,
-        } = &self.data
-        {
-            let buckets = source.buckets(selected, *tier, *from, *to, budget)?;
+        if let WindowData::Stored(read) = &self.data {
             self.data = WindowData::Buckets {
-                first_ms: *first_ms,
-                res_ms: *res_ms,
-                buckets,
+                first_ms: read.first_ms,
+                res_ms: read.res_ms,
+                buckets: read.buckets(source, budget)?,
             };
         }
         Ok(self)
@@ -159,7 +167,7 @@ impl RangeInput {
                 window_points(&points[i], t, self.range_ms).to_vec()
             }
             // Callers read a stored input first (`RangeInput::read`).
-            WindowData::Stored { .. } => {
+            WindowData::Stored(_) => {
                 debug_assert!(false, "points_in_window of buckets not read");
                 Vec::new()
             }
@@ -229,24 +237,20 @@ pub(crate) fn apply(
         data,
         ..
     } = input;
-    let values: Vec<Vec<Option<f64>>> = match &data {
-        WindowData::Stored {
-            selected,
-            tier,
-            from,
-            to,
-            first_ms,
-            res_ms,
-        } => {
-            for s in &series {
-                if let Some(warning) = bucket_rule(name, s, range_ms)? {
-                    push_once(warnings, warning);
-                }
+    // Buckets, stored or already read, answer by one rule; points answer everything.
+    if !matches!(data, WindowData::Points { .. }) {
+        for s in &series {
+            if let Some(warning) = bucket_rule(name, s, range_ms)? {
+                push_once(warnings, warning);
             }
-            let len = stored_len(*from, *to, *res_ms);
-            let windows = bucket_windows(*first_ms, *res_ms, len, &times, range_ms);
+        }
+    }
+    let values: Vec<Vec<Option<f64>>> = match &data {
+        WindowData::Stored(read) => {
+            let len = stored_len(read.from, read.to, read.res_ms);
+            let windows = bucket_windows(read.first_ms, read.res_ms, len, &times, range_ms);
             let reduce = |i: usize, buckets: &[Bucket]| {
-                let at = (*first_ms, *res_ms);
+                let at = (read.first_ms, read.res_ms);
                 over_buckets(
                     name,
                     series[i].counter,
@@ -256,18 +260,20 @@ pub(crate) fn apply(
                     param,
                 )
             };
-            source.map_buckets(selected, *tier, *from, *to, budget, &reduce)?
+            source.map_buckets(
+                &read.selected,
+                read.tier,
+                read.from,
+                read.to,
+                budget,
+                &reduce,
+            )?
         }
         WindowData::Buckets {
             first_ms,
             res_ms,
             buckets,
         } => {
-            for s in &series {
-                if let Some(warning) = bucket_rule(name, s, range_ms)? {
-                    push_once(warnings, warning);
-                }
-            }
             let len = buckets.first().map_or(0, Vec::len);
             let windows = bucket_windows(*first_ms, *res_ms, len, &times, range_ms);
             (buckets.par_iter().zip(&series))

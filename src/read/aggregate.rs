@@ -32,7 +32,6 @@
 //! # }
 //! ```
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
@@ -45,7 +44,7 @@ use crate::error::Error;
 use crate::error::Result;
 use crate::read::budget::ReadBudget;
 use crate::read::query::{still_filling, Display, PointGrid, MAX_QUERY_POINTS};
-use crate::read::reader::Reader;
+use crate::read::reader::{Member, Reader};
 use crate::read::tier_choice::TierChoice;
 use crate::registry::Selector;
 use crate::time::{Span, Timestamp};
@@ -484,7 +483,7 @@ fn per_sec_of_gauges(gauges: usize, series: usize) -> String {
     )
 }
 
-/// Refuses an answer of `groups` × `points` values over [`MAX_QUERY_POINTS`].
+/// Refuses an answer of `groups` × `points` values over `MAX_QUERY_POINTS`.
 fn check_cells(groups: usize, points: usize) -> Result<()> {
     let cells = groups.saturating_mul(points);
     if cells as u64 > MAX_QUERY_POINTS {
@@ -496,120 +495,139 @@ fn check_cells(groups: usize, points: usize) -> Result<()> {
     Ok(())
 }
 
-/// One selected series: where its cells are and which group it folds into.
-#[derive(Clone, Copy)]
-struct Member {
-    chunk: u32,
-    slot: u32,
-    group: usize,
-}
-
-/// [`Reader::aggregate`]'s work.
-pub(super) fn aggregate(reader: &Reader<'_>, query: &AggregateQuery) -> Result<AggregateResult> {
-    reader.aggregate_within(query, &ReadBudget::unlimited())
-}
-
-/// [`Reader::aggregate_within`]'s work.
-pub(super) fn aggregate_within(
-    reader: &Reader<'_>,
-    query: &AggregateQuery,
-    budget: &ReadBudget,
-) -> Result<AggregateResult> {
-    let plan = reader.plan_aggregate(query)?;
-    reader.aggregate_partial(&plan, budget)?.finish()
-}
-
-/// [`Reader::plan_aggregate`]'s work.
-pub(super) fn plan_aggregate(reader: &Reader<'_>, query: &AggregateQuery) -> Result<AggregatePlan> {
-    AggregatePlan::new(reader.config(), reader.now(), query)
-}
-
-/// [`Reader::aggregate_partial`]'s work.
-pub(super) fn aggregate_partial(
-    reader: &Reader<'_>,
-    plan: &AggregatePlan,
-    budget: &ReadBudget,
-) -> Result<PartialAggregate> {
-    let tier = reader
-        .config()
-        .tier_index(&plan.tier)
-        .ok_or_else(|| Error::UnknownTier(plan.tier.clone()))?;
-    let spec = &reader.config().tiers[tier];
-    let grid = AggregatePlan::grid_of(spec, plan.from, plan.to, plan.step)?;
-    if grid != plan.grid {
-        return Err(Error::InvalidQuery(format!(
-            "tier {} ({} buckets in periods of {}) gives another grid than the plan's",
-            spec.name, spec.resolution, spec.period
-        )));
+/// The reads across series.
+impl Reader<'_> {
+    /// Answers `query`, however many cells it reads.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTier`], or [`Error::InvalidQuery`] for an empty range, a step that is
+    /// not a multiple of the tier's resolution, or groups × points over `MAX_QUERY_POINTS`.
+    pub fn aggregate(&self, query: &AggregateQuery) -> Result<AggregateResult> {
+        self.aggregate_within(query, &ReadBudget::unlimited())
     }
-    let slots = reader.slots();
-    budget.charge_scan(reader.registry().len())?;
-    let matched = reader.registry().select(|id, key| {
-        plan.selector.matches(key).then(|| {
-            let values: Vec<Option<String>> = plan
-                .group_by
-                .iter()
-                .map(|k| key.tag(k).map(Cow::into_owned))
-                .collect();
-            (id, values)
-        })
-    });
-    // (index, series, gauges) of each group; gauges are looked up only for per_sec.
-    let mut groups: BTreeMap<Vec<Option<String>>, (usize, usize, usize)> = BTreeMap::new();
-    for (id, values) in &matched {
-        let group = groups.entry(values.clone()).or_default();
-        group.1 += 1;
-        if plan.display == Display::PerSec && reader.series_kind(*id) == SeriesKind::Gauge {
-            group.2 += 1;
+
+    /// Answers `query` if what it reads fits in `budget`: the registry's keys (one value
+    /// each, charged before the scan) and the cells, every selected series times the tier's
+    /// buckets in the range (within the tier's retention window), charged before any is read.
+    /// The plan, its partial answer over this engine, and the finish: the same steps a
+    /// cluster read takes across partitions (see [`PartialAggregate`]).
+    ///
+    /// # Errors
+    /// As [`Reader::aggregate`], and [`Error::InvalidQuery`] when `budget` refuses the read.
+    pub fn aggregate_within(
+        &self,
+        query: &AggregateQuery,
+        budget: &ReadBudget,
+    ) -> Result<AggregateResult> {
+        let plan = self.plan_aggregate(query)?;
+        self.aggregate_partial(&plan, budget)?.finish()
+    }
+
+    /// Fixes what `query` reads from this engine's clock and tiers: the tier (`auto` chosen
+    /// now), the grid of points and the first second the tier's window holds. Whoever reads
+    /// with the plan reads that grid, whatever its own clock says.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTier`], or [`Error::InvalidQuery`] for an empty range, a step that is
+    /// not a multiple of the tier's resolution, or more than `MAX_QUERY_POINTS` points.
+    pub fn plan_aggregate(&self, query: &AggregateQuery) -> Result<AggregatePlan> {
+        AggregatePlan::new(self.config(), self.now(), query)
+    }
+
+    /// The series of this engine `plan` selects, grouped and folded into one row of
+    /// accumulators per group, if what it reads fits in `budget` (charged as
+    /// [`Reader::aggregate_within`] says). Partials of engines holding disjoint series merge
+    /// into the partial of one engine holding them all.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTier`] when this engine has no tier of the plan's name,
+    /// [`Error::InvalidQuery`] when that tier's layout differs from the plan's, when groups ×
+    /// points exceeds `MAX_QUERY_POINTS` or `budget` refuses the read;
+    /// [`Error::CorruptFile`] or [`Error::Io`] for a compacted file that cannot be read.
+    pub fn aggregate_partial(
+        &self,
+        plan: &AggregatePlan,
+        budget: &ReadBudget,
+    ) -> Result<PartialAggregate> {
+        let tier = self
+            .config()
+            .tier_index(&plan.tier)
+            .ok_or_else(|| Error::UnknownTier(plan.tier.clone()))?;
+        let spec = &self.config().tiers[tier];
+        let grid = AggregatePlan::grid_of(spec, plan.from, plan.to, plan.step)?;
+        if grid != plan.grid {
+            return Err(Error::InvalidQuery(format!(
+                "tier {} ({} buckets in periods of {}) gives another grid than the plan's",
+                spec.name, spec.resolution, spec.period
+            )));
         }
-    }
-    for (index, entry) in groups.values_mut().enumerate() {
-        entry.0 = index;
-    }
-    check_cells(groups.len(), grid.points)?;
-    let held_from = plan.from.max(plan.window);
-    let buckets = PointGrid::span(held_from, plan.to, i128::from(grid.resolution())).1;
-    budget.charge(
-        buckets.max(0).unsigned_abs() * matched.len() as u128,
-        || {
-            format!(
-                "{} series x {} buckets of {}",
-                matched.len(),
-                buckets.max(0),
-                spec.name
-            )
-        },
-    )?;
-    let members: Vec<Member> = matched
-        .iter()
-        .map(|(id, values)| Member {
-            chunk: id.0 / slots,
-            slot: id.0 % slots,
-            group: groups[values].0,
+        let matched = self.select_grouped(&plan.selector, &plan.group_by, budget)?;
+        // (index, series, gauges) of each group; gauges are looked up only for per_sec.
+        let mut groups: BTreeMap<Vec<Option<String>>, (usize, usize, usize)> = BTreeMap::new();
+        for (id, values) in &matched {
+            let group = groups.entry(values.clone()).or_default();
+            group.1 += 1;
+            if plan.display == Display::PerSec && self.series_kind(*id) == SeriesKind::Gauge {
+                group.2 += 1;
+            }
+        }
+        for (index, entry) in groups.values_mut().enumerate() {
+            entry.0 = index;
+        }
+        check_cells(groups.len(), grid.points)?;
+        grid.charge_held(
+            budget,
+            (plan.from.max(plan.window), plan.to),
+            matched.len(),
+            &spec.name,
+        )?;
+        let members: Vec<Member> = (matched.iter())
+            .map(|(id, values)| self.member(*id, groups[values].0))
+            .collect();
+        let folded = fold_members(
+            self,
+            tier,
+            &plan.grid,
+            (plan.display, plan.window),
+            &members,
+            groups.len(),
+        )?;
+        let points = grid.points;
+        let groups = groups
+            .into_iter()
+            .map(|(tags, (index, series, gauges))| PartialGroup {
+                tags,
+                series,
+                gauges,
+                rows: folded[index * points..(index + 1) * points].to_vec(),
+            })
+            .collect();
+        Ok(PartialAggregate {
+            plan: plan.clone(),
+            groups,
         })
-        .collect();
-    let folded = fold_members(
-        reader,
-        tier,
-        &plan.grid,
-        (plan.display, plan.window),
-        &members,
-        groups.len(),
-    )?;
-    let points = grid.points;
-    let groups = groups
-        .into_iter()
-        .map(|(tags, (index, series, gauges))| PartialGroup {
-            tags,
-            series,
-            gauges,
-            rows: folded[index * points..(index + 1) * points].to_vec(),
-        })
-        .collect();
-    Ok(PartialAggregate {
-        plan: plan.clone(),
-        groups,
-    })
+    }
+
+    /// The series `ids` (in any order, an id given twice counted twice) on `grid` of tier
+    /// `tier`, each bucket shown as `display`, folded into one row: the aggregate's
+    /// chunk-wise parallel pass, for the render API's sumSeries and kin
+    /// (src/render/stored.rs), which select their series by Graphite path instead of by
+    /// [`Selector`]. `window` is the first second of the tier the read sees.
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] or [`Error::Io`] for a compacted file that cannot be read.
+    #[cfg(feature = "server")]
+    pub(crate) fn fold_series(
+        &self,
+        tier: usize,
+        grid: &PointGrid,
+        shown: (Display, Timestamp),
+        ids: &[crate::registry::SeriesId],
+    ) -> Result<Vec<Fold>> {
+        let mut members: Vec<Member> = ids.iter().map(|id| self.member(*id, 0)).collect();
+        members.sort_unstable_by_key(|m| (m.chunk, m.slot));
+        fold_members(self, tier, grid, shown, &members, 1)
+    }
 }
 
 /// Reads every member (sorted by id, so one chunk's members are adjacent) and folds it
@@ -692,27 +710,6 @@ fn fold_members(
             Ok(a)
         })
         .unwrap_or_else(|| Ok(vec![Fold::EMPTY; groups * points]))
-}
-
-/// [`Reader::fold_series`]'s work.
-#[cfg(feature = "server")]
-pub(super) fn fold_series(
-    reader: &Reader<'_>,
-    tier: usize,
-    grid: &PointGrid,
-    shown: (Display, Timestamp),
-    ids: &[crate::registry::SeriesId],
-) -> Result<Vec<Fold>> {
-    let slots = reader.slots();
-    let mut members: Vec<Member> = (ids.iter())
-        .map(|id| Member {
-            chunk: id.0 / slots,
-            slot: id.0 % slots,
-            group: 0,
-        })
-        .collect();
-    members.sort_unstable_by_key(|m| (m.chunk, m.slot));
-    fold_members(reader, tier, grid, shown, &members, 1)
 }
 
 /// Buckets of one series read before moving to the next series of the chunk: four 16-bucket

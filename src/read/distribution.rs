@@ -3,14 +3,13 @@
 //! (counts add), so a point of any width, in any tier, answers a quantile within the
 //! relative error its histogram's scale states.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use rayon::prelude::*;
 
 use super::budget::ReadBudget;
 use super::query::{still_filling, HeldFiles, PointGrid};
-use super::reader::Reader;
+use super::reader::{Member, Reader};
 use super::tier_choice::TierChoice;
 use crate::bucket::Bucket;
 use crate::counter::SeriesKind;
@@ -122,39 +121,6 @@ impl DistributionPoint {
     }
 }
 
-/// [`Reader::distribution`]'s work: the points of series `id` in tier `tier`, one per
-/// `step`-aligned interval whose start lies in `[from, to)`.
-pub(super) fn read(
-    reader: &Reader<'_>,
-    id: SeriesId,
-    tier: usize,
-    from: Timestamp,
-    to: Timestamp,
-    step: Span,
-) -> Result<Vec<DistributionPoint>> {
-    let spec = &reader.config().tiers[tier];
-    let grid = PointGrid::new(spec, from, to, step)?;
-    read_on(reader, id, tier, &grid, spec.window_start(reader.now()))
-}
-
-/// [`Reader::distribution_on`]'s work: the points of series `id` in tier `tier` on a grid
-/// and a window someone else chose (a render's), one per point of `grid`.
-pub(super) fn read_on(
-    reader: &Reader<'_>,
-    id: SeriesId,
-    tier: usize,
-    grid: &PointGrid,
-    window: Timestamp,
-) -> Result<Vec<DistributionPoint>> {
-    let slots = reader.slots();
-    let member = Member {
-        chunk: id.0 / slots,
-        slot: id.0 % slots,
-        group: 0,
-    };
-    fold_members(reader, tier, grid, window, &[member], 1)
-}
-
 /// One point's sum while a read folds into it: the merged bucket and the histograms added
 /// into dense counts.
 #[derive(Clone, Debug)]
@@ -214,14 +180,6 @@ impl PointSum {
                 .then(|| self.histograms.to_histogram()),
         }
     }
-}
-
-/// A distribution series a read folds: where it lives and the group it folds into.
-#[derive(Clone, Copy, Debug)]
-struct Member {
-    chunk: u32,
-    slot: u32,
-    group: usize,
 }
 
 /// Buckets a tile of points covers (at most; at least one point): as many as a block of
@@ -614,153 +572,169 @@ impl HistogramShown {
 /// A series read and its values of the `group_by` tags.
 type Matched = (SeriesId, Vec<Option<String>>);
 
-/// [`Reader::distribution_query`]'s work.
-pub(super) fn answer(
-    reader: &Reader<'_>,
-    query: &DistributionQuery,
-    budget: &ReadBudget,
-) -> Result<DistributionResult> {
-    let config = reader.config();
-    let now = reader.now();
-    let tier = query
-        .tier
-        .resolve(config, query.from, query.to, query.max_points, now)?;
-    let spec = &config.tiers[tier];
-    let grid = if query.whole_range {
-        PointGrid::whole(spec, query.from, query.to)?
-    } else {
-        PointGrid::new(
-            spec,
-            query.from,
-            query.to,
-            query.step.unwrap_or(spec.resolution),
-        )?
-    };
-    let window = spec.window_start(now);
-    let mut series = None;
-    let (matched, group_by): (Vec<Matched>, &[String]) = match &query.target {
-        DistributionTarget::Series(key) => {
-            let id = reader
-                .registry()
-                .lookup(key)?
-                .ok_or_else(|| Error::UnknownSeries(key.clone()))?;
-            series = reader.registry().key(id).map(|k| k.as_str().to_string());
-            (vec![(id, Vec::new())], &[])
-        }
-        DistributionTarget::Select { selector, group_by } => {
-            budget.charge_scan(reader.registry().len())?;
-            let matched = reader.registry().select(|id, key| {
-                selector.matches(key).then(|| {
-                    let values = group_by
-                        .iter()
-                        .map(|k| key.tag(k).map(Cow::into_owned))
-                        .collect();
-                    (id, values)
-                })
-            });
-            (matched, group_by.as_slice())
-        }
-    };
-    let kinds = reader.series_kinds(&matched.iter().map(|(id, _)| *id).collect::<Vec<_>>());
-    let not_distributions = kinds
-        .iter()
-        .filter(|&&k| k != SeriesKind::Distribution)
-        .count();
-    let mut groups: BTreeMap<Vec<Option<String>>, (usize, usize)> = BTreeMap::new();
-    let members: Vec<(SeriesId, &Vec<Option<String>>)> = matched
-        .iter()
-        .zip(&kinds)
-        .filter(|(_, &k)| k == SeriesKind::Distribution)
-        .map(|((id, values), _)| (*id, values))
-        .collect();
-    for (_, values) in &members {
-        groups.entry((*values).clone()).or_default().1 += 1;
+/// The distribution reads.
+impl Reader<'_> {
+    /// The points of distribution series `id` in tier `tier`: per `step`-aligned interval
+    /// whose start lies in `[from, to)`, the merged bucket and histogram, from which
+    /// quantiles are taken ([`DistributionPoint::quantile`]).
+    ///
+    /// # Errors
+    /// As [`Reader::read_buckets`], and a compacted file that cannot be read.
+    pub fn distribution(
+        &self,
+        id: SeriesId,
+        tier: usize,
+        from: Timestamp,
+        to: Timestamp,
+        step: Span,
+    ) -> Result<Vec<DistributionPoint>> {
+        let spec = &self.config().tiers[tier];
+        let grid = PointGrid::new(spec, from, to, step)?;
+        self.distribution_on(id, tier, &grid, spec.window_start(self.now()))
     }
-    for (index, entry) in groups.values_mut().enumerate() {
-        entry.0 = index;
+
+    /// [`Reader::distribution`] on `grid` (a render's), seeing the tier from `window` on
+    /// (the first second its window holds at the clock of whoever chose the grid).
+    ///
+    /// # Errors
+    /// A compacted file that cannot be read.
+    pub(crate) fn distribution_on(
+        &self,
+        id: SeriesId,
+        tier: usize,
+        grid: &PointGrid,
+        window: Timestamp,
+    ) -> Result<Vec<DistributionPoint>> {
+        fold_members(self, tier, grid, window, &[self.member(id, 0)], 1)
     }
-    let buckets = PointGrid::span(
-        grid.first.max(window),
-        grid.end,
-        i128::from(grid.resolution()),
-    )
-    .1;
-    budget.charge(
-        buckets.max(0).unsigned_abs() * members.len() as u128,
-        || {
-            format!(
-                "{} series x {} buckets of {}",
-                members.len(),
-                buckets.max(0),
-                spec.name
-            )
-        },
-    )?;
-    let slots = reader.slots();
-    let mut indexed: Vec<Member> = members
-        .iter()
-        .map(|(id, values)| Member {
-            chunk: id.0 / slots,
-            slot: id.0 % slots,
-            group: groups[*values].0,
-        })
-        .collect();
-    indexed.sort_unstable_by_key(|m| (m.chunk, m.slot));
-    let folded = fold_members(reader, tier, &grid, window, &indexed, groups.len())?;
-    let rows = (0..groups.len()).map(|group| &folded[group * grid.points..][..grid.points]);
-    let mut relative_error: Option<f64> = None;
-    let mut incomplete = 0usize;
-    let groups = groups
-        .into_iter()
-        .zip(rows)
-        .map(|((values, (_, series)), row)| {
-            for point in row {
-                if point.bucket.count > 0 && !point.is_complete() {
-                    incomplete += 1;
-                } else if let Some(e) = point.relative_error() {
-                    relative_error = Some(relative_error.map_or(e, |r: f64| r.max(e)));
+
+    /// Answers a distribution read: quantiles (or histograms) per point, of one series or of
+    /// the series a selector picks merged per group, within `budget`.
+    ///
+    /// # Errors
+    /// [`Error::UnknownSeries`] for a single series not registered, [`Error::UnknownTier`],
+    /// [`Error::InvalidQuery`] as for [`Reader::aggregate`], and a read over `budget`.
+    pub fn distribution_query(
+        &self,
+        query: &DistributionQuery,
+        budget: &ReadBudget,
+    ) -> Result<DistributionResult> {
+        let config = self.config();
+        let now = self.now();
+        let tier = query
+            .tier
+            .resolve(config, query.from, query.to, query.max_points, now)?;
+        let spec = &config.tiers[tier];
+        let grid = if query.whole_range {
+            PointGrid::whole(spec, query.from, query.to)?
+        } else {
+            PointGrid::new(
+                spec,
+                query.from,
+                query.to,
+                query.step.unwrap_or(spec.resolution),
+            )?
+        };
+        let window = spec.window_start(now);
+        let mut series = None;
+        let (matched, group_by): (Vec<Matched>, &[String]) = match &query.target {
+            DistributionTarget::Series(key) => {
+                let id = self
+                    .registry()
+                    .lookup(key)?
+                    .ok_or_else(|| Error::UnknownSeries(key.clone()))?;
+                series = self.registry().key(id).map(|k| k.as_str().to_string());
+                (vec![(id, Vec::new())], &[])
+            }
+            DistributionTarget::Select { selector, group_by } => (
+                self.select_grouped(selector, group_by, budget)?,
+                group_by.as_slice(),
+            ),
+        };
+        let kinds = self.series_kinds(&matched.iter().map(|(id, _)| *id).collect::<Vec<_>>());
+        let not_distributions = kinds
+            .iter()
+            .filter(|&&k| k != SeriesKind::Distribution)
+            .count();
+        let mut groups: BTreeMap<Vec<Option<String>>, (usize, usize)> = BTreeMap::new();
+        let members: Vec<(SeriesId, &Vec<Option<String>>)> = matched
+            .iter()
+            .zip(&kinds)
+            .filter(|(_, &k)| k == SeriesKind::Distribution)
+            .map(|((id, values), _)| (*id, values))
+            .collect();
+        for (_, values) in &members {
+            groups.entry((*values).clone()).or_default().1 += 1;
+        }
+        for (index, entry) in groups.values_mut().enumerate() {
+            entry.0 = index;
+        }
+        grid.charge_held(
+            budget,
+            (grid.first.max(window), grid.end),
+            members.len(),
+            &spec.name,
+        )?;
+        let mut indexed: Vec<Member> = (members.iter())
+            .map(|(id, values)| self.member(*id, groups[*values].0))
+            .collect();
+        indexed.sort_unstable_by_key(|m| (m.chunk, m.slot));
+        let folded = fold_members(self, tier, &grid, window, &indexed, groups.len())?;
+        let rows = (0..groups.len()).map(|group| &folded[group * grid.points..][..grid.points]);
+        let mut relative_error: Option<f64> = None;
+        let mut incomplete = 0usize;
+        let groups = groups
+            .into_iter()
+            .zip(rows)
+            .map(|((values, (_, series)), row)| {
+                for point in row {
+                    if point.bucket.count > 0 && !point.is_complete() {
+                        incomplete += 1;
+                    } else if let Some(e) = point.relative_error() {
+                        relative_error = Some(relative_error.map_or(e, |r: f64| r.max(e)));
+                    }
                 }
-            }
-            let (points, histograms) = match query.shown {
-                Shown::Quantile(q) => (
-                    Some(row.iter().map(|p| (p.ts, p.quantile(q))).collect()),
-                    None,
-                ),
-                Shown::Histogram => (
-                    None,
-                    Some(row.iter().map(|p| (p.ts, HistogramShown::of(p))).collect()),
-                ),
-            };
-            DistributionGroup {
-                tags: group_by.iter().cloned().zip(values).collect(),
-                series,
-                points,
-                histograms,
-            }
+                let (points, histograms) = match query.shown {
+                    Shown::Quantile(q) => (
+                        Some(row.iter().map(|p| (p.ts, p.quantile(q))).collect()),
+                        None,
+                    ),
+                    Shown::Histogram => (
+                        None,
+                        Some(row.iter().map(|p| (p.ts, HistogramShown::of(p))).collect()),
+                    ),
+                };
+                DistributionGroup {
+                    tags: group_by.iter().cloned().zip(values).collect(),
+                    series,
+                    points,
+                    histograms,
+                }
+            })
+            .collect();
+        let mut notes = Vec::new();
+        if not_distributions > 0 {
+            notes.push(format!(
+                "{not_distributions} selected series are not distributions (no histograms) and are left out"
+            ));
+        }
+        if incomplete > 0 {
+            notes.push(format!(
+                "{incomplete} points hold samples without a histogram (written before the series was a distribution) and are null"
+            ));
+        }
+        Ok(DistributionResult {
+            series,
+            tier: spec.name.clone(),
+            display: match query.shown {
+                Shown::Quantile(q) => format!("p{}", q * 100.0),
+                Shown::Histogram => "hist".to_string(),
+            },
+            step: grid.step,
+            relative_error,
+            groups,
+            partial_from: still_filling(grid.first, grid.step, grid.points, now),
+            note: (!notes.is_empty()).then(|| notes.join("; ")),
         })
-        .collect();
-    let mut notes = Vec::new();
-    if not_distributions > 0 {
-        notes.push(format!(
-            "{not_distributions} selected series are not distributions (no histograms) and are left out"
-        ));
     }
-    if incomplete > 0 {
-        notes.push(format!(
-            "{incomplete} points hold samples without a histogram (written before the series was a distribution) and are null"
-        ));
-    }
-    Ok(DistributionResult {
-        series,
-        tier: spec.name.clone(),
-        display: match query.shown {
-            Shown::Quantile(q) => format!("p{}", q * 100.0),
-            Shown::Histogram => "hist".to_string(),
-        },
-        step: grid.step,
-        relative_error,
-        groups,
-        partial_from: still_filling(grid.first, grid.step, grid.points, now),
-        note: (!notes.is_empty()).then(|| notes.join("; ")),
-    })
 }

@@ -8,6 +8,7 @@ use crate::bucket::Bucket;
 use crate::config::TierSpec;
 use crate::error::Error;
 use crate::error::Result;
+use crate::read::budget::ReadBudget;
 use crate::read::reader::Reader;
 use crate::read::tier_choice::TierChoice;
 use crate::registry::SeriesId;
@@ -278,48 +279,122 @@ impl QueryResult {
     }
 }
 
-/// [`Reader::query`]'s work.
-pub(super) fn query(reader: &Reader<'_>, query: &Query) -> Result<QueryResult> {
-    let registry = reader.registry();
-    let id = registry
-        .lookup(&query.series)?
-        .ok_or_else(|| Error::UnknownSeries(query.series.clone()))?;
-    if matches!(&query.tier, TierChoice::Named(name) if reader.config().is_raw(name)) {
-        return query_raw(reader, query, id);
+/// The one-series reads.
+impl Reader<'_> {
+    /// Answers `query`.
+    ///
+    /// # Errors
+    /// [`crate::error::Error::UnknownSeries`], [`crate::error::Error::UnknownTier`],
+    /// [`crate::error::Error::InvalidSeries`], or [`crate::error::Error::InvalidQuery`] for an
+    /// empty or oversized range or a step that is not a multiple of the tier's resolution.
+    pub fn query(&self, query: &Query) -> Result<QueryResult> {
+        let registry = self.registry();
+        let id = registry
+            .lookup(&query.series)?
+            .ok_or_else(|| Error::UnknownSeries(query.series.clone()))?;
+        if matches!(&query.tier, TierChoice::Named(name) if self.config().is_raw(name)) {
+            return query_raw(self, query, id);
+        }
+        let tier = self.choose_tier(&query.tier, query.from, query.to, query.max_points)?;
+        let spec = &self.config().tiers[tier];
+        let step = query.step.unwrap_or(spec.resolution);
+        let window = self.window_start(tier, self.now());
+        let (first, buckets) = self.merged_buckets(id, tier, query.from, query.to, step, window)?;
+        let step_secs = step.secs() as i64;
+        let series = registry
+            .key(id)
+            .map(|k| k.to_string())
+            .unwrap_or_else(|| query.series.clone());
+        Ok(QueryResult {
+            series: series.clone(),
+            tier: spec.name.clone(),
+            display: query.display,
+            step,
+            points: buckets
+                .iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    (
+                        first + i as i64 * step_secs,
+                        query.display.value(b, step.secs()),
+                    )
+                })
+                .collect(),
+            before: None,
+            after: None,
+            not_retained: NotRetained::of(query.from, query.to, window),
+            partial_from: still_filling(first, step_secs, buckets.len(), self.now()),
+            note: (query.display == Display::PerSec
+                && self.series_kind(id) == crate::counter::SeriesKind::Gauge)
+                .then(|| per_sec_of_gauge(&series)),
+        })
     }
-    let tier = reader.choose_tier(&query.tier, query.from, query.to, query.max_points)?;
-    let spec = &reader.config().tiers[tier];
-    let step = query.step.unwrap_or(spec.resolution);
-    let window = reader.window_start(tier, reader.now());
-    let (first, buckets) = reader.merged_buckets(id, tier, query.from, query.to, step, window)?;
-    let step_secs = step.secs() as i64;
-    let series = registry
-        .key(id)
-        .map(|k| k.to_string())
-        .unwrap_or_else(|| query.series.clone());
-    Ok(QueryResult {
-        series: series.clone(),
-        tier: spec.name.clone(),
-        display: query.display,
-        step,
-        points: buckets
-            .iter()
+
+    /// The merged buckets of series `id` in tier `tier`: one per `step`-aligned interval
+    /// whose start lies in `[from, to)`, each folding the tier's buckets inside it. Buckets
+    /// before the tier's window or in periods without a file are empty.
+    ///
+    /// # Errors
+    /// [`crate::error::Error::InvalidQuery`] when `from >= to`, `step` is not a multiple of the
+    /// tier's resolution, or the answer would exceed `MAX_QUERY_POINTS`.
+    pub fn read_buckets(
+        &self,
+        id: SeriesId,
+        tier: usize,
+        from: Timestamp,
+        to: Timestamp,
+        step: Span,
+    ) -> Result<Vec<(Timestamp, Bucket)>> {
+        let window = self.window_start(tier, self.now());
+        let (first, buckets) = self.merged_buckets(id, tier, from, to, step, window)?;
+        let step = step.secs() as i64;
+        Ok(buckets
+            .into_iter()
             .enumerate()
-            .map(|(i, b)| {
-                (
-                    first + i as i64 * step_secs,
-                    query.display.value(b, step.secs()),
-                )
-            })
-            .collect(),
-        before: None,
-        after: None,
-        not_retained: NotRetained::of(query.from, query.to, window),
-        partial_from: still_filling(first, step_secs, buckets.len(), reader.now()),
-        note: (query.display == Display::PerSec
-            && reader.series_kind(id) == crate::counter::SeriesKind::Gauge)
-            .then(|| per_sec_of_gauge(&series)),
-    })
+            .map(|(i, b)| (first + i as i64 * step, b))
+            .collect())
+    }
+
+    /// [`Reader::read_buckets`] without the timestamps, seeing the tier from `window` on
+    /// (the first second its window holds at the clock of whoever chose the read; nothing
+    /// older is read): the first point's start and the merged buckets, one per step.
+    pub(crate) fn merged_buckets(
+        &self,
+        id: SeriesId,
+        tier: usize,
+        from: Timestamp,
+        to: Timestamp,
+        step: Span,
+        window: Timestamp,
+    ) -> Result<(Timestamp, Vec<Bucket>)> {
+        let grid = PointGrid::new(&self.config().tiers[tier], from, to, step)?;
+        let mut acc = vec![Bucket::EMPTY; grid.points];
+        let slots = self.slots();
+        let files = self.files_for(tier, &grid, id.0 / slots, window)?;
+        grid.fold_span(&files, id.0 % slots, grid.first..grid.end, 0, &mut acc)?;
+        Ok((grid.first, acc))
+    }
+
+    /// The files of `chunk` in `tier` that hold part of `grid` from `window` (the first
+    /// second of the tier's window the read sees) on, oldest first. Only periods that have a
+    /// file: the walk is bounded by the files held, not by the width of the range.
+    ///
+    /// # Errors
+    /// [`crate::error::Error::CorruptFile`] or [`crate::error::Error::Io`] naming a compacted
+    /// file that cannot be read.
+    pub(crate) fn files_for(
+        &self,
+        tier: usize,
+        grid: &PointGrid,
+        chunk: u32,
+        window: Timestamp,
+    ) -> Result<HeldFiles> {
+        let read_from = grid.first.max(window);
+        Ok(HeldFiles {
+            read_from,
+            files: self.period_files(tier, chunk, read_from..grid.end)?,
+        })
+    }
 }
 
 /// A read of the raw tier: the exact points in `[from, to)`, and the neighbours just
@@ -370,58 +445,6 @@ fn query_raw(reader: &Reader<'_>, query: &Query, id: SeriesId) -> Result<QueryRe
     })
 }
 
-/// [`Reader::read_buckets`]'s work.
-pub(super) fn read_buckets(
-    reader: &Reader<'_>,
-    id: SeriesId,
-    tier: usize,
-    from: Timestamp,
-    to: Timestamp,
-    step: Span,
-) -> Result<Vec<(Timestamp, Bucket)>> {
-    let window = reader.window_start(tier, reader.now());
-    let (first, buckets) = reader.merged_buckets(id, tier, from, to, step, window)?;
-    let step = step.secs() as i64;
-    Ok(buckets
-        .into_iter()
-        .enumerate()
-        .map(|(i, b)| (first + i as i64 * step, b))
-        .collect())
-}
-
-/// [`Reader::merged_buckets`]'s work.
-pub(super) fn merged_buckets(
-    reader: &Reader<'_>,
-    id: SeriesId,
-    tier: usize,
-    from: Timestamp,
-    to: Timestamp,
-    step: Span,
-    window: Timestamp,
-) -> Result<(Timestamp, Vec<Bucket>)> {
-    let grid = PointGrid::new(&reader.config().tiers[tier], from, to, step)?;
-    let mut acc = vec![Bucket::EMPTY; grid.points];
-    let slots = reader.slots();
-    let files = reader.files_for(tier, &grid, id.0 / slots, window)?;
-    grid.fold_span(&files, id.0 % slots, grid.first..grid.end, 0, &mut acc)?;
-    Ok((grid.first, acc))
-}
-
-/// [`Reader::files_for`]'s work.
-pub(super) fn files_for(
-    reader: &Reader<'_>,
-    tier: usize,
-    grid: &PointGrid,
-    chunk: u32,
-    window: Timestamp,
-) -> Result<HeldFiles> {
-    let read_from = grid.first.max(window);
-    Ok(HeldFiles {
-        read_from,
-        files: reader.period_files(tier, chunk, read_from..grid.end)?,
-    })
-}
-
 /// The files one chunk holds for a read, each with its period start, and the first second
 /// the tier's window lets the read see.
 pub(crate) struct HeldFiles {
@@ -466,7 +489,7 @@ impl PointGrid {
     ///
     /// # Errors
     /// [`Error::InvalidQuery`] when `from >= to`, `step` is not a multiple of the tier's
-    /// resolution, or the answer would exceed [`MAX_QUERY_POINTS`].
+    /// resolution, or the answer would exceed `MAX_QUERY_POINTS`.
     pub(crate) fn new(
         spec: &TierSpec,
         from: Timestamp,
@@ -551,6 +574,27 @@ impl PointGrid {
     /// The tier's resolution in seconds.
     pub(crate) fn resolution(&self) -> i64 {
         self.res
+    }
+
+    /// Charges to `budget`, before any is read, the buckets of the grid's resolution that
+    /// `series` series hold in `held` (from the first second the tier's window lets the
+    /// read see to the end of the read), in a refusal naming tier `tier`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQuery`] when `budget` refuses the read.
+    pub(crate) fn charge_held(
+        &self,
+        budget: &ReadBudget,
+        held: (Timestamp, Timestamp),
+        series: usize,
+        tier: &str,
+    ) -> Result<()> {
+        let buckets = PointGrid::span(held.0, held.1, i128::from(self.resolution()))
+            .1
+            .max(0);
+        budget.charge(buckets.unsigned_abs() * series as u128, || {
+            format!("{series} series x {buckets} buckets of {tier}")
+        })
     }
 
     /// Start of point `index`, or the grid's end for `index == points`.

@@ -344,18 +344,10 @@ impl Series {
             Some(buckets) => buckets.iter().map(|b| bucket_value(b, counter)).collect(),
             None => values.collect(),
         };
-        let xff = self.xff();
-        let (values, buckets) = if xff > 0.0 {
+        let (values, buckets) = match self.nulled_by_xff(&values, k) {
             // Values the xFilesFactor nulls are no longer their buckets'.
-            let values = (values.into_iter().zip(self.values.chunks(k)))
-                .map(|(v, chunk)| {
-                    let known = chunk.iter().flatten().count();
-                    v.filter(|_| enough_known(known, k as f64, xff))
-                })
-                .collect();
-            (values, None)
-        } else {
-            (values, buckets)
+            Some(values) => (values, None),
+            None => (values, buckets),
         };
         Ok(Series {
             step: self.step * k as i64,
@@ -376,17 +368,9 @@ impl Series {
         let step = self.step * k as i64;
         let timer = timer.merged(k);
         let values = timer.values(step);
-        let xff = self.xff();
-        let (values, timer) = if xff > 0.0 {
-            let values = (values.into_iter().zip(self.values.chunks(k)))
-                .map(|(v, chunk)| {
-                    let known = chunk.iter().flatten().count();
-                    v.filter(|_| enough_known(known, k as f64, xff))
-                })
-                .collect();
-            (values, None)
-        } else {
-            (values, Some(timer))
+        let (values, timer) = match self.nulled_by_xff(&values, k) {
+            Some(values) => (values, None),
+            None => (values, Some(timer)),
         };
         Series {
             step,
@@ -394,6 +378,21 @@ impl Series {
             timer,
             ..self
         }
+    }
+
+    /// `joined`, one value per `k` of this series' points, with the values of windows too
+    /// few of whose points are known for the xFilesFactor made null; `None` at the default
+    /// factor, 0, where the joined values stand as they are.
+    fn nulled_by_xff(&self, joined: &[Option<f64>], k: usize) -> Option<Vec<Option<f64>>> {
+        let xff = self.xff();
+        (xff > 0.0).then(|| {
+            (joined.iter().zip(self.values.chunks(k)))
+                .map(|(v, chunk)| {
+                    let known = chunk.iter().flatten().count();
+                    v.filter(|_| enough_known(known, k as f64, xff))
+                })
+                .collect()
+        })
     }
 
     /// The series as rendered: `[value, timestamp]` pairs up to the stamp of

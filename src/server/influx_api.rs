@@ -7,14 +7,13 @@
 #[cfg(test)]
 mod tests;
 
-use axum::body::Bytes;
 use axum::extract::RawQuery;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::error::ApiError;
-use super::params::Params;
+use super::params::{FormParams, Params};
 
 /// The InfluxDB version `/ping` and `/health` report: the 1.x API whose `/write` and `/query`
 /// (`CREATE DATABASE`) tierdb answers. Clients read the major version to pick the 1.x or
@@ -71,12 +70,7 @@ pub(super) async fn health() -> Response {
 /// `GET|POST /query`: `q` from the query string or a form body (Telegraf POSTs it as a form),
 /// one statement or several separated by `;`. Every one must be a `CREATE DATABASE`, each
 /// answered `{"statement_id": i}`; anything else is refused with 400 naming the statement.
-pub(super) async fn query(
-    RawQuery(raw): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let params = Params::query_and_form(raw.as_deref(), &headers, &body)?;
+pub(super) async fn query(FormParams(params, _): FormParams) -> Result<Response, ApiError> {
     let q = params
         .get("q")
         .ok_or_else(|| ApiError::BadRequest("q: missing (q=CREATE DATABASE name)".into()))?;

@@ -1,5 +1,7 @@
-//! The one reader of request parameters, for every endpoint: the query string, and for
-//! Graphite's `/render` and `/metrics/find` also a form-encoded POST body after it.
+//! The one reader of request parameters, for every endpoint: the query string, and where an
+//! endpoint takes a POST of its parameters (Graphite's render, find and tag API,
+//! Prometheus' queries and listings, InfluxDB's `/query`) also a form-encoded body after
+//! it, which handlers take as the [`FormParams`] extractor.
 //!
 //! The rule, everywhere: a key given more than once takes its last value, Graphite's
 //! form-POST rule (graphite-web reads parameters with Django's `QueryDict.get`), so a body
@@ -9,7 +11,12 @@
 #[cfg(test)]
 mod tests;
 
+use std::marker::PhantomData;
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderMap};
+use axum::response::{IntoResponse, Response};
 
 use super::backend::ReadOptions;
 use super::error::ApiError;
@@ -17,6 +24,34 @@ use super::State;
 
 /// A request's parameters in the order they were sent, repeated keys kept.
 pub(super) struct Params(Vec<(String, String)>);
+
+/// A handler's parameters where a form-encoded body may carry them too (Graphite's and
+/// Prometheus' POSTs): [`Params::query_and_form`] as an extractor, so each handler names
+/// what it reads and not how parameters arrive. It reads the body, so it comes last among
+/// the handler's arguments. `R` is how the endpoint refuses a body it cannot read as a form:
+/// an [`ApiError`], or the Prometheus API's own envelope. A body past the server's limit is
+/// refused as axum's `Bytes` refuses it.
+pub(super) struct FormParams<R = ApiError>(pub(super) Params, pub(super) PhantomData<fn() -> R>);
+
+impl<S, R> FromRequest<S> for FormParams<R>
+where
+    S: Send + Sync,
+    R: From<ApiError> + IntoResponse,
+{
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Response> {
+        let raw = request.uri().query().map(str::to_owned);
+        let headers = request.headers().clone();
+        let body = Bytes::from_request(request, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        match Params::query_and_form(raw.as_deref(), &headers, &body) {
+            Ok(params) => Ok(FormParams(params, PhantomData)),
+            Err(refused) => Err(R::from(refused).into_response()),
+        }
+    }
+}
 
 impl Params {
     /// The query string's parameters (`raw` as axum's `RawQuery` gives it).

@@ -9,14 +9,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State as AxumState};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 
-use super::params::Params;
+use super::error::ApiError;
+use super::params::{FormParams, Params};
 use super::read_report::Behind;
 use super::State;
 use crate::promql::{self, ErrorKind, Listing, QueryError, QueryLimits, Request};
@@ -98,17 +98,18 @@ fn success(reply: promql::Reply) -> Response {
         .into_response()
 }
 
-/// The request's parameters, from the query string and a form body.
-fn params(raw: Option<&str>, headers: &HeaderMap, body: &[u8]) -> Result<Params, PromError> {
-    Params::query_and_form(raw, headers, body).map_err(|e| {
+/// Request parameters that cannot be read ([`FormParams`]), refused as Prometheus refuses
+/// bad data.
+impl From<ApiError> for PromError {
+    fn from(e: ApiError) -> PromError {
         let why = match e {
-            super::error::ApiError::BadRequest(why) => why,
+            ApiError::BadRequest(why) => why,
             other => format!("{other:?}"),
         };
         PromError(QueryError::bad_data(format!(
             "invalid request parameters: {why}"
         )))
-    })
+    }
 }
 
 fn bad_param(name: &str, why: String) -> PromError {
@@ -224,11 +225,8 @@ fn behind_warning(behind: &Behind) -> String {
 /// `query`: `query`, `time` (default now), `timeout`.
 async fn query(
     AxumState(state): AxumState<Arc<State>>,
-    RawQuery(raw): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
+    FormParams(params, _): FormParams<PromError>,
 ) -> Answer {
-    let params = params(raw.as_deref(), &headers, &body)?;
     let time = time_param(&params, "time")?.unwrap_or_else(|| state.now() * 1000);
     let request = Request::Query(promql::Query {
         text: params.get("query").unwrap_or_default().to_owned(),
@@ -242,11 +240,8 @@ async fn query(
 /// `query_range`: `query`, `start`, `end`, `step`, `timeout`.
 async fn query_range(
     AxumState(state): AxumState<Arc<State>>,
-    RawQuery(raw): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
+    FormParams(params, _): FormParams<PromError>,
 ) -> Answer {
-    let params = params(raw.as_deref(), &headers, &body)?;
     let required = |name: &str| {
         time_param(&params, name)?
             .ok_or_else(|| bad_param(name, "cannot parse \"\" to a valid timestamp".into()))
@@ -304,11 +299,8 @@ fn listing(params: &Params, required: bool) -> Result<Listing, PromError> {
 /// `series`: `match[]` (one or more), `start`, `end`.
 async fn series(
     AxumState(state): AxumState<Arc<State>>,
-    RawQuery(raw): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
+    FormParams(params, _): FormParams<PromError>,
 ) -> Answer {
-    let params = params(raw.as_deref(), &headers, &body)?;
     let request = Request::Series(listing(&params, true)?);
     run(&state, &params, request).await
 }
@@ -316,11 +308,8 @@ async fn series(
 /// `labels`: `match[]`, `start`, `end`.
 async fn labels(
     AxumState(state): AxumState<Arc<State>>,
-    RawQuery(raw): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
+    FormParams(params, _): FormParams<PromError>,
 ) -> Answer {
-    let params = params(raw.as_deref(), &headers, &body)?;
     let request = Request::LabelNames(listing(&params, false)?);
     run(&state, &params, request).await
 }
@@ -331,7 +320,7 @@ async fn label_values(
     Path(name): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Answer {
-    let params = params(raw.as_deref(), &HeaderMap::new(), &[])?;
+    let params = Params::query(raw.as_deref());
     let valid = name
         .chars()
         .enumerate()
@@ -345,7 +334,7 @@ async fn label_values(
 
 /// `metadata`: `metric`, `limit`.
 async fn metadata(AxumState(state): AxumState<Arc<State>>, RawQuery(raw): RawQuery) -> Answer {
-    let params = params(raw.as_deref(), &HeaderMap::new(), &[])?;
+    let params = Params::query(raw.as_deref());
     let limit = match params.get("limit").filter(|l| !l.is_empty()) {
         None => None,
         Some(text) => match text.parse::<i64>() {
@@ -382,8 +371,7 @@ async fn buildinfo() -> Response {
 
 /// `query_exemplars`: tierdb keeps no exemplars; the query is still checked, as Prometheus
 /// checks it.
-async fn query_exemplars(RawQuery(raw): RawQuery, headers: HeaderMap, body: Bytes) -> Answer {
-    let params = params(raw.as_deref(), &headers, &body)?;
+async fn query_exemplars(FormParams(params, _): FormParams<PromError>) -> Answer {
     let text = params.get("query").unwrap_or_default();
     promql_parser::parser::parse(text)
         .map_err(|e| bad_param("query", format!("invalid PromQL {text:?}: {e}")))?;

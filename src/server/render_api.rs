@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::error::ApiError;
-use super::params::Params;
+use super::params::{FormParams, Params};
 use super::State;
 use crate::read::budget::ReadBudget;
 use crate::render::{self, RenderRequest};
@@ -29,11 +29,8 @@ use crate::render::{self, RenderRequest};
 /// send (`noCache`, `cacheTimeout`, `local`, `_salt`, ...) are ignored.
 pub(super) async fn render(
     AxumState(state): AxumState<Arc<State>>,
-    RawQuery(raw): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
+    FormParams(params, _): FormParams,
 ) -> std::result::Result<Response, ApiError> {
-    let params = Params::query_and_form(raw.as_deref(), &headers, &body)?;
     let format = render_format(&params)?;
     let now = state.now();
     let time = |key: &str, default: &str, now| {
@@ -165,11 +162,8 @@ pub(super) async fn version() -> String {
 /// and ignored: every series the registry knows is listed, whatever its data's age.
 pub(super) async fn find(
     AxumState(state): AxumState<Arc<State>>,
-    RawQuery(raw): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
+    FormParams(params, _): FormParams,
 ) -> std::result::Result<Response, ApiError> {
-    let params = Params::query_and_form(raw.as_deref(), &headers, &body)?;
     params.require_format("treejson")?;
     let query = params
         .get("query")

@@ -5,23 +5,15 @@
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State as AxumState};
-use axum::http::HeaderMap;
+use axum::extract::{Path, State as AxumState};
 use axum::response::Response;
 
 use super::error::ApiError;
-use super::params::Params;
+use super::params::{FormParams, Params};
 use super::render_api::over_budget;
 use super::State;
 use crate::read::budget::ReadBudget;
 use crate::render::tags::TagRead;
-
-/// The request's parameters: the query string, and a form body for the POSTs graphite-web
-/// also takes.
-fn params(raw: Option<&str>, headers: &HeaderMap, body: &Bytes) -> Result<Params, ApiError> {
-    Params::query_and_form(raw, headers, body)
-}
 
 /// `limit`, a whole number when given.
 fn limit(params: &Params) -> Result<Option<usize>, ApiError> {
@@ -61,11 +53,8 @@ async fn answer(state: Arc<State>, params: &Params, read: TagRead) -> Result<Res
 /// `GET /tags`: `filter` (a regex anchored at the start), `limit`.
 pub(super) async fn list(
     AxumState(state): AxumState<Arc<State>>,
-    RawQuery(raw): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
+    FormParams(params, _): FormParams,
 ) -> Result<Response, ApiError> {
-    let params = params(raw.as_deref(), &headers, &body)?;
     let filter = params.get("filter").map(str::to_owned);
     let limit = limit(&params)?;
     answer(state, &params, TagRead::Tags { filter, limit }).await
@@ -75,11 +64,8 @@ pub(super) async fn list(
 pub(super) async fn values(
     AxumState(state): AxumState<Arc<State>>,
     Path(tag): Path<String>,
-    RawQuery(raw): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
+    FormParams(params, _): FormParams,
 ) -> Result<Response, ApiError> {
-    let params = params(raw.as_deref(), &headers, &body)?;
     let filter = params.get("filter").map(str::to_owned);
     let limit = limit(&params)?;
     answer(state, &params, TagRead::Values { tag, filter, limit }).await
@@ -88,11 +74,8 @@ pub(super) async fn values(
 /// `GET|POST /tags/findSeries`: `expr` (repeatable).
 pub(super) async fn find_series(
     AxumState(state): AxumState<Arc<State>>,
-    RawQuery(raw): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
+    FormParams(params, _): FormParams,
 ) -> Result<Response, ApiError> {
-    let params = params(raw.as_deref(), &headers, &body)?;
     let exprs = exprs(&params);
     answer(state, &params, TagRead::FindSeries { exprs }).await
 }
@@ -100,11 +83,8 @@ pub(super) async fn find_series(
 /// `GET|POST /tags/autoComplete/tags`: `expr` (repeatable), `tagPrefix`, `limit`.
 pub(super) async fn complete_tags(
     AxumState(state): AxumState<Arc<State>>,
-    RawQuery(raw): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
+    FormParams(params, _): FormParams,
 ) -> Result<Response, ApiError> {
-    let params = params(raw.as_deref(), &headers, &body)?;
     let exprs = exprs(&params);
     let prefix = params.get("tagPrefix").map(str::to_owned);
     let limit = limit(&params)?;
@@ -123,11 +103,8 @@ pub(super) async fn complete_tags(
 /// `GET|POST /tags/autoComplete/values`: `tag`, `expr` (repeatable), `valuePrefix`, `limit`.
 pub(super) async fn complete_values(
     AxumState(state): AxumState<Arc<State>>,
-    RawQuery(raw): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
+    FormParams(params, _): FormParams,
 ) -> Result<Response, ApiError> {
-    let params = params(raw.as_deref(), &headers, &body)?;
     let exprs = exprs(&params);
     let tag = match params.get("tag").filter(|t| !t.is_empty()) {
         Some(tag) => tag.to_owned(),

@@ -4,6 +4,10 @@
 //! that runs up, the fix is a trait in the lower layer (as `server::Backend`), not an arrow
 //! back up.
 //!
+//! Inside a module, its files are in layers too where a circle threatened (`read/`: the
+//! reader, then the reads written on it), checked the same way on `crate::read::` and
+//! `super::` paths.
+//!
 //! Inside `src/`, items are named through the module that defines them
 //! (`crate::error::Result`), not through `lib.rs`'s re-exports (`crate::Result`), which are
 //! for users: a use line then shows the layer it reaches. Test files (`tests.rs`, `tests/` folders, inline
@@ -41,6 +45,33 @@ fn layer_of(module: &str) -> Option<usize> {
     LAYERS
         .iter()
         .position(|(_, modules)| modules.contains(&module))
+}
+
+/// A layer: what it holds, and its modules (or a module's files).
+type Layer = (&'static str, &'static [&'static str]);
+
+/// The layers inside a module, lowest first: a file of the module may import its sibling
+/// files of lower layers only. `read/`: `Reader` and what a read sees
+/// sit below the reads, which are its methods written beside their work, so the reader
+/// never imports a read.
+const INNER_LAYERS: &[(&str, &[Layer])] = &[(
+    "read",
+    &[
+        (
+            "values, budgets, tier choice and the write log",
+            &["value_text", "budget", "tier_choice", "write_log"],
+        ),
+        ("the reader and what a read sees", &["reader"]),
+        ("one-series reads and the point grid", &["query"]),
+        (
+            "reads across series and of distributions",
+            &["aggregate", "distribution"],
+        ),
+    ],
+)];
+
+fn inner_layer_of(layers: &[Layer], file: &str) -> Option<usize> {
+    layers.iter().position(|(_, files)| files.contains(&file))
 }
 
 fn src() -> PathBuf {
@@ -118,14 +149,20 @@ fn code_lines(text: &str) -> Vec<(usize, String)> {
 /// The first path segment of every item `crate::` names in `lines`, with its line: a
 /// module, or a name `lib.rs` re-exports. A group (`crate::{a::b, C}`) may span lines.
 fn crate_paths(lines: &[(usize, String)]) -> Vec<(usize, String)> {
+    paths_after(lines, "crate::")
+}
+
+/// The first path segment after every `prefix` (`crate::`, `crate::read::`, `super::`) in
+/// `lines`, with its line, groups included.
+fn paths_after(lines: &[(usize, String)], prefix: &str) -> Vec<(usize, String)> {
     let mut found = Vec::new();
     let text: String = lines.iter().map(|(_, l)| format!("{l}\n")).collect();
     let line_at = |offset: usize| 1 + text[..offset].matches('\n').count();
     let mut rest = 0;
-    while let Some(at) = text[rest..].find("crate::") {
-        let start = rest + at + "crate::".len();
+    while let Some(at) = text[rest..].find(prefix) {
+        let start = rest + at + prefix.len();
         rest = start;
-        let before = text[..start - "crate::".len()].chars().last();
+        let before = text[..start - prefix.len()].chars().last();
         if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
             continue; // `tierdb_crate::`, `$crate::`
         }
@@ -248,31 +285,79 @@ fn the_cluster_reaches_no_storage_internals() {
         if module != "cluster" {
             continue;
         }
-        let text = std::fs::read_to_string(&path).unwrap();
-        let code: String = code_lines(&text)
-            .into_iter()
-            .map(|(_, line)| line + "\n")
-            .collect();
-        for (at, _) in code.match_indices("crate::storage") {
-            let rest = &code[at + "crate::storage".len()..];
-            let named: String = rest
-                .trim_start_matches("::")
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
+        let lines = code_lines(&std::fs::read_to_string(&path).unwrap());
+        let shown = path
+            .strip_prefix(src().parent().unwrap())
+            .unwrap()
+            .display();
+        for (line, named) in paths_after(&lines, "crate::storage::") {
             if !CLUSTER_MAY_NAME_OF_STORAGE.contains(&named.as_str()) {
-                wrong.push(format!(
-                    "{}: names `crate::storage::{named}`",
-                    path.strip_prefix(src().parent().unwrap())
-                        .unwrap()
-                        .display()
-                ));
+                wrong.push(format!("{shown}:{line}: names `crate::storage::{named}`"));
             }
         }
     }
     assert!(
         wrong.is_empty(),
         "the cluster reaches into the storage (go through the engine):\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn every_import_inside_a_module_runs_down_its_layers() {
+    let mut wrong = Vec::new();
+    let mut checked = 0;
+    for (path, module) in library_files() {
+        let Some((_, layers)) = INNER_LAYERS.iter().find(|(name, _)| *name == module) else {
+            continue;
+        };
+        // The module's own file (`read.rs`) declares its files and stands above them.
+        let Ok(relative) = path.strip_prefix(src().join(&module)) else {
+            continue;
+        };
+        let file = relative
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_owned();
+        let shown = path
+            .strip_prefix(src().parent().unwrap())
+            .unwrap()
+            .display();
+        let Some(own) = inner_layer_of(layers, &file) else {
+            wrong.push(format!(
+                "{shown}: `{module}/{file}` is in no layer of INNER_LAYERS in tests/it/layers.rs"
+            ));
+            continue;
+        };
+        checked += 1;
+        let lines = code_lines(&std::fs::read_to_string(&path).unwrap());
+        let mut named = paths_after(&lines, &format!("crate::{module}::"));
+        if relative.components().count() == 1 {
+            named.extend(paths_after(&lines, "super::"));
+        }
+        for (line, target) in named {
+            let Some(layer) = inner_layer_of(layers, &target) else {
+                continue; // an item of the module, or of the file itself
+            };
+            if target != file && layer >= own {
+                wrong.push(format!(
+                    "{shown}:{line}: `{module}/{file}` ({}) imports `{target}` ({}), which is not below it",
+                    layers[own].0, layers[layer].0,
+                ));
+            }
+        }
+    }
+    assert!(
+        checked > 5,
+        "the files of INNER_LAYERS were not found: {checked}"
+    );
+    assert!(
+        wrong.is_empty(),
+        "imports against the layers inside a module:\n{}",
         wrong.join("\n")
     );
 }
@@ -296,6 +381,19 @@ fn an_upward_import_is_found_with_its_line() {
         Some("engine")
     );
     assert!(layer_of("engine") > layer_of("storage"));
+    let inner =
+        "use super::{query::PointGrid, reader::Reader};\nuse crate::read::aggregate::Fold;\n";
+    let lines = code_lines(inner);
+    assert_eq!(
+        paths_after(&lines, "super::"),
+        [(1, "query".to_owned()), (1, "reader".to_owned())]
+    );
+    assert_eq!(
+        paths_after(&lines, "crate::read::"),
+        [(2, "aggregate".to_owned())]
+    );
+    let read = INNER_LAYERS[0].1;
+    assert!(inner_layer_of(read, "aggregate") > inner_layer_of(read, "reader"));
 }
 
 /// The features say what they bring: the HTTP server alone (`--no-default-features

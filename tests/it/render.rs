@@ -402,6 +402,38 @@ fn series_aggregates_equal_the_model_of_their_series() {
     }
 }
 
+/// Every endpoint that takes its parameters from a form body too refuses a body of another
+/// Content-Type with 400 naming it (the Prometheus API in its own envelope), and answers
+/// the same request sent as a form.
+#[test]
+fn a_body_that_is_not_a_form_is_refused_by_every_api() {
+    let server = server_with_data(None);
+    let json_body: &[(&str, &str)] = &[("Content-Type", "application/json")];
+    let endpoints: [(&str, &[u8]); 7] = [
+        ("/render", b"target=servers.web2.cpu&from=-2min&format=json"),
+        ("/metrics/find", b"query=servers.*"),
+        ("/tags/findSeries", b"expr=name=servers.web2.cpu"),
+        ("/tags/autoComplete/tags", b"expr=name=servers.web2.cpu"),
+        ("/query", b"q=CREATE DATABASE telegraf"),
+        ("/prometheus/api/v1/query", b"query=1"),
+        ("/prometheus/api/v1/labels", b"match[]=up"),
+    ];
+    for (path, form) in endpoints {
+        let (status, text) = server.request("POST", path, json_body, form);
+        assert_eq!(status, 400, "{path}: {text}");
+        assert!(text.contains("application/json"), "{path}: {text}");
+        let (status, text) = server.request("POST", path, FORM, form);
+        assert_eq!(status, 200, "{path}: {text}");
+    }
+    let (_, text) = server.request("POST", "/prometheus/api/v1/query", json_body, b"query=1");
+    let answer: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e} in {text}"));
+    assert_eq!(
+        (&answer["status"], &answer["errorType"]),
+        (&json!("error"), &json!("bad_data")),
+        "{text}"
+    );
+}
+
 #[test]
 fn get_and_post_parameters_merge() {
     let server = server_with_data(None);

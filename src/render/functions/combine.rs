@@ -490,14 +490,16 @@ pub(super) fn group_by_nodes_call(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<
 }
 
 /// Two series zipped point by point after consolidating both to a common step, as
-/// divideSeries and the `*SeriesLists` do: by position from each one's start, the grid from
-/// the earlier start to the later end.
+/// divideSeries, asPercent and the `*SeriesLists` do: by position from each one's start, the
+/// grid from the earlier start to the later end, named `func(x,y)`.
 fn zip_pair(
+    func: &str,
     x: Series,
     y: Series,
     a: &Args<'_>,
     f: impl Fn(Option<f64>, Option<f64>) -> Option<f64>,
-) -> Result<(Grid, Vec<Option<f64>>)> {
+) -> Result<Series> {
+    let name = format!("{func}({},{})", x.name, y.name);
     let step = lcm(x.step, y.step).ok_or_else(|| {
         a.invalid("the series' steps have no common multiple that fits in 64 bits")
     })?;
@@ -507,7 +509,8 @@ fn zip_pair(
     let len = x.values.len().max(y.values.len());
     let at = |s: &Series, i: usize| s.values.get(i).copied().flatten();
     let values = (0..len).map(|i| f(at(&x, i), at(&y, i))).collect();
-    Ok(((start, end - (end - start).rem_euclid(step), step), values))
+    let grid: Grid = (start, end - (end - start).rem_euclid(step), step);
+    Ok(Series::new(name, grid, values))
 }
 
 /// graphite-web's `safeDiv`: null for a null dividend or a null or zero divisor.
@@ -539,11 +542,7 @@ pub(super) fn divide_series(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series
     }
     let divisor = divisors.remove(0);
     (dividends.into_iter())
-        .map(|dividend| {
-            let name = format!("divideSeries({},{})", dividend.name, divisor.name);
-            let (grid, values) = zip_pair(dividend, divisor.clone(), a, safe_div)?;
-            Ok(Series::new(name, grid, values))
-        })
+        .map(|dividend| zip_pair("divideSeries", dividend, divisor.clone(), a, safe_div))
         .collect()
 }
 
@@ -551,11 +550,7 @@ pub(super) fn divide_series(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series
 pub(super) fn divide_series_lists(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let (xs, ys) = equal_lists(a, cx)?;
     (xs.into_iter().zip(ys))
-        .map(|(x, y)| {
-            let name = format!("divideSeries({},{})", x.name, y.name);
-            let (grid, values) = zip_pair(x, y, a, safe_div)?;
-            Ok(Series::new(name, grid, values))
-        })
+        .map(|(x, y)| zip_pair("divideSeries", x, y, a, safe_div))
         .collect()
 }
 
@@ -725,11 +720,7 @@ fn matched_percent(
     list.sort_by(|x, y| x.name.cmp(&y.name));
     totals.sort_by(|x, y| x.name.cmp(&y.name));
     (list.into_iter().zip(totals))
-        .map(|(x, y)| {
-            let name = format!("asPercent({},{})", x.name, y.name);
-            let (grid, values) = zip_pair(x, y, a, percent)?;
-            Ok(Series::new(name, grid, values))
-        })
+        .map(|(x, y)| zip_pair("asPercent", x, y, a, percent))
         .collect()
 }
 
@@ -785,9 +776,7 @@ fn as_percent_by_nodes(
             })),
             (Some(members), Some(total)) => {
                 for s in members {
-                    let name = format!("asPercent({},{})", s.name, total.name);
-                    let (grid, values) = zip_pair(s.clone(), total.clone(), a, percent)?;
-                    out.push(Series::new(name, grid, values));
+                    out.push(zip_pair("asPercent", s.clone(), total.clone(), a, percent)?);
                 }
             }
             (None, None) => {}
