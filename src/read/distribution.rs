@@ -15,8 +15,8 @@ use super::tier_choice::TierChoice;
 use crate::bucket::Bucket;
 use crate::counter::SeriesKind;
 use crate::error::{Error, Result};
-use crate::histogram::{lower_bound, upper_bound, Accumulator, Histogram};
-use crate::registry::{Selector, SeriesId};
+use crate::histogram::{lower_bound, upper_bound, Accumulator, Histogram, EXPLICIT_BUCKETS_TAG};
+use crate::registry::{KeyView, Selector, SeriesId};
 use crate::storage::histogram_cell::CellBuffer;
 use crate::storage::HeldPeriod;
 use crate::time::{Span, Timestamp};
@@ -453,9 +453,16 @@ pub struct DistributionResult {
     /// Width of each point in seconds.
     pub step: i64,
     /// The largest relative error of the quantiles answered (each point's histogram states
-    /// its own: `2^(2^-scale / 2) - 1`); absent when none was answered.
+    /// its own: `2^(2^-scale / 2) - 1`); absent when none was answered. It bounds values
+    /// that were recorded or sent in exponential buckets, not those of `explicit_buckets`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub relative_error: Option<f64>,
+    /// Series read whose values were placed from explicit buckets (OTLP explicit-bucket
+    /// histograms, tagged [`EXPLICIT_BUCKETS_TAG`]): a quantile of them is within the width
+    /// of the explicit bucket holding it (half of it between two bounds), beyond
+    /// `relative_error`. Absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub explicit_buckets: usize,
     /// One line per group (one for a single series).
     pub groups: Vec<DistributionGroup>,
     /// The start of the first point still filling at the reader's clock.
@@ -484,6 +491,9 @@ pub struct SeriesDistribution {
     /// As [`DistributionResult::relative_error`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub relative_error: Option<f64>,
+    /// As [`DistributionResult::explicit_buckets`].
+    #[serde(skip_serializing_if = "is_zero")]
+    pub explicit_buckets: usize,
     /// As [`DistributionGroup::points`].
     #[serde(skip_serializing_if = "Option::is_none", with = "quantile_points")]
     pub points: Option<Vec<(Timestamp, Option<f64>)>>,
@@ -516,6 +526,7 @@ impl DistributionResult {
             display: self.display,
             step: self.step,
             relative_error: self.relative_error,
+            explicit_buckets: self.explicit_buckets,
             points,
             histograms,
             partial_from: self.partial_from,
@@ -611,8 +622,20 @@ impl HistogramShown {
     }
 }
 
-/// A series read and its values of the `group_by` tags.
-type Matched = (SeriesId, Vec<Option<String>>);
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// A series read, its values of the `group_by` tags, and whether its values were placed
+/// from explicit buckets ([`placed_from_explicit_buckets`]).
+type Matched = (SeriesId, Vec<Option<String>>, bool);
+
+/// True when the series `key` holds values placed from explicit buckets: it carries
+/// [`EXPLICIT_BUCKETS_TAG`].
+fn placed_from_explicit_buckets(key: KeyView<'_>) -> bool {
+    let (tag, value) = EXPLICIT_BUCKETS_TAG;
+    key.tag(tag).is_some_and(|v| v == value)
+}
 
 /// [`Reader::distribution_query`]'s work.
 pub(super) fn answer(
@@ -644,8 +667,12 @@ pub(super) fn answer(
                 .registry()
                 .lookup(key)?
                 .ok_or_else(|| Error::UnknownSeries(key.clone()))?;
-            series = reader.registry().key(id).map(|k| k.as_str().to_string());
-            (vec![(id, Vec::new())], &[])
+            let key = reader.registry().key(id);
+            let explicit = key
+                .as_ref()
+                .is_some_and(|k| placed_from_explicit_buckets(k.view()));
+            series = key.map(|k| k.as_str().to_string());
+            (vec![(id, Vec::new(), explicit)], &[])
         }
         DistributionTarget::Select { selector, group_by } => {
             budget.charge_scan(reader.registry().len())?;
@@ -655,23 +682,25 @@ pub(super) fn answer(
                         .iter()
                         .map(|k| key.tag(k).map(Cow::into_owned))
                         .collect();
-                    (id, values)
+                    (id, values, placed_from_explicit_buckets(key))
                 })
             });
             (matched, group_by.as_slice())
         }
     };
-    let kinds = reader.series_kinds(&matched.iter().map(|(id, _)| *id).collect::<Vec<_>>());
+    let kinds = reader.series_kinds(&matched.iter().map(|(id, ..)| *id).collect::<Vec<_>>());
     let not_distributions = kinds
         .iter()
         .filter(|&&k| k != SeriesKind::Distribution)
         .count();
     let mut groups: BTreeMap<Vec<Option<String>>, (usize, usize)> = BTreeMap::new();
-    let members: Vec<(SeriesId, &Vec<Option<String>>)> = matched
-        .iter()
-        .zip(&kinds)
-        .filter(|(_, &k)| k == SeriesKind::Distribution)
-        .map(|((id, values), _)| (*id, values))
+    let distributions = || {
+        (matched.iter().zip(&kinds))
+            .filter_map(|(m, &k)| (k == SeriesKind::Distribution).then_some(m))
+    };
+    let explicit_buckets = distributions().filter(|(.., explicit)| *explicit).count();
+    let members: Vec<(SeriesId, &Vec<Option<String>>)> = distributions()
+        .map(|(id, values, _)| (*id, values))
         .collect();
     for (_, values) in &members {
         groups.entry((*values).clone()).or_default().1 += 1;
@@ -750,6 +779,11 @@ pub(super) fn answer(
             "{incomplete} points hold samples without a histogram (written before the series was a distribution) and are null"
         ));
     }
+    if explicit_buckets > 0 {
+        notes.push(format!(
+            "{explicit_buckets} series hold OTLP explicit-bucket histograms: a quantile of their values is within the width of the explicit bucket holding it (half of it between two bounds), not within relative_error"
+        ));
+    }
     Ok(DistributionResult {
         series,
         tier: spec.name.clone(),
@@ -759,6 +793,7 @@ pub(super) fn answer(
         },
         step: grid.step,
         relative_error,
+        explicit_buckets,
         groups,
         partial_from: still_filling(grid.first, grid.step, grid.points, now),
         note: (!notes.is_empty()).then(|| notes.join("; ")),
