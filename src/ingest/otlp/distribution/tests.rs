@@ -342,6 +342,20 @@ fn increases_across_a_coarsened_scale_or_a_wider_zero_bucket() {
         .unwrap();
     let mut expected = Histogram::new(2);
     values_added.iter().for_each(|&v| expected.record(v));
+    assert_eq!(histogram_of(increase), expected.clone());
+
+    // A finer scale after a coarser one compares at the coarser (not a reset, as it is
+    // for a Prometheus counter histogram).
+    let mut then = Histogram::new(2);
+    values_then.iter().for_each(|&v| then.record(v));
+    let mut now = Histogram::new(4);
+    values_then
+        .iter()
+        .chain(&values_added)
+        .for_each(|&v| now.record(v));
+    let increase = Counts::Exponential(now)
+        .increase_since(&Counts::Exponential(then))
+        .unwrap();
     assert_eq!(histogram_of(increase), expected);
 
     // A zero threshold widened to 0.5: the earlier buckets within it compare as zeros.
