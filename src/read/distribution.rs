@@ -633,7 +633,7 @@ type Matched = (SeriesId, Vec<Option<String>>, bool);
 
 /// True when the series `key` holds values placed from explicit buckets: it carries
 /// [`EXPLICIT_BUCKETS_TAG`].
-fn placed_from_explicit_buckets(key: KeyView<'_>) -> bool {
+pub(crate) fn placed_from_explicit_buckets(key: KeyView<'_>) -> bool {
     let (tag, value) = EXPLICIT_BUCKETS_TAG;
     key.tag(tag).is_some_and(|v| v == value)
 }

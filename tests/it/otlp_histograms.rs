@@ -316,6 +316,25 @@ fn answers_over_explicit_buckets_name_their_error_beside_the_scales() {
     assert!(warnings.contains("otel_buckets=explicit"), "{answer}");
     let answer = promql("histogram_quantile(0.99, sum(rate(wait_milliseconds[5m])))");
     assert!(answer.get("warnings").is_none(), "{answer}");
+
+    // A Graphite render of the series' StatsD timer path `upper_90` (an estimate): the
+    // explicit one's answer counts it in its own header beside the scale's bound.
+    let render = |path: &str| {
+        let target = http::percent_encode(path);
+        let query = format!(
+            "/render?target={target}&from={}&until={}&format=json",
+            NOW - 3600,
+            NOW + 3600
+        );
+        let (status, explicit, body) =
+            http::get_with_header(server.http, &query, "x-tierdb-explicit-buckets");
+        assert_eq!(status, 200, "{query}: {body}");
+        assert!(body.contains("upper_90"), "{query}: {body}");
+        explicit
+    };
+    let path = "latency_milliseconds.upper_90;job=svc;otel_buckets=explicit";
+    assert_eq!(render(path).as_deref(), Some("1"));
+    assert_eq!(render("wait_milliseconds.upper_90;job=svc"), None);
 }
 
 #[test]
