@@ -3,7 +3,10 @@
 //!   through `record_batch` into the default tiers, beside the same samples into 1,000
 //!   gauges: each sample into four tiers, the timers' into four histograms too;
 //! - read: the p99 over 1,000 timers × 24 h at 1m (one merged histogram per minute), beside
-//!   the `sum` aggregate over the same series and buckets as gauges.
+//!   the `sum` aggregate over the same series and buckets as gauges, and beside PromQL's
+//!   `histogram_quantile(0.99, sum(rate(x[5m])))` over the same timers at a 60 s step (each
+//!   step merges a series' five minute buckets, then the 1,000 series; with the `server`
+//!   feature, which brings PromQL).
 //!
 //! Data for the reads: one sample a series a minute for 24 h (1,440 buckets a series), so
 //! each timer bucket's histogram holds one value and the merge of 1,000 holds 1,000.
@@ -155,7 +158,46 @@ fn read(c: &mut Criterion) {
     group.bench_function("p99_of_timers", |b| {
         b.iter(|| engine.reader().distribution_query(&p99, &budget).unwrap())
     });
+    #[cfg(feature = "server")]
+    {
+        let evaluate = promql_p99(&engine, from, to);
+        group.bench_function("promql_histogram_quantile_p99_sum_rate_5m", |b| {
+            b.iter(&evaluate)
+        });
+    }
     group.finish();
+}
+
+/// PromQL's p99 of all timers, `histogram_quantile(0.99, sum(rate(x[5m])))`, from `from`'s
+/// first minute to `to` at a 60 s step (1,440 points, as the native p99 answers), checked
+/// once: one series of a point per step.
+#[cfg(feature = "server")]
+fn promql_p99(engine: &Engine, from: i64, to: i64) -> impl Fn() -> tierdb::promql::Answer + '_ {
+    use std::time::{Duration, Instant};
+    use tierdb::promql::{self, QueryLimits, ResultValue, StoredSource};
+
+    let query = promql::Query {
+        text: r#"histogram_quantile(0.99, sum(rate({__graphite__="req.time.*"}[5m])))"#.into(),
+        start_ms: (from + 60) * 1000,
+        end_ms: to * 1000,
+        step_ms: Some(60_000),
+    };
+    let evaluate = move || {
+        let limits = QueryLimits {
+            budget: Arc::new(ReadBudget::unlimited()),
+            max_series: 100_000,
+            deadline: Instant::now() + Duration::from_secs(120),
+        };
+        promql::evaluate(&StoredSource::new(engine.reader()), &query, &limits).expect("promql")
+    };
+    let answer = evaluate();
+    let ResultValue::Matrix(series) = &answer.result else {
+        panic!("a matrix, not {:?}", answer.result);
+    };
+    assert_eq!(series.len(), 1, "one series");
+    assert_eq!(series[0].1.len(), 24 * 60, "a point per step");
+    assert!(answer.warnings.is_empty(), "{:?}", answer.warnings);
+    evaluate
 }
 
 criterion_group!(benches, ingest, read);

@@ -28,6 +28,12 @@ pub const MIN_SCALE: i8 = -4;
 /// histograms: past it the scale is reduced until it fits (and the error bound grows).
 pub const MAX_POPULATED: usize = 160;
 
+/// The tag of a distribution series whose values were placed from explicit buckets (an
+/// OTLP explicit-bucket histogram's), each bucket's count at one value inside it: a quantile
+/// of its values is within the width of the explicit bucket holding it, which the scale's
+/// [`relative_error`] does not bound. Reads name such series beside the scale's error.
+pub const EXPLICIT_BUCKETS_TAG: (&str, &str) = ("otel_buckets", "explicit");
+
 /// A sparse exponential histogram with integer counts.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Histogram {

@@ -267,6 +267,10 @@ pub struct Rendered {
     /// behind them, each estimate within it of the stat it stands for, before any function
     /// applied to it. `None` when every value fetched is exact.
     pub relative_error: Option<f64>,
+    /// Series fetched for estimates whose values were placed from explicit buckets (OTLP
+    /// explicit-bucket histograms): their estimates are within an explicit bucket's width,
+    /// beyond `relative_error`. 0 when none.
+    pub explicit_buckets: usize,
 }
 
 /// [`render`], with the relative error of the estimates it fetched.
@@ -298,6 +302,7 @@ pub fn render_stated(
     let stacks = functions::Stacks::default();
     let x_files_factor = std::cell::Cell::new(request.x_files_factor);
     let relative_error = std::cell::Cell::new(None);
+    let explicit_buckets = std::cell::RefCell::default();
     let cx = functions::Context {
         source,
         from: request.from,
@@ -307,6 +312,7 @@ pub fn render_stated(
         x_files_factor: &x_files_factor,
         now: request.now,
         relative_error: &relative_error,
+        explicit_buckets: &explicit_buckets,
     };
     let targets: Vec<expr::Expr> = (request.targets.iter())
         .map(|target| expr::parse_target(target))
@@ -327,5 +333,6 @@ pub fn render_stated(
     Ok(Rendered {
         series,
         relative_error: relative_error.get(),
+        explicit_buckets: explicit_buckets.into_inner().len(),
     })
 }

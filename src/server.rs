@@ -50,7 +50,9 @@ use crate::ingest::otlp::{Streams, MAX_STREAM_BYTES};
 pub use backend::{Backend, LocalBackend, ReadOptions};
 pub use delete_api::DeleteAnswer;
 pub use metrics::render as render_metrics;
-pub use read_report::{Behind, PartitionLag, ReadReport, BEHIND_HEADER, RELATIVE_ERROR_HEADER};
+pub use read_report::{
+    Behind, PartitionLag, ReadReport, BEHIND_HEADER, EXPLICIT_BUCKETS_HEADER, RELATIVE_ERROR_HEADER,
+};
 pub use sink::Sink;
 pub use stats::ServerStats;
 pub use statsd::StatsdListener;

@@ -86,9 +86,14 @@ fn table(result: &DistributionResult) -> String {
     if result.groups.is_empty() {
         return "no distribution series matched\n".to_string();
     }
+    let explicit = if result.explicit_buckets > 0 {
+        "; explicit buckets: within a bucket's width"
+    } else {
+        ""
+    };
     let bound = result
         .relative_error
-        .map(|e| format!("  (within {}%)", format_value(e * 100.0)))
+        .map(|e| format!("  (within {}%{explicit})", format_value(e * 100.0)))
         .unwrap_or_default();
     let mut out = String::new();
     for (g, group) in result.groups.iter().enumerate() {

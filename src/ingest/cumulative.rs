@@ -295,7 +295,9 @@ fn take<'a>(rest: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
 }
 
 /// The observations `current` holds beyond `previous`, at `current`'s scale and zero
-/// threshold; `None` when `current` is not a continuation of `previous` (a reset).
+/// threshold; `None` when `current` is not a continuation of `previous` (a reset). OTLP's
+/// exponential streams take their increases here too ([`super::otlp::Counts`]), after
+/// bringing `current` to the coarser layout of the two.
 pub fn increase(previous: &Histogram, current: &Histogram) -> Option<Histogram> {
     if current.scale() > previous.scale()
         || current.zero_threshold() < previous.zero_threshold()

@@ -14,7 +14,9 @@
 //!   increases already); a summary is a gauge per quantile (tag `quantile`) and the counters
 //!   `_sum` and `_count`. A histogram, explicit or exponential, is a distribution: read whole
 //!   and checked ([`histogram`]), made a [`crate::histogram::Observed`] ([`distribution`]), a
-//!   cumulative one's increase since its stream's last point ([`streams`]).
+//!   cumulative one's increase since its stream's last point ([`streams`]). An explicit
+//!   one's series carries the tag [`EXPLICIT_BUCKETS_TAG`], so that reads can say its
+//!   quantiles are within its buckets' widths rather than the scale's error.
 //! - Time: `time_unix_nano` floored to the second; 0 (not said) is "now".
 //! - A point flagged `NO_RECORDED_VALUE` is skipped (it says the series went away).
 //!
@@ -42,6 +44,7 @@ use proto::{Data, ExportMetricsServiceRequest, KeyValue, Metric, NumberValue};
 pub use streams::{Streams, MAX_STREAM_BYTES};
 
 use crate::counter::SeriesKind;
+use crate::histogram::EXPLICIT_BUCKETS_TAG;
 use crate::registry::write_canonical;
 use crate::time::Timestamp;
 
@@ -541,6 +544,7 @@ impl<'a> Translator<'a> {
                         histogram_point(point.flags, point.time_unix_nano, temporality, |t| {
                             histogram::explicit(point, t)
                         });
+                    let (key, value) = EXPLICIT_BUCKETS_TAG;
                     self.entry(
                         batch,
                         number,
@@ -548,7 +552,7 @@ impl<'a> Translator<'a> {
                         "",
                         context,
                         &point.attributes,
-                        None,
+                        Some((key, value.to_string())),
                         what,
                     );
                 }

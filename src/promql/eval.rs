@@ -19,6 +19,7 @@ use super::tier;
 use super::value::{unique_over_range, unique_per_step, Answer, ResultValue, Series, Value};
 use super::windows::{RangeInput, RawNeed, StoredRead, WindowData};
 use super::{Query, QueryLimits, LOOKBACK_MS};
+use crate::histogram::EXPLICIT_BUCKETS_TAG;
 use crate::time::Timestamp;
 
 /// Most evaluation times one query or subquery may have (Prometheus' 11,000 points per
@@ -419,6 +420,7 @@ impl<'a> Evaluator<'a> {
             return false;
         }
         if distributions == selected.len() {
+            self.warn_of_explicit_buckets(selected, vs);
             return true;
         }
         let names = kind_names(selected, |s| s.distribution);
@@ -428,6 +430,24 @@ impl<'a> Evaluator<'a> {
         ));
         selected.retain(|s| !s.distribution);
         false
+    }
+
+    /// Warns when the distributions `selected` include series whose values were placed from
+    /// explicit buckets (tagged [`EXPLICIT_BUCKETS_TAG`]): their schema does not bound their
+    /// quantiles' error, the explicit buckets' widths do.
+    fn warn_of_explicit_buckets(&mut self, selected: &[Selected], vs: &VectorSelector) {
+        let (tag, value) = EXPLICIT_BUCKETS_TAG;
+        let explicit = (selected.iter())
+            .filter(|s| s.labels.get(tag) == value)
+            .count();
+        if explicit > 0 {
+            self.warn(format!(
+                "{vs} reads {explicit} OTLP explicit-bucket histograms ({tag}={value}): each \
+                 bucket's count is placed at one value inside it, so their quantiles and \
+                 fractions are within the explicit bucket's width, not within a bucket of \
+                 their schema"
+            ));
+        }
     }
 
     /// A range selector `vs[range]` as a function's argument over `grid`: the buckets of the

@@ -14,8 +14,8 @@ use super::tier_choice::TierChoice;
 use crate::bucket::Bucket;
 use crate::counter::SeriesKind;
 use crate::error::{Error, Result};
-use crate::histogram::{lower_bound, upper_bound, Accumulator, Histogram};
-use crate::registry::{Selector, SeriesId};
+use crate::histogram::{lower_bound, upper_bound, Accumulator, Histogram, EXPLICIT_BUCKETS_TAG};
+use crate::registry::{KeyView, Selector, SeriesId};
 use crate::storage::histogram_cell::CellBuffer;
 use crate::storage::HeldPeriod;
 use crate::time::{Span, Timestamp};
@@ -411,9 +411,16 @@ pub struct DistributionResult {
     /// Width of each point in seconds.
     pub step: i64,
     /// The largest relative error of the quantiles answered (each point's histogram states
-    /// its own: `2^(2^-scale / 2) - 1`); absent when none was answered.
+    /// its own: `2^(2^-scale / 2) - 1`); absent when none was answered. It bounds values
+    /// that were recorded or sent in exponential buckets, not those of `explicit_buckets`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub relative_error: Option<f64>,
+    /// Series read whose values were placed from explicit buckets (OTLP explicit-bucket
+    /// histograms, tagged [`EXPLICIT_BUCKETS_TAG`]): a quantile of them is within the width
+    /// of the explicit bucket holding it (half of it between two bounds), beyond
+    /// `relative_error`. Absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub explicit_buckets: usize,
     /// One line per group (one for a single series).
     pub groups: Vec<DistributionGroup>,
     /// The start of the first point still filling at the reader's clock.
@@ -442,6 +449,9 @@ pub struct SeriesDistribution {
     /// As [`DistributionResult::relative_error`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub relative_error: Option<f64>,
+    /// As [`DistributionResult::explicit_buckets`].
+    #[serde(skip_serializing_if = "is_zero")]
+    pub explicit_buckets: usize,
     /// As [`DistributionGroup::points`].
     #[serde(skip_serializing_if = "Option::is_none", with = "quantile_points")]
     pub points: Option<Vec<(Timestamp, Option<f64>)>>,
@@ -474,6 +484,7 @@ impl DistributionResult {
             display: self.display,
             step: self.step,
             relative_error: self.relative_error,
+            explicit_buckets: self.explicit_buckets,
             points,
             histograms,
             partial_from: self.partial_from,
@@ -572,6 +583,18 @@ impl HistogramShown {
 /// A series read and its values of the `group_by` tags.
 type Matched = (SeriesId, Vec<Option<String>>);
 
+/// For serde: a count of none is left out of the answer.
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// True when the series `key` holds values placed from explicit buckets: it carries
+/// [`EXPLICIT_BUCKETS_TAG`].
+pub(crate) fn placed_from_explicit_buckets(key: KeyView<'_>) -> bool {
+    let (tag, value) = EXPLICIT_BUCKETS_TAG;
+    key.tag(tag).is_some_and(|v| v == value)
+}
+
 /// The distribution reads.
 impl Reader<'_> {
     /// The points of distribution series `id` in tier `tier`: per `step`-aligned interval
@@ -663,6 +686,11 @@ impl Reader<'_> {
             .filter(|(_, &k)| k == SeriesKind::Distribution)
             .map(|((id, values), _)| (*id, values))
             .collect();
+        let explicit_buckets = (members.iter())
+            .filter(|(id, _)| {
+                (self.registry().key(*id)).is_some_and(|k| placed_from_explicit_buckets(k.view()))
+            })
+            .count();
         for (_, values) in &members {
             groups.entry((*values).clone()).or_default().1 += 1;
         }
@@ -723,6 +751,11 @@ impl Reader<'_> {
                 "{incomplete} points hold samples without a histogram (written before the series was a distribution) and are null"
             ));
         }
+        if explicit_buckets > 0 {
+            notes.push(format!(
+                "{explicit_buckets} series hold OTLP explicit-bucket histograms: a quantile of their values is within the width of the explicit bucket holding it (half of it between two bounds), not within relative_error"
+            ));
+        }
         Ok(DistributionResult {
             series,
             tier: spec.name.clone(),
@@ -732,6 +765,7 @@ impl Reader<'_> {
             },
             step: grid.step,
             relative_error,
+            explicit_buckets,
             groups,
             partial_from: still_filling(grid.first, grid.step, grid.points, now),
             note: (!notes.is_empty()).then(|| notes.join("; ")),

@@ -24,6 +24,7 @@ use super::series::Series;
 use super::Source;
 use crate::error::{Error, Result};
 use crate::read::budget::ReadBudget;
+use crate::read::distribution::placed_from_explicit_buckets;
 pub(crate) use special::Stacks;
 use table::{Function, Param};
 
@@ -48,6 +49,11 @@ pub(crate) struct Context<'a> {
     /// paths' percentiles and threshold sums, `super::timer_paths`); `None` while every
     /// value fetched is exact. What the answer states of its approximation.
     pub(crate) relative_error: &'a std::cell::Cell<Option<f64>>,
+    /// The series fetched for estimates whose values were placed from explicit buckets (OTLP
+    /// explicit-bucket histograms), by key: their estimates are within an explicit bucket's
+    /// width, which `relative_error` does not bound. A set, since a function may fetch a
+    /// series twice.
+    pub(crate) explicit_buckets: &'a std::cell::RefCell<std::collections::BTreeSet<String>>,
 }
 
 impl Context<'_> {
@@ -59,6 +65,15 @@ impl Context<'_> {
                 self.relative_error.set(Some(stated));
             }
         }
+        let explicit = (fetched.iter())
+            .filter(|f| {
+                f.timer
+                    .as_ref()
+                    .is_some_and(|t| t.relative_error().is_some())
+            })
+            .filter(|f| placed_from_explicit_buckets(f.key.view()));
+        let mut keys = self.explicit_buckets.borrow_mut();
+        keys.extend(explicit.map(|f| f.key.as_str().to_string()));
     }
 
     /// The context over another range, as graphite-web's functions that read more than the

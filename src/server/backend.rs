@@ -282,6 +282,7 @@ impl Backend for LocalBackend {
             if let Some(e) = rendered.relative_error {
                 read.report.estimated(e);
             }
+            read.report.explicit_buckets(rendered.explicit_buckets);
             Ok(rendered.series)
         }))
     }

@@ -25,6 +25,12 @@ pub const BEHIND_HEADER: &str = "x-tierdb-behind";
 /// for.
 pub const RELATIVE_ERROR_HEADER: &str = "x-tierdb-relative-error";
 
+/// The response header of an answer holding estimates taken from series whose values were
+/// placed from explicit buckets (OTLP explicit-bucket histograms): how many such series,
+/// each estimate of theirs within an explicit bucket's width rather than within
+/// [`RELATIVE_ERROR_HEADER`]'s bound.
+pub const EXPLICIT_BUCKETS_HEADER: &str = "x-tierdb-explicit-buckets";
+
 /// One partition read from a replica that had not applied the log's last message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PartitionLag {
@@ -103,6 +109,8 @@ pub struct ReadReport {
     behind: Arc<Mutex<Behind>>,
     /// The largest relative error of the estimates in the answer, if it holds any.
     relative_error: Arc<Mutex<Option<f64>>>,
+    /// Series behind the estimates whose values were placed from explicit buckets.
+    explicit_buckets: Arc<Mutex<usize>>,
 }
 
 impl ReadReport {
@@ -131,6 +139,15 @@ impl ReadReport {
         *stated = Some(stated.map_or(relative_error, |r| r.max(relative_error)));
     }
 
+    /// Records that `series` of the series behind the answer's estimates hold values placed
+    /// from explicit buckets, whose error `relative_error` does not bound.
+    pub fn explicit_buckets(&self, series: usize) {
+        *self
+            .explicit_buckets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) += series;
+    }
+
     /// The relative error recorded, if the answer holds estimates.
     pub fn relative_error(&self) -> Option<f64> {
         *self
@@ -153,8 +170,9 @@ impl ReadReport {
         self.mark(Json(value).into_response())
     }
 
-    /// `response` with the [`BEHIND_HEADER`] when the read may lack acknowledged writes, and
-    /// the [`RELATIVE_ERROR_HEADER`] when it holds estimates.
+    /// `response` with the [`BEHIND_HEADER`] when the read may lack acknowledged writes, the
+    /// [`RELATIVE_ERROR_HEADER`] when it holds estimates, and the [`EXPLICIT_BUCKETS_HEADER`]
+    /// when some of them come from explicit buckets.
     pub(crate) fn mark(&self, mut response: Response) -> Response {
         if let Some(e) = self.relative_error() {
             if let Ok(value) = HeaderValue::from_str(&e.to_string()) {
@@ -162,6 +180,16 @@ impl ReadReport {
                     .headers_mut()
                     .insert(HeaderName::from_static(RELATIVE_ERROR_HEADER), value);
             }
+        }
+        let explicit = *self
+            .explicit_buckets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if explicit > 0 {
+            response.headers_mut().insert(
+                HeaderName::from_static(EXPLICIT_BUCKETS_HEADER),
+                HeaderValue::from(explicit),
+            );
         }
         let behind = self.behind();
         if !behind.is_complete() {

@@ -109,6 +109,10 @@ fn the_python_sdk_exports_land_as_documented() {
     assert_eq!(said["summary_partial"], false, "{said}");
 
     let sdk = "deployment_environment=ci,instance=i-1,job=otlp-test,otel_scope_name=tierdb.test";
+    // An explicit-bucket histogram's series is tagged as such (docs/otlp.md).
+    let explicit_sdk =
+        "deployment_environment=ci,instance=i-1,job=otlp-test,otel_buckets=explicit,\
+         otel_scope_name=tierdb.test";
     let telemetry =
         "telemetry_sdk_language=python,telemetry_sdk_name=opentelemetry,telemetry_sdk_version=1.45.2";
     let gauge = format!("queue_depth{{{sdk},queue=main,{telemetry}}}");
@@ -123,7 +127,7 @@ fn the_python_sdk_exports_land_as_documented() {
     let histograms = [
         (
             "request.duration",
-            format!("request_duration_milliseconds{{{sdk},route=/a,{telemetry}}}"),
+            format!("request_duration_milliseconds{{{explicit_sdk},route=/a,{telemetry}}}"),
             true,
             true,
         ),
@@ -141,7 +145,7 @@ fn the_python_sdk_exports_land_as_documented() {
         ),
         (
             "batch.size",
-            format!("batch_size{{{sdk},{telemetry}}}"),
+            format!("batch_size{{{explicit_sdk},{telemetry}}}"),
             true,
             false,
         ),
@@ -214,7 +218,8 @@ fn nearest_rank(values: &[f64], q: f64) -> f64 {
 /// within docs/otlp.md's error: the stated relative error of the value of that rank for an
 /// exponential histogram; for an explicit one (of `bounds`), half the width of the bucket
 /// holding that value (the whole width of an open one, from the least value to the first
-/// bound or from the last bound to the greatest) plus the stated error.
+/// bound or from the last bound to the greatest) plus the stated error, the answer naming
+/// the series as one of explicit buckets.
 fn check_distribution(
     addr: std::net::SocketAddr,
     series: &str,
@@ -254,6 +259,12 @@ fn check_distribution(
             .as_f64()
             .expect("a quantile");
         let stated = answer["relative_error"].as_f64().expect("a stated error");
+        let explicit_buckets = answer["explicit_buckets"].as_u64().unwrap_or(0);
+        assert_eq!(
+            explicit_buckets,
+            u64::from(bounds.is_some()),
+            "{series}: {answer}"
+        );
         let want = nearest_rank(raw, f64::from(q) / 100.0);
         let allowed = match bounds {
             None => stated * want,

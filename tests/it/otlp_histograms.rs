@@ -254,6 +254,89 @@ fn cumulative_explicit_histograms_write_their_increases_and_resets() {
     }
 }
 
+/// An explicit-bucket histogram's quantiles are within its buckets' widths, which the
+/// scale's `relative_error` does not bound: every answer reading one says so (the count of
+/// such series and a note; a warning in PromQL), and one of exponential buckets does not.
+#[test]
+fn answers_over_explicit_buckets_name_their_error_beside_the_scales() {
+    let server = TestServer::start(None, Limits::default());
+    server.clock.set(NOW + 1200);
+    let values = [5.0, 50.0, 60.0, 500.0];
+    let metrics = vec![
+        (
+            "latency",
+            explicit_data(DELTA, vec![explicit(0, NOW + 10, &values)]),
+        ),
+        (
+            "wait",
+            exponential_data(DELTA, vec![exponential(0, NOW + 10, 5, &values)]),
+        ),
+    ];
+    assert_eq!(post(&server, &request(metrics)), None);
+    let p99 = |path: &str, target: &str| {
+        server.json(&format!(
+            "/api/v1/{path}{}&display=p99&{}",
+            http::percent_encode(target),
+            range()
+        ))
+    };
+
+    for answer in [
+        p99("aggregate?match=", "latency_milliseconds"),
+        p99(
+            "query?series=",
+            "latency_milliseconds{job=svc,otel_buckets=explicit}",
+        ),
+    ] {
+        assert_eq!(answer["explicit_buckets"], 1, "{answer}");
+        let note = answer["note"].as_str().unwrap_or_default();
+        assert!(note.contains("explicit bucket holding it"), "{answer}");
+        assert!(answer["relative_error"].is_f64(), "{answer}");
+    }
+    // Both series in one aggregate: the one of explicit buckets is counted.
+    let both = p99("aggregate?match=", "*_milliseconds");
+    assert_eq!(both["groups"][0]["series"], 2, "{both}");
+    assert_eq!(both["explicit_buckets"], 1, "{both}");
+    let exponential = p99("aggregate?match=", "wait_milliseconds");
+    assert!(
+        exponential.get("explicit_buckets").is_none(),
+        "{exponential}"
+    );
+    assert!(exponential.get("note").is_none(), "{exponential}");
+
+    let promql = |query: &str| {
+        server.json(&format!(
+            "/prometheus/api/v1/query?query={}&time={}",
+            http::percent_encode(query),
+            NOW + 300
+        ))
+    };
+    let answer = promql("histogram_quantile(0.99, sum(rate(latency_milliseconds[5m])))");
+    let warnings = answer["warnings"].to_string();
+    assert!(warnings.contains("otel_buckets=explicit"), "{answer}");
+    let answer = promql("histogram_quantile(0.99, sum(rate(wait_milliseconds[5m])))");
+    assert!(answer.get("warnings").is_none(), "{answer}");
+
+    // A Graphite render of the series' StatsD timer path `upper_90` (an estimate): the
+    // explicit one's answer counts it in its own header beside the scale's bound.
+    let render = |path: &str| {
+        let target = http::percent_encode(path);
+        let query = format!(
+            "/render?target={target}&from={}&until={}&format=json",
+            NOW - 3600,
+            NOW + 3600
+        );
+        let (status, explicit, body) =
+            http::get_with_header(server.http, &query, "x-tierdb-explicit-buckets");
+        assert_eq!(status, 200, "{query}: {body}");
+        assert!(body.contains("upper_90"), "{query}: {body}");
+        explicit
+    };
+    let path = "latency_milliseconds.upper_90;job=svc;otel_buckets=explicit";
+    assert_eq!(render(path).as_deref(), Some("1"));
+    assert_eq!(render("wait_milliseconds.upper_90;job=svc"), None);
+}
+
 #[test]
 fn exponential_histograms_keep_their_scale_and_counts() {
     let server = TestServer::start(None, Limits::default());

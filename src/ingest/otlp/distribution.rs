@@ -18,6 +18,7 @@
 
 use super::histogram::{Distribution, ExponentialBuckets, HistogramError, Layout};
 use crate::histogram::{lower_bound, upper_bound, Histogram, Observed, MAX_SCALE, MIN_SCALE};
+use crate::ingest::cumulative::increase;
 
 /// A point's bucket counts, in the form a cumulative stream subtracts
 /// ([`Counts::increase_since`]) and [`observed`] places.
@@ -92,17 +93,10 @@ impl Counts {
     pub fn increase_since(&self, earlier: &Counts) -> Option<Counts> {
         match (self, earlier) {
             (Counts::Exponential(now), Counts::Exponential(then)) => {
+                // `now` brought to the common layout, which `increase` brings `then` to.
                 let scale = now.scale().min(then.scale());
                 let threshold = now.zero_threshold().max(then.zero_threshold());
-                let (now, then) = (
-                    common_form(now, scale, threshold),
-                    common_form(then, scale, threshold),
-                );
-                let zero_count = now.zero_count().checked_sub(then.zero_count())?;
-                let positive = subtracted(now.positive(), then.positive())?;
-                let negative = subtracted(now.negative(), then.negative())?;
-                Histogram::from_parts(scale, threshold, zero_count, positive, negative)
-                    .map(Counts::Exponential)
+                increase(then, &common_form(now, scale, threshold)).map(Counts::Exponential)
             }
             (
                 Counts::Explicit { bounds, counts },
@@ -170,28 +164,6 @@ fn common_form(histogram: &Histogram, scale: i8, threshold: f64) -> Histogram {
     out.merge(histogram);
     out.reduce_to(scale);
     out
-}
-
-/// `now - then`, bucket by bucket, both sorted by index; `None` when a bucket of `then` has
-/// more than the same bucket of `now`.
-fn subtracted(now: &[(i32, u64)], then: &[(i32, u64)]) -> Option<Vec<(i32, u64)>> {
-    let mut out = Vec::with_capacity(now.len());
-    let mut then = then.iter().peekable();
-    for &(index, count) in now {
-        let mut earlier = 0;
-        while let Some(&&(i, c)) = then.peek() {
-            if i > index {
-                break;
-            }
-            if i < index {
-                return None;
-            }
-            earlier = c;
-            then.next();
-        }
-        out.push((index, count.checked_sub(earlier)?));
-    }
-    then.next().is_none().then_some(out)
 }
 
 /// The least and greatest of some values, each when known.

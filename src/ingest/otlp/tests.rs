@@ -358,7 +358,10 @@ fn every_kind() -> (ExportMetricsServiceRequest, Vec<(usize, String, What)>) {
         ),
         (
             7,
-            format!("http_duration_milliseconds{{{tags},region=eu}}"),
+            // An explicit-bucket histogram's series is tagged as such.
+            "http_duration_milliseconds{host_name=web1,instance=pod-7,job=shop/checkout,\
+             otel_buckets=explicit,otel_scope_name=app.meter,region=eu}"
+                .to_string(),
             What::Histogram {
                 ts: Some(TS),
                 distribution: Distribution {

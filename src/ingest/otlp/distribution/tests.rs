@@ -327,22 +327,27 @@ fn increases_subtract_bucket_by_bucket() {
 
 #[test]
 fn increases_across_a_coarsened_scale_or_a_wider_zero_bucket() {
-    // A source that coarsens its cumulative histogram from scale 4 to 2 as its range grows.
+    // (then, now) scales: a source that coarsens its cumulative histogram from scale 4 to 2
+    // as its range grows; and a finer scale after a coarser one, compared at the coarser
+    // (not a reset, as it is for a Prometheus counter histogram).
     let values_then = [0.3, 1.7, 2.2, 9.0];
     let values_added = [0.31, 40.0, 1000.0];
-    let mut then = Histogram::new(4);
-    values_then.iter().for_each(|&v| then.record(v));
-    let mut now = Histogram::new(2);
-    values_then
-        .iter()
-        .chain(&values_added)
-        .for_each(|&v| now.record(v));
-    let increase = Counts::Exponential(now)
-        .increase_since(&Counts::Exponential(then))
-        .unwrap();
     let mut expected = Histogram::new(2);
     values_added.iter().for_each(|&v| expected.record(v));
-    assert_eq!(histogram_of(increase), expected);
+    for (then_scale, now_scale) in [(4, 2), (2, 4)] {
+        let mut then = Histogram::new(then_scale);
+        values_then.iter().for_each(|&v| then.record(v));
+        let mut now = Histogram::new(now_scale);
+        values_then
+            .iter()
+            .chain(&values_added)
+            .for_each(|&v| now.record(v));
+        let increase = Counts::Exponential(now)
+            .increase_since(&Counts::Exponential(then))
+            .unwrap();
+        let scales = format!("scale {then_scale}, then {now_scale}");
+        assert_eq!(histogram_of(increase), expected, "{scales}");
+    }
 
     // A zero threshold widened to 0.5: the earlier buckets within it compare as zeros.
     let mut then = Histogram::from_parts(4, 0.0, 0, [], []).unwrap();
