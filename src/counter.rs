@@ -524,20 +524,10 @@ fn roll_back(
     let mut restored: Vec<crate::storage::period_file::WritableFile> = Vec::new();
     for entry in undo {
         match *entry {
-            Undo::Cell {
-                at:
-                    CellAt {
-                        tier,
-                        period_start,
-                        chunk,
-                        bucket,
-                        slot,
-                    },
-                adds,
-                before,
-            } => {
-                let file = (tier < storage.tier_count())
-                    .then(|| storage.writable_file(tier, period_start, chunk))
+            Undo::Cell { at, adds, before } => {
+                let CellAt { bucket, slot, .. } = at;
+                let file = (at.tier < storage.tier_count())
+                    .then(|| storage.writable_file(at.tier, at.period_start, at.chunk))
                     .flatten();
                 let Some(file) = file else {
                     continue;

@@ -723,9 +723,11 @@ mod tests {
 
     fn float_histogram() -> impl proptest::strategy::Strategy<Value = FloatHistogram> {
         use proptest::prelude::*;
+        type Buckets = Vec<(i32, f64)>;
         let buckets = || {
-            proptest::collection::btree_map(-40i32..40, 1u32..1000, 0..12)
-                .prop_map(|m| m.into_iter().map(|(i, c)| (i, f64::from(c))).collect())
+            proptest::collection::btree_map(-40i32..40, 1u32..1000, 0..12).prop_map(
+                |m| -> Buckets { m.into_iter().map(|(i, c)| (i, f64::from(c))).collect() },
+            )
         };
         (
             -2i8..=8,
@@ -733,25 +735,18 @@ mod tests {
             buckets(),
             buckets(),
         )
-            .prop_map(
-                |(schema, zero_threshold, positive, negative): (
-                    i8,
-                    f64,
-                    Vec<(i32, f64)>,
-                    Vec<(i32, f64)>,
-                )| {
-                    let count = positive.iter().chain(&negative).map(|b| b.1).sum::<f64>() + 3.0;
-                    FloatHistogram {
-                        schema,
-                        zero_threshold,
-                        zero_count: 3.0,
-                        count,
-                        sum: 17.5,
-                        positive,
-                        negative,
-                    }
-                },
-            )
+            .prop_map(|(schema, zero_threshold, positive, negative)| {
+                let count = positive.iter().chain(&negative).map(|b| b.1).sum::<f64>() + 3.0;
+                FloatHistogram {
+                    schema,
+                    zero_threshold,
+                    zero_count: 3.0,
+                    count,
+                    sum: 17.5,
+                    positive,
+                    negative,
+                }
+            })
     }
 
     proptest::proptest! {

@@ -48,22 +48,11 @@ impl Undo {
     /// The entry's eight words, as the journal stores them.
     pub(crate) fn encode(&self) -> [u64; WORDS] {
         match *self {
-            Undo::Cell {
-                at:
-                    CellAt {
-                        tier,
-                        period_start,
-                        chunk,
-                        bucket,
-                        slot,
-                    },
-                adds,
-                before,
-            } => [
-                KIND_CELL | (tier as u64) << 8 | u64::from(adds) << 32,
-                period_start as u64,
-                u64::from(chunk) << 32 | u64::from(bucket),
-                u64::from(slot),
+            Undo::Cell { at, adds, before } => [
+                KIND_CELL | (at.tier as u64) << 8 | u64::from(adds) << 32,
+                at.period_start as u64,
+                u64::from(at.chunk) << 32 | u64::from(at.bucket),
+                u64::from(at.slot),
                 before.count,
                 before.total.to_bits(),
                 before.min.to_bits(),

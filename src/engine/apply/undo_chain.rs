@@ -147,14 +147,7 @@ impl EmptyBlock {
     /// ([`Bucket::EMPTY`]), with no adds: a restore writes exactly that back.
     fn of(entry: &Undo) -> Option<EmptyBlock> {
         let Undo::Cell {
-            at:
-                CellAt {
-                    tier,
-                    period_start,
-                    chunk,
-                    bucket,
-                    slot,
-                },
+            at,
             adds: 0,
             before,
         } = *entry
@@ -164,15 +157,15 @@ impl EmptyBlock {
         if !same_bits(&before, &Bucket::EMPTY) {
             return None;
         }
-        let i = (bucket % BLOCK_SIDE) * BLOCK_SIDE + slot % BLOCK_SIDE;
+        let i = (at.bucket % BLOCK_SIDE) * BLOCK_SIDE + at.slot % BLOCK_SIDE;
         let mut cells = [0u64; 4];
         cells[(i / 64) as usize] = 1 << (i % 64);
         Some(EmptyBlock {
-            tier,
-            period_start,
-            chunk,
-            first_bucket: bucket - bucket % BLOCK_SIDE,
-            first_slot: slot - slot % BLOCK_SIDE,
+            tier: at.tier,
+            period_start: at.period_start,
+            chunk: at.chunk,
+            first_bucket: at.bucket - at.bucket % BLOCK_SIDE,
+            first_slot: at.slot - at.slot % BLOCK_SIDE,
             cells,
         })
     }
