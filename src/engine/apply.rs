@@ -180,7 +180,7 @@ pub struct Checkpoints {
     /// Most groups between two checkpoints.
     pub groups: u64,
     /// Samples between two checkpoints, at most, plus the group that reaches the count: it
-    /// bounds what a crash makes a partition apply again whatever the interval.
+    /// bounds what a crash makes an engine apply again whatever the interval.
     pub samples: usize,
 }
 
@@ -784,7 +784,7 @@ impl Applier<'_> {
     ) -> Result<PreImages> {
         let config = self.engine.config();
         // Noted in `since` as they are found: a group whose pre-images cannot be taken is
-        // taken back out below; one that fails later poisons the store, `since` with it.
+        // taken back out below; one that fails later poisons the apply, `since` with it.
         let Touched { cells, empty } =
             cells_touched(config, todo, resolved, &mut since.cells, known_empty);
         let before = match self.engine.rewind().load_cells(&cells) {
@@ -920,7 +920,7 @@ impl Applier<'_> {
 struct Prepared<'a> {
     /// The group's number since open, for the fault hook.
     number: u64,
-    /// Its last stream sequence.
+    /// Its last sequence.
     last: u64,
     messages: &'a [&'a (u64, SampleBatch)],
     /// Per message, its series registered.
@@ -1162,7 +1162,7 @@ enum FaultAction {
     /// SIGKILL, as `kill -9`: the kill tests.
     Kill,
     /// Return an error, leaving the files as a kill would (the page cache survives a kill):
-    /// the in-process tests, which then drop the store and reopen.
+    /// the in-process tests, which then drop the engine and reopen.
     #[cfg(test)]
     Stop,
 }

@@ -1,6 +1,6 @@
-//! `apply.state`: the last stream sequence a partition's engine holds, rewritten after each
-//! group of messages. Two slots, written in turn, so a write torn by a crash leaves the other
-//! slot, and with it the sequence before, intact.
+//! `apply.state`: the last log sequence an engine fed by `Engine::apply` holds, rewritten
+//! at each checkpoint. Two slots, written in turn, so a write torn by a crash leaves the
+//! other slot, and with it the sequence before, intact.
 //!
 //! Byte layout (little-endian):
 //! ```text
@@ -42,7 +42,7 @@ pub(super) struct AppliedFile {
 }
 
 impl AppliedFile {
-    /// File name inside the partition's engine directory.
+    /// File name inside the engine directory.
     pub(super) const FILE_NAME: &'static str = "apply.state";
 
     /// Opens `dir/apply.state`, creating it whole (nothing applied) when missing.
@@ -92,7 +92,7 @@ impl AppliedFile {
         })
     }
 
-    /// The last stream sequence recorded; 0 when none.
+    /// The last sequence recorded; 0 when none.
     pub(super) fn applied(&self) -> u64 {
         self.applied
     }
