@@ -99,6 +99,16 @@ pub(crate) enum StoredPeriod {
     Compacted(Arc<CompactFile>),
 }
 
+/// A chunk of a period as [`Storage::hot_chunks`] finds it.
+pub(crate) struct HotChunk {
+    pub(crate) chunk: u32,
+    /// Whether the chunk has a hot file (else it has none, or only a compacted one).
+    pub(crate) hot: bool,
+    /// The hot file to store into: `None` without one, when it is retired (compacted
+    /// meanwhile) or when this storage is read-only.
+    pub(crate) file: Option<WritableFile>,
+}
+
 /// One (tier, period, chunk) as a read holds it: the mapping, or the compacted file opened
 /// (so an unlink by a late write or an expiry during the read does not take it away).
 pub(crate) enum HeldPeriod {
@@ -597,33 +607,40 @@ impl Storage {
         }
     }
 
-    /// The chunks among `chunks` (a bitset: bit `c` set for chunk `c`) that have no hot file
-    /// for the period of `tier` starting at `period_start`. One read lock for the lot.
-    pub(crate) fn missing_chunks(
+    /// The chunks among `chunks` (a bitset: bit `c` set for chunk `c`) of the period of
+    /// `tier` starting at `period_start`, in ascending order, each with whether it has a hot
+    /// file and that file to store into ([`Storage::writable_file`]). One read lock for the
+    /// lot: a batch asks once per period it writes into, not once per chunk and block.
+    pub(crate) fn hot_chunks(
         &self,
         tier: usize,
         period_start: Timestamp,
         chunks: &[u64],
-    ) -> Vec<u32> {
+    ) -> Vec<HotChunk> {
         let files = self.tiers[tier]
             .files
             .read()
             .unwrap_or_else(|e| e.into_inner());
-        let mut missing = Vec::new();
+        let mut held = Vec::new();
         for (word_index, &word) in chunks.iter().enumerate() {
             let mut bits = word;
             while bits != 0 {
                 let chunk = (word_index * 64) as u32 + bits.trailing_zeros();
                 bits &= bits - 1;
-                if !matches!(
-                    files.get(&(period_start, chunk)),
-                    Some(StoredPeriod::Hot(_))
-                ) {
-                    missing.push(chunk);
-                }
+                let hot = match files.get(&(period_start, chunk)) {
+                    Some(StoredPeriod::Hot(file)) => Some(file),
+                    _ => None,
+                };
+                held.push(HotChunk {
+                    chunk,
+                    hot: hot.is_some(),
+                    file: hot
+                        .filter(|file| !file.is_retired())
+                        .and_then(|file| WritableFile::new(Arc::clone(file))),
+                });
             }
         }
-        missing
+        held
     }
 
     /// Removes every file of `tier` whose period starts before `window_start` (so its end is

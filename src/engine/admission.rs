@@ -9,6 +9,7 @@ use crate::config::TiersConfig;
 use crate::error::RejectReason;
 use crate::sample::Sample;
 use crate::storage::format::{BUCKET_BLOCK, SLOTS_PER_PAGE};
+use crate::storage::HotChunk;
 use crate::time::Timestamp;
 
 /// The period files a batch needs, and the pages of them it stores into, gathered before it
@@ -20,19 +21,27 @@ use crate::time::Timestamp;
 /// actually lands in are created and reserved.
 pub(super) struct FilesNeeded<'a> {
     pub(super) shared: &'a Shared,
-    /// Distinct (tier, block of buckets) pairs the batch touches, each with the page groups
-    /// landing there.
-    pub(super) blocks: Vec<BlockNeed>,
+    /// Distinct (tier, block of buckets) pairs the batch touches.
+    blocks: Vec<BlockNeed>,
+    /// Distinct sets of blocks the batch's timestamps land in (a block per tier whose
+    /// window holds the time), each with the page groups of the samples at those times: a
+    /// sample is noted once, not once per tier.
+    placements: Vec<Placement>,
     /// Per tier, the entry of `blocks` the last timestamp seen lands in.
-    pub(super) current: Vec<Option<usize>>,
-    pub(super) last_ts: Option<Timestamp>,
+    current: Vec<Option<usize>>,
+    /// The entry of `placements` whose blocks are `current`.
+    placement: usize,
+    last_ts: Option<Timestamp>,
+    /// The page group last noted in `placement`: consecutive ids share a group, so most
+    /// samples of a batch note nothing.
+    last_group: usize,
     /// Files or pages that could not be created or reserved: (tier, the span of time they
     /// hold, the series ids whose slots they hold).
     pub(super) failed: Vec<(usize, std::ops::Range<Timestamp>, std::ops::Range<u32>)>,
 }
 
 /// One block of buckets (see `storage::format`) of one tier a batch writes into.
-pub(super) struct BlockNeed {
+struct BlockNeed {
     tier: usize,
     /// The start of the period holding the block.
     period_start: Timestamp,
@@ -40,15 +49,22 @@ pub(super) struct BlockNeed {
     span: std::ops::Range<Timestamp>,
     /// The block's first bucket in its period.
     bucket: u32,
-    /// Bit `g` set when a sample of a series whose id / `SLOTS_PER_PAGE` is `g` lands in the
-    /// block: those series' runs share one page of it.
+}
+
+/// Blocks some of a batch's timestamps land in, and the page groups stored into there.
+struct Placement {
+    /// Per tier, the entry of `FilesNeeded::blocks` (`None` where the tier's window does
+    /// not hold the time).
+    blocks: Vec<Option<usize>>,
+    /// Bit `g` set when a sample of a series whose id / `SLOTS_PER_PAGE` is `g` lands in
+    /// these blocks: those series' runs share one page of each.
     groups: Bits,
 }
 
 /// A set of small integers, stored from the lowest word used: a batch's ids are often a
 /// narrow range far from zero.
 #[derive(Default)]
-pub(super) struct Bits {
+struct Bits {
     base: usize,
     words: Vec<u64>,
 }
@@ -56,7 +72,11 @@ pub(super) struct Bits {
 impl Bits {
     #[inline]
     fn insert(&mut self, i: usize) {
-        let word = i / 64;
+        self.insert_word(i / 64, 1 << (i % 64));
+    }
+
+    /// Adds `bits` to word `word` (the members `word * 64..word * 64 + 64`).
+    fn insert_word(&mut self, word: usize, bits: u64) {
         if self.words.is_empty() {
             self.base = word;
         } else if word < self.base {
@@ -68,20 +88,56 @@ impl Bits {
         if at >= self.words.len() {
             self.words.resize(at + 1, 0);
         }
-        self.words[at] |= 1 << (i % 64);
+        self.words[at] |= bits;
     }
 
-    /// The members in ascending order.
-    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        self.words.iter().enumerate().flat_map(move |(at, &word)| {
-            let base = (self.base + at) * 64;
-            std::iter::successors((word != 0).then_some(word), |w| {
-                let rest = w & (w - 1);
-                (rest != 0).then_some(rest)
-            })
-            .map(move |w| base + w.trailing_zeros() as usize)
-        })
+    /// Adds every member of `other`.
+    fn union(&mut self, other: &Bits) {
+        for (at, &bits) in other.words.iter().enumerate() {
+            if bits != 0 {
+                self.insert_word(other.base + at, bits);
+            }
+        }
     }
+
+    /// The members as runs of consecutive integers, (first, count) in ascending order, read
+    /// a word at a time: a batch's ids mostly come in long runs.
+    fn runs(&self) -> Vec<(usize, usize)> {
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for (at, &word) in self.words.iter().enumerate() {
+            let mut next = (self.base + at) * 64;
+            let mut rest = word;
+            while rest != 0 {
+                let zeros = rest.trailing_zeros();
+                rest >>= zeros;
+                let ones = rest.trailing_ones();
+                let first = next + zeros as usize;
+                match runs.last_mut() {
+                    Some((start, n)) if *start + *n == first => *n += ones as usize,
+                    _ => runs.push((first, ones as usize)),
+                }
+                next = first + ones as usize;
+                rest = rest.checked_shr(ones).unwrap_or(0);
+            }
+        }
+        runs
+    }
+}
+
+/// `runs` of page groups ([`Bits::runs`]) cut at chunk boundaries: (chunk, first group in
+/// it, groups), for chunks of `per_chunk` groups.
+fn chunk_runs(runs: &[(usize, usize)], per_chunk: usize) -> Vec<(u32, usize, usize)> {
+    let mut out = Vec::with_capacity(runs.len());
+    for &(mut first, mut n) in runs {
+        while n > 0 {
+            let at = first % per_chunk;
+            let here = n.min(per_chunk - at);
+            out.push(((first / per_chunk) as u32, at, here));
+            first += here;
+            n -= here;
+        }
+    }
+    out
 }
 
 impl<'a> FilesNeeded<'a> {
@@ -89,55 +145,101 @@ impl<'a> FilesNeeded<'a> {
         FilesNeeded {
             shared,
             blocks: Vec::new(),
+            placements: Vec::new(),
             current: vec![None; shared.config.tiers.len()],
+            placement: 0,
             last_ts: None,
+            last_group: usize::MAX,
             failed: Vec::new(),
         }
     }
 
+    /// Notes the page `sample` stores into in each tier whose window holds it: a comparison
+    /// or two per sample; the blocks are looked up only when the time changes.
     #[inline]
     pub(super) fn note(&mut self, sample: &Sample, windows: &[Timestamp]) {
         if self.last_ts != Some(sample.ts) {
             self.last_ts = Some(sample.ts);
-            for (tier, spec) in self.shared.config.tiers.iter().enumerate() {
-                // A batch grouped by series (a cluster message) changes timestamp at every
-                // sample but seldom leaves the block of the one before.
-                let same_block =
-                    self.current[tier].is_some_and(|i| self.blocks[i].span.contains(&sample.ts));
-                if same_block && sample.ts >= windows[tier] {
-                    continue;
-                }
-                self.current[tier] = (sample.ts >= windows[tier]).then(|| {
-                    let placed = crate::time::place(tier, spec, sample.ts);
-                    let bucket = placed.bucket - placed.bucket % BUCKET_BLOCK;
-                    let resolution = spec.resolution.secs() as i64;
-                    let from = placed.period_start + i64::from(bucket) * resolution;
-                    let until = (from + i64::from(BUCKET_BLOCK) * resolution)
-                        .min(placed.period_start + spec.period.secs() as i64);
-                    match self
-                        .blocks
-                        .iter()
-                        .position(|b| b.tier == tier && b.span.start == from)
-                    {
-                        Some(i) => i,
-                        None => {
-                            self.blocks.push(BlockNeed {
-                                tier,
-                                period_start: placed.period_start,
-                                span: from..until,
-                                bucket,
-                                groups: Bits::default(),
-                            });
-                            self.blocks.len() - 1
-                        }
-                    }
-                });
-            }
+            self.place(sample.ts, windows);
         }
         let group = (sample.series.0 / SLOTS_PER_PAGE) as usize;
-        for block in self.current.iter().flatten() {
-            self.blocks[*block].groups.insert(group);
+        if group != self.last_group {
+            self.last_group = group;
+            self.placements[self.placement].groups.insert(group);
         }
+    }
+
+    /// Points `current` and `placement` at the blocks `ts` lands in, adding those the batch
+    /// has not met yet. Out of line, so that [`FilesNeeded::note`] inlines into its loop.
+    #[inline(never)]
+    fn place(&mut self, ts: Timestamp, windows: &[Timestamp]) {
+        let mut moved = self.placements.is_empty();
+        for (tier, spec) in self.shared.config.tiers.iter().enumerate() {
+            // A batch grouped by series (a cluster message) changes timestamp at every
+            // sample but seldom leaves the block of the one before.
+            let same_block = self.current[tier].is_some_and(|i| self.blocks[i].span.contains(&ts));
+            if same_block && ts >= windows[tier] {
+                continue;
+            }
+            let block = (ts >= windows[tier]).then(|| {
+                let placed = crate::time::place(tier, spec, ts);
+                let bucket = placed.bucket - placed.bucket % BUCKET_BLOCK;
+                let resolution = spec.resolution.secs() as i64;
+                let from = placed.period_start + i64::from(bucket) * resolution;
+                let until = (from + i64::from(BUCKET_BLOCK) * resolution)
+                    .min(placed.period_start + spec.period.secs() as i64);
+                match self
+                    .blocks
+                    .iter()
+                    .position(|b| b.tier == tier && b.span.start == from)
+                {
+                    Some(i) => i,
+                    None => {
+                        self.blocks.push(BlockNeed {
+                            tier,
+                            period_start: placed.period_start,
+                            span: from..until,
+                            bucket,
+                        });
+                        self.blocks.len() - 1
+                    }
+                }
+            });
+            moved |= block != self.current[tier];
+            self.current[tier] = block;
+        }
+        if !moved {
+            return;
+        }
+        self.last_group = usize::MAX;
+        self.placement = match self
+            .placements
+            .iter()
+            .position(|p| p.blocks == self.current)
+        {
+            Some(i) => i,
+            None => {
+                self.placements.push(Placement {
+                    blocks: self.current.clone(),
+                    groups: Bits::default(),
+                });
+                self.placements.len() - 1
+            }
+        };
+    }
+
+    /// Per entry of `blocks`, the page groups stored into it as runs by chunk: (chunk,
+    /// first group in it, groups).
+    fn block_runs(&self, groups_per_chunk: usize) -> Vec<Vec<(u32, usize, usize)>> {
+        let mut groups: Vec<Bits> = self.blocks.iter().map(|_| Bits::default()).collect();
+        for placement in &self.placements {
+            for &block in placement.blocks.iter().flatten() {
+                groups[block].union(&placement.groups);
+            }
+        }
+        (groups.iter())
+            .map(|g| chunk_runs(&g.runs(), groups_per_chunk))
+            .collect()
     }
 
     /// Creates every needed file that does not exist, counted as on-demand creations, then
@@ -148,8 +250,11 @@ impl<'a> FilesNeeded<'a> {
         let storage = &self.shared.storage;
         let slots = self.shared.config.engine.series_per_chunk;
         let groups_per_chunk = (slots / SLOTS_PER_PAGE) as usize;
+        let runs = self.block_runs(groups_per_chunk);
         let mut periods: Vec<(usize, Timestamp, Vec<u64>)> = Vec::new();
-        for need in &self.blocks {
+        // Per entry of `blocks`, its entry of `periods`.
+        let mut period_of: Vec<usize> = Vec::with_capacity(self.blocks.len());
+        for (need, runs) in self.blocks.iter().zip(&runs) {
             let at = match periods
                 .iter()
                 .position(|(tier, start, _)| *tier == need.tier && *start == need.period_start)
@@ -160,18 +265,24 @@ impl<'a> FilesNeeded<'a> {
                     periods.len() - 1
                 }
             };
+            period_of.push(at);
             let chunks = &mut periods[at].2;
-            for group in need.groups.iter() {
-                let chunk = group / groups_per_chunk;
+            for &(chunk, _, _) in runs {
+                let chunk = chunk as usize;
                 if chunk / 64 >= chunks.len() {
                     chunks.resize(chunk / 64 + 1, 0);
                 }
                 chunks[chunk / 64] |= 1 << (chunk % 64);
             }
         }
-        for (tier, start, chunks) in periods {
-            let missing = storage.missing_chunks(tier, start, &chunks);
+        // Per entry of `periods`, its chunks with their files, created first where missing.
+        let mut held: Vec<Vec<HotChunk>> = Vec::with_capacity(periods.len());
+        for (tier, start, chunks) in &periods {
+            let (tier, start) = (*tier, *start);
+            let found = storage.hot_chunks(tier, start, chunks);
+            let missing: Vec<u32> = (found.iter()).filter(|c| !c.hot).map(|c| c.chunk).collect();
             if missing.is_empty() {
+                held.push(found);
                 continue;
             }
             let created =
@@ -185,21 +296,16 @@ impl<'a> FilesNeeded<'a> {
                     chunk * slots..(chunk * slots).saturating_add(slots),
                 ));
             }
+            held.push(storage.hot_chunks(tier, start, chunks));
         }
-        for need in &self.blocks {
-            // Runs of page groups of one chunk: (chunk, first group in it, groups).
-            let mut runs: Vec<(u32, usize, usize)> = Vec::new();
-            for group in need.groups.iter() {
-                let (chunk, at) = ((group / groups_per_chunk) as u32, group % groups_per_chunk);
-                match runs.last_mut() {
-                    Some((c, first, n)) if *c == chunk && *first + *n == at => *n += 1,
-                    _ => runs.push((chunk, at, 1)),
-                }
-            }
+        for ((need, runs), at) in self.blocks.iter().zip(runs).zip(period_of) {
+            let files = &held[at];
             for (chunk, first, n) in runs {
                 // None: the period was dropped meanwhile, or its file could not be created
                 // (its samples are refused already); the writers skip it too.
-                let Some(file) = storage.writable_file(need.tier, need.period_start, chunk) else {
+                let Some(file) = (files.binary_search_by_key(&chunk, |c| c.chunk).ok())
+                    .and_then(|i| files[i].file.as_ref())
+                else {
                     continue;
                 };
                 let first_slot = (first as u32) * SLOTS_PER_PAGE;
@@ -331,3 +437,6 @@ impl SampleLimits {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

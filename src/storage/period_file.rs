@@ -706,8 +706,30 @@ impl PeriodFile {
         self.reserve_runs(&[(first, n)])
     }
 
+    /// Whether every page of `first..first + n` is reserved ([`PeriodFile::is_reserved`]),
+    /// a word of the bitset at a time: what a batch finds for all but the first stores into
+    /// a block.
+    fn all_reserved(&self, first: usize, n: usize) -> bool {
+        let end = first + n;
+        let mut page = first;
+        while page < end {
+            let (word, low) = (page / 64, page % 64);
+            let high = (end - word * 64).min(64);
+            let mask = (u64::MAX >> (64 - (high - low))) << low;
+            match self.reserved.get(word) {
+                Some(bits) if bits.load(Ordering::Acquire) & mask == mask => {}
+                _ => return false,
+            }
+            page = (word + 1) * 64;
+        }
+        true
+    }
+
     /// [`PeriodFile::reserve`] of several runs of pages `(first, n)`.
     fn reserve_runs(&self, runs: &[(usize, usize)]) -> Result<()> {
+        if runs.iter().all(|&(first, n)| self.all_reserved(first, n)) {
+            return Ok(());
+        }
         let missing: Vec<(usize, usize)> = runs
             .iter()
             .flat_map(|&(first, n)| page_runs((first..first + n).filter(|&p| !self.is_reserved(p))))

@@ -296,3 +296,37 @@ fn a_period_file_is_sparse_and_its_written_pages_are_known_again_at_open() {
     let other = file.meta().pages() - 1;
     assert_eq!(file.is_reserved(other), !sparse, "a hole is not");
 }
+
+/// A reservation of pages of which some are reserved already reserves the others: the check
+/// that skips a reservation reads the reserved pages a word of 64 at a time, so runs that
+/// start, end or cross inside a word are the cases to get right.
+#[test]
+fn a_reservation_across_reserved_and_fresh_pages_reserves_the_fresh_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Storage::open(dir.path(), &TiersConfig::default().tiers, 256, true).unwrap();
+    let (hot, _) = storage
+        .get_or_create(0, DAY_START, 0, Creation::Ahead)
+        .unwrap();
+    let sparse = !super::disk::is_tmpfs(&std::fs::File::open(hot.path()).unwrap());
+    let pages = hot.meta().pages();
+    assert!(pages > 300, "{pages} pages: enough for several words");
+    let reserved = |range: std::ops::Range<usize>| range.clone().all(|p| hot.is_reserved(p));
+    hot.reserve(10, 50).unwrap();
+    hot.reserve(70, 60).unwrap();
+    hot.reserve(201, 2).unwrap();
+    assert!(reserved(10..60) && reserved(70..130) && reserved(201..203));
+    if sparse {
+        assert!(!hot.is_reserved(9) && !hot.is_reserved(60) && !hot.is_reserved(200));
+    }
+    // Its first word wholly reserved, its second not.
+    hot.reserve(100, 40).unwrap();
+    assert!(reserved(100..140));
+    hot.reserve(5, 130).unwrap();
+    hot.reserve(200, 4).unwrap();
+    hot.reserve(256, 64).unwrap();
+    assert!(reserved(5..140) && reserved(200..204) && reserved(256..320));
+    if sparse {
+        assert!(!hot.is_reserved(4) && !hot.is_reserved(140) && !hot.is_reserved(204));
+        assert!(!hot.is_reserved(255) && !hot.is_reserved(320));
+    }
+}
