@@ -45,7 +45,7 @@ use admission::{Bounds, FilesNeeded, SampleLimits};
 use apply::ApplyLog;
 pub use apply::{ApplyReport, BatchSample, BatchSeries, Checkpoints, KeyIndex, SampleBatch};
 #[cfg(feature = "cluster")]
-pub(crate) use copy::{CopiedFile, DirectoryHeld, StillFiles};
+pub(crate) use copy::{CopiedFile, StillFiles};
 use creator::ChunkCreator;
 pub use delete::Deleted;
 pub use delete::DELETE_INTENT;

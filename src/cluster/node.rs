@@ -683,7 +683,7 @@ impl Node {
     /// process still has `dir` open.
     async fn rebuild_from(&self, partition: u32, dir: &Path, addr: &str) -> Result<SnapshotInfo> {
         let held = dir.to_path_buf();
-        tokio::task::spawn_blocking(move || snapshot::lock_if_present(&held).map(drop))
+        tokio::task::spawn_blocking(move || Engine::lock_if_present(&held).map(drop))
             .await
             .map_err(|e| {
                 Error::Poisoned(format!("checking a partition's directory failed: {e}"))

@@ -39,7 +39,7 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
-use crate::engine::{CopiedFile, DirectoryHeld, Engine, StillFiles};
+use crate::engine::{CopiedFile, Engine, StillFiles};
 use crate::error::Error;
 use crate::error::Result;
 use crate::storage::disk;
@@ -96,7 +96,7 @@ pub(crate) fn place(source: &Path, partition: u32, dir: &Path) -> Result<Snapsho
 /// [`place`]'s swap, under `dir`'s lock: `dir` (if any) renamed to `aside`, `incoming` to
 /// `dir`; a failure of the second rename puts `dir` back.
 fn swap_in(incoming: &Path, aside: &Path, dir: &Path) -> Result<()> {
-    let held = lock_if_present(dir)?;
+    let held = Engine::lock_if_present(dir)?;
     remove_dir_if_any(aside)?;
     if held.is_some() {
         std::fs::rename(dir, aside).map_err(|e| Error::io(dir, e))?;
@@ -154,16 +154,6 @@ pub(crate) const DOWNLOAD: &str = "snapshot";
 const INCOMING: &str = "incoming";
 /// The extension of a partition directory renamed aside while a copy takes its place.
 const ASIDE: &str = "replaced";
-
-/// The lock of the partition directory `dir`, when there is one: refused ([`Error::Locked`])
-/// while an engine of this process still has it open (see [`place`]). A rebuild asks it
-/// before downloading a copy that could not go in.
-///
-/// # Errors
-/// [`Error::Locked`] naming the holder; [`Error::Io`].
-pub(crate) fn lock_if_present(dir: &Path) -> Result<Option<DirectoryHeld>> {
-    Engine::lock_if_present(dir)
-}
 
 /// Removes `dir` and what it holds, if it exists.
 fn remove_dir_if_any(dir: &Path) -> Result<()> {

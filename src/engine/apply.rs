@@ -150,8 +150,8 @@ struct Inner {
     poisoned: Option<String>,
     /// Groups this engine applied (or began to) since open: what the fault hook counts.
     groups: u64,
+    /// The fault hook, the log's unless a test armed another.
     fault: Option<Fault>,
-    checkpoints: Checkpoints,
     /// The groups applied since the last checkpoint, and what their undo chain holds.
     since_checkpoint: SinceCheckpoint,
     /// The cells whose pre-images need no read: empty, as the engine knows.
@@ -540,12 +540,10 @@ impl Engine {
     /// # Errors
     /// As [`Engine::checkpoint`].
     pub(super) fn checkpoint_before_close(&self) -> Result<()> {
-        let poisoned =
-            (self.apply_log.lock().as_ref()).is_some_and(|inner| inner.poisoned.is_some());
-        if poisoned {
-            return Ok(());
+        match self.apply_log.lock().as_mut() {
+            Some(inner) if inner.poisoned.is_none() => Applier { engine: self }.checkpoint(inner),
+            _ => Ok(()),
         }
-        self.checkpoint()
     }
 
     /// The apply's files and chain, opened (made when missing) on first need; a chain in
@@ -581,7 +579,6 @@ impl Engine {
             poisoned: None,
             groups: 0,
             fault: log.fault,
-            checkpoints: log.checkpoints,
             since_checkpoint: SinceCheckpoint::new(self.config()),
             known_empty: KnownEmpty::new(self.config(), self.registry().len()),
         })
@@ -652,7 +649,7 @@ impl Applier<'_> {
         outcome?;
         log.applied.store(last, Ordering::Release);
         report.applied = todo.len();
-        let checkpoints = inner.checkpoints;
+        let checkpoints = log.checkpoints;
         let since = &mut inner.since_checkpoint;
         since.first.get_or_insert_with(std::time::Instant::now);
         since.groups += 1;

@@ -15,7 +15,7 @@ use std::marker::PhantomData;
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
-use axum::http::{header, HeaderMap};
+use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
 use super::backend::ReadOptions;
@@ -42,11 +42,11 @@ where
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Response> {
         let raw = request.uri().query().map(str::to_owned);
-        let headers = request.headers().clone();
+        let content_type = request.headers().get(header::CONTENT_TYPE).cloned();
         let body = Bytes::from_request(request, state)
             .await
             .map_err(IntoResponse::into_response)?;
-        match Params::query_and_form(raw.as_deref(), &headers, &body) {
+        match Params::query_and_form(raw.as_deref(), content_type.as_ref(), &body) {
             Ok(params) => Ok(FormParams(params, PhantomData)),
             Err(refused) => Err(R::from(refused).into_response()),
         }
@@ -64,20 +64,21 @@ impl Params {
     }
 
     /// The query string's parameters followed by the body's, read as
-    /// `application/x-www-form-urlencoded` (Grafana POSTs its parameters that way).
+    /// `application/x-www-form-urlencoded` (Grafana POSTs its parameters that way) unless
+    /// its declared `content_type` is another.
     ///
     /// # Errors
     /// [`ApiError::BadRequest`] for a non-empty body of another declared `Content-Type`.
     pub(super) fn query_and_form(
         raw: Option<&str>,
-        headers: &HeaderMap,
+        content_type: Option<&HeaderValue>,
         body: &[u8],
     ) -> Result<Params, ApiError> {
         let mut params = Params::query(raw);
         if body.is_empty() {
             return Ok(params);
         }
-        if let Some(kind) = headers.get(header::CONTENT_TYPE) {
+        if let Some(kind) = content_type {
             let kind = kind.to_str().unwrap_or_default();
             let essence = kind.split(';').next().unwrap_or_default().trim();
             if !essence.eq_ignore_ascii_case("application/x-www-form-urlencoded") {

@@ -5,9 +5,7 @@
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
 use axum::extract::{RawQuery, State as AxumState};
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
@@ -130,10 +128,10 @@ fn render_format(params: &Params) -> std::result::Result<render::Format, ApiErro
 /// `GET /functions`: graphite-web's list of render functions, exactly those tierdb
 /// evaluates, by name (by group then name with `grouped=true`), each with its parameters, as
 /// Grafana's Graphite 1.1 data source reads it for its function picker.
-pub(super) async fn functions(RawQuery(raw): RawQuery) -> std::result::Result<Response, ApiError> {
-    let params = Params::query_and_form(raw.as_deref(), &HeaderMap::new(), &Bytes::new())?;
+pub(super) async fn functions(RawQuery(raw): RawQuery) -> Response {
+    let params = Params::query(raw.as_deref());
     let grouped = matches!(params.get("grouped"), Some("true" | "1"));
-    Ok(Json(render::functions_json(grouped)).into_response())
+    Json(render::functions_json(grouped)).into_response()
 }
 
 /// `GET /functions/<name>`: one function's entry, or 404 naming it.

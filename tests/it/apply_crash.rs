@@ -21,7 +21,7 @@ use tierdb::time::{window_start, Span};
 use tierdb::{Checkpoints, Engine, KeyIndex, ManualClock, SampleBatch, SeriesId, SeriesKind};
 use tierdb::{RawTierSpec, TiersConfig};
 
-use crate::common::{scratch_dir, small_tiers, NOW};
+use crate::common::{copy_dir, scratch_dir, small_tiers, NOW};
 
 /// Set to the partition directory, the test runs as the child that gets killed.
 const CHILD_DIR: &str = "TIERDB_IT_APPLY_CHILD_DIR";
@@ -220,21 +220,6 @@ fn assert_same(clean: &Engine, other: &Engine, what: &str) {
                     spec.name
                 );
             }
-        }
-    }
-}
-
-/// Copies the directory as the killed child left it (page cache included: the copy reads
-/// through it).
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
         }
     }
 }

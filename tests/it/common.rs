@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use tierdb::{Engine, ManualClock, Span, TierSpec, TiersConfig, Timestamp};
@@ -78,4 +79,19 @@ pub(crate) fn open_driven(
         .background_maintenance(false)
         .open()
         .expect("open engine")
+}
+
+/// Copies `from` into `to` recursively, as a file copy reads them (a killed process's
+/// writes included: the copy reads through the page cache).
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
 }

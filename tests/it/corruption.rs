@@ -24,7 +24,7 @@ use tierdb::{
     Bucket, Engine, Error, ManualClock, Result, Sample, SeriesId, Span, TiersConfig, Timestamp,
 };
 
-use crate::common::{open, tier, NOW};
+use crate::common::{copy_dir, open, tier, NOW};
 
 const DAY: i64 = 86_400;
 /// Series slots per chunk file in these tests.
@@ -395,20 +395,6 @@ fn a_second_open_of_an_open_directory_is_refused() {
         .unwrap();
     assert_eq!(b[0].1.count, 2);
     engine.close().unwrap();
-}
-
-/// Copies `from` into `to` recursively.
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 #[test]

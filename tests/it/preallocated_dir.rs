@@ -11,22 +11,11 @@ use std::sync::Arc;
 
 use tierdb::{Display, Engine, ManualClock, Query, Timestamp};
 
+use crate::common::copy_dir;
+
 /// The first sample's time (2026-12-06T02:00:00Z) and the import's clock.
 const FIXTURE_START: Timestamp = 1_796_522_400;
 const FIXTURE_NOW: Timestamp = 1_796_526_156;
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
 
 fn minutes(engine: &Engine, series: u32, from: Timestamp, to: Timestamp) -> Vec<Option<f64>> {
     let query = Query::new(format!("fixture.s{series}"), from, to)
