@@ -50,8 +50,9 @@
 //! |                 | entries), bit 2 `TS_SAME_START`, bit 3 `TS_REGULAR`, bit 4   |
 //! |                 | `VALUES_EQUAL`, bits 5-6 value mode (0 XOR, 1 decimal        |
 //! |                 | deltas, 2 decimal deltas of deltas), bit 7 must be 0         |
-//! | (kind 3)        | varint `entries` (at least 2; 1 for kind 3), then one kind   |
-//! |                 | byte each (0-2 as above, 3 delta counter)                    |
+//! | (kind 3)        | varint `entries` (at least 2; 1 for kind 3 or 4), then one   |
+//! |                 | kind byte each (0-2 as above, 3 delta counter, 4             |
+//! |                 | distribution)                                                |
 //! | varint          | `n`: samples of this key                                     |
 //! | (entries ≥ 2,   | varint `runs`, then `runs` × (varint entry, varint length    |
 //! |  n > 0)         |                                                              |
@@ -271,13 +272,11 @@ pub enum WireError {
 
 fn kind_code(kind: Option<SeriesKind>) -> u8 {
     match kind {
-        // The cluster's apply does not carry histograms through its undo chain yet, so a
-        // distribution is sent undeclared: the partition stores its samples as a gauge's
-        // (count, total, min and max), exactly once, as every build before did.
-        None | Some(SeriesKind::Distribution) => 0,
+        None => 0,
         Some(SeriesKind::Gauge) => 1,
         Some(SeriesKind::Counter) => 2,
         Some(SeriesKind::DeltaCounter) => 3,
+        Some(SeriesKind::Distribution) => 4,
     }
 }
 
@@ -287,10 +286,11 @@ fn kind_of_code(code: u8, offset: usize) -> Result<Option<SeriesKind>, WireError
         1 => Ok(Some(SeriesKind::Gauge)),
         2 => Ok(Some(SeriesKind::Counter)),
         3 => Ok(Some(SeriesKind::DeltaCounter)),
+        4 => Ok(Some(SeriesKind::Distribution)),
         _ => Err(WireError::OutOfRange {
             what: "series kind",
             value: code.into(),
-            max: 3,
+            max: 4,
             offset,
         }),
     }

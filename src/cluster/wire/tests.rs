@@ -94,10 +94,10 @@ fn a_batch_comes_back_grouped_by_key_with_every_bit() {
     assert_eq!(bits(&round_trip(&b)), bits(&regrouped(&b)));
 }
 
-/// A delta counter's kind does not fit the tag's two bits: alone, its key lists its one
-/// entry; beside another kind, as any two.
+/// A delta counter's and a distribution's kinds do not fit the tag's two bits: alone, a
+/// key lists its one entry; beside another kind, as any two.
 #[test]
-fn a_delta_counter_comes_back_alone_or_beside_another_kind() {
+fn a_delta_counter_and_a_distribution_come_back_alone_or_beside_another_kind() {
     let mut b = SampleBatch::default();
     let mut index = KeyIndex::default();
     for i in 0..3 {
@@ -108,6 +108,20 @@ fn a_delta_counter_comes_back_alone_or_beside_another_kind() {
             Some(SeriesKind::DeltaCounter),
             t,
             2.0,
+        );
+        b.push(
+            &mut index,
+            "req.time",
+            Some(SeriesKind::Distribution),
+            t,
+            12.5,
+        );
+        b.push(
+            &mut index,
+            "temp",
+            Some(SeriesKind::Distribution),
+            t + 2,
+            3.0,
         );
         b.push(&mut index, "temp", Some(SeriesKind::Gauge), t, 20.5);
         b.push(
@@ -676,7 +690,7 @@ fn a_damaged_body_behind_a_valid_checksum_is_an_error() {
         (vec![0, 1, b'k', 3, 1, 0, 0], "Malformed"),
         (vec![0, 1, b'k', 3, 0, 0], "Malformed"),
         // Unknown kind byte of an entry.
-        (vec![0, 1, b'k', 3, 2, 0, 4, 0], "OutOfRange"),
+        (vec![0, 1, b'k', 3, 2, 0, 5, 0], "OutOfRange"),
         // Value mode 3.
         (vec![0, 1, b'k', 3 << 5, 1, 0, 0], "OutOfRange"),
         // Decimal places past 18.
@@ -786,7 +800,7 @@ fn timestamp() -> impl Strategy<Value = i64> {
 }
 
 fn batch() -> impl Strategy<Value = SampleBatch> {
-    let series = prop::collection::vec(("[ab]{0,3}", 0u8..4), 0..8);
+    let series = prop::collection::vec(("[ab]{0,3}", 0u8..5), 0..8);
     series.prop_flat_map(|series| {
         let series: Vec<BatchSeries> = series
             .into_iter()
@@ -797,6 +811,7 @@ fn batch() -> impl Strategy<Value = SampleBatch> {
                     Some(SeriesKind::Gauge),
                     Some(SeriesKind::Counter),
                     Some(SeriesKind::DeltaCounter),
+                    Some(SeriesKind::Distribution),
                 ][kind as usize],
             })
             .collect();
