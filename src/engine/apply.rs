@@ -21,7 +21,9 @@
 //!    but for a cell a series comes back to from far past it, taken again: [`ChainCells`]),
 //!    through the storage, whichever form the period is in: hot (the mapping), compacted
 //!    (its reader), or no file (empty); but not the cells [`KnownEmpty`] knows are empty
-//!    (of series registered since open, past their groups' cells). With a raw tier, it also
+//!    (of series registered since open, past their groups' cells). A distribution series'
+//!    cell (stored as one, or declared one in the group) that is not empty is read with its
+//!    histogram, which the record keeps beside it. With a raw tier, it also
 //!    keeps the time of each
 //!    such series' last raw point: raw appends are not adds, and cutting a series back to
 //!    that point undoes them exactly (a group appends only after a series' last point).
@@ -41,8 +43,8 @@
 //!    one. Between checkpoints, [`Engine::applied`] is the last group applied in
 //!    memory, which reads see; what is durable is the last checkpoint's.
 //! 5. **Recovery at open.** Records in force mean the process stopped between a group's
-//!    step 2 and the next checkpoint: every pre-image of the chain is put back (absolute
-//!    values, so a crash during the recovery just repeats it; a cell in several records
+//!    step 2 and the next checkpoint: every pre-image of the chain is put back, histograms
+//!    with their cells (absolute values, so a crash during the recovery just repeats it; a cell in several records
 //!    gets the first record's, the value before the chain), a
 //!    period compacted since is made hot again first, the counter states and the kinds they
 //!    imply are restored, each raw series is cut back to its recorded last point, everything
@@ -94,12 +96,14 @@ use crate::error::Result;
 use crate::fault::{self, Hook};
 use crate::registry::{Selector, SeriesId};
 use crate::sample::{BatchReport, Sample};
-use crate::storage::cells::CellAt;
+use crate::counter::SeriesKind;
+use crate::histogram::Histogram;
+use crate::storage::cells::{same_bits, CellAt, Image};
 use crate::storage::undo_entry::Undo;
 use crate::time::{checked_place, Placement, Timestamp};
 use applied::AppliedFile;
 pub use batch::{BatchSample, BatchSeries, KeyIndex, SampleBatch};
-use undo_chain::{RawTail, UndoFile, UndoRecord};
+use undo_chain::{HistogramImage, RawTail, UndoFile, UndoRecord};
 
 /// What an engine keeps to apply a log exactly once: its settings, the applied sequence,
 /// and, once a first apply made them (or the open found them), the files and the chain.
@@ -622,7 +626,11 @@ impl Applier<'_> {
             .iter()
             .map(|(_, batch)| self.resolve(batch))
             .collect::<Result<Vec<_>>>()?;
-        let PreImages { entries, raw_tails } = {
+        let PreImages {
+            entries,
+            raw_tails,
+            histograms,
+        } = {
             let Inner {
                 since_checkpoint,
                 known_empty,
@@ -630,7 +638,7 @@ impl Applier<'_> {
             } = &mut *inner;
             self.pre_images(&todo, &resolved, since_checkpoint, known_empty)?
         };
-        report.undo_entries = entries.len() + raw_tails.len();
+        report.undo_entries = entries.len() + raw_tails.len() + histograms.len();
         let prepared = Prepared {
             number: group_number,
             last,
@@ -638,6 +646,7 @@ impl Applier<'_> {
             series: &resolved,
             entries: &entries,
             raw_tails: &raw_tails,
+            histograms: &histograms,
         };
         let outcome = self.apply_group(inner, &prepared, &mut report);
         if let Err(e) = &outcome {
@@ -708,6 +717,7 @@ impl Applier<'_> {
                 self.engine.apply_log.layout,
                 group.entries,
                 group.raw_tails,
+                group.histograms,
             )?;
         }
         inner.fault_at(Step::UndoWritten, group.number)?;
@@ -784,8 +794,8 @@ impl Applier<'_> {
         // taken back out below; one that fails later poisons the apply, `since` with it.
         let Touched { cells, empty } =
             cells_touched(config, todo, resolved, &mut since.cells, known_empty);
-        let before = match self.engine.rewind().load_cells(&cells) {
-            Ok(before) => before,
+        let (before, histograms) = match self.load_pre_images(todo, resolved, &cells) {
+            Ok(loaded) => loaded,
             Err(e) => {
                 since.cells.forget();
                 return Err(e);
@@ -828,7 +838,63 @@ impl Applier<'_> {
         } else {
             Vec::new()
         };
-        Ok(PreImages { entries, raw_tails })
+        Ok(PreImages {
+            entries,
+            raw_tails,
+            histograms,
+        })
+    }
+
+    /// The buckets of `cells` as they stand, and the histograms of those of distribution
+    /// series (stored as one, or declared one by a message of the group) that are not empty:
+    /// a cell emptied by a roll-back loses its histogram with its record, but one put back to
+    /// a bucket with data needs the histogram it had.
+    ///
+    /// # Errors
+    /// As [`Engine::load_cells`].
+    fn load_pre_images(
+        &self,
+        todo: &[&(u64, SampleBatch)],
+        resolved: &[Vec<Resolved>],
+        cells: &[CellAt],
+    ) -> Result<(Vec<Bucket>, Vec<HistogramImage>)> {
+        let rewind = self.engine.rewind();
+        let mut distributions = rustc_hash::FxHashSet::default();
+        for ((_, batch), series) in todo.iter().zip(resolved) {
+            for (declared, resolved) in batch.series.iter().zip(series) {
+                let Resolved::Id(id) = *resolved else {
+                    continue;
+                };
+                if declared.kind == Some(SeriesKind::Distribution)
+                    || self.engine.series_kind(id) == SeriesKind::Distribution
+                {
+                    distributions.insert(id.0);
+                }
+            }
+        }
+        if distributions.is_empty() {
+            return Ok((rewind.load_cells(cells)?, Vec::new()));
+        }
+        let slots = self.engine.config().engine.series_per_chunk;
+        let (of_distributions, others): (Vec<usize>, Vec<usize>) = (0..cells.len())
+            .partition(|&i| distributions.contains(&(cells[i].chunk * slots + cells[i].slot)));
+        let mut before = vec![Bucket::EMPTY; cells.len()];
+        let pick = |at: &[usize]| at.iter().map(|&i| cells[i]).collect::<Vec<CellAt>>();
+        for (&i, bucket) in others.iter().zip(rewind.load_cells(&pick(&others))?) {
+            before[i] = bucket;
+        }
+        let mut histograms = Vec::new();
+        let loaded = rewind.load_distributions(&pick(&of_distributions))?;
+        for (&i, (bucket, histogram)) in of_distributions.iter().zip(loaded) {
+            before[i] = bucket;
+            if !same_bits(&bucket, &Bucket::EMPTY) {
+                histograms.push(HistogramImage {
+                    at: cells[i],
+                    histogram,
+                });
+            }
+        }
+        Ok((before, histograms))
     }
 
     /// Adds one message to `run`, as a server takes one write: its kinds declared, then its
@@ -924,12 +990,16 @@ struct Prepared<'a> {
     series: &'a [Vec<Resolved>],
     entries: &'a [Undo],
     raw_tails: &'a [RawTail],
+    histograms: &'a [HistogramImage],
 }
 
 /// What [`Applier::pre_images`] took for a group: the undo entries.
 struct PreImages {
     entries: Vec<Undo>,
     raw_tails: Vec<RawTail>,
+    /// The histograms of the distribution series' cells among `entries` that were not
+    /// empty.
+    histograms: Vec<HistogramImage>,
 }
 
 /// Samples of consecutive messages of a group, stored together.
@@ -1056,11 +1126,14 @@ fn roll_back(
              back",
         ));
     }
+    // Each cell with the record it comes from.
     let mut cells = Vec::new();
     let mut states = Vec::new();
-    for entry in chain.iter().flat_map(|record| &record.entries) {
+    for (record, entry) in (chain.iter().enumerate())
+        .flat_map(|(i, record)| record.entries.iter().map(move |entry| (i, entry)))
+    {
         match *entry {
-            Undo::Cell { at, before, .. } => cells.push((at, before)),
+            Undo::Cell { at, before, .. } => cells.push((at, before, record)),
             Undo::State { id, before } => {
                 let id = u32::try_from(id).map_err(|_| {
                     Error::corrupt(path, format!("series id {id} is beyond any registry"))
@@ -1071,8 +1144,24 @@ fn roll_back(
     }
     // A stable sort keeps each cell's entries in chain order: the first stays. (A series'
     // state is taken once per chain.)
-    cells.sort_by_key(|&(cell, _)| cell);
-    cells.dedup_by_key(|&mut (cell, _)| cell);
+    cells.sort_by_key(|&(cell, _, _)| cell);
+    cells.dedup_by_key(|&mut (cell, _, _)| cell);
+    // A distribution cell's histogram goes back with its bucket, from the same record.
+    let histograms: rustc_hash::FxHashMap<(usize, CellAt), &Option<Histogram>> =
+        (chain.iter().enumerate())
+            .flat_map(|(i, record)| record.histograms.iter().map(move |image| (i, image)))
+            .map(|(i, image)| ((i, image.at), &image.histogram))
+            .collect();
+    let mut distributions: Vec<Image> = Vec::new();
+    let cells: Vec<(CellAt, Bucket)> = (cells.into_iter())
+        .filter_map(|(cell, bucket, record)| match histograms.get(&(record, cell)) {
+            Some(&histogram) => {
+                distributions.push((cell, (bucket, histogram.clone())));
+                None
+            }
+            None => Some((cell, bucket)),
+        })
+        .collect();
     let in_file = |e: Error| match e {
         Error::InvalidQuery(why) => Error::corrupt(path, why),
         e => e,
@@ -1091,6 +1180,10 @@ fn roll_back(
         .rewind()
         .restore_cells(&cells[half..])
         .map_err(in_file)?;
+    changed += engine
+        .rewind()
+        .restore_distributions(&distributions)
+        .map_err(in_file)?;
     for (id, before) in states {
         engine.rewind().restore_counter_state(id, before)?;
     }
@@ -1105,7 +1198,7 @@ fn roll_back(
         from_seq = chain.first().map_or(0, |record| record.seq),
         to_seq = chain.last().map_or(0, |record| record.seq),
         groups = chain.len(),
-        cells = cells.len(),
+        cells = cells.len() + distributions.len(),
         changed,
         raw_points,
         "the last process stopped between two checkpoints; rolled the groups applied since \

@@ -73,11 +73,10 @@ pub(crate) struct DirectoryHeld {
     _lock: DirLock,
 }
 
-/// The bytes of `file` a copy carries: all of them, but for a period file only its header
-/// and records. Its histogram area is empty on an engine fed by [`Engine::apply`], which
-/// keeps no histograms, and would only carry the area's holes as zeros (8 to 32 times the
-/// records); the receiver's open extends the file again, as it does a file an older build
-/// made.
+/// The bytes of `file` a copy carries: all of them, but for a period file whose histogram
+/// area holds no data (no distribution series wrote to it) only its header and records: the
+/// area would only carry its holes as zeros (8 to 32 times the records). The receiver's open
+/// extends the file again, as it does a file an older build made.
 ///
 /// # Errors
 /// [`Error::Io`]; a period file whose header does not decode is carried whole (the
@@ -95,9 +94,13 @@ fn carried_len(file: &File, path: &Path) -> Result<u64> {
     let mut head = vec![0u8; format::HEADER_LEN];
     file.read_exact_at(&mut head, 0)
         .map_err(|e| Error::io(path, e))?;
-    Ok(match format::PeriodMeta::decode(&head, path) {
-        Ok(meta) => len.min(meta.file_len()),
-        Err(_) => len,
+    let Ok(meta) = format::PeriodMeta::decode(&head, path) else {
+        return Ok(len);
+    };
+    let records = len.min(meta.file_len());
+    Ok(match disk::holds_data(file, meta.histogram_offset(), len) {
+        true => len,
+        false => records,
     })
 }
 

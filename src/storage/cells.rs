@@ -1,12 +1,15 @@
 //! Chosen bucket cells, read and overwritten whichever form their period is in (hot,
 //! compacted, or without a file): what an undo needs, which takes a cell's value before a
-//! change and puts that absolute value back after a crash. Reads of a compacted period go
+//! change and puts that absolute value back after a crash; a distribution series' cells with
+//! their histograms. Reads of a compacted period go
 //! through its reader; an overwrite that changes a compacted period makes it hot again first,
 //! as a late sample does.
 
+use super::compact::Loaded;
 use super::period_file::WritableFile;
 use super::{Creation, HeldPeriod, Storage};
 use crate::bucket::Bucket;
+use crate::histogram::Histogram;
 use crate::error::Error;
 use crate::error::Result;
 use crate::time::Timestamp;
@@ -34,6 +37,16 @@ impl CellAt {
     }
 }
 
+/// A distribution cell's content: its bucket and its histogram, `None` for none.
+pub(crate) type Image = (CellAt, Loaded);
+
+/// One cell to put back: where, its bucket, and (for a distribution series) its histogram.
+struct CellImage<'a> {
+    at: CellAt,
+    bucket: &'a Bucket,
+    histogram: Option<&'a Histogram>,
+}
+
 /// True when `a` and `b` hold the same bits in every field: what an exact restore compares
 /// (`==` on floats would take -0.0 for 0.0 and never match a NaN).
 pub(crate) fn same_bits(a: &Bucket, b: &Bucket) -> bool {
@@ -54,6 +67,34 @@ impl Storage {
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn load_cells(&self, cells: &[CellAt]) -> Result<Vec<Bucket>> {
         let mut out = vec![Bucket::EMPTY; cells.len()];
+        self.load_each(cells, false, &mut |i, bucket, _| out[i] = bucket)?;
+        Ok(out)
+    }
+
+    /// The buckets of `cells` with their histograms, in their order, read as
+    /// [`Storage::load_cells`] reads the buckets: the pre-images of a distribution series'
+    /// cells. A histogram that does not decode is logged and read as none, as every read of
+    /// it does.
+    ///
+    /// # Errors
+    /// As [`Storage::load_cells`].
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn load_distributions(&self, cells: &[CellAt]) -> Result<Vec<Loaded>> {
+        let mut out = vec![(Bucket::EMPTY, None); cells.len()];
+        self.load_each(cells, true, &mut |i, bucket, histogram| {
+            out[i] = (bucket, histogram)
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `found` with each cell's index in `cells`, its bucket and (with `histograms`)
+    /// its histogram, a file at a time.
+    fn load_each(
+        &self,
+        cells: &[CellAt],
+        histograms: bool,
+        found: &mut dyn FnMut(usize, Bucket, Option<Histogram>),
+    ) -> Result<()> {
         let mut order: Vec<usize> = (0..cells.len()).collect();
         order.sort_unstable_by_key(|&i| cells[i]);
         for group in order.chunk_by(|&a, &b| cells[a].same_file(&cells[b])) {
@@ -64,7 +105,14 @@ impl Storage {
                 None => {}
                 Some(HeldPeriod::Hot(file)) => {
                     for &i in group {
-                        out[i] = file.load(cells[i].bucket, cells[i].slot);
+                        let CellAt { bucket, slot, .. } = cells[i];
+                        match histograms {
+                            true => {
+                                let (bucket, histogram) = file.load_closed(bucket, slot);
+                                found(i, bucket, histogram);
+                            }
+                            false => found(i, file.load(bucket, slot), None),
+                        }
                     }
                 }
                 Some(HeldPeriod::Compacted(reader)) => {
@@ -76,16 +124,26 @@ impl Storage {
                         let slot = cells[run[0]].slot;
                         let from = cells[run[0]].bucket;
                         let to = cells[run[run.len() - 1]].bucket + 1;
-                        let mut buckets = vec![Bucket::EMPTY; (to - from) as usize];
-                        reader.read_slot(slot, from..to, &mut buckets)?;
-                        for &i in run {
-                            out[i] = buckets[(cells[i].bucket - from) as usize];
+                        if histograms {
+                            let mut loaded = reader.read_slot_distributions(slot, from..to)?;
+                            for &i in run {
+                                let at = (cells[i].bucket - from) as usize;
+                                let (bucket, histogram) =
+                                    std::mem::replace(&mut loaded[at], (Bucket::EMPTY, None));
+                                found(i, bucket, histogram);
+                            }
+                        } else {
+                            let mut buckets = vec![Bucket::EMPTY; (to - from) as usize];
+                            reader.read_slot(slot, from..to, &mut buckets)?;
+                            for &i in run {
+                                found(i, buckets[(cells[i].bucket - from) as usize], None);
+                            }
                         }
                     }
                 }
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Puts each cell's absolute value back: every cell whose bits differ from the value given
@@ -104,18 +162,51 @@ impl Storage {
     /// again (a full disk); on a read-only storage, [`Error::ReadOnly`] for a period already
     /// hot, [`Error::Io`] for one that would have to be created or made hot again.
     pub(crate) fn overwrite_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
+        let images: Vec<CellImage<'_>> = (cells.iter())
+            .map(|(at, bucket)| CellImage {
+                at: *at,
+                bucket,
+                histogram: None,
+            })
+            .collect();
+        self.overwrite(&images, false)
+    }
+
+    /// [`Storage::overwrite_cells`] for a distribution series' cells: each cell's bucket and
+    /// its histogram (`None`: none) are put back, where either differs.
+    ///
+    /// # Errors
+    /// As [`Storage::overwrite_cells`].
+    pub(crate) fn overwrite_distributions(&self, cells: &[Image]) -> Result<usize> {
+        let images: Vec<CellImage<'_>> = (cells.iter())
+            .map(|(at, (bucket, histogram))| CellImage {
+                at: *at,
+                bucket,
+                histogram: histogram.as_ref(),
+            })
+            .collect();
+        self.overwrite(&images, true)
+    }
+
+    /// [`Storage::overwrite_cells`], with the histograms too when `histograms` is set.
+    fn overwrite(&self, cells: &[CellImage<'_>], histograms: bool) -> Result<usize> {
         let _no_swap = self.batch_gate();
-        let mut sorted: Vec<&(CellAt, Bucket)> = cells.iter().collect();
-        sorted.sort_unstable_by_key(|(cell, _)| *cell);
+        let mut sorted: Vec<&CellImage<'_>> = cells.iter().collect();
+        sorted.sort_unstable_by_key(|image| image.at);
         let mut changed = 0;
-        for group in sorted.chunk_by(|a, b| a.0.same_file(&b.0)) {
-            let at: Vec<CellAt> = group.iter().map(|(cell, _)| *cell).collect();
-            let now = self.load_cells(&at)?;
-            let differ: Vec<&(CellAt, Bucket)> = group
+        for group in sorted.chunk_by(|a, b| a.at.same_file(&b.at)) {
+            let at: Vec<CellAt> = group.iter().map(|image| image.at).collect();
+            let mut now: Vec<Loaded> = vec![(Bucket::EMPTY, None); at.len()];
+            self.load_each(&at, histograms, &mut |i, bucket, histogram| {
+                now[i] = (bucket, histogram)
+            })?;
+            let differ: Vec<&CellImage<'_>> = group
                 .iter()
                 .zip(&now)
-                .filter(|((_, want), now)| !same_bits(want, now))
-                .map(|(cell, _)| *cell)
+                .filter(|(want, (bucket, histogram))| {
+                    !same_bits(want.bucket, bucket) || want.histogram != histogram.as_ref()
+                })
+                .map(|(image, _)| *image)
                 .collect();
             if differ.is_empty() {
                 continue;
@@ -144,9 +235,14 @@ impl Storage {
             };
             // Marked dirty even when a page cannot get its space: the cells set before it
             // must reach the disk at the next flush.
-            let restored = differ
-                .iter()
-                .try_for_each(|(cell, want)| file.restore(cell.bucket, cell.slot, want));
+            let restored = differ.iter().try_for_each(|image| {
+                let CellAt { bucket, slot, .. } = image.at;
+                file.restore(bucket, slot, image.bucket)?;
+                match histograms {
+                    true => file.restore_histogram_of(bucket, slot, image.histogram),
+                    false => Ok(()),
+                }
+            });
             file.mark_dirty();
             restored?;
             changed += differ.len();

@@ -111,3 +111,14 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             .unwrap_or(Path::new(".")),
     )
 }
+
+/// Whether `file` holds data (not a hole) anywhere in `from..to`. A filesystem that cannot
+/// tell holes from data (no `SEEK_DATA`) answers true for a range inside the file.
+pub(crate) fn holds_data(file: &File, from: u64, to: u64) -> bool {
+    use rustix::fs::{seek, SeekFrom};
+    match seek(file, SeekFrom::Data(from)) {
+        Ok(data) => data < to,
+        Err(rustix::io::Errno::NXIO) => false,
+        Err(_) => from < to,
+    }
+}

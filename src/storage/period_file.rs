@@ -1131,6 +1131,45 @@ impl WritableFile {
         }
     }
 
+    /// Sets the histogram of bucket `bucket` of slot `slot` to `histogram` (`None`: none),
+    /// encoded as a writer encodes it: an undo's put-back of a distribution cell, beside
+    /// [`WritableFile::restore`] of its record. Only valid while no writer stores into it.
+    ///
+    /// # Errors
+    /// As [`WritableFile::reserve_histograms`]; [`Error::InvalidQuery`] when the histogram
+    /// does not fit the cell at the coarsest scale (it came from a cell of this size, so it
+    /// fits unless the file is not the one it came from). The cell is left as it was.
+    pub(crate) fn restore_histogram_of(
+        &self,
+        bucket: u32,
+        slot: u32,
+        histogram: Option<&Histogram>,
+    ) -> Result<()> {
+        let index = cell_index(bucket, slot, self.0.meta.slots);
+        let Some(histogram) = histogram else {
+            let page = index * self.0.meta.histogram_cell_len() / PAGE_LEN;
+            if self.0.histogram_page_reserved(page) {
+                self.clear_histograms(index);
+            }
+            return Ok(());
+        };
+        self.reserve_histograms(bucket, slot, 1)?;
+        let Some(cell) = self.0.histogram_cell(index) else {
+            return Ok(());
+        };
+        let mut words = vec![0u64; cell.len()];
+        if histogram_cell::encode(&mut histogram.clone(), &mut words).is_none() {
+            return Err(Error::InvalidQuery(format!(
+                "{}: a histogram of {} observations does not fit the cell of bucket {bucket} \
+                 of slot {slot}",
+                self.0.path.display(),
+                histogram.count()
+            )));
+        }
+        histogram_cell::store(cell, &words);
+        Ok(())
+    }
+
     /// Zeroes the histogram cell of record `index` when any word is set; returns whether one
     /// was. Only valid before any writer starts.
     fn clear_histograms(&self, index: usize) -> bool {

@@ -202,6 +202,63 @@ fn a_copy_is_not_put_in_place_of_a_directory_an_engine_has_open() {
     }
 }
 
+/// A period file whose histogram area holds a distribution's histograms is carried whole:
+/// the copy holds every byte, and answers the same quantile.
+#[test]
+fn a_copy_carries_the_histograms_of_distribution_series() {
+    use crate::counter::SeriesKind;
+    use crate::engine::Engine;
+    use crate::sample::Sample;
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("partitions").join("003");
+    let engine = Engine::builder(&dir)
+        .background_maintenance(false)
+        .open()
+        .unwrap();
+    let id = engine.series("req.time").unwrap();
+    engine.declare_kind(id, SeriesKind::Distribution).unwrap();
+    let now = engine.now();
+    let samples: Vec<Sample> = (1..=50)
+        .map(|i| Sample::new(id, now - 60, f64::from(i) * 1.7))
+        .collect();
+    engine.record_batch(&samples).unwrap();
+    engine.flush().unwrap();
+    let file = root.path().join("003.snapshot");
+    snapshot_of(&dir, &file);
+    let before = contents(&dir);
+    let p99 = |engine: &Engine| {
+        let id = engine.registry().get("req.time").expect("registered");
+        let resolution = engine.config().tiers[0].resolution;
+        let points = (engine.reader())
+            .distribution(id, 0, now - 3600, now, resolution)
+            .unwrap();
+        let p99: Vec<Option<f64>> = points.iter().map(|p| p.quantile(0.99)).collect();
+        assert!(p99.iter().flatten().count() == 1, "{p99:?}");
+        p99
+    };
+    let want = p99(&engine);
+    let engine_tiers = || crate::config::TiersConfig::default().tiers.len();
+    engine.close().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    place(&file, 3, &dir).unwrap();
+    let placed = contents(&dir);
+    let names = |files: &[(String, Vec<u8>)]| files.iter().map(|f| f.0.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&placed), names(&before));
+    // The period files the sample went into (one per tier) are carried whole; the others
+    // (periods made ahead) up to their records, their histogram areas being all zeros.
+    let mut whole = 0;
+    for ((name, got), (_, was)) in placed.iter().zip(&before) {
+        assert!(got[..] == was[..got.len()], "{name}: its bytes carried");
+        assert!(was[got.len()..].iter().all(|&b| b == 0), "{name}: nothing left out");
+        if name.ends_with(format::FILE_SUFFIX) && got.len() == was.len() {
+            whole += 1;
+        }
+    }
+    assert_eq!(whole, engine_tiers(), "one period file per tier holds histograms");
+    let reopened = Engine::open(&dir).unwrap();
+    assert_eq!(p99(&reopened), want);
+}
+
 /// A rebuild cut short by a crash: the directory renamed aside comes back when the copy had
 /// not taken its place yet, and is removed when it had; downloads and copies being read go.
 #[test]

@@ -9,7 +9,8 @@ use crate::bucket::Bucket;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::registry::SeriesId;
-use crate::storage::cells::CellAt;
+use crate::storage::cells::{CellAt, Image};
+use crate::storage::compact::Loaded;
 use crate::time::Timestamp;
 
 /// An engine's undo surface; get it with [`Engine::rewind`].
@@ -34,6 +35,28 @@ impl Rewind<'_> {
     /// As [`Storage::load_cells`].
     pub(super) fn load_cells(&self, cells: &[CellAt]) -> Result<Vec<Bucket>> {
         self.engine.shared.storage.load_cells(cells)
+    }
+
+    /// The buckets of `cells` with their histograms, read as [`Rewind::load_cells`] reads
+    /// the buckets: the pre-images of a distribution series' cells.
+    ///
+    /// # Errors
+    /// As [`Storage::load_cells`].
+    pub(super) fn load_distributions(&self, cells: &[CellAt]) -> Result<Vec<Loaded>> {
+        self.engine.shared.storage.load_distributions(cells)
+    }
+
+    /// [`Rewind::restore_cells`] for a distribution series' cells: their buckets and
+    /// histograms put back (see [`Storage::overwrite_distributions`]).
+    ///
+    /// # Errors
+    /// As [`Rewind::restore_cells`].
+    pub(super) fn restore_distributions(&self, cells: &[Image]) -> Result<usize> {
+        self.engine.check_writable()?;
+        self.engine.shared.check_poison()?;
+        let changed = self.engine.shared.storage.overwrite_distributions(cells);
+        (self.engine.shared.write_log).note(crate::time::Timestamp::MIN);
+        changed
     }
 
     /// Puts absolute buckets back into `cells` (see [`Storage::overwrite_cells`]); durable

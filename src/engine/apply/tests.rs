@@ -3,7 +3,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::applied::AppliedFile;
-use super::undo_chain::{RawTail, UndoFile};
+use super::undo_chain::{HistogramImage, RawTail, UndoFile};
 use super::{Checkpoints, Fault, FaultAction, Step};
 use crate::bucket::Bucket;
 use crate::clock::Clock;
@@ -15,6 +15,7 @@ use crate::engine::EngineBuilder;
 use crate::engine::{BatchSample, BatchSeries, KeyIndex, SampleBatch};
 use crate::error::Error;
 use crate::error::RejectReason;
+use crate::histogram::Histogram;
 use crate::registry::SeriesId;
 use crate::storage::cells::CellAt;
 use crate::storage::undo_entry::Undo;
@@ -160,6 +161,13 @@ fn assert_same(clean: &Engine, other: &Engine) {
             (read.before.as_ref().map(bits), points)
         };
         assert_eq!(raw(clean, id), raw(other, other_id), "raw points of {key}");
+        if clean.series_kind(id) == SeriesKind::Distribution {
+            assert_eq!(
+                histograms(clean, id),
+                histograms(other, other_id),
+                "histograms of {key}"
+            );
+        }
         for (tier, spec) in config.tiers.iter().enumerate() {
             let from = spec.window_start(now);
             let to = now + HOUR + spec.resolution.secs() as i64;
@@ -181,6 +189,34 @@ fn assert_same(clean: &Engine, other: &Engine) {
             }
         }
     }
+}
+
+/// The histogram of every bucket of series `id` in every tier inside its window (up to the
+/// future bound), as its cells hold them.
+fn histograms(engine: &Engine, id: SeriesId) -> Vec<Option<crate::histogram::Histogram>> {
+    let config = engine.config();
+    let slots = config.engine.series_per_chunk;
+    let now = engine.now();
+    let mut cells = Vec::new();
+    for (tier, spec) in config.tiers.iter().enumerate() {
+        let resolution = spec.resolution.secs() as i64;
+        let from = spec.window_start(now);
+        let mut ts = from - from.rem_euclid(resolution);
+        while ts < now + HOUR + resolution {
+            let p = crate::time::place(tier, spec, ts);
+            cells.push(CellAt {
+                tier,
+                period_start: p.period_start,
+                chunk: id.0 / slots,
+                bucket: p.bucket,
+                slot: id.0 % slots,
+            });
+            ts += resolution;
+        }
+    }
+    (engine.rewind().load_distributions(&cells).unwrap().into_iter())
+        .map(|(_, histogram)| histogram)
+        .collect()
 }
 
 /// What a case does: groups of messages, and clock moves followed by two maintenance passes
@@ -206,6 +242,7 @@ fn kind() -> impl Strategy<Value = Option<SeriesKind>> {
         8 => Just(None),
         1 => Just(Some(SeriesKind::Counter)),
         1 => Just(Some(SeriesKind::Gauge)),
+        1 => Just(Some(SeriesKind::Distribution)),
     ]
 }
 
@@ -827,7 +864,28 @@ fn undo_chains_round_trip_and_torn_or_damaged_records_are_told_apart() {
             last: Some(NOW),
         },
     ];
-    undo.append(99, 42, &entries, &raw_tails).unwrap();
+    // Histograms of every length: none, one within the entry, and ones past it.
+    let histograms: Vec<HistogramImage> = [0usize, 1, 3, 40, 400]
+        .into_iter()
+        .enumerate()
+        .map(|(i, values)| {
+            let mut histogram = Histogram::default();
+            for v in 0..values {
+                histogram.record(1.5f64.powi(v as i32 % 60) * if v % 7 == 0 { -1.0 } else { 1.0 });
+            }
+            HistogramImage {
+                at: CellAt {
+                    tier: 1,
+                    period_start: NOW - DAY,
+                    chunk: 3,
+                    bucket: i as u32,
+                    slot: 9,
+                },
+                histogram: (values > 0).then_some(histogram),
+            }
+        })
+        .collect();
+    undo.append(99, 42, &entries, &raw_tails, &histograms).unwrap();
     let chain = undo.read().unwrap();
     assert_eq!(chain.len(), 1);
     assert_eq!((chain[0].seq, chain[0].layout), (99, 42));
@@ -836,8 +894,9 @@ fn undo_chains_round_trip_and_torn_or_damaged_records_are_told_apart() {
         assert_eq!(a.encode(), b.encode());
     }
     assert_eq!(chain[0].raw_tails, raw_tails);
+    assert_eq!(chain[0].histograms, histograms);
     // A second group's record follows the first; a reopened file appends after both.
-    undo.append(100, 42, &entries[..2], &[]).unwrap();
+    undo.append(100, 42, &entries[..2], &[], &[]).unwrap();
     let mut reopened = UndoFile::open(dir.path()).unwrap();
     let lens = |undo: &UndoFile| -> Vec<(u64, usize)> {
         (undo.read().unwrap().iter())
@@ -845,30 +904,30 @@ fn undo_chains_round_trip_and_torn_or_damaged_records_are_told_apart() {
             .collect()
     };
     assert_eq!(lens(&reopened), vec![(99, 301), (100, 2)]);
-    reopened.append(103, 42, &entries[..1], &[]).unwrap();
+    reopened.append(103, 42, &entries[..1], &[], &[]).unwrap();
     assert_eq!(lens(&undo), vec![(99, 301), (100, 2), (103, 1)]);
     undo.clear().unwrap();
     assert_eq!(undo.read().unwrap(), vec![]);
     // After a clear, a short record over a longer old one ends the chain.
-    undo.append(104, 42, &entries[..1], &[]).unwrap();
+    undo.append(104, 42, &entries[..1], &[], &[]).unwrap();
     assert_eq!(lens(&UndoFile::open(dir.path()).unwrap()), vec![(104, 1)]);
     undo.clear().unwrap();
     // A whole record followed by an older one, not the zero control entry its append wrote
     // (a failed write over what an earlier chain left), ends the chain there.
     let path = dir.path().join(UndoFile::FILE_NAME);
-    undo.append(105, 42, &entries[..1], &[]).unwrap();
-    undo.append(106, 42, &entries[..1], &[]).unwrap();
+    undo.append(105, 42, &entries[..1], &[], &[]).unwrap();
+    undo.append(106, 42, &entries[..1], &[], &[]).unwrap();
     let cleared = std::fs::read(&path).unwrap();
     undo.clear().unwrap();
-    undo.append(107, 42, &entries[..1], &[]).unwrap();
+    undo.append(107, 42, &entries[..1], &[], &[]).unwrap();
     let mut lost_end = std::fs::read(&path).unwrap();
     lost_end[4096 + 128..4096 + 192].copy_from_slice(&cleared[4096 + 128..4096 + 192]);
     std::fs::write(&path, &lost_end).unwrap();
     assert_eq!(lens(&UndoFile::open(dir.path()).unwrap()), vec![(107, 1)]);
     undo.clear().unwrap();
 
-    undo.append(101, 42, &entries, &raw_tails).unwrap();
-    undo.append(102, 42, &entries[..3], &[]).unwrap();
+    undo.append(101, 42, &entries, &raw_tails, &[]).unwrap();
+    undo.append(102, 42, &entries[..3], &[], &[]).unwrap();
     let whole = std::fs::read(&path).unwrap();
     let second = 4096 + 64 * (1 + entries.len() + raw_tails.len());
     // Torn: a flipped byte anywhere in a record, or a control record naming more entries
@@ -900,6 +959,7 @@ fn undo_chains_round_trip_and_torn_or_damaged_records_are_told_apart() {
             before: [0; 3],
         }],
         &[RawTail { id: 1, last: None }],
+        &[],
     )
     .unwrap();
     let written = std::fs::read(&path).unwrap();
@@ -976,7 +1036,7 @@ fn empty_cells_are_written_in_blocks_and_read_back_as_cells() {
         id: 3,
         before: [0; 3],
     });
-    undo.append(7, 42, &entries, &[]).unwrap();
+    undo.append(7, 42, &entries, &[], &[]).unwrap();
     let path = dir.path().join(UndoFile::FILE_NAME);
     let written = std::fs::read(&path).unwrap();
     // After the header, the control entry, 2 cells, the state and 11 blocks, then the zero

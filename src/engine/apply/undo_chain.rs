@@ -30,6 +30,12 @@
 //!            16 × b + s (bit i % 64 of w[4 + i / 64]) set when the cell of bucket
 //!            first + b and slot first + s was empty before the chain (all four fields
 //!            zero, as a cell no sample reached)
+//!     histogram: w0 = 5 | tier << 8 | m << 32, w1 = period start, w2 = chunk << 32 |
+//!            bucket, w3 = slot, w4 = length L of the histogram's encoding
+//!            (`Histogram::encode`; 0: the cell held none), w5..w8 = its first 24 bytes;
+//!            then m = ceil((L - 24) / 64) continuation entries (counted in n) holding the
+//!            rest, zero-padded: the histogram of a distribution series' cell whose
+//!            bucket was not empty before the chain, beside that cell's entry
 //! ```
 //! A cell entry for an empty cell would take 64 bytes to say "zero": in a bulk load or under
 //! live traffic nearly every pre-image is of a bucket no sample reached yet. A group's
@@ -45,7 +51,9 @@
 //! groups appended. A binary older than the raw entries refuses the record by name, as an
 //! entry of no known kind; it also refused a raw tier in cluster mode, so it never meets one.
 //! A binary older than the empty blocks refuses a chain holding one the same way: open the
-//! directory with this version first, to roll it back.
+//! directory with this version first, to roll it back. The same holds for histogram entries.
+//! A cell emptied by a roll-back loses its histogram with its record, so a cell empty before
+//! the chain needs no histogram entry.
 //! The chain ends at the first record that is all zero, runs past the file, fails its CRC (it
 //! was torn while being written, before anything of its group was stored: the group's
 //! stores wait for the fsync) or does not follow its predecessor's sequence.
@@ -57,6 +65,7 @@ use std::path::{Path, PathBuf};
 use crate::bucket::Bucket;
 use crate::error::Error;
 use crate::error::Result;
+use crate::histogram::Histogram;
 use crate::storage::cells::{same_bits, CellAt};
 use crate::storage::record_file::{Frame, HEADER_SIZE};
 use crate::storage::undo_entry::{Undo, ENTRY_SIZE, WORDS};
@@ -67,6 +76,12 @@ const KIND_RAW_TAIL: u64 = 3;
 
 /// The kind of an empty block entry.
 const KIND_EMPTY_BLOCK: u64 = 4;
+
+/// The kind of a histogram entry.
+const KIND_HISTOGRAM: u64 = 5;
+
+/// Bytes of a histogram's encoding its entry holds; the rest follow in continuation entries.
+const HISTOGRAM_HEAD: usize = 24;
 
 /// Buckets, and slots, one empty block spans.
 const BLOCK_SIDE: u32 = 16;
@@ -89,6 +104,91 @@ pub(super) struct UndoRecord {
     pub(super) entries: Vec<Undo>,
     /// The raw tails before the group, of every series it names (with a raw tier).
     pub(super) raw_tails: Vec<RawTail>,
+    /// The histograms of the distribution cells among the entries.
+    pub(super) histograms: Vec<HistogramImage>,
+}
+
+/// A distribution series' cell's histogram before a group: `None` when it held none.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct HistogramImage {
+    /// The cell.
+    pub(super) at: CellAt,
+    /// Its histogram.
+    pub(super) histogram: Option<Histogram>,
+}
+
+impl HistogramImage {
+    /// The entry and its continuation entries.
+    fn encode(&self, out: &mut Vec<[u64; WORDS]>) {
+        let mut body = Vec::new();
+        if let Some(histogram) = &self.histogram {
+            histogram.encode(&mut body);
+        }
+        let rest = body.len().saturating_sub(HISTOGRAM_HEAD);
+        let more = rest.div_ceil(ENTRY_SIZE);
+        let at = self.at;
+        let mut head = [0u8; HISTOGRAM_HEAD];
+        let first = body.len().min(HISTOGRAM_HEAD);
+        head[..first].copy_from_slice(&body[..first]);
+        let mut w = [
+            KIND_HISTOGRAM | (at.tier as u64) << 8 | (more as u64) << 32,
+            at.period_start as u64,
+            u64::from(at.chunk) << 32 | u64::from(at.bucket),
+            u64::from(at.slot),
+            body.len() as u64,
+            0,
+            0,
+            0,
+        ];
+        for (word, bytes) in w[5..].iter_mut().zip(head.chunks_exact(8)) {
+            *word = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+        }
+        out.push(w);
+        for chunk in body[first..].chunks(ENTRY_SIZE) {
+            let mut bytes = [0u8; ENTRY_SIZE];
+            bytes[..chunk.len()].copy_from_slice(chunk);
+            let mut w = [0u64; WORDS];
+            for (word, b) in w.iter_mut().zip(bytes.chunks_exact(8)) {
+                *word = u64::from_le_bytes(b.try_into().expect("8 bytes"));
+            }
+            out.push(w);
+        }
+    }
+
+    /// The image whose entry is `w`, its continuation entries taken from `rest` (the entries
+    /// after it); with how many it took. `None` when `w` and those entries are not one this
+    /// format writes.
+    fn decode(w: &[u64; WORDS], rest: &[[u64; WORDS]]) -> Option<(HistogramImage, usize)> {
+        if w[0] & 0xff != KIND_HISTOGRAM {
+            return None;
+        }
+        let more = (w[0] >> 32) as usize;
+        let len = usize::try_from(w[4]).ok()?;
+        if len.saturating_sub(HISTOGRAM_HEAD).div_ceil(ENTRY_SIZE) != more || more > rest.len() {
+            return None;
+        }
+        let mut body: Vec<u8> = w[5..].iter().flat_map(|word| word.to_le_bytes()).collect();
+        body.extend(rest[..more].iter().flatten().flat_map(|word| word.to_le_bytes()));
+        if body[len..].iter().any(|&b| b != 0) {
+            return None;
+        }
+        body.truncate(len);
+        let histogram = match len {
+            0 => None,
+            _ => match Histogram::decode(&body) {
+                Ok((histogram, used)) if used == len => Some(histogram),
+                _ => return None,
+            },
+        };
+        let at = CellAt {
+            tier: ((w[0] >> 8) & 0xff_ffff) as usize,
+            period_start: w[1] as Timestamp,
+            chunk: (w[2] >> 32) as u32,
+            bucket: w[2] as u32,
+            slot: u32::try_from(w[3]).ok()?,
+        };
+        Some((HistogramImage { at, histogram }, more))
+    }
 }
 
 /// A series' raw tier before a group: the time of its last raw point, `None` when it had
@@ -356,12 +456,19 @@ impl UndoFile {
             layout,
             entries: Vec::new(),
             raw_tails: Vec::new(),
+            histograms: Vec::new(),
         };
-        for (i, bytes) in entries.chunks_exact(ENTRY_SIZE).enumerate() {
-            let mut w = [0u64; WORDS];
-            for (word, b) in w.iter_mut().zip(bytes.chunks_exact(8)) {
-                *word = u64::from_le_bytes(b.try_into().expect("8"));
-            }
+        let words: Vec<[u64; WORDS]> = (entries.chunks_exact(ENTRY_SIZE))
+            .map(|bytes| {
+                let mut w = [0u64; WORDS];
+                for (word, b) in w.iter_mut().zip(bytes.chunks_exact(8)) {
+                    *word = u64::from_le_bytes(b.try_into().expect("8"));
+                }
+                w
+            })
+            .collect();
+        let mut i = 0;
+        while let Some(w) = words.get(i) {
             let unknown = || {
                 Error::corrupt(
                     &self.path,
@@ -369,11 +476,18 @@ impl UndoFile {
                 )
             };
             match w[0] & 0xff {
-                KIND_RAW_TAIL => (record.raw_tails).push(RawTail::decode(&w).ok_or_else(unknown)?),
+                KIND_RAW_TAIL => (record.raw_tails).push(RawTail::decode(w).ok_or_else(unknown)?),
                 KIND_EMPTY_BLOCK => (record.entries)
-                    .extend(EmptyBlock::decode(&w).ok_or_else(unknown)?.undo_entries()),
-                _ => record.entries.push(Undo::decode(w).ok_or_else(unknown)?),
+                    .extend(EmptyBlock::decode(w).ok_or_else(unknown)?.undo_entries()),
+                KIND_HISTOGRAM => {
+                    let (image, more) =
+                        HistogramImage::decode(w, &words[i + 1..]).ok_or_else(unknown)?;
+                    record.histograms.push(image);
+                    i += more;
+                }
+                _ => record.entries.push(Undo::decode(*w).ok_or_else(unknown)?),
             }
+            i += 1;
         }
         Ok(Some((record, at + (n + 1) * ENTRY_SIZE as u64)))
     }
@@ -389,6 +503,7 @@ impl UndoFile {
         layout: u64,
         entries: &[Undo],
         raw_tails: &[RawTail],
+        histograms: &[HistogramImage],
     ) -> Result<()> {
         let mut buffer = std::mem::take(&mut self.buffer);
         buffer.clear();
@@ -425,6 +540,14 @@ impl UndoFile {
         }
         for tail in raw_tails {
             push(&mut buffer, tail.encode());
+        }
+        let mut histogram_entries = Vec::new();
+        for image in histograms {
+            histogram_entries.clear();
+            image.encode(&mut histogram_entries);
+            for &words in &histogram_entries {
+                push(&mut buffer, words);
+            }
         }
         let n = buffer.len() / ENTRY_SIZE - 1;
         buffer[0..8].copy_from_slice(&seq.to_le_bytes());
