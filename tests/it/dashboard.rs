@@ -403,7 +403,7 @@ fn dashboard_in_headless_chromium() {
 
     driver.terminate(Duration::from_secs(10));
     for server in [&mut server, &mut raw_server] {
-        let status = server.terminate(Duration::from_secs(20));
+        let status = server.terminate(Duration::from_secs(60));
         assert!(
             status.success(),
             "tierdb demo exited with {status}\n{}",
