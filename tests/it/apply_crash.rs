@@ -9,7 +9,8 @@
 //! directory is opened and must equal, bit for bit, an engine that applied the same prefix of
 //! the stream without crashing; at the end the directory itself is opened, the rest of the
 //! stream re-delivered, and the whole compared. The engine has a raw tier, so its appends
-//! are checked the same way: every point once, none of a rolled-back group left behind.
+//! are checked the same way: every point once, none of a rolled-back group left behind; and
+//! distribution series, whose buckets' histograms are compared too.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -71,7 +72,8 @@ fn next(state: &mut u64) -> u64 {
 }
 
 /// The partition's log: `GROUPS` groups of `MESSAGES` messages, stream sequences with gaps.
-/// Every fourth series is declared a counter (rising, with a reset now and then); samples
+/// Every fourth series is declared a counter (rising, with a reset now and then), and the
+/// ones after them distributions (a timer's latencies); samples
 /// march a minute per message from 32 hours before now, with late ones a day back (refused for counters)
 /// and a few too old for every tier.
 fn stream() -> Vec<Vec<(u64, SampleBatch)>> {
@@ -93,7 +95,11 @@ fn stream() -> Vec<Vec<(u64, SampleBatch)>> {
                             1 => NOW - 4_000 * 86_400,
                             _ => base,
                         };
-                        let (kind, value) = if series.is_multiple_of(4) {
+                        let (kind, value) = if series % 4 == 1 {
+                            // A timer's latencies, over three decades.
+                            let ms = 1.0 + (next(&mut rng) % 100_000) as f64 / 100.0;
+                            (Some(SeriesKind::Distribution), ms)
+                        } else if series.is_multiple_of(4) {
                             let step = (next(&mut rng) % 1_000) as f64 / 7.0;
                             counters[series] = if next(&mut rng).is_multiple_of(30) {
                                 step
@@ -217,6 +223,30 @@ fn assert_same(clean: &Engine, other: &Engine, what: &str) {
                     [p.count, p.total.to_bits(), p.min.to_bits(), p.max.to_bits()],
                     [q.count, q.total.to_bits(), q.min.to_bits(), q.max.to_bits()],
                     "{what}: {key} tier {} at {ts}: {p:?} vs {q:?}",
+                    spec.name
+                );
+            }
+            if clean.series_kind(id) == SeriesKind::Distribution {
+                let histograms = |engine: &Engine, id| -> Vec<_> {
+                    (engine.reader())
+                        .distribution(id, tier, from, to, spec.resolution)
+                        .unwrap()
+                        .into_iter()
+                        .map(|point| {
+                            assert!(
+                                point.bucket.count == 0 || point.is_complete(),
+                                "{what}: {key} tier {} at {}: the histogram does not count \
+                                 what the bucket does: {point:?}",
+                                spec.name,
+                                point.ts
+                            );
+                            (point.ts, point.histogram)
+                        })
+                        .collect()
+                };
+                assert!(
+                    histograms(clean, id) == histograms(other, other_id),
+                    "{what}: histograms of {key} in tier {}",
                     spec.name
                 );
             }
