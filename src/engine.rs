@@ -43,7 +43,9 @@ pub(crate) use admission::check_value_and_time;
 pub(crate) use admission::SinkBounds;
 use admission::{Bounds, FilesNeeded, SampleLimits};
 use apply::ApplyLog;
-pub use apply::{ApplyReport, BatchSample, BatchSeries, Checkpoints, KeyIndex, SampleBatch};
+pub use apply::{
+    ApplyReport, BatchObserved, BatchSample, BatchSeries, Checkpoints, KeyIndex, SampleBatch,
+};
 #[cfg(feature = "cluster")]
 pub(crate) use copy::{CopiedFile, StillFiles};
 use creator::ChunkCreator;

@@ -88,8 +88,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{EngineSettings, RawTierSpec, TierSpec, TiersConfig};
 pub use counter::SeriesKind;
 pub use engine::{
-    ApplyReport, BatchSample, BatchSeries, Checkpoints, Deleted, Engine, EngineBuilder,
-    EngineStats, KeyIndex, MaintenanceReport, SampleBatch, TierStats,
+    ApplyReport, BatchObserved, BatchSample, BatchSeries, Checkpoints, Deleted, Engine,
+    EngineBuilder, EngineStats, KeyIndex, MaintenanceReport, SampleBatch, TierStats,
 };
 pub use error::{Error, RejectReason, Result};
 pub use read::aggregate::{

@@ -17,7 +17,8 @@
 //! |--------|------|----------------------------------------------------------------|
 //! | 0      | 4    | magic, `TDBW`                                                  |
 //! | 4      | 1    | format version, u8, currently 1                                |
-//! | 5      | 1    | flags, u8: bit 0 `KEYS_DEFLATED`; the others must be 0         |
+//! | 5      | 1    | flags, u8: bit 0 `KEYS_DEFLATED`, bit 1 `OBSERVED`; the others |
+//! |        |      | must be 0                                                      |
 //! | 6      | 4    | `keys`, u32: distinct keys, at most [`MAX_SERIES`]             |
 //! | 10     | 4    | `series`, u32: series entries, `keys..=`[`MAX_SERIES`]         |
 //! | 14     | 4    | `samples`, u32: at most [`MAX_SAMPLES`]                        |
@@ -71,6 +72,14 @@
 //! first delta then `n - 2` deltas of deltas (mode 2). All integer arithmetic wraps.
 //!
 //! The encoder chooses per group the smallest of these; the decoder accepts any of them.
+//!
+//! With `OBSERVED`, the observed section follows: bucketed observations (native and OTLP
+//! histogram points), which the header's `samples` does not count. varint `n`, then `n`
+//! times: varint series (its place among the decoded batch's series: key order, a key's
+//! entries in order), `signed` time minus the previous observation's (0 before the first),
+//! the sum's f64 bits (8 bytes), a byte 0 or 1 (extremes sent), with 1 the min's and the
+//! max's f64 bits, then varint `len` and `len` bytes of `Histogram::encode`. A build
+//! without this section refuses such a message for its unknown flag, by name.
 
 mod columns;
 mod decoder;
@@ -128,6 +137,8 @@ const MIN_KEY_LEN: usize = 2;
 
 /// Header flag: the key section is stored deflated.
 const KEYS_DEFLATED: u8 = 1;
+/// Header flag: an observed section follows the series section.
+const OBSERVED: u8 = 2;
 /// Largest key section: the key text and each key's two lengths (two bytes each, as a key
 /// is at most 8192 bytes).
 const MAX_KEY_SECTION: usize = MAX_KEY_BYTES + 4 * MAX_SERIES;

@@ -90,19 +90,19 @@ use super::copy::StillFiles;
 use super::{accepted_times, check_value_and_time, Engine};
 use crate::bucket::Bucket;
 use crate::config::TiersConfig;
+use crate::counter::SeriesKind;
 use crate::error::Error;
 use crate::error::RejectReason;
 use crate::error::Result;
 use crate::fault::{self, Hook};
-use crate::registry::{Selector, SeriesId};
-use crate::sample::{BatchReport, Sample};
-use crate::counter::SeriesKind;
 use crate::histogram::Histogram;
+use crate::registry::{Selector, SeriesId};
+use crate::sample::{BatchReport, ObservedSample, Sample};
 use crate::storage::cells::{same_bits, CellAt, Image};
 use crate::storage::undo_entry::Undo;
 use crate::time::{checked_place, Placement, Timestamp};
 use applied::AppliedFile;
-pub use batch::{BatchSample, BatchSeries, KeyIndex, SampleBatch};
+pub use batch::{BatchObserved, BatchSample, BatchSeries, KeyIndex, SampleBatch};
 use undo_chain::{HistogramImage, RawTail, UndoFile, UndoRecord};
 
 /// What an engine keeps to apply a log exactly once: its settings, the applied sequence,
@@ -663,10 +663,7 @@ impl Applier<'_> {
         since.first.get_or_insert_with(std::time::Instant::now);
         since.groups += 1;
         since.entries += report.undo_entries;
-        since.samples += todo
-            .iter()
-            .map(|(_, batch)| batch.samples.len())
-            .sum::<usize>();
+        since.samples += todo.iter().map(|(_, batch)| batch.len()).sum::<usize>();
         let due = since.groups >= checkpoints.groups
             || since.entries >= MAX_UNDO_ENTRIES
             || since.samples >= checkpoints.samples
@@ -727,7 +724,7 @@ impl Applier<'_> {
         let mut offset = 0;
         for (i, ((_, batch), series)) in group.messages.iter().zip(group.series).enumerate() {
             self.add_message(batch, series, offset, &mut run, &mut report.samples)?;
-            offset += batch.samples.len();
+            offset += batch.len();
             if i == 0 && first_alone {
                 self.store_run(&mut run, &mut report.samples)?;
                 inner.fault_at(Step::MidApply, group.number)?;
@@ -752,9 +749,9 @@ impl Applier<'_> {
     fn resolve(&self, batch: &SampleBatch) -> Result<Vec<Resolved>> {
         let bounds = accepted_times(self.engine.config(), self.engine.now());
         let mut lands = vec![false; batch.series.len()];
-        for sample in &batch.samples {
-            if let Some(lands) = lands.get_mut(sample.series as usize) {
-                *lands |= check_value_and_time(sample.value, sample.ts, bounds).is_ok();
+        for (series, ts, value) in batch.points() {
+            if let Some(lands) = lands.get_mut(series as usize) {
+                *lands |= check_value_and_time(value, ts, bounds).is_ok();
             }
         }
         let known = (self.engine.registry()).get_each(batch.series.iter().map(|s| s.key.as_str()));
@@ -931,29 +928,43 @@ impl Applier<'_> {
                 },
             });
         }
+        // A sample's series, or why it is refused.
+        let series_of = |index: u32, ts: Timestamp, value: f64| {
+            let reason = match ids.get(index as usize).copied() {
+                Some(Ok(id)) => return Ok(id),
+                Some(Err(reason)) => reason,
+                None => RejectReason::UnknownSeries,
+            };
+            Err(match series.get(index as usize) {
+                Some(Resolved::Refused(bounds)) => check_value_and_time(value, ts, *bounds)
+                    .err()
+                    .unwrap_or(reason),
+                _ => reason,
+            })
+        };
         run.samples.reserve(batch.samples.len());
         run.positions.reserve(batch.samples.len());
         for (position, sample) in batch.samples.iter().enumerate() {
-            let id = ids
-                .get(sample.series as usize)
-                .copied()
-                .unwrap_or(Err(RejectReason::UnknownSeries));
-            match id {
+            match series_of(sample.series, sample.ts, sample.value) {
                 Ok(id) => {
                     run.samples.push(Sample::new(id, sample.ts, sample.value));
                     run.positions.push(offset + position);
                 }
-                Err(reason) => {
-                    let reason = match series.get(sample.series as usize) {
-                        Some(Resolved::Refused(bounds)) => {
-                            check_value_and_time(sample.value, sample.ts, *bounds)
-                                .err()
-                                .unwrap_or(reason)
-                        }
-                        _ => reason,
-                    };
-                    report.reject(offset + position, reason);
+                Err(reason) => report.reject(offset + position, reason),
+            }
+        }
+        let offset = offset + batch.samples.len();
+        for (position, o) in batch.observed.iter().enumerate() {
+            match series_of(o.series, o.ts, o.observed.sum) {
+                Ok(id) => {
+                    run.observed.push(ObservedSample {
+                        series: id,
+                        ts: o.ts,
+                        observed: o.observed.clone(),
+                    });
+                    run.observed_positions.push(offset + position);
                 }
+                Err(reason) => report.reject(offset + position, reason),
             }
         }
         Ok(())
@@ -965,16 +976,24 @@ impl Applier<'_> {
     /// # Errors
     /// As [`Engine::record_batch`].
     fn store_run(&self, run: &mut Run, report: &mut BatchReport) -> Result<()> {
-        if run.samples.is_empty() {
-            return Ok(());
+        if !run.samples.is_empty() {
+            let mut written = self.engine.record_batch(&run.samples)?;
+            for rejection in &mut written.first_rejections {
+                rejection.0 = run.positions[rejection.0];
+            }
+            report.absorb(&written, 0);
+            run.samples.clear();
+            run.positions.clear();
         }
-        let mut written = self.engine.record_batch(&run.samples)?;
-        for rejection in &mut written.first_rejections {
-            rejection.0 = run.positions[rejection.0];
+        if !run.observed.is_empty() {
+            let mut written = self.engine.record_observed(&run.observed)?;
+            for rejection in &mut written.first_rejections {
+                rejection.0 = run.observed_positions[rejection.0];
+            }
+            report.absorb(&written, 0);
+            run.observed.clear();
+            run.observed_positions.clear();
         }
-        report.absorb(&written, 0);
-        run.samples.clear();
-        run.positions.clear();
         Ok(())
     }
 }
@@ -1002,12 +1021,16 @@ struct PreImages {
     histograms: Vec<HistogramImage>,
 }
 
-/// Samples of consecutive messages of a group, stored together.
+/// Samples of consecutive messages of a group, stored together: the samples first, then the
+/// bucketed observations.
 #[derive(Default)]
 struct Run {
     samples: Vec<Sample>,
     /// Each sample's position in the group, for its refusal.
     positions: Vec<usize>,
+    observed: Vec<ObservedSample>,
+    /// Each observation's position in the group.
+    observed_positions: Vec<usize>,
 }
 
 /// A series of a batch, registered, or why not.
@@ -1030,8 +1053,8 @@ struct Touched {
 }
 
 /// Every bucket cell the samples of `todo` may change whose pre-image `chain` does not spare
-/// ([`ChainCells::note`]), in the order met: per sample with a finite value and a registered
-/// series, its bucket in every tier (see the module docs on why windows are not consulted).
+/// ([`ChainCells::note`]), in the order met: per sample with a finite value (observation with
+/// a finite sum) and a registered series, its bucket in every tier (see the module docs on why windows are not consulted).
 /// A sample whose period start would not fit in a timestamp lands nowhere (every window
 /// refuses it) and changes nothing. A cell comes twice only when its series came back to it
 /// from more than 64 buckets past it within the group; the pre-image is the same both times.
@@ -1054,22 +1077,21 @@ fn cells_touched(
     // samples fall in the buckets of the one before and skip the lookup.
     let mut placed: Vec<Option<(Placement, Timestamp)>> = vec![None; tiers.len()];
     for ((_, batch), series) in todo.iter().zip(resolved) {
-        for sample in &batch.samples {
-            let Some(Resolved::Id(id)) = series.get(sample.series as usize) else {
+        for (index, ts, value) in batch.points() {
+            let Some(Resolved::Id(id)) = series.get(index as usize) else {
                 continue;
             };
-            if !sample.value.is_finite() {
+            if !value.is_finite() {
                 continue;
             }
             for (tier, (place, spec)) in placed.iter_mut().zip(tiers).enumerate() {
                 let resolution = spec.resolution.secs() as i64;
                 // A period is a whole number of buckets: inside the bucket is inside its
                 // period too.
-                let inside = |&(_, start): &(Placement, Timestamp)| {
-                    sample.ts >= start && sample.ts - start < resolution
-                };
+                let inside =
+                    |&(_, start): &(Placement, Timestamp)| ts >= start && ts - start < resolution;
                 if !place.as_ref().is_some_and(inside) {
-                    *place = checked_place(tier, spec, sample.ts)
+                    *place = checked_place(tier, spec, ts)
                         .map(|p| (p, p.period_start + i64::from(p.bucket) * resolution));
                 }
                 let Some((
@@ -1154,13 +1176,15 @@ fn roll_back(
             .collect();
     let mut distributions: Vec<Image> = Vec::new();
     let cells: Vec<(CellAt, Bucket)> = (cells.into_iter())
-        .filter_map(|(cell, bucket, record)| match histograms.get(&(record, cell)) {
-            Some(&histogram) => {
-                distributions.push((cell, (bucket, histogram.clone())));
-                None
-            }
-            None => Some((cell, bucket)),
-        })
+        .filter_map(
+            |(cell, bucket, record)| match histograms.get(&(record, cell)) {
+                Some(&histogram) => {
+                    distributions.push((cell, (bucket, histogram.clone())));
+                    None
+                }
+                None => Some((cell, bucket)),
+            },
+        )
         .collect();
     let in_file = |e: Error| match e {
         Error::InvalidQuery(why) => Error::corrupt(path, why),

@@ -9,9 +9,9 @@ use super::compact::Loaded;
 use super::period_file::WritableFile;
 use super::{Creation, HeldPeriod, Storage};
 use crate::bucket::Bucket;
-use crate::histogram::Histogram;
 use crate::error::Error;
 use crate::error::Result;
+use crate::histogram::Histogram;
 use crate::time::Timestamp;
 
 /// Where one bucket cell lives: the tier, the period file (its period start and chunk), the

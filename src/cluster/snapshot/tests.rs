@@ -249,12 +249,19 @@ fn a_copy_carries_the_histograms_of_distribution_series() {
     let mut whole = 0;
     for ((name, got), (_, was)) in placed.iter().zip(&before) {
         assert!(got[..] == was[..got.len()], "{name}: its bytes carried");
-        assert!(was[got.len()..].iter().all(|&b| b == 0), "{name}: nothing left out");
+        assert!(
+            was[got.len()..].iter().all(|&b| b == 0),
+            "{name}: nothing left out"
+        );
         if name.ends_with(format::FILE_SUFFIX) && got.len() == was.len() {
             whole += 1;
         }
     }
-    assert_eq!(whole, engine_tiers(), "one period file per tier holds histograms");
+    assert_eq!(
+        whole,
+        engine_tiers(),
+        "one period file per tier holds histograms"
+    );
     let reopened = Engine::open(&dir).unwrap();
     assert_eq!(p99(&reopened), want);
 }

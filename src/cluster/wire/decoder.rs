@@ -5,7 +5,8 @@ use super::columns::{read_timestamps, read_values};
 use super::memo::SectionMemo;
 use super::varint::Reader;
 use super::*;
-use crate::engine::{BatchSample, BatchSeries, SampleBatch};
+use crate::engine::{BatchObserved, BatchSample, BatchSeries, SampleBatch};
+use crate::histogram::{Histogram, Observed};
 use crate::registry::SeriesKey;
 
 /// The batch a message holds.
@@ -62,7 +63,7 @@ pub fn decode(bytes: &[u8]) -> Result<SampleBatch, WireError> {
         return Err(WireError::ChecksumMismatch { stored, computed });
     }
     let flags = bytes[FLAGS_OFFSET];
-    if flags & !KEYS_DEFLATED != 0 {
+    if flags & !(KEYS_DEFLATED | OBSERVED) != 0 {
         return Err(WireError::UnknownFlags { flags });
     }
     let deflated = flags & KEYS_DEFLATED != 0;
@@ -79,7 +80,10 @@ pub fn decode(bytes: &[u8]) -> Result<SampleBatch, WireError> {
     } else {
         read_keys(&mut r, counts.keys)?
     };
-    let batch = read_groups(&mut r, keys, &counts)?;
+    let mut batch = read_groups(&mut r, keys, &counts)?;
+    if flags & OBSERVED != 0 {
+        batch.observed = read_observed(&mut r, batch.series.len())?;
+    }
     if r.remaining() != 0 {
         return Err(WireError::CountMismatch {
             what: "body bytes",
@@ -88,6 +92,72 @@ pub fn decode(bytes: &[u8]) -> Result<SampleBatch, WireError> {
         });
     }
     Ok(batch)
+}
+
+/// Bytes an observation takes at least: its series, time, sum, extremes flag and
+/// histogram length.
+const MIN_OBSERVED_LEN: usize = 1 + 1 + 8 + 1 + 1;
+
+/// Reads the observed section: bucketed observations of the batch's `series` series.
+fn read_observed(r: &mut Reader<'_>, series: usize) -> Result<Vec<BatchObserved>, WireError> {
+    let most = (r.remaining() / MIN_OBSERVED_LEN).min(MAX_SAMPLES) as u64;
+    let n = r.varint_at_most(most, "observations")? as usize;
+    let mut observed = Vec::with_capacity(n);
+    let mut prev_ts = 0i64;
+    for _ in 0..n {
+        let offset = r.offset();
+        let place = r.varint("an observation's series")?;
+        let place = u32::try_from(place)
+            .ok()
+            .filter(|&p| (p as usize) < series)
+            .ok_or(WireError::OutOfRange {
+                what: "an observation's series",
+                value: place,
+                max: series.saturating_sub(1) as u64,
+                offset,
+            })?;
+        let ts = prev_ts.wrapping_add(r.signed("an observation's time")?);
+        prev_ts = ts;
+        let sum = f64::from_bits(r.f64_bits("an observation's sum")?);
+        let offset = r.offset();
+        let extremes = match r.u8("an observation's extremes flag")? {
+            0 => None,
+            1 => Some((
+                f64::from_bits(r.f64_bits("an observation's min")?),
+                f64::from_bits(r.f64_bits("an observation's max")?),
+            )),
+            flag => {
+                return Err(WireError::OutOfRange {
+                    what: "an observation's extremes flag",
+                    value: flag.into(),
+                    max: 1,
+                    offset,
+                })
+            }
+        };
+        let len = r.varint_at_most(r.remaining() as u64, "a histogram's length")? as usize;
+        let offset = r.offset();
+        let bytes = r.take(len, "a histogram")?;
+        let histogram = match Histogram::decode(bytes) {
+            Ok((histogram, used)) if used == len => histogram,
+            _ => {
+                return Err(WireError::Malformed {
+                    what: "a histogram that does not decode",
+                    offset,
+                })
+            }
+        };
+        observed.push(BatchObserved {
+            series: place,
+            ts,
+            observed: Observed {
+                histogram,
+                sum,
+                extremes,
+            },
+        });
+    }
+    Ok(observed)
 }
 
 /// The header's counts, checked against the limits and the body's length.
@@ -315,7 +385,11 @@ fn read_groups(
             ),
         });
     }
-    Ok(SampleBatch { series, samples })
+    Ok(SampleBatch {
+        series,
+        samples,
+        observed: Vec::new(),
+    })
 }
 
 /// Reads which entry each sample of a group belongs to.

@@ -4,7 +4,7 @@
 
 use super::columns::{TsPlan, ValuePlan};
 use super::memo::SectionMemo;
-use super::varint::{put_varint, varint_len};
+use super::varint::{put_signed, put_varint, varint_len};
 use super::*;
 use crate::engine::SampleBatch;
 use crate::registry::SeriesKey;
@@ -30,12 +30,17 @@ fn check_encodable(batch: &SampleBatch) -> Result<(), WireError> {
     if key_bytes > MAX_KEY_BYTES {
         return Err(too_many("key bytes", key_bytes, MAX_KEY_BYTES));
     }
+    if batch.observed.len() > MAX_SAMPLES {
+        return Err(too_many("observations", batch.observed.len(), MAX_SAMPLES));
+    }
     let series_count = batch.series.len();
-    for (i, s) in batch.samples.iter().enumerate() {
-        if s.series as usize >= series_count {
+    let indexes =
+        (batch.samples.iter().map(|s| s.series)).chain(batch.observed.iter().map(|o| o.series));
+    for (i, series) in indexes.enumerate() {
+        if series as usize >= series_count {
             return Err(WireError::SeriesIndexOutOfRange {
                 sample: i,
-                series: s.series,
+                series,
                 series_count,
             });
         }
@@ -108,7 +113,7 @@ pub fn encode(batch: &SampleBatch, out: &mut Vec<u8>) -> Result<(), WireError> {
         keys.extend_from_slice(&key[shared..]);
         prev = key;
     }
-    let flags = put_key_section(out, &keys);
+    let mut flags = put_key_section(out, &keys);
 
     // Series section.
     let mut ts = Vec::new();
@@ -155,6 +160,37 @@ pub fn encode(batch: &SampleBatch, out: &mut Vec<u8>) -> Result<(), WireError> {
         ts_plan.write(out, &ts, prev_start);
         value_plan.write(out, &values, &scaled);
         prev_start = ts[0];
+    }
+
+    // Observed section: each names its series by its place in the decoded batch, the key
+    // order.
+    if !batch.observed.is_empty() {
+        flags |= OBSERVED;
+        let mut place = vec![0u32; series.len()];
+        for (pos, &s) in order.iter().enumerate() {
+            place[s as usize] = pos as u32;
+        }
+        put_varint(out, batch.observed.len() as u64);
+        let mut prev_ts = 0i64;
+        let mut histogram = Vec::new();
+        for o in &batch.observed {
+            put_varint(out, u64::from(place[o.series as usize]));
+            put_signed(out, o.ts.wrapping_sub(prev_ts));
+            prev_ts = o.ts;
+            out.extend_from_slice(&o.observed.sum.to_bits().to_le_bytes());
+            match o.observed.extremes {
+                None => out.push(0),
+                Some((min, max)) => {
+                    out.push(1);
+                    out.extend_from_slice(&min.to_bits().to_le_bytes());
+                    out.extend_from_slice(&max.to_bits().to_le_bytes());
+                }
+            }
+            histogram.clear();
+            o.observed.histogram.encode(&mut histogram);
+            put_varint(out, histogram.len() as u64);
+            out.extend_from_slice(&histogram);
+        }
     }
 
     // Header last: it holds the body's length and the checksum over everything.

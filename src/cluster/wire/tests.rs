@@ -3,17 +3,28 @@ use proptest::prelude::*;
 use super::varint::{put_signed, put_varint};
 use super::*;
 use crate::counter::SeriesKind;
-use crate::engine::{BatchSample, BatchSeries, KeyIndex, SampleBatch};
+use crate::engine::{BatchObserved, BatchSample, BatchSeries, KeyIndex, SampleBatch};
 use crate::registry::SeriesKey;
 
 /// A batch as comparable bits: NaN payloads and -0.0 compare as what they are.
-fn bits(b: &SampleBatch) -> (Vec<BatchSeries>, Vec<(u32, i64, u64)>) {
+type Bits = (
+    Vec<BatchSeries>,
+    Vec<(u32, i64, u64)>,
+    Vec<(u32, i64, String)>,
+);
+
+/// A batch as bits: series, samples, and observations (their debug form: floats print
+/// exactly).
+fn bits(b: &SampleBatch) -> Bits {
     let samples = b
         .samples
         .iter()
         .map(|s| (s.series, s.ts, s.value.to_bits()))
         .collect();
-    (b.series.clone(), samples)
+    let observed = (b.observed.iter())
+        .map(|o| (o.series, o.ts, format!("{:?}", o.observed)))
+        .collect();
+    (b.series.clone(), samples, observed)
 }
 
 /// What `decode` documents it returns for `b`, built independently of the encoder: series
@@ -39,7 +50,17 @@ fn regrouped(b: &SampleBatch) -> SampleBatch {
             .key
             .cmp(&series[y.series as usize].key)
     });
-    SampleBatch { series, samples }
+    let observed = (b.observed.iter())
+        .map(|o| BatchObserved {
+            series: new_index[o.series as usize],
+            ..o.clone()
+        })
+        .collect();
+    SampleBatch {
+        series,
+        samples,
+        observed,
+    }
 }
 
 fn round_trip(b: &SampleBatch) -> SampleBatch {
@@ -167,6 +188,7 @@ fn awkward_values_and_timestamps_come_back_bit_for_bit() {
             },
         ],
         samples: Vec::new(),
+        observed: Vec::new(),
     };
     for (i, &value) in awkward.iter().enumerate() {
         for (j, &ts) in times.iter().enumerate() {
@@ -244,6 +266,7 @@ fn series_without_samples_are_kept() {
             ts: 5,
             value: 1.5,
         }],
+        observed: Vec::new(),
     };
     assert_eq!(bits(&round_trip(&b)), bits(&regrouped(&b)));
 }
@@ -338,6 +361,7 @@ fn the_hand_built_message_helper_matches_the_encoder() {
             ts: 3,
             value: 2.0,
         }],
+        observed: Vec::new(),
     };
     // The encoder sets VALUES_EQUAL for a single value; the decoder reads both.
     let mut ours = message(1, 1, 1, &body);
@@ -379,6 +403,7 @@ fn a_fleets_keys_are_deflated_when_that_is_smaller() {
             kind: None,
         }],
         samples: Vec::new(),
+        observed: Vec::new(),
     })
     .unwrap();
     assert_eq!(one[FLAGS_OFFSET], 0);
@@ -527,7 +552,7 @@ fn each_header_field_is_checked() {
         with(VERSION_OFFSET, &[2], true),
         Err(WireError::UnknownVersion { found: 2 })
     );
-    let flags = good[FLAGS_OFFSET] | 2;
+    let flags = good[FLAGS_OFFSET] | 4;
     assert!(matches!(
         with(FLAGS_OFFSET, &[flags], false),
         Err(WireError::ChecksumMismatch { .. })
@@ -754,6 +779,7 @@ fn encode_refuses_what_it_cannot_write() {
             kind: None,
         }],
         samples: Vec::new(),
+        observed: Vec::new(),
     };
     assert!(matches!(encode_to_vec(&b), Err(WireError::TooMany { .. })));
     let mut out = vec![7];
@@ -827,7 +853,30 @@ fn batch() -> impl Strategy<Value = SampleBatch> {
                 })
                 .boxed()
         };
-        (Just(series), samples).prop_map(|(series, samples)| SampleBatch { series, samples })
+        let observed = if n == 0 {
+            Just(Vec::new()).boxed()
+        } else {
+            prop::collection::vec(
+                (
+                    0..n,
+                    timestamp(),
+                    prop::collection::vec(-1e6f64..1e6, 0..12),
+                    any::<bool>(),
+                ),
+                0..6,
+            )
+            .prop_map(|v| {
+                v.into_iter()
+                    .map(|(series, ts, values, extremes)| observed(series, ts, &values, extremes))
+                    .collect()
+            })
+            .boxed()
+        };
+        (Just(series), samples, observed).prop_map(|(series, samples, observed)| SampleBatch {
+            series,
+            samples,
+            observed,
+        })
     })
 }
 
@@ -930,9 +979,50 @@ fn each_value_mode_round_trips_when_chosen() {
                     value,
                 })
                 .collect(),
+            observed: Vec::new(),
         };
         let bytes = encode_to_vec(&b).unwrap();
         assert_eq!(first_value_mode(&bytes, 3), mode, "{values:?}");
         assert_eq!(bits(&decode(&bytes).unwrap()), bits(&b));
     }
+}
+
+/// A bucketed observation of `values` for series `series` at `ts`, with the extremes sent or
+/// not.
+fn observed(series: u32, ts: i64, values: &[f64], extremes: bool) -> BatchObserved {
+    let mut histogram = crate::histogram::Histogram::default();
+    values.iter().for_each(|&v| histogram.record(v));
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    BatchObserved {
+        series,
+        ts,
+        observed: crate::histogram::Observed {
+            histogram,
+            sum: values.iter().sum(),
+            extremes: (extremes && !values.is_empty()).then_some((lo, hi)),
+        },
+    }
+}
+
+/// Bucketed observations come back whole, each naming its series where the decoded batch
+/// has it (key order).
+#[test]
+fn observations_come_back_naming_their_series_in_key_order() {
+    let mut b = SampleBatch::default();
+    let mut index = KeyIndex::default();
+    b.push(&mut index, "zeta", None, 1_700_000_000, 1.0);
+    let o = observed(0, 1_700_000_010, &[0.5, 3.0, 3.0, 1e4, -2.0], true);
+    b.push_observed(&mut index, "req.latency{job=api}", o.ts, o.observed.clone());
+    b.push_observed(&mut index, "alpha", o.ts - 5, o.observed.clone());
+    let back = round_trip(&b);
+    assert_eq!(back.observed.len(), 2);
+    for (sent, got) in b.observed.iter().zip(&back.observed) {
+        assert_eq!(
+            b.series[sent.series as usize],
+            back.series[got.series as usize]
+        );
+        assert_eq!((sent.ts, &sent.observed), (got.ts, &got.observed));
+    }
+    assert_eq!(back.samples.len(), 1);
 }

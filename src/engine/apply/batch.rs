@@ -7,6 +7,7 @@ use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
 
 use crate::counter::SeriesKind;
+use crate::histogram::Observed;
 use crate::registry::text_hash;
 use crate::time::Timestamp;
 
@@ -22,6 +23,21 @@ pub struct SampleBatch {
     pub series: Vec<BatchSeries>,
     /// The samples, in write order.
     pub samples: Vec<BatchSample>,
+    /// Observations that arrived bucketed (native and OTLP histograms), in write order: each
+    /// names a series written as a distribution. They are stored after the batch's samples.
+    pub observed: Vec<BatchObserved>,
+}
+
+/// One bucketed observation of a [`SampleBatch`]: the buckets, sum and extremes of a
+/// native or OTLP histogram point.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchObserved {
+    /// Index into [`SampleBatch::series`].
+    pub series: u32,
+    /// Unix seconds.
+    pub ts: Timestamp,
+    /// The observations.
+    pub observed: Observed,
 }
 
 /// One series of a [`SampleBatch`].
@@ -114,6 +130,38 @@ impl SampleBatch {
         self.samples.push(BatchSample { series, ts, value });
     }
 
+    /// Appends bucketed observations of `key`, a distribution, adding the series on its first
+    /// sample.
+    pub fn push_observed(
+        &mut self,
+        index: &mut KeyIndex,
+        key: &str,
+        ts: Timestamp,
+        observed: Observed,
+    ) {
+        let series = self.series_of(index, key, Some(SeriesKind::Distribution));
+        self.observed.push(BatchObserved {
+            series,
+            ts,
+            observed,
+        });
+    }
+
+    /// Every sample's and observation's series (its place in [`SampleBatch::series`]),
+    /// time and value (an observation's sum), the samples first: what lands where.
+    pub(super) fn points(&self) -> impl Iterator<Item = (u32, Timestamp, f64)> + '_ {
+        (self.samples.iter().map(|s| (s.series, s.ts, s.value))).chain(
+            self.observed
+                .iter()
+                .map(|o| (o.series, o.ts, o.observed.sum)),
+        )
+    }
+
+    /// How many samples and observations the batch holds.
+    pub fn len(&self) -> usize {
+        self.samples.len() + self.observed.len()
+    }
+
     /// Appends `other`'s samples after this batch's, in their order; `index` is this
     /// batch's key index, as [`SampleBatch::push`] takes it.
     pub fn append(&mut self, index: &mut KeyIndex, other: SampleBatch) {
@@ -130,10 +178,15 @@ impl SampleBatch {
                 series: remap[sample.series as usize],
                 ..sample
             }));
+        self.observed
+            .extend(other.observed.into_iter().map(|observed| BatchObserved {
+                series: remap[observed.series as usize],
+                ..observed
+            }));
     }
 
-    /// True when there is no sample.
+    /// True when there is no sample and no observation.
     pub fn is_empty(&self) -> bool {
-        self.samples.is_empty()
+        self.samples.is_empty() && self.observed.is_empty()
     }
 }

@@ -110,11 +110,25 @@ fn key(i: usize) -> String {
 /// One message: samples as (series, declared kind, seconds from now, value).
 type Message = Vec<(usize, Option<SeriesKind>, i64, f64)>;
 
+/// A message's batch: a distribution's sample at an odd offset arrives bucketed (a native
+/// histogram's point of the value and its double), the others as samples.
 fn batch(now: Timestamp, message: &Message) -> SampleBatch {
     let mut batch = SampleBatch::default();
     let mut index = KeyIndex::default();
     for &(series, kind, offset, value) in message {
-        batch.push(&mut index, &key(series), kind, now + offset, value);
+        if kind == Some(SeriesKind::Distribution) && offset % 2 != 0 {
+            let mut histogram = Histogram::default();
+            histogram.record(value);
+            histogram.record(2.0 * value);
+            let observed = crate::histogram::Observed {
+                histogram,
+                sum: 3.0 * value,
+                extremes: None,
+            };
+            batch.push_observed(&mut index, &key(series), now + offset, observed);
+        } else {
+            batch.push(&mut index, &key(series), kind, now + offset, value);
+        }
     }
     batch
 }
@@ -214,9 +228,13 @@ fn histograms(engine: &Engine, id: SeriesId) -> Vec<Option<crate::histogram::His
             ts += resolution;
         }
     }
-    (engine.rewind().load_distributions(&cells).unwrap().into_iter())
-        .map(|(_, histogram)| histogram)
-        .collect()
+    (engine
+        .rewind()
+        .load_distributions(&cells)
+        .unwrap()
+        .into_iter())
+    .map(|(_, histogram)| histogram)
+    .collect()
 }
 
 /// What a case does: groups of messages, and clock moves followed by two maintenance passes
@@ -462,6 +480,7 @@ proptest! {
                             value: if finite { 1.0 } else { f64::NAN },
                         })
                         .collect(),
+                    observed: Vec::new(),
                 };
                 (seq as u64 + 1, batch)
             })
@@ -515,6 +534,7 @@ proptest! {
             let batch = SampleBatch {
                 series: vec![BatchSeries { key: key(series as usize), kind: None }],
                 samples: vec![BatchSample { series: 0, ts: at[series as usize], value: 1.0 }],
+                observed: Vec::new(),
             };
             let group = [(1, batch)];
             let todo: Vec<&(u64, SampleBatch)> = group.iter().collect();
@@ -885,7 +905,8 @@ fn undo_chains_round_trip_and_torn_or_damaged_records_are_told_apart() {
             }
         })
         .collect();
-    undo.append(99, 42, &entries, &raw_tails, &histograms).unwrap();
+    undo.append(99, 42, &entries, &raw_tails, &histograms)
+        .unwrap();
     let chain = undo.read().unwrap();
     assert_eq!(chain.len(), 1);
     assert_eq!((chain[0].seq, chain[0].layout), (99, 42));
@@ -1274,4 +1295,25 @@ fn a_deletion_is_applied_once_in_the_logs_order() {
     assert_eq!(id, SeriesId(2), "the hole's id is not reused");
     let report = store.stats();
     assert_eq!(report.series, 2);
+}
+
+/// Bucketed observations in a log land as a node's native histograms do: the series is a
+/// distribution, its bucket counts them, and its histogram holds them.
+#[test]
+fn bucketed_observations_land_in_their_distribution() {
+    let dir = scratch();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let store = open(dir.path(), &clock);
+    let message: Message = vec![(3, Some(SeriesKind::Distribution), -61, 4.0)];
+    let report = store.apply(&[(1, batch(NOW, &message))]).unwrap();
+    assert_eq!(report.samples.accepted, 1, "{report:?}");
+    let id = store.registry().get(key(3).as_str()).unwrap();
+    assert_eq!(store.series_kind(id), SeriesKind::Distribution);
+    let points = (store.reader())
+        .distribution(id, 0, NOW - 3_600, NOW, Span::from_secs(60))
+        .unwrap();
+    let landed: Vec<_> = points.iter().filter(|p| p.bucket.count > 0).collect();
+    assert_eq!(landed.len(), 1, "{points:?}");
+    assert!(landed[0].is_complete(), "{landed:?}");
+    assert_eq!((landed[0].bucket.count, landed[0].bucket.total), (2, 12.0));
 }

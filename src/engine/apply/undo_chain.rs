@@ -168,7 +168,12 @@ impl HistogramImage {
             return None;
         }
         let mut body: Vec<u8> = w[5..].iter().flat_map(|word| word.to_le_bytes()).collect();
-        body.extend(rest[..more].iter().flatten().flat_map(|word| word.to_le_bytes()));
+        body.extend(
+            rest[..more]
+                .iter()
+                .flatten()
+                .flat_map(|word| word.to_le_bytes()),
+        );
         if body[len..].iter().any(|&b| b != 0) {
             return None;
         }
