@@ -21,10 +21,11 @@ use super::node::Node;
 use super::{envelope, partition_of, wire};
 use crate::counter::SeriesKind;
 use crate::engine::SinkBounds;
-use crate::engine::{KeyIndex, SampleBatch};
+use crate::engine::{BatchObserved, KeyIndex, SampleBatch};
 use crate::error::Error;
 use crate::error::RejectReason;
 use crate::error::Result;
+use crate::histogram::Observed;
 use crate::ingest::name_cache::NameCache;
 use crate::ingest::report::IngestReport;
 use crate::registry::SeriesKey;
@@ -240,7 +241,7 @@ impl Publisher {
                 .shares
                 .entry(partition)
                 .or_default()
-                .push((Arc::clone(tally), batch.samples.len() as u64));
+                .push((Arc::clone(tally), batch.len() as u64));
             match state.waiting.entry(partition) {
                 Entry::Vacant(vacant) => {
                     vacant.insert((batch, index));
@@ -367,6 +368,63 @@ fn count_to_sinks(outcomes: Outcomes, mut shares: HashMap<u32, Vec<(Arc<Tally>, 
 }
 
 impl EdgeSink {
+    /// Where samples of `series` (canonical text or any spelling the key grammar takes)
+    /// written with `kind` go: its partition and its place in that partition's batch,
+    /// added when the batch has none. `None` (the line refused) for a text that is no series.
+    fn place(&mut self, series: &str, kind: Option<SeriesKind>, line: usize) -> Option<(u32, u32)> {
+        let node = &self.publisher.node;
+        let generation = self.generation;
+        if let Some(known) = self.known.get_mut(series) {
+            let (batch, index) = self.batches.entry(known.partition).or_default();
+            let current = known.generation == generation
+                && batch.series.get(known.series as usize).map(|s| s.kind) == Some(kind);
+            if !current {
+                known.series = batch.series_of(index, series, kind);
+                known.generation = generation;
+            }
+            return Some((known.partition, known.series));
+        }
+        let parsed;
+        let (text, partition) = match self.publisher.canonical_partition(series) {
+            Some(partition) => (series, partition),
+            None => {
+                parsed = match SeriesKey::parse(series) {
+                    Ok(key) => key,
+                    Err(e) => {
+                        self.reject(line, RejectReason::InvalidSeries.as_str(), e.to_string());
+                        return None;
+                    }
+                };
+                let partition = partition_of(parsed.as_str(), node.partitions());
+                if parsed.as_str() == series {
+                    self.publisher.remember_canonical(series, partition);
+                }
+                (parsed.as_str(), partition)
+            }
+        };
+        let (batch, index) = self.batches.entry(partition).or_default();
+        let place = batch.series_of(index, text, kind);
+        // Only a text that is its own canonical form stands for its key.
+        if text == series {
+            let known = KnownKey {
+                partition,
+                series: place,
+                generation,
+            };
+            self.known.insert(series, known);
+        }
+        Some((partition, place))
+    }
+
+    /// Counts one more queued sample; true when the batch is full and should be flushed.
+    fn queued_one(&mut self) -> bool {
+        if self.queued == 0 {
+            self.publisher.began_filling();
+        }
+        self.queued += 1;
+        self.queued >= EDGE_BATCH
+    }
+
     /// A sink of `publisher`'s node, counting into `stats`, its key cache within `limits`'
     /// name cache budget.
     pub(crate) fn new(
@@ -451,7 +509,7 @@ async fn publish_batches(node: &Arc<Node>, batches: Batches) -> Outcomes {
             Ok(parts) => encoded.push((partition, parts)),
             Err(e) => {
                 tracing::error!(partition, error = %e, "encoding a batch failed");
-                let samples = batch.samples.len() as u64;
+                let samples = batch.len() as u64;
                 outcomes.push((partition, vec![(samples, Err(failure(&e)))]));
             }
         }
@@ -609,53 +667,45 @@ impl Sink for EdgeSink {
             self.reject(line, reason.as_str(), format!("sample refused: {reason}"));
             return false;
         }
-        let generation = self.generation;
-        if let Some(known) = self.known.get_mut(series) {
-            let (batch, index) = self.batches.entry(known.partition).or_default();
-            let current = known.generation == generation
-                && batch.series.get(known.series as usize).map(|s| s.kind) == Some(kind);
-            if !current {
-                known.series = batch.series_of(index, series, kind);
-                known.generation = generation;
-            }
-            batch.push_sample(known.series, ts, value);
-        } else {
-            let parsed;
-            let (text, partition) = match self.publisher.canonical_partition(series) {
-                Some(partition) => (series, partition),
-                None => {
-                    parsed = match SeriesKey::parse(series) {
-                        Ok(key) => key,
-                        Err(e) => {
-                            self.reject(line, RejectReason::InvalidSeries.as_str(), e.to_string());
-                            return false;
-                        }
-                    };
-                    let partition = partition_of(parsed.as_str(), node.partitions());
-                    if parsed.as_str() == series {
-                        self.publisher.remember_canonical(series, partition);
-                    }
-                    (parsed.as_str(), partition)
-                }
-            };
-            let (batch, index) = self.batches.entry(partition).or_default();
-            let place = batch.series_of(index, text, kind);
-            batch.push_sample(place, ts, value);
-            // Only a text that is its own canonical form stands for its key.
-            if text == series {
-                let known = KnownKey {
-                    partition,
-                    series: place,
-                    generation,
-                };
-                self.known.insert(series, known);
-            }
+        let Some((partition, place)) = self.place(series, kind, line) else {
+            return false;
+        };
+        let (batch, _) = self.batches.entry(partition).or_default();
+        batch.push_sample(place, ts, value);
+        self.queued_one()
+    }
+
+    /// Queues bucketed observations of `series`, a distribution, checked as a sample of their
+    /// sum; the partition stores them as a node's native histograms. Returns true when the
+    /// batch is full and should be flushed.
+    fn push_histogram(
+        &mut self,
+        series: &str,
+        ts: Timestamp,
+        observed: Observed,
+        line: usize,
+    ) -> bool {
+        let node = &self.publisher.node;
+        let sum = observed.sum;
+        if let Err(reason) = (self.bounds).check(node.tiers(), || node.now(), sum, ts) {
+            self.reject(
+                line,
+                reason.as_str(),
+                format!("histogram refused: {reason}"),
+            );
+            return false;
         }
-        if self.queued == 0 {
-            self.publisher.began_filling();
-        }
-        self.queued += 1;
-        self.queued >= EDGE_BATCH
+        let Some((partition, place)) = self.place(series, Some(SeriesKind::Distribution), line)
+        else {
+            return false;
+        };
+        let (batch, _) = self.batches.entry(partition).or_default();
+        batch.observed.push(BatchObserved {
+            series: place,
+            ts,
+            observed,
+        });
+        self.queued_one()
     }
 
     /// Counts a refused line (or field) under `reason`.
@@ -724,7 +774,7 @@ pub(super) async fn publish(
 /// [`Error::Cluster`] when one sample alone encodes larger than `max_bytes`, or the format
 /// refuses a part.
 fn encode_messages(batch: &SampleBatch, max_bytes: usize) -> Result<Vec<(u64, bytes::Bytes)>> {
-    let total = batch.samples.len();
+    let total = batch.len();
     // A stack of sample ranges, the first on top.
     let mut todo: Vec<std::ops::Range<usize>> = (0..total)
         .step_by(MESSAGE_SAMPLES)
@@ -757,11 +807,13 @@ fn encode_messages(batch: &SampleBatch, max_bytes: usize) -> Result<Vec<(u64, by
     Ok(messages)
 }
 
-/// The samples `range` of `batch`, with the series they name.
+/// The samples and observations `range` of `batch` (its samples counted first, then its
+/// observations), with the series they name.
 fn sub_batch(batch: &SampleBatch, range: std::ops::Range<usize>) -> SampleBatch {
     let mut part = SampleBatch::default();
     let mut index = KeyIndex::default();
-    for sample in &batch.samples[range] {
+    let samples = batch.samples.len();
+    for sample in &batch.samples[range.start.min(samples)..range.end.min(samples)] {
         let series = &batch.series[sample.series as usize];
         part.push(
             &mut index,
@@ -770,6 +822,15 @@ fn sub_batch(batch: &SampleBatch, range: std::ops::Range<usize>) -> SampleBatch 
             sample.ts,
             sample.value,
         );
+    }
+    let observed = range.start.max(samples) - samples..range.end.max(samples) - samples;
+    for o in &batch.observed[observed] {
+        let series = &batch.series[o.series as usize];
+        let place = part.series_of(&mut index, &series.key, series.kind);
+        part.observed.push(BatchObserved {
+            series: place,
+            ..o.clone()
+        });
     }
     part
 }

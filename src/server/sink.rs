@@ -53,24 +53,14 @@ pub trait Sink: Send {
 
     /// Queues observations that arrived as a histogram (a Prometheus native histogram's
     /// increase, an OTLP histogram point) for the series named `series`, which is declared
-    /// a distribution. Returns true when the batch is full and should be flushed. By
-    /// default (a cluster node, which keeps no histograms) they are refused as
-    /// `histogram_unsupported`.
+    /// a distribution. Returns true when the batch is full and should be flushed.
     fn push_histogram(
         &mut self,
         series: &str,
         ts: Timestamp,
         observed: Observed,
         line: usize,
-    ) -> bool {
-        let _ = (ts, observed);
-        self.reject(
-            line,
-            "histogram_unsupported",
-            format!("histogram of {series} refused: a cluster node keeps no histograms"),
-        );
-        false
-    }
+    ) -> bool;
 
     /// Counts a refused line (or field) under `reason`.
     fn reject(&mut self, line: usize, reason: &'static str, message: String);

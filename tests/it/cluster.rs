@@ -1041,6 +1041,29 @@ fn remote_write_otlp_and_statsd_land_through_a_cluster_node() {
         &body,
     );
     assert_eq!(status, 204, "{answer}");
+    // A gauge native histogram of three observations: stored as a distribution.
+    let mut wait = crate::prom_native::Client::new();
+    for v in [0.5, 2.0, 4.5] {
+        wait.observe(v);
+    }
+    let histogram = tierdb::ingest::prom_remote::TimeSeries {
+        labels: crate::prom_native::labels(&[("__name__", "cl_wait_seconds"), ("job", "api")]),
+        histograms: vec![crate::prom_native::integer(
+            &wait.histogram,
+            wait.sum,
+            (minute + 5) * 1000,
+            tierdb::ingest::prom_remote::native::RESET_GAUGE,
+        )],
+        ..Default::default()
+    };
+    let (status, answer) = request(
+        node.http(),
+        "POST",
+        "/api/v1/prom/write",
+        &[("Content-Type", "application/x-protobuf")],
+        &crate::prom_native::body(vec![histogram]),
+    );
+    assert_eq!(status, 204, "{answer}");
     let (status, answer) = request(
         node.http(),
         "POST",
@@ -1088,6 +1111,10 @@ fn remote_write_otlp_and_statsd_land_through_a_cluster_node() {
     assert_eq!(otlp, 10.0);
     let views = eventually("the statsd counter", || total("cl.views", minute));
     assert_eq!(views, 5.0);
+    let wait_total = eventually("the native histogram", || {
+        total("cl_wait_seconds{job=api}", minute)
+    });
+    assert_eq!(wait_total, 7.0, "the sum of its observations");
     // A counter on the partition's owner too: PromQL's increase() reads its counts.
     let increase = eventually("the statsd counter's increase", || {
         let path = format!(
