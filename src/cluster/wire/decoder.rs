@@ -101,7 +101,7 @@ const MIN_OBSERVED_LEN: usize = 1 + 1 + 8 + 1 + 1;
 /// Reads the observed section: bucketed observations of the batch's `series` series.
 fn read_observed(r: &mut Reader<'_>, series: usize) -> Result<Vec<BatchObserved>, WireError> {
     let most = (r.remaining() / MIN_OBSERVED_LEN).min(MAX_SAMPLES) as u64;
-    let n = r.varint_at_most(most, "observations")? as usize;
+    let n = r.varint_at_most(most, "observations")?;
     let mut observed = Vec::with_capacity(n);
     let mut prev_ts = 0i64;
     for _ in 0..n {
@@ -135,7 +135,7 @@ fn read_observed(r: &mut Reader<'_>, series: usize) -> Result<Vec<BatchObserved>
                 })
             }
         };
-        let len = r.varint_at_most(r.remaining() as u64, "a histogram's length")? as usize;
+        let len = r.varint_at_most(r.remaining() as u64, "a histogram's length")?;
         let offset = r.offset();
         let bytes = r.take(len, "a histogram")?;
         let histogram = match Histogram::decode(bytes) {
