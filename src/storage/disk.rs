@@ -114,6 +114,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Whether `file` holds data (not a hole) anywhere in `from..to`. A filesystem that cannot
 /// tell holes from data (no `SEEK_DATA`) answers true for a range inside the file.
+#[cfg(feature = "cluster")]
 pub(crate) fn holds_data(file: &File, from: u64, to: u64) -> bool {
     use rustix::fs::{seek, SeekFrom};
     match seek(file, SeekFrom::Data(from)) {
