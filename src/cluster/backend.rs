@@ -25,6 +25,7 @@ use crate::engine::EngineStats;
 use crate::error::Result;
 use crate::read::aggregate::{AggregatePlan, AggregateQuery, AggregateResult};
 use crate::read::budget::ReadBudget;
+use crate::read::distribution::{DistributionPlan, DistributionQuery, DistributionResult};
 use crate::read::query::{Query, QueryResult};
 use crate::registry::Selector;
 use crate::render::tags::TagRead;
@@ -88,6 +89,21 @@ impl Backend for NodeBackend {
             let node = &self.node;
             let plan = AggregatePlan::new(node.tiers(), node.now(), &query)?;
             Ok(fanout::aggregate(node, plan, &budget, &read).await?)
+        })
+    }
+
+    /// Plans the read from this node's tiers and clock; the owners merge their series'
+    /// histograms, and this node merges theirs before it takes the quantiles.
+    fn distribution(
+        &self,
+        query: DistributionQuery,
+        budget: Arc<ReadBudget>,
+        read: ReadOptions,
+    ) -> Answer<'_, DistributionResult> {
+        Box::pin(async move {
+            let node = &self.node;
+            let plan = DistributionPlan::new(node.tiers(), node.now(), &query)?;
+            Ok(fanout::distribution(node, plan, &budget, &read).await?)
         })
     }
 

@@ -8,6 +8,11 @@
 //!   ([`crate::Reader::plan_aggregate`]); each owner folds its series on that plan
 //!   ([`aggregate_over`]); the asker merges the [`PartialAggregate`]s and finishes them
 //!   ([`merge_aggregates`]);
+//! - distribution reads (quantiles, `hist`): the asker fixes the plan as for an aggregate
+//!   ([`crate::read::distribution::DistributionPlan`]); each owner merges its series'
+//!   histograms per group and point ([`distribution_over`]); the asker merges the parts
+//!   (counts add) and only then takes the quantiles ([`merge_distributions`]). A one-series
+//!   read goes to one owner of the series' partition;
 //! - `/metrics/find`: each owner's nodes ([`find_over`]), merged with each node once
 //!   ([`merge_find`]);
 //! - the series listing: each owner's keys ([`series_over`]), merged in key order
@@ -37,6 +42,7 @@ use crate::config::TiersConfig;
 use crate::error::Result;
 use crate::read::aggregate::{AggregatePlan, AggregateResult, PartialAggregate};
 use crate::read::budget::ReadBudget;
+use crate::read::distribution::{DistributionPlan, DistributionResult, PartialDistribution};
 use crate::read::query::Query;
 use crate::read::reader::Reader;
 use crate::read::tier_choice::TierChoice;
@@ -132,6 +138,41 @@ pub(crate) fn aggregate_over(
         merged.merge(reader.aggregate_partial(plan, budget)?)?;
     }
     Ok(merged)
+}
+
+/// An owner's part of a distribution read: `plan` over the series of every engine in
+/// `readers` (one per partition it was asked for), their histograms merged per group and
+/// point, each engine's reads charged to `budget`.
+///
+/// # Errors
+/// As [`crate::Reader::distribution_partial`] on any engine.
+pub(crate) fn distribution_over(
+    readers: &[Reader<'_>],
+    plan: &DistributionPlan,
+    budget: &ReadBudget,
+) -> Result<PartialDistribution> {
+    let mut merged = PartialDistribution::empty(plan.clone());
+    for reader in readers {
+        merged.merge(reader.distribution_partial(plan, budget)?)?;
+    }
+    Ok(merged)
+}
+
+/// The asker's answer from the owners' parts of a distribution read's `plan` (in any order):
+/// the quantiles of the histograms merged across every partition, equal to what one engine
+/// holding every partition's series answers.
+///
+/// # Errors
+/// [`crate::Error::InvalidQuery`] when a part answers another plan or is garbled.
+pub(crate) fn merge_distributions(
+    plan: DistributionPlan,
+    parts: impl IntoIterator<Item = PartialDistribution>,
+) -> Result<DistributionResult> {
+    let mut merged = PartialDistribution::empty(plan);
+    for part in parts {
+        merged.merge(part)?;
+    }
+    merged.finish()
 }
 
 /// The asker's answer from the owners' parts of `plan` (in any order): equal to what one

@@ -30,8 +30,8 @@
 //!
 //! A render fetching estimates states their bound ([`super::Rendered::relative_error`],
 //! the server's `x-tierdb-relative-error` header). Find ([`add_to_finder`]) and the tag API
-//! ([`keys`]) list the paths beside stored series. A cluster node keeps no histograms in
-//! its fan-out answers, so only a single node answers these paths.
+//! ([`keys`]) list the paths beside stored series. A cluster's render fan-out carries no
+//! histograms, so only a single node answers these paths.
 
 #[cfg(test)]
 mod tests;
