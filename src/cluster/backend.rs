@@ -118,13 +118,20 @@ impl Backend for NodeBackend {
         read: ReadOptions,
     ) -> Answer<'_, Vec<RenderedSeries>> {
         Box::pin(async move {
+            let report = read.report.clone();
             let source = RenderSource::new(
                 Arc::clone(&self.node),
                 tokio::runtime::Handle::current(),
                 read,
             );
             let _turn = self.node.render_slot().await;
-            blocking(move || render::render(&source, &request, &budget)).await
+            let rendered =
+                blocking(move || render::render_stated(&source, &request, &budget)).await?;
+            if let Some(e) = rendered.relative_error {
+                report.estimated(e);
+            }
+            report.explicit_buckets(rendered.explicit_buckets);
+            Ok(rendered.series)
         })
     }
 

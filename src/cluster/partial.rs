@@ -49,6 +49,7 @@ use crate::read::tier_choice::TierChoice;
 use crate::registry::Selector;
 use crate::render::cache::RenderCache;
 use crate::render::tags::{TagPart, TagRead};
+use crate::render::{add_timer_paths, count_timer_paths, with_timer_paths};
 use crate::render::{graphite_path, merge_nodes, Fetched, FindNode, Finder, PathPattern};
 use crate::render::{RenderGrid, StoredSource};
 use crate::time::Timestamp;
@@ -206,6 +207,7 @@ pub(crate) fn find_over(
     let mut finder = Finder::new(query)?;
     for reader in readers {
         finder.add_registry(reader.registry(), budget)?;
+        add_timer_paths(reader, &mut finder, budget)?;
     }
     Ok(finder.nodes())
 }
@@ -228,7 +230,8 @@ pub(crate) fn tags_over(
 ) -> Result<TagPart> {
     let mut merged = TagPart::default();
     for reader in readers {
-        merged.merge(read.part(reader.registry(), budget)?);
+        let timer_paths = read.timer_paths(reader)?;
+        merged.merge(read.part_with(reader.registry(), &timer_paths, budget)?);
     }
     Ok(merged)
 }
@@ -267,6 +270,7 @@ pub(crate) fn render_count_over(
     let mut series = 0;
     for reader in readers {
         series += StoredSource::new(*reader).count(pattern, budget)? as u64;
+        series += count_timer_paths(reader, pattern) as u64;
     }
     Ok(series)
 }
@@ -286,7 +290,8 @@ pub(crate) fn render_fetch_over(
 ) -> Result<Vec<Fetched>> {
     let mut parts = Vec::with_capacity(readers.len());
     for reader in readers {
-        parts.push(cache.fetch_on(*reader, pattern, grid)?);
+        let stored = cache.fetch_on(*reader, pattern, grid)?;
+        parts.push(with_timer_paths(reader, pattern, grid, stored)?);
     }
     Ok(merge_fetched(parts))
 }

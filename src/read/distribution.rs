@@ -21,6 +21,7 @@ use crate::storage::histogram_cell::CellBuffer;
 use crate::storage::HeldPeriod;
 use crate::time::{Span, Timestamp};
 
+pub(crate) use partial::exact_points;
 pub use partial::{DistributionPlan, PartialDistribution};
 
 /// One point of a distribution read.

@@ -15,9 +15,11 @@ use rand_distr::{Distribution, LogNormal};
 use serde_json::Value;
 
 use crate::cluster::{eventually, single_node_addrs, wait_served, Setup};
-use crate::support::http::get_json;
+use crate::support::http::{get_json, get_with_header};
 
 const HOSTS: usize = 12;
+/// Hosts whose values are also sent as plain timers.
+const PLAIN: usize = 4;
 const PER_HOST: usize = 240;
 const STATSD: [&str; 4] = ["--statsd", "127.0.0.1:0", "--statsd-flush", "1s"];
 
@@ -39,15 +41,20 @@ fn latencies() -> Vec<(String, Vec<f64>)> {
         .collect()
 }
 
-/// Sends every host's values as timers `cd.time{dc,host}` to `statsd`, 20 lines a datagram,
-/// paced so that the loopback's socket buffer drops none.
+/// Sends every host's values as timers `cd.time{dc,host}` to `statsd`, and the first
+/// [`PLAIN`] hosts' again as plain Graphite-style timers `cdp.h<NN>.time`, 20 lines a
+/// datagram, paced so that the loopback's socket buffer drops none.
 fn send(statsd: SocketAddr, hosts: &[(String, Vec<f64>)]) {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     for (h, (dc, values)) in hosts.iter().enumerate() {
         for chunk in values.chunks(20) {
-            let lines: Vec<String> = chunk
-                .iter()
+            let lines: Vec<String> = (chunk.iter())
                 .map(|v| format!("cd.time:{v}|ms|#dc:{dc},host:h{h:02}"))
+                .chain(
+                    (chunk.iter())
+                        .filter(|_| h < PLAIN)
+                        .map(|v| format!("cdp.h{h:02}.time:{v}|ms")),
+                )
                 .collect();
             socket.send_to(lines.join("\n").as_bytes(), statsd).unwrap();
             std::thread::sleep(Duration::from_millis(2));
@@ -106,6 +113,19 @@ fn statsd_timers_answer_quantiles_through_a_cluster_as_one_node() {
     };
     eventually("every value on the single node", || counted(single.http));
     eventually("every value in the cluster", || counted(nodes[0]));
+    let plain_counted = |addr: SocketAddr| -> Result<(), String> {
+        let path = format!(
+            "/api/v1/aggregate?match=cdp.*.time&agg=sum&display=count&tier=1h&range=whole&from={hour}&to={}&consistency=strong",
+            hour + 2 * 3600
+        );
+        let answer = get_json(addr, &path)?;
+        let count = answer["groups"][0]["points"][0][1].as_f64().unwrap_or(0.0) as usize;
+        (count == PLAIN * PER_HOST)
+            .then_some(())
+            .ok_or(format!("{count} of {} plain values: {answer}", PLAIN * PER_HOST))
+    };
+    eventually("every plain value on the single node", || plain_counted(single.http));
+    eventually("every plain value in the cluster", || plain_counted(nodes[0]));
 
     let now = chrono::Utc::now().timestamp();
     let minute = started - started % 60;
@@ -183,6 +203,44 @@ fn statsd_timers_answer_quantiles_through_a_cluster_as_one_node() {
         }
     }
     assert_eq!(compared, 3 * 3 * 3 * 3);
+
+    // StatsD timer paths on /render, /metrics/find and the tag API: the same bytes and the
+    // same stated error as the single node's.
+    let until = now - now % 60 + 120;
+    let render = |target: &str| {
+        format!(
+            "/render?target={}&from={hour}&until={until}&format=json",
+            crate::support::http::percent_encode(target)
+        )
+    };
+    let paths = [
+        render("stats.timers.cdp.*.time.upper_90"),
+        render("cdp.*.time.median"),
+        render("cdp.h01.time.mean"),
+        render("sumSeries(cdp.*.time.count)"),
+        render("seriesByTag('name=cd.time.upper_99','dc=west')"),
+        "/metrics/find?query=cdp.h01.time.*".to_string(),
+        "/metrics/find?query=stats.timers.cdp.*".to_string(),
+        "/tags/findSeries?expr=name%3Dcd.time.upper_90&expr=dc%3Deast".to_string(),
+    ];
+    for path in &paths {
+        let header = tierdb::server::RELATIVE_ERROR_HEADER;
+        let expected = get_with_header(single.http, path, header);
+        assert_eq!(expected.0, 200, "{path} on the single node: {expected:?}");
+        assert!(
+            !matches!(expected.2.as_str(), "[]" | "null"),
+            "{path} answers nothing: the comparison would check nothing"
+        );
+        // Percentiles and the median are estimates, and say so; means and counts are exact.
+        let estimates = ["upper", "median"].iter().any(|stat| path.contains(stat));
+        if path.starts_with("/render") {
+            assert_eq!(expected.1.is_some(), estimates, "{path}: {expected:?}");
+        }
+        for (i, &node) in nodes.iter().enumerate() {
+            let got = get_with_header(node, &format!("{path}&consistency=strong"), header);
+            assert_eq!(got, expected, "{path} through node{i}");
+        }
+    }
 
     // A series nobody has is a 404 through a cluster node, as on the single node.
     let missing = format!("/api/v1/query?series=cd.none&display=p99&tier=1h&from={hour}&to={}&consistency=strong", hour + 3600);

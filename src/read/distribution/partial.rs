@@ -364,16 +364,21 @@ impl Reader<'_> {
     }
 }
 
-/// Points of a group's row on the wire: each `[start, count, total, min, max, histogram]`,
-/// the floats as [`ExactF64`], the histogram its stored encoding as bytes (`null` for none).
-mod exact_points {
+/// Distribution points on the wire (a part's rows, a render's timer paths): each `[start,
+/// count, total, min, max, histogram]`, the floats as [`ExactF64`], the histogram its stored
+/// encoding as bytes (`null` for none). For `#[serde(with = "...::exact_points")]`.
+pub(crate) mod exact_points {
     use serde::{Deserialize, Deserializer, Serializer};
 
     use super::{Bucket, DistributionPoint, ExactF64, Histogram};
 
     type Wire = (i64, u64, ExactF64, ExactF64, ExactF64, Option<Vec<u8>>);
 
-    pub(super) fn serialize<S: Serializer>(
+    /// Writes `points` as a sequence of `[start, count, total, min, max, histogram]`.
+    ///
+    /// # Errors
+    /// The serializer's.
+    pub(crate) fn serialize<S: Serializer>(
         points: &[DistributionPoint],
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
@@ -396,7 +401,11 @@ mod exact_points {
         }))
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+    /// Reads what [`serialize`] wrote.
+    ///
+    /// # Errors
+    /// The deserializer's, a float that is not exact, or a histogram that does not decode.
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<Vec<DistributionPoint>, D::Error> {
         Vec::<Wire>::deserialize(deserializer)?
