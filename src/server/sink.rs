@@ -54,8 +54,8 @@ pub trait Sink: Send {
     /// Queues observations that arrived as a histogram (a Prometheus native histogram's
     /// increase, an OTLP histogram point) for the series named `series`, which is declared
     /// a distribution. Returns true when the batch is full and should be flushed. By
-    /// default (a cluster node, which keeps no histograms) they are refused as
-    /// `histogram_unsupported`.
+    /// default (a cluster node, whose log carries single values, a StatsD timer's among
+    /// them, but no bucketed observations) they are refused as `histogram_unsupported`.
     fn push_histogram(
         &mut self,
         series: &str,
@@ -67,7 +67,10 @@ pub trait Sink: Send {
         self.reject(
             line,
             "histogram_unsupported",
-            format!("histogram of {series} refused: a cluster node keeps no histograms"),
+            format!(
+                "histogram of {series} refused: a cluster node takes no bucketed histograms \
+                 (only StatsD timers' single values)"
+            ),
         );
         false
     }

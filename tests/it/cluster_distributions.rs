@@ -242,6 +242,36 @@ fn statsd_timers_answer_quantiles_through_a_cluster_as_one_node() {
         }
     }
 
+    // PromQL's histogram functions over the timers' histograms, instant and range.
+    let at = now - now % 60 + 60;
+    let promql = |query: &str| {
+        let query = crate::support::http::percent_encode(query);
+        [
+            format!("/prometheus/api/v1/query?query={query}&time={at}"),
+            format!("/prometheus/api/v1/query_range?query={query}&start={hour}&end={at}&step=60"),
+        ]
+    };
+    let queries = [
+        r#"histogram_quantile(0.99, sum by (dc) ({__name__="cd.time"}))"#,
+        r#"histogram_quantile(0.5, {__name__="cdp.h01.time"})"#,
+        r#"histogram_count(sum({__name__="cd.time"}))"#,
+        r#"histogram_sum(sum by (dc) ({__name__="cd.time"}))"#,
+    ];
+    for path in queries.iter().flat_map(|q| promql(q)) {
+        let expected = get_with_header(single.http, &path, "x-none");
+        assert_eq!(expected.0, 200, "{path} on the single node: {expected:?}");
+        let answer: Value = serde_json::from_str(&expected.2).unwrap();
+        let result = answer["data"]["result"].as_array();
+        assert!(
+            result.is_some_and(|r| !r.is_empty()),
+            "{path} answers nothing: the comparison would check nothing ({answer})"
+        );
+        for (i, &node) in nodes.iter().enumerate() {
+            let got = get_with_header(node, &format!("{path}&consistency=strong"), "x-none");
+            assert_eq!(got, expected, "{path} through node{i}");
+        }
+    }
+
     // A series nobody has is a 404 through a cluster node, as on the single node.
     let missing = format!("/api/v1/query?series=cd.none&display=p99&tier=1h&from={hour}&to={}&consistency=strong", hour + 3600);
     let single_missing = get_json(single.http, &missing).unwrap_err();
