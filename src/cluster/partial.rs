@@ -22,7 +22,9 @@
 //!   series a path matches ([`render_count_over`]), which the asker charges to the request
 //!   before anything is read, then fetches them whole on that grid ([`render_fetch_over`]);
 //!   the asker merges the series in Graphite path order ([`merge_fetched`]) and evaluates the
-//!   targets on them as a single node does.
+//!   targets on them as a single node does. StatsD timer paths come with their stored
+//!   series: each owner counts and fetches those of its distribution series, their points
+//!   and histograms exact, and lists them in find and the tag API.
 //!
 //! A one-series query has nothing to merge: the asker sends it, with the tier it chose
 //! pinned ([`pinned_query`]), to one owner of the series' partition and answers with that.
@@ -193,8 +195,9 @@ pub(crate) fn merge_aggregates(
     merged.finish()
 }
 
-/// An owner's part of `/metrics/find`: the nodes `query` finds among the keys of every engine
-/// in `readers`, each node once, charged to `budget` as one engine's find is.
+/// An owner's part of `/metrics/find`: the nodes `query` finds among the keys and StatsD
+/// timer paths of every engine in `readers`, each node once, charged to `budget` as one
+/// engine's find is.
 ///
 /// # Errors
 /// [`crate::Error::InvalidQuery`] for a query that is not a path pattern, or when `budget`
@@ -218,8 +221,8 @@ pub(crate) fn merge_find(parts: impl IntoIterator<Item = Vec<FindNode>>) -> Vec<
     merge_nodes(parts)
 }
 
-/// An owner's part of a tag API answer: `read` over every engine's registry in `readers`,
-/// each scan charged to `budget` as one engine's is.
+/// An owner's part of a tag API answer: `read` over every engine's registry in `readers` and
+/// its StatsD timer paths, each scan charged to `budget` as one engine's is.
 ///
 /// # Errors
 /// As [`TagRead::part`].
@@ -257,8 +260,9 @@ pub(crate) fn merge_series(parts: impl IntoIterator<Item = Vec<String>>) -> Vec<
     keys
 }
 
-/// An owner's count of the series `pattern` matches in every engine in `readers`, each
-/// engine's registry scan charged to `budget` as one engine's render charges its scan.
+/// An owner's count of the series and StatsD timer paths `pattern` matches in every engine
+/// in `readers`, each engine's registry scan charged to `budget` as one engine's render
+/// charges its scan.
 ///
 /// # Errors
 /// [`crate::Error::InvalidQuery`] when `budget` refuses a scan.
@@ -276,8 +280,8 @@ pub(crate) fn render_count_over(
 }
 
 /// An owner's part of a render path: every series `pattern` matches in every engine in
-/// `readers`, read on the asker's `grid` through the node's render `cache`, sorted by
-/// Graphite path.
+/// `readers`, read on the asker's `grid` through the node's render `cache`, and every
+/// StatsD timer path it matches (with its distribution points), sorted by Graphite path.
 ///
 /// # Errors
 /// As [`StoredSource::fetch_on`] on any engine (an engine whose tier does not fit the

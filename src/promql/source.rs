@@ -129,8 +129,7 @@ pub trait Source: Sync {
             return Ok(());
         }
         Err(Error::InvalidQuery(
-            "this source keeps no histograms, so PromQL cannot read a distribution's"
-                .into(),
+            "this source keeps no histograms, so PromQL cannot read a distribution's".into(),
         ))
     }
 

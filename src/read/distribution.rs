@@ -21,6 +21,8 @@ use crate::storage::histogram_cell::CellBuffer;
 use crate::storage::HeldPeriod;
 use crate::time::{Span, Timestamp};
 
+/// For the render API's timer paths, which a cluster's owners send.
+#[cfg(feature = "server")]
 pub(crate) use partial::exact_points;
 pub use partial::{DistributionPlan, PartialDistribution};
 

@@ -30,8 +30,9 @@
 //!
 //! A render fetching estimates states their bound ([`super::Rendered::relative_error`],
 //! the server's `x-tierdb-relative-error` header). Find ([`add_to_finder`]) and the tag API
-//! ([`keys`]) list the paths beside stored series. A cluster's render fan-out carries no
-//! histograms, so only a single node answers these paths.
+//! ([`keys`]) list the paths beside stored series. On a cluster, each partition's owner
+//! adds its timers' paths to its part of a render, find or tag read, their points exact on
+//! the wire ([`TimerPoints`] is serializable), so a cluster node answers them as one node.
 
 #[cfg(test)]
 mod tests;
@@ -291,7 +292,9 @@ mod stat_name {
         serializer.serialize_str(&stat.name())
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Stat, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Stat, D::Error> {
         let name = String::deserialize(deserializer)?;
         Stat::parse(&name)
             .ok_or_else(|| serde::de::Error::custom(format!("{name:?} is no timer stat")))

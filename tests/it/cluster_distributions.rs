@@ -34,7 +34,9 @@ fn latencies() -> Vec<(String, Vec<f64>)> {
         .map(|h| {
             let dc = ["east", "west", "north"][h % 3].to_string();
             let values = (0..PER_HOST)
-                .map(|_| (Distribution::<f64>::sample(&latency, &mut rng) * 1024.0).round() / 1024.0)
+                .map(|_| {
+                    (Distribution::<f64>::sample(&latency, &mut rng) * 1024.0).round() / 1024.0
+                })
                 .collect();
             (dc, values)
         })
@@ -72,7 +74,9 @@ fn exact(values: &[f64], q: f64) -> f64 {
 
 /// `path` read from `addr` as a strong read (every acknowledged write applied first).
 fn strong(addr: SocketAddr, path: &str) -> Value {
-    eventually(path, || get_json(addr, &format!("{path}&consistency=strong")))
+    eventually(path, || {
+        get_json(addr, &format!("{path}&consistency=strong"))
+    })
 }
 
 #[test]
@@ -120,12 +124,17 @@ fn statsd_timers_answer_quantiles_through_a_cluster_as_one_node() {
         );
         let answer = get_json(addr, &path)?;
         let count = answer["groups"][0]["points"][0][1].as_f64().unwrap_or(0.0) as usize;
-        (count == PLAIN * PER_HOST)
-            .then_some(())
-            .ok_or(format!("{count} of {} plain values: {answer}", PLAIN * PER_HOST))
+        (count == PLAIN * PER_HOST).then_some(()).ok_or(format!(
+            "{count} of {} plain values: {answer}",
+            PLAIN * PER_HOST
+        ))
     };
-    eventually("every plain value on the single node", || plain_counted(single.http));
-    eventually("every plain value in the cluster", || plain_counted(nodes[0]));
+    eventually("every plain value on the single node", || {
+        plain_counted(single.http)
+    });
+    eventually("every plain value in the cluster", || {
+        plain_counted(nodes[0])
+    });
 
     let now = chrono::Utc::now().timestamp();
     let minute = started - started % 60;
@@ -139,7 +148,9 @@ fn statsd_timers_answer_quantiles_through_a_cluster_as_one_node() {
     for (tier, from, to) in ranges {
         let span = format!("tier={tier}&range=whole&from={from}&to={to}");
         for q in [50, 90, 99] {
-            let one = format!("/api/v1/query?series=cd.time%7Bdc%3Dwest,host%3Dh07%7D&display=p{q}&{span}");
+            let one = format!(
+                "/api/v1/query?series=cd.time%7Bdc%3Dwest,host%3Dh07%7D&display=p{q}&{span}"
+            );
             let merged = format!("/api/v1/aggregate?match=cd.time&display=p{q}&{span}");
             let by_dc = format!("/api/v1/aggregate?match=cd.time&group_by=dc&display=p{q}&{span}");
             let expected_one = get_json(single.http, &format!("{one}&consistency=strong")).unwrap();
@@ -273,7 +284,10 @@ fn statsd_timers_answer_quantiles_through_a_cluster_as_one_node() {
     }
 
     // A series nobody has is a 404 through a cluster node, as on the single node.
-    let missing = format!("/api/v1/query?series=cd.none&display=p99&tier=1h&from={hour}&to={}&consistency=strong", hour + 3600);
+    let missing = format!(
+        "/api/v1/query?series=cd.none&display=p99&tier=1h&from={hour}&to={}&consistency=strong",
+        hour + 3600
+    );
     let single_missing = get_json(single.http, &missing).unwrap_err();
     assert!(single_missing.contains("404"), "{single_missing}");
     let cluster_missing = get_json(nodes[2], &missing).unwrap_err();

@@ -966,8 +966,13 @@ fn distribution_parts_merge_into_the_single_engines_answer() {
             cluster.parts[p].series(key).unwrap(),
         );
         if i < 24 {
-            cluster.single.declare_kind(a, SeriesKind::Distribution).unwrap();
-            cluster.parts[p].declare_kind(b, SeriesKind::Distribution).unwrap();
+            cluster
+                .single
+                .declare_kind(a, SeriesKind::Distribution)
+                .unwrap();
+            cluster.parts[p]
+                .declare_kind(b, SeriesKind::Distribution)
+                .unwrap();
         }
         for _ in 0..400 {
             let ago = rng.gen_range(1..3 * 3_600);
@@ -998,7 +1003,11 @@ fn distribution_parts_merge_into_the_single_engines_answer() {
         ];
         let mut checked = 0;
         for target in &targets {
-            for shown in [0.5, 0.9, 0.99].map(Shown::Quantile).into_iter().chain([Shown::Histogram]) {
+            for shown in [0.5, 0.9, 0.99]
+                .map(Shown::Quantile)
+                .into_iter()
+                .chain([Shown::Histogram])
+            {
                 for (tier, whole_range) in [("1m", false), ("1h", false), ("1h", true)] {
                     let query = DistributionQuery {
                         target: target.clone(),
@@ -1016,8 +1025,11 @@ fn distribution_parts_merge_into_the_single_engines_answer() {
                         .distribution_query(&query, &ReadBudget::unlimited())
                         .unwrap();
                     assert!(single.relative_error.is_some(), "{single:?}");
-                    for (owner_of, order) in [(&[0u8, 1, 2, 0, 1][..], &[3u32, 1, 4][..]), (&[0], &[0])] {
-                        let merged = cluster_distribution(cluster, &query, owner_of, order).unwrap();
+                    for (owner_of, order) in
+                        [(&[0u8, 1, 2, 0, 1][..], &[3u32, 1, 4][..]), (&[0], &[0])]
+                    {
+                        let merged =
+                            cluster_distribution(cluster, &query, owner_of, order).unwrap();
                         assert_eq!(merged, single, "{query:?}");
                         checked += 1;
                     }

@@ -414,8 +414,12 @@ pub(crate) mod exact_points {
                 let histogram = match histogram {
                     Some(bytes) => match Histogram::decode(&bytes) {
                         Ok((histogram, used)) if used == bytes.len() => Some(histogram),
-                        Ok(_) => return Err(serde::de::Error::custom("a histogram's bytes run on")),
-                        Err(e) => return Err(serde::de::Error::custom(format!("a histogram: {e}"))),
+                        Ok(_) => {
+                            return Err(serde::de::Error::custom("a histogram's bytes run on"))
+                        }
+                        Err(e) => {
+                            return Err(serde::de::Error::custom(format!("a histogram: {e}")))
+                        }
                     },
                     None => None,
                 };
