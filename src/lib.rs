@@ -97,8 +97,8 @@ pub use read::aggregate::{
 };
 pub use read::budget::ReadBudget;
 pub use read::distribution::{
-    DistributionGroup, DistributionPoint, DistributionQuery, DistributionResult,
-    DistributionTarget, HistogramShown, SeriesDistribution, Shown,
+    DistributionGroup, DistributionPlan, DistributionPoint, DistributionQuery, DistributionResult,
+    DistributionTarget, HistogramShown, PartialDistribution, SeriesDistribution, Shown,
 };
 pub use read::query::{Display, Query, QueryResult};
 pub use read::reader::Reader;

@@ -33,6 +33,7 @@ pub use path::{graphite_path, parse_graphite_path, PathPattern};
 pub(crate) use stored::charge_points;
 pub use stored::{RenderGrid, StoredSource};
 pub(crate) use timer_paths::add_to_finder as add_timer_paths;
+pub(crate) use timer_paths::{count as count_timer_paths, with_timer_paths};
 
 use crate::bucket::Bucket;
 use crate::error::Error;
@@ -74,8 +75,8 @@ pub struct Fetched {
     /// bucket total (the increase within it), not the average.
     pub counter: bool,
     /// For a StatsD timer path (`timer_paths`), its stat and the distribution points behind
-    /// `buckets`. Never on the wire: a cluster's owners answer stored series only.
-    #[serde(skip)]
+    /// `buckets`; absent for a stored series.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) timer: Option<timer_paths::TimerPoints>,
 }
 

@@ -25,6 +25,7 @@ use crate::engine::EngineStats;
 use crate::error::Result;
 use crate::read::aggregate::{AggregatePlan, AggregateQuery, AggregateResult};
 use crate::read::budget::ReadBudget;
+use crate::read::distribution::{DistributionPlan, DistributionQuery, DistributionResult};
 use crate::read::query::{Query, QueryResult};
 use crate::registry::Selector;
 use crate::render::tags::TagRead;
@@ -91,6 +92,21 @@ impl Backend for NodeBackend {
         })
     }
 
+    /// Plans the read from this node's tiers and clock; the owners merge their series'
+    /// histograms, and this node merges theirs before it takes the quantiles.
+    fn distribution(
+        &self,
+        query: DistributionQuery,
+        budget: Arc<ReadBudget>,
+        read: ReadOptions,
+    ) -> Answer<'_, DistributionResult> {
+        Box::pin(async move {
+            let node = &self.node;
+            let plan = DistributionPlan::new(node.tiers(), node.now(), &query)?;
+            Ok(fanout::distribution(node, plan, &budget, &read).await?)
+        })
+    }
+
     fn series(&self, selector: Selector, read: ReadOptions) -> Answer<'_, Vec<String>> {
         Box::pin(async move { Ok(fanout::series(&self.node, selector, &read).await?) })
     }
@@ -102,13 +118,20 @@ impl Backend for NodeBackend {
         read: ReadOptions,
     ) -> Answer<'_, Vec<RenderedSeries>> {
         Box::pin(async move {
+            let report = read.report.clone();
             let source = RenderSource::new(
                 Arc::clone(&self.node),
                 tokio::runtime::Handle::current(),
                 read,
             );
             let _turn = self.node.render_slot().await;
-            blocking(move || render::render(&source, &request, &budget)).await
+            let rendered =
+                blocking(move || render::render_stated(&source, &request, &budget)).await?;
+            if let Some(e) = rendered.relative_error {
+                report.estimated(e);
+            }
+            report.explicit_buckets(rendered.explicit_buckets);
+            Ok(rendered.series)
         })
     }
 

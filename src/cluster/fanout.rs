@@ -29,6 +29,7 @@ use crate::error::Error;
 use crate::error::Result;
 use crate::read::aggregate::{AggregatePlan, AggregateResult, PartialAggregate};
 use crate::read::budget::ReadBudget;
+use crate::read::distribution::{DistributionPlan, DistributionResult, PartialDistribution};
 use crate::read::query::{Query, QueryResult};
 use crate::registry::Selector;
 use crate::render::tags::{TagPart, TagRead};
@@ -69,6 +70,8 @@ pub(crate) enum PartialRead {
     Query(Query),
     /// An aggregate on the asker's plan.
     Aggregate(AggregatePlan),
+    /// A distribution read (quantiles, `hist`) on the asker's plan.
+    Distribution(DistributionPlan),
     /// The series listing.
     Series(Selector),
     /// Graphite's `/metrics/find`.
@@ -95,6 +98,8 @@ pub(crate) enum PartialAnswer {
     Query(QueryResult, Span),
     /// Partial groups.
     Aggregate(Charged<PartialAggregate>),
+    /// Partial groups, their histograms merged per point.
+    Distribution(Charged<PartialDistribution>),
     /// Keys, sorted.
     Series(Vec<String>),
     /// Find nodes.
@@ -190,6 +195,10 @@ pub(crate) async fn answer_locally(
             }
             PartialRead::Aggregate(plan) => PartialAnswer::Aggregate(Charged::new(
                 partial::aggregate_over(&readers, &plan, &budget)?,
+                &budget,
+            )),
+            PartialRead::Distribution(plan) => PartialAnswer::Distribution(Charged::new(
+                partial::distribution_over(&readers, &plan, &budget)?,
                 &budget,
             )),
             PartialRead::Series(selector) => {
@@ -470,6 +479,10 @@ async fn ask_owner(
         {
             match request.read {
                 PartialRead::Query(query) => Err(Error::UnknownSeries(query.series)),
+                PartialRead::Distribution(plan) => match plan.series() {
+                    Some(series) => Err(Error::UnknownSeries(series.to_string())),
+                    None => Err(Error::InvalidQuery(refusal.message)),
+                },
                 _ => Err(Error::InvalidQuery(refusal.message)),
             }
         }
@@ -511,9 +524,31 @@ pub(crate) async fn query(
     query: Query,
     options: &ReadOptions,
 ) -> Result<QueryResult> {
-    let key = crate::registry::SeriesKey::parse(&query.series)?;
+    let pinned = partial::pinned_query(node.tiers(), node.now(), &query)?;
+    let read = PartialRead::Query(pinned);
+    let answers = ask_series_owner(node, &query.series, read, u64::MAX, options).await?;
+    let mut results = parts(answers, |answer| match answer {
+        PartialAnswer::Query(result, step) => Some(Ok(QueryResult { step, ..result })),
+        _ => None,
+    })?;
+    results.pop().ok_or_else(other_kind)
+}
+
+/// Sends `read`, a read of the one series `series`, to an owner of the series' partition.
+///
+/// # Errors
+/// As [`fan_out`]; for a series the owner does not have, [`Error::UnknownSeries`], or
+/// [`Error::UnknownSeriesAsYet`] when a default read's replica was behind the log (see
+/// [`unknown_unless_behind`]).
+async fn ask_series_owner(
+    node: &Arc<Node>,
+    series: &str,
+    read: PartialRead,
+    budget: u64,
+    options: &ReadOptions,
+) -> Result<Vec<PartialAnswer>> {
+    let key = crate::registry::SeriesKey::parse(series)?;
     let partition = super::partition_of(key.as_str(), node.partitions());
-    let query = partial::pinned_query(node.tiers(), node.now(), &query)?;
     // A default read's 404 compares this, taken before the read, with the log's end after
     // it, so a race between them errs towards saying an unknown series may be behind. A
     // strong read has applied the log first and needs neither.
@@ -521,25 +556,13 @@ pub(crate) async fn query(
         best_holder(node, &node.view(), partition, &BTreeSet::new())
             .map_or(0, |(_, applied)| applied)
     });
-    let asked = fan_out(
-        node,
-        PartialRead::Query(query),
-        Some(partition),
-        u64::MAX,
-        options,
-    )
-    .await;
-    let answers = match (asked, applied_before) {
+    let asked = fan_out(node, read, Some(partition), budget, options).await;
+    match (asked, applied_before) {
         (Err(Error::UnknownSeries(series)), Some(applied)) => {
-            return Err(unknown_unless_behind(node, series, partition, applied).await)
+            Err(unknown_unless_behind(node, series, partition, applied).await)
         }
-        (asked, _) => asked?,
-    };
-    let mut results = parts(answers, |answer| match answer {
-        PartialAnswer::Query(result, step) => Some(Ok(QueryResult { step, ..result })),
-        _ => None,
-    })?;
-    results.pop().ok_or_else(other_kind)
+        (asked, _) => asked,
+    }
 }
 
 /// What a default read answers for `series`, which the owner of `partition` it asked does
@@ -600,6 +623,32 @@ pub(crate) async fn aggregate(
         _ => None,
     })?;
     partial::merge_aggregates(plan, parts)
+}
+
+/// A distribution read (quantiles, `hist`): a one-series read from an owner of the series'
+/// partition, a read of a selector from every partition's owner; the owners' histograms are
+/// merged per group and point before any quantile is taken
+/// ([`partial::merge_distributions`]).
+///
+/// # Errors
+/// As [`fan_out`] (and [`ask_series_owner`] for one series), and the merge's.
+pub(crate) async fn distribution(
+    node: &Arc<Node>,
+    plan: DistributionPlan,
+    budget: &ReadBudget,
+    options: &ReadOptions,
+) -> Result<DistributionResult> {
+    let owner_budget = partial::owner_budget(budget).limit();
+    let read = PartialRead::Distribution(plan.clone());
+    let answers = match plan.series() {
+        Some(series) => ask_series_owner(node, series, read, owner_budget, options).await?,
+        None => fan_out(node, read, None, owner_budget, options).await?,
+    };
+    let parts = parts(answers, |answer| match answer {
+        PartialAnswer::Distribution(charged) => Some(charged.take(budget)),
+        _ => None,
+    })?;
+    partial::merge_distributions(plan, parts)
 }
 
 /// The series listing over every partition.

@@ -8,6 +8,11 @@
 //!   ([`crate::Reader::plan_aggregate`]); each owner folds its series on that plan
 //!   ([`aggregate_over`]); the asker merges the [`PartialAggregate`]s and finishes them
 //!   ([`merge_aggregates`]);
+//! - distribution reads (quantiles, `hist`): the asker fixes the plan as for an aggregate
+//!   ([`crate::read::distribution::DistributionPlan`]); each owner merges its series'
+//!   histograms per group and point ([`distribution_over`]); the asker merges the parts
+//!   (counts add) and only then takes the quantiles ([`merge_distributions`]). A one-series
+//!   read goes to one owner of the series' partition;
 //! - `/metrics/find`: each owner's nodes ([`find_over`]), merged with each node once
 //!   ([`merge_find`]);
 //! - the series listing: each owner's keys ([`series_over`]), merged in key order
@@ -17,7 +22,9 @@
 //!   series a path matches ([`render_count_over`]), which the asker charges to the request
 //!   before anything is read, then fetches them whole on that grid ([`render_fetch_over`]);
 //!   the asker merges the series in Graphite path order ([`merge_fetched`]) and evaluates the
-//!   targets on them as a single node does.
+//!   targets on them as a single node does. StatsD timer paths come with their stored
+//!   series: each owner counts and fetches those of its distribution series, their points
+//!   and histograms exact, and lists them in find and the tag API.
 //!
 //! A one-series query has nothing to merge: the asker sends it, with the tier it chose
 //! pinned ([`pinned_query`]), to one owner of the series' partition and answers with that.
@@ -37,12 +44,14 @@ use crate::config::TiersConfig;
 use crate::error::Result;
 use crate::read::aggregate::{AggregatePlan, AggregateResult, PartialAggregate};
 use crate::read::budget::ReadBudget;
+use crate::read::distribution::{DistributionPlan, DistributionResult, PartialDistribution};
 use crate::read::query::Query;
 use crate::read::reader::Reader;
 use crate::read::tier_choice::TierChoice;
 use crate::registry::Selector;
 use crate::render::cache::RenderCache;
 use crate::render::tags::{TagPart, TagRead};
+use crate::render::{add_timer_paths, count_timer_paths, with_timer_paths};
 use crate::render::{graphite_path, merge_nodes, Fetched, FindNode, Finder, PathPattern};
 use crate::render::{RenderGrid, StoredSource};
 use crate::time::Timestamp;
@@ -134,6 +143,41 @@ pub(crate) fn aggregate_over(
     Ok(merged)
 }
 
+/// An owner's part of a distribution read: `plan` over the series of every engine in
+/// `readers` (one per partition it was asked for), their histograms merged per group and
+/// point, each engine's reads charged to `budget`.
+///
+/// # Errors
+/// As [`crate::Reader::distribution_partial`] on any engine.
+pub(crate) fn distribution_over(
+    readers: &[Reader<'_>],
+    plan: &DistributionPlan,
+    budget: &ReadBudget,
+) -> Result<PartialDistribution> {
+    let mut merged = PartialDistribution::empty(plan.clone());
+    for reader in readers {
+        merged.merge(reader.distribution_partial(plan, budget)?)?;
+    }
+    Ok(merged)
+}
+
+/// The asker's answer from the owners' parts of a distribution read's `plan` (in any order):
+/// the quantiles of the histograms merged across every partition, equal to what one engine
+/// holding every partition's series answers.
+///
+/// # Errors
+/// [`crate::Error::InvalidQuery`] when a part answers another plan or is garbled.
+pub(crate) fn merge_distributions(
+    plan: DistributionPlan,
+    parts: impl IntoIterator<Item = PartialDistribution>,
+) -> Result<DistributionResult> {
+    let mut merged = PartialDistribution::empty(plan);
+    for part in parts {
+        merged.merge(part)?;
+    }
+    merged.finish()
+}
+
 /// The asker's answer from the owners' parts of `plan` (in any order): equal to what one
 /// engine holding every partition's series answers for the query the plan was made from.
 ///
@@ -151,8 +195,9 @@ pub(crate) fn merge_aggregates(
     merged.finish()
 }
 
-/// An owner's part of `/metrics/find`: the nodes `query` finds among the keys of every engine
-/// in `readers`, each node once, charged to `budget` as one engine's find is.
+/// An owner's part of `/metrics/find`: the nodes `query` finds among the keys and StatsD
+/// timer paths of every engine in `readers`, each node once, charged to `budget` as one
+/// engine's find is.
 ///
 /// # Errors
 /// [`crate::Error::InvalidQuery`] for a query that is not a path pattern, or when `budget`
@@ -165,6 +210,7 @@ pub(crate) fn find_over(
     let mut finder = Finder::new(query)?;
     for reader in readers {
         finder.add_registry(reader.registry(), budget)?;
+        add_timer_paths(reader, &mut finder, budget)?;
     }
     Ok(finder.nodes())
 }
@@ -175,8 +221,8 @@ pub(crate) fn merge_find(parts: impl IntoIterator<Item = Vec<FindNode>>) -> Vec<
     merge_nodes(parts)
 }
 
-/// An owner's part of a tag API answer: `read` over every engine's registry in `readers`,
-/// each scan charged to `budget` as one engine's is.
+/// An owner's part of a tag API answer: `read` over every engine's registry in `readers` and
+/// its StatsD timer paths, each scan charged to `budget` as one engine's is.
 ///
 /// # Errors
 /// As [`TagRead::part`].
@@ -187,7 +233,8 @@ pub(crate) fn tags_over(
 ) -> Result<TagPart> {
     let mut merged = TagPart::default();
     for reader in readers {
-        merged.merge(read.part(reader.registry(), budget)?);
+        let timer_paths = read.timer_paths(reader)?;
+        merged.merge(read.part_with(reader.registry(), &timer_paths, budget)?);
     }
     Ok(merged)
 }
@@ -213,8 +260,9 @@ pub(crate) fn merge_series(parts: impl IntoIterator<Item = Vec<String>>) -> Vec<
     keys
 }
 
-/// An owner's count of the series `pattern` matches in every engine in `readers`, each
-/// engine's registry scan charged to `budget` as one engine's render charges its scan.
+/// An owner's count of the series and StatsD timer paths `pattern` matches in every engine
+/// in `readers`, each engine's registry scan charged to `budget` as one engine's render
+/// charges its scan.
 ///
 /// # Errors
 /// [`crate::Error::InvalidQuery`] when `budget` refuses a scan.
@@ -226,13 +274,14 @@ pub(crate) fn render_count_over(
     let mut series = 0;
     for reader in readers {
         series += StoredSource::new(*reader).count(pattern, budget)? as u64;
+        series += count_timer_paths(reader, pattern) as u64;
     }
     Ok(series)
 }
 
 /// An owner's part of a render path: every series `pattern` matches in every engine in
-/// `readers`, read on the asker's `grid` through the node's render `cache`, sorted by
-/// Graphite path.
+/// `readers`, read on the asker's `grid` through the node's render `cache`, and every
+/// StatsD timer path it matches (with its distribution points), sorted by Graphite path.
 ///
 /// # Errors
 /// As [`StoredSource::fetch_on`] on any engine (an engine whose tier does not fit the
@@ -245,7 +294,8 @@ pub(crate) fn render_fetch_over(
 ) -> Result<Vec<Fetched>> {
     let mut parts = Vec::with_capacity(readers.len());
     for reader in readers {
-        parts.push(cache.fetch_on(*reader, pattern, grid)?);
+        let stored = cache.fetch_on(*reader, pattern, grid)?;
+        parts.push(with_timer_paths(reader, pattern, grid, stored)?);
     }
     Ok(merge_fetched(parts))
 }

@@ -1,9 +1,10 @@
 //! PromQL on a cluster node: the evaluator's [`Source`] over the partitions' owners. The
 //! node evaluates the query itself, as a single node does; only the leaf reads fan out
 //! ([`super::fanout::fan_out`]): the series a selector picks (each owner lists the keys of
-//! its partitions' series that match, its registry scans charged), then their buckets or
-//! raw points (each owner reads the keys of its own partitions, on the tier and range the
-//! asker chose). The asker charges the request's budget as one engine would (the owners'
+//! its partitions' series that match, its registry scans charged, with their kinds), then
+//! their buckets, a distribution's histograms (per bucket, for `histogram_quantile` and
+//! kin) or raw points (each owner reads the keys of its own partitions, on the tier and
+//! range the asker chose). The asker charges the request's budget as one engine would (the owners'
 //! scans as they report them, the series times the buckets before anything is read), so
 //! `--max-read-values`, `--max-query-series` and `--query-timeout` hold as on a single node.
 //! A read taken from a replica behind the log is recorded in the request's
@@ -25,8 +26,11 @@ use super::node::Node;
 use super::partial::{self, Charged};
 use crate::bucket::{Bucket, ExactF64};
 use crate::config::TiersConfig;
+use crate::counter::SeriesKind;
 use crate::error::{Error, Result};
+use crate::histogram::Histogram;
 use crate::promql::{self, key_labels, MatcherSet, RawPoints, Selected, Source, StoredSource};
+use crate::promql::{BucketHistogram, HistogramVisit};
 use crate::read::budget::ReadBudget;
 use crate::read::reader::Reader;
 use crate::registry::{SeriesId, SeriesKey};
@@ -91,6 +95,17 @@ pub(crate) enum PromRead {
         from: Timestamp,
         to: Timestamp,
     },
+    /// The histograms of those of `keys` in the owner's partitions that are distributions,
+    /// one per bucket of tier `tier` from `from` (aligned down to its resolution) to before
+    /// `to`.
+    Histograms {
+        /// Canonical keys; an answer names each by its index here.
+        keys: Vec<String>,
+        /// The tier's name.
+        tier: String,
+        from: Timestamp,
+        to: Timestamp,
+    },
     /// The raw tier's points of those of `keys` in the owner's partitions, in `[from, to)`.
     Raw {
         keys: Vec<String>,
@@ -102,10 +117,13 @@ pub(crate) enum PromRead {
 /// An owner's answer to a [`PromRead`].
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) enum PromAnswer {
-    /// Canonical keys, each with whether it is a counter; the scans charged.
-    Selected(Charged<Vec<(String, bool)>>),
+    /// Canonical keys, each with whether it is a counter and whether a distribution; the
+    /// scans charged.
+    Selected(Charged<Vec<(String, bool, bool)>>),
     /// Per key found, its index and buckets.
     Buckets(Vec<IndexedBuckets>),
+    /// Per distribution found, its index and histograms.
+    Histograms(Vec<IndexedHistograms>),
     /// Per key found, its index and points; `None` when the owner's raw tier does not hold
     /// the range. The points charged.
     Raw(Charged<Option<Vec<IndexedPoints>>>),
@@ -117,6 +135,55 @@ pub(crate) struct IndexedBuckets {
     index: u32,
     #[serde(with = "crate::bucket::exact_buckets")]
     buckets: Vec<Bucket>,
+}
+
+/// One series' bucket histograms on the wire, bit for bit: per bucket, `null` or the
+/// observations' sum and the histogram's stored encoding.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct IndexedHistograms {
+    index: u32,
+    histograms: Vec<Option<(ExactF64, Vec<u8>)>>,
+}
+
+impl IndexedHistograms {
+    fn new(index: u32, histograms: &[Option<BucketHistogram>]) -> IndexedHistograms {
+        let wire = (histograms.iter())
+            .map(|h| {
+                h.as_ref().map(|h| {
+                    let mut bytes = Vec::with_capacity(h.histogram.encoded_len());
+                    h.histogram.encode(&mut bytes);
+                    (ExactF64(h.sum), bytes)
+                })
+            })
+            .collect();
+        IndexedHistograms {
+            index,
+            histograms: wire,
+        }
+    }
+
+    /// The histograms, decoded.
+    ///
+    /// # Errors
+    /// [`Error::Cluster`] for a histogram that does not decode whole.
+    fn decode(self) -> Result<Vec<Option<BucketHistogram>>> {
+        (self.histograms.into_iter())
+            .map(|h| {
+                let Some((sum, bytes)) = h else {
+                    return Ok(None);
+                };
+                match Histogram::decode(&bytes) {
+                    Ok((histogram, used)) if used == bytes.len() => Ok(Some(BucketHistogram {
+                        histogram,
+                        sum: sum.0,
+                    })),
+                    _ => Err(Error::Cluster(
+                        "an owner answered a histogram that does not decode".into(),
+                    )),
+                }
+            })
+            .collect()
+    }
 }
 
 /// One series' raw points on the wire, bit for bit.
@@ -150,14 +217,14 @@ pub(crate) fn answer_over(
             let Some(id) = reader.registry().get(key) else {
                 continue;
             };
-            let counter = reader.series_kind(id) == crate::counter::SeriesKind::Counter;
+            let kind = reader.series_kind(id);
             per_reader[at].push((
                 index as u32,
                 Selected {
                     id: id.0,
                     labels: promql::Labels::default(),
-                    counter,
-                    distribution: false,
+                    counter: kind == SeriesKind::Counter,
+                    distribution: kind == SeriesKind::Distribution,
                 },
             ));
         }
@@ -172,7 +239,7 @@ pub(crate) fn answer_over(
             for reader in readers {
                 for s in StoredSource::new(*reader).select(&sets, budget)? {
                     if let Some(key) = reader.registry().key(SeriesId(s.id)) {
-                        found.push((key.as_str().to_owned(), s.counter));
+                        found.push((key.as_str().to_owned(), s.counter, s.distribution));
                     }
                 }
             }
@@ -198,6 +265,27 @@ pub(crate) fn answer_over(
                 );
             }
             PromAnswer::Buckets(out)
+        }
+        PromRead::Histograms {
+            keys,
+            tier,
+            from,
+            to,
+        } => {
+            let out = Mutex::new(Vec::new());
+            for (reader, held) in readers.iter().zip(held(&keys)) {
+                let index = (reader.config().tier_index(&tier))
+                    .ok_or_else(|| Error::UnknownTier(tier.clone()))?;
+                let (indexes, series): (Vec<u32>, Vec<Selected>) =
+                    held.into_iter().filter(|(_, s)| s.distribution).unzip();
+                let visit = |i: usize, histograms: &[Option<BucketHistogram>]| {
+                    let part = IndexedHistograms::new(indexes[i], histograms);
+                    out.lock().unwrap_or_else(|e| e.into_inner()).push(part);
+                };
+                StoredSource::new(*reader)
+                    .visit_histograms(&series, index, from, to, budget, &visit)?;
+            }
+            PromAnswer::Histograms(out.into_inner().unwrap_or_else(|e| e.into_inner()))
         }
         PromRead::Raw { keys, from, to } => {
             let mut out = Vec::new();
@@ -298,7 +386,7 @@ impl Source for ClusterSource {
             .map(|set| set.iter().map(WireMatcher::of).collect())
             .collect();
         let owner_budget = partial::owner_budget(budget).limit();
-        let mut found: Vec<(String, bool)> = Vec::new();
+        let mut found: Vec<(String, bool, bool)> = Vec::new();
         for answer in self.fan_out(PromRead::Select(wire), owner_budget)? {
             let PromAnswer::Selected(charged) = answer else {
                 return Err(other_answer());
@@ -306,9 +394,9 @@ impl Source for ClusterSource {
             found.extend(charged.take(budget)?);
         }
         let mut labelled = (found.into_iter())
-            .map(|(key, counter)| {
+            .map(|(key, counter, distribution)| {
                 let labels = key_labels(&SeriesKey::parse(&key)?.view());
-                Ok((labels, key, counter))
+                Ok((labels, key, counter, distribution))
             })
             .collect::<Result<Vec<_>>>()?;
         labelled.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -317,13 +405,13 @@ impl Source for ClusterSource {
         labelled.dedup_by(|a, b| a.1 == b.1);
         let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
         Ok((labelled.into_iter())
-            .map(|(labels, key, counter)| {
+            .map(|(labels, key, counter, distribution)| {
                 keys.push(key);
                 Selected {
                     id: (keys.len() - 1) as u32,
                     labels,
                     counter,
-                    distribution: false,
+                    distribution,
                 }
             })
             .collect())
@@ -367,6 +455,53 @@ impl Source for ClusterSource {
             }
         }
         Ok(out)
+    }
+
+    /// Charged here as one engine charges (series times buckets, before anything is read);
+    /// each owner reads the histograms of its distributions without a budget of their own,
+    /// and each series is visited as its owner's answer arrives (a series no owner holds,
+    /// with no histogram).
+    fn visit_histograms(
+        &self,
+        series: &[Selected],
+        tier: usize,
+        from: Timestamp,
+        to: Timestamp,
+        budget: &ReadBudget,
+        visit: &HistogramVisit<'_>,
+    ) -> Result<()> {
+        let points = promql::charge_buckets(self.tiers(), series.len(), tier, from, to, budget)?;
+        if series.is_empty() {
+            return Ok(());
+        }
+        let read = PromRead::Histograms {
+            keys: self.keys_of(series)?,
+            tier: self.tiers().tiers[tier].name.clone(),
+            from,
+            to,
+        };
+        let mut seen = BTreeSet::new();
+        for answer in self.fan_out(read, u64::MAX)? {
+            let PromAnswer::Histograms(parts) = answer else {
+                return Err(other_answer());
+            };
+            for part in parts {
+                let index = part.index as usize;
+                let histograms = part.decode()?;
+                if index >= series.len() || histograms.len() != points || !seen.insert(index) {
+                    return Err(Error::Cluster(format!(
+                        "an owner answered {} histograms of a series where {points} were asked",
+                        histograms.len()
+                    )));
+                }
+                visit(index, &histograms);
+            }
+        }
+        let none = vec![None; points];
+        (0..series.len())
+            .filter(|i| !seen.contains(i))
+            .for_each(|i| visit(i, &none));
+        Ok(())
     }
 
     /// Each owner reads its series' points within what the request may still read; `None`

@@ -111,8 +111,7 @@ pub trait Source: Sync {
     /// `series` and its histograms) so that no series' histograms outlive its windows: `None`
     /// for a bucket without observations or whose histogram does not hold every one of them
     /// (samples written before the series became a distribution). Charged as
-    /// [`Source::buckets`]. This default is for a source that keeps no histograms (a cluster
-    /// node).
+    /// [`Source::buckets`]. This default is for a source that keeps no histograms.
     ///
     /// # Errors
     /// `InvalidQuery` from this default; otherwise as [`Source::buckets`].
@@ -130,9 +129,7 @@ pub trait Source: Sync {
             return Ok(());
         }
         Err(Error::InvalidQuery(
-            "this server keeps no histograms (a cluster node stores none), so PromQL \
-             cannot read a distribution's"
-                .into(),
+            "this source keeps no histograms, so PromQL cannot read a distribution's".into(),
         ))
     }
 

@@ -38,7 +38,7 @@ use std::str::FromStr;
 use rayon::prelude::*;
 
 use crate::bucket::{Bucket, ExactF64};
-use crate::config::{TierSpec, TiersConfig};
+use crate::config::TiersConfig;
 use crate::counter::SeriesKind;
 use crate::error::Error;
 use crate::error::Result;
@@ -265,7 +265,7 @@ impl AggregatePlan {
             .resolve(tiers, query.from, query.to, query.max_points, now)?;
         let spec = &tiers.tiers[tier];
         let step = (!query.whole_range).then(|| query.step.unwrap_or(spec.resolution));
-        let grid = AggregatePlan::grid_of(spec, query.from, query.to, step)?;
+        let grid = PointGrid::of(spec, query.from, query.to, step)?;
         Ok(AggregatePlan {
             selector: query.selector.clone(),
             group_by: query.group_by.clone(),
@@ -284,20 +284,6 @@ impl AggregatePlan {
     /// The tier read.
     pub fn tier(&self) -> &str {
         &self.tier
-    }
-
-    /// The points of a read of `spec` over `[from, to)`, `step` wide or one for the whole
-    /// range.
-    fn grid_of(
-        spec: &TierSpec,
-        from: Timestamp,
-        to: Timestamp,
-        step: Option<Span>,
-    ) -> Result<PointGrid> {
-        match step {
-            Some(step) => PointGrid::new(spec, from, to, step),
-            None => PointGrid::whole(spec, from, to),
-        }
     }
 }
 
@@ -554,13 +540,8 @@ impl Reader<'_> {
             .tier_index(&plan.tier)
             .ok_or_else(|| Error::UnknownTier(plan.tier.clone()))?;
         let spec = &self.config().tiers[tier];
-        let grid = AggregatePlan::grid_of(spec, plan.from, plan.to, plan.step)?;
-        if grid != plan.grid {
-            return Err(Error::InvalidQuery(format!(
-                "tier {} ({} buckets in periods of {}) gives another grid than the plan's",
-                spec.name, spec.resolution, spec.period
-            )));
-        }
+        PointGrid::check_planned(spec, plan.from, plan.to, plan.step, &plan.grid)?;
+        let grid = plan.grid;
         let matched = self.select_grouped(&plan.selector, &plan.group_by, budget)?;
         // (index, series, gauges) of each group; gauges are looked up only for per_sec.
         let mut groups: BTreeMap<Vec<Option<String>>, (usize, usize, usize)> = BTreeMap::new();

@@ -3,22 +3,28 @@
 //! (counts add), so a point of any width, in any tier, answers a quantile within the
 //! relative error its histogram's scale states.
 
+mod partial;
+
 use std::collections::BTreeMap;
 
 use rayon::prelude::*;
 
 use super::budget::ReadBudget;
-use super::query::{still_filling, HeldFiles, PointGrid};
+use super::query::{HeldFiles, PointGrid};
 use super::reader::{Member, Reader};
 use super::tier_choice::TierChoice;
-use crate::bucket::Bucket;
-use crate::counter::SeriesKind;
+use crate::bucket::{Bucket, ExactF64};
 use crate::error::{Error, Result};
 use crate::histogram::{lower_bound, upper_bound, Accumulator, Histogram, EXPLICIT_BUCKETS_TAG};
 use crate::registry::{KeyView, Selector, SeriesId};
 use crate::storage::histogram_cell::CellBuffer;
 use crate::storage::HeldPeriod;
 use crate::time::{Span, Timestamp};
+
+/// For the render API's timer paths, which a cluster's owners send.
+#[cfg(feature = "server")]
+pub(crate) use partial::exact_points;
+pub use partial::{DistributionPlan, PartialDistribution};
 
 /// One point of a distribution read.
 #[derive(Clone, Debug, PartialEq)]
@@ -58,8 +64,7 @@ impl DistributionPoint {
     }
 
     /// Folds another point of the same interval in: buckets and histograms merge exactly
-    /// (render's consolidation of a timer path's points).
-    #[cfg(feature = "server")]
+    /// (render's consolidation of a timer path's points, and the merge of partial reads).
     pub(crate) fn merge(&mut self, other: &DistributionPoint) {
         self.bucket.merge(&other.bucket);
         if let Some(histogram) = &other.histogram {
@@ -354,6 +359,30 @@ impl std::str::FromStr for Shown {
     }
 }
 
+/// On the wire (a cluster's partial reads): the quantile as an exact float, `null` for
+/// `hist`.
+impl serde::Serialize for Shown {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        let quantile = match *self {
+            Shown::Quantile(q) => Some(ExactF64(q)),
+            Shown::Histogram => None,
+        };
+        serde::Serialize::serialize(&quantile, serializer)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Shown {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Shown, D::Error> {
+        let quantile: Option<ExactF64> = serde::Deserialize::deserialize(deserializer)?;
+        Ok(quantile.map_or(Shown::Histogram, |q| Shown::Quantile(q.0)))
+    }
+}
+
 impl Shown {
     /// True for the names this type parses: what tells a distribution read from a plain one.
     pub fn is_distribution_display(text: &str) -> bool {
@@ -362,7 +391,7 @@ impl Shown {
 }
 
 /// Which series a distribution read covers.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum DistributionTarget {
     /// One series, by its key.
     Series(String),
@@ -637,138 +666,15 @@ impl Reader<'_> {
     /// # Errors
     /// [`Error::UnknownSeries`] for a single series not registered, [`Error::UnknownTier`],
     /// [`Error::InvalidQuery`] as for [`Reader::aggregate`], and a read over `budget`.
+    ///
+    /// The plan, its part over this engine and the finish: the steps a cluster read takes
+    /// across partitions (see [`PartialDistribution`]).
     pub fn distribution_query(
         &self,
         query: &DistributionQuery,
         budget: &ReadBudget,
     ) -> Result<DistributionResult> {
-        let config = self.config();
-        let now = self.now();
-        let tier = query
-            .tier
-            .resolve(config, query.from, query.to, query.max_points, now)?;
-        let spec = &config.tiers[tier];
-        let grid = if query.whole_range {
-            PointGrid::whole(spec, query.from, query.to)?
-        } else {
-            PointGrid::new(
-                spec,
-                query.from,
-                query.to,
-                query.step.unwrap_or(spec.resolution),
-            )?
-        };
-        let window = spec.window_start(now);
-        let mut series = None;
-        let (matched, group_by): (Vec<Matched>, &[String]) = match &query.target {
-            DistributionTarget::Series(key) => {
-                let id = self
-                    .registry()
-                    .lookup(key)?
-                    .ok_or_else(|| Error::UnknownSeries(key.clone()))?;
-                series = self.registry().key(id).map(|k| k.as_str().to_string());
-                (vec![(id, Vec::new())], &[])
-            }
-            DistributionTarget::Select { selector, group_by } => (
-                self.select_grouped(selector, group_by, budget)?,
-                group_by.as_slice(),
-            ),
-        };
-        let kinds = self.series_kinds(&matched.iter().map(|(id, _)| *id).collect::<Vec<_>>());
-        let not_distributions = kinds
-            .iter()
-            .filter(|&&k| k != SeriesKind::Distribution)
-            .count();
-        let mut groups: BTreeMap<Vec<Option<String>>, (usize, usize)> = BTreeMap::new();
-        let members: Vec<(SeriesId, &Vec<Option<String>>)> = matched
-            .iter()
-            .zip(&kinds)
-            .filter(|(_, &k)| k == SeriesKind::Distribution)
-            .map(|((id, values), _)| (*id, values))
-            .collect();
-        let explicit_buckets = (members.iter())
-            .filter(|(id, _)| {
-                (self.registry().key(*id)).is_some_and(|k| placed_from_explicit_buckets(k.view()))
-            })
-            .count();
-        for (_, values) in &members {
-            groups.entry((*values).clone()).or_default().1 += 1;
-        }
-        for (index, entry) in groups.values_mut().enumerate() {
-            entry.0 = index;
-        }
-        grid.charge_held(
-            budget,
-            (grid.first.max(window), grid.end),
-            members.len(),
-            &spec.name,
-        )?;
-        let mut indexed: Vec<Member> = (members.iter())
-            .map(|(id, values)| self.member(*id, groups[*values].0))
-            .collect();
-        indexed.sort_unstable_by_key(|m| (m.chunk, m.slot));
-        let folded = fold_members(self, tier, &grid, window, &indexed, groups.len())?;
-        let rows = (0..groups.len()).map(|group| &folded[group * grid.points..][..grid.points]);
-        let mut relative_error: Option<f64> = None;
-        let mut incomplete = 0usize;
-        let groups = groups
-            .into_iter()
-            .zip(rows)
-            .map(|((values, (_, series)), row)| {
-                for point in row {
-                    if point.bucket.count > 0 && !point.is_complete() {
-                        incomplete += 1;
-                    } else if let Some(e) = point.relative_error() {
-                        relative_error = Some(relative_error.map_or(e, |r: f64| r.max(e)));
-                    }
-                }
-                let (points, histograms) = match query.shown {
-                    Shown::Quantile(q) => (
-                        Some(row.iter().map(|p| (p.ts, p.quantile(q))).collect()),
-                        None,
-                    ),
-                    Shown::Histogram => (
-                        None,
-                        Some(row.iter().map(|p| (p.ts, HistogramShown::of(p))).collect()),
-                    ),
-                };
-                DistributionGroup {
-                    tags: group_by.iter().cloned().zip(values).collect(),
-                    series,
-                    points,
-                    histograms,
-                }
-            })
-            .collect();
-        let mut notes = Vec::new();
-        if not_distributions > 0 {
-            notes.push(format!(
-                "{not_distributions} selected series are not distributions (no histograms) and are left out"
-            ));
-        }
-        if incomplete > 0 {
-            notes.push(format!(
-                "{incomplete} points hold samples without a histogram (written before the series was a distribution) and are null"
-            ));
-        }
-        if explicit_buckets > 0 {
-            notes.push(format!(
-                "{explicit_buckets} series hold OTLP explicit-bucket histograms: a quantile of their values is within the width of the explicit bucket holding it (half of it between two bounds), not within relative_error"
-            ));
-        }
-        Ok(DistributionResult {
-            series,
-            tier: spec.name.clone(),
-            display: match query.shown {
-                Shown::Quantile(q) => format!("p{}", q * 100.0),
-                Shown::Histogram => "hist".to_string(),
-            },
-            step: grid.step,
-            relative_error,
-            explicit_buckets,
-            groups,
-            partial_from: still_filling(grid.first, grid.step, grid.points, now),
-            note: (!notes.is_empty()).then(|| notes.join("; ")),
-        })
+        let plan = DistributionPlan::new(self.config(), self.now(), query)?;
+        self.distribution_partial(&plan, budget)?.finish()
     }
 }

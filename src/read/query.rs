@@ -485,6 +485,45 @@ pub(crate) struct PointGrid {
 }
 
 impl PointGrid {
+    /// The points of a read of `spec` over `[from, to)`: `step` wide, or one over the whole
+    /// range for `None`.
+    ///
+    /// # Errors
+    /// As [`PointGrid::new`] and [`PointGrid::whole`].
+    pub(crate) fn of(
+        spec: &TierSpec,
+        from: Timestamp,
+        to: Timestamp,
+        step: Option<Span>,
+    ) -> Result<PointGrid> {
+        match step {
+            Some(step) => PointGrid::new(spec, from, to, step),
+            None => PointGrid::whole(spec, from, to),
+        }
+    }
+
+    /// Checks that this engine's tier `spec` gives `planned`, the grid an asker planned a read
+    /// of `[from, to)` on (`step` as [`PointGrid::of`] takes it): an engine whose tier of that
+    /// name has another layout refuses the plan rather than answer on other points.
+    ///
+    /// # Errors
+    /// As [`PointGrid::of`], and [`Error::InvalidQuery`] when the grids differ.
+    pub(crate) fn check_planned(
+        spec: &TierSpec,
+        from: Timestamp,
+        to: Timestamp,
+        step: Option<Span>,
+        planned: &PointGrid,
+    ) -> Result<()> {
+        if PointGrid::of(spec, from, to, step)? == *planned {
+            return Ok(());
+        }
+        Err(Error::InvalidQuery(format!(
+            "tier {} ({} buckets in periods of {}) gives another grid than the plan's",
+            spec.name, spec.resolution, spec.period
+        )))
+    }
+
     /// One point per `step`-aligned interval whose start lies in `[from, to)`.
     ///
     /// # Errors

@@ -169,8 +169,9 @@ impl<'a> StoredSource<'a> {
 
     /// Every stored series matching `pattern`, read on `grid`, sorted by Graphite path as
     /// graphite-web's finders list them (then by key). A series matched but without data in
-    /// range has only empty buckets (null points). No timer paths: what a cluster's owners
-    /// answer, and what the render cache keeps.
+    /// range has only empty buckets (null points). No timer paths: what the render cache
+    /// keeps (a single node and a cluster's owners add the timer paths after it,
+    /// `super::timer_paths::with_timer_paths`).
     ///
     /// # Errors
     /// [`Error::UnknownTier`] when this engine has no tier of the grid's name;
@@ -270,7 +271,7 @@ impl<'a> StoredSource<'a> {
 
 /// The engine's read view as a single node's render source: its stored series and the
 /// StatsD timer paths of its distribution series (`super::timer_paths`), which a cluster's
-/// owners, answering through [`StoredSource::fetch_on`], do not add. Every fetch of a render
+/// owners add to what they fetch as well. Every fetch of a render
 /// reads one tier on one grid, so all the series it returns share start and step, which
 /// functions combining series rely on.
 impl Source for StoredSource<'_> {

@@ -30,8 +30,9 @@
 //!
 //! A render fetching estimates states their bound ([`super::Rendered::relative_error`],
 //! the server's `x-tierdb-relative-error` header). Find ([`add_to_finder`]) and the tag API
-//! ([`keys`]) list the paths beside stored series. A cluster node keeps no histograms in
-//! its fan-out answers, so only a single node answers these paths.
+//! ([`keys`]) list the paths beside stored series. On a cluster, each partition's owner
+//! adds its timers' paths to its part of a render, find or tag read, their points exact on
+//! the wire ([`TimerPoints`] is serializable), so a cluster node answers them as one node.
 
 #[cfg(test)]
 mod tests;
@@ -268,13 +269,36 @@ impl Stat {
 }
 
 /// A timer path's points while its values are still the stat of each point: what lets a
-/// render merge points (histograms and all) and take the stat of the merge.
-#[derive(Clone, Debug, PartialEq)]
+/// render merge points (histograms and all) and take the stat of the merge. Serializable, as
+/// a cluster's owners send it with the path they fetched: the stat as its path segment, the
+/// points exact ([`crate::read::distribution::exact_points`]).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct TimerPoints {
     /// The stat shown.
+    #[serde(with = "stat_name")]
     pub(crate) stat: Stat,
     /// One point per value.
+    #[serde(with = "crate::read::distribution::exact_points")]
     pub(crate) points: Vec<DistributionPoint>,
+}
+
+/// A [`Stat`] on the wire: its path segment (`upper_90`), parsed back.
+mod stat_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::Stat;
+
+    pub(super) fn serialize<S: Serializer>(stat: &Stat, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&stat.name())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Stat, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        Stat::parse(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("{name:?} is no timer stat")))
+    }
 }
 
 impl TimerPoints {

@@ -71,23 +71,14 @@ pub trait Backend: Send + Sync {
     ) -> Answer<'_, AggregateResult>;
 
     /// `/api/v1/query` and `/api/v1/aggregate` with a quantile or `hist` display: reads of
-    /// distribution series within `budget`. A cluster keeps no histograms yet (its
-    /// partitions store timers as gauges), so it refuses the read and says why.
+    /// distribution series within `budget`, their histograms merged before a quantile is
+    /// taken (a cluster node merges its owners' parts first). An unknown series is a 404.
     fn distribution(
         &self,
         query: DistributionQuery,
         budget: Arc<ReadBudget>,
         read: ReadOptions,
-    ) -> Answer<'_, DistributionResult> {
-        let _ = (query, budget, read);
-        Box::pin(async {
-            Err(ApiError::BadRequest(
-                "quantile and hist displays read distributions, which a cluster does not keep \
-                 yet: its timers are stored as gauges (count, total, min and max)"
-                    .to_string(),
-            ))
-        })
-    }
+    ) -> Answer<'_, DistributionResult>;
 
     /// `/api/v1/series`: the names `selector` selects.
     fn series(&self, selector: Selector, read: ReadOptions) -> Answer<'_, Vec<String>>;

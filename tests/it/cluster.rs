@@ -91,6 +91,11 @@ impl Node {
         self.addrs.as_ref().expect("node running").http
     }
 
+    /// The StatsD address of a node started with `--statsd`.
+    pub(crate) fn statsd(&self) -> SocketAddr {
+        (self.addrs.as_ref().expect("node running").statsd).expect("a statsd address")
+    }
+
     fn graphite(&self) -> SocketAddr {
         self.addrs.as_ref().expect("node running").graphite_tcp
     }
@@ -172,6 +177,12 @@ impl Setup {
 /// a comparison with a cluster fed the same samples; its process (stopped when dropped) and
 /// HTTP address.
 pub(crate) fn single_node(root: &Path, args: &[String]) -> (Proc, SocketAddr) {
+    let (single, addrs) = single_node_addrs(root, args);
+    (single, addrs.http)
+}
+
+/// [`single_node`] with every address it listens on.
+pub(crate) fn single_node_addrs(root: &Path, args: &[String]) -> (Proc, Addrs) {
     let log = root.join("single.log");
     let mut command = tierdb_command("serve", &root.join("single"));
     command
@@ -180,8 +191,8 @@ pub(crate) fn single_node(root: &Path, args: &[String]) -> (Proc, SocketAddr) {
         .stdout(Stdio::piped())
         .stderr(file(&log));
     let mut single = Proc::spawn("tierdb single", &mut command, vec![log], false);
-    let http = single.wait_ready().http;
-    (single, http)
+    let addrs = single.wait_ready();
+    (single, addrs)
 }
 
 /// Writes a tiers.toml of the shipped tiers plus a raw tier (1h periods, kept a day) into

@@ -4,6 +4,7 @@ mod aggregate;
 mod apply_crash;
 mod cli;
 mod cluster;
+mod cluster_distributions;
 mod cluster_graphite;
 mod cluster_ownership;
 mod cluster_promql;

@@ -911,3 +911,135 @@ fn the_request_budget_bounds_the_parts_together() {
         .contains("read budget"));
     assert!(short.exceeded());
 }
+
+/// A distribution read as the cluster answers it: planned from the tiers and clock, each
+/// owner's part sent as JSON, the parts merged in the order `order` gives (a one-series read
+/// from its partition's engine alone).
+fn cluster_distribution(
+    cluster: &Cluster,
+    query: &crate::read::distribution::DistributionQuery,
+    owner_of: &[u8],
+    order: &[u32],
+) -> Result<DistributionResult> {
+    let plan = DistributionPlan::new(cluster.single.config(), cluster.single.now(), query)?;
+    let plan = over_the_wire(&plan);
+    let budget = ReadBudget::unlimited();
+    // A one-series read asks its partition's owner only.
+    let owners = match plan.series() {
+        Some(key) => {
+            let partition = partition_of(key, cluster.parts.len() as u32) as usize;
+            vec![vec![cluster.parts[partition].reader()]]
+        }
+        None => cluster.owners(owner_of),
+    };
+    let mut answers = Vec::new();
+    for readers in owners {
+        answers.push(over_the_wire(&distribution_over(&readers, &plan, &budget)?));
+    }
+    merge_distributions(plan, shuffled(answers, order))
+}
+
+/// Seeded log-normal latencies into 24 distribution series (and one gauge, which a selector
+/// picks and the answer leaves out) on one engine and split over five: every quantile and
+/// histogram, of one series, of all and per data centre, at 1m and 1h, hot and compacted,
+/// is the single engine's, field for field, whatever owners hold the partitions and in
+/// whatever order their parts merge.
+#[test]
+fn distribution_parts_merge_into_the_single_engines_answer() {
+    use crate::read::distribution::{DistributionQuery, DistributionTarget, Shown};
+    use rand::{Rng, SeedableRng};
+    use rand_distr::{Distribution, LogNormal};
+
+    let cluster = Cluster::build(5, &[], &[]);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(53);
+    let latency = LogNormal::new(3.0, 1.05).expect("valid");
+    let mut keys: Vec<String> = (0..24)
+        .map(|h| format!("lat{{dc=d{},host=h{h:02}}}", h % 3))
+        .collect();
+    keys.push("lat{dc=d0,host=gauge}".into());
+    let mut to_single = Vec::new();
+    let mut to_parts = vec![Vec::new(); cluster.parts.len()];
+    for (i, key) in keys.iter().enumerate() {
+        let p = partition_of(key, 5) as usize;
+        let (a, b) = (
+            cluster.single.series(key).unwrap(),
+            cluster.parts[p].series(key).unwrap(),
+        );
+        if i < 24 {
+            cluster
+                .single
+                .declare_kind(a, SeriesKind::Distribution)
+                .unwrap();
+            cluster.parts[p]
+                .declare_kind(b, SeriesKind::Distribution)
+                .unwrap();
+        }
+        for _ in 0..400 {
+            let ago = rng.gen_range(1..3 * 3_600);
+            // Multiples of 2^-10: every sum of them is exact, so totals merge to the same
+            // bits in any order (as the aggregates' checks above).
+            let v: f64 = latency.sample(&mut rng);
+            let v = (v * 1024.0).round() / 1024.0;
+            to_single.push(Sample::new(a, NOW - ago, v));
+            to_parts[p].push(Sample::new(b, NOW - ago, v));
+        }
+    }
+    cluster.single.record_batch(&to_single).unwrap();
+    for (part, samples) in cluster.parts.iter().zip(&to_parts) {
+        part.record_batch(samples).unwrap();
+    }
+    let check = |cluster: &Cluster| {
+        let now = cluster.single.now();
+        let targets = [
+            DistributionTarget::Series("lat{dc=d1,host=h07}".into()),
+            DistributionTarget::Select {
+                selector: Selector::new("lat"),
+                group_by: Vec::new(),
+            },
+            DistributionTarget::Select {
+                selector: Selector::new("lat"),
+                group_by: vec!["dc".into()],
+            },
+        ];
+        let mut checked = 0;
+        for target in &targets {
+            for shown in [0.5, 0.9, 0.99]
+                .map(Shown::Quantile)
+                .into_iter()
+                .chain([Shown::Histogram])
+            {
+                for (tier, whole_range) in [("1m", false), ("1h", false), ("1h", true)] {
+                    let query = DistributionQuery {
+                        target: target.clone(),
+                        shown,
+                        tier: TierChoice::Named(tier.into()),
+                        from: NOW - 4 * 3_600,
+                        to: now,
+                        step: None,
+                        max_points: None,
+                        whole_range,
+                    };
+                    let single = cluster
+                        .single
+                        .reader()
+                        .distribution_query(&query, &ReadBudget::unlimited())
+                        .unwrap();
+                    assert!(single.relative_error.is_some(), "{single:?}");
+                    for (owner_of, order) in
+                        [(&[0u8, 1, 2, 0, 1][..], &[3u32, 1, 4][..]), (&[0], &[0])]
+                    {
+                        let merged =
+                            cluster_distribution(cluster, &query, owner_of, order).unwrap();
+                        assert_eq!(merged, single, "{query:?}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 3 * 4 * 3 * 2);
+    };
+    check(&cluster);
+    // Closed days compacted everywhere: the parts read compacted histograms alike.
+    cluster.age(DAY);
+    check(&cluster);
+}
