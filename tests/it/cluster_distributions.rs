@@ -4,7 +4,8 @@
 //! `p90` and `p99` and every `hist`, of one series and merged over all series or per data
 //! centre, at 1m, 1h and 1d, answers through each cluster node exactly as the single node
 //! does, and within the relative error the answer states of the exact nearest-rank quantile
-//! of the values sent. A cluster that took quantiles per partition, or merged the owners'
+//! of the values sent. The same values as native gauge histograms over remote write answer
+//! the same way. A cluster that took quantiles per partition, or merged the owners'
 //! histograms wrongly, fails it.
 
 use std::net::{SocketAddr, UdpSocket};
@@ -100,6 +101,18 @@ fn statsd_timers_answer_quantiles_through_a_cluster_as_one_node() {
     let started = chrono::Utc::now().timestamp();
     send(single.statsd.expect("a statsd address"), &hosts);
     send(cluster[1].statsd(), &hosts);
+    // The same values as native gauge histograms over remote write, one per host.
+    let native = native_histograms(&hosts, started);
+    for addr in [single.http, nodes[0]] {
+        let (status, answer) = crate::support::http::request(
+            addr,
+            "POST",
+            "/api/v1/prom/write",
+            &[("Content-Type", "application/x-protobuf")],
+            &native,
+        );
+        assert_eq!(status, 204, "{answer}");
+    }
 
     // Wide enough for every sample, whenever its flush landed.
     let hour = started - started % 3600;
@@ -283,6 +296,30 @@ fn statsd_timers_answer_quantiles_through_a_cluster_as_one_node() {
         }
     }
 
+    // The native histograms: their quantiles and merged buckets, as the single node's.
+    let span = format!("tier=1h&range=whole&from={hour}&to={}", hour + 2 * 3600);
+    for display in ["p50", "p99", "hist"] {
+        let path = format!("/api/v1/aggregate?match=cd_wait_ms&display={display}&{span}");
+        let expected = get_json(single.http, &format!("{path}&consistency=strong")).unwrap();
+        let answered = match display {
+            "hist" => {
+                expected["groups"][0]["histograms"][0][1]["count"].as_u64()
+                    == Some((HOSTS * PER_HOST) as u64)
+            }
+            _ => expected["groups"][0]["points"][0][1].is_f64(),
+        };
+        assert!(answered, "{path} on the single node: {expected}");
+        for (i, &node) in nodes.iter().enumerate() {
+            let got = eventually(&format!("{path} through node{i}"), || {
+                let got = strong(node, &path);
+                (got == expected)
+                    .then_some(got.clone())
+                    .ok_or(format!("{got}"))
+            });
+            assert_eq!(got, expected);
+        }
+    }
+
     // A series nobody has is a 404 through a cluster node, as on the single node.
     let missing = format!(
         "/api/v1/query?series=cd.none&display=p99&tier=1h&from={hour}&to={}&consistency=strong",
@@ -292,4 +329,29 @@ fn statsd_timers_answer_quantiles_through_a_cluster_as_one_node() {
     assert!(single_missing.contains("404"), "{single_missing}");
     let cluster_missing = get_json(nodes[2], &missing).unwrap_err();
     assert!(cluster_missing.contains("404"), "{cluster_missing}");
+}
+
+/// One remote-write request holding each host's values as a native gauge histogram
+/// `cd_wait_ms{host}` at `at`.
+fn native_histograms(hosts: &[(String, Vec<f64>)], at: i64) -> Vec<u8> {
+    let series = (hosts.iter().enumerate())
+        .map(|(h, (_, values))| {
+            let mut client = crate::prom_native::Client::new();
+            values.iter().for_each(|&v| client.observe(v));
+            tierdb::ingest::prom_remote::TimeSeries {
+                labels: crate::prom_native::labels(&[
+                    ("__name__", "cd_wait_ms"),
+                    ("host", &format!("h{h:02}")),
+                ]),
+                histograms: vec![crate::prom_native::integer(
+                    &client.histogram,
+                    client.sum,
+                    at * 1000,
+                    tierdb::ingest::prom_remote::native::RESET_GAUGE,
+                )],
+                ..Default::default()
+            }
+        })
+        .collect();
+    crate::prom_native::body(series)
 }
