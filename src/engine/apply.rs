@@ -44,8 +44,8 @@
 //!    memory, which reads see; what is durable is the last checkpoint's.
 //! 5. **Recovery at open.** Records in force mean the process stopped between a group's
 //!    step 2 and the next checkpoint: every pre-image of the chain is put back, histograms
-//!    with their cells (absolute values, so a crash during the recovery just repeats it; a cell in several records
-//!    gets the first record's, the value before the chain), a
+//!    with their cells (absolute values, so a crash during the recovery just repeats it; a
+//!    cell in several records gets the first record's, the value before the chain), a
 //!    period compacted since is made hot again first, the counter states and the kinds they
 //!    imply are restored, each raw series is cut back to its recorded last point, everything
 //!    is flushed, and then the chain is emptied. The caller re-delivers from `applied + 1`,

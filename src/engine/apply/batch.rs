@@ -1,7 +1,7 @@
-//! What one message of a log carries for [`crate::engine::Engine::apply`]: samples with
-//! their series written out by canonical key (an engine's series ids mean nothing to another
-//! engine, nor to a log), and the kind a write declared where it declared one. A cluster
-//! publishes one per partition and write.
+//! What one message of a log carries for [`crate::engine::Engine::apply`]: samples, and
+//! observations that arrived bucketed, with their series written out by canonical key (an
+//! engine's series ids mean nothing to another engine, nor to a log), and the kind a write
+//! declared where it declared one. A cluster publishes one per partition and write.
 
 use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
