@@ -857,16 +857,25 @@ impl Applier<'_> {
     ) -> Result<(Vec<Bucket>, Vec<HistogramImage>)> {
         let rewind = self.engine.rewind();
         let mut distributions = rustc_hash::FxHashSet::default();
+        // The kinds stored, read under one lock of the counter table.
+        let mut undeclared = Vec::new();
         for ((_, batch), series) in todo.iter().zip(resolved) {
             for (declared, resolved) in batch.series.iter().zip(series) {
                 let Resolved::Id(id) = *resolved else {
                     continue;
                 };
-                if declared.kind == Some(SeriesKind::Distribution)
-                    || self.engine.series_kind(id) == SeriesKind::Distribution
-                {
-                    distributions.insert(id.0);
+                match declared.kind {
+                    Some(SeriesKind::Distribution) => {
+                        distributions.insert(id.0);
+                    }
+                    _ => undeclared.push(id),
                 }
+            }
+        }
+        let kinds = self.engine.reader().series_kinds(&undeclared);
+        for (id, kind) in undeclared.iter().zip(kinds) {
+            if kind == SeriesKind::Distribution {
+                distributions.insert(id.0);
             }
         }
         if distributions.is_empty() {
@@ -1077,12 +1086,13 @@ fn cells_touched(
     // samples fall in the buckets of the one before and skip the lookup.
     let mut placed: Vec<Option<(Placement, Timestamp)>> = vec![None; tiers.len()];
     for ((_, batch), series) in todo.iter().zip(resolved) {
-        for (index, ts, value) in batch.points() {
+        // A sample's or an observation's series (its place in the batch), time and value.
+        let mut touch = |index: u32, ts: Timestamp, value: f64| {
             let Some(Resolved::Id(id)) = series.get(index as usize) else {
-                continue;
+                return;
             };
             if !value.is_finite() {
-                continue;
+                return;
             }
             for (tier, (place, spec)) in placed.iter_mut().zip(tiers).enumerate() {
                 let resolution = spec.resolution.secs() as i64;
@@ -1120,6 +1130,12 @@ fn cells_touched(
                     }
                 }
             }
+        };
+        for sample in &batch.samples {
+            touch(sample.series, sample.ts, sample.value);
+        }
+        for o in &batch.observed {
+            touch(o.series, o.ts, o.observed.sum);
         }
     }
     touched
