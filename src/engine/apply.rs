@@ -986,25 +986,28 @@ impl Applier<'_> {
     /// As [`Engine::record_batch`].
     fn store_run(&self, run: &mut Run, report: &mut BatchReport) -> Result<()> {
         if !run.samples.is_empty() {
-            let mut written = self.engine.record_batch(&run.samples)?;
-            for rejection in &mut written.first_rejections {
-                rejection.0 = run.positions[rejection.0];
-            }
-            report.absorb(&written, 0);
+            let written = self.engine.record_batch(&run.samples)?;
+            absorb_at(report, written, &run.positions);
             run.samples.clear();
             run.positions.clear();
         }
         if !run.observed.is_empty() {
-            let mut written = self.engine.record_observed(&run.observed)?;
-            for rejection in &mut written.first_rejections {
-                rejection.0 = run.observed_positions[rejection.0];
-            }
-            report.absorb(&written, 0);
+            let written = self.engine.record_observed(&run.observed)?;
+            absorb_at(report, written, &run.observed_positions);
             run.observed.clear();
             run.observed_positions.clear();
         }
         Ok(())
     }
+}
+
+/// Counts `written`'s refusals in `report`, each at its place in the group (`positions`,
+/// by its place in the store that wrote it).
+fn absorb_at(report: &mut BatchReport, mut written: BatchReport, positions: &[usize]) {
+    for rejection in &mut written.first_rejections {
+        rejection.0 = positions[rejection.0];
+    }
+    report.absorb(&written, 0);
 }
 
 /// A group past step 1: its messages with their series registered, and its pre-images.

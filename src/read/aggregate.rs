@@ -535,12 +535,14 @@ impl Reader<'_> {
         plan: &AggregatePlan,
         budget: &ReadBudget,
     ) -> Result<PartialAggregate> {
-        let tier = self
-            .config()
-            .tier_index(&plan.tier)
-            .ok_or_else(|| Error::UnknownTier(plan.tier.clone()))?;
-        let spec = &self.config().tiers[tier];
-        PointGrid::check_planned(spec, plan.from, plan.to, plan.step, &plan.grid)?;
+        let tier = PointGrid::planned_tier(
+            self.config(),
+            &plan.tier,
+            plan.from,
+            plan.to,
+            plan.step,
+            &plan.grid,
+        )?;
         let grid = plan.grid;
         let matched = self.select_grouped(&plan.selector, &plan.group_by, budget)?;
         // (index, series, gauges) of each group; gauges are looked up only for per_sec.
@@ -560,7 +562,7 @@ impl Reader<'_> {
             budget,
             (plan.from.max(plan.window), plan.to),
             matched.len(),
-            &spec.name,
+            &plan.tier,
         )?;
         let members: Vec<Member> = (matched.iter())
             .map(|(id, values)| self.member(*id, groups[values].0))

@@ -5,7 +5,7 @@
 use std::str::FromStr;
 
 use crate::bucket::Bucket;
-use crate::config::TierSpec;
+use crate::config::{TierSpec, TiersConfig};
 use crate::error::Error;
 use crate::error::Result;
 use crate::read::budget::ReadBudget;
@@ -502,21 +502,28 @@ impl PointGrid {
         }
     }
 
-    /// Checks that this engine's tier `spec` gives `planned`, the grid an asker planned a read
-    /// of `[from, to)` on (`step` as [`PointGrid::of`] takes it): an engine whose tier of that
-    /// name has another layout refuses the plan rather than answer on other points.
+    /// The index of this engine's tier `tier`, the tier a plan names, once it is checked to
+    /// give the plan's grid (`planned`) of `[from, to)` on (`step` as [`PointGrid::of`] takes
+    /// it): an engine whose tier of that name has another layout refuses rather than answer
+    /// on another grid.
     ///
     /// # Errors
-    /// As [`PointGrid::of`], and [`Error::InvalidQuery`] when the grids differ.
-    pub(crate) fn check_planned(
-        spec: &TierSpec,
+    /// [`Error::UnknownTier`] when `tiers` has no tier of that name; as [`PointGrid::of`],
+    /// and [`Error::InvalidQuery`] when the grids differ.
+    pub(crate) fn planned_tier(
+        tiers: &TiersConfig,
+        tier: &str,
         from: Timestamp,
         to: Timestamp,
         step: Option<Span>,
         planned: &PointGrid,
-    ) -> Result<()> {
+    ) -> Result<usize> {
+        let index = tiers
+            .tier_index(tier)
+            .ok_or_else(|| Error::UnknownTier(tier.to_string()))?;
+        let spec = &tiers.tiers[index];
         if PointGrid::of(spec, from, to, step)? == *planned {
-            return Ok(());
+            return Ok(index);
         }
         Err(Error::InvalidQuery(format!(
             "tier {} ({} buckets in periods of {}) gives another grid than the plan's",

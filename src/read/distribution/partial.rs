@@ -289,12 +289,14 @@ impl Reader<'_> {
         plan: &DistributionPlan,
         budget: &ReadBudget,
     ) -> Result<PartialDistribution> {
-        let tier = self
-            .config()
-            .tier_index(&plan.tier)
-            .ok_or_else(|| Error::UnknownTier(plan.tier.clone()))?;
-        let spec = &self.config().tiers[tier];
-        PointGrid::check_planned(spec, plan.from, plan.to, plan.step, &plan.grid)?;
+        let tier = PointGrid::planned_tier(
+            self.config(),
+            &plan.tier,
+            plan.from,
+            plan.to,
+            plan.step,
+            &plan.grid,
+        )?;
         let grid = &plan.grid;
         let mut series = None;
         let matched: Vec<Matched> = match &plan.target {
@@ -338,7 +340,7 @@ impl Reader<'_> {
             budget,
             (grid.first.max(plan.window), grid.end),
             members.len(),
-            &spec.name,
+            &plan.tier,
         )?;
         let mut indexed: Vec<Member> = (members.iter())
             .map(|(id, values)| self.member(*id, groups[*values].0))
