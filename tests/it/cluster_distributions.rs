@@ -98,6 +98,13 @@ fn statsd_timers_answer_quantiles_through_a_cluster_as_one_node() {
     let nodes: Vec<SocketAddr> = cluster.iter().map(|n| n.http()).collect();
 
     let hosts = latencies();
+    // StatsD stamps a timer's values with its flush's time, and each server flushes on its
+    // own second: values sent across a minute's end could fall in different minutes on the
+    // two. Sending starts early in a minute, so both put every value in the same one.
+    let second = chrono::Utc::now().timestamp() % 60;
+    if second > 30 {
+        std::thread::sleep(Duration::from_secs((61 - second) as u64));
+    }
     let started = chrono::Utc::now().timestamp();
     send(single.statsd.expect("a statsd address"), &hosts);
     send(cluster[1].statsd(), &hosts);
