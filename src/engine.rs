@@ -640,12 +640,8 @@ impl Engine {
         let mut admitted = Vec::with_capacity(samples.len());
         for (position, observed) in samples.iter().enumerate() {
             let sample = observed.as_sample();
-            let extremes_finite = observed
-                .observed
-                .extremes()
-                .is_none_or(|(min, max)| min.is_finite() && max.is_finite());
             let checked = bounds.limits.check(&sample).and_then(|()| {
-                if !extremes_finite {
+                if !observed.observed.is_finite() {
                     Err(RejectReason::NotFinite)
                 } else if deleted.contains(&sample.series.0) {
                     Err(RejectReason::UnknownSeries)

@@ -84,6 +84,16 @@ impl Observed {
             .or_else(|| h.negative.first().map(|&(i, _)| -lower_bound(i, h.scale)));
         low.zip(high)
     }
+
+    /// Whether the sum and the extremes ([`Observed::extremes`]) are finite numbers: what a
+    /// bucket's record can take. A node's engine and a cluster's edge refuse the rest as
+    /// `not_finite`.
+    pub fn is_finite(&self) -> bool {
+        self.sum.is_finite()
+            && self
+                .extremes()
+                .is_none_or(|(min, max)| min.is_finite() && max.is_finite())
+    }
 }
 
 /// Why bytes did not decode as a histogram (a damaged cell or column).

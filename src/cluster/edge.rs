@@ -687,7 +687,13 @@ impl Sink for EdgeSink {
     ) -> bool {
         let node = &self.publisher.node;
         let sum = observed.sum;
-        if let Err(reason) = (self.bounds).check(node.tiers(), || node.now(), sum, ts) {
+        let checked = (self.bounds).check(node.tiers(), || node.now(), sum, ts);
+        let checked = checked.and_then(|()| {
+            (observed.is_finite())
+                .then_some(())
+                .ok_or(RejectReason::NotFinite)
+        });
+        if let Err(reason) = checked {
             self.reject(
                 line,
                 reason.as_str(),

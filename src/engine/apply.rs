@@ -215,8 +215,9 @@ impl Default for Checkpoints {
     }
 }
 
-/// Pre-images one undo chain holds at most (64 bytes each on disk, or up to 256 empty cells
-/// in 64: `undo_chain.rs`'s empty blocks): past it, a checkpoint.
+/// Entries one undo chain holds at most, counted as written (64 bytes each on disk; up to
+/// 256 empty cells share one, a histogram image takes several: `undo_chain.rs`), so the
+/// chain stays under 16 MiB whatever its groups hold: past it, a checkpoint.
 const MAX_UNDO_ENTRIES: usize = 1 << 18;
 
 /// What was applied since the last checkpoint.
@@ -398,7 +399,9 @@ pub struct ApplyReport {
     /// The applied messages' samples, accepted and refused by reason; positions count the
     /// samples of the applied messages one after another, in order.
     pub samples: BatchReport,
-    /// Pre-images the group's undo record held (bucket cells and counter states).
+    /// Entries the group's undo record took in the chain, as written: a bucket cell, a
+    /// counter state or a raw tail takes one, up to 256 empty cells share one, and a
+    /// histogram takes one plus one per 64 bytes of its encoding past the first 24.
     pub undo_entries: usize,
 }
 
@@ -638,7 +641,6 @@ impl Applier<'_> {
             } = &mut *inner;
             self.pre_images(&todo, &resolved, since_checkpoint, known_empty)?
         };
-        report.undo_entries = entries.len() + raw_tails.len() + histograms.len();
         let prepared = Prepared {
             number: group_number,
             last,
@@ -709,7 +711,7 @@ impl Applier<'_> {
         report: &mut ApplyReport,
     ) -> Result<()> {
         if !group.entries.is_empty() || !group.raw_tails.is_empty() {
-            inner.undo.append(
+            report.undo_entries = inner.undo.append(
                 group.last,
                 self.engine.apply_log.layout,
                 group.entries,

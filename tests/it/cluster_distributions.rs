@@ -336,6 +336,31 @@ fn statsd_timers_answer_quantiles_through_a_cluster_as_one_node() {
     assert!(single_missing.contains("404"), "{single_missing}");
     let cluster_missing = get_json(nodes[2], &missing).unwrap_err();
     assert!(cluster_missing.contains("404"), "{cluster_missing}");
+
+    // An OTLP histogram point whose min is not finite: the client hears of its refusal from
+    // a cluster node as from the single node, and the good point beside it lands.
+    let t = started * 1_000_000_000;
+    let otlp = format!(
+        r#"{{"resourceMetrics":[{{"scopeMetrics":[{{"metrics":[
+          {{"name":"cd.otlp","histogram":{{"aggregationTemporality":1,"dataPoints":[
+            {{"timeUnixNano":"{t}","count":"2","sum":3,"min":"-Infinity","max":2,"bucketCounts":["1","1"],"explicitBounds":[1.5]}},
+            {{"attributes":[{{"key":"ok","value":{{"stringValue":"yes"}}}}],"timeUnixNano":"{t}","count":"2","sum":3,"min":1,"max":2,"bucketCounts":["1","1"],"explicitBounds":[1.5]}}]}}}}]}}]}}]}}"#
+    );
+    for addr in [single.http, nodes[1]] {
+        let (status, answer) = crate::support::http::request(
+            addr,
+            "POST",
+            "/v1/metrics",
+            &[("Content-Type", "application/json")],
+            otlp.as_bytes(),
+        );
+        assert_eq!(status, 200, "{answer}");
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        let partial = &answer["partialSuccess"];
+        assert_eq!(partial["rejectedDataPoints"], "1", "{addr}: {answer}");
+        let message = partial["errorMessage"].as_str().unwrap_or_default();
+        assert!(message.contains("not_finite 1"), "{addr}: {message}");
+    }
 }
 
 /// One remote-write request holding each host's values as a native gauge histogram

@@ -905,8 +905,15 @@ fn undo_chains_round_trip_and_torn_or_damaged_records_are_told_apart() {
             }
         })
         .collect();
-    undo.append(99, 42, &entries, &raw_tails, &histograms)
+    let written = undo
+        .append(99, 42, &entries, &raw_tails, &histograms)
         .unwrap();
+    // What append counts is what it wrote: a header, the control entry, the entries and the
+    // zero control entry that ends the chain. The longer histograms take more than one.
+    let path = dir.path().join(UndoFile::FILE_NAME);
+    let len = std::fs::metadata(&path).unwrap().len();
+    assert_eq!(len, 4096 + 64 * (written as u64 + 2));
+    assert!(written > entries.len() + raw_tails.len() + histograms.len() + 2);
     let chain = undo.read().unwrap();
     assert_eq!(chain.len(), 1);
     assert_eq!((chain[0].seq, chain[0].layout), (99, 42));
@@ -935,7 +942,6 @@ fn undo_chains_round_trip_and_torn_or_damaged_records_are_told_apart() {
     undo.clear().unwrap();
     // A whole record followed by an older one, not the zero control entry its append wrote
     // (a failed write over what an earlier chain left), ends the chain there.
-    let path = dir.path().join(UndoFile::FILE_NAME);
     undo.append(105, 42, &entries[..1], &[], &[]).unwrap();
     undo.append(106, 42, &entries[..1], &[], &[]).unwrap();
     let cleared = std::fs::read(&path).unwrap();

@@ -501,7 +501,8 @@ impl UndoFile {
     /// once this returns, the group may store. `seq` is above the chain's last sequence.
     /// Empty cells go in empty blocks, written after the other entries. A tier's next cell
     /// is most often in the block its last one went in (the same series' next bucket, or the
-    /// same bucket's next series), which is tried before the table of every block.
+    /// same bucket's next series), which is tried before the table of every block. Returns
+    /// the entries the record took after its control entry: what bounds the chain's length.
     pub(super) fn append(
         &mut self,
         seq: u64,
@@ -509,7 +510,7 @@ impl UndoFile {
         entries: &[Undo],
         raw_tails: &[RawTail],
         histograms: &[HistogramImage],
-    ) -> Result<()> {
+    ) -> Result<usize> {
         let mut buffer = std::mem::take(&mut self.buffer);
         buffer.clear();
         buffer.resize(ENTRY_SIZE, 0);
@@ -572,7 +573,7 @@ impl UndoFile {
             self.end += (buffer.len() - ENTRY_SIZE) as u64;
         }
         self.buffer = buffer;
-        written
+        written.map(|()| n)
     }
 
     /// Empties the chain, durably: after a checkpoint or a rollback, so it is not rolled
