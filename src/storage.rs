@@ -786,6 +786,7 @@ impl TierStore {
             period_start,
             slots,
             chunk,
+            histogram_cell: PeriodMeta::histogram_cell_for(self.spec.resolution),
         }
     }
 

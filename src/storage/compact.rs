@@ -352,7 +352,7 @@ impl CompactFile {
             return Err(self.corrupt(format!("codec {codec}, this build reads codec {CODEC_PCO}")));
         }
         let found = decode_meta(head).ok_or_else(|| self.corrupt("tier name out of range"))?;
-        if found != self.meta || get_u32(head, BUCKETS_OFFSET) != self.meta.buckets() {
+        if !found.same_place(&self.meta) || get_u32(head, BUCKETS_OFFSET) != self.meta.buckets() {
             return Err(self.corrupt(format!(
                 "header holds {}, expected {}",
                 describe(&found, get_u32(head, BUCKETS_OFFSET)),
@@ -945,13 +945,16 @@ fn decode_meta(head: &[u8]) -> Option<PeriodMeta> {
         return None;
     }
     let tier = std::str::from_utf8(&head[TIER_NAME_OFFSET..TIER_NAME_OFFSET + name_len]).ok()?;
+    let resolution = crate::time::Span::from_secs(get_u64(head, RESOLUTION_OFFSET));
     Some(PeriodMeta {
         tier: tier.to_string(),
-        resolution: crate::time::Span::from_secs(get_u64(head, RESOLUTION_OFFSET)),
+        resolution,
         period: crate::time::Span::from_secs(get_u64(head, PERIOD_OFFSET)),
         period_start: get_u64(head, PERIOD_START_OFFSET) as i64,
         slots: get_u32(head, SLOTS_OFFSET),
         chunk: get_u32(head, CHUNK_OFFSET),
+        // A compacted file has no cells; made hot again, it takes these.
+        histogram_cell: PeriodMeta::version_1_cell(resolution),
     })
 }
 

@@ -16,14 +16,16 @@
 //!   CHUNK_OFFSET         56  u32      chunk number: slots hold series ids chunk*slots ..
 //!   TIER_NAME_LEN_OFFSET 60  u32      length of the tier name
 //!   TIER_NAME_OFFSET     64  [u8; 32] tier name, zero padded
-//!   CHECKSUM_OFFSET      96  u32      crc32 of bytes 0..96
+//!   CHECKSUM_OFFSET      96  u32      crc32 of bytes 0..96 and 100..104
+//!   HISTOGRAM_CELL_OFFSET 100 u32     bytes of one histogram cell (version 2)
 //! records (from byte 4096): blocks of BUCKET_BLOCK buckets; inside a block, one run of
 //!   BUCKET_BLOCK consecutive buckets per series slot. Record i of (bucket, slot) is
 //!   (bucket / BLOCK) * slots * BLOCK + slot * BLOCK + bucket % BLOCK, 32 bytes each:
 //!   count u64 (top bit: update in flight), total f64, min f64, max f64.
 //! histograms (from the first page boundary at or after the records' end, to the end of the
 //!   file): one cell per record, in the records' order, histogram_cell_len() bytes each
-//!   (256 below an hour's resolution, 1024 from an hour up): u16 length, then that many
+//!   (the header's; a new file takes 224 below an hour's resolution, 1024 from an hour up;
+//!   version 1 files hold 256 and 1024 by the same rule): u16 length, then that many
 //!   bytes of crate::histogram's encoding; all zero for a bucket without one. Sparse: only
 //!   distribution series write there. A file that ends with its records (one an older build
 //!   made) is extended by a writable open, any other shorter one refused as truncated; an
@@ -46,8 +48,12 @@ pub const RECORD_SIZE: usize = 32;
 
 /// File magic: "tierdb period file".
 pub(crate) const MAGIC: [u8; 8] = *b"TIERDBPF";
-/// Bumped on any incompatible change; files of another version are refused.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+/// Bumped on any incompatible change; files of another version are refused, but for
+/// [`OLDEST_READ_VERSION`] on.
+pub(crate) const FORMAT_VERSION: u32 = 2;
+/// The oldest version read: version 1 has no cell length in its header; its cells are
+/// [`PeriodMeta::version_1_cell`] long.
+const OLDEST_READ_VERSION: u32 = 1;
 /// Header size: one page, so the records start page-aligned.
 pub const HEADER_LEN: usize = 4096;
 /// Buckets per contiguous per-series run.
@@ -58,6 +64,8 @@ pub(crate) const SLOTS_PER_PAGE: u32 = PAGE_LEN as u32 / (BUCKET_BLOCK * RECORD_
 /// The unit disk space is reserved in: a hot file's record area is sparse, and a page is
 /// reserved (`fallocate`) before the first store into it (see `PeriodFile::reserve`).
 pub(crate) const PAGE_LEN: usize = 4096;
+/// The largest histogram cell a header may name (`histogram_cell::MAX_WORDS` words).
+pub(crate) const MAX_HISTOGRAM_CELL: usize = 1024;
 /// Records in one page.
 pub(crate) const RECORDS_PER_PAGE: usize = PAGE_LEN / RECORD_SIZE;
 
@@ -76,6 +84,18 @@ const TIER_NAME_LEN_OFFSET: usize = CHUNK_OFFSET + 4;
 const TIER_NAME_OFFSET: usize = TIER_NAME_LEN_OFFSET + 4;
 const CHECKSUM_OFFSET: usize = TIER_NAME_OFFSET + TIER_NAME_MAX;
 const CHECKED_LEN: usize = CHECKSUM_OFFSET;
+const HISTOGRAM_CELL_OFFSET: usize = CHECKSUM_OFFSET + 4;
+
+/// The header's checksum: of the bytes before it, and from version 2 of the cell length
+/// after it.
+fn header_checksum(h: &[u8], version: u32) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&h[..CHECKED_LEN]);
+    if version >= 2 {
+        hasher.update(&h[HISTOGRAM_CELL_OFFSET..HISTOGRAM_CELL_OFFSET + 4]);
+    }
+    hasher.finalize()
+}
 
 /// What a period file holds; everything its header records.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,6 +112,9 @@ pub struct PeriodMeta {
     pub slots: u32,
     /// Which run of series ids the slots hold.
     pub chunk: u32,
+    /// Bytes of one histogram cell: [`PeriodMeta::histogram_cell_for`] for a new file, the
+    /// header's for an existing one.
+    pub histogram_cell: u32,
 }
 
 impl PeriodMeta {
@@ -121,15 +144,47 @@ impl PeriodMeta {
         (HEADER_LEN + self.cells() * RECORD_SIZE) as u64
     }
 
-    /// Bytes of one histogram cell: 256 for tiers finer than an hour (a minute's samples
-    /// populate few buckets), 1024 from an hour up (few buckets per period, each of many
-    /// samples). Both multiples of the record size, so the area maps as records do.
+    /// Bytes of one histogram cell.
     pub fn histogram_cell_len(&self) -> usize {
-        if self.resolution.secs() < 3600 {
+        self.histogram_cell as usize
+    }
+
+    /// The cell a new file of `resolution` takes: 224 bytes for tiers finer than an hour, so
+    /// a bucket and its histogram take 256 (a minute of a timer's samples populates a few
+    /// dozen of the histogram's buckets, some 100 bytes encoded), 1024 from an hour up (few
+    /// buckets per period, each of many samples). Both multiples of the record size, so the
+    /// area maps as records do.
+    pub fn histogram_cell_for(resolution: Span) -> u32 {
+        if resolution.secs() < 3600 {
+            224
+        } else {
+            1024
+        }
+    }
+
+    /// The cell of a version 1 file, which its header does not record: 256 bytes below an
+    /// hour, 1024 from an hour up. Every histogram a hot file of either version holds fits
+    /// it, so a compacted period made hot again takes it too.
+    pub fn version_1_cell(resolution: Span) -> u32 {
+        if resolution.secs() < 3600 {
             256
         } else {
             1024
         }
+    }
+
+    /// The same file's place (tier, period, chunk and slots) with cells of `cell` bytes.
+    pub(crate) fn with_cell(&self, cell: u32) -> PeriodMeta {
+        PeriodMeta {
+            histogram_cell: cell,
+            ..self.clone()
+        }
+    }
+
+    /// Whether `other` describes the same file, whatever the size of either's cells: the
+    /// configuration names a file by tier, period and chunk, and its header says its cells.
+    pub(crate) fn same_place(&self, other: &PeriodMeta) -> bool {
+        *self == other.with_cell(self.histogram_cell)
     }
 
     /// Where the histogram area starts: the first page boundary at or after the records.
@@ -165,7 +220,20 @@ impl PeriodMeta {
         let name_len = name.len().min(TIER_NAME_MAX);
         put_u32(&mut h, TIER_NAME_LEN_OFFSET, name_len as u32);
         h[TIER_NAME_OFFSET..TIER_NAME_OFFSET + name_len].copy_from_slice(&name[..name_len]);
-        let crc = crc32fast::hash(&h[..CHECKED_LEN]);
+        put_u32(&mut h, HISTOGRAM_CELL_OFFSET, self.histogram_cell);
+        let crc = header_checksum(&h, FORMAT_VERSION);
+        put_u32(&mut h, CHECKSUM_OFFSET, crc);
+        h
+    }
+
+    /// The header a version 1 build wrote for this file: no cell length, a checksum of the
+    /// bytes before it only. For tests of what this build reads.
+    #[cfg(test)]
+    pub(crate) fn encode_version_1(&self) -> [u8; HEADER_LEN] {
+        let mut h = self.encode();
+        put_u32(&mut h, VERSION_OFFSET, 1);
+        put_u32(&mut h, HISTOGRAM_CELL_OFFSET, 0);
+        let crc = header_checksum(&h, 1);
         put_u32(&mut h, CHECKSUM_OFFSET, crc);
         h
     }
@@ -173,8 +241,8 @@ impl PeriodMeta {
     /// Decodes and checks a header read from `path`.
     ///
     /// # Errors
-    /// [`Error::CorruptFile`] naming `path` for a short header, a foreign magic, another format
-    /// version, a checksum mismatch or an impossible layout.
+    /// [`Error::CorruptFile`] naming `path` for a short header, a foreign magic, a format
+    /// version this build does not read, a checksum mismatch or an impossible layout.
     pub fn decode(bytes: &[u8], path: &Path) -> Result<PeriodMeta> {
         if bytes.len() < HEADER_LEN {
             return Err(Error::corrupt(
@@ -189,14 +257,17 @@ impl PeriodMeta {
             return Err(Error::corrupt(path, "not a tierdb period file (bad magic)"));
         }
         let version = get_u32(bytes, VERSION_OFFSET);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_READ_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(Error::corrupt(
                 path,
-                format!("format version {version}, this build reads version {FORMAT_VERSION}"),
+                format!(
+                    "format version {version}, this build reads versions \
+                     {OLDEST_READ_VERSION} to {FORMAT_VERSION}"
+                ),
             ));
         }
         let stored = get_u32(bytes, CHECKSUM_OFFSET);
-        let computed = crc32fast::hash(&bytes[..CHECKED_LEN]);
+        let computed = header_checksum(bytes, version);
         if stored != computed {
             return Err(Error::corrupt(
                 path,
@@ -226,14 +297,29 @@ impl PeriodMeta {
         let tier = std::str::from_utf8(&bytes[TIER_NAME_OFFSET..TIER_NAME_OFFSET + name_len])
             .map_err(|_| Error::corrupt(path, "tier name is not UTF-8"))?
             .to_string();
+        let resolution = Span::from_secs(get_u64(bytes, RESOLUTION_OFFSET));
         let meta = PeriodMeta {
             tier,
-            resolution: Span::from_secs(get_u64(bytes, RESOLUTION_OFFSET)),
+            resolution,
             period: Span::from_secs(get_u64(bytes, PERIOD_OFFSET)),
             period_start: get_u64(bytes, PERIOD_START_OFFSET) as i64,
             slots: get_u32(bytes, CHUNK_SLOTS_OFFSET),
             chunk: get_u32(bytes, CHUNK_OFFSET),
+            histogram_cell: match version {
+                1 => PeriodMeta::version_1_cell(resolution),
+                _ => get_u32(bytes, HISTOGRAM_CELL_OFFSET),
+            },
         };
+        let cell = meta.histogram_cell as usize;
+        if cell == 0 || cell % RECORD_SIZE != 0 || cell > MAX_HISTOGRAM_CELL {
+            return Err(Error::corrupt(
+                path,
+                format!(
+                    "histogram cell of {cell} bytes: not a multiple of {RECORD_SIZE} from \
+                     {RECORD_SIZE} to {MAX_HISTOGRAM_CELL}"
+                ),
+            ));
+        }
         let (res, period) = (meta.resolution.secs(), meta.period.secs());
         if res == 0 || period == 0 || period % res != 0 || meta.slots == 0 {
             return Err(Error::corrupt(

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::histogram::{DecodeError, Histogram};
 
 /// The largest cell in words (1024 bytes): what a writer's image in `writers.state` holds.
-pub(crate) const MAX_WORDS: usize = 128;
+pub(crate) const MAX_WORDS: usize = super::format::MAX_HISTOGRAM_CELL / 8;
 const _: () = assert!(MAX_WORDS == super::writer_state::IMAGE_WORDS);
 
 /// Room to copy one cell out and lay its bytes out. A read of many cells reuses one, so it

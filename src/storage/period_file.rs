@@ -115,7 +115,8 @@ impl PeriodFile {
     /// [`PeriodFile::create`], with the cells of `source` (a compacted form of the same
     /// period) written into the file before it is renamed into place: a compacted period
     /// made hot again for a late sample. The file appears whole, holding every bucket the
-    /// compacted one held, or not at all.
+    /// compacted one held, or not at all. Its cells are [`PeriodMeta::version_1_cell`]'s,
+    /// which hold every histogram a hot file held.
     ///
     /// # Errors
     /// As [`PeriodFile::create`], and the errors of reading `source`.
@@ -125,7 +126,8 @@ impl PeriodFile {
         writers: &Arc<Writers>,
         source: &CompactFile,
     ) -> Result<PeriodFile> {
-        Self::create_filled(dir, meta, writers, Some(source))
+        let meta = meta.with_cell(PeriodMeta::version_1_cell(meta.resolution));
+        Self::create_filled(dir, &meta, writers, Some(source))
     }
 
     fn create_filled(
@@ -298,7 +300,7 @@ impl PeriodFile {
             }
         }
         let meta = PeriodMeta::decode(&header[..read], path)?;
-        if &meta != expected {
+        if !meta.same_place(expected) {
             return Err(Error::corrupt(
                 path,
                 format!(
@@ -557,8 +559,7 @@ impl PeriodFile {
     /// it out: its bucket then answers no quantile, hot or compacted.
     pub(crate) fn load_closed(&self, bucket: u32, slot: u32) -> (Bucket, Option<Histogram>) {
         let index = cell_index(bucket, slot, self.meta.slots);
-        let page = index * self.meta.histogram_cell_len() / PAGE_LEN;
-        if self.writers.in_process() && !self.histogram_page_reserved(page) {
+        if self.writers.in_process() && !self.histogram_cell_reserved(index) {
             return (self.load(bucket, slot), None);
         }
         self.load_distribution_with(bucket, slot, |found, body| {
@@ -578,6 +579,13 @@ impl PeriodFile {
             });
             (found, histogram)
         })
+    }
+
+    /// Whether the histogram cell of record `index` may hold one: whether the page it starts
+    /// in has its disk space, as far as this process knows. A cell is stored only once every
+    /// page it spans is reserved (a cell may cross a page's end).
+    fn histogram_cell_reserved(&self, index: usize) -> bool {
+        self.histogram_page_reserved(index * self.meta.histogram_cell_len() / PAGE_LEN)
     }
 
     /// Whether page `page` of the histogram area has its disk space, as far as this process
@@ -632,8 +640,8 @@ impl PeriodFile {
 
     /// [`PeriodFile::prefetch`] for a distribution read: the record (for an even bucket:
     /// two records share a cache line) and the start of its histogram cell, which lies in
-    /// another part of the file (a 256-byte cell each, so a page per slot and block: each
-    /// one a TLB miss as well as a cache miss).
+    /// another part of the file (a cell of 224 bytes or more each, so about a page per slot
+    /// and block: each one a TLB miss as well as a cache miss).
     #[inline]
     pub(crate) fn prefetch_distribution(&self, bucket: u32, slot: u32) {
         if bucket.is_multiple_of(2) {
@@ -926,8 +934,8 @@ impl WritableFile {
     pub(crate) fn restore(&self, bucket: u32, slot: u32, before: &Bucket) -> Result<()> {
         let index = cell_index(bucket, slot, self.0.meta.slots);
         self.0.reserve(index / RECORDS_PER_PAGE, 1)?;
-        let page = index * self.0.meta.histogram_cell_len() / PAGE_LEN;
-        if super::cells::same_bits(before, &Bucket::EMPTY) && self.0.histogram_page_reserved(page) {
+        if super::cells::same_bits(before, &Bucket::EMPTY) && self.0.histogram_cell_reserved(index)
+        {
             self.clear_histograms(index);
         }
         self.0.cell(bucket, slot).restore(before);
@@ -1147,8 +1155,7 @@ impl WritableFile {
     ) -> Result<()> {
         let index = cell_index(bucket, slot, self.0.meta.slots);
         let Some(histogram) = histogram else {
-            let page = index * self.0.meta.histogram_cell_len() / PAGE_LEN;
-            if self.0.histogram_page_reserved(page) {
+            if self.0.histogram_cell_reserved(index) {
                 self.clear_histograms(index);
             }
             return Ok(());

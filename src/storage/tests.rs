@@ -330,3 +330,63 @@ fn a_reservation_across_reserved_and_fresh_pages_reserves_the_fresh_ones() {
         assert!(!hot.is_reserved(255) && !hot.is_reserved(320));
     }
 }
+
+/// A hot file an older build wrote (format version 1: its cells 256 bytes by its resolution,
+/// which its header does not say; its histogram area not yet there) is read and written with
+/// those cells. Compacted and made hot again, the period keeps a histogram that only a
+/// 256-byte cell holds at full scale: a period made hot again takes version 1's cells.
+#[test]
+fn a_version_1_file_keeps_its_cells_and_a_period_made_hot_again_takes_wide_ones() {
+    use crate::histogram::{Histogram, DEFAULT_SCALE};
+    let dir = tempfile::tempdir().unwrap();
+    let tiers = TiersConfig::default().tiers;
+    let path = {
+        let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
+        let (hot, _) = storage
+            .get_or_create(0, DAY_START, 0, Creation::Ahead)
+            .unwrap();
+        assert_eq!(hot.meta().histogram_cell_len(), 224, "a new file's cells");
+        let old = hot.meta().with_cell(256);
+        let mut bytes = std::fs::read(hot.path()).unwrap();
+        bytes.truncate(old.file_len() as usize);
+        bytes[..format::HEADER_LEN].copy_from_slice(&old.encode_version_1());
+        std::fs::write(hot.path(), &bytes).unwrap();
+        hot.path().to_path_buf()
+    };
+    let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
+    let writer = storage.writer_slot().unwrap().expect("writable");
+    let hot = storage.file(0, DAY_START, 0).expect("the version 1 file");
+    assert_eq!(hot.meta().histogram_cell_len(), 256);
+    // 115 values a bucket apart or two at scale 6: about 236 bytes encoded, more than a
+    // 224-byte cell holds.
+    let wide: Vec<f64> = (0..115).map(|i| 1.02f64.powi(i)).collect();
+    let file = storage.writable_file(0, DAY_START, 0).unwrap();
+    for (bucket, values) in [(5, &wide[..]), (6, &[2.5][..])] {
+        file.reserve_slots(bucket, 3, 1).unwrap();
+        file.reserve_histograms(bucket, 3, 1).unwrap();
+        assert!(file.add_distribution(bucket, 3, values, &writer));
+    }
+    file.mark_dirty();
+    let before = [hot.load_closed(5, 3), hot.load_closed(6, 3)];
+    let scale = |loaded: &(Bucket, Option<Histogram>)| loaded.1.as_ref().map(Histogram::scale);
+    assert_eq!(before[0].0.count, 115);
+    assert_eq!(
+        scale(&before[0]),
+        Some(DEFAULT_SCALE),
+        "kept whole in 256 bytes"
+    );
+    let mut encoded = Vec::new();
+    before[0].1.as_ref().unwrap().encode(&mut encoded);
+    assert!(encoded.len() + 2 > 224, "{} bytes", encoded.len());
+
+    assert!(storage.compact(0, &hot).unwrap(), "compacted");
+    assert!(!path.exists());
+    let (again, _) = storage
+        .get_or_create(0, DAY_START, 0, Creation::OnDemand)
+        .unwrap();
+    assert_eq!(again.meta().histogram_cell_len(), 256);
+    assert_eq!([again.load_closed(5, 3), again.load_closed(6, 3)], before);
+    let header = std::fs::read(again.path()).unwrap();
+    let meta = format::PeriodMeta::decode(&header, again.path()).unwrap();
+    assert_eq!(meta.histogram_cell_len(), 256, "the header says so");
+}

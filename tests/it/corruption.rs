@@ -35,6 +35,7 @@ const TS: Timestamp = NOW - 1_800;
 const CHECKSUM_OFFSET: usize = 96;
 const VERSION_OFFSET: usize = 8;
 const RESOLUTION_OFFSET: usize = 24;
+const HISTOGRAM_CELL_OFFSET: usize = 100;
 
 /// Small files: 1m/1d and 1h/30d tiers, 16 series per chunk.
 fn small_tiers() -> TiersConfig {
@@ -200,9 +201,13 @@ fn put_u32(bytes: &mut [u8], offset: usize, v: u32) {
     bytes[offset..offset + 4].copy_from_slice(&v.to_le_bytes());
 }
 
-/// Recomputes the header checksum after an edit, so only the edited field is wrong.
+/// Recomputes the header checksum after an edit, so only the edited field is wrong: of the
+/// bytes before it and the histogram cell's length after it (format version 2).
 fn reseal(bytes: &mut [u8]) {
-    let crc = crc32fast::hash(&bytes[..CHECKSUM_OFFSET]);
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&bytes[..CHECKSUM_OFFSET]);
+    crc.update(&bytes[HISTOGRAM_CELL_OFFSET..HISTOGRAM_CELL_OFFSET + 4]);
+    let crc = crc.finalize();
     put_u32(bytes, CHECKSUM_OFFSET, crc);
 }
 
@@ -214,8 +219,17 @@ fn a_flipped_magic_byte_is_refused() {
 
 #[test]
 fn a_flipped_checksummed_byte_is_refused() {
-    // header length, resolution, period start, slots, tier name, and the checksum itself
-    for offset in [12, RESOLUTION_OFFSET, 40, 52, 64, CHECKSUM_OFFSET] {
+    // header length, resolution, period start, slots, tier name, the checksum itself and
+    // the histogram cell's length
+    for offset in [
+        12,
+        RESOLUTION_OFFSET,
+        40,
+        52,
+        64,
+        CHECKSUM_OFFSET,
+        HISTOGRAM_CELL_OFFSET,
+    ] {
         assert_header_refused(
             &format!("byte {offset} flipped"),
             "checksum mismatch",
@@ -241,8 +255,8 @@ fn a_truncated_file_is_refused() {
 
 #[test]
 fn another_format_version_is_refused() {
-    assert_header_refused("version 2", "format version 2", |b| {
-        put_u32(b, VERSION_OFFSET, 2);
+    assert_header_refused("version 3", "format version 3", |b| {
+        put_u32(b, VERSION_OFFSET, 3);
         reseal(b);
     });
     assert_header_refused("version 0", "format version 0", |b| {
@@ -261,6 +275,16 @@ fn a_sealed_but_impossible_header_is_refused() {
         b[RESOLUTION_OFFSET..RESOLUTION_OFFSET + 8].copy_from_slice(&120u64.to_le_bytes());
         reseal(b);
     });
+    for cell in [0, 100, 2048] {
+        assert_header_refused(
+            &format!("histogram cell {cell}"),
+            &format!("histogram cell of {cell} bytes"),
+            |b| {
+                put_u32(b, HISTOGRAM_CELL_OFFSET, cell);
+                reseal(b);
+            },
+        );
+    }
 }
 
 #[test]

@@ -279,15 +279,20 @@ fn histogram_cells(
         .iter()
         .find(|t| t.name == tier)
         .unwrap();
-    let meta = PeriodMeta {
+    let expected = PeriodMeta {
         tier: tier.to_string(),
         resolution: spec.resolution,
         period: spec.period,
         period_start: start,
         slots: engine.config().engine.series_per_chunk,
         chunk: 0,
+        histogram_cell: PeriodMeta::histogram_cell_for(spec.resolution),
     };
-    let bytes = std::fs::read(dir.join("tiers").join(tier).join(meta.file_name())).unwrap();
+    let path = dir.join("tiers").join(tier).join(expected.file_name());
+    let bytes = std::fs::read(&path).unwrap();
+    // The cells' size as the file's header records it (224 bytes a new file's, 256 in a
+    // period made hot again).
+    let meta = PeriodMeta::decode(&bytes, &path).unwrap();
     let len = meta.histogram_cell_len();
     (0..meta.buckets())
         .map(|b| {
@@ -360,6 +365,9 @@ fn deleting_a_distribution_empties_its_histograms_hot_and_compacted() {
         period_start: CLOSED,
         slots: engine.config().engine.series_per_chunk,
         chunk: 0,
+        histogram_cell: tierdb::testing::storage::format::PeriodMeta::histogram_cell_for(
+            spec.resolution,
+        ),
     };
     let name = tierdb::testing::storage::compact::CompactFile::file_name(&meta);
     let path = dir.path().join("tiers").join("1m").join(name);
