@@ -311,7 +311,7 @@ impl PeriodMeta {
             },
         };
         let cell = meta.histogram_cell as usize;
-        if cell == 0 || cell % RECORD_SIZE != 0 || cell > MAX_HISTOGRAM_CELL {
+        if cell == 0 || !cell.is_multiple_of(RECORD_SIZE) || cell > MAX_HISTOGRAM_CELL {
             return Err(Error::corrupt(
                 path,
                 format!(
