@@ -71,7 +71,9 @@ fn meta(resolution: u64, period: u64, slots: u32) -> PeriodMeta {
         period_start: DAY_START - DAY_START % period as i64,
         slots,
         chunk: 0,
-        histogram_cell: PeriodMeta::histogram_cell_for(Span::from_secs(resolution)),
+        histogram_cells: tierdb::testing::storage::format::CellLayout::new_file(Span::from_secs(
+            resolution,
+        )),
     }
 }
 

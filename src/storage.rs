@@ -50,7 +50,7 @@ use crate::error::Error;
 use crate::error::Result;
 use crate::time::Timestamp;
 use compact::{CompactFile, CompactReader, COMPACT_SUFFIX};
-use format::{PeriodMeta, FILE_SUFFIX};
+use format::{CellLayout, PeriodMeta, FILE_SUFFIX};
 use mapped_cell::{WriterSlot, Writers};
 use period_file::{PeriodFile, WritableFile};
 
@@ -786,7 +786,7 @@ impl TierStore {
             period_start,
             slots,
             chunk,
-            histogram_cell: PeriodMeta::histogram_cell_for(self.spec.resolution),
+            histogram_cells: CellLayout::new_file(self.spec.resolution),
         }
     }
 

@@ -118,7 +118,7 @@ fn hot_file_len(tier: &crate::config::TierSpec, slots: u32) -> u64 {
         period_start: 0,
         slots,
         chunk: 0,
-        histogram_cell: crate::storage::format::PeriodMeta::histogram_cell_for(tier.resolution),
+        histogram_cells: crate::storage::format::CellLayout::new_file(tier.resolution),
     }
     .file_len()
 }

@@ -954,7 +954,7 @@ fn decode_meta(head: &[u8]) -> Option<PeriodMeta> {
         slots: get_u32(head, SLOTS_OFFSET),
         chunk: get_u32(head, CHUNK_OFFSET),
         // A compacted file has no cells; made hot again, it takes these.
-        histogram_cell: PeriodMeta::version_1_cell(resolution),
+        histogram_cells: super::format::CellLayout::made_hot_again(resolution),
     })
 }
 

@@ -25,7 +25,9 @@
 //! histograms (from the first page boundary at or after the records' end, to the end of the
 //!   file): one cell per record, in the records' order, histogram_cell_len() bytes each
 //!   (the header's; a new file takes 224 below an hour's resolution, 1024 from an hour up;
-//!   version 1 files hold 256 and 1024 by the same rule): u16 length, then that many
+//!   version 1 files hold 256 and 1024 by the same rule). Version 2 interleaves the 16
+//!   cells of a run word by word (word j of the run's b-th cell is the run's word 16 j + b);
+//!   in version 1 each cell is whole. A cell's words in order: u16 length, then that many
 //!   bytes of crate::histogram's encoding; all zero for a bucket without one. Sparse: only
 //!   distribution series write there. A file that ends with its records (one an older build
 //!   made) is extended by a writable open, any other shorter one refused as truncated; an
@@ -52,7 +54,7 @@ pub(crate) const MAGIC: [u8; 8] = *b"TIERDBPF";
 /// [`OLDEST_READ_VERSION`] on.
 pub(crate) const FORMAT_VERSION: u32 = 2;
 /// The oldest version read: version 1 has no cell length in its header; its cells are
-/// [`PeriodMeta::version_1_cell`] long.
+/// [`CellLayout::version_1`]'s.
 const OLDEST_READ_VERSION: u32 = 1;
 /// Header size: one page, so the records start page-aligned.
 pub const HEADER_LEN: usize = 4096;
@@ -112,9 +114,54 @@ pub struct PeriodMeta {
     pub slots: u32,
     /// Which run of series ids the slots hold.
     pub chunk: u32,
-    /// Bytes of one histogram cell: [`PeriodMeta::histogram_cell_for`] for a new file, the
-    /// header's for an existing one.
-    pub histogram_cell: u32,
+    /// Its histogram cells: [`CellLayout::new_file`] for a new file, the header's for an
+    /// existing one.
+    pub histogram_cells: CellLayout,
+}
+
+/// How a period file's histogram cells lie in its area (see the layout above).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CellLayout {
+    /// Bytes of one cell: a multiple of the record size, so the area maps as records do.
+    pub bytes: u32,
+    /// Whether the 16 cells of a run (one slot's buckets of a block) are interleaved word
+    /// by word, word `j` of the run's `b`-th cell being the run's word `16 j + b`
+    /// (version 2), or each whole in one place (version 1). Interleaved, the first words of
+    /// a run's cells (each one's length and the start of its histogram) share two cache
+    /// lines, and a read of small histograms touches a few lines a run instead of one a
+    /// bucket.
+    pub interleaved: bool,
+}
+
+impl CellLayout {
+    /// A new file's: 224-byte cells for tiers finer than an hour, so a bucket and its
+    /// histogram take 256 bytes (a minute of a timer's samples populates a few dozen of the
+    /// histogram's buckets, some 100 bytes encoded), 1024 from an hour up (few buckets per
+    /// period, each of many samples); interleaved.
+    pub fn new_file(resolution: Span) -> CellLayout {
+        CellLayout {
+            bytes: if resolution.secs() < 3600 { 224 } else { 1024 },
+            interleaved: true,
+        }
+    }
+
+    /// A version 1 file's, which its header does not record: 256 bytes below an hour, 1024
+    /// from an hour up, each cell whole.
+    pub fn version_1(resolution: Span) -> CellLayout {
+        CellLayout {
+            bytes: if resolution.secs() < 3600 { 256 } else { 1024 },
+            interleaved: false,
+        }
+    }
+
+    /// A compacted period's made hot again: version 1's sizes, which hold every histogram a
+    /// hot file of either version held, interleaved.
+    pub fn made_hot_again(resolution: Span) -> CellLayout {
+        CellLayout {
+            interleaved: true,
+            ..CellLayout::version_1(resolution)
+        }
+    }
 }
 
 impl PeriodMeta {
@@ -146,45 +193,21 @@ impl PeriodMeta {
 
     /// Bytes of one histogram cell.
     pub fn histogram_cell_len(&self) -> usize {
-        self.histogram_cell as usize
+        self.histogram_cells.bytes as usize
     }
 
-    /// The cell a new file of `resolution` takes: 224 bytes for tiers finer than an hour, so
-    /// a bucket and its histogram take 256 (a minute of a timer's samples populates a few
-    /// dozen of the histogram's buckets, some 100 bytes encoded), 1024 from an hour up (few
-    /// buckets per period, each of many samples). Both multiples of the record size, so the
-    /// area maps as records do.
-    pub fn histogram_cell_for(resolution: Span) -> u32 {
-        if resolution.secs() < 3600 {
-            224
-        } else {
-            1024
-        }
-    }
-
-    /// The cell of a version 1 file, which its header does not record: 256 bytes below an
-    /// hour, 1024 from an hour up. Every histogram a hot file of either version holds fits
-    /// it, so a compacted period made hot again takes it too.
-    pub fn version_1_cell(resolution: Span) -> u32 {
-        if resolution.secs() < 3600 {
-            256
-        } else {
-            1024
-        }
-    }
-
-    /// The same file's place (tier, period, chunk and slots) with cells of `cell` bytes.
-    pub(crate) fn with_cell(&self, cell: u32) -> PeriodMeta {
+    /// The same file's place (tier, period, chunk and slots) with `cells`.
+    pub(crate) fn with_cells(&self, cells: CellLayout) -> PeriodMeta {
         PeriodMeta {
-            histogram_cell: cell,
+            histogram_cells: cells,
             ..self.clone()
         }
     }
 
-    /// Whether `other` describes the same file, whatever the size of either's cells: the
-    /// configuration names a file by tier, period and chunk, and its header says its cells.
+    /// Whether `other` describes the same file, whatever either's cells: the configuration
+    /// names a file by tier, period and chunk, and its header says its cells.
     pub(crate) fn same_place(&self, other: &PeriodMeta) -> bool {
-        *self == other.with_cell(self.histogram_cell)
+        *self == other.with_cells(self.histogram_cells)
     }
 
     /// Where the histogram area starts: the first page boundary at or after the records.
@@ -202,11 +225,17 @@ impl PeriodMeta {
         self.histogram_offset() + (self.histogram_pages() * PAGE_LEN) as u64
     }
 
-    /// The header bytes for this file.
+    /// The header bytes for this file: version 2, or version 1 for version 1's cells (as
+    /// an older build wrote it: no cell length; only tests make such a file).
     pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let version = if self.histogram_cells.interleaved {
+            FORMAT_VERSION
+        } else {
+            1
+        };
         let mut h = [0u8; HEADER_LEN];
         h[MAGIC_OFFSET..MAGIC_OFFSET + 8].copy_from_slice(&MAGIC);
-        put_u32(&mut h, VERSION_OFFSET, FORMAT_VERSION);
+        put_u32(&mut h, VERSION_OFFSET, version);
         put_u32(&mut h, HEADER_LEN_OFFSET, HEADER_LEN as u32);
         put_u32(&mut h, RECORD_SIZE_OFFSET, RECORD_SIZE as u32);
         put_u32(&mut h, BLOCK_OFFSET, BUCKET_BLOCK);
@@ -220,20 +249,10 @@ impl PeriodMeta {
         let name_len = name.len().min(TIER_NAME_MAX);
         put_u32(&mut h, TIER_NAME_LEN_OFFSET, name_len as u32);
         h[TIER_NAME_OFFSET..TIER_NAME_OFFSET + name_len].copy_from_slice(&name[..name_len]);
-        put_u32(&mut h, HISTOGRAM_CELL_OFFSET, self.histogram_cell);
-        let crc = header_checksum(&h, FORMAT_VERSION);
-        put_u32(&mut h, CHECKSUM_OFFSET, crc);
-        h
-    }
-
-    /// The header a version 1 build wrote for this file: no cell length, a checksum of the
-    /// bytes before it only. For tests of what this build reads.
-    #[cfg(test)]
-    pub(crate) fn encode_version_1(&self) -> [u8; HEADER_LEN] {
-        let mut h = self.encode();
-        put_u32(&mut h, VERSION_OFFSET, 1);
-        put_u32(&mut h, HISTOGRAM_CELL_OFFSET, 0);
-        let crc = header_checksum(&h, 1);
+        if version >= 2 {
+            put_u32(&mut h, HISTOGRAM_CELL_OFFSET, self.histogram_cells.bytes);
+        }
+        let crc = header_checksum(&h, version);
         put_u32(&mut h, CHECKSUM_OFFSET, crc);
         h
     }
@@ -305,12 +324,15 @@ impl PeriodMeta {
             period_start: get_u64(bytes, PERIOD_START_OFFSET) as i64,
             slots: get_u32(bytes, CHUNK_SLOTS_OFFSET),
             chunk: get_u32(bytes, CHUNK_OFFSET),
-            histogram_cell: match version {
-                1 => PeriodMeta::version_1_cell(resolution),
-                _ => get_u32(bytes, HISTOGRAM_CELL_OFFSET),
+            histogram_cells: match version {
+                1 => CellLayout::version_1(resolution),
+                _ => CellLayout {
+                    bytes: get_u32(bytes, HISTOGRAM_CELL_OFFSET),
+                    interleaved: true,
+                },
             },
         };
-        let cell = meta.histogram_cell as usize;
+        let cell = meta.histogram_cell_len();
         if cell == 0 || !cell.is_multiple_of(RECORD_SIZE) || cell > MAX_HISTOGRAM_CELL {
             return Err(Error::corrupt(
                 path,

@@ -1,7 +1,8 @@
 //! A distribution bucket's histogram in a period file's histogram area (see
 //! [`super::format`]): a fixed-size cell of atomic words beside the bucket's record, holding
 //! a `u16` length and that many bytes of [`crate::histogram::Histogram::encode`], so a
-//! cell of all zeros is a bucket without one. The record's seqlock covers the cell: the
+//! cell of all zeros is a bucket without one. A cell's words may lie apart (a run's cells
+//! interleaved: [`super::format::CellLayout`]); [`Cell`] walks them in order. The record's seqlock covers the cell: the
 //! writer stores it while the record's update-in-flight bit is set
 //! ([`super::mapped_cell::BucketCell::update_with`]), and readers copy it inside the record's
 //! read ([`super::mapped_cell::BucketCell::read_with`]).
@@ -30,37 +31,82 @@ impl Default for CellBuffer {
     }
 }
 
-/// Copies a cell's words out (`Relaxed` loads: the record's seqlock orders them).
-#[inline]
-pub(super) fn load(cell: &[AtomicU64], out: &mut [u64]) {
-    for (o, w) in out.iter_mut().zip(cell) {
-        *o = w.load(Ordering::Relaxed);
-    }
+/// One cell's words in a mapped histogram area: word `j` is `words[first + j * stride]`.
+#[derive(Clone, Copy)]
+pub(super) struct Cell<'a> {
+    words: &'a [AtomicU64],
+    first: usize,
+    stride: usize,
+    len: usize,
 }
 
-/// Stores words into a cell. Only its writer calls this, between the record's update-in-flight
-/// stores, or while no writer runs (repair, restore).
-#[inline]
-pub(super) fn store(cell: &[AtomicU64], words: &[u64]) {
-    for (w, &v) in cell.iter().zip(words) {
-        w.store(v, Ordering::Relaxed);
+impl<'a> Cell<'a> {
+    /// A cell whole in one place.
+    pub(super) fn whole(words: &'a [AtomicU64]) -> Cell<'a> {
+        Cell {
+            words,
+            first: 0,
+            stride: 1,
+            len: words.len(),
+        }
     }
-}
 
-/// Copies the words of a cell that hold its histogram (the length word, then as many as the
-/// length says, at most the cell's) into `out`; returns how many. `Relaxed` loads: the
-/// record's seqlock orders them, and a length torn by a concurrent update only makes the
-/// copy the wrong length for a snapshot the seqlock then discards.
-#[inline]
-pub(super) fn load_used(cell: &[AtomicU64], out: &mut [u64]) -> usize {
-    let Some(first) = cell.first() else {
-        return 0;
-    };
-    out[0] = first.load(Ordering::Relaxed);
-    let len = (out[0] & 0xffff) as usize;
-    let words = (2 + len).div_ceil(8).clamp(1, cell.len().min(out.len()));
-    load(&cell[1..words], &mut out[1..words]);
-    words
+    /// The `b`-th of the `stride` cells interleaved word by word in `run`.
+    pub(super) fn interleaved(run: &'a [AtomicU64], b: usize, stride: usize) -> Cell<'a> {
+        Cell {
+            words: run,
+            first: b,
+            stride,
+            len: run.len() / stride,
+        }
+    }
+
+    /// Its length in words.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Its word `j`.
+    #[inline]
+    pub(super) fn word(&self, j: usize) -> &'a AtomicU64 {
+        &self.words[self.first + j * self.stride]
+    }
+
+    /// Copies its first `out.len()` words out (`Relaxed` loads: the record's seqlock orders
+    /// them).
+    #[inline]
+    pub(super) fn load(&self, out: &mut [u64]) {
+        for (j, o) in out.iter_mut().enumerate().take(self.len) {
+            *o = self.word(j).load(Ordering::Relaxed);
+        }
+    }
+
+    /// Stores `words` into its first words. Only its writer calls this, between the
+    /// record's update-in-flight stores, or while no writer runs (repair, restore).
+    #[inline]
+    pub(super) fn store(&self, words: &[u64]) {
+        for (j, &v) in words.iter().enumerate().take(self.len) {
+            self.word(j).store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// Copies the words that hold its histogram (the length word, then as many as the
+    /// length says, at most the cell's) into `out`; returns how many. `Relaxed` loads: the
+    /// record's seqlock orders them, and a length torn by a concurrent update only makes the
+    /// copy the wrong length for a snapshot the seqlock then discards.
+    #[inline]
+    pub(super) fn load_used(&self, out: &mut [u64]) -> usize {
+        if self.len == 0 {
+            return 0;
+        }
+        out[0] = self.word(0).load(Ordering::Relaxed);
+        let len = (out[0] & 0xffff) as usize;
+        let words = (2 + len).div_ceil(8).clamp(1, self.len.min(out.len()));
+        for (j, o) in out.iter_mut().enumerate().take(words).skip(1) {
+            *o = self.word(j).load(Ordering::Relaxed);
+        }
+        words
+    }
 }
 
 /// The encoding a cell's words (`words`, as [`load_used`] copied them) hold, laid out in

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::compact::CompactFile;
 use super::disk;
-use super::format::{cell_index, PeriodMeta, HEADER_LEN, PAGE_LEN, RECORDS_PER_PAGE};
+use super::format::{cell_index, CellLayout, PeriodMeta, HEADER_LEN, PAGE_LEN, RECORDS_PER_PAGE};
 use super::histogram_cell::{self, CellBuffer};
 use super::mapped_cell::{BucketCell, Stuck, Writers};
 use super::mmap::MappedCells;
@@ -115,7 +115,7 @@ impl PeriodFile {
     /// [`PeriodFile::create`], with the cells of `source` (a compacted form of the same
     /// period) written into the file before it is renamed into place: a compacted period
     /// made hot again for a late sample. The file appears whole, holding every bucket the
-    /// compacted one held, or not at all. Its cells are [`PeriodMeta::version_1_cell`]'s,
+    /// compacted one held, or not at all. Its cells are [`CellLayout::made_hot_again`],
     /// which hold every histogram a hot file held.
     ///
     /// # Errors
@@ -126,7 +126,7 @@ impl PeriodFile {
         writers: &Arc<Writers>,
         source: &CompactFile,
     ) -> Result<PeriodFile> {
-        let meta = meta.with_cell(PeriodMeta::version_1_cell(meta.resolution));
+        let meta = meta.with_cells(CellLayout::made_hot_again(meta.resolution));
         Self::create_filled(dir, &meta, writers, Some(source))
     }
 
@@ -205,8 +205,8 @@ impl PeriodFile {
     }
 
     /// Writes every non-empty bucket of `source` into `file` at its record's place, and
-    /// every histogram into its cell, one 16-bucket run per write (a run's cells are
-    /// contiguous in both areas).
+    /// every histogram into its cell, one 16-bucket run per write (a run's records are
+    /// contiguous, and so are its cells, whole or interleaved).
     fn write_cells(
         file: &File,
         temp: &Path,
@@ -216,8 +216,9 @@ impl PeriodFile {
         let block = super::format::BUCKET_BLOCK as usize;
         let mut run = vec![0u8; block * super::format::RECORD_SIZE];
         let cell_len = meta.histogram_cell_len();
+        let cell_words = cell_len / 8;
         let mut hist_run = vec![0u8; block * cell_len];
-        let mut words = vec![0u64; cell_len / 8];
+        let mut words = vec![0u64; cell_words];
         let mut failed = None;
         source.for_each_slot(&mut |slot, buckets, histograms| {
             if failed.is_some() {
@@ -228,24 +229,29 @@ impl PeriodFile {
                     continue;
                 }
                 hist_run.fill(0);
-                for (cell, histogram) in hist_run.chunks_exact_mut(cell_len).zip(chunk) {
+                for (b, histogram) in chunk.iter().enumerate() {
                     let Some(histogram) = histogram else {
                         continue;
                     };
-                    // It came from a cell of this size, so it fits as it is.
+                    // Its cells hold every histogram a hot file held, so it fits as it is.
                     if histogram_cell::encode(&mut histogram.clone(), &mut words).is_none() {
                         tracing::error!(path = %temp.display(), slot,
                             "a compacted histogram does not fit its cell; its bucket is \
                              made hot again without it");
                         continue;
                     }
-                    for (bytes, word) in cell.chunks_exact_mut(8).zip(&words) {
-                        bytes.copy_from_slice(&word.to_le_bytes());
+                    for (j, word) in words.iter().enumerate() {
+                        let at = match meta.histogram_cells.interleaved {
+                            true => j * block + b,
+                            false => b * cell_words + j,
+                        };
+                        hist_run[at * 8..at * 8 + 8].copy_from_slice(&word.to_le_bytes());
                     }
                 }
+                // The whole run: rows are whole blocks, so every run is in the area.
                 let cell = cell_index((first * block) as u32, slot, meta.slots);
                 let at = meta.histogram_offset() + (cell * cell_len) as u64;
-                if let Err(e) = file.write_all_at(&hist_run[..chunk.len() * cell_len], at) {
+                if let Err(e) = file.write_all_at(&hist_run, at) {
                     failed = Some(Error::io(temp, e));
                     return;
                 }
@@ -475,14 +481,19 @@ impl PeriodFile {
         }
     }
 
-    /// The words of the histogram cell at record `index`; `None` when the file has no
-    /// histogram area.
+    /// The histogram cell at record `index`; `None` when the file has no histogram area.
     #[inline]
-    fn histogram_cell(&self, index: usize) -> Option<&[AtomicU64]> {
+    fn histogram_cell(&self, index: usize) -> Option<histogram_cell::Cell<'_>> {
         let words = self.meta.histogram_cell_len() / 8;
-        self.histograms
-            .as_ref()
-            .map(|area| &area.words()[index * words..(index + 1) * words])
+        let area = self.histograms.as_ref()?.words();
+        Some(if self.meta.histogram_cells.interleaved {
+            let run = super::format::BUCKET_BLOCK as usize;
+            let first = index - index % run;
+            let run_words = &area[first * words..(first + run) * words];
+            histogram_cell::Cell::interleaved(run_words, index % run, run)
+        } else {
+            histogram_cell::Cell::whole(&area[index * words..(index + 1) * words])
+        })
     }
 
     /// The bucket `bucket` of series slot `slot` with its histogram, read as one snapshot:
@@ -517,7 +528,7 @@ impl PeriodFile {
         let words = &mut buffer.words;
         let cell = self.cell(bucket, slot);
         let mut used = 0;
-        let mut read = || cell.read_with(|| used = histogram_cell::load_used(hist, words));
+        let mut read = || cell.read_with(|| used = hist.load_used(words));
         // A pause only after a failed try: it takes up to ~140 cycles on recent x86, as long
         // as the rest of a small cell's read.
         let found = match (0..64).find_map(|_| {
@@ -535,7 +546,7 @@ impl PeriodFile {
                 match read() {
                     Some(found) => found,
                     None => {
-                        used = histogram_cell::load_used(hist, words);
+                        used = hist.load_used(words);
                         waited
                     }
                 }
@@ -581,11 +592,13 @@ impl PeriodFile {
         })
     }
 
-    /// Whether the histogram cell of record `index` may hold one: whether the page it starts
-    /// in has its disk space, as far as this process knows. A cell is stored only once every
-    /// page it spans is reserved (a cell may cross a page's end).
+    /// Whether the histogram cell of record `index` may hold one: whether the page its run
+    /// starts in has its disk space, as far as this process knows. A cell is stored only
+    /// once every page of its run is reserved (`reserve_histograms`; a run may cross a
+    /// page's end).
     fn histogram_cell_reserved(&self, index: usize) -> bool {
-        self.histogram_page_reserved(index * self.meta.histogram_cell_len() / PAGE_LEN)
+        let run_start = index - index % super::format::BUCKET_BLOCK as usize;
+        self.histogram_page_reserved(run_start * self.meta.histogram_cell_len() / PAGE_LEN)
     }
 
     /// Whether page `page` of the histogram area has its disk space, as far as this process
@@ -640,17 +653,23 @@ impl PeriodFile {
 
     /// [`PeriodFile::prefetch`] for a distribution read: the record (for an even bucket:
     /// two records share a cache line) and the start of its histogram cell, which lies in
-    /// another part of the file (a cell of 224 bytes or more each, so about a page per slot
-    /// and block: each one a TLB miss as well as a cache miss).
+    /// another part of the file (about a page per slot and block: a TLB miss as well as a
+    /// cache miss). Interleaved cells (see [`CellLayout`]) keep the first two words of 8
+    /// buckets' cells in two cache lines, fetched once for the 8; a whole cell's start is
+    /// a line of its own.
     #[inline]
     pub(crate) fn prefetch_distribution(&self, bucket: u32, slot: u32) {
         if bucket.is_multiple_of(2) {
             super::mmap::prefetch(self.cell(bucket, slot));
         }
-        if let Some(hist) = self.histogram_cell(cell_index(bucket, slot, self.meta.slots)) {
-            if let Some(first) = hist.first() {
-                super::mmap::prefetch(first);
-            }
+        let Some(hist) = self.histogram_cell(cell_index(bucket, slot, self.meta.slots)) else {
+            return;
+        };
+        if !self.meta.histogram_cells.interleaved {
+            super::mmap::prefetch(hist.word(0));
+        } else if bucket.is_multiple_of(8) {
+            super::mmap::prefetch(hist.word(0));
+            super::mmap::prefetch(hist.word(1));
         }
     }
 
@@ -975,9 +994,13 @@ impl WritableFile {
                 std::io::Error::other("no histogram area"),
             ));
         }
+        // Whole runs: an interleaved cell's words lie all over its run's bytes.
         let cell = file.meta.histogram_cell_len();
-        let first = cell_index(bucket, first_slot, file.meta.slots) * cell / PAGE_LEN;
-        let last = (cell_index(bucket, first_slot + slots - 1, file.meta.slots) + 1) * cell;
+        let run_start = bucket - bucket % super::format::BUCKET_BLOCK;
+        let first = cell_index(run_start, first_slot, file.meta.slots) * cell / PAGE_LEN;
+        let last = cell_index(run_start, first_slot + slots - 1, file.meta.slots)
+            + super::format::BUCKET_BLOCK as usize;
+        let last = last * cell;
         let pages: Vec<usize> = (first..last.div_ceil(PAGE_LEN))
             .filter(|&p| !file.histogram_page_reserved(p))
             .collect();
@@ -1062,7 +1085,7 @@ impl WritableFile {
         };
         let mut before = [0u64; histogram_cell::MAX_WORDS];
         let before = &mut before[..hist.len()];
-        histogram_cell::load(hist, before);
+        hist.load(before);
         let mut histogram = match histogram_cell::decode(before) {
             Ok(found) => found.unwrap_or_default(),
             Err(e) => {
@@ -1114,7 +1137,7 @@ impl WritableFile {
                 Addition::Observed(observed) => observed.sum,
             };
             cell.add_with_and_die(first, writer.publisher(), name, || {
-                histogram_cell::store(&hist[..half], &after[..half])
+                hist.store(&after[..half])
             });
         }
         // Values add one by one, in arrival order, as a gauge's do: the same total.
@@ -1122,9 +1145,7 @@ impl WritableFile {
             Addition::Values(values) => values.iter().for_each(|&v| bucket.add(v)),
             Addition::Observed(_) => delta.iter().for_each(|delta| bucket.merge(delta)),
         };
-        cell.update_with(fold, writer.publisher(), name, || {
-            histogram_cell::store(hist, after)
-        });
+        cell.update_with(fold, writer.publisher(), name, || hist.store(after));
         true
     }
 
@@ -1134,7 +1155,7 @@ impl WritableFile {
     pub(crate) fn restore_histogram(&self, index: u32, words: &[u64]) {
         if let Some(hist) = self.0.histogram_cell(index as usize) {
             if words.len() == hist.len() {
-                histogram_cell::store(hist, words);
+                hist.store(words);
             }
         }
     }
@@ -1173,7 +1194,7 @@ impl WritableFile {
                 histogram.count()
             )));
         }
-        histogram_cell::store(cell, &words);
+        cell.store(&words);
         Ok(())
     }
 
@@ -1183,10 +1204,10 @@ impl WritableFile {
         let Some(hist) = self.0.histogram_cell(index) else {
             return false;
         };
-        if hist.iter().all(|w| w.load(Ordering::Relaxed) == 0) {
+        if (0..hist.len()).all(|j| hist.word(j).load(Ordering::Relaxed) == 0) {
             return false;
         }
-        histogram_cell::store(hist, &vec![0u64; hist.len()]);
+        hist.store(&vec![0u64; hist.len()]);
         true
     }
 

@@ -346,10 +346,12 @@ fn a_version_1_file_keeps_its_cells_and_a_period_made_hot_again_takes_wide_ones(
             .get_or_create(0, DAY_START, 0, Creation::Ahead)
             .unwrap();
         assert_eq!(hot.meta().histogram_cell_len(), 224, "a new file's cells");
-        let old = hot.meta().with_cell(256);
+        let old = hot
+            .meta()
+            .with_cells(format::CellLayout::version_1(hot.meta().resolution));
         let mut bytes = std::fs::read(hot.path()).unwrap();
         bytes.truncate(old.file_len() as usize);
-        bytes[..format::HEADER_LEN].copy_from_slice(&old.encode_version_1());
+        bytes[..format::HEADER_LEN].copy_from_slice(&old.encode());
         std::fs::write(hot.path(), &bytes).unwrap();
         hot.path().to_path_buf()
     };

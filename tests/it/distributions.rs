@@ -272,7 +272,7 @@ fn histogram_cells(
     start: Timestamp,
     slot: u32,
 ) -> Vec<bool> {
-    use tierdb::testing::storage::format::{cell_index, PeriodMeta};
+    use tierdb::testing::storage::format::{cell_index, CellLayout, PeriodMeta};
     let spec = engine
         .config()
         .tiers
@@ -286,18 +286,24 @@ fn histogram_cells(
         period_start: start,
         slots: engine.config().engine.series_per_chunk,
         chunk: 0,
-        histogram_cell: PeriodMeta::histogram_cell_for(spec.resolution),
+        histogram_cells: CellLayout::new_file(spec.resolution),
     };
     let path = dir.join("tiers").join(tier).join(expected.file_name());
     let bytes = std::fs::read(&path).unwrap();
-    // The cells' size as the file's header records it (224 bytes a new file's, 256 in a
-    // period made hot again).
+    // The cells as the file's header records them (224 bytes a new file's, 256 in a period
+    // made hot again), the 16 cells of a run interleaved word by word.
     let meta = PeriodMeta::decode(&bytes, &path).unwrap();
-    let len = meta.histogram_cell_len();
+    assert!(meta.histogram_cells.interleaved);
+    let words = meta.histogram_cell_len() / 8;
+    let area = &bytes[meta.histogram_offset() as usize..];
     (0..meta.buckets())
         .map(|b| {
-            let at = meta.histogram_offset() as usize + cell_index(b, slot, meta.slots) * len;
-            bytes[at..at + len].iter().any(|&x| x != 0)
+            let index = cell_index(b, slot, meta.slots);
+            let run = (index - index % 16) * words;
+            (0..words).any(|j| {
+                let at = (run + 16 * j + index % 16) * 8;
+                area[at..at + 8].iter().any(|&x| x != 0)
+            })
         })
         .collect()
 }
@@ -365,9 +371,7 @@ fn deleting_a_distribution_empties_its_histograms_hot_and_compacted() {
         period_start: CLOSED,
         slots: engine.config().engine.series_per_chunk,
         chunk: 0,
-        histogram_cell: tierdb::testing::storage::format::PeriodMeta::histogram_cell_for(
-            spec.resolution,
-        ),
+        histogram_cells: tierdb::testing::storage::format::CellLayout::new_file(spec.resolution),
     };
     let name = tierdb::testing::storage::compact::CompactFile::file_name(&meta);
     let path = dir.path().join("tiers").join("1m").join(name);

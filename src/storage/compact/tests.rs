@@ -22,7 +22,7 @@ fn meta(slots: u32) -> PeriodMeta {
         period_start: DAY_START,
         slots,
         chunk: 3,
-        histogram_cell: PeriodMeta::histogram_cell_for(Span::from_secs(60)),
+        histogram_cells: crate::storage::format::CellLayout::new_file(Span::from_secs(60)),
     }
 }
 

@@ -11,7 +11,7 @@ fn meta(chunk: u32) -> PeriodMeta {
         period_start: 0,
         slots: 16,
         chunk,
-        histogram_cell: PeriodMeta::histogram_cell_for(Span::from_secs(60)),
+        histogram_cells: crate::storage::format::CellLayout::new_file(Span::from_secs(60)),
     }
 }
 
