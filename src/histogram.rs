@@ -661,6 +661,12 @@ impl Dense {
         self.counts = counts;
     }
 
+    /// Whether `index` is inside the populated range.
+    #[inline]
+    fn holds(&self, index: i32) -> bool {
+        !self.counts.is_empty() && self.low <= index && index <= self.high
+    }
+
     /// The width the list would have with `index` in it.
     #[inline]
     fn width_with(&self, index: i32) -> usize {
@@ -791,6 +797,17 @@ impl Accumulator {
         let Some((scale, threshold)) = self.head else {
             return;
         };
+        let list = if negative {
+            &mut self.negative
+        } else {
+            &mut self.positive
+        };
+        // The common case: an index of the same scale inside the populated range, which
+        // neither grows the list nor falls in the zero bucket (the range holds none such).
+        if input_scale == scale && list.holds(input_index) {
+            list.add(input_index, count);
+            return;
+        }
         let index = reduced_index(input_index, (input_scale - scale).max(0) as u32);
         if threshold > 0.0 && upper_bound(index, scale) <= threshold {
             self.zero_count = self.zero_count.saturating_add(count);

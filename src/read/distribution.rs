@@ -309,11 +309,19 @@ fn fold_tile(
                     |b: u32| ((global + i64::from(b - first)) / per_point) as usize - tile.start;
                 match stored {
                     HeldPeriod::Hot(file) => {
+                        // The point of each bucket counted on, not divided for (a division
+                        // a bucket took a tenth of the read).
+                        let mut at = point(first);
+                        let mut within = (global % per_point) as usize;
                         for b in buckets {
-                            let sum = &mut row[point(b)];
+                            let sum = &mut row[at];
                             file.load_distribution_into(b, member.slot, buffer, |bucket, body| {
                                 sum.add_encoded(&bucket, body)
                             });
+                            within += 1;
+                            if within == per_point as usize {
+                                (at, within) = (at + 1, 0);
+                            }
                         }
                     }
                     HeldPeriod::Compacted(file) => {

@@ -72,21 +72,19 @@ impl<'a> Cell<'a> {
         &self.words[self.first + j * self.stride]
     }
 
-    /// Copies its first `out.len()` words out (`Relaxed` loads: the record's seqlock orders
-    /// them).
-    #[inline]
-    pub(super) fn load(&self, out: &mut [u64]) {
-        for (j, o) in out.iter_mut().enumerate().take(self.len) {
-            *o = self.word(j).load(Ordering::Relaxed);
-        }
-    }
-
     /// Stores `words` into its first words. Only its writer calls this, between the
     /// record's update-in-flight stores, or while no writer runs (repair, restore).
     #[inline]
     pub(super) fn store(&self, words: &[u64]) {
         for (j, &v) in words.iter().enumerate().take(self.len) {
             self.word(j).store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// Sets its words from `j` on to zero.
+    pub(super) fn store_zeros_from(&self, j: usize) {
+        for j in j..self.len {
+            self.word(j).store(0, Ordering::Relaxed);
         }
     }
 
@@ -100,8 +98,7 @@ impl<'a> Cell<'a> {
             return 0;
         }
         out[0] = self.word(0).load(Ordering::Relaxed);
-        let len = (out[0] & 0xffff) as usize;
-        let words = (2 + len).div_ceil(8).clamp(1, self.len.min(out.len()));
+        let words = used_words(&out[..self.len.min(out.len())]);
         for (j, o) in out.iter_mut().enumerate().take(words).skip(1) {
             *o = self.word(j).load(Ordering::Relaxed);
         }
@@ -109,11 +106,19 @@ impl<'a> Cell<'a> {
     }
 }
 
-/// The encoding a cell's words (`words`, as [`load_used`] copied them) hold, laid out in
+/// Words of `words` (a cell's, as [`encode`] or [`Cell::load_used`] left them) that its
+/// length word says are in use: at least the length word itself.
+pub(super) fn used_words(words: &[u64]) -> usize {
+    let len = words.first().map_or(0, |w| (w & 0xffff) as usize);
+    (2 + len).div_ceil(8).clamp(1, words.len())
+}
+
+/// The encoding a cell's words (`words`, as [`Cell::load_used`] copied them) hold, laid out in
 /// `bytes`; `Ok(None)` for an empty cell.
 ///
 /// # Errors
 /// [`DecodeError::Truncated`] when the length says more than the words hold.
+#[inline]
 pub(crate) fn body<'a>(
     words: &[u64],
     bytes: &'a mut [u8],

@@ -1083,9 +1083,11 @@ impl WritableFile {
         let Some(hist) = file.histogram_cell(index) else {
             return false;
         };
+        // Only the words in use are read, held as the image and stored: the rest of a cell
+        // is zeros, and an interleaved cell's every word is a cache line of its own.
         let mut before = [0u64; histogram_cell::MAX_WORDS];
         let before = &mut before[..hist.len()];
-        hist.load(before);
+        let used_before = hist.load_used(before);
         let mut histogram = match histogram_cell::decode(before) {
             Ok(found) => found.unwrap_or_default(),
             Err(e) => {
@@ -1127,8 +1129,9 @@ impl WritableFile {
                  they are not stored");
             return false;
         }
+        let used_after = histogram_cell::used_words(after);
         let name = file.name(index);
-        writer.hold_image(name, before);
+        writer.hold_image(name, &before[..used_before]);
         let cell = &file.cells.cells()[index];
         if die {
             let half = after.len() / 2;
@@ -1145,17 +1148,20 @@ impl WritableFile {
             Addition::Values(values) => values.iter().for_each(|&v| bucket.add(v)),
             Addition::Observed(_) => delta.iter().for_each(|delta| bucket.merge(delta)),
         };
-        cell.update_with(fold, writer.publisher(), name, || hist.store(after));
+        cell.update_with(fold, writer.publisher(), name, || {
+            hist.store(&after[..used_after.max(used_before)])
+        });
         true
     }
 
-    /// Puts back the histogram image `words` of the cell at record `index`: the repair of
-    /// an update a crash interrupted (its record's bit was set). Only valid before any writer
-    /// starts.
+    /// Puts back the histogram image `words` of the cell at record `index`, its words in use
+    /// (the rest of the cell was zeros): the repair of an update a crash interrupted (its
+    /// record's bit was set). Only valid before any writer starts.
     pub(crate) fn restore_histogram(&self, index: u32, words: &[u64]) {
         if let Some(hist) = self.0.histogram_cell(index as usize) {
-            if words.len() == hist.len() {
+            if words.len() <= hist.len() {
                 hist.store(words);
+                hist.store_zeros_from(words.len());
             }
         }
     }
