@@ -530,6 +530,47 @@ fn at_the_http_cap_the_one_idle_longest_makes_room_and_503_comes_only_when_all_a
     assert_eq!(count("refused_total{protocol=\"http\"}"), 1);
 }
 
+/// At the HTTP cap, a connection that has sent part of its first head (no request handled
+/// on it yet) makes room at once when it is the one idle longest. hyper's graceful close
+/// waits for the end of a head that has begun, which a client holding the slot never sends:
+/// the new connection waited for the header timeout (30 s by default) to free the slot, and
+/// a client reading its answer with a 30 s timeout gave up first.
+#[test]
+fn at_the_http_cap_a_connection_still_sending_its_first_head_makes_room_at_once() {
+    let server = TestServer::start(
+        None,
+        Limits {
+            http_max_connections: 2,
+            ..Limits::default()
+        },
+    );
+    let addr = server.http;
+    let busy = stalled_request(addr);
+    let mut partial = TcpStream::connect(addr).unwrap();
+    partial
+        .write_all(b"GET /api/v1/tiers HTTP/1.1\r\nHost: test\r\n")
+        .unwrap();
+    // Time for the server to read the part sent (if it has not, the eviction below closes
+    // a connection that has read nothing, which hyper's close handles too).
+    std::thread::sleep(Duration::from_millis(200));
+    let mut third = TcpStream::connect(addr).unwrap();
+    third
+        .write_all(b"GET /api/v1/tiers HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let answer = read_until_closed(&mut third);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(read_until_closed(&mut partial), "");
+    let count = |key: &str| metric(addr, &format!("tierdb_connections_{key}"));
+    assert_eq!(
+        count("timed_out_total{protocol=\"http\",timeout=\"header\"}"),
+        0,
+        "the partial head was closed by its header timeout, not to make room"
+    );
+    // (A connection of these /metrics requests may make room in its turn.)
+    assert!(count("evicted_total{protocol=\"http\"}") >= 1);
+    drop(busy);
+}
+
 /// Issue 56 item 9: with tokens set, 1,024 clients without one could hold every HTTP slot
 /// for the 30 s header timeout (sending part of a head, or nothing), and a real user was
 /// answered 503 meanwhile. With the default limits, clients sending a head without a token
