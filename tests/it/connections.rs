@@ -79,7 +79,8 @@ fn read_until_closed(stream: &mut TcpStream) -> String {
                     "the server never closed the socket"
                 );
             }
-            Err(_) => break, // reset: closed as well
+            Err(e) if e.kind() == ErrorKind::Interrupted => {} // a signal, as in still_open
+            Err(_) => break,                                   // reset: closed as well
         }
     }
     String::from_utf8_lossy(&got).into_owned()
@@ -170,10 +171,15 @@ fn still_open(stream: &mut TcpStream) -> bool {
     stream
         .set_read_timeout(Some(Duration::from_millis(100)))
         .unwrap();
-    matches!(
-        stream.read(&mut [0u8; 16]),
-        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
-    )
+    loop {
+        match stream.read(&mut [0u8; 16]) {
+            // A signal the process handles interrupts a read that has a timeout, even under
+            // SA_RESTART, and std does not retry it: not the server's doing.
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+            Ok(_) => return false,
+        }
+    }
 }
 
 /// At the cap, a new Graphite connection takes the slot of the one idle longest, with the
@@ -355,6 +361,8 @@ fn with_the_default_limits_1500_idle_graphite_sockets_do_not_lock_out_a_collecto
     open_files_for(2 * IDLE as u64 + 1000);
     let server = TestServer::start(None, Limits::default());
     let count = |key: &str| metric(server.http, &format!("tierdb_connections_{key}"));
+    // No idle socket's idle timeout starts before this.
+    let flood_began = Instant::now();
     let mut idle: Vec<TcpStream> = (0..IDLE)
         .map(|_| TcpStream::connect(server.graphite).unwrap())
         .collect();
@@ -379,13 +387,22 @@ fn with_the_default_limits_1500_idle_graphite_sockets_do_not_lock_out_a_collecto
         (IDLE - cap + 1) as u64,
         "the collector's connection took the slot of one more idle one"
     );
-    // The ones closed were the oldest; the newest still hold their slots.
+    // The ones closed were the oldest; the newest still hold their slots, until their idle
+    // timeout (5 minutes).
     assert_eq!(read_until_closed(&mut idle[0]), "");
     assert_eq!(read_until_closed(&mut idle[IDLE - cap]), "");
     if !still_open(&mut idle[IDLE - 1]) {
+        let timed_out = count("timed_out_total{protocol=\"graphite\",timeout=\"idle\"}");
+        let took = flood_began.elapsed();
+        if took >= Limits::GRAPHITE_IDLE_TIMEOUT && timed_out > 0 {
+            // A machine loaded enough to make this test outlast the idle timeout: the idle
+            // rule closed the newest, as it should.
+            eprintln!("the test took {took:?}; the idle timeout closed {timed_out} sockets");
+            return;
+        }
         // Seen once in a full `cargo test` on a loaded machine (issue 56 item 14), cause
-        // unknown: say which of the server's counters moved and which sockets closed, so the
-        // next failure names the path that closed it.
+        // not found: say which of the server's counters moved and which sockets closed, so
+        // the next failure names the path that closed it.
         let closed: Vec<usize> = (IDLE - cap + 1..IDLE)
             .filter(|&i| !still_open(&mut idle[i]))
             .collect();
@@ -395,10 +412,10 @@ fn with_the_default_limits_1500_idle_graphite_sockets_do_not_lock_out_a_collecto
                 count(&format!("{key}{{protocol=\"graphite\"}}"))
             )
         });
-        let timed_out = count("timed_out_total{protocol=\"graphite\",timeout=\"idle\"}");
         panic!(
-            "the newest idle socket was closed; {counters:?}, idle timeouts {timed_out}; the \
-             sockets after the collector's victim that are closed: {closed:?}"
+            "the newest idle socket was closed {took:?} after the first connected; \
+             {counters:?}, idle timeouts {timed_out}; the sockets after the collector's victim \
+             that are closed: {closed:?}"
         );
     }
 }

@@ -77,7 +77,10 @@ fn a_connection_handling_a_request_is_never_chosen_and_trusted_ones_go_last() {
     let second = admitted(slots.admit());
     let _second_request = second.connection().handle().busy();
     assert!(!registered(&slots, &trusted));
-    assert!(matches!(slots.admit(), Admission::Full), "only busy ones left");
+    assert!(
+        matches!(slots.admit(), Admission::Full),
+        "only busy ones left"
+    );
     drop(request);
     let _third = admitted(slots.admit());
     assert!(!registered(&slots, &busy));
