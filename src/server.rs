@@ -179,31 +179,23 @@ impl Default for Limits {
 
 /// Accepts connections of `protocol` on `listener` until `shutdown` flips, at most `limit`
 /// open at once (a peer outside the protocol's allowlist closed at once and counted), each
-/// registered in the listener's [`idle_slots::IdleSlots`] and served by `serve` (with its
-/// registration) in a task of its own, counted as open while it runs. One over the limit
-/// takes the slot of the open connection idle longest, which is closed (counted as evicted);
-/// when none can be chosen (every one closing, or handling a request) it is handed to
-/// `refuse`, which closes it (counted as refused), never queued. Then waits for the open
-/// ones to finish.
+/// let in by the listener's [`idle_slots::IdleSlots`] and served by `serve` (with its
+/// [`idle_slots::ConnectionSlot`]) in a task of its own, counted as open while it runs. One
+/// over the limit takes the slot of the open connection idle longest, which is closed
+/// (counted as evicted); when none can be chosen (every one closing, or handling a request)
+/// it is handed to `refuse`, which closes it (counted as refused), never queued. Then waits
+/// for the open ones to finish.
 async fn accept_loop<Served>(
     listener: TcpListener,
     (stats, allowlists): (&Arc<ServerStats>, &allowlist::Allowlists),
     (protocol, limit): (stats::Protocol, usize),
     mut shutdown: tokio::sync::watch::Receiver<bool>,
     refuse: impl Fn(tokio::net::TcpStream),
-    serve: impl Fn(tokio::net::TcpStream, idle_slots::SlotGuard) -> Served,
+    serve: impl Fn(tokio::net::TcpStream, idle_slots::ConnectionSlot) -> Served,
 ) where
     Served: Future<Output = ()> + Send + 'static,
 {
-    /// Where a connection's slot comes from.
-    enum Slot {
-        /// Free when it was accepted.
-        Free(tokio::sync::OwnedSemaphorePermit),
-        /// Handed on by the connection closed to make room for it.
-        HandedOn(idle_slots::Successor),
-    }
-    let permits = Arc::new(tokio::sync::Semaphore::new(limit));
-    let slots = Arc::new(idle_slots::IdleSlots::new());
+    let slots = Arc::new(idle_slots::IdleSlots::new(limit));
     let mut connections = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
@@ -225,44 +217,33 @@ async fn accept_loop<Served>(
                     drop(stream); // closed before anything is read
                     continue;
                 }
-                let slot = match Arc::clone(&permits).try_acquire_owned() {
-                    Ok(permit) => Slot::Free(permit),
-                    Err(_) => match slots.evict_longest_idle() {
-                        Some(successor) => {
-                            tracing::debug!(protocol = protocol.as_str(), %peer, "connection limit reached: closing the connection idle longest");
-                            stats.count_evicted(protocol);
-                            Slot::HandedOn(successor)
-                        }
-                        None => {
-                            tracing::debug!(protocol = protocol.as_str(), %peer, "connection refused: connection limit reached, no connection idle");
-                            stats.count_refused(protocol);
-                            refuse(stream);
-                            continue;
-                        }
-                    },
+                let registration = match slots.admit() {
+                    idle_slots::Admission::Free(registration) => registration,
+                    idle_slots::Admission::MadeRoom(registration) => {
+                        tracing::debug!(protocol = protocol.as_str(), %peer, "connection limit reached: closing the connection idle longest");
+                        stats.count_evicted(protocol);
+                        registration
+                    }
+                    idle_slots::Admission::Full => {
+                        tracing::debug!(protocol = protocol.as_str(), %peer, "connection refused: connection limit reached, no connection idle");
+                        stats.count_refused(protocol);
+                        refuse(stream);
+                        continue;
+                    }
                 };
-                // Registered after the choice above, so a connection never makes room by
-                // closing itself.
-                let registration = slots.register();
-                let handoff = registration.handoff();
                 let stats = Arc::clone(stats);
-                let served = serve(stream, registration);
+                let served = serve(stream, registration.connection());
                 connections.spawn(async move {
-                    let permit = match slot {
-                        Slot::Free(permit) => permit,
-                        Slot::HandedOn(successor) => match tokio::time::timeout(EVICTION_WAIT, successor).await {
-                            Ok(Ok(permit)) => permit,
-                            _ => {
-                                tracing::debug!(protocol = protocol.as_str(), %peer, "connection refused: the connection closed to make room did not close in time");
-                                stats.count_refused(protocol);
-                                return; // drops the stream unserved: closed
-                            }
-                        },
-                    };
+                    if tokio::time::timeout(EVICTION_WAIT, registration.arrived()).await.is_err() {
+                        tracing::debug!(protocol = protocol.as_str(), %peer, "connection refused: the connection closed to make room did not close in time");
+                        stats.count_refused(protocol);
+                        return; // drops the stream unserved: closed
+                    }
                     let open = stats.open_connection(protocol);
                     served.await;
                     drop(open);
-                    handoff.pass(permit);
+                    // Unregisters the connection and passes its slot on, in one step.
+                    drop(registration);
                 });
             }
             _ = shutdown.changed() => break,

@@ -13,7 +13,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::watch;
 
-use super::idle_slots::SlotGuard;
+use super::idle_slots::ConnectionSlot;
 use super::refusal_log::RefusalLog;
 use super::sink::Sink;
 use super::stats::{Protocol, Timeout};
@@ -61,7 +61,7 @@ async fn connection(
     mut stream: TcpStream,
     state: &State,
     mut shutdown: watch::Receiver<bool>,
-    slot: SlotGuard,
+    slot: ConnectionSlot,
 ) {
     let mut sink = state.sink();
     let mut lines = LineSplitter::default();

@@ -13,8 +13,8 @@
 //!   closes);
 //! - **evicted**: at [`Limits::http_max_connections`] a new connection took its slot, it
 //!   being the one idle longest ([`super::idle_slots`]: not handling a request, and without an
-//!   accepted token before one with). An answer still being written, or a request that began
-//!   meanwhile, is finished first.
+//!   accepted token before one with). An answer still being written, or a request whose head
+//!   arrived meanwhile, is finished first; a head still arriving is not waited for.
 //!
 //! With TLS ([`super::tls`]), the handshake must finish within the header timeout; a client
 //! that speaks plain HTTP to the TLS port is answered 400 in plain text, saying to use
@@ -39,7 +39,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 
-use super::idle_slots::SlotGuard;
+use super::idle_slots::ConnectionSlot;
 use super::stats::{Protocol, ServerStats, Timeout};
 use super::tls::ServerTls;
 use super::{Limits, State};
@@ -161,7 +161,7 @@ async fn connection<S: AsyncRead + AsyncWrite + Send + Unpin + 'static>(
     app: Router,
     state: &State,
     mut shutdown: watch::Receiver<bool>,
-    slot: SlotGuard,
+    slot: ConnectionSlot,
 ) {
     let limits = &state.limits;
     let activity = Arc::new(Activity::new());
@@ -206,9 +206,16 @@ async fn connection<S: AsyncRead + AsyncWrite + Send + Unpin + 'static>(
             }
             _ = slot.evicted(), if !stopping => {
                 tracing::debug!("http connection idle longest at the connection limit: closing it");
-                // hyper closes a connection waiting for a request head at once, and one still
-                // writing an answer (its handler may have returned: the body is sent after)
-                // once the answer is out, so no answer is cut short.
+                if activity.requests.load(Ordering::Relaxed) == 0 {
+                    // No request yet, so no answer to finish: closed at once. hyper's graceful
+                    // shutdown would wait for the end of a first head that has begun to
+                    // arrive, which a client holding the slot never sends (the header
+                    // timeout closed it, 30 s later by default).
+                    return;
+                }
+                // hyper closes a connection waiting for its next request head at once, and one
+                // still writing an answer (its handler may have returned: the body is sent
+                // after) once the answer is out, so no answer is cut short.
                 stopping = true;
                 conn.as_mut().graceful_shutdown();
             }
@@ -247,6 +254,8 @@ struct Activity {
     head_started: AtomicU64,
     /// Requests whose handler is running (head received, answer not yet produced).
     handlers: AtomicUsize,
+    /// Requests whose head was received on the connection, in all.
+    requests: AtomicUsize,
 }
 
 impl Activity {
@@ -257,6 +266,7 @@ impl Activity {
             last_io: AtomicU64::new(0),
             head_started: AtomicU64::new(NONE),
             handlers: AtomicUsize::new(0),
+            requests: AtomicUsize::new(0),
         }
     }
 
@@ -288,6 +298,7 @@ impl Activity {
     /// A head arrived: its handler runs until the guard drops.
     fn handling(self: &Arc<Self>) -> Handling {
         self.handlers.fetch_add(1, Ordering::Relaxed);
+        self.requests.fetch_add(1, Ordering::Relaxed);
         self.head_started.store(NONE, Ordering::Relaxed);
         self.changed.notify_one();
         Handling(Arc::clone(self))

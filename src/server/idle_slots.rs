@@ -7,35 +7,45 @@
 //! idle longest while idle sockets exist, so it keeps its slot; an attacker must now keep
 //! every one of its sockets busier than the real writers to hold them.
 //!
-//! What counts as activity is the listener's: Graphite marks every read ([`SlotGuard::touch`]).
-//! HTTP marks the end of each request and holds a connection whose request is being
-//! handled out of reach ([`SlotHandle::busy`]); bytes of a head still arriving do not count,
-//! so a client trickling one never looks busy. A connection whose request presented a token
-//! the server accepted ([`SlotHandle::trust`]) is chosen only once no other is idle, so
-//! clients without a token cannot push out the ones with one.
+//! What counts as activity is the listener's: Graphite marks every read
+//! ([`ConnectionSlot::touch`]). HTTP marks the end of each request and holds a connection
+//! whose request is being handled out of reach ([`SlotHandle::busy`]); bytes of a head still
+//! arriving do not count, so a client trickling one never looks busy. A connection whose
+//! request presented a token the server accepted ([`SlotHandle::trust`]) is chosen only once
+//! no other is idle, so clients without a token cannot push out the ones with one.
 //!
-//! The closed connection hands its slot (its semaphore permit) straight to the one that made
-//! room: released into the semaphore instead, the permit could go to a connection accepted
-//! in between, and the one that made room would find none.
+//! The registry also owns the slots themselves, and every change to who holds one happens
+//! under its one lock: admitting a connection ([`IdleSlots::admit`]: a free slot, else the one
+//! idle longest told to close, else refused) and a connection's end ([`Registration`]'s drop:
+//! unregistered, and its slot passed on or freed, in one step). With the two steps apart, a
+//! connection arriving between them found the closing one neither in the registry nor its
+//! slot free, and was refused although no connection was busy. The closed connection hands
+//! its slot straight to the one that made room: freed instead, the slot could go to a
+//! connection accepted in between, and the one that made room would find none.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use tokio::sync::{oneshot, Notify, OwnedSemaphorePermit};
+use tokio::sync::Notify;
 
-/// The end of a connection's slot handoff that the one that made room waits on.
-pub(crate) type Successor = oneshot::Receiver<OwnedSemaphorePermit>;
-
-/// The open connections of one listener, each with the time it last received something.
+/// The open connections of one listener and its slots (its connection limit).
 pub(crate) struct IdleSlots {
     /// Origin of the connections' activity times.
     epoch: Instant,
+    /// Who holds which slot; every change to it happens under this one lock.
+    registry: Mutex<Registry>,
+}
+
+/// What [`IdleSlots::registry`] guards.
+struct Registry {
+    /// Slots no connection holds.
+    free: usize,
     /// The next connection's id (its accept order, which breaks ties in activity time).
-    next_id: AtomicU64,
+    next_id: u64,
     /// Connections registered and not yet told to close, by id.
-    open: Mutex<HashMap<u64, Arc<Slot>>>,
+    open: HashMap<u64, Arc<Slot>>,
 }
 
 /// One connection's entry.
@@ -49,29 +59,61 @@ struct Slot {
     trusted: AtomicBool,
     /// Notified once when the connection is chosen to make room.
     evict: Notify,
-    /// Where the connection's permit goes when it closes, once it was chosen.
-    successor: Mutex<Option<oneshot::Sender<OwnedSemaphorePermit>>>,
+    /// Notified when the slot the connection waits for has come to it.
+    arrived: Notify,
+    /// Whether it holds a slot and where that goes; locked only under the registry's lock
+    /// (or alone, to read).
+    tenure: Mutex<Tenure>,
 }
 
-/// Hands a closed connection's permit to the connection that made room by closing it, if one
-/// did ([`IdleSlots::evict_longest_idle`]); otherwise releases it.
-pub(crate) struct Handoff(Arc<Slot>);
+/// A connection's hold on a slot.
+#[derive(Default)]
+struct Tenure {
+    /// The connection holds one of the listener's slots.
+    holds: bool,
+    /// The connection has ended (its [`Registration`] dropped).
+    ended: bool,
+    /// The connection that made room by closing this one: the slot goes to it.
+    successor: Option<Arc<Slot>>,
+}
 
-/// A connection's registration: it marks its activity through it and learns from it that it
-/// must close. Dropping it unregisters the connection.
-pub(crate) struct SlotGuard {
+/// How [`IdleSlots::admit`] let a new connection in.
+pub(crate) enum Admission {
+    /// A slot was free: the connection holds it.
+    Free(Registration),
+    /// The connection idle longest was told to close; its slot comes to this one once it has
+    /// ([`Registration::arrived`]).
+    MadeRoom(Registration),
+    /// No connection can be chosen (every one is handling a request, or already closing to
+    /// make room for another): the new one is refused.
+    Full,
+}
+
+/// A connection's place in the registry, held by whoever runs the connection until it has
+/// ended. Dropping it unregisters the connection and, in the same step, passes its slot to
+/// the connection that made room by closing it, or frees the slot.
+pub(crate) struct Registration {
     slots: Arc<IdleSlots>,
     id: u64,
     slot: Arc<Slot>,
 }
 
+/// What a connection marks its activity through and learns from that it must close.
+pub(crate) struct ConnectionSlot {
+    slots: Arc<IdleSlots>,
+    slot: Arc<Slot>,
+}
+
 impl IdleSlots {
-    /// No connections yet.
-    pub(crate) fn new() -> IdleSlots {
+    /// No connections yet, `limit` slots free.
+    pub(crate) fn new(limit: usize) -> IdleSlots {
         IdleSlots {
             epoch: Instant::now(),
-            next_id: AtomicU64::new(0),
-            open: Mutex::new(HashMap::new()),
+            registry: Mutex::new(Registry {
+                free: limit,
+                next_id: 0,
+                open: HashMap::new(),
+            }),
         }
     }
 
@@ -79,35 +121,23 @@ impl IdleSlots {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    fn open(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Slot>>> {
-        lock(&self.open)
+    fn registry(&self) -> MutexGuard<'_, Registry> {
+        lock(&self.registry)
     }
 
-    /// Registers a connection, active now.
-    pub(crate) fn register(self: &Arc<Self>) -> SlotGuard {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let slot = Arc::new(Slot {
-            last_active: AtomicU64::new(self.now()),
-            busy: AtomicUsize::new(0),
-            trusted: AtomicBool::new(false),
-            evict: Notify::new(),
-            successor: Mutex::new(None),
-        });
-        self.open().insert(id, Arc::clone(&slot));
-        SlotGuard {
-            slots: Arc::clone(self),
-            id,
-            slot,
+    /// Lets a new connection in: into a free slot; else into the slot of the connection idle
+    /// longest (untrusted ones first, the earliest accepted among equals), which is told to
+    /// close and forgotten, so the next call picks another; else not at all
+    /// ([`Admission::Full`]). The new connection is registered after the choice, so it never
+    /// makes room by closing itself.
+    pub(crate) fn admit(self: &Arc<Self>) -> Admission {
+        let mut registry = self.registry();
+        if registry.free > 0 {
+            registry.free -= 1;
+            return Admission::Free(self.register(&mut registry, true));
         }
-    }
-
-    /// Tells the connection idle longest (untrusted ones first, the earliest accepted among
-    /// equals) to close, and forgets it, so the next call picks another. Returns where its
-    /// permit will arrive once it has closed; `None` when no connection can be chosen (every
-    /// one was already told, or is handling a request).
-    pub(crate) fn evict_longest_idle(&self) -> Option<Successor> {
-        let mut open = self.open();
-        let victim = open
+        let victim = registry
+            .open
             .iter()
             .filter(|(_, slot)| slot.busy.load(Ordering::Relaxed) == 0)
             .min_by_key(|(id, slot)| {
@@ -117,25 +147,93 @@ impl IdleSlots {
                     **id,
                 )
             })
-            .map(|(id, _)| *id)?;
-        let slot = open.remove(&victim)?;
-        // Set while the map's lock is held: the victim unregisters (under that lock) before it
-        // passes its permit on, so it finds the successor.
-        let (give, take) = oneshot::channel();
-        *lock(&slot.successor) = Some(give);
+            .map(|(id, _)| *id);
+        let Some(victim) = victim.and_then(|id| registry.open.remove(&id)) else {
+            return Admission::Full;
+        };
+        let registration = self.register(&mut registry, false);
+        lock(&victim.tenure).successor = Some(Arc::clone(&registration.slot));
         // Stores a permit when the connection is not waiting right now.
-        slot.evict.notify_one();
-        Some(take)
+        victim.evict.notify_one();
+        Admission::MadeRoom(registration)
+    }
+
+    /// Registers a connection, active now, holding a slot or waiting for one.
+    fn register(self: &Arc<Self>, registry: &mut Registry, holds: bool) -> Registration {
+        let id = registry.next_id;
+        registry.next_id += 1;
+        let slot = Arc::new(Slot {
+            last_active: AtomicU64::new(self.now()),
+            busy: AtomicUsize::new(0),
+            trusted: AtomicBool::new(false),
+            evict: Notify::new(),
+            arrived: Notify::new(),
+            tenure: Mutex::new(Tenure {
+                holds,
+                ..Tenure::default()
+            }),
+        });
+        registry.open.insert(id, Arc::clone(&slot));
+        Registration {
+            slots: Arc::clone(self),
+            id,
+            slot,
+        }
     }
 }
 
-/// `mutex`'s guard; what it guards is one value set whole, which a panic cannot leave half
-/// set.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// `mutex`'s guard; what it guards is changed in steps that a panic cannot leave half done.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-impl SlotGuard {
+impl Registration {
+    /// Completes once the connection holds its slot: at once when one was free, else when
+    /// the connection closed to make room for it has ended.
+    pub(crate) async fn arrived(&self) {
+        while !lock(&self.slot.tenure).holds {
+            self.slot.arrived.notified().await;
+        }
+    }
+
+    /// What the connection itself marks its activity through.
+    pub(crate) fn connection(&self) -> ConnectionSlot {
+        ConnectionSlot {
+            slots: Arc::clone(&self.slots),
+            slot: Arc::clone(&self.slot),
+        }
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut registry = self.slots.registry();
+        registry.open.remove(&self.id);
+        let mut tenure = lock(&self.slot.tenure);
+        tenure.ended = true;
+        if !std::mem::take(&mut tenure.holds) {
+            // Gave up waiting: the slot it waited for goes past it when it comes.
+            return;
+        }
+        // To the connection that made room by closing this one; past those that gave up
+        // waiting, to the one that made room by closing them.
+        let mut next = tenure.successor.take();
+        drop(tenure);
+        while let Some(slot) = next {
+            let mut tenure = lock(&slot.tenure);
+            if !tenure.ended {
+                tenure.holds = true;
+                drop(tenure);
+                slot.arrived.notify_one();
+                return;
+            }
+            next = tenure.successor.clone();
+        }
+        registry.free += 1;
+    }
+}
+
+impl ConnectionSlot {
     /// Marks the connection active now.
     pub(crate) fn touch(&self) {
         self.slot
@@ -153,22 +251,6 @@ impl SlotGuard {
         SlotHandle {
             slots: Arc::clone(&self.slots),
             slot: Arc::clone(&self.slot),
-        }
-    }
-
-    /// What passes the connection's permit on once it has closed (after this guard is
-    /// dropped).
-    pub(crate) fn handoff(&self) -> Handoff {
-        Handoff(Arc::clone(&self.slot))
-    }
-}
-
-impl Handoff {
-    /// Gives `permit` to the connection that made room by closing this one, or releases it.
-    pub(crate) fn pass(self, permit: OwnedSemaphorePermit) {
-        if let Some(successor) = lock(&self.0.successor).take() {
-            // A successor that gave up waiting drops the permit here: released.
-            let _ = successor.send(permit);
         }
     }
 }
@@ -206,82 +288,5 @@ impl Drop for Busy {
     }
 }
 
-impl Drop for SlotGuard {
-    fn drop(&mut self) {
-        self.slots.open().remove(&self.id);
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-    use std::time::Duration;
-
-    use super::IdleSlots;
-
-    #[tokio::test]
-    async fn the_connection_idle_longest_is_told_to_close_and_hands_its_permit_on() {
-        let permits = Arc::new(tokio::sync::Semaphore::new(3));
-        let slots = Arc::new(IdleSlots::new());
-        let mut open: Vec<_> = (0..3)
-            .map(|_| {
-                let permit = Arc::clone(&permits).try_acquire_owned().unwrap();
-                (slots.register(), permit)
-            })
-            .collect();
-        // The first to arrive wrote since: the second is now idle longest.
-        std::thread::sleep(Duration::from_millis(2));
-        open[0].0.touch();
-        let successor = slots.evict_longest_idle().expect("one to close");
-        let (second, permit) = open.remove(1);
-        tokio::time::timeout(Duration::from_secs(5), second.evicted())
-            .await
-            .expect("the second was told");
-        let handoff = second.handoff();
-        drop(second);
-        handoff.pass(permit);
-        // The permit went to the successor, not back to the semaphore.
-        assert_eq!(permits.available_permits(), 0);
-        let _kept = successor.await.expect("the permit handed on");
-
-        // The third (never active since it arrived) goes next; its successor gave up waiting
-        // (dropped), so its permit is released. The first closes on its own before being
-        // chosen: its permit is released as well.
-        drop(slots.evict_longest_idle().expect("one to close"));
-        let (third, permit) = open.remove(1);
-        tokio::time::timeout(Duration::from_secs(5), third.evicted())
-            .await
-            .expect("the third was told");
-        let handoff = third.handoff();
-        drop(third);
-        handoff.pass(permit);
-        assert_eq!(permits.available_permits(), 1);
-        let (first, permit) = open.remove(0);
-        let handoff = first.handoff();
-        drop(first);
-        handoff.pass(permit);
-        assert_eq!(permits.available_permits(), 2);
-        assert!(
-            slots.evict_longest_idle().is_none(),
-            "nothing left to close"
-        );
-    }
-
-    #[test]
-    fn a_connection_handling_a_request_is_never_chosen_and_trusted_ones_go_last() {
-        let slots = Arc::new(IdleSlots::new());
-        let (trusted, busy, fresh) = (slots.register(), slots.register(), slots.register());
-        trusted.handle().trust();
-        let request = busy.handle().busy();
-        // The trusted one is the oldest, the busy one next: the newest goes first.
-        drop(slots.evict_longest_idle().expect("one to close"));
-        assert!(!slots.open().contains_key(&fresh.id));
-        // Then the trusted one: the busy one is out of reach until its request ends.
-        drop(slots.evict_longest_idle().expect("one to close"));
-        assert!(!slots.open().contains_key(&trusted.id));
-        assert!(slots.evict_longest_idle().is_none(), "only a busy one left");
-        drop(request);
-        drop(slots.evict_longest_idle().expect("idle again"));
-        assert!(!slots.open().contains_key(&busy.id));
-    }
-}
+mod tests;

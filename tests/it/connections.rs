@@ -79,7 +79,8 @@ fn read_until_closed(stream: &mut TcpStream) -> String {
                     "the server never closed the socket"
                 );
             }
-            Err(_) => break, // reset: closed as well
+            Err(e) if e.kind() == ErrorKind::Interrupted => {} // a signal, as in still_open
+            Err(_) => break,                                   // reset: closed as well
         }
     }
     String::from_utf8_lossy(&got).into_owned()
@@ -170,10 +171,15 @@ fn still_open(stream: &mut TcpStream) -> bool {
     stream
         .set_read_timeout(Some(Duration::from_millis(100)))
         .unwrap();
-    matches!(
-        stream.read(&mut [0u8; 16]),
-        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
-    )
+    loop {
+        match stream.read(&mut [0u8; 16]) {
+            // A signal the process handles interrupts a read that has a timeout, even under
+            // SA_RESTART, and std does not retry it: not the server's doing.
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+            Ok(_) => return false,
+        }
+    }
 }
 
 /// At the cap, a new Graphite connection takes the slot of the one idle longest, with the
@@ -355,6 +361,8 @@ fn with_the_default_limits_1500_idle_graphite_sockets_do_not_lock_out_a_collecto
     open_files_for(2 * IDLE as u64 + 1000);
     let server = TestServer::start(None, Limits::default());
     let count = |key: &str| metric(server.http, &format!("tierdb_connections_{key}"));
+    // No idle socket's idle timeout starts before this.
+    let flood_began = Instant::now();
     let mut idle: Vec<TcpStream> = (0..IDLE)
         .map(|_| TcpStream::connect(server.graphite).unwrap())
         .collect();
@@ -379,13 +387,22 @@ fn with_the_default_limits_1500_idle_graphite_sockets_do_not_lock_out_a_collecto
         (IDLE - cap + 1) as u64,
         "the collector's connection took the slot of one more idle one"
     );
-    // The ones closed were the oldest; the newest still hold their slots.
+    // The ones closed were the oldest; the newest still hold their slots, until their idle
+    // timeout (5 minutes).
     assert_eq!(read_until_closed(&mut idle[0]), "");
     assert_eq!(read_until_closed(&mut idle[IDLE - cap]), "");
     if !still_open(&mut idle[IDLE - 1]) {
+        let timed_out = count("timed_out_total{protocol=\"graphite\",timeout=\"idle\"}");
+        let took = flood_began.elapsed();
+        if took >= Limits::GRAPHITE_IDLE_TIMEOUT && timed_out > 0 {
+            // A machine loaded enough to make this test outlast the idle timeout: the idle
+            // rule closed the newest, as it should.
+            eprintln!("the test took {took:?}; the idle timeout closed {timed_out} sockets");
+            return;
+        }
         // Seen once in a full `cargo test` on a loaded machine (issue 56 item 14), cause
-        // unknown: say which of the server's counters moved and which sockets closed, so the
-        // next failure names the path that closed it.
+        // not found: say which of the server's counters moved and which sockets closed, so
+        // the next failure names the path that closed it.
         let closed: Vec<usize> = (IDLE - cap + 1..IDLE)
             .filter(|&i| !still_open(&mut idle[i]))
             .collect();
@@ -395,10 +412,10 @@ fn with_the_default_limits_1500_idle_graphite_sockets_do_not_lock_out_a_collecto
                 count(&format!("{key}{{protocol=\"graphite\"}}"))
             )
         });
-        let timed_out = count("timed_out_total{protocol=\"graphite\",timeout=\"idle\"}");
         panic!(
-            "the newest idle socket was closed; {counters:?}, idle timeouts {timed_out}; the \
-             sockets after the collector's victim that are closed: {closed:?}"
+            "the newest idle socket was closed {took:?} after the first connected; \
+             {counters:?}, idle timeouts {timed_out}; the sockets after the collector's victim \
+             that are closed: {closed:?}"
         );
     }
 }
@@ -528,6 +545,47 @@ fn at_the_http_cap_the_one_idle_longest_makes_room_and_503_comes_only_when_all_a
     let count = |key: &str| metric(addr, &format!("tierdb_connections_{key}"));
     assert!(count("evicted_total{protocol=\"http\"}") >= 1);
     assert_eq!(count("refused_total{protocol=\"http\"}"), 1);
+}
+
+/// At the HTTP cap, a connection that has sent part of its first head (no request handled
+/// on it yet) makes room at once when it is the one idle longest. hyper's graceful close
+/// waits for the end of a head that has begun, which a client holding the slot never sends:
+/// the new connection waited for the header timeout (30 s by default) to free the slot, and
+/// a client reading its answer with a 30 s timeout gave up first.
+#[test]
+fn at_the_http_cap_a_connection_still_sending_its_first_head_makes_room_at_once() {
+    let server = TestServer::start(
+        None,
+        Limits {
+            http_max_connections: 2,
+            ..Limits::default()
+        },
+    );
+    let addr = server.http;
+    let busy = stalled_request(addr);
+    let mut partial = TcpStream::connect(addr).unwrap();
+    partial
+        .write_all(b"GET /api/v1/tiers HTTP/1.1\r\nHost: test\r\n")
+        .unwrap();
+    // Time for the server to read the part sent (if it has not, the eviction below closes
+    // a connection that has read nothing, which hyper's close handles too).
+    std::thread::sleep(Duration::from_millis(200));
+    let mut third = TcpStream::connect(addr).unwrap();
+    third
+        .write_all(b"GET /api/v1/tiers HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let answer = read_until_closed(&mut third);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(read_until_closed(&mut partial), "");
+    let count = |key: &str| metric(addr, &format!("tierdb_connections_{key}"));
+    assert_eq!(
+        count("timed_out_total{protocol=\"http\",timeout=\"header\"}"),
+        0,
+        "the partial head was closed by its header timeout, not to make room"
+    );
+    // (A connection of these /metrics requests may make room in its turn.)
+    assert!(count("evicted_total{protocol=\"http\"}") >= 1);
+    drop(busy);
 }
 
 /// Issue 56 item 9: with tokens set, 1,024 clients without one could hold every HTTP slot
