@@ -768,6 +768,13 @@ impl Accumulator {
                 return;
             }
         }
+        self.take_new_head(head);
+    }
+
+    /// [`Accumulator::take_head`] for the first input, or one of a coarser scale or a wider
+    /// threshold.
+    #[inline(never)]
+    fn take_new_head(&mut self, head: Head) {
         let (scale, threshold) = match self.head {
             None => (head.scale, head.zero_threshold),
             Some((scale, threshold)) => {
@@ -794,7 +801,7 @@ impl Accumulator {
     /// as it stands (it may coarsen between two buckets of one input).
     #[inline]
     fn add_bucket(&mut self, negative: bool, input_index: i32, count: u64, input_scale: i8) {
-        let Some((scale, threshold)) = self.head else {
+        let Some((scale, _)) = self.head else {
             return;
         };
         let list = if negative {
@@ -808,6 +815,16 @@ impl Accumulator {
             list.add(input_index, count);
             return;
         }
+        self.add_bucket_placed(negative, input_index, count, input_scale);
+    }
+
+    /// [`Accumulator::add_bucket`] past its common case: a reduction, the zero bucket, a
+    /// list that grows or a scale that coarsens.
+    #[inline(never)]
+    fn add_bucket_placed(&mut self, negative: bool, input_index: i32, count: u64, input_scale: i8) {
+        let Some((scale, threshold)) = self.head else {
+            return;
+        };
         let index = reduced_index(input_index, (input_scale - scale).max(0) as u32);
         if threshold > 0.0 && upper_bound(index, scale) <= threshold {
             self.zero_count = self.zero_count.saturating_add(count);
@@ -822,7 +839,7 @@ impl Accumulator {
             self.positive.reduce(1);
             self.negative.reduce(1);
             self.head = Some((scale - 1, threshold));
-            return self.add_bucket(negative, input_index, count, input_scale);
+            return self.add_bucket_placed(negative, input_index, count, input_scale);
         }
         list.add(index, count);
     }

@@ -108,6 +108,7 @@ impl<'a> Cell<'a> {
 
 /// Words of `words` (a cell's, as [`encode`] or [`Cell::load_used`] left them) that its
 /// length word says are in use: at least the length word itself.
+#[inline]
 pub(super) fn used_words(words: &[u64]) -> usize {
     let len = words.first().map_or(0, |w| (w & 0xffff) as usize);
     (2 + len).div_ceil(8).clamp(1, words.len())
