@@ -10,6 +10,9 @@
 //!
 //! Data for the reads: one sample a series a minute for 24 h (1,440 buckets a series), so
 //! each timer bucket's histogram holds one value and the merge of 1,000 holds 1,000.
+//! Before criterion times the reads, the p99 and the `sum` are timed in alternation, pair by
+//! pair (`DISTRIBUTION_PAIRS`, 21 by default), and the median ratio of the pairs printed:
+//! the figure to quote (criterion's two functions run minutes apart on a shared machine).
 //! `cargo bench --bench distribution`.
 
 #[path = "support.rs"]
@@ -150,6 +153,18 @@ fn read(c: &mut Criterion) {
         .unwrap()
         .iter()
         .all(|p| p.1.is_some()));
+    let pairs = std::env::var("DISTRIBUTION_PAIRS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(21);
+    support::alternate(
+        "p99 of 1,000 timers beside sum of 1,000 gauges, 24 h at 1m",
+        pairs,
+        ("p99", &mut || {
+            drop(engine.reader().distribution_query(&p99, &budget).unwrap())
+        }),
+        ("sum", &mut || drop(engine.aggregate(&sum).unwrap())),
+    );
     let mut group = c.benchmark_group("aggregate_1000_series_24h_at_1m");
     group.sample_size(10);
     group.bench_function("sum_of_gauges", |b| {

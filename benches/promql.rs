@@ -113,17 +113,19 @@ fn promql_vs_aggregate(c: &mut Criterion) {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(41);
-    alternate(
+    support::alternate(
         "library calls",
         pairs,
-        &mut || drop(evaluate()),
-        &mut || drop(aggregate_once()),
+        ("PromQL", &mut || drop(evaluate())),
+        ("aggregate", &mut || drop(aggregate_once())),
     );
-    alternate(
+    support::alternate(
         "with the answer's JSON",
         pairs,
-        &mut || drop(evaluate().data_text()),
-        &mut || drop(serde_json::to_vec(&aggregate_once()).unwrap()),
+        ("PromQL", &mut || drop(evaluate().data_text())),
+        ("aggregate", &mut || {
+            drop(serde_json::to_vec(&aggregate_once()).unwrap())
+        }),
     );
 
     let mut group = c.benchmark_group("promql_1000_series_24h_at_60s");
@@ -140,49 +142,6 @@ fn promql_vs_aggregate(c: &mut Criterion) {
         b.iter(|| serde_json::to_vec(&aggregate_once()).unwrap().len())
     });
     group.finish();
-}
-
-/// Times `promql` and `aggregate` in turn `pairs` times (after one warm-up each), each
-/// first in every other pair, and prints the median of each and the median, lowest and
-/// highest ratio PromQL / aggregate of the pairs: each ratio of two runs a moment apart, so
-/// a change of the machine's load moves both.
-fn alternate(what: &str, pairs: usize, promql: &mut dyn FnMut(), aggregate: &mut dyn FnMut()) {
-    let time = |f: &mut dyn FnMut()| {
-        let started = Instant::now();
-        f();
-        started.elapsed().as_secs_f64() * 1000.0
-    };
-    time(promql);
-    time(aggregate);
-    // Each goes first in every other pair: what one leaves behind (freed memory, a cold
-    // cache) must not always fall on the other.
-    let runs: Vec<(f64, f64)> = (0..pairs.max(1))
-        .map(|pair| {
-            if pair % 2 == 0 {
-                let p = time(promql);
-                (p, time(aggregate))
-            } else {
-                let a = time(aggregate);
-                (time(promql), a)
-            }
-        })
-        .collect();
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let ratios: Vec<f64> = runs.iter().map(|(p, a)| p / a).collect();
-    let (lowest, highest) = ratios
-        .iter()
-        .fold((f64::MAX, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
-    println!(
-        "{what}, {} alternating pairs: PromQL median {:.1} ms, aggregate median {:.1} ms, \
-         ratio median {:.2}x (lowest {lowest:.2}x, highest {highest:.2}x)",
-        runs.len(),
-        median(runs.iter().map(|r| r.0).collect()),
-        median(runs.iter().map(|r| r.1).collect()),
-        median(ratios.clone()),
-    );
 }
 
 criterion_group!(benches, promql_vs_aggregate);

@@ -60,3 +60,52 @@ impl Rng {
         (self.next() >> 11) as f64 / (1u64 << 52) as f64 - 1.0
     }
 }
+
+/// Times `a` and `b` in turn `pairs` times (after one warm-up each), each first in every
+/// other pair, and prints the median of each and the median, lowest and highest ratio a / b
+/// of the pairs: each ratio of two runs a moment apart, so a change of the machine's load
+/// moves both. Criterion times one function's samples after the other's, where such a
+/// change moves the ratio.
+pub(crate) fn alternate(
+    what: &str,
+    pairs: usize,
+    (a_name, a): (&str, &mut dyn FnMut()),
+    (b_name, b): (&str, &mut dyn FnMut()),
+) {
+    let time = |f: &mut dyn FnMut()| {
+        let started = std::time::Instant::now();
+        f();
+        started.elapsed().as_secs_f64() * 1000.0
+    };
+    time(a);
+    time(b);
+    // Each goes first in every other pair: what one leaves behind (freed memory, a cold
+    // cache) must not always fall on the other.
+    let runs: Vec<(f64, f64)> = (0..pairs.max(1))
+        .map(|pair| {
+            if pair % 2 == 0 {
+                let first = time(a);
+                (first, time(b))
+            } else {
+                let second = time(b);
+                (time(a), second)
+            }
+        })
+        .collect();
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let ratios: Vec<f64> = runs.iter().map(|(a, b)| a / b).collect();
+    let (lowest, highest) = ratios
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+    println!(
+        "{what}, {} alternating pairs: {a_name} median {:.1} ms, {b_name} median {:.1} ms, \
+         ratio median {:.2}x (lowest {lowest:.2}x, highest {highest:.2}x)",
+        runs.len(),
+        median(runs.iter().map(|r| r.0).collect()),
+        median(runs.iter().map(|r| r.1).collect()),
+        median(ratios.clone()),
+    );
+}
