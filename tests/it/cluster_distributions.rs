@@ -236,11 +236,14 @@ fn statsd_timers_answer_quantiles_through_a_cluster_as_one_node() {
     assert_eq!(compared, 3 * 3 * 3 * 3);
 
     // StatsD timer paths on /render, /metrics/find and the tag API: the same bytes and the
-    // same stated error as the single node's.
+    // same stated error as the single node's. A render's first point is the minute after
+    // `from` (as whisper's fetch), so the window starts a minute before the hour: values sent
+    // in an hour's first minute are in it too.
     let until = now - now % 60 + 120;
+    let from = hour - 60;
     let render = |target: &str| {
         format!(
-            "/render?target={}&from={hour}&until={until}&format=json",
+            "/render?target={}&from={from}&until={until}&format=json",
             crate::support::http::percent_encode(target)
         )
     };
