@@ -153,10 +153,7 @@ fn read(c: &mut Criterion) {
         .unwrap()
         .iter()
         .all(|p| p.1.is_some()));
-    let pairs = std::env::var("DISTRIBUTION_PAIRS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(21);
+    let pairs = support::env_count("DISTRIBUTION_PAIRS", 21);
     support::alternate(
         "p99 of 1,000 timers beside sum of 1,000 gauges, 24 h at 1m",
         pairs,

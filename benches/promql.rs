@@ -109,10 +109,7 @@ fn promql_vs_aggregate(c: &mut Criterion) {
     };
     assert_eq!(aggregate_once().groups.len(), INSTANCES as usize);
 
-    let pairs = std::env::var("PROMQL_PAIRS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(41);
+    let pairs = support::env_count("PROMQL_PAIRS", 41);
     support::alternate(
         "library calls",
         pairs,

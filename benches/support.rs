@@ -109,3 +109,11 @@ pub(crate) fn alternate(
         median(ratios.clone()),
     );
 }
+
+/// The count environment variable `name` gives, or `default`.
+pub(crate) fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
