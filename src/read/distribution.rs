@@ -309,8 +309,8 @@ fn fold_tile(
                     |b: u32| ((global + i64::from(b - first)) / per_point) as usize - tile.start;
                 match stored {
                     HeldPeriod::Hot(file) => {
-                        // The point of each bucket counted on, not divided for (a division
-                        // a bucket took a tenth of the read).
+                        // The point of each bucket counted on, not divided for: a division
+                        // a bucket showed in `perf` (about 7% of this function's samples).
                         let mut at = point(first);
                         let mut within = (global % per_point) as usize;
                         for b in buckets {
