@@ -23,10 +23,12 @@
 //!    (its reader), or no file (empty); but not the cells [`KnownEmpty`] knows are empty
 //!    (of series registered since open, past their groups' cells). A distribution series'
 //!    cell (stored as one, or declared one in the group) that is not empty is read with its
-//!    histogram, which the record keeps beside it. With a raw tier, it also
-//!    keeps the time of each
-//!    such series' last raw point: raw appends are not adds, and cutting a series back to
-//!    that point undoes them exactly (a group appends only after a series' last point).
+//!    histogram, which the record keeps beside it. A group that declares a distribution a
+//!    series the chain holds, stored as another kind, is preceded by a checkpoint: the
+//!    chain took that series' cells without histograms. With a raw tier, it also keeps the
+//!    time of each such series' last raw point: raw appends are not adds, and cutting a
+//!    series back to that point undoes them exactly (a group appends only after a series'
+//!    last point).
 //! 2. **Undo record.** The group's last sequence, the tiers layout fingerprint and those new
 //!    pre-images, with a CRC, are appended whole to the chain in `apply.undo` and fsynced
 //!    (a group that touches nothing new appends nothing and syncs nothing).
@@ -623,12 +625,15 @@ impl Applier<'_> {
         if todo.is_empty() {
             return Ok(report);
         }
-        inner.groups += 1;
-        let group_number = inner.groups;
         let resolved = todo
             .iter()
             .map(|(_, batch)| self.resolve(batch))
             .collect::<Result<Vec<_>>>()?;
+        if self.makes_distributions_of_chain_series(&todo, &resolved, &inner.since_checkpoint) {
+            self.checkpoint(inner)?;
+        }
+        inner.groups += 1;
+        let group_number = inner.groups;
         let PreImages {
             entries,
             raw_tails,
@@ -842,6 +847,32 @@ impl Applier<'_> {
             raw_tails,
             histograms,
         })
+    }
+
+    /// True when the group declares a distribution a series that the undo chain holds
+    /// pre-images of and that is stored as another kind. Its buckets' pre-images were taken
+    /// without histograms (another kind writes none), so the chain spares them, yet this
+    /// group writes histograms into them: a roll-back would put the buckets back and leave
+    /// the histograms, and the re-apply would add them twice. A checkpoint first starts a
+    /// new chain, which takes them whole. A series changes kind once or never, so this costs
+    /// a checkpoint at most once per series.
+    fn makes_distributions_of_chain_series(
+        &self,
+        todo: &[&(u64, SampleBatch)],
+        resolved: &[Vec<Resolved>],
+        since: &SinceCheckpoint,
+    ) -> bool {
+        let held = |id: SeriesId| since.series.get(id.index()).copied().unwrap_or(false);
+        let declared: Vec<SeriesId> = (todo.iter().zip(resolved))
+            .flat_map(|((_, batch), series)| batch.series.iter().zip(series))
+            .filter_map(|(declared, resolved)| match (*resolved, declared.kind) {
+                (Resolved::Id(id), Some(SeriesKind::Distribution)) if held(id) => Some(id),
+                _ => None,
+            })
+            .collect();
+        !declared.is_empty()
+            && (self.engine.reader().series_kinds(&declared).iter())
+                .any(|&kind| kind != SeriesKind::Distribution)
     }
 
     /// The buckets of `cells` as they stand, and the histograms of those of distribution

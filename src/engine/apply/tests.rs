@@ -641,6 +641,34 @@ fn late_samples_into_compacted_periods_are_rolled_back_and_reapplied_exactly() {
     }
 }
 
+/// A bucket with data that the chain first took as a gauge's, before a later group of the
+/// same chain declares its series a distribution and writes a histogram into it: the
+/// roll-back must take that histogram back with the bucket, or the re-apply adds it twice.
+/// Groups 1 and 2 are checkpointed (every 2); the chain is groups 3 and 4; the 5m bucket
+/// holds every sample, the 1m buckets do not.
+#[test]
+fn a_gauge_declared_a_distribution_within_a_chain_rolls_its_histogram_back() {
+    let gauge = || (Op::Group(vec![vec![(8, None, -MINUTE, 0.0)]]), None);
+    for step in [Step::MidApply, Step::Applied, Step::Flushed] {
+        run(
+            &[
+                gauge(),
+                gauge(),
+                gauge(),
+                (
+                    Op::Group(vec![vec![(8, Some(SeriesKind::Distribution), -4 * MINUTE, -5.0)]]),
+                    Some(Crash {
+                        step,
+                        compact_first: false,
+                        in_recovery: false,
+                    }),
+                ),
+            ],
+            2,
+        );
+    }
+}
+
 /// The regression a kind cache not rolled back with its declaration would be: the first
 /// message stores series x as a gauge, the second declares it a counter; after a crash, x
 /// must be a gauge again for the first message's re-apply.
