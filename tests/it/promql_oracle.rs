@@ -864,6 +864,7 @@ fn same_labelsets_topk_and_dotted_names_as_prometheus() {
         "topk(3, rank) or rank",
         "topk(4, rank) unless bottomk(1, rank)",
         "topk(3, rank) and rank",
+        "sum by (job) (rank) / on(job) group_right topk(3, rank)",
         r#"sum by (job) ({__name__=~"ord_a|ord_b"})"#,
         r#"max_over_time({__name__=~"ord_a|ord_b"}[5m])"#,
         r#"-{__name__=~"ord_a|ord_b"}"#,
