@@ -856,6 +856,7 @@ fn same_labelsets_topk_and_dotted_names_as_prometheus() {
         "bottomk without (instance) (10, rank)",
         "(topk(5, rank))",
         "topk(3, rank) * 2",
+        "100 - bottomk(3, rank)",
         "-topk(3, rank)",
         "abs(bottomk(3, rank))",
         r#"label_replace(topk(3, rank), "x", "y", "", "")"#,
