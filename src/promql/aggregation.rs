@@ -63,7 +63,12 @@ pub(crate) fn aggregate(
         _ => ev.eval(&agg.expr, grid)?,
     };
     let series = match value {
-        Value::Vector(series) => series,
+        // Only series with values: groups are met in the order Prometheus meets them, over
+        // the samples at each step, which an instant query answers in.
+        Value::Vector(mut series) => {
+            series.retain(|s| s.values.iter().any(Option::is_some));
+            series
+        }
         Value::Histograms(series) => {
             ev.check_deadline()?;
             let groups = groups(series.iter().map(|s| &s.labels), agg.modifier.as_ref());
@@ -132,31 +137,47 @@ pub(crate) fn aggregate(
             }
         }
         ("count_values", Param::Label(label)) => {
-            for (labels, members) in &groups {
-                let mut by_value: Vec<(String, Vec<Option<f64>>)> = Vec::new();
-                for step in 0..steps {
-                    for &i in members {
-                        let Some(v) = series[i].values[step] else {
-                            continue;
-                        };
-                        let text = super::number::fixed_text(v);
-                        let at = match by_value.iter().position(|(t, _)| *t == text) {
-                            Some(at) => at,
-                            None => {
-                                by_value.push((text, vec![None; steps]));
-                                by_value.len() - 1
-                            }
-                        };
-                        let slot = &mut by_value[at].1[step];
-                        *slot = Some(slot.unwrap_or(0.0) + 1.0);
+            // Prometheus' rule: the value label is set first, then the series grouped, `by`
+            // keeping the value label too; groups in the order their first sample is met.
+            let mut names = match agg.modifier.as_ref() {
+                Some(LabelModifier::Include(by)) => by.labels.clone(),
+                Some(LabelModifier::Exclude(without)) => without.labels.clone(),
+                None => Vec::new(),
+            };
+            let without = matches!(agg.modifier, Some(LabelModifier::Exclude(_)));
+            if without {
+                names.push(NAME.to_owned());
+            } else {
+                names.push(label.clone());
+            }
+            // Each series' labels as grouped; the value label is set on them unless
+            // `without` drops it.
+            let kept: Vec<Labels> = (series.iter())
+                .map(|s| s.labels.project(&names, !without))
+                .collect();
+            let value_kept = !without || !names.contains(label);
+            let mut counted: Vec<(Labels, Vec<Option<f64>>)> = Vec::new();
+            let mut index: HashMap<Labels, usize> = HashMap::new();
+            for step in 0..steps {
+                for (s, kept) in series.iter().zip(&kept) {
+                    let Some(v) = s.values[step] else {
+                        continue;
+                    };
+                    let mut key = kept.clone();
+                    if value_kept {
+                        key.set(label, super::number::fixed_text(v));
                     }
-                }
-                for (text, values) in by_value {
-                    let mut labels = labels.clone();
-                    labels.set(label, text);
-                    out.push(Series { labels, values });
+                    let at = *index.entry(key.clone()).or_insert_with(|| {
+                        counted.push((key, vec![None; steps]));
+                        counted.len() - 1
+                    });
+                    let slot = &mut counted[at].1[step];
+                    *slot = Some(slot.unwrap_or(0.0) + 1.0);
                 }
             }
+            out = (counted.into_iter())
+                .map(|(labels, values)| Series { labels, values })
+                .collect();
         }
         ("sum" | "avg" | "count" | "group" | "min" | "max", _) => {
             // One pass over each member's values into per-step accumulators; the operator

@@ -205,22 +205,15 @@ impl<'a> Evaluator<'a> {
         Ok(match self.eval(expr, &grid)? {
             Value::Scalar(v) => ResultValue::Scalar(time, v[0]),
             Value::String(s) => ResultValue::String(time, s),
-            Value::Vector(series) => {
-                let mut out: Vec<_> = (series.into_iter())
+            // In the order of evaluation, as Prometheus answers an instant query (it sorts
+            // only a range query's answer): selectors in label order, then each operator's
+            // own order, so `topk`, `sort` and what wraps them (`topk(3, x) * 2`) keep
+            // theirs.
+            Value::Vector(series) => ResultValue::Vector(
+                (series.into_iter())
                     .filter_map(|s| s.values[0].map(|v| (s.labels, time, v)))
-                    .collect();
-                // In label order, unless the expression asks for an order of its own (`sort`,
-                // and `topk`/`bottomk`, whose answer Prometheus ranks).
-                let sorted = match strip_parens(expr) {
-                    Expr::Call(c) => c.func.name.starts_with("sort"),
-                    Expr::Aggregate(a) => matches!(a.op.to_string().as_str(), "topk" | "bottomk"),
-                    _ => false,
-                };
-                if !sorted {
-                    out.sort_by(|a, b| a.0.cmp(&b.0));
-                }
-                ResultValue::Vector(out)
-            }
+                    .collect(),
+            ),
             Value::Histograms(series) => {
                 let mut out: Vec<_> = (series.into_iter())
                     .filter_map(|mut s| s.values[0].take().map(|h| (s.labels, time, h)))

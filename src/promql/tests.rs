@@ -42,7 +42,7 @@ impl Source for Memory {
 
     fn select(&self, sets: &[MatcherSet], _: &ReadBudget) -> Result<Vec<Selected>> {
         let filter = KeyFilter::new(sets)?;
-        Ok((self.series.iter().enumerate())
+        let mut found: Vec<Selected> = (self.series.iter().enumerate())
             .filter(|(_, (key, _, _))| filter.matches(&key.view()))
             .map(|(i, (key, counter, _))| Selected {
                 id: i as u32,
@@ -50,7 +50,9 @@ impl Source for Memory {
                 counter: *counter,
                 distribution: self.distributions.contains(&i),
             })
-            .collect())
+            .collect();
+        found.sort_by(|a, b| a.labels.cmp(&b.labels));
+        Ok(found)
     }
 
     fn buckets(
@@ -776,4 +778,84 @@ fn histograms_kept_for_an_answer_are_charged_and_sums_fold_as_they_read() {
             error.message
         );
     }
+}
+
+/// An instant answer is in Prometheus' order of evaluation, not sorted by labels: a ranking
+/// survives what wraps it, groups come in the order their first sample is met, and a series
+/// without a sample at the time does not place the one it joins.
+#[test]
+fn instant_answers_keep_the_order_of_evaluation() {
+    let ranks = [
+        ("1", "alpha", 13.0),
+        ("2", "alpha", 26.5),
+        ("3", "beta", 39.25),
+    ];
+    let ranks = [&ranks[..], &[("4", "beta", 2.5), ("5", "beta", 15.75)]].concat();
+    let hour = |value: f64, minutes: i64| -> RawPoints {
+        (0..minutes)
+            .map(|m| (NOW - 3600 + 60 * m + 30, value))
+            .collect()
+    };
+    let mut series: Vec<(SeriesKey, bool, RawPoints)> = (ranks.iter())
+        .map(|&(i, job, v)| {
+            let key = SeriesKey::parse(&format!("rank{{i={i},job={job}}}")).unwrap();
+            (key, false, hour(v, 60))
+        })
+        .collect();
+    // By name ord_a comes first, by job second.
+    for (key, v, minutes) in [
+        ("ord_a{job=z}", 1.0, 60),
+        ("ord_b{job=y}", 2.0, 60),
+        ("gap{i=a}", 10.0, 20),
+        ("gap{i=b}", 20.0, 60),
+        ("gap{i=c}", 30.0, 60),
+    ] {
+        series.push((SeriesKey::parse(key).unwrap(), false, hour(v, minutes)));
+    }
+    let source = Memory {
+        tiers: TiersConfig::default(),
+        series,
+        raw: false,
+        distributions: Vec::new(),
+    };
+    let at = NOW - 600;
+    let answer = |text: &str| vector(&source, text, at).unwrap_or_else(|e| panic!("{text}: {e}"));
+    let labels = |pairs: &[(&str, &str)]| {
+        Labels::from_pairs(pairs.iter().map(|&(n, v)| (n.to_owned(), v.to_owned()))).to_string()
+    };
+    let mut by_value = ranks.clone();
+    by_value.sort_by(|a, b| a.2.total_cmp(&b.2));
+    // The top three, doubled, still ranked.
+    let top: Vec<(String, f64)> = (by_value.iter().rev().take(3))
+        .map(|&(i, job, v)| (labels(&[("i", i), ("job", job)]), v * 2.0))
+        .collect();
+    assert_eq!(answer("topk(3, rank) * 2"), top);
+    assert_eq!(
+        answer(r#"sum by (job) ({__name__=~"ord_a|ord_b"})"#),
+        [
+            (labels(&[("job", "z")]), 1.0),
+            (labels(&[("job", "y")]), 2.0)
+        ]
+    );
+    // count_values: a group per (job, value) in the order met, over values ranked.
+    let counted: Vec<(String, f64)> = (by_value.iter())
+        .map(|&(_, job, v)| (labels(&[("job", job), ("v", &v.to_string())]), 1.0))
+        .collect();
+    assert_eq!(
+        answer(r#"count_values by (job) ("v", sort(rank))"#),
+        counted
+    );
+    // `without` drops the value label it was given, as Prometheus sets it before grouping.
+    let each: Vec<(String, f64)> = (ranks.iter())
+        .map(|&(i, job, _)| (labels(&[("i", i), ("job", job)]), 1.0))
+        .collect();
+    assert_eq!(answer(r#"count_values without (v) ("v", rank)"#), each);
+    // gap{i="a"} has no sample at `at`: gap{i="c"} stays after gap{i="b"}.
+    assert_eq!(
+        answer(r#"label_replace(gap, "i", "c", "i", "a")"#),
+        [
+            (labels(&[("__name__", "gap"), ("i", "b")]), 20.0),
+            (labels(&[("__name__", "gap"), ("i", "c")]), 30.0),
+        ]
+    );
 }

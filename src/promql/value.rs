@@ -26,10 +26,13 @@ pub(crate) struct Series {
 ///
 /// # Errors
 /// `execution` for two series with the same labels at one time.
-pub(crate) fn unique_per_step(series: Vec<Series>) -> Result<Vec<Series>, QueryError> {
+pub(crate) fn unique_per_step(mut series: Vec<Series>) -> Result<Vec<Series>, QueryError> {
     if first_shared(&series).is_none() {
         return Ok(series);
     }
+    // A series without values is none of Prometheus' (nor joins one): it would put the
+    // series it joins where it stands, not where Prometheus meets the values.
+    series.retain(|s| s.values.iter().any(Option::is_some));
     let mut out: Vec<Series> = Vec::with_capacity(series.len());
     let mut index: HashMap<Labels, usize> = HashMap::with_capacity(series.len());
     for s in series {

@@ -679,11 +679,11 @@ fn values_are_written_as_prometheus_writes_them() {
     both.stop();
 }
 
-/// Where two series come to share a label set, and the order and errors of `topk`: the
-/// answers of Prometheus 2.42 exactly, which checks a function without a range argument,
-/// an aggregation and a binary operator per evaluation step (series sharing labels at
-/// different steps are one series), and a range function's result and a unary minus over
-/// the whole range. Then a Graphite-style dotted name: the hint for it in query text, which
+/// Where two series come to share a label set, the errors of `topk` and the order of an
+/// instant answer: the answers of Prometheus 2.42 exactly, which checks a function without a
+/// range argument, an aggregation and a binary operator per evaluation step (series sharing
+/// labels at different steps are one series), and a range function's result and a unary
+/// minus over the whole range, and answers an instant query in its order of evaluation. Then a Graphite-style dotted name: the hint for it in query text, which
 /// Prometheus answers with a parse error, and tierdb's rules for such names (kept by
 /// functions, reached as `measurement_field`) over Prometheus' values.
 #[test]
@@ -723,6 +723,30 @@ fn same_labelsets_topk_and_dotted_names_as_prometheus() {
         series(
             &[("__name__", "cpu.usage_user"), ("host", "h")],
             &samples(0..50, &|i| (i % 7) as f64 + 0.5),
+        ),
+        // Their order by name is the reverse of their order by job: the name dropped, an
+        // instant answer in label order differs from Prometheus' order of evaluation.
+        series(
+            &[("__name__", "ord_a"), ("job", "z")],
+            &samples(0..50, &|i| 1.0 + i as f64),
+        ),
+        series(
+            &[("__name__", "ord_b"), ("job", "y")],
+            &samples(0..50, &|i| 2.0 + i as f64),
+        ),
+        // gap{instance="a"} ends at minute 20; relabelled as "c" later, it has no sample to
+        // place the series it joins.
+        series(
+            &[("__name__", "gap"), ("instance", "a")],
+            &samples(0..20, &|i| i as f64),
+        ),
+        series(
+            &[("__name__", "gap"), ("instance", "b")],
+            &samples(0..50, &|i| 100.0 + i as f64),
+        ),
+        series(
+            &[("__name__", "gap"), ("instance", "c")],
+            &samples(0..50, &|i| 200.0 + i as f64),
         ),
     ];
     for (k, (instance, job)) in [
@@ -818,8 +842,11 @@ fn same_labelsets_topk_and_dotted_names_as_prometheus() {
         );
     }
 
-    // Instant answers in Prometheus' order: topk and bottomk ranked by value.
-    for query in [
+    // Instant answers in Prometheus' order, which is its order of evaluation: topk and
+    // bottomk ranked by value, also inside what keeps its operand's order (functions,
+    // operators); groups and series whose name is dropped in the order they are met.
+    let late = t0 + 40 * 60;
+    let instants = [
         r#"-{job="api"}"#,
         "topk(10, rank)",
         "bottomk(10, rank)",
@@ -828,8 +855,32 @@ fn same_labelsets_topk_and_dotted_names_as_prometheus() {
         "topk by (job) (2, rank)",
         "bottomk without (instance) (10, rank)",
         "(topk(5, rank))",
-    ] {
-        let path = instant_path(query);
+        "topk(3, rank) * 2",
+        "100 - bottomk(3, rank)",
+        "-topk(3, rank)",
+        "abs(bottomk(3, rank))",
+        r#"label_replace(topk(3, rank), "x", "y", "", "")"#,
+        "sort_desc(rank) + 0",
+        "topk(3, rank) > 0",
+        "topk(3, rank) or rank",
+        "topk(4, rank) unless bottomk(1, rank)",
+        "topk(3, rank) and rank",
+        "sum by (job) (rank) / on(job) group_right topk(3, rank)",
+        r#"sum by (job) ({__name__=~"ord_a|ord_b"})"#,
+        r#"max_over_time({__name__=~"ord_a|ord_b"}[5m])"#,
+        r#"-{__name__=~"ord_a|ord_b"}"#,
+        r#"count_values("v", rank)"#,
+        r#"count_values by (job) ("v", sort(rank))"#,
+        r#"count_values without (v) ("v", rank)"#,
+    ]
+    .map(|query| (query, at));
+    // At minute 40 gap{instance="a"} has no sample.
+    let late = [(
+        r#"label_replace(gap, "instance", "c", "instance", "a")"#,
+        late,
+    )];
+    for (query, time) in instants.into_iter().chain(late) {
+        let path = format!("/api/v1/query?query={}&time={time}", percent_encode(query));
         let (s1, ours) = get(tierdb, &format!("/prometheus{path}"));
         let (s2, theirs) = get(prom, &path);
         assert_eq!(
