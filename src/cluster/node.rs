@@ -521,8 +521,16 @@ impl Node {
                 continue;
             };
             let applied = self.applied();
+            let wanted = self.view.borrow().to_apply(&self.name);
             let mut ahead = self.ahead_of_log.lock().unwrap_or_else(|e| e.into_inner());
             let before = std::mem::take(&mut *ahead);
+            // A partition still this node's but not open at this moment (reopened after a
+            // failed apply, as when the log is made again under it) keeps what it was found
+            // at: it holds the same applied sequence when it opens again. Dropping it made
+            // the report flicker to 0 while the node was still ahead.
+            let reopening = (before.iter())
+                .filter(|(p, _)| wanted.contains(p) && !applied.contains_key(p));
+            ahead.extend(reopening.map(|(&p, &entry)| (p, entry)));
             for (partition, applied) in applied {
                 if applied > last {
                     if !before.contains_key(&partition) {
