@@ -1025,7 +1025,26 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+#[inline(always)]
 fn get_varint(bytes: &[u8], at: &mut usize) -> Result<u64, DecodeError> {
+    // Most fields take one byte (lengths, counts, gaps) or two (a list's first index, at
+    // scale 6 for magnitudes within 2^±128): read without the loop.
+    match bytes.get(*at..) {
+        Some(&[b0, ..]) if b0 & 0x80 == 0 => {
+            *at += 1;
+            Ok(u64::from(b0))
+        }
+        Some(&[b0, b1, ..]) if b1 & 0x80 == 0 => {
+            *at += 2;
+            Ok(u64::from(b0 & 0x7f) | u64::from(b1) << 7)
+        }
+        _ => get_long_varint(bytes, at),
+    }
+}
+
+/// [`get_varint`] past its first byte's common case.
+#[inline(never)]
+fn get_long_varint(bytes: &[u8], at: &mut usize) -> Result<u64, DecodeError> {
     let start = *at;
     let mut v = 0u64;
     for shift in (0..70).step_by(7) {
