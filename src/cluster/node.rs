@@ -528,8 +528,8 @@ impl Node {
             // failed apply, as when the log is made again under it) keeps what it was found
             // at: it holds the same applied sequence when it opens again. Dropping it made
             // the report flicker to 0 while the node was still ahead.
-            let reopening = (before.iter())
-                .filter(|(p, _)| wanted.contains(p) && !applied.contains_key(p));
+            let reopening =
+                (before.iter()).filter(|(p, _)| wanted.contains(p) && !applied.contains_key(p));
             ahead.extend(reopening.map(|(&p, &entry)| (p, entry)));
             for (partition, applied) in applied {
                 if applied > last {

@@ -257,7 +257,18 @@ fn damaged_bytes_are_errors() {
 /// what was written, and each one cut short is an error.
 #[test]
 fn varints_round_trip_and_cut_ones_are_errors() {
-    let edges = [0, 1, 0x7f, 0x80, 0x3fff, 0x4000, 0x1f_ffff, 1 << 35, u64::MAX - 1, u64::MAX];
+    let edges = [
+        0,
+        1,
+        0x7f,
+        0x80,
+        0x3fff,
+        0x4000,
+        0x1f_ffff,
+        1 << 35,
+        u64::MAX - 1,
+        u64::MAX,
+    ];
     for v in edges {
         let mut out = vec![];
         put_varint(&mut out, v);
@@ -266,12 +277,18 @@ fn varints_round_trip_and_cut_ones_are_errors() {
         assert_eq!(at, out.len());
         for cut in 0..out.len() {
             let mut at = 0;
-            assert!(get_varint(&out[..cut], &mut at).is_err(), "{v} cut at {cut}");
+            assert!(
+                get_varint(&out[..cut], &mut at).is_err(),
+                "{v} cut at {cut}"
+            );
         }
     }
     // Eleven bytes, or a tenth byte past 1, are past 64 bits.
     let mut at = 0;
-    assert_eq!(get_varint(&[0xff; 11], &mut at), Err(DecodeError::Malformed(0)));
+    assert_eq!(
+        get_varint(&[0xff; 11], &mut at),
+        Err(DecodeError::Malformed(0))
+    );
 }
 
 proptest! {
