@@ -1042,7 +1042,7 @@ fn get_varint(bytes: &[u8], at: &mut usize) -> Result<u64, DecodeError> {
     }
 }
 
-/// [`get_varint`] past its first byte's common case.
+/// [`get_varint`] past its one- and two-byte cases.
 #[inline(never)]
 fn get_long_varint(bytes: &[u8], at: &mut usize) -> Result<u64, DecodeError> {
     let start = *at;
