@@ -360,15 +360,27 @@ pub fn load_tiers(path: Option<&Path>) -> crate::error::Result<TiersConfig> {
 /// the files allow it and refused with each difference where not, never ignored.
 ///
 /// # Errors
-/// The tiers file's refusal, naming file, line and field.
+/// The tiers file's refusal, naming file, line and field; [`crate::Error::TiersConflict`]
+/// naming the file (`--tiers`, or the one beside the directory) when it changes what the
+/// directory's files depend on.
 pub fn engine_builder(
     data_dir: &Path,
     tiers: Option<&Path>,
 ) -> crate::error::Result<EngineBuilder> {
     let builder = Engine::builder(data_dir);
-    if tiers.is_none() && crate::storage::stored_tiers::stored_path(data_dir).exists() {
+    let stored = crate::storage::stored_tiers::stored_path(data_dir);
+    if let (Some(path), true) = (tiers, stored.exists()) {
+        if let Some(stored) = crate::storage::stored_tiers::read_stored(data_dir)? {
+            if let Some(edited) = EditedTiers::compare(path, &stored)? {
+                edited.refuse_layout(data_dir)?;
+                return Ok(builder.tiers(edited.config));
+            }
+        }
+    }
+    if tiers.is_none() && stored.exists() {
         return Ok(match edited_tiers(data_dir)? {
             Some(edited) => {
+                edited.refuse_layout(data_dir)?;
                 eprintln!(
                     "tierdb: note: {} differs from the tiers stored in {} ({}): applying it \
                      where the files allow",
@@ -440,6 +452,24 @@ impl EditedTiers {
             dir.display(),
             self.listed()
         )
+    }
+
+    /// [`crate::Error::TiersConflict`] naming this file when it changes what the files of
+    /// `dir` depend on (a tier's resolution or period, the raw tier's period,
+    /// `series_per_chunk`): such a file is refused before anything is applied.
+    fn refuse_layout(&self, dir: &Path) -> crate::error::Result<()> {
+        let layout: Vec<String> = (self.differences.iter())
+            .filter(|d| d.layout)
+            .map(|d| d.to_string())
+            .collect();
+        if layout.is_empty() {
+            return Ok(());
+        }
+        Err(crate::error::Error::TiersConflict {
+            path: crate::storage::stored_tiers::stored_path(dir),
+            given: self.path.display().to_string(),
+            differences: layout.join("; "),
+        })
     }
 
     /// Every difference, `; ` between them.

@@ -527,6 +527,11 @@ fn a_data_directory_keeps_its_tiers() {
         err.contains(r#"tier "10s" period: 1h in the directory, 2h given"#),
         "{err}"
     );
+    assert!(err.contains("conflicting.toml differs from them"), "{err}");
+    assert!(
+        err.contains(&format!("`tierdb tiers --data-dir {d}` prints them")),
+        "{err}"
+    );
     assert_eq!(std::fs::read_to_string(&stored).unwrap(), text);
 
     // A changed retention is accepted and stored by a writable open.
@@ -778,6 +783,11 @@ fn an_edited_tiers_file_beside_the_directory_is_never_ignored() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert_stderr_has(&out, r#"tier "10s" period: 1h in the directory, 2h given"#);
     assert_stderr_has(&out, "start a new --data-dir");
+    // Refused as the file it is, with the directory's own command, and never announced as
+    // applied first.
+    assert_stderr_has(&out, &format!("and {} differs from them", beside.display()));
+    assert_stderr_has(&out, &format!("`tierdb tiers --data-dir {d}` prints them"));
+    assert!(!stderr(&out).contains("applying it"), "{}", stderr(&out));
     let out = tierdb(&["info", "--data-dir", &d]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_stderr_has(&out, "cannot be applied");

@@ -656,7 +656,12 @@ fn a_gauge_declared_a_distribution_within_a_chain_rolls_its_histogram_back() {
                 gauge(),
                 gauge(),
                 (
-                    Op::Group(vec![vec![(8, Some(SeriesKind::Distribution), -4 * MINUTE, -5.0)]]),
+                    Op::Group(vec![vec![(
+                        8,
+                        Some(SeriesKind::Distribution),
+                        -4 * MINUTE,
+                        -5.0,
+                    )]]),
                     Some(Crash {
                         step,
                         compact_first: false,
