@@ -55,9 +55,9 @@ pub struct Location {
     #[arg(long, env = "TIERDB_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
     /// The tiers file. Default: the tiers stored in the data directory (its tiers.toml,
-    /// written when it was created); for a new directory, ./tiers.toml when present, else
-    /// the built-in default (the shipped tiers.toml). A file that changes a stored tier's
-    /// resolution or period is refused.
+    /// written when it was created); for a new directory, the tiers.toml beside it (in its
+    /// parent), else ./tiers.toml when present, else the built-in default (the shipped
+    /// tiers.toml). A file that changes a stored tier's resolution or period is refused.
     #[arg(long, env = "TIERDB_TIERS")]
     pub tiers: Option<PathBuf>,
 }
@@ -353,7 +353,8 @@ pub fn load_tiers(path: Option<&Path>) -> crate::error::Result<TiersConfig> {
 
 /// The engine builder for `data_dir` and a `--tiers` flag: the tiers file when given; else
 /// none, so the open uses the tiers stored in the directory; for a directory without them,
-/// [`load_tiers`]'s choice.
+/// the `tiers.toml` beside it ([`edited_tiers`] compares that same file on every later open,
+/// so it is taken at creation too), else [`load_tiers`]'s choice.
 ///
 /// A directory that stores its tiers, opened without `--tiers` beside a `tiers.toml` that
 /// differs from them ([`edited_tiers`]), is opened with that file: an edit is applied where
@@ -393,6 +394,8 @@ pub fn engine_builder(
             None => builder,
         });
     }
+    let beside = beside(data_dir);
+    let tiers = tiers.or_else(|| beside.is_file().then_some(beside.as_path()));
     Ok(builder.tiers(load_tiers(tiers)?))
 }
 

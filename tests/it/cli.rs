@@ -795,6 +795,34 @@ fn an_edited_tiers_file_beside_the_directory_is_never_ignored() {
     assert!(printed.contains(" 12h "), "nothing changed: {printed}");
 }
 
+/// Issue #54 item 3, at creation: a new data directory beside a `tiers.toml` was created
+/// with `./tiers.toml` of the working directory (or the default), the file beside it left
+/// unread; every later open then compared that file with the stored tiers and refused it,
+/// and "start a new --data-dir" made the same directory again. A new directory takes the
+/// file beside it, as every later open reads it.
+#[test]
+fn a_new_directory_takes_the_tiers_file_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tiers.toml"), CUSTOM_TIERS).unwrap();
+    let now = chrono::Utc::now().timestamp();
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, format!("cpu 1 {}\n", now - now % 10 - 60)).unwrap();
+    let d = data(dir.path());
+    let import = || tierdb(&["import", input.to_str().unwrap(), "--data-dir", &d]);
+    let out = import();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = tierdb(&["tiers", "--data-dir", &d]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed = stdout(&out);
+    assert!(
+        printed.contains("\n10s ") && !printed.contains("\n1m "),
+        "created with the file beside it: {printed}"
+    );
+    assert_eq!(stderr(&out), "", "the file and the directory agree");
+    let out = import();
+    assert!(out.status.success(), "a second run: {}", stderr(&out));
+}
+
 /// Issue #54 item 1, through the command line: a `[counters]` rule added to the tiers of an
 /// existing directory changes no stored minute, and the writing command says in plain words
 /// (not a Rust debug print) which existing series it leaves as they were.
