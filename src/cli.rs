@@ -513,6 +513,22 @@ pub(crate) fn edited_tiers(data_dir: &Path) -> crate::error::Result<Option<Edite
     EditedTiers::compare(&path, &stored)
 }
 
+/// The tiers `dir` stores, for the commands that read them without opening it (`tiers` and
+/// `lookup` with `--data-dir`).
+///
+/// # Errors
+/// A directory that stores none, said so; a damaged stored file.
+fn stored_tiers(dir: &Path) -> Result<TiersConfig, Box<dyn std::error::Error>> {
+    crate::storage::stored_tiers::read_stored(dir)?.ok_or_else(|| {
+        format!(
+            "{} stores no tiers (no tiers.toml in it): not a data directory, or one that no \
+             writing command of this version has opened yet",
+            dir.display()
+        )
+        .into()
+    })
+}
+
 /// The path of the `tiers.toml` beside `data_dir`.
 fn beside(data_dir: &Path) -> PathBuf {
     let parent = data_dir.parent().unwrap_or(Path::new(""));

@@ -821,6 +821,11 @@ fn a_new_directory_takes_the_tiers_file_beside_it() {
     assert_eq!(stderr(&out), "", "the file and the directory agree");
     let out = import();
     assert!(out.status.success(), "a second run: {}", stderr(&out));
+    // `lookup` takes --data-dir too, as the README says every such subcommand does: where a
+    // sample lands by the directory's tiers.
+    let out = tierdb(&["lookup", "now", "--data-dir", &d]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("10s "), "{}", stdout(&out));
 }
 
 /// Issue #54 item 1, through the command line: a `[counters]` rule added to the tiers of an
