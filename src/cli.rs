@@ -55,9 +55,9 @@ pub struct Location {
     #[arg(long, env = "TIERDB_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
     /// The tiers file. Default: the tiers stored in the data directory (its tiers.toml,
-    /// written when it was created); for a new directory, ./tiers.toml when present, else
-    /// the built-in default (the shipped tiers.toml). A file that changes a stored tier's
-    /// resolution or period is refused.
+    /// written when it was created); for a new directory, the tiers.toml beside it (in its
+    /// parent), else ./tiers.toml when present, else the built-in default (the shipped
+    /// tiers.toml). A file that changes a stored tier's resolution or period is refused.
     #[arg(long, env = "TIERDB_TIERS")]
     pub tiers: Option<PathBuf>,
 }
@@ -353,22 +353,35 @@ pub fn load_tiers(path: Option<&Path>) -> crate::error::Result<TiersConfig> {
 
 /// The engine builder for `data_dir` and a `--tiers` flag: the tiers file when given; else
 /// none, so the open uses the tiers stored in the directory; for a directory without them,
-/// [`load_tiers`]'s choice.
+/// the `tiers.toml` beside it ([`edited_tiers`] compares that same file on every later open,
+/// so it is taken at creation too), else [`load_tiers`]'s choice.
 ///
 /// A directory that stores its tiers, opened without `--tiers` beside a `tiers.toml` that
 /// differs from them ([`edited_tiers`]), is opened with that file: an edit is applied where
 /// the files allow it and refused with each difference where not, never ignored.
 ///
 /// # Errors
-/// The tiers file's refusal, naming file, line and field.
+/// The tiers file's refusal, naming file, line and field; [`crate::Error::TiersConflict`]
+/// naming the file (`--tiers`, or the one beside the directory) when it changes what the
+/// directory's files depend on.
 pub fn engine_builder(
     data_dir: &Path,
     tiers: Option<&Path>,
 ) -> crate::error::Result<EngineBuilder> {
     let builder = Engine::builder(data_dir);
-    if tiers.is_none() && crate::storage::stored_tiers::stored_path(data_dir).exists() {
+    let stored = crate::storage::stored_tiers::stored_path(data_dir);
+    if let (Some(path), true) = (tiers, stored.exists()) {
+        if let Some(stored) = crate::storage::stored_tiers::read_stored(data_dir)? {
+            if let Some(edited) = EditedTiers::compare(path, &stored)? {
+                edited.refuse_layout(data_dir)?;
+                return Ok(builder.tiers(edited.config));
+            }
+        }
+    }
+    if tiers.is_none() && stored.exists() {
         return Ok(match edited_tiers(data_dir)? {
             Some(edited) => {
+                edited.refuse_layout(data_dir)?;
                 eprintln!(
                     "tierdb: note: {} differs from the tiers stored in {} ({}): applying it \
                      where the files allow",
@@ -381,6 +394,8 @@ pub fn engine_builder(
             None => builder,
         });
     }
+    let beside = beside(data_dir);
+    let tiers = tiers.or_else(|| beside.is_file().then_some(beside.as_path()));
     Ok(builder.tiers(load_tiers(tiers)?))
 }
 
@@ -442,6 +457,24 @@ impl EditedTiers {
         )
     }
 
+    /// [`crate::Error::TiersConflict`] naming this file when it changes what the files of
+    /// `dir` depend on (a tier's resolution or period, the raw tier's period,
+    /// `series_per_chunk`): such a file is refused before anything is applied.
+    fn refuse_layout(&self, dir: &Path) -> crate::error::Result<()> {
+        let layout: Vec<String> = (self.differences.iter())
+            .filter(|d| d.layout)
+            .map(|d| d.to_string())
+            .collect();
+        if layout.is_empty() {
+            return Ok(());
+        }
+        Err(crate::error::Error::TiersConflict {
+            path: crate::storage::stored_tiers::stored_path(dir),
+            given: self.path.display().to_string(),
+            differences: layout.join("; "),
+        })
+    }
+
     /// Every difference, `; ` between them.
     fn listed(&self) -> String {
         let all: Vec<String> = self.differences.iter().map(|d| d.to_string()).collect();
@@ -478,6 +511,22 @@ pub(crate) fn edited_tiers(data_dir: &Path) -> crate::error::Result<Option<Edite
         return Ok(None);
     };
     EditedTiers::compare(&path, &stored)
+}
+
+/// The tiers `dir` stores, for the commands that read them without opening it (`tiers` and
+/// `lookup` with `--data-dir`).
+///
+/// # Errors
+/// A directory that stores none, said so; a damaged stored file.
+fn stored_tiers(dir: &Path) -> Result<TiersConfig, Box<dyn std::error::Error>> {
+    crate::storage::stored_tiers::read_stored(dir)?.ok_or_else(|| {
+        format!(
+            "{} stores no tiers (no tiers.toml in it): not a data directory, or one that no \
+             writing command of this version has opened yet",
+            dir.display()
+        )
+        .into()
+    })
 }
 
 /// The path of the `tiers.toml` beside `data_dir`.

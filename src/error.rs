@@ -35,15 +35,18 @@ pub enum Error {
     /// A data directory's stored tiers (`<dir>/tiers.toml`, written at its creation) and the
     /// configuration given to open it differ where the files depend on it.
     #[error(
-        "{path} records the tiers this data directory was created with, and the given \
-         configuration differs where its files depend on it: {differences}. That cannot be \
-         applied to the files the directory holds: open it with its stored tiers (`tierdb \
-         tiers --data-dir DIR` prints them; leave out --tiers, and keep their values in a \
-         tiers.toml beside the directory), or start a new --data-dir with the new tiers"
+        "{path} records the tiers this data directory was created with, and {given} differs \
+         from them where the directory's files depend on them: {differences}. That cannot be \
+         applied to the files the directory holds: keep the stored values in {given} (`tierdb \
+         tiers --data-dir {dir}` prints them), or start a new --data-dir with the new tiers",
+        dir = .path.parent().unwrap_or(std::path::Path::new(".")).display()
     )]
     TiersConflict {
         /// The stored configuration.
         path: PathBuf,
+        /// What configured the refused tiers, as the message names it: a tiers file, or
+        /// "the given configuration" for an embedder's builder.
+        given: String,
         /// Each difference: field, stored value, given value.
         differences: String,
     },

@@ -6,7 +6,10 @@
 //! days, `MM-DD HH:MM` under two weeks, `YYYY-MM-DD` beyond), and a y axis named after the
 //! display (`per_sec (/s)`, `avg`, ...). A bucket without samples breaks its line, so a gap
 //! shows as a gap and never as a fall to zero; a point with empty buckets on both sides is
-//! drawn as a dot. With no value at all the axes are still drawn, with a "no data" note.
+//! drawn as a dot. With no value at all the axes are still drawn, with a "no data" note. A
+//! value that overflowed (`+Inf` or `-Inf`, or `NaN` where the two met in one bucket) is a
+//! bucket with samples, not a gap: it cannot be placed on the axis, so it is left undrawn and
+//! counted under the x axis ("2 overflowed (±Inf, not drawn)"), as the dashboard counts it.
 //!
 //! Text is drawn with DejaVu Sans, bundled in `src/plot/` (its license is beside it) and
 //! rasterised by `ab_glyph`, so rendering needs no system font or font library. PNG is
@@ -102,7 +105,8 @@ enum Format {
 /// [`QueryResult::series`]; its points `(ts, value)` are bucket starts in unix seconds. The x
 /// axis runs from the earliest point to the end of the latest point's bucket (a point is
 /// drawn at its bucket's start); the y axis fits the values with a little padding. `None`
-/// values, and values that are not finite, break the line.
+/// values, and values that are not finite, break the line; the values that are not finite
+/// (overflowed) are counted in the x axis description.
 ///
 /// # Errors
 /// [`Error::InvalidQuery`] when the extension of `out` is neither `png` nor `svg`;
@@ -197,6 +201,9 @@ struct Chart<'a> {
     y: Range<f64>,
     /// True when no result holds a single drawable value.
     empty: bool,
+    /// Points whose value overflowed (not finite): they have samples, so the chart says
+    /// they were left out instead of showing them as gaps alone.
+    overflowed: usize,
     /// The y axis description: the displays shown.
     y_desc: String,
     /// The x axis description: the range in full, and the step when every series shares one.
@@ -216,6 +223,11 @@ impl<'a> Chart<'a> {
         });
         let empty = lo > hi;
         let y = if empty { 0.0..1.0 } else { y_range(lo, hi) };
+        let overflowed = results
+            .iter()
+            .flat_map(|r| &r.points)
+            .filter(|(_, v)| v.is_some_and(|v| !v.is_finite()))
+            .count();
 
         let mut displays: Vec<Display> = Vec::new();
         for r in results {
@@ -246,12 +258,16 @@ impl<'a> Chart<'a> {
                 x_desc.push_str(&format!(", tier {}, step {}", first.tier, first.step));
             }
         }
+        if overflowed > 0 {
+            x_desc.push_str(&format!(" · {}", overflowed_note(overflowed)));
+        }
         Chart {
             title,
             results,
             x,
             y,
             empty,
+            overflowed,
             y_desc,
             x_desc,
         }
@@ -327,7 +343,12 @@ impl<'a> Chart<'a> {
             let style = TextStyle::from((FONT, 22).into_font())
                 .color(&RGBColor(0x80, 0x80, 0x80))
                 .pos(Pos::new(HPos::Center, VPos::Center));
-            chart.draw_series(std::iter::once(Text::new("no data", middle, style)))?;
+            let note = if self.overflowed > 0 {
+                overflowed_note(self.overflowed)
+            } else {
+                "no data".to_owned()
+            };
+            chart.draw_series(std::iter::once(Text::new(note, middle, style)))?;
         }
 
         // The legend, below the plot so that it never hides a line.
@@ -467,6 +488,11 @@ fn y_range(lo: f64, hi: f64) -> Range<f64> {
         hi + pad
     };
     start..end
+}
+
+/// The note for `n` points whose value overflowed: the dashboard's words.
+fn overflowed_note(n: usize) -> String {
+    format!("{n} overflowed (±Inf, not drawn)")
 }
 
 /// The y axis name for `display`.

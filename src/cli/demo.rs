@@ -78,8 +78,9 @@ pub struct DemoArgs {
     /// The data directory (default: a temporary one, removed at exit).
     #[arg(long, env = "TIERDB_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// The tiers file (default: the tiers stored in --data-dir; for a new directory,
-    /// ./tiers.toml when present, else the built-in default).
+    /// The tiers file (default: the tiers stored in --data-dir; for a new directory, the
+    /// tiers.toml beside it (in its parent), else ./tiers.toml when present, else the
+    /// built-in default).
     #[arg(long, env = "TIERDB_TIERS")]
     tiers: Option<PathBuf>,
     /// Days of history to backfill before going live.
@@ -99,7 +100,9 @@ pub(super) fn run(args: DemoArgs) -> std::result::Result<(), Box<dyn std::error:
         Some(dir) => dir,
         None => {
             temp = tempfile::Builder::new().prefix("tierdb-demo").tempdir()?;
-            temp.path().to_path_buf()
+            // A directory inside it, so that the file beside the data directory is one of
+            // the demo's own (none), never a stray tiers.toml in the system's temp directory.
+            temp.path().join("data")
         }
     };
     let builder = engine_builder(&dir, args.tiers.as_deref())?;

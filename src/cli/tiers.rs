@@ -7,10 +7,9 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::{edited_tiers, load_tiers, print, EditedTiers};
+use super::{edited_tiers, load_tiers, print, stored_tiers, EditedTiers};
 use crate::config::carbon;
 use crate::config::TiersConfig;
-use crate::storage::stored_tiers::read_stored;
 
 /// Checks a tiers file and prints its tiers, or makes one from carbon's storage-schemas.conf.
 ///
@@ -102,14 +101,7 @@ pub(super) fn run(args: TiersArgs) -> Result<(), Box<dyn std::error::Error>> {
 /// The tiers `dir` stores; notes on stderr how `given` (else the tiers.toml beside `dir`)
 /// differs from them, and what applies the difference.
 fn stored(dir: &Path, given: Option<&Path>) -> Result<TiersConfig, Box<dyn std::error::Error>> {
-    let Some(stored) = read_stored(dir)? else {
-        return Err(format!(
-            "{} stores no tiers (no tiers.toml in it): not a data directory, or one that no \
-             writing command of this version has opened yet",
-            dir.display()
-        )
-        .into());
-    };
+    let stored = stored_tiers(dir)?;
     let edited = match given {
         Some(path) => EditedTiers::compare(path, &stored)?,
         None => edited_tiers(dir)?,

@@ -199,6 +199,7 @@ pub(crate) fn check_given(path: &Path, stored: &TiersConfig, given: &TiersConfig
     }
     Err(Error::TiersConflict {
         path: path.to_path_buf(),
+        given: "the given configuration".to_owned(),
         differences: conflicts.join("; "),
     })
 }

@@ -218,6 +218,49 @@ fn empty_results_render_axes_and_a_note() {
     }
 }
 
+/// Issue #54 item 4 in `tierdb plot`: a bucket whose total overflowed (two samples of
+/// `1e308`) was left out like a bucket without samples, and a series whose every value had
+/// overflowed was drawn with the "no data" note. The chart counts such points instead.
+#[test]
+fn overflowed_values_are_counted_not_shown_as_gaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg_texts = |results: &[QueryResult], name: &str| {
+        let out = dir.path().join(name);
+        render(results, &out, "overflow").unwrap();
+        texts(&std::fs::read_to_string(&out).unwrap())
+    };
+    let some = [result(
+        "big",
+        Display::Total,
+        vec![
+            (START, Some(1.0)),
+            (START + 60, Some(f64::INFINITY)),
+            (START + 120, None),
+            (START + 180, Some(f64::NEG_INFINITY)),
+            (START + 240, Some(2.0)),
+        ],
+    )];
+    let texts = svg_texts(&some, "some.svg");
+    assert!(
+        texts.iter().any(|t| t
+            == "UTC, 2025-11-14 00:00 to 2025-11-14 00:05, tier 1m, step 1m · 2 overflowed (±Inf, not drawn)"),
+        "{texts:?}"
+    );
+    assert!(!texts.iter().any(|t| t == "no data"), "{texts:?}");
+
+    let all = [result(
+        "big",
+        Display::Total,
+        vec![(START, Some(f64::INFINITY)), (START + 60, None)],
+    )];
+    let texts = svg_texts(&all, "all.svg");
+    assert!(!texts.iter().any(|t| t == "no data"), "{texts:?}");
+    assert!(
+        texts.iter().any(|t| t == "1 overflowed (±Inf, not drawn)"),
+        "{texts:?}"
+    );
+}
+
 #[test]
 fn a_lone_point_between_gaps_is_a_dot() {
     let points = vec![

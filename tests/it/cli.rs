@@ -527,6 +527,11 @@ fn a_data_directory_keeps_its_tiers() {
         err.contains(r#"tier "10s" period: 1h in the directory, 2h given"#),
         "{err}"
     );
+    assert!(err.contains("conflicting.toml differs from them"), "{err}");
+    assert!(
+        err.contains(&format!("`tierdb tiers --data-dir {d}` prints them")),
+        "{err}"
+    );
     assert_eq!(std::fs::read_to_string(&stored).unwrap(), text);
 
     // A changed retention is accepted and stored by a writable open.
@@ -778,11 +783,49 @@ fn an_edited_tiers_file_beside_the_directory_is_never_ignored() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert_stderr_has(&out, r#"tier "10s" period: 1h in the directory, 2h given"#);
     assert_stderr_has(&out, "start a new --data-dir");
+    // Refused as the file it is, with the directory's own command, and never announced as
+    // applied first.
+    assert_stderr_has(&out, &format!("and {} differs from them", beside.display()));
+    assert_stderr_has(&out, &format!("`tierdb tiers --data-dir {d}` prints them"));
+    assert!(!stderr(&out).contains("applying it"), "{}", stderr(&out));
     let out = tierdb(&["info", "--data-dir", &d]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_stderr_has(&out, "cannot be applied");
     let (printed, _) = stored_tiers();
     assert!(printed.contains(" 12h "), "nothing changed: {printed}");
+}
+
+/// Issue #54 item 3, at creation: a new data directory beside a `tiers.toml` was created
+/// with `./tiers.toml` of the working directory (or the default), the file beside it left
+/// unread; every later open then compared that file with the stored tiers and refused it,
+/// and "start a new --data-dir" made the same directory again. A new directory takes the
+/// file beside it, as every later open reads it.
+#[test]
+fn a_new_directory_takes_the_tiers_file_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tiers.toml"), CUSTOM_TIERS).unwrap();
+    let now = chrono::Utc::now().timestamp();
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, format!("cpu 1 {}\n", now - now % 10 - 60)).unwrap();
+    let d = data(dir.path());
+    let import = || tierdb(&["import", input.to_str().unwrap(), "--data-dir", &d]);
+    let out = import();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = tierdb(&["tiers", "--data-dir", &d]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed = stdout(&out);
+    assert!(
+        printed.contains("\n10s ") && !printed.contains("\n1m "),
+        "created with the file beside it: {printed}"
+    );
+    assert_eq!(stderr(&out), "", "the file and the directory agree");
+    let out = import();
+    assert!(out.status.success(), "a second run: {}", stderr(&out));
+    // `lookup` takes --data-dir too, as the README says every such subcommand does: where a
+    // sample lands by the directory's tiers.
+    let out = tierdb(&["lookup", "now", "--data-dir", &d]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("10s "), "{}", stdout(&out));
 }
 
 /// Issue #54 item 1, through the command line: a `[counters]` rule added to the tiers of an

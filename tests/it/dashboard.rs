@@ -13,7 +13,8 @@
 //! browser: "raw" is offered, its charts draw the exact points with lines to the edges from
 //! the neighbours outside the window, and the displays that make no sense there are disabled.
 //! Then, on the first demo, a series whose minute overflowed (two samples of 1e308, issue #54)
-//! is charted: its subtitle counts the overflowed point, never an empty bucket. Last, the
+//! is charted: its subtitle counts the overflowed point, never an empty bucket, and so does
+//! an aggregate that sums it with a minute of -Inf (NaN). Last, the
 //! percentiles (issue #53): with p99 chosen, the demo's timer is drawn from the p99 the query
 //! API answers for it (read by the test, bucket by bucket, from the drawn line), with the
 //! relative error the answer states; a series that is not a distribution says in its chart
@@ -970,7 +971,8 @@ async fn wait_for(
 }
 
 /// A minute whose total overflowed (two samples of 1e308) is charted as overflowed: counted
-/// in the subtitle, not taken for an empty bucket (issue #54).
+/// in the subtitle, not taken for an empty bucket (issue #54); so is the NaN of an aggregate
+/// that sums it with a minute of -Inf (which the dashboard took for an empty bucket).
 async fn drive_overflow(client: &Client, page_url: &str, server: &mut Proc) {
     let addr: std::net::SocketAddr = page_url
         .trim_start_matches("http://")
@@ -981,6 +983,8 @@ async fn drive_overflow(client: &Client, page_url: &str, server: &mut Proc) {
     let body = json!([
         {"series": "overflow.total", "ts": minute, "value": 1e308},
         {"series": "overflow.total", "ts": minute + 10, "value": 1e308},
+        {"series": "overflow.negative", "ts": minute, "value": -1e308},
+        {"series": "overflow.negative", "ts": minute + 10, "value": -1e308},
     ]);
     let (status, text) = crate::support::http::request(
         addr,
@@ -1007,10 +1011,34 @@ async fn drive_overflow(client: &Client, page_url: &str, server: &mut Proc) {
         .find(|c| c.series == "overflow.total")
         .unwrap();
     assert_eq!(chart.overflowed, 1, "{chart:#?}");
+    assert_eq!(
+        chart.message, "1 overflowed (±Inf, not drawn)",
+        "its only point overflowed: the window is not empty"
+    );
     assert!(
         chart.subtitle.contains("1 overflowed (±Inf, not drawn)"),
         "{}",
         chart.subtitle
+    );
+
+    // The sum of +Inf and -Inf is NaN: a point with samples, counted as overflowed too,
+    // never read as an empty bucket.
+    select(client, "#agg-fn", "sum").await;
+    type_into(client, "#agg-match", "overflow.*").await;
+    click(client, "#agg-add").await;
+    let snap = wait_for(client, server, "the aggregate of +Inf and -Inf", |s| {
+        s.charts
+            .iter()
+            .any(|c| c.kind == "aggregate" && c.overflowed > 0)
+    })
+    .await;
+    let agg = snap.charts.iter().find(|c| c.kind == "aggregate").unwrap();
+    assert_eq!(agg.overflowed, 1, "{agg:#?}");
+    assert_eq!(agg.message, "1 overflowed (±Inf, not drawn)", "{agg:#?}");
+    assert!(
+        agg.subtitle.contains("1 overflowed (±Inf, not drawn)"),
+        "{}",
+        agg.subtitle
     );
 }
 

@@ -28,9 +28,9 @@
 //       the last bucket when its period has not ended (drawn hollow, dashed, not filled),
 //       else ""; data-before / data-after: "1" when a raw chart drew its lines to the edge
 //       from the neighbour outside the window; data-overflowed: points whose value
-//       overflowed (+Inf or -Inf in the API's JSON), not drawn, counted in the subtitle and
-//       read as "+Inf"/"-Inf" in the hover readout; data-relative-error: with a percentile
-//       display, the largest relative error the answers state for their quantiles (shown as
+//       overflowed (+Inf, -Inf, or NaN where the two met, in the API's JSON), not drawn,
+//       counted in the subtitle and read as "+Inf"/"-Inf"/"NaN" in the hover readout;
+//       data-relative-error: with a percentile display, the largest relative error the answers state for their quantiles (shown as
 //       "p99 ±0.55%" in the subtitle and the readout), else ""; data-no-percentiles: with a
 //       percentile display, the chart's series that are not distributions (no histograms,
 //       so no percentiles): left out, named "(no percentiles)" in the legend, and a chart
@@ -1161,7 +1161,10 @@
   }
 
   const finite = (v) => v !== null && v !== undefined && isFinite(v);
-  const overflowed = (v) => v === Infinity || v === -Infinity;
+  // An overflowed value: an infinity, or NaN where +Inf and -Inf met in one point (a sum of
+  // both). Either has samples behind it, so neither reads as an empty bucket.
+  const overflowed = (v) => v === Infinity || v === -Infinity || Number.isNaN(v);
+  const overflowText = (v) => (Number.isNaN(v) ? 'NaN' : v > 0 ? '+Inf' : '-Inf');
 
   // The API writes a value JSON has no number for as a string ("+Inf", "-Inf", "NaN": an
   // overflowed sum); as numbers, such points read as what they are, never as empty buckets.
@@ -1502,6 +1505,9 @@
       } else if (quantile && view.kind === 'aggregate' && !lines.length && notes.length) {
         message = 'no distribution among the series selected: no percentiles';
         cls += ' no-percentiles';
+      } else if (overflows) {
+        // Samples whose values overflowed are samples: the window is not empty.
+        message = `${overflows} overflowed (±Inf, not drawn)`;
       }
       svgEl('text', { class: cls, x: (x0 + x1) / 2, y: (y0 + y1) / 2 + 4 }, svg).textContent =
         truncate(message, Math.floor((x1 - x0) / 6.6));
@@ -1589,7 +1595,7 @@
         const what = document.createElement('div');
         what.className = has || over ? 'tip-value' : 'tip-value empty';
         const value = l.noPercentiles ? 'not a distribution: no percentiles'
-          : has ? fmtSI(p[1], L.unit) : over ? `${p[1] > 0 ? '+Inf' : '-Inf'} (overflowed)` : 'no samples';
+          : has ? fmtSI(p[1], L.unit) : over ? `${overflowText(p[1])} (overflowed)` : 'no samples';
         what.textContent = L.lines.length > 1 ? `${l.name}: ${value}` : value;
         if (L.lines.length > 1) what.style.setProperty('--series', `var(--c${l.color})`);
         if (L.lines.length > 1) what.classList.add('tip-line');
