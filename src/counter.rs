@@ -297,6 +297,17 @@ impl CounterTable {
             .collect()
     }
 
+    /// True when a write declaring one of `ids` a distribution makes it one now
+    /// ([`CounterTable::declare`]'s rule): a series of no declared kind that the rules
+    /// read as a gauge. Declared any kind, or a counter by rule, it does not change.
+    pub(crate) fn any_becomes_distribution(&self, ids: &[SeriesId], registry: &Registry) -> bool {
+        let mut inner = self.lock();
+        self.refresh(&mut inner, registry);
+        (ids.iter()).any(|id| {
+            becomes_distribution(inner.state.flags(id.index()), inner.kinds.get(id.index()))
+        })
+    }
+
     /// Number of counters among the registered series.
     pub(crate) fn count(&self, registry: &Registry) -> usize {
         let mut inner = self.lock();
@@ -342,7 +353,7 @@ impl CounterTable {
         // must hold every sample its buckets count.
         if declared == 0
             && kind == SeriesKind::Distribution
-            && inner.kinds.get(id.index()) != Some(&SeriesKind::Gauge)
+            && !becomes_distribution(flags, inner.kinds.get(id.index()))
         {
             return Err(Error::Rejected(RejectReason::KindMismatch));
         }
@@ -393,6 +404,15 @@ impl CounterTable {
         inner.state.flush()?;
         inner.journal.as_ref().map_or(Ok(()), CounterJournal::flush)
     }
+}
+
+/// Whether a distribution declaration changes a series of declared-kind `flags` and kind
+/// `kind` (as reads see it, `None` past the table) into a distribution: only a series no
+/// write declared, read as a gauge. One declared a gauge stays one (an earlier build so
+/// declared StatsD timers), any other is refused.
+fn becomes_distribution(flags: u64, kind: Option<&SeriesKind>) -> bool {
+    let declared = DECLARED_COUNTER | DECLARED_DELTA | DECLARED_GAUGE | DECLARED_DISTRIBUTION;
+    flags & declared == 0 && kind == Some(&SeriesKind::Gauge)
 }
 
 /// A batch's view of the counters, held from the split until its increases are stored and

@@ -23,9 +23,9 @@
 //!    (its reader), or no file (empty); but not the cells [`KnownEmpty`] knows are empty
 //!    (of series registered since open, past their groups' cells). A distribution series'
 //!    cell (stored as one, or declared one in the group) that is not empty is read with its
-//!    histogram, which the record keeps beside it. A group that declares a distribution a
-//!    series the chain holds, stored as another kind, is preceded by a checkpoint: the
-//!    chain took that series' cells without histograms. With a raw tier, it also keeps the
+//!    histogram, which the record keeps beside it. A group that makes a distribution of a
+//!    gauge the chain holds (its first declaration) is preceded by a checkpoint: the chain
+//!    took that series' cells without histograms. With a raw tier, it also keeps the
 //!    time of each such series' last raw point: raw appends are not adds, and cutting a
 //!    series back to that point undoes them exactly (a group appends only after a series'
 //!    last point).
@@ -849,13 +849,14 @@ impl Applier<'_> {
         })
     }
 
-    /// True when the group declares a distribution a series that the undo chain holds
-    /// pre-images of and that is stored as another kind. Its buckets' pre-images were taken
-    /// without histograms (another kind writes none), so the chain spares them, yet this
-    /// group writes histograms into them: a roll-back would put the buckets back and leave
-    /// the histograms, and the re-apply would add them twice. A checkpoint first starts a
-    /// new chain, which takes them whole. A series changes kind once or never, so this costs
-    /// a checkpoint at most once per series.
+    /// True when the group makes a distribution of a series that the undo chain holds
+    /// pre-images of (its declaration changes the series' kind, see
+    /// [`crate::counter::CounterTable::any_becomes_distribution`]). Its buckets' pre-images
+    /// were taken without histograms (a gauge writes none), so the chain spares them, yet
+    /// this group writes histograms into them: a roll-back would put the buckets back and
+    /// leave the histograms, and the re-apply would add them twice. A checkpoint first starts
+    /// a new chain, which takes them whole. A series becomes a distribution once or never, so
+    /// this costs a checkpoint at most once per series.
     fn makes_distributions_of_chain_series(
         &self,
         todo: &[&(u64, SampleBatch)],
@@ -870,9 +871,9 @@ impl Applier<'_> {
                 _ => None,
             })
             .collect();
+        let shared = &self.engine.shared;
         !declared.is_empty()
-            && (self.engine.reader().series_kinds(&declared).iter())
-                .any(|&kind| kind != SeriesKind::Distribution)
+            && (shared.counter_table).any_becomes_distribution(&declared, &shared.registry)
     }
 
     /// The buckets of `cells` as they stand, and the histograms of those of distribution

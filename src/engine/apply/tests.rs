@@ -793,6 +793,47 @@ fn a_chain_holding_the_most_samples_is_checkpointed_whatever_the_interval() {
     );
 }
 
+/// The checkpoint before a group that makes a distribution of a series the chain holds
+/// comes once, for the group that changes its kind; a series declared a gauge stays one
+/// whatever later writes declare (as StatsD timers of an earlier build), and costs none.
+#[test]
+fn only_a_series_becoming_a_distribution_takes_a_checkpoint_first() {
+    let dir = scratch();
+    let clock = Arc::new(ManualClock::new(NOW));
+    let store = open_every(dir.path(), &clock, u64::MAX);
+    let durable = |store: &Engine| store.apply_log.lock().as_ref().unwrap().state.applied();
+    let dist = Some(SeriesKind::Distribution);
+    // Series 0 declared a gauge; series 2 left to the rules (a gauge).
+    let first = batch(
+        NOW,
+        &vec![(0, Some(SeriesKind::Gauge), -60, 1.0), (2, None, -60, 1.0)],
+    );
+    store.apply(&[(1, first)]).unwrap();
+    for seq in 2..5 {
+        store
+            .apply(&[(seq, batch(NOW, &vec![(0, dist, -50, 2.0)]))])
+            .unwrap();
+    }
+    assert_eq!(
+        durable(&store),
+        0,
+        "a declared gauge stays one: no checkpoint"
+    );
+    assert_eq!(store.series_kind(SeriesId(0)), SeriesKind::Gauge);
+    store
+        .apply(&[(5, batch(NOW, &vec![(2, dist, -40, 3.0)]))])
+        .unwrap();
+    assert_eq!(
+        durable(&store),
+        4,
+        "checkpointed before the group that changed the kind"
+    );
+    store
+        .apply(&[(6, batch(NOW, &vec![(2, dist, -30, 4.0)]))])
+        .unwrap();
+    assert_eq!(durable(&store), 4, "a distribution already: no checkpoint");
+}
+
 #[test]
 fn refusals_are_counted_never_errors_nor_panics() {
     let dir = scratch();
