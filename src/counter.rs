@@ -308,14 +308,13 @@ impl CounterTable {
         })
     }
 
-    /// Number of counters among the registered series.
+    /// Number of counters among the registered series (delta counters read as counters;
+    /// distributions are not counters).
     pub(crate) fn count(&self, registry: &Registry) -> usize {
         let mut inner = self.lock();
         self.refresh(&mut inner, registry);
-        inner
-            .kinds
-            .iter()
-            .filter(|&&k| k != SeriesKind::Gauge)
+        (inner.kinds.iter())
+            .filter(|&&k| k.read() == SeriesKind::Counter)
             .count()
     }
 

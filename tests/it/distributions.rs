@@ -417,6 +417,11 @@ fn kinds_stay_fixed() {
         .declare_kind(timer, SeriesKind::Distribution)
         .unwrap();
     assert!(engine.declare_kind(timer, SeriesKind::Gauge).is_err());
+    assert_eq!(
+        engine.stats().counters,
+        1,
+        "a distribution is not a counter"
+    );
 
     // A gauge's buckets hold no histogram; a distribution's every sample.
     engine
