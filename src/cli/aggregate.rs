@@ -69,7 +69,7 @@ pub(super) fn run(args: AggregateArgs) -> Result<(), Box<dyn std::error::Error>>
     }
     let text = match args.points.format {
         OutputFormat::Table => output::aggregate_table(&result),
-        OutputFormat::Csv => output::aggregate_csv(&result),
+        OutputFormat::Csv => result.csv(),
         OutputFormat::Json => output::json(&result) + "\n",
     };
     print(&text)?;

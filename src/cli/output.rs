@@ -1,13 +1,13 @@
 //! How query results look on a terminal (an aligned table with human times, empty buckets
 //! blank) and to scripts (CSV, or JSON in exactly the HTTP API's shape). One series' CSV is
-//! [`QueryResult::csv`], the same writer as the HTTP API's.
+//! [`QueryResult::csv`] and an aggregate's [`AggregateResult::csv`], the same writers as the HTTP
+//! API's.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::read::aggregate::AggregateResult;
 use crate::read::query::QueryResult;
-use crate::read::value_text::{csv_value, non_finite};
+use crate::read::value_text::{group_tags, non_finite};
 use crate::time::{format_ts, Span, Timestamp};
 
 /// The HTTP API's JSON of a query or aggregate result.
@@ -128,27 +128,6 @@ pub fn aggregate_table(result: &AggregateResult) -> String {
         .map(table)
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// `group,ts,value` rows; the group is its `k=v` tag values joined by `,` (quoted), empty
-/// without `--group-by`.
-pub fn aggregate_csv(result: &AggregateResult) -> String {
-    let mut out = String::from("group,ts,value\n");
-    for group in &result.groups {
-        let label = group_tags(&group.tags).join(",").replace('"', "\"\"");
-        for (ts, value) in &group.points {
-            let value = value.map(csv_value).unwrap_or_default();
-            let _ = writeln!(out, "\"{label}\",{ts},{value}");
-        }
-    }
-    out
-}
-
-/// A group's `k=v` pairs, `(none)` for series without the tag.
-pub(super) fn group_tags(tags: &BTreeMap<String, Option<String>>) -> Vec<String> {
-    tags.iter()
-        .map(|(k, v)| format!("{k}={}", v.as_deref().unwrap_or("(none)")))
-        .collect()
 }
 
 /// Each group as a query result named `agg{k=v,...}`, for the single-series renderers.

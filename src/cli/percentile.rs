@@ -4,13 +4,13 @@
 
 use std::fmt::Write;
 
-use super::output::{format_value, group_tags, json, point_rows};
+use super::output::{format_value, json, point_rows};
 use super::{print, window_range, OutputFormat, Points};
 use crate::engine::Engine;
 use crate::read::budget::ReadBudget;
 use crate::read::distribution::{DistributionQuery, DistributionResult, DistributionTarget, Shown};
 use crate::read::tier_choice::TierChoice;
-use crate::read::value_text::csv_value;
+use crate::read::value_text::group_tags;
 use crate::time::Span;
 
 /// The distribution display `--display` names, if it names one.
@@ -60,7 +60,7 @@ pub(super) fn run(
             return Err("--display hist prints with --format json (a histogram a point)".into())
         }
         (OutputFormat::Table, _) => table(&result),
-        (OutputFormat::Csv, _) => csv(&result),
+        (OutputFormat::Csv, _) => result.csv().unwrap_or_default(),
     };
     print(&text)?;
     Ok(())
@@ -110,29 +110,6 @@ fn table(result: &DistributionResult) -> String {
             result.display
         );
         point_rows(&mut out, &result.display, points, result.partial_from);
-    }
-    out
-}
-
-/// `ts,value` rows for one series; `group,ts,value` for an aggregate, the group its `k=v`
-/// tag values (quoted), as the aggregate's CSV has them.
-fn csv(result: &DistributionResult) -> String {
-    let single = result.series.is_some();
-    let mut out = String::from(if single {
-        "ts,value\n"
-    } else {
-        "group,ts,value\n"
-    });
-    for group in &result.groups {
-        let label = group_tags(&group.tags).join(",").replace('"', "\"\"");
-        for (ts, value) in group.points.as_deref().unwrap_or_default() {
-            let value = value.map(csv_value).unwrap_or_default();
-            if single {
-                let _ = writeln!(out, "{ts},{value}");
-            } else {
-                let _ = writeln!(out, "\"{label}\",{ts},{value}");
-            }
-        }
     }
     out
 }

@@ -208,6 +208,14 @@ pub struct AggregateResult {
     pub note: Option<String>,
 }
 
+impl AggregateResult {
+    /// `group,ts,value` rows, the group its `k=v` tag values joined by `,` and quoted (empty
+    /// without `group_by`): the `format=csv` of `/api/v1/aggregate` and `tierdb aggregate`.
+    pub fn csv(&self) -> String {
+        super::value_text::groups_csv(self.groups.iter().map(|g| (&g.tags, &g.points[..])))
+    }
+}
+
 /// One group's result.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Group {

@@ -470,6 +470,30 @@ pub struct DistributionResult {
     pub note: Option<String>,
 }
 
+impl DistributionResult {
+    /// The quantile points as CSV: `ts,value` rows for one series, `group,ts,value` for an
+    /// aggregate (as [`crate::read::aggregate::AggregateResult::csv`] writes them); `None`
+    /// for `hist`, whose histograms have no CSV columns.
+    pub fn csv(&self) -> Option<String> {
+        if self.display == "hist" {
+            return None;
+        }
+        let mut groups = Vec::with_capacity(self.groups.len());
+        for group in &self.groups {
+            groups.push((&group.tags, group.points.as_deref()?));
+        }
+        if self.series.is_some() {
+            let mut out = String::from("ts,value\n");
+            for (ts, value) in groups.iter().flat_map(|(_, points)| points.iter()) {
+                let value = value.map(super::value_text::csv_value).unwrap_or_default();
+                out.push_str(&format!("{ts},{value}\n"));
+            }
+            return Some(out);
+        }
+        Some(super::value_text::groups_csv(groups.into_iter()))
+    }
+}
+
 /// A single series' [`DistributionResult`] shaped as the query API answers a series: its
 /// one group's points (or histograms) beside the series, as a bucket display's answer has
 /// them.

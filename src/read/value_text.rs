@@ -4,6 +4,9 @@
 //! has no number for them, so the JSON answers carry them as those strings (as Prometheus'
 //! API does for every value); `null` stays what it always meant, a bucket without samples.
 
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
 use serde::de::{self, Deserializer, Visitor};
 use serde::ser::Serializer;
 use serde::{Deserialize, Serialize};
@@ -99,4 +102,32 @@ pub(crate) mod points {
 /// `v` as a CSV field or table cell: Rust's shortest round-trip text, or [`non_finite`]'s.
 pub(crate) fn csv_value(v: f64) -> String {
     non_finite(v).map_or_else(|| v.to_string(), str::to_owned)
+}
+
+/// A group's `k=v` pairs, `(none)` for series without the tag: how tables and CSV name it.
+pub(crate) fn group_tags(tags: &BTreeMap<String, Option<String>>) -> Vec<String> {
+    tags.iter()
+        .map(|(k, v)| format!("{k}={}", v.as_deref().unwrap_or("(none)")))
+        .collect()
+}
+
+/// The CSV of grouped points: `group,ts,value` rows, the group its `k=v` pairs joined by
+/// `,` and quoted (empty without `group_by`), an empty bucket's value empty.
+pub(crate) fn groups_csv<'a>(
+    groups: impl Iterator<
+        Item = (
+            &'a BTreeMap<String, Option<String>>,
+            &'a [(Timestamp, Option<f64>)],
+        ),
+    >,
+) -> String {
+    let mut out = String::from("group,ts,value\n");
+    for (tags, points) in groups {
+        let label = group_tags(tags).join(",").replace('"', "\"\"");
+        for (ts, value) in points {
+            let value = value.map(csv_value).unwrap_or_default();
+            let _ = writeln!(out, "\"{label}\",{ts},{value}");
+        }
+    }
+    out
 }

@@ -798,6 +798,7 @@ async fn query(
         let whole_range = params.either("range", "points", "whole")?;
         return distribution(&state, &params, target, shown, whole_range).await;
     }
+    let format = response_format(&params)?;
     let read = read_params(&state, &params)?;
     let query = Query {
         series: series_param(&params)?,
@@ -811,18 +812,42 @@ async fn query(
     let read = params.read_options(&state)?;
     let report = read.report.clone();
     let result = state.backend.query(query, read).await?;
+    let csv = (format == Format::Csv).then(|| result.csv());
+    Ok(answer(&report, csv, result))
+}
+
+/// What a query or aggregate answers in: its `format` parameter.
+#[derive(Clone, Copy, PartialEq)]
+enum Format {
+    Json,
+    Csv,
+}
+
+/// The request's `format`: `json` (the default) or `csv`.
+///
+/// # Errors
+/// [`ApiError::BadRequest`] for any other.
+fn response_format(params: &Params) -> Result<Format, ApiError> {
     match params.get("format").unwrap_or("json") {
-        "json" => Ok(report.json(result)),
-        "csv" => Ok(report.mark(
-            (
-                [(header::CONTENT_TYPE, "text/csv; charset=utf-8")],
-                result.csv(),
-            )
-                .into_response(),
-        )),
+        "json" => Ok(Format::Json),
+        "csv" => Ok(Format::Csv),
         other => Err(ApiError::BadRequest(format!(
             "format: {other:?} is not json or csv"
         ))),
+    }
+}
+
+/// `csv` when the request asked for it, else `json` as JSON; with the read's headers.
+fn answer(
+    report: &crate::server::ReadReport,
+    csv: Option<String>,
+    json: impl serde::Serialize,
+) -> Response {
+    match csv {
+        Some(csv) => {
+            report.mark(([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], csv).into_response())
+        }
+        None => report.json(json),
     }
 }
 
@@ -842,6 +867,7 @@ async fn aggregate(
         };
         return distribution(&state, &params, target, shown, whole_range).await;
     }
+    let format = response_format(&params)?;
     let read = read_params(&state, &params)?;
     let aggregation = params
         .get("agg")
@@ -868,7 +894,8 @@ async fn aggregate(
         .aggregate(query, Arc::clone(&budget), read)
         .await;
     let result = render_api::over_budget(&state, &budget, result)?;
-    Ok(report.json(result))
+    let csv = (format == Format::Csv).then(|| result.csv());
+    Ok(answer(&report, csv, result))
 }
 
 /// The `group_by` tags: comma-separated or repeated.
@@ -902,6 +929,7 @@ async fn distribution(
     shown: Shown,
     whole_range: bool,
 ) -> Result<Response, ApiError> {
+    let format = response_format(params)?;
     let read_params = read_params(state, params)?;
     let query = DistributionQuery {
         target,
@@ -920,10 +948,19 @@ async fn distribution(
         .distribution(query, Arc::clone(&budget), options)
         .await;
     let result = render_api::over_budget(state, &budget, result)?;
+    let csv = match format {
+        Format::Json => None,
+        Format::Csv => Some(result.csv().ok_or_else(|| {
+            ApiError::BadRequest(
+                "format: csv has no columns for display=hist (a histogram a point); use json"
+                    .into(),
+            )
+        })?),
+    };
     // A single series answers as a bucket display's query does: its points beside it.
     Ok(match result.into_series() {
-        Ok(series) => report.json(series),
-        Err(result) => report.json(result),
+        Ok(series) => answer(&report, csv, series),
+        Err(result) => answer(&report, csv, result),
     })
 }
 

@@ -532,6 +532,61 @@ fn telegrafs_influxdb_output_starts_cleanly_and_probes_need_no_token() {
     assert!(body.contains("only CREATE DATABASE"), "{body}");
 }
 
+/// `format=csv` on `/api/v1/aggregate` answers CSV (it answered JSON, silently): one
+/// `group,ts,value` row per group and point, the same values as the JSON. Any other format
+/// is refused by name on every query path, before anything is read, and `display=hist` has
+/// no CSV columns.
+#[test]
+fn aggregates_answer_csv_and_an_unknown_format_is_refused() {
+    let server = TestServer::start(None, Limits::default());
+    let minute = NOW - NOW % 60 - 120;
+    let body = serde_json::json!([
+        {"series": "fmt.load{dc=eu}", "ts": minute, "value": 1.5},
+        {"series": "fmt.load{dc=us}", "ts": minute, "value": 2.0},
+        {"series": "fmt.load{dc=us}", "ts": minute + 60, "value": 4.0},
+    ]);
+    let (status, text) = server.request("POST", "/api/v1/write", &[], body.to_string().as_bytes());
+    assert_eq!(status, 204, "{text}");
+    let aggregate = format!(
+        "/api/v1/aggregate?match=fmt.load&group_by=dc&agg=sum&tier=1m&from={minute}&to={}",
+        minute + 120
+    );
+    let json = server.json(&aggregate);
+    let mut expected = String::from("group,ts,value\n");
+    for group in json["groups"].as_array().unwrap() {
+        let dc = group["tags"]["dc"].as_str().unwrap();
+        for point in group["points"].as_array().unwrap() {
+            let value = point[1].as_f64().map(|v| v.to_string()).unwrap_or_default();
+            expected.push_str(&format!("\"dc={dc}\",{},{value}\n", point[0]));
+        }
+    }
+    assert_eq!(
+        expected.lines().count(),
+        5,
+        "two groups of two points: {json}"
+    );
+    let (status, csv) = server.get(&format!("{aggregate}&format=csv"));
+    assert_eq!(status, 200, "{csv}");
+    assert_eq!(csv, expected);
+
+    let window = format!("tier=1m&from={minute}&to={}", minute + 120);
+    for path in [
+        format!("/api/v1/query?series=fmt.load{{dc=us}}&{window}"),
+        format!("/api/v1/aggregate?match=fmt.load&{window}"),
+        format!("/api/v1/query?series=fmt.load{{dc=us}}&display=p99&{window}"),
+        format!("/api/v1/aggregate?match=fmt.load&display=p99&{window}"),
+    ] {
+        let (status, body) = server.get(&format!("{path}&format=xml"));
+        assert_eq!(status, 400, "{path}: {body}");
+        assert!(body.contains("is not json or csv"), "{path}: {body}");
+    }
+    let (status, body) = server.get(&format!(
+        "/api/v1/aggregate?match=fmt.load&display=hist&{window}&format=csv"
+    ));
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("display=hist"), "{body}");
+}
+
 /// Issue #54 item 4: after two samples of 1e308, `sumSeries` and `/api/v1/aggregate`
 /// answered `null`, the mark of a bucket without samples, while PromQL answered `+Inf`. A
 /// sum that overflows now reads as an infinity on every read path, spelled as each protocol
