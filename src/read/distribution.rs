@@ -483,10 +483,11 @@ impl DistributionResult {
             groups.push((&group.tags, group.points.as_deref()?));
         }
         if self.series.is_some() {
+            use std::fmt::Write;
             let mut out = String::from("ts,value\n");
             for (ts, value) in groups.iter().flat_map(|(_, points)| points.iter()) {
                 let value = value.map(super::value_text::csv_value).unwrap_or_default();
-                out.push_str(&format!("{ts},{value}\n"));
+                let _ = writeln!(out, "{ts},{value}");
             }
             return Some(out);
         }
