@@ -834,6 +834,7 @@ impl<'de> serde::Deserialize<'de> for Fold {
                 total: total.0,
                 min: low.0,
                 max: high.0,
+                last: None,
             },
             sum: sum.0,
             min: min.0,

@@ -835,6 +835,7 @@ fn decode_slot(
             total: totals[k],
             min: totals[k],
             max: totals[k],
+            last: None,
         };
     }
     for (w, &i) in whole.iter().enumerate() {

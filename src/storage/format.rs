@@ -6,7 +6,7 @@
 //!   MAGIC_OFFSET          0  [u8; 8]  b"TIERDBPF"
 //!   VERSION_OFFSET        8  u32      FORMAT_VERSION
 //!   HEADER_LEN_OFFSET    12  u32      4096
-//!   RECORD_SIZE_OFFSET   16  u32      32
+//!   RECORD_SIZE_OFFSET   16  u32      RECORD_SIZE (64; version 1 and 2: NARROW_RECORD_SIZE, 32)
 //!   BLOCK_OFFSET         20  u32      BUCKET_BLOCK (buckets per series run)
 //!   RESOLUTION_OFFSET    24  u64      bucket width, seconds
 //!   PERIOD_OFFSET        32  u64      time one file covers, seconds
@@ -20,8 +20,11 @@
 //!   HISTOGRAM_CELL_OFFSET 100 u32     bytes of one histogram cell (version 2)
 //! records (from byte 4096): blocks of BUCKET_BLOCK buckets; inside a block, one run of
 //!   BUCKET_BLOCK consecutive buckets per series slot. Record i of (bucket, slot) is
-//!   (bucket / BLOCK) * slots * BLOCK + slot * BLOCK + bucket % BLOCK, 32 bytes each:
-//!   count u64 (top bit: update in flight), total f64, min f64, max f64.
+//!   (bucket / BLOCK) * slots * BLOCK + slot * BLOCK + bucket % BLOCK, 64 bytes each
+//!   (version 3): count u64 (top bit: update in flight), total f64, min f64, max f64,
+//!   last f64 (the latest sample's value), last_at u64 (LAST_KNOWN | seconds from the
+//!   bucket's start to that sample; 0: unknown), then two words written zero. Versions 1 and
+//!   2 hold 32-byte records, the first four words alone (last unknown).
 //! histograms (from the first page boundary at or after the records' end, to the end of the
 //!   file): one cell per record, in the records' order, histogram_cell_len() bytes each
 //!   (the header's; a new file takes 224 below an hour's resolution, 1024 from an hour up;
@@ -45,14 +48,25 @@ use crate::error::Error;
 use crate::error::Result;
 use crate::time::{Span, Timestamp};
 
-/// Size of one bucket record on disk: four little-endian 8-byte fields.
-pub const RECORD_SIZE: usize = 32;
+/// Size of one bucket record a new file holds: eight little-endian 8-byte words (count,
+/// total, min, max, last, last_at and two written zero), so a run of 16 is 1024 bytes and
+/// a page holds whole runs.
+pub const RECORD_SIZE: usize = 64;
+/// Size of one bucket record of a version 1 or 2 file: count, total, min, max. Such files
+/// are read and written in their own layout, their buckets' last sample unknown.
+pub const NARROW_RECORD_SIZE: usize = 32;
+/// The unit a histogram cell's length is a multiple of: the narrow record, as the area maps
+/// in 32-byte units whatever the records' size.
+pub(crate) const HISTOGRAM_UNIT: usize = NARROW_RECORD_SIZE;
 
 /// File magic: "tierdb period file".
 pub(crate) const MAGIC: [u8; 8] = *b"TIERDBPF";
 /// Bumped on any incompatible change; files of another version are refused, but for
 /// [`OLDEST_READ_VERSION`] on.
-pub(crate) const FORMAT_VERSION: u32 = 2;
+pub(crate) const FORMAT_VERSION: u32 = 3;
+/// The newest version with 32-byte records ([`NARROW_RECORD_SIZE`]); a file of it is still
+/// written in its own layout.
+pub(crate) const NARROW_VERSION: u32 = 2;
 /// The oldest version read: version 1 has no cell length in its header; its cells are
 /// [`CellLayout::version_1`]'s.
 const OLDEST_READ_VERSION: u32 = 1;
@@ -60,16 +74,18 @@ const OLDEST_READ_VERSION: u32 = 1;
 pub const HEADER_LEN: usize = 4096;
 /// Buckets per contiguous per-series run.
 pub(crate) const BUCKET_BLOCK: u32 = 16;
-/// Series slots whose runs share one 4 KiB page of a block (8: a run is 512 bytes): a batch
-/// gives them all to one writer thread (`engine::writer::writer_of`).
-pub(crate) const SLOTS_PER_PAGE: u32 = PAGE_LEN as u32 / (BUCKET_BLOCK * RECORD_SIZE as u32);
+/// Series slots a batch gives to one writer thread together (`engine::writer::writer_of`):
+/// those whose runs share one 4 KiB page of a block in a file of 32-byte records (8: a run
+/// is 512 bytes), so in a file of 64-byte records (4 a page) too, every page has one
+/// writer.
+pub(crate) const SLOTS_PER_PAGE: u32 =
+    PAGE_LEN as u32 / (BUCKET_BLOCK * NARROW_RECORD_SIZE as u32);
 /// The unit disk space is reserved in: a hot file's record area is sparse, and a page is
 /// reserved (`fallocate`) before the first store into it (see `PeriodFile::reserve`).
 pub(crate) const PAGE_LEN: usize = 4096;
 /// The largest histogram cell a header may name (`histogram_cell::MAX_WORDS` words).
 pub(crate) const MAX_HISTOGRAM_CELL: usize = 1024;
-/// Records in one page.
-pub(crate) const RECORDS_PER_PAGE: usize = PAGE_LEN / RECORD_SIZE;
+const _: () = assert!(PAGE_LEN.is_multiple_of(BUCKET_BLOCK as usize * RECORD_SIZE));
 
 const MAGIC_OFFSET: usize = 0;
 const VERSION_OFFSET: usize = MAGIC_OFFSET + 8;
@@ -119,9 +135,13 @@ pub struct PeriodMeta {
     pub histogram_cells: CellLayout,
 }
 
-/// How a period file's histogram cells lie in its area (see the layout above).
+/// How a period file's records and histogram cells lie (see the layout above): what its
+/// format version decides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CellLayout {
+    /// Bytes of one bucket record: [`RECORD_SIZE`] (version 3, which keeps each bucket's
+    /// last sample), or [`NARROW_RECORD_SIZE`] (versions 1 and 2).
+    pub record: u32,
     /// Bytes of one cell: a multiple of the record size, so the area maps as records do.
     pub bytes: u32,
     /// Whether the 16 cells of a run (one slot's buckets of a block) are interleaved word
@@ -140,6 +160,7 @@ impl CellLayout {
     /// period, each of many samples); interleaved.
     pub fn new_file(resolution: Span) -> CellLayout {
         CellLayout {
+            record: RECORD_SIZE as u32,
             bytes: if resolution.secs() < 3600 { 224 } else { 1024 },
             interleaved: true,
         }
@@ -149,17 +170,42 @@ impl CellLayout {
     /// from an hour up, each cell whole.
     pub fn version_1(resolution: Span) -> CellLayout {
         CellLayout {
+            record: NARROW_RECORD_SIZE as u32,
             bytes: if resolution.secs() < 3600 { 256 } else { 1024 },
             interleaved: false,
         }
     }
 
-    /// A compacted period's made hot again: version 1's sizes, which hold every histogram a
-    /// hot file of either version held, interleaved.
+    /// A compacted period's made hot again: version 1's cell sizes, which hold every
+    /// histogram a hot file of any version held, interleaved, in the records of a new file.
     pub fn made_hot_again(resolution: Span) -> CellLayout {
         CellLayout {
+            record: RECORD_SIZE as u32,
             interleaved: true,
             ..CellLayout::version_1(resolution)
+        }
+    }
+
+    /// A version 2 file's: a new file's cells in 32-byte records (only tests make one, as
+    /// the build before version 3 did).
+    pub fn version_2(resolution: Span) -> CellLayout {
+        CellLayout {
+            record: NARROW_RECORD_SIZE as u32,
+            ..CellLayout::new_file(resolution)
+        }
+    }
+
+    /// Whether the records keep each bucket's last sample (version 3 on).
+    pub fn keeps_last(&self) -> bool {
+        self.record as usize == RECORD_SIZE
+    }
+
+    /// The format version a file of this layout carries.
+    fn version(&self) -> u32 {
+        match (self.interleaved, self.keeps_last()) {
+            (false, _) => 1,
+            (true, false) => NARROW_VERSION,
+            (true, true) => FORMAT_VERSION,
         }
     }
 }
@@ -176,19 +222,42 @@ impl PeriodMeta {
         blocks * BUCKET_BLOCK as usize * self.slots as usize
     }
 
-    /// Pages of the record area: the unit space is reserved in.
-    pub(crate) fn pages(&self) -> usize {
-        self.cells().div_ceil(RECORDS_PER_PAGE)
+    /// Bytes of one bucket record.
+    pub fn record_len(&self) -> usize {
+        self.histogram_cells.record as usize
     }
 
-    /// Pages one block of buckets spans: one per [`SLOTS_PER_PAGE`] slots.
+    /// Records in one page of the record area.
+    pub(crate) fn records_per_page(&self) -> usize {
+        PAGE_LEN / self.record_len()
+    }
+
+    /// Pages of the record area: the unit space is reserved in.
+    pub(crate) fn pages(&self) -> usize {
+        self.cells().div_ceil(self.records_per_page())
+    }
+
+    /// Pages one block of buckets spans: one per page's worth of slots' runs.
     pub(crate) fn pages_per_block(&self) -> usize {
-        self.slots.div_ceil(SLOTS_PER_PAGE) as usize
+        let slots_per_page = (self.records_per_page() / BUCKET_BLOCK as usize) as u32;
+        self.slots.div_ceil(slots_per_page) as usize
+    }
+
+    /// The first second of bucket `bucket`.
+    #[inline(always)]
+    pub fn bucket_start(&self, bucket: u32) -> Timestamp {
+        self.period_start + i64::from(bucket) * self.resolution.secs() as Timestamp
+    }
+
+    /// The bucket record `index` holds (see [`cell_index`]).
+    pub(crate) fn bucket_of(&self, index: usize) -> u32 {
+        let block = BUCKET_BLOCK as usize;
+        ((index / (self.slots as usize * block)) * block + index % block) as u32
     }
 
     /// Whole file length.
     pub fn file_len(&self) -> u64 {
-        (HEADER_LEN + self.cells() * RECORD_SIZE) as u64
+        (HEADER_LEN + self.cells() * self.record_len()) as u64
     }
 
     /// Bytes of one histogram cell.
@@ -225,19 +294,15 @@ impl PeriodMeta {
         self.histogram_offset() + (self.histogram_pages() * PAGE_LEN) as u64
     }
 
-    /// The header bytes for this file: version 2, or version 1 for version 1's cells (as
-    /// an older build wrote it: no cell length; only tests make such a file).
+    /// The header bytes for this file: version 3, or the older version its layout is (as
+    /// an older build wrote it: version 1 has no cell length; only tests make such files).
     pub fn encode(&self) -> [u8; HEADER_LEN] {
-        let version = if self.histogram_cells.interleaved {
-            FORMAT_VERSION
-        } else {
-            1
-        };
+        let version = self.histogram_cells.version();
         let mut h = [0u8; HEADER_LEN];
         h[MAGIC_OFFSET..MAGIC_OFFSET + 8].copy_from_slice(&MAGIC);
         put_u32(&mut h, VERSION_OFFSET, version);
         put_u32(&mut h, HEADER_LEN_OFFSET, HEADER_LEN as u32);
-        put_u32(&mut h, RECORD_SIZE_OFFSET, RECORD_SIZE as u32);
+        put_u32(&mut h, RECORD_SIZE_OFFSET, self.histogram_cells.record);
         put_u32(&mut h, BLOCK_OFFSET, BUCKET_BLOCK);
         put_u64(&mut h, RESOLUTION_OFFSET, self.resolution.secs());
         put_u64(&mut h, PERIOD_OFFSET, self.period.secs());
@@ -295,9 +360,14 @@ impl PeriodMeta {
                 ),
             ));
         }
+        let record = if version >= FORMAT_VERSION {
+            RECORD_SIZE
+        } else {
+            NARROW_RECORD_SIZE
+        } as u32;
         let fixed = [
             (HEADER_LEN_OFFSET, HEADER_LEN as u32, "header length"),
-            (RECORD_SIZE_OFFSET, RECORD_SIZE as u32, "record size"),
+            (RECORD_SIZE_OFFSET, record, "record size"),
             (BLOCK_OFFSET, BUCKET_BLOCK, "bucket block"),
         ];
         for (offset, expected, what) in fixed {
@@ -327,18 +397,19 @@ impl PeriodMeta {
             histogram_cells: match version {
                 1 => CellLayout::version_1(resolution),
                 _ => CellLayout {
+                    record,
                     bytes: get_u32(bytes, HISTOGRAM_CELL_OFFSET),
                     interleaved: true,
                 },
             },
         };
         let cell = meta.histogram_cell_len();
-        if cell == 0 || !cell.is_multiple_of(RECORD_SIZE) || cell > MAX_HISTOGRAM_CELL {
+        if cell == 0 || !cell.is_multiple_of(HISTOGRAM_UNIT) || cell > MAX_HISTOGRAM_CELL {
             return Err(Error::corrupt(
                 path,
                 format!(
-                    "histogram cell of {cell} bytes: not a multiple of {RECORD_SIZE} from \
-                     {RECORD_SIZE} to {MAX_HISTOGRAM_CELL}"
+                    "histogram cell of {cell} bytes: not a multiple of {HISTOGRAM_UNIT} from \
+                     {HISTOGRAM_UNIT} to {MAX_HISTOGRAM_CELL}"
                 ),
             ));
         }

@@ -15,11 +15,12 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use super::format::RECORD_SIZE;
+use super::format::{NARROW_RECORD_SIZE, RECORD_SIZE};
 pub(crate) use super::writer_state::WriterSlot;
 use super::writer_state::{Publication, Publisher, WriterStateFile};
-use crate::bucket::Bucket;
+use crate::bucket::{Bucket, Last};
 use crate::error::Result;
+use crate::time::Timestamp;
 
 // The file format is little-endian and the cells are native-endian atomics.
 #[cfg(not(target_endian = "little"))]
@@ -37,7 +38,8 @@ const SPINS: u32 = 64;
 
 /// A bucket record inside a mapped file: `count` (u64), `total`, `min`, `max` (f64 bits), in
 /// that order, 32 bytes, accessed only through atomics because other threads (and read-only
-/// processes) look at the same memory while the writer changes it.
+/// processes) look at the same memory while the writer changes it. The whole record of a
+/// version 1 or 2 file; the head of a version 3 one ([`WideCell`]).
 ///
 /// `count` doubles as the seqlock sequence: it only ever grows, and its top bit (`BUSY`) is
 /// set while an update is in flight, so a reader that saw the same `count` before and after
@@ -50,7 +52,117 @@ pub(crate) struct BucketCell {
     max: AtomicU64,
 }
 
-const _: () = assert!(std::mem::size_of::<BucketCell>() == RECORD_SIZE);
+const _: () = assert!(std::mem::size_of::<BucketCell>() == NARROW_RECORD_SIZE);
+
+/// The words a version 3 record keeps after its head: the bucket's latest sample, under the
+/// head's seqlock (stored while `BUSY` is set, read between the two loads of `count`).
+#[repr(C)]
+pub(crate) struct LastWords {
+    /// The latest sample's value (f64 bits; a counter's raw value).
+    value: AtomicU64,
+    /// [`LAST_KNOWN`] | seconds from the bucket's start to the sample; 0 when unknown.
+    at: AtomicU64,
+}
+
+/// Set in [`LastWords::at`] when the latest sample is known: all-zero words (a new file, a
+/// cleared record) read as unknown, never as a sample of 0 at the bucket's start.
+const LAST_KNOWN: u64 = 1 << 63;
+
+/// A version 3 record: [`BucketCell`]'s four words, the latest sample, two words written zero.
+#[repr(C, align(64))]
+pub(crate) struct WideCell {
+    head: BucketCell,
+    last: LastWords,
+    reserved: [AtomicU64; 2],
+}
+
+const _: () = assert!(std::mem::size_of::<WideCell>() == RECORD_SIZE);
+
+impl LastWords {
+    /// The latest sample of a bucket starting at `start`, as stored.
+    #[inline(always)]
+    fn load(&self, start: Timestamp) -> Option<Last> {
+        let at = self.at.load(Ordering::Relaxed);
+        let value = self.value.load(Ordering::Relaxed);
+        (at & LAST_KNOWN != 0).then(|| Last {
+            value: f64::from_bits(value),
+            ts: start + (at & !LAST_KNOWN) as Timestamp,
+        })
+    }
+
+    /// Stores `last` for a bucket starting at `start`: unknown for `None`, or for a time
+    /// before the start (never written: a sample lands in the bucket that holds its time).
+    #[inline(always)]
+    fn store(&self, last: Option<Last>, start: Timestamp) {
+        let (value, at) = match last {
+            Some(last) if last.ts >= start => {
+                (last.value.to_bits(), LAST_KNOWN | (last.ts - start) as u64)
+            }
+            _ => (0, 0),
+        };
+        self.value.store(value, Ordering::Relaxed);
+        self.at.store(at, Ordering::Relaxed);
+    }
+
+    /// True when both words are zero.
+    fn is_pristine(&self) -> bool {
+        self.value.load(Ordering::Relaxed) == 0 && self.at.load(Ordering::Relaxed) == 0
+    }
+}
+
+impl WideCell {
+    /// The words a version 3 record of a bucket starting at `start` holds for `bucket`, as
+    /// the seqlock stores them, for a file written with plain I/O before it is mapped.
+    pub(super) fn words_of(bucket: &Bucket, start: Timestamp) -> [u64; RECORD_SIZE / 8] {
+        let words = LastWords {
+            value: AtomicU64::new(0),
+            at: AtomicU64::new(0),
+        };
+        words.store(bucket.last, start);
+        [
+            bucket.count,
+            bucket.total.to_bits(),
+            bucket.min.to_bits(),
+            bucket.max.to_bits(),
+            words.value.into_inner(),
+            words.at.into_inner(),
+            0,
+            0,
+        ]
+    }
+
+    /// The record as the seqlock code sees it, for a bucket starting at `start`.
+    #[inline(always)]
+    pub(super) fn record(&self, start: Timestamp) -> Record<'_> {
+        Record {
+            cell: &self.head,
+            last: Some(&self.last),
+            start,
+        }
+    }
+}
+
+impl BucketCell {
+    /// A version 1 or 2 record as the seqlock code sees it: no latest sample kept.
+    #[inline(always)]
+    pub(super) fn record(&self) -> Record<'_> {
+        Record {
+            cell: self,
+            last: None,
+            start: 0,
+        }
+    }
+}
+
+/// One bucket record of either size: its head, its latest-sample words when the file keeps
+/// them, and the bucket's start, which their offset counts from. Every store and load of a
+/// record goes through here, so both sizes share one seqlock.
+#[derive(Clone, Copy)]
+pub(crate) struct Record<'a> {
+    cell: &'a BucketCell,
+    last: Option<&'a LastWords>,
+    start: Timestamp,
+}
 
 /// How a read that found the update-in-flight bit set past its spins ended, for the caller to
 /// log with the file and cell it knows.
@@ -64,7 +176,39 @@ pub(super) enum Stuck {
     Damaged,
 }
 
-impl BucketCell {
+impl Record<'_> {
+    /// The latest sample as stored; unknown in a record without it.
+    #[inline(always)]
+    fn load_last(&self) -> Option<Last> {
+        self.last.and_then(|words| words.load(self.start))
+    }
+
+    /// Stores `last`, in a record that keeps it.
+    #[inline(always)]
+    fn store_last(&self, last: Option<Last>) {
+        if let Some(words) = self.last {
+            words.store(last, self.start);
+        }
+    }
+
+    /// The head's fields and the latest sample as they stand, with `count`.
+    #[inline(always)]
+    fn fields(&self, count: u64) -> Bucket {
+        Bucket {
+            count,
+            total: f64::from_bits(self.cell.total.load(Ordering::Relaxed)),
+            min: f64::from_bits(self.cell.min.load(Ordering::Relaxed)),
+            max: f64::from_bits(self.cell.max.load(Ordering::Relaxed)),
+            last: self.load_last(),
+        }
+    }
+
+    /// The cell prefetches start from.
+    #[inline(always)]
+    pub(super) fn head(&self) -> &BucketCell {
+        self.cell
+    }
+
     /// Folds `value` into the cell named `name`, as the writer thread that publishes through
     /// `writer`.
     ///
@@ -73,9 +217,21 @@ impl BucketCell {
     /// updates, so this is a logic invariant rather than a safety one. A `BUSY` bit found set
     /// is a crash's leftover (the one writer is this call) and is healed: the count resumes
     /// from its value before the interrupted update, as the repair at an unclean open does.
+    /// `last` is the sample's latest-sample value and time; `None` leaves the latest
+    /// sample unknown.
     #[inline]
-    pub(super) fn add(&self, value: f64, writer: Publisher<'_>, name: Publication) {
-        self.update(|bucket| bucket.add(value), writer, name, || {});
+    pub(super) fn add(
+        &self,
+        value: f64,
+        last: Option<Last>,
+        writer: Publisher<'_>,
+        name: Publication,
+    ) {
+        let fold = |bucket: &mut Bucket| match last {
+            Some(last) => bucket.add_at(value, last),
+            None => bucket.add(value),
+        };
+        self.update(fold, writer, name, || {});
     }
 
     /// Folds a distribution's update into the cell with `fold`, as [`BucketCell::add`] does
@@ -109,22 +265,24 @@ impl BucketCell {
         // that sees BUSY also sees this publication; program order alone puts it in the page
         // cache before BUSY for the open after a kill.
         writer.publish(name);
-        let count = self.count.load(Ordering::Relaxed) & !BUSY;
-        self.count.store(count | BUSY, Ordering::Release);
+        let found = self.cell.count.load(Ordering::Relaxed);
+        let count = found & !BUSY;
+        self.cell.count.store(count | BUSY, Ordering::Release);
         // Orders the BUSY store before the field stores for any reader that sees a new field.
         fence(Ordering::Release);
         between();
-        let mut bucket = Bucket {
-            count,
-            total: f64::from_bits(self.total.load(Ordering::Relaxed)),
-            min: f64::from_bits(self.min.load(Ordering::Relaxed)),
-            max: f64::from_bits(self.max.load(Ordering::Relaxed)),
-        };
+        let mut bucket = self.fields(count);
+        if found & BUSY != 0 {
+            // An interrupted update's leftover: its latest sample may be the one counted as
+            // not arrived.
+            bucket.last = None;
+        }
         fold(&mut bucket);
-        self.total.store(bucket.total.to_bits(), Ordering::Relaxed);
-        self.min.store(bucket.min.to_bits(), Ordering::Relaxed);
-        self.max.store(bucket.max.to_bits(), Ordering::Relaxed);
-        self.count.store(bucket.count, Ordering::Release);
+        self.cell.total.store(bucket.total.to_bits(), Ordering::Relaxed);
+        self.cell.min.store(bucket.min.to_bits(), Ordering::Relaxed);
+        self.cell.max.store(bucket.max.to_bits(), Ordering::Relaxed);
+        self.store_last(bucket.last);
+        self.cell.count.store(bucket.count, Ordering::Release);
     }
 
     /// The crash tests' fault hook: what [`BucketCell::add`] does up to the middle of the
@@ -146,12 +304,16 @@ impl BucketCell {
         between: impl FnOnce(),
     ) -> ! {
         writer.publish(name);
-        let count = self.count.load(Ordering::Relaxed) & !BUSY;
-        self.count.store(count | BUSY, Ordering::Release);
+        let count = self.cell.count.load(Ordering::Relaxed) & !BUSY;
+        self.cell.count.store(count | BUSY, Ordering::Release);
         fence(Ordering::Release);
         between();
-        let total = f64::from_bits(self.total.load(Ordering::Relaxed)) + value;
-        self.total.store(total.to_bits(), Ordering::Relaxed);
+        let total = f64::from_bits(self.cell.total.load(Ordering::Relaxed)) + value;
+        self.cell.total.store(total.to_bits(), Ordering::Relaxed);
+        // The latest sample torn too: its value stored, its time not.
+        if let Some(words) = self.last {
+            words.value.store(value.to_bits(), Ordering::Relaxed);
+        }
         crate::fault::kill_self()
     }
 
@@ -171,24 +333,17 @@ impl BucketCell {
     /// when this returns `Some`.
     #[inline(always)]
     pub(super) fn read_with(&self, between: impl FnOnce()) -> Option<Bucket> {
-        let before = self.count.load(Ordering::Relaxed);
+        let before = self.cell.count.load(Ordering::Relaxed);
         // With the Relaxed load above, the seqlock reader's load-acquire: the fields read next
         // are at least as new as the update whose final count was read.
         fence(Ordering::Acquire);
         if before & BUSY != 0 {
             return None;
         }
-        let total = self.total.load(Ordering::Relaxed);
-        let min = self.min.load(Ordering::Relaxed);
-        let max = self.max.load(Ordering::Relaxed);
+        let bucket = self.fields(before);
         between();
         fence(Ordering::Acquire);
-        (self.count.load(Ordering::Relaxed) == before).then(|| Bucket {
-            count: before,
-            total: f64::from_bits(total),
-            min: f64::from_bits(min),
-            max: f64::from_bits(max),
-        })
+        (self.cell.count.load(Ordering::Relaxed) == before).then_some(bucket)
     }
 
     /// Reads a consistent snapshot, spinning while the writer is mid-update (it is, for
@@ -231,16 +386,15 @@ impl BucketCell {
                 }
                 if since.elapsed() >= STALE_AFTER {
                     stuck(Stuck::Damaged);
+                    let count = self.cell.count.load(Ordering::Relaxed) & !BUSY;
                     return Some(Bucket {
-                        count: self.count.load(Ordering::Relaxed) & !BUSY,
-                        total: f64::from_bits(self.total.load(Ordering::Relaxed)),
-                        min: f64::from_bits(self.min.load(Ordering::Relaxed)),
-                        max: f64::from_bits(self.max.load(Ordering::Relaxed)),
+                        last: None,
+                        ..self.fields(count)
                     });
                 }
             }
             std::thread::yield_now();
-            if self.count.load(Ordering::Relaxed) & BUSY == 0 {
+            if self.cell.count.load(Ordering::Relaxed) & BUSY == 0 {
                 return None;
             }
             rounds = rounds.wrapping_add(1);
@@ -263,63 +417,62 @@ impl BucketCell {
     /// healing the cell stores the same `count | BUSY` value, which is why the re-check alone
     /// would not do.
     fn read_unheld(&self, writers: &Writers, name: Publication) -> Option<Bucket> {
-        let before = self.count.load(Ordering::Relaxed);
+        let before = self.cell.count.load(Ordering::Relaxed);
         if before & BUSY == 0 {
             return None;
         }
-        let total = self.total.load(Ordering::Relaxed);
-        let min = self.min.load(Ordering::Relaxed);
-        let max = self.max.load(Ordering::Relaxed);
+        let bucket = self.fields(before & !BUSY);
         fence(Ordering::Acquire);
         if writers.may_hold(name) {
             return None;
         }
         fence(Ordering::Acquire);
-        if self.count.load(Ordering::Relaxed) != before {
+        if self.cell.count.load(Ordering::Relaxed) != before {
             return None;
         }
+        // The interrupted update may have stored its sample as the latest.
         Some(Bucket {
-            count: before & !BUSY,
-            total: f64::from_bits(total),
-            min: f64::from_bits(min),
-            max: f64::from_bits(max),
+            last: None,
+            ..bucket
         })
     }
 
     /// Resets the cell to empty. Only valid while no writer runs (repair at open).
     pub(super) fn clear(&self) {
-        self.total.store(0, Ordering::Relaxed);
-        self.min.store(0, Ordering::Relaxed);
-        self.max.store(0, Ordering::Relaxed);
-        self.count.store(0, Ordering::Release);
+        self.restore(&Bucket::EMPTY);
     }
 
     /// Puts back what the cell held before a batch that did not finish (the counter
-    /// journal's undo). Only valid while no writer runs (at open).
+    /// journal's undo), its latest sample as `before` has it (unknown when the image did
+    /// not keep it). Only valid while no writer runs (at open).
     pub(super) fn restore(&self, before: &Bucket) {
-        self.total.store(before.total.to_bits(), Ordering::Relaxed);
-        self.min.store(before.min.to_bits(), Ordering::Relaxed);
-        self.max.store(before.max.to_bits(), Ordering::Relaxed);
-        self.count.store(before.count, Ordering::Release);
+        self.cell.total.store(before.total.to_bits(), Ordering::Relaxed);
+        self.cell.min.store(before.min.to_bits(), Ordering::Relaxed);
+        self.cell.max.store(before.max.to_bits(), Ordering::Relaxed);
+        self.store_last(before.last);
+        self.cell.count.store(before.count, Ordering::Release);
     }
 
     /// True when every field is zero, as in a freshly created file.
     pub(super) fn is_pristine(&self) -> bool {
-        self.count.load(Ordering::Relaxed) == 0
-            && self.total.load(Ordering::Relaxed) == 0
-            && self.min.load(Ordering::Relaxed) == 0
-            && self.max.load(Ordering::Relaxed) == 0
+        self.cell.count.load(Ordering::Relaxed) == 0
+            && self.cell.total.load(Ordering::Relaxed) == 0
+            && self.cell.min.load(Ordering::Relaxed) == 0
+            && self.cell.max.load(Ordering::Relaxed) == 0
+            && self.last.is_none_or(LastWords::is_pristine)
     }
 
     /// Clears a `BUSY` bit left behind by a process that died mid-update and reports whether
     /// it found one. Only valid while no writer runs (at open, under the directory lock); the
-    /// half-applied sample is then counted as not having arrived while its fields may hold it.
+    /// half-applied sample is then counted as not having arrived while its fields may hold it,
+    /// and the latest sample, which it may have stored, becomes unknown.
     pub(super) fn repair(&self) -> bool {
-        let count = self.count.load(Ordering::Relaxed);
+        let count = self.cell.count.load(Ordering::Relaxed);
         if count & BUSY == 0 {
             return false;
         }
-        self.count.store(count & !BUSY, Ordering::Release);
+        self.store_last(None);
+        self.cell.count.store(count & !BUSY, Ordering::Release);
         true
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! Why this is sound:
 //! - Bucket memory is never handed out as `&[u8]`/`&mut [u8]`. The mapping is held as a raw
-//!   pointer ([`memmap2::MmapRaw`]) and exposed only as `&[BucketCell]`, whose fields are
+//!   pointer ([`memmap2::MmapRaw`]) and exposed only as `&[BucketCell]` or `&[WideCell]`
+//!   (a version 3 file's 64-byte records), whose fields are
 //!   `AtomicU64`: concurrent changes by our writer threads, or by the one writing process while
 //!   a read-only process looks, are the kind of shared mutation atomics permit.
 //! - A read-only mapping (a read-only engine beside the writing process) is only ever read
@@ -19,8 +20,8 @@
 //!   whole; an unlinked file stays mapped until the last `Arc` goes). The data directory lock
 //!   keeps other tierdb processes from writing. A foreign process truncating a file underneath
 //!   us would raise SIGBUS, as with every mmap-based store; that is outside what we can defend.
-//! - The header is 4096 bytes and mappings are page-aligned, so every 32-byte cell is aligned
-//!   for `AtomicU64` (checked at run time, not assumed).
+//! - The header is 4096 bytes and mappings are page-aligned, so every 32- or 64-byte record
+//!   is aligned for its type (checked at run time, not assumed).
 
 #![allow(unsafe_code)]
 
@@ -29,12 +30,13 @@ use std::path::Path;
 
 use memmap2::{Advice, MmapOptions, MmapRaw};
 
-use super::format::RECORD_SIZE;
-use super::mapped_cell::BucketCell;
+use super::format::NARROW_RECORD_SIZE as CELL_LEN;
+use super::mapped_cell::{BucketCell, WideCell};
 use crate::error::Error;
 use crate::error::Result;
 
-/// A file's bucket records, mapped shared so stores reach the page cache at once.
+/// A file's bucket records, mapped shared so stores reach the page cache at once. Its length
+/// counts 32-byte cells: a version 3 file's 64-byte records are two each.
 pub(crate) struct MappedCells {
     map: MmapRaw,
     cells: usize,
@@ -54,7 +56,7 @@ impl MappedCells {
         writable: bool,
     ) -> Result<MappedCells> {
         let len = cells
-            .checked_mul(RECORD_SIZE)
+            .checked_mul(CELL_LEN)
             .ok_or_else(|| Error::corrupt(path, "record area size overflows"))?;
         let file_len = file.metadata().map_err(|e| Error::io(path, e))?.len();
         if file_len < offset + len as u64 {
@@ -80,8 +82,8 @@ impl MappedCells {
         // Bucket writes and reads touch a few pages of a file at a time; the kernel's
         // read-around (8 MiB on some disks) would zero megabytes per first touch instead.
         map.advise(Advice::Random).map_err(|e| Error::io(path, e))?;
-        if !(map.as_ptr() as usize).is_multiple_of(std::mem::align_of::<BucketCell>()) {
-            return Err(Error::corrupt(path, "record area is not 32-byte aligned"));
+        if !(map.as_ptr() as usize).is_multiple_of(std::mem::align_of::<WideCell>()) {
+            return Err(Error::corrupt(path, "record area is not 64-byte aligned"));
         }
         Ok(MappedCells { map, cells })
     }
@@ -98,6 +100,17 @@ impl MappedCells {
         unsafe { std::slice::from_raw_parts(self.map.as_ptr() as *const BucketCell, self.cells) }
     }
 
+    /// The records as 64-byte cells (a version 3 file's), two 32-byte cells each.
+    #[inline]
+    pub(crate) fn wide_cells(&self) -> &[WideCell] {
+        // SAFETY: the mapping is `cells * 32` bytes long (checked in `map` against the file
+        // length), so it holds `cells / 2` whole 64-byte records; it is aligned for
+        // `WideCell` (checked in `map`), lives as long as `self`, and is only ever accessed
+        // through `WideCell`'s atomics, as in `cells`. `WideCell` is `repr(C)` of eight
+        // `AtomicU64`, for which every bit pattern is valid.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr() as *const WideCell, self.cells / 2) }
+    }
+
     /// The records as plain shared words, four per 32-byte record, for files whose records
     /// are not buckets (the counter state and journal, `writers.state`).
     #[inline]
@@ -108,7 +121,7 @@ impl MappedCells {
         unsafe {
             std::slice::from_raw_parts(
                 self.map.as_ptr() as *const std::sync::atomic::AtomicU64,
-                self.cells * (RECORD_SIZE / 8),
+                self.cells * (CELL_LEN / 8),
             )
         }
     }
@@ -127,14 +140,14 @@ impl MappedCells {
         let cells = cells.min(self.cells - first);
         if let Err(e) =
             self.map
-                .advise_range(Advice::WillNeed, first * RECORD_SIZE, cells * RECORD_SIZE)
+                .advise_range(Advice::WillNeed, first * CELL_LEN, cells * CELL_LEN)
         {
             tracing::debug!(error = %e, "asking for bucket pages ahead failed");
         }
         if let Err(e) = self.map.advise_range(
             Advice::PopulateWrite,
-            first * RECORD_SIZE,
-            cells * RECORD_SIZE,
+            first * CELL_LEN,
+            cells * CELL_LEN,
         ) {
             tracing::debug!(error = %e, "prefaulting bucket pages failed");
         }

@@ -12,12 +12,14 @@ use std::sync::Arc;
 
 use super::compact::CompactFile;
 use super::disk;
-use super::format::{cell_index, CellLayout, PeriodMeta, HEADER_LEN, PAGE_LEN, RECORDS_PER_PAGE};
+use super::format::{
+    cell_index, CellLayout, PeriodMeta, HEADER_LEN, NARROW_RECORD_SIZE, PAGE_LEN,
+};
 use super::histogram_cell::{self, CellBuffer};
-use super::mapped_cell::{BucketCell, Stuck, Writers};
+use super::mapped_cell::{Record, Stuck, WideCell, Writers};
 use super::mmap::MappedCells;
 use super::writer_state::{Publication, Publisher, WriterSlot};
-use crate::bucket::Bucket;
+use crate::bucket::{Bucket, Last};
 use crate::error::Error;
 use crate::error::Result;
 use crate::histogram::{Histogram, Observed};
@@ -214,7 +216,9 @@ impl PeriodFile {
         source: &CompactFile,
     ) -> Result<()> {
         let block = super::format::BUCKET_BLOCK as usize;
-        let mut run = vec![0u8; block * super::format::RECORD_SIZE];
+        let record_len = meta.record_len();
+        debug_assert!(meta.histogram_cells.keeps_last());
+        let mut run = vec![0u8; block * record_len];
         let cell_len = meta.histogram_cell_len();
         let cell_words = cell_len / 8;
         let mut hist_run = vec![0u8; block * cell_len];
@@ -258,18 +262,19 @@ impl PeriodFile {
             }
             for (first, chunk) in buckets.chunks(block).enumerate() {
                 run.fill(0);
-                for (record, bucket) in run.chunks_exact_mut(super::format::RECORD_SIZE).zip(chunk)
+                for (b, (record, bucket)) in run.chunks_exact_mut(record_len).zip(chunk).enumerate()
                 {
-                    record[0..8].copy_from_slice(&bucket.count.to_le_bytes());
-                    record[8..16].copy_from_slice(&bucket.total.to_bits().to_le_bytes());
-                    record[16..24].copy_from_slice(&bucket.min.to_bits().to_le_bytes());
-                    record[24..32].copy_from_slice(&bucket.max.to_bits().to_le_bytes());
+                    let start = meta.bucket_start((first * block + b) as u32);
+                    for (word, bytes) in WideCell::words_of(bucket, start)
+                        .iter()
+                        .zip(record.chunks_exact_mut(8))
+                    {
+                        bytes.copy_from_slice(&word.to_le_bytes());
+                    }
                 }
                 let cell = cell_index((first * block) as u32, slot, meta.slots);
-                let at = (HEADER_LEN + cell * super::format::RECORD_SIZE) as u64;
-                if let Err(e) =
-                    file.write_all_at(&run[..chunk.len() * super::format::RECORD_SIZE], at)
-                {
+                let at = (HEADER_LEN + cell * record_len) as u64;
+                if let Err(e) = file.write_all_at(&run[..chunk.len() * record_len], at) {
                     failed = Some(Error::io(temp, e));
                     return;
                 }
@@ -340,7 +345,13 @@ impl PeriodFile {
                 format!("{} records is more than a file may hold", meta.cells()),
             ));
         }
-        let cells = MappedCells::map(&file, path, HEADER_LEN as u64, meta.cells(), writable)?;
+        let cells = MappedCells::map(
+            &file,
+            path,
+            HEADER_LEN as u64,
+            meta.cells() * meta.record_len() / NARROW_RECORD_SIZE,
+            writable,
+        )?;
         let name = Publication::new(
             writers.tier_index(&meta.tier),
             meta.period_start,
@@ -405,7 +416,7 @@ impl PeriodFile {
             }
             file.set_len(want).map_err(|e| Error::io(path, e))?;
         }
-        let cells = meta.cells() * meta.histogram_cell_len() / super::format::RECORD_SIZE;
+        let cells = meta.cells() * meta.histogram_cell_len() / super::format::HISTOGRAM_UNIT;
         MappedCells::map(file, path, meta.histogram_offset(), cells, writable).map(Some)
     }
 
@@ -444,9 +455,19 @@ impl PeriodFile {
     /// When `bucket` or `slot` is outside the file (a caller bug: placements come from the
     /// lookup function and chunking, which never produce them).
     #[inline]
-    fn cell(&self, bucket: u32, slot: u32) -> &BucketCell {
+    fn cell(&self, bucket: u32, slot: u32) -> Record<'_> {
         debug_assert!(bucket < self.meta.buckets() && slot < self.meta.slots);
-        &self.cells.cells()[cell_index(bucket, slot, self.meta.slots)]
+        self.record(cell_index(bucket, slot, self.meta.slots), bucket)
+    }
+
+    /// The record at `index`, which holds bucket `bucket` of its slot.
+    #[inline(always)]
+    fn record(&self, index: usize, bucket: u32) -> Record<'_> {
+        if self.meta.histogram_cells.keeps_last() {
+            self.cells.wide_cells()[index].record(self.meta.bucket_start(bucket))
+        } else {
+            self.cells.cells()[index].record()
+        }
     }
 
     /// The name writers publish for the cell at record `index` (below `u32::MAX`, checked at
@@ -460,7 +481,7 @@ impl PeriodFile {
     }
 
     /// The bucket `bucket` of series slot `slot`: a torn-free snapshot (the seqlock read of
-    /// [`BucketCell`]), returned at once when an update-in-flight bit is a crash's leftover.
+    /// [`Record`]), returned at once when an update-in-flight bit is a crash's leftover.
     ///
     /// # Panics
     /// When `bucket` or `slot` is outside the file (a caller bug: placements come from the
@@ -615,7 +636,7 @@ impl PeriodFile {
     #[inline(never)]
     fn load_waiting(&self, bucket: u32, slot: u32) -> Option<Bucket> {
         let index = cell_index(bucket, slot, self.meta.slots);
-        self.cells.cells()[index].load_waiting(&self.writers, self.name(index), &|stuck| {
+        self.record(index, bucket).load_waiting(&self.writers, self.name(index), &|stuck| {
             self.note_stuck(stuck, bucket, slot)
         })
     }
@@ -648,7 +669,7 @@ impl PeriodFile {
     /// Starts loading the cell of `bucket` for `slot` into the cache (a CPU prefetch hint).
     #[inline]
     pub(crate) fn prefetch(&self, bucket: u32, slot: u32) {
-        super::mmap::prefetch(self.cell(bucket, slot));
+        super::mmap::prefetch(self.cell(bucket, slot).head());
     }
 
     /// [`PeriodFile::prefetch`] for a distribution read: the record (for an even bucket:
@@ -659,8 +680,8 @@ impl PeriodFile {
     /// a line of its own.
     #[inline]
     pub(crate) fn prefetch_distribution(&self, bucket: u32, slot: u32) {
-        if bucket.is_multiple_of(2) {
-            super::mmap::prefetch(self.cell(bucket, slot));
+        if self.meta.histogram_cells.keeps_last() || bucket.is_multiple_of(2) {
+            super::mmap::prefetch(self.cell(bucket, slot).head());
         }
         let Some(hist) = self.histogram_cell(cell_index(bucket, slot, self.meta.slots)) else {
             return;
@@ -705,8 +726,9 @@ impl PeriodFile {
             .collect::<Vec<_>>();
         self.reserve_runs(&runs)?;
         for (first, n) in runs {
-            self.cells
-                .populate(first * RECORDS_PER_PAGE, n * RECORDS_PER_PAGE);
+            // In the mapping's 32-byte cells.
+            let per_page = PAGE_LEN / NARROW_RECORD_SIZE;
+            self.cells.populate(first * per_page, n * per_page);
         }
         Ok(())
     }
@@ -896,25 +918,40 @@ impl WritableFile {
     }
 
     /// Folds `value` into the bucket `bucket` of series slot `slot`, as the writer thread
-    /// publishing through `writer` (the only writer of that slot).
+    /// publishing through `writer` (the only writer of that slot); `last` is the sample as
+    /// the bucket's latest sample would keep it (its time within the bucket, and its value,
+    /// a counter's raw one), kept when the file keeps it and it is the latest.
     ///
     /// # Panics
     /// As [`PeriodFile::load`]: when `bucket` or `slot` is outside the file.
     #[inline]
-    pub(crate) fn add(&self, bucket: u32, slot: u32, value: f64, writer: Publisher<'_>) {
+    pub(crate) fn add(
+        &self,
+        bucket: u32,
+        slot: u32,
+        value: f64,
+        last: Option<Last>,
+        writer: Publisher<'_>,
+    ) {
         let file = &*self.0;
         debug_assert!(bucket < file.meta.buckets() && slot < file.meta.slots);
         let index = cell_index(bucket, slot, file.meta.slots);
         debug_assert!(
-            file.is_reserved(index / RECORDS_PER_PAGE),
+            file.is_reserved(index / file.meta.records_per_page()),
             "a store into a page whose space was not reserved: {}",
             file.path.display()
         );
-        file.cells.cells()[index].add(value, writer, file.name(index));
+        debug_assert!(
+            last.is_none_or(|last| (0..file.meta.resolution.secs() as crate::time::Timestamp)
+                .contains(&(last.ts - file.meta.bucket_start(bucket)))),
+            "a sample's time outside its bucket"
+        );
+        file.record(index, bucket).add(value, last, writer, file.name(index));
     }
 
-    /// [`WritableFile::add`] after reserving the cell's page, as a batch would: for tests
-    /// that store into a file directly.
+    /// [`WritableFile::add`] after reserving the cell's page, as a batch would, of a sample
+    /// whose time is not given (the latest sample stays unknown): for tests that store into
+    /// a file directly.
     #[cfg(test)]
     pub(crate) fn reserve_and_add(
         &self,
@@ -924,7 +961,7 @@ impl WritableFile {
         writer: Publisher<'_>,
     ) {
         self.reserve_slots(bucket, slot, 1).unwrap();
-        self.add(bucket, slot, value, writer);
+        self.add(bucket, slot, value, None, writer);
     }
 
     /// As [`WritableFile::add`], but the process is killed (SIGKILL, as `kill -9`) halfway
@@ -940,7 +977,8 @@ impl WritableFile {
     ) -> ! {
         let file = &*self.0;
         let index = cell_index(bucket, slot, file.meta.slots);
-        file.cells.cells()[index].add_and_die(value, writer, file.name(index))
+        file.record(index, bucket)
+            .add_and_die(value, writer, file.name(index))
     }
 
     /// Sets a cell to `before`, its page's space reserved first: the counter journal's undo,
@@ -952,7 +990,7 @@ impl WritableFile {
     /// As [`PeriodFile::reserve`]; the cell is left as it was.
     pub(crate) fn restore(&self, bucket: u32, slot: u32, before: &Bucket) -> Result<()> {
         let index = cell_index(bucket, slot, self.0.meta.slots);
-        self.0.reserve(index / RECORDS_PER_PAGE, 1)?;
+        self.0.reserve(index / self.0.meta.records_per_page(), 1)?;
         if super::cells::same_bits(before, &Bucket::EMPTY) && self.0.histogram_cell_reserved(index)
         {
             self.clear_histograms(index);
@@ -969,8 +1007,9 @@ impl WritableFile {
     /// As [`PeriodFile::reserve`].
     pub(crate) fn reserve_slots(&self, bucket: u32, first_slot: u32, slots: u32) -> Result<()> {
         let file = &*self.0;
-        let first = cell_index(bucket, first_slot, file.meta.slots) / RECORDS_PER_PAGE;
-        let last = cell_index(bucket, first_slot + slots - 1, file.meta.slots) / RECORDS_PER_PAGE;
+        let per_page = file.meta.records_per_page();
+        let first = cell_index(bucket, first_slot, file.meta.slots) / per_page;
+        let last = cell_index(bucket, first_slot + slots - 1, file.meta.slots) / per_page;
         file.reserve(first, last + 1 - first)
     }
 
@@ -1109,11 +1148,12 @@ impl WritableFile {
                 let total = observed.sum;
                 (
                     count,
-                    Some(Bucket {
+                        Some(Bucket {
                         count,
                         total,
                         min,
                         max,
+                        last: None,
                     }),
                 )
             }
@@ -1132,7 +1172,7 @@ impl WritableFile {
         let used_after = histogram_cell::used_words(after);
         let name = file.name(index);
         writer.hold_image(name, &before[..used_before]);
-        let cell = &file.cells.cells()[index];
+        let cell = file.record(index, bucket);
         if die {
             let half = after.len() / 2;
             let first = match addition {
@@ -1224,14 +1264,12 @@ impl WritableFile {
     }
 
     /// Repairs the cell at record `index` if a crash left it mid-update (see
-    /// [`BucketCell`]); `None` when the file has no such record. Only valid before any
+    /// [`Record`]); `None` when the file has no such record. Only valid before any
     /// writer starts.
     pub(crate) fn repair_cell(&self, index: u32) -> Option<bool> {
-        self.0
-            .cells
-            .cells()
-            .get(index as usize)
-            .map(BucketCell::repair)
+        let index = index as usize;
+        (index < self.0.meta.cells())
+            .then(|| self.0.record(index, self.0.meta.bucket_of(index)).repair())
     }
 
     /// Clears the cells of slots whose series id is `known_series` or past it (see
@@ -1241,11 +1279,11 @@ impl WritableFile {
         let first_unknown = self.first_unknown(known_series);
         let slots = self.0.meta.slots as usize;
         let block = super::format::BUCKET_BLOCK as usize;
-        let cells = self.0.cells.cells();
         let (mut cleared, mut read) = (0, 0);
         // Per block of buckets, the runs of the unknown slots are one contiguous range.
-        for (b, run) in cells.chunks_exact(slots * block).enumerate() {
-            for (i, cell) in run.iter().enumerate().skip(first_unknown * block) {
+        for b in 0..self.0.meta.cells() / (slots * block) {
+            for index in b * slots * block + first_unknown * block..(b + 1) * slots * block {
+                let cell = self.0.record(index, self.0.meta.bucket_of(index));
                 read += 1;
                 if !cell.is_pristine() {
                     cell.clear();
@@ -1253,7 +1291,7 @@ impl WritableFile {
                 }
                 // A histogram of an unknown slot goes too (its pages are holes but for a
                 // distribution series' id, so reading them costs no disk).
-                self.clear_histograms(b * slots * block + i);
+                self.clear_histograms(index);
             }
         }
         (cleared, read)

@@ -89,6 +89,7 @@ const SAMPLES_OF_A: Bucket = Bucket {
     total: 6.0,
     min: 1.0,
     max: 3.0,
+    last: None,
 };
 
 /// The 1m bucket of `id` at [`TS`].
@@ -116,6 +117,7 @@ fn check_samples(engine: &Engine) {
         total: 5.0,
         min: 5.0,
         max: 5.0,
+        last: None,
     };
     assert_eq!(b, vec![(TS, expected_b)]);
     assert_eq!(
