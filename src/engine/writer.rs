@@ -12,11 +12,11 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::Shared;
+use crate::bucket::Last;
 use crate::error::Error;
 use crate::error::Result;
 use crate::fault::Hook;
 use crate::registry::SeriesId;
-use crate::bucket::Last;
 use crate::sample::{ObservedSample, RawCounts, Sample};
 use crate::storage::format::SLOTS_PER_PAGE;
 use crate::storage::mapped_cell::WriterSlot;

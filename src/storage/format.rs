@@ -78,8 +78,7 @@ pub(crate) const BUCKET_BLOCK: u32 = 16;
 /// those whose runs share one 4 KiB page of a block in a file of 32-byte records (8: a run
 /// is 512 bytes), so in a file of 64-byte records (4 a page) too, every page has one
 /// writer.
-pub(crate) const SLOTS_PER_PAGE: u32 =
-    PAGE_LEN as u32 / (BUCKET_BLOCK * NARROW_RECORD_SIZE as u32);
+pub(crate) const SLOTS_PER_PAGE: u32 = PAGE_LEN as u32 / (BUCKET_BLOCK * NARROW_RECORD_SIZE as u32);
 /// The unit disk space is reserved in: a hot file's record area is sparse, and a page is
 /// reserved (`fallocate`) before the first store into it (see `PeriodFile::reserve`).
 pub(crate) const PAGE_LEN: usize = 4096;

@@ -278,7 +278,9 @@ impl Record<'_> {
             bucket.last = None;
         }
         fold(&mut bucket);
-        self.cell.total.store(bucket.total.to_bits(), Ordering::Relaxed);
+        self.cell
+            .total
+            .store(bucket.total.to_bits(), Ordering::Relaxed);
         self.cell.min.store(bucket.min.to_bits(), Ordering::Relaxed);
         self.cell.max.store(bucket.max.to_bits(), Ordering::Relaxed);
         self.store_last(bucket.last);
@@ -446,7 +448,9 @@ impl Record<'_> {
     /// journal's undo), its latest sample as `before` has it (unknown when the image did
     /// not keep it). Only valid while no writer runs (at open).
     pub(super) fn restore(&self, before: &Bucket) {
-        self.cell.total.store(before.total.to_bits(), Ordering::Relaxed);
+        self.cell
+            .total
+            .store(before.total.to_bits(), Ordering::Relaxed);
         self.cell.min.store(before.min.to_bits(), Ordering::Relaxed);
         self.cell.max.store(before.max.to_bits(), Ordering::Relaxed);
         self.store_last(before.last);

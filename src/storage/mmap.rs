@@ -138,17 +138,16 @@ impl MappedCells {
     pub(crate) fn populate(&self, first: usize, cells: usize) {
         let first = first.min(self.cells);
         let cells = cells.min(self.cells - first);
-        if let Err(e) =
-            self.map
-                .advise_range(Advice::WillNeed, first * CELL_LEN, cells * CELL_LEN)
+        if let Err(e) = self
+            .map
+            .advise_range(Advice::WillNeed, first * CELL_LEN, cells * CELL_LEN)
         {
             tracing::debug!(error = %e, "asking for bucket pages ahead failed");
         }
-        if let Err(e) = self.map.advise_range(
-            Advice::PopulateWrite,
-            first * CELL_LEN,
-            cells * CELL_LEN,
-        ) {
+        if let Err(e) =
+            self.map
+                .advise_range(Advice::PopulateWrite, first * CELL_LEN, cells * CELL_LEN)
+        {
             tracing::debug!(error = %e, "prefaulting bucket pages failed");
         }
     }

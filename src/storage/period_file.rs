@@ -12,9 +12,7 @@ use std::sync::Arc;
 
 use super::compact::CompactFile;
 use super::disk;
-use super::format::{
-    cell_index, CellLayout, PeriodMeta, HEADER_LEN, NARROW_RECORD_SIZE, PAGE_LEN,
-};
+use super::format::{cell_index, CellLayout, PeriodMeta, HEADER_LEN, NARROW_RECORD_SIZE, PAGE_LEN};
 use super::histogram_cell::{self, CellBuffer};
 use super::mapped_cell::{Record, Stuck, WideCell, Writers};
 use super::mmap::MappedCells;
@@ -636,9 +634,10 @@ impl PeriodFile {
     #[inline(never)]
     fn load_waiting(&self, bucket: u32, slot: u32) -> Option<Bucket> {
         let index = cell_index(bucket, slot, self.meta.slots);
-        self.record(index, bucket).load_waiting(&self.writers, self.name(index), &|stuck| {
-            self.note_stuck(stuck, bucket, slot)
-        })
+        self.record(index, bucket)
+            .load_waiting(&self.writers, self.name(index), &|stuck| {
+                self.note_stuck(stuck, bucket, slot)
+            })
     }
 
     /// Logs a read that met an update-in-flight bit past its spins: once per file when no
@@ -942,11 +941,14 @@ impl WritableFile {
             file.path.display()
         );
         debug_assert!(
-            last.is_none_or(|last| (0..file.meta.resolution.secs() as crate::time::Timestamp)
-                .contains(&(last.ts - file.meta.bucket_start(bucket)))),
+            last.is_none_or(
+                |last| (0..file.meta.resolution.secs() as crate::time::Timestamp)
+                    .contains(&(last.ts - file.meta.bucket_start(bucket)))
+            ),
             "a sample's time outside its bucket"
         );
-        file.record(index, bucket).add(value, last, writer, file.name(index));
+        file.record(index, bucket)
+            .add(value, last, writer, file.name(index));
     }
 
     /// [`WritableFile::add`] after reserving the cell's page, as a batch would, of a sample
@@ -1148,7 +1150,7 @@ impl WritableFile {
                 let total = observed.sum;
                 (
                     count,
-                        Some(Bucket {
+                    Some(Bucket {
                         count,
                         total,
                         min,

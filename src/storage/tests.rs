@@ -24,7 +24,8 @@ fn read_only_storage_yields_no_writable_file() {
             count: 1,
             total: 2.5,
             min: 2.5,
-            max: 2.5, last: None
+            max: 2.5,
+            last: None
         }
     );
     assert!(storage.writable_file(0, DAY_START, 0).is_none());
@@ -215,7 +216,8 @@ fn a_period_made_hot_again_right_after_its_compaction_keeps_its_file() {
             count: 2,
             total: 4.0,
             min: 1.5,
-            max: 2.5, last: None
+            max: 2.5,
+            last: None
         }
     );
 }
@@ -289,7 +291,8 @@ fn a_period_file_is_sparse_and_its_written_pages_are_known_again_at_open() {
     }
     let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
     let file = storage.file(0, DAY_START, 0).unwrap();
-    let written = super::format::cell_index(5, 3, SLOTS) / (super::format::PAGE_LEN / super::format::RECORD_SIZE);
+    let written = super::format::cell_index(5, 3, SLOTS)
+        / (super::format::PAGE_LEN / super::format::RECORD_SIZE);
     assert!(
         file.is_reserved(written),
         "the written page is known at open"

@@ -429,7 +429,7 @@ fn a_version_1_file_still_reads_bit_for_bit() {
     // Its slots decode as version 1 only: read as version 2 they are refused.
     let e = entry(&bytes, 1);
     let data = &bytes[e.offset as usize..(e.offset + u64::from(e.len)) as usize];
-    assert!(decode_slot(data, file.meta().buckets(), 2, true).is_err());
+    assert!(decode_slot(data, file.meta().buckets(), times(), 2, true).is_err());
 }
 
 #[test]
@@ -443,7 +443,7 @@ fn plain_singles_store_only_their_total() {
     assert_eq!(exceptions, [2, 7, 12, 17, 37]);
     // All but the exceptions, the count-2 bucket, the ghost and the empty one.
     assert_eq!(plain, 1440 - exceptions.len() - 3);
-    let data = encode_slot(slot, &vec![None; slot.len()]).unwrap();
+    let data = encode_slot(slot, &vec![None; slot.len()], times()).unwrap();
     let mut rest = &data[..];
     assert_eq!(take_list(&mut rest, 1440, "ghost").unwrap(), [47]);
     assert_eq!(take_list(&mut rest, 1440, "exception").unwrap(), exceptions);
@@ -451,9 +451,15 @@ fn plain_singles_store_only_their_total() {
     assert_eq!(counts.len(), 1440);
     let values: Vec<f64> = take_column(&mut rest, "value").unwrap();
     assert_eq!(values.len(), kept + 2 * (kept - plain));
-    assert!(rest.is_empty());
+    assert_eq!(
+        rest,
+        [LATEST_NONE],
+        "no latest sample known: the section's form alone"
+    );
     assert_bits_eq(
-        &decode_slot(&data, 1440, 3, true).unwrap().buckets,
+        &decode_slot(&data, 1440, times(), FORMAT_VERSION, true)
+            .unwrap()
+            .buckets,
         slot,
         "decoded",
     );
@@ -524,8 +530,8 @@ fn another_format_version_or_codec_is_refused_by_name() {
     let path = file.path().to_path_buf();
     assert_eq!(
         get_u32(&original, VERSION_OFFSET),
-        3,
-        "files are written as version 3"
+        4,
+        "files are written as version 4"
     );
     for version in [0, FORMAT_VERSION + 1, u32::MAX] {
         std::fs::write(&path, &original).unwrap();
@@ -851,7 +857,7 @@ fn histograms_round_trip_beside_their_buckets() {
         let e = entry(&bytes, slot);
         let data = &bytes[e.offset as usize..(e.offset + u64::from(e.len)) as usize];
         let buckets: Vec<Bucket> = slots[slot as usize].iter().map(|(b, _)| *b).collect();
-        let without = encode_slot(&buckets, &vec![None; buckets.len()]).unwrap();
+        let without = encode_slot(&buckets, &vec![None; buckets.len()], times()).unwrap();
         data[without.len()..].to_vec()
     };
     assert_eq!(section(0)[0], HISTOGRAMS_EVERY);
@@ -902,9 +908,9 @@ fn a_version_2_file_still_reads_bit_for_bit_without_histograms() {
     // Version 2 slot data has nothing after its columns: a byte more is refused.
     let e = entry(&bytes, 1);
     let mut data = bytes[e.offset as usize..(e.offset + u64::from(e.len)) as usize].to_vec();
-    assert!(decode_slot(&data, n, 2, false).is_ok());
+    assert!(decode_slot(&data, n, times(), 2, false).is_ok());
     data.push(HISTOGRAMS_EVERY);
-    assert!(decode_slot(&data, n, 2, false).is_err());
+    assert!(decode_slot(&data, n, times(), 2, false).is_err());
     damage_behind_valid_checksums(&file, 2);
 }
 
@@ -953,7 +959,7 @@ fn damage_to_the_histogram_section_refuses_that_slot_by_name() {
     let original = std::fs::read(file.path()).unwrap();
     let section_at = |slot: u32| {
         let buckets: Vec<Bucket> = slots[slot as usize].iter().map(|(b, _)| *b).collect();
-        encode_slot(&buckets, &vec![None; buckets.len()])
+        encode_slot(&buckets, &vec![None; buckets.len()], times())
             .unwrap()
             .len()
     };
@@ -1226,10 +1232,10 @@ fn distribution_buckets_compact_rehydrate_and_clear_exactly() {
     for slot in &before {
         let (buckets, histograms): (Vec<Bucket>, Vec<Option<Histogram>>) =
             slot.iter().cloned().unzip();
-        let without = encode_slot(&buckets, &vec![None; buckets.len()])
+        let without = encode_slot(&buckets, &vec![None; buckets.len()], times())
             .unwrap()
             .len();
-        sections += encode_slot(&buckets, &histograms).unwrap().len() - without;
+        sections += encode_slot(&buckets, &histograms, times()).unwrap().len() - without;
     }
     let filled = f64::from(SERIES * n);
     let head = (HEADER_LEN + SLOTS as usize * ENTRY_LEN) as u64;
@@ -1332,4 +1338,12 @@ fn histogram_columns_round_trip_every_shape() {
     let kept: Vec<usize> = (0..shapes.len()).collect();
     let found = take_histograms(&section, &kept, shapes.len()).unwrap();
     assert_eq!(found, shapes.into_iter().map(Some).collect::<Vec<_>>());
+}
+
+/// Bucket times for a slot's data encoded or decoded alone: minute buckets from 0.
+fn times() -> BucketTimes {
+    BucketTimes {
+        start: 0,
+        width: 60,
+    }
 }

@@ -56,7 +56,10 @@ fn load(cell: &BucketCell, writers: &Writers) -> (Bucket, Vec<Stuck>) {
         if let Some(bucket) = cell.record().try_load() {
             break bucket;
         }
-        if let Some(bucket) = cell.record().load_waiting(writers, CELL, &|s| stuck.lock().unwrap().push(s)) {
+        if let Some(bucket) = cell
+            .record()
+            .load_waiting(writers, CELL, &|s| stuck.lock().unwrap().push(s))
+        {
             break bucket;
         }
     };
