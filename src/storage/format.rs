@@ -141,7 +141,8 @@ pub struct CellLayout {
     /// Bytes of one bucket record: [`RECORD_SIZE`] (version 3, which keeps each bucket's
     /// last sample), or [`NARROW_RECORD_SIZE`] (versions 1 and 2).
     pub record: u32,
-    /// Bytes of one cell: a multiple of the record size, so the area maps as records do.
+    /// Bytes of one histogram cell: a multiple of [`HISTOGRAM_UNIT`], the unit the area
+    /// maps in.
     pub bytes: u32,
     /// Whether the 16 cells of a run (one slot's buckets of a block) are interleaved word
     /// by word, word `j` of the run's `b`-th cell being the run's word `16 j + b`
