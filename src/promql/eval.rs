@@ -18,7 +18,7 @@ use super::source::{BucketHistogram, Selected, Source};
 use super::tier;
 use super::value::{unique_over_range, unique_per_step, Answer, ResultValue, Series, Value};
 use super::windows::{RangeInput, RawNeed, StoredRead, WindowData};
-use super::{Query, QueryLimits, LOOKBACK_MS};
+use super::{instant, Query, QueryLimits, LOOKBACK_MS};
 use crate::histogram::EXPLICIT_BUCKETS_TAG;
 use crate::time::Timestamp;
 
@@ -332,7 +332,9 @@ impl<'a> Evaluator<'a> {
         let res_ms = spec.resolution.secs() as i64 * 1000;
         let lookback = LOOKBACK_MS.max(res_ms);
         let from = floor_secs(lo - lookback);
-        let to = ceil_secs(hi);
+        // Through the bucket holding the last time: a sample at or before it there is the
+        // answer ([`instant::exact_value`]).
+        let to = ceil_secs(hi) + 1;
         let first_ms = from.div_euclid(res_ms / 1000) * res_ms;
         // The latest of `len` buckets ending at or before t, within the lookback, that
         // `holds` data: index k ends at first + (k + 1) * res.
@@ -374,19 +376,24 @@ impl<'a> Evaluator<'a> {
         let buckets = self
             .source
             .buckets(&selected, choice.tier, from, to, &self.limits.budget)?;
-        if selected.iter().any(|s| s.counter) {
-            let names = kind_names(&selected, |s| s.counter);
-            self.warn(format!(
-                "{names}: a counter is stored as increases, so its instant value is the \
-                 increase within the bucket read, not the running total; use rate() or \
-                 increase() over a range"
-            ));
-        }
+        // The series some of whose values are not their latest sample's: a counter's are
+        // then the increase within the bucket read, a gauge's the bucket's average.
+        let (mut counters_inexact, mut gauges_inexact) = (Vec::new(), Vec::new());
         let mut out = Vec::with_capacity(selected.len());
         for (s, buckets) in selected.into_iter().zip(buckets) {
             self.check_deadline()?;
+            let series = instant::Buckets {
+                buckets: &buckets,
+                first_ms,
+                res_ms,
+            };
+            let mut inexact = false;
             let values = (times.iter())
                 .map(|&t| {
+                    if let Some(exact) = instant::exact_value(&series, t, LOOKBACK_MS) {
+                        return exact;
+                    }
+                    inexact = true;
                     let k = latest(t, buckets.len(), &|k| buckets[k].count > 0)?;
                     let b = &buckets[k];
                     Some(if s.counter {
@@ -396,10 +403,39 @@ impl<'a> Evaluator<'a> {
                     })
                 })
                 .collect();
+            if inexact {
+                let name = s.labels.get(super::labels::NAME).to_string();
+                match s.counter {
+                    true => counters_inexact.push(name),
+                    false => gauges_inexact.push(name),
+                }
+            }
             out.push(Series {
                 labels: s.labels,
                 values,
             });
+        }
+        let names = |mut names: Vec<String>| {
+            names.dedup();
+            names.truncate(3);
+            names.join(", ")
+        };
+        if !counters_inexact.is_empty() {
+            self.warn(format!(
+                "{}: a counter is stored as increases, and where its buckets do not keep \
+                 their latest sample (written before they kept it, or a delta counter's), its \
+                 instant value is the increase within the bucket read, not the running total; \
+                 use rate() or increase() over a range",
+                names(counters_inexact)
+            ));
+        }
+        if !gauges_inexact.is_empty() {
+            self.warn(format!(
+                "approximate: {}: where the buckets do not keep their latest sample (written \
+                 before they kept it, imported, or a bucket holding the time with several \
+                 samples), the instant value is the average of the last bucket with samples",
+                names(gauges_inexact)
+            ));
         }
         Ok(Value::Vector(out))
     }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::labels::{KeyFilter, MatcherSet};
 use super::source::{BucketHistogram, HistogramVisit, RawPoints, Selected, Source};
 use super::{evaluate, ErrorKind, Labels, Query, QueryLimits, ResultValue};
-use crate::bucket::Bucket;
+use crate::bucket::{Bucket, Last};
 use crate::config::TiersConfig;
 use crate::error::Result;
 use crate::histogram::Histogram;
@@ -73,7 +73,13 @@ impl Source for Memory {
                 for &(ts, v) in &self.series[s.id as usize].2 {
                     let k = (ts - first).div_euclid(res);
                     if (0..n as i64).contains(&k) {
-                        buckets[k as usize].add(v);
+                        // A gauge's buckets keep their latest sample, as the engine's do;
+                        // a counter's values here are its increases, its running total
+                        // unknown.
+                        match s.counter {
+                            true => buckets[k as usize].add(v),
+                            false => buckets[k as usize].add_at(v, Last { value: v, ts }),
+                        }
                     }
                 }
                 buckets
@@ -857,5 +863,56 @@ fn instant_answers_keep_the_order_of_evaluation() {
             (labels(&[("__name__", "gap"), ("i", "b")]), 20.0),
             (labels(&[("__name__", "gap"), ("i", "c")]), 30.0),
         ]
+    );
+}
+
+/// Issue #54 item 10: an instant selector answered the average of the last bucket ending at
+/// or before the time (over 1m data, 48 where Prometheus answers 50). Buckets keep their
+/// latest sample, so it answers Prometheus' value, the latest sample at or before the time
+/// within the lookback; where the buckets cannot say (a bucket holding the time with
+/// several samples, the latest after it), the average, with `approximate` in the warnings.
+#[test]
+fn an_instant_selector_answers_the_latest_sample() {
+    // `m` one sample a minute, on the minute, valued its minute; `p` in even minutes 10 at
+    // 17 s and 50 at 47 s, in odd minutes 7 at 17 s.
+    let start = NOW - 3600;
+    let m = (0..60).map(|i| (start + 60 * i, i as f64)).collect();
+    let p = (0..60)
+        .flat_map(|i| match i % 2 {
+            0 => vec![(start + 60 * i + 17, 10.0), (start + 60 * i + 47, 50.0)],
+            _ => vec![(start + 60 * i + 17, 7.0)],
+        })
+        .collect();
+    let source = Memory {
+        tiers: TiersConfig::default(),
+        series: vec![
+            (SeriesKey::parse("m").unwrap(), false, m),
+            (SeriesKey::parse("p").unwrap(), false, p),
+        ],
+        raw: false,
+        distributions: Vec::new(),
+    };
+    for minute in [5, 10, 50] {
+        let (value, warnings) = instant(&source, "m", start + 60 * minute).unwrap();
+        assert_eq!(value, minute as f64, "the sample at the time itself");
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let (value, warnings) = instant(&source, "m", start + 60 * minute + 59).unwrap();
+        assert_eq!(value, minute as f64);
+        assert!(warnings.is_empty(), "{warnings:?}");
+    }
+    // The end of an even minute: its latest sample (50 at 47 s), not its average (30); the
+    // odd minute holding the time has one sample, after it.
+    let (value, warnings) = instant(&source, "p", start + 60 * 11).unwrap();
+    assert_eq!(value, 50.0);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let (value, _) = instant(&source, "p", start + 60 * 11 + 20).unwrap();
+    assert_eq!(value, 7.0, "the odd minute's sample, at or before the time");
+    // The end of an odd minute: the even minute holding the time has two samples, the
+    // latest after it: either may be at the time. Today's average, said to be approximate.
+    let (value, warnings) = instant(&source, "p", start + 60 * 12).unwrap();
+    assert_eq!(value, 7.0);
+    assert!(
+        warnings.iter().any(|w| w.starts_with("approximate: p:")),
+        "{warnings:?}"
     );
 }
