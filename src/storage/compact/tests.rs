@@ -542,7 +542,7 @@ fn another_format_version_or_codec_is_refused_by_name() {
         assert_refused(
             read(&file, 0, 0..1440),
             &path,
-            &format!("compacted format version {version}, this build reads versions 1 to 3"),
+            &format!("compacted format version {version}, this build reads versions 1 to 4"),
         );
         assert_refused(
             file.for_each_slot(&mut |_, _, _| {}),
