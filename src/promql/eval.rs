@@ -5,7 +5,9 @@
 //!
 //! An instant selector at time `t` answers the latest bucket that ends at or before `t` and
 //! within the lookback (5 minutes, or one bucket when buckets are wider): its average for a
-//! gauge, its increase (flagged) for a counter, whose running total is not stored.
+//! gauge (flagged `approximate` unless it is Prometheus' latest sample: see
+//! `instant_selector`), its increase (flagged) for a counter, whose running total is not
+//! stored.
 
 use std::time::Instant;
 
@@ -332,7 +334,9 @@ impl<'a> Evaluator<'a> {
         let res_ms = spec.resolution.secs() as i64 * 1000;
         let lookback = LOOKBACK_MS.max(res_ms);
         let from = floor_secs(lo - lookback);
-        let to = ceil_secs(hi);
+        // Up to the end of the bucket holding the last time: whether samples follow the
+        // bucket answered, up to the time, decides whether the answer is exact.
+        let to = ceil_secs(hi) + res_ms / 1000;
         let first_ms = from.div_euclid(res_ms / 1000) * res_ms;
         // The latest of `len` buckets ending at or before t, within the lookback, that
         // `holds` data: index k ends at first + (k + 1) * res.
@@ -382,25 +386,45 @@ impl<'a> Evaluator<'a> {
                  increase() over a range"
             ));
         }
-        let mut out = Vec::with_capacity(selected.len());
-        for (s, buckets) in selected.into_iter().zip(buckets) {
+        // A gauge's answer is Prometheus' (the latest sample within the lookback) only when
+        // the bucket read holds one sample, wholly within the lookback, and no sample
+        // follows it up to the time: a bucket keeps no sample times.
+        let mut approximate = vec![false; selected.len()];
+        let mut rows = Vec::with_capacity(selected.len());
+        for ((s, buckets), approximate) in selected.iter().zip(&buckets).zip(&mut approximate) {
             self.check_deadline()?;
             let values = (times.iter())
                 .map(|&t| {
                     let k = latest(t, buckets.len(), &|k| buckets[k].count > 0)?;
                     let b = &buckets[k];
-                    Some(if s.counter {
-                        b.total
-                    } else {
-                        b.total / b.count as f64
-                    })
+                    if s.counter {
+                        return Some(b.total);
+                    }
+                    let holding_t = (t - first_ms).div_euclid(res_ms) as usize;
+                    *approximate |= b.count > 1
+                        || first_ms + k as i64 * res_ms < t - LOOKBACK_MS
+                        || buckets.get(holding_t).is_some_and(|b| b.count > 0);
+                    Some(b.total / b.count as f64)
                 })
-                .collect();
-            out.push(Series {
+                .collect::<Vec<_>>();
+            rows.push(values);
+        }
+        if approximate.iter().any(|&a| a) {
+            let mut flags = approximate.iter();
+            let names = kind_names(&selected, |_| *flags.next().unwrap_or(&false));
+            self.warn(format!(
+                "approximate: {names}: an instant value is the average of the latest bucket \
+                 ending by the time, not the latest sample (a bucket keeps no sample times): \
+                 exact only where that bucket holds one sample and none follows it up to the \
+                 time"
+            ));
+        }
+        let out = (selected.into_iter().zip(rows))
+            .map(|(s, values)| Series {
                 labels: s.labels,
                 values,
-            });
-        }
+            })
+            .collect();
         Ok(Value::Vector(out))
     }
 
@@ -575,7 +599,10 @@ pub(crate) fn strip_parens(expr: &Expr) -> &Expr {
 }
 
 /// The names of the series among `selected` that are `of_kind`, for a warning.
-pub(crate) fn kind_names(selected: &[Selected], of_kind: impl Fn(&Selected) -> bool) -> String {
+pub(crate) fn kind_names(
+    selected: &[Selected],
+    mut of_kind: impl FnMut(&Selected) -> bool,
+) -> String {
     let mut names: Vec<&str> = (selected.iter())
         .filter(|s| of_kind(s))
         .map(|s| s.labels.get(super::labels::NAME))

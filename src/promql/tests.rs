@@ -859,3 +859,39 @@ fn instant_answers_keep_the_order_of_evaluation() {
         ]
     );
 }
+
+/// An instant selector of a gauge answers its latest bucket's average. That is Prometheus'
+/// latest sample only where the bucket holds one sample and none follows it up to the
+/// time; every other answer says `approximate` (issue 54 item 10).
+#[test]
+fn an_instant_gauge_is_exact_only_where_its_bucket_is_the_latest_sample() {
+    // One sample at 30 s into each of the minutes before NOW - 600, then nothing.
+    let sparse: RawPoints = (1..=30)
+        .map(|m| (NOW - 600 - 60 * m + 30, m as f64))
+        .collect();
+    let source = Memory {
+        tiers: TiersConfig::default(),
+        series: vec![(SeriesKey::parse("one{host=a}").unwrap(), false, sparse)],
+        raw: false,
+        distributions: Vec::new(),
+    };
+    // After the last sample: it is the latest within the lookback.
+    let (value, warnings) = instant(&source, "one", NOW - 540).unwrap();
+    assert_eq!((value, warnings.len()), (1.0, 0), "{warnings:?}");
+    // Between two samples, a minute's end, with the next bucket's sample after the time:
+    // right (the sample at :30 of the minute before), but the bucket after holds a sample
+    // that could have come by the time, so it is flagged.
+    let (value, warnings) = instant(&source, "one", NOW - 600 - 60 * 5).unwrap();
+    assert_eq!(value, 6.0);
+    assert!(
+        warnings[0].starts_with("approximate: one: an instant value"),
+        "{warnings:?}"
+    );
+    // Three samples a bucket (1, 5, 3): the average is nobody's latest sample.
+    let (value, warnings) = instant(&memory(false), "g", NOW - 600).unwrap();
+    assert_eq!(value, 3.0);
+    assert!(
+        warnings[0].starts_with("approximate: g: an instant value"),
+        "{warnings:?}"
+    );
+}
