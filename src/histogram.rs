@@ -512,8 +512,9 @@ enum Event {
 }
 
 /// Reads one encoding (see [`Histogram::encode`]) from the start of `bytes`, handing `on` its
-/// head, then each bucket; returns the bytes it took. The one decoder: a
-/// [`Histogram`] and an [`Accumulator`] are both built through it.
+/// head, then each bucket; returns the bytes it took. The one general decoder: a
+/// [`Histogram`] and an [`Accumulator`] are both built through it (an accumulator reads the
+/// one shape [`OneBucket`] knows by itself, and what it reads is checked against this).
 fn visit(bytes: &[u8], mut on: impl FnMut(Event)) -> Result<usize, DecodeError> {
     let mut at = 0usize;
     let flags = *bytes.get(at).ok_or(DecodeError::Truncated(at))?;
