@@ -202,6 +202,16 @@ impl<'a> Evaluator<'a> {
                 .filter(|(_, p)| !p.is_empty())
                 .collect();
             out.sort_by(|a, b| a.0.cmp(&b.0));
+            if let (Expr::MatrixSelector(m), WindowData::Buckets { .. }, false) =
+                (strip_parens(expr), &input.data, out.is_empty())
+            {
+                self.warn(format!(
+                    "approximate: {}[...] is read from buckets: a point per bucket with \
+                     samples, stamped at the bucket's start, holding its average (a counter's \
+                     increase), not each sample at its time",
+                    m.vs
+                ));
+            }
             return Ok(ResultValue::Matrix(out));
         }
         Ok(match self.eval(expr, &grid)? {

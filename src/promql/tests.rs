@@ -895,3 +895,31 @@ fn an_instant_gauge_is_exact_only_where_its_bucket_is_the_latest_sample() {
         "{warnings:?}"
     );
 }
+
+/// A range vector asked for itself is read from buckets: a point a bucket at its start, its
+/// average, where Prometheus answers each sample at its time. Said (issue 54 item 9).
+#[test]
+fn a_range_vector_from_buckets_says_it_is_not_the_samples() {
+    let query = Query {
+        text: "g[3m]".into(),
+        start_ms: (NOW - 600) * 1000,
+        end_ms: (NOW - 600) * 1000,
+        step_ms: None,
+    };
+    let answer = evaluate(&memory(false), &query, &limits()).unwrap();
+    let ResultValue::Matrix(series) = &answer.result else {
+        panic!("{:?}", answer.result);
+    };
+    // Buckets of the three minutes before (and the one starting at the time), each the
+    // average of 1, 5 and 3 at its start.
+    let points = &series[0].1;
+    assert!(
+        points.iter().all(|&(ts, v)| ts % 60_000 == 0 && v == 3.0),
+        "{points:?}"
+    );
+    assert!(
+        answer.warnings[0].starts_with("approximate: g[...] is read from buckets"),
+        "{:?}",
+        answer.warnings
+    );
+}
