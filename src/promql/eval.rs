@@ -173,6 +173,20 @@ impl<'a> Evaluator<'a> {
         Ok(())
     }
 
+    /// Warns that `expr`, a range selector answered for itself, was read from buckets: a
+    /// point per bucket, not Prometheus' samples at their times (issue 54 item 9).
+    fn warn_of_range_from_buckets(&mut self, expr: &Expr) {
+        if let Expr::MatrixSelector(m) = strip_parens(expr) {
+            self.warn(format!(
+                "approximate: {}[...] is read from buckets: a point per bucket with samples, \
+                 stamped at the bucket's start, holding what the bucket keeps (a gauge's \
+                 average, a counter's increase, a distribution's histogram), not each sample \
+                 at its time",
+                m.vs
+            ));
+        }
+    }
+
     /// The instant query's answer at `time`: a vector, scalar, string or (for a range
     /// vector) matrix.
     fn instant_answer(&mut self, expr: &Expr, time: i64) -> Result<ResultValue, QueryError> {
@@ -194,6 +208,9 @@ impl<'a> Evaluator<'a> {
         if let Some(input) = range {
             if input.histograms {
                 let read = super::histograms::points_in_window(input, self.source, self.budget())?;
+                if !read.is_empty() {
+                    self.warn_of_range_from_buckets(expr);
+                }
                 return Ok(ResultValue::HistogramMatrix(read));
             }
             let input = input.read(self.source, &self.limits.budget)?;
@@ -202,15 +219,8 @@ impl<'a> Evaluator<'a> {
                 .filter(|(_, p)| !p.is_empty())
                 .collect();
             out.sort_by(|a, b| a.0.cmp(&b.0));
-            if let (Expr::MatrixSelector(m), WindowData::Buckets { .. }, false) =
-                (strip_parens(expr), &input.data, out.is_empty())
-            {
-                self.warn(format!(
-                    "approximate: {}[...] is read from buckets: a point per bucket with \
-                     samples, stamped at the bucket's start, holding its average (a counter's \
-                     increase), not each sample at its time",
-                    m.vs
-                ));
+            if matches!(input.data, WindowData::Buckets { .. }) && !out.is_empty() {
+                self.warn_of_range_from_buckets(expr);
             }
             return Ok(ResultValue::Matrix(out));
         }

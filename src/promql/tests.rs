@@ -682,6 +682,10 @@ fn histograms_are_answered_in_prometheus_fields_and_refused_where_not_evaluated(
     let starts: Vec<i64> = series[0].1.iter().map(|p| p.0 / 1000).collect();
     assert_eq!(starts, vec![at - 300, at - 240, at - 180]);
     assert!(series[0].1.iter().all(|(_, h)| h.count == 12.0));
+    assert!(
+        window.warnings[0].starts_with("approximate: latency[...] is read from buckets"),
+        "{window:?}"
+    );
     // A selector of both kinds answers the floats and names the distributions it left out.
     let mixed = answer(r#"{host="a"}"#, None).unwrap();
     let ResultValue::Vector(floats) = &mixed.result else {
