@@ -486,11 +486,8 @@ pub struct DistributionResult {
 impl DistributionResult {
     /// The quantile points as CSV: `ts,value` rows for one series, `group,ts,value` for an
     /// aggregate (as [`crate::read::aggregate::AggregateResult::csv`] writes them); `None`
-    /// for `hist`, whose histograms have no CSV columns.
+    /// for `hist`, whose groups hold histograms, not points, and have no CSV columns.
     pub fn csv(&self) -> Option<String> {
-        if self.display == "hist" {
-            return None;
-        }
         let mut groups = Vec::with_capacity(self.groups.len());
         for group in &self.groups {
             groups.push((&group.tags, group.points.as_deref()?));
