@@ -412,3 +412,95 @@ proptest! {
         prop_assert_eq!(first.to_histogram(), merged);
     }
 }
+
+/// What [`visit`] reads of `bytes` when that is one positive bucket: `(scale, zero count,
+/// index, count)`; `None` for any other encoding, or damage.
+fn visited_one_bucket(bytes: &[u8]) -> Option<(i8, u64, i32, u64)> {
+    let mut head = None;
+    let mut buckets = Vec::new();
+    visit(bytes, |event| match event {
+        Event::Head(h) => head = Some(h),
+        Event::Bucket(negative, index, count) => buckets.push((negative, index, count)),
+    })
+    .ok()?;
+    let head = head?;
+    match buckets[..] {
+        [(false, index, count)] if head.zero_threshold == 0.0 => {
+            Some((head.scale, head.zero_count, index, count))
+        }
+        _ => None,
+    }
+}
+
+proptest! {
+    /// The one-bucket shortcut reads what the general decoder reads, or leaves the bytes to
+    /// it: over encodings of one bucket at every scale, index and small count, and over
+    /// arbitrary bytes.
+    #[test]
+    fn the_one_bucket_shortcut_reads_as_the_decoder_does(
+        scale in MIN_SCALE..=MAX_SCALE,
+        index in -20_000i32..20_000,
+        count in 1u64..300,
+        zero_count in 0u64..300,
+        noise in proptest::collection::vec(any::<u8>(), 0..12),
+    ) {
+        let h = Histogram::from_parts(scale, 0.0, zero_count, [(index, count)], []);
+        // The shortcut's fixed head before arbitrary bytes, and arbitrary bytes alone.
+        let mut shaped = vec![0, scale as u8, (zero_count % 0x90) as u8, 1];
+        shaped.extend(noise.iter().take(5));
+        let mut encodings = vec![shaped, noise];
+        if let Some(h) = h {
+            let mut bytes = Vec::new();
+            h.encode(&mut bytes);
+            encodings.push(bytes);
+        }
+        for bytes in encodings {
+            if let Some(one) = OneBucket::of(&bytes) {
+                prop_assert_eq!(
+                    Some((one.scale, one.zero_count, one.index, one.count)),
+                    visited_one_bucket(&bytes),
+                    "{:?}", bytes
+                );
+            }
+        }
+    }
+}
+
+/// The shortcut takes what one sample leaves, at the default scale, and a read's accumulator
+/// sums such cells as the decoder would.
+#[test]
+fn one_sample_encodings_take_the_one_bucket_shortcut() {
+    let mut decoded = Histogram::default();
+    let mut acc = Accumulator::default();
+    for v in latencies(21, 200) {
+        let mut one = Histogram::default();
+        one.record(v);
+        let mut bytes = Vec::new();
+        one.encode(&mut bytes);
+        assert!(OneBucket::of(&bytes).is_some(), "{v}: {bytes:?}");
+        decoded.merge(&Histogram::decode(&bytes).expect("decodes").0);
+        acc.add_encoded(&bytes).expect("decodes");
+    }
+    assert_eq!(acc.to_histogram(), decoded);
+}
+
+/// A cleared accumulator sums as a new one does, whatever it held (another scale, values
+/// far from the new ones, so its lists move rather than grow).
+#[test]
+fn a_cleared_accumulator_sums_as_a_new_one() {
+    let mut reused = Accumulator::default();
+    for (seed, scale, shift) in [(31, 6, 1.0), (32, 3, 1e-9), (33, 8, 1e12), (34, 6, -1.0)] {
+        let mut h = Histogram::new(scale);
+        latencies(seed, 300)
+            .iter()
+            .for_each(|&v| h.record(v * shift));
+        h.record(0.0);
+        let mut fresh = Accumulator::default();
+        fresh.add(&h);
+        reused.clear();
+        assert!(reused.is_empty());
+        reused.add(&h);
+        assert_eq!(reused.to_histogram(), fresh.to_histogram(), "seed {seed}");
+        assert_eq!(reused.to_histogram(), h, "seed {seed}");
+    }
+}

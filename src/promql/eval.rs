@@ -5,7 +5,9 @@
 //!
 //! An instant selector at time `t` answers the latest bucket that ends at or before `t` and
 //! within the lookback (5 minutes, or one bucket when buckets are wider): its average for a
-//! gauge, its increase (flagged) for a counter, whose running total is not stored.
+//! gauge (flagged `approximate` unless it is Prometheus' latest sample: see
+//! `instant_selector`), its increase (flagged) for a counter, whose running total is not
+//! stored.
 
 use std::time::Instant;
 
@@ -171,6 +173,20 @@ impl<'a> Evaluator<'a> {
         Ok(())
     }
 
+    /// Warns that `expr`, a range selector answered for itself, was read from buckets: a
+    /// point per bucket, not Prometheus' samples at their times (issue 54 item 9).
+    fn warn_of_range_from_buckets(&mut self, expr: &Expr) {
+        if let Expr::MatrixSelector(m) = strip_parens(expr) {
+            self.warn(format!(
+                "approximate: {}[...] is read from buckets: a point per bucket with samples, \
+                 stamped at the bucket's start, holding what the bucket keeps (a gauge's \
+                 average, a counter's increase, a distribution's histogram), not each sample \
+                 at its time",
+                m.vs
+            ));
+        }
+    }
+
     /// The instant query's answer at `time`: a vector, scalar, string or (for a range
     /// vector) matrix.
     fn instant_answer(&mut self, expr: &Expr, time: i64) -> Result<ResultValue, QueryError> {
@@ -192,6 +208,9 @@ impl<'a> Evaluator<'a> {
         if let Some(input) = range {
             if input.histograms {
                 let read = super::histograms::points_in_window(input, self.source, self.budget())?;
+                if !read.is_empty() {
+                    self.warn_of_range_from_buckets(expr);
+                }
                 return Ok(ResultValue::HistogramMatrix(read));
             }
             let input = input.read(self.source, &self.limits.budget)?;
@@ -200,6 +219,9 @@ impl<'a> Evaluator<'a> {
                 .filter(|(_, p)| !p.is_empty())
                 .collect();
             out.sort_by(|a, b| a.0.cmp(&b.0));
+            if matches!(input.data, WindowData::Buckets { .. }) && !out.is_empty() {
+                self.warn_of_range_from_buckets(expr);
+            }
             return Ok(ResultValue::Matrix(out));
         }
         Ok(match self.eval(expr, &grid)? {
@@ -332,9 +354,10 @@ impl<'a> Evaluator<'a> {
         let res_ms = spec.resolution.secs() as i64 * 1000;
         let lookback = LOOKBACK_MS.max(res_ms);
         let from = floor_secs(lo - lookback);
-        // Through the bucket holding the last time: a sample at or before it there is the
-        // answer ([`instant::exact_value`]).
-        let to = ceil_secs(hi) + 1;
+        // Up to the end of the bucket holding the last time: a sample at or before it there
+        // is the answer ([`instant::exact_value`]), and where the buckets cannot say, whether
+        // samples follow the bucket answered decides whether the average is exact.
+        let to = ceil_secs(hi) + res_ms / 1000;
         let first_ms = from.div_euclid(res_ms / 1000) * res_ms;
         // The latest of `len` buckets ending at or before t, within the lookback, that
         // `holds` data: index k ends at first + (k + 1) * res.
@@ -376,67 +399,70 @@ impl<'a> Evaluator<'a> {
         let buckets = self
             .source
             .buckets(&selected, choice.tier, from, to, &self.limits.budget)?;
-        // The series some of whose values are not their latest sample's: a counter's are
-        // then the increase within the bucket read, a gauge's the bucket's average.
-        let (mut counters_inexact, mut gauges_inexact) = (Vec::new(), Vec::new());
-        let mut out = Vec::with_capacity(selected.len());
-        for (s, buckets) in selected.into_iter().zip(buckets) {
+        // A counter's value where its buckets do not keep their latest sample is the increase
+        // within the bucket read; a gauge's the bucket's average, Prometheus' answer only when
+        // that bucket holds one sample, wholly within the lookback, and none follows it up
+        // to the time.
+        let mut counter_increase = vec![false; selected.len()];
+        let mut approximate = vec![false; selected.len()];
+        let mut rows = Vec::with_capacity(selected.len());
+        for (((s, buckets), increase), approximate) in (selected.iter().zip(&buckets))
+            .zip(&mut counter_increase)
+            .zip(&mut approximate)
+        {
             self.check_deadline()?;
             let series = instant::Buckets {
-                buckets: &buckets,
+                buckets,
                 first_ms,
                 res_ms,
             };
-            let mut inexact = false;
             let values = (times.iter())
                 .map(|&t| {
                     if let Some(exact) = instant::exact_value(&series, t, LOOKBACK_MS) {
                         return exact;
                     }
-                    inexact = true;
                     let k = latest(t, buckets.len(), &|k| buckets[k].count > 0)?;
                     let b = &buckets[k];
-                    Some(if s.counter {
-                        b.total
-                    } else {
-                        b.total / b.count as f64
-                    })
+                    if s.counter {
+                        *increase = true;
+                        return Some(b.total);
+                    }
+                    let holding_t = (t - first_ms).div_euclid(res_ms) as usize;
+                    *approximate |= b.count > 1
+                        || first_ms + k as i64 * res_ms < t - LOOKBACK_MS
+                        || buckets.get(holding_t).is_some_and(|b| b.count > 0);
+                    Some(b.total / b.count as f64)
                 })
-                .collect();
-            if inexact {
-                let name = s.labels.get(super::labels::NAME).to_string();
-                match s.counter {
-                    true => counters_inexact.push(name),
-                    false => gauges_inexact.push(name),
-                }
-            }
-            out.push(Series {
+                .collect::<Vec<_>>();
+            rows.push(values);
+        }
+        if counter_increase.iter().any(|&a| a) {
+            let mut flags = counter_increase.iter();
+            let names = kind_names(&selected, |_| *flags.next().unwrap_or(&false));
+            self.warn(format!(
+                "{names}: a counter is stored as increases, and where its buckets do not keep \
+                 their latest sample (written before they kept it, imported, or a delta \
+                 counter's), its instant value is the increase within the bucket read, not the \
+                 running total; use rate() or increase() over a range"
+            ));
+        }
+        if approximate.iter().any(|&a| a) {
+            let mut flags = approximate.iter();
+            let names = kind_names(&selected, |_| *flags.next().unwrap_or(&false));
+            self.warn(format!(
+                "approximate: {names}: where the buckets do not keep their latest sample \
+                 (written before they kept it, imported, or a bucket holding the time with \
+                 several samples), an instant value is the average of the latest bucket \
+                 ending by the time: exact only where that bucket holds one sample and none \
+                 follows it up to the time"
+            ));
+        }
+        let out = (selected.into_iter().zip(rows))
+            .map(|(s, values)| Series {
                 labels: s.labels,
                 values,
-            });
-        }
-        let names = |mut names: Vec<String>| {
-            names.dedup();
-            names.truncate(3);
-            names.join(", ")
-        };
-        if !counters_inexact.is_empty() {
-            self.warn(format!(
-                "{}: a counter is stored as increases, and where its buckets do not keep \
-                 their latest sample (written before they kept it, or a delta counter's), its \
-                 instant value is the increase within the bucket read, not the running total; \
-                 use rate() or increase() over a range",
-                names(counters_inexact)
-            ));
-        }
-        if !gauges_inexact.is_empty() {
-            self.warn(format!(
-                "approximate: {}: where the buckets do not keep their latest sample (written \
-                 before they kept it, imported, or a bucket holding the time with several \
-                 samples), the instant value is the average of the last bucket with samples",
-                names(gauges_inexact)
-            ));
-        }
+            })
+            .collect();
         Ok(Value::Vector(out))
     }
 
@@ -611,7 +637,10 @@ pub(crate) fn strip_parens(expr: &Expr) -> &Expr {
 }
 
 /// The names of the series among `selected` that are `of_kind`, for a warning.
-pub(crate) fn kind_names(selected: &[Selected], of_kind: impl Fn(&Selected) -> bool) -> String {
+pub(crate) fn kind_names(
+    selected: &[Selected],
+    mut of_kind: impl FnMut(&Selected) -> bool,
+) -> String {
     let mut names: Vec<&str> = (selected.iter())
         .filter(|s| of_kind(s))
         .map(|s| s.labels.get(super::labels::NAME))

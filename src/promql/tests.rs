@@ -688,6 +688,10 @@ fn histograms_are_answered_in_prometheus_fields_and_refused_where_not_evaluated(
     let starts: Vec<i64> = series[0].1.iter().map(|p| p.0 / 1000).collect();
     assert_eq!(starts, vec![at - 300, at - 240, at - 180]);
     assert!(series[0].1.iter().all(|(_, h)| h.count == 12.0));
+    assert!(
+        window.warnings[0].starts_with("approximate: latency[...] is read from buckets"),
+        "{window:?}"
+    );
     // A selector of both kinds answers the floats and names the distributions it left out.
     let mixed = answer(r#"{host="a"}"#, None).unwrap();
     let ResultValue::Vector(floats) = &mixed.result else {
@@ -914,5 +918,33 @@ fn an_instant_selector_answers_the_latest_sample() {
     assert!(
         warnings.iter().any(|w| w.starts_with("approximate: p:")),
         "{warnings:?}"
+    );
+}
+
+/// A range vector asked for itself is read from buckets: a point a bucket at its start, its
+/// average, where Prometheus answers each sample at its time. Said (issue 54 item 9).
+#[test]
+fn a_range_vector_from_buckets_says_it_is_not_the_samples() {
+    let query = Query {
+        text: "g[3m]".into(),
+        start_ms: (NOW - 600) * 1000,
+        end_ms: (NOW - 600) * 1000,
+        step_ms: None,
+    };
+    let answer = evaluate(&memory(false), &query, &limits()).unwrap();
+    let ResultValue::Matrix(series) = &answer.result else {
+        panic!("{:?}", answer.result);
+    };
+    // Buckets of the three minutes before (and the one starting at the time), each the
+    // average of 1, 5 and 3 at its start.
+    let points = &series[0].1;
+    assert!(
+        points.iter().all(|&(ts, v)| ts % 60_000 == 0 && v == 3.0),
+        "{points:?}"
+    );
+    assert!(
+        answer.warnings[0].starts_with("approximate: g[...] is read from buckets"),
+        "{:?}",
+        answer.warnings
     );
 }

@@ -148,6 +148,13 @@ impl Default for PointSum {
 }
 
 impl PointSum {
+    /// Back to empty, keeping the histograms' room.
+    fn clear(&mut self) {
+        self.bucket = Bucket::EMPTY;
+        self.histograms.clear();
+        self.damaged = false;
+    }
+
     fn merge(&mut self, other: &PointSum) {
         self.bucket.merge(&other.bucket);
         self.histograms.merge(&other.histograms);
@@ -230,16 +237,22 @@ fn fold_members(
     if tiles.len() > 1 {
         let runs: Vec<(&[Member], &HeldFiles)> =
             runs.iter().map(|(run, held)| (*run, held)).collect();
+        // Each worker keeps its sums from tile to tile, cleared: their dense lists are
+        // allocated once, not per point.
         let mut folded = tiles
             .par_iter()
-            .map_init(CellBuffer::default, |buffer, tile| {
-                let n = tile.len();
-                let mut sums = vec![PointSum::default(); groups * n];
-                fold_tile(grid, tile, &runs, &mut sums, buffer)?;
-                Ok((sums.iter().enumerate())
-                    .map(|(k, sum)| sum.finish(grid.start_of(tile.start + k % n)))
-                    .collect::<Vec<_>>())
-            })
+            .map_init(
+                || (Box::<CellBuffer>::default(), Vec::new()),
+                |(buffer, sums), tile| {
+                    let n = tile.len();
+                    sums.iter_mut().for_each(PointSum::clear);
+                    sums.resize_with(groups * n, PointSum::default);
+                    fold_tile(grid, tile, &runs, sums, buffer)?;
+                    Ok((sums.iter().enumerate())
+                        .map(|(k, sum)| sum.finish(grid.start_of(tile.start + k % n)))
+                        .collect::<Vec<_>>())
+                },
+            )
             .collect::<Result<Vec<_>>>()?;
         // Each tile's points are group after group: the first `n` left are the next group's.
         let mut rows = Vec::with_capacity(groups * points);
@@ -473,11 +486,8 @@ pub struct DistributionResult {
 impl DistributionResult {
     /// The quantile points as CSV: `ts,value` rows for one series, `group,ts,value` for an
     /// aggregate (as [`crate::read::aggregate::AggregateResult::csv`] writes them); `None`
-    /// for `hist`, whose histograms have no CSV columns.
+    /// for `hist`, whose groups hold histograms, not points, and have no CSV columns.
     pub fn csv(&self) -> Option<String> {
-        if self.display == "hist" {
-            return None;
-        }
         let mut groups = Vec::with_capacity(self.groups.len());
         for group in &self.groups {
             groups.push((&group.tags, group.points.as_deref()?));

@@ -930,6 +930,11 @@ async fn distribution(
     whole_range: bool,
 ) -> Result<Response, ApiError> {
     let format = response_format(params)?;
+    if (format, shown) == (Format::Csv, Shown::Histogram) {
+        return Err(ApiError::BadRequest(
+            "format: csv has no columns for display=hist (a histogram a point); use json".into(),
+        ));
+    }
     let read_params = read_params(state, params)?;
     let query = DistributionQuery {
         target,
@@ -948,15 +953,8 @@ async fn distribution(
         .distribution(query, Arc::clone(&budget), options)
         .await;
     let result = render_api::over_budget(state, &budget, result)?;
-    let csv = match format {
-        Format::Json => None,
-        Format::Csv => Some(result.csv().ok_or_else(|| {
-            ApiError::BadRequest(
-                "format: csv has no columns for display=hist (a histogram a point); use json"
-                    .into(),
-            )
-        })?),
-    };
+    // (A quantile's points always have CSV: `hist` was refused above.)
+    let csv = (format == Format::Csv).then(|| result.csv()).flatten();
     // A single series answers as a bucket display's query does: its points beside it.
     Ok(match result.into_series() {
         Ok(series) => answer(&report, csv, series),

@@ -157,8 +157,7 @@ fn aggregate_endpoint_groups_and_folds_series() {
         {"series": "req", "tags": {"host": "c", "dc": "us"}, "ts": minute, "value": 4.0},
         {"series": "req", "tags": {"host": "c", "dc": "us"}, "ts": minute + 1, "value": 8.0},
     ]);
-    let (status, text) = server.request("POST", "/api/v1/write", &[], body.to_string().as_bytes());
-    assert_eq!(status, 204, "{text}");
+    server.write_points(&body);
     let window = format!("tier=1m&from={minute}&to={}", minute + 60);
     let by_dc = server.json(&format!(
         "/api/v1/aggregate?match=req&agg=sum&group_by=dc&display=total&{window}"
@@ -210,8 +209,7 @@ fn writes_declare_counters() {
         {"series": "net.bytes", "ts": minute + 30, "value": 1600.0, "kind": "counter"},
         {"series": "net.bytes", "ts": minute + 60, "value": 2200.0},
     ]);
-    let (status, text) = server.request("POST", "/api/v1/write", &[], body.to_string().as_bytes());
-    assert_eq!(status, 204, "{text}");
+    server.write_points(&body);
     // Influx: for the whole request.
     let lines = format!(
         "if,host=a rx=10i {}\nif,host=a rx=40i {}\n",
@@ -545,8 +543,7 @@ fn aggregates_answer_csv_and_an_unknown_format_is_refused() {
         {"series": "fmt.load{dc=us}", "ts": minute, "value": 2.0},
         {"series": "fmt.load{dc=us}", "ts": minute + 60, "value": 4.0},
     ]);
-    let (status, text) = server.request("POST", "/api/v1/write", &[], body.to_string().as_bytes());
-    assert_eq!(status, 204, "{text}");
+    server.write_points(&body);
     let aggregate = format!(
         "/api/v1/aggregate?match=fmt.load&group_by=dc&agg=sum&tier=1m&from={minute}&to={}",
         minute + 120
@@ -605,8 +602,7 @@ fn an_overflowed_sum_reads_as_infinity_on_every_read_path() {
         {"series": "ovf_neg", "ts": minute, "value": -1e308},
         {"series": "ovf_neg", "ts": minute + 10, "value": -1e308},
     ]);
-    let (status, text) = server.request("POST", "/api/v1/write", &[], body.to_string().as_bytes());
-    assert_eq!(status, 204, "{text}");
+    server.write_points(&body);
     let window = format!("tier=1m&from={minute}&to={}", minute + 60);
 
     // The native query: JSON and CSV; an empty bucket stays null.

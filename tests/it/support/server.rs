@@ -123,6 +123,13 @@ impl TestServer {
         http::request(self.http, method, path, headers, body)
     }
 
+    /// `POST /api/v1/write` of `points` (JSON), which must answer 204.
+    pub(crate) fn write_points(&self, points: &serde_json::Value) {
+        let (status, text) =
+            self.request("POST", "/api/v1/write", &[], points.to_string().as_bytes());
+        assert_eq!(status, 204, "{text}");
+    }
+
     /// `GET path`.
     pub(crate) fn get(&self, path: &str) -> (u16, String) {
         self.request("GET", path, &[], b"")
