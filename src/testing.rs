@@ -9,7 +9,7 @@ pub mod storage {
     pub mod format {
         pub use crate::storage::format::{
             cell_index, file_name, parse_file_name, CellLayout, PeriodMeta, HEADER_LEN,
-            NARROW_RECORD_SIZE, RECORD_SIZE,
+            LATEST_SIZE, RECORD_SIZE,
         };
     }
     /// Compacted period files.

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use super::disk;
-use super::format::NARROW_RECORD_SIZE as RECORD_SIZE;
+use super::format::RECORD_SIZE;
 use super::mmap::MappedCells;
 use super::record_file::{Frame, HEADER_SIZE};
 use crate::error::Error;

@@ -6,7 +6,7 @@
 //!   MAGIC_OFFSET          0  [u8; 8]  b"TIERDBPF"
 //!   VERSION_OFFSET        8  u32      FORMAT_VERSION
 //!   HEADER_LEN_OFFSET    12  u32      4096
-//!   RECORD_SIZE_OFFSET   16  u32      RECORD_SIZE (64; version 1 and 2: NARROW_RECORD_SIZE, 32)
+//!   RECORD_SIZE_OFFSET   16  u32      RECORD_SIZE (32)
 //!   BLOCK_OFFSET         20  u32      BUCKET_BLOCK (buckets per series run)
 //!   RESOLUTION_OFFSET    24  u64      bucket width, seconds
 //!   PERIOD_OFFSET        32  u64      time one file covers, seconds
@@ -20,12 +20,15 @@
 //!   HISTOGRAM_CELL_OFFSET 100 u32     bytes of one histogram cell (version 2)
 //! records (from byte 4096): blocks of BUCKET_BLOCK buckets; inside a block, one run of
 //!   BUCKET_BLOCK consecutive buckets per series slot. Record i of (bucket, slot) is
-//!   (bucket / BLOCK) * slots * BLOCK + slot * BLOCK + bucket % BLOCK, 64 bytes each
-//!   (version 3): count u64 (top bit: update in flight), total f64, min f64, max f64,
-//!   last f64 (the latest sample's value), last_at u64 (LAST_KNOWN | seconds from the
-//!   bucket's start to that sample; 0: unknown), then two words written zero. Versions 1 and
-//!   2 hold 32-byte records, the first four words alone (last unknown).
-//! histograms (from the first page boundary at or after the records' end, to the end of the
+//!   (bucket / BLOCK) * slots * BLOCK + slot * BLOCK + bucket % BLOCK, 32 bytes each:
+//!   count u64 (top bit: update in flight), total f64, min f64, max f64.
+//! latest (version 3; from the first page boundary at or after the records): one 16-byte
+//!   entry per record, in the records' order (LATEST_SIZE): last f64 (the value of the
+//!   bucket's latest sample), last_at u64 (LAST_KNOWN | seconds from the bucket's start to
+//!   that sample; 0: unknown). Stored and read under the record's seqlock. Versions 1 and 2
+//!   have no latest area (every latest sample unknown).
+//! histograms (from the first page boundary at or after the records' end, or the latest
+//!   area's in version 3, to the end of the
 //!   file): one cell per record, in the records' order, histogram_cell_len() bytes each
 //!   (the header's; a new file takes 224 below an hour's resolution, 1024 from an hour up;
 //!   version 1 files hold 256 and 1024 by the same rule). Version 2 interleaves the 16
@@ -48,25 +51,25 @@ use crate::error::Error;
 use crate::error::Result;
 use crate::time::{Span, Timestamp};
 
-/// Size of one bucket record a new file holds: eight little-endian 8-byte words (count,
-/// total, min, max, last, last_at and two written zero), so a run of 16 is 1024 bytes and
-/// a page holds whole runs.
-pub const RECORD_SIZE: usize = 64;
-/// Size of one bucket record of a version 1 or 2 file: count, total, min, max. Such files
-/// are read and written in their own layout, their buckets' last sample unknown.
-pub const NARROW_RECORD_SIZE: usize = 32;
-/// The unit a histogram cell's length is a multiple of: the narrow record, as the area maps
-/// in 32-byte units whatever the records' size.
-pub(crate) const HISTOGRAM_UNIT: usize = NARROW_RECORD_SIZE;
+/// Size of one bucket record: four little-endian 8-byte words (count, total, min, max), so
+/// a run of 16 is 512 bytes and a page holds 8 slots' runs.
+pub const RECORD_SIZE: usize = 32;
+/// Size of one entry of a version 3 file's latest area: a record's latest sample (value and
+/// time). Apart from the records, so a record stays 32 bytes (two to a cache line, 8 runs to
+/// a page), and the 16 bytes are paid only where a page of them is written.
+pub const LATEST_SIZE: usize = 16;
+/// The unit a histogram cell's length is a multiple of: the record, as areas map in 32-byte
+/// units.
+pub(crate) const HISTOGRAM_UNIT: usize = RECORD_SIZE;
 
 /// File magic: "tierdb period file".
 pub(crate) const MAGIC: [u8; 8] = *b"TIERDBPF";
 /// Bumped on any incompatible change; files of another version are refused, but for
 /// [`OLDEST_READ_VERSION`] on.
 pub(crate) const FORMAT_VERSION: u32 = 3;
-/// The newest version with 32-byte records ([`NARROW_RECORD_SIZE`]); a file of it is still
-/// written in its own layout.
-pub(crate) const NARROW_VERSION: u32 = 2;
+/// The newest version without the latest area; a file of it is still written in its own
+/// layout, its latest samples unknown.
+pub(crate) const NO_LATEST_VERSION: u32 = 2;
 /// The oldest version read: version 1 has no cell length in its header; its cells are
 /// [`CellLayout::version_1`]'s.
 const OLDEST_READ_VERSION: u32 = 1;
@@ -75,16 +78,17 @@ pub const HEADER_LEN: usize = 4096;
 /// Buckets per contiguous per-series run.
 pub(crate) const BUCKET_BLOCK: u32 = 16;
 /// Series slots a batch gives to one writer thread together (`engine::writer::writer_of`):
-/// those whose runs share one 4 KiB page of a block in a file of 32-byte records (8: a run
-/// is 512 bytes), so in a file of 64-byte records (4 a page) too, every page has one
-/// writer.
-pub(crate) const SLOTS_PER_PAGE: u32 = PAGE_LEN as u32 / (BUCKET_BLOCK * NARROW_RECORD_SIZE as u32);
+/// those whose runs share one 4 KiB page of a block (8: a run is 512 bytes), so every page
+/// of records has one writer. A page of the latest area holds two such groups' runs, each
+/// in its own half (cache lines are never shared).
+pub(crate) const SLOTS_PER_PAGE: u32 = PAGE_LEN as u32 / (BUCKET_BLOCK * RECORD_SIZE as u32);
 /// The unit disk space is reserved in: a hot file's record area is sparse, and a page is
 /// reserved (`fallocate`) before the first store into it (see `PeriodFile::reserve`).
 pub(crate) const PAGE_LEN: usize = 4096;
 /// The largest histogram cell a header may name (`histogram_cell::MAX_WORDS` words).
 pub(crate) const MAX_HISTOGRAM_CELL: usize = 1024;
 const _: () = assert!(PAGE_LEN.is_multiple_of(BUCKET_BLOCK as usize * RECORD_SIZE));
+const _: () = assert!(PAGE_LEN.is_multiple_of(BUCKET_BLOCK as usize * LATEST_SIZE));
 
 const MAGIC_OFFSET: usize = 0;
 const VERSION_OFFSET: usize = MAGIC_OFFSET + 8;
@@ -138,9 +142,8 @@ pub struct PeriodMeta {
 /// format version decides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CellLayout {
-    /// Bytes of one bucket record: [`RECORD_SIZE`] (version 3, which keeps each bucket's
-    /// last sample), or [`NARROW_RECORD_SIZE`] (versions 1 and 2).
-    pub record: u32,
+    /// Whether the file has the latest area, each bucket's latest sample (version 3 on).
+    pub latest: bool,
     /// Bytes of one histogram cell: a multiple of [`HISTOGRAM_UNIT`], the unit the area
     /// maps in.
     pub bytes: u32,
@@ -160,7 +163,7 @@ impl CellLayout {
     /// period, each of many samples); interleaved.
     pub fn new_file(resolution: Span) -> CellLayout {
         CellLayout {
-            record: RECORD_SIZE as u32,
+            latest: true,
             bytes: if resolution.secs() < 3600 { 224 } else { 1024 },
             interleaved: true,
         }
@@ -170,7 +173,7 @@ impl CellLayout {
     /// from an hour up, each cell whole.
     pub fn version_1(resolution: Span) -> CellLayout {
         CellLayout {
-            record: NARROW_RECORD_SIZE as u32,
+            latest: false,
             bytes: if resolution.secs() < 3600 { 256 } else { 1024 },
             interleaved: false,
         }
@@ -180,31 +183,26 @@ impl CellLayout {
     /// histogram a hot file of any version held, interleaved, in the records of a new file.
     pub fn made_hot_again(resolution: Span) -> CellLayout {
         CellLayout {
-            record: RECORD_SIZE as u32,
+            latest: true,
             interleaved: true,
             ..CellLayout::version_1(resolution)
         }
     }
 
-    /// A version 2 file's: a new file's cells in 32-byte records (only tests make one, as
-    /// the build before version 3 did).
+    /// A version 2 file's: a new file's cells without the latest area (only tests make
+    /// one, as the build before version 3 did).
     pub fn version_2(resolution: Span) -> CellLayout {
         CellLayout {
-            record: NARROW_RECORD_SIZE as u32,
+            latest: false,
             ..CellLayout::new_file(resolution)
         }
     }
 
-    /// Whether the records keep each bucket's last sample (version 3 on).
-    pub fn keeps_last(&self) -> bool {
-        self.record as usize == RECORD_SIZE
-    }
-
     /// The format version a file of this layout carries.
     fn version(&self) -> u32 {
-        match (self.interleaved, self.keeps_last()) {
+        match (self.interleaved, self.latest) {
             (false, _) => 1,
-            (true, false) => NARROW_VERSION,
+            (true, false) => NO_LATEST_VERSION,
             (true, true) => FORMAT_VERSION,
         }
     }
@@ -222,25 +220,55 @@ impl PeriodMeta {
         blocks * BUCKET_BLOCK as usize * self.slots as usize
     }
 
-    /// Bytes of one bucket record.
-    pub fn record_len(&self) -> usize {
-        self.histogram_cells.record as usize
+    /// Whether the file keeps each bucket's latest sample (its latest area).
+    pub fn keeps_last(&self) -> bool {
+        self.histogram_cells.latest
     }
 
-    /// Records in one page of the record area.
-    pub(crate) fn records_per_page(&self) -> usize {
-        PAGE_LEN / self.record_len()
+    /// Pages of the records.
+    pub(crate) fn record_pages(&self) -> usize {
+        (self.cells() * RECORD_SIZE).div_ceil(PAGE_LEN)
     }
 
-    /// Pages of the record area: the unit space is reserved in.
+    /// Pages of the latest area (none in a version 1 or 2 file).
+    pub(crate) fn latest_pages(&self) -> usize {
+        match self.keeps_last() {
+            true => (self.cells() * LATEST_SIZE).div_ceil(PAGE_LEN),
+            false => 0,
+        }
+    }
+
+    /// Pages of the records and the latest area, counted from the header's end: the unit
+    /// space is reserved in. The latest area's pages follow the records'.
     pub(crate) fn pages(&self) -> usize {
-        self.cells().div_ceil(self.records_per_page())
+        self.record_pages() + self.latest_pages()
     }
 
-    /// Pages one block of buckets spans: one per page's worth of slots' runs.
+    /// The page holding record `index`.
+    pub(crate) fn page_of(&self, index: usize) -> usize {
+        index * RECORD_SIZE / PAGE_LEN
+    }
+
+    /// The pages of the latest area that hold the entries of the records of pages
+    /// `first..first + n` (`(first, n)` as well; none in a file without the area): a page
+    /// of entries holds two pages' records.
+    pub(crate) fn latest_pages_of(&self, first: usize, n: usize) -> Option<(usize, usize)> {
+        const PER: usize = RECORD_SIZE / LATEST_SIZE;
+        (self.keeps_last() && n > 0).then(|| {
+            let (from, to) = (first / PER, (first + n - 1) / PER);
+            (self.record_pages() + from, to + 1 - from)
+        })
+    }
+
+    /// Pages one block of buckets spans in the records: one per page's worth of slots'
+    /// runs.
     pub(crate) fn pages_per_block(&self) -> usize {
-        let slots_per_page = (self.records_per_page() / BUCKET_BLOCK as usize) as u32;
-        self.slots.div_ceil(slots_per_page) as usize
+        self.slots.div_ceil(SLOTS_PER_PAGE) as usize
+    }
+
+    /// Where the latest area's entry of record `index` lies in the file (version 3).
+    pub fn latest_offset(&self, index: usize) -> u64 {
+        (HEADER_LEN + self.record_pages() * PAGE_LEN + index * LATEST_SIZE) as u64
     }
 
     /// The first second of bucket `bucket`.
@@ -255,9 +283,13 @@ impl PeriodMeta {
         ((index / (self.slots as usize * block)) * block + index % block) as u32
     }
 
-    /// Whole file length.
+    /// Whole file length without the histogram area: the records, then (version 3) the
+    /// latest area from the next page boundary.
     pub fn file_len(&self) -> u64 {
-        (HEADER_LEN + self.cells() * self.record_len()) as u64
+        match self.keeps_last() {
+            true => self.latest_offset(self.cells()),
+            false => (HEADER_LEN + self.cells() * RECORD_SIZE) as u64,
+        }
     }
 
     /// Bytes of one histogram cell.
@@ -279,7 +311,8 @@ impl PeriodMeta {
         *self == other.with_cells(self.histogram_cells)
     }
 
-    /// Where the histogram area starts: the first page boundary at or after the records.
+    /// Where the histogram area starts: the first page boundary at or after the records
+    /// (version 3: the latest area).
     pub fn histogram_offset(&self) -> u64 {
         self.file_len().next_multiple_of(PAGE_LEN as u64)
     }
@@ -302,7 +335,7 @@ impl PeriodMeta {
         h[MAGIC_OFFSET..MAGIC_OFFSET + 8].copy_from_slice(&MAGIC);
         put_u32(&mut h, VERSION_OFFSET, version);
         put_u32(&mut h, HEADER_LEN_OFFSET, HEADER_LEN as u32);
-        put_u32(&mut h, RECORD_SIZE_OFFSET, self.histogram_cells.record);
+        put_u32(&mut h, RECORD_SIZE_OFFSET, RECORD_SIZE as u32);
         put_u32(&mut h, BLOCK_OFFSET, BUCKET_BLOCK);
         put_u64(&mut h, RESOLUTION_OFFSET, self.resolution.secs());
         put_u64(&mut h, PERIOD_OFFSET, self.period.secs());
@@ -360,14 +393,9 @@ impl PeriodMeta {
                 ),
             ));
         }
-        let record = if version >= FORMAT_VERSION {
-            RECORD_SIZE
-        } else {
-            NARROW_RECORD_SIZE
-        } as u32;
         let fixed = [
             (HEADER_LEN_OFFSET, HEADER_LEN as u32, "header length"),
-            (RECORD_SIZE_OFFSET, record, "record size"),
+            (RECORD_SIZE_OFFSET, RECORD_SIZE as u32, "record size"),
             (BLOCK_OFFSET, BUCKET_BLOCK, "bucket block"),
         ];
         for (offset, expected, what) in fixed {
@@ -397,7 +425,7 @@ impl PeriodMeta {
             histogram_cells: match version {
                 1 => CellLayout::version_1(resolution),
                 _ => CellLayout {
-                    record,
+                    latest: version >= FORMAT_VERSION,
                     bytes: get_u32(bytes, HISTOGRAM_CELL_OFFSET),
                     interleaved: true,
                 },

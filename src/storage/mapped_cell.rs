@@ -15,7 +15,7 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use super::format::{NARROW_RECORD_SIZE, RECORD_SIZE};
+use super::format::{LATEST_SIZE, RECORD_SIZE};
 pub(crate) use super::writer_state::WriterSlot;
 use super::writer_state::{Publication, Publisher, WriterStateFile};
 use crate::bucket::{Bucket, Last};
@@ -38,8 +38,8 @@ const SPINS: u32 = 64;
 
 /// A bucket record inside a mapped file: `count` (u64), `total`, `min`, `max` (f64 bits), in
 /// that order, 32 bytes, accessed only through atomics because other threads (and read-only
-/// processes) look at the same memory while the writer changes it. The whole record of a
-/// version 1 or 2 file; the head of a version 3 one ([`WideCell`]).
+/// processes) look at the same memory while the writer changes it. A version 3 file keeps
+/// the bucket's latest sample apart, in its latest area ([`LastWords`]).
 ///
 /// `count` doubles as the seqlock sequence: it only ever grows, and its top bit (`BUSY`) is
 /// set while an update is in flight, so a reader that saw the same `count` before and after
@@ -52,10 +52,11 @@ pub(crate) struct BucketCell {
     max: AtomicU64,
 }
 
-const _: () = assert!(std::mem::size_of::<BucketCell>() == NARROW_RECORD_SIZE);
+const _: () = assert!(std::mem::size_of::<BucketCell>() == RECORD_SIZE);
 
-/// The words a version 3 record keeps after its head: the bucket's latest sample, under the
-/// head's seqlock (stored while `BUSY` is set, read between the two loads of `count`).
+/// A version 3 file's entry of the latest area for one record: the bucket's latest sample,
+/// under the record's seqlock (stored while `BUSY` is set, read between the two loads of
+/// `count`).
 #[repr(C)]
 pub(crate) struct LastWords {
     /// The latest sample's value (f64 bits; a counter's raw value).
@@ -68,15 +69,7 @@ pub(crate) struct LastWords {
 /// cleared record) read as unknown, never as a sample of 0 at the bucket's start.
 const LAST_KNOWN: u64 = 1 << 63;
 
-/// A version 3 record: [`BucketCell`]'s four words, the latest sample, two words written zero.
-#[repr(C, align(64))]
-pub(crate) struct WideCell {
-    head: BucketCell,
-    last: LastWords,
-    reserved: [AtomicU64; 2],
-}
-
-const _: () = assert!(std::mem::size_of::<WideCell>() == RECORD_SIZE);
+const _: () = assert!(std::mem::size_of::<LastWords>() == LATEST_SIZE);
 
 impl LastWords {
     /// The latest sample of a bucket starting at `start`, as stored.
@@ -110,53 +103,50 @@ impl LastWords {
     }
 }
 
-impl WideCell {
-    /// The words a version 3 record of a bucket starting at `start` holds for `bucket`, as
-    /// the seqlock stores them, for a file written with plain I/O before it is mapped.
-    pub(super) fn words_of(bucket: &Bucket, start: Timestamp) -> [u64; RECORD_SIZE / 8] {
+impl LastWords {
+    /// The words an entry of a bucket starting at `start` holds for `last`, as the seqlock
+    /// stores them, for a file written with plain I/O before it is mapped.
+    pub(super) fn words_of(last: Option<Last>, start: Timestamp) -> [u64; LATEST_SIZE / 8] {
         let words = LastWords {
             value: AtomicU64::new(0),
             at: AtomicU64::new(0),
         };
-        words.store(bucket.last, start);
+        words.store(last, start);
+        [words.value.into_inner(), words.at.into_inner()]
+    }
+}
+
+impl BucketCell {
+    /// The words a record holds for `bucket`, for a file written with plain I/O.
+    pub(super) fn words_of(bucket: &Bucket) -> [u64; RECORD_SIZE / 8] {
         [
             bucket.count,
             bucket.total.to_bits(),
             bucket.min.to_bits(),
             bucket.max.to_bits(),
-            words.value.into_inner(),
-            words.at.into_inner(),
-            0,
-            0,
         ]
     }
 
-    /// The record as the seqlock code sees it, for a bucket starting at `start`.
+    /// The record as the seqlock code sees it, with the entry `last` of the latest area of
+    /// a version 3 file (`None`: a version 1 or 2 file's, which keeps no latest sample), for
+    /// a bucket starting at `start`.
     #[inline(always)]
-    pub(super) fn record(&self, start: Timestamp) -> Record<'_> {
+    pub(super) fn record<'a>(
+        &'a self,
+        last: Option<&'a LastWords>,
+        start: Timestamp,
+    ) -> Record<'a> {
         Record {
-            cell: &self.head,
-            last: Some(&self.last),
+            cell: self,
+            last,
             start,
         }
     }
 }
 
-impl BucketCell {
-    /// A version 1 or 2 record as the seqlock code sees it: no latest sample kept.
-    #[inline(always)]
-    pub(super) fn record(&self) -> Record<'_> {
-        Record {
-            cell: self,
-            last: None,
-            start: 0,
-        }
-    }
-}
-
-/// One bucket record of either size: its head, its latest-sample words when the file keeps
-/// them, and the bucket's start, which their offset counts from. Every store and load of a
-/// record goes through here, so both sizes share one seqlock.
+/// One bucket record: its cell, its latest-sample words when the file keeps them, and the
+/// bucket's start, which their offset counts from. Every store and load of a record goes
+/// through here, so files with and without the latest area share one seqlock.
 #[derive(Clone, Copy)]
 pub(crate) struct Record<'a> {
     cell: &'a BucketCell,

@@ -4,8 +4,8 @@
 //!
 //! Why this is sound:
 //! - Bucket memory is never handed out as `&[u8]`/`&mut [u8]`. The mapping is held as a raw
-//!   pointer ([`memmap2::MmapRaw`]) and exposed only as `&[BucketCell]` or `&[WideCell]`
-//!   (a version 3 file's 64-byte records), whose fields are
+//!   pointer ([`memmap2::MmapRaw`]) and exposed only as `&[BucketCell]` or `&[LastWords]`
+//!   (a version 3 file's latest area), whose fields are
 //!   `AtomicU64`: concurrent changes by our writer threads, or by the one writing process while
 //!   a read-only process looks, are the kind of shared mutation atomics permit.
 //! - A read-only mapping (a read-only engine beside the writing process) is only ever read
@@ -20,8 +20,8 @@
 //!   whole; an unlinked file stays mapped until the last `Arc` goes). The data directory lock
 //!   keeps other tierdb processes from writing. A foreign process truncating a file underneath
 //!   us would raise SIGBUS, as with every mmap-based store; that is outside what we can defend.
-//! - The header is 4096 bytes and mappings are page-aligned, so every 32- or 64-byte record
-//!   is aligned for its type (checked at run time, not assumed).
+//! - The header is 4096 bytes and mappings are page-aligned, so every 32-byte record and
+//!   16-byte latest entry is aligned for its type (checked at run time, not assumed).
 
 #![allow(unsafe_code)]
 
@@ -30,13 +30,14 @@ use std::path::Path;
 
 use memmap2::{Advice, MmapOptions, MmapRaw};
 
-use super::format::NARROW_RECORD_SIZE as CELL_LEN;
-use super::mapped_cell::{BucketCell, WideCell};
+use super::format::RECORD_SIZE as CELL_LEN;
+use super::mapped_cell::{BucketCell, LastWords};
 use crate::error::Error;
 use crate::error::Result;
 
 /// A file's bucket records, mapped shared so stores reach the page cache at once. Its length
-/// counts 32-byte cells: a version 3 file's 64-byte records are two each.
+/// counts 32-byte cells (a version 3 file's latest area after the records, two entries a
+/// cell).
 pub(crate) struct MappedCells {
     map: MmapRaw,
     cells: usize,
@@ -82,8 +83,8 @@ impl MappedCells {
         // Bucket writes and reads touch a few pages of a file at a time; the kernel's
         // read-around (8 MiB on some disks) would zero megabytes per first touch instead.
         map.advise(Advice::Random).map_err(|e| Error::io(path, e))?;
-        if !(map.as_ptr() as usize).is_multiple_of(std::mem::align_of::<WideCell>()) {
-            return Err(Error::corrupt(path, "record area is not 64-byte aligned"));
+        if !(map.as_ptr() as usize).is_multiple_of(std::mem::align_of::<BucketCell>()) {
+            return Err(Error::corrupt(path, "record area is not 8-byte aligned"));
         }
         Ok(MappedCells { map, cells })
     }
@@ -100,15 +101,25 @@ impl MappedCells {
         unsafe { std::slice::from_raw_parts(self.map.as_ptr() as *const BucketCell, self.cells) }
     }
 
-    /// The records as 64-byte cells (a version 3 file's), two 32-byte cells each.
+    /// The latest area's entries from byte `from` of the mapping (a page boundary past the
+    /// records) to its end.
+    ///
+    /// # Panics
+    /// When `from` is past the mapping or not a multiple of 32 (a caller bug: the offset
+    /// comes from the file's validated layout).
     #[inline]
-    pub(crate) fn wide_cells(&self) -> &[WideCell] {
+    pub(crate) fn latest_from(&self, from: usize) -> &[LastWords] {
+        assert!(from.is_multiple_of(CELL_LEN) && from <= self.cells * CELL_LEN);
+        let entries = (self.cells * CELL_LEN - from) / std::mem::size_of::<LastWords>();
         // SAFETY: the mapping is `cells * 32` bytes long (checked in `map` against the file
-        // length), so it holds `cells / 2` whole 64-byte records; it is aligned for
-        // `WideCell` (checked in `map`), lives as long as `self`, and is only ever accessed
-        // through `WideCell`'s atomics, as in `cells`. `WideCell` is `repr(C)` of eight
+        // length) and `from` lies within it, so `entries` whole 16-byte entries follow it;
+        // the address is aligned for `LastWords` (the mapping is, checked in `map`, and
+        // `from` is a multiple of 32); it lives as long as `self` and is only ever accessed
+        // through `LastWords`' atomics, as in `cells`. `LastWords` is `repr(C)` of two
         // `AtomicU64`, for which every bit pattern is valid.
-        unsafe { std::slice::from_raw_parts(self.map.as_ptr() as *const WideCell, self.cells / 2) }
+        unsafe {
+            std::slice::from_raw_parts(self.map.as_ptr().add(from) as *const LastWords, entries)
+        }
     }
 
     /// The records as plain shared words, four per 32-byte record, for files whose records

@@ -12,9 +12,11 @@ use std::sync::Arc;
 
 use super::compact::CompactFile;
 use super::disk;
-use super::format::{cell_index, CellLayout, PeriodMeta, HEADER_LEN, NARROW_RECORD_SIZE, PAGE_LEN};
+use super::format::{
+    cell_index, CellLayout, PeriodMeta, HEADER_LEN, LATEST_SIZE, PAGE_LEN, RECORD_SIZE,
+};
 use super::histogram_cell::{self, CellBuffer};
-use super::mapped_cell::{Record, Stuck, WideCell, Writers};
+use super::mapped_cell::{BucketCell, LastWords, Record, Stuck, Writers};
 use super::mmap::MappedCells;
 use super::writer_state::{Publication, Publisher, WriterSlot};
 use crate::bucket::{Bucket, Last};
@@ -204,9 +206,10 @@ impl PeriodFile {
         file.sync_all().map_err(|e| Error::io(temp, e))
     }
 
-    /// Writes every non-empty bucket of `source` into `file` at its record's place, and
-    /// every histogram into its cell, one 16-bucket run per write (a run's records are
-    /// contiguous, and so are its cells, whole or interleaved).
+    /// Writes every non-empty bucket of `source` into `file` at its record's place (its
+    /// latest sample into the latest area), and every histogram into its cell, one 16-bucket
+    /// run per write (a run's records are contiguous, and so are its latest entries and its
+    /// cells, whole or interleaved).
     fn write_cells(
         file: &File,
         temp: &Path,
@@ -214,9 +217,9 @@ impl PeriodFile {
         source: &CompactFile,
     ) -> Result<()> {
         let block = super::format::BUCKET_BLOCK as usize;
-        let record_len = meta.record_len();
-        debug_assert!(meta.histogram_cells.keeps_last());
-        let mut run = vec![0u8; block * record_len];
+        debug_assert!(meta.keeps_last());
+        let mut run = vec![0u8; block * RECORD_SIZE];
+        let mut latest_run = vec![0u8; block * LATEST_SIZE];
         let cell_len = meta.histogram_cell_len();
         let cell_words = cell_len / 8;
         let mut hist_run = vec![0u8; block * cell_len];
@@ -260,19 +263,27 @@ impl PeriodFile {
             }
             for (first, chunk) in buckets.chunks(block).enumerate() {
                 run.fill(0);
-                for (b, (record, bucket)) in run.chunks_exact_mut(record_len).zip(chunk).enumerate()
-                {
+                latest_run.fill(0);
+                let records = run.chunks_exact_mut(RECORD_SIZE);
+                let entries = latest_run.chunks_exact_mut(LATEST_SIZE);
+                for (b, ((record, entry), bucket)) in records.zip(entries).zip(chunk).enumerate() {
                     let start = meta.bucket_start((first * block + b) as u32);
-                    for (word, bytes) in WideCell::words_of(bucket, start)
-                        .iter()
-                        .zip(record.chunks_exact_mut(8))
-                    {
+                    let words = BucketCell::words_of(bucket);
+                    let last = LastWords::words_of(bucket.last, start);
+                    let bytes = record.chunks_exact_mut(8).chain(entry.chunks_exact_mut(8));
+                    for (word, bytes) in words.iter().chain(&last).zip(bytes) {
                         bytes.copy_from_slice(&word.to_le_bytes());
                     }
                 }
                 let cell = cell_index((first * block) as u32, slot, meta.slots);
-                let at = (HEADER_LEN + cell * record_len) as u64;
-                if let Err(e) = file.write_all_at(&run[..chunk.len() * record_len], at) {
+                let at = (HEADER_LEN + cell * RECORD_SIZE) as u64;
+                let latest_at = meta.latest_offset(cell);
+                let written = file
+                    .write_all_at(&run[..chunk.len() * RECORD_SIZE], at)
+                    .and_then(|()| {
+                        file.write_all_at(&latest_run[..chunk.len() * LATEST_SIZE], latest_at)
+                    });
+                if let Err(e) = written {
                     failed = Some(Error::io(temp, e));
                     return;
                 }
@@ -347,7 +358,7 @@ impl PeriodFile {
             &file,
             path,
             HEADER_LEN as u64,
-            meta.cells() * meta.record_len() / NARROW_RECORD_SIZE,
+            (meta.file_len() as usize - HEADER_LEN) / RECORD_SIZE,
             writable,
         )?;
         let name = Publication::new(
@@ -461,11 +472,12 @@ impl PeriodFile {
     /// The record at `index`, which holds bucket `bucket` of its slot.
     #[inline(always)]
     fn record(&self, index: usize, bucket: u32) -> Record<'_> {
-        if self.meta.histogram_cells.keeps_last() {
-            self.cells.wide_cells()[index].record(self.meta.bucket_start(bucket))
-        } else {
-            self.cells.cells()[index].record()
-        }
+        let last = (self.meta.keeps_last()).then(|| {
+            &self
+                .cells
+                .latest_from(self.meta.latest_offset(0) as usize - HEADER_LEN)[index]
+        });
+        self.cells.cells()[index].record(last, self.meta.bucket_start(bucket))
     }
 
     /// The name writers publish for the cell at record `index` (below `u32::MAX`, checked at
@@ -679,7 +691,7 @@ impl PeriodFile {
     /// a line of its own.
     #[inline]
     pub(crate) fn prefetch_distribution(&self, bucket: u32, slot: u32) {
-        if self.meta.histogram_cells.keeps_last() || bucket.is_multiple_of(2) {
+        if bucket.is_multiple_of(2) {
             super::mmap::prefetch(self.cell(bucket, slot).head());
         }
         let Some(hist) = self.histogram_cell(cell_index(bucket, slot, self.meta.slots)) else {
@@ -724,9 +736,12 @@ impl PeriodFile {
             .map(|(first, n)| (block + first, n))
             .collect::<Vec<_>>();
         self.reserve_runs(&runs)?;
-        for (first, n) in runs {
+        let latest = runs
+            .iter()
+            .filter_map(|&(first, n)| self.meta.latest_pages_of(first, n));
+        for (first, n) in runs.iter().copied().chain(latest.collect::<Vec<_>>()) {
             // In the mapping's 32-byte cells.
-            let per_page = PAGE_LEN / NARROW_RECORD_SIZE;
+            let per_page = PAGE_LEN / RECORD_SIZE;
             self.cells.populate(first * per_page, n * per_page);
         }
         Ok(())
@@ -741,8 +756,9 @@ impl PeriodFile {
             .is_some_and(|word| word.load(Ordering::Acquire) & (1 << (page % 64)) != 0)
     }
 
-    /// Reserves disk for the pages `first..first + n` of the record area that are not known
-    /// reserved yet (`fallocate`), before anything is stored into them through the mapping:
+    /// Reserves disk for the pages `first..first + n` of the records, and the pages of the
+    /// latest area holding their entries, that are not known reserved yet (`fallocate`),
+    /// before anything is stored into them through the mapping:
     /// a store into a hole on a full disk would raise SIGBUS, where this returns ENOSPC and
     /// the samples bound for those pages are refused. Two callers may reserve one page at
     /// once; the second call is a no-op.
@@ -775,12 +791,15 @@ impl PeriodFile {
 
     /// [`PeriodFile::reserve`] of several runs of pages `(first, n)`.
     fn reserve_runs(&self, runs: &[(usize, usize)]) -> Result<()> {
-        if runs.iter().all(|&(first, n)| self.all_reserved(first, n)) {
+        // The records' entries of the latest area with them.
+        let latest = |&(first, n): &(usize, usize)| self.meta.latest_pages_of(first, n);
+        let reserved = |&(first, n): &(usize, usize)| self.all_reserved(first, n);
+        if (runs.iter()).all(|run| reserved(run) && latest(run).is_none_or(|l| reserved(&l))) {
             return Ok(());
         }
-        let missing: Vec<(usize, usize)> = runs
-            .iter()
-            .flat_map(|&(first, n)| page_runs((first..first + n).filter(|&p| !self.is_reserved(p))))
+        let missing: Vec<(usize, usize)> = (runs.iter().copied())
+            .chain(runs.iter().filter_map(latest))
+            .flat_map(|(first, n)| page_runs((first..first + n).filter(|&p| !self.is_reserved(p))))
             .collect();
         if missing.is_empty() {
             return Ok(());
@@ -936,7 +955,9 @@ impl WritableFile {
         debug_assert!(bucket < file.meta.buckets() && slot < file.meta.slots);
         let index = cell_index(bucket, slot, file.meta.slots);
         debug_assert!(
-            file.is_reserved(index / file.meta.records_per_page()),
+            file.is_reserved(file.meta.page_of(index))
+                && (file.meta.latest_pages_of(file.meta.page_of(index), 1))
+                    .is_none_or(|(page, _)| file.is_reserved(page)),
             "a store into a page whose space was not reserved: {}",
             file.path.display()
         );
@@ -992,7 +1013,7 @@ impl WritableFile {
     /// As [`PeriodFile::reserve`]; the cell is left as it was.
     pub(crate) fn restore(&self, bucket: u32, slot: u32, before: &Bucket) -> Result<()> {
         let index = cell_index(bucket, slot, self.0.meta.slots);
-        self.0.reserve(index / self.0.meta.records_per_page(), 1)?;
+        self.0.reserve(self.0.meta.page_of(index), 1)?;
         if super::cells::same_bits(before, &Bucket::EMPTY) && self.0.histogram_cell_reserved(index)
         {
             self.clear_histograms(index);
@@ -1009,10 +1030,9 @@ impl WritableFile {
     /// As [`PeriodFile::reserve`].
     pub(crate) fn reserve_slots(&self, bucket: u32, first_slot: u32, slots: u32) -> Result<()> {
         let file = &*self.0;
-        let per_page = file.meta.records_per_page();
-        let first = cell_index(bucket, first_slot, file.meta.slots) / per_page;
-        let last = cell_index(bucket, first_slot + slots - 1, file.meta.slots) / per_page;
-        file.reserve(first, last + 1 - first)
+        let page = |slot| file.meta.page_of(cell_index(bucket, slot, file.meta.slots));
+        let first = page(first_slot);
+        file.reserve(first, page(first_slot + slots - 1) + 1 - first)
     }
 
     /// Reserves the disk of the histogram cells of slots `first_slot..first_slot + slots` in

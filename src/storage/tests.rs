@@ -285,17 +285,22 @@ fn a_period_file_is_sparse_and_its_written_pages_are_known_again_at_open() {
     let length = std::fs::metadata(&path).unwrap().len();
     if sparse {
         assert!(
-            allocated <= 2 * super::format::PAGE_LEN as u64,
-            "{allocated} bytes allocated of {length}: the header and one page"
+            allocated <= 3 * super::format::PAGE_LEN as u64,
+            "{allocated} bytes allocated of {length}: the header, one page of records and \
+             one of the latest area"
         );
     }
     let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
     let file = storage.file(0, DAY_START, 0).unwrap();
-    let written = super::format::cell_index(5, 3, SLOTS)
-        / (super::format::PAGE_LEN / super::format::RECORD_SIZE);
+    let written = file.meta().page_of(super::format::cell_index(5, 3, SLOTS));
     assert!(
         file.is_reserved(written),
         "the written page is known at open"
+    );
+    let (latest, _) = file.meta().latest_pages_of(written, 1).unwrap();
+    assert!(
+        file.is_reserved(latest),
+        "the written page of the latest area is known at open"
     );
     let other = file.meta().pages() - 1;
     assert_eq!(file.is_reserved(other), !sparse, "a hole is not");

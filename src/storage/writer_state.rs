@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::disk;
-use super::format::NARROW_RECORD_SIZE as RECORD_SIZE;
+use super::format::RECORD_SIZE;
 use super::mmap::MappedCells;
 use super::record_file::{Frame, HEADER_SIZE};
 use crate::error::Error;

@@ -11,7 +11,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use tierdb::testing::storage::format::{cell_index, file_name, HEADER_LEN, RECORD_SIZE};
+use tierdb::testing::storage::format::{
+    cell_index, file_name, PeriodMeta, HEADER_LEN, LATEST_SIZE, RECORD_SIZE,
+};
 use tierdb::testing::storage::writer_state::WriterStateFile;
 use tierdb::{Engine, ManualClock, Sample, SeriesId};
 
@@ -52,21 +54,27 @@ fn raw_cell(dir: &Path) -> (u64, f64) {
     (words[0], f64::from_bits(words[1]))
 }
 
-/// The victim's 1m record's eight words, as the file holds them.
+/// The victim's 1m record's four words, then its latest area entry's two, as the file
+/// holds them.
 fn raw_words(dir: &Path) -> Vec<u64> {
     let (minute, bucket) = minute();
     let path = dir
         .join("tiers/1m")
         .join(file_name(minute - minute % 86_400, 0));
     let bytes = std::fs::read(&path).unwrap();
-    let at = HEADER_LEN + cell_index(bucket, VICTIM, SLOTS) * RECORD_SIZE;
+    let meta = PeriodMeta::decode(&bytes, &path).unwrap();
+    let index = cell_index(bucket, VICTIM, SLOTS);
+    let record = HEADER_LEN + index * RECORD_SIZE;
+    let latest = meta.latest_offset(index) as usize;
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
     (0..RECORD_SIZE / 8)
-        .map(|i| u64::from_le_bytes(bytes[at + 8 * i..at + 8 * i + 8].try_into().unwrap()))
+        .map(|i| word(record + 8 * i))
+        .chain((0..LATEST_SIZE / 8).map(|i| word(latest + 8 * i)))
         .collect()
 }
 
-/// The victim's latest sample as the record's words 4 and 5 hold it: its value's bits, and
-/// the known bit with its offset in the bucket.
+/// The victim's latest sample as its latest area entry holds it: its value's bits, and the
+/// known bit with its offset in the bucket.
 fn raw_latest(dir: &Path) -> (u64, u64) {
     let words = raw_words(dir);
     (words[4], words[5])

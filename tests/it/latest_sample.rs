@@ -7,9 +7,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use tierdb::testing::storage::format::{
-    CellLayout, PeriodMeta, HEADER_LEN, NARROW_RECORD_SIZE, RECORD_SIZE,
-};
+use tierdb::testing::storage::format::{CellLayout, PeriodMeta, HEADER_LEN, RECORD_SIZE};
 use tierdb::{Bucket, Engine, Last, ManualClock, Sample, SeriesKind, Span, Timestamp};
 
 /// 2026-12-06T00:00:00Z: a day boundary, so every default tier's period starts here.
@@ -134,11 +132,11 @@ fn every_tier_keeps_each_buckets_latest_sample_hot_and_compacted() {
 }
 
 /// Rewrites the version 3 period file at `path` as the build before wrote it: version 2,
-/// 32-byte records (each record's first four words), the histogram area after them.
+/// the records without the latest area, the histogram area after them.
 fn to_version_2(path: &Path) {
     let bytes = std::fs::read(path).unwrap();
     let meta = PeriodMeta::decode(&bytes, path).unwrap();
-    assert_eq!(meta.record_len(), RECORD_SIZE);
+    assert!(meta.keeps_last());
     let old = PeriodMeta {
         histogram_cells: CellLayout::version_2(meta.resolution),
         ..meta.clone()
@@ -146,11 +144,8 @@ fn to_version_2(path: &Path) {
     let histograms = &bytes[meta.histogram_offset() as usize..];
     let mut out = vec![0u8; old.histogram_offset() as usize + histograms.len()];
     out[..HEADER_LEN].copy_from_slice(&old.encode());
-    for i in 0..meta.cells() {
-        let from = HEADER_LEN + i * RECORD_SIZE;
-        let to = HEADER_LEN + i * NARROW_RECORD_SIZE;
-        out[to..to + NARROW_RECORD_SIZE].copy_from_slice(&bytes[from..from + NARROW_RECORD_SIZE]);
-    }
+    let records = HEADER_LEN..HEADER_LEN + meta.cells() * RECORD_SIZE;
+    out[records.clone()].copy_from_slice(&bytes[records]);
     out[old.histogram_offset() as usize..].copy_from_slice(histograms);
     std::fs::write(path, out).unwrap();
 }

@@ -1206,11 +1206,13 @@ fn distribution_buckets_compact_rehydrate_and_clear_exactly() {
         .iter()
         .flatten()
         .all(|(b, h)| b.count > 0 && h.as_ref().map(Histogram::count) == Some(b.count)));
-    // A bucket and its histogram take 288 bytes hot (a 64-byte record and a 224-byte cell),
-    // and the test distribution's histograms keep their full scale in it (the stated 0.55%
-    // error).
-    let hot_bucket = crate::storage::format::RECORD_SIZE + hot.meta().histogram_cell_len();
-    assert!(hot_bucket <= 288, "{hot_bucket} bytes");
+    // A bucket and its histogram take 272 bytes hot (a 32-byte record, its 16-byte latest
+    // sample and a 224-byte cell), and the test distribution's histograms keep their full
+    // scale in it (the stated 0.55% error).
+    let hot_bucket = crate::storage::format::RECORD_SIZE
+        + crate::storage::format::LATEST_SIZE
+        + hot.meta().histogram_cell_len();
+    assert!(hot_bucket <= 272, "{hot_bucket} bytes");
     assert!(before[..SERIES as usize].iter().flatten().all(|(_, h)| {
         h.as_ref().map(Histogram::scale) == Some(crate::histogram::DEFAULT_SCALE)
     }));
@@ -1241,11 +1243,11 @@ fn distribution_buckets_compact_rehydrate_and_clear_exactly() {
     let head = (HEADER_LEN + SLOTS as usize * ENTRY_LEN) as u64;
     eprintln!(
         "{SERIES} timers at 1m, {:.1} samples a bucket on average: hot {} B a bucket by \
-         layout ({} B record + {} B histogram cell), {:.1} B a filled bucket allocated \
+         layout ({} B record + 16 B latest + {} B histogram cell), {:.1} B a filled bucket allocated \
          (the whole file); compacted {:.1} B a bucket ({:.1} B of it histograms, {:.1} B \
          the rest of the slot data; header and index {} B)",
         samples as f64 / filled,
-        crate::storage::format::RECORD_SIZE + hot.meta().histogram_cell_len(),
+        hot_bucket,
         crate::storage::format::RECORD_SIZE,
         hot.meta().histogram_cell_len(),
         hot_bytes as f64 / filled,
