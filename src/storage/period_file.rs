@@ -539,11 +539,14 @@ impl PeriodFile {
         slot: u32,
         f: impl FnOnce(Bucket, Option<&[u8]>) -> R,
     ) -> R {
-        self.load_distribution_into(bucket, slot, &mut CellBuffer::default(), f)
+        let mut buffer = CellBuffer::default();
+        self.load_with_histogram(bucket, slot, &mut buffer, true, f)
     }
 
-    /// [`PeriodFile::load_distribution_with`], copying the cell through `buffer`: a read of
-    /// many cells passes the same one.
+    /// [`PeriodFile::load_distribution_with`] for a read of a distribution series, copying
+    /// the cell through `buffer` (a read of many cells passes the same one). Its bucket's
+    /// latest sample reads as unknown, as a distribution's always is, so the read does not
+    /// fetch it (see [`PeriodFile::prefetch_distribution`]).
     #[inline]
     pub(crate) fn load_distribution_into<R>(
         &self,
@@ -552,12 +555,29 @@ impl PeriodFile {
         buffer: &mut CellBuffer,
         f: impl FnOnce(Bucket, Option<&[u8]>) -> R,
     ) -> R {
+        self.load_with_histogram(bucket, slot, buffer, false, f)
+    }
+
+    /// The bucket with its histogram as one snapshot, its latest sample read when
+    /// `with_last`.
+    #[inline]
+    fn load_with_histogram<R>(
+        &self,
+        bucket: u32,
+        slot: u32,
+        buffer: &mut CellBuffer,
+        with_last: bool,
+        f: impl FnOnce(Bucket, Option<&[u8]>) -> R,
+    ) -> R {
         let index = cell_index(bucket, slot, self.meta.slots);
         let Some(hist) = self.histogram_cell(index) else {
             return f(self.load(bucket, slot), None);
         };
         let words = &mut buffer.words;
-        let cell = self.cell(bucket, slot);
+        let cell = match with_last {
+            true => self.cell(bucket, slot),
+            false => self.cell(bucket, slot).without_last(),
+        };
         let mut used = 0;
         let mut read = || cell.read_with(|| used = hist.load_used(words));
         // A pause only after a failed try: it takes up to ~140 cycles on recent x86, as long
@@ -677,22 +697,23 @@ impl PeriodFile {
         }
     }
 
-    /// Starts loading the cell of `bucket` for `slot` into the cache (a CPU prefetch hint).
+    /// Starts loading the cell of `bucket` for `slot`, and its latest entry, into the cache
+    /// (a CPU prefetch hint).
     #[inline]
     pub(crate) fn prefetch(&self, bucket: u32, slot: u32) {
-        super::mmap::prefetch(self.cell(bucket, slot).head());
+        self.cell(bucket, slot).prefetch();
     }
 
-    /// [`PeriodFile::prefetch`] for a distribution read: the record (for an even bucket:
-    /// two records share a cache line) and the start of its histogram cell, which lies in
-    /// another part of the file (about a page per slot and block: a TLB miss as well as a
-    /// cache miss). Interleaved cells (see [`CellLayout`]) keep the first two words of 8
+    /// [`PeriodFile::prefetch`] for a distribution read: the record (for an even bucket: two
+    /// records share a cache line; not its latest entry, which the read leaves unread) and
+    /// the start of its histogram cell, which lies in another part of the file (about a page
+    /// per slot and block: a TLB miss as well as a cache miss). Interleaved cells (see [`CellLayout`]) keep the first two words of 8
     /// buckets' cells in two cache lines, fetched once for the 8; a whole cell's start is
     /// a line of its own.
     #[inline]
     pub(crate) fn prefetch_distribution(&self, bucket: u32, slot: u32) {
         if bucket.is_multiple_of(2) {
-            super::mmap::prefetch(self.cell(bucket, slot).head());
+            super::mmap::prefetch(self.cell(bucket, slot).cell());
         }
         let Some(hist) = self.histogram_cell(cell_index(bucket, slot, self.meta.slots)) else {
             return;
