@@ -33,6 +33,17 @@ enum Of {
     Time,
 }
 
+/// Why an instant selector's answer for a series is not Prometheus' at some time.
+#[derive(Clone, Copy, Debug, Default)]
+struct Fallback {
+    /// A counter's increase within a bucket, its latest sample not kept.
+    increase: bool,
+    /// A gauge's bucket average (or no time), its latest sample not kept.
+    average: bool,
+    /// The latest sample before a bucket holding the time with several samples.
+    unsure: bool,
+}
+
 /// Most evaluation times one query or subquery may have (Prometheus' 11,000 points per
 /// series).
 pub(crate) const MAX_STEPS: usize = 11_000;
@@ -440,17 +451,15 @@ impl<'a> Evaluator<'a> {
         let buckets = self
             .source
             .buckets(&selected, choice.tier, from, to, &self.limits.budget)?;
-        // A counter's value where its buckets do not keep their latest sample is the increase
-        // within the bucket read; a gauge's the bucket's average, Prometheus' answer only when
-        // that bucket holds one sample, wholly within the lookback, and none follows it up
-        // to the time. A time is not answered where the buckets do not say it.
-        let mut counter_increase = vec![false; selected.len()];
-        let mut approximate = vec![false; selected.len()];
+        // Where the bucket holding the time has several samples, the latest after it, the
+        // latest sample before that bucket (`unsure`). Where the buckets do not keep their
+        // latest sample, a counter's value is the increase within the bucket read, a
+        // gauge's the bucket's average (`average`), Prometheus' answer only when that bucket
+        // holds one sample, wholly within the lookback, and none follows it up to the time;
+        // a time is not answered there (`average` too).
+        let mut flags = vec![Fallback::default(); selected.len()];
         let mut rows = Vec::with_capacity(selected.len());
-        for (((s, buckets), increase), approximate) in (selected.iter().zip(&buckets))
-            .zip(&mut counter_increase)
-            .zip(&mut approximate)
-        {
+        for ((s, buckets), flags) in selected.iter().zip(&buckets).zip(&mut flags) {
             self.check_deadline()?;
             let series = instant::Buckets {
                 buckets,
@@ -459,8 +468,9 @@ impl<'a> Evaluator<'a> {
             };
             let values = (times.iter())
                 .map(|&t| {
-                    if let Some(exact) = instant::latest_sample(&series, t, LOOKBACK_MS) {
-                        return exact.map(|last| match of {
+                    if let Some(found) = instant::latest_sample(&series, t, LOOKBACK_MS) {
+                        flags.unsure |= !found.exact;
+                        return found.last.map(|last| match of {
                             Of::Value => last.value,
                             Of::Time => last.ts as f64,
                         });
@@ -468,15 +478,15 @@ impl<'a> Evaluator<'a> {
                     let k = latest(t, buckets.len(), &|k| buckets[k].count > 0)?;
                     let b = &buckets[k];
                     if of == Of::Time {
-                        *approximate = true;
+                        flags.average = true;
                         return None;
                     }
                     if s.counter {
-                        *increase = true;
+                        flags.increase = true;
                         return Some(b.total);
                     }
                     let holding_t = (t - first_ms).div_euclid(res_ms) as usize;
-                    *approximate |= b.count > 1
+                    flags.average |= b.count > 1
                         || first_ms + k as i64 * res_ms < t - LOOKBACK_MS
                         || buckets.get(holding_t).is_some_and(|b| b.count > 0);
                     Some(b.total / b.count as f64)
@@ -484,9 +494,12 @@ impl<'a> Evaluator<'a> {
                 .collect::<Vec<_>>();
             rows.push(values);
         }
-        if counter_increase.iter().any(|&a| a) {
-            let mut flags = counter_increase.iter();
-            let names = kind_names(&selected, |_| *flags.next().unwrap_or(&false));
+        let names_where = |flag: fn(&Fallback) -> bool| {
+            let mut flags = flags.iter();
+            let names = kind_names(&selected, |_| flags.next().is_some_and(flag));
+            (!names.is_empty()).then_some(names)
+        };
+        if let Some(names) = names_where(|f| f.increase) {
             self.warn(format!(
                 "{names}: a counter is stored as increases, and where its buckets do not keep \
                  their latest sample (written before they kept it, imported, or a delta \
@@ -494,23 +507,31 @@ impl<'a> Evaluator<'a> {
                  running total; use rate() or increase() over a range"
             ));
         }
-        if approximate.iter().any(|&a| a) {
-            let mut flags = approximate.iter();
-            let names = kind_names(&selected, |_| *flags.next().unwrap_or(&false));
+        if let Some(names) = names_where(|f| f.average) {
             self.warn(match of {
                 Of::Value => format!(
                     "approximate: {names}: where the buckets do not keep their latest sample \
-                     (written before they kept it, imported, or a bucket holding the time with \
-                     several samples), an instant value is the average of the latest bucket \
-                     ending by the time: exact only where that bucket holds one sample and \
-                     none follows it up to the time"
+                     (written before they kept it, imported), an instant value is the \
+                     average of the latest bucket ending by the time: exact only where that \
+                     bucket holds one sample and none follows it up to the time"
                 ),
                 Of::Time => format!(
                     "approximate: timestamp({names}) has no value where the buckets do not \
-                     keep their latest sample (written before they kept it, imported, or a \
-                     bucket holding the time with several samples, the latest after it)"
+                     keep their latest sample (written before they kept it, imported)"
                 ),
             });
+        }
+        if let Some(names) = names_where(|f| f.unsure) {
+            let what = match of {
+                Of::Value => format!("{names}: an instant value"),
+                Of::Time => format!("timestamp({names})"),
+            };
+            self.warn(format!(
+                "approximate: {what} where the bucket holding the time has several samples, \
+                 the latest after the time, is the latest sample before that bucket: exact \
+                 unless another of its samples lies at or before the time (at a bucket's \
+                 start, one taken at that very second)"
+            ));
         }
         let out = (selected.into_iter().zip(rows))
             .map(|(s, values)| Series {

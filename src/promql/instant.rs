@@ -18,19 +18,30 @@ pub(crate) struct Buckets<'a> {
     pub(crate) res_ms: i64,
 }
 
+/// What the buckets say of a series' latest sample in a window ([`latest_sample`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Found {
+    /// The latest sample (a counter's raw value: what its buckets keep as their latest);
+    /// `None` for none in the window.
+    pub(crate) last: Option<Last>,
+    /// False when the bucket holding the time has several samples, the latest after it:
+    /// `last` is then the latest sample before that bucket, the answer unless one of that
+    /// bucket's other samples lies at or before the time (at a bucket's start, only one
+    /// taken at that very second).
+    pub(crate) exact: bool,
+}
+
 /// The series' latest sample in `[t - window_ms, t]` (ms; closed at both ends, as
-/// Prometheus 2.42 selects both its lookback and a range): `Some(None)` when it has none
-/// there, `Some(Some(last))` the sample (a counter's raw value: what its buckets keep as
-/// their latest), and `None` when the buckets cannot say exactly: a bucket that may hold
-/// that sample does not know its latest one, or the bucket holding `t` has several samples,
-/// its latest after `t` (one of the others may be at or before `t`).
-pub(crate) fn latest_sample(series: &Buckets<'_>, t: i64, window_ms: i64) -> Option<Option<Last>> {
+/// Prometheus 2.42 selects both its lookback and a range), or `None` when the buckets cannot
+/// say: a bucket that may hold that sample does not know its latest one.
+pub(crate) fn latest_sample(series: &Buckets<'_>, t: i64, window_ms: i64) -> Option<Found> {
     let Buckets {
         buckets,
         first_ms,
         res_ms,
     } = *series;
     let from = t - window_ms;
+    let mut exact = true;
     // From the bucket holding t down to the first that ends after the window's start.
     let mut k = (t - first_ms).div_euclid(res_ms);
     while k >= 0 && first_ms + (k + 1) * res_ms > from {
@@ -49,14 +60,14 @@ pub(crate) fn latest_sample(series: &Buckets<'_>, t: i64, window_ms: i64) -> Opt
         if at <= t {
             // The bucket's latest: every other sample of it is earlier, so none in the
             // window is later.
-            return Some((at >= from).then_some(last));
+            let last = (at >= from).then_some(last);
+            return Some(Found { last, exact });
         }
-        // Its latest sample is after t: with one sample, none at or before t lies here.
-        if bucket.count > 1 {
-            return None;
-        }
+        // Its latest sample is after t (only the bucket holding t): with one sample, none
+        // at or before t lies here; with several, one may.
+        exact &= bucket.count == 1;
     }
-    Some(None)
+    Some(Found { last: None, exact })
 }
 
 /// The sample of a bucket that holds exactly one, where its latest sample is known: that

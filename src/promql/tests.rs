@@ -883,8 +883,8 @@ fn instant_answers_keep_the_order_of_evaluation() {
 /// `m` one sample a minute on the minute, valued its minute (from three hours back); `p` in
 /// even minutes 10 at 17 s and 50 at 47 s, in odd minutes 7 at 17 s; `q` one sample a
 /// minute at 20 s, valued twice its minute; the counter `k_total` one sample a minute at
-/// 20 s, each adding 3 (its running total 3, 6, ...), and `old_total` the same, stored
-/// before buckets kept their latest sample.
+/// 20 s, each adding 3 (its running total 3, 6, ...); `old_total` and `old_gauge` as
+/// `k_total` and `q`, stored before buckets kept their latest sample.
 fn scrapes() -> Memory {
     let start = NOW - 3600;
     let m = (-120..60).map(|i| (start + 60 * i, i as f64)).collect();
@@ -894,7 +894,7 @@ fn scrapes() -> Memory {
             _ => vec![(start + 60 * i + 17, 7.0)],
         })
         .collect();
-    let q = (0..60)
+    let q: RawPoints = (0..60)
         .map(|i| (start + 60 * i + 20, 2.0 * i as f64))
         .collect();
     let k: RawPoints = (0..60).map(|i| (start + 60 * i + 20, 3.0)).collect();
@@ -903,13 +903,14 @@ fn scrapes() -> Memory {
         series: vec![
             (SeriesKey::parse("m").unwrap(), false, m),
             (SeriesKey::parse("p").unwrap(), false, p),
-            (SeriesKey::parse("q").unwrap(), false, q),
+            (SeriesKey::parse("q").unwrap(), false, q.clone()),
             (SeriesKey::parse("k_total").unwrap(), true, k.clone()),
             (SeriesKey::parse("old_total").unwrap(), true, k),
+            (SeriesKey::parse("old_gauge").unwrap(), false, q.clone()),
         ],
         raw: false,
         distributions: Vec::new(),
-        unknown_latest: vec![4],
+        unknown_latest: vec![4, 5],
     }
 }
 
@@ -1073,11 +1074,24 @@ fn last_over_time_is_the_latest_sample_where_the_buckets_say_it() {
         assert!(warnings.is_empty(), "{text}: {warnings:?}");
     }
     // The end of an odd minute: the even minute holding it has two samples, the latest
-    // after it; either may be at the time. The average of the odd minute, flagged.
+    // after it; either may be at the time. The odd minute's sample, flagged.
     let (value, warnings) = instant(&source, "last_over_time(p[5m])", start + 60 * 12).unwrap();
     assert_eq!(value, 7.0);
     assert!(
-        warnings[0].starts_with("approximate: last_over_time(p[...]) is there the average"),
+        warnings[0].starts_with("approximate: last_over_time(p[...]) where the bucket holding"),
+        "{warnings:?}"
+    );
+    // A gauge whose buckets do not keep their latest sample: the average of the last bucket
+    // lying whole in the window (minute 29's, 58, where the latest sample is 60 at 30m 20s).
+    let (value, warnings) = instant(
+        &source,
+        "last_over_time(old_gauge[5m])",
+        start + 60 * 30 + 30,
+    )
+    .unwrap();
+    assert_eq!(value, 58.0);
+    assert!(
+        warnings[0].starts_with("approximate: last_over_time(old_gauge[...]) is the average"),
         "{warnings:?}"
     );
     // A counter whose buckets do not keep their latest sample: no value, said.
@@ -1127,16 +1141,25 @@ fn timestamp_of_a_selector_is_its_latest_samples_time() {
         labels[0].0, "{}",
         "the name dropped, as Prometheus drops it"
     );
+    // The even minute holding the time has two samples, the latest after it: the odd
+    // minute's sample, flagged.
+    let (value, warnings) = instant(&source, "timestamp(p)", start + 60 * 12).unwrap();
+    assert_eq!(value, (start + 60 * 11 + 17) as f64);
+    assert!(
+        warnings[0].starts_with("approximate: timestamp(p) where the bucket holding"),
+        "{warnings:?}"
+    );
+    // Buckets that do not keep their latest sample: no value, said.
     let query = Query {
-        text: "timestamp(p)".into(),
-        start_ms: (start + 60 * 12) * 1000,
-        end_ms: (start + 60 * 12) * 1000,
+        text: "timestamp(old_gauge)".into(),
+        start_ms: (start + 600) * 1000,
+        end_ms: (start + 600) * 1000,
         step_ms: None,
     };
     let answer = evaluate(&source, &query, &limits()).unwrap();
     assert_eq!(answer.result, ResultValue::Vector(Vec::new()));
     assert!(
-        answer.warnings[0].starts_with("approximate: timestamp(p) has no value"),
+        answer.warnings[0].starts_with("approximate: timestamp(old_gauge) has no value"),
         "{:?}",
         answer.warnings
     );

@@ -281,8 +281,8 @@ pub(crate) fn apply(
             }
         }
     }
-    // The series whose latest sample some window's buckets did not say (`last_over_time`).
-    let fell_back: Vec<AtomicBool> = series.iter().map(|_| AtomicBool::new(false)).collect();
+    // Where `last_over_time`'s buckets did not say some window's latest sample, per series.
+    let fell_back: Vec<LastFallback> = series.iter().map(|_| LastFallback::default()).collect();
     let values: Vec<Vec<Option<f64>>> = match &data {
         WindowData::Stored(read) => {
             let len = stored_len(read.from, read.to, read.res_ms);
@@ -331,8 +331,8 @@ pub(crate) fn apply(
             .collect::<Result<_, QueryError>>()?,
     };
     for (s, fell_back) in series.iter().zip(&fell_back) {
-        if fell_back.load(Ordering::Relaxed) {
-            push_once(warnings, last_fallback_warning(s));
+        for warning in fell_back.warnings(s) {
+            push_once(warnings, warning);
         }
     }
     let keep_name = name == "last_over_time";
@@ -411,21 +411,44 @@ fn gauge_rate(name: &str, series: &RangeSeries, range_ms: i64) -> QueryError {
     ))
 }
 
-/// The warning of `last_over_time` over `series` where its buckets did not say the latest
-/// sample of some window.
-fn last_fallback_warning(series: &RangeSeries) -> String {
-    let metric = series.labels.get(super::labels::NAME);
-    let instead = if series.counter {
-        "has no value there (a counter's buckets hold its increases, not its value)"
-    } else {
-        "is there the average of the last bucket with samples"
-    };
-    format!(
-        "approximate: last_over_time({metric}[...]) {instead}, where the buckets do not keep \
-         their latest sample (written before they kept it, imported, a delta counter's) or \
-         the bucket holding the time has several samples, the latest after it; elsewhere it \
-         is the latest sample, from buckets (no raw samples for the range)"
-    )
+/// Where `last_over_time`'s answer for one series is not the latest sample's at some time.
+#[derive(Default)]
+pub(crate) struct LastFallback {
+    /// The latest sample before a bucket holding the time with several samples, the latest
+    /// after the time.
+    unsure: AtomicBool,
+    /// The last bucket's average (a gauge) or no value (a counter): its latest sample not
+    /// kept.
+    average: AtomicBool,
+}
+
+impl LastFallback {
+    /// The warnings of `last_over_time` over `series` for what it fell back to.
+    fn warnings(&self, series: &RangeSeries) -> Vec<String> {
+        let metric = series.labels.get(super::labels::NAME);
+        let mut out = Vec::new();
+        if self.unsure.load(Ordering::Relaxed) {
+            out.push(format!(
+                "approximate: last_over_time({metric}[...]) where the bucket holding the time \
+                 has several samples, the latest after the time, is the latest sample before \
+                 that bucket: exact unless another of its samples lies at or before the time \
+                 (at a bucket's start, one taken at that very second)"
+            ));
+        }
+        if self.average.load(Ordering::Relaxed) {
+            let instead = if series.counter {
+                "has no value (a counter's buckets hold its increases, not its value)"
+            } else {
+                "is the average of the last bucket with samples"
+            };
+            out.push(format!(
+                "approximate: last_over_time({metric}[...]) {instead} where the buckets do not \
+                 keep their latest sample (written before they kept it, imported, a delta \
+                 counter's); elsewhere it is the latest sample, from buckets"
+            ));
+        }
+        out
+    }
 }
 
 fn push_once(warnings: &mut Vec<String>, warning: String) {
@@ -495,8 +518,10 @@ fn bucket_rule(
 /// `name` over the buckets of one series (a counter's when `counter`), per evaluation time
 /// of `times`, its window of `windows` (whole buckets) and the range; [`bucket_rule`] said
 /// it may. `last_over_time` is the latest sample in `[t - range, t]` where the buckets say it
-/// ([`instant::latest_sample`]); elsewhere it sets `fell_back` and answers the last bucket's
-/// average (a gauge) or nothing (a counter, whose increases are not its value).
+/// ([`instant::latest_sample`]); where the bucket holding the time has several samples, the
+/// latest after it, the latest sample before that bucket; where the buckets do not keep
+/// their latest sample, the last bucket's average (a gauge) or nothing (a counter, whose
+/// increases are not its value). `fell_back` records the last two.
 fn over_buckets(
     name: &str,
     counter: bool,
@@ -504,7 +529,7 @@ fn over_buckets(
     (first, res): (i64, i64),
     (times, windows, range_ms): (&[i64], &[(usize, usize)], i64),
     param: Option<&[f64]>,
-    fell_back: &AtomicBool,
+    fell_back: &LastFallback,
 ) -> Vec<Option<f64>> {
     let res_secs = res as f64 / 1000.0;
     if name == "last_over_time" {
@@ -515,10 +540,13 @@ fn over_buckets(
         };
         return (times.iter().zip(windows))
             .map(|(&t, &(lo, hi))| {
-                if let Some(exact) = instant::latest_sample(&series, t, range_ms) {
-                    return exact.map(|last| last.value);
+                if let Some(found) = instant::latest_sample(&series, t, range_ms) {
+                    if !found.exact {
+                        fell_back.unsure.store(true, Ordering::Relaxed);
+                    }
+                    return found.last.map(|last| last.value);
                 }
-                fell_back.store(true, Ordering::Relaxed);
+                fell_back.average.store(true, Ordering::Relaxed);
                 let hi = hi.min(buckets.len());
                 let last = buckets[lo.min(hi)..hi].iter().rev().find(|b| b.count > 0);
                 last.filter(|_| !counter).map(|b| b.total / b.count as f64)

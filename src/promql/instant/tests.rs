@@ -12,13 +12,15 @@ fn minutes(n: usize, samples: &[(i64, f64)]) -> Vec<Bucket> {
     buckets
 }
 
+/// The latest sample's value where the buckets say it exactly.
 fn within(buckets: &[Bucket], t: i64, window: i64) -> Option<Option<f64>> {
     let series = Buckets {
         buckets,
         first_ms: 0,
         res_ms: MIN,
     };
-    latest_sample(&series, t, window).map(|last| last.map(|l| l.value))
+    let found = latest_sample(&series, t, window)?;
+    found.exact.then(|| found.last.map(|l| l.value))
 }
 
 fn at(buckets: &[Bucket], t: i64) -> Option<Option<f64>> {
@@ -102,6 +104,34 @@ fn any_window_the_buckets_can_say() {
     // An hour's window reaches back over an empty minute.
     let b = minutes(10, &[(10, 1.0), (150, 3.0)]);
     assert_eq!(within(&b, 125_000, 3_600_000), Some(Some(1.0)));
+}
+
+/// Where the bucket holding t has several samples, the latest after t, the latest sample
+/// before it is the answer unless one of them lies at or before t: said as not exact.
+#[test]
+fn a_bucket_of_several_after_t_leaves_the_one_before_unsure() {
+    let b = minutes(5, &[(30, 1.0), (125, 3.0), (130, 4.0)]);
+    let series = Buckets {
+        buckets: &b,
+        first_ms: 0,
+        res_ms: MIN,
+    };
+    let found = latest_sample(&series, 2 * MIN, LOOKBACK).unwrap();
+    assert_eq!(
+        (found.last.map(|l| (l.ts, l.value)), found.exact),
+        (Some((30, 1.0)), false)
+    );
+    let found = latest_sample(&series, 2 * MIN, MIN).unwrap();
+    assert_eq!(
+        (found.last, found.exact),
+        (None, false),
+        "none before, in [1m, 2m]"
+    );
+    let found = latest_sample(&series, 130_000, LOOKBACK).unwrap();
+    assert_eq!(
+        (found.last.map(|l| l.value), found.exact),
+        (Some(4.0), true)
+    );
 }
 
 #[test]
