@@ -976,13 +976,15 @@ fn a_range_vector_from_buckets_says_it_is_not_the_samples() {
     );
 }
 
-/// A range query's answer: each series' labels (as `{...}` text) and points (seconds,
-/// value), and the warnings.
+/// Each series of a matrix: its labels (as `{...}` text) and points (seconds, value).
+type TextMatrix = Vec<(String, Vec<(i64, f64)>)>;
+
+/// A range query's answer, and the warnings.
 fn range_query(
     source: &Memory,
     text: &str,
     (start, end, step): (Timestamp, Timestamp, i64),
-) -> (Vec<(String, Vec<(i64, f64)>)>, Vec<String>) {
+) -> (TextMatrix, Vec<String>) {
     let query = Query {
         text: text.into(),
         start_ms: start * 1000,

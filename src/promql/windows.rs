@@ -9,12 +9,14 @@
 //! What each function reads from buckets: `sum`, `count`, `min`, `max`, `avg` and
 //! `present_over_time` merge count/total/min/max exactly; `increase`, `rate` and `delta`
 //! of a counter are the sum of its stored increases (no extrapolation), `rate` divided by
-//! the seconds the buckets cover. Functions that need the samples themselves read the raw
-//! tier when it holds the window; without it, `irate` (the last bucket's rate),
-//! `last_over_time` (the last bucket's average), `delta`, `deriv` and `predict_linear` of a
-//! gauge (bucket averages at bucket middles) are approximations named in the answer's
-//! warnings, and `idelta`, `changes`, `resets`, `quantile_over_time`, `stddev_over_time`,
-//! `stdvar_over_time` are refused with `bad_data`.
+//! the seconds the buckets cover. `last_over_time` is the latest sample in the window from
+//! the buckets' latest samples ([`super::instant::latest_sample`]), exact wherever they say
+//! it, for windows of any width and a counter's running total too. Functions that need the
+//! samples themselves read the raw tier when it holds the window; without it, `irate` (the
+//! last bucket's rate), `delta`, `deriv` and `predict_linear` of a gauge (bucket averages at
+//! bucket middles) are approximations named in the answer's warnings, and `idelta`,
+//! `changes`, `resets`, `quantile_over_time`, `stddev_over_time`, `stdvar_over_time` are
+//! refused with `bad_data`.
 //!
 //! A counter's raw points are its increases: `increase` sums them, `irate` divides the last
 //! by the time since the one before it, `changes` counts the non-zero ones; `resets` is
