@@ -368,8 +368,8 @@ impl<'a> Evaluator<'a> {
     }
 
     /// `timestamp(vs)` over `grid`: per time, when the sample the instant selector answers
-    /// was taken, where the buckets say it exactly; elsewhere no value, with `approximate`
-    /// in the warnings.
+    /// was taken, by the instant selector's rule; where the buckets do not keep their latest
+    /// sample, no value. Both flagged `approximate` where not exact.
     pub(crate) fn selector_timestamps(
         &mut self,
         vs: &VectorSelector,
@@ -393,13 +393,18 @@ impl<'a> Evaluator<'a> {
             return Ok(Value::Vector(Vec::new()));
         }
         let (lo, hi) = min_max(&times);
-        // The finest tier that reaches back, whatever the step: the latest sample is exact
-        // where the bucket holding the time has one sample or none, which a coarser
-        // bucket (five minutes or an hour of scrapes) seldom has.
+        // Floats: the finest tier that reaches back, whatever the step: the latest sample is
+        // exact where the bucket holding the time has one sample or none, which a coarser
+        // bucket (five minutes or an hour of scrapes) seldom has. Histograms answer a
+        // bucket's increase, so the bucket of the step's grain.
+        let step = if vs.at.is_some() { None } else { grid.step_ms };
+        let grain = histograms
+            .then(|| tier::grain(times[0], step, None))
+            .flatten();
         let choice = tier::choose(
             self.source.tiers(),
             self.source.now(),
-            None,
+            grain,
             floor_secs(lo - LOOKBACK_MS),
         );
         let spec = &self.source.tiers().tiers[choice.tier];
@@ -626,9 +631,10 @@ impl<'a> Evaluator<'a> {
         }
         let step = if vs.at.is_some() { None } else { grid.step_ms };
         // Latest samples and one-sample buckets are exact whatever the window's edges, and
-        // more often the finer the buckets: the finest tier that reaches back.
+        // more often the finer the buckets: the finest tier that reaches back. Histograms
+        // are a bucket's increase, read at the grain.
         let grain = match need {
-            RawNeed::Latest | RawNeed::Shown => None,
+            RawNeed::Latest | RawNeed::Shown if !histograms => None,
             _ => tier::grain(times[0], step, Some(range_ms)),
         };
         let choice = tier::choose(self.source.tiers(), self.source.now(), grain, from);

@@ -415,7 +415,7 @@ fn gauge_rate(name: &str, series: &RangeSeries, range_ms: i64) -> QueryError {
 
 /// Where `last_over_time`'s answer for one series is not the latest sample's at some time.
 #[derive(Default)]
-pub(crate) struct LastFallback {
+struct LastFallback {
     /// The latest sample before a bucket holding the time with several samples, the latest
     /// after the time.
     unsure: AtomicBool,
