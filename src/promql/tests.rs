@@ -884,7 +884,8 @@ fn instant_answers_keep_the_order_of_evaluation() {
 /// even minutes 10 at 17 s and 50 at 47 s, in odd minutes 7 at 17 s; `q` one sample a
 /// minute at 20 s, valued twice its minute; the counter `k_total` one sample a minute at
 /// 20 s, each adding 3 (its running total 3, 6, ...); `old_total` and `old_gauge` as
-/// `k_total` and `q`, stored before buckets kept their latest sample.
+/// `k_total` and `q`, stored before buckets kept their latest sample; the counter `f_total`
+/// every 15 s, 7 s past the beat, each adding 1.
 fn scrapes() -> Memory {
     let start = NOW - 3600;
     let m = (-120..60).map(|i| (start + 60 * i, i as f64)).collect();
@@ -898,6 +899,7 @@ fn scrapes() -> Memory {
         .map(|i| (start + 60 * i + 20, 2.0 * i as f64))
         .collect();
     let k: RawPoints = (0..60).map(|i| (start + 60 * i + 20, 3.0)).collect();
+    let f = (0..240).map(|i| (start + 15 * i + 7, 1.0)).collect();
     Memory {
         tiers: TiersConfig::default(),
         series: vec![
@@ -907,6 +909,7 @@ fn scrapes() -> Memory {
             (SeriesKey::parse("k_total").unwrap(), true, k.clone()),
             (SeriesKey::parse("old_total").unwrap(), true, k),
             (SeriesKey::parse("old_gauge").unwrap(), false, q.clone()),
+            (SeriesKey::parse("f_total").unwrap(), true, f),
         ],
         raw: false,
         distributions: Vec::new(),
@@ -1219,4 +1222,29 @@ fn a_range_vector_of_one_sample_buckets_is_the_samples() {
         warnings[0].starts_with("approximate: p[...] is read from buckets"),
         "{warnings:?}"
     );
+}
+
+/// Where the bucket holding the time has several samples, the latest after it (15-second
+/// scrapes at a whole minute), one of them may lie at the time: the answer is the latest
+/// sample before that bucket, Prometheus' unless one does, said approximate. It was the
+/// increase within the minute before (a counter), or refused (`last_over_time` of a counter).
+#[test]
+fn a_bucket_of_several_holding_the_time_leaves_the_sample_before_it() {
+    let source = scrapes();
+    let start = NOW - 3600;
+    for text in ["f_total", "last_over_time(f_total[5m])"] {
+        // At minute 10: the 40th sample, at 9m 52s; its running total 40.
+        let (value, warnings) =
+            instant(&source, text, start + 600).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(value, 40.0, "{text}");
+        assert!(
+            warnings.len() == 1
+                && warnings[0].starts_with("approximate: ")
+                && warnings[0].contains("is the latest sample before that bucket"),
+            "{text}: {warnings:?}"
+        );
+        // 53 s past it, after the minute's last sample: exact.
+        let (value, warnings) = instant(&source, text, start + 653).unwrap();
+        assert_eq!((value, warnings.len()), (44.0, 0), "{text}: {warnings:?}");
+    }
 }
