@@ -1,10 +1,15 @@
-//! An instant selector's value from buckets: Prometheus answers a series' latest sample at or
-//! before the evaluation time `t` and after `t - 5m` (the lookback), which the buckets'
-//! latest samples give exactly ([`exact_value`]) wherever the buckets that could hold it keep
-//! theirs. Otherwise the caller falls back to the bucket's average (a gauge) or increase (a
-//! counter) and says the answer is approximate.
+//! What the buckets' latest samples say exactly. Each bucket keeps its latest sample (value
+//! and time; a counter's raw value), so:
+//! - the latest sample in a window `[t - w, t]` ([`latest_sample`]) is known wherever the
+//!   buckets that could hold it keep theirs: Prometheus' instant selector (`w` the 5-minute
+//!   lookback), `last_over_time(x[w])` and `timestamp(x)`;
+//! - a bucket that holds one sample holds exactly its latest ([`one_sample`]): a range
+//!   vector asked for itself answers that sample at its time.
+//!
+//! Where the buckets cannot say, the callers fall back to what a bucket's count and total
+//! give (its average, a counter's increase) and say the answer is approximate.
 
-use crate::bucket::Bucket;
+use crate::bucket::{Bucket, Last};
 
 /// Buckets of one series, `res_ms` wide, the first starting at `first_ms`.
 pub(crate) struct Buckets<'a> {
@@ -13,21 +18,33 @@ pub(crate) struct Buckets<'a> {
     pub(crate) res_ms: i64,
 }
 
-/// The series' value at `t` (ms) by Prometheus' rule, its latest sample in
-/// `(t - lookback_ms, t]`: `Some(None)` when it has none there, `Some(Some(v))` its value
-/// (a counter's raw value: what its buckets keep as their latest), and `None` when the
-/// buckets cannot say exactly: a bucket that may hold that sample does not know its latest
-/// one, or the bucket holding `t` has several samples, its latest after `t` (one of the
-/// others may be at or before `t`).
-pub(crate) fn exact_value(series: &Buckets<'_>, t: i64, lookback_ms: i64) -> Option<Option<f64>> {
+/// What the buckets say of a series' latest sample in a window ([`latest_sample`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Found {
+    /// The latest sample (a counter's raw value: what its buckets keep as their latest);
+    /// `None` for none in the window.
+    pub(crate) last: Option<Last>,
+    /// False when the bucket holding the time has several samples, the latest after it:
+    /// `last` is then the latest sample before that bucket, the answer unless one of that
+    /// bucket's other samples lies at or before the time (at a bucket's start, only one
+    /// taken at that very second).
+    pub(crate) exact: bool,
+}
+
+/// The series' latest sample in `[t - window_ms, t]` (ms; closed at both ends, as
+/// Prometheus 2.42 selects both its lookback and a range), or `None` when the buckets cannot
+/// say: a bucket that may hold that sample does not know its latest one.
+pub(crate) fn latest_sample(series: &Buckets<'_>, t: i64, window_ms: i64) -> Option<Found> {
     let Buckets {
         buckets,
         first_ms,
         res_ms,
     } = *series;
-    // From the bucket holding t down to the first that ends after t - lookback.
+    let from = t - window_ms;
+    let mut exact = true;
+    // From the bucket holding t down to the first that ends after the window's start.
     let mut k = (t - first_ms).div_euclid(res_ms);
-    while k >= 0 && first_ms + (k + 1) * res_ms > t - lookback_ms {
+    while k >= 0 && first_ms + (k + 1) * res_ms > from {
         let Some(bucket) = buckets.get(k as usize) else {
             // Past the buckets read: a caller reads through the bucket holding t, so only
             // a bucket it did not need.
@@ -41,14 +58,22 @@ pub(crate) fn exact_value(series: &Buckets<'_>, t: i64, lookback_ms: i64) -> Opt
         let last = bucket.last?;
         let at = last.ts * 1000;
         if at <= t {
-            return Some((at > t - lookback_ms).then_some(last.value));
+            // The bucket's latest: every other sample of it is earlier, so none in the
+            // window is later.
+            let last = (at >= from).then_some(last);
+            return Some(Found { last, exact });
         }
-        // Its latest sample is after t: with one sample, none at or before t lies here.
-        if bucket.count > 1 {
-            return None;
-        }
+        // Its latest sample is after t (only the bucket holding t): with one sample, none
+        // at or before t lies here; with several, one may.
+        exact &= bucket.count == 1;
     }
-    Some(None)
+    Some(Found { last: None, exact })
+}
+
+/// The sample of a bucket that holds exactly one, where its latest sample is known: that
+/// sample, its value (a counter's raw value) and time.
+pub(crate) fn one_sample(bucket: &Bucket) -> Option<Last> {
+    (bucket.count == 1).then_some(bucket.last).flatten()
 }
 
 #[cfg(test)]
