@@ -388,7 +388,8 @@ fn parts_out_of_the_value_range_are_refused() {
 proptest! {
     /// An accumulator fed one value at a time, in any order (so its dense lists grow down as
     /// well as up, past their room), and two accumulators merged, both sum as
-    /// [`Histogram::merge`] does.
+    /// [`Histogram::merge`] does, at the scale the accumulator kept: values farther apart
+    /// than its dense width (-0.001 and -3922 at scale 8) coarsen it, which a merge does not.
     #[test]
     fn accumulators_grow_either_way_and_merge_as_histograms_do(
         values in proptest::collection::vec(
@@ -409,7 +410,10 @@ proptest! {
             acc.add_encoded(&bytes).expect("decodes");
         }
         first.merge(&second);
-        prop_assert_eq!(first.to_histogram(), merged);
+        let summed = first.to_histogram();
+        prop_assert!(summed.scale() <= scale);
+        merged.reduce_to(summed.scale());
+        prop_assert_eq!(summed, merged);
     }
 }
 
