@@ -20,7 +20,7 @@ use crate::registry::SeriesId;
 use crate::sample::{ObservedSample, RawCounts, Sample};
 use crate::storage::format::SLOTS_PER_PAGE;
 use crate::storage::mapped_cell::WriterSlot;
-use crate::storage::period_file::WritableFile;
+use crate::storage::period_file::{Latest, WritableFile};
 use crate::storage::raw::{SegmentRef, SEGMENT_POINTS};
 use crate::time::{place, Timestamp};
 
@@ -732,7 +732,7 @@ impl Writer {
         for (tier, placement) in self.placements.iter().enumerate() {
             if let Some((period, bucket)) = *placement {
                 if let Some(Some(file)) = self.tiers[tier].periods[period].files.get(chunk) {
-                    file.file().prefetch(bucket, slot);
+                    file.file().prefetch(bucket, slot, Latest::Read);
                 }
             }
         }

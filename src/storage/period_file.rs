@@ -96,6 +96,16 @@ const OLD_DEFAULT_PERIODS_HINT: &str = "; the default periods changed from 1d/7d
      \"365d\" for the tiers 1m, 5m, 1h, 1d); that open stores them in the directory's \
      tiers.toml, and later opens need no --tiers";
 
+/// Whether a read takes each bucket's latest sample. A sum over many series does not, and
+/// so never fetches the latest area, another cache line a bucket apart from the records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Latest {
+    /// The latest sample as kept (unknown where the file keeps none).
+    Read,
+    /// Left unread: the bucket reads with its latest sample unknown.
+    Skip,
+}
+
 impl PeriodFile {
     /// Creates the file for `meta` in `dir`: header written, the record area sparse (its pages
     /// get disk space as they are first written, [`PeriodFile::reserve`]), synced, then
@@ -498,16 +508,34 @@ impl PeriodFile {
     /// lookup function and chunking, which never produce them).
     #[inline]
     pub(crate) fn load(&self, bucket: u32, slot: u32) -> Bucket {
-        let cell = self.cell(bucket, slot);
+        self.load_taking(bucket, slot, Latest::Read)
+    }
+
+    /// [`PeriodFile::load`], taking the bucket's latest sample or not (then unknown).
+    ///
+    /// # Panics
+    /// As [`PeriodFile::load`].
+    #[inline]
+    pub(crate) fn load_taking(&self, bucket: u32, slot: u32, latest: Latest) -> Bucket {
+        let cell = match latest {
+            Latest::Read => self.cell(bucket, slot),
+            Latest::Skip => self.cell(bucket, slot).without_last(),
+        };
         // The rare path returns the bucket, or `None` once the writer it waited on finished
         // its update, and then the cell is read again: like any seqlock read, this goes round
         // only while a live writer keeps updating this very cell.
         loop {
-            if let Some(bucket) = cell.try_load() {
-                return bucket;
+            if let Some(found) = cell.try_load() {
+                return found;
             }
-            if let Some(bucket) = self.load_waiting(bucket, slot) {
-                return bucket;
+            if let Some(found) = self.load_waiting(bucket, slot) {
+                return match latest {
+                    Latest::Read => found,
+                    Latest::Skip => Bucket {
+                        last: None,
+                        ..found
+                    },
+                };
             }
         }
     }
@@ -697,11 +725,14 @@ impl PeriodFile {
         }
     }
 
-    /// Starts loading the cell of `bucket` for `slot`, and its latest entry, into the cache
-    /// (a CPU prefetch hint).
+    /// Starts loading the cell of `bucket` for `slot`, and its latest entry when `latest`
+    /// says it will be read, into the cache (a CPU prefetch hint).
     #[inline]
-    pub(crate) fn prefetch(&self, bucket: u32, slot: u32) {
-        self.cell(bucket, slot).prefetch();
+    pub(crate) fn prefetch(&self, bucket: u32, slot: u32, latest: Latest) {
+        match latest {
+            Latest::Read => self.cell(bucket, slot).prefetch(),
+            Latest::Skip => super::mmap::prefetch(self.cell(bucket, slot).cell()),
+        }
     }
 
     /// [`PeriodFile::prefetch`] for a distribution read: the record (for an even bucket: two
