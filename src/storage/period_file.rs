@@ -515,7 +515,7 @@ impl PeriodFile {
     ///
     /// # Panics
     /// As [`PeriodFile::load`].
-    #[inline]
+    #[inline(always)]
     pub(crate) fn load_taking(&self, bucket: u32, slot: u32, latest: Latest) -> Bucket {
         let cell = match latest {
             Latest::Read => self.cell(bucket, slot),
