@@ -5,7 +5,8 @@
 //! without depending on storage.
 
 /// The rollup of every sample that fell into one bucket: enough to answer avg, avg/sec, total,
-/// max, min and count without raw data. Empty (`count == 0`) is distinct from zero.
+/// max, min and count without raw data, and, where it is known, the latest sample. Empty
+/// (`count == 0`) is distinct from zero.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct Bucket {
     /// Number of samples folded in (MMS `num_samples`).
@@ -16,6 +17,36 @@ pub struct Bucket {
     pub min: f64,
     /// Largest sample; meaningless when `count == 0`.
     pub max: f64,
+    /// The bucket's latest sample, so a read can answer the value a series had at a time
+    /// (PromQL's instant selector) and when it was taken; `None` when it is not known: a
+    /// file written before buckets kept it, a sample folded in without its time, or a
+    /// bucket put back from an image without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last: Option<Last>,
+}
+
+/// A bucket's latest sample. For a counter (stored as increases) `value` is the raw counter
+/// value the sample carried, its running total, not the increase the bucket folded in.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Last {
+    /// The sample's value.
+    pub value: f64,
+    /// When it was taken, unix seconds: within the bucket's interval.
+    pub ts: crate::time::Timestamp,
+}
+
+impl Last {
+    /// Which of two latest samples of one interval is the latest: the later one, and of two
+    /// taken at the same second `newer`, the one folded in after (arrival order, as a
+    /// series that sends twice a second leaves its second value).
+    #[inline]
+    pub fn latest(self, newer: Last) -> Last {
+        if newer.ts >= self.ts {
+            newer
+        } else {
+            self
+        }
+    }
 }
 
 impl Bucket {
@@ -25,6 +56,7 @@ impl Bucket {
         total: 0.0,
         min: 0.0,
         max: 0.0,
+        last: None,
     };
 
     /// True when no sample fell into the bucket.
@@ -32,9 +64,30 @@ impl Bucket {
         self.count == 0
     }
 
-    /// Folds one sample in. Branch-free min/max (`maxsd`), as measured in perf-notes.
+    /// Folds one sample in whose time is not known: the latest sample is then unknown.
     #[inline]
     pub fn add(&mut self, value: f64) {
+        self.fold(value);
+        self.last = None;
+    }
+
+    /// Folds in the sample `value` taken at `last.ts`, whose latest-sample value is
+    /// `last.value` (the sample's own, or a counter's raw value). The latest sample stays
+    /// unknown when an earlier one's was not known, since that one may be later.
+    #[inline]
+    pub fn add_at(&mut self, value: f64, last: Last) {
+        self.last = if self.count == 0 {
+            Some(last)
+        } else {
+            self.last.map(|l| l.latest(last))
+        };
+        self.fold(value);
+    }
+
+    /// Count, total, min and max of one more sample. Branch-free min/max (`maxsd`), as
+    /// measured in perf-notes.
+    #[inline(always)]
+    fn fold(&mut self, value: f64) {
         let first = self.count == 0;
         self.total = if first { value } else { self.total + value };
         self.min = if first { value } else { self.min.min(value) };
@@ -42,7 +95,9 @@ impl Bucket {
         self.count += 1;
     }
 
-    /// Folds another bucket in exactly: counts and totals add, min and max fold.
+    /// Folds another bucket in exactly: counts and totals add, min and max fold, and the
+    /// latest sample is the later of the two ([`Last::latest`], `other` taken as the newer
+    /// at a tie), unknown when either's is.
     #[inline]
     pub fn merge(&mut self, other: &Bucket) {
         if other.count == 0 {
@@ -56,6 +111,10 @@ impl Bucket {
         self.total += other.total;
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
+        self.last = match (self.last, other.last) {
+            (Some(a), Some(b)) => Some(a.latest(b)),
+            _ => None,
+        };
     }
 }
 
@@ -128,7 +187,7 @@ fn exact_integer<E: serde::de::Error>(x: f64, n: i128) -> std::result::Result<Ex
 }
 
 /// A list of buckets as JSON, bit for bit: each bucket `[count, total, min, max]` with its
-/// floats as [`ExactF64`]. For `#[serde(with = "crate::bucket::exact_buckets")]`; only
+/// floats as [`ExactF64`]; the latest sample is not carried (it reads back unknown). For `#[serde(with = "crate::bucket::exact_buckets")]`; only
 /// the render API's fetched series (a server feature) carry bucket lists.
 #[cfg(feature = "server")]
 pub(crate) mod exact_buckets {
@@ -178,6 +237,7 @@ pub(crate) mod exact_buckets {
                 total: total.0,
                 min: min.0,
                 max: max.0,
+                last: None,
             })
             .collect())
     }

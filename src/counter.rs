@@ -429,8 +429,10 @@ impl BatchCounters<'_> {
     /// What `sample` stores: its value for a gauge or a delta counter; for a counter, the
     /// increase since the counter's previous sample (`None` for its first sample ever,
     /// which only sets the baseline), after which `sample` is the counter's last in this
-    /// batch. States change only at [`BatchCounters::commit`], after the increases are
-    /// stored.
+    /// batch. Beside it, the value its buckets keep as their latest sample's: a gauge's
+    /// value, a counter's raw value (its running total), none for a delta counter (no write
+    /// carries its running total). States change only at [`BatchCounters::commit`], after
+    /// the increases are stored.
     ///
     /// # Errors
     /// [`RejectReason::CounterOutOfOrder`] for a counter sample not newer than the last one
@@ -440,11 +442,13 @@ impl BatchCounters<'_> {
     pub(crate) fn apply(
         &mut self,
         sample: &Sample,
-    ) -> std::result::Result<Option<f64>, RejectReason> {
+    ) -> std::result::Result<Option<(f64, Option<f64>)>, RejectReason> {
         let id = sample.series.index();
-        if self.inner.kinds.get(id) != Some(&SeriesKind::Counter) {
+        match self.inner.kinds.get(id) {
+            Some(SeriesKind::Counter) => {}
             // A delta counter's value is its increase, whenever it was taken.
-            return Ok(Some(sample.value));
+            Some(SeriesKind::DeltaCounter) => return Ok(Some((sample.value, None))),
+            _ => return Ok(Some((sample.value, Some(sample.value)))),
         }
         let last = (self.updates.get(&id).copied()).or_else(|| self.inner.state.last(id));
         if let Some((last_ts, _)) = last {
@@ -461,7 +465,7 @@ impl BatchCounters<'_> {
             let stored = increase(previous, sample.value);
             self.stored
                 .push(Sample::new(sample.series, sample.ts, stored));
-            stored
+            (stored, Some(sample.value))
         }))
     }
 

@@ -531,14 +531,17 @@ impl Engine {
                     report.reject(position, RejectReason::StorageUnavailable);
                 }
                 Ok(()) => {
-                    let mut stored = *sample;
+                    let mut stored = writer::Stored::gauge(*sample);
                     if let Some(counters) = &mut counter_step {
                         if counters.is_distribution(sample.series) {
                             distributions.push((position, *sample));
                             continue;
                         }
                         match counters.apply(sample) {
-                            Ok(Some(value)) => stored.value = value,
+                            Ok(Some((value, last))) => {
+                                stored.sample.value = value;
+                                stored.last = last;
+                            }
                             // A counter's first sample: its baseline, nothing to store.
                             Ok(None) => {
                                 report.accepted += 1;
@@ -551,7 +554,7 @@ impl Engine {
                         }
                     }
                     parts[writer::writer_of(sample.series, n)].push(stored);
-                    earliest = Some(earliest.map_or(stored.ts, |e| e.min(stored.ts)));
+                    earliest = Some(earliest.map_or(sample.ts, |e| e.min(sample.ts)));
                     report.accepted += 1;
                 }
                 Err(reason) => report.reject(position, reason),

@@ -83,7 +83,7 @@ mod storage;
 pub mod testing;
 pub mod time;
 
-pub use bucket::Bucket;
+pub use bucket::{Bucket, Last};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{EngineSettings, RawTierSpec, TierSpec, TiersConfig};
 pub use counter::SeriesKind;

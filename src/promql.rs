@@ -18,6 +18,7 @@ mod error;
 mod eval;
 mod functions;
 mod histograms;
+mod instant;
 mod labels;
 mod listing;
 mod names;

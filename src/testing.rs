@@ -8,7 +8,8 @@ pub mod storage {
     /// A tier's period files: names and byte layout (docs/file-format.md).
     pub mod format {
         pub use crate::storage::format::{
-            cell_index, file_name, parse_file_name, CellLayout, PeriodMeta, HEADER_LEN, RECORD_SIZE,
+            cell_index, file_name, parse_file_name, CellLayout, PeriodMeta, HEADER_LEN,
+            LATEST_SIZE, RECORD_SIZE,
         };
     }
     /// Compacted period files.

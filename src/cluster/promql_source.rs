@@ -135,6 +135,43 @@ pub(crate) struct IndexedBuckets {
     index: u32,
     #[serde(with = "crate::bucket::exact_buckets")]
     buckets: Vec<Bucket>,
+    /// The buckets' latest samples where known: (position among `buckets`, value, unix
+    /// seconds). Apart from `buckets`, so a node of a build before buckets kept them reads
+    /// the answer (it ignores the field) and one reading such a node's answer finds them
+    /// unknown (the field absent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    latest: Vec<(u32, ExactF64, Timestamp)>,
+}
+
+impl IndexedBuckets {
+    /// Series `index`'s `buckets` for the wire.
+    fn new(index: u32, buckets: Vec<Bucket>) -> IndexedBuckets {
+        let latest = (buckets.iter().enumerate())
+            .filter_map(|(i, b)| b.last.map(|last| (i as u32, ExactF64(last.value), last.ts)))
+            .collect();
+        IndexedBuckets {
+            index,
+            buckets,
+            latest,
+        }
+    }
+
+    /// The buckets with their latest samples put back.
+    ///
+    /// # Errors
+    /// [`Error::Cluster`] for a latest sample of a bucket the answer does not hold.
+    fn into_buckets(self) -> Result<Vec<Bucket>> {
+        let mut buckets = self.buckets;
+        for (i, value, ts) in self.latest {
+            let bucket = buckets.get_mut(i as usize).ok_or_else(|| {
+                Error::Cluster(format!(
+                    "an owner answered the latest sample of bucket {i}, past its buckets"
+                ))
+            })?;
+            bucket.last = Some(crate::bucket::Last { value: value.0, ts });
+        }
+        Ok(buckets)
+    }
 }
 
 /// One series' bucket histograms on the wire, bit for bit: per bucket, `null` or the
@@ -258,10 +295,8 @@ pub(crate) fn answer_over(
                 let series: Vec<Selected> = held.iter().map(|(_, s)| s.clone()).collect();
                 let read = StoredSource::new(*reader).buckets(&series, index, from, to, budget)?;
                 out.extend(
-                    (held.iter().zip(read)).map(|((index, _), buckets)| IndexedBuckets {
-                        index: *index,
-                        buckets,
-                    }),
+                    (held.iter().zip(read))
+                        .map(|((index, _), buckets)| IndexedBuckets::new(*index, buckets)),
                 );
             }
             PromAnswer::Buckets(out)
@@ -451,7 +486,7 @@ impl Source for ClusterSource {
                         part.buckets.len()
                     )));
                 }
-                *slot = part.buckets;
+                *slot = part.into_buckets()?;
             }
         }
         Ok(out)
@@ -539,5 +574,49 @@ impl Source for ClusterSource {
             }
         }
         Ok(Some(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bucket::Last;
+
+    /// A cluster node's PromQL read of another node's buckets keeps their latest samples, so
+    /// an instant selector answers there as on the owner; an answer without the field (a
+    /// node of a build before buckets kept them) reads them unknown.
+    #[test]
+    fn buckets_cross_the_wire_with_their_latest_samples() {
+        let mut known = Bucket::EMPTY;
+        known.add_at(
+            2.5,
+            Last {
+                value: 2.5,
+                ts: 1_000,
+            },
+        );
+        known.add_at(
+            -0.0,
+            Last {
+                value: -0.0,
+                ts: 1_030,
+            },
+        );
+        let mut unknown = Bucket::EMPTY;
+        unknown.add(7.0);
+        let buckets = vec![known, Bucket::EMPTY, unknown];
+        let json = serde_json::to_string(&IndexedBuckets::new(3, buckets.clone())).unwrap();
+        let back: IndexedBuckets = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.index, 3);
+        let back = back.into_buckets().unwrap();
+        assert_eq!(back, buckets);
+        assert_eq!(back[0].last.unwrap().value.to_bits(), (-0.0f64).to_bits());
+
+        let old = r#"{"index":3,"buckets":[[2,2.5,0.0,2.5]]}"#;
+        let read: IndexedBuckets = serde_json::from_str(old).unwrap();
+        assert_eq!(read.into_buckets().unwrap()[0].last, None);
+        let past = r#"{"index":3,"buckets":[[1,2.5,2.5,2.5]],"latest":[[1,2.5,1000]]}"#;
+        let read: IndexedBuckets = serde_json::from_str(past).unwrap();
+        assert!(read.into_buckets().is_err());
     }
 }

@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::Shared;
+use crate::bucket::Last;
 use crate::error::Error;
 use crate::error::Result;
 use crate::fault::Hook;
@@ -19,7 +20,7 @@ use crate::registry::SeriesId;
 use crate::sample::{ObservedSample, RawCounts, Sample};
 use crate::storage::format::SLOTS_PER_PAGE;
 use crate::storage::mapped_cell::WriterSlot;
-use crate::storage::period_file::WritableFile;
+use crate::storage::period_file::{Latest, WritableFile};
 use crate::storage::raw::{SegmentRef, SEGMENT_POINTS};
 use crate::time::{place, Timestamp};
 
@@ -38,11 +39,32 @@ const PREFETCH_DISTANCE: usize = 8;
 /// are unmapped and their disk space freed even when no batch arrives.
 const IDLE_EVICTION: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// A sample as a writer stores it: the value its buckets fold in (a counter's increase), and
+/// the value its buckets keep as their latest sample's, when known (a counter's raw value;
+/// unknown for a delta counter, whose running total no write carries).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Stored {
+    /// The sample, its value the one the buckets fold in.
+    pub(crate) sample: Sample,
+    /// The latest-sample value it leaves in its buckets; `None` leaves it unknown.
+    pub(crate) last: Option<f64>,
+}
+
+impl Stored {
+    /// A sample stored as it comes, which its buckets keep as their latest too.
+    pub(crate) fn gauge(sample: Sample) -> Stored {
+        Stored {
+            sample,
+            last: Some(sample.value),
+        }
+    }
+}
+
 /// What a writer thread is asked to do.
 pub(crate) enum Job {
     /// Apply `samples` (all owned by this writer), honouring each tier's window start.
     Write {
-        samples: Vec<Sample>,
+        samples: Vec<Stored>,
         windows: Arc<[Timestamp]>,
         /// The first second the raw tier holds.
         raw_window: Timestamp,
@@ -56,7 +78,7 @@ pub(crate) enum Job {
 /// a batch (the caller created every file it needs), so there is nothing else to report.
 pub(crate) struct Reply {
     writer: usize,
-    samples: Vec<Sample>,
+    samples: Vec<Stored>,
     /// What the raw tier did with the batch.
     raw: RawCounts,
 }
@@ -69,7 +91,7 @@ pub(crate) struct WriterPool {
     writers: Vec<Arc<Mutex<Writer>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// Emptied per-writer buffers from earlier batches, so batches do not allocate.
-    spare: Mutex<Vec<Vec<Vec<Sample>>>>,
+    spare: Mutex<Vec<Vec<Vec<Stored>>>>,
 }
 
 impl WriterPool {
@@ -103,7 +125,7 @@ impl WriterPool {
     }
 
     /// One empty buffer per writer.
-    pub(crate) fn take_buffers(&self) -> Vec<Vec<Sample>> {
+    pub(crate) fn take_buffers(&self) -> Vec<Vec<Stored>> {
         let spare = self.spare.lock().unwrap_or_else(|e| e.into_inner()).pop();
         spare.unwrap_or_else(|| vec![Vec::new(); self.queues.len()])
     }
@@ -114,7 +136,7 @@ impl WriterPool {
     /// applied them; returns what the raw tier did with them.
     pub(crate) fn run(
         &self,
-        parts: Vec<Vec<Sample>>,
+        parts: Vec<Vec<Stored>>,
         windows: &Arc<[Timestamp]>,
         raw_window: Timestamp,
     ) -> Result<RawCounts> {
@@ -123,7 +145,7 @@ impl WriterPool {
         }
         let mut raw = RawCounts::default();
         let (reply_tx, reply_rx) = crossbeam_channel::bounded(parts.len());
-        let mut returned: Vec<Vec<Sample>> = Vec::with_capacity(parts.len());
+        let mut returned: Vec<Vec<Stored>> = Vec::with_capacity(parts.len());
         let mut sent = 0;
         let mut first_error = None;
         for (writer, samples) in parts.into_iter().enumerate() {
@@ -168,7 +190,7 @@ impl WriterPool {
     /// Writes `parts` in this thread, holding each writer's state in turn.
     fn write_here(
         &self,
-        mut parts: Vec<Vec<Sample>>,
+        mut parts: Vec<Vec<Stored>>,
         windows: &[Timestamp],
         raw_window: Timestamp,
     ) -> RawCounts {
@@ -194,9 +216,9 @@ impl WriterPool {
         raw_window: Timestamp,
     ) -> RawCounts {
         let n = self.writers.len();
-        let mut parts: Vec<Vec<Sample>> = vec![Vec::new(); n];
+        let mut parts: Vec<Vec<Stored>> = vec![Vec::new(); n];
         for sample in samples {
-            parts[writer_of(sample.series, n)].push(*sample);
+            parts[writer_of(sample.series, n)].push(Stored::gauge(*sample));
         }
         let mut raw = RawCounts::default();
         for (writer, part) in self.writers.iter().zip(&parts) {
@@ -224,7 +246,7 @@ impl WriterPool {
     }
 
     /// Keeps a batch's emptied buffers for the next batch, when every writer's came back.
-    fn give_back(&self, buffers: Vec<Vec<Sample>>) {
+    fn give_back(&self, buffers: Vec<Vec<Stored>>) {
         if buffers.iter().all(Vec::is_empty) && buffers.len() == self.queues.len() {
             self.spare
                 .lock()
@@ -399,7 +421,7 @@ impl Writer {
     /// the raw tier did with them.
     fn write(
         &mut self,
-        samples: &[Sample],
+        samples: &[Stored],
         windows: &[Timestamp],
         raw_window: Timestamp,
     ) -> RawCounts {
@@ -411,7 +433,7 @@ impl Writer {
     /// records and histograms.
     fn write_distributions(
         &mut self,
-        samples: &[Sample],
+        samples: &[Stored],
         windows: &[Timestamp],
         raw_window: Timestamp,
     ) -> RawCounts {
@@ -460,12 +482,12 @@ impl Writer {
 
     /// Folds every sample into every tier whose window holds it, then finishes the batch
     /// ([`Writer::finish_stores`]).
-    fn apply<const DISTRIBUTION: bool>(&mut self, samples: &[Sample], windows: &[Timestamp]) {
+    fn apply<const DISTRIBUTION: bool>(&mut self, samples: &[Stored], windows: &[Timestamp]) {
         self.evict_expired(windows);
         self.evict_retired();
         let mut rest = samples;
         if let Some(victim) = self.fault {
-            if let Some(at) = samples.iter().position(|s| s.series.0 == victim) {
+            if let Some(at) = samples.iter().position(|s| s.sample.series.0 == victim) {
                 self.store::<DISTRIBUTION>(&samples[..at], windows);
                 self.die_updating::<DISTRIBUTION>(&samples[at], windows);
                 rest = &samples[at..];
@@ -494,7 +516,8 @@ impl Writer {
     /// The fault hook: kills the process halfway through `sample`'s update of the first tier
     /// whose window holds it (returns when none does).
     #[cold]
-    fn die_updating<const DISTRIBUTION: bool>(&mut self, sample: &Sample, windows: &[Timestamp]) {
+    fn die_updating<const DISTRIBUTION: bool>(&mut self, stored: &Stored, windows: &[Timestamp]) {
+        let sample = &stored.sample;
         self.locate(sample.ts, windows);
         let chunk = (sample.series.0 >> self.slot_bits) as usize;
         let slot = sample.series.0 & ((1u32 << self.slot_bits) - 1);
@@ -514,7 +537,7 @@ impl Writer {
 
     /// The hot loop of [`Writer::apply`]: folds each sample into every tier whose window
     /// holds it; with `DISTRIBUTION`, into the buckets' histograms too.
-    fn store<const DISTRIBUTION: bool>(&mut self, samples: &[Sample], windows: &[Timestamp]) {
+    fn store<const DISTRIBUTION: bool>(&mut self, samples: &[Stored], windows: &[Timestamp]) {
         if DISTRIBUTION {
             return self.store_distributions(samples, windows);
         }
@@ -525,9 +548,10 @@ impl Writer {
         // what it reaches through `self`).
         let published = self.published.clone();
         let publisher = published.publisher();
-        for (i, sample) in samples.iter().enumerate() {
+        for (i, stored) in samples.iter().enumerate() {
+            let sample = &stored.sample;
             if let Some(ahead) = samples.get(i + PREFETCH_DISTANCE) {
-                if last_ts == Some(ahead.ts) {
+                if last_ts == Some(ahead.sample.ts) {
                     self.prefetch(ahead);
                 }
             }
@@ -550,7 +574,11 @@ impl Writer {
                         None => continue,
                     },
                 };
-                file.add(bucket, slot, sample.value, publisher);
+                let last = stored.last.map(|value| Last {
+                    value,
+                    ts: sample.ts,
+                });
+                file.add(bucket, slot, sample.value, last, publisher);
             }
         }
     }
@@ -558,7 +586,7 @@ impl Writer {
     /// [`Writer::store`] for distribution samples: each series' samples that land in the
     /// same bucket of every tier are one update of it (its histogram decoded and encoded
     /// once), in arrival order.
-    fn store_distributions(&mut self, samples: &[Sample], windows: &[Timestamp]) {
+    fn store_distributions(&mut self, samples: &[Stored], windows: &[Timestamp]) {
         let shared = Arc::clone(&self.shared);
         let tiers = &shared.config.tiers;
         // Whether two times land in the same bucket of every tier, by period start rather
@@ -572,22 +600,22 @@ impl Writer {
             })
         };
         let mut order: Vec<usize> = (0..samples.len()).collect();
-        order.sort_by_key(|&i| samples[i].series.0);
+        order.sort_by_key(|&i| samples[i].sample.series.0);
         let slot_mask = (1u32 << self.slot_bits) - 1;
         let published = self.published.clone();
         let mut values = Vec::new();
         let mut at = 0;
         while at < order.len() {
-            let first = samples[order[at]];
+            let first = samples[order[at]].sample;
             let mut end = at + 1;
             while end < order.len()
-                && samples[order[end]].series == first.series
-                && same_buckets(first.ts, samples[order[end]].ts)
+                && samples[order[end]].sample.series == first.series
+                && same_buckets(first.ts, samples[order[end]].sample.ts)
             {
                 end += 1;
             }
             values.clear();
-            values.extend(order[at..end].iter().map(|&i| samples[i].value));
+            values.extend(order[at..end].iter().map(|&i| samples[i].sample.value));
             at = end;
             self.locate(first.ts, windows);
             let chunk = (first.series.0 >> self.slot_bits) as usize;
@@ -611,7 +639,7 @@ impl Writer {
     /// point is refused here only, and under `dedupe_unchanged` one whose value equals the
     /// last one bit for bit is skipped. No allocation but a new segment's chain entry (once
     /// per [`SEGMENT_POINTS`] points) and the tail table's growth with new series.
-    fn store_raw(&mut self, samples: &[Sample], window: Timestamp) -> RawCounts {
+    fn store_raw(&mut self, samples: &[Stored], window: Timestamp) -> RawCounts {
         let mut counts = RawCounts::default();
         if self.shared.raw.is_none() {
             return counts;
@@ -624,7 +652,7 @@ impl Writer {
         };
         let dedupe = raw.spec().dedupe_unchanged;
         let period = raw.spec().period;
-        for sample in samples {
+        for sample in samples.iter().map(|s| &s.sample) {
             if sample.ts < window {
                 counts.too_old += 1;
                 continue;
@@ -697,13 +725,14 @@ impl Writer {
     /// Starts loading the cells `sample` will update, when they land where the current
     /// placements say and their files are at hand.
     #[inline]
-    fn prefetch(&self, sample: &Sample) {
+    fn prefetch(&self, stored: &Stored) {
+        let sample = &stored.sample;
         let chunk = (sample.series.0 >> self.slot_bits) as usize;
         let slot = sample.series.0 & ((1u32 << self.slot_bits) - 1);
         for (tier, placement) in self.placements.iter().enumerate() {
             if let Some((period, bucket)) = *placement {
                 if let Some(Some(file)) = self.tiers[tier].periods[period].files.get(chunk) {
-                    file.file().prefetch(bucket, slot);
+                    file.file().prefetch(bucket, slot, Latest::Read);
                 }
             }
         }

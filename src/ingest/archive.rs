@@ -268,6 +268,7 @@ mod tests {
             total: v,
             min: v,
             max: v,
+            last: None,
         }
     }
 

@@ -428,6 +428,7 @@ impl RrdFile {
                             total,
                             min: min.min(total),
                             max: max.max(total),
+                            last: None,
                         },
                     )
                 })

@@ -476,6 +476,7 @@ impl crate::ingest::archive::Fold for WhisperFold {
                 total,
                 min,
                 max,
+                last: None,
             }
         };
         Some(match self.aggregation {
@@ -501,6 +502,7 @@ pub fn one_sample(v: f64) -> Bucket {
         total: v,
         min: v,
         max: v,
+        last: None,
     }
 }
 

@@ -3,11 +3,12 @@
 //! reads go through the [`Source`]; functions, aggregations and binary operators have files
 //! of their own.
 //!
-//! An instant selector at time `t` answers the latest bucket that ends at or before `t` and
-//! within the lookback (5 minutes, or one bucket when buckets are wider): its average for a
-//! gauge (flagged `approximate` unless it is Prometheus' latest sample: see
-//! `instant_selector`), its increase (flagged) for a counter, whose running total is not
-//! stored.
+//! An instant selector at time `t` answers the series' latest sample in `[t - 5m, t]`, read
+//! from the finest tier's buckets, which keep their latest sample, wherever they say it
+//! exactly ([`instant::latest_sample`]); elsewhere the latest bucket that ends at or before
+//! `t` within the lookback (5 minutes, or one bucket when buckets are wider): its average
+//! for a gauge (flagged `approximate` unless it is Prometheus' latest sample: see
+//! `latest_of_selector`), its increase (flagged) for a counter.
 
 use std::time::Instant;
 
@@ -20,9 +21,28 @@ use super::source::{BucketHistogram, Selected, Source};
 use super::tier;
 use super::value::{unique_over_range, unique_per_step, Answer, ResultValue, Series, Value};
 use super::windows::{RangeInput, RawNeed, StoredRead, WindowData};
-use super::{Query, QueryLimits, LOOKBACK_MS};
+use super::{instant, Query, QueryLimits, LOOKBACK_MS};
 use crate::histogram::EXPLICIT_BUCKETS_TAG;
 use crate::time::Timestamp;
+
+/// What [`Evaluator::latest_of_selector`] answers of a series' latest sample: its value (an
+/// instant selector) or its time (`timestamp()`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Of {
+    Value,
+    Time,
+}
+
+/// Why an instant selector's answer for a series is not Prometheus' at some time.
+#[derive(Clone, Copy, Debug, Default)]
+struct Fallback {
+    /// A counter's increase within a bucket, its latest sample not kept.
+    increase: bool,
+    /// A gauge's bucket average (or no time), its latest sample not kept.
+    average: bool,
+    /// The latest sample before a bucket holding the time with several samples.
+    unsure: bool,
+}
 
 /// Most evaluation times one query or subquery may have (Prometheus' 11,000 points per
 /// series).
@@ -173,15 +193,17 @@ impl<'a> Evaluator<'a> {
         Ok(())
     }
 
-    /// Warns that `expr`, a range selector answered for itself, was read from buckets: a
-    /// point per bucket, not Prometheus' samples at their times (issue 54 item 9).
+    /// Warns that `expr`, a range selector answered for itself, was read from buckets that
+    /// do not give each sample: a bucket of several samples (or whose latest is not known) is
+    /// a point at its start, not Prometheus' samples at their times (issue 54 item 9).
     fn warn_of_range_from_buckets(&mut self, expr: &Expr) {
         if let Expr::MatrixSelector(m) = strip_parens(expr) {
             self.warn(format!(
-                "approximate: {}[...] is read from buckets: a point per bucket with samples, \
-                 stamped at the bucket's start, holding what the bucket keeps (a gauge's \
-                 average, a counter's increase, a distribution's histogram), not each sample \
-                 at its time",
+                "approximate: {}[...] is read from buckets: a bucket of one sample gives it at \
+                 its time, but a bucket of several (or whose latest sample is not kept) gives \
+                 a point stamped at the bucket's start, holding what the bucket keeps (a \
+                 gauge's average, a counter's increase, a distribution's histogram), not each \
+                 sample at its time",
                 m.vs
             ));
         }
@@ -199,7 +221,7 @@ impl<'a> Evaluator<'a> {
                 &m.vs,
                 m.range.as_millis() as i64,
                 &grid,
-                RawNeed::Never,
+                RawNeed::Shown,
                 true,
             )?),
             Expr::Subquery(sq) => Some(self.range_of_subquery(sq, &grid)?),
@@ -214,12 +236,17 @@ impl<'a> Evaluator<'a> {
                 return Ok(ResultValue::HistogramMatrix(read));
             }
             let input = input.read(self.source, &self.limits.budget)?;
+            let mut exact = true;
             let mut out: Vec<_> = (0..input.series.len())
-                .map(|i| (input.series[i].labels.clone(), input.points_in_window(i, 0)))
+                .map(|i| {
+                    let (points, all_samples) = input.points_in_window(i, 0);
+                    exact &= all_samples;
+                    (input.series[i].labels.clone(), points)
+                })
                 .filter(|(_, p)| !p.is_empty())
                 .collect();
             out.sort_by(|a, b| a.0.cmp(&b.0));
-            if matches!(input.data, WindowData::Buckets { .. }) && !out.is_empty() {
+            if !exact {
                 self.warn_of_range_from_buckets(expr);
             }
             return Ok(ResultValue::Matrix(out));
@@ -331,10 +358,34 @@ impl<'a> Evaluator<'a> {
         Ok(found)
     }
 
-    /// An instant selector over `grid`: per time, the latest bucket ending at or before it
-    /// within the lookback. Distribution series answer their histograms when the selector
-    /// picks nothing else, and are left out (with a warning) when it does.
+    /// An instant selector over `grid`: per time, the series' latest sample within the
+    /// lookback where the buckets say it exactly ([`instant::latest_sample`]), else the
+    /// latest bucket ending at or before it within the lookback. Distribution series answer
+    /// their histograms when the selector picks nothing else, and are left out (with a
+    /// warning) when it does.
     fn instant_selector(&mut self, vs: &VectorSelector, grid: &Grid) -> Result<Value, QueryError> {
+        self.latest_of_selector(vs, grid, Of::Value)
+    }
+
+    /// `timestamp(vs)` over `grid`: per time, when the sample the instant selector answers
+    /// was taken, by the instant selector's rule; where the buckets do not keep their latest
+    /// sample, no value. Both flagged `approximate` where not exact.
+    pub(crate) fn selector_timestamps(
+        &mut self,
+        vs: &VectorSelector,
+        grid: &Grid,
+    ) -> Result<Value, QueryError> {
+        self.latest_of_selector(vs, grid, Of::Time)
+    }
+
+    /// The series of `vs` and, per time of `grid`, `of` their latest sample within the
+    /// lookback (see [`Evaluator::instant_selector`]).
+    fn latest_of_selector(
+        &mut self,
+        vs: &VectorSelector,
+        grid: &Grid,
+        of: Of,
+    ) -> Result<Value, QueryError> {
         let times = self.shifted_times(grid, &vs.at, &vs.offset);
         let mut selected = self.select(vs)?;
         let histograms = self.keep_one_kind(&mut selected, vs);
@@ -342,20 +393,27 @@ impl<'a> Evaluator<'a> {
             return Ok(Value::Vector(Vec::new()));
         }
         let (lo, hi) = min_max(&times);
+        // Floats: the finest tier that reaches back, whatever the step: the latest sample is
+        // exact where the bucket holding the time has one sample or none, which a coarser
+        // bucket (five minutes or an hour of scrapes) seldom has. Histograms answer a
+        // bucket's increase, so the bucket of the step's grain.
         let step = if vs.at.is_some() { None } else { grid.step_ms };
-        let anchor = times[0];
+        let grain = histograms
+            .then(|| tier::grain(times[0], step, None))
+            .flatten();
         let choice = tier::choose(
             self.source.tiers(),
             self.source.now(),
-            tier::grain(anchor, step, None),
+            grain,
             floor_secs(lo - LOOKBACK_MS),
         );
         let spec = &self.source.tiers().tiers[choice.tier];
         let res_ms = spec.resolution.secs() as i64 * 1000;
         let lookback = LOOKBACK_MS.max(res_ms);
         let from = floor_secs(lo - lookback);
-        // Up to the end of the bucket holding the last time: whether samples follow the
-        // bucket answered, up to the time, decides whether the answer is exact.
+        // Up to the end of the bucket holding the last time: a sample at or before it there
+        // is the answer ([`instant::latest_sample`]), and where the buckets cannot say,
+        // whether samples follow the bucket answered decides whether the average is exact.
         let to = ceil_secs(hi) + res_ms / 1000;
         let first_ms = from.div_euclid(res_ms / 1000) * res_ms;
         // The latest of `len` buckets ending at or before t, within the lookback, that
@@ -398,30 +456,42 @@ impl<'a> Evaluator<'a> {
         let buckets = self
             .source
             .buckets(&selected, choice.tier, from, to, &self.limits.budget)?;
-        if selected.iter().any(|s| s.counter) {
-            let names = kind_names(&selected, |s| s.counter);
-            self.warn(format!(
-                "{names}: a counter is stored as increases, so its instant value is the \
-                 increase within the bucket read, not the running total; use rate() or \
-                 increase() over a range"
-            ));
-        }
-        // A gauge's answer is Prometheus' (the latest sample within the lookback) only when
-        // the bucket read holds one sample, wholly within the lookback, and no sample
-        // follows it up to the time: a bucket keeps no sample times.
-        let mut approximate = vec![false; selected.len()];
+        // Where the bucket holding the time has several samples, the latest after it, the
+        // latest sample before that bucket (`unsure`). Where the buckets do not keep their
+        // latest sample, a counter's value is the increase within the bucket read, a
+        // gauge's the bucket's average (`average`), Prometheus' answer only when that bucket
+        // holds one sample, wholly within the lookback, and none follows it up to the time;
+        // a time is not answered there (`average` too).
+        let mut flags = vec![Fallback::default(); selected.len()];
         let mut rows = Vec::with_capacity(selected.len());
-        for ((s, buckets), approximate) in selected.iter().zip(&buckets).zip(&mut approximate) {
+        for ((s, buckets), flags) in selected.iter().zip(&buckets).zip(&mut flags) {
             self.check_deadline()?;
+            let series = instant::Buckets {
+                buckets,
+                first_ms,
+                res_ms,
+            };
             let values = (times.iter())
                 .map(|&t| {
+                    if let Some(found) = instant::latest_sample(&series, t, LOOKBACK_MS) {
+                        flags.unsure |= !found.exact;
+                        return found.last.map(|last| match of {
+                            Of::Value => last.value,
+                            Of::Time => last.ts as f64,
+                        });
+                    }
                     let k = latest(t, buckets.len(), &|k| buckets[k].count > 0)?;
                     let b = &buckets[k];
+                    if of == Of::Time {
+                        flags.average = true;
+                        return None;
+                    }
                     if s.counter {
+                        flags.increase = true;
                         return Some(b.total);
                     }
                     let holding_t = (t - first_ms).div_euclid(res_ms) as usize;
-                    *approximate |= b.count > 1
+                    flags.average |= b.count > 1
                         || first_ms + k as i64 * res_ms < t - LOOKBACK_MS
                         || buckets.get(holding_t).is_some_and(|b| b.count > 0);
                     Some(b.total / b.count as f64)
@@ -429,14 +499,43 @@ impl<'a> Evaluator<'a> {
                 .collect::<Vec<_>>();
             rows.push(values);
         }
-        if approximate.iter().any(|&a| a) {
-            let mut flags = approximate.iter();
-            let names = kind_names(&selected, |_| *flags.next().unwrap_or(&false));
+        let names_where = |flag: fn(&Fallback) -> bool| {
+            let mut flags = flags.iter();
+            let names = kind_names(&selected, |_| flags.next().is_some_and(flag));
+            (!names.is_empty()).then_some(names)
+        };
+        if let Some(names) = names_where(|f| f.increase) {
             self.warn(format!(
-                "approximate: {names}: an instant value is the average of the latest bucket \
-                 ending by the time, not the latest sample (a bucket keeps no sample times): \
-                 exact only where that bucket holds one sample and none follows it up to the \
-                 time"
+                "{names}: a counter is stored as increases, and where its buckets do not keep \
+                 their latest sample (written before they kept it, imported, or a delta \
+                 counter's), its instant value is the increase within the bucket read, not the \
+                 running total; use rate() or increase() over a range"
+            ));
+        }
+        if let Some(names) = names_where(|f| f.average) {
+            self.warn(match of {
+                Of::Value => format!(
+                    "approximate: {names}: where the buckets do not keep their latest sample \
+                     (written before they kept it, imported), an instant value is the \
+                     average of the latest bucket ending by the time: exact only where that \
+                     bucket holds one sample and none follows it up to the time"
+                ),
+                Of::Time => format!(
+                    "approximate: timestamp({names}) has no value where the buckets do not \
+                     keep their latest sample (written before they kept it, imported)"
+                ),
+            });
+        }
+        if let Some(names) = names_where(|f| f.unsure) {
+            let what = match of {
+                Of::Value => format!("{names}: an instant value"),
+                Of::Time => format!("timestamp({names})"),
+            };
+            self.warn(format!(
+                "approximate: {what} where the bucket holding the time has several samples, \
+                 the latest after the time, is the latest sample before that bucket: exact \
+                 unless another of its samples lies at or before the time (at a bucket's \
+                 start, one taken at that very second)"
             ));
         }
         let out = (selected.into_iter().zip(rows))
@@ -515,8 +614,8 @@ impl<'a> Evaluator<'a> {
         }
         let want_raw = !histograms
             && match need {
-                RawNeed::Never => false,
-                RawNeed::ForGauges => selected.iter().any(|s| !s.counter),
+                RawNeed::Never | RawNeed::Shown => false,
+                RawNeed::ForGauges | RawNeed::Latest => selected.iter().any(|s| !s.counter),
                 RawNeed::Always => true,
             };
         if want_raw {
@@ -531,12 +630,14 @@ impl<'a> Evaluator<'a> {
             }
         }
         let step = if vs.at.is_some() { None } else { grid.step_ms };
-        let choice = tier::choose(
-            self.source.tiers(),
-            self.source.now(),
-            tier::grain(times[0], step, Some(range_ms)),
-            from,
-        );
+        // Latest samples and one-sample buckets are exact whatever the window's edges, and
+        // more often the finer the buckets: the finest tier that reaches back. Histograms
+        // are a bucket's increase, read at the grain.
+        let grain = match need {
+            RawNeed::Latest | RawNeed::Shown if !histograms => None,
+            _ => tier::grain(times[0], step, Some(range_ms)),
+        };
+        let choice = tier::choose(self.source.tiers(), self.source.now(), grain, from);
         if let Some(warning) = choice.warning {
             self.warn(warning);
         }

@@ -32,7 +32,7 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, call: &Call, grid: &Grid) -> Result<V
         if name == "absent_over_time" {
             let input = input.read(ev.source, ev.budget())?;
             return Ok(absent(range_arg, grid, |k| {
-                (0..input.series.len()).all(|i| input.points_in_window(i, k).is_empty())
+                (0..input.series.len()).all(|i| input.points_in_window(i, k).0.is_empty())
             }));
         }
         return apply_range(ev, name, input, param.as_deref());
@@ -91,12 +91,15 @@ pub(crate) fn call(ev: &mut Evaluator<'_>, call: &Call, grid: &Grid) -> Result<V
     match name {
         "pi" => Ok(Value::Scalar(vec![std::f64::consts::PI; grid.len()])),
         "timestamp" => {
+            // Of a selector, when the sample it answers was taken, as Prometheus answers it.
             if let Expr::VectorSelector(vs) = strip_parens(args[0]) {
-                return Err(QueryError::bad_data(format!(
-                    "timestamp({vs}): the rollup tiers do not keep when each sample was taken, \
-                     only which bucket it fell into; timestamp() of a computed vector (its \
-                     evaluation times) is answered"
-                )));
+                return match ev.selector_timestamps(vs, grid)? {
+                    Value::Vector(series) => Ok(Value::Vector(map_values(series, |_, v| Some(v)))),
+                    _ => Err(QueryError::bad_data(format!(
+                        "timestamp({vs}): histograms (distribution series) are not evaluated \
+                         by this function"
+                    ))),
+                };
             }
             let series = vector_arg(ev, args[0], grid, name)?;
             Ok(Value::Vector(map_values(series, |k, _| {

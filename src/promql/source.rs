@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::histogram::Histogram;
 use crate::read::aggregate::SPAN_BUCKETS;
 use crate::read::budget::ReadBudget;
-use crate::read::query::PointGrid;
+use crate::read::query::{Latest, PointGrid};
 use crate::read::reader::Reader;
 use crate::registry::SeriesId;
 use crate::time::{Span, Timestamp};
@@ -350,9 +350,11 @@ impl Source for StoredSource<'_> {
                         let outs = run.iter().zip(run_buckets.chunks_exact_mut(points));
                         for (k, (&i, out)) in outs.enumerate() {
                             if let Some(&next) = run.get(k + 2) {
-                                grid.prefetch_span(&held, series[next].id % slots, from..to);
+                                let slot = series[next].id % slots;
+                                grid.prefetch_span(&held, slot, from..to, Latest::Read);
                             }
-                            grid.fold_span(&held, series[i].id % slots, from..to, 0, out)?;
+                            let slot = series[i].id % slots;
+                            grid.fold_span(&held, slot, from..to, 0, out, Latest::Read)?;
                         }
                         from = to;
                     }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::labels::{KeyFilter, MatcherSet};
 use super::source::{BucketHistogram, HistogramVisit, RawPoints, Selected, Source};
 use super::{evaluate, ErrorKind, Labels, Query, QueryLimits, ResultValue};
-use crate::bucket::Bucket;
+use crate::bucket::{Bucket, Last};
 use crate::config::TiersConfig;
 use crate::error::Result;
 use crate::histogram::Histogram;
@@ -29,6 +29,9 @@ struct Memory {
     /// The series (by index) that are distributions: each bucket also keeps the histogram
     /// of its samples.
     distributions: Vec<usize>,
+    /// The series (by index) whose buckets do not keep their latest sample (written before
+    /// buckets kept it, imported).
+    unknown_latest: Vec<usize>,
 }
 
 impl Source for Memory {
@@ -70,10 +73,19 @@ impl Source for Memory {
         Ok((series.iter())
             .map(|s| {
                 let mut buckets = vec![Bucket::EMPTY; n];
+                let unknown = self.unknown_latest.contains(&(s.id as usize));
+                // A counter's values here are its increases; its raw value, what its buckets
+                // keep as their latest, the running total of them.
+                let mut running = 0.0;
                 for &(ts, v) in &self.series[s.id as usize].2 {
+                    running += v;
                     let k = (ts - first).div_euclid(res);
                     if (0..n as i64).contains(&k) {
-                        buckets[k as usize].add(v);
+                        let value = if s.counter { running } else { v };
+                        match unknown {
+                            true => buckets[k as usize].add(v),
+                            false => buckets[k as usize].add_at(v, Last { value, ts }),
+                        }
                     }
                 }
                 buckets
@@ -155,6 +167,7 @@ fn memory(raw: bool) -> Memory {
         ],
         raw,
         distributions: Vec::new(),
+        unknown_latest: Vec::new(),
     }
 }
 
@@ -429,6 +442,7 @@ fn named() -> Memory {
             .collect(),
         raw: false,
         distributions: Vec::new(),
+        unknown_latest: Vec::new(),
     }
 }
 
@@ -821,6 +835,7 @@ fn instant_answers_keep_the_order_of_evaluation() {
         series,
         raw: false,
         distributions: Vec::new(),
+        unknown_latest: Vec::new(),
     };
     let at = NOW - 600;
     let answer = |text: &str| vector(&source, text, at).unwrap_or_else(|e| panic!("{text}: {e}"));
@@ -864,38 +879,74 @@ fn instant_answers_keep_the_order_of_evaluation() {
     );
 }
 
-/// An instant selector of a gauge answers its latest bucket's average. That is Prometheus'
-/// latest sample only where the bucket holds one sample and none follows it up to the
-/// time; every other answer says `approximate` (issue 54 item 10).
-#[test]
-fn an_instant_gauge_is_exact_only_where_its_bucket_is_the_latest_sample() {
-    // One sample at 30 s into each of the minutes before NOW - 600, then nothing.
-    let sparse: RawPoints = (1..=30)
-        .map(|m| (NOW - 600 - 60 * m + 30, m as f64))
+/// Scrapes over the last hour (`start = NOW - 3600`), of the shapes a user's scrapes take:
+/// `m` one sample a minute on the minute, valued its minute (from three hours back); `p` in
+/// even minutes 10 at 17 s and 50 at 47 s, in odd minutes 7 at 17 s; `q` one sample a
+/// minute at 20 s, valued twice its minute; the counter `k_total` one sample a minute at
+/// 20 s, each adding 3 (its running total 3, 6, ...); `old_total` and `old_gauge` as
+/// `k_total` and `q`, stored before buckets kept their latest sample; the counter `f_total`
+/// every 15 s, 7 s past the beat, each adding 1.
+fn scrapes() -> Memory {
+    let start = NOW - 3600;
+    let m = (-120..60).map(|i| (start + 60 * i, i as f64)).collect();
+    let p = (0..60)
+        .flat_map(|i| match i % 2 {
+            0 => vec![(start + 60 * i + 17, 10.0), (start + 60 * i + 47, 50.0)],
+            _ => vec![(start + 60 * i + 17, 7.0)],
+        })
         .collect();
-    let source = Memory {
+    let q: RawPoints = (0..60)
+        .map(|i| (start + 60 * i + 20, 2.0 * i as f64))
+        .collect();
+    let k: RawPoints = (0..60).map(|i| (start + 60 * i + 20, 3.0)).collect();
+    let f = (0..240).map(|i| (start + 15 * i + 7, 1.0)).collect();
+    Memory {
         tiers: TiersConfig::default(),
-        series: vec![(SeriesKey::parse("one{host=a}").unwrap(), false, sparse)],
+        series: vec![
+            (SeriesKey::parse("m").unwrap(), false, m),
+            (SeriesKey::parse("p").unwrap(), false, p),
+            (SeriesKey::parse("q").unwrap(), false, q.clone()),
+            (SeriesKey::parse("k_total").unwrap(), true, k.clone()),
+            (SeriesKey::parse("old_total").unwrap(), true, k),
+            (SeriesKey::parse("old_gauge").unwrap(), false, q.clone()),
+            (SeriesKey::parse("f_total").unwrap(), true, f),
+        ],
         raw: false,
         distributions: Vec::new(),
-    };
-    // After the last sample: it is the latest within the lookback.
-    let (value, warnings) = instant(&source, "one", NOW - 540).unwrap();
-    assert_eq!((value, warnings.len()), (1.0, 0), "{warnings:?}");
-    // Between two samples, a minute's end, with the next bucket's sample after the time:
-    // right (the sample at :30 of the minute before), but the bucket after holds a sample
-    // that could have come by the time, so it is flagged.
-    let (value, warnings) = instant(&source, "one", NOW - 600 - 60 * 5).unwrap();
-    assert_eq!(value, 6.0);
+        unknown_latest: vec![4, 5],
+    }
+}
+
+/// Issue #54 item 10: an instant selector answered the average of the last bucket ending at
+/// or before the time (over 1m data, 48 where Prometheus answers 50). Buckets keep their
+/// latest sample, so it answers Prometheus' value, the latest sample at or before the time
+/// within the lookback; where the buckets cannot say (a bucket holding the time with
+/// several samples, the latest after it), the average, with `approximate` in the warnings.
+#[test]
+fn an_instant_selector_answers_the_latest_sample() {
+    let source = scrapes();
+    let start = NOW - 3600;
+    for minute in [5, 10, 50] {
+        let (value, warnings) = instant(&source, "m", start + 60 * minute).unwrap();
+        assert_eq!(value, minute as f64, "the sample at the time itself");
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let (value, warnings) = instant(&source, "m", start + 60 * minute + 59).unwrap();
+        assert_eq!(value, minute as f64);
+        assert!(warnings.is_empty(), "{warnings:?}");
+    }
+    // The end of an even minute: its latest sample (50 at 47 s), not its average (30); the
+    // odd minute holding the time has one sample, after it.
+    let (value, warnings) = instant(&source, "p", start + 60 * 11).unwrap();
+    assert_eq!(value, 50.0);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let (value, _) = instant(&source, "p", start + 60 * 11 + 20).unwrap();
+    assert_eq!(value, 7.0, "the odd minute's sample, at or before the time");
+    // The end of an odd minute: the even minute holding the time has two samples, the
+    // latest after it: either may be at the time. Today's average, said to be approximate.
+    let (value, warnings) = instant(&source, "p", start + 60 * 12).unwrap();
+    assert_eq!(value, 7.0);
     assert!(
-        warnings[0].starts_with("approximate: one: an instant value"),
-        "{warnings:?}"
-    );
-    // Three samples a bucket (1, 5, 3): the average is nobody's latest sample.
-    let (value, warnings) = instant(&memory(false), "g", NOW - 600).unwrap();
-    assert_eq!(value, 3.0);
-    assert!(
-        warnings[0].starts_with("approximate: g: an instant value"),
+        warnings.iter().any(|w| w.starts_with("approximate: p:")),
         "{warnings:?}"
     );
 }
@@ -926,4 +977,274 @@ fn a_range_vector_from_buckets_says_it_is_not_the_samples() {
         "{:?}",
         answer.warnings
     );
+}
+
+/// Each series of a matrix: its labels (as `{...}` text) and points (seconds, value).
+type TextMatrix = Vec<(String, Vec<(i64, f64)>)>;
+
+/// A range query's answer, and the warnings.
+fn range_query(
+    source: &Memory,
+    text: &str,
+    (start, end, step): (Timestamp, Timestamp, i64),
+) -> (TextMatrix, Vec<String>) {
+    let query = Query {
+        text: text.into(),
+        start_ms: start * 1000,
+        end_ms: end * 1000,
+        step_ms: Some(step * 1000),
+    };
+    let answer = evaluate(source, &query, &limits()).unwrap_or_else(|e| panic!("{text}: {e}"));
+    let ResultValue::Matrix(series) = answer.result else {
+        panic!("{text}: {:?}", answer.result);
+    };
+    let series = (series.into_iter())
+        .map(|(labels, points)| {
+            let points = points.into_iter().map(|(t, v)| (t / 1000, v)).collect();
+            (labels.to_string(), points)
+        })
+        .collect();
+    (series, answer.warnings)
+}
+
+/// Issue #54: at a 5-minute or 1-hour step an instant selector read the 5m or 1h tier, whose
+/// bucket holding each time holds many samples, so it answered a bucket's average or
+/// increase (flagged) or nothing, as `last_over_time` did. Both read the finest tier, where
+/// each of one-a-minute scrapes has a bucket of its own: Prometheus' latest sample at every
+/// step, a counter's running total, no warning.
+#[test]
+fn latest_samples_are_exact_at_coarse_steps() {
+    let source = scrapes();
+    let start = NOW - 3600;
+    // `m` at t is its sample of the minute t starts (the last, 59, at NOW).
+    let m_at = |t: i64| ((t - start) / 60).min(59) as f64;
+    for step in [300, 3600] {
+        let grid = (start - 7200, NOW, step);
+        let expected: Vec<(i64, f64)> = (start - 7200..=NOW)
+            .step_by(step as usize)
+            .map(|t| (t, m_at(t)))
+            .collect();
+        for text in ["m", "last_over_time(m[5m])", "last_over_time(m[1h])"] {
+            let (series, warnings) = range_query(&source, text, grid);
+            assert_eq!(series.len(), 1, "{text} at {step}: {series:?}");
+            assert_eq!(series[0].1, expected, "{text} at {step}");
+            assert!(warnings.is_empty(), "{text} at {step}: {warnings:?}");
+        }
+    }
+    // `k_total` at start + 5j minutes: its sample at 20 s of minute 5j - 1, the 5j-th, so
+    // its running total 15j (its increase within a 5-minute bucket is 15).
+    let expected: Vec<(i64, f64)> = (1..=12)
+        .map(|j| (start + 300 * j, 15.0 * j as f64))
+        .collect();
+    for text in ["k_total", "last_over_time(k_total[5m])"] {
+        let (series, warnings) = range_query(&source, text, (start, NOW, 300));
+        assert_eq!(series.len(), 1, "{text}: {series:?}");
+        assert_eq!(series[0].1, expected, "{text}");
+        assert!(warnings.is_empty(), "{text}: {warnings:?}");
+    }
+}
+
+/// `last_over_time` was the average of the last bucket with samples, flagged, and refused
+/// for a counter. It is the latest sample in `[t - range, t]` wherever the buckets say it,
+/// for windows of any width; elsewhere the average (a gauge) or nothing (a counter), and
+/// `approximate` in the warnings.
+#[test]
+fn last_over_time_is_the_latest_sample_where_the_buckets_say_it() {
+    let source = scrapes();
+    let start = NOW - 3600;
+    let cases = [
+        // The end of an even minute: its latest sample (50 at 47 s), not its average (30).
+        ("last_over_time(p[5m])", start + 60 * 11, Some(50.0)),
+        // 20 s into an odd minute: its one sample at 17 s, in a 90 s window.
+        ("last_over_time(p[90s])", start + 60 * 11 + 20, Some(7.0)),
+        // [11m 20s, 11m 30s]: the odd minute's sample (17 s) is before the window.
+        ("last_over_time(p[10s])", start + 60 * 11 + 30, None),
+        ("last_over_time(q[1m])", start + 60 * 30 + 19, Some(58.0)),
+        // A counter: its running total, 3 per minute (the 31st sample at 30m 20s).
+        (
+            "last_over_time(k_total[2m])",
+            start + 60 * 30 + 20,
+            Some(93.0),
+        ),
+    ];
+    for (text, at, expected) in cases {
+        let found = vector(&source, text, at).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let (_, warnings) = range_query(&source, text, (at, at, 60));
+        assert_eq!(
+            found.first().map(|f| f.1),
+            expected,
+            "{text} at {}",
+            at - start
+        );
+        assert!(warnings.is_empty(), "{text}: {warnings:?}");
+    }
+    // The end of an odd minute: the even minute holding it has two samples, the latest
+    // after it; either may be at the time. The odd minute's sample, flagged.
+    let (value, warnings) = instant(&source, "last_over_time(p[5m])", start + 60 * 12).unwrap();
+    assert_eq!(value, 7.0);
+    assert!(
+        warnings[0].starts_with("approximate: last_over_time(p[...]) where the bucket holding"),
+        "{warnings:?}"
+    );
+    // A gauge whose buckets do not keep their latest sample: the average of the last bucket
+    // lying whole in the window (minute 29's, 58, where the latest sample is 60 at 30m 20s).
+    let (value, warnings) = instant(
+        &source,
+        "last_over_time(old_gauge[5m])",
+        start + 60 * 30 + 30,
+    )
+    .unwrap();
+    assert_eq!(value, 58.0);
+    assert!(
+        warnings[0].starts_with("approximate: last_over_time(old_gauge[...]) is the average"),
+        "{warnings:?}"
+    );
+    // A counter whose buckets do not keep their latest sample: no value, said.
+    let query = Query {
+        text: "last_over_time(old_total[5m])".into(),
+        start_ms: (start + 600) * 1000,
+        end_ms: (start + 600) * 1000,
+        step_ms: None,
+    };
+    let answer = evaluate(&source, &query, &limits()).unwrap();
+    assert_eq!(answer.result, ResultValue::Vector(Vec::new()));
+    assert!(
+        answer.warnings[0].starts_with("approximate: last_over_time(old_total[...]) has no value"),
+        "{:?}",
+        answer.warnings
+    );
+}
+
+/// `timestamp()` of a selector was refused: buckets did not keep when a sample was taken.
+/// It is the time of the sample the selector answers where the buckets say it, offsets
+/// included; elsewhere no value, and `approximate` in the warnings.
+#[test]
+fn timestamp_of_a_selector_is_its_latest_samples_time() {
+    let source = scrapes();
+    let start = NOW - 3600;
+    for (text, at, expected) in [
+        ("timestamp(p)", start + 60 * 11, start + 60 * 10 + 47),
+        ("timestamp(q)", start + 60 * 30 + 19, start + 60 * 29 + 20),
+        (
+            "timestamp(q offset 1m)",
+            start + 60 * 30 + 19,
+            start + 60 * 28 + 20,
+        ),
+        (
+            "timestamp(k_total)",
+            start + 60 * 30 + 20,
+            start + 60 * 30 + 20,
+        ),
+    ] {
+        let (value, warnings) =
+            instant(&source, text, at).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(value, expected as f64, "{text}");
+        assert!(warnings.is_empty(), "{text}: {warnings:?}");
+    }
+    let labels = vector(&source, "timestamp(q)", start + 600).unwrap();
+    assert_eq!(
+        labels[0].0, "{}",
+        "the name dropped, as Prometheus drops it"
+    );
+    // The even minute holding the time has two samples, the latest after it: the odd
+    // minute's sample, flagged.
+    let (value, warnings) = instant(&source, "timestamp(p)", start + 60 * 12).unwrap();
+    assert_eq!(value, (start + 60 * 11 + 17) as f64);
+    assert!(
+        warnings[0].starts_with("approximate: timestamp(p) where the bucket holding"),
+        "{warnings:?}"
+    );
+    // Buckets that do not keep their latest sample: no value, said.
+    let query = Query {
+        text: "timestamp(old_gauge)".into(),
+        start_ms: (start + 600) * 1000,
+        end_ms: (start + 600) * 1000,
+        step_ms: None,
+    };
+    let answer = evaluate(&source, &query, &limits()).unwrap();
+    assert_eq!(answer.result, ResultValue::Vector(Vec::new()));
+    assert!(
+        answer.warnings[0].starts_with("approximate: timestamp(old_gauge) has no value"),
+        "{:?}",
+        answer.warnings
+    );
+}
+
+/// Issue #54 item 9: a range vector asked for itself answered a point per bucket at its
+/// start. A bucket of one sample whose latest is known is that sample: it is answered at its
+/// time, with its value (a counter's running total), as Prometheus answers it, and without
+/// a warning when every bucket in the window is one.
+#[test]
+fn a_range_vector_of_one_sample_buckets_is_the_samples() {
+    let source = scrapes();
+    let start = NOW - 3600;
+    let matrix = |text: &str, at: i64| {
+        let query = Query {
+            text: text.into(),
+            start_ms: at * 1000,
+            end_ms: at * 1000,
+            step_ms: None,
+        };
+        let answer = evaluate(&source, &query, &limits()).unwrap();
+        let ResultValue::Matrix(series) = answer.result else {
+            panic!("{text}: {:?}", answer.result);
+        };
+        let points: Vec<(i64, f64)> = series[0].1.iter().map(|&(t, v)| (t / 1000, v)).collect();
+        (points, answer.warnings)
+    };
+    // [9m 30s, 11m 30s]: q's samples at 10m 20s and 11m 20s (9m 20s is before it).
+    let at = start + 60 * 11 + 30;
+    let (points, warnings) = matrix("q[2m]", at);
+    assert_eq!(points, [(start + 620, 20.0), (start + 680, 22.0)]);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let (points, warnings) = matrix("k_total[2m]", at);
+    assert_eq!(points, [(start + 620, 33.0), (start + 680, 36.0)]);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    // A sample at exactly the window's start and one at its end are in it.
+    let (points, warnings) = matrix("m[2m]", start + 600);
+    assert_eq!(
+        points,
+        [(start + 480, 8.0), (start + 540, 9.0), (start + 600, 10.0)]
+    );
+    assert!(warnings.is_empty(), "{warnings:?}");
+    // `p`'s even minute 10 holds two samples: a point at its start, its average, said;
+    // the odd minutes' samples at their times.
+    let (points, warnings) = matrix("p[3m]", at);
+    assert_eq!(
+        points,
+        [
+            (start + 9 * 60 + 17, 7.0),
+            (start + 600, 30.0),
+            (start + 11 * 60 + 17, 7.0)
+        ]
+    );
+    assert!(
+        warnings[0].starts_with("approximate: p[...] is read from buckets"),
+        "{warnings:?}"
+    );
+}
+
+/// Where the bucket holding the time has several samples, the latest after it (15-second
+/// scrapes at a whole minute), one of them may lie at the time: the answer is the latest
+/// sample before that bucket, Prometheus' unless one does, said approximate. It was the
+/// increase within the minute before (a counter), or refused (`last_over_time` of a counter).
+#[test]
+fn a_bucket_of_several_holding_the_time_leaves_the_sample_before_it() {
+    let source = scrapes();
+    let start = NOW - 3600;
+    for text in ["f_total", "last_over_time(f_total[5m])"] {
+        // At minute 10: the 40th sample, at 9m 52s; its running total 40.
+        let (value, warnings) =
+            instant(&source, text, start + 600).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(value, 40.0, "{text}");
+        assert!(
+            warnings.len() == 1
+                && warnings[0].starts_with("approximate: ")
+                && warnings[0].contains("is the latest sample before that bucket"),
+            "{text}: {warnings:?}"
+        );
+        // 53 s past it, after the minute's last sample: exact.
+        let (value, warnings) = instant(&source, text, start + 653).unwrap();
+        assert_eq!((value, warnings.len()), (44.0, 0), "{text}: {warnings:?}");
+    }
 }

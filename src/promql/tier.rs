@@ -8,7 +8,9 @@
 //! - when none does (a range older than the fine tiers keep, or a step that is not a
 //!   multiple of any resolution), the finest tier that reaches back, and the answer warns
 //!   that its windows are approximate; when no tier reaches back, the one reaching furthest.
-//! - An instant query with no range reads the finest tier that reaches back.
+//! - An instant selector, `last_over_time` and a range vector asked for itself read the
+//!   finest tier that reaches back, whatever the step: their answers are samples, exact
+//!   where the bucket holding each time holds one or none, which fine buckets most often do.
 
 use crate::config::TiersConfig;
 use crate::time::Timestamp;

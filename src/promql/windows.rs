@@ -9,18 +9,23 @@
 //! What each function reads from buckets: `sum`, `count`, `min`, `max`, `avg` and
 //! `present_over_time` merge count/total/min/max exactly; `increase`, `rate` and `delta`
 //! of a counter are the sum of its stored increases (no extrapolation), `rate` divided by
-//! the seconds the buckets cover. Functions that need the samples themselves read the raw
-//! tier when it holds the window; without it, `irate` (the last bucket's rate),
-//! `last_over_time` (the last bucket's average), `delta`, `deriv` and `predict_linear` of a
-//! gauge (bucket averages at bucket middles) are approximations named in the answer's
-//! warnings, and `idelta`, `changes`, `resets`, `quantile_over_time`, `stddev_over_time`,
-//! `stdvar_over_time` are refused with `bad_data`.
+//! the seconds the buckets cover. `last_over_time` is the latest sample in the window from
+//! the buckets' latest samples ([`super::instant::latest_sample`]), exact wherever they say
+//! it, for windows of any width and a counter's running total too. Functions that need the
+//! samples themselves read the raw tier when it holds the window; without it, `irate` (the
+//! last bucket's rate), `delta`, `deriv` and `predict_linear` of a gauge (bucket averages at
+//! bucket middles) are approximations named in the answer's warnings, and `idelta`,
+//! `changes`, `resets`, `quantile_over_time`, `stddev_over_time`, `stdvar_over_time` are
+//! refused with `bad_data`.
 //!
 //! A counter's raw points are its increases: `increase` sums them, `irate` divides the last
 //! by the time since the one before it, `changes` counts the non-zero ones; `resets` is
 //! refused, since a reset stores the count since it and leaves no other trace.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use super::error::QueryError;
+use super::instant;
 use super::labels::Labels;
 use super::source::{Selected, Source};
 use super::value::Series;
@@ -100,6 +105,13 @@ pub(crate) enum RawNeed {
     ForGauges,
     /// It needs samples.
     Always,
+    /// The latest sample of each window (`last_over_time`): the buckets' latest samples
+    /// answer it wherever they keep them, read from the finest tier that reaches back;
+    /// gauges read raw points where the raw tier holds the window.
+    Latest,
+    /// A range vector shown for itself (an instant query of `x[3m]`): the finest tier's
+    /// buckets, whose one-sample buckets are the samples; never raw points.
+    Shown,
 }
 
 /// What the function `name` needs from storage, `None` for a name that is not a range
@@ -109,8 +121,9 @@ pub(crate) fn raw_need(name: &str) -> Option<RawNeed> {
         "sum_over_time" | "count_over_time" | "min_over_time" | "max_over_time"
         | "avg_over_time" | "present_over_time" | "absent_over_time" => RawNeed::Never,
         "rate" | "increase" | "delta" => RawNeed::ForGauges,
-        "irate" | "idelta" | "changes" | "resets" | "quantile_over_time" | "last_over_time"
-        | "stddev_over_time" | "stdvar_over_time" | "deriv" | "predict_linear" => RawNeed::Always,
+        "last_over_time" => RawNeed::Latest,
+        "irate" | "idelta" | "changes" | "resets" | "quantile_over_time" | "stddev_over_time"
+        | "stdvar_over_time" | "deriv" | "predict_linear" => RawNeed::Always,
         _ => return None,
     })
 }
@@ -157,38 +170,63 @@ impl RangeInput {
         Ok(self)
     }
 
-    /// The samples of series `i` in the window of time `k`, as an instant query of a range
-    /// vector shows them: points as they are, buckets as (start, average) or, for a
-    /// counter, (start, increase).
-    pub(crate) fn points_in_window(&self, i: usize, k: usize) -> Vec<(i64, f64)> {
+    /// The samples of series `i` in the window `[t - range, t]` of time `k`, as an instant
+    /// query of a range vector shows them, and whether they are exactly the samples: points
+    /// as they are; from buckets, a bucket of one sample whose latest is known gives that
+    /// sample at its time (a counter's raw value), and a bucket of several (or whose latest
+    /// is not known) lying whole in the window gives a point at its start, its average or, for
+    /// a counter, its increase: not exact, nor is a window whose edge bucket of several
+    /// samples may hold some inside it.
+    pub(crate) fn points_in_window(&self, i: usize, k: usize) -> (Vec<(i64, f64)>, bool) {
         let t = self.times[k];
         match &self.data {
             WindowData::Points { points, .. } => {
-                window_points(&points[i], t, self.range_ms).to_vec()
+                (window_points(&points[i], t, self.range_ms).to_vec(), true)
             }
             // Callers read a stored input first (`RangeInput::read`).
             WindowData::Stored(_) => {
                 debug_assert!(false, "points_in_window of buckets not read");
-                Vec::new()
+                (Vec::new(), true)
             }
             WindowData::Buckets {
                 first_ms,
                 res_ms,
                 buckets,
             } => {
-                let (lo, hi) = bucket_range(*first_ms, *res_ms, buckets[i].len(), t, self.range_ms);
-                (lo..hi)
-                    .filter(|&j| buckets[i][j].count > 0)
-                    .map(|j| {
-                        let b = &buckets[i][j];
+                let (first, res, buckets) = (*first_ms, *res_ms, &buckets[i]);
+                let from = t - self.range_ms;
+                let (lo, hi) = bucket_range(first, res, buckets.len(), t, self.range_ms);
+                // Every bucket overlapping the window: [from, t] is closed.
+                let overlapping = (from - first).div_euclid(res).max(0)
+                    ..((t - first).div_euclid(res) + 1).min(buckets.len() as i64);
+                let mut exact = true;
+                let mut out = Vec::new();
+                for j in overlapping.map(|j| j as usize) {
+                    let b = &buckets[j];
+                    if b.count == 0 {
+                        continue;
+                    }
+                    if let Some(sample) = super::instant::one_sample(b) {
+                        let at = sample.ts * 1000;
+                        if (from..=t).contains(&at) {
+                            out.push((at, sample.value));
+                        }
+                        continue;
+                    }
+                    if (lo..hi).contains(&j) {
+                        exact = false;
                         let v = if self.series[i].counter {
                             b.total
                         } else {
                             b.total / b.count as f64
                         };
-                        (first_ms + j as i64 * res_ms, v)
-                    })
-                    .collect()
+                        out.push((first + j as i64 * res, v));
+                    } else if b.last.is_none_or(|last| last.ts * 1000 >= from) {
+                        // An edge bucket that may hold samples inside the window.
+                        exact = false;
+                    }
+                }
+                (out, exact)
             }
         }
     }
@@ -245,6 +283,8 @@ pub(crate) fn apply(
             }
         }
     }
+    // Where `last_over_time`'s buckets did not say some window's latest sample, per series.
+    let fell_back: Vec<LastFallback> = series.iter().map(|_| LastFallback::default()).collect();
     let values: Vec<Vec<Option<f64>>> = match &data {
         WindowData::Stored(read) => {
             let len = stored_len(read.from, read.to, read.res_ms);
@@ -256,8 +296,9 @@ pub(crate) fn apply(
                     series[i].counter,
                     buckets,
                     at,
-                    (&times, &windows),
+                    (&times, &windows, range_ms),
                     param,
+                    &fell_back[i],
                 )
             };
             source.map_buckets(
@@ -276,10 +317,11 @@ pub(crate) fn apply(
         } => {
             let len = buckets.first().map_or(0, Vec::len);
             let windows = bucket_windows(*first_ms, *res_ms, len, &times, range_ms);
-            (buckets.par_iter().zip(&series))
-                .map(|(buckets, s)| {
+            (buckets.par_iter().zip(&series).zip(&fell_back))
+                .map(|((buckets, s), fell_back)| {
                     let at = (*first_ms, *res_ms);
-                    over_buckets(name, s.counter, buckets, at, (&times, &windows), param)
+                    let times = (&times[..], &windows[..], range_ms);
+                    over_buckets(name, s.counter, buckets, at, times, param, fell_back)
                 })
                 .collect()
         }
@@ -290,6 +332,11 @@ pub(crate) fn apply(
             })
             .collect::<Result<_, QueryError>>()?,
     };
+    for (s, fell_back) in series.iter().zip(&fell_back) {
+        for warning in fell_back.warnings(s) {
+            push_once(warnings, warning);
+        }
+    }
     let keep_name = name == "last_over_time";
     Ok((series.into_iter().zip(values))
         .map(|(s, values)| Series {
@@ -366,6 +413,46 @@ fn gauge_rate(name: &str, series: &RangeSeries, range_ms: i64) -> QueryError {
     ))
 }
 
+/// Where `last_over_time`'s answer for one series is not the latest sample's at some time.
+#[derive(Default)]
+struct LastFallback {
+    /// The latest sample before a bucket holding the time with several samples, the latest
+    /// after the time.
+    unsure: AtomicBool,
+    /// The last bucket's average (a gauge) or no value (a counter): its latest sample not
+    /// kept.
+    average: AtomicBool,
+}
+
+impl LastFallback {
+    /// The warnings of `last_over_time` over `series` for what it fell back to.
+    fn warnings(&self, series: &RangeSeries) -> Vec<String> {
+        let metric = series.labels.get(super::labels::NAME);
+        let mut out = Vec::new();
+        if self.unsure.load(Ordering::Relaxed) {
+            out.push(format!(
+                "approximate: last_over_time({metric}[...]) where the bucket holding the time \
+                 has several samples, the latest after the time, is the latest sample before \
+                 that bucket: exact unless another of its samples lies at or before the time \
+                 (at a bucket's start, one taken at that very second)"
+            ));
+        }
+        if self.average.load(Ordering::Relaxed) {
+            let instead = if series.counter {
+                "has no value (a counter's buckets hold its increases, not its value)"
+            } else {
+                "is the average of the last bucket with samples"
+            };
+            out.push(format!(
+                "approximate: last_over_time({metric}[...]) {instead} where the buckets do not \
+                 keep their latest sample (written before they kept it, imported, a delta \
+                 counter's); elsewhere it is the latest sample, from buckets"
+            ));
+        }
+        out
+    }
+}
+
 fn push_once(warnings: &mut Vec<String>, warning: String) {
     if !warnings.contains(&warning) {
         warnings.push(warning);
@@ -391,7 +478,7 @@ fn bucket_rule(
     };
     Ok(match name {
         "rate" | "increase" if !counter => return Err(gauge_rate(name, series, range_ms)),
-        "predict_linear" | "last_over_time" if counter => {
+        "predict_linear" if counter => {
             return Err(needs_raw(
                 name,
                 series,
@@ -406,7 +493,8 @@ fn bucket_rule(
             return Err(needs_raw(name, series, "it needs each sample"));
         }
         "irate" => approx("is the rate over the last bucket with samples"),
-        "last_over_time" => approx("is the average of the last bucket with samples"),
+        // Exact where the buckets keep their latest sample; `apply` warns where they do not.
+        "last_over_time" => None,
         "delta" if counter => None,
         "delta" | "deriv" | "predict_linear" => approx("is fitted to bucket averages"),
         "rate" | "increase" | "present_over_time" => None,
@@ -430,16 +518,43 @@ fn bucket_rule(
 }
 
 /// `name` over the buckets of one series (a counter's when `counter`), per evaluation time
-/// of `times` and its window of `windows`; [`bucket_rule`] said it may.
+/// of `times`, its window of `windows` (whole buckets) and the range; [`bucket_rule`] said
+/// it may. `last_over_time` is the latest sample in `[t - range, t]` where the buckets say it
+/// ([`instant::latest_sample`]); where the bucket holding the time has several samples, the
+/// latest after it, the latest sample before that bucket; where the buckets do not keep
+/// their latest sample, the last bucket's average (a gauge) or nothing (a counter, whose
+/// increases are not its value). `fell_back` records the last two.
 fn over_buckets(
     name: &str,
     counter: bool,
     buckets: &[Bucket],
     (first, res): (i64, i64),
-    (times, windows): (&[i64], &[(usize, usize)]),
+    (times, windows, range_ms): (&[i64], &[(usize, usize)], i64),
     param: Option<&[f64]>,
+    fell_back: &LastFallback,
 ) -> Vec<Option<f64>> {
     let res_secs = res as f64 / 1000.0;
+    if name == "last_over_time" {
+        let series = instant::Buckets {
+            buckets,
+            first_ms: first,
+            res_ms: res,
+        };
+        return (times.iter().zip(windows))
+            .map(|(&t, &(lo, hi))| {
+                if let Some(found) = instant::latest_sample(&series, t, range_ms) {
+                    if !found.exact {
+                        fell_back.unsure.store(true, Ordering::Relaxed);
+                    }
+                    return found.last.map(|last| last.value);
+                }
+                fell_back.average.store(true, Ordering::Relaxed);
+                let hi = hi.min(buckets.len());
+                let last = buckets[lo.min(hi)..hi].iter().rev().find(|b| b.count > 0);
+                last.filter(|_| !counter).map(|b| b.total / b.count as f64)
+            })
+            .collect();
+    }
     // The functions of count and total alone (the rate of every dashboard): a window's sums,
     // without folding min and max.
     let sums_only = matches!(
@@ -488,10 +603,6 @@ fn over_buckets(
             "irate" => {
                 let last = window.iter().rev().find(|b| b.count > 0);
                 Some(last.map_or(0.0, |b| b.total / res_secs))
-            }
-            "last_over_time" => {
-                let last = window.iter().rev().find(|b| b.count > 0);
-                Some(last.map_or(f64::NAN, |b| b.total / b.count as f64))
             }
             "delta" | "deriv" | "predict_linear" => {
                 let mut running = 0.0;

@@ -43,7 +43,7 @@ use crate::counter::SeriesKind;
 use crate::error::Error;
 use crate::error::Result;
 use crate::read::budget::ReadBudget;
-use crate::read::query::{still_filling, Display, PointGrid, MAX_QUERY_POINTS};
+use crate::read::query::{still_filling, Display, Latest, PointGrid, MAX_QUERY_POINTS};
 use crate::read::reader::{Member, Reader};
 use crate::read::tier_choice::TierChoice;
 use crate::registry::Selector;
@@ -673,9 +673,9 @@ fn fold_members(
                 let to = end.min(from.saturating_add(span));
                 for (i, (member, out)) in run.iter().zip(buckets.chunks_exact_mut(n)).enumerate() {
                     if let Some(next) = run.get(i + 2) {
-                        grid.prefetch_span(&held, next.slot, from..to);
+                        grid.prefetch_span(&held, next.slot, from..to, Latest::Skip);
                     }
-                    grid.fold_span(&held, member.slot, from..to, first, out)?;
+                    grid.fold_span(&held, member.slot, from..to, first, out, Latest::Skip)?;
                 }
                 from = to;
             }
@@ -834,6 +834,7 @@ impl<'de> serde::Deserialize<'de> for Fold {
                 total: total.0,
                 min: low.0,
                 max: high.0,
+                last: None,
             },
             sum: sum.0,
             min: min.0,

@@ -12,6 +12,7 @@ use crate::read::budget::ReadBudget;
 use crate::read::reader::Reader;
 use crate::read::tier_choice::TierChoice;
 use crate::registry::SeriesId;
+pub(crate) use crate::storage::period_file::Latest;
 use crate::storage::HeldPeriod;
 use crate::time::{Span, Timestamp};
 
@@ -371,7 +372,8 @@ impl Reader<'_> {
         let mut acc = vec![Bucket::EMPTY; grid.points];
         let slots = self.slots();
         let files = self.files_for(tier, &grid, id.0 / slots, window)?;
-        grid.fold_span(&files, id.0 % slots, grid.first..grid.end, 0, &mut acc)?;
+        let span = grid.first..grid.end;
+        grid.fold_span(&files, id.0 % slots, span, 0, &mut acc, Latest::Read)?;
         Ok((grid.first, acc))
     }
 
@@ -653,12 +655,14 @@ impl PointGrid {
     }
 
     /// Starts loading the cache lines [`PointGrid::fold_span`] will read for `slot` over
-    /// `span`, so a cross-series read overlaps one series' misses with the previous one's work.
+    /// `span` (the latest samples' too when `latest` reads them), so a cross-series read
+    /// overlaps one series' misses with the previous one's work.
     pub(crate) fn prefetch_span(
         &self,
         held: &HeldFiles,
         slot: u32,
         span: std::ops::Range<Timestamp>,
+        latest: Latest,
     ) {
         for (period_start, period) in &held.files {
             let (period_start, HeldPeriod::Hot(file)) = (*period_start, period) else {
@@ -670,7 +674,7 @@ impl PointGrid {
             let end = (hi - period_start) / self.res;
             // Two 32-byte cells per 64-byte line.
             while bucket < end {
-                file.prefetch(bucket as u32, slot);
+                file.prefetch(bucket as u32, slot, latest);
                 bucket += 2;
             }
         }
@@ -679,7 +683,8 @@ impl PointGrid {
     /// Folds the buckets of `slot` in `held` whose start lies in `span` into `out`, where
     /// `out[0]` is point `first_point`. `span` must be bucket-aligned and inside the points
     /// `out` covers. Reading a span of every series of a chunk before the next span walks
-    /// the file in order, which is what makes cross-series reads stream.
+    /// the file in order, which is what makes cross-series reads stream. Hot buckets' latest
+    /// samples are read as `latest` says.
     ///
     /// # Errors
     /// [`Error::CorruptFile`] or [`Error::Io`] naming a compacted file that cannot be read.
@@ -690,12 +695,15 @@ impl PointGrid {
         span: std::ops::Range<Timestamp>,
         first_point: usize,
         out: &mut [Bucket],
+        latest: Latest,
     ) -> Result<()> {
         let mut decoded = Vec::new();
         for (stored, buckets, global) in self.periods_in(held, span) {
             match stored {
                 HeldPeriod::Hot(file) => {
-                    self.fold_buckets(global, first_point, buckets, out, |b| file.load(b, slot));
+                    self.fold_buckets(global, first_point, buckets, out, |b| {
+                        file.load_taking(b, slot, latest)
+                    });
                 }
                 HeldPeriod::Compacted(file) => {
                     decoded.clear();

@@ -47,8 +47,11 @@ struct CellImage<'a> {
     histogram: Option<&'a Histogram>,
 }
 
-/// True when `a` and `b` hold the same bits in every field: what an exact restore compares
-/// (`==` on floats would take -0.0 for 0.0 and never match a NaN).
+/// True when `a` and `b` hold the same bits in count, total, min and max: what an exact
+/// restore compares (`==` on floats would take -0.0 for 0.0 and never match a NaN). The
+/// latest sample is not compared: an undo image does not carry it (a cell restored from one
+/// reads it as unknown), and a cell whose count and fields are unchanged was not written, so
+/// it holds the latest sample it had.
 pub(crate) fn same_bits(a: &Bucket, b: &Bucket) -> bool {
     a.count == b.count
         && a.total.to_bits() == b.total.to_bits()

@@ -22,7 +22,7 @@
 //!   ENTRY_DATA_LEN        8  u32      its length; 0 for a slot whose buckets are all empty
 //!   ENTRY_CRC            12  u32      crc32 of those bytes
 //! data (from HEADER_LEN + slots * ENTRY_LEN): the slots' data back to back, in slot order
-//! slot data (format version 3; versions 1 and 2 below)
+//! slot data (format version 4; versions 1 to 3 below)
 //!   GHOSTS_OFFSET         0  u32      ghosts: kept buckets whose count is 0 (see below)
 //!   GHOST_LIST_OFFSET     4  [u32]    their bucket indices, ascending
 //!   then                     u32      exceptions: buckets of count 1 that are not plain
@@ -33,6 +33,20 @@
 //!            buckets that are not plain singles, in bucket order; then their maxes. In
 //!            one pco chunk, or in two (the totals; the mins and maxes), whichever the
 //!            encoder found smaller: the reader takes any number of chunks.
+//!   then the latest section, each kept bucket's latest sample where it is known:
+//!     form   u8: LATEST_NONE (0) none is known, and the section ends here; LATEST_EVERY (1)
+//!            every kept bucket's is; LATEST_MARKED (2) a bitmap follows
+//!     bitmap (form 2 only) ceil(kept / 8) bytes: bit k % 8 of byte k / 8 is set when the
+//!            k-th kept bucket's is known; bits past the last kept bucket are zero, and one
+//!            bit at least is set
+//!     values u8: SINGLES_IMPLIED (0) a known bucket of count 1 has its total as its latest
+//!            value, which the value column below leaves out; SINGLES_STORED (1) the column
+//!            holds every known bucket's (a counter's latest value is its raw value, not
+//!            the increase its total holds)
+//!     then two columns, each a u32 length and pco standalone data (a length of 0 and no
+//!            data for an empty one): offset (u64, one per known bucket: seconds from the
+//!            bucket's start to its latest sample, below the resolution); value (f64, the
+//!            latest values the values byte does not imply, in bucket order)
 //!   then the histogram section, only when a kept bucket has a histogram (nothing at all,
 //!   not even a length, when none has):
 //!     form   u8: HISTOGRAMS_EVERY (0) every kept bucket has one; HISTOGRAMS_MARKED (1) a
@@ -47,8 +61,9 @@
 //!            (i64), each later index's gap from the one before less one (u64), every
 //!            bucket's count (u64, above 0); the last three in histogram order, positive
 //!            list before negative; nothing follows them
-//! slot data of version 2 (still read, no longer written): as version 3 without the
-//! histogram section. Version 1: the ghosts as above, then four columns: count (u64, one
+//! slot data of version 3 (still read, no longer written): as version 4 without the latest
+//! section, every latest sample unknown. Version 2: as version 3 without the histogram
+//! section. Version 1: the ghosts as above, then four columns: count (u64, one
 //! per bucket), then total, min and max (f64, one per kept bucket).
 //! ```
 //! A bucket is kept when it is not all zero bits: its count is non-zero, or (a ghost) its
@@ -73,7 +88,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use super::format::{get_u32, get_u64, put_u32, put_u64, PeriodMeta, FILE_SUFFIX};
-use crate::bucket::Bucket;
+use crate::bucket::{Bucket, Last};
 use crate::config::TIER_NAME_MAX;
 use crate::error::Error;
 use crate::error::Result;
@@ -85,11 +100,15 @@ pub(crate) const COMPACT_SUFFIX: &str = ".tdc";
 pub(crate) const MAGIC: [u8; 8] = *b"TIERDBPC";
 /// The version this build writes; bumped on any incompatible change. Version 2 stores a
 /// slot's floats in one column and leaves out the min and max of plain singles; version 3
-/// adds the histogram section of distribution series.
-pub(crate) const FORMAT_VERSION: u32 = 3;
-/// The oldest version this build still reads: version 1 files (four columns a slot) and
-/// version 2 files (no histograms) stay readable as they are, and are replaced by version 3
-/// only if a late write recompacts their period. Files of other versions are refused.
+/// adds the histogram section of distribution series; version 4 the latest section (each
+/// bucket's latest sample), before the histogram section.
+pub(crate) const FORMAT_VERSION: u32 = 4;
+/// The first version whose slots carry the latest section (each bucket's latest sample).
+const LATEST_VERSION: u32 = 4;
+/// The oldest version this build still reads: version 1 files (four columns a slot),
+/// version 2 files (no histograms) and version 3 files (no latest samples: read as unknown)
+/// stay readable as they are, and are replaced by version 4 only if a late write recompacts
+/// their period. Files of other versions are refused.
 pub(crate) const OLDEST_VERSION: u32 = 1;
 /// The only codec so far: the slot's columns in pco's standalone format. Stored so another
 /// codec can come without a new layout.
@@ -121,6 +140,16 @@ pub const ENTRY_LEN: usize = ENTRY_CRC + 4;
 const GHOSTS_OFFSET: usize = 0;
 const GHOST_LIST_OFFSET: usize = GHOSTS_OFFSET + 4;
 
+/// Latest section form: no kept bucket's latest sample is known.
+const LATEST_NONE: u8 = 0;
+/// Latest section form: every kept bucket's is known.
+const LATEST_EVERY: u8 = 1;
+/// Latest section form: a bitmap says whose is known.
+const LATEST_MARKED: u8 = 2;
+/// Latest values: a known bucket of count 1 has its total as its latest value.
+const SINGLES_IMPLIED: u8 = 0;
+/// Latest values: every known bucket's is in the column.
+const SINGLES_STORED: u8 = 1;
 /// Histogram section form: every kept bucket has a histogram (a distribution's usual slot).
 const HISTOGRAMS_EVERY: u8 = 0;
 /// Histogram section form: a bitmap over the kept buckets says which have one.
@@ -386,8 +415,14 @@ impl CompactFile {
                 entry.crc
             )));
         }
-        decode_slot(data, self.meta.buckets(), version, histograms)
-            .map_err(|reason| self.corrupt(format!("slot {slot}: {reason}")))
+        decode_slot(
+            data,
+            self.meta.buckets(),
+            BucketTimes::of(&self.meta),
+            version,
+            histograms,
+        )
+        .map_err(|reason| self.corrupt(format!("slot {slot}: {reason}")))
     }
 
     fn read_at(&self, file: &File, buf: &mut [u8], offset: u64) -> Result<()> {
@@ -427,7 +462,7 @@ fn encode_file(
         .map(|slot| {
             let (buckets, histograms): (Vec<Bucket>, Vec<Option<Histogram>>) =
                 (0..meta.buckets()).map(|b| load(b, slot)).unzip();
-            encode_slot(&buckets, &histograms)
+            encode_slot(&buckets, &histograms, BucketTimes::of(meta))
                 .map_err(|e| Error::io(path, std::io::Error::other(e)))
         })
         .collect::<Result<_>>()?;
@@ -467,11 +502,43 @@ fn encode_file(
     Ok(bytes)
 }
 
+/// When a period's buckets start: what a latest sample's offset counts from.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct BucketTimes {
+    /// The period's first second.
+    start: crate::time::Timestamp,
+    /// Bucket width, seconds.
+    width: i64,
+}
+
+impl BucketTimes {
+    /// The buckets of the file `meta` describes.
+    pub(super) fn of(meta: &PeriodMeta) -> BucketTimes {
+        BucketTimes {
+            start: meta.period_start,
+            width: meta.resolution.secs() as i64,
+        }
+    }
+
+    /// The first second of bucket `i`.
+    fn start(&self, i: usize) -> crate::time::Timestamp {
+        self.start + i as i64 * self.width
+    }
+
+    /// The offset of `last` in bucket `i`, when it lies in it.
+    fn offset(&self, i: usize, last: &Last) -> Option<u64> {
+        let offset = last.ts - self.start(i);
+        (0..self.width).contains(&offset).then_some(offset as u64)
+    }
+}
+
 /// A slot's data in the current format (see the layout above) from its buckets and their
-/// histograms (one entry a bucket); empty when every bucket is all zero bits.
+/// histograms (one entry a bucket), the buckets starting at `times`; empty when every
+/// bucket is all zero bits.
 fn encode_slot(
     buckets: &[Bucket],
     histograms: &[Option<Histogram>],
+    times: BucketTimes,
 ) -> pco::errors::PcoResult<Vec<u8>> {
     debug_assert_eq!(buckets.len(), histograms.len());
     let kept: Vec<usize> = (0..buckets.len())
@@ -527,8 +594,66 @@ fn encode_slot(
         }
     }
     push_column(&mut out, &column);
+    push_latest(&mut out, &kept, buckets, times)?;
     push_histograms(&mut out, &kept, histograms)?;
     Ok(out)
+}
+
+/// The latest section of the kept buckets `kept` (see the layout above).
+fn push_latest(
+    out: &mut Vec<u8>,
+    kept: &[usize],
+    buckets: &[Bucket],
+    times: BucketTimes,
+) -> pco::errors::PcoResult<()> {
+    let known: Vec<(usize, u64, f64)> = kept
+        .iter()
+        .enumerate()
+        .filter_map(|(k, &i)| {
+            let last = buckets[i].last?;
+            Some((k, times.offset(i, &last)?, last.value))
+        })
+        .collect();
+    if known.is_empty() {
+        out.push(LATEST_NONE);
+        return Ok(());
+    }
+    if known.len() == kept.len() {
+        out.push(LATEST_EVERY);
+    } else {
+        out.push(LATEST_MARKED);
+        let mut bitmap = vec![0u8; kept.len().div_ceil(8)];
+        for &(k, _, _) in &known {
+            bitmap[k / 8] |= 1 << (k % 8);
+        }
+        out.extend_from_slice(&bitmap);
+    }
+    let implied = |k: usize, value: f64| {
+        let b = &buckets[kept[k]];
+        b.count == 1 && b.total.to_bits() == value.to_bits()
+    };
+    let singles_implied = known
+        .iter()
+        .all(|&(k, _, value)| buckets[kept[k]].count != 1 || implied(k, value));
+    out.push(if singles_implied {
+        SINGLES_IMPLIED
+    } else {
+        SINGLES_STORED
+    });
+    let config = pco::ChunkConfig::default();
+    let offsets: Vec<u64> = known.iter().map(|&(_, offset, _)| offset).collect();
+    push_column(out, &pco::standalone::simple_compress(&offsets, &config)?);
+    let values: Vec<f64> = known
+        .iter()
+        .filter(|&&(k, _, value)| !(singles_implied && implied(k, value)))
+        .map(|&(_, _, value)| value)
+        .collect();
+    if values.is_empty() {
+        push_column(out, &[]);
+    } else {
+        push_column(out, &pco::standalone::simple_compress(&values, &config)?);
+    }
+    Ok(())
 }
 
 /// The histogram section of the kept buckets `kept` (see the layout above); nothing when
@@ -712,12 +837,13 @@ fn max_slot_len(buckets: u32) -> u64 {
     let values =
         file_size::<u64>(3 * n, &pco::PagingSpec::Exact(vec![n, 2 * n])).unwrap_or(usize::MAX / 8);
     // Two lists of at most n entries, then version 1's four columns or version 2's two,
-    // then version 3's histogram section.
+    // then version 4's latest section, then version 3's histogram section.
     let lists = 2 * (4 + 4 * n);
     let bound = |values: usize| 4 + file_size::<u64>(values, &paging).unwrap_or(usize::MAX / 16);
     let histograms =
         1 + n.div_ceil(8) + 3 * bound(n) + 2 * bound(2 * n) + 2 * bound(n * MAX_CELL_BUCKETS);
-    (lists + (4 * (4 + column)).max(4 + column + 4 + values) + histograms) as u64
+    let latest = 2 + n.div_ceil(8) + 2 * bound(n);
+    (lists + (4 * (4 + column)).max(4 + column + 4 + values) + latest + histograms) as u64
 }
 
 /// True when every bit of the bucket is zero: the buckets a slot's data leaves out.
@@ -745,6 +871,7 @@ struct Slot {
 fn decode_slot(
     data: &[u8],
     buckets: u32,
+    times: BucketTimes,
     version: u32,
     histograms: bool,
 ) -> std::result::Result<Slot, String> {
@@ -818,6 +945,20 @@ fn decode_slot(
         let mins = values.split_off(kept.len());
         (values, mins, maxes)
     };
+    let latest = if version >= LATEST_VERSION {
+        let latest = take_latest(&mut rest, &kept, &counts, &totals)?;
+        if let Some(k) =
+            (0..kept.len()).find(|&k| latest[k].is_some_and(|(o, _)| o >= times.width as u64))
+        {
+            return Err(format!(
+                "latest sample of bucket {} lies past the bucket's end",
+                kept[k]
+            ));
+        }
+        latest
+    } else {
+        vec![None; kept.len()]
+    };
     let mut hists = Vec::new();
     if version < 3 {
         if !rest.is_empty() {
@@ -835,6 +976,10 @@ fn decode_slot(
             total: totals[k],
             min: totals[k],
             max: totals[k],
+            last: latest[k].map(|(offset, value)| Last {
+                value,
+                ts: times.start(i) + offset as i64,
+            }),
         };
     }
     for (w, &i) in whole.iter().enumerate() {
@@ -900,6 +1045,89 @@ fn take_histograms(
         out[i] = Some(histogram);
     }
     Ok(out)
+}
+
+/// The latest section at the start of `rest` (see the layout above) of a slot whose kept
+/// buckets are `kept`, with its counts and totals: per kept bucket, its latest sample's
+/// offset and value, when known.
+fn take_latest(
+    rest: &mut &[u8],
+    kept: &[usize],
+    counts: &[u64],
+    totals: &[f64],
+) -> std::result::Result<Vec<Option<(u64, f64)>>, String> {
+    let mut out = vec![None; kept.len()];
+    let Some((&form, tail)) = rest.split_first() else {
+        return Err("latest section cut short".into());
+    };
+    *rest = tail;
+    let known: Vec<usize> = match form {
+        LATEST_NONE => return Ok(out),
+        LATEST_EVERY => (0..kept.len()).collect(),
+        LATEST_MARKED => {
+            let len = kept.len().div_ceil(8);
+            if rest.len() < len {
+                return Err("latest bitmap cut short".into());
+            }
+            let (bitmap, tail) = rest.split_at(len);
+            *rest = tail;
+            let bit = |k: usize| bitmap[k / 8] & (1 << (k % 8)) != 0;
+            if (kept.len()..len * 8).any(bit) {
+                return Err("latest bitmap marks a bucket past the kept ones".into());
+            }
+            let known: Vec<usize> = (0..kept.len()).filter(|&k| bit(k)).collect();
+            if known.is_empty() {
+                return Err("latest bitmap marks no bucket".into());
+            }
+            known
+        }
+        other => return Err(format!("latest section of unknown form {other}")),
+    };
+    let Some((&values_form, tail)) = rest.split_first() else {
+        return Err("latest section cut short".into());
+    };
+    *rest = tail;
+    let singles_implied = match values_form {
+        SINGLES_IMPLIED => true,
+        SINGLES_STORED => false,
+        other => return Err(format!("latest values of unknown form {other}")),
+    };
+    let offsets: Vec<u64> = take_column(rest, "latest offset")?;
+    let values: Vec<f64> = take_optional_column(rest, "latest value")?;
+    if offsets.len() != known.len() {
+        return Err(format!(
+            "{} latest offsets for {} known latest samples",
+            offsets.len(),
+            known.len()
+        ));
+    }
+    let mut values = values.into_iter();
+    for (&k, offset) in known.iter().zip(offsets) {
+        let value = if singles_implied && counts[kept[k]] == 1 {
+            totals[k]
+        } else {
+            values
+                .next()
+                .ok_or("latest value column holds too few values")?
+        };
+        out[k] = Some((offset, value));
+    }
+    if values.next().is_some() {
+        return Err("latest value column holds values past the last".into());
+    }
+    Ok(out)
+}
+
+/// [`take_column`], a length of 0 with no data reading as an empty column.
+fn take_optional_column<T: pco::data_types::Number>(
+    rest: &mut &[u8],
+    what: &str,
+) -> std::result::Result<Vec<T>, String> {
+    if rest.get(..4) == Some(&[0, 0, 0, 0]) {
+        *rest = &rest[4..];
+        return Ok(Vec::new());
+    }
+    take_column(rest, what)
 }
 
 /// A list of bucket indices: a `u32` length, at most `buckets`, then that many `u32`s.

@@ -215,6 +215,7 @@ mod tests {
                     total: 1.5,
                     min: -0.5,
                     max: 2.0,
+                    last: None,
                 },
             })
             .chain([Undo::State {

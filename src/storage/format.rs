@@ -6,7 +6,7 @@
 //!   MAGIC_OFFSET          0  [u8; 8]  b"TIERDBPF"
 //!   VERSION_OFFSET        8  u32      FORMAT_VERSION
 //!   HEADER_LEN_OFFSET    12  u32      4096
-//!   RECORD_SIZE_OFFSET   16  u32      32
+//!   RECORD_SIZE_OFFSET   16  u32      RECORD_SIZE (32)
 //!   BLOCK_OFFSET         20  u32      BUCKET_BLOCK (buckets per series run)
 //!   RESOLUTION_OFFSET    24  u64      bucket width, seconds
 //!   PERIOD_OFFSET        32  u64      time one file covers, seconds
@@ -22,7 +22,13 @@
 //!   BUCKET_BLOCK consecutive buckets per series slot. Record i of (bucket, slot) is
 //!   (bucket / BLOCK) * slots * BLOCK + slot * BLOCK + bucket % BLOCK, 32 bytes each:
 //!   count u64 (top bit: update in flight), total f64, min f64, max f64.
-//! histograms (from the first page boundary at or after the records' end, to the end of the
+//! latest (version 3; from the first page boundary at or after the records): one 16-byte
+//!   entry per record, in the records' order (LATEST_SIZE): last f64 (the value of the
+//!   bucket's latest sample), last_at u64 (LAST_KNOWN | seconds from the bucket's start to
+//!   that sample; 0: unknown). Stored and read under the record's seqlock. Versions 1 and 2
+//!   have no latest area (every latest sample unknown).
+//! histograms (from the first page boundary at or after the records' end, or the latest
+//!   area's in version 3, to the end of the
 //!   file): one cell per record, in the records' order, histogram_cell_len() bytes each
 //!   (the header's; a new file takes 224 below an hour's resolution, 1024 from an hour up;
 //!   version 1 files hold 256 and 1024 by the same rule). Version 2 interleaves the 16
@@ -45,14 +51,25 @@ use crate::error::Error;
 use crate::error::Result;
 use crate::time::{Span, Timestamp};
 
-/// Size of one bucket record on disk: four little-endian 8-byte fields.
+/// Size of one bucket record: four little-endian 8-byte words (count, total, min, max), so
+/// a run of 16 is 512 bytes and a page holds 8 slots' runs.
 pub const RECORD_SIZE: usize = 32;
+/// Size of one entry of a version 3 file's latest area: a record's latest sample (value and
+/// time). Apart from the records, so a record stays 32 bytes (two to a cache line, 8 runs to
+/// a page), and the 16 bytes are paid only where a page of them is written.
+pub const LATEST_SIZE: usize = 16;
+/// The unit a histogram cell's length is a multiple of: the record, as areas map in 32-byte
+/// units.
+pub(crate) const HISTOGRAM_UNIT: usize = RECORD_SIZE;
 
 /// File magic: "tierdb period file".
 pub(crate) const MAGIC: [u8; 8] = *b"TIERDBPF";
 /// Bumped on any incompatible change; files of another version are refused, but for
 /// [`OLDEST_READ_VERSION`] on.
-pub(crate) const FORMAT_VERSION: u32 = 2;
+pub(crate) const FORMAT_VERSION: u32 = 3;
+/// The newest version without the latest area; a file of it is still written in its own
+/// layout, its latest samples unknown.
+pub(crate) const NO_LATEST_VERSION: u32 = 2;
 /// The oldest version read: version 1 has no cell length in its header; its cells are
 /// [`CellLayout::version_1`]'s.
 const OLDEST_READ_VERSION: u32 = 1;
@@ -60,16 +77,18 @@ const OLDEST_READ_VERSION: u32 = 1;
 pub const HEADER_LEN: usize = 4096;
 /// Buckets per contiguous per-series run.
 pub(crate) const BUCKET_BLOCK: u32 = 16;
-/// Series slots whose runs share one 4 KiB page of a block (8: a run is 512 bytes): a batch
-/// gives them all to one writer thread (`engine::writer::writer_of`).
+/// Series slots a batch gives to one writer thread together (`engine::writer::writer_of`):
+/// those whose runs share one 4 KiB page of a block (8: a run is 512 bytes), so every page
+/// of records has one writer. A page of the latest area holds two such groups' runs, each
+/// in its own half (cache lines are never shared).
 pub(crate) const SLOTS_PER_PAGE: u32 = PAGE_LEN as u32 / (BUCKET_BLOCK * RECORD_SIZE as u32);
 /// The unit disk space is reserved in: a hot file's record area is sparse, and a page is
 /// reserved (`fallocate`) before the first store into it (see `PeriodFile::reserve`).
 pub(crate) const PAGE_LEN: usize = 4096;
 /// The largest histogram cell a header may name (`histogram_cell::MAX_WORDS` words).
 pub(crate) const MAX_HISTOGRAM_CELL: usize = 1024;
-/// Records in one page.
-pub(crate) const RECORDS_PER_PAGE: usize = PAGE_LEN / RECORD_SIZE;
+const _: () = assert!(PAGE_LEN.is_multiple_of(BUCKET_BLOCK as usize * RECORD_SIZE));
+const _: () = assert!(PAGE_LEN.is_multiple_of(BUCKET_BLOCK as usize * LATEST_SIZE));
 
 const MAGIC_OFFSET: usize = 0;
 const VERSION_OFFSET: usize = MAGIC_OFFSET + 8;
@@ -119,10 +138,14 @@ pub struct PeriodMeta {
     pub histogram_cells: CellLayout,
 }
 
-/// How a period file's histogram cells lie in its area (see the layout above).
+/// How a period file's records and histogram cells lie (see the layout above): what its
+/// format version decides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CellLayout {
-    /// Bytes of one cell: a multiple of the record size, so the area maps as records do.
+    /// Whether the file has the latest area, each bucket's latest sample (version 3 on).
+    pub latest: bool,
+    /// Bytes of one histogram cell: a multiple of [`HISTOGRAM_UNIT`], the unit the area
+    /// maps in.
     pub bytes: u32,
     /// Whether the 16 cells of a run (one slot's buckets of a block) are interleaved word
     /// by word, word `j` of the run's `b`-th cell being the run's word `16 j + b`
@@ -140,6 +163,7 @@ impl CellLayout {
     /// period, each of many samples); interleaved.
     pub fn new_file(resolution: Span) -> CellLayout {
         CellLayout {
+            latest: true,
             bytes: if resolution.secs() < 3600 { 224 } else { 1024 },
             interleaved: true,
         }
@@ -149,17 +173,37 @@ impl CellLayout {
     /// from an hour up, each cell whole.
     pub fn version_1(resolution: Span) -> CellLayout {
         CellLayout {
+            latest: false,
             bytes: if resolution.secs() < 3600 { 256 } else { 1024 },
             interleaved: false,
         }
     }
 
-    /// A compacted period's made hot again: version 1's sizes, which hold every histogram a
-    /// hot file of either version held, interleaved.
+    /// A compacted period's made hot again: version 1's cell sizes, which hold every
+    /// histogram a hot file of any version held, interleaved, in the records of a new file.
     pub fn made_hot_again(resolution: Span) -> CellLayout {
         CellLayout {
+            latest: true,
             interleaved: true,
             ..CellLayout::version_1(resolution)
+        }
+    }
+
+    /// A version 2 file's: a new file's cells without the latest area (only tests make
+    /// one, as the build before version 3 did).
+    pub fn version_2(resolution: Span) -> CellLayout {
+        CellLayout {
+            latest: false,
+            ..CellLayout::new_file(resolution)
+        }
+    }
+
+    /// The format version a file of this layout carries.
+    fn version(&self) -> u32 {
+        match (self.interleaved, self.latest) {
+            (false, _) => 1,
+            (true, false) => NO_LATEST_VERSION,
+            (true, true) => FORMAT_VERSION,
         }
     }
 }
@@ -176,19 +220,76 @@ impl PeriodMeta {
         blocks * BUCKET_BLOCK as usize * self.slots as usize
     }
 
-    /// Pages of the record area: the unit space is reserved in.
-    pub(crate) fn pages(&self) -> usize {
-        self.cells().div_ceil(RECORDS_PER_PAGE)
+    /// Whether the file keeps each bucket's latest sample (its latest area).
+    pub fn keeps_last(&self) -> bool {
+        self.histogram_cells.latest
     }
 
-    /// Pages one block of buckets spans: one per [`SLOTS_PER_PAGE`] slots.
+    /// Pages of the records.
+    pub(crate) fn record_pages(&self) -> usize {
+        (self.cells() * RECORD_SIZE).div_ceil(PAGE_LEN)
+    }
+
+    /// Pages of the latest area (none in a version 1 or 2 file).
+    pub(crate) fn latest_pages(&self) -> usize {
+        match self.keeps_last() {
+            true => (self.cells() * LATEST_SIZE).div_ceil(PAGE_LEN),
+            false => 0,
+        }
+    }
+
+    /// Pages of the records and the latest area, counted from the header's end: the unit
+    /// space is reserved in. The latest area's pages follow the records'.
+    pub(crate) fn pages(&self) -> usize {
+        self.record_pages() + self.latest_pages()
+    }
+
+    /// The page holding record `index`.
+    pub(crate) fn page_of(&self, index: usize) -> usize {
+        index * RECORD_SIZE / PAGE_LEN
+    }
+
+    /// The pages of the latest area that hold the entries of the records of pages
+    /// `first..first + n` (`(first, n)` as well; none in a file without the area): a page
+    /// of entries holds two pages' records.
+    pub(crate) fn latest_pages_of(&self, first: usize, n: usize) -> Option<(usize, usize)> {
+        const PER: usize = RECORD_SIZE / LATEST_SIZE;
+        (self.keeps_last() && n > 0).then(|| {
+            let (from, to) = (first / PER, (first + n - 1) / PER);
+            (self.record_pages() + from, to + 1 - from)
+        })
+    }
+
+    /// Pages one block of buckets spans in the records: one per page's worth of slots'
+    /// runs.
     pub(crate) fn pages_per_block(&self) -> usize {
         self.slots.div_ceil(SLOTS_PER_PAGE) as usize
     }
 
-    /// Whole file length.
+    /// Where the latest area's entry of record `index` lies in the file (version 3).
+    pub fn latest_offset(&self, index: usize) -> u64 {
+        (HEADER_LEN + self.record_pages() * PAGE_LEN + index * LATEST_SIZE) as u64
+    }
+
+    /// The first second of bucket `bucket`.
+    #[inline(always)]
+    pub fn bucket_start(&self, bucket: u32) -> Timestamp {
+        self.period_start + i64::from(bucket) * self.resolution.secs() as Timestamp
+    }
+
+    /// The bucket record `index` holds (see [`cell_index`]).
+    pub(crate) fn bucket_of(&self, index: usize) -> u32 {
+        let block = BUCKET_BLOCK as usize;
+        ((index / (self.slots as usize * block)) * block + index % block) as u32
+    }
+
+    /// Whole file length without the histogram area: the records, then (version 3) the
+    /// latest area from the next page boundary.
     pub fn file_len(&self) -> u64 {
-        (HEADER_LEN + self.cells() * RECORD_SIZE) as u64
+        match self.keeps_last() {
+            true => self.latest_offset(self.cells()),
+            false => (HEADER_LEN + self.cells() * RECORD_SIZE) as u64,
+        }
     }
 
     /// Bytes of one histogram cell.
@@ -210,7 +311,8 @@ impl PeriodMeta {
         *self == other.with_cells(self.histogram_cells)
     }
 
-    /// Where the histogram area starts: the first page boundary at or after the records.
+    /// Where the histogram area starts: the first page boundary at or after the records
+    /// (version 3: the latest area).
     pub fn histogram_offset(&self) -> u64 {
         self.file_len().next_multiple_of(PAGE_LEN as u64)
     }
@@ -225,14 +327,10 @@ impl PeriodMeta {
         self.histogram_offset() + (self.histogram_pages() * PAGE_LEN) as u64
     }
 
-    /// The header bytes for this file: version 2, or version 1 for version 1's cells (as
-    /// an older build wrote it: no cell length; only tests make such a file).
+    /// The header bytes for this file: version 3, or the older version its layout is (as
+    /// an older build wrote it: version 1 has no cell length; only tests make such files).
     pub fn encode(&self) -> [u8; HEADER_LEN] {
-        let version = if self.histogram_cells.interleaved {
-            FORMAT_VERSION
-        } else {
-            1
-        };
+        let version = self.histogram_cells.version();
         let mut h = [0u8; HEADER_LEN];
         h[MAGIC_OFFSET..MAGIC_OFFSET + 8].copy_from_slice(&MAGIC);
         put_u32(&mut h, VERSION_OFFSET, version);
@@ -327,18 +425,19 @@ impl PeriodMeta {
             histogram_cells: match version {
                 1 => CellLayout::version_1(resolution),
                 _ => CellLayout {
+                    latest: version >= FORMAT_VERSION,
                     bytes: get_u32(bytes, HISTOGRAM_CELL_OFFSET),
                     interleaved: true,
                 },
             },
         };
         let cell = meta.histogram_cell_len();
-        if cell == 0 || !cell.is_multiple_of(RECORD_SIZE) || cell > MAX_HISTOGRAM_CELL {
+        if cell == 0 || !cell.is_multiple_of(HISTOGRAM_UNIT) || cell > MAX_HISTOGRAM_CELL {
             return Err(Error::corrupt(
                 path,
                 format!(
-                    "histogram cell of {cell} bytes: not a multiple of {RECORD_SIZE} from \
-                     {RECORD_SIZE} to {MAX_HISTOGRAM_CELL}"
+                    "histogram cell of {cell} bytes: not a multiple of {HISTOGRAM_UNIT} from \
+                     {HISTOGRAM_UNIT} to {MAX_HISTOGRAM_CELL}"
                 ),
             ));
         }

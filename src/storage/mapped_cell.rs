@@ -15,11 +15,12 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use super::format::RECORD_SIZE;
+use super::format::{LATEST_SIZE, RECORD_SIZE};
 pub(crate) use super::writer_state::WriterSlot;
 use super::writer_state::{Publication, Publisher, WriterStateFile};
-use crate::bucket::Bucket;
+use crate::bucket::{Bucket, Last};
 use crate::error::Result;
+use crate::time::Timestamp;
 
 // The file format is little-endian and the cells are native-endian atomics.
 #[cfg(not(target_endian = "little"))]
@@ -37,7 +38,8 @@ const SPINS: u32 = 64;
 
 /// A bucket record inside a mapped file: `count` (u64), `total`, `min`, `max` (f64 bits), in
 /// that order, 32 bytes, accessed only through atomics because other threads (and read-only
-/// processes) look at the same memory while the writer changes it.
+/// processes) look at the same memory while the writer changes it. A version 3 file keeps
+/// the bucket's latest sample apart, in its latest area ([`LastWords`]).
 ///
 /// `count` doubles as the seqlock sequence: it only ever grows, and its top bit (`BUSY`) is
 /// set while an update is in flight, so a reader that saw the same `count` before and after
@@ -52,6 +54,106 @@ pub(crate) struct BucketCell {
 
 const _: () = assert!(std::mem::size_of::<BucketCell>() == RECORD_SIZE);
 
+/// A version 3 file's entry of the latest area for one record: the bucket's latest sample,
+/// under the record's seqlock (stored while `BUSY` is set, read between the two loads of
+/// `count`).
+#[repr(C)]
+pub(crate) struct LastWords {
+    /// The latest sample's value (f64 bits; a counter's raw value).
+    value: AtomicU64,
+    /// [`LAST_KNOWN`] | seconds from the bucket's start to the sample; 0 when unknown.
+    at: AtomicU64,
+}
+
+/// Set in [`LastWords::at`] when the latest sample is known: all-zero words (a new file, a
+/// cleared record) read as unknown, never as a sample of 0 at the bucket's start.
+const LAST_KNOWN: u64 = 1 << 63;
+
+const _: () = assert!(std::mem::size_of::<LastWords>() == LATEST_SIZE);
+
+impl LastWords {
+    /// The latest sample of a bucket starting at `start`, as stored.
+    #[inline(always)]
+    fn load(&self, start: Timestamp) -> Option<Last> {
+        let at = self.at.load(Ordering::Relaxed);
+        let value = self.value.load(Ordering::Relaxed);
+        (at & LAST_KNOWN != 0).then(|| Last {
+            value: f64::from_bits(value),
+            ts: start + (at & !LAST_KNOWN) as Timestamp,
+        })
+    }
+
+    /// Stores `last` for a bucket starting at `start`: unknown for `None`, or for a time
+    /// before the start (never written: a sample lands in the bucket that holds its time).
+    #[inline(always)]
+    fn store(&self, last: Option<Last>, start: Timestamp) {
+        let (value, at) = match last {
+            Some(last) if last.ts >= start => {
+                (last.value.to_bits(), LAST_KNOWN | (last.ts - start) as u64)
+            }
+            _ => (0, 0),
+        };
+        self.value.store(value, Ordering::Relaxed);
+        self.at.store(at, Ordering::Relaxed);
+    }
+
+    /// True when both words are zero.
+    fn is_pristine(&self) -> bool {
+        self.value.load(Ordering::Relaxed) == 0 && self.at.load(Ordering::Relaxed) == 0
+    }
+}
+
+impl LastWords {
+    /// The words an entry of a bucket starting at `start` holds for `last`, as the seqlock
+    /// stores them, for a file written with plain I/O before it is mapped.
+    pub(super) fn words_of(last: Option<Last>, start: Timestamp) -> [u64; LATEST_SIZE / 8] {
+        let words = LastWords {
+            value: AtomicU64::new(0),
+            at: AtomicU64::new(0),
+        };
+        words.store(last, start);
+        [words.value.into_inner(), words.at.into_inner()]
+    }
+}
+
+impl BucketCell {
+    /// The words a record holds for `bucket`, for a file written with plain I/O.
+    pub(super) fn words_of(bucket: &Bucket) -> [u64; RECORD_SIZE / 8] {
+        [
+            bucket.count,
+            bucket.total.to_bits(),
+            bucket.min.to_bits(),
+            bucket.max.to_bits(),
+        ]
+    }
+
+    /// The record as the seqlock code sees it, with the entry `last` of the latest area of
+    /// a version 3 file (`None`: a version 1 or 2 file's, which keeps no latest sample), for
+    /// a bucket starting at `start`.
+    #[inline(always)]
+    pub(super) fn record<'a>(
+        &'a self,
+        last: Option<&'a LastWords>,
+        start: Timestamp,
+    ) -> Record<'a> {
+        Record {
+            cell: self,
+            last,
+            start,
+        }
+    }
+}
+
+/// One bucket record: its cell, its latest-sample words when the file keeps them, and the
+/// bucket's start, which their offset counts from. Every store and load of a record goes
+/// through here, so files with and without the latest area share one seqlock.
+#[derive(Clone, Copy)]
+pub(crate) struct Record<'a> {
+    cell: &'a BucketCell,
+    last: Option<&'a LastWords>,
+    start: Timestamp,
+}
+
 /// How a read that found the update-in-flight bit set past its spins ended, for the caller to
 /// log with the file and cell it knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,7 +166,57 @@ pub(super) enum Stuck {
     Damaged,
 }
 
-impl BucketCell {
+impl Record<'_> {
+    /// The latest sample as stored; unknown in a record without it.
+    #[inline(always)]
+    fn load_last(&self) -> Option<Last> {
+        self.last.and_then(|words| words.load(self.start))
+    }
+
+    /// Stores `last`, in a record that keeps it.
+    #[inline(always)]
+    fn store_last(&self, last: Option<Last>) {
+        if let Some(words) = self.last {
+            words.store(last, self.start);
+        }
+    }
+
+    /// The head's fields and the latest sample as they stand, with `count`.
+    #[inline(always)]
+    fn fields(&self, count: u64) -> Bucket {
+        Bucket {
+            count,
+            total: f64::from_bits(self.cell.total.load(Ordering::Relaxed)),
+            min: f64::from_bits(self.cell.min.load(Ordering::Relaxed)),
+            max: f64::from_bits(self.cell.max.load(Ordering::Relaxed)),
+            last: self.load_last(),
+        }
+    }
+
+    /// The record's cell, for a prefetch of it alone.
+    #[inline(always)]
+    pub(super) fn cell(&self) -> &BucketCell {
+        self.cell
+    }
+
+    /// Starts loading the record and its latest entry into the cache: they lie in different
+    /// parts of the file, and a store or read misses on each.
+    #[inline(always)]
+    pub(super) fn prefetch(&self) {
+        super::mmap::prefetch(self.cell);
+        if let Some(last) = self.last {
+            super::mmap::prefetch(last);
+        }
+    }
+
+    /// The record read without its latest entry, which reads as unknown: for a
+    /// distribution's bucket, whose latest sample is never kept, so a read of many of them
+    /// does not fetch the entries.
+    #[inline(always)]
+    pub(super) fn without_last(self) -> Self {
+        Record { last: None, ..self }
+    }
+
     /// Folds `value` into the cell named `name`, as the writer thread that publishes through
     /// `writer`.
     ///
@@ -73,9 +225,21 @@ impl BucketCell {
     /// updates, so this is a logic invariant rather than a safety one. A `BUSY` bit found set
     /// is a crash's leftover (the one writer is this call) and is healed: the count resumes
     /// from its value before the interrupted update, as the repair at an unclean open does.
+    /// `last` is the sample's latest-sample value and time; `None` leaves the latest
+    /// sample unknown.
     #[inline]
-    pub(super) fn add(&self, value: f64, writer: Publisher<'_>, name: Publication) {
-        self.update(|bucket| bucket.add(value), writer, name, || {});
+    pub(super) fn add(
+        &self,
+        value: f64,
+        last: Option<Last>,
+        writer: Publisher<'_>,
+        name: Publication,
+    ) {
+        let fold = |bucket: &mut Bucket| match last {
+            Some(last) => bucket.add_at(value, last),
+            None => bucket.add(value),
+        };
+        self.update(fold, writer, name, || {});
     }
 
     /// Folds a distribution's update into the cell with `fold`, as [`BucketCell::add`] does
@@ -109,22 +273,26 @@ impl BucketCell {
         // that sees BUSY also sees this publication; program order alone puts it in the page
         // cache before BUSY for the open after a kill.
         writer.publish(name);
-        let count = self.count.load(Ordering::Relaxed) & !BUSY;
-        self.count.store(count | BUSY, Ordering::Release);
+        let found = self.cell.count.load(Ordering::Relaxed);
+        let count = found & !BUSY;
+        self.cell.count.store(count | BUSY, Ordering::Release);
         // Orders the BUSY store before the field stores for any reader that sees a new field.
         fence(Ordering::Release);
         between();
-        let mut bucket = Bucket {
-            count,
-            total: f64::from_bits(self.total.load(Ordering::Relaxed)),
-            min: f64::from_bits(self.min.load(Ordering::Relaxed)),
-            max: f64::from_bits(self.max.load(Ordering::Relaxed)),
-        };
+        let mut bucket = self.fields(count);
+        if found & BUSY != 0 {
+            // An interrupted update's leftover: its latest sample may be the one counted as
+            // not arrived.
+            bucket.last = None;
+        }
         fold(&mut bucket);
-        self.total.store(bucket.total.to_bits(), Ordering::Relaxed);
-        self.min.store(bucket.min.to_bits(), Ordering::Relaxed);
-        self.max.store(bucket.max.to_bits(), Ordering::Relaxed);
-        self.count.store(bucket.count, Ordering::Release);
+        self.cell
+            .total
+            .store(bucket.total.to_bits(), Ordering::Relaxed);
+        self.cell.min.store(bucket.min.to_bits(), Ordering::Relaxed);
+        self.cell.max.store(bucket.max.to_bits(), Ordering::Relaxed);
+        self.store_last(bucket.last);
+        self.cell.count.store(bucket.count, Ordering::Release);
     }
 
     /// The crash tests' fault hook: what [`BucketCell::add`] does up to the middle of the
@@ -146,12 +314,16 @@ impl BucketCell {
         between: impl FnOnce(),
     ) -> ! {
         writer.publish(name);
-        let count = self.count.load(Ordering::Relaxed) & !BUSY;
-        self.count.store(count | BUSY, Ordering::Release);
+        let count = self.cell.count.load(Ordering::Relaxed) & !BUSY;
+        self.cell.count.store(count | BUSY, Ordering::Release);
         fence(Ordering::Release);
         between();
-        let total = f64::from_bits(self.total.load(Ordering::Relaxed)) + value;
-        self.total.store(total.to_bits(), Ordering::Relaxed);
+        let total = f64::from_bits(self.cell.total.load(Ordering::Relaxed)) + value;
+        self.cell.total.store(total.to_bits(), Ordering::Relaxed);
+        // The latest sample torn too: its value stored, its time not.
+        if let Some(words) = self.last {
+            words.value.store(value.to_bits(), Ordering::Relaxed);
+        }
         crate::fault::kill_self()
     }
 
@@ -171,24 +343,17 @@ impl BucketCell {
     /// when this returns `Some`.
     #[inline(always)]
     pub(super) fn read_with(&self, between: impl FnOnce()) -> Option<Bucket> {
-        let before = self.count.load(Ordering::Relaxed);
+        let before = self.cell.count.load(Ordering::Relaxed);
         // With the Relaxed load above, the seqlock reader's load-acquire: the fields read next
         // are at least as new as the update whose final count was read.
         fence(Ordering::Acquire);
         if before & BUSY != 0 {
             return None;
         }
-        let total = self.total.load(Ordering::Relaxed);
-        let min = self.min.load(Ordering::Relaxed);
-        let max = self.max.load(Ordering::Relaxed);
+        let bucket = self.fields(before);
         between();
         fence(Ordering::Acquire);
-        (self.count.load(Ordering::Relaxed) == before).then(|| Bucket {
-            count: before,
-            total: f64::from_bits(total),
-            min: f64::from_bits(min),
-            max: f64::from_bits(max),
-        })
+        (self.cell.count.load(Ordering::Relaxed) == before).then_some(bucket)
     }
 
     /// Reads a consistent snapshot, spinning while the writer is mid-update (it is, for
@@ -231,16 +396,15 @@ impl BucketCell {
                 }
                 if since.elapsed() >= STALE_AFTER {
                     stuck(Stuck::Damaged);
+                    let count = self.cell.count.load(Ordering::Relaxed) & !BUSY;
                     return Some(Bucket {
-                        count: self.count.load(Ordering::Relaxed) & !BUSY,
-                        total: f64::from_bits(self.total.load(Ordering::Relaxed)),
-                        min: f64::from_bits(self.min.load(Ordering::Relaxed)),
-                        max: f64::from_bits(self.max.load(Ordering::Relaxed)),
+                        last: None,
+                        ..self.fields(count)
                     });
                 }
             }
             std::thread::yield_now();
-            if self.count.load(Ordering::Relaxed) & BUSY == 0 {
+            if self.cell.count.load(Ordering::Relaxed) & BUSY == 0 {
                 return None;
             }
             rounds = rounds.wrapping_add(1);
@@ -263,63 +427,64 @@ impl BucketCell {
     /// healing the cell stores the same `count | BUSY` value, which is why the re-check alone
     /// would not do.
     fn read_unheld(&self, writers: &Writers, name: Publication) -> Option<Bucket> {
-        let before = self.count.load(Ordering::Relaxed);
+        let before = self.cell.count.load(Ordering::Relaxed);
         if before & BUSY == 0 {
             return None;
         }
-        let total = self.total.load(Ordering::Relaxed);
-        let min = self.min.load(Ordering::Relaxed);
-        let max = self.max.load(Ordering::Relaxed);
+        let bucket = self.fields(before & !BUSY);
         fence(Ordering::Acquire);
         if writers.may_hold(name) {
             return None;
         }
         fence(Ordering::Acquire);
-        if self.count.load(Ordering::Relaxed) != before {
+        if self.cell.count.load(Ordering::Relaxed) != before {
             return None;
         }
+        // The interrupted update may have stored its sample as the latest.
         Some(Bucket {
-            count: before & !BUSY,
-            total: f64::from_bits(total),
-            min: f64::from_bits(min),
-            max: f64::from_bits(max),
+            last: None,
+            ..bucket
         })
     }
 
     /// Resets the cell to empty. Only valid while no writer runs (repair at open).
     pub(super) fn clear(&self) {
-        self.total.store(0, Ordering::Relaxed);
-        self.min.store(0, Ordering::Relaxed);
-        self.max.store(0, Ordering::Relaxed);
-        self.count.store(0, Ordering::Release);
+        self.restore(&Bucket::EMPTY);
     }
 
     /// Puts back what the cell held before a batch that did not finish (the counter
-    /// journal's undo). Only valid while no writer runs (at open).
+    /// journal's undo), its latest sample as `before` has it (unknown when the image did
+    /// not keep it). Only valid while no writer runs (at open).
     pub(super) fn restore(&self, before: &Bucket) {
-        self.total.store(before.total.to_bits(), Ordering::Relaxed);
-        self.min.store(before.min.to_bits(), Ordering::Relaxed);
-        self.max.store(before.max.to_bits(), Ordering::Relaxed);
-        self.count.store(before.count, Ordering::Release);
+        self.cell
+            .total
+            .store(before.total.to_bits(), Ordering::Relaxed);
+        self.cell.min.store(before.min.to_bits(), Ordering::Relaxed);
+        self.cell.max.store(before.max.to_bits(), Ordering::Relaxed);
+        self.store_last(before.last);
+        self.cell.count.store(before.count, Ordering::Release);
     }
 
     /// True when every field is zero, as in a freshly created file.
     pub(super) fn is_pristine(&self) -> bool {
-        self.count.load(Ordering::Relaxed) == 0
-            && self.total.load(Ordering::Relaxed) == 0
-            && self.min.load(Ordering::Relaxed) == 0
-            && self.max.load(Ordering::Relaxed) == 0
+        self.cell.count.load(Ordering::Relaxed) == 0
+            && self.cell.total.load(Ordering::Relaxed) == 0
+            && self.cell.min.load(Ordering::Relaxed) == 0
+            && self.cell.max.load(Ordering::Relaxed) == 0
+            && self.last.is_none_or(LastWords::is_pristine)
     }
 
     /// Clears a `BUSY` bit left behind by a process that died mid-update and reports whether
     /// it found one. Only valid while no writer runs (at open, under the directory lock); the
-    /// half-applied sample is then counted as not having arrived while its fields may hold it.
+    /// half-applied sample is then counted as not having arrived while its fields may hold it,
+    /// and the latest sample, which it may have stored, becomes unknown.
     pub(super) fn repair(&self) -> bool {
-        let count = self.count.load(Ordering::Relaxed);
+        let count = self.cell.count.load(Ordering::Relaxed);
         if count & BUSY == 0 {
             return false;
         }
-        self.count.store(count & !BUSY, Ordering::Release);
+        self.store_last(None);
+        self.cell.count.store(count & !BUSY, Ordering::Release);
         true
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! Why this is sound:
 //! - Bucket memory is never handed out as `&[u8]`/`&mut [u8]`. The mapping is held as a raw
-//!   pointer ([`memmap2::MmapRaw`]) and exposed only as `&[BucketCell]`, whose fields are
+//!   pointer ([`memmap2::MmapRaw`]) and exposed only as `&[BucketCell]` or `&[LastWords]`
+//!   (a version 3 file's latest area), whose fields are
 //!   `AtomicU64`: concurrent changes by our writer threads, or by the one writing process while
 //!   a read-only process looks, are the kind of shared mutation atomics permit.
 //! - A read-only mapping (a read-only engine beside the writing process) is only ever read
@@ -19,8 +20,8 @@
 //!   whole; an unlinked file stays mapped until the last `Arc` goes). The data directory lock
 //!   keeps other tierdb processes from writing. A foreign process truncating a file underneath
 //!   us would raise SIGBUS, as with every mmap-based store; that is outside what we can defend.
-//! - The header is 4096 bytes and mappings are page-aligned, so every 32-byte cell is aligned
-//!   for `AtomicU64` (checked at run time, not assumed).
+//! - The header is 4096 bytes and mappings are page-aligned, so every 32-byte record and
+//!   16-byte latest entry is aligned for its type (checked at run time, not assumed).
 
 #![allow(unsafe_code)]
 
@@ -29,12 +30,14 @@ use std::path::Path;
 
 use memmap2::{Advice, MmapOptions, MmapRaw};
 
-use super::format::RECORD_SIZE;
-use super::mapped_cell::BucketCell;
+use super::format::RECORD_SIZE as CELL_LEN;
+use super::mapped_cell::{BucketCell, LastWords};
 use crate::error::Error;
 use crate::error::Result;
 
-/// A file's bucket records, mapped shared so stores reach the page cache at once.
+/// A file's bucket records, mapped shared so stores reach the page cache at once. Its length
+/// counts 32-byte cells (a version 3 file's latest area after the records, two entries a
+/// cell).
 pub(crate) struct MappedCells {
     map: MmapRaw,
     cells: usize,
@@ -54,7 +57,7 @@ impl MappedCells {
         writable: bool,
     ) -> Result<MappedCells> {
         let len = cells
-            .checked_mul(RECORD_SIZE)
+            .checked_mul(CELL_LEN)
             .ok_or_else(|| Error::corrupt(path, "record area size overflows"))?;
         let file_len = file.metadata().map_err(|e| Error::io(path, e))?.len();
         if file_len < offset + len as u64 {
@@ -81,7 +84,7 @@ impl MappedCells {
         // read-around (8 MiB on some disks) would zero megabytes per first touch instead.
         map.advise(Advice::Random).map_err(|e| Error::io(path, e))?;
         if !(map.as_ptr() as usize).is_multiple_of(std::mem::align_of::<BucketCell>()) {
-            return Err(Error::corrupt(path, "record area is not 32-byte aligned"));
+            return Err(Error::corrupt(path, "record area is not 8-byte aligned"));
         }
         Ok(MappedCells { map, cells })
     }
@@ -98,6 +101,27 @@ impl MappedCells {
         unsafe { std::slice::from_raw_parts(self.map.as_ptr() as *const BucketCell, self.cells) }
     }
 
+    /// The latest area's entries from byte `from` of the mapping (a page boundary past the
+    /// records) to its end.
+    ///
+    /// # Panics
+    /// When `from` is past the mapping or not a multiple of 32 (a caller bug: the offset
+    /// comes from the file's validated layout).
+    #[inline]
+    pub(crate) fn latest_from(&self, from: usize) -> &[LastWords] {
+        assert!(from.is_multiple_of(CELL_LEN) && from <= self.cells * CELL_LEN);
+        let entries = (self.cells * CELL_LEN - from) / std::mem::size_of::<LastWords>();
+        // SAFETY: the mapping is `cells * 32` bytes long (checked in `map` against the file
+        // length) and `from` lies within it, so `entries` whole 16-byte entries follow it;
+        // the address is aligned for `LastWords` (the mapping is, checked in `map`, and
+        // `from` is a multiple of 32); it lives as long as `self` and is only ever accessed
+        // through `LastWords`' atomics, as in `cells`. `LastWords` is `repr(C)` of two
+        // `AtomicU64`, for which every bit pattern is valid.
+        unsafe {
+            std::slice::from_raw_parts(self.map.as_ptr().add(from) as *const LastWords, entries)
+        }
+    }
+
     /// The records as plain shared words, four per 32-byte record, for files whose records
     /// are not buckets (the counter state and journal, `writers.state`).
     #[inline]
@@ -108,7 +132,7 @@ impl MappedCells {
         unsafe {
             std::slice::from_raw_parts(
                 self.map.as_ptr() as *const std::sync::atomic::AtomicU64,
-                self.cells * (RECORD_SIZE / 8),
+                self.cells * (CELL_LEN / 8),
             )
         }
     }
@@ -125,17 +149,16 @@ impl MappedCells {
     pub(crate) fn populate(&self, first: usize, cells: usize) {
         let first = first.min(self.cells);
         let cells = cells.min(self.cells - first);
-        if let Err(e) =
-            self.map
-                .advise_range(Advice::WillNeed, first * RECORD_SIZE, cells * RECORD_SIZE)
+        if let Err(e) = self
+            .map
+            .advise_range(Advice::WillNeed, first * CELL_LEN, cells * CELL_LEN)
         {
             tracing::debug!(error = %e, "asking for bucket pages ahead failed");
         }
-        if let Err(e) = self.map.advise_range(
-            Advice::PopulateWrite,
-            first * RECORD_SIZE,
-            cells * RECORD_SIZE,
-        ) {
+        if let Err(e) =
+            self.map
+                .advise_range(Advice::PopulateWrite, first * CELL_LEN, cells * CELL_LEN)
+        {
             tracing::debug!(error = %e, "prefaulting bucket pages failed");
         }
     }

@@ -12,12 +12,14 @@ use std::sync::Arc;
 
 use super::compact::CompactFile;
 use super::disk;
-use super::format::{cell_index, CellLayout, PeriodMeta, HEADER_LEN, PAGE_LEN, RECORDS_PER_PAGE};
+use super::format::{
+    cell_index, CellLayout, PeriodMeta, HEADER_LEN, LATEST_SIZE, PAGE_LEN, RECORD_SIZE,
+};
 use super::histogram_cell::{self, CellBuffer};
-use super::mapped_cell::{BucketCell, Stuck, Writers};
+use super::mapped_cell::{BucketCell, LastWords, Record, Stuck, Writers};
 use super::mmap::MappedCells;
 use super::writer_state::{Publication, Publisher, WriterSlot};
-use crate::bucket::Bucket;
+use crate::bucket::{Bucket, Last};
 use crate::error::Error;
 use crate::error::Result;
 use crate::histogram::{Histogram, Observed};
@@ -93,6 +95,16 @@ const OLD_DEFAULT_PERIODS_HINT: &str = "; the default periods changed from 1d/7d
      their tiers, needs them given once with --tiers (period = \"1d\", \"7d\", \"30d\", \
      \"365d\" for the tiers 1m, 5m, 1h, 1d); that open stores them in the directory's \
      tiers.toml, and later opens need no --tiers";
+
+/// Whether a read takes each bucket's latest sample. A sum over many series does not, and
+/// so never fetches the latest area, another cache line a bucket apart from the records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Latest {
+    /// The latest sample as kept (unknown where the file keeps none).
+    Read,
+    /// Left unread: the bucket reads with its latest sample unknown.
+    Skip,
+}
 
 impl PeriodFile {
     /// Creates the file for `meta` in `dir`: header written, the record area sparse (its pages
@@ -204,9 +216,10 @@ impl PeriodFile {
         file.sync_all().map_err(|e| Error::io(temp, e))
     }
 
-    /// Writes every non-empty bucket of `source` into `file` at its record's place, and
-    /// every histogram into its cell, one 16-bucket run per write (a run's records are
-    /// contiguous, and so are its cells, whole or interleaved).
+    /// Writes every non-empty bucket of `source` into `file` at its record's place (its
+    /// latest sample into the latest area), and every histogram into its cell, one 16-bucket
+    /// run per write (a run's records are contiguous, and so are its latest entries and its
+    /// cells, whole or interleaved).
     fn write_cells(
         file: &File,
         temp: &Path,
@@ -214,7 +227,9 @@ impl PeriodFile {
         source: &CompactFile,
     ) -> Result<()> {
         let block = super::format::BUCKET_BLOCK as usize;
-        let mut run = vec![0u8; block * super::format::RECORD_SIZE];
+        debug_assert!(meta.keeps_last());
+        let mut run = vec![0u8; block * RECORD_SIZE];
+        let mut latest_run = vec![0u8; block * LATEST_SIZE];
         let cell_len = meta.histogram_cell_len();
         let cell_words = cell_len / 8;
         let mut hist_run = vec![0u8; block * cell_len];
@@ -258,18 +273,27 @@ impl PeriodFile {
             }
             for (first, chunk) in buckets.chunks(block).enumerate() {
                 run.fill(0);
-                for (record, bucket) in run.chunks_exact_mut(super::format::RECORD_SIZE).zip(chunk)
-                {
-                    record[0..8].copy_from_slice(&bucket.count.to_le_bytes());
-                    record[8..16].copy_from_slice(&bucket.total.to_bits().to_le_bytes());
-                    record[16..24].copy_from_slice(&bucket.min.to_bits().to_le_bytes());
-                    record[24..32].copy_from_slice(&bucket.max.to_bits().to_le_bytes());
+                latest_run.fill(0);
+                let records = run.chunks_exact_mut(RECORD_SIZE);
+                let entries = latest_run.chunks_exact_mut(LATEST_SIZE);
+                for (b, ((record, entry), bucket)) in records.zip(entries).zip(chunk).enumerate() {
+                    let start = meta.bucket_start((first * block + b) as u32);
+                    let words = BucketCell::words_of(bucket);
+                    let last = LastWords::words_of(bucket.last, start);
+                    let bytes = record.chunks_exact_mut(8).chain(entry.chunks_exact_mut(8));
+                    for (word, bytes) in words.iter().chain(&last).zip(bytes) {
+                        bytes.copy_from_slice(&word.to_le_bytes());
+                    }
                 }
                 let cell = cell_index((first * block) as u32, slot, meta.slots);
-                let at = (HEADER_LEN + cell * super::format::RECORD_SIZE) as u64;
-                if let Err(e) =
-                    file.write_all_at(&run[..chunk.len() * super::format::RECORD_SIZE], at)
-                {
+                let at = (HEADER_LEN + cell * RECORD_SIZE) as u64;
+                let latest_at = meta.latest_offset(cell);
+                let written = file
+                    .write_all_at(&run[..chunk.len() * RECORD_SIZE], at)
+                    .and_then(|()| {
+                        file.write_all_at(&latest_run[..chunk.len() * LATEST_SIZE], latest_at)
+                    });
+                if let Err(e) = written {
                     failed = Some(Error::io(temp, e));
                     return;
                 }
@@ -340,7 +364,13 @@ impl PeriodFile {
                 format!("{} records is more than a file may hold", meta.cells()),
             ));
         }
-        let cells = MappedCells::map(&file, path, HEADER_LEN as u64, meta.cells(), writable)?;
+        let cells = MappedCells::map(
+            &file,
+            path,
+            HEADER_LEN as u64,
+            (meta.file_len() as usize - HEADER_LEN) / RECORD_SIZE,
+            writable,
+        )?;
         let name = Publication::new(
             writers.tier_index(&meta.tier),
             meta.period_start,
@@ -405,7 +435,7 @@ impl PeriodFile {
             }
             file.set_len(want).map_err(|e| Error::io(path, e))?;
         }
-        let cells = meta.cells() * meta.histogram_cell_len() / super::format::RECORD_SIZE;
+        let cells = meta.cells() * meta.histogram_cell_len() / super::format::HISTOGRAM_UNIT;
         MappedCells::map(file, path, meta.histogram_offset(), cells, writable).map(Some)
     }
 
@@ -444,9 +474,20 @@ impl PeriodFile {
     /// When `bucket` or `slot` is outside the file (a caller bug: placements come from the
     /// lookup function and chunking, which never produce them).
     #[inline]
-    fn cell(&self, bucket: u32, slot: u32) -> &BucketCell {
+    fn cell(&self, bucket: u32, slot: u32) -> Record<'_> {
         debug_assert!(bucket < self.meta.buckets() && slot < self.meta.slots);
-        &self.cells.cells()[cell_index(bucket, slot, self.meta.slots)]
+        self.record(cell_index(bucket, slot, self.meta.slots), bucket)
+    }
+
+    /// The record at `index`, which holds bucket `bucket` of its slot.
+    #[inline(always)]
+    fn record(&self, index: usize, bucket: u32) -> Record<'_> {
+        let last = (self.meta.keeps_last()).then(|| {
+            &self
+                .cells
+                .latest_from(self.meta.latest_offset(0) as usize - HEADER_LEN)[index]
+        });
+        self.cells.cells()[index].record(last, self.meta.bucket_start(bucket))
     }
 
     /// The name writers publish for the cell at record `index` (below `u32::MAX`, checked at
@@ -460,23 +501,41 @@ impl PeriodFile {
     }
 
     /// The bucket `bucket` of series slot `slot`: a torn-free snapshot (the seqlock read of
-    /// [`BucketCell`]), returned at once when an update-in-flight bit is a crash's leftover.
+    /// [`Record`]), returned at once when an update-in-flight bit is a crash's leftover.
     ///
     /// # Panics
     /// When `bucket` or `slot` is outside the file (a caller bug: placements come from the
     /// lookup function and chunking, which never produce them).
     #[inline]
     pub(crate) fn load(&self, bucket: u32, slot: u32) -> Bucket {
-        let cell = self.cell(bucket, slot);
+        self.load_taking(bucket, slot, Latest::Read)
+    }
+
+    /// [`PeriodFile::load`], taking the bucket's latest sample or not (then unknown).
+    ///
+    /// # Panics
+    /// As [`PeriodFile::load`].
+    #[inline(always)]
+    pub(crate) fn load_taking(&self, bucket: u32, slot: u32, latest: Latest) -> Bucket {
+        let cell = match latest {
+            Latest::Read => self.cell(bucket, slot),
+            Latest::Skip => self.cell(bucket, slot).without_last(),
+        };
         // The rare path returns the bucket, or `None` once the writer it waited on finished
         // its update, and then the cell is read again: like any seqlock read, this goes round
         // only while a live writer keeps updating this very cell.
         loop {
-            if let Some(bucket) = cell.try_load() {
-                return bucket;
+            if let Some(found) = cell.try_load() {
+                return found;
             }
-            if let Some(bucket) = self.load_waiting(bucket, slot) {
-                return bucket;
+            if let Some(found) = self.load_waiting(bucket, slot) {
+                return match latest {
+                    Latest::Read => found,
+                    Latest::Skip => Bucket {
+                        last: None,
+                        ..found
+                    },
+                };
             }
         }
     }
@@ -508,11 +567,14 @@ impl PeriodFile {
         slot: u32,
         f: impl FnOnce(Bucket, Option<&[u8]>) -> R,
     ) -> R {
-        self.load_distribution_into(bucket, slot, &mut CellBuffer::default(), f)
+        let mut buffer = CellBuffer::default();
+        self.load_with_histogram(bucket, slot, &mut buffer, true, f)
     }
 
-    /// [`PeriodFile::load_distribution_with`], copying the cell through `buffer`: a read of
-    /// many cells passes the same one.
+    /// [`PeriodFile::load_distribution_with`] for a read of a distribution series, copying
+    /// the cell through `buffer` (a read of many cells passes the same one). Its bucket's
+    /// latest sample reads as unknown, as a distribution's always is, so the read does not
+    /// fetch it (see [`PeriodFile::prefetch_distribution`]).
     #[inline]
     pub(crate) fn load_distribution_into<R>(
         &self,
@@ -521,12 +583,29 @@ impl PeriodFile {
         buffer: &mut CellBuffer,
         f: impl FnOnce(Bucket, Option<&[u8]>) -> R,
     ) -> R {
+        self.load_with_histogram(bucket, slot, buffer, false, f)
+    }
+
+    /// The bucket with its histogram as one snapshot, its latest sample read when
+    /// `with_last`.
+    #[inline]
+    fn load_with_histogram<R>(
+        &self,
+        bucket: u32,
+        slot: u32,
+        buffer: &mut CellBuffer,
+        with_last: bool,
+        f: impl FnOnce(Bucket, Option<&[u8]>) -> R,
+    ) -> R {
         let index = cell_index(bucket, slot, self.meta.slots);
         let Some(hist) = self.histogram_cell(index) else {
             return f(self.load(bucket, slot), None);
         };
         let words = &mut buffer.words;
-        let cell = self.cell(bucket, slot);
+        let cell = match with_last {
+            true => self.cell(bucket, slot),
+            false => self.cell(bucket, slot).without_last(),
+        };
         let mut used = 0;
         let mut read = || cell.read_with(|| used = hist.load_used(words));
         // A pause only after a failed try: it takes up to ~140 cycles on recent x86, as long
@@ -615,9 +694,10 @@ impl PeriodFile {
     #[inline(never)]
     fn load_waiting(&self, bucket: u32, slot: u32) -> Option<Bucket> {
         let index = cell_index(bucket, slot, self.meta.slots);
-        self.cells.cells()[index].load_waiting(&self.writers, self.name(index), &|stuck| {
-            self.note_stuck(stuck, bucket, slot)
-        })
+        self.record(index, bucket)
+            .load_waiting(&self.writers, self.name(index), &|stuck| {
+                self.note_stuck(stuck, bucket, slot)
+            })
     }
 
     /// Logs a read that met an update-in-flight bit past its spins: once per file when no
@@ -645,22 +725,26 @@ impl PeriodFile {
         }
     }
 
-    /// Starts loading the cell of `bucket` for `slot` into the cache (a CPU prefetch hint).
+    /// Starts loading the cell of `bucket` for `slot`, and its latest entry when `latest`
+    /// says it will be read, into the cache (a CPU prefetch hint).
     #[inline]
-    pub(crate) fn prefetch(&self, bucket: u32, slot: u32) {
-        super::mmap::prefetch(self.cell(bucket, slot));
+    pub(crate) fn prefetch(&self, bucket: u32, slot: u32, latest: Latest) {
+        match latest {
+            Latest::Read => self.cell(bucket, slot).prefetch(),
+            Latest::Skip => super::mmap::prefetch(self.cell(bucket, slot).cell()),
+        }
     }
 
-    /// [`PeriodFile::prefetch`] for a distribution read: the record (for an even bucket:
-    /// two records share a cache line) and the start of its histogram cell, which lies in
-    /// another part of the file (about a page per slot and block: a TLB miss as well as a
-    /// cache miss). Interleaved cells (see [`CellLayout`]) keep the first two words of 8
+    /// [`PeriodFile::prefetch`] for a distribution read: the record (for an even bucket: two
+    /// records share a cache line; not its latest entry, which the read leaves unread) and
+    /// the start of its histogram cell, which lies in another part of the file (about a page
+    /// per slot and block: a TLB miss as well as a cache miss). Interleaved cells (see [`CellLayout`]) keep the first two words of 8
     /// buckets' cells in two cache lines, fetched once for the 8; a whole cell's start is
     /// a line of its own.
     #[inline]
     pub(crate) fn prefetch_distribution(&self, bucket: u32, slot: u32) {
         if bucket.is_multiple_of(2) {
-            super::mmap::prefetch(self.cell(bucket, slot));
+            super::mmap::prefetch(self.cell(bucket, slot).cell());
         }
         let Some(hist) = self.histogram_cell(cell_index(bucket, slot, self.meta.slots)) else {
             return;
@@ -704,9 +788,13 @@ impl PeriodFile {
             .map(|(first, n)| (block + first, n))
             .collect::<Vec<_>>();
         self.reserve_runs(&runs)?;
-        for (first, n) in runs {
-            self.cells
-                .populate(first * RECORDS_PER_PAGE, n * RECORDS_PER_PAGE);
+        let latest = runs
+            .iter()
+            .filter_map(|&(first, n)| self.meta.latest_pages_of(first, n));
+        for (first, n) in runs.iter().copied().chain(latest.collect::<Vec<_>>()) {
+            // In the mapping's 32-byte cells.
+            let per_page = PAGE_LEN / RECORD_SIZE;
+            self.cells.populate(first * per_page, n * per_page);
         }
         Ok(())
     }
@@ -720,8 +808,9 @@ impl PeriodFile {
             .is_some_and(|word| word.load(Ordering::Acquire) & (1 << (page % 64)) != 0)
     }
 
-    /// Reserves disk for the pages `first..first + n` of the record area that are not known
-    /// reserved yet (`fallocate`), before anything is stored into them through the mapping:
+    /// Reserves disk for the pages `first..first + n` of the records, and the pages of the
+    /// latest area holding their entries, that are not known reserved yet (`fallocate`),
+    /// before anything is stored into them through the mapping:
     /// a store into a hole on a full disk would raise SIGBUS, where this returns ENOSPC and
     /// the samples bound for those pages are refused. Two callers may reserve one page at
     /// once; the second call is a no-op.
@@ -754,12 +843,15 @@ impl PeriodFile {
 
     /// [`PeriodFile::reserve`] of several runs of pages `(first, n)`.
     fn reserve_runs(&self, runs: &[(usize, usize)]) -> Result<()> {
-        if runs.iter().all(|&(first, n)| self.all_reserved(first, n)) {
+        // The records' entries of the latest area with them.
+        let latest = |&(first, n): &(usize, usize)| self.meta.latest_pages_of(first, n);
+        let reserved = |&(first, n): &(usize, usize)| self.all_reserved(first, n);
+        if (runs.iter()).all(|run| reserved(run) && latest(run).is_none_or(|l| reserved(&l))) {
             return Ok(());
         }
-        let missing: Vec<(usize, usize)> = runs
-            .iter()
-            .flat_map(|&(first, n)| page_runs((first..first + n).filter(|&p| !self.is_reserved(p))))
+        let missing: Vec<(usize, usize)> = (runs.iter().copied())
+            .chain(runs.iter().filter_map(latest))
+            .flat_map(|(first, n)| page_runs((first..first + n).filter(|&p| !self.is_reserved(p))))
             .collect();
         if missing.is_empty() {
             return Ok(());
@@ -896,25 +988,45 @@ impl WritableFile {
     }
 
     /// Folds `value` into the bucket `bucket` of series slot `slot`, as the writer thread
-    /// publishing through `writer` (the only writer of that slot).
+    /// publishing through `writer` (the only writer of that slot); `last` is the sample as
+    /// the bucket's latest sample would keep it (its time within the bucket, and its value,
+    /// a counter's raw one), kept when the file keeps it and it is the latest.
     ///
     /// # Panics
     /// As [`PeriodFile::load`]: when `bucket` or `slot` is outside the file.
     #[inline]
-    pub(crate) fn add(&self, bucket: u32, slot: u32, value: f64, writer: Publisher<'_>) {
+    pub(crate) fn add(
+        &self,
+        bucket: u32,
+        slot: u32,
+        value: f64,
+        last: Option<Last>,
+        writer: Publisher<'_>,
+    ) {
         let file = &*self.0;
         debug_assert!(bucket < file.meta.buckets() && slot < file.meta.slots);
         let index = cell_index(bucket, slot, file.meta.slots);
         debug_assert!(
-            file.is_reserved(index / RECORDS_PER_PAGE),
+            file.is_reserved(file.meta.page_of(index))
+                && (file.meta.latest_pages_of(file.meta.page_of(index), 1))
+                    .is_none_or(|(page, _)| file.is_reserved(page)),
             "a store into a page whose space was not reserved: {}",
             file.path.display()
         );
-        file.cells.cells()[index].add(value, writer, file.name(index));
+        debug_assert!(
+            last.is_none_or(
+                |last| (0..file.meta.resolution.secs() as crate::time::Timestamp)
+                    .contains(&(last.ts - file.meta.bucket_start(bucket)))
+            ),
+            "a sample's time outside its bucket"
+        );
+        file.record(index, bucket)
+            .add(value, last, writer, file.name(index));
     }
 
-    /// [`WritableFile::add`] after reserving the cell's page, as a batch would: for tests
-    /// that store into a file directly.
+    /// [`WritableFile::add`] after reserving the cell's page, as a batch would, of a sample
+    /// whose time is not given (the latest sample stays unknown): for tests that store into
+    /// a file directly.
     #[cfg(test)]
     pub(crate) fn reserve_and_add(
         &self,
@@ -924,7 +1036,7 @@ impl WritableFile {
         writer: Publisher<'_>,
     ) {
         self.reserve_slots(bucket, slot, 1).unwrap();
-        self.add(bucket, slot, value, writer);
+        self.add(bucket, slot, value, None, writer);
     }
 
     /// As [`WritableFile::add`], but the process is killed (SIGKILL, as `kill -9`) halfway
@@ -940,7 +1052,8 @@ impl WritableFile {
     ) -> ! {
         let file = &*self.0;
         let index = cell_index(bucket, slot, file.meta.slots);
-        file.cells.cells()[index].add_and_die(value, writer, file.name(index))
+        file.record(index, bucket)
+            .add_and_die(value, writer, file.name(index))
     }
 
     /// Sets a cell to `before`, its page's space reserved first: the counter journal's undo,
@@ -952,7 +1065,7 @@ impl WritableFile {
     /// As [`PeriodFile::reserve`]; the cell is left as it was.
     pub(crate) fn restore(&self, bucket: u32, slot: u32, before: &Bucket) -> Result<()> {
         let index = cell_index(bucket, slot, self.0.meta.slots);
-        self.0.reserve(index / RECORDS_PER_PAGE, 1)?;
+        self.0.reserve(self.0.meta.page_of(index), 1)?;
         if super::cells::same_bits(before, &Bucket::EMPTY) && self.0.histogram_cell_reserved(index)
         {
             self.clear_histograms(index);
@@ -969,9 +1082,9 @@ impl WritableFile {
     /// As [`PeriodFile::reserve`].
     pub(crate) fn reserve_slots(&self, bucket: u32, first_slot: u32, slots: u32) -> Result<()> {
         let file = &*self.0;
-        let first = cell_index(bucket, first_slot, file.meta.slots) / RECORDS_PER_PAGE;
-        let last = cell_index(bucket, first_slot + slots - 1, file.meta.slots) / RECORDS_PER_PAGE;
-        file.reserve(first, last + 1 - first)
+        let page = |slot| file.meta.page_of(cell_index(bucket, slot, file.meta.slots));
+        let first = page(first_slot);
+        file.reserve(first, page(first_slot + slots - 1) + 1 - first)
     }
 
     /// Reserves the disk of the histogram cells of slots `first_slot..first_slot + slots` in
@@ -1114,6 +1227,7 @@ impl WritableFile {
                         total,
                         min,
                         max,
+                        last: None,
                     }),
                 )
             }
@@ -1132,7 +1246,7 @@ impl WritableFile {
         let used_after = histogram_cell::used_words(after);
         let name = file.name(index);
         writer.hold_image(name, &before[..used_before]);
-        let cell = &file.cells.cells()[index];
+        let cell = file.record(index, bucket);
         if die {
             let half = after.len() / 2;
             let first = match addition {
@@ -1224,14 +1338,12 @@ impl WritableFile {
     }
 
     /// Repairs the cell at record `index` if a crash left it mid-update (see
-    /// [`BucketCell`]); `None` when the file has no such record. Only valid before any
+    /// [`Record`]); `None` when the file has no such record. Only valid before any
     /// writer starts.
     pub(crate) fn repair_cell(&self, index: u32) -> Option<bool> {
-        self.0
-            .cells
-            .cells()
-            .get(index as usize)
-            .map(BucketCell::repair)
+        let index = index as usize;
+        (index < self.0.meta.cells())
+            .then(|| self.0.record(index, self.0.meta.bucket_of(index)).repair())
     }
 
     /// Clears the cells of slots whose series id is `known_series` or past it (see
@@ -1241,11 +1353,11 @@ impl WritableFile {
         let first_unknown = self.first_unknown(known_series);
         let slots = self.0.meta.slots as usize;
         let block = super::format::BUCKET_BLOCK as usize;
-        let cells = self.0.cells.cells();
         let (mut cleared, mut read) = (0, 0);
         // Per block of buckets, the runs of the unknown slots are one contiguous range.
-        for (b, run) in cells.chunks_exact(slots * block).enumerate() {
-            for (i, cell) in run.iter().enumerate().skip(first_unknown * block) {
+        for b in 0..self.0.meta.cells() / (slots * block) {
+            for index in b * slots * block + first_unknown * block..(b + 1) * slots * block {
+                let cell = self.0.record(index, self.0.meta.bucket_of(index));
                 read += 1;
                 if !cell.is_pristine() {
                     cell.clear();
@@ -1253,7 +1365,7 @@ impl WritableFile {
                 }
                 // A histogram of an unknown slot goes too (its pages are holes but for a
                 // distribution series' id, so reading them costs no disk).
-                self.clear_histograms(b * slots * block + i);
+                self.clear_histograms(index);
             }
         }
         (cleared, read)

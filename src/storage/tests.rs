@@ -24,7 +24,8 @@ fn read_only_storage_yields_no_writable_file() {
             count: 1,
             total: 2.5,
             min: 2.5,
-            max: 2.5
+            max: 2.5,
+            last: None
         }
     );
     assert!(storage.writable_file(0, DAY_START, 0).is_none());
@@ -135,6 +136,7 @@ fn a_read_only_storage_follows_a_compacted_period_made_hot_again_or_dropped() {
         total: 2.5,
         min: 2.5,
         max: 2.5,
+        last: None,
     };
     assert_eq!(read(&reader_storage), vec![one]);
 
@@ -214,7 +216,8 @@ fn a_period_made_hot_again_right_after_its_compaction_keeps_its_file() {
             count: 2,
             total: 4.0,
             min: 1.5,
-            max: 2.5
+            max: 2.5,
+            last: None
         }
     );
 }
@@ -282,16 +285,22 @@ fn a_period_file_is_sparse_and_its_written_pages_are_known_again_at_open() {
     let length = std::fs::metadata(&path).unwrap().len();
     if sparse {
         assert!(
-            allocated <= 2 * super::format::PAGE_LEN as u64,
-            "{allocated} bytes allocated of {length}: the header and one page"
+            allocated <= 3 * super::format::PAGE_LEN as u64,
+            "{allocated} bytes allocated of {length}: the header, one page of records and \
+             one of the latest area"
         );
     }
     let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
     let file = storage.file(0, DAY_START, 0).unwrap();
-    let written = super::format::cell_index(5, 3, SLOTS) / super::format::RECORDS_PER_PAGE;
+    let written = file.meta().page_of(super::format::cell_index(5, 3, SLOTS));
     assert!(
         file.is_reserved(written),
         "the written page is known at open"
+    );
+    let (latest, _) = file.meta().latest_pages_of(written, 1).unwrap();
+    assert!(
+        file.is_reserved(latest),
+        "the written page of the latest area is known at open"
     );
     let other = file.meta().pages() - 1;
     assert_eq!(file.is_reserved(other), !sparse, "a hole is not");

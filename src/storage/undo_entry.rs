@@ -81,6 +81,7 @@ impl Undo {
                     total: f64::from_bits(w[5]),
                     min: f64::from_bits(w[6]),
                     max: f64::from_bits(w[7]),
+                    last: None,
                 },
             }),
             KIND_STATE => Some(Undo::State {

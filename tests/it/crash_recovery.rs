@@ -11,7 +11,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use tierdb::testing::storage::format::{cell_index, file_name, HEADER_LEN};
+use tierdb::testing::storage::format::{
+    cell_index, file_name, PeriodMeta, HEADER_LEN, LATEST_SIZE, RECORD_SIZE,
+};
 use tierdb::testing::storage::writer_state::WriterStateFile;
 use tierdb::{Engine, ManualClock, Sample, SeriesId};
 
@@ -27,6 +29,8 @@ const SLOTS: u32 = 16;
 /// The series whose update is interrupted, in chunk 0.
 const VICTIM: u32 = 5;
 const BUSY: u64 = 1 << 63;
+/// Set in a record's word 5 when its latest sample is known.
+const LAST_KNOWN: u64 = 1 << 63;
 
 fn open(dir: &Path) -> Engine {
     Engine::builder(dir)
@@ -46,14 +50,50 @@ fn minute() -> (i64, u32) {
 
 /// The victim's cell in the 1m file of chunk 0: (count word, total) as on disk.
 fn raw_cell(dir: &Path) -> (u64, f64) {
+    let words = raw_words(dir);
+    (words[0], f64::from_bits(words[1]))
+}
+
+/// The victim's 1m record's four words, then its latest area entry's two, as the file
+/// holds them.
+fn raw_words(dir: &Path) -> Vec<u64> {
     let (minute, bucket) = minute();
     let path = dir
         .join("tiers/1m")
         .join(file_name(minute - minute % 86_400, 0));
     let bytes = std::fs::read(&path).unwrap();
-    let at = HEADER_LEN + cell_index(bucket, VICTIM, SLOTS) * 32;
-    let word = |i: usize| u64::from_le_bytes(bytes[at + 8 * i..at + 8 * i + 8].try_into().unwrap());
-    (word(0), f64::from_bits(word(1)))
+    let meta = PeriodMeta::decode(&bytes, &path).unwrap();
+    let index = cell_index(bucket, VICTIM, SLOTS);
+    let record = HEADER_LEN + index * RECORD_SIZE;
+    let latest = meta.latest_offset(index) as usize;
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    (0..RECORD_SIZE / 8)
+        .map(|i| word(record + 8 * i))
+        .chain((0..LATEST_SIZE / 8).map(|i| word(latest + 8 * i)))
+        .collect()
+}
+
+/// The victim's latest sample as its latest area entry holds it: its value's bits, and the
+/// known bit with its offset in the bucket.
+fn raw_latest(dir: &Path) -> (u64, u64) {
+    let words = raw_words(dir);
+    (words[4], words[5])
+}
+
+/// The victim's 1m bucket as a read sees it.
+fn victim_bucket(engine: &Engine) -> tierdb::Bucket {
+    let (minute, _) = minute();
+    let found = engine
+        .reader()
+        .read_buckets(
+            SeriesId(VICTIM),
+            0,
+            minute,
+            minute + 60,
+            tierdb::Span::from_secs(60),
+        )
+        .unwrap();
+    found[0].1
 }
 
 /// Runs the child: one sample of `VICTIM`, with the fault hook armed on it. The cell holds
@@ -115,9 +155,25 @@ fn a_writer_killed_mid_update_is_repaired_from_its_publication() {
         engine.close().unwrap();
     }
     assert_eq!(raw_cell(dir), (3, 6.0));
+    assert_eq!(
+        raw_latest(dir),
+        (3.0f64.to_bits(), LAST_KNOWN | 3),
+        "the latest sample: 3 at 3 s into the minute"
+    );
 
     kill_a_writer_mid_update(dir, 6.0);
+    assert_eq!(
+        raw_latest(dir),
+        (100.0f64.to_bits(), LAST_KNOWN | 3),
+        "the latest sample torn too: the new value beside the old time"
+    );
     let engine = open(dir);
+    let repaired = victim_bucket(&engine);
+    assert_eq!(
+        (repaired.count, repaired.last),
+        (3, None),
+        "the repaired bucket's latest sample is unknown, never the torn one"
+    );
     let recovery = engine.recovery().expect("an unclean open").clone();
     assert_eq!(recovery.full_scan, None, "{recovery:?}");
     assert_eq!(recovery.interrupted, 1, "{recovery:?}");

@@ -30,6 +30,7 @@ mod hostile_writes;
 mod ingest_load;
 mod input_feedback;
 mod install_deps;
+mod latest_sample;
 mod layers;
 mod migrate;
 mod migrate_rollup;

@@ -217,6 +217,7 @@ fn concurrent_readers_never_see_a_torn_bucket() {
                 total: per_bucket as f64 * c,
                 min: c,
                 max: c,
+                last: None,
             };
             assert_eq!(*bucket, expected, "series {id} minute {ts}");
         }

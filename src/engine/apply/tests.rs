@@ -940,6 +940,7 @@ fn undo_chains_round_trip_and_torn_or_damaged_records_are_told_apart() {
                 total: -0.0,
                 min: f64::MIN_POSITIVE,
                 max: 1e300,
+                last: None,
             },
         })
         .chain([Undo::State {
@@ -1110,6 +1111,7 @@ fn empty_cells_are_written_in_blocks_and_read_back_as_cells() {
         total: 3.0,
         min: 1.0,
         max: 2.0,
+        last: None,
     };
     let zero_but_signed = Bucket {
         min: -0.0,

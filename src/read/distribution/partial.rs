@@ -432,6 +432,7 @@ pub(crate) mod exact_points {
                         total: total.0,
                         min: min.0,
                         max: max.0,
+                        last: None,
                     },
                     histogram,
                 })

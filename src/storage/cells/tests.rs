@@ -73,6 +73,7 @@ fn cells_read_and_overwrite_alike_in_hot_compacted_and_missing_periods() {
         total: 1.5,
         min: -0.0,
         max: 1.5,
+        last: None,
     };
     let gone = cell(NOW - 5 * HOUR, 0, 0);
     let cells = [cell(old, 0, 0), cell(old, 1, 0), gone];
@@ -99,6 +100,7 @@ fn cells_read_and_overwrite_alike_in_hot_compacted_and_missing_periods() {
         total: 1.5,
         min: 1.5,
         max: 1.5,
+        last: None,
     };
     let other = cell(old, 7, 3);
     assert_eq!(
@@ -157,6 +159,7 @@ fn an_import_sets_cells_creating_periods_and_changes_nothing_the_second_time() {
         total: v,
         min: v,
         max: v,
+        last: None,
     };
     // Two periods never written, in the order an import gives them (series by series).
     let cells = [

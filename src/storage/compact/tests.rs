@@ -71,6 +71,7 @@ fn plant(slot: &mut [Bucket], odd: &[(u64, f64, f64, f64)], stride: usize, first
             total,
             min,
             max,
+            last: None,
         };
     }
 }
@@ -126,6 +127,7 @@ fn v1_kinds(n: u32) -> Vec<(&'static str, Vec<Bucket>)> {
         total: -7.25,
         min: -7.25,
         max: -7.25,
+        last: None,
     };
     let mut special = vec![Bucket::EMPTY; n as usize];
     let odd = [
@@ -427,7 +429,7 @@ fn a_version_1_file_still_reads_bit_for_bit() {
     // Its slots decode as version 1 only: read as version 2 they are refused.
     let e = entry(&bytes, 1);
     let data = &bytes[e.offset as usize..(e.offset + u64::from(e.len)) as usize];
-    assert!(decode_slot(data, file.meta().buckets(), 2, true).is_err());
+    assert!(decode_slot(data, file.meta().buckets(), times(), 2, true).is_err());
 }
 
 #[test]
@@ -441,7 +443,7 @@ fn plain_singles_store_only_their_total() {
     assert_eq!(exceptions, [2, 7, 12, 17, 37]);
     // All but the exceptions, the count-2 bucket, the ghost and the empty one.
     assert_eq!(plain, 1440 - exceptions.len() - 3);
-    let data = encode_slot(slot, &vec![None; slot.len()]).unwrap();
+    let data = encode_slot(slot, &vec![None; slot.len()], times()).unwrap();
     let mut rest = &data[..];
     assert_eq!(take_list(&mut rest, 1440, "ghost").unwrap(), [47]);
     assert_eq!(take_list(&mut rest, 1440, "exception").unwrap(), exceptions);
@@ -449,9 +451,15 @@ fn plain_singles_store_only_their_total() {
     assert_eq!(counts.len(), 1440);
     let values: Vec<f64> = take_column(&mut rest, "value").unwrap();
     assert_eq!(values.len(), kept + 2 * (kept - plain));
-    assert!(rest.is_empty());
+    assert_eq!(
+        rest,
+        [LATEST_NONE],
+        "no latest sample known: the section's form alone"
+    );
     assert_bits_eq(
-        &decode_slot(&data, 1440, 3, true).unwrap().buckets,
+        &decode_slot(&data, 1440, times(), FORMAT_VERSION, true)
+            .unwrap()
+            .buckets,
         slot,
         "decoded",
     );
@@ -522,8 +530,8 @@ fn another_format_version_or_codec_is_refused_by_name() {
     let path = file.path().to_path_buf();
     assert_eq!(
         get_u32(&original, VERSION_OFFSET),
-        3,
-        "files are written as version 3"
+        4,
+        "files are written as version 4"
     );
     for version in [0, FORMAT_VERSION + 1, u32::MAX] {
         std::fs::write(&path, &original).unwrap();
@@ -534,7 +542,7 @@ fn another_format_version_or_codec_is_refused_by_name() {
         assert_refused(
             read(&file, 0, 0..1440),
             &path,
-            &format!("compacted format version {version}, this build reads versions 1 to 3"),
+            &format!("compacted format version {version}, this build reads versions 1 to 4"),
         );
         assert_refused(
             file.for_each_slot(&mut |_, _, _| {}),
@@ -591,15 +599,16 @@ fn bucket_strategy() -> impl Strategy<Value = Bucket> {
     let finite = any::<f64>().prop_filter("finite", |v| v.is_finite());
     prop_oneof![
         2 => Just(Bucket::EMPTY),
-        2 => finite.clone().prop_map(|v| Bucket { count: 1, total: v, min: v, max: v }),
+        2 => finite.clone().prop_map(|v| Bucket { count: 1, total: v, min: v, max: v, last: None }),
         5 => (0u64..1_000, finite.clone(), finite.clone(), finite).prop_map(
-            |(count, total, min, max)| Bucket { count, total, min, max }
+            |(count, total, min, max)| Bucket { count, total, min, max, last: None }
         ),
         1 => (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(t, mi, ma)| Bucket {
             count: 1,
             total: f64::from_bits(t),
             min: f64::from_bits(mi),
             max: f64::from_bits(ma),
+            last: None,
         }),
         1 => (any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(
             |(count, t, mi, ma)| Bucket {
@@ -607,6 +616,7 @@ fn bucket_strategy() -> impl Strategy<Value = Bucket> {
                 total: f64::from_bits(t),
                 min: f64::from_bits(mi),
                 max: f64::from_bits(ma),
+                last: None,
             }
         ),
     ]
@@ -744,6 +754,7 @@ fn distribution_slots(n: u32) -> Vec<Vec<Loaded>> {
                 total: 2.5,
                 min: 2.5,
                 max: 2.5,
+                last: None,
             };
         }
     }
@@ -757,6 +768,7 @@ fn distribution_slots(n: u32) -> Vec<Vec<Loaded>> {
             total: 1.5,
             min: 0.0,
             max: 0.0,
+            last: None,
         },
         Some(Histogram::default()),
     );
@@ -845,7 +857,7 @@ fn histograms_round_trip_beside_their_buckets() {
         let e = entry(&bytes, slot);
         let data = &bytes[e.offset as usize..(e.offset + u64::from(e.len)) as usize];
         let buckets: Vec<Bucket> = slots[slot as usize].iter().map(|(b, _)| *b).collect();
-        let without = encode_slot(&buckets, &vec![None; buckets.len()]).unwrap();
+        let without = encode_slot(&buckets, &vec![None; buckets.len()], times()).unwrap();
         data[without.len()..].to_vec()
     };
     assert_eq!(section(0)[0], HISTOGRAMS_EVERY);
@@ -896,9 +908,9 @@ fn a_version_2_file_still_reads_bit_for_bit_without_histograms() {
     // Version 2 slot data has nothing after its columns: a byte more is refused.
     let e = entry(&bytes, 1);
     let mut data = bytes[e.offset as usize..(e.offset + u64::from(e.len)) as usize].to_vec();
-    assert!(decode_slot(&data, n, 2, false).is_ok());
+    assert!(decode_slot(&data, n, times(), 2, false).is_ok());
     data.push(HISTOGRAMS_EVERY);
-    assert!(decode_slot(&data, n, 2, false).is_err());
+    assert!(decode_slot(&data, n, times(), 2, false).is_err());
     damage_behind_valid_checksums(&file, 2);
 }
 
@@ -947,7 +959,7 @@ fn damage_to_the_histogram_section_refuses_that_slot_by_name() {
     let original = std::fs::read(file.path()).unwrap();
     let section_at = |slot: u32| {
         let buckets: Vec<Bucket> = slots[slot as usize].iter().map(|(b, _)| *b).collect();
-        encode_slot(&buckets, &vec![None; buckets.len()])
+        encode_slot(&buckets, &vec![None; buckets.len()], times())
             .unwrap()
             .len()
     };
@@ -1194,10 +1206,13 @@ fn distribution_buckets_compact_rehydrate_and_clear_exactly() {
         .iter()
         .flatten()
         .all(|(b, h)| b.count > 0 && h.as_ref().map(Histogram::count) == Some(b.count)));
-    // A bucket and its histogram take 256 bytes hot, and the test distribution's histograms
-    // keep their full scale in it (the stated 0.55% error).
-    let hot_bucket = crate::storage::format::RECORD_SIZE + hot.meta().histogram_cell_len();
-    assert!(hot_bucket <= 256, "{hot_bucket} bytes");
+    // A bucket and its histogram take 272 bytes hot (a 32-byte record, its 16-byte latest
+    // sample and a 224-byte cell), and the test distribution's histograms keep their full
+    // scale in it (the stated 0.55% error).
+    let hot_bucket = crate::storage::format::RECORD_SIZE
+        + crate::storage::format::LATEST_SIZE
+        + hot.meta().histogram_cell_len();
+    assert!(hot_bucket <= 272, "{hot_bucket} bytes");
     assert!(before[..SERIES as usize].iter().flatten().all(|(_, h)| {
         h.as_ref().map(Histogram::scale) == Some(crate::histogram::DEFAULT_SCALE)
     }));
@@ -1219,20 +1234,20 @@ fn distribution_buckets_compact_rehydrate_and_clear_exactly() {
     for slot in &before {
         let (buckets, histograms): (Vec<Bucket>, Vec<Option<Histogram>>) =
             slot.iter().cloned().unzip();
-        let without = encode_slot(&buckets, &vec![None; buckets.len()])
+        let without = encode_slot(&buckets, &vec![None; buckets.len()], times())
             .unwrap()
             .len();
-        sections += encode_slot(&buckets, &histograms).unwrap().len() - without;
+        sections += encode_slot(&buckets, &histograms, times()).unwrap().len() - without;
     }
     let filled = f64::from(SERIES * n);
     let head = (HEADER_LEN + SLOTS as usize * ENTRY_LEN) as u64;
     eprintln!(
         "{SERIES} timers at 1m, {:.1} samples a bucket on average: hot {} B a bucket by \
-         layout ({} B record + {} B histogram cell), {:.1} B a filled bucket allocated \
+         layout ({} B record + 16 B latest + {} B histogram cell), {:.1} B a filled bucket allocated \
          (the whole file); compacted {:.1} B a bucket ({:.1} B of it histograms, {:.1} B \
          the rest of the slot data; header and index {} B)",
         samples as f64 / filled,
-        crate::storage::format::RECORD_SIZE + hot.meta().histogram_cell_len(),
+        hot_bucket,
         crate::storage::format::RECORD_SIZE,
         hot.meta().histogram_cell_len(),
         hot_bytes as f64 / filled,
@@ -1325,4 +1340,12 @@ fn histogram_columns_round_trip_every_shape() {
     let kept: Vec<usize> = (0..shapes.len()).collect();
     let found = take_histograms(&section, &kept, shapes.len()).unwrap();
     assert_eq!(found, shapes.into_iter().map(Some).collect::<Vec<_>>());
+}
+
+/// Bucket times for a slot's data encoded or decoded alone: minute buckets from 0.
+fn times() -> BucketTimes {
+    BucketTimes {
+        start: 0,
+        width: 60,
+    }
 }

@@ -53,10 +53,13 @@ fn register(writers: &Writers) -> WriterSlot {
 fn load(cell: &BucketCell, writers: &Writers) -> (Bucket, Vec<Stuck>) {
     let stuck = std::sync::Mutex::new(Vec::new());
     let bucket = loop {
-        if let Some(bucket) = cell.try_load() {
+        if let Some(bucket) = cell.record(None, 0).try_load() {
             break bucket;
         }
-        if let Some(bucket) = cell.load_waiting(writers, CELL, &|s| stuck.lock().unwrap().push(s)) {
+        if let Some(bucket) = cell
+            .record(None, 0)
+            .load_waiting(writers, CELL, &|s| stuck.lock().unwrap().push(s))
+        {
             break bucket;
         }
     };
@@ -86,6 +89,7 @@ fn samples(count: u64, value: f64) -> Bucket {
         total: count as f64 * value,
         min: value,
         max: value,
+        last: None,
     }
 }
 
@@ -94,7 +98,7 @@ fn a_write_heals_a_stale_bit() {
     let writers = in_process();
     let slot = register(&writers);
     let cell = cell(3, 2.0, true);
-    cell.add(2.0, slot.publisher(), CELL);
+    cell.record(None, 0).add(2.0, None, slot.publisher(), CELL);
     assert_eq!(
         cell.count.load(Ordering::Relaxed),
         4,
@@ -108,7 +112,9 @@ fn a_stale_bit_no_writer_holds_is_read_at_once_and_reported() {
     let writers = in_process();
     let other = cell(0, 0.0, false);
     let slot = register(&writers);
-    other.add(1.0, slot.publisher(), OTHER); // a live writer that published another cell
+    other
+        .record(None, 0)
+        .add(1.0, None, slot.publisher(), OTHER); // a live writer that published another cell
     let stale = cell(3, 2.0, true);
     let started = Instant::now();
     assert_eq!(
@@ -199,7 +205,8 @@ fn readers_racing_a_writer_that_heals_never_see_a_torn_bucket() {
                 for _ in 0..(round % 7) * 50 {
                     std::hint::spin_loop();
                 }
-                cell.add(VALUE, healer.publisher(), CELL);
+                cell.record(None, 0)
+                    .add(VALUE, None, healer.publisher(), CELL);
                 healer.clear();
             }
             done.store(true, Ordering::Release);
@@ -254,7 +261,7 @@ fn a_writer_slot_clone_publishes_in_the_same_place() {
     let slot = register(&writers);
     let clone = slot.clone();
     let cell = cell(0, 0.0, false);
-    cell.add(1.0, clone.publisher(), CELL);
+    cell.record(None, 0).add(1.0, None, clone.publisher(), CELL);
     assert!(writers.may_hold(CELL));
     assert!(!writers.may_hold(OTHER));
     slot.clear();
@@ -272,7 +279,7 @@ fn a_publication_names_the_cell_a_killed_writer_left_busy() {
     cell.total.store(10.0f64.to_bits(), Ordering::Relaxed);
     let state = writers.state().unwrap();
     assert_eq!(state.publications(), vec![(CELL, None)]);
-    assert!(cell.repair(), "the bit was set");
+    assert!(cell.record(None, 0).repair(), "the bit was set");
     assert_eq!(cell.count.load(Ordering::Relaxed), 3);
-    assert!(!cell.repair(), "repaired once");
+    assert!(!cell.record(None, 0).repair(), "repaired once");
 }

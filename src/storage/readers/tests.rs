@@ -24,6 +24,7 @@ fn one_bucket(dir: &std::path::Path, chunk: u32, value: f64) -> CompactFile {
                     total: value,
                     min: value,
                     max: value,
+                    last: None,
                 },
                 None,
             )

@@ -18,6 +18,7 @@ fn one(value: f64) -> Bucket {
         total: value,
         min: value,
         max: value,
+        last: None,
     }
 }
 
