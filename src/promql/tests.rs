@@ -1100,19 +1100,24 @@ fn last_over_time_is_the_latest_sample_where_the_buckets_say_it() {
         "{warnings:?}"
     );
     // A counter whose buckets do not keep their latest sample: no value, said.
+    let warnings = no_value(&source, "last_over_time(old_total[5m])", start + 600);
+    assert!(
+        warnings[0].starts_with("approximate: last_over_time(old_total[...]) has no value"),
+        "{warnings:?}"
+    );
+}
+
+/// The warnings of an instant query of `text` at `at` (seconds), which answers no series.
+fn no_value(source: &Memory, text: &str, at: i64) -> Vec<String> {
     let query = Query {
-        text: "last_over_time(old_total[5m])".into(),
-        start_ms: (start + 600) * 1000,
-        end_ms: (start + 600) * 1000,
+        text: text.into(),
+        start_ms: at * 1000,
+        end_ms: at * 1000,
         step_ms: None,
     };
-    let answer = evaluate(&source, &query, &limits()).unwrap();
-    assert_eq!(answer.result, ResultValue::Vector(Vec::new()));
-    assert!(
-        answer.warnings[0].starts_with("approximate: last_over_time(old_total[...]) has no value"),
-        "{:?}",
-        answer.warnings
-    );
+    let answer = evaluate(source, &query, &limits()).unwrap();
+    assert_eq!(answer.result, ResultValue::Vector(Vec::new()), "{text}");
+    answer.warnings
 }
 
 /// `timestamp()` of a selector was refused: buckets did not keep when a sample was taken.
@@ -1155,18 +1160,10 @@ fn timestamp_of_a_selector_is_its_latest_samples_time() {
         "{warnings:?}"
     );
     // Buckets that do not keep their latest sample: no value, said.
-    let query = Query {
-        text: "timestamp(old_gauge)".into(),
-        start_ms: (start + 600) * 1000,
-        end_ms: (start + 600) * 1000,
-        step_ms: None,
-    };
-    let answer = evaluate(&source, &query, &limits()).unwrap();
-    assert_eq!(answer.result, ResultValue::Vector(Vec::new()));
+    let warnings = no_value(&source, "timestamp(old_gauge)", start + 600);
     assert!(
-        answer.warnings[0].starts_with("approximate: timestamp(old_gauge) has no value"),
-        "{:?}",
-        answer.warnings
+        warnings[0].starts_with("approximate: timestamp(old_gauge) has no value"),
+        "{warnings:?}"
     );
 }
 
