@@ -89,7 +89,8 @@ fn info_table(engine: &Engine) -> String {
     out.push_str(&format!(
         "\nspace: {} in period files. A hot file holds one period of one chunk of {slots} \
          series slots (series_per_chunk), and takes disk only for what was written: 4 KiB \
-         per 8 series per 16 buckets, plus a 4 KiB header. {} series use {chunks} \
+         per 8 series per 16 buckets, 4 KiB of their latest samples per 16 series, plus a 4 \
+         KiB header. {} series use {chunks} \
          chunk{} ({free} slots free). Ended periods are compacted to a few bytes per bucket \
          written.\n",
         human_bytes(total),
