@@ -286,6 +286,13 @@ impl Record<'_> {
             bucket.last = None;
         }
         fold(&mut bucket);
+        self.store_fields(&bucket);
+    }
+
+    /// Stores `bucket`'s fields and latest sample, then its count with `Release`: the end of
+    /// an update, or a restore's whole store.
+    #[inline(always)]
+    fn store_fields(&self, bucket: &Bucket) {
         self.cell
             .total
             .store(bucket.total.to_bits(), Ordering::Relaxed);
@@ -456,13 +463,7 @@ impl Record<'_> {
     /// journal's undo), its latest sample as `before` has it (unknown when the image did
     /// not keep it). Only valid while no writer runs (at open).
     pub(super) fn restore(&self, before: &Bucket) {
-        self.cell
-            .total
-            .store(before.total.to_bits(), Ordering::Relaxed);
-        self.cell.min.store(before.min.to_bits(), Ordering::Relaxed);
-        self.cell.max.store(before.max.to_bits(), Ordering::Relaxed);
-        self.store_last(before.last);
-        self.cell.count.store(before.count, Ordering::Release);
+        self.store_fields(before);
     }
 
     /// True when every field is zero, as in a freshly created file.
