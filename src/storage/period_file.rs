@@ -64,6 +64,9 @@ pub(crate) struct PeriodFile {
     /// data are set too: a page written before (a restart, a period made hot again) is then
     /// never written with zeros again, and compaction skips the cells of the others.
     histograms_reserved: Box<[AtomicU64]>,
+    /// Where the latest area starts in the mapping (bytes), `None` in a file without one:
+    /// worked out once, not at every store.
+    latest_from: Option<usize>,
 }
 
 /// A period file mapped writable: the one way to store into cells (`add`, and `repair` at
@@ -391,6 +394,7 @@ impl PeriodFile {
             let (at, pages) = (meta.histogram_offset(), meta.histogram_pages());
             note_written_pages(&file, &histograms_reserved, at, pages);
         }
+        let latest_from = (meta.keeps_last()).then(|| meta.latest_offset(0) as usize - HEADER_LEN);
         Ok(PeriodFile {
             path: path.to_path_buf(),
             meta,
@@ -405,6 +409,7 @@ impl PeriodFile {
             reserved,
             histograms,
             histograms_reserved,
+            latest_from,
         })
     }
 
@@ -482,11 +487,7 @@ impl PeriodFile {
     /// The record at `index`, which holds bucket `bucket` of its slot.
     #[inline(always)]
     fn record(&self, index: usize, bucket: u32) -> Record<'_> {
-        let last = (self.meta.keeps_last()).then(|| {
-            &self
-                .cells
-                .latest_from(self.meta.latest_offset(0) as usize - HEADER_LEN)[index]
-        });
+        let last = (self.latest_from).map(|from| &self.cells.latest_from(from)[index]);
         self.cells.cells()[index].record(last, self.meta.bucket_start(bucket))
     }
 
