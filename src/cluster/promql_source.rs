@@ -147,7 +147,10 @@ impl IndexedBuckets {
     /// Series `index`'s `buckets` for the wire.
     fn new(index: u32, buckets: Vec<Bucket>) -> IndexedBuckets {
         let latest = (buckets.iter().enumerate())
-            .filter_map(|(i, b)| b.last.map(|last| (i as u32, ExactF64(last.value), last.ts)))
+            .filter_map(|(i, b)| {
+                b.last
+                    .map(|last| (i as u32, ExactF64(last.value), last.ts()))
+            })
             .collect();
         IndexedBuckets {
             index,
@@ -168,7 +171,7 @@ impl IndexedBuckets {
                     "an owner answered the latest sample of bucket {i}, past its buckets"
                 ))
             })?;
-            bucket.last = Some(crate::bucket::Last { value: value.0, ts });
+            bucket.last = Some(crate::bucket::Last::new(value.0, ts));
         }
         Ok(buckets)
     }
@@ -588,20 +591,8 @@ mod tests {
     #[test]
     fn buckets_cross_the_wire_with_their_latest_samples() {
         let mut known = Bucket::EMPTY;
-        known.add_at(
-            2.5,
-            Last {
-                value: 2.5,
-                ts: 1_000,
-            },
-        );
-        known.add_at(
-            -0.0,
-            Last {
-                value: -0.0,
-                ts: 1_030,
-            },
-        );
+        known.add_at(2.5, Last::new(2.5, 1_000));
+        known.add_at(-0.0, Last::new(-0.0, 1_030));
         let mut unknown = Bucket::EMPTY;
         unknown.add(7.0);
         let buckets = vec![known, Bucket::EMPTY, unknown];

@@ -574,10 +574,7 @@ impl Writer {
                         None => continue,
                     },
                 };
-                let last = stored.last.map(|value| Last {
-                    value,
-                    ts: sample.ts,
-                });
+                let last = stored.last.map(|value| Last::new(value, sample.ts));
                 file.add(bucket, slot, sample.value, last, publisher);
             }
         }

@@ -477,7 +477,7 @@ impl<'a> Evaluator<'a> {
                         flags.unsure |= !found.exact;
                         return found.last.map(|last| match of {
                             Of::Value => last.value,
-                            Of::Time => last.ts as f64,
+                            Of::Time => last.ts() as f64,
                         });
                     }
                     let k = latest(t, buckets.len(), &|k| buckets[k].count > 0)?;

@@ -56,7 +56,7 @@ pub(crate) fn latest_sample(series: &Buckets<'_>, t: i64, window_ms: i64) -> Opt
             continue;
         }
         let last = bucket.last?;
-        let at = last.ts * 1000;
+        let at = last.ts() * 1000;
         if at <= t {
             // The bucket's latest: every other sample of it is earlier, so none in the
             // window is later.

@@ -84,7 +84,7 @@ impl Source for Memory {
                         let value = if s.counter { running } else { v };
                         match unknown {
                             true => buckets[k as usize].add(v),
-                            false => buckets[k as usize].add_at(v, Last { value, ts }),
+                            false => buckets[k as usize].add_at(v, Last::new(value, ts)),
                         }
                     }
                 }

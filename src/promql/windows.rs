@@ -207,7 +207,7 @@ impl RangeInput {
                         continue;
                     }
                     if let Some(sample) = super::instant::one_sample(b) {
-                        let at = sample.ts * 1000;
+                        let at = sample.ts() * 1000;
                         if (from..=t).contains(&at) {
                             out.push((at, sample.value));
                         }
@@ -221,7 +221,7 @@ impl RangeInput {
                             b.total / b.count as f64
                         };
                         out.push((first + j as i64 * res, v));
-                    } else if b.last.is_none_or(|last| last.ts * 1000 >= from) {
+                    } else if b.last.is_none_or(|last| last.ts() * 1000 >= from) {
                         // An edge bucket that may hold samples inside the window.
                         exact = false;
                     }

@@ -708,7 +708,7 @@ impl PointGrid {
                 HeldPeriod::Compacted(file) => {
                     decoded.clear();
                     decoded.resize(buckets.len(), Bucket::EMPTY);
-                    file.read_slot(slot, buckets.clone(), &mut decoded)?;
+                    file.read_slot_taking(slot, buckets.clone(), latest, &mut decoded)?;
                     let first = buckets.start;
                     self.fold_buckets(global, first_point, buckets, out, |b| {
                         decoded[(b - first) as usize]

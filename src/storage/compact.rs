@@ -88,6 +88,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use super::format::{get_u32, get_u64, put_u32, put_u64, PeriodMeta, FILE_SUFFIX};
+use super::period_file::Latest;
 use crate::bucket::{Bucket, Last};
 use crate::config::TIER_NAME_MAX;
 use crate::error::Error;
@@ -327,7 +328,10 @@ impl CompactFile {
             }
             if entry.len > 0 {
                 let data = &bytes[entry.offset as usize..next as usize];
-                slots.push((slot, self.decode_slot(slot, entry, data, version, true)?));
+                slots.push((
+                    slot,
+                    self.decode_slot(slot, entry, data, version, Latest::Read, true)?,
+                ));
             }
         }
         if next != expected {
@@ -406,6 +410,7 @@ impl CompactFile {
         entry: Entry,
         data: &[u8],
         version: u32,
+        latest: Latest,
         histograms: bool,
     ) -> Result<Slot> {
         let computed = crc32fast::hash(data);
@@ -420,6 +425,7 @@ impl CompactFile {
             self.meta.buckets(),
             BucketTimes::of(&self.meta),
             version,
+            latest,
             histograms,
         )
         .map_err(|reason| self.corrupt(format!("slot {slot}: {reason}")))
@@ -527,7 +533,7 @@ impl BucketTimes {
 
     /// The offset of `last` in bucket `i`, when it lies in it.
     fn offset(&self, i: usize, last: &Last) -> Option<u64> {
-        let offset = last.ts - self.start(i);
+        let offset = last.ts() - self.start(i);
         (0..self.width).contains(&offset).then_some(offset as u64)
     }
 }
@@ -873,6 +879,7 @@ fn decode_slot(
     buckets: u32,
     times: BucketTimes,
     version: u32,
+    take: Latest,
     histograms: bool,
 ) -> std::result::Result<Slot, String> {
     let mut rest = data;
@@ -945,7 +952,9 @@ fn decode_slot(
         let mins = values.split_off(kept.len());
         (values, mins, maxes)
     };
-    let latest = if version >= LATEST_VERSION {
+    // The latest section is decoded when asked for, or when the histograms after it are: a
+    // sum over many series skips it.
+    let latest = if version >= LATEST_VERSION && (take == Latest::Read || histograms) {
         let latest = take_latest(&mut rest, &kept, &counts, &totals)?;
         if let Some(k) =
             (0..kept.len()).find(|&k| latest[k].is_some_and(|(o, _)| o >= times.width as u64))
@@ -955,7 +964,10 @@ fn decode_slot(
                 kept[k]
             ));
         }
-        latest
+        match take {
+            Latest::Read => latest,
+            Latest::Skip => vec![None; kept.len()],
+        }
     } else {
         vec![None; kept.len()]
     };
@@ -976,10 +988,7 @@ fn decode_slot(
             total: totals[k],
             min: totals[k],
             max: totals[k],
-            last: latest[k].map(|(offset, value)| Last {
-                value,
-                ts: times.start(i) + offset as i64,
-            }),
+            last: latest[k].map(|(offset, value)| Last::new(value, times.start(i) + offset as i64)),
         };
     }
     for (w, &i) in whole.iter().enumerate() {
@@ -1217,8 +1226,26 @@ impl CompactReader {
     /// # Panics
     /// When `slot` or `buckets` lie outside the period, or `out.len() != buckets.len()`.
     pub fn read_slot(&self, slot: u32, buckets: Range<u32>, out: &mut [Bucket]) -> Result<()> {
+        self.read_slot_taking(slot, buckets, Latest::Read, out)
+    }
+
+    /// [`CompactReader::read_slot`], taking the buckets' latest samples or not (then
+    /// unknown, and their section not decoded).
+    ///
+    /// # Errors
+    /// As [`CompactReader::read_slot`].
+    ///
+    /// # Panics
+    /// As [`CompactReader::read_slot`].
+    pub(crate) fn read_slot_taking(
+        &self,
+        slot: u32,
+        buckets: Range<u32>,
+        latest: Latest,
+        out: &mut [Bucket],
+    ) -> Result<()> {
         assert_eq!(out.len(), buckets.len(), "output length");
-        match self.read_decoded(slot, &buckets, false)? {
+        match self.read_decoded(slot, &buckets, latest, false)? {
             None => out.fill(Bucket::EMPTY),
             Some(all) => {
                 out.copy_from_slice(&all.buckets[buckets.start as usize..buckets.end as usize])
@@ -1238,14 +1265,16 @@ impl CompactReader {
     /// When `slot` or `buckets` lie outside the period.
     pub fn read_slot_distributions(&self, slot: u32, buckets: Range<u32>) -> Result<Vec<Loaded>> {
         let range = buckets.start as usize..buckets.end as usize;
-        Ok(match self.read_decoded(slot, &buckets, true)? {
-            None => vec![(Bucket::EMPTY, None); range.len()],
-            Some(mut all) => all.buckets[range.clone()]
-                .iter()
-                .copied()
-                .zip(all.histograms.drain(range))
-                .collect(),
-        })
+        Ok(
+            match self.read_decoded(slot, &buckets, Latest::Read, true)? {
+                None => vec![(Bucket::EMPTY, None); range.len()],
+                Some(mut all) => all.buckets[range.clone()]
+                    .iter()
+                    .copied()
+                    .zip(all.histograms.drain(range))
+                    .collect(),
+            },
+        )
     }
 
     /// The whole of `slot`, read with one pread and decoded (with its histograms when
@@ -1254,6 +1283,7 @@ impl CompactReader {
         &self,
         slot: u32,
         buckets: &Range<u32>,
+        latest: Latest,
         histograms: bool,
     ) -> Result<Option<Slot>> {
         let compact = &self.compact;
@@ -1280,7 +1310,7 @@ impl CompactReader {
         let mut data = vec![0u8; entry.len as usize];
         compact.read_at(&self.file, &mut data, entry.offset)?;
         compact
-            .decode_slot(slot, entry, &data, self.version, histograms)
+            .decode_slot(slot, entry, &data, self.version, latest, histograms)
             .map(Some)
     }
 }

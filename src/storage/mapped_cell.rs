@@ -77,9 +77,11 @@ impl LastWords {
     fn load(&self, start: Timestamp) -> Option<Last> {
         let at = self.at.load(Ordering::Relaxed);
         let value = self.value.load(Ordering::Relaxed);
-        (at & LAST_KNOWN != 0).then(|| Last {
-            value: f64::from_bits(value),
-            ts: start + (at & !LAST_KNOWN) as Timestamp,
+        (at & LAST_KNOWN != 0).then(|| {
+            Last::new(
+                f64::from_bits(value),
+                start + (at & !LAST_KNOWN) as Timestamp,
+            )
         })
     }
 
@@ -88,9 +90,10 @@ impl LastWords {
     #[inline(always)]
     fn store(&self, last: Option<Last>, start: Timestamp) {
         let (value, at) = match last {
-            Some(last) if last.ts >= start => {
-                (last.value.to_bits(), LAST_KNOWN | (last.ts - start) as u64)
-            }
+            Some(last) if last.ts() >= start => (
+                last.value.to_bits(),
+                LAST_KNOWN | (last.ts() - start) as u64,
+            ),
             _ => (0, 0),
         };
         self.value.store(value, Ordering::Relaxed);

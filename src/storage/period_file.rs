@@ -1017,7 +1017,7 @@ impl WritableFile {
         debug_assert!(
             last.is_none_or(
                 |last| (0..file.meta.resolution.secs() as crate::time::Timestamp)
-                    .contains(&(last.ts - file.meta.bucket_start(bucket)))
+                    .contains(&(last.ts() - file.meta.bucket_start(bucket)))
             ),
             "a sample's time outside its bucket"
         );

@@ -293,7 +293,7 @@ fn a_closed_period_is_compacted_made_hot_by_a_late_sample_and_dropped_whole() {
     let mut want = before.clone();
     // At the second of the bucket's sample: the one that arrived later is the latest.
     let ts = start + 5 * MINUTE;
-    want[5].1.add_at(100.0, tierdb::Last { value: 100.0, ts });
+    want[5].1.add_at(100.0, tierdb::Last::new(100.0, ts));
     assert_eq!(read(&engine), want);
 
     clock.advance(HOUR);

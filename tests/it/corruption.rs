@@ -90,7 +90,7 @@ const SAMPLES_OF_A: Bucket = Bucket {
     min: 1.0,
     max: 3.0,
     // The three arrive at one second: the last to arrive is the latest.
-    last: Some(tierdb::Last { value: 3.0, ts: TS }),
+    last: Some(tierdb::Last::new(3.0, TS)),
 };
 
 /// The 1m bucket of `id` at [`TS`].
@@ -134,7 +134,7 @@ fn check_samples_torn(engine: &Engine, torn: &[&str]) {
         total: 5.0,
         min: 5.0,
         max: 5.0,
-        last: Some(tierdb::Last { value: 5.0, ts: TS }),
+        last: Some(tierdb::Last::new(5.0, TS)),
     };
     assert_eq!(b, vec![(TS, expected_b)]);
     assert_eq!(

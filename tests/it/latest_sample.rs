@@ -58,7 +58,7 @@ fn buckets(engine: &Engine, series: &str, tier: usize, step: i64) -> Vec<(Timest
 }
 
 fn last(value: f64, ts: Timestamp) -> Option<Last> {
-    Some(Last { value, ts })
+    Some(Last::new(value, ts))
 }
 
 /// What `write` leaves as the latest samples, every tier and step alike.

@@ -220,10 +220,7 @@ fn concurrent_readers_never_see_a_torn_bucket() {
                 total: per_bucket as f64 * c,
                 min: c,
                 max: c,
-                last: Some(Last {
-                    value: c,
-                    ts: ts + (per_bucket as Timestamp - 1).min(59),
-                }),
+                last: Some(Last::new(c, ts + (per_bucket as Timestamp - 1).min(59))),
             };
             assert_eq!(*bucket, expected, "series {id} minute {ts}");
         }

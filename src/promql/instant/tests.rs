@@ -7,7 +7,7 @@ const LOOKBACK: i64 = 5 * MIN;
 fn minutes(n: usize, samples: &[(i64, f64)]) -> Vec<Bucket> {
     let mut buckets = vec![Bucket::EMPTY; n];
     for &(ts, value) in samples {
-        buckets[(ts / 60) as usize].add_at(value, Last { value, ts });
+        buckets[(ts / 60) as usize].add_at(value, Last::new(value, ts));
     }
     buckets
 }
@@ -118,7 +118,7 @@ fn a_bucket_of_several_after_t_leaves_the_one_before_unsure() {
     };
     let found = latest_sample(&series, 2 * MIN, LOOKBACK).unwrap();
     assert_eq!(
-        (found.last.map(|l| (l.ts, l.value)), found.exact),
+        (found.last.map(|l| (l.ts(), l.value)), found.exact),
         (Some((30, 1.0)), false)
     );
     let found = latest_sample(&series, 2 * MIN, MIN).unwrap();
@@ -137,7 +137,7 @@ fn a_bucket_of_several_after_t_leaves_the_one_before_unsure() {
 #[test]
 fn one_sample_is_known_only_alone_and_with_its_time() {
     let b = minutes(3, &[(10, 1.0), (70, 2.0), (100, 3.0)]);
-    assert_eq!(one_sample(&b[0]), Some(Last { value: 1.0, ts: 10 }));
+    assert_eq!(one_sample(&b[0]), Some(Last::new(1.0, 10)));
     assert_eq!(
         one_sample(&b[1]),
         None,

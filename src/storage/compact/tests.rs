@@ -429,7 +429,7 @@ fn a_version_1_file_still_reads_bit_for_bit() {
     // Its slots decode as version 1 only: read as version 2 they are refused.
     let e = entry(&bytes, 1);
     let data = &bytes[e.offset as usize..(e.offset + u64::from(e.len)) as usize];
-    assert!(decode_slot(data, file.meta().buckets(), times(), 2, true).is_err());
+    assert!(decode_slot(data, file.meta().buckets(), times(), 2, Latest::Read, true).is_err());
 }
 
 #[test]
@@ -457,12 +457,40 @@ fn plain_singles_store_only_their_total() {
         "no latest sample known: the section's form alone"
     );
     assert_bits_eq(
-        &decode_slot(&data, 1440, times(), FORMAT_VERSION, true)
+        &decode_slot(&data, 1440, times(), FORMAT_VERSION, Latest::Read, true)
             .unwrap()
             .buckets,
         slot,
         "decoded",
     );
+}
+
+/// A read that skips the latest samples (a sum over many series) leaves their section
+/// undecoded: every other field as a whole read gives it, the latest samples unknown.
+#[test]
+fn a_read_that_skips_the_latest_samples_decodes_the_rest_alike() {
+    let mut slot = vec![Bucket::EMPTY; 1440];
+    for i in (0..1440).step_by(7) {
+        let ts = times().start(i) + 30;
+        slot[i].add_at(i as f64, Last::new(i as f64 * 2.0, ts));
+        if i % 3 == 0 {
+            slot[i].add_at(1.5, Last::new(-1.0, ts + 5));
+        }
+    }
+    let data = encode_slot(&slot, &vec![None; slot.len()], times()).unwrap();
+    let decode = |latest| {
+        decode_slot(&data, 1440, times(), FORMAT_VERSION, latest, false)
+            .unwrap()
+            .buckets
+    };
+    let lasts = |buckets: &[Bucket]| buckets.iter().map(|b| b.last).collect::<Vec<_>>();
+    let read = decode(Latest::Read);
+    assert_bits_eq(&read, &slot, "read");
+    assert_eq!(lasts(&read), lasts(&slot));
+    assert!(read[7].last.is_some());
+    let skipped = decode(Latest::Skip);
+    assert_bits_eq(&skipped, &slot, "skipped");
+    assert!(skipped.iter().all(|b| b.last.is_none()));
 }
 
 #[test]
@@ -908,9 +936,9 @@ fn a_version_2_file_still_reads_bit_for_bit_without_histograms() {
     // Version 2 slot data has nothing after its columns: a byte more is refused.
     let e = entry(&bytes, 1);
     let mut data = bytes[e.offset as usize..(e.offset + u64::from(e.len)) as usize].to_vec();
-    assert!(decode_slot(&data, n, times(), 2, false).is_ok());
+    assert!(decode_slot(&data, n, times(), 2, Latest::Read, false).is_ok());
     data.push(HISTOGRAMS_EVERY);
-    assert!(decode_slot(&data, n, times(), 2, false).is_err());
+    assert!(decode_slot(&data, n, times(), 2, Latest::Read, false).is_err());
     damage_behind_valid_checksums(&file, 2);
 }
 
