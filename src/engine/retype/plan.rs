@@ -13,7 +13,8 @@
 //! of one sample keeping its latest sample, or one of several whose samples a finer tier
 //! knows one by one (a 1h bucket of 60 samples whose 1m buckets each hold one). A retype is
 //! all or nothing per series: every bucket in every tier's window must be exact, else the
-//! series is refused, naming the earliest bucket that is not and why.
+//! series is refused, naming the earliest bucket that is not in the finest tier that has
+//! one, and why.
 //!
 //! When every bucket is exact, the known samples are every sample since the earliest
 //! tier's window starts, in time order, and the new buckets are folded from them:
@@ -139,24 +140,28 @@ fn not_exact(known: &Known, tier: &TierCells, start: Timestamp, bucket: &Bucket)
 pub(crate) fn plan(from: SeriesKind, to: SeriesKind, tiers: &[TierCells]) -> Plan {
     debug_assert!(from != to);
     let known = Known::gather(tiers);
-    // The earliest bucket that is not exact (the finest tier's first at a tie), and how many.
-    let mut earliest: Option<(Timestamp, usize, String)> = None;
+    // The earliest bucket that is not exact in the finest tier that has one (a coarser
+    // tier's bucket holding the same samples says less about where they are), and how many.
+    let mut first: Option<(i64, Timestamp, usize, String)> = None;
     let mut inexact = 0usize;
     for (index, tier) in tiers.iter().enumerate() {
         for (_, start, bucket) in &tier.cells {
             if let Some(why) = not_exact(&known, tier, *start, bucket) {
                 inexact += 1;
-                if earliest.as_ref().is_none_or(|(t, _, _)| *start < *t) {
-                    earliest = Some((*start, index, why));
+                let rank = (tier.resolution, *start);
+                if first.as_ref().is_none_or(|(r, t, _, _)| rank < (*r, *t)) {
+                    first = Some((tier.resolution, *start, index, why));
                 }
             }
         }
     }
-    if let Some((start, index, why)) = earliest {
+    if let Some((_, start, index, why)) = first {
         let total: usize = tiers.iter().map(|t| t.cells.len()).sum();
         let more = match inexact {
             1 => String::new(),
-            n => format!(" ({n} of its {total} buckets are not exact; this is the earliest)"),
+            n => format!(
+                " ({n} of its {total} buckets are not exact; this is the finest tier's earliest)"
+            ),
         };
         return Plan::Refuse(format!(
             "the {} bucket at {} cannot be converted exactly: {why}{more}",
