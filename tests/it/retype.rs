@@ -365,3 +365,61 @@ fn tierdb_retype_says_what_it_would_do_refuses_with_the_reason_and_converts() {
         stdout(&out)
     );
 }
+
+#[test]
+fn compacted_periods_are_converted_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = crate::compaction::config();
+    config.counters.names = vec!["ref.*".to_owned()];
+    let clock = Arc::new(ManualClock::new(NOW));
+    let engine = open_driven(dir.path(), &clock, config.clone());
+    let gauge = engine.series("web.requests").unwrap();
+    let reference = engine.series("ref.requests").unwrap();
+    let hour: Vec<(Timestamp, f64)> = (0..60)
+        .map(|m| (NOW + m * MINUTE + 30, 100.0 + (m * m) as f64))
+        .collect();
+    write(&engine, gauge, &hour);
+    write(&engine, reference, &hour);
+    clock.set(NOW + HOUR + 11 * MINUTE);
+    engine.maintain().unwrap();
+    engine.maintain().unwrap();
+    assert_eq!(engine.stats().tiers[0].disk.compactions, 1, "the hour's 1m file");
+    let report = engine.retype(&[gauge], SeriesKind::Counter, false).unwrap();
+    assert!(
+        matches!(report[0].outcome, RetypeOutcome::Converted { .. }),
+        "{report:?}"
+    );
+    assert_eq!(buckets(&engine, gauge), buckets(&engine, reference));
+    engine.close().unwrap();
+    let engine = open_driven(dir.path(), &clock, config);
+    assert_eq!(buckets(&engine, gauge), buckets(&engine, reference));
+}
+
+#[test]
+fn a_series_with_raw_points_is_refused_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config();
+    config.raw = Some(tierdb::RawTierSpec {
+        name: "raw".to_string(),
+        period: tierdb::Span::from_secs(DAY as u64),
+        retention: tierdb::Span::from_secs(7 * DAY as u64),
+        create_ahead: 1,
+        dedupe_unchanged: false,
+    });
+    let clock = Arc::new(ManualClock::new(NOW));
+    let engine = open_driven(dir.path(), &clock, config);
+    let gauge = engine.series("web.requests").unwrap();
+    write(&engine, gauge, &scrapes());
+    let before = buckets(&engine, gauge);
+    let report = engine.retype(&[gauge], SeriesKind::Counter, false).unwrap();
+    assert_eq!(
+        report[0].outcome,
+        RetypeOutcome::Refused(
+            "it has points in the raw tier \"raw\", which keep the gauge's values, and retype \
+             does not rewrite raw points"
+                .to_owned()
+        )
+    );
+    assert_eq!(buckets(&engine, gauge), before);
+    assert_eq!(engine.series_kind(gauge), SeriesKind::Gauge);
+}
