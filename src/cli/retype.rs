@@ -15,7 +15,7 @@ use crate::error::Error;
 /// sample (a counter each one's increase since the one before). A bucket converts exactly
 /// when its samples are known one by one: it holds one sample and keeps it, or a finer tier
 /// holds each of them so. A series converts whole or not at all: where any bucket in any
-/// tier is not exact, it is refused, naming the earliest such bucket and why.
+/// tier is not exact, it is refused, naming the finest tier's earliest such bucket and why.
 #[derive(Args, Debug)]
 #[command(mut_arg("tags", |arg| arg.help(
     "Only series with this tag (k=v), or without it (k!=v); repeatable; the value may be a glob (host=web-*)"
@@ -144,7 +144,10 @@ fn describe(retyped: &Retyped, kind: SeriesKind, dry_run: bool) -> String {
     match &retyped.outcome {
         RetypeOutcome::Already => format!("{key}: already a {}", kind.as_str()),
         RetypeOutcome::Refused(why) => {
-            format!("{key}: refused ({from}, not made a {}): {why}", kind.as_str())
+            format!(
+                "{key}: refused ({from}, not made a {}): {why}",
+                kind.as_str()
+            )
         }
         RetypeOutcome::Converted { buckets, notes } => {
             let total: usize = buckets.iter().map(|(_, n)| n).sum();
@@ -152,7 +155,11 @@ fn describe(retyped: &Retyped, kind: SeriesKind, dry_run: bool) -> String {
                 .filter(|(_, n)| *n > 0)
                 .map(|(tier, n)| format!("{tier} {n}"))
                 .collect();
-            let verb = if dry_run { "would be rewritten" } else { "rewritten" };
+            let verb = if dry_run {
+                "would be rewritten"
+            } else {
+                "rewritten"
+            };
             let mut line = format!("{key}: {from} -> {}: {total} buckets {verb}", kind.as_str());
             if !tiers.is_empty() {
                 line.push_str(&format!(" ({})", tiers.join(", ")));

@@ -70,7 +70,7 @@ pub enum RetypeOutcome {
         /// What the conversion leaves out, in words (a counter's first sample).
         notes: Vec<String>,
     },
-    /// Not converted, and why: the earliest bucket that does not convert exactly, or what
+    /// Not converted, and why: the finest tier's earliest bucket that does not convert exactly, or what
     /// kind of series it is.
     Refused(String),
 }
@@ -98,7 +98,12 @@ impl Engine {
     /// them on a dry run); [`Error::CorruptFile`] or [`Error::Io`] when buckets cannot be
     /// read; [`Error::Io`] when the intent cannot be written (nothing changed then) or the
     /// result flushed (the next open finishes it).
-    pub fn retype(&self, ids: &[SeriesId], kind: SeriesKind, dry_run: bool) -> Result<Vec<Retyped>> {
+    pub fn retype(
+        &self,
+        ids: &[SeriesId],
+        kind: SeriesKind,
+        dry_run: bool,
+    ) -> Result<Vec<Retyped>> {
         if !matches!(kind, SeriesKind::Gauge | SeriesKind::Counter) {
             return Err(Error::InvalidQuery(format!(
                 "a series can be retyped as a gauge or a counter, not a {}",
@@ -210,7 +215,8 @@ impl Engine {
         let mut tiers = Vec::with_capacity(shared.config.tiers.len());
         for (tier, spec) in shared.config.tiers.iter().enumerate() {
             let resolution = spec.resolution.secs() as i64;
-            let held = (shared.storage).files_of_chunk(tier, chunk, windows[tier], Timestamp::MAX)?;
+            let held =
+                (shared.storage).files_of_chunk(tier, chunk, windows[tier], Timestamp::MAX)?;
             let mut at = Vec::new();
             for (period_start, _) in held.iter().filter(|(start, _)| *start >= windows[tier]) {
                 at.extend((0..spec.buckets_per_period()).map(|bucket| CellAt {
@@ -278,7 +284,12 @@ impl Shared {
             }
         }
         for converted in group {
-            (self.counter_table).declare_retyped(converted.id, kind, converted.latest, &self.registry)?;
+            (self.counter_table).declare_retyped(
+                converted.id,
+                kind,
+                converted.latest,
+                &self.registry,
+            )?;
         }
         // Every bucket of these series may have changed: answers kept from before (the
         // render cache) are read again.
@@ -373,7 +384,10 @@ fn write_intent(dir: &Path, layout: u64, kind: SeriesKind, group: &[Converted]) 
 /// The layout fingerprint, kind and conversions of an intent file.
 fn parse_intent(path: &Path, text: &str) -> Result<(u64, SeriesKind, Vec<Converted>)> {
     let bad = |line: usize, what: &str| {
-        Error::corrupt(path, format!("line {line}: {what} (not a whole retype intent)"))
+        Error::corrupt(
+            path,
+            format!("line {line}: {what} (not a whole retype intent)"),
+        )
     };
     let mut lines = text.lines().enumerate().map(|(n, line)| (n + 1, line));
     if lines.next().map(|(_, l)| l) != Some(INTENT_HEADER) {
@@ -438,7 +452,10 @@ fn parse_intent(path: &Path, text: &str) -> Result<(u64, SeriesKind, Vec<Convert
     }
     match (layout, kind, ended) {
         (Some(layout), Some(kind), true) => Ok((layout, kind, group)),
-        _ => Err(Error::corrupt(path, "not a whole retype intent (no end line)")),
+        _ => Err(Error::corrupt(
+            path,
+            "not a whole retype intent (no end line)",
+        )),
     }
 }
 

@@ -94,7 +94,11 @@ fn a_gauge_retyped_as_a_counter_equals_the_counter_ingest_makes_of_the_same_samp
     // A dry run says what it would do and changes nothing.
     let report = engine.retype(&[gauge], SeriesKind::Counter, true).unwrap();
     assert_eq!(report.len(), 1);
-    let RetypeOutcome::Converted { buckets: per_tier, notes } = &report[0].outcome else {
+    let RetypeOutcome::Converted {
+        buckets: per_tier,
+        notes,
+    } = &report[0].outcome
+    else {
         panic!("{report:?}")
     };
     assert_eq!(report[0].from, SeriesKind::Gauge);
@@ -104,7 +108,11 @@ fn a_gauge_retyped_as_a_counter_equals_the_counter_ingest_makes_of_the_same_samp
     let rewritten: Vec<(&str, usize)> = per_tier.iter().map(|(t, n)| (t.as_str(), *n)).collect();
     assert_eq!(rewritten, [("1m", 119), ("5m", 24), ("1h", 2), ("1d", 1)]);
     assert!(notes[0].contains("baseline"), "{notes:?}");
-    assert_eq!(buckets(&engine, gauge), as_gauge, "the dry run changed nothing");
+    assert_eq!(
+        buckets(&engine, gauge),
+        as_gauge,
+        "the dry run changed nothing"
+    );
     assert_eq!(engine.series_kind(gauge), SeriesKind::Gauge);
 
     let report = engine.retype(&[gauge], SeriesKind::Counter, false).unwrap();
@@ -182,7 +190,9 @@ fn a_series_whose_old_buckets_hold_several_samples_is_refused_whole_naming_the_f
     write(&engine, gauge, &scrapes());
     let before = buckets(&engine, gauge);
     for dry_run in [true, false] {
-        let report = engine.retype(&[gauge], SeriesKind::Counter, dry_run).unwrap();
+        let report = engine
+            .retype(&[gauge], SeriesKind::Counter, dry_run)
+            .unwrap();
         let RetypeOutcome::Refused(why) = &report[0].outcome else {
             panic!("{report:?}")
         };
@@ -262,7 +272,15 @@ fn stderr(out: &std::process::Output) -> String {
 fn totals(data: &Path, name: &str) -> String {
     let out = run_tierdb(
         &[
-            "query", name, "--tier", "1m", "--range", "30m", "--display", "total", "--format",
+            "query",
+            name,
+            "--tier",
+            "1m",
+            "--range",
+            "30m",
+            "--display",
+            "total",
+            "--format",
             "csv",
         ],
         data,
@@ -282,8 +300,14 @@ fn tierdb_retype_says_what_it_would_do_refuses_with_the_reason_and_converts() {
     let mut lines = String::new();
     for m in 0..20 {
         let ts = start + m * 60 + 5;
-        lines.push_str(&format!("servers.web1.nginx.requests {} {ts}\n", 100 + 10 * m));
-        lines.push_str(&format!("servers.web2.nginx.requests {} {ts}\n", 500 + 2 * m));
+        lines.push_str(&format!(
+            "servers.web1.nginx.requests {} {ts}\n",
+            100 + 10 * m
+        ));
+        lines.push_str(&format!(
+            "servers.web2.nginx.requests {} {ts}\n",
+            500 + 2 * m
+        ));
     }
     lines.push_str(&format!("servers.web3.nginx.requests 1 {}\n", start + 5));
     lines.push_str(&format!("servers.web3.nginx.requests 2 {}\n", start + 35));
@@ -300,8 +324,16 @@ fn tierdb_retype_says_what_it_would_do_refuses_with_the_reason_and_converts() {
     std::fs::write(&rules, shipped).unwrap();
 
     let selector = "servers.*.nginx.requests";
-    let out = run_tierdb(&["retype", selector, "--kind", "counter", "--dry-run"], &data);
-    assert_eq!(out.status.code(), Some(1), "a series is refused: {}", stderr(&out));
+    let out = run_tierdb(
+        &["retype", selector, "--kind", "counter", "--dry-run"],
+        &data,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a series is refused: {}",
+        stderr(&out)
+    );
     let text = stdout(&out);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");
@@ -311,7 +343,10 @@ fn tierdb_retype_says_what_it_would_do_refuses_with_the_reason_and_converts() {
             && lines[0].contains(" buckets would be rewritten (1m 20, 5m "),
         "{text}"
     );
-    assert!(lines[0].contains("becomes the counter's baseline"), "{text}");
+    assert!(
+        lines[0].contains("becomes the counter's baseline"),
+        "{text}"
+    );
     assert!(
         lines[2].starts_with(
             "servers.web3.nginx.requests: refused (gauge, not made a counter): the 1m bucket at "
@@ -323,7 +358,11 @@ fn tierdb_retype_says_what_it_would_do_refuses_with_the_reason_and_converts() {
         "{}",
         stderr(&out)
     );
-    assert_eq!(totals(&data, "servers.web1.nginx.requests"), before, "dry run");
+    assert_eq!(
+        totals(&data, "servers.web1.nginx.requests"),
+        before,
+        "dry run"
+    );
 
     // In cluster mode it is refused.
     let node = work.path().join("node");
@@ -337,10 +376,16 @@ fn tierdb_retype_says_what_it_would_do_refuses_with_the_reason_and_converts() {
 
     // The real thing, under the new rules: the open's warning names retype as the fix.
     let out = run_tierdb(
-        &["retype", "servers.web[12].nginx.requests", "--kind", "counter", "--tiers"]
-            .into_iter()
-            .chain([rules.to_str().unwrap()])
-            .collect::<Vec<_>>(),
+        &[
+            "retype",
+            "servers.web[12].nginx.requests",
+            "--kind",
+            "counter",
+            "--tiers",
+        ]
+        .into_iter()
+        .chain([rules.to_str().unwrap()])
+        .collect::<Vec<_>>(),
         &data,
     );
     assert!(out.status.success(), "{}", stderr(&out));
@@ -349,7 +394,11 @@ fn tierdb_retype_says_what_it_would_do_refuses_with_the_reason_and_converts() {
         "{}",
         stderr(&out)
     );
-    assert!(stderr(&out).contains("converted 2 series to counters, refused 0"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("converted 2 series to counters, refused 0"),
+        "{}",
+        stderr(&out)
+    );
     // Each minute's total is now the increase since the scrape before: 10 a minute, and
     // nothing in the first minute (the baseline).
     let after = totals(&data, "servers.web1.nginx.requests");
@@ -357,7 +406,10 @@ fn tierdb_retype_says_what_it_would_do_refuses_with_the_reason_and_converts() {
         .filter_map(|line| line.split(',').nth(1))
         .filter(|v| !v.is_empty())
         .collect();
-    assert!(!values.is_empty() && values.iter().all(|v| *v == "10"), "{after}");
+    assert!(
+        !values.is_empty() && values.iter().all(|v| *v == "10"),
+        "{after}"
+    );
     let out = run_tierdb(&["retype", selector, "--kind", "counter"], &data);
     assert!(
         stdout(&out).contains("servers.web1.nginx.requests: already a counter"),
@@ -383,7 +435,11 @@ fn compacted_periods_are_converted_too() {
     clock.set(NOW + HOUR + 11 * MINUTE);
     engine.maintain().unwrap();
     engine.maintain().unwrap();
-    assert_eq!(engine.stats().tiers[0].disk.compactions, 1, "the hour's 1m file");
+    assert_eq!(
+        engine.stats().tiers[0].disk.compactions,
+        1,
+        "the hour's 1m file"
+    );
     let report = engine.retype(&[gauge], SeriesKind::Counter, false).unwrap();
     assert!(
         matches!(report[0].outcome, RetypeOutcome::Converted { .. }),

@@ -200,7 +200,9 @@ pub(crate) fn plan(from: SeriesKind, to: SeriesKind, tiers: &[TierCells]) -> Pla
         let before = cells.len();
         for (at, start, bucket) in &tier.cells {
             let mut new = Bucket::EMPTY;
-            for (&ts, &(stored, value)) in folded.range(*start..start.saturating_add(tier.resolution)) {
+            for (&ts, &(stored, value)) in
+                folded.range(*start..start.saturating_add(tier.resolution))
+            {
                 if let Some(stored) = stored {
                     new.add_at(stored, Last { value, ts });
                 }

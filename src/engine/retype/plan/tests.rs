@@ -46,7 +46,10 @@ fn applied(tiers: &[TierCells], cells: &[(CellAt, Bucket)], tier_of: &[&str]) ->
         .map(|t| t.cells.iter().map(|c| c.2).collect())
         .collect();
     for (at, bucket) in cells {
-        let index = tier_of.iter().position(|n| *n == tiers[at.tier].name).unwrap();
+        let index = tier_of
+            .iter()
+            .position(|n| *n == tiers[at.tier].name)
+            .unwrap();
         out[index][at.bucket as usize] = *bucket;
     }
     out
@@ -81,8 +84,12 @@ fn a_gauge_whose_minutes_hold_one_sample_becomes_the_counter_ingest_would_have_m
         tier("1m", 60, gauge(&SAMPLES, 60, 10)),
         tier("5m", 300, gauge(&SAMPLES, 300, 2)),
     ]);
-    let Plan::Convert { cells, latest, notes, .. } =
-        plan(SeriesKind::Gauge, SeriesKind::Counter, &tiers)
+    let Plan::Convert {
+        cells,
+        latest,
+        notes,
+        ..
+    } = plan(SeriesKind::Gauge, SeriesKind::Counter, &tiers)
     else {
         panic!("refused")
     };
@@ -130,7 +137,9 @@ fn a_bucket_of_several_samples_no_finer_tier_knows_refuses_the_series_naming_it(
         panic!("converted")
     };
     assert!(
-        why.starts_with("the 5m bucket at 1970-01-01T00:00:00Z cannot be converted exactly: it holds 5 samples"),
+        why.starts_with(
+            "the 5m bucket at 1970-01-01T00:00:00Z cannot be converted exactly: it holds 5 samples"
+        ),
         "{why}"
     );
 }
