@@ -92,14 +92,7 @@ pub(super) fn run(args: RetypeArgs) -> Result<(), Box<dyn std::error::Error>> {
             other => other?,
         }
     };
-    let picked = engine.select_series(&selector);
-    if picked.is_empty() {
-        let mut message = format!("no series match '{selector}'");
-        if let Some(hint) = super::series::nearest(engine.registry(), &selector)? {
-            message = format!("{message}; {hint}");
-        }
-        return Err(message.into());
-    }
+    let picked = super::series::select_some(&engine, &selector)?;
     let kind = match args.kind {
         Kind::Counter => SeriesKind::Counter,
         Kind::Gauge => SeriesKind::Gauge,

@@ -20,7 +20,6 @@
 //! a stopped data directory, which it holds locked. A cluster partition's directory is
 //! refused: its replicas apply one log, and a retype of one replica would part them.
 
-use std::io::Write;
 use std::path::Path;
 
 use super::{Engine, Shared};
@@ -308,7 +307,7 @@ impl Shared {
     pub(crate) fn finish_interrupted_retype(&self) -> Result<usize> {
         let path = self.dir.join(RETYPE_INTENT);
         // An intent a crash cut short before its rename: nothing was changed.
-        let _ = std::fs::remove_file(self.dir.join(format!("{RETYPE_INTENT}.tmp")));
+        let _ = std::fs::remove_file(crate::storage::disk::temp_path(&path));
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
@@ -343,8 +342,6 @@ impl Shared {
 /// (`cell TIER PERIOD CHUNK BUCKET SLOT COUNT TOTAL MIN MAX LAST_TS LAST_BITS`, floats as
 /// their bits), then `end`.
 fn write_intent(dir: &Path, layout: u64, kind: SeriesKind, group: &[Converted]) -> Result<()> {
-    let path = dir.join(RETYPE_INTENT);
-    let temp = dir.join(format!("{RETYPE_INTENT}.tmp"));
     let mut text = format!("{INTENT_HEADER}\nlayout {layout}\nkind {}\n", kind.as_str());
     let pair = |last: Option<(Timestamp, u64)>| match last {
         Some((ts, bits)) => format!("{ts} {bits}"),
@@ -371,14 +368,7 @@ fn write_intent(dir: &Path, layout: u64, kind: SeriesKind, group: &[Converted]) 
         }
     }
     text.push_str("end\n");
-    (|| {
-        let mut file = std::fs::File::create(&temp)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&temp, &path)
-    })()
-    .map_err(|e| Error::io(&path, e))?;
-    crate::storage::disk::sync_dir(dir)
+    crate::storage::disk::write_atomic(&dir.join(RETYPE_INTENT), text.as_bytes())
 }
 
 /// The layout fingerprint, kind and conversions of an intent file.
@@ -461,12 +451,7 @@ fn parse_intent(path: &Path, text: &str) -> Result<(u64, SeriesKind, Vec<Convert
 
 /// Removes the intent file and makes that durable.
 fn remove_intent(dir: &Path) -> Result<()> {
-    let path = dir.join(RETYPE_INTENT);
-    match std::fs::remove_file(&path) {
-        Ok(()) => crate::storage::disk::sync_dir(dir),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io(&path, e)),
-    }
+    crate::storage::disk::remove_durably(&dir.join(RETYPE_INTENT))
 }
 
 /// Kills the process when [`Hook::KillMidRetype`] names `stage` (read at each retype).

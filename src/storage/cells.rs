@@ -59,6 +59,19 @@ pub(crate) fn same_bits(a: &Bucket, b: &Bucket) -> bool {
         && a.max.to_bits() == b.max.to_bits()
 }
 
+impl CellImage<'_> {
+    /// The images of buckets without histograms.
+    fn buckets(cells: &[(CellAt, Bucket)]) -> Vec<CellImage<'_>> {
+        (cells.iter())
+            .map(|(at, bucket)| CellImage {
+                at: *at,
+                bucket,
+                histogram: None,
+            })
+            .collect()
+    }
+}
+
 /// True when `a` and `b` keep the same latest sample, bit for bit (both unknown included).
 fn same_last(a: &Bucket, b: &Bucket) -> bool {
     let last = |b: &Bucket| b.last.map(|l| (l.ts, l.value.to_bits()));
@@ -171,14 +184,7 @@ impl Storage {
     /// again (a full disk); on a read-only storage, [`Error::ReadOnly`] for a period already
     /// hot, [`Error::Io`] for one that would have to be created or made hot again.
     pub(crate) fn overwrite_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
-        let images: Vec<CellImage<'_>> = (cells.iter())
-            .map(|(at, bucket)| CellImage {
-                at: *at,
-                bucket,
-                histogram: None,
-            })
-            .collect();
-        self.overwrite(&images, false, false)
+        self.overwrite(&CellImage::buckets(cells), false, false)
     }
 
     /// [`Storage::overwrite_cells`], comparing and setting each cell's latest sample too:
@@ -188,14 +194,7 @@ impl Storage {
     /// # Errors
     /// As [`Storage::overwrite_cells`].
     pub(crate) fn replace_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
-        let images: Vec<CellImage<'_>> = (cells.iter())
-            .map(|(at, bucket)| CellImage {
-                at: *at,
-                bucket,
-                histogram: None,
-            })
-            .collect();
-        self.overwrite(&images, false, true)
+        self.overwrite(&CellImage::buckets(cells), false, true)
     }
 
     /// [`Storage::overwrite_cells`] for a distribution series' cells: each cell's bucket and
