@@ -68,10 +68,7 @@ fn none_match(registry: &Registry, selector: &Selector) -> crate::error::Result<
 
 /// What a selector that matched nothing may have meant: series whose name matches (when it
 /// has tag filters), else for a plain name the series with a near name.
-fn nearest(
-    registry: &Registry,
-    selector: &Selector,
-) -> crate::error::Result<Option<String>> {
+fn nearest(registry: &Registry, selector: &Selector) -> crate::error::Result<Option<String>> {
     let by_name = Selector::new(selector.pattern.clone());
     let mut named = Vec::new();
     let mut total = 0;

@@ -69,8 +69,8 @@ pub enum RetypeOutcome {
         /// What the conversion leaves out, in words (a counter's first sample).
         notes: Vec<String>,
     },
-    /// Not converted, and why: the finest tier's earliest bucket that does not convert exactly, or what
-    /// kind of series it is.
+    /// Not converted, and why: the finest tier's earliest bucket that does not convert
+    /// exactly, or what kind of series it is.
     Refused(String),
 }
 
@@ -265,7 +265,7 @@ enum Step {
 }
 
 impl Shared {
-    /// Steps 3 of the module doc: the new buckets, tier by tier, then the kinds. `fault`
+    /// Step 3 of the module doc: the new buckets, tier by tier, then the kinds. `fault`
     /// arms [`Hook::KillMidRetype`]'s `after_first_tier`.
     ///
     /// # Errors
@@ -460,3 +460,6 @@ fn fault_point(stage: &str) {
         fault::kill_self();
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -17,7 +17,8 @@
 //! one, and why.
 //!
 //! When every bucket is exact, the known samples are every sample since the earliest
-//! tier's window starts, in time order, and the new buckets are folded from them:
+//! tier's window starts, and the new buckets are folded from them in time order (a gauge's
+//! samples that came out of order are taken as a counter would have needed them):
 //! - to a gauge, each sample's value;
 //! - to a counter, each sample's increase since the one before it (a drop is a reset, as at
 //!   ingest); the first stores nothing, since a counter's first sample is its baseline.
@@ -57,7 +58,7 @@ pub(crate) enum Plan {
         /// What the conversion leaves out, in words.
         notes: Vec<String>,
     },
-    /// Some bucket does not convert exactly: why, naming the earliest.
+    /// Some bucket does not convert exactly: why, naming the finest tier's earliest.
     Refuse(String),
 }
 
@@ -224,12 +225,12 @@ pub(crate) fn plan(from: SeriesKind, to: SeriesKind, tiers: &[TierCells]) -> Pla
 
 /// True when `a` and `b` hold the same bits, latest sample included (an empty bucket's
 /// fields are not compared).
-pub(crate) fn same(a: &Bucket, b: &Bucket) -> bool {
+fn same(a: &Bucket, b: &Bucket) -> bool {
+    use crate::storage::cells::{same_bits, same_last};
     if a.count == 0 || b.count == 0 {
         return a.count == b.count;
     }
-    let last = |b: &Bucket| b.last.map(|l| (l.ts, l.value.to_bits()));
-    crate::storage::cells::same_bits(a, b) && last(a) == last(b)
+    same_bits(a, b) && same_last(a, b)
 }
 
 #[cfg(test)]
