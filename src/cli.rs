@@ -6,7 +6,8 @@
 //! `serve` and `demo` own the data directory (they lock it). `query`, `aggregate`, `series`,
 //! `info` and `plot` open it read-only, so they work beside a running server. `import` and
 //! `delete` need the directory to itself: while a server holds it, send the file (or the
-//! `DELETE /api/v1/series` request) to the server instead.
+//! `DELETE /api/v1/series` request) to the server instead. `retype` needs it to itself too
+//! (stop the server; its `--dry-run` reads beside one).
 
 pub mod aggregate;
 #[cfg(feature = "cluster")]
@@ -21,6 +22,7 @@ pub mod output;
 mod percentile;
 pub mod plot;
 pub mod query;
+pub mod retype;
 pub mod series;
 pub mod serve;
 pub mod tiers;
@@ -219,6 +221,7 @@ pub enum Command {
     Aggregate(aggregate::AggregateArgs),
     Series(series::SeriesArgs),
     Delete(delete::DeleteArgs),
+    Retype(retype::RetypeArgs),
     Plot(plot::PlotArgs),
     Info(info::InfoArgs),
     Tiers(tiers::TiersArgs),
@@ -240,6 +243,7 @@ pub fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Aggregate(args) => aggregate::run(args),
         Command::Series(args) => series::run(args),
         Command::Delete(args) => delete::run(args),
+        Command::Retype(args) => retype::run(args),
         Command::Plot(args) => plot::run(args),
         Command::Info(args) => info::run(args),
         Command::Tiers(args) => tiers::run(args),

@@ -277,6 +277,41 @@ impl CounterTable {
         }
     }
 
+    /// Makes series `id` a declared `kind` (a gauge, or a counter whose last sample is
+    /// `latest`), replacing whatever kind it had: what `tierdb retype` records once its
+    /// buckets hold the new kind's values. A later write declaring the other kind is
+    /// refused (`kind_mismatch`), as for any declared kind. Only valid while no batch runs.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the state file cannot grow to hold the record.
+    pub(crate) fn declare_retyped(
+        &self,
+        id: SeriesId,
+        kind: SeriesKind,
+        latest: Option<(Timestamp, f64)>,
+        registry: &Registry,
+    ) -> Result<()> {
+        let counter = kind == SeriesKind::Counter;
+        let mut inner = self.lock();
+        self.refresh(&mut inner, registry);
+        inner.state.declare(id.index(), counter, latest)?;
+        if let Some(slot) = inner.kinds.get_mut(id.index()) {
+            *slot = kind;
+        }
+        if counter {
+            self.any.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// The kind series `id` stores its samples as: [`SeriesKind::DeltaCounter`] for a
+    /// delta counter, which reads see as a counter.
+    pub(crate) fn stored_kind(&self, id: SeriesId, registry: &Registry) -> SeriesKind {
+        let mut inner = self.lock();
+        self.refresh(&mut inner, registry);
+        (inner.kinds.get(id.index()).copied()).unwrap_or(SeriesKind::Gauge)
+    }
+
     /// The kind of series `id`, as reads see it (gauge or counter).
     pub(crate) fn kind(&self, id: SeriesId, registry: &Registry) -> SeriesKind {
         let mut inner = self.lock();
@@ -646,7 +681,7 @@ fn keep_kinds(
         String::new()
     };
     tracing::warn!(
-        "the [counters] rules changed ({changed}); they apply to series created from now on. {} existing series keep the kind they were created with, which the new rules would have changed: {}{more}",
+        "the [counters] rules changed ({changed}); they apply to series created from now on. {} existing series keep the kind they were created with, which the new rules would have changed: {}{more}. To convert one (its stored buckets too, where that is exact), stop the server and run `tierdb retype SELECTOR --kind counter|gauge` (`--dry-run` first shows what it would do)",
         kept.len(),
         named.join(", ")
     );

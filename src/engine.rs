@@ -11,6 +11,7 @@ mod delete;
 mod import_cells;
 mod maintenance;
 mod open;
+mod retype;
 mod stats;
 mod writer;
 
@@ -54,6 +55,7 @@ pub use delete::DELETE_INTENT;
 pub use maintenance::MaintenanceReport;
 use maintenance::{Horizon, MaintenanceHealth, MaintenanceThread};
 pub use open::EngineBuilder;
+pub use retype::{RetypeOutcome, Retyped, RETYPE_INTENT};
 pub use stats::{EngineStats, TierStats};
 use writer::WriterPool;
 

@@ -19,6 +19,10 @@ pub(crate) enum Hook {
     /// any series is cut; `after_commit` after the registry is cut and one tier's slots of
     /// the first chunk cleared.
     KillMidDelete,
+    /// `after_intent` kills the process once a retype's intent is durable, before any
+    /// bucket changes; `after_first_tier` once the first tier's buckets are rewritten,
+    /// before the others and the kinds.
+    KillMidRetype,
     /// `after_write` kills the process once a compaction's `.tdc` is in place, beside the
     /// `.tdb` it replaces; `after_swap` once the `.tdb` is unlinked, before the directory is
     /// synced.
@@ -52,6 +56,7 @@ impl Hook {
             Hook::KillMidUpdate => variables::KILL_MID_UPDATE,
             Hook::KillMidRawAppend => variables::KILL_MID_RAW_APPEND,
             Hook::KillMidDelete => variables::KILL_MID_DELETE,
+            Hook::KillMidRetype => variables::KILL_MID_RETYPE,
             Hook::KillMidCompaction => variables::KILL_MID_COMPACTION,
             Hook::KillMidApply => variables::KILL_MID_APPLY,
             Hook::ApplyPauseMs => variables::APPLY_PAUSE_MS,
@@ -74,6 +79,8 @@ pub(crate) mod variables {
     pub const KILL_MID_RAW_APPEND: &str = "TIERDB_FAULT_KILL_MID_RAW_APPEND";
     /// [`super::Hook::KillMidDelete`].
     pub const KILL_MID_DELETE: &str = "TIERDB_FAULT_KILL_MID_DELETE";
+    /// [`super::Hook::KillMidRetype`].
+    pub const KILL_MID_RETYPE: &str = "TIERDB_FAULT_KILL_MID_RETYPE";
     /// [`super::Hook::KillMidCompaction`].
     pub const KILL_MID_COMPACTION: &str = "TIERDB_FAULT_KILL_MID_COMPACTION";
     /// [`super::Hook::KillMidApply`].

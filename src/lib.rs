@@ -89,7 +89,8 @@ pub use config::{EngineSettings, RawTierSpec, TierSpec, TiersConfig};
 pub use counter::SeriesKind;
 pub use engine::{
     ApplyReport, BatchObserved, BatchSample, BatchSeries, Checkpoints, Deleted, Engine,
-    EngineBuilder, EngineStats, KeyIndex, MaintenanceReport, SampleBatch, TierStats,
+    EngineBuilder, EngineStats, KeyIndex, MaintenanceReport, RetypeOutcome, Retyped, SampleBatch,
+    TierStats,
 };
 pub use error::{Error, RejectReason, Result};
 pub use read::aggregate::{

@@ -78,6 +78,11 @@ pub mod delete {
     pub use crate::engine::DELETE_INTENT;
 }
 
+/// The intent file a retype writes before it changes anything.
+pub mod retype {
+    pub use crate::engine::RETYPE_INTENT;
+}
+
 /// The crash tests' fault hooks: the environment variables that arm them, in a process built
 /// with the `fault-injection` feature (as the test suite builds it).
 #[cfg(feature = "fault-injection")]

@@ -60,14 +60,7 @@ pub(super) fn run(args: DeleteArgs) -> Result<(), Box<dyn std::error::Error>> {
             other => other?,
         }
     };
-    let picked = engine.select_series(&selector);
-    if picked.is_empty() {
-        let mut message = format!("no series match '{selector}'");
-        if let Some(hint) = super::series::nearest(engine.registry(), &selector)? {
-            message = format!("{message}; {hint}");
-        }
-        return Err(message.into());
-    }
+    let picked = super::series::select_some(&engine, &selector)?;
     if args.dry_run {
         let keys: String = picked.iter().map(|(_, key)| format!("{key}\n")).collect();
         print(&keys)?;

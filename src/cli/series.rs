@@ -38,22 +38,37 @@ pub(super) fn run(args: SeriesArgs) -> Result<(), Box<dyn std::error::Error>> {
         }
     });
     if out.is_empty() {
-        let mut message = format!("no series match '{selector}'");
-        if let Some(hint) = nearest(engine.registry(), &selector)? {
-            message = format!("{message}; {hint}");
-        }
-        return Err(message.into());
+        return Err(none_match(engine.registry(), &selector)?.into());
     }
     print(&out)?;
     Ok(())
 }
 
+/// The ids and keys of the series `selector` selects in `engine` (what `delete` and `retype`
+/// act on), refused when it selects none: "no series match", with [`nearest`]'s hint.
+pub(super) fn select_some(
+    engine: &crate::engine::Engine,
+    selector: &Selector,
+) -> Result<Vec<(crate::registry::SeriesId, String)>, Box<dyn std::error::Error>> {
+    let picked = engine.select_series(selector);
+    if picked.is_empty() {
+        return Err(none_match(engine.registry(), selector)?.into());
+    }
+    Ok(picked)
+}
+
+/// "no series match 'SELECTOR'", with what it may have meant.
+fn none_match(registry: &Registry, selector: &Selector) -> crate::error::Result<String> {
+    let message = format!("no series match '{selector}'");
+    Ok(match nearest(registry, selector)? {
+        Some(hint) => format!("{message}; {hint}"),
+        None => message,
+    })
+}
+
 /// What a selector that matched nothing may have meant: series whose name matches (when it
 /// has tag filters), else for a plain name the series with a near name.
-pub(super) fn nearest(
-    registry: &Registry,
-    selector: &Selector,
-) -> crate::error::Result<Option<String>> {
+fn nearest(registry: &Registry, selector: &Selector) -> crate::error::Result<Option<String>> {
     let by_name = Selector::new(selector.pattern.clone());
     let mut named = Vec::new();
     let mut total = 0;

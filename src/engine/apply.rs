@@ -80,6 +80,10 @@ mod batch;
 mod rewind;
 mod undo_chain;
 
+/// The file that marks an engine directory as a cluster partition's: made by its first
+/// apply. `tierdb retype` refuses such a directory.
+pub(crate) const APPLIED_FILE: &str = applied::AppliedFile::FILE_NAME;
+
 #[cfg(test)]
 mod tests;
 

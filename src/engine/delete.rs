@@ -245,12 +245,7 @@ fn write_intent(dir: &Path, ids: &[SeriesId]) -> Result<()> {
 
 /// Removes the intent file and makes that durable.
 fn remove_intent(dir: &Path) -> Result<()> {
-    let path = dir.join(DELETE_INTENT);
-    match std::fs::remove_file(&path) {
-        Ok(()) => crate::storage::disk::sync_dir(dir),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io(&path, e)),
-    }
+    crate::storage::disk::remove_durably(&dir.join(DELETE_INTENT))
 }
 
 /// The ids of an intent file.

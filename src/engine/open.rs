@@ -345,6 +345,7 @@ impl EngineBuilder {
         }
         phases.lap("counters");
         shared.finish_interrupted_delete()?;
+        shared.finish_interrupted_retype()?;
         // A failed pass (a full disk, say) does not stop the open: queries are served, writes
         // that need a missing file are refused as storage_unavailable, and the background
         // thread retries; `stats()` and `/metrics` report it.

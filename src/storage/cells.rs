@@ -59,6 +59,25 @@ pub(crate) fn same_bits(a: &Bucket, b: &Bucket) -> bool {
         && a.max.to_bits() == b.max.to_bits()
 }
 
+impl CellImage<'_> {
+    /// The images of buckets without histograms.
+    fn buckets(cells: &[(CellAt, Bucket)]) -> Vec<CellImage<'_>> {
+        (cells.iter())
+            .map(|(at, bucket)| CellImage {
+                at: *at,
+                bucket,
+                histogram: None,
+            })
+            .collect()
+    }
+}
+
+/// True when `a` and `b` keep the same latest sample, bit for bit (both unknown included).
+pub(crate) fn same_last(a: &Bucket, b: &Bucket) -> bool {
+    let last = |b: &Bucket| b.last.map(|l| (l.ts, l.value.to_bits()));
+    last(a) == last(b)
+}
+
 impl Storage {
     /// The buckets of `cells`, in their order: a hot period's cells loaded from the mapping,
     /// a compacted period's slots read through its reader, and a period without a file read
@@ -165,14 +184,17 @@ impl Storage {
     /// again (a full disk); on a read-only storage, [`Error::ReadOnly`] for a period already
     /// hot, [`Error::Io`] for one that would have to be created or made hot again.
     pub(crate) fn overwrite_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
-        let images: Vec<CellImage<'_>> = (cells.iter())
-            .map(|(at, bucket)| CellImage {
-                at: *at,
-                bucket,
-                histogram: None,
-            })
-            .collect();
-        self.overwrite(&images, false)
+        self.overwrite(&CellImage::buckets(cells), false, false)
+    }
+
+    /// [`Storage::overwrite_cells`], comparing and setting each cell's latest sample too:
+    /// a retype's new buckets, whose latest samples are known, where an undo image carries
+    /// none.
+    ///
+    /// # Errors
+    /// As [`Storage::overwrite_cells`].
+    pub(crate) fn replace_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
+        self.overwrite(&CellImage::buckets(cells), false, true)
     }
 
     /// [`Storage::overwrite_cells`] for a distribution series' cells: each cell's bucket and
@@ -188,11 +210,17 @@ impl Storage {
                 histogram: histogram.as_ref(),
             })
             .collect();
-        self.overwrite(&images, true)
+        self.overwrite(&images, true, false)
     }
 
-    /// [`Storage::overwrite_cells`], with the histograms too when `histograms` is set.
-    fn overwrite(&self, cells: &[CellImage<'_>], histograms: bool) -> Result<usize> {
+    /// [`Storage::overwrite_cells`], with the histograms too when `histograms` is set, and
+    /// the latest samples compared too when `with_last` is.
+    fn overwrite(
+        &self,
+        cells: &[CellImage<'_>],
+        histograms: bool,
+        with_last: bool,
+    ) -> Result<usize> {
         let _no_swap = self.batch_gate();
         let mut sorted: Vec<&CellImage<'_>> = cells.iter().collect();
         sorted.sort_unstable_by_key(|image| image.at);
@@ -207,7 +235,9 @@ impl Storage {
                 .iter()
                 .zip(&now)
                 .filter(|(want, (bucket, histogram))| {
-                    !same_bits(want.bucket, bucket) || want.histogram != histogram.as_ref()
+                    !same_bits(want.bucket, bucket)
+                        || (with_last && !same_last(want.bucket, bucket))
+                        || want.histogram != histogram.as_ref()
                 })
                 .map(|(image, _)| *image)
                 .collect();

@@ -195,6 +195,31 @@ impl CounterStateFile {
         }
     }
 
+    /// Replaces `id`'s record with a declared kind and, for a counter, its last sample
+    /// (`counter` false: a declared gauge, no last sample): what a retype records. Only
+    /// valid while no writer runs.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file must grow and cannot.
+    pub(crate) fn declare(
+        &mut self,
+        id: usize,
+        counter: bool,
+        last: Option<(i64, f64)>,
+    ) -> Result<()> {
+        self.reserve(id)?;
+        let (flags, ts, raw) = match (counter, last) {
+            (false, _) => (DECLARED_GAUGE, 0, 0),
+            (true, None) => (DECLARED_COUNTER, 0, 0),
+            (true, Some((ts, raw))) => (DECLARED_COUNTER | HAS_LAST, ts as u64, raw.to_bits()),
+        };
+        let words = self.words(id);
+        words[1].store(ts, Ordering::Relaxed);
+        words[2].store(raw, Ordering::Relaxed);
+        words[0].store(flags, Ordering::Release);
+        Ok(())
+    }
+
     /// Adds `flags` to `id`'s record.
     ///
     /// # Errors

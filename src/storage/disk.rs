@@ -112,6 +112,23 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     )
 }
 
+/// Removes `path`, and makes that durable (its directory synced); a missing file is not an
+/// error. What an intent file (a deletion's, a retype's) comes to once its work is done.
+///
+/// # Errors
+/// [`Error::Io`] naming the file or its directory.
+pub(crate) fn remove_durably(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => sync_dir(
+            path.parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new(".")),
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
+
 /// Whether `file` holds data (not a hole) anywhere in `from..to`. A filesystem that cannot
 /// tell holes from data (no `SEEK_DATA`) answers true for a range inside the file.
 #[cfg(feature = "cluster")]

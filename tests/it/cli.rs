@@ -321,6 +321,7 @@ fn every_subcommand_has_help_with_examples() {
         "aggregate",
         "series",
         "delete",
+        "retype",
         "info",
         "plot",
         "tiers",

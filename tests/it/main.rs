@@ -49,6 +49,7 @@ mod read_budget;
 mod refused_series;
 mod render;
 mod reopen;
+mod retype;
 mod rolling;
 mod security;
 mod serve_binary;

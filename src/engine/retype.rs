@@ -1,0 +1,465 @@
+//! Retyping series: a gauge made a counter, or a counter a gauge, its stored buckets
+//! converted where that is exact (`tierdb retype`). What is exact is
+//! [`plan`](self::plan)'s; this module reads the buckets, writes the new ones and records
+//! the new kind, durably and crash-safely:
+//!
+//! 1. every series is planned (its buckets from each tier's window start on are read and
+//!    converted, or it is refused whole);
+//! 2. the new buckets and kinds of the series converted are written to `RETYPING` (a
+//!    temporary file fsynced, then renamed): the commit;
+//! 3. the cells are overwritten tier by tier, then each series' kind is recorded as
+//!    declared (`counters.state`; a counter's last sample is the series' latest);
+//! 4. everything is flushed, then `RETYPING` is removed.
+//!
+//! An open that finds `RETYPING` does steps 3 and 4 again (they set absolute values, so
+//! doing them twice is doing them once): a crash before the rename leaves every series
+//! with its old kind and buckets, one after it leaves them all converted. Series are
+//! committed in groups of at most [`GROUP_CELLS`] cells, each group on its own.
+//!
+//! Only valid while nothing else writes or reads these series: the command line runs it on
+//! a stopped data directory, which it holds locked. A cluster partition's directory is
+//! refused: its replicas apply one log, and a retype of one replica would part them.
+
+use std::path::Path;
+
+use super::{Engine, Shared};
+use crate::bucket::{Bucket, Last};
+use crate::counter::SeriesKind;
+use crate::error::{Error, Result};
+use crate::fault::{self, Hook};
+use crate::registry::SeriesId;
+use crate::storage::cells::CellAt;
+use crate::time::Timestamp;
+
+mod plan;
+
+use plan::{Plan, TierCells};
+
+/// The intent file in the data directory: the buckets and kinds a retype is writing.
+pub const RETYPE_INTENT: &str = "RETYPING";
+
+/// The first line of the intent file.
+const INTENT_HEADER: &str = "tierdb retype intent v1";
+
+/// Most cells one intent file carries: series are committed in groups up to it (a series
+/// with the default tiers has about 11,000 buckets).
+const GROUP_CELLS: usize = 200_000;
+
+/// What a retype did to one series, or on a dry run would do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retyped {
+    /// The series, canonical.
+    pub series: String,
+    /// Its kind before: gauge, counter, delta counter or distribution.
+    pub from: SeriesKind,
+    /// What became of it.
+    pub outcome: RetypeOutcome,
+}
+
+/// What became of one series in a retype.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum RetypeOutcome {
+    /// It was of the kind asked for already; nothing changed.
+    Already,
+    /// Converted (on a dry run: would be).
+    Converted {
+        /// Buckets rewritten in each tier, by tier name, in the tiers' order.
+        buckets: Vec<(String, usize)>,
+        /// What the conversion leaves out, in words (a counter's first sample).
+        notes: Vec<String>,
+    },
+    /// Not converted, and why: the finest tier's earliest bucket that does not convert
+    /// exactly, or what kind of series it is.
+    Refused(String),
+}
+
+/// One series' conversion, planned.
+struct Converted {
+    id: SeriesId,
+    cells: Vec<(CellAt, Bucket)>,
+    latest: Option<(Timestamp, f64)>,
+}
+
+impl Engine {
+    /// Makes the series `ids` of kind `kind` (a gauge or a counter), converting their stored
+    /// buckets in every tier where that is exact, and refusing a series whole, saying why,
+    /// where it is not (see `plan` for the rules; deleted ids are passed over). With
+    /// `dry_run`, says what it would do and changes nothing (a read-only engine can). See
+    /// the module doc for the steps and what a crash leaves.
+    ///
+    /// Only while nothing else writes or reads these series: a stopped data directory, as
+    /// `tierdb retype` opens it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQuery`] for a kind other than gauge or counter; [`Error::ReadOnly`],
+    /// [`Error::Poisoned`], [`Error::Cluster`] for a cluster partition's directory (none of
+    /// them on a dry run); [`Error::CorruptFile`] or [`Error::Io`] when buckets cannot be
+    /// read; [`Error::Io`] when the intent cannot be written (nothing changed then) or the
+    /// result flushed (the next open finishes it).
+    pub fn retype(
+        &self,
+        ids: &[SeriesId],
+        kind: SeriesKind,
+        dry_run: bool,
+    ) -> Result<Vec<Retyped>> {
+        if !matches!(kind, SeriesKind::Gauge | SeriesKind::Counter) {
+            return Err(Error::InvalidQuery(format!(
+                "a series can be retyped as a gauge or a counter, not a {}",
+                kind.as_str()
+            )));
+        }
+        let shared = &self.shared;
+        if !dry_run {
+            self.check_writable()?;
+            shared.check_poison()?;
+            if shared.dir.join(super::apply::APPLIED_FILE).exists() {
+                return Err(Error::Cluster(format!(
+                    "{} is a cluster partition's directory: its replicas apply one log, and a \
+                     retype of one would part them; retype is not supported in cluster mode",
+                    shared.dir.display()
+                )));
+            }
+        }
+        // No maintenance pass (compaction, drops) meanwhile.
+        let _pass = shared.pass_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let windows = shared.window_starts(shared.clock.now());
+        let mut report = Vec::new();
+        let mut group: Vec<Converted> = Vec::new();
+        let mut group_cells = 0;
+        for &id in ids {
+            let Some(key) = shared.registry.key(id) else {
+                continue;
+            };
+            let from = shared.counter_table.stored_kind(id, &shared.registry);
+            let outcome = match self.plan_retype(id, from, kind, &windows)? {
+                Step::Already => RetypeOutcome::Already,
+                Step::Refuse(why) | Step::Plan(Plan::Refuse(why)) => RetypeOutcome::Refused(why),
+                Step::Plan(Plan::Convert {
+                    cells,
+                    per_tier,
+                    latest,
+                    notes,
+                }) => {
+                    let buckets = (shared.config.tiers.iter())
+                        .zip(per_tier)
+                        .map(|(tier, n)| (tier.name.clone(), n))
+                        .collect();
+                    if !dry_run {
+                        group_cells += cells.len();
+                        group.push(Converted { id, cells, latest });
+                    }
+                    RetypeOutcome::Converted { buckets, notes }
+                }
+            };
+            report.push(Retyped {
+                series: key.to_string(),
+                from,
+                outcome,
+            });
+            if group_cells >= GROUP_CELLS {
+                self.commit_retype(&std::mem::take(&mut group), kind)?;
+                group_cells = 0;
+            }
+        }
+        if !group.is_empty() {
+            self.commit_retype(&group, kind)?;
+        }
+        Ok(report)
+    }
+
+    /// What retyping series `id` from kind `from` to `to` does: its buckets are read from
+    /// each tier's window start (`windows`) on and planned, unless its kind or its raw
+    /// points decide first.
+    fn plan_retype(
+        &self,
+        id: SeriesId,
+        from: SeriesKind,
+        to: SeriesKind,
+        windows: &[Timestamp],
+    ) -> Result<Step> {
+        let shared = &self.shared;
+        match from {
+            SeriesKind::Distribution => {
+                return Ok(Step::Refuse(
+                    "it is a distribution (its buckets keep histograms of observations, not \
+                     samples of one value)"
+                        .to_owned(),
+                ))
+            }
+            SeriesKind::DeltaCounter if to == SeriesKind::Counter => return Ok(Step::Already),
+            SeriesKind::DeltaCounter => {
+                return Ok(Step::Refuse(
+                    "it is a delta counter (StatsD's: its writes are increases already, and no \
+                     running total was ever sent)"
+                        .to_owned(),
+                ))
+            }
+            from if from == to => return Ok(Step::Already),
+            _ => {}
+        }
+        if let Some(raw) = &shared.raw {
+            let window = raw.spec().window_start(shared.clock.now());
+            if raw.last_time(id.0).is_some_and(|last| last >= window) {
+                return Ok(Step::Refuse(format!(
+                    "it has points in the raw tier {:?}, which keep the {}'s values, and \
+                     retype does not rewrite raw points",
+                    raw.spec().name,
+                    from.as_str()
+                )));
+            }
+        }
+        let slots = shared.storage.slots();
+        let (chunk, slot) = (id.0 / slots, id.0 % slots);
+        let mut tiers = Vec::with_capacity(shared.config.tiers.len());
+        for (tier, spec) in shared.config.tiers.iter().enumerate() {
+            let resolution = spec.resolution.secs() as i64;
+            let held =
+                (shared.storage).files_of_chunk(tier, chunk, windows[tier], Timestamp::MAX)?;
+            let mut at = Vec::new();
+            for (period_start, _) in held.iter().filter(|(start, _)| *start >= windows[tier]) {
+                at.extend((0..spec.buckets_per_period()).map(|bucket| CellAt {
+                    tier,
+                    period_start: *period_start,
+                    chunk,
+                    bucket,
+                    slot,
+                }));
+            }
+            drop(held);
+            let loaded = shared.storage.load_cells(&at)?;
+            let cells = (at.into_iter().zip(loaded))
+                .map(|(at, bucket)| {
+                    let start = at.period_start + i64::from(at.bucket) * resolution;
+                    (at, start, bucket)
+                })
+                .collect();
+            tiers.push(TierCells {
+                name: spec.name.clone(),
+                resolution,
+                cells,
+            });
+        }
+        Ok(Step::Plan(plan::plan(from, to, &tiers)))
+    }
+
+    /// Commits one group of conversions (steps 2 to 4 of the module doc).
+    fn commit_retype(&self, group: &[Converted], kind: SeriesKind) -> Result<()> {
+        let shared = &self.shared;
+        write_intent(&shared.dir, shared.config.layout_fingerprint(), kind, group)?;
+        fault_point("after_intent");
+        shared.apply_retype(kind, group, true)?;
+        self.flush()?;
+        remove_intent(&shared.dir)
+    }
+}
+
+/// What a retype does with one series.
+enum Step {
+    /// It is of the kind asked for already.
+    Already,
+    /// Its kind, or its raw points, refuse it before its buckets are read: why.
+    Refuse(String),
+    /// Its buckets' plan.
+    Plan(Plan),
+}
+
+impl Shared {
+    /// Step 3 of the module doc: the new buckets, tier by tier, then the kinds. `fault`
+    /// arms [`Hook::KillMidRetype`]'s `after_first_tier`.
+    ///
+    /// # Errors
+    /// As [`crate::storage::Storage::replace_cells`]; [`Error::Io`] when a kind cannot be
+    /// recorded.
+    fn apply_retype(&self, kind: SeriesKind, group: &[Converted], fault: bool) -> Result<()> {
+        for tier in 0..self.config.tiers.len() {
+            let cells: Vec<(CellAt, Bucket)> = (group.iter())
+                .flat_map(|c| c.cells.iter().filter(|(at, _)| at.tier == tier))
+                .copied()
+                .collect();
+            self.storage.replace_cells(&cells)?;
+            if fault && tier == 0 {
+                fault_point("after_first_tier");
+            }
+        }
+        for converted in group {
+            (self.counter_table).declare_retyped(
+                converted.id,
+                kind,
+                converted.latest,
+                &self.registry,
+            )?;
+        }
+        // Every bucket of these series may have changed: answers kept from before (the
+        // render cache) are read again.
+        self.write_log.note(Timestamp::MIN);
+        Ok(())
+    }
+
+    /// At open, before any batch: finishes a retype a crash interrupted after its commit
+    /// (see the module doc) and removes its intent file. Returns how many series it
+    /// finished.
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] for an intent file that does not read, or one written under
+    /// another tiers layout; as [`Shared::apply_retype`]; [`Error::Io`] when the result
+    /// cannot be flushed or the file removed.
+    pub(crate) fn finish_interrupted_retype(&self) -> Result<usize> {
+        let path = self.dir.join(RETYPE_INTENT);
+        // An intent a crash cut short before its rename: nothing was changed.
+        let _ = std::fs::remove_file(crate::storage::disk::temp_path(&path));
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        let (layout, kind, group) = parse_intent(&path, &text)?;
+        if layout != self.config.layout_fingerprint() {
+            return Err(Error::corrupt(
+                &path,
+                "holds an unfinished retype written under another tiers configuration: open \
+                 with the tiers.toml of the process that stopped to finish it (removing the \
+                 file leaves its series half converted)",
+            ));
+        }
+        self.apply_retype(kind, &group, false)?;
+        self.registry
+            .sync()
+            .and_then(|()| self.counter_table.flush())
+            .and_then(|()| self.storage.flush())?;
+        remove_intent(&self.dir)?;
+        tracing::warn!(
+            series = group.len(),
+            kind = kind.as_str(),
+            "finished a retype the last process did not finish"
+        );
+        Ok(group.len())
+    }
+}
+
+/// Writes the intent file crash-safely: a temporary file fsynced, renamed, the directory
+/// fsynced. One line a series (`series ID LATEST_TS LATEST_BITS`, `-` for none) and a cell
+/// (`cell TIER PERIOD CHUNK BUCKET SLOT COUNT TOTAL MIN MAX LAST_TS LAST_BITS`, floats as
+/// their bits), then `end`.
+fn write_intent(dir: &Path, layout: u64, kind: SeriesKind, group: &[Converted]) -> Result<()> {
+    let mut text = format!("{INTENT_HEADER}\nlayout {layout}\nkind {}\n", kind.as_str());
+    let pair = |last: Option<(Timestamp, u64)>| match last {
+        Some((ts, bits)) => format!("{ts} {bits}"),
+        None => "- -".to_owned(),
+    };
+    for converted in group {
+        let latest = converted.latest.map(|(ts, v)| (ts, v.to_bits()));
+        text.push_str(&format!("series {} {}\n", converted.id.0, pair(latest)));
+        for (at, b) in &converted.cells {
+            let last = b.last.map(|l| (l.ts, l.value.to_bits()));
+            text.push_str(&format!(
+                "cell {} {} {} {} {} {} {} {} {} {}\n",
+                at.tier,
+                at.period_start,
+                at.chunk,
+                at.bucket,
+                at.slot,
+                b.count,
+                b.total.to_bits(),
+                b.min.to_bits(),
+                b.max.to_bits(),
+                pair(last)
+            ));
+        }
+    }
+    text.push_str("end\n");
+    crate::storage::disk::write_atomic(&dir.join(RETYPE_INTENT), text.as_bytes())
+}
+
+/// The layout fingerprint, kind and conversions of an intent file.
+fn parse_intent(path: &Path, text: &str) -> Result<(u64, SeriesKind, Vec<Converted>)> {
+    let bad = |line: usize, what: &str| {
+        Error::corrupt(
+            path,
+            format!("line {line}: {what} (not a whole retype intent)"),
+        )
+    };
+    let mut lines = text.lines().enumerate().map(|(n, line)| (n + 1, line));
+    if lines.next().map(|(_, l)| l) != Some(INTENT_HEADER) {
+        return Err(Error::corrupt(
+            path,
+            format!("not a tierdb retype intent (first line is not '{INTENT_HEADER}')"),
+        ));
+    }
+    let mut layout = None;
+    let mut kind = None;
+    let mut group: Vec<Converted> = Vec::new();
+    let mut ended = false;
+    for (n, line) in lines {
+        let words: Vec<&str> = line.split(' ').collect();
+        let num = |i: usize| -> Result<i64> {
+            let word = words.get(i).copied().unwrap_or("");
+            word.parse::<i64>()
+                .or_else(|_| word.parse::<u64>().map(|v| v as i64))
+                .map_err(|_| bad(n, &format!("{word:?} is not a number")))
+        };
+        let pair = |i: usize| -> Result<Option<(Timestamp, u64)>> {
+            match words.get(i).copied() {
+                Some("-") => Ok(None),
+                _ => Ok(Some((num(i)?, num(i + 1)? as u64))),
+            }
+        };
+        match words[0] {
+            "layout" => layout = Some(num(1)? as u64),
+            "kind" => kind = Some(words.get(1).copied().unwrap_or("").parse()?),
+            "series" => group.push(Converted {
+                id: SeriesId(num(1)? as u32),
+                cells: Vec::new(),
+                latest: pair(2)?.map(|(ts, bits)| (ts, f64::from_bits(bits))),
+            }),
+            "cell" => {
+                let Some(converted) = group.last_mut() else {
+                    return Err(bad(n, "a cell before its series"));
+                };
+                let at = CellAt {
+                    tier: num(1)? as usize,
+                    period_start: num(2)?,
+                    chunk: num(3)? as u32,
+                    bucket: num(4)? as u32,
+                    slot: num(5)? as u32,
+                };
+                let float = |i: usize| num(i).map(|bits| f64::from_bits(bits as u64));
+                let bucket = Bucket {
+                    count: num(6)? as u64,
+                    total: float(7)?,
+                    min: float(8)?,
+                    max: float(9)?,
+                    last: pair(10)?.map(|(ts, bits)| Last {
+                        ts,
+                        value: f64::from_bits(bits),
+                    }),
+                };
+                converted.cells.push((at, bucket));
+            }
+            "end" => ended = true,
+            other => return Err(bad(n, &format!("unknown line {other:?}"))),
+        }
+    }
+    match (layout, kind, ended) {
+        (Some(layout), Some(kind), true) => Ok((layout, kind, group)),
+        _ => Err(Error::corrupt(
+            path,
+            "not a whole retype intent (no end line)",
+        )),
+    }
+}
+
+/// Removes the intent file and makes that durable.
+fn remove_intent(dir: &Path) -> Result<()> {
+    crate::storage::disk::remove_durably(&dir.join(RETYPE_INTENT))
+}
+
+/// Kills the process when [`Hook::KillMidRetype`] names `stage` (read at each retype).
+fn fault_point(stage: &str) {
+    if Hook::KillMidRetype.armed().as_deref() == Some(stage) {
+        fault::kill_self();
+    }
+}
+
+#[cfg(test)]
+mod tests;
