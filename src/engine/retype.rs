@@ -351,7 +351,7 @@ fn write_intent(dir: &Path, layout: u64, kind: SeriesKind, group: &[Converted]) 
         let latest = converted.latest.map(|(ts, v)| (ts, v.to_bits()));
         text.push_str(&format!("series {} {}\n", converted.id.0, pair(latest)));
         for (at, b) in &converted.cells {
-            let last = b.last.map(|l| (l.ts, l.value.to_bits()));
+            let last = b.last.map(|l| (l.ts(), l.value.to_bits()));
             text.push_str(&format!(
                 "cell {} {} {} {} {} {} {} {} {} {}\n",
                 at.tier,
@@ -429,10 +429,7 @@ fn parse_intent(path: &Path, text: &str) -> Result<(u64, SeriesKind, Vec<Convert
                     total: float(7)?,
                     min: float(8)?,
                     max: float(9)?,
-                    last: pair(10)?.map(|(ts, bits)| Last {
-                        ts,
-                        value: f64::from_bits(bits),
-                    }),
+                    last: pair(10)?.map(|(ts, bits)| Last::new(f64::from_bits(bits), ts)),
                 };
                 converted.cells.push((at, bucket));
             }

@@ -74,7 +74,7 @@ impl CellImage<'_> {
 
 /// True when `a` and `b` keep the same latest sample, bit for bit (both unknown included).
 pub(crate) fn same_last(a: &Bucket, b: &Bucket) -> bool {
-    let last = |b: &Bucket| b.last.map(|l| (l.ts, l.value.to_bits()));
+    let last = |b: &Bucket| b.last.map(|l| (l.ts(), l.value.to_bits()));
     last(a) == last(b)
 }
 

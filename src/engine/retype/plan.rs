@@ -78,8 +78,8 @@ impl Known {
                 continue;
             };
             let bits = last.value.to_bits();
-            if *samples.entry(last.ts).or_insert(bits) != bits {
-                conflicts.push(last.ts);
+            if *samples.entry(last.ts()).or_insert(bits) != bits {
+                conflicts.push(last.ts());
             }
         }
         Known { samples, conflicts }
@@ -104,13 +104,12 @@ fn not_exact(known: &Known, tier: &TierCells, start: Timestamp, bucket: &Bucket)
     let within = known.within(start, end);
     let found = within.clone().count() as u64;
     if found == bucket.count {
-        let latest = within.last().map(|(&ts, &bits)| Last {
-            ts,
-            value: f64::from_bits(bits),
-        });
+        let latest = within
+            .last()
+            .map(|(&ts, &bits)| Last::new(f64::from_bits(bits), ts));
         return match (bucket.last, latest) {
             (Some(kept), Some(latest))
-                if kept.ts != latest.ts || kept.value.to_bits() != latest.value.to_bits() =>
+                if kept.ts() != latest.ts() || kept.value.to_bits() != latest.value.to_bits() =>
             {
                 Some("its latest sample differs from the finer tiers' (the tiers disagree)".into())
             }
@@ -205,7 +204,7 @@ pub(crate) fn plan(from: SeriesKind, to: SeriesKind, tiers: &[TierCells]) -> Pla
                 folded.range(*start..start.saturating_add(tier.resolution))
             {
                 if let Some(stored) = stored {
-                    new.add_at(stored, Last { value, ts });
+                    new.add_at(stored, Last::new(value, ts));
                 }
             }
             if !same(&new, bucket) {

@@ -13,10 +13,7 @@ fn converted() -> Vec<Converted> {
         total: -0.0,
         min: f64::NEG_INFINITY,
         max: 1e308,
-        last: Some(Last {
-            ts: 1_763_683_290,
-            value: 0.1,
-        }),
+        last: Some(Last::new(0.1, 1_763_683_290)),
     };
     vec![
         Converted {

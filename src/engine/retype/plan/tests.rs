@@ -25,7 +25,7 @@ fn tier(name: &str, resolution: i64, buckets: Vec<Bucket>) -> TierCells {
 fn gauge(samples: &[(i64, f64)], resolution: i64, n: usize) -> Vec<Bucket> {
     let mut buckets = vec![Bucket::EMPTY; n];
     for &(ts, value) in samples {
-        buckets[(ts / resolution) as usize].add_at(value, Last { value, ts });
+        buckets[(ts / resolution) as usize].add_at(value, Last::new(value, ts));
     }
     buckets
 }
@@ -35,7 +35,7 @@ fn counter(samples: &[(i64, f64)], resolution: i64, n: usize) -> Vec<Bucket> {
     let mut buckets = vec![Bucket::EMPTY; n];
     for pair in samples.windows(2) {
         let ((_, before), (ts, value)) = (pair[0], pair[1]);
-        buckets[(ts / resolution) as usize].add_at(increase(before, value), Last { value, ts });
+        buckets[(ts / resolution) as usize].add_at(increase(before, value), Last::new(value, ts));
     }
     buckets
 }
