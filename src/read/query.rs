@@ -700,11 +700,15 @@ impl PointGrid {
         let mut decoded = Vec::new();
         for (stored, buckets, global) in self.periods_in(held, span) {
             match stored {
-                HeldPeriod::Hot(file) => {
-                    self.fold_buckets(global, first_point, buckets, out, |b| {
-                        file.load_taking(b, slot, latest)
-                    });
-                }
+                // One loop for each choice, so `load_taking` is inlined with it fixed.
+                HeldPeriod::Hot(file) => match latest {
+                    Latest::Read => self.fold_buckets(global, first_point, buckets, out, |b| {
+                        file.load_taking(b, slot, Latest::Read)
+                    }),
+                    Latest::Skip => self.fold_buckets(global, first_point, buckets, out, |b| {
+                        file.load_taking(b, slot, Latest::Skip)
+                    }),
+                },
                 HeldPeriod::Compacted(file) => {
                     decoded.clear();
                     decoded.resize(buckets.len(), Bucket::EMPTY);
@@ -743,7 +747,7 @@ impl PointGrid {
 
     /// Folds `buckets` of one period (the first of which is the grid's bucket `global`) into
     /// `out`, where `out[0]` is point `first_point`, each as `load` gives it.
-    #[inline]
+    #[inline(always)]
     fn fold_buckets(
         &self,
         global: i64,

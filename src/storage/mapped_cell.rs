@@ -196,12 +196,6 @@ impl Record<'_> {
         }
     }
 
-    /// The record's cell, for a prefetch of it alone.
-    #[inline(always)]
-    pub(super) fn cell(&self) -> &BucketCell {
-        self.cell
-    }
-
     /// Starts loading the record and its latest entry into the cache: they lie in different
     /// parts of the file, and a store or read misses on each.
     #[inline(always)]
@@ -210,14 +204,6 @@ impl Record<'_> {
         if let Some(last) = self.last {
             super::mmap::prefetch(last);
         }
-    }
-
-    /// The record read without its latest entry, which reads as unknown: for a
-    /// distribution's bucket, whose latest sample is never kept, so a read of many of them
-    /// does not fetch the entries.
-    #[inline(always)]
-    pub(super) fn without_last(self) -> Self {
-        Record { last: None, ..self }
     }
 
     /// Folds `value` into the cell named `name`, as the writer thread that publishes through

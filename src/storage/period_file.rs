@@ -480,8 +480,19 @@ impl PeriodFile {
     /// lookup function and chunking, which never produce them).
     #[inline]
     fn cell(&self, bucket: u32, slot: u32) -> Record<'_> {
+        self.cell_taking(bucket, slot, Latest::Read)
+    }
+
+    /// [`PeriodFile::cell`], with its latest entry only when `latest` reads it: a read that
+    /// skips it does not even work out where it lies.
+    #[inline(always)]
+    fn cell_taking(&self, bucket: u32, slot: u32, latest: Latest) -> Record<'_> {
         debug_assert!(bucket < self.meta.buckets() && slot < self.meta.slots);
-        self.record(cell_index(bucket, slot, self.meta.slots), bucket)
+        let index = cell_index(bucket, slot, self.meta.slots);
+        match latest {
+            Latest::Read => self.record(index, bucket),
+            Latest::Skip => self.cells.cells()[index].record(None, self.meta.bucket_start(bucket)),
+        }
     }
 
     /// The record at `index`, which holds bucket `bucket` of its slot.
@@ -518,10 +529,7 @@ impl PeriodFile {
     /// As [`PeriodFile::load`].
     #[inline(always)]
     pub(crate) fn load_taking(&self, bucket: u32, slot: u32, latest: Latest) -> Bucket {
-        let cell = match latest {
-            Latest::Read => self.cell(bucket, slot),
-            Latest::Skip => self.cell(bucket, slot).without_last(),
-        };
+        let cell = self.cell_taking(bucket, slot, latest);
         // The rare path returns the bucket, or `None` once the writer it waited on finished
         // its update, and then the cell is read again: like any seqlock read, this goes round
         // only while a live writer keeps updating this very cell.
@@ -604,8 +612,8 @@ impl PeriodFile {
         };
         let words = &mut buffer.words;
         let cell = match with_last {
-            true => self.cell(bucket, slot),
-            false => self.cell(bucket, slot).without_last(),
+            true => self.cell_taking(bucket, slot, Latest::Read),
+            false => self.cell_taking(bucket, slot, Latest::Skip),
         };
         let mut used = 0;
         let mut read = || cell.read_with(|| used = hist.load_used(words));
@@ -730,10 +738,7 @@ impl PeriodFile {
     /// says it will be read, into the cache (a CPU prefetch hint).
     #[inline]
     pub(crate) fn prefetch(&self, bucket: u32, slot: u32, latest: Latest) {
-        match latest {
-            Latest::Read => self.cell(bucket, slot).prefetch(),
-            Latest::Skip => super::mmap::prefetch(self.cell(bucket, slot).cell()),
-        }
+        self.cell_taking(bucket, slot, latest).prefetch();
     }
 
     /// [`PeriodFile::prefetch`] for a distribution read: the record (for an even bucket: two
@@ -745,7 +750,7 @@ impl PeriodFile {
     #[inline]
     pub(crate) fn prefetch_distribution(&self, bucket: u32, slot: u32) {
         if bucket.is_multiple_of(2) {
-            super::mmap::prefetch(self.cell(bucket, slot).cell());
+            self.cell_taking(bucket, slot, Latest::Skip).prefetch();
         }
         let Some(hist) = self.histogram_cell(cell_index(bucket, slot, self.meta.slots)) else {
             return;
