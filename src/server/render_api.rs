@@ -18,8 +18,10 @@ use crate::render::{self, RenderRequest};
 /// `GET|POST /render`: `target` (repeatable), `from` (default `-24h`), `until` (default
 /// `now`; the two swapped when `until` is the earlier, as graphite-web takes them), `now`
 /// (the time `from` and `until` are counted from, default the server's clock), `format`
-/// (`json`, the default, `csv`, `raw` or `pickle`; graphite-web's `rawData` and `pickle`
-/// flags ask for the last two), `maxDataPoints` (json only, as in graphite-web),
+/// (`json`, the default, `csv`, `raw`, `pickle`, `msgpack`, `dygraph` or `rickshaw`;
+/// graphite-web's `rawData` and `pickle` flags ask for raw and pickle), `jsonp` (with a
+/// `format` of json, dygraph or rickshaw: the answer wrapped in a call of that name, as
+/// `text/javascript`), `maxDataPoints` (json only, as in graphite-web),
 /// `xFilesFactor` (0 to 1, default 0: graphite-web's request default for consolidation), and
 /// on a cluster node `consistency` (as the other reads take it). Answers graphite-web's
 /// json, a bare array of `{"target", "datapoints": [[value, ts], ...]}`, or its other
@@ -99,16 +101,28 @@ pub(super) async fn render(
             render::MAX_ANSWER_BYTES
         )));
     }
-    let content_type = [(axum::http::header::CONTENT_TYPE, format.content_type())];
-    Ok(report.mark((content_type, format.write(&series)).into_response()))
+    if let Some(refusal) = format.unwritable(&series) {
+        return Err(ApiError::BadRequest(refusal));
+    }
+    let mut body = format.write(&series);
+    let mut content_type = format.content_type();
+    // graphite-web reads `jsonp` only beside an explicit `format`.
+    if let Some(callback) =
+        (params.get("jsonp")).filter(|_| format.takes_jsonp() && params.get("format").is_some())
+    {
+        body = [callback.as_bytes(), b"(", &body, b")"].concat();
+        content_type = "text/javascript";
+    }
+    let content_type = [(axum::http::header::CONTENT_TYPE, content_type)];
+    Ok(report.mark((content_type, body).into_response()))
 }
 
 /// The answer format a render asks for, as graphite-web reads it: `format`, else `rawData`
 /// or `pickle` present, else json.
 ///
 /// # Errors
-/// [`ApiError::BadRequest`] naming the formats tierdb writes, for another (`png` and `svg`
-/// included: tierdb draws charts with `tierdb plot`, not through `/render`).
+/// [`ApiError::BadRequest`] naming the formats tierdb writes, for another (`png`, `svg` and
+/// `pdf` included: tierdb draws charts with `tierdb plot`, not through `/render`).
 fn render_format(params: &Params) -> std::result::Result<render::Format, ApiError> {
     let flag = |key: &str| params.all(key).next().is_some();
     let name = match params.get("format") {
@@ -119,8 +133,8 @@ fn render_format(params: &Params) -> std::result::Result<render::Format, ApiErro
     };
     render::Format::parse(name).ok_or_else(|| {
         ApiError::BadRequest(format!(
-            "format: {name:?} is not supported; use json, csv, raw or pickle (tierdb draws \
-             charts with `tierdb plot`, not through /render)"
+            "format: {name:?} is not supported; use json, csv, raw, pickle, msgpack, dygraph \
+             or rickshaw (tierdb draws charts with `tierdb plot`, not through /render)"
         ))
     })
 }

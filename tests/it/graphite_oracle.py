@@ -5,7 +5,7 @@ Usage: /usr/bin/python3 graphite_oracle.py SPEC.json ANSWERS.json
 SPEC holds `dir` (an empty temporary directory), `now` (the clock, unix seconds),
 `archives` (whisper retentions as [seconds per point, points] pairs), `series` (name ->
 [[timestamp, value], ...]) and `requests` (each with `targets`, `from`, `until` (unix
-seconds, or graphite-web's time words) and an optional `maxDataPoints`, `format` and `now`
+seconds, or graphite-web's time words) and an optional `maxDataPoints`, `format`, `jsonp` and `now`
 (graphite-web's parameter; the spec's clock when absent), or with
 `path` and `params` for another endpoint). Writes one
 whisper file per series under DIR/whisper with python3-whisper (average aggregation, an
@@ -14,7 +14,8 @@ xFilesFactor of 0, so every archive holds the average of what it has); a tagged 
 database (sqlite in DIR). Then answers every request through graphite-web's own Django app
 in this process, with the settings module written below (no web server, no service,
 nothing outside DIR). ANSWERS gets one {"status", "body", "type"} per request, in order
-(`type` the Content-Type); a pickle's body is what it unpickles to, as JSON.
+(`type` the Content-Type); a pickle's body is what it unpickles to, as JSON, and a
+msgpack body its bytes in hex.
 
 The clock is the spec's, not the machine's: whisper chooses its archive and graphite-web
 its `now` (the request's, and that of times in functions' arguments) from it, as tierdb's
@@ -113,11 +114,15 @@ for request in spec["requests"]:
             "format": request.get("format") or "json",
             "now": request.get("now") or NOW,
         }
+        if request.get("jsonp"):
+            params["jsonp"] = request["jsonp"]
         if request.get("maxDataPoints"):
             params["maxDataPoints"] = request["maxDataPoints"]
         response = client.get("/render", params)
     if response.get("Content-Type") == "application/pickle" and response.status_code == 200:
         body = json.dumps(pickle.loads(response.content))
+    elif response.get("Content-Type") == "application/x-msgpack":
+        body = response.content.hex()
     else:
         body = response.content.decode()
     answers.append(

@@ -162,6 +162,8 @@ struct Request {
     words: Option<(&'static str, &'static str)>,
     /// graphite-web's `now` parameter, the time `from` and `until` are counted from.
     now: Option<&'static str>,
+    /// graphite-web's `jsonp` parameter, the name of the callback the answer is wrapped in.
+    jsonp: Option<&'static str>,
 }
 
 impl Request {
@@ -618,6 +620,18 @@ fn graphite_web(
     requests: &[Request],
     paths: &[&str],
 ) -> Vec<(u16, String)> {
+    (graphite_web_typed(series, requests, paths).into_iter())
+        .map(|(status, body, _)| (status, body))
+        .collect()
+}
+
+/// [`graphite_web`]'s answers with their Content-Type: `(status, body, type)`, a msgpack
+/// body in hex.
+fn graphite_web_typed(
+    series: &BTreeMap<String, Vec<(i64, f64)>>,
+    requests: &[Request],
+    paths: &[&str],
+) -> Vec<(u16, String, Option<String>)> {
     let dir = tempfile::tempdir().unwrap();
     let mut spec_requests: Vec<Value> = (requests.iter())
         .map(|r| {
@@ -629,6 +643,7 @@ fn graphite_web(
                 "maxDataPoints": r.max_data_points,
                 "format": r.format,
                 "now": r.now,
+                "jsonp": r.jsonp,
             })
         })
         .collect();
@@ -660,7 +675,8 @@ fn graphite_web(
     (answers.into_iter())
         .map(|a| {
             let status = a["status"].as_u64().unwrap() as u16;
-            (status, a["body"].as_str().unwrap().to_owned())
+            let kind = a["type"].as_str().map(str::to_owned);
+            (status, a["body"].as_str().unwrap().to_owned(), kind)
         })
         .collect()
 }
@@ -776,6 +792,7 @@ fn render_functions_equal_graphite_webs() {
         format: None,
         words: None,
         now: None,
+        jsonp: None,
     };
     let (_, from, until) = RANGES[0];
     for target in TARGETS.iter().chain(LENIENT) {
@@ -1015,6 +1032,7 @@ fn deliberate_differences_follow_tierdbs_rules() {
         format: None,
         words: None,
         now: None,
+        jsonp: None,
     };
     let bounded = [
         (
@@ -1373,6 +1391,7 @@ fn formats_and_time_words_equal_graphite_webs() {
         format: None,
         words: None,
         now: None,
+        jsonp: None,
     };
     let mut requests = Vec::new();
     for format in ["csv", "raw", "pickle"] {
@@ -1461,6 +1480,124 @@ fn formats_and_time_words_equal_graphite_webs() {
                     &serde_json::from_slice(&ours).unwrap(),
                 ),
             };
+        if let Some(difference) = difference {
+            failures.push(format!("{what}: {difference}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} requests differ from graphite-web 1.1.8:\n{}",
+        failures.len(),
+        requests.len(),
+        failures.join("\n")
+    );
+}
+
+/// Unquoted names for `alias` (graphite-web names the series by the bare value), compared in
+/// raw and csv: graphite-web's json and pickle carry the value itself (`"target": 5`), where
+/// tierdb's carry its text (`"5"`). `None` is last: graphite-web's csv writes that name empty
+/// (Python's csv module writes None so), tierdb's `None`, as raw writes it in both.
+const UNQUOTED_ALIASES: &[&str] = &[
+    "alias(servers.web1.cpu, 5)",
+    "alias(servers.web1.cpu, -2.5)",
+    "alias(servers.web1.cpu, 1e3)",
+    "alias(servers.*.cpu, true)",
+    "alias(servers.web1.cpu, None)",
+];
+
+/// `/render`'s msgpack, dygraph and rickshaw formats, `jsonp`, and `alias` with an unquoted
+/// name, against graphite-web 1.1.8: every body byte for byte (msgpack's bytes as graphite-web's
+/// bundled u-msgpack-python packs them) with graphite-web's Content-Type, but json's, whose
+/// series are compared as [`difference`] does inside the callback (tierdb's json is compact
+/// and has no `tags`).
+#[test]
+fn more_formats_jsonp_and_unquoted_aliases_equal_graphite_webs() {
+    if !ensure_programs(
+        &[Path::new(GRAPHITE_WEB), Path::new(WHISPER)],
+        "graphite-web",
+    ) {
+        return;
+    }
+    let series = workload();
+    let server = tierdb_with(&series);
+    let request = |target: &str, format: &'static str, jsonp: Option<&'static str>| Request {
+        targets: vec![target.to_owned()],
+        from: RANGES[0].1,
+        until: RANGES[0].2,
+        max_data_points: Some(50),
+        format: Some(format),
+        words: None,
+        now: None,
+        jsonp,
+    };
+    let mut requests = Vec::new();
+    for format in ["msgpack", "dygraph", "rickshaw"] {
+        for target in FORMATTED {
+            requests.push(request(target, format, None));
+        }
+    }
+    for format in ["json", "dygraph", "rickshaw", "csv", "msgpack"] {
+        requests.push(request("servers.*.cpu", format, Some("cb_1")));
+    }
+    for target in UNQUOTED_ALIASES {
+        requests.push(request(target, "raw", None));
+    }
+    for target in &UNQUOTED_ALIASES[..UNQUOTED_ALIASES.len() - 1] {
+        requests.push(request(target, "csv", None));
+    }
+    let theirs = graphite_web_typed(&series, &requests, &[]);
+    let mut failures = Vec::new();
+    for (request, (status, body, kind)) in requests.iter().zip(&theirs) {
+        let what = format!(
+            "{:?} format {:?} jsonp {:?}",
+            request.targets, request.format, request.jsonp
+        );
+        let mut path = format!(
+            "/render?target={}&from={}&until={}&maxDataPoints=50&format={}",
+            encode(&request.targets[0]),
+            request.from,
+            request.until,
+            request.format.unwrap()
+        );
+        if let Some(jsonp) = request.jsonp {
+            path.push_str(&format!("&jsonp={jsonp}"));
+        }
+        let (our_status, our_kind, ours) = crate::support::http::get_bytes(server.http, &path);
+        if *status != 200 || our_status != 200 {
+            failures.push(format!(
+                "{what}: status graphite-web {status}, tierdb {our_status}: {body} {}",
+                String::from_utf8_lossy(&ours)
+            ));
+            continue;
+        }
+        let ours = match request.format {
+            Some("msgpack") => ours.iter().map(|b| format!("{b:02x}")).collect(),
+            _ => String::from_utf8(ours).unwrap(),
+        };
+        let difference = if our_kind != *kind {
+            Some(format!("Content-Type {our_kind:?}, graphite-web {kind:?}"))
+        } else if request.format == Some("json") {
+            let inside = |text: &str| -> Value {
+                let text = text.strip_prefix("cb_1(").and_then(|t| t.strip_suffix(')'));
+                serde_json::from_str(text.expect("a jsonp callback")).unwrap()
+            };
+            difference(&inside(body), &inside(&ours))
+        } else if *body != ours {
+            let at = (body.bytes().zip(ours.bytes()))
+                .position(|(a, b)| a != b)
+                .unwrap_or(body.len().min(ours.len()));
+            let near =
+                |text: &str| text[at.saturating_sub(40)..(at + 40).min(text.len())].to_owned();
+            Some(format!(
+                "{} bytes against {}, first differing at {at}: graphite-web {:?}, tierdb {:?}",
+                body.len(),
+                ours.len(),
+                near(body),
+                near(&ours)
+            ))
+        } else {
+            None
+        };
         if let Some(difference) = difference {
             failures.push(format!("{what}: {difference}"));
         }
