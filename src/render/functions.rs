@@ -426,6 +426,17 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// A label graphite-web sets only `if label:` (`threshold`): `None` when absent or false by
+    /// Python's truth (`None`, `0`, `false`, `''`), else [`Args::python_str`] of it.
+    fn label(&self, i: usize) -> Result<Option<String>> {
+        match self.arg(i) {
+            None | Some(Expr::None | Expr::Bool(false) | Expr::Int(0)) => Ok(None),
+            Some(Expr::Number(n)) if *n == 0.0 => Ok(None),
+            Some(Expr::Str(text)) if text.is_empty() => Ok(None),
+            Some(_) => self.python_str(i).map(Some),
+        }
+    }
+
     fn string_or(&self, i: usize, default: &'a str) -> Result<&'a str> {
         if self.has(i) {
             self.string(i)

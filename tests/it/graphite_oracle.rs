@@ -1493,25 +1493,53 @@ fn formats_and_time_words_equal_graphite_webs() {
     );
 }
 
-/// Unquoted names for `alias` (graphite-web names the series by the bare value), compared in
-/// raw and csv: graphite-web's json and pickle carry the value itself (`"target": 5`), where
-/// tierdb's carry its text (`"5"`). `None` is last: graphite-web's csv writes that name empty
+/// Unquoted names and labels (graphite-web names the series by the bare value, a
+/// `threshold` only by a true one, and takes any color), compared in raw and csv:
+/// graphite-web's json and pickle carry the value itself (`"target": 5`), where tierdb's
+/// carry its text (`"5"`). `None` is last: graphite-web's csv writes that name empty
 /// (Python's csv module writes None so), tierdb's `None`, as raw writes it in both.
-const UNQUOTED_ALIASES: &[&str] = &[
-    "alias(servers.web1.cpu, 5)",
-    "alias(servers.web1.cpu, -2.5)",
-    "alias(servers.web1.cpu, 1e3)",
-    "alias(servers.*.cpu, true)",
-    "alias(servers.web1.cpu, None)",
-];
+fn unquoted_names(from: i64) -> Vec<String> {
+    let mut names: Vec<String> = [
+        "alias(servers.web1.cpu, 5)",
+        "alias(servers.web1.cpu, -2.5)",
+        "alias(servers.web1.cpu, 1e3)",
+        "alias(servers.*.cpu, true)",
+        "sinFunction(7, 2)",
+        "timeFunction(true, 300)",
+        "sin(-1.5)",
+        "threshold(5.5, 7)",
+        "threshold(5.5, 0)",
+        "threshold(5.5, \"limit\", 5)",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    names.push("alias(servers.web1.cpu, None)".to_owned());
+    names
+}
 
-/// `/render`'s msgpack, dygraph and rickshaw formats, `jsonp`, and `alias` with an unquoted
-/// name, against graphite-web 1.1.8: every body byte for byte (msgpack's bytes as graphite-web's
+/// graphite-web's json answer with each series' `target` as Python's `str` of it (`5`,
+/// `True`, `None`), as tierdb names a series given an unquoted name.
+fn targets_as_python_str(mut answer: Value) -> Value {
+    for series in answer.as_array_mut().into_iter().flatten() {
+        let text = match &series["target"] {
+            Value::String(text) => text.clone(),
+            Value::Bool(true) => "True".into(),
+            Value::Bool(false) => "False".into(),
+            Value::Null => "None".into(),
+            other => other.to_string(),
+        };
+        series["target"] = Value::String(text);
+    }
+    answer
+}
+
+/// `/render`'s msgpack, dygraph and rickshaw formats, `jsonp`, and names and labels given
+/// unquoted ([`unquoted_names`]), against graphite-web 1.1.8: every body byte for byte (msgpack's bytes as graphite-web's
 /// bundled u-msgpack-python packs them) with graphite-web's Content-Type, but json's, whose
 /// series are compared as [`difference`] does inside the callback (tierdb's json is compact
 /// and has no `tags`).
 #[test]
-fn more_formats_jsonp_and_unquoted_aliases_equal_graphite_webs() {
+fn more_formats_jsonp_and_unquoted_names_equal_graphite_webs() {
     if !ensure_programs(
         &[Path::new(GRAPHITE_WEB), Path::new(WHISPER)],
         "graphite-web",
@@ -1539,12 +1567,20 @@ fn more_formats_jsonp_and_unquoted_aliases_equal_graphite_webs() {
     for format in ["json", "dygraph", "rickshaw", "csv", "msgpack"] {
         requests.push(request("servers.*.cpu", format, Some("cb_1")));
     }
-    for target in UNQUOTED_ALIASES {
+    let names = unquoted_names(RANGES[0].1);
+    for target in &names {
         requests.push(request(target, "raw", None));
     }
-    for target in &UNQUOTED_ALIASES[..UNQUOTED_ALIASES.len() - 1] {
+    for target in &names[..names.len() - 1] {
         requests.push(request(target, "csv", None));
     }
+    // A vertical line's raw and csv hold one point where graphite-web's hold two (its
+    // series has two values at one time, and only json cuts them to the stamps): json here.
+    requests.push(request(
+        &format!("verticalLine(\"{}\", 5, 6)", RANGES[0].1 + HOUR),
+        "json",
+        None,
+    ));
     let theirs = graphite_web_typed(&series, &requests, &[]);
     let mut failures = Vec::new();
     for (request, (status, body, kind)) in requests.iter().zip(&theirs) {
@@ -1578,10 +1614,13 @@ fn more_formats_jsonp_and_unquoted_aliases_equal_graphite_webs() {
             Some(format!("Content-Type {our_kind:?}, graphite-web {kind:?}"))
         } else if request.format == Some("json") {
             let inside = |text: &str| -> Value {
-                let text = text.strip_prefix("cb_1(").and_then(|t| t.strip_suffix(')'));
+                let text = match request.jsonp {
+                    Some(_) => text.strip_prefix("cb_1(").and_then(|t| t.strip_suffix(')')),
+                    None => Some(text),
+                };
                 serde_json::from_str(text.expect("a jsonp callback")).unwrap()
             };
-            difference(&inside(body), &inside(&ours))
+            difference(&targets_as_python_str(inside(body)), &inside(&ours))
         } else if *body != ours {
             let at = (body.bytes().zip(ours.bytes()))
                 .position(|(a, b)| a != b)
