@@ -773,16 +773,25 @@ fn difference(graphite: &Value, ours: &Value) -> Option<String> {
     None
 }
 
-#[test]
-fn render_functions_equal_graphite_webs() {
+/// The [`workload`] and a tierdb test server holding it, for a test against graphite-web;
+/// `None` where graphite-web is missing and TIERDB_SKIP_E2E=1 skips the test.
+fn workload_in_tierdb() -> Option<(BTreeMap<String, Vec<(i64, f64)>>, TestServer)> {
     if !ensure_programs(
         &[Path::new(GRAPHITE_WEB), Path::new(WHISPER)],
         "graphite-web",
     ) {
-        return;
+        return None;
     }
     let series = workload();
     let server = tierdb_with(&series);
+    Some((series, server))
+}
+
+#[test]
+fn render_functions_equal_graphite_webs() {
+    let Some((series, server)) = workload_in_tierdb() else {
+        return;
+    };
     let mut requests = Vec::new();
     let one = |targets: &[&str], (from, until): (i64, i64), max: Option<u32>| Request {
         targets: targets.iter().map(|t| t.to_string()).collect(),
@@ -1014,14 +1023,9 @@ fn bounded_rule(
 ///   rendering a list of lists.
 #[test]
 fn deliberate_differences_follow_tierdbs_rules() {
-    if !ensure_programs(
-        &[Path::new(GRAPHITE_WEB), Path::new(WHISPER)],
-        "graphite-web",
-    ) {
+    let Some((series, server)) = workload_in_tierdb() else {
         return;
-    }
-    let series = workload();
-    let server = tierdb_with(&series);
+    };
     let (_, from, until) = RANGES[0];
     let (_, from_5m, until_5m) = RANGES[1];
     let request = |target: &str| Request {
@@ -1375,14 +1379,9 @@ fn pickle_difference(theirs: &Value, ours: &Value) -> Option<String> {
 /// unpickles both answers, and `from`/`until` words reading the same points.
 #[test]
 fn formats_and_time_words_equal_graphite_webs() {
-    if !ensure_programs(
-        &[Path::new(GRAPHITE_WEB), Path::new(WHISPER)],
-        "graphite-web",
-    ) {
+    let Some((series, server)) = workload_in_tierdb() else {
         return;
-    }
-    let series = workload();
-    let server = tierdb_with(&series);
+    };
     let request = |target: &str, (_, from, until): (&str, i64, i64)| Request {
         targets: vec![target.to_owned()],
         from,
@@ -1498,24 +1497,19 @@ fn formats_and_time_words_equal_graphite_webs() {
 /// graphite-web's json and pickle carry the value itself (`"target": 5`), where tierdb's
 /// carry its text (`"5"`). `None` is last: graphite-web's csv writes that name empty
 /// (Python's csv module writes None so), tierdb's `None`, as raw writes it in both.
-fn unquoted_names(from: i64) -> Vec<String> {
-    let mut names: Vec<String> = [
-        "alias(servers.web1.cpu, 5)",
-        "alias(servers.web1.cpu, -2.5)",
-        "alias(servers.web1.cpu, 1e3)",
-        "alias(servers.*.cpu, true)",
-        "sinFunction(7, 2)",
-        "timeFunction(true, 300)",
-        "sin(-1.5)",
-        "threshold(5.5, 7)",
-        "threshold(5.5, 0)",
-        "threshold(5.5, \"limit\", 5)",
-    ]
-    .map(str::to_owned)
-    .to_vec();
-    names.push("alias(servers.web1.cpu, None)".to_owned());
-    names
-}
+const UNQUOTED_NAMES: &[&str] = &[
+    "alias(servers.web1.cpu, 5)",
+    "alias(servers.web1.cpu, -2.5)",
+    "alias(servers.web1.cpu, 1e3)",
+    "alias(servers.*.cpu, true)",
+    "sinFunction(7, 2)",
+    "timeFunction(true, 300)",
+    "sin(-1.5)",
+    "threshold(5.5, 7)",
+    "threshold(5.5, 0)",
+    "threshold(5.5, \"limit\", 5)",
+    "alias(servers.web1.cpu, None)",
+];
 
 /// graphite-web's json answer with each series' `target` as Python's `str` of it (`5`,
 /// `True`, `None`), as tierdb names a series given an unquoted name.
@@ -1534,20 +1528,15 @@ fn targets_as_python_str(mut answer: Value) -> Value {
 }
 
 /// `/render`'s msgpack, dygraph and rickshaw formats, `jsonp`, and names and labels given
-/// unquoted ([`unquoted_names`]), against graphite-web 1.1.8: every body byte for byte (msgpack's bytes as graphite-web's
-/// bundled u-msgpack-python packs them) with graphite-web's Content-Type, but json's, whose
-/// series are compared as [`difference`] does inside the callback (tierdb's json is compact
-/// and has no `tags`).
+/// unquoted ([`UNQUOTED_NAMES`]), against graphite-web 1.1.8: every body byte for byte
+/// (msgpack's bytes as graphite-web's bundled u-msgpack-python packs them) with
+/// graphite-web's Content-Type, but json's, whose series are compared as [`difference`]
+/// does (tierdb's json is compact and has no `tags`), inside the callback for `jsonp`.
 #[test]
 fn more_formats_jsonp_and_unquoted_names_equal_graphite_webs() {
-    if !ensure_programs(
-        &[Path::new(GRAPHITE_WEB), Path::new(WHISPER)],
-        "graphite-web",
-    ) {
+    let Some((series, server)) = workload_in_tierdb() else {
         return;
-    }
-    let series = workload();
-    let server = tierdb_with(&series);
+    };
     let request = |target: &str, format: &'static str, jsonp: Option<&'static str>| Request {
         targets: vec![target.to_owned()],
         from: RANGES[0].1,
@@ -1567,11 +1556,10 @@ fn more_formats_jsonp_and_unquoted_names_equal_graphite_webs() {
     for format in ["json", "dygraph", "rickshaw", "csv", "msgpack"] {
         requests.push(request("servers.*.cpu", format, Some("cb_1")));
     }
-    let names = unquoted_names(RANGES[0].1);
-    for target in &names {
+    for target in UNQUOTED_NAMES {
         requests.push(request(target, "raw", None));
     }
-    for target in &names[..names.len() - 1] {
+    for target in &UNQUOTED_NAMES[..UNQUOTED_NAMES.len() - 1] {
         requests.push(request(target, "csv", None));
     }
     // A vertical line's raw and csv hold one point where graphite-web's hold two (its
