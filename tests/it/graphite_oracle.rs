@@ -43,6 +43,9 @@ const DAY: i64 = 86_400;
 /// whisper archives as tierdb's default tiers: 1m for 48 h, 5m for 14 d, 1h for 90 d.
 const ARCHIVES: [(i64, i64); 3] = [(60, 2880), (300, 4032), (3600, 2160)];
 
+/// Each series' samples by its name.
+type Workload = BTreeMap<String, Vec<(i64, f64)>>;
+
 /// The value of gauge `name` at minute `m` (unix minutes), `None` for a gap.
 fn gauge(name: &str, m: i64) -> Option<f64> {
     let block = m / 5;
@@ -86,7 +89,7 @@ fn sample_times() -> Vec<i64> {
 /// Every series' samples: the gauges, `archive.old.cpu` (only more than 15 days back, so
 /// empty in the recent ranges) and `net.requests`, a raw counter that resets every 150
 /// minutes (written to tierdb as a counter).
-fn workload() -> BTreeMap<String, Vec<(i64, f64)>> {
+fn workload() -> Workload {
     let mut series = BTreeMap::new();
     let times = sample_times();
     for name in GAUGES {
@@ -129,7 +132,7 @@ const TAGGED: [(&str, Gauge); 4] = [
 ];
 
 /// A tierdb server holding [`workload`].
-fn tierdb_with(series: &BTreeMap<String, Vec<(i64, f64)>>) -> TestServer {
+fn tierdb_with(series: &Workload) -> TestServer {
     let server = TestServer::start(None, Limits::default());
     let mut samples = Vec::new();
     for (path, points) in series {
@@ -615,11 +618,7 @@ fn without_ids(mut value: Value) -> Value {
 
 /// Runs graphite-web on `series` for `requests` and then GETs of `paths`, answering
 /// `(status, body)` per request.
-fn graphite_web(
-    series: &BTreeMap<String, Vec<(i64, f64)>>,
-    requests: &[Request],
-    paths: &[&str],
-) -> Vec<(u16, String)> {
+fn graphite_web(series: &Workload, requests: &[Request], paths: &[&str]) -> Vec<(u16, String)> {
     (graphite_web_typed(series, requests, paths).into_iter())
         .map(|(status, body, _)| (status, body))
         .collect()
@@ -628,7 +627,7 @@ fn graphite_web(
 /// [`graphite_web`]'s answers with their Content-Type: `(status, body, type)`, a msgpack
 /// body in hex.
 fn graphite_web_typed(
-    series: &BTreeMap<String, Vec<(i64, f64)>>,
+    series: &Workload,
     requests: &[Request],
     paths: &[&str],
 ) -> Vec<(u16, String, Option<String>)> {
@@ -775,7 +774,7 @@ fn difference(graphite: &Value, ours: &Value) -> Option<String> {
 
 /// The [`workload`] and a tierdb test server holding it, for a test against graphite-web;
 /// `None` where graphite-web is missing and TIERDB_SKIP_E2E=1 skips the test.
-fn workload_in_tierdb() -> Option<(BTreeMap<String, Vec<(i64, f64)>>, TestServer)> {
+fn workload_in_tierdb() -> Option<(Workload, TestServer)> {
     if !ensure_programs(
         &[Path::new(GRAPHITE_WEB), Path::new(WHISPER)],
         "graphite-web",
