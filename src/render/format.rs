@@ -86,12 +86,6 @@ impl Format {
         }
     }
 
-    /// Whether graphite-web wraps the format in a `jsonp` callback when asked (json, dygraph
-    /// and rickshaw; it ignores `jsonp` for the others).
-    pub fn takes_jsonp(self) -> bool {
-        matches!(self, Format::Json | Format::Dygraph | Format::Rickshaw)
-    }
-
     /// Why the format cannot hold `series`, `None` when it can. Only dygraph can fail: its
     /// rows are the first series' times, so every series must have as many points
     /// (graphite-web's `renderViewDygraph` fails with an `IndexError` or `TypeError` where one

@@ -19,9 +19,8 @@ use crate::render::{self, RenderRequest};
 /// `now`; the two swapped when `until` is the earlier, as graphite-web takes them), `now`
 /// (the time `from` and `until` are counted from, default the server's clock), `format`
 /// (`json`, the default, `csv`, `raw`, `pickle`, `msgpack`, `dygraph` or `rickshaw`;
-/// graphite-web's `rawData` and `pickle` flags ask for raw and pickle), `jsonp` (with a
-/// `format` of json, dygraph or rickshaw: the answer wrapped in a call of that name, as
-/// `text/javascript`), `maxDataPoints` (json only, as in graphite-web),
+/// graphite-web's `rawData` and `pickle` flags ask for raw and pickle), `maxDataPoints`
+/// (json only, as in graphite-web),
 /// `xFilesFactor` (0 to 1, default 0: graphite-web's request default for consolidation), and
 /// on a cluster node `consistency` (as the other reads take it). Answers graphite-web's
 /// json, a bare array of `{"target", "datapoints": [[value, ts], ...]}`, or its other
@@ -104,17 +103,8 @@ pub(super) async fn render(
     if let Some(refusal) = format.unwritable(&series) {
         return Err(ApiError::BadRequest(refusal));
     }
-    let mut body = format.write(&series);
-    let mut content_type = format.content_type();
-    // graphite-web reads `jsonp` only beside an explicit `format`.
-    if let Some(callback) =
-        (params.get("jsonp")).filter(|_| format.takes_jsonp() && params.get("format").is_some())
-    {
-        body = [callback.as_bytes(), b"(", &body, b")"].concat();
-        content_type = "text/javascript";
-    }
-    let content_type = [(axum::http::header::CONTENT_TYPE, content_type)];
-    Ok(report.mark((content_type, body).into_response()))
+    let content_type = [(axum::http::header::CONTENT_TYPE, format.content_type())];
+    Ok(report.mark((content_type, format.write(&series)).into_response()))
 }
 
 /// The answer format a render asks for, as graphite-web reads it: `format`, else `rawData`
@@ -122,8 +112,22 @@ pub(super) async fn render(
 ///
 /// # Errors
 /// [`ApiError::BadRequest`] naming the formats tierdb writes, for another (`png`, `svg` and
-/// `pdf` included: tierdb draws charts with `tierdb plot`, not through `/render`).
+/// `pdf` included: tierdb draws charts with `tierdb plot`, not through `/render`); and for
+/// `jsonp` where graphite-web would wrap the answer in that callback (beside an explicit
+/// json, dygraph or rickshaw `format`). A jsonp answer is a script any web page may load, so
+/// pages a user opens could read a tokenless server's answers across origins, which its
+/// missing CORS headers otherwise prevent; elsewhere graphite-web ignores `jsonp`, and so
+/// does tierdb.
 fn render_format(params: &Params) -> std::result::Result<render::Format, ApiError> {
+    if params.get("jsonp").is_some()
+        && matches!(params.get("format"), Some("json" | "dygraph" | "rickshaw"))
+    {
+        return Err(ApiError::BadRequest(
+            "jsonp: not supported: a jsonp answer is a script any web page could load to read \
+             this server's answers from another origin; ask for format=json without it"
+                .into(),
+        ));
+    }
     let flag = |key: &str| params.all(key).next().is_some();
     let name = match params.get("format") {
         Some(name) => name,

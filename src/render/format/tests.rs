@@ -126,7 +126,6 @@ fn dygraph_and_rickshaw_are_pythons_json() {
          {\"x\": 120, \"y\": -0.5}, {\"x\": 180, \"y\": null}, {\"x\": 240, \"y\": 3.0}]}]"
     );
     assert_eq!(Format::Rickshaw.write(&[]), b"[]");
-    assert!(Format::Rickshaw.takes_jsonp() && !Format::Csv.takes_jsonp());
 }
 
 /// graphite-web's dygraph rows are the first series' times: a series of another length
