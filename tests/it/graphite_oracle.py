@@ -7,9 +7,11 @@ SPEC holds `dir` (an empty temporary directory), `now` (the clock, unix seconds)
 [[timestamp, value], ...]) and `requests` (each with `targets`, `from`, `until` (unix
 seconds, or graphite-web's time words) and an optional `maxDataPoints`, `format`, `jsonp` and `now`
 (graphite-web's parameter; the spec's clock when absent), or with
-`path` and `params` for another endpoint). Writes one
-whisper file per series under DIR/whisper with python3-whisper (average aggregation, an
-xFilesFactor of 0, so every archive holds the average of what it has); a tagged series
+`path` and `params` for another endpoint), and an optional `aggregation` (name -> whisper's
+aggregationMethod, for the series not written with `average`). Writes one
+whisper file per series under DIR/whisper with python3-whisper (average aggregation unless
+`aggregation` names another, an xFilesFactor of 0, so every archive holds the average, or
+the last, of what it has); a tagged series
 (`name;k=v`, tags sorted) goes where graphite-web's finder looks for it and into its tag
 database (sqlite in DIR). Then answers every request through graphite-web's own Django app
 in this process, with the settings module written below (no web server, no service,
@@ -89,6 +91,7 @@ attime.datetime = SpecClock
 call_command("migrate", verbosity=0, interactive=False)
 
 archives = [tuple(a) for a in spec["archives"]]
+aggregation = spec.get("aggregation") or {}
 for name, points in spec["series"].items():
     if ";" in name:
         # A tagged series: stored where graphite-web's finder looks for it, and tagged.
@@ -97,7 +100,8 @@ for name, points in spec["series"].items():
     else:
         path = os.path.join(whisper_dir, *name.split(".")) + ".wsp"
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    whisper.create(path, archives, xFilesFactor=0, aggregationMethod="average")
+    method = aggregation.get(name, "average")
+    whisper.create(path, archives, xFilesFactor=0, aggregationMethod=method)
     if points:
         whisper.update_many(path, [(t, v) for t, v in points])
 

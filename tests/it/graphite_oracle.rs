@@ -61,11 +61,14 @@ fn gauge(name: &str, m: i64) -> Option<f64> {
         "servers.db1.mem" => 200.0 - (m % 9) as f64,
         // A raw counter kept as a gauge, reset to 0 every 1000 minutes.
         "net.bytes" => 600.0 * (m % 1000) as f64,
+        // Written to whisper with aggregationMethod `last` ([`LAST_FILES`]), with gaps.
+        "sensors.room.temp" if block % 9 == 5 => return None,
+        "sensors.room.temp" => 20.0 + ((m * 3) % 11) as f64 * 0.5,
         _ => unreachable!("{name}"),
     })
 }
 
-const GAUGES: [&str; 7] = [
+const GAUGES: [&str; 8] = [
     "servers.web1.cpu",
     "servers.web2.cpu",
     "servers.db1.cpu",
@@ -73,7 +76,13 @@ const GAUGES: [&str; 7] = [
     "servers.web2.mem",
     "servers.db1.mem",
     "net.bytes",
+    "sensors.room.temp",
 ];
+
+/// The series whose whisper file graphite-web reads has aggregationMethod `last` (every
+/// other is `average`): each of its points, in every archive, is the last sample of its
+/// interval, what tierdb's `consolidateBy('last')` shows of a bucket ([`LATEST`]).
+const LAST_FILES: [&str; 1] = ["sensors.room.temp"];
 
 /// The sample times: one an hour from 35 to 15 days back, one per 5 minutes from 13 days
 /// to 47 hours back, one a minute for the last 46 hours (the gaps between the regions keep
@@ -541,6 +550,16 @@ const CONSOLIDATED: &[(&str, u32)] = &[
     ("events(\"deploy\", \"release\")", 20_000),
 ];
 
+/// Targets rendered over every range, with and without consolidation to `maxDataPoints`,
+/// whose points are the last sample of their interval in both: `consolidateBy('last')` of a
+/// stored gauge takes its buckets' latest samples, and graphite-web reads a whisper file
+/// whose aggregationMethod is `last` ([`LAST_FILES`]). The 5m and 1h ranges read buckets of
+/// several samples, whose average would differ.
+const LATEST: &[&str] = &[
+    "consolidateBy(sensors.room.temp, \"last\")",
+    "alias(consolidateBy(sensors.room.temp, 'last'), 'room')",
+];
+
 /// Targets over the 1m range with times in their arguments: unix seconds, offsets and words
 /// (graphite-web reads the last two from the clock graphite_oracle.py sets, the test's).
 fn dated_targets() -> Vec<String> {
@@ -652,6 +671,7 @@ fn graphite_web_typed(
         "now": NOW,
         "archives": ARCHIVES,
         "series": series,
+        "aggregation": LAST_FILES.map(|name| (name, "last")).into_iter().collect::<BTreeMap<_, _>>(),
         "requests": spec_requests,
     });
     let spec_path = dir.path().join("spec.json");
@@ -823,6 +843,13 @@ fn render_functions_equal_graphite_webs() {
     }
     for (target, max) in CONSOLIDATED {
         requests.push(one(&[target], (from, until), Some(*max)));
+    }
+    for (_, from, until) in RANGES {
+        for target in LATEST {
+            for max in [None, Some(100), Some(7)] {
+                requests.push(one(&[target], (from, until), max));
+            }
+        }
     }
     for target in WITHOUT_NULLS {
         requests.push(one(&[target], (from, until - 2 * MINUTE), None));
@@ -1029,7 +1056,10 @@ fn bounded_rule(
 ///   graphite-web reads its machine's;
 /// - verticalLine without a label is named `None`, where graphite-web's JSON has a null name;
 /// - mapSeries alone renders its groups one after another, where graphite-web fails
-///   rendering a list of lists.
+///   rendering a list of lists;
+/// - `consolidateBy('last')` shows a bucket's latest sample, where graphite-web reading a
+///   whisper file whose aggregationMethod is `average` shows the average of a coarser
+///   archive's point (with `last` files the two agree: [`LATEST`]).
 #[test]
 fn deliberate_differences_follow_tierdbs_rules() {
     let Some((series, server)) = workload_in_tierdb() else {
@@ -1090,6 +1120,12 @@ fn deliberate_differences_follow_tierdbs_rules() {
     let mapped = "mapSeries(servers.*.*, 2)";
     let tail = requests.len();
     requests.extend([request(&sliced), request(&no_label), request(mapped)]);
+    let last = || Request {
+        from: from_5m,
+        until: until_5m,
+        ..request("consolidateBy(servers.web1.cpu, 'last')")
+    };
+    requests.push(last());
     let theirs = graphite_web(&series, &requests, &[]);
     let (theirs, tail_answers) = theirs.split_at(tail);
     let points = |body: &str| -> (String, Vec<(Option<f64>, i64)>) {
@@ -1243,6 +1279,34 @@ fn deliberate_differences_follow_tierdbs_rules() {
             "servers.web2.mem"
         ]
     );
+
+    // consolidateBy('last') over 5-minute buckets of minute samples: graphite-web, reading
+    // a file whose aggregationMethod is `average`, shows each 5-minute average; tierdb the
+    // latest sample of each bucket (of an `average` file too: the buckets keep it).
+    let (status, body) = &tail_answers[3];
+    assert_eq!(*status, 200, "{body}");
+    let (name, averages) = points(body);
+    let (our_name, latest) = ours(&last());
+    assert_eq!(our_name, name);
+    assert_eq!(stamps(&latest), stamps(&averages));
+    let samples = &series["servers.web1.cpu"];
+    let mut differs = 0;
+    for (&(value, t), &(theirs, _)) in latest.iter().zip(&averages) {
+        let bucket: Vec<f64> = (samples.iter())
+            .filter(|&&(ts, _)| ts >= t && ts < t + 300)
+            .map(|&(_, v)| v)
+            .collect();
+        assert_eq!(value, bucket.last().copied(), "at {t}");
+        let mean = (!bucket.is_empty()).then(|| bucket.iter().sum::<f64>() / bucket.len() as f64);
+        assert!(
+            theirs
+                .zip(mean)
+                .map_or(theirs == mean, |(a, b)| close(a, b)),
+            "graphite-web at {t}: {theirs:?}, the samples' average {mean:?}"
+        );
+        differs += usize::from(value.zip(theirs).is_some_and(|(a, b)| !close(a, b)));
+    }
+    assert!(differs > 100, "the 5m range's minute samples: {differs}");
 
     // The bounded derivatives: graphite-web fails; tierdb answers by the rule.
     let grid: Vec<i64> = (from + MINUTE..=until).step_by(MINUTE as usize).collect();
