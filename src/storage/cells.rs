@@ -78,6 +78,14 @@ pub(crate) fn same_last(a: &Bucket, b: &Bucket) -> bool {
     last(a) == last(b)
 }
 
+/// [`same_bits`], and [`same_last`] where `latest` says the cell keeps a latest sample: what
+/// an import compares, so that importing again what an earlier build imported without the
+/// latest samples adds them, while a file without a latest area (it reads every latest
+/// sample as unknown) is not rewritten at every import.
+fn same_import(now: &Bucket, want: &Bucket, latest: bool) -> bool {
+    same_bits(now, want) && (!latest || same_last(now, want))
+}
+
 impl Storage {
     /// The buckets of `cells`, in their order: a hot period's cells loaded from the mapping,
     /// a compacted period's slots read through its reader, and a period without a file read
@@ -323,7 +331,7 @@ impl Storage {
                         if group
                             .iter()
                             .zip(&now)
-                            .all(|((_, want), now)| same_bits(want, now))
+                            .all(|((_, want), now)| same_import(now, want, true))
                         {
                             continue;
                         }
@@ -342,12 +350,13 @@ impl Storage {
             };
             let mut differ = 0;
             let mut restored = Ok(());
+            let latest = file.file().meta().keeps_last();
             for (cell, want) in group {
                 let now = match new {
                     true => Bucket::EMPTY,
                     false => file.file().load(cell.bucket, cell.slot),
                 };
-                if !same_bits(&now, want) {
+                if !same_import(&now, want, latest) {
                     restored = file.restore(cell.bucket, cell.slot, want);
                     if restored.is_err() {
                         break;

@@ -39,13 +39,13 @@ const WHISPER_PY: &str = "/usr/lib/python3/dist-packages/whisper.py";
 const RRDTOOL: &str = "/usr/bin/rrdtool";
 
 /// The schema of every test whisper file: carbon's three-archive shape, shortened.
-const SCHEMAS: &str = "[default]\npattern = .*\nretentions = 1m:2d,5m:10d,1h:60d\n";
+pub(crate) const SCHEMAS: &str = "[default]\npattern = .*\nretentions = 1m:2d,5m:10d,1h:60d\n";
 
 /// Writes one whisper file per aggregation method under `tree/migrate/<method>.wsp` with
 /// python3-whisper: 1m points for the last two days, 5m points from 2 to 10 days back and
 /// 1h points from 10 to 60 days back, each with gaps (a run missing, and scattered points),
 /// so the coarser archives' xFilesFactor (0.4) drops some of whisper's own rollups.
-const WRITE_WHISPER: &str = r#"
+pub(crate) const WRITE_WHISPER: &str = r#"
 import random, sys, time, whisper
 tree, now = sys.argv[1], int(sys.argv[2])
 random.seed(29)
