@@ -751,6 +751,35 @@ fn consolidate_by_last_takes_the_buckets_latest_samples() {
     );
 }
 
+/// A fetched series crosses the cluster's wire with its buckets' latest samples, so a node
+/// rendering an owner's series shows `consolidateBy('last')` as the owner would; an answer
+/// without them (a node of a build before buckets kept them) reads them unknown.
+#[test]
+fn fetched_series_cross_the_wire_with_their_latest_samples() {
+    let mut known = Bucket::EMPTY;
+    known.add_at(
+        -0.0,
+        crate::bucket::Last {
+            value: -0.0,
+            ts: T0 + 5,
+        },
+    );
+    let mut unknown = Bucket::EMPTY;
+    unknown.add(7.0);
+    let mut fetched = series("a.b", false, &[]);
+    fetched.buckets = vec![unknown, Bucket::EMPTY, known];
+    let json = serde_json::to_string(&fetched).unwrap();
+    let back: Fetched = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, fetched);
+    let last = back.buckets[2].last.unwrap();
+    assert_eq!(last.value.to_bits(), (-0.0f64).to_bits());
+    let old = r#"{"key":"a.b","start":60,"step":60,"buckets":[[1,2.5,2.5,2.5]],"counter":false}"#;
+    let read: Fetched = serde_json::from_str(old).unwrap();
+    assert_eq!(read.buckets[0].last, None);
+    let past = old.replace("\"counter\"", "\"latest\":[[1,2.5,60]],\"counter\"");
+    assert!(serde_json::from_str::<Fetched>(&past).is_err());
+}
+
 #[test]
 fn json_is_graphite_webs() {
     let series = RenderedSeries {
