@@ -45,7 +45,7 @@ pub(crate) const SCHEMAS: &str = "[default]\npattern = .*\nretentions = 1m:2d,5m
 /// python3-whisper: 1m points for the last two days, 5m points from 2 to 10 days back and
 /// 1h points from 10 to 60 days back, each with gaps (a run missing, and scattered points),
 /// so the coarser archives' xFilesFactor (0.4) drops some of whisper's own rollups.
-pub(crate) const WRITE_WHISPER: &str = r#"
+const WRITE_WHISPER: &str = r#"
 import random, sys, time, whisper
 tree, now = sys.argv[1], int(sys.argv[2])
 random.seed(29)
@@ -200,21 +200,27 @@ pub(crate) fn assert_same_render(
     (got, compared)
 }
 
+/// [`WRITE_WHISPER`]'s files under `dir/whisper`: the tree and the files' clock, a minute
+/// boundary a few minutes back, so that every range the tests read is far from an archive's
+/// retention edge at any time they read it.
+pub(crate) fn write_whisper_tree(dir: &Path) -> (PathBuf, i64) {
+    let tree = dir.join("whisper");
+    std::fs::create_dir_all(tree.join("migrate")).unwrap();
+    let now = unix_now() / 60 * 60 - 300;
+    run(Command::new(PYTHON)
+        .args(["-c", WRITE_WHISPER])
+        .arg(&tree)
+        .arg(now.to_string()));
+    (tree, now)
+}
+
 #[test]
 fn whisper_files_render_as_graphite_web_renders_them() {
     if !graphite_web_installed() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let tree = tmp.path().join("whisper");
-    std::fs::create_dir_all(tree.join("migrate")).unwrap();
-    // The whisper files' clock: a minute boundary a few minutes back, so that every range
-    // below is far from an archive's retention edge at any time the test reads.
-    let now = unix_now() / 60 * 60 - 300;
-    run(Command::new(PYTHON)
-        .args(["-c", WRITE_WHISPER])
-        .arg(&tree)
-        .arg(now.to_string()));
+    let (tree, now) = write_whisper_tree(tmp.path());
 
     // Refused files beside the good ones: cut short, a damaged header, not whisper at all.
     let good = std::fs::read(tree.join("migrate/average.wsp")).unwrap();

@@ -16,11 +16,11 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::process::Command;
 
-use crate::migrate::{assert_same_render, graphite_web, graphite_web_installed, WRITE_WHISPER};
-use crate::migrate::{import_whisper, run, tiers_from_schemas, PYTHON, SCHEMAS};
+use crate::migrate::SCHEMAS;
+use crate::migrate::{assert_same_render, graphite_web, graphite_web_installed};
+use crate::migrate::{import_whisper, run, tiers_from_schemas, write_whisper_tree, PYTHON};
 use crate::support::http::{get_json, percent_encode};
 use crate::support::process::Proc;
-use crate::support::unix_now;
 
 const DAY: i64 = 86_400;
 /// Prometheus' lookback, which tierdb's instant selector keeps.
@@ -91,14 +91,7 @@ fn whisper_files_keep_the_latest_samples_their_points_are() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let tree = tmp.path().join("whisper");
-    std::fs::create_dir_all(tree.join("migrate")).unwrap();
-    // The files' clock: a minute boundary a few minutes back, as in tests/it/migrate.rs.
-    let now = unix_now() / 60 * 60 - 300;
-    run(Command::new(PYTHON)
-        .args(["-c", WRITE_WHISPER])
-        .arg(&tree)
-        .arg(now.to_string()));
+    let (tree, now) = write_whisper_tree(tmp.path());
     let tiers = tiers_from_schemas(tmp.path(), SCHEMAS);
     let data = tmp.path().join("data");
     let summary = import_whisper(&tree, &data, &tiers);
