@@ -78,9 +78,9 @@ pub(crate) fn bucket_value(bucket: &Bucket, counter: bool) -> Option<f64> {
 }
 
 /// What `consolidateBy('last')` shows of a stored gauge bucket: its latest sample where the
-/// bucket keeps it, else (a bucket written before buckets kept it, imported without it, or
-/// read from a cluster owner, whose wire form does not carry it) its average, the value
-/// graphite-web shows of a whisper point holding one sample.
+/// bucket keeps it, else (a bucket written before buckets kept it, imported from a point
+/// that is an aggregate, or read from a cluster owner of a build before the wire carried
+/// it) its average, the value graphite-web shows of a whisper point holding one sample.
 pub(crate) fn bucket_latest(bucket: &Bucket) -> Option<f64> {
     match bucket.last {
         Some(last) if !bucket.is_empty() => Some(last.value),

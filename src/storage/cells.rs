@@ -291,7 +291,8 @@ impl Storage {
         Ok(changed)
     }
 
-    /// Sets each cell to the absolute value given, as [`Storage::overwrite_cells`] does,
+    /// Sets each cell to the absolute value given (its latest sample too, where the file
+    /// keeps one: [`same_import`] compares), as [`Storage::overwrite_cells`] does,
     /// except that a period without a file is created (an import sets buckets of periods
     /// never written; the caller keeps to the tiers' windows), and that the cells are taken
     /// in the order given, each run of cells of one file at once: an import hands them
