@@ -229,14 +229,48 @@ fn exact_integer<E: serde::de::Error>(x: f64, n: i128) -> std::result::Result<Ex
 }
 
 /// A list of buckets as JSON, bit for bit: each bucket `[count, total, min, max]` with its
-/// floats as [`ExactF64`]; the latest sample is not carried (it reads back unknown). For `#[serde(with = "crate::bucket::exact_buckets")]`; only
-/// the render API's fetched series (a server feature) carry bucket lists.
+/// floats as [`ExactF64`]; the latest sample is not carried (it reads back unknown), and
+/// travels apart, where the list's owner puts it ([`latest_of`], [`put_latest`]). For
+/// `#[serde(with = "crate::bucket::exact_buckets")]`; only the cluster's answers (a server
+/// feature) carry bucket lists.
 #[cfg(feature = "server")]
 pub(crate) mod exact_buckets {
     use serde::ser::SerializeTuple;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    use super::{Bucket, ExactF64};
+    use super::{Bucket, ExactF64, Last};
+    use crate::time::Timestamp;
+
+    /// A bucket's latest sample on the wire: its position among the buckets, its value and
+    /// unix seconds.
+    pub(crate) type WireLatest = (u32, ExactF64, Timestamp);
+
+    /// The latest samples `buckets` know, for the wire beside them: apart from the buckets,
+    /// in a field a node of a build before buckets kept them ignores, and that reads back
+    /// empty (every latest sample unknown) from such a node's answer.
+    pub(crate) fn latest_of(buckets: &[Bucket]) -> Vec<WireLatest> {
+        (buckets.iter().enumerate())
+            .filter_map(|(i, b)| {
+                b.last
+                    .map(|last| (i as u32, ExactF64(last.value), last.ts()))
+            })
+            .collect()
+    }
+
+    /// Puts the latest samples [`latest_of`] gave back into `buckets`.
+    ///
+    /// # Errors
+    /// The position of a latest sample past the buckets.
+    pub(crate) fn put_latest(
+        buckets: &mut [Bucket],
+        latest: Vec<WireLatest>,
+    ) -> std::result::Result<(), u32> {
+        for (i, value, ts) in latest {
+            let bucket = buckets.get_mut(i as usize).ok_or(i)?;
+            bucket.last = Some(Last::new(value.0, ts));
+        }
+        Ok(())
+    }
 
     /// One bucket on the wire.
     struct Exact<'a>(&'a Bucket);

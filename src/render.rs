@@ -58,9 +58,11 @@ pub fn function_json(name: &str) -> Option<serde_json::Value> {
 }
 
 /// One stored series as read for a render: buckets at a fixed step from `start`. Travels
-/// between cluster nodes as JSON, bit for bit: the key as its canonical text, each bucket as
-/// `[count, total, min, max]` (`crate::bucket::exact_buckets`).
+/// between cluster nodes as JSON, bit for bit ([`FetchedWire`]): the key as its canonical
+/// text, each bucket as `[count, total, min, max]` (`crate::bucket::exact_buckets`), and the
+/// buckets' latest samples beside them.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(into = "FetchedWire", try_from = "FetchedWire")]
 pub struct Fetched {
     /// The series; its Graphite path names the rendered series.
     pub key: SeriesKey,
@@ -69,15 +71,63 @@ pub struct Fetched {
     /// Seconds per bucket; positive.
     pub step: i64,
     /// The buckets in time order, empty ones included, so point `i` is at `start + i * step`.
-    #[serde(with = "crate::bucket::exact_buckets")]
     pub buckets: Vec<Bucket>,
     /// True when samples are increases since the previous sample: a point's value is then the
     /// bucket total (the increase within it), not the average.
     pub counter: bool,
     /// For a StatsD timer path (`timer_paths`), its stat and the distribution points behind
     /// `buckets`; absent for a stored series.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) timer: Option<timer_paths::TimerPoints>,
+}
+
+/// [`Fetched`] on the wire: its buckets bit for bit, and their latest samples in a field of
+/// their own (`consolidateBy('last')` reads them), which a node of a build before buckets
+/// kept them ignores, and which reads back empty from such a node's answer (every latest
+/// sample unknown).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct FetchedWire {
+    key: SeriesKey,
+    start: i64,
+    step: i64,
+    #[serde(with = "crate::bucket::exact_buckets")]
+    buckets: Vec<Bucket>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    latest: Vec<crate::bucket::exact_buckets::WireLatest>,
+    counter: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    timer: Option<timer_paths::TimerPoints>,
+}
+
+impl From<Fetched> for FetchedWire {
+    fn from(f: Fetched) -> FetchedWire {
+        FetchedWire {
+            key: f.key,
+            start: f.start,
+            step: f.step,
+            latest: crate::bucket::exact_buckets::latest_of(&f.buckets),
+            buckets: f.buckets,
+            counter: f.counter,
+            timer: f.timer,
+        }
+    }
+}
+
+impl TryFrom<FetchedWire> for Fetched {
+    type Error = String;
+
+    fn try_from(wire: FetchedWire) -> std::result::Result<Fetched, String> {
+        let mut buckets = wire.buckets;
+        crate::bucket::exact_buckets::put_latest(&mut buckets, wire.latest)
+            .map_err(|i| format!("the latest sample of bucket {i}, past the buckets"))?;
+        Ok(Fetched {
+            key: wire.key,
+            start: wire.start,
+            step: wire.step,
+            buckets,
+            counter: wire.counter,
+            timer: wire.timer,
+        })
+    }
 }
 
 /// What a source answers for sumSeries and kin over plain paths when it can fold the series

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use super::fanout::{self, PartialAnswer, PartialRead};
 use super::node::Node;
 use super::partial::{self, Charged};
+use crate::bucket::exact_buckets::{self, WireLatest};
 use crate::bucket::{Bucket, ExactF64};
 use crate::config::TiersConfig;
 use crate::counter::SeriesKind;
@@ -140,22 +141,16 @@ pub(crate) struct IndexedBuckets {
     /// the answer (it ignores the field) and one reading such a node's answer finds them
     /// unknown (the field absent).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    latest: Vec<(u32, ExactF64, Timestamp)>,
+    latest: Vec<WireLatest>,
 }
 
 impl IndexedBuckets {
     /// Series `index`'s `buckets` for the wire.
     fn new(index: u32, buckets: Vec<Bucket>) -> IndexedBuckets {
-        let latest = (buckets.iter().enumerate())
-            .filter_map(|(i, b)| {
-                b.last
-                    .map(|last| (i as u32, ExactF64(last.value), last.ts()))
-            })
-            .collect();
         IndexedBuckets {
             index,
+            latest: exact_buckets::latest_of(&buckets),
             buckets,
-            latest,
         }
     }
 
@@ -165,14 +160,11 @@ impl IndexedBuckets {
     /// [`Error::Cluster`] for a latest sample of a bucket the answer does not hold.
     fn into_buckets(self) -> Result<Vec<Bucket>> {
         let mut buckets = self.buckets;
-        for (i, value, ts) in self.latest {
-            let bucket = buckets.get_mut(i as usize).ok_or_else(|| {
-                Error::Cluster(format!(
-                    "an owner answered the latest sample of bucket {i}, past its buckets"
-                ))
-            })?;
-            bucket.last = Some(crate::bucket::Last::new(value.0, ts));
-        }
+        exact_buckets::put_latest(&mut buckets, self.latest).map_err(|i| {
+            Error::Cluster(format!(
+                "an owner answered the latest sample of bucket {i}, past its buckets"
+            ))
+        })?;
         Ok(buckets)
     }
 }

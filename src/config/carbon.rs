@@ -257,10 +257,11 @@ pub(crate) fn tiers_toml(
     if !aggregation.is_empty() {
         out.push_str(
             "#\n# storage-aggregation.conf: tierdb needs no aggregation method to roll up, since\n\
-             # every bucket keeps count, total, min and max; choose what to read instead:\n\
-             # average: display avg (the default); sum: display total, or render's\n\
-             # consolidateBy('sum'); max, min: display max, min. Imported whisper files keep\n\
-             # their own method and xFilesFactor. The rules:\n",
+             # every bucket keeps count, total, min, max and its latest sample; choose what to\n\
+             # read instead: average: display avg (the default); sum: display total, or\n\
+             # render's consolidateBy('sum'); max, min: display max, min; last: render's\n\
+             # consolidateBy('last'). Imported whisper files keep their own method and\n\
+             # xFilesFactor. The rules:\n",
         );
         for rule in aggregation {
             out.push_str(&format!(

@@ -40,8 +40,10 @@
 //! # What a point becomes
 //!
 //! Each archive point arrives as a [`Bucket`] (the importer says how: a whisper point of
-//! value `v` is one sample, `{count 1, total v, min v, max v}`). Where the tier's resolution
-//! equals the archive's step, the bucket is stored as it is. Where an interval is rolled up,
+//! value `v` is one sample, `{count 1, total v, min v, max v}`, and its latest sample where
+//! the point is the last sample of its interval; an RRD gauge's row keeps its LAST row as
+//! its latest). Where the tier's resolution equals the archive's step, the bucket is stored
+//! as it is, latest sample and all. Where an interval is rolled up,
 //! the `k` known buckets of the `step / finer step` in it are rolled up by the importer's
 //! [`Fold`], which returns `None` to leave the interval empty (the xFilesFactor).
 

@@ -38,7 +38,7 @@
 #[cfg(test)]
 mod tests;
 
-use crate::bucket::Bucket;
+use crate::bucket::{Bucket, Last};
 use crate::ingest::archive::StepArchive;
 use crate::time::Timestamp;
 
@@ -381,7 +381,13 @@ impl RrdFile {
     /// Data source `ds`'s rows as buckets, one [`StepArchive`] per step. A row becomes one
     /// sample: `{count 1, total AVERAGE, min MIN, max MAX}`, with the MIN and MAX archives of
     /// the same step where they have the row, else the mean; without an AVERAGE archive of
-    /// that step the LAST one stands for it. A rate data source (COUNTER, DERIVE, ABSOLUTE)
+    /// that step the LAST one stands for it. A gauge's row of the LAST archive of that step
+    /// is the bucket's latest sample (RRDtool's LAST: the last known primary data point of
+    /// the row's interval), taken at the row's end, the time RRDtool gives the row and that
+    /// point, as the bucket's last second (a bucket's latest sample lies inside it): so a
+    /// PromQL instant query at a row's end answers that row, as `rrdtool fetch` shows it. If
+    /// the row's last primary steps were unknown, the point was earlier, which the row does
+    /// not say. A rate data source (COUNTER, DERIVE, ABSOLUTE)
     /// is stored as a tierdb counter holds increases: each value is multiplied by the step
     /// (the rate per second times the seconds of the row), so `per_sec` shows the rate again.
     ///
@@ -414,6 +420,12 @@ impl RrdFile {
                 })
             };
             let (mins, maxs) = (extreme(Consolidation::Min), extreme(Consolidation::Max));
+            // A gauge's latest value: the LAST archive's row, the last known primary point
+            // of the interval; a rate's rows hold no raw counter value to keep.
+            let lasts = match self.data_sources[ds].kind {
+                DsType::Gauge => extreme(Consolidation::Last),
+                DsType::Rate => Default::default(),
+            };
             let k = scale(step);
             let points: Vec<(Timestamp, Bucket)> = (main.points(ds, ds_count).into_iter())
                 .filter(|(_, v)| v.is_finite())
@@ -421,6 +433,9 @@ impl RrdFile {
                     let total = v * k;
                     let min = mins.get(&ts).map_or(total, |m| m * k);
                     let max = maxs.get(&ts).map_or(total, |m| m * k);
+                    // Taken at the row's end, RRDtool's time of the row and of its last
+                    // primary point, as the last second of the bucket.
+                    let last = (lasts.get(&ts)).map(|&value| Last::new(value, ts + step - 1));
                     (
                         ts,
                         Bucket {
@@ -428,7 +443,7 @@ impl RrdFile {
                             total,
                             min: min.min(total),
                             max: max.max(total),
-                            last: None,
+                            last,
                         },
                     )
                 })

@@ -442,6 +442,10 @@ impl WhisperFile {
 /// averaged point lost); for `avg_zero`, the same with the unknown points as zeros (count =
 /// the interval's points); for the other methods one sample of whisper's aggregate (a `sum`
 /// shown as a mean would not be the sum).
+///
+/// The latest sample of an `average`, `avg_zero` or `last` rollup is that of its latest known
+/// finer bucket (unknown when that one's is: a coarser archive's own averaged point); the
+/// other methods' one sample is their aggregate, not a sample, and keeps none.
 #[derive(Clone, Copy, Debug)]
 pub struct WhisperFold {
     /// The file's aggregation method.
@@ -464,6 +468,9 @@ impl crate::ingest::archive::Fold for WhisperFold {
         }
         let values: &[f64] = values;
         let value = self.aggregation.aggregate(values, expected, xff)?;
+        // Known buckets are of disjoint intervals in time order: the last one's latest
+        // sample is the interval's.
+        let latest = known.last().and_then(|b| b.last);
         let spread = || {
             let total = values.iter().fold(0.0, |acc, v| acc + v);
             let min = known.iter().map(|b| b.min).fold(f64::INFINITY, f64::min);
@@ -476,7 +483,7 @@ impl crate::ingest::archive::Fold for WhisperFold {
                 total,
                 min,
                 max,
-                last: None,
+                last: latest,
             }
         };
         Some(match self.aggregation {
@@ -490,12 +497,18 @@ impl crate::ingest::archive::Fold for WhisperFold {
                 bucket.count = expected as u64;
                 bucket
             }
+            // The last known point's value, so its latest sample too.
+            Aggregation::Last => Bucket {
+                last: latest,
+                ..one_sample(value)
+            },
             _ => one_sample(value),
         })
     }
 }
 
-/// A whisper point of value `v` as a bucket: one sample of `v`.
+/// A whisper point of value `v` as a bucket: one sample of `v`, its latest sample unknown
+/// (a coarser archive's aggregate).
 pub fn one_sample(v: f64) -> Bucket {
     Bucket {
         count: 1,
@@ -503,6 +516,17 @@ pub fn one_sample(v: f64) -> Bucket {
         min: v,
         max: v,
         last: None,
+    }
+}
+
+/// A whisper point of value `v` stamped `ts` that is the last sample of its interval (a
+/// point of the finest archive, whatever the method: whisper writes each sample over its
+/// slot; or any archive's point of a `last` file) as a bucket: one sample of `v`, and that
+/// sample its latest, taken at the point's stamp (whisper keeps no finer time).
+pub fn sample_at(v: f64, ts: Timestamp) -> Bucket {
+    Bucket {
+        last: Some(crate::bucket::Last::new(v, ts)),
+        ..one_sample(v)
     }
 }
 
@@ -521,10 +545,13 @@ pub struct ReadArchives {
 
 impl WhisperFile {
     /// Every archive's current points at `now` ([`WhisperFile::points`]) as one-sample
-    /// buckets, with the first second each covers.
+    /// buckets, with the first second each covers. A point that is the last sample of its
+    /// interval keeps it as its latest ([`sample_at`]): every point of the finest archive,
+    /// and of every archive when the file's aggregationMethod is `last`.
     pub fn archives(&self, now: Timestamp) -> ReadArchives {
         let mut read = ReadArchives::default();
         for (index, info) in self.header.archives.iter().enumerate() {
+            let samples = index == 0 || self.header.aggregation == Aggregation::Last;
             let step = i64::from(info.seconds_per_point);
             let oldest = now - info.retention() as i64;
             // The first step-aligned second after `now - retention`: whisper's fromInterval.
@@ -541,7 +568,14 @@ impl WhisperFile {
                     None => (ts, ts),
                     Some((a, b)) => (a.min(ts), b.max(ts)),
                 });
-                points.push((ts, one_sample(v)));
+                points.push((
+                    ts,
+                    if samples {
+                        sample_at(v, ts)
+                    } else {
+                        one_sample(v)
+                    },
+                ));
             }
             read.archives.push(StepArchive {
                 step,

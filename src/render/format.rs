@@ -1,22 +1,25 @@
 //! graphite-web's other answer formats for `/render`, byte for byte as its renderers write
-//! them (1.1.8's `renderViewCsv`, `renderViewRaw` and `renderViewPickle`), from the series
-//! [`super::render`] evaluates. Unlike json, these are never consolidated to
-//! `maxDataPoints`: graphite-web consolidates in its json renderer only.
+//! them (1.1.8's `renderViewCsv`, `renderViewRaw`, `renderViewPickle`, `renderViewMsgPack`,
+//! `renderViewDygraph` and `renderViewRickshaw`), from the series [`super::render`]
+//! evaluates. Unlike json, these are never consolidated to `maxDataPoints`: graphite-web
+//! consolidates in its json renderer only.
 //!
 //! Values are floats (graphite-web writes a value that a function made a Python integer,
 //! such as `transformNull`'s default 0, as `0` where tierdb writes `0.0`). NaN is null in
 //! every format. An infinity (a sum that overflowed) is written as graphite-web writes it:
 //! `1e9999` and `-1e9999` in json (`renderViewJson` replaces Python's `Infinity` so; JSON
 //! parsers of JavaScript and Python read it back as an infinity), `inf` and `-inf` in csv and
-//! raw (`repr`), a float infinity in pickle.
+//! raw (`repr`), `Infinity` and `-Infinity` in dygraph and rickshaw (Python's `json.dumps`,
+//! which JavaScript's `JSON.parse` refuses, as it does graphite-web's), a float infinity in
+//! pickle and msgpack.
 
 #[cfg(test)]
 mod tests;
 
-use super::python::str_float;
+use super::python::{json_float, json_str, str_float};
 use super::RenderedSeries;
 
-/// The most bytes a csv, raw or pickle answer may take. These formats are not consolidated,
+/// The most bytes an answer in a format other than json may take. These formats are not consolidated,
 /// and csv repeats the series' name on every point, so the read budget (which counts points)
 /// alone would let one request build gigabytes: past this, the request is refused before
 /// anything is written.
@@ -34,18 +37,29 @@ pub enum Format {
     /// A Python pickle of graphite-web's series dicts, as another graphite-web reads it from
     /// a cluster peer (`format=pickle`).
     Pickle,
+    /// The pickle format's series dicts in MessagePack, as graphite-web 1.1 peers ask for them.
+    Msgpack,
+    /// The Dygraph chart library's object: `{"labels" : ["Time", names...], "data" :
+    /// [[milliseconds, v1, v2, ...], ...]}`, a row per time of the first series.
+    Dygraph,
+    /// The Rickshaw chart library's list: `[{"target", "datapoints": [{"x": ts, "y": v}]}]`.
+    Rickshaw,
 }
 
 impl Format {
     /// Each format by its name in `format=`.
-    const NAMES: [(Format, &'static str); 4] = [
+    const NAMES: [(Format, &'static str); 7] = [
         (Format::Json, "json"),
         (Format::Csv, "csv"),
         (Format::Raw, "raw"),
         (Format::Pickle, "pickle"),
+        (Format::Msgpack, "msgpack"),
+        (Format::Dygraph, "dygraph"),
+        (Format::Rickshaw, "rickshaw"),
     ];
 
-    /// The format `format` names (`json`, `csv`, `raw`, `pickle`); `None` for another.
+    /// The format `format` names (`json`, `csv`, `raw`, `pickle`, `msgpack`, `dygraph`,
+    /// `rickshaw`); `None` for another.
     pub fn parse(format: &str) -> Option<Format> {
         Format::NAMES
             .iter()
@@ -64,11 +78,31 @@ impl Format {
     /// The `Content-Type` graphite-web answers the format with.
     pub fn content_type(self) -> &'static str {
         match self {
-            Format::Json => "application/json",
+            Format::Json | Format::Dygraph | Format::Rickshaw => "application/json",
             Format::Csv => "text/csv",
             Format::Raw => "text/plain",
             Format::Pickle => "application/pickle",
+            Format::Msgpack => "application/x-msgpack",
         }
+    }
+
+    /// Why the format cannot hold `series`, `None` when it can. Only dygraph can fail: its
+    /// rows are the first series' times, so every series must have as many points
+    /// (graphite-web's `renderViewDygraph` fails with an `IndexError` or `TypeError` where one
+    /// has more or fewer).
+    pub fn unwritable(self, series: &[RenderedSeries]) -> Option<String> {
+        let first = series.first().filter(|_| self == Format::Dygraph)?;
+        let rows = dygraph_times(first).count();
+        let other = series.iter().find(|s| s.datapoints.len() != rows)?;
+        Some(format!(
+            "format=dygraph: a row per time of the first series ({} points of {} s), which {} \
+             ({} points of {} s) does not fit; ask for each alone, or for json",
+            rows,
+            first.step,
+            other.target,
+            other.datapoints.len(),
+            other.step
+        ))
     }
 
     /// Whether graphite-web consolidates the series to `maxDataPoints` in this format (json
@@ -87,13 +121,19 @@ impl Format {
             // Quoted name, `,`, 19-character time, `,`, value, `\r\n`.
             Format::Csv => 2 * s.target.len() + 2 + 1 + 19 + 1 + 24 + 2,
             Format::Raw => 24 + 1,
-            // BINFLOAT and its eight bytes, or NONE, plus the list's framing.
-            Format::Pickle => 9 + 1,
+            // BINFLOAT and its eight bytes, or NONE, plus the list's framing; a float64.
+            Format::Pickle | Format::Msgpack => 9 + 1,
+            // `, ` and the value (a row's time and brackets counted per point too).
+            Format::Dygraph => 2 + 24 + 20,
+            // `{"x": 1763726160, "y": ` and the value, `}, `.
+            Format::Rickshaw => 25 + 24 + 3,
         };
         let per_series = |s: &RenderedSeries| match self {
             Format::Json => 0,
             Format::Csv => 0,
-            Format::Raw | Format::Pickle => 4 * s.target.len() + 256,
+            Format::Raw | Format::Pickle | Format::Msgpack => 4 * s.target.len() + 256,
+            // A name escaped as `\uXXXX` takes up to 12 bytes a character.
+            Format::Dygraph | Format::Rickshaw => 12 * s.target.len() + 256,
         };
         series
             .iter()
@@ -108,6 +148,9 @@ impl Format {
             Format::Csv => csv(series).into_bytes(),
             Format::Raw => raw(series).into_bytes(),
             Format::Pickle => pickle(series),
+            Format::Msgpack => msgpack(series),
+            Format::Dygraph => dygraph(series).into_bytes(),
+            Format::Rickshaw => rickshaw(series).into_bytes(),
         }
     }
 }
@@ -269,4 +312,181 @@ impl Pickle {
         self.0.push(b'G');
         self.0.extend_from_slice(&x.to_be_bytes());
     }
+}
+
+/// `renderViewMsgPack`: the same dicts as [`pickle`]'s, as graphite-web's bundled
+/// u-msgpack-python packs them: each integer and length in its smallest form, strings as
+/// str, floats as float64, null as nil.
+fn msgpack(series: &[RenderedSeries]) -> Vec<u8> {
+    let mut m = MsgPack(Vec::new());
+    m.head(series.len(), 0x90, 0xdc);
+    for s in series {
+        m.head(9, 0x80, 0xde);
+        m.text("name");
+        m.text(&s.target);
+        m.text("start");
+        m.int(s.start);
+        m.text("end");
+        m.int(s.end);
+        m.text("step");
+        m.int(s.step);
+        m.text("values");
+        m.head(s.datapoints.len(), 0x90, 0xdc);
+        for (v, _) in &s.datapoints {
+            match v {
+                Some(v) => {
+                    m.0.push(0xcb);
+                    m.0.extend_from_slice(&v.to_be_bytes());
+                }
+                None => m.0.push(0xc0),
+            }
+        }
+        m.text("pathExpression");
+        m.text(&s.path_expression);
+        m.text("valuesPerPoint");
+        m.int(1);
+        m.text("consolidationFunc");
+        m.text(&s.consolidation);
+        m.text("xFilesFactor");
+        m.0.push(0xcb);
+        m.0.extend_from_slice(&s.x_files_factor.to_be_bytes());
+    }
+    m.0
+}
+
+/// The few MessagePack forms the series need.
+struct MsgPack(Vec<u8>);
+
+impl MsgPack {
+    /// An array's or a map's head: `fix | n` below 16 entries, else `wide` (16-bit length)
+    /// or the 32-bit form after it.
+    fn head(&mut self, n: usize, fix: u8, wide: u8) {
+        match (u8::try_from(n), u16::try_from(n)) {
+            (Ok(n), _) if n < 16 => self.0.push(fix | n),
+            (_, Ok(n)) => {
+                self.0.push(wide);
+                self.0.extend_from_slice(&n.to_be_bytes());
+            }
+            _ => {
+                self.0.push(wide + 1);
+                self.0.extend_from_slice(&(n as u32).to_be_bytes());
+            }
+        }
+    }
+
+    /// A string: fixstr below 32 bytes, else str8, str16 or str32.
+    fn text(&mut self, text: &str) {
+        let n = text.len();
+        if n < 32 {
+            self.0.push(0xa0 | n as u8);
+        } else if let Ok(n) = u8::try_from(n) {
+            self.0.extend_from_slice(&[0xd9, n]);
+        } else if let Ok(n) = u16::try_from(n) {
+            self.0.push(0xda);
+            self.0.extend_from_slice(&n.to_be_bytes());
+        } else {
+            self.0.push(0xdb);
+            self.0.extend_from_slice(&(n as u32).to_be_bytes());
+        }
+        self.0.extend_from_slice(text.as_bytes());
+    }
+
+    /// An integer in its smallest form: a positive or negative fixint, else the narrowest
+    /// unsigned form for a positive one and signed form for a negative one.
+    fn int(&mut self, n: i64) {
+        if (-32..128).contains(&n) {
+            self.0.push(n as u8);
+        } else if n >= 0 {
+            match (u8::try_from(n), u16::try_from(n), u32::try_from(n)) {
+                (Ok(n), _, _) => self.0.extend_from_slice(&[0xcc, n]),
+                (_, Ok(n), _) => {
+                    self.0.push(0xcd);
+                    self.0.extend_from_slice(&n.to_be_bytes());
+                }
+                (_, _, Ok(n)) => {
+                    self.0.push(0xce);
+                    self.0.extend_from_slice(&n.to_be_bytes());
+                }
+                _ => {
+                    self.0.push(0xcf);
+                    self.0.extend_from_slice(&n.to_be_bytes());
+                }
+            }
+        } else {
+            match (i8::try_from(n), i16::try_from(n), i32::try_from(n)) {
+                (Ok(n), _, _) => self.0.extend_from_slice(&[0xd0, n as u8]),
+                (_, Ok(n), _) => {
+                    self.0.push(0xd1);
+                    self.0.extend_from_slice(&n.to_be_bytes());
+                }
+                (_, _, Ok(n)) => {
+                    self.0.push(0xd2);
+                    self.0.extend_from_slice(&n.to_be_bytes());
+                }
+                _ => {
+                    self.0.push(0xd3);
+                    self.0.extend_from_slice(&n.to_be_bytes());
+                }
+            }
+        }
+    }
+}
+
+/// The times of dygraph's rows: graphite-web's `range(start, end, step)` of the first series.
+fn dygraph_times(first: &RenderedSeries) -> impl Iterator<Item = i64> {
+    let step = usize::try_from(first.step).unwrap_or(1).max(1);
+    (first.start..first.end).step_by(step)
+}
+
+/// `renderViewDygraph`: `{"labels" : [...], "data" : [[ms, v, ...], ...]}` with Python's
+/// spacing, each value as `%s` writes a float (`null` for a null), `{}` for no series.
+/// [`Format::unwritable`] first checks every series has a point per row.
+fn dygraph(series: &[RenderedSeries]) -> String {
+    let Some(first) = series.first() else {
+        return "{}".to_owned();
+    };
+    let labels: Vec<String> = std::iter::once("Time")
+        .chain(series.iter().map(|s| s.target.as_str()))
+        .map(json_str)
+        .collect();
+    let rows: Vec<String> = (dygraph_times(first).enumerate())
+        .map(|(i, at)| {
+            let mut row = format!("[{at}000");
+            for s in series {
+                row.push_str(", ");
+                match s.datapoints.get(i).and_then(|p| p.0) {
+                    Some(v) => row.push_str(&json_float(v)),
+                    None => row.push_str("null"),
+                }
+            }
+            row.push(']');
+            row
+        })
+        .collect();
+    format!(
+        "{{\"labels\" : [{}], \"data\" : [{}]}}",
+        labels.join(", "),
+        rows.join(", ")
+    )
+}
+
+/// `renderViewRickshaw`: Python's `json.dumps` of `[{"target": name, "datapoints": [{"x":
+/// ts, "y": value}, ...]}, ...]`.
+fn rickshaw(series: &[RenderedSeries]) -> String {
+    let list: Vec<String> = (series.iter())
+        .map(|s| {
+            let points: Vec<String> = (s.datapoints.iter())
+                .map(|(v, at)| {
+                    let y = v.map_or_else(|| "null".to_owned(), json_float);
+                    format!("{{\"x\": {at}, \"y\": {y}}}")
+                })
+                .collect();
+            format!(
+                "{{\"target\": {}, \"datapoints\": [{}]}}",
+                json_str(&s.target),
+                points.join(", ")
+            )
+        })
+        .collect();
+    format!("[{}]", list.join(", "))
 }

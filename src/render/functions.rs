@@ -411,6 +411,32 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// A name as a function that formats whatever it is handed makes it (`alias`): a string
+    /// as written, else Python's `str` of the bare value (`5`, `5.0`, `True`, `None`), since
+    /// graphite-web's validation, failing on it, hands the value on unconverted.
+    fn python_str(&self, i: usize) -> Result<String> {
+        match &self.args[i] {
+            Expr::Str(s) => Ok(s.clone()),
+            Expr::Int(n) => Ok(n.to_string()),
+            Expr::Number(n) => Ok(str_float(*n)),
+            Expr::Bool(true) => Ok("True".into()),
+            Expr::Bool(false) => Ok("False".into()),
+            Expr::None => Ok("None".into()),
+            _ => Err(self.wrong(i, "must be a quoted string")),
+        }
+    }
+
+    /// A label graphite-web sets only `if label:` (`threshold`): `None` when absent or false by
+    /// Python's truth (`None`, `0`, `false`, `''`), else [`Args::python_str`] of it.
+    fn label(&self, i: usize) -> Result<Option<String>> {
+        match self.arg(i) {
+            None | Some(Expr::None | Expr::Bool(false) | Expr::Int(0)) => Ok(None),
+            Some(Expr::Number(n)) if *n == 0.0 => Ok(None),
+            Some(Expr::Str(text)) if text.is_empty() => Ok(None),
+            Some(_) => self.python_str(i).map(Some),
+        }
+    }
+
     fn string_or(&self, i: usize, default: &'a str) -> Result<&'a str> {
         if self.has(i) {
             self.string(i)

@@ -26,6 +26,45 @@ pub(crate) fn str_float(x: f64) -> String {
     }
 }
 
+/// Python's `json.dumps` of a float: `repr` (as [`str_float`]) for a finite value, and
+/// `Infinity`, `-Infinity` and `NaN`, which are not JSON but what Python writes.
+pub(crate) fn json_float(x: f64) -> String {
+    match x {
+        x if x.is_nan() => "NaN".into(),
+        x if x == f64::INFINITY => "Infinity".into(),
+        x if x == f64::NEG_INFINITY => "-Infinity".into(),
+        x => str_float(x),
+    }
+}
+
+/// Python's `json.dumps` of a string, with its default `ensure_ascii=True`: quoted, `"` and
+/// `\\` escaped, `\n`, `\r`, `\t`, `\b` and `\f` by name, every other character outside
+/// printable ASCII as `\u` and four lowercase hex digits (a surrogate pair above U+FFFF).
+pub(crate) fn json_str(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            ' '..='~' => out.push(c),
+            c => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// Python's `"%g" % x`: six significant digits, trailing zeros dropped, in scientific form
 /// (`1e+06`, `1e-05`) when the rounded decimal exponent is below -4 or at least 6.
 pub(crate) fn format_g(x: f64) -> String {

@@ -77,6 +77,17 @@ pub(crate) fn bucket_value(bucket: &Bucket, counter: bool) -> Option<f64> {
     }
 }
 
+/// What `consolidateBy('last')` shows of a stored gauge bucket: its latest sample where the
+/// bucket keeps it, else (a bucket written before buckets kept it, imported from a point
+/// that is an aggregate, or read from a cluster owner of a build before the wire carried
+/// it) its average, the value graphite-web shows of a whisper point holding one sample.
+pub(crate) fn bucket_latest(bucket: &Bucket) -> Option<f64> {
+    match bucket.last {
+        Some(last) if !bucket.is_empty() => Some(last.value),
+        _ => bucket_value(bucket, false),
+    }
+}
+
 impl Series {
     /// A fetched series, named by its Graphite path, selected by `path_expression`. A step
     /// below one second (a storage bug) is taken as one rather than dividing by zero later.
@@ -177,38 +188,41 @@ impl Series {
     /// the start moved to the first multiple of `k * step` after it (graphite-web's nudge),
     /// the points before the one preceding the new start dropped, and the rest joined `k` at
     /// a time ([`Series::consolidate`]; a counter's increases averaged,
-    /// [`Series::averaged`]). With one point allowed, every point into one.
+    /// [`Series::averaged`]). With one point allowed, every point into one. A stored gauge
+    /// that `consolidateBy('last')` names shows its buckets' latest samples, consolidated or
+    /// not ([`Series::latest_samples`]).
     ///
     /// # Errors
     ///
     /// [`Error::InvalidQuery`] when the series must be consolidated and `consolidateBy` gave
     /// it a name that names no function, where graphite-web fails too.
     pub(crate) fn fit(self, max_points: u32, time_range: i64) -> Result<Series> {
-        let len = self.values.len();
+        let series = self.latest_samples();
+        let len = series.values.len();
         if max_points == 1 {
-            return if self.counter && len > 1 {
-                self.check_consolidation(len)?;
-                Ok(self.averaged(len))
+            return if series.counter && len > 1 {
+                series.check_consolidation(len)?;
+                Ok(series.averaged(len))
             } else {
-                self.consolidate(len)
+                series.consolidate(len)
             };
         }
-        let points = time_range as f64 / self.step as f64;
+        let points = time_range as f64 / series.step as f64;
         if f64::from(max_points) >= points {
-            return Ok(self);
+            return Ok(series);
         }
         let k = (points / f64::from(max_points)).ceil() as i64;
-        let wide = k.saturating_mul(self.step);
-        let nudge = wide + self.start.rem_euclid(self.step) - self.start.rem_euclid(wide);
-        let lose = ((nudge / self.step - 1).max(0) as usize).min(len);
-        let start = self.start + nudge;
-        let mut values = self.values;
+        let wide = k.saturating_mul(series.step);
+        let nudge = wide + series.start.rem_euclid(series.step) - series.start.rem_euclid(wide);
+        let lose = ((nudge / series.step - 1).max(0) as usize).min(len);
+        let start = series.start + nudge;
+        let mut values = series.values;
         values.drain(..lose);
-        let buckets = self.buckets.map(|mut buckets| {
+        let buckets = series.buckets.map(|mut buckets| {
             buckets.drain(..lose);
             buckets
         });
-        let timer = self.timer.map(|mut timer| {
+        let timer = series.timer.map(|mut timer| {
             timer.points.drain(..lose);
             timer
         });
@@ -216,7 +230,7 @@ impl Series {
             values,
             buckets,
             timer,
-            ..self
+            ..series
         };
         let consolidated = if kept.counter {
             kept.check_consolidation(k as usize)?;
@@ -228,6 +242,28 @@ impl Series {
             start,
             ..consolidated
         })
+    }
+
+    /// The series as `consolidateBy('last')` shows it: a stored gauge whose values are still
+    /// its buckets' averages takes each bucket's latest sample instead ([`bucket_latest`]),
+    /// and its buckets are dropped (the values are no longer their averages). The last of a
+    /// window of such values is then the latest sample of the window's latest bucket, what
+    /// graphite-web shows over whisper points that each hold the last sample of their
+    /// interval (a finest archive's, or any archive's of a file whose aggregationMethod is
+    /// `last`), and a point of a tier coarser than the samples is the latest sample of its
+    /// bucket rather than their average. Any other series is returned as it is: a counter's
+    /// points are increases (its latest sample is the raw running total, not a point's
+    /// value), and a timer path or a series a function changed has no buckets.
+    fn latest_samples(self) -> Series {
+        let last = (self.consolidate_by.as_ref()).is_some_and(|by| by.func == Some(AggFunc::Last));
+        match &self.buckets {
+            Some(buckets) if last && !self.counter => Series {
+                values: buckets.iter().map(bucket_latest).collect(),
+                buckets: None,
+                ..self
+            },
+            _ => self,
+        }
     }
 
     /// Refuses joining `k > 1` points of a series whose `consolidateBy` names no function,
@@ -279,9 +315,11 @@ impl Series {
     }
 
     /// Joins each `k` consecutive points into one stamped with the first one's time (as
-    /// graphite-web joins series of different steps for sumSeries and kin): buckets
-    /// merged exactly while present, otherwise the sum of the known values for a counter (the
-    /// increase within the wider point) and their average for a gauge.
+    /// graphite-web joins series of different steps for sumSeries and kin): by the function
+    /// `consolidateBy` named (`last` of a stored gauge's latest samples,
+    /// [`Series::latest_samples`]), else buckets merged exactly while present, otherwise the
+    /// sum of the known values for a counter (the increase within the wider point) and their
+    /// average for a gauge.
     ///
     /// # Errors
     ///
@@ -303,8 +341,9 @@ impl Series {
         if let Some(func) = named {
             // graphite-web's consolidating generator: avg_zero counts nulls as zeros, every
             // other function sees the known values; nothing known is null.
-            let xff = self.xff();
-            let values = (self.values.chunks(k))
+            let series = self.latest_samples();
+            let xff = series.xff();
+            let values = (series.values.chunks(k))
                 .map(|chunk| {
                     let known = chunk.iter().flatten().count();
                     enough_known(known, k as f64, xff)
@@ -313,11 +352,11 @@ impl Series {
                 })
                 .collect();
             return Ok(Series {
-                step: self.step * k as i64,
+                step: series.step * k as i64,
                 values,
                 buckets: None,
                 timer: None,
-                ..self
+                ..series
             });
         }
         let counter = self.counter;

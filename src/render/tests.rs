@@ -667,6 +667,113 @@ fn consolidation_follows_graphite_webs_nudge() {
         .contains("must be before until"));
 }
 
+/// `consolidateBy('last')` of a stored gauge shows its buckets' latest samples: each point of
+/// its own (a bucket of several samples shows the last, not their average), and the latest
+/// of the latest bucket of each consolidated window; a bucket that does not know its latest
+/// sample shows its average. A counter's points stay increases.
+#[test]
+fn consolidate_by_last_takes_the_buckets_latest_samples() {
+    // Samples (time within the point, value) per point; the third point's bucket was
+    // folded without times, so its latest sample is unknown.
+    let timed = |samples: &[(i64, f64)]| {
+        let mut b = Bucket::EMPTY;
+        for &(dt, v) in samples {
+            b.add_at(v, crate::bucket::Last::new(v, dt));
+        }
+        b
+    };
+    let mut unknown = Bucket::EMPTY;
+    [8.0, 2.0].iter().for_each(|&v| unknown.add(v));
+    let mut gauge = series("temp.room", false, &[]);
+    gauge.buckets = vec![
+        timed(&[(T0, 4.0), (T0 + 30, 6.0)]),
+        timed(&[(T0 + 70, 3.0)]),
+        unknown,
+        Bucket::EMPTY,
+        timed(&[(T0 + 250, 1.0), (T0 + 245, 9.0)]),
+        timed(&[(T0 + 300, 10.0), (T0 + 359, 2.0)]),
+    ];
+    let mut counter = series("net.sent", true, &[]);
+    counter.buckets = gauge.buckets.clone();
+    let source = Memory {
+        series: vec![gauge, counter],
+    };
+    let request = |target: &str, max_data_points| RenderRequest {
+        targets: vec![target.to_owned()],
+        from: T0,
+        until: T0 + 360,
+        max_data_points,
+        default_max_points: 1000,
+        x_files_factor: 0.0,
+        now: 0,
+    };
+    let points = |target: &str, max| -> Vec<(Option<f64>, i64)> {
+        let out = render(&source, &request(target, max), &ReadBudget::default()).unwrap();
+        out[0].datapoints.clone()
+    };
+    let stamped = |values: &[Option<f64>], step: i64, first: i64| -> Vec<(Option<f64>, i64)> {
+        (values.iter().enumerate())
+            .map(|(i, &v)| (v, first + i as i64 * step))
+            .collect()
+    };
+    // Unconsolidated: each bucket's latest sample (the later one, 1.0 at T0 + 250, though
+    // it arrived first), the unknown one's average.
+    let last = "consolidateBy(temp.room, 'last')";
+    let every = [Some(6.0), Some(3.0), Some(5.0), None, Some(1.0), Some(2.0)];
+    assert_eq!(points(last, None), stamped(&every, STEP, T0));
+    // The default consolidation still shows averages.
+    let averages = [Some(5.0), Some(3.0), Some(5.0), None, Some(5.0), Some(6.0)];
+    assert_eq!(points("temp.room", None), stamped(&averages, STEP, T0));
+    // Two points into one (windows 1-2, 3-4, 5), after graphite-web's nudge: the latest of
+    // the window's latest bucket with a sample.
+    let wide = [Some(5.0), Some(1.0), Some(2.0)];
+    assert_eq!(
+        points(last, Some(4)),
+        stamped(&wide, 2 * STEP, T0 + 2 * STEP)
+    );
+    // One point: the latest sample of all.
+    assert_eq!(points(last, Some(1)), vec![(Some(2.0), T0)]);
+    // Renamed, it keeps its buckets and so its latest samples.
+    let aliased = format!("alias({last}, 'x')");
+    assert_eq!(points(&aliased, None), stamped(&every, STEP, T0));
+    // A counter's points are its increases (a bucket's total), whatever consolidateBy says.
+    let totals = [
+        Some(10.0),
+        Some(3.0),
+        Some(10.0),
+        None,
+        Some(10.0),
+        Some(12.0),
+    ];
+    assert_eq!(
+        points("consolidateBy(net.sent, 'last')", None),
+        stamped(&totals, STEP, T0)
+    );
+}
+
+/// A fetched series crosses the cluster's wire with its buckets' latest samples, so a node
+/// rendering an owner's series shows `consolidateBy('last')` as the owner would; an answer
+/// without them (a node of a build before buckets kept them) reads them unknown.
+#[test]
+fn fetched_series_cross_the_wire_with_their_latest_samples() {
+    let mut known = Bucket::EMPTY;
+    known.add_at(-0.0, crate::bucket::Last::new(-0.0, T0 + 5));
+    let mut unknown = Bucket::EMPTY;
+    unknown.add(7.0);
+    let mut fetched = series("a.b", false, &[]);
+    fetched.buckets = vec![unknown, Bucket::EMPTY, known];
+    let json = serde_json::to_string(&fetched).unwrap();
+    let back: Fetched = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, fetched);
+    let last = back.buckets[2].last.unwrap();
+    assert_eq!(last.value.to_bits(), (-0.0f64).to_bits());
+    let old = r#"{"key":"a.b","start":60,"step":60,"buckets":[[1,2.5,2.5,2.5]],"counter":false}"#;
+    let read: Fetched = serde_json::from_str(old).unwrap();
+    assert_eq!(read.buckets[0].last, None);
+    let past = old.replace("\"counter\"", "\"latest\":[[1,2.5,60]],\"counter\"");
+    assert!(serde_json::from_str::<Fetched>(&past).is_err());
+}
+
 #[test]
 fn json_is_graphite_webs() {
     let series = RenderedSeries {

@@ -18,8 +18,9 @@ use crate::render::{self, RenderRequest};
 /// `GET|POST /render`: `target` (repeatable), `from` (default `-24h`), `until` (default
 /// `now`; the two swapped when `until` is the earlier, as graphite-web takes them), `now`
 /// (the time `from` and `until` are counted from, default the server's clock), `format`
-/// (`json`, the default, `csv`, `raw` or `pickle`; graphite-web's `rawData` and `pickle`
-/// flags ask for the last two), `maxDataPoints` (json only, as in graphite-web),
+/// (`json`, the default, `csv`, `raw`, `pickle`, `msgpack`, `dygraph` or `rickshaw`;
+/// graphite-web's `rawData` and `pickle` flags ask for raw and pickle), `maxDataPoints`
+/// (json only, as in graphite-web),
 /// `xFilesFactor` (0 to 1, default 0: graphite-web's request default for consolidation), and
 /// on a cluster node `consistency` (as the other reads take it). Answers graphite-web's
 /// json, a bare array of `{"target", "datapoints": [[value, ts], ...]}`, or its other
@@ -99,6 +100,9 @@ pub(super) async fn render(
             render::MAX_ANSWER_BYTES
         )));
     }
+    if let Some(refusal) = format.unwritable(&series) {
+        return Err(ApiError::BadRequest(refusal));
+    }
     let content_type = [(axum::http::header::CONTENT_TYPE, format.content_type())];
     Ok(report.mark((content_type, format.write(&series)).into_response()))
 }
@@ -107,9 +111,23 @@ pub(super) async fn render(
 /// or `pickle` present, else json.
 ///
 /// # Errors
-/// [`ApiError::BadRequest`] naming the formats tierdb writes, for another (`png` and `svg`
-/// included: tierdb draws charts with `tierdb plot`, not through `/render`).
+/// [`ApiError::BadRequest`] naming the formats tierdb writes, for another (`png`, `svg` and
+/// `pdf` included: tierdb draws charts with `tierdb plot`, not through `/render`); and for
+/// `jsonp` where graphite-web would wrap the answer in that callback (beside an explicit
+/// json, dygraph or rickshaw `format`). A jsonp answer is a script any web page may load, so
+/// pages a user opens could read a tokenless server's answers across origins, which its
+/// missing CORS headers otherwise prevent; elsewhere graphite-web ignores `jsonp`, and so
+/// does tierdb.
 fn render_format(params: &Params) -> std::result::Result<render::Format, ApiError> {
+    if params.get("jsonp").is_some()
+        && matches!(params.get("format"), Some("json" | "dygraph" | "rickshaw"))
+    {
+        return Err(ApiError::BadRequest(
+            "jsonp: not supported: a jsonp answer is a script any web page could load to read \
+             this server's answers from another origin; ask for format=json without it"
+                .into(),
+        ));
+    }
     let flag = |key: &str| params.all(key).next().is_some();
     let name = match params.get("format") {
         Some(name) => name,
@@ -119,8 +137,8 @@ fn render_format(params: &Params) -> std::result::Result<render::Format, ApiErro
     };
     render::Format::parse(name).ok_or_else(|| {
         ApiError::BadRequest(format!(
-            "format: {name:?} is not supported; use json, csv, raw or pickle (tierdb draws \
-             charts with `tierdb plot`, not through /render)"
+            "format: {name:?} is not supported; use json, csv, raw, pickle, msgpack, dygraph \
+             or rickshaw (tierdb draws charts with `tierdb plot`, not through /render)"
         ))
     })
 }

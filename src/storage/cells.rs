@@ -78,6 +78,14 @@ pub(crate) fn same_last(a: &Bucket, b: &Bucket) -> bool {
     last(a) == last(b)
 }
 
+/// [`same_bits`], and [`same_last`] where `latest` says the cell keeps a latest sample: what
+/// an import compares, so that importing again what an earlier build imported without the
+/// latest samples adds them, while a file without a latest area (it reads every latest
+/// sample as unknown) is not rewritten at every import.
+fn same_import(now: &Bucket, want: &Bucket, latest: bool) -> bool {
+    same_bits(now, want) && (!latest || same_last(now, want))
+}
+
 impl Storage {
     /// The buckets of `cells`, in their order: a hot period's cells loaded from the mapping,
     /// a compacted period's slots read through its reader, and a period without a file read
@@ -283,7 +291,8 @@ impl Storage {
         Ok(changed)
     }
 
-    /// Sets each cell to the absolute value given, as [`Storage::overwrite_cells`] does,
+    /// Sets each cell to the absolute value given (its latest sample too, where the file
+    /// keeps one: [`same_import`] compares), as [`Storage::overwrite_cells`] does,
     /// except that a period without a file is created (an import sets buckets of periods
     /// never written; the caller keeps to the tiers' windows), and that the cells are taken
     /// in the order given, each run of cells of one file at once: an import hands them
@@ -323,7 +332,7 @@ impl Storage {
                         if group
                             .iter()
                             .zip(&now)
-                            .all(|((_, want), now)| same_bits(want, now))
+                            .all(|((_, want), now)| same_import(now, want, true))
                         {
                             continue;
                         }
@@ -342,12 +351,13 @@ impl Storage {
             };
             let mut differ = 0;
             let mut restored = Ok(());
+            let latest = file.file().meta().keeps_last();
             for (cell, want) in group {
                 let now = match new {
                     true => Bucket::EMPTY,
                     false => file.file().load(cell.bucket, cell.slot),
                 };
-                if !same_bits(&now, want) {
+                if !same_import(&now, want, latest) {
                     restored = file.restore(cell.bucket, cell.slot, want);
                     if restored.is_err() {
                         break;

@@ -116,6 +116,8 @@ fn tags_and_repeated_renders_through_a_cluster_node_answer_as_one_node() {
         render("sumSeries(seriesByTag('dc=west'))"),
         render("groupByTags(seriesByTag('name=~.+'),'max','dc')"),
         render("servers.*.cpu"),
+        // Two samples a bucket: the latest, carried from the owners with the buckets.
+        render("consolidateBy(servers.*.cpu,'last')"),
     ]
     .into_iter()
     .collect();

@@ -6,7 +6,7 @@
 //! Before these limits, an idle Graphite socket or a slowloris HTTP client held its slot for
 //! as long as it liked: 1,024 of either locked everyone else out.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -17,6 +17,7 @@ use tierdb::server::Limits;
 use crate::common::NOW;
 use crate::support::file;
 use crate::support::http;
+use crate::support::http::read_uninterrupted;
 use crate::support::process::Proc;
 use crate::support::server::TestServer;
 
@@ -110,20 +111,6 @@ fn clients_of(port: u16) -> Vec<String> {
             )
         })
         .collect()
-}
-
-/// One `read` of `stream`, retried when it fails with EINTR. A socket read with a timeout
-/// fails so when the process is stopped and continued while it waits (job control, a
-/// debugger attaching, a cgroup freezer), or a signal it handles arrives, even under
-/// SA_RESTART, and std does not retry it; nothing happened to the socket (issue 56 item 14:
-/// a socket taken for closed by the server).
-fn read_uninterrupted(stream: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
-    loop {
-        match stream.read(buf) {
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            read => return read,
-        }
-    }
 }
 
 /// What the server sends on `stream` within two seconds, or until it closes it: empty when

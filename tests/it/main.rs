@@ -33,6 +33,7 @@ mod install_deps;
 mod latest_sample;
 mod layers;
 mod migrate;
+mod migrate_latest;
 mod migrate_rollup;
 mod model;
 mod nats;

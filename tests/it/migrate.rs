@@ -39,7 +39,7 @@ const WHISPER_PY: &str = "/usr/lib/python3/dist-packages/whisper.py";
 const RRDTOOL: &str = "/usr/bin/rrdtool";
 
 /// The schema of every test whisper file: carbon's three-archive shape, shortened.
-const SCHEMAS: &str = "[default]\npattern = .*\nretentions = 1m:2d,5m:10d,1h:60d\n";
+pub(crate) const SCHEMAS: &str = "[default]\npattern = .*\nretentions = 1m:2d,5m:10d,1h:60d\n";
 
 /// Writes one whisper file per aggregation method under `tree/migrate/<method>.wsp` with
 /// python3-whisper: 1m points for the last two days, 5m points from 2 to 10 days back and
@@ -200,21 +200,27 @@ pub(crate) fn assert_same_render(
     (got, compared)
 }
 
+/// [`WRITE_WHISPER`]'s files under `dir/whisper`: the tree and the files' clock, a minute
+/// boundary a few minutes back, so that every range the tests read is far from an archive's
+/// retention edge at any time they read it.
+pub(crate) fn write_whisper_tree(dir: &Path) -> (PathBuf, i64) {
+    let tree = dir.join("whisper");
+    std::fs::create_dir_all(tree.join("migrate")).unwrap();
+    let now = unix_now() / 60 * 60 - 300;
+    run(Command::new(PYTHON)
+        .args(["-c", WRITE_WHISPER])
+        .arg(&tree)
+        .arg(now.to_string()));
+    (tree, now)
+}
+
 #[test]
 fn whisper_files_render_as_graphite_web_renders_them() {
     if !graphite_web_installed() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let tree = tmp.path().join("whisper");
-    std::fs::create_dir_all(tree.join("migrate")).unwrap();
-    // The whisper files' clock: a minute boundary a few minutes back, so that every range
-    // below is far from an archive's retention edge at any time the test reads.
-    let now = unix_now() / 60 * 60 - 300;
-    run(Command::new(PYTHON)
-        .args(["-c", WRITE_WHISPER])
-        .arg(&tree)
-        .arg(now.to_string()));
+    let (tree, now) = write_whisper_tree(tmp.path());
 
     // Refused files beside the good ones: cut short, a damaged header, not whisper at all.
     let good = std::fs::read(tree.join("migrate/average.wsp")).unwrap();
@@ -439,7 +445,7 @@ fn rrd_files_query_as_rrdtool_fetches_them() {
             "RRA:MAX:0.5:1:1440",
         ])
         .args(["RRA:AVERAGE:0.5:5:1152", "RRA:MAX:0.5:5:1152"])
-        .args(["RRA:LAST:0.5:60:100"]));
+        .args(["RRA:LAST:0.5:1:1440", "RRA:LAST:0.5:60:100"]));
     // Updates every 60 s at an offset within the step, a varying gauge, a counter that
     // grows by varying amounts; an hour without updates makes a gap.
     let mut updates = Vec::new();
@@ -586,7 +592,39 @@ fn rrd_files_query_as_rrdtool_fetches_them() {
         }
     }
     assert!(compared > 1000, "{compared}");
-    eprintln!("{first}compared {compared} values with rrdtool fetch");
+
+    // The gauge's LAST rows are its buckets' latest samples, each taken at its row's end: a
+    // PromQL instant query at a row's end answers the latest row ending within the 5-minute
+    // lookback, as rrdtool fetch shows it, without `approximate`. (A rate's rows hold no
+    // raw counter value: its instant value stays an increase, flagged.)
+    let rows = rrd_fetch(&file, "LAST", 60, now - 20 * 3600, now - 60);
+    let log = tmp.path().join("serve.log");
+    let mut server = Proc::tierdb("serve", &data, log);
+    let addrs = server.wait_ready();
+    let mut latest = 0;
+    for &(end, _) in rows.iter().step_by(7) {
+        let want = (rows.iter().rev())
+            .find(|(e, v)| *e <= end && *e > end - 300 && !v[0].is_nan())
+            .map(|(_, v)| v[0]);
+        let path = format!(
+            "/prometheus/api/v1/query?query={}&time={end}",
+            crate::support::http::percent_encode("{__name__=\"router.temp\"}")
+        );
+        let answer = get_json(addrs.http, &path).unwrap();
+        let result = answer["data"]["result"].as_array().unwrap();
+        let got = result
+            .first()
+            .map(|s| s["value"][1].as_str().unwrap().parse::<f64>().unwrap());
+        assert_eq!(got, want, "router.temp at {end}: {answer}");
+        assert!(
+            answer["warnings"].is_null(),
+            "router.temp at {end}: {answer}"
+        );
+        latest += usize::from(got.is_some());
+    }
+    assert!(latest > 100, "{latest}");
+    drop(server);
+    eprintln!("{first}compared {compared} values with rrdtool fetch, {latest} latest values");
 }
 
 /// For each method: `fold/<method>.wsp` with archives 1m:1d and 1h:30d, and

@@ -474,7 +474,7 @@ mod allowlists {
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
         let mut buf = [0u8; 64];
-        match stream.read(&mut buf) {
+        match crate::support::http::read_uninterrupted(&mut stream, &mut buf) {
             Ok(0) => true,
             Ok(_) => false,
             Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,

@@ -78,6 +78,13 @@ fn sample() -> Vec<u8> {
                 current: 1,
                 rows: vec![vec![2.5, 21.0], vec![3.5, nan], vec![1.5, 11.0]],
             },
+            // Beside the AVERAGE of step 60: the rows' latest values (slots 2, 0, 1).
+            Archive {
+                cf: "LAST",
+                pdp_count: 1,
+                current: 1,
+                rows: vec![vec![2.2, 1.0], vec![nan, nan], vec![1.2, 2.0]],
+            },
             Archive {
                 cf: "MIN",
                 pdp_count: 5,
@@ -128,6 +135,37 @@ fn a_row_is_one_sample_with_min_and_max_beside_and_rates_times_the_step() {
     let first = octets.archives[0].points[0].1;
     assert_eq!((first.total, first.max), (600.0, 660.0));
     assert_eq!(octets.archives[1].points[0].1.total, 0.5 * 3600.0);
+}
+
+#[test]
+fn a_gauges_last_rows_are_its_buckets_latest_samples_and_a_rates_keep_none() {
+    use crate::bucket::Last;
+    let file = RrdFile::parse(&sample()).unwrap();
+    let lasts = |ds: usize, archive: usize| -> Vec<(i64, Option<Last>)> {
+        (file.archives(ds).archives[archive].points.iter())
+            .map(|(ts, b)| (*ts, b.last))
+            .collect()
+    };
+    let at = |value: f64, ts: i64| Some(Last::new(value, ts));
+    // Step 60: the LAST archive beside the AVERAGE one, each row's at its last second, the
+    // unknown row unknown.
+    assert_eq!(
+        lasts(0, 0),
+        [
+            (999_840, at(1.2, 999_899)),
+            (999_900, at(2.2, 999_959)),
+            (999_960, None)
+        ]
+    );
+    // Step 3600, LAST alone: its row is the latest, taken at the row's end (997_200) as the
+    // bucket's last second.
+    assert_eq!(lasts(0, 1), [(993_600, at(7.0, 997_199))]);
+    // A rate's rows are rates: no raw counter value to keep.
+    assert!(file
+        .archives(1)
+        .archives
+        .iter()
+        .all(|a| a.points.iter().all(|p| p.1.last.is_none())));
 }
 
 #[test]

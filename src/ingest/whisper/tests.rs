@@ -259,3 +259,63 @@ fn points_after_now_and_the_minutes_they_wrote_over_are_not_rolled_up() {
     assert_eq!(got, [(999_900, 1, 55.0), (1_000_200, 1, 77.0)]);
     assert_eq!(fill.folded_away, 0);
 }
+
+#[test]
+fn points_that_are_their_intervals_last_sample_keep_it_as_the_buckets_latest() {
+    use crate::bucket::Last;
+    use crate::ingest::archive::{fill_tier, propagate};
+    // 1m for 2 h, 5m for 4 h, 1h for a day, xFilesFactor 0.3; two minutes known in each of
+    // the first four 5m intervals of the hour h (enough for whisper's 5m rollup, and four
+    // 5m points enough for its hourly one), and a 5m point before the minutes' coverage.
+    let t: u32 = 1_000_800;
+    let h = t - 3600;
+    let minutes: [(i64, f64); 8] = [
+        (0, 1.0),
+        (240, 5.0),
+        (300, 6.0),
+        (360, 7.0),
+        (600, 8.0),
+        (840, 9.0),
+        (900, 10.0),
+        (960, 11.0),
+    ];
+    let mut points: Vec<(usize, u32, f64)> = (minutes.iter())
+        .map(|&(dt, v)| (0, h + dt as u32, v))
+        .collect();
+    points.push((1, h - 3900, 42.0));
+    let at = |dt: i64, value: f64| Some(Last::new(value, i64::from(h) + dt));
+    // Per method (whisper's type), the latest samples of the 5m tier at h - 3900, h, h + 300,
+    // h + 600, h + 900, and of the 1h tier at h.
+    let last_5m = [at(240, 5.0), at(360, 7.0), at(840, 9.0), at(960, 11.0)];
+    for (method, own_5m, rolled_5m, hour) in [
+        // average: rollups of the minutes keep the latest minute; the 5m archive's own
+        // point is an average.
+        (1, None, last_5m.map(Some), at(960, 11.0)),
+        // last: every point is its interval's last sample, the own point at its stamp.
+        (3, at(-3900, 42.0), last_5m.map(Some), at(960, 11.0)),
+        // max: a rollup is the largest minute, not a sample.
+        (4, None, [None; 4], None),
+    ] {
+        let bytes = build(method, 0.3, &[(60, 120), (300, 48), (3600, 24)], &points);
+        let file = WhisperFile::parse(bytes).unwrap();
+        let now = i64::from(t);
+        let levels = propagate(file.archives(now).archives, &file.fold());
+        let lasts = |resolution: i64| -> Vec<(i64, Option<Last>)> {
+            let fill = fill_tier(resolution, (0, now), &levels, &file.fold());
+            (fill.buckets.iter())
+                .map(|(ts, b)| (*ts - i64::from(h), b.last))
+                .collect()
+        };
+        // The 1m tier: every minute is the last sample written into its slot.
+        let want: Vec<_> = (minutes.iter()).map(|&(dt, v)| (dt, at(dt, v))).collect();
+        assert_eq!(lasts(60), want, "type {method}: 1m");
+        let mut want = vec![(-3900, own_5m)];
+        want.extend(
+            [0, 300, 600, 900]
+                .into_iter()
+                .zip(rolled_5m.map(|l| l.flatten())),
+        );
+        assert_eq!(lasts(300), want, "type {method}: 5m");
+        assert_eq!(lasts(3600), [(0, hour)], "type {method}: 1h");
+    }
+}

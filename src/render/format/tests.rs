@@ -73,7 +73,15 @@ fn the_bound_is_at_least_what_each_format_writes() {
         })
         .collect();
     many[0].target = "\"".repeat(50);
-    for format in [Format::Csv, Format::Raw, Format::Pickle] {
+    (many[0].start, many[0].end) = (0, 60_000);
+    for format in [
+        Format::Csv,
+        Format::Raw,
+        Format::Pickle,
+        Format::Msgpack,
+        Format::Dygraph,
+        Format::Rickshaw,
+    ] {
         for data in [series(), many.clone()] {
             let written = format.write(&data).len();
             let bound = format.upper_bound_bytes(&data);
@@ -88,4 +96,99 @@ fn the_bound_is_at_least_what_each_format_writes() {
         }
     }
     assert_eq!(Format::Json.upper_bound_bytes(&series()), 0);
+}
+
+#[test]
+fn dygraph_and_rickshaw_are_pythons_json() {
+    let mut two = series();
+    two.push(RenderedSeries {
+        target: "caf\u{e9}\n".into(),
+        datapoints: vec![
+            (Some(f64::INFINITY), 60),
+            (Some(-0.5), 120),
+            (None, 180),
+            (Some(3.0), 240),
+        ],
+        ..series().remove(0)
+    });
+    let dygraph = String::from_utf8(Format::Dygraph.write(&two)).unwrap();
+    assert_eq!(
+        dygraph,
+        "{\"labels\" : [\"Time\", \"sumSeries(a.b,\\\"c\\\")\", \"caf\\u00e9\\n\"], \"data\" : \
+         [[60000, 1.5, Infinity], [120000, null, -0.5], [180000, 1e-05, null], \
+         [240000, 2.0, 3.0]]}"
+    );
+    assert_eq!(Format::Dygraph.write(&[]), b"{}");
+    let rickshaw = String::from_utf8(Format::Rickshaw.write(&two[1..])).unwrap();
+    assert_eq!(
+        rickshaw,
+        "[{\"target\": \"caf\\u00e9\\n\", \"datapoints\": [{\"x\": 60, \"y\": Infinity}, \
+         {\"x\": 120, \"y\": -0.5}, {\"x\": 180, \"y\": null}, {\"x\": 240, \"y\": 3.0}]}]"
+    );
+    assert_eq!(Format::Rickshaw.write(&[]), b"[]");
+}
+
+/// graphite-web's dygraph rows are the first series' times: a series of another length
+/// cannot be written (graphite-web fails on it).
+#[test]
+fn dygraph_refuses_series_of_another_length() {
+    let mut two = series();
+    two.push(RenderedSeries {
+        target: "short".into(),
+        datapoints: vec![(Some(1.0), 60)],
+        ..series().remove(0)
+    });
+    assert_eq!(Format::Dygraph.unwritable(&two[..1]), None);
+    let refusal = Format::Dygraph.unwritable(&two).unwrap();
+    assert!(refusal.contains("short (1 points"), "{refusal}");
+    assert_eq!(Format::Json.unwritable(&two), None);
+}
+
+/// MessagePack's smallest forms, as u-msgpack-python packs them.
+#[test]
+fn msgpack_packs_each_value_in_its_smallest_form() {
+    let bytes = Format::Msgpack.write(&series());
+    // A list of one map of 9 entries, whose first is the name (a fixstr).
+    assert_eq!(&bytes[..3], &[0x91, 0x89, 0xa4]);
+    let mut values = vec![0x94, 0xcb];
+    values.extend_from_slice(&1.5f64.to_be_bytes());
+    values.push(0xc0);
+    assert!(bytes.windows(values.len()).any(|w| w == values));
+    let mut m = super::MsgPack(Vec::new());
+    for n in [
+        0,
+        127,
+        128,
+        255,
+        256,
+        65_536,
+        1 << 32,
+        -1,
+        -32,
+        -33,
+        -129,
+        -40_000,
+        -(1 << 40),
+    ] {
+        m.int(n);
+    }
+    assert_eq!(
+        m.0,
+        [
+            &[0x00, 0x7f, 0xcc, 0x80, 0xcc, 0xff, 0xcd, 0x01, 0x00][..],
+            &[0xce, 0, 1, 0, 0],
+            &[0xcf, 0, 0, 0, 1, 0, 0, 0, 0],
+            &[0xff, 0xe0, 0xd0, 0xdf, 0xd1, 0xff, 0x7f],
+            &[0xd2, 0xff, 0xff, 0x63, 0xc0],
+            &[0xd3, 0xff, 0xff, 0xff, 0x00, 0, 0, 0, 0],
+        ]
+        .concat()
+    );
+    let mut m = super::MsgPack(Vec::new());
+    m.text(&"x".repeat(32));
+    assert_eq!(&m.0[..2], &[0xd9, 32]);
+    m.0.clear();
+    m.head(16, 0x90, 0xdc);
+    m.head(70_000, 0x90, 0xdc);
+    assert_eq!(m.0, [0xdc, 0, 16, 0xdd, 0, 1, 0x11, 0x70]);
 }

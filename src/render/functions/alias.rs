@@ -22,10 +22,12 @@ fn renamed(
         .collect())
 }
 
-/// `alias(seriesList, newName)`.
+/// `alias(seriesList, newName)`. An unquoted name (`alias(x, 5)`) is Python's `str` of it,
+/// as graphite-web's raw, csv and pickle answers write it (its json writes the bare value:
+/// `"target": 5` where tierdb writes `"5"`).
 pub(super) fn alias(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    let alias = a.string(1)?;
-    renamed(a, cx, |_| alias.to_owned())
+    let alias = a.python_str(1)?;
+    renamed(a, cx, |_| alias.clone())
 }
 
 /// `aliasSub(seriesList, search, replace)`: a regex replacement in each name, `\1` and

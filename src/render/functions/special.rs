@@ -31,14 +31,13 @@ pub(super) fn constant_line(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series
     Ok(vec![constant(a.number(0)?, cx)])
 }
 
-/// `threshold(value, label, color)`: a constant line named `label` when given.
+/// `threshold(value, label, color)`: a constant line named `label` when it is true by
+/// Python's truth (an unquoted one by Python's `str` of it, as graphite-web names it). The
+/// color is taken as graphite-web takes it, whatever it is, and only colors an image.
 pub(super) fn threshold(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let mut line = constant(a.number(0)?, cx);
-    if a.has(1) && !a.is_none_arg(1) {
-        line.name = a.string(1)?.to_owned();
-    }
-    if a.has(2) && !a.is_none_arg(2) {
-        a.string(2)?;
+    if let Some(label) = a.label(1)? {
+        line.name = label;
     }
     Ok(vec![line])
 }
@@ -65,38 +64,30 @@ fn stamps(a: &Args<'_>, cx: &Context<'_>, step_at: usize) -> Result<(i64, Vec<i6
 
 /// `sinFunction(name, amplitude=1, step=60)`: `amplitude * sin(t)` at each stamp.
 pub(super) fn sin_function(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    let name = a.string(0)?;
+    let name = a.python_str(0)?;
     let amplitude = a.number_or(1, 1.0)?;
     let (step, stamps) = stamps(a, cx, 2)?;
     let values = stamps
         .iter()
         .map(|&t| Some((t as f64).sin() * amplitude))
         .collect();
-    Ok(vec![Series::new(
-        name.to_owned(),
-        (cx.from, cx.until, step),
-        values,
-    )])
+    Ok(vec![Series::new(name, (cx.from, cx.until, step), values)])
 }
 
 /// `timeFunction(name, step=60)`: each stamp's own time.
 pub(super) fn time_function(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    let name = a.string(0)?;
+    let name = a.python_str(0)?;
     let (step, stamps) = stamps(a, cx, 1)?;
     let values = stamps.iter().map(|&t| Some(t as f64)).collect();
-    Ok(vec![Series::new(
-        name.to_owned(),
-        (cx.from, cx.until, step),
-        values,
-    )])
+    Ok(vec![Series::new(name, (cx.from, cx.until, step), values)])
 }
 
 /// `identity(name)`: each minute's own time.
 pub(super) fn identity(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    let name = a.string(0)?;
+    let name = a.python_str(0)?;
     let (step, stamps) = stamps(a, cx, usize::MAX)?;
     let values = stamps.iter().map(|&t| Some(t as f64)).collect();
-    let mut series = Series::new(name.to_owned(), (cx.from, cx.until, step), values);
+    let mut series = Series::new(name.clone(), (cx.from, cx.until, step), values);
     series.path_expression = format!("identity(\"{name}\")");
     Ok(vec![series])
 }
@@ -104,7 +95,7 @@ pub(super) fn identity(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
 /// `randomWalk(name, step=60)`: from 0, a uniform step in -0.5..0.5 at each stamp. The
 /// randomness is tierdb's own, so the values differ from any graphite-web answer.
 pub(super) fn random_walk(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    let name = a.string(0)?;
+    let name = a.python_str(0)?;
     let (step, stamps) = stamps(a, cx, 1)?;
     let mut state = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -122,11 +113,7 @@ pub(super) fn random_walk(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>>
             Some(value)
         })
         .collect();
-    Ok(vec![Series::new(
-        name.to_owned(),
-        (cx.from, cx.until, step),
-        values,
-    )])
+    Ok(vec![Series::new(name, (cx.from, cx.until, step), values)])
 }
 
 /// `seriesByTag('tag=value', ...)`: every stored series whose tags satisfy the expressions
@@ -188,14 +175,13 @@ pub(super) fn vertical_line(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series
             &format!("is {at}, after the end of the range ({})", cx.until),
         ));
     }
-    let label = if a.has(1) && !a.is_none_arg(1) {
-        a.string(1)?.to_owned()
+    // graphite-web names the series by the label as given (`None` when absent), and takes
+    // any color, which only colors an image.
+    let label = if a.has(1) {
+        a.python_str(1)?
     } else {
         "None".to_owned()
     };
-    if a.has(2) && !a.is_none_arg(2) {
-        a.string(2)?;
-    }
     Ok(vec![Series::new(label, (at, at, 1), vec![Some(1.0); 2])])
 }
 

@@ -193,6 +193,28 @@ fn an_import_sets_cells_creating_periods_and_changes_nothing_the_second_time() {
         &one(2.0)
     ));
 
+    // The same values with their latest samples (an import by a build that keeps them, of
+    // what an earlier one imported without): set, the hot cell and the compacted one alike,
+    // and then unchanged.
+    let latest = |v: f64, ts: i64| Bucket {
+        last: Some(crate::bucket::Last::new(v, ts)),
+        ..one(v)
+    };
+    let hot = [
+        (cells[0].0, latest(9.0, old)),
+        (cells[1].0, latest(2.0, old + 60)),
+    ];
+    assert_eq!(storage.import_cells(&hot).unwrap(), 2);
+    assert_eq!(storage.import_cells(&hot).unwrap(), 0);
+    let later = [(cells[2].0, latest(3.0, old + HOUR + 300))];
+    assert_eq!(form(&engine, old + HOUR), Some("compacted"));
+    assert_eq!(storage.import_cells(&later).unwrap(), 1);
+    assert_eq!(storage.import_cells(&later).unwrap(), 0);
+    let at = [hot[0].0, hot[1].0, later[0].0];
+    let loaded = storage.load_cells(&at).unwrap();
+    let lasts: Vec<_> = loaded.iter().map(|b| b.last).collect();
+    assert_eq!(lasts, [hot[0].1.last, hot[1].1.last, later[0].1.last]);
+
     // A cell no file can hold is refused, not a panic.
     assert!(matches!(
         storage.import_cells(&[(cell(old, 60, 0), one(1.0))]),

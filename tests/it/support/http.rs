@@ -14,6 +14,21 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const GET_JSON_TIMEOUT: Duration = Duration::from_secs(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// One `read` of `stream`, retried when it fails with EINTR. A socket read with a timeout
+/// fails so when the process is stopped and continued while it waits (job control, a
+/// debugger attaching, a cgroup freezer), or a signal it handles arrives, even under
+/// SA_RESTART, and std does not retry it; nothing happened to the socket (issue 56 item 14:
+/// a socket taken for closed by the server). `read_to_end` and `read_exact` retry it
+/// themselves: a test's own single reads go through this.
+pub(crate) fn read_uninterrupted(stream: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match stream.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            read => return read,
+        }
+    }
+}
+
 /// Sends `method path` with `headers` and `body` (a `Content-Length` is always sent); returns
 /// the status and the body. Panics on any I/O or framing error.
 pub(crate) fn request(
