@@ -142,7 +142,7 @@ pub(super) fn stacked(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
         Some(Expr::Str(name)) => Some(name.clone()),
         Some(Expr::Int(n)) => Some(format!("\0{}", str_float(*n as f64))),
         Some(Expr::Number(n)) => Some(format!("\0{}", str_float(*n))),
-        Some(Expr::Bool(b)) => Some(format!("\0{}", u8::from(*b))),
+        Some(Expr::Bool(b)) => Some(format!("\0{}", str_float(f64::from(u8::from(*b))))),
         Some(Expr::None) => Some("\0None".to_owned()),
         Some(_) => return Err(a.wrong(1, "must be a quoted string")),
     };
@@ -200,10 +200,10 @@ pub(super) fn vertical_line(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series
 
 /// `setXFilesFactor(seriesList, xFilesFactor)` (short form `xFilesFactor`): the series
 /// unchanged but for their xFilesFactor, which also becomes the request's for everything
-/// evaluated after it, later targets included, as in graphite-web. `None` is graphite-web's
-/// default of 0, the request's `xFilesFactor` parameter not withstanding, as there.
+/// evaluated after it, later targets included, as in graphite-web. `None` is refused:
+/// graphite-web keeps it and fails when the series is then consolidated.
 pub(super) fn set_x_files_factor(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    let xff = a.opt_number(1)?.unwrap_or(0.0);
+    let xff = a.number(1)?;
     if !xff.is_finite() {
         return Err(a.wrong(1, "must be a finite number (0 to 1)"));
     }
