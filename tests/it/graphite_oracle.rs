@@ -541,6 +541,8 @@ const UNCONVERTED: &[&str] = &[
     "filterSeries(servers.*.cpu, 'max', '=', None)",
     "asPercent(servers.web1.cpu, true)",
     "applyByNode(servers.*.cpu, 1, 'sumSeries(%.*)', None)",
+    // A target that reads as a number is a path in graphite-web's grammar.
+    "applyByNode(servers.*.cpu, 1, '5')",
     "consolidateBy(servers.web1.cpu, 5)",
     "legendValue(servers.web1.cpu, 'avg', None)",
     "legendValue(servers.web1.cpu, 5, 'si')",

@@ -180,7 +180,9 @@ impl UnitSystem {
 /// decimals in that system (`1.50k`), as graphite-web writes it. A bare value (`5`, `None`)
 /// is a type written as Python's `str` of it, not an aggregation.
 pub(super) fn legend_value(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    let mut types: Vec<String> = (1..a.len()).map(|i| a.python_str(i)).collect::<Result<_>>()?;
+    let mut types: Vec<String> = (1..a.len())
+        .map(|i| a.python_str(i))
+        .collect::<Result<_>>()?;
     let system = types.last().and_then(|t| UnitSystem::parse(t));
     if system.is_some() {
         types.pop();
@@ -221,14 +223,15 @@ pub(super) fn legend_value(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>
 /// system of `0` is none), as graphite-web tests them; units given bare (`5`) are written as
 /// Python's `str` of them.
 pub(super) fn cacti_style(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    let system = if a.is_true(1) {
-        let text = a.string(1)?;
-        Some(UnitSystem::parse(text).ok_or_else(|| {
-            a.wrong(1, &format!("is {text:?}, not a unit system (si or binary)"))
-        })?)
-    } else {
-        None
-    };
+    let system =
+        if a.is_true(1) {
+            let text = a.string(1)?;
+            Some(UnitSystem::parse(text).ok_or_else(|| {
+                a.wrong(1, &format!("is {text:?}, not a unit system (si or binary)"))
+            })?)
+        } else {
+            None
+        };
     let units = if a.is_true(2) {
         Some(a.python_str(2)?)
     } else {

@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 
 use super::{Args, Context};
-use crate::render::expr::Expr;
 use crate::error::Result;
+use crate::render::expr::Expr;
 use crate::render::python::str_float;
 use crate::render::series::Series;
 
