@@ -599,9 +599,8 @@ impl<'a> Args<'a> {
         }
     }
 
-    /// A node index or a tag name (`nodeOrTag`).
-    /// A number with a fraction (`2.5`) is a tag of that name, as graphite-web's
-    /// `getNodeOrTag` takes what is not equal to its `int()`.
+    /// A node index or a tag name (`nodeOrTag`). A number with a fraction (`2.5`) is a tag of
+    /// that name, as graphite-web's `getNodeOrTag` takes what is not equal to its `int()`.
     fn node(&self, i: usize) -> Result<Node> {
         match &self.args[i] {
             Expr::Str(tag) => Ok(Node::Tag(tag.clone())),
