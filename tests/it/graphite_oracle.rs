@@ -553,8 +553,9 @@ const UNCONVERTED: &[&str] = &[
 
 /// Targets graphite-web answers with 200 by accident, which tierdb refuses (400): a window
 /// of -1 points, which Python's slicing reads from the end of the series (the first point is
-/// the average of all but the last, the rest null); exponentialMovingAverage's window of 0
-/// (a constant of 2, which doubles each value and subtracts the last average); a number in
+/// the average of the range's points but its first and last, the rest null);
+/// exponentialMovingAverage's window of 0 (a constant of 2, which doubles each value and
+/// subtracts the last average); a number in
 /// place of aliasQuery's format, which Python's `%` takes as a modulo; a string where a
 /// number is declared that graphite-web keeps in the series (`constantLine('abc')` draws the
 /// word) or compares only once a gap or a consolidation comes (interpolate's limit,
