@@ -555,12 +555,12 @@ const UNCONVERTED: &[&str] = &[
 /// of -1 points, which Python's slicing reads from the end of the series (the first point is
 /// the average of the range's points but its first and last, the rest null);
 /// exponentialMovingAverage's window of 0 (a constant of 2, which doubles each value and
-/// subtracts the last average); a number in
-/// place of aliasQuery's format, which Python's `%` takes as a modulo; a string where a
-/// number is declared that graphite-web keeps in the series (`constantLine('abc')` draws the
-/// word) or compares only once a gap or a consolidation comes (interpolate's limit,
-/// setXFilesFactor's, `None` there too: graphite-web fails as soon as the series is
-/// consolidated); a step of 2.5 seconds, whose points graphite-web stamps every 2.
+/// subtracts the last average); a number in place of aliasQuery's format, which Python's `%`
+/// takes as a modulo; a string where a number is declared that graphite-web keeps in the
+/// series (`constantLine('abc')` draws the word) or compares only once a gap or a
+/// consolidation comes (interpolate's limit, setXFilesFactor's, `None` there too:
+/// graphite-web fails as soon as the series is consolidated); a step of 2.5 seconds, whose
+/// points graphite-web stamps every 2.
 const ACCIDENTS: &[&str] = &[
     "movingAverage(servers.db1.cpu, -1)",
     "exponentialMovingAverage(servers.db1.cpu, 0)",
