@@ -146,6 +146,9 @@ impl<'a> Parser<'a> {
                 .chars()
                 .all(|c| c.is_ascii_digit() || "+-.eE".contains(c));
         let whole = !word.contains(['.', 'e', 'E']);
+        // A target is a path or a call in graphite-web's grammar, a number too (`5` is the
+        // path `5`, which `applyByNode(x, 1, '5')` evaluates).
+        let numeric = numeric && depth > 0;
         Ok(match (word, word.parse::<f64>()) {
             (_, Ok(_)) if numeric && whole && word.parse::<i64>().is_ok() => {
                 Expr::Int(word.parse().unwrap_or_default())

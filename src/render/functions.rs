@@ -202,7 +202,10 @@ const MAX_OFFSET: i64 = 400 * 366 * 86_400;
 /// `intOrInterval`), with the text names repeat.
 #[derive(Clone, Debug, PartialEq)]
 enum Window {
-    Points(i64),
+    /// A count of points (0 when graphite-web's `int()` of the argument is 0, which leaves
+    /// every window empty), with Python's `str` of the argument as written, which names
+    /// the result (`2.5` for a count of 2).
+    Points(i64, String),
     Seconds(i64, String),
 }
 
@@ -404,6 +407,24 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// A whole number as a function that calls Python's `int()` on what it is handed reads
+    /// it: as [`Args::int`], and a number with a fraction cut toward zero (`2.5` is 2), which
+    /// graphite-web's validation, refusing it, hands on unconverted.
+    fn truncated(&self, i: usize) -> Result<i64> {
+        match &self.args[i] {
+            Expr::Number(n) if n.is_finite() && n.abs() < 9e15 => Ok(n.trunc() as i64),
+            _ => self.int(i),
+        }
+    }
+
+    fn truncated_or(&self, i: usize, default: i64) -> Result<i64> {
+        if self.has(i) {
+            self.truncated(i)
+        } else {
+            Ok(default)
+        }
+    }
+
     fn string(&self, i: usize) -> Result<&'a str> {
         match &self.args[i] {
             Expr::Str(s) => Ok(s),
@@ -427,13 +448,24 @@ impl<'a> Args<'a> {
     }
 
     /// A label graphite-web sets only `if label:` (`threshold`): `None` when absent or false by
-    /// Python's truth (`None`, `0`, `false`, `''`), else [`Args::python_str`] of it.
+    /// Python's truth ([`Args::is_true`]), else [`Args::python_str`] of it.
     fn label(&self, i: usize) -> Result<Option<String>> {
+        if self.is_true(i) {
+            self.python_str(i).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// True when argument `i` is given and true by Python's truth: not `None`, `false`, 0 or
+    /// `''`. graphite-web tests optional names and intervals so (`if units:`), and its
+    /// validation hands a value of another type on unconverted.
+    fn is_true(&self, i: usize) -> bool {
         match self.arg(i) {
-            None | Some(Expr::None | Expr::Bool(false) | Expr::Int(0)) => Ok(None),
-            Some(Expr::Number(n)) if *n == 0.0 => Ok(None),
-            Some(Expr::Str(text)) if text.is_empty() => Ok(None),
-            Some(_) => self.python_str(i).map(Some),
+            None | Some(Expr::None | Expr::Bool(false) | Expr::Int(0)) => false,
+            Some(Expr::Number(n)) => *n != 0.0,
+            Some(Expr::Str(text)) => !text.is_empty(),
+            Some(_) => true,
         }
     }
 
@@ -538,30 +570,41 @@ impl<'a> Args<'a> {
         Ok((seconds, text))
     }
 
-    /// A count of points or a quoted interval (`intOrInterval`).
-    fn window(&self, i: usize) -> Result<Window> {
+    /// A count of points or a quoted interval (`intOrInterval`). A count is Python's `int()`
+    /// of the number, as graphite-web's windows take it (`2.5` is 2); 0 when `zero` allows
+    /// it (a window of no points). A negative count is refused: graphite-web's Python slices
+    /// from the end of the series with it, which makes no window.
+    fn window(&self, i: usize, zero: bool) -> Result<Window> {
         match &self.args[i] {
             Expr::Str(_) => {
                 let (seconds, text) = self.interval(i)?;
                 Ok(Window::Seconds(seconds, text.to_owned()))
             }
-            _ => match self.int(i) {
-                Ok(n) if n > 0 && n <= crate::read::query::MAX_QUERY_POINTS as i64 => {
-                    Ok(Window::Points(n))
+            _ => match self.truncated(i) {
+                Ok(n)
+                    if (n > 0 || (zero && n == 0))
+                        && n <= crate::read::query::MAX_QUERY_POINTS as i64 =>
+                {
+                    Ok(Window::Points(n, self.python_str(i)?))
                 }
                 _ => Err(self.wrong(
                     i,
-                    "must be a positive number of points (at most 1,000,000) or a quoted \
-                     interval such as \"5min\"",
+                    &format!(
+                        "must be a {} number of points (at most 1,000,000) or a quoted \
+                         interval such as \"5min\"",
+                        if zero { "zero or positive" } else { "positive" }
+                    ),
                 )),
             },
         }
     }
 
-    /// A node index or a tag name (`nodeOrTag`).
+    /// A node index or a tag name (`nodeOrTag`). A number with a fraction (`2.5`) is a tag of
+    /// that name, as graphite-web's `getNodeOrTag` takes what is not equal to its `int()`.
     fn node(&self, i: usize) -> Result<Node> {
         match &self.args[i] {
             Expr::Str(tag) => Ok(Node::Tag(tag.clone())),
+            Expr::Number(n) if n.fract() != 0.0 => Ok(Node::Tag(str_float(*n))),
             _ => self.int(i).map(Node::Index).map_err(|_| {
                 self.wrong(
                     i,

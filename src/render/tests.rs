@@ -537,11 +537,11 @@ fn argument_errors_name_the_function() {
         ),
         (
             "movingAverage(cpu.load, -2)",
-            "movingAverage: argument 2 (windowSize) must be a positive number of points",
+            "movingAverage: argument 2 (windowSize) must be a zero or positive number of points",
         ),
         (
             "movingAverage(cpu.load, 9223372036854775807)",
-            "movingAverage: argument 2 (windowSize) must be a positive number of points",
+            "movingAverage: argument 2 (windowSize) must be a zero or positive number of points",
         ),
         (
             "timeShift(cpu.load, '9999999999d')",
@@ -552,7 +552,7 @@ fn argument_errors_name_the_function() {
             "timeStack: argument 4 (timeShiftEnd) asks for shifts beyond 1000",
         ),
         (
-            "aliasByNode(cpu.load, 'a', 1.5)",
+            "aliasByNode(cpu.load, 'a', None)",
             "aliasByNode: argument 3 (nodes) must be a node index",
         ),
         (

@@ -95,6 +95,8 @@ fn nesting_numbers_strings_and_booleans() {
     // A target is a path or a call, whatever its name.
     assert_eq!(parse_target("none").unwrap(), path("none"));
     assert_eq!(parse_target("true").unwrap(), path("true"));
+    assert_eq!(parse_target("5").unwrap(), path("5"));
+    assert_eq!(parse_target(" 1.5 ").unwrap(), path("1.5"));
 }
 
 #[test]

@@ -82,10 +82,10 @@ pub(super) fn alias_by_metric(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Seri
 }
 
 /// `substr(seriesList, start=0, stop=0)`: the nodes `start..stop` (Python slice bounds, 0
-/// for the end) of the innermost path in the name.
+/// for the end) of the innermost path in the name; Python's `int()` of each (`2.5` is 2).
 pub(super) fn substr(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    let start = a.int_or(1, 0)?;
-    let stop = a.int_or(2, 0)?;
+    let start = a.truncated_or(1, 0)?;
+    let stop = a.truncated_or(2, 0)?;
     renamed(a, cx, |s| substr_name(&s.name, start, stop))
 }
 
@@ -177,9 +177,12 @@ impl UnitSystem {
 /// `legendValue(seriesList, *valueTypes)`: ` (type: value)` appended to each name per type;
 /// `(?)` for a type that is not an aggregation. When the last type is a unit system (`si`,
 /// `binary`), each type is instead appended in columns (`%-20s%-5s%-10s`), the value to two
-/// decimals in that system (`1.50k`), as graphite-web writes it.
+/// decimals in that system (`1.50k`), as graphite-web writes it. A bare value (`5`, `None`)
+/// is a type written as Python's `str` of it, not an aggregation.
 pub(super) fn legend_value(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    let mut types: Vec<&str> = (1..a.len()).map(|i| a.string(i)).collect::<Result<_>>()?;
+    let mut types: Vec<String> = (1..a.len())
+        .map(|i| a.python_str(i))
+        .collect::<Result<_>>()?;
     let system = types.last().and_then(|t| UnitSystem::parse(t));
     if system.is_some() {
         types.pop();
@@ -216,10 +219,12 @@ pub(super) fn legend_value(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>
 
 /// `cactiStyle(seriesList, system, units)`: names padded to columns with the current, max
 /// and min value to two decimals, in the `si` or `binary` unit system when one is given
-/// (`1.50k`), and `units` after them.
+/// (`1.50k`), and `units` after them. Each is used only when true by Python's truth (a
+/// system of `0` is none), as graphite-web tests them; units given bare (`5`) are written as
+/// Python's `str` of them.
 pub(super) fn cacti_style(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let system =
-        if a.has(1) && !a.is_none_arg(1) {
+        if a.is_true(1) {
             let text = a.string(1)?;
             Some(UnitSystem::parse(text).ok_or_else(|| {
                 a.wrong(1, &format!("is {text:?}, not a unit system (si or binary)"))
@@ -227,11 +232,12 @@ pub(super) fn cacti_style(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>>
         } else {
             None
         };
-    let units = if a.has(2) && !a.is_none_arg(2) {
-        Some(a.string(2)?)
+    let units = if a.is_true(2) {
+        Some(a.python_str(2)?)
     } else {
         None
     };
+    let units = units.as_deref();
     let fmt = |x: f64| match (system, units) {
         (Some(system), Some(u)) => {
             let (v, prefix) = system.format(x);

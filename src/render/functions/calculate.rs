@@ -32,7 +32,7 @@ fn preview(a: &Args<'_>, cx: &Context<'_>, window: &Window) -> Result<(Vec<Serie
     let seconds = match window {
         Window::Seconds(seconds, _) => *seconds,
         // A plain path's step is its tier's, which the source tells without reading.
-        Window::Points(n) if matches!(a.expr(0), Expr::Path(_)) => {
+        Window::Points(n, _) if matches!(a.expr(0), Expr::Path(_)) => {
             match cx.source.step(cx.from, cx.until)? {
                 Some(None) => return Ok((Vec::new(), 0)),
                 Some(Some(step)) => step.saturating_mul(*n),
@@ -45,7 +45,7 @@ fn preview(a: &Args<'_>, cx: &Context<'_>, window: &Window) -> Result<(Vec<Serie
                 }
             }
         }
-        Window::Points(_) => {
+        Window::Points(..) => {
             let list = a.series(0, cx)?;
             if list.is_empty() {
                 return Ok((Vec::new(), 0));
@@ -68,7 +68,7 @@ pub(super) fn moving(
     agg: AggFunc,
     xff_at: usize,
 ) -> Result<Vec<Series>> {
-    let window = a.window(1)?;
+    let window = a.window(1, true)?;
     let xff = a.opt_number(xff_at)?;
     let tag = format!("moving{}", capitalize(func_name));
     let (list, seconds) = preview(a, cx, &window)?;
@@ -80,7 +80,7 @@ pub(super) fn moving(
                     format!("{tag}({},\"{text}\")", s.name),
                     (seconds / s.step) as usize,
                 ),
-                Window::Points(n) => (format!("{tag}({},{n})", s.name), *n as usize),
+                Window::Points(n, text) => (format!("{tag}({},{text})", s.name), *n as usize),
             };
             let xff = xff.unwrap_or(s.xff());
             let values = moving_values(&s.values, points, agg, xff, known);
@@ -162,11 +162,11 @@ pub(super) fn moving_window(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series
 /// window, then `c * value + (1 - c) * ema` with `c = 2 / (window + 1)` (the window in
 /// seconds when given as an interval, as graphite-web has it), rounded to six decimals.
 pub(super) fn exponential_moving_average(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    let window = a.window(1)?;
+    let window = a.window(1, false)?;
     let (list, seconds) = preview(a, cx, &window)?;
     let constant = match &window {
         Window::Seconds(seconds, _) => 2.0 / (*seconds as f64 + 1.0),
-        Window::Points(n) => 2.0 / (*n as f64 + 1.0),
+        Window::Points(n, _) => 2.0 / (*n as f64 + 1.0),
     };
     Ok((list.into_iter())
         .map(|s| {
@@ -175,8 +175,8 @@ pub(super) fn exponential_moving_average(a: &Args<'_>, cx: &Context<'_>) -> Resu
                     format!("exponentialMovingAverage({},\"{text}\")", s.name),
                     (seconds / s.step) as usize,
                 ),
-                Window::Points(n) => (
-                    format!("exponentialMovingAverage({},{n})", s.name),
+                Window::Points(n, text) => (
+                    format!("exponentialMovingAverage({},{text})", s.name),
                     *n as usize,
                 ),
             };
@@ -226,11 +226,12 @@ pub(super) fn series_percentile(s: &Series, n: f64) -> Option<f64> {
 
 /// `stdev(seriesList, points, windowTolerance=0.1)`: the standard deviation over a moving
 /// window of `points`, from running sums as graphite-web keeps them; null while fewer than
-/// `windowTolerance` of the window is known.
+/// `windowTolerance` of the window is known. A window of 0 points holds none, and every
+/// value is null, as in graphite-web.
 pub(super) fn stdev(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let points = a.int(1)?;
-    if points <= 0 {
-        return Err(a.wrong(1, "must be a positive number of points"));
+    if points < 0 {
+        return Err(a.wrong(1, "must be a zero or positive number of points"));
     }
     let tolerance = a.number_or(2, 0.1)?;
     let points_usize = points as usize;
@@ -416,10 +417,14 @@ fn holt_winters(values: &[Option<f64>], season: usize) -> (Vec<Option<f64>>, Vec
     (predictions, deviations.into_iter().map(Some).collect())
 }
 
-/// The Holt-Winters arguments: the bootstrap interval and the season, in seconds.
+/// The Holt-Winters arguments: the bootstrap interval and the season, in seconds. A
+/// bootstrap interval false by Python's truth (`0`, `None`, `''`) is none, as graphite-web's
+/// `parseTimeOffset` reads it: the analysis starts at `from`.
 fn holt_winters_args(a: &Args<'_>, bootstrap_at: usize) -> Result<(i64, i64)> {
-    let bootstrap = if a.has(bootstrap_at) {
+    let bootstrap = if a.is_true(bootstrap_at) {
         a.interval(bootstrap_at)?.0
+    } else if a.has(bootstrap_at) {
+        0
     } else {
         7 * 86_400
     };

@@ -260,7 +260,10 @@ pub(super) fn percentile(sorted: &[f64], n: f64, interpolate: bool) -> Option<f6
 }
 
 /// `sumSeriesWithWildcards` and kin, and `aggregateWithWildcards`: series grouped by their
-/// names without the nodes at `positions`, each group aggregated and named by that key.
+/// names without the nodes at `positions`, each group aggregated and named by that key. A
+/// position that is no whole number (`'abc'`, `2.5`, `None`, or a quoted `'1'` that
+/// graphite-web's validation leaves a string) removes no node: graphite-web tests each
+/// node's index with `in positions`, which Python's `==` answers.
 pub(super) fn with_wildcards(
     func: &str,
     agg: AggFunc,
@@ -269,8 +272,11 @@ pub(super) fn with_wildcards(
     first_position: usize,
 ) -> Result<Vec<Series>> {
     let positions: Vec<i64> = (first_position..a.len())
-        .map(|i| a.int(i))
-        .collect::<Result<_>>()?;
+        .filter_map(|i| match a.expr(i) {
+            Expr::Number(n) if n.fract() != 0.0 => None,
+            _ => a.int(i).ok(),
+        })
+        .collect();
     let list = a.series(0, cx)?;
     let groups = group_by(list, |s| {
         (s.name.split('.').enumerate())
@@ -638,7 +644,10 @@ pub(super) fn as_percent(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> 
         Number(f64, String),
     }
     let total = match a.arg(1) {
-        Some(Expr::Int(_) | Expr::Number(_)) => Total::Number(a.number(1)?, a.py_str(1)),
+        // `true` too, which is 1 and named `True`, as graphite-web's validation hands it on.
+        Some(Expr::Int(_) | Expr::Number(_) | Expr::Bool(_)) => {
+            Total::Number(a.number(1)?, a.python_str(1)?)
+        }
         Some(_) if total_arg => {
             let mut totals = a.series(1, cx)?;
             if totals.len() == list.len() {
@@ -787,11 +796,16 @@ fn as_percent_by_nodes(
 
 /// `applyByNode(seriesList, nodeNum, templateFunction, newName)`: for each distinct prefix
 /// of the names up to node `nodeNum`, the template with `%` replaced by it, evaluated; named
-/// `newName` with `%` replaced, when given.
+/// `newName` with `%` replaced, when given and true by Python's truth (`None` and `0` are no
+/// name, as graphite-web tests it with `if newName:`).
 pub(super) fn apply_by_node(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let node = a.int(1)?;
     let template = a.string(2)?;
-    let new_name = if a.has(3) { Some(a.string(3)?) } else { None };
+    let new_name = if a.is_true(3) {
+        Some(a.string(3)?)
+    } else {
+        None
+    };
     let list = a.series(0, cx)?;
     let Some(last) = list.last() else {
         return Ok(Vec::new());

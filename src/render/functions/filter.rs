@@ -9,6 +9,7 @@ use super::combine::{percentile, python_slice_end};
 use super::{g, regex, Args, Context};
 use crate::error::Result;
 use crate::render::aggfunc::AggFunc;
+use crate::render::expr::Expr;
 use crate::render::series::Series;
 
 /// graphite-web's `keyFunc`: the value, or minus infinity when there is none.
@@ -43,7 +44,8 @@ pub(super) fn extreme(
     agg: Option<AggFunc>,
     highest: bool,
 ) -> Result<Vec<Series>> {
-    let n = a.int_or(1, 1)?;
+    // `seriesList[:int(n)]`: a number with a fraction is cut (`2.5` keeps 2).
+    let n = a.truncated_or(1, 1)?;
     let agg = match agg {
         Some(agg) => agg,
         None => a.agg_or(2, AggFunc::Average)?,
@@ -105,7 +107,10 @@ pub(super) fn keep_where(
     Ok(list)
 }
 
-/// `filterSeries(seriesList, func, operator, threshold)`.
+/// `filterSeries(seriesList, func, operator, threshold)`. A threshold that graphite-web hands
+/// on as a string or `None` (`'abc'`) equals no number: `=` keeps no series and `!=` every
+/// one, as Python's `==` answers; the other operators are refused, as Python fails to order
+/// a number and a string.
 pub(super) fn filter_series(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let agg = a.agg(1)?;
     let op_text = a.string(2)?;
@@ -115,16 +120,35 @@ pub(super) fn filter_series(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series
             &format!("is {op_text:?}, not one of =, !=, >, >=, <, <="),
         )
     })?;
-    let threshold = a.number(3)?;
+    let threshold = match a.number(3) {
+        Ok(threshold) => threshold,
+        Err(e) => {
+            return match (a.expr(3), operator) {
+                (Expr::Str(_) | Expr::None, Operator::Eq) => Ok(Vec::new()),
+                (Expr::Str(_) | Expr::None, Operator::Ne) => a.series(0, cx),
+                _ => Err(e),
+            };
+        }
+    };
     let mut list = a.series(0, cx)?;
     list.retain(|s| operator.holds(agg.reduce(&s.values), threshold));
     Ok(list)
 }
 
-/// `limit(seriesList, n)`.
+/// `limit(seriesList, n)`; `n` of `None` keeps every series (Python's `[0:None]`).
 pub(super) fn limit(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    let n = a.int(1)?;
+    let n = count_or_all(a, 1)?;
     Ok(first(a.series(0, cx)?, n))
+}
+
+/// A count of series to keep, argument `i`: `None` keeps all of them, as graphite-web's
+/// `seriesList[:n]` does with the `None` its validation hands on.
+fn count_or_all(a: &Args<'_>, i: usize) -> Result<i64> {
+    if a.is_none_arg(i) {
+        Ok(i64::MAX)
+    } else {
+        a.int(i)
+    }
 }
 
 /// `exclude(seriesList, pattern)` and `grep(seriesList, pattern)`: by a regex search of the
@@ -204,9 +228,9 @@ pub(super) fn remove_empty_series(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<
 }
 
 /// `mostDeviant(seriesList, n)`: the `n` series of the largest variance of their known
-/// values.
+/// values; `n` of `None` keeps them all, sorted.
 pub(super) fn most_deviant(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    let n = a.int(1)?;
+    let n = count_or_all(a, 1)?;
     let mut list: Vec<Series> = Vec::new();
     let mut sigmas = Vec::new();
     for s in a.series(0, cx)? {

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use super::{Args, Context};
 use crate::error::Result;
+use crate::render::expr::Expr;
 use crate::render::python::str_float;
 use crate::render::series::Series;
 
@@ -26,16 +27,18 @@ pub(super) fn constant(value: f64, cx: &Context<'_>) -> Series {
     constant_of(Some(value), cx)
 }
 
-/// `constantLine(value)`.
+/// `constantLine(value)`; a value of `None` makes three null points named `None`, as
+/// graphite-web's does.
 pub(super) fn constant_line(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    Ok(vec![constant(a.number(0)?, cx)])
+    Ok(vec![constant_of(a.opt_number(0)?, cx)])
 }
 
 /// `threshold(value, label, color)`: a constant line named `label` when it is true by
 /// Python's truth (an unquoted one by Python's `str` of it, as graphite-web names it). The
-/// color is taken as graphite-web takes it, whatever it is, and only colors an image.
+/// color is taken as graphite-web takes it, whatever it is, and only colors an image. A value
+/// of `None` is [`constant_line`]'s.
 pub(super) fn threshold(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    let mut line = constant(a.number(0)?, cx);
+    let mut line = constant_of(a.opt_number(0)?, cx);
     if let Some(label) = a.label(1)? {
         line.name = label;
     }
@@ -130,13 +133,23 @@ pub(super) fn series_by_tag(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series
 
 /// `stacked(seriesList, stack)`: each value added to the running total of its point in the
 /// stack (shared by every `stacked` of the request with that stack name), and the total
-/// shown; nulls stay null. Renamed `stacked(name)` without a stack name.
+/// shown; nulls stay null. Renamed `stacked(name)` without a stack name. A stack named by a
+/// bare value (`5`, `true`, `None`) is graphite-web's dictionary key: a number equal to
+/// another is the same stack (`1`, `1.0` and `true`), a quoted one (`'1'`) another.
 pub(super) fn stacked(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    let stack = if a.has(1) { Some(a.string(1)?) } else { None };
+    let stack = match a.arg(1) {
+        None => None,
+        Some(Expr::Str(name)) => Some(name.clone()),
+        Some(Expr::Int(n)) => Some(format!("\0{}", str_float(*n as f64))),
+        Some(Expr::Number(n)) => Some(format!("\0{}", str_float(*n))),
+        Some(Expr::Bool(b)) => Some(format!("\0{}", str_float(f64::from(u8::from(*b))))),
+        Some(Expr::None) => Some("\0None".to_owned()),
+        Some(_) => return Err(a.wrong(1, "must be a quoted string")),
+    };
     let list = a.series(0, cx)?;
     let mut stacks = cx.stacks.borrow_mut();
     let totals = stacks
-        .entry(stack.unwrap_or("__DEFAULT__").to_owned())
+        .entry(stack.clone().unwrap_or_else(|| "__DEFAULT__".to_owned()))
         .or_default();
     Ok((list.into_iter())
         .map(|mut s| {
@@ -149,8 +162,8 @@ pub(super) fn stacked(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
                     *v = Some(*total);
                 }
             }
-            let name = match stack {
-                None => format!("stacked({})", s.name),
+            let name = match stack.as_deref() {
+                None | Some("__DEFAULT__") => format!("stacked({})", s.name),
                 Some(_) => s.name.clone(),
             };
             s.mapped(name, |v| v)
@@ -187,7 +200,8 @@ pub(super) fn vertical_line(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series
 
 /// `setXFilesFactor(seriesList, xFilesFactor)` (short form `xFilesFactor`): the series
 /// unchanged but for their xFilesFactor, which also becomes the request's for everything
-/// evaluated after it, later targets included, as in graphite-web.
+/// evaluated after it, later targets included, as in graphite-web. `None` is refused:
+/// graphite-web keeps it and fails when the series is then consolidated.
 pub(super) fn set_x_files_factor(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let xff = a.number(1)?;
     if !xff.is_finite() {

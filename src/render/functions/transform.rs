@@ -131,9 +131,13 @@ pub(super) fn log(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     )
 }
 
-/// `round(seriesList, precision)`.
+/// `round(seriesList, precision)`; a precision of `None` is none given, as in graphite-web.
 pub(super) fn round(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
-    let precision = if a.has(1) { Some(a.int(1)?) } else { None };
+    let precision = if a.has(1) && !a.is_none_arg(1) {
+        Some(a.int(1)?)
+    } else {
+        None
+    };
     let name = |n: &str| match precision {
         None => format!("round({n})"),
         Some(p) => format!("round({n},{p})"),
@@ -520,11 +524,12 @@ fn signed_back(text: &str) -> String {
 
 /// `timeStack(seriesList, timeShiftUnit="1d", timeShiftStart=0, timeShiftEnd=7)`: the
 /// argument read at each shift from start to end (exclusive), each stamped on the first
-/// series' points and named `timeShift(name, unit, shift)`.
+/// series' points and named `timeShift(name, unit, shift)`; start and end are Python's
+/// `int()` of what is given (`2.5` is 2).
 pub(super) fn time_stack(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     let unit = signed_back(a.string_or(1, "1d")?);
     let delta = a.offset_of(1, &unit)?;
-    let (from, to) = (a.int_or(2, 0)?, a.int_or(3, 7)?);
+    let (from, to) = (a.truncated_or(2, 0)?, a.truncated_or(3, 7)?);
     if to.saturating_sub(from) > 1000 || from.unsigned_abs().max(to.unsigned_abs()) > 1000 {
         return Err(a.wrong(3, "asks for shifts beyond 1000"));
     }
@@ -552,9 +557,10 @@ pub(super) fn time_stack(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> 
 pub(super) fn consolidate_by(a: &Args<'_>, cx: &Context<'_>) -> Result<Vec<Series>> {
     // graphite-web takes any name here and fails only if the series must be consolidated
     // ([`Series::fit`]); Ceph's dashboards pass "maxSeries" under a series function that
-    // does not keep it.
-    let func_name = a.string(1)?;
-    consolidated(a, cx, AggFunc::parse_consolidation(func_name), func_name)
+    // does not keep it. A bare value (`5`, `None`) is such a name too, written as Python's
+    // `str` of it.
+    let func_name = a.python_str(1)?;
+    consolidated(a, cx, AggFunc::parse_consolidation(&func_name), &func_name)
 }
 
 /// `cumulative(seriesList)`: consolidateBy `sum`.
@@ -797,7 +803,7 @@ fn summarize(s: Series, interval: i64, agg: AggFunc, align: bool) -> Series {
 pub(super) fn window_seconds(window: &Window, list: &[Series]) -> i64 {
     match window {
         Window::Seconds(seconds, _) => *seconds,
-        Window::Points(n) => list
+        Window::Points(n, _) => list
             .iter()
             .map(|s| s.step)
             .max()
