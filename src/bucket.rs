@@ -28,8 +28,9 @@ pub struct Bucket {
 /// A bucket's latest sample. For a counter (stored as increases) `value` is the raw counter
 /// value the sample carried, its running total, not the increase the bucket folded in.
 ///
-/// Its time is kept so that `Option<Last>` needs no flag of its own: a [`Bucket`] is 48
-/// bytes rather than 56, which a sum over many series reads and writes for every bucket.
+/// Its time is kept sign-flipped, never zero, so that `Option<Last>` needs no flag of its
+/// own: a [`Bucket`] is 48 bytes rather than 56, which a sum over many series reads and
+/// writes for every bucket.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Last {
     /// The sample's value.
