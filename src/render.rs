@@ -33,6 +33,7 @@ pub use path::{graphite_path, parse_graphite_path, PathPattern};
 pub(crate) use stored::charge_points;
 pub use stored::{RenderGrid, StoredSource};
 pub(crate) use timer_paths::add_to_finder as add_timer_paths;
+#[cfg(feature = "cluster")]
 pub(crate) use timer_paths::{count as count_timer_paths, with_timer_paths};
 
 use crate::bucket::Bucket;

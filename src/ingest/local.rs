@@ -19,7 +19,9 @@ use std::collections::HashMap;
 
 use super::batch::LineBatch;
 use super::name_cache::NameCache;
-use super::report::{IngestReport, NoTotals, Tally};
+#[cfg(feature = "cli")]
+use super::report::NoTotals;
+use super::report::{IngestReport, Tally};
 use crate::counter::SeriesKind;
 use crate::engine::{Engine, SinkBounds};
 use crate::error::{Error, RejectReason, Result};
@@ -259,6 +261,7 @@ impl LocalQueue {
     /// the names then meet the cache in the next batch rather than being queued as new
     /// again while the writer registers them. Refusals are counted in `report` with their
     /// lines.
+    #[cfg(feature = "cli")]
     pub(crate) fn register_queued(&mut self, engine: &Engine, report: &mut IngestReport) {
         (self.batch).register_new(engine, report, &NoTotals, None);
         for (name, id) in self.batch.registered.drain(..) {

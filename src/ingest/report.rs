@@ -18,8 +18,10 @@ pub(crate) trait Tally: Send + Sync {
 }
 
 /// No totals beyond the report's own: an import's, which has no server to count in.
+#[cfg(feature = "cli")]
 pub(crate) struct NoTotals;
 
+#[cfg(feature = "cli")]
 impl Tally for NoTotals {
     fn count_rejected(&self, _: &'static str, _: u64) {}
 }
