@@ -112,6 +112,20 @@ pub(crate) struct IngestTally {
 }
 
 impl Shared {
+    /// Makes what was written durable: the registry fsynced, then the counters' state, the
+    /// changed period files and the raw tier flushed. `Engine::flush`'s work, and an open's
+    /// once it has finished a deletion or a retype a crash interrupted.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file that failed.
+    fn flush_files(&self) -> Result<()> {
+        self.registry
+            .sync()
+            .and_then(|()| self.counter_table.flush())
+            .and_then(|()| self.storage.flush())
+            .and_then(|()| self.raw.as_ref().map_or(Ok(()), RawStore::flush))
+    }
+
     fn new(
         dir: PathBuf,
         config: TiersConfig,
@@ -819,13 +833,7 @@ impl Engine {
     pub fn flush(&self) -> Result<()> {
         self.check_writable()?;
         self.sync()?;
-        let result = self
-            .shared
-            .registry
-            .sync()
-            .and_then(|()| self.shared.counter_table.flush())
-            .and_then(|()| self.shared.storage.flush())
-            .and_then(|()| self.shared.raw.as_ref().map_or(Ok(()), RawStore::flush));
+        let result = self.shared.flush_files();
         if let Err(e) = &result {
             self.shared.poison(e.to_string());
         }

@@ -213,11 +213,7 @@ impl Shared {
                 raw,
                 "finished a deletion the last process did not finish"
             );
-            self.registry
-                .sync()
-                .and_then(|()| self.counter_table.flush())
-                .and_then(|()| self.storage.flush())
-                .and_then(|()| self.raw.as_ref().map_or(Ok(()), |raw| raw.flush()))?;
+            self.flush_files()?;
         }
         remove_intent(&self.dir)?;
         Ok(holes)

@@ -323,10 +323,7 @@ impl Shared {
             ));
         }
         self.apply_retype(kind, &group, false)?;
-        self.registry
-            .sync()
-            .and_then(|()| self.counter_table.flush())
-            .and_then(|()| self.storage.flush())?;
+        self.flush_files()?;
         remove_intent(&self.dir)?;
         tracing::warn!(
             series = group.len(),
