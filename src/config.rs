@@ -156,23 +156,44 @@ impl Default for EngineSettings {
     }
 }
 
-/// Which series are counters by naming rule (`[counters]`): a series whose name matches
-/// one of `names` or that carries one of `tags` stores increases, unless a write declared its
-/// kind explicitly ([`crate::counter`] applies the rules).
+/// Which series a rule picks: a series whose name matches one of `names` or that carries one
+/// of `tags`. `[counters]` says which series are counters (unless a write declared its kind
+/// explicitly; [`crate::counter`] applies the rules); a `[[set]]` which series keep its tiers.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct CounterRules {
+pub struct SeriesRules {
     /// Globs over the series name (`*`, `?`, `[a-z]`), e.g. `*.if_octets.*`, `*_total`.
     pub names: Vec<String>,
     /// Tags as `(key, value)`, written `"k=v"` in the file, e.g. `type=counter`.
     pub tags: Vec<(String, String)>,
 }
 
-impl CounterRules {
+impl SeriesRules {
     /// True when no rule is set.
     pub fn is_empty(&self) -> bool {
         self.names.is_empty() && self.tags.is_empty()
     }
 }
+
+/// Other tiers for the series that match (`[[set]]`), as a carbon storage-schemas section
+/// gives its metrics their own retentions. A series' set is the first whose rules pick it
+/// when the series is created, else the default set (the top-level `[[tier]]`s); the
+/// registry records it, and it never changes.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TierSet {
+    /// How messages, statistics and the set's directory (`sets/<name>/`) name it.
+    pub name: String,
+    /// Which series the set takes.
+    pub series: SeriesRules,
+    /// Its rollup tiers, finest first by convention.
+    pub tiers: Vec<TierSpec>,
+}
+
+/// The name the default set (the top-level `[[tier]]`s) goes by.
+pub(crate) const DEFAULT_SET: &str = "default";
+
+/// The most tier sets, the default one included: a series log record keeps a series' set
+/// in one byte.
+pub(crate) const MAX_SETS: usize = 256;
 
 /// Everything `tiers.toml` configures: engine settings, counter rules and the tiers, finest
 /// first by convention (the order is kept; placements are indexed by it).
@@ -181,11 +202,14 @@ pub struct TiersConfig {
     /// Engine-wide settings (`[engine]`).
     pub engine: EngineSettings,
     /// Which series are counters (`[counters]`); none by default.
-    pub counters: CounterRules,
-    /// The rollup tiers (`[[tier]]`), in file order.
+    pub counters: SeriesRules,
+    /// The rollup tiers (`[[tier]]`), in file order: the default set's.
     pub tiers: Vec<TierSpec>,
     /// The raw tier (a `[[tier]]` with `kind = "raw"`), if configured; at most one.
     pub raw: Option<RawTierSpec>,
+    /// Other tier sets (`[[set]]`), in file order; none by default. Set `i` here is set
+    /// `i + 1` of [`TiersConfig::set_tiers`]; set 0 is the default one.
+    pub sets: Vec<TierSet>,
 }
 
 impl Default for TiersConfig {
@@ -201,7 +225,7 @@ impl Default for TiersConfig {
         };
         TiersConfig {
             engine: EngineSettings::default(),
-            counters: CounterRules::default(),
+            counters: SeriesRules::default(),
             tiers: vec![
                 tier("1m", MINUTE, 6 * HOUR, 48 * HOUR),
                 tier("5m", 5 * MINUTE, DAY, 14 * DAY),
@@ -209,23 +233,86 @@ impl Default for TiersConfig {
                 tier("1d", DAY, 73 * DAY, 1_825 * DAY),
             ],
             raw: None,
+            sets: Vec::new(),
         }
     }
 }
 
 impl TiersConfig {
     /// A fingerprint of what gives tier indexes and cell positions their meaning: each tier's
-    /// name, resolution and period, and the series per chunk. Files that record tier indexes
-    /// (the counter journal) are only read back under the same fingerprint.
+    /// name, resolution and period, every set's too, and the series per chunk. Files that
+    /// record tier indexes (the counter journal) are only read back under the same
+    /// fingerprint.
     pub fn layout_fingerprint(&self) -> u64 {
         let mut text = format!("{}", self.engine.series_per_chunk);
-        for tier in &self.tiers {
+        for (set, tier) in self.all_tiers() {
+            if set > 0 {
+                text.push_str(&format!(";{}/", self.set_name(set)));
+            }
             text.push_str(&format!(
                 ";{}:{}:{}",
                 tier.name, tier.resolution, tier.period
             ));
         }
         u64::from(crc32fast::hash(text.as_bytes()))
+    }
+
+    /// How many tier sets there are, the default one included.
+    pub fn set_count(&self) -> usize {
+        1 + self.sets.len()
+    }
+
+    /// The name of set `set` ([`DEFAULT_SET`] for 0).
+    pub fn set_name(&self, set: usize) -> &str {
+        match set {
+            0 => DEFAULT_SET,
+            _ => &self.sets[set - 1].name,
+        }
+    }
+
+    /// The rollup tiers of set `set`: the top-level ones for 0.
+    pub fn set_tiers(&self, set: usize) -> &[TierSpec] {
+        match set {
+            0 => &self.tiers,
+            _ => &self.sets[set - 1].tiers,
+        }
+    }
+
+    /// The storage index of set `set`'s first tier: every set's tiers are numbered one
+    /// after another, the default set's first, as the files and the writers know them.
+    pub fn first_tier_of(&self, set: usize) -> usize {
+        (0..set).map(|s| self.set_tiers(s).len()).sum()
+    }
+
+    /// The storage indexes of set `set`'s tiers (see [`TiersConfig::first_tier_of`]).
+    pub fn tier_range(&self, set: usize) -> std::ops::Range<usize> {
+        let first = self.first_tier_of(set);
+        first..first + self.set_tiers(set).len()
+    }
+
+    /// Every set's tiers in storage order, each with its set.
+    pub fn all_tiers(&self) -> impl Iterator<Item = (usize, &TierSpec)> + '_ {
+        (0..self.set_count()).flat_map(move |set| self.set_tiers(set).iter().map(move |t| (set, t)))
+    }
+
+    /// How many tiers all sets have together: the storage's tier count.
+    pub fn tier_count(&self) -> usize {
+        self.all_tiers().count()
+    }
+
+    /// The tier at storage index `index`, with its set.
+    ///
+    /// # Panics
+    /// When `index` is not below [`TiersConfig::tier_count`].
+    pub fn tier_at(&self, index: usize) -> (usize, &TierSpec) {
+        self.all_tiers()
+            .nth(index)
+            .unwrap_or_else(|| panic!("tier index {index} out of range"))
+    }
+
+    /// The set named `name`, if there is one ([`DEFAULT_SET`] is 0).
+    pub fn set_index(&self, name: &str) -> Option<usize> {
+        (0..self.set_count()).find(|&set| self.set_name(set) == name)
     }
 
     /// The shipped `tiers.toml`, documented key by key.
@@ -289,6 +376,7 @@ enum Key {
     FutureBound,
     SeriesPerChunk,
     MaxPoints,
+    Set(usize),
     Name(usize),
     Resolution(usize),
     Period(usize),
@@ -343,10 +431,34 @@ fn check(config: &TiersConfig, origin: &str, line_of: &LineOf<'_>) -> Result<()>
             "at least one [[tier]] is needed, or samples have nowhere to go".to_owned(),
         ));
     }
+    let first_index_of_name = check_tiers(&config.tiers, 0, "", &refuse)?;
+    check_sets(config, &refuse)?;
+    if let Some(raw) = &config.raw {
+        check_raw(raw, &first_index_of_name, &refuse)?;
+    }
+    Ok(())
+}
+
+/// The rules every rollup tier list meets (the default set's, each `[[set]]`'s): names
+/// non-empty, unique within the list, at most 32 bytes of `[A-Za-z0-9_.-]`; spans non-zero
+/// and fitting; a resolution dividing the period; a retention of at least one period; at
+/// most `MAX_BUCKETS_PER_PERIOD` buckets per period. `first` is the storage index of the
+/// list's first tier (the parser keys lines by it), `prefix` what field names start with.
+/// Returns each name's place in the list.
+fn check_tiers<'c>(
+    tiers: &'c [TierSpec],
+    first: usize,
+    prefix: &str,
+    refuse: &dyn Fn(Key, String, String) -> Error,
+) -> Result<HashMap<&'c str, usize>> {
     let mut first_index_of_name: HashMap<&str, usize> = HashMap::new();
-    for (index, tier) in config.tiers.iter().enumerate() {
+    for (at, tier) in tiers.iter().enumerate() {
+        let index = first + at;
+        let tier_field = |index: usize, name: &str, key: &str| {
+            format!("{prefix}{}", tier_field(index - first, name, key))
+        };
         // Always by index: the name is what is wrong, or what two tiers share.
-        let name_field = format!("tier[{index}] name");
+        let name_field = format!("{prefix}tier[{at}] name");
         if tier.name.is_empty() {
             return Err(refuse(
                 Key::Name(index),
@@ -375,17 +487,17 @@ fn check(config: &TiersConfig, origin: &str, line_of: &LineOf<'_>) -> Result<()>
                 ),
             ));
         }
-        if let Some(&first) = first_index_of_name.get(tier.name.as_str()) {
+        if let Some(&earlier) = first_index_of_name.get(tier.name.as_str()) {
             return Err(refuse(
                 Key::Name(index),
                 name_field,
                 format!(
-                    "tier name {:?} is already used by tier[{first}]; names must be unique",
+                    "tier name {:?} is already used by tier[{earlier}]; names must be unique",
                     tier.name
                 ),
             ));
         }
-        first_index_of_name.insert(&tier.name, index);
+        first_index_of_name.insert(&tier.name, at);
         if tier.create_ahead > MAX_CREATE_AHEAD {
             return Err(refuse(
                 Key::Name(index),
@@ -443,8 +555,73 @@ fn check(config: &TiersConfig, origin: &str, line_of: &LineOf<'_>) -> Result<()>
             ));
         }
     }
-    if let Some(raw) = &config.raw {
-        check_raw(raw, &first_index_of_name, &refuse)?;
+    Ok(first_index_of_name)
+}
+
+/// The rules of `[[set]]`s: a name like a tier's, unique, not [`DEFAULT_SET`]; at least
+/// one rule (a set no series can match keeps nothing); at least one tier, each meeting
+/// [`check_tiers`]; at most [`MAX_SETS`] sets in all.
+fn check_sets(config: &TiersConfig, refuse: &dyn Fn(Key, String, String) -> Error) -> Result<()> {
+    if config.set_count() > MAX_SETS {
+        return Err(refuse(
+            Key::Set(MAX_SETS - 1),
+            "set".to_owned(),
+            format!(
+                "{} tier sets are configured; at most {} are allowed beside the default one",
+                config.sets.len(),
+                MAX_SETS - 1
+            ),
+        ));
+    }
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (at, set) in config.sets.iter().enumerate() {
+        let field = format!("set[{at}] name");
+        if set.name.is_empty() || !name_chars_ok(&set.name) || set.name.len() > TIER_NAME_MAX {
+            return Err(refuse(
+                Key::Set(at),
+                field,
+                format!(
+                    "set name {:?} must be 1 to {TIER_NAME_MAX} bytes of letters, digits, '_', \
+                     '.' and '-' (it becomes a directory name)",
+                    set.name
+                ),
+            ));
+        }
+        if set.name == DEFAULT_SET {
+            return Err(refuse(
+                Key::Set(at),
+                field,
+                format!("{DEFAULT_SET:?} names the top-level [[tier]]s; give the set another name"),
+            ));
+        }
+        if let Some(&earlier) = seen.get(set.name.as_str()) {
+            return Err(refuse(
+                Key::Set(at),
+                field,
+                format!(
+                    "set name {:?} is already used by set[{earlier}]; names must be unique",
+                    set.name
+                ),
+            ));
+        }
+        seen.insert(&set.name, at);
+        let prefix = format!("set {:?} ", set.name);
+        if set.series.is_empty() {
+            return Err(refuse(
+                Key::Set(at),
+                format!("{prefix}names"),
+                "a set needs names or tags, or no series ever keeps its tiers".to_owned(),
+            ));
+        }
+        if set.tiers.is_empty() {
+            return Err(refuse(
+                Key::Set(at),
+                format!("{prefix}tier"),
+                "a set needs at least one [[set.tier]], or its samples have nowhere to go"
+                    .to_owned(),
+            ));
+        }
+        check_tiers(&set.tiers, config.first_tier_of(at + 1), &prefix, refuse)?;
     }
     Ok(())
 }
@@ -652,8 +829,9 @@ fn field_at(text: &str, offset: usize) -> String {
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     engine: Option<RawEngine>,
-    counters: Option<RawCounters>,
+    counters: Option<RawRules>,
     tier: Option<Spanned<Vec<RawTier>>>,
+    set: Option<Vec<RawSet>>,
 }
 
 /// `[engine]` as written.
@@ -668,9 +846,44 @@ struct RawEngine {
 /// `[counters]` as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawCounters {
+struct RawRules {
     names: Option<Vec<String>>,
     tags: Option<Vec<Spanned<String>>>,
+}
+
+/// One `[[set]]` as written: its rules beside its name, its tiers as `[[set.tier]]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSet {
+    name: Spanned<String>,
+    names: Option<Vec<String>>,
+    tags: Option<Vec<Spanned<String>>>,
+    tier: Option<Vec<RawTier>>,
+}
+
+impl RawRules {
+    /// The rules, each tag split at its `=`; `table` names the table in a refusal.
+    fn convert(self, at: &Located<'_>, table: &str) -> Result<SeriesRules> {
+        let mut rules = SeriesRules {
+            names: self.names.unwrap_or_default(),
+            tags: Vec::new(),
+        };
+        for tag in self.tags.unwrap_or_default() {
+            let pair = tag
+                .get_ref()
+                .split_once('=')
+                .filter(|(k, _)| !k.is_empty())
+                .ok_or_else(|| {
+                    at.refuse(
+                        tag.span().start,
+                        format!("{table}.tags"),
+                        format!("tag {:?} is not k=v", tag.get_ref()),
+                    )
+                })?;
+            rules.tags.push((pair.0.to_owned(), pair.1.to_owned()));
+        }
+        Ok(rules)
+    }
 }
 
 /// One `[[tier]]` as written.
@@ -728,24 +941,10 @@ impl RawConfig {
             }
         }
 
-        let mut counters = CounterRules::default();
-        if let Some(raw) = self.counters {
-            counters.names = raw.names.unwrap_or_default();
-            for tag in raw.tags.unwrap_or_default() {
-                let pair = tag
-                    .get_ref()
-                    .split_once('=')
-                    .filter(|(k, _)| !k.is_empty())
-                    .ok_or_else(|| {
-                        at.refuse(
-                            tag.span().start,
-                            "counters.tags".to_owned(),
-                            format!("tag {:?} is not k=v", tag.get_ref()),
-                        )
-                    })?;
-                counters.tags.push((pair.0.to_owned(), pair.1.to_owned()));
-            }
-        }
+        let counters = match self.counters {
+            Some(raw) => raw.convert(at, "counters")?,
+            None => SeriesRules::default(),
+        };
 
         let mut tiers = Vec::new();
         let mut raw_tier = None;
@@ -753,7 +952,7 @@ impl RawConfig {
             lines.insert(Key::Tiers, raw_tiers.span().start);
             for written in raw_tiers.into_inner() {
                 let name_at = written.name.span().start;
-                match written.convert(tiers.len(), at, &mut lines)? {
+                match written.convert(tiers.len(), (tiers.len(), ""), at, &mut lines)? {
                     AnyTier::Rollup(tier) => tiers.push(tier),
                     AnyTier::Raw(_) if raw_tier.is_some() => {
                         return Err(at.refuse(
@@ -766,12 +965,48 @@ impl RawConfig {
                 }
             }
         }
+        let mut sets = Vec::new();
+        let mut first = tiers.len();
+        for (index, written) in self.set.unwrap_or_default().into_iter().enumerate() {
+            lines.insert(Key::Set(index), written.name.span().start);
+            let name = written.name.get_ref().clone();
+            let series = RawRules {
+                names: written.names,
+                tags: written.tags,
+            }
+            .convert(at, &format!("set {name:?}"))?;
+            let mut set_tiers = Vec::new();
+            let prefix = format!("set {name:?} ");
+            for tier in written.tier.unwrap_or_default() {
+                let name_at = tier.name.span().start;
+                let local = (set_tiers.len(), prefix.as_str());
+                match tier.convert(first + set_tiers.len(), local, at, &mut lines)? {
+                    AnyTier::Rollup(tier) => set_tiers.push(tier),
+                    AnyTier::Raw(_) => {
+                        return Err(at.refuse(
+                            name_at,
+                            format!("set {name:?} tier kind"),
+                            "a set keeps rollup tiers only; the raw tier, a top-level [[tier]], \
+                             keeps the default set's points"
+                                .to_owned(),
+                        ));
+                    }
+                }
+            }
+            first += set_tiers.len();
+            sets.push(TierSet {
+                name,
+                series,
+                tiers: set_tiers,
+            });
+        }
         Ok((
             TiersConfig {
                 engine,
                 counters,
                 tiers,
                 raw: raw_tier,
+                sets,
             },
             lines,
         ))
@@ -779,14 +1014,17 @@ impl RawConfig {
 }
 
 impl RawTier {
+    /// The tier, typed. `index` is its storage index (lines are keyed by it), `local` its
+    /// place in its own list and `prefix` what its field names start with (`set "x" `).
     fn convert(
         self,
         index: usize,
+        (local, prefix): (usize, &str),
         at: &Located<'_>,
         lines: &mut HashMap<Key, usize>,
     ) -> Result<AnyTier> {
         let name = self.name.get_ref().clone();
-        let field = |key: &str| tier_field(index, &name, key);
+        let field = |key: &str| format!("{prefix}{}", tier_field(local, &name, key));
         let raw = match &self.kind {
             None => false,
             Some(kind) => match kind.get_ref().as_str() {

@@ -29,12 +29,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::config::CounterRules;
+use crate::config::SeriesRules;
 use crate::error::Error;
 use crate::error::RejectReason;
 use crate::error::Result;
-use crate::registry::glob::glob_match;
-use crate::registry::{KeyView, Registry, SeriesId};
+use crate::registry::matches_rules;
+use crate::registry::{Registry, SeriesId};
 use crate::sample::Sample;
 use crate::storage::cells::CellAt;
 use crate::storage::counter_journal::CounterJournal;
@@ -104,7 +104,7 @@ impl std::str::FromStr for SeriesKind {
 /// kind of series no write declared. One lock orders all counter updates, so increases are
 /// computed in the order batches are accepted, whatever thread sends them.
 pub(crate) struct CounterTable {
-    rules: CounterRules,
+    rules: SeriesRules,
     /// False while no series is a counter of running totals: batches then skip every
     /// counter step (a delta counter's samples are stored as they come).
     any: AtomicBool,
@@ -143,8 +143,8 @@ impl CounterTable {
     /// when the kinds kept from changed rules cannot be recorded.
     pub(crate) fn open(
         dir: &Path,
-        rules: CounterRules,
-        stored: Option<CounterRules>,
+        rules: SeriesRules,
+        stored: Option<SeriesRules>,
         registry: &Registry,
         storage: &Storage,
         layout: u64,
@@ -639,8 +639,8 @@ const KEPT_NAMED: usize = 5;
 /// not replaced (the open fails before it stores the tiers).
 fn keep_kinds(
     state: &mut CounterStateFile,
-    stored: &CounterRules,
-    rules: &CounterRules,
+    stored: &SeriesRules,
+    rules: &SeriesRules,
     registry: &Registry,
 ) -> Result<()> {
     let mut kept: Vec<(usize, bool)> = Vec::new();
@@ -690,7 +690,7 @@ fn keep_kinds(
 
 /// `names` and `tags` before and after, as a person reads them: `names [] before,
 /// ["*.nginx.requests"] now`.
-fn describe_rules_change(stored: &CounterRules, rules: &CounterRules) -> String {
+fn describe_rules_change(stored: &SeriesRules, rules: &SeriesRules) -> String {
     let mut parts = Vec::new();
     let (before, now) = (
         crate::config::rule_lists(stored),
@@ -712,13 +712,6 @@ pub(crate) fn increase(previous: f64, value: f64) -> f64 {
     } else {
         value.max(0.0)
     }
-}
-
-/// True when `key` is a counter by `rules`: its name matches one of the name globs, or it
-/// carries one of the tags.
-pub(crate) fn matches_rules(rules: &CounterRules, key: KeyView<'_>) -> bool {
-    (rules.names.iter()).any(|glob| glob_match(glob, &key.name()))
-        || (rules.tags.iter()).any(|(k, v)| key.tag(k).as_deref() == Some(v.as_str()))
 }
 
 #[cfg(test)]

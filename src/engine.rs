@@ -29,7 +29,7 @@ use crate::read::aggregate::{AggregateQuery, AggregateResult};
 use crate::read::query::{Query, QueryResult};
 use crate::read::reader::Reader;
 use crate::read::write_log::WriteLog;
-use crate::registry::{Registry, SeriesId};
+use crate::registry::{Registry, SeriesId, SetPlace};
 use crate::sample::{BatchReport, ObservedSample, RawCounts, Sample};
 use crate::storage::cells::CellAt;
 use crate::storage::lock::DirLock;
@@ -42,7 +42,7 @@ pub(crate) use admission::accepted_times;
 pub(crate) use admission::check_value_and_time;
 #[cfg(feature = "server")]
 pub(crate) use admission::SinkBounds;
-use admission::{Bounds, FilesNeeded, SampleLimits};
+use admission::{BatchPlaces, Bounds, FilesNeeded, SampleLimits};
 use apply::ApplyLog;
 pub use apply::{
     ApplyReport, BatchObserved, BatchSample, BatchSeries, Checkpoints, KeyIndex, SampleBatch,
@@ -66,6 +66,9 @@ const RECORD_BUFFER: usize = 4096;
 pub(crate) struct Shared {
     pub(crate) dir: PathBuf,
     pub(crate) config: TiersConfig,
+    /// Each `[[set]]`'s tiers as a configuration of their own (set `i + 1` at `i`): what a
+    /// read of that set's series sees ([`Reader::for_set`]).
+    set_views: Vec<TiersConfig>,
     pub(crate) storage: Storage,
     /// The raw tier's segments, when one is configured.
     pub(crate) raw: Option<RawStore>,
@@ -77,8 +80,8 @@ pub(crate) struct Shared {
     pub(crate) counter_table: CounterTable,
     /// Every completed write by generation, for readers that cache answers.
     pub(crate) write_log: WriteLog,
-    /// Chunks created for the current and ahead periods of every tier so far.
-    chunks_ready: AtomicU32,
+    /// Per tier set, chunks created for the current and ahead periods of its tiers so far.
+    chunks_ready: Vec<AtomicU32>,
     /// Failed maintenance passes, and the last failure.
     maintenance: MaintenanceHealth,
     /// Set when the engine closes: a maintenance or chunk creator pass in progress stops at
@@ -136,7 +139,16 @@ impl Shared {
         lock: Option<DirLock>,
     ) -> Shared {
         let deleted = registry.deleted().into_iter().map(|id| id.0).collect();
+        let chunks_ready = (0..config.set_count()).map(|_| AtomicU32::new(0)).collect();
+        let set_views = (config.sets.iter())
+            .map(|set| TiersConfig {
+                tiers: set.tiers.clone(),
+                sets: Vec::new(),
+                ..config.clone()
+            })
+            .collect();
         Shared {
+            set_views,
             deleted: std::sync::RwLock::new(Arc::new(deleted)),
             dir,
             config,
@@ -147,7 +159,7 @@ impl Shared {
             tally: IngestTally::default(),
             counter_table,
             write_log: WriteLog::default(),
-            chunks_ready: AtomicU32::new(0),
+            chunks_ready,
             stopping: std::sync::atomic::AtomicBool::new(false),
             maintenance: MaintenanceHealth::default(),
             pass_lock: Mutex::new(()),
@@ -162,13 +174,12 @@ impl Shared {
         self.stopping.load(Ordering::Acquire)
     }
 
-    /// The first second each tier still holds at `now`: the start of the period that holds
-    /// `now - retention` (files whose period ended before that are outside retention).
+    /// The first second each tier, every set's, still holds at `now`: the start of the
+    /// period that holds `now - retention` (files whose period ended before that are outside
+    /// retention). By storage index.
     pub(crate) fn window_starts(&self, now: Timestamp) -> Vec<Timestamp> {
-        self.config
-            .tiers
-            .iter()
-            .map(|t| t.window_start(now))
+        (self.config.all_tiers())
+            .map(|(_, t)| t.window_start(now))
             .collect()
     }
 
@@ -184,11 +195,22 @@ impl Shared {
         let _ = self.poison.set(why);
     }
 
-    /// Chunks needed so every series so far, plus a quarter chunk of headroom, has a slot:
-    /// the next chunk is created ahead of the series that will need it.
-    fn chunks_needed(&self) -> u32 {
+    /// Chunks of set `set` needed so every series so far, plus a quarter chunk of
+    /// headroom, has a slot: the next chunk is created ahead of the series that will need
+    /// it. A `[[set]]` without series needs none; the default set always has its first.
+    fn chunks_needed(&self, set: usize) -> u32 {
+        let series = self.registry.set_len(set);
+        if set > 0 && series == 0 {
+            return 0;
+        }
         let slots = self.config.engine.series_per_chunk as usize;
-        ((self.registry.len() + slots / 4) / slots + 1) as u32
+        ((series + slots / 4) / slots + 1) as u32
+    }
+
+    /// Whether some set needs a chunk not created yet.
+    fn chunks_missing(&self) -> bool {
+        (self.chunks_ready.iter().enumerate())
+            .any(|(set, ready)| self.chunks_needed(set) > ready.load(Ordering::Acquire))
     }
 }
 
@@ -298,7 +320,7 @@ impl Engine {
     /// already handed out: its samples are refused as `storage_unavailable` until their
     /// files can be created, and maintenance tries again.
     fn after_new_series(&self) {
-        if self.shared.chunks_needed() > self.shared.chunks_ready.load(Ordering::Acquire) {
+        if self.shared.chunks_missing() {
             match &self.creator {
                 Some(creator) => creator.wake(),
                 None => {
@@ -331,6 +353,7 @@ impl Engine {
         let shared = &*self.shared;
         Reader::new(
             &shared.config,
+            &shared.set_views,
             &shared.storage,
             shared.raw.as_ref(),
             &shared.registry,
@@ -521,10 +544,15 @@ impl Engine {
         let _gate = self.shared.storage.batch_gate();
         let bounds = self.bounds(self.shared.clock.now());
         let deleted = self.shared.deleted_ids();
+        let places = BatchPlaces::of(
+            &self.shared,
+            samples.iter().map(|s| s.series),
+            &bounds.windows,
+        );
         let mut files = FilesNeeded::new(&self.shared);
-        for sample in samples {
+        for (index, sample) in samples.iter().enumerate() {
             if bounds.limits.check(sample).is_ok() {
-                files.note(sample, &bounds.windows);
+                files.note(sample, places.get(index, sample.series), &bounds.windows);
             }
         }
         files.create_missing();
@@ -538,16 +566,23 @@ impl Engine {
         // reserved below before they are counted.
         let mut distributions: Vec<(usize, Sample)> = Vec::new();
         for (position, sample) in samples.iter().enumerate() {
+            let place = places.get(position, sample.series);
             match bounds.limits.check(sample) {
                 // An id resolved before its series was deleted.
                 Ok(()) if !deleted.is_empty() && deleted.contains(&sample.series.0) => {
                     report.reject(position, RejectReason::UnknownSeries);
                 }
-                Ok(()) if !files.failed.is_empty() && files.blocked(sample, &bounds.windows) => {
+                Ok(()) if places.too_old(place, sample.ts) => {
+                    report.reject(position, RejectReason::TooOld);
+                }
+                Ok(())
+                    if !files.failed.is_empty()
+                        && files.blocked(sample, place, &bounds.windows) =>
+                {
                     report.reject(position, RejectReason::StorageUnavailable);
                 }
                 Ok(()) => {
-                    let mut stored = writer::Stored::gauge(*sample);
+                    let mut stored = writer::Stored::gauge(*sample, place);
                     if let Some(counters) = &mut counter_step {
                         if counters.is_distribution(sample.series) {
                             distributions.push((position, *sample));
@@ -587,12 +622,12 @@ impl Engine {
             let undo = self.counter_undo(counters.stored(), &bounds.windows);
             counters.begin(undo)?;
         }
-        let distributions: Vec<Sample> = self
-            .reserve_histograms(&distributions, &bounds.windows, &mut report)
+        let distributions: Vec<(Sample, SetPlace)> = self
+            .reserve_histograms(&distributions, &places, &bounds.windows, &mut report)
             .into_iter()
-            .map(|(_, sample)| sample)
+            .map(|(position, sample)| (sample, places.get(position, sample.series)))
             .collect();
-        if let Some(first) = distributions.iter().map(|s| s.ts).min() {
+        if let Some(first) = distributions.iter().map(|(s, _)| s.ts).min() {
             earliest = Some(earliest.map_or(first, |e| e.min(first)));
         }
         let tally = &self.shared.tally;
@@ -654,16 +689,24 @@ impl Engine {
         let _gate = self.shared.storage.batch_gate();
         let bounds = self.bounds(self.shared.clock.now());
         let deleted = self.shared.deleted_ids();
+        let places = BatchPlaces::of(
+            &self.shared,
+            samples.iter().map(|s| s.series),
+            &bounds.windows,
+        );
         let mut report = BatchReport::default();
         let mut files = FilesNeeded::new(&self.shared);
         let mut admitted = Vec::with_capacity(samples.len());
         for (position, observed) in samples.iter().enumerate() {
             let sample = observed.as_sample();
+            let place = places.get(position, sample.series);
             let checked = bounds.limits.check(&sample).and_then(|()| {
                 if !observed.observed.is_finite() {
                     Err(RejectReason::NotFinite)
                 } else if deleted.contains(&sample.series.0) {
                     Err(RejectReason::UnknownSeries)
+                } else if places.too_old(place, sample.ts) {
+                    Err(RejectReason::TooOld)
                 } else if self.series_kind(sample.series) != SeriesKind::Distribution {
                     Err(RejectReason::KindMismatch)
                 } else {
@@ -672,7 +715,7 @@ impl Engine {
             });
             match checked {
                 Ok(()) => {
-                    files.note(&sample, &bounds.windows);
+                    files.note(&sample, place, &bounds.windows);
                     admitted.push((position, sample));
                 }
                 Err(reason) => report.reject(position, reason),
@@ -680,13 +723,14 @@ impl Engine {
         }
         files.create_missing();
         admitted.retain(|(position, sample)| {
-            let blocked = !files.failed.is_empty() && files.blocked(sample, &bounds.windows);
+            let place = places.get(*position, sample.series);
+            let blocked = !files.failed.is_empty() && files.blocked(sample, place, &bounds.windows);
             if blocked {
                 report.reject(*position, RejectReason::StorageUnavailable);
             }
             !blocked
         });
-        let ready = self.reserve_histograms(&admitted, &bounds.windows, &mut report);
+        let ready = self.reserve_histograms(&admitted, &places, &bounds.windows, &mut report);
         let tally = &self.shared.tally;
         tally.accepted.fetch_add(report.accepted, Ordering::Relaxed);
         for (counter, count) in tally.rejected.iter().zip(report.rejected) {
@@ -694,9 +738,11 @@ impl Engine {
                 counter.fetch_add(count, Ordering::Relaxed);
             }
         }
-        let ready: Vec<&ObservedSample> = ready.iter().map(|&(at, _)| &samples[at]).collect();
+        let ready: Vec<(&ObservedSample, SetPlace)> = (ready.iter())
+            .map(|&(at, sample)| (&samples[at], places.get(at, sample.series)))
+            .collect();
         self.writers.write_observed(&ready, &bounds.windows);
-        if let Some(earliest) = ready.iter().map(|s| s.ts).min() {
+        if let Some(earliest) = ready.iter().map(|(s, _)| s.ts).min() {
             self.shared.write_log.note(earliest);
         }
         Ok(report)
@@ -709,6 +755,7 @@ impl Engine {
     fn reserve_histograms(
         &self,
         distributions: &[(usize, Sample)],
+        places: &BatchPlaces,
         windows: &[Timestamp],
         report: &mut BatchReport,
     ) -> Vec<(usize, Sample)> {
@@ -716,8 +763,10 @@ impl Engine {
         let slots = shared.storage.slots();
         let mut ready = Vec::with_capacity(distributions.len());
         'samples: for &(position, sample) in distributions {
-            let (chunk, slot) = (sample.series.0 / slots, sample.series.0 % slots);
-            for (tier, spec) in shared.config.tiers.iter().enumerate() {
+            let place = places.get(position, sample.series);
+            let (chunk, slot) = place.chunk_and_slot(slots);
+            for tier in shared.config.tier_range(place.set()) {
+                let spec = shared.config.tier_at(tier).1;
                 if sample.ts < windows[tier] {
                     continue;
                 }
@@ -743,20 +792,22 @@ impl Engine {
     /// [`crate::counter::BatchCounters::commit`] is rolled back with.
     fn counter_undo(&self, samples: &[Sample], windows: &[Timestamp]) -> Vec<Undo> {
         let shared = &self.shared;
-        let tiers = &shared.config.tiers;
+        let config = &shared.config;
         let slots = shared.storage.slots();
+        let places = shared.registry.placements(samples.iter().map(|s| s.series));
         let mut undo = Vec::new();
         // Per series and tier, the bucket start of its last cell and that cell's undo entry: a
         // counter's samples in a batch are in time order (older ones are refused), so its
         // cells in each tier come one after another.
         let mut last: rustc_hash::FxHashMap<u32, Vec<(Timestamp, usize)>> =
             rustc_hash::FxHashMap::default();
-        for sample in samples {
-            let (chunk, slot) = (sample.series.0 / slots, sample.series.0 % slots);
+        for (sample, place) in samples.iter().zip(places) {
+            let (chunk, slot) = place.chunk_and_slot(slots);
             let cells = last
                 .entry(sample.series.0)
-                .or_insert_with(|| vec![(Timestamp::MIN, 0); tiers.len()]);
-            for (tier, spec) in tiers.iter().enumerate() {
+                .or_insert_with(|| vec![(Timestamp::MIN, 0); config.tier_count()]);
+            for tier in config.tier_range(place.set()) {
+                let spec = config.tier_at(tier).1;
                 if sample.ts < windows[tier] {
                     continue;
                 }

@@ -85,7 +85,7 @@ pub mod time;
 
 pub use bucket::{Bucket, Last};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{EngineSettings, RawTierSpec, TierSpec, TiersConfig};
+pub use config::{EngineSettings, RawTierSpec, SeriesRules, TierSet, TierSpec, TiersConfig};
 pub use counter::SeriesKind;
 pub use engine::{
     ApplyReport, BatchObserved, BatchSample, BatchSeries, Checkpoints, Deleted, Engine,
@@ -104,6 +104,6 @@ pub use read::distribution::{
 pub use read::query::{Display, Query, QueryResult};
 pub use read::reader::Reader;
 pub use read::tier_choice::TierChoice;
-pub use registry::{KeyView, Selector, SeriesId, SeriesKey, TagFilter};
+pub use registry::{KeyView, Selector, SeriesId, SeriesKey, SetPlace, TagFilter};
 pub use sample::{BatchReport, ObservedSample, RawCounts, Sample};
 pub use time::{locate, Placement, Span, Timestamp};

@@ -12,6 +12,7 @@
 
 pub(crate) mod glob;
 mod key;
+mod rules;
 mod selector;
 mod series_log;
 mod store;
@@ -29,6 +30,7 @@ use std::sync::{Arc, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWrite
 
 pub use key::SeriesKey;
 pub(crate) use key::{sort_tags_last_wins, split_graphite_tags, write_canonical};
+pub(crate) use rules::matches_rules;
 #[cfg(feature = "cli")]
 pub(crate) use selector::is_glob;
 pub use selector::{Selector, TagFilter};
@@ -39,6 +41,7 @@ pub use view::KeyView;
 
 use store::{KeyStore, Refusal};
 
+use crate::config::SeriesRules;
 use crate::error::Error;
 use crate::error::Result;
 
@@ -56,6 +59,30 @@ impl SeriesId {
     /// The id as a slot index.
     pub fn index(self) -> usize {
         self.0 as usize
+    }
+}
+
+/// Where a series' cells are: its tier set, and its place among that set's series, which
+/// gives its chunk and slot in the set's period files. Without `[[set]]`s every series is in
+/// the default set 0 at its own id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SetPlace {
+    /// The tier set (0: the default one; see [`crate::config::TiersConfig::set_tiers`]).
+    pub set: u8,
+    /// Its place among its set's series, dense from 0 in id order (deleted series keep
+    /// theirs).
+    pub position: u32,
+}
+
+impl SetPlace {
+    /// The tier set as an index.
+    pub fn set(self) -> usize {
+        usize::from(self.set)
+    }
+
+    /// The chunk and slot of its cells in its set's files, for `slots` series per chunk.
+    pub fn chunk_and_slot(self, slots: u32) -> (u32, u32) {
+        (self.position / slots, self.position % slots)
     }
 }
 
@@ -93,6 +120,44 @@ struct Inner {
     /// without any lock, so an fsync never stalls lookups or creations. A deletion replaces
     /// it with the rewritten log.
     file: Option<Arc<File>>,
+    /// Each series' tier set and place, once the log records sets (version 3).
+    sets: Option<SetPlaces>,
+    /// The `[[set]]`s' rules, in order: a new series goes to the first that picks it.
+    rules: Vec<SeriesRules>,
+}
+
+/// Each series' tier set and its place among that set's series.
+struct SetPlaces {
+    /// The set of each id.
+    set_of: Vec<u8>,
+    /// The place of each id among its set's series.
+    position: Vec<u32>,
+    /// Places handed out per set, so far.
+    per_set: Vec<u32>,
+}
+
+impl SetPlaces {
+    fn new(set_of: Vec<u8>) -> SetPlaces {
+        let mut places = SetPlaces {
+            position: Vec::with_capacity(set_of.len()),
+            set_of: Vec::with_capacity(set_of.len()),
+            per_set: Vec::new(),
+        };
+        for set in set_of {
+            places.push(set);
+        }
+        places
+    }
+
+    fn push(&mut self, set: u8) {
+        let set_index = usize::from(set);
+        if self.per_set.len() <= set_index {
+            self.per_set.resize(set_index + 1, 0);
+        }
+        self.position.push(self.per_set[set_index]);
+        self.per_set[set_index] += 1;
+        self.set_of.push(set);
+    }
 }
 
 impl Registry {
@@ -145,10 +210,102 @@ impl Registry {
                 keys,
                 log_len: loaded.len,
                 file: loaded.file.map(Arc::new),
+                sets: loaded.sets.map(SetPlaces::new),
+                rules: Vec::new(),
             }),
             deletions: AtomicU64::new(0),
             poisoned: OnceLock::new(),
         })
+    }
+
+    /// Gives new series to the `[[set]]` whose rules pick them first (set `i + 1` for
+    /// `rules[i]`), the default set 0 when none does. Once there are rules, the log records
+    /// each series' set (version 3): an older log is rewritten whole first, its series in
+    /// the default set, where they were made. Existing series keep their recorded set.
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] naming the log when a series is recorded in a set beyond
+    /// `rules` (its set was taken out of the configuration); [`Error::Io`] when the rewrite
+    /// fails (the old log is in place).
+    pub(crate) fn use_sets(&self, rules: Vec<SeriesRules>) -> Result<()> {
+        let mut inner = self.write();
+        if let Some(places) = &inner.sets {
+            if let Some(&set) = places
+                .set_of
+                .iter()
+                .find(|&&set| usize::from(set) > rules.len())
+            {
+                return Err(Error::corrupt(
+                    &self.path,
+                    format!(
+                        "series are recorded in tier set {set}, but the configuration has {} \
+                         [[set]]s; a set that holds series cannot be removed",
+                        rules.len()
+                    ),
+                ));
+            }
+        }
+        if !rules.is_empty() && inner.sets.is_none() {
+            let set_of = vec![0u8; inner.keys.len()];
+            if inner.file.is_some() {
+                let texts = inner.keys.log_texts();
+                let (file, len) = match series_log::rewrite(&self.path, texts, Some(&set_of)) {
+                    Ok(done) => done,
+                    Err(series_log::Rewrite::NotDone(e) | series_log::Rewrite::Done(e)) => {
+                        let _ = (self.poisoned).set(format!(
+                            "rewriting {} to record tier sets failed ({e})",
+                            self.path.display()
+                        ));
+                        return Err(e);
+                    }
+                };
+                inner.file = Some(Arc::new(file));
+                inner.log_len = len;
+            }
+            inner.sets = Some(SetPlaces::new(set_of));
+        }
+        inner.rules = rules;
+        Ok(())
+    }
+
+    /// Where series `id`'s cells are (see [`SetPlace`]).
+    pub fn placement(&self, id: SeriesId) -> SetPlace {
+        Self::place(&self.read(), id)
+    }
+
+    /// [`Registry::placement`] of each of `ids`, in order, under one read lock.
+    pub fn placements(&self, ids: impl IntoIterator<Item = SeriesId>) -> Vec<SetPlace> {
+        let inner = self.read();
+        ids.into_iter().map(|id| Self::place(&inner, id)).collect()
+    }
+
+    /// Whether series may be in other sets than the default one: without, every series'
+    /// place is its id.
+    pub fn has_sets(&self) -> bool {
+        self.read().sets.is_some()
+    }
+
+    /// Places handed out in set `set` so far: its series' places are below this.
+    pub fn set_len(&self, set: usize) -> usize {
+        let inner = self.read();
+        match &inner.sets {
+            Some(places) => places.per_set.get(set).map_or(0, |&n| n as usize),
+            None if set == 0 => inner.keys.len(),
+            None => 0,
+        }
+    }
+
+    fn place(inner: &Inner, id: SeriesId) -> SetPlace {
+        match &inner.sets {
+            Some(places) if id.index() < places.set_of.len() => SetPlace {
+                set: places.set_of[id.index()],
+                position: places.position[id.index()],
+            },
+            _ => SetPlace {
+                set: 0,
+                position: id.0,
+            },
+        }
     }
 
     /// Fast path: lookup by canonical text (no allocation, no parsing). Text that is not
@@ -201,7 +358,11 @@ impl Registry {
                     input: text.to_owned(),
                     reason: "the registry already holds the maximum number of series".to_owned(),
                 })?;
-        let record = series_log::encode_record(id, text);
+        let set = inner.sets.as_ref().map(|_| {
+            let picked = (inner.rules.iter()).position(|rules| matches_rules(rules, key.view()));
+            picked.map_or(0, |i| (i + 1) as u8)
+        });
+        let record = series_log::encode_record(id, set, text);
         if let Err(e) = (&*file).write_all(&record) {
             // A partial record would sit in front of the next one and make the log refuse
             // to open; cut it off, or stop appending if that fails too.
@@ -215,6 +376,9 @@ impl Registry {
         }
         inner.log_len += record.len() as u64;
         inner.keys.push(text);
+        if let (Some(places), Some(set)) = (&mut inner.sets, set) {
+            places.push(set);
+        }
         Ok((id, true))
     }
 
@@ -276,9 +440,26 @@ impl Registry {
         &self,
         pick: impl Fn(SeriesId, KeyView<'_>) -> Option<T> + Sync,
     ) -> Vec<T> {
+        self.select_in(None, pick)
+    }
+
+    /// [`Registry::select`] among the series of tier set `set` only, when given.
+    pub fn select_in<T: Send>(
+        &self,
+        set: Option<usize>,
+        pick: impl Fn(SeriesId, KeyView<'_>) -> Option<T> + Sync,
+    ) -> Vec<T> {
         use rayon::prelude::*;
         let inner = self.read();
+        let in_set = |i: usize| match (set, &inner.sets) {
+            (Some(set), Some(places)) => places.set_of.get(i).map(|&s| usize::from(s)) == Some(set),
+            (Some(set), None) => set == 0,
+            (None, _) => true,
+        };
         let picked = |i: usize| {
+            if !in_set(i) {
+                return None;
+            }
             inner
                 .keys
                 .view(i)
@@ -346,7 +527,8 @@ impl Registry {
                 Err(_) => text,
             }
         });
-        let failed = match series_log::rewrite(&self.path, texts) {
+        let sets = inner.sets.as_ref().map(|places| places.set_of.as_slice());
+        let failed = match series_log::rewrite(&self.path, texts, sets) {
             Ok((file, len)) => {
                 inner.file = Some(Arc::new(file));
                 inner.log_len = len;

@@ -10,6 +10,7 @@
 //! <data>/tiers/<tier>/<start>-c<chunk>.tdb   a hot period: one chunk of series, mapped
 //! <data>/tiers/<tier>/<start>-c<chunk>.tdc   a compacted period: immutable, read with pread
 //! <data>/tiers/<tier>/<name>.tmp      a file being created (removed at open if left over)
+//! <data>/sets/<set>/<tier>/...        a `[[set]]`'s tiers, their files named as above
 //! ```
 //!
 //! A period's life: created ahead (hot) → written → closed → compacted → dropped. One
@@ -45,7 +46,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::config::TierSpec;
+use crate::config::{TierSpec, TiersConfig};
 use crate::error::Error;
 use crate::error::Result;
 use crate::time::Timestamp;
@@ -54,8 +55,11 @@ use format::{CellLayout, PeriodMeta, FILE_SUFFIX};
 use mapped_cell::{WriterSlot, Writers};
 use period_file::{PeriodFile, WritableFile};
 
-/// Directory under the data directory that holds one directory per tier.
+/// Directory under the data directory that holds one directory per tier of the default set.
 pub(crate) const TIERS_DIR: &str = "tiers";
+/// Directory under the data directory that holds one directory per `[[set]]`, each with one
+/// directory per tier of the set.
+pub(crate) const SETS_DIR: &str = "sets";
 
 /// Marks a data directory as open for writing, with the writer's pid inside. Found at open, it
 /// means the last process died without closing, so bucket cells may carry a stale
@@ -71,7 +75,10 @@ pub(crate) struct Storage {
     writable: bool,
     /// Who may update the cells while this process reads them; every file holds a clone.
     writers: Arc<Writers>,
-    orphaned_tiers: Vec<String>,
+    /// Tier directories on disk that the configuration no longer has: (name, set, path).
+    orphaned_tiers: Vec<(String, usize, PathBuf)>,
+    /// Each tier's set, by storage index.
+    set_of_tier: Vec<usize>,
     /// Held shared by every batch from the moment it picks its files until its writers are
     /// done, and exclusively by a compaction while it swaps a hot file for its compacted
     /// form: so no store lands in a file after the compaction read it.
@@ -136,7 +143,8 @@ impl StoredPeriod {
     }
 }
 
-/// One tier's files, keyed by (period start, chunk).
+/// One tier's files, keyed by (period start, chunk). Tiers of every set are held one after
+/// another, the default set's first ([`TiersConfig::all_tiers`]'s order).
 struct TierStore {
     spec: TierSpec,
     dir: PathBuf,
@@ -209,60 +217,67 @@ impl TierFiles {
 }
 
 impl Storage {
-    /// Opens (and, when `writable`, creates) the tier directories under `root` and maps every
-    /// period file found. Leftover `*.tmp` files from a creation cut short by a crash are
-    /// removed with a log line. Directories of tiers no longer configured are left alone and
-    /// reported by [`Storage::orphaned_tiers`].
+    /// Opens (and, when `writable`, creates) the tier directories under `root`, every set's,
+    /// and maps every period file found. Leftover `*.tmp` files from a creation cut short by
+    /// a crash are removed with a log line. Directories of tiers no longer configured are
+    /// left alone and reported by [`Storage::orphaned_tiers`].
     ///
     /// # Errors
     /// [`Error::CorruptFile`] naming the first file whose header is damaged, foreign, of
     /// another format version, or does not match the tier's configuration; [`Error::Io`].
-    pub(crate) fn open(
-        root: &Path,
-        tiers: &[TierSpec],
-        slots: u32,
-        writable: bool,
-    ) -> Result<Storage> {
-        let tiers_root = root.join(TIERS_DIR);
+    pub(crate) fn open(root: &Path, config: &TiersConfig, writable: bool) -> Result<Storage> {
+        let slots = config.engine.series_per_chunk;
         let writers = Arc::new(if writable {
-            Writers::open_in_process(root, tiers.iter().map(|t| t.name.clone()).collect())?
+            let names = config.all_tiers().map(|(_, t)| t.name.clone()).collect();
+            Writers::open_in_process(root, names)?
         } else {
             Writers::OtherProcess {
                 marker: root.join(OPEN_MARKER),
             }
         });
-        if writable {
-            std::fs::create_dir_all(&tiers_root).map_err(|e| Error::io(&tiers_root, e))?;
-        }
-        let mut stores = Vec::with_capacity(tiers.len());
-        for spec in tiers {
-            let dir = tiers_root.join(&spec.name);
+        let mut stores = Vec::with_capacity(config.tier_count());
+        let mut orphaned_tiers = Vec::new();
+        for set in 0..config.set_count() {
+            let set_root = set_dir(root, config, set);
             if writable {
-                std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+                std::fs::create_dir_all(&set_root).map_err(|e| Error::io(&set_root, e))?;
             }
-            let store = TierStore {
-                spec: spec.clone(),
-                dir,
-                files: RwLock::new(BTreeMap::new()),
-                create_lock: Mutex::new(()),
-                created_ahead: AtomicU64::new(0),
-                created_on_demand: AtomicU64::new(0),
-                dropped: AtomicU64::new(0),
-                compacted: AtomicU64::new(0),
-                rehydrated: AtomicU64::new(0),
-            };
-            store.load_existing(slots, &writers)?;
-            stores.push(store);
+            let tiers = config.set_tiers(set);
+            for spec in tiers {
+                let dir = set_root.join(&spec.name);
+                if writable {
+                    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+                }
+                let store = TierStore {
+                    spec: spec.clone(),
+                    dir,
+                    files: RwLock::new(BTreeMap::new()),
+                    create_lock: Mutex::new(()),
+                    created_ahead: AtomicU64::new(0),
+                    created_on_demand: AtomicU64::new(0),
+                    dropped: AtomicU64::new(0),
+                    compacted: AtomicU64::new(0),
+                    rehydrated: AtomicU64::new(0),
+                };
+                store.load_existing(slots, &writers)?;
+                stores.push(store);
+            }
+            for name in list_dirs(&set_root)? {
+                if !tiers.iter().any(|t| t.name == name) {
+                    let shown = match set {
+                        0 => name.clone(),
+                        _ => format!("{}/{name}", config.set_name(set)),
+                    };
+                    orphaned_tiers.push((shown, set, set_root.join(&name)));
+                }
+            }
         }
-        let orphaned_tiers = list_dirs(&tiers_root)?
-            .into_iter()
-            .filter(|name| !tiers.iter().any(|t| &t.name == name))
-            .collect::<Vec<_>>();
-        for name in &orphaned_tiers {
+        for (name, _, _) in &orphaned_tiers {
             tracing::warn!(tier = %name, "files of a tier no longer in the configuration are left in place");
         }
         Ok(Storage {
             tiers: stores,
+            set_of_tier: config.all_tiers().map(|(set, _)| set).collect(),
             slots,
             root: root.to_path_buf(),
             writable,
@@ -305,20 +320,29 @@ impl Storage {
         self.slots
     }
 
-    /// Names of tier directories on disk that the configuration no longer has.
-    pub(crate) fn orphaned_tiers(&self) -> &[String] {
-        &self.orphaned_tiers
+    /// Names of tier directories on disk that the configuration no longer has (`set/tier`
+    /// for a `[[set]]`'s).
+    pub(crate) fn orphaned_tiers(&self) -> Vec<String> {
+        (self.orphaned_tiers.iter())
+            .map(|(name, _, _)| name.clone())
+            .collect()
+    }
+
+    /// The set of the tier at storage index `tier`.
+    pub(crate) fn set_of_tier(&self, tier: usize) -> usize {
+        self.set_of_tier[tier]
     }
 
     /// Repairs (see [`WritableFile::repair`]) every period file in the directories of tiers the
     /// configuration no longer names, so a tier left out at an unclean open and brought back
     /// later does not keep a crash's leftovers. Files that cannot be opened are skipped with
-    /// a warning: they are not in use. Returns (interrupted updates, cleared cells).
-    pub(crate) fn repair_orphans(&self, known_series: usize) -> (usize, usize) {
+    /// a warning: they are not in use. `known_series` gives how many places each set has
+    /// handed out. Returns (interrupted updates, cleared cells).
+    pub(crate) fn repair_orphans(&self, known_series: &[usize]) -> (usize, usize) {
         let mut total = (0, 0);
-        for tier in &self.orphaned_tiers {
-            let dir = self.root.join(TIERS_DIR).join(tier);
-            let Ok(entries) = std::fs::read_dir(&dir) else {
+        for (_, set, dir) in &self.orphaned_tiers {
+            let known_series = known_series.get(*set).copied().unwrap_or(0);
+            let Ok(entries) = std::fs::read_dir(dir) else {
                 continue;
             };
             for entry in entries.flatten() {
@@ -506,14 +530,6 @@ impl Storage {
             .and_then(WritableFile::new)
     }
 
-    /// Every file, to store into (the repair at an unclean open); empty when read-only.
-    pub(crate) fn writable_files(&self) -> Vec<WritableFile> {
-        self.all_files()
-            .into_iter()
-            .filter_map(WritableFile::new)
-            .collect()
-    }
-
     /// A slot for a new writer thread to publish the cell it updates in (see
     /// [`mapped_cell::BucketCell`]); `Ok(None)` when read-only.
     ///
@@ -521,6 +537,27 @@ impl Storage {
     /// [`Error::Io`] naming `writers.state` when it cannot grow.
     pub(crate) fn writer_slot(&self) -> Result<Option<WriterSlot>> {
         self.writers.register()
+    }
+
+    /// Every file, to store into; empty when read-only.
+    #[cfg(test)]
+    pub(crate) fn writable_files(&self) -> Vec<WritableFile> {
+        self.all_files()
+            .into_iter()
+            .filter_map(WritableFile::new)
+            .collect()
+    }
+
+    /// Every hot file of `tier` this storage may write.
+    pub(crate) fn hot_files_of(&self, tier: usize) -> Vec<WritableFile> {
+        let files = self.tiers[tier]
+            .files
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        (files.values())
+            .filter_map(|f| f.hot().cloned())
+            .filter_map(WritableFile::new)
+            .collect()
     }
 
     /// Every hot file, for flushing.
@@ -894,6 +931,15 @@ fn die_if_armed(stage: &str) {
 fn remove_file_logged(path: &Path) {
     if let Err(e) = std::fs::remove_file(path) {
         tracing::warn!(path = %path.display(), error = %e, "could not remove a superseded period file");
+    }
+}
+
+/// The directory holding set `set`'s tier directories: `tiers/` for the default set,
+/// `sets/<name>/` for a `[[set]]`.
+fn set_dir(root: &Path, config: &TiersConfig, set: usize) -> PathBuf {
+    match set {
+        0 => root.join(TIERS_DIR),
+        _ => root.join(SETS_DIR).join(config.set_name(set)),
     }
 }
 

@@ -441,8 +441,10 @@ fn cells_of(
 ) {
     let config = engine.config();
     let slots = config.engine.series_per_chunk;
-    let (chunk, slot) = (id.0 / slots, id.0 % slots);
-    for (tier, spec) in config.tiers.iter().enumerate() {
+    let home = engine.reader().registry().placement(id);
+    let (chunk, slot) = home.chunk_and_slot(slots);
+    for tier in config.tier_range(home.set()) {
+        let spec = config.tier_at(tier).1;
         let resolution = spec.resolution.secs() as i64;
         let fill = fill_tier(resolution, (spec.window_start(now), now), archives, fold);
         summary.before_window += fill.before_window;

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{CounterRules, TiersConfig};
+use super::{SeriesRules, TiersConfig};
 use crate::error::Error;
 use crate::error::Result;
 
@@ -78,42 +78,40 @@ pub(crate) fn differences(stored: &TiersConfig, given: &TiersConfig) -> Vec<Diff
         field(format!("counters.{what}"), old, new, false);
     }
     let absent = || "absent".to_owned();
-    for old in &stored.tiers {
-        let name = &old.name;
-        match given.tiers.iter().find(|t| &t.name == name) {
-            None => field(format!("tier {name:?}"), "present".into(), absent(), false),
-            Some(new) => {
-                let spans = [
-                    ("resolution", old.resolution, new.resolution, true),
-                    ("period", old.period, new.period, true),
-                    ("retention", old.retention, new.retention, false),
-                ];
-                for (what, x, y, layout) in spans {
-                    field(
-                        format!("tier {name:?} {what}"),
-                        x.to_string(),
-                        y.to_string(),
-                        layout,
-                    );
-                }
-                field(
-                    format!("tier {name:?} create_ahead"),
-                    old.create_ahead.to_string(),
-                    new.create_ahead.to_string(),
-                    false,
-                );
-            }
-        }
-    }
-    for new in &given.tiers {
-        if stored.tier_index(&new.name).is_none() {
+    tier_differences("", &stored.tiers, &given.tiers, &mut field);
+    for (at, old) in stored.sets.iter().enumerate() {
+        let Some(new) = given.sets.get(at) else {
+            // Its series' recorded set would name nothing.
             field(
-                format!("tier {:?}", new.name),
-                absent(),
+                format!("set {:?}", old.name),
                 "present".into(),
-                false,
+                absent(),
+                true,
             );
+            continue;
+        };
+        field(
+            format!("set[{at}] name"),
+            old.name.clone(),
+            new.name.clone(),
+            true,
+        );
+        let prefix = format!("set {:?} ", old.name);
+        for ((what, x), (_, y)) in rule_lists(&old.series)
+            .into_iter()
+            .zip(rule_lists(&new.series))
+        {
+            field(format!("{prefix}{what}"), x, y, false);
         }
+        tier_differences(&prefix, &old.tiers, &new.tiers, &mut field);
+    }
+    for new in given.sets.iter().skip(stored.sets.len()) {
+        field(
+            format!("set {:?}", new.name),
+            absent(),
+            "present".into(),
+            false,
+        );
     }
     match (&stored.raw, &given.raw) {
         (Some(old), Some(new)) => {
@@ -166,9 +164,62 @@ pub(crate) fn differences(stored: &TiersConfig, given: &TiersConfig) -> Vec<Diff
     out
 }
 
+/// Every field in which the tier list `given` differs from `stored`, by tier name, each field
+/// named after `prefix` (`set "short" ` for a set's tiers).
+fn tier_differences(
+    prefix: &str,
+    stored: &[super::TierSpec],
+    given: &[super::TierSpec],
+    field: &mut dyn FnMut(String, String, String, bool),
+) {
+    let absent = || "absent".to_owned();
+    for old in stored {
+        let name = &old.name;
+        match given.iter().find(|t| &t.name == name) {
+            None => field(
+                format!("{prefix}tier {name:?}"),
+                "present".into(),
+                absent(),
+                false,
+            ),
+            Some(new) => {
+                let spans = [
+                    ("resolution", old.resolution, new.resolution, true),
+                    ("period", old.period, new.period, true),
+                    ("retention", old.retention, new.retention, false),
+                ];
+                for (what, x, y, layout) in spans {
+                    field(
+                        format!("{prefix}tier {name:?} {what}"),
+                        x.to_string(),
+                        y.to_string(),
+                        layout,
+                    );
+                }
+                field(
+                    format!("{prefix}tier {name:?} create_ahead"),
+                    old.create_ahead.to_string(),
+                    new.create_ahead.to_string(),
+                    false,
+                );
+            }
+        }
+    }
+    for new in given {
+        if !stored.iter().any(|t| t.name == new.name) {
+            field(
+                format!("{prefix}tier {:?}", new.name),
+                absent(),
+                "present".into(),
+                false,
+            );
+        }
+    }
+}
+
 /// `[counters]`' two lists as tiers.toml writes them, `names = ["*_total"]` and
 /// `tags = ["type=counter"]`: how messages show rules.
-pub(crate) fn rule_lists(rules: &CounterRules) -> [(&'static str, String); 2] {
+pub(crate) fn rule_lists(rules: &SeriesRules) -> [(&'static str, String); 2] {
     let tags = rules.tags.iter().map(|(k, v)| format!("{k}={v}"));
     [
         ("names", toml_list(rules.names.iter().cloned())),
@@ -224,16 +275,19 @@ impl TiersConfig {
         );
         let [(_, names), (_, tags)] = rule_lists(&self.counters);
         let _ = write!(out, "[counters]\nnames = {names}\ntags = {tags}\n");
-        for tier in &self.tiers {
+        let write_tier = |out: &mut String, table: &str, tier: &super::TierSpec| {
             let _ = write!(
                 out,
-                "\n[[tier]]\nname = {}\nresolution = \"{}\"\nperiod = \"{}\"\nretention = \"{}\"\ncreate_ahead = {}\n",
+                "\n[[{table}]]\nname = {}\nresolution = \"{}\"\nperiod = \"{}\"\nretention = \"{}\"\ncreate_ahead = {}\n",
                 quote(&tier.name),
                 tier.resolution,
                 tier.period,
                 tier.retention,
                 tier.create_ahead
             );
+        };
+        for tier in &self.tiers {
+            write_tier(&mut out, "tier", tier);
         }
         if let Some(raw) = &self.raw {
             let _ = write!(
@@ -245,6 +299,17 @@ impl TiersConfig {
                 raw.create_ahead,
                 raw.dedupe_unchanged
             );
+        }
+        for set in &self.sets {
+            let [(_, names), (_, tags)] = rule_lists(&set.series);
+            let _ = write!(
+                out,
+                "\n[[set]]\nname = {}\nnames = {names}\ntags = {tags}\n",
+                quote(&set.name)
+            );
+            for tier in &set.tiers {
+                write_tier(&mut out, "set.tier", tier);
+            }
         }
         out
     }

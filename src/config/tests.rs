@@ -493,7 +493,7 @@ fn counter_rules_parse_and_match() {
     );
     let config = TiersConfig::from_toml_str(&text, "<string>").unwrap();
     let rules = &config.counters;
-    let matches_rules = crate::counter::matches_rules;
+    let matches_rules = crate::registry::matches_rules;
     let key = |text: &str| crate::registry::SeriesKey::parse(text).unwrap();
     assert!(matches_rules(rules, key("host.if_octets.rx").view()));
     assert!(matches_rules(rules, key("http_requests_total").view()));

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::Shared;
 use crate::config::TiersConfig;
 use crate::error::RejectReason;
+use crate::registry::SetPlace;
 use crate::sample::Sample;
 use crate::storage::format::{BUCKET_BLOCK, SLOTS_PER_PAGE};
 use crate::storage::HotChunk;
@@ -32,11 +33,11 @@ pub(super) struct FilesNeeded<'a> {
     /// The entry of `placements` whose blocks are `current`.
     placement: usize,
     last_ts: Option<Timestamp>,
-    /// The page group last noted in `placement`: consecutive ids share a group, so most
-    /// samples of a batch note nothing.
-    last_group: usize,
+    /// The set and page group last noted in `placement`: consecutive ids share a group, so
+    /// most samples of a batch note nothing.
+    last_group: (u8, usize),
     /// Files or pages that could not be created or reserved: (tier, the span of time they
-    /// hold, the series ids whose slots they hold).
+    /// hold, the places in the tier's set whose slots they hold).
     pub(super) failed: Vec<(usize, std::ops::Range<Timestamp>, std::ops::Range<u32>)>,
 }
 
@@ -56,9 +57,10 @@ struct Placement {
     /// Per tier, the entry of `FilesNeeded::blocks` (`None` where the tier's window does
     /// not hold the time).
     blocks: Vec<Option<usize>>,
-    /// Bit `g` set when a sample of a series whose id / `SLOTS_PER_PAGE` is `g` lands in
-    /// these blocks: those series' runs share one page of each.
-    groups: Bits,
+    /// Per tier set, bit `g` set when a sample of a series of the set whose place /
+    /// `SLOTS_PER_PAGE` is `g` lands in these blocks: those series' runs share one page of
+    /// each of the set's tiers.
+    groups: Vec<Bits>,
 }
 
 /// A set of small integers, stored from the lowest word used: a batch's ids are often a
@@ -146,26 +148,31 @@ impl<'a> FilesNeeded<'a> {
             shared,
             blocks: Vec::new(),
             placements: Vec::new(),
-            current: vec![None; shared.config.tiers.len()],
+            current: vec![None; shared.config.tier_count()],
             placement: 0,
             last_ts: None,
-            last_group: usize::MAX,
+            last_group: (u8::MAX, usize::MAX),
             failed: Vec::new(),
         }
     }
 
-    /// Notes the page `sample` stores into in each tier whose window holds it: a comparison
-    /// or two per sample; the blocks are looked up only when the time changes.
+    /// Notes the page `sample`, at `place` in its set, stores into in each tier of its set
+    /// whose window holds it: a comparison or two per sample; the blocks are looked up only
+    /// when the time changes.
     #[inline]
-    pub(super) fn note(&mut self, sample: &Sample, windows: &[Timestamp]) {
+    pub(super) fn note(&mut self, sample: &Sample, place: SetPlace, windows: &[Timestamp]) {
         if self.last_ts != Some(sample.ts) {
             self.last_ts = Some(sample.ts);
             self.place(sample.ts, windows);
         }
-        let group = (sample.series.0 / SLOTS_PER_PAGE) as usize;
+        let group = (place.set, (place.position / SLOTS_PER_PAGE) as usize);
         if group != self.last_group {
             self.last_group = group;
-            self.placements[self.placement].groups.insert(group);
+            let groups = &mut self.placements[self.placement].groups;
+            if groups.len() <= place.set() {
+                groups.resize_with(place.set() + 1, Bits::default);
+            }
+            groups[place.set()].insert(group.1);
         }
     }
 
@@ -174,7 +181,7 @@ impl<'a> FilesNeeded<'a> {
     #[inline(never)]
     fn place(&mut self, ts: Timestamp, windows: &[Timestamp]) {
         let mut moved = self.placements.is_empty();
-        for (tier, spec) in self.shared.config.tiers.iter().enumerate() {
+        for (tier, (_, spec)) in self.shared.config.all_tiers().enumerate() {
             // A batch grouped by series (a cluster message) changes timestamp at every
             // sample but seldom leaves the block of the one before.
             let same_block = self.current[tier].is_some_and(|i| self.blocks[i].span.contains(&ts));
@@ -211,7 +218,7 @@ impl<'a> FilesNeeded<'a> {
         if !moved {
             return;
         }
-        self.last_group = usize::MAX;
+        self.last_group = (u8::MAX, usize::MAX);
         self.placement = match self
             .placements
             .iter()
@@ -221,7 +228,7 @@ impl<'a> FilesNeeded<'a> {
             None => {
                 self.placements.push(Placement {
                     blocks: self.current.clone(),
-                    groups: Bits::default(),
+                    groups: Vec::new(),
                 });
                 self.placements.len() - 1
             }
@@ -231,10 +238,14 @@ impl<'a> FilesNeeded<'a> {
     /// Per entry of `blocks`, the page groups stored into it as runs by chunk: (chunk,
     /// first group in it, groups).
     fn block_runs(&self, groups_per_chunk: usize) -> Vec<Vec<(u32, usize, usize)>> {
+        let storage = &self.shared.storage;
         let mut groups: Vec<Bits> = self.blocks.iter().map(|_| Bits::default()).collect();
         for placement in &self.placements {
             for &block in placement.blocks.iter().flatten() {
-                groups[block].union(&placement.groups);
+                let set = storage.set_of_tier(self.blocks[block].tier);
+                if let Some(noted) = placement.groups.get(set) {
+                    groups[block].union(noted);
+                }
             }
         }
         (groups.iter())
@@ -287,7 +298,7 @@ impl<'a> FilesNeeded<'a> {
             }
             let created =
                 storage.create_files(tier, start, &missing, crate::storage::Creation::OnDemand);
-            let period = self.shared.config.tiers[tier].period.secs() as i64;
+            let period = self.shared.config.tier_at(tier).1.period.secs() as i64;
             for (chunk, e) in created.failed {
                 tracing::error!(error = %e, "cannot create a period file; refusing the samples that need it");
                 self.failed.push((
@@ -333,13 +344,80 @@ impl<'a> FilesNeeded<'a> {
         }
     }
 
-    /// True when `sample` needs a file or page that could not be created or reserved.
-    pub(super) fn blocked(&self, sample: &Sample, windows: &[Timestamp]) -> bool {
-        self.failed.iter().any(|(tier, span, ids)| {
-            ids.contains(&sample.series.0)
+    /// True when `sample`, at `place` in its set, needs a file or page that could not be
+    /// created or reserved.
+    pub(super) fn blocked(&self, sample: &Sample, place: SetPlace, windows: &[Timestamp]) -> bool {
+        let storage = &self.shared.storage;
+        self.failed.iter().any(|(tier, span, places)| {
+            places.contains(&place.position)
+                && storage.set_of_tier(*tier) == place.set()
                 && sample.ts >= windows[*tier]
                 && span.contains(&sample.ts)
         })
+    }
+}
+
+/// The places of a batch's series in their tier sets, looked up under one registry lock, and
+/// the earliest second each set's tiers hold. Without `[[set]]`s nothing is looked up: every
+/// series is at its id in the default set.
+pub(crate) struct BatchPlaces {
+    /// By the sample's index in the batch; `None` without sets.
+    places: Option<Vec<SetPlace>>,
+    /// Per set, the earliest second one of its tiers holds; empty without sets (the batch's
+    /// own bound is the default set's).
+    oldest: Vec<Timestamp>,
+}
+
+impl BatchPlaces {
+    /// The places of `series`, a batch's series in order, with `windows` (by storage index)
+    /// giving each set's earliest second.
+    pub(crate) fn of(
+        shared: &Shared,
+        series: impl IntoIterator<Item = crate::registry::SeriesId>,
+        windows: &[Timestamp],
+    ) -> BatchPlaces {
+        if !shared.registry.has_sets() {
+            return BatchPlaces {
+                places: None,
+                oldest: Vec::new(),
+            };
+        }
+        let config = &shared.config;
+        let oldest = (0..config.set_count())
+            .map(|set| {
+                let range = config.tier_range(set);
+                windows[range]
+                    .iter()
+                    .copied()
+                    .min()
+                    .unwrap_or(Timestamp::MAX)
+            })
+            .collect();
+        BatchPlaces {
+            places: Some(shared.registry.placements(series)),
+            oldest,
+        }
+    }
+
+    /// The place of the batch's sample `index`, of series `series`.
+    #[inline]
+    pub(crate) fn get(&self, index: usize, series: crate::registry::SeriesId) -> SetPlace {
+        match &self.places {
+            None => SetPlace {
+                set: 0,
+                position: series.0,
+            },
+            Some(places) => places[index],
+        }
+    }
+
+    /// Whether a sample at `ts` of a series at `place` is older than every tier of its set
+    /// holds (where another set's tiers still hold its time, so the batch's bounds let it in).
+    #[inline]
+    pub(crate) fn too_old(&self, place: SetPlace, ts: Timestamp) -> bool {
+        self.oldest
+            .get(place.set())
+            .is_some_and(|&oldest| ts < oldest)
     }
 }
 
@@ -363,13 +441,12 @@ pub(super) struct SampleLimits {
 }
 
 /// The first and last second a sample may have at `now` with `config`: the earliest second
-/// any tier holds, and now + `future_bound`. A cluster node checks the same bounds before it
+/// any tier of any set holds, and now + `future_bound` (a series' own set may hold less:
+/// [`BatchPlaces::too_old`]). A cluster node checks the same bounds before it
 /// publishes (src/cluster/edge.rs), so a sample is refused for the same reason either way.
 pub(crate) fn accepted_times(config: &TiersConfig, now: Timestamp) -> (Timestamp, Timestamp) {
-    let oldest = config
-        .tiers
-        .iter()
-        .map(|t| t.window_start(now))
+    let oldest = (config.all_tiers())
+        .map(|(_, t)| t.window_start(now))
         .min()
         .unwrap_or(Timestamp::MIN);
     (

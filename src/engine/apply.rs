@@ -564,6 +564,13 @@ impl Engine {
     fn opened<'g>(&self, guard: &'g mut Option<Inner>) -> Result<&'g mut Inner> {
         if guard.is_none() {
             self.check_writable()?;
+            if let Some(set) = self.config().sets.first() {
+                return Err(Error::Cluster(format!(
+                    "exactly-once apply keeps every series in the default set; [[set]] {:?} \
+                     is configured",
+                    set.name
+                )));
+            }
             *guard = Some(self.open_apply_files()?);
         }
         Ok(guard.as_mut().expect("just opened"))

@@ -140,14 +140,15 @@ impl Shared {
         let slots = self.storage.slots();
         // Chunk by chunk, so the cells listed at once are one chunk's (at most a file's worth
         // of slots), not every deleted series' in every period.
-        let mut by_chunk: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
-        for id in ids {
-            by_chunk.entry(id.0 / slots).or_default().push(id.0 % slots);
+        let mut by_chunk: std::collections::BTreeMap<(usize, u32), Vec<u32>> = Default::default();
+        for place in self.registry.placements(ids.iter().copied()) {
+            let (chunk, slot) = place.chunk_and_slot(slots);
+            by_chunk.entry((place.set(), chunk)).or_default().push(slot);
         }
         let mut cleared = 0;
-        for (tier, spec) in self.config.tiers.iter().enumerate() {
+        for (tier, (set, spec)) in self.config.all_tiers().enumerate() {
             let buckets = (spec.period.secs() / spec.resolution.secs()) as u32;
-            for (&chunk, chunk_slots) in &by_chunk {
+            for (&(_, chunk), chunk_slots) in by_chunk.range((set, 0)..=(set, u32::MAX)) {
                 let held =
                     self.storage
                         .files_of_chunk(tier, chunk, Timestamp::MIN, Timestamp::MAX)?;

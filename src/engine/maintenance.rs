@@ -118,7 +118,7 @@ impl Shared {
             }
             Err(e) => first_error = Some(e),
         }
-        for (t, spec) in self.config.tiers.iter().enumerate() {
+        for (t, (_, spec)) in self.config.all_tiers().enumerate() {
             match self.storage.drop_before(t, spec.window_start(now)) {
                 Ok(n) => report.dropped += n,
                 Err(e) => {
@@ -178,8 +178,8 @@ impl Shared {
     /// disk) is left to the batch that first writes it, which refuses its samples.
     fn prefault_next_blocks(&self, now: Timestamp) {
         let mut done = self.prefaulted.lock().unwrap_or_else(|e| e.into_inner());
-        let mut progress = Vec::with_capacity(self.config.tiers.len() * 2);
-        for (t, spec) in self.config.tiers.iter().enumerate() {
+        let mut progress = Vec::with_capacity(self.config.tier_count() * 2);
+        for (t, (_, spec)) in self.config.all_tiers().enumerate() {
             let block = spec.resolution.secs() as i64 * i64::from(BUCKET_BLOCK);
             let current = place(t, spec, now);
             let block_start = align_down(now, spec.resolution)
@@ -244,13 +244,15 @@ impl Shared {
         now: Timestamp,
         horizon: Horizon,
     ) -> Result<(usize, usize)> {
-        let chunks = self.chunks_needed();
+        let chunks: Vec<u32> = (0..self.config.set_count())
+            .map(|set| self.chunks_needed(set))
+            .collect();
         let (mut created, mut pending) = (0, 0);
         let mut budget = AHEAD_FILES_PER_PASS;
         // Every tier's current period first: those are the files a batch waits for.
-        let furthest = self.config.tiers.iter().map(|t| t.create_ahead).max();
+        let furthest = self.config.all_tiers().map(|(_, t)| t.create_ahead).max();
         for ahead in 0..=i64::from(furthest.unwrap_or(0)) {
-            for (t, spec) in self.config.tiers.iter().enumerate() {
+            for (t, (set, spec)) in self.config.all_tiers().enumerate() {
                 if ahead > i64::from(spec.create_ahead) {
                     continue;
                 }
@@ -266,7 +268,7 @@ impl Shared {
                     return Ok((created, pending));
                 }
                 let urgent = start - now < period / 4;
-                let mut missing: Vec<u32> = (0..chunks)
+                let mut missing: Vec<u32> = (0..chunks[set])
                     .filter(|&chunk| self.storage.file(t, start, chunk).is_none())
                     .collect();
                 if !urgent {
@@ -284,8 +286,9 @@ impl Shared {
                 }
             }
         }
-        self.chunks_ready
-            .fetch_max(chunks, std::sync::atomic::Ordering::AcqRel);
+        for (ready, chunks) in self.chunks_ready.iter().zip(chunks) {
+            ready.fetch_max(chunks, std::sync::atomic::Ordering::AcqRel);
+        }
         Ok((created, pending))
     }
 }
@@ -306,7 +309,7 @@ impl Shared {
         let mut synced = false;
         let (mut compacted, mut unsettled) = (0, 0);
         let mut first_error = None;
-        for tier in 0..self.config.tiers.len() {
+        for tier in 0..self.config.tier_count() {
             let (quiet, written) = self
                 .storage
                 .quiet_closed_files(tier, now.saturating_sub(COMPACT_GRACE));

@@ -73,7 +73,7 @@ pub struct EngineBuilder {
     tiers_given: bool,
     /// The `[counters]` rules the directory stores, once settled: the rules its series
     /// without a recorded kind were created under (`None` when it stores no tiers).
-    stored_counters: Option<crate::config::CounterRules>,
+    stored_counters: Option<crate::config::SeriesRules>,
     clock: Arc<dyn Clock>,
     writer_threads: usize,
     background_maintenance: bool,
@@ -189,6 +189,7 @@ impl EngineBuilder {
         self.settle_tiers()?;
         let storage = self.open_storage(false)?;
         let registry = Registry::open_read_only(&self.dir)?;
+        registry.use_sets(self.set_rules())?;
         let apply_log = self.apply_log();
         let shared = self.into_shared(storage, registry, None)?;
         Ok(Engine {
@@ -235,13 +236,15 @@ impl EngineBuilder {
         log
     }
 
+    /// The `[[set]]`s' rules, in order, for the registry to place new series by.
+    fn set_rules(&self) -> Vec<crate::config::SeriesRules> {
+        (self.tiers.sets.iter())
+            .map(|set| set.series.clone())
+            .collect()
+    }
+
     fn open_storage(&self, writable: bool) -> Result<Storage> {
-        Storage::open(
-            &self.dir,
-            &self.tiers.tiers,
-            self.tiers.engine.series_per_chunk,
-            writable,
-        )
+        Storage::open(&self.dir, &self.tiers, writable)
     }
 
     /// The state engine, writers and readers share, with the counter table opened beside
@@ -308,14 +311,14 @@ impl EngineBuilder {
         let storage = self.open_storage(true)?;
         phases.lap("storage");
         let registry = Registry::open(&self.dir)?;
+        registry.use_sets(self.set_rules())?;
         phases.lap("registry");
         let marker = self.dir.join(OPEN_MARKER);
         let started = std::time::Instant::now();
-        let recovery = storage.recover(
-            marker.exists(),
-            self.tiers.layout_fingerprint(),
-            registry.len(),
-        )?;
+        let known: Vec<usize> = (0..self.tiers.set_count())
+            .map(|set| registry.set_len(set))
+            .collect();
+        let recovery = storage.recover(marker.exists(), self.tiers.layout_fingerprint(), &known)?;
         if let Some(r) = &recovery {
             tracing::warn!(
                 dir = %self.dir.display(),

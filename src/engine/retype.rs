@@ -141,7 +141,8 @@ impl Engine {
                     latest,
                     notes,
                 }) => {
-                    let buckets = (shared.config.tiers.iter())
+                    let set = shared.registry.placement(id).set();
+                    let buckets = (shared.config.set_tiers(set).iter())
                         .zip(per_tier)
                         .map(|(tier, n)| (tier.name.clone(), n))
                         .collect();
@@ -210,9 +211,12 @@ impl Engine {
             }
         }
         let slots = shared.storage.slots();
-        let (chunk, slot) = (id.0 / slots, id.0 % slots);
-        let mut tiers = Vec::with_capacity(shared.config.tiers.len());
-        for (tier, spec) in shared.config.tiers.iter().enumerate() {
+        let place = shared.registry.placement(id);
+        let (chunk, slot) = place.chunk_and_slot(slots);
+        let config = &shared.config;
+        let mut tiers = Vec::with_capacity(config.set_tiers(place.set()).len());
+        for tier in config.tier_range(place.set()) {
+            let spec = config.tier_at(tier).1;
             let resolution = spec.resolution.secs() as i64;
             let held =
                 (shared.storage).files_of_chunk(tier, chunk, windows[tier], Timestamp::MAX)?;
@@ -272,7 +276,7 @@ impl Shared {
     /// As [`crate::storage::Storage::replace_cells`]; [`Error::Io`] when a kind cannot be
     /// recorded.
     fn apply_retype(&self, kind: SeriesKind, group: &[Converted], fault: bool) -> Result<()> {
-        for tier in 0..self.config.tiers.len() {
+        for tier in 0..self.config.tier_count() {
             let cells: Vec<(CellAt, Bucket)> = (group.iter())
                 .flat_map(|c| c.cells.iter().filter(|(at, _)| at.tier == tier))
                 .copied()

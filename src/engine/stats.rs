@@ -53,10 +53,8 @@ impl EngineStats {
             maintenance_failures: 0,
             maintenance_error: None,
             raw: RawCounts::default(),
-            tiers: tiers
-                .tiers
-                .iter()
-                .map(|t| TierStats::new(t, now, TierFiles::default()))
+            tiers: (tiers.all_tiers())
+                .map(|(set, t)| TierStats::new(tiers, set, t, now, TierFiles::default()))
                 .chain((tiers.raw.iter()).map(|r| TierStats::raw(r, now, TierFiles::default())))
                 .collect(),
             orphaned_tiers: Vec::new(),
@@ -100,7 +98,7 @@ impl EngineStats {
 /// One tier in [`EngineStats`].
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct TierStats {
-    /// Tier name.
+    /// Tier name: `set/tier` for a tier of a `[[set]]`.
     pub name: String,
     /// `rollup`, or `raw` for the tier of exact points.
     pub kind: &'static str,
@@ -117,10 +115,20 @@ pub struct TierStats {
 }
 
 impl TierStats {
-    /// Tier `spec` at `now`, holding `disk`.
-    fn new(spec: &TierSpec, now: Timestamp, disk: TierFiles) -> TierStats {
+    /// Tier `spec` of set `set` at `now`, holding `disk`; named `set/tier` when the set is
+    /// a `[[set]]`.
+    fn new(
+        config: &TiersConfig,
+        set: usize,
+        spec: &TierSpec,
+        now: Timestamp,
+        disk: TierFiles,
+    ) -> TierStats {
         TierStats {
-            name: spec.name.clone(),
+            name: match set {
+                0 => spec.name.clone(),
+                _ => format!("{}/{}", config.set_name(set), spec.name),
+            },
             kind: "rollup",
             resolution: spec.resolution,
             period: spec.period,
@@ -149,12 +157,11 @@ impl Engine {
     pub fn stats(&self) -> EngineStats {
         let shared = &self.shared;
         let now = shared.clock.now();
-        let mut tiers: Vec<TierStats> = shared
-            .config
-            .tiers
-            .iter()
-            .enumerate()
-            .map(|(i, t)| TierStats::new(t, now, shared.storage.tier_files(i, now)))
+        let config = &shared.config;
+        let mut tiers: Vec<TierStats> = (config.all_tiers().enumerate())
+            .map(|(i, (set, t))| {
+                TierStats::new(config, set, t, now, shared.storage.tier_files(i, now))
+            })
             .collect();
         if let Some(raw) = &shared.raw {
             tiers.push(TierStats::raw(raw.spec(), now, raw.files(now)));
@@ -178,7 +185,7 @@ impl Engine {
             maintenance_error: shared.maintenance.last_error(),
             raw: *shared.tally.raw.lock().unwrap_or_else(|e| e.into_inner()),
             tiers,
-            orphaned_tiers: shared.storage.orphaned_tiers().to_vec(),
+            orphaned_tiers: shared.storage.orphaned_tiers(),
         }
     }
 }

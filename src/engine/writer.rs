@@ -16,7 +16,7 @@ use crate::bucket::Last;
 use crate::error::Error;
 use crate::error::Result;
 use crate::fault::Hook;
-use crate::registry::SeriesId;
+use crate::registry::{SeriesId, SetPlace};
 use crate::sample::{ObservedSample, RawCounts, Sample};
 use crate::storage::format::SLOTS_PER_PAGE;
 use crate::storage::mapped_cell::WriterSlot;
@@ -48,14 +48,17 @@ pub(crate) struct Stored {
     pub(crate) sample: Sample,
     /// The latest-sample value it leaves in its buckets; `None` leaves it unknown.
     pub(crate) last: Option<f64>,
+    /// Where its series' cells are: its tier set, and its place there.
+    pub(crate) place: SetPlace,
 }
 
 impl Stored {
     /// A sample stored as it comes, which its buckets keep as their latest too.
-    pub(crate) fn gauge(sample: Sample) -> Stored {
+    pub(crate) fn gauge(sample: Sample, place: SetPlace) -> Stored {
         Stored {
             sample,
             last: Some(sample.value),
+            place,
         }
     }
 }
@@ -211,14 +214,14 @@ impl WriterPool {
     /// them. StatsD timers and histograms come at a pace a caller's thread keeps up with.
     pub(crate) fn write_distributions(
         &self,
-        samples: &[Sample],
+        samples: &[(Sample, SetPlace)],
         windows: &[Timestamp],
         raw_window: Timestamp,
     ) -> RawCounts {
         let n = self.writers.len();
         let mut parts: Vec<Vec<Stored>> = vec![Vec::new(); n];
-        for sample in samples {
-            parts[writer_of(sample.series, n)].push(Stored::gauge(*sample));
+        for &(sample, place) in samples {
+            parts[writer_of(sample.series, n)].push(Stored::gauge(sample, place));
         }
         let mut raw = RawCounts::default();
         for (writer, part) in self.writers.iter().zip(&parts) {
@@ -232,11 +235,15 @@ impl WriterPool {
     /// Writes observations that arrived bucketed into their distribution series' buckets,
     /// in this thread, as [`WriterPool::write_distributions`] does values. The raw tier keeps
     /// no point for them: they carry no single value.
-    pub(crate) fn write_observed(&self, samples: &[&ObservedSample], windows: &[Timestamp]) {
+    pub(crate) fn write_observed(
+        &self,
+        samples: &[(&ObservedSample, SetPlace)],
+        windows: &[Timestamp],
+    ) {
         let n = self.writers.len();
-        let mut parts: Vec<Vec<&ObservedSample>> = vec![Vec::new(); n];
-        for sample in samples {
-            parts[writer_of(sample.series, n)].push(sample);
+        let mut parts: Vec<Vec<(&ObservedSample, SetPlace)>> = vec![Vec::new(); n];
+        for &(sample, place) in samples {
+            parts[writer_of(sample.series, n)].push((sample, place));
         }
         for (writer, part) in self.writers.iter().zip(&parts) {
             if !part.is_empty() {
@@ -349,6 +356,8 @@ struct Writer {
     /// bucket), or `None` when outside the tier's window. Consecutive samples of one instant,
     /// the common case for an agent's flush, skip the lookup arithmetic.
     placements: Vec<Option<(usize, u32)>>,
+    /// Per tier set, the storage indexes of its tiers: the tiers a sample of the set goes to.
+    set_tiers: Vec<std::ops::Range<usize>>,
     slot_bits: u32,
     /// The storage's retirement count when this writer last dropped retired (compacted)
     /// files from its cache.
@@ -397,13 +406,17 @@ struct RawTail {
 
 impl Writer {
     fn new(shared: Arc<Shared>, published: WriterSlot, writers: usize) -> Writer {
-        let tiers = shared.config.tiers.len();
+        let tiers = shared.config.tier_count();
         let slot_bits = shared.config.engine.series_per_chunk.trailing_zeros();
+        let set_tiers = (0..shared.config.set_count())
+            .map(|set| shared.config.tier_range(set))
+            .collect();
         Writer {
             shared,
             published,
             tiers: (0..tiers).map(|_| TierCache::default()).collect(),
             placements: vec![None; tiers],
+            set_tiers,
             slot_bits,
             retirements_seen: 0,
             fault: Hook::KillMidUpdate.armed().and_then(|v| v.parse().ok()),
@@ -442,21 +455,21 @@ impl Writer {
     }
 
     /// [`Writer::write_distributions`] for observations that arrived bucketed.
-    fn write_observed(&mut self, samples: &[&ObservedSample], windows: &[Timestamp]) {
+    fn write_observed(&mut self, samples: &[(&ObservedSample, SetPlace)], windows: &[Timestamp]) {
         self.evict_expired(windows);
         self.evict_retired();
         let mut last_ts = None;
         let slot_mask = (1u32 << self.slot_bits) - 1;
         let published = self.published.clone();
-        for sample in samples {
+        for &(sample, place) in samples {
             if last_ts != Some(sample.ts) {
                 self.locate(sample.ts, windows);
                 last_ts = Some(sample.ts);
             }
-            let chunk = (sample.series.0 >> self.slot_bits) as usize;
-            let slot = sample.series.0 & slot_mask;
-            for (tier, placement) in self.placements.iter().enumerate() {
-                let Some((period, bucket)) = *placement else {
+            let chunk = (place.position >> self.slot_bits) as usize;
+            let slot = place.position & slot_mask;
+            for tier in self.set_tiers[place.set()].clone() {
+                let Some((period, bucket)) = self.placements[tier] else {
                     continue;
                 };
                 let cached = &mut self.tiers[tier].periods[period];
@@ -519,10 +532,10 @@ impl Writer {
     fn die_updating<const DISTRIBUTION: bool>(&mut self, stored: &Stored, windows: &[Timestamp]) {
         let sample = &stored.sample;
         self.locate(sample.ts, windows);
-        let chunk = (sample.series.0 >> self.slot_bits) as usize;
-        let slot = sample.series.0 & ((1u32 << self.slot_bits) - 1);
-        for (tier, placement) in self.placements.clone().into_iter().enumerate() {
-            let Some((period, bucket)) = placement else {
+        let chunk = (stored.place.position >> self.slot_bits) as usize;
+        let slot = stored.place.position & ((1u32 << self.slot_bits) - 1);
+        for tier in self.set_tiers[stored.place.set()].clone() {
+            let Some((period, bucket)) = self.placements[tier] else {
                 continue;
             };
             let cached = &mut self.tiers[tier].periods[period];
@@ -559,10 +572,10 @@ impl Writer {
                 self.locate(sample.ts, windows);
                 last_ts = Some(sample.ts);
             }
-            let chunk = (sample.series.0 >> self.slot_bits) as usize;
-            let slot = sample.series.0 & slot_mask;
-            for (tier, placement) in self.placements.iter().enumerate() {
-                let Some((period, bucket)) = *placement else {
+            let chunk = (stored.place.position >> self.slot_bits) as usize;
+            let slot = stored.place.position & slot_mask;
+            for tier in self.set_tiers[stored.place.set()].clone() {
+                let Some((period, bucket)) = self.placements[tier] else {
                     continue;
                 };
                 let cached = &mut self.tiers[tier].periods[period];
@@ -585,11 +598,10 @@ impl Writer {
     /// once), in arrival order.
     fn store_distributions(&mut self, samples: &[Stored], windows: &[Timestamp]) {
         let shared = Arc::clone(&self.shared);
-        let tiers = &shared.config.tiers;
         // Whether two times land in the same bucket of every tier, by period start rather
         // than by the period's place in the cache, which a later period's arrival may move.
         let same_buckets = |a: Timestamp, b: Timestamp| {
-            (tiers.iter().enumerate()).all(|(tier, spec)| {
+            (shared.config.all_tiers().enumerate()).all(|(tier, (_, spec))| {
                 let (held_a, held_b) = (a >= windows[tier], b >= windows[tier]);
                 let (pa, pb) = (place(tier, spec, a), place(tier, spec, b));
                 held_a == held_b
@@ -604,6 +616,7 @@ impl Writer {
         let mut at = 0;
         while at < order.len() {
             let first = samples[order[at]].sample;
+            let place = samples[order[at]].place;
             let mut end = at + 1;
             while end < order.len()
                 && samples[order[end]].sample.series == first.series
@@ -615,10 +628,10 @@ impl Writer {
             values.extend(order[at..end].iter().map(|&i| samples[i].sample.value));
             at = end;
             self.locate(first.ts, windows);
-            let chunk = (first.series.0 >> self.slot_bits) as usize;
-            let slot = first.series.0 & slot_mask;
-            for (tier, placement) in self.placements.iter().enumerate() {
-                let Some((period, bucket)) = *placement else {
+            let chunk = (place.position >> self.slot_bits) as usize;
+            let slot = place.position & slot_mask;
+            for tier in self.set_tiers[place.set()].clone() {
+                let Some((period, bucket)) = self.placements[tier] else {
                     continue;
                 };
                 let cached = &mut self.tiers[tier].periods[period];
@@ -723,11 +736,10 @@ impl Writer {
     /// placements say and their files are at hand.
     #[inline]
     fn prefetch(&self, stored: &Stored) {
-        let sample = &stored.sample;
-        let chunk = (sample.series.0 >> self.slot_bits) as usize;
-        let slot = sample.series.0 & ((1u32 << self.slot_bits) - 1);
-        for (tier, placement) in self.placements.iter().enumerate() {
-            if let Some((period, bucket)) = *placement {
+        let chunk = (stored.place.position >> self.slot_bits) as usize;
+        let slot = stored.place.position & ((1u32 << self.slot_bits) - 1);
+        for tier in self.set_tiers[stored.place.set()].clone() {
+            if let Some((period, bucket)) = self.placements[tier] {
                 if let Some(Some(file)) = self.tiers[tier].periods[period].files.get(chunk) {
                     file.file().prefetch(bucket, slot, Latest::Read);
                 }
@@ -736,7 +748,7 @@ impl Writer {
     }
 
     fn locate(&mut self, ts: Timestamp, windows: &[Timestamp]) {
-        for (tier, spec) in self.shared.config.tiers.iter().enumerate() {
+        for (tier, (_, spec)) in self.shared.config.all_tiers().enumerate() {
             self.placements[tier] = if ts < windows[tier] {
                 None
             } else {
@@ -790,7 +802,7 @@ impl Writer {
     /// Forgets files of periods that left the window, so dropped files are unmapped.
     fn evict_expired(&mut self, windows: &[Timestamp]) {
         for (tier, cache) in self.tiers.iter_mut().enumerate() {
-            let period = self.shared.config.tiers[tier].period.secs() as i64;
+            let period = self.shared.config.tier_at(tier).1.period.secs() as i64;
             cache
                 .periods
                 .retain(|p| p.start.saturating_add(period) > windows[tier]);

@@ -323,10 +323,12 @@ impl Source for StoredSource<'_> {
         let first = from.div_euclid(step) * step;
         let grid = PointGrid::new(spec, first, first + points as i64 * step, spec.resolution)?;
         let window = self.reader.window_start(tier, self.reader.now());
-        let slots = self.reader.slots();
-        let chunk = |i: usize| series[i].id / slots;
+        let cells: Vec<(u32, u32)> = (series.iter())
+            .map(|s| self.reader.cells_of(SeriesId(s.id)))
+            .collect::<Result<_>>()?;
+        let chunk = |i: usize| cells[i].0;
         let mut order: Vec<usize> = (0..series.len()).collect();
-        order.sort_unstable_by_key(|&i| series[i].id);
+        order.sort_unstable_by_key(|&i| cells[i]);
         let runs: Vec<&[usize]> = (order.chunk_by(|&a, &b| chunk(a) == chunk(b)))
             .flat_map(|run| run.chunks(RUN_SERIES))
             .collect();
@@ -350,10 +352,10 @@ impl Source for StoredSource<'_> {
                         let outs = run.iter().zip(run_buckets.chunks_exact_mut(points));
                         for (k, (&i, out)) in outs.enumerate() {
                             if let Some(&next) = run.get(k + 2) {
-                                let slot = series[next].id % slots;
+                                let slot = cells[next].1;
                                 grid.prefetch_span(&held, slot, from..to, Latest::Read);
                             }
-                            let slot = series[i].id % slots;
+                            let slot = cells[i].1;
                             grid.fold_span(&held, slot, from..to, 0, out, Latest::Read)?;
                         }
                         from = to;

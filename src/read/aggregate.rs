@@ -574,7 +574,7 @@ impl Reader<'_> {
         )?;
         let members: Vec<Member> = (matched.iter())
             .map(|(id, values)| self.member(*id, groups[values].0))
-            .collect();
+            .collect::<Result<_>>()?;
         let folded = fold_members(
             self,
             tier,
@@ -615,7 +615,9 @@ impl Reader<'_> {
         shown: (Display, Timestamp),
         ids: &[crate::registry::SeriesId],
     ) -> Result<Vec<Fold>> {
-        let mut members: Vec<Member> = ids.iter().map(|id| self.member(*id, 0)).collect();
+        let mut members: Vec<Member> = (ids.iter())
+            .map(|id| self.member(*id, 0))
+            .collect::<Result<_>>()?;
         members.sort_unstable_by_key(|m| (m.chunk, m.slot));
         fold_members(self, tier, grid, shown, &members, 1)
     }

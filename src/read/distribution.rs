@@ -700,7 +700,7 @@ impl Reader<'_> {
         grid: &PointGrid,
         window: Timestamp,
     ) -> Result<Vec<DistributionPoint>> {
-        fold_members(self, tier, grid, window, &[self.member(id, 0)], 1)
+        fold_members(self, tier, grid, window, &[self.member(id, 0)?], 1)
     }
 
     /// Answers a distribution read: quantiles (or histograms) per point, of one series or of

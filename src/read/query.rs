@@ -296,11 +296,13 @@ impl Reader<'_> {
         if matches!(&query.tier, TierChoice::Named(name) if self.config().is_raw(name)) {
             return query_raw(self, query, id);
         }
-        let tier = self.choose_tier(&query.tier, query.from, query.to, query.max_points)?;
-        let spec = &self.config().tiers[tier];
+        let reader = self.for_series(id);
+        let tier = reader.choose_tier(&query.tier, query.from, query.to, query.max_points)?;
+        let spec = &reader.config().tiers[tier];
         let step = query.step.unwrap_or(spec.resolution);
-        let window = self.window_start(tier, self.now());
-        let (first, buckets) = self.merged_buckets(id, tier, query.from, query.to, step, window)?;
+        let window = reader.window_start(tier, self.now());
+        let (first, buckets) =
+            reader.merged_buckets(id, tier, query.from, query.to, step, window)?;
         let step_secs = step.secs() as i64;
         let series = registry
             .key(id)
@@ -370,10 +372,10 @@ impl Reader<'_> {
     ) -> Result<(Timestamp, Vec<Bucket>)> {
         let grid = PointGrid::new(&self.config().tiers[tier], from, to, step)?;
         let mut acc = vec![Bucket::EMPTY; grid.points];
-        let slots = self.slots();
-        let files = self.files_for(tier, &grid, id.0 / slots, window)?;
+        let (chunk, slot) = self.cells_of(id)?;
+        let files = self.files_for(tier, &grid, chunk, window)?;
         let span = grid.first..grid.end;
-        grid.fold_span(&files, id.0 % slots, span, 0, &mut acc, Latest::Read)?;
+        grid.fold_span(&files, slot, span, 0, &mut acc, Latest::Read)?;
         Ok((grid.first, acc))
     }
 

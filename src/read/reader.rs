@@ -33,9 +33,24 @@ pub(crate) struct Member {
 
 /// A read view of an engine, cheap to copy (it borrows); get one with
 /// [`crate::Engine::reader`]. Reads take no lock on bucket memory.
+///
+/// With `[[set]]`s, a reader sees the tiers of one set: the engine's reader the default
+/// set's (and every series), [`Reader::for_set`] another's (and that set's series only).
+/// Tier indexes are the set's own; a series of another set refuses to be read
+/// ([`Reader::member`]), never read through the wrong files.
 #[derive(Clone, Copy)]
 pub struct Reader<'a> {
+    /// The tiers this reader sees: the engine's whole configuration, or a set's view.
     config: &'a TiersConfig,
+    /// The engine's whole configuration.
+    whole: &'a TiersConfig,
+    /// The `[[set]]`s' views (set `i + 1` at `i`).
+    set_views: &'a [TiersConfig],
+    /// The set whose tiers `config` holds, and whether only its series are selected.
+    set: usize,
+    only_set: bool,
+    /// The storage index of `config`'s first tier.
+    tier_offset: usize,
     storage: &'a Storage,
     raw: Option<&'a RawStore>,
     registry: &'a Registry,
@@ -49,6 +64,7 @@ pub struct Reader<'a> {
 impl<'a> Reader<'a> {
     pub(crate) fn new(
         config: &'a TiersConfig,
+        set_views: &'a [TiersConfig],
         storage: &'a Storage,
         raw: Option<&'a RawStore>,
         registry: &'a Registry,
@@ -58,6 +74,11 @@ impl<'a> Reader<'a> {
     ) -> Reader<'a> {
         Reader {
             config,
+            whole: config,
+            set_views,
+            set: 0,
+            only_set: false,
+            tier_offset: 0,
             storage,
             raw,
             registry,
@@ -73,9 +94,56 @@ impl<'a> Reader<'a> {
         self.writes
     }
 
-    /// The tiers read.
+    /// The tiers read: the set's, for a reader of one set.
     pub fn config(&self) -> &'a TiersConfig {
         self.config
+    }
+
+    /// The engine's whole configuration, every set's tiers.
+    pub fn whole_config(&self) -> &'a TiersConfig {
+        self.whole
+    }
+
+    /// A reader of set `set`'s series through its tiers: tier indexes and `config()` are the
+    /// set's, and selections keep only its series.
+    pub fn for_set(&self, set: usize) -> Reader<'a> {
+        Reader {
+            config: match set {
+                0 => self.whole,
+                _ => &self.set_views[set - 1],
+            },
+            set,
+            only_set: true,
+            tier_offset: self.whole.first_tier_of(set),
+            ..*self
+        }
+    }
+
+    /// A reader of series `id`'s set: this one, unless it is the engine's reader and the
+    /// series keeps a `[[set]]`'s tiers.
+    pub fn for_series(&self, id: SeriesId) -> Reader<'a> {
+        if self.only_set || !self.registry.has_sets() {
+            return *self;
+        }
+        self.for_set(self.registry.placement(id).set())
+    }
+
+    /// The set whose tiers this reader reads.
+    pub fn set(&self) -> usize {
+        self.set
+    }
+
+    /// The tier sets of `ids`, each once, in set order: which readers a read of them needs.
+    pub fn sets_of(&self, ids: impl IntoIterator<Item = SeriesId>) -> Vec<usize> {
+        if !self.registry.has_sets() {
+            return vec![0];
+        }
+        let mut sets: Vec<usize> = (self.registry.placements(ids).into_iter())
+            .map(|place| place.set())
+            .collect();
+        sets.sort_unstable();
+        sets.dedup();
+        sets
     }
 
     /// The engine clock's current time.
@@ -107,8 +175,10 @@ impl<'a> Reader<'a> {
     /// The canonical keys of the series `selector` picks, in id order: one parallel scan of
     /// the registry, copying only the keys it answers.
     pub fn series_keys(&self, selector: &Selector) -> Vec<String> {
-        self.registry
-            .select(|_, key| selector.matches(key).then(|| key.as_str().to_owned()))
+        let set = self.only_set.then_some(self.set);
+        self.registry.select_in(set, |_, key| {
+            selector.matches(key).then(|| key.as_str().to_owned())
+        })
     }
 
     /// The points of series `id` in `[from, to)` in the raw tier, with the neighbours
@@ -131,19 +201,42 @@ impl<'a> Reader<'a> {
         Some(read)
     }
 
-    /// Series slots per chunk: series `id` lives in chunk `id / slots`, slot `id % slots`.
+    /// Series slots per chunk: a series lives in chunk `position / slots`, slot
+    /// `position % slots` of its set's files ([`crate::registry::SetPlace`]).
     pub(crate) fn slots(&self) -> u32 {
         self.storage.slots()
     }
 
-    /// Series `id` as a member of a read's group `group`: the chunk and slot of its cells.
-    pub(crate) fn member(&self, id: SeriesId, group: usize) -> Member {
+    /// Series `id` as a member of a read's group `group`: the chunk and slot of its cells
+    /// in this reader's set's files.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidQuery`] when the series keeps another set's tiers.
+    pub(crate) fn member(&self, id: SeriesId, group: usize) -> Result<Member> {
+        let (chunk, slot) = self.cells_of(id)?;
+        Ok(Member { chunk, slot, group })
+    }
+
+    /// The chunk and slot of series `id`'s cells in this reader's set's files.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidQuery`] when the series keeps another set's tiers: reading
+    /// it here would read another series' cells.
+    pub(crate) fn cells_of(&self, id: SeriesId) -> Result<(u32, u32)> {
         let slots = self.slots();
-        Member {
-            chunk: id.0 / slots,
-            slot: id.0 % slots,
-            group,
+        let place = self.registry.placement(id);
+        if place.set() != self.set {
+            return Err(crate::error::Error::InvalidQuery(format!(
+                "series {} keeps the tiers of set {:?}; this read reads set {:?}'s, and reads \
+                 across tier sets are not supported here yet",
+                self.registry
+                    .key(id)
+                    .map_or_else(|| id.to_string(), |k| k.to_string()),
+                self.whole.set_name(place.set()),
+                self.whole.set_name(self.set),
+            )));
         }
+        Ok(place.chunk_and_slot(slots))
     }
 
     /// The series `selector` picks, in id order, each with its values of the `group_by`
@@ -159,7 +252,8 @@ impl<'a> Reader<'a> {
         budget: &ReadBudget,
     ) -> Result<Vec<(SeriesId, Vec<Option<String>>)>> {
         budget.charge_scan(self.registry.len())?;
-        Ok(self.registry.select(|id, key| {
+        let set = self.only_set.then_some(self.set);
+        Ok(self.registry.select_in(set, |id, key| {
             selector.matches(key).then(|| {
                 let values = (group_by.iter())
                     .map(|k| key.tag(k).map(Cow::into_owned))
@@ -179,7 +273,7 @@ impl<'a> Reader<'a> {
         span: std::ops::Range<Timestamp>,
     ) -> Result<Vec<(Timestamp, HeldPeriod)>> {
         self.storage
-            .files_of_chunk(tier, chunk, span.start, span.end)
+            .files_of_chunk(self.tier_offset + tier, chunk, span.start, span.end)
     }
 
     /// The tier `choice` names, or the `auto` choice for `[from, to)` within `max_points`

@@ -30,6 +30,12 @@
 //! when a deletion rewrites it whole ([`rewrite`]: a new file, fsynced, renamed over the old
 //! one), so a directory without deletions stays readable by a build that reads version 1,
 //! and one with deletions is refused there by its version, not misread.
+//!
+//! Version 3 is version 2 plus tier sets: every record's payload holds one more byte after
+//! the id, the index of the series' tier set (0 for the default one; see
+//! `crate::config::TierSet`), and then the key text, if any. A log is written as version 3
+//! once a configuration has `[[set]]`s ([`rewrite`] converts an older log whole, each of its
+//! series in the default set); older builds refuse it by its version.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -45,6 +51,8 @@ pub(super) const MAGIC: [u8; 8] = *b"TIERDBSR";
 pub(super) const FORMAT_VERSION: u32 = 1;
 /// The layout of a log with holes (deleted series); written only by [`rewrite`].
 pub(super) const FORMAT_VERSION_WITH_HOLES: u32 = 2;
+/// The layout of a log that records each series' tier set (and may hold holes).
+pub(super) const FORMAT_VERSION_WITH_SETS: u32 = 3;
 
 const MAGIC_OFFSET: usize = 0;
 const VERSION_OFFSET: usize = MAGIC_OFFSET + MAGIC.len();
@@ -60,6 +68,10 @@ pub(super) const RECORD_HEADER_LEN: usize = PAYLOAD_OFFSET;
 
 const ID_OFFSET: usize = 0;
 const TEXT_OFFSET: usize = ID_OFFSET + size_of::<u32>();
+/// Version 3: the tier set's byte, where the text starts in older versions.
+const SET_OFFSET: usize = TEXT_OFFSET;
+/// Version 3: where the text starts.
+const TEXT_OFFSET_WITH_SETS: usize = SET_OFFSET + size_of::<u8>();
 
 /// Largest payload a record may claim. Keys are much shorter (see `SeriesKey::MAX_LEN`);
 /// the cap exists so that a garbage length reads as damage instead of a huge allocation,
@@ -80,14 +92,16 @@ fn header_of(version: u32) -> [u8; HEADER_LEN] {
     h
 }
 
-/// One complete record, ready for a single write call.
-pub(super) fn encode_record(id: SeriesId, text: &str) -> Vec<u8> {
-    let payload_len = TEXT_OFFSET + text.len();
+/// One complete record, ready for a single write call: with the series' tier set `set` in
+/// a log of version 3, without in older ones.
+pub(super) fn encode_record(id: SeriesId, set: Option<u8>, text: &str) -> Vec<u8> {
+    let payload_len = TEXT_OFFSET + usize::from(set.is_some()) + text.len();
     let mut rec = Vec::with_capacity(RECORD_HEADER_LEN + payload_len);
     // Keys are capped far below MAX_PAYLOAD, so the length fits a u32.
     rec.extend_from_slice(&(payload_len as u32).to_le_bytes());
     rec.extend_from_slice(&[0; 4]);
     rec.extend_from_slice(&id.0.to_le_bytes());
+    rec.extend(set);
     rec.extend_from_slice(text.as_bytes());
     let crc = crc32fast::hash(&rec[PAYLOAD_OFFSET..]);
     rec[CRC_OFFSET..PAYLOAD_OFFSET].copy_from_slice(&crc.to_le_bytes());
@@ -104,6 +118,9 @@ pub(super) struct Loaded {
     pub texts: String,
     /// End of each record's text in `texts`, in id order.
     pub ends: Vec<u64>,
+    /// Each record's tier set, in id order, for a log of version 3; `None` for older logs
+    /// (every series in the default set).
+    pub sets: Option<Vec<u8>>,
     /// File length after loading (any torn tail already cut off).
     pub len: u64,
 }
@@ -121,6 +138,7 @@ fn load_read_only(path: &Path) -> Result<Loaded> {
         file: None,
         texts: String::new(),
         ends: Vec::new(),
+        sets: None,
         len: 0,
     };
     if bytes.len() < HEADER_LEN {
@@ -139,6 +157,7 @@ fn load_read_only(path: &Path) -> Result<Loaded> {
         len: records.end as u64,
         texts: records.texts,
         ends: records.ends,
+        sets: records.sets,
         ..empty
     })
 }
@@ -195,6 +214,7 @@ pub(super) fn load(path: &Path, writable: bool) -> Result<Loaded> {
             file: Some(file),
             texts: String::new(),
             ends: Vec::new(),
+            sets: None,
             len: HEADER_LEN as u64,
         });
     }
@@ -204,6 +224,7 @@ pub(super) fn load(path: &Path, writable: bool) -> Result<Loaded> {
     let Records {
         texts,
         ends,
+        sets,
         end: pos,
         torn,
     } = records(path, bytes, version)?;
@@ -222,6 +243,7 @@ pub(super) fn load(path: &Path, writable: bool) -> Result<Loaded> {
         file: Some(file),
         texts,
         ends,
+        sets,
         len: pos as u64,
     })
 }
@@ -232,6 +254,8 @@ struct Records {
     texts: String,
     /// End of each text in `texts`.
     ends: Vec<u64>,
+    /// Each record's tier set (version 3 only).
+    sets: Option<Vec<u8>>,
     /// Where the intact part of the file ends.
     end: usize,
     /// Why the rest was not read, when a torn last record (an append cut short) follows.
@@ -244,6 +268,8 @@ struct Records {
 /// another series. Only a log of version 2 may hold holes (records without text).
 fn records(path: &Path, mut bytes: Vec<u8>, version: u32) -> Result<Records> {
     let mut ends = Vec::new();
+    let with_sets = version >= FORMAT_VERSION_WITH_SETS;
+    let mut sets = Vec::new();
     // Bytes of text kept at the front; always behind `pos`, since every record's header
     // and id are dropped.
     let mut kept = 0;
@@ -264,9 +290,10 @@ fn records(path: &Path, mut bytes: Vec<u8>, version: u32) -> Result<Records> {
         };
         // The checksum holds, so this is what was written: a bad payload is not a torn
         // append and is refused wherever it is.
-        let len = decode_payload(payload, count)
-            .map_err(|reason| at(&reason))?
-            .len();
+        let (set, text) =
+            decode_payload(payload, count, with_sets).map_err(|reason| at(&reason))?;
+        let len = text.len();
+        sets.extend(set);
         if len == 0 && version < FORMAT_VERSION_WITH_HOLES {
             return Err(at(&format!(
                 "no key text (a deleted series' hole) in a log of version {version}"
@@ -286,6 +313,10 @@ fn records(path: &Path, mut bytes: Vec<u8>, version: u32) -> Result<Records> {
     Ok(Records {
         texts,
         ends,
+        sets: with_sets.then(|| {
+            sets.shrink_to_fit();
+            sets
+        }),
         end: pos,
         torn,
     })
@@ -297,12 +328,12 @@ fn check_header(path: &Path, h: &[u8]) -> Result<u32> {
         return Err(Error::corrupt(path, "not a tierdb series log (bad magic)"));
     }
     let version = read_u32(h, VERSION_OFFSET);
-    if !(FORMAT_VERSION..=FORMAT_VERSION_WITH_HOLES).contains(&version) {
+    if !(FORMAT_VERSION..=FORMAT_VERSION_WITH_SETS).contains(&version) {
         return Err(Error::corrupt(
             path,
             format!(
                 "series log format version {version}; this build reads versions \
-                 {FORMAT_VERSION} to {FORMAT_VERSION_WITH_HOLES}"
+                 {FORMAT_VERSION} to {FORMAT_VERSION_WITH_SETS}"
             ),
         ));
     }
@@ -316,13 +347,27 @@ fn check_header(path: &Path, h: &[u8]) -> Result<u32> {
     Ok(version)
 }
 
-/// Checks a framed payload's id against the one its position gives and returns its text.
-fn decode_payload(payload: &[u8], expected_id: usize) -> std::result::Result<&str, String> {
+/// Checks a framed payload's id against the one its position gives and returns its tier set
+/// (`with_sets`: a log of version 3) and its text.
+fn decode_payload(
+    payload: &[u8],
+    expected_id: usize,
+    with_sets: bool,
+) -> std::result::Result<(Option<u8>, &str), String> {
     let id = read_u32(payload, ID_OFFSET);
     if id as usize != expected_id {
         return Err(format!("holds id {id} where id {expected_id} was expected"));
     }
-    std::str::from_utf8(&payload[TEXT_OFFSET..]).map_err(|e| format!("key text is not UTF-8: {e}"))
+    let (set, text) = if with_sets {
+        let Some(&set) = payload.get(SET_OFFSET) else {
+            return Err("no tier set byte in a log of version 3".to_owned());
+        };
+        (Some(set), &payload[TEXT_OFFSET_WITH_SETS..])
+    } else {
+        (None, &payload[TEXT_OFFSET..])
+    };
+    let text = std::str::from_utf8(text).map_err(|e| format!("key text is not UTF-8: {e}"))?;
+    Ok((set, text))
 }
 
 /// Checks the framing (length and checksum) of the record at `pos` and returns its
@@ -371,7 +416,7 @@ fn is_torn_tail(bytes: &[u8], pos: usize) -> bool {
 }
 
 /// Replaces the log at `path` whole with one of version 2 holding `texts` in id order (an
-/// empty text is a hole), crash-safely: the new log is written beside it and fsynced, then
+/// empty text is a hole), or of version 3 when `sets` gives each series' tier set, crash-safely: the new log is written beside it and fsynced, then
 /// renamed over it and the directory fsynced, so a crash leaves the old log or the new one,
 /// never a mix. Returns the new log opened for appending, and its length.
 ///
@@ -382,11 +427,17 @@ fn is_torn_tail(bytes: &[u8], pos: usize) -> bool {
 pub(super) fn rewrite<'a>(
     path: &Path,
     texts: impl Iterator<Item = &'a str>,
+    sets: Option<&[u8]>,
 ) -> std::result::Result<(File, u64), Rewrite> {
     let temp = path.with_extension("log.rewrite");
-    let mut bytes = header_of(FORMAT_VERSION_WITH_HOLES).to_vec();
+    let version = match sets {
+        Some(_) => FORMAT_VERSION_WITH_SETS,
+        None => FORMAT_VERSION_WITH_HOLES,
+    };
+    let mut bytes = header_of(version).to_vec();
     for (id, text) in texts.enumerate() {
-        bytes.extend_from_slice(&encode_record(SeriesId(id as u32), text));
+        let set = sets.map(|sets| sets[id]);
+        bytes.extend_from_slice(&encode_record(SeriesId(id as u32), set, text));
     }
     let written = (|| {
         let mut file = File::create(&temp)?;

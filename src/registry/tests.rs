@@ -228,7 +228,7 @@ fn new_file_has_only_the_header() {
 
 #[test]
 fn record_layout_is_as_documented() {
-    let rec = series_log::encode_record(SeriesId(7), "m{a=b}");
+    let rec = series_log::encode_record(SeriesId(7), None, "m{a=b}");
     assert_eq!(rec.len(), RECORD_HEADER_LEN + 4 + 6);
     assert_eq!(rec[0..4], 10u32.to_le_bytes());
     assert_eq!(rec[4..8], crc32fast::hash(&rec[8..]).to_le_bytes());
@@ -265,10 +265,10 @@ fn garbage_half_record_is_dropped() {
     let good = fs::read(&path).unwrap();
 
     // A record header claiming more payload than follows.
-    let mut half = series_log::encode_record(SeriesId(2), "a.long.series.name");
+    let mut half = series_log::encode_record(SeriesId(2), None, "a.long.series.name");
     half.truncate(half.len() / 2);
     // A whole-length record whose checksum does not match (payload never reached disk).
-    let mut bad_crc = series_log::encode_record(SeriesId(2), "c");
+    let mut bad_crc = series_log::encode_record(SeriesId(2), None, "c");
     let last = bad_crc.len() - 1;
     bad_crc[last] ^= 0xff;
     let tails: [&[u8]; 5] = [&half, &bad_crc, &[0x5a; 5], &[0; 40], &[0xff; 30]];
@@ -320,22 +320,22 @@ fn intact_but_wrong_records_are_refused() {
     let header = fs::read(&path).unwrap();
     let cases: [(Vec<Vec<u8>>, &str); 4] = [
         (
-            vec![series_log::encode_record(SeriesId(1), "a")],
+            vec![series_log::encode_record(SeriesId(1), None, "a")],
             "expected",
         ),
         (
-            vec![series_log::encode_record(SeriesId(0), "m{b=1,a=2}")],
+            vec![series_log::encode_record(SeriesId(0), None, "m{b=1,a=2}")],
             "canonical",
         ),
         (
             vec![
-                series_log::encode_record(SeriesId(0), "a"),
-                series_log::encode_record(SeriesId(1), "a"),
+                series_log::encode_record(SeriesId(0), None, "a"),
+                series_log::encode_record(SeriesId(1), None, "a"),
             ],
             "duplicates",
         ),
         (
-            vec![series_log::encode_record(SeriesId(0), "m{")],
+            vec![series_log::encode_record(SeriesId(0), None, "m{")],
             "invalid series",
         ),
     ];
@@ -792,9 +792,9 @@ fn a_deleted_key_leaves_a_hole_that_survives_a_reopen_and_is_never_handed_out_ag
 fn a_hole_in_a_version_1_log_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let mut bytes = series_log::header().to_vec();
-    bytes.extend_from_slice(&series_log::encode_record(SeriesId(0), "a"));
-    bytes.extend_from_slice(&series_log::encode_record(SeriesId(1), ""));
-    bytes.extend_from_slice(&series_log::encode_record(SeriesId(2), "c"));
+    bytes.extend_from_slice(&series_log::encode_record(SeriesId(0), None, "a"));
+    bytes.extend_from_slice(&series_log::encode_record(SeriesId(1), None, ""));
+    bytes.extend_from_slice(&series_log::encode_record(SeriesId(2), None, "c"));
     fs::write(log_path(dir.path()), &bytes).unwrap();
     assert_corrupt(dir.path(), "no key text");
     // The same records under version 2 read as a hole.

@@ -63,7 +63,7 @@ impl Storage {
         &self,
         unclean: bool,
         layout: u64,
-        known_series: usize,
+        known_series: &[usize],
     ) -> Result<Option<Recovery>> {
         let Some(mut state) = self.writers.state() else {
             return Ok(None);
@@ -96,7 +96,7 @@ impl Storage {
     fn repair_published(
         &self,
         publications: &[(super::writer_state::Publication, Option<Vec<u64>>)],
-        known_series: usize,
+        known_series: &[usize],
     ) -> Result<Recovery> {
         let mut recovery = Recovery::default();
         let mut touched: BTreeSet<(usize, Timestamp, u32)> = BTreeSet::new();
@@ -128,8 +128,9 @@ impl Storage {
                 ),
             }
         }
-        let first_chunk = (known_series / self.slots as usize) as u32;
         for (tier, store) in self.tiers.iter().enumerate() {
+            let known_series = known_in(known_series, self.set_of_tier(tier));
+            let first_chunk = (known_series / self.slots as usize) as u32;
             let keys: Vec<(Timestamp, u32)> = store
                 .files
                 .read()
@@ -162,15 +163,20 @@ impl Storage {
     /// The repair when nothing says which cells were being written: every cell of every
     /// file, those of tiers the configuration no longer names included. Repaired files are
     /// msynced, since the publications are forgotten next.
-    fn repair_everything(&self, known_series: usize, why: String) -> Result<Recovery> {
-        let files: Vec<WritableFile> = self.writable_files();
+    fn repair_everything(&self, known_series: &[usize], why: String) -> Result<Recovery> {
+        let files: Vec<(usize, WritableFile)> = (0..self.tiers.len())
+            .flat_map(|tier| {
+                let known = known_in(known_series, self.set_of_tier(tier));
+                self.hot_files_of(tier).into_iter().map(move |f| (known, f))
+            })
+            .collect();
         let mut recovery = Recovery {
             files_scanned: files.len(),
-            cells_scanned: files.iter().map(|f| f.file().meta().cells()).sum(),
+            cells_scanned: files.iter().map(|(_, f)| f.file().meta().cells()).sum(),
             ..Recovery::default()
         };
-        for file in &files {
-            let (interrupted, cleared) = file.repair(known_series);
+        for (known_series, file) in &files {
+            let (interrupted, cleared) = file.repair(*known_series);
             recovery.interrupted += interrupted;
             recovery.cleared += cleared;
             if interrupted + cleared > 0 {
@@ -183,6 +189,11 @@ impl Storage {
         recovery.full_scan = Some(why);
         Ok(recovery)
     }
+}
+
+/// The places set `set` has handed out, of the counts `known_series` gives per set.
+fn known_in(known_series: &[usize], set: usize) -> usize {
+    known_series.get(set).copied().unwrap_or(0)
 }
 
 #[cfg(test)]

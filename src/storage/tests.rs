@@ -5,6 +5,18 @@ use crate::bucket::Bucket;
 use crate::config::TiersConfig;
 
 const SLOTS: u32 = 16;
+
+/// A configuration of `tiers` alone, `slots` series per chunk: what a storage test opens.
+pub(crate) fn config_of(tiers: &[crate::config::TierSpec], slots: u32) -> TiersConfig {
+    TiersConfig {
+        tiers: tiers.to_vec(),
+        engine: crate::config::EngineSettings {
+            series_per_chunk: slots,
+            ..Default::default()
+        },
+        ..TiersConfig::default()
+    }
+}
 /// 2025-11-21T00:00:00Z, a day boundary.
 const DAY_START: Timestamp = 1_763_683_200;
 
@@ -16,7 +28,12 @@ fn read_only_storage_yields_no_writable_file() {
         let (storage, _writer, _) = one_sample_stored(dir.path());
         assert_eq!(storage.writable_files().len(), 1);
     }
-    let storage = Storage::open(dir.path(), &tiers, SLOTS, false).unwrap();
+    let storage = Storage::open(
+        dir.path(),
+        &crate::storage::tests::config_of(&tiers, SLOTS),
+        false,
+    )
+    .unwrap();
     let file = storage.file(0, DAY_START, 0).expect("the file is there");
     assert_eq!(
         file.load(5, 3),
@@ -43,7 +60,12 @@ fn a_group_creates_the_missing_files_of_a_period() {
     let dir = tempfile::tempdir().unwrap();
     let tiers = TiersConfig::default().tiers;
     {
-        let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
+        let storage = Storage::open(
+            dir.path(),
+            &crate::storage::tests::config_of(&tiers, SLOTS),
+            true,
+        )
+        .unwrap();
         storage
             .get_or_create(0, DAY_START, 2, Creation::Ahead)
             .unwrap();
@@ -71,7 +93,12 @@ fn a_group_creates_the_missing_files_of_a_period() {
         assert_eq!(names.len(), 5);
     }
     // Reopened, the group's files are found whole.
-    let storage = Storage::open(dir.path(), &tiers, SLOTS, false).unwrap();
+    let storage = Storage::open(
+        dir.path(),
+        &crate::storage::tests::config_of(&tiers, SLOTS),
+        false,
+    )
+    .unwrap();
     assert_eq!(storage.period_files(0, DAY_START).len(), 5);
     let done = storage.create_files(0, DAY_START, &[0, 8, 9], Creation::Ahead);
     assert_eq!(done.created, 0);
@@ -85,7 +112,12 @@ fn a_group_creates_the_missing_files_of_a_period() {
 /// slot 3 of the first tier's period at [`DAY_START`], chunk 0; with its writer slot and
 /// that hot file.
 fn one_sample_stored(dir: &std::path::Path) -> (Storage, WriterSlot, Arc<PeriodFile>) {
-    let storage = Storage::open(dir, &TiersConfig::default().tiers, SLOTS, true).unwrap();
+    let storage = Storage::open(
+        dir,
+        &crate::storage::tests::config_of(&TiersConfig::default().tiers, SLOTS),
+        true,
+    )
+    .unwrap();
     let writer = storage
         .writer_slot()
         .unwrap()
@@ -113,7 +145,12 @@ fn a_read_only_storage_follows_a_compacted_period_made_hot_again_or_dropped() {
     let (writer_storage, writer, hot) = one_sample_stored(dir.path());
     assert!(writer_storage.compact(0, &hot).unwrap(), "compacted");
 
-    let reader_storage = Storage::open(dir.path(), &tiers, SLOTS, false).unwrap();
+    let reader_storage = Storage::open(
+        dir.path(),
+        &crate::storage::tests::config_of(&tiers, SLOTS),
+        false,
+    )
+    .unwrap();
     let read = |storage: &Storage| -> Vec<Bucket> {
         let mut out = Vec::new();
         for (_, held) in storage
@@ -151,11 +188,21 @@ fn a_read_only_storage_follows_a_compacted_period_made_hot_again_or_dropped() {
         .reserve_and_add(5, 3, 1.5, writer.publisher());
     assert_eq!(again.load(5, 3).count, 2);
     // A reader that had not opened the compacted file yet finds the hot one.
-    let fresh_reader = Storage::open(dir.path(), &tiers, SLOTS, false).unwrap();
+    let fresh_reader = Storage::open(
+        dir.path(),
+        &crate::storage::tests::config_of(&tiers, SLOTS),
+        false,
+    )
+    .unwrap();
     assert_eq!(read(&fresh_reader).len(), 1);
     let reader_storage = {
         // The listing made before the rehydration: Compacted, whose file is gone now.
-        let stale = Storage::open(dir.path(), &tiers, SLOTS, false).unwrap();
+        let stale = Storage::open(
+            dir.path(),
+            &crate::storage::tests::config_of(&tiers, SLOTS),
+            false,
+        )
+        .unwrap();
         stale.tiers[0].files.write().unwrap().insert(
             (DAY_START, 0),
             StoredPeriod::Compacted(Arc::new(CompactFile::new(
@@ -206,7 +253,12 @@ fn a_period_made_hot_again_right_after_its_compaction_keeps_its_file() {
             assert!(compaction.join().unwrap().unwrap(), "compacted");
         });
     }
-    let storage = Storage::open(dir.path(), &tiers, SLOTS, false).unwrap();
+    let storage = Storage::open(
+        dir.path(),
+        &crate::storage::tests::config_of(&tiers, SLOTS),
+        false,
+    )
+    .unwrap();
     let file = storage
         .file(0, DAY_START, 0)
         .expect("the hot file made for the late write is on disk");
@@ -290,7 +342,12 @@ fn a_period_file_is_sparse_and_its_written_pages_are_known_again_at_open() {
              one of the latest area"
         );
     }
-    let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
+    let storage = Storage::open(
+        dir.path(),
+        &crate::storage::tests::config_of(&tiers, SLOTS),
+        true,
+    )
+    .unwrap();
     let file = storage.file(0, DAY_START, 0).unwrap();
     let written = file.meta().page_of(super::format::cell_index(5, 3, SLOTS));
     assert!(
@@ -312,7 +369,12 @@ fn a_period_file_is_sparse_and_its_written_pages_are_known_again_at_open() {
 #[test]
 fn a_reservation_across_reserved_and_fresh_pages_reserves_the_fresh_ones() {
     let dir = tempfile::tempdir().unwrap();
-    let storage = Storage::open(dir.path(), &TiersConfig::default().tiers, 256, true).unwrap();
+    let storage = Storage::open(
+        dir.path(),
+        &crate::storage::tests::config_of(&TiersConfig::default().tiers, 256),
+        true,
+    )
+    .unwrap();
     let (hot, _) = storage
         .get_or_create(0, DAY_START, 0, Creation::Ahead)
         .unwrap();
@@ -350,7 +412,12 @@ fn a_version_1_file_keeps_its_cells_and_a_period_made_hot_again_takes_wide_ones(
     let dir = tempfile::tempdir().unwrap();
     let tiers = TiersConfig::default().tiers;
     let path = {
-        let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
+        let storage = Storage::open(
+            dir.path(),
+            &crate::storage::tests::config_of(&tiers, SLOTS),
+            true,
+        )
+        .unwrap();
         let (hot, _) = storage
             .get_or_create(0, DAY_START, 0, Creation::Ahead)
             .unwrap();
@@ -364,7 +431,12 @@ fn a_version_1_file_keeps_its_cells_and_a_period_made_hot_again_takes_wide_ones(
         std::fs::write(hot.path(), &bytes).unwrap();
         hot.path().to_path_buf()
     };
-    let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
+    let storage = Storage::open(
+        dir.path(),
+        &crate::storage::tests::config_of(&tiers, SLOTS),
+        true,
+    )
+    .unwrap();
     let writer = storage.writer_slot().unwrap().expect("writable");
     let hot = storage.file(0, DAY_START, 0).expect("the version 1 file");
     assert_eq!(hot.meta().histogram_cell_len(), 256);

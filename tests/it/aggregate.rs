@@ -29,6 +29,7 @@ fn config() -> TiersConfig {
             tier("1m", 60, 3600, 6 * 3600),
             tier("5m", 300, 86_400, 2 * 86_400),
         ],
+        sets: Vec::new(),
     }
 }
 

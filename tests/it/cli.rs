@@ -897,7 +897,7 @@ fn a_new_counters_rule_names_the_series_it_leaves_alone() {
         err.contains("1 existing series keep the kind they were created with, which the new rules would have changed: servers.web2.nginx.requests (a gauge; the new rules would make it a counter)"),
         "{err}"
     );
-    assert!(!err.contains("CounterRules"), "a debug print: {err}");
+    assert!(!err.contains("SeriesRules"), "a debug print: {err}");
     assert_eq!(per_sec(), before);
 }
 

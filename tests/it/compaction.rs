@@ -36,6 +36,7 @@ pub(crate) fn config() -> TiersConfig {
             tier("1h", HOUR as u64, 6 * HOUR as u64, 3 * DAY as u64),
             tier("1d", DAY as u64, 7 * DAY as u64, 60 * DAY as u64),
         ],
+        sets: Vec::new(),
     };
     config.validate().expect("valid test tiers");
     config

@@ -56,6 +56,7 @@ fn config() -> TiersConfig {
             tier("1m", MINUTE, HOUR, 6 * HOUR),
             tier("5m", 5 * MINUTE, DAY, 2 * DAY),
         ],
+        sets: Vec::new(),
     };
     config.validate().expect("valid test tiers");
     config

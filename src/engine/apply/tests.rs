@@ -57,6 +57,7 @@ fn tiers() -> TiersConfig {
             tier("1m", MINUTE, HOUR, 6 * HOUR),
             tier("5m", 5 * MINUTE, DAY, 2 * DAY),
         ],
+        sets: Vec::new(),
     }
 }
 

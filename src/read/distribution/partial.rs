@@ -344,7 +344,7 @@ impl Reader<'_> {
         )?;
         let mut indexed: Vec<Member> = (members.iter())
             .map(|(id, values)| self.member(*id, groups[*values].0))
-            .collect();
+            .collect::<Result<_>>()?;
         indexed.sort_unstable_by_key(|m| (m.chunk, m.slot));
         let mut folded = fold_members(self, tier, grid, plan.window, &indexed, groups.len())?;
         let points = grid.points;

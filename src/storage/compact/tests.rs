@@ -682,7 +682,12 @@ fn a_hot_period_file_compacts_through_its_load() {
     let dir = tempfile::tempdir().unwrap();
     let tiers = TiersConfig::default().tiers;
     const HOT_SLOTS: u32 = 8;
-    let storage = Storage::open(dir.path(), &tiers, HOT_SLOTS, true).unwrap();
+    let storage = Storage::open(
+        dir.path(),
+        &crate::storage::tests::config_of(&tiers, HOT_SLOTS),
+        true,
+    )
+    .unwrap();
     let (hot, _) = storage
         .get_or_create(0, DAY_START, 0, Creation::Ahead)
         .unwrap();
@@ -1194,7 +1199,12 @@ fn distribution_buckets_compact_rehydrate_and_clear_exactly() {
         (tiers[0].resolution.secs(), tiers[0].period.secs()),
         (60, 6 * 3_600)
     );
-    let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
+    let storage = Storage::open(
+        dir.path(),
+        &crate::storage::tests::config_of(&tiers, SLOTS),
+        true,
+    )
+    .unwrap();
     let (hot, _) = storage
         .get_or_create(0, DAY_START, 0, Creation::Ahead)
         .unwrap();

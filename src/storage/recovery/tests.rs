@@ -27,8 +27,13 @@ fn only_slots_past_the_registry_are_read_and_cleared() {
     let dir = tempfile::tempdir().unwrap();
     let tiers = TiersConfig::default().tiers;
     {
-        let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
-        assert_eq!(storage.recover(false, LAYOUT, 0).unwrap(), None);
+        let storage = Storage::open(
+            dir.path(),
+            &crate::storage::tests::config_of(&tiers, SLOTS),
+            true,
+        )
+        .unwrap();
+        assert_eq!(storage.recover(false, LAYOUT, &[0]).unwrap(), None);
         let writer = storage.writer_slot().unwrap().unwrap();
         for chunk in 0..3 {
             storage
@@ -42,8 +47,13 @@ fn only_slots_past_the_registry_are_read_and_cleared() {
         writer.clear();
     }
     // 20 series known: chunk 0 is whole, chunk 1 holds 4, chunk 2 none.
-    let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
-    let recovery = storage.recover(true, LAYOUT, 20).unwrap().unwrap();
+    let storage = Storage::open(
+        dir.path(),
+        &crate::storage::tests::config_of(&tiers, SLOTS),
+        true,
+    )
+    .unwrap();
+    let recovery = storage.recover(true, LAYOUT, &[20]).unwrap().unwrap();
     let cells = storage.file(0, DAY_START, 0).unwrap().meta().cells();
     let blocks = cells / (SLOTS * BUCKET_BLOCK) as usize;
     assert_eq!(recovery.full_scan, None);
@@ -67,25 +77,45 @@ fn another_layout_or_no_state_reads_everything() {
     let dir = tempfile::tempdir().unwrap();
     let tiers = TiersConfig::default().tiers;
     {
-        let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
-        storage.recover(false, LAYOUT, 0).unwrap();
+        let storage = Storage::open(
+            dir.path(),
+            &crate::storage::tests::config_of(&tiers, SLOTS),
+            true,
+        )
+        .unwrap();
+        storage.recover(false, LAYOUT, &[0]).unwrap();
         storage
             .get_or_create(0, DAY_START, 0, Creation::Ahead)
             .unwrap();
     }
-    let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
-    let recovery = storage.recover(true, LAYOUT + 1, 16).unwrap().unwrap();
+    let storage = Storage::open(
+        dir.path(),
+        &crate::storage::tests::config_of(&tiers, SLOTS),
+        true,
+    )
+    .unwrap();
+    let recovery = storage.recover(true, LAYOUT + 1, &[16]).unwrap().unwrap();
     assert!(recovery.full_scan.unwrap().contains("another tiers layout"));
     assert_eq!(recovery.files_scanned, 1);
     drop(storage);
     std::fs::remove_file(dir.path().join("writers.state")).unwrap();
-    let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
-    let recovery = storage.recover(true, LAYOUT + 1, 16).unwrap().unwrap();
+    let storage = Storage::open(
+        dir.path(),
+        &crate::storage::tests::config_of(&tiers, SLOTS),
+        true,
+    )
+    .unwrap();
+    let recovery = storage.recover(true, LAYOUT + 1, &[16]).unwrap().unwrap();
     assert!(recovery.full_scan.unwrap().contains("missing"));
     // The open recorded the layout: the next unclean open trusts it.
     drop(storage);
-    let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
-    let recovery = storage.recover(true, LAYOUT + 1, 16).unwrap().unwrap();
+    let storage = Storage::open(
+        dir.path(),
+        &crate::storage::tests::config_of(&tiers, SLOTS),
+        true,
+    )
+    .unwrap();
+    let recovery = storage.recover(true, LAYOUT + 1, &[16]).unwrap().unwrap();
     assert_eq!(recovery.full_scan, None);
     assert_eq!(recovery.files_scanned, 0, "chunk 0 holds only known series");
 }
