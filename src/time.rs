@@ -223,6 +223,20 @@ pub fn format_ts(ts: Timestamp) -> String {
 }
 
 mod parse;
+/// Greatest common divisor of two widths (of the same unit); never negative.
+pub(crate) fn gcd(mut a: i64, mut b: i64) -> i64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a.abs()
+}
+
+/// Least common multiple of two positive widths (of the same unit): the narrowest width
+/// both divide; `None` when it overflows.
+pub(crate) fn lcm(a: i64, b: i64) -> Option<i64> {
+    (a / gcd(a, b)).checked_mul(b)
+}
+
 #[cfg(test)]
 mod tests;
 

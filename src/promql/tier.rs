@@ -21,14 +21,7 @@ pub(crate) struct Choice {
     pub warning: Option<String>,
 }
 
-/// Greatest common divisor of two widths in milliseconds.
-fn gcd(a: i64, b: i64) -> i64 {
-    if b == 0 {
-        a.abs()
-    } else {
-        gcd(b, a % b)
-    }
-}
+use crate::time::gcd;
 
 /// The grain of a selector: the width that its evaluation times (from `anchor_ms`, the
 /// first one, shifted by the selector's offset) step by (`step_ms`) and its windows span

@@ -47,7 +47,7 @@ use crate::read::query::{still_filling, Display, Latest, PointGrid, MAX_QUERY_PO
 use crate::read::reader::{Member, Reader};
 use crate::read::tier_choice::TierChoice;
 use crate::registry::Selector;
-use crate::time::{Span, Timestamp};
+use crate::time::{lcm, Span, Timestamp};
 
 /// How the series of one group are folded into one value per point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -513,8 +513,105 @@ impl Reader<'_> {
         query: &AggregateQuery,
         budget: &ReadBudget,
     ) -> Result<AggregateResult> {
-        let plan = self.plan_aggregate(query)?;
-        self.aggregate_partial(&plan, budget)?.finish()
+        if !self.spans_sets() {
+            let plan = self.plan_aggregate(query)?;
+            return self.aggregate_partial(&plan, budget)?.finish();
+        }
+        match self.sets_selected(&query.selector, budget)?.as_slice() {
+            [] => self.for_set(0).aggregate_within(query, budget),
+            &[set] => self.for_set(set).aggregate_within(query, budget),
+            sets => self.aggregate_across_sets(query, sets, budget),
+        }
+    }
+
+    /// An aggregate over series of several tier sets: each set's series read through the
+    /// tier that set would read alone ([`Reader::choose_tier`] in the set), on one grid of
+    /// points as wide as the least common multiple of those tiers' resolutions, from the
+    /// latest of their windows on (so every point holds every set), the sets' partials
+    /// merged as engines' are. When the resolutions differ, the answer's note says so.
+    ///
+    /// # Errors
+    /// As [`Reader::aggregate`]; [`Error::InvalidQuery`] for a `step` that is not a multiple
+    /// of every set's resolution.
+    fn aggregate_across_sets(
+        &self,
+        query: &AggregateQuery,
+        sets: &[usize],
+        budget: &ReadBudget,
+    ) -> Result<AggregateResult> {
+        let now = self.now();
+        let mut chosen = Vec::with_capacity(sets.len());
+        for &set in sets {
+            let reader = self.for_set(set);
+            let tier = reader.choose_tier(&query.tier, query.from, query.to, query.max_points)?;
+            chosen.push((reader, tier, reader.config().tiers[tier].clone()));
+        }
+        let resolution = (chosen.iter())
+            .try_fold(1, |l, (_, _, spec)| lcm(l, spec.resolution.secs() as i64))
+            .ok_or_else(|| {
+                Error::InvalidQuery("the sets' resolutions have no common multiple".into())
+            })? as u64;
+        let step = (!query.whole_range).then(|| query.step.unwrap_or(Span::from_secs(resolution)));
+        let window = (chosen.iter())
+            .map(|(_, _, spec)| spec.window_start(now))
+            .max()
+            .unwrap_or(Timestamp::MIN);
+        let tiers: Vec<String> = (sets.iter().zip(&chosen))
+            .map(|(&set, (_, _, spec))| match set {
+                0 => spec.name.clone(),
+                _ => format!("{}/{}", self.whole_config().set_name(set), spec.name),
+            })
+            .collect();
+        let mut merged: Option<PartialAggregate> = None;
+        for (reader, _, spec) in &chosen {
+            let grid = PointGrid::of(spec, query.from, query.to, step)?;
+            let plan = AggregatePlan {
+                selector: query.selector.clone(),
+                group_by: query.group_by.clone(),
+                aggregation: query.aggregation,
+                display: query.display,
+                tier: spec.name.clone(),
+                from: query.from,
+                to: query.to,
+                step,
+                window,
+                partial_from: still_filling(grid.first, grid.step, grid.points, now),
+                grid,
+            };
+            let mut partial = reader.aggregate_partial(&plan, budget)?;
+            match &mut merged {
+                None => merged = Some(partial),
+                Some(merged) => {
+                    let (a, b) = (&merged.plan.grid, &partial.plan.grid);
+                    if (a.first, a.step, a.points) != (b.first, b.step, b.points) {
+                        return Err(Error::InvalidQuery(format!(
+                            "the tiers {} give points on different grids",
+                            tiers.join(", ")
+                        )));
+                    }
+                    partial.plan = merged.plan.clone();
+                    merged.merge(partial)?;
+                }
+            }
+        }
+        let mut merged = merged.expect("two sets or more");
+        merged.plan.tier = tiers.join(", ");
+        let mut result = merged.finish()?;
+        let resolutions: Vec<u64> = chosen.iter().map(|(_, _, s)| s.resolution.secs()).collect();
+        if resolutions.iter().any(|&r| r != resolutions[0]) {
+            let across = format!(
+                "the selected series keep different tier sets with no tier of one resolution \
+                 in common for this range ({}): each set's buckets are folded onto points \
+                 {}s wide",
+                tiers.join(", "),
+                step.map_or(resolution, |s| s.secs())
+            );
+            result.note = Some(match result.note.take() {
+                Some(note) => format!("{note}; {across}"),
+                None => across,
+            });
+        }
+        Ok(result)
     }
 
     /// Fixes what `query` reads from this engine's clock and tiers: the tier (`auto` chosen

@@ -128,6 +128,30 @@ impl<'a> Reader<'a> {
         self.for_set(self.registry.placement(id).set())
     }
 
+    /// Whether this reader's selections may hold series of several tier sets: the engine's
+    /// reader, when there are `[[set]]`s. A read across series then reads each set through
+    /// [`Reader::for_set`].
+    pub(crate) fn spans_sets(&self) -> bool {
+        !self.only_set && self.registry.has_sets()
+    }
+
+    /// The tier sets of the series `selector` picks, each once, in set order (the scan
+    /// charged to `budget`).
+    ///
+    /// # Errors
+    /// [`crate::error::Error::InvalidQuery`] when `budget` refuses the scan.
+    pub(crate) fn sets_selected(
+        &self,
+        selector: &Selector,
+        budget: &ReadBudget,
+    ) -> Result<Vec<usize>> {
+        budget.charge_scan(self.registry.len())?;
+        let ids = self
+            .registry
+            .select(|id, key| selector.matches(key).then_some(id));
+        Ok(self.sets_of(ids))
+    }
+
     /// The set whose tiers this reader reads.
     pub fn set(&self) -> usize {
         self.set

@@ -370,10 +370,10 @@ fn foreign_files_are_refused() {
     fs::write(&path, b"hello").unwrap();
     assert_corrupt(dir.path(), "not a tierdb series log");
 
-    let mut v3 = series_log::header();
-    v3[8] = 3;
-    fs::write(&path, v3).unwrap();
-    assert_corrupt(dir.path(), "version 3");
+    let mut v4 = series_log::header();
+    v4[8] = 4;
+    fs::write(&path, v4).unwrap();
+    assert_corrupt(dir.path(), "version 4");
 
     let mut reserved = series_log::header();
     reserved[12] = 1;

@@ -735,17 +735,6 @@ fn distinct<'a>(expressions: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     seen
 }
 
-/// Least common multiple of two positive steps; `None` when it overflows.
-fn lcm(a: i64, b: i64) -> Option<i64> {
-    let gcd = |mut a: i64, mut b: i64| {
-        while b != 0 {
-            (a, b) = (b, a % b);
-        }
-        a
-    };
-    (a / gcd(a, b)).checked_mul(b)
-}
-
 /// Python's `float()` of a string: blanks around it ignored; `inf` and `nan` in any case
 /// included, as Python reads them.
 fn python_float(text: &str) -> Option<f64> {

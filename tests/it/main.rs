@@ -59,5 +59,6 @@ mod statsd;
 mod still_filling;
 mod stress;
 mod support;
+mod tier_sets;
 mod time_grammar;
 mod timer_paths;

@@ -4,7 +4,7 @@
 //! `applyByNode`. Series of different steps are first consolidated to their least common
 //! multiple, as graphite-web's `normalize` does.
 
-use super::{agg_key, distinct, lcm, Args, Context, Node};
+use super::{agg_key, distinct, Args, Context, Node};
 use crate::error::Result;
 use crate::read::aggregate::Aggregation;
 use crate::read::query::MAX_QUERY_POINTS;
@@ -13,6 +13,7 @@ use crate::render::expr::{parse_target, Expr};
 use crate::render::path::PathPattern;
 use crate::render::python::format_g;
 use crate::render::series::{enough_known, Series};
+use crate::time::lcm;
 
 /// The grid of a combined series: start, end and step.
 type Grid = (i64, i64, i64);

@@ -1,0 +1,306 @@
+//! Retention per series pattern (#55 item 2): a `[[set]]` in tiers.toml gives the series it
+//! picks other tiers, as a carbon storage-schemas section does. A series' set is fixed when
+//! it is created and recorded; each set's files live under `sets/<name>/` and follow its own
+//! retention, so the short set's files are dropped on time while the long set's are kept; a
+//! read of one series reads its set's tiers; an aggregate across sets reads each set's
+//! tier on one grid of points, and says so when their resolutions differ.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use tierdb::{
+    AggregateQuery, Aggregation, ManualClock, Query, Sample, Selector, TiersConfig, Timestamp,
+};
+
+use crate::common::{open_driven, NOW};
+
+const MINUTE: i64 = 60;
+const HOUR: i64 = 60 * MINUTE;
+
+/// The default set keeps minutes for 6 hours and hours for 3 days; `short` keeps the
+/// `tmp.*` series and those tagged `env=dev` at 5 minutes, for 2 hours only.
+const TIERS: &str = r#"
+[engine]
+series_per_chunk = 16
+
+[[tier]]
+name = "1m"
+resolution = "1m"
+period = "1h"
+retention = "6h"
+
+[[tier]]
+name = "1h"
+resolution = "1h"
+period = "6h"
+retention = "3d"
+
+[[set]]
+name = "short"
+names = ["tmp.*"]
+tags = ["env=dev"]
+
+[[set.tier]]
+name = "5m"
+resolution = "5m"
+period = "1h"
+retention = "2h"
+"#;
+
+fn config() -> TiersConfig {
+    TiersConfig::from_toml_str(TIERS, "tier_sets test").expect("valid tiers")
+}
+
+/// The start of the hour holding [`NOW`].
+fn hour() -> Timestamp {
+    NOW - NOW.rem_euclid(HOUR)
+}
+
+/// Writes `value` once a minute through the first `minutes` minutes of [`hour`] to every
+/// series of `names` (created as needed), the clock following.
+fn write_minutes(engine: &tierdb::Engine, clock: &ManualClock, names: &[&str], minutes: i64) {
+    for minute in 0..minutes {
+        let ts = hour() + minute * MINUTE;
+        clock.set(ts);
+        let batch: Vec<Sample> = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| Sample {
+                series: engine.series(name).expect("series"),
+                ts,
+                value: (i + 1) as f64,
+            })
+            .collect();
+        let report = engine.record_batch(&batch).expect("batch");
+        assert_eq!(report.accepted as usize, names.len(), "{report:?}");
+    }
+}
+
+/// The period files under `dir` (recursively), as paths relative to it.
+fn files_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&at) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "tdb" || e == "tdc") {
+                out.push(path.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn each_series_keeps_the_tiers_of_its_set_in_the_sets_own_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(hour()));
+    let engine = open_driven(dir.path(), &clock, config());
+    write_minutes(
+        &engine,
+        &clock,
+        &["web.cpu", "tmp.scratch", "db.load{env=dev}"],
+        30,
+    );
+
+    // The long series reads minutes; the short ones 5-minute buckets of five samples.
+    let web = engine
+        .query(&Query::new("web.cpu", hour(), hour() + 30 * MINUTE))
+        .unwrap();
+    assert_eq!(web.tier, "1m");
+    assert_eq!(web.points.iter().filter(|p| p.1 == Some(1.0)).count(), 30);
+    for name in ["tmp.scratch", "db.load{env=dev}"] {
+        let short = engine
+            .query(&Query::new(name, hour(), hour() + 30 * MINUTE).display(tierdb::Display::Count))
+            .unwrap();
+        assert_eq!(short.tier, "5m", "{name}");
+        assert_eq!(short.points.len(), 6, "{name}");
+        assert!(
+            short.points.iter().all(|p| p.1 == Some(5.0)),
+            "{name}: {short:?}"
+        );
+    }
+    // Asking the short set's series for a tier only the default set has is refused.
+    let err = engine
+        .query(&Query::new("tmp.scratch", hour(), hour() + HOUR).tier("1m"))
+        .unwrap_err();
+    assert!(err.to_string().contains("1m"), "{err}");
+
+    // Both sets' series are at place 0 and 1 of their own set: chunk 0 of each set's files.
+    let files = files_under(dir.path());
+    assert!(
+        files.iter().any(|f| f.starts_with("sets/short/5m/")),
+        "{files:?}"
+    );
+    assert!(
+        files.iter().any(|f| f.starts_with("tiers/1m/")),
+        "{files:?}"
+    );
+    assert!(
+        !files.iter().any(|f| f.starts_with("tiers/5m")),
+        "{files:?}"
+    );
+
+    // Statistics name the set's tier by set.
+    let stats = engine.stats();
+    let names: Vec<&str> = stats.tiers.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["1m", "1h", "short/5m"]);
+}
+
+#[test]
+fn the_short_sets_files_are_dropped_on_time_and_the_long_sets_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(hour()));
+    let engine = open_driven(dir.path(), &clock, config());
+    write_minutes(&engine, &clock, &["web.cpu", "tmp.scratch"], 60);
+    let first_hour = |prefix: &str| {
+        let hot = tierdb::testing::storage::format::file_name(hour(), 0);
+        let stem = hot.trim_end_matches(".tdb");
+        files_under(dir.path())
+            .into_iter()
+            .filter(|f| f.starts_with(prefix) && f.contains(stem))
+            .count()
+    };
+    assert_eq!(first_hour("sets/short/5m/"), 1);
+    assert_eq!(first_hour("tiers/1m/"), 1);
+
+    // Three hours on, the short set's first hour is out of its 2 hours; the default set's
+    // minutes keep it for 6.
+    clock.set(hour() + 3 * HOUR + 10 * MINUTE);
+    engine.maintain().unwrap();
+    assert_eq!(
+        first_hour("sets/short/5m/"),
+        0,
+        "{:?}",
+        files_under(dir.path())
+    );
+    assert_eq!(first_hour("tiers/1m/"), 1, "{:?}", files_under(dir.path()));
+
+    let gone = engine
+        .query(&Query::new("tmp.scratch", hour(), hour() + HOUR))
+        .unwrap();
+    assert!(gone.points.iter().all(|p| p.1.is_none()), "{gone:?}");
+    let kept = engine
+        .query(&Query::new("web.cpu", hour(), hour() + HOUR).tier("1m"))
+        .unwrap();
+    assert_eq!(kept.points.iter().filter(|p| p.1.is_some()).count(), 60);
+}
+
+#[test]
+fn an_aggregate_across_sets_reads_each_sets_tier_on_one_grid_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(hour()));
+    let engine = open_driven(dir.path(), &clock, config());
+    let names = ["web.cpu{dc=x}", "api.cpu{dc=x}", "tmp.cpu{dc=x}"];
+    write_minutes(&engine, &clock, &names, 30);
+
+    let selector = Selector::parse("*{dc=x}").unwrap();
+    let query = AggregateQuery::new(selector, Aggregation::Sum, hour(), hour() + 30 * MINUTE)
+        .display(tierdb::Display::Total);
+    let result = engine.aggregate(&query).unwrap();
+    assert_eq!(result.step, 5 * MINUTE, "{result:?}");
+    assert_eq!(result.tier, "1m, short/5m");
+    let note = result.note.as_deref().unwrap_or_default();
+    assert!(note.contains("different tier sets"), "{note}");
+    let group = &result.groups[0];
+    assert_eq!(group.series, 3);
+    // Per 5 minutes: web 1.0 and api 2.0 five times each from minutes, tmp 3.0 five times
+    // from its 5m buckets.
+    assert_eq!(group.points.len(), 6);
+    for (ts, value) in &group.points {
+        assert_eq!(*value, Some(5.0 * (1.0 + 2.0 + 3.0)), "at {ts}");
+    }
+
+    // The same sum read set by set and added by hand.
+    let per_set: f64 = [("[wa]*.cpu{dc=x}", "1m"), ("tmp.*{dc=x}", "5m")]
+        .iter()
+        .map(|(selector, tier)| {
+            let query = AggregateQuery::new(
+                Selector::parse(selector).unwrap(),
+                Aggregation::Sum,
+                hour(),
+                hour() + 30 * MINUTE,
+            )
+            .display(tierdb::Display::Total)
+            .whole_range();
+            let result = engine.aggregate(&query).unwrap();
+            assert_eq!(result.tier, *tier, "{selector}");
+            result.groups[0].points[0].1.unwrap()
+        })
+        .sum();
+    assert_eq!(per_set, 30.0 * (1.0 + 2.0 + 3.0));
+
+    // Within one set, no note: the set's own tier.
+    let one = engine
+        .aggregate(&AggregateQuery::new(
+            Selector::parse("tmp.*").unwrap(),
+            Aggregation::Sum,
+            hour(),
+            hour() + 30 * MINUTE,
+        ))
+        .unwrap();
+    assert_eq!(one.tier, "5m");
+    assert_eq!(one.note, None);
+}
+
+#[test]
+fn a_series_keeps_its_set_when_the_rules_change_and_a_set_with_series_cannot_be_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(hour()));
+    {
+        let engine = open_driven(dir.path(), &clock, config());
+        write_minutes(&engine, &clock, &["tmp.scratch", "web.cpu"], 10);
+    }
+    // The rules change: `tmp.*` no longer picked, `web.*` now is.
+    let changed = TiersConfig::from_toml_str(
+        &TIERS.replace(r#"names = ["tmp.*"]"#, r#"names = ["web.*"]"#),
+        "changed",
+    )
+    .unwrap();
+    {
+        let engine = open_driven(dir.path(), &clock, changed);
+        let tier_of = |name: &str| {
+            engine
+                .query(&Query::new(name, hour(), hour() + 10 * MINUTE))
+                .unwrap()
+                .tier
+        };
+        assert_eq!(
+            tier_of("tmp.scratch"),
+            "5m",
+            "created in the set, stays there"
+        );
+        assert_eq!(
+            tier_of("web.cpu"),
+            "1m",
+            "created in the default set, stays there"
+        );
+        // A new series follows the new rules.
+        let id = engine.series("web.new").unwrap();
+        engine
+            .record_batch(&[Sample {
+                series: id,
+                ts: hour() + 10 * MINUTE,
+                value: 1.0,
+            }])
+            .unwrap();
+        assert_eq!(tier_of("web.new"), "5m");
+    }
+    // Without the set, its series would have no tiers: refused, naming the set.
+    let mut without = config();
+    without.sets.clear();
+    let err = tierdb::Engine::builder(dir.path())
+        .tiers(without)
+        .clock(clock.clone())
+        .background_maintenance(false)
+        .open()
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("short"), "{err}");
+}
