@@ -232,6 +232,62 @@ impl<'a> StoredSource<'a> {
     pub fn new(reader: Reader<'a>) -> StoredSource<'a> {
         StoredSource { reader }
     }
+
+    /// With `[[set]]`s on the engine's reader, `series` by tier set: each set's source,
+    /// the set's tier of tier `tier`'s resolution (tiers are chosen from the default
+    /// set's), and the indexes in `series` of the set's series; `None` without sets.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQuery`] naming a series whose set has no tier of that resolution.
+    fn by_set(&self, series: &[Selected], tier: usize) -> Result<Option<Vec<SetPart<'a>>>> {
+        if !self.reader.spans_sets() {
+            return Ok(None);
+        }
+        let resolution = self.reader.config().tiers[tier].resolution;
+        let places = (self.reader.registry()).placements(series.iter().map(|s| SeriesId(s.id)));
+        let mut parts: Vec<SetPart<'a>> = Vec::new();
+        for (i, place) in places.into_iter().enumerate() {
+            let at = match parts
+                .iter()
+                .position(|p| p.source.reader.set() == place.set())
+            {
+                Some(at) => at,
+                None => {
+                    let reader = self.reader.for_set(place.set());
+                    let tiers = &reader.config().tiers;
+                    let Some(tier) = tiers.iter().position(|t| t.resolution == resolution) else {
+                        return Err(Error::InvalidQuery(format!(
+                            "series {} keeps the tiers of set {:?}, which has no tier of {} \
+                             resolution; a PromQL selector reads its series at one resolution",
+                            series[i].labels.get(super::labels::NAME),
+                            reader.whole_config().set_name(place.set()),
+                            resolution
+                        )));
+                    };
+                    parts.push(SetPart {
+                        source: StoredSource::new(reader),
+                        tier,
+                        series: Vec::new(),
+                        indexes: Vec::new(),
+                    });
+                    parts.len() - 1
+                }
+            };
+            parts[at].series.push(series[i].clone());
+            parts[at].indexes.push(i);
+        }
+        Ok(Some(parts))
+    }
+}
+
+/// The series of one tier set in a PromQL read ([`StoredSource::by_set`]).
+struct SetPart<'a> {
+    source: StoredSource<'a>,
+    /// The set's tier read.
+    tier: usize,
+    series: Vec<Selected>,
+    /// Where each of `series` is in the read's list.
+    indexes: Vec<usize>,
 }
 
 impl Source for StoredSource<'_> {
@@ -270,6 +326,16 @@ impl Source for StoredSource<'_> {
         to: Timestamp,
         budget: &ReadBudget,
     ) -> Result<Vec<Vec<Bucket>>> {
+        if let Some(parts) = self.by_set(series, tier)? {
+            let mut out = vec![Vec::new(); series.len()];
+            for part in parts {
+                let read = (part.source).buckets(&part.series, part.tier, from, to, budget)?;
+                for (i, buckets) in part.indexes.into_iter().zip(read) {
+                    out[i] = buckets;
+                }
+            }
+            return Ok(out);
+        }
         let points = charge_buckets(self.reader.config(), series.len(), tier, from, to, budget)?;
         if series.is_empty() || points == 0 {
             return Ok(vec![Vec::new(); series.len()]);
@@ -314,6 +380,25 @@ impl Source for StoredSource<'_> {
         budget: &ReadBudget,
         reduce: &BucketReduce<'_>,
     ) -> Result<Vec<Vec<Option<f64>>>> {
+        if let Some(parts) = self.by_set(series, tier)? {
+            let mut out = vec![Vec::new(); series.len()];
+            for part in parts {
+                let indexes = &part.indexes;
+                let reduce_part = |j: usize, buckets: &[Bucket]| reduce(indexes[j], buckets);
+                let read = (part.source).map_buckets(
+                    &part.series,
+                    part.tier,
+                    from,
+                    to,
+                    budget,
+                    &reduce_part,
+                )?;
+                for (&i, values) in indexes.iter().zip(read) {
+                    out[i] = values;
+                }
+            }
+            return Ok(out);
+        }
         let points = charge_buckets(self.reader.config(), series.len(), tier, from, to, budget)?;
         if series.is_empty() || points == 0 {
             return Ok((0..series.len()).map(|i| reduce(i, &[])).collect());
@@ -382,6 +467,21 @@ impl Source for StoredSource<'_> {
         budget: &ReadBudget,
         visit: &HistogramVisit<'_>,
     ) -> Result<()> {
+        if let Some(parts) = self.by_set(series, tier)? {
+            for part in parts {
+                let indexes = &part.indexes;
+                let visit_part = |j: usize, h: &[Option<BucketHistogram>]| visit(indexes[j], h);
+                (part.source).visit_histograms(
+                    &part.series,
+                    part.tier,
+                    from,
+                    to,
+                    budget,
+                    &visit_part,
+                )?;
+            }
+            return Ok(());
+        }
         let points = charge_buckets(self.reader.config(), series.len(), tier, from, to, budget)?;
         (series.par_iter().enumerate()).try_for_each(|(i, s)| {
             visit(i, &self.series_histograms(s, tier, from, points)?);

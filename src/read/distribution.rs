@@ -717,6 +717,30 @@ impl Reader<'_> {
         query: &DistributionQuery,
         budget: &ReadBudget,
     ) -> Result<DistributionResult> {
+        if self.spans_sets() {
+            let sets = match &query.target {
+                DistributionTarget::Series(key) => {
+                    let id = (self.registry().lookup(key)?)
+                        .ok_or_else(|| Error::UnknownSeries(key.clone()))?;
+                    self.sets_of([id])
+                }
+                DistributionTarget::Select { selector, .. } => {
+                    self.sets_selected(selector, budget)?
+                }
+            };
+            return match sets.as_slice() {
+                [] => self.for_set(0).distribution_query(query, budget),
+                &[set] => self.for_set(set).distribution_query(query, budget),
+                _ => Err(Error::InvalidQuery(format!(
+                    "the selected distribution series keep the tiers of sets {}; a quantile \
+                     across tier sets is not supported yet: select the series of one set",
+                    (sets.iter())
+                        .map(|&set| format!("{:?}", self.whole_config().set_name(set)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))),
+            };
+        }
         let plan = DistributionPlan::new(self.config(), self.now(), query)?;
         self.distribution_partial(&plan, budget)?.finish()
     }

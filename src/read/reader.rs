@@ -196,6 +196,15 @@ impl<'a> Reader<'a> {
         self.config.tiers[tier].window_start(now)
     }
 
+    /// [`Registry::select`] among the series this reader reads: a set's reader, its set's.
+    pub fn select<T: Send>(
+        &self,
+        pick: impl Fn(SeriesId, crate::registry::KeyView<'_>) -> Option<T> + Sync,
+    ) -> Vec<T> {
+        self.registry
+            .select_in(self.only_set.then_some(self.set), pick)
+    }
+
     /// The canonical keys of the series `selector` picks, in id order: one parallel scan of
     /// the registry, copying only the keys it answers.
     pub fn series_keys(&self, selector: &Selector) -> Vec<String> {
@@ -276,8 +285,7 @@ impl<'a> Reader<'a> {
         budget: &ReadBudget,
     ) -> Result<Vec<(SeriesId, Vec<Option<String>>)>> {
         budget.charge_scan(self.registry.len())?;
-        let set = self.only_set.then_some(self.set);
-        Ok(self.registry.select_in(set, |id, key| {
+        Ok(self.select(|id, key| {
             selector.matches(key).then(|| {
                 let values = (group_by.iter())
                     .map(|k| key.tag(k).map(Cow::into_owned))

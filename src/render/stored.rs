@@ -146,6 +146,16 @@ impl<'a> StoredSource<'a> {
         StoredSource { reader }
     }
 
+    /// With `[[set]]`s on the engine's reader, a source per set, each reading its set's
+    /// series through its set's tiers; `None` otherwise.
+    fn per_set(&self) -> Option<Vec<StoredSource<'a>>> {
+        self.reader.spans_sets().then(|| {
+            (0..self.reader.whole_config().set_count())
+                .map(|set| StoredSource::new(self.reader.for_set(set)))
+                .collect()
+        })
+    }
+
     /// The grid a render over `from`..`until` reads on this engine: [`RenderGrid::choose`]
     /// with its tiers and clock.
     ///
@@ -162,7 +172,7 @@ impl<'a> StoredSource<'a> {
     /// The budget's refusal of the scan.
     pub fn count(&self, pattern: &PathPattern, budget: &ReadBudget) -> Result<usize> {
         budget.charge_scan(self.reader.registry().len())?;
-        Ok((self.reader.registry())
+        Ok((self.reader)
             .select(|_, key| pattern.matches(key).then_some(()))
             .len())
     }
@@ -181,7 +191,7 @@ impl<'a> StoredSource<'a> {
         let (tier, points) = grid.on(self.reader.config())?;
         // One scan under the registry's read lock, even for a literal name: the pattern also
         // selects the name's tagged variants, and the registry has no index by bare name.
-        let mut matched = self.reader.registry().select(|id, key| {
+        let mut matched = self.reader.select(|id, key| {
             pattern
                 .matches(key)
                 .then(|| (graphite_path(key), id, key.to_key()))
@@ -230,7 +240,7 @@ impl<'a> StoredSource<'a> {
         grid: &RenderGrid,
     ) -> Result<Option<Combined>> {
         let (tier, points) = grid.on(self.reader.config())?;
-        let hits = self.reader.registry().select(|id, key| {
+        let hits = self.reader.select(|id, key| {
             let hits: Vec<bool> = patterns.iter().map(|p| p.matches(key)).collect();
             hits.contains(&true).then_some((id, hits))
         });
@@ -284,6 +294,9 @@ impl Source for StoredSource<'_> {
         until: i64,
         budget: &ReadBudget,
     ) -> Result<()> {
+        if let Some(sets) = self.per_set() {
+            return (sets.iter()).try_for_each(|set| set.charge(pattern, from, until, budget));
+        }
         let Some(grid) = self.grid(from, until)? else {
             return Ok(());
         };
@@ -291,8 +304,19 @@ impl Source for StoredSource<'_> {
         charge_points(budget, pattern, series, grid.points)
     }
 
-    /// [`StoredSource::fetch_on`] on [`StoredSource::grid`], timer paths added.
+    /// [`StoredSource::fetch_on`] on [`StoredSource::grid`], timer paths added. With
+    /// `[[set]]`s, each set's series on its own set's grid, as graphite-web reads each
+    /// whisper file at its own archive's step; the functions that combine series bring
+    /// their steps to a common one, as graphite-web's do.
     fn fetch(&self, pattern: &PathPattern, from: i64, until: i64) -> Result<Vec<Fetched>> {
+        if let Some(sets) = self.per_set() {
+            let mut all = Vec::new();
+            for set in sets {
+                all.extend(set.fetch(pattern, from, until)?);
+            }
+            all.sort_by_cached_key(|f| (graphite_path(f.key.view()), f.key.clone()));
+            return Ok(all);
+        }
         match self.grid(from, until)? {
             Some(grid) => {
                 let stored = self.fetch_on(pattern, &grid)?;
@@ -304,6 +328,10 @@ impl Source for StoredSource<'_> {
 
     /// The resolution of [`StoredSource::grid`]'s tier.
     fn step(&self, from: i64, until: i64) -> Result<Option<Option<i64>>> {
+        if self.per_set().is_some() {
+            // Each set's series come at their own set's step.
+            return Ok(None);
+        }
         Ok(Some(self.grid(from, until)?.map(|grid| grid.resolution)))
     }
 
@@ -327,6 +355,20 @@ impl Source for StoredSource<'_> {
     ) -> Result<Option<Combined>> {
         if (patterns.iter()).any(|p| timer_paths::count(&self.reader, p) > 0) {
             return Ok(None);
+        }
+        if self.reader.spans_sets() {
+            // One pass reads one tier: only when every matched series keeps one set's.
+            let ids = (self.reader)
+                .select(|id, key| patterns.iter().any(|p| p.matches(key)).then_some(id));
+            return match self.reader.sets_of(ids).as_slice() {
+                &[set] => StoredSource::new(self.reader.for_set(set)).combine(
+                    patterns,
+                    aggregation,
+                    from,
+                    until,
+                ),
+                _ => Ok(None),
+            };
         }
         match self.grid(from, until)? {
             Some(grid) => self.combine_on(patterns, aggregation, &grid),

@@ -368,8 +368,8 @@ fn distributions(
     reader: &Reader<'_>,
     keep: impl Fn(usize) -> bool + Sync,
 ) -> Vec<(SeriesId, SeriesKey)> {
-    let picked = (reader.registry())
-        .select(|id, key| keep(key.name().split('.').count()).then(|| (id, key.to_key())));
+    let picked =
+        reader.select(|id, key| keep(key.name().split('.').count()).then(|| (id, key.to_key())));
     let ids: Vec<SeriesId> = picked.iter().map(|(id, _)| *id).collect();
     let kinds = reader.series_kinds(&ids);
     (picked.into_iter().zip(kinds))

@@ -304,3 +304,97 @@ fn a_series_keeps_its_set_when_the_rules_change_and_a_set_with_series_cannot_be_
         .expect("refused");
     assert!(err.to_string().contains("short"), "{err}");
 }
+
+#[test]
+fn graphite_reads_each_series_at_its_sets_step_and_sums_them_as_graphite_web_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(hour()));
+    let engine = open_driven(dir.path(), &clock, config());
+    write_minutes(&engine, &clock, &["web.cpu", "api.cpu", "tmp.cpu"], 30);
+
+    let source = tierdb::render::StoredSource::new(engine.reader());
+    let request = tierdb::render::RenderRequest {
+        targets: vec!["*.cpu".into(), "sumSeries(*.cpu)".into()],
+        from: hour() - 1,
+        until: hour() + 30 * MINUTE - 1,
+        max_data_points: None,
+        default_max_points: 1_500,
+        x_files_factor: 0.0,
+        now: hour() + 30 * MINUTE,
+    };
+    let rendered =
+        tierdb::render::render(&source, &request, &tierdb::ReadBudget::unlimited()).unwrap();
+    let steps: Vec<(&str, i64)> = rendered
+        .iter()
+        .map(|s| (s.target.as_str(), s.step))
+        .collect();
+    // Each stored series at its own set's step, as graphite-web reads each whisper file at
+    // its archive's; the sum on the least common step, minutes averaged into it.
+    assert_eq!(
+        steps,
+        [
+            ("api.cpu", 60),
+            ("tmp.cpu", 300),
+            ("web.cpu", 60),
+            ("sumSeries(*.cpu)", 300)
+        ]
+    );
+    let tmp = &rendered[1];
+    assert!(
+        tmp.datapoints.iter().take(6).all(|p| p.0 == Some(3.0)),
+        "{tmp:?}"
+    );
+    let sum = &rendered[3];
+    assert!(
+        sum.datapoints.iter().take(6).all(|p| p.0 == Some(6.0)),
+        "{sum:?}"
+    );
+}
+
+#[test]
+fn promql_reads_each_series_through_its_sets_tier_of_the_chosen_resolution() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(hour()));
+    // Here the short set keeps minutes too, for 2 hours.
+    let minutes = TiersConfig::from_toml_str(
+        &TIERS.replace(
+            r#"name = "5m"
+resolution = "5m""#,
+            r#"name = "1m"
+resolution = "1m""#,
+        ),
+        "minutes",
+    )
+    .unwrap();
+    let engine = open_driven(dir.path(), &clock, minutes);
+    write_minutes(&engine, &clock, &["web.cpu", "tmp.cpu"], 30);
+
+    let source = tierdb::promql::StoredSource::new(engine.reader());
+    let limits = tierdb::promql::QueryLimits {
+        budget: Arc::new(tierdb::ReadBudget::default()),
+        max_series: 100,
+        deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
+    };
+    let query = |text: &str| tierdb::promql::Query {
+        text: text.to_owned(),
+        start_ms: (hour() + 10 * MINUTE) * 1000,
+        end_ms: (hour() + 20 * MINUTE) * 1000,
+        step_ms: Some(60_000),
+    };
+    let answer =
+        tierdb::promql::evaluate(&source, &query(r#"sum({__name__=~".*cpu"})"#), &limits).unwrap();
+    let data: serde_json::Value = serde_json::from_str(&answer.data_text()).unwrap();
+    let values = data["result"][0]["values"].as_array().unwrap();
+    assert_eq!(values.len(), 11);
+    assert!(values.iter().all(|v| v[1] == "3"), "{data}");
+
+    // With the test's own tiers the short set has no minutes: refused, naming the set.
+    drop(engine);
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open_driven(dir.path(), &clock, config());
+    write_minutes(&engine, &clock, &["web.cpu", "tmp.cpu"], 30);
+    let source = tierdb::promql::StoredSource::new(engine.reader());
+    let err = tierdb::promql::evaluate(&source, &query(r#"sum({__name__=~".*cpu"})"#), &limits)
+        .unwrap_err();
+    assert!(err.to_string().contains("\"short\""), "{err}");
+}
