@@ -401,13 +401,14 @@ impl<'a> Evaluator<'a> {
         let grain = histograms
             .then(|| tier::grain(times[0], step, None))
             .flatten();
+        let tiers = self.source.tiers_of(&selected)?;
         let choice = tier::choose(
-            self.source.tiers(),
+            &tiers,
             self.source.now(),
             grain,
             floor_secs(lo - LOOKBACK_MS),
         );
-        let spec = &self.source.tiers().tiers[choice.tier];
+        let spec = &tiers.tiers[choice.tier];
         let res_ms = spec.resolution.secs() as i64 * 1000;
         let lookback = LOOKBACK_MS.max(res_ms);
         let from = floor_secs(lo - lookback);
@@ -637,11 +638,13 @@ impl<'a> Evaluator<'a> {
             RawNeed::Latest | RawNeed::Shown if !histograms => None,
             _ => tier::grain(times[0], step, Some(range_ms)),
         };
-        let choice = tier::choose(self.source.tiers(), self.source.now(), grain, from);
+        let tiers = self.source.tiers_of(&selected)?;
+        let choice = tier::choose(&tiers, self.source.now(), grain, from);
+        let res = tiers.tiers[choice.tier].resolution.secs() as i64;
+        drop(tiers);
         if let Some(warning) = choice.warning {
             self.warn(warning);
         }
-        let res = self.source.tiers().tiers[choice.tier].resolution.secs() as i64;
         input.data = WindowData::Stored(StoredRead {
             selected,
             tier: choice.tier,

@@ -58,6 +58,18 @@ pub trait Source: Sync {
     /// The tiers the source holds.
     fn tiers(&self) -> &TiersConfig;
 
+    /// The tiers a read of `series` chooses among: [`Source::tiers`], unless the series keep
+    /// `[[set]]`s' tiers; then the tiers of the resolutions every one of their sets has, each
+    /// holding from the latest of the sets' windows. [`Source::buckets`] and its kin take
+    /// their `tier` as an index into these.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidQuery`] naming the sets when they have no resolution in common.
+    fn tiers_of(&self, series: &[Selected]) -> Result<std::borrow::Cow<'_, TiersConfig>> {
+        let _ = series;
+        Ok(std::borrow::Cow::Borrowed(self.tiers()))
+    }
+
     /// The source clock's now, unix seconds.
     fn now(&self) -> Timestamp;
 
@@ -243,7 +255,7 @@ impl<'a> StoredSource<'a> {
         if !self.reader.spans_sets() {
             return Ok(None);
         }
-        let resolution = self.reader.config().tiers[tier].resolution;
+        let resolution = self.tiers_of(series)?.tiers[tier].resolution;
         let places = (self.reader.registry()).placements(series.iter().map(|s| SeriesId(s.id)));
         let mut parts: Vec<SetPart<'a>> = Vec::new();
         for (i, place) in places.into_iter().enumerate() {
@@ -293,6 +305,50 @@ struct SetPart<'a> {
 impl Source for StoredSource<'_> {
     fn tiers(&self) -> &TiersConfig {
         self.reader.config()
+    }
+
+    fn tiers_of(&self, series: &[Selected]) -> Result<std::borrow::Cow<'_, TiersConfig>> {
+        use std::borrow::Cow;
+        if !self.reader.spans_sets() {
+            return Ok(Cow::Borrowed(self.reader.config()));
+        }
+        let sets = self.reader.sets_of(series.iter().map(|s| SeriesId(s.id)));
+        if let &[set] = sets.as_slice() {
+            return Ok(Cow::Borrowed(self.reader.for_set(set).config()));
+        }
+        let whole = self.reader.whole_config();
+        let now = self.reader.now();
+        // Per resolution of the first set, the tier of every set with that resolution whose
+        // window starts last: the one that decides what all of them hold.
+        let common: Vec<crate::config::TierSpec> = (whole.set_tiers(sets[0]).iter())
+            .filter_map(|first| {
+                let of_each: Option<Vec<&crate::config::TierSpec>> = (sets.iter())
+                    .map(|&set| {
+                        (whole.set_tiers(set).iter()).find(|t| t.resolution == first.resolution)
+                    })
+                    .collect();
+                of_each?
+                    .into_iter()
+                    .max_by_key(|t| t.window_start(now))
+                    .cloned()
+            })
+            .collect();
+        if common.is_empty() {
+            return Err(Error::InvalidQuery(format!(
+                "the selected series keep the tiers of sets {}, which have no resolution in \
+                 common; select the series of one set, or give the sets a tier of one \
+                 resolution",
+                (sets.iter())
+                    .map(|&set| format!("{:?}", whole.set_name(set)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        Ok(Cow::Owned(TiersConfig {
+            tiers: common,
+            sets: Vec::new(),
+            ..whole.clone()
+        }))
     }
 
     fn now(&self) -> Timestamp {

@@ -398,3 +398,62 @@ resolution = "1m""#,
         .unwrap_err();
     assert!(err.to_string().contains("\"short\""), "{err}");
 }
+
+#[test]
+fn deleting_a_series_of_a_set_clears_its_own_cells_and_not_those_at_its_place_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(hour()));
+    let engine = open_driven(dir.path(), &clock, config());
+    // Both are the first series of their set: the same chunk and slot, in other files.
+    write_minutes(&engine, &clock, &["web.cpu", "tmp.cpu"], 30);
+    let id = engine.series("tmp.cpu").unwrap();
+    engine.delete_series(&[id]).unwrap();
+    drop(engine);
+
+    let engine = open_driven(dir.path(), &clock, config());
+    let web = engine
+        .query(&Query::new("web.cpu", hour(), hour() + 30 * MINUTE))
+        .unwrap();
+    assert_eq!(web.points.iter().filter(|p| p.1 == Some(1.0)).count(), 30);
+    // The name comes back as a new series of the set, with none of the old buckets.
+    let again = engine.series("tmp.cpu").unwrap();
+    assert_ne!(again, id);
+    let fresh = engine
+        .query(&Query::new("tmp.cpu", hour(), hour() + 30 * MINUTE))
+        .unwrap();
+    assert_eq!(fresh.tier, "5m");
+    assert!(fresh.points.iter().all(|p| p.1.is_none()), "{fresh:?}");
+}
+
+#[test]
+fn a_sets_closed_periods_are_compacted_and_read_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(hour()));
+    let engine = open_driven(dir.path(), &clock, config());
+    write_minutes(&engine, &clock, &["web.cpu", "tmp.cpu"], 60);
+    let read = |engine: &tierdb::Engine| {
+        engine
+            .query(&Query::new("tmp.cpu", hour(), hour() + HOUR).display(tierdb::Display::Total))
+            .unwrap()
+            .points
+    };
+    let before = read(&engine);
+    assert_eq!(before.iter().filter(|p| p.1 == Some(10.0)).count(), 12);
+
+    // Past the period's end and the grace for late samples, two quiet passes compact it.
+    clock.set(hour() + HOUR + 15 * MINUTE);
+    engine.maintain().unwrap();
+    engine.maintain().unwrap();
+    let files = files_under(dir.path());
+    let compacted = |prefix: &str| {
+        files
+            .iter()
+            .any(|f| f.starts_with(prefix) && f.ends_with(".tdc"))
+    };
+    assert!(compacted("sets/short/5m/"), "{files:?}");
+    assert!(compacted("tiers/1m/"), "{files:?}");
+    assert_eq!(read(&engine), before);
+    drop(engine);
+    let engine = open_driven(dir.path(), &clock, config());
+    assert_eq!(read(&engine), before);
+}
