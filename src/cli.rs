@@ -545,7 +545,10 @@ fn note_not_retained(engine: &Engine, result: &crate::read::query::QueryResult) 
     let Some(gone) = result.not_retained else {
         return;
     };
-    let retention = (engine.config().tiers.iter())
+    let reader = engine.reader();
+    let set = (reader.registry().lookup(&result.series).ok().flatten())
+        .map_or(0, |id| reader.registry().placement(id).set());
+    let retention = (engine.config().set_tiers(set).iter())
         .find(|t| t.name == result.tier)
         .map(|t| t.retention)
         .or_else(|| engine.config().raw.as_ref().map(|r| r.retention));

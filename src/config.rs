@@ -310,6 +310,15 @@ impl TiersConfig {
             .unwrap_or_else(|| panic!("tier index {index} out of range"))
     }
 
+    /// How messages and statistics name tier `tier` of set `set`: its name in the default
+    /// set, `set/tier` in a `[[set]]`.
+    pub fn tier_label(&self, set: usize, tier: &str) -> String {
+        match set {
+            0 => tier.to_owned(),
+            _ => format!("{}/{tier}", self.set_name(set)),
+        }
+    }
+
     /// The set named `name`, if there is one ([`DEFAULT_SET`] is 0).
     pub fn set_index(&self, name: &str) -> Option<usize> {
         (0..self.set_count()).find(|&set| self.set_name(set) == name)

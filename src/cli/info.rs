@@ -60,9 +60,10 @@ fn info_table(engine: &Engine) -> String {
             .newest_period
             .map(crate::time::format_ts)
             .unwrap_or_else(|| "-".into());
-        let hot_file = (engine.config().tiers.iter())
-            .find(|spec| spec.name == tier.name)
-            .map_or("-".to_owned(), |spec| {
+        let config = engine.config();
+        let hot_file = (config.all_tiers())
+            .find(|(set, spec)| config.tier_label(*set, &spec.name) == tier.name)
+            .map_or("-".to_owned(), |(_, spec)| {
                 human_bytes(hot_file_len(spec, slots))
             });
         out.push_str(&format!(

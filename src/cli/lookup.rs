@@ -36,18 +36,21 @@ pub(super) fn run(args: LookupArgs) -> Result<(), Box<dyn std::error::Error>> {
     let ts =
         parse_time(&args.ts, chrono::Utc::now().timestamp()).map_err(|e| format!("TS: {e}"))?;
     let mut out = String::new();
-    for p in crate::time::locate(&config.tiers, ts) {
-        let tier = &config.tiers[p.tier];
-        out.push_str(&format!(
-            "{:<8} period {} ({}) bucket {} ({})\n",
-            tier.name,
-            crate::time::format_ts(p.period_start),
-            crate::storage::format::file_name(p.period_start, 0),
-            p.bucket,
-            crate::time::format_ts(
-                p.period_start + i64::from(p.bucket) * tier.resolution.secs() as i64
-            )
-        ));
+    for set in 0..config.set_count() {
+        let tiers = config.set_tiers(set);
+        for p in crate::time::locate(tiers, ts) {
+            let tier = &tiers[p.tier];
+            out.push_str(&format!(
+                "{:<8} period {} ({}) bucket {} ({})\n",
+                config.tier_label(set, &tier.name),
+                crate::time::format_ts(p.period_start),
+                crate::storage::format::file_name(p.period_start, 0),
+                p.bucket,
+                crate::time::format_ts(
+                    p.period_start + i64::from(p.bucket) * tier.resolution.secs() as i64
+                )
+            ));
+        }
     }
     print(&out)?;
     Ok(())

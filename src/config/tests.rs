@@ -555,7 +555,7 @@ fn a_raw_tier_parses_beside_the_rollups() {
 fn the_shipped_raw_example_parses_once_uncommented() {
     let example: String = TiersConfig::SHIPPED_TOML
         .lines()
-        .skip_while(|l| !l.contains("Uncomment to keep"))
+        .skip_while(|l| !l.contains("Uncomment to keep 7 days"))
         .skip(1)
         .map_while(|l| l.strip_prefix("#   "))
         .map(|l| format!("{l}\n"))
@@ -686,4 +686,166 @@ fn differences_name_the_tier_the_field_and_both_values() {
     assert!(read_stored(dir.path()).unwrap().is_none());
     write_stored(dir.path(), &given).unwrap();
     assert_eq!(read_stored(dir.path()).unwrap(), Some(given));
+}
+
+/// A default tier and one `[[set]]`; tests replace a line of the set to break it. Lines:
+/// 1 [[tier]], 2-5 its keys, 6 blank, 7 [[set]], 8 name, 9 names, 10 tags, 11 blank,
+/// 12 [[set.tier]], 13 name, 14 resolution, 15 period, 16 retention.
+const WITH_SET: &str = r#"[[tier]]
+name = "1m"
+resolution = "1m"
+period = "6h"
+retention = "48h"
+
+[[set]]
+name = "short"
+names = ["tmp.*"]
+tags = ["env=dev"]
+
+[[set.tier]]
+name = "5m"
+resolution = "5m"
+period = "1d"
+retention = "2d"
+"#;
+
+#[test]
+fn a_set_parses_with_its_rules_and_tiers_and_numbers_its_tiers_after_the_default_ones() {
+    let config = TiersConfig::from_toml_str(WITH_SET, "test.toml").unwrap();
+    assert_eq!(config.sets.len(), 1);
+    let set = &config.sets[0];
+    assert_eq!(set.name, "short");
+    assert_eq!(set.series.names, ["tmp.*"]);
+    assert_eq!(set.series.tags, [("env".to_owned(), "dev".to_owned())]);
+    assert_eq!(set.tiers[0].resolution, Span::from_secs(300));
+    assert_eq!(config.set_count(), 2);
+    assert_eq!(config.set_name(0), DEFAULT_SET);
+    assert_eq!(config.set_index("short"), Some(1));
+    assert_eq!(config.tier_range(0), 0..1);
+    assert_eq!(config.tier_range(1), 1..2);
+    assert_eq!(config.tier_at(1).1.name, "5m");
+    assert_eq!(config.tier_count(), 2);
+    // The stored form reads back equal.
+    assert_eq!(
+        TiersConfig::from_toml_str(&config.to_toml(), "stored").unwrap(),
+        config
+    );
+    // A set changes the layout's fingerprint.
+    let mut without = config.clone();
+    without.sets.clear();
+    assert_ne!(without.layout_fingerprint(), config.layout_fingerprint());
+}
+
+#[test]
+fn refuses_bad_sets_with_their_line_and_field() {
+    let with = |from: &str, to: &str| WITH_SET.replace(from, to);
+    assert_refused(
+        &with(r#"name = "short""#, r#"name = "default""#),
+        8,
+        "set[0] name",
+        "names the top-level [[tier]]s",
+    );
+    assert_refused(
+        &with(r#"name = "short""#, r#"name = "a/b""#),
+        8,
+        "set[0] name",
+        "letters, digits",
+    );
+    assert_refused(
+        &with("names = [\"tmp.*\"]\ntags = [\"env=dev\"]\n", ""),
+        8,
+        "set \"short\" names",
+        "needs names or tags",
+    );
+    assert_refused(
+        &with("tags = [\"env=dev\"]", "tags = [\"env\"]"),
+        10,
+        "set \"short\".tags",
+        "is not k=v",
+    );
+    assert_refused(
+        &with(r#"retention = "2d""#, r#"retention = "1h""#),
+        16,
+        "set \"short\" tier \"5m\" retention",
+        "shorter than one period",
+    );
+    assert_refused(
+        &with(r#"resolution = "5m""#, r#"resolution = "7m""#),
+        14,
+        "set \"short\" tier \"5m\" resolution",
+        "does not divide",
+    );
+    assert_refused(
+        &with(
+            "[[set.tier]]\nname = \"5m\"\nresolution = \"5m\"",
+            "[[set.tier]]\nname = \"5m\"\nkind = \"raw\"",
+        ),
+        13,
+        "set \"short\" tier kind",
+        "rollup tiers only",
+    );
+    let twice = format!("{WITH_SET}\n[[set]]\nname = \"short\"\nnames = [\"x\"]\n[[set.tier]]\nname = \"1h\"\nresolution = \"1h\"\nperiod = \"1d\"\nretention = \"1d\"\n");
+    assert_refused(&twice, 19, "set[1] name", "already used by set[0]");
+    let no_tiers = WITH_SET.split("[[set.tier]]").next().unwrap().to_owned();
+    assert_refused(
+        &no_tiers,
+        8,
+        "set \"short\" tier",
+        "at least one [[set.tier]]",
+    );
+}
+
+#[test]
+fn a_sets_rules_may_change_and_sets_may_be_added_but_not_removed_or_relaid() {
+    let stored = TiersConfig::from_toml_str(WITH_SET, "stored").unwrap();
+    let layout = |given: &TiersConfig| -> Vec<String> {
+        differences(&stored, given)
+            .into_iter()
+            .filter(|d| d.layout)
+            .map(|d| d.field)
+            .collect()
+    };
+    let mut rules = stored.clone();
+    rules.sets[0].series.names = vec!["scratch.*".into()];
+    assert!(layout(&rules).is_empty());
+    assert!(!differences(&stored, &rules).is_empty());
+
+    let mut added = stored.clone();
+    let mut second = stored.sets[0].clone();
+    second.name = "later".into();
+    added.sets.push(second);
+    assert!(layout(&added).is_empty());
+
+    let mut removed = stored.clone();
+    removed.sets.clear();
+    assert_eq!(layout(&removed), ["set \"short\""]);
+
+    let mut relaid = stored.clone();
+    relaid.sets[0].tiers[0].period = Span::from_secs(3_600);
+    assert_eq!(layout(&relaid), ["set \"short\" tier \"5m\" period"]);
+
+    let mut renamed = stored.clone();
+    renamed.sets[0].name = "brief".into();
+    assert_eq!(layout(&renamed), ["set[0] name"]);
+}
+
+#[test]
+fn the_shipped_set_example_parses_once_uncommented() {
+    let example: String = TiersConfig::SHIPPED_TOML
+        .lines()
+        .skip_while(|l| !l.contains("Uncomment to keep test series"))
+        .skip(1)
+        .map_while(|l| l.strip_prefix("#   "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let config =
+        TiersConfig::from_toml_str(&format!("{ONE_TIER}\n{example}"), "test.toml").unwrap();
+    assert_eq!(config.sets.len(), 1);
+    assert_eq!(config.sets[0].tiers.len(), 2);
+    assert!(
+        TiersConfig::from_toml_str(TiersConfig::SHIPPED_TOML, "tiers.toml")
+            .unwrap()
+            .sets
+            .is_empty()
+    );
 }

@@ -125,10 +125,7 @@ impl TierStats {
         disk: TierFiles,
     ) -> TierStats {
         TierStats {
-            name: match set {
-                0 => spec.name.clone(),
-                _ => format!("{}/{}", config.set_name(set), spec.name),
-            },
+            name: config.tier_label(set, &spec.name),
             kind: "rollup",
             resolution: spec.resolution,
             period: spec.period,

@@ -557,10 +557,7 @@ impl Reader<'_> {
             .max()
             .unwrap_or(Timestamp::MIN);
         let tiers: Vec<String> = (sets.iter().zip(&chosen))
-            .map(|(&set, (_, _, spec))| match set {
-                0 => spec.name.clone(),
-                _ => format!("{}/{}", self.whole_config().set_name(set), spec.name),
-            })
+            .map(|(&set, (_, _, spec))| self.whole_config().tier_label(set, &spec.name))
             .collect();
         let mut merged: Option<PartialAggregate> = None;
         for (reader, _, spec) in &chosen {

@@ -29,7 +29,8 @@ impl From<&str> for TierChoice {
 }
 
 impl TierChoice {
-    /// The tier choice `text` names: `auto`, a rollup tier or the raw tier.
+    /// The tier choice `text` names: `auto`, a rollup tier of some set (a read of one set's
+    /// series then needs it in that set) or the raw tier.
     ///
     /// # Errors
     /// For a name no tier has, a message listing the configured ones (the command line's and
@@ -37,10 +38,16 @@ impl TierChoice {
     pub fn parse(tiers: &TiersConfig, text: &str) -> std::result::Result<TierChoice, String> {
         let choice = TierChoice::from(text);
         if let TierChoice::Named(name) = &choice {
-            if tiers.tier_index(name).is_none() && !tiers.is_raw(name) {
-                let known: Vec<&str> = (tiers.tiers.iter().map(|t| t.name.as_str()))
-                    .chain(tiers.raw.iter().map(|r| r.name.as_str()))
-                    .collect();
+            let in_a_set = tiers.all_tiers().any(|(_, t)| &t.name == name);
+            if !in_a_set && !tiers.is_raw(name) {
+                let mut known: Vec<&str> = Vec::new();
+                let names = (tiers.all_tiers().map(|(_, t)| t.name.as_str()))
+                    .chain(tiers.raw.iter().map(|r| r.name.as_str()));
+                for name in names {
+                    if !known.contains(&name) {
+                        known.push(name);
+                    }
+                }
                 return Err(format!(
                     "unknown tier {name:?} (configured: {}, or auto)",
                     known.join(", ")

@@ -601,7 +601,9 @@
     state.tiers = tiers;
     if (changed) {
       const wanted = state.wanted;
-      fillSelect(el.resolution, tiers.map((t) => ({
+      // A [[set]]'s tiers ("set/tier") show in the disk table; the resolutions offered are
+      // the default set's, and "auto" reads each series through its own set's tiers.
+      fillSelect(el.resolution, tiers.filter((t) => !t.name.includes('/')).map((t) => ({
         value: t.name,
         label: t.name,
         title: t.raw
