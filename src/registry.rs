@@ -75,6 +75,14 @@ pub struct SetPlace {
 }
 
 impl SetPlace {
+    /// Series `id`'s place without `[[set]]`s: its id, in the default set.
+    pub fn of_id(id: SeriesId) -> SetPlace {
+        SetPlace {
+            set: 0,
+            position: id.0,
+        }
+    }
+
     /// The tier set as an index.
     pub fn set(self) -> usize {
         usize::from(self.set)
@@ -107,6 +115,9 @@ pub struct Registry {
     /// Set when an append could not be undone or an fsync failed: the file's state is then
     /// unknown, so no more ids are handed out (existing ones still resolve).
     poisoned: OnceLock<String>,
+    /// Whether the log records tier sets (`Inner::sets` is `Some`): read without the lock on
+    /// every read's and batch's path, where without sets a series' place is its id.
+    has_sets: std::sync::atomic::AtomicBool,
 }
 
 struct Inner {
@@ -204,7 +215,9 @@ impl Registry {
             };
             Error::corrupt(&path, format!("record {record}: {reason}"))
         })?;
+        let has_sets = std::sync::atomic::AtomicBool::new(loaded.sets.is_some());
         Ok(Registry {
+            has_sets,
             path,
             inner: RwLock::new(Inner {
                 keys,
@@ -263,18 +276,25 @@ impl Registry {
                 inner.log_len = len;
             }
             inner.sets = Some(SetPlaces::new(set_of));
+            self.has_sets.store(true, Ordering::Release);
         }
         inner.rules = rules;
         Ok(())
     }
 
-    /// Where series `id`'s cells are (see [`SetPlace`]).
+    /// Where series `id`'s cells are (see [`SetPlace`]); without sets, no lock is taken.
     pub fn placement(&self, id: SeriesId) -> SetPlace {
+        if !self.has_sets() {
+            return SetPlace::of_id(id);
+        }
         Self::place(&self.read(), id)
     }
 
     /// [`Registry::placement`] of each of `ids`, in order, under one read lock.
     pub fn placements(&self, ids: impl IntoIterator<Item = SeriesId>) -> Vec<SetPlace> {
+        if !self.has_sets() {
+            return ids.into_iter().map(SetPlace::of_id).collect();
+        }
         let inner = self.read();
         ids.into_iter().map(|id| Self::place(&inner, id)).collect()
     }
@@ -282,7 +302,7 @@ impl Registry {
     /// Whether series may be in other sets than the default one: without, every series'
     /// place is its id.
     pub fn has_sets(&self) -> bool {
-        self.read().sets.is_some()
+        self.has_sets.load(Ordering::Acquire)
     }
 
     /// Places handed out in set `set` so far: its series' places are below this.
@@ -301,10 +321,7 @@ impl Registry {
                 set: places.set_of[id.index()],
                 position: places.position[id.index()],
             },
-            _ => SetPlace {
-                set: 0,
-                position: id.0,
-            },
+            _ => SetPlace::of_id(id),
         }
     }
 

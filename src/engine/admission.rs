@@ -403,10 +403,7 @@ impl BatchPlaces {
     #[inline]
     pub(crate) fn get(&self, index: usize, series: crate::registry::SeriesId) -> SetPlace {
         match &self.places {
-            None => SetPlace {
-                set: 0,
-                position: series.0,
-            },
+            None => SetPlace::of_id(series),
             Some(places) => places[index],
         }
     }

@@ -103,10 +103,7 @@ fn a_batch_notes_the_pages_of_every_block_it_stores_into() {
     let bounds = engine.bounds(NOW + 40 * 60);
     let mut files = FilesNeeded::new(&engine.shared);
     for sample in &batch {
-        let place = crate::registry::SetPlace {
-            set: 0,
-            position: sample.series.0,
-        };
+        let place = crate::registry::SetPlace::of_id(sample.series);
         files.note(sample, place, &bounds.windows);
     }
     let runs = files.block_runs(2);
