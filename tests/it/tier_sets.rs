@@ -490,3 +490,62 @@ fn a_cluster_and_the_exactly_once_apply_refuse_tier_sets_naming_the_set() {
     let err = engine.apply(&[]).unwrap_err();
     assert!(err.to_string().contains("short"), "{err}");
 }
+
+/// Set to the data directory, [`a_writer_killed_mid_update_of_a_sets_series_is_repaired`]
+/// runs as the child that gets killed.
+const CRASH_CHILD_DIR: &str = "TIERDB_IT_SETS_CRASH_CHILD_DIR";
+
+#[test]
+fn a_writer_killed_mid_update_of_a_sets_series_is_repaired() {
+    let clock = Arc::new(ManualClock::new(hour() + 10 * MINUTE));
+    if let Some(dir) = std::env::var_os(CRASH_CHILD_DIR) {
+        let engine = open_driven(Path::new(&dir), &clock, config());
+        let id = engine.series("tmp.cpu").unwrap();
+        let _ = engine.record_batch(&[Sample::new(id, hour() + 4 * MINUTE, 100.0)]);
+        unreachable!("the fault hook kills the process in the writer");
+    }
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path();
+    let count = |engine: &tierdb::Engine, name: &str| {
+        let points = engine
+            .query(&Query::new(name, hour(), hour() + 5 * MINUTE).display(tierdb::Display::Count))
+            .unwrap()
+            .points;
+        points.iter().filter_map(|p| p.1).sum::<f64>()
+    };
+    let victim = {
+        let engine = open_driven(dir, &clock, config());
+        let web = engine.series("web.cpu").unwrap();
+        let tmp = engine.series("tmp.cpu").unwrap();
+        let samples: Vec<Sample> = (1..=3)
+            .flat_map(|i| {
+                [
+                    Sample::new(web, hour() + i, 1.0),
+                    Sample::new(tmp, hour() + i, 1.0),
+                ]
+            })
+            .collect();
+        assert_eq!(engine.record_batch(&samples).unwrap().accepted, 6);
+        engine.close().unwrap();
+        tmp
+    };
+    let victim_text = victim.0.to_string();
+    crate::support::process::run_child_until_it_kills_itself(
+        "tier_sets::a_writer_killed_mid_update_of_a_sets_series_is_repaired",
+        &[
+            (CRASH_CHILD_DIR, dir.as_os_str()),
+            (
+                tierdb::testing::fault::KILL_MID_UPDATE,
+                victim_text.as_ref(),
+            ),
+        ],
+    );
+    let engine = open_driven(dir, &clock, config());
+    let recovery = engine.recovery().expect("an unclean open").clone();
+    assert_eq!(recovery.interrupted, 1, "{recovery:?}");
+    assert_eq!(recovery.full_scan, None, "{recovery:?}");
+    // The set's bucket as before the sample; the default set's series at the same place in
+    // its own files untouched.
+    assert_eq!(count(&engine, "tmp.cpu"), 3.0);
+    assert_eq!(count(&engine, "web.cpu"), 3.0);
+}
