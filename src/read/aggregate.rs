@@ -47,7 +47,7 @@ use crate::read::query::{still_filling, Display, Latest, PointGrid, MAX_QUERY_PO
 use crate::read::reader::{Member, Reader};
 use crate::read::tier_choice::TierChoice;
 use crate::registry::Selector;
-use crate::time::{lcm, Span, Timestamp};
+use crate::time::{Span, Timestamp};
 
 /// How the series of one group are folded into one value per point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -540,28 +540,15 @@ impl Reader<'_> {
         budget: &ReadBudget,
     ) -> Result<AggregateResult> {
         let now = self.now();
-        let mut chosen = Vec::with_capacity(sets.len());
-        for &set in sets {
-            let reader = self.for_set(set);
-            let tier = reader.choose_tier(&query.tier, query.from, query.to, query.max_points)?;
-            chosen.push((reader, tier, reader.config().tiers[tier].clone()));
-        }
-        let resolution = (chosen.iter())
-            .try_fold(1, |l, (_, _, spec)| lcm(l, spec.resolution.secs() as i64))
-            .ok_or_else(|| {
-                Error::InvalidQuery("the sets' resolutions have no common multiple".into())
-            })? as u64;
-        let step = (!query.whole_range).then(|| query.step.unwrap_or(Span::from_secs(resolution)));
-        let window = (chosen.iter())
-            .map(|(_, _, spec)| spec.window_start(now))
-            .max()
-            .unwrap_or(Timestamp::MIN);
-        let tiers: Vec<String> = (sets.iter().zip(&chosen))
-            .map(|(&set, (_, _, spec))| self.whole_config().tier_label(set, &spec.name))
-            .collect();
+        let across = self.across_sets(
+            sets,
+            &query.tier,
+            (query.from, query.to),
+            (query.max_points, query.step, query.whole_range),
+        )?;
         let mut merged: Option<PartialAggregate> = None;
-        for (reader, _, spec) in &chosen {
-            let grid = PointGrid::of(spec, query.from, query.to, step)?;
+        for (reader, spec) in &across.parts {
+            let grid = PointGrid::of(spec, query.from, query.to, across.step)?;
             let plan = AggregatePlan {
                 selector: query.selector.clone(),
                 group_by: query.group_by.clone(),
@@ -570,8 +557,8 @@ impl Reader<'_> {
                 tier: spec.name.clone(),
                 from: query.from,
                 to: query.to,
-                step,
-                window,
+                step: across.step,
+                window: across.window,
                 partial_from: still_filling(grid.first, grid.step, grid.points, now),
                 grid,
             };
@@ -579,35 +566,19 @@ impl Reader<'_> {
             match &mut merged {
                 None => merged = Some(partial),
                 Some(merged) => {
-                    let (a, b) = (&merged.plan.grid, &partial.plan.grid);
-                    if (a.first, a.step, a.points) != (b.first, b.step, b.points) {
-                        return Err(Error::InvalidQuery(format!(
-                            "the tiers {} give points on different grids",
-                            tiers.join(", ")
-                        )));
-                    }
+                    merged
+                        .plan
+                        .grid
+                        .same_points(&partial.plan.grid, &across.tiers)?;
                     partial.plan = merged.plan.clone();
                     merged.merge(partial)?;
                 }
             }
         }
         let mut merged = merged.expect("two sets or more");
-        merged.plan.tier = tiers.join(", ");
+        merged.plan.tier = across.tiers.clone();
         let mut result = merged.finish()?;
-        let resolutions: Vec<u64> = chosen.iter().map(|(_, _, s)| s.resolution.secs()).collect();
-        if resolutions.iter().any(|&r| r != resolutions[0]) {
-            let across = format!(
-                "the selected series keep different tier sets with no tier of one resolution \
-                 in common for this range ({}): each set's buckets are folded onto points \
-                 {}s wide",
-                tiers.join(", "),
-                step.map_or(resolution, |s| s.secs())
-            );
-            result.note = Some(match result.note.take() {
-                Some(note) => format!("{note}; {across}"),
-                None => across,
-            });
-        }
+        result.note = across.note_beside(result.note.take());
         Ok(result)
     }
 

@@ -731,14 +731,7 @@ impl Reader<'_> {
             return match sets.as_slice() {
                 [] => self.for_set(0).distribution_query(query, budget),
                 &[set] => self.for_set(set).distribution_query(query, budget),
-                _ => Err(Error::InvalidQuery(format!(
-                    "the selected distribution series keep the tiers of sets {}; a quantile \
-                     across tier sets is not supported yet: select the series of one set",
-                    (sets.iter())
-                        .map(|&set| format!("{:?}", self.whole_config().set_name(set)))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))),
+                sets => self.distribution_across_sets(query, sets, budget),
             };
         }
         let plan = DistributionPlan::new(self.config(), self.now(), query)?;

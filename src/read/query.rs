@@ -506,6 +506,20 @@ impl PointGrid {
         }
     }
 
+    /// Refuses to merge the parts of a read across tier sets (`tiers`, as the answer names
+    /// them) whose points differ.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQuery`] naming the tiers.
+    pub(crate) fn same_points(&self, other: &PointGrid, tiers: &str) -> Result<()> {
+        if (self.first, self.step, self.points) == (other.first, other.step, other.points) {
+            return Ok(());
+        }
+        Err(Error::InvalidQuery(format!(
+            "the tiers {tiers} give points on different grids"
+        )))
+    }
+
     /// The index of this engine's tier `tier`, the tier a plan names, once it is checked to
     /// give the plan's grid (`planned`) of `[from, to)` on (`step` as [`PointGrid::of`] takes
     /// it): an engine whose tier of that name has another layout refuses rather than answer

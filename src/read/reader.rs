@@ -23,6 +23,33 @@ use crate::storage::HeldPeriod;
 use crate::storage::Storage;
 use crate::time::Timestamp;
 
+/// How a read across the series of several tier sets lines them up
+/// ([`Reader::across_sets`]): each set's reader with the tier it would read alone, points as
+/// wide as the least common multiple of those tiers' resolutions, from the latest of their
+/// windows on, so every point holds every set.
+pub(crate) struct AcrossSets<'a> {
+    /// Each set's reader and tier.
+    pub(crate) parts: Vec<(Reader<'a>, crate::config::TierSpec)>,
+    /// The width of a point; `None` for one point over the whole range.
+    pub(crate) step: Option<crate::time::Span>,
+    /// The first second every set's tier holds.
+    pub(crate) window: Timestamp,
+    /// Each set's tier as `set/tier`, joined: what the answer says it read.
+    pub(crate) tiers: String,
+    /// Set when the tiers' resolutions differ: what the answer's note says.
+    pub(crate) note: Option<String>,
+}
+
+impl AcrossSets<'_> {
+    /// The answer's note: `note` (the read's own, if any) and this one's, joined.
+    pub(crate) fn note_beside(&self, note: Option<String>) -> Option<String> {
+        match (note, &self.note) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or_else(|| b.clone()),
+        }
+    }
+}
+
 /// A series a read folds: where its cells are and which group it folds into.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Member {
@@ -150,6 +177,64 @@ impl<'a> Reader<'a> {
             .registry
             .select(|id, key| selector.matches(key).then_some(id));
         Ok(self.sets_of(ids))
+    }
+
+    /// How a read of `choice` over `[from, to)` lines up the series of `sets` (see
+    /// [`AcrossSets`]): `step` when given (it must be a multiple of every set's
+    /// resolution), else the least common multiple of the resolutions, or none for
+    /// `whole_range`.
+    ///
+    /// # Errors
+    /// [`crate::error::Error::UnknownTier`] for a named tier a set lacks;
+    /// [`crate::error::Error::InvalidQuery`] when the resolutions' multiple overflows.
+    pub(crate) fn across_sets(
+        &self,
+        sets: &[usize],
+        choice: &TierChoice,
+        (from, to): (Timestamp, Timestamp),
+        (max_points, step, whole_range): (Option<u32>, Option<crate::time::Span>, bool),
+    ) -> Result<AcrossSets<'a>> {
+        let now = self.now();
+        let mut parts = Vec::with_capacity(sets.len());
+        for &set in sets {
+            let reader = self.for_set(set);
+            let tier = reader.choose_tier(choice, from, to, max_points)?;
+            parts.push((reader, reader.config().tiers[tier].clone()));
+        }
+        let resolution = (parts.iter())
+            .try_fold(1, |l, (_, spec)| {
+                crate::time::lcm(l, spec.resolution.secs() as i64)
+            })
+            .ok_or_else(|| {
+                crate::error::Error::InvalidQuery(
+                    "the sets' resolutions have no common multiple".into(),
+                )
+            })? as u64;
+        let step = (!whole_range).then(|| step.unwrap_or(crate::time::Span::from_secs(resolution)));
+        let window = (parts.iter())
+            .map(|(_, spec)| spec.window_start(now))
+            .max()
+            .unwrap_or(Timestamp::MIN);
+        let tiers = (sets.iter().zip(&parts))
+            .map(|(&set, (_, spec))| self.whole.tier_label(set, &spec.name))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let differ = (parts.iter()).any(|(_, spec)| spec.resolution != parts[0].1.resolution);
+        let note = differ.then(|| {
+            format!(
+                "the selected series keep different tier sets with no tier of one resolution \
+                 in common for this range ({tiers}): each set's buckets are folded onto points \
+                 {}s wide",
+                step.map_or(resolution, |s| s.secs())
+            )
+        });
+        Ok(AcrossSets {
+            parts,
+            step,
+            window,
+            tiers,
+            note,
+        })
     }
 
     /// The set whose tiers this reader reads.

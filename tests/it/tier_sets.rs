@@ -549,3 +549,61 @@ fn a_writer_killed_mid_update_of_a_sets_series_is_repaired() {
     assert_eq!(count(&engine, "tmp.cpu"), 3.0);
     assert_eq!(count(&engine, "web.cpu"), 3.0);
 }
+
+#[test]
+fn a_quantile_across_sets_merges_each_sets_histograms_on_one_grid() {
+    use tierdb::{DistributionQuery, DistributionTarget, SeriesKind, Shown};
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(hour()));
+    let engine = open_driven(dir.path(), &clock, config());
+    // 1..=100 ms in the default set's timer, 101..=200 in the short set's: the median of all
+    // is 100.5, of each 50.5 and 150.5.
+    let web = engine.series("web.time").unwrap();
+    let tmp = engine.series("tmp.time").unwrap();
+    for id in [web, tmp] {
+        engine.declare_kind(id, SeriesKind::Distribution).unwrap();
+    }
+    let samples: Vec<Sample> = (1..=100)
+        .flat_map(|i| {
+            let ts = hour() + (i % 25) * 10;
+            [
+                Sample::new(web, ts, i as f64),
+                Sample::new(tmp, ts, (100 + i) as f64),
+            ]
+        })
+        .collect();
+    clock.set(hour() + 5 * MINUTE);
+    assert_eq!(engine.record_batch(&samples).unwrap().accepted, 200);
+
+    let query = DistributionQuery {
+        target: DistributionTarget::Select {
+            selector: Selector::parse("*.time").unwrap(),
+            group_by: Vec::new(),
+        },
+        shown: Shown::Quantile(0.5),
+        tier: tierdb::TierChoice::Auto,
+        from: hour(),
+        to: hour() + 5 * MINUTE,
+        step: None,
+        max_points: None,
+        whole_range: true,
+    };
+    let result = engine
+        .reader()
+        .distribution_query(&query, &tierdb::ReadBudget::unlimited())
+        .unwrap();
+    assert_eq!(result.tier, "1m, short/5m");
+    assert!(result
+        .note
+        .as_deref()
+        .unwrap_or_default()
+        .contains("different tier sets"));
+    let group = &result.groups[0];
+    assert_eq!(group.series, 2);
+    let median = group.points.as_ref().unwrap()[0].1.unwrap();
+    let bound = result.relative_error.unwrap();
+    assert!(
+        (median - 100.5).abs() <= 100.5 * bound + 0.5,
+        "median {median}, relative error {bound}"
+    );
+}

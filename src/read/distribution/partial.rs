@@ -273,6 +273,60 @@ impl PartialDistribution {
 
 /// The distribution reads in parts.
 impl Reader<'_> {
+    /// A distribution read over the series of several tier sets: each set's part read
+    /// through the tier that set would read alone, on one grid ([`Reader::across_sets`]),
+    /// merged as engines' parts are (histogram counts add), then finished; the note says so
+    /// when the sets' resolutions differ.
+    ///
+    /// # Errors
+    /// As [`Reader::distribution_query`].
+    pub(crate) fn distribution_across_sets(
+        &self,
+        query: &DistributionQuery,
+        sets: &[usize],
+        budget: &ReadBudget,
+    ) -> Result<DistributionResult> {
+        let now = self.now();
+        let across = self.across_sets(
+            sets,
+            &query.tier,
+            (query.from, query.to),
+            (query.max_points, query.step, query.whole_range),
+        )?;
+        let mut merged: Option<PartialDistribution> = None;
+        for (reader, spec) in &across.parts {
+            let grid = PointGrid::of(spec, query.from, query.to, across.step)?;
+            let plan = DistributionPlan {
+                target: query.target.clone(),
+                shown: query.shown,
+                tier: spec.name.clone(),
+                from: query.from,
+                to: query.to,
+                step: across.step,
+                window: across.window,
+                partial_from: still_filling(grid.first, grid.step, grid.points, now),
+                grid,
+            };
+            let mut part = reader.distribution_partial(&plan, budget)?;
+            match &mut merged {
+                None => merged = Some(part),
+                Some(merged) => {
+                    merged
+                        .plan
+                        .grid
+                        .same_points(&part.plan.grid, &across.tiers)?;
+                    part.plan = merged.plan.clone();
+                    merged.merge(part)?;
+                }
+            }
+        }
+        let mut merged = merged.expect("two sets or more");
+        merged.plan.tier = across.tiers.clone();
+        let mut result = merged.finish()?;
+        result.note = across.note_beside(result.note.take());
+        Ok(result)
+    }
+
     /// The distribution series of this engine `plan` reads, grouped, each group's histograms
     /// and buckets merged per point, if what it reads fits in `budget`: the registry's keys
     /// for a selector, then every distribution series selected times the tier's buckets in
