@@ -352,8 +352,7 @@ impl Engine {
     pub fn reader(&self) -> Reader<'_> {
         let shared = &*self.shared;
         Reader::new(
-            &shared.config,
-            &shared.set_views,
+            (&shared.config, &shared.set_views),
             &shared.storage,
             shared.raw.as_ref(),
             &shared.registry,

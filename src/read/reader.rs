@@ -89,9 +89,9 @@ pub struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// The reader of an engine with `config` and its sets' views (set `i + 1` at `i`).
     pub(crate) fn new(
-        config: &'a TiersConfig,
-        set_views: &'a [TiersConfig],
+        (config, set_views): (&'a TiersConfig, &'a [TiersConfig]),
         storage: &'a Storage,
         raw: Option<&'a RawStore>,
         registry: &'a Registry,

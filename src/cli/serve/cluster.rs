@@ -45,11 +45,11 @@ fn node_tiers(location: &Location) -> crate::error::Result<crate::config::TiersC
 /// exactly-once apply and its reads from owners place every series in the default set.
 ///
 /// # Errors
-/// [`crate::Error::Cluster`] naming the first set.
+/// [`crate::error::Error::Cluster`] naming the first set.
 pub(crate) fn refuse_sets(tiers: &crate::config::TiersConfig) -> crate::error::Result<()> {
     match tiers.sets.first() {
         None => Ok(()),
-        Some(set) => Err(crate::Error::Cluster(format!(
+        Some(set) => Err(crate::error::Error::Cluster(format!(
             "tier sets are not supported in cluster mode yet: remove [[set]] {:?} from the \
              tiers file, or run single nodes (one per set of retentions)",
             set.name
