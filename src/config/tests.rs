@@ -551,17 +551,22 @@ fn a_raw_tier_parses_beside_the_rollups() {
     assert!(config.raw.unwrap().dedupe_unchanged);
 }
 
-#[test]
-fn the_shipped_raw_example_parses_once_uncommented() {
+/// The commented example after the shipped file's line holding `marker`, uncommented and
+/// parsed after [`ONE_TIER`].
+fn shipped_example(marker: &str) -> TiersConfig {
     let example: String = TiersConfig::SHIPPED_TOML
         .lines()
-        .skip_while(|l| !l.contains("Uncomment to keep 7 days"))
+        .skip_while(|l| !l.contains(marker))
         .skip(1)
         .map_while(|l| l.strip_prefix("#   "))
         .map(|l| format!("{l}\n"))
         .collect();
-    let config =
-        TiersConfig::from_toml_str(&format!("{ONE_TIER}\n{example}"), "test.toml").unwrap();
+    TiersConfig::from_toml_str(&format!("{ONE_TIER}\n{example}"), "test.toml").unwrap()
+}
+
+#[test]
+fn the_shipped_raw_example_parses_once_uncommented() {
+    let config = shipped_example("Uncomment to keep 7 days");
     let raw = config.raw.expect("the example is a raw tier");
     assert_eq!(
         (raw.name.as_str(), raw.retention),
@@ -831,15 +836,7 @@ fn a_sets_rules_may_change_and_sets_may_be_added_but_not_removed_or_relaid() {
 
 #[test]
 fn the_shipped_set_example_parses_once_uncommented() {
-    let example: String = TiersConfig::SHIPPED_TOML
-        .lines()
-        .skip_while(|l| !l.contains("Uncomment to keep test series"))
-        .skip(1)
-        .map_while(|l| l.strip_prefix("#   "))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let config =
-        TiersConfig::from_toml_str(&format!("{ONE_TIER}\n{example}"), "test.toml").unwrap();
+    let config = shipped_example("Uncomment to keep test series");
     assert_eq!(config.sets.len(), 1);
     assert_eq!(config.sets[0].tiers.len(), 2);
     assert!(

@@ -38,7 +38,7 @@ use std::str::FromStr;
 use rayon::prelude::*;
 
 use crate::bucket::{Bucket, ExactF64};
-use crate::config::TiersConfig;
+use crate::config::{TierSpec, TiersConfig};
 use crate::counter::SeriesKind;
 use crate::error::Error;
 use crate::error::Result;
@@ -273,6 +273,20 @@ impl AggregatePlan {
             .resolve(tiers, query.from, query.to, query.max_points, now)?;
         let spec = &tiers.tiers[tier];
         let step = (!query.whole_range).then(|| query.step.unwrap_or(spec.resolution));
+        AggregatePlan::on(query, spec, (step, spec.window_start(now)), now)
+    }
+
+    /// The plan of `query` reading tier `spec` at points `step` wide (one over the range for
+    /// `None`) from `window` on, at `now`.
+    ///
+    /// # Errors
+    /// As [`PointGrid::of`].
+    fn on(
+        query: &AggregateQuery,
+        spec: &TierSpec,
+        (step, window): (Option<Span>, Timestamp),
+        now: Timestamp,
+    ) -> Result<AggregatePlan> {
         let grid = PointGrid::of(spec, query.from, query.to, step)?;
         Ok(AggregatePlan {
             selector: query.selector.clone(),
@@ -283,7 +297,7 @@ impl AggregatePlan {
             from: query.from,
             to: query.to,
             step,
-            window: spec.window_start(now),
+            window,
             partial_from: still_filling(grid.first, grid.step, grid.points, now),
             grid,
         })
@@ -546,36 +560,20 @@ impl Reader<'_> {
             (query.from, query.to),
             (query.max_points, query.step, query.whole_range),
         )?;
-        let mut merged: Option<PartialAggregate> = None;
-        for (reader, spec) in &across.parts {
-            let grid = PointGrid::of(spec, query.from, query.to, across.step)?;
-            let plan = AggregatePlan {
-                selector: query.selector.clone(),
-                group_by: query.group_by.clone(),
-                aggregation: query.aggregation,
-                display: query.display,
-                tier: spec.name.clone(),
-                from: query.from,
-                to: query.to,
-                step: across.step,
-                window: across.window,
-                partial_from: still_filling(grid.first, grid.step, grid.points, now),
-                grid,
-            };
-            let mut partial = reader.aggregate_partial(&plan, budget)?;
-            match &mut merged {
-                None => merged = Some(partial),
-                Some(merged) => {
-                    merged
-                        .plan
-                        .grid
-                        .same_points(&partial.plan.grid, &across.tiers)?;
-                    partial.plan = merged.plan.clone();
-                    merged.merge(partial)?;
-                }
-            }
-        }
-        let mut merged = merged.expect("two sets or more");
+        let mut merged = across.merge_parts(
+            |reader, spec| {
+                let plan = AggregatePlan::on(query, spec, (across.step, across.window), now)?;
+                reader.aggregate_partial(&plan, budget)
+            },
+            |merged: &mut PartialAggregate, mut part| {
+                merged
+                    .plan
+                    .grid
+                    .same_points(&part.plan.grid, &across.tiers)?;
+                part.plan = merged.plan.clone();
+                merged.merge(part)
+            },
+        )?;
         merged.plan.tier = across.tiers.clone();
         let mut result = merged.finish()?;
         result.note = across.note_beside(result.note.take());

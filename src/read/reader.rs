@@ -40,7 +40,25 @@ pub(crate) struct AcrossSets<'a> {
     pub(crate) note: Option<String>,
 }
 
-impl AcrossSets<'_> {
+impl<'a> AcrossSets<'a> {
+    /// Each set's part of a read, made by `read` (the set's reader and tier), folded into
+    /// the first by `merge`.
+    ///
+    /// # Errors
+    /// The first error of `read` or `merge`.
+    pub(crate) fn merge_parts<P>(
+        &self,
+        read: impl Fn(Reader<'a>, &crate::config::TierSpec) -> Result<P>,
+        merge: impl Fn(&mut P, P) -> Result<()>,
+    ) -> Result<P> {
+        let mut parts = self.parts.iter().map(|(reader, spec)| read(*reader, spec));
+        let mut merged = parts.next().expect("two sets or more")?;
+        for part in parts {
+            merge(&mut merged, part?)?;
+        }
+        Ok(merged)
+    }
+
     /// The answer's note: `note` (the read's own, if any) and this one's, joined.
     pub(crate) fn note_beside(&self, note: Option<String>) -> Option<String> {
         match (note, &self.note) {

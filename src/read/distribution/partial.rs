@@ -63,6 +63,20 @@ impl DistributionPlan {
             .resolve(tiers, query.from, query.to, query.max_points, now)?;
         let spec = &tiers.tiers[tier];
         let step = (!query.whole_range).then(|| query.step.unwrap_or(spec.resolution));
+        DistributionPlan::on(query, spec, (step, spec.window_start(now)), now)
+    }
+
+    /// The plan of `query` reading tier `spec` at points `step` wide (one over the range for
+    /// `None`) from `window` on, at `now`.
+    ///
+    /// # Errors
+    /// As [`PointGrid::of`].
+    fn on(
+        query: &DistributionQuery,
+        spec: &crate::config::TierSpec,
+        (step, window): (Option<Span>, Timestamp),
+        now: Timestamp,
+    ) -> Result<DistributionPlan> {
         let grid = PointGrid::of(spec, query.from, query.to, step)?;
         Ok(DistributionPlan {
             target: query.target.clone(),
@@ -71,7 +85,7 @@ impl DistributionPlan {
             from: query.from,
             to: query.to,
             step,
-            window: spec.window_start(now),
+            window,
             partial_from: still_filling(grid.first, grid.step, grid.points, now),
             grid,
         })
@@ -293,34 +307,20 @@ impl Reader<'_> {
             (query.from, query.to),
             (query.max_points, query.step, query.whole_range),
         )?;
-        let mut merged: Option<PartialDistribution> = None;
-        for (reader, spec) in &across.parts {
-            let grid = PointGrid::of(spec, query.from, query.to, across.step)?;
-            let plan = DistributionPlan {
-                target: query.target.clone(),
-                shown: query.shown,
-                tier: spec.name.clone(),
-                from: query.from,
-                to: query.to,
-                step: across.step,
-                window: across.window,
-                partial_from: still_filling(grid.first, grid.step, grid.points, now),
-                grid,
-            };
-            let mut part = reader.distribution_partial(&plan, budget)?;
-            match &mut merged {
-                None => merged = Some(part),
-                Some(merged) => {
-                    merged
-                        .plan
-                        .grid
-                        .same_points(&part.plan.grid, &across.tiers)?;
-                    part.plan = merged.plan.clone();
-                    merged.merge(part)?;
-                }
-            }
-        }
-        let mut merged = merged.expect("two sets or more");
+        let mut merged = across.merge_parts(
+            |reader, spec| {
+                let plan = DistributionPlan::on(query, spec, (across.step, across.window), now)?;
+                reader.distribution_partial(&plan, budget)
+            },
+            |merged: &mut PartialDistribution, mut part| {
+                merged
+                    .plan
+                    .grid
+                    .same_points(&part.plan.grid, &across.tiers)?;
+                part.plan = merged.plan.clone();
+                merged.merge(part)
+            },
+        )?;
         merged.plan.tier = across.tiers.clone();
         let mut result = merged.finish()?;
         result.note = across.note_beside(result.note.take());
