@@ -607,3 +607,36 @@ fn a_quantile_across_sets_merges_each_sets_histograms_on_one_grid() {
         "median {median}, relative error {bound}"
     );
 }
+
+#[test]
+fn sets_added_to_a_directory_place_new_series_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(hour()));
+    let mut without = config();
+    without.sets.clear();
+    {
+        let engine = open_driven(dir.path(), &clock, without);
+        write_minutes(&engine, &clock, &["web.cpu", "tmp.old"], 10);
+    }
+    let engine = open_driven(dir.path(), &clock, config());
+    let tier_of = |name: &str| {
+        engine
+            .query(&Query::new(name, hour(), hour() + 10 * MINUTE))
+            .unwrap()
+            .tier
+    };
+    assert_eq!(
+        tier_of("tmp.old"),
+        "1m",
+        "made before the set: stays in the default set"
+    );
+    let id = engine.series("tmp.new").unwrap();
+    engine
+        .record_batch(&[Sample::new(id, hour() + 10 * MINUTE, 1.0)])
+        .unwrap();
+    assert_eq!(tier_of("tmp.new"), "5m");
+    let old = engine
+        .query(&Query::new("tmp.old", hour(), hour() + 10 * MINUTE))
+        .unwrap();
+    assert_eq!(old.points.iter().filter(|p| p.1 == Some(2.0)).count(), 10);
+}
