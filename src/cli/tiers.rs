@@ -9,12 +9,12 @@ use clap::Args;
 
 use super::{edited_tiers, load_tiers, print, stored_tiers, EditedTiers};
 use crate::config::carbon;
-use crate::config::TiersConfig;
+use crate::config::{rule_lists, TierSpec, TiersConfig};
 
 /// Checks a tiers file and prints its tiers, or makes one from carbon's storage-schemas.conf.
 ///
-/// With --from-storage-schemas, prints a tiers.toml with the resolutions and retentions of
-/// carbon's archives.
+/// With --from-storage-schemas, prints a tiers.toml that keeps each metric's archives as
+/// carbon does: a tier set per storage-schemas section.
 #[derive(Args, Debug)]
 #[command(
     after_help = "Examples:\n  tierdb tiers\n  tierdb tiers --tiers ./tiers.toml\n  tierdb tiers --from-storage-schemas /etc/carbon/storage-schemas.conf > tiers.toml"
@@ -31,9 +31,10 @@ pub struct TiersArgs {
     // it runs.
     #[arg(long, conflicts_with = "from_storage_schemas")]
     data_dir: Option<PathBuf>,
-    /// Print a tiers.toml with the archives of carbon's storage-schemas.conf as tiers. When
-    /// its sections differ, the file says at its top what one set of tiers cannot keep, and
-    /// a note on stderr says so too.
+    /// Print a tiers.toml with each section of carbon's storage-schemas.conf as a tier set,
+    /// in carbon's order, its pattern as name globs and its archives as tiers; the catch-all
+    /// section (`.*`) is the top-level tiers. A pattern with no exact glob form is refused,
+    /// naming its section.
     #[arg(long, value_name = "STORAGE_SCHEMAS_CONF")]
     from_storage_schemas: Option<PathBuf>,
     /// With --from-storage-schemas: carbon's storage-aggregation.conf, whose rules the file
@@ -47,7 +48,7 @@ pub struct TiersArgs {
 }
 
 /// Prints one row per tier (name, resolution, period, retention, periods created ahead),
-/// then the `[engine]` settings and the `[counters]` rules in force, defaults included, so
+/// the default set's, then each `[[set]]` with its rules and its tiers, then the `[engine]` settings and the `[counters]` rules in force, defaults included, so
 /// what decides whether a series is a counter is in one place; or the tiers.toml made from
 /// storage-schemas.conf.
 pub(super) fn run(args: TiersArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -58,18 +59,18 @@ pub(super) fn run(args: TiersArgs) -> Result<(), Box<dyn std::error::Error>> {
         Some(dir) => stored(dir, args.tiers.as_deref())?,
         None => load_tiers(args.tiers.as_deref())?,
     };
-    let mut out = format!(
-        "{:<8} {:>10} {:>8} {:>10} {:>12}\n",
-        "tier", "resolution", "period", "retention", "create_ahead"
-    );
-    for t in &config.tiers {
+    let mut out = String::new();
+    if !config.sets.is_empty() {
+        // A new series keeps the tiers of the first set whose rules pick it, else these.
+        out.push_str("set \"default\": the series no [[set]] below picks\n");
+    }
+    out.push_str(&tier_table(&config.tiers));
+    for set in &config.sets {
+        let [(_, names), (_, tags)] = rule_lists(&set.series);
         out.push_str(&format!(
-            "{:<8} {:>10} {:>8} {:>10} {:>12}\n",
-            t.name,
-            t.resolution.to_string(),
-            t.period.to_string(),
-            t.retention.to_string(),
-            t.create_ahead
+            "\nset {:?}: names = {names}, tags = {tags}\n{}",
+            set.name,
+            tier_table(&set.tiers)
         ));
     }
     let engine = &config.engine;
@@ -98,6 +99,25 @@ pub(super) fn run(args: TiersArgs) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// One row per tier (name, resolution, period, retention, periods created ahead).
+fn tier_table(tiers: &[TierSpec]) -> String {
+    let mut out = format!(
+        "{:<8} {:>10} {:>8} {:>10} {:>12}\n",
+        "tier", "resolution", "period", "retention", "create_ahead"
+    );
+    for t in tiers {
+        out.push_str(&format!(
+            "{:<8} {:>10} {:>8} {:>10} {:>12}\n",
+            t.name,
+            t.resolution.to_string(),
+            t.period.to_string(),
+            t.retention.to_string(),
+            t.create_ahead
+        ));
+    }
+    out
+}
+
 /// The tiers `dir` stores; notes on stderr how `given` (else the tiers.toml beside `dir`)
 /// differs from them, and what applies the difference.
 fn stored(dir: &Path, given: Option<&Path>) -> Result<TiersConfig, Box<dyn std::error::Error>> {
@@ -113,7 +133,7 @@ fn stored(dir: &Path, given: Option<&Path>) -> Result<TiersConfig, Box<dyn std::
 }
 
 /// Reads the carbon files, prints the tiers.toml (checked as any tiers file is), and notes
-/// on stderr when the schemas could not be kept exactly.
+/// on stderr the sections carbon never uses, which it leaves out.
 fn from_storage_schemas(
     schemas: &std::path::Path,
     aggregation: Option<&std::path::Path>,
@@ -127,15 +147,11 @@ fn from_storage_schemas(
         Some(path) => carbon::parse_aggregation(&read(path)?, &path.display().to_string())?,
         None => Vec::new(),
     };
-    let (toml, exact) = carbon::tiers_toml(&parsed, &rules, &origin);
-    TiersConfig::from_toml_str(&toml, "the tiers made from storage-schemas.conf")?;
-    print(&toml)?;
-    if !exact {
-        eprintln!(
-            "tierdb: note: the sections of {origin} keep different archives; one tiers.toml \
-             keeps every resolution as long as the longest section does (see the comment at \
-             the top of the file, and run one tierdb per section to keep carbon's split)"
-        );
+    let converted = carbon::tiers_toml(&parsed, &rules, &origin)?;
+    TiersConfig::from_toml_str(&converted.toml, "the tiers made from storage-schemas.conf")?;
+    print(&converted.toml)?;
+    for note in &converted.notes {
+        eprintln!("tierdb: note: {note}");
     }
     Ok(())
 }

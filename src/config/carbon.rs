@@ -1,12 +1,15 @@
 //! Carbon's `storage-schemas.conf` (and `storage-aggregation.conf`) read and turned into a
 //! `tiers.toml`: `tierdb tiers --from-storage-schemas`. Carbon gives each metric the
-//! archives of the first section whose pattern matches its name; tierdb has one set of
-//! tiers for every series. When all sections agree, the tiers are exactly their archives;
-//! when they differ, the tiers are every resolution any section has, each kept as long as
-//! the longest section keeps it, and the file says so at its top (see
-//! [`tiers_toml`]).
+//! archives of the first section whose pattern matches its name; tierdb gives each new
+//! series the tiers of the first `[[set]]` whose rules pick it, so each section becomes a
+//! set, in carbon's order, its pattern the name globs that pick the same names
+//! ([`pattern`]), and the catch-all section the default set (see [`tiers_toml`]). A pattern
+//! with no exact glob form is refused, never approximated.
+
+mod pattern;
 
 use crate::time::Span;
+use pattern::Picks;
 
 /// One section of storage-schemas.conf.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -125,7 +128,9 @@ pub(crate) fn parse_schemas(text: &str, origin: &str) -> Result<Vec<Schema>, Str
     let mut out = Vec::new();
     for (name, line, keys) in sections(text, origin)? {
         let get = |key: &str| keys.iter().find(|(k, _, _)| k == key);
+        // Carbon skips a section without a pattern, or with an empty one; tierdb says so.
         let pattern = get("pattern")
+            .filter(|(_, pattern, _)| !pattern.is_empty())
             .ok_or_else(|| refuse(origin, line, format!("[{name}] has no pattern")))?;
         let (_, retentions, at) = get("retentions")
             .ok_or_else(|| refuse(origin, line, format!("[{name}] has no retentions")))?;
@@ -206,53 +211,101 @@ pub(crate) fn period_for(step: u64, retention: u64) -> u64 {
     best
 }
 
-/// A tiers.toml for `schemas` (with `aggregation`'s rules as notes), and whether one file
-/// could express them exactly (every section the same archives). The tiers are every
-/// resolution of any section, finest first, each with the longest retention any section
-/// gives it.
+/// What `tierdb tiers --from-storage-schemas` prints: the tiers.toml, and the notes for
+/// stderr on the sections carbon never uses, left out of it.
+#[derive(Debug)]
+pub(crate) struct Converted {
+    /// The tiers.toml.
+    pub toml: String,
+    /// One sentence per section left out.
+    pub notes: Vec<String>,
+}
+
+/// Carbon's tiers for a metric no section picks (`storage.py`'s `defaultArchive`): one point
+/// a minute for 7 days.
+const CARBON_DEFAULT_ARCHIVE: (u64, u64) = (60, 7 * 86_400);
+
+/// A tiers.toml that gives every series the archives carbon gives the metric of that name:
+/// each section of `schemas` a `[[set]]` in carbon's order, its pattern as the name globs
+/// that pick the same names ([`pattern::name_globs`]), its archives as the set's tiers; the
+/// first section whose pattern picks every name (`.*`) as the top-level `[[tier]]`s, the
+/// default set, or carbon's own default (1m for 7 days) when none does. Sections carbon
+/// never uses (after that one, or with retentions whisper refuses, which carbon skips) are
+/// left out with a note. `aggregation`'s rules become comments.
+///
+/// # Errors
+/// One sentence per section whose pattern has no exact glob form, naming the section,
+/// saying why and what to do.
 pub(crate) fn tiers_toml(
     schemas: &[Schema],
     aggregation: &[AggregationRule],
     origin: &str,
-) -> (String, bool) {
-    let mut tiers: std::collections::BTreeMap<u64, u64> = Default::default();
+) -> Result<Converted, String> {
+    let mut sets: Vec<(&Schema, Vec<String>)> = Vec::new();
+    let mut default: Option<&Schema> = None;
+    let mut notes = Vec::new();
+    let mut refusals = Vec::new();
     for schema in schemas {
-        for &(step, retention) in &schema.archives {
-            let kept = tiers.entry(step).or_insert(0);
-            *kept = (*kept).max(retention);
+        if let Some(why) = whisper_refuses(&schema.archives) {
+            notes.push(format!(
+                "[{}] is left out, as carbon leaves it out: whisper refuses its retentions \
+                 ({why})",
+                schema.name
+            ));
+            continue;
+        }
+        if let Some(all) = default {
+            notes.push(format!(
+                "[{}] is left out: it comes after [{}], whose pattern picks every metric, so \
+                 carbon never gives it one",
+                schema.name, all.name
+            ));
+            continue;
+        }
+        match pattern::name_globs(&schema.pattern) {
+            Ok(Picks::Every) => default = Some(schema),
+            Ok(Picks::Names(globs)) => sets.push((schema, globs)),
+            Err(why) => refusals.push(format!(
+                "{origin}: [{}] pattern = {}: {why}. tierdb's sets pick series by name globs, \
+                 and this pattern has none that picks exactly its metrics; rewrite the pattern \
+                 as one that converts (see docs/carbon-schemas.md), or convert a copy of the \
+                 file without the section and write its [[set]] by hand",
+                schema.name, schema.pattern
+            )),
         }
     }
-    let exact = schemas.windows(2).all(|w| w[0].archives == w[1].archives);
+    if !refusals.is_empty() {
+        return Err(refusals.join("\n"));
+    }
+
     let mut out =
         format!("# tiers.toml made by `tierdb tiers --from-storage-schemas {origin}`.\n#\n");
-    if exact {
+    if !sets.is_empty() {
         out.push_str(
-            "# Every section of the schemas keeps the same archives, so these tiers are exactly\n\
-             # them: a tier per archive, same resolution, kept at least as long (whole periods\n\
-             # are dropped, so up to one period more).\n",
+            "# Each section of the schemas is a [[set]] below, in carbon's order: a new series\n\
+             # keeps the tiers of the first set whose names match it, as a metric gets the\n\
+             # archives of the first section whose pattern matches it. Each pattern is the\n\
+             # globs that pick the same names (carbon finds a pattern anywhere in the name,\n\
+             # so an unanchored one is `*...*`). Series that no set picks keep the top-level\n",
         );
-    } else {
-        out.push_str(
-            "# NOT EXACT: carbon gives each metric the archives of the first section whose\n\
-             # pattern matches it, and these sections differ; tierdb keeps one set of tiers for\n\
-             # every series. These tiers are every resolution any section has, each kept as\n\
-             # long as the longest section keeps it, so no series loses history, but series of\n\
-             # the shorter sections use more disk, and a range read from a tier their section\n\
-             # did not have shows no points for them. To keep carbon's split, run one tierdb\n\
-             # (one data directory, one tiers.toml) per section and point carbon-relay's rules\n\
-             # at each. The sections:\n",
-        );
-        for schema in schemas {
-            let archives: Vec<String> = (schema.archives.iter())
-                .map(|&(s, r)| format!("{}:{}", Span::from_secs(s), Span::from_secs(r)))
-                .collect();
-            out.push_str(&format!(
-                "#   [{}] pattern = {}: {}\n",
-                schema.name,
-                schema.pattern,
-                archives.join(",")
-            ));
+        match default {
+            Some(all) => out.push_str(&format!(
+                "# tiers: section [{}], pattern = {}.\n",
+                all.name, all.pattern
+            )),
+            None => out.push_str(
+                "# tiers: no section picks every metric, so they are carbon's own default\n\
+                 # for the rest, 1m for 7 days.\n",
+            ),
         }
+        out.push_str("#\n");
+    }
+    out.push_str(
+        "# A tier per archive: same resolution, kept at least as long (whole periods are\n\
+         # dropped, so up to one period more).\n",
+    );
+    for note in &notes {
+        out.push_str(&format!("#\n# {note}.\n"));
     }
     if !aggregation.is_empty() {
         out.push_str(
@@ -274,18 +327,98 @@ pub(crate) fn tiers_toml(
             ));
         }
     }
+    let default_archives = default.map_or(&[CARBON_DEFAULT_ARCHIVE][..], |s| &s.archives);
     out.push('\n');
-    for (&step, &retention) in &tiers {
+    push_tiers(&mut out, "tier", default_archives);
+    let mut names: Vec<String> = Vec::new();
+    for (schema, globs) in sets {
+        let name = set_name(&schema.name, &names);
+        let rules = super::SeriesRules {
+            names: globs,
+            tags: Vec::new(),
+        };
+        let [(_, globs), _] = super::stored::rule_lists(&rules);
+        out.push_str(&format!(
+            "# [{}] pattern = {}\n[[set]]\nname = \"{name}\"\nnames = {globs}\n\n",
+            schema.name, schema.pattern
+        ));
+        push_tiers(&mut out, "set.tier", &schema.archives);
+        names.push(name);
+    }
+    Ok(Converted { toml: out, notes })
+}
+
+/// A `[[table]]` per archive, finest first: named and sized by its resolution, kept as long
+/// as the archive, in files of [`period_for`].
+fn push_tiers(out: &mut String, table: &str, archives: &[(u64, u64)]) {
+    let mut archives = archives.to_vec();
+    archives.sort_unstable();
+    for (step, retention) in archives {
         let period = period_for(step, retention);
         out.push_str(&format!(
-            "[[tier]]\nname = \"{}\"\nresolution = \"{}\"\nperiod = \"{}\"\nretention = \"{}\"\ncreate_ahead = 1\n\n",
+            "[[{table}]]\nname = \"{}\"\nresolution = \"{}\"\nperiod = \"{}\"\nretention = \"{}\"\ncreate_ahead = 1\n\n",
             Span::from_secs(step),
             Span::from_secs(step),
             Span::from_secs(period),
             Span::from_secs(retention)
         ));
     }
-    (out, exact)
+}
+
+/// Why whisper's `validateArchiveList` refuses `archives` (carbon then skips the section),
+/// or `None`: sorted by resolution, no two alike, each a multiple of the finer one, each
+/// kept longer than the finer one, and the finer one holding enough points for one of its.
+fn whisper_refuses(archives: &[(u64, u64)]) -> Option<String> {
+    let mut sorted = archives.to_vec();
+    sorted.sort_unstable();
+    let span = |secs: u64| Span::from_secs(secs).to_string();
+    sorted.windows(2).find_map(|pair| {
+        let ((fine, fine_kept), (coarse, coarse_kept)) = (pair[0], pair[1]);
+        if fine == coarse {
+            Some(format!("two archives of {}", span(fine)))
+        } else if !coarse.is_multiple_of(fine) {
+            Some(format!("{} is no multiple of {}", span(coarse), span(fine)))
+        } else if coarse_kept <= fine_kept {
+            Some(format!(
+                "the {} archive keeps no longer than the {} one",
+                span(coarse),
+                span(fine)
+            ))
+        } else if fine_kept / fine < coarse / fine {
+            Some(format!(
+                "the {} archive holds fewer points than one {} point rolls up",
+                span(fine),
+                span(coarse)
+            ))
+        } else {
+            None
+        }
+    })
+}
+
+/// A set name for carbon section `section`: its characters outside `[A-Za-z0-9_.-]` as
+/// `_` (a leading `.` too: the name is a directory), at most 28 bytes, and a `-2`, `-3`...
+/// when it is [`super::DEFAULT_SET`] or one of `taken`.
+fn set_name(section: &str, taken: &[String]) -> String {
+    let mut base: String = (section.chars())
+        .map(|c| match c {
+            c if c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.' => c,
+            _ => '_',
+        })
+        .take(28)
+        .collect();
+    if base.is_empty() || base.starts_with('.') {
+        base.insert(0, '_');
+        base.truncate(28);
+    }
+    let free = |name: &str| name != super::DEFAULT_SET && !taken.iter().any(|t| t == name);
+    let mut name = base.clone();
+    let mut n = 2;
+    while !free(&name) {
+        name = format!("{base}-{n}");
+        n += 1;
+    }
+    name
 }
 
 #[cfg(test)]
@@ -311,29 +444,136 @@ mod tests {
         assert_eq!(period_for(3_600, 365 * 86_400), 73 * 86_400);
     }
 
+    /// The set names, their name globs and their tiers `(name, seconds kept)`, the default
+    /// set first (named "default", no globs).
+    fn sets(config: &TiersConfig) -> Vec<(String, Vec<String>, Vec<(String, u64)>)> {
+        (0..config.set_count())
+            .map(|set| {
+                let globs = match set {
+                    0 => Vec::new(),
+                    _ => config.sets[set - 1].series.names.clone(),
+                };
+                let tiers = (config.set_tiers(set).iter())
+                    .map(|t| (t.name.clone(), t.retention.secs()))
+                    .collect();
+                (config.set_name(set).to_owned(), globs, tiers)
+            })
+            .collect()
+    }
+
+    fn convert(text: &str) -> Result<(TiersConfig, super::Converted), String> {
+        let schemas = parse_schemas(text, "s.conf")?;
+        let converted = tiers_toml(&schemas, &[], "s.conf")?;
+        let config = TiersConfig::from_toml_str(&converted.toml, "out").unwrap();
+        Ok((config, converted))
+    }
+
     #[test]
-    fn one_schema_gives_its_archives_as_tiers_and_several_say_they_are_not_exact() {
+    fn each_section_is_a_set_in_carbons_order_and_the_catch_all_the_default() {
         let text = "[carbon]\npattern = ^carbon\\.\nretentions = 60:90d\n\n\
+                    [web]\npattern = ^servers\\.(web|api)[0-9]\\.\nretentions = 10s:6h,1m:7d\n\n\
+                    [counts]\npattern = \\.count$\nretentions = 1m:30d\n\n\
                     [default]\npattern = .*\nretentions = 1m:7d,5m:30d,1h:1y\n";
-        let schemas = parse_schemas(text, "s.conf").unwrap();
-        let (toml, exact) = tiers_toml(&schemas[1..], &[], "s.conf");
-        assert!(exact);
-        let config = TiersConfig::from_toml_str(&toml, "out").unwrap();
-        let tiers: Vec<(String, u64)> = (config.tiers.iter())
-            .map(|t| (t.name.clone(), t.retention.secs()))
-            .collect();
+        let (config, converted) = convert(text).unwrap();
+        let day = 86_400;
         assert_eq!(
-            tiers,
+            sets(&config),
             [
-                ("1m".into(), 7 * 86_400),
-                ("5m".into(), 30 * 86_400),
-                ("1h".into(), 365 * 86_400)
+                (
+                    "default".into(),
+                    vec![],
+                    vec![
+                        ("1m".into(), 7 * day),
+                        ("5m".into(), 30 * day),
+                        ("1h".into(), 365 * day)
+                    ]
+                ),
+                (
+                    "carbon".into(),
+                    vec!["carbon.*".into()],
+                    vec![("1m".into(), 90 * day)]
+                ),
+                (
+                    "web".into(),
+                    vec!["servers.web[0-9].*".into(), "servers.api[0-9].*".into()],
+                    vec![("10s".into(), 6 * 3_600), ("1m".into(), 7 * day)]
+                ),
+                (
+                    "counts".into(),
+                    vec!["*.count".into()],
+                    vec![("1m".into(), 30 * day)]
+                ),
             ]
         );
-        let (toml, exact) = tiers_toml(&schemas, &[], "s.conf");
-        assert!(!exact && toml.contains("NOT EXACT"));
-        let config = TiersConfig::from_toml_str(&toml, "out").unwrap();
-        assert_eq!(config.tiers[0].retention.secs(), 90 * 86_400);
+        assert!(converted.notes.is_empty());
+        assert!(!converted.toml.contains("NOT EXACT"));
+        assert!(
+            converted.toml.contains("# [web] pattern = ^servers\\.(web|api)[0-9]\\.\n[[set]]"),
+            "{}",
+            converted.toml
+        );
+    }
+
+    #[test]
+    fn one_catch_all_section_gives_its_archives_as_the_tiers() {
+        let (config, converted) =
+            convert("[default]\npattern = ^.*$\nretentions = 1m:7d,5m:30d\n").unwrap();
+        assert!(config.sets.is_empty());
+        let tiers = &sets(&config)[0].2;
+        assert_eq!(tiers, &[("1m".into(), 7 * 86_400), ("5m".into(), 30 * 86_400)]);
+        assert!(!converted.toml.contains("[[set]]"));
+    }
+
+    #[test]
+    fn without_a_catch_all_the_rest_keep_carbons_own_default() {
+        let (config, converted) = convert("[tmp]\npattern = ^tmp\\.\nretentions = 10s:6h\n").unwrap();
+        assert_eq!(sets(&config)[0].2, [("1m".into(), 7 * 86_400)]);
+        assert_eq!(sets(&config)[1].1, ["tmp.*"]);
+        assert!(converted.toml.contains("carbon's own default"));
+    }
+
+    #[test]
+    fn sections_carbon_never_uses_are_left_out_with_a_note() {
+        let text = "[bad]\npattern = ^bad\\.\nretentions = 60:1d,90:30d\n\n\
+                    [all]\npattern = .*\nretentions = 1m:1d\n\n\
+                    [late]\npattern = ^late\\.\nretentions = 10s:1h\n";
+        let (config, converted) = convert(text).unwrap();
+        assert!(config.sets.is_empty());
+        assert_eq!(converted.notes.len(), 2, "{:?}", converted.notes);
+        assert!(converted.notes[0].contains("[bad] is left out, as carbon leaves it out"));
+        assert!(converted.notes[0].contains("90s is no multiple of 1m"));
+        assert!(converted.notes[1].contains("[late] is left out: it comes after [all]"));
+        assert!(converted.toml.contains("# [late] is left out"));
+    }
+
+    #[test]
+    fn set_names_are_directory_names_and_never_the_defaults() {
+        let text = "[default]\npattern = ^a\\.\nretentions = 1m:1d\n\n\
+                    [my schema/x]\npattern = ^b\\.\nretentions = 1m:1d\n\n\
+                    [my schema x]\npattern = ^c\\.\nretentions = 1m:1d\n\n\
+                    [..]\npattern = ^d\\.\nretentions = 1m:1d\n";
+        let (config, _) = convert(text).unwrap();
+        let names: Vec<&str> = config.sets.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["default-2", "my_schema_x", "my_schema_x-2", "_.."]);
+    }
+
+    #[test]
+    fn a_pattern_with_no_exact_glob_is_refused_naming_the_section_and_what_to_do() {
+        let text = "[web]\npattern = ^servers\\.web\\d+\\.\nretentions = 1m:1d\n\n\
+                    [dots]\npattern = ^carbon.agents\nretentions = 1m:1d\n\n\
+                    [ok]\npattern = ^ok\\.\nretentions = 1m:1d\n";
+        let err = convert(text).unwrap_err();
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 2, "{err}");
+        assert!(lines[0].starts_with("s.conf: [web] pattern = ^servers\\.web\\d+\\.: `\\d`"));
+        assert!(lines[1].starts_with("s.conf: [dots] pattern = ^carbon.agents: a `.`"));
+        for line in lines {
+            assert!(line.contains("rewrite the pattern"), "{line}");
+        }
+        // An empty pattern is no catch-all: carbon skips the section.
+        assert!(parse_schemas("[x]\npattern =\nretentions = 1m:1d\n", "s.conf")
+            .unwrap_err()
+            .contains("[x] has no pattern"));
         assert!(parse_schemas("[x]\nretentions = 1m:1d\n", "s.conf")
             .unwrap_err()
             .contains("s.conf:1"));
