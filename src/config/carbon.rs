@@ -286,7 +286,8 @@ pub(crate) fn tiers_toml(
              # keeps the tiers of the first set whose names match it, as a metric gets the\n\
              # archives of the first section whose pattern matches it. Each pattern is the\n\
              # globs that pick the same names (carbon finds a pattern anywhere in the name,\n\
-             # so an unanchored one is `*...*`). Series that no set picks keep the top-level\n",
+             # so an unanchored one is `*...*`; a tagged metric it matches as `name;k=v`,\n\
+             # tierdb by its name alone). Series that no set picks keep the top-level\n",
         );
         match default {
             Some(all) => out.push_str(&format!(
@@ -508,7 +509,9 @@ mod tests {
         assert!(converted.notes.is_empty());
         assert!(!converted.toml.contains("NOT EXACT"));
         assert!(
-            converted.toml.contains("# [web] pattern = ^servers\\.(web|api)[0-9]\\.\n[[set]]"),
+            converted
+                .toml
+                .contains("# [web] pattern = ^servers\\.(web|api)[0-9]\\.\n[[set]]"),
             "{}",
             converted.toml
         );
@@ -520,13 +523,17 @@ mod tests {
             convert("[default]\npattern = ^.*$\nretentions = 1m:7d,5m:30d\n").unwrap();
         assert!(config.sets.is_empty());
         let tiers = &sets(&config)[0].2;
-        assert_eq!(tiers, &[("1m".into(), 7 * 86_400), ("5m".into(), 30 * 86_400)]);
+        assert_eq!(
+            tiers,
+            &[("1m".into(), 7 * 86_400), ("5m".into(), 30 * 86_400)]
+        );
         assert!(!converted.toml.contains("[[set]]"));
     }
 
     #[test]
     fn without_a_catch_all_the_rest_keep_carbons_own_default() {
-        let (config, converted) = convert("[tmp]\npattern = ^tmp\\.\nretentions = 10s:6h\n").unwrap();
+        let (config, converted) =
+            convert("[tmp]\npattern = ^tmp\\.\nretentions = 10s:6h\n").unwrap();
         assert_eq!(sets(&config)[0].2, [("1m".into(), 7 * 86_400)]);
         assert_eq!(sets(&config)[1].1, ["tmp.*"]);
         assert!(converted.toml.contains("carbon's own default"));
@@ -571,9 +578,11 @@ mod tests {
             assert!(line.contains("rewrite the pattern"), "{line}");
         }
         // An empty pattern is no catch-all: carbon skips the section.
-        assert!(parse_schemas("[x]\npattern =\nretentions = 1m:1d\n", "s.conf")
-            .unwrap_err()
-            .contains("[x] has no pattern"));
+        assert!(
+            parse_schemas("[x]\npattern =\nretentions = 1m:1d\n", "s.conf")
+                .unwrap_err()
+                .contains("[x] has no pattern")
+        );
         assert!(parse_schemas("[x]\nretentions = 1m:1d\n", "s.conf")
             .unwrap_err()
             .contains("s.conf:1"));

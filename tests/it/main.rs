@@ -52,6 +52,7 @@ mod render;
 mod reopen;
 mod retype;
 mod rolling;
+mod schemas_sets;
 mod security;
 mod serve_binary;
 mod server;
