@@ -445,9 +445,11 @@ mod tests {
         assert_eq!(period_for(3_600, 365 * 86_400), 73 * 86_400);
     }
 
-    /// The set names, their name globs and their tiers `(name, seconds kept)`, the default
-    /// set first (named "default", no globs).
-    fn sets(config: &TiersConfig) -> Vec<(String, Vec<String>, Vec<(String, u64)>)> {
+    /// A set's name, its name globs and its tiers `(name, seconds kept)`.
+    type Set = (String, Vec<String>, Vec<(String, u64)>);
+
+    /// Every set, the default one first (named "default", no globs).
+    fn sets(config: &TiersConfig) -> Vec<Set> {
         (0..config.set_count())
             .map(|set| {
                 let globs = match set {
