@@ -1,7 +1,8 @@
-//! `tierdb tiers`: a tiers file checked, its tiers printed as a table, then its `[engine]`
-//! settings and `[counters]` rules; with `--data-dir`, the tiers a data directory stores and
-//! how a given or edited file differs from them; or a tiers.toml made from carbon's
-//! storage-schemas.conf (`crate::config::carbon`).
+//! `tierdb tiers`: a tiers file checked, its tiers printed as a table (one per tier set,
+//! with the set's rules), then its `[engine]` settings and `[counters]` rules; with
+//! `--data-dir`, the tiers a data directory stores and how a given or edited file differs
+//! from them; or a tiers.toml made from carbon's storage-schemas.conf
+//! (`crate::config::carbon`).
 
 use std::path::{Path, PathBuf};
 
@@ -48,9 +49,9 @@ pub struct TiersArgs {
 }
 
 /// Prints one row per tier (name, resolution, period, retention, periods created ahead),
-/// the default set's, then each `[[set]]` with its rules and its tiers, then the `[engine]` settings and the `[counters]` rules in force, defaults included, so
-/// what decides whether a series is a counter is in one place; or the tiers.toml made from
-/// storage-schemas.conf.
+/// the default set's, then each `[[set]]` with its rules and its tiers, then the `[engine]`
+/// settings and the `[counters]` rules in force, defaults included, so what decides whether
+/// a series is a counter is in one place; or the tiers.toml made from storage-schemas.conf.
 pub(super) fn run(args: TiersArgs) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(schemas) = &args.from_storage_schemas {
         return from_storage_schemas(schemas, args.aggregation.as_deref());

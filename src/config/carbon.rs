@@ -268,8 +268,8 @@ pub(crate) fn tiers_toml(
             Err(why) => refusals.push(format!(
                 "{origin}: [{}] pattern = {}: {why}. tierdb's sets pick series by name globs, \
                  and this pattern has none that picks exactly its metrics; rewrite the pattern \
-                 as one that converts (see docs/carbon-schemas.md), or convert a copy of the \
-                 file without the section and write its [[set]] by hand",
+                 as one that converts (docs/carbon-schemas.md, Patterns), or convert a copy of \
+                 the file without the section and write its [[set]] by hand",
                 schema.name, schema.pattern
             )),
         }
@@ -300,6 +300,11 @@ pub(crate) fn tiers_toml(
             ),
         }
         out.push_str("#\n");
+    } else if default.is_none() {
+        out.push_str(
+            "# No section of the schemas is used, so every metric keeps carbon's own default,\n\
+             # 1m for 7 days.\n#\n",
+        );
     }
     out.push_str(
         "# A tier per archive: same resolution, kept at least as long (whole periods are\n\
@@ -398,8 +403,9 @@ fn whisper_refuses(archives: &[(u64, u64)]) -> Option<String> {
 }
 
 /// A set name for carbon section `section`: its characters outside `[A-Za-z0-9_.-]` as
-/// `_` (a leading `.` too: the name is a directory), at most 28 bytes, and a `-2`, `-3`...
-/// when it is [`super::DEFAULT_SET`] or one of `taken`.
+/// `_`, at most 28 bytes, a `_` before it when it is empty or starts with `.` (the name is
+/// a directory), and a `-2`, `-3`... after it when it is [`super::DEFAULT_SET`] or one of
+/// `taken`.
 fn set_name(section: &str, taken: &[String]) -> String {
     let mut base: String = (section.chars())
         .map(|c| match c {
@@ -553,6 +559,18 @@ mod tests {
         assert!(converted.notes[0].contains("90s is no multiple of 1m"));
         assert!(converted.notes[1].contains("[late] is left out: it comes after [all]"));
         assert!(converted.toml.contains("# [late] is left out"));
+
+        // Nothing used: carbon's own default for every metric, and the file says so.
+        let (config, converted) =
+            convert("[bad]\npattern = .*\nretentions = 60:1d,60:2d\n").unwrap();
+        assert_eq!(
+            sets(&config),
+            [("default".into(), vec![], vec![("1m".into(), 7 * 86_400)])]
+        );
+        assert!(converted.notes[0].contains("two archives of 1m"));
+        assert!(converted
+            .toml
+            .contains("every metric keeps carbon's own default"));
     }
 
     #[test]
