@@ -480,8 +480,8 @@ fn check_tiers<'c>(
                 Key::Name(index),
                 name_field,
                 format!(
-                    "tier name {:?} may only contain letters, digits, '_', '.' and '-' \
-                     (it becomes part of file names)",
+                    "tier name {:?} may only contain letters, digits, '_', '.' and '-', and \
+                     not only dots (it becomes a directory name)",
                     tier.name
                 ),
             ));
@@ -591,7 +591,7 @@ fn check_sets(config: &TiersConfig, refuse: &dyn Fn(Key, String, String) -> Erro
                 field,
                 format!(
                     "set name {:?} must be 1 to {TIER_NAME_MAX} bytes of letters, digits, '_', \
-                     '.' and '-' (it becomes a directory name)",
+                     '.' and '-', not only dots (it becomes a directory name)",
                     set.name
                 ),
             ));
@@ -649,7 +649,7 @@ fn check_raw(
             "raw tier name".to_owned(),
             format!(
                 "raw tier name {:?} must be 1 to {TIER_NAME_MAX} bytes of letters, digits, '_', \
-                 '.' and '-' (it becomes a directory name)",
+                 '.' and '-', not only dots (it becomes a directory name)",
                 raw.name
             ),
         ));
@@ -711,9 +711,12 @@ fn check_fits(span: Span, what: &str) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// Letters, digits, `_`, `.` and `-`, and not only dots: tier and set names become
+/// directory names, and `.` and `..` name other directories.
 fn name_chars_ok(name: &str) -> bool {
     name.bytes()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        && !name.bytes().all(|b| b == b'.')
 }
 
 fn series_per_chunk_ok(value: i64) -> bool {

@@ -205,6 +205,13 @@ fn refuses_bad_names() {
         "tier[0] name",
         "may only contain",
     );
+    // A tier's name is a directory's: "." and ".." would name others.
+    assert_refused(
+        &one_tier_with(r#"name = "1m""#, r#"name = ".""#),
+        7,
+        "tier[0] name",
+        "may only contain",
+    );
 }
 
 #[test]
@@ -752,6 +759,12 @@ fn refuses_bad_sets_with_their_line_and_field() {
     );
     assert_refused(
         &with(r#"name = "short""#, r#"name = "a/b""#),
+        8,
+        "set[0] name",
+        "letters, digits",
+    );
+    assert_refused(
+        &with(r#"name = "short""#, r#"name = "..""#),
         8,
         "set[0] name",
         "letters, digits",
