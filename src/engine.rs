@@ -632,7 +632,13 @@ impl Engine {
                 .add(&report.raw);
         }
         if let Some(counters) = counter_step {
-            counters.commit();
+            if let Err(e) = counters.commit() {
+                // The batch stays recorded, so the next open rolls it back: it is not
+                // acknowledged, and nothing is stored on top of it meanwhile.
+                self.shared
+                    .poison(format!("ending a counter batch's journal record: {e}"));
+                return Err(e);
+            }
         }
         Ok(report)
     }

@@ -241,10 +241,10 @@ fn decode(path: &Path, record: &Record) -> Result<Intent> {
             let kind = kind.unwrap_or(SeriesKind::Gauge);
             Ok(Intent::Retype { kind, group })
         }
-        Kind::ApplyGroup => Err(Error::corrupt(
+        other @ (Kind::ApplyGroup | Kind::CounterBatch) => Err(Error::corrupt(
             path,
             format!(
-                "the record at byte {} is an apply group's, which has no place here",
+                "the record at byte {} is of kind {other:?}, which has no place here",
                 record.offset
             ),
         )),
@@ -325,6 +325,7 @@ pub(crate) fn pending(dir: &Path) -> Result<Vec<&'static str>> {
             Kind::Delete => "delete",
             Kind::Retype => "retype",
             Kind::ApplyGroup => "apply group",
+            Kind::CounterBatch => "counter batch",
         })
         .collect())
 }

@@ -9,7 +9,11 @@
 //! - `apply.undo` ([`Kind::ApplyGroup`]): the pre-images of each group of a numbered log
 //!   applied since the last checkpoint (`engine/apply/undo_chain.rs`);
 //! - `engine.journal` ([`Kind::Delete`], [`Kind::Retype`]): the ids a deletion is clearing,
-//!   the buckets and kinds a retype is setting (`engine/intent.rs`).
+//!   the buckets and kinds a retype is setting (`engine/intent.rs`);
+//! - `counters.journal` ([`Kind::CounterBatch`]): the pre-images of the batch of counter
+//!   samples being stored (`storage/counter_journal.rs`), appended and ended in the page
+//!   cache only ([`Durability::Cached`]: a process crash keeps them), made durable with the
+//!   counters' state at the engine's flush.
 //!
 //! Byte layout (little-endian):
 //! ```text
@@ -56,6 +60,8 @@ pub(crate) enum Kind {
     Delete = 1,
     /// A retype's new buckets and kinds.
     Retype = 2,
+    /// A batch of counter samples being stored: its pre-images, with the adds of each cell.
+    CounterBatch = 3,
 }
 
 impl Kind {
@@ -64,9 +70,20 @@ impl Kind {
             0 => Some(Kind::ApplyGroup),
             1 => Some(Kind::Delete),
             2 => Some(Kind::Retype),
+            3 => Some(Kind::CounterBatch),
             _ => None,
         }
     }
+}
+
+/// Whether an append or an end waits for the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Durability {
+    /// `fdatasync` before returning: a power loss keeps it.
+    Synced,
+    /// In the page cache only, which a process crash (`kill -9`) keeps: made durable by
+    /// [`Journal::sync`] (the counters' journal, once per batch, at the engine's flush).
+    Cached,
 }
 
 /// One record as read back.
@@ -226,6 +243,21 @@ impl Journal {
         layout: u64,
         entries: &[Entry],
     ) -> Result<()> {
+        self.append_with(kind, seq, layout, entries, Durability::Synced)
+    }
+
+    /// [`Journal::append`], synced or not as `durability` says.
+    ///
+    /// # Errors
+    /// As [`Journal::append`].
+    pub(crate) fn append_with(
+        &mut self,
+        kind: Kind,
+        seq: u64,
+        layout: u64,
+        entries: &[Entry],
+        durability: Durability,
+    ) -> Result<()> {
         debug_assert!(seq > self.last.0, "journal sequences increase");
         let mut buffer = std::mem::take(&mut self.buffer);
         buffer.clear();
@@ -243,7 +275,10 @@ impl Journal {
         let written = self
             .file
             .write_all_at(&buffer, self.end)
-            .and_then(|()| self.file.sync_data())
+            .and_then(|()| match durability {
+                Durability::Synced => self.file.sync_data(),
+                Durability::Cached => Ok(()),
+            })
             .map_err(|e| Error::io(&self.path, e));
         if written.is_ok() {
             self.end += (buffer.len() - ENTRY_SIZE) as u64;
@@ -268,6 +303,29 @@ impl Journal {
         self.end = HEADER_SIZE;
         self.last = (0, 0);
         Ok(())
+    }
+
+    /// Empties the chain in the page cache: one zero control entry written over the first
+    /// record's, the file's length and the rest left as they are (a later record is written
+    /// over them). A process crash keeps it; [`Journal::sync`] makes it durable.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file.
+    pub(crate) fn end_cached(&mut self) -> Result<()> {
+        self.file
+            .write_all_at(&[0u8; ENTRY_SIZE], HEADER_SIZE)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.end = HEADER_SIZE;
+        self.last = (0, 0);
+        Ok(())
+    }
+
+    /// `fdatasync`: makes what was written [`Durability::Cached`] durable.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the kernel reports a write-back failure.
+    pub(crate) fn sync(&self) -> Result<()> {
+        self.file.sync_data().map_err(|e| Error::io(&self.path, e))
     }
 }
 

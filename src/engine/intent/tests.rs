@@ -103,7 +103,7 @@ fn a_damaged_record_is_refused_by_name_not_skipped() {
             vec![series, [99, 0, 0, 0, 0, 0, 0, 0]],
             "entry 2",
         ),
-        (Kind::ApplyGroup, vec![], "apply group"),
+        (Kind::ApplyGroup, vec![], "kind ApplyGroup"),
     ];
     for (kind, entries, says) in cases {
         let begun = begin(dir.path(), kind, 42, &entries).unwrap();
