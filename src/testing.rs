@@ -82,7 +82,7 @@ pub mod intents {
     ///
     /// # Errors
     /// When the journal does not read.
-    pub fn pending(dir: &Path) -> crate::Result<Vec<&'static str>> {
+    pub fn pending(dir: &Path) -> crate::error::Result<Vec<&'static str>> {
         crate::engine::intent_pending(dir)
     }
 
@@ -93,7 +93,7 @@ pub mod intents {
     /// # Errors
     /// When the journal does not read or a file cannot be written.
     #[cfg(feature = "fault-injection")]
-    pub fn to_older_files(dir: &Path) -> crate::Result<()> {
+    pub fn to_older_files(dir: &Path) -> crate::error::Result<()> {
         crate::engine::intent_to_older_files(dir)
     }
 }

@@ -2,18 +2,24 @@
 //! or finish after a crash. A journal file holds a chain of records, each whole and
 //! checksummed, appended with `pwrite` and made durable with `fdatasync` before the change
 //! it covers begins, and cut back to an empty chain once that change is durable. What a
-//! record's entries mean is its user's: the record's kind says which user wrote it, so an
-//! open's recovery pass reads the chain once and hands each record to its user.
+//! record's entries mean is its user's: the record's kind says which user wrote it, and a
+//! reader refuses, by name, a record of a kind that has no place in its file.
 //!
-//! Its users, by file and record kind ([`Kind`]):
-//! - `apply.undo` ([`Kind::ApplyGroup`]): the pre-images of each group of a numbered log
-//!   applied since the last checkpoint (`engine/apply/undo_chain.rs`);
-//! - `engine.journal` ([`Kind::Delete`], [`Kind::Retype`]): the ids a deletion is clearing,
-//!   the buckets and kinds a retype is setting (`engine/intent.rs`);
+//! Its users, by file and record kind ([`Kind`]), in the order a writable open recovers
+//! them (each file at the step of the open that has what its recovery needs):
 //! - `counters.journal` ([`Kind::CounterBatch`]): the pre-images of the batch of counter
 //!   samples being stored (`storage/counter_journal.rs`), appended and ended in the page
 //!   cache only ([`Durability::Cached`]: a process crash keeps them), made durable with the
-//!   counters' state at the engine's flush.
+//!   counters' state at the engine's flush. Rolled back by `CounterTable::open`, before the
+//!   table clears the states of ids the registry lost and evaluates any kind;
+//! - `engine.journal` ([`Kind::Delete`], [`Kind::Retype`]): the ids a deletion is clearing,
+//!   the buckets and kinds a retype is setting (`engine/intent.rs`). Finished, record by
+//!   record, by `Shared::finish_intents`, once the engine's shared state is whole and
+//!   before any batch;
+//! - `apply.undo` ([`Kind::ApplyGroup`]): the pre-images of each group of a numbered log
+//!   applied since the last checkpoint (`engine/apply/undo_chain.rs`). Rolled back by
+//!   `Engine::recover_applied`, the last step of the open, for the records above the
+//!   applied sequence in `apply.state`.
 //!
 //! Byte layout (little-endian):
 //! ```text

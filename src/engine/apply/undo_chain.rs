@@ -7,7 +7,7 @@
 //! (every store flushed, the applied sequence recorded) ends its force and cuts the file
 //! back to an empty chain.
 //!
-//! The file is a [journal](crate::storage::journal) (its framing: a header, then records
+//! The file is a [journal] (its framing: a header, then records
 //! each a control entry with a sequence, a layout fingerprint, a kind and a CRC, and its
 //! entries), of records of kind 0 ([`Kind::ApplyGroup`]), the stream sequence as each
 //! record's. Entries (little-endian words):
