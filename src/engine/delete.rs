@@ -4,8 +4,8 @@
 //! The registry's rewrite is the commit point ([`crate::registry::Registry::delete`]): before
 //! it every deleted series is whole, after it every one is gone from every read, and its id
 //! is a hole never handed out again, so a later sample of that name starts a new series in a
-//! new slot. Clearing the old slot comes after it, and a record in the engine journal makes that clearing
-//! survive a crash:
+//! new slot. Clearing the old slot comes after it, and a record in the engine journal makes
+//! that clearing survive a crash:
 //!
 //! 1. the ids are appended to the engine journal (`engine.journal`, [`super::intent`]) and
 //!    fsynced;

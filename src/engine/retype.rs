@@ -11,10 +11,11 @@
 //!    declared (`counters.state`; a counter's last sample is the series' latest);
 //! 4. everything is flushed, then the journal is emptied.
 //!
-//! An open that finds the retype's record in the journal does steps 3 and 4 again (they set absolute values, so
-//! doing them twice is doing them once): a crash before the rename leaves every series
-//! with its old kind and buckets, one after it leaves them all converted. Series are
-//! committed in groups of at most [`GROUP_CELLS`] cells, each group on its own.
+//! An open that finds the retype's record in the journal does steps 3 and 4 again (they set
+//! absolute values, so doing them twice is doing them once): a crash before the record is
+//! whole leaves every series with its old kind and buckets, one after it leaves them all
+//! converted. Series are committed in groups of at most [`GROUP_CELLS`] cells, each group
+//! on its own, in a record of its own.
 //!
 //! Only valid while nothing else writes or reads these series: the command line runs it on
 //! a stopped data directory, which it holds locked. A cluster partition's directory is
