@@ -152,21 +152,18 @@ impl CounterTable {
     ) -> Result<CounterTable> {
         let mut state = CounterStateFile::open(dir, writable)?;
         let journal = if writable {
-            let journal = CounterJournal::open(dir)?;
-            if let Some((recorded, undo)) = journal.unfinished()? {
+            let journal = CounterJournal::open(dir, |path, (recorded, undo)| {
                 if recorded != layout {
                     return Err(Error::corrupt(
-                        journal.path(),
+                        path,
                         "holds an unfinished batch of counter samples written under another \
                          tiers configuration: open with the tiers.toml of the process that \
                          stopped to roll it back, or remove the file to keep what that batch \
                          stored",
                     ));
                 }
-                roll_back(&undo, &state, storage, journal.path())?;
-                journal.end();
-                journal.flush()?;
-            }
+                roll_back(&undo, &state, storage, path)
+            })?;
             Some(journal)
         } else {
             None
@@ -546,8 +543,12 @@ impl BatchCounters<'_> {
     }
 
     /// After the writers stored the increases: advances every counter of the batch to its
-    /// last sample, then marks the journal idle.
-    pub(crate) fn commit(mut self) {
+    /// last sample, then ends the batch's journal record.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the record cannot be ended: the next open rolls the batch back
+    /// (it must not be acknowledged), and the journal refuses further batches until then.
+    pub(crate) fn commit(mut self) -> Result<()> {
         let Inner { state, journal, .. } = &mut *self.inner;
         for (&id, &(ts, raw)) in &self.updates {
             // Every record was reserved by `apply`.
@@ -555,9 +556,7 @@ impl BatchCounters<'_> {
                 tracing::error!(error = %e, id, "cannot record a counter's last value");
             }
         }
-        if let Some(journal) = journal {
-            journal.end();
-        }
+        journal.as_mut().map_or(Ok(()), CounterJournal::end)
     }
 }
 
@@ -566,8 +565,8 @@ impl BatchCounters<'_> {
 /// holds later writes that reached the disk after a power loss, and is left alone), and every
 /// recorded counter state its record from before the batch.
 ///
-/// The restored files and states are synced before the caller marks the journal idle, so a
-/// power loss after the restart cannot keep the idle journal without the rollback.
+/// The restored files and states are synced before the caller empties the journal, so a
+/// power loss after the restart cannot keep the empty journal without the rollback.
 ///
 /// # Errors
 /// [`Error::CorruptFile`] naming the journal for an entry outside the files it names;

@@ -9,6 +9,7 @@ mod copy;
 mod creator;
 mod delete;
 mod import_cells;
+mod intent;
 mod maintenance;
 mod open;
 mod retype;
@@ -51,11 +52,13 @@ pub use apply::{
 pub(crate) use copy::{CopiedFile, StillFiles};
 use creator::ChunkCreator;
 pub use delete::Deleted;
-pub use delete::DELETE_INTENT;
+pub(crate) use intent::pending as intent_pending;
+#[cfg(feature = "fault-injection")]
+pub(crate) use intent::to_older_files as intent_to_older_files;
 pub use maintenance::MaintenanceReport;
 use maintenance::{Horizon, MaintenanceHealth, MaintenanceThread};
 pub use open::EngineBuilder;
-pub use retype::{RetypeOutcome, Retyped, RETYPE_INTENT};
+pub use retype::{RetypeOutcome, Retyped};
 pub use stats::{EngineStats, TierStats};
 use writer::WriterPool;
 
@@ -663,7 +666,13 @@ impl Engine {
                 .add(&report.raw);
         }
         if let Some(counters) = counter_step {
-            counters.commit();
+            if let Err(e) = counters.commit() {
+                // The batch stays recorded, so the next open rolls it back: it is not
+                // acknowledged, and nothing is stored on top of it meanwhile.
+                self.shared
+                    .poison(format!("ending a counter batch's journal record: {e}"));
+                return Err(e);
+            }
         }
         Ok(report)
     }

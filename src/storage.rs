@@ -26,6 +26,7 @@ pub(crate) mod create;
 pub(crate) mod disk;
 pub(crate) mod format;
 pub(crate) mod histogram_cell;
+pub(crate) mod journal;
 pub(crate) mod lock;
 pub(crate) mod mapped_cell;
 mod mmap;

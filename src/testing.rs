@@ -73,14 +73,29 @@ pub fn counter_state(engine: &crate::engine::Engine, id: crate::registry::Series
     engine.shared.counter_table.snapshot(id)
 }
 
-/// Deleting series: the intent file's name.
-pub mod delete {
-    pub use crate::engine::DELETE_INTENT;
-}
+/// The engine journal, where a deletion or a retype records what it is about to do.
+pub mod intents {
+    use std::path::Path;
 
-/// The intent file a retype writes before it changes anything.
-pub mod retype {
-    pub use crate::engine::RETYPE_INTENT;
+    /// The kinds (`delete`, `retype`) of the changes `dir`'s journal records as begun and
+    /// not finished, read without opening an engine.
+    ///
+    /// # Errors
+    /// When the journal does not read.
+    pub fn pending(dir: &Path) -> crate::error::Result<Vec<&'static str>> {
+        crate::engine::intent_pending(dir)
+    }
+
+    /// Rewrites what `dir`'s journal records as the intent files an older build wrote
+    /// (`DELETING`, `RETYPING`), and removes the journal: a directory as an older build's
+    /// crash left it.
+    ///
+    /// # Errors
+    /// When the journal does not read or a file cannot be written.
+    #[cfg(feature = "fault-injection")]
+    pub fn to_older_files(dir: &Path) -> crate::error::Result<()> {
+        crate::engine::intent_to_older_files(dir)
+    }
 }
 
 /// The crash tests' fault hooks: the environment variables that arm them, in a process built

@@ -4,40 +4,33 @@
 //! The registry's rewrite is the commit point ([`crate::registry::Registry::delete`]): before
 //! it every deleted series is whole, after it every one is gone from every read, and its id
 //! is a hole never handed out again, so a later sample of that name starts a new series in a
-//! new slot. Clearing the old slot comes after it, and an intent file makes that clearing
-//! survive a crash:
+//! new slot. Clearing the old slot comes after it, and a record in the engine journal makes
+//! that clearing survive a crash:
 //!
-//! 1. the ids are written to `DELETING` (a temporary file fsynced, then renamed);
+//! 1. the ids are appended to the engine journal (`engine.journal`, [`super::intent`]) and
+//!    fsynced;
 //! 2. the registry rewrites its log without their keys (the commit);
 //! 3. batches stop storing into the ids (they are refused as `unknown_series` from now on),
 //!    and the batches already past that check are waited for;
 //! 4. every bucket of the slots in every period file of every tier is emptied (a compacted
 //!    period is made hot again to do so, as a late sample does, and compacted again by
 //!    maintenance), the raw tier's points are given up, the counter states zeroed;
-//! 5. everything is flushed, then `DELETING` is removed.
+//! 5. everything is flushed, then the journal is emptied.
 //!
-//! An open that finds `DELETING` finishes step 4 for its ids that are holes, and drops the
-//! file: a crash before step 2 leaves the series whole, one after it leaves them gone.
+//! An open that finds the deletion's record in the journal finishes step 4 for its ids that
+//! are holes, then empties the journal: a crash before step 2 leaves the series whole, one
+//! after it leaves them gone.
 
 use std::collections::BTreeSet;
-use std::io::Write;
-use std::path::Path;
 use std::sync::Arc;
 
 use super::{Engine, Shared};
 use crate::bucket::Bucket;
-use crate::error::Error;
 use crate::error::Result;
 use crate::fault::{self, Hook};
 use crate::registry::{Selector, SeriesId, SeriesKey};
 use crate::storage::cells::CellAt;
 use crate::time::Timestamp;
-
-/// The intent file in the data directory: the ids a deletion is clearing.
-pub const DELETE_INTENT: &str = "DELETING";
-
-/// The first line of the intent file.
-const INTENT_HEADER: &str = "tierdb delete intent v1";
 
 /// What a deletion did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -65,9 +58,10 @@ impl Engine {
     /// `unknown_series`; a sample that names the series again registers a new one.
     ///
     /// # Errors
-    /// [`Error::ReadOnly`], [`Error::Poisoned`]; [`Error::Io`] when the intent or the
-    /// registry cannot be written (nothing is deleted then), or when clearing or flushing
-    /// fails after the commit (the series are gone; the next open finishes the clearing).
+    /// [`crate::Error::ReadOnly`], [`crate::Error::Poisoned`]; [`crate::Error::Io`] when the
+    /// journal or the registry cannot be written (nothing is deleted then), or when clearing
+    /// or flushing fails after the commit (the series are gone; the next open finishes the
+    /// clearing).
     pub fn delete_series(&self, ids: &[SeriesId]) -> Result<Deleted> {
         self.check_writable()?;
         self.shared.check_poison()?;
@@ -82,15 +76,16 @@ impl Engine {
         if wanted.is_empty() {
             return Ok(Deleted::default());
         }
-        write_intent(&shared.dir, &wanted)?;
+        let begun =
+            super::intent::begin_delete(&shared.dir, shared.config.layout_fingerprint(), &wanted)?;
         fault_point("before_commit");
         let gone = match shared.registry.delete(&wanted) {
             Ok(gone) => gone,
             Err(e) => {
                 // Nothing was deleted unless the rename was done (then the registry says so
-                // and is poisoned, and the intent is left for the next open to finish).
+                // and is poisoned, and the record is left for the next open to finish).
                 if !wanted.iter().any(|&id| shared.registry.is_deleted(id)) {
-                    let _ = remove_intent(&shared.dir);
+                    let _ = begun.finish();
                 }
                 return Err(e);
             }
@@ -102,7 +97,7 @@ impl Engine {
         // cache) are read again.
         shared.write_log.note(crate::time::Timestamp::MIN);
         self.flush()?;
-        remove_intent(&shared.dir)?;
+        begun.finish()?;
         Ok(Deleted {
             series: gone.into_iter().map(|(_, key)| key).collect(),
             cells_cleared,
@@ -184,26 +179,14 @@ impl Shared {
         Ok((cleared, raw_points))
     }
 
-    /// At open, before any batch: finishes a deletion a crash interrupted (see the module
-    /// doc) and removes its intent file. Returns the ids cleared.
+    /// Finishes a deletion of `ids` a crash interrupted, at open (see the module doc): clears
+    /// those that are holes (the registry's rewrite was done); durable with the next flush.
     ///
     /// # Errors
-    /// [`Error::CorruptFile`] for an intent file that does not read; as
-    /// [`Shared::clear_slots`]; [`Error::Io`] when the result cannot be flushed or the file
-    /// removed.
-    pub(crate) fn finish_interrupted_delete(&self) -> Result<Vec<SeriesId>> {
-        let path = self.dir.join(DELETE_INTENT);
-        // An intent a crash cut short before its rename: nothing was deleted.
-        let _ = std::fs::remove_file(self.dir.join(format!("{DELETE_INTENT}.tmp")));
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(Error::io(&path, e)),
-        };
-        let ids = parse_intent(&path, &text)?;
+    /// As [`Shared::clear_slots`].
+    pub(super) fn finish_delete(&self, ids: &[SeriesId]) -> Result<()> {
         // Ids still registered: the crash came before the commit, and they are whole.
-        let holes: Vec<SeriesId> = ids
-            .into_iter()
+        let holes: Vec<SeriesId> = (ids.iter().copied())
             .filter(|&id| self.registry.is_deleted(id))
             .collect();
         if !holes.is_empty() {
@@ -214,54 +197,9 @@ impl Shared {
                 raw,
                 "finished a deletion the last process did not finish"
             );
-            self.flush_files()?;
         }
-        remove_intent(&self.dir)?;
-        Ok(holes)
+        Ok(())
     }
-}
-
-/// Writes the intent file crash-safely: a temporary file fsynced, renamed, the directory
-/// fsynced.
-fn write_intent(dir: &Path, ids: &[SeriesId]) -> Result<()> {
-    let path = dir.join(DELETE_INTENT);
-    let temp = dir.join(format!("{DELETE_INTENT}.tmp"));
-    let mut text = format!("{INTENT_HEADER}\n");
-    for id in ids {
-        text.push_str(&format!("{id}\n"));
-    }
-    (|| {
-        let mut file = std::fs::File::create(&temp)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&temp, &path)
-    })()
-    .map_err(|e| Error::io(&path, e))?;
-    crate::storage::disk::sync_dir(dir)
-}
-
-/// Removes the intent file and makes that durable.
-fn remove_intent(dir: &Path) -> Result<()> {
-    crate::storage::disk::remove_durably(&dir.join(DELETE_INTENT))
-}
-
-/// The ids of an intent file.
-fn parse_intent(path: &Path, text: &str) -> Result<Vec<SeriesId>> {
-    let mut lines = text.lines();
-    if lines.next() != Some(INTENT_HEADER) {
-        return Err(Error::corrupt(
-            path,
-            format!("not a tierdb delete intent (first line is not '{INTENT_HEADER}')"),
-        ));
-    }
-    lines
-        .enumerate()
-        .map(|(n, line)| {
-            line.parse().map(SeriesId).map_err(|_| {
-                Error::corrupt(path, format!("line {}: {line:?} is not a series id", n + 2))
-            })
-        })
-        .collect()
 }
 
 /// Kills the process when [`Hook::KillMidDelete`] names `stage` (read at each deletion).

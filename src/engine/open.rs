@@ -347,8 +347,7 @@ impl EngineBuilder {
             crate::storage::stored_tiers::write_stored(&shared.dir, &shared.config)?;
         }
         phases.lap("counters");
-        shared.finish_interrupted_delete()?;
-        shared.finish_interrupted_retype()?;
+        shared.finish_intents()?;
         // A failed pass (a full disk, say) does not stop the open: queries are served, writes
         // that need a missing file are refused as storage_unavailable, and the background
         // thread retries; `stats()` and `/metrics` report it.

@@ -5,25 +5,24 @@
 //!
 //! 1. every series is planned (its buckets from each tier's window start on are read and
 //!    converted, or it is refused whole);
-//! 2. the new buckets and kinds of the series converted are written to `RETYPING` (a
-//!    temporary file fsynced, then renamed): the commit;
+//! 2. the new buckets and kinds of the series converted are appended to the engine journal
+//!    (`engine.journal`, [`super::intent`]) and fsynced: the commit;
 //! 3. the cells are overwritten tier by tier, then each series' kind is recorded as
 //!    declared (`counters.state`; a counter's last sample is the series' latest);
-//! 4. everything is flushed, then `RETYPING` is removed.
+//! 4. everything is flushed, then the journal is emptied.
 //!
-//! An open that finds `RETYPING` does steps 3 and 4 again (they set absolute values, so
-//! doing them twice is doing them once): a crash before the rename leaves every series
-//! with its old kind and buckets, one after it leaves them all converted. Series are
-//! committed in groups of at most [`GROUP_CELLS`] cells, each group on its own.
+//! An open that finds the retype's record in the journal does steps 3 and 4 again (they set
+//! absolute values, so doing them twice is doing them once): a crash before the record is
+//! whole leaves every series with its old kind and buckets, one after it leaves them all
+//! converted. Series are committed in groups of at most [`GROUP_CELLS`] cells, each group
+//! on its own, in a record of its own.
 //!
 //! Only valid while nothing else writes or reads these series: the command line runs it on
 //! a stopped data directory, which it holds locked. A cluster partition's directory is
 //! refused: its replicas apply one log, and a retype of one replica would part them.
 
-use std::path::Path;
-
 use super::{Engine, Shared};
-use crate::bucket::{Bucket, Last};
+use crate::bucket::Bucket;
 use crate::counter::SeriesKind;
 use crate::error::{Error, Result};
 use crate::fault::{self, Hook};
@@ -35,13 +34,7 @@ mod plan;
 
 use plan::{Plan, TierCells};
 
-/// The intent file in the data directory: the buckets and kinds a retype is writing.
-pub const RETYPE_INTENT: &str = "RETYPING";
-
-/// The first line of the intent file.
-const INTENT_HEADER: &str = "tierdb retype intent v1";
-
-/// Most cells one intent file carries: series are committed in groups up to it (a series
+/// Most cells one journal record carries: series are committed in groups up to it (a series
 /// with the default tiers has about 11,000 buckets).
 const GROUP_CELLS: usize = 200_000;
 
@@ -74,11 +67,15 @@ pub enum RetypeOutcome {
     Refused(String),
 }
 
-/// One series' conversion, planned.
-struct Converted {
-    id: SeriesId,
-    cells: Vec<(CellAt, Bucket)>,
-    latest: Option<(Timestamp, f64)>,
+/// One series' conversion, planned: what a retype's journal record holds of it.
+#[derive(Debug)]
+pub(super) struct Converted {
+    /// The series.
+    pub(super) id: SeriesId,
+    /// Its new buckets.
+    pub(super) cells: Vec<(CellAt, Bucket)>,
+    /// Its latest sample: a counter's last value.
+    pub(super) latest: Option<(Timestamp, f64)>,
 }
 
 impl Engine {
@@ -250,11 +247,12 @@ impl Engine {
     /// Commits one group of conversions (steps 2 to 4 of the module doc).
     fn commit_retype(&self, group: &[Converted], kind: SeriesKind) -> Result<()> {
         let shared = &self.shared;
-        write_intent(&shared.dir, shared.config.layout_fingerprint(), kind, group)?;
+        let layout = shared.config.layout_fingerprint();
+        let begun = super::intent::begin_retype(&shared.dir, layout, kind, group)?;
         fault_point("after_intent");
         shared.apply_retype(kind, group, true)?;
         self.flush()?;
-        remove_intent(&shared.dir)
+        begun.finish()
     }
 }
 
@@ -300,156 +298,20 @@ impl Shared {
         Ok(())
     }
 
-    /// At open, before any batch: finishes a retype a crash interrupted after its commit
-    /// (see the module doc) and removes its intent file. Returns how many series it
-    /// finished.
+    /// Finishes a retype to `kind` a crash interrupted after its commit, at open (see the
+    /// module doc): sets `group` again; durable with the next flush.
     ///
     /// # Errors
-    /// [`Error::CorruptFile`] for an intent file that does not read, or one written under
-    /// another tiers layout; as [`Shared::apply_retype`]; [`Error::Io`] when the result
-    /// cannot be flushed or the file removed.
-    pub(crate) fn finish_interrupted_retype(&self) -> Result<usize> {
-        let path = self.dir.join(RETYPE_INTENT);
-        // An intent a crash cut short before its rename: nothing was changed.
-        let _ = std::fs::remove_file(crate::storage::disk::temp_path(&path));
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(Error::io(&path, e)),
-        };
-        let (layout, kind, group) = parse_intent(&path, &text)?;
-        if layout != self.config.layout_fingerprint() {
-            return Err(Error::corrupt(
-                &path,
-                "holds an unfinished retype written under another tiers configuration: open \
-                 with the tiers.toml of the process that stopped to finish it (removing the \
-                 file leaves its series half converted)",
-            ));
-        }
-        self.apply_retype(kind, &group, false)?;
-        self.flush_files()?;
-        remove_intent(&self.dir)?;
+    /// As [`Shared::apply_retype`].
+    pub(super) fn finish_retype(&self, kind: SeriesKind, group: &[Converted]) -> Result<()> {
+        self.apply_retype(kind, group, false)?;
         tracing::warn!(
             series = group.len(),
             kind = kind.as_str(),
             "finished a retype the last process did not finish"
         );
-        Ok(group.len())
+        Ok(())
     }
-}
-
-/// Writes the intent file crash-safely: a temporary file fsynced, renamed, the directory
-/// fsynced. One line a series (`series ID LATEST_TS LATEST_BITS`, `-` for none) and a cell
-/// (`cell TIER PERIOD CHUNK BUCKET SLOT COUNT TOTAL MIN MAX LAST_TS LAST_BITS`, floats as
-/// their bits), then `end`.
-fn write_intent(dir: &Path, layout: u64, kind: SeriesKind, group: &[Converted]) -> Result<()> {
-    let mut text = format!("{INTENT_HEADER}\nlayout {layout}\nkind {}\n", kind.as_str());
-    let pair = |last: Option<(Timestamp, u64)>| match last {
-        Some((ts, bits)) => format!("{ts} {bits}"),
-        None => "- -".to_owned(),
-    };
-    for converted in group {
-        let latest = converted.latest.map(|(ts, v)| (ts, v.to_bits()));
-        text.push_str(&format!("series {} {}\n", converted.id.0, pair(latest)));
-        for (at, b) in &converted.cells {
-            let last = b.last.map(|l| (l.ts(), l.value.to_bits()));
-            text.push_str(&format!(
-                "cell {} {} {} {} {} {} {} {} {} {}\n",
-                at.tier,
-                at.period_start,
-                at.chunk,
-                at.bucket,
-                at.slot,
-                b.count,
-                b.total.to_bits(),
-                b.min.to_bits(),
-                b.max.to_bits(),
-                pair(last)
-            ));
-        }
-    }
-    text.push_str("end\n");
-    crate::storage::disk::write_atomic(&dir.join(RETYPE_INTENT), text.as_bytes())
-}
-
-/// The layout fingerprint, kind and conversions of an intent file.
-fn parse_intent(path: &Path, text: &str) -> Result<(u64, SeriesKind, Vec<Converted>)> {
-    let bad = |line: usize, what: &str| {
-        Error::corrupt(
-            path,
-            format!("line {line}: {what} (not a whole retype intent)"),
-        )
-    };
-    let mut lines = text.lines().enumerate().map(|(n, line)| (n + 1, line));
-    if lines.next().map(|(_, l)| l) != Some(INTENT_HEADER) {
-        return Err(Error::corrupt(
-            path,
-            format!("not a tierdb retype intent (first line is not '{INTENT_HEADER}')"),
-        ));
-    }
-    let mut layout = None;
-    let mut kind = None;
-    let mut group: Vec<Converted> = Vec::new();
-    let mut ended = false;
-    for (n, line) in lines {
-        let words: Vec<&str> = line.split(' ').collect();
-        let num = |i: usize| -> Result<i64> {
-            let word = words.get(i).copied().unwrap_or("");
-            word.parse::<i64>()
-                .or_else(|_| word.parse::<u64>().map(|v| v as i64))
-                .map_err(|_| bad(n, &format!("{word:?} is not a number")))
-        };
-        let pair = |i: usize| -> Result<Option<(Timestamp, u64)>> {
-            match words.get(i).copied() {
-                Some("-") => Ok(None),
-                _ => Ok(Some((num(i)?, num(i + 1)? as u64))),
-            }
-        };
-        match words[0] {
-            "layout" => layout = Some(num(1)? as u64),
-            "kind" => kind = Some(words.get(1).copied().unwrap_or("").parse()?),
-            "series" => group.push(Converted {
-                id: SeriesId(num(1)? as u32),
-                cells: Vec::new(),
-                latest: pair(2)?.map(|(ts, bits)| (ts, f64::from_bits(bits))),
-            }),
-            "cell" => {
-                let Some(converted) = group.last_mut() else {
-                    return Err(bad(n, "a cell before its series"));
-                };
-                let at = CellAt {
-                    tier: num(1)? as usize,
-                    period_start: num(2)?,
-                    chunk: num(3)? as u32,
-                    bucket: num(4)? as u32,
-                    slot: num(5)? as u32,
-                };
-                let float = |i: usize| num(i).map(|bits| f64::from_bits(bits as u64));
-                let bucket = Bucket {
-                    count: num(6)? as u64,
-                    total: float(7)?,
-                    min: float(8)?,
-                    max: float(9)?,
-                    last: pair(10)?.map(|(ts, bits)| Last::new(f64::from_bits(bits), ts)),
-                };
-                converted.cells.push((at, bucket));
-            }
-            "end" => ended = true,
-            other => return Err(bad(n, &format!("unknown line {other:?}"))),
-        }
-    }
-    match (layout, kind, ended) {
-        (Some(layout), Some(kind), true) => Ok((layout, kind, group)),
-        _ => Err(Error::corrupt(
-            path,
-            "not a whole retype intent (no end line)",
-        )),
-    }
-}
-
-/// Removes the intent file and makes that durable.
-fn remove_intent(dir: &Path) -> Result<()> {
-    crate::storage::disk::remove_durably(&dir.join(RETYPE_INTENT))
 }
 
 /// Kills the process when [`Hook::KillMidRetype`] names `stage` (read at each retype).
@@ -458,6 +320,3 @@ fn fault_point(stage: &str) {
         fault::kill_self();
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -5,279 +5,205 @@
 //!
 //! Before the writers run, the batch's caller records the bucket cells its counter samples
 //! will change (each with its content before the batch and how many samples the batch adds
-//! to it) and the counter state records it will change, then marks the journal active.
-//! After the writers and the state updates, it marks the journal idle. An open that finds it
-//! active restores every recorded cell that holds the batch's adds or fewer, and every
-//! recorded state, then marks it idle.
+//! to it) and the counter state records it will change: one [journal](super::journal)
+//! record of kind [`Kind::CounterBatch`], written into the page cache (a process crash keeps
+//! it; the engine's flush makes it durable). After the writers and the state updates, it
+//! ends the record. An open that finds a record restores every recorded cell that holds the
+//! batch's adds or fewer, and every recorded state, then empties the journal.
 //!
-//! Byte layout (little-endian):
+//! Byte layout (little-endian): the journal framing, with the header magic "TIERDBCJ",
+//! format version 2, record size 64; at most one record, of kind 3, its sequence the batch's
+//! number since open, its layout the tiers layout the cell entries' tier indexes refer to,
+//! its entries cells and states as `undo_entry.rs` encodes them.
+//!
+//! Format version 1 (older versions) had its own control entry instead of the journal's:
 //! ```text
-//! header, 4096 bytes:
-//!   0..8     magic "TIERDBCJ"
-//!   8..12    format version (1)
-//!   12..16   entry size (64)
-//!   16..20   CRC-32 of bytes 0..16
-//!   20..4096 zero
-//! entry 0, the control word, from 4096:
-//!   0..8     1 while a batch is being applied, else 0
-//!   8..16    entries of that batch (after this one)
-//!   16..24   fingerprint of the tiers layout the entries' tier indexes refer to
-//! entries 1.., 64 bytes each: cells and states as `undo_entry.rs` encodes them
+//! entry 0, from 4096: 1 while a batch is being applied, else 0; entries n of that batch;
+//!                     the tiers layout fingerprint
+//! entries 1..=n:      cells and states as `undo_entry.rs` encodes them
 //! ```
-//! The file grows in steps of [`GROWTH`] entries when a batch needs more.
+//! An open that finds a version 1 file rolls back the batch it holds active, as it would a
+//! record, then replaces the file with an empty version 2 one.
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
 
-use super::disk;
-use super::mmap::MappedCells;
+use super::journal::{Durability, Entry, Journal, Kind};
 use super::record_file::{Frame, HEADER_SIZE};
 use super::undo_entry::{Undo, ENTRY_SIZE, WORDS};
 use crate::error::Error;
 use crate::error::Result;
 
-/// Entries added at a time when a batch needs more (256 KiB).
-pub(crate) const GROWTH: usize = 4096;
-
 const FRAME: Frame = Frame {
     magic: b"TIERDBCJ",
-    version: 1,
+    version: 2,
     record_size: ENTRY_SIZE as u32,
     what: "counter journal",
 };
 
-/// The mapped journal.
+/// The frame older versions wrote the file in: see the module doc.
+const FRAME_V1: Frame = Frame {
+    version: 1,
+    ..FRAME
+};
+
+/// The open journal.
 pub(crate) struct CounterJournal {
-    path: PathBuf,
-    file: File,
-    map: MappedCells,
-    /// Entries the file holds, the control entry included.
-    entries: usize,
+    journal: Journal,
+    /// Batches recorded since open: each record's sequence.
+    batches: u64,
+    /// Reused between batches.
+    entries: Vec<Entry>,
 }
+
+/// A batch a stopped process left unfinished: the layout fingerprint it was recorded under
+/// and its pre-images.
+pub(crate) type Unfinished = (u64, Vec<Undo>);
 
 impl CounterJournal {
     /// File name inside the data dir.
     pub(crate) const FILE_NAME: &'static str = "counters.journal";
 
     /// Opens `dir/counters.journal` for writing, creating it whole (temporary name, fsync,
-    /// rename, directory fsync) when missing.
+    /// rename, directory fsync) when missing. A batch a stopped process left unfinished is
+    /// handed to `roll_back` first, then the journal is emptied (durably); a version 1 file
+    /// is handed over the same way, then replaced with an empty version 2 one.
     ///
     /// # Errors
-    /// [`Error::CorruptFile`] naming the file when it is not this format's; [`Error::Io`].
-    pub(crate) fn open(dir: &Path) -> Result<CounterJournal> {
+    /// [`Error::CorruptFile`] naming the file when it is not this format's or its record
+    /// does not decode; what `roll_back` returns; [`Error::Io`].
+    pub(crate) fn open(
+        dir: &Path,
+        mut roll_back: impl FnMut(&Path, Unfinished) -> Result<()>,
+    ) -> Result<CounterJournal> {
         let path = dir.join(Self::FILE_NAME);
-        let (file, len) = FRAME.open_writable(&path, HEADER_SIZE + (GROWTH * ENTRY_SIZE) as u64)?;
-        if len < HEADER_SIZE + ENTRY_SIZE as u64 {
-            return Err(Error::corrupt(&path, "no room for its control entry"));
+        if let Some(unfinished) = version_1(&path)? {
+            if let Some(unfinished) = unfinished {
+                roll_back(&path, unfinished)?;
+            }
+            crate::storage::disk::remove_durably(&path)?;
         }
-        let entries = ((len - HEADER_SIZE) / ENTRY_SIZE as u64) as usize;
-        let map = MappedCells::map(&file, &path, HEADER_SIZE, entries * 2, true)?;
+        let mut journal = Journal::open(path, &FRAME)?;
+        let unfinished = match journal.read()?.pop() {
+            Some(record) => {
+                let entries = (record.entries.iter().enumerate())
+                    .map(|(i, w)| {
+                        Undo::decode(*w).ok_or_else(|| {
+                            Error::corrupt(
+                                journal.path(),
+                                format!("entry {} is of no known kind", i + 1),
+                            )
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Some((record.layout, entries))
+            }
+            None => None,
+        };
+        if let Some(unfinished) = unfinished {
+            roll_back(journal.path(), unfinished)?;
+            journal.clear()?;
+        }
         Ok(CounterJournal {
-            path,
-            file,
-            map,
-            entries,
+            journal,
+            batches: 0,
+            entries: Vec::new(),
         })
     }
 
-    fn words(&self, entry: usize) -> &[AtomicU64] {
-        &self.map.words()[entry * WORDS..(entry + 1) * WORDS]
-    }
-
-    /// Records what a batch is about to change and marks the journal active: from here
-    /// until [`CounterJournal::end`], an open rolls the batch back. `layout` fingerprints the
-    /// tiers the entries' tier indexes refer to.
+    /// Records what a batch is about to change: from here until [`CounterJournal::end`], an
+    /// open rolls the batch back. `layout` fingerprints the tiers the entries' tier indexes
+    /// refer to.
     ///
     /// # Errors
-    /// [`Error::Io`] when the file must grow and cannot; the journal is then left idle.
+    /// [`Error::Io`] when the record cannot be written; the journal is then left empty.
     /// [`Error::Poisoned`] when the previous batch is still recorded as unfinished (its
     /// writers failed): overwriting its undo would leave its half-stored increases behind.
     pub(crate) fn begin(&mut self, undo: &[Undo], layout: u64) -> Result<()> {
-        if self.is_active() {
+        if !self.journal.is_empty() {
             return Err(Error::Poisoned(format!(
                 "{}: the last batch of counter samples did not finish; reopen to roll it back",
-                self.path.display()
+                self.journal.path().display()
             )));
         }
-        if undo.len() + 1 > self.entries {
-            self.grow(undo.len() + 1)?;
-        }
-        for (i, entry) in undo.iter().enumerate() {
-            for (word, value) in self.words(i + 1).iter().zip(entry.encode()) {
-                word.store(value, Ordering::Relaxed);
-            }
-        }
-        let control = self.words(0);
-        control[1].store(undo.len() as u64, Ordering::Relaxed);
-        control[2].store(layout, Ordering::Relaxed);
-        // The entries are in place before the journal says it is active.
-        control[0].store(1, Ordering::Release);
-        Ok(())
+        let mut entries = std::mem::take(&mut self.entries);
+        entries.clear();
+        entries.extend(undo.iter().map(Undo::encode));
+        self.batches += 1;
+        let written = self.journal.append_with(
+            Kind::CounterBatch,
+            self.batches,
+            layout,
+            &entries,
+            Durability::Cached,
+        );
+        self.entries = entries;
+        written
     }
 
-    /// Marks the journal idle: the batch is applied whole.
-    pub(crate) fn end(&self) {
-        self.words(0)[0].store(0, Ordering::Release);
-    }
-
-    /// True while a batch is recorded as being applied.
-    pub(crate) fn is_active(&self) -> bool {
-        self.words(0)[0].load(Ordering::Acquire) != 0
-    }
-
-    /// The batch to roll back, with the layout fingerprint it was recorded under, when a
-    /// process stopped while the journal was active.
+    /// Ends the batch's record: the batch is applied whole.
     ///
     /// # Errors
-    /// [`Error::CorruptFile`] naming the file when the control entry or an entry is not one
-    /// this format writes.
-    pub(crate) fn unfinished(&self) -> Result<Option<(u64, Vec<Undo>)>> {
-        let control = self.words(0);
-        match control[0].load(Ordering::Acquire) {
-            0 => return Ok(None),
-            1 => {}
-            other => {
-                return Err(Error::corrupt(
-                    &self.path,
-                    format!("control word {other} is neither idle (0) nor active (1)"),
-                ))
-            }
-        }
-        let n = control[1].load(Ordering::Relaxed);
-        if n >= self.entries as u64 {
-            return Err(Error::corrupt(
-                &self.path,
-                format!("{n} entries recorded, room for {}", self.entries - 1),
-            ));
-        }
-        let layout = control[2].load(Ordering::Relaxed);
-        let undo = (1..=n as usize)
-            .map(|i| {
-                let mut w = [0u64; WORDS];
-                for (slot, word) in w.iter_mut().zip(self.words(i)) {
-                    *slot = word.load(Ordering::Relaxed);
-                }
-                Undo::decode(w).ok_or_else(|| {
-                    Error::corrupt(&self.path, format!("entry {i} is of no known kind"))
-                })
-            })
-            .collect::<Result<_>>()?;
-        Ok(Some((layout, undo)))
+    /// [`Error::Io`] when the record cannot be ended; it then stays, and the next batch is
+    /// refused until a reopen rolls it back.
+    pub(crate) fn end(&mut self) -> Result<()> {
+        self.journal.end_cached()
     }
 
-    /// The path, for messages.
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Grows the file to hold at least `needed` entries.
-    fn grow(&mut self, needed: usize) -> Result<()> {
-        let entries = needed.div_ceil(GROWTH) * GROWTH;
-        let len = HEADER_SIZE + (entries * ENTRY_SIZE) as u64;
-        disk::reserve_space(&mut self.file, &self.path, len)?;
-        self.map = MappedCells::map(&self.file, &self.path, HEADER_SIZE, entries * 2, true)?;
-        self.entries = entries;
-        Ok(())
-    }
-
-    /// msync: makes the journal durable against power loss.
+    /// fdatasync: makes the journal durable against power loss.
     ///
     /// # Errors
     /// [`Error::Io`] when the kernel reports a write-back failure.
     pub(crate) fn flush(&self) -> Result<()> {
-        self.map.flush().map_err(|e| Error::io(&self.path, e))
+        self.journal.sync()
     }
+}
+
+/// When `path` is a version 1 file: the batch it holds active, if any.
+///
+/// # Errors
+/// [`Error::CorruptFile`] naming the file when its control entry or an entry is not one
+/// that version wrote; [`Error::Io`].
+fn version_1(path: &Path) -> Result<Option<Option<Unfinished>>> {
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    let mut head = [0u8; 20];
+    if file.read_exact_at(&mut head, 0).is_err() || head != FRAME_V1.header()[..20] {
+        return Ok(None);
+    }
+    FRAME_V1.check(&file, path)?;
+    let word = |entry: u64, i: u64| -> Result<u64> {
+        let mut bytes = [0u8; 8];
+        file.read_exact_at(&mut bytes, HEADER_SIZE + entry * ENTRY_SIZE as u64 + i * 8)
+            .map_err(|e| Error::corrupt(path, format!("entry {entry} cannot be read ({e})")))?;
+        Ok(u64::from_le_bytes(bytes))
+    };
+    match word(0, 0)? {
+        0 => return Ok(Some(None)),
+        1 => {}
+        other => {
+            return Err(Error::corrupt(
+                path,
+                format!("control word {other} is neither idle (0) nor active (1)"),
+            ))
+        }
+    }
+    let (n, layout) = (word(0, 1)?, word(0, 2)?);
+    let undo = (1..=n)
+        .map(|i| {
+            let mut w = [0u64; WORDS];
+            for (j, slot) in w.iter_mut().enumerate() {
+                *slot = word(i, j as u64)?;
+            }
+            Undo::decode(w)
+                .ok_or_else(|| Error::corrupt(path, format!("entry {i} is of no known kind")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(Some((layout, undo))))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::bucket::Bucket;
-
-    #[test]
-    fn a_batch_left_active_is_read_back_and_an_ended_one_is_not() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut journal = CounterJournal::open(dir.path()).unwrap();
-        assert_eq!(journal.unfinished().unwrap(), None);
-        let undo: Vec<Undo> = (0..GROWTH as u32 + 10)
-            .map(|i| Undo::Cell {
-                at: crate::storage::cells::CellAt {
-                    tier: 3,
-                    period_start: -86_400,
-                    chunk: i,
-                    bucket: 1439,
-                    slot: 255,
-                },
-                adds: 6,
-                before: Bucket {
-                    count: 2,
-                    total: 1.5,
-                    min: -0.5,
-                    max: 2.0,
-                    last: None,
-                },
-            })
-            .chain([Undo::State {
-                id: 7,
-                before: [4, 1_700_000_000, 12.5f64.to_bits()],
-            }])
-            .collect();
-        journal.begin(&undo, 42).unwrap();
-        // An unfinished batch is never overwritten.
-        assert!(matches!(journal.begin(&[], 42), Err(Error::Poisoned(_))));
-        drop(journal);
-        let journal = CounterJournal::open(dir.path()).unwrap();
-        assert_eq!(journal.unfinished().unwrap(), Some((42, undo)));
-        journal.end();
-        drop(journal);
-        assert_eq!(
-            CounterJournal::open(dir.path())
-                .unwrap()
-                .unfinished()
-                .unwrap(),
-            None
-        );
-    }
-
-    #[test]
-    fn foreign_and_torn_files_are_refused_by_name() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(CounterJournal::FILE_NAME);
-        std::fs::write(
-            &path,
-            b"not a journal at all, but long enough to read a header",
-        )
-        .unwrap();
-        let err = CounterJournal::open(dir.path()).err().unwrap().to_string();
-        assert!(err.contains("counters.journal"), "{err}");
-        let mut torn = FRAME.header();
-        torn.extend([0u8; 65]);
-        std::fs::write(&path, &torn).unwrap();
-        let err = CounterJournal::open(dir.path()).err().unwrap().to_string();
-        assert!(err.contains("whole 64-byte records"), "{err}");
-    }
-
-    #[test]
-    fn damaged_entries_are_refused_by_name_not_skipped() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut journal = CounterJournal::open(dir.path()).unwrap();
-        let state = Undo::State {
-            id: 1,
-            before: [0, 0, 0],
-        };
-        journal.begin(&[state, state], 7).unwrap();
-        journal.words(2)[0].store(99, Ordering::Relaxed);
-        let err = journal.unfinished().unwrap_err().to_string();
-        assert!(
-            err.contains("counters.journal") && err.contains("entry 2"),
-            "{err}"
-        );
-        journal.words(0)[1].store(u64::MAX, Ordering::Relaxed);
-        let err = journal.unfinished().unwrap_err().to_string();
-        assert!(err.contains("entries recorded"), "{err}");
-        journal.words(0)[0].store(5, Ordering::Relaxed);
-        let err = journal.unfinished().unwrap_err().to_string();
-        assert!(err.contains("control word 5"), "{err}");
-    }
-}
+mod tests;

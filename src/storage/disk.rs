@@ -113,7 +113,8 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Removes `path`, and makes that durable (its directory synced); a missing file is not an
-/// error. What an intent file (a deletion's, a retype's) comes to once its work is done.
+/// error. What an older version's intent file (a deletion's, a retype's) comes to once the
+/// open finished its work.
 ///
 /// # Errors
 /// [`Error::Io`] naming the file or its directory.

@@ -1,5 +1,5 @@
-//! The frame the small mapped files beside the period files share (`counters.state`,
-//! `counters.journal`): a 4096-byte header (magic, format version, record size, CRC-32 of
+//! The frame the small files beside the period files share (`counters.state`,
+//! `writers.state`, the journals): a 4096-byte header (magic, format version, record size, CRC-32 of
 //! those), created whole under a temporary name, and checked at open.
 
 use std::fs::File;

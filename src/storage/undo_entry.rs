@@ -1,8 +1,10 @@
 //! One undo entry: what one cell or one counter state held before a change, in the 64
-//! bytes (eight little-endian words) the undo files store it in. Both undo files use it: the
+//! bytes (eight little-endian words) the [journals](super::journal) store it in: the
 //! counters' journal (`counters.journal`, [`super::counter_journal`]) for the batch being
 //! stored, and the apply's chain (`apply.undo`, `engine/apply/undo_chain.rs`) for the groups
-//! since the last checkpoint, which adds kinds of its own (3 and 4) beside these two.
+//! since the last checkpoint, which adds kinds of its own (3 to 5) beside these two. A
+//! retype's record (`engine.journal`, `engine/intent.rs`) keeps each new bucket in a cell
+//! entry.
 //!
 //! ```text
 //! cell:  w0 = 1 | tier << 8 | adds << 32, w1 = period start (i64), w2 = chunk << 32 | bucket,

@@ -6,10 +6,12 @@
 use std::sync::Arc;
 
 use tierdb::{
-    Display, Engine, ManualClock, Query, RejectReason, Sample, SeriesKind, TiersConfig, Timestamp,
+    Display, Engine, ManualClock, Query, RejectReason, Sample, SeriesId, SeriesKind, TiersConfig,
+    Timestamp,
 };
 
 use crate::common::{engine_at, open, NOW};
+use crate::support::process::run_child_until_it_kills_itself;
 
 const HOUR: i64 = 3600;
 
@@ -180,6 +182,73 @@ fn the_last_value_survives_a_restart() {
         totals,
         vec![(t, None), (t + 60, Some(600.0)), (t + 120, Some(600.0))]
     );
+}
+
+/// Set to the data directory, the crash test runs as the child that gets killed.
+const CHILD_DIR: &str = "TIERDB_IT_COUNTERS_CHILD_DIR";
+
+/// A writer killed in the middle of a batch of two counters' increases (`kill -9`), the
+/// first counter's stored and the second's half stored: the next open rolls the batch back
+/// from its `counters.journal` record, every bucket and counter state as before it, so the
+/// batch, not acknowledged and sent again, stores each increase once. (The repair of the
+/// half-stored cell alone would leave the first counter's increase stored, its state not
+/// advanced, and the batch sent again would store it twice.)
+#[test]
+fn a_counter_batch_killed_mid_store_is_rolled_back_and_stored_once_when_sent_again() {
+    let clock = Arc::new(ManualClock::new(NOW));
+    let config = counters_config(&["*.bytes"], &[]);
+    let t = NOW - NOW % HOUR - HOUR;
+    let ids = |engine: &Engine| ["a.bytes", "b.bytes"].map(|name| engine.series(name).unwrap());
+    let batch = |ids: [SeriesId; 2], ts, value| ids.map(|id| Sample::new(id, ts, value));
+    if let Some(dir) = std::env::var_os(CHILD_DIR) {
+        let engine = open(std::path::Path::new(&dir), &clock, config);
+        let _ = engine.record_batch(&batch(ids(&engine), t + 60, 1600.0));
+        unreachable!("the fault hook kills the process in the writer");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let [first, second] = {
+        let engine = open(dir.path(), &clock, config.clone());
+        let ids = ids(&engine);
+        engine.record_batch(&batch(ids, t, 1000.0)).unwrap();
+        engine.close().unwrap();
+        ids
+    };
+    assert_eq!(
+        first.0 / 8,
+        second.0 / 8,
+        "one writer stores both, in order"
+    );
+    let victim = second.0.to_string();
+    run_child_until_it_kills_itself(
+        "counters::a_counter_batch_killed_mid_store_is_rolled_back_and_stored_once_when_sent_again",
+        &[
+            (CHILD_DIR, dir.path().as_os_str()),
+            (tierdb::testing::fault::KILL_MID_UPDATE, victim.as_ref()),
+        ],
+    );
+    let engine = open(dir.path(), &clock, config);
+    let totals = |name| points(&engine, name, "1m", t, t + 120, Display::Total);
+    for name in ["a.bytes", "b.bytes"] {
+        assert_eq!(
+            totals(name),
+            vec![(t, None), (t + 60, None)],
+            "{name} rolled back"
+        );
+    }
+    let report = engine
+        .record_batch(&batch([first, second], t + 60, 1600.0))
+        .unwrap();
+    assert_eq!(
+        report.accepted, 2,
+        "the counters' states are as before the batch"
+    );
+    for name in ["a.bytes", "b.bytes"] {
+        assert_eq!(
+            totals(name),
+            vec![(t, None), (t + 60, Some(600.0))],
+            "{name}"
+        );
+    }
 }
 
 #[test]
@@ -434,9 +503,10 @@ fn the_counter_state_file_is_created_whole() {
     assert_eq!(&state[..8], b"TIERDBCS");
 }
 
-/// `counters.journal` left active by a stopped process is refused by name, never applied
-/// blindly and never a panic: when it was written under another tiers layout (its tier
-/// indexes would name other tiers), and when an entry lies outside the file it names.
+/// `counters.journal` left with a batch by a stopped process is refused by name, never
+/// applied blindly and never a panic: when it was written under another tiers layout (its
+/// tier indexes would name other tiers), and when an entry lies outside the file it names.
+/// The same for a version 1 file, as older versions wrote it, left active.
 #[test]
 fn an_unfinished_counter_journal_that_does_not_fit_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
@@ -446,12 +516,6 @@ fn an_unfinished_counter_journal_that_does_not_fit_is_refused_by_name() {
     engine.record("a.requests", NOW - 20, 1.0).unwrap();
     engine.close().unwrap();
     let path = dir.path().join("counters.journal");
-    let write_words = |offset: u64, words: &[u64]| {
-        use std::os::unix::fs::FileExt;
-        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-        file.write_all_at(&bytes, offset).unwrap();
-    };
     let reopen = || {
         Engine::builder(dir.path())
             .tiers(config.clone())
@@ -461,26 +525,58 @@ fn an_unfinished_counter_journal_that_does_not_fit_is_refused_by_name() {
             .err()
             .map(|e| e.to_string())
     };
-    // Active, one entry, under another layout.
-    write_words(4096, &[1, 1, config.layout_fingerprint() ^ 1]);
-    let err = reopen().expect("refused");
-    assert!(
-        err.contains("counters.journal") && err.contains("another tiers"),
-        "{err}"
-    );
-    // The right layout, but a cell entry at slot 4096 of a 256-slot file: the 1m tier's
-    // file of the 6h period the sample went to.
+    // The file as it holds one batch's entries under `layout`, in version 2 (a journal
+    // record of kind 3) or version 1 (its own control entry, active).
+    let write = |version: u32, layout: u64, entries: &[[u64; 8]]| {
+        let mut bytes = b"TIERDBCJ".to_vec();
+        bytes.extend(version.to_le_bytes());
+        bytes.extend(64u32.to_le_bytes());
+        let crc = crc32fast::hash(&bytes);
+        bytes.extend(crc.to_le_bytes());
+        bytes.resize(4096, 0);
+        let body: Vec<u8> = entries
+            .iter()
+            .flatten()
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        let n = entries.len() as u64;
+        // Version 1: active (1), n, layout. Version 2: sequence 1, n, layout, CRC, kind 3.
+        let mut control: Vec<u8> = [1, n, layout]
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        if version == 2 {
+            let mut hasher = crc32fast::Hasher::new_with_initial(3);
+            hasher.update(&control);
+            hasher.update(&body);
+            control.extend(hasher.finalize().to_le_bytes());
+            control.extend(3u32.to_le_bytes());
+        }
+        control.resize(64, 0);
+        bytes.extend(control);
+        bytes.extend(body);
+        bytes.resize(4096 + 64 * 64, 0);
+        std::fs::write(&path, bytes).unwrap();
+    };
+    // A cell entry at slot 4096 of a 256-slot file: the 1m tier's file of the 6h period the
+    // sample went to.
     let period = (NOW - 20) - (NOW - 20) % (6 * 3_600);
-    write_words(4096, &[1, 1, config.layout_fingerprint()]);
-    write_words(
-        4096 + 64,
-        &[1 | 1 << 32, period as u64, 0, 4096, 0, 0, 0, 0],
-    );
-    let err = reopen().expect("refused");
-    assert!(
-        err.contains("counters.journal") && err.contains("outside"),
-        "{err}"
-    );
+    let outside = [1 | 1 << 32, period as u64, 0, 4096, 0, 0, 0, 0];
+    let state = [2, 0, 0, 0, 0, 0, 0, 0];
+    for version in [2, 1] {
+        write(version, config.layout_fingerprint() ^ 1, &[state]);
+        let err = reopen().expect("refused");
+        assert!(
+            err.contains("counters.journal") && err.contains("another tiers"),
+            "version {version}: {err}"
+        );
+        write(version, config.layout_fingerprint(), &[outside]);
+        let err = reopen().expect("refused");
+        assert!(
+            err.contains("counters.journal") && err.contains("outside"),
+            "version {version}: {err}"
+        );
+    }
 }
 
 /// Issue #54 item 1: a `[counters]` rule added after a series existed reinterpreted its

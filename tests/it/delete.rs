@@ -12,8 +12,8 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tierdb::testing::delete::DELETE_INTENT;
 use tierdb::testing::fault::KILL_MID_DELETE;
+use tierdb::testing::intents;
 use tierdb::{
     Bucket, ManualClock, RawTierSpec, RejectReason, Sample, Selector, SeriesId, Span, TiersConfig,
     Timestamp,
@@ -132,7 +132,7 @@ fn a_deleted_series_leaves_every_tier_and_the_registry_and_its_name_starts_anew(
     // 70 minutes in the 1m tier, 2 hours in the 1h tier, 1 day in the 1d tier.
     assert_eq!(deleted.cells_cleared, 70 + 2 + 1);
     assert_eq!(deleted.raw_points, 70);
-    assert!(!dir.path().join(DELETE_INTENT).exists());
+    assert!(intents::pending(dir.path()).unwrap().is_empty());
 
     // Gone from the registry, from every tier (the compacted period too), from the raw tier.
     assert_eq!(
@@ -225,12 +225,14 @@ fn child_deletes(dir: &Path) -> ! {
     unreachable!("the fault hook kills the process in the deletion");
 }
 
-/// Writes the data, kills a child mid-deletion at `stage`, reopens; returns the engine, the
+/// Writes the data, kills a child mid-deletion at `stage` (`older`: then leaves the
+/// directory as an older build would have, its intent in a `DELETING` file), reopens; returns the engine, the
 /// victim and neighbour and what each held before.
 #[allow(clippy::type_complexity)]
 fn crash_at(
     stage: &str,
     test: &str,
+    older: bool,
 ) -> (
     tempfile::TempDir,
     tierdb::Engine,
@@ -253,15 +255,21 @@ fn crash_at(
             (KILL_MID_DELETE, stage.as_ref()),
         ],
     );
-    assert!(
-        dir.path().join(DELETE_INTENT).exists(),
+    assert_eq!(
+        intents::pending(dir.path()).unwrap(),
+        ["delete"],
         "the child died with its intent written"
     );
+    if older {
+        intents::to_older_files(dir.path()).unwrap();
+        assert!(dir.path().join("DELETING").exists());
+    }
     let engine = open_driven(dir.path(), &clock, config());
     assert!(
-        !dir.path().join(DELETE_INTENT).exists(),
+        intents::pending(dir.path()).unwrap().is_empty(),
         "the open finished with the intent"
     );
+    assert!(!dir.path().join("DELETING").exists());
     (dir, engine, (victim, before.0), (neighbour, before.1))
 }
 
@@ -273,6 +281,7 @@ fn a_deletion_killed_before_its_commit_leaves_the_series_whole() {
     let (_dir, engine, (victim, victim_before), (neighbour, neighbour_before)) = crash_at(
         "before_commit",
         "delete::a_deletion_killed_before_its_commit_leaves_the_series_whole",
+        false,
     );
     assert_eq!(
         engine.registry().lookup("web.typo.cuont{host=a}").unwrap(),
@@ -288,10 +297,28 @@ fn a_deletion_killed_after_its_commit_is_finished_by_the_next_open() {
     if let Some(dir) = std::env::var_os(CHILD_DIR) {
         child_deletes(Path::new(&dir));
     }
-    let (_dir, engine, (victim, _), (neighbour, neighbour_before)) = crash_at(
-        "after_commit",
+    killed_after_its_commit(
         "delete::a_deletion_killed_after_its_commit_is_finished_by_the_next_open",
+        false,
     );
+}
+
+/// An older build wrote a deletion's intent as a `DELETING` file: one its crash left is
+/// finished by the next open as a journal record is.
+#[test]
+fn a_deletion_an_older_build_left_in_deleting_is_finished_by_the_next_open() {
+    if let Some(dir) = std::env::var_os(CHILD_DIR) {
+        child_deletes(Path::new(&dir));
+    }
+    killed_after_its_commit(
+        "delete::a_deletion_an_older_build_left_in_deleting_is_finished_by_the_next_open",
+        true,
+    );
+}
+
+fn killed_after_its_commit(test: &str, older: bool) {
+    let (_dir, engine, (victim, _), (neighbour, neighbour_before)) =
+        crash_at("after_commit", test, older);
     assert_eq!(
         engine.registry().lookup("web.typo.cuont{host=a}").unwrap(),
         None

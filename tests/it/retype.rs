@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tierdb::testing::fault::KILL_MID_RETYPE;
-use tierdb::testing::retype::RETYPE_INTENT;
+use tierdb::testing::intents;
 use tierdb::{
     Bucket, Engine, ManualClock, RetypeOutcome, Sample, SeriesId, SeriesKind, TiersConfig,
     Timestamp,
@@ -215,6 +215,26 @@ const CHILD_DIR: &str = "TIERDB_IT_RETYPE_CHILD_DIR";
 
 #[test]
 fn a_retype_killed_after_its_commit_is_finished_by_the_next_open() {
+    killed_after_its_commit(
+        "retype::a_retype_killed_after_its_commit_is_finished_by_the_next_open",
+        false,
+    );
+}
+
+/// An older build wrote a retype's intent as a `RETYPING` file: one its crash left is
+/// finished by the next open as a journal record is.
+#[test]
+fn a_retype_an_older_build_left_in_retyping_is_finished_by_the_next_open() {
+    killed_after_its_commit(
+        "retype::a_retype_an_older_build_left_in_retyping_is_finished_by_the_next_open",
+        true,
+    );
+}
+
+/// Kills a child retyping at each stage after its commit (`older`: then leaves the
+/// directory as an older build would have, its intent in a `RETYPING` file), reopens, and
+/// checks the open finished the conversion.
+fn killed_after_its_commit(test: &str, older: bool) {
     if let Some(dir) = std::env::var_os(CHILD_DIR) {
         let clock = Arc::new(ManualClock::new(NOW));
         let engine = open_driven(Path::new(&dir), &clock, config());
@@ -235,18 +255,24 @@ fn a_retype_killed_after_its_commit_is_finished_by_the_next_open() {
             (gauge, reference)
         };
         run_child_until_it_kills_itself(
-            "retype::a_retype_killed_after_its_commit_is_finished_by_the_next_open",
+            test,
             &[
                 (CHILD_DIR, dir.path().as_os_str()),
                 (KILL_MID_RETYPE, stage.as_ref()),
             ],
         );
-        assert!(
-            dir.path().join(RETYPE_INTENT).exists(),
+        assert_eq!(
+            intents::pending(dir.path()).unwrap(),
+            ["retype"],
             "the child died with its intent written ({stage})"
         );
+        if older {
+            intents::to_older_files(dir.path()).unwrap();
+            assert!(dir.path().join("RETYPING").exists());
+        }
         let engine = open_driven(dir.path(), &clock, config());
-        assert!(!dir.path().join(RETYPE_INTENT).exists(), "{stage}");
+        assert!(intents::pending(dir.path()).unwrap().is_empty(), "{stage}");
+        assert!(!dir.path().join("RETYPING").exists(), "{stage}");
         assert_eq!(engine.series_kind(gauge), SeriesKind::Counter, "{stage}");
         assert_eq!(
             buckets(&engine, gauge),

@@ -7,17 +7,13 @@
 //! (every store flushed, the applied sequence recorded) ends its force and cuts the file
 //! back to an empty chain.
 //!
-//! Byte layout (little-endian):
+//! The file is a [journal] (its framing: a header, then records
+//! each a control entry with a sequence, a layout fingerprint, a kind and a CRC, and its
+//! entries), of records of kind 0 ([`Kind::ApplyGroup`]), the stream sequence as each
+//! record's. Entries (little-endian words):
 //! ```text
 //! header, 4096 bytes: the record_file.rs frame, magic "TIERDBAU", version 1, record size 64
-//! then records one after another, each:
-//!   a control entry:
-//!     0..8     the group's last stream sequence (0: the chain ends)
-//!     8..16    entries n that follow
-//!     16..24   fingerprint of the tiers layout the cell entries' tier indexes refer to
-//!     24..28   CRC-32 of bytes 0..24 and of the n entries
-//!     28..64   zero
-//!   n entries: cells and states as storage/undo_entry.rs encodes them (the encoding
+//! each record's n entries: cells and states as storage/undo_entry.rs encodes them (the encoding
 //!   counters.journal shares), then empty blocks, then the raw tails (with a raw tier
 //!   only):
 //!     cell:  w0 = 1 | tier << 8 (adds unused: 0), w1 = period start, w2 = chunk << 32 | bucket,
@@ -54,20 +50,20 @@
 //! directory with this version first, to roll it back. The same holds for histogram entries.
 //! A cell emptied by a roll-back loses its histogram with its record, so a cell empty before
 //! the chain needs no histogram entry.
-//! The chain ends at the first record that is all zero, runs past the file, fails its CRC (it
-//! was torn while being written, before anything of its group was stored: the group's
-//! stores wait for the fsync) or does not follow its predecessor's sequence.
+//! The chain ends as a journal's does: at a control entry that is all zero, a record that
+//! runs past the file, fails its CRC (it was torn while being written, before anything of
+//! its group was stored: the group's stores wait for the fsync) or does not follow its
+//! predecessor's sequence. A whole record of another kind is refused by name.
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::bucket::Bucket;
 use crate::error::Error;
 use crate::error::Result;
 use crate::histogram::Histogram;
 use crate::storage::cells::{same_bits, CellAt};
-use crate::storage::record_file::{Frame, HEADER_SIZE};
+use crate::storage::journal::{self, Entry, Journal, Kind};
+use crate::storage::record_file::Frame;
 use crate::storage::undo_entry::{Undo, ENTRY_SIZE, WORDS};
 use crate::time::Timestamp;
 
@@ -353,14 +349,11 @@ impl EmptyBlock {
     }
 }
 
-/// The open undo file.
+/// The open undo file: a [`Journal`] of [`Kind::ApplyGroup`] records.
 pub(super) struct UndoFile {
-    path: PathBuf,
-    file: File,
+    journal: Journal,
     /// Reused between groups.
-    buffer: Vec<u8>,
-    /// Where the next record goes: the end of the chain.
-    end: u64,
+    entries: Vec<Entry>,
 }
 
 impl UndoFile {
@@ -372,111 +365,54 @@ impl UndoFile {
     /// # Errors
     /// [`Error::CorruptFile`] naming the file when it is not this format's; [`Error::Io`].
     pub(super) fn open(dir: &Path) -> Result<UndoFile> {
-        let path = dir.join(Self::FILE_NAME);
-        let (file, _) = FRAME.open_writable(&path, HEADER_SIZE + ENTRY_SIZE as u64)?;
-        let mut undo = UndoFile {
-            path,
-            file,
-            buffer: Vec::new(),
-            end: HEADER_SIZE,
-        };
-        undo.end = HEADER_SIZE + undo.chain_bytes()?;
-        Ok(undo)
+        Ok(UndoFile {
+            journal: Journal::open(dir.join(Self::FILE_NAME), &FRAME)?,
+            entries: Vec::new(),
+        })
     }
 
     /// The path, for messages.
     pub(super) fn path(&self) -> &Path {
-        &self.path
+        self.journal.path()
     }
 
     /// The chain the file holds, first record first; empty when it holds none (never
     /// written, cleared, or its first record torn while being written).
     ///
     /// # Errors
-    /// [`Error::CorruptFile`] naming the file for a whole record (its CRC holds) with an
-    /// entry of no known kind; [`Error::Io`].
+    /// [`Error::CorruptFile`] naming the file for a whole record (its CRC holds) of another
+    /// kind than an apply group's, or with an entry of no known kind; [`Error::Io`].
     pub(super) fn read(&self) -> Result<Vec<UndoRecord>> {
-        let mut chain = Vec::new();
-        let mut at = HEADER_SIZE;
-        while let Some((record, next)) = self.record_at(at, chain.last())? {
-            chain.push(record);
-            at = next;
-        }
-        Ok(chain)
+        (self.journal.read()?.into_iter())
+            .map(|record| self.decode(record))
+            .collect()
     }
 
-    /// The bytes the chain takes after the header.
-    fn chain_bytes(&self) -> Result<u64> {
-        let mut at = HEADER_SIZE;
-        let mut last = None;
-        while let Some((record, next)) = self.record_at(at, last.as_ref())? {
-            last = Some(record);
-            at = next;
-        }
-        Ok(at - HEADER_SIZE)
-    }
-
-    /// The record at byte `at` and the offset after it, when one follows `previous` there.
-    fn record_at(
-        &self,
-        at: u64,
-        previous: Option<&UndoRecord>,
-    ) -> Result<Option<(UndoRecord, u64)>> {
-        let len = self
-            .file
-            .metadata()
-            .map_err(|e| Error::io(&self.path, e))?
-            .len();
-        let mut control = [0u8; ENTRY_SIZE];
-        if len < at + ENTRY_SIZE as u64 {
-            return Ok(None);
-        }
-        self.file
-            .read_exact_at(&mut control, at)
-            .map_err(|e| Error::io(&self.path, e))?;
-        if control.iter().all(|&b| b == 0) {
-            return Ok(None);
-        }
-        let word = |at: usize| u64::from_le_bytes(control[at..at + 8].try_into().expect("8"));
-        let (seq, n, layout) = (word(0), word(8), word(16));
-        let room = (len - at) / ENTRY_SIZE as u64 - 1;
-        if n > room {
-            tracing::warn!(path = %self.path.display(), n, room, "ignoring an undo record cut short while being written (nothing of its group was stored)");
-            return Ok(None);
-        }
-        let mut entries = vec![0u8; n as usize * ENTRY_SIZE];
-        self.file
-            .read_exact_at(&mut entries, at + ENTRY_SIZE as u64)
-            .map_err(|e| Error::io(&self.path, e))?;
-        let crc = u32::from_le_bytes(control[24..28].try_into().expect("4"));
-        if crc != checksum(&control[..24], &entries) || control[28..].iter().any(|&b| b != 0) {
-            tracing::warn!(path = %self.path.display(), "ignoring an undo record torn while being written (nothing of its group was stored)");
-            return Ok(None);
-        }
-        if seq == 0 || previous.is_some_and(|p| p.seq >= seq || p.layout != layout) {
-            return Ok(None);
+    /// The undo record a journal record holds.
+    fn decode(&self, journal_record: journal::Record) -> Result<UndoRecord> {
+        let at = journal_record.offset;
+        if journal_record.kind != Kind::ApplyGroup {
+            return Err(Error::corrupt(
+                self.path(),
+                format!(
+                    "the record at byte {at} is a {:?} record, which has no place in an undo chain",
+                    journal_record.kind
+                ),
+            ));
         }
         let mut record = UndoRecord {
-            seq,
-            layout,
+            seq: journal_record.seq,
+            layout: journal_record.layout,
             entries: Vec::new(),
             raw_tails: Vec::new(),
             histograms: Vec::new(),
         };
-        let words: Vec<[u64; WORDS]> = (entries.chunks_exact(ENTRY_SIZE))
-            .map(|bytes| {
-                let mut w = [0u64; WORDS];
-                for (word, b) in w.iter_mut().zip(bytes.chunks_exact(8)) {
-                    *word = u64::from_le_bytes(b.try_into().expect("8"));
-                }
-                w
-            })
-            .collect();
+        let words = &journal_record.entries;
         let mut i = 0;
         while let Some(w) = words.get(i) {
             let unknown = || {
                 Error::corrupt(
-                    &self.path,
+                    self.path(),
                     format!("entry {} at byte {at} is of no known kind", i + 1),
                 )
             };
@@ -494,7 +430,7 @@ impl UndoFile {
             }
             i += 1;
         }
-        Ok(Some((record, at + (n + 1) * ENTRY_SIZE as u64)))
+        Ok(record)
     }
 
     /// Appends the record of the group ending at `seq` to the chain, whole, and fsyncs it:
@@ -511,19 +447,15 @@ impl UndoFile {
         raw_tails: &[RawTail],
         histograms: &[HistogramImage],
     ) -> Result<usize> {
-        let mut buffer = std::mem::take(&mut self.buffer);
-        buffer.clear();
-        buffer.resize(ENTRY_SIZE, 0);
-        let push = |buffer: &mut Vec<u8>, words: [u64; WORDS]| {
-            buffer.extend(words.iter().flat_map(|word| word.to_le_bytes()));
-        };
+        let mut out = std::mem::take(&mut self.entries);
+        out.clear();
         let mut blocks: Vec<EmptyBlock> = Vec::new();
         let mut block_at = rustc_hash::FxHashMap::default();
         // At a tier's index: the block its last empty cell went in.
         let mut last_block: Vec<Option<usize>> = Vec::new();
         for entry in entries {
             let Some(block) = EmptyBlock::of(entry) else {
-                push(&mut buffer, entry.encode());
+                out.push(entry.encode());
                 continue;
             };
             if last_block.len() <= block.tier {
@@ -541,38 +473,14 @@ impl UndoFile {
             }
             *last = Some(i);
         }
-        for block in &blocks {
-            push(&mut buffer, block.encode());
-        }
-        for tail in raw_tails {
-            push(&mut buffer, tail.encode());
-        }
-        let mut histogram_entries = Vec::new();
+        out.extend(blocks.iter().map(EmptyBlock::encode));
+        out.extend(raw_tails.iter().map(RawTail::encode));
         for image in histograms {
-            histogram_entries.clear();
-            image.encode(&mut histogram_entries);
-            for &words in &histogram_entries {
-                push(&mut buffer, words);
-            }
+            image.encode(&mut out);
         }
-        let n = buffer.len() / ENTRY_SIZE - 1;
-        buffer[0..8].copy_from_slice(&seq.to_le_bytes());
-        buffer[8..16].copy_from_slice(&(n as u64).to_le_bytes());
-        buffer[16..24].copy_from_slice(&layout.to_le_bytes());
-        let crc = checksum(&buffer[..24], &buffer[ENTRY_SIZE..]);
-        buffer[24..28].copy_from_slice(&crc.to_le_bytes());
-        // A zero control entry after the record, in the same write, ends the chain there,
-        // whatever a failed earlier write left beyond it.
-        buffer.resize(buffer.len() + ENTRY_SIZE, 0);
-        let written = self
-            .file
-            .write_all_at(&buffer, self.end)
-            .and_then(|()| self.file.sync_data())
-            .map_err(|e| Error::io(&self.path, e));
-        if written.is_ok() {
-            self.end += (buffer.len() - ENTRY_SIZE) as u64;
-        }
-        self.buffer = buffer;
+        let n = out.len();
+        let written = self.journal.append(Kind::ApplyGroup, seq, layout, &out);
+        self.entries = out;
         written.map(|()| n)
     }
 
@@ -582,20 +490,6 @@ impl UndoFile {
     /// # Errors
     /// [`Error::Io`] naming the file.
     pub(super) fn clear(&mut self) -> Result<()> {
-        self.file
-            .set_len(HEADER_SIZE)
-            .and_then(|()| self.file.write_all_at(&[0u8; ENTRY_SIZE], HEADER_SIZE))
-            .and_then(|()| self.file.sync_data())
-            .map_err(|e| Error::io(&self.path, e))?;
-        self.end = HEADER_SIZE;
-        Ok(())
+        self.journal.clear()
     }
-}
-
-/// The control record's CRC: over its first 24 bytes, then the entries.
-fn checksum(control: &[u8], entries: &[u8]) -> u32 {
-    let mut hasher = crc32fast::Hasher::new();
-    hasher.update(control);
-    hasher.update(entries);
-    hasher.finalize()
 }

@@ -1,0 +1,349 @@
+//! `engine.journal`: the engine's changes that must finish once begun, a deletion's
+//! clearing ([`super::delete`]) and a retype's conversion ([`super::retype`]), as records of
+//! the [journal](crate::storage::journal), and the open's pass that finishes them.
+//!
+//! Each change appends its record (fsynced) before it begins, and cuts the journal back to
+//! an empty chain once its result is flushed. A writable open, before any batch, reads the
+//! chain once and hands each record to its change's `finish` (the intent files older
+//! builds wrote, `DELETING` and `RETYPING`, first: [`legacy`]), flushes, then empties the
+//! journal. Every finish sets absolute values, so a crash during the pass repeats it.
+//!
+//! Records (little-endian words, each entry eight):
+//! ```text
+//! header, 4096 bytes: the record_file.rs frame, magic "TIERDBEJ", version 1, record size 64
+//! a deletion, kind 1: entries of up to 7 ids each
+//!   ids:    w0 = 16 | count << 8, w1..=count = series ids, the rest 0
+//! a retype, kind 2, under the tiers layout its cells' tier indexes refer to: per series
+//!   series: w0 = 17 | kind << 8 (1 gauge, 2 counter) | has latest << 16, w1 = series id,
+//!           w2 = its latest sample's time (i64), w3 = its value (f64 bits), w4.. = 0
+//!   then each cell it sets, in `storage/undo_entry.rs`'s cell encoding (the new bucket,
+//!   adds 0), followed, when the new bucket keeps a latest sample, by
+//!   latest: w0 = 18, w1 = the sample's time (i64), w2 = its value (f64 bits), w3.. = 0
+//! ```
+
+use std::path::Path;
+
+use super::retype::Converted;
+use super::Shared;
+use crate::bucket::{Bucket, Last};
+use crate::counter::SeriesKind;
+use crate::error::{Error, Result};
+use crate::registry::SeriesId;
+use crate::storage::journal::{Entry, Journal, Kind, Record};
+use crate::storage::record_file::Frame;
+use crate::storage::undo_entry::{Undo, ENTRY_SIZE, WORDS};
+use crate::time::Timestamp;
+
+pub(crate) mod legacy;
+
+/// The file in the data directory.
+pub(crate) const FILE_NAME: &str = "engine.journal";
+
+const FRAME: Frame = Frame {
+    magic: b"TIERDBEJ",
+    version: 1,
+    record_size: ENTRY_SIZE as u32,
+    what: "engine journal",
+};
+
+const KIND_IDS: u64 = 16;
+const KIND_SERIES: u64 = 17;
+const KIND_LATEST: u64 = 18;
+const KIND_CELL: u64 = 1;
+
+/// Ids one entry of a deletion's record holds.
+const IDS_PER_ENTRY: usize = WORDS - 1;
+
+/// A change that must finish once begun, as its record says.
+#[derive(Debug)]
+pub(super) enum Intent {
+    /// Clear these series' slots.
+    Delete(Vec<SeriesId>),
+    /// Set these conversions, and record the series as of `kind`.
+    Retype {
+        /// The new kind.
+        kind: SeriesKind,
+        /// The series' new buckets and latest samples.
+        group: Vec<Converted>,
+    },
+}
+
+/// A change whose record is durable: [`Begun::finish`] once its result is flushed.
+pub(super) struct Begun {
+    journal: Journal,
+}
+
+impl Begun {
+    /// Empties the journal: the change is durable and needs no finishing.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file.
+    pub(super) fn finish(mut self) -> Result<()> {
+        self.journal.clear()
+    }
+}
+
+/// Appends `dir`'s journal a record of a deletion of `ids`, durably: the change may begin.
+///
+/// # Errors
+/// [`Error::Io`] or [`Error::CorruptFile`] naming the journal; nothing was recorded then.
+pub(super) fn begin_delete(dir: &Path, layout: u64, ids: &[SeriesId]) -> Result<Begun> {
+    let entries: Vec<Entry> = ids
+        .chunks(IDS_PER_ENTRY)
+        .map(|chunk| {
+            let mut w = [0u64; WORDS];
+            w[0] = KIND_IDS | (chunk.len() as u64) << 8;
+            for (word, id) in w[1..].iter_mut().zip(chunk) {
+                *word = u64::from(id.0);
+            }
+            w
+        })
+        .collect();
+    begin(dir, Kind::Delete, layout, &entries)
+}
+
+/// Appends `dir`'s journal a record of a retype of `group` to `kind`, durably: the change
+/// may begin.
+///
+/// # Errors
+/// As [`begin_delete`].
+pub(super) fn begin_retype(
+    dir: &Path,
+    layout: u64,
+    kind: SeriesKind,
+    group: &[Converted],
+) -> Result<Begun> {
+    let code = match kind {
+        SeriesKind::Gauge => 1,
+        _ => 2,
+    };
+    let mut entries = Vec::new();
+    for converted in group {
+        let (has, (ts, value)) = match converted.latest {
+            Some(latest) => (1, latest),
+            None => (0, (0, 0.0)),
+        };
+        entries.push([
+            KIND_SERIES | code << 8 | has << 16,
+            u64::from(converted.id.0),
+            ts as u64,
+            value.to_bits(),
+            0,
+            0,
+            0,
+            0,
+        ]);
+        for &(at, bucket) in &converted.cells {
+            let before = Bucket {
+                last: None,
+                ..bucket
+            };
+            entries.push(
+                Undo::Cell {
+                    at,
+                    adds: 0,
+                    before,
+                }
+                .encode(),
+            );
+            if let Some(last) = bucket.last {
+                let ts = last.ts() as u64;
+                entries.push([KIND_LATEST, ts, last.value.to_bits(), 0, 0, 0, 0, 0]);
+            }
+        }
+    }
+    begin(dir, Kind::Retype, layout, &entries)
+}
+
+fn begin(dir: &Path, kind: Kind, layout: u64, entries: &[Entry]) -> Result<Begun> {
+    let mut journal = Journal::open(dir.join(FILE_NAME), &FRAME)?;
+    let seq = journal.last_seq() + 1;
+    journal.append(kind, seq, layout, entries)?;
+    Ok(Begun { journal })
+}
+
+/// The intent a record holds.
+///
+/// # Errors
+/// [`Error::CorruptFile`] naming `path` for a record that is not a whole intent of this
+/// format, or of a kind that has no place in this journal.
+fn decode(path: &Path, record: &Record) -> Result<Intent> {
+    let bad = |i: usize, what: &str| {
+        Error::corrupt(
+            path,
+            format!(
+                "entry {} of the record at byte {}: {what}",
+                i + 1,
+                record.offset
+            ),
+        )
+    };
+    match record.kind {
+        Kind::Delete => {
+            let mut ids = Vec::new();
+            for (i, w) in record.entries.iter().enumerate() {
+                let count = (w[0] >> 8) as usize;
+                if w[0] & 0xff != KIND_IDS || !(1..=IDS_PER_ENTRY).contains(&count) {
+                    return Err(bad(i, "not a deletion's ids"));
+                }
+                for &id in &w[1..=count] {
+                    let id = u32::try_from(id).map_err(|_| bad(i, "an id past u32"))?;
+                    ids.push(SeriesId(id));
+                }
+            }
+            Ok(Intent::Delete(ids))
+        }
+        Kind::Retype => {
+            let mut kind = None;
+            let mut group: Vec<Converted> = Vec::new();
+            for (i, w) in record.entries.iter().enumerate() {
+                match w[0] & 0xff {
+                    KIND_SERIES => {
+                        let this = match (w[0] >> 8) & 0xff {
+                            1 => SeriesKind::Gauge,
+                            2 => SeriesKind::Counter,
+                            _ => return Err(bad(i, "a series of no kind a retype makes")),
+                        };
+                        if kind.is_some_and(|k| k != this) {
+                            return Err(bad(i, "series of two kinds in one retype"));
+                        }
+                        kind = Some(this);
+                        let id = u32::try_from(w[1]).map_err(|_| bad(i, "an id past u32"))?;
+                        let latest = (w[0] >> 16 & 1 == 1)
+                            .then(|| (w[2] as Timestamp, f64::from_bits(w[3])));
+                        group.push(Converted {
+                            id: SeriesId(id),
+                            cells: Vec::new(),
+                            latest,
+                        });
+                    }
+                    KIND_CELL => {
+                        let Some(Undo::Cell { at, before, .. }) = Undo::decode(*w) else {
+                            return Err(bad(i, "not a cell"));
+                        };
+                        let Some(converted) = group.last_mut() else {
+                            return Err(bad(i, "a cell before its series"));
+                        };
+                        converted.cells.push((at, before));
+                    }
+                    KIND_LATEST => {
+                        let cell = group.last_mut().and_then(|c| c.cells.last_mut());
+                        match cell {
+                            Some((_, bucket)) if bucket.last.is_none() => {
+                                bucket.last = Some(Last::new(f64::from_bits(w[2]), w[1] as i64));
+                            }
+                            _ => return Err(bad(i, "a latest sample after no cell")),
+                        }
+                    }
+                    _ => return Err(bad(i, "of no known kind")),
+                }
+            }
+            let kind = kind.unwrap_or(SeriesKind::Gauge);
+            Ok(Intent::Retype { kind, group })
+        }
+        other @ (Kind::ApplyGroup | Kind::CounterBatch) => Err(Error::corrupt(
+            path,
+            format!(
+                "the record at byte {} is of kind {other:?}, which has no place here",
+                record.offset
+            ),
+        )),
+    }
+}
+
+impl Shared {
+    /// At a writable open, before any batch: finishes every change the journal (and the
+    /// intent files of older builds) records as begun, flushes, then empties the journal
+    /// and removes those files. Returns the intents finished, in the order done.
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] naming the journal or an intent file that does not read, or a
+    /// retype's written under another tiers layout; as the finishes; [`Error::Io`] when the
+    /// result cannot be flushed or the journal emptied.
+    pub(crate) fn finish_intents(&self) -> Result<usize> {
+        let mut journal = Journal::open(self.dir.join(FILE_NAME), &FRAME)?;
+        let mut intents = legacy::read(&self.dir, self.config.layout_fingerprint())?;
+        for record in journal.read()? {
+            if record.kind == Kind::Retype {
+                check_layout(
+                    journal.path(),
+                    record.layout,
+                    self.config.layout_fingerprint(),
+                )?;
+            }
+            intents.push((
+                journal.path().to_path_buf(),
+                decode(journal.path(), &record)?,
+            ));
+        }
+        for (path, intent) in &intents {
+            match intent {
+                Intent::Delete(ids) => self.finish_delete(ids)?,
+                Intent::Retype { kind, group } => self.finish_retype(*kind, group)?,
+            }
+            tracing::warn!(path = %path.display(), "finished a change the last process began and did not finish");
+        }
+        if !intents.is_empty() {
+            self.flush_files()?;
+        }
+        if !journal.is_empty() {
+            journal.clear()?;
+        }
+        legacy::remove(&self.dir)?;
+        Ok(intents.len())
+    }
+}
+
+/// Refuses a retype recorded under tiers layout `recorded` when this engine's is `current`.
+///
+/// # Errors
+/// [`Error::CorruptFile`] naming `path`.
+fn check_layout(path: &Path, recorded: u64, current: u64) -> Result<()> {
+    if recorded == current {
+        return Ok(());
+    }
+    Err(Error::corrupt(
+        path,
+        "holds an unfinished retype written under another tiers configuration: open with \
+         the tiers.toml of the process that stopped to finish it (removing the file leaves \
+         its series half converted)",
+    ))
+}
+
+/// The kinds of the changes `dir`'s journal records as begun and not finished (`delete`,
+/// `retype`), read without opening an engine; none when it has no journal.
+///
+/// # Errors
+/// As [`Journal::open`].
+pub(crate) fn pending(dir: &Path) -> Result<Vec<&'static str>> {
+    if !dir.join(FILE_NAME).exists() {
+        return Ok(Vec::new());
+    }
+    let journal = Journal::open(dir.join(FILE_NAME), &FRAME)?;
+    Ok((journal.read()?.iter())
+        .map(|record| match record.kind {
+            Kind::Delete => "delete",
+            Kind::Retype => "retype",
+            Kind::ApplyGroup => "apply group",
+            Kind::CounterBatch => "counter batch",
+        })
+        .collect())
+}
+
+/// Rewrites the changes `dir`'s journal records as the intent files an older build wrote
+/// for them, and removes the journal: a directory as an older build's crash left it.
+///
+/// # Errors
+/// As [`Journal::open`]; [`Error::Io`].
+#[cfg(feature = "fault-injection")]
+pub(crate) fn to_older_files(dir: &Path) -> Result<()> {
+    let journal = Journal::open(dir.join(FILE_NAME), &FRAME)?;
+    for record in journal.read()? {
+        let intent = decode(journal.path(), &record)?;
+        legacy::write(dir, record.layout, &intent)?;
+    }
+    crate::storage::disk::remove_durably(journal.path())
+}
+
+#[cfg(test)]
+mod tests;
