@@ -907,8 +907,11 @@ impl TierStore {
         }
         if writable {
             // Kept until the next flush has synced the files they name.
-            (self.unsynced_lists.lock().unwrap_or_else(|e| e.into_inner()))
-                .extend(unfinished.lists);
+            (self
+                .unsynced_lists
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()))
+            .extend(unfinished.lists);
         }
         Ok(())
     }

@@ -107,29 +107,40 @@ fn a_group_file_a_power_loss_left_unwritten_is_removed_at_open_and_made_again() 
             .collect()
     };
     let path = |chunk: usize| &paths[chunk];
+    let cut = |chunk: usize| -> std::fs::File {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path(chunk))
+            .unwrap()
+    };
     // What a power loss may leave of files never synced: one empty, one with no header.
-    std::fs::OpenOptions::new().write(true).open(path(0)).unwrap().set_len(0).unwrap();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(path(1))
-        .unwrap()
-        .write_all_at(&[0; 64], 0)
-        .unwrap();
+    cut(0).set_len(0).unwrap();
+    cut(1).write_all_at(&[0; 64], 0).unwrap();
     {
         let storage = Storage::open(dir.path(), &tiers, SLOTS, true).unwrap();
         assert!(!path(0).exists() && !path(1).exists());
-        assert_eq!(storage.period_files(0, DAY_START).len(), 1, "chunk 2 is whole");
+        assert_eq!(
+            storage.period_files(0, DAY_START).len(),
+            1,
+            "chunk 2 is whole"
+        );
         let done = storage.create_files(0, DAY_START, &[0, 1], Creation::OnDemand);
         assert_eq!(done.created, 2, "{:?}", done.failed);
         storage.flush().unwrap();
         let lists = std::fs::read_dir(&tier_dir)
             .unwrap()
-            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".creating"))
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".creating")
+            })
             .count();
         assert_eq!(lists, 0, "the flush synced every listed file");
     }
     // Synced and no longer listed, a damaged file is refused.
-    std::fs::OpenOptions::new().write(true).open(path(2)).unwrap().set_len(0).unwrap();
+    cut(2).set_len(0).unwrap();
     match Storage::open(dir.path(), &tiers, SLOTS, true) {
         Err(Error::CorruptFile { .. }) => {}
         other => panic!("expected the damaged file refused, got {:?}", other.err()),
