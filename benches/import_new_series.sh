@@ -14,7 +14,7 @@
 #   turn (A B A B), so a comparison of builds holds while the machine's speed drifts.
 #
 # Disk: the two input files (about 420 MB), one known directory per binary (about 30 MB),
-# and one new directory per pair, about 1 GB while it is measured. The script prints what
+# and one new directory per pair, about 700 MB while it is measured. The script prints what
 # it keeps. A new directory's files are truncated to nothing once measured (their inodes
 # stay until the end, when the whole work directory is removed): on ext4 without a journal
 # the inode allocator steps over every inode deleted in the last 1-5 minutes, so removing
