@@ -316,6 +316,39 @@ impl Engine {
         Ok(id)
     }
 
+    /// [`Engine::series`] of every name in `texts`, the new ones registered together
+    /// ([`crate::registry::Registry::get_or_create_all`]): one write to the registry's log
+    /// for the lot. Returns each name's id, or [`Error::InvalidSeries`] for an unparsable
+    /// one, in the order of `texts`.
+    ///
+    /// # Errors
+    /// The registry's error when it cannot be written; no new name is registered then.
+    #[cfg(feature = "cli")]
+    pub(crate) fn series_each<'a>(
+        &self,
+        texts: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Vec<Result<SeriesId>>> {
+        let registry = &self.shared.registry;
+        let mut keys = Vec::new();
+        // Per name: its id, or the place of its key in `keys` (new, or not canonical).
+        let found: Vec<Result<std::result::Result<SeriesId, usize>>> = (texts.into_iter())
+            .map(|text| match registry.get(text) {
+                Some(id) => Ok(Ok(id)),
+                None => crate::registry::SeriesKey::parse(text).map(|key| {
+                    keys.push(key);
+                    Err(keys.len() - 1)
+                }),
+            })
+            .collect();
+        let ids = registry.get_or_create_all(&keys)?;
+        if ids.iter().any(|&(_, created)| created) {
+            self.after_new_series();
+        }
+        Ok((found.into_iter())
+            .map(|r| r.map(|id| id.unwrap_or_else(|at| ids[at].0)))
+            .collect())
+    }
+
     /// Creates the files of a new chunk ahead of the series that will need them: on the
     /// chunk creator's thread when background work runs (the caller, an import's parser or
     /// a connection, goes on at once; a batch that needs a file not made yet creates it

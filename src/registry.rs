@@ -362,25 +362,85 @@ impl Registry {
         if let Some(id) = inner.keys.get(text) {
             return Ok((SeriesId(id), false));
         }
+        let id = self.append(&mut inner, &[text])?;
+        Ok((id, true))
+    }
+
+    /// [`Registry::get_or_create`] of every key in `keys`, with one write lock and one write
+    /// call for all the new ones, in the order given: a batch of new series (an import's)
+    /// pays the lock and the system call once, not once a series. A key given twice gets
+    /// one id, created by its first appearance. Returns each key's id and whether this call
+    /// created it, in the order of `keys`.
+    ///
+    /// # Errors
+    /// As [`Registry::get_or_create`], for the whole batch: when the append fails, no id
+    /// of the batch is handed out; [`Error::InvalidSeries`] when the batch's new series
+    /// would go past the maximum.
+    pub fn get_or_create_all(&self, keys: &[SeriesKey]) -> Result<Vec<(SeriesId, bool)>> {
+        let known = self.get_each(keys.iter().map(SeriesKey::as_str));
+        if known.iter().all(Option::is_some) {
+            return Ok(known.into_iter().flatten().map(|id| (id, false)).collect());
+        }
+        let mut inner = self.write();
+        // Looked up again under the write lock: another thread may have created some.
+        let first_new = inner.keys.len();
+        let mut new: Vec<&str> = Vec::new();
+        let mut in_batch: std::collections::HashMap<&str, usize> = Default::default();
+        let mut ids = Vec::with_capacity(keys.len());
+        for key in keys {
+            let text = key.as_str();
+            if let Some(id) = inner.keys.get(text) {
+                ids.push((id as usize, false));
+                continue;
+            }
+            let next = first_new + new.len();
+            let id = *in_batch.entry(text).or_insert_with(|| {
+                new.push(text);
+                next
+            });
+            ids.push((id, id == next));
+        }
+        if !new.is_empty() {
+            self.append(&mut inner, &new)?;
+        }
+        // Every id fits: `append` refused a batch that would pass the maximum.
+        Ok((ids.into_iter())
+            .map(|(id, created)| (SeriesId(id as u32), created))
+            .collect())
+    }
+
+    /// Appends `texts` (none held yet, no two alike) to the log with one write call and
+    /// then to the map, as the next ids in order; returns the first of them.
+    fn append(&self, inner: &mut Inner, texts: &[&str]) -> Result<SeriesId> {
         if let Some(reason) = self.poisoned.get() {
             return Err(Error::Poisoned(reason.clone()));
         }
         let Some(file) = inner.file.clone() else {
             return Err(Error::ReadOnly(self.path.clone()));
         };
-        let id =
-            u32::try_from(inner.keys.len())
-                .map(SeriesId)
-                .map_err(|_| Error::InvalidSeries {
-                    input: text.to_owned(),
-                    reason: "the registry already holds the maximum number of series".to_owned(),
-                })?;
-        let set = inner.sets.as_ref().map(|_| {
-            let picked = (inner.rules.iter()).position(|rules| matches_rules(rules, key.view()));
-            picked.map_or(0, |i| (i + 1) as u8)
+        let last = inner.keys.len() + texts.len() - 1;
+        let (Ok(first), Ok(_)) = (u32::try_from(inner.keys.len()), u32::try_from(last)) else {
+            return Err(Error::InvalidSeries {
+                input: texts[0].to_owned(),
+                reason: "the registry already holds the maximum number of series".to_owned(),
+            });
+        };
+        // With sets, each new series' set: the first whose rules pick it, else the default.
+        let sets: Option<Vec<u8>> = inner.sets.as_ref().map(|_| {
+            (texts.iter())
+                .map(|text| {
+                    let key = KeyView::new(text);
+                    let picked = (inner.rules.iter()).position(|rules| matches_rules(rules, key));
+                    picked.map_or(0, |i| (i + 1) as u8)
+                })
+                .collect()
         });
-        let record = series_log::encode_record(id, set, text);
-        if let Err(e) = (&*file).write_all(&record) {
+        let mut records = Vec::new();
+        for (at, (id, text)) in (first..).zip(texts).enumerate() {
+            let set = sets.as_ref().map(|sets| sets[at]);
+            records.extend_from_slice(&series_log::encode_record(SeriesId(id), set, text));
+        }
+        if let Err(e) = (&*file).write_all(&records) {
             // A partial record would sit in front of the next one and make the log refuse
             // to open; cut it off, or stop appending if that fails too.
             if let Err(undo) = file.set_len(inner.log_len) {
@@ -391,12 +451,16 @@ impl Registry {
             }
             return Err(Error::io(&self.path, e));
         }
-        inner.log_len += record.len() as u64;
-        inner.keys.push(text);
-        if let (Some(places), Some(set)) = (&mut inner.sets, set) {
-            places.push(set);
+        inner.log_len += records.len() as u64;
+        for text in texts {
+            inner.keys.push(text);
         }
-        Ok((id, true))
+        if let (Some(places), Some(sets)) = (&mut inner.sets, sets) {
+            for set in sets {
+                places.push(set);
+            }
+        }
+        Ok(SeriesId(first))
     }
 
     /// [`Registry::get`] on `text` first; on a miss, parses it (canonicalising tag order)

@@ -153,6 +153,9 @@ struct TierStore {
     /// Serialises creation so two writers needing the same new file create it once, and
     /// against an expiry's unlinks; readers and writers of existing files never wait on it.
     create_lock: Mutex<()>,
+    /// The lists of files created in groups and not synced yet ([`create`]), removed by the
+    /// flush that syncs them.
+    unsynced_lists: Mutex<Vec<PathBuf>>,
     created_ahead: AtomicU64,
     created_on_demand: AtomicU64,
     dropped: AtomicU64,
@@ -254,6 +257,7 @@ impl Storage {
                     dir,
                     files: RwLock::new(BTreeMap::new()),
                     create_lock: Mutex::new(()),
+                    unsynced_lists: Mutex::new(Vec::new()),
                     created_ahead: AtomicU64::new(0),
                     created_on_demand: AtomicU64::new(0),
                     dropped: AtomicU64::new(0),
@@ -591,8 +595,9 @@ impl Storage {
     /// The first msync failure in file order, naming the file; the other files are still
     /// synced.
     pub(crate) fn flush(&self) -> Result<()> {
+        let lists = self.take_unsynced_lists();
         let mut files = self.all_files();
-        files.retain(|file| file.is_dirty());
+        files.retain(|file| file.is_dirty() || file.is_unsynced());
         if files.len() > FLUSH_THREADS {
             for file in &files {
                 // Only a head start: the msync below writes and reports what this did not.
@@ -601,9 +606,16 @@ impl Storage {
                 }
             }
         }
-        parallel::in_parallel(&files, FLUSH_THREADS, |file| file.flush())
+        let flushed: Result<()> = parallel::in_parallel(&files, FLUSH_THREADS, |file| file.flush())
             .into_iter()
-            .collect()
+            .collect();
+        if let Err(e) = flushed {
+            for (tier, lists) in lists {
+                self.put_back_lists(tier, lists);
+            }
+            return Err(e);
+        }
+        self.finish_unsynced_lists(lists)
     }
 
     /// What `tier` holds on disk, with periods after the one holding `now` counted as ahead.
@@ -838,6 +850,7 @@ impl TierStore {
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
         let mut compacted = Vec::new();
         let mut hot = Vec::new();
+        let mut names = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|e| Error::io(&self.dir, e))?;
             let path = entry.path();
@@ -845,6 +858,14 @@ impl TierStore {
                 tracing::warn!(path = %path.display(), "ignoring a file whose name is not UTF-8");
                 continue;
             };
+            names.push(name);
+        }
+        let unfinished = create::unfinished(&self.dir, &names)?;
+        for name in names {
+            let path = self.dir.join(&name);
+            if name.ends_with(create::LIST_SUFFIX) {
+                continue;
+            }
             if disk::is_temp(&name) {
                 if writable {
                     tracing::warn!(path = %path.display(), "removing a period file whose creation was cut short");
@@ -879,10 +900,24 @@ impl TierStore {
         let opened = parallel::in_parallel(&hot, OPEN_THREADS, |(start, chunk, path)| {
             PeriodFile::open(path, &self.meta(*start, *chunk, slots), writers)
         });
-        for ((start, chunk, _), opened) in hot.iter().zip(opened) {
+        for ((start, chunk, path), opened) in hot.iter().zip(opened) {
+            let listed = (path.file_name().and_then(|n| n.to_str()))
+                .is_some_and(|name| unfinished.names.contains(name));
             match opened {
                 Ok(file) => {
+                    if listed {
+                        // Whole in the page cache (a process crash), perhaps not on disk.
+                        file.set_unsynced();
+                    }
                     files.insert((*start, *chunk), StoredPeriod::Hot(Arc::new(file)));
+                }
+                // Created in a group whose flush a power loss forestalled: nothing stored
+                // into it was durable, and a write that needs it creates it again.
+                Err(Error::CorruptFile { .. }) if listed => {
+                    if writable {
+                        tracing::warn!(path = %path.display(), "removing a period file created just before a power loss, never synced");
+                        std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
+                    }
                 }
                 // A reader beside a running writer may see a file listed and then dropped.
                 Err(Error::Io { source, .. })
@@ -907,6 +942,14 @@ impl TierStore {
                 (period_start, chunk),
                 StoredPeriod::Compacted(Arc::new(CompactFile::new(path, meta))),
             );
+        }
+        if writable {
+            // Kept until the next flush has synced the files they name.
+            (self
+                .unsynced_lists
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()))
+            .extend(unfinished.lists);
         }
         Ok(())
     }

@@ -100,6 +100,39 @@ impl LocalBatch {
         tally: &dyn Tally,
         limit: Option<SeriesLimit<'_>>,
     ) {
+        self.register_new_with(report, tally, |names| {
+            (names.iter())
+                .map(|(_, name)| register(engine, name, limit))
+                .collect()
+        });
+    }
+
+    /// [`LocalBatch::register_new`] without a series limit, every new name registered with
+    /// one write to the registry ([`Engine::series_each`]): an import's, where a batch may
+    /// name tens of thousands of new series. (A server registers one name at a time, within
+    /// its limit, so a burst of new series on one connection leaves the registry's lock
+    /// free between them for the others.)
+    #[cfg(feature = "cli")]
+    fn register_new_together(&mut self, engine: &Engine, report: &mut IngestReport) {
+        self.register_new_with(report, &NoTotals, |names| {
+            match engine.series_each(names.iter().map(|(_, name)| &**name)) {
+                Ok(ids) => ids.into_iter().map(|id| id.map_err(refusal)).collect(),
+                Err(e) => {
+                    let refused = refusal(e);
+                    names.iter().map(|_| Err(refused.clone())).collect()
+                }
+            }
+        });
+    }
+
+    /// Registers the batch's new names, in order of first appearance, with `register`
+    /// (each name's id or refusal, in the order given), as [`LocalBatch::register_new`] says.
+    fn register_new_with(
+        &mut self,
+        report: &mut IngestReport,
+        tally: &dyn Tally,
+        register: impl FnOnce(&[(u32, Box<str>)]) -> Vec<Refusable<SeriesId>>,
+    ) {
         if self.new_names.is_empty() {
             return;
         }
@@ -107,9 +140,7 @@ impl LocalBatch {
             .map(|(name, index)| (index, name))
             .collect();
         names.sort_unstable_by_key(|(index, _)| *index);
-        let ids: Vec<_> = (names.iter())
-            .map(|(_, name)| register(engine, name, limit))
-            .collect();
+        let ids = register(&names);
         if self.refused.is_empty() {
             self.refused.resize(self.queued.len(), false);
         }
@@ -263,7 +294,7 @@ impl LocalQueue {
     /// lines.
     #[cfg(feature = "cli")]
     pub(crate) fn register_queued(&mut self, engine: &Engine, report: &mut IngestReport) {
-        (self.batch).register_new(engine, report, &NoTotals, None);
+        (self.batch).register_new_together(engine, report);
         for (name, id) in self.batch.registered.drain(..) {
             self.cache.insert(&name, id);
         }
@@ -340,12 +371,11 @@ pub(crate) fn write(
     batch.queued.write(engine, report, tally)
 }
 
+/// A value, or the reason and message of a refusal.
+type Refusable<T> = std::result::Result<T, (&'static str, String)>;
+
 /// The id of the new series `name`, registering it within `limit`.
-fn register(
-    engine: &Engine,
-    name: &str,
-    limit: Option<SeriesLimit<'_>>,
-) -> std::result::Result<SeriesId, (&'static str, String)> {
+fn register(engine: &Engine, name: &str, limit: Option<SeriesLimit<'_>>) -> Refusable<SeriesId> {
     let registered = match limit {
         None => engine.series(name),
         Some(SeriesLimit { max, gate }) => {
@@ -368,10 +398,15 @@ fn register(
             }
         }
     };
-    match registered {
-        Ok(id) => Ok(id),
-        Err(e @ Error::InvalidSeries { .. }) => Err(("invalid_series", e.to_string())),
-        Err(e) => Err(("write_failed", e.to_string())),
+    registered.map_err(refusal)
+}
+
+/// The refusal of a name the registry did not take: `invalid_series` when it is not a
+/// valid key, `write_failed` otherwise.
+fn refusal(e: Error) -> (&'static str, String) {
+    match e {
+        Error::InvalidSeries { .. } => ("invalid_series", e.to_string()),
+        _ => ("write_failed", e.to_string()),
     }
 }
 

@@ -194,6 +194,59 @@ fn reopen_gives_the_same_ids() {
 }
 
 #[test]
+fn a_batch_of_keys_is_created_in_order_with_one_append_and_reopens_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = create_all(dir.path(), &["mem.free"]);
+    let keys = [
+        "cpu.load{host=a}",
+        "mem.free",
+        "cpu.load{host=b}",
+        "cpu.load{host=a}",
+    ];
+    let created = (reg.get_or_create_all(&keys.map(key))).unwrap();
+    // Held keys keep their id, a key given twice is created once, by its first appearance.
+    assert_eq!(
+        created,
+        [
+            (SeriesId(1), true),
+            (SeriesId(0), false),
+            (SeriesId(2), true),
+            (SeriesId(1), false)
+        ]
+    );
+    assert_eq!(
+        reg.get_or_create_all(&[key("mem.free")]).unwrap(),
+        [(SeriesId(0), false)]
+    );
+    assert_eq!(reg.get_or_create_all(&[]).unwrap(), []);
+    // The log holds what creating them one at a time writes, byte for byte.
+    let one_at_a_time = tempfile::tempdir().unwrap();
+    drop(create_all(
+        one_at_a_time.path(),
+        &["mem.free", "cpu.load{host=a}", "cpu.load{host=b}"],
+    ));
+    let batched = fs::read(log_path(dir.path())).unwrap();
+    assert_eq!(batched, fs::read(log_path(one_at_a_time.path())).unwrap());
+    let before = all(&reg);
+    drop(reg);
+    assert_eq!(all(&Registry::open(dir.path()).unwrap()), before);
+}
+
+#[test]
+fn a_batch_is_refused_whole_by_a_read_only_registry() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(create_all(dir.path(), &["mem.free"]));
+    let reg = Registry::open_read_only(dir.path()).unwrap();
+    assert_eq!(
+        reg.get_or_create_all(&[key("mem.free")]).unwrap(),
+        [(SeriesId(0), false)]
+    );
+    let refused = reg.get_or_create_all(&[key("mem.free"), key("new.one")]);
+    assert!(matches!(refused, Err(Error::ReadOnly(_))), "{refused:?}");
+    assert_eq!(reg.len(), 1);
+}
+
+#[test]
 fn lookup_and_resolve_canonicalise() {
     let dir = tempfile::tempdir().unwrap();
     let reg = Registry::open(dir.path()).unwrap();

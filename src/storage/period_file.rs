@@ -67,6 +67,10 @@ pub(crate) struct PeriodFile {
     /// Where the latest area starts in the mapping (bytes), `None` in a file without one:
     /// worked out once, not at every store.
     latest_from: Option<usize>,
+    /// Set for a file created in a group and not synced since ([`super::create`]): its
+    /// header and length may not be on disk yet, so its next flush syncs the whole file,
+    /// not only the mapped records.
+    unsynced: AtomicBool,
 }
 
 /// A period file mapped writable: the one way to store into cells (`add`, and `repair` at
@@ -98,6 +102,14 @@ const OLD_DEFAULT_PERIODS_HINT: &str = "; the default periods changed from 1d/7d
      their tiers, needs them given once with --tiers (period = \"1d\", \"7d\", \"30d\", \
      \"365d\" for the tiers 1m, 5m, 1h, 1d); that open stores them in the directory's \
      tiers.toml, and later opens need no --tiers";
+
+/// When a new file's contents reach the disk: synced before it is renamed into place, or
+/// at its first flush (a file created in a group, [`super::create`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SyncAt {
+    Creation,
+    FirstFlush,
+}
 
 /// Whether a read takes each bucket's latest sample. A sum over many series does not, and
 /// so never fetches the latest area, another cache line a bucket apart from the records.
@@ -151,15 +163,16 @@ impl PeriodFile {
         writers: &Arc<Writers>,
         source: Option<&CompactFile>,
     ) -> Result<PeriodFile> {
-        let path = Self::write_temp(dir, meta, source)
+        let path = Self::write_temp(dir, meta, source, SyncAt::Creation)
             .and_then(|temp| Self::rename_into_place(dir, meta, &temp))?;
         disk::sync_dir(dir)?;
         Self::open(&path, meta, writers)
     }
 
     /// The first step of a creation: the file for `meta` written whole under its temporary
-    /// name in `dir` and synced (see [`PeriodFile::create`]). Returns the temporary path; on
-    /// failure nothing is left behind.
+    /// name in `dir`, and synced unless `sync` leaves that to its first flush (see
+    /// [`PeriodFile::create`], and [`super::create`] for files created in a group). Returns
+    /// the temporary path; on failure nothing is left behind.
     ///
     /// # Errors
     /// As [`PeriodFile::create`].
@@ -167,9 +180,10 @@ impl PeriodFile {
         dir: &Path,
         meta: &PeriodMeta,
         source: Option<&CompactFile>,
+        sync: SyncAt,
     ) -> Result<PathBuf> {
         let temp = disk::temp_path(&dir.join(meta.file_name()));
-        if let Err(e) = Self::write_new(&temp, meta, source) {
+        if let Err(e) = Self::write_new(&temp, meta, source, sync) {
             let _ = std::fs::remove_file(&temp);
             return Err(e);
         }
@@ -191,7 +205,12 @@ impl PeriodFile {
         Ok(path)
     }
 
-    fn write_new(temp: &Path, meta: &PeriodMeta, source: Option<&CompactFile>) -> Result<()> {
+    fn write_new(
+        temp: &Path,
+        meta: &PeriodMeta,
+        source: Option<&CompactFile>,
+        sync: SyncAt,
+    ) -> Result<()> {
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -216,7 +235,10 @@ impl PeriodFile {
         if let Some(source) = source {
             Self::write_cells(&file, temp, meta, source)?;
         }
-        file.sync_all().map_err(|e| Error::io(temp, e))
+        match sync {
+            SyncAt::Creation => file.sync_all().map_err(|e| Error::io(temp, e)),
+            SyncAt::FirstFlush => Ok(()),
+        }
     }
 
     /// Writes every non-empty bucket of `source` into `file` at its record's place (its
@@ -410,6 +432,7 @@ impl PeriodFile {
             histograms,
             histograms_reserved,
             latest_from,
+            unsynced: AtomicBool::new(false),
         })
     }
 
@@ -881,6 +904,12 @@ impl PeriodFile {
             for page in first..first + n {
                 self.reserved[page / 64].fetch_or(1 << (page % 64), Ordering::AcqRel);
             }
+            // Faulted in writable now, in one call: a writer's first touch of a fresh page
+            // is a load (the record's sequence word), then a store, so left to the writers
+            // each such page took two faults, a read and a write (at 100k new series they
+            // spent more than half their time in them).
+            let per_page = PAGE_LEN / RECORD_SIZE;
+            self.cells.populate(first * per_page, n * per_page);
         }
         Ok(())
     }
@@ -910,11 +939,33 @@ impl PeriodFile {
         Ok(())
     }
 
-    /// msync when stores happened since the last flush.
+    /// Marks the file as not synced since its creation ([`PeriodFile::is_unsynced`]).
+    pub(super) fn set_unsynced(&self) {
+        self.unsynced.store(true, Ordering::Release);
+    }
+
+    /// True for a file created in a group that no flush has synced yet.
+    pub(crate) fn is_unsynced(&self) -> bool {
+        self.unsynced.load(Ordering::Acquire)
+    }
+
+    /// msync when stores happened since the last flush; an fsync of the whole file (header,
+    /// length and every page, the mapped ones with them) when it was not synced since its
+    /// creation.
     ///
     /// # Errors
-    /// [`Error::Io`] naming the file when msync fails.
+    /// [`Error::Io`] naming the file when msync or fsync fails.
     pub(crate) fn flush(&self) -> Result<()> {
+        if self.unsynced.load(Ordering::Acquire) {
+            self.dirty.store(false, Ordering::Release);
+            let synced = File::open(&self.path).and_then(|file| file.sync_all());
+            if let Err(e) = synced {
+                self.dirty.store(true, Ordering::Relaxed);
+                return Err(Error::io(&self.path, e));
+            }
+            self.unsynced.store(false, Ordering::Release);
+            return Ok(());
+        }
         if self.dirty.swap(false, Ordering::AcqRel) {
             // The histograms too, once any page of them has disk (a distribution's cells are
             // written in both areas); a file of gauges costs no second msync.
