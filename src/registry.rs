@@ -264,9 +264,13 @@ impl Registry {
                 let texts = inner.keys.log_texts();
                 let (file, len) = match series_log::rewrite(&self.path, texts, Some(&set_of)) {
                     Ok(done) => done,
-                    Err(series_log::Rewrite::NotDone(e) | series_log::Rewrite::Done(e)) => {
+                    // The old log is in place and still ours: the open fails, nothing changed.
+                    Err(series_log::Rewrite::NotDone(e)) => return Err(e),
+                    Err(series_log::Rewrite::Done(e)) => {
+                        // The new log is on disk, and appends to the old one's handle would
+                        // be lost.
                         let _ = (self.poisoned).set(format!(
-                            "rewriting {} to record tier sets failed ({e})",
+                            "rewriting {} to record tier sets failed after its rename ({e})",
                             self.path.display()
                         ));
                         return Err(e);
