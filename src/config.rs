@@ -290,6 +290,12 @@ impl TiersConfig {
         first..first + self.set_tiers(set).len()
     }
 
+    /// Set `set`'s tiers, each with its storage index: the tiers a series of the set is
+    /// stored in.
+    pub fn indexed_set_tiers(&self, set: usize) -> impl Iterator<Item = (usize, &TierSpec)> + '_ {
+        self.tier_range(set).zip(self.set_tiers(set))
+    }
+
     /// Every set's tiers in storage order, each with its set.
     pub fn all_tiers(&self) -> impl Iterator<Item = (usize, &TierSpec)> + '_ {
         (0..self.set_count()).flat_map(move |set| self.set_tiers(set).iter().map(move |t| (set, t)))

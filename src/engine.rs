@@ -806,8 +806,7 @@ impl Engine {
         'samples: for &(position, sample) in distributions {
             let place = places.get(position, sample.series);
             let (chunk, slot) = place.chunk_and_slot(slots);
-            for tier in shared.config.tier_range(place.set()) {
-                let spec = shared.config.tier_at(tier).1;
+            for (tier, spec) in shared.config.indexed_set_tiers(place.set()) {
                 if sample.ts < windows[tier] {
                     continue;
                 }
@@ -847,8 +846,7 @@ impl Engine {
             let cells = last
                 .entry(sample.series.0)
                 .or_insert_with(|| vec![(Timestamp::MIN, 0); config.tier_count()]);
-            for tier in config.tier_range(place.set()) {
-                let spec = config.tier_at(tier).1;
+            for (tier, spec) in config.indexed_set_tiers(place.set()) {
                 if sample.ts < windows[tier] {
                     continue;
                 }

@@ -443,8 +443,7 @@ fn cells_of(
     let slots = config.engine.series_per_chunk;
     let home = engine.reader().registry().placement(id);
     let (chunk, slot) = home.chunk_and_slot(slots);
-    for tier in config.tier_range(home.set()) {
-        let spec = config.tier_at(tier).1;
+    for (tier, spec) in config.indexed_set_tiers(home.set()) {
         let resolution = spec.resolution.secs() as i64;
         let fill = fill_tier(resolution, (spec.window_start(now), now), archives, fold);
         summary.before_window += fill.before_window;

@@ -212,8 +212,7 @@ impl Engine {
         let (chunk, slot) = place.chunk_and_slot(slots);
         let config = &shared.config;
         let mut tiers = Vec::with_capacity(config.set_tiers(place.set()).len());
-        for tier in config.tier_range(place.set()) {
-            let spec = config.tier_at(tier).1;
+        for (tier, spec) in config.indexed_set_tiers(place.set()) {
             let resolution = spec.resolution.secs() as i64;
             let held =
                 (shared.storage).files_of_chunk(tier, chunk, windows[tier], Timestamp::MAX)?;

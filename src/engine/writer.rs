@@ -801,8 +801,9 @@ impl Writer {
 
     /// Forgets files of periods that left the window, so dropped files are unmapped.
     fn evict_expired(&mut self, windows: &[Timestamp]) {
-        for (tier, cache) in self.tiers.iter_mut().enumerate() {
-            let period = self.shared.config.tier_at(tier).1.period.secs() as i64;
+        let specs = self.shared.config.all_tiers().map(|(_, spec)| spec);
+        for ((tier, cache), spec) in self.tiers.iter_mut().enumerate().zip(specs) {
+            let period = spec.period.secs() as i64;
             cache
                 .periods
                 .retain(|p| p.start.saturating_add(period) > windows[tier]);

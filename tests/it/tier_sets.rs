@@ -372,7 +372,7 @@ resolution = "1m""#,
     let source = tierdb::promql::StoredSource::new(engine.reader());
     let limits = tierdb::promql::QueryLimits {
         budget: Arc::new(tierdb::ReadBudget::default()),
-        max_series: 100,
+        max_series: tierdb::promql::DEFAULT_MAX_SERIES,
         deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
     };
     let query = |text: &str| tierdb::promql::Query {
