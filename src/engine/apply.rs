@@ -52,7 +52,10 @@
 //!    imply are restored, each raw series is cut back to its recorded last point, everything
 //!    is flushed, and then the chain is emptied. The caller re-delivers from `applied + 1`,
 //!    the last checkpoint, and the re-apply gives bit-identical buckets and raw points. Any
-//!    writable open of the directory does this, before the engine is handed out.
+//!    writable open of the directory does this in its one recovery pass
+//!    ([`super::recover`]), after the counter batch a crash left and before the deletions
+//!    and retypes, before any batch or maintenance pass; the chain is emptied once
+//!    everything the pass put back is flushed.
 //!
 //! A torn undo record (its CRC fails) was cut short before anything of its group was stored;
 //! the chain ends before it. A torn `apply.state` slot leaves the other slot's older

@@ -18,8 +18,9 @@
 //! - an undo puts back what a cell held before a change that was not acknowledged, and a
 //!   finish sets a cell's final value (a deleted series' empty bucket, a retype's
 //!   converted one). A finish after the undoes leaves the change it finishes whole whether
-//!   its record is older or newer than theirs: a finish before them would let a batch's
-//!   pre-image bring back a deleted series' bucket.
+//!   its record is older or newer than theirs: a finish before them would let an undo's
+//!   pre-image (an apply group's cell, a counter batch's state) bring back what a deletion
+//!   cleared.
 //! - a deletion by an apply ([`super::Engine::apply_delete`]) makes a checkpoint first, so
 //!   its record and an apply group in force never meet; `tierdb retype` refuses a
 //!   directory fed by applies.
@@ -40,14 +41,10 @@
 use super::apply::ApplyLog;
 use super::intent::LeftIntents;
 use super::Shared;
-#[cfg(doc)]
-use crate::counter::CounterTable;
 use crate::error::Result;
 use crate::storage::counter_journal;
 #[cfg(doc)]
-use crate::storage::journal::Kind;
-#[cfg(doc)]
-use {super::apply::LeftChain, crate::storage::journal};
+use {super::apply::LeftChain, crate::counter::CounterTable, crate::storage::journal::Kind};
 
 /// What the pass found and did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
