@@ -15,7 +15,7 @@ use crate::time::Timestamp;
 
 /// An engine's undo surface; get it with [`Engine::rewind`].
 #[derive(Clone, Copy)]
-pub(in crate::engine) struct Rewind<'a> {
+pub(super) struct Rewind<'a> {
     shared: &'a Shared,
 }
 
@@ -29,7 +29,7 @@ impl Engine {
 
 impl Shared {
     /// [`Engine::rewind`], for the recovery at open before the engine is whole.
-    pub(in crate::engine) fn rewind(&self) -> Rewind<'_> {
+    pub(super) fn rewind(&self) -> Rewind<'_> {
         Rewind { shared: self }
     }
 }
