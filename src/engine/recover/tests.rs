@@ -33,7 +33,7 @@ fn message(series: &str, ts: Timestamp, value: f64) -> SampleBatch {
 }
 
 /// The total a series' finest buckets hold from `NOW` on.
-fn stored(engine: &Engine, id: SeriesId) -> f64 {
+fn stored_total(engine: &Engine, id: SeriesId) -> f64 {
     let spec = &engine.config().tiers[0];
     (engine.reader())
         .read_buckets(id, 0, NOW, NOW + 60, spec.resolution)
@@ -79,17 +79,58 @@ fn a_group_rolled_back_at_an_open_that_changes_the_counter_rules_keeps_its_serie
     let second = [(2, message("req_total", NOW + 10, 15.0))];
     let err = engine.apply(&second).unwrap_err();
     assert!(matches!(err, Error::Poisoned(_)), "{err}");
-    assert_eq!(stored(&engine, id), 5.0);
+    assert_eq!(stored_total(&engine, id), 5.0);
     drop(engine);
 
     // Reopened with rules under which no series is a counter.
     let engine = builder(&[]).open().unwrap();
     assert_eq!(engine.applied(), 1);
-    assert_eq!(stored(&engine, id), 0.0, "group 2 rolled back");
+    assert_eq!(stored_total(&engine, id), 0.0, "group 2 rolled back");
     assert_eq!(engine.series_kind(id), SeriesKind::Counter, "the kind kept");
     engine.apply(&second).unwrap();
-    assert_eq!(stored(&engine, id), 5.0, "stored again as an increase");
+    assert_eq!(
+        stored_total(&engine, id),
+        5.0,
+        "stored again as an increase"
+    );
     drop(engine);
     let engine = builder(&[]).open().unwrap();
     assert_eq!(engine.series_kind(id), SeriesKind::Counter);
+}
+
+/// The pass runs before the open stores the tiers it was given. A journal refused for being
+/// written under another tiers layout (here an apply group's, the tiers reordered since)
+/// then leaves the stored tiers as the stopped process had them, and the directory opens
+/// with them as it stands, rolling the group back; stored first, the given tiers would be
+/// the directory's from then on, and only an open naming the old ones could recover it.
+#[test]
+fn a_journal_refused_for_its_tiers_leaves_the_stored_tiers_as_they_were() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW + 30));
+    let builder = || {
+        Engine::builder(dir.path())
+            .clock(clock.clone())
+            .writer_threads(1)
+            .background_maintenance(false)
+    };
+    let engine = (builder().tiers(tiers(&[])))
+        .apply_fault(Fault::stop_once_applied(1))
+        .open()
+        .unwrap();
+    let err = (engine.apply(&[(1, message("load", NOW, 1.0))])).unwrap_err();
+    assert!(matches!(err, Error::Poisoned(_)), "{err}");
+    drop(engine);
+
+    let mut reordered = tiers(&[]);
+    reordered.tiers.reverse();
+    let err = builder().tiers(reordered).open().err().unwrap();
+    assert!(matches!(err, Error::CorruptFile { .. }), "{err}");
+    assert!(err.to_string().contains("apply.undo"), "{err}");
+    let stored = crate::storage::stored_tiers::read_stored(dir.path()).unwrap();
+    assert_eq!(stored, Some(tiers(&[])), "the stored tiers as they were");
+
+    let engine = builder().open().unwrap();
+    assert_eq!(engine.applied(), 0);
+    let id = engine.registry().get("load").unwrap();
+    assert_eq!(stored_total(&engine, id), 0.0, "the group rolled back");
 }
