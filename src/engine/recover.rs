@@ -26,8 +26,10 @@
 //!   directory fed by applies.
 //!
 //! Every step sets absolute values and nothing is emptied before the one flush: a crash
-//! during the pass leaves every journal as it was, and the next open repeats the pass
-//! whole, in the same order, to the same result.
+//! before it leaves every journal as it was, and the next open repeats the pass whole, in
+//! the same order, to the same result. A crash while the journals are emptied, one after
+//! another, leaves some of them: their steps are repeated over their own flushed result,
+//! which they set again.
 //!
 //! Then, with what was put back durable, the counter table settles
 //! ([`CounterTable::after_recovery`]): the states of ids the registry lost are cleared and
