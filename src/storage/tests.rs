@@ -482,6 +482,37 @@ fn a_reservation_across_reserved_and_fresh_pages_reserves_the_fresh_ones() {
     }
 }
 
+/// A batch reserves only the runs of pages not reserved yet, and learns whether it reserved
+/// one: a block written for the first time is where the blocks before it are written back
+/// early (an import of history or of new series). That writeback leaves the stores in place.
+#[test]
+fn a_slots_reservation_says_whether_it_reserved_a_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Storage::open(
+        dir.path(),
+        &crate::storage::tests::config_of(&TiersConfig::default().tiers, 256),
+        true,
+    )
+    .unwrap();
+    let writer = storage.writer_slot().unwrap().expect("writable");
+    let (hot, _) = storage
+        .get_or_create(0, DAY_START, 0, Creation::Ahead)
+        .unwrap();
+    let file = storage.writable_file(0, DAY_START, 0).unwrap();
+    assert!(!file.slots_reserved(3, 0, 8), "a new file's page");
+    assert!(file.reserve_slots(3, 0, 8).unwrap(), "reserved now");
+    assert!(file.slots_reserved(3, 0, 8));
+    assert!(!file.reserve_slots(3, 0, 8).unwrap(), "reserved already");
+    assert!(!file.slots_reserved(3, 8, 8), "the next 8 slots' page");
+    assert!(!file.slots_reserved(20, 0, 8), "the next block's page");
+    file.add(3, 5, 2.5, None, writer.publisher());
+    assert!(file.reserve_slots(20, 0, 8).unwrap());
+    hot.start_writeback_before(20).unwrap();
+    hot.start_writeback_before(3).unwrap();
+    assert_eq!(hot.load(3, 5).count, 1);
+    assert_eq!(hot.load(3, 5).total, 2.5);
+}
+
 /// A hot file an older build wrote (format version 1: its cells 256 bytes by its resolution,
 /// which its header does not say; its histogram area not yet there) is read and written with
 /// those cells. Compacted and made hot again, the period keeps a histogram that only a
