@@ -19,6 +19,10 @@ use crate::time::Timestamp;
 /// figures in docs/performance.md come from, the writers' own two.
 const RESERVE_THREADS: usize = 2;
 
+/// Runs of new pages from which a batch reserves them on [`RESERVE_THREADS`]: fewer (a few
+/// new series on a live server) cost less than starting the threads.
+const RESERVE_IN_PARALLEL: usize = 16;
+
 /// The period files a batch needs, and the pages of them it stores into, gathered before it
 /// is partitioned, so that missing files (a backfill, a gap after downtime) are created and
 /// the space of pages written for the first time is reserved by the calling thread before
@@ -340,10 +344,13 @@ impl<'a> FilesNeeded<'a> {
         }
         // Each run's `fallocate` and the faults of its pages (most of the kernel's work for
         // a new series) on a few threads: the writers wait for the batch meanwhile.
-        let reserved =
-            parallel::in_parallel(&fresh, RESERVE_THREADS, |&(block, file, _, slot, n)| {
-                file.reserve_slots(self.blocks[block].bucket, slot, n)
-            });
+        let threads = match fresh.len() >= RESERVE_IN_PARALLEL {
+            true => RESERVE_THREADS,
+            false => 1,
+        };
+        let reserved = parallel::in_parallel(&fresh, threads, |&(block, file, _, slot, n)| {
+            file.reserve_slots(self.blocks[block].bucket, slot, n)
+        });
         let mut written_before = Vec::new();
         for (&(block, file, chunk, first_slot, n_slots), result) in fresh.iter().zip(reserved) {
             let need = &self.blocks[block];
@@ -377,7 +384,7 @@ impl<'a> FilesNeeded<'a> {
             }
         }
         // Only a head start for the close's flush, which makes them durable.
-        for result in parallel::in_parallel(&written_before, RESERVE_THREADS, |&(file, bucket)| {
+        for result in parallel::in_parallel(&written_before, threads, |&(file, bucket)| {
             file.file().start_writeback_before(bucket)
         }) {
             if let Err(e) = result {
