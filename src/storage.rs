@@ -30,7 +30,7 @@ pub(crate) mod journal;
 pub(crate) mod lock;
 pub(crate) mod mapped_cell;
 mod mmap;
-mod parallel;
+pub(crate) mod parallel;
 #[cfg(test)]
 mod pause;
 pub(crate) mod period_file;

@@ -10,8 +10,18 @@ use crate::error::RejectReason;
 use crate::registry::SetPlace;
 use crate::sample::Sample;
 use crate::storage::format::{BUCKET_BLOCK, SLOTS_PER_PAGE};
-use crate::storage::HotChunk;
+use crate::storage::period_file::WritableFile;
+use crate::storage::{parallel, HotChunk};
 use crate::time::Timestamp;
+
+/// Threads that reserve a batch's new pages (`fallocate`, and the faults that map them
+/// writable), and start the writeback of the blocks it has left: on the 2-core machine the
+/// figures in docs/performance.md come from, the writers' own two.
+const RESERVE_THREADS: usize = 2;
+
+/// Runs of new pages from which a batch reserves them on [`RESERVE_THREADS`]: fewer (a few
+/// new series on a live server) cost less than starting the threads.
+const RESERVE_IN_PARALLEL: usize = 16;
 
 /// The period files a batch needs, and the pages of them it stores into, gathered before it
 /// is partitioned, so that missing files (a backfill, a gap after downtime) are created and
@@ -309,7 +319,10 @@ impl<'a> FilesNeeded<'a> {
             }
             held.push(storage.hot_chunks(tier, start, chunks));
         }
-        for ((need, runs), at) in self.blocks.iter().zip(runs).zip(period_of) {
+        // The runs of pages not reserved yet, by (block, file, chunk, first group, groups):
+        // for a batch of series written before, none.
+        let mut fresh = Vec::new();
+        for (((block, need), runs), at) in self.blocks.iter().enumerate().zip(runs).zip(period_of) {
             let files = &held[at];
             for (chunk, first, n) in runs {
                 // None: the period was dropped meanwhile, or its file could not be created
@@ -319,27 +332,63 @@ impl<'a> FilesNeeded<'a> {
                 else {
                     continue;
                 };
-                let first_slot = (first as u32) * SLOTS_PER_PAGE;
-                if file
-                    .reserve_slots(need.bucket, first_slot, n as u32 * SLOTS_PER_PAGE)
-                    .is_ok()
+                let (first_slot, n_slots) =
+                    (first as u32 * SLOTS_PER_PAGE, n as u32 * SLOTS_PER_PAGE);
+                if !file.slots_reserved(need.bucket, first_slot, n_slots) {
+                    fresh.push((block, file, chunk, first_slot, n_slots));
+                }
+            }
+        }
+        if fresh.is_empty() {
+            return;
+        }
+        // Each run's `fallocate` and the faults of its pages (most of the kernel's work for
+        // a new series) on a few threads: the writers wait for the batch meanwhile.
+        let threads = match fresh.len() >= RESERVE_IN_PARALLEL {
+            true => RESERVE_THREADS,
+            false => 1,
+        };
+        let reserved = parallel::in_parallel(&fresh, threads, |&(block, file, _, slot, n)| {
+            file.reserve_slots(self.blocks[block].bucket, slot, n)
+        });
+        let mut written_before = Vec::new();
+        for (&(block, file, chunk, first_slot, n_slots), result) in fresh.iter().zip(reserved) {
+            let need = &self.blocks[block];
+            if result.is_ok() {
+                // The batch wrote nothing before this block of the file: the blocks before
+                // are done with, for an import of history or of new series.
+                let earliest = (self.blocks.iter())
+                    .filter(|b| b.tier == need.tier && b.period_start == need.period_start)
+                    .all(|b| b.bucket / BUCKET_BLOCK >= need.bucket / BUCKET_BLOCK);
+                if earliest
+                    && !written_before
+                        .iter()
+                        .any(|w: &(&WritableFile, u32)| Arc::ptr_eq(w.0.file(), file.file()))
                 {
-                    continue;
+                    written_before.push((file, need.bucket));
                 }
-                // Some page of the run cannot get its space: find which, so the samples of
-                // the others still land.
-                for page in 0..n as u32 {
-                    let slot = first_slot + page * SLOTS_PER_PAGE;
-                    if let Err(e) = file.reserve_slots(need.bucket, slot, SLOTS_PER_PAGE) {
-                        tracing::error!(error = %e, "cannot reserve disk for a period file's page; refusing the samples that need it");
-                        let id = chunk * slots + slot;
-                        self.failed.push((
-                            need.tier,
-                            need.span.clone(),
-                            id..id.saturating_add(SLOTS_PER_PAGE),
-                        ));
-                    }
+                continue;
+            }
+            // Some page of the run cannot get its space: find which, so the samples of the
+            // others still land.
+            for slot in (first_slot..first_slot + n_slots).step_by(SLOTS_PER_PAGE as usize) {
+                if let Err(e) = file.reserve_slots(need.bucket, slot, SLOTS_PER_PAGE) {
+                    tracing::error!(error = %e, "cannot reserve disk for a period file's page; refusing the samples that need it");
+                    let id = chunk * slots + slot;
+                    self.failed.push((
+                        need.tier,
+                        need.span.clone(),
+                        id..id.saturating_add(SLOTS_PER_PAGE),
+                    ));
                 }
+            }
+        }
+        // Only a head start for the close's flush, which makes them durable.
+        for result in parallel::in_parallel(&written_before, threads, |&(file, bucket)| {
+            file.file().start_writeback_before(bucket)
+        }) {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "starting writeback failed");
             }
         }
     }

@@ -176,19 +176,31 @@ impl MappedCells {
 /// # Errors
 /// The system call's error; a no-op returning `Ok` where the call does not exist.
 pub(crate) fn start_writeback(file: &File) -> std::io::Result<()> {
+    start_writeback_range(file, 0, 0)
+}
+
+/// [`start_writeback`] of the `len` bytes from `offset` only (`len` 0: to the file's end).
+///
+/// # Errors
+/// As [`start_writeback`].
+pub(crate) fn start_writeback_range(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;
+        let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+            return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
+        };
         // SAFETY: a system call on a descriptor `file` keeps open for its duration, with
         // plain integer arguments; it touches no memory of this process.
-        let rc =
-            unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
+        let rc = unsafe {
+            libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE)
+        };
         if rc != 0 {
             return Err(std::io::Error::last_os_error());
         }
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = file;
+    let _ = (file, offset, len);
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! File work spread over a few threads: creating or opening period files is mostly waiting
 //! on the disk (an fsync, a header read, a mapping), so several at once overlap their waits
-//! even on two cores. Used by the group creation of new files and by the open.
+//! even on two cores. Used by the group creation of new files, by the open, and by a batch's
+//! reservation of new pages (`engine::admission`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -8,7 +9,7 @@ use std::sync::Mutex;
 use crate::error::Result;
 
 /// `work` applied to every item on up to `threads` scoped threads; results in item order.
-pub(super) fn in_parallel<T: Sync, R: Send>(
+pub(crate) fn in_parallel<T: Sync, R: Send>(
     items: &[T],
     threads: usize,
     work: impl Fn(&T) -> Result<R> + Sync,

@@ -848,7 +848,7 @@ impl PeriodFile {
     /// [`Error::Io`] naming the file (ENOSPC included); the pages stay unreserved, and a later
     /// call tries again.
     pub(crate) fn reserve(&self, first: usize, n: usize) -> Result<()> {
-        self.reserve_runs(&[(first, n)])
+        self.reserve_runs(&[(first, n)]).map(|_| ())
     }
 
     /// Whether every page of `first..first + n` is reserved ([`PeriodFile::is_reserved`]),
@@ -870,20 +870,27 @@ impl PeriodFile {
         true
     }
 
-    /// [`PeriodFile::reserve`] of several runs of pages `(first, n)`.
-    fn reserve_runs(&self, runs: &[(usize, usize)]) -> Result<()> {
-        // The records' entries of the latest area with them.
+    /// Whether every page of the runs `(first, n)` is reserved, and the pages of the latest
+    /// area holding their entries.
+    fn runs_reserved(&self, runs: &[(usize, usize)]) -> bool {
         let latest = |&(first, n): &(usize, usize)| self.meta.latest_pages_of(first, n);
         let reserved = |&(first, n): &(usize, usize)| self.all_reserved(first, n);
-        if (runs.iter()).all(|run| reserved(run) && latest(run).is_none_or(|l| reserved(&l))) {
-            return Ok(());
+        (runs.iter()).all(|run| reserved(run) && latest(run).is_none_or(|l| reserved(&l)))
+    }
+
+    /// [`PeriodFile::reserve`] of several runs of pages `(first, n)`. Returns whether some
+    /// page was not known reserved before.
+    fn reserve_runs(&self, runs: &[(usize, usize)]) -> Result<bool> {
+        if self.runs_reserved(runs) {
+            return Ok(false);
         }
+        let latest = |&(first, n): &(usize, usize)| self.meta.latest_pages_of(first, n);
         let missing: Vec<(usize, usize)> = (runs.iter().copied())
             .chain(runs.iter().filter_map(latest))
             .flat_map(|(first, n)| page_runs((first..first + n).filter(|&p| !self.is_reserved(p))))
             .collect();
         if missing.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let pages = self.meta.pages();
         if missing.iter().any(|&(first, n)| first + n > pages) {
@@ -899,7 +906,7 @@ impl PeriodFile {
         for (first, n) in missing {
             let at = (HEADER_LEN + first * PAGE_LEN) as u64;
             if !disk::reserve_range(&file, &self.path, at, (n * PAGE_LEN) as u64)? {
-                return self.reserved_whole(&file);
+                return self.reserved_whole(&file).map(|()| true);
             }
             for page in first..first + n {
                 self.reserved[page / 64].fetch_or(1 << (page % 64), Ordering::AcqRel);
@@ -910,6 +917,31 @@ impl PeriodFile {
             // spent more than half their time in them).
             let per_page = PAGE_LEN / RECORD_SIZE;
             self.cells.populate(first * per_page, n * per_page);
+        }
+        Ok(true)
+    }
+
+    /// Starts writing back the pages of the blocks before the one holding `bucket`, their
+    /// records and their latest entries, without waiting (see
+    /// [`super::mmap::start_writeback_range`]). A batch that reserves a block's pages for the
+    /// first time and writes nothing before that block calls it: an import of history, or of
+    /// new series, has finished the blocks before, so their pages go to the disk while the
+    /// import goes on, not all at its close (a page stored into again is written again). The
+    /// flush still makes them durable.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file when it cannot be opened or the call fails.
+    pub(crate) fn start_writeback_before(&self, bucket: u32) -> Result<()> {
+        let block = bucket / super::format::BUCKET_BLOCK * super::format::BUCKET_BLOCK;
+        let pages = self.meta.page_of(cell_index(block, 0, self.meta.slots));
+        if pages == 0 {
+            return Ok(());
+        }
+        let file = File::open(&self.path).map_err(|e| Error::io(&self.path, e))?;
+        for (first, n) in std::iter::once((0, pages)).chain(self.meta.latest_pages_of(0, pages)) {
+            let at = (HEADER_LEN + first * PAGE_LEN) as u64;
+            super::mmap::start_writeback_range(&file, at, (n * PAGE_LEN) as u64)
+                .map_err(|e| Error::io(&self.path, e))?;
         }
         Ok(())
     }
@@ -1131,17 +1163,27 @@ impl WritableFile {
         Ok(())
     }
 
-    /// Reserves the disk of the pages that slots `first_slot..first_slot + slots` use in the
-    /// block holding `bucket` (see [`PeriodFile::reserve`]): what a batch does before its
-    /// writers store into them.
-    ///
-    /// # Errors
-    /// As [`PeriodFile::reserve`].
-    pub(crate) fn reserve_slots(&self, bucket: u32, first_slot: u32, slots: u32) -> Result<()> {
+    /// Whether the pages that slots `first_slot..first_slot + slots` use in the block holding
+    /// `bucket` are reserved, as far as this process knows ([`WritableFile::reserve_slots`]
+    /// would do nothing).
+    pub(crate) fn slots_reserved(&self, bucket: u32, first_slot: u32, slots: u32) -> bool {
         let file = &*self.0;
         let page = |slot| file.meta.page_of(cell_index(bucket, slot, file.meta.slots));
         let first = page(first_slot);
-        file.reserve(first, page(first_slot + slots - 1) + 1 - first)
+        file.runs_reserved(&[(first, page(first_slot + slots - 1) + 1 - first)])
+    }
+
+    /// Reserves the disk of the pages that slots `first_slot..first_slot + slots` use in the
+    /// block holding `bucket` (see [`PeriodFile::reserve`]): what a batch does before its
+    /// writers store into them. Returns whether some of them was not reserved before.
+    ///
+    /// # Errors
+    /// As [`PeriodFile::reserve`].
+    pub(crate) fn reserve_slots(&self, bucket: u32, first_slot: u32, slots: u32) -> Result<bool> {
+        let file = &*self.0;
+        let page = |slot| file.meta.page_of(cell_index(bucket, slot, file.meta.slots));
+        let first = page(first_slot);
+        file.reserve_runs(&[(first, page(first_slot + slots - 1) + 1 - first)])
     }
 
     /// Reserves the disk of the histogram cells of slots `first_slot..first_slot + slots` in

@@ -443,14 +443,11 @@ fn a_period_file_is_sparse_and_its_written_pages_are_known_again_at_open() {
     assert_eq!(file.is_reserved(other), !sparse, "a hole is not");
 }
 
-/// A reservation of pages of which some are reserved already reserves the others: the check
-/// that skips a reservation reads the reserved pages a word of 64 at a time, so runs that
-/// start, end or cross inside a word are the cases to get right.
-#[test]
-fn a_reservation_across_reserved_and_fresh_pages_reserves_the_fresh_ones() {
-    let dir = tempfile::tempdir().unwrap();
+/// A writable storage of the default tiers, 256 slots a chunk, with the first tier's file of
+/// chunk 0 for the day starting at `DAY_START` created.
+fn a_file_of_256_slots(dir: &std::path::Path) -> (Storage, Arc<PeriodFile>) {
     let storage = Storage::open(
-        dir.path(),
+        dir,
         &crate::storage::tests::config_of(&TiersConfig::default().tiers, 256),
         true,
     )
@@ -458,6 +455,16 @@ fn a_reservation_across_reserved_and_fresh_pages_reserves_the_fresh_ones() {
     let (hot, _) = storage
         .get_or_create(0, DAY_START, 0, Creation::Ahead)
         .unwrap();
+    (storage, hot)
+}
+
+/// A reservation of pages of which some are reserved already reserves the others: the check
+/// that skips a reservation reads the reserved pages a word of 64 at a time, so runs that
+/// start, end or cross inside a word are the cases to get right.
+#[test]
+fn a_reservation_across_reserved_and_fresh_pages_reserves_the_fresh_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_storage, hot) = a_file_of_256_slots(dir.path());
     let sparse = !super::disk::is_tmpfs(&std::fs::File::open(hot.path()).unwrap());
     let pages = hot.meta().pages();
     assert!(pages > 300, "{pages} pages: enough for several words");
@@ -480,6 +487,29 @@ fn a_reservation_across_reserved_and_fresh_pages_reserves_the_fresh_ones() {
         assert!(!hot.is_reserved(4) && !hot.is_reserved(140) && !hot.is_reserved(204));
         assert!(!hot.is_reserved(255) && !hot.is_reserved(320));
     }
+}
+
+/// A batch reserves only the runs of pages not reserved yet, and learns whether it reserved
+/// one: a block written for the first time is where the blocks before it are written back
+/// early (an import of history or of new series). That writeback leaves the stores in place.
+#[test]
+fn a_slots_reservation_says_whether_it_reserved_a_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let (storage, hot) = a_file_of_256_slots(dir.path());
+    let writer = storage.writer_slot().unwrap().expect("writable");
+    let file = storage.writable_file(0, DAY_START, 0).unwrap();
+    assert!(!file.slots_reserved(3, 0, 8), "a new file's page");
+    assert!(file.reserve_slots(3, 0, 8).unwrap(), "reserved now");
+    assert!(file.slots_reserved(3, 0, 8));
+    assert!(!file.reserve_slots(3, 0, 8).unwrap(), "reserved already");
+    assert!(!file.slots_reserved(3, 8, 8), "the next 8 slots' page");
+    assert!(!file.slots_reserved(20, 0, 8), "the next block's page");
+    file.add(3, 5, 2.5, None, writer.publisher());
+    assert!(file.reserve_slots(20, 0, 8).unwrap());
+    hot.start_writeback_before(20).unwrap();
+    hot.start_writeback_before(3).unwrap();
+    assert_eq!(hot.load(3, 5).count, 1);
+    assert_eq!(hot.load(3, 5).total, 2.5);
 }
 
 /// A hot file an older build wrote (format version 1: its cells 256 bytes by its resolution,
