@@ -53,6 +53,25 @@ impl NodeBackend {
             publisher: std::sync::OnceLock::new(),
         }
     }
+
+    /// Refuses `read` when the tiers have `[[set]]`s: of the reads that choose a tier, the
+    /// fan-out plans only aggregates across sets so far (docs/cluster.md, "Not built").
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidQuery`] naming the read and the sets.
+    fn refuse_with_sets(&self, read: &str) -> Result<()> {
+        let tiers = self.node.tiers();
+        if tiers.sets.is_empty() {
+            return Ok(());
+        }
+        let sets: Vec<&str> = tiers.sets.iter().map(|set| set.name.as_str()).collect();
+        Err(crate::error::Error::InvalidQuery(format!(
+            "{read} is not supported yet on a cluster node whose tiers have [[set]]s ({}): \
+             a cluster answers aggregates (/api/v1/aggregate), the series listing, find, tags \
+             and deletes across sets; a single node answers every read",
+            sets.join(", ")
+        )))
+    }
 }
 
 impl Backend for NodeBackend {
@@ -76,7 +95,10 @@ impl Backend for NodeBackend {
     }
 
     fn query(&self, query: Query, read: ReadOptions) -> Answer<'_, QueryResult> {
-        Box::pin(async move { Ok(fanout::query(&self.node, query, &read).await?) })
+        Box::pin(async move {
+            self.refuse_with_sets("a one-series query")?;
+            Ok(fanout::query(&self.node, query, &read).await?)
+        })
     }
 
     fn aggregate(
@@ -87,6 +109,9 @@ impl Backend for NodeBackend {
     ) -> Answer<'_, AggregateResult> {
         Box::pin(async move {
             let node = &self.node;
+            if !node.tiers().sets.is_empty() {
+                return Ok(fanout::aggregate_in_sets(node, query, &budget, &read).await?);
+            }
             let plan = AggregatePlan::new(node.tiers(), node.now(), &query)?;
             Ok(fanout::aggregate(node, plan, &budget, &read).await?)
         })
@@ -101,6 +126,7 @@ impl Backend for NodeBackend {
         read: ReadOptions,
     ) -> Answer<'_, DistributionResult> {
         Box::pin(async move {
+            self.refuse_with_sets("a quantile or hist read")?;
             let node = &self.node;
             let plan = DistributionPlan::new(node.tiers(), node.now(), &query)?;
             Ok(fanout::distribution(node, plan, &budget, &read).await?)
@@ -118,6 +144,7 @@ impl Backend for NodeBackend {
         read: ReadOptions,
     ) -> Answer<'_, Vec<RenderedSeries>> {
         Box::pin(async move {
+            self.refuse_with_sets("/render")?;
             let report = read.report.clone();
             let source = RenderSource::new(
                 Arc::clone(&self.node),
@@ -145,6 +172,12 @@ impl Backend for NodeBackend {
         read: ReadOptions,
     ) -> BoxFuture<'_, std::result::Result<crate::promql::Reply, crate::promql::QueryError>> {
         Box::pin(async move {
+            if let Err(e) = self.refuse_with_sets("PromQL") {
+                return Err(crate::promql::QueryError {
+                    kind: crate::promql::ErrorKind::BadData,
+                    message: e.to_string(),
+                });
+            }
             let source = ClusterSource::new(
                 Arc::clone(&self.node),
                 tokio::runtime::Handle::current(),

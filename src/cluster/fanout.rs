@@ -27,10 +27,11 @@ use super::peer::{self, PARTIAL_PATH};
 use super::promql_source::{self, PromAnswer, PromRead};
 use crate::error::Error;
 use crate::error::Result;
-use crate::read::aggregate::{AggregatePlan, AggregateResult, PartialAggregate};
+use crate::read::aggregate::{AggregatePlan, AggregateQuery, AggregateResult, PartialAggregate};
 use crate::read::budget::ReadBudget;
 use crate::read::distribution::{DistributionPlan, DistributionResult, PartialDistribution};
 use crate::read::query::{Query, QueryResult};
+use crate::read::reader::across_sets_plan;
 use crate::registry::Selector;
 use crate::render::tags::{TagPart, TagRead};
 use crate::render::{Fetched, FindNode, PathPattern, RenderGrid, Source};
@@ -70,6 +71,10 @@ pub(crate) enum PartialRead {
     Query(Query),
     /// An aggregate on the asker's plan.
     Aggregate(AggregatePlan),
+    /// The tier sets of the series a selector picks (`[[set]]`s), the scans charged.
+    SetsSelected(Selector),
+    /// An aggregate with `[[set]]`s: per set, the asker's plan for that set's series.
+    AggregateSets(Vec<(usize, AggregatePlan)>),
     /// A distribution read (quantiles, `hist`) on the asker's plan.
     Distribution(DistributionPlan),
     /// The series listing.
@@ -98,6 +103,10 @@ pub(crate) enum PartialAnswer {
     Query(QueryResult, Span),
     /// Partial groups.
     Aggregate(Charged<PartialAggregate>),
+    /// The tier sets selected, each once, in set order.
+    SetsSelected(Charged<Vec<usize>>),
+    /// Partial groups per set, in the order of the plans.
+    AggregateSets(Charged<Vec<PartialAggregate>>),
     /// Partial groups, their histograms merged per point.
     Distribution(Charged<PartialDistribution>),
     /// Keys, sorted.
@@ -195,6 +204,14 @@ pub(crate) async fn answer_locally(
             }
             PartialRead::Aggregate(plan) => PartialAnswer::Aggregate(Charged::new(
                 partial::aggregate_over(&readers, &plan, &budget)?,
+                &budget,
+            )),
+            PartialRead::SetsSelected(selector) => PartialAnswer::SetsSelected(Charged::new(
+                partial::sets_over(&readers, &selector, &budget)?,
+                &budget,
+            )),
+            PartialRead::AggregateSets(plans) => PartialAnswer::AggregateSets(Charged::new(
+                partial::aggregate_sets_over(&readers, &plans, &budget)?,
                 &budget,
             )),
             PartialRead::Distribution(plan) => PartialAnswer::Distribution(Charged::new(
@@ -623,6 +640,80 @@ pub(crate) async fn aggregate(
         _ => None,
     })?;
     partial::merge_aggregates(plan, parts)
+}
+
+/// An aggregate over every partition, when the tiers have `[[set]]`s: the owners first say
+/// which sets the selected series keep; with one (or none: the default set), the plan is
+/// that set's, as one engine plans it; with several, each set reads the tier it would read
+/// alone, on one grid as wide as the least common multiple of their resolutions from the
+/// latest of their windows on ([`across_sets_plan`]), and the answer's note says so when
+/// the resolutions differ, as one engine answers ([`crate::Reader::aggregate_within`]).
+///
+/// # Errors
+/// As [`fan_out`], the plan's, and the merge's.
+pub(crate) async fn aggregate_in_sets(
+    node: &Arc<Node>,
+    query: AggregateQuery,
+    budget: &ReadBudget,
+    options: &ReadOptions,
+) -> Result<AggregateResult> {
+    let (tiers, now) = (node.tiers(), node.now());
+    let read = PartialRead::SetsSelected(query.selector.clone());
+    let answers = fan_out(
+        node,
+        read,
+        None,
+        partial::owner_budget(budget).limit(),
+        options,
+    )
+    .await?;
+    let mut sets: Vec<usize> = parts(answers, |answer| match answer {
+        PartialAnswer::SetsSelected(charged) => Some(charged.take(budget)),
+        _ => None,
+    })?
+    .into_iter()
+    .flatten()
+    .collect();
+    sets.sort_unstable();
+    sets.dedup();
+    let (plans, across) = match sets.as_slice() {
+        [] | [_] => {
+            let set = sets.first().copied().unwrap_or(0);
+            let plan = AggregatePlan::new(&tiers.set_view(set), now, &query)?;
+            (vec![(set, plan)], None)
+        }
+        _ => {
+            let across = across_sets_plan(
+                tiers,
+                now,
+                &sets,
+                &query.tier,
+                (query.from, query.to),
+                (query.max_points, query.step, query.whole_range),
+            )?;
+            let plans = (across.parts.iter())
+                .map(|(set, spec)| {
+                    let plan = AggregatePlan::on(&query, spec, (across.step, across.window), now)?;
+                    Ok((*set, plan))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            (plans, Some(across))
+        }
+    };
+    let read = PartialRead::AggregateSets(plans.clone());
+    let answers = fan_out(
+        node,
+        read,
+        None,
+        partial::owner_budget(budget).limit(),
+        options,
+    )
+    .await?;
+    let parts = parts(answers, |answer| match answer {
+        PartialAnswer::AggregateSets(charged) => Some(charged.take(budget)),
+        _ => None,
+    })?;
+    partial::merge_aggregate_sets(&plans, across.as_ref(), parts)
 }
 
 /// A distribution read (quantiles, `hist`): a one-series read from an owner of the series'

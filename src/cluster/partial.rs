@@ -46,7 +46,7 @@ use crate::read::aggregate::{AggregatePlan, AggregateResult, PartialAggregate};
 use crate::read::budget::ReadBudget;
 use crate::read::distribution::{DistributionPlan, DistributionResult, PartialDistribution};
 use crate::read::query::Query;
-use crate::read::reader::Reader;
+use crate::read::reader::{AcrossPlan, Reader};
 use crate::read::tier_choice::TierChoice;
 use crate::registry::Selector;
 use crate::render::cache::RenderCache;
@@ -141,6 +141,88 @@ pub(crate) fn aggregate_over(
         merged.merge(reader.aggregate_partial(plan, budget)?)?;
     }
     Ok(merged)
+}
+
+/// An owner's part of a read over tier sets: the sets of the series `selector` picks in
+/// every engine in `readers`, each once, in set order, each engine's scan charged to
+/// `budget` as one engine's is ([`Reader::sets_selected`]).
+///
+/// # Errors
+/// [`crate::Error::InvalidQuery`] when `budget` refuses a scan.
+pub(crate) fn sets_over(
+    readers: &[Reader<'_>],
+    selector: &Selector,
+    budget: &ReadBudget,
+) -> Result<Vec<usize>> {
+    let mut sets = Vec::new();
+    for reader in readers {
+        sets.extend(reader.sets_selected(selector, budget)?);
+    }
+    sets.sort_unstable();
+    sets.dedup();
+    Ok(sets)
+}
+
+/// An owner's part of an aggregate with `[[set]]`s: per `(set, plan)`, that plan over the
+/// set's series of every engine in `readers` ([`aggregate_over`] through each engine's
+/// reader of the set), in the order of `plans`.
+///
+/// # Errors
+/// As [`aggregate_over`].
+pub(crate) fn aggregate_sets_over(
+    readers: &[Reader<'_>],
+    plans: &[(usize, AggregatePlan)],
+    budget: &ReadBudget,
+) -> Result<Vec<PartialAggregate>> {
+    (plans.iter())
+        .map(|(set, plan)| {
+            let of_set: Vec<Reader<'_>> = readers.iter().map(|r| r.for_set(*set)).collect();
+            aggregate_over(&of_set, plan, budget)
+        })
+        .collect()
+}
+
+/// The asker's answer from the owners' parts of an aggregate with `[[set]]`s (each part a
+/// partial per plan of `plans`): each set's parts merged, then, when `across` lines up
+/// several sets, the sets merged on its grid as one engine merges them
+/// ([`crate::Reader::aggregate_within`]), the answer naming every set's tier and carrying
+/// the note.
+///
+/// # Errors
+/// [`crate::Error::InvalidQuery`] when a part answers other plans or is garbled.
+pub(crate) fn merge_aggregate_sets(
+    plans: &[(usize, AggregatePlan)],
+    across: Option<&AcrossPlan>,
+    parts: impl IntoIterator<Item = Vec<PartialAggregate>>,
+) -> Result<AggregateResult> {
+    let mut per_set: Vec<PartialAggregate> = (plans.iter())
+        .map(|(_, plan)| PartialAggregate::empty(plan.clone()))
+        .collect();
+    for part in parts {
+        if part.len() != per_set.len() {
+            return Err(crate::error::Error::InvalidQuery(format!(
+                "an owner answered {} tier sets of {}",
+                part.len(),
+                per_set.len()
+            )));
+        }
+        for (merged, part) in per_set.iter_mut().zip(part) {
+            merged.merge(part)?;
+        }
+    }
+    let mut sets = per_set.into_iter();
+    let mut merged = sets
+        .next()
+        .ok_or_else(|| crate::error::Error::InvalidQuery("an aggregate over no tier set".into()))?;
+    let Some(across) = across else {
+        return merged.finish();
+    };
+    for part in sets {
+        merged.merge_set(part, &across.tiers)?;
+    }
+    let mut result = merged.finish_across_sets(&across.tiers)?;
+    result.note = across.note_beside(result.note.take());
+    Ok(result)
 }
 
 /// An owner's part of a distribution read: `plan` over the series of every engine in

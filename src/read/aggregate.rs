@@ -281,7 +281,7 @@ impl AggregatePlan {
     ///
     /// # Errors
     /// As [`PointGrid::of`].
-    fn on(
+    pub(crate) fn on(
         query: &AggregateQuery,
         spec: &TierSpec,
         (step, window): (Option<Span>, Timestamp),
@@ -339,6 +339,31 @@ struct PartialGroup {
     gauges: usize,
     /// One accumulator per point of the plan's grid.
     rows: Vec<Fold>,
+}
+
+impl PartialAggregate {
+    /// Merges `part`, another tier set's partial of a read across sets (on that set's
+    /// tier, on the same points), into this one, which keeps its plan; `tiers` names the
+    /// sets' tiers in the error.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQuery`] when the two grids' points differ, or as
+    /// [`PartialAggregate::merge`].
+    pub(crate) fn merge_set(&mut self, mut part: PartialAggregate, tiers: &str) -> Result<()> {
+        self.plan.grid.same_points(&part.plan.grid, tiers)?;
+        part.plan = self.plan.clone();
+        self.merge(part)
+    }
+
+    /// The answer of a read across sets whose sets' partials were merged into this one
+    /// ([`PartialAggregate::merge_set`]): it names the sets' tiers, `tiers`.
+    ///
+    /// # Errors
+    /// As [`PartialAggregate::finish`].
+    pub(crate) fn finish_across_sets(mut self, tiers: &str) -> Result<AggregateResult> {
+        self.plan.tier = tiers.to_owned();
+        self.finish()
+    }
 }
 
 impl PartialAggregate {
@@ -560,22 +585,14 @@ impl Reader<'_> {
             (query.from, query.to),
             (query.max_points, query.step, query.whole_range),
         )?;
-        let mut merged = across.merge_parts(
+        let merged = across.merge_parts(
             |reader, spec| {
                 let plan = AggregatePlan::on(query, spec, (across.step, across.window), now)?;
                 reader.aggregate_partial(&plan, budget)
             },
-            |merged: &mut PartialAggregate, mut part| {
-                merged
-                    .plan
-                    .grid
-                    .same_points(&part.plan.grid, &across.tiers)?;
-                part.plan = merged.plan.clone();
-                merged.merge(part)
-            },
+            |merged: &mut PartialAggregate, part| merged.merge_set(part, &across.tiers),
         )?;
-        merged.plan.tier = across.tiers.clone();
-        let mut result = merged.finish()?;
+        let mut result = merged.finish_across_sets(&across.tiers)?;
         result.note = across.note_beside(result.note.take());
         Ok(result)
     }
