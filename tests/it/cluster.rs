@@ -100,7 +100,7 @@ impl Node {
         self.addrs.as_ref().expect("node running").graphite_tcp
     }
 
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         // Dropping a Proc sends SIGKILL and reaps it.
         drop(self.proc.take());
         self.addrs = None;
