@@ -67,8 +67,9 @@ impl NodeBackend {
         let sets: Vec<&str> = tiers.sets.iter().map(|set| set.name.as_str()).collect();
         Err(crate::error::Error::InvalidQuery(format!(
             "{read} is not supported yet on a cluster node whose tiers have [[set]]s ({}): \
-             a cluster answers aggregates (/api/v1/aggregate), the series listing, find, tags \
-             and deletes across sets; a single node answers every read",
+             a cluster answers queries, aggregates and quantiles (/api/v1/query and \
+             /api/v1/aggregate), the series listing, find, tags and deletes across sets; a \
+             single node answers every read",
             sets.join(", ")
         )))
     }
@@ -95,10 +96,7 @@ impl Backend for NodeBackend {
     }
 
     fn query(&self, query: Query, read: ReadOptions) -> Answer<'_, QueryResult> {
-        Box::pin(async move {
-            self.refuse_with_sets("a one-series query")?;
-            Ok(fanout::query(&self.node, query, &read).await?)
-        })
+        Box::pin(async move { Ok(fanout::query(&self.node, query, &read).await?) })
     }
 
     fn aggregate(
@@ -126,8 +124,10 @@ impl Backend for NodeBackend {
         read: ReadOptions,
     ) -> Answer<'_, DistributionResult> {
         Box::pin(async move {
-            self.refuse_with_sets("a quantile or hist read")?;
             let node = &self.node;
+            if !node.tiers().sets.is_empty() {
+                return Ok(fanout::distribution_in_sets(node, query, &budget, &read).await?);
+            }
             let plan = DistributionPlan::new(node.tiers(), node.now(), &query)?;
             Ok(fanout::distribution(node, plan, &budget, &read).await?)
         })

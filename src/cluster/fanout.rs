@@ -29,7 +29,10 @@ use crate::error::Error;
 use crate::error::Result;
 use crate::read::aggregate::{AggregatePlan, AggregateQuery, AggregateResult, PartialAggregate};
 use crate::read::budget::ReadBudget;
-use crate::read::distribution::{DistributionPlan, DistributionResult, PartialDistribution};
+use crate::read::distribution::{
+    DistributionPlan, DistributionQuery, DistributionResult, DistributionTarget,
+    PartialDistribution,
+};
 use crate::read::query::{Query, QueryResult};
 use crate::read::reader::across_sets_plan;
 use crate::registry::Selector;
@@ -69,12 +72,24 @@ pub(crate) struct PartialRequest {
 pub(crate) enum PartialRead {
     /// One series, its tier pinned by the asker.
     Query(Query),
+    /// One series with `[[set]]`s: per set, the tier the asker pins it to for a series of
+    /// that set ([`partial::pinned_in_sets`]).
+    QueryInSets {
+        /// The query as asked.
+        query: Query,
+        /// Per set, the pinned tier.
+        pinned: Vec<Option<crate::read::tier_choice::TierChoice>>,
+    },
     /// An aggregate on the asker's plan.
     Aggregate(AggregatePlan),
     /// The tier sets of the series a selector picks (`[[set]]`s), the scans charged.
     SetsSelected(Selector),
     /// An aggregate with `[[set]]`s: per set, the asker's plan for that set's series.
     AggregateSets(Vec<(usize, AggregatePlan)>),
+    /// The tier set of one series, from an owner of its partition.
+    SetOfSeries(String),
+    /// A distribution read with `[[set]]`s: per set, the asker's plan for its series.
+    DistributionSets(Vec<(usize, DistributionPlan)>),
     /// A distribution read (quantiles, `hist`) on the asker's plan.
     Distribution(DistributionPlan),
     /// The series listing.
@@ -107,6 +122,8 @@ pub(crate) enum PartialAnswer {
     SetsSelected(Charged<Vec<usize>>),
     /// Partial groups per set, in the order of the plans.
     AggregateSets(Charged<Vec<PartialAggregate>>),
+    /// Partial distribution groups per set, in the order of the plans.
+    DistributionSets(Charged<Vec<PartialDistribution>>),
     /// Partial groups, their histograms merged per point.
     Distribution(Charged<PartialDistribution>),
     /// Keys, sorted.
@@ -202,6 +219,14 @@ pub(crate) async fn answer_locally(
                 let step = result.step;
                 PartialAnswer::Query(result, step)
             }
+            PartialRead::QueryInSets { query, pinned } => {
+                let reader = readers.first().ok_or_else(|| {
+                    Error::InvalidQuery("a one-series read names one partition".into())
+                })?;
+                let result = reader.query(&partial::pinned_for_series(reader, query, &pinned)?)?;
+                let step = result.step;
+                PartialAnswer::Query(result, step)
+            }
             PartialRead::Aggregate(plan) => PartialAnswer::Aggregate(Charged::new(
                 partial::aggregate_over(&readers, &plan, &budget)?,
                 &budget,
@@ -212,6 +237,17 @@ pub(crate) async fn answer_locally(
             )),
             PartialRead::AggregateSets(plans) => PartialAnswer::AggregateSets(Charged::new(
                 partial::aggregate_sets_over(&readers, &plans, &budget)?,
+                &budget,
+            )),
+            PartialRead::SetOfSeries(key) => {
+                let reader = readers.first().ok_or_else(|| {
+                    Error::InvalidQuery("a one-series read names one partition".into())
+                })?;
+                let set = partial::set_of_series(reader, &key)?;
+                PartialAnswer::SetsSelected(Charged::new(set, &budget))
+            }
+            PartialRead::DistributionSets(plans) => PartialAnswer::DistributionSets(Charged::new(
+                partial::distribution_sets_over(&readers, &plans, &budget)?,
                 &budget,
             )),
             PartialRead::Distribution(plan) => PartialAnswer::Distribution(Charged::new(
@@ -541,8 +577,13 @@ pub(crate) async fn query(
     query: Query,
     options: &ReadOptions,
 ) -> Result<QueryResult> {
-    let pinned = partial::pinned_query(node.tiers(), node.now(), &query)?;
-    let read = PartialRead::Query(pinned);
+    let read = match node.tiers().sets.is_empty() {
+        true => PartialRead::Query(partial::pinned_query(node.tiers(), node.now(), &query)?),
+        false => PartialRead::QueryInSets {
+            pinned: partial::pinned_in_sets(node.tiers(), node.now(), &query),
+            query: query.clone(),
+        },
+    };
     let answers = ask_series_owner(node, &query.series, read, u64::MAX, options).await?;
     let mut results = parts(answers, |answer| match answer {
         PartialAnswer::Query(result, step) => Some(Ok(QueryResult { step, ..result })),
@@ -642,6 +683,32 @@ pub(crate) async fn aggregate(
     partial::merge_aggregates(plan, parts)
 }
 
+/// The tier sets of the series `selector` picks in every partition, each once, in set
+/// order, the owners' scans charged to `budget`.
+///
+/// # Errors
+/// As [`fan_out`].
+async fn sets_selected(
+    node: &Arc<Node>,
+    selector: &Selector,
+    budget: &ReadBudget,
+    options: &ReadOptions,
+) -> Result<Vec<usize>> {
+    let read = PartialRead::SetsSelected(selector.clone());
+    let owner_budget = partial::owner_budget(budget).limit();
+    let answers = fan_out(node, read, None, owner_budget, options).await?;
+    let mut sets: Vec<usize> = parts(answers, |answer| match answer {
+        PartialAnswer::SetsSelected(charged) => Some(charged.take(budget)),
+        _ => None,
+    })?
+    .into_iter()
+    .flatten()
+    .collect();
+    sets.sort_unstable();
+    sets.dedup();
+    Ok(sets)
+}
+
 /// An aggregate over every partition, when the tiers have `[[set]]`s: the owners first say
 /// which sets the selected series keep; with one (or none: the default set), the plan is
 /// that set's, as one engine plans it; with several, each set reads the tier it would read
@@ -658,24 +725,7 @@ pub(crate) async fn aggregate_in_sets(
     options: &ReadOptions,
 ) -> Result<AggregateResult> {
     let (tiers, now) = (node.tiers(), node.now());
-    let read = PartialRead::SetsSelected(query.selector.clone());
-    let answers = fan_out(
-        node,
-        read,
-        None,
-        partial::owner_budget(budget).limit(),
-        options,
-    )
-    .await?;
-    let mut sets: Vec<usize> = parts(answers, |answer| match answer {
-        PartialAnswer::SetsSelected(charged) => Some(charged.take(budget)),
-        _ => None,
-    })?
-    .into_iter()
-    .flatten()
-    .collect();
-    sets.sort_unstable();
-    sets.dedup();
+    let sets = sets_selected(node, &query.selector, budget, options).await?;
     let (plans, across) = match sets.as_slice() {
         [] | [_] => {
             let set = sets.first().copied().unwrap_or(0);
@@ -713,7 +763,77 @@ pub(crate) async fn aggregate_in_sets(
         PartialAnswer::AggregateSets(charged) => Some(charged.take(budget)),
         _ => None,
     })?;
-    partial::merge_aggregate_sets(&plans, across.as_ref(), parts)
+    partial::merge_sets(&plans, across.as_ref(), parts)
+}
+
+/// A distribution read when the tiers have `[[set]]`s: the sets of the series read (of one
+/// series, from an owner of its partition), then each set's plan as for an aggregate
+/// ([`aggregate_in_sets`]), the owners' histograms merged per set and then across sets
+/// before any quantile is taken, as one engine answers
+/// ([`crate::Reader::distribution_query`]).
+///
+/// # Errors
+/// As [`fan_out`] (and [`ask_series_owner`] for one series), the plan's, and the merge's.
+pub(crate) async fn distribution_in_sets(
+    node: &Arc<Node>,
+    query: DistributionQuery,
+    budget: &ReadBudget,
+    options: &ReadOptions,
+) -> Result<DistributionResult> {
+    let (tiers, now) = (node.tiers(), node.now());
+    let owner_budget = partial::owner_budget(budget).limit();
+    let sets = match &query.target {
+        DistributionTarget::Series(key) => {
+            let read = PartialRead::SetOfSeries(key.clone());
+            let answers = ask_series_owner(node, key, read, owner_budget, options).await?;
+            let sets = parts(answers, |answer| match answer {
+                PartialAnswer::SetsSelected(charged) => Some(charged.take(budget)),
+                _ => None,
+            })?;
+            sets.into_iter().flatten().collect()
+        }
+        DistributionTarget::Select { selector, .. } => {
+            sets_selected(node, selector, budget, options).await?
+        }
+    };
+    let (plans, across) = match sets.as_slice() {
+        [] | [_] => {
+            let set = sets.first().copied().unwrap_or(0);
+            let plan = DistributionPlan::new(&tiers.set_view(set), now, &query)?;
+            (vec![(set, plan)], None)
+        }
+        _ => {
+            let across = across_sets_plan(
+                tiers,
+                now,
+                &sets,
+                &query.tier,
+                (query.from, query.to),
+                (query.max_points, query.step, query.whole_range),
+            )?;
+            let plans = (across.parts.iter())
+                .map(|(set, spec)| {
+                    let grid = (across.step, across.window);
+                    Ok((*set, DistributionPlan::on(&query, spec, grid, now)?))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            (plans, Some(across))
+        }
+    };
+    let read = PartialRead::DistributionSets(plans.clone());
+    let answers = match &query.target {
+        DistributionTarget::Series(key) => {
+            ask_series_owner(node, key, read, owner_budget, options).await?
+        }
+        DistributionTarget::Select { .. } => {
+            fan_out(node, read, None, owner_budget, options).await?
+        }
+    };
+    let parts = parts(answers, |answer| match answer {
+        PartialAnswer::DistributionSets(charged) => Some(charged.take(budget)),
+        _ => None,
+    })?;
+    partial::merge_sets(&plans, across.as_ref(), parts)
 }
 
 /// A distribution read (quantiles, `hist`): a one-series read from an owner of the series'

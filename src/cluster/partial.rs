@@ -46,7 +46,7 @@ use crate::read::aggregate::{AggregatePlan, AggregateResult, PartialAggregate};
 use crate::read::budget::ReadBudget;
 use crate::read::distribution::{DistributionPlan, DistributionResult, PartialDistribution};
 use crate::read::query::Query;
-use crate::read::reader::{AcrossPlan, Reader};
+use crate::read::reader::{AcrossPlan, Reader, SetPartial};
 use crate::read::tier_choice::TierChoice;
 use crate::registry::Selector;
 use crate::render::cache::RenderCache;
@@ -182,21 +182,50 @@ pub(crate) fn aggregate_sets_over(
         .collect()
 }
 
-/// The asker's answer from the owners' parts of an aggregate with `[[set]]`s (each part a
-/// partial per plan of `plans`): each set's parts merged, then, when `across` lines up
-/// several sets, the sets merged on its grid as one engine merges them
-/// ([`crate::Reader::aggregate_within`]), the answer naming every set's tier and carrying
-/// the note.
+/// An owner's part of a distribution read with `[[set]]`s: per `(set, plan)`, that plan
+/// over the set's series of every engine in `readers`, in the order of `plans`.
+///
+/// # Errors
+/// As [`distribution_over`].
+pub(crate) fn distribution_sets_over(
+    readers: &[Reader<'_>],
+    plans: &[(usize, DistributionPlan)],
+    budget: &ReadBudget,
+) -> Result<Vec<PartialDistribution>> {
+    (plans.iter())
+        .map(|(set, plan)| {
+            let of_set: Vec<Reader<'_>> = readers.iter().map(|r| r.for_set(*set)).collect();
+            distribution_over(&of_set, plan, budget)
+        })
+        .collect()
+}
+
+/// An owner's answer to which set the one series `key` keeps, in the engine of `reader`.
+///
+/// # Errors
+/// [`crate::Error::UnknownSeries`] when the engine does not have it; as
+/// [`crate::registry::Registry::lookup`].
+pub(crate) fn set_of_series(reader: &Reader<'_>, key: &str) -> Result<Vec<usize>> {
+    let id = (reader.registry().lookup(key)?)
+        .ok_or_else(|| crate::error::Error::UnknownSeries(key.to_owned()))?;
+    Ok(reader.sets_of([id]))
+}
+
+/// The asker's answer from the owners' parts of a read with `[[set]]`s (each part a
+/// partial per plan of `plans`: aggregates, distribution reads): each set's parts merged,
+/// then, when `across` lines up several sets, the sets merged on its grid as one engine
+/// merges them ([`crate::Reader::aggregate_within`]), the answer naming every set's tier
+/// and carrying the note.
 ///
 /// # Errors
 /// [`crate::Error::InvalidQuery`] when a part answers other plans or is garbled.
-pub(crate) fn merge_aggregate_sets(
-    plans: &[(usize, AggregatePlan)],
+pub(crate) fn merge_sets<P: SetPartial>(
+    plans: &[(usize, P::Plan)],
     across: Option<&AcrossPlan>,
-    parts: impl IntoIterator<Item = Vec<PartialAggregate>>,
-) -> Result<AggregateResult> {
-    let mut per_set: Vec<PartialAggregate> = (plans.iter())
-        .map(|(_, plan)| PartialAggregate::empty(plan.clone()))
+    parts: impl IntoIterator<Item = Vec<P>>,
+) -> Result<P::Answer> {
+    let mut per_set: Vec<P> = (plans.iter())
+        .map(|(_, plan)| P::empty(plan.clone()))
         .collect();
     for part in parts {
         if part.len() != per_set.len() {
@@ -215,14 +244,12 @@ pub(crate) fn merge_aggregate_sets(
         .next()
         .ok_or_else(|| crate::error::Error::InvalidQuery("an aggregate over no tier set".into()))?;
     let Some(across) = across else {
-        return merged.finish();
+        return merged.finish_alone();
     };
     for part in sets {
         merged.merge_set(part, &across.tiers)?;
     }
-    let mut result = merged.finish_across_sets(&across.tiers)?;
-    result.note = across.note_beside(result.note.take());
-    Ok(result)
+    merged.finish_across(&across.tiers, &across.note)
 }
 
 /// An owner's part of a distribution read: `plan` over the series of every engine in
@@ -393,6 +420,44 @@ pub(crate) fn merge_fetched(parts: impl IntoIterator<Item = Vec<Fetched>>) -> Ve
         .collect();
     all.sort_unstable_by(|a, b| (&a.0, &a.1.key).cmp(&(&b.0, &b.1.key)));
     all.into_iter().map(|(_, fetched)| fetched).collect()
+}
+
+/// With `[[set]]`s, per tier set of `tiers`, the tier [`pinned_query`] pins `query` to for a
+/// series of that set (`None` where the set has no tier of the name `query` gives: the
+/// owner then refuses the query as one engine would). The asker does not know the series'
+/// set; the owner that has it picks ([`pinned_for_series`]).
+pub(crate) fn pinned_in_sets(
+    tiers: &TiersConfig,
+    now: Timestamp,
+    query: &Query,
+) -> Vec<Option<TierChoice>> {
+    (0..tiers.set_count())
+        .map(|set| {
+            let pinned = pinned_query(&tiers.set_view(set), now, query).ok()?;
+            Some(pinned.tier)
+        })
+        .collect()
+}
+
+/// `query` with the tier of `pinned` ([`pinned_in_sets`]) that is its series' set's, in the
+/// engine of `reader`; as it is when the engine does not have the series (the query then
+/// answers that) or the set's entry is `None`.
+///
+/// # Errors
+/// [`crate::Error::InvalidQuery`] for a series that is not a valid key; [`crate::Error::Io`].
+pub(crate) fn pinned_for_series(
+    reader: &Reader<'_>,
+    query: Query,
+    pinned: &[Option<TierChoice>],
+) -> Result<Query> {
+    let Some(id) = reader.registry().lookup(&query.series)? else {
+        return Ok(query);
+    };
+    let set = reader.registry().placement(id).set();
+    Ok(match pinned.get(set).cloned().flatten() {
+        Some(tier) => Query { tier, ..query },
+        None => query,
+    })
 }
 
 /// `query` with the tier the asker's clock chooses for it (with `tiers` at `now`) named, so

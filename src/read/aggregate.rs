@@ -44,7 +44,7 @@ use crate::error::Error;
 use crate::error::Result;
 use crate::read::budget::ReadBudget;
 use crate::read::query::{still_filling, Display, Latest, PointGrid, MAX_QUERY_POINTS};
-use crate::read::reader::{Member, Reader};
+use crate::read::reader::{join_notes, Member, Reader, SetPartial};
 use crate::read::tier_choice::TierChoice;
 use crate::registry::Selector;
 use crate::time::{Span, Timestamp};
@@ -341,27 +341,32 @@ struct PartialGroup {
     rows: Vec<Fold>,
 }
 
-impl PartialAggregate {
-    /// Merges `part`, another tier set's partial of a read across sets (on that set's
-    /// tier, on the same points), into this one, which keeps its plan; `tiers` names the
-    /// sets' tiers in the error.
-    ///
-    /// # Errors
-    /// [`Error::InvalidQuery`] when the two grids' points differ, or as
-    /// [`PartialAggregate::merge`].
-    pub(crate) fn merge_set(&mut self, mut part: PartialAggregate, tiers: &str) -> Result<()> {
-        self.plan.grid.same_points(&part.plan.grid, tiers)?;
-        part.plan = self.plan.clone();
-        self.merge(part)
+impl SetPartial for PartialAggregate {
+    type Plan = AggregatePlan;
+    type Answer = AggregateResult;
+
+    fn empty(plan: AggregatePlan) -> PartialAggregate {
+        PartialAggregate::empty(plan)
     }
 
-    /// The answer of a read across sets whose sets' partials were merged into this one
-    /// ([`PartialAggregate::merge_set`]): it names the sets' tiers, `tiers`.
-    ///
-    /// # Errors
-    /// As [`PartialAggregate::finish`].
-    pub(crate) fn finish_across_sets(mut self, tiers: &str) -> Result<AggregateResult> {
+    fn merge(&mut self, other: PartialAggregate) -> Result<()> {
+        PartialAggregate::merge(self, other)
+    }
+
+    fn merge_set(&mut self, mut part: PartialAggregate, tiers: &str) -> Result<()> {
+        self.plan.grid.same_points(&part.plan.grid, tiers)?;
+        part.plan = self.plan.clone();
+        PartialAggregate::merge(self, part)
+    }
+
+    fn finish_across(mut self, tiers: &str, note: &Option<String>) -> Result<AggregateResult> {
         self.plan.tier = tiers.to_owned();
+        let mut result = self.finish()?;
+        result.note = join_notes(result.note.take(), note);
+        Ok(result)
+    }
+
+    fn finish_alone(self) -> Result<AggregateResult> {
         self.finish()
     }
 }
@@ -592,9 +597,7 @@ impl Reader<'_> {
             },
             |merged: &mut PartialAggregate, part| merged.merge_set(part, &across.tiers),
         )?;
-        let mut result = merged.finish_across_sets(&across.tiers)?;
-        result.note = across.note_beside(result.note.take());
-        Ok(result)
+        merged.finish_across(&across.tiers, &across.note)
     }
 
     /// Fixes what `query` reads from this engine's clock and tiers: the tier (`auto` chosen

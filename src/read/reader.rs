@@ -58,19 +58,48 @@ impl<'a> AcrossSets<'a> {
         }
         Ok(merged)
     }
-
-    /// The answer's note: `note` (the read's own, if any) and this one's, joined.
-    pub(crate) fn note_beside(&self, note: Option<String>) -> Option<String> {
-        join_notes(note, &self.note)
-    }
 }
 
 /// A read's own note and a read across sets' note, joined.
-fn join_notes(note: Option<String>, across: &Option<String>) -> Option<String> {
+pub(crate) fn join_notes(note: Option<String>, across: &Option<String>) -> Option<String> {
     match (note, across) {
         (Some(a), Some(b)) => Some(format!("{a}; {b}")),
         (a, b) => a.or_else(|| b.clone()),
     }
+}
+
+/// A read's partial answer as a read across tier sets folds it (an aggregate's, a
+/// distribution read's): each set's parts merged on its own plan, then the sets merged on
+/// one grid, on one engine ([`AcrossSets::merge_parts`]) or across a cluster's owners.
+pub(crate) trait SetPartial: Sized {
+    /// What the part answers.
+    type Plan: Clone;
+    /// The finished answer.
+    type Answer;
+    /// Nothing read yet, on `plan`.
+    fn empty(plan: Self::Plan) -> Self;
+    /// Adds a part of the same plan, over other series.
+    ///
+    /// # Errors
+    /// [`crate::error::Error::InvalidQuery`] when it answers another plan.
+    fn merge(&mut self, other: Self) -> Result<()>;
+    /// Adds another set's part, read on its own tier onto the same points; this part keeps
+    /// its plan. `tiers` names the sets' tiers in the error.
+    ///
+    /// # Errors
+    /// [`crate::error::Error::InvalidQuery`] when the points differ, or as `merge`.
+    fn merge_set(&mut self, other: Self, tiers: &str) -> Result<()>;
+    /// The answer of the sets merged into this part: it names their tiers, `tiers`, and
+    /// carries `note` beside its own.
+    ///
+    /// # Errors
+    /// As the part's finish.
+    fn finish_across(self, tiers: &str, note: &Option<String>) -> Result<Self::Answer>;
+    /// The answer of one set's part.
+    ///
+    /// # Errors
+    /// As the part's finish.
+    fn finish_alone(self) -> Result<Self::Answer>;
 }
 
 /// [`AcrossSets`] without readers: each set with the tier it would read alone, decided from
@@ -87,13 +116,6 @@ pub(crate) struct AcrossPlan {
     pub(crate) tiers: String,
     /// As [`AcrossSets::note`].
     pub(crate) note: Option<String>,
-}
-
-impl AcrossPlan {
-    /// The answer's note: `note` (the read's own, if any) and this one's, joined.
-    pub(crate) fn note_beside(&self, note: Option<String>) -> Option<String> {
-        join_notes(note, &self.note)
-    }
 }
 
 /// How a read of `choice` over `[from, to)` at `now` lines up the series of `sets` of the

@@ -83,7 +83,7 @@ impl Node {
     }
 
     /// The log of the node's latest start.
-    fn log_path(&self) -> PathBuf {
+    pub(crate) fn log_path(&self) -> PathBuf {
         self.logs.join(format!("{}-{}.log", self.name, self.starts))
     }
 

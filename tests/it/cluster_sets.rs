@@ -1,11 +1,12 @@
 //! Tier sets (`[[set]]`) in a cluster: three `tierdb serve --cluster` nodes and one single
 //! node run the shipped tiers plus a set `short` (2m kept 12h, 1h kept 30d) for the series
 //! named `tmp.*`, and are sent the same samples of series of both sets. One node is killed
-//! by its apply's fault hook in the middle of a group (as `kill -9`) and restarted. Then an
-//! aggregate across both sets (each set read through its own tier, folded on one 2m grid,
-//! the answer's note saying so) answers through every node exactly as the single node
-//! does, every acknowledged sample counted once. Before tier sets were built for the
-//! cluster, a node refused the tiers at start.
+//! by its apply's fault hook in the middle of a group (SIGKILL, as `kill -9`) and
+//! restarted. Then aggregates across both sets (each set read through its own tier, folded
+//! on one 2m grid, the answer's note saying so), quantile reads and one-series queries of
+//! each set answer through every node exactly as the single node does, every acknowledged
+//! sample counted once; and so they do after a delete of series of both sets. Before tier
+//! sets were built for the cluster, a node refused the tiers at start.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -14,7 +15,7 @@ use serde_json::Value;
 use tierdb::testing::fault::KILL_MID_APPLY;
 
 use crate::cluster::{eventually, send_json, single_node, wait_served, Setup};
-use crate::support::http::get_json;
+use crate::support::http::{get_json, percent_encode, request};
 
 /// The shipped tiers plus the set `short`, written into `dir`; returns its path.
 fn tiers_with_a_set(dir: &Path) -> PathBuf {
@@ -84,8 +85,15 @@ fn cluster_with_tier_sets_aggregates_across_sets_as_one_node_through_a_kill_mid_
     for chunk in series.chunks(4) {
         assert_eq!(send_json(cluster[0].http(), chunk), 204);
     }
-    // Node 1 died in its apply (or would have, had it applied two groups): restarted
-    // without the hook, it rolls the group back and applies it again.
+    // Node 1 dies in the middle of its second group; restarted without the hook, it rolls
+    // the group back and applies it again.
+    let killed_log = cluster[1].log_path();
+    eventually("node 1 killed in its apply", || {
+        let log = std::fs::read_to_string(&killed_log).unwrap_or_default();
+        log.contains("fault hook: killing this process at mid-apply")
+            .then_some(())
+            .ok_or_else(|| "not yet".to_string())
+    });
     cluster[1].kill();
     cluster[1].env.clear();
     cluster[1].start(&urls);
@@ -113,6 +121,22 @@ fn cluster_with_tier_sets_aggregates_across_sets_as_one_node_through_a_kill_mid_
     let reads = [
         format!(
             "/api/v1/aggregate?match=*.*.value&agg=sum&from={start}&to={}",
+            start + 3600
+        ),
+        format!(
+            "/api/v1/query?series=tmp.s03.value&from={start}&to={}",
+            start + 3600
+        ),
+        format!(
+            "/api/v1/query?series=keep.s04.value&from={start}&to={}",
+            start + 3600
+        ),
+        format!(
+            "/api/v1/query?series=tmp.s05.value&tier=1h&display=count&from={start}&to={}",
+            start + 3600
+        ),
+        format!(
+            "/api/v1/aggregate?match=*.*.value&display=p99&range=whole&from={start}&to={}",
             start + 3600
         ),
         format!(
@@ -144,4 +168,35 @@ fn cluster_with_tier_sets_aggregates_across_sets_as_one_node_through_a_kill_mid_
         "{across}"
     );
     assert_eq!(across["tier"], "1m, short/2m", "{across}");
+
+    // A delete of series of both sets, through a node and on the single node.
+    let query = format!("match={}", percent_encode("*.s1*.value"));
+    for addr in [single, cluster[2].http()] {
+        let (status, body) = request(addr, "DELETE", &format!("/api/v1/series?{query}"), &[], b"");
+        assert_eq!(status, 200, "{body}");
+    }
+    let left = (series.iter())
+        .filter(|(name, _)| !name.contains(".s1"))
+        .map(|(_, s)| s.len())
+        .sum::<usize>() as f64;
+    for node in &cluster {
+        eventually("the deleted series gone", || {
+            let answer = strong(node.http(), &count)?;
+            let got = answer["groups"][0]["points"][0][1].as_f64().unwrap_or(0.0);
+            (got == left)
+                .then_some(())
+                .ok_or(format!("{got} of {left}: {answer}"))
+        });
+    }
+    for read in &reads[..2] {
+        let expected = strong(single, read).unwrap();
+        for node in &cluster {
+            assert_eq!(
+                strong(node.http(), read).unwrap(),
+                expected,
+                "{read} on {}",
+                node.name
+            );
+        }
+    }
 }

@@ -28,16 +28,20 @@ const HOUR: i64 = 60 * MINUTE;
 const DAY: i64 = 24 * HOUR;
 const SERIES: usize = 12;
 
-/// Tiers 10s/1m/5m, periods 10m/1h/1d, retentions 1h/6h/2d, 16 series per chunk; a raw
-/// tier of 1h periods kept 6h, writing only changed values.
-fn tiers() -> TiersConfig {
-    let tier = |name: &str, resolution: i64, period: i64, retention: i64| TierSpec {
+/// A rollup tier of `resolution`, `period` and `retention` seconds, one period ahead.
+fn tier(name: &str, resolution: i64, period: i64, retention: i64) -> TierSpec {
+    TierSpec {
         name: name.to_owned(),
         resolution: Span::from_secs(resolution as u64),
         period: Span::from_secs(period as u64),
         retention: Span::from_secs(retention as u64),
         create_ahead: 1,
-    };
+    }
+}
+
+/// Tiers 10s/1m/5m, periods 10m/1h/1d, retentions 1h/6h/2d, 16 series per chunk; a raw
+/// tier of 1h periods kept 6h, writing only changed values.
+fn tiers() -> TiersConfig {
     TiersConfig {
         engine: EngineSettings {
             future_bound: Span::from_secs(HOUR as u64),
@@ -64,13 +68,6 @@ fn tiers() -> TiersConfig {
 /// [`tiers`] with a `[[set]]` "short" of tiers 30s/15m (periods 1h/1d, retentions 3h/3d)
 /// for the series `s2`, `s6` and those tagged `host=h1`.
 fn tiers_with_sets() -> TiersConfig {
-    let tier = |name: &str, resolution: i64, period: i64, retention: i64| TierSpec {
-        name: name.to_owned(),
-        resolution: Span::from_secs(resolution as u64),
-        period: Span::from_secs(period as u64),
-        retention: Span::from_secs(retention as u64),
-        create_ahead: 1,
-    };
     TiersConfig {
         sets: vec![crate::config::TierSet {
             name: "short".to_owned(),
