@@ -34,7 +34,7 @@ const SHORT_LEASE: Option<&str> = Some("3s");
 /// One tierdb node: its process, addresses, name and data directory (kept across restarts).
 pub(crate) struct Node {
     pub(crate) name: String,
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     logs: PathBuf,
     starts: usize,
     /// Flags beyond the cluster's.
@@ -258,7 +258,7 @@ pub(crate) fn wait_served_at(http: SocketAddr) {
 }
 
 /// Waits until every lease holder of every partition applied the log to its end.
-fn wait_caught_up(cluster: &[Node]) {
+pub(crate) fn wait_caught_up(cluster: &[Node]) {
     eventually("every holder caught up", || {
         let status = get_json(cluster[0].http(), "/api/v1/cluster")?;
         let behind: Vec<&Value> = status["partitions"]

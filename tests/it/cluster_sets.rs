@@ -5,8 +5,11 @@
 //! restarted. Then aggregates across both sets (each set read through its own tier, folded
 //! on one 2m grid, the answer's note saying so), quantile reads and one-series queries of
 //! each set answer through every node exactly as the single node does, every acknowledged
-//! sample counted once; and so they do after a delete of series of both sets. Before tier
-//! sets were built for the cluster, a node refused the tiers at start.
+//! sample counted once. A node whose data directory is lost, with the log emptied, is
+//! rebuilt from the replicas' copies of its partitions (their set records and `sets/`
+//! files with them), and with another node killed, the reads it serves from those copies
+//! still answer as the single node does; and so they do after a delete of series of both
+//! sets. Before tier sets were built for the cluster, a node refused the tiers at start.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -14,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use tierdb::testing::fault::KILL_MID_APPLY;
 
-use crate::cluster::{eventually, send_json, single_node, wait_served, Setup};
+use crate::cluster::{eventually, send_json, single_node, wait_caught_up, wait_served, Setup};
 use crate::support::http::{get_json, percent_encode, request};
 
 /// The shipped tiers plus the set `short`, written into `dir`; returns its path.
@@ -58,8 +61,8 @@ fn strong(addr: SocketAddr, path: &str) -> Result<Value, String> {
 #[test]
 fn cluster_with_tier_sets_aggregates_across_sets_as_one_node_through_a_kill_mid_apply() {
     let Setup {
-        runtime: _runtime,
-        nats: _nats,
+        runtime,
+        nats,
         urls,
         root,
         mut cluster,
@@ -168,6 +171,48 @@ fn cluster_with_tier_sets_aggregates_across_sets_as_one_node_through_a_kill_mid_
         "{across}"
     );
     assert_eq!(across["tier"], "1m, short/2m", "{across}");
+
+    // Node 2 loses its disk while the log was emptied: only the replicas' copies of its
+    // partitions bring them back. With node 0 then killed, the partitions node 0 and node 2
+    // held are read from node 2's copies.
+    wait_caught_up(&cluster);
+    runtime.block_on(async {
+        let js = nats.jetstream().await;
+        let mut stream = js.get_stream("TIERDB_INGEST").await.expect("the log");
+        stream.purge().await.expect("purge the log");
+    });
+    cluster[2].kill();
+    std::fs::remove_dir_all(&cluster[2].dir).unwrap();
+    cluster[2].start(&urls);
+    wait_served(&cluster);
+    eventually("node 2 rebuilt from copies", || {
+        let status = get_json(cluster[2].http(), "/api/v1/cluster")?;
+        let rebuilt = status["rebuilds"].as_array().map_or(0, Vec::len) as u64;
+        let node2 = (status["nodes"].as_array().into_iter().flatten())
+            .find(|n| n["name"] == "node2")
+            .ok_or("node2 not listed")?;
+        let (applying, holds) = (node2["applying"].as_u64(), node2["holds"].as_u64());
+        (rebuilt > 0 && applying == holds && applying.is_some_and(|a| a > 0))
+            .then_some(())
+            .ok_or(format!("rebuilt {rebuilt}, node2 {node2}"))
+    });
+    wait_caught_up(&cluster);
+    let copied_sets = std::fs::read_dir(cluster[2].dir.join("partitions"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().join("sets/short").is_dir())
+        .count();
+    assert!(copied_sets > 0, "no partition of node 2 holds sets/short");
+    cluster[0].kill();
+    for read in &reads {
+        let expected = strong(single, read).unwrap();
+        for node in &cluster[1..] {
+            let got = strong(node.http(), read).unwrap();
+            assert_eq!(got, expected, "{read} on {} after the rebuild", node.name);
+        }
+    }
+    cluster[0].start(&urls);
+    wait_served(&cluster);
 
     // A delete of series of both sets, through a node and on the single node.
     let query = format!("match={}", percent_encode("*.s1*.value"));
