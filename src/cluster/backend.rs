@@ -54,8 +54,8 @@ impl NodeBackend {
         }
     }
 
-    /// Refuses `read` when the tiers have `[[set]]`s: of the reads that choose a tier, the
-    /// fan-out plans only aggregates across sets so far (docs/cluster.md, "Not built").
+    /// Refuses `read` when the tiers have `[[set]]`s: the fan-out does not plan PromQL's
+    /// tier choice across sets yet (docs/cluster.md, "Not built").
     ///
     /// # Errors
     /// [`crate::Error::InvalidQuery`] naming the read and the sets.
@@ -67,9 +67,9 @@ impl NodeBackend {
         let sets: Vec<&str> = tiers.sets.iter().map(|set| set.name.as_str()).collect();
         Err(crate::error::Error::InvalidQuery(format!(
             "{read} is not supported yet on a cluster node whose tiers have [[set]]s ({}): \
-             a cluster answers queries, aggregates and quantiles (/api/v1/query and \
-             /api/v1/aggregate), the series listing, find, tags and deletes across sets; a \
-             single node answers every read",
+             a cluster answers every other read across sets (queries, aggregates, quantiles, \
+             /render, the series listing, find, tags) and deletes; a single node answers \
+             PromQL across sets",
             sets.join(", ")
         )))
     }
@@ -144,7 +144,6 @@ impl Backend for NodeBackend {
         read: ReadOptions,
     ) -> Answer<'_, Vec<RenderedSeries>> {
         Box::pin(async move {
-            self.refuse_with_sets("/render")?;
             let report = read.report.clone();
             let source = RenderSource::new(
                 Arc::clone(&self.node),

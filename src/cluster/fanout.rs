@@ -34,7 +34,6 @@ use crate::read::distribution::{
     PartialDistribution,
 };
 use crate::read::query::{Query, QueryResult};
-use crate::read::reader::across_sets_plan;
 use crate::registry::Selector;
 use crate::render::tags::{TagPart, TagRead};
 use crate::render::{Fetched, FindNode, PathPattern, RenderGrid, Source};
@@ -103,6 +102,23 @@ pub(crate) enum PartialRead {
         /// The path.
         pattern: PathPattern,
         /// The tier, points and window the asker chose.
+        grid: RenderGrid,
+    },
+    /// [`PartialRead::RenderCount`] of one tier set's series (`[[set]]`s).
+    RenderCountSet {
+        /// The set.
+        set: usize,
+        /// The path.
+        pattern: PathPattern,
+    },
+    /// [`PartialRead::RenderFetch`] of one tier set's series, on the grid the asker chose
+    /// from that set's tiers.
+    RenderFetchSet {
+        /// The set.
+        set: usize,
+        /// The path.
+        pattern: PathPattern,
+        /// The set's tier, points and window.
         grid: RenderGrid,
     },
     /// A leaf read of a PromQL evaluation ([`super::promql_source`]).
@@ -267,6 +283,18 @@ pub(crate) async fn answer_locally(
             )),
             PartialRead::RenderFetch { pattern, grid } => {
                 let fetched = partial::render_fetch_over(&readers, &pattern, &grid, &cache)?;
+                PartialAnswer::RenderFetch(fetched)
+            }
+            PartialRead::RenderCountSet { set, pattern } => {
+                let of_set: Vec<_> = readers.iter().map(|r| r.for_set(set)).collect();
+                PartialAnswer::RenderCount(Charged::new(
+                    partial::render_count_over(&of_set, &pattern, &budget)?,
+                    &budget,
+                ))
+            }
+            PartialRead::RenderFetchSet { set, pattern, grid } => {
+                let of_set: Vec<_> = readers.iter().map(|r| r.for_set(set)).collect();
+                let fetched = partial::render_fetch_over(&of_set, &pattern, &grid, &cache)?;
                 PartialAnswer::RenderFetch(fetched)
             }
             PartialRead::Tags(read) => PartialAnswer::Tags(Charged::new(
@@ -726,30 +754,13 @@ pub(crate) async fn aggregate_in_sets(
 ) -> Result<AggregateResult> {
     let (tiers, now) = (node.tiers(), node.now());
     let sets = sets_selected(node, &query.selector, budget, options).await?;
-    let (plans, across) = match sets.as_slice() {
-        [] | [_] => {
-            let set = sets.first().copied().unwrap_or(0);
-            let plan = AggregatePlan::new(&tiers.set_view(set), now, &query)?;
-            (vec![(set, plan)], None)
-        }
-        _ => {
-            let across = across_sets_plan(
-                tiers,
-                now,
-                &sets,
-                &query.tier,
-                (query.from, query.to),
-                (query.max_points, query.step, query.whole_range),
-            )?;
-            let plans = (across.parts.iter())
-                .map(|(set, spec)| {
-                    let plan = AggregatePlan::on(&query, spec, (across.step, across.window), now)?;
-                    Ok((*set, plan))
-                })
-                .collect::<Result<Vec<_>>>()?;
-            (plans, Some(across))
-        }
-    };
+    let (plans, across) = partial::set_plans(
+        (tiers, now, &sets),
+        (&query.tier, query.from, query.to),
+        (query.max_points, query.step, query.whole_range),
+        |view| AggregatePlan::new(view, now, &query),
+        |spec, grid| AggregatePlan::on(&query, spec, grid, now),
+    )?;
     let read = PartialRead::AggregateSets(plans.clone());
     let answers = fan_out(
         node,
@@ -796,30 +807,13 @@ pub(crate) async fn distribution_in_sets(
             sets_selected(node, selector, budget, options).await?
         }
     };
-    let (plans, across) = match sets.as_slice() {
-        [] | [_] => {
-            let set = sets.first().copied().unwrap_or(0);
-            let plan = DistributionPlan::new(&tiers.set_view(set), now, &query)?;
-            (vec![(set, plan)], None)
-        }
-        _ => {
-            let across = across_sets_plan(
-                tiers,
-                now,
-                &sets,
-                &query.tier,
-                (query.from, query.to),
-                (query.max_points, query.step, query.whole_range),
-            )?;
-            let plans = (across.parts.iter())
-                .map(|(set, spec)| {
-                    let grid = (across.step, across.window);
-                    Ok((*set, DistributionPlan::on(&query, spec, grid, now)?))
-                })
-                .collect::<Result<Vec<_>>>()?;
-            (plans, Some(across))
-        }
-    };
+    let (plans, across) = partial::set_plans(
+        (tiers, now, &sets),
+        (&query.tier, query.from, query.to),
+        (query.max_points, query.step, query.whole_range),
+        |view| DistributionPlan::new(view, now, &query),
+        |spec, grid| DistributionPlan::on(&query, spec, grid, now),
+    )?;
     let read = PartialRead::DistributionSets(plans.clone());
     let answers = match &query.target {
         DistributionTarget::Series(key) => {
@@ -968,6 +962,58 @@ impl RenderSource {
     fn grid(&self, from: Timestamp, until: Timestamp) -> Result<Option<RenderGrid>> {
         RenderGrid::choose(self.node.tiers(), from, until, self.node.now())
     }
+
+    /// With `[[set]]`s, each set with the grid its tiers and this node's clock give a fetch
+    /// (the sets whose range holds no data left out), as one engine reads each set's series
+    /// on its own set's grid; `None` without sets.
+    fn set_grids(
+        &self,
+        from: Timestamp,
+        until: Timestamp,
+    ) -> Result<Option<Vec<(usize, RenderGrid)>>> {
+        let tiers = self.node.tiers();
+        if tiers.sets.is_empty() {
+            return Ok(None);
+        }
+        let mut grids = Vec::new();
+        for set in 0..tiers.set_count() {
+            if let Some(grid) =
+                RenderGrid::choose(&tiers.set_view(set), from, until, self.node.now())?
+            {
+                grids.push((set, grid));
+            }
+        }
+        Ok(Some(grids))
+    }
+
+    /// The series `read` counts, summed over the owners' answers, their scans charged to
+    /// `budget`, then the series times `points` charged as one engine charges.
+    fn charge_count(
+        &self,
+        read: PartialRead,
+        pattern: &PathPattern,
+        points: u64,
+        budget: &ReadBudget,
+    ) -> Result<()> {
+        let owner_budget = partial::owner_budget(budget).limit();
+        let series: u64 = parts(self.fan_out(read, owner_budget)?, |answer| match answer {
+            PartialAnswer::RenderCount(charged) => Some(charged.take(budget)),
+            _ => None,
+        })?
+        .into_iter()
+        .sum();
+        let series = usize::try_from(series)
+            .map_err(|_| Error::Cluster(format!("owners counted {series} series")))?;
+        crate::render::charge_points(budget, pattern, series, points)
+    }
+
+    /// The series `read` fetches, every owner's answer.
+    fn fetch_parts(&self, read: PartialRead) -> Result<Vec<Vec<Fetched>>> {
+        parts(self.fan_out(read, u64::MAX)?, |answer| match answer {
+            PartialAnswer::RenderFetch(fetched) => Some(Ok(fetched)),
+            _ => None,
+        })
+    }
 }
 
 impl Source for RenderSource {
@@ -981,36 +1027,42 @@ impl Source for RenderSource {
         until: i64,
         budget: &ReadBudget,
     ) -> Result<()> {
+        if let Some(grids) = self.set_grids(from, until)? {
+            for (set, grid) in grids {
+                let read = PartialRead::RenderCountSet {
+                    set,
+                    pattern: pattern.clone(),
+                };
+                self.charge_count(read, pattern, grid.points, budget)?;
+            }
+            return Ok(());
+        }
         let Some(grid) = self.grid(from, until)? else {
             return Ok(());
         };
-        let owner_budget = partial::owner_budget(budget).limit();
-        let answers = self.fan_out(PartialRead::RenderCount(pattern.clone()), owner_budget)?;
-        let series: u64 = parts(answers, |answer| match answer {
-            PartialAnswer::RenderCount(charged) => Some(charged.take(budget)),
-            _ => None,
-        })?
-        .into_iter()
-        .sum();
-        let series = usize::try_from(series)
-            .map_err(|_| Error::Cluster(format!("owners counted {series} series")))?;
-        crate::render::charge_points(budget, pattern, series, grid.points)
+        let read = PartialRead::RenderCount(pattern.clone());
+        self.charge_count(read, pattern, grid.points, budget)
     }
 
     /// Every owner's series on this node's grid, merged. What they read was charged before
     /// ([`Source::charge`]), so the owners read without a budget of their own.
+    ///
+    /// With `[[set]]`s, each set's series on its own set's grid, as one engine fetches them
+    /// (functions that combine series bring their steps to a common one).
     fn fetch(&self, pattern: &PathPattern, from: i64, until: i64) -> Result<Vec<Fetched>> {
+        if let Some(grids) = self.set_grids(from, until)? {
+            let mut all = Vec::new();
+            for (set, grid) in grids {
+                let pattern = pattern.clone();
+                all.extend(self.fetch_parts(PartialRead::RenderFetchSet { set, pattern, grid })?);
+            }
+            return Ok(partial::merge_fetched(all));
+        }
         let Some(grid) = self.grid(from, until)? else {
             return Ok(Vec::new());
         };
-        let read = PartialRead::RenderFetch {
-            pattern: pattern.clone(),
-            grid,
-        };
-        let parts = parts(self.fan_out(read, u64::MAX)?, |answer| match answer {
-            PartialAnswer::RenderFetch(fetched) => Some(Ok(fetched)),
-            _ => None,
-        })?;
+        let pattern = pattern.clone();
+        let parts = self.fetch_parts(PartialRead::RenderFetch { pattern, grid })?;
         Ok(partial::merge_fetched(parts))
     }
 }

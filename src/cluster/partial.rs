@@ -40,13 +40,13 @@
 #[cfg(test)]
 mod tests;
 
-use crate::config::TiersConfig;
+use crate::config::{TierSpec, TiersConfig};
 use crate::error::Result;
 use crate::read::aggregate::{AggregatePlan, AggregateResult, PartialAggregate};
 use crate::read::budget::ReadBudget;
 use crate::read::distribution::{DistributionPlan, DistributionResult, PartialDistribution};
 use crate::read::query::Query;
-use crate::read::reader::{AcrossPlan, Reader, SetPartial};
+use crate::read::reader::{across_sets_plan, AcrossPlan, Reader, SetPartial};
 use crate::read::tier_choice::TierChoice;
 use crate::registry::Selector;
 use crate::render::cache::RenderCache;
@@ -54,7 +54,7 @@ use crate::render::tags::{TagPart, TagRead};
 use crate::render::{add_timer_paths, count_timer_paths, with_timer_paths};
 use crate::render::{graphite_path, merge_nodes, Fetched, FindNode, Finder, PathPattern};
 use crate::render::{RenderGrid, StoredSource};
-use crate::time::Timestamp;
+use crate::time::{Span, Timestamp};
 
 /// An owner's answer with the values it charged for it, so the asker can charge them to the
 /// request's budget.
@@ -180,6 +180,32 @@ pub(crate) fn aggregate_sets_over(
             aggregate_over(&of_set, plan, budget)
         })
         .collect()
+}
+
+/// The plans of a read with `[[set]]`s over the series of `sets` (as the owners found them),
+/// as one engine makes them at `now`: with one set (or none: the default set), that set's
+/// plan alone (`alone`, from the set's view of `tiers`); with several, each set's plan on
+/// its tier, on the grid and window every set holds (`on`, from [`across_sets_plan`]), and
+/// that line-up, which the merge needs.
+///
+/// # Errors
+/// As [`across_sets_plan`], `alone` and `on`.
+pub(crate) fn set_plans<P>(
+    (tiers, now, sets): (&TiersConfig, Timestamp, &[usize]),
+    (choice, from, to): (&TierChoice, Timestamp, Timestamp),
+    shape: (Option<u32>, Option<Span>, bool),
+    alone: impl Fn(&TiersConfig) -> Result<P>,
+    on: impl Fn(&TierSpec, (Option<Span>, Timestamp)) -> Result<P>,
+) -> Result<(Vec<(usize, P)>, Option<AcrossPlan>)> {
+    if let [] | [_] = sets {
+        let set = sets.first().copied().unwrap_or(0);
+        return Ok((vec![(set, alone(&tiers.set_view(set))?)], None));
+    }
+    let across = across_sets_plan(tiers, now, sets, choice, (from, to), shape)?;
+    let plans = (across.parts.iter())
+        .map(|(set, spec)| Ok((*set, on(spec, (across.step, across.window))?)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((plans, Some(across)))
 }
 
 /// An owner's part of a distribution read with `[[set]]`s: per `(set, plan)`, that plan

@@ -3,8 +3,9 @@
 //! named `tmp.*`, and are sent the same samples of series of both sets. One node is killed
 //! by its apply's fault hook in the middle of a group (SIGKILL, as `kill -9`) and
 //! restarted. Then aggregates across both sets (each set read through its own tier, folded
-//! on one 2m grid, the answer's note saying so), quantile reads and one-series queries of
-//! each set answer through every node exactly as the single node does, every acknowledged
+//! on one 2m grid, the answer's note saying so), quantile reads, one-series queries of each
+//! set and `/render` (each set's series at its own step, and their sum at the common one)
+//! answer through every node exactly as the single node does, every acknowledged
 //! sample counted once. A node whose data directory is lost, with the log emptied, is
 //! rebuilt from the replicas' copies of its partitions (their set records and `sets/`
 //! files with them), and with another node killed, the reads it serves from those copies
@@ -84,9 +85,16 @@ fn cluster_with_tier_sets_aggregates_across_sets_as_one_node_through_a_kill_mid_
     let start = now - now % 3600 - 3600;
     let series = workload(start);
     assert_eq!(send_json(single, &series), 204);
-    // In small writes, so node 1 applies several groups.
-    for chunk in series.chunks(4) {
-        assert_eq!(send_json(cluster[0].http(), chunk), 204);
+    // Each series' first half, then, once applied, its second half: every partition a
+    // series lands in applies two groups or more.
+    for half in [0..30, 30..60] {
+        let part: Vec<(String, Vec<(i64, f64)>)> = (series.iter())
+            .map(|(name, samples)| (name.clone(), samples[half.clone()].to_vec()))
+            .collect();
+        for chunk in part.chunks(4) {
+            assert_eq!(send_json(cluster[0].http(), chunk), 204);
+        }
+        std::thread::sleep(std::time::Duration::from_secs(2));
     }
     // Node 1 dies in the middle of its second group; restarted without the hook, it rolls
     // the group back and applies it again.
@@ -140,6 +148,15 @@ fn cluster_with_tier_sets_aggregates_across_sets_as_one_node_through_a_kill_mid_
         ),
         format!(
             "/api/v1/aggregate?match=*.*.value&display=p99&range=whole&from={start}&to={}",
+            start + 3600
+        ),
+        format!(
+            "/render?target=*.s0*.value&from={start}&until={}&format=json",
+            start + 3600
+        ),
+        format!(
+            "/render?target={}&from={start}&until={}&format=json",
+            percent_encode("sumSeries(*.*.value)"),
             start + 3600
         ),
         format!(
