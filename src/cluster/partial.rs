@@ -182,6 +182,9 @@ pub(crate) fn aggregate_sets_over(
         .collect()
 }
 
+/// Each set's plan of a read with `[[set]]`s, and, across several sets, their line-up.
+pub(crate) type SetPlans<P> = (Vec<(usize, P)>, Option<AcrossPlan>);
+
 /// The plans of a read with `[[set]]`s over the series of `sets` (as the owners found them),
 /// as one engine makes them at `now`: with one set (or none: the default set), that set's
 /// plan alone (`alone`, from the set's view of `tiers`); with several, each set's plan on
@@ -196,7 +199,7 @@ pub(crate) fn set_plans<P>(
     shape: (Option<u32>, Option<Span>, bool),
     alone: impl Fn(&TiersConfig) -> Result<P>,
     on: impl Fn(&TierSpec, (Option<Span>, Timestamp)) -> Result<P>,
-) -> Result<(Vec<(usize, P)>, Option<AcrossPlan>)> {
+) -> Result<SetPlans<P>> {
     if let [] | [_] = sets {
         let set = sets.first().copied().unwrap_or(0);
         return Ok((vec![(set, alone(&tiers.set_view(set))?)], None));

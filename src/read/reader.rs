@@ -71,6 +71,8 @@ pub(crate) fn join_notes(note: Option<String>, across: &Option<String>) -> Optio
 /// A read's partial answer as a read across tier sets folds it (an aggregate's, a
 /// distribution read's): each set's parts merged on its own plan, then the sets merged on
 /// one grid, on one engine ([`AcrossSets::merge_parts`]) or across a cluster's owners.
+// A single node uses the merges across sets only; a cluster node its per-set merges too.
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
 pub(crate) trait SetPartial: Sized {
     /// What the part answers.
     type Plan: Clone;

@@ -195,7 +195,7 @@ fn cluster_with_tier_sets_aggregates_across_sets_as_one_node_through_a_kill_mid_
     wait_caught_up(&cluster);
     runtime.block_on(async {
         let js = nats.jetstream().await;
-        let mut stream = js.get_stream("TIERDB_INGEST").await.expect("the log");
+        let stream = js.get_stream("TIERDB_INGEST").await.expect("the log");
         stream.purge().await.expect("purge the log");
     });
     cluster[2].kill();
