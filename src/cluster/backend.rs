@@ -53,26 +53,6 @@ impl NodeBackend {
             publisher: std::sync::OnceLock::new(),
         }
     }
-
-    /// Refuses `read` when the tiers have `[[set]]`s: the fan-out does not plan PromQL's
-    /// tier choice across sets yet (docs/cluster.md, "Not built").
-    ///
-    /// # Errors
-    /// [`crate::Error::InvalidQuery`] naming the read and the sets.
-    fn refuse_with_sets(&self, read: &str) -> Result<()> {
-        let tiers = self.node.tiers();
-        if tiers.sets.is_empty() {
-            return Ok(());
-        }
-        let sets: Vec<&str> = tiers.sets.iter().map(|set| set.name.as_str()).collect();
-        Err(crate::error::Error::InvalidQuery(format!(
-            "{read} is not supported yet on a cluster node whose tiers have [[set]]s ({}): \
-             a cluster answers every other read across sets (queries, aggregates, quantiles, \
-             /render, the series listing, find, tags) and deletes; a single node answers \
-             PromQL across sets",
-            sets.join(", ")
-        )))
-    }
 }
 
 impl Backend for NodeBackend {
@@ -171,12 +151,6 @@ impl Backend for NodeBackend {
         read: ReadOptions,
     ) -> BoxFuture<'_, std::result::Result<crate::promql::Reply, crate::promql::QueryError>> {
         Box::pin(async move {
-            if let Err(e) = self.refuse_with_sets("PromQL") {
-                return Err(crate::promql::QueryError {
-                    kind: crate::promql::ErrorKind::BadData,
-                    message: e.to_string(),
-                });
-            }
             let source = ClusterSource::new(
                 Arc::clone(&self.node),
                 tokio::runtime::Handle::current(),

@@ -4,8 +4,9 @@
 //! by its apply's fault hook in the middle of a group (SIGKILL, as `kill -9`) and
 //! restarted. Then aggregates across both sets (each set read through its own tier, folded
 //! on one 2m grid, the answer's note saying so), quantile reads, one-series queries of each
-//! set and `/render` (each set's series at its own step, and their sum at the common one)
-//! answer through every node exactly as the single node does, every acknowledged
+//! set, `/render` (each set's series at its own step, and their sum at the common one) and
+//! PromQL (one set's series, and both sets' at the resolution they share) answer through
+//! every node exactly as the single node does, every acknowledged
 //! sample counted once. A node whose data directory is lost, with the log emptied, is
 //! rebuilt from the replicas' copies of its partitions (their set records and `sets/`
 //! files with them), and with another node killed, the reads it serves from those copies
@@ -155,6 +156,16 @@ fn cluster_with_tier_sets_aggregates_across_sets_as_one_node_through_a_kill_mid_
             start + 3600
         ),
         format!(
+            "/prometheus/api/v1/query_range?query={}&start={start}&end={}&step=600",
+            percent_encode("sum(count_over_time({__name__=~\"(keep|tmp)[.].*\"}[1h]))"),
+            start + 3600
+        ),
+        format!(
+            "/prometheus/api/v1/query_range?query={}&start={start}&end={}&step=600",
+            percent_encode("max_over_time({__name__=~\"tmp[.].*\"}[10m])"),
+            start + 3600
+        ),
+        format!(
             "/render?target={}&from={start}&until={}&format=json",
             percent_encode("sumSeries(*.*.value)"),
             start + 3600
@@ -179,6 +190,11 @@ fn cluster_with_tier_sets_aggregates_across_sets_as_one_node_through_a_kill_mid_
             let got = strong(node.http(), read).unwrap();
             assert_eq!(got, expected, "{read} on {}", node.name);
         }
+    }
+    for read in reads.iter().filter(|r| r.starts_with("/prometheus")) {
+        let answer = strong(single, read).unwrap();
+        let result = answer["data"]["result"].as_array().map_or(0, Vec::len);
+        assert!(result > 0, "{read}: {answer}");
     }
     let across = strong(single, &reads[0]).unwrap();
     assert!(
