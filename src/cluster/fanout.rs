@@ -252,7 +252,9 @@ pub(crate) async fn answer_locally(
                 &budget,
             )),
             PartialRead::AggregateSets(plans) => PartialAnswer::AggregateSets(Charged::new(
-                partial::aggregate_sets_over(&readers, &plans, &budget)?,
+                partial::per_set_over(&readers, &plans, |of_set, plan| {
+                    partial::aggregate_over(of_set, plan, &budget)
+                })?,
                 &budget,
             )),
             PartialRead::SetOfSeries(key) => {
@@ -263,7 +265,9 @@ pub(crate) async fn answer_locally(
                 PartialAnswer::SetsSelected(Charged::new(set, &budget))
             }
             PartialRead::DistributionSets(plans) => PartialAnswer::DistributionSets(Charged::new(
-                partial::distribution_sets_over(&readers, &plans, &budget)?,
+                partial::per_set_over(&readers, &plans, |of_set, plan| {
+                    partial::distribution_over(of_set, plan, &budget)
+                })?,
                 &budget,
             )),
             PartialRead::Distribution(plan) => PartialAnswer::Distribution(Charged::new(

@@ -163,21 +163,21 @@ pub(crate) fn sets_over(
     Ok(sets)
 }
 
-/// An owner's part of an aggregate with `[[set]]`s: per `(set, plan)`, that plan over the
-/// set's series of every engine in `readers` ([`aggregate_over`] through each engine's
-/// reader of the set), in the order of `plans`.
+/// An owner's part of a read with `[[set]]`s (aggregates, distribution reads): per
+/// `(set, plan)`, `read` of that plan over the set's series of every engine in `readers`
+/// (through each engine's reader of the set), in the order of `plans`.
 ///
 /// # Errors
-/// As [`aggregate_over`].
-pub(crate) fn aggregate_sets_over(
+/// The first of `read`'s.
+pub(crate) fn per_set_over<Plan, P>(
     readers: &[Reader<'_>],
-    plans: &[(usize, AggregatePlan)],
-    budget: &ReadBudget,
-) -> Result<Vec<PartialAggregate>> {
+    plans: &[(usize, Plan)],
+    read: impl Fn(&[Reader<'_>], &Plan) -> Result<P>,
+) -> Result<Vec<P>> {
     (plans.iter())
         .map(|(set, plan)| {
             let of_set: Vec<Reader<'_>> = readers.iter().map(|r| r.for_set(*set)).collect();
-            aggregate_over(&of_set, plan, budget)
+            read(&of_set, plan)
         })
         .collect()
 }
@@ -209,24 +209,6 @@ pub(crate) fn set_plans<P>(
         .map(|(set, spec)| Ok((*set, on(spec, (across.step, across.window))?)))
         .collect::<Result<Vec<_>>>()?;
     Ok((plans, Some(across)))
-}
-
-/// An owner's part of a distribution read with `[[set]]`s: per `(set, plan)`, that plan
-/// over the set's series of every engine in `readers`, in the order of `plans`.
-///
-/// # Errors
-/// As [`distribution_over`].
-pub(crate) fn distribution_sets_over(
-    readers: &[Reader<'_>],
-    plans: &[(usize, DistributionPlan)],
-    budget: &ReadBudget,
-) -> Result<Vec<PartialDistribution>> {
-    (plans.iter())
-        .map(|(set, plan)| {
-            let of_set: Vec<Reader<'_>> = readers.iter().map(|r| r.for_set(*set)).collect();
-            distribution_over(&of_set, plan, budget)
-        })
-        .collect()
 }
 
 /// An owner's answer to which set the one series `key` keeps, in the engine of `reader`.
