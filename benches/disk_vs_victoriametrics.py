@@ -12,12 +12,16 @@ the last sample of every series, then prints the disk each data directory alloca
 counted) after ingest, after a settle of SETTLE seconds, and after a clean stop (SIGTERM),
 with the ratio tierdb / VictoriaMetrics at each point.
 
+`--week` then sends the week before that day (60,480 samples a series, oldest first: a
+backfill of history), waits until both answer its last sample, settles again and prints the
+disk after that week's settle too (the `+week` column).
+
 `--baseline PATH` runs a second tierdb build on its own data directory beside them, fed the
 same bytes in the same run: a before/after pair. `--also-tiers FILE` runs `--tierdb` once more
 with other tiers, to compare tier choices in the same run.
 
     python3 benches/disk_vs_victoriametrics.py [--series 1000] [--settle 60] [--baseline OLD/tierdb]
-        [--tiers tiers.toml] [--also-tiers OTHER.toml]
+        [--tiers tiers.toml] [--also-tiers OTHER.toml] [--week]
 """
 import argparse
 import os
@@ -64,19 +68,19 @@ def allocated(path):
     return int(out.stdout.split()[0])
 
 
-def write_data(path, series, start):
-    """SERIES x 8,640 lines, time-major (as agents send them)."""
-    rng = random.Random(55)
+def write_data(path, series, start, days=1, seed=55):
+    """SERIES x 8,640 lines a day, time-major (as agents send them); returns the last timestamp."""
+    rng = random.Random(seed)
     values = [rng.randint(0, 10000) for _ in range(series)]
     with open(path, "w") as f:
-        for step in range(DAY // BEAT):
+        for step in range(days * DAY // BEAT):
             ts = start + step * BEAT
             chunk = []
             for i in range(series):
                 values[i] += rng.randint(-50, 50)
                 chunk.append(f"disk_bench;series={i:04d} {values[i] / 100:.2f} {ts}\n")
             f.write("".join(chunk))
-    return start + (DAY // BEAT - 1) * BEAT
+    return start + (days * DAY // BEAT - 1) * BEAT
 
 
 def main():
@@ -88,6 +92,7 @@ def main():
     parser.add_argument("--tiers", default=os.path.join(ROOT, "tiers.toml"), help="the tiers both tierdb builds use")
     parser.add_argument("--keep", action="store_true", help="leave the data directories in place and print where")
     parser.add_argument("--also-tiers", help="a third tierdb run, of --tierdb with these tiers, in the same run")
+    parser.add_argument("--week", action="store_true", help="then backfill the week before the day, and settle again")
     parser.add_argument("--victoria-metrics", default=os.environ.get("VICTORIA_METRICS", "/usr/bin/victoria-metrics"))
     args = parser.parse_args()
     needed = [(args.tierdb, "cargo build --release"), (args.victoria_metrics, "apt-get install victoria-metrics")]
@@ -134,17 +139,29 @@ def main():
         wait("victoria-metrics", lambda: get(vm_url + "/health") == b"OK")
         servers["VictoriaMetrics"] = (vm_url, vm_graphite)
         empty = {name: allocated(d) for name, d in dirs.items()}
-        for name, (_, port) in servers.items():
-            with socket.create_connection(("127.0.0.1", port)) as s, open(data, "rb") as f:
-                s.sendfile(f)
-        probe = urllib.parse.quote("count(count_over_time(disk_bench[10s]))")
-        want = f'"{args.series}"'.encode()
-        for name, (url, _) in servers.items():
-            extra = "&nocache=1" if name == "VictoriaMetrics" else ""
-            wait(f"{name} data", lambda: want in get(f"{url}/api/v1/query?query={probe}&time={last + 5}{extra}"))
+        def send(path, last):
+            for name, (_, port) in servers.items():
+                with socket.create_connection(("127.0.0.1", port)) as s, open(path, "rb") as f:
+                    s.sendfile(f)
+            probe = urllib.parse.quote("count(count_over_time(disk_bench[10s]))")
+            want = f'"{args.series}"'.encode()
+            for name, (url, _) in servers.items():
+                extra = "&nocache=1" if name == "VictoriaMetrics" else ""
+                wait(f"{name} data", lambda: want in get(f"{url}/api/v1/query?query={probe}&time={last + 5}{extra}"))
+
+        send(data, last)
         ingested = {name: allocated(d) for name, d in dirs.items()}
         time.sleep(args.settle)
         settled = {name: allocated(d) for name, d in dirs.items()}
+        week = None
+        if args.week:
+            week_data = os.path.join(tmp, "week.txt")
+            print(f"writing the week before: {args.series} series x {7 * DAY // BEAT} samples ...", flush=True)
+            week_last = write_data(week_data, args.series, start - 7 * DAY, days=7, seed=56)
+            send(week_data, week_last)
+            os.remove(week_data)
+            time.sleep(args.settle)
+            week = {name: allocated(d) for name, d in dirs.items()}
         for proc in procs.values():
             proc.send_signal(signal.SIGTERM)
         for proc in procs.values():
@@ -152,12 +169,16 @@ def main():
         stopped = {name: allocated(d) for name, d in dirs.items()}
         vm = "VictoriaMetrics"
         print(f"{args.series} series x 24 h at 10 s over Graphite; disk allocated (du -s --block-size=1), MB:")
-        print(f"{'':16s} {'empty':>8s} {'ingested':>9s} {'settled ' + str(args.settle) + ' s':>13s} {'stopped':>9s}")
+        week_head = f" {'+week settled':>14s}" if week else ""
+        print(f"{'':16s} {'empty':>8s} {'ingested':>9s} {'settled ' + str(args.settle) + ' s':>13s}{week_head} {'stopped':>9s}")
         for name in dirs:
-            print(f"{name:16s} {empty[name] / 1e6:8.2f} {ingested[name] / 1e6:9.2f} {settled[name] / 1e6:13.2f} {stopped[name] / 1e6:9.2f}")
+            week_cell = f" {week[name] / 1e6:14.2f}" if week else ""
+            print(f"{name:16s} {empty[name] / 1e6:8.2f} {ingested[name] / 1e6:9.2f} {settled[name] / 1e6:13.2f}{week_cell} "
+                  f"{stopped[name] / 1e6:9.2f}")
         for name in builds:
+            week_cell = f" {week[name] / week[vm]:13.2f}x" if week else ""
             print(f"{name + ' / VM':16s} {empty[name] / max(empty[vm], 1):7.2f}x {ingested[name] / ingested[vm]:8.2f}x "
-                  f"{settled[name] / settled[vm]:12.2f}x {stopped[name] / stopped[vm]:8.2f}x")
+                  f"{settled[name] / settled[vm]:12.2f}x{week_cell} {stopped[name] / stopped[vm]:8.2f}x")
     finally:
         for proc in procs.values():
             if proc.poll() is None:

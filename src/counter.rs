@@ -37,7 +37,7 @@ use crate::registry::matches_rules;
 use crate::registry::{Registry, SeriesId};
 use crate::sample::Sample;
 use crate::storage::cells::CellAt;
-use crate::storage::counter_journal::CounterJournal;
+use crate::storage::counter_journal::{CounterJournal, Left};
 use crate::storage::counter_state::{
     CounterStateFile, DECLARED_COUNTER, DECLARED_DELTA, DECLARED_DISTRIBUTION, DECLARED_GAUGE,
     RULED_COUNTER, RULED_GAUGE, RULED_MASK,
@@ -122,69 +122,42 @@ struct Inner {
     kinds: Vec<SeriesKind>,
     /// The tiers layout's fingerprint, recorded with each journaled batch.
     layout: u64,
+    /// The rules the directory stored, when a writable open changes them: the kinds they
+    /// gave are recorded at [`CounterTable::after_recovery`].
+    keep_from: Option<SeriesRules>,
 }
 
 impl CounterTable {
     /// Opens `dir`'s counter state and evaluates the kind of every registered series.
     ///
-    /// A writable open rolls back the batch of counter samples a stopped process left
-    /// unfinished (see [`CounterJournal`]); `layout` fingerprints the tiers, so a journal
-    /// written under another tiers.toml is refused rather than applied to the wrong cells.
+    /// A writable table writes no batch until [`CounterTable::after_recovery`], the last
+    /// step of the open's recovery pass (`engine/recover.rs`), which first rolls back the
+    /// batch a stopped process left unfinished ([`CounterTable::roll_back`]). `layout`
+    /// fingerprints the tiers, so a journal written under another tiers.toml is refused
+    /// rather than applied to the wrong cells.
     ///
     /// `stored` are the rules the directory stores (`None` for a directory that stores no
     /// tiers): the rules every series without a recorded kind was created under. When
-    /// `rules` differ, a writable open records the kind of each existing series they would
-    /// change before taking them (see [`keep_kinds`]); a read-only open keeps `stored`,
-    /// since it records nothing.
+    /// `rules` differ, a writable table records the kind of each existing series they would
+    /// change before taking them (see [`keep_kinds`]), once the recovery put back the
+    /// states a stopped process left; a read-only open keeps `stored`, since it records
+    /// nothing.
     ///
     /// # Errors
-    /// As [`CounterStateFile::open`] and [`CounterJournal::open`]; [`Error::CorruptFile`]
-    /// naming the journal when its unfinished batch does not fit the files; [`Error::Io`]
-    /// when the kinds kept from changed rules cannot be recorded.
+    /// As [`CounterStateFile::open`].
     pub(crate) fn open(
         dir: &Path,
         rules: SeriesRules,
         stored: Option<SeriesRules>,
         registry: &Registry,
-        storage: &Storage,
         layout: u64,
         writable: bool,
     ) -> Result<CounterTable> {
-        let mut state = CounterStateFile::open(dir, writable)?;
-        let journal = if writable {
-            let journal = CounterJournal::open(dir, |path, (recorded, undo)| {
-                if recorded != layout {
-                    return Err(Error::corrupt(
-                        path,
-                        "holds an unfinished batch of counter samples written under another \
-                         tiers configuration: open with the tiers.toml of the process that \
-                         stopped to roll it back, or remove the file to keep what that batch \
-                         stored",
-                    ));
-                }
-                roll_back(&undo, &state, storage, path)
-            })?;
-            Some(journal)
-        } else {
-            None
-        };
-        if writable {
-            let cleared = state.clear_from(registry.len());
-            if cleared > 0 {
-                tracing::warn!(
-                    path = %state.path().display(),
-                    cleared,
-                    "cleared counter state of series ids the registry does not hold (their registration was lost in an unclean stop)"
-                );
-            }
-        }
-        let rules = match stored {
-            Some(stored) if stored != rules && writable => {
-                keep_kinds(&mut state, &stored, &rules, registry)?;
-                rules
-            }
-            Some(stored) => stored,
-            None => rules,
+        let state = CounterStateFile::open(dir, writable)?;
+        let (rules, keep_from) = match stored {
+            Some(stored) if stored != rules && writable => (rules, Some(stored)),
+            Some(stored) => (stored, None),
+            None => (rules, None),
         };
         let table = CounterTable {
             rules,
@@ -192,13 +165,69 @@ impl CounterTable {
             any_distribution: AtomicBool::new(false),
             inner: Mutex::new(Inner {
                 state,
-                journal,
+                journal: None,
                 kinds: Vec::new(),
                 layout,
+                keep_from,
             }),
         };
         table.refresh(&mut table.lock(), registry);
         Ok(table)
+    }
+
+    /// Rolls back the batch of counter samples a stopped process left unfinished in its
+    /// journal (`left`, read by the open's recovery pass): every recorded cell of
+    /// `storage` that holds the batch's adds or fewer gets its content from before the
+    /// batch back (a cell with more holds later writes that reached the disk after a power
+    /// loss, and is left alone), and every recorded counter state its record from before
+    /// the batch. Durable with the next flush; only valid before any writer runs.
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] naming the journal when the batch was written under another
+    /// tiers layout or holds an entry outside the files it names; [`Error::Io`].
+    pub(crate) fn roll_back(&self, left: &Left, storage: &Storage) -> Result<()> {
+        let Some((recorded, undo)) = &left.unfinished else {
+            return Ok(());
+        };
+        let inner = self.lock();
+        if *recorded != inner.layout {
+            return Err(Error::corrupt(
+                left.path(),
+                "holds an unfinished batch of counter samples written under another tiers \
+                 configuration: open with the tiers.toml of the process that stopped to roll \
+                 it back, or remove the file to keep what that batch stored",
+            ));
+        }
+        roll_back(undo, &inner.state, storage, left.path())
+    }
+
+    /// The last step of a writable open's recovery pass, once what it put back is durable:
+    /// opens `dir`'s journal for the batches to come, clears the states of ids `registry`
+    /// does not hold (their registration was lost in an unclean stop), records the kinds
+    /// changed rules would change ([`keep_kinds`]), and evaluates every kind again.
+    ///
+    /// # Errors
+    /// As [`CounterJournal::open`]; [`Error::Io`] when the kinds kept from changed rules
+    /// cannot be recorded.
+    pub(crate) fn after_recovery(&self, dir: &Path, registry: &Registry) -> Result<()> {
+        let mut inner = self.lock();
+        inner.journal = Some(CounterJournal::open(dir)?);
+        let cleared = inner.state.clear_from(registry.len());
+        if cleared > 0 {
+            tracing::warn!(
+                path = %inner.state.path().display(),
+                cleared,
+                "cleared counter state of series ids the registry does not hold (their registration was lost in an unclean stop)"
+            );
+        }
+        if let Some(stored) = inner.keep_from.take() {
+            keep_kinds(&mut inner.state, &stored, &self.rules, registry)?;
+        }
+        inner.kinds.clear();
+        self.any.store(false, Ordering::Release);
+        self.any_distribution.store(false, Ordering::Release);
+        self.refresh(&mut inner, registry);
+        Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -565,12 +594,12 @@ impl BatchCounters<'_> {
 /// holds later writes that reached the disk after a power loss, and is left alone), and every
 /// recorded counter state its record from before the batch.
 ///
-/// The restored files and states are synced before the caller empties the journal, so a
-/// power loss after the restart cannot keep the empty journal without the rollback.
+/// The restored files and states are marked changed: the recovery pass flushes them before
+/// it empties the journal, so a power loss after the restart cannot keep the empty journal
+/// without the rollback.
 ///
 /// # Errors
-/// [`Error::CorruptFile`] naming the journal for an entry outside the files it names;
-/// [`Error::Io`] when the restored files cannot be synced.
+/// [`Error::CorruptFile`] naming the journal for an entry outside the files it names.
 fn roll_back(
     undo: &[Undo],
     state: &CounterStateFile,
@@ -578,7 +607,6 @@ fn roll_back(
     journal: &Path,
 ) -> Result<()> {
     let (mut cells, mut skipped) = (0usize, 0usize);
-    let mut restored: Vec<crate::storage::period_file::WritableFile> = Vec::new();
     for entry in undo {
         match *entry {
             Undo::Cell { at, adds, before } => {
@@ -603,7 +631,6 @@ fn roll_back(
                 if (before.count..=last).contains(&now) {
                     file.restore(bucket, slot, &before)?;
                     file.mark_dirty();
-                    restored.push(file);
                     cells += 1;
                 } else {
                     skipped += 1;
@@ -612,10 +639,6 @@ fn roll_back(
             Undo::State { id, before } => state.restore(id, before),
         }
     }
-    for file in &restored {
-        file.file().flush()?;
-    }
-    state.flush()?;
     tracing::warn!(
         cells,
         skipped,

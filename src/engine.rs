@@ -12,6 +12,7 @@ mod import_cells;
 mod intent;
 mod maintenance;
 mod open;
+mod recover;
 mod retype;
 mod stats;
 mod writer;

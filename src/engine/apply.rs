@@ -53,7 +53,10 @@
 //!    imply are restored, each raw series is cut back to its recorded last point, everything
 //!    is flushed, and then the chain is emptied. The caller re-delivers from `applied + 1`,
 //!    the last checkpoint, and the re-apply gives bit-identical buckets and raw points. Any
-//!    writable open of the directory does this, before the engine is handed out.
+//!    writable open of the directory does this in its one recovery pass
+//!    ([`super::recover`]), after the counter batch a crash left and before the deletions
+//!    and retypes, before any batch or maintenance pass; the chain is emptied once
+//!    everything the pass put back is flushed.
 //!
 //! A torn undo record (its CRC fails) was cut short before anything of its group was stored;
 //! the chain ends before it. A torn `apply.state` slot leaves the other slot's older
@@ -127,7 +130,7 @@ pub(super) struct ApplyLog {
 }
 
 impl ApplyLog {
-    /// Nothing applied, nothing opened yet: [`Engine::recover_applied`] opens the files a
+    /// Nothing applied, nothing opened yet: the open's recovery pass takes the files a
     /// directory holds.
     pub(super) fn new(config: &TiersConfig, checkpoints: Checkpoints) -> ApplyLog {
         ApplyLog {
@@ -531,24 +534,6 @@ impl Engine {
             .with_files_still(|dir| copy(&StillFiles { dir, applied })))
     }
 
-    /// Step 5 of the module docs, at a writable open: when the directory holds an apply's
-    /// files, opens them and rolls back the groups a stopped process left between their undo
-    /// record and a checkpoint.
-    ///
-    /// # Errors
-    /// [`Error::CorruptFile`] naming `apply.state` or `apply.undo` when they are not this
-    /// format's, or naming `apply.undo` when its record was written under another tiers
-    /// layout or holds a cell outside the files; as [`Engine::flush`]; [`Error::Io`].
-    pub(super) fn recover_applied(&self) -> Result<()> {
-        let dir = self.dir();
-        let present = |name: &str| dir.join(name).exists();
-        if !present(AppliedFile::FILE_NAME) && !present(UndoFile::FILE_NAME) {
-            return Ok(());
-        }
-        let mut guard = self.apply_log.lock();
-        self.opened(&mut guard).map(|_| ())
-    }
-
     /// A checkpoint before a close, unless a failed group awaits its roll-back (the next
     /// open does that).
     ///
@@ -561,41 +546,112 @@ impl Engine {
         }
     }
 
-    /// The apply's files and chain, opened (made when missing) on first need; a chain in
-    /// force is rolled back then.
+    /// The apply's files and chain, opened (made when missing) on first need: when the open
+    /// found none ([`ApplyLog::left`]), this engine is the first to apply to the directory.
     fn opened<'g>(&self, guard: &'g mut Option<Inner>) -> Result<&'g mut Inner> {
         if guard.is_none() {
             self.check_writable()?;
-            *guard = Some(self.open_apply_files()?);
+            let left = self.apply_log.open_files(&self.shared)?;
+            if !left.in_force().is_empty() {
+                left.roll_back(&self.shared, &self.apply_log)?;
+                self.flush()?;
+            }
+            *guard = Some(self.apply_log.inner(&self.shared, left)?);
         }
         Ok(guard.as_mut().expect("just opened"))
     }
+}
 
-    fn open_apply_files(&self) -> Result<Inner> {
-        let log = &self.apply_log;
-        let dir = self.dir();
-        let state = AppliedFile::open(dir)?;
-        let mut undo = UndoFile::open(dir)?;
-        let chain = undo.read()?;
-        let in_force: Vec<&UndoRecord> = (chain.iter())
-            .filter(|record| record.seq > state.applied())
-            .collect();
-        if !in_force.is_empty() {
-            roll_back(self, log.layout, &in_force, undo.path(), log.fault)?;
-            self.flush()?;
+/// An apply's files as a writable open found them, with the undo chain a stopped process
+/// left: what the open's recovery pass (`engine/recover.rs`) rolls back.
+pub(super) struct LeftChain {
+    state: AppliedFile,
+    undo: UndoFile,
+    chain: Vec<UndoRecord>,
+}
+
+impl LeftChain {
+    /// The records in force, first first: their sequences are above the applied one.
+    fn in_force(&self) -> Vec<&UndoRecord> {
+        (self.chain.iter())
+            .filter(|record| record.seq > self.state.applied())
+            .collect()
+    }
+
+    /// How many groups the chain holds in force: what a roll-back undoes.
+    pub(super) fn groups_in_force(&self) -> usize {
+        self.in_force().len()
+    }
+
+    /// Step 5 of the module docs: puts back every pre-image of the records in force, into
+    /// `shared`, whose apply log is `log`; durable with the next flush. Absolute values, so
+    /// a roll-back a crash interrupts is repeated whole.
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] naming `apply.undo` when a record was written under another
+    /// tiers layout or holds a cell outside the files; [`Error::Io`].
+    pub(super) fn roll_back(&self, shared: &super::Shared, log: &ApplyLog) -> Result<()> {
+        let in_force = self.in_force();
+        if in_force.is_empty() {
+            return Ok(());
         }
+        roll_back(shared, log.layout, &in_force, self.undo.path(), log.fault)
+    }
+}
+
+impl ApplyLog {
+    /// At a writable open: when `shared`'s directory holds an apply's files, opens them and
+    /// reads the chain a stopped process left there.
+    ///
+    /// # Errors
+    /// [`Error::CorruptFile`] naming `apply.state` or `apply.undo` when they are not this
+    /// format's; [`Error::Io`].
+    pub(super) fn left(&self, shared: &super::Shared) -> Result<Option<LeftChain>> {
+        let present = |name: &str| shared.dir.join(name).exists();
+        if !present(AppliedFile::FILE_NAME) && !present(UndoFile::FILE_NAME) {
+            return Ok(None);
+        }
+        self.open_files(shared).map(Some)
+    }
+
+    /// The apply's files in `shared`'s directory, made when missing, and their chain.
+    fn open_files(&self, shared: &super::Shared) -> Result<LeftChain> {
+        let state = AppliedFile::open(&shared.dir)?;
+        let undo = UndoFile::open(&shared.dir)?;
+        let chain = undo.read()?;
+        Ok(LeftChain { state, undo, chain })
+    }
+
+    /// Once `left`'s roll-back is durable: empties its chain, and keeps its files for the
+    /// applies to come.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming `apply.undo` when it cannot be emptied.
+    pub(super) fn take(&self, shared: &super::Shared, left: LeftChain) -> Result<()> {
+        let inner = self.inner(shared, left)?;
+        *self.lock() = Some(inner);
+        Ok(())
+    }
+
+    /// What one apply at a time holds, from `left`'s files once its roll-back is durable.
+    fn inner(&self, shared: &super::Shared, left: LeftChain) -> Result<Inner> {
+        let LeftChain {
+            state,
+            mut undo,
+            chain,
+        } = left;
         if !chain.is_empty() {
             undo.clear()?;
         }
-        log.applied.store(state.applied(), Ordering::Release);
+        self.applied.store(state.applied(), Ordering::Release);
         Ok(Inner {
             state,
             undo,
             poisoned: None,
             groups: 0,
-            fault: log.fault,
-            since_checkpoint: SinceCheckpoint::new(self.config()),
-            known_empty: KnownEmpty::new(self.config(), self.registry().len()),
+            fault: self.fault,
+            since_checkpoint: SinceCheckpoint::new(&shared.config),
+            known_empty: KnownEmpty::new(&shared.config, shared.registry.len()),
         })
     }
 }
@@ -1225,7 +1281,7 @@ fn cells_touched(
 /// [`Error::CorruptFile`] naming the undo file when a record was taken under another tiers
 /// layout or holds an entry outside the files; as [`Engine::restore_cells`].
 fn roll_back(
-    engine: &Engine,
+    shared: &super::Shared,
     layout: u64,
     chain: &[&UndoRecord],
     path: &Path,
@@ -1282,7 +1338,7 @@ fn roll_back(
         e => e,
     };
     let half = cells.len() / 2;
-    let mut changed = engine
+    let mut changed = shared
         .rewind()
         .restore_cells(&cells[..half])
         .map_err(in_file)?;
@@ -1291,25 +1347,25 @@ fn roll_back(
             fault.fire(Step::MidRestore)?;
         }
     }
-    changed += engine
+    changed += shared
         .rewind()
         .restore_cells(&cells[half..])
         .map_err(in_file)?;
-    changed += engine
+    changed += shared
         .rewind()
         .restore_distributions(&distributions)
         .map_err(in_file)?;
     for (id, before) in states {
-        engine.rewind().restore_counter_state(id, before)?;
+        shared.rewind().restore_counter_state(id, before)?;
     }
     let mut raw_points = 0;
     for tail in chain.iter().rev().flat_map(|record| &record.raw_tails) {
-        raw_points += engine
+        raw_points += shared
             .rewind()
             .truncate_raw_after(SeriesId(tail.id), tail.last)?;
     }
     tracing::warn!(
-        dir = %engine.dir().display(),
+        dir = %shared.dir.display(),
         from_seq = chain.first().map_or(0, |record| record.seq),
         to_seq = chain.last().map_or(0, |record| record.seq),
         groups = chain.len(),
@@ -1392,6 +1448,17 @@ impl Fault {
                 tracing::error!(value, "the apply's fault hook names no step (undo-written, mid-apply, applied, flushed, mid-restore, with an optional :<group>); ignored");
                 None
             }
+        }
+    }
+
+    /// A hook that stops group `group` (counted since open) once its messages are stored,
+    /// before any checkpoint: its undo record stays in force, as a kill leaves it.
+    #[cfg(test)]
+    pub(super) fn stop_once_applied(group: u64) -> Fault {
+        Fault {
+            step: Step::Applied,
+            group,
+            action: FaultAction::Stop,
         }
     }
 

@@ -3,10 +3,11 @@
 //! the [journal](crate::storage::journal), and the open's pass that finishes them.
 //!
 //! Each change appends its record (fsynced) before it begins, and cuts the journal back to
-//! an empty chain once its result is flushed. A writable open, before any batch, reads the
-//! chain once and hands each record to its change's `finish` (the intent files older
-//! builds wrote, `DELETING` and `RETYPING`, first: [`legacy`]), flushes, then empties the
-//! journal. Every finish sets absolute values, so a crash during the pass repeats it.
+//! an empty chain once its result is flushed. The open's one recovery pass
+//! ([`super::recover`]) reads the chain ([`LeftIntents`]) and hands each record to its
+//! change's `finish` (the intent files older builds wrote, `DELETING` and `RETYPING`,
+//! first: [`legacy`]), flushes, then empties the journal. Every finish sets absolute
+//! values, so a crash during the pass repeats it.
 //!
 //! Records (little-endian words, each entry eight):
 //! ```text
@@ -251,46 +252,66 @@ fn decode(path: &Path, record: &Record) -> Result<Intent> {
     }
 }
 
-impl Shared {
-    /// At a writable open, before any batch: finishes every change the journal (and the
-    /// intent files of older builds) records as begun, flushes, then empties the journal
-    /// and removes those files. Returns the intents finished, in the order done.
+/// The changes a stopped process began and did not finish, as a writable open found them in
+/// the journal and in the intent files of older builds: what the open's recovery pass
+/// (`engine/recover.rs`) finishes.
+pub(super) struct LeftIntents {
+    journal: Journal,
+    /// Each intent with the file it came from, oldest first.
+    intents: Vec<(std::path::PathBuf, Intent)>,
+}
+
+impl LeftIntents {
+    /// Reads `shared`'s journal (made when missing) and the intent files of older builds.
     ///
     /// # Errors
     /// [`Error::CorruptFile`] naming the journal or an intent file that does not read, or a
-    /// retype's written under another tiers layout; as the finishes; [`Error::Io`] when the
-    /// result cannot be flushed or the journal emptied.
-    pub(crate) fn finish_intents(&self) -> Result<usize> {
-        let mut journal = Journal::open(self.dir.join(FILE_NAME), &FRAME)?;
-        let mut intents = legacy::read(&self.dir, self.config.layout_fingerprint())?;
+    /// retype's written under another tiers layout; [`Error::Io`].
+    pub(super) fn read(shared: &Shared) -> Result<LeftIntents> {
+        let layout = shared.config.layout_fingerprint();
+        let journal = Journal::open(shared.dir.join(FILE_NAME), &FRAME)?;
+        let mut intents = legacy::read(&shared.dir, layout)?;
         for record in journal.read()? {
             if record.kind == Kind::Retype {
-                check_layout(
-                    journal.path(),
-                    record.layout,
-                    self.config.layout_fingerprint(),
-                )?;
+                check_layout(journal.path(), record.layout, layout)?;
             }
-            intents.push((
-                journal.path().to_path_buf(),
-                decode(journal.path(), &record)?,
-            ));
+            let intent = decode(journal.path(), &record)?;
+            intents.push((journal.path().to_path_buf(), intent));
         }
-        for (path, intent) in &intents {
+        Ok(LeftIntents { journal, intents })
+    }
+
+    /// How many changes are left to finish.
+    pub(super) fn len(&self) -> usize {
+        self.intents.len()
+    }
+
+    /// Finishes every change, oldest first, in `shared`; durable with the next flush. Every
+    /// finish sets absolute values, so a pass a crash interrupts is repeated whole.
+    ///
+    /// # Errors
+    /// As the finishes ([`Shared::finish_delete`], [`Shared::finish_retype`]).
+    pub(super) fn finish(&self, shared: &Shared) -> Result<()> {
+        for (path, intent) in &self.intents {
             match intent {
-                Intent::Delete(ids) => self.finish_delete(ids)?,
-                Intent::Retype { kind, group } => self.finish_retype(*kind, group)?,
+                Intent::Delete(ids) => shared.finish_delete(ids)?,
+                Intent::Retype { kind, group } => shared.finish_retype(*kind, group)?,
             }
             tracing::warn!(path = %path.display(), "finished a change the last process began and did not finish");
         }
-        if !intents.is_empty() {
-            self.flush_files()?;
+        Ok(())
+    }
+
+    /// Once the finishes are durable: empties the journal and removes the older builds'
+    /// intent files from `dir`.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file.
+    pub(super) fn end(mut self, dir: &Path) -> Result<()> {
+        if !self.journal.is_empty() {
+            self.journal.clear()?;
         }
-        if !journal.is_empty() {
-            journal.clear()?;
-        }
-        legacy::remove(&self.dir)?;
-        Ok(intents.len())
+        legacy::remove(dir)
     }
 }
 

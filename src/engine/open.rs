@@ -227,8 +227,8 @@ impl EngineBuilder {
         self
     }
 
-    /// The apply state for the settled tiers: nothing applied until
-    /// [`Engine::recover_applied`] opens the files a directory holds.
+    /// The apply state for the settled tiers: nothing applied until the recovery pass
+    /// (`engine/recover.rs`) takes the files a directory holds.
     fn apply_log(&self) -> ApplyLog {
         let log = ApplyLog::new(&self.tiers, self.checkpoints);
         #[cfg(test)]
@@ -260,7 +260,6 @@ impl EngineBuilder {
             self.tiers.counters.clone(),
             self.stored_counters.clone(),
             &registry,
-            &storage,
             self.tiers.layout_fingerprint(),
             lock.is_some(),
         )?;
@@ -340,14 +339,17 @@ impl EngineBuilder {
         let maintenance_every = self.maintenance_every;
         let apply_log = self.apply_log();
         let shared = self.into_shared(storage, registry, Some(lock))?;
+        phases.lap("counters");
+        // Before the tiers are stored: a journal written under other tiers refuses the open,
+        // and the stored rules are replaced only once the kinds they gave are recorded.
+        let recovered = super::recover::run(&shared, &apply_log)?;
+        phases.lap("journals");
         // Only now, with the period, raw and counter files checked against the
         // configuration: a directory from before tiers were stored gets the tiers its files
         // were made with, never ones they refuse.
         if store_tiers {
             crate::storage::stored_tiers::write_stored(&shared.dir, &shared.config)?;
         }
-        phases.lap("counters");
-        shared.finish_intents()?;
         // A failed pass (a full disk, say) does not stop the open: queries are served, writes
         // that need a missing file are refused as storage_unavailable, and the background
         // thread retries; `stats()` and `/metrics` report it.
@@ -360,7 +362,7 @@ impl EngineBuilder {
             tracing::error!(error = %e, "maintenance at open failed; serving anyway, retrying every interval");
         }
         phases.lap("maintenance");
-        tracing::info!(dir = %shared.dir.display(), phases = %phases, "opened");
+        tracing::info!(dir = %shared.dir.display(), phases = %phases, ?recovered, "opened");
         let writers = WriterPool::start(&shared, writer_threads)?;
         let (maintenance, creator) = if background_maintenance {
             let interval =
@@ -372,7 +374,7 @@ impl EngineBuilder {
         } else {
             (None, None)
         };
-        let engine = Engine {
+        Ok(Engine {
             shared,
             writers,
             maintenance,
@@ -381,8 +383,6 @@ impl EngineBuilder {
             closed: false,
             recovery,
             apply_log,
-        };
-        engine.recover_applied()?;
-        Ok(engine)
+        })
     }
 }

@@ -8,8 +8,9 @@
 //! to it) and the counter state records it will change: one [journal](super::journal)
 //! record of kind [`Kind::CounterBatch`], written into the page cache (a process crash keeps
 //! it; the engine's flush makes it durable). After the writers and the state updates, it
-//! ends the record. An open that finds a record restores every recorded cell that holds the
-//! batch's adds or fewer, and every recorded state, then empties the journal.
+//! ends the record. The open's recovery pass (`engine/recover.rs`) reads a record it finds
+//! ([`left`]) and rolls it back (`CounterTable::roll_back`: every recorded cell that holds
+//! the batch's adds or fewer, and every recorded state), then empties the journal.
 //!
 //! Byte layout (little-endian): the journal framing, with the header magic "TIERDBCJ",
 //! format version 2, record size 64; at most one record, of kind 3, its sequence the batch's
@@ -22,11 +23,11 @@
 //!                     the tiers layout fingerprint
 //! entries 1..=n:      cells and states as `undo_entry.rs` encodes them
 //! ```
-//! An open that finds a version 1 file rolls back the batch it holds active, as it would a
+//! The recovery pass rolls back the batch a version 1 file holds active, as it would a
 //! record, then replaces the file with an empty version 2 one.
 
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::journal::{Durability, Entry, Journal, Kind};
 use super::record_file::{Frame, HEADER_SIZE};
@@ -65,45 +66,13 @@ impl CounterJournal {
     pub(crate) const FILE_NAME: &'static str = "counters.journal";
 
     /// Opens `dir/counters.journal` for writing, creating it whole (temporary name, fsync,
-    /// rename, directory fsync) when missing. A batch a stopped process left unfinished is
-    /// handed to `roll_back` first, then the journal is emptied (durably); a version 1 file
-    /// is handed over the same way, then replaced with an empty version 2 one.
+    /// rename, directory fsync) when missing: after the open's recovery pass ended what a
+    /// stopped process left in it ([`Left::end`]).
     ///
     /// # Errors
-    /// [`Error::CorruptFile`] naming the file when it is not this format's or its record
-    /// does not decode; what `roll_back` returns; [`Error::Io`].
-    pub(crate) fn open(
-        dir: &Path,
-        mut roll_back: impl FnMut(&Path, Unfinished) -> Result<()>,
-    ) -> Result<CounterJournal> {
-        let path = dir.join(Self::FILE_NAME);
-        if let Some(unfinished) = version_1(&path)? {
-            if let Some(unfinished) = unfinished {
-                roll_back(&path, unfinished)?;
-            }
-            crate::storage::disk::remove_durably(&path)?;
-        }
-        let mut journal = Journal::open(path, &FRAME)?;
-        let unfinished = match journal.read()?.pop() {
-            Some(record) => {
-                let entries = (record.entries.iter().enumerate())
-                    .map(|(i, w)| {
-                        Undo::decode(*w).ok_or_else(|| {
-                            Error::corrupt(
-                                journal.path(),
-                                format!("entry {} is of no known kind", i + 1),
-                            )
-                        })
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                Some((record.layout, entries))
-            }
-            None => None,
-        };
-        if let Some(unfinished) = unfinished {
-            roll_back(journal.path(), unfinished)?;
-            journal.clear()?;
-        }
+    /// [`Error::CorruptFile`] naming the file when it is not this format's; [`Error::Io`].
+    pub(crate) fn open(dir: &Path) -> Result<CounterJournal> {
+        let journal = Journal::open(dir.join(Self::FILE_NAME), &FRAME)?;
         Ok(CounterJournal {
             journal,
             batches: 0,
@@ -157,6 +126,91 @@ impl CounterJournal {
     pub(crate) fn flush(&self) -> Result<()> {
         self.journal.sync()
     }
+}
+
+/// What a stopped process left in `counters.journal`, read by the open's recovery pass: the
+/// batch it left unfinished, if any, and how to empty the file once its roll-back is
+/// durable.
+pub(crate) struct Left {
+    path: PathBuf,
+    /// The batch to roll back.
+    pub(crate) unfinished: Option<Unfinished>,
+    file: LeftFile,
+}
+
+/// The file a [`Left`] was read from.
+enum LeftFile {
+    /// None: nothing to end.
+    Missing,
+    /// A version 1 file, replaced by an empty version 2 one at the end.
+    Version1,
+    /// The journal, emptied at the end when it holds a record.
+    Journal(Journal),
+}
+
+impl Left {
+    /// The file's path, for messages.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Once the roll-back of [`Left::unfinished`] is durable: empties the journal (durably),
+    /// or removes a version 1 file, which [`CounterJournal::open`] then makes again in this
+    /// version.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file.
+    pub(crate) fn end(self) -> Result<()> {
+        match self.file {
+            LeftFile::Missing => Ok(()),
+            LeftFile::Version1 => crate::storage::disk::remove_durably(&self.path),
+            LeftFile::Journal(mut journal) if !journal.is_empty() => journal.clear(),
+            LeftFile::Journal(_) => Ok(()),
+        }
+    }
+}
+
+/// Reads what a stopped process left in `dir/counters.journal` (either version), without
+/// changing it.
+///
+/// # Errors
+/// [`Error::CorruptFile`] naming the file when it is of neither version or its record does
+/// not decode; [`Error::Io`].
+pub(crate) fn left(dir: &Path) -> Result<Left> {
+    let path = dir.join(CounterJournal::FILE_NAME);
+    if let Some(unfinished) = version_1(&path)? {
+        return Ok(Left {
+            path,
+            unfinished,
+            file: LeftFile::Version1,
+        });
+    }
+    if !path.exists() {
+        return Ok(Left {
+            path,
+            unfinished: None,
+            file: LeftFile::Missing,
+        });
+    }
+    let journal = Journal::open(path.clone(), &FRAME)?;
+    let unfinished = match journal.read()?.pop() {
+        Some(record) => {
+            let entries = (record.entries.iter().enumerate())
+                .map(|(i, w)| {
+                    Undo::decode(*w).ok_or_else(|| {
+                        Error::corrupt(&path, format!("entry {} is of no known kind", i + 1))
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Some((record.layout, entries))
+        }
+        None => None,
+    };
+    Ok(Left {
+        path,
+        unfinished,
+        file: LeftFile::Journal(journal),
+    })
 }
 
 /// When `path` is a version 1 file: the batch it holds active, if any.

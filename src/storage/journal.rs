@@ -5,21 +5,27 @@
 //! record's entries mean is its user's: the record's kind says which user wrote it, and a
 //! reader refuses, by name, a record of a kind that has no place in its file.
 //!
-//! Its users, by file and record kind ([`Kind`]), in the order a writable open recovers
-//! them (each file at the step of the open that has what its recovery needs):
+//! Its users, by file and record kind ([`Kind`]). A writable open reads all three files in
+//! one recovery pass (`engine/recover.rs`), before any batch: it undoes the counter batch,
+//! then the apply groups in force, then finishes the deletions and retypes in order,
+//! flushes once, and only then empties each file.
 //! - `counters.journal` ([`Kind::CounterBatch`]): the pre-images of the batch of counter
 //!   samples being stored (`storage/counter_journal.rs`), appended and ended in the page
 //!   cache only ([`Durability::Cached`]: a process crash keeps them), made durable with the
-//!   counters' state at the engine's flush. Rolled back by `CounterTable::open`, before the
-//!   table clears the states of ids the registry lost and evaluates any kind;
+//!   counters' state at the engine's flush;
 //! - `engine.journal` ([`Kind::Delete`], [`Kind::Retype`]): the ids a deletion is clearing,
-//!   the buckets and kinds a retype is setting (`engine/intent.rs`). Finished, record by
-//!   record, by `Shared::finish_intents`, once the engine's shared state is whole and
-//!   before any batch;
+//!   the buckets and kinds a retype is setting (`engine/intent.rs`), each appended synced
+//!   and emptied once its change is flushed;
 //! - `apply.undo` ([`Kind::ApplyGroup`]): the pre-images of each group of a numbered log
-//!   applied since the last checkpoint (`engine/apply/undo_chain.rs`). Rolled back by
-//!   `Engine::recover_applied`, the last step of the open, for the records above the
-//!   applied sequence in `apply.state`.
+//!   applied since the last checkpoint (`engine/apply/undo_chain.rs`), appended synced,
+//!   in force while their sequences are above the applied one in `apply.state`, emptied at
+//!   each checkpoint.
+//!
+//! The three stay three files: their records end on three clocks (a counter batch's at the
+//! end of each batch, in the page cache; an apply group's at a checkpoint; an intent's when
+//! its change is flushed, while batches go on beside it), and a chain ends at its first
+//! empty control entry, so one file would have to end a record in its middle.
+//! `docs/file-format.md` says more.
 //!
 //! Byte layout (little-endian):
 //! ```text

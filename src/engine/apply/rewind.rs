@@ -6,8 +6,8 @@
 //! handed out.
 
 use crate::bucket::Bucket;
-use crate::engine::Engine;
-use crate::error::Result;
+use crate::engine::{Engine, Shared};
+use crate::error::{Error, Result};
 use crate::registry::SeriesId;
 use crate::storage::cells::{CellAt, Image};
 use crate::storage::compact::Loaded;
@@ -16,14 +16,21 @@ use crate::time::Timestamp;
 /// An engine's undo surface; get it with [`Engine::rewind`].
 #[derive(Clone, Copy)]
 pub(super) struct Rewind<'a> {
-    engine: &'a Engine,
+    shared: &'a Shared,
 }
 
 impl Engine {
     /// The undo surface of this engine: pre-images of cells, counter states and raw tails,
     /// and putting them back (see [`Rewind`]).
     pub(super) fn rewind(&self) -> Rewind<'_> {
-        Rewind { engine: self }
+        self.shared.rewind()
+    }
+}
+
+impl Shared {
+    /// [`Engine::rewind`], for the recovery at open before the engine is whole.
+    pub(super) fn rewind(&self) -> Rewind<'_> {
+        Rewind { shared: self }
     }
 }
 
@@ -34,7 +41,7 @@ impl Rewind<'_> {
     /// # Errors
     /// As [`Storage::load_cells`].
     pub(super) fn load_cells(&self, cells: &[CellAt]) -> Result<Vec<Bucket>> {
-        self.engine.shared.storage.load_cells(cells)
+        self.shared.storage.load_cells(cells)
     }
 
     /// The buckets of `cells` with their histograms, read as [`Rewind::load_cells`] reads
@@ -43,7 +50,7 @@ impl Rewind<'_> {
     /// # Errors
     /// As [`Storage::load_cells`].
     pub(super) fn load_distributions(&self, cells: &[CellAt]) -> Result<Vec<Loaded>> {
-        self.engine.shared.storage.load_distributions(cells)
+        self.shared.storage.load_distributions(cells)
     }
 
     /// [`Rewind::restore_cells`] for a distribution series' cells: their buckets and
@@ -52,10 +59,10 @@ impl Rewind<'_> {
     /// # Errors
     /// As [`Rewind::restore_cells`].
     pub(super) fn restore_distributions(&self, cells: &[Image]) -> Result<usize> {
-        self.engine.check_writable()?;
-        self.engine.shared.check_poison()?;
-        let changed = self.engine.shared.storage.overwrite_distributions(cells);
-        (self.engine.shared.write_log).note(crate::time::Timestamp::MIN);
+        self.check_writable()?;
+        self.shared.check_poison()?;
+        let changed = self.shared.storage.overwrite_distributions(cells);
+        (self.shared.write_log).note(crate::time::Timestamp::MIN);
         changed
     }
 
@@ -67,17 +74,25 @@ impl Rewind<'_> {
     /// # Errors
     /// [`Error::ReadOnly`], [`Error::Poisoned`], and as [`Storage::overwrite_cells`].
     pub(super) fn restore_cells(&self, cells: &[(CellAt, Bucket)]) -> Result<usize> {
-        self.engine.check_writable()?;
-        self.engine.shared.check_poison()?;
-        let changed = self.engine.shared.storage.overwrite_cells(cells);
-        (self.engine.shared.write_log).note(crate::time::Timestamp::MIN);
+        self.check_writable()?;
+        self.shared.check_poison()?;
+        let changed = self.shared.storage.overwrite_cells(cells);
+        (self.shared.write_log).note(crate::time::Timestamp::MIN);
         changed
+    }
+
+    /// [`Error::ReadOnly`] for an engine opened read-only: nothing may be put back.
+    fn check_writable(&self) -> Result<()> {
+        match self.shared.lock {
+            Some(_) => Ok(()),
+            None => Err(Error::ReadOnly(self.shared.dir.clone())),
+        }
     }
 
     /// Series `id`'s counter state record (flags with the declared kind, a counter's last
     /// time and raw value as bits; zeros when never written), for an undo to put back.
     pub(super) fn counter_state(&self, id: SeriesId) -> [u64; 3] {
-        self.engine.shared.counter_table.snapshot(id)
+        self.shared.counter_table.snapshot(id)
     }
 
     /// Puts series `id`'s counter state record back to `record`, its kind evaluated again
@@ -86,18 +101,15 @@ impl Rewind<'_> {
     /// # Errors
     /// [`Error::ReadOnly`].
     pub(super) fn restore_counter_state(&self, id: SeriesId, record: [u64; 3]) -> Result<()> {
-        self.engine.check_writable()?;
-        self.engine
-            .shared
-            .counter_table
-            .restore(id, record, &self.engine.shared.registry);
+        self.check_writable()?;
+        (self.shared.counter_table).restore(id, record, &self.shared.registry);
         Ok(())
     }
 
     /// The time of series `id`'s last raw point: `None` without a raw tier or without a
     /// point. What an undo keeps of the raw tier ([`Rewind::truncate_raw_after`]).
     pub(super) fn raw_last_time(&self, id: SeriesId) -> Option<Timestamp> {
-        self.engine.shared.raw.as_ref()?.last_time(id.0)
+        self.shared.raw.as_ref()?.last_time(id.0)
     }
 
     /// Takes series `id`'s raw points after `last` away (all for `None`; see
@@ -112,9 +124,8 @@ impl Rewind<'_> {
         id: SeriesId,
         last: Option<Timestamp>,
     ) -> Result<usize> {
-        self.engine.check_writable()?;
+        self.check_writable()?;
         Ok(self
-            .engine
             .shared
             .raw
             .as_ref()
@@ -131,12 +142,11 @@ impl Rewind<'_> {
     pub(super) fn with_files_still<R>(&self, copy: impl FnOnce(&std::path::Path) -> R) -> R {
         // The order a maintenance pass takes them in: its lock, then the batch gate.
         let _no_pass = self
-            .engine
             .shared
             .pass_lock
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let _no_batch = self.engine.shared.storage.hold_batches();
-        copy(self.engine.dir())
+        let _no_batch = self.shared.storage.hold_batches();
+        copy(&self.shared.dir)
     }
 }

@@ -1,6 +1,6 @@
 //! The intent files older builds wrote, one text file per change (`DELETING`, `RETYPING`),
-//! before the engine journal held them: a crash there left one behind, and the open's pass
-//! finishes it as it does a journal record ([`super::Shared::finish_intents`]), then
+//! before the engine journal held them: a crash there left one behind, and the open's
+//! recovery pass finishes it as it does a journal record ([`super::LeftIntents`]), then
 //! removes it. A file that does not read is refused by name, never ignored.
 //!
 //! ```text

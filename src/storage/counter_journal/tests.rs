@@ -28,14 +28,14 @@ fn undo(cells: u32) -> Vec<Undo> {
         .collect()
 }
 
-/// Opens `dir`'s journal; returns it and what it handed over to roll back.
+/// Opens `dir`'s journal as a writable open does: reads what is left, ends it (the roll-back
+/// being the counter table's), then opens for writing. Returns the journal and what was
+/// left to roll back.
 fn open(dir: &Path) -> Result<(CounterJournal, Vec<Unfinished>)> {
-    let mut handed = Vec::new();
-    let journal = CounterJournal::open(dir, |_, unfinished| {
-        handed.push(unfinished);
-        Ok(())
-    })?;
-    Ok((journal, handed))
+    let mut left = left(dir)?;
+    let handed = left.unfinished.take().into_iter().collect();
+    left.end()?;
+    Ok((CounterJournal::open(dir)?, handed))
 }
 
 #[test]
