@@ -811,7 +811,11 @@ impl Applier<'_> {
     /// let go) is neither registered nor declared, its samples refused each for its own
     /// reason. The rule reads the message alone, never what the registry holds, so a group
     /// rolled back after registering a series is applied again as it was the first time. A
-    /// key that is not a valid series is refused as `invalid_series`.
+    /// key that is not a valid series is refused as `invalid_series`. With `[[set]]`s the
+    /// windows are those of every set's tiers ([`accepted_times`]): a series whose samples
+    /// only another set's tiers still hold is registered (its set decided by the rules, as
+    /// every replica decides it) and its samples refused `too_old` by the write path, which
+    /// checks each against its own set's tiers.
     ///
     /// # Errors
     /// [`Error::Io`] or [`Error::Poisoned`] from the registry.
