@@ -257,6 +257,42 @@ impl TiersConfig {
         u64::from(crc32fast::hash(text.as_bytes()))
     }
 
+    /// The `[[set]]`s as a cluster's nodes compare them (`config.tier_sets`): each set's
+    /// name, rules and tiers' layout (name, resolution, period) in file order, e.g.
+    /// `short (names tmp.*; tags env=dev; tiers 1m 60s/21600s)`, or `none`. Retentions are
+    /// left out: they may change as the default set's may.
+    pub fn tier_sets_text(&self) -> String {
+        if self.sets.is_empty() {
+            return "none".to_owned();
+        }
+        let list = |items: Vec<String>| match items.is_empty() {
+            true => "-".to_owned(),
+            false => items.join(", "),
+        };
+        (self.sets.iter())
+            .map(|set| {
+                let names = list(set.series.names.clone());
+                let tags = list(
+                    set.series
+                        .tags
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect(),
+                );
+                let tiers = list(
+                    (set.tiers.iter())
+                        .map(|t| {
+                            let (resolution, period) = (t.resolution.secs(), t.period.secs());
+                            format!("{} {resolution}s/{period}s", t.name)
+                        })
+                        .collect(),
+                );
+                format!("{} (names {names}; tags {tags}; tiers {tiers})", set.name)
+            })
+            .collect::<Vec<_>>()
+            .join(" | ")
+    }
+
     /// How many tier sets there are, the default one included.
     pub fn set_count(&self) -> usize {
         1 + self.sets.len()
@@ -275,6 +311,16 @@ impl TiersConfig {
         match set {
             0 => &self.tiers,
             _ => &self.sets[set - 1].tiers,
+        }
+    }
+
+    /// Set `set`'s view: this configuration with that set's tiers as its rollup tiers and
+    /// no `[[set]]`s, as a read of the set's series sees it.
+    pub fn set_view(&self, set: usize) -> TiersConfig {
+        TiersConfig {
+            tiers: self.set_tiers(set).to_vec(),
+            sets: Vec::new(),
+            ..self.clone()
         }
     }
 

@@ -144,12 +144,8 @@ impl Shared {
     ) -> Shared {
         let deleted = registry.deleted().into_iter().map(|id| id.0).collect();
         let chunks_ready = (0..config.set_count()).map(|_| AtomicU32::new(0)).collect();
-        let set_views = (config.sets.iter())
-            .map(|set| TiersConfig {
-                tiers: set.tiers.clone(),
-                sets: Vec::new(),
-                ..config.clone()
-            })
+        let set_views = (1..config.set_count())
+            .map(|set| config.set_view(set))
             .collect();
         Shared {
             set_views,

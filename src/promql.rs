@@ -38,7 +38,7 @@ pub use histograms::FloatHistogram;
 pub use labels::{key_labels, Labels, MatcherSet};
 pub use listing::Listing;
 #[cfg(feature = "cluster")]
-pub(crate) use source::charge_buckets;
+pub(crate) use source::{charge_buckets, common_tiers};
 pub use source::{
     BucketHistogram, BucketReduce, HistogramVisit, RawPoints, Selected, Source, StoredSource,
 };

@@ -87,6 +87,9 @@ impl Backend for NodeBackend {
     ) -> Answer<'_, AggregateResult> {
         Box::pin(async move {
             let node = &self.node;
+            if !node.tiers().sets.is_empty() {
+                return Ok(fanout::aggregate_in_sets(node, query, &budget, &read).await?);
+            }
             let plan = AggregatePlan::new(node.tiers(), node.now(), &query)?;
             Ok(fanout::aggregate(node, plan, &budget, &read).await?)
         })
@@ -102,6 +105,9 @@ impl Backend for NodeBackend {
     ) -> Answer<'_, DistributionResult> {
         Box::pin(async move {
             let node = &self.node;
+            if !node.tiers().sets.is_empty() {
+                return Ok(fanout::distribution_in_sets(node, query, &budget, &read).await?);
+            }
             let plan = DistributionPlan::new(node.tiers(), node.now(), &query)?;
             Ok(fanout::distribution(node, plan, &budget, &read).await?)
         })

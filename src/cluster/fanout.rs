@@ -27,9 +27,12 @@ use super::peer::{self, PARTIAL_PATH};
 use super::promql_source::{self, PromAnswer, PromRead};
 use crate::error::Error;
 use crate::error::Result;
-use crate::read::aggregate::{AggregatePlan, AggregateResult, PartialAggregate};
+use crate::read::aggregate::{AggregatePlan, AggregateQuery, AggregateResult, PartialAggregate};
 use crate::read::budget::ReadBudget;
-use crate::read::distribution::{DistributionPlan, DistributionResult, PartialDistribution};
+use crate::read::distribution::{
+    DistributionPlan, DistributionQuery, DistributionResult, DistributionTarget,
+    PartialDistribution,
+};
 use crate::read::query::{Query, QueryResult};
 use crate::registry::Selector;
 use crate::render::tags::{TagPart, TagRead};
@@ -68,8 +71,24 @@ pub(crate) struct PartialRequest {
 pub(crate) enum PartialRead {
     /// One series, its tier pinned by the asker.
     Query(Query),
+    /// One series with `[[set]]`s: per set, the tier the asker pins it to for a series of
+    /// that set ([`partial::pinned_in_sets`]).
+    QueryInSets {
+        /// The query as asked.
+        query: Query,
+        /// Per set, the pinned tier.
+        pinned: Vec<Option<crate::read::tier_choice::TierChoice>>,
+    },
     /// An aggregate on the asker's plan.
     Aggregate(AggregatePlan),
+    /// The tier sets of the series a selector picks (`[[set]]`s), the scans charged.
+    SetsSelected(Selector),
+    /// An aggregate with `[[set]]`s: per set, the asker's plan for that set's series.
+    AggregateSets(Vec<(usize, AggregatePlan)>),
+    /// The tier set of one series, from an owner of its partition.
+    SetOfSeries(String),
+    /// A distribution read with `[[set]]`s: per set, the asker's plan for its series.
+    DistributionSets(Vec<(usize, DistributionPlan)>),
     /// A distribution read (quantiles, `hist`) on the asker's plan.
     Distribution(DistributionPlan),
     /// The series listing.
@@ -85,6 +104,23 @@ pub(crate) enum PartialRead {
         /// The tier, points and window the asker chose.
         grid: RenderGrid,
     },
+    /// [`PartialRead::RenderCount`] of one tier set's series (`[[set]]`s).
+    RenderCountSet {
+        /// The set.
+        set: usize,
+        /// The path.
+        pattern: PathPattern,
+    },
+    /// [`PartialRead::RenderFetch`] of one tier set's series, on the grid the asker chose
+    /// from that set's tiers.
+    RenderFetchSet {
+        /// The set.
+        set: usize,
+        /// The path.
+        pattern: PathPattern,
+        /// The set's tier, points and window.
+        grid: RenderGrid,
+    },
     /// A leaf read of a PromQL evaluation ([`super::promql_source`]).
     Promql(PromRead),
     /// A question of graphite-web's tag API.
@@ -98,6 +134,12 @@ pub(crate) enum PartialAnswer {
     Query(QueryResult, Span),
     /// Partial groups.
     Aggregate(Charged<PartialAggregate>),
+    /// The tier sets selected, each once, in set order.
+    SetsSelected(Charged<Vec<usize>>),
+    /// Partial groups per set, in the order of the plans.
+    AggregateSets(Charged<Vec<PartialAggregate>>),
+    /// Partial distribution groups per set, in the order of the plans.
+    DistributionSets(Charged<Vec<PartialDistribution>>),
     /// Partial groups, their histograms merged per point.
     Distribution(Charged<PartialDistribution>),
     /// Keys, sorted.
@@ -193,8 +235,39 @@ pub(crate) async fn answer_locally(
                 let step = result.step;
                 PartialAnswer::Query(result, step)
             }
+            PartialRead::QueryInSets { query, pinned } => {
+                let reader = readers.first().ok_or_else(|| {
+                    Error::InvalidQuery("a one-series read names one partition".into())
+                })?;
+                let result = reader.query(&partial::pinned_for_series(reader, query, &pinned)?)?;
+                let step = result.step;
+                PartialAnswer::Query(result, step)
+            }
             PartialRead::Aggregate(plan) => PartialAnswer::Aggregate(Charged::new(
                 partial::aggregate_over(&readers, &plan, &budget)?,
+                &budget,
+            )),
+            PartialRead::SetsSelected(selector) => PartialAnswer::SetsSelected(Charged::new(
+                partial::sets_over(&readers, &selector, &budget)?,
+                &budget,
+            )),
+            PartialRead::AggregateSets(plans) => PartialAnswer::AggregateSets(Charged::new(
+                partial::per_set_over(&readers, &plans, |of_set, plan| {
+                    partial::aggregate_over(of_set, plan, &budget)
+                })?,
+                &budget,
+            )),
+            PartialRead::SetOfSeries(key) => {
+                let reader = readers.first().ok_or_else(|| {
+                    Error::InvalidQuery("a one-series read names one partition".into())
+                })?;
+                let set = partial::set_of_series(reader, &key)?;
+                PartialAnswer::SetsSelected(Charged::new(set, &budget))
+            }
+            PartialRead::DistributionSets(plans) => PartialAnswer::DistributionSets(Charged::new(
+                partial::per_set_over(&readers, &plans, |of_set, plan| {
+                    partial::distribution_over(of_set, plan, &budget)
+                })?,
                 &budget,
             )),
             PartialRead::Distribution(plan) => PartialAnswer::Distribution(Charged::new(
@@ -214,6 +287,18 @@ pub(crate) async fn answer_locally(
             )),
             PartialRead::RenderFetch { pattern, grid } => {
                 let fetched = partial::render_fetch_over(&readers, &pattern, &grid, &cache)?;
+                PartialAnswer::RenderFetch(fetched)
+            }
+            PartialRead::RenderCountSet { set, pattern } => {
+                let of_set: Vec<_> = readers.iter().map(|r| r.for_set(set)).collect();
+                PartialAnswer::RenderCount(Charged::new(
+                    partial::render_count_over(&of_set, &pattern, &budget)?,
+                    &budget,
+                ))
+            }
+            PartialRead::RenderFetchSet { set, pattern, grid } => {
+                let of_set: Vec<_> = readers.iter().map(|r| r.for_set(set)).collect();
+                let fetched = partial::render_fetch_over(&of_set, &pattern, &grid, &cache)?;
                 PartialAnswer::RenderFetch(fetched)
             }
             PartialRead::Tags(read) => PartialAnswer::Tags(Charged::new(
@@ -524,8 +609,13 @@ pub(crate) async fn query(
     query: Query,
     options: &ReadOptions,
 ) -> Result<QueryResult> {
-    let pinned = partial::pinned_query(node.tiers(), node.now(), &query)?;
-    let read = PartialRead::Query(pinned);
+    let read = match node.tiers().sets.is_empty() {
+        true => PartialRead::Query(partial::pinned_query(node.tiers(), node.now(), &query)?),
+        false => PartialRead::QueryInSets {
+            pinned: partial::pinned_in_sets(node.tiers(), node.now(), &query),
+            query: query.clone(),
+        },
+    };
     let answers = ask_series_owner(node, &query.series, read, u64::MAX, options).await?;
     let mut results = parts(answers, |answer| match answer {
         PartialAnswer::Query(result, step) => Some(Ok(QueryResult { step, ..result })),
@@ -623,6 +713,125 @@ pub(crate) async fn aggregate(
         _ => None,
     })?;
     partial::merge_aggregates(plan, parts)
+}
+
+/// The tier sets of the series `selector` picks in every partition, each once, in set
+/// order, the owners' scans charged to `budget`.
+///
+/// # Errors
+/// As [`fan_out`].
+async fn sets_selected(
+    node: &Arc<Node>,
+    selector: &Selector,
+    budget: &ReadBudget,
+    options: &ReadOptions,
+) -> Result<Vec<usize>> {
+    let read = PartialRead::SetsSelected(selector.clone());
+    let owner_budget = partial::owner_budget(budget).limit();
+    let answers = fan_out(node, read, None, owner_budget, options).await?;
+    let mut sets: Vec<usize> = parts(answers, |answer| match answer {
+        PartialAnswer::SetsSelected(charged) => Some(charged.take(budget)),
+        _ => None,
+    })?
+    .into_iter()
+    .flatten()
+    .collect();
+    sets.sort_unstable();
+    sets.dedup();
+    Ok(sets)
+}
+
+/// An aggregate over every partition, when the tiers have `[[set]]`s: the owners first say
+/// which sets the selected series keep; with one (or none: the default set), the plan is
+/// that set's, as one engine plans it; with several, each set reads the tier it would read
+/// alone, on one grid as wide as the least common multiple of their resolutions from the
+/// latest of their windows on ([`across_sets_plan`]), and the answer's note says so when
+/// the resolutions differ, as one engine answers ([`crate::Reader::aggregate_within`]).
+///
+/// # Errors
+/// As [`fan_out`], the plan's, and the merge's.
+pub(crate) async fn aggregate_in_sets(
+    node: &Arc<Node>,
+    query: AggregateQuery,
+    budget: &ReadBudget,
+    options: &ReadOptions,
+) -> Result<AggregateResult> {
+    let (tiers, now) = (node.tiers(), node.now());
+    let sets = sets_selected(node, &query.selector, budget, options).await?;
+    let (plans, across) = partial::set_plans(
+        (tiers, now, &sets),
+        (&query.tier, query.from, query.to),
+        (query.max_points, query.step, query.whole_range),
+        |view| AggregatePlan::new(view, now, &query),
+        |spec, grid| AggregatePlan::on(&query, spec, grid, now),
+    )?;
+    let read = PartialRead::AggregateSets(plans.clone());
+    let answers = fan_out(
+        node,
+        read,
+        None,
+        partial::owner_budget(budget).limit(),
+        options,
+    )
+    .await?;
+    let parts = parts(answers, |answer| match answer {
+        PartialAnswer::AggregateSets(charged) => Some(charged.take(budget)),
+        _ => None,
+    })?;
+    partial::merge_sets(&plans, across.as_ref(), parts)
+}
+
+/// A distribution read when the tiers have `[[set]]`s: the sets of the series read (of one
+/// series, from an owner of its partition), then each set's plan as for an aggregate
+/// ([`aggregate_in_sets`]), the owners' histograms merged per set and then across sets
+/// before any quantile is taken, as one engine answers
+/// ([`crate::Reader::distribution_query`]).
+///
+/// # Errors
+/// As [`fan_out`] (and [`ask_series_owner`] for one series), the plan's, and the merge's.
+pub(crate) async fn distribution_in_sets(
+    node: &Arc<Node>,
+    query: DistributionQuery,
+    budget: &ReadBudget,
+    options: &ReadOptions,
+) -> Result<DistributionResult> {
+    let (tiers, now) = (node.tiers(), node.now());
+    let owner_budget = partial::owner_budget(budget).limit();
+    let sets = match &query.target {
+        DistributionTarget::Series(key) => {
+            let read = PartialRead::SetOfSeries(key.clone());
+            let answers = ask_series_owner(node, key, read, owner_budget, options).await?;
+            let sets = parts(answers, |answer| match answer {
+                PartialAnswer::SetsSelected(charged) => Some(charged.take(budget)),
+                _ => None,
+            })?;
+            sets.into_iter().flatten().collect()
+        }
+        DistributionTarget::Select { selector, .. } => {
+            sets_selected(node, selector, budget, options).await?
+        }
+    };
+    let (plans, across) = partial::set_plans(
+        (tiers, now, &sets),
+        (&query.tier, query.from, query.to),
+        (query.max_points, query.step, query.whole_range),
+        |view| DistributionPlan::new(view, now, &query),
+        |spec, grid| DistributionPlan::on(&query, spec, grid, now),
+    )?;
+    let read = PartialRead::DistributionSets(plans.clone());
+    let answers = match &query.target {
+        DistributionTarget::Series(key) => {
+            ask_series_owner(node, key, read, owner_budget, options).await?
+        }
+        DistributionTarget::Select { .. } => {
+            fan_out(node, read, None, owner_budget, options).await?
+        }
+    };
+    let parts = parts(answers, |answer| match answer {
+        PartialAnswer::DistributionSets(charged) => Some(charged.take(budget)),
+        _ => None,
+    })?;
+    partial::merge_sets(&plans, across.as_ref(), parts)
 }
 
 /// A distribution read (quantiles, `hist`): a one-series read from an owner of the series'
@@ -757,6 +966,58 @@ impl RenderSource {
     fn grid(&self, from: Timestamp, until: Timestamp) -> Result<Option<RenderGrid>> {
         RenderGrid::choose(self.node.tiers(), from, until, self.node.now())
     }
+
+    /// With `[[set]]`s, each set with the grid its tiers and this node's clock give a fetch
+    /// (the sets whose range holds no data left out), as one engine reads each set's series
+    /// on its own set's grid; `None` without sets.
+    fn set_grids(
+        &self,
+        from: Timestamp,
+        until: Timestamp,
+    ) -> Result<Option<Vec<(usize, RenderGrid)>>> {
+        let tiers = self.node.tiers();
+        if tiers.sets.is_empty() {
+            return Ok(None);
+        }
+        let mut grids = Vec::new();
+        for set in 0..tiers.set_count() {
+            if let Some(grid) =
+                RenderGrid::choose(&tiers.set_view(set), from, until, self.node.now())?
+            {
+                grids.push((set, grid));
+            }
+        }
+        Ok(Some(grids))
+    }
+
+    /// The series `read` counts, summed over the owners' answers, their scans charged to
+    /// `budget`, then the series times `points` charged as one engine charges.
+    fn charge_count(
+        &self,
+        read: PartialRead,
+        pattern: &PathPattern,
+        points: u64,
+        budget: &ReadBudget,
+    ) -> Result<()> {
+        let owner_budget = partial::owner_budget(budget).limit();
+        let series: u64 = parts(self.fan_out(read, owner_budget)?, |answer| match answer {
+            PartialAnswer::RenderCount(charged) => Some(charged.take(budget)),
+            _ => None,
+        })?
+        .into_iter()
+        .sum();
+        let series = usize::try_from(series)
+            .map_err(|_| Error::Cluster(format!("owners counted {series} series")))?;
+        crate::render::charge_points(budget, pattern, series, points)
+    }
+
+    /// The series `read` fetches, every owner's answer.
+    fn fetch_parts(&self, read: PartialRead) -> Result<Vec<Vec<Fetched>>> {
+        parts(self.fan_out(read, u64::MAX)?, |answer| match answer {
+            PartialAnswer::RenderFetch(fetched) => Some(Ok(fetched)),
+            _ => None,
+        })
+    }
 }
 
 impl Source for RenderSource {
@@ -770,36 +1031,42 @@ impl Source for RenderSource {
         until: i64,
         budget: &ReadBudget,
     ) -> Result<()> {
+        if let Some(grids) = self.set_grids(from, until)? {
+            for (set, grid) in grids {
+                let read = PartialRead::RenderCountSet {
+                    set,
+                    pattern: pattern.clone(),
+                };
+                self.charge_count(read, pattern, grid.points, budget)?;
+            }
+            return Ok(());
+        }
         let Some(grid) = self.grid(from, until)? else {
             return Ok(());
         };
-        let owner_budget = partial::owner_budget(budget).limit();
-        let answers = self.fan_out(PartialRead::RenderCount(pattern.clone()), owner_budget)?;
-        let series: u64 = parts(answers, |answer| match answer {
-            PartialAnswer::RenderCount(charged) => Some(charged.take(budget)),
-            _ => None,
-        })?
-        .into_iter()
-        .sum();
-        let series = usize::try_from(series)
-            .map_err(|_| Error::Cluster(format!("owners counted {series} series")))?;
-        crate::render::charge_points(budget, pattern, series, grid.points)
+        let read = PartialRead::RenderCount(pattern.clone());
+        self.charge_count(read, pattern, grid.points, budget)
     }
 
     /// Every owner's series on this node's grid, merged. What they read was charged before
     /// ([`Source::charge`]), so the owners read without a budget of their own.
+    ///
+    /// With `[[set]]`s, each set's series on its own set's grid, as one engine fetches them
+    /// (functions that combine series bring their steps to a common one).
     fn fetch(&self, pattern: &PathPattern, from: i64, until: i64) -> Result<Vec<Fetched>> {
+        if let Some(grids) = self.set_grids(from, until)? {
+            let mut all = Vec::new();
+            for (set, grid) in grids {
+                let pattern = pattern.clone();
+                all.extend(self.fetch_parts(PartialRead::RenderFetchSet { set, pattern, grid })?);
+            }
+            return Ok(partial::merge_fetched(all));
+        }
         let Some(grid) = self.grid(from, until)? else {
             return Ok(Vec::new());
         };
-        let read = PartialRead::RenderFetch {
-            pattern: pattern.clone(),
-            grid,
-        };
-        let parts = parts(self.fan_out(read, u64::MAX)?, |answer| match answer {
-            PartialAnswer::RenderFetch(fetched) => Some(Ok(fetched)),
-            _ => None,
-        })?;
+        let pattern = pattern.clone();
+        let parts = self.fetch_parts(PartialRead::RenderFetch { pattern, grid })?;
         Ok(partial::merge_fetched(parts))
     }
 }

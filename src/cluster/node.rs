@@ -237,7 +237,10 @@ impl Node {
                     js.clone(),
                     &settings.name,
                     http_addr,
-                    settings.ownership.clone(),
+                    ClusterSettings {
+                        tier_sets: settings.tiers.tier_sets_text(),
+                        ..settings.ownership.clone()
+                    },
                 )
                 .await?;
                 Ok::<_, Error>((log, ownership))

@@ -10,6 +10,7 @@
 //! |---|---|---|
 //! | `config.partitions` | the partition count, e.g. `16` | once, create-only, by the first node |
 //! | `config.replicas` | the replica count, e.g. `2` | once, create-only, by the first node |
+//! | `config.tier_sets` | the `[[set]]`s, e.g. `none` or `short (names tmp.*; tags -; tiers 1m 60s/21600s)` | once, create-only, by the first node |
 //! | `node.<name>` | `{"http_addr", "start_id", "applied": {partition: seq}}` | every heartbeat, by that node |
 //! | `lease.<p>.<r>` | `{"node": name or null, "epoch": n}` | by compare-and-set on the revision last seen |
 //!
@@ -116,6 +117,9 @@ pub struct ClusterSettings {
     pub lease_timeout: Duration,
     /// The KV bucket; clusters sharing one NATS need different buckets.
     pub bucket: String,
+    /// The node's tier sets, as [`crate::config::TiersConfig::tier_sets_text`] writes them
+    /// (`none` without `[[set]]`s); must match the cluster's once it exists.
+    pub tier_sets: String,
 }
 
 impl Default for ClusterSettings {
@@ -126,6 +130,7 @@ impl Default for ClusterSettings {
             heartbeat: DEFAULT_HEARTBEAT,
             lease_timeout: DEFAULT_LEASE_TIMEOUT,
             bucket: DEFAULT_BUCKET.to_string(),
+            tier_sets: crate::config::TiersConfig::default().tier_sets_text(),
         }
     }
 }
@@ -220,6 +225,22 @@ impl Ownership {
             &at,
             |stored, wanted| {
                 format!("keeps {stored} replicas of each partition; this node asked for {wanted}")
+            },
+        )
+        .await?;
+        kv_store::fix_text(
+            &store,
+            records::CONFIG_TIER_SETS,
+            &settings.tier_sets,
+            &at,
+            |stored, wanted| {
+                format!(
+                    "keeps the tier sets {stored}; this node's tiers have {wanted}. Every \
+                     node places a new series in a set by the same rules: give every node \
+                     the same [[set]]s (to change them, stop every node, delete the key \
+                     {} of the bucket, and start them with the new tiers)",
+                    records::CONFIG_TIER_SETS
+                )
             },
         )
         .await?;

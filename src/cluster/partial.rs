@@ -40,13 +40,13 @@
 #[cfg(test)]
 mod tests;
 
-use crate::config::TiersConfig;
+use crate::config::{TierSpec, TiersConfig};
 use crate::error::Result;
 use crate::read::aggregate::{AggregatePlan, AggregateResult, PartialAggregate};
 use crate::read::budget::ReadBudget;
 use crate::read::distribution::{DistributionPlan, DistributionResult, PartialDistribution};
 use crate::read::query::Query;
-use crate::read::reader::Reader;
+use crate::read::reader::{across_sets_plan, AcrossPlan, Reader, SetPartial};
 use crate::read::tier_choice::TierChoice;
 use crate::registry::Selector;
 use crate::render::cache::RenderCache;
@@ -54,7 +54,7 @@ use crate::render::tags::{TagPart, TagRead};
 use crate::render::{add_timer_paths, count_timer_paths, with_timer_paths};
 use crate::render::{graphite_path, merge_nodes, Fetched, FindNode, Finder, PathPattern};
 use crate::render::{RenderGrid, StoredSource};
-use crate::time::Timestamp;
+use crate::time::{Span, Timestamp};
 
 /// An owner's answer with the values it charged for it, so the asker can charge them to the
 /// request's budget.
@@ -141,6 +141,126 @@ pub(crate) fn aggregate_over(
         merged.merge(reader.aggregate_partial(plan, budget)?)?;
     }
     Ok(merged)
+}
+
+/// An owner's part of a read over tier sets: the sets of the series `selector` picks in
+/// every engine in `readers`, each once, in set order, each engine's scan charged to
+/// `budget` as one engine's is ([`Reader::sets_selected`]).
+///
+/// # Errors
+/// [`crate::Error::InvalidQuery`] when `budget` refuses a scan.
+pub(crate) fn sets_over(
+    readers: &[Reader<'_>],
+    selector: &Selector,
+    budget: &ReadBudget,
+) -> Result<Vec<usize>> {
+    let mut sets = Vec::new();
+    for reader in readers {
+        sets.extend(reader.sets_selected(selector, budget)?);
+    }
+    sets.sort_unstable();
+    sets.dedup();
+    Ok(sets)
+}
+
+/// An owner's part of a read with `[[set]]`s (aggregates, distribution reads): per
+/// `(set, plan)`, `read` of that plan over the set's series of every engine in `readers`
+/// (through each engine's reader of the set), in the order of `plans`.
+///
+/// # Errors
+/// The first of `read`'s.
+pub(crate) fn per_set_over<Plan, P>(
+    readers: &[Reader<'_>],
+    plans: &[(usize, Plan)],
+    read: impl Fn(&[Reader<'_>], &Plan) -> Result<P>,
+) -> Result<Vec<P>> {
+    (plans.iter())
+        .map(|(set, plan)| {
+            let of_set: Vec<Reader<'_>> = readers.iter().map(|r| r.for_set(*set)).collect();
+            read(&of_set, plan)
+        })
+        .collect()
+}
+
+/// Each set's plan of a read with `[[set]]`s, and, across several sets, their line-up.
+pub(crate) type SetPlans<P> = (Vec<(usize, P)>, Option<AcrossPlan>);
+
+/// The plans of a read with `[[set]]`s over the series of `sets` (as the owners found them),
+/// as one engine makes them at `now`: with one set (or none: the default set), that set's
+/// plan alone (`alone`, from the set's view of `tiers`); with several, each set's plan on
+/// its tier, on the grid and window every set holds (`on`, from [`across_sets_plan`]), and
+/// that line-up, which the merge needs.
+///
+/// # Errors
+/// As [`across_sets_plan`], `alone` and `on`.
+pub(crate) fn set_plans<P>(
+    (tiers, now, sets): (&TiersConfig, Timestamp, &[usize]),
+    (choice, from, to): (&TierChoice, Timestamp, Timestamp),
+    shape: (Option<u32>, Option<Span>, bool),
+    alone: impl Fn(&TiersConfig) -> Result<P>,
+    on: impl Fn(&TierSpec, (Option<Span>, Timestamp)) -> Result<P>,
+) -> Result<SetPlans<P>> {
+    if let [] | [_] = sets {
+        let set = sets.first().copied().unwrap_or(0);
+        return Ok((vec![(set, alone(&tiers.set_view(set))?)], None));
+    }
+    let across = across_sets_plan(tiers, now, sets, choice, (from, to), shape)?;
+    let plans = (across.parts.iter())
+        .map(|(set, spec)| Ok((*set, on(spec, (across.step, across.window))?)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((plans, Some(across)))
+}
+
+/// An owner's answer to which set the one series `key` keeps, in the engine of `reader`.
+///
+/// # Errors
+/// [`crate::Error::UnknownSeries`] when the engine does not have it; as
+/// [`crate::registry::Registry::lookup`].
+pub(crate) fn set_of_series(reader: &Reader<'_>, key: &str) -> Result<Vec<usize>> {
+    let id = (reader.registry().lookup(key)?)
+        .ok_or_else(|| crate::error::Error::UnknownSeries(key.to_owned()))?;
+    Ok(reader.sets_of([id]))
+}
+
+/// The asker's answer from the owners' parts of a read with `[[set]]`s (each part a
+/// partial per plan of `plans`: aggregates, distribution reads): each set's parts merged,
+/// then, when `across` lines up several sets, the sets merged on its grid as one engine
+/// merges them ([`crate::Reader::aggregate_within`]), the answer naming every set's tier
+/// and carrying the note.
+///
+/// # Errors
+/// [`crate::Error::InvalidQuery`] when a part answers other plans or is garbled.
+pub(crate) fn merge_sets<P: SetPartial>(
+    plans: &[(usize, P::Plan)],
+    across: Option<&AcrossPlan>,
+    parts: impl IntoIterator<Item = Vec<P>>,
+) -> Result<P::Answer> {
+    let mut per_set: Vec<P> = (plans.iter())
+        .map(|(_, plan)| P::empty(plan.clone()))
+        .collect();
+    for part in parts {
+        if part.len() != per_set.len() {
+            return Err(crate::error::Error::InvalidQuery(format!(
+                "an owner answered {} tier sets of {}",
+                part.len(),
+                per_set.len()
+            )));
+        }
+        for (merged, part) in per_set.iter_mut().zip(part) {
+            merged.merge(part)?;
+        }
+    }
+    let mut sets = per_set.into_iter();
+    let mut merged = sets
+        .next()
+        .ok_or_else(|| crate::error::Error::InvalidQuery("an aggregate over no tier set".into()))?;
+    let Some(across) = across else {
+        return merged.finish_alone();
+    };
+    for part in sets {
+        merged.merge_set(part, &across.tiers)?;
+    }
+    merged.finish_across(&across.tiers, &across.note)
 }
 
 /// An owner's part of a distribution read: `plan` over the series of every engine in
@@ -311,6 +431,44 @@ pub(crate) fn merge_fetched(parts: impl IntoIterator<Item = Vec<Fetched>>) -> Ve
         .collect();
     all.sort_unstable_by(|a, b| (&a.0, &a.1.key).cmp(&(&b.0, &b.1.key)));
     all.into_iter().map(|(_, fetched)| fetched).collect()
+}
+
+/// With `[[set]]`s, per tier set of `tiers`, the tier [`pinned_query`] pins `query` to for a
+/// series of that set (`None` where the set has no tier of the name `query` gives: the
+/// owner then refuses the query as one engine would). The asker does not know the series'
+/// set; the owner that has it picks ([`pinned_for_series`]).
+pub(crate) fn pinned_in_sets(
+    tiers: &TiersConfig,
+    now: Timestamp,
+    query: &Query,
+) -> Vec<Option<TierChoice>> {
+    (0..tiers.set_count())
+        .map(|set| {
+            let pinned = pinned_query(&tiers.set_view(set), now, query).ok()?;
+            Some(pinned.tier)
+        })
+        .collect()
+}
+
+/// `query` with the tier of `pinned` ([`pinned_in_sets`]) that is its series' set's, in the
+/// engine of `reader`; as it is when the engine does not have the series (the query then
+/// answers that) or the set's entry is `None`.
+///
+/// # Errors
+/// [`crate::Error::InvalidQuery`] for a series that is not a valid key; [`crate::Error::Io`].
+pub(crate) fn pinned_for_series(
+    reader: &Reader<'_>,
+    query: Query,
+    pinned: &[Option<TierChoice>],
+) -> Result<Query> {
+    let Some(id) = reader.registry().lookup(&query.series)? else {
+        return Ok(query);
+    };
+    let set = reader.registry().placement(id).set();
+    Ok(match pinned.get(set).cloned().flatten() {
+        Some(tier) => Query { tier, ..query },
+        None => query,
+    })
 }
 
 /// `query` with the tier the asker's clock chooses for it (with `tiers` at `now`) named, so

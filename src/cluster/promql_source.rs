@@ -86,6 +86,8 @@ impl WireMatcher {
 pub(crate) enum PromRead {
     /// The series matching all matchers of at least one set.
     Select(Vec<Vec<WireMatcher>>),
+    /// [`PromRead::Select`] with each series' tier set (`[[set]]`s).
+    SelectSets(Vec<Vec<WireMatcher>>),
     /// The buckets of those of `keys` in the owner's partitions, on tier `tier` from
     /// `from` (aligned down to its resolution) to before `to`.
     Buckets {
@@ -95,6 +97,10 @@ pub(crate) enum PromRead {
         tier: String,
         from: Timestamp,
         to: Timestamp,
+        /// With `[[set]]`s, the tier's resolution in seconds instead: each owner reads each
+        /// series through its set's tier of that resolution, as one engine does.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resolution: Option<u64>,
     },
     /// The histograms of those of `keys` in the owner's partitions that are distributions,
     /// one per bucket of tier `tier` from `from` (aligned down to its resolution) to before
@@ -106,6 +112,9 @@ pub(crate) enum PromRead {
         tier: String,
         from: Timestamp,
         to: Timestamp,
+        /// As [`PromRead::Buckets`]'s.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resolution: Option<u64>,
     },
     /// The raw tier's points of those of `keys` in the owner's partitions, in `[from, to)`.
     Raw {
@@ -121,6 +130,8 @@ pub(crate) enum PromAnswer {
     /// Canonical keys, each with whether it is a counter and whether a distribution; the
     /// scans charged.
     Selected(Charged<Vec<(String, bool, bool)>>),
+    /// The same, each with its tier set.
+    SelectedSets(Charged<Vec<(String, bool, bool, usize)>>),
     /// Per key found, its index and buckets.
     Buckets(Vec<IndexedBuckets>),
     /// Per distribution found, its index and histograms.
@@ -264,30 +275,29 @@ pub(crate) fn answer_over(
     };
     Ok(match read {
         PromRead::Select(sets) => {
-            let sets: Vec<MatcherSet> = (sets.iter())
-                .map(|set| set.iter().map(WireMatcher::matcher).collect())
-                .collect::<Result<_>>()?;
-            let mut found = Vec::new();
-            for reader in readers {
-                for s in StoredSource::new(*reader).select(&sets, budget)? {
-                    if let Some(key) = reader.registry().key(SeriesId(s.id)) {
-                        found.push((key.as_str().to_owned(), s.counter, s.distribution));
-                    }
-                }
-            }
+            let found = select_over(readers, &sets, budget)?;
+            let found = (found.into_iter())
+                .map(|(key, counter, distribution, _)| (key, counter, distribution))
+                .collect();
             PromAnswer::Selected(Charged::new(found, budget))
+        }
+        PromRead::SelectSets(sets) => {
+            PromAnswer::SelectedSets(Charged::new(select_over(readers, &sets, budget)?, budget))
         }
         PromRead::Buckets {
             keys,
             tier,
             from,
             to,
+            resolution,
         } => {
             let mut out = Vec::new();
             for (reader, held) in readers.iter().zip(held(&keys)) {
-                let index = (reader.config().tier_index(&tier))
-                    .ok_or_else(|| Error::UnknownTier(tier.clone()))?;
                 let series: Vec<Selected> = held.iter().map(|(_, s)| s.clone()).collect();
+                if series.is_empty() {
+                    continue;
+                }
+                let index = tier_of(reader, &series, &tier, resolution)?;
                 let read = StoredSource::new(*reader).buckets(&series, index, from, to, budget)?;
                 out.extend(
                     (held.iter().zip(read))
@@ -301,13 +311,16 @@ pub(crate) fn answer_over(
             tier,
             from,
             to,
+            resolution,
         } => {
             let out = Mutex::new(Vec::new());
             for (reader, held) in readers.iter().zip(held(&keys)) {
-                let index = (reader.config().tier_index(&tier))
-                    .ok_or_else(|| Error::UnknownTier(tier.clone()))?;
                 let (indexes, series): (Vec<u32>, Vec<Selected>) =
                     held.into_iter().filter(|(_, s)| s.distribution).unzip();
+                if series.is_empty() {
+                    continue;
+                }
+                let index = tier_of(reader, &series, &tier, resolution)?;
                 let visit = |i: usize, histograms: &[Option<BucketHistogram>]| {
                     let part = IndexedHistograms::new(indexes[i], histograms);
                     out.lock().unwrap_or_else(|e| e.into_inner()).push(part);
@@ -336,6 +349,54 @@ pub(crate) fn answer_over(
     })
 }
 
+/// The series of every engine in `readers` that match one of `sets` (wire matchers), each
+/// as its key, whether a counter, whether a distribution, and its tier set; the scans
+/// charged to `budget`.
+///
+/// # Errors
+/// A matcher that does not compile; the budget's refusal.
+fn select_over(
+    readers: &[Reader<'_>],
+    sets: &[Vec<WireMatcher>],
+    budget: &ReadBudget,
+) -> Result<Vec<(String, bool, bool, usize)>> {
+    let sets: Vec<MatcherSet> = (sets.iter())
+        .map(|set| set.iter().map(WireMatcher::matcher).collect())
+        .collect::<Result<_>>()?;
+    let mut found = Vec::new();
+    for reader in readers {
+        for s in StoredSource::new(*reader).select(&sets, budget)? {
+            let id = SeriesId(s.id);
+            if let Some(key) = reader.registry().key(id) {
+                let set = reader.registry().placement(id).set();
+                found.push((key.as_str().to_owned(), s.counter, s.distribution, set));
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The index of the tier an owner reads `series` (found in the engine of `reader`) through:
+/// the one named `tier`, or with `[[set]]`s the one of `resolution` among the tiers the
+/// engine's source chooses from for them, which reads each series through its set's tier of
+/// that resolution.
+///
+/// # Errors
+/// [`Error::UnknownTier`] when there is none; as [`Source::tiers_of`].
+fn tier_of(
+    reader: &Reader<'_>,
+    series: &[Selected],
+    tier: &str,
+    resolution: Option<u64>,
+) -> Result<usize> {
+    let found = match resolution {
+        None => reader.config().tier_index(tier),
+        Some(secs) => (StoredSource::new(*reader).tiers_of(series)?.tiers.iter())
+            .position(|t| t.resolution.secs() == secs),
+    };
+    found.ok_or_else(|| Error::UnknownTier(tier.to_owned()))
+}
+
 /// PromQL's [`Source`] on a cluster node: every read fans out to the partitions' owners.
 pub(crate) struct ClusterSource {
     node: Arc<Node>,
@@ -347,6 +408,8 @@ pub(crate) struct ClusterSource {
     options: ReadOptions,
     /// The canonical key of each series selected so far: a [`Selected`]'s id is its index.
     keys: Mutex<Vec<String>>,
+    /// With `[[set]]`s, the tier set of each series selected so far, by the same index.
+    sets: Mutex<Vec<usize>>,
 }
 
 impl ClusterSource {
@@ -361,7 +424,14 @@ impl ClusterSource {
             runtime,
             options,
             keys: Mutex::new(Vec::new()),
+            sets: Mutex::new(Vec::new()),
         }
+    }
+
+    /// With `[[set]]`s, the tier's resolution a leaf read sends (see
+    /// [`PromRead::Buckets`]); `None` without.
+    fn resolution(&self, tiers: &TiersConfig, tier: usize) -> Option<u64> {
+        (!self.tiers().sets.is_empty()).then(|| tiers.tiers[tier].resolution.secs())
     }
 
     /// Fans `read` out to every partition's owner within `budget` values, and waits.
@@ -405,6 +475,29 @@ impl Source for ClusterSource {
         self.node.tiers()
     }
 
+    /// With `[[set]]`s, the tiers of the selected series' sets as one engine chooses them
+    /// ([`promql::common_tiers`]), from the sets their owners reported.
+    fn tiers_of(&self, series: &[Selected]) -> Result<std::borrow::Cow<'_, TiersConfig>> {
+        use std::borrow::Cow;
+        let whole = self.tiers();
+        if whole.sets.is_empty() {
+            return Ok(Cow::Borrowed(whole));
+        }
+        let mut sets: Vec<usize> = {
+            let known = self.sets.lock().unwrap_or_else(|e| e.into_inner());
+            (series.iter())
+                .map(|s| known.get(s.id as usize).copied().unwrap_or(0))
+                .collect()
+        };
+        sets.sort_unstable();
+        sets.dedup();
+        match sets.as_slice() {
+            [] => Ok(Cow::Owned(whole.set_view(0))),
+            &[set] => Ok(Cow::Owned(whole.set_view(set))),
+            sets => Ok(Cow::Owned(promql::common_tiers(whole, sets, self.now())?)),
+        }
+    }
+
     fn now(&self) -> Timestamp {
         self.node.now()
     }
@@ -416,17 +509,25 @@ impl Source for ClusterSource {
             .map(|set| set.iter().map(WireMatcher::of).collect())
             .collect();
         let owner_budget = partial::owner_budget(budget).limit();
-        let mut found: Vec<(String, bool, bool)> = Vec::new();
-        for answer in self.fan_out(PromRead::Select(wire), owner_budget)? {
-            let PromAnswer::Selected(charged) = answer else {
-                return Err(other_answer());
-            };
-            found.extend(charged.take(budget)?);
+        let mut found: Vec<(String, bool, bool, usize)> = Vec::new();
+        let read = match self.tiers().sets.is_empty() {
+            true => PromRead::Select(wire),
+            false => PromRead::SelectSets(wire),
+        };
+        for answer in self.fan_out(read, owner_budget)? {
+            match answer {
+                PromAnswer::Selected(charged) => found.extend(
+                    (charged.take(budget)?.into_iter())
+                        .map(|(key, counter, distribution)| (key, counter, distribution, 0)),
+                ),
+                PromAnswer::SelectedSets(charged) => found.extend(charged.take(budget)?),
+                _ => return Err(other_answer()),
+            }
         }
         let mut labelled = (found.into_iter())
-            .map(|(key, counter, distribution)| {
+            .map(|(key, counter, distribution, set)| {
                 let labels = key_labels(&SeriesKey::parse(&key)?.view());
-                Ok((labels, key, counter, distribution))
+                Ok((labels, key, counter, distribution, set))
             })
             .collect::<Result<Vec<_>>>()?;
         labelled.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -434,9 +535,12 @@ impl Source for ClusterSource {
         // partition twice after a retry) is one series.
         labelled.dedup_by(|a, b| a.1 == b.1);
         let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        let mut key_sets = self.sets.lock().unwrap_or_else(|e| e.into_inner());
+        key_sets.resize(keys.len(), 0);
         Ok((labelled.into_iter())
-            .map(|(labels, key, counter, distribution)| {
+            .map(|(labels, key, counter, distribution, set)| {
                 keys.push(key);
+                key_sets.push(set);
                 Selected {
                     id: (keys.len() - 1) as u32,
                     labels,
@@ -457,15 +561,17 @@ impl Source for ClusterSource {
         to: Timestamp,
         budget: &ReadBudget,
     ) -> Result<Vec<Vec<Bucket>>> {
-        let points = promql::charge_buckets(self.tiers(), series.len(), tier, from, to, budget)?;
+        let tiers = self.tiers_of(series)?;
+        let points = promql::charge_buckets(&tiers, series.len(), tier, from, to, budget)?;
         if series.is_empty() || points == 0 {
             return Ok(vec![Vec::new(); series.len()]);
         }
         let read = PromRead::Buckets {
             keys: self.keys_of(series)?,
-            tier: self.tiers().tiers[tier].name.clone(),
+            tier: tiers.tiers[tier].name.clone(),
             from,
             to,
+            resolution: self.resolution(&tiers, tier),
         };
         let mut out = vec![vec![Bucket::EMPTY; points]; series.len()];
         let mut seen = BTreeSet::new();
@@ -500,15 +606,17 @@ impl Source for ClusterSource {
         budget: &ReadBudget,
         visit: &HistogramVisit<'_>,
     ) -> Result<()> {
-        let points = promql::charge_buckets(self.tiers(), series.len(), tier, from, to, budget)?;
+        let tiers = self.tiers_of(series)?;
+        let points = promql::charge_buckets(&tiers, series.len(), tier, from, to, budget)?;
         if series.is_empty() {
             return Ok(());
         }
         let read = PromRead::Histograms {
             keys: self.keys_of(series)?,
-            tier: self.tiers().tiers[tier].name.clone(),
+            tier: tiers.tiers[tier].name.clone(),
             from,
             to,
+            resolution: self.resolution(&tiers, tier),
         };
         let mut seen = BTreeSet::new();
         for answer in self.fan_out(read, u64::MAX)? {

@@ -13,7 +13,8 @@
 //! 1. **Pre-images.** For a group of messages (sequences s1 < ... < sk, all above the applied
 //!    one), the engine registers the group's series (idempotent: by canonical key) and lists
 //!    every cell the group may change: for each sample with a finite value, its bucket in
-//!    every tier (whatever the tier's window: a window can only hold more if the clock goes
+//!    every tier of its series' tier set, at the series' place in that set (`[[set]]`s:
+//!    [`crate::registry::SetPlace`]; whatever the tier's window: a window can only hold more if the clock goes
 //!    back between this step and the write, and restoring a cell the group did not change
 //!    puts back what it holds), and the counter state record (declared kind, last time, last
 //!    raw value) of every series the group names. Of those, it reads the ones the undo chain
@@ -105,7 +106,7 @@ use crate::error::RejectReason;
 use crate::error::Result;
 use crate::fault::{self, Hook};
 use crate::histogram::Histogram;
-use crate::registry::{Selector, SeriesId};
+use crate::registry::{Selector, SeriesId, SetPlace};
 use crate::sample::{BatchReport, ObservedSample, Sample};
 use crate::storage::cells::{same_bits, CellAt, Image};
 use crate::storage::undo_entry::Undo;
@@ -269,12 +270,13 @@ impl SinceCheckpoint {
 /// its series' latest and is met again is taken a second time, and then kept in the set:
 /// the recovery puts the first pre-image back ([`roll_back`]).
 struct ChainCells {
-    /// At `series × tiers + tier`: that series' cells in that tier, `None` before any.
+    /// At `series × tiers + tier` (the storage index of a tier of any set): that series'
+    /// cells in that tier, `None` before any.
     noted: Vec<Option<NotedCells>>,
     /// `(series × tiers + tier, bucket start)` of the cells noted more than
     /// [`NOTED_BEHIND`] buckets behind their series' latest.
     behind: rustc_hash::FxHashSet<(usize, Timestamp)>,
-    /// Each tier's resolution in seconds.
+    /// Each tier's resolution in seconds, by storage index (every set's tiers).
     resolutions: Vec<i64>,
 }
 
@@ -295,8 +297,8 @@ impl ChainCells {
         ChainCells {
             noted: Vec::new(),
             behind: rustc_hash::FxHashSet::default(),
-            resolutions: (config.tiers.iter())
-                .map(|tier| tier.resolution.secs() as i64)
+            resolutions: (config.all_tiers())
+                .map(|(_, tier)| tier.resolution.secs() as i64)
                 .collect(),
         }
     }
@@ -366,7 +368,7 @@ struct KnownEmpty {
     /// every cell of that series in that tier is empty (`Timestamp::MIN` beyond the vector:
     /// a series none of whose cells a group listed yet).
     empty_from: Vec<Timestamp>,
-    /// Tiers per series in `empty_from`.
+    /// Tiers per series in `empty_from`: every set's (storage indexes).
     tiers: usize,
 }
 
@@ -377,7 +379,7 @@ impl KnownEmpty {
         KnownEmpty {
             first_new: registered,
             empty_from: Vec::new(),
-            tiers: config.tiers.len(),
+            tiers: config.tier_count(),
         }
     }
 
@@ -603,7 +605,7 @@ impl ApplyLog {
     ///
     /// # Errors
     /// [`Error::CorruptFile`] naming `apply.state` or `apply.undo` when they are not this
-    /// format's; [`Error::Cluster`] when the tiers configure a `[[set]]`; [`Error::Io`].
+    /// format's; [`Error::Io`].
     pub(super) fn left(&self, shared: &super::Shared) -> Result<Option<LeftChain>> {
         let present = |name: &str| shared.dir.join(name).exists();
         if !present(AppliedFile::FILE_NAME) && !present(UndoFile::FILE_NAME) {
@@ -614,13 +616,6 @@ impl ApplyLog {
 
     /// The apply's files in `shared`'s directory, made when missing, and their chain.
     fn open_files(&self, shared: &super::Shared) -> Result<LeftChain> {
-        if let Some(set) = shared.config.sets.first() {
-            return Err(Error::Cluster(format!(
-                "exactly-once apply keeps every series in the default set; [[set]] {:?} is \
-                 configured",
-                set.name
-            )));
-        }
         let state = AppliedFile::open(&shared.dir)?;
         let undo = UndoFile::open(&shared.dir)?;
         let chain = undo.read()?;
@@ -816,7 +811,11 @@ impl Applier<'_> {
     /// let go) is neither registered nor declared, its samples refused each for its own
     /// reason. The rule reads the message alone, never what the registry holds, so a group
     /// rolled back after registering a series is applied again as it was the first time. A
-    /// key that is not a valid series is refused as `invalid_series`.
+    /// key that is not a valid series is refused as `invalid_series`. With `[[set]]`s the
+    /// windows are those of every set's tiers ([`accepted_times`]): a series whose samples
+    /// only another set's tiers still hold is registered (its set decided by the rules, as
+    /// every replica decides it) and its samples refused `too_old` by the write path, which
+    /// checks each against its own set's tiers.
     ///
     /// # Errors
     /// [`Error::Io`] or [`Error::Poisoned`] from the registry.
@@ -861,11 +860,17 @@ impl Applier<'_> {
         known_empty: &mut KnownEmpty,
     ) -> Result<PreImages> {
         let config = self.engine.config();
+        let places = self.places(resolved);
         // Noted in `since` as they are found: a group whose pre-images cannot be taken is
         // taken back out below; one that fails later poisons the apply, `since` with it.
-        let Touched { cells, empty } =
-            cells_touched(config, todo, resolved, &mut since.cells, known_empty);
-        let (before, histograms) = match self.load_pre_images(todo, resolved, &cells) {
+        let Touched { cells, empty } = cells_touched(
+            config,
+            todo,
+            (resolved, &places),
+            &mut since.cells,
+            known_empty,
+        );
+        let (before, histograms) = match self.load_pre_images(todo, (resolved, &places), &cells) {
             Ok(loaded) => loaded,
             Err(e) => {
                 since.cells.forget();
@@ -916,6 +921,21 @@ impl Applier<'_> {
         })
     }
 
+    /// Per message, the place of each of its registered series in its tier set (the
+    /// default set's at its id for the others, which no cell is taken of), under one
+    /// registry lock per message; without `[[set]]`s nothing is looked up.
+    fn places(&self, resolved: &[Vec<Resolved>]) -> Vec<Vec<SetPlace>> {
+        let registry = self.engine.registry();
+        (resolved.iter())
+            .map(|series| {
+                registry.placements(series.iter().map(|resolved| match *resolved {
+                    Resolved::Id(id) => id,
+                    Resolved::Invalid | Resolved::Refused(_) => SeriesId(0),
+                }))
+            })
+            .collect()
+    }
+
     /// True when the group makes a distribution of a series that the undo chain holds
     /// pre-images of (its declaration changes the series' kind, see
     /// [`crate::counter::CounterTable::any_becomes_distribution`]). Its buckets' pre-images
@@ -953,38 +973,44 @@ impl Applier<'_> {
     fn load_pre_images(
         &self,
         todo: &[&(u64, SampleBatch)],
-        resolved: &[Vec<Resolved>],
+        (resolved, places): (&[Vec<Resolved>], &[Vec<SetPlace>]),
         cells: &[CellAt],
     ) -> Result<(Vec<Bucket>, Vec<HistogramImage>)> {
         let rewind = self.engine.rewind();
+        // The distribution series' places, as (set, position): what a cell names.
         let mut distributions = rustc_hash::FxHashSet::default();
         // The kinds stored, read under one lock of the counter table.
         let mut undeclared = Vec::new();
-        for ((_, batch), series) in todo.iter().zip(resolved) {
-            for (declared, resolved) in batch.series.iter().zip(series) {
+        for (((_, batch), series), places) in todo.iter().zip(resolved).zip(places) {
+            for ((declared, resolved), place) in batch.series.iter().zip(series).zip(places) {
                 let Resolved::Id(id) = *resolved else {
                     continue;
                 };
                 match declared.kind {
                     Some(SeriesKind::Distribution) => {
-                        distributions.insert(id.0);
+                        distributions.insert((place.set(), place.position));
                     }
-                    _ => undeclared.push(id),
+                    _ => undeclared.push((id, *place)),
                 }
             }
         }
-        let kinds = self.engine.reader().series_kinds(&undeclared);
-        for (id, kind) in undeclared.iter().zip(kinds) {
+        let ids: Vec<SeriesId> = undeclared.iter().map(|&(id, _)| id).collect();
+        let kinds = self.engine.reader().series_kinds(&ids);
+        for (&(_, place), kind) in undeclared.iter().zip(kinds) {
             if kind == SeriesKind::Distribution {
-                distributions.insert(id.0);
+                distributions.insert((place.set(), place.position));
             }
         }
         if distributions.is_empty() {
             return Ok((rewind.load_cells(cells)?, Vec::new()));
         }
         let slots = self.engine.config().engine.series_per_chunk;
-        let (of_distributions, others): (Vec<usize>, Vec<usize>) = (0..cells.len())
-            .partition(|&i| distributions.contains(&(cells[i].chunk * slots + cells[i].slot)));
+        let storage = &self.engine.shared.storage;
+        let (of_distributions, others): (Vec<usize>, Vec<usize>) =
+            (0..cells.len()).partition(|&i| {
+                let (cell, set) = (cells[i], storage.set_of_tier(cells[i].tier));
+                distributions.contains(&(set, cell.chunk * slots + cell.slot))
+            });
         let mut before = vec![Bucket::EMPTY; cells.len()];
         let pick = |at: &[usize]| at.iter().map(|&i| cells[i]).collect::<Vec<CellAt>>();
         for (&i, bucket) in others.iter().zip(rewind.load_cells(&pick(&others))?) {
@@ -1167,7 +1193,9 @@ struct Touched {
 
 /// Every bucket cell the samples of `todo` may change whose pre-image `chain` does not spare
 /// ([`ChainCells::note`]), in the order met: per sample with a finite value (observation with
-/// a finite sum) and a registered series, its bucket in every tier (see the module docs on why windows are not consulted).
+/// a finite sum) and a registered series, its bucket in every tier of its series' set, at the
+/// chunk and slot of its place in that set (`places`, beside `resolved`; see the module docs
+/// on why windows are not consulted).
 /// A sample whose period start would not fit in a timestamp lands nowhere (every window
 /// refuses it) and changes nothing. A cell comes twice only when its series came back to it
 /// from more than 64 buckets past it within the group; the pre-image is the same both times.
@@ -1175,21 +1203,21 @@ struct Touched {
 fn cells_touched(
     config: &TiersConfig,
     todo: &[&(u64, SampleBatch)],
-    resolved: &[Vec<Resolved>],
+    (resolved, places): (&[Vec<Resolved>], &[Vec<SetPlace>]),
     chain: &mut ChainCells,
     known: &mut KnownEmpty,
 ) -> Touched {
     let slots = config.engine.series_per_chunk;
-    let tiers = &config.tiers;
     let mut touched = Touched {
         cells: Vec::new(),
         empty: Vec::new(),
     };
-    // Per tier, where the last sample fell, with its bucket's start. A message's samples are
-    // grouped by series, in time order, or hold one instant of many series: either way most
-    // samples fall in the buckets of the one before and skip the lookup.
-    let mut placed: Vec<Option<(Placement, Timestamp)>> = vec![None; tiers.len()];
-    for ((_, batch), series) in todo.iter().zip(resolved) {
+    // Per tier (storage index), where the last sample fell, with its bucket's start. A
+    // message's samples are grouped by series, in time order, or hold one instant of many
+    // series: either way most samples fall in the buckets of the one before and skip the
+    // lookup.
+    let mut placed: Vec<Option<(Placement, Timestamp)>> = vec![None; config.tier_count()];
+    for (((_, batch), series), places) in todo.iter().zip(resolved).zip(places) {
         // A sample's or an observation's series (its place in the batch), time and value.
         let mut touch = |index: u32, ts: Timestamp, value: f64| {
             let Some(Resolved::Id(id)) = series.get(index as usize) else {
@@ -1198,7 +1226,10 @@ fn cells_touched(
             if !value.is_finite() {
                 return;
             }
-            for (tier, (place, spec)) in placed.iter_mut().zip(tiers).enumerate() {
+            let set_place = places[index as usize];
+            let (chunk, slot) = set_place.chunk_and_slot(slots);
+            for (tier, spec) in config.indexed_set_tiers(set_place.set()) {
+                let place = &mut placed[tier];
                 let resolution = spec.resolution.secs() as i64;
                 // A period is a whole number of buckets: inside the bucket is inside its
                 // period too.
@@ -1223,9 +1254,9 @@ fn cells_touched(
                     let cell = CellAt {
                         tier,
                         period_start,
-                        chunk: id.0 / slots,
+                        chunk,
                         bucket,
-                        slot: id.0 % slots,
+                        slot,
                     };
                     if known.take(*id, tier, bucket_start, resolution) {
                         touched.empty.push(cell);

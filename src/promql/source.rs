@@ -292,6 +292,51 @@ impl<'a> StoredSource<'a> {
     }
 }
 
+/// The tiers a PromQL read of series of several tier sets `sets` of `whole` chooses among at
+/// `now`: per resolution of the first set that every set has, the tier of the set whose
+/// window starts last (the one that decides what all of them hold). A single node's source
+/// and a cluster node's choose from the same.
+///
+/// # Errors
+/// [`Error::InvalidQuery`] naming the sets when they have no resolution in common.
+pub(crate) fn common_tiers(
+    whole: &TiersConfig,
+    sets: &[usize],
+    now: Timestamp,
+) -> Result<TiersConfig> {
+    // Per resolution of the first set, the tier of every set with that resolution whose
+    // window starts last: the one that decides what all of them hold.
+    let common: Vec<crate::config::TierSpec> = (whole.set_tiers(sets[0]).iter())
+        .filter_map(|first| {
+            let of_each: Option<Vec<&crate::config::TierSpec>> = (sets.iter())
+                .map(|&set| {
+                    (whole.set_tiers(set).iter()).find(|t| t.resolution == first.resolution)
+                })
+                .collect();
+            of_each?
+                .into_iter()
+                .max_by_key(|t| t.window_start(now))
+                .cloned()
+        })
+        .collect();
+    if common.is_empty() {
+        return Err(Error::InvalidQuery(format!(
+            "the selected series keep the tiers of sets {}, which have no resolution in \
+             common; select the series of one set, or give the sets a tier of one \
+             resolution",
+            (sets.iter())
+                .map(|&set| format!("{:?}", whole.set_name(set)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok(TiersConfig {
+        tiers: common,
+        sets: Vec::new(),
+        ..whole.clone()
+    })
+}
+
 /// The series of one tier set in a PromQL read ([`StoredSource::by_set`]).
 struct SetPart<'a> {
     source: StoredSource<'a>,
@@ -316,39 +361,7 @@ impl Source for StoredSource<'_> {
         if let &[set] = sets.as_slice() {
             return Ok(Cow::Borrowed(self.reader.for_set(set).config()));
         }
-        let whole = self.reader.whole_config();
-        let now = self.reader.now();
-        // Per resolution of the first set, the tier of every set with that resolution whose
-        // window starts last: the one that decides what all of them hold.
-        let common: Vec<crate::config::TierSpec> = (whole.set_tiers(sets[0]).iter())
-            .filter_map(|first| {
-                let of_each: Option<Vec<&crate::config::TierSpec>> = (sets.iter())
-                    .map(|&set| {
-                        (whole.set_tiers(set).iter()).find(|t| t.resolution == first.resolution)
-                    })
-                    .collect();
-                of_each?
-                    .into_iter()
-                    .max_by_key(|t| t.window_start(now))
-                    .cloned()
-            })
-            .collect();
-        if common.is_empty() {
-            return Err(Error::InvalidQuery(format!(
-                "the selected series keep the tiers of sets {}, which have no resolution in \
-                 common; select the series of one set, or give the sets a tier of one \
-                 resolution",
-                (sets.iter())
-                    .map(|&set| format!("{:?}", whole.set_name(set)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
-        Ok(Cow::Owned(TiersConfig {
-            tiers: common,
-            sets: Vec::new(),
-            ..whole.clone()
-        }))
+        common_tiers(self.reader.whole_config(), &sets, self.reader.now()).map(Cow::Owned)
     }
 
     fn now(&self) -> Timestamp {

@@ -44,7 +44,7 @@ use crate::error::Error;
 use crate::error::Result;
 use crate::read::budget::ReadBudget;
 use crate::read::query::{still_filling, Display, Latest, PointGrid, MAX_QUERY_POINTS};
-use crate::read::reader::{Member, Reader};
+use crate::read::reader::{join_notes, Member, Reader, SetPartial};
 use crate::read::tier_choice::TierChoice;
 use crate::registry::Selector;
 use crate::time::{Span, Timestamp};
@@ -281,7 +281,7 @@ impl AggregatePlan {
     ///
     /// # Errors
     /// As [`PointGrid::of`].
-    fn on(
+    pub(crate) fn on(
         query: &AggregateQuery,
         spec: &TierSpec,
         (step, window): (Option<Span>, Timestamp),
@@ -339,6 +339,36 @@ struct PartialGroup {
     gauges: usize,
     /// One accumulator per point of the plan's grid.
     rows: Vec<Fold>,
+}
+
+impl SetPartial for PartialAggregate {
+    type Plan = AggregatePlan;
+    type Answer = AggregateResult;
+
+    fn empty(plan: AggregatePlan) -> PartialAggregate {
+        PartialAggregate::empty(plan)
+    }
+
+    fn merge(&mut self, other: PartialAggregate) -> Result<()> {
+        PartialAggregate::merge(self, other)
+    }
+
+    fn merge_set(&mut self, mut part: PartialAggregate, tiers: &str) -> Result<()> {
+        self.plan.grid.same_points(&part.plan.grid, tiers)?;
+        part.plan = self.plan.clone();
+        PartialAggregate::merge(self, part)
+    }
+
+    fn finish_across(mut self, tiers: &str, note: &Option<String>) -> Result<AggregateResult> {
+        self.plan.tier = tiers.to_owned();
+        let mut result = self.finish()?;
+        result.note = join_notes(result.note.take(), note);
+        Ok(result)
+    }
+
+    fn finish_alone(self) -> Result<AggregateResult> {
+        self.finish()
+    }
 }
 
 impl PartialAggregate {
@@ -560,24 +590,14 @@ impl Reader<'_> {
             (query.from, query.to),
             (query.max_points, query.step, query.whole_range),
         )?;
-        let mut merged = across.merge_parts(
+        let merged = across.merge_parts(
             |reader, spec| {
                 let plan = AggregatePlan::on(query, spec, (across.step, across.window), now)?;
                 reader.aggregate_partial(&plan, budget)
             },
-            |merged: &mut PartialAggregate, mut part| {
-                merged
-                    .plan
-                    .grid
-                    .same_points(&part.plan.grid, &across.tiers)?;
-                part.plan = merged.plan.clone();
-                merged.merge(part)
-            },
+            |merged: &mut PartialAggregate, part| merged.merge_set(part, &across.tiers),
         )?;
-        merged.plan.tier = across.tiers.clone();
-        let mut result = merged.finish()?;
-        result.note = across.note_beside(result.note.take());
-        Ok(result)
+        merged.finish_across(&across.tiers, &across.note)
     }
 
     /// Fixes what `query` reads from this engine's clock and tiers: the tier (`auto` chosen

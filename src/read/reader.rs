@@ -58,14 +58,124 @@ impl<'a> AcrossSets<'a> {
         }
         Ok(merged)
     }
+}
 
-    /// The answer's note: `note` (the read's own, if any) and this one's, joined.
-    pub(crate) fn note_beside(&self, note: Option<String>) -> Option<String> {
-        match (note, &self.note) {
-            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
-            (a, b) => a.or_else(|| b.clone()),
-        }
+/// A read's own note and a read across sets' note, joined.
+pub(crate) fn join_notes(note: Option<String>, across: &Option<String>) -> Option<String> {
+    match (note, across) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or_else(|| b.clone()),
     }
+}
+
+/// A read's partial answer as a read across tier sets folds it (an aggregate's, a
+/// distribution read's): each set's parts merged on its own plan, then the sets merged on
+/// one grid, on one engine ([`AcrossSets::merge_parts`]) or across a cluster's owners.
+// A single node uses the merges across sets only; a cluster node its per-set merges too.
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+pub(crate) trait SetPartial: Sized {
+    /// What the part answers.
+    type Plan: Clone;
+    /// The finished answer.
+    type Answer;
+    /// Nothing read yet, on `plan`.
+    fn empty(plan: Self::Plan) -> Self;
+    /// Adds a part of the same plan, over other series.
+    ///
+    /// # Errors
+    /// [`crate::error::Error::InvalidQuery`] when it answers another plan.
+    fn merge(&mut self, other: Self) -> Result<()>;
+    /// Adds another set's part, read on its own tier onto the same points; this part keeps
+    /// its plan. `tiers` names the sets' tiers in the error.
+    ///
+    /// # Errors
+    /// [`crate::error::Error::InvalidQuery`] when the points differ, or as `merge`.
+    fn merge_set(&mut self, other: Self, tiers: &str) -> Result<()>;
+    /// The answer of the sets merged into this part: it names their tiers, `tiers`, and
+    /// carries `note` beside its own.
+    ///
+    /// # Errors
+    /// As the part's finish.
+    fn finish_across(self, tiers: &str, note: &Option<String>) -> Result<Self::Answer>;
+    /// The answer of one set's part.
+    ///
+    /// # Errors
+    /// As the part's finish.
+    fn finish_alone(self) -> Result<Self::Answer>;
+}
+
+/// [`AcrossSets`] without readers: each set with the tier it would read alone, decided from
+/// the tiers and a clock only, so a cluster node that asks the owners plans as one engine
+/// does ([`across_sets_plan`]).
+pub(crate) struct AcrossPlan {
+    /// Each set and its tier.
+    pub(crate) parts: Vec<(usize, crate::config::TierSpec)>,
+    /// As [`AcrossSets::step`].
+    pub(crate) step: Option<crate::time::Span>,
+    /// As [`AcrossSets::window`].
+    pub(crate) window: Timestamp,
+    /// As [`AcrossSets::tiers`].
+    pub(crate) tiers: String,
+    /// As [`AcrossSets::note`].
+    pub(crate) note: Option<String>,
+}
+
+/// How a read of `choice` over `[from, to)` at `now` lines up the series of `sets` of the
+/// tiers `whole` (see [`AcrossSets`]): `step` when given (it must be a multiple of every
+/// set's resolution), else the least common multiple of the resolutions, or none for
+/// `whole_range`.
+///
+/// # Errors
+/// [`crate::error::Error::UnknownTier`] for a named tier a set lacks;
+/// [`crate::error::Error::InvalidQuery`] when the resolutions' multiple overflows.
+pub(crate) fn across_sets_plan(
+    whole: &TiersConfig,
+    now: Timestamp,
+    sets: &[usize],
+    choice: &TierChoice,
+    (from, to): (Timestamp, Timestamp),
+    (max_points, step, whole_range): (Option<u32>, Option<crate::time::Span>, bool),
+) -> Result<AcrossPlan> {
+    let mut parts = Vec::with_capacity(sets.len());
+    for &set in sets {
+        let view = whole.set_view(set);
+        let tier = choice.resolve(&view, from, to, max_points, now)?;
+        parts.push((set, view.tiers[tier].clone()));
+    }
+    let resolution = (parts.iter())
+        .try_fold(1, |l, (_, spec)| {
+            crate::time::lcm(l, spec.resolution.secs() as i64)
+        })
+        .ok_or_else(|| {
+            crate::error::Error::InvalidQuery(
+                "the sets' resolutions have no common multiple".into(),
+            )
+        })? as u64;
+    let step = (!whole_range).then(|| step.unwrap_or(crate::time::Span::from_secs(resolution)));
+    let window = (parts.iter())
+        .map(|(_, spec)| spec.window_start(now))
+        .max()
+        .unwrap_or(Timestamp::MIN);
+    let tiers = (parts.iter())
+        .map(|(set, spec)| whole.tier_label(*set, &spec.name))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let differ = (parts.iter()).any(|(_, spec)| spec.resolution != parts[0].1.resolution);
+    let note = differ.then(|| {
+        format!(
+            "the selected series keep different tier sets with no tier of one resolution \
+             in common for this range ({tiers}): each set's buckets are folded onto points \
+             {}s wide",
+            step.map_or(resolution, |s| s.secs())
+        )
+    });
+    Ok(AcrossPlan {
+        parts,
+        step,
+        window,
+        tiers,
+        note,
+    })
 }
 
 /// A series a read folds: where its cells are and which group it folds into.
@@ -212,46 +322,22 @@ impl<'a> Reader<'a> {
         (from, to): (Timestamp, Timestamp),
         (max_points, step, whole_range): (Option<u32>, Option<crate::time::Span>, bool),
     ) -> Result<AcrossSets<'a>> {
-        let now = self.now();
-        let mut parts = Vec::with_capacity(sets.len());
-        for &set in sets {
-            let reader = self.for_set(set);
-            let tier = reader.choose_tier(choice, from, to, max_points)?;
-            parts.push((reader, reader.config().tiers[tier].clone()));
-        }
-        let resolution = (parts.iter())
-            .try_fold(1, |l, (_, spec)| {
-                crate::time::lcm(l, spec.resolution.secs() as i64)
-            })
-            .ok_or_else(|| {
-                crate::error::Error::InvalidQuery(
-                    "the sets' resolutions have no common multiple".into(),
-                )
-            })? as u64;
-        let step = (!whole_range).then(|| step.unwrap_or(crate::time::Span::from_secs(resolution)));
-        let window = (parts.iter())
-            .map(|(_, spec)| spec.window_start(now))
-            .max()
-            .unwrap_or(Timestamp::MIN);
-        let tiers = (sets.iter().zip(&parts))
-            .map(|(&set, (_, spec))| self.whole.tier_label(set, &spec.name))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let differ = (parts.iter()).any(|(_, spec)| spec.resolution != parts[0].1.resolution);
-        let note = differ.then(|| {
-            format!(
-                "the selected series keep different tier sets with no tier of one resolution \
-                 in common for this range ({tiers}): each set's buckets are folded onto points \
-                 {}s wide",
-                step.map_or(resolution, |s| s.secs())
-            )
-        });
+        let plan = across_sets_plan(
+            self.whole,
+            self.now(),
+            sets,
+            choice,
+            (from, to),
+            (max_points, step, whole_range),
+        )?;
         Ok(AcrossSets {
-            parts,
-            step,
-            window,
-            tiers,
-            note,
+            parts: (plan.parts.into_iter())
+                .map(|(set, spec)| (self.for_set(set), spec))
+                .collect(),
+            step: plan.step,
+            window: plan.window,
+            tiers: plan.tiers,
+            note: plan.note,
         })
     }
 

@@ -351,7 +351,8 @@ impl RenderCache {
         let stored = StoredSource::new(reader);
         let key = Key::Fetch {
             pattern: pattern.as_str().to_owned(),
-            tier: grid.tier.clone(),
+            // Sets may name their tiers alike: a set's reader reads its own.
+            tier: (reader.whole_config()).tier_label(reader.set(), &grid.tier),
         };
         let read = |grid: &RenderGrid| Ok(Some(Data::Fetched(stored.fetch_on(pattern, grid)?)));
         match self.through(&reader, key, grid, read)? {
@@ -441,8 +442,12 @@ impl Source for CachedSource<'_> {
     }
 
     /// The stored series through the cache, then the timer paths read from storage (the
-    /// cache keeps no histograms).
+    /// cache keeps no histograms). With `[[set]]`s, each set's series on its own grid,
+    /// read past the cache ([`StoredSource`]'s fetch).
     fn fetch(&self, pattern: &PathPattern, from: i64, until: i64) -> Result<Vec<Fetched>> {
+        if self.reader.spans_sets() {
+            return self.stored.fetch(pattern, from, until);
+        }
         let Some(grid) = self.stored.grid(from, until)? else {
             return Ok(Vec::new());
         };
@@ -459,6 +464,10 @@ impl Source for CachedSource<'_> {
     ) -> Result<Option<Combined>> {
         if (patterns.iter()).any(|p| super::timer_paths::count(&self.reader, p) > 0) {
             return Ok(None);
+        }
+        if self.reader.spans_sets() {
+            // Past the cache, as the fetch with sets.
+            return self.stored.combine(patterns, aggregation, from, until);
         }
         let Some(grid) = self.stored.grid(from, until)? else {
             return Ok(Some(Combined::nothing(patterns.len())));

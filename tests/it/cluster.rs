@@ -34,7 +34,7 @@ const SHORT_LEASE: Option<&str> = Some("3s");
 /// One tierdb node: its process, addresses, name and data directory (kept across restarts).
 pub(crate) struct Node {
     pub(crate) name: String,
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     logs: PathBuf,
     starts: usize,
     /// Flags beyond the cluster's.
@@ -83,7 +83,7 @@ impl Node {
     }
 
     /// The log of the node's latest start.
-    fn log_path(&self) -> PathBuf {
+    pub(crate) fn log_path(&self) -> PathBuf {
         self.logs.join(format!("{}-{}.log", self.name, self.starts))
     }
 
@@ -100,7 +100,7 @@ impl Node {
         self.addrs.as_ref().expect("node running").graphite_tcp
     }
 
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         // Dropping a Proc sends SIGKILL and reaps it.
         drop(self.proc.take());
         self.addrs = None;
@@ -258,7 +258,7 @@ pub(crate) fn wait_served_at(http: SocketAddr) {
 }
 
 /// Waits until every lease holder of every partition applied the log to its end.
-fn wait_caught_up(cluster: &[Node]) {
+pub(crate) fn wait_caught_up(cluster: &[Node]) {
     eventually("every holder caught up", || {
         let status = get_json(cluster[0].http(), "/api/v1/cluster")?;
         let behind: Vec<&Value> = status["partitions"]

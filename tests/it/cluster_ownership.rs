@@ -550,3 +550,32 @@ async fn cluster_ownership_recovers_when_the_bucket_revisions_go_back() {
     a.leave().await.expect("a leaves");
     b.leave().await.expect("b leaves");
 }
+
+/// Every replica of a partition decides a new series' tier set from the rules itself: a node
+/// whose `[[set]]`s differ from the cluster's is refused at join, both named, and one with
+/// the same sets joins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_ownership_refuses_a_node_whose_tier_sets_differ() {
+    let cluster = NatsCluster::start(1).await;
+    let with_sets = |tier_sets: &str| ClusterSettings {
+        tier_sets: tier_sets.to_string(),
+        ..settings(Duration::from_secs(15))
+    };
+    let short = "short (names tmp.*; tags -; tiers 2m 120s/21600s)";
+    let a = join(&cluster, "a", with_sets(short)).await;
+    let js = cluster.jetstream().await;
+    let refused = Ownership::join(js.clone(), "b", "b:1", with_sets("none")).await;
+    let message = refused.err().expect("other sets refused").to_string();
+    assert!(
+        message.contains(&format!(
+            "keeps the tier sets {short}; this node's tiers have none"
+        )),
+        "{message}"
+    );
+    let other = "short (names tmp.*; tags -; tiers 5m 300s/21600s)";
+    let refused = Ownership::join(js.clone(), "b", "b:1", with_sets(other)).await;
+    assert!(refused.is_err(), "another set's tiers refused");
+    let b = join_with(js, "b", with_sets(short)).await;
+    b.leave().await.unwrap();
+    a.leave().await.unwrap();
+}

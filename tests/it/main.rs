@@ -9,6 +9,7 @@ mod cluster_graphite;
 mod cluster_ownership;
 mod cluster_promql;
 mod cluster_secure;
+mod cluster_sets;
 mod collectd;
 mod common;
 mod compaction;

@@ -458,39 +458,6 @@ fn a_sets_closed_periods_are_compacted_and_read_the_same() {
     assert_eq!(read(&engine), before);
 }
 
-#[test]
-fn a_cluster_and_the_exactly_once_apply_refuse_tier_sets_naming_the_set() {
-    let dir = tempfile::tempdir().unwrap();
-    let tiers = dir.path().join("sets.toml");
-    std::fs::write(&tiers, TIERS).unwrap();
-    // Refused before it reaches for NATS (nothing listens on port 1).
-    let out = crate::support::process::run_tierdb(
-        &[
-            "serve",
-            "--tiers",
-            tiers.to_str().unwrap(),
-            "--cluster",
-            "nats://127.0.0.1:1",
-            "--node",
-            "a",
-            "--http",
-            "127.0.0.1:0",
-        ],
-        &dir.path().join("data"),
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(
-        stderr.contains("tier sets are not supported in cluster mode") && stderr.contains("short"),
-        "{stderr}"
-    );
-
-    let clock = Arc::new(ManualClock::new(hour()));
-    let engine = open_driven(&dir.path().join("engine"), &clock, config());
-    let err = engine.apply(&[]).unwrap_err();
-    assert!(err.to_string().contains("short"), "{err}");
-}
-
 /// Set to the data directory, [`a_writer_killed_mid_update_of_a_sets_series_is_repaired`]
 /// runs as the child that gets killed.
 const CRASH_CHILD_DIR: &str = "TIERDB_IT_SETS_CRASH_CHILD_DIR";

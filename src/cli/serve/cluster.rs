@@ -41,22 +41,6 @@ fn node_tiers(location: &Location) -> crate::error::Result<crate::config::TiersC
     load_tiers(None)
 }
 
-/// Refuses `[[set]]`s: a cluster keeps one set of tiers for every series for now, since its
-/// exactly-once apply and its reads from owners place every series in the default set.
-///
-/// # Errors
-/// [`crate::error::Error::Cluster`] naming the first set.
-pub(crate) fn refuse_sets(tiers: &crate::config::TiersConfig) -> crate::error::Result<()> {
-    match tiers.sets.first() {
-        None => Ok(()),
-        Some(set) => Err(crate::error::Error::Cluster(format!(
-            "tier sets are not supported in cluster mode yet: remove [[set]] {:?} from the \
-             tiers file, or run single nodes (one per set of retentions)",
-            set.name
-        ))),
-    }
-}
-
 /// Binds, joins the cluster, announces the addresses, serves until SIGTERM or Ctrl-C, then
 /// leaves the cluster (its partitions move to the other nodes at once).
 pub(super) fn run(
@@ -73,7 +57,6 @@ pub(super) fn run(
             .into_owned(),
     };
     let tiers = node_tiers(location)?;
-    refuse_sets(&tiers)?;
     let credentials = listen.security.credentials(listen.token.as_deref())?;
     let nats = args.nats.auth()?;
     let tls = listen.security.tls()?;

@@ -92,14 +92,60 @@ pub(super) async fn fix_count(
     at: &str,
     sentence: impl Fn(u32, u32) -> String,
 ) -> Result<()> {
+    let stored = fix_value(store, key, &wanted.to_string(), at).await?;
+    let Some(stored) = stored else {
+        return Ok(());
+    };
+    let count: u32 = stored.trim().parse().map_err(|_| {
+        Error::Cluster(format!(
+            "{key} in KV bucket {} at {at}: not a count: {stored:?}",
+            store.name
+        ))
+    })?;
+    match count == wanted {
+        true => Ok(()),
+        false => Err(refusal(store, at, &sentence(count, wanted))),
+    }
+}
+
+/// A cluster-wide text fixed by the first node (`config.tier_sets`), as [`fix_count`] fixes
+/// a count: written when missing, else compared whole; `sentence` words a mismatch from
+/// (stored, wanted).
+///
+/// # Errors
+/// [`Error::Cluster`] when the stored text differs, cannot be read, or NATS fails.
+pub(super) async fn fix_text(
+    store: &kv::Store,
+    key: &str,
+    wanted: &str,
+    at: &str,
+    sentence: impl Fn(&str, &str) -> String,
+) -> Result<()> {
+    match fix_value(store, key, wanted, at).await? {
+        Some(stored) if stored != wanted => Err(refusal(store, at, &sentence(&stored, wanted))),
+        _ => Ok(()),
+    }
+}
+
+/// The refusal of a node that differs from the cluster at `at` in what `sentence` says.
+fn refusal(store: &kv::Store, at: &str, sentence: &str) -> Error {
+    Error::Cluster(format!(
+        "the cluster at {at} (KV bucket {}) {sentence}",
+        store.name
+    ))
+}
+
+/// Writes `wanted` at `key` when the key does not exist yet (create-only, so two first
+/// nodes cannot both win): `None`; else the value stored, as text.
+///
+/// # Errors
+/// [`Error::Cluster`] when the value cannot be read or NATS fails.
+async fn fix_value(store: &kv::Store, key: &str, wanted: &str, at: &str) -> Result<Option<String>> {
     let fail = |e: &dyn std::fmt::Display| {
         Error::Cluster(format!("{key} in KV bucket {} at {at}: {e}", store.name))
     };
-    match store
-        .create(key, wanted.to_string().into_bytes().into())
-        .await
-    {
-        Ok(_) => return Ok(()),
+    match store.create(key, wanted.as_bytes().to_vec().into()).await {
+        Ok(_) => return Ok(None),
         Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
         Err(e) => return Err(fail(&e)),
     }
@@ -108,22 +154,5 @@ pub(super) async fn fix_count(
         .await
         .map_err(|e| fail(&e))?
         .ok_or_else(|| fail(&"created by another node, then deleted"))?;
-    let stored: u32 = std::str::from_utf8(&stored)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .ok_or_else(|| {
-            fail(&format!(
-                "not a count: {:?}",
-                String::from_utf8_lossy(&stored)
-            ))
-        })?;
-    if stored == wanted {
-        Ok(())
-    } else {
-        Err(Error::Cluster(format!(
-            "the cluster at {at} (KV bucket {}) {}",
-            store.name,
-            sentence(stored, wanted)
-        )))
-    }
+    Ok(Some(String::from_utf8_lossy(&stored).into_owned()))
 }

@@ -10,6 +10,10 @@ pub(super) const CONFIG_PARTITIONS: &str = "config.partitions";
 /// The replica count, written once by the first node (create-only): nodes that disagree on
 /// it would disagree on every partition's desired owners and trade leases forever.
 pub(super) const CONFIG_REPLICAS: &str = "config.replicas";
+/// The tier sets (`[[set]]`: names, rules, tiers), written once by the first node
+/// (create-only): replicas of a partition decide a new series' set each from its rules, so
+/// nodes that disagreed on them would keep one series in different sets.
+pub(super) const CONFIG_TIER_SETS: &str = "config.tier_sets";
 const NODE_PREFIX: &str = "node.";
 const LEASE_PREFIX: &str = "lease.";
 

@@ -16,7 +16,7 @@ use crate::engine::{BatchSample, BatchSeries, KeyIndex, SampleBatch};
 use crate::error::Error;
 use crate::error::RejectReason;
 use crate::histogram::Histogram;
-use crate::registry::SeriesId;
+use crate::registry::{SeriesId, SetPlace};
 use crate::storage::cells::CellAt;
 use crate::storage::undo_entry::Undo;
 use crate::time::{Span, Timestamp};
@@ -28,16 +28,20 @@ const HOUR: i64 = 60 * MINUTE;
 const DAY: i64 = 24 * HOUR;
 const SERIES: usize = 12;
 
-/// Tiers 10s/1m/5m, periods 10m/1h/1d, retentions 1h/6h/2d, 16 series per chunk; a raw
-/// tier of 1h periods kept 6h, writing only changed values.
-fn tiers() -> TiersConfig {
-    let tier = |name: &str, resolution: i64, period: i64, retention: i64| TierSpec {
+/// A rollup tier of `resolution`, `period` and `retention` seconds, one period ahead.
+fn tier(name: &str, resolution: i64, period: i64, retention: i64) -> TierSpec {
+    TierSpec {
         name: name.to_owned(),
         resolution: Span::from_secs(resolution as u64),
         period: Span::from_secs(period as u64),
         retention: Span::from_secs(retention as u64),
         create_ahead: 1,
-    };
+    }
+}
+
+/// Tiers 10s/1m/5m, periods 10m/1h/1d, retentions 1h/6h/2d, 16 series per chunk; a raw
+/// tier of 1h periods kept 6h, writing only changed values.
+fn tiers() -> TiersConfig {
     TiersConfig {
         engine: EngineSettings {
             future_bound: Span::from_secs(HOUR as u64),
@@ -61,9 +65,36 @@ fn tiers() -> TiersConfig {
     }
 }
 
+/// [`tiers`] with a `[[set]]` "short" of tiers 30s/15m (periods 1h/1d, retentions 3h/3d)
+/// for the series `s2`, `s6` and those tagged `host=h1`.
+fn tiers_with_sets() -> TiersConfig {
+    TiersConfig {
+        sets: vec![crate::config::TierSet {
+            name: "short".to_owned(),
+            series: crate::config::SeriesRules {
+                names: vec!["s2".to_owned(), "s6".to_owned()],
+                tags: vec![("host".to_owned(), "h1".to_owned())],
+            },
+            tiers: vec![
+                tier("30s", 30, HOUR, 3 * HOUR),
+                tier("15m", 15 * MINUTE, DAY, 3 * DAY),
+            ],
+        }],
+        ..tiers()
+    }
+}
+
 fn builder(dir: &std::path::Path, clock: &Arc<ManualClock>) -> EngineBuilder {
+    builder_of(dir, clock, tiers())
+}
+
+fn builder_of(
+    dir: &std::path::Path,
+    clock: &Arc<ManualClock>,
+    config: TiersConfig,
+) -> EngineBuilder {
     Engine::builder(dir)
-        .tiers(tiers())
+        .tiers(config)
         .clock(clock.clone())
         .writer_threads(2)
         .background_maintenance(false)
@@ -77,12 +108,22 @@ fn open(dir: &std::path::Path, clock: &Arc<ManualClock>) -> Engine {
 /// An engine that checkpoints every `groups` groups (and before a deletion, a snapshot and a
 /// close), never by time.
 fn open_every(dir: &std::path::Path, clock: &Arc<ManualClock>, groups: u64) -> Engine {
+    open_every_of(dir, clock, groups, tiers())
+}
+
+/// [`open_every`] with the tiers `config`.
+fn open_every_of(
+    dir: &std::path::Path,
+    clock: &Arc<ManualClock>,
+    groups: u64,
+    config: TiersConfig,
+) -> Engine {
     let checkpoints = Checkpoints {
         interval: std::time::Duration::MAX,
         groups,
         samples: usize::MAX,
     };
-    builder(dir, clock)
+    builder_of(dir, clock, config)
         .checkpoints(checkpoints)
         .open()
         .expect("open an engine")
@@ -156,11 +197,13 @@ fn assert_same(clean: &Engine, other: &Engine) {
     assert_eq!(a.len(), b.len(), "series registered");
     let now = clean.now();
     assert_eq!(now, other.now());
-    let config = clean.config();
     for i in 0..a.len() {
         let id = SeriesId(i as u32);
         let key = a.key(id).unwrap();
         let other_id = b.get(key.as_str()).expect("registered on both");
+        let set = a.placement(id).set();
+        assert_eq!(set, b.placement(other_id).set(), "the set of {key}");
+        let config = clean.reader().for_set(set).config();
         assert_eq!(clean.series_kind(id), other.series_kind(other_id), "{key}");
         assert_eq!(
             clean.rewind().counter_state(id),
@@ -187,8 +230,7 @@ fn assert_same(clean: &Engine, other: &Engine) {
             let from = spec.window_start(now);
             let to = now + HOUR + spec.resolution.secs() as i64;
             let read = |engine: &Engine, id| {
-                engine
-                    .reader()
+                (engine.reader().for_set(set))
                     .read_buckets(id, tier, from, to, spec.resolution)
                     .unwrap()
             };
@@ -212,8 +254,10 @@ fn histograms(engine: &Engine, id: SeriesId) -> Vec<Option<crate::histogram::His
     let config = engine.config();
     let slots = config.engine.series_per_chunk;
     let now = engine.now();
+    let place = engine.registry().placement(id);
+    let (chunk, slot) = place.chunk_and_slot(slots);
     let mut cells = Vec::new();
-    for (tier, spec) in config.tiers.iter().enumerate() {
+    for (tier, spec) in config.indexed_set_tiers(place.set()) {
         let resolution = spec.resolution.secs() as i64;
         let from = spec.window_start(now);
         let mut ts = from - from.rem_euclid(resolution);
@@ -222,9 +266,9 @@ fn histograms(engine: &Engine, id: SeriesId) -> Vec<Option<crate::histogram::His
             cells.push(CellAt {
                 tier,
                 period_start: p.period_start,
-                chunk: id.0 / slots,
+                chunk,
                 bucket: p.bucket,
-                slot: id.0 % slots,
+                slot,
             });
             ts += resolution;
         }
@@ -315,11 +359,21 @@ fn crash() -> impl Strategy<Value = Option<Crash>> {
 /// reopening and re-delivering from its applied sequence after each crash, and compares the
 /// two after every step. Returns how many compacted periods the recoveries made hot again.
 fn run(ops: &[(Op, Option<Crash>)], every: u64) -> u64 {
+    run_on(tiers(), ops, every)
+}
+
+/// [`run`] on engines of the tiers `config`.
+fn run_on(config: TiersConfig, ops: &[(Op, Option<Crash>)], every: u64) -> u64 {
     let mut rehydrated = 0;
     let (clean_dir, crash_dir) = (scratch(), scratch());
     let clean_clock = Arc::new(ManualClock::new(NOW));
     let crash_clock = Arc::new(ManualClock::new(NOW));
-    let clean = open(clean_dir.path(), &clean_clock);
+    let clean = open_every_of(clean_dir.path(), &clean_clock, 1, config.clone());
+    let open_every = |dir: &std::path::Path, clock: &Arc<ManualClock>, every: u64| {
+        open_every_of(dir, clock, every, config.clone())
+    };
+    let builder =
+        |dir: &std::path::Path, clock: &Arc<ManualClock>| builder_of(dir, clock, config.clone());
     let mut store = open_every(crash_dir.path(), &crash_clock, every);
     let mut delivered: Vec<(u64, SampleBatch)> = Vec::new();
     let mut seq = 0;
@@ -421,6 +475,30 @@ proptest! {
     ) {
         run(&ops, every);
     }
+
+    /// The same with a `[[set]]`: each series' cells are taken, stored and put back in its
+    /// own set's tiers, at its place there.
+    #[test]
+    fn with_tier_sets_a_crash_then_a_redelivery_equals_applying_once(
+        ops in prop::collection::vec((op(), crash()), 1..8),
+        every in 1..4u64,
+    ) {
+        run_on(tiers_with_sets(), &ops, every);
+    }
+}
+
+/// Each series' place without `[[set]]`s: its id in the default set.
+fn at_ids(resolved: &[Vec<super::Resolved>]) -> Vec<Vec<SetPlace>> {
+    (resolved.iter())
+        .map(|series| {
+            (series.iter())
+                .map(|r| match *r {
+                    super::Resolved::Id(id) => SetPlace::of_id(id),
+                    _ => SetPlace::of_id(SeriesId(0)),
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// The cells a group touches, as `cells_touched` must find them (it skips the arithmetic
@@ -508,7 +586,7 @@ proptest! {
             let touched = cells_by_each_sample(&config, &group, &series);
             // No series is known empty: every cell is listed to be read.
             let mut known = super::KnownEmpty::new(&config, usize::MAX);
-            let taken = super::cells_touched(&config, &group, &series, &mut chain, &mut known).cells;
+            let taken = super::cells_touched(&config, &group, (&series, &at_ids(&series)), &mut chain, &mut known).cells;
             for cell in &touched {
                 prop_assert!(held.contains_key(cell) || taken.contains(cell), "{:?}", cell);
             }
@@ -541,7 +619,7 @@ proptest! {
             let todo: Vec<&(u64, SampleBatch)> = group.iter().collect();
             let resolved = vec![vec![super::Resolved::Id(SeriesId(series * 5))]];
             let mut known = super::KnownEmpty::new(&config, usize::MAX);
-            for cell in super::cells_touched(&config, &todo, &resolved, &mut chain, &mut known).cells {
+            for cell in super::cells_touched(&config, &todo, (&resolved, &at_ids(&resolved)), &mut chain, &mut known).cells {
                 prop_assert!(taken.insert(cell), "{:?} taken twice", cell);
             }
         }

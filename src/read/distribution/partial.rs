@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::histogram::Histogram;
 use crate::read::budget::ReadBudget;
 use crate::read::query::{still_filling, PointGrid};
-use crate::read::reader::{Member, Reader};
+use crate::read::reader::{join_notes, Member, Reader, SetPartial};
 use crate::registry::SeriesId;
 use crate::time::{Span, Timestamp};
 
@@ -71,7 +71,7 @@ impl DistributionPlan {
     ///
     /// # Errors
     /// As [`PointGrid::of`].
-    fn on(
+    pub(crate) fn on(
         query: &DistributionQuery,
         spec: &crate::config::TierSpec,
         (step, window): (Option<Span>, Timestamp),
@@ -285,6 +285,36 @@ impl PartialDistribution {
     }
 }
 
+impl SetPartial for PartialDistribution {
+    type Plan = DistributionPlan;
+    type Answer = DistributionResult;
+
+    fn empty(plan: DistributionPlan) -> PartialDistribution {
+        PartialDistribution::empty(plan)
+    }
+
+    fn merge(&mut self, other: PartialDistribution) -> Result<()> {
+        PartialDistribution::merge(self, other)
+    }
+
+    fn merge_set(&mut self, mut part: PartialDistribution, tiers: &str) -> Result<()> {
+        self.plan.grid.same_points(&part.plan.grid, tiers)?;
+        part.plan = self.plan.clone();
+        PartialDistribution::merge(self, part)
+    }
+
+    fn finish_across(mut self, tiers: &str, note: &Option<String>) -> Result<DistributionResult> {
+        self.plan.tier = tiers.to_owned();
+        let mut result = self.finish()?;
+        result.note = join_notes(result.note.take(), note);
+        Ok(result)
+    }
+
+    fn finish_alone(self) -> Result<DistributionResult> {
+        self.finish()
+    }
+}
+
 /// The distribution reads in parts.
 impl Reader<'_> {
     /// A distribution read over the series of several tier sets: each set's part read
@@ -307,24 +337,14 @@ impl Reader<'_> {
             (query.from, query.to),
             (query.max_points, query.step, query.whole_range),
         )?;
-        let mut merged = across.merge_parts(
+        let merged = across.merge_parts(
             |reader, spec| {
                 let plan = DistributionPlan::on(query, spec, (across.step, across.window), now)?;
                 reader.distribution_partial(&plan, budget)
             },
-            |merged: &mut PartialDistribution, mut part| {
-                merged
-                    .plan
-                    .grid
-                    .same_points(&part.plan.grid, &across.tiers)?;
-                part.plan = merged.plan.clone();
-                merged.merge(part)
-            },
+            |merged: &mut PartialDistribution, part| merged.merge_set(part, &across.tiers),
         )?;
-        merged.plan.tier = across.tiers.clone();
-        let mut result = merged.finish()?;
-        result.note = across.note_beside(result.note.take());
-        Ok(result)
+        merged.finish_across(&across.tiers, &across.note)
     }
 
     /// The distribution series of this engine `plan` reads, grouped, each group's histograms
