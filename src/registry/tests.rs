@@ -857,3 +857,40 @@ fn a_hole_in_a_version_1_log_is_refused() {
     assert!(reg.is_deleted(SeriesId(1)));
     assert_eq!(reg.get("c"), Some(SeriesId(2)));
 }
+
+/// A version 3 log (tier sets) keeps each series' set beside its text: written whole by a
+/// rewrite, read back, a torn last record cut off, and a record without its set byte
+/// refused by name.
+#[test]
+fn a_version_3_log_keeps_each_series_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = log_path(dir.path());
+    let texts = ["a", "", "m{x=y}", "c"];
+    let sets = [0u8, 0, 2, 1];
+    let (file, len) = match series_log::rewrite(&path, texts.into_iter(), Some(&sets)) {
+        Ok(written) => written,
+        Err(series_log::Rewrite::NotDone(e) | series_log::Rewrite::Done(e)) => panic!("{e}"),
+    };
+    drop(file);
+    assert_eq!(fs::read(&path).unwrap()[8], 3, "written as version 3");
+    let torn = series_log::encode_record(SeriesId(4), Some(1), "d");
+    let mut bytes = fs::read(&path).unwrap();
+    bytes.extend_from_slice(&torn[..torn.len() - 1]);
+    fs::write(&path, &bytes).unwrap();
+    let loaded = series_log::load(&path, true).unwrap();
+    assert_eq!(loaded.sets.as_deref(), Some(&sets[..]));
+    assert_eq!(loaded.texts, "am{x=y}c");
+    assert_eq!(loaded.ends, [1, 1, 7, 8]);
+    assert_eq!(loaded.len, len);
+    assert_eq!(
+        fs::read(&path).unwrap().len() as u64,
+        len,
+        "the torn tail is cut off"
+    );
+    // Without its set byte, a whole record of a version 3 log is refused, not misread.
+    let mut bytes = fs::read(&path).unwrap();
+    bytes.extend_from_slice(&series_log::encode_record(SeriesId(4), None, ""));
+    bytes.extend_from_slice(&series_log::encode_record(SeriesId(5), Some(0), "e"));
+    fs::write(&path, &bytes).unwrap();
+    assert_corrupt(dir.path(), "no tier set byte");
+}
