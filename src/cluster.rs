@@ -24,6 +24,7 @@ pub(crate) mod node;
 pub(crate) mod ownership;
 pub(crate) mod partial;
 pub(crate) mod peer;
+pub(crate) mod promql_read;
 pub(crate) mod promql_source;
 pub(crate) mod snapshot;
 pub(crate) mod status;

@@ -24,7 +24,7 @@ use super::node::Node;
 use super::ownership::{ClusterView, NodeStatus};
 use super::partial::{self, Charged};
 use super::peer::{self, PARTIAL_PATH};
-use super::promql_source::{self, PromAnswer, PromRead};
+use super::promql_read::{self, PromAnswer, PromRead};
 use crate::error::Error;
 use crate::error::Result;
 use crate::read::aggregate::{AggregatePlan, AggregateQuery, AggregateResult, PartialAggregate};
@@ -121,7 +121,7 @@ pub(crate) enum PartialRead {
         /// The set's tier, points and window.
         grid: RenderGrid,
     },
-    /// A leaf read of a PromQL evaluation ([`super::promql_source`]).
+    /// A leaf read of a PromQL evaluation ([`super::promql_read`]).
     Promql(PromRead),
     /// A question of graphite-web's tag API.
     Tags(TagRead),
@@ -305,7 +305,7 @@ pub(crate) async fn answer_locally(
                 partial::tags_over(&readers, &read, &budget)?,
                 &budget,
             )),
-            PartialRead::Promql(read) => PartialAnswer::Promql(promql_source::answer_over(
+            PartialRead::Promql(read) => PartialAnswer::Promql(promql_read::answer_over(
                 &readers,
                 &request.partitions,
                 all,

@@ -24,12 +24,12 @@
 
 use std::path::Path;
 
-use super::retype::Converted;
 use super::Shared;
 use crate::bucket::{Bucket, Last};
 use crate::counter::SeriesKind;
 use crate::error::{Error, Result};
 use crate::registry::SeriesId;
+use crate::storage::cells::CellAt;
 use crate::storage::journal::{Entry, Journal, Kind, Record};
 use crate::storage::record_file::Frame;
 use crate::storage::undo_entry::{Undo, ENTRY_SIZE, WORDS};
@@ -54,6 +54,17 @@ const KIND_CELL: u64 = 1;
 
 /// Ids one entry of a deletion's record holds.
 const IDS_PER_ENTRY: usize = WORDS - 1;
+
+/// One series' conversion, planned: what a retype's journal record holds of it.
+#[derive(Debug)]
+pub(super) struct Converted {
+    /// The series.
+    pub(super) id: SeriesId,
+    /// Its new buckets.
+    pub(super) cells: Vec<(CellAt, Bucket)>,
+    /// Its latest sample: a counter's last value.
+    pub(super) latest: Option<(Timestamp, f64)>,
+}
 
 /// A change that must finish once begun, as its record says.
 #[derive(Debug)]

@@ -21,6 +21,7 @@
 //! a stopped data directory, which it holds locked. A cluster partition's directory is
 //! refused: its replicas apply one log, and a retype of one replica would part them.
 
+use super::intent::Converted;
 use super::{Engine, Shared};
 use crate::bucket::Bucket;
 use crate::counter::SeriesKind;
@@ -65,17 +66,6 @@ pub enum RetypeOutcome {
     /// Not converted, and why: the finest tier's earliest bucket that does not convert
     /// exactly, or what kind of series it is.
     Refused(String),
-}
-
-/// One series' conversion, planned: what a retype's journal record holds of it.
-#[derive(Debug)]
-pub(super) struct Converted {
-    /// The series.
-    pub(super) id: SeriesId,
-    /// Its new buckets.
-    pub(super) cells: Vec<(CellAt, Bucket)>,
-    /// Its latest sample: a counter's last value.
-    pub(super) latest: Option<(Timestamp, f64)>,
 }
 
 impl Engine {

@@ -15,9 +15,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{check_layout, Intent};
+use super::{check_layout, Converted, Intent};
 use crate::bucket::{Bucket, Last};
-use crate::engine::retype::Converted;
+
 use crate::error::{Error, Result};
 use crate::registry::SeriesId;
 use crate::storage::cells::CellAt;

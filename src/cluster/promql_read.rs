@@ -1,0 +1,419 @@
+//! The leaf reads of a PromQL evaluation on a cluster ([`PromRead`]), as they travel to
+//! the partitions' owners and as an owner answers them over its own partitions
+//! ([`answer_over`]): the series a selector picks (their keys, with their kinds and, with
+//! `[[set]]`s, their sets), their buckets on the tier and range the asker chose, a
+//! distribution's histograms, or raw points. Each answer is [`Charged`] with what the
+//! owner's scans read, so the asker charges the request's budget as one engine would.
+//!
+//! A series is named on the wire by its canonical key (its id differs between engines);
+//! matchers travel as `(op, name, value)` with a regex's anchored source, since the parser's
+//! types do not deserialize.
+
+use std::sync::Mutex;
+
+use promql_parser::label::{MatchOp, Matcher};
+use serde::{Deserialize, Serialize};
+
+use super::partial::Charged;
+use crate::bucket::exact_buckets::{self, WireLatest};
+use crate::bucket::{Bucket, ExactF64};
+use crate::counter::SeriesKind;
+use crate::error::{Error, Result};
+use crate::histogram::Histogram;
+use crate::promql::BucketHistogram;
+use crate::promql::{self, MatcherSet, Selected, Source, StoredSource};
+use crate::read::budget::ReadBudget;
+use crate::read::reader::Reader;
+use crate::registry::SeriesId;
+use crate::time::Timestamp;
+
+/// One matcher on the wire.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct WireMatcher {
+    /// `=`, `!=`, `=~` or `!~`.
+    op: String,
+    name: String,
+    /// The value as written (`=`, `!=`) or the regex's anchored source (`=~`, `!~`).
+    value: String,
+}
+
+impl WireMatcher {
+    pub(super) fn of(matcher: &Matcher) -> WireMatcher {
+        let value = match &matcher.op {
+            MatchOp::Re(re) | MatchOp::NotRe(re) => re.as_str().to_owned(),
+            MatchOp::Equal | MatchOp::NotEqual => matcher.value.clone(),
+        };
+        WireMatcher {
+            op: matcher.op.to_string(),
+            name: matcher.name.clone(),
+            value,
+        }
+    }
+
+    fn matcher(&self) -> Result<Matcher> {
+        let regex = || {
+            regex::Regex::new(&self.value)
+                .map_err(|e| Error::InvalidQuery(format!("matcher {:?}: {e}", self.value)))
+        };
+        let op = match self.op.as_str() {
+            "=" => MatchOp::Equal,
+            "!=" => MatchOp::NotEqual,
+            "=~" => MatchOp::Re(regex()?),
+            "!~" => MatchOp::NotRe(regex()?),
+            other => {
+                return Err(Error::InvalidQuery(format!(
+                    "unknown matcher operator {other:?}"
+                )))
+            }
+        };
+        Ok(Matcher::new(op, &self.name, &self.value))
+    }
+}
+
+/// The PromQL reads an owner answers for its partitions.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) enum PromRead {
+    /// The series matching all matchers of at least one set.
+    Select(Vec<Vec<WireMatcher>>),
+    /// [`PromRead::Select`] with each series' tier set (`[[set]]`s).
+    SelectSets(Vec<Vec<WireMatcher>>),
+    /// The buckets of those of `keys` in the owner's partitions, on tier `tier` from
+    /// `from` (aligned down to its resolution) to before `to`.
+    Buckets {
+        /// Canonical keys; an answer names each by its index here.
+        keys: Vec<String>,
+        /// The tier's name.
+        tier: String,
+        from: Timestamp,
+        to: Timestamp,
+        /// With `[[set]]`s, the tier's resolution in seconds instead: each owner reads each
+        /// series through its set's tier of that resolution, as one engine does.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resolution: Option<u64>,
+    },
+    /// The histograms of those of `keys` in the owner's partitions that are distributions,
+    /// one per bucket of tier `tier` from `from` (aligned down to its resolution) to before
+    /// `to`.
+    Histograms {
+        /// Canonical keys; an answer names each by its index here.
+        keys: Vec<String>,
+        /// The tier's name.
+        tier: String,
+        from: Timestamp,
+        to: Timestamp,
+        /// As [`PromRead::Buckets`]'s.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resolution: Option<u64>,
+    },
+    /// The raw tier's points of those of `keys` in the owner's partitions, in `[from, to)`.
+    Raw {
+        keys: Vec<String>,
+        from: Timestamp,
+        to: Timestamp,
+    },
+}
+
+/// An owner's answer to a [`PromRead`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) enum PromAnswer {
+    /// Canonical keys, each with whether it is a counter and whether a distribution; the
+    /// scans charged.
+    Selected(Charged<Vec<(String, bool, bool)>>),
+    /// The same, each with its tier set.
+    SelectedSets(Charged<Vec<(String, bool, bool, usize)>>),
+    /// Per key found, its index and buckets.
+    Buckets(Vec<IndexedBuckets>),
+    /// Per distribution found, its index and histograms.
+    Histograms(Vec<IndexedHistograms>),
+    /// Per key found, its index and points; `None` when the owner's raw tier does not hold
+    /// the range. The points charged.
+    Raw(Charged<Option<Vec<IndexedPoints>>>),
+}
+
+/// One series' buckets on the wire, bit for bit.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct IndexedBuckets {
+    pub(super) index: u32,
+    #[serde(with = "crate::bucket::exact_buckets")]
+    pub(super) buckets: Vec<Bucket>,
+    /// The buckets' latest samples where known: (position among `buckets`, value, unix
+    /// seconds). Apart from `buckets`, so a node of a build before buckets kept them reads
+    /// the answer (it ignores the field) and one reading such a node's answer finds them
+    /// unknown (the field absent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    latest: Vec<WireLatest>,
+}
+
+impl IndexedBuckets {
+    /// Series `index`'s `buckets` for the wire.
+    fn new(index: u32, buckets: Vec<Bucket>) -> IndexedBuckets {
+        IndexedBuckets {
+            index,
+            latest: exact_buckets::latest_of(&buckets),
+            buckets,
+        }
+    }
+
+    /// The buckets with their latest samples put back.
+    ///
+    /// # Errors
+    /// [`Error::Cluster`] for a latest sample of a bucket the answer does not hold.
+    pub(super) fn into_buckets(self) -> Result<Vec<Bucket>> {
+        let mut buckets = self.buckets;
+        exact_buckets::put_latest(&mut buckets, self.latest).map_err(|i| {
+            Error::Cluster(format!(
+                "an owner answered the latest sample of bucket {i}, past its buckets"
+            ))
+        })?;
+        Ok(buckets)
+    }
+}
+
+/// One series' bucket histograms on the wire, bit for bit: per bucket, `null` or the
+/// observations' sum and the histogram's stored encoding.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct IndexedHistograms {
+    pub(super) index: u32,
+    histograms: Vec<Option<(ExactF64, Vec<u8>)>>,
+}
+
+impl IndexedHistograms {
+    fn new(index: u32, histograms: &[Option<BucketHistogram>]) -> IndexedHistograms {
+        let wire = (histograms.iter())
+            .map(|h| {
+                h.as_ref().map(|h| {
+                    let mut bytes = Vec::with_capacity(h.histogram.encoded_len());
+                    h.histogram.encode(&mut bytes);
+                    (ExactF64(h.sum), bytes)
+                })
+            })
+            .collect();
+        IndexedHistograms {
+            index,
+            histograms: wire,
+        }
+    }
+
+    /// The histograms, decoded.
+    ///
+    /// # Errors
+    /// [`Error::Cluster`] for a histogram that does not decode whole.
+    pub(super) fn decode(self) -> Result<Vec<Option<BucketHistogram>>> {
+        (self.histograms.into_iter())
+            .map(|h| {
+                let Some((sum, bytes)) = h else {
+                    return Ok(None);
+                };
+                match Histogram::decode(&bytes) {
+                    Ok((histogram, used)) if used == bytes.len() => Ok(Some(BucketHistogram {
+                        histogram,
+                        sum: sum.0,
+                    })),
+                    _ => Err(Error::Cluster(
+                        "an owner answered a histogram that does not decode".into(),
+                    )),
+                }
+            })
+            .collect()
+    }
+}
+
+/// One series' raw points on the wire, bit for bit.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct IndexedPoints {
+    pub(super) index: u32,
+    pub(super) points: Vec<(Timestamp, ExactF64)>,
+}
+
+/// An owner's answer over `readers`, the engines of `partitions` (in that order), of a
+/// cluster of `all` partitions, within `budget`.
+///
+/// # Errors
+/// A matcher that does not compile, an unknown tier, the budget's refusal, a read's error.
+pub(crate) fn answer_over(
+    readers: &[Reader<'_>],
+    partitions: &[u32],
+    all: u32,
+    read: PromRead,
+    budget: &ReadBudget,
+) -> Result<PromAnswer> {
+    // The keys of `keys` each engine holds: per reader, (index in keys, selected).
+    let held = |keys: &[String]| -> Vec<Vec<(u32, Selected)>> {
+        let mut per_reader = vec![Vec::new(); readers.len()];
+        for (index, key) in keys.iter().enumerate() {
+            let partition = super::partition_of(key, all);
+            let Some(at) = partitions.iter().position(|&p| p == partition) else {
+                continue;
+            };
+            let reader = &readers[at];
+            let Some(id) = reader.registry().get(key) else {
+                continue;
+            };
+            let kind = reader.series_kind(id);
+            per_reader[at].push((
+                index as u32,
+                Selected {
+                    id: id.0,
+                    labels: promql::Labels::default(),
+                    counter: kind == SeriesKind::Counter,
+                    distribution: kind == SeriesKind::Distribution,
+                },
+            ));
+        }
+        per_reader
+    };
+    Ok(match read {
+        PromRead::Select(sets) => {
+            let found = select_over(readers, &sets, budget)?;
+            let found = (found.into_iter())
+                .map(|(key, counter, distribution, _)| (key, counter, distribution))
+                .collect();
+            PromAnswer::Selected(Charged::new(found, budget))
+        }
+        PromRead::SelectSets(sets) => {
+            PromAnswer::SelectedSets(Charged::new(select_over(readers, &sets, budget)?, budget))
+        }
+        PromRead::Buckets {
+            keys,
+            tier,
+            from,
+            to,
+            resolution,
+        } => {
+            let mut out = Vec::new();
+            for (reader, held) in readers.iter().zip(held(&keys)) {
+                let series: Vec<Selected> = held.iter().map(|(_, s)| s.clone()).collect();
+                if series.is_empty() {
+                    continue;
+                }
+                let index = tier_of(reader, &series, &tier, resolution)?;
+                let read = StoredSource::new(*reader).buckets(&series, index, from, to, budget)?;
+                out.extend(
+                    (held.iter().zip(read))
+                        .map(|((index, _), buckets)| IndexedBuckets::new(*index, buckets)),
+                );
+            }
+            PromAnswer::Buckets(out)
+        }
+        PromRead::Histograms {
+            keys,
+            tier,
+            from,
+            to,
+            resolution,
+        } => {
+            let out = Mutex::new(Vec::new());
+            for (reader, held) in readers.iter().zip(held(&keys)) {
+                let (indexes, series): (Vec<u32>, Vec<Selected>) =
+                    held.into_iter().filter(|(_, s)| s.distribution).unzip();
+                if series.is_empty() {
+                    continue;
+                }
+                let index = tier_of(reader, &series, &tier, resolution)?;
+                let visit = |i: usize, histograms: &[Option<BucketHistogram>]| {
+                    let part = IndexedHistograms::new(indexes[i], histograms);
+                    out.lock().unwrap_or_else(|e| e.into_inner()).push(part);
+                };
+                StoredSource::new(*reader)
+                    .visit_histograms(&series, index, from, to, budget, &visit)?;
+            }
+            PromAnswer::Histograms(out.into_inner().unwrap_or_else(|e| e.into_inner()))
+        }
+        PromRead::Raw { keys, from, to } => {
+            let mut out = Vec::new();
+            for (reader, held) in readers.iter().zip(held(&keys)) {
+                let series: Vec<Selected> = held.iter().map(|(_, s)| s.clone()).collect();
+                let Some(read) = StoredSource::new(*reader).raw(&series, from, to, budget)? else {
+                    return Ok(PromAnswer::Raw(Charged::new(None, budget)));
+                };
+                out.extend(
+                    (held.iter().zip(read)).map(|((index, _), points)| IndexedPoints {
+                        index: *index,
+                        points: points.into_iter().map(|(t, v)| (t, ExactF64(v))).collect(),
+                    }),
+                );
+            }
+            PromAnswer::Raw(Charged::new(Some(out), budget))
+        }
+    })
+}
+
+/// The series of every engine in `readers` that match one of `sets` (wire matchers), each
+/// as its key, whether a counter, whether a distribution, and its tier set; the scans
+/// charged to `budget`.
+///
+/// # Errors
+/// A matcher that does not compile; the budget's refusal.
+fn select_over(
+    readers: &[Reader<'_>],
+    sets: &[Vec<WireMatcher>],
+    budget: &ReadBudget,
+) -> Result<Vec<(String, bool, bool, usize)>> {
+    let sets: Vec<MatcherSet> = (sets.iter())
+        .map(|set| set.iter().map(WireMatcher::matcher).collect())
+        .collect::<Result<_>>()?;
+    let mut found = Vec::new();
+    for reader in readers {
+        for s in StoredSource::new(*reader).select(&sets, budget)? {
+            let id = SeriesId(s.id);
+            if let Some(key) = reader.registry().key(id) {
+                let set = reader.registry().placement(id).set();
+                found.push((key.as_str().to_owned(), s.counter, s.distribution, set));
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The index of the tier an owner reads `series` (found in the engine of `reader`) through:
+/// the one named `tier`, or with `[[set]]`s the one of `resolution` among the tiers the
+/// engine's source chooses from for them, which reads each series through its set's tier of
+/// that resolution.
+///
+/// # Errors
+/// [`Error::UnknownTier`] when there is none; as [`Source::tiers_of`].
+fn tier_of(
+    reader: &Reader<'_>,
+    series: &[Selected],
+    tier: &str,
+    resolution: Option<u64>,
+) -> Result<usize> {
+    let found = match resolution {
+        None => reader.config().tier_index(tier),
+        Some(secs) => (StoredSource::new(*reader).tiers_of(series)?.tiers.iter())
+            .position(|t| t.resolution.secs() == secs),
+    };
+    found.ok_or_else(|| Error::UnknownTier(tier.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bucket::Last;
+
+    /// A cluster node's PromQL read of another node's buckets keeps their latest samples, so
+    /// an instant selector answers there as on the owner; an answer without the field (a
+    /// node of a build before buckets kept them) reads them unknown.
+    #[test]
+    fn buckets_cross_the_wire_with_their_latest_samples() {
+        let mut known = Bucket::EMPTY;
+        known.add_at(2.5, Last::new(2.5, 1_000));
+        known.add_at(-0.0, Last::new(-0.0, 1_030));
+        let mut unknown = Bucket::EMPTY;
+        unknown.add(7.0);
+        let buckets = vec![known, Bucket::EMPTY, unknown];
+        let json = serde_json::to_string(&IndexedBuckets::new(3, buckets.clone())).unwrap();
+        let back: IndexedBuckets = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.index, 3);
+        let back = back.into_buckets().unwrap();
+        assert_eq!(back, buckets);
+        assert_eq!(back[0].last.unwrap().value.to_bits(), (-0.0f64).to_bits());
+
+        let old = r#"{"index":3,"buckets":[[2,2.5,0.0,2.5]]}"#;
+        let read: IndexedBuckets = serde_json::from_str(old).unwrap();
+        assert_eq!(read.into_buckets().unwrap()[0].last, None);
+        let past = r#"{"index":3,"buckets":[[1,2.5,2.5,2.5]],"latest":[[1,2.5,1000]]}"#;
+        let read: IndexedBuckets = serde_json::from_str(past).unwrap();
+        assert!(read.into_buckets().is_err());
+    }
+}
