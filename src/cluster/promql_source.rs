@@ -17,7 +17,6 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
-
 use super::fanout::{self, PartialAnswer, PartialRead};
 use super::node::Node;
 use super::partial;
