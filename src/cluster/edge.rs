@@ -30,7 +30,7 @@ use crate::error::Result;
 use crate::histogram::Observed;
 use crate::ingest::name_cache::NameCache;
 use crate::ingest::report::{self, IngestReport};
-use crate::ingest::sink::{Refused, SinkShared, WriteTarget};
+use crate::ingest::sink::{Parsed, Queued, Refused, SinkShared, WriteTarget};
 use crate::registry::SeriesKey;
 use crate::time::Timestamp;
 
@@ -650,39 +650,28 @@ impl WriteTarget for EdgeTarget {
         self.publisher.node.now()
     }
 
-    /// Queues one sample of `series` (canonical text or any spelling the key grammar
+    /// Queues one sample of `at.series` (canonical text or any spelling the key grammar
     /// takes), declaring `kind` when the write names one.
-    fn push(
-        &mut self,
-        series: &str,
-        kind: Option<SeriesKind>,
-        ts: Timestamp,
-        value: f64,
-        _line: usize,
-    ) -> std::result::Result<bool, Refused> {
+    fn push(&mut self, at: Parsed<'_>, kind: Option<SeriesKind>, value: f64) -> Queued {
         let node = &self.publisher.node;
+        let ts = at.ts;
         (self.bounds).check(node.tiers(), || node.now(), value, ts)?;
-        let (partition, place) = self.place(series, kind)?;
+        let (partition, place) = self.place(at.series, kind)?;
         let (batch, _) = self.batches.entry(partition).or_default();
         batch.push_sample(place, ts, value);
         Ok(self.queued_one())
     }
 
-    /// Queues bucketed observations of `series`, a distribution, checked as a sample of their
-    /// sum; the partition stores them as a node's native histograms.
-    fn push_histogram(
-        &mut self,
-        series: &str,
-        ts: Timestamp,
-        observed: Observed,
-        _line: usize,
-    ) -> std::result::Result<bool, Refused> {
+    /// Queues bucketed observations of `at.series`, a distribution, checked as a sample of
+    /// their sum; the partition stores them as a node's native histograms.
+    fn push_histogram(&mut self, at: Parsed<'_>, observed: Observed) -> Queued {
         let node = &self.publisher.node;
+        let ts = at.ts;
         (self.bounds).check(node.tiers(), || node.now(), observed.sum, ts)?;
         if !observed.is_finite() {
             return Err(RejectReason::NotFinite.into());
         }
-        let (partition, place) = self.place(series, Some(SeriesKind::Distribution))?;
+        let (partition, place) = self.place(at.series, Some(SeriesKind::Distribution))?;
         let (batch, _) = self.batches.entry(partition).or_default();
         batch.observed.push(BatchObserved {
             series: place,

@@ -29,33 +29,19 @@ pub(crate) trait WriteTarget: Send {
     /// The clock samples that say "now" take.
     fn now(&self) -> Timestamp;
 
-    /// Checks and queues one sample of the series named `series` (canonical text or any
-    /// spelling the key grammar takes), from input line `line`, with the kind its write
-    /// declares. Returns true when the batch is full and should be flushed.
+    /// Checks and queues one sample, `value` at `at`, with the kind its write declares.
+    /// Returns true when the batch is full and should be flushed.
     ///
     /// # Errors
     /// Why the sample is refused, before anything of it is queued.
-    fn push(
-        &mut self,
-        series: &str,
-        kind: Option<SeriesKind>,
-        ts: Timestamp,
-        value: f64,
-        line: usize,
-    ) -> std::result::Result<bool, Refused>;
+    fn push(&mut self, at: Parsed<'_>, kind: Option<SeriesKind>, value: f64) -> Queued;
 
-    /// Checks and queues observations that arrived as a histogram for the series named
-    /// `series`, which is declared a distribution; checked as a sample of their sum.
+    /// Checks and queues observations that arrived as a histogram, at `at`: its series is
+    /// declared a distribution, and they are checked as a sample of their sum.
     ///
     /// # Errors
     /// Why they are refused, before anything of them is queued.
-    fn push_histogram(
-        &mut self,
-        series: &str,
-        ts: Timestamp,
-        observed: Observed,
-        line: usize,
-    ) -> std::result::Result<bool, Refused>;
+    fn push_histogram(&mut self, at: Parsed<'_>, observed: Observed) -> Queued;
 
     /// Lands what is queued; the future ends once it landed, with what became of it added
     /// to `report`.
@@ -68,6 +54,20 @@ pub(crate) trait WriteTarget: Send {
         self.flush(report)
     }
 }
+
+/// Where a parsed sample goes and where it came from, as a sink hands it to its target.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Parsed<'a> {
+    /// The series' name: canonical text or any spelling the key grammar takes.
+    pub(crate) series: &'a str,
+    pub(crate) ts: Timestamp,
+    /// The input line (or array element, or point) it came from, 1-based.
+    pub(crate) line: usize,
+}
+
+/// What a write target says of a sample it was handed: queued (true when the batch is full
+/// and should be flushed), or refused.
+pub(crate) type Queued = std::result::Result<bool, Refused>;
 
 /// Why a write target refused a sample.
 #[derive(Debug)]
@@ -153,7 +153,8 @@ impl Sink {
         value: f64,
         line: usize,
     ) -> bool {
-        match self.target.push(series, kind, ts, value, line) {
+        let at = Parsed { series, ts, line };
+        match self.target.push(at, kind, value) {
             Ok(full) => full,
             Err(refused) => {
                 self.refused(line, "sample", refused);
@@ -173,7 +174,8 @@ impl Sink {
         observed: Observed,
         line: usize,
     ) -> bool {
-        match self.target.push_histogram(series, ts, observed, line) {
+        let at = Parsed { series, ts, line };
+        match self.target.push_histogram(at, observed) {
             Ok(full) => full,
             Err(refused) => {
                 self.refused(line, "histogram", refused);

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::histogram::Observed;
 use crate::ingest::batch::BATCH;
 use crate::ingest::report::IngestReport;
-use crate::ingest::sink::{Refused, SinkShared, WriteTarget};
+use crate::ingest::sink::{Parsed, Queued, Refused, SinkShared, WriteTarget};
 use crate::time::Timestamp;
 
 /// Batches one connection's or request's samples into the engine, through the local write
@@ -91,14 +91,8 @@ impl WriteTarget for LocalTarget {
     /// this sample's line. A sample that is not finite or outside the tiers' windows is
     /// refused here, so it registers no series.
     #[inline]
-    fn push(
-        &mut self,
-        series: &str,
-        kind: Option<SeriesKind>,
-        ts: Timestamp,
-        value: f64,
-        line: usize,
-    ) -> std::result::Result<bool, Refused> {
+    fn push(&mut self, at: Parsed<'_>, kind: Option<SeriesKind>, value: f64) -> Queued {
+        let Parsed { series, ts, line } = at;
         let queued = (self.queue).push(&self.engine, series, kind, ts, value, line);
         queued.map_err(Refused::from)
     }
@@ -106,13 +100,8 @@ impl WriteTarget for LocalTarget {
     /// The series is declared a distribution when the batch is flushed, as
     /// [`WriteTarget::push`] declares a kind; the observations are checked as a sample of
     /// their sum.
-    fn push_histogram(
-        &mut self,
-        series: &str,
-        ts: Timestamp,
-        observed: Observed,
-        line: usize,
-    ) -> std::result::Result<bool, Refused> {
+    fn push_histogram(&mut self, at: Parsed<'_>, observed: Observed) -> Queued {
+        let Parsed { series, ts, line } = at;
         let queued = (self.queue).push_observed(&self.engine, series, ts, observed, line);
         queued.map_err(Refused::from)
     }
