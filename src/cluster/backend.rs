@@ -1,7 +1,8 @@
-//! A cluster node as the server's [`Backend`]: writes go to the log through an
-//! [`EdgeTarget`] under the one ingest [`Sink`], reads fan out to the partitions' owners ([`fanout`]), and the node adds
-//! its own endpoints (`/api/v1/cluster`, the peers' partial reads and snapshot copies) and
-//! its `/metrics` families. The server knows none of this: it sees the trait.
+//! A cluster node as the server's [`Backend`]: writes go to the log through the one ingest
+//! [`Sink`] over an [`EdgeTarget`], reads fan out to the partitions' owners ([`fanout`]),
+//! and the node adds its own endpoints (`/api/v1/cluster`, the peers' partial reads and
+//! snapshot copies) and its `/metrics` families. The server knows none of this: it sees the
+//! trait.
 
 use std::sync::Arc;
 

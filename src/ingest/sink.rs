@@ -111,8 +111,8 @@ impl SinkShared {
     }
 }
 
-/// One connection's or request's samples on their way to a [`WriteTarget`], and the report
-/// of what became of them.
+/// One connection's or request's samples on their way to a write target (this process's
+/// engine, or a cluster's log), and the report of what became of them.
 pub struct Sink {
     target: Box<dyn WriteTarget>,
     report: IngestReport,
