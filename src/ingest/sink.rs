@@ -230,3 +230,6 @@ impl Sink {
         &self.report
     }
 }
+
+#[cfg(test)]
+mod tests;
