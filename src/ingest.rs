@@ -23,7 +23,10 @@
 //! - [`cumulative`]: cumulative histograms (Prometheus counter histograms) into the
 //!   increases a distribution stores, with each series' last histogram;
 //! - `local`: the one way samples reach this process's engine: checked, resolved and
-//!   queued beside the parser, registered and written where waiting is allowed.
+//!   queued beside the parser, registered and written where waiting is allowed;
+//! - `sink`: the one ingest pipeline a server's protocols write through, a [`Sink`] per
+//!   connection or request over a write target: this process's engine (`local`), or a
+//!   cluster node's log (`crate::cluster::edge`); the sink keeps the report.
 //!
 //! Each parser gives a series as its canonical text (see [`crate::SeriesKey`]), a value as `f64` and a
 //! timestamp in unix seconds, `None` meaning "now". Each refusal carries a stable snake_case
@@ -47,7 +50,12 @@ pub mod prom_remote;
 #[cfg(feature = "server")]
 pub(crate) mod report;
 pub mod rrd;
+#[cfg(feature = "server")]
+pub(crate) mod sink;
 pub mod statsd;
 #[cfg(feature = "server")]
 pub(crate) mod time_unit;
 pub mod whisper;
+
+#[cfg(feature = "server")]
+pub use sink::Sink;

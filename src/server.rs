@@ -3,7 +3,8 @@
 //! writes, queries, listings, Graphite's `/render` and `/metrics/find` for Grafana,
 //! `/metrics`). Every handler reads and writes through one [`Backend`]: a single node's
 //! engine ([`LocalBackend`]), or a cluster node, which implements the trait above the
-//! server. Every protocol writes through one [`sink::Sink`] per connection or request.
+//! server. Every protocol writes through one [`Sink`] per connection or request, the ingest
+//! core ([`crate::ingest`]): the server holds the sockets and HTTP, and hands it what it parsed.
 //!
 //! [`run`] takes already-bound [`Listeners`] and a shutdown future, so tests bind
 //! `127.0.0.1:0` and call it directly.
@@ -28,7 +29,6 @@ mod prometheus_api;
 pub(crate) mod read_report;
 mod refusal_log;
 mod render_api;
-pub(crate) mod sink;
 pub(crate) mod stats;
 pub(crate) mod statsd;
 mod tags_api;
@@ -47,13 +47,13 @@ use crate::error::Error;
 use crate::error::Result;
 use crate::ingest::cumulative::HistogramCounters;
 use crate::ingest::otlp::{Streams, MAX_STREAM_BYTES};
+use crate::ingest::sink::Sink;
 pub use backend::{Backend, LocalBackend, ReadOptions};
 pub use delete_api::DeleteAnswer;
 pub use metrics::render as render_metrics;
 pub use read_report::{
     Behind, PartitionLag, ReadReport, BEHIND_HEADER, EXPLICIT_BUCKETS_HEADER, RELATIVE_ERROR_HEADER,
 };
-pub use sink::Sink;
 pub use stats::ServerStats;
 pub use statsd::StatsdListener;
 
@@ -347,7 +347,7 @@ impl State {
     }
 
     /// A sink for one request or connection.
-    pub fn sink(&self) -> Box<dyn Sink> {
+    pub fn sink(&self) -> Sink {
         self.backend.sink(&self.stats, &self.limits)
     }
 

@@ -1,7 +1,8 @@
-//! A cluster node as the server's [`Backend`]: writes go to the log through an
-//! [`EdgeSink`], reads fan out to the partitions' owners ([`fanout`]), and the node adds
-//! its own endpoints (`/api/v1/cluster`, the peers' partial reads and snapshot copies) and
-//! its `/metrics` families. The server knows none of this: it sees the trait.
+//! A cluster node as the server's [`Backend`]: writes go to the log through the one ingest
+//! [`Sink`] over an [`EdgeTarget`], reads fan out to the partitions' owners ([`fanout`]),
+//! and the node adds its own endpoints (`/api/v1/cluster`, the peers' partial reads and
+//! snapshot copies) and its `/metrics` families. The server knows none of this: it sees the
+//! trait.
 
 use std::sync::Arc;
 
@@ -14,7 +15,7 @@ use bytes::Bytes;
 use futures_util::future::BoxFuture;
 
 use super::delete_entry;
-use super::edge::{self, EdgeSink, Publisher};
+use super::edge::{self, EdgeTarget, Publisher};
 use super::fanout::{self, PartialRequest, RenderSource};
 use super::node::Node;
 use super::peer::{PARTIAL_PATH, SNAPSHOT_PATH};
@@ -23,6 +24,7 @@ use super::status::Status;
 use crate::config::TiersConfig;
 use crate::engine::EngineStats;
 use crate::error::Result;
+use crate::ingest::sink::Sink;
 use crate::read::aggregate::{AggregatePlan, AggregateQuery, AggregateResult};
 use crate::read::budget::ReadBudget;
 use crate::read::distribution::{DistributionPlan, DistributionQuery, DistributionResult};
@@ -33,7 +35,6 @@ use crate::render::{self, FindNode, RenderRequest, RenderedSeries};
 use crate::server::backend::{Answer, Backend, ReadOptions};
 use crate::server::error::{blocking, ApiError};
 use crate::server::metrics::{write_families, Family};
-use crate::server::sink::Sink;
 use crate::server::stats::ServerStats;
 use crate::server::{DeleteAnswer, Limits, State};
 use crate::time::Timestamp;
@@ -64,15 +65,12 @@ impl Backend for NodeBackend {
         self.node.now()
     }
 
-    fn sink(&self, stats: &Arc<ServerStats>, limits: &Limits) -> Box<dyn Sink> {
+    fn sink(&self, stats: &Arc<ServerStats>, limits: &Limits) -> Sink {
+        let shared = stats.sink_shared(limits);
         let publisher = self
             .publisher
-            .get_or_init(|| Publisher::new(Arc::clone(&self.node), Arc::clone(stats), limits));
-        Box::new(EdgeSink::new(
-            Arc::clone(publisher),
-            Arc::clone(stats),
-            limits,
-        ))
+            .get_or_init(|| Publisher::new(Arc::clone(&self.node), &shared));
+        Sink::new(EdgeTarget::new(Arc::clone(publisher), &shared), &shared)
     }
 
     fn query(&self, query: Query, read: ReadOptions) -> Answer<'_, QueryResult> {

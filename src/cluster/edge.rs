@@ -1,5 +1,7 @@
-//! The edge of the cluster: where a node that took a write checks its samples, splits them
-//! by partition and publishes them, instead of writing them into an engine.
+//! The edge of the cluster: the cluster node's [`WriteTarget`], where a node that took a
+//! write checks its samples, splits them by partition and publishes them, instead of
+//! writing them into an engine. The [`crate::ingest::sink::Sink`] over it is the one every
+//! protocol writes through, with the same name cache and report as a single node's.
 //!
 //! A sample is refused here for what can be known without the series' history, with the
 //! reasons a single node gives: `not_finite`, `too_old`, `too_far_in_future`,
@@ -7,7 +9,7 @@
 //! `counter_out_of_order`) is found when an owner applies the batch, and counted in that
 //! owner's `/metrics`. A flush returns once JetStream has acknowledged every message of the
 //! batch, so a write answered 2xx is in the replicated log (a Graphite socket, which answers
-//! no one, hands its samples to the sink's publisher and reads on); a publish that fails is retried
+//! no one, hands its samples to the node's publisher and reads on); a publish that fails is retried
 //! with the same message id, which JetStream stores once.
 
 use std::collections::hash_map::Entry;
@@ -27,11 +29,9 @@ use crate::error::RejectReason;
 use crate::error::Result;
 use crate::histogram::Observed;
 use crate::ingest::name_cache::NameCache;
-use crate::ingest::report::IngestReport;
+use crate::ingest::report::{self, IngestReport};
+use crate::ingest::sink::{Parsed, Queued, Refused, SinkShared, WriteTarget};
 use crate::registry::SeriesKey;
-use crate::server::sink::Sink;
-use crate::server::stats::ServerStats;
-use crate::server::Limits;
 use crate::time::Timestamp;
 
 /// Samples per published message at most. A message is also kept under the server's
@@ -76,8 +76,9 @@ const LINGER: Duration = Duration::from_millis(2);
 const SHARED_ROUND_BYTES: usize = 256 * 1024;
 
 /// One connection's or request's samples on their way to the log.
-pub(crate) struct EdgeSink {
-    stats: Arc<ServerStats>,
+pub(crate) struct EdgeTarget {
+    /// The server's totals, where the samples a publish failed are counted.
+    totals: Arc<dyn report::Tally>,
     /// Per partition, the batch being built and its key index.
     batches: Batches,
     /// Samples queued in all batches.
@@ -91,7 +92,6 @@ pub(crate) struct EdgeSink {
     /// Counts the batches handed off: a [`KnownKey`]'s place is good for the batch of its
     /// generation only (64 bits: never wraps back to a stale place).
     generation: u64,
-    report: IngestReport,
     /// The node's publisher, shared by all its sinks.
     publisher: Arc<Publisher>,
     /// What became of the samples this sink handed to the publisher.
@@ -126,7 +126,8 @@ struct KnownKey {
 /// round are published one after another.
 pub(crate) struct Publisher {
     node: Arc<Node>,
-    stats: Arc<ServerStats>,
+    /// The server's totals, where each round's time is recorded.
+    totals: Arc<dyn report::Tally>,
     state: std::sync::Mutex<PublisherState>,
     /// Rung when a round took what waited, or ended.
     changed: tokio::sync::Notify,
@@ -185,13 +186,13 @@ impl Tally {
 }
 
 impl Publisher {
-    /// The publisher of `node`'s sinks, timing its rounds into `stats`, its memo of key
-    /// texts within `limits`' name cache budget.
-    pub(crate) fn new(node: Arc<Node>, stats: Arc<ServerStats>, limits: &Limits) -> Arc<Publisher> {
-        let canonical = NameCache::bounded(Arc::clone(&stats.name_budget), limits.name_cache_bytes);
+    /// The publisher of `node`'s sinks, timing its rounds into `shared`'s totals, its memo
+    /// of key texts within `shared`'s name cache budget.
+    pub(crate) fn new(node: Arc<Node>, shared: &SinkShared) -> Arc<Publisher> {
+        let canonical = shared.name_cache();
         Arc::new(Publisher {
             node,
-            stats,
+            totals: Arc::clone(&shared.tally),
             state: std::sync::Mutex::default(),
             changed: tokio::sync::Notify::new(),
             canonical: std::sync::Mutex::new(canonical),
@@ -328,7 +329,7 @@ impl Publisher {
             self.changed.notify_waiters();
             let started = Instant::now();
             let outcomes = publish_batches(&self.node, batches).await;
-            self.stats.observe_batch(started.elapsed(), queued);
+            self.totals.observe_batch(started.elapsed(), queued);
             count_to_sinks(outcomes, shares);
             self.lock().rounds_done += 1;
             self.changed.notify_waiters();
@@ -367,11 +368,18 @@ fn count_to_sinks(outcomes: Outcomes, mut shares: HashMap<u32, Vec<(Arc<Tally>, 
     }
 }
 
-impl EdgeSink {
+impl EdgeTarget {
     /// Where samples of `series` (canonical text or any spelling the key grammar takes)
     /// written with `kind` go: its partition and its place in that partition's batch,
-    /// added when the batch has none. `None` (the line refused) for a text that is no series.
-    fn place(&mut self, series: &str, kind: Option<SeriesKind>, line: usize) -> Option<(u32, u32)> {
+    /// added when the batch has none.
+    ///
+    /// # Errors
+    /// `invalid_series`, saying why, for a text that is no series.
+    fn place(
+        &mut self,
+        series: &str,
+        kind: Option<SeriesKind>,
+    ) -> std::result::Result<(u32, u32), Refused> {
         let node = &self.publisher.node;
         let generation = self.generation;
         if let Some(known) = self.known.get_mut(series) {
@@ -382,19 +390,16 @@ impl EdgeSink {
                 known.series = batch.series_of(index, series, kind);
                 known.generation = generation;
             }
-            return Some((known.partition, known.series));
+            return Ok((known.partition, known.series));
         }
         let parsed;
         let (text, partition) = match self.publisher.canonical_partition(series) {
             Some(partition) => (series, partition),
             None => {
-                parsed = match SeriesKey::parse(series) {
-                    Ok(key) => key,
-                    Err(e) => {
-                        self.reject(line, RejectReason::InvalidSeries.as_str(), e.to_string());
-                        return None;
-                    }
-                };
+                parsed = SeriesKey::parse(series).map_err(|e| Refused {
+                    reason: RejectReason::InvalidSeries,
+                    message: Some(e.to_string()),
+                })?;
                 let partition = partition_of(parsed.as_str(), node.partitions());
                 if parsed.as_str() == series {
                     self.publisher.remember_canonical(series, partition);
@@ -413,7 +418,7 @@ impl EdgeSink {
             };
             self.known.insert(series, known);
         }
-        Some((partition, place))
+        Ok((partition, place))
     }
 
     /// Counts one more queued sample; true when the batch is full and should be flushed.
@@ -425,21 +430,16 @@ impl EdgeSink {
         self.queued >= EDGE_BATCH
     }
 
-    /// A sink of `publisher`'s node, counting into `stats`, its key cache within `limits`'
-    /// name cache budget.
-    pub(crate) fn new(
-        publisher: Arc<Publisher>,
-        stats: Arc<ServerStats>,
-        limits: &Limits,
-    ) -> EdgeSink {
-        EdgeSink {
-            known: NameCache::bounded(Arc::clone(&stats.name_budget), limits.name_cache_bytes),
-            stats,
+    /// A target of `publisher`'s node, counting into `shared`'s totals, its key cache within
+    /// `shared`'s name cache budget.
+    pub(crate) fn new(publisher: Arc<Publisher>, shared: &SinkShared) -> EdgeTarget {
+        EdgeTarget {
+            known: shared.name_cache(),
+            totals: Arc::clone(&shared.tally),
             batches: Batches::default(),
             generation: 0,
             queued: 0,
             bounds: SinkBounds::default(),
-            report: IngestReport::default(),
             publisher,
             tally: Arc::default(),
             last_round: None,
@@ -448,12 +448,12 @@ impl EdgeSink {
 
     /// Hands every queued sample to the node's publisher, after waiting while
     /// [`NODE_WAITING`] samples already wait for it; returns without waiting for them to be
-    /// published. Counts what was published meanwhile.
+    /// published. Counts what was published meanwhile into `report`.
     ///
     /// # Errors
     /// [`Error::Cluster`] when a message published since the last call failed after
     /// retries (its samples are counted as `write_failed`; the others landed).
-    async fn hand_off(&mut self) -> Result<()> {
+    async fn hand_off(&mut self, report: &mut IngestReport) -> Result<()> {
         // The bounds are taken afresh for the next samples even when none was queued: a
         // long-lived sink (a UDP socket's) must not keep a "now" from hours ago.
         self.bounds.reset();
@@ -464,19 +464,18 @@ impl EdgeSink {
             let round = self.publisher.hand_off(batches, queued, &self.tally).await;
             self.last_round = Some(round);
         }
-        self.count_published()
+        self.count_published(report)
     }
 
-    /// Counts the samples published since the last look into the report.
+    /// Counts the samples published since the last look into `report`.
     ///
     /// # Errors
-    /// As [`EdgeSink::hand_off`].
-    fn count_published(&mut self) -> Result<()> {
+    /// As [`EdgeTarget::hand_off`].
+    fn count_published(&mut self, report: &mut IngestReport) -> Result<()> {
         let tally = std::mem::take(&mut *self.tally.lock());
-        self.report.accepted += tally.accepted;
+        report.accepted += tally.accepted;
         if tally.failed > 0 {
-            self.report
-                .refuse_many(&*self.stats, "write_failed", tally.failed);
+            report.refuse_many(&*self.totals, "write_failed", tally.failed);
         }
         tally.error.map_or(Ok(()), |e| Err(Error::Cluster(e)))
     }
@@ -484,13 +483,13 @@ impl EdgeSink {
     /// Hands every queued sample off and waits until JetStream acknowledged them all.
     ///
     /// # Errors
-    /// As [`EdgeSink::hand_off`].
-    async fn flush_queued(&mut self) -> Result<()> {
-        let handed = self.hand_off().await;
+    /// As [`EdgeTarget::hand_off`].
+    async fn flush_queued(&mut self, report: &mut IngestReport) -> Result<()> {
+        let handed = self.hand_off(report).await;
         if let Some(round) = self.last_round {
             self.publisher.wait_for(round).await;
         }
-        handed.and(self.count_published())
+        handed.and(self.count_published(report))
     }
 }
 
@@ -635,7 +634,7 @@ fn seal(mut parts: Vec<(u32, u64, bytes::Bytes)>) -> Packed {
     Packed { sections, payload }
 }
 
-impl Drop for EdgeSink {
+impl Drop for EdgeTarget {
     /// A sink dropped with samples queued (a request that failed part way) no longer keeps
     /// a round waiting for them.
     fn drop(&mut self) {
@@ -645,106 +644,53 @@ impl Drop for EdgeSink {
     }
 }
 
-impl Sink for EdgeSink {
+impl WriteTarget for EdgeTarget {
     /// The node's clock, for samples that say "now".
     fn now(&self) -> Timestamp {
         self.publisher.node.now()
     }
 
-    /// Queues one sample of `series` (canonical text or any spelling the key grammar
-    /// takes), declaring `kind` when the write names one. Returns true when the batch is full
-    /// and should be flushed.
-    fn push_declared(
-        &mut self,
-        series: &str,
-        kind: Option<SeriesKind>,
-        ts: Timestamp,
-        value: f64,
-        line: usize,
-    ) -> bool {
+    /// Queues one sample of `at.series` (canonical text or any spelling the key grammar
+    /// takes), declaring `kind` when the write names one.
+    fn push(&mut self, at: Parsed<'_>, kind: Option<SeriesKind>, value: f64) -> Queued {
         let node = &self.publisher.node;
-        if let Err(reason) = (self.bounds).check(node.tiers(), || node.now(), value, ts) {
-            self.reject(line, reason.as_str(), format!("sample refused: {reason}"));
-            return false;
-        }
-        let Some((partition, place)) = self.place(series, kind, line) else {
-            return false;
-        };
+        let ts = at.ts;
+        (self.bounds).check(node.tiers(), || node.now(), value, ts)?;
+        let (partition, place) = self.place(at.series, kind)?;
         let (batch, _) = self.batches.entry(partition).or_default();
         batch.push_sample(place, ts, value);
-        self.queued_one()
+        Ok(self.queued_one())
     }
 
-    /// Queues bucketed observations of `series`, a distribution, checked as a sample of their
-    /// sum; the partition stores them as a node's native histograms. Returns true when the
-    /// batch is full and should be flushed.
-    fn push_histogram(
-        &mut self,
-        series: &str,
-        ts: Timestamp,
-        observed: Observed,
-        line: usize,
-    ) -> bool {
+    /// Queues bucketed observations of `at.series`, a distribution, checked as a sample of
+    /// their sum; the partition stores them as a node's native histograms.
+    fn push_histogram(&mut self, at: Parsed<'_>, observed: Observed) -> Queued {
         let node = &self.publisher.node;
-        let sum = observed.sum;
-        let checked = (self.bounds).check(node.tiers(), || node.now(), sum, ts);
-        let checked = checked.and_then(|()| {
-            (observed.is_finite())
-                .then_some(())
-                .ok_or(RejectReason::NotFinite)
-        });
-        if let Err(reason) = checked {
-            self.reject(
-                line,
-                reason.as_str(),
-                format!("histogram refused: {reason}"),
-            );
-            return false;
+        let ts = at.ts;
+        (self.bounds).check(node.tiers(), || node.now(), observed.sum, ts)?;
+        if !observed.is_finite() {
+            return Err(RejectReason::NotFinite.into());
         }
-        let Some((partition, place)) = self.place(series, Some(SeriesKind::Distribution), line)
-        else {
-            return false;
-        };
+        let (partition, place) = self.place(at.series, Some(SeriesKind::Distribution))?;
         let (batch, _) = self.batches.entry(partition).or_default();
         batch.observed.push(BatchObserved {
             series: place,
             ts,
             observed,
         });
-        self.queued_one()
-    }
-
-    /// Counts a refused line (or field) under `reason`.
-    fn reject(&mut self, line: usize, reason: &'static str, message: String) {
-        self.report.refuse(&*self.stats, line, reason, || message);
-    }
-
-    /// What was published so far.
-    fn report(&self) -> &IngestReport {
-        &self.report
-    }
-
-    /// Flushes and hands back what was published.
-    ///
-    /// # Errors
-    /// As [`Sink::flush`].
-    fn finish(mut self: Box<Self>) -> BoxFuture<'static, Result<IngestReport>> {
-        Box::pin(async move {
-            self.flush_queued().await?;
-            Ok(std::mem::take(&mut self.report))
-        })
+        Ok(self.queued_one())
     }
 
     /// Publishes every queued sample; ends when JetStream acknowledged them all. When a
     /// message could not be published after retries ([`Error::Cluster`]), its samples are
     /// counted as `write_failed` (the others of the flush landed).
-    fn flush(&mut self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(self.flush_queued())
+    fn flush<'a>(&'a mut self, report: &'a mut IngestReport) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.flush_queued(report))
     }
 
-    /// See [`EdgeSink::hand_off`].
-    fn flush_behind(&mut self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(self.hand_off())
+    /// See [`EdgeTarget::hand_off`].
+    fn flush_behind<'a>(&'a mut self, report: &'a mut IngestReport) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.hand_off(report))
     }
 }
 

@@ -1,6 +1,7 @@
 //! How samples reach this process's engine, for every path that writes into one: a server's
-//! connections and requests (`crate::server::sink::LocalSink`, which runs the write on the
-//! blocking pool) and `tierdb import` (which writes on its own thread while it parses).
+//! connections and requests (through a [`LocalTarget`], the [`super::sink::WriteTarget`]
+//! that runs the write on the blocking pool) and `tierdb import` (which writes on its own
+//! thread while it parses).
 //!
 //! Two halves, so the caller decides where each runs:
 //! - [`LocalQueue`], beside the parser: checks a sample's value and time against the tiers'
@@ -15,7 +16,11 @@
 //! thread of its own, registers a batch's new names as it hands the batch over
 //! ([`LocalQueue::register_queued`]), so the names are known to the next batch.
 
+mod target;
+
 use std::collections::HashMap;
+
+pub(crate) use target::LocalTarget;
 
 use super::batch::LineBatch;
 use super::name_cache::NameCache;

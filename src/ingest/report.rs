@@ -10,11 +10,16 @@ use crate::sample::BatchReport;
 /// Refusals reported back with their line numbers.
 pub(crate) const FIRST_ERRORS: usize = 10;
 
-/// Totals a report's refusals are also counted in as they happen: the server's, shown in
-/// `/metrics`.
+/// Totals a report's refusals are also counted in as they happen, with the time each batch
+/// took to land: the server's, shown in `/metrics`.
 pub(crate) trait Tally: Send + Sync {
     /// Counts `n` refusals under `reason`.
     fn count_rejected(&self, reason: &'static str, n: u64);
+
+    /// Records that a batch of `samples` took `took` to land. By default, nothing.
+    fn observe_batch(&self, took: std::time::Duration, samples: usize) {
+        let _ = (took, samples);
+    }
 }
 
 /// No totals beyond the report's own: an import's, which has no server to count in.

@@ -14,13 +14,14 @@ use futures_util::future::BoxFuture;
 use super::delete_api::DeleteAnswer;
 use super::error::{blocking, ApiError};
 use super::read_report::ReadReport;
-use super::sink::{LocalSink, Sink};
 use super::stats::ServerStats;
 use super::{Limits, State};
 use crate::config::TiersConfig;
 use crate::engine::{Engine, EngineStats};
 use crate::error::Error;
 use crate::error::Result;
+use crate::ingest::local::LocalTarget;
+use crate::ingest::sink::Sink;
 use crate::promql;
 use crate::read::aggregate::{AggregateQuery, AggregateResult};
 use crate::read::budget::ReadBudget;
@@ -57,7 +58,7 @@ pub trait Backend: Send + Sync {
 
     /// A sink for one request's or connection's samples, counting into `stats` within
     /// `limits`.
-    fn sink(&self, stats: &Arc<ServerStats>, limits: &Limits) -> Box<dyn Sink>;
+    fn sink(&self, stats: &Arc<ServerStats>, limits: &Limits) -> Sink;
 
     /// `/api/v1/query`: one series. An unknown series is a 404 naming the near names.
     fn query(&self, query: Query, read: ReadOptions) -> Answer<'_, QueryResult>;
@@ -174,12 +175,9 @@ impl Backend for LocalBackend {
         self.engine.now()
     }
 
-    fn sink(&self, stats: &Arc<ServerStats>, limits: &Limits) -> Box<dyn Sink> {
-        Box::new(LocalSink::new(
-            Arc::clone(&self.engine),
-            Arc::clone(stats),
-            limits,
-        ))
+    fn sink(&self, stats: &Arc<ServerStats>, limits: &Limits) -> Sink {
+        let shared = stats.sink_shared(limits);
+        Sink::new(LocalTarget::new(Arc::clone(&self.engine), &shared), &shared)
     }
 
     fn query(&self, query: Query, _: ReadOptions) -> Answer<'_, QueryResult> {

@@ -15,12 +15,12 @@ use tokio::sync::watch;
 
 use super::idle_slots::ConnectionSlot;
 use super::refusal_log::RefusalLog;
-use super::sink::Sink;
 use super::stats::{Protocol, Timeout};
 use super::udp::{Datagram, UdpReader};
 use super::State;
 use crate::ingest::graphite::{parse_line, MAX_LINE};
 use crate::ingest::report::IngestReport;
+use crate::ingest::sink::Sink;
 
 /// Bytes read from a socket at a time; also the largest UDP datagram taken.
 const READ_BUFFER: usize = 64 * 1024;
@@ -112,7 +112,7 @@ async fn connection(
         slot.touch();
         let now = sink.now();
         lines.feed(&buf[..n], |number, line| {
-            ingest_line(&mut *sink, number, line, now);
+            ingest_line(&mut sink, number, line, now);
             if let Some(watch) = &mut refusals {
                 watch.check(sink.report(), Some(line.unwrap_or(b"")));
             }
@@ -125,7 +125,7 @@ async fn connection(
         }
     }
     let now = sink.now();
-    lines.finish(|number, line| ingest_line(&mut *sink, number, line, now));
+    lines.finish(|number, line| ingest_line(&mut sink, number, line, now));
     match sink.finish().await {
         Ok(report) => {
             if let Some(watch) = &mut refusals {
@@ -215,7 +215,7 @@ pub(crate) async fn serve_udp(
             refusals.peer = peer;
             let mut lines = LineSplitter::default();
             let mut ingest = |number, line: Result<&[u8], ()>| {
-                ingest_line(&mut *sink, number, line, arrived);
+                ingest_line(&mut sink, number, line, arrived);
                 refusals.check(sink.report(), Some(line.unwrap_or(b"")));
             };
             lines.feed(&bytes, &mut ingest);
@@ -234,7 +234,7 @@ pub(crate) async fn serve_udp(
     }
 }
 
-fn ingest_line(sink: &mut dyn Sink, number: usize, line: Result<&[u8], ()>, now: i64) {
+fn ingest_line(sink: &mut Sink, number: usize, line: Result<&[u8], ()>, now: i64) {
     let line = match line {
         Ok(line) => line,
         Err(()) => {

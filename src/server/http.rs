@@ -23,7 +23,6 @@ use axum::{Json, Router};
 use super::error::ApiError;
 use super::params::Params;
 use super::render_api;
-use super::sink::Sink;
 use super::tags_api;
 use super::State;
 use crate::counter::SeriesKind;
@@ -33,6 +32,7 @@ use crate::ingest::influx::{self, Precision};
 use crate::ingest::prom_remote;
 use crate::ingest::prom_remote::native::{decode_native, NativeHistogram, Temporality};
 use crate::ingest::report::IngestReport;
+use crate::ingest::sink::Sink;
 use crate::ingest::time_unit;
 use crate::read::aggregate::{AggregateQuery, Aggregation};
 use crate::read::budget::ReadBudget;
@@ -492,7 +492,7 @@ async fn remote_histogram(
 /// answer says what landed before. A retry then resends only what did not land; failing the
 /// whole request would make it resend earlier batches too, and count them twice.
 pub(super) struct BodySink {
-    sink: Box<dyn Sink>,
+    sink: Sink,
     /// A batch of this request failed; the rest of it is refused without trying.
     failed: bool,
     /// Batches written whole.
@@ -502,7 +502,7 @@ pub(super) struct BodySink {
 }
 
 impl BodySink {
-    pub(super) fn new(sink: Box<dyn Sink>) -> BodySink {
+    pub(super) fn new(sink: Sink) -> BodySink {
         BodySink {
             sink,
             failed: false,

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::ingest::name_cache::NameBudget;
 use crate::ingest::report::Tally;
+use crate::ingest::sink::SinkShared;
 
 /// Upper bounds (seconds) of the batch latency histogram's buckets.
 pub(crate) const LATENCY_BUCKETS: [f64; 12] = [
@@ -112,7 +113,7 @@ pub struct ServerStats {
     pub(crate) refusal_log: super::refusal_log::RefusalLog,
     /// Held while a new series is checked against the series limit and registered, so
     /// connections registering at the same time cannot overshoot the limit.
-    series_gate: Mutex<()>,
+    series_gate: Arc<Mutex<()>>,
     /// HTTP requests refused for their credential, by role needed and reason.
     pub auth: super::auth::AuthCounters,
 }
@@ -230,10 +231,16 @@ impl ServerStats {
         self.name_budget.clears()
     }
 
-    /// The series limit's lock: held from the check of the limit until the new series is
-    /// registered ([`crate::ingest::local::SeriesLimit`]).
-    pub(crate) fn series_gate_lock(&self) -> &Mutex<()> {
-        &self.series_gate
+    /// What this server's sinks share, within `limits`: these counters, the name caches'
+    /// budget and the series limit with its lock.
+    pub(crate) fn sink_shared(self: &Arc<Self>, limits: &super::Limits) -> SinkShared {
+        SinkShared {
+            tally: Arc::clone(self) as Arc<dyn Tally>,
+            name_budget: Arc::clone(&self.name_budget),
+            name_cache_bytes: limits.name_cache_bytes,
+            max_series: limits.max_series,
+            series_gate: Arc::clone(&self.series_gate),
+        }
     }
 
     /// Protocol-level refusals by reason.
@@ -266,5 +273,9 @@ impl ServerStats {
 impl Tally for ServerStats {
     fn count_rejected(&self, reason: &'static str, n: u64) {
         ServerStats::count_rejected(self, reason, n);
+    }
+
+    fn observe_batch(&self, took: Duration, samples: usize) {
+        ServerStats::observe_batch(self, took, samples);
     }
 }

@@ -41,12 +41,12 @@ use rustc_hash::FxHashSet;
 use tokio::net::UdpSocket;
 use tokio::sync::watch;
 
-use super::sink::Sink;
 use super::udp::{Datagram, UdpReader};
 use super::State;
 use crate::counter::SeriesKind;
 use crate::error::Error;
 use crate::error::Result;
+use crate::ingest::sink::Sink;
 use crate::ingest::statsd::{parse_line, MetricType, StatsdValue};
 use crate::time::{align_down, Span, Timestamp};
 
@@ -133,31 +133,31 @@ pub(crate) async fn serve(
                 for Datagram { arrived, bytes, .. } in taken.drain(..) {
                     let now = arrived.max(checked);
                     if aggregator.ended(now) {
-                        write_interval(&mut aggregator, &mut *sink).await;
+                        write_interval(&mut aggregator, &mut sink).await;
                     }
-                    datagram(&bytes, now, &mut aggregator, &mut *sink).await;
+                    datagram(&bytes, now, &mut aggregator, &mut sink).await;
                 }
-                flush(&mut *sink).await;
+                flush(&mut sink).await;
             }
             _ = check.tick() => {
                 let now = sink.now();
                 if aggregator.ended(now) {
-                    write_interval(&mut aggregator, &mut *sink).await;
-                    flush(&mut *sink).await;
+                    write_interval(&mut aggregator, &mut sink).await;
+                    flush(&mut sink).await;
                     checked = now;
                 }
             }
         }
     }
     reader.finish().await;
-    write_interval(&mut aggregator, &mut *sink).await;
+    write_interval(&mut aggregator, &mut sink).await;
     if let Err(e) = sink.finish().await {
         tracing::error!(error = %e, "statsd write failed");
     }
 }
 
 /// Takes one datagram's lines into the interval (timer values straight into the sink).
-async fn datagram(bytes: &[u8], now: Timestamp, aggregator: &mut Aggregator, sink: &mut dyn Sink) {
+async fn datagram(bytes: &[u8], now: Timestamp, aggregator: &mut Aggregator, sink: &mut Sink) {
     aggregator.begin(now);
     let mut values = Vec::new();
     for (index, line) in bytes.split(|&b| b == b'\n').enumerate() {
@@ -195,7 +195,7 @@ async fn datagram(bytes: &[u8], now: Timestamp, aggregator: &mut Aggregator, sin
 }
 
 /// Writes the interval's samples, stamped with its start, and starts the next one empty.
-async fn write_interval(aggregator: &mut Aggregator, sink: &mut dyn Sink) {
+async fn write_interval(aggregator: &mut Aggregator, sink: &mut Sink) {
     let Some((start, samples)) = aggregator.take() else {
         return;
     };
@@ -206,7 +206,7 @@ async fn write_interval(aggregator: &mut Aggregator, sink: &mut dyn Sink) {
     }
 }
 
-async fn flush(sink: &mut dyn Sink) {
+async fn flush(sink: &mut Sink) {
     if let Err(e) = sink.flush().await {
         tracing::error!(error = %e, "statsd write failed");
     }

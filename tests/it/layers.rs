@@ -278,29 +278,80 @@ fn every_import_runs_down_the_layers() {
 /// (`Engine::apply`, `Engine::with_files_still`).
 const CLUSTER_MAY_NAME_OF_STORAGE: &[&str] = &["disk"];
 
+/// The files of `module` that are not tests, each with its code lines and its path as shown.
+fn module_files(module: &str) -> Vec<(String, Vec<(usize, String)>)> {
+    library_files()
+        .into_iter()
+        .filter(|(_, of)| of == module)
+        .map(|(path, _)| {
+            let lines = code_lines(&std::fs::read_to_string(&path).unwrap());
+            let shown = path.strip_prefix(src().parent().unwrap()).unwrap();
+            (shown.display().to_string(), lines)
+        })
+        .collect()
+}
+
+/// The cluster stands on the engine's surface: of the storage it names only
+/// [`CLUSTER_MAY_NAME_OF_STORAGE`], and of the engine only what `engine.rs` itself holds
+/// or re-exports (`crate::engine::Engine`, `crate::engine::SampleBatch`), never one of the
+/// engine's own modules (`crate::engine::apply::...`).
 #[test]
 fn the_cluster_reaches_no_storage_internals() {
+    let engine_modules: Vec<String> = std::fs::read_dir(src().join("engine"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "rs"))
+        .map(|path| path.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert!(engine_modules.len() > 5, "{engine_modules:?}");
     let mut wrong = Vec::new();
-    for (path, module) in library_files() {
-        if module != "cluster" {
-            continue;
-        }
-        let lines = code_lines(&std::fs::read_to_string(&path).unwrap());
-        let shown = path
-            .strip_prefix(src().parent().unwrap())
-            .unwrap()
-            .display();
+    for (shown, lines) in module_files("cluster") {
         for (line, named) in paths_after(&lines, "crate::storage::") {
             if !CLUSTER_MAY_NAME_OF_STORAGE.contains(&named.as_str()) {
                 wrong.push(format!("{shown}:{line}: names `crate::storage::{named}`"));
             }
         }
+        for (line, named) in paths_after(&lines, "crate::engine::") {
+            if engine_modules.contains(&named) {
+                wrong.push(format!(
+                    "{shown}:{line}: names the engine's module `crate::engine::{named}`"
+                ));
+            }
+        }
     }
     assert!(
         wrong.is_empty(),
-        "the cluster reaches into the storage (go through the engine):\n{}",
+        "the cluster reaches into the storage or the engine (go through the engine's \
+         surface):\n{}",
         wrong.join("\n")
     );
+}
+
+/// The seams of the one ingest pipeline: the server holds sockets and HTTP and names no
+/// cluster (a cluster node reaches it as a `server::Backend`, wired in `cli/serve`), and
+/// the cluster's write target (`cluster/edge.rs`) stands on the ingest core
+/// (`ingest::sink`: the sink, its name cache and report), not on the server.
+#[test]
+fn the_server_names_no_cluster_and_the_edge_no_server() {
+    let mut wrong = Vec::new();
+    for (shown, lines) in module_files("server") {
+        for (line, _) in paths_after(&lines, "crate::cluster") {
+            wrong.push(format!("{shown}:{line}: the server names `crate::cluster`"));
+        }
+    }
+    let edge: Vec<_> = module_files("cluster")
+        .into_iter()
+        .filter(|(shown, _)| shown.ends_with("cluster/edge.rs"))
+        .collect();
+    assert_eq!(edge.len(), 1, "src/cluster/edge.rs was not found");
+    for (shown, lines) in edge {
+        for (line, _) in paths_after(&lines, "crate::server") {
+            wrong.push(format!(
+                "{shown}:{line}: the cluster's write target names `crate::server`"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 #[test]
