@@ -305,6 +305,13 @@ impl LocalQueue {
         }
     }
 
+    /// Takes the bounds afresh at the next sample, as [`LocalQueue::swap`] does: for a
+    /// flush with nothing queued, so a connection whose samples were all refused does not
+    /// keep judging new ones by the clock of its first.
+    pub(crate) fn retake_bounds(&mut self) {
+        self.bounds.reset();
+    }
+
     /// The batch queued, handed over for [`write`] in place of `empty` (a batch written
     /// before, whose registered names the cache learns now, unless a series of `engine` was
     /// deleted since). The bounds are taken afresh at the next sample.

@@ -51,6 +51,7 @@ impl LocalTarget {
     /// The engine's error (poisoned, I/O); the samples are then counted as refused.
     async fn flush_queued(&mut self, report: &mut IngestReport) -> Result<()> {
         if self.queue.len() == 0 {
+            self.queue.retake_bounds();
             return Ok(());
         }
         let spare = self
@@ -113,3 +114,6 @@ impl WriteTarget for LocalTarget {
         Box::pin(self.flush_queued(report))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,57 @@
+use std::sync::{Arc, Mutex};
+
+use super::*;
+use crate::clock::ManualClock;
+use crate::config::TiersConfig;
+use crate::ingest::name_cache::NameBudget;
+use crate::ingest::report::Tally;
+use crate::ingest::sink::Sink;
+
+/// Counts nothing beyond each sink's own report.
+struct NoTotals;
+
+impl Tally for NoTotals {
+    fn count_rejected(&self, _: &'static str, _: u64) {}
+}
+
+const START: Timestamp = 1_763_726_400;
+
+/// A connection whose every sample was refused, then flushed with nothing queued, takes
+/// the clock afresh: after the clock moved on by more than the future bound (an hour), a
+/// sample stamped with the new time lands rather than being refused as too far ahead.
+#[tokio::test]
+async fn a_flush_with_nothing_queued_takes_the_time_bounds_afresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(START));
+    let engine = Engine::builder(dir.path())
+        .tiers(TiersConfig::default())
+        .clock(clock.clone())
+        .writer_threads(1)
+        .background_maintenance(false)
+        .open()
+        .unwrap();
+    let shared = SinkShared {
+        tally: Arc::new(NoTotals),
+        name_budget: Arc::new(NameBudget::default()),
+        name_cache_bytes: 1 << 20,
+        max_series: None,
+        series_gate: Arc::new(Mutex::new(())),
+    };
+    let engine = Arc::new(engine);
+    let mut sink = Sink::new(LocalTarget::new(Arc::clone(&engine), &shared), &shared);
+
+    sink.push("a", START, f64::NAN, 1);
+    sink.flush().await.unwrap();
+    assert_eq!(sink.report().rejected_total(), 1);
+
+    clock.advance(2 * 3600);
+    sink.push("a", START + 2 * 3600, 1.0, 2);
+    sink.flush().await.unwrap();
+    let report = sink.finish().await.unwrap();
+    assert_eq!(
+        (report.accepted, report.rejected_total()),
+        (1, 1),
+        "{:?}",
+        report.errors
+    );
+}
