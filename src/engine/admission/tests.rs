@@ -104,7 +104,12 @@ fn a_batch_notes_the_pages_of_every_block_it_stores_into() {
     let mut files = FilesNeeded::new(&engine.shared);
     for sample in &batch {
         let place = crate::registry::SetPlace::of_id(sample.series);
-        files.note(sample, place, &bounds.windows);
+        files.note(
+            sample,
+            place,
+            &bounds.windows,
+            crate::storage::period_file::LatestPages::Reserve,
+        );
     }
     let runs = files.block_runs(2);
     let blocks: Vec<_> = (files.blocks.iter())
@@ -115,7 +120,10 @@ fn a_batch_notes_the_pages_of_every_block_it_stores_into() {
         vec![(0, NOW), (1, NOW - 12 * HOUR), (0, NOW + 16 * 60)],
         "the blocks, in the order met"
     );
-    let expected = vec![(0, 0, 2), (1, 0, 1), (2, 0, 1)];
+    let expected = vec![(0, 0, 2), (1, 0, 1), (2, 0, 1)]
+        .into_iter()
+        .map(|(c, f, n)| (c, f, n, crate::storage::period_file::LatestPages::Reserve))
+        .collect::<Vec<_>>();
     for (block, runs) in blocks.iter().zip(&runs) {
         assert_eq!(*runs, expected, "the page groups of block {block:?}");
     }
