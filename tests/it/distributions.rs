@@ -458,7 +458,9 @@ fn open_quiet(dir: &std::path::Path) -> Engine {
 /// A writer killed halfway through storing a timer's histogram (the record's
 /// update-in-flight bit set, half the new histogram's words stored): the next open puts the
 /// histogram back from the image its writer held in `writers.state`, so the bucket and its
-/// histogram agree again, as before the unacknowledged sample.
+/// histogram agree again, as before the unacknowledged sample. Neither the update, nor the
+/// kill, nor the repair stores into the timer's entry of the latest area, whose page no
+/// batch reserved: it stays a hole.
 #[test]
 fn a_histogram_torn_by_a_kill_is_put_back() {
     let minute = NOW - NOW % 60 - 600;
@@ -537,6 +539,7 @@ fn a_histogram_torn_by_a_kill_is_put_back() {
     let healed = point(&engine);
     assert_eq!(healed.bucket.count, 51);
     assert!(healed.is_complete());
+    assert_eq!(latest_pages_with_data(&engine, dir, minute, 1), [false]);
 }
 
 /// StatsD timers over real UDP into a server, read back over HTTP: every `p50`, `p90` and
@@ -749,16 +752,22 @@ fn bucketed_observations_merge_exactly_at_their_own_scale() {
 }
 
 /// Whether each page of the latest area (the entries of 16 slots' runs of a block) holds
-/// data, not a hole, in the 1m tier's hot file of the period starting at `start`, chunk 0,
-/// for the block holding `bucket`: the first `pages` of them.
+/// data, not a hole, in the 1m tier's hot file holding `ts`, chunk 0, for the block holding
+/// `ts`: the first `pages` of them.
 fn latest_pages_with_data(
+    engine: &Engine,
     dir: &std::path::Path,
-    start: Timestamp,
-    bucket: u32,
+    ts: Timestamp,
     pages: u32,
 ) -> Vec<bool> {
     use rustix::fs::{seek, SeekFrom};
     use tierdb::testing::storage::format::{cell_index, file_name, PeriodMeta, LATEST_SIZE};
+    let spec = (engine.config().tiers.iter())
+        .find(|t| t.name == "1m")
+        .unwrap();
+    let (period, resolution) = (spec.period.secs() as i64, spec.resolution.secs() as i64);
+    let start = ts - ts.rem_euclid(period);
+    let bucket = ((ts - start) / resolution) as u32;
     let path = dir.join("tiers").join("1m").join(file_name(start, 0));
     let bytes = std::fs::read(&path).unwrap();
     let meta = PeriodMeta::decode(&bytes, &path).unwrap();
@@ -819,11 +828,14 @@ fn the_latest_area_takes_disk_only_where_a_series_keeps_a_latest_sample() {
     let report = engine.record_batch(&batch).unwrap();
     assert_eq!(report.rejected_total(), 0, "{report:?}");
     let written = [true, false, false, true];
-    assert_eq!(latest_pages_with_data(dir.path(), NOW, 0, 4), written);
+    assert_eq!(latest_pages_with_data(&engine, dir.path(), NOW, 4), written);
 
     // The next block's pages, reserved ahead as the block being written has them.
     engine.maintain().unwrap();
-    assert_eq!(latest_pages_with_data(dir.path(), NOW, 16, 4), written);
+    assert_eq!(
+        latest_pages_with_data(&engine, dir.path(), NOW + 16 * 60, 4),
+        written
+    );
 
     let check = |engine: &Engine, converted_last: bool| {
         let reader = engine.reader();
@@ -870,7 +882,7 @@ fn the_latest_area_takes_disk_only_where_a_series_keeps_a_latest_sample() {
     assert_eq!(engine.record_batch(&[late]).unwrap().rejected_total(), 0);
     assert_eq!(tier_files(dir.path(), "1m", NOW), [".tdb"], "hot again");
     assert_eq!(
-        latest_pages_with_data(dir.path(), NOW, 0, 4),
+        latest_pages_with_data(&engine, dir.path(), NOW, 4),
         [true, false, false, false]
     );
     check(&engine, true);
