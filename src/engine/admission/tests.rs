@@ -42,6 +42,20 @@ fn a_union_holds_the_members_of_both() {
     assert_eq!(set.runs(), vec![(2, 1), (299, 4), (700, 1)]);
 }
 
+/// Words of either set that the other lacks, and members below the other's first word.
+#[test]
+fn a_difference_holds_the_members_of_one_only() {
+    let set = bits(&[2, 3, 64, 65, 66, 300, 700]);
+    let other = bits(&[65, 128, 300, 701]);
+    assert_eq!(
+        set.difference(&other).runs(),
+        vec![(2, 2), (64, 1), (66, 1), (700, 1)]
+    );
+    assert_eq!(other.difference(&set).runs(), vec![(128, 1), (701, 1)]);
+    assert_eq!(set.difference(&set).runs(), vec![]);
+    assert_eq!(set.difference(&Bits::default()).runs(), set.runs());
+}
+
 #[test]
 fn runs_are_cut_at_chunk_boundaries() {
     assert_eq!(
