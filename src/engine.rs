@@ -35,6 +35,7 @@ use crate::registry::{Registry, SeriesId, SetPlace};
 use crate::sample::{BatchReport, ObservedSample, RawCounts, Sample};
 use crate::storage::cells::CellAt;
 use crate::storage::lock::DirLock;
+use crate::storage::period_file::LatestPages;
 use crate::storage::raw::RawStore;
 use crate::storage::recovery::Recovery;
 use crate::storage::undo_entry::Undo;
@@ -581,17 +582,24 @@ impl Engine {
             samples.iter().map(|s| s.series),
             &bounds.windows,
         );
+        // Taken before the pages are noted: a distribution's sample keeps no latest sample,
+        // so its pages of the latest area are not reserved (see `LatestPages`).
+        let mut counter_step = self.shared.counter_table.for_batch(&self.shared.registry);
         let mut files = FilesNeeded::new(&self.shared);
         for (index, sample) in samples.iter().enumerate() {
             if bounds.limits.check(sample).is_ok() {
-                files.note(sample, places.get(index, sample.series), &bounds.windows);
+                let latest = match &counter_step {
+                    Some(counters) if counters.is_distribution(sample.series) => LatestPages::Leave,
+                    _ => LatestPages::Reserve,
+                };
+                let place = places.get(index, sample.series);
+                files.note(sample, place, &bounds.windows, latest);
             }
         }
         files.create_missing();
         let mut report = BatchReport::default();
         let mut parts = self.writers.take_buffers();
         let n = parts.len();
-        let mut counter_step = self.shared.counter_table.for_batch(&self.shared.registry);
         // The earliest time handed to the writers, for the write log.
         let mut earliest: Option<Timestamp> = None;
         // Samples of distribution series, with their positions: their histograms' pages are
@@ -753,7 +761,7 @@ impl Engine {
             });
             match checked {
                 Ok(()) => {
-                    files.note(&sample, place, &bounds.windows);
+                    files.note(&sample, place, &bounds.windows, LatestPages::Leave);
                     admitted.push((position, sample));
                 }
                 Err(reason) => report.reject(position, reason),

@@ -10,7 +10,7 @@ use crate::error::RejectReason;
 use crate::registry::SetPlace;
 use crate::sample::Sample;
 use crate::storage::format::{BUCKET_BLOCK, SLOTS_PER_PAGE};
-use crate::storage::period_file::WritableFile;
+use crate::storage::period_file::{LatestPages, WritableFile};
 use crate::storage::{parallel, HotChunk};
 use crate::time::Timestamp;
 
@@ -43,9 +43,10 @@ pub(super) struct FilesNeeded<'a> {
     /// The entry of `placements` whose blocks are `current`.
     placement: usize,
     last_ts: Option<Timestamp>,
-    /// The set and page group last noted in `placement`: consecutive ids share a group, so
-    /// most samples of a batch note nothing.
-    last_group: (u8, usize),
+    /// The set and page group last noted in `placement`, and whether for a sample that keeps
+    /// a latest sample: consecutive ids share a group, so most samples of a batch note
+    /// nothing.
+    last_group: (u8, usize, bool),
     /// Files or pages that could not be created or reserved: (tier, the span of time they
     /// hold, the places in the tier's set whose slots they hold).
     pub(super) failed: Vec<(usize, std::ops::Range<Timestamp>, std::ops::Range<u32>)>,
@@ -68,9 +69,13 @@ struct Placement {
     /// not hold the time).
     blocks: Vec<Option<usize>>,
     /// Per tier set, bit `g` set when a sample of a series of the set whose place /
-    /// `SLOTS_PER_PAGE` is `g` lands in these blocks: those series' runs share one page of
-    /// each of the set's tiers.
+    /// `SLOTS_PER_PAGE` is `g` lands in these blocks and keeps a latest sample (not a
+    /// distribution's): those series' runs share one page of each of the set's tiers, and
+    /// their entries a page of the latest area.
     groups: Vec<Bits>,
+    /// As `groups`, for the samples that keep no latest sample (distributions'): their
+    /// records' pages only.
+    bare: Vec<Bits>,
 }
 
 /// A set of small integers, stored from the lowest word used: a batch's ids are often a
@@ -101,6 +106,22 @@ impl Bits {
             self.words.resize(at + 1, 0);
         }
         self.words[at] |= bits;
+    }
+
+    /// The members that are not members of `other`.
+    fn difference(&self, other: &Bits) -> Bits {
+        let mut out = Bits::default();
+        for (at, &bits) in self.words.iter().enumerate() {
+            let word = self.base + at;
+            let theirs = (word.checked_sub(other.base))
+                .and_then(|i| other.words.get(i))
+                .copied()
+                .unwrap_or(0);
+            if bits & !theirs != 0 {
+                out.insert_word(word, bits & !theirs);
+            }
+        }
+        out
     }
 
     /// Adds every member of `other`.
@@ -161,24 +182,36 @@ impl<'a> FilesNeeded<'a> {
             current: vec![None; shared.config.tier_count()],
             placement: 0,
             last_ts: None,
-            last_group: (u8::MAX, usize::MAX),
+            last_group: (u8::MAX, usize::MAX, false),
             failed: Vec::new(),
         }
     }
 
     /// Notes the page `sample`, at `place` in its set, stores into in each tier of its set
-    /// whose window holds it: a comparison or two per sample; the blocks are looked up only
-    /// when the time changes.
+    /// whose window holds it, with the page of the latest area holding its entry when
+    /// `latest` says the sample keeps a latest sample: a comparison or two per sample; the
+    /// blocks are looked up only when the time changes.
     #[inline]
-    pub(super) fn note(&mut self, sample: &Sample, place: SetPlace, windows: &[Timestamp]) {
+    pub(super) fn note(
+        &mut self,
+        sample: &Sample,
+        place: SetPlace,
+        windows: &[Timestamp],
+        latest: LatestPages,
+    ) {
         if self.last_ts != Some(sample.ts) {
             self.last_ts = Some(sample.ts);
             self.place(sample.ts, windows);
         }
-        let group = (place.set, (place.position / SLOTS_PER_PAGE) as usize);
+        let keeps = latest == LatestPages::Reserve;
+        let group = (place.set, (place.position / SLOTS_PER_PAGE) as usize, keeps);
         if group != self.last_group {
             self.last_group = group;
-            let groups = &mut self.placements[self.placement].groups;
+            let placement = &mut self.placements[self.placement];
+            let groups = match keeps {
+                true => &mut placement.groups,
+                false => &mut placement.bare,
+            };
             if groups.len() <= place.set() {
                 groups.resize_with(place.set() + 1, Bits::default);
             }
@@ -228,7 +261,7 @@ impl<'a> FilesNeeded<'a> {
         if !moved {
             return;
         }
-        self.last_group = (u8::MAX, usize::MAX);
+        self.last_group = (u8::MAX, usize::MAX, false);
         self.placement = match self
             .placements
             .iter()
@@ -239,6 +272,7 @@ impl<'a> FilesNeeded<'a> {
                 self.placements.push(Placement {
                     blocks: self.current.clone(),
                     groups: Vec::new(),
+                    bare: Vec::new(),
                 });
                 self.placements.len() - 1
             }
@@ -246,20 +280,34 @@ impl<'a> FilesNeeded<'a> {
     }
 
     /// Per entry of `blocks`, the page groups stored into it as runs by chunk: (chunk,
-    /// first group in it, groups).
-    fn block_runs(&self, groups_per_chunk: usize) -> Vec<Vec<(u32, usize, usize)>> {
+    /// first group in it, groups, whether the latest area's pages are needed too), those
+    /// with a sample that keeps a latest sample first, then those only distributions' samples
+    /// store into.
+    fn block_runs(&self, groups_per_chunk: usize) -> Vec<Vec<(u32, usize, usize, LatestPages)>> {
         let storage = &self.shared.storage;
-        let mut groups: Vec<Bits> = self.blocks.iter().map(|_| Bits::default()).collect();
+        let empty = || self.blocks.iter().map(|_| Bits::default()).collect();
+        let (mut groups, mut bare): (Vec<Bits>, Vec<Bits>) = (empty(), empty());
         for placement in &self.placements {
             for &block in placement.blocks.iter().flatten() {
                 let set = storage.set_of_tier(self.blocks[block].tier);
                 if let Some(noted) = placement.groups.get(set) {
                     groups[block].union(noted);
                 }
+                if let Some(noted) = placement.bare.get(set) {
+                    bare[block].union(noted);
+                }
             }
         }
-        (groups.iter())
-            .map(|g| chunk_runs(&g.runs(), groups_per_chunk))
+        let runs = |bits: &Bits, latest| {
+            (chunk_runs(&bits.runs(), groups_per_chunk).into_iter())
+                .map(move |(chunk, first, n)| (chunk, first, n, latest))
+        };
+        (groups.iter().zip(&bare))
+            .map(|(g, b)| {
+                (runs(g, LatestPages::Reserve))
+                    .chain(runs(&b.difference(g), LatestPages::Leave))
+                    .collect()
+            })
             .collect()
     }
 
@@ -288,7 +336,7 @@ impl<'a> FilesNeeded<'a> {
             };
             period_of.push(at);
             let chunks = &mut periods[at].2;
-            for &(chunk, _, _) in runs {
+            for &(chunk, _, _, _) in runs {
                 let chunk = chunk as usize;
                 if chunk / 64 >= chunks.len() {
                     chunks.resize(chunk / 64 + 1, 0);
@@ -324,7 +372,7 @@ impl<'a> FilesNeeded<'a> {
         let mut fresh = Vec::new();
         for (((block, need), runs), at) in self.blocks.iter().enumerate().zip(runs).zip(period_of) {
             let files = &held[at];
-            for (chunk, first, n) in runs {
+            for (chunk, first, n, latest) in runs {
                 // None: the period was dropped meanwhile, or its file could not be created
                 // (its samples are refused already); the writers skip it too.
                 let Some(file) = (files.binary_search_by_key(&chunk, |c| c.chunk).ok())
@@ -334,8 +382,8 @@ impl<'a> FilesNeeded<'a> {
                 };
                 let (first_slot, n_slots) =
                     (first as u32 * SLOTS_PER_PAGE, n as u32 * SLOTS_PER_PAGE);
-                if !file.slots_reserved(need.bucket, first_slot, n_slots) {
-                    fresh.push((block, file, chunk, first_slot, n_slots));
+                if !file.slots_reserved(need.bucket, first_slot, n_slots, latest) {
+                    fresh.push((block, file, chunk, first_slot, n_slots, latest));
                 }
             }
         }
@@ -348,11 +396,14 @@ impl<'a> FilesNeeded<'a> {
             true => RESERVE_THREADS,
             false => 1,
         };
-        let reserved = parallel::in_parallel(&fresh, threads, |&(block, file, _, slot, n)| {
-            file.reserve_slots(self.blocks[block].bucket, slot, n)
-        });
+        let reserved =
+            parallel::in_parallel(&fresh, threads, |&(block, file, _, slot, n, latest)| {
+                file.reserve_slots(self.blocks[block].bucket, slot, n, latest)
+            });
         let mut written_before = Vec::new();
-        for (&(block, file, chunk, first_slot, n_slots), result) in fresh.iter().zip(reserved) {
+        for (&(block, file, chunk, first_slot, n_slots, latest), result) in
+            fresh.iter().zip(reserved)
+        {
             let need = &self.blocks[block];
             if result.is_ok() {
                 // The batch wrote nothing before this block of the file: the blocks before
@@ -372,7 +423,7 @@ impl<'a> FilesNeeded<'a> {
             // Some page of the run cannot get its space: find which, so the samples of the
             // others still land.
             for slot in (first_slot..first_slot + n_slots).step_by(SLOTS_PER_PAGE as usize) {
-                if let Err(e) = file.reserve_slots(need.bucket, slot, SLOTS_PER_PAGE) {
+                if let Err(e) = file.reserve_slots(need.bucket, slot, SLOTS_PER_PAGE, latest) {
                     tracing::error!(error = %e, "cannot reserve disk for a period file's page; refusing the samples that need it");
                     let id = chunk * slots + slot;
                     self.failed.push((

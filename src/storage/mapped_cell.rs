@@ -87,6 +87,12 @@ impl LastWords {
 
     /// Stores `last` for a bucket starting at `start`: unknown for `None`, or for a time
     /// before the start (never written: a sample lands in the bucket that holds its time).
+    ///
+    /// Unknown over an entry that is all zeros already stores nothing: a distribution's
+    /// entries stay zero, and their page may be a hole nobody reserved (a batch reserves a
+    /// page of the latest area only for samples that keep a latest sample), where a store
+    /// would take disk the batch did not reserve, or fault on a full disk. An entry that is
+    /// not zero was stored into, so its page has its disk.
     #[inline(always)]
     fn store(&self, last: Option<Last>, start: Timestamp) {
         let (value, at) = match last {
@@ -94,6 +100,7 @@ impl LastWords {
                 last.value.to_bits(),
                 LAST_KNOWN | (last.ts() - start) as u64,
             ),
+            _ if self.is_pristine() => return,
             _ => (0, 0),
         };
         self.value.store(value, Ordering::Relaxed);
@@ -296,11 +303,12 @@ impl Record<'_> {
     /// with SIGKILL, as `kill -9` would, leaving the cell torn for the next open to repair.
     #[cold]
     pub(super) fn add_and_die(&self, value: f64, writer: Publisher<'_>, name: Publication) -> ! {
-        self.add_with_and_die(value, writer, name, || {})
+        self.die_mid_update(value, writer, name, || {}, true)
     }
 
-    /// [`BucketCell::add_and_die`], running `between` once the update-in-flight bit is set
-    /// (as [`BucketCell::update_with`] does), before the kill.
+    /// [`BucketCell::add_and_die`] of a distribution's update, running `between` once the
+    /// update-in-flight bit is set (as [`BucketCell::update_with`] does), before the kill.
+    /// The latest entry is left alone, as a distribution's update leaves it (it keeps none).
     #[cold]
     pub(super) fn add_with_and_die(
         &self,
@@ -309,6 +317,20 @@ impl Record<'_> {
         name: Publication,
         between: impl FnOnce(),
     ) -> ! {
+        self.die_mid_update(value, writer, name, between, false)
+    }
+
+    /// The update up to its middle, then the kill; with `torn_last`, the latest sample torn
+    /// too (its value stored, its time not).
+    #[cold]
+    fn die_mid_update(
+        &self,
+        value: f64,
+        writer: Publisher<'_>,
+        name: Publication,
+        between: impl FnOnce(),
+        torn_last: bool,
+    ) -> ! {
         writer.publish(name);
         let count = self.cell.count.load(Ordering::Relaxed) & !BUSY;
         self.cell.count.store(count | BUSY, Ordering::Release);
@@ -316,8 +338,7 @@ impl Record<'_> {
         between();
         let total = f64::from_bits(self.cell.total.load(Ordering::Relaxed)) + value;
         self.cell.total.store(total.to_bits(), Ordering::Relaxed);
-        // The latest sample torn too: its value stored, its time not.
-        if let Some(words) = self.last {
+        if let Some(words) = self.last.filter(|_| torn_last) {
             words.value.store(value.to_bits(), Ordering::Relaxed);
         }
         crate::fault::kill_self()

@@ -121,6 +121,19 @@ pub(crate) enum Latest {
     Skip,
 }
 
+/// Whether a reservation of record pages takes the pages of the latest area holding their
+/// entries too. Only a store of a known latest sample needs them (see `LastWords::store`):
+/// a distribution's samples keep none, so the pages of runs only distributions write stay
+/// holes, 16 bytes a bucket less.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LatestPages {
+    /// The latest area's pages too: the stores keep a latest sample (a gauge's, a
+    /// counter's, a restored bucket's that has one).
+    Reserve,
+    /// The records' pages only: the stores keep no latest sample (a distribution's).
+    Leave,
+}
+
 impl PeriodFile {
     /// Creates the file for `meta` in `dir`: header written, the record area sparse (its pages
     /// get disk space as they are first written, [`PeriodFile::reserve`]), synced, then
@@ -313,10 +326,14 @@ impl PeriodFile {
                 let cell = cell_index((first * block) as u32, slot, meta.slots);
                 let at = (HEADER_LEN + cell * RECORD_SIZE) as u64;
                 let latest_at = meta.latest_offset(cell);
+                // A run none of whose latest samples is known (a distribution's) writes no
+                // entry: the area stays a hole there, as the batches that wrote it left it.
+                let entries = &latest_run[..chunk.len() * LATEST_SIZE];
                 let written = file
                     .write_all_at(&run[..chunk.len() * RECORD_SIZE], at)
-                    .and_then(|()| {
-                        file.write_all_at(&latest_run[..chunk.len() * LATEST_SIZE], latest_at)
+                    .and_then(|()| match entries.iter().all(|&b| b == 0) {
+                        true => Ok(()),
+                        false => file.write_all_at(entries, latest_at),
                     });
                 if let Err(e) = written {
                     failed = Some(Error::io(temp, e));
@@ -812,15 +829,28 @@ impl PeriodFile {
         let per_block = self.meta.pages_per_block();
         let block = (bucket / super::format::BUCKET_BLOCK) as usize * per_block;
         let like_block = (like_bucket / super::format::BUCKET_BLOCK) as usize * per_block;
-        let runs = page_runs((0..per_block).filter(|k| like.is_reserved(like_block + k)))
-            .into_iter()
-            .map(|(first, n)| (block + first, n))
-            .collect::<Vec<_>>();
-        self.reserve_runs(&runs)?;
-        let latest = runs
-            .iter()
-            .filter_map(|&(first, n)| self.meta.latest_pages_of(first, n));
-        for (first, n) in runs.iter().copied().chain(latest.collect::<Vec<_>>()) {
+        let like_runs = |first: usize, like_first: usize, n: usize| {
+            page_runs((0..n).filter(|k| like.is_reserved(like_first + k)))
+                .into_iter()
+                .map(move |(k, m)| (first + k, m))
+        };
+        let mut runs: Vec<(usize, usize)> = like_runs(block, like_block, per_block).collect();
+        // Its pages of the latest area where `like`'s are reserved: a page of records that
+        // only distributions wrote has none beside it, and its next block gets none either.
+        // From a file without the area (version 1 or 2), beside every record page reserved.
+        let latest = self.meta.latest_pages_of(block, per_block);
+        match (latest, like.meta.latest_pages_of(like_block, per_block)) {
+            (Some((first, n)), Some((like_first, _))) => {
+                runs.extend(like_runs(first, like_first, n));
+            }
+            (Some(_), None) => {
+                let records = runs.clone();
+                runs.extend(self.latest_runs(&records, LatestPages::Reserve));
+            }
+            (None, _) => {}
+        }
+        self.reserve_pages(&runs)?;
+        for &(first, n) in &runs {
             // In the mapping's 32-byte cells.
             let per_page = PAGE_LEN / RECORD_SIZE;
             self.cells.populate(first * per_page, n * per_page);
@@ -837,18 +867,18 @@ impl PeriodFile {
             .is_some_and(|word| word.load(Ordering::Acquire) & (1 << (page % 64)) != 0)
     }
 
-    /// Reserves disk for the pages `first..first + n` of the records, and the pages of the
-    /// latest area holding their entries, that are not known reserved yet (`fallocate`),
-    /// before anything is stored into them through the mapping:
-    /// a store into a hole on a full disk would raise SIGBUS, where this returns ENOSPC and
-    /// the samples bound for those pages are refused. Two callers may reserve one page at
-    /// once; the second call is a no-op.
+    /// Reserves disk for the pages `first..first + n` of the records, and with
+    /// [`LatestPages::Reserve`] the pages of the latest area holding their entries, that are
+    /// not known reserved yet (`fallocate`), before anything is stored into them through the
+    /// mapping: a store into a hole on a full disk would raise SIGBUS, where this returns
+    /// ENOSPC and the samples bound for those pages are refused. Two callers may reserve one
+    /// page at once; the second call is a no-op.
     ///
     /// # Errors
     /// [`Error::Io`] naming the file (ENOSPC included); the pages stay unreserved, and a later
     /// call tries again.
-    pub(crate) fn reserve(&self, first: usize, n: usize) -> Result<()> {
-        self.reserve_runs(&[(first, n)]).map(|_| ())
+    pub(crate) fn reserve(&self, first: usize, n: usize, latest: LatestPages) -> Result<()> {
+        self.reserve_runs(&[(first, n)], latest).map(|_| ())
     }
 
     /// Whether every page of `first..first + n` is reserved ([`PeriodFile::is_reserved`]),
@@ -870,23 +900,43 @@ impl PeriodFile {
         true
     }
 
-    /// Whether every page of the runs `(first, n)` is reserved, and the pages of the latest
-    /// area holding their entries.
-    fn runs_reserved(&self, runs: &[(usize, usize)]) -> bool {
-        let latest = |&(first, n): &(usize, usize)| self.meta.latest_pages_of(first, n);
-        let reserved = |&(first, n): &(usize, usize)| self.all_reserved(first, n);
-        (runs.iter()).all(|run| reserved(run) && latest(run).is_none_or(|l| reserved(&l)))
+    /// The pages of the latest area holding the entries of the records of the runs of
+    /// record pages `(first, n)`, when `latest` asks for them (none in a file without the
+    /// area).
+    fn latest_runs<'a>(
+        &'a self,
+        runs: &'a [(usize, usize)],
+        latest: LatestPages,
+    ) -> impl Iterator<Item = (usize, usize)> + 'a {
+        (runs.iter())
+            .filter(move |_| latest == LatestPages::Reserve)
+            .filter_map(|&(first, n)| self.meta.latest_pages_of(first, n))
     }
 
-    /// [`PeriodFile::reserve`] of several runs of pages `(first, n)`. Returns whether some
-    /// page was not known reserved before.
-    fn reserve_runs(&self, runs: &[(usize, usize)]) -> Result<bool> {
-        if self.runs_reserved(runs) {
+    /// Whether every page of the runs `(first, n)` is reserved, and with
+    /// [`LatestPages::Reserve`] the pages of the latest area holding their entries.
+    fn runs_reserved(&self, runs: &[(usize, usize)], latest: LatestPages) -> bool {
+        (runs.iter().copied())
+            .chain(self.latest_runs(runs, latest))
+            .all(|(first, n)| self.all_reserved(first, n))
+    }
+
+    /// [`PeriodFile::reserve`] of several runs of record pages `(first, n)`. Returns whether
+    /// some page was not known reserved before.
+    fn reserve_runs(&self, runs: &[(usize, usize)], latest: LatestPages) -> Result<bool> {
+        if self.runs_reserved(runs, latest) {
             return Ok(false);
         }
-        let latest = |&(first, n): &(usize, usize)| self.meta.latest_pages_of(first, n);
+        let pages: Vec<(usize, usize)> = (runs.iter().copied())
+            .chain(self.latest_runs(runs, latest))
+            .collect();
+        self.reserve_pages(&pages)
+    }
+
+    /// Reserves the runs of pages `(first, n)`, counted from the header's end (records and
+    /// latest area alike), that are not known reserved yet. Returns whether some was not.
+    fn reserve_pages(&self, runs: &[(usize, usize)]) -> Result<bool> {
         let missing: Vec<(usize, usize)> = (runs.iter().copied())
-            .chain(runs.iter().filter_map(latest))
             .flat_map(|(first, n)| page_runs((first..first + n).filter(|&p| !self.is_reserved(p))))
             .collect();
         if missing.is_empty() {
@@ -1124,7 +1174,8 @@ impl WritableFile {
         value: f64,
         writer: Publisher<'_>,
     ) {
-        self.reserve_slots(bucket, slot, 1).unwrap();
+        self.reserve_slots(bucket, slot, 1, LatestPages::Reserve)
+            .unwrap();
         self.add(bucket, slot, value, None, writer);
     }
 
@@ -1154,7 +1205,13 @@ impl WritableFile {
     /// As [`PeriodFile::reserve`]; the cell is left as it was.
     pub(crate) fn restore(&self, bucket: u32, slot: u32, before: &Bucket) -> Result<()> {
         let index = cell_index(bucket, slot, self.0.meta.slots);
-        self.0.reserve(self.0.meta.page_of(index), 1)?;
+        // Only a known latest sample is stored into an entry that holds none (see
+        // `LastWords::store`): a distribution's cell, restored, takes no page of the area.
+        let latest = match before.last {
+            Some(_) => LatestPages::Reserve,
+            None => LatestPages::Leave,
+        };
+        self.0.reserve(self.0.meta.page_of(index), 1, latest)?;
         if super::cells::same_bits(before, &Bucket::EMPTY) && self.0.histogram_cell_reserved(index)
         {
             self.clear_histograms(index);
@@ -1166,24 +1223,37 @@ impl WritableFile {
     /// Whether the pages that slots `first_slot..first_slot + slots` use in the block holding
     /// `bucket` are reserved, as far as this process knows ([`WritableFile::reserve_slots`]
     /// would do nothing).
-    pub(crate) fn slots_reserved(&self, bucket: u32, first_slot: u32, slots: u32) -> bool {
+    pub(crate) fn slots_reserved(
+        &self,
+        bucket: u32,
+        first_slot: u32,
+        slots: u32,
+        latest: LatestPages,
+    ) -> bool {
         let file = &*self.0;
         let page = |slot| file.meta.page_of(cell_index(bucket, slot, file.meta.slots));
         let first = page(first_slot);
-        file.runs_reserved(&[(first, page(first_slot + slots - 1) + 1 - first)])
+        file.runs_reserved(&[(first, page(first_slot + slots - 1) + 1 - first)], latest)
     }
 
     /// Reserves the disk of the pages that slots `first_slot..first_slot + slots` use in the
-    /// block holding `bucket` (see [`PeriodFile::reserve`]): what a batch does before its
-    /// writers store into them. Returns whether some of them was not reserved before.
+    /// block holding `bucket`, their records' and, with [`LatestPages::Reserve`], the latest
+    /// area's (see [`PeriodFile::reserve`]): what a batch does before its writers store into
+    /// them. Returns whether some of them was not reserved before.
     ///
     /// # Errors
     /// As [`PeriodFile::reserve`].
-    pub(crate) fn reserve_slots(&self, bucket: u32, first_slot: u32, slots: u32) -> Result<bool> {
+    pub(crate) fn reserve_slots(
+        &self,
+        bucket: u32,
+        first_slot: u32,
+        slots: u32,
+        latest: LatestPages,
+    ) -> Result<bool> {
         let file = &*self.0;
         let page = |slot| file.meta.page_of(cell_index(bucket, slot, file.meta.slots));
         let first = page(first_slot);
-        file.reserve_runs(&[(first, page(first_slot + slots - 1) + 1 - first)])
+        file.reserve_runs(&[(first, page(first_slot + slots - 1) + 1 - first)], latest)
     }
 
     /// Reserves the disk of the histogram cells of slots `first_slot..first_slot + slots` in
@@ -1292,6 +1362,13 @@ impl WritableFile {
     ) -> bool {
         let file = &*self.0;
         let index = cell_index(bucket, slot, file.meta.slots);
+        // Its page of records; the latest area's page is not needed (see
+        // `LatestPages::Leave`).
+        debug_assert!(
+            file.is_reserved(file.meta.page_of(index)),
+            "a store into a page whose space was not reserved: {}",
+            file.path.display()
+        );
         let Some(hist) = file.histogram_cell(index) else {
             return false;
         };

@@ -3,6 +3,7 @@
 use super::*;
 use crate::bucket::Bucket;
 use crate::config::TiersConfig;
+use crate::storage::period_file::LatestPages;
 
 const SLOTS: u32 = 16;
 
@@ -469,19 +470,19 @@ fn a_reservation_across_reserved_and_fresh_pages_reserves_the_fresh_ones() {
     let pages = hot.meta().pages();
     assert!(pages > 300, "{pages} pages: enough for several words");
     let reserved = |range: std::ops::Range<usize>| range.clone().all(|p| hot.is_reserved(p));
-    hot.reserve(10, 50).unwrap();
-    hot.reserve(70, 60).unwrap();
-    hot.reserve(201, 2).unwrap();
+    hot.reserve(10, 50, LatestPages::Leave).unwrap();
+    hot.reserve(70, 60, LatestPages::Leave).unwrap();
+    hot.reserve(201, 2, LatestPages::Leave).unwrap();
     assert!(reserved(10..60) && reserved(70..130) && reserved(201..203));
     if sparse {
         assert!(!hot.is_reserved(9) && !hot.is_reserved(60) && !hot.is_reserved(200));
     }
     // Its first word wholly reserved, its second not.
-    hot.reserve(100, 40).unwrap();
+    hot.reserve(100, 40, LatestPages::Leave).unwrap();
     assert!(reserved(100..140));
-    hot.reserve(5, 130).unwrap();
-    hot.reserve(200, 4).unwrap();
-    hot.reserve(256, 64).unwrap();
+    hot.reserve(5, 130, LatestPages::Leave).unwrap();
+    hot.reserve(200, 4, LatestPages::Leave).unwrap();
+    hot.reserve(256, 64, LatestPages::Leave).unwrap();
     assert!(reserved(5..140) && reserved(200..204) && reserved(256..320));
     if sparse {
         assert!(!hot.is_reserved(4) && !hot.is_reserved(140) && !hot.is_reserved(204));
@@ -498,14 +499,29 @@ fn a_slots_reservation_says_whether_it_reserved_a_page() {
     let (storage, hot) = a_file_of_256_slots(dir.path());
     let writer = storage.writer_slot().unwrap().expect("writable");
     let file = storage.writable_file(0, DAY_START, 0).unwrap();
-    assert!(!file.slots_reserved(3, 0, 8), "a new file's page");
-    assert!(file.reserve_slots(3, 0, 8).unwrap(), "reserved now");
-    assert!(file.slots_reserved(3, 0, 8));
-    assert!(!file.reserve_slots(3, 0, 8).unwrap(), "reserved already");
-    assert!(!file.slots_reserved(3, 8, 8), "the next 8 slots' page");
-    assert!(!file.slots_reserved(20, 0, 8), "the next block's page");
+    assert!(
+        !file.slots_reserved(3, 0, 8, LatestPages::Reserve),
+        "a new file's page"
+    );
+    assert!(
+        file.reserve_slots(3, 0, 8, LatestPages::Reserve).unwrap(),
+        "reserved now"
+    );
+    assert!(file.slots_reserved(3, 0, 8, LatestPages::Reserve));
+    assert!(
+        !file.reserve_slots(3, 0, 8, LatestPages::Reserve).unwrap(),
+        "reserved already"
+    );
+    assert!(
+        !file.slots_reserved(3, 8, 8, LatestPages::Reserve),
+        "the next 8 slots' page"
+    );
+    assert!(
+        !file.slots_reserved(20, 0, 8, LatestPages::Reserve),
+        "the next block's page"
+    );
     file.add(3, 5, 2.5, None, writer.publisher());
-    assert!(file.reserve_slots(20, 0, 8).unwrap());
+    assert!(file.reserve_slots(20, 0, 8, LatestPages::Reserve).unwrap());
     hot.start_writeback_before(20).unwrap();
     hot.start_writeback_before(3).unwrap();
     assert_eq!(hot.load(3, 5).count, 1);
@@ -555,7 +571,8 @@ fn a_version_1_file_keeps_its_cells_and_a_period_made_hot_again_takes_wide_ones(
     let wide: Vec<f64> = (0..115).map(|i| 1.02f64.powi(i)).collect();
     let file = storage.writable_file(0, DAY_START, 0).unwrap();
     for (bucket, values) in [(5, &wide[..]), (6, &[2.5][..])] {
-        file.reserve_slots(bucket, 3, 1).unwrap();
+        file.reserve_slots(bucket, 3, 1, LatestPages::Reserve)
+            .unwrap();
         file.reserve_histograms(bucket, 3, 1).unwrap();
         assert!(file.add_distribution(bucket, 3, values, &writer));
     }

@@ -458,7 +458,9 @@ fn open_quiet(dir: &std::path::Path) -> Engine {
 /// A writer killed halfway through storing a timer's histogram (the record's
 /// update-in-flight bit set, half the new histogram's words stored): the next open puts the
 /// histogram back from the image its writer held in `writers.state`, so the bucket and its
-/// histogram agree again, as before the unacknowledged sample.
+/// histogram agree again, as before the unacknowledged sample. Neither the update, nor the
+/// kill, nor the repair stores into the timer's entry of the latest area, whose page no
+/// batch reserved: it stays a hole.
 #[test]
 fn a_histogram_torn_by_a_kill_is_put_back() {
     let minute = NOW - NOW % 60 - 600;
@@ -537,6 +539,7 @@ fn a_histogram_torn_by_a_kill_is_put_back() {
     let healed = point(&engine);
     assert_eq!(healed.bucket.count, 51);
     assert!(healed.is_complete());
+    assert_eq!(latest_pages_with_data(&engine, dir, minute, 1), [false]);
 }
 
 /// StatsD timers over real UDP into a server, read back over HTTP: every `p50`, `p90` and
@@ -746,4 +749,141 @@ fn bucketed_observations_merge_exactly_at_their_own_scale() {
     engine.close().unwrap();
     let engine = open(dir.path(), &clock, tierdb::TiersConfig::default());
     check_tiers(&engine);
+}
+
+/// Whether each page of the latest area (the entries of 16 slots' runs of a block) holds
+/// data, not a hole, in the 1m tier's hot file holding `ts`, chunk 0, for the block holding
+/// `ts`: the first `pages` of them.
+fn latest_pages_with_data(
+    engine: &Engine,
+    dir: &std::path::Path,
+    ts: Timestamp,
+    pages: u32,
+) -> Vec<bool> {
+    use rustix::fs::{seek, SeekFrom};
+    use tierdb::testing::storage::format::{cell_index, file_name, PeriodMeta, LATEST_SIZE};
+    let spec = (engine.config().tiers.iter())
+        .find(|t| t.name == "1m")
+        .unwrap();
+    let (period, resolution) = (spec.period.secs() as i64, spec.resolution.secs() as i64);
+    let start = ts - ts.rem_euclid(period);
+    let bucket = ((ts - start) / resolution) as u32;
+    let path = dir.join("tiers").join("1m").join(file_name(start, 0));
+    let bytes = std::fs::read(&path).unwrap();
+    let meta = PeriodMeta::decode(&bytes, &path).unwrap();
+    assert!(meta.keeps_last());
+    let file = std::fs::File::open(&path).unwrap();
+    let block = bucket - bucket % 16;
+    (0..pages)
+        .map(|page| {
+            let from = meta.latest_offset(cell_index(block, page * 16, meta.slots));
+            let to = from + (16 * 16 * LATEST_SIZE) as u64;
+            match seek(&file, SeekFrom::Data(from)) {
+                Ok(data) => data < to,
+                Err(rustix::io::Errno::NXIO) => false,
+                Err(e) => panic!("{}: {e}", path.display()),
+            }
+        })
+        .collect()
+}
+
+/// A chunk of gauges and distributions: a page of the latest area takes disk only where a
+/// series of its 16 slots keeps a latest sample (a gauge, or a series written as one before
+/// it became a distribution); one of distributions alone stays a hole, as written, in the
+/// next block the maintenance pass reserves ahead, and in the period made hot again after
+/// its compaction. Every gauge keeps its latest sample and every distribution its quantiles.
+#[test]
+fn the_latest_area_takes_disk_only_where_a_series_keeps_a_latest_sample() {
+    let (dir, engine, clock) = engine_at(NOW + 12 * 60);
+    // Slots 0..16 gauges, 16..48 distributions, 48..64 distributions but slot 50, a gauge
+    // until it becomes a distribution.
+    let ids: Vec<SeriesId> = (0..64)
+        .map(|i| engine.series(&format!("m{i:02}")).unwrap())
+        .collect();
+    assert!(ids.iter().enumerate().all(|(i, id)| id.0 as usize == i));
+    const CONVERTED: usize = 50;
+    let is_gauge = |i: usize| i < 16;
+    for &id in ids.iter().filter(|id| !is_gauge(id.0 as usize)) {
+        if id.0 as usize != CONVERTED {
+            engine.declare_kind(id, SeriesKind::Distribution).unwrap();
+        }
+    }
+    let gauge_value = |i: usize, minute: i64| (i as i64 * 100 + minute) as f64;
+    let converted = ids[CONVERTED];
+    let first = [Sample::new(converted, NOW + 17, 5.0)];
+    assert_eq!(engine.record_batch(&first).unwrap().rejected_total(), 0);
+    engine
+        .declare_kind(converted, SeriesKind::Distribution)
+        .unwrap();
+    let mut batch = Vec::new();
+    for minute in 0..6 {
+        for (i, &id) in ids.iter().enumerate() {
+            let ts = NOW + minute * 60 + 17;
+            match is_gauge(i) {
+                true => batch.push(Sample::new(id, ts, gauge_value(i, minute))),
+                false => batch.extend((0..10).map(|k| Sample::new(id, ts, 1.0 + (k * i) as f64))),
+            }
+        }
+    }
+    let report = engine.record_batch(&batch).unwrap();
+    assert_eq!(report.rejected_total(), 0, "{report:?}");
+    let written = [true, false, false, true];
+    assert_eq!(latest_pages_with_data(&engine, dir.path(), NOW, 4), written);
+
+    // The next block's pages, reserved ahead as the block being written has them.
+    engine.maintain().unwrap();
+    assert_eq!(
+        latest_pages_with_data(&engine, dir.path(), NOW + 16 * 60, 4),
+        written
+    );
+
+    let check = |engine: &Engine, converted_last: bool| {
+        let reader = engine.reader();
+        for (i, &id) in ids.iter().enumerate() {
+            let buckets = reader
+                .read_buckets(id, 0, NOW, NOW + 6 * 60, Span::from_secs(60))
+                .unwrap();
+            assert_eq!(buckets.len(), 6, "slot {i}");
+            for (minute, (ts, bucket)) in buckets.iter().enumerate() {
+                let last = bucket.last.map(|l| (l.ts(), l.value));
+                match is_gauge(i) {
+                    true => assert_eq!(
+                        last,
+                        Some((ts + 17, gauge_value(i, minute as i64))),
+                        "slot {i}"
+                    ),
+                    false if i == CONVERTED && minute == 0 && converted_last => {
+                        assert_eq!(bucket.count, 11, "slot {i}")
+                    }
+                    false => {
+                        assert_eq!((bucket.count, last), (10, None), "slot {i} minute {minute}")
+                    }
+                }
+            }
+            if !is_gauge(i) {
+                let points = read(engine, id, "1m", NOW + 60, NOW + 2 * 60, 60);
+                let histogram = points[0].histogram.as_ref().expect("a histogram");
+                assert_eq!(histogram.count(), 10, "slot {i}");
+            }
+        }
+    };
+    check(&engine, true);
+    engine.close().unwrap();
+    let engine = open(dir.path(), &clock, tierdb::TiersConfig::default());
+    check(&engine, true);
+
+    // Compacted, then made hot again by a late sample: the runs of distributions write no
+    // entry back, and the converted series' buckets now keep none either.
+    clock.set(NOW + 6 * 3600 + 1800);
+    engine.maintain().unwrap();
+    engine.maintain().unwrap();
+    assert_eq!(tier_files(dir.path(), "1m", NOW), [".tdc"], "compacted");
+    let late = Sample::new(ids[20], NOW + 7 * 60, 3.0);
+    assert_eq!(engine.record_batch(&[late]).unwrap().rejected_total(), 0);
+    assert_eq!(tier_files(dir.path(), "1m", NOW), [".tdb"], "hot again");
+    assert_eq!(
+        latest_pages_with_data(&engine, dir.path(), NOW, 4),
+        [true, false, false, false]
+    );
+    check(&engine, true);
 }

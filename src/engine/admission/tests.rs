@@ -42,6 +42,20 @@ fn a_union_holds_the_members_of_both() {
     assert_eq!(set.runs(), vec![(2, 1), (299, 4), (700, 1)]);
 }
 
+/// Words of either set that the other lacks, and members below the other's first word.
+#[test]
+fn a_difference_holds_the_members_of_one_only() {
+    let set = bits(&[2, 3, 64, 65, 66, 300, 700]);
+    let other = bits(&[65, 128, 300, 701]);
+    assert_eq!(
+        set.difference(&other).runs(),
+        vec![(2, 2), (64, 1), (66, 1), (700, 1)]
+    );
+    assert_eq!(other.difference(&set).runs(), vec![(128, 1), (701, 1)]);
+    assert_eq!(set.difference(&set).runs(), vec![]);
+    assert_eq!(set.difference(&Bits::default()).runs(), set.runs());
+}
+
 #[test]
 fn runs_are_cut_at_chunk_boundaries() {
     assert_eq!(
@@ -104,7 +118,12 @@ fn a_batch_notes_the_pages_of_every_block_it_stores_into() {
     let mut files = FilesNeeded::new(&engine.shared);
     for sample in &batch {
         let place = crate::registry::SetPlace::of_id(sample.series);
-        files.note(sample, place, &bounds.windows);
+        files.note(
+            sample,
+            place,
+            &bounds.windows,
+            crate::storage::period_file::LatestPages::Reserve,
+        );
     }
     let runs = files.block_runs(2);
     let blocks: Vec<_> = (files.blocks.iter())
@@ -115,7 +134,10 @@ fn a_batch_notes_the_pages_of_every_block_it_stores_into() {
         vec![(0, NOW), (1, NOW - 12 * HOUR), (0, NOW + 16 * 60)],
         "the blocks, in the order met"
     );
-    let expected = vec![(0, 0, 2), (1, 0, 1), (2, 0, 1)];
+    let expected = vec![(0, 0, 2), (1, 0, 1), (2, 0, 1)]
+        .into_iter()
+        .map(|(c, f, n)| (c, f, n, crate::storage::period_file::LatestPages::Reserve))
+        .collect::<Vec<_>>();
     for (block, runs) in blocks.iter().zip(&runs) {
         assert_eq!(*runs, expected, "the page groups of block {block:?}");
     }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 
 use super::*;
+use crate::storage::period_file::LatestPages;
 use crate::time::Span;
 
 /// 2025-11-21T00:00:00Z, a day boundary.
@@ -1215,7 +1216,8 @@ fn distribution_buckets_compact_rehydrate_and_clear_exactly() {
     let mut samples = 0u64;
     for slot in 0..SERIES {
         for bucket in 0..n {
-            file.reserve_slots(bucket, slot, 1).unwrap();
+            file.reserve_slots(bucket, slot, 1, LatestPages::Leave)
+                .unwrap();
             file.reserve_histograms(bucket, slot, 1).unwrap();
             let per = 10 + rng.next() % 91;
             for _ in 0..per {
@@ -1244,13 +1246,16 @@ fn distribution_buckets_compact_rehydrate_and_clear_exactly() {
         .iter()
         .flatten()
         .all(|(b, h)| b.count > 0 && h.as_ref().map(Histogram::count) == Some(b.count)));
-    // A bucket and its histogram take 272 bytes hot (a 32-byte record, its 16-byte latest
-    // sample and a 224-byte cell), and the test distribution's histograms keep their full
-    // scale in it (the stated 0.55% error).
-    let hot_bucket = crate::storage::format::RECORD_SIZE
-        + crate::storage::format::LATEST_SIZE
-        + hot.meta().histogram_cell_len();
-    assert!(hot_bucket <= 272, "{hot_bucket} bytes");
+    // A bucket and its histogram take 256 bytes hot (a 32-byte record and a 224-byte cell;
+    // a distribution keeps no latest sample, and its runs' pages of the latest area stay
+    // holes), and the test distribution's histograms keep their full scale in it (the
+    // stated 0.55% error).
+    let hot_bucket = crate::storage::format::RECORD_SIZE + hot.meta().histogram_cell_len();
+    assert!(hot_bucket <= 256, "{hot_bucket} bytes");
+    assert!(
+        !latest_area_holds_data(&hot),
+        "no page of the latest area has disk"
+    );
     assert!(before[..SERIES as usize].iter().flatten().all(|(_, h)| {
         h.as_ref().map(Histogram::scale) == Some(crate::histogram::DEFAULT_SCALE)
     }));
@@ -1281,7 +1286,7 @@ fn distribution_buckets_compact_rehydrate_and_clear_exactly() {
     let head = (HEADER_LEN + SLOTS as usize * ENTRY_LEN) as u64;
     eprintln!(
         "{SERIES} timers at 1m, {:.1} samples a bucket on average: hot {} B a bucket by \
-         layout ({} B record + 16 B latest + {} B histogram cell), {:.1} B a filled bucket allocated \
+         layout ({} B record + {} B histogram cell), {:.1} B a filled bucket allocated \
          (the whole file); compacted {:.1} B a bucket ({:.1} B of it histograms, {:.1} B \
          the rest of the slot data; header and index {} B)",
         samples as f64 / filled,
@@ -1310,6 +1315,7 @@ fn distribution_buckets_compact_rehydrate_and_clear_exactly() {
     for (slot, want) in before.iter().enumerate() {
         assert_loaded_eq(&rehydrated[slot], want, &format!("rehydrated slot {slot}"));
     }
+    assert!(!latest_area_holds_data(&again), "none written back");
     // A deletion sets the cell empty: its histogram goes with it, the neighbours stay.
     let file = storage.writable_file(0, DAY_START, 0).unwrap();
     file.restore(7, 3, &Bucket::EMPTY).unwrap();
@@ -1320,6 +1326,20 @@ fn distribution_buckets_compact_rehydrate_and_clear_exactly() {
     );
     assert_loaded_eq(&[again.load_closed(8, 3)], &[before[3][8].clone()], "kept");
     assert_loaded_eq(&[again.load_closed(7, 4)], &[before[4][7].clone()], "kept");
+    assert!(!latest_area_holds_data(&again), "nor taken by the deletion");
+}
+
+/// Whether any page of `file`'s latest area holds data (not a hole) on disk.
+fn latest_area_holds_data(file: &crate::storage::period_file::PeriodFile) -> bool {
+    use rustix::fs::{seek, SeekFrom};
+    let meta = file.meta();
+    let (from, to) = (meta.latest_offset(0), meta.histogram_offset());
+    let handle = std::fs::File::open(file.path()).unwrap();
+    match seek(&handle, SeekFrom::Data(from)) {
+        Ok(data) => data < to,
+        Err(rustix::io::Errno::NXIO) => false,
+        Err(e) => panic!("{}: {e}", file.path().display()),
+    }
 }
 
 /// Columns as a slot's histogram section holds them after its form and bitmap.
