@@ -5,7 +5,7 @@
 //! header (HEADER_LEN = 104 bytes, little-endian)
 //!   MAGIC_OFFSET          0  [u8; 8]  b"TIERDBPC"
 //!   VERSION_OFFSET        8  u32      FORMAT_VERSION
-//!   CODEC_OFFSET         12  u32      CODEC_PCO: each slot's columns in pco's standalone format
+//!   CODEC_OFFSET         12  u32      CODEC_PCO: the slot columns are pco data (see below)
 //!   RESOLUTION_OFFSET    16  u64      bucket width, seconds
 //!   PERIOD_OFFSET        24  u64      time one file covers, seconds
 //!   PERIOD_START_OFFSET  32  i64      unix seconds, a UTC multiple of the period
@@ -22,9 +22,37 @@
 //!   ENTRY_DATA_LEN        8  u32      its length; 0 for a slot whose buckets are all empty
 //!   ENTRY_CRC            12  u32      crc32 of those bytes
 //! data (from HEADER_LEN + slots * ENTRY_LEN): the slots' data back to back, in slot order
-//! slot data (format version 4; versions 1 to 3 below)
-//!   GHOSTS_OFFSET         0  u32      ghosts: kept buckets whose count is 0 (see below)
-//!   GHOST_LIST_OFFSET     4  [u32]    their bucket indices, ascending
+//! slot data (format version 5; versions 1 to 4 below). A column is stored without its
+//! length, which the reader knows from what came before; nothing for a column of none, else
+//! a form byte: COLUMN_CONSTANT (0) every value is the same, and its bits follow as one LEB128
+//! varint (an i64 zigzagged, an f64's bits as they are); COLUMN_PCO (1) a chunk of pco's
+//! wrapped format follows, its metadata then one page (no wrapped header: every chunk is
+//! read as of format 4.1, columns::PCO_WRAPPED_HEADER)
+//!   ghosts   varint    kept buckets whose count is 0 (see below), then their bucket
+//!                      indices, ascending: the first, then each one's gap from the one
+//!                      before less one, varints
+//!   then                exceptions, buckets of count 1 that are not plain singles (see
+//!                      below), listed the same way
+//!   count column       u64, one per bucket of the period
+//!   values section     form u8: VALUES_ONE_CHUNK (0) one pco chunk, its first page the k
+//!                      totals of the kept buckets in bucket order, then the mins of the w
+//!                      kept buckets that are not plain singles, then their maxes;
+//!                      VALUES_TWO_CHUNKS (1) a chunk of the totals (one page), then a chunk
+//!                      whose first page holds the mins and maxes. Whichever the encoder found
+//!                      smaller. When latest values are stored (below), the last chunk holds
+//!                      them too, as its second page: its bins are shared, and the page comes
+//!                      after the latest section's head, so a read that skips the latest
+//!                      samples stops before it
+//!   latest section     form u8 and bitmap as version 4's; then, but for LATEST_NONE, the
+//!                      values byte as version 4's, the offset column (u64, one per known
+//!                      bucket), and the page of latest values, as many as the values byte
+//!                      does not imply (none: no page)
+//!   histogram section  as version 4's, but for the seven columns, which are columns as
+//!                      above, each as long as those before it say: m, m, m, 2m, one per
+//!                      non-empty list, one per later bucket, one per bucket
+//! slot data of version 4 (still read, no longer written)
+//!   0  u32      ghosts: kept buckets whose count is 0
+//!   4  [u32]    their bucket indices, ascending
 //!   then                     u32      exceptions: buckets of count 1 that are not plain
 //!                          [u32]    singles (see below), their bucket indices, ascending
 //!   then two columns, each a u32 length and that many bytes of pco standalone data:
@@ -103,7 +131,9 @@ pub(crate) const MAGIC: [u8; 8] = *b"TIERDBPC";
 /// The version this build writes; bumped on any incompatible change. Version 2 stores a
 /// slot's floats in one column and leaves out the min and max of plain singles; version 3
 /// adds the histogram section of distribution series; version 4 the latest section (each
-/// bucket's latest sample), before the histogram section.
+/// bucket's latest sample), before the histogram section; version 5 stores a constant
+/// column as one value, pco chunks in its wrapped format without lengths, the latest values
+/// as a page of the values' last chunk, and varint lists: about half a slot's fixed cost.
 pub(crate) const FORMAT_VERSION: u32 = 5;
 /// The first version whose slots carry the latest section (each bucket's latest sample).
 const LATEST_VERSION: u32 = 4;
@@ -111,12 +141,13 @@ const LATEST_VERSION: u32 = 4;
 /// chunks, no lengths) and whose lists are varints.
 const COLUMNS_VERSION: u32 = 5;
 /// The oldest version this build still reads: version 1 files (four columns a slot),
-/// version 2 files (no histograms) and version 3 files (no latest samples: read as unknown)
-/// stay readable as they are, and are replaced by version 4 only if a late write recompacts
-/// their period. Files of other versions are refused.
+/// version 2 files (no histograms), version 3 files (no latest samples: read as unknown)
+/// and version 4 files (standalone pco columns) stay readable as they are, and are replaced
+/// by version 5 only if a late write recompacts their period. Files of other versions are
+/// refused.
 pub(crate) const OLDEST_VERSION: u32 = 1;
-/// The only codec so far: the slot's columns in pco's standalone format. Stored so another
-/// codec can come without a new layout.
+/// The only codec so far: the slot's columns are pco data (standalone up to version 4, wrapped
+/// chunks from version 5). Stored so another codec can come without a new layout.
 pub(crate) const CODEC_PCO: u32 = 1;
 
 const MAGIC_OFFSET: usize = 0;
