@@ -173,7 +173,6 @@ const ENTRY_CRC: usize = ENTRY_DATA_LEN + 4;
 /// Size of one index entry.
 pub const ENTRY_LEN: usize = ENTRY_CRC + 4;
 
-
 /// Latest section form: no kept bucket's latest sample is known.
 const LATEST_NONE: u8 = 0;
 /// Latest section form: every kept bucket's is known.
@@ -1183,14 +1182,14 @@ fn take_histograms(
         HistogramColumns::take(&mut rest, marked.len())?
     } else {
         HistogramColumns {
-        scales: take_column(&mut rest, "histogram scale")?,
-        thresholds: take_column(&mut rest, "histogram zero threshold")?,
-        zero_counts: take_column(&mut rest, "histogram zero count")?,
-        lengths: take_column(&mut rest, "histogram length")?,
-        firsts: take_column(&mut rest, "histogram first index")?,
-        gaps: take_column(&mut rest, "histogram gap")?,
-        counts: take_column(&mut rest, "histogram count")?,
-    }
+            scales: take_column(&mut rest, "histogram scale")?,
+            thresholds: take_column(&mut rest, "histogram zero threshold")?,
+            zero_counts: take_column(&mut rest, "histogram zero count")?,
+            lengths: take_column(&mut rest, "histogram length")?,
+            firsts: take_column(&mut rest, "histogram first index")?,
+            gaps: take_column(&mut rest, "histogram gap")?,
+            counts: take_column(&mut rest, "histogram count")?,
+        }
     };
     if !rest.is_empty() {
         return Err(format!("{} bytes after the histogram columns", rest.len()));

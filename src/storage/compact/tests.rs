@@ -398,21 +398,31 @@ fn damage_behind_valid_checksums_is_refused_not_a_panic() {
 /// Slots of the version 1 fixture: one for each of [`v1_kinds`].
 const V1_SLOTS: u32 = 8;
 
+/// The fixture of format `version`, `tests/fixtures/compact-v<version>/` (a 1m/6h period of
+/// `slots` slots, chunk 3), copied into `dir`.
+fn fixture(dir: &Path, version: u32, slots: u32) -> CompactFile {
+    let m = PeriodMeta {
+        period: Span::from_secs(6 * 3_600),
+        ..meta(slots)
+    };
+    let name = CompactFile::file_name(&m);
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("tests/fixtures/compact-v{version}"))
+        .join(&name);
+    std::fs::copy(&fixture, dir.join(&name)).expect("the fixture");
+    CompactFile::new(dir.join(name), m)
+}
+
 /// The version 1 fixture, `tests/fixtures/compact-v1/20251121T000000Z-c00003.tdc`, copied
 /// into `dir`, and the buckets it holds: [`v1_kinds`] over a 1m/6h period. Written by the
 /// version 1 code (commit 231fbca), before version 2 existed.
 fn v1_fixture(dir: &Path) -> (CompactFile, Vec<Vec<Bucket>>) {
-    let m = PeriodMeta {
-        period: Span::from_secs(6 * 3_600),
-        ..meta(V1_SLOTS)
-    };
-    let name = CompactFile::file_name(&m);
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/compact-v1")
-        .join(&name);
-    std::fs::copy(&fixture, dir.join(&name)).expect("the version 1 fixture");
-    let slots = v1_kinds(m.buckets()).into_iter().map(|(_, b)| b).collect();
-    (CompactFile::new(dir.join(name), m), slots)
+    let file = fixture(dir, 1, V1_SLOTS);
+    let slots = v1_kinds(file.meta().buckets())
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect();
+    (file, slots)
 }
 
 #[test]
@@ -445,10 +455,7 @@ fn plain_singles_store_only_their_total() {
     assert_eq!(plain, 1440 - exceptions.len() - 3);
     let data = encode_slot(slot, &vec![None; slot.len()], times()).unwrap();
     let mut rest = &data[..];
-    assert_eq!(
-        columns::take_list(&mut rest, 1440, "ghost").unwrap(),
-        [47]
-    );
+    assert_eq!(columns::take_list(&mut rest, 1440, "ghost").unwrap(), [47]);
     assert_eq!(
         columns::take_list(&mut rest, 1440, "exception").unwrap(),
         exceptions
@@ -916,17 +923,12 @@ const V2_SLOTS: u32 = SLOTS;
 /// into `dir`, and the buckets it holds: [`kinds`] over a 1m/6h period. Written by the
 /// version 2 code (commit 9a172d2), before version 3 existed.
 fn v2_fixture(dir: &Path) -> (CompactFile, Vec<Vec<Bucket>>) {
-    let m = PeriodMeta {
-        period: Span::from_secs(6 * 3_600),
-        ..meta(V2_SLOTS)
-    };
-    let name = CompactFile::file_name(&m);
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/compact-v2")
-        .join(&name);
-    std::fs::copy(&fixture, dir.join(&name)).expect("the version 2 fixture");
-    let slots = kinds(m.buckets()).into_iter().map(|(_, b)| b).collect();
-    (CompactFile::new(dir.join(name), m), slots)
+    let file = fixture(dir, 2, V2_SLOTS);
+    let slots = kinds(file.meta().buckets())
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect();
+    (file, slots)
 }
 
 #[test]
@@ -1398,17 +1400,10 @@ fn v4_slots(n: u32, times: BucketTimes) -> Vec<Vec<Loaded>> {
 /// into `dir`, and what it holds: [`v4_slots`] over a 1m/6h period. Written by the version 4
 /// code (commit 7b5057e), before version 5 existed.
 fn v4_fixture(dir: &Path) -> (CompactFile, Vec<Vec<Loaded>>) {
-    let m = PeriodMeta {
-        period: Span::from_secs(6 * 3_600),
-        ..meta(V4_SLOTS)
-    };
-    let name = CompactFile::file_name(&m);
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/compact-v4")
-        .join(&name);
-    std::fs::copy(&fixture, dir.join(&name)).expect("the version 4 fixture");
-    let slots = kept_form(&v4_slots(m.buckets(), BucketTimes::of(&m)));
-    (CompactFile::new(dir.join(name), m), slots)
+    let file = fixture(dir, 4, V4_SLOTS);
+    let m = file.meta();
+    let slots = kept_form(&v4_slots(m.buckets(), BucketTimes::of(m)));
+    (file, slots)
 }
 
 #[test]
@@ -1479,7 +1474,8 @@ fn slot_cost_of_a_compacted_1m_hour_and_six_hours() {
     };
     let (hour, six) = (size(1), size(6));
     let per_bucket = (six.1 - hour.1) / f64::from(SERIES * (six.0 - hour.0));
-    let per_slot = (hour.1 - HEADER_LEN as f64) / f64::from(SERIES) - per_bucket * f64::from(hour.0);
+    let per_slot =
+        (hour.1 - HEADER_LEN as f64) / f64::from(SERIES) - per_bucket * f64::from(hour.0);
     println!(
         "compacted 1m files of {SERIES} series: an hour {:.1} KB, six hours {:.1} KB: \
          {per_bucket:.2} bytes a bucket plus {per_slot:.1} bytes a slot",
@@ -1490,4 +1486,3 @@ fn slot_cost_of_a_compacted_1m_hour_and_six_hours() {
     assert!(per_bucket < 5.6, "{per_bucket:.2} bytes a bucket");
     assert!(per_slot < 150.0, "{per_slot:.1} bytes a slot");
 }
-

@@ -27,7 +27,10 @@ fn round_trip<T: ColumnValue>(values: &[T]) -> Vec<u8> {
 
 #[test]
 fn columns_round_trip_in_every_form() {
-    assert!(round_trip::<u64>(&[]).is_empty(), "an empty column takes nothing");
+    assert!(
+        round_trip::<u64>(&[]).is_empty(),
+        "an empty column takes nothing"
+    );
     assert_eq!(round_trip(&[6u64; 360]), [COLUMN_CONSTANT, 6]);
     assert_eq!(round_trip(&[50u64; 1]), [COLUMN_CONSTANT, 50]);
     assert_eq!(round_trip(&[-3i64; 7]), [COLUMN_CONSTANT, 5]);
@@ -42,7 +45,13 @@ fn columns_round_trip_in_every_form() {
 
 #[test]
 fn lists_round_trip_as_varints() {
-    for list in [vec![], vec![0], vec![47], vec![0, 1, 2, 1439], vec![u32::MAX - 1]] {
+    for list in [
+        vec![],
+        vec![0],
+        vec![47],
+        vec![0, 1, 2, 1439],
+        vec![u32::MAX - 1],
+    ] {
         let mut out = Vec::new();
         push_list(&mut out, &list);
         let mut rest = &out[..];
@@ -63,7 +72,10 @@ fn cut_or_damaged_columns_and_lists_are_refused() {
     push_column(&mut column, &walk).unwrap();
     for len in 0..column.len() {
         let mut rest = &column[..len];
-        assert!(take_column::<f64>(&mut rest, walk.len(), "value").is_err(), "cut at {len}");
+        assert!(
+            take_column::<f64>(&mut rest, walk.len(), "value").is_err(),
+            "cut at {len}"
+        );
     }
     for at in 0..column.len() {
         let mut bytes = column.clone();
@@ -93,6 +105,8 @@ fn cut_or_damaged_columns_and_lists_are_refused() {
         take_list(&mut rest, 60, "ghost").unwrap_err(),
         "61 ghost buckets in 60"
     );
-    let mut rest = &[1u8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f][..];
+    let mut rest = &[
+        1u8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f,
+    ][..];
     assert!(take_list(&mut rest, 60, "ghost").is_err());
 }
