@@ -911,13 +911,6 @@ impl HistogramColumns {
     }
 }
 
-/// A version 1 to 4 column: its length, then its bytes.
-#[cfg(test)]
-fn push_column(out: &mut Vec<u8>, column: &[u8]) {
-    out.extend_from_slice(&(column.len() as u32).to_le_bytes());
-    out.extend_from_slice(column);
-}
-
 /// The most a slot's data can take in any version this build reads, from pco's own
 /// guarantee on its output size: a bound, so a damaged index cannot make a read allocate
 /// gigabytes.
