@@ -1106,7 +1106,7 @@ fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -1115,7 +1115,7 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 #[inline(always)]
-fn get_varint(bytes: &[u8], at: &mut usize) -> Result<u64, DecodeError> {
+pub(crate) fn get_varint(bytes: &[u8], at: &mut usize) -> Result<u64, DecodeError> {
     // Most fields take one byte (lengths, counts, gaps) or two (a list's first index, at
     // scale 6 for magnitudes within 2^±128): read without the loop.
     match bytes.get(*at..) {

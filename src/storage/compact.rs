@@ -5,7 +5,7 @@
 //! header (HEADER_LEN = 104 bytes, little-endian)
 //!   MAGIC_OFFSET          0  [u8; 8]  b"TIERDBPC"
 //!   VERSION_OFFSET        8  u32      FORMAT_VERSION
-//!   CODEC_OFFSET         12  u32      CODEC_PCO: each slot's columns in pco's standalone format
+//!   CODEC_OFFSET         12  u32      CODEC_PCO: the slot columns are pco data (see below)
 //!   RESOLUTION_OFFSET    16  u64      bucket width, seconds
 //!   PERIOD_OFFSET        24  u64      time one file covers, seconds
 //!   PERIOD_START_OFFSET  32  i64      unix seconds, a UTC multiple of the period
@@ -22,9 +22,37 @@
 //!   ENTRY_DATA_LEN        8  u32      its length; 0 for a slot whose buckets are all empty
 //!   ENTRY_CRC            12  u32      crc32 of those bytes
 //! data (from HEADER_LEN + slots * ENTRY_LEN): the slots' data back to back, in slot order
-//! slot data (format version 4; versions 1 to 3 below)
-//!   GHOSTS_OFFSET         0  u32      ghosts: kept buckets whose count is 0 (see below)
-//!   GHOST_LIST_OFFSET     4  [u32]    their bucket indices, ascending
+//! slot data (format version 5; versions 1 to 4 below). A column is stored without its
+//! length, which the reader knows from what came before; nothing for a column of none, else
+//! a form byte: COLUMN_CONSTANT (0) every value is the same, and its bits follow as one LEB128
+//! varint (an i64 zigzagged, an f64's bits as they are); COLUMN_PCO (1) a chunk of pco's
+//! wrapped format follows, its metadata then one page (no wrapped header: every chunk is
+//! read as of format 4.1, columns::PCO_WRAPPED_HEADER)
+//!   ghosts   varint    kept buckets whose count is 0 (see below), then their bucket
+//!                      indices, ascending: the first, then each one's gap from the one
+//!                      before less one, varints
+//!   then                exceptions, buckets of count 1 that are not plain singles (see
+//!                      below), listed the same way
+//!   count column       u64, one per bucket of the period
+//!   values section     form u8: VALUES_ONE_CHUNK (0) one pco chunk, its first page the k
+//!                      totals of the kept buckets in bucket order, then the mins of the w
+//!                      kept buckets that are not plain singles, then their maxes;
+//!                      VALUES_TWO_CHUNKS (1) a chunk of the totals (one page), then a chunk
+//!                      whose first page holds the mins and maxes. Whichever the encoder found
+//!                      smaller. When latest values are stored (below), the last chunk holds
+//!                      them too, as its second page: its bins are shared, and the page comes
+//!                      after the latest section's head, so a read that skips the latest
+//!                      samples stops before it
+//!   latest section     form u8 and bitmap as version 4's; then, but for LATEST_NONE, the
+//!                      values byte as version 4's, the offset column (u64, one per known
+//!                      bucket), and the page of latest values, as many as the values byte
+//!                      does not imply (none: no page)
+//!   histogram section  as version 4's, but for the seven columns, which are columns as
+//!                      above, each as long as those before it say: m, m, m, 2m, one per
+//!                      non-empty list, one per later bucket, one per bucket
+//! slot data of version 4 (still read, no longer written)
+//!   0  u32      ghosts: kept buckets whose count is 0
+//!   4  [u32]    their bucket indices, ascending
 //!   then                     u32      exceptions: buckets of count 1 that are not plain
 //!                          [u32]    singles (see below), their bucket indices, ascending
 //!   then two columns, each a u32 length and that many bytes of pco standalone data:
@@ -79,6 +107,7 @@
 //! them, and a bucket and its histogram come from one snapshot of the hot cell. A histogram
 //! beside a record of all zero bits counts no sample and is not kept.
 
+mod columns;
 #[cfg(test)]
 mod tests;
 
@@ -102,17 +131,23 @@ pub(crate) const MAGIC: [u8; 8] = *b"TIERDBPC";
 /// The version this build writes; bumped on any incompatible change. Version 2 stores a
 /// slot's floats in one column and leaves out the min and max of plain singles; version 3
 /// adds the histogram section of distribution series; version 4 the latest section (each
-/// bucket's latest sample), before the histogram section.
-pub(crate) const FORMAT_VERSION: u32 = 4;
+/// bucket's latest sample), before the histogram section; version 5 stores a constant
+/// column as one value, pco chunks in its wrapped format without lengths, the latest values
+/// as a page of the values' last chunk, and varint lists: about half a slot's fixed cost.
+pub(crate) const FORMAT_VERSION: u32 = 5;
 /// The first version whose slots carry the latest section (each bucket's latest sample).
 const LATEST_VERSION: u32 = 4;
+/// The first version whose columns are [`columns`]' (a constant as one value, pco's wrapped
+/// chunks, no lengths) and whose lists are varints.
+const COLUMNS_VERSION: u32 = 5;
 /// The oldest version this build still reads: version 1 files (four columns a slot),
-/// version 2 files (no histograms) and version 3 files (no latest samples: read as unknown)
-/// stay readable as they are, and are replaced by version 4 only if a late write recompacts
-/// their period. Files of other versions are refused.
+/// version 2 files (no histograms), version 3 files (no latest samples: read as unknown)
+/// and version 4 files (standalone pco columns) stay readable as they are, and are replaced
+/// by version 5 only if a late write recompacts their period. Files of other versions are
+/// refused.
 pub(crate) const OLDEST_VERSION: u32 = 1;
-/// The only codec so far: the slot's columns in pco's standalone format. Stored so another
-/// codec can come without a new layout.
+/// The only codec so far: the slot's columns are pco data (standalone up to version 4, wrapped
+/// chunks from version 5). Stored so another codec can come without a new layout.
 pub(crate) const CODEC_PCO: u32 = 1;
 
 const MAGIC_OFFSET: usize = 0;
@@ -138,9 +173,6 @@ const ENTRY_CRC: usize = ENTRY_DATA_LEN + 4;
 /// Size of one index entry.
 pub const ENTRY_LEN: usize = ENTRY_CRC + 4;
 
-const GHOSTS_OFFSET: usize = 0;
-const GHOST_LIST_OFFSET: usize = GHOSTS_OFFSET + 4;
-
 /// Latest section form: no kept bucket's latest sample is known.
 const LATEST_NONE: u8 = 0;
 /// Latest section form: every kept bucket's is known.
@@ -151,6 +183,10 @@ const LATEST_MARKED: u8 = 2;
 const SINGLES_IMPLIED: u8 = 0;
 /// Latest values: every known bucket's is in the column.
 const SINGLES_STORED: u8 = 1;
+/// Values section form (version 5): one pco chunk.
+const VALUES_ONE_CHUNK: u8 = 0;
+/// Values section form (version 5): two chunks, the totals; the mins and maxes.
+const VALUES_TWO_CHUNKS: u8 = 1;
 /// Histogram section form: every kept bucket has a histogram (a distribution's usual slot).
 const HISTOGRAMS_EVERY: u8 = 0;
 /// Histogram section form: a bitmap over the kept buckets says which have one.
@@ -567,99 +603,129 @@ fn encode_slot(
         .copied()
         .filter(|&i| !is_plain_single(&buckets[i]))
         .collect();
-    let mut out = Vec::with_capacity(
-        GHOST_LIST_OFFSET + 4 * (1 + ghosts.len() + exceptions.len()) + 8 * kept.len(),
-    );
-    for list in [&ghosts, &exceptions] {
-        out.extend_from_slice(&(list.len() as u32).to_le_bytes());
-        for i in list {
-            out.extend_from_slice(&i.to_le_bytes());
-        }
-    }
-    let config = pco::ChunkConfig::default();
+    let mut out = Vec::with_capacity(16 + 8 * kept.len());
+    columns::push_list(&mut out, &ghosts);
+    columns::push_list(&mut out, &exceptions);
     let counts: Vec<u64> = buckets.iter().map(|b| b.count).collect();
-    push_column(
-        &mut out,
-        &pco::standalone::simple_compress(&counts, &config)?,
-    );
+    columns::push_column(&mut out, &counts)?;
     let mut values: Vec<f64> = Vec::with_capacity(kept.len() + 2 * whole.len());
     values.extend(kept.iter().map(|&i| buckets[i].total));
     values.extend(whole.iter().map(|&i| buckets[i].min));
     values.extend(whole.iter().map(|&i| buckets[i].max));
-    // One chunk decodes fastest; two (totals apart from mins and maxes, each with its own
-    // bins) are up to a tenth smaller for some walks and larger for others, so both are
-    // tried and the smaller kept (`cargo bench --bench compact` prints the sizes).
-    let mut column = pco::standalone::simple_compress(&values, &config)?;
-    if !whole.is_empty() {
-        let split = config
-            .clone()
-            .with_paging_spec(pco::PagingSpec::Exact(vec![kept.len(), 2 * whole.len()]));
-        let two = pco::standalone::simple_compress(&values, &split)?;
-        if two.len() < column.len() {
-            column = two;
-        }
-    }
-    push_column(&mut out, &column);
-    push_latest(&mut out, &kept, buckets, times)?;
+    let latest = LatestSection::of(&kept, buckets, times);
+    let (section, latest_page) = values_section(&values, kept.len(), &latest.values)?;
+    out.extend_from_slice(&section);
+    latest.push(&mut out)?;
+    out.extend_from_slice(&latest_page);
     push_histograms(&mut out, &kept, histograms)?;
     Ok(out)
 }
 
-/// The latest section of the kept buckets `kept` (see the layout above).
-fn push_latest(
-    out: &mut Vec<u8>,
-    kept: &[usize],
-    buckets: &[Bucket],
-    times: BucketTimes,
-) -> pco::errors::PcoResult<()> {
-    let known: Vec<(usize, u64, f64)> = kept
-        .iter()
-        .enumerate()
-        .filter_map(|(k, &i)| {
-            let last = buckets[i].last?;
-            Some((k, times.offset(i, &last)?, last.value))
-        })
-        .collect();
-    if known.is_empty() {
-        out.push(LATEST_NONE);
-        return Ok(());
-    }
-    if known.len() == kept.len() {
-        out.push(LATEST_EVERY);
-    } else {
-        out.push(LATEST_MARKED);
-        let mut bitmap = vec![0u8; kept.len().div_ceil(8)];
-        for &(k, _, _) in &known {
-            bitmap[k / 8] |= 1 << (k % 8);
+/// The values section of a slot whose floats are `values` (the totals of its kept buckets,
+/// the first `totals`, then the mins and the maxes it stores), and apart, the page of the
+/// latest values `latest` that its last chunk ends with (empty when there are none). One
+/// chunk decodes fastest; two (the totals; the mins and maxes) are up to a tenth smaller for
+/// some walks and larger for others, so both are tried and the smaller kept (`cargo bench
+/// --bench compact` prints the sizes).
+fn values_section(
+    values: &[f64],
+    totals: usize,
+    latest: &[f64],
+) -> pco::errors::PcoResult<(Vec<u8>, Vec<u8>)> {
+    let encode = |form: u8| -> pco::errors::PcoResult<(Vec<u8>, Vec<u8>)> {
+        let mut section = vec![form];
+        let mut last = values;
+        if form == VALUES_TWO_CHUNKS {
+            columns::push_chunk(&mut section, &values[..totals], &[totals])?;
+            last = &values[totals..];
         }
-        out.extend_from_slice(&bitmap);
-    }
-    let implied = |k: usize, value: f64| {
-        let b = &buckets[kept[k]];
-        b.count == 1 && b.total.to_bits() == value.to_bits()
+        let mut page = Vec::new();
+        if latest.is_empty() {
+            columns::push_chunk(&mut section, last, &[last.len()])?;
+        } else {
+            let both: Vec<f64> = last.iter().chain(latest).copied().collect();
+            let mut chunk = columns::push_chunk(&mut section, &both, &[last.len(), latest.len()])?;
+            columns::push_page(&mut page, &mut chunk, 1)?;
+        }
+        Ok((section, page))
     };
-    let singles_implied = known
-        .iter()
-        .all(|&(k, _, value)| buckets[kept[k]].count != 1 || implied(k, value));
-    out.push(if singles_implied {
-        SINGLES_IMPLIED
-    } else {
-        SINGLES_STORED
-    });
-    let config = pco::ChunkConfig::default();
-    let offsets: Vec<u64> = known.iter().map(|&(_, offset, _)| offset).collect();
-    push_column(out, &pco::standalone::simple_compress(&offsets, &config)?);
-    let values: Vec<f64> = known
-        .iter()
-        .filter(|&&(k, _, value)| !(singles_implied && implied(k, value)))
-        .map(|&(_, _, value)| value)
-        .collect();
-    if values.is_empty() {
-        push_column(out, &[]);
-    } else {
-        push_column(out, &pco::standalone::simple_compress(&values, &config)?);
+    let one = encode(VALUES_ONE_CHUNK)?;
+    if values.len() == totals {
+        return Ok(one);
     }
-    Ok(())
+    let two = encode(VALUES_TWO_CHUNKS)?;
+    let len = |(section, page): &(Vec<u8>, Vec<u8>)| section.len() + page.len();
+    Ok(if len(&two) < len(&one) { two } else { one })
+}
+
+/// What the latest section of a slot holds (see the layout above), gathered before its
+/// values section, whose last chunk takes the latest values.
+struct LatestSection {
+    /// The number of kept buckets.
+    kept: usize,
+    /// Per kept bucket whose latest sample is known: its place among the kept, and the
+    /// sample's offset in the bucket.
+    known: Vec<(usize, u64)>,
+    /// Whether a known bucket of count 1 has its total as its latest value.
+    singles_implied: bool,
+    /// The latest values that are not implied, in bucket order.
+    values: Vec<f64>,
+}
+
+impl LatestSection {
+    fn of(kept: &[usize], buckets: &[Bucket], times: BucketTimes) -> LatestSection {
+        let known: Vec<(usize, u64, f64)> = kept
+            .iter()
+            .enumerate()
+            .filter_map(|(k, &i)| {
+                let last = buckets[i].last?;
+                Some((k, times.offset(i, &last)?, last.value))
+            })
+            .collect();
+        let implied = |k: usize, value: f64| {
+            let b = &buckets[kept[k]];
+            b.count == 1 && b.total.to_bits() == value.to_bits()
+        };
+        let singles_implied = known
+            .iter()
+            .all(|&(k, _, value)| buckets[kept[k]].count != 1 || implied(k, value));
+        let values = known
+            .iter()
+            .filter(|&&(k, _, value)| !(singles_implied && implied(k, value)))
+            .map(|&(_, _, value)| value)
+            .collect();
+        LatestSection {
+            kept: kept.len(),
+            known: known.iter().map(|&(k, offset, _)| (k, offset)).collect(),
+            singles_implied,
+            values,
+        }
+    }
+
+    /// Appends the section up to its offset column; the page of values follows it.
+    fn push(&self, out: &mut Vec<u8>) -> pco::errors::PcoResult<()> {
+        if self.known.is_empty() {
+            out.push(LATEST_NONE);
+            return Ok(());
+        }
+        if self.known.len() == self.kept {
+            out.push(LATEST_EVERY);
+        } else {
+            out.push(LATEST_MARKED);
+            let mut bitmap = vec![0u8; self.kept.div_ceil(8)];
+            for &(k, _) in &self.known {
+                bitmap[k / 8] |= 1 << (k % 8);
+            }
+            out.extend_from_slice(&bitmap);
+        }
+        out.push(if self.singles_implied {
+            SINGLES_IMPLIED
+        } else {
+            SINGLES_STORED
+        });
+        let offsets: Vec<u64> = self.known.iter().map(|&(_, offset)| offset).collect();
+        columns::push_column(out, &offsets)
+    }
 }
 
 /// The histogram section of the kept buckets `kept` (see the layout above); nothing when
@@ -688,21 +754,14 @@ fn push_histograms(
         }
         out.extend_from_slice(&bitmap);
     }
-    let columns = HistogramColumns::of(&marked);
-    let config = pco::ChunkConfig::default();
-    let compress_i64 = |v: &[i64]| pco::standalone::simple_compress(v, &config);
-    let compress_u64 = |v: &[u64]| pco::standalone::simple_compress(v, &config);
-    push_column(out, &compress_i64(&columns.scales)?);
-    push_column(
-        out,
-        &pco::standalone::simple_compress(&columns.thresholds, &config)?,
-    );
-    push_column(out, &compress_u64(&columns.zero_counts)?);
-    push_column(out, &compress_u64(&columns.lengths)?);
-    push_column(out, &compress_i64(&columns.firsts)?);
-    push_column(out, &compress_u64(&columns.gaps)?);
-    push_column(out, &compress_u64(&columns.counts)?);
-    Ok(())
+    let c = HistogramColumns::of(&marked);
+    columns::push_column(out, &c.scales)?;
+    columns::push_column(out, &c.thresholds)?;
+    columns::push_column(out, &c.zero_counts)?;
+    columns::push_column(out, &c.lengths)?;
+    columns::push_column(out, &c.firsts)?;
+    columns::push_column(out, &c.gaps)?;
+    columns::push_column(out, &c.counts)
 }
 
 /// The histograms of a slot's section as columns (see the layout above): a histogram's
@@ -752,6 +811,31 @@ impl HistogramColumns {
             }
         }
         c
+    }
+
+    /// Version 5's columns of `m` histograms at the start of `rest`, each as long as those
+    /// before it say.
+    fn take(rest: &mut &[u8], m: usize) -> std::result::Result<HistogramColumns, String> {
+        let scales = columns::take_column(rest, m, "histogram scale")?;
+        let thresholds = columns::take_column(rest, m, "histogram zero threshold")?;
+        let zero_counts = columns::take_column(rest, m, "histogram zero count")?;
+        let lengths: Vec<u64> = columns::take_column(rest, 2 * m, "histogram length")?;
+        let lists = lengths.iter().filter(|&&len| len > 0).count();
+        let entries = lengths
+            .iter()
+            .try_fold(0u64, |sum, &len| sum.checked_add(len))
+            .filter(|&sum| sum <= (m * MAX_CELL_BUCKETS) as u64)
+            .ok_or("histogram lengths past what the histograms can hold")?
+            as usize;
+        Ok(HistogramColumns {
+            scales,
+            thresholds,
+            zero_counts,
+            lengths,
+            firsts: columns::take_column(rest, lists, "histogram first index")?,
+            gaps: columns::take_column(rest, entries - lists, "histogram gap")?,
+            counts: columns::take_column(rest, entries, "histogram count")?,
+        })
     }
 
     /// The `m` histograms the columns hold, in order; `Err` naming what does not fit
@@ -827,11 +911,6 @@ impl HistogramColumns {
     }
 }
 
-fn push_column(out: &mut Vec<u8>, column: &[u8]) {
-    out.extend_from_slice(&(column.len() as u32).to_le_bytes());
-    out.extend_from_slice(column);
-}
-
 /// The most a slot's data can take in any version this build reads, from pco's own
 /// guarantee on its output size: a bound, so a damaged index cannot make a read allocate
 /// gigabytes.
@@ -849,7 +928,16 @@ fn max_slot_len(buckets: u32) -> u64 {
     let histograms =
         1 + n.div_ceil(8) + 3 * bound(n) + 2 * bound(2 * n) + 2 * bound(n * MAX_CELL_BUCKETS);
     let latest = 2 + n.div_ceil(8) + 2 * bound(n);
-    (lists + (4 * (4 + column)).max(4 + column + 4 + values) + latest + histograms) as u64
+    let before = lists + (4 * (4 + column)).max(4 + column + 4 + values) + latest + histograms;
+    // Version 5: two lists of varints (at most 5 bytes each), the count column, the values
+    // section (at most two chunks of at most 4n values: totals, mins, maxes, latest
+    // values), the latest section's head and offsets, the histogram section.
+    let chunk = |values: usize| 1 + columns::chunk_bound(values);
+    let lists = 2 * 5 * (1 + n);
+    let histograms =
+        1 + n.div_ceil(8) + 3 * chunk(n) + chunk(2 * n) + 3 * chunk(n * MAX_CELL_BUCKETS);
+    let now = lists + chunk(n) + 2 * chunk(4 * n) + 2 + n.div_ceil(8) + chunk(n) + histograms;
+    before.max(now) as u64
 }
 
 /// True when every bit of the bucket is zero: the buckets a slot's data leaves out.
@@ -883,13 +971,25 @@ fn decode_slot(
     histograms: bool,
 ) -> std::result::Result<Slot, String> {
     let mut rest = data;
-    let ghost_list = take_list(&mut rest, buckets, "ghost")?;
-    let exception_list = if version == 1 {
-        Vec::new()
+    let columns = version >= COLUMNS_VERSION;
+    let (ghost_list, exception_list) = if columns {
+        (
+            columns::take_list(&mut rest, buckets, "ghost")?,
+            columns::take_list(&mut rest, buckets, "exception")?,
+        )
+    } else if version == 1 {
+        (take_list(&mut rest, buckets, "ghost")?, Vec::new())
     } else {
-        take_list(&mut rest, buckets, "exception")?
+        (
+            take_list(&mut rest, buckets, "ghost")?,
+            take_list(&mut rest, buckets, "exception")?,
+        )
     };
-    let counts: Vec<u64> = take_column(&mut rest, "count")?;
+    let counts: Vec<u64> = if columns {
+        columns::take_column(&mut rest, buckets as usize, "count")?
+    } else {
+        take_column(&mut rest, "count")?
+    };
     if counts.len() != buckets as usize {
         return Err(format!("{} counts for {buckets} buckets", counts.len()));
     }
@@ -923,7 +1023,15 @@ fn decode_slot(
         return Err("exception list is not ascending within the period".into());
     }
     let mut out = vec![Bucket::EMPTY; buckets as usize];
-    let (totals, mins, maxes) = if version == 1 {
+    // Version 5's last chunk of values, whose last page holds the latest values.
+    let mut last_chunk = None;
+    let (totals, mins, maxes) = if columns {
+        let (mut values, chunk) = take_values(&mut rest, kept.len(), 2 * whole.len())?;
+        last_chunk = Some(chunk);
+        let maxes = values.split_off(kept.len() + whole.len());
+        let mins = values.split_off(kept.len());
+        (values, mins, maxes)
+    } else if version == 1 {
         let totals: Vec<f64> = take_column(&mut rest, "total")?;
         let mins: Vec<f64> = take_column(&mut rest, "min")?;
         let maxes: Vec<f64> = take_column(&mut rest, "max")?;
@@ -955,7 +1063,7 @@ fn decode_slot(
     // The latest section is decoded when asked for, or when the histograms after it are: a
     // sum over many series skips it.
     let latest = if version >= LATEST_VERSION && (take == Latest::Read || histograms) {
-        let latest = take_latest(&mut rest, &kept, &counts, &totals)?;
+        let latest = take_latest(&mut rest, &kept, &counts, &totals, last_chunk)?;
         if let Some(k) =
             (0..kept.len()).find(|&k| latest[k].is_some_and(|(o, _)| o >= times.width as u64))
         {
@@ -980,7 +1088,7 @@ fn decode_slot(
             hists = vec![None; buckets as usize];
         }
     } else if histograms {
-        hists = take_histograms(rest, &kept, buckets as usize)?;
+        hists = take_histograms(rest, &kept, buckets as usize, version)?;
     }
     for (k, &i) in kept.iter().enumerate() {
         out[i] = Bucket {
@@ -1001,6 +1109,31 @@ fn decode_slot(
     })
 }
 
+/// A version 5 values section at the start of `rest` (see the layout above), of `kept`
+/// totals and `stored` mins and maxes: the values in that order, and the last chunk, whose
+/// next page (the latest values, if any) follows the latest section's head.
+fn take_values(
+    rest: &mut &[u8],
+    kept: usize,
+    stored: usize,
+) -> std::result::Result<(Vec<f64>, pco::wrapped::ChunkDecompressor<f64>), String> {
+    match columns::take_byte(rest, "values section")? {
+        VALUES_ONE_CHUNK => {
+            let mut chunk = columns::take_chunk(rest, "value")?;
+            let values = columns::take_page(&mut chunk, rest, kept + stored, "value")?;
+            Ok((values, chunk))
+        }
+        VALUES_TWO_CHUNKS if stored > 0 => {
+            let mut totals = columns::take_chunk(rest, "total")?;
+            let mut values = columns::take_page(&mut totals, rest, kept, "total")?;
+            let mut chunk = columns::take_chunk(rest, "min and max")?;
+            values.extend(columns::take_page(&mut chunk, rest, stored, "min and max")?);
+            Ok((values, chunk))
+        }
+        other => Err(format!("values section of unknown form {other}")),
+    }
+}
+
 /// The histogram section `rest` (all that follows the value column) of a slot whose kept
 /// buckets are `kept`: one entry per bucket of the period, `None` for a bucket without a
 /// histogram.
@@ -1008,6 +1141,7 @@ fn take_histograms(
     rest: &[u8],
     kept: &[usize],
     buckets: usize,
+    version: u32,
 ) -> std::result::Result<Vec<Option<Histogram>>, String> {
     let mut out = vec![None; buckets];
     let Some((&form, mut rest)) = rest.split_first() else {
@@ -1037,14 +1171,18 @@ fn take_histograms(
         }
         other => return Err(format!("histogram section of unknown form {other}")),
     };
-    let columns = HistogramColumns {
-        scales: take_column(&mut rest, "histogram scale")?,
-        thresholds: take_column(&mut rest, "histogram zero threshold")?,
-        zero_counts: take_column(&mut rest, "histogram zero count")?,
-        lengths: take_column(&mut rest, "histogram length")?,
-        firsts: take_column(&mut rest, "histogram first index")?,
-        gaps: take_column(&mut rest, "histogram gap")?,
-        counts: take_column(&mut rest, "histogram count")?,
+    let columns = if version >= COLUMNS_VERSION {
+        HistogramColumns::take(&mut rest, marked.len())?
+    } else {
+        HistogramColumns {
+            scales: take_column(&mut rest, "histogram scale")?,
+            thresholds: take_column(&mut rest, "histogram zero threshold")?,
+            zero_counts: take_column(&mut rest, "histogram zero count")?,
+            lengths: take_column(&mut rest, "histogram length")?,
+            firsts: take_column(&mut rest, "histogram first index")?,
+            gaps: take_column(&mut rest, "histogram gap")?,
+            counts: take_column(&mut rest, "histogram count")?,
+        }
     };
     if !rest.is_empty() {
         return Err(format!("{} bytes after the histogram columns", rest.len()));
@@ -1064,6 +1202,7 @@ fn take_latest(
     kept: &[usize],
     counts: &[u64],
     totals: &[f64],
+    last_chunk: Option<pco::wrapped::ChunkDecompressor<f64>>,
 ) -> std::result::Result<Vec<Option<(u64, f64)>>, String> {
     let mut out = vec![None; kept.len()];
     let Some((&form, tail)) = rest.split_first() else {
@@ -1101,8 +1240,25 @@ fn take_latest(
         SINGLES_STORED => false,
         other => return Err(format!("latest values of unknown form {other}")),
     };
-    let offsets: Vec<u64> = take_column(rest, "latest offset")?;
-    let values: Vec<f64> = take_optional_column(rest, "latest value")?;
+    let (offsets, values): (Vec<u64>, Vec<f64>) = match last_chunk {
+        None => (
+            take_column(rest, "latest offset")?,
+            take_optional_column(rest, "latest value")?,
+        ),
+        Some(mut chunk) => {
+            let offsets = columns::take_column(rest, known.len(), "latest offset")?;
+            let stored = known
+                .iter()
+                .filter(|&&k| !(singles_implied && counts[kept[k]] == 1))
+                .count();
+            let values = if stored == 0 {
+                Vec::new()
+            } else {
+                columns::take_page(&mut chunk, rest, stored, "latest value")?
+            };
+            (offsets, values)
+        }
+    };
     if offsets.len() != known.len() {
         return Err(format!(
             "{} latest offsets for {} known latest samples",
