@@ -58,6 +58,18 @@ pub struct Observed {
 }
 
 impl Observed {
+    /// One observation of `value`, as the ingest tests send it.
+    #[cfg(all(test, feature = "server"))]
+    pub(crate) fn one(value: f64) -> Observed {
+        let mut histogram = Histogram::default();
+        histogram.record(value);
+        Observed {
+            histogram,
+            sum: value,
+            extremes: None,
+        }
+    }
+
     /// The observations' `(min, max)`: as sent, or else the outer bounds of the lowest and
     /// highest populated buckets, which hold every observation (a bucket's min then reads
     /// at most one bucket width low, its max at most one high). `None` when empty.

@@ -167,18 +167,7 @@ impl LineBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::histogram::Histogram;
     use crate::registry::SeriesId;
-
-    fn observed(sum: f64) -> Observed {
-        let mut histogram = Histogram::default();
-        histogram.record(sum);
-        Observed {
-            histogram,
-            sum,
-            extremes: None,
-        }
-    }
 
     /// Dropping refused samples keeps each histogram beside the sample that stands for it.
     #[test]
@@ -187,7 +176,7 @@ mod tests {
         for i in 0..6u32 {
             let sample = Sample::new(SeriesId(i), 100, f64::from(i));
             if i % 2 == 1 {
-                batch.push_observed(sample, observed(f64::from(i)), i as usize + 1);
+                batch.push_observed(sample, Observed::one(f64::from(i)), i as usize + 1);
             } else {
                 batch.push(sample, i as usize + 1);
             }

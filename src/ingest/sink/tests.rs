@@ -1,7 +1,6 @@
 use std::sync::Mutex;
 
 use super::*;
-use crate::histogram::Histogram;
 
 /// Refusals counted into the server's totals, and the batches timed.
 #[derive(Default)]
@@ -75,16 +74,6 @@ impl WriteTarget for Target {
     }
 }
 
-fn observed(sum: f64) -> Observed {
-    let mut histogram = Histogram::default();
-    histogram.record(sum);
-    Observed {
-        histogram,
-        sum,
-        extremes: None,
-    }
-}
-
 /// The sink keeps the one report: what the target refused as it queued (with the reason's
 /// message, or the target's own), what the handler refused, and what the flush landed or
 /// refused, each counted into the server's totals too, with its line.
@@ -107,10 +96,10 @@ fn a_sink_reports_what_its_target_refused_and_landed_by_line() {
     assert!(!sink.push("a", 10, 1.0, 1));
     assert!(!sink.push("a", -1, 2.0, 2));
     assert!(!sink.push("bad", 10, 3.0, 3));
-    assert!(!sink.push_histogram("h", -5, observed(4.0), 4));
+    assert!(!sink.push_histogram("h", -5, Observed::one(4.0), 4));
     sink.reject(5, "invalid_value", "line 5".into());
     assert!(
-        sink.push_histogram("h", 10, observed(13.0), 6),
+        sink.push_histogram("h", 10, Observed::one(13.0), 6),
         "full at two"
     );
     let runtime = tokio::runtime::Builder::new_current_thread()
