@@ -11,6 +11,8 @@
 //!   `constant`; `integer` (a random walk of whole numbers, like bytes used or a queue
 //!   length); `decimal` (a random walk rounded to 2 decimals, like a percentage an agent
 //!   prints); `random` (uniform full-precision floats: incompressible, the worst case).
+//!   `delta`, only when `KINDS` names it: StatsD counters (delta counters, whose buckets
+//!   keep no latest sample), each sample a whole count from 0 to 99.
 //!
 //! The 1d tier keeps 1,825 days; 400 days hold 400 of its buckets, not 1,825. The steady
 //! figure therefore also gives a projection for the full five years: the 1d tier's measured
@@ -149,6 +151,7 @@ fn value(kind: &str, state: &mut [f64], rng: &mut u64, s: usize) -> f64 {
             state[s] = (((state[s] + unit - 0.5) * 100.0).round() / 100.0).clamp(0.0, 100.0);
             state[s]
         }
+        "delta" => (unit * 100.0).floor(),
         _ => unit * 100.0,
     }
 }
@@ -158,6 +161,11 @@ fn steady(kind: &str, days: i64) {
     let dir = support::bench_dir();
     let engine = open(dir.path(), &clock);
     let ids = register(&engine, SERIES);
+    if kind == "delta" {
+        for &id in &ids {
+            (engine.declare_kind(id, tierdb::SeriesKind::DeltaCounter)).expect("declare");
+        }
+    }
     let mut state: Vec<f64> = (0..SERIES)
         .map(|s| {
             if kind == "integer" {

@@ -108,8 +108,10 @@ pub(crate) struct CounterTable {
     /// False while no series is a counter of running totals: batches then skip every
     /// counter step (a delta counter's samples are stored as they come).
     any: AtomicBool,
-    /// False while no series is a distribution: batches then look up no kind for it.
-    any_distribution: AtomicBool,
+    /// False while no series is a distribution or a delta counter, whose samples keep no
+    /// latest sample (and a distribution's go into histograms): batches then look up no
+    /// kind for them.
+    any_without_latest: AtomicBool,
     inner: Mutex<Inner>,
 }
 
@@ -162,7 +164,7 @@ impl CounterTable {
         let table = CounterTable {
             rules,
             any: AtomicBool::new(false),
-            any_distribution: AtomicBool::new(false),
+            any_without_latest: AtomicBool::new(false),
             inner: Mutex::new(Inner {
                 state,
                 journal: None,
@@ -225,7 +227,7 @@ impl CounterTable {
         }
         inner.kinds.clear();
         self.any.store(false, Ordering::Release);
-        self.any_distribution.store(false, Ordering::Release);
+        self.any_without_latest.store(false, Ordering::Release);
         self.refresh(&mut inner, registry);
         Ok(())
     }
@@ -247,11 +249,26 @@ impl CounterTable {
             kinds.resize(id.index(), SeriesKind::Gauge);
             kinds.push(self.kind_from(state.flags(id.index()), key));
         });
-        if kinds[first..].contains(&SeriesKind::Counter) {
-            self.any.store(true, Ordering::Release);
+        for kind in [
+            SeriesKind::Counter,
+            SeriesKind::DeltaCounter,
+            SeriesKind::Distribution,
+        ] {
+            if kinds[first..].contains(&kind) {
+                self.note_kind(kind);
+            }
         }
-        if kinds[first..].contains(&SeriesKind::Distribution) {
-            self.any_distribution.store(true, Ordering::Release);
+    }
+
+    /// Makes batches see that a series of `kind` exists: they skip the counter step while no
+    /// series is a counter, and the kind lookups while none keeps no latest sample.
+    fn note_kind(&self, kind: SeriesKind) {
+        match kind {
+            SeriesKind::Counter => self.any.store(true, Ordering::Release),
+            SeriesKind::DeltaCounter | SeriesKind::Distribution => {
+                self.any_without_latest.store(true, Ordering::Release)
+            }
+            SeriesKind::Gauge => {}
         }
     }
 
@@ -298,9 +315,7 @@ impl CounterTable {
         if let Some(slot) = inner.kinds.get_mut(id.index()) {
             *slot = kind;
         }
-        if kind == SeriesKind::Counter {
-            self.any.store(true, Ordering::Release);
-        }
+        self.note_kind(kind);
     }
 
     /// Makes series `id` a declared `kind` (a gauge, or a counter whose last sample is
@@ -324,9 +339,7 @@ impl CounterTable {
         if let Some(slot) = inner.kinds.get_mut(id.index()) {
             *slot = kind;
         }
-        if counter {
-            self.any.store(true, Ordering::Release);
-        }
+        self.note_kind(kind);
         Ok(())
     }
 
@@ -426,12 +439,7 @@ impl CounterTable {
         if let Some(slot) = inner.kinds.get_mut(id.index()) {
             *slot = kind;
         }
-        if kind == SeriesKind::Counter {
-            self.any.store(true, Ordering::Release);
-        }
-        if kind == SeriesKind::Distribution {
-            self.any_distribution.store(true, Ordering::Release);
-        }
+        self.note_kind(kind);
         Ok(())
     }
 
@@ -441,13 +449,13 @@ impl CounterTable {
     pub(crate) fn for_batch(&self, registry: &Registry) -> Option<BatchCounters<'_>> {
         if self.rules.is_empty()
             && !self.any.load(Ordering::Acquire)
-            && !self.any_distribution.load(Ordering::Acquire)
+            && !self.any_without_latest.load(Ordering::Acquire)
         {
             return None;
         }
         let mut inner = self.lock();
         self.refresh(&mut inner, registry);
-        (self.any.load(Ordering::Acquire) || self.any_distribution.load(Ordering::Acquire))
+        (self.any.load(Ordering::Acquire) || self.any_without_latest.load(Ordering::Acquire))
             .then_some(BatchCounters {
                 inner,
                 updates: rustc_hash::FxHashMap::default(),
@@ -535,6 +543,17 @@ impl BatchCounters<'_> {
     #[inline]
     pub(crate) fn is_distribution(&self, series: SeriesId) -> bool {
         self.inner.kinds.get(series.index()) == Some(&SeriesKind::Distribution)
+    }
+
+    /// True when `series` keeps no latest sample in its buckets: a distribution (its samples
+    /// go into histograms) or a delta counter (no write carries its running total). The
+    /// batch reserves it no page of the latest area (see `LatestPages`).
+    #[inline]
+    pub(crate) fn keeps_no_latest(&self, series: SeriesId) -> bool {
+        matches!(
+            self.inner.kinds.get(series.index()),
+            Some(SeriesKind::Distribution | SeriesKind::DeltaCounter)
+        )
     }
 
     /// True when the batch holds a counter sample (one stored, or a counter's first, which

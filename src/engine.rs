@@ -582,14 +582,15 @@ impl Engine {
             samples.iter().map(|s| s.series),
             &bounds.windows,
         );
-        // Taken before the pages are noted: a distribution's sample keeps no latest sample,
-        // so its pages of the latest area are not reserved (see `LatestPages`).
+        // Taken before the pages are noted: a distribution's or a delta counter's sample keeps
+        // no latest sample, so its pages of the latest area are not reserved (see
+        // `LatestPages`).
         let mut counter_step = self.shared.counter_table.for_batch(&self.shared.registry);
         let mut files = FilesNeeded::new(&self.shared);
         for (index, sample) in samples.iter().enumerate() {
             if bounds.limits.check(sample).is_ok() {
                 let latest = match &counter_step {
-                    Some(counters) if counters.is_distribution(sample.series) => LatestPages::Leave,
+                    Some(counters) if counters.keeps_no_latest(sample.series) => LatestPages::Leave,
                     _ => LatestPages::Reserve,
                 };
                 let place = places.get(index, sample.series);

@@ -123,14 +123,15 @@ pub(crate) enum Latest {
 
 /// Whether a reservation of record pages takes the pages of the latest area holding their
 /// entries too. Only a store of a known latest sample needs them (see `LastWords::store`):
-/// a distribution's samples keep none, so the pages of runs only distributions write stay
-/// holes, 16 bytes a bucket less.
+/// a distribution's samples and a delta counter's keep none, so the pages of runs only they
+/// write stay holes, 16 bytes a bucket less.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum LatestPages {
     /// The latest area's pages too: the stores keep a latest sample (a gauge's, a
     /// counter's, a restored bucket's that has one).
     Reserve,
-    /// The records' pages only: the stores keep no latest sample (a distribution's).
+    /// The records' pages only: the stores keep no latest sample (a distribution's, a delta
+    /// counter's).
     Leave,
 }
 
@@ -1145,10 +1146,12 @@ impl WritableFile {
         let file = &*self.0;
         debug_assert!(bucket < file.meta.buckets() && slot < file.meta.slots);
         let index = cell_index(bucket, slot, file.meta.slots);
+        // An unknown latest sample is not stored over a pristine entry (`LastWords::store`):
+        // only a known one needs the latest area's page (see `LatestPages`).
         debug_assert!(
             file.is_reserved(file.meta.page_of(index))
                 && (file.meta.latest_pages_of(file.meta.page_of(index), 1))
-                    .is_none_or(|(page, _)| file.is_reserved(page)),
+                    .is_none_or(|(page, _)| last.is_none() || file.is_reserved(page)),
             "a store into a page whose space was not reserved: {}",
             file.path.display()
         );

@@ -887,3 +887,51 @@ fn the_latest_area_takes_disk_only_where_a_series_keeps_a_latest_sample() {
     );
     check(&engine, true);
 }
+
+/// A delta counter (a StatsD counter) keeps no latest sample either: no write carries its
+/// running total. A page of the latest area whose 16 slots are delta counters stays a hole,
+/// as written and in the next block reserved ahead; one shared with a gauge takes disk.
+/// Each counter's increases and each gauge's latest sample read back.
+#[test]
+fn a_delta_counters_latest_pages_stay_holes() {
+    let (dir, engine, _clock) = engine_at(NOW + 12 * 60);
+    // Slots 0..32 delta counters, 32..48 gauges, 48..64 delta counters but slot 60, a gauge.
+    let ids: Vec<SeriesId> = (0..64)
+        .map(|i| engine.series(&format!("c{i:02}")).unwrap())
+        .collect();
+    let is_gauge = |i: usize| (32..48).contains(&i) || i == 60;
+    for (i, &id) in ids.iter().enumerate() {
+        if !is_gauge(i) {
+            engine.declare_kind(id, SeriesKind::DeltaCounter).unwrap();
+        }
+    }
+    let value = |i: usize, minute: i64| (i as i64 + minute) as f64;
+    let batch: Vec<Sample> = (0..6)
+        .flat_map(|minute| {
+            let ids = &ids;
+            (0..64).map(move |i| Sample::new(ids[i], NOW + minute * 60 + 17, value(i, minute)))
+        })
+        .collect();
+    let report = engine.record_batch(&batch).unwrap();
+    assert_eq!(report.rejected_total(), 0, "{report:?}");
+    let written = [false, false, true, true];
+    assert_eq!(latest_pages_with_data(&engine, dir.path(), NOW, 4), written);
+    engine.maintain().unwrap();
+    assert_eq!(
+        latest_pages_with_data(&engine, dir.path(), NOW + 16 * 60, 4),
+        written
+    );
+    let reader = engine.reader();
+    for (i, &id) in ids.iter().enumerate() {
+        let buckets = reader
+            .read_buckets(id, 0, NOW, NOW + 6 * 60, Span::from_secs(60))
+            .unwrap();
+        assert_eq!(buckets.len(), 6, "slot {i}");
+        for (minute, (ts, bucket)) in buckets.iter().enumerate() {
+            let v = value(i, minute as i64);
+            let last = bucket.last.map(|l| (l.ts(), l.value));
+            let want = is_gauge(i).then_some((ts + 17, v));
+            assert_eq!((bucket.count, bucket.total, last), (1, v, want), "slot {i}");
+        }
+    }
+}
