@@ -354,6 +354,38 @@ fn tier_of(
 mod tests {
     use super::*;
     use crate::bucket::Last;
+    use crate::read::store::SeriesFilter;
+    use crate::registry::SeriesKey;
+
+    /// A selector's matchers travel as a store's `Selection` in the JSON nodes of earlier
+    /// builds sent (`{"op", "name", "value"}`, a regex as its anchored source), and the owner
+    /// compiles them back into a filter that keeps the same series as the asker's.
+    #[test]
+    fn a_selection_travels_as_before_and_keeps_the_same_series() {
+        let text = r#"{__name__=~"cpu.*",host!="b" or __graphite__="m.*"}"#;
+        let sets = crate::promql::parse_selector(text).unwrap();
+        let asker = KeyFilter::new(&sets).unwrap();
+        let Selection::Matchers(wire) = asker.selection();
+        let json = serde_json::to_string(&PromRead::Select(wire)).unwrap();
+        assert_eq!(
+            json,
+            r#"{"Select":[[{"op":"=~","name":"__name__","value":"^(?:cpu.*)$"},{"op":"!=","name":"host","value":"b"}],[{"op":"=","name":"__graphite__","value":"m.*"}]]}"#
+        );
+        let PromRead::Select(back) = serde_json::from_str(&json).unwrap() else {
+            panic!("another read: {json}");
+        };
+        let owner = KeyFilter::of_selection(&Selection::Matchers(back)).unwrap();
+        for (key, kept) in [
+            ("cpu.user;host=a", true),
+            ("cpu.user;host=b", false),
+            ("mem;host=b", false),
+            ("m.free;host=b", true),
+        ] {
+            let key = SeriesKey::parse(key).unwrap();
+            assert_eq!(SeriesFilter::matches(&asker, &key.view()), kept, "{key}");
+            assert_eq!(SeriesFilter::matches(&owner, &key.view()), kept, "{key}");
+        }
+    }
 
     /// A cluster node's PromQL read of another node's buckets keeps their latest samples, so
     /// an instant selector answers there as on the owner; an answer without the field (a
