@@ -104,8 +104,8 @@ pub use read::distribution::{
 pub use read::query::{Display, Query, QueryResult};
 pub use read::reader::Reader;
 pub use read::store::{
-    BucketHistogram, BucketReduce, Found, HistogramVisit, LabelMatcher, RawPoints, Selection,
-    SeriesFilter, SeriesRef, Store,
+    bucket_span, BucketHistogram, BucketReduce, Found, HistogramVisit, LabelMatcher, RawPoints,
+    Selection, SeriesFilter, SeriesRef, Store,
 };
 pub use read::tier_choice::TierChoice;
 pub use registry::{KeyView, Selector, SeriesId, SeriesKey, SetPlace, TagFilter};

@@ -28,7 +28,7 @@ use crate::counter::SeriesKind;
 use crate::error::{Error, Result};
 use crate::read::budget::ReadBudget;
 use crate::read::store::{
-    Found, HistogramVisit, RawPoints, Selection, SeriesFilter, SeriesRef, Store,
+    bucket_span, Found, HistogramVisit, RawPoints, Selection, SeriesFilter, SeriesRef, Store,
 };
 use crate::registry::SeriesKey;
 use crate::server::backend::ReadOptions;
@@ -169,9 +169,7 @@ impl Store for ClusterStore {
         from: Timestamp,
         to: Timestamp,
     ) -> Result<Vec<Vec<Bucket>>> {
-        let step = tier.resolution.secs() as i64;
-        let first = from.div_euclid(step) * step;
-        let points = ((to - first).max(0) as u64).div_ceil(step as u64) as usize;
+        let (_, points) = bucket_span(tier, from, to);
         if series.is_empty() || points == 0 {
             return Ok(vec![Vec::new(); series.len()]);
         }
@@ -213,9 +211,7 @@ impl Store for ClusterStore {
         to: Timestamp,
         visit: &HistogramVisit<'_>,
     ) -> Result<()> {
-        let step = tier.resolution.secs() as i64;
-        let first = from.div_euclid(step) * step;
-        let points = ((to - first).max(0) as u64).div_ceil(step as u64) as usize;
+        let (_, points) = bucket_span(tier, from, to);
         let read = PromRead::Histograms {
             keys: self.keys_of(series)?,
             tier: tier.name.clone(),

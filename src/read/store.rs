@@ -271,14 +271,21 @@ pub(crate) fn charge_buckets(
     to: Timestamp,
     budget: &ReadBudget,
 ) -> Result<usize> {
+    let (_, points) = bucket_span(tier, from, to);
+    if series == 0 || points == 0 {
+        return Ok(points);
+    }
+    budget.charge(points as u128 * series as u128, || {
+        format!("{series} series x {points} buckets of tier {}", tier.name)
+    })?;
+    Ok(points)
+}
+
+/// The buckets a [`Store::buckets`] of `tier` from `from` to before `to` reads per series:
+/// the first one's start (`from` aligned down to the resolution) and how many.
+pub fn bucket_span(tier: &TierSpec, from: Timestamp, to: Timestamp) -> (Timestamp, usize) {
     let step = tier.resolution.secs() as i64;
     let first = from.div_euclid(step) * step;
     let points = ((to - first).max(0) as u64).div_ceil(step as u64);
-    if series == 0 || points == 0 {
-        return Ok(points as usize);
-    }
-    budget.charge(u128::from(points) * series as u128, || {
-        format!("{series} series x {points} buckets of tier {}", tier.name)
-    })?;
-    Ok(points as usize)
+    (first, points as usize)
 }

@@ -6,7 +6,8 @@
 use rayon::prelude::*;
 
 use super::{
-    BucketHistogram, BucketReduce, Found, HistogramVisit, RawPoints, SeriesFilter, SeriesRef, Store,
+    bucket_span, BucketHistogram, BucketReduce, Found, HistogramVisit, RawPoints, SeriesFilter,
+    SeriesRef, Store,
 };
 use crate::bucket::Bucket;
 use crate::config::{TierSpec, TiersConfig};
@@ -101,13 +102,12 @@ impl<'a> Reader<'a> {
     ) -> Result<Vec<Vec<Bucket>>> {
         let spec = &self.config().tiers[tier];
         let step = spec.resolution.secs() as i64;
-        let first = from.div_euclid(step) * step;
-        let points = ((to - first).max(0) as u64).div_ceil(step as u64) as i64;
+        let (first, points) = bucket_span(spec, from, to);
         if series.is_empty() || points == 0 {
             return Ok(vec![Vec::new(); series.len()]);
         }
         let window = self.window_start(tier, self.now());
-        let end = first + points * step;
+        let end = first + points as i64 * step;
         series
             .par_iter()
             .map(|s| {
@@ -144,8 +144,7 @@ impl<'a> Reader<'a> {
     ) -> Result<Vec<Vec<Option<f64>>>> {
         let spec = &self.config().tiers[tier];
         let step = spec.resolution.secs() as i64;
-        let first = from.div_euclid(step) * step;
-        let points = ((to - first).max(0) as u64).div_ceil(step as u64) as usize;
+        let (first, points) = bucket_span(spec, from, to);
         if series.is_empty() || points == 0 {
             return Ok((0..series.len()).map(|i| reduce(i, &[])).collect());
         }
@@ -244,9 +243,7 @@ impl<'a> Reader<'a> {
         to: Timestamp,
         visit: &HistogramVisit<'_>,
     ) -> Result<()> {
-        let step = self.config().tiers[tier].resolution.secs() as i64;
-        let first = from.div_euclid(step) * step;
-        let points = ((to - first).max(0) as u64).div_ceil(step as u64) as usize;
+        let (_, points) = bucket_span(&self.config().tiers[tier], from, to);
         (series.par_iter().enumerate()).try_for_each(|(i, s)| {
             visit(i, &self.series_histograms(s.id, tier, from, points)?);
             Ok(())
