@@ -94,8 +94,10 @@ pub struct LabelMatcher {
 }
 
 /// What a [`SeriesFilter`] keeps, as data: what travels to another node, which compiles it
-/// into a filter of its own (the query language's).
+/// into a filter of its own (the query language's). Non-exhaustive: render's path patterns
+/// are to select through the store too.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum Selection {
     /// PromQL's matcher sets: a series is kept when every matcher of at least one set holds.
     Matchers(Vec<Vec<LabelMatcher>>),
