@@ -103,6 +103,10 @@ pub use read::distribution::{
 };
 pub use read::query::{Display, Query, QueryResult};
 pub use read::reader::Reader;
+pub use read::store::{
+    bucket_span, BucketHistogram, BucketReduce, Found, HistogramVisit, LabelMatcher, RawPoints,
+    Selection, SeriesFilter, SeriesRef, Store,
+};
 pub use read::tier_choice::TierChoice;
 pub use registry::{KeyView, Selector, SeriesId, SeriesKey, SetPlace, TagFilter};
 pub use sample::{BatchReport, ObservedSample, RawCounts, Sample};

@@ -6,7 +6,8 @@
 //! (`binary`), the tier a selector reads (`tier`) and the labels <-> tags mapping
 //! (`labels`) and the names of series PromQL cannot name bare, Graphite paths and Influx
 //! fields (`names`). Series are read through the [`Source`] trait, as render reads through its
-//! own; [`StoredSource`] is the one over an engine's [`crate::read::reader::Reader`].
+//! own; [`StoredSource`] is the one over storage, any [`crate::read::store::Store`]: an
+//! engine's [`crate::read::reader::Reader`] or a cluster node's fan-out.
 //!
 //! The rules that make PromQL exact over rollups, and the places where it cannot be, are
 //! stated once in docs/promql.md; each function's doc says which applies.
@@ -35,10 +36,10 @@ use std::time::Instant;
 
 pub use error::{ErrorKind, QueryError};
 pub use histograms::FloatHistogram;
+#[cfg(feature = "cluster")]
+pub(crate) use labels::KeyFilter;
 pub use labels::{key_labels, Labels, MatcherSet};
 pub use listing::Listing;
-#[cfg(feature = "cluster")]
-pub(crate) use source::{charge_buckets, common_tiers};
 pub use source::{
     BucketHistogram, BucketReduce, HistogramVisit, RawPoints, Selected, Source, StoredSource,
 };

@@ -11,7 +11,9 @@
 //! - [`query`]: one series at a zoom level ([`query::Query`], [`query::PointGrid`]) and the
 //!   one-series reads;
 //! - [`aggregate`]: reads across series, grouped by tag, mergeable across nodes; and
-//!   [`distribution`]: quantiles and histograms of distribution series.
+//!   [`distribution`]: quantiles and histograms of distribution series;
+//! - [`store`]: the one read interface the query languages stand on ([`store::Store`]),
+//!   which the reader implements and a cluster node's fan-out too.
 //!
 //! The reads are methods of [`Reader`](reader::Reader) written in the file that does their
 //! work, so the reader imports none of the files above it.
@@ -25,6 +27,7 @@ pub(crate) mod budget;
 pub(crate) mod distribution;
 pub(crate) mod query;
 pub(crate) mod reader;
+pub(crate) mod store;
 pub(crate) mod tier_choice;
 pub(crate) mod value_text;
 pub(crate) mod write_log;

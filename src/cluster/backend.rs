@@ -19,7 +19,7 @@ use super::edge::{self, EdgeTarget, Publisher};
 use super::fanout::{self, PartialRequest, RenderSource};
 use super::node::Node;
 use super::peer::{PARTIAL_PATH, SNAPSHOT_PATH};
-use super::promql_source::ClusterSource;
+use super::promql_source::ClusterStore;
 use super::status::Status;
 use crate::config::TiersConfig;
 use crate::engine::EngineStats;
@@ -140,7 +140,7 @@ impl Backend for NodeBackend {
     }
 
     /// The node evaluates the query; its leaf reads fan out to the partitions' owners
-    /// ([`ClusterSource`]), on the blocking pool after a render's turn (an evaluation, like a
+    /// ([`ClusterStore`]), on the blocking pool after a render's turn (an evaluation, like a
     /// render, holds a blocking thread while it waits for the owners).
     fn prometheus(
         &self,
@@ -149,11 +149,11 @@ impl Backend for NodeBackend {
         read: ReadOptions,
     ) -> BoxFuture<'_, std::result::Result<crate::promql::Reply, crate::promql::QueryError>> {
         Box::pin(async move {
-            let source = ClusterSource::new(
+            let source = crate::promql::StoredSource::new(ClusterStore::new(
                 Arc::clone(&self.node),
                 tokio::runtime::Handle::current(),
                 read,
-            );
+            ));
             let _turn = self.node.render_slot().await;
             tokio::task::spawn_blocking(move || crate::promql::answer(&source, &request, &limits))
                 .await

@@ -11,72 +11,28 @@
 
 use std::sync::Mutex;
 
-use promql_parser::label::{MatchOp, Matcher};
 use serde::{Deserialize, Serialize};
 
 use super::partial::Charged;
 use crate::bucket::exact_buckets::{self, WireLatest};
 use crate::bucket::{Bucket, ExactF64};
+use crate::config::TierSpec;
 use crate::counter::SeriesKind;
 use crate::error::{Error, Result};
 use crate::histogram::Histogram;
-use crate::promql::BucketHistogram;
-use crate::promql::{self, MatcherSet, Selected, Source, StoredSource};
+use crate::promql::KeyFilter;
 use crate::read::budget::ReadBudget;
 use crate::read::reader::Reader;
-use crate::registry::SeriesId;
+use crate::read::store::{tiers_for, BucketHistogram, LabelMatcher, Selection, SeriesRef, Store};
 use crate::time::Timestamp;
-
-/// One matcher on the wire.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub(crate) struct WireMatcher {
-    /// `=`, `!=`, `=~` or `!~`.
-    op: String,
-    name: String,
-    /// The value as written (`=`, `!=`) or the regex's anchored source (`=~`, `!~`).
-    value: String,
-}
-
-impl WireMatcher {
-    pub(super) fn of(matcher: &Matcher) -> WireMatcher {
-        let value = match &matcher.op {
-            MatchOp::Re(re) | MatchOp::NotRe(re) => re.as_str().to_owned(),
-            MatchOp::Equal | MatchOp::NotEqual => matcher.value.clone(),
-        };
-        WireMatcher {
-            op: matcher.op.to_string(),
-            name: matcher.name.clone(),
-            value,
-        }
-    }
-
-    fn matcher(&self) -> Result<Matcher> {
-        let regex = || {
-            regex::Regex::new(&self.value)
-                .map_err(|e| Error::InvalidQuery(format!("matcher {:?}: {e}", self.value)))
-        };
-        let op = match self.op.as_str() {
-            "=" => MatchOp::Equal,
-            "!=" => MatchOp::NotEqual,
-            "=~" => MatchOp::Re(regex()?),
-            "!~" => MatchOp::NotRe(regex()?),
-            other => {
-                return Err(Error::InvalidQuery(format!(
-                    "unknown matcher operator {other:?}"
-                )))
-            }
-        };
-        Ok(Matcher::new(op, &self.name, &self.value))
-    }
-}
 
 /// The PromQL reads an owner answers for its partitions.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) enum PromRead {
     /// The series matching all matchers of at least one set.
-    Select(Vec<Vec<WireMatcher>>),
+    Select(Vec<Vec<LabelMatcher>>),
     /// [`PromRead::Select`] with each series' tier set (`[[set]]`s).
-    SelectSets(Vec<Vec<WireMatcher>>),
+    SelectSets(Vec<Vec<LabelMatcher>>),
     /// The buckets of those of `keys` in the owner's partitions, on tier `tier` from
     /// `from` (aligned down to its resolution) to before `to`.
     Buckets {
@@ -237,8 +193,8 @@ pub(crate) fn answer_over(
     read: PromRead,
     budget: &ReadBudget,
 ) -> Result<PromAnswer> {
-    // The keys of `keys` each engine holds: per reader, (index in keys, selected).
-    let held = |keys: &[String]| -> Vec<Vec<(u32, Selected)>> {
+    // The keys of `keys` each engine holds: per reader, (index in keys, series, kind).
+    let held = |keys: &[String]| -> Vec<Vec<(u32, SeriesRef, SeriesKind)>> {
         let mut per_reader = vec![Vec::new(); readers.len()];
         for (index, key) in keys.iter().enumerate() {
             let partition = super::partition_of(key, all);
@@ -249,29 +205,24 @@ pub(crate) fn answer_over(
             let Some(id) = reader.registry().get(key) else {
                 continue;
             };
-            let kind = reader.series_kind(id);
-            per_reader[at].push((
-                index as u32,
-                Selected {
-                    id: id.0,
-                    labels: promql::Labels::default(),
-                    counter: kind == SeriesKind::Counter,
-                    distribution: kind == SeriesKind::Distribution,
-                },
-            ));
+            let series = SeriesRef {
+                id: id.0,
+                set: reader.registry().placement(id).set(),
+            };
+            per_reader[at].push((index as u32, series, reader.series_kind(id)));
         }
         per_reader
     };
     Ok(match read {
         PromRead::Select(sets) => {
-            let found = select_over(readers, &sets, budget)?;
+            let found = select_over(readers, sets, budget)?;
             let found = (found.into_iter())
                 .map(|(key, counter, distribution, _)| (key, counter, distribution))
                 .collect();
             PromAnswer::Selected(Charged::new(found, budget))
         }
         PromRead::SelectSets(sets) => {
-            PromAnswer::SelectedSets(Charged::new(select_over(readers, &sets, budget)?, budget))
+            PromAnswer::SelectedSets(Charged::new(select_over(readers, sets, budget)?, budget))
         }
         PromRead::Buckets {
             keys,
@@ -282,15 +233,15 @@ pub(crate) fn answer_over(
         } => {
             let mut out = Vec::new();
             for (reader, held) in readers.iter().zip(held(&keys)) {
-                let series: Vec<Selected> = held.iter().map(|(_, s)| s.clone()).collect();
+                let series: Vec<SeriesRef> = held.iter().map(|(_, s, _)| *s).collect();
                 if series.is_empty() {
                     continue;
                 }
-                let index = tier_of(reader, &series, &tier, resolution)?;
-                let read = StoredSource::new(*reader).buckets(&series, index, from, to, budget)?;
+                let spec = tier_of(reader, &series, &tier, resolution)?;
+                let read = reader.buckets(&series, &spec, from, to)?;
                 out.extend(
                     (held.iter().zip(read))
-                        .map(|((index, _), buckets)| IndexedBuckets::new(*index, buckets)),
+                        .map(|((index, _, _), buckets)| IndexedBuckets::new(*index, buckets)),
                 );
             }
             PromAnswer::Buckets(out)
@@ -304,30 +255,36 @@ pub(crate) fn answer_over(
         } => {
             let out = Mutex::new(Vec::new());
             for (reader, held) in readers.iter().zip(held(&keys)) {
-                let (indexes, series): (Vec<u32>, Vec<Selected>) =
-                    held.into_iter().filter(|(_, s)| s.distribution).unzip();
+                let (indexes, series): (Vec<u32>, Vec<SeriesRef>) = (held.into_iter())
+                    .filter(|(_, _, kind)| *kind == SeriesKind::Distribution)
+                    .map(|(index, series, _)| (index, series))
+                    .unzip();
                 if series.is_empty() {
                     continue;
                 }
-                let index = tier_of(reader, &series, &tier, resolution)?;
+                let spec = tier_of(reader, &series, &tier, resolution)?;
                 let visit = |i: usize, histograms: &[Option<BucketHistogram>]| {
                     let part = IndexedHistograms::new(indexes[i], histograms);
                     out.lock().unwrap_or_else(|e| e.into_inner()).push(part);
                 };
-                StoredSource::new(*reader)
-                    .visit_histograms(&series, index, from, to, budget, &visit)?;
+                reader.visit_histograms(&series, &spec, from, to, &visit)?;
             }
             PromAnswer::Histograms(out.into_inner().unwrap_or_else(|e| e.into_inner()))
         }
         PromRead::Raw { keys, from, to } => {
             let mut out = Vec::new();
             for (reader, held) in readers.iter().zip(held(&keys)) {
-                let series: Vec<Selected> = held.iter().map(|(_, s)| s.clone()).collect();
-                let Some(read) = StoredSource::new(*reader).raw(&series, from, to, budget)? else {
+                let series: Vec<SeriesRef> = held.iter().map(|(_, s, _)| *s).collect();
+                let reached = reader.raw_reaches(from);
+                let read = match reached {
+                    true => Store::raw(reader, &series, from, to, budget)?,
+                    false => None,
+                };
+                let Some(read) = read else {
                     return Ok(PromAnswer::Raw(Charged::new(None, budget)));
                 };
                 out.extend(
-                    (held.iter().zip(read)).map(|((index, _), points)| IndexedPoints {
+                    (held.iter().zip(read)).map(|((index, _, _), points)| IndexedPoints {
                         index: *index,
                         points: points.into_iter().map(|(t, v)| (t, ExactF64(v))).collect(),
                     }),
@@ -338,50 +295,57 @@ pub(crate) fn answer_over(
     })
 }
 
-/// The series of every engine in `readers` that match one of `sets` (wire matchers), each
-/// as its key, whether a counter, whether a distribution, and its tier set; the scans
+/// The series of every engine in `readers` that match one of `sets` (matchers as data),
+/// each as its key, whether a counter, whether a distribution, and its tier set; the scans
 /// charged to `budget`.
 ///
 /// # Errors
 /// A matcher that does not compile; the budget's refusal.
 fn select_over(
     readers: &[Reader<'_>],
-    sets: &[Vec<WireMatcher>],
+    sets: Vec<Vec<LabelMatcher>>,
     budget: &ReadBudget,
 ) -> Result<Vec<(String, bool, bool, usize)>> {
-    let sets: Vec<MatcherSet> = (sets.iter())
-        .map(|set| set.iter().map(WireMatcher::matcher).collect())
-        .collect::<Result<_>>()?;
+    let filter = KeyFilter::of_selection(&Selection::Matchers(sets))?;
     let mut found = Vec::new();
     for reader in readers {
-        for s in StoredSource::new(*reader).select(&sets, budget)? {
-            let id = SeriesId(s.id);
-            if let Some(key) = reader.registry().key(id) {
-                let set = reader.registry().placement(id).set();
-                found.push((key.as_str().to_owned(), s.counter, s.distribution, set));
-            }
+        for s in Store::select(reader, &filter, budget)? {
+            found.push((
+                s.key.as_str().to_owned(),
+                s.kind == SeriesKind::Counter,
+                s.kind == SeriesKind::Distribution,
+                s.set,
+            ));
         }
     }
     Ok(found)
 }
 
-/// The index of the tier an owner reads `series` (found in the engine of `reader`) through:
-/// the one named `tier`, or with `[[set]]`s the one of `resolution` among the tiers the
-/// engine's source chooses from for them, which reads each series through its set's tier of
-/// that resolution.
+/// The tier an owner reads `series` (found in the engine of `reader`) through: the one
+/// named `tier`, or with `[[set]]`s the one of `resolution` among the tiers a read of them
+/// chooses from ([`tiers_for`]), which reads each series through its set's tier of that
+/// resolution.
 ///
 /// # Errors
-/// [`Error::UnknownTier`] when there is none; as [`Source::tiers_of`].
+/// [`Error::UnknownTier`] when there is none; as [`tiers_for`].
 fn tier_of(
     reader: &Reader<'_>,
-    series: &[Selected],
+    series: &[SeriesRef],
     tier: &str,
     resolution: Option<u64>,
-) -> Result<usize> {
+) -> Result<TierSpec> {
     let found = match resolution {
-        None => reader.config().tier_index(tier),
-        Some(secs) => (StoredSource::new(*reader).tiers_of(series)?.tiers.iter())
-            .position(|t| t.resolution.secs() == secs),
+        None => (reader.config().tier_index(tier)).map(|at| reader.config().tiers[at].clone()),
+        Some(secs) => {
+            let mut sets: Vec<usize> = series.iter().map(|s| s.set).collect();
+            sets.sort_unstable();
+            sets.dedup();
+            (tiers_for(reader.whole_config(), &sets, Reader::now(reader))?
+                .tiers
+                .iter())
+            .find(|t| t.resolution.secs() == secs)
+            .cloned()
+        }
     };
     found.ok_or_else(|| Error::UnknownTier(tier.to_owned()))
 }
@@ -390,6 +354,38 @@ fn tier_of(
 mod tests {
     use super::*;
     use crate::bucket::Last;
+    use crate::read::store::SeriesFilter;
+    use crate::registry::SeriesKey;
+
+    /// A selector's matchers travel as a store's `Selection` in the JSON nodes of earlier
+    /// builds sent (`{"op", "name", "value"}`, a regex as its anchored source), and the owner
+    /// compiles them back into a filter that keeps the same series as the asker's.
+    #[test]
+    fn a_selection_travels_as_before_and_keeps_the_same_series() {
+        let text = r#"{__name__=~"cpu.*",host!="b" or __graphite__="m.*"}"#;
+        let sets = crate::promql::parse_selector(text).unwrap();
+        let asker = KeyFilter::new(&sets).unwrap();
+        let Selection::Matchers(wire) = asker.selection();
+        let json = serde_json::to_string(&PromRead::Select(wire)).unwrap();
+        assert_eq!(
+            json,
+            r#"{"Select":[[{"op":"=~","name":"__name__","value":"^(?:cpu.*)$"},{"op":"!=","name":"host","value":"b"}],[{"op":"=","name":"__graphite__","value":"m.*"}]]}"#
+        );
+        let PromRead::Select(back) = serde_json::from_str(&json).unwrap() else {
+            panic!("another read: {json}");
+        };
+        let owner = KeyFilter::of_selection(&Selection::Matchers(back)).unwrap();
+        for (key, kept) in [
+            ("cpu.user;host=a", true),
+            ("cpu.user;host=b", false),
+            ("mem;host=b", false),
+            ("m.free;host=b", true),
+        ] {
+            let key = SeriesKey::parse(key).unwrap();
+            assert_eq!(SeriesFilter::matches(&asker, &key.view()), kept, "{key}");
+            assert_eq!(SeriesFilter::matches(&owner, &key.view()), kept, "{key}");
+        }
+    }
 
     /// A cluster node's PromQL read of another node's buckets keeps their latest samples, so
     /// an instant selector answers there as on the owner; an answer without the field (a

@@ -1,13 +1,14 @@
-//! PromQL on a cluster node: the evaluator's [`Source`] over the partitions' owners. The
-//! node evaluates the query itself, as a single node does; only the leaf reads fan out
-//! ([`super::fanout::fan_out`]): the series a selector picks (each owner lists the keys of
-//! its partitions' series that match, its registry scans charged, with their kinds), then
-//! their buckets, a distribution's histograms (per bucket, for `histogram_quantile` and
-//! kin) or raw points (each owner reads the keys of its own partitions, on the tier and
-//! range the asker chose). The asker charges the request's budget as one engine would (the owners'
-//! scans as they report them, the series times the buckets before anything is read), so
-//! `--max-read-values`, `--max-query-series` and `--query-timeout` hold as on a single node.
-//! A read taken from a replica behind the log is recorded in the request's
+//! A cluster node's [`Store`]: every primitive fans out to the partitions' owners
+//! ([`super::fanout::fan_out`]). The node evaluates a query itself, as a single node does,
+//! through the same [`crate::promql::StoredSource`]; only the store's leaf reads travel: the
+//! series a filter keeps (each owner lists the keys of its partitions' series that match,
+//! its registry scans charged, with their kinds and sets), then their buckets, a
+//! distribution's histograms (per bucket) or raw points (each owner reads the keys of its
+//! own partitions, on the tier and range the asker chose). The asker charges the request's
+//! budget as one engine would (the owners' scans and raw points as they report them; the
+//! buckets are charged above the store, before anything is read), so `--max-read-values`,
+//! `--max-query-series` and `--query-timeout` hold as on a single node. A read taken from a
+//! replica behind the log is recorded in the request's
 //! [`crate::server::read_report::ReadReport`], which the Prometheus handler turns into a
 //! `warnings` entry.
 //!
@@ -20,51 +21,51 @@ use std::sync::{Arc, Mutex};
 use super::fanout::{self, PartialAnswer, PartialRead};
 use super::node::Node;
 use super::partial;
-use super::promql_read::{PromAnswer, PromRead, WireMatcher};
+use super::promql_read::{PromAnswer, PromRead};
 use crate::bucket::Bucket;
-use crate::config::TiersConfig;
+use crate::config::{TierSpec, TiersConfig};
+use crate::counter::SeriesKind;
 use crate::error::{Error, Result};
-use crate::promql::HistogramVisit;
-use crate::promql::{self, key_labels, MatcherSet, RawPoints, Selected, Source};
 use crate::read::budget::ReadBudget;
+use crate::read::store::{
+    bucket_span, Found, HistogramVisit, RawPoints, Selection, SeriesFilter, SeriesRef, Store,
+};
 use crate::registry::SeriesKey;
 use crate::server::backend::ReadOptions;
 use crate::time::Timestamp;
-/// PromQL's [`Source`] on a cluster node: every read fans out to the partitions' owners.
-pub(crate) struct ClusterSource {
+
+/// A cluster node's [`Store`]: every read fans out to the partitions' owners.
+pub(crate) struct ClusterStore {
     node: Arc<Node>,
     /// The runtime the fan-outs run on, from the request's handler: the evaluator calls the
-    /// source synchronously, on the blocking pool (as render's source, see
+    /// store synchronously, on the blocking pool (as render's source, see
     /// [`fanout::RenderSource`]).
     runtime: tokio::runtime::Handle,
     /// How the request asks to be read, and where the fan-outs record a lag.
     options: ReadOptions,
-    /// The canonical key of each series selected so far: a [`Selected`]'s id is its index.
+    /// The canonical key of each series selected so far: a [`Found`]'s id is its index.
     keys: Mutex<Vec<String>>,
-    /// With `[[set]]`s, the tier set of each series selected so far, by the same index.
-    sets: Mutex<Vec<usize>>,
 }
 
-impl ClusterSource {
-    /// A source reading through `node`'s owners, fanning out on `runtime`.
+impl ClusterStore {
+    /// A store reading through `node`'s owners, fanning out on `runtime`.
     pub(crate) fn new(
         node: Arc<Node>,
         runtime: tokio::runtime::Handle,
         options: ReadOptions,
-    ) -> ClusterSource {
-        ClusterSource {
+    ) -> ClusterStore {
+        ClusterStore {
             node,
             runtime,
             options,
             keys: Mutex::new(Vec::new()),
-            sets: Mutex::new(Vec::new()),
         }
     }
 
     /// With `[[set]]`s, the tier's resolution a leaf read sends (see
     /// [`PromRead::Buckets`]); `None` without.
-    fn resolution(&self, tiers: &TiersConfig, tier: usize) -> Option<u64> {
-        (!self.tiers().sets.is_empty()).then(|| tiers.tiers[tier].resolution.secs())
+    fn resolution(&self, tier: &TierSpec) -> Option<u64> {
+        (!self.tiers().sets.is_empty()).then(|| tier.resolution.secs())
     }
 
     /// Fans `read` out to every partition's owner within `budget` values, and waits.
@@ -86,8 +87,8 @@ impl ClusterSource {
             .collect()
     }
 
-    /// The keys of `series`, as this source named them.
-    fn keys_of(&self, series: &[Selected]) -> Result<Vec<String>> {
+    /// The keys of `series`, as this store named them.
+    fn keys_of(&self, series: &[SeriesRef]) -> Result<Vec<String>> {
         let keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
         (series.iter())
             .map(|s| {
@@ -103,32 +104,18 @@ fn other_answer() -> Error {
     Error::Cluster("an owner answered another PromQL read than asked".into())
 }
 
-impl Source for ClusterSource {
+/// The kind a selection's answer reports.
+fn kind(counter: bool, distribution: bool) -> SeriesKind {
+    match (counter, distribution) {
+        (true, _) => SeriesKind::Counter,
+        (false, true) => SeriesKind::Distribution,
+        (false, false) => SeriesKind::Gauge,
+    }
+}
+
+impl Store for ClusterStore {
     fn tiers(&self) -> &TiersConfig {
         self.node.tiers()
-    }
-
-    /// With `[[set]]`s, the tiers of the selected series' sets as one engine chooses them
-    /// ([`promql::common_tiers`]), from the sets their owners reported.
-    fn tiers_of(&self, series: &[Selected]) -> Result<std::borrow::Cow<'_, TiersConfig>> {
-        use std::borrow::Cow;
-        let whole = self.tiers();
-        if whole.sets.is_empty() {
-            return Ok(Cow::Borrowed(whole));
-        }
-        let mut sets: Vec<usize> = {
-            let known = self.sets.lock().unwrap_or_else(|e| e.into_inner());
-            (series.iter())
-                .map(|s| known.get(s.id as usize).copied().unwrap_or(0))
-                .collect()
-        };
-        sets.sort_unstable();
-        sets.dedup();
-        match sets.as_slice() {
-            [] => Ok(Cow::Owned(whole.set_view(0))),
-            &[set] => Ok(Cow::Owned(whole.set_view(set))),
-            sets => Ok(Cow::Owned(promql::common_tiers(whole, sets, self.now())?)),
-        }
     }
 
     fn now(&self) -> Timestamp {
@@ -136,11 +123,9 @@ impl Source for ClusterSource {
     }
 
     /// Each owner lists its matching keys, its scans charged to what the request may still
-    /// read; the asker charges their reports, labels them and sorts them by labels.
-    fn select(&self, sets: &[MatcherSet], budget: &ReadBudget) -> Result<Vec<Selected>> {
-        let wire = (sets.iter())
-            .map(|set| set.iter().map(WireMatcher::of).collect())
-            .collect();
+    /// read; the asker charges their reports and names each key once.
+    fn select(&self, filter: &dyn SeriesFilter, budget: &ReadBudget) -> Result<Vec<Found>> {
+        let Selection::Matchers(wire) = filter.selection();
         let owner_budget = partial::owner_budget(budget).limit();
         let mut found: Vec<(String, bool, bool, usize)> = Vec::new();
         let read = match self.tiers().sets.is_empty() {
@@ -157,54 +142,43 @@ impl Source for ClusterSource {
                 _ => return Err(other_answer()),
             }
         }
-        let mut labelled = (found.into_iter())
-            .map(|(key, counter, distribution, set)| {
-                let labels = key_labels(&SeriesKey::parse(&key)?.view());
-                Ok((labels, key, counter, distribution, set))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        labelled.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         // Partitions hold disjoint series; a key listed twice (an owner answered for a
         // partition twice after a retry) is one series.
-        labelled.dedup_by(|a, b| a.1 == b.1);
+        found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        found.dedup_by(|a, b| a.0 == b.0);
         let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-        let mut key_sets = self.sets.lock().unwrap_or_else(|e| e.into_inner());
-        key_sets.resize(keys.len(), 0);
-        Ok((labelled.into_iter())
-            .map(|(labels, key, counter, distribution, set)| {
-                keys.push(key);
-                key_sets.push(set);
-                Selected {
+        (found.into_iter())
+            .map(|(text, counter, distribution, set)| {
+                let key = SeriesKey::parse(&text)?;
+                keys.push(text);
+                Ok(Found {
                     id: (keys.len() - 1) as u32,
-                    labels,
-                    counter,
-                    distribution,
-                }
+                    key,
+                    kind: kind(counter, distribution),
+                    set,
+                })
             })
-            .collect())
+            .collect()
     }
 
-    /// Charged here as one engine charges (series times buckets, before anything is read);
-    /// the owners read without a budget of their own.
+    /// The owners read without a budget of their own: the read was charged before.
     fn buckets(
         &self,
-        series: &[Selected],
-        tier: usize,
+        series: &[SeriesRef],
+        tier: &TierSpec,
         from: Timestamp,
         to: Timestamp,
-        budget: &ReadBudget,
     ) -> Result<Vec<Vec<Bucket>>> {
-        let tiers = self.tiers_of(series)?;
-        let points = promql::charge_buckets(&tiers, series.len(), tier, from, to, budget)?;
+        let (_, points) = bucket_span(tier, from, to);
         if series.is_empty() || points == 0 {
             return Ok(vec![Vec::new(); series.len()]);
         }
         let read = PromRead::Buckets {
             keys: self.keys_of(series)?,
-            tier: tiers.tiers[tier].name.clone(),
+            tier: tier.name.clone(),
             from,
             to,
-            resolution: self.resolution(&tiers, tier),
+            resolution: self.resolution(tier),
         };
         let mut out = vec![vec![Bucket::EMPTY; points]; series.len()];
         let mut seen = BTreeSet::new();
@@ -226,30 +200,24 @@ impl Source for ClusterSource {
         Ok(out)
     }
 
-    /// Charged here as one engine charges (series times buckets, before anything is read);
-    /// each owner reads the histograms of its distributions without a budget of their own,
-    /// and each series is visited as its owner's answer arrives (a series no owner holds,
-    /// with no histogram).
+    /// Each owner reads the histograms of its distributions without a budget of their own
+    /// (the read was charged before), and each series is visited as its owner's answer
+    /// arrives (a series no owner holds, with no histogram).
     fn visit_histograms(
         &self,
-        series: &[Selected],
-        tier: usize,
+        series: &[SeriesRef],
+        tier: &TierSpec,
         from: Timestamp,
         to: Timestamp,
-        budget: &ReadBudget,
         visit: &HistogramVisit<'_>,
     ) -> Result<()> {
-        let tiers = self.tiers_of(series)?;
-        let points = promql::charge_buckets(&tiers, series.len(), tier, from, to, budget)?;
-        if series.is_empty() {
-            return Ok(());
-        }
+        let (_, points) = bucket_span(tier, from, to);
         let read = PromRead::Histograms {
             keys: self.keys_of(series)?,
-            tier: tiers.tiers[tier].name.clone(),
+            tier: tier.name.clone(),
             from,
             to,
-            resolution: self.resolution(&tiers, tier),
+            resolution: self.resolution(tier),
         };
         let mut seen = BTreeSet::new();
         for answer in self.fan_out(read, u64::MAX)? {
@@ -279,17 +247,11 @@ impl Source for ClusterSource {
     /// when any owner's raw tier does not hold the range.
     fn raw(
         &self,
-        series: &[Selected],
+        series: &[SeriesRef],
         from: Timestamp,
         to: Timestamp,
         budget: &ReadBudget,
     ) -> Result<Option<Vec<RawPoints>>> {
-        let Some(spec) = &self.tiers().raw else {
-            return Ok(None);
-        };
-        if spec.window_start(self.now()) > from {
-            return Ok(None);
-        }
         let read = PromRead::Raw {
             keys: self.keys_of(series)?,
             from,

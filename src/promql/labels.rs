@@ -11,6 +11,7 @@ use promql_parser::parser::{Expr, VectorSelector};
 use super::error::QueryError;
 use super::names::is_promql_name;
 use crate::error::Error;
+use crate::read::store::{LabelMatcher, Selection, SeriesFilter};
 use crate::registry::glob::{segments_match, Glob};
 use crate::registry::KeyView;
 
@@ -122,6 +123,8 @@ pub type MatcherSet = Vec<Matcher>;
 /// parsed once, not once per key.
 pub(crate) struct KeyFilter {
     sets: Vec<Vec<KeyMatcher>>,
+    /// The matchers as data, for a store that selects on another node.
+    wire: Vec<Vec<LabelMatcher>>,
 }
 
 enum KeyMatcher {
@@ -138,7 +141,7 @@ impl KeyFilter {
     /// [`Error::InvalidQuery`] for a `__graphite__` matcher that is a regex, holds a `;` or
     /// whose glob is refused (see [`check_graphite`]).
     pub(crate) fn new(sets: &[MatcherSet]) -> Result<KeyFilter, Error> {
-        let sets = (sets.iter())
+        let compiled = (sets.iter())
             .map(|set| {
                 (set.iter())
                     .map(|m| match m.name.as_str() {
@@ -148,7 +151,25 @@ impl KeyFilter {
                     .collect()
             })
             .collect::<Result<_, Error>>()?;
-        Ok(KeyFilter { sets })
+        let wire = (sets.iter())
+            .map(|set| set.iter().map(wire_matcher).collect())
+            .collect();
+        Ok(KeyFilter {
+            sets: compiled,
+            wire,
+        })
+    }
+
+    /// The filter of a [`Selection`] another node sent.
+    ///
+    /// # Errors
+    /// A regex that does not compile, an unknown operator; as [`KeyFilter::new`].
+    pub(crate) fn of_selection(selection: &Selection) -> Result<KeyFilter, Error> {
+        let Selection::Matchers(wire) = selection;
+        let sets: Vec<MatcherSet> = (wire.iter())
+            .map(|set| set.iter().map(matcher_of).collect())
+            .collect::<Result<_, Error>>()?;
+        KeyFilter::new(&sets)
     }
 
     /// Whether every matcher of at least one set holds for the series `key` (an absent label
@@ -170,6 +191,53 @@ impl KeyFilter {
             })
         })
     }
+}
+
+impl SeriesFilter for KeyFilter {
+    fn matches(&self, key: &KeyView<'_>) -> bool {
+        KeyFilter::matches(self, key)
+    }
+
+    fn selection(&self) -> Selection {
+        Selection::Matchers(self.wire.clone())
+    }
+}
+
+/// `matcher` as data: a regex's anchored source, since the parser's types do not
+/// deserialize.
+fn wire_matcher(matcher: &Matcher) -> LabelMatcher {
+    let value = match &matcher.op {
+        MatchOp::Re(re) | MatchOp::NotRe(re) => re.as_str().to_owned(),
+        MatchOp::Equal | MatchOp::NotEqual => matcher.value.clone(),
+    };
+    LabelMatcher {
+        op: matcher.op.to_string(),
+        name: matcher.name.clone(),
+        value,
+    }
+}
+
+/// The matcher `wire` describes.
+///
+/// # Errors
+/// [`Error::InvalidQuery`] for a regex that does not compile or an unknown operator.
+fn matcher_of(wire: &LabelMatcher) -> Result<Matcher, Error> {
+    let regex = || {
+        regex::Regex::new(&wire.value)
+            .map_err(|e| Error::InvalidQuery(format!("matcher {:?}: {e}", wire.value)))
+    };
+    let op = match wire.op.as_str() {
+        "=" => MatchOp::Equal,
+        "!=" => MatchOp::NotEqual,
+        "=~" => MatchOp::Re(regex()?),
+        "!~" => MatchOp::NotRe(regex()?),
+        other => {
+            return Err(Error::InvalidQuery(format!(
+                "unknown matcher operator {other:?}"
+            )))
+        }
+    };
+    Ok(Matcher::new(op, &wire.name, &wire.value))
 }
 
 /// The glob of a `__graphite__` matcher, or why it is refused.

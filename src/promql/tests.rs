@@ -52,6 +52,7 @@ impl Source for Memory {
                 labels: super::key_labels(&key.view()),
                 counter: *counter,
                 distribution: self.distributions.contains(&i),
+                set: 0,
             })
             .collect();
         found.sort_by(|a, b| a.labels.cmp(&b.labels));

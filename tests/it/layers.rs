@@ -67,6 +67,10 @@ const INNER_LAYERS: &[(&str, &[Layer])] = &[(
             "reads across series and of distributions",
             &["aggregate", "distribution"],
         ),
+        (
+            "the one read interface the query languages stand on",
+            &["store"],
+        ),
     ],
 )];
 
@@ -323,6 +327,33 @@ fn the_cluster_reaches_no_storage_internals() {
         wrong.is_empty(),
         "the cluster reaches into the storage or the engine (go through the engine's \
          surface):\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// What the query languages may name of the read side: the budget, the tier choice and the
+/// one read interface, [`READ_OF_LANGUAGES`]; never the reader or its reads, which a
+/// storage side implements the store with (an engine's reader, a cluster's fan-out).
+const READ_OF_LANGUAGES: &[&str] = &["budget", "store", "tier_choice", "value_text"];
+
+/// PromQL reads storage through `read::store::Store` only, so a single node and a cluster
+/// node answer through one source: it names no reader, no read of the reader's, no engine.
+#[test]
+fn promql_reads_through_the_store() {
+    let mut wrong = Vec::new();
+    for (shown, lines) in module_files("promql") {
+        for (line, named) in paths_after(&lines, "crate::read::") {
+            if !READ_OF_LANGUAGES.contains(&named.as_str()) {
+                wrong.push(format!("{shown}:{line}: names `crate::read::{named}`"));
+            }
+        }
+        for (line, _) in paths_after(&lines, "crate::engine") {
+            wrong.push(format!("{shown}:{line}: names `crate::engine`"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "PromQL reaches past the store (read through `read::store::Store`):\n{}",
         wrong.join("\n")
     );
 }
