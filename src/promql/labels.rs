@@ -164,6 +164,7 @@ impl KeyFilter {
     ///
     /// # Errors
     /// A regex that does not compile, an unknown operator; as [`KeyFilter::new`].
+    #[cfg(feature = "cluster")]
     pub(crate) fn of_selection(selection: &Selection) -> Result<KeyFilter, Error> {
         let Selection::Matchers(wire) = selection;
         let sets: Vec<MatcherSet> = (wire.iter())
@@ -221,6 +222,7 @@ fn wire_matcher(matcher: &Matcher) -> LabelMatcher {
 ///
 /// # Errors
 /// [`Error::InvalidQuery`] for a regex that does not compile or an unknown operator.
+#[cfg(feature = "cluster")]
 fn matcher_of(wire: &LabelMatcher) -> Result<Matcher, Error> {
     let regex = || {
         regex::Regex::new(&wire.value)
