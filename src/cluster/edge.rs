@@ -661,9 +661,6 @@ impl WriteTarget for EdgeTarget {
     /// Queues bucketed observations of `at.series`, a distribution; the partition stores
     /// them as a node's native histograms.
     fn push_histogram(&mut self, at: Parsed<'_>, observed: Observed) -> Queued {
-        if !observed.is_finite() {
-            return Err(RejectReason::NotFinite.into());
-        }
         let (partition, place) = self.place(at.series, Some(SeriesKind::Distribution))?;
         let (batch, _) = self.batches.entry(partition).or_default();
         batch.observed.push(BatchObserved {

@@ -43,7 +43,7 @@ pub(crate) trait WriteTarget: Send {
     fn push(&mut self, at: Parsed<'_>, kind: Option<SeriesKind>, value: f64) -> Queued;
 
     /// Queues observations that arrived as a histogram, at `at`: its series is declared a
-    /// distribution (their sum was checked as a sample's value).
+    /// distribution (their sum was checked as a sample's value, and they are finite).
     ///
     /// # Errors
     /// Why they are refused, before anything of them is queued.
@@ -179,8 +179,9 @@ impl Sink {
 
     /// Queues observations that arrived as a histogram (a Prometheus native histogram's
     /// increase, an OTLP histogram point) for the series named `series`, which is declared
-    /// a distribution; they are checked as a sample of their sum. Returns true when the
-    /// batch is full and should be flushed.
+    /// a distribution; they are checked as a sample of their sum, and refused as
+    /// `not_finite` when their extremes are not finite either, before a series is
+    /// registered for them. Returns true when the batch is full and should be flushed.
     pub fn push_histogram(
         &mut self,
         series: &str,
@@ -190,7 +191,15 @@ impl Sink {
     ) -> bool {
         let target = &self.target;
         let sum = observed.sum;
-        if let Err(reason) = (self.bounds).check(sum, ts, || (target.tiers(), target.now())) {
+        let checked = (self.bounds).check(sum, ts, || (target.tiers(), target.now()));
+        let checked = checked.and_then(|()| {
+            if observed.is_finite() {
+                Ok(())
+            } else {
+                Err(RejectReason::NotFinite)
+            }
+        });
+        if let Err(reason) = checked {
             self.refused(line, "histogram", reason.into());
             return false;
         }
