@@ -11,9 +11,22 @@ use crate::time::Timestamp;
 
 /// The first and last second a sample may have, taken at the first sample after the last
 /// flush ([`TimeBounds::retake`]), so a long-lived connection or socket, whose samples were
-/// all refused or not, never judges new samples by a "now" from hours ago.
-#[derive(Default)]
-pub(crate) struct TimeBounds(Option<(Timestamp, Timestamp)>);
+/// all refused or not, never judges new samples by a "now" from hours ago. Until taken, they
+/// hold no second at all, so the first sample takes the slow path that takes them.
+pub(crate) struct TimeBounds {
+    oldest: Timestamp,
+    newest: Timestamp,
+}
+
+impl Default for TimeBounds {
+    /// Not taken yet.
+    fn default() -> TimeBounds {
+        TimeBounds {
+            oldest: Timestamp::MAX,
+            newest: Timestamp::MIN,
+        }
+    }
+}
 
 impl TimeBounds {
     /// Why a sample of `value` at `ts` is refused: [`check_value_and_time`] against the
@@ -28,16 +41,32 @@ impl TimeBounds {
         ts: Timestamp,
         tiers_now: impl FnOnce() -> (&'a TiersConfig, Timestamp),
     ) -> std::result::Result<(), RejectReason> {
-        let bounds = *self.0.get_or_insert_with(|| {
+        if value.is_finite() && ts >= self.oldest && ts <= self.newest {
+            return Ok(());
+        }
+        self.take_or_refuse(value, ts, tiers_now)
+    }
+
+    /// Takes the bounds when they are not taken yet, then says why the sample is refused,
+    /// if it is.
+    #[cold]
+    #[inline(never)]
+    fn take_or_refuse<'a>(
+        &mut self,
+        value: f64,
+        ts: Timestamp,
+        tiers_now: impl FnOnce() -> (&'a TiersConfig, Timestamp),
+    ) -> std::result::Result<(), RejectReason> {
+        if self.oldest > self.newest {
             let (tiers, now) = tiers_now();
-            accepted_times(tiers, now)
-        });
-        check_value_and_time(value, ts, bounds)
+            (self.oldest, self.newest) = accepted_times(tiers, now);
+        }
+        check_value_and_time(value, ts, (self.oldest, self.newest))
     }
 
     /// Takes the bounds afresh at the next sample: at every flush, with or without samples
     /// queued.
     pub(crate) fn retake(&mut self) {
-        self.0 = None;
+        *self = TimeBounds::default();
     }
 }
