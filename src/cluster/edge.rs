@@ -5,9 +5,9 @@
 //!
 //! A sample is refused before it is published for what can be known without the series'
 //! history, with the reasons a single node gives: `not_finite`, `too_old`,
-//! `too_far_in_future` (by the sink), `invalid_series` (here). What depends on a series' stored state (`kind_mismatch`,
-//! `counter_out_of_order`) is found when an owner applies the batch, and counted in that
-//! owner's `/metrics`. A flush returns once JetStream has acknowledged every message of the
+//! `too_far_in_future` (by the sink), `invalid_series` (here). What depends on a series'
+//! stored state (`kind_mismatch`, `counter_out_of_order`) is found when an owner applies the
+//! batch, and counted in that owner's `/metrics`. A flush returns once JetStream has acknowledged every message of the
 //! batch, so a write answered 2xx is in the replicated log (a Graphite socket, which answers
 //! no one, hands its samples to the node's publisher and reads on); a publish that fails is retried
 //! with the same message id, which JetStream stores once.
