@@ -43,8 +43,6 @@ use crate::storage::{Storage, OPEN_MARKER};
 use crate::time::Timestamp;
 pub(crate) use admission::accepted_times;
 pub(crate) use admission::check_value_and_time;
-#[cfg(feature = "server")]
-pub(crate) use admission::SinkBounds;
 use admission::{BatchPlaces, Bounds, FilesNeeded, SampleLimits};
 use apply::ApplyLog;
 pub use apply::{

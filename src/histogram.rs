@@ -98,8 +98,8 @@ impl Observed {
     }
 
     /// Whether the sum and the extremes ([`Observed::extremes`]) are finite numbers: what a
-    /// bucket's record can take. A node's engine and a cluster's edge refuse the rest as
-    /// `not_finite`.
+    /// bucket's record can take. The ingest core (src/ingest/sink.rs), before a series is
+    /// registered for them, and the engine refuse the rest as `not_finite`.
     pub fn is_finite(&self) -> bool {
         self.sum.is_finite()
             && self

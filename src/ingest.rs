@@ -18,12 +18,14 @@
 //! Beside the parsers, with the `server` feature, what every ingest path (a server connection
 //! or request, a cluster node's edge, an import) shares:
 //! - `report`: what an ingest did, refusals by reason and the first ones by line;
+//! - `bounds`: the time bounds a sample is checked against before its name is resolved,
+//!   taken afresh at every flush;
 //! - `name_cache`: series name to id (or partition), once per connection;
 //! - `batch`: samples with their input lines, written into an engine whole;
 //! - [`cumulative`]: cumulative histograms (Prometheus counter histograms) into the
 //!   increases a distribution stores, with each series' last histogram;
-//! - `local`: the one way samples reach this process's engine: checked, resolved and
-//!   queued beside the parser, registered and written where waiting is allowed;
+//! - `local`: the one way samples reach this process's engine: resolved and queued
+//!   beside the parser, registered and written where waiting is allowed;
 //! - `sink`: the one ingest pipeline a server's protocols write through, a [`Sink`] per
 //!   connection or request over a write target: this process's engine (`local`), or a
 //!   cluster node's log (`crate::cluster::edge`); the sink keeps the report.
@@ -35,6 +37,8 @@
 pub mod archive;
 #[cfg(feature = "server")]
 pub(crate) mod batch;
+#[cfg(feature = "server")]
+pub(crate) mod bounds;
 #[cfg(feature = "server")]
 pub mod cumulative;
 pub mod graphite;

@@ -11,6 +11,7 @@ use super::{engine_builder, print, Location};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::Result;
+use crate::ingest::bounds::TimeBounds;
 pub use crate::ingest::influx::Precision;
 use crate::ingest::local::{self, LocalBatch, LocalQueue};
 use crate::ingest::name_cache::NameCache;
@@ -389,6 +390,8 @@ struct Parser<'a> {
     precision: influx::Precision,
     full: crossbeam_channel::Sender<LocalBatch>,
     empty: crossbeam_channel::Receiver<LocalBatch>,
+    /// Checked before a sample is queued; taken afresh at every batch sent.
+    bounds: TimeBounds,
     queue: LocalQueue,
     lines: u64,
     /// Lines and fields refused while parsing.
@@ -412,6 +415,7 @@ impl<'a> Parser<'a> {
             precision,
             full,
             empty,
+            bounds: TimeBounds::default(),
             queue: LocalQueue::new(engine, NameCache::unbounded(), BATCH),
             lines: 0,
             report: IngestReport::default(),
@@ -490,10 +494,13 @@ impl<'a> Parser<'a> {
         self.send()
     }
 
-    /// Queues one sample ([`LocalQueue::push`]); sends the batch once full.
+    /// Checks one sample's value and time and queues it ([`LocalQueue::push`]); sends the
+    /// batch once full.
     fn push(&mut self, series: &str, ts: i64, value: f64) -> Result<()> {
         let line = self.lines as usize;
-        match (self.queue).push(self.engine, series, None, ts, value, line) {
+        let engine = self.engine;
+        let checked = (self.bounds).check(value, ts, || (engine.config(), engine.now()));
+        match checked.and_then(|()| (self.queue).push(engine, series, None, ts, value, line)) {
             Ok(false) => Ok(()),
             Ok(true) => self.send(),
             Err(reason) => {
@@ -506,6 +513,7 @@ impl<'a> Parser<'a> {
     /// Registers the queued batch's new series and hands the batch to the writer, taking an
     /// empty one back.
     fn send(&mut self) -> Result<()> {
+        self.bounds.retake();
         if self.queue.len() == 0 {
             return Ok(());
         }

@@ -1,13 +1,13 @@
 //! The edge of the cluster: the cluster node's [`WriteTarget`], where a node that took a
-//! write checks its samples, splits them by partition and publishes them, instead of
-//! writing them into an engine. The [`crate::ingest::sink::Sink`] over it is the one every
-//! protocol writes through, with the same name cache and report as a single node's.
+//! write splits its samples by partition and publishes them, instead of writing them into
+//! an engine. The [`crate::ingest::sink::Sink`] over it is the one every protocol writes
+//! through, with the same time bounds, name cache and report as a single node's.
 //!
-//! A sample is refused here for what can be known without the series' history, with the
-//! reasons a single node gives: `not_finite`, `too_old`, `too_far_in_future`,
-//! `invalid_series`. What depends on a series' stored state (`kind_mismatch`,
-//! `counter_out_of_order`) is found when an owner applies the batch, and counted in that
-//! owner's `/metrics`. A flush returns once JetStream has acknowledged every message of the
+//! A sample is refused before it is published for what can be known without the series'
+//! history, with the reasons a single node gives: `not_finite`, `too_old`,
+//! `too_far_in_future` (by the sink), `invalid_series` (here). What depends on a series'
+//! stored state (`kind_mismatch`, `counter_out_of_order`) is found when an owner applies the
+//! batch, and counted in that owner's `/metrics`. A flush returns once JetStream has acknowledged every message of the
 //! batch, so a write answered 2xx is in the replicated log (a Graphite socket, which answers
 //! no one, hands its samples to the node's publisher and reads on); a publish that fails is retried
 //! with the same message id, which JetStream stores once.
@@ -21,8 +21,8 @@ use futures_util::future::BoxFuture;
 
 use super::node::Node;
 use super::{envelope, partition_of, wire};
+use crate::config::TiersConfig;
 use crate::counter::SeriesKind;
-use crate::engine::SinkBounds;
 use crate::engine::{BatchObserved, KeyIndex, SampleBatch};
 use crate::error::Error;
 use crate::error::RejectReason;
@@ -83,8 +83,6 @@ pub(crate) struct EdgeTarget {
     batches: Batches,
     /// Samples queued in all batches.
     queued: usize,
-    /// First and last second accepted, fixed when the batch began.
-    bounds: SinkBounds,
     /// Canonical keys already checked, with their partition and place in the batch being
     /// built: a key is parsed once per connection, and looked up once per sample. Within
     /// the name caches' server-wide budget.
@@ -439,7 +437,6 @@ impl EdgeTarget {
             batches: Batches::default(),
             generation: 0,
             queued: 0,
-            bounds: SinkBounds::default(),
             publisher,
             tally: Arc::default(),
             last_round: None,
@@ -454,9 +451,6 @@ impl EdgeTarget {
     /// [`Error::Cluster`] when a message published since the last call failed after
     /// retries (its samples are counted as `write_failed`; the others landed).
     async fn hand_off(&mut self, report: &mut IngestReport) -> Result<()> {
-        // The bounds are taken afresh for the next samples even when none was queued: a
-        // long-lived sink (a UDP socket's) must not keep a "now" from hours ago.
-        self.bounds.reset();
         if self.queued > 0 {
             self.generation += 1;
             let batches = std::mem::take(&mut self.batches);
@@ -650,32 +644,28 @@ impl WriteTarget for EdgeTarget {
         self.publisher.node.now()
     }
 
+    /// The cluster's tiers.
+    fn tiers(&self) -> &TiersConfig {
+        self.publisher.node.tiers()
+    }
+
     /// Queues one sample of `at.series` (canonical text or any spelling the key grammar
     /// takes), declaring `kind` when the write names one.
     fn push(&mut self, at: Parsed<'_>, kind: Option<SeriesKind>, value: f64) -> Queued {
-        let node = &self.publisher.node;
-        let ts = at.ts;
-        (self.bounds).check(node.tiers(), || node.now(), value, ts)?;
         let (partition, place) = self.place(at.series, kind)?;
         let (batch, _) = self.batches.entry(partition).or_default();
-        batch.push_sample(place, ts, value);
+        batch.push_sample(place, at.ts, value);
         Ok(self.queued_one())
     }
 
-    /// Queues bucketed observations of `at.series`, a distribution, checked as a sample of
-    /// their sum; the partition stores them as a node's native histograms.
+    /// Queues bucketed observations of `at.series`, a distribution; the partition stores
+    /// them as a node's native histograms.
     fn push_histogram(&mut self, at: Parsed<'_>, observed: Observed) -> Queued {
-        let node = &self.publisher.node;
-        let ts = at.ts;
-        (self.bounds).check(node.tiers(), || node.now(), observed.sum, ts)?;
-        if !observed.is_finite() {
-            return Err(RejectReason::NotFinite.into());
-        }
         let (partition, place) = self.place(at.series, Some(SeriesKind::Distribution))?;
         let (batch, _) = self.batches.entry(partition).or_default();
         batch.observed.push(BatchObserved {
             series: place,
-            ts,
+            ts: at.ts,
             observed,
         });
         Ok(self.queued_one())

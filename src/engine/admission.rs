@@ -539,8 +539,9 @@ pub(super) struct SampleLimits {
 
 /// The first and last second a sample may have at `now` with `config`: the earliest second
 /// any tier of any set holds, and now + `future_bound` (a series' own set may hold less:
-/// [`BatchPlaces::too_old`]). A cluster node checks the same bounds before it
-/// publishes (src/cluster/edge.rs), so a sample is refused for the same reason either way.
+/// [`BatchPlaces::too_old`]). Every ingest path checks the same bounds before it queues a
+/// sample (src/ingest/bounds.rs), a cluster node's before it publishes, so a sample is refused
+/// for the same reason either way.
 pub(crate) fn accepted_times(config: &TiersConfig, now: Timestamp) -> (Timestamp, Timestamp) {
     let oldest = (config.all_tiers())
         .map(|(_, t)| t.window_start(now))
@@ -553,8 +554,8 @@ pub(crate) fn accepted_times(config: &TiersConfig, now: Timestamp) -> (Timestamp
 }
 
 /// Why a sample of `value` at `ts` is refused before any series' history is looked at:
-/// not finite, or outside `bounds` ([`accepted_times`]). One check for the engine and for a
-/// cluster node's edge (src/cluster/edge.rs).
+/// not finite, or outside `bounds` ([`accepted_times`]). One check for the engine and for
+/// every ingest path (src/ingest/bounds.rs), a cluster node's included.
 #[inline]
 pub(crate) fn check_value_and_time(
     value: f64,
@@ -569,34 +570,6 @@ pub(crate) fn check_value_and_time(
         Err(RejectReason::TooOld)
     } else {
         Ok(())
-    }
-}
-
-/// The bounds a sink checks its samples against, taken at its first sample and again after
-/// each flush, so a long-lived sink (a UDP socket's) never keeps a "now" from hours ago. A
-/// server connection's sink and a cluster node's edge share it.
-#[cfg(feature = "server")]
-#[derive(Default)]
-pub(crate) struct SinkBounds(Option<(Timestamp, Timestamp)>);
-
-#[cfg(feature = "server")]
-impl SinkBounds {
-    /// [`check_value_and_time`] against the bounds of `tiers` at `now()`, taken once.
-    #[inline]
-    pub(crate) fn check(
-        &mut self,
-        tiers: &TiersConfig,
-        now: impl FnOnce() -> Timestamp,
-        value: f64,
-        ts: Timestamp,
-    ) -> std::result::Result<(), RejectReason> {
-        let bounds = *self.0.get_or_insert_with(|| accepted_times(tiers, now()));
-        check_value_and_time(value, ts, bounds)
-    }
-
-    /// Takes the bounds afresh at the next sample.
-    pub(crate) fn reset(&mut self) {
-        self.0 = None;
     }
 }
 

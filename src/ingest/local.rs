@@ -4,10 +4,10 @@
 //! thread while it parses).
 //!
 //! Two halves, so the caller decides where each runs:
-//! - [`LocalQueue`], beside the parser: checks a sample's value and time against the tiers'
-//!   windows, resolves its series name through a [`NameCache`] and the registry's read lock,
-//!   and queues it in a [`LocalBatch`]; a name the registry does not hold yet is queued by
-//!   name, as is the kind a write declares;
+//! - [`LocalQueue`], beside the parser: resolves a sample's series name (its value and time
+//!   already checked, [`super::bounds`]) through a [`NameCache`] and the registry's read
+//!   lock, and queues it in a [`LocalBatch`]; a name the registry does not hold yet is queued
+//!   by name, as is the kind a write declares;
 //! - [`write`], where waiting on a lock or a disk is allowed: registers the batch's new names
 //!   (within the series limit), declares the kinds, and writes the batch, every refusal
 //!   counted by reason with the line it came from.
@@ -28,7 +28,7 @@ use super::name_cache::NameCache;
 use super::report::NoTotals;
 use super::report::{IngestReport, Tally};
 use crate::counter::SeriesKind;
-use crate::engine::{Engine, SinkBounds};
+use crate::engine::Engine;
 use crate::error::{Error, RejectReason, Result};
 use crate::histogram::Observed;
 use crate::registry::SeriesId;
@@ -167,14 +167,12 @@ impl LocalBatch {
     }
 }
 
-/// The parser's side: value and time checks, name resolution and queueing.
+/// The parser's side: name resolution and queueing.
 pub(crate) struct LocalQueue {
     cache: NameCache<SeriesId>,
     /// The registry's deletions when `cache` was last checked: a deletion since may have
     /// made a cached id a hole, so the cache is emptied.
     deletions_seen: u64,
-    /// The first and last second a sample may have, taken at the batch's first sample.
-    bounds: SinkBounds,
     batch: LocalBatch,
 }
 
@@ -185,15 +183,14 @@ impl LocalQueue {
         LocalQueue {
             cache,
             deletions_seen: engine.registry().deletions(),
-            bounds: SinkBounds::default(),
             batch: LocalBatch::with_room(room),
         }
     }
 
     /// Queues one sample of the series named `series` (canonical text or any spelling the
-    /// key grammar takes) from input line `line`, with the kind its write declares. A sample
-    /// that is not finite or outside the tiers' windows is refused here, so it registers no
-    /// series. Returns true when the batch should be written.
+    /// key grammar takes) from input line `line`, with the kind its write declares. The caller
+    /// has checked its value and time ([`super::bounds`]), so a sample refused for them
+    /// registers no series. Returns true when the batch should be written.
     ///
     /// # Errors
     /// The reason a sample is refused.
@@ -217,7 +214,7 @@ impl LocalQueue {
     }
 
     /// [`LocalQueue::push`] for observations that arrived as a histogram: their series is
-    /// declared a distribution, and they are checked as a sample of their sum.
+    /// declared a distribution (the caller checked their sum as a sample's value).
     ///
     /// # Errors
     /// The reason they are refused.
@@ -246,7 +243,6 @@ impl LocalQueue {
         line: usize,
     ) -> std::result::Result<bool, RejectReason> {
         let (ts, value) = (sample.ts, sample.value);
-        (self.bounds).check(engine.config(), || engine.now(), value, ts)?;
         let deletions = engine.registry().deletions();
         if deletions != self.deletions_seen {
             self.cache.forget_all();
@@ -305,16 +301,9 @@ impl LocalQueue {
         }
     }
 
-    /// Takes the bounds afresh at the next sample, as [`LocalQueue::swap`] does: for a
-    /// flush with nothing queued, so a connection whose samples were all refused does not
-    /// keep judging new ones by the clock of its first.
-    pub(crate) fn retake_bounds(&mut self) {
-        self.bounds.reset();
-    }
-
     /// The batch queued, handed over for [`write`] in place of `empty` (a batch written
     /// before, whose registered names the cache learns now, unless a series of `engine` was
-    /// deleted since). The bounds are taken afresh at the next sample.
+    /// deleted since).
     pub(crate) fn swap(&mut self, engine: &Engine, mut empty: LocalBatch) -> LocalBatch {
         let deletions = engine.registry().deletions();
         if deletions != self.deletions_seen {
@@ -326,7 +315,6 @@ impl LocalQueue {
             }
         }
         empty.clear();
-        self.bounds.reset();
         std::mem::replace(&mut self.batch, empty)
     }
 }

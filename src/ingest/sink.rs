@@ -7,37 +7,43 @@
 //! it came from.
 //!
 //! Parse → check bounds → resolve names → batch → hand to the write target: the protocol
-//! handler parses and pushes; the target checks the sample's value and time, resolves its
-//! name through a name cache ([`super::name_cache`]) and queues it; a flush lands the batch
-//! and adds what became of it to the report.
+//! handler parses and pushes; the sink checks the sample's value and time
+//! ([`super::bounds`], taken afresh at every flush); the target resolves its name through a
+//! name cache ([`super::name_cache`]) and queues it; a flush lands the batch and adds what
+//! became of it to the report.
 
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
 
+use super::bounds::TimeBounds;
 use super::name_cache::{NameBudget, NameCache};
 use super::report::{IngestReport, Tally};
+use crate::config::TiersConfig;
 use crate::counter::SeriesKind;
 use crate::error::{RejectReason, Result};
 use crate::histogram::Observed;
 use crate::time::Timestamp;
 
-/// Where a sink's samples land: the engine of this process, or a cluster's log. It checks
-/// and queues each sample beside the parser, without blocking, and lands the queue when
-/// flushed.
+/// Where a sink's samples land: the engine of this process, or a cluster's log. It
+/// resolves and queues each sample beside the parser, without blocking, and lands the queue
+/// when flushed. The sink has checked the sample's value and time before.
 pub(crate) trait WriteTarget: Send {
-    /// The clock samples that say "now" take.
+    /// The clock samples that say "now" take, and the time bounds are taken at.
     fn now(&self) -> Timestamp;
 
-    /// Checks and queues one sample, `value` at `at`, with the kind its write declares.
-    /// Returns true when the batch is full and should be flushed.
+    /// The tiers whose windows bound the times of samples accepted.
+    fn tiers(&self) -> &TiersConfig;
+
+    /// Queues one sample, `value` at `at` (finite, within the time bounds), with the kind its
+    /// write declares. Returns true when the batch is full and should be flushed.
     ///
     /// # Errors
     /// Why the sample is refused, before anything of it is queued.
     fn push(&mut self, at: Parsed<'_>, kind: Option<SeriesKind>, value: f64) -> Queued;
 
-    /// Checks and queues observations that arrived as a histogram, at `at`: its series is
-    /// declared a distribution, and they are checked as a sample of their sum.
+    /// Queues observations that arrived as a histogram, at `at`: its series is declared a
+    /// distribution (their sum was checked as a sample's value, and they are finite).
     ///
     /// # Errors
     /// Why they are refused, before anything of them is queued.
@@ -115,6 +121,8 @@ impl SinkShared {
 /// engine, or a cluster's log), and the report of what became of them.
 pub struct Sink {
     target: Box<dyn WriteTarget>,
+    /// Checked before the target sees a sample; taken afresh at every flush.
+    bounds: TimeBounds,
     report: IngestReport,
     tally: Arc<dyn Tally>,
 }
@@ -124,6 +132,7 @@ impl Sink {
     pub(crate) fn new(target: impl WriteTarget + 'static, shared: &SinkShared) -> Sink {
         Sink {
             target: Box::new(target),
+            bounds: TimeBounds::default(),
             report: IngestReport::default(),
             tally: Arc::clone(&shared.tally),
         }
@@ -153,6 +162,11 @@ impl Sink {
         value: f64,
         line: usize,
     ) -> bool {
+        let target = &self.target;
+        if let Err(reason) = (self.bounds).check(value, ts, || (target.tiers(), target.now())) {
+            self.refused(line, "sample", reason.into());
+            return false;
+        }
         let at = Parsed { series, ts, line };
         match self.target.push(at, kind, value) {
             Ok(full) => full,
@@ -165,8 +179,9 @@ impl Sink {
 
     /// Queues observations that arrived as a histogram (a Prometheus native histogram's
     /// increase, an OTLP histogram point) for the series named `series`, which is declared
-    /// a distribution; they are checked as a sample of their sum. Returns true when the
-    /// batch is full and should be flushed.
+    /// a distribution; they are checked as a sample of their sum, and refused as
+    /// `not_finite` when their extremes are not finite either, before a series is
+    /// registered for them. Returns true when the batch is full and should be flushed.
     pub fn push_histogram(
         &mut self,
         series: &str,
@@ -174,6 +189,20 @@ impl Sink {
         observed: Observed,
         line: usize,
     ) -> bool {
+        let target = &self.target;
+        let sum = observed.sum;
+        let checked = (self.bounds).check(sum, ts, || (target.tiers(), target.now()));
+        let checked = checked.and_then(|()| {
+            if observed.is_finite() {
+                Ok(())
+            } else {
+                Err(RejectReason::NotFinite)
+            }
+        });
+        if let Err(reason) = checked {
+            self.refused(line, "histogram", reason.into());
+            return false;
+        }
         let at = Parsed { series, ts, line };
         match self.target.push_histogram(at, observed) {
             Ok(full) => full,
@@ -203,6 +232,7 @@ impl Sink {
     /// The target's error (a poisoned engine, a publish that failed after retries); the
     /// samples that did not land are counted as `write_failed`.
     pub async fn flush(&mut self) -> Result<()> {
+        self.bounds.retake();
         self.target.flush(&mut self.report).await
     }
 
@@ -213,6 +243,7 @@ impl Sink {
     /// # Errors
     /// As [`Sink::flush`], for what landed since the last call.
     pub async fn flush_behind(&mut self) -> Result<()> {
+        self.bounds.retake();
         self.target.flush_behind(&mut self.report).await
     }
 

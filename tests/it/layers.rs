@@ -385,6 +385,45 @@ fn the_server_names_no_cluster_and_the_edge_no_server() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// Where a sample's value and time are checked before its name is resolved, above the
+/// engine that owns the rule: the ingest core's bounds (`ingest/bounds.rs`), held by the
+/// sink every protocol writes through and by `tierdb import`. A write target (the local
+/// engine's queue, the cluster's edge) receives samples already checked and holds no bounds
+/// of its own, so the bounds and when they are taken afresh are one rule for every target.
+const BOUNDS_KEPT_BY: &[&str] = &["ingest/bounds.rs", "ingest/sink.rs", "cli/import.rs"];
+
+/// What names the time bounds' rule or keeps bounds: the engine's functions, and a keeper
+/// of bounds under the name it has or had.
+const BOUNDS_NAMES: &[&str] = &[
+    "accepted_times",
+    "check_value_and_time",
+    "TimeBounds",
+    "SinkBounds",
+];
+
+#[test]
+fn the_time_bounds_are_kept_by_the_ingest_core_not_by_a_write_target() {
+    let mut wrong = Vec::new();
+    for (path, module) in library_files() {
+        let shown = path.strip_prefix(src()).unwrap().display().to_string();
+        if module == "engine" || BOUNDS_KEPT_BY.contains(&shown.as_str()) {
+            continue;
+        }
+        let lines = code_lines(&std::fs::read_to_string(&path).unwrap());
+        for (line, text) in &lines {
+            if let Some(name) = BOUNDS_NAMES.iter().find(|name| text.contains(*name)) {
+                wrong.push(format!("src/{shown}:{line}: names `{name}`"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "time bounds checked outside the ingest core ({}):\n{}",
+        BOUNDS_KEPT_BY.join(", "),
+        wrong.join("\n")
+    );
+}
+
 #[test]
 fn every_import_inside_a_module_runs_down_its_layers() {
     let mut wrong = Vec::new();

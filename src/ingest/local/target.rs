@@ -12,6 +12,7 @@ use std::time::Instant;
 use futures_util::future::BoxFuture;
 
 use super::{LocalBatch, LocalQueue, SeriesLimit};
+use crate::config::TiersConfig;
 use crate::counter::SeriesKind;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -51,7 +52,6 @@ impl LocalTarget {
     /// The engine's error (poisoned, I/O); the samples are then counted as refused.
     async fn flush_queued(&mut self, report: &mut IngestReport) -> Result<()> {
         if self.queue.len() == 0 {
-            self.queue.retake_bounds();
             return Ok(());
         }
         let spare = self
@@ -86,11 +86,16 @@ impl WriteTarget for LocalTarget {
         self.engine.now()
     }
 
+    /// The engine's tiers.
+    fn tiers(&self) -> &TiersConfig {
+        self.engine.config()
+    }
+
     /// The kind is declared ([`Engine::declare_kind`]) when the batch is flushed, before the
     /// sample is written. A series the registry does not hold yet is registered at the flush
     /// too, off the async threads; a refusal then (`series_limit`, `invalid_series`) names
-    /// this sample's line. A sample that is not finite or outside the tiers' windows is
-    /// refused here, so it registers no series.
+    /// this sample's line. A sample the sink refused for its value or time registers no
+    /// series.
     #[inline]
     fn push(&mut self, at: Parsed<'_>, kind: Option<SeriesKind>, value: f64) -> Queued {
         let Parsed { series, ts, line } = at;
@@ -99,8 +104,7 @@ impl WriteTarget for LocalTarget {
     }
 
     /// The series is declared a distribution when the batch is flushed, as
-    /// [`WriteTarget::push`] declares a kind; the observations are checked as a sample of
-    /// their sum.
+    /// [`WriteTarget::push`] declares a kind.
     fn push_histogram(&mut self, at: Parsed<'_>, observed: Observed) -> Queued {
         let Parsed { series, ts, line } = at;
         let queued = (self.queue).push_observed(&self.engine, series, ts, observed, line);

@@ -1,3 +1,4 @@
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 
 use super::*;
@@ -19,13 +20,15 @@ impl Tally for Totals {
     }
 }
 
-/// A target that refuses a negative time (`too_old`) and the name `bad` (`invalid_series`,
-/// saying why), is full at two samples, and lands all but the sample valued 13 (refused
-/// as `write_failed` at the flush).
+/// A target over the shipped tiers whose clock reads `now` (100 unless set), that refuses a
+/// negative time (`too_old`) and the name `bad` (`invalid_series`, saying why), is full at two
+/// samples, and lands all but the sample valued 13 (refused as `write_failed` at the flush).
 #[derive(Default)]
 struct Target {
     queued: Vec<(String, f64, usize)>,
     tally: Option<Arc<dyn Tally>>,
+    tiers: TiersConfig,
+    now: Option<Arc<AtomicI64>>,
 }
 
 impl Target {
@@ -45,7 +48,13 @@ impl Target {
 
 impl WriteTarget for Target {
     fn now(&self) -> Timestamp {
-        100
+        self.now
+            .as_ref()
+            .map_or(100, |now| now.load(Ordering::Relaxed))
+    }
+
+    fn tiers(&self) -> &TiersConfig {
+        &self.tiers
     }
 
     fn push(&mut self, at: Parsed<'_>, _: Option<SeriesKind>, value: f64) -> Queued {
@@ -74,19 +83,24 @@ impl WriteTarget for Target {
     }
 }
 
+/// What every sink of a test shares, counting into `totals`.
+fn shared(totals: &Arc<Totals>) -> SinkShared {
+    SinkShared {
+        tally: Arc::clone(totals) as Arc<dyn Tally>,
+        name_budget: Arc::default(),
+        name_cache_bytes: 1024,
+        max_series: None,
+        series_gate: Arc::default(),
+    }
+}
+
 /// The sink keeps the one report: what the target refused as it queued (with the reason's
 /// message, or the target's own), what the handler refused, and what the flush landed or
 /// refused, each counted into the server's totals too, with its line.
 #[test]
 fn a_sink_reports_what_its_target_refused_and_landed_by_line() {
     let totals = Arc::new(Totals::default());
-    let shared = SinkShared {
-        tally: Arc::clone(&totals) as Arc<dyn Tally>,
-        name_budget: Arc::default(),
-        name_cache_bytes: 1024,
-        max_series: None,
-        series_gate: Arc::default(),
-    };
+    let shared = shared(&totals);
     let target = Target {
         tally: Some(Arc::clone(&shared.tally)),
         ..Target::default()
@@ -136,4 +150,54 @@ fn a_sink_reports_what_its_target_refused_and_landed_by_line() {
         ]
     );
     assert_eq!(*totals.batches.lock().unwrap(), [2, 1]);
+}
+
+/// The sink checks a sample's value and time before its target sees it, for every target
+/// alike, against bounds taken at the target's clock and tiers; and takes them afresh at
+/// every flush, whether the flush waits for the batch to land or not, and whether anything
+/// was queued or not: a long-lived socket whose samples were all refused does not judge new
+/// ones by the clock of its first.
+#[test]
+fn a_sink_checks_the_time_bounds_and_takes_them_afresh_at_every_flush() {
+    const START: Timestamp = 1_763_726_400;
+    let hour = 3600;
+    let totals = Arc::new(Totals::default());
+    let shared = shared(&totals);
+    let clock = Arc::new(AtomicI64::new(START));
+    let target = Target {
+        tally: Some(Arc::clone(&shared.tally)),
+        now: Some(Arc::clone(&clock)),
+        ..Target::default()
+    };
+    let mut sink = Sink::new(target, &shared);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+
+    sink.push("a", START, f64::NAN, 1);
+    sink.push("a", START + 2 * hour, 1.0, 2);
+    let observed = Observed::one(f64::INFINITY);
+    sink.push_histogram("h", START, observed, 3);
+    sink.push("a", START - 20 * 365 * 24 * hour, 1.0, 4);
+    runtime.block_on(sink.flush_behind()).unwrap();
+    clock.store(START + 2 * hour, Ordering::Relaxed);
+    sink.push("a", START + 2 * hour, 5.0, 5);
+    runtime.block_on(sink.flush()).unwrap();
+    clock.store(START + 4 * hour, Ordering::Relaxed);
+    sink.push("a", START + 4 * hour, 6.0, 6);
+    runtime.block_on(sink.flush_behind()).unwrap();
+    let report = runtime.block_on(sink.finish()).unwrap();
+
+    assert_eq!(report.accepted, 2);
+    let errors: Vec<(usize, &str)> = (report.errors.iter()).map(|e| (e.line, e.reason)).collect();
+    assert_eq!(
+        errors,
+        [
+            (1, "not_finite"),
+            (2, "too_far_in_future"),
+            (3, "not_finite"),
+            (4, "too_old"),
+        ]
+    );
+    assert_eq!(*totals.batches.lock().unwrap(), [0, 1, 1, 0]);
 }
