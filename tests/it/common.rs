@@ -16,6 +16,22 @@ pub(crate) fn engine_at(now: Timestamp) -> (tempfile::TempDir, Engine, Arc<Manua
     (dir, engine, clock)
 }
 
+/// [`engine_at`] without background maintenance: only the test's own passes run, so what a
+/// pass does (the next block's pages reserved as the current block's are) does not depend on
+/// when a background pass ran.
+pub(crate) fn quiet_engine_at(now: Timestamp) -> (tempfile::TempDir, Engine, Arc<ManualClock>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let clock = Arc::new(ManualClock::new(now));
+    let engine = Engine::builder(dir.path())
+        .tiers(TiersConfig::default())
+        .clock(clock.clone())
+        .writer_threads(2)
+        .background_maintenance(false)
+        .open()
+        .expect("open engine");
+    (dir, engine, clock)
+}
+
 /// Opens `dir` with `tiers` and `clock`, two writer threads.
 pub(crate) fn open(dir: &std::path::Path, clock: &Arc<ManualClock>, tiers: TiersConfig) -> Engine {
     Engine::builder(dir)

@@ -8,7 +8,7 @@ use rand_distr::{Distribution, LogNormal};
 use tierdb::histogram::Histogram;
 use tierdb::{DistributionPoint, Engine, Sample, SeriesId, SeriesKind, Span, Timestamp};
 
-use crate::common::{engine_at, open, NOW};
+use crate::common::{engine_at, open, quiet_engine_at, NOW};
 
 const SERIES: usize = 100;
 /// Samples per series per minute.
@@ -794,7 +794,7 @@ fn latest_pages_with_data(
 /// its compaction. Every gauge keeps its latest sample and every distribution its quantiles.
 #[test]
 fn the_latest_area_takes_disk_only_where_a_series_keeps_a_latest_sample() {
-    let (dir, engine, clock) = engine_at(NOW + 12 * 60);
+    let (dir, engine, clock) = quiet_engine_at(NOW + 12 * 60);
     // Slots 0..16 gauges, 16..48 distributions, 48..64 distributions but slot 50, a gauge
     // until it becomes a distribution.
     let ids: Vec<SeriesId> = (0..64)
@@ -894,7 +894,7 @@ fn the_latest_area_takes_disk_only_where_a_series_keeps_a_latest_sample() {
 /// Each counter's increases and each gauge's latest sample read back.
 #[test]
 fn a_delta_counters_latest_pages_stay_holes() {
-    let (dir, engine, _clock) = engine_at(NOW + 12 * 60);
+    let (dir, engine, _clock) = quiet_engine_at(NOW + 12 * 60);
     // Slots 0..32 delta counters, 32..48 gauges, 48..64 delta counters but slot 60, a gauge.
     let ids: Vec<SeriesId> = (0..64)
         .map(|i| engine.series(&format!("c{i:02}")).unwrap())
