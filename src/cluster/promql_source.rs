@@ -211,6 +211,9 @@ impl Store for ClusterStore {
         to: Timestamp,
         visit: &HistogramVisit<'_>,
     ) -> Result<()> {
+        if series.is_empty() {
+            return Ok(());
+        }
         let (_, points) = bucket_span(tier, from, to);
         let read = PromRead::Histograms {
             keys: self.keys_of(series)?,

@@ -167,8 +167,8 @@ impl<S: Store> StoredSource<S> {
         series.iter().map(Selected::series).collect()
     }
 
-    /// The tier `tier` of [`Source::tiers_of`] `series`, and the buckets per series a read
-    /// of it from `from` to before `to` has, charged to `budget`.
+    /// The tier `tier` of [`Source::tiers_of`] `series`, a read of it from `from` to before
+    /// `to` charged to `budget`.
     fn charged(
         &self,
         series: &[Selected],
@@ -176,10 +176,10 @@ impl<S: Store> StoredSource<S> {
         from: Timestamp,
         to: Timestamp,
         budget: &ReadBudget,
-    ) -> Result<(crate::config::TierSpec, usize)> {
+    ) -> Result<crate::config::TierSpec> {
         let spec = self.tiers_of(series)?.tiers[tier].clone();
-        let points = charge_buckets(&spec, series.len(), from, to, budget)?;
-        Ok((spec, points))
+        charge_buckets(&spec, series.len(), from, to, budget)?;
+        Ok(spec)
     }
 }
 
@@ -228,10 +228,7 @@ impl<S: Store> Source for StoredSource<S> {
         to: Timestamp,
         budget: &ReadBudget,
     ) -> Result<Vec<Vec<Bucket>>> {
-        let (spec, points) = self.charged(series, tier, from, to, budget)?;
-        if series.is_empty() || points == 0 {
-            return Ok(vec![Vec::new(); series.len()]);
-        }
+        let spec = self.charged(series, tier, from, to, budget)?;
         self.store.buckets(&Self::refs(series), &spec, from, to)
     }
 
@@ -244,10 +241,7 @@ impl<S: Store> Source for StoredSource<S> {
         budget: &ReadBudget,
         reduce: &BucketReduce<'_>,
     ) -> Result<Vec<Vec<Option<f64>>>> {
-        let (spec, points) = self.charged(series, tier, from, to, budget)?;
-        if series.is_empty() || points == 0 {
-            return Ok((0..series.len()).map(|i| reduce(i, &[])).collect());
-        }
+        let spec = self.charged(series, tier, from, to, budget)?;
         (self.store).map_buckets(&Self::refs(series), &spec, from, to, reduce)
     }
 
@@ -260,10 +254,7 @@ impl<S: Store> Source for StoredSource<S> {
         budget: &ReadBudget,
         visit: &HistogramVisit<'_>,
     ) -> Result<()> {
-        let (spec, _) = self.charged(series, tier, from, to, budget)?;
-        if series.is_empty() {
-            return Ok(());
-        }
+        let spec = self.charged(series, tier, from, to, budget)?;
         (self.store).visit_histograms(&Self::refs(series), &spec, from, to, visit)
     }
 

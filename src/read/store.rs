@@ -134,7 +134,8 @@ pub trait Store: Sync {
     fn select(&self, filter: &dyn SeriesFilter, budget: &ReadBudget) -> Result<Vec<Found>>;
 
     /// The buckets of each of `series` in `tier`, one per resolution step from `from`
-    /// (aligned down to the resolution) to before `to`, empty ones included.
+    /// (aligned down to the resolution) to before `to`, empty ones included; an empty list
+    /// for each when that range holds no step, without a read.
     ///
     /// # Errors
     /// A tier the store does not hold; a period file that cannot be read.
@@ -260,8 +261,7 @@ pub(crate) fn tiers_for<'a>(
 }
 
 /// Charges `series` times the buckets [`Store::buckets`] reads of `tier` from `from`
-/// (aligned down to its resolution) to before `to` to `budget`, before anything is read;
-/// returns the buckets per series.
+/// (aligned down to its resolution) to before `to` to `budget`, before anything is read.
 ///
 /// # Errors
 /// The budget's refusal, naming the read.
@@ -272,15 +272,14 @@ pub(crate) fn charge_buckets(
     from: Timestamp,
     to: Timestamp,
     budget: &ReadBudget,
-) -> Result<usize> {
+) -> Result<()> {
     let (_, points) = bucket_span(tier, from, to);
     if series == 0 || points == 0 {
-        return Ok(points);
+        return Ok(());
     }
     budget.charge(points as u128 * series as u128, || {
         format!("{series} series x {points} buckets of tier {}", tier.name)
-    })?;
-    Ok(points)
+    })
 }
 
 /// The buckets a [`Store::buckets`] of `tier` from `from` to before `to` reads per series:

@@ -25,6 +25,10 @@ use crate::time::{Span, Timestamp};
 /// in a core's cache.
 const RUN_SERIES: usize = 32;
 
+/// Where the `j`th series of a part of a read is in the read's series
+/// ([`Reader::per_set`]).
+type PartIndex<'a> = dyn Fn(usize) -> usize + Sync + 'a;
+
 /// The series of one tier set in a read ([`Reader::by_set`]).
 struct SetPart<'a> {
     reader: Reader<'a>,
@@ -89,6 +93,33 @@ impl<'a> Reader<'a> {
             parts[at].indexes.push(i);
         }
         Ok(Some(parts))
+    }
+
+    /// `read` of `series` in `tier`: without `[[set]]`s one read of all through this reader
+    /// (the tier by name); with them one read per set, through the set's reader and tier
+    /// ([`Reader::by_set`]), the results put back in the order of `series`. `read` gets the
+    /// reader, its series, the tier's index and where each of its series is in `series`.
+    ///
+    /// # Errors
+    /// As [`Reader::by_set`]; what `read` returns.
+    fn per_set<T: Default>(
+        &self,
+        series: &[SeriesRef],
+        tier: &TierSpec,
+        read: impl Fn(&Reader<'a>, &[SeriesRef], usize, &PartIndex<'_>) -> Result<Vec<T>>,
+    ) -> Result<Vec<T>> {
+        let Some(parts) = self.by_set(series, tier)? else {
+            return read(self, series, self.tier_named(tier)?, &|j| j);
+        };
+        let mut out: Vec<T> = std::iter::repeat_with(T::default).take(series.len()).collect();
+        for part in parts {
+            let indexes = &part.indexes;
+            let read = read(&part.reader, &part.series, part.tier, &|j| indexes[j])?;
+            for (&i, value) in indexes.iter().zip(read) {
+                out[i] = value;
+            }
+        }
+        Ok(out)
     }
 
     /// The buckets of `series` in tier `tier` (an index) from `from` (aligned down) to
@@ -201,13 +232,12 @@ impl<'a> Reader<'a> {
     }
 
     /// The histograms of series `id`'s `points` buckets of tier `tier` (an index) from
-    /// `from` (aligned down to the resolution), complete ones only
-    /// ([`Store::visit_histograms`]).
+    /// `first` (aligned to the resolution), complete ones only ([`Store::visit_histograms`]).
     fn series_histograms(
         &self,
         id: u32,
         tier: usize,
-        from: Timestamp,
+        first: Timestamp,
         points: usize,
     ) -> Result<Vec<Option<BucketHistogram>>> {
         let mut out = vec![None; points];
@@ -215,7 +245,6 @@ impl<'a> Reader<'a> {
             return Ok(out);
         }
         let step = self.config().tiers[tier].resolution.secs() as i64;
-        let first = from.div_euclid(step) * step;
         let end = first + points as i64 * step;
         let read =
             self.distribution(SeriesId(id), tier, first, end, Span::from_secs(step as u64))?;
@@ -243,9 +272,9 @@ impl<'a> Reader<'a> {
         to: Timestamp,
         visit: &HistogramVisit<'_>,
     ) -> Result<()> {
-        let (_, points) = bucket_span(&self.config().tiers[tier], from, to);
+        let (first, points) = bucket_span(&self.config().tiers[tier], from, to);
         (series.par_iter().enumerate()).try_for_each(|(i, s)| {
-            visit(i, &self.series_histograms(s.id, tier, from, points)?);
+            visit(i, &self.series_histograms(s.id, tier, first, points)?);
             Ok(())
         })
     }
@@ -286,17 +315,9 @@ impl Store for Reader<'_> {
         from: Timestamp,
         to: Timestamp,
     ) -> Result<Vec<Vec<Bucket>>> {
-        let Some(parts) = self.by_set(series, tier)? else {
-            return self.buckets_in(series, self.tier_named(tier)?, from, to);
-        };
-        let mut out = vec![Vec::new(); series.len()];
-        for part in parts {
-            let read = (part.reader).buckets_in(&part.series, part.tier, from, to)?;
-            for (i, buckets) in part.indexes.into_iter().zip(read) {
-                out[i] = buckets;
-            }
-        }
-        Ok(out)
+        self.per_set(series, tier, |reader, part, tier, _| {
+            reader.buckets_in(part, tier, from, to)
+        })
     }
 
     fn map_buckets(
@@ -307,20 +328,10 @@ impl Store for Reader<'_> {
         to: Timestamp,
         reduce: &BucketReduce<'_>,
     ) -> Result<Vec<Vec<Option<f64>>>> {
-        let Some(parts) = self.by_set(series, tier)? else {
-            return self.map_buckets_in(series, self.tier_named(tier)?, from, to, reduce);
-        };
-        let mut out = vec![Vec::new(); series.len()];
-        for part in parts {
-            let indexes = &part.indexes;
-            let reduce_part = |j: usize, buckets: &[Bucket]| reduce(indexes[j], buckets);
-            let read =
-                (part.reader).map_buckets_in(&part.series, part.tier, from, to, &reduce_part)?;
-            for (&i, values) in indexes.iter().zip(read) {
-                out[i] = values;
-            }
-        }
-        Ok(out)
+        self.per_set(series, tier, |reader, part, tier, index| {
+            let reduce_part = |j: usize, buckets: &[Bucket]| reduce(index(j), buckets);
+            reader.map_buckets_in(part, tier, from, to, &reduce_part)
+        })
     }
 
     fn visit_histograms(
@@ -331,15 +342,12 @@ impl Store for Reader<'_> {
         to: Timestamp,
         visit: &HistogramVisit<'_>,
     ) -> Result<()> {
-        let Some(parts) = self.by_set(series, tier)? else {
-            return self.visit_histograms_in(series, self.tier_named(tier)?, from, to, visit);
-        };
-        for part in parts {
-            let indexes = &part.indexes;
-            let visit_part = |j: usize, h: &[Option<BucketHistogram>]| visit(indexes[j], h);
-            (part.reader).visit_histograms_in(&part.series, part.tier, from, to, &visit_part)?;
-        }
-        Ok(())
+        let visited = self.per_set(series, tier, |reader, part, tier, index| {
+            let visit_part = |j: usize, h: &[Option<BucketHistogram>]| visit(index(j), h);
+            reader.visit_histograms_in(part, tier, from, to, &visit_part)?;
+            Ok(vec![(); part.len()])
+        });
+        visited.map(|_| ())
     }
 
     fn raw(
