@@ -787,6 +787,19 @@ fn latest_pages_with_data(
         .collect()
 }
 
+/// Asserts which of the first four pages of the latest area hold data in the block holding
+/// `NOW`, then, after a maintenance pass, in the next block, whose pages the pass reserves
+/// ahead as the block being written has them.
+fn latest_pages_now_and_ahead(engine: &Engine, dir: &std::path::Path, written: [bool; 4]) {
+    assert_eq!(latest_pages_with_data(engine, dir, NOW, 4), written, "now");
+    engine.maintain().unwrap();
+    assert_eq!(
+        latest_pages_with_data(engine, dir, NOW + 16 * 60, 4),
+        written,
+        "the next block"
+    );
+}
+
 /// A chunk of gauges and distributions: a page of the latest area takes disk only where a
 /// series of its 16 slots keeps a latest sample (a gauge, or a series written as one before
 /// it became a distribution); one of distributions alone stays a hole, as written, in the
@@ -827,15 +840,7 @@ fn the_latest_area_takes_disk_only_where_a_series_keeps_a_latest_sample() {
     }
     let report = engine.record_batch(&batch).unwrap();
     assert_eq!(report.rejected_total(), 0, "{report:?}");
-    let written = [true, false, false, true];
-    assert_eq!(latest_pages_with_data(&engine, dir.path(), NOW, 4), written);
-
-    // The next block's pages, reserved ahead as the block being written has them.
-    engine.maintain().unwrap();
-    assert_eq!(
-        latest_pages_with_data(&engine, dir.path(), NOW + 16 * 60, 4),
-        written
-    );
+    latest_pages_now_and_ahead(&engine, dir.path(), [true, false, false, true]);
 
     let check = |engine: &Engine, converted_last: bool| {
         let reader = engine.reader();
@@ -914,13 +919,7 @@ fn a_delta_counters_latest_pages_stay_holes() {
         .collect();
     let report = engine.record_batch(&batch).unwrap();
     assert_eq!(report.rejected_total(), 0, "{report:?}");
-    let written = [false, false, true, true];
-    assert_eq!(latest_pages_with_data(&engine, dir.path(), NOW, 4), written);
-    engine.maintain().unwrap();
-    assert_eq!(
-        latest_pages_with_data(&engine, dir.path(), NOW + 16 * 60, 4),
-        written
-    );
+    latest_pages_now_and_ahead(&engine, dir.path(), [false, false, true, true]);
     let reader = engine.reader();
     for (i, &id) in ids.iter().enumerate() {
         let buckets = reader

@@ -111,7 +111,9 @@ impl<'a> Reader<'a> {
         let Some(parts) = self.by_set(series, tier)? else {
             return read(self, series, self.tier_named(tier)?, &|j| j);
         };
-        let mut out: Vec<T> = std::iter::repeat_with(T::default).take(series.len()).collect();
+        let mut out: Vec<T> = std::iter::repeat_with(T::default)
+            .take(series.len())
+            .collect();
         for part in parts {
             let indexes = &part.indexes;
             let read = read(&part.reader, &part.series, part.tier, &|j| indexes[j])?;
