@@ -28,6 +28,11 @@ pub const MIN_SCALE: i8 = -4;
 /// histograms: past it the scale is reduced until it fits (and the error bound grows).
 pub const MAX_POPULATED: usize = 160;
 
+/// An encoding's flag: a zero threshold follows the scale.
+const THRESHOLD: u8 = 1;
+/// An encoding's flag: its bucket lists are packed (see [`Histogram::encode`]).
+const PACKED: u8 = 2;
+
 /// The tag of a distribution series whose values were placed from explicit buckets (an
 /// OTLP explicit-bucket histogram's), each bucket's count at one value inside it: a quantile
 /// of its values is within the width of the explicit bucket holding it, which the scale's
@@ -415,16 +420,20 @@ impl Histogram {
         relative_error(self.scale)
     }
 
-    /// Encodes the histogram: a flags byte (bit 0: a zero threshold follows), the scale (i8),
-    /// the zero threshold as f64 bits when flagged, the zero count (varint), then the positive
-    /// and the negative list, each a varint length, the first index (zigzag varint) and
-    /// count (varint), then per further bucket the gap from the previous index minus one
-    /// (varint) and the count (varint).
+    /// Encodes the histogram: a flags byte (bit 0: a zero threshold follows; bit 1, always
+    /// set now: the bucket lists are packed), the scale (i8), the zero threshold as f64 bits
+    /// when flagged, the zero count (varint), then the positive and the negative list, each
+    /// a varint length and then per bucket one varint `step << 1 | more` (`step` is the
+    /// first index zigzagged, then the gap from the previous index minus one), followed by
+    /// the count as a varint only when `more` is set (a count of 1 otherwise). At scale 6 a
+    /// bucket of one sample, most of a sparse minute's, takes one byte where the unpacked
+    /// form (bit 1 clear: step and count each a varint, which builds before this one wrote
+    /// and every build still reads) takes two.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let flags = u8::from(self.zero_threshold != 0.0);
+        let flags = u8::from(self.zero_threshold != 0.0) | PACKED;
         out.push(flags);
         out.push(self.scale as u8);
-        if flags & 1 != 0 {
+        if flags & THRESHOLD != 0 {
             out.extend_from_slice(&self.zero_threshold.to_bits().to_le_bytes());
         }
         put_varint(out, self.zero_count);
@@ -432,11 +441,14 @@ impl Histogram {
             put_varint(out, list.len() as u64);
             let mut previous: Option<i32> = None;
             for &(index, count) in list {
-                match previous {
-                    None => put_varint(out, zigzag(i64::from(index))),
-                    Some(p) => put_varint(out, (i64::from(index) - i64::from(p) - 1) as u64),
+                let step = match previous {
+                    None => zigzag(i64::from(index)),
+                    Some(p) => (i64::from(index) - i64::from(p) - 1) as u64,
+                };
+                put_varint(out, step << 1 | u64::from(count != 1));
+                if count != 1 {
+                    put_varint(out, count);
                 }
-                put_varint(out, count);
                 previous = Some(index);
             }
         }
@@ -530,9 +542,10 @@ enum Event {
 fn visit(bytes: &[u8], mut on: impl FnMut(Event)) -> Result<usize, DecodeError> {
     let mut at = 0usize;
     let flags = *bytes.get(at).ok_or(DecodeError::Truncated(at))?;
-    if flags & !1 != 0 {
+    if flags & !(THRESHOLD | PACKED) != 0 {
         return Err(DecodeError::Flags(flags));
     }
+    let packed = flags & PACKED != 0;
     at += 1;
     let scale = *bytes.get(at).ok_or(DecodeError::Truncated(at))? as i8;
     if !(MIN_SCALE..=MAX_SCALE).contains(&scale) {
@@ -540,7 +553,7 @@ fn visit(bytes: &[u8], mut on: impl FnMut(Event)) -> Result<usize, DecodeError> 
     }
     at += 1;
     let mut zero_threshold = 0.0;
-    if flags & 1 != 0 {
+    if flags & THRESHOLD != 0 {
         let word = bytes.get(at..at + 8).ok_or(DecodeError::Truncated(at))?;
         zero_threshold = f64::from_bits(u64::from_le_bytes(word.try_into().expect("8")));
         if !zero_threshold.is_finite() || zero_threshold <= 0.0 {
@@ -554,25 +567,30 @@ fn visit(bytes: &[u8], mut on: impl FnMut(Event)) -> Result<usize, DecodeError> 
         zero_threshold,
         zero_count,
     }));
+    // Each bucket takes at least one byte packed, two unpacked: a length past that is damage.
+    let least = if packed { 1 } else { 2 };
     for negative in [false, true] {
         let len = get_varint(bytes, &mut at)?;
-        // Each bucket takes at least two bytes: a length past that is damage.
-        if len > (bytes.len().saturating_sub(at) / 2) as u64 {
+        if len > (bytes.len().saturating_sub(at) / least) as u64 {
             return Err(DecodeError::Malformed(at));
         }
         let mut previous: Option<i64> = None;
         for _ in 0..len {
             let field = at;
             let raw = get_varint(bytes, &mut at)?;
+            let (step, count) = match packed {
+                true if raw & 1 != 0 => (raw >> 1, get_varint(bytes, &mut at)?),
+                true => (raw >> 1, 1),
+                false => (raw, get_varint(bytes, &mut at)?),
+            };
             let index = match previous {
-                None => unzigzag(raw),
+                None => unzigzag(step),
                 Some(p) => p
                     .checked_add(1)
-                    .and_then(|n| n.checked_add(i64::try_from(raw).ok()?))
+                    .and_then(|n| n.checked_add(i64::try_from(step).ok()?))
                     .ok_or(DecodeError::Malformed(field))?,
             };
             let index = i32::try_from(index).map_err(|_| DecodeError::Malformed(field))?;
-            let count = get_varint(bytes, &mut at)?;
             if count == 0 {
                 return Err(DecodeError::Malformed(field));
             }
@@ -586,9 +604,9 @@ fn visit(bytes: &[u8], mut on: impl FnMut(Event)) -> Result<usize, DecodeError> 
 /// An encoding of one positive bucket and no zero threshold, whose every field takes one
 /// byte but the index (one or two): what a bucket holding one sample, or samples of one
 /// bucket, leaves, and so most cells a read over many series adds. [`OneBucket::of`] reads
-/// it by its fixed shape, where [`visit`] walks the general form field by field (about half
-/// of a p99 read's decoding); it reads what [`visit`] reads of the same bytes, and is `None`
-/// for every other encoding, which then takes [`visit`].
+/// it by its fixed shape, packed or not, where [`visit`] walks the general form field by
+/// field (about half of a p99 read's decoding); it reads what [`visit`] reads of the same
+/// bytes, and is `None` for every other encoding, which then takes [`visit`].
 struct OneBucket {
     scale: i8,
     zero_count: u64,
@@ -599,20 +617,28 @@ struct OneBucket {
 impl OneBucket {
     #[inline]
     fn of(bytes: &[u8]) -> Option<OneBucket> {
-        // Flags 0 (no threshold), the scale, the zero count, a positive list of length 1.
-        let ([0, scale, zero_count, 1], rest) = bytes.split_first_chunk::<4>()? else {
+        // Flags without a threshold, the scale, the zero count, a positive list of length 1.
+        let ([flags, scale, zero_count, 1], rest) = bytes.split_first_chunk::<4>()? else {
             return None;
         };
         let scale = *scale as i8;
-        if *zero_count >= 0x80 || !(MIN_SCALE..=MAX_SCALE).contains(&scale) {
+        if *flags & !PACKED != 0 || *zero_count >= 0x80 || !(MIN_SCALE..=MAX_SCALE).contains(&scale)
+        {
             return None;
         }
-        // The first index, zigzagged, then its count (above 0) and an empty negative list.
-        let (raw, count) = match *rest {
-            [b0, count, 0] if b0 < 0x80 => (u64::from(b0), count),
-            [b0, b1, count, 0] if b0 >= 0x80 && b1 < 0x80 => {
-                (u64::from(b0 & 0x7f) | u64::from(b1) << 7, count)
+        // The first index zigzagged (a one- or two-byte varint), then its count (packed: in
+        // the step's low bit when it is 1), then an empty negative list.
+        let (raw, rest) = match *rest {
+            [b0, ref rest @ ..] if b0 < 0x80 => (u64::from(b0), rest),
+            [b0, b1, ref rest @ ..] if b1 < 0x80 => {
+                (u64::from(b0 & 0x7f) | u64::from(b1) << 7, rest)
             }
+            _ => return None,
+        };
+        let (raw, count) = match (*flags == PACKED, rest) {
+            (true, &[0]) if raw & 1 == 0 => (raw >> 1, 1),
+            (true, &[count, 0]) if raw & 1 != 0 => (raw >> 1, count),
+            (false, &[count, 0]) => (raw, count),
             _ => return None,
         };
         if count == 0 || count >= 0x80 {

@@ -228,6 +228,27 @@ fn encoding_round_trips() {
     assert_eq!(Histogram::decode(&out).expect("decodes").0, t);
 }
 
+/// Bucket lists are packed: a bucket of count 1 with a small gap takes one byte. The
+/// unpacked form earlier builds wrote (flag bit 1 clear) still decodes, to the same histogram.
+#[test]
+fn packed_encodings_are_written_and_unpacked_ones_still_read() {
+    let h = Histogram::from_parts(6, 0.0, 0, [(5, 3), (6, 1), (70, 1)], [(2, 1)]).expect("valid");
+    let mut out = vec![];
+    h.encode(&mut out);
+    // flags (packed), scale, zero count; 3 positive: zigzag(5) << 1 | more, 3; gap 0; gap 63;
+    // 1 negative: zigzag(2) << 1.
+    assert_eq!(out, [2, 6, 0, 3, 21, 3, 0, 126, 1, 8]);
+    // The same histogram as earlier builds wrote it: each step and count a varint.
+    let unpacked = [0, 6, 0, 3, 10, 3, 0, 1, 63, 1, 1, 4, 1];
+    assert_eq!(
+        Histogram::decode(&unpacked),
+        Ok((h.clone(), unpacked.len()))
+    );
+    assert_eq!(Histogram::decode(&out), Ok((h, out.len())));
+    // A packed list's length past one byte a bucket is damage.
+    assert!(Histogram::decode(&[2, 6, 0, 5, 2, 2, 2, 0]).is_err());
+}
+
 #[test]
 fn encode_within_reduces_the_scale() {
     let mut h = Histogram::default();
@@ -249,7 +270,7 @@ fn damaged_bytes_are_errors() {
     for cut in 0..out.len() {
         assert!(Histogram::decode(&out[..cut]).is_err(), "cut at {cut}");
     }
-    assert_eq!(Histogram::decode(&[2, 6]), Err(DecodeError::Flags(2)));
+    assert_eq!(Histogram::decode(&[4, 6]), Err(DecodeError::Flags(4)));
     assert_eq!(Histogram::decode(&[0, 9]), Err(DecodeError::Scale(9)));
 }
 
@@ -449,10 +470,14 @@ proptest! {
         noise in proptest::collection::vec(any::<u8>(), 0..12),
     ) {
         let h = Histogram::from_parts(scale, 0.0, zero_count, [(index, count)], []);
-        // The shortcut's fixed head before arbitrary bytes, and arbitrary bytes alone.
-        let mut shaped = vec![0, scale as u8, (zero_count % 0x90) as u8, 1];
-        shaped.extend(noise.iter().take(5));
-        let mut encodings = vec![shaped, noise];
+        // The shortcut's fixed head, unpacked and packed, before arbitrary bytes, and
+        // arbitrary bytes alone.
+        let mut encodings = vec![noise.clone()];
+        for flags in [0, 2] {
+            let mut shaped = vec![flags, scale as u8, (zero_count % 0x90) as u8, 1];
+            shaped.extend(noise.iter().take(5));
+            encodings.push(shaped);
+        }
         if let Some(h) = h {
             let mut bytes = Vec::new();
             h.encode(&mut bytes);

@@ -30,7 +30,7 @@
 //! histograms (from the first page boundary at or after the records' end, or the latest
 //!   area's in version 3, to the end of the
 //!   file): one cell per record, in the records' order, histogram_cell_len() bytes each
-//!   (the header's; a new file takes 224 below an hour's resolution, 1024 from an hour up;
+//!   (the header's; a new file takes 192 below an hour's resolution, 1024 from an hour up;
 //!   version 1 files hold 256 and 1024 by the same rule). Version 2 interleaves the 16
 //!   cells of a run word by word (word j of the run's b-th cell is the run's word 16 j + b);
 //!   in version 1 each cell is whole. A cell's words in order: u16 length, then that many
@@ -157,14 +157,15 @@ pub struct CellLayout {
 }
 
 impl CellLayout {
-    /// A new file's: 224-byte cells for tiers finer than an hour, so a bucket and its
-    /// histogram take 256 bytes (a minute of a timer's samples populates a few dozen of the
-    /// histogram's buckets, some 100 bytes encoded), 1024 from an hour up (few buckets per
-    /// period, each of many samples); interleaved.
+    /// A new file's: 192-byte cells for tiers finer than an hour, so a bucket and its
+    /// histogram take 224 bytes (a minute of a timer's samples populates a few dozen of the
+    /// histogram's buckets, some 60 bytes packed, and a cell holds about 180 buckets of one
+    /// sample each), 1024 from an hour up (few buckets per period, each of many samples);
+    /// interleaved.
     pub fn new_file(resolution: Span) -> CellLayout {
         CellLayout {
             latest: true,
-            bytes: if resolution.secs() < 3600 { 224 } else { 1024 },
+            bytes: if resolution.secs() < 3600 { 192 } else { 1024 },
             interleaved: true,
         }
     }

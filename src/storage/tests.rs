@@ -547,7 +547,7 @@ fn a_version_1_file_keeps_its_cells_and_a_period_made_hot_again_takes_wide_ones(
         let (hot, _) = storage
             .get_or_create(0, DAY_START, 0, Creation::Ahead)
             .unwrap();
-        assert_eq!(hot.meta().histogram_cell_len(), 224, "a new file's cells");
+        assert_eq!(hot.meta().histogram_cell_len(), 192, "a new file's cells");
         let old = hot
             .meta()
             .with_cells(format::CellLayout::version_1(hot.meta().resolution));
@@ -566,9 +566,9 @@ fn a_version_1_file_keeps_its_cells_and_a_period_made_hot_again_takes_wide_ones(
     let writer = storage.writer_slot().unwrap().expect("writable");
     let hot = storage.file(0, DAY_START, 0).expect("the version 1 file");
     assert_eq!(hot.meta().histogram_cell_len(), 256);
-    // 115 values a bucket apart or two at scale 6: about 236 bytes encoded, more than a
-    // 224-byte cell holds.
-    let wide: Vec<f64> = (0..115).map(|i| 1.02f64.powi(i)).collect();
+    // 200 values a bucket apart or two at scale 6: about 206 bytes encoded, more than a
+    // new file's 192-byte cell holds.
+    let wide: Vec<f64> = (0..200).map(|i| 1.02f64.powi(i)).collect();
     let file = storage.writable_file(0, DAY_START, 0).unwrap();
     for (bucket, values) in [(5, &wide[..]), (6, &[2.5][..])] {
         file.reserve_slots(bucket, 3, 1, LatestPages::Reserve)
@@ -579,7 +579,7 @@ fn a_version_1_file_keeps_its_cells_and_a_period_made_hot_again_takes_wide_ones(
     file.mark_dirty();
     let before = [hot.load_closed(5, 3), hot.load_closed(6, 3)];
     let scale = |loaded: &(Bucket, Option<Histogram>)| loaded.1.as_ref().map(Histogram::scale);
-    assert_eq!(before[0].0.count, 115);
+    assert_eq!(before[0].0.count, 200);
     assert_eq!(
         scale(&before[0]),
         Some(DEFAULT_SCALE),
@@ -587,7 +587,7 @@ fn a_version_1_file_keeps_its_cells_and_a_period_made_hot_again_takes_wide_ones(
     );
     let mut encoded = Vec::new();
     before[0].1.as_ref().unwrap().encode(&mut encoded);
-    assert!(encoded.len() + 2 > 224, "{} bytes", encoded.len());
+    assert!(encoded.len() + 2 > 192, "{} bytes", encoded.len());
 
     assert!(storage.compact(0, &hot).unwrap(), "compacted");
     assert!(!path.exists());

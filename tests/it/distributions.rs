@@ -290,7 +290,7 @@ fn histogram_cells(
     };
     let path = dir.join("tiers").join(tier).join(expected.file_name());
     let bytes = std::fs::read(&path).unwrap();
-    // The cells as the file's header records them (224 bytes a new file's, 256 in a period
+    // The cells as the file's header records them (192 bytes a new file's, 256 in a period
     // made hot again), the 16 cells of a run interleaved word by word.
     let meta = PeriodMeta::decode(&bytes, &path).unwrap();
     assert!(meta.histogram_cells.interleaved);
