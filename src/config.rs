@@ -20,9 +20,9 @@ use crate::time::{Layout, PeriodChange, Span, Timestamp};
 pub(crate) mod carbon;
 mod period_changes;
 mod stored;
+pub(crate) use period_changes::{boundary as period_change_boundary, record_period_changes};
 #[cfg(feature = "cli")]
 pub(crate) use stored::Difference;
-pub(crate) use period_changes::{boundary as period_change_boundary, record_period_changes};
 pub(crate) use stored::{check_given, differences, rule_lists};
 
 /// Default for [`EngineSettings::future_bound`]: one hour.
@@ -134,7 +134,9 @@ impl TierSpec {
     /// names (a period change only adds files after every existing one, so what the
     /// fingerprint guards, the meaning of a recorded tier, period start and bucket, holds).
     pub fn first_period(&self) -> Span {
-        self.earlier_periods.first().map_or(self.period, |c| c.period)
+        self.earlier_periods
+            .first()
+            .map_or(self.period, |c| c.period)
     }
 }
 
@@ -168,7 +170,10 @@ pub struct RawTierSpec {
 impl RawTierSpec {
     /// The first second the raw tier holds at `now`, as [`TierSpec::window_start`].
     pub fn window_start(&self, now: crate::time::Timestamp) -> crate::time::Timestamp {
-        crate::time::align_down(now.saturating_sub(self.retention.secs() as i64), self.period)
+        crate::time::align_down(
+            now.saturating_sub(self.retention.secs() as i64),
+            self.period,
+        )
     }
 }
 
@@ -698,8 +703,13 @@ fn check_tiers<'c>(
                 ),
             ));
         }
-        check_earlier_periods(tier)
-            .map_err(|message| refuse(Key::Period(index), tier_field(index, &tier.name, "earlier_periods"), message))?;
+        check_earlier_periods(tier).map_err(|message| {
+            refuse(
+                Key::Period(index),
+                tier_field(index, &tier.name, "earlier_periods"),
+                message,
+            )
+        })?;
     }
     Ok(first_index_of_name)
 }

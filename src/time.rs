@@ -273,7 +273,11 @@ pub fn locate<'a, L: Into<Layout<'a>>>(
 /// First second a tier still holds at `now`: the start of the period that holds
 /// `now - retention`, so the files of earlier periods are outside the retention window.
 /// Files cut before a period change expire by their own period.
-pub fn window_start<'a>(now: Timestamp, retention: Span, layout: impl Into<Layout<'a>>) -> Timestamp {
+pub fn window_start<'a>(
+    now: Timestamp,
+    retention: Span,
+    layout: impl Into<Layout<'a>>,
+) -> Timestamp {
     layout
         .into()
         .period_start(now.saturating_sub(retention.secs() as i64))

@@ -77,7 +77,11 @@ pub(crate) fn record_period_changes(
 /// when it has none) and the latest instant a sample may have been accepted at (the clock's
 /// now plus the future bound): the end of the later of that file and the period holding that
 /// instant. Both are on the old grid; the new period's grid starts there.
-pub(crate) fn boundary(old: &TierSpec, newest_file: Option<Timestamp>, latest: Timestamp) -> Timestamp {
+pub(crate) fn boundary(
+    old: &TierSpec,
+    newest_file: Option<Timestamp>,
+    latest: Timestamp,
+) -> Timestamp {
     let current = old.period_end(old.period_start(latest));
     match newest_file {
         Some(start) => current.max(old.period_end(start)),

@@ -315,7 +315,11 @@ impl TiersConfig {
                 tier.create_ahead
             );
             if !tier.earlier_periods.is_empty() {
-                let _ = writeln!(out, "earlier_periods = {}", earlier_text(&tier.earlier_periods));
+                let _ = writeln!(
+                    out,
+                    "earlier_periods = {}",
+                    earlier_text(&tier.earlier_periods)
+                );
             }
         };
         for tier in &self.tiers {

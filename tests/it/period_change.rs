@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use tierdb::testing::storage::format::{file_name, PeriodMeta, HEADER_LEN};
 use tierdb::{
-    AggregateQuery, Aggregation, Bucket, Clock, Display, Engine, ManualClock, Query, Sample, Selector,
-    Span, TiersConfig, Timestamp,
+    AggregateQuery, Aggregation, Bucket, Clock, Display, Engine, ManualClock, Query, Sample,
+    Selector, Span, TiersConfig, Timestamp,
 };
 
 use crate::common::{open_driven, scratch_dir, NOW};
@@ -59,7 +59,9 @@ fn value(s: usize, ts: Timestamp) -> f64 {
 /// One sample a minute of every series over `[from, to)`, the clock moved along so each is
 /// accepted; returns how many.
 fn write_minutes(engine: &Engine, clock: &ManualClock, from: Timestamp, to: Timestamp) -> u64 {
-    let ids: Vec<_> = (0..SERIES).map(|s| engine.series(&name(s)).unwrap()).collect();
+    let ids: Vec<_> = (0..SERIES)
+        .map(|s| engine.series(&name(s)).unwrap())
+        .collect();
     let mut written = 0;
     let mut hour = from;
     while hour < to {
@@ -101,7 +103,9 @@ fn stored(engine: &Engine) -> Stored {
 /// The history the old periods hold: a minute sample of each series for the 30 hours before
 /// `NOW`, and hourly ones for a day 40 days back (only the 1h and 1d tiers keep those).
 fn write_history(engine: &Engine, clock: &ManualClock) {
-    let ids: Vec<_> = (0..SERIES).map(|s| engine.series(&name(s)).unwrap()).collect();
+    let ids: Vec<_> = (0..SERIES)
+        .map(|s| engine.series(&name(s)).unwrap())
+        .collect();
     let old: Vec<Sample> = (0..24)
         .flat_map(|h| {
             let ts = NOW - 40 * DAY + h * HOUR;
@@ -109,7 +113,10 @@ fn write_history(engine: &Engine, clock: &ManualClock) {
             (0..SERIES).map(move |s| Sample::new(ids[s], ts, value(s, ts)))
         })
         .collect();
-    assert_eq!(engine.record_batch(&old).unwrap().accepted, old.len() as u64);
+    assert_eq!(
+        engine.record_batch(&old).unwrap().accepted,
+        old.len() as u64
+    );
     write_minutes(engine, clock, NOW - 30 * HOUR, NOW);
 }
 
@@ -175,13 +182,20 @@ fn a_directory_written_with_the_shipped_periods_takes_shorter_ones() {
     assert_eq!(minute.period, Span::from_secs(HOUR as u64));
     assert_eq!(minute.earlier_periods.len(), 1);
     assert_eq!(minute.earlier_periods[0].until, BOUNDARY);
-    assert_eq!(minute.earlier_periods[0].period, Span::from_secs(6 * HOUR as u64));
+    assert_eq!(
+        minute.earlier_periods[0].period,
+        Span::from_secs(6 * HOUR as u64)
+    );
     for tier in &recorded.tiers {
         assert_eq!(tier.earlier_periods.len(), 1, "{}", tier.name);
         let until = tier.earlier_periods[0].until;
         let old = tier.earlier_periods[0].period.secs() as i64;
         assert_eq!(until % old, 0, "{}: on the old grid", tier.name);
-        assert!(until > NOW + 2 * HOUR, "{}: after every sample taken", tier.name);
+        assert!(
+            until > NOW + 2 * HOUR,
+            "{}: after every sample taken",
+            tier.name
+        );
     }
 
     // Every stored bucket reads back as before, in every tier.
@@ -193,18 +207,23 @@ fn a_directory_written_with_the_shipped_periods_takes_shorter_ones() {
     let six_hours = Some(6 * HOUR);
     let hour = Some(HOUR);
     let now_files = files(dir.path(), "1m");
-    assert!(now_files.contains(&(file_name(NOW, 0), six_hours)), "{now_files:?}");
+    assert!(
+        now_files.contains(&(file_name(NOW, 0), six_hours)),
+        "{now_files:?}"
+    );
     for h in 0..2 {
         let start = BOUNDARY + h * HOUR;
-        assert!(now_files.contains(&(file_name(start, 0), hour)), "{now_files:?}");
+        assert!(
+            now_files.contains(&(file_name(start, 0), hour)),
+            "{now_files:?}"
+        );
     }
     // No 1h file before the boundary, no 6h file after it.
     for (name, period) in &now_files {
-        let start = tierdb::testing::storage::format::parse_file_name(
-            &name.replace(".tdc", ".tdb"),
-        )
-        .unwrap()
-        .0;
+        let start =
+            tierdb::testing::storage::format::parse_file_name(&name.replace(".tdc", ".tdb"))
+                .unwrap()
+                .0;
         match start < BOUNDARY {
             true => assert!(period.is_none_or(|p| p == 6 * HOUR), "{name}"),
             false => assert!(period.is_none_or(|p| p == HOUR), "{name}"),
@@ -214,7 +233,9 @@ fn a_directory_written_with_the_shipped_periods_takes_shorter_ones() {
     // A query across the boundary, minute by minute, and an aggregate of every series.
     let (from, to) = (NOW - 2 * HOUR, NOW + 8 * HOUR);
     for s in 0..SERIES {
-        let query = Query::new(name(s), from, to).tier("1m").display(Display::Avg);
+        let query = Query::new(name(s), from, to)
+            .tier("1m")
+            .display(Display::Avg);
         let points = engine.query(&query).unwrap().points;
         assert_eq!(points.len(), 600);
         for (ts, got) in points {
@@ -279,7 +300,10 @@ fn a_directory_written_with_the_shipped_periods_takes_shorter_ones() {
         let at = v[0].as_f64().unwrap() as i64;
         let want = sum(at - MINUTE);
         let got: f64 = v[1].as_str().unwrap().parse().unwrap();
-        assert!(got == want || got == sum(at), "promql at {at}: {got}, want {want}");
+        assert!(
+            got == want || got == sum(at),
+            "promql at {at}: {got}, want {want}"
+        );
     }
 
     // A late sample before the boundary goes into the old 6h file, not a new 1h one.
@@ -290,9 +314,14 @@ fn a_directory_written_with_the_shipped_periods_takes_shorter_ones() {
     let query = Query::new("s0", late - 30, late + 30)
         .tier("1m")
         .display(Display::Count);
-    assert_eq!(engine.query(&query).unwrap().points, [(late - 30, Some(2.0))]);
+    assert_eq!(
+        engine.query(&query).unwrap().points,
+        [(late - 30, Some(2.0))]
+    );
     let after_late = files(dir.path(), "1m");
-    assert!(!after_late.iter().any(|(name, _)| name.starts_with(&file_name(NOW + 2 * HOUR, 0)[..16])));
+    assert!(!after_late
+        .iter()
+        .any(|(name, _)| name.starts_with(&file_name(NOW + 2 * HOUR, 0)[..16])));
     assert_eq!(form(dir.path(), "1m", NOW + 2 * HOUR), None);
     engine.close().unwrap();
 
@@ -351,10 +380,7 @@ fn child_writes_and_dies(dir: &Path) -> ! {
     let clock = Arc::new(ManualClock::new(NOW + HOUR));
     let engine = open_driven(dir, &clock, shorter());
     write_minutes(&engine, &clock, NOW, NOW + 8 * HOUR);
-    let _ = rustix::process::kill_process(
-        rustix::process::getpid(),
-        rustix::process::Signal::KILL,
-    );
+    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
     std::process::abort()
 }
 
@@ -378,7 +404,12 @@ fn a_kill_after_the_switch_loses_nothing_acknowledged() {
     assert_eq!(recorded.tiers[0].earlier_periods[0].until, BOUNDARY);
     let after = stored(&engine);
     for ((tier, series, old), (_, _, new)) in before.iter().zip(&after) {
-        let spec = engine.config().tiers.iter().find(|t| &t.name == tier).unwrap();
+        let spec = engine
+            .config()
+            .tiers
+            .iter()
+            .find(|t| &t.name == tier)
+            .unwrap();
         let resolution = spec.resolution.secs() as i64;
         for (ts, bucket) in old {
             // Buckets the child's writes (from NOW on) did not add to.

@@ -77,7 +77,11 @@ fn a_changed_period_records_the_old_one_up_to_the_boundary_and_passes_the_check(
     assert_eq!(again, given);
     // Reopened with the directory's own file (which holds them): the same.
     let mut own = TiersConfig::from_toml_str(&text, "own").unwrap();
-    assert!(record_period_changes(&given, &mut own, &mut |_, _| panic!()).unwrap().is_empty());
+    assert!(
+        record_period_changes(&given, &mut own, &mut |_, _| panic!())
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(own, given);
 
     // A second change (back to the shipped periods) adds a second range after the first.
@@ -93,13 +97,28 @@ fn a_changed_period_records_the_old_one_up_to_the_boundary_and_passes_the_check(
     let minute = &back.tiers[0];
     assert_eq!(minute.earlier_periods.len(), 2);
     let [first, then] = [minute.earlier_periods[0], minute.earlier_periods[1]];
-    assert_eq!((first.period, then.period), (Span::from_secs(6 * 3_600), Span::from_secs(3_600)));
+    assert_eq!(
+        (first.period, then.period),
+        (Span::from_secs(6 * 3_600), Span::from_secs(3_600))
+    );
     // Each time finds its file by the range it falls in.
-    assert_eq!(place(0, minute, first.until - 1).period_start, first.until - 6 * HOUR);
+    assert_eq!(
+        place(0, minute, first.until - 1).period_start,
+        first.until - 6 * HOUR
+    );
     assert_eq!(place(0, minute, first.until).period_start, first.until);
-    assert_eq!(place(0, minute, first.until + HOUR + 5).period_start, first.until + HOUR);
-    assert_eq!(place(0, minute, then.until - 1).period_start, then.until - HOUR);
-    assert_eq!(place(0, minute, then.until + 7 * HOUR).period_start, then.until + 6 * HOUR);
+    assert_eq!(
+        place(0, minute, first.until + HOUR + 5).period_start,
+        first.until + HOUR
+    );
+    assert_eq!(
+        place(0, minute, then.until - 1).period_start,
+        then.until - HOUR
+    );
+    assert_eq!(
+        place(0, minute, then.until + 7 * HOUR).period_start,
+        then.until + 6 * HOUR
+    );
 }
 
 #[test]
@@ -117,16 +136,25 @@ fn a_changed_resolution_or_other_earlier_periods_stay_refused() {
     given.tiers[0].earlier_periods.clear();
     given.tiers[0].resolution = Span::from_secs(120);
     given.tiers[0].period = Span::from_secs(2 * HOUR as u64);
-    assert!(record_period_changes(&stored, &mut given, &mut |_, _| panic!())
-        .unwrap()
-        .is_empty());
+    assert!(
+        record_period_changes(&stored, &mut given, &mut |_, _| panic!())
+            .unwrap()
+            .is_empty()
+    );
     let err = check_given(std::path::Path::new("tiers.toml"), &stored, &given).unwrap_err();
-    assert!(err.to_string().contains(r#"tier "1m" resolution: 1m in the directory, 2m given"#), "{err}");
+    assert!(
+        err.to_string()
+            .contains(r#"tier "1m" resolution: 1m in the directory, 2m given"#),
+        "{err}"
+    );
     // Earlier periods other than the directory's.
     let mut given = stored.clone();
     given.tiers[1].earlier_periods[0].until += DAY;
     let err = check_given(std::path::Path::new("tiers.toml"), &stored, &given).unwrap_err();
-    assert!(err.to_string().contains(r#"tier "5m" earlier_periods"#), "{err}");
+    assert!(
+        err.to_string().contains(r#"tier "5m" earlier_periods"#),
+        "{err}"
+    );
     // The raw tier's period.
     let mut raw = stored.clone();
     raw.raw = Some(crate::config::RawTierSpec {
@@ -154,18 +182,29 @@ fn earlier_periods_off_their_grid_or_out_of_order_are_refused() {
     let tier = &mut config.tiers[0];
     let until = NOW - NOW.rem_euclid(6 * HOUR);
     tier.earlier_periods = vec![
-        PeriodChange { until, period: Span::from_secs(6 * HOUR as u64) },
-        PeriodChange { until: until - 2 * HOUR, period: Span::from_secs(HOUR as u64) },
+        PeriodChange {
+            until,
+            period: Span::from_secs(6 * HOUR as u64),
+        },
+        PeriodChange {
+            until: until - 2 * HOUR,
+            period: Span::from_secs(HOUR as u64),
+        },
     ];
     assert!(config.validate().is_err());
     config.tiers[0].earlier_periods.pop();
     config.validate().unwrap();
     // A raw tier has none.
-    let text = "[[tier]]\nname = \"1m\"\nresolution = \"1m\"\nperiod = \"1h\"\nretention = \"1d\"\n\
+    let text =
+        "[[tier]]\nname = \"1m\"\nresolution = \"1m\"\nperiod = \"1h\"\nretention = \"1d\"\n\
                 [[tier]]\nname = \"raw\"\nkind = \"raw\"\nperiod = \"1d\"\nretention = \"7d\"\n\
                 earlier_periods = [{ until = 0, period = \"6h\" }]\n";
     let err = TiersConfig::from_toml_str(text, "t.toml").unwrap_err();
-    assert!(err.to_string().contains("raw tier's period cannot be changed"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("raw tier's period cannot be changed"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -175,7 +214,10 @@ fn without_a_change_the_lookup_is_the_epoch_grid() {
         for ts in [NOW, NOW - 1, -1, 0, 1] {
             let p = place(0, tier, ts);
             assert_eq!(p.period_start, crate::time::align_down(ts, tier.period));
-            assert_eq!(tier.period_end(p.period_start), p.period_start + tier.period.secs() as i64);
+            assert_eq!(
+                tier.period_end(p.period_start),
+                p.period_start + tier.period.secs() as i64
+            );
         }
     }
 }
