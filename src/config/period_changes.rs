@@ -24,7 +24,8 @@ pub(crate) struct Recorded {
 /// same name) when `given` names none or the same ones, as a tiers file a person writes does;
 /// where the period changed (the resolution kept), adds the stored period, ending at
 /// `boundary(set, stored tier)`: the first instant after every file of that tier, on its
-/// grid. Tiers whose resolution changed, or whose given earlier periods differ from the
+/// grid; or, when that is the start of the stored period's own range (it has no file yet),
+/// lets the new period take that range instead. Tiers whose resolution changed, or whose given earlier periods differ from the
 /// stored ones, are left for [`super::check_given`] to refuse. Returns the changes it added.
 ///
 /// # Errors
@@ -61,7 +62,12 @@ pub(crate) fn record_period_changes(
                 until: boundary(set, old)?,
                 period: old.period,
             };
-            tier.earlier_periods.push(change);
+            match old.earlier_periods.last() {
+                // No file was cut with the stored period (it was recorded, and changed
+                // again, before its range began): the new period takes that range whole.
+                Some(last) if change.until <= last.until => {}
+                _ => tier.earlier_periods.push(change),
+            }
             recorded.push(Recorded {
                 set: set_name.clone(),
                 tier: tier.name.clone(),

@@ -431,3 +431,96 @@ fn a_kill_after_the_switch_loses_nothing_acknowledged() {
     assert!(files(dir.path(), "1m").contains(&(file_name(BOUNDARY + HOUR, 0), Some(HOUR))));
     engine.close().unwrap();
 }
+
+/// A read-only open (`tierdb query` beside `tierdb serve`) given a period the directory has
+/// not recorded is refused, as a writer may still be cutting files with the old one; once a
+/// writable open recorded it, both read-only opens work. A second change, back to the
+/// shipped periods, records a second range after the first and reads everything as before.
+#[test]
+fn a_read_only_open_waits_for_the_record_and_a_second_change_adds_a_range() {
+    let (dir, clock, before) = old_directory();
+    clock.set(NOW + HOUR);
+    let read_only = |tiers: Option<TiersConfig>| {
+        let builder = Engine::builder(dir.path()).clock(clock.clone()).read_only();
+        match tiers {
+            Some(tiers) => builder.tiers(tiers).open(),
+            None => builder.open(),
+        }
+    };
+    let err = read_only(Some(shorter())).err().expect("refused");
+    assert!(
+        matches!(err, tierdb::Error::TiersConflict { .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("recorded by the first writable open"),
+        "{err}"
+    );
+
+    let engine = open_driven(dir.path(), &clock, shorter());
+    write_minutes(&engine, &clock, NOW, NOW + 8 * HOUR);
+    let answers = stored(&engine);
+    engine.close().unwrap();
+    for tiers in [None, Some(shorter())] {
+        let reader = read_only(tiers).unwrap();
+        assert_eq!(stored(&reader), answers);
+    }
+
+    // Back to the shipped periods a day later: a second range, from the end of the newest
+    // 1h file on.
+    clock.set(NOW + DAY);
+    let answers = stored(&read_only(None).unwrap());
+    let engine = open_driven(dir.path(), &clock, shipped());
+    let recorded = tierdb::testing::storage::stored_tiers::read_stored(dir.path())
+        .unwrap()
+        .unwrap();
+    let minute = &recorded.tiers[0];
+    assert_eq!(minute.period, Span::from_secs(6 * HOUR as u64));
+    assert_eq!(
+        minute.earlier_periods.len(),
+        2,
+        "{:?}",
+        minute.earlier_periods
+    );
+    assert_eq!(minute.earlier_periods[0].until, BOUNDARY);
+    assert_eq!(
+        minute.earlier_periods[1].period,
+        Span::from_secs(HOUR as u64)
+    );
+    let second = minute.earlier_periods[1].until;
+    assert!(second > NOW + DAY + HOUR && second % HOUR == 0, "{second}");
+    assert!(
+        stored(&engine) == answers,
+        "the second change reads as before"
+    );
+    // The history written before the first change is all there.
+    for ((tier, series, old), (_, _, now)) in before.iter().zip(&answers) {
+        for (ts, bucket) in old.iter().filter(|(ts, _)| *ts >= NOW - 20 * HOUR) {
+            let resolution = if tier == "1d" { DAY } else { 0 };
+            if *ts + resolution > NOW || bucket.count == 0 {
+                continue;
+            }
+            let found = now.iter().find(|(t, _)| t == ts).map(|f| f.1);
+            assert!(found == Some(*bucket), "{tier} {series} at {ts}");
+        }
+    }
+    // New samples after the second boundary land in a 6h file on the grid that starts there.
+    write_minutes(&engine, &clock, second - 10 * MINUTE, second + 10 * MINUTE);
+    let held = files(dir.path(), "1m");
+    assert!(
+        held.contains(&(file_name(second, 0), Some(6 * HOUR))),
+        "{held:?}"
+    );
+    assert!(
+        held.contains(&(file_name(second - HOUR, 0), Some(HOUR))),
+        "{held:?}"
+    );
+    let query = Query::new("s1", second - 10 * MINUTE, second + 10 * MINUTE)
+        .tier("1m")
+        .display(Display::Avg);
+    for (ts, got) in engine.query(&query).unwrap().points {
+        assert_eq!(got, Some(value(1, ts)), "at {ts}");
+    }
+    engine.close().unwrap();
+}
