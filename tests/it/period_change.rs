@@ -522,5 +522,12 @@ fn a_read_only_open_waits_for_the_record_and_a_second_change_adds_a_range() {
     for (ts, got) in engine.query(&query).unwrap().points {
         assert_eq!(got, Some(value(1, ts)), "at {ts}");
     }
+    // That file, off the epoch's 6h grid, compacts once closed and reads the same.
+    let points = engine.query(&query).unwrap().points;
+    clock.set(second + 6 * HOUR + 11 * MINUTE);
+    engine.maintain().unwrap();
+    engine.maintain().unwrap();
+    assert_eq!(form(dir.path(), "1m", second), Some("compacted"));
+    assert_eq!(engine.query(&query).unwrap().points, points);
     engine.close().unwrap();
 }
