@@ -14,11 +14,13 @@ use toml::Spanned;
 
 use crate::error::Error;
 use crate::error::Result;
-use crate::time::{Layout, Span};
+use crate::time::{Layout, PeriodChange, Span, Timestamp};
 
 #[cfg(feature = "cli")]
 pub(crate) mod carbon;
+mod period_changes;
 mod stored;
+pub(crate) use period_changes::{boundary as period_change_boundary, record_period_changes};
 #[cfg(feature = "cli")]
 pub(crate) use stored::Difference;
 pub(crate) use stored::{check_given, differences, rule_lists};
@@ -75,13 +77,20 @@ pub struct TierSpec {
     /// future files: a new period's files come from the first write that needs them or the
     /// next maintenance pass, whichever is first.
     pub create_ahead: u32,
+    /// The tier's periods before its period was changed, oldest first (`earlier_periods` in
+    /// the data directory's stored tiers.toml): files cut before a change keep the period
+    /// they were made with. Empty for a tier whose period never changed, and in a tiers file
+    /// a person writes; an open that is given a new period records the old one here
+    /// (docs/file-format.md, "Period changes").
+    pub earlier_periods: Vec<PeriodChange>,
 }
 
-impl From<&TierSpec> for Layout {
-    fn from(tier: &TierSpec) -> Layout {
+impl<'a> From<&'a TierSpec> for Layout<'a> {
+    fn from(tier: &'a TierSpec) -> Layout<'a> {
         Layout {
             resolution: tier.resolution,
             period: tier.period,
+            earlier: &tier.earlier_periods,
         }
     }
 }
@@ -90,19 +99,52 @@ impl TierSpec {
     /// The first second the tier holds at `now`: the start of the period holding
     /// `now - retention`. Whole periods are dropped, so the window starts on a period boundary.
     pub fn window_start(&self, now: crate::time::Timestamp) -> crate::time::Timestamp {
-        crate::time::window_start(now, self.retention, self.period)
+        crate::time::window_start(now, self.retention, self)
     }
 
-    /// Buckets in one period file: `period / resolution`. Meaningful for a validated tier;
-    /// 0 when the resolution is zero and `u32::MAX` when the quotient does not fit.
+    /// Buckets in one period file of the current period: `period / resolution`. Meaningful
+    /// for a validated tier; 0 when the resolution is zero and `u32::MAX` when the quotient
+    /// does not fit. [`TierSpec::buckets_at`] gives a given file's.
     pub fn buckets_per_period(&self) -> u32 {
-        let buckets = self
-            .period
-            .secs()
-            .checked_div(self.resolution.secs())
-            .unwrap_or(0);
-        u32::try_from(buckets).unwrap_or(u32::MAX)
+        buckets_of(self.period, self.resolution)
     }
+
+    /// Buckets in the file that starts at `period_start`, whose period may be an earlier one.
+    pub fn buckets_at(&self, period_start: Timestamp) -> u32 {
+        buckets_of(self.period_at(period_start), self.resolution)
+    }
+
+    /// The start of the period holding `ts` (the name of its file).
+    pub fn period_start(&self, ts: Timestamp) -> Timestamp {
+        Layout::from(self).period_start(ts)
+    }
+
+    /// The period of the file that starts at `period_start`: the tier's, or an earlier one
+    /// for a file cut before a period change.
+    pub fn period_at(&self, period_start: Timestamp) -> Span {
+        Layout::from(self).period_at(period_start)
+    }
+
+    /// The end of the file that starts at `period_start`: where the next one starts.
+    pub fn period_end(&self, period_start: Timestamp) -> Timestamp {
+        Layout::from(self).period_end(period_start)
+    }
+
+    /// The tier's first period: the one its oldest files have, which the layout fingerprint
+    /// names (a period change only adds files after every existing one, so what the
+    /// fingerprint guards, the meaning of a recorded tier, period start and bucket, holds).
+    pub fn first_period(&self) -> Span {
+        self.earlier_periods
+            .first()
+            .map_or(self.period, |c| c.period)
+    }
+}
+
+/// `period / resolution` as a bucket count: 0 for a zero resolution, `u32::MAX` when it does
+/// not fit.
+fn buckets_of(period: Span, resolution: Span) -> u32 {
+    let buckets = period.secs().checked_div(resolution.secs()).unwrap_or(0);
+    u32::try_from(buckets).unwrap_or(u32::MAX)
 }
 
 /// The raw tier (`kind = "raw"`): the exact `(ts, value)` of each series' samples, kept in
@@ -128,7 +170,10 @@ pub struct RawTierSpec {
 impl RawTierSpec {
     /// The first second the raw tier holds at `now`, as [`TierSpec::window_start`].
     pub fn window_start(&self, now: crate::time::Timestamp) -> crate::time::Timestamp {
-        crate::time::window_start(now, self.retention, self.period)
+        crate::time::align_down(
+            now.saturating_sub(self.retention.secs() as i64),
+            self.period,
+        )
     }
 }
 
@@ -222,6 +267,7 @@ impl Default for TiersConfig {
             period: Span::from_secs(period),
             retention: Span::from_secs(retention),
             create_ahead: DEFAULT_CREATE_AHEAD,
+            earlier_periods: Vec::new(),
         };
         TiersConfig {
             engine: EngineSettings::default(),
@@ -240,9 +286,10 @@ impl Default for TiersConfig {
 
 impl TiersConfig {
     /// A fingerprint of what gives tier indexes and cell positions their meaning: each tier's
-    /// name, resolution and period, every set's too, and the series per chunk. Files that
-    /// record tier indexes (the counter journal) are only read back under the same
-    /// fingerprint.
+    /// name, resolution and first period ([`TierSpec::first_period`]), every set's too, and
+    /// the series per chunk. Files that record tier indexes (the counter journal) are only
+    /// read back under the same fingerprint. A period change leaves it as it was: it only
+    /// adds files after every existing one, so a recorded placement still means the same.
     pub fn layout_fingerprint(&self) -> u64 {
         let mut text = format!("{}", self.engine.series_per_chunk);
         for (set, tier) in self.all_tiers() {
@@ -251,7 +298,9 @@ impl TiersConfig {
             }
             text.push_str(&format!(
                 ";{}:{}:{}",
-                tier.name, tier.resolution, tier.period
+                tier.name,
+                tier.resolution,
+                tier.first_period()
             ));
         }
         u64::from(crc32fast::hash(text.as_bytes()))
@@ -500,6 +549,45 @@ fn check(config: &TiersConfig, origin: &str, line_of: &LineOf<'_>) -> Result<()>
     Ok(())
 }
 
+/// The rules a tier's recorded earlier periods meet: each a non-zero period the resolution
+/// divides, of at most `MAX_BUCKETS_PER_PERIOD` buckets; each `until` after the previous one
+/// and a whole number of its period after it (after the epoch for the first), so the files
+/// of each range tile it.
+fn check_earlier_periods(tier: &TierSpec) -> std::result::Result<(), String> {
+    let mut anchor: Timestamp = 0;
+    for (at, change) in tier.earlier_periods.iter().enumerate() {
+        let period = change.period.secs();
+        check_fits(change.period, "period")?;
+        if period == 0 || !period.is_multiple_of(tier.resolution.secs()) {
+            return Err(format!(
+                "earlier period {} (the {at}th) is not a whole number of resolutions {}",
+                change.period, tier.resolution
+            ));
+        }
+        if period / tier.resolution.secs() > u64::from(MAX_BUCKETS_PER_PERIOD) {
+            return Err(format!(
+                "earlier period {} holds more than {MAX_BUCKETS_PER_PERIOD} buckets",
+                change.period
+            ));
+        }
+        let grid = i64::try_from(period).unwrap_or(i64::MAX);
+        let after = change.until.checked_sub(anchor);
+        if at > 0 && after.is_none_or(|d| d <= 0) || after.is_none_or(|d| d.rem_euclid(grid) != 0) {
+            return Err(format!(
+                "earlier period {} ends at {} ({}), which is not after the previous change or \
+                 not on its grid (a whole number of {} after {})",
+                change.period,
+                change.until,
+                crate::time::format_ts(change.until),
+                change.period,
+                crate::time::format_ts(anchor)
+            ));
+        }
+        anchor = change.until;
+    }
+    Ok(())
+}
+
 /// The rules every rollup tier list meets (the default set's, each `[[set]]`'s): names
 /// non-empty, unique within the list, at most 32 bytes of `[A-Za-z0-9_.-]`; spans non-zero
 /// and fitting; a resolution dividing the period; a retention of at least one period; at
@@ -615,6 +703,13 @@ fn check_tiers<'c>(
                 ),
             ));
         }
+        check_earlier_periods(tier).map_err(|message| {
+            refuse(
+                Key::Period(index),
+                tier_field(index, &tier.name, "earlier_periods"),
+                message,
+            )
+        })?;
     }
     Ok(first_index_of_name)
 }
@@ -962,6 +1057,16 @@ struct RawTier {
     retention: Spanned<String>,
     create_ahead: Option<Spanned<i64>>,
     dedupe_unchanged: Option<Spanned<bool>>,
+    /// A rollup tier's periods before a period change, as a data directory records them.
+    earlier_periods: Option<Spanned<Vec<RawPeriodChange>>>,
+}
+
+/// One of `earlier_periods`, as written: `{ until = 1765152000, period = "6h" }`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPeriodChange {
+    until: i64,
+    period: String,
 }
 
 /// A `[[tier]]` after its kind is known.
@@ -1122,6 +1227,13 @@ impl RawTier {
                 }
             }
         };
+        if let (true, Some(list)) = (raw, &self.earlier_periods) {
+            return Err(at.refuse(
+                list.span().start,
+                field("earlier_periods"),
+                "a raw tier's period cannot be changed, so it has no earlier periods".to_owned(),
+            ));
+        }
         if raw {
             if let Some(resolution) = &self.resolution {
                 return Err(at.refuse(
@@ -1141,6 +1253,20 @@ impl RawTier {
                 name,
             }));
         }
+        let earlier_periods = match &self.earlier_periods {
+            None => Vec::new(),
+            Some(list) => (list.get_ref().iter())
+                .map(|change| {
+                    let period = Span::parse(&change.period).map_err(|message| {
+                        at.refuse(list.span().start, field("earlier_periods"), message)
+                    })?;
+                    Ok(PeriodChange {
+                        until: change.until,
+                        period,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?,
+        };
         if let Some(dedupe) = &self.dedupe_unchanged {
             return Err(at.refuse(
                 dedupe.span().start,
@@ -1164,6 +1290,7 @@ impl RawTier {
             period: parse_span(at, &self.period, field("period"))?,
             retention: parse_span(at, &self.retention, field("retention"))?,
             create_ahead,
+            earlier_periods,
             name,
         }))
     }

@@ -126,6 +126,18 @@ pub(crate) enum HeldPeriod {
     Compacted(Arc<CompactReader>),
 }
 
+impl HeldPeriod {
+    /// The end of the file, which starts at `period_start`: its own period after it (a file
+    /// cut before a period change has the earlier period).
+    pub(crate) fn end(&self, period_start: Timestamp) -> Timestamp {
+        let period = match self {
+            HeldPeriod::Hot(file) => file.meta().period,
+            HeldPeriod::Compacted(reader) => reader.file().meta().period,
+        };
+        period_start.saturating_add(period.secs() as i64)
+    }
+}
+
 impl StoredPeriod {
     /// Where the file lives.
     pub(crate) fn path(&self) -> &Path {
@@ -467,11 +479,10 @@ impl Storage {
         ended_by: Timestamp,
     ) -> (Vec<Arc<PeriodFile>>, usize) {
         let store = &self.tiers[tier];
-        let period = store.spec.period.secs() as i64;
         let files = store.files.read().unwrap_or_else(|e| e.into_inner());
         let (quiet, written): (Vec<_>, Vec<_>) = files
             .iter()
-            .take_while(|((start, _), _)| start.saturating_add(period) <= ended_by)
+            .take_while(|((start, _), _)| store.spec.period_end(*start) <= ended_by)
             .filter_map(|(_, stored)| stored.hot())
             .partition(|file| file.quiet_since_last_look());
         (quiet.into_iter().cloned().collect(), written.len())
@@ -621,7 +632,7 @@ impl Storage {
     /// What `tier` holds on disk, with periods after the one holding `now` counted as ahead.
     pub(crate) fn tier_files(&self, tier: usize, now: Timestamp) -> TierFiles {
         let store = &self.tiers[tier];
-        let current = crate::time::align_down(now, store.spec.period);
+        let current = store.spec.period_start(now);
         let (files, hot_bytes, compacted, mut periods) = {
             let files = store.files.read().unwrap_or_else(|e| e.into_inner());
             let mut hot_bytes = 0;
@@ -755,7 +766,6 @@ impl Storage {
         to: Timestamp,
     ) -> Result<Vec<(Timestamp, HeldPeriod)>> {
         let store = &self.tiers[tier];
-        let period = store.spec.period.secs() as i64;
         let files = store.files.read().unwrap_or_else(|e| e.into_inner());
         let (Some(&(oldest, _)), Some(&(newest, _))) =
             (files.keys().next(), files.keys().next_back())
@@ -763,7 +773,7 @@ impl Storage {
             return Ok(Vec::new());
         };
         let mut found = Vec::new();
-        let mut start = crate::time::align_down(from.max(oldest), store.spec.period);
+        let mut start = store.spec.period_start(from.max(oldest));
         while start < to && start <= newest {
             match files.get(&(start, chunk)) {
                 Some(StoredPeriod::Hot(file)) => {
@@ -784,7 +794,7 @@ impl Storage {
                 },
                 None => {}
             }
-            start += period;
+            start = store.spec.period_end(start);
         }
         Ok(found)
     }
@@ -832,7 +842,7 @@ impl TierStore {
         PeriodMeta {
             tier: self.spec.name.clone(),
             resolution: self.spec.resolution,
-            period: self.spec.period,
+            period: self.spec.period_at(period_start),
             period_start,
             slots,
             chunk,
@@ -976,6 +986,41 @@ fn remove_file_logged(path: &Path) {
     if let Err(e) = std::fs::remove_file(path) {
         tracing::warn!(path = %path.display(), error = %e, "could not remove a superseded period file");
     }
+}
+
+/// The start of the newest period file, hot or compacted, of tier `tier` of set `set` in the
+/// data directory `root`, from the file names alone; `None` when it has none. What a period
+/// change's boundary must come after.
+///
+/// # Errors
+/// [`Error::Io`] naming the tier's directory.
+pub(crate) fn newest_period_start(
+    root: &Path,
+    config: &TiersConfig,
+    set: usize,
+    tier: &str,
+) -> Result<Option<Timestamp>> {
+    let dir = set_dir(root, config, set).join(tier);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(&dir, e)),
+    };
+    let mut newest = None;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(&dir, e))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        let hot = match name.strip_suffix(COMPACT_SUFFIX) {
+            Some(stem) => format!("{stem}{FILE_SUFFIX}"),
+            None => name,
+        };
+        if let Some((start, _)) = format::parse_file_name(&hot) {
+            newest = newest.max(Some(start));
+        }
+    }
+    Ok(newest)
 }
 
 /// The directory holding set `set`'s tier directories: `tiers/` for the default set,

@@ -148,14 +148,78 @@ pub struct Placement {
     pub bucket: u32,
 }
 
-/// What the lookup needs to know of a tier: its bucket width and the time one file covers.
-/// A configured tier ([`crate::config::TierSpec`]) converts into one.
+/// What the lookup needs to know of a tier: its bucket width and the time one file covers,
+/// with the periods its files had before a period change. A configured tier
+/// ([`crate::config::TierSpec`]) converts into one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Layout {
+pub struct Layout<'a> {
     /// Width of one bucket.
     pub resolution: Span,
-    /// Time one period file covers; a whole multiple of `resolution`.
+    /// Time one period file covers from the last change on (from the epoch when there was
+    /// none); a whole multiple of `resolution`.
     pub period: Span,
+    /// The tier's earlier periods, oldest first: each covers the time before its `until`
+    /// (and from the previous one's `until`, or without bound for the first). Empty for a
+    /// tier whose period never changed.
+    pub earlier: &'a [PeriodChange],
+}
+
+/// One earlier period of a tier whose period was changed (docs/file-format.md, "Period
+/// changes"): the files that start before `until` were cut with `period`, on the grid that
+/// starts at the previous change's `until` (at the epoch for the first). From `until` on, the
+/// next change's period, or the tier's period, cuts files on the grid that starts at `until`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct PeriodChange {
+    /// The first second the period no longer covers: the end of the newest file cut with it.
+    pub until: Timestamp,
+    /// The period the files before `until` have.
+    pub period: Span,
+}
+
+impl Layout<'_> {
+    /// The range of periods holding `ts`: the instant its grid starts at and its period. One
+    /// compare for a tier whose period never changed.
+    #[inline]
+    fn range_of(&self, ts: Timestamp) -> (Timestamp, Span) {
+        let Some(last) = self.earlier.last() else {
+            return (0, self.period);
+        };
+        if ts >= last.until {
+            return (last.until, self.period);
+        }
+        let after = self.earlier.partition_point(|c| c.until <= ts);
+        let anchor = match after {
+            0 => 0,
+            _ => self.earlier[after - 1].until,
+        };
+        (anchor, self.earlier[after].period)
+    }
+
+    /// The start of the period holding `ts`, or `None` when it does not fit in a timestamp.
+    #[inline]
+    pub fn checked_period_start(&self, ts: Timestamp) -> Option<Timestamp> {
+        let (anchor, period) = self.range_of(ts);
+        anchor.checked_add(checked_align_down(ts.checked_sub(anchor)?, period)?)
+    }
+
+    /// The start of the period holding `ts`.
+    ///
+    /// # Panics
+    /// As [`place`].
+    pub fn period_start(&self, ts: Timestamp) -> Timestamp {
+        self.checked_period_start(ts)
+            .unwrap_or_else(|| panic!("the period start of {ts} does not fit in a timestamp"))
+    }
+
+    /// The period of the file that starts at `period_start` (a period start of this layout).
+    pub fn period_at(&self, period_start: Timestamp) -> Span {
+        self.range_of(period_start).1
+    }
+
+    /// The end of the file that starts at `period_start`, which is where the next one starts.
+    pub fn period_end(&self, period_start: Timestamp) -> Timestamp {
+        period_start.saturating_add(self.period_at(period_start).secs() as i64)
+    }
 }
 
 /// The placement of a sample at `ts` in one tier, without allocating: the write hot path
@@ -165,7 +229,7 @@ pub struct Layout {
 /// On a layout that [`TiersConfig::validate`](crate::config::TiersConfig::validate) would
 /// refuse (zero resolution or period), as [`align_down`] does.
 #[inline]
-pub fn place(tier_index: usize, layout: impl Into<Layout>, ts: Timestamp) -> Placement {
+pub fn place<'a>(tier_index: usize, layout: impl Into<Layout<'a>>, ts: Timestamp) -> Placement {
     checked_place(tier_index, layout, ts)
         .unwrap_or_else(|| panic!("the period start of {ts} does not fit in a timestamp"))
 }
@@ -174,13 +238,13 @@ pub fn place(tier_index: usize, layout: impl Into<Layout>, ts: Timestamp) -> Pla
 /// does not fit in one (a sample every tier's window refuses: a cluster owner meets such
 /// samples in a logged message before it checks them).
 #[inline]
-pub fn checked_place(
+pub fn checked_place<'a>(
     tier_index: usize,
-    layout: impl Into<Layout>,
+    layout: impl Into<Layout<'a>>,
     ts: Timestamp,
 ) -> Option<Placement> {
     let layout = layout.into();
-    let period_start = checked_align_down(ts, layout.period)?;
+    let period_start = layout.checked_period_start(ts)?;
     let bucket = (ts - period_start) / step_secs(layout.resolution);
     Some(Placement {
         tier: tier_index,
@@ -195,7 +259,7 @@ pub fn checked_place(
 ///
 /// # Panics
 /// As [`place`], on tiers that validation would refuse.
-pub fn locate<L: Into<Layout>>(
+pub fn locate<'a, L: Into<Layout<'a>>>(
     tiers: impl IntoIterator<Item = L>,
     ts: Timestamp,
 ) -> Vec<Placement> {
@@ -208,8 +272,15 @@ pub fn locate<L: Into<Layout>>(
 
 /// First second a tier still holds at `now`: the start of the period that holds
 /// `now - retention`, so the files of earlier periods are outside the retention window.
-pub fn window_start(now: Timestamp, retention: Span, period: Span) -> Timestamp {
-    align_down(now.saturating_sub(retention.secs() as i64), period)
+/// Files cut before a period change expire by their own period.
+pub fn window_start<'a>(
+    now: Timestamp,
+    retention: Span,
+    layout: impl Into<Layout<'a>>,
+) -> Timestamp {
+    layout
+        .into()
+        .period_start(now.saturating_sub(retention.secs() as i64))
 }
 
 /// RFC 3339 rendering of a timestamp, for example "2026-11-21T00:00:00Z". Meant for display

@@ -19,8 +19,10 @@ pub(crate) struct Difference {
     pub stored: String,
     /// Its value in the given one.
     pub given: String,
-    /// True when the files depend on it (a tier's resolution and period, the raw tier's
-    /// period, the series per chunk): such a difference cannot be applied to existing data.
+    /// True when the files depend on it (a tier's resolution, earlier periods other than
+    /// the directory records, the raw tier's period, the series per chunk): such a
+    /// difference cannot be applied to existing data. A rollup tier's period can: an open
+    /// records the old one for the files cut with it (docs/file-format.md, "Period changes").
     pub layout: bool,
 }
 
@@ -183,9 +185,18 @@ fn tier_differences(
                 false,
             ),
             Some(new) => {
+                // A tiers file a person writes has no earlier periods: it takes the
+                // directory's, and a new period is recorded after them. A directory's own
+                // file must hold them, the change it recorded last at most added.
+                let recorded = new.earlier_periods.is_empty()
+                    || new.earlier_periods == old.earlier_periods
+                    || (new.earlier_periods.split_last()).is_some_and(|(last, before)| {
+                        before == old.earlier_periods.as_slice() && last.period == old.period
+                    });
+                let takes_period = recorded && old.resolution == new.resolution;
                 let spans = [
                     ("resolution", old.resolution, new.resolution, true),
-                    ("period", old.period, new.period, true),
+                    ("period", old.period, new.period, !takes_period),
                     ("retention", old.retention, new.retention, false),
                 ];
                 for (what, x, y, layout) in spans {
@@ -202,6 +213,14 @@ fn tier_differences(
                     new.create_ahead.to_string(),
                     false,
                 );
+                if !new.earlier_periods.is_empty() {
+                    field(
+                        format!("{prefix}tier {name:?} earlier_periods"),
+                        earlier_text(&old.earlier_periods),
+                        earlier_text(&new.earlier_periods),
+                        !recorded,
+                    );
+                }
             }
         }
     }
@@ -215,6 +234,15 @@ fn tier_differences(
             );
         }
     }
+}
+
+/// A tier's earlier periods as its stored tiers file writes them:
+/// `[{ until = 1765152000, period = "6h" }]`.
+fn earlier_text(earlier: &[crate::time::PeriodChange]) -> String {
+    let items: Vec<String> = (earlier.iter())
+        .map(|c| format!("{{ until = {}, period = \"{}\" }}", c.until, c.period))
+        .collect();
+    format!("[{}]", items.join(", "))
 }
 
 /// `[counters]`' two lists as tiers.toml writes them, `names = ["*_total"]` and
@@ -237,8 +265,8 @@ fn toml_list(items: impl Iterator<Item = String>) -> String {
 /// and spells out every difference the files depend on.
 ///
 /// # Errors
-/// [`Error::TiersConflict`] when `given` changes a tier's resolution or period, the raw
-/// tier's period, or the series per chunk.
+/// [`Error::TiersConflict`] when `given` changes a tier's resolution or its earlier periods,
+/// the raw tier's period, or the series per chunk.
 pub(crate) fn check_given(path: &Path, stored: &TiersConfig, given: &TiersConfig) -> Result<()> {
     let conflicts: Vec<String> = differences(stored, given)
         .into_iter()
@@ -262,10 +290,11 @@ impl TiersConfig {
         let quote = |text: &str| toml::Value::String(text.to_owned()).to_string();
         let mut out = String::from(
             "# The tiers of this data directory, written by tierdb when it was created. Opening\n\
-             # it without --tiers uses them; a --tiers that changes a tier's resolution or\n\
-             # period, the raw tier's period, or series_per_chunk is refused. Other changes\n\
-             # (retention, create_ahead, tiers added or removed) are accepted, and a writable\n\
-             # open writes them here. See docs/file-format.md.\n\n",
+             # it without --tiers uses them; a --tiers that changes a tier's resolution, the\n\
+             # raw tier's period, or series_per_chunk is refused. Other changes (a tier's\n\
+             # period, retention, create_ahead, tiers added or removed) are accepted, and a\n\
+             # writable open writes them here; a tier's earlier_periods say which period\n\
+             # the files before each `until` (Unix seconds) have. See docs/file-format.md.\n\n",
         );
         let e = &self.engine;
         let _ = write!(
@@ -285,6 +314,13 @@ impl TiersConfig {
                 tier.retention,
                 tier.create_ahead
             );
+            if !tier.earlier_periods.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "earlier_periods = {}",
+                    earlier_text(&tier.earlier_periods)
+                );
+            }
         };
         for tier in &self.tiers {
             write_tier(&mut out, "tier", tier);

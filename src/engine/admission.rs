@@ -237,7 +237,7 @@ impl<'a> FilesNeeded<'a> {
                 let resolution = spec.resolution.secs() as i64;
                 let from = placed.period_start + i64::from(bucket) * resolution;
                 let until = (from + i64::from(BUCKET_BLOCK) * resolution)
-                    .min(placed.period_start + spec.period.secs() as i64);
+                    .min(spec.period_end(placed.period_start));
                 match self
                     .blocks
                     .iter()
@@ -356,12 +356,12 @@ impl<'a> FilesNeeded<'a> {
             }
             let created =
                 storage.create_files(tier, start, &missing, crate::storage::Creation::OnDemand);
-            let period = self.shared.config.tier_at(tier).1.period.secs() as i64;
+            let end = self.shared.config.tier_at(tier).1.period_end(start);
             for (chunk, e) in created.failed {
                 tracing::error!(error = %e, "cannot create a period file; refusing the samples that need it");
                 self.failed.push((
                     tier,
-                    start..start.saturating_add(period),
+                    start..end,
                     chunk * slots..(chunk * slots).saturating_add(slots),
                 ));
             }

@@ -142,14 +142,15 @@ impl Shared {
         }
         let mut cleared = 0;
         for (tier, (set, spec)) in self.config.all_tiers().enumerate() {
-            let buckets = (spec.period.secs() / spec.resolution.secs()) as u32;
             for (&(_, chunk), chunk_slots) in by_chunk.range((set, 0)..=(set, u32::MAX)) {
                 let held =
                     self.storage
                         .files_of_chunk(tier, chunk, Timestamp::MIN, Timestamp::MAX)?;
-                let mut cells =
-                    Vec::with_capacity(held.len() * chunk_slots.len() * buckets as usize);
+                let buckets = spec.buckets_per_period() as usize;
+                let mut cells = Vec::with_capacity(held.len() * chunk_slots.len() * buckets);
                 for (period_start, _) in held {
+                    // A file cut before a period change has its own period's buckets.
+                    let buckets = spec.buckets_at(period_start);
                     for &slot in chunk_slots {
                         cells.extend((0..buckets).map(|bucket| {
                             let at = CellAt {

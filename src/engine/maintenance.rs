@@ -256,8 +256,9 @@ impl Shared {
                 if ahead > i64::from(spec.create_ahead) {
                     continue;
                 }
-                let period = spec.period.secs() as i64;
-                let start = align_down(now, spec.period) + ahead * period;
+                // Stepped file by file: the period may change at a boundary ahead.
+                let start = (0..ahead).fold(spec.period_start(now), |s, _| spec.period_end(s));
+                let period = spec.period_at(start).secs() as i64;
                 if !ahead_due(start, now, period, spec.create_ahead)
                     || (horizon == Horizon::Soon && start > now + SOON)
                 {

@@ -111,8 +111,11 @@ impl EngineBuilder {
     /// directory (`<dir>/tiers.toml`, written when the directory was created), or
     /// [`TiersConfig::default`] for a directory that has none. Given tiers that differ from
     /// the stored ones where the files depend on it are refused ([`Error::TiersConflict`]);
-    /// other differences (retention, create_ahead, tiers added, removed or reordered, counter
-    /// rules) are logged at warn, accepted, and stored by a writable open. Changed counter
+    /// a rollup tier's changed period is taken, the old one recorded for the files before a
+    /// boundary (docs/file-format.md, "Period changes"; refused by a read-only open until a
+    /// writable one recorded it); other differences (retention, create_ahead, tiers added,
+    /// removed or reordered, counter rules) are logged at warn, accepted, and stored by a
+    /// writable open. Changed counter
     /// rules apply to series created from then on; existing series keep their kind.
     pub fn tiers(mut self, tiers: TiersConfig) -> Self {
         self.tiers = tiers;
@@ -133,11 +136,51 @@ impl EngineBuilder {
             self.tiers = stored;
             return Ok(false);
         }
-        crate::config::check_given(
-            &crate::storage::stored_tiers::stored_path(&self.dir),
-            &stored,
-            &self.tiers,
-        )?;
+        let stored_path = crate::storage::stored_tiers::stored_path(&self.dir);
+        let dir = self.dir.clone();
+        let future_bound = stored
+            .engine
+            .future_bound
+            .max(self.tiers.engine.future_bound);
+        let latest = (self.clock.now()).saturating_add(future_bound.secs() as i64);
+        let recorded =
+            crate::config::record_period_changes(&stored, &mut self.tiers, &mut |set, old| {
+                let newest = crate::storage::newest_period_start(&dir, &stored, set, &old.name)?;
+                Ok(crate::config::period_change_boundary(old, newest, latest))
+            })?;
+        if self.read_only && !recorded.is_empty() {
+            // A writer beside it may still be cutting files with the stored period: the
+            // boundary is the writable open's to choose and record.
+            let changes: Vec<String> = (recorded.iter())
+                .map(|r| {
+                    format!(
+                        "set {:?} tier {:?} period: {} in the directory, {} given",
+                        r.set, r.tier, r.change.period, r.period
+                    )
+                })
+                .collect();
+            return Err(Error::TiersConflict {
+                path: stored_path,
+                given: "the given configuration".to_owned(),
+                differences: format!(
+                    "{} (a period change is recorded by the first writable open; open the \
+                     directory for writing once with these tiers, or read it without them)",
+                    changes.join("; ")
+                ),
+            });
+        }
+        crate::config::check_given(&stored_path, &stored, &self.tiers)?;
+        for r in &recorded {
+            tracing::warn!(
+                dir = %self.dir.display(),
+                set = %r.set,
+                tier = %r.tier,
+                old_period = %r.change.period,
+                new_period = %r.period,
+                boundary = %crate::time::format_ts(r.change.until),
+                "a tier's period changes: files before the boundary keep the old period, files from it on have the new one"
+            );
+        }
         // Said at warn: a removed tier's files stay on disk unread. Changed counter rules
         // apply to new series; the counter table says which existing ones they leave alone.
         for change in crate::config::differences(&stored, &self.tiers) {

@@ -208,7 +208,7 @@ impl Engine {
                 (shared.storage).files_of_chunk(tier, chunk, windows[tier], Timestamp::MAX)?;
             let mut at = Vec::new();
             for (period_start, _) in held.iter().filter(|(start, _)| *start >= windows[tier]) {
-                at.extend((0..spec.buckets_per_period()).map(|bucket| CellAt {
+                at.extend((0..spec.buckets_at(*period_start)).map(|bucket| CellAt {
                     tier,
                     period_start: *period_start,
                     chunk,

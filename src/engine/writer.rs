@@ -803,10 +803,9 @@ impl Writer {
     fn evict_expired(&mut self, windows: &[Timestamp]) {
         let specs = self.shared.config.all_tiers().map(|(_, spec)| spec);
         for ((tier, cache), spec) in self.tiers.iter_mut().enumerate().zip(specs) {
-            let period = spec.period.secs() as i64;
             cache
                 .periods
-                .retain(|p| p.start.saturating_add(period) > windows[tier]);
+                .retain(|p| spec.period_end(p.start) > windows[tier]);
         }
     }
 }

@@ -483,9 +483,9 @@ pub(crate) struct PointGrid {
     pub points: usize,
     /// End of the last point (clamped to `i64::MAX`).
     pub end: Timestamp,
-    /// The tier's resolution and period, in seconds.
+    /// The tier's resolution, in seconds. (Each file's period is its own: see
+    /// [`HeldPeriod::end`].)
     res: i64,
-    period: i64,
 }
 
 impl PointGrid {
@@ -583,7 +583,6 @@ impl PointGrid {
             points: points as usize,
             end,
             res,
-            period: spec.period.secs() as i64,
         })
     }
 
@@ -604,7 +603,6 @@ impl PointGrid {
             points: usize::from(width > 0),
             end: last.min(i128::from(i64::MAX)) as i64,
             res: res as i64,
-            period: spec.period.secs() as i64,
         })
     }
 
@@ -685,7 +683,7 @@ impl PointGrid {
                 continue;
             };
             let lo = held.read_from.max(period_start).max(span.start);
-            let hi = span.end.min(period_start.saturating_add(self.period));
+            let hi = span.end.min(period.end(period_start));
             let mut bucket = (lo - period_start) / self.res;
             let end = (hi - period_start) / self.res;
             // Two 32-byte cells per 64-byte line.
@@ -750,7 +748,7 @@ impl PointGrid {
         held.files.iter().filter_map(move |(period_start, stored)| {
             let period_start = *period_start;
             let lo = held.read_from.max(period_start).max(span.start);
-            let hi = span.end.min(period_start.saturating_add(self.period));
+            let hi = span.end.min(stored.end(period_start));
             if lo >= hi {
                 return None;
             }

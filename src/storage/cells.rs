@@ -392,9 +392,8 @@ impl Storage {
     fn check_cell(&self, cell: &CellAt) -> Result<()> {
         let fits = self.tiers.get(cell.tier).is_some_and(|store| {
             let spec = &store.spec;
-            let buckets = spec.period.secs() / spec.resolution.secs();
-            cell.period_start.rem_euclid(spec.period.secs() as i64) == 0
-                && u64::from(cell.bucket) < buckets
+            spec.period_start(cell.period_start) == cell.period_start
+                && cell.bucket < spec.buckets_at(cell.period_start)
                 && cell.slot < self.slots
         });
         if fits {

@@ -8,7 +8,7 @@
 //!   CODEC_OFFSET         12  u32      CODEC_PCO: the slot columns are pco data (see below)
 //!   RESOLUTION_OFFSET    16  u64      bucket width, seconds
 //!   PERIOD_OFFSET        24  u64      time one file covers, seconds
-//!   PERIOD_START_OFFSET  32  i64      unix seconds, a UTC multiple of the period
+//!   PERIOD_START_OFFSET  32  i64      unix seconds, a period start of the tier's layout
 //!   BUCKETS_OFFSET       40  u32      buckets per period (period / resolution)
 //!   SLOTS_OFFSET         44  u32      series slots, so index entries
 //!   CHUNK_OFFSET         48  u32      chunk number: slots hold series ids chunk*slots ..

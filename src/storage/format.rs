@@ -10,7 +10,7 @@
 //!   BLOCK_OFFSET         20  u32      BUCKET_BLOCK (buckets per series run)
 //!   RESOLUTION_OFFSET    24  u64      bucket width, seconds
 //!   PERIOD_OFFSET        32  u64      time one file covers, seconds
-//!   PERIOD_START_OFFSET  40  i64      unix seconds, a UTC multiple of the period
+//!   PERIOD_START_OFFSET  40  i64      unix seconds, a period start of the tier's layout
 //!   BUCKETS_OFFSET       48  u32      buckets per period (period / resolution)
 //!   CHUNK_SLOTS_OFFSET   52  u32      series slots in this file (series_per_chunk)
 //!   CHUNK_OFFSET         56  u32      chunk number: slots hold series ids chunk*slots ..
@@ -458,10 +458,13 @@ impl PeriodMeta {
                 "bucket count disagrees with period/resolution",
             ));
         }
-        if meta.period_start.rem_euclid(period as i64) != 0 {
+        // On the resolution's grid, not necessarily the period's: files after a period change
+        // start on a grid anchored at its boundary (docs/file-format.md, "Period changes").
+        // The open compares the start with the one the tier's layout expects.
+        if meta.period_start.rem_euclid(res as i64) != 0 {
             return Err(Error::corrupt(
                 path,
-                "period start is not aligned to the period",
+                "period start is not aligned to the resolution",
             ));
         }
         Ok(meta)

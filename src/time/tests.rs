@@ -12,6 +12,7 @@ fn tier(name: &str, resolution: u64, period: u64) -> TierSpec {
         period: Span::from_secs(period),
         retention: Span::from_secs(period * 2),
         create_ahead: 1,
+        earlier_periods: Vec::new(),
     }
 }
 

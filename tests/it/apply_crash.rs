@@ -169,7 +169,7 @@ fn assert_same(clean: &Engine, other: &Engine, what: &str) {
         );
         assert_eq!(raw(engine, id), [], "{what}: raw points of {key}");
         for (tier, spec) in engine.config().tiers.iter().enumerate() {
-            let from = window_start(now, spec.retention, spec.period);
+            let from = window_start(now, spec.retention, spec);
             let to = now + 2 * spec.resolution.secs() as i64;
             let buckets = engine
                 .reader()
@@ -210,7 +210,7 @@ fn assert_same(clean: &Engine, other: &Engine, what: &str) {
             "{what}: raw points of {key}"
         );
         for (tier, spec) in clean.config().tiers.iter().enumerate() {
-            let from = window_start(now, spec.retention, spec.period);
+            let from = window_start(now, spec.retention, spec);
             let to = now + 2 * spec.resolution.secs() as i64;
             let read = |engine: &Engine, id| {
                 engine

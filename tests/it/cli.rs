@@ -505,7 +505,8 @@ fn a_data_directory_keeps_its_tiers() {
     assert_eq!(out.status.code(), Some(1));
     assert_stderr_has(&out, r#"unknown tier "1m" (configured: 10s, 1h, or auto)"#);
 
-    // A --tiers that changes a period is refused, the difference spelled out; nothing changes.
+    // A --tiers that changes a resolution is refused, the difference spelled out; nothing
+    // changes. (A changed period is taken: tests/it/period_change.rs.)
     // An import with the custom tiers changed by `edit`, and the file it wrote them to.
     let import_with = |name: &str, edit: (&str, &str)| {
         let path = dir.path().join(name);
@@ -520,12 +521,15 @@ fn a_data_directory_keeps_its_tiers() {
         ]);
         (out, path)
     };
-    let (out, _) = import_with("conflicting.toml", ("period = \"1h\"", "period = \"2h\""));
+    let (out, _) = import_with(
+        "conflicting.toml",
+        ("resolution = \"10s\"", "resolution = \"20s\""),
+    );
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(err.contains("tiers.toml records the tiers"), "{err}");
     assert!(
-        err.contains(r#"tier "10s" period: 1h in the directory, 2h given"#),
+        err.contains(r#"tier "10s" resolution: 10s in the directory, 20s given"#),
         "{err}"
     );
     assert!(err.contains("conflicting.toml differs from them"), "{err}");
@@ -777,12 +781,15 @@ fn an_edited_tiers_file_beside_the_directory_is_never_ignored() {
     // reader says it cannot be applied.
     std::fs::write(
         &beside,
-        CUSTOM_TIERS.replacen("period = \"1h\"", "period = \"2h\"", 1),
+        CUSTOM_TIERS.replacen("resolution = \"10s\"", "resolution = \"20s\"", 1),
     )
     .unwrap();
     let out = import(&[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert_stderr_has(&out, r#"tier "10s" period: 1h in the directory, 2h given"#);
+    assert_stderr_has(
+        &out,
+        r#"tier "10s" resolution: 10s in the directory, 20s given"#,
+    );
     assert_stderr_has(&out, "start a new --data-dir");
     // Refused as the file it is, with the directory's own command, and never announced as
     // applied first.
@@ -794,6 +801,23 @@ fn an_edited_tiers_file_beside_the_directory_is_never_ignored() {
     assert_stderr_has(&out, "cannot be applied");
     let (printed, _) = stored_tiers();
     assert!(printed.contains(" 12h "), "nothing changed: {printed}");
+
+    // A changed period is taken by a writer, as a package upgrade's tiers.toml with shorter
+    // periods must be: the directory records the old period for the files it has.
+    std::fs::write(
+        &beside,
+        CUSTOM_TIERS.replacen("period = \"1h\"", "period = \"2h\"", 1),
+    )
+    .unwrap();
+    let out = import(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stored = std::fs::read_to_string(Path::new(&d).join("tiers.toml")).unwrap();
+    assert!(
+        stored.contains("period = \"2h\"") && stored.contains("earlier_periods = [{ until = "),
+        "{stored}"
+    );
+    let out = tierdb(&["info", "--data-dir", &d]);
+    assert!(out.status.success(), "{}", stderr(&out));
 }
 
 /// Issue #54 item 3, at creation: a new data directory beside a `tiers.toml` was created

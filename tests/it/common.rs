@@ -50,6 +50,7 @@ pub(crate) fn tier(name: &str, resolution: u64, period: u64, retention: u64) -> 
         period: Span::from_secs(period),
         retention: Span::from_secs(retention),
         create_ahead: 1,
+        earlier_periods: Vec::new(),
     }
 }
 

@@ -40,6 +40,7 @@ mod model;
 mod nats;
 mod otlp;
 mod otlp_histograms;
+mod period_change;
 mod preallocated_dir;
 mod prom_native;
 mod prom_remote;

@@ -42,6 +42,7 @@ fn config() -> TiersConfig {
         period: Span::from_secs(period as u64),
         retention: Span::from_secs(retention as u64),
         create_ahead: 1,
+        earlier_periods: Vec::new(),
     };
     let config = TiersConfig {
         engine: EngineSettings {

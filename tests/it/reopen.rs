@@ -464,7 +464,9 @@ fn a_changed_layout_under_an_existing_name_is_refused_naming_the_file() {
     // The tiers the directory stored refuse each change first, spelling it out.
     let stored = dir.path().join("tiers.toml");
     let stored_text = std::fs::read_to_string(&stored).unwrap();
-    for (what, config, _, difference) in &cases {
+    // A period change is one the stored tiers take (tests/it/period_change.rs); without
+    // them, the files cannot tell it from a mistake, and refuse it below.
+    for (what, config, _, difference) in cases.iter().filter(|c| !c.0.contains("period")) {
         let err = Engine::builder(dir.path())
             .tiers(config.clone())
             .clock(clock.clone())

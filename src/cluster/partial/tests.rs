@@ -44,6 +44,7 @@ fn tiers() -> TiersConfig {
         period: Span::from_secs(period),
         retention: Span::from_secs(retention),
         create_ahead: 1,
+        earlier_periods: Vec::new(),
     };
     let mut config = TiersConfig::default();
     config.engine.series_per_chunk = 16;

@@ -75,6 +75,7 @@ fn engine(dir: &std::path::Path, clock: &Arc<ManualClock>) -> Engine {
         period: Span::from_secs(period),
         retention: Span::from_secs(2 * period),
         create_ahead: 1,
+        earlier_periods: Vec::new(),
     };
     tiers.tiers = vec![
         tier("1m", 60, HOUR as u64),

@@ -36,6 +36,7 @@ fn tier(name: &str, resolution: i64, period: i64, retention: i64) -> TierSpec {
         period: Span::from_secs(period as u64),
         retention: Span::from_secs(retention as u64),
         create_ahead: 1,
+        earlier_periods: Vec::new(),
     }
 }
 

@@ -24,6 +24,7 @@ fn engine(dir: &std::path::Path, clock: &Arc<ManualClock>) -> Engine {
         period: Span::from_secs(HOUR as u64),
         retention: Span::from_secs(6 * HOUR as u64),
         create_ahead: 1,
+        earlier_periods: Vec::new(),
     }];
     Engine::builder(dir)
         .tiers(tiers)
