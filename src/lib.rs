@@ -103,6 +103,9 @@ pub use read::distribution::{
 };
 pub use read::query::{Display, Query, QueryResult};
 pub use read::reader::Reader;
+pub use read::store::cache::{
+    CachedStore, RenderCache, RenderCacheStats, DEFAULT_RENDER_CACHE_BYTES,
+};
 pub use read::store::{
     bucket_span, BucketHistogram, BucketReduce, Found, HistogramVisit, LabelMatcher, RawPoints,
     Selection, SeriesFilter, SeriesRef, Store,
