@@ -172,6 +172,15 @@ impl<S: Store> StoredSource<S> {
         }
     }
 
+    /// Where the series of tier set `set` are read: that set, or without `[[set]]`s in the
+    /// store's tiers (a store of one set's series, say) the one grid of all.
+    fn set_index(&self, set: usize) -> usize {
+        match self.store.tiers().sets.is_empty() {
+            true => 0,
+            false => set,
+        }
+    }
+
     /// The grid a render over `from`..`until` reads the series of set `set` on:
     /// [`RenderGrid::choose`] with the set's tiers and the store's clock.
     ///
@@ -226,7 +235,7 @@ impl<S: Store> StoredSource<S> {
     /// Those of `found` of set `set`, read on `grid`, sorted by Graphite path then key.
     fn read_found(&self, found: &[Found], set: usize, grid: &RenderGrid) -> Result<Vec<Fetched>> {
         let mut found: Vec<(String, Found)> = (found.iter())
-            .filter(|f| f.set == set)
+            .filter(|f| self.set_index(f.set) == set)
             .map(|f| (graphite_path(f.key.view()), f.clone()))
             .collect();
         // By path, then by key: two keys share a path only when a name holds a `;` that
@@ -266,7 +275,7 @@ impl<S: Store> StoredSource<S> {
         let selected: Vec<timer_paths::Selected> =
             (timer_paths::select(&self.store, pattern, held)?)
                 .into_iter()
-                .filter(|s| s.series.set == set)
+                .filter(|s| self.set_index(s.series.set) == set)
                 .collect();
         if selected.is_empty() {
             return Ok(stored);
@@ -307,8 +316,8 @@ impl<S: Store> StoredSource<S> {
         if (found.iter()).any(|f| (f.kind == SeriesKind::Counter) != counter) {
             return Ok(None);
         }
-        let set = found.first().map_or(0, |f| f.set);
-        if found.iter().any(|f| f.set != set) {
+        let set = found.first().map_or(0, |f| self.set_index(f.set));
+        if found.iter().any(|f| self.set_index(f.set) != set) {
             return Ok(None);
         }
         let matched = (0..patterns.len())
@@ -384,7 +393,7 @@ impl<S: Store> Source for StoredSource<S> {
             timers.retain(|timer| !held.contains(timer.key.as_str()));
         }
         for timer in timers {
-            if let Some(count) = counts.get_mut(timer.series.set) {
+            if let Some(count) = counts.get_mut(self.set_index(timer.series.set)) {
                 *count += 1;
             }
         }
