@@ -94,7 +94,7 @@ pub use engine::{
 };
 pub use error::{Error, RejectReason, Result};
 pub use read::aggregate::{
-    AggregatePlan, AggregateQuery, AggregateResult, Aggregation, Group, PartialAggregate,
+    AggregatePlan, AggregateQuery, AggregateResult, Aggregation, Fold, Group, PartialAggregate,
 };
 pub use read::budget::ReadBudget;
 pub use read::distribution::{

@@ -22,7 +22,9 @@ use crate::counter::SeriesKind;
 use crate::error::{Error, Result};
 use crate::histogram::Histogram;
 use crate::promql::KeyFilter;
+use crate::read::aggregate::Fold;
 use crate::read::budget::ReadBudget;
+use crate::read::query::Display;
 use crate::read::reader::Reader;
 use crate::read::store::cache::{CachedStore, RenderCache};
 use crate::read::store::{
@@ -77,6 +79,24 @@ pub(crate) enum PromRead {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         window: Option<Timestamp>,
     },
+    /// The values of those of `keys` in the owner's partitions (each shown as `display`
+    /// shows a bucket), folded per point as [`PromRead::Buckets`] would read their buckets:
+    /// render's one-pass sumSeries and kin.
+    Fold {
+        /// Canonical keys (a key listed twice folds twice).
+        keys: Vec<String>,
+        /// The tier's name.
+        tier: String,
+        from: Timestamp,
+        to: Timestamp,
+        /// As [`PromRead::Buckets`]'s.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resolution: Option<u64>,
+        /// As [`PromRead::Buckets`]'s.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        window: Option<Timestamp>,
+        display: Display,
+    },
     /// The raw tier's points of those of `keys` in the owner's partitions, in `[from, to)`.
     Raw {
         keys: Vec<String>,
@@ -100,6 +120,9 @@ pub(crate) enum PromAnswer {
     /// Per key found, its index and points; `None` when the owner's raw tier does not hold
     /// the range. The points charged.
     Raw(Charged<Option<Vec<IndexedPoints>>>),
+    /// The fold of the keys found, per point (empty when it holds none of them); `None`
+    /// when an engine has no one-pass fold of them (series of several tier sets).
+    Fold(Option<Vec<Fold>>),
 }
 
 /// One series' buckets on the wire, bit for bit.
@@ -296,6 +319,30 @@ pub(crate) fn answer_over(
             }
             PromAnswer::Histograms(out.into_inner().unwrap_or_else(|e| e.into_inner()))
         }
+        PromRead::Fold {
+            keys,
+            tier,
+            from,
+            to,
+            resolution,
+            window,
+            display,
+        } => {
+            let mut merged: Vec<Fold> = Vec::new();
+            for (reader, held) in readers.iter().zip(held(&keys)) {
+                let series: Vec<SeriesRef> = held.iter().map(|(_, s, _)| *s).collect();
+                if series.is_empty() {
+                    continue;
+                }
+                let spec = tier_of(reader, &series, &tier, resolution)?;
+                let cached = CachedStore::new(*reader, cache);
+                let Some(folds) = cached.fold(&series, &spec, (from, to), window, display)? else {
+                    return Ok(PromAnswer::Fold(None));
+                };
+                merge_folds(&mut merged, folds)?;
+            }
+            PromAnswer::Fold(Some(merged))
+        }
         PromRead::Raw { keys, from, to } => {
             let mut out = Vec::new();
             for (reader, held) in readers.iter().zip(held(&keys)) {
@@ -318,6 +365,29 @@ pub(crate) fn answer_over(
             PromAnswer::Raw(Charged::new(Some(out), budget))
         }
     })
+}
+
+/// `folds` merged into `merged` point by point (`merged` empty: none yet).
+///
+/// # Errors
+/// [`Error::Cluster`] when they hold different numbers of points.
+pub(super) fn merge_folds(merged: &mut Vec<Fold>, folds: Vec<Fold>) -> Result<()> {
+    if merged.is_empty() {
+        *merged = folds;
+        return Ok(());
+    }
+    if folds.is_empty() {
+        return Ok(());
+    }
+    if folds.len() != merged.len() {
+        return Err(Error::Cluster(format!(
+            "folds of {} and {} points cannot be merged",
+            merged.len(),
+            folds.len()
+        )));
+    }
+    merged.iter_mut().zip(&folds).for_each(|(m, f)| m.merge(f));
+    Ok(())
 }
 
 /// The series of every engine in `readers` that match one of `sets` (matchers as data),

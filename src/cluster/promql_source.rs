@@ -22,12 +22,14 @@ use std::sync::{Arc, Mutex};
 use super::fanout::{self, PartialAnswer, PartialRead};
 use super::node::Node;
 use super::partial;
-use super::promql_read::{PromAnswer, PromRead};
+use super::promql_read::{self, PromAnswer, PromRead};
 use crate::bucket::Bucket;
 use crate::config::{TierSpec, TiersConfig};
 use crate::counter::SeriesKind;
 use crate::error::{Error, Result};
+use crate::read::aggregate::Fold;
 use crate::read::budget::ReadBudget;
+use crate::read::query::Display;
 use crate::read::store::{
     bucket_span, Found, HistogramVisit, RawPoints, Selection, SeriesFilter, SeriesRef, Store,
 };
@@ -292,6 +294,53 @@ impl Store for ClusterStore<'_> {
             .filter(|i| !seen.contains(i))
             .for_each(|i| visit(i, &none));
         Ok(())
+    }
+
+    /// Each owner folds its series on the tier and range (through its render cache when a
+    /// window is given), without a budget of its own (the read was charged before); the
+    /// parts, of disjoint series, merge exactly. `None` when an owner has no one-pass fold
+    /// of its series.
+    fn fold(
+        &self,
+        series: &[SeriesRef],
+        tier: &TierSpec,
+        (from, to): (Timestamp, Timestamp),
+        window: Option<Timestamp>,
+        display: Display,
+    ) -> Result<Option<Vec<Fold>>> {
+        let (_, points) = bucket_span(tier, from, to);
+        if series.is_empty() || points == 0 {
+            return Ok(Some(Vec::new()));
+        }
+        let read = PromRead::Fold {
+            keys: self.keys_of(series)?,
+            tier: tier.name.clone(),
+            from,
+            to,
+            resolution: self.resolution(tier),
+            window,
+            display,
+        };
+        let mut merged = Vec::new();
+        for answer in self.fan_out(read, u64::MAX)? {
+            let PromAnswer::Fold(folds) = answer else {
+                return Err(other_answer());
+            };
+            let Some(folds) = folds else {
+                return Ok(None);
+            };
+            promql_read::merge_folds(&mut merged, folds)?;
+        }
+        if merged.is_empty() {
+            merged = vec![Fold::EMPTY; points];
+        }
+        if merged.len() != points {
+            return Err(Error::Cluster(format!(
+                "the owners folded {} points where {points} were asked",
+                merged.len()
+            )));
+        }
+        Ok(Some(merged))
     }
 
     /// Each owner reads its series' points within what the request may still read; `None`

@@ -28,7 +28,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use super::aggregate::Aggregation;
+use super::aggregate::Fold;
 use super::budget::ReadBudget;
 use super::query::Display;
 use crate::bucket::Bucket;
@@ -222,9 +222,11 @@ pub trait Store: Sync {
         visit: &HistogramVisit<'_>,
     ) -> Result<()>;
 
-    /// `aggregation` of the values of `series` (each shown as `display` shows a bucket;
-    /// a series listed twice counts twice), point by point over the buckets
-    /// [`Store::buckets`] reads, nulls skipped, in one pass that keeps no series' buckets;
+    /// The values of `series` (each shown as `display` shows a bucket; a series listed
+    /// twice counts twice) folded point by point over the buckets [`Store::buckets`] reads,
+    /// nulls skipped, in one pass that keeps no series' buckets: per point a [`Fold`]
+    /// (count, sum, extremes of the series' values), which [`Fold::of_series`] makes
+    /// sumSeries and kin's value and partial folds of disjoint series merge into exactly.
     /// `None` when the store has no such pass (the caller then reads the buckets and folds
     /// them), which is the default, or when the series keep the tiers of several sets.
     ///
@@ -236,9 +238,9 @@ pub trait Store: Sync {
         tier: &TierSpec,
         range: (Timestamp, Timestamp),
         window: Option<Timestamp>,
-        (display, aggregation): (Display, Aggregation),
-    ) -> Result<Option<Vec<Option<f64>>>> {
-        let _ = (series, tier, range, window, display, aggregation);
+        display: Display,
+    ) -> Result<Option<Vec<Fold>>> {
+        let _ = (series, tier, range, window, display);
         Ok(None)
     }
 

@@ -332,10 +332,8 @@ impl<S: Store> StoredSource<S> {
             false => {
                 let (spec, range) = grid.on(&self.set_tiers(set))?;
                 let window = Some(grid.window);
-                let fold =
-                    (self.store).fold(&series, &spec, range, window, (display, aggregation))?;
-                match fold {
-                    Some(values) => values,
+                match (self.store).fold(&series, &spec, range, window, display)? {
+                    Some(folds) => folds.iter().map(|f| f.of_series(aggregation)).collect(),
                     None => return Ok(None),
                 }
             }

@@ -32,7 +32,7 @@ use super::{bucket_span, Found, HistogramVisit, RawPoints, SeriesFilter, SeriesR
 use crate::bucket::Bucket;
 use crate::config::{TierSpec, TiersConfig};
 use crate::error::Result;
-use crate::read::aggregate::Aggregation;
+use crate::read::aggregate::Fold;
 use crate::read::budget::ReadBudget;
 use crate::read::query::Display;
 use crate::read::reader::Reader;
@@ -48,20 +48,19 @@ pub const DEFAULT_RENDER_CACHE_BYTES: usize = 64 << 20;
 enum Key {
     /// The series' buckets.
     Buckets { series: Vec<u32>, tier: String },
-    /// An aggregation of the series' shown values.
+    /// The series' shown values folded.
     Fold {
         series: Vec<u32>,
-        shown: (Display, Aggregation),
+        display: Display,
         tier: String,
     },
 }
 
-/// What an entry holds: each series' buckets, or the aggregate's values, on the entry's
-/// grid.
+/// What an entry holds: each series' buckets, or their fold, on the entry's grid.
 #[derive(Clone, Debug)]
 enum Data {
     Buckets(Vec<Vec<Bucket>>),
-    Values(Vec<Option<f64>>),
+    Folds(Vec<Fold>),
 }
 
 impl Data {
@@ -71,7 +70,7 @@ impl Data {
             Data::Buckets(list) => (list.iter())
                 .map(|b| std::mem::size_of::<Vec<Bucket>>() + std::mem::size_of_val(&b[..]))
                 .sum(),
-            Data::Values(values) => std::mem::size_of_val(&values[..]),
+            Data::Folds(folds) => std::mem::size_of_val(&folds[..]),
         }
     }
 
@@ -84,7 +83,7 @@ impl Data {
                     .map(|b| b.get(skip..skip + keep).map(<[Bucket]>::to_vec))
                     .collect::<Option<_>>()?,
             )),
-            Data::Values(values) => Some(Data::Values(values.get(skip..skip + keep)?.to_vec())),
+            Data::Folds(folds) => Some(Data::Folds(folds.get(skip..skip + keep)?.to_vec())),
         }
     }
 
@@ -101,9 +100,9 @@ impl Data {
                 }
                 Some(Data::Buckets(head))
             }
-            (Data::Values(mut head), Data::Values(tail)) => {
+            (Data::Folds(mut head), Data::Folds(tail)) => {
                 head.extend(tail);
-                Some(Data::Values(head))
+                Some(Data::Folds(head))
             }
             _ => None,
         }
@@ -113,7 +112,7 @@ impl Data {
     fn covers(&self, points: usize) -> bool {
         match self {
             Data::Buckets(list) => !list.is_empty() && list.iter().all(|b| b.len() == points),
-            Data::Values(values) => values.len() == points,
+            Data::Folds(folds) => folds.len() == points,
         }
     }
 }
@@ -471,24 +470,24 @@ impl Store for CachedStore<'_> {
         tier: &TierSpec,
         range: (Timestamp, Timestamp),
         window: Option<Timestamp>,
-        shown: (Display, Aggregation),
-    ) -> Result<Option<Vec<Option<f64>>>> {
+        display: Display,
+    ) -> Result<Option<Vec<Fold>>> {
         let grid = window.and_then(|window| Grid::of(tier, range, window));
         let Some(grid) = grid.filter(|_| !series.is_empty()) else {
-            return self.reader.fold(series, tier, range, window, shown);
+            return self.reader.fold(series, tier, range, window, display);
         };
         let key = Key::Fold {
             series: series.iter().map(|s| s.id).collect(),
-            shown,
+            display,
             tier: tier.name.clone(),
         };
         let read = |grid: &Grid| {
-            let read = (self.reader).fold(series, tier, grid.range(), Some(grid.window), shown);
-            Ok(read?.map(Data::Values))
+            let read = (self.reader).fold(series, tier, grid.range(), Some(grid.window), display);
+            Ok(read?.map(Data::Folds))
         };
         match self.cache.through(&self.reader, key, &grid, read)? {
-            Some(Data::Values(values)) => Ok(Some(values)),
-            Some(Data::Buckets(_)) => self.reader.fold(series, tier, range, window, shown),
+            Some(Data::Folds(folds)) => Ok(Some(folds)),
+            Some(Data::Buckets(_)) => self.reader.fold(series, tier, range, window, display),
             None => Ok(None),
         }
     }

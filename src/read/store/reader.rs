@@ -383,11 +383,8 @@ impl Store for Reader<'_> {
         tier: &TierSpec,
         (from, to): (Timestamp, Timestamp),
         window: Option<Timestamp>,
-        (display, aggregation): (
-            crate::read::query::Display,
-            crate::read::aggregate::Aggregation,
-        ),
-    ) -> Result<Option<Vec<Option<f64>>>> {
+        display: crate::read::query::Display,
+    ) -> Result<Option<Vec<crate::read::aggregate::Fold>>> {
         let (reader, tier) = match self.by_set(series, tier)? {
             None => (*self, self.tier_named(tier)?),
             Some(parts) => match <[SetPart<'_>; 1]>::try_from(parts) {
@@ -404,10 +401,12 @@ impl Store for Reader<'_> {
         let grid = PointGrid::new(spec, first, end, spec.resolution)?;
         let window = window.unwrap_or_else(|| reader.window_start(tier, reader.now()));
         let ids: Vec<SeriesId> = series.iter().map(|s| SeriesId(s.id)).collect();
-        let folds = reader.fold_series(tier, &grid, (display, window), &ids)?;
-        Ok(Some(
-            folds.iter().map(|f| f.of_series(aggregation)).collect(),
-        ))
+        Ok(Some(reader.fold_series(
+            tier,
+            &grid,
+            (display, window),
+            &ids,
+        )?))
     }
 
     fn raw(
