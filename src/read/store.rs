@@ -12,9 +12,8 @@
 //!
 //! Partial answers merge exactly: series live on one engine each (a partition's), so a
 //! cluster's answer is the union of its owners' answers, each series' buckets, histograms
-//! and points bit for bit as its engine read them. A one-pass fold does not merge across
-//! owners yet: a cluster's store has none, and render then reads the buckets and folds
-//! them itself.
+//! and points bit for bit as its engine read them; a one-pass fold's per-point [`Fold`]s
+//! merge exactly (counts add, extremes compare; a sum's additions come in another order).
 //!
 //! The render cache ([`cache`]) is a decorator of the engine's store: a single node renders
 //! through it, and a cluster's owners answer the bucket reads of a render's grid through
