@@ -394,7 +394,7 @@ fn paths_of(key: &SeriesKey, stats: &[Stat]) -> Vec<(String, SeriesKey, Stat)> {
 /// The series with a timer path a pattern selects ([`Selection::TimerPaths`]): those
 /// whose name has the depth of one, and one of whose paths of the stats the pattern's last
 /// segment may be the pattern matches. Whether they are distributions is the store's to
-/// say ([`Found::kind`]).
+/// say (the kind of what it found).
 pub(crate) struct TimerFilter {
     pattern: PathPattern,
     /// The stats the pattern's last segment may be.
