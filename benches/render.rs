@@ -25,11 +25,10 @@ mod support;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use tierdb::render::cache::{CachedSource, RenderCache, DEFAULT_RENDER_CACHE_BYTES};
 use tierdb::render::{self, Fetched, PathPattern, RenderRequest, Source, StoredSource};
 use tierdb::{
-    AggregateQuery, Aggregation, Clock, Engine, ManualClock, ReadBudget, Result, Sample, Selector,
-    TiersConfig,
+    AggregateQuery, Aggregation, CachedStore, Clock, Engine, ManualClock, ReadBudget, Reader,
+    RenderCache, Result, Sample, Selector, TiersConfig, DEFAULT_RENDER_CACHE_BYTES,
 };
 
 /// 2025-11-21T12:00:00Z.
@@ -39,7 +38,7 @@ const SERIES: u32 = 1_000;
 
 /// The engine's reader without the one-pass aggregate: render fetches every series, then
 /// adds them up.
-struct FetchOnly<'a>(StoredSource<'a>);
+struct FetchOnly<'a>(StoredSource<Reader<'a>>);
 
 impl Source for FetchOnly<'_> {
     fn charge(&self, p: &PathPattern, from: i64, until: i64, budget: &ReadBudget) -> Result<()> {
@@ -255,7 +254,7 @@ fn group_by_node_vs_group_by(c: &mut Criterion) {
 }
 
 /// Grafana's refresh of a `sumSeries(host*.cpu*.load)` panel over 1,000 series, 24 h at
-/// 1 m, through the render cache (tierdb::render::cache) beside the same render without it:
+/// 1 m, through the render cache (tierdb::RenderCache) beside the same render without it:
 /// the same request again with nothing written, and the window slid 10 s with a sample
 /// written to every series at the clock between refreshes (the still-filling bucket read
 /// again, the window's new bucket read once a minute). VictoriaMetrics answers this panel
@@ -299,7 +298,7 @@ fn dashboard_refresh(c: &mut Criterion) {
         render::render(&source, r, &ReadBudget::unlimited()).unwrap()
     };
     let cached = |r: &RenderRequest| {
-        let source = CachedSource::new(engine.reader(), &cache);
+        let source = StoredSource::new(CachedStore::new(engine.reader(), &cache));
         render::render(&source, r, &ReadBudget::unlimited()).unwrap()
     };
     assert_eq!(cached(&panel(NOW)), uncached(&panel(NOW)));

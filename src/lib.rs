@@ -94,7 +94,7 @@ pub use engine::{
 };
 pub use error::{Error, RejectReason, Result};
 pub use read::aggregate::{
-    AggregatePlan, AggregateQuery, AggregateResult, Aggregation, Group, PartialAggregate,
+    AggregatePlan, AggregateQuery, AggregateResult, Aggregation, Fold, Group, PartialAggregate,
 };
 pub use read::budget::ReadBudget;
 pub use read::distribution::{
@@ -103,6 +103,9 @@ pub use read::distribution::{
 };
 pub use read::query::{Display, Query, QueryResult};
 pub use read::reader::Reader;
+pub use read::store::cache::{
+    CachedStore, RenderCache, RenderCacheStats, DEFAULT_RENDER_CACHE_BYTES,
+};
 pub use read::store::{
     bucket_span, BucketHistogram, BucketReduce, Found, HistogramVisit, LabelMatcher, RawPoints,
     Selection, SeriesFilter, SeriesRef, Store,

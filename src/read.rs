@@ -13,7 +13,8 @@
 //! - [`aggregate`]: reads across series, grouped by tag, mergeable across nodes; and
 //!   [`distribution`]: quantiles and histograms of distribution series;
 //! - [`store`]: the one read interface the query languages stand on ([`store::Store`]),
-//!   which the reader implements and a cluster node's fan-out too.
+//!   which the reader implements and a cluster node's fan-out too, and the render cache,
+//!   a decorator of the reader's store ([`store::cache`]).
 //!
 //! The reads are methods of [`Reader`](reader::Reader) written in the file that does their
 //! work, so the reader imports none of the files above it.

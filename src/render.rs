@@ -1,9 +1,12 @@
 //! The Graphite render API that Grafana's Graphite data source speaks: target parsing
 //! (`expr`), path patterns ([`PathPattern`]), `/metrics/find` ([`find`]) and `/render`
-//! evaluation ([`render`]) over series read through the [`Source`] trait. All of it is
-//! storage-independent except `stored`, the [`Source`] over an engine's [`crate::Reader`]
-//! and the grid ([`RenderGrid`]) it reads on, which a cluster node also hands its owners,
-//! and `cache`, which keeps what a single node's renders read for the next refresh.
+//! evaluation ([`render`]) over series read through the [`Source`] trait. Storage is read
+//! through [`crate::read::store::Store`] only: [`StoredSource`] is the one [`Source`] over
+//! a store (an engine's [`crate::Reader`], through the render cache
+//! [`crate::CachedStore`] on a server, or a cluster node's fan-out to its partitions'
+//! owners), reading each path on the grid ([`RenderGrid`]) it chooses from the store's
+//! tiers and clock. Only the tag API (`tags`) and the timer paths find and the tag API list
+//! read an engine's registry.
 //!
 //! Series keep their stored buckets while their values are still the buckets' values, so
 //! rates of counters, summarize averages and extremes of gauges, and consolidation to
@@ -12,7 +15,6 @@
 //! distribution series (`timer_paths`), whose points merge histograms when consolidated.
 
 mod aggfunc;
-pub mod cache;
 mod expr;
 mod find;
 mod format;
@@ -30,11 +32,11 @@ pub use find::{find, merge_nodes, FindNode, Finder};
 pub use format::{Format, MAX_ANSWER_BYTES};
 pub use path::{graphite_path, parse_graphite_path, PathPattern};
 #[cfg(feature = "cluster")]
-pub(crate) use stored::charge_points;
+pub(crate) use stored::AnyPath;
 pub use stored::{RenderGrid, StoredSource};
 pub(crate) use timer_paths::add_to_finder as add_timer_paths;
 #[cfg(feature = "cluster")]
-pub(crate) use timer_paths::{count as count_timer_paths, with_timer_paths};
+pub(crate) use timer_paths::TimerFilter;
 
 use crate::bucket::Bucket;
 use crate::error::Error;

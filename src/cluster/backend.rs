@@ -16,7 +16,7 @@ use futures_util::future::BoxFuture;
 
 use super::delete_entry;
 use super::edge::{self, EdgeTarget, Publisher};
-use super::fanout::{self, PartialRequest, RenderSource};
+use super::fanout::{self, PartialRequest};
 use super::node::Node;
 use super::peer::{PARTIAL_PATH, SNAPSHOT_PATH};
 use super::promql_source::ClusterStore;
@@ -123,11 +123,11 @@ impl Backend for NodeBackend {
     ) -> Answer<'_, Vec<RenderedSeries>> {
         Box::pin(async move {
             let report = read.report.clone();
-            let source = RenderSource::new(
+            let source = render::StoredSource::new(ClusterStore::new(
                 Arc::clone(&self.node),
                 tokio::runtime::Handle::current(),
                 read,
-            );
+            ));
             let _turn = self.node.render_slot().await;
             let rendered =
                 blocking(move || render::render_stated(&source, &request, &budget)).await?;

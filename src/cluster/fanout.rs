@@ -36,10 +36,10 @@ use crate::read::distribution::{
 use crate::read::query::{Query, QueryResult};
 use crate::registry::Selector;
 use crate::render::tags::{TagPart, TagRead};
-use crate::render::{Fetched, FindNode, PathPattern, RenderGrid, Source};
+use crate::render::FindNode;
 use crate::server::backend::ReadOptions;
 use crate::server::read_report::{Behind, PartitionLag};
-use crate::time::{Span, Timestamp};
+use crate::time::Span;
 
 /// How long an owner waits, for all the partitions of one request together, to have applied
 /// what a strong read asks for (below [`PEER_TIMEOUT`]).
@@ -95,32 +95,6 @@ pub(crate) enum PartialRead {
     Series(Selector),
     /// Graphite's `/metrics/find`.
     Find(String),
-    /// How many series a render path matches, its scans charged.
-    RenderCount(PathPattern),
-    /// The series a render path matches, read whole on the asker's grid.
-    RenderFetch {
-        /// The path.
-        pattern: PathPattern,
-        /// The tier, points and window the asker chose.
-        grid: RenderGrid,
-    },
-    /// [`PartialRead::RenderCount`] of one tier set's series (`[[set]]`s).
-    RenderCountSet {
-        /// The set.
-        set: usize,
-        /// The path.
-        pattern: PathPattern,
-    },
-    /// [`PartialRead::RenderFetch`] of one tier set's series, on the grid the asker chose
-    /// from that set's tiers.
-    RenderFetchSet {
-        /// The set.
-        set: usize,
-        /// The path.
-        pattern: PathPattern,
-        /// The set's tier, points and window.
-        grid: RenderGrid,
-    },
     /// A leaf read of a PromQL evaluation ([`super::promql_read`]).
     Promql(PromRead),
     /// A question of graphite-web's tag API.
@@ -146,10 +120,6 @@ pub(crate) enum PartialAnswer {
     Series(Vec<String>),
     /// Find nodes.
     Find(Charged<Vec<FindNode>>),
-    /// The series matched.
-    RenderCount(Charged<u64>),
-    /// The series, sorted by Graphite path.
-    RenderFetch(Vec<Fetched>),
     /// A PromQL leaf read's part.
     Promql(PromAnswer),
     /// The owner's part of a tag API answer.
@@ -281,32 +251,12 @@ pub(crate) async fn answer_locally(
                 partial::find_over(&readers, &query, &budget)?,
                 &budget,
             )),
-            PartialRead::RenderCount(pattern) => PartialAnswer::RenderCount(Charged::new(
-                partial::render_count_over(&readers, &pattern, &budget)?,
-                &budget,
-            )),
-            PartialRead::RenderFetch { pattern, grid } => {
-                let fetched = partial::render_fetch_over(&readers, &pattern, &grid, &cache)?;
-                PartialAnswer::RenderFetch(fetched)
-            }
-            PartialRead::RenderCountSet { set, pattern } => {
-                let of_set: Vec<_> = readers.iter().map(|r| r.for_set(set)).collect();
-                PartialAnswer::RenderCount(Charged::new(
-                    partial::render_count_over(&of_set, &pattern, &budget)?,
-                    &budget,
-                ))
-            }
-            PartialRead::RenderFetchSet { set, pattern, grid } => {
-                let of_set: Vec<_> = readers.iter().map(|r| r.for_set(set)).collect();
-                let fetched = partial::render_fetch_over(&of_set, &pattern, &grid, &cache)?;
-                PartialAnswer::RenderFetch(fetched)
-            }
             PartialRead::Tags(read) => PartialAnswer::Tags(Charged::new(
                 partial::tags_over(&readers, &read, &budget)?,
                 &budget,
             )),
             PartialRead::Promql(read) => PartialAnswer::Promql(promql_read::answer_over(
-                &readers,
+                (&readers, &cache),
                 &request.partitions,
                 all,
                 read,
@@ -916,157 +866,4 @@ pub(crate) async fn tags(
         _ => None,
     })?;
     Ok(read.answer(parts))
-}
-
-/// Graphite's `/render` on a cluster node: render's [`Source`] over every partition. Each
-/// path's grid is chosen here from this node's tiers and clock ([`RenderGrid::choose`]), as a
-/// single node's engine chooses it from its own; each owner counts, then fetches, its
-/// partitions' series on that grid, and the parts are merged in Graphite path order
-/// ([`partial::merge_fetched`]), so the render sees the series one engine holding them all
-/// would fetch.
-pub(crate) struct RenderSource {
-    node: Arc<Node>,
-    /// The runtime the fan-outs run on, from the request's handler: render calls the source
-    /// synchronously, on the blocking pool.
-    runtime: tokio::runtime::Handle,
-    /// How the request asks to be read, and where the fan-outs record a lag.
-    options: ReadOptions,
-}
-
-impl RenderSource {
-    /// A source reading through `node`'s owners, fanning out on `runtime` (the handler's, as
-    /// [`tokio::runtime::Handle::current`] gives it).
-    pub(crate) fn new(
-        node: Arc<Node>,
-        runtime: tokio::runtime::Handle,
-        options: ReadOptions,
-    ) -> RenderSource {
-        RenderSource {
-            node,
-            runtime,
-            options,
-        }
-    }
-
-    /// Fans `read` out to every partition's owner and waits for the answers.
-    ///
-    /// Render calls its source from a thread of tokio's blocking pool (the handler runs it
-    /// with `spawn_blocking`). Those threads are not the runtime's workers and run no async
-    /// task, so blocking one on the fan-out starves no task, and `Handle::block_on` is allowed
-    /// there (it panics only on a thread already driving a runtime). The fan-out itself runs
-    /// on the runtime's workers; the asker's own partitions are read on another blocking-pool
-    /// thread ([`answer_locally`]).
-    fn fan_out(&self, read: PartialRead, budget: u64) -> Result<Vec<PartialAnswer>> {
-        self.runtime
-            .block_on(fan_out(&self.node, read, None, budget, &self.options))
-    }
-
-    /// The grid this node's tiers and clock give a fetch; `None` when the range holds no
-    /// data.
-    fn grid(&self, from: Timestamp, until: Timestamp) -> Result<Option<RenderGrid>> {
-        RenderGrid::choose(self.node.tiers(), from, until, self.node.now())
-    }
-
-    /// With `[[set]]`s, each set with the grid its tiers and this node's clock give a fetch
-    /// (the sets whose range holds no data left out), as one engine reads each set's series
-    /// on its own set's grid; `None` without sets.
-    fn set_grids(
-        &self,
-        from: Timestamp,
-        until: Timestamp,
-    ) -> Result<Option<Vec<(usize, RenderGrid)>>> {
-        let tiers = self.node.tiers();
-        if tiers.sets.is_empty() {
-            return Ok(None);
-        }
-        let mut grids = Vec::new();
-        for set in 0..tiers.set_count() {
-            if let Some(grid) =
-                RenderGrid::choose(&tiers.set_view(set), from, until, self.node.now())?
-            {
-                grids.push((set, grid));
-            }
-        }
-        Ok(Some(grids))
-    }
-
-    /// The series `read` counts, summed over the owners' answers, their scans charged to
-    /// `budget`, then the series times `points` charged as one engine charges.
-    fn charge_count(
-        &self,
-        read: PartialRead,
-        pattern: &PathPattern,
-        points: u64,
-        budget: &ReadBudget,
-    ) -> Result<()> {
-        let owner_budget = partial::owner_budget(budget).limit();
-        let series: u64 = parts(self.fan_out(read, owner_budget)?, |answer| match answer {
-            PartialAnswer::RenderCount(charged) => Some(charged.take(budget)),
-            _ => None,
-        })?
-        .into_iter()
-        .sum();
-        let series = usize::try_from(series)
-            .map_err(|_| Error::Cluster(format!("owners counted {series} series")))?;
-        crate::render::charge_points(budget, pattern, series, points)
-    }
-
-    /// The series `read` fetches, every owner's answer.
-    fn fetch_parts(&self, read: PartialRead) -> Result<Vec<Vec<Fetched>>> {
-        parts(self.fan_out(read, u64::MAX)?, |answer| match answer {
-            PartialAnswer::RenderFetch(fetched) => Some(Ok(fetched)),
-            _ => None,
-        })
-    }
-}
-
-impl Source for RenderSource {
-    /// Each owner charges its registries' scans to what the request may still read and
-    /// counts the series `pattern` matches; their scans are charged here to `budget`, then
-    /// the series matched in all times the grid's points, as one engine charges.
-    fn charge(
-        &self,
-        pattern: &PathPattern,
-        from: i64,
-        until: i64,
-        budget: &ReadBudget,
-    ) -> Result<()> {
-        if let Some(grids) = self.set_grids(from, until)? {
-            for (set, grid) in grids {
-                let read = PartialRead::RenderCountSet {
-                    set,
-                    pattern: pattern.clone(),
-                };
-                self.charge_count(read, pattern, grid.points, budget)?;
-            }
-            return Ok(());
-        }
-        let Some(grid) = self.grid(from, until)? else {
-            return Ok(());
-        };
-        let read = PartialRead::RenderCount(pattern.clone());
-        self.charge_count(read, pattern, grid.points, budget)
-    }
-
-    /// Every owner's series on this node's grid, merged. What they read was charged before
-    /// ([`Source::charge`]), so the owners read without a budget of their own.
-    ///
-    /// With `[[set]]`s, each set's series on its own set's grid, as one engine fetches them
-    /// (functions that combine series bring their steps to a common one).
-    fn fetch(&self, pattern: &PathPattern, from: i64, until: i64) -> Result<Vec<Fetched>> {
-        if let Some(grids) = self.set_grids(from, until)? {
-            let mut all = Vec::new();
-            for (set, grid) in grids {
-                let pattern = pattern.clone();
-                all.extend(self.fetch_parts(PartialRead::RenderFetchSet { set, pattern, grid })?);
-            }
-            return Ok(partial::merge_fetched(all));
-        }
-        let Some(grid) = self.grid(from, until)? else {
-            return Ok(Vec::new());
-        };
-        let pattern = pattern.clone();
-        let parts = self.fetch_parts(PartialRead::RenderFetch { pattern, grid })?;
-        Ok(partial::merge_fetched(parts))
-    }
 }

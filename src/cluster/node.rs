@@ -39,7 +39,7 @@ use crate::engine::EngineStats;
 use crate::error::Error;
 use crate::error::Result;
 use crate::fault::Hook;
-use crate::render::cache::{RenderCache, DEFAULT_RENDER_CACHE_BYTES};
+use crate::read::store::cache::{RenderCache, DEFAULT_RENDER_CACHE_BYTES};
 use crate::time::Timestamp;
 
 /// Messages applied together at most: one undo record and one flush per group.

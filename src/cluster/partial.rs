@@ -17,14 +17,9 @@
 //!   ([`merge_find`]);
 //! - the series listing: each owner's keys ([`series_over`]), merged in key order
 //!   ([`merge_series`]);
-//! - Graphite's `/render`, path by path: the asker fixes the grid (tier, points, window) from
-//!   its own tiers and clock ([`crate::render::RenderGrid::choose`]); each owner counts the
-//!   series a path matches ([`render_count_over`]), which the asker charges to the request
-//!   before anything is read, then fetches them whole on that grid ([`render_fetch_over`]);
-//!   the asker merges the series in Graphite path order ([`merge_fetched`]) and evaluates the
-//!   targets on them as a single node does. StatsD timer paths come with their stored
-//!   series: each owner counts and fetches those of its distribution series, their points
-//!   and histograms exact, and lists them in find and the tag API.
+//! - Graphite's `/render` and PromQL are not partial reads of their own: the asker evaluates
+//!   them on a [`crate::read::store::Store`] whose leaf reads fan out
+//!   (src/cluster/promql_source.rs, [`super::promql_read`]).
 //!
 //! A one-series query has nothing to merge: the asker sends it, with the tier it chose
 //! pinned ([`pinned_query`]), to one owner of the series' partition and answers with that.
@@ -49,11 +44,9 @@ use crate::read::query::Query;
 use crate::read::reader::{across_sets_plan, AcrossPlan, Reader, SetPartial};
 use crate::read::tier_choice::TierChoice;
 use crate::registry::Selector;
-use crate::render::cache::RenderCache;
+use crate::render::add_timer_paths;
 use crate::render::tags::{TagPart, TagRead};
-use crate::render::{add_timer_paths, count_timer_paths, with_timer_paths};
-use crate::render::{graphite_path, merge_nodes, Fetched, FindNode, Finder, PathPattern};
-use crate::render::{RenderGrid, StoredSource};
+use crate::render::{merge_nodes, FindNode, Finder};
 use crate::time::{Span, Timestamp};
 
 /// An owner's answer with the values it charged for it, so the asker can charge them to the
@@ -378,59 +371,6 @@ pub(crate) fn merge_series(parts: impl IntoIterator<Item = Vec<String>>) -> Vec<
     keys.sort_unstable();
     keys.dedup();
     keys
-}
-
-/// An owner's count of the series and StatsD timer paths `pattern` matches in every engine
-/// in `readers`, each engine's registry scan charged to `budget` as one engine's render
-/// charges its scan.
-///
-/// # Errors
-/// [`crate::Error::InvalidQuery`] when `budget` refuses a scan.
-pub(crate) fn render_count_over(
-    readers: &[Reader<'_>],
-    pattern: &PathPattern,
-    budget: &ReadBudget,
-) -> Result<u64> {
-    let mut series = 0;
-    for reader in readers {
-        series += StoredSource::new(*reader).count(pattern, budget)? as u64;
-        series += count_timer_paths(reader, pattern) as u64;
-    }
-    Ok(series)
-}
-
-/// An owner's part of a render path: every series `pattern` matches in every engine in
-/// `readers`, read on the asker's `grid` through the node's render `cache`, and every
-/// StatsD timer path it matches (with its distribution points), sorted by Graphite path.
-///
-/// # Errors
-/// As [`StoredSource::fetch_on`] on any engine (an engine whose tier does not fit the
-/// grid refuses it).
-pub(crate) fn render_fetch_over(
-    readers: &[Reader<'_>],
-    pattern: &PathPattern,
-    grid: &RenderGrid,
-    cache: &RenderCache,
-) -> Result<Vec<Fetched>> {
-    let mut parts = Vec::with_capacity(readers.len());
-    for reader in readers {
-        let stored = cache.fetch_on(*reader, pattern, grid)?;
-        parts.push(with_timer_paths(reader, pattern, grid, stored)?);
-    }
-    Ok(merge_fetched(parts))
-}
-
-/// The series of a render path from the owners' parts: all of them, in the order one engine
-/// holding every series fetches them (by Graphite path, then by key). Partitions hold
-/// disjoint series, so there is nothing to de-duplicate.
-pub(crate) fn merge_fetched(parts: impl IntoIterator<Item = Vec<Fetched>>) -> Vec<Fetched> {
-    let mut all: Vec<(String, Fetched)> = parts
-        .into_iter()
-        .flatten()
-        .map(|fetched| (graphite_path(fetched.key.view()), fetched))
-        .collect();
-    all.sort_unstable_by(|a, b| (&a.0, &a.1.key).cmp(&(&b.0, &b.1.key)));
-    all.into_iter().map(|(_, fetched)| fetched).collect()
 }
 
 /// With `[[set]]`s, per tier set of `tiers`, the tier [`pinned_query`] pins `query` to for a

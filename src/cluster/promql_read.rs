@@ -9,6 +9,7 @@
 //! matchers travel as `(op, name, value)` with a regex's anchored source, since the parser's
 //! types do not deserialize.
 
+use std::borrow::Cow;
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
@@ -21,9 +22,15 @@ use crate::counter::SeriesKind;
 use crate::error::{Error, Result};
 use crate::histogram::Histogram;
 use crate::promql::KeyFilter;
+use crate::read::aggregate::Fold;
 use crate::read::budget::ReadBudget;
+use crate::read::query::Display;
 use crate::read::reader::Reader;
-use crate::read::store::{tiers_for, BucketHistogram, LabelMatcher, Selection, SeriesRef, Store};
+use crate::read::store::cache::{CachedStore, RenderCache};
+use crate::read::store::{
+    tiers_for, BucketHistogram, LabelMatcher, Selection, SeriesFilter, SeriesRef, Store,
+};
+use crate::render::{AnyPath, PathPattern, TimerFilter};
 use crate::time::Timestamp;
 
 /// The PromQL reads an owner answers for its partitions.
@@ -33,6 +40,9 @@ pub(crate) enum PromRead {
     Select(Vec<Vec<LabelMatcher>>),
     /// [`PromRead::Select`] with each series' tier set (`[[set]]`s).
     SelectSets(Vec<Vec<LabelMatcher>>),
+    /// The series another selection keeps (render's path patterns and timer paths), each
+    /// with its tier set.
+    SelectWhere(Selection),
     /// The buckets of those of `keys` in the owner's partitions, on tier `tier` from
     /// `from` (aligned down to its resolution) to before `to`.
     Buckets {
@@ -46,6 +56,10 @@ pub(crate) enum PromRead {
         /// series through its set's tier of that resolution, as one engine does.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         resolution: Option<u64>,
+        /// The first second read, the tier's window at the asker's clock (a render's
+        /// grid); absent, the owner's own window of the tier.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        window: Option<Timestamp>,
     },
     /// The histograms of those of `keys` in the owner's partitions that are distributions,
     /// one per bucket of tier `tier` from `from` (aligned down to its resolution) to before
@@ -60,6 +74,28 @@ pub(crate) enum PromRead {
         /// As [`PromRead::Buckets`]'s.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         resolution: Option<u64>,
+        /// The first second read, the tier's window at the asker's clock (a render's
+        /// grid); absent, the owner's own window of the tier.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        window: Option<Timestamp>,
+    },
+    /// The values of those of `keys` in the owner's partitions (each shown as `display`
+    /// shows a bucket), folded per point as [`PromRead::Buckets`] would read their buckets:
+    /// render's one-pass sumSeries and kin.
+    Fold {
+        /// Canonical keys (a key listed twice folds twice).
+        keys: Vec<String>,
+        /// The tier's name.
+        tier: String,
+        from: Timestamp,
+        to: Timestamp,
+        /// As [`PromRead::Buckets`]'s.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resolution: Option<u64>,
+        /// As [`PromRead::Buckets`]'s.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        window: Option<Timestamp>,
+        display: Display,
     },
     /// The raw tier's points of those of `keys` in the owner's partitions, in `[from, to)`.
     Raw {
@@ -84,6 +120,9 @@ pub(crate) enum PromAnswer {
     /// Per key found, its index and points; `None` when the owner's raw tier does not hold
     /// the range. The points charged.
     Raw(Charged<Option<Vec<IndexedPoints>>>),
+    /// The fold of the keys found, per point (empty when it holds none of them); `None`
+    /// when an engine has no one-pass fold of them (series of several tier sets).
+    Fold(Option<Vec<Fold>>),
 }
 
 /// One series' buckets on the wire, bit for bit.
@@ -182,12 +221,13 @@ pub(crate) struct IndexedPoints {
 }
 
 /// An owner's answer over `readers`, the engines of `partitions` (in that order), of a
-/// cluster of `all` partitions, within `budget`.
+/// cluster of `all` partitions, within `budget`; the bucket reads of a render's grid (those
+/// given a window) through the node's render `cache`.
 ///
 /// # Errors
 /// A matcher that does not compile, an unknown tier, the budget's refusal, a read's error.
 pub(crate) fn answer_over(
-    readers: &[Reader<'_>],
+    (readers, cache): (&[Reader<'_>], &RenderCache),
     partitions: &[u32],
     all: u32,
     read: PromRead,
@@ -224,12 +264,18 @@ pub(crate) fn answer_over(
         PromRead::SelectSets(sets) => {
             PromAnswer::SelectedSets(Charged::new(select_over(readers, sets, budget)?, budget))
         }
+        PromRead::SelectWhere(selection) => {
+            let filter = filter_of(&selection)?;
+            let found = select_by(readers, filter.as_ref(), budget)?;
+            PromAnswer::SelectedSets(Charged::new(found, budget))
+        }
         PromRead::Buckets {
             keys,
             tier,
             from,
             to,
             resolution,
+            window,
         } => {
             let mut out = Vec::new();
             for (reader, held) in readers.iter().zip(held(&keys)) {
@@ -238,7 +284,8 @@ pub(crate) fn answer_over(
                     continue;
                 }
                 let spec = tier_of(reader, &series, &tier, resolution)?;
-                let read = reader.buckets(&series, &spec, from, to)?;
+                let cached = CachedStore::new(*reader, cache);
+                let read = cached.buckets(&series, &spec, (from, to), window)?;
                 out.extend(
                     (held.iter().zip(read))
                         .map(|((index, _, _), buckets)| IndexedBuckets::new(*index, buckets)),
@@ -252,6 +299,7 @@ pub(crate) fn answer_over(
             from,
             to,
             resolution,
+            window,
         } => {
             let out = Mutex::new(Vec::new());
             for (reader, held) in readers.iter().zip(held(&keys)) {
@@ -267,9 +315,33 @@ pub(crate) fn answer_over(
                     let part = IndexedHistograms::new(indexes[i], histograms);
                     out.lock().unwrap_or_else(|e| e.into_inner()).push(part);
                 };
-                reader.visit_histograms(&series, &spec, from, to, &visit)?;
+                reader.visit_histograms(&series, &spec, (from, to), window, &visit)?;
             }
             PromAnswer::Histograms(out.into_inner().unwrap_or_else(|e| e.into_inner()))
+        }
+        PromRead::Fold {
+            keys,
+            tier,
+            from,
+            to,
+            resolution,
+            window,
+            display,
+        } => {
+            let mut merged: Vec<Fold> = Vec::new();
+            for (reader, held) in readers.iter().zip(held(&keys)) {
+                let series: Vec<SeriesRef> = held.iter().map(|(_, s, _)| *s).collect();
+                if series.is_empty() {
+                    continue;
+                }
+                let spec = tier_of(reader, &series, &tier, resolution)?;
+                let cached = CachedStore::new(*reader, cache);
+                let Some(folds) = cached.fold(&series, &spec, (from, to), window, display)? else {
+                    return Ok(PromAnswer::Fold(None));
+                };
+                merge_folds(&mut merged, folds)?;
+            }
+            PromAnswer::Fold(Some(merged))
         }
         PromRead::Raw { keys, from, to } => {
             let mut out = Vec::new();
@@ -295,6 +367,29 @@ pub(crate) fn answer_over(
     })
 }
 
+/// `folds` merged into `merged` point by point (`merged` empty: none yet).
+///
+/// # Errors
+/// [`Error::Cluster`] when they hold different numbers of points.
+pub(super) fn merge_folds(merged: &mut Vec<Fold>, folds: Vec<Fold>) -> Result<()> {
+    if merged.is_empty() {
+        *merged = folds;
+        return Ok(());
+    }
+    if folds.is_empty() {
+        return Ok(());
+    }
+    if folds.len() != merged.len() {
+        return Err(Error::Cluster(format!(
+            "folds of {} and {} points cannot be merged",
+            merged.len(),
+            folds.len()
+        )));
+    }
+    merged.iter_mut().zip(&folds).for_each(|(m, f)| m.merge(f));
+    Ok(())
+}
+
 /// The series of every engine in `readers` that match one of `sets` (matchers as data),
 /// each as its key, whether a counter, whether a distribution, and its tier set; the scans
 /// charged to `budget`.
@@ -306,10 +401,39 @@ fn select_over(
     sets: Vec<Vec<LabelMatcher>>,
     budget: &ReadBudget,
 ) -> Result<Vec<(String, bool, bool, usize)>> {
-    let filter = KeyFilter::of_selection(&Selection::Matchers(sets))?;
+    let filter = KeyFilter::of_matchers(&sets)?;
+    select_by(readers, &filter, budget)
+}
+
+/// The filter of `selection`, as another node sent it: the query language's that made it.
+///
+/// # Errors
+/// A matcher or pattern that does not compile.
+fn filter_of(selection: &Selection) -> Result<Box<dyn SeriesFilter>> {
+    Ok(match selection {
+        Selection::Matchers(wire) => Box::new(KeyFilter::of_matchers(wire)?),
+        Selection::Paths(patterns) => Box::new(AnyPath(Cow::Owned(
+            (patterns.iter())
+                .map(|p| PathPattern::parse(p))
+                .collect::<Result<_>>()?,
+        ))),
+        Selection::TimerPaths(pattern) => Box::new(TimerFilter::new(PathPattern::parse(pattern)?)),
+    })
+}
+
+/// The series of every engine in `readers` that `filter` keeps, each as its key, whether
+/// a counter, whether a distribution, and its tier set; the scans charged to `budget`.
+///
+/// # Errors
+/// The budget's refusal.
+fn select_by(
+    readers: &[Reader<'_>],
+    filter: &dyn SeriesFilter,
+    budget: &ReadBudget,
+) -> Result<Vec<(String, bool, bool, usize)>> {
     let mut found = Vec::new();
     for reader in readers {
-        for s in Store::select(reader, &filter, budget)? {
+        for s in Store::select(reader, filter, budget)? {
             found.push((
                 s.key.as_str().to_owned(),
                 s.kind == SeriesKind::Counter,
@@ -365,7 +489,9 @@ mod tests {
         let text = r#"{__name__=~"cpu.*",host!="b" or __graphite__="m.*"}"#;
         let sets = crate::promql::parse_selector(text).unwrap();
         let asker = KeyFilter::new(&sets).unwrap();
-        let Selection::Matchers(wire) = asker.selection();
+        let Selection::Matchers(wire) = asker.selection() else {
+            panic!("matchers select by matchers");
+        };
         let json = serde_json::to_string(&PromRead::Select(wire)).unwrap();
         assert_eq!(
             json,
@@ -374,7 +500,7 @@ mod tests {
         let PromRead::Select(back) = serde_json::from_str(&json).unwrap() else {
             panic!("another read: {json}");
         };
-        let owner = KeyFilter::of_selection(&Selection::Matchers(back)).unwrap();
+        let owner = KeyFilter::of_matchers(&back).unwrap();
         for (key, kept) in [
             ("cpu.user;host=a", true),
             ("cpu.user;host=b", false),

@@ -1,6 +1,7 @@
 //! A cluster node's [`Store`]: every primitive fans out to the partitions' owners
-//! ([`super::fanout::fan_out`]). The node evaluates a query itself, as a single node does,
-//! through the same [`crate::promql::StoredSource`]; only the store's leaf reads travel: the
+//! ([`super::fanout::fan_out`]). The node evaluates a PromQL query or a Graphite render
+//! itself, as a single node does, through the same [`crate::promql::StoredSource`] or
+//! [`crate::render::StoredSource`]; only the store's leaf reads travel: the
 //! series a filter keeps (each owner lists the keys of its partitions' series that match,
 //! its registry scans charged, with their kinds and sets), then their buckets, a
 //! distribution's histograms (per bucket) or raw points (each owner reads the keys of its
@@ -21,12 +22,14 @@ use std::sync::{Arc, Mutex};
 use super::fanout::{self, PartialAnswer, PartialRead};
 use super::node::Node;
 use super::partial;
-use super::promql_read::{PromAnswer, PromRead};
+use super::promql_read::{self, PromAnswer, PromRead};
 use crate::bucket::Bucket;
 use crate::config::{TierSpec, TiersConfig};
 use crate::counter::SeriesKind;
 use crate::error::{Error, Result};
+use crate::read::aggregate::Fold;
 use crate::read::budget::ReadBudget;
+use crate::read::query::Display;
 use crate::read::store::{
     bucket_span, Found, HistogramVisit, RawPoints, Selection, SeriesFilter, SeriesRef, Store,
 };
@@ -34,42 +37,46 @@ use crate::registry::SeriesKey;
 use crate::server::backend::ReadOptions;
 use crate::time::Timestamp;
 
-/// A cluster node's [`Store`]: every read fans out to the partitions' owners.
-pub(crate) struct ClusterStore {
+/// Where a [`ClusterStore`]'s leaf reads go: the partitions' owners, and the tiers and clock
+/// of the asking node.
+pub(crate) trait Owners: Send + Sync {
+    /// The asking node's tiers.
+    fn tiers(&self) -> &TiersConfig;
+
+    /// The asking node's clock.
+    fn now(&self) -> Timestamp;
+
+    /// Every partition's owner's answer to `read`, each read within `budget` values.
+    ///
+    /// # Errors
+    /// An owner that cannot be reached or refuses.
+    fn ask(&self, read: PromRead, budget: u64) -> Result<Vec<PromAnswer>>;
+}
+
+/// A cluster node's owners, asked over the transport ([`fanout::fan_out`]).
+struct NodeOwners {
     node: Arc<Node>,
-    /// The runtime the fan-outs run on, from the request's handler: the evaluator calls the
-    /// store synchronously, on the blocking pool (as render's source, see
-    /// [`fanout::RenderSource`]).
+    /// The runtime the fan-outs run on, from the request's handler: the evaluator and
+    /// render call the store synchronously, on the blocking pool. Those threads are not the
+    /// runtime's workers and run no async task, so blocking one on a fan-out starves no
+    /// task, and `Handle::block_on` is allowed there (it panics only on a thread already
+    /// driving a runtime). The fan-out itself runs on the runtime's workers; the asker's own
+    /// partitions are read on another blocking-pool thread.
     runtime: tokio::runtime::Handle,
     /// How the request asks to be read, and where the fan-outs record a lag.
     options: ReadOptions,
-    /// The canonical key of each series selected so far: a [`Found`]'s id is its index.
-    keys: Mutex<Vec<String>>,
 }
 
-impl ClusterStore {
-    /// A store reading through `node`'s owners, fanning out on `runtime`.
-    pub(crate) fn new(
-        node: Arc<Node>,
-        runtime: tokio::runtime::Handle,
-        options: ReadOptions,
-    ) -> ClusterStore {
-        ClusterStore {
-            node,
-            runtime,
-            options,
-            keys: Mutex::new(Vec::new()),
-        }
+impl Owners for NodeOwners {
+    fn tiers(&self) -> &TiersConfig {
+        self.node.tiers()
     }
 
-    /// With `[[set]]`s, the tier's resolution a leaf read sends (see
-    /// [`PromRead::Buckets`]); `None` without.
-    fn resolution(&self, tier: &TierSpec) -> Option<u64> {
-        (!self.tiers().sets.is_empty()).then(|| tier.resolution.secs())
+    fn now(&self) -> Timestamp {
+        self.node.now()
     }
 
-    /// Fans `read` out to every partition's owner within `budget` values, and waits.
-    fn fan_out(&self, read: PromRead, budget: u64) -> Result<Vec<PromAnswer>> {
+    fn ask(&self, read: PromRead, budget: u64) -> Result<Vec<PromAnswer>> {
         let answers = self.runtime.block_on(fanout::fan_out(
             &self.node,
             PartialRead::Promql(read),
@@ -85,6 +92,47 @@ impl ClusterStore {
                 )),
             })
             .collect()
+    }
+}
+
+/// A cluster node's [`Store`]: every read fans out to the partitions' owners.
+pub(crate) struct ClusterStore<'a> {
+    owners: Box<dyn Owners + 'a>,
+    /// The canonical key of each series selected so far: a [`Found`]'s id is its index.
+    keys: Mutex<Vec<String>>,
+}
+
+impl<'a> ClusterStore<'a> {
+    /// A store reading through `node`'s owners, fanning out on `runtime`.
+    pub(crate) fn new(
+        node: Arc<Node>,
+        runtime: tokio::runtime::Handle,
+        options: ReadOptions,
+    ) -> ClusterStore<'static> {
+        ClusterStore::of(Box::new(NodeOwners {
+            node,
+            runtime,
+            options,
+        }))
+    }
+
+    /// A store reading through `owners`.
+    pub(crate) fn of(owners: Box<dyn Owners + 'a>) -> ClusterStore<'a> {
+        ClusterStore {
+            owners,
+            keys: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// With `[[set]]`s, the tier's resolution a leaf read sends (see
+    /// [`PromRead::Buckets`]); `None` without.
+    fn resolution(&self, tier: &TierSpec) -> Option<u64> {
+        (!self.tiers().sets.is_empty()).then(|| tier.resolution.secs())
+    }
+
+    /// Fans `read` out to every partition's owner within `budget` values, and waits.
+    fn fan_out(&self, read: PromRead, budget: u64) -> Result<Vec<PromAnswer>> {
+        self.owners.ask(read, budget)
     }
 
     /// The keys of `series`, as this store named them.
@@ -113,24 +161,24 @@ fn kind(counter: bool, distribution: bool) -> SeriesKind {
     }
 }
 
-impl Store for ClusterStore {
+impl Store for ClusterStore<'_> {
     fn tiers(&self) -> &TiersConfig {
-        self.node.tiers()
+        self.owners.tiers()
     }
 
     fn now(&self) -> Timestamp {
-        self.node.now()
+        self.owners.now()
     }
 
     /// Each owner lists its matching keys, its scans charged to what the request may still
     /// read; the asker charges their reports and names each key once.
     fn select(&self, filter: &dyn SeriesFilter, budget: &ReadBudget) -> Result<Vec<Found>> {
-        let Selection::Matchers(wire) = filter.selection();
         let owner_budget = partial::owner_budget(budget).limit();
         let mut found: Vec<(String, bool, bool, usize)> = Vec::new();
-        let read = match self.tiers().sets.is_empty() {
-            true => PromRead::Select(wire),
-            false => PromRead::SelectSets(wire),
+        let read = match (filter.selection(), self.tiers().sets.is_empty()) {
+            (Selection::Matchers(wire), true) => PromRead::Select(wire),
+            (Selection::Matchers(wire), false) => PromRead::SelectSets(wire),
+            (selection, _) => PromRead::SelectWhere(selection),
         };
         for answer in self.fan_out(read, owner_budget)? {
             match answer {
@@ -166,8 +214,8 @@ impl Store for ClusterStore {
         &self,
         series: &[SeriesRef],
         tier: &TierSpec,
-        from: Timestamp,
-        to: Timestamp,
+        (from, to): (Timestamp, Timestamp),
+        window: Option<Timestamp>,
     ) -> Result<Vec<Vec<Bucket>>> {
         let (_, points) = bucket_span(tier, from, to);
         if series.is_empty() || points == 0 {
@@ -179,6 +227,7 @@ impl Store for ClusterStore {
             from,
             to,
             resolution: self.resolution(tier),
+            window,
         };
         let mut out = vec![vec![Bucket::EMPTY; points]; series.len()];
         let mut seen = BTreeSet::new();
@@ -207,8 +256,8 @@ impl Store for ClusterStore {
         &self,
         series: &[SeriesRef],
         tier: &TierSpec,
-        from: Timestamp,
-        to: Timestamp,
+        (from, to): (Timestamp, Timestamp),
+        window: Option<Timestamp>,
         visit: &HistogramVisit<'_>,
     ) -> Result<()> {
         if series.is_empty() {
@@ -221,6 +270,7 @@ impl Store for ClusterStore {
             from,
             to,
             resolution: self.resolution(tier),
+            window,
         };
         let mut seen = BTreeSet::new();
         for answer in self.fan_out(read, u64::MAX)? {
@@ -244,6 +294,53 @@ impl Store for ClusterStore {
             .filter(|i| !seen.contains(i))
             .for_each(|i| visit(i, &none));
         Ok(())
+    }
+
+    /// Each owner folds its series on the tier and range (through its render cache when a
+    /// window is given), without a budget of its own (the read was charged before); the
+    /// parts, of disjoint series, merge exactly. `None` when an owner has no one-pass fold
+    /// of its series.
+    fn fold(
+        &self,
+        series: &[SeriesRef],
+        tier: &TierSpec,
+        (from, to): (Timestamp, Timestamp),
+        window: Option<Timestamp>,
+        display: Display,
+    ) -> Result<Option<Vec<Fold>>> {
+        let (_, points) = bucket_span(tier, from, to);
+        if series.is_empty() || points == 0 {
+            return Ok(Some(Vec::new()));
+        }
+        let read = PromRead::Fold {
+            keys: self.keys_of(series)?,
+            tier: tier.name.clone(),
+            from,
+            to,
+            resolution: self.resolution(tier),
+            window,
+            display,
+        };
+        let mut merged = Vec::new();
+        for answer in self.fan_out(read, u64::MAX)? {
+            let PromAnswer::Fold(folds) = answer else {
+                return Err(other_answer());
+            };
+            let Some(folds) = folds else {
+                return Ok(None);
+            };
+            promql_read::merge_folds(&mut merged, folds)?;
+        }
+        if merged.is_empty() {
+            merged = vec![Fold::EMPTY; points];
+        }
+        if merged.len() != points {
+            return Err(Error::Cluster(format!(
+                "the owners folded {} points where {points} were asked",
+                merged.len()
+            )));
+        }
+        Ok(Some(merged))
     }
 
     /// Each owner reads its series' points within what the request may still read; `None`

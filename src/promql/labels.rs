@@ -160,13 +160,12 @@ impl KeyFilter {
         })
     }
 
-    /// The filter of a [`Selection`] another node sent.
+    /// The filter of a [`Selection::Matchers`] another node sent.
     ///
     /// # Errors
     /// A regex that does not compile, an unknown operator; as [`KeyFilter::new`].
     #[cfg(feature = "cluster")]
-    pub(crate) fn of_selection(selection: &Selection) -> Result<KeyFilter, Error> {
-        let Selection::Matchers(wire) = selection;
+    pub(crate) fn of_matchers(wire: &[Vec<LabelMatcher>]) -> Result<KeyFilter, Error> {
         let sets: Vec<MatcherSet> = (wire.iter())
             .map(|set| set.iter().map(matcher_of).collect())
             .collect::<Result<_, Error>>()?;

@@ -229,7 +229,7 @@ impl<S: Store> Source for StoredSource<S> {
         budget: &ReadBudget,
     ) -> Result<Vec<Vec<Bucket>>> {
         let spec = self.charged(series, tier, from, to, budget)?;
-        self.store.buckets(&Self::refs(series), &spec, from, to)
+        (self.store).buckets(&Self::refs(series), &spec, (from, to), None)
     }
 
     fn map_buckets(
@@ -255,7 +255,7 @@ impl<S: Store> Source for StoredSource<S> {
         visit: &HistogramVisit<'_>,
     ) -> Result<()> {
         let spec = self.charged(series, tier, from, to, budget)?;
-        (self.store).visit_histograms(&Self::refs(series), &spec, from, to, visit)
+        (self.store).visit_histograms(&Self::refs(series), &spec, (from, to), None, visit)
     }
 
     fn raw(

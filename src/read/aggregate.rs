@@ -793,9 +793,10 @@ fn fold_members(
 pub(crate) const SPAN_BUCKETS: i64 = 64;
 
 /// What one point of one group has seen so far: the merged buckets (for the exact
-/// aggregates) and the series' shown values (for the rest).
+/// aggregates) and the series' shown values (for the rest). Folds of disjoint series merge
+/// exactly (a store's partial folds, [`crate::Store::fold`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Fold {
+pub struct Fold {
     samples: Bucket,
     sum: f64,
     min: f64,
@@ -804,7 +805,8 @@ pub(crate) struct Fold {
 }
 
 impl Fold {
-    const EMPTY: Fold = Fold {
+    /// The fold of no value.
+    pub(crate) const EMPTY: Fold = Fold {
         samples: Bucket::EMPTY,
         sum: 0.0,
         min: 0.0,
@@ -825,7 +827,7 @@ impl Fold {
         self.samples.merge(bucket);
     }
 
-    fn merge(&mut self, other: &Fold) {
+    pub(crate) fn merge(&mut self, other: &Fold) {
         if other.series == 0 {
             return;
         }
@@ -851,7 +853,7 @@ impl Fold {
 
     /// `aggregation` of the series' shown values (the mean of them for `avg`, never the
     /// merged samples' mean): Graphite's sumSeries and kin. `None` when no series had one.
-    pub(crate) fn of_series(&self, aggregation: Aggregation) -> Option<f64> {
+    pub fn of_series(&self, aggregation: Aggregation) -> Option<f64> {
         if self.series == 0 {
             return None;
         }

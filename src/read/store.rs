@@ -1,6 +1,8 @@
-//! The one read interface the query languages stand on: [`Store`], a storage side's
-//! primitives (the clock and the tiers, series selected by a [`SeriesFilter`], the buckets
-//! of selected series on a tier's grid, a distribution's histograms, the raw tier's points).
+//! The one read interface the query languages stand on (PromQL and Graphite's render):
+//! [`Store`], a storage side's primitives (the clock and the tiers, series selected or
+//! counted by a [`SeriesFilter`], the buckets of selected series on a tier's grid, a
+//! distribution's histograms, the raw tier's points, and where the store has one, a
+//! one-pass fold of series).
 //! An engine's [`Reader`](super::reader::Reader) is one (`store/reader.rs`); a cluster node's
 //! fan-out to the partitions' owners is another (src/cluster/promql_source.rs), each owner
 //! answering its part through its engines' readers. What both share sits here once, above
@@ -10,8 +12,14 @@
 //!
 //! Partial answers merge exactly: series live on one engine each (a partition's), so a
 //! cluster's answer is the union of its owners' answers, each series' buckets, histograms
-//! and points bit for bit as its engine read them.
+//! and points bit for bit as its engine read them; a one-pass fold's per-point [`Fold`]s
+//! merge exactly (counts add, extremes compare; a sum's additions come in another order).
+//!
+//! The render cache ([`cache`]) is a decorator of the engine's store: a single node renders
+//! through it, and a cluster's owners answer the bucket reads of a render's grid through
+//! it.
 
+pub(crate) mod cache;
 mod reader;
 
 #[cfg(feature = "server")]
@@ -19,7 +27,9 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
+use super::aggregate::Fold;
 use super::budget::ReadBudget;
+use super::query::Display;
 use crate::bucket::Bucket;
 use crate::config::{TierSpec, TiersConfig};
 use crate::counter::SeriesKind;
@@ -94,13 +104,19 @@ pub struct LabelMatcher {
 }
 
 /// What a [`SeriesFilter`] keeps, as data: what travels to another node, which compiles it
-/// into a filter of its own (the query language's). Non-exhaustive: render's path patterns
-/// are to select through the store too.
+/// into a filter of its own (the query language's).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum Selection {
     /// PromQL's matcher sets: a series is kept when every matcher of at least one set holds.
     Matchers(Vec<Vec<LabelMatcher>>),
+    /// Graphite path patterns (render's `PathPattern`s, as written): a series is kept when
+    /// at least one matches its key.
+    Paths(Vec<String>),
+    /// The series with a StatsD timer path (`<name>.upper_90`, `stats.timers.<name>.mean`)
+    /// the Graphite path pattern selects: the distributions among them are the timers
+    /// render answers the pattern's timer paths from.
+    TimerPaths(String),
 }
 
 /// Which series a [`Store::select`] keeps, by key.
@@ -133,9 +149,28 @@ pub trait Store: Sync {
     /// The budget's refusal; a store's failure to reach its storage.
     fn select(&self, filter: &dyn SeriesFilter, budget: &ReadBudget) -> Result<Vec<Found>>;
 
-    /// The buckets of each of `series` in `tier`, one per resolution step from `from`
-    /// (aligned down to the resolution) to before `to`, empty ones included; an empty list
-    /// for each when that range holds no step, without a read.
+    /// How many series `filter` keeps, per tier set (one entry per set of
+    /// [`Store::tiers`], one without `[[set]]`s), charging the registry scans as
+    /// [`Store::select`] does, without handing the series over. This default selects them.
+    ///
+    /// # Errors
+    /// As [`Store::select`].
+    fn count(&self, filter: &dyn SeriesFilter, budget: &ReadBudget) -> Result<Vec<usize>> {
+        let mut counts = vec![0; self.tiers().set_count()];
+        for found in self.select(filter, budget)? {
+            if let Some(count) = counts.get_mut(found.set) {
+                *count += 1;
+            }
+        }
+        Ok(counts)
+    }
+
+    /// The buckets of each of `series` in `tier`, one per resolution step over `range`:
+    /// from `from` (aligned down to the resolution) to before `to`, empty ones included; an empty list
+    /// for each when that range holds no step, without a read. Nothing before `window` is
+    /// read (the tier's window at the clock of whoever chose the range: render's grid,
+    /// so that every store reading a part of it reads the same points); without one, nothing
+    /// before the tier's window at the store's clock.
     ///
     /// # Errors
     /// A tier the store does not hold; a period file that cannot be read.
@@ -143,8 +178,8 @@ pub trait Store: Sync {
         &self,
         series: &[SeriesRef],
         tier: &TierSpec,
-        from: Timestamp,
-        to: Timestamp,
+        range: (Timestamp, Timestamp),
+        window: Option<Timestamp>,
     ) -> Result<Vec<Vec<Bucket>>>;
 
     /// [`Store::buckets`] handed to `reduce` one series at a time (its index in `series`
@@ -162,7 +197,7 @@ pub trait Store: Sync {
         to: Timestamp,
         reduce: &BucketReduce<'_>,
     ) -> Result<Vec<Vec<Option<f64>>>> {
-        let all = self.buckets(series, tier, from, to)?;
+        let all = self.buckets(series, tier, (from, to), None)?;
         Ok((all.iter().enumerate())
             .map(|(i, b)| reduce(i, b))
             .collect())
@@ -172,7 +207,8 @@ pub trait Store: Sync {
     /// reads them, handed to `visit` one series at a time (its index in `series` and its
     /// histograms): `None` for a bucket without observations or whose histogram does not
     /// hold every one of them (samples written before the series became a distribution),
-    /// every one `None` for a series that is no distribution.
+    /// every one `None` for a series that is no distribution. `window` as for
+    /// [`Store::buckets`].
     ///
     /// # Errors
     /// As [`Store::buckets`].
@@ -180,10 +216,32 @@ pub trait Store: Sync {
         &self,
         series: &[SeriesRef],
         tier: &TierSpec,
-        from: Timestamp,
-        to: Timestamp,
+        range: (Timestamp, Timestamp),
+        window: Option<Timestamp>,
         visit: &HistogramVisit<'_>,
     ) -> Result<()>;
+
+    /// The values of `series` (each shown as `display` shows a bucket; a series listed
+    /// twice counts twice) folded point by point over the buckets [`Store::buckets`] reads,
+    /// nulls skipped, in one pass that keeps no series' buckets: per point a [`Fold`]
+    /// (count, sum, extremes of the series' values), which [`Fold::of_series`] makes
+    /// sumSeries and kin's value and partial folds of disjoint series merge into exactly.
+    /// `None` when the store has no such pass (the caller then reads the buckets and folds
+    /// them), which is the default, or when the series keep the tiers of several sets.
+    ///
+    /// # Errors
+    /// As [`Store::buckets`].
+    fn fold(
+        &self,
+        series: &[SeriesRef],
+        tier: &TierSpec,
+        range: (Timestamp, Timestamp),
+        window: Option<Timestamp>,
+        display: Display,
+    ) -> Result<Option<Vec<Fold>>> {
+        let _ = (series, tier, range, window, display);
+        Ok(None)
+    }
 
     /// The raw tier's points of each of `series` in `[from, to)` (a counter's points are its
     /// increases), charging each point to `budget`; `None` when the store's raw tier does

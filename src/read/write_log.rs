@@ -1,6 +1,6 @@
 //! Which stored buckets may have changed since a moment: a generation that every completed
 //! write advances, and, per recent write, the earliest time it wrote. A cache of answers
-//! ([`crate::render::cache`]) keeps what it read before that time and reads the rest again,
+//! ([`crate::read::store::cache`]) keeps what it read before that time and reads the rest again,
 //! so a late sample is never hidden. It lives on the read side because that is where it is
 //! asked; the engine notes every write in it once the write is stored.
 

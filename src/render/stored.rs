@@ -1,29 +1,33 @@
-//! Render's [`Source`] over stored series: the grid a render path is read on (the tier, its
-//! points and the tier's window, [`RenderGrid`]), chosen from the tiers and a clock as
-//! graphite-web's whisper reader chooses an archive, and the engine's [`Reader`] reading on
-//! such a grid: path by path, or for sumSeries and kin in the aggregate's one pass.
+//! Render's [`Source`] over a [`Store`]: the grid a render path is read on (the tier, its
+//! points and the tier's window, [`RenderGrid`]), chosen from the store's tiers and clock as
+//! graphite-web's whisper reader chooses an archive, and the store read on such a grid: path
+//! by path, StatsD timer paths added (`super::timer_paths`), or for sumSeries and kin in the
+//! store's one pass where it has one ([`Store::fold`]).
 //!
-//! A single node chooses the grid from its own engine's tiers and clock and reads on it
-//! ([`Source`] for [`Reader`]). A cluster node has no engine: it chooses the grid the same
-//! way from its tiers and clock and has each partition's owner read its series on that grid
-//! ([`Reader::render_fetch`], src/cluster/partial.rs), so every owner's series share start and
-//! step and their union, sorted, is what one engine holding every series fetches.
+//! A single node's store is its engine's reader; a cluster node's fans each read out to the
+//! partitions' owners (src/cluster/promql_source.rs). Either way the grid is chosen once,
+//! from the store's tiers and clock, and its window travels with the bucket reads, so every
+//! owner reads the points one engine reads and their union, sorted, is what one engine
+//! holding every series fetches.
 
 #[cfg(test)]
 mod tests;
 
-use rayon::prelude::*;
+use std::borrow::Cow;
+use std::collections::HashSet;
 
 use super::{graphite_path, timer_paths, Combined, Fetched, PathPattern, Source};
-use crate::config::TiersConfig;
+use crate::bucket::Bucket;
+use crate::config::{TierSpec, TiersConfig};
 use crate::counter::SeriesKind;
 use crate::error::Error;
 use crate::error::Result;
 use crate::read::aggregate::Aggregation;
 use crate::read::budget::ReadBudget;
-use crate::read::query::{Display, PointGrid, MAX_QUERY_POINTS};
-use crate::read::reader::Reader;
-use crate::time::{Span, Timestamp};
+use crate::read::query::{Display, MAX_QUERY_POINTS};
+use crate::read::store::{Found, Selection, SeriesFilter, SeriesRef, Store};
+use crate::registry::KeyView;
+use crate::time::Timestamp;
 
 /// The points every series of one render path is read on, fixed by whoever answers the
 /// render, so that every engine reading a part of it reads the same points.
@@ -105,13 +109,13 @@ impl RenderGrid {
         }))
     }
 
-    /// The tier's index on an engine with `tiers` and the grid's points there, so that
-    /// every engine reads the same buckets.
+    /// The tier of the grid's name among `tiers` and the grid's range there (its first
+    /// point to after its last), so that every store reads the same buckets.
     ///
     /// # Errors
     /// [`Error::UnknownTier`] when `tiers` has no tier of the grid's name;
     /// [`Error::InvalidQuery`] when its tier of that name has another resolution.
-    pub(super) fn on(&self, tiers: &TiersConfig) -> Result<(usize, PointGrid)> {
+    pub(super) fn on(&self, tiers: &TiersConfig) -> Result<(TierSpec, (Timestamp, Timestamp))> {
         let tier =
             (tiers.tier_index(&self.tier)).ok_or_else(|| Error::UnknownTier(self.tier.clone()))?;
         let spec = &tiers.tiers[tier];
@@ -127,109 +131,169 @@ impl RenderGrid {
             .checked_mul(resolution)
             .and_then(|width| width.checked_add(self.first))
             .ok_or_else(|| Error::InvalidQuery("a render grid past the year 9999".into()))?;
-        let grid = PointGrid::new(spec, self.first, end, spec.resolution)?;
-        Ok((tier, grid))
+        Ok((spec.clone(), (self.first, end)))
     }
 }
 
-/// An engine's [`Reader`] as render reads it: the grid a render path is read on, and the
-/// series of a path read on it, one by one or combined in one pass. A cluster node's owners
-/// answer its fan-out through the same calls (src/cluster/partial.rs).
+/// Render's [`Source`] over a [`Store`]: an engine's [`crate::Reader`] or a cluster node's
+/// fan-out to its partitions' owners. It chooses each path's grid from the store's tiers and
+/// clock (with `[[set]]`s, each set's), selects the path's series through the store and
+/// reads their buckets on that grid, adds the StatsD timer paths of its distribution series
+/// (`super::timer_paths`), and folds sumSeries and kin in the store's one pass where it has
+/// one ([`Store::fold`]).
 #[derive(Clone, Copy)]
-pub struct StoredSource<'a> {
-    reader: Reader<'a>,
+pub struct StoredSource<S> {
+    store: S,
 }
 
-impl<'a> StoredSource<'a> {
-    /// Render's view of `reader`.
-    pub fn new(reader: Reader<'a>) -> StoredSource<'a> {
-        StoredSource { reader }
+/// A budget for the selections a fetch makes again: what it reads was charged before
+/// ([`Source::charge`]).
+fn charged_before() -> ReadBudget {
+    ReadBudget::unlimited()
+}
+
+impl<S: Store> StoredSource<S> {
+    /// Render's view of `store`.
+    pub fn new(store: S) -> StoredSource<S> {
+        StoredSource { store }
     }
 
-    /// With `[[set]]`s on the engine's reader, a source per set, each reading its set's
-    /// series through its set's tiers; `None` otherwise.
-    fn per_set(&self) -> Option<Vec<StoredSource<'a>>> {
-        self.reader.spans_sets().then(|| {
-            (0..self.reader.whole_config().set_count())
-                .map(|set| StoredSource::new(self.reader.for_set(set)))
-                .collect()
-        })
+    /// The store read through.
+    pub fn store(&self) -> &S {
+        &self.store
     }
 
-    /// The grid a render over `from`..`until` reads on this engine: [`RenderGrid::choose`]
-    /// with its tiers and clock.
+    /// The tiers of set `set` (all of them without `[[set]]`s).
+    fn set_tiers(&self, set: usize) -> Cow<'_, TiersConfig> {
+        let tiers = self.store.tiers();
+        match tiers.sets.is_empty() {
+            true => Cow::Borrowed(tiers),
+            false => Cow::Owned(tiers.set_view(set)),
+        }
+    }
+
+    /// Where the series of tier set `set` are read: that set, or without `[[set]]`s in the
+    /// store's tiers (a store of one set's series, say) the one grid of all.
+    fn set_index(&self, set: usize) -> usize {
+        match self.store.tiers().sets.is_empty() {
+            true => 0,
+            false => set,
+        }
+    }
+
+    /// The grid a render over `from`..`until` reads the series of set `set` on:
+    /// [`RenderGrid::choose`] with the set's tiers and the store's clock.
     ///
     /// # Errors
     /// As [`RenderGrid::choose`].
-    pub fn grid(&self, from: i64, until: i64) -> Result<Option<RenderGrid>> {
-        RenderGrid::choose(self.reader.config(), from, until, self.reader.now())
+    pub fn grid(&self, set: usize, from: i64, until: i64) -> Result<Option<RenderGrid>> {
+        RenderGrid::choose(&self.set_tiers(set), from, until, self.store.now())
     }
 
-    /// Charges the registry scan (a value per key) to `budget`, then counts the series
-    /// `pattern` matches (nothing cloned).
-    ///
-    /// # Errors
-    /// The budget's refusal of the scan.
-    pub fn count(&self, pattern: &PathPattern, budget: &ReadBudget) -> Result<usize> {
-        budget.charge_scan(self.reader.registry().len())?;
-        Ok((self.reader)
-            .select(|_, key| pattern.matches(key).then_some(()))
-            .len())
+    /// Each set's grid of a render over `from`..`until` (set 0's alone without `[[set]]`s),
+    /// the sets whose range holds no data left out.
+    fn grids(&self, from: i64, until: i64) -> Result<Vec<(usize, RenderGrid)>> {
+        let mut grids = Vec::new();
+        for set in 0..self.store.tiers().set_count() {
+            if let Some(grid) = self.grid(set, from, until)? {
+                grids.push((set, grid));
+            }
+        }
+        Ok(grids)
     }
 
-    /// Every stored series matching `pattern`, read on `grid`, sorted by Graphite path as
-    /// graphite-web's finders list them (then by key). A series matched but without data in
-    /// range has only empty buckets (null points). No timer paths: what the render cache
-    /// keeps (a single node and a cluster's owners add the timer paths after it,
-    /// `super::timer_paths::with_timer_paths`).
+    /// The buckets of `series` (all of set `set`) on `grid`.
+    fn read_on(
+        &self,
+        series: &[SeriesRef],
+        set: usize,
+        grid: &RenderGrid,
+    ) -> Result<Vec<Vec<Bucket>>> {
+        let (spec, range) = grid.on(&self.set_tiers(set))?;
+        (self.store).buckets(series, &spec, range, Some(grid.window))
+    }
+
+    /// The stored series of set `set` that `pattern` matches, read on `grid`, sorted by
+    /// Graphite path as graphite-web's finders list them (then by key). A series matched
+    /// but without data in range has only empty buckets (null points). No timer paths: what
+    /// the render cache keeps ([`StoredSource::with_timer_paths`] adds them).
     ///
     /// # Errors
-    /// [`Error::UnknownTier`] when this engine has no tier of the grid's name;
+    /// [`Error::UnknownTier`] when the store has no tier of the grid's name;
     /// [`Error::InvalidQuery`] when its tier of that name has another resolution or the grid
     /// has too many points; a period file that cannot be read.
-    pub fn fetch_on(&self, pattern: &PathPattern, grid: &RenderGrid) -> Result<Vec<Fetched>> {
-        let (tier, points) = grid.on(self.reader.config())?;
-        // One scan under the registry's read lock, even for a literal name: the pattern also
-        // selects the name's tagged variants, and the registry has no index by bare name.
-        let mut matched = self.reader.select(|id, key| {
-            pattern
-                .matches(key)
-                .then(|| (graphite_path(key), id, key.to_key()))
-        });
+    pub fn fetch_on(
+        &self,
+        pattern: &PathPattern,
+        set: usize,
+        grid: &RenderGrid,
+    ) -> Result<Vec<Fetched>> {
+        let found = self.store.select(pattern, &charged_before())?;
+        self.read_found(&found, set, grid)
+    }
+
+    /// Those of `found` of set `set`, read on `grid`, sorted by Graphite path then key.
+    fn read_found(&self, found: &[Found], set: usize, grid: &RenderGrid) -> Result<Vec<Fetched>> {
+        let mut found: Vec<(String, Found)> = (found.iter())
+            .filter(|f| self.set_index(f.set) == set)
+            .map(|f| (graphite_path(f.key.view()), f.clone()))
+            .collect();
         // By path, then by key: two keys share a path only when a name holds a `;` that
-        // reads like a tag, and the key orders those the same way on every engine.
-        matched.sort_unstable_by(|a, b| (&a.0, &a.2).cmp(&(&b.0, &b.2)));
-        let ids: Vec<_> = matched.iter().map(|m| m.1).collect();
-        let kinds = self.reader.series_kinds(&ids);
-        let step = Span::from_secs(grid.resolution as u64);
-        matched
-            .into_par_iter()
-            .zip(kinds)
-            .map(|((_, id, key), kind)| {
-                let (start, buckets) = self.reader.merged_buckets(
-                    id,
-                    tier,
-                    points.first,
-                    points.end,
-                    step,
-                    grid.window,
-                )?;
-                Ok(Fetched {
-                    key,
-                    start,
-                    step: grid.resolution,
-                    buckets,
-                    counter: kind == SeriesKind::Counter,
-                    timer: None,
-                })
+        // reads like a tag, and the key orders those the same way in every store.
+        found.sort_unstable_by(|a, b| (&a.0, &a.1.key).cmp(&(&b.0, &b.1.key)));
+        let refs: Vec<SeriesRef> = found.iter().map(|(_, f)| f.series()).collect();
+        let read = match refs.is_empty() {
+            true => Vec::new(),
+            false => self.read_on(&refs, set, grid)?,
+        };
+        Ok((found.into_iter().zip(read))
+            .map(|((_, f), buckets)| Fetched {
+                key: f.key,
+                start: grid.first,
+                step: grid.resolution,
+                buckets,
+                counter: f.kind == SeriesKind::Counter,
+                timer: None,
             })
-            .collect()
+            .collect())
+    }
+
+    /// `stored` (the series of set `set` that `pattern` matches, read on `grid`) with the
+    /// StatsD timer paths it selects among the set's distribution series read on the same
+    /// grid, sorted by Graphite path then key as a fetch is; `held` is the keys of every
+    /// stored series `pattern` matches, whose paths are theirs.
+    ///
+    /// # Errors
+    /// As [`StoredSource::fetch_on`].
+    pub fn with_timer_paths(
+        &self,
+        (pattern, held): (&PathPattern, &[&str]),
+        set: usize,
+        grid: &RenderGrid,
+        stored: Vec<Fetched>,
+    ) -> Result<Vec<Fetched>> {
+        let selected: Vec<timer_paths::Selected> =
+            (timer_paths::select(&self.store, pattern, held)?)
+                .into_iter()
+                .filter(|s| self.set_index(s.series.set) == set)
+                .collect();
+        if selected.is_empty() {
+            return Ok(stored);
+        }
+        let (spec, range) = grid.on(&self.set_tiers(set))?;
+        let timers = timer_paths::read(&self.store, selected, &spec, range, grid)?;
+        let mut keyed: Vec<(String, Fetched)> = (stored.into_iter().chain(timers))
+            .map(|f| (graphite_path(f.key.view()), f))
+            .collect();
+        keyed.sort_unstable_by(|a, b| (&a.0, &a.1.key).cmp(&(&b.0, &b.1.key)));
+        Ok(keyed.into_iter().map(|(_, f)| f).collect())
     }
 
     /// `aggregation` of the shown values of every series the `patterns` match (a series
     /// matched by two patterns counts twice, as graphite-web fetches it twice), point by
-    /// point on `grid`, in the aggregate's one chunk-wise pass (`Reader::fold_series`).
-    /// `None` when the series mix counters and gauges, whose values are shown differently.
+    /// point on `grid`, in the store's one pass ([`Store::fold`]). `None` when the store has
+    /// none, when the series mix counters and gauges, whose values are shown differently,
+    /// or keep the tiers of several sets.
     ///
     /// # Errors
     /// As [`StoredSource::fetch_on`].
@@ -239,35 +303,40 @@ impl<'a> StoredSource<'a> {
         aggregation: Aggregation,
         grid: &RenderGrid,
     ) -> Result<Option<Combined>> {
-        let (tier, points) = grid.on(self.reader.config())?;
-        let hits = self.reader.select(|id, key| {
-            let hits: Vec<bool> = patterns.iter().map(|p| p.matches(key)).collect();
-            hits.contains(&true).then_some((id, hits))
-        });
-        let ids: Vec<_> = (hits.iter())
-            .flat_map(|(id, hits)| hits.iter().filter(|&&hit| hit).map(move |_| *id))
+        let found = self
+            .store
+            .select(&AnyPath(Cow::Borrowed(patterns)), &charged_before())?;
+        let hits: Vec<Vec<bool>> = (found.iter())
+            .map(|f| patterns.iter().map(|p| p.matches(f.key.view())).collect())
             .collect();
-        let kinds = self.reader.series_kinds(&ids);
-        let counter = kinds.first() == Some(&SeriesKind::Counter);
-        if kinds.iter().any(|&k| (k == SeriesKind::Counter) != counter) {
+        let series: Vec<SeriesRef> = (found.iter().zip(&hits))
+            .flat_map(|(f, hits)| hits.iter().filter(|&&hit| hit).map(|_| f.series()))
+            .collect();
+        let counter = found.first().map(|f| f.kind) == Some(SeriesKind::Counter);
+        if (found.iter()).any(|f| (f.kind == SeriesKind::Counter) != counter) {
+            return Ok(None);
+        }
+        let set = found.first().map_or(0, |f| self.set_index(f.set));
+        if found.iter().any(|f| self.set_index(f.set) != set) {
             return Ok(None);
         }
         let matched = (0..patterns.len())
-            .map(|p| hits.iter().any(|(_, hits)| hits[p]))
+            .map(|p| hits.iter().any(|hits| hits[p]))
             .collect();
-        let display = if counter {
-            Display::Total
-        } else {
-            Display::Avg
+        let display = match counter {
+            true => Display::Total,
+            false => Display::Avg,
         };
-        let values = match ids.is_empty() {
+        let values = match series.is_empty() {
             true => Vec::new(),
-            false => (self
-                .reader
-                .fold_series(tier, &points, (display, grid.window), &ids)?)
-            .iter()
-            .map(|fold| fold.of_series(aggregation))
-            .collect(),
+            false => {
+                let (spec, range) = grid.on(&self.set_tiers(set))?;
+                let window = Some(grid.window);
+                match (self.store).fold(&series, &spec, range, window, display)? {
+                    Some(folds) => folds.iter().map(|f| f.of_series(aggregation)).collect(),
+                    None => return Ok(None),
+                }
+            }
         };
         Ok(Some(Combined {
             start: grid.first,
@@ -277,16 +346,31 @@ impl<'a> StoredSource<'a> {
             matched,
         }))
     }
+
+    /// The one set of the series the `patterns` match (0 when none does); `None` when they
+    /// keep the tiers of several sets.
+    fn set_of(&self, patterns: &[PathPattern]) -> Result<Option<usize>> {
+        if self.store.tiers().sets.is_empty() {
+            return Ok(Some(0));
+        }
+        let counts = self
+            .store
+            .count(&AnyPath(Cow::Borrowed(patterns)), &charged_before())?;
+        let mut sets = (counts.iter().enumerate()).filter(|(_, &n)| n > 0);
+        Ok(match (sets.next(), sets.next()) {
+            (None, _) => Some(0),
+            (Some((set, _)), None) => Some(set),
+            (Some(_), Some(_)) => None,
+        })
+    }
 }
 
-/// The engine's read view as a single node's render source: its stored series and the
-/// StatsD timer paths of its distribution series (`super::timer_paths`), which a cluster's
-/// owners add to what they fetch as well. Every fetch of a render
-/// reads one tier on one grid, so all the series it returns share start and step, which
-/// functions combining series rely on.
-impl Source for StoredSource<'_> {
-    /// Charges the registry scan, then the series and timer paths `pattern` matches at the
-    /// grid's points.
+/// Every stored series of a store and the StatsD timer paths of its distribution series.
+/// Every fetch of a render reads one tier on one grid per tier set, so all the series of a
+/// set share start and step, which functions combining series rely on.
+impl<S: Store> Source for StoredSource<S> {
+    /// Charges the registry scan, then per set the series and timer paths `pattern`
+    /// matches at the set's grid's points.
     fn charge(
         &self,
         pattern: &PathPattern,
@@ -294,14 +378,28 @@ impl Source for StoredSource<'_> {
         until: i64,
         budget: &ReadBudget,
     ) -> Result<()> {
-        if let Some(sets) = self.per_set() {
-            return (sets.iter()).try_for_each(|set| set.charge(pattern, from, until, budget));
-        }
-        let Some(grid) = self.grid(from, until)? else {
+        let grids = self.grids(from, until)?;
+        if grids.is_empty() {
             return Ok(());
-        };
-        let series = self.count(pattern, budget)? + timer_paths::count(&self.reader, pattern);
-        charge_points(budget, pattern, series, grid.points)
+        }
+        let mut counts = self.store.count(pattern, budget)?;
+        let mut timers = timer_paths::select(&self.store, pattern, &[])?;
+        if !timers.is_empty() {
+            // The timer paths a stored series holds are that series: the keys are needed.
+            let stored = self.store.select(pattern, &charged_before())?;
+            let held: HashSet<&str> = stored.iter().map(|f| f.key.as_str()).collect();
+            timers.retain(|timer| !held.contains(timer.key.as_str()));
+        }
+        for timer in timers {
+            if let Some(count) = counts.get_mut(self.set_index(timer.series.set)) {
+                *count += 1;
+            }
+        }
+        for (set, grid) in grids {
+            let series = counts.get(set).copied().unwrap_or(0);
+            charge_points(budget, pattern, series, grid.points)?;
+        }
+        Ok(())
     }
 
     /// [`StoredSource::fetch_on`] on [`StoredSource::grid`], timer paths added. With
@@ -309,37 +407,43 @@ impl Source for StoredSource<'_> {
     /// whisper file at its own archive's step; the functions that combine series bring
     /// their steps to a common one, as graphite-web's do.
     fn fetch(&self, pattern: &PathPattern, from: i64, until: i64) -> Result<Vec<Fetched>> {
-        if let Some(sets) = self.per_set() {
-            let mut all = Vec::new();
-            for set in sets {
-                all.extend(set.fetch(pattern, from, until)?);
-            }
+        let grids = self.grids(from, until)?;
+        if grids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let found = self.store.select(pattern, &charged_before())?;
+        let keys: Vec<String> = found.iter().map(|f| f.key.as_str().to_owned()).collect();
+        let held: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let several = grids.len() > 1;
+        let mut all = Vec::new();
+        for (set, grid) in grids {
+            let stored = self.read_found(&found, set, &grid)?;
+            all.extend(self.with_timer_paths((pattern, &held), set, &grid, stored)?);
+        }
+        if several {
             all.sort_by_cached_key(|f| (graphite_path(f.key.view()), f.key.clone()));
-            return Ok(all);
         }
-        match self.grid(from, until)? {
-            Some(grid) => {
-                let stored = self.fetch_on(pattern, &grid)?;
-                timer_paths::with_timer_paths(&self.reader, pattern, &grid, stored)
-            }
-            None => Ok(Vec::new()),
-        }
+        Ok(all)
     }
 
-    /// The resolution of [`StoredSource::grid`]'s tier.
+    /// The resolution of [`StoredSource::grid`]'s tier; `None` with `[[set]]`s, whose
+    /// series come at their own set's step.
     fn step(&self, from: i64, until: i64) -> Result<Option<Option<i64>>> {
-        if self.per_set().is_some() {
-            // Each set's series come at their own set's step.
+        if !self.store.tiers().sets.is_empty() {
             return Ok(None);
         }
-        Ok(Some(self.grid(from, until)?.map(|grid| grid.resolution)))
+        Ok(Some(self.grid(0, from, until)?.map(|grid| grid.resolution)))
     }
 
-    /// The matched keys' Graphite paths, from one registry scan, and the timer paths'.
+    /// The matched keys' Graphite paths and the timer paths'.
     fn names(&self, pattern: &PathPattern) -> Result<Option<Vec<String>>> {
-        let mut names = (self.reader.registry())
-            .select(|_, key| pattern.matches(key).then(|| graphite_path(key)));
-        names.extend(timer_paths::names(&self.reader, pattern));
+        let stored = self.store.select(pattern, &charged_before())?;
+        let held: Vec<&str> = stored.iter().map(|f| f.key.as_str()).collect();
+        let timers = timer_paths::select(&self.store, pattern, &held)?;
+        let mut names: Vec<String> = (stored.iter().map(|f| &f.key))
+            .chain(timers.iter().map(|t| &t.key))
+            .map(|key| graphite_path(key.view()))
+            .collect();
         names.sort_unstable();
         Ok(Some(names))
     }
@@ -353,27 +457,40 @@ impl Source for StoredSource<'_> {
         from: i64,
         until: i64,
     ) -> Result<Option<Combined>> {
-        if (patterns.iter()).any(|p| timer_paths::count(&self.reader, p) > 0) {
+        if timer_paths::any_selected(&self.store, patterns)? {
             return Ok(None);
         }
-        if self.reader.spans_sets() {
-            // One pass reads one tier: only when every matched series keeps one set's.
-            let ids = (self.reader)
-                .select(|id, key| patterns.iter().any(|p| p.matches(key)).then_some(id));
-            return match self.reader.sets_of(ids).as_slice() {
-                &[set] => StoredSource::new(self.reader.for_set(set)).combine(
-                    patterns,
-                    aggregation,
-                    from,
-                    until,
-                ),
-                _ => Ok(None),
-            };
-        }
-        match self.grid(from, until)? {
+        let Some(set) = self.set_of(patterns)? else {
+            return Ok(None);
+        };
+        match self.grid(set, from, until)? {
             Some(grid) => self.combine_on(patterns, aggregation, &grid),
             None => Ok(Some(Combined::nothing(patterns.len()))),
         }
+    }
+}
+
+/// The series any of some path patterns matches: what sumSeries and kin fold.
+pub(crate) struct AnyPath<'a>(pub(crate) Cow<'a, [PathPattern]>);
+
+impl SeriesFilter for AnyPath<'_> {
+    fn matches(&self, key: &KeyView<'_>) -> bool {
+        self.0.iter().any(|p| p.matches(*key))
+    }
+
+    fn selection(&self) -> Selection {
+        Selection::Paths(self.0.iter().map(|p| p.as_str().to_owned()).collect())
+    }
+}
+
+/// A path pattern selects the series it matches, in any store.
+impl SeriesFilter for PathPattern {
+    fn matches(&self, key: &KeyView<'_>) -> bool {
+        PathPattern::matches(self, *key)
+    }
+
+    fn selection(&self) -> Selection {
+        Selection::Paths(vec![self.as_str().to_owned()])
     }
 }
 

@@ -221,7 +221,7 @@ impl TagRead {
             return Ok(Vec::new());
         }
         let pattern = self.pattern()?;
-        Ok(super::timer_paths::keys(reader, pattern.as_ref()))
+        super::timer_paths::keys(reader, pattern.as_ref())
     }
 
     /// [`TagRead::part`] of `registry`'s keys and `extra` ones (a single node's timer paths,

@@ -28,26 +28,38 @@
 //! Find and globs list the thresholds of statsd's default `percentThreshold` (90); any other
 //! `NN` (`upper_99`, `upper_99_9`) is answered where a path names it.
 //!
+//! Render reads them above the store, once for every store: a pattern's timer paths
+//! select their distribution series ([`TimerFilter`], `Selection::TimerPaths`), whose
+//! buckets and histograms are read on the render's grid and made the points the stats are
+//! taken from ([`read`]). A point whose histogram does not hold every sample (samples
+//! written before the series became a distribution) is read without it, so such points
+//! state no relative error; their stats are the same.
+//!
 //! A render fetching estimates states their bound ([`super::Rendered::relative_error`],
 //! the server's `x-tierdb-relative-error` header). Find ([`add_to_finder`]) and the tag API
-//! ([`keys`]) list the paths beside stored series. On a cluster, each partition's owner
-//! adds its timers' paths to its part of a render, find or tag read, their points exact on
-//! the wire ([`TimerPoints`] is serializable), so a cluster node answers them as one node.
+//! ([`keys`]) list the paths beside stored series (`listed`, over an engine's registry). On
+//! a cluster, each partition's owner adds its timers' paths to its part of a find or tag
+//! read ([`TimerPoints`] stays serializable, points exact), so a cluster node answers them as
+//! one node.
 
+mod listed;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::HashSet;
+use std::sync::Mutex;
 
-use rayon::prelude::*;
+pub(crate) use listed::{add_to_finder, keys};
 
-use super::{graphite_path, Fetched, Finder, PathPattern, RenderGrid};
+use super::{Fetched, PathPattern, RenderGrid};
+use crate::config::TierSpec;
 use crate::counter::SeriesKind;
 use crate::error::Result;
 use crate::read::budget::ReadBudget;
 use crate::read::distribution::DistributionPoint;
-use crate::read::reader::Reader;
-use crate::registry::{SeriesId, SeriesKey};
+use crate::read::store::{Selection, SeriesFilter, SeriesRef, Store};
+use crate::registry::{KeyView, SeriesKey};
+use crate::time::Timestamp;
 
 /// What goes before a timer's name in its paths: nothing, and statsd's default namespace.
 pub(crate) const PREFIXES: [&str; 2] = ["", "stats.timers."];
@@ -338,11 +350,11 @@ impl TimerPoints {
 }
 
 /// One timer path a pattern selects.
-struct Selected {
-    /// The distribution series behind it.
-    id: SeriesId,
+pub(crate) struct Selected {
+    /// The distribution series behind it, as its store names it.
+    pub(crate) series: SeriesRef,
     /// The path as a key: the series' tags, the path as the name.
-    key: SeriesKey,
+    pub(crate) key: SeriesKey,
     stat: Stat,
 }
 
@@ -363,21 +375,6 @@ fn candidates(pattern: &PathPattern) -> Vec<Stat> {
     stats
 }
 
-/// The ids of the distribution series among those `keep` picks, from one registry scan.
-fn distributions(
-    reader: &Reader<'_>,
-    keep: impl Fn(usize) -> bool + Sync,
-) -> Vec<(SeriesId, SeriesKey)> {
-    let picked =
-        reader.select(|id, key| keep(key.name().split('.').count()).then(|| (id, key.to_key())));
-    let ids: Vec<SeriesId> = picked.iter().map(|(id, _)| *id).collect();
-    let kinds = reader.series_kinds(&ids);
-    (picked.into_iter().zip(kinds))
-        .filter(|(_, kind)| *kind == SeriesKind::Distribution)
-        .map(|(picked, _)| picked)
-        .collect()
-}
-
 /// The timer paths of `key` for `stats`, each as its path and its key.
 fn paths_of(key: &SeriesKey, stats: &[Stat]) -> Vec<(String, SeriesKey, Stat)> {
     let name = key.name();
@@ -394,135 +391,155 @@ fn paths_of(key: &SeriesKey, stats: &[Stat]) -> Vec<(String, SeriesKey, Stat)> {
     out
 }
 
-/// Every timer path `pattern` selects among `reader`'s distribution series, but those a
-/// stored series holds.
-fn select(reader: &Reader<'_>, pattern: &PathPattern) -> Vec<Selected> {
-    let depth = pattern.depth();
-    let by_tags = pattern.is_tag_query();
-    let fits = |segments: usize| {
-        by_tags || (PREFIXES.iter()).any(|p| prefix_depth(p) + segments + 1 == depth)
-    };
-    // Only the stats the last segment can be: none for most stored paths (`a.*.cpu`),
-    // which then cost no registry scan.
-    let stats: Vec<Stat> = (candidates(pattern).into_iter())
-        .filter(|s| pattern.last_segment_may_be(&s.name()))
-        .collect();
-    if stats.is_empty() {
-        return Vec::new();
+/// The series with a timer path a pattern selects ([`Selection::TimerPaths`]): those
+/// whose name has the depth of one, and one of whose paths of the stats the pattern's last
+/// segment may be the pattern matches. Whether they are distributions is the store's to
+/// say (the kind of what it found).
+pub(crate) struct TimerFilter {
+    pattern: PathPattern,
+    /// The stats the pattern's last segment may be.
+    stats: Vec<Stat>,
+}
+
+impl TimerFilter {
+    /// The filter of the timer paths `pattern` selects.
+    pub(crate) fn new(pattern: PathPattern) -> TimerFilter {
+        let stats = (candidates(&pattern).into_iter())
+            .filter(|s| pattern.last_segment_may_be(&s.name()))
+            .collect();
+        TimerFilter { pattern, stats }
     }
-    let registry = reader.registry();
+
+    /// False when the pattern can select no timer path (its last segment is no stat), so
+    /// that most stored paths (`a.*.cpu`) cost no scan.
+    fn may_select(&self) -> bool {
+        !self.stats.is_empty()
+    }
+}
+
+impl SeriesFilter for TimerFilter {
+    fn matches(&self, key: &KeyView<'_>) -> bool {
+        let name = key.name();
+        let depth = self.pattern.depth();
+        let by_tags = self.pattern.is_tag_query();
+        let segments = name.split('.').count();
+        (PREFIXES.iter()).any(|prefix| {
+            (by_tags || prefix_depth(prefix) + segments + 1 == depth)
+                && (self.stats.iter()).any(|stat| {
+                    let path = format!("{prefix}{name}.{}", stat.name());
+                    self.pattern.matches_as(&path, *key)
+                })
+        })
+    }
+
+    fn selection(&self) -> Selection {
+        Selection::TimerPaths(self.pattern.as_str().to_owned())
+    }
+}
+
+/// Every timer path `pattern` selects among `store`'s distribution series, but those a
+/// stored series holds: `held`, the keys of the stored series `pattern` matches (a stored
+/// series whose key is a timer path the pattern selects is one of them).
+///
+/// # Errors
+/// A store's failure to reach its storage.
+pub(crate) fn select<S: Store + ?Sized>(
+    store: &S,
+    pattern: &PathPattern,
+    held: &[&str],
+) -> Result<Vec<Selected>> {
+    let filter = TimerFilter::new(pattern.clone());
+    if !filter.may_select() {
+        return Ok(Vec::new());
+    }
+    // Not charged: a timer path is charged as a series it selects is ([`Stat`]'s count).
+    let found = store.select(&filter, &ReadBudget::unlimited())?;
+    let held: HashSet<&str> = held.iter().copied().collect();
     let mut selected = Vec::new();
-    for (id, key) in distributions(reader, fits) {
-        for (path, timer, stat) in paths_of(&key, &stats) {
-            if pattern.matches_as(&path, key.view()) && registry.get(timer.as_str()).is_none() {
+    for f in found.iter().filter(|f| f.kind == SeriesKind::Distribution) {
+        for (path, timer, stat) in paths_of(&f.key, &filter.stats) {
+            if pattern.matches_as(&path, f.key.view()) && !held.contains(&timer.as_str()) {
                 selected.push(Selected {
-                    id,
+                    series: f.series(),
                     key: timer,
                     stat,
                 });
             }
         }
     }
-    selected
+    Ok(selected)
 }
 
-/// How many timer paths `pattern` selects, for the render's budget.
-pub(crate) fn count(reader: &Reader<'_>, pattern: &PathPattern) -> usize {
-    select(reader, pattern).len()
-}
-
-/// The Graphite paths of the timer paths `pattern` selects.
-pub(crate) fn names(reader: &Reader<'_>, pattern: &PathPattern) -> Vec<String> {
-    (select(reader, pattern).into_iter())
-        .map(|s| graphite_path(s.key.view()))
-        .collect()
-}
-
-/// The keys of the timer paths `pattern` selects, or without one every timer path find
-/// lists (statsd's default thresholds), but those a stored series holds: what the tag API
-/// adds to the registry's keys.
-pub(crate) fn keys(reader: &Reader<'_>, pattern: Option<&PathPattern>) -> Vec<SeriesKey> {
-    if let Some(pattern) = pattern {
-        return select(reader, pattern).into_iter().map(|s| s.key).collect();
-    }
-    let registry = reader.registry();
-    let stats = Stat::listed();
-    let mut keys = Vec::new();
-    for (_, key) in distributions(reader, |_| true) {
-        keys.extend(
-            (paths_of(&key, &stats).into_iter())
-                .filter(|(_, timer, _)| registry.get(timer.as_str()).is_none())
-                .map(|(_, timer, _)| timer),
-        );
-    }
-    keys
-}
-
-/// `fetched` (the stored series `pattern` matches, read on `grid`) with the timer paths it
-/// selects read on the same grid, sorted by Graphite path then key as a fetch is. Each
-/// distribution series is read once, whatever number of its stats are selected.
+/// True when any of `patterns` selects a timer path in `store`.
 ///
 /// # Errors
-/// As [`super::StoredSource::fetch_on`].
-pub(crate) fn with_timer_paths(
-    reader: &Reader<'_>,
-    pattern: &PathPattern,
-    grid: &RenderGrid,
-    mut fetched: Vec<Fetched>,
-) -> Result<Vec<Fetched>> {
-    let selected = select(reader, pattern);
-    if selected.is_empty() {
-        return Ok(fetched);
-    }
-    let (tier, points) = grid.on(reader.config())?;
-    let mut ids: Vec<SeriesId> = selected.iter().map(|s| s.id).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    let read: BTreeMap<SeriesId, Vec<DistributionPoint>> = (ids.into_par_iter())
-        .map(|id| Ok((id, reader.distribution_on(id, tier, &points, grid.window)?)))
-        .collect::<Result<_>>()?;
-    for s in selected {
-        let points = read[&s.id].clone();
-        fetched.push(Fetched {
-            key: s.key,
-            start: grid.first,
-            step: grid.resolution,
-            buckets: points.iter().map(|p| p.bucket).collect(),
-            counter: false,
-            timer: Some(TimerPoints {
-                stat: s.stat,
-                points,
-            }),
-        });
-    }
-    let mut keyed: Vec<(String, Fetched)> = (fetched.into_iter())
-        .map(|f| (graphite_path(f.key.view()), f))
-        .collect();
-    keyed.sort_unstable_by(|a, b| (&a.0, &a.1.key).cmp(&(&b.0, &b.1.key)));
-    Ok(keyed.into_iter().map(|(_, f)| f).collect())
-}
-
-/// Adds to `finder` the nodes of the timer paths of `reader`'s distribution series, each
-/// new node charged to `budget` as [`Finder::add_registry`] charges one.
-///
-/// # Errors
-/// [`crate::Error::InvalidQuery`] when `budget` refuses a node.
-pub(crate) fn add_to_finder(
-    reader: &Reader<'_>,
-    finder: &mut Finder,
-    budget: &ReadBudget,
-) -> Result<()> {
-    let depth = finder.pattern().depth();
-    let stats = candidates(finder.pattern());
-    let fits = |segments: usize| (PREFIXES.iter()).any(|p| prefix_depth(p) + segments + 1 >= depth);
-    for (_, key) in distributions(reader, fits) {
-        for (_, timer, _) in paths_of(&key, &stats) {
-            if finder.add(timer.view()) {
-                budget.charge(1, || {
-                    format!("{:?} has more nodes than that", finder.pattern().as_str())
-                })?;
-            }
+/// As [`select`].
+pub(crate) fn any_selected<S: Store + ?Sized>(store: &S, patterns: &[PathPattern]) -> Result<bool> {
+    for pattern in patterns {
+        let mut selected = select(store, pattern, &[])?;
+        if selected.is_empty() {
+            continue;
+        }
+        let stored = store.select(pattern, &ReadBudget::unlimited())?;
+        let held: HashSet<&str> = stored.iter().map(|f| f.key.as_str()).collect();
+        selected.retain(|s| !held.contains(s.key.as_str()));
+        if !selected.is_empty() {
+            return Ok(true);
         }
     }
-    Ok(())
+    Ok(false)
+}
+
+/// The timer paths `selected` (of one tier set) read in `tier` over `range` on `grid`, as
+/// fetched series: each distribution series' buckets and histograms read once through the
+/// store, whatever number of its stats are selected, and made the points the stats are
+/// taken from.
+///
+/// # Errors
+/// As [`Store::buckets`].
+pub(crate) fn read<S: Store + ?Sized>(
+    store: &S,
+    selected: Vec<Selected>,
+    tier: &TierSpec,
+    range: (Timestamp, Timestamp),
+    grid: &RenderGrid,
+) -> Result<Vec<Fetched>> {
+    let mut series: Vec<SeriesRef> = selected.iter().map(|s| s.series).collect();
+    series.sort_unstable_by_key(|s| (s.id, s.set));
+    series.dedup();
+    let window = Some(grid.window);
+    let buckets = store.buckets(&series, tier, range, window)?;
+    let histograms = Mutex::new(vec![Vec::new(); series.len()]);
+    store.visit_histograms(&series, tier, range, window, &|i, h| {
+        histograms.lock().unwrap_or_else(|e| e.into_inner())[i] = h.to_vec();
+    })?;
+    let histograms = histograms.into_inner().unwrap_or_else(|e| e.into_inner());
+    let points: Vec<Vec<DistributionPoint>> = (buckets.into_iter().zip(histograms))
+        .map(|(buckets, histograms)| {
+            (buckets.into_iter().enumerate())
+                .map(|(k, bucket)| DistributionPoint {
+                    ts: grid.first + k as i64 * grid.resolution,
+                    bucket,
+                    histogram: histograms.get(k).cloned().flatten().map(|h| h.histogram),
+                })
+                .collect()
+        })
+        .collect();
+    Ok((selected.into_iter())
+        .map(|s| {
+            let at = series.binary_search_by_key(&(s.series.id, s.series.set), |r| (r.id, r.set));
+            let points = at.map(|at| points[at].clone()).unwrap_or_default();
+            Fetched {
+                key: s.key,
+                start: grid.first,
+                step: grid.resolution,
+                buckets: points.iter().map(|p| p.bucket).collect(),
+                counter: false,
+                timer: Some(TimerPoints {
+                    stat: s.stat,
+                    points,
+                }),
+            }
+        })
+        .collect())
 }

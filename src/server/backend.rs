@@ -27,8 +27,8 @@ use crate::read::aggregate::{AggregateQuery, AggregateResult};
 use crate::read::budget::ReadBudget;
 use crate::read::distribution::{DistributionQuery, DistributionResult};
 use crate::read::query::{Query, QueryResult};
+use crate::read::store::cache::{CachedStore, RenderCache};
 use crate::registry::Selector;
-use crate::render::cache::{CachedSource, RenderCache};
 use crate::render::tags::TagRead;
 use crate::render::{self, FindNode, Finder, RenderRequest, RenderedSeries};
 use crate::time::Timestamp;
@@ -152,9 +152,12 @@ pub struct LocalBackend {
 
 impl LocalBackend {
     /// The backend of `engine`, with a render cache of
-    /// [`DEFAULT_RENDER_CACHE_BYTES`](crate::render::cache::DEFAULT_RENDER_CACHE_BYTES).
+    /// [`DEFAULT_RENDER_CACHE_BYTES`](crate::read::store::cache::DEFAULT_RENDER_CACHE_BYTES).
     pub fn new(engine: Arc<Engine>) -> LocalBackend {
-        Self::with_render_cache(engine, crate::render::cache::DEFAULT_RENDER_CACHE_BYTES)
+        Self::with_render_cache(
+            engine,
+            crate::read::store::cache::DEFAULT_RENDER_CACHE_BYTES,
+        )
     }
 
     /// The backend of `engine` with a render cache of at most `bytes` (0: none).
@@ -266,7 +269,7 @@ impl Backend for LocalBackend {
         let engine = Arc::clone(&self.engine);
         let cache = Arc::clone(&self.render_cache);
         Box::pin(blocking(move || {
-            let source = CachedSource::new(engine.reader(), &cache);
+            let source = render::StoredSource::new(CachedStore::new(engine.reader(), &cache));
             let rendered = render::render_stated(&source, &request, &budget)?;
             if let Some(e) = rendered.relative_error {
                 read.report.estimated(e);

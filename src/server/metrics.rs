@@ -321,7 +321,7 @@ pub fn render(engine: &EngineStats, server: &ServerStats) -> String {
 }
 
 /// The render cache's lines: its memory, its bound, and how its reads were answered.
-pub(crate) fn render_cache(stats: &crate::render::cache::RenderCacheStats) -> String {
+pub(crate) fn render_cache(stats: &crate::read::store::cache::RenderCacheStats) -> String {
     write_families([
         Family::new(
             "tierdb_render_cache_bytes",

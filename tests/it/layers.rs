@@ -336,14 +336,16 @@ fn the_cluster_reaches_no_storage_internals() {
 /// storage side implements the store with (an engine's reader, a cluster's fan-out).
 const READ_OF_LANGUAGES: &[&str] = &["budget", "store", "tier_choice", "value_text"];
 
-/// PromQL reads storage through `read::store::Store` only, so a single node and a cluster
-/// node answer through one source: it names no reader, no read of the reader's, no engine.
-#[test]
-fn promql_reads_through_the_store() {
+/// Where the files of `module` (but those of `exempt`) name of the read side anything but
+/// `allowed`, or name the engine at all.
+fn reaches_past_the_store(module: &str, allowed: &[&str], exempt: &[&str]) -> Vec<String> {
     let mut wrong = Vec::new();
-    for (shown, lines) in module_files("promql") {
+    for (shown, lines) in module_files(module) {
+        if exempt.contains(&shown.as_str()) {
+            continue;
+        }
         for (line, named) in paths_after(&lines, "crate::read::") {
-            if !READ_OF_LANGUAGES.contains(&named.as_str()) {
+            if !allowed.contains(&named.as_str()) {
                 wrong.push(format!("{shown}:{line}: names `crate::read::{named}`"));
             }
         }
@@ -351,9 +353,43 @@ fn promql_reads_through_the_store() {
             wrong.push(format!("{shown}:{line}: names `crate::engine`"));
         }
     }
+    wrong
+}
+
+/// PromQL reads storage through `read::store::Store` only, so a single node and a cluster
+/// node answer through one source: it names no reader, no read of the reader's, no engine.
+#[test]
+fn promql_reads_through_the_store() {
+    let wrong = reaches_past_the_store("promql", READ_OF_LANGUAGES, &[]);
     assert!(
         wrong.is_empty(),
         "PromQL reaches past the store (read through `read::store::Store`):\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// What render may name of the read side: the budget and the one read interface, and the
+/// values that interface carries or render makes of them (`aggregate`'s `Aggregation` and
+/// `query`'s `Display` of `Store::fold`, `query`'s points limit, `distribution`'s points
+/// that StatsD timer paths are taken from); never the reader or its reads.
+const READ_OF_RENDER: &[&str] = &["aggregate", "budget", "distribution", "query", "store"];
+
+/// Render's files that still list from an engine's registry: the tag API and the timer
+/// paths find and the tag API list, which a cluster node answers by fanning the whole
+/// question out (`cluster::partial::tags_over`, `find_over`) until they read through the
+/// store too.
+const RENDER_LISTING_AN_ENGINE: &[&str] =
+    &["src/render/tags.rs", "src/render/timer_paths/listed.rs"];
+
+/// Render reads storage through `read::store::Store` only, so a single node and a cluster
+/// node render through one source (`render::StoredSource`): it names no reader, no read of
+/// the reader's, no engine, but in [`RENDER_LISTING_AN_ENGINE`].
+#[test]
+fn render_reads_through_the_store() {
+    let wrong = reaches_past_the_store("render", READ_OF_RENDER, RENDER_LISTING_AN_ENGINE);
+    assert!(
+        wrong.is_empty(),
+        "render reaches past the store (read through `read::store::Store`):\n{}",
         wrong.join("\n")
     );
 }

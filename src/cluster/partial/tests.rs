@@ -11,6 +11,8 @@ use proptest::prelude::*;
 use super::*;
 use crate::clock::ManualClock;
 use crate::cluster::partition_of;
+use crate::cluster::promql_read::{self, PromAnswer, PromRead};
+use crate::cluster::promql_source::{ClusterStore, Owners};
 use crate::config::TierSpec;
 use crate::config::TiersConfig;
 use crate::counter::SeriesKind;
@@ -18,7 +20,8 @@ use crate::engine::Engine;
 use crate::read::aggregate::AggregateQuery;
 use crate::read::aggregate::Aggregation;
 use crate::read::query::Display;
-use crate::render::cache::DEFAULT_RENDER_CACHE_BYTES;
+use crate::read::store::cache::{RenderCache, DEFAULT_RENDER_CACHE_BYTES};
+use crate::render::{Fetched, PathPattern, RenderGrid, StoredSource};
 use crate::sample::Sample;
 use crate::time::{Span, Timestamp};
 
@@ -167,12 +170,21 @@ impl Cluster {
     /// Owners: partition `p` is held by owner `owner_of[p] % owners`; an owner answers for
     /// all its partitions at once.
     fn owners(&self, owner_of: &[u8]) -> Vec<Vec<Reader<'_>>> {
+        (self.owned(owner_of).into_iter())
+            .map(|(_, readers)| readers)
+            .collect()
+    }
+
+    /// [`Cluster::owners`], each with the partitions it holds.
+    fn owned(&self, owner_of: &[u8]) -> Vec<(Vec<u32>, Vec<Reader<'_>>)> {
         let owners = self.parts.len().div_ceil(2).max(1);
-        let mut held = vec![Vec::new(); owners];
+        let mut held = vec![(Vec::new(), Vec::new()); owners];
         for (p, part) in self.parts.iter().enumerate() {
-            held[usize::from(owner_of[p % owner_of.len()]) % owners].push(part.reader());
+            let owner = &mut held[usize::from(owner_of[p % owner_of.len()]) % owners];
+            owner.0.push(p as u32);
+            owner.1.push(part.reader());
         }
-        held.retain(|readers| !readers.is_empty());
+        held.retain(|(_, readers)| !readers.is_empty());
         held
     }
 }
@@ -435,12 +447,15 @@ proptest! {
     }
 }
 
-/// The cluster's render source without the network: the grid chosen from the single
-/// engine's tiers and clock (the asker's), each owner's count charged to its own budget and
-/// its series read on that grid, both sent as JSON, the parts taken in the order `order`
-/// gives, as `fanout::RenderSource` does.
+/// The cluster's store without the network: the tiers and clock the single engine's (the
+/// asker's), each owner's answer to a leaf read made by its engines within its own budget
+/// and sent as JSON, the answers taken in the order `order` gives; what `ClusterStore`
+/// makes of them is the node's own code.
 struct InProcess<'a> {
-    owners: Vec<Vec<Reader<'a>>>,
+    /// Per owner, the partitions it holds and their engines' readers.
+    owners: Vec<(Vec<u32>, Vec<Reader<'a>>)>,
+    /// Partitions in all.
+    all: u32,
     asker: Reader<'a>,
     order: &'a [u32],
     /// The owners' render cache (one for all, as a node's serves all its partitions): the
@@ -448,60 +463,52 @@ struct InProcess<'a> {
     cache: RenderCache,
 }
 
-impl crate::render::Source for InProcess<'_> {
-    fn charge(
-        &self,
-        pattern: &PathPattern,
-        from: i64,
-        until: i64,
-        budget: &ReadBudget,
-    ) -> Result<()> {
-        let (tiers, now) = (self.asker.config(), self.asker.now());
-        let Some(grid) = RenderGrid::choose(tiers, from, until, now)? else {
-            return Ok(());
-        };
-        let pattern = over_the_wire(pattern);
-        let mut answers = Vec::new();
-        for readers in &self.owners {
-            let owner = owner_budget(budget);
-            let count = render_count_over(readers, &pattern, &owner)?;
-            answers.push(over_the_wire(&Charged::new(count, &owner)));
-        }
-        let mut series = 0;
-        for answer in shuffled(answers, self.order) {
-            series += answer.take(budget)?;
-        }
-        crate::render::charge_points(budget, &pattern, series as usize, grid.points)
+impl Owners for InProcess<'_> {
+    fn tiers(&self) -> &TiersConfig {
+        self.asker.config()
     }
 
-    fn fetch(&self, pattern: &PathPattern, from: i64, until: i64) -> Result<Vec<Fetched>> {
-        let (tiers, now) = (self.asker.config(), self.asker.now());
-        let Some(grid) = RenderGrid::choose(tiers, from, until, now)? else {
-            return Ok(Vec::new());
-        };
-        let grid = over_the_wire(&grid);
-        let pattern = over_the_wire(pattern);
-        let parts = (self.owners.iter())
-            .map(|readers| {
-                let part = render_fetch_over(readers, &pattern, &grid, &self.cache)?;
-                Ok(wire_fetched(&part))
+    fn now(&self) -> Timestamp {
+        self.asker.now()
+    }
+
+    fn ask(&self, read: PromRead, budget: u64) -> Result<Vec<PromAnswer>> {
+        let read = over_the_wire(&read);
+        let answers = (self.owners.iter())
+            .map(|(partitions, readers)| {
+                let budget = ReadBudget::new(budget);
+                let answer = promql_read::answer_over(
+                    (readers, &self.cache),
+                    partitions,
+                    self.all,
+                    read.clone(),
+                    &budget,
+                )?;
+                Ok(over_the_wire(&answer))
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(merge_fetched(shuffled(parts, self.order)))
+        Ok(shuffled(answers, self.order))
     }
 }
 
-/// Fetched series through JSON and back, checked to come back bit for bit (the JSON text of
-/// what came back is the text that was sent: every float is written exactly).
-fn wire_fetched(fetched: &[Fetched]) -> Vec<Fetched> {
-    let text = serde_json::to_string(fetched).expect("serialize");
-    let back: Vec<Fetched> = serde_json::from_str(&text).expect("deserialize");
-    assert_eq!(serde_json::to_string(&back).expect("serialize"), text);
-    back
+/// Render's source over `cluster`'s owners (`owner_of` as [`Cluster::owned`] takes it),
+/// answers taken in the order `order` gives.
+fn cluster_source<'a>(
+    cluster: &'a Cluster,
+    owner_of: &[u8],
+    order: &'a [u32],
+) -> StoredSource<ClusterStore<'a>> {
+    StoredSource::new(ClusterStore::of(Box::new(InProcess {
+        owners: cluster.owned(owner_of),
+        all: cluster.parts.len() as u32,
+        asker: cluster.single.reader(),
+        order,
+        cache: RenderCache::new(DEFAULT_RENDER_CACHE_BYTES),
+    })))
 }
 
-/// The JSON text of fetched series: equal texts are equal series, bit for bit (floats are
-/// written exactly, non-finite ones included).
+/// Fetched series as they would cross the wire: equal texts are equal series, bit for bit
+/// (floats are written exactly, non-finite ones included).
 fn exact_text(fetched: &[Fetched]) -> String {
     serde_json::to_string(fetched).expect("serialize")
 }
@@ -533,12 +540,12 @@ fn render_range() -> impl Strategy<Value = (i64, i64, u32)> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
 
-    /// For random paths and ranges, the owners' fetches on the asker's grid, merged, are the
-    /// single engine's fetch bit for bit; a render of the path and of `sumSeries` of it
-    /// answers the same (the single engine's sumSeries in the aggregate's one pass, the
-    /// cluster's by fetching and adding in path order: equal but for the order of float
-    /// additions of per-series averages); and the cluster charges what the single engine
-    /// charges.
+    /// For random paths and ranges, render's fetch through the cluster's store (selected
+    /// and read on the asker's grid by the owners, merged) is the single engine's fetch bit
+    /// for bit; a render of the path and of `sumSeries` of it answers the same (the single
+    /// engine's sumSeries in the aggregate's one pass, the cluster's by fetching and adding
+    /// in path order: equal but for the order of float additions of per-series averages);
+    /// and the cluster charges what the single engine charges.
     #[test]
     fn merged_render_fetches_answer_as_one_engine(
         partitions in 1u32..=5,
@@ -560,7 +567,7 @@ proptest! {
             cluster.age(age);
         }
         let single = StoredSource::new(cluster.single.reader());
-        let source = InProcess { owners: cluster.owners(&owner_of), asker: cluster.single.reader(), order: &order, cache: RenderCache::new(DEFAULT_RENDER_CACHE_BYTES) };
+        let source = cluster_source(&cluster, &owner_of, &order);
         for (from, until, max_points) in ranges {
             for path in RENDER_PATHS {
                 let pattern = PathPattern::parse(path).unwrap();
@@ -620,12 +627,7 @@ fn the_render_budget_holds_across_owners() {
     let samples: Vec<(usize, i64, i32)> = (0..series.len()).map(|s| (s, 600, 4)).collect();
     let cluster = Cluster::build(3, &series, &samples);
     let order = [0, 1, 2];
-    let source = InProcess {
-        owners: cluster.owners(&[0, 1, 2]),
-        asker: cluster.single.reader(),
-        order: &order,
-        cache: RenderCache::new(DEFAULT_RENDER_CACHE_BYTES),
-    };
+    let source = cluster_source(&cluster, &[0, 1, 2], &order);
     let request = RenderRequest {
         targets: vec!["*".into(), "servers.*.*".into()],
         from: NOW - 3_600,
@@ -652,31 +654,32 @@ fn the_render_budget_holds_across_owners() {
     }
 }
 
-/// An owner whose tier of the grid's name has another resolution refuses the grid rather
+/// A store whose tier of the grid's name has another resolution refuses the grid rather
 /// than read other points; a grid naming a tier it does not have is refused too.
 #[test]
-fn an_owner_refuses_a_render_grid_its_tiers_do_not_fit() {
+fn a_store_refuses_a_render_grid_its_tiers_do_not_fit() {
     let cluster = Cluster::build(1, &[(0, None, None, false)], &[(0, 60, 4)]);
     let reader = StoredSource::new(cluster.parts[0].reader());
     let pattern = PathPattern::parse("cpu").unwrap();
-    let grid = reader.grid(NOW - DAY, NOW).unwrap().unwrap();
+    let grid = reader.grid(0, NOW - DAY, NOW).unwrap().unwrap();
     assert_eq!((grid.tier.as_str(), grid.resolution), ("1m", 60));
-    assert!(reader.fetch_on(&pattern, &grid).is_ok());
+    assert!(reader.fetch_on(&pattern, 0, &grid).is_ok());
     let other = RenderGrid {
         resolution: 30,
         ..grid.clone()
     };
-    let err = reader.fetch_on(&pattern, &other).unwrap_err();
+    let err = reader.fetch_on(&pattern, 0, &other).unwrap_err();
     assert!(err.to_string().contains("cannot be read on it"), "{err}");
     let unknown = RenderGrid {
         tier: "5m".into(),
         ..grid
     };
-    assert!(reader.fetch_on(&pattern, &unknown).is_err());
+    assert!(reader.fetch_on(&pattern, 0, &unknown).is_err());
 }
 
 /// The asker's grid, not an owner's clock, decides the tier's window: an owner whose clock
-/// runs a day ahead still reads the first day of a two-day range of the 1m tier.
+/// runs a day ahead still reads the first day of a two-day range of the 1m tier (the grid's
+/// window travels with the bucket read).
 #[test]
 fn owners_read_renders_on_the_askers_window_whatever_their_clock() {
     use crate::render::Source;
@@ -688,11 +691,12 @@ fn owners_read_renders_on_the_askers_window_whatever_their_clock() {
     let (from, until) = (NOW - 2 * DAY, NOW);
     let single = StoredSource::new(cluster.single.reader());
     let want = single.fetch(&pattern, from, until).unwrap();
-    let grid = single.grid(from, until).unwrap().unwrap();
+    let grid = single.grid(0, from, until).unwrap().unwrap();
     assert_eq!(grid.tier, "1m");
+    let order = [0];
+    let source = cluster_source(&cluster, &[0], &order);
     cluster.clock.set(NOW + DAY);
-    let owner = [cluster.parts[0].reader()];
-    let got = render_fetch_over(&owner, &pattern, &grid, &RenderCache::new(0)).unwrap();
+    let got = source.fetch_on(&pattern, 0, &grid).unwrap();
     cluster.clock.set(NOW);
     assert!(want[0].buckets.iter().any(|b| !b.is_empty()));
     assert_eq!(exact_text(&got), exact_text(&want));

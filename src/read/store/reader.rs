@@ -125,13 +125,14 @@ impl<'a> Reader<'a> {
     }
 
     /// The buckets of `series` in tier `tier` (an index) from `from` (aligned down) to
-    /// before `to`, each merged on its own.
+    /// before `to`, each merged on its own, nothing before `window` (else the tier's window
+    /// at the reader's clock) read.
     fn buckets_in(
         &self,
         series: &[SeriesRef],
         tier: usize,
-        from: Timestamp,
-        to: Timestamp,
+        (from, to): (Timestamp, Timestamp),
+        window: Option<Timestamp>,
     ) -> Result<Vec<Vec<Bucket>>> {
         let spec = &self.config().tiers[tier];
         let step = spec.resolution.secs() as i64;
@@ -139,7 +140,7 @@ impl<'a> Reader<'a> {
         if series.is_empty() || points == 0 {
             return Ok(vec![Vec::new(); series.len()]);
         }
-        let window = self.window_start(tier, self.now());
+        let window = window.unwrap_or_else(|| self.window_start(tier, self.now()));
         let end = first + points as i64 * step;
         series
             .par_iter()
@@ -234,22 +235,25 @@ impl<'a> Reader<'a> {
     }
 
     /// The histograms of series `id`'s `points` buckets of tier `tier` (an index) from
-    /// `first` (aligned to the resolution), complete ones only ([`Store::visit_histograms`]).
+    /// `first` (aligned to the resolution), complete ones only ([`Store::visit_histograms`]),
+    /// nothing before `window` (else the tier's window at the reader's clock) read.
     fn series_histograms(
         &self,
         id: u32,
         tier: usize,
-        first: Timestamp,
-        points: usize,
+        (first, points): (Timestamp, usize),
+        window: Option<Timestamp>,
     ) -> Result<Vec<Option<BucketHistogram>>> {
         let mut out = vec![None; points];
         if points == 0 {
             return Ok(out);
         }
-        let step = self.config().tiers[tier].resolution.secs() as i64;
+        let spec = &self.config().tiers[tier];
+        let step = spec.resolution.secs() as i64;
         let end = first + points as i64 * step;
-        let read =
-            self.distribution(SeriesId(id), tier, first, end, Span::from_secs(step as u64))?;
+        let grid = PointGrid::new(spec, first, end, spec.resolution)?;
+        let window = window.unwrap_or_else(|| self.window_start(tier, self.now()));
+        let read = self.distribution_on(SeriesId(id), tier, &grid, window)?;
         for point in read.into_iter().filter(|p| p.is_complete()) {
             let at = (point.ts - first).div_euclid(step);
             if let (Some(slot), Some(histogram)) = (
@@ -270,13 +274,13 @@ impl<'a> Reader<'a> {
         &self,
         series: &[SeriesRef],
         tier: usize,
-        from: Timestamp,
-        to: Timestamp,
+        (from, to): (Timestamp, Timestamp),
+        window: Option<Timestamp>,
         visit: &HistogramVisit<'_>,
     ) -> Result<()> {
-        let (first, points) = bucket_span(&self.config().tiers[tier], from, to);
+        let span = bucket_span(&self.config().tiers[tier], from, to);
         (series.par_iter().enumerate()).try_for_each(|(i, s)| {
-            visit(i, &self.series_histograms(s.id, tier, first, points)?);
+            visit(i, &self.series_histograms(s.id, tier, span, window)?);
             Ok(())
         })
     }
@@ -310,15 +314,33 @@ impl Store for Reader<'_> {
             .collect())
     }
 
+    /// Counted in the registry's scan, each kept series' set looked up only with `[[set]]`s.
+    fn count(&self, filter: &dyn SeriesFilter, budget: &ReadBudget) -> Result<Vec<usize>> {
+        let registry = self.registry();
+        budget.charge_scan(registry.len())?;
+        let mut counts = vec![0; self.config().set_count()];
+        if !self.spans_sets() {
+            counts[0] = Reader::select(self, |_, key| filter.matches(&key).then_some(())).len();
+            return Ok(counts);
+        }
+        let ids = Reader::select(self, |id, key| filter.matches(&key).then_some(id));
+        for place in registry.placements(ids) {
+            if let Some(count) = counts.get_mut(place.set()) {
+                *count += 1;
+            }
+        }
+        Ok(counts)
+    }
+
     fn buckets(
         &self,
         series: &[SeriesRef],
         tier: &TierSpec,
-        from: Timestamp,
-        to: Timestamp,
+        range: (Timestamp, Timestamp),
+        window: Option<Timestamp>,
     ) -> Result<Vec<Vec<Bucket>>> {
         self.per_set(series, tier, |reader, part, tier, _| {
-            reader.buckets_in(part, tier, from, to)
+            reader.buckets_in(part, tier, range, window)
         })
     }
 
@@ -340,16 +362,51 @@ impl Store for Reader<'_> {
         &self,
         series: &[SeriesRef],
         tier: &TierSpec,
-        from: Timestamp,
-        to: Timestamp,
+        range: (Timestamp, Timestamp),
+        window: Option<Timestamp>,
         visit: &HistogramVisit<'_>,
     ) -> Result<()> {
         let visited = self.per_set(series, tier, |reader, part, tier, index| {
             let visit_part = |j: usize, h: &[Option<BucketHistogram>]| visit(index(j), h);
-            reader.visit_histograms_in(part, tier, from, to, &visit_part)?;
+            reader.visit_histograms_in(part, tier, range, window, &visit_part)?;
             Ok(vec![(); part.len()])
         });
         visited.map(|_| ())
+    }
+
+    /// The aggregate's chunk-wise pass (`Reader::fold_series`), through the series' set's
+    /// reader with `[[set]]`s; `None` for series of several sets.
+    #[cfg(feature = "server")]
+    fn fold(
+        &self,
+        series: &[SeriesRef],
+        tier: &TierSpec,
+        (from, to): (Timestamp, Timestamp),
+        window: Option<Timestamp>,
+        display: crate::read::query::Display,
+    ) -> Result<Option<Vec<crate::read::aggregate::Fold>>> {
+        let (reader, tier) = match self.by_set(series, tier)? {
+            None => (*self, self.tier_named(tier)?),
+            Some(parts) => match <[SetPart<'_>; 1]>::try_from(parts) {
+                Ok([part]) => (part.reader, part.tier),
+                Err(_) => return Ok(None),
+            },
+        };
+        let spec = &reader.config().tiers[tier];
+        let (first, points) = bucket_span(spec, from, to);
+        if series.is_empty() || points == 0 {
+            return Ok(Some(Vec::new()));
+        }
+        let end = first + points as i64 * spec.resolution.secs() as i64;
+        let grid = PointGrid::new(spec, first, end, spec.resolution)?;
+        let window = window.unwrap_or_else(|| reader.window_start(tier, reader.now()));
+        let ids: Vec<SeriesId> = series.iter().map(|s| SeriesId(s.id)).collect();
+        Ok(Some(reader.fold_series(
+            tier,
+            &grid,
+            (display, window),
+            &ids,
+        )?))
     }
 
     fn raw(

@@ -1,3 +1,5 @@
+use std::collections::BTreeMap;
+
 use super::*;
 use crate::bucket::Bucket;
 use crate::histogram::{relative_error, Histogram, DEFAULT_SCALE};

@@ -1,16 +1,18 @@
-//! The dashboard-refresh cache: what render read from storage for a path (its series'
-//! buckets) or a one-pass aggregate (sumSeries and kin over plain paths), kept per path and
-//! tier, so that Grafana asking for the same panel again, or for the window slid a little,
-//! reads only what may have changed.
+//! The render cache, for dashboard refreshes: what render read from an engine on a grid (series' buckets,
+//! or a one-pass aggregate of series for sumSeries and kin), kept per series and tier, so
+//! that Grafana asking for the same panel again, or for the window slid a little, reads
+//! only what may have changed. It is a decorator of the engine's store ([`CachedStore`]):
+//! a single node renders through it, and a cluster's owners answer the bucket reads of a
+//! render's grid through it, so a cluster node's renders are cached where the data is.
 //!
 //! An entry holds the points of one grid (tier, first bucket, count) as they were at a
-//! generation of the engine's `WriteLog`. The next read of the same path on the same tier
+//! generation of the engine's `WriteLog`. The next read of the same series on the same tier
 //! keeps the entry's points that no write since can have touched (those before the bucket
 //! holding the earliest time written since) and that the new grid still covers, and reads
 //! the rest from storage: the still-filling bucket, any bucket a late sample touched, and the
 //! buckets the window slid onto. A series created since (the registry grew) invalidates the
-//! entry whole. So an answer from the cache is the answer
-//! storage gives, never an older one.
+//! entry whole. So an answer from the cache is the answer storage gives, never an older
+//! one.
 //!
 //! One cache serves every engine it is read through (a cluster node's partitions): an entry
 //! is keyed by its engine's `WriteLog` id too, whose generations are that engine's alone.
@@ -18,17 +20,21 @@
 //! The entries' memory is bounded (`capacity` bytes; the least recently used go first) and
 //! shown in `/metrics` with the hits, partial hits and misses.
 
-#[cfg(test)]
+// The tests render through the cache, and render needs the server.
+#[cfg(all(test, feature = "server"))]
 mod tests;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::{Combined, Fetched, PathPattern, RenderGrid, Source, StoredSource};
+use super::{bucket_span, Found, HistogramVisit, RawPoints, SeriesFilter, SeriesRef, Store};
+use crate::bucket::Bucket;
+use crate::config::{TierSpec, TiersConfig};
 use crate::error::Result;
-use crate::read::aggregate::Aggregation;
+use crate::read::aggregate::Fold;
 use crate::read::budget::ReadBudget;
+use crate::read::query::Display;
 use crate::read::reader::Reader;
 use crate::read::write_log::Changed;
 use crate::time::Timestamp;
@@ -37,120 +43,122 @@ use crate::time::Timestamp;
 /// series over a day at 1 m, or for the aggregates of thousands of panels.
 pub const DEFAULT_RENDER_CACHE_BYTES: usize = 64 << 20;
 
-/// What an entry was read for.
+/// What an entry was read for: series of one engine (by id), on a tier.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Key {
-    /// Every series of a path pattern, on a tier.
-    Fetch { pattern: String, tier: String },
-    /// An aggregation of the series of path patterns, on a tier.
-    Combine {
-        patterns: Vec<String>,
-        aggregation: Aggregation,
+    /// The series' buckets.
+    Buckets { series: Vec<u32>, tier: String },
+    /// The series' shown values folded.
+    Fold {
+        series: Vec<u32>,
+        display: Display,
         tier: String,
     },
 }
 
-/// What an entry holds: a fetch's series or a combined aggregate, on the entry's grid.
+/// What an entry holds: each series' buckets, or their fold, on the entry's grid.
 #[derive(Clone, Debug)]
 enum Data {
-    Fetched(Vec<Fetched>),
-    Combined(Combined),
+    Buckets(Vec<Vec<Bucket>>),
+    Folds(Vec<Fold>),
 }
 
 impl Data {
     /// Bytes the data holds, roughly: what the bound counts.
     fn bytes(&self) -> usize {
         match self {
-            Data::Fetched(list) => (list.iter())
-                .map(|f| {
-                    std::mem::size_of::<Fetched>()
-                        + f.key.to_string().len()
-                        + f.buckets.len() * std::mem::size_of::<crate::bucket::Bucket>()
-                })
+            Data::Buckets(list) => (list.iter())
+                .map(|b| std::mem::size_of::<Vec<Bucket>>() + std::mem::size_of_val(&b[..]))
                 .sum(),
-            Data::Combined(c) => {
-                std::mem::size_of::<Combined>()
-                    + c.values.len() * std::mem::size_of::<Option<f64>>()
-                    + c.matched.len()
-            }
+            Data::Folds(folds) => std::mem::size_of_val(&folds[..]),
         }
     }
 
-    /// Points `skip..skip + keep` of the data, each series' (or the aggregate's) start moved
-    /// to `first`; `None` when the data does not hold them (fewer points than its grid).
-    fn slice(&self, skip: usize, keep: usize, first: Timestamp) -> Option<Data> {
+    /// Points `skip..skip + keep` of the data; `None` when the data does not hold them
+    /// (fewer points than its grid).
+    fn slice(&self, skip: usize, keep: usize) -> Option<Data> {
         match self {
-            Data::Fetched(list) => {
-                let mut out = Vec::with_capacity(list.len());
-                for f in list {
-                    let buckets = f.buckets.get(skip..skip + keep)?;
-                    out.push(Fetched {
-                        key: f.key.clone(),
-                        start: first,
-                        step: f.step,
-                        buckets: buckets.to_vec(),
-                        counter: f.counter,
-                        // The cache holds stored series only (timer paths are read anew).
-                        timer: None,
-                    });
-                }
-                Some(Data::Fetched(out))
-            }
-            Data::Combined(c) => Some(Data::Combined(Combined {
-                start: first,
-                values: c.values.get(skip..skip + keep)?.to_vec(),
-                matched: c.matched.clone(),
-                ..*c
-            })),
+            Data::Buckets(list) => Some(Data::Buckets(
+                (list.iter())
+                    .map(|b| b.get(skip..skip + keep).map(<[Bucket]>::to_vec))
+                    .collect::<Option<_>>()?,
+            )),
+            Data::Folds(folds) => Some(Data::Folds(folds.get(skip..skip + keep)?.to_vec())),
         }
     }
 
     /// `self` followed by `tail`, read later on the grid's next points; `None` when they do
-    /// not describe the same series (in the same order) or the same kind of values.
+    /// not hold the same series or the same kind of values.
     fn then(self, tail: Data) -> Option<Data> {
         match (self, tail) {
-            (Data::Fetched(mut head), Data::Fetched(tail)) => {
+            (Data::Buckets(mut head), Data::Buckets(tail)) => {
                 if head.len() != tail.len() {
                     return None;
                 }
                 for (h, t) in head.iter_mut().zip(tail) {
-                    if h.key != t.key || h.counter != t.counter || h.step != t.step {
-                        return None;
-                    }
-                    h.buckets.extend(t.buckets);
+                    h.extend(t);
                 }
-                Some(Data::Fetched(head))
+                Some(Data::Buckets(head))
             }
-            (Data::Combined(mut head), Data::Combined(tail)) => {
-                if head.counter != tail.counter || head.step != tail.step {
-                    return None;
-                }
-                head.values.extend(tail.values);
-                head.matched = tail.matched;
-                Some(Data::Combined(head))
+            (Data::Folds(mut head), Data::Folds(tail)) => {
+                head.extend(tail);
+                Some(Data::Folds(head))
             }
             _ => None,
         }
     }
 
-    /// True when the data holds every point of a grid of `points` points starting at
-    /// `first` (a fetch without series, or an aggregate over none, holds none and is read
-    /// again).
-    fn covers(&self, first: Timestamp, points: usize) -> bool {
+    /// True when the data holds every point of a grid of `points` points.
+    fn covers(&self, points: usize) -> bool {
         match self {
-            Data::Fetched(list) => {
-                !list.is_empty()
-                    && (list.iter()).all(|f| f.start == first && f.buckets.len() == points)
-            }
-            Data::Combined(c) => c.start == first && c.values.len() == points,
+            Data::Buckets(list) => !list.is_empty() && list.iter().all(|b| b.len() == points),
+            Data::Folds(folds) => folds.len() == points,
         }
+    }
+}
+
+/// The points of a read: a tier's buckets from `first` on, and the tier's window it saw.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Grid {
+    /// The tier, by name.
+    tier: String,
+    /// Its resolution, seconds.
+    resolution: i64,
+    /// Start of the first bucket.
+    first: Timestamp,
+    /// Buckets read.
+    points: u64,
+    /// The first second read (render's grid's window).
+    window: Timestamp,
+}
+
+impl Grid {
+    /// The grid of a read of `tier` over `(from, to)` from `window` on; `None` when it
+    /// holds no point.
+    fn of(tier: &TierSpec, (from, to): (Timestamp, Timestamp), window: Timestamp) -> Option<Grid> {
+        let (first, points) = bucket_span(tier, from, to);
+        (points > 0).then(|| Grid {
+            tier: tier.name.clone(),
+            resolution: tier.resolution.secs() as i64,
+            first,
+            points: points as u64,
+            window,
+        })
+    }
+
+    /// The range of its points.
+    fn range(&self) -> (Timestamp, Timestamp) {
+        (
+            self.first,
+            self.first + self.points as i64 * self.resolution,
+        )
     }
 }
 
 /// One cached read.
 struct Entry {
     /// The grid the data is on.
-    grid: RenderGrid,
+    grid: Grid,
     data: Data,
     /// The write generation the data was read at (or after): writes after it may have
     /// changed it.
@@ -240,8 +248,8 @@ impl RenderCache {
         &self,
         reader: &Reader<'_>,
         key: Key,
-        grid: &RenderGrid,
-        read: impl Fn(&RenderGrid) -> Result<Option<Data>>,
+        grid: &Grid,
+        read: impl Fn(&Grid) -> Result<Option<Data>>,
     ) -> Result<Option<Data>> {
         let key = (reader.writes().id(), key);
         // Both taken before reading, so that the data stored is at least this fresh.
@@ -259,7 +267,7 @@ impl RenderCache {
                 Some(head)
             }
             Some((head, kept)) => {
-                let tail_grid = RenderGrid {
+                let tail_grid = Grid {
                     first: grid.first + kept as i64 * grid.resolution,
                     points: (points - kept) as u64,
                     ..grid.clone()
@@ -284,7 +292,7 @@ impl RenderCache {
             }
         };
         match &data {
-            Some(data) if data.covers(grid.first, points) => {
+            Some(data) if data.covers(points) => {
                 self.store(key, grid, data.clone(), as_of, series);
             }
             _ => {
@@ -301,7 +309,7 @@ impl RenderCache {
         &self,
         reader: &Reader<'_>,
         key: &EntryKey,
-        grid: &RenderGrid,
+        grid: &Grid,
         series: usize,
     ) -> Option<(Data, usize)> {
         let mut entries = self.lock();
@@ -332,42 +340,17 @@ impl RenderCache {
         }
         let skip = ((grid.first - cached.first) / step) as usize;
         let keep = ((keep_end - grid.first) / step) as usize;
-        Some((entry.data.slice(skip, keep, grid.first)?, keep))
+        Some((entry.data.slice(skip, keep)?, keep))
     }
 
     /// True when `key`'s entry is on `grid` exactly.
-    /// Every series of `reader`'s engine that `pattern` matches, on `grid`
-    /// ([`StoredSource::fetch_on`]), through the cache: a single node's render, and a
-    /// cluster owner's part of one (its grid chosen by the asking node).
-    ///
-    /// # Errors
-    /// As [`StoredSource::fetch_on`].
-    pub fn fetch_on(
-        &self,
-        reader: Reader<'_>,
-        pattern: &PathPattern,
-        grid: &RenderGrid,
-    ) -> Result<Vec<Fetched>> {
-        let stored = StoredSource::new(reader);
-        let key = Key::Fetch {
-            pattern: pattern.as_str().to_owned(),
-            // Sets may name their tiers alike: a set's reader reads its own.
-            tier: (reader.whole_config()).tier_label(reader.set(), &grid.tier),
-        };
-        let read = |grid: &RenderGrid| Ok(Some(Data::Fetched(stored.fetch_on(pattern, grid)?)));
-        match self.through(&reader, key, grid, read)? {
-            Some(Data::Fetched(list)) => Ok(list),
-            _ => stored.fetch_on(pattern, grid),
-        }
-    }
-
-    fn holds_grid(&self, key: &EntryKey, grid: &RenderGrid) -> bool {
+    fn holds_grid(&self, key: &EntryKey, grid: &Grid) -> bool {
         self.lock().map.get(key).is_some_and(|e| e.grid == *grid)
     }
 
     /// Keeps `data`, read on `grid` at generation `as_of` with `series` series registered,
     /// as `key`'s entry, dropping the least recently used entries beyond the bound.
-    fn store(&self, key: EntryKey, grid: &RenderGrid, data: Data, as_of: u64, series: usize) {
+    fn store(&self, key: EntryKey, grid: &Grid, data: Data, as_of: u64, series: usize) {
         let bytes = data.bytes() + std::mem::size_of::<Entry>();
         let mut entries = self.lock();
         if let Some(old) = entries.map.remove(&key) {
@@ -410,88 +393,116 @@ impl RenderCache {
     }
 }
 
-/// [`StoredSource`] through a [`RenderCache`]: fetches and one-pass aggregates are answered
-/// from what the cache holds unchanged plus what storage holds for the rest; everything else
-/// is the stored source's.
-pub struct CachedSource<'a> {
+/// An engine's [`Reader`] as a [`Store`] through a [`RenderCache`]: the reads of a render's
+/// grid (bucket reads and folds given the grid's window) are answered from what the cache
+/// holds unchanged plus what storage holds for the rest; every other read is the reader's.
+#[derive(Clone, Copy)]
+pub struct CachedStore<'a> {
     reader: Reader<'a>,
-    stored: StoredSource<'a>,
     cache: &'a RenderCache,
 }
 
-impl<'a> CachedSource<'a> {
-    /// Render's view of `reader` through `cache`.
-    pub fn new(reader: Reader<'a>, cache: &'a RenderCache) -> CachedSource<'a> {
-        CachedSource {
-            reader,
-            stored: StoredSource::new(reader),
-            cache,
-        }
+impl<'a> CachedStore<'a> {
+    /// `reader` read through `cache`.
+    pub fn new(reader: Reader<'a>, cache: &'a RenderCache) -> CachedStore<'a> {
+        CachedStore { reader, cache }
     }
 }
 
-impl Source for CachedSource<'_> {
-    fn charge(
-        &self,
-        pattern: &PathPattern,
-        from: i64,
-        until: i64,
-        budget: &ReadBudget,
-    ) -> Result<()> {
-        self.stored.charge(pattern, from, until, budget)
+impl Store for CachedStore<'_> {
+    fn tiers(&self) -> &TiersConfig {
+        self.reader.tiers()
     }
 
-    /// The stored series through the cache, then the timer paths read from storage (the
-    /// cache keeps no histograms). With `[[set]]`s, each set's series on its own grid,
-    /// read past the cache ([`StoredSource`]'s fetch).
-    fn fetch(&self, pattern: &PathPattern, from: i64, until: i64) -> Result<Vec<Fetched>> {
-        if self.reader.spans_sets() {
-            return self.stored.fetch(pattern, from, until);
-        }
-        let Some(grid) = self.stored.grid(from, until)? else {
-            return Ok(Vec::new());
-        };
-        let stored = self.cache.fetch_on(self.reader, pattern, &grid)?;
-        super::timer_paths::with_timer_paths(&self.reader, pattern, &grid, stored)
+    fn now(&self) -> Timestamp {
+        Store::now(&self.reader)
     }
 
-    fn combine(
+    fn select(&self, filter: &dyn SeriesFilter, budget: &ReadBudget) -> Result<Vec<Found>> {
+        Store::select(&self.reader, filter, budget)
+    }
+
+    fn count(&self, filter: &dyn SeriesFilter, budget: &ReadBudget) -> Result<Vec<usize>> {
+        self.reader.count(filter, budget)
+    }
+
+    /// Through the cache when `window` is given (a render's grid).
+    fn buckets(
         &self,
-        patterns: &[PathPattern],
-        aggregation: Aggregation,
-        from: i64,
-        until: i64,
-    ) -> Result<Option<Combined>> {
-        if (patterns.iter()).any(|p| super::timer_paths::count(&self.reader, p) > 0) {
-            return Ok(None);
-        }
-        if self.reader.spans_sets() {
-            // Past the cache, as the fetch with sets.
-            return self.stored.combine(patterns, aggregation, from, until);
-        }
-        let Some(grid) = self.stored.grid(from, until)? else {
-            return Ok(Some(Combined::nothing(patterns.len())));
+        series: &[SeriesRef],
+        tier: &TierSpec,
+        range: (Timestamp, Timestamp),
+        window: Option<Timestamp>,
+    ) -> Result<Vec<Vec<Bucket>>> {
+        let grid = window.and_then(|window| Grid::of(tier, range, window));
+        let Some(grid) = grid.filter(|_| !series.is_empty()) else {
+            return self.reader.buckets(series, tier, range, window);
         };
-        let key = Key::Combine {
-            patterns: patterns.iter().map(|p| p.as_str().to_owned()).collect(),
-            aggregation,
-            tier: grid.tier.clone(),
+        let key = Key::Buckets {
+            series: series.iter().map(|s| s.id).collect(),
+            tier: tier.name.clone(),
         };
-        let read = |grid: &RenderGrid| {
-            Ok((self.stored.combine_on(patterns, aggregation, grid)?).map(Data::Combined))
+        let read = |grid: &Grid| {
+            let read = (self.reader).buckets(series, tier, grid.range(), Some(grid.window));
+            Ok(Some(Data::Buckets(read?)))
         };
         match self.cache.through(&self.reader, key, &grid, read)? {
-            Some(Data::Combined(combined)) => Ok(Some(combined)),
-            Some(Data::Fetched(_)) => self.stored.combine_on(patterns, aggregation, &grid),
+            Some(Data::Buckets(buckets)) => Ok(buckets),
+            _ => self.reader.buckets(series, tier, range, window),
+        }
+    }
+
+    fn visit_histograms(
+        &self,
+        series: &[SeriesRef],
+        tier: &TierSpec,
+        range: (Timestamp, Timestamp),
+        window: Option<Timestamp>,
+        visit: &HistogramVisit<'_>,
+    ) -> Result<()> {
+        (self.reader).visit_histograms(series, tier, range, window, visit)
+    }
+
+    /// Through the cache when `window` is given (a render's grid).
+    fn fold(
+        &self,
+        series: &[SeriesRef],
+        tier: &TierSpec,
+        range: (Timestamp, Timestamp),
+        window: Option<Timestamp>,
+        display: Display,
+    ) -> Result<Option<Vec<Fold>>> {
+        let grid = window.and_then(|window| Grid::of(tier, range, window));
+        let Some(grid) = grid.filter(|_| !series.is_empty()) else {
+            return self.reader.fold(series, tier, range, window, display);
+        };
+        let key = Key::Fold {
+            series: series.iter().map(|s| s.id).collect(),
+            display,
+            tier: tier.name.clone(),
+        };
+        let read = |grid: &Grid| {
+            let read = (self.reader).fold(series, tier, grid.range(), Some(grid.window), display);
+            Ok(read?.map(Data::Folds))
+        };
+        match self.cache.through(&self.reader, key, &grid, read)? {
+            Some(Data::Folds(folds)) => Ok(Some(folds)),
+            Some(Data::Buckets(_)) => self.reader.fold(series, tier, range, window, display),
             None => Ok(None),
         }
     }
 
-    fn names(&self, pattern: &PathPattern) -> Result<Option<Vec<String>>> {
-        self.stored.names(pattern)
+    fn raw(
+        &self,
+        series: &[SeriesRef],
+        from: Timestamp,
+        to: Timestamp,
+        budget: &ReadBudget,
+    ) -> Result<Option<Vec<RawPoints>>> {
+        self.reader.raw(series, from, to, budget)
     }
 
-    fn step(&self, from: i64, until: i64) -> Result<Option<Option<i64>>> {
-        self.stored.step(from, until)
+    fn raw_reaches(&self, from: Timestamp) -> bool {
+        self.reader.raw_reaches(from)
     }
 }

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::{CachedSource, RenderCache};
+use super::{CachedStore, RenderCache};
 use crate::clock::ManualClock;
 use crate::config::TiersConfig;
 use crate::engine::Engine;
@@ -77,7 +77,12 @@ fn request(targets: &[&str], from: i64, until: i64) -> RenderRequest {
 /// The render through `cache`, checked equal to the render without it.
 fn both(f: &Fixture, cache: &RenderCache, r: &RenderRequest) -> Vec<RenderedSeries> {
     let budget = ReadBudget::unlimited();
-    let cached = render(&CachedSource::new(f.engine.reader(), cache), r, &budget).unwrap();
+    let cached = render(
+        &StoredSource::new(CachedStore::new(f.engine.reader(), cache)),
+        r,
+        &budget,
+    )
+    .unwrap();
     let stored = render(&StoredSource::new(f.engine.reader()), r, &budget).unwrap();
     assert_eq!(cached, stored, "{:?}", r.targets);
     cached
