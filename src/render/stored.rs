@@ -306,9 +306,13 @@ impl<S: Store> StoredSource<S> {
         let found = self
             .store
             .select(&AnyPath(Cow::Borrowed(patterns)), &charged_before())?;
-        let hits: Vec<Vec<bool>> = (found.iter())
-            .map(|f| patterns.iter().map(|p| p.matches(f.key.view())).collect())
-            .collect();
+        // Every series found matches a pattern: with one pattern, no key is matched again.
+        let hits: Vec<Vec<bool>> = match patterns {
+            [_] => vec![vec![true]; found.len()],
+            _ => (found.iter())
+                .map(|f| patterns.iter().map(|p| p.matches(f.key.view())).collect())
+                .collect(),
+        };
         let series: Vec<SeriesRef> = (found.iter().zip(&hits))
             .flat_map(|(f, hits)| hits.iter().filter(|&&hit| hit).map(|_| f.series()))
             .collect();
